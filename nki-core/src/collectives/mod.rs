@@ -1,0 +1,266 @@
+//! `nki.collectives` (`ncc`): ring collectives between ranks.
+//!
+//! A collective is a rendezvous: every program of every rank in the caller's
+//! replica group must issue the same collective, in the same order; the last to
+//! arrive moves the data for everyone (all sources are read before any
+//! destination is written). Each completed collective is logged as a [`CommEvent`].
+
+use crate::emulator::Ctx;
+use crate::language::NlOp;
+use crate::isa::Register;
+use crate::{Buffer, Dtype, ErrorKind, NkiError, Result, Tensor};
+use std::collections::HashSet;
+
+/// `ncc.ReplicaGroup(groups)`: disjoint rings of ranks. Each inner list is one
+/// ring in send order (a rank sends to the next one, the last to the first). An
+/// empty group list means one ring of every rank of the launch.
+///
+/// ```
+/// use nki_core::collectives::ReplicaGroup;
+/// let g = ReplicaGroup::new(vec![vec![0, 4], vec![1, 5]]);
+/// assert_eq!(g.ring_of(5, 8).unwrap(), vec![1, 5]);
+/// assert_eq!(ReplicaGroup::new(vec![]).ring_of(2, 3).unwrap(), vec![0, 1, 2]);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct ReplicaGroup {
+    groups: Vec<Vec<i64>>,
+}
+
+impl ReplicaGroup {
+    /// A replica group from its rings.
+    pub fn new(groups: Vec<Vec<i64>>) -> ReplicaGroup {
+        ReplicaGroup { groups }
+    }
+
+    /// The rings.
+    pub fn groups(&self) -> &[Vec<i64>] {
+        &self.groups
+    }
+
+    /// The ring holding `rank` in a launch of `num_ranks` ranks.
+    pub fn ring_of(&self, rank: usize, num_ranks: usize) -> Result<Vec<usize>> {
+        if self.groups.is_empty() {
+            return Ok((0..num_ranks).collect());
+        }
+        let mut seen = HashSet::new();
+        for g in &self.groups {
+            for &r in g {
+                if r < 0 || r as usize >= num_ranks || !seen.insert(r) {
+                    return Err(NkiError::argument(
+                        "replica_group",
+                        format!("{:?}", self.groups),
+                        &format!("ranks must be distinct and in 0..{num_ranks}; rank {r} is not"),
+                    ));
+                }
+            }
+        }
+        self.groups
+            .iter()
+            .find(|g| g.contains(&(rank as i64)))
+            .map(|g| g.iter().map(|&r| r as usize).collect())
+            .ok_or_else(|| NkiError::argument("replica_group", format!("{:?}", self.groups), &format!("rank {rank} is in none of the groups")))
+    }
+}
+
+/// One completed collective.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommEvent {
+    /// The collective (`"collective_permute_implicit"`, ...).
+    pub op: &'static str,
+    /// The ranks of the ring, in ring order.
+    pub ring: Vec<usize>,
+    /// The ring's collective sequence number (0 for its first collective).
+    pub seq: u64,
+    /// Point-to-point messages: one per rank and channel.
+    pub messages: usize,
+    /// Bytes sent, summed over ranks and channels.
+    pub bytes: usize,
+}
+
+/// Optional arguments of the ring permutes.
+#[derive(Clone, Debug, Default)]
+pub struct PermuteOpts<'a> {
+    /// Channel ids, consecutive from 0 (default `[0]`).
+    pub channel_ids: Option<Vec<i64>>,
+    /// QoS priority; no numeric effect.
+    pub priority: Option<i64>,
+    /// Instruction name.
+    pub name: Option<&'a str>,
+}
+
+/// One rank-program's part in a permute: per channel, its sources and destination.
+struct Part {
+    slot_rank: usize,
+    program: usize,
+    channels: Vec<(Vec<Tensor>, Tensor)>,
+}
+
+fn flatten(op: &str, what: &str, by_channel: &[Vec<Tensor>], channels: usize) -> Result<Vec<Tensor>> {
+    if by_channel.len() != channels {
+        return Err(NkiError::constraint(op, format!("{what} has {} channels but channel_ids names {channels}", by_channel.len())));
+    }
+    by_channel
+        .iter()
+        .enumerate()
+        .map(|(c, list)| match list.as_slice() {
+            [t] => Ok(t.clone()),
+            _ => Err(NkiError::constraint(op, format!("{what}[{c}] must hold exactly one tensor (coalescing is not supported), it holds {}", list.len()))),
+        })
+        .collect()
+}
+
+fn check_buffer(op: &str, role: &str, t: &Tensor) -> Result<()> {
+    if t.buffer() == Buffer::Psum {
+        return Err(NkiError::constraint(op, format!("{role} {} is in PSUM; collectives move HBM or SBUF tensors", t.describe())));
+    }
+    t.check_bounds(op)
+}
+
+fn channel_count(op: &str, opts: &PermuteOpts<'_>) -> Result<usize> {
+    let ids = opts.channel_ids.clone().unwrap_or_else(|| vec![0]);
+    if ids.is_empty() || ids.iter().enumerate().any(|(i, &c)| c != i as i64) || ids.len() > 4 {
+        return Err(NkiError::constraint(op, format!("channel_ids {ids:?} must be 0, 1, ... (at most 4 channels)")));
+    }
+    Ok(ids.len())
+}
+
+fn run_permute(ctx: &Ctx, op: &'static str, srcs: Vec<Vec<Tensor>>, dsts: Vec<Tensor>, group: &ReplicaGroup, reduce: Option<NlOp>) -> Result<()> {
+    ctx.begin_op()?;
+    let ring = group.ring_of(ctx.rank(), ctx.num_ranks()).map_err(|e| e.in_op(op))?;
+    for (c, (ss, d)) in srcs.iter().zip(&dsts).enumerate() {
+        check_buffer(op, "dst", d)?;
+        for s in ss {
+            check_buffer(op, "src", s)?;
+            if s.numel() != d.numel() || (reduce.is_none() && s.dtype() != d.dtype()) {
+                return Err(NkiError::shape(
+                    op,
+                    format!("channel {c}: src {} and dst {} must have the same element count and dtype", s.describe(), d.describe()),
+                ));
+            }
+        }
+    }
+    let part = Part { slot_rank: ctx.rank(), program: ctx.program_id(), channels: srcs.into_iter().zip(dsts).collect() };
+    let world = ctx.world.clone();
+    ctx.collective(&ring, op, part, |seq, parts| {
+        let n = ring.len();
+        let find = |rank: usize, program: usize| parts.iter().map(|(_, p)| p).find(|p| p.slot_rank == rank && p.program == program);
+        // Read every source before writing any destination.
+        let mut writes: Vec<(Tensor, Vec<f32>, Dtype)> = Vec::new();
+        let (mut bytes, mut seen) = (0usize, HashSet::new());
+        for (_, me) in &parts {
+            let pos = ring.iter().position(|&r| r == me.slot_rank).unwrap_or(0);
+            let pred = find(ring[(pos + n - 1) % n], me.program).ok_or_else(|| {
+                NkiError::new(ErrorKind::Collective, format!("no program {} on the predecessor of rank {}", me.program, me.slot_rank))
+            })?;
+            for ((_, dst), (psrcs, _)) in me.channels.iter().zip(&pred.channels) {
+                for s in psrcs {
+                    if seen.insert((s.storage().id, s.layout().offset, s.shape().to_vec())) {
+                        bytes += s.numel() * s.dtype().size_bytes();
+                    }
+                }
+                let vals = match reduce {
+                    None => (gather_cells(&psrcs[0]), psrcs[0].dtype()),
+                    Some(rop) => {
+                        let a = psrcs[0].to_f32_vec();
+                        let b = psrcs[1].to_f32_vec();
+                        (a.iter().zip(&b).map(|(&x, &y)| rop.apply2(x, y)).collect(), Dtype::F32)
+                    }
+                };
+                writes.push((dst.clone(), vals.0, vals.1));
+            }
+        }
+        for (dst, vals, src_dtype) in writes {
+            store(ctx.rounds(), &dst, &vals, src_dtype);
+        }
+        let channels = parts.first().map_or(0, |(_, p)| p.channels.len());
+        world.record_comm(CommEvent { op, ring: ring.clone(), seq, messages: n * channels, bytes });
+        Ok(())
+    })
+    .map_err(|e| e.in_op(op))
+}
+
+fn gather_cells(t: &Tensor) -> Vec<f32> {
+    let mut out = Vec::new();
+    t.layout().gather(&t.read(), &mut out);
+    out
+}
+
+fn store(round: bool, dst: &Tensor, vals: &[f32], src_dtype: Dtype) {
+    let d = dst.dtype();
+    let mut cells = dst.write();
+    if src_dtype == d {
+        dst.layout().scatter_with(&mut cells, vals, |c| c);
+    } else {
+        dst.layout().scatter_with(&mut cells, vals, |v| d.f32_to_cell(src_dtype.cell_to_f32(v), round));
+    }
+}
+
+/// `ncc.collective_permute_implicit(srcs_by_channel, dsts_by_channel, replica_group)`:
+/// every rank sends each channel's source to its ring successor, whose destination
+/// receives it.
+pub fn collective_permute_implicit(
+    ctx: &Ctx,
+    srcs_by_channel: &[Vec<Tensor>],
+    dsts_by_channel: &[Vec<Tensor>],
+    replica_group: &ReplicaGroup,
+    opts: PermuteOpts<'_>,
+) -> Result<()> {
+    const OP: &str = "ncc.collective_permute_implicit";
+    let channels = channel_count(OP, &opts)?;
+    let srcs = flatten(OP, "srcs_by_channel", srcs_by_channel, channels)?.into_iter().map(|t| vec![t]).collect();
+    let dsts = flatten(OP, "dsts_by_channel", dsts_by_channel, channels)?;
+    run_permute(ctx, "collective_permute_implicit", srcs, dsts, replica_group, None)
+}
+
+/// `ncc.collective_permute_implicit_reduce(srcs0_by_channel, srcs1_by_channel, dsts_by_channel, replica_group, op)`:
+/// every rank combines its two sources element-wise with `op` (in fp32) and sends
+/// the result to its ring successor.
+pub fn collective_permute_implicit_reduce(
+    ctx: &Ctx,
+    srcs0_by_channel: &[Vec<Tensor>],
+    srcs1_by_channel: &[Vec<Tensor>],
+    dsts_by_channel: &[Vec<Tensor>],
+    replica_group: &ReplicaGroup,
+    op: NlOp,
+    opts: PermuteOpts<'_>,
+) -> Result<()> {
+    const OP: &str = "ncc.collective_permute_implicit_reduce";
+    if !matches!(op, NlOp::Add | NlOp::Maximum | NlOp::Minimum) {
+        return Err(NkiError::constraint(OP, format!("op must be nl.add, nl.maximum or nl.minimum, got {op}")));
+    }
+    let channels = channel_count(OP, &opts)?;
+    let s0 = flatten(OP, "srcs0_by_channel", srcs0_by_channel, channels)?;
+    let s1 = flatten(OP, "srcs1_by_channel", srcs1_by_channel, channels)?;
+    let dsts = flatten(OP, "dsts_by_channel", dsts_by_channel, channels)?;
+    let srcs = s0.into_iter().zip(s1).map(|(a, b)| vec![a, b]).collect();
+    run_permute(ctx, "collective_permute_implicit_reduce", srcs, dsts, replica_group, Some(op))
+}
+
+/// Optional arguments of [`collective_permute_implicit_current_processing_rank_id`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RankIdOpts<'a> {
+    /// Channel (default 0); every channel uses the same ring order.
+    pub channel_id: Option<i64>,
+    /// Instruction name.
+    pub name: Option<&'a str>,
+}
+
+/// `ncc.collective_permute_implicit_current_processing_rank_id(iteration_id, replica_group)`:
+/// a register holding the rank whose data this rank holds after `iteration_id`
+/// ring steps (its own rank at step 0, then its predecessors). The value is the
+/// rank id from the replica group.
+pub fn collective_permute_implicit_current_processing_rank_id(
+    ctx: &Ctx,
+    iteration_id: i64,
+    replica_group: &ReplicaGroup,
+    opts: RankIdOpts<'_>,
+) -> Result<Register> {
+    const OP: &str = "ncc.collective_permute_implicit_current_processing_rank_id";
+    let _ = opts.name;
+    ctx.begin_op()?;
+    let ring = replica_group.ring_of(ctx.rank(), ctx.num_ranks()).map_err(|e| e.in_op(OP))?;
+    let n = ring.len() as i64;
+    let pos = ring.iter().position(|&r| r == ctx.rank()).unwrap_or(0) as i64;
+    let idx = (pos - iteration_id).rem_euclid(n) as usize;
+    Ok(Register::new(ring[idx] as i64))
+}

@@ -1,0 +1,130 @@
+//! Round-to-nearest-even conversion of `f32` values to narrower float formats.
+//!
+//! The result is returned as the `f32` holding the rounded value, which is how the
+//! emulator stores narrow floats. Overflow follows the IEEE rule of each format:
+//! to infinity where the format has one, to NaN where it does not (`float8_e4m3fn`).
+
+use super::Dtype;
+use half::f16;
+
+/// Rounds one value to `dtype` (identity for `f32` and integer dtypes).
+///
+/// ```
+/// use nki_core::{Dtype, dtype::round_f32};
+/// assert_eq!(round_f32(Dtype::Bf16, 1.0 + 1.0 / 256.0), 1.0); // tie rounds to even
+/// assert_eq!(round_f32(Dtype::F16, 65520.0), f32::INFINITY);
+/// ```
+#[inline]
+pub fn round_f32(dtype: Dtype, x: f32) -> f32 {
+    match dtype {
+        Dtype::Bf16 => bf16_round(x),
+        Dtype::F16 => f16::from_f32(x).to_f32(),
+        Dtype::Fp8E4m3 => Fp8::E4M3.round(x),
+        Dtype::Fp8E4m3Fn => Fp8::E4M3FN.round(x),
+        Dtype::Fp8E5m2 => Fp8::E5M2.round(x),
+        _ => x,
+    }
+}
+
+/// Rounds every value of `xs` in place to `dtype`.
+pub fn round_slice(dtype: Dtype, xs: &mut [f32]) {
+    match dtype {
+        Dtype::Bf16 => xs.iter_mut().for_each(|x| *x = bf16_round(*x)),
+        Dtype::F16 => {
+            use half::slice::HalfFloatSliceExt;
+            let mut buf = [f16::ZERO; 256];
+            for chunk in xs.chunks_mut(256) {
+                let b = &mut buf[..chunk.len()];
+                b.convert_from_f32_slice(chunk);
+                b.convert_to_f32_slice(chunk);
+            }
+        }
+        Dtype::Fp8E4m3 | Dtype::Fp8E4m3Fn | Dtype::Fp8E5m2 => {
+            xs.iter_mut().for_each(|x| *x = round_f32(dtype, *x))
+        }
+        _ => {}
+    }
+}
+
+/// bfloat16 round-to-nearest-even on the bit pattern; quiets NaNs.
+#[inline(always)]
+fn bf16_round(x: f32) -> f32 {
+    let b = x.to_bits();
+    if b & 0x7fff_ffff > 0x7f80_0000 {
+        return f32::from_bits((b | 0x0040_0000) & 0xffff_0000);
+    }
+    let lsb = (b >> 16) & 1;
+    f32::from_bits(b.wrapping_add(0x7fff + lsb) & 0xffff_0000)
+}
+
+/// Parameters of an 8-bit float format.
+struct Fp8 {
+    mantissa_bits: i32,
+    min_normal_exp: i32,
+    max_finite: f32,
+    has_inf: bool,
+}
+
+impl Fp8 {
+    const E4M3: Fp8 = Fp8 { mantissa_bits: 3, min_normal_exp: -6, max_finite: 240.0, has_inf: true };
+    const E4M3FN: Fp8 = Fp8 { mantissa_bits: 3, min_normal_exp: -6, max_finite: 448.0, has_inf: false };
+    const E5M2: Fp8 = Fp8 { mantissa_bits: 2, min_normal_exp: -14, max_finite: 57344.0, has_inf: true };
+
+    fn round(&self, x: f32) -> f32 {
+        if x.is_nan() || x == 0.0 {
+            return x;
+        }
+        let overflow = if self.has_inf { f32::INFINITY.copysign(x) } else { f32::NAN };
+        if x.is_infinite() {
+            return overflow;
+        }
+        let a = f64::from(x.abs());
+        let exp = (((x.to_bits() >> 23) & 0xff) as i32 - 127).max(self.min_normal_exp);
+        let quantum = (2f64).powi(exp - self.mantissa_bits);
+        let q = (a / quantum).round_ties_even() * quantum;
+        if q > f64::from(self.max_finite) {
+            overflow
+        } else {
+            (q as f32).copysign(x)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use half::bf16;
+
+    #[test]
+    fn bf16_matches_half_on_a_dense_sweep() {
+        let mut bits: u32 = 0;
+        while bits < u32::MAX - 4093 {
+            let x = f32::from_bits(bits);
+            let want = bf16::from_f32(x).to_f32();
+            let got = bf16_round(x);
+            assert!(got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()), "{x:e}");
+            bits += 4093;
+        }
+    }
+
+    #[test]
+    fn f16_slice_matches_scalar() {
+        let mut xs: Vec<f32> = (0..1000).map(|i| (i as f32 - 500.0) * 0.37 + 1e-3).collect();
+        let want: Vec<f32> = xs.iter().map(|&x| round_f32(Dtype::F16, x)).collect();
+        round_slice(Dtype::F16, &mut xs);
+        assert_eq!(xs, want);
+    }
+
+    #[test]
+    fn fp8_formats_round_and_overflow() {
+        assert_eq!(round_f32(Dtype::Fp8E4m3Fn, 448.0), 448.0);
+        assert!(round_f32(Dtype::Fp8E4m3Fn, 480.0).is_nan());
+        assert_eq!(round_f32(Dtype::Fp8E4m3Fn, 460.0), 448.0);
+        assert_eq!(round_f32(Dtype::Fp8E4m3, 250.0), f32::INFINITY);
+        assert_eq!(round_f32(Dtype::Fp8E5m2, -1.3), -1.25);
+        // Subnormal grid of e4m3: multiples of 2^-9.
+        assert_eq!(round_f32(Dtype::Fp8E4m3, 3.0 * 2f32.powi(-10)), 2.0 * 2f32.powi(-9));
+        assert_eq!(round_f32(Dtype::Fp8E4m3, 1.0625), 1.0);
+        assert_eq!(round_f32(Dtype::Fp8E4m3, 1.1875), 1.25);
+    }
+}

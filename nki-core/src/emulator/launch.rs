@@ -1,0 +1,208 @@
+//! Launch configuration and the multi-program runner.
+
+use super::memory::MemoryReport;
+use super::world::World;
+use super::{Ctx, Precision};
+use crate::collectives::CommEvent;
+use crate::hw::Generation;
+use crate::{ErrorKind, NkiError, Result, Tensor};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Mutex};
+
+/// State shared by the programs of one rank.
+#[derive(Default)]
+pub(crate) struct RankShared {
+    /// Shared-HBM tensors allocated by the kernel, in allocation order.
+    pub(crate) allocations: Mutex<Vec<Tensor>>,
+}
+
+/// How to launch a kernel in the emulator: LNC grid, ring size, precision model and
+/// hardware generation.
+///
+/// ```
+/// use nki_core::emulator::{Launch, Precision};
+/// let launch = Launch::new().lnc(2).precision(Precision::Fp32);
+/// let ids = launch.run_all(|ctx| Ok(ctx.program_id())).unwrap();
+/// assert_eq!(ids.results, vec![vec![0, 1]]);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Launch {
+    grid: Option<usize>,
+    ranks: usize,
+    precision: Precision,
+    generation: Generation,
+}
+
+impl Default for Launch {
+    fn default() -> Self {
+        Launch::new()
+    }
+}
+
+/// Everything a launch produced.
+#[derive(Debug)]
+pub struct RunReport<R> {
+    /// `results[rank][program]`.
+    pub results: Vec<Vec<R>>,
+    /// `memory[rank][program]`: peak on-chip usage.
+    pub memory: Vec<Vec<MemoryReport>>,
+    /// Every collective the ranks performed, in completion order.
+    pub comm: Vec<CommEvent>,
+    /// `ops[rank][program]`: ISA ops executed.
+    pub ops: Vec<Vec<u64>>,
+}
+
+impl Launch {
+    /// One rank, no LNC grid, `hardware` precision, trn2.
+    pub fn new() -> Launch {
+        Launch { grid: None, ranks: 1, precision: Precision::Hardware, generation: Generation::Trn2 }
+    }
+
+    /// Logical NeuronCore degree: 1 launches without a grid, 2 launches a 1-D grid of two programs.
+    pub fn lnc(mut self, lnc: usize) -> Launch {
+        self.grid = if lnc == 1 { None } else { Some(lnc) };
+        self
+    }
+
+    /// An explicit grid: `None` (no grid) or `Some(n)` programs.
+    pub fn grid(mut self, grid: Option<usize>) -> Launch {
+        self.grid = grid;
+        self
+    }
+
+    /// Number of ranks (ring workers).
+    pub fn ranks(mut self, ranks: usize) -> Launch {
+        self.ranks = ranks;
+        self
+    }
+
+    /// The precision model.
+    pub fn precision(mut self, precision: Precision) -> Launch {
+        self.precision = precision;
+        self
+    }
+
+    /// The hardware generation.
+    pub fn generation(mut self, generation: Generation) -> Launch {
+        self.generation = generation;
+        self
+    }
+
+    /// Programs per rank.
+    pub fn programs(&self) -> usize {
+        self.grid.unwrap_or(1)
+    }
+
+    /// The LNC degree (1 or 2).
+    pub fn lnc_degree(&self) -> usize {
+        self.programs()
+    }
+
+    /// Number of ranks.
+    pub fn num_ranks(&self) -> usize {
+        self.ranks
+    }
+
+    /// The precision model.
+    pub fn precision_model(&self) -> Precision {
+        self.precision
+    }
+
+    /// The hardware generation.
+    pub fn hardware(&self) -> Generation {
+        self.generation
+    }
+
+    fn validate(&self) -> Result<()> {
+        if let Some(g) = self.grid {
+            if !(1..=2).contains(&g) {
+                return Err(NkiError::argument("lnc", g, "the LNC grid must hold 1 or 2 programs"));
+            }
+            if g == 2 && !self.generation.limits().has_core_barrier {
+                return Err(NkiError::argument("lnc", g, &format!("LNC2 needs trn2 or later, the launch targets {}", self.generation)));
+            }
+        }
+        if !(1..=64).contains(&self.ranks) {
+            return Err(NkiError::argument("ranks", self.ranks, "must be between 1 and 64"));
+        }
+        Ok(())
+    }
+
+    /// Runs `f` once per program of every rank and returns rank 0 / program 0's result.
+    pub fn run<R: Send>(&self, f: impl Fn(&Ctx) -> Result<R> + Sync) -> Result<R> {
+        let mut report = self.run_all(f)?;
+        Ok(report.results.swap_remove(0).swap_remove(0))
+    }
+
+    /// Runs `f` on every program of every rank; returns program 0's result per rank.
+    pub fn run_ranks<R: Send>(&self, f: impl Fn(&Ctx) -> Result<R> + Sync) -> Result<Vec<R>> {
+        let report = self.run_all(f)?;
+        Ok(report.results.into_iter().map(|mut r| r.swap_remove(0)).collect())
+    }
+
+    /// Runs `f` on every program of every rank (one thread each) and reports everything.
+    ///
+    /// If any program fails, every other program stops at its next op, barrier or
+    /// collective, and the first root-cause error is returned (tagged with its rank
+    /// and program).
+    pub fn run_all<R: Send>(&self, f: impl Fn(&Ctx) -> Result<R> + Sync) -> Result<RunReport<R>> {
+        self.validate()?;
+        let programs = self.programs();
+        let world = Arc::new(World::new(self.ranks, programs));
+        let shared: Vec<Arc<RankShared>> = (0..self.ranks).map(|_| Arc::default()).collect();
+        let run_one = |rank: usize, program: usize| {
+            let ctx = Ctx::new(Arc::clone(&world), Arc::clone(&shared[rank]), rank, program, self.grid, self.precision, self.generation);
+            let out = catch_unwind(AssertUnwindSafe(|| f(&ctx))).unwrap_or_else(|p| {
+                let what = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                Err(NkiError::new(ErrorKind::Constraint, format!("internal error (panic) in the emulated program: {what}")))
+            });
+            let out = out.map_err(|e| e.from_origin(ctx.origin()));
+            if let Err(e) = &out {
+                world.fail(e.clone());
+            }
+            world.finish(ctx.slot());
+            (out, ctx.memory(), ctx.op_count())
+        };
+        let outcomes: Vec<_> = if self.ranks * programs == 1 {
+            vec![run_one(0, 0)]
+        } else {
+            std::thread::scope(|s| {
+                let handles: Vec<_> = (0..self.ranks)
+                    .flat_map(|r| (0..programs).map(move |p| (r, p)))
+                    .map(|(r, p)| {
+                        let run_one = &run_one;
+                        std::thread::Builder::new()
+                            .name(format!("nki-rank{r}-prog{p}"))
+                            .spawn_scoped(s, move || run_one(r, p))
+                            .expect("spawning an emulator thread")
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().expect("emulator threads catch their panics")).collect()
+            })
+        };
+        if let Some(e) = world.first_error() {
+            return Err(e);
+        }
+        let mut report = RunReport { results: Vec::new(), memory: Vec::new(), comm: world.take_comm_log(), ops: Vec::new() };
+        let mut it = outcomes.into_iter();
+        for _ in 0..self.ranks {
+            let mut res = Vec::new();
+            let mut mem = Vec::new();
+            let mut ops = Vec::new();
+            for _ in 0..programs {
+                let (r, m, o) = it.next().expect("one outcome per program");
+                res.push(r?);
+                mem.push(m);
+                ops.push(o);
+            }
+            report.results.push(res);
+            report.memory.push(mem);
+            report.ops.push(ops);
+        }
+        Ok(report)
+    }
+}

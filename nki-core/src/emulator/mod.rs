@@ -1,0 +1,16 @@
+//! The emulator: runs kernels on CPU as an SPMD grid of programs per rank and a ring
+//! of ranks, with the hardware's numerics and run-time checks of every op's limits.
+//!
+//! Each program is a thread with its own [`Ctx`]. Programs of one rank share
+//! `nl.shared_hbm` tensors; ranks talk only through `nki.collectives`.
+
+mod ctx;
+mod launch;
+pub mod memory;
+mod precision;
+pub(crate) mod world;
+
+pub use ctx::Ctx;
+pub use launch::{Launch, RunReport};
+pub use memory::MemoryReport;
+pub use precision::Precision;

@@ -1,0 +1,292 @@
+//! Cross-program synchronisation: core barriers, collectives, failure propagation
+//! and deadlock detection for one emulated launch.
+//!
+//! Every program of every rank is a thread. A program that fails records its error
+//! and wakes everyone; a program that waits on a barrier or collective notices the
+//! failure, a partner that already finished, or a state where every live program is
+//! waiting (a deadlock), and returns an error instead of hanging.
+
+use crate::collectives::CommEvent;
+use crate::{ErrorKind, NkiError, Result};
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+/// A program's index in the launch: `rank * programs_per_rank + program`.
+pub(crate) type Slot = usize;
+
+/// What a rendezvous synchronises.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum RvKey {
+    /// The `seq`-th `core_barrier` of a rank.
+    Barrier { rank: usize, seq: u64 },
+    /// The `seq`-th collective a replica group (given by its ranks) issues.
+    Collective { group: Vec<usize>, seq: u64 },
+}
+
+struct Rendezvous {
+    kind: String,
+    participants: Vec<Slot>,
+    arrived: Vec<Slot>,
+    payloads: Vec<(Slot, Box<dyn Any + Send>)>,
+    done: Option<Result<()>>,
+    observed: usize,
+}
+
+#[derive(Default)]
+struct SyncState {
+    error: Option<NkiError>,
+    finished: Vec<bool>,
+    waiting: Vec<Option<String>>,
+    rendezvous: HashMap<RvKey, Rendezvous>,
+}
+
+/// Shared state of one launch.
+pub(crate) struct World {
+    pub(crate) ranks: usize,
+    pub(crate) programs: usize,
+    aborted: AtomicBool,
+    state: Mutex<SyncState>,
+    cv: Condvar,
+    comm: Mutex<Vec<CommEvent>>,
+}
+
+impl World {
+    pub(crate) fn new(ranks: usize, programs: usize) -> World {
+        let n = ranks * programs;
+        World {
+            ranks,
+            programs,
+            aborted: AtomicBool::new(false),
+            state: Mutex::new(SyncState { finished: vec![false; n], waiting: vec![None; n], ..Default::default() }),
+            cv: Condvar::new(),
+            comm: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Records a completed collective.
+    pub(crate) fn record_comm(&self, ev: CommEvent) {
+        self.comm.lock().unwrap_or_else(|e| e.into_inner()).push(ev);
+    }
+
+    /// The collectives completed so far, in order.
+    pub(crate) fn take_comm_log(&self) -> Vec<CommEvent> {
+        std::mem::take(&mut *self.comm.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, SyncState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn slot_name(&self, slot: Slot) -> String {
+        format!("rank {} program {}", slot / self.programs, slot % self.programs)
+    }
+
+    /// True once any program has failed.
+    pub(crate) fn is_aborted(&self) -> bool {
+        self.aborted.load(Ordering::Relaxed)
+    }
+
+    fn aborted_error(&self) -> NkiError {
+        NkiError::new(ErrorKind::Aborted, "stopped because another program of the launch failed")
+    }
+
+    /// Records the first failure and wakes every waiting program.
+    pub(crate) fn fail(&self, err: NkiError) {
+        let mut st = self.lock();
+        self.fail_locked(&mut st, err);
+    }
+
+    fn fail_locked(&self, st: &mut SyncState, err: NkiError) {
+        if st.error.is_none() && err.kind != ErrorKind::Aborted {
+            st.error = Some(err);
+        }
+        self.aborted.store(true, Ordering::Relaxed);
+        self.cv.notify_all();
+    }
+
+    /// The first root-cause error, if any program failed.
+    pub(crate) fn first_error(&self) -> Option<NkiError> {
+        self.lock().error.clone()
+    }
+
+    /// Marks a program as finished (successfully or not).
+    pub(crate) fn finish(&self, slot: Slot) {
+        let mut st = self.lock();
+        st.finished[slot] = true;
+        st.waiting[slot] = None;
+        self.check_deadlock(&mut st);
+        self.cv.notify_all();
+    }
+
+    fn check_deadlock(&self, st: &mut SyncState) {
+        let live: Vec<usize> = (0..st.finished.len()).filter(|&s| !st.finished[s]).collect();
+        if live.is_empty() || st.error.is_some() || live.iter().any(|&s| st.waiting[s].is_none()) {
+            return;
+        }
+        let detail: Vec<String> = live
+            .iter()
+            .map(|&s| format!("{} waits in {}", self.slot_name(s), st.waiting[s].as_deref().unwrap_or("?")))
+            .collect();
+        let err = NkiError::new(
+            ErrorKind::Collective,
+            format!("deadlock: every live program is waiting and none can proceed ({})", detail.join("; ")),
+        );
+        self.fail_locked(st, err);
+    }
+
+    /// Joins the rendezvous `key` as `me`, contributing `payload`. The last of
+    /// `participants` to arrive runs `complete` on every payload (in arrival order);
+    /// everyone returns its result. All participants must use the same `kind`.
+    pub(crate) fn rendezvous<T: Send + 'static>(
+        &self,
+        me: Slot,
+        key: RvKey,
+        kind: &str,
+        participants: &[Slot],
+        payload: T,
+        complete: impl FnOnce(Vec<(Slot, T)>) -> Result<()>,
+    ) -> Result<()> {
+        let mut st = self.lock();
+        if st.error.is_some() {
+            return Err(self.aborted_error());
+        }
+        let rv = st.rendezvous.entry(key.clone()).or_insert_with(|| Rendezvous {
+            kind: kind.to_string(),
+            participants: participants.to_vec(),
+            arrived: Vec::new(),
+            payloads: Vec::new(),
+            done: None,
+            observed: 0,
+        });
+        if rv.kind != kind || rv.participants != participants {
+            let err = NkiError::new(
+                ErrorKind::Collective,
+                format!(
+                    "{} issued {kind} over {:?} where its partners issued {} over {:?} (programs must issue \
+                     the same barriers and collectives in the same order)",
+                    self.slot_name(me),
+                    slot_ranks(participants, self.programs),
+                    rv.kind,
+                    slot_ranks(&rv.participants, self.programs)
+                ),
+            );
+            self.fail_locked(&mut st, err.clone());
+            return Err(err);
+        }
+        rv.payloads.push((me, Box::new(payload)));
+        rv.arrived.push(me);
+        if rv.arrived.len() == participants.len() {
+            let payloads = std::mem::take(&mut rv.payloads);
+            drop(st);
+            let typed = payloads
+                .into_iter()
+                .map(|(s, p)| (s, *p.downcast::<T>().expect("a rendezvous key always carries one payload type")))
+                .collect();
+            let result = complete(typed);
+            st = self.lock();
+            if let Err(e) = &result {
+                self.fail_locked(&mut st, e.clone());
+            }
+            for &p in participants {
+                st.waiting[p] = None;
+            }
+            if let Some(rv) = st.rendezvous.get_mut(&key) {
+                rv.done = Some(result);
+            }
+            self.cv.notify_all();
+        } else {
+            st.waiting[me] = Some(kind.to_string());
+            self.check_deadlock(&mut st);
+        }
+        loop {
+            if let Some(rv) = st.rendezvous.get_mut(&key)
+                && let Some(res) = rv.done.clone()
+            {
+                rv.observed += 1;
+                if rv.observed == rv.participants.len() {
+                    st.rendezvous.remove(&key);
+                }
+                return res;
+            }
+            let gone = st
+                .rendezvous
+                .get(&key)
+                .and_then(|rv| rv.participants.iter().copied().find(|&p| st.finished[p] && !rv.arrived.contains(&p)));
+            if let Some(p) = gone {
+                let err = NkiError::new(
+                    ErrorKind::Collective,
+                    format!("{} finished without joining {kind}, which {} is waiting in", self.slot_name(p), self.slot_name(me)),
+                );
+                st.waiting[me] = None;
+                self.fail_locked(&mut st, err.clone());
+                return Err(err);
+            }
+            if st.error.is_some() {
+                st.waiting[me] = None;
+                return Err(self.aborted_error());
+            }
+            st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+fn slot_ranks(slots: &[Slot], programs: usize) -> Vec<usize> {
+    let mut r: Vec<usize> = slots.iter().map(|s| s / programs).collect();
+    r.dedup();
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn last_arrival_completes_and_all_return() {
+        let w = Arc::new(World::new(3, 1));
+        let sum = Arc::new(Mutex::new(0));
+        std::thread::scope(|s| {
+            for me in 0..3 {
+                let (w, sum) = (Arc::clone(&w), Arc::clone(&sum));
+                s.spawn(move || {
+                    w.rendezvous(me, RvKey::Collective { group: vec![0, 1, 2], seq: 0 }, "x", &[0, 1, 2], me, |all| {
+                        *sum.lock().unwrap() = all.iter().map(|(_, v)| v).sum::<usize>();
+                        Ok(())
+                    })
+                    .unwrap();
+                });
+            }
+        });
+        assert_eq!(*sum.lock().unwrap(), 3);
+    }
+
+    #[test]
+    fn a_partner_that_finished_is_an_error_not_a_hang() {
+        let w = World::new(2, 1);
+        w.finish(1);
+        let err = w.rendezvous(0, RvKey::Barrier { rank: 0, seq: 0 }, "core_barrier", &[0, 1], (), |_| Ok(())).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Collective);
+        assert!(err.message.contains("rank 1 program 0 finished without joining core_barrier"), "{err}");
+    }
+
+    #[test]
+    fn mismatched_collectives_deadlock_is_reported() {
+        let w = Arc::new(World::new(2, 1));
+        let errs: Vec<NkiError> = std::thread::scope(|s| {
+            let a = {
+                let w = Arc::clone(&w);
+                s.spawn(move || w.rendezvous(0, RvKey::Barrier { rank: 0, seq: 0 }, "a", &[0, 1], (), |_| Ok(())))
+            };
+            let b = {
+                let w = Arc::clone(&w);
+                s.spawn(move || w.rendezvous(1, RvKey::Barrier { rank: 0, seq: 1 }, "b", &[0, 1], (), |_| Ok(())))
+            };
+            vec![a.join().unwrap().unwrap_err(), b.join().unwrap().unwrap_err()]
+        });
+        assert!(errs.iter().all(|e| matches!(e.kind, ErrorKind::Collective | ErrorKind::Aborted)));
+        let root = w.first_error().unwrap();
+        assert!(root.message.starts_with("deadlock"), "{root}");
+    }
+}

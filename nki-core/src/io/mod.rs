@@ -1,0 +1,2 @@
+//! File formats.
+pub mod npy;

@@ -1,0 +1,288 @@
+//! Tensor Engine: `nc_matmul` and `nc_transpose`.
+
+use super::enums::{Engine, MatmulPerfMode};
+use super::exec::{mark_written, read_tile, read_tile_raw, write_tile, write_tile_raw};
+use super::tile::TileView;
+use crate::emulator::Ctx;
+use crate::numeric::gemm::{Mat, sgemm};
+use crate::{Buffer, Dtype, NkiError, Result, Tensor};
+
+/// Optional arguments of [`nc_matmul`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NcMatmulOpts<'a> {
+    /// Hint that `stationary` holds only 0/1; no numeric effect.
+    pub is_stationary_onezero: Option<bool>,
+    /// Hint that `moving` holds only 0/1; no numeric effect.
+    pub is_moving_onezero: Option<bool>,
+    /// Transpose mode: `dst = stationaryᵀ` (moving is the identity), dst keeps the input dtype.
+    pub is_transpose: Option<bool>,
+    /// `Some(true)` accumulates, `Some(false)` overwrites, `None` overwrites cells no
+    /// write has touched since the PSUM tensor was allocated and accumulates onto the rest.
+    pub accumulate: Option<bool>,
+    /// PE array tile position `(row, col)`.
+    pub tile_position: Option<(i64, i64)>,
+    /// PE array tile size `(rows, cols)`.
+    pub tile_size: Option<(i64, i64)>,
+    /// Performance mode.
+    pub perf_mode: Option<MatmulPerfMode>,
+    /// Instruction name.
+    pub name: Option<&'a str>,
+}
+
+fn in_buffer(op: &str, role: &str, t: &Tensor, want: Buffer) -> Result<()> {
+    if t.buffer() != want {
+        let hint = if want == Buffer::Psum { " (the Tensor Engine writes only PSUM)" } else { " (the Tensor Engine reads only SBUF)" };
+        return Err(NkiError::constraint(op, format!("{role} {} must be in {want}{hint}", t.describe())));
+    }
+    Ok(())
+}
+
+/// A tile as a GEMM operand: strides of (partition, free), gathering when the free
+/// dims do not collapse to one stride.
+fn as_matrix(t: &Tensor, tile: &TileView) -> (Option<Vec<f32>>, isize, isize, isize) {
+    match tile.matrix() {
+        Some((off, ps, fs)) if tile.dtype.is_float() => (None, off, ps, fs),
+        _ => (Some(read_tile(t, tile)), 0, tile.nf as isize, 1),
+    }
+}
+
+/// `nisa.nc_matmul(dst, stationary, moving)`: `dst = stationaryᵀ · moving` on the
+/// Tensor Engine, contracting over the partition dim, accumulating in fp32 PSUM.
+///
+/// Checks: dst in PSUM and operands in SBUF; equal partition counts (≤ pmax);
+/// stationary free size ≤ `gemm_stationary_fmax`; moving free size ≤
+/// `gemm_moving_fmax` of the generation; dst shaped (stationary free, moving free);
+/// float operands, both fp32 if either is; dst fp32 (or bf16 on trn3).
+pub fn nc_matmul(ctx: &Ctx, dst: &Tensor, stationary: &Tensor, moving: &Tensor, opts: NcMatmulOpts<'_>) -> Result<()> {
+    const OP: &str = "nisa.nc_matmul";
+    ctx.begin_op()?;
+    in_buffer(OP, "dst", dst, Buffer::Psum)?;
+    in_buffer(OP, "stationary", stationary, Buffer::Sbuf)?;
+    in_buffer(OP, "moving", moving, Buffer::Sbuf)?;
+    let (st, mv, dt) = (TileView::of(OP, "stationary", stationary)?, TileView::of(OP, "moving", moving)?, TileView::of(OP, "dst", dst)?);
+    let hw = ctx.hw();
+    let transpose = opts.is_transpose.unwrap_or(false);
+    if st.np != mv.np {
+        return Err(NkiError::shape(
+            OP,
+            format!(
+                "stationary {} has {} partitions but moving {} has {}: the contraction (partition) dims must match",
+                stationary.describe(),
+                st.np,
+                moving.describe(),
+                mv.np
+            ),
+        ));
+    }
+    if st.nf > hw.gemm_stationary_fmax {
+        return Err(NkiError::constraint(
+            OP,
+            format!("stationary {} has free size {} > gemm_stationary_fmax {}", stationary.describe(), st.nf, hw.gemm_stationary_fmax),
+        ));
+    }
+    let moving_max = if dst.dtype() == Dtype::Bf16 && hw.gemm_moving_fmax_bf16_dst > 0 { hw.gemm_moving_fmax_bf16_dst } else { hw.gemm_moving_fmax };
+    if mv.nf > moving_max {
+        return Err(NkiError::constraint(
+            OP,
+            format!("moving {} has free size {} > gemm_moving_fmax {} on {}", moving.describe(), mv.nf, moving_max, ctx.generation()),
+        ));
+    }
+    for (role, t) in [("stationary", stationary), ("moving", moving)] {
+        if !t.dtype().is_float() {
+            return Err(NkiError::dtype(OP, format!("{role} {} must be a float dtype", t.describe())));
+        }
+    }
+    if (stationary.dtype() == Dtype::F32) != (moving.dtype() == Dtype::F32) {
+        return Err(NkiError::dtype(
+            OP,
+            format!("stationary is {} and moving is {}: if either operand is float32 both must be", stationary.dtype(), moving.dtype()),
+        ));
+    }
+    let (m, k) = (st.nf, st.np);
+    let n = if transpose { k } else { mv.nf };
+    if dt.np != m || dt.nf != n {
+        return Err(NkiError::shape(
+            OP,
+            format!(
+                "dst {} is {} partitions x {} elements but stationaryᵀ·moving is {m} x {n} (stationary free x moving free)",
+                dst.describe(),
+                dt.np,
+                dt.nf
+            ),
+        ));
+    }
+    if transpose {
+        if dst.dtype() != stationary.dtype() {
+            return Err(NkiError::dtype(OP, format!("with is_transpose, dst must have the input dtype {}, it is {}", stationary.dtype(), dst.dtype())));
+        }
+        write_tile_raw(dst, &dt, &transposed(&read_tile_raw(stationary, &st), k, m));
+        return Ok(());
+    }
+    let psum_ok = dst.dtype() == Dtype::F32 || (dst.dtype() == Dtype::Bf16 && hw.has_bf16_psum);
+    if !psum_ok {
+        return Err(NkiError::dtype(
+            OP,
+            format!(
+                "dst {} must be float32{} on {}",
+                dst.describe(),
+                if hw.has_bf16_psum { " or bfloat16" } else { "" },
+                ctx.generation()
+            ),
+        ));
+    }
+    gemm_into(ctx, dst, &dt, (stationary, &st), (moving, &mv), opts.accumulate)
+}
+
+enum Written {
+    None,
+    All,
+    Mixed(Vec<bool>),
+}
+
+fn written_state(dst: &Tensor) -> Written {
+    let flags = dst.storage().psum_written();
+    let mut seen = Vec::with_capacity(dst.numel());
+    dst.layout().for_each_run(|start, n, step| seen.extend((0..n as isize).map(|i| flags[(start + i * step) as usize])));
+    if seen.iter().all(|&w| w) {
+        Written::All
+    } else if seen.iter().all(|&w| !w) {
+        Written::None
+    } else {
+        Written::Mixed(seen)
+    }
+}
+
+fn gemm_into(
+    ctx: &Ctx,
+    dst: &Tensor,
+    dt: &TileView,
+    (stationary, st): (&Tensor, &TileView),
+    (moving, mv): (&Tensor, &TileView),
+    accumulate: Option<bool>,
+) -> Result<()> {
+    let (m, k, n) = (st.nf, st.np, mv.nf);
+    let state = match accumulate {
+        Some(true) => Written::All,
+        Some(false) => Written::None,
+        None => written_state(dst),
+    };
+    let (sbuf, so, sps, sfs) = as_matrix(stationary, st);
+    let (mbuf, mo, mps, mfs) = as_matrix(moving, mv);
+    let sguard = stationary.read();
+    let mguard = if moving.same_storage(stationary) { None } else { Some(moving.read()) };
+    let s_cells: &[f32] = sbuf.as_deref().unwrap_or(&sguard);
+    let m_cells: &[f32] = match (&mbuf, &mguard) {
+        (Some(b), _) => b,
+        (None, Some(g)) => g,
+        (None, None) => &sguard,
+    };
+    let a = Mat { offset: so, rs: sfs, cs: sps };
+    let b = Mat { offset: mo, rs: mps, cs: mfs };
+    let direct = dt.matrix().filter(|_| !matches!(state, Written::Mixed(_)));
+    match direct {
+        Some((co, cps, cfs)) => {
+            let beta = if matches!(state, Written::All) { 1.0 } else { 0.0 };
+            let mut cells = dst.write();
+            sgemm(m, k, n, s_cells, a, m_cells, b, &mut cells, Mat { offset: co, rs: cps, cs: cfs }, beta);
+            if ctx.rounds() && dst.dtype() != Dtype::F32 {
+                let d = dst.dtype();
+                dst.layout().for_each_run(|start, len, step| {
+                    for i in 0..len as isize {
+                        let c = &mut cells[(start + i * step) as usize];
+                        *c = d.f32_to_cell(*c, true);
+                    }
+                });
+            }
+        }
+        None => {
+            let mut out = vec![0f32; m * n];
+            sgemm(m, k, n, s_cells, a, m_cells, b, &mut out, Mat { offset: 0, rs: n as isize, cs: 1 }, 0.0);
+            drop((sguard, mguard));
+            let prev = read_tile(dst, dt);
+            let written: Vec<bool> = match state {
+                Written::Mixed(w) => w,
+                Written::All => vec![true; m * n],
+                Written::None => vec![false; m * n],
+            };
+            for ((o, &p), &w) in out.iter_mut().zip(&prev).zip(&written) {
+                if w {
+                    *o += p;
+                }
+            }
+            write_tile(ctx, dst, dt, &out);
+            return Ok(());
+        }
+    }
+    mark_written(dst);
+    Ok(())
+}
+
+/// Optional arguments of [`nc_transpose`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NcTransposeOpts<'a> {
+    /// `engine.tensor` (PE: SBUF → PSUM, ≤ 128×128) or `engine.vector` (≤ 32×32).
+    pub engine: Option<Engine>,
+    /// Instruction name.
+    pub name: Option<&'a str>,
+}
+
+/// `nisa.nc_transpose(dst, data)`: swaps the partition and (flattened) free dims,
+/// bit-exactly; `dst` must have `data`'s dtype.
+pub fn nc_transpose(ctx: &Ctx, dst: &Tensor, data: &Tensor, opts: NcTransposeOpts<'_>) -> Result<()> {
+    const OP: &str = "nisa.nc_transpose";
+    ctx.begin_op()?;
+    let (src, dt) = (TileView::of(OP, "data", data)?, TileView::of(OP, "dst", dst)?);
+    if data.dtype() != dst.dtype() {
+        return Err(NkiError::dtype(OP, format!("dst {} must have the dtype of data ({})", dst.describe(), data.dtype())));
+    }
+    if dt.np != src.nf || dt.nf != src.np {
+        return Err(NkiError::shape(
+            OP,
+            format!(
+                "data {} is {} x {}, so dst must be {} x {}; dst {} is {} x {}",
+                data.describe(),
+                src.np,
+                src.nf,
+                src.nf,
+                src.np,
+                dst.describe(),
+                dt.np,
+                dt.nf
+            ),
+        ));
+    }
+    let hw = ctx.hw();
+    let engine = match opts.engine.unwrap_or_default() {
+        Engine::Unknown if data.buffer() == Buffer::Sbuf && dst.buffer() == Buffer::Psum => Engine::Tensor,
+        Engine::Unknown => Engine::Vector,
+        e => e,
+    };
+    let limit = match engine {
+        Engine::Tensor => {
+            in_buffer(OP, "data", data, Buffer::Sbuf)?;
+            in_buffer(OP, "dst", dst, Buffer::Psum)?;
+            hw.pe_transpose_max
+        }
+        Engine::Vector => hw.vector_transpose_max,
+        e => return Err(NkiError::constraint(OP, format!("engine {e:?} cannot transpose; use engine.tensor or engine.vector"))),
+    };
+    if src.np > limit || src.nf > limit {
+        return Err(NkiError::constraint(
+            OP,
+            format!("data {} is {} x {}, larger than the {limit} x {limit} a {engine:?}-engine transpose handles", data.describe(), src.np, src.nf),
+        ));
+    }
+    write_tile_raw(dst, &dt, &transposed(&read_tile_raw(data, &src), src.np, src.nf));
+    Ok(())
+}
+
+/// Transposes a row-major `rows x cols` matrix.
+fn transposed(vals: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    let mut out = vec![0f32; vals.len()];
+    for r in 0..rows {
+        for c in 0..cols {
+            out[c * rows + r] = vals[r * cols + c];
+        }
+    }
+    out
+}

@@ -1,0 +1,152 @@
+//! Synchronisation and registers: `core_barrier`, `register_*`, `get_nc_version`.
+
+use super::enums::Engine;
+use super::exec::mark_written;
+use crate::emulator::Ctx;
+use crate::{Buffer, NkiError, Result, Tensor};
+use std::cell::Cell;
+use std::rc::Rc;
+
+/// Optional arguments of [`core_barrier`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CoreBarrierOpts<'a> {
+    /// Engine that waits (default GpSimd).
+    pub engine: Option<Engine>,
+    /// Instruction name.
+    pub name: Option<&'a str>,
+}
+
+/// `nisa.core_barrier(data, cores)`: both programs of an LNC2 pair wait until both
+/// arrive; writes to the shared-HBM `data` before the barrier are visible to both after.
+pub fn core_barrier(ctx: &Ctx, data: &Tensor, cores: &[i64], opts: CoreBarrierOpts<'_>) -> Result<()> {
+    const OP: &str = "nisa.core_barrier";
+    let _ = opts.engine;
+    ctx.begin_op()?;
+    if !ctx.hw().has_core_barrier {
+        return Err(NkiError::constraint(OP, format!("core_barrier needs trn2 or later; the launch targets {}", ctx.generation())));
+    }
+    if cores != [0, 1] {
+        return Err(NkiError::constraint(OP, format!("cores must be (0, 1), got {cores:?}")));
+    }
+    if ctx.num_programs() != 2 {
+        return Err(NkiError::constraint(OP, "core_barrier synchronises an LNC2 pair, but the kernel was launched without an LNC2 grid"));
+    }
+    if data.buffer() != Buffer::SharedHbm {
+        return Err(NkiError::constraint(OP, format!("data {} must be a shared_hbm tensor", data.describe())));
+    }
+    ctx.core_barrier().map_err(|e| e.in_op(OP))
+}
+
+/// A virtual register: a runtime 32-bit scalar of one program (`nisa.VirtualRegister`).
+#[derive(Clone, Debug, Default)]
+pub struct Register(Rc<Cell<i64>>);
+
+impl Register {
+    /// A register holding `v`.
+    pub fn new(v: i64) -> Register {
+        Register(Rc::new(Cell::new(v)))
+    }
+
+    /// The current value.
+    pub fn value(&self) -> i64 {
+        self.0.get()
+    }
+
+    fn set(&self, v: i64) {
+        self.0.set(v as i32 as i64);
+    }
+}
+
+/// `nisa.register_alloc(x=None)`: a new register, set to `x` (0 when absent).
+pub fn register_alloc(ctx: &Ctx, x: Option<i64>) -> Result<Register> {
+    ctx.begin_op()?;
+    Ok(Register::new(x.unwrap_or(0)))
+}
+
+/// The source of [`register_move`]: another register or an immediate.
+#[derive(Clone, Debug)]
+pub enum RegisterSource {
+    /// Copy another register.
+    Register(Register),
+    /// An immediate integer.
+    Immediate(i64),
+}
+
+impl From<i64> for RegisterSource {
+    fn from(v: i64) -> Self {
+        RegisterSource::Immediate(v)
+    }
+}
+
+impl From<&Register> for RegisterSource {
+    fn from(r: &Register) -> Self {
+        RegisterSource::Register(r.clone())
+    }
+}
+
+/// `nisa.register_move(dst, src)`: `dst = src`.
+pub fn register_move(ctx: &Ctx, dst: &Register, src: RegisterSource) -> Result<()> {
+    ctx.begin_op()?;
+    dst.set(match src {
+        RegisterSource::Register(r) => r.value(),
+        RegisterSource::Immediate(v) => v,
+    });
+    Ok(())
+}
+
+fn single_element(op: &str, role: &str, t: &Tensor) -> Result<()> {
+    t.check_bounds(op)?;
+    if t.numel() != 1 {
+        return Err(NkiError::shape(op, format!("{role} {} must hold exactly one element", t.describe())));
+    }
+    if t.buffer() == Buffer::Psum {
+        return Err(NkiError::constraint(op, format!("{role} {} must be in SBUF or HBM", t.describe())));
+    }
+    Ok(())
+}
+
+/// `nisa.register_load(dst, src)`: loads the integer in the one-element tensor `src`.
+pub fn register_load(ctx: &Ctx, dst: &Register, src: &Tensor) -> Result<()> {
+    const OP: &str = "nisa.register_load";
+    ctx.begin_op()?;
+    single_element(OP, "src", src)?;
+    dst.set(src.to_i64_vec()[0]);
+    Ok(())
+}
+
+/// `nisa.register_store(dst, src)`: writes the register into the one-element tensor `dst`.
+pub fn register_store(ctx: &Ctx, dst: &Tensor, src: &Register) -> Result<()> {
+    const OP: &str = "nisa.register_store";
+    ctx.begin_op()?;
+    single_element(OP, "dst", dst)?;
+    let d = dst.dtype();
+    let cell = if d.is_float() { d.f32_to_cell(src.value() as f32, ctx.rounds()) } else { d.i64_to_cell(src.value()) };
+    dst.layout().scatter_with(&mut dst.write(), &[cell], |c| c);
+    mark_written(dst);
+    Ok(())
+}
+
+/// `nisa.get_nc_version()`: 2, 3 or 4 (compare with `nisa.nc_version.*`).
+pub fn get_nc_version(ctx: &Ctx) -> i64 {
+    i64::from(ctx.generation().nc_version())
+}
+
+/// The runtime value of a `scalar_offset=` argument of `.ap()`: a register, or a
+/// one-element SBUF tensor holding an integer.
+pub trait DynamicOffset {
+    /// The offset value.
+    fn offset_value(&self) -> Result<i64>;
+}
+
+impl DynamicOffset for Register {
+    fn offset_value(&self) -> Result<i64> {
+        Ok(self.value())
+    }
+}
+
+impl DynamicOffset for Tensor {
+    fn offset_value(&self) -> Result<i64> {
+        single_element("ap(scalar_offset=)", "scalar_offset", self)?;
+        Ok(self.to_i64_vec()[0])
+    }
+}

@@ -1,0 +1,182 @@
+//! `nki.language` (`nl`): allocation, the SPMD grid, tile-size constants, dtypes,
+//! buffers and operator tokens.
+#![allow(non_upper_case_globals)]
+
+mod ops;
+
+pub use ops::NlOp;
+
+use crate::emulator::Ctx;
+use crate::emulator::memory::OnChip;
+use crate::tensor::Storage;
+use crate::{Buffer, Dtype, ErrorKind, Idx, NkiError, Result, Tensor};
+
+/// `nl.tile_size`: hardware tile constants.
+pub mod tile_size {
+    /// Partitions of SBUF / PSUM.
+    pub const pmax: i64 = 128;
+    /// fp32 elements per PSUM bank per partition.
+    pub const psum_fmax: i64 = 512;
+    /// fp32 elements per PSUM bank per partition.
+    pub const psum_bank_fmax: i64 = 512;
+    /// Bytes per PSUM bank per partition.
+    pub const psum_bank_fmax_bytes: i64 = 2048;
+    /// Largest free size of a matmul's stationary operand.
+    pub const gemm_stationary_fmax: i64 = 128;
+    /// Largest free size of a matmul's moving operand.
+    pub const gemm_moving_fmax: i64 = 512;
+}
+
+/// `nl.float32`.
+pub const float32: Dtype = Dtype::F32;
+/// `nl.bfloat16`.
+pub const bfloat16: Dtype = Dtype::Bf16;
+/// `nl.float16`.
+pub const float16: Dtype = Dtype::F16;
+/// `nl.float8_e4m3`.
+pub const float8_e4m3: Dtype = Dtype::Fp8E4m3;
+/// `nl.float8_e4m3fn`.
+pub const float8_e4m3fn: Dtype = Dtype::Fp8E4m3Fn;
+/// `nl.float8_e5m2`.
+pub const float8_e5m2: Dtype = Dtype::Fp8E5m2;
+/// `nl.int32`.
+pub const int32: Dtype = Dtype::I32;
+/// `nl.uint32`.
+pub const uint32: Dtype = Dtype::U32;
+/// `nl.int16`.
+pub const int16: Dtype = Dtype::I16;
+/// `nl.uint16`.
+pub const uint16: Dtype = Dtype::U16;
+/// `nl.int8`.
+pub const int8: Dtype = Dtype::I8;
+/// `nl.uint8`.
+pub const uint8: Dtype = Dtype::U8;
+
+/// `nl.sbuf`.
+pub const sbuf: Buffer = Buffer::Sbuf;
+/// `nl.psum`.
+pub const psum: Buffer = Buffer::Psum;
+/// `nl.hbm` (alias of `nl.private_hbm`).
+pub const hbm: Buffer = Buffer::PrivateHbm;
+/// `nl.private_hbm`.
+pub const private_hbm: Buffer = Buffer::PrivateHbm;
+/// `nl.shared_hbm`.
+pub const shared_hbm: Buffer = Buffer::SharedHbm;
+
+macro_rules! op_tokens {
+    ($($name:ident => $v:ident),* $(,)?) => {$(
+        #[doc = concat!("`nl.", stringify!($name), "` as an operator token.")]
+        pub const $name: NlOp = NlOp::$v;
+    )*};
+}
+
+op_tokens! {
+    add => Add, subtract => Subtract, multiply => Multiply, divide => Divide,
+    maximum => Maximum, minimum => Minimum, power => Power,
+    less => Less, less_equal => LessEqual, greater => Greater, greater_equal => GreaterEqual,
+    equal => Equal, not_equal => NotEqual, logical_and => LogicalAnd, logical_or => LogicalOr,
+    exp => Exp, log => Log, copy => Copy, reciprocal => Reciprocal, sqrt => Sqrt, rsqrt => Rsqrt,
+    square => Square, abs => Abs, negative => Negative, tanh => Tanh, sigmoid => Sigmoid,
+    relu => Relu, silu => Silu, gelu => Gelu,
+}
+
+/// Optional arguments of [`ndarray`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NdarrayOpts<'a> {
+    /// Memory space (default `nl.sbuf`).
+    pub buffer: Option<Buffer>,
+    /// Tensor name.
+    pub name: Option<&'a str>,
+    /// Explicit `(partition, byte)` address; accepted for fidelity, placement is not emulated.
+    pub address: Option<(i64, i64)>,
+    /// The kernel variable the allocation is bound to, used in messages when `name` is absent.
+    pub var: Option<&'a str>,
+}
+
+/// `nl.ndarray(shape, dtype, buffer=nl.sbuf, name='')`: allocates an uninitialised
+/// tensor (floats read as NaN until written).
+///
+/// On-chip tensors are checked against the hardware: at most `pmax` partitions,
+/// PSUM tiles within one 2 KiB bank, and SBUF / PSUM capacity.
+pub fn ndarray(ctx: &Ctx, shape: &[i64], dtype: Dtype, opts: NdarrayOpts<'_>) -> Result<Tensor> {
+    const OP: &str = "nl.ndarray";
+    ctx.begin_op()?;
+    let buffer = opts.buffer.unwrap_or(Buffer::Sbuf);
+    let name = opts.name.filter(|n| !n.is_empty()).or(opts.var).unwrap_or("tensor");
+    if shape.is_empty() || shape.iter().any(|&d| d < 1) {
+        return Err(NkiError::shape(OP, format!("tensor '{name}' has shape {shape:?}; every dim must be at least 1")));
+    }
+    let dims: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
+    let numel: usize = dims.iter().product();
+    let hw = ctx.hw();
+    if buffer.is_on_chip() {
+        if dims[0] > hw.pmax {
+            return Err(NkiError::constraint(
+                OP,
+                format!("{buffer} tensor '{name}' has partition dim {} > pmax {} (dim 0 of an on-chip tensor is the partition dim)", dims[0], hw.pmax),
+            ));
+        }
+        let bytes = dims[1..].iter().product::<usize>() * dtype.size_bytes();
+        if buffer == Buffer::Psum && bytes > hw.psum_bank_bytes {
+            return Err(NkiError::constraint(
+                OP,
+                format!(
+                    "PSUM tensor '{name}' {shape:?} {dtype} needs {bytes} B per partition, more than one PSUM bank ({} B = {} fp32)",
+                    hw.psum_bank_bytes,
+                    hw.psum_fmax()
+                ),
+            ));
+        }
+        let kind = if buffer == Buffer::Psum { OnChip::Psum } else { OnChip::Sbuf };
+        let lease = ctx.pool.acquire(kind, bytes, name).map_err(|e| e.in_op(OP))?;
+        let cells = vec![Storage::uninit_cell(dtype); numel];
+        return Ok(Tensor::from_storage(Storage::new(name, dtype, buffer, &dims, cells, Some(lease))));
+    }
+    let make = || Tensor::from_storage(Storage::hbm(name, dtype, buffer, &dims, vec![Storage::uninit_cell(dtype); numel]));
+    if buffer == Buffer::SharedHbm {
+        ctx.shared_allocation(make, |t| {
+            if t.shape() != dims.as_slice() || t.dtype() != dtype {
+                return Err(NkiError::new(
+                    ErrorKind::Collective,
+                    format!(
+                        "programs of one rank allocated different shared_hbm tensors at the same point: '{name}' {dims:?} {dtype} vs {}",
+                        t.describe()
+                    ),
+                )
+                .in_op(OP));
+            }
+            Ok(())
+        })
+    } else {
+        Ok(make())
+    }
+}
+
+/// `nl.program_id(axis)`: this program's index along `axis` of the grid.
+pub fn program_id(ctx: &Ctx, axis: i64) -> Result<i64> {
+    check_axis("nl.program_id", ctx, axis)?;
+    Ok(ctx.program_id() as i64)
+}
+
+/// `nl.num_programs(axes)`: the grid extent along `axes`.
+pub fn num_programs(ctx: &Ctx, axes: i64) -> Result<i64> {
+    check_axis("nl.num_programs", ctx, axes)?;
+    Ok(ctx.num_programs() as i64)
+}
+
+/// `nl.program_ndim()`: 0 without a grid, 1 with a 1-D grid.
+pub fn program_ndim(ctx: &Ctx) -> i64 {
+    ctx.program_ndim() as i64
+}
+
+fn check_axis(op: &str, ctx: &Ctx, axis: i64) -> Result<()> {
+    if axis != 0 {
+        return Err(NkiError::constraint(op, format!("axis {axis} does not exist: the launch grid has {} dims", ctx.program_ndim())));
+    }
+    Ok(())
+}
+
+/// `nl.ds(start, size)`: a slice of `size` positions from `start`.
+pub fn ds(start: i64, size: i64) -> Idx {
+    Idx::ds(start, size)
+}

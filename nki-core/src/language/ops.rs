@@ -1,0 +1,236 @@
+//! Operator tokens passed as `op=` arguments (`nl.add`, `nl.exp`, ...).
+
+use std::fmt;
+
+/// An `nki.language` function used as an operator token by ISA ops: ALU ops on
+/// the Vector/GpSimd engines, comparisons (1.0 / 0.0 results), and activation
+/// functions on the Scalar engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[allow(missing_docs)]
+pub enum NlOp {
+    Add,
+    Subtract,
+    Multiply,
+    Divide,
+    Maximum,
+    Minimum,
+    Power,
+    Less,
+    LessEqual,
+    Greater,
+    GreaterEqual,
+    Equal,
+    NotEqual,
+    LogicalAnd,
+    LogicalOr,
+    Exp,
+    Log,
+    Copy,
+    Reciprocal,
+    Sqrt,
+    Rsqrt,
+    Square,
+    Abs,
+    Negative,
+    Tanh,
+    Sigmoid,
+    Relu,
+    Silu,
+    Gelu,
+}
+
+impl NlOp {
+    /// Every token, in a stable order.
+    pub const ALL: [NlOp; 29] = [
+        NlOp::Add,
+        NlOp::Subtract,
+        NlOp::Multiply,
+        NlOp::Divide,
+        NlOp::Maximum,
+        NlOp::Minimum,
+        NlOp::Power,
+        NlOp::Less,
+        NlOp::LessEqual,
+        NlOp::Greater,
+        NlOp::GreaterEqual,
+        NlOp::Equal,
+        NlOp::NotEqual,
+        NlOp::LogicalAnd,
+        NlOp::LogicalOr,
+        NlOp::Exp,
+        NlOp::Log,
+        NlOp::Copy,
+        NlOp::Reciprocal,
+        NlOp::Sqrt,
+        NlOp::Rsqrt,
+        NlOp::Square,
+        NlOp::Abs,
+        NlOp::Negative,
+        NlOp::Tanh,
+        NlOp::Sigmoid,
+        NlOp::Relu,
+        NlOp::Silu,
+        NlOp::Gelu,
+    ];
+
+    /// The `nki.language` name (`"add"`, `"exp"`, ...).
+    pub const fn name(self) -> &'static str {
+        match self {
+            NlOp::Add => "add",
+            NlOp::Subtract => "subtract",
+            NlOp::Multiply => "multiply",
+            NlOp::Divide => "divide",
+            NlOp::Maximum => "maximum",
+            NlOp::Minimum => "minimum",
+            NlOp::Power => "power",
+            NlOp::Less => "less",
+            NlOp::LessEqual => "less_equal",
+            NlOp::Greater => "greater",
+            NlOp::GreaterEqual => "greater_equal",
+            NlOp::Equal => "equal",
+            NlOp::NotEqual => "not_equal",
+            NlOp::LogicalAnd => "logical_and",
+            NlOp::LogicalOr => "logical_or",
+            NlOp::Exp => "exp",
+            NlOp::Log => "log",
+            NlOp::Copy => "copy",
+            NlOp::Reciprocal => "reciprocal",
+            NlOp::Sqrt => "sqrt",
+            NlOp::Rsqrt => "rsqrt",
+            NlOp::Square => "square",
+            NlOp::Abs => "abs",
+            NlOp::Negative => "negative",
+            NlOp::Tanh => "tanh",
+            NlOp::Sigmoid => "sigmoid",
+            NlOp::Relu => "relu",
+            NlOp::Silu => "silu",
+            NlOp::Gelu => "gelu",
+        }
+    }
+
+    /// Parses an `nl` name, with or without the `nl.` prefix.
+    pub fn from_name(name: &str) -> Option<NlOp> {
+        let bare = name.strip_prefix("nl.").unwrap_or(name);
+        NlOp::ALL.into_iter().find(|o| o.name() == bare)
+    }
+
+    /// Whether the token is a two-operand ALU op (arithmetic or comparison).
+    pub const fn is_binary(self) -> bool {
+        !self.is_unary()
+    }
+
+    /// Whether the token is a one-operand activation function.
+    pub const fn is_unary(self) -> bool {
+        matches!(
+            self,
+            NlOp::Exp
+                | NlOp::Log
+                | NlOp::Copy
+                | NlOp::Reciprocal
+                | NlOp::Sqrt
+                | NlOp::Rsqrt
+                | NlOp::Square
+                | NlOp::Abs
+                | NlOp::Negative
+                | NlOp::Tanh
+                | NlOp::Sigmoid
+                | NlOp::Relu
+                | NlOp::Silu
+                | NlOp::Gelu
+        )
+    }
+
+    /// Whether the token can reduce (`add`, `maximum`, `minimum`, `multiply`).
+    pub const fn is_reduction(self) -> bool {
+        matches!(self, NlOp::Add | NlOp::Maximum | NlOp::Minimum | NlOp::Multiply)
+    }
+
+    /// Applies a binary token in fp32 (comparisons give 1.0 or 0.0).
+    #[inline(always)]
+    pub fn apply2(self, a: f32, b: f32) -> f32 {
+        let flag = |c: bool| if c { 1.0 } else { 0.0 };
+        match self {
+            NlOp::Add => a + b,
+            NlOp::Subtract => a - b,
+            NlOp::Multiply => a * b,
+            NlOp::Divide => a / b,
+            NlOp::Maximum => a.max(b),
+            NlOp::Minimum => a.min(b),
+            NlOp::Power => a.powf(b),
+            NlOp::Less => flag(a < b),
+            NlOp::LessEqual => flag(a <= b),
+            NlOp::Greater => flag(a > b),
+            NlOp::GreaterEqual => flag(a >= b),
+            NlOp::Equal => flag(a == b),
+            NlOp::NotEqual => flag(a != b),
+            NlOp::LogicalAnd => flag(a != 0.0 && b != 0.0),
+            NlOp::LogicalOr => flag(a != 0.0 || b != 0.0),
+            _ => f32::NAN,
+        }
+    }
+
+    /// Applies a unary token in fp32.
+    #[inline(always)]
+    pub fn apply1(self, x: f32) -> f32 {
+        match self {
+            NlOp::Exp => crate::numeric::exp::exp(x),
+            NlOp::Log => x.ln(),
+            NlOp::Copy => x,
+            NlOp::Reciprocal => 1.0 / x,
+            NlOp::Sqrt => x.sqrt(),
+            NlOp::Rsqrt => 1.0 / x.sqrt(),
+            NlOp::Square => x * x,
+            NlOp::Abs => x.abs(),
+            NlOp::Negative => -x,
+            NlOp::Tanh => x.tanh(),
+            NlOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+            NlOp::Relu => x.max(0.0),
+            NlOp::Silu => x / (1.0 + (-x).exp()),
+            NlOp::Gelu => {
+                let x64 = f64::from(x);
+                (0.5 * x64 * (1.0 + erf(x64 / std::f64::consts::SQRT_2))) as f32
+            }
+            _ => f32::NAN,
+        }
+    }
+
+    /// Identity element of a reduction token.
+    pub fn identity(self) -> f32 {
+        match self {
+            NlOp::Add => 0.0,
+            NlOp::Multiply => 1.0,
+            NlOp::Maximum => f32::NEG_INFINITY,
+            NlOp::Minimum => f32::INFINITY,
+            _ => f32::NAN,
+        }
+    }
+}
+
+/// Error function (Abramowitz–Stegun 7.1.26, |error| < 1.5e-7, below f32 resolution).
+fn erf(x: f64) -> f64 {
+    let t = 1.0 / (1.0 + 0.327_591_1 * x.abs());
+    let poly = t * (0.254_829_592 + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+    (1.0 - poly * (-x * x).exp()).copysign(x)
+}
+
+impl fmt::Display for NlOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "nl.{}", self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_arity_is_consistent() {
+        for op in NlOp::ALL {
+            assert_eq!(NlOp::from_name(&op.to_string()), Some(op));
+            assert_ne!(op.is_unary(), op.is_binary());
+        }
+        assert_eq!(NlOp::Less.apply2(1.0, 2.0), 1.0);
+        assert_eq!(NlOp::GreaterEqual.apply2(1.0, 2.0), 0.0);
+        assert_eq!(NlOp::Maximum.identity(), f32::NEG_INFINITY);
+    }
+}

@@ -1,0 +1,27 @@
+//! nki-core: the vocabulary of nki-rs with CPU semantics.
+//!
+//! * [`dtype`]: NKI element types and exact rounding;
+//! * [`tensor`]: tensors and views in HBM, SBUF and PSUM;
+//! * [`isa`] (`nisa`), [`language`] (`nl`), [`collectives`] (`ncc`): the NKI API;
+//! * [`hw`]: per-generation hardware tables;
+//! * [`emulator`]: launches over an LNC grid and a ring of ranks;
+//! * [`emit`]: assembling emitted NKI source into a Python package.
+
+pub mod collectives;
+pub mod dtype;
+pub mod emulator;
+pub mod error;
+pub mod hw;
+pub mod io;
+pub mod isa;
+pub mod language;
+pub mod numeric;
+pub mod tensor;
+
+pub use collectives as ncc;
+pub use dtype::Dtype;
+pub use emulator::{Ctx, Launch, Precision};
+pub use error::{ErrorKind, NkiError, Origin, Result};
+pub use isa as nisa;
+pub use language as nl;
+pub use tensor::{Buffer, Idx, Tensor};

@@ -1,0 +1,4 @@
+//! Numeric kernels behind the emulated ISA: vectorised `exp` and the matmul microkernel.
+
+pub mod exp;
+pub(crate) mod gemm;

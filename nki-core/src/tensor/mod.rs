@@ -1,0 +1,223 @@
+//! Tensors and views in HBM, SBUF and PSUM.
+//!
+//! A [`Tensor`] is a cheap handle: a strided [`Layout`] over a shared storage.
+//! Slicing, reshaping, access patterns and broadcasts make new views of the same
+//! storage; ops read and write through views.
+
+mod buffer;
+mod index;
+mod layout;
+mod storage;
+mod view;
+
+pub use buffer::Buffer;
+pub use index::{Idx, IndexInt, IndexSpec, __with_step};
+pub use layout::{Layout, row_major_strides};
+pub(crate) use storage::Storage;
+
+use crate::{Dtype, ErrorKind, NkiError, Result};
+use ndarray::{ArrayD, IxDyn};
+use std::fmt;
+use std::sync::{Arc, RwLockReadGuard, RwLockWriteGuard};
+
+/// A view of a tensor in one of the NKI memory spaces.
+///
+/// ```
+/// use nki_core::{Dtype, Tensor, s};
+/// let t = Tensor::from_f32(&[2, 3], &[1., 2., 3., 4., 5., 6.], Dtype::F32).unwrap();
+/// let col = t.index(&s![.., 1]).unwrap();
+/// assert_eq!(col.shape(), &[2]);
+/// assert_eq!(col.to_f32_vec(), vec![2., 5.]);
+/// ```
+#[derive(Clone)]
+pub struct Tensor {
+    st: Arc<Storage>,
+    layout: Layout,
+}
+
+impl Tensor {
+    pub(crate) fn from_storage(st: Arc<Storage>) -> Tensor {
+        let layout = Layout::row_major(&st.shape);
+        Tensor { st, layout }
+    }
+
+    pub(crate) fn with_layout(&self, layout: Layout) -> Tensor {
+        Tensor { st: Arc::clone(&self.st), layout }
+    }
+
+    /// A shared-HBM tensor holding `data` (row-major), rounded to `dtype`.
+    pub fn from_f32(shape: &[usize], data: &[f32], dtype: Dtype) -> Result<Tensor> {
+        let n: usize = shape.iter().product();
+        if n != data.len() {
+            return Err(NkiError::argument(
+                "data",
+                format!("{} elements", data.len()),
+                &format!("shape {shape:?} needs {n} elements"),
+            ));
+        }
+        let cells = data.iter().map(|&v| dtype.f32_to_cell(v, true)).collect();
+        Ok(Tensor::from_storage(Storage::hbm("input", dtype, Buffer::SharedHbm, shape, cells)))
+    }
+
+    /// A shared-HBM tensor holding the integers `data` (row-major) as `dtype`.
+    pub fn from_i64(shape: &[usize], data: &[i64], dtype: Dtype) -> Result<Tensor> {
+        if dtype.is_float() {
+            let f: Vec<f32> = data.iter().map(|&v| v as f32).collect();
+            return Tensor::from_f32(shape, &f, dtype);
+        }
+        let n: usize = shape.iter().product();
+        if n != data.len() {
+            return Err(NkiError::argument(
+                "data",
+                format!("{} elements", data.len()),
+                &format!("shape {shape:?} needs {n} elements"),
+            ));
+        }
+        let cells = data.iter().map(|&v| dtype.i64_to_cell(v)).collect();
+        Ok(Tensor::from_storage(Storage::hbm("input", dtype, Buffer::SharedHbm, shape, cells)))
+    }
+
+    /// A shared-HBM tensor from an ndarray, rounded to `dtype`.
+    pub fn from_array(a: &ArrayD<f32>, dtype: Dtype) -> Tensor {
+        let data: Vec<f32> = a.iter().copied().collect();
+        Tensor::from_f32(a.shape(), &data, dtype).expect("element count matches the array shape")
+    }
+
+    /// A zero-filled shared-HBM tensor.
+    pub fn zeros(shape: &[usize], dtype: Dtype) -> Tensor {
+        let n = shape.iter().product();
+        Tensor::from_storage(Storage::hbm("zeros", dtype, Buffer::SharedHbm, shape, vec![dtype.f32_to_cell(0.0, true); n]))
+    }
+
+    /// Names a freshly created tensor (names appear in error messages).
+    ///
+    /// A tensor that other handles still share is copied rather than renamed.
+    pub fn named(self, name: &str) -> Tensor {
+        Tensor { st: Storage::renamed(self.st, name), layout: self.layout }
+    }
+
+    /// The view's shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.layout.shape
+    }
+
+    /// Number of dimensions.
+    pub fn ndim(&self) -> usize {
+        self.layout.shape.len()
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.layout.numel()
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> Dtype {
+        self.st.dtype
+    }
+
+    /// Memory space.
+    pub fn buffer(&self) -> Buffer {
+        self.st.buffer
+    }
+
+    /// Name given at allocation.
+    pub fn name(&self) -> &str {
+        &self.st.name
+    }
+
+    /// The view's layout over its storage.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Whether two views share storage.
+    pub fn same_storage(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.st, &other.st)
+    }
+
+    pub(crate) fn storage(&self) -> &Arc<Storage> {
+        &self.st
+    }
+
+    /// Cells per partition of the underlying on-chip allocation (total cells for HBM).
+    pub(crate) fn partition_cells(&self) -> usize {
+        self.st.partition_cells()
+    }
+
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, Vec<f32>> {
+        self.st.cells.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, Vec<f32>> {
+        self.st.cells.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The view's values as `f32`, in logical (row-major) order.
+    pub fn to_f32_vec(&self) -> Vec<f32> {
+        let mut out = Vec::new();
+        self.layout.gather(&self.read(), &mut out);
+        if !self.dtype().is_float() {
+            let d = self.dtype();
+            out.iter_mut().for_each(|c| *c = d.cell_to_f32(*c));
+        }
+        out
+    }
+
+    /// The view's values as exact integers (floats truncate toward zero).
+    pub fn to_i64_vec(&self) -> Vec<i64> {
+        let mut out = Vec::new();
+        self.layout.gather(&self.read(), &mut out);
+        let d = self.dtype();
+        out.iter().map(|&c| d.cell_to_i64(c)).collect()
+    }
+
+    /// The view's values as an ndarray of its shape.
+    pub fn to_array(&self) -> ArrayD<f32> {
+        ArrayD::from_shape_vec(IxDyn(self.shape()), self.to_f32_vec()).expect("numel matches shape")
+    }
+
+    /// Overwrites the view with `data` (logical order), rounding to the dtype.
+    pub fn fill_from_f32(&self, data: &[f32]) -> Result<()> {
+        if data.len() != self.numel() {
+            return Err(NkiError::argument(
+                "data",
+                format!("{} elements", data.len()),
+                &format!("view {:?} holds {} elements", self.shape(), self.numel()),
+            ));
+        }
+        let d = self.dtype();
+        self.layout.scatter_with(&mut self.write(), data, |v| d.f32_to_cell(v, true));
+        Ok(())
+    }
+
+    /// Checks the view stays inside its storage.
+    pub(crate) fn check_bounds(&self, what: &str) -> Result<()> {
+        if let Some((lo, hi)) = self.layout.cell_range() {
+            let len = self.st.len() as isize;
+            if lo < 0 || hi >= len {
+                return Err(NkiError::new(
+                    ErrorKind::Bounds,
+                    format!(
+                        "{what} of '{}' reaches cells {lo}..={hi}, outside the tensor's {len} cells \
+                         (allocation shape {:?})",
+                        self.name(),
+                        self.st.shape
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A short description for messages: `'name' [128, 512] bfloat16 in SBUF`.
+    pub fn describe(&self) -> String {
+        format!("'{}' {:?} {} in {}", self.name(), self.shape(), self.dtype(), self.buffer())
+    }
+}
+
+impl fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Tensor({})", self.describe())
+    }
+}

@@ -1,0 +1,77 @@
+//! The cells behind tensors.
+
+use super::Buffer;
+use crate::Dtype;
+use crate::emulator::memory::Lease;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// One allocation. Cells hold `f32` values for float dtypes and integer bit
+/// patterns for integer dtypes (see [`Dtype::cell_to_f32`]).
+///
+/// Shared-HBM storages are reached from several threads (LNC programs, ranks), so
+/// cells sit behind a lock; ops never hold a lock on a shared storage while taking
+/// another one, which keeps multi-program runs free of lock-order deadlocks.
+pub(crate) struct Storage {
+    pub(crate) id: u64,
+    pub(crate) name: String,
+    pub(crate) dtype: Dtype,
+    pub(crate) buffer: Buffer,
+    pub(crate) shape: Vec<usize>,
+    pub(crate) cells: RwLock<Vec<f32>>,
+    /// For PSUM: which cells a write has touched since allocation (`nc_matmul`'s
+    /// `accumulate=None` overwrites unwritten cells and accumulates onto written ones).
+    written: Mutex<Vec<bool>>,
+    _lease: Option<Lease>,
+}
+
+impl Storage {
+    pub(crate) fn new(name: &str, dtype: Dtype, buffer: Buffer, shape: &[usize], cells: Vec<f32>, lease: Option<Lease>) -> Arc<Storage> {
+        Arc::new(Storage {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            name: name.to_string(),
+            dtype,
+            buffer,
+            shape: shape.to_vec(),
+            written: Mutex::new(if buffer == Buffer::Psum { vec![false; cells.len()] } else { Vec::new() }),
+            cells: RwLock::new(cells),
+            _lease: lease,
+        })
+    }
+
+    pub(crate) fn hbm(name: &str, dtype: Dtype, buffer: Buffer, shape: &[usize], cells: Vec<f32>) -> Arc<Storage> {
+        Storage::new(name, dtype, buffer, shape, cells, None)
+    }
+
+    /// Renames `st` in place when this is its only handle, else renames a copy.
+    pub(crate) fn renamed(mut st: Arc<Storage>, name: &str) -> Arc<Storage> {
+        if let Some(s) = Arc::get_mut(&mut st) {
+            s.name = name.to_string();
+            return st;
+        }
+        let cells = st.cells.read().unwrap_or_else(|e| e.into_inner()).clone();
+        Storage::hbm(name, st.dtype, st.buffer, &st.shape, cells)
+    }
+
+    /// The PSUM written-flags (empty for other buffers).
+    pub(crate) fn psum_written(&self) -> MutexGuard<'_, Vec<bool>> {
+        self.written.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// Cells per partition for on-chip storages; all cells for HBM.
+    pub(crate) fn partition_cells(&self) -> usize {
+        if self.buffer.is_on_chip() { self.shape[1..].iter().product() } else { self.len() }
+    }
+
+    /// The fill of a fresh allocation: NaN for floats (reads of unwritten cells show
+    /// up in results), a fixed pattern for integers.
+    pub(crate) fn uninit_cell(dtype: Dtype) -> f32 {
+        if dtype.is_float() { f32::NAN } else { dtype.i64_to_cell(0x5A5A5A5A) }
+    }
+}

@@ -1,0 +1,254 @@
+//! View constructors: indexing, reshape, access patterns, broadcast, select, slice.
+//!
+//! On-chip tensors (SBUF/PSUM) keep dim 0 as the partition dim: an integer index
+//! on it keeps a unit partition dim, and it can never be broadcast, expanded or
+//! reshaped away. HBM tensors behave like NumPy arrays.
+
+use super::{Idx, Layout, Tensor, row_major_strides};
+use crate::{ErrorKind, NkiError, Result};
+
+fn bounds(msg: String) -> NkiError {
+    NkiError::new(ErrorKind::Bounds, msg)
+}
+
+impl Tensor {
+    /// NumPy-style indexing: `t[i, a:b, :]`. Bounds outside the dimension are an error.
+    pub fn index(&self, spec: &[Idx]) -> Result<Tensor> {
+        let l = &self.layout;
+        if spec.len() > l.shape.len() {
+            return Err(bounds(format!(
+                "{} indices given for the {}-d tensor '{}' {:?}",
+                spec.len(),
+                l.shape.len(),
+                self.name(),
+                l.shape
+            )));
+        }
+        let on_chip = self.buffer().is_on_chip();
+        let mut out = Layout { offset: l.offset, shape: Vec::new(), strides: Vec::new() };
+        for (d, (&n, &stride)) in l.shape.iter().zip(&l.strides).enumerate() {
+            match spec.get(d).copied().unwrap_or(Idx::Full) {
+                Idx::At(i) => {
+                    let p = if i < 0 { i + n as i64 } else { i };
+                    if p < 0 || p >= n as i64 {
+                        return Err(bounds(format!(
+                            "index {i} is out of range for dim {d} of '{}' {:?}",
+                            self.name(),
+                            l.shape
+                        )));
+                    }
+                    out.offset += p as isize * stride;
+                    if on_chip && d == 0 {
+                        out.shape.push(1);
+                        out.strides.push(stride);
+                    }
+                }
+                Idx::Full => {
+                    out.shape.push(n);
+                    out.strides.push(stride);
+                }
+                Idx::Range { start, stop, step } => {
+                    let norm = |v: i64| if v < 0 { v + n as i64 } else { v };
+                    let s = norm(start.unwrap_or(0));
+                    let e = norm(stop.unwrap_or(n as i64));
+                    if step < 1 || s < 0 || e > n as i64 || s > e {
+                        return Err(bounds(format!(
+                            "slice {}:{}:{step} is out of range for dim {d} (extent {n}) of '{}' {:?}",
+                            start.map_or(String::new(), |v| v.to_string()),
+                            stop.map_or(String::new(), |v| v.to_string()),
+                            self.name(),
+                            l.shape
+                        )));
+                    }
+                    out.offset += s as isize * stride;
+                    out.shape.push(((e - s + step - 1) / step) as usize);
+                    out.strides.push(stride * step as isize);
+                }
+            }
+        }
+        Ok(self.with_layout(out))
+    }
+
+    /// A view with a new shape over the same elements (the view must be contiguous;
+    /// on-chip views must keep their partition count).
+    pub fn reshape(&self, shape: &[usize]) -> Result<Tensor> {
+        let l = &self.layout;
+        let n: usize = shape.iter().product();
+        if n != l.numel() {
+            return Err(NkiError::shape(
+                "reshape",
+                format!("cannot reshape '{}' {:?} ({} elements) to {shape:?} ({n} elements)", self.name(), l.shape, l.numel()),
+            ));
+        }
+        if self.buffer().is_on_chip() {
+            if shape.first() != l.shape.first() {
+                return Err(NkiError::shape(
+                    "reshape",
+                    format!("reshape of on-chip '{}' {:?} to {shape:?} must keep the partition dim {}", self.name(), l.shape, l.shape[0]),
+                ));
+            }
+            let free = Layout { offset: 0, shape: l.shape[1..].to_vec(), strides: l.strides[1..].to_vec() };
+            if free.numel() > 1 && free.contiguous_start().is_none() {
+                return Err(NkiError::shape(
+                    "reshape",
+                    format!("the free dims of '{}' {:?} are not contiguous, so it cannot be reshaped", self.name(), l.shape),
+                ));
+            }
+            let mut strides = vec![l.strides[0]];
+            strides.extend(row_major_strides(&shape[1..]));
+            return Ok(self.with_layout(Layout { offset: l.offset, shape: shape.to_vec(), strides }));
+        }
+        if l.numel() > 1 && l.contiguous_start().is_none() {
+            return Err(NkiError::shape(
+                "reshape",
+                format!("view of '{}' {:?} is not contiguous, so it cannot be reshaped", self.name(), l.shape),
+            ));
+        }
+        Ok(self.with_layout(Layout { offset: l.offset, shape: shape.to_vec(), strides: row_major_strides(shape) }))
+    }
+
+    /// `.ap(pattern, offset, scalar_offset, indirect_dim)`: an explicit access
+    /// pattern `[[step, count], ...]` over the storage, in elements of the row-major
+    /// allocation. `offset` (absolute) defaults to this view's offset; a dynamic
+    /// `scalar_offset` value moves the start by `value` times the row-major stride of
+    /// dim `indirect_dim` of this tensor. For on-chip tensors the first pair is the
+    /// partition dim, whose step is the allocation's elements per partition.
+    pub fn ap(&self, pattern: &[[i64; 2]], offset: Option<i64>, dynamic_offset: Option<i64>, indirect_dim: usize) -> Result<Tensor> {
+        if pattern.is_empty() || pattern.iter().any(|&[_, c]| c < 1) {
+            return Err(NkiError::shape("ap", format!("access pattern {pattern:?} on '{}' needs at least one [step, count] pair with count >= 1", self.name())));
+        }
+        let mut base = match offset {
+            Some(o) if self.layout.offset != 0 => {
+                return Err(NkiError::shape(
+                    "ap",
+                    format!(
+                        "an explicit offset={o} on a view of '{}' that already starts at element {} is ambiguous in NKI; call .ap on the tensor itself",
+                        self.name(),
+                        self.layout.offset
+                    ),
+                ));
+            }
+            Some(o) => o as isize,
+            None => self.layout.offset,
+        };
+        if let Some(v) = dynamic_offset {
+            if indirect_dim >= self.ndim() {
+                return Err(NkiError::shape("ap", format!("indirect_dim {indirect_dim} is not a dim of '{}' {:?}", self.name(), self.shape())));
+            }
+            let stride: usize = self.shape()[indirect_dim + 1..].iter().product();
+            base += (v * stride as i64) as isize;
+        }
+        let t = self.with_layout(Layout {
+            offset: base,
+            shape: pattern.iter().map(|&[_, c]| c as usize).collect(),
+            strides: pattern.iter().map(|&[s, _]| s as isize).collect(),
+        });
+        t.check_bounds("access pattern")?;
+        Ok(t)
+    }
+
+    /// Repeats the unit dim `dim` `size` times without copying.
+    pub fn broadcast(&self, dim: usize, size: usize) -> Result<Tensor> {
+        self.check_dim("broadcast", dim)?;
+        if self.buffer().is_on_chip() && dim == 0 {
+            return Err(NkiError::shape("broadcast", format!("the partition dim of '{}' cannot be broadcast", self.name())));
+        }
+        if self.layout.shape[dim] != 1 {
+            return Err(NkiError::shape(
+                "broadcast",
+                format!("dim {dim} of '{}' {:?} has extent {}, only a unit dim can be broadcast", self.name(), self.shape(), self.shape()[dim]),
+            ));
+        }
+        let mut l = self.layout.clone();
+        l.shape[dim] = size;
+        l.strides[dim] = 0;
+        Ok(self.with_layout(l))
+    }
+
+    /// Inserts a unit dim before `dim`.
+    pub fn expand_dim(&self, dim: usize) -> Result<Tensor> {
+        if dim > self.ndim() || (self.buffer().is_on_chip() && dim == 0) {
+            return Err(NkiError::shape(
+                "expand_dim",
+                format!("cannot insert a dim at position {dim} of '{}' {:?}", self.name(), self.shape()),
+            ));
+        }
+        let mut l = self.layout.clone();
+        l.shape.insert(dim, 1);
+        l.strides.insert(dim, 0);
+        Ok(self.with_layout(l))
+    }
+
+    /// Takes position `index` of `dim` and drops the dim.
+    pub fn select(&self, dim: usize, index: i64) -> Result<Tensor> {
+        self.check_dim("select", dim)?;
+        if self.buffer().is_on_chip() && dim == 0 {
+            return Err(NkiError::shape("select", format!("the partition dim of '{}' cannot be selected away", self.name())));
+        }
+        let mut spec = vec![Idx::Full; dim];
+        spec.push(Idx::At(index));
+        self.index(&spec)
+    }
+
+    /// `start:end:step` along `dim`.
+    pub fn slice(&self, dim: usize, start: i64, end: i64, step: i64) -> Result<Tensor> {
+        self.check_dim("slice", dim)?;
+        let mut spec = vec![Idx::Full; dim];
+        spec.push(Idx::range(start, end, step));
+        self.index(&spec)
+    }
+
+    fn check_dim(&self, op: &str, dim: usize) -> Result<()> {
+        if dim >= self.ndim() {
+            return Err(NkiError::shape(op, format!("dim {dim} does not exist in '{}' {:?}", self.name(), self.shape())));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Dtype, Tensor, s};
+
+    fn iota(shape: &[usize]) -> Tensor {
+        let n: usize = shape.iter().product();
+        let d: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        Tensor::from_f32(shape, &d, Dtype::F32).unwrap()
+    }
+
+    #[test]
+    fn hbm_indexing_drops_int_dims_and_steps() {
+        let t = iota(&[4, 6]);
+        let v = t.index(&s![1..4;2, 3]).unwrap();
+        assert_eq!(v.shape(), &[2]);
+        assert_eq!(v.to_f32_vec(), vec![9., 21.]);
+        assert!(t.index(&s![0..5]).is_err());
+        assert_eq!(t.index(&s![-1]).unwrap().to_f32_vec(), vec![18., 19., 20., 21., 22., 23.]);
+    }
+
+    #[test]
+    fn reshape_and_ap_views() {
+        let t = iota(&[2, 3, 4]);
+        let r = t.reshape(&[6, 4]).unwrap();
+        assert_eq!(r.index(&s![5]).unwrap().to_f32_vec(), vec![20., 21., 22., 23.]);
+        // Transposed read of the first [3, 4] block: pattern [[1, 4], [4, 3]].
+        let a = t.ap(&[[1, 4], [4, 3]], Some(0), None, 0).unwrap();
+        assert_eq!(a.to_f32_vec()[..4], [0., 4., 8., 1.]);
+        // A dynamic offset moves by `value` rows of the indirect dim (stride 4 for dim 1).
+        let d = t.ap(&[[1, 2]], Some(1), Some(2), 1).unwrap();
+        assert_eq!(d.to_f32_vec(), vec![9., 10.]);
+        assert!(t.ap(&[[1, 30]], None, None, 0).is_err());
+        assert!(t.index(&s![1]).unwrap().ap(&[[1, 2]], Some(0), None, 0).is_err());
+        assert!(t.index(&s![.., 0..2]).unwrap().reshape(&[4, 4]).is_err());
+    }
+
+    #[test]
+    fn broadcast_only_unit_dims() {
+        let t = iota(&[3, 1]);
+        let b = t.broadcast(1, 2).unwrap();
+        assert_eq!(b.to_f32_vec(), vec![0., 0., 1., 1., 2., 2.]);
+        assert!(t.broadcast(0, 2).is_err());
+        assert_eq!(t.expand_dim(0).unwrap().shape(), &[1, 3, 1]);
+        assert_eq!(iota(&[2, 3]).select(1, 2).unwrap().to_f32_vec(), vec![2., 5.]);
+    }
+}
