@@ -7,8 +7,12 @@
 //! * [`emulator`]: launches over an LNC grid and a ring of ranks;
 //! * [`emit`]: assembling emitted NKI source into a Python package.
 
+#[doc(hidden)]
+#[path = "rt.rs"]
+pub mod __rt;
 pub mod collectives;
 pub mod dtype;
+pub mod emit;
 pub mod emulator;
 pub mod error;
 pub mod hw;

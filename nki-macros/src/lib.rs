@@ -1,1 +1,41 @@
-//! macros
+//! The `#[nki_kernel]` and `#[nki_helper]` attribute macros of nki-rs.
+//!
+//! A kernel is an ordinary-looking Rust function built from `nl::`, `nisa::` and
+//! `ncc::` calls, tensor views (`t[s![a..b, ..]]`, `.ap(...)`), integer
+//! arithmetic, `for` loops over ranges, `if`/`else` and `assert!`. The macro
+//! parses it into its own tree ([`ast`]), checks it ([`check`]: types, argument
+//! names, memory spaces, shapes against the hardware limits), and emits two
+//! artifacts from that one tree ([`emit`]):
+//!
+//! * the NKI 2.x Python source, as `name::NKI_SOURCE` (a `&'static str`);
+//! * the CPU emulation, `fn name(ctx: &nki::Ctx, ...) -> nki::Result<_>`, plus a
+//!   `name::Call` launcher that knows the Python defaults.
+//!
+//! All errors are collected and reported at the user's tokens; on error a
+//! stand-in with the same signature is emitted so the rest of the crate still
+//! type-checks.
+
+mod ast;
+mod check;
+mod diag;
+mod emit;
+mod expand;
+mod parse;
+mod vocab;
+
+use proc_macro::TokenStream;
+
+/// Turns a Rust function into an NKI kernel and its CPU emulation.
+///
+/// `#[nki_kernel(target = "trn3")]` checks against another generation's limits
+/// (default `trn2`). Parameters take Python defaults with `#[default(value)]`.
+#[proc_macro_attribute]
+pub fn nki_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
+    expand::expand(ast::FnKind::Kernel, attr.into(), item.into()).into()
+}
+
+/// A helper function that kernels call: emitted as a plain Python function.
+#[proc_macro_attribute]
+pub fn nki_helper(attr: TokenStream, item: TokenStream) -> TokenStream {
+    expand::expand(ast::FnKind::Helper, attr.into(), item.into()).into()
+}

@@ -7,14 +7,46 @@ macro_rules! binary_loops {
         let n = $out.len();
         let flag = |c: bool| if c { 1.0f32 } else { 0.0 };
         match $op {
-            NlOp::Add => for i in 0..n { $out[i] = $ai(i) + $bi(i) },
-            NlOp::Subtract => for i in 0..n { $out[i] = $ai(i) - $bi(i) },
-            NlOp::Multiply => for i in 0..n { $out[i] = $ai(i) * $bi(i) },
-            NlOp::Maximum => for i in 0..n { $out[i] = $ai(i).max($bi(i)) },
-            NlOp::Minimum => for i in 0..n { $out[i] = $ai(i).min($bi(i)) },
-            NlOp::Less => for i in 0..n { $out[i] = flag($ai(i) < $bi(i)) },
-            NlOp::GreaterEqual => for i in 0..n { $out[i] = flag($ai(i) >= $bi(i)) },
-            op => for i in 0..n { $out[i] = op.apply2($ai(i), $bi(i)) },
+            NlOp::Add => {
+                for i in 0..n {
+                    $out[i] = $ai(i) + $bi(i)
+                }
+            }
+            NlOp::Subtract => {
+                for i in 0..n {
+                    $out[i] = $ai(i) - $bi(i)
+                }
+            }
+            NlOp::Multiply => {
+                for i in 0..n {
+                    $out[i] = $ai(i) * $bi(i)
+                }
+            }
+            NlOp::Maximum => {
+                for i in 0..n {
+                    $out[i] = $ai(i).max($bi(i))
+                }
+            }
+            NlOp::Minimum => {
+                for i in 0..n {
+                    $out[i] = $ai(i).min($bi(i))
+                }
+            }
+            NlOp::Less => {
+                for i in 0..n {
+                    $out[i] = flag($ai(i) < $bi(i))
+                }
+            }
+            NlOp::GreaterEqual => {
+                for i in 0..n {
+                    $out[i] = flag($ai(i) >= $bi(i))
+                }
+            }
+            op => {
+                for i in 0..n {
+                    $out[i] = op.apply2($ai(i), $bi(i))
+                }
+            }
         }
     }};
 }
@@ -83,12 +115,20 @@ pub(crate) fn reduce(op: NlOp, xs: &[f32], init: f32) -> f32 {
 /// `max` that propagates NaN (a NaN anywhere in a row shows up in its max).
 #[inline(always)]
 pub(crate) fn max_nan(a: f32, b: f32) -> f32 {
-    if a.is_nan() || b.is_nan() { f32::NAN } else { a.max(b) }
+    if a.is_nan() || b.is_nan() {
+        f32::NAN
+    } else {
+        a.max(b)
+    }
 }
 
 #[inline(always)]
 fn min_nan(a: f32, b: f32) -> f32 {
-    if a.is_nan() || b.is_nan() { f32::NAN } else { a.min(b) }
+    if a.is_nan() || b.is_nan() {
+        f32::NAN
+    } else {
+        a.min(b)
+    }
 }
 
 #[cfg(test)]
@@ -104,7 +144,10 @@ mod tests {
             binary(op, &a, &b, &mut out);
             for i in 0..a.len() {
                 let want = op.apply2(a[i], b[i]);
-                assert!(out[i] == want || (out[i].is_nan() && want.is_nan()), "{op} {i}");
+                assert!(
+                    out[i] == want || (out[i].is_nan() && want.is_nan()),
+                    "{op} {i}"
+                );
             }
             with_scalar(op, &a, 2.0, true, &mut out);
             assert!(out[3] == op.apply2(2.0, a[3]) || out[3].is_nan(), "{op}");

@@ -75,7 +75,8 @@ pub fn exp_affine(xs: &[f32], out: &mut [f32], scale: f32, bias: f32) {
             // SAFETY: the CPU supports AVX-512F (checked just above).
             return unsafe { x86::map_avx512(xs, out, scale, bias) };
         }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
             // SAFETY: the CPU supports AVX2 and FMA (checked just above).
             return unsafe { x86::map_avx2(xs, out, scale, bias) };
         }
@@ -91,7 +92,8 @@ pub fn exp_in_place(xs: &mut [f32]) {
             // SAFETY: the CPU supports AVX-512F (checked just above).
             return unsafe { x86::inplace_avx512(xs) };
         }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
             // SAFETY: the CPU supports AVX2 and FMA (checked just above).
             return unsafe { x86::inplace_avx2(xs) };
         }
@@ -116,10 +118,16 @@ mod tests {
 
     #[test]
     fn accurate_to_a_few_ulp_over_the_normal_range() {
-        let xs: Vec<f32> = (0..200_001).map(|i| -87.0 + 175.0 * i as f32 / 200_000.0).collect();
+        let xs: Vec<f32> = (0..200_001)
+            .map(|i| -87.0 + 175.0 * i as f32 / 200_000.0)
+            .collect();
         let mut out = vec![0f32; xs.len()];
         exp_affine(&xs, &mut out, 1.0, 0.0);
-        let worst = xs.iter().zip(&out).map(|(&x, &y)| ulp_err(y, (x as f64).exp())).fold(0.0, f64::max);
+        let worst = xs
+            .iter()
+            .zip(&out)
+            .map(|(&x, &y)| ulp_err(y, (x as f64).exp()))
+            .fold(0.0, f64::max);
         assert!(worst <= 3.0, "worst error {worst} ulp");
     }
 

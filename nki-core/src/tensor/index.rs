@@ -23,7 +23,11 @@ pub enum Idx {
 impl Idx {
     /// `start:stop:step`.
     pub fn range(start: i64, stop: i64, step: i64) -> Idx {
-        Idx::Range { start: Some(start), stop: Some(stop), step }
+        Idx::Range {
+            start: Some(start),
+            stop: Some(stop),
+            step,
+        }
     }
 
     /// `nl.ds(start, size)`: `size` positions from `start`.
@@ -68,19 +72,31 @@ impl<T: IndexInt> From<RangeInclusive<T>> for Idx {
 
 impl<T: IndexInt> From<RangeFrom<T>> for Idx {
     fn from(r: RangeFrom<T>) -> Idx {
-        Idx::Range { start: Some(r.start.as_i64()), stop: None, step: 1 }
+        Idx::Range {
+            start: Some(r.start.as_i64()),
+            stop: None,
+            step: 1,
+        }
     }
 }
 
 impl<T: IndexInt> From<RangeTo<T>> for Idx {
     fn from(r: RangeTo<T>) -> Idx {
-        Idx::Range { start: None, stop: Some(r.end.as_i64()), step: 1 }
+        Idx::Range {
+            start: None,
+            stop: Some(r.end.as_i64()),
+            step: 1,
+        }
     }
 }
 
 impl<T: IndexInt> From<RangeToInclusive<T>> for Idx {
     fn from(r: RangeToInclusive<T>) -> Idx {
-        Idx::Range { start: None, stop: Some(r.end.as_i64() + 1), step: 1 }
+        Idx::Range {
+            start: None,
+            stop: Some(r.end.as_i64() + 1),
+            step: 1,
+        }
     }
 }
 
@@ -106,8 +122,16 @@ macro_rules! s {
 #[doc(hidden)]
 pub fn __with_step(i: Idx, step: &[i64]) -> Idx {
     match (i, step) {
-        (Idx::Range { start, stop, .. }, [s]) => Idx::Range { start, stop, step: *s },
-        (Idx::Full, [s]) => Idx::Range { start: None, stop: None, step: *s },
+        (Idx::Range { start, stop, .. }, [s]) => Idx::Range {
+            start,
+            stop,
+            step: *s,
+        },
+        (Idx::Full, [s]) => Idx::Range {
+            start: None,
+            stop: None,
+            step: *s,
+        },
         _ => i,
     }
 }

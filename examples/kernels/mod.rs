@@ -1,0 +1,19 @@
+//! Example kernels written with the DSL; each is verified against a float64
+//! reference, against its emitted NKI run under NumPy, and against a checked-in
+//! snapshot of that source.
+
+pub mod matmul;
+pub mod softmax;
+pub mod tensor_add;
+pub mod tiles;
+pub mod transpose;
+
+use crate::emit::FunctionInfo;
+
+/// The example kernels.
+pub static KERNELS: &[&FunctionInfo] = &[
+    &matmul::matmul::INFO,
+    &softmax::softmax::INFO,
+    &tensor_add::tensor_add::INFO,
+    &transpose::transpose::INFO,
+];

@@ -1,0 +1,30 @@
+//! Row-wise softmax.
+
+use super::tiles::load_block;
+use crate::prelude::*;
+
+/// `softmax(x)` along the rows of an `[N, M]` tensor (`N` a multiple of 128).
+///
+/// Per 128-row tile: the negated row max (one Vector-engine reduction), then
+/// `exp(x - max)` with its row sums in one Scalar-engine pass, then a multiply by
+/// the reciprocal of the sums. Statistics stay in fp32.
+#[nki_kernel]
+pub fn softmax(x: Hbm) -> Hbm {
+    let [n, m] = x.shape();
+    assert!(n % 128 == 0, "rows must be a multiple of 128, got {n}");
+    let out = nl::ndarray([n, m], x.dtype(), buffer = nl::shared_hbm);
+    for i in 0..n / 128 {
+        let t = load_block(x, i * 128, 0, 128, m);
+        let neg_max = nl::ndarray([128, 1], nl::float32);
+        nisa::tensor_reduce(neg_max, nl::maximum, t, 1, negate = true);
+        let e = nl::ndarray([128, m], nl::float32);
+        let sums = nl::ndarray([128, 1], nl::float32);
+        nisa::activation_reduce(e, nl::exp, t, nl::add, sums, bias = neg_max);
+        let inv = nl::ndarray([128, 1], nl::float32);
+        nisa::reciprocal(inv, sums);
+        let y = nl::ndarray([128, m], x.dtype());
+        nisa::tensor_scalar(y, e, nl::multiply, inv);
+        nisa::dma_copy(out[s![i * 128..(i + 1) * 128, ..]], y);
+    }
+    out
+}

@@ -1,0 +1,317 @@
+//! Support for the code `#[nki_kernel]` generates: trace-time arithmetic with
+//! Python semantics (floor division, errors instead of panics), view helpers
+//! taking the DSL's `i64`s, and error locations. Not a public API.
+
+use crate::{Dtype, ErrorKind, NkiError, Result, Tensor};
+use std::fmt;
+
+/// Attaches the kernel source location of a failing call.
+#[inline]
+pub fn at<T>(r: Result<T>, file: &'static str, line: u32) -> Result<T> {
+    r.map_err(|e| e.at(file, line))
+}
+
+fn arith(msg: &str) -> NkiError {
+    NkiError::new(ErrorKind::Arithmetic, msg)
+}
+
+/// Checked `a + b`.
+pub fn add(a: i64, b: i64) -> Result<i64> {
+    a.checked_add(b)
+        .ok_or_else(|| arith("integer overflow in +"))
+}
+
+/// Checked `a - b`.
+pub fn sub(a: i64, b: i64) -> Result<i64> {
+    a.checked_sub(b)
+        .ok_or_else(|| arith("integer overflow in -"))
+}
+
+/// Checked `a * b`.
+pub fn mul(a: i64, b: i64) -> Result<i64> {
+    a.checked_mul(b)
+        .ok_or_else(|| arith("integer overflow in *"))
+}
+
+/// Python `a // b` (rounds toward negative infinity).
+pub fn floordiv(a: i64, b: i64) -> Result<i64> {
+    if b == 0 {
+        return Err(arith("integer division by zero"));
+    }
+    let q = a
+        .checked_div(b)
+        .ok_or_else(|| arith("integer overflow in //"))?;
+    Ok(if (a % b != 0) && ((a < 0) != (b < 0)) {
+        q - 1
+    } else {
+        q
+    })
+}
+
+/// Python `a % b` (takes the sign of `b`).
+pub fn floormod(a: i64, b: i64) -> Result<i64> {
+    let q = floordiv(a, b)?;
+    Ok(a - q * b)
+}
+
+/// Python `a / b` on floats.
+pub fn fdiv(a: f64, b: f64) -> Result<f64> {
+    if b == 0.0 {
+        return Err(arith("float division by zero"));
+    }
+    Ok(a / b)
+}
+
+/// Python `a % b` on floats.
+pub fn fmod(a: f64, b: f64) -> Result<f64> {
+    if b == 0.0 {
+        return Err(arith("float modulo by zero"));
+    }
+    Ok(a - b * (a / b).floor())
+}
+
+/// Python `a ** b` on integers (`b >= 0`).
+pub fn pow(a: i64, b: i64) -> Result<i64> {
+    let e = u32::try_from(b).map_err(|_| arith("negative or huge integer exponent"))?;
+    a.checked_pow(e)
+        .ok_or_else(|| arith("integer overflow in **"))
+}
+
+/// `ceil(a / b)` for positive `b`.
+pub fn div_ceil(a: i64, b: i64) -> Result<i64> {
+    Ok(-floordiv(-a, b)?)
+}
+
+/// Compound assignment (`x += y`, ...) with Python semantics for either number type.
+pub trait Compound<Rhs>: Sized {
+    /// `self + rhs`.
+    fn add(self, rhs: Rhs) -> Result<Self>;
+    /// `self - rhs`.
+    fn sub(self, rhs: Rhs) -> Result<Self>;
+    /// `self * rhs`.
+    fn mul(self, rhs: Rhs) -> Result<Self>;
+    /// `self // rhs` (integers) or `self / rhs` (floats).
+    fn div(self, rhs: Rhs) -> Result<Self>;
+    /// `self % rhs`.
+    fn rem(self, rhs: Rhs) -> Result<Self>;
+}
+
+impl Compound<i64> for i64 {
+    fn add(self, rhs: i64) -> Result<i64> {
+        add(self, rhs)
+    }
+    fn sub(self, rhs: i64) -> Result<i64> {
+        sub(self, rhs)
+    }
+    fn mul(self, rhs: i64) -> Result<i64> {
+        mul(self, rhs)
+    }
+    fn div(self, rhs: i64) -> Result<i64> {
+        floordiv(self, rhs)
+    }
+    fn rem(self, rhs: i64) -> Result<i64> {
+        floormod(self, rhs)
+    }
+}
+
+macro_rules! float_compound {
+    ($rhs:ty) => {
+        impl Compound<$rhs> for f64 {
+            fn add(self, rhs: $rhs) -> Result<f64> {
+                Ok(self + rhs as f64)
+            }
+            fn sub(self, rhs: $rhs) -> Result<f64> {
+                Ok(self - rhs as f64)
+            }
+            fn mul(self, rhs: $rhs) -> Result<f64> {
+                Ok(self * rhs as f64)
+            }
+            fn div(self, rhs: $rhs) -> Result<f64> {
+                fdiv(self, rhs as f64)
+            }
+            fn rem(self, rhs: $rhs) -> Result<f64> {
+                fmod(self, rhs as f64)
+            }
+        }
+    };
+}
+float_compound!(f64);
+float_compound!(i64);
+
+/// Python `range(start, stop, step)` for a positive step.
+pub fn range(start: i64, stop: i64, step: i64) -> Result<impl Iterator<Item = i64>> {
+    if step <= 0 {
+        return Err(arith("a kernel loop's step must be positive"));
+    }
+    Ok((start..stop.max(start)).step_by(step as usize))
+}
+
+/// Destructures a shape: `let [a, b] = t.shape();`.
+pub fn unpack<const N: usize>(shape: Vec<i64>) -> Result<[i64; N]> {
+    let n = shape.len();
+    shape.try_into().map_err(|_| {
+        NkiError::new(
+            ErrorKind::Shape,
+            format!("expected a shape of rank {N}, got rank {n}"),
+        )
+    })
+}
+
+/// `[x; n]` / Python `[x] * n`.
+pub fn repeat<T: Clone>(x: T, n: i64) -> Result<Vec<T>> {
+    let n = usize::try_from(n).map_err(|_| arith("negative repeat count"))?;
+    Ok(vec![x; n])
+}
+
+/// `list[i]` with Python's negative indexing.
+pub fn get<T: Clone>(items: &[T], i: i64) -> Result<T> {
+    let n = items.len() as i64;
+    let k = if i < 0 { i + n } else { i };
+    usize::try_from(k)
+        .ok()
+        .and_then(|k| items.get(k).cloned())
+        .ok_or_else(|| {
+            NkiError::new(
+                ErrorKind::Bounds,
+                format!("index {i} is out of range for {n} items"),
+            )
+        })
+}
+
+/// `t.shape` as Python ints.
+pub fn shape(t: &Tensor) -> Vec<i64> {
+    t.shape().iter().map(|&d| d as i64).collect()
+}
+
+fn dim(d: i64, what: &str) -> Result<usize> {
+    usize::try_from(d).map_err(|_| {
+        NkiError::new(
+            ErrorKind::Shape,
+            format!("{what} must be non-negative, got {d}"),
+        )
+    })
+}
+
+/// `t.ap(pattern=..., offset=..., scalar_offset=..., indirect_dim=...)`.
+pub fn ap(
+    t: &Tensor,
+    pattern: &[[i64; 2]],
+    offset: Option<i64>,
+    dynamic: Option<i64>,
+    indirect_dim: i64,
+) -> Result<Tensor> {
+    t.ap(pattern, offset, dynamic, dim(indirect_dim, "indirect_dim")?)
+        .map_err(|e| e.in_op("ap"))
+}
+
+/// `t.reshape(shape)`.
+pub fn reshape(t: &Tensor, shape: &[i64]) -> Result<Tensor> {
+    let dims = shape
+        .iter()
+        .map(|&d| dim(d, "a reshape dim"))
+        .collect::<Result<Vec<_>>>()?;
+    t.reshape(&dims)
+}
+
+/// `t.broadcast(dim, size)`.
+pub fn broadcast(t: &Tensor, d: i64, size: i64) -> Result<Tensor> {
+    t.broadcast(dim(d, "dim")?, dim(size, "size")?)
+}
+
+/// `t.expand_dim(dim)`.
+pub fn expand_dim(t: &Tensor, d: i64) -> Result<Tensor> {
+    t.expand_dim(dim(d, "dim")?)
+}
+
+/// `t.select(dim, index)`.
+pub fn select(t: &Tensor, d: i64, index: i64) -> Result<Tensor> {
+    t.select(dim(d, "dim")?, index)
+}
+
+/// `t.slice(dim, start, end, step)`.
+pub fn slice(t: &Tensor, d: i64, start: i64, end: i64, step: i64) -> Result<Tensor> {
+    t.slice(dim(d, "dim")?, start, end, step)
+}
+
+/// A failed kernel `assert!`.
+pub fn assertion(message: String, file: &'static str, line: u32) -> NkiError {
+    NkiError::new(ErrorKind::Assertion, message)
+        .in_op("assert")
+        .at(file, line)
+}
+
+/// Formats values the way the emitted Python's f-strings do.
+pub struct Show<'a, T: ?Sized>(pub &'a T);
+
+macro_rules! show_display {
+    ($($t:ty),*) => {$(
+        impl fmt::Display for Show<'_, $t> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}", self.0)
+            }
+        }
+    )*};
+}
+show_display!(i64, String, Dtype);
+
+impl fmt::Display for Show<'_, f64> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.0)
+    }
+}
+
+impl fmt::Display for Show<'_, bool> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if *self.0 { "True" } else { "False" })
+    }
+}
+
+impl fmt::Display for Show<'_, Vec<i64>> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self.0.iter().map(|d| d.to_string()).collect();
+        if parts.len() == 1 {
+            write!(f, "({},)", parts[0])
+        } else {
+            write!(f, "({})", parts.join(", "))
+        }
+    }
+}
+
+impl fmt::Display for Show<'_, Tensor> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.describe())
+    }
+}
+
+impl<T> fmt::Display for Show<'_, Option<T>>
+where
+    for<'b> Show<'b, T>: fmt::Display,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(v) => write!(f, "{}", Show(v)),
+            None => f.write_str("None"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_integer_semantics() {
+        assert_eq!(floordiv(-7, 2).unwrap(), -4);
+        assert_eq!(floormod(-7, 2).unwrap(), 1);
+        assert_eq!(floordiv(7, -2).unwrap(), -4);
+        assert_eq!(floormod(7, -2).unwrap(), -1);
+        assert!(floordiv(1, 0).is_err());
+        assert_eq!(div_ceil(1025, 512).unwrap(), 3);
+        assert_eq!(range(0, 10, 4).unwrap().collect::<Vec<_>>(), vec![0, 4, 8]);
+        assert_eq!(range(5, 2, 1).unwrap().count(), 0);
+        assert_eq!(get(&[1, 2, 3], -1).unwrap(), 3);
+        assert_eq!(Show(&1.0f64).to_string(), "1.0");
+        assert_eq!(Show(&Some(3i64)).to_string(), "3");
+        assert_eq!(Show(&vec![4i64]).to_string(), "(4,)");
+    }
+}

@@ -1,0 +1,264 @@
+//! The macro's own syntax tree: the subset of Rust a kernel may use, every node
+//! carrying the span of the user's tokens it came from.
+
+use proc_macro2::Span;
+
+/// A kernel or helper function.
+pub struct Function {
+    pub kind: FnKind,
+    pub vis: syn::Visibility,
+    pub name: syn::Ident,
+    pub docs: Vec<String>,
+    pub params: Vec<Param>,
+    pub ret: Option<TypeAnn>,
+    pub body: Block,
+}
+
+/// `#[nki_kernel]` or `#[nki_helper]`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum FnKind {
+    Kernel,
+    Helper,
+}
+
+/// A parameter, with its Python default when it has one.
+pub struct Param {
+    pub name: syn::Ident,
+    pub ty: TypeAnn,
+    pub default: Option<Expr>,
+}
+
+/// A type the DSL understands.
+#[derive(Clone, Debug)]
+pub enum TypeAnn {
+    /// A tensor in the given memory space (`None`: any).
+    Tensor(Option<Space>, Span),
+    Int(Span),
+    Float(Span),
+    Bool(Span),
+    Dtype(Span),
+    Str(Span),
+    /// Rings of ranks for a replica group.
+    Groups(Span),
+    Option(Box<TypeAnn>, Span),
+    Tuple(Vec<TypeAnn>, Span),
+}
+
+impl TypeAnn {
+    pub fn span(&self) -> Span {
+        match self {
+            TypeAnn::Tensor(_, s)
+            | TypeAnn::Int(s)
+            | TypeAnn::Float(s)
+            | TypeAnn::Bool(s)
+            | TypeAnn::Dtype(s)
+            | TypeAnn::Str(s)
+            | TypeAnn::Groups(s)
+            | TypeAnn::Option(_, s)
+            | TypeAnn::Tuple(_, s) => *s,
+        }
+    }
+}
+
+/// A memory space known statically.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Space {
+    Hbm,
+    Sbuf,
+    Psum,
+}
+
+impl Space {
+    pub fn name(self) -> &'static str {
+        match self {
+            Space::Hbm => "HBM",
+            Space::Sbuf => "SBUF",
+            Space::Psum => "PSUM",
+        }
+    }
+}
+
+pub struct Block {
+    pub stmts: Vec<Stmt>,
+    /// A trailing expression (the function's or an `if` expression's value).
+    pub tail: Option<Expr>,
+}
+
+pub enum Stmt {
+    Let {
+        pat: Pat,
+        ty: Option<TypeAnn>,
+        init: Expr,
+        span: Span,
+    },
+    Assign {
+        name: syn::Ident,
+        op: Option<BinOp>,
+        value: Expr,
+        span: Span,
+    },
+    Expr(Expr),
+    For {
+        var: Pat,
+        iter: RangeIter,
+        body: Block,
+        span: Span,
+    },
+    If {
+        branches: Vec<(Cond, Block)>,
+        otherwise: Option<Block>,
+        span: Span,
+    },
+    Assert {
+        cond: Expr,
+        msg: Option<FmtString>,
+        span: Span,
+    },
+    Return(Option<Expr>, Span),
+}
+
+/// The condition of an `if`.
+pub enum Cond {
+    Expr(Expr),
+    /// `if let Some(name) = expr`.
+    LetSome(syn::Ident, Expr),
+}
+
+/// A `for` loop's range.
+pub struct RangeIter {
+    pub kind: RangeKind,
+    pub start: Expr,
+    pub stop: Expr,
+    pub step: Option<Expr>,
+    pub span: Span,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum RangeKind {
+    /// `a..b` or `(a..b).step_by(s)`: Python `range`.
+    Plain,
+    /// `nl::affine_range`, `nl::sequential_range`, `nl::static_range`.
+    Nl(&'static str),
+}
+
+pub enum Pat {
+    Ident(syn::Ident, bool),
+    Tuple(Vec<Pat>, Span),
+    /// `[a, b, c]`: destructures a shape.
+    Slice(Vec<Pat>, Span),
+    Wild,
+}
+
+/// `"text {x} more {}"` with its arguments resolved to expressions.
+pub struct FmtString {
+    pub pieces: Vec<FmtPiece>,
+}
+
+pub enum FmtPiece {
+    Text(String),
+    Arg(Expr),
+}
+
+pub struct Expr {
+    pub kind: ExprKind,
+    pub span: Span,
+}
+
+pub enum ExprKind {
+    /// A construct that failed to parse (already reported); type-checks as anything.
+    Invalid,
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Str(String),
+    None,
+    Var(syn::Ident),
+    /// A path into the DSL vocabulary (`nl::float32`, `nisa::reduce_cmd::reset`).
+    Path(Vec<String>),
+    Unary(UnOp, Box<Expr>),
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+    Call {
+        path: Vec<String>,
+        path_span: Span,
+        args: Vec<Arg>,
+    },
+    Method {
+        recv: Box<Expr>,
+        name: syn::Ident,
+        args: Vec<Arg>,
+    },
+    Index {
+        base: Box<Expr>,
+        items: Vec<IndexItem>,
+    },
+    Tuple(Vec<Expr>),
+    List(Vec<Expr>),
+    /// `[x; n]`.
+    Repeat(Box<Expr>, Box<Expr>),
+    Cast(Box<Expr>, CastTo),
+    If(Box<Expr>, Box<Expr>, Box<Expr>),
+    Some(Box<Expr>),
+    /// `t.0`.
+    Field(Box<Expr>, usize),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum CastTo {
+    Int,
+    Float,
+}
+
+/// A call argument, positional or `name = value`.
+pub struct Arg {
+    pub name: Option<syn::Ident>,
+    pub value: Expr,
+}
+
+/// One item of `t[s![...]]`.
+pub enum IndexItem {
+    At(Expr),
+    Range {
+        start: Option<Expr>,
+        stop: Option<Expr>,
+        step: Option<Expr>,
+        span: Span,
+    },
+    /// `nl::ds(start, size)`.
+    Ds {
+        start: Expr,
+        size: Expr,
+        span: Span,
+    },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum UnOp {
+    Neg,
+    Not,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    And,
+    Or,
+}
+
+impl BinOp {
+    pub fn is_arith(self) -> bool {
+        matches!(
+            self,
+            BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Rem
+        )
+    }
+}

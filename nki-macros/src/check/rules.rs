@@ -1,0 +1,523 @@
+//! The static hardware rules of individual ops, checked whenever the shapes,
+//! memory spaces or constants involved are known at compile time. Whatever is not
+//! known here is checked by the emulator at run time.
+
+use super::types::{TensorTy, Ty};
+use super::value::Val;
+use super::{ArgInfo, CallSite};
+use crate::ast::{Expr, ExprKind, Space};
+use crate::diag::Diagnostics;
+use proc_macro2::Span;
+
+/// Bytes per element of an `nl` dtype.
+fn dtype_bytes(name: &str) -> i64 {
+    match name {
+        "float32" | "int32" | "uint32" => 4,
+        "bfloat16" | "float16" | "int16" | "uint16" => 2,
+        _ => 1,
+    }
+}
+
+/// The element expressions of a tuple / list literal argument.
+fn elements(e: &Expr) -> Option<&[Expr]> {
+    match &e.kind {
+        ExprKind::Tuple(items) | ExprKind::List(items) => Some(items),
+        _ => None,
+    }
+}
+
+/// The static shape of a shape argument (`(a, b)`, `[a, b]`, or `t.shape()`).
+fn shape_of(arg: &ArgInfo<'_>) -> Option<Vec<Val>> {
+    match &arg.ty {
+        Ty::Tuple(items) | Ty::List(items) => Some(
+            items
+                .iter()
+                .map(|t| {
+                    if let Ty::Int(v) = t {
+                        v.clone()
+                    } else {
+                        Val::unknown()
+                    }
+                })
+                .collect(),
+        ),
+        Ty::Shape(dims) => dims.clone(),
+        _ => None,
+    }
+}
+
+/// `nl.ndarray`: partition dim within pmax, PSUM tiles within one bank, dims
+/// positive; returns the tensor type.
+pub fn ndarray(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    let shape = site.arg("shape").and_then(shape_of);
+    let dtype = match site.arg("dtype").map(|a| &a.ty) {
+        Some(Ty::Dtype(d)) => *d,
+        _ => None,
+    };
+    let buffer = match site.arg("buffer").map(|a| &a.ty) {
+        None => Some("sbuf"),
+        Some(Ty::Buffer(b)) => *b,
+        _ => None,
+    };
+    let space = buffer.map(|b| match b {
+        "sbuf" => Space::Sbuf,
+        "psum" => Space::Psum,
+        _ => Space::Hbm,
+    });
+    if let (Some(dims), Some(arg)) = (&shape, site.arg("shape")) {
+        let spans: Vec<Span> = elements(arg.expr)
+            .map(|es| es.iter().map(|e| e.span).collect())
+            .unwrap_or_default();
+        let span_of = |i: usize| spans.get(i).copied().unwrap_or(arg.expr.span);
+        if dims.is_empty() {
+            diag.error(arg.expr.span, "a tensor needs at least one dim");
+        }
+        for (i, d) in dims.iter().enumerate() {
+            if let Some(v) = d.as_const().filter(|&v| v < 1) {
+                diag.error(
+                    span_of(i),
+                    format!("dim {i} is {v}; every dim of a tensor must be at least 1"),
+                );
+            }
+        }
+        if let (Some(sp @ (Space::Sbuf | Space::Psum)), Some(p)) =
+            (space, dims.first().and_then(Val::as_const))
+        {
+            let pmax = site.hw.pmax as i64;
+            if p > pmax {
+                diag.error(
+                    span_of(0),
+                    format!(
+                        "partition dim {p} exceeds pmax = {pmax}: dim 0 of an {} tensor is the partition dim, so it holds at most {pmax} rows (tile the data into chunks of {pmax})",
+                        sp.name()
+                    ),
+                );
+            }
+        }
+        let free: Option<i64> = dims.get(1..).and_then(|f| {
+            f.iter()
+                .map(Val::as_const)
+                .try_fold(1i64, |a, d| Some(a * d?))
+        });
+        if let (Some(Space::Psum), Some(f), Some(dt)) = (space, free, dtype) {
+            let bytes = f * dtype_bytes(dt);
+            let bank = site.hw.psum_bank_bytes as i64;
+            if bytes > bank {
+                diag.error(
+                    arg.expr.span,
+                    format!(
+                        "PSUM tile of {f} {dt} elements per partition needs {bytes} bytes, but one PSUM bank holds {bank} bytes ({} float32): split it into tiles of at most {} columns",
+                        bank / 4,
+                        bank / dtype_bytes(dt)
+                    ),
+                );
+            }
+        }
+        if let (Some(Space::Sbuf), Some(f), Some(dt)) = (space, free, dtype) {
+            let bytes = f * dtype_bytes(dt);
+            let cap = site.hw.sbuf_bytes_per_partition as i64;
+            if bytes > cap {
+                diag.error(arg.expr.span, format!("SBUF tile needs {bytes} bytes per partition, more than the {cap} bytes a partition holds on {}", site.target));
+            }
+        }
+    }
+    Ty::Tensor(TensorTy {
+        space,
+        shape,
+        dtype,
+    })
+}
+
+fn geometry(t: &TensorTy) -> (Option<i64>, Option<i64>) {
+    (t.partitions(), t.free_size())
+}
+
+/// Reports when two tiles' partition counts or free sizes are known to differ.
+fn same_geometry(diag: &mut Diagnostics, site: &CallSite<'_>, a: &str, b: &str) {
+    let (Some((ta, _)), Some((tb, sb))) = (site.tensor(a), site.tensor(b)) else {
+        return;
+    };
+    let ((pa, fa), (pb, fb)) = (geometry(ta), geometry(tb));
+    let mismatch = matches!((pa, pb), (Some(x), Some(y)) if x != y)
+        || matches!((fa, fb), (Some(x), Some(y)) if x != y);
+    if mismatch {
+        diag.error(
+            sb,
+            format!(
+                "{} of {} has shape {} ({} partitions x {} elements) but {} has shape {} ({} x {}); the op needs equal partition counts and elements per partition",
+                site.label(b),
+                site.spec.py,
+                tb.shape_text(),
+                pb.map_or("?".into(), |v| v.to_string()),
+                fb.map_or("?".into(), |v| v.to_string()),
+                site.label(a),
+                ta.shape_text(),
+                pa.map_or("?".into(), |v| v.to_string()),
+                fa.map_or("?".into(), |v| v.to_string()),
+            ),
+        );
+    }
+}
+
+/// `dst` and `data` of an element-wise op have the same geometry.
+pub fn same_tile_dst_data(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    same_geometry(diag, site, "dst", "data");
+    Ty::Unit
+}
+
+/// `dst` and `src` of a copy have the same geometry.
+pub fn same_tile_dst_src(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    same_geometry(diag, site, "dst", "src");
+    Ty::Unit
+}
+
+/// `tensor_tensor`: equal geometry of all three tiles; at most one input in PSUM.
+pub fn tensor_tensor(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    same_geometry(diag, site, "data1", "data2");
+    same_geometry(diag, site, "data1", "dst");
+    if let (Some((a, _)), Some((b, sb))) = (site.tensor("data1"), site.tensor("data2"))
+        && a.space == Some(Space::Psum)
+        && b.space == Some(Space::Psum)
+    {
+        diag.error(sb, "data1 and data2 of nisa.tensor_tensor are both in PSUM; at most one input may be in PSUM (copy one to SBUF first)");
+    }
+    Ty::Unit
+}
+
+/// `dma_copy`: equal element counts when known.
+pub fn dma_copy(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    let (Some((d, _)), Some((s, ss))) = (site.tensor("dst"), site.tensor("src")) else {
+        return Ty::Unit;
+    };
+    let count = |t: &TensorTy| {
+        t.shape
+            .as_ref()?
+            .iter()
+            .map(Val::as_const)
+            .try_fold(1i64, |a, d| Some(a * d?))
+    };
+    if let (Some(a), Some(b)) = (count(d), count(s))
+        && a != b
+    {
+        diag.error(ss, format!("nisa.dma_copy moves {b} elements from {} into {a} elements of {}; the counts must match", site.label("src"), site.label("dst")));
+    }
+    Ty::Unit
+}
+
+/// `nc_matmul`: operands contract over equal partition counts, stationary free ≤
+/// 128, moving free ≤ the generation's moving limit, dst shaped (M, N).
+pub fn nc_matmul(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    let st = site.tensor("stationary");
+    let mv = site.tensor("moving");
+    if let (Some((s, _)), Some((m, ms))) = (st, mv)
+        && let (Some(ks), Some(km)) = (s.partitions(), m.partitions())
+        && ks != km
+    {
+        diag.error(
+            ms,
+            format!(
+                "matmul operands contract over their partition dim: stationary {} has {ks} partitions {} but moving {} has {km} {}",
+                site.label("stationary"),
+                s.shape_text(),
+                site.label("moving"),
+                m.shape_text()
+            ),
+        );
+    }
+    if let Some((s, ss)) = st
+        && let Some(f) = s.free_size()
+        && f > site.hw.gemm_stationary_fmax as i64
+    {
+        diag.error(
+            ss,
+            format!("stationary {} has free size {f} > gemm_stationary_fmax = {}: the stationary operand covers at most 128 columns", site.label("stationary"), site.hw.gemm_stationary_fmax),
+        );
+    }
+    if let Some((m, ms)) = mv
+        && let Some(f) = m.free_size()
+        && f > site.hw.gemm_moving_fmax as i64
+    {
+        diag.error(
+            ms,
+            format!(
+                "moving {} has free size {f} > gemm_moving_fmax = {} on {}: one matmul writes at most one PSUM bank of {} fp32 per partition",
+                site.label("moving"),
+                site.hw.gemm_moving_fmax,
+                site.target,
+                site.hw.gemm_moving_fmax
+            ),
+        );
+    }
+    if let (Some((d, ds)), Some((s, _)), Some((m, _))) = (site.tensor("dst"), st, mv)
+        && let Some(dims) = &d.shape
+    {
+        let (dp, df) = (d.partitions(), d.free_size());
+        let transpose = matches!(
+            site.arg("is_transpose").map(|a| &a.expr.kind),
+            Some(ExprKind::Bool(true))
+        );
+        let want_f = if transpose {
+            s.partitions()
+        } else {
+            m.free_size()
+        };
+        let bad = matches!((dp, s.free_size()), (Some(a), Some(b)) if a != b)
+            || matches!((df, want_f), (Some(a), Some(b)) if a != b);
+        if bad && !dims.is_empty() {
+            diag.error(
+                ds,
+                format!(
+                    "dst {} has shape {} but stationaryᵀ·moving is [{}, {}] (stationary free size x moving free size)",
+                    site.label("dst"),
+                    d.shape_text(),
+                    s.free_size().map_or("?".into(), |v| v.to_string()),
+                    want_f.map_or("?".into(), |v| v.to_string())
+                ),
+            );
+        }
+    }
+    Ty::Unit
+}
+
+/// `nc_transpose`: dst is data's partitions and free elements swapped.
+pub fn nc_transpose(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    let (Some((d, ds)), Some((x, _))) = (site.tensor("dst"), site.tensor("data")) else {
+        return Ty::Unit;
+    };
+    let ((dp, df), (xp, xf)) = (geometry(d), geometry(x));
+    if matches!((dp, xf), (Some(a), Some(b)) if a != b)
+        || matches!((df, xp), (Some(a), Some(b)) if a != b)
+    {
+        diag.error(ds, format!("nc_transpose of {} {} needs a dst with its partitions and free elements swapped, but dst is {}", site.label("data"), x.shape_text(), d.shape_text()));
+    }
+    Ty::Unit
+}
+
+/// `tensor_reduce`: never the partition dim.
+pub fn tensor_reduce(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    if let Some(a) = site.arg("axis") {
+        let axes: Vec<Option<i64>> = match &a.ty {
+            Ty::Int(v) => vec![v.as_const()],
+            Ty::Tuple(items) | Ty::List(items) => items.iter().map(Ty::const_int).collect(),
+            _ => Vec::new(),
+        };
+        if axes.contains(&Some(0)) {
+            diag.error(a.expr.span, "tensor_reduce cannot reduce axis 0, the partition dim; reduce free dims (1, 2, ...) instead");
+        }
+    }
+    Ty::Unit
+}
+
+/// `affine_select`: dst and on_true_tile alike.
+pub fn affine_select(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    same_geometry(diag, site, "dst", "on_true_tile");
+    Ty::Unit
+}
+
+/// `range_select`: the fill value is fixed by the hardware.
+pub fn range_select(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    same_geometry(diag, site, "dst", "on_true_tile");
+    if let Some(a) = site.arg("on_false_value") {
+        let v = match &a.expr.kind {
+            ExprKind::Float(v) => Some(*v),
+            ExprKind::Unary(crate::ast::UnOp::Neg, x) => match x.kind {
+                ExprKind::Float(v) => Some(-v),
+                _ => None,
+            },
+            ExprKind::Path(p) if p == &["f32", "MIN"] => Some(f32::MIN as f64),
+            _ => None,
+        };
+        if let Some(v) = v.filter(|&v| v as f32 != f32::MIN) {
+            diag.error(a.expr.span, format!("range_select's on_false_value must be FLOAT32_MIN (f32::MIN = -3.4028235e38), the only fill the hardware supports; got {v}"));
+        }
+    }
+    Ty::Unit
+}
+
+/// One item of a tensor index, with its static values.
+pub enum IndexTy {
+    At(Val, Span),
+    Range(Option<Val>, Option<Val>, Option<Val>, Span),
+}
+
+/// The type of `t[items]`, reporting constant indices outside known dims.
+pub fn index_tensor(diag: &mut Diagnostics, t: &TensorTy, items: &[IndexTy], span: Span) -> Ty {
+    let on_chip = matches!(t.space, Some(Space::Sbuf | Space::Psum));
+    let Some(dims) = &t.shape else {
+        return Ty::Tensor(TensorTy {
+            shape: None,
+            ..t.clone()
+        });
+    };
+    if items.len() > dims.len() {
+        diag.error(
+            span,
+            format!(
+                "{} indices for a tensor of rank {}",
+                items.len(),
+                dims.len()
+            ),
+        );
+        return Ty::Tensor(TensorTy {
+            shape: None,
+            ..t.clone()
+        });
+    }
+    let mut out = Vec::new();
+    for (d, dim) in dims.iter().enumerate() {
+        let n = dim.as_const();
+        match items.get(d) {
+            None => out.push(dim.clone()),
+            Some(IndexTy::At(v, s)) => {
+                if let (Some(i), Some(n)) = (v.as_const(), n)
+                    && (i >= n || i < -n)
+                {
+                    diag.error(
+                        *s,
+                        format!("index {i} is out of range for dim {d} of extent {n}"),
+                    );
+                }
+                if on_chip && d == 0 {
+                    out.push(Val::konst(1));
+                }
+            }
+            Some(IndexTy::Range(start, stop, step, s)) => {
+                let lo = start.clone().unwrap_or_else(|| Val::konst(0));
+                let hi = stop.clone().unwrap_or_else(|| dim.clone());
+                let step_c = step.as_ref().map_or(Some(1), Val::as_const);
+                if let (Some(h), Some(n)) = (hi.as_const(), n)
+                    && h > n
+                {
+                    diag.error(
+                        *s,
+                        format!("slice end {h} is past the end of dim {d} (extent {n})"),
+                    );
+                }
+                if let Some(l) = lo.as_const().filter(|&l| l < 0 && start.is_some()) {
+                    diag.error(*s, format!("slice start {l} is negative"));
+                }
+                let len = hi.sub(&lo);
+                out.push(match (len.as_const(), step_c) {
+                    (Some(l), Some(st)) if st > 0 => Val::konst((l + st - 1).div_euclid(st).max(0)),
+                    (_, Some(1)) => len,
+                    _ => Val::unknown(),
+                });
+            }
+        }
+    }
+    if on_chip && out.len() < 2 && dims.len() >= 2 {
+        out.push(Val::konst(1));
+    }
+    Ty::Tensor(TensorTy {
+        shape: Some(out),
+        ..t.clone()
+    })
+}
+
+/// The result of a tensor method, with its static checks.
+pub fn tensor_method<'a>(
+    diag: &mut Diagnostics,
+    t: &TensorTy,
+    name: &str,
+    arg: &dyn Fn(&str) -> Option<(&'a Ty, &'a Expr)>,
+    span: Span,
+) -> Ty {
+    let int = |n: &str| arg(n).and_then(|(t, _)| t.const_int());
+    let on_chip = matches!(t.space, Some(Space::Sbuf | Space::Psum));
+    match name {
+        "shape" => Ty::Shape(t.shape.clone()),
+        "dtype" => Ty::Dtype(t.dtype),
+        "ndim" => Ty::Int(
+            t.shape
+                .as_ref()
+                .map_or(Val::unknown(), |s| Val::konst(s.len() as i64)),
+        ),
+        "ap" => {
+            let shape = arg("pattern").and_then(|(pt, _)| match pt {
+                Ty::List(pairs) | Ty::Tuple(pairs) => Some(
+                    pairs
+                        .iter()
+                        .map(|p| match p {
+                            Ty::List(x) | Ty::Tuple(x) => x
+                                .get(1)
+                                .and_then(Ty::const_int)
+                                .map_or(Val::unknown(), Val::konst),
+                            _ => Val::unknown(),
+                        })
+                        .collect(),
+                ),
+                _ => None,
+            });
+            Ty::Tensor(TensorTy { shape, ..t.clone() })
+        }
+        "reshape" => {
+            let shape = arg("shape").and_then(|(st, _)| match st {
+                Ty::Tuple(items) | Ty::List(items) => Some(
+                    items
+                        .iter()
+                        .map(|x| {
+                            if let Ty::Int(v) = x {
+                                v.clone()
+                            } else {
+                                Val::unknown()
+                            }
+                        })
+                        .collect::<Vec<_>>(),
+                ),
+                Ty::Shape(d) => d.clone(),
+                _ => None,
+            });
+            if on_chip
+                && let (Some(new), Some(old)) = (&shape, &t.shape)
+                && let (Some(a), Some(b)) = (
+                    new.first().and_then(Val::as_const),
+                    old.first().and_then(Val::as_const),
+                )
+                && a != b
+            {
+                diag.error(
+                    span,
+                    format!(
+                        "reshape of an on-chip tensor must keep its partition dim {b}, got {a}"
+                    ),
+                );
+            }
+            Ty::Tensor(TensorTy { shape, ..t.clone() })
+        }
+        "broadcast" | "expand_dim" | "select" | "slice" => {
+            let dim = int("dim");
+            if on_chip && dim == Some(0) {
+                diag.error(
+                    span,
+                    format!(
+                        "`.{name}()` cannot act on the partition dim (dim 0) of an on-chip tensor"
+                    ),
+                );
+            }
+            let shape = t.shape.as_ref().and_then(|s| {
+                let d = dim? as usize;
+                let mut s = s.clone();
+                match name {
+                    "broadcast" => *s.get_mut(d)? = int("size").map_or(Val::unknown(), Val::konst),
+                    "expand_dim" => s.insert(d.min(s.len()), Val::konst(1)),
+                    "select" => {
+                        s.get(d)?;
+                        s.remove(d);
+                    }
+                    _ => {
+                        let len = match (int("start"), int("end"), int("step").unwrap_or(1)) {
+                            (Some(a), Some(b), st) if st > 0 => {
+                                Val::konst((b - a + st - 1).div_euclid(st).max(0))
+                            }
+                            _ => Val::unknown(),
+                        };
+                        *s.get_mut(d)? = len;
+                    }
+                }
+                Some(s)
+            });
+            Ty::Tensor(TensorTy { shape, ..t.clone() })
+        }
+        _ => Ty::Unknown,
+    }
+}

@@ -1,0 +1,523 @@
+//! Emit (a): the NKI 2.x Python source of a kernel or helper.
+//!
+//! Every call into `nl` / `nisa` / `ncc` passes keyword arguments; integer
+//! division becomes `//`; Rust control flow becomes the Python it stands for.
+
+use crate::ast::{
+    Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, FnKind, Function, IndexItem, Pat,
+    RangeKind, Stmt, UnOp,
+};
+use crate::check::{Info, Resolved, Ty};
+use crate::vocab::{Constant, Kind, lookup_constant};
+use std::fmt::Write;
+
+/// The Python definition of `f`.
+pub fn emit(f: &Function, info: &Info) -> String {
+    let mut p = Py {
+        info,
+        out: String::new(),
+        depth: 0,
+    };
+    if f.kind == FnKind::Kernel {
+        p.line("@nki.jit");
+    }
+    let params: Vec<String> = f
+        .params
+        .iter()
+        .map(|prm| match (&prm.default, &prm.ty) {
+            (Some(d), _) => format!("{}={}", prm.name, p.expr(d)),
+            (None, crate::ast::TypeAnn::Option(..)) => format!("{}=None", prm.name),
+            (None, _) => prm.name.to_string(),
+        })
+        .collect();
+    p.line(&format!("def {}({}):", f.name, params.join(", ")));
+    p.depth += 1;
+    if !f.docs.is_empty() {
+        let doc: Vec<&str> = f
+            .docs
+            .iter()
+            .map(|d| d.strip_prefix(' ').unwrap_or(d))
+            .collect();
+        let text = doc
+            .join("\n")
+            .replace('\\', "\\\\")
+            .replace("\"\"\"", "\\\"\\\"\\\"");
+        let mut lines = text.lines();
+        let first = lines.next().unwrap_or("");
+        let rest: Vec<&str> = lines.collect();
+        if rest.is_empty() {
+            p.line(&format!("\"\"\"{first}\"\"\""));
+        } else {
+            p.line(&format!("\"\"\"{first}"));
+            for l in rest {
+                if l.is_empty() {
+                    p.out.push('\n')
+                } else {
+                    p.line(l)
+                }
+            }
+            p.line("\"\"\"");
+        }
+    }
+    p.block(&f.body, true);
+    p.out
+}
+
+struct Py<'a> {
+    info: &'a Info,
+    out: String,
+    depth: usize,
+}
+
+// Python operator precedence, low to high.
+const P_TERNARY: u8 = 1;
+const P_OR: u8 = 2;
+const P_AND: u8 = 3;
+const P_NOT: u8 = 4;
+const P_CMP: u8 = 5;
+const P_ADD: u8 = 6;
+const P_MUL: u8 = 7;
+const P_UNARY: u8 = 8;
+const P_POW: u8 = 9;
+const P_ATOM: u8 = 10;
+
+fn bin_prec(op: BinOp) -> u8 {
+    match op {
+        BinOp::Or => P_OR,
+        BinOp::And => P_AND,
+        BinOp::Add | BinOp::Sub => P_ADD,
+        BinOp::Mul | BinOp::Div | BinOp::Rem => P_MUL,
+        _ => P_CMP,
+    }
+}
+
+/// A Python string literal.
+pub fn py_str(s: &str) -> String {
+    let mut o = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '\\' => o.push_str("\\\\"),
+            '"' => o.push_str("\\\""),
+            '\n' => o.push_str("\\n"),
+            '\t' => o.push_str("\\t"),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+/// A Python float literal that round-trips.
+fn py_float(v: f64) -> String {
+    let s = format!("{v:?}");
+    if s.contains(['.', 'e', 'E']) || s.contains("inf") || s.contains("NaN") {
+        s
+    } else {
+        format!("{s}.0")
+    }
+}
+
+impl Py<'_> {
+    fn line(&mut self, s: &str) {
+        for _ in 0..self.depth {
+            self.out.push_str("    ");
+        }
+        self.out.push_str(s);
+        self.out.push('\n');
+    }
+
+    fn block(&mut self, b: &Block, is_fn: bool) {
+        let before = self.out.len();
+        for s in &b.stmts {
+            self.stmt(s);
+        }
+        if let Some(t) = &b.tail {
+            let v = self.expr(t);
+            if is_fn {
+                self.line(&format!("return {v}"))
+            } else {
+                self.line(&v)
+            }
+        }
+        if self.out.len() == before {
+            self.line("pass");
+        }
+    }
+
+    fn indented(&mut self, b: &Block) {
+        self.depth += 1;
+        self.block(b, false);
+        self.depth -= 1;
+    }
+
+    fn pat(&self, p: &Pat) -> String {
+        match p {
+            Pat::Ident(i, _) => i.to_string(),
+            Pat::Wild => "_".into(),
+            Pat::Tuple(items, _) | Pat::Slice(items, _) => {
+                let parts: Vec<String> = items.iter().map(|x| self.pat(x)).collect();
+                if parts.len() == 1 {
+                    format!("{},", parts[0])
+                } else {
+                    parts.join(", ")
+                }
+            }
+        }
+    }
+
+    fn stmt(&mut self, s: &Stmt) {
+        match s {
+            Stmt::Let {
+                pat: Pat::Wild,
+                init,
+                ..
+            }
+            | Stmt::Expr(init) => {
+                let v = self.expr(init);
+                self.line(&v);
+            }
+            Stmt::Let { pat, init, .. } => {
+                let l = format!("{} = {}", self.pat(pat), self.expr(init));
+                self.line(&l);
+            }
+            Stmt::Assign {
+                name, op, value, ..
+            } => {
+                let sym = match op {
+                    None => "=",
+                    Some(BinOp::Add) => "+=",
+                    Some(BinOp::Sub) => "-=",
+                    Some(BinOp::Mul) => "*=",
+                    Some(BinOp::Div) if self.info.ty(value).is_int() => "//=",
+                    Some(BinOp::Div) => "/=",
+                    Some(_) => "%=",
+                };
+                let l = format!("{name} {sym} {}", self.expr(value));
+                self.line(&l);
+            }
+            Stmt::For {
+                var, iter, body, ..
+            } => {
+                let (start, stop) = (self.expr(&iter.start), self.expr(&iter.stop));
+                let step = iter.step.as_ref().map(|s| self.expr(s));
+                let head = match iter.kind {
+                    RangeKind::Plain => match (start.as_str(), &step) {
+                        ("0", None) => format!("range({stop})"),
+                        (_, None) => format!("range({start}, {stop})"),
+                        (_, Some(st)) => format!("range({start}, {stop}, {st})"),
+                    },
+                    RangeKind::Nl(name) => match &step {
+                        None => format!("nl.{name}(start={start}, stop={stop})"),
+                        Some(st) => format!("nl.{name}(start={start}, stop={stop}, step={st})"),
+                    },
+                };
+                let l = format!("for {} in {head}:", self.pat(var));
+                self.line(&l);
+                self.indented(body);
+            }
+            Stmt::If {
+                branches,
+                otherwise,
+                ..
+            } => {
+                for (i, (cond, body)) in branches.iter().enumerate() {
+                    let kw = if i == 0 { "if" } else { "elif" };
+                    match cond {
+                        Cond::Expr(c) => {
+                            let l = format!("{kw} {}:", self.prec(c, P_TERNARY + 1));
+                            self.line(&l);
+                            self.indented(body);
+                        }
+                        Cond::LetSome(name, e) => {
+                            let v = self.expr(e);
+                            self.line(&format!("{kw} {v} is not None:"));
+                            self.depth += 1;
+                            if v != name.to_string() {
+                                self.line(&format!("{name} = {v}"));
+                            }
+                            self.block(body, false);
+                            self.depth -= 1;
+                        }
+                    }
+                }
+                if let Some(b) = otherwise {
+                    self.line("else:");
+                    self.indented(b);
+                }
+            }
+            Stmt::Assert { cond, msg, .. } => {
+                let c = self.prec(cond, P_TERNARY + 1);
+                match msg {
+                    None => self.line(&format!("assert {c}")),
+                    Some(m) => {
+                        let has_args = m.pieces.iter().any(|p| matches!(p, FmtPiece::Arg(_)));
+                        let mut f = String::from(if has_args { "f\"" } else { "\"" });
+                        for piece in &m.pieces {
+                            match piece {
+                                FmtPiece::Text(t) => {
+                                    let esc = py_str(t);
+                                    let body = &esc[1..esc.len() - 1];
+                                    if has_args {
+                                        f.push_str(&body.replace('{', "{{").replace('}', "}}"));
+                                    } else {
+                                        f.push_str(body);
+                                    }
+                                }
+                                FmtPiece::Arg(e) => {
+                                    let _ = write!(f, "{{{}}}", self.expr(e));
+                                }
+                            }
+                        }
+                        f.push('"');
+                        self.line(&format!("assert {c}, {f}"));
+                    }
+                }
+            }
+            Stmt::Return(e, _) => match e {
+                Some(e) => {
+                    let l = format!("return {}", self.expr(e));
+                    self.line(&l);
+                }
+                None => self.line("return"),
+            },
+        }
+    }
+
+    fn expr(&self, e: &Expr) -> String {
+        self.prec(e, 0)
+    }
+
+    /// `e`, parenthesised if its precedence is below `min`.
+    fn prec(&self, e: &Expr, min: u8) -> String {
+        let (s, p) = self.expr_p(e);
+        if p < min { format!("({s})") } else { s }
+    }
+
+    fn expr_p(&self, e: &Expr) -> (String, u8) {
+        match &e.kind {
+            ExprKind::Invalid => ("None".into(), P_ATOM),
+            ExprKind::Int(v) => (v.to_string(), if *v < 0 { P_UNARY } else { P_ATOM }),
+            ExprKind::Float(v) => (py_float(*v), if *v < 0.0 { P_UNARY } else { P_ATOM }),
+            ExprKind::Bool(b) => ((if *b { "True" } else { "False" }).into(), P_ATOM),
+            ExprKind::Str(s) => (py_str(s), P_ATOM),
+            ExprKind::None => ("None".into(), P_ATOM),
+            ExprKind::Var(v) => (v.to_string(), P_ATOM),
+            ExprKind::Path(p) => match lookup_constant(p) {
+                Some(Constant::Float(v)) => (py_float(v), P_UNARY),
+                _ => (p.join("."), P_ATOM),
+            },
+            ExprKind::Unary(UnOp::Neg, x) => (format!("-{}", self.prec(x, P_UNARY)), P_UNARY),
+            ExprKind::Unary(UnOp::Not, x) => (format!("not {}", self.prec(x, P_NOT)), P_NOT),
+            ExprKind::Binary(op, a, b) => {
+                let int_div = matches!(op, BinOp::Div)
+                    && self.info.ty(a).is_int()
+                    && self.info.ty(b).is_int();
+                let sym = match op {
+                    BinOp::Add => "+",
+                    BinOp::Sub => "-",
+                    BinOp::Mul => "*",
+                    BinOp::Div if int_div => "//",
+                    BinOp::Div => "/",
+                    BinOp::Rem => "%",
+                    BinOp::Eq => "==",
+                    BinOp::Ne => "!=",
+                    BinOp::Lt => "<",
+                    BinOp::Le => "<=",
+                    BinOp::Gt => ">",
+                    BinOp::Ge => ">=",
+                    BinOp::And => "and",
+                    BinOp::Or => "or",
+                };
+                let p = bin_prec(*op);
+                // Left-associative: the right operand binds tighter; comparisons never chain.
+                let (lp, rp) = if p == P_CMP {
+                    (p + 1, p + 1)
+                } else {
+                    (p, p + 1)
+                };
+                (
+                    format!("{} {sym} {}", self.prec(a, lp), self.prec(b, rp)),
+                    p,
+                )
+            }
+            ExprKind::Call { path, args, .. } => (self.call(e, path, args), P_ATOM),
+            ExprKind::Method { recv, name, args } => self.method(e, recv, name, args),
+            ExprKind::Index { base, items } => {
+                let parts: Vec<String> = items.iter().map(|i| self.index_item(i)).collect();
+                (
+                    format!("{}[{}]", self.prec(base, P_ATOM), parts.join(", ")),
+                    P_ATOM,
+                )
+            }
+            ExprKind::Tuple(items) => {
+                let parts: Vec<String> = items.iter().map(|x| self.expr(x)).collect();
+                (
+                    if parts.len() == 1 {
+                        format!("({},)", parts[0])
+                    } else {
+                        format!("({})", parts.join(", "))
+                    },
+                    P_ATOM,
+                )
+            }
+            ExprKind::List(items) => (
+                format!(
+                    "[{}]",
+                    items
+                        .iter()
+                        .map(|x| self.expr(x))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                P_ATOM,
+            ),
+            ExprKind::Repeat(x, n) => (
+                format!("[{}] * {}", self.expr(x), self.prec(n, P_MUL + 1)),
+                P_MUL,
+            ),
+            ExprKind::Cast(x, to) => {
+                let f = if *to == CastTo::Float { "float" } else { "int" };
+                (format!("{f}({})", self.expr(x)), P_ATOM)
+            }
+            ExprKind::If(c, a, b) => (
+                format!(
+                    "{} if {} else {}",
+                    self.prec(a, P_OR),
+                    self.prec(c, P_OR),
+                    self.prec(b, P_TERNARY)
+                ),
+                P_TERNARY,
+            ),
+            ExprKind::Some(x) => self.expr_p(x),
+            ExprKind::Field(x, i) => (format!("{}[{i}]", self.prec(x, P_ATOM)), P_ATOM),
+        }
+    }
+
+    fn index_item(&self, i: &IndexItem) -> String {
+        match i {
+            IndexItem::At(e) => self.expr(e),
+            IndexItem::Range {
+                start, stop, step, ..
+            } => {
+                let s = start.as_ref().map(|x| self.expr(x)).unwrap_or_default();
+                let e = stop.as_ref().map(|x| self.expr(x)).unwrap_or_default();
+                match step {
+                    Some(st) => format!("{s}:{e}:{}", self.expr(st)),
+                    None => format!("{s}:{e}"),
+                }
+            }
+            IndexItem::Ds { start, size, .. } => format!(
+                "nl.ds(start={}, size={})",
+                self.expr(start),
+                self.expr(size)
+            ),
+        }
+    }
+
+    fn call(&self, e: &Expr, path: &[String], args: &[Arg]) -> String {
+        match self.info.call(e) {
+            Some(Resolved::Vocab { spec, slots }) => {
+                let parts: Vec<String> = spec
+                    .params
+                    .iter()
+                    .zip(slots)
+                    .filter_map(|(p, s)| s.map(|i| (p, &args[i].value)))
+                    .map(|(p, v)| {
+                        let val = self.arg_value(p.kind, v);
+                        if spec.positional {
+                            val
+                        } else {
+                            format!("{}={val}", p.name)
+                        }
+                    })
+                    .collect();
+                format!("{}({})", spec.py, parts.join(", "))
+            }
+            _ => {
+                let parts: Vec<String> = args
+                    .iter()
+                    .map(|a| match &a.name {
+                        Some(n) => format!("{n}={}", self.expr(&a.value)),
+                        None => self.expr(&a.value),
+                    })
+                    .collect();
+                format!(
+                    "{}({})",
+                    path.last().map_or("", String::as_str),
+                    parts.join(", ")
+                )
+            }
+        }
+    }
+
+    /// Arguments are printed as written, except integer lists passed as shapes,
+    /// which NKI conventionally takes as tuples.
+    fn arg_value(&self, kind: Kind, v: &Expr) -> String {
+        match (kind, &v.kind) {
+            (Kind::Ints | Kind::Axis, ExprKind::List(items)) if !items.is_empty() => {
+                let parts: Vec<String> = items.iter().map(|x| self.expr(x)).collect();
+                if parts.len() == 1 {
+                    format!("({},)", parts[0])
+                } else {
+                    format!("({})", parts.join(", "))
+                }
+            }
+            _ => self.expr(v),
+        }
+    }
+
+    fn method(&self, e: &Expr, recv: &Expr, name: &syn::Ident, args: &[Arg]) -> (String, u8) {
+        let r = self.prec(recv, P_ATOM);
+        let n = name.to_string();
+        let a = |i: usize| args.get(i).map(|x| self.expr(&x.value)).unwrap_or_default();
+        if let Some(Resolved::Method { spec, slots }) = self.info.call(e) {
+            if spec.property {
+                return (format!("{r}.{n}"), P_ATOM);
+            }
+            let parts: Vec<String> = spec
+                .params
+                .iter()
+                .zip(slots)
+                .filter_map(|(p, s)| {
+                    s.map(|i| format!("{}={}", p.name, self.arg_value(p.kind, &args[i].value)))
+                })
+                .collect();
+            return (format!("{r}.{n}({})", parts.join(", ")), P_ATOM);
+        }
+        let recv_ty = self.info.ty(recv);
+        match (recv_ty, n.as_str()) {
+            (_, "min" | "max") => (format!("{n}({}, {})", self.expr(recv), a(0)), P_ATOM),
+            (_, "abs") => (format!("abs({})", self.expr(recv)), P_ATOM),
+            (Ty::Int(_), "pow") | (_, "powi" | "powf") => (
+                format!(
+                    "{} ** {}",
+                    self.prec(recv, P_POW + 1),
+                    self.prec(&args[0].value, P_UNARY)
+                ),
+                P_POW,
+            ),
+            (_, "div_ceil") => (
+                format!(
+                    "-(-{} // {})",
+                    self.prec(recv, P_UNARY),
+                    self.prec(&args[0].value, P_MUL + 1)
+                ),
+                P_UNARY,
+            ),
+            (_, "sqrt") => (format!("math.sqrt({})", self.expr(recv)), P_ATOM),
+            (_, "exp") => (format!("math.exp({})", self.expr(recv)), P_ATOM),
+            (_, "ln") => (format!("math.log({})", self.expr(recv)), P_ATOM),
+            (_, "is_some") => (format!("{} is not None", self.prec(recv, P_CMP + 1)), P_CMP),
+            (_, "is_none") => (format!("{} is None", self.prec(recv, P_CMP + 1)), P_CMP),
+            (_, "unwrap_or") => (
+                format!(
+                    "{r} if {r} is not None else {}",
+                    self.prec(&args[0].value, P_TERNARY)
+                ),
+                P_TERNARY,
+            ),
+            (_, "len") => (format!("len({})", self.expr(recv)), P_ATOM),
+            _ => (format!("{r}.{n}()"), P_ATOM),
+        }
+    }
+}

@@ -1,0 +1,432 @@
+//! syn expressions → DSL expressions.
+
+use crate::ast::{Arg, BinOp, CastTo, Expr, ExprKind, IndexItem, UnOp};
+use crate::diag::Diagnostics;
+use proc_macro2::Span;
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
+
+fn invalid(span: Span) -> Expr {
+    Expr {
+        kind: ExprKind::Invalid,
+        span,
+    }
+}
+
+fn path_segments(p: &syn::Path) -> Vec<String> {
+    p.segments.iter().map(|s| s.ident.to_string()).collect()
+}
+
+/// Parses an expression; unsupported constructs are reported and become `Invalid`.
+pub fn parse_expr(e: &syn::Expr, diag: &mut Diagnostics) -> Expr {
+    let span = e.span();
+    let kind = match e {
+        syn::Expr::Lit(l) => match parse_lit(&l.lit, diag) {
+            Some(k) => k,
+            None => return invalid(span),
+        },
+        syn::Expr::Path(p) => {
+            if p.qself.is_some() {
+                diag.error(
+                    span,
+                    "qualified paths (`<T as Trait>::x`) are not supported in kernels",
+                );
+                return invalid(span);
+            }
+            let segs = path_segments(&p.path);
+            match segs.as_slice() {
+                [one] if one == "None" => ExprKind::None,
+                [_] => ExprKind::Var(p.path.segments[0].ident.clone()),
+                _ => ExprKind::Path(segs),
+            }
+        }
+        syn::Expr::Paren(p) => return parse_expr(&p.expr, diag),
+        syn::Expr::Group(g) => return parse_expr(&g.expr, diag),
+        syn::Expr::Reference(r) => {
+            if r.mutability.is_some() {
+                diag.error(
+                    span,
+                    "`&mut` is not needed in kernels: ops write through their `dst` tensor",
+                );
+                return invalid(span);
+            }
+            return parse_expr(&r.expr, diag);
+        }
+        syn::Expr::Unary(u) => {
+            let inner = Box::new(parse_expr(&u.expr, diag));
+            match u.op {
+                syn::UnOp::Neg(_) => ExprKind::Unary(UnOp::Neg, inner),
+                syn::UnOp::Not(_) => ExprKind::Unary(UnOp::Not, inner),
+                _ => {
+                    diag.error(span, "dereferencing is not supported in kernels: tensors and scalars are used by value");
+                    return invalid(span);
+                }
+            }
+        }
+        syn::Expr::Binary(b) => {
+            let Some(op) = bin_op(&b.op) else {
+                diag.error(b.op.span(), "this operator is not supported in kernel expressions (use + - * / % == != < <= > >= && ||; compound assignment only as a statement)");
+                return invalid(span);
+            };
+            ExprKind::Binary(
+                op,
+                Box::new(parse_expr(&b.left, diag)),
+                Box::new(parse_expr(&b.right, diag)),
+            )
+        }
+        syn::Expr::Call(c) => {
+            let syn::Expr::Path(p) = &*c.func else {
+                diag.error(
+                    c.func.span(),
+                    "only named functions can be called in kernels",
+                );
+                return invalid(span);
+            };
+            let path = path_segments(&p.path);
+            let args = parse_args(&c.args, diag);
+            if path == ["Some"] {
+                match <[Arg; 1]>::try_from(args) {
+                    Ok([a]) if a.name.is_none() => ExprKind::Some(Box::new(a.value)),
+                    _ => {
+                        diag.error(span, "`Some` takes one value");
+                        return invalid(span);
+                    }
+                }
+            } else {
+                ExprKind::Call {
+                    path,
+                    path_span: p.span(),
+                    args,
+                }
+            }
+        }
+        syn::Expr::MethodCall(m) => {
+            if m.turbofish.is_some() {
+                diag.error(
+                    m.turbofish.span(),
+                    "turbofish type arguments are not supported in kernels",
+                );
+            }
+            ExprKind::Method {
+                recv: Box::new(parse_expr(&m.receiver, diag)),
+                name: m.method.clone(),
+                args: parse_args(&m.args, diag),
+            }
+        }
+        syn::Expr::Index(ix) => ExprKind::Index {
+            base: Box::new(parse_expr(&ix.expr, diag)),
+            items: parse_index(&ix.index, diag),
+        },
+        syn::Expr::Tuple(t) => {
+            ExprKind::Tuple(t.elems.iter().map(|x| parse_expr(x, diag)).collect())
+        }
+        syn::Expr::Array(a) => {
+            ExprKind::List(a.elems.iter().map(|x| parse_expr(x, diag)).collect())
+        }
+        syn::Expr::Repeat(r) => ExprKind::Repeat(
+            Box::new(parse_expr(&r.expr, diag)),
+            Box::new(parse_expr(&r.len, diag)),
+        ),
+        syn::Expr::Cast(c) => {
+            let to = match &*c.ty {
+                syn::Type::Path(p) if p.path.is_ident("f64") => CastTo::Float,
+                syn::Type::Path(p) if p.path.is_ident("i64") => CastTo::Int,
+                other => {
+                    diag.error(
+                        other.span(),
+                        "only `as f64` and `as i64` casts are supported in kernels",
+                    );
+                    return invalid(span);
+                }
+            };
+            ExprKind::Cast(Box::new(parse_expr(&c.expr, diag)), to)
+        }
+        syn::Expr::If(i) => {
+            let (Some((_, els)), false) = (&i.else_branch, matches!(&*i.cond, syn::Expr::Let(_)))
+            else {
+                diag.error(span, "an `if` used as a value needs an `else` branch and a plain condition (it becomes Python's `a if cond else b`)");
+                return invalid(span);
+            };
+            let then = single_value(&i.then_branch.stmts, span, diag);
+            let otherwise = match &**els {
+                syn::Expr::Block(b) => single_value(&b.block.stmts, span, diag),
+                other => parse_expr(other, diag),
+            };
+            ExprKind::If(
+                Box::new(parse_expr(&i.cond, diag)),
+                Box::new(then),
+                Box::new(otherwise),
+            )
+        }
+        syn::Expr::Field(f) => match &f.member {
+            syn::Member::Unnamed(idx) => {
+                ExprKind::Field(Box::new(parse_expr(&f.base, diag)), idx.index as usize)
+            }
+            syn::Member::Named(n) => {
+                diag.error(n.span(), "struct fields are not supported in kernels; tensor properties are methods: `.shape()`, `.dtype()`");
+                return invalid(span);
+            }
+        },
+        syn::Expr::Macro(m) if m.mac.path.is_ident("vec") => match m
+            .mac
+            .parse_body_with(Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated)
+        {
+            Ok(items) => ExprKind::List(items.iter().map(|x| parse_expr(x, diag)).collect()),
+            Err(e) => {
+                diag.push(e);
+                return invalid(span);
+            }
+        },
+        syn::Expr::Macro(m) if m.mac.path.is_ident("s") => {
+            diag.error(
+                span,
+                "`s![...]` only appears inside an index: `tile[s![0..128, ..]]`",
+            );
+            return invalid(span);
+        }
+        other => {
+            diag.error(span, unsupported_message(other));
+            return invalid(span);
+        }
+    };
+    Expr { kind, span }
+}
+
+/// Explains what to write instead of an unsupported expression.
+pub fn unsupported_message(e: &syn::Expr) -> &'static str {
+    match e {
+        syn::Expr::Closure(_) => {
+            "closures are not supported in kernels: NKI kernels are traced Python; write a #[nki_helper] function instead"
+        }
+        syn::Expr::While(_) => {
+            "`while` loops are not supported in kernels: NKI unrolls loops at trace time, write `for i in 0..n` over a range"
+        }
+        syn::Expr::Loop(_) => {
+            "`loop` is not supported in kernels: NKI unrolls loops at trace time, write `for i in 0..n` over a range"
+        }
+        syn::Expr::Match(_) => "`match` is not supported in kernels: write `if` / `else if` chains",
+        syn::Expr::Try(_) => {
+            "`?` is not needed in kernels: every NKI op already propagates its error"
+        }
+        syn::Expr::Async(_) | syn::Expr::Await(_) => "async code is not supported in kernels",
+        syn::Expr::Unsafe(_) => "`unsafe` is not supported in kernels",
+        syn::Expr::Struct(_) => {
+            "struct literals are not supported in kernels: pass tensors and scalars as parameters"
+        }
+        syn::Expr::Break(_) | syn::Expr::Continue(_) => {
+            "`break` and `continue` are not supported in kernels: compute the loop range instead"
+        }
+        syn::Expr::Range(_) => "ranges only appear as a `for` loop's range or inside `s![...]`",
+        syn::Expr::Block(_) => {
+            "a block is not a value in kernels; bind its result with `let` in the enclosing block"
+        }
+        syn::Expr::Assign(_) => "assignment is a statement in kernels, not a value",
+        syn::Expr::Let(_) => "`let` expressions only appear as `if let Some(x) = value`",
+        syn::Expr::Macro(_) => {
+            "only `assert!`, `assert_eq!`, `s!` and `vec!` macros are supported in kernels"
+        }
+        _ => "this expression is not supported in kernels",
+    }
+}
+
+fn single_value(stmts: &[syn::Stmt], span: Span, diag: &mut Diagnostics) -> Expr {
+    match stmts {
+        [syn::Stmt::Expr(e, None)] => parse_expr(e, diag),
+        _ => {
+            diag.error(
+                span,
+                "each branch of an `if` used as a value must be a single expression",
+            );
+            invalid(span)
+        }
+    }
+}
+
+fn parse_lit(l: &syn::Lit, diag: &mut Diagnostics) -> Option<ExprKind> {
+    Some(match l {
+        syn::Lit::Int(i) => match i.base10_parse::<i64>() {
+            Ok(v) if matches!(i.suffix(), "" | "i64") => ExprKind::Int(v),
+            Ok(_) => {
+                diag.error(
+                    i.span(),
+                    "integer literals in kernels are `i64`; drop the suffix",
+                );
+                return None;
+            }
+            Err(e) => {
+                diag.push(e);
+                return None;
+            }
+        },
+        syn::Lit::Float(f) => match f.base10_parse::<f64>() {
+            Ok(v) if matches!(f.suffix(), "" | "f64") => ExprKind::Float(v),
+            Ok(_) => {
+                diag.error(
+                    f.span(),
+                    "float literals in kernels are `f64`; drop the suffix",
+                );
+                return None;
+            }
+            Err(e) => {
+                diag.push(e);
+                return None;
+            }
+        },
+        syn::Lit::Bool(b) => ExprKind::Bool(b.value),
+        syn::Lit::Str(s) => ExprKind::Str(s.value()),
+        other => {
+            diag.error(
+                other.span(),
+                "only integer, float, bool and string literals are supported in kernels",
+            );
+            return None;
+        }
+    })
+}
+
+fn bin_op(op: &syn::BinOp) -> Option<BinOp> {
+    Some(match op {
+        syn::BinOp::Add(_) => BinOp::Add,
+        syn::BinOp::Sub(_) => BinOp::Sub,
+        syn::BinOp::Mul(_) => BinOp::Mul,
+        syn::BinOp::Div(_) => BinOp::Div,
+        syn::BinOp::Rem(_) => BinOp::Rem,
+        syn::BinOp::Eq(_) => BinOp::Eq,
+        syn::BinOp::Ne(_) => BinOp::Ne,
+        syn::BinOp::Lt(_) => BinOp::Lt,
+        syn::BinOp::Le(_) => BinOp::Le,
+        syn::BinOp::Gt(_) => BinOp::Gt,
+        syn::BinOp::Ge(_) => BinOp::Ge,
+        syn::BinOp::And(_) => BinOp::And,
+        syn::BinOp::Or(_) => BinOp::Or,
+        _ => return None,
+    })
+}
+
+/// The compound-assignment operators (`+=`, ...) as DSL operators.
+pub fn assign_op(op: &syn::BinOp) -> Option<BinOp> {
+    Some(match op {
+        syn::BinOp::AddAssign(_) => BinOp::Add,
+        syn::BinOp::SubAssign(_) => BinOp::Sub,
+        syn::BinOp::MulAssign(_) => BinOp::Mul,
+        syn::BinOp::DivAssign(_) => BinOp::Div,
+        syn::BinOp::RemAssign(_) => BinOp::Rem,
+        _ => return None,
+    })
+}
+
+/// Call arguments: positional values and `name = value` keywords.
+pub fn parse_args(
+    args: &Punctuated<syn::Expr, syn::Token![,]>,
+    diag: &mut Diagnostics,
+) -> Vec<Arg> {
+    args.iter()
+        .map(|a| match a {
+            syn::Expr::Assign(asg) => match &*asg.left {
+                syn::Expr::Path(p) if p.path.get_ident().is_some() => Arg {
+                    name: p.path.get_ident().cloned(),
+                    value: parse_expr(&asg.right, diag),
+                },
+                other => {
+                    diag.error(other.span(), "a keyword argument is written `name = value`");
+                    Arg {
+                        name: None,
+                        value: invalid(a.span()),
+                    }
+                }
+            },
+            other => Arg {
+                name: None,
+                value: parse_expr(other, diag),
+            },
+        })
+        .collect()
+}
+
+/// The items of `t[...]`: `s![a..b, .., i, nl::ds(x, n), a..b;step]` or a single index.
+fn parse_index(index: &syn::Expr, diag: &mut Diagnostics) -> Vec<IndexItem> {
+    if let syn::Expr::Macro(m) = index
+        && m.mac.path.is_ident("s")
+    {
+        let parser = |input: syn::parse::ParseStream<'_>| -> syn::Result<Vec<(syn::Expr, Option<syn::Expr>)>> {
+            let mut items = Vec::new();
+            while !input.is_empty() {
+                let e: syn::Expr = input.parse()?;
+                let step = if input.peek(syn::Token![;]) {
+                    input.parse::<syn::Token![;]>()?;
+                    Some(input.parse()?)
+                } else {
+                    None
+                };
+                items.push((e, step));
+                if input.is_empty() {
+                    break;
+                }
+                input.parse::<syn::Token![,]>()?;
+            }
+            Ok(items)
+        };
+        return match m.mac.parse_body_with(parser) {
+            Ok(items) => items
+                .iter()
+                .map(|(e, step)| index_item(e, step.as_ref(), diag))
+                .collect(),
+            Err(e) => {
+                diag.push(e);
+                Vec::new()
+            }
+        };
+    }
+    vec![index_item(index, None, diag)]
+}
+
+fn index_item(e: &syn::Expr, step: Option<&syn::Expr>, diag: &mut Diagnostics) -> IndexItem {
+    let span = e.span();
+    match e {
+        syn::Expr::Range(r) => {
+            let inclusive = matches!(r.limits, syn::RangeLimits::Closed(_));
+            let stop = r.end.as_deref().map(|x| {
+                let s = parse_expr(x, diag);
+                if inclusive {
+                    let sp = s.span;
+                    Expr {
+                        kind: ExprKind::Binary(
+                            BinOp::Add,
+                            Box::new(s),
+                            Box::new(Expr {
+                                kind: ExprKind::Int(1),
+                                span: sp,
+                            }),
+                        ),
+                        span: sp,
+                    }
+                } else {
+                    s
+                }
+            });
+            IndexItem::Range {
+                start: r.start.as_deref().map(|x| parse_expr(x, diag)),
+                stop,
+                step: step.map(|s| parse_expr(s, diag)),
+                span,
+            }
+        }
+        syn::Expr::Call(c) if matches!(&*c.func, syn::Expr::Path(p) if path_segments(&p.path) == ["nl", "ds"]) =>
+        {
+            let args: Vec<Expr> = c.args.iter().map(|a| parse_expr(a, diag)).collect();
+            match <[Expr; 2]>::try_from(args) {
+                Ok([start, size]) => IndexItem::Ds { start, size, span },
+                Err(_) => {
+                    diag.error(span, "nl::ds takes (start, size)");
+                    IndexItem::At(invalid(span))
+                }
+            }
+        }
+        other => {
+            if let Some(s) = step {
+                diag.error(s.span(), "a `;step` only follows a range such as `0..n;2`");
+            }
+            IndexItem::At(parse_expr(other, diag))
+        }
+    }
+}

@@ -1,0 +1,467 @@
+//! syn statements → DSL statements.
+
+use super::expr::{assign_op, parse_expr, unsupported_message};
+use super::types::parse_type;
+use crate::ast::{
+    Block, Cond, Expr, ExprKind, FmtPiece, FmtString, Pat, RangeIter, RangeKind, Stmt,
+};
+use crate::diag::Diagnostics;
+use proc_macro2::Span;
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
+
+/// Parses a block; its last expression without `;` becomes the tail value.
+pub fn parse_block(block: &syn::Block, diag: &mut Diagnostics) -> Block {
+    let mut out = Block {
+        stmts: Vec::new(),
+        tail: None,
+    };
+    let n = block.stmts.len();
+    for (i, s) in block.stmts.iter().enumerate() {
+        match s {
+            syn::Stmt::Expr(e, None) if i + 1 == n && is_value(e) => {
+                out.tail = Some(parse_expr(e, diag))
+            }
+            _ => parse_stmt(s, &mut out.stmts, diag),
+        }
+    }
+    out
+}
+
+/// Whether a trailing expression is a value rather than a statement-like expression.
+fn is_value(e: &syn::Expr) -> bool {
+    !matches!(
+        e,
+        syn::Expr::ForLoop(_)
+            | syn::Expr::If(_)
+            | syn::Expr::While(_)
+            | syn::Expr::Loop(_)
+            | syn::Expr::Block(_)
+            | syn::Expr::Macro(_)
+    )
+}
+
+fn parse_stmt(s: &syn::Stmt, out: &mut Vec<Stmt>, diag: &mut Diagnostics) {
+    match s {
+        syn::Stmt::Local(l) => {
+            let span = l.span();
+            if let Some(init) = &l.init
+                && init.diverge.is_some()
+            {
+                diag.error(span, "`let ... else` is not supported in kernels");
+                return;
+            }
+            let (pat, ty) = match &l.pat {
+                syn::Pat::Type(t) => (parse_pat(&t.pat, diag), parse_type(&t.ty, diag)),
+                p => (parse_pat(p, diag), None),
+            };
+            let Some(init) = &l.init else {
+                diag.error(span, "a `let` in a kernel needs a value: NKI tensors are created with nl::ndarray(...)");
+                return;
+            };
+            out.push(Stmt::Let {
+                pat,
+                ty,
+                init: parse_expr(&init.expr, diag),
+                span,
+            });
+        }
+        syn::Stmt::Item(item) => {
+            diag.error(item.span(), "items cannot be declared inside a kernel; define helper functions outside it with #[nki_helper]");
+        }
+        syn::Stmt::Macro(m) => parse_macro_stmt(&m.mac, out, diag),
+        syn::Stmt::Expr(e, _) => parse_expr_stmt(e, out, diag),
+    }
+}
+
+fn parse_expr_stmt(e: &syn::Expr, out: &mut Vec<Stmt>, diag: &mut Diagnostics) {
+    let span = e.span();
+    match e {
+        syn::Expr::ForLoop(f) => {
+            if f.label.is_some() {
+                diag.error(f.label.span(), "loop labels are not supported in kernels");
+            }
+            let var = parse_pat(&f.pat, diag);
+            let Some(iter) = parse_range(&f.expr, diag) else { return };
+            let body = parse_block(&f.body, diag);
+            if let Some(t) = &body.tail {
+                diag.error(t.span, "a loop body cannot end in a value; add `;`");
+            }
+            out.push(Stmt::For { var, iter, body, span });
+        }
+        syn::Expr::If(_) => {
+            if let Some(s) = parse_if(e, diag) {
+                out.push(s);
+            }
+        }
+        syn::Expr::Block(b) => {
+            if b.label.is_some() {
+                diag.error(span, "block labels are not supported in kernels");
+            }
+            // A nested block's statements run in order in the emitted Python; scoping is
+            // checked by the type checker.
+            let inner = parse_block(&b.block, diag);
+            out.extend(inner.stmts);
+            if let Some(t) = inner.tail {
+                out.push(Stmt::Expr(t));
+            }
+        }
+        syn::Expr::Assign(a) => match &*a.left {
+            syn::Expr::Path(p) if p.path.get_ident().is_some() => out.push(Stmt::Assign {
+                name: p.path.segments[0].ident.clone(),
+                op: None,
+                value: parse_expr(&a.right, diag),
+                span,
+            }),
+            other => diag.error(other.span(), "only plain variables can be assigned in kernels; tensors are written by ops through their `dst`"),
+        },
+        syn::Expr::Binary(b) if assign_op(&b.op).is_some() => match &*b.left {
+            syn::Expr::Path(p) if p.path.get_ident().is_some() => out.push(Stmt::Assign {
+                name: p.path.segments[0].ident.clone(),
+                op: assign_op(&b.op),
+                value: parse_expr(&b.right, diag),
+                span,
+            }),
+            other => diag.error(other.span(), "only plain variables can be assigned in kernels"),
+        },
+        syn::Expr::Return(r) => out.push(Stmt::Return(r.expr.as_deref().map(|x| parse_expr(x, diag)), span)),
+        syn::Expr::Macro(m) => parse_macro_stmt(&m.mac, out, diag),
+        syn::Expr::While(_) | syn::Expr::Loop(_) | syn::Expr::Match(_) | syn::Expr::Closure(_) | syn::Expr::Unsafe(_) => {
+            diag.error(span, unsupported_message(e))
+        }
+        other => out.push(Stmt::Expr(parse_expr(other, diag))),
+    }
+}
+
+fn parse_if(e: &syn::Expr, diag: &mut Diagnostics) -> Option<Stmt> {
+    let span = e.span();
+    let mut branches = Vec::new();
+    let mut cur = e;
+    loop {
+        let syn::Expr::If(i) = cur else {
+            diag.error(cur.span(), "expected an `if`");
+            return None;
+        };
+        let cond = match &*i.cond {
+            syn::Expr::Let(l) => match &*l.pat {
+                syn::Pat::TupleStruct(ts) if ts.path.is_ident("Some") && ts.elems.len() == 1 => {
+                    match &ts.elems[0] {
+                        syn::Pat::Ident(id) => {
+                            Cond::LetSome(id.ident.clone(), parse_expr(&l.expr, diag))
+                        }
+                        other => {
+                            diag.error(other.span(), "write `if let Some(name) = value`");
+                            return None;
+                        }
+                    }
+                }
+                other => {
+                    diag.error(
+                        other.span(),
+                        "only `if let Some(name) = value` is supported in kernels",
+                    );
+                    return None;
+                }
+            },
+            c => Cond::Expr(parse_expr(c, diag)),
+        };
+        let body = parse_block(&i.then_branch, diag);
+        if let Some(t) = &body.tail {
+            diag.error(t.span, "an `if` statement's branch cannot end in a value; add `;` (or use `if` as a value with single-expression branches)");
+        }
+        branches.push((cond, body));
+        match &i.else_branch {
+            None => {
+                return Some(Stmt::If {
+                    branches,
+                    otherwise: None,
+                    span,
+                });
+            }
+            Some((_, els)) => match &**els {
+                syn::Expr::If(_) => cur = els,
+                syn::Expr::Block(b) => {
+                    let body = parse_block(&b.block, diag);
+                    if let Some(t) = &body.tail {
+                        diag.error(t.span, "an `else` branch cannot end in a value; add `;`");
+                    }
+                    return Some(Stmt::If {
+                        branches,
+                        otherwise: Some(body),
+                        span,
+                    });
+                }
+                other => {
+                    diag.error(other.span(), "unsupported `else` branch");
+                    return None;
+                }
+            },
+        }
+    }
+}
+
+fn parse_pat(p: &syn::Pat, diag: &mut Diagnostics) -> Pat {
+    match p {
+        syn::Pat::Ident(i) => {
+            if i.by_ref.is_some() || i.subpat.is_some() {
+                diag.error(p.span(), "only plain names can be bound in kernels");
+            }
+            Pat::Ident(i.ident.clone(), i.mutability.is_some())
+        }
+        syn::Pat::Tuple(t) => Pat::Tuple(
+            t.elems.iter().map(|x| parse_pat(x, diag)).collect(),
+            p.span(),
+        ),
+        syn::Pat::Slice(s) => Pat::Slice(
+            s.elems.iter().map(|x| parse_pat(x, diag)).collect(),
+            p.span(),
+        ),
+        syn::Pat::Wild(_) => Pat::Wild,
+        syn::Pat::Paren(x) => parse_pat(&x.pat, diag),
+        other => {
+            diag.error(
+                other.span(),
+                "only names, `_`, tuples `(a, b)` and shape lists `[a, b]` can be bound in kernels",
+            );
+            Pat::Wild
+        }
+    }
+}
+
+fn parse_range(e: &syn::Expr, diag: &mut Diagnostics) -> Option<RangeIter> {
+    let span = e.span();
+    let bad = |diag: &mut Diagnostics| {
+        diag.error(
+            span,
+            "a kernel `for` loop runs over `a..b`, `(a..b).step_by(s)` or nl::affine_range / nl::sequential_range / nl::static_range(...); loops are unrolled at trace time",
+        );
+        None
+    };
+    match e {
+        syn::Expr::Paren(p) => parse_range(&p.expr, diag),
+        syn::Expr::Range(r) => {
+            if matches!(r.limits, syn::RangeLimits::Closed(_)) {
+                diag.error(
+                    span,
+                    "use a half-open range `a..b` (Python's range excludes its end)",
+                );
+                return None;
+            }
+            let (Some(start), Some(stop)) = (&r.start, &r.end) else {
+                return bad(diag);
+            };
+            Some(RangeIter {
+                kind: RangeKind::Plain,
+                start: parse_expr(start, diag),
+                stop: parse_expr(stop, diag),
+                step: None,
+                span,
+            })
+        }
+        syn::Expr::MethodCall(m) if m.method == "step_by" && m.args.len() == 1 => {
+            let mut inner = parse_range(&m.receiver, diag)?;
+            if inner.kind != RangeKind::Plain || inner.step.is_some() {
+                return bad(diag);
+            }
+            inner.step = Some(parse_expr(&m.args[0], diag));
+            inner.span = span;
+            Some(inner)
+        }
+        syn::Expr::Call(c) => {
+            let syn::Expr::Path(p) = &*c.func else {
+                return bad(diag);
+            };
+            let segs: Vec<String> = p
+                .path
+                .segments
+                .iter()
+                .map(|s| s.ident.to_string())
+                .collect();
+            let kind = match segs
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .as_slice()
+            {
+                ["nl", "affine_range"] => "affine_range",
+                ["nl", "sequential_range"] => "sequential_range",
+                ["nl", "static_range"] => "static_range",
+                _ => return bad(diag),
+            };
+            let args: Vec<Expr> = c.args.iter().map(|a| parse_expr(a, diag)).collect();
+            let zero = |s: Span| Expr {
+                kind: ExprKind::Int(0),
+                span: s,
+            };
+            let mut it = args.into_iter();
+            match (it.next(), it.next(), it.next(), it.next()) {
+                (Some(stop), None, None, None) => Some(RangeIter {
+                    kind: RangeKind::Nl(kind),
+                    start: zero(span),
+                    stop,
+                    step: None,
+                    span,
+                }),
+                (Some(start), Some(stop), step, None) => Some(RangeIter {
+                    kind: RangeKind::Nl(kind),
+                    start,
+                    stop,
+                    step,
+                    span,
+                }),
+                _ => bad(diag),
+            }
+        }
+        _ => bad(diag),
+    }
+}
+
+fn parse_macro_stmt(mac: &syn::Macro, out: &mut Vec<Stmt>, diag: &mut Diagnostics) {
+    let span = mac.span();
+    let name = mac
+        .path
+        .get_ident()
+        .map(|i| i.to_string())
+        .unwrap_or_default();
+    if name != "assert" && name != "assert_eq" && name != "assert_ne" {
+        diag.error(span, "only `assert!`, `assert_eq!` and `assert_ne!` can be used as statements in kernels (they become Python asserts)");
+        return;
+    }
+    let args = match mac.parse_body_with(Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated)
+    {
+        Ok(a) => a,
+        Err(e) => {
+            diag.push(e);
+            return;
+        }
+    };
+    let mut it = args.iter();
+    let cond = match name.as_str() {
+        "assert" => match it.next() {
+            Some(c) => parse_expr(c, diag),
+            None => {
+                diag.error(span, "assert! needs a condition");
+                return;
+            }
+        },
+        _ => {
+            let (Some(a), Some(b)) = (it.next(), it.next()) else {
+                diag.error(span, format!("{name}! needs two values"));
+                return;
+            };
+            let op = if name == "assert_eq" {
+                crate::ast::BinOp::Eq
+            } else {
+                crate::ast::BinOp::Ne
+            };
+            Expr {
+                kind: ExprKind::Binary(
+                    op,
+                    Box::new(parse_expr(a, diag)),
+                    Box::new(parse_expr(b, diag)),
+                ),
+                span,
+            }
+        }
+    };
+    let rest: Vec<&syn::Expr> = it.collect();
+    let msg = match rest.split_first() {
+        None => None,
+        Some((
+            syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Str(s),
+                ..
+            }),
+            fmt_args,
+        )) => parse_format(s, fmt_args, diag),
+        Some((other, _)) => {
+            diag.error(
+                other.span(),
+                "the assert message must be a string literal, optionally with {} arguments",
+            );
+            None
+        }
+    };
+    out.push(Stmt::Assert { cond, msg, span });
+}
+
+/// Parses a format string with `{}`, `{name}` and `{:?}` placeholders.
+fn parse_format(
+    lit: &syn::LitStr,
+    args: &[&syn::Expr],
+    diag: &mut Diagnostics,
+) -> Option<FmtString> {
+    let text = lit.value();
+    let mut pieces = Vec::new();
+    let mut buf = String::new();
+    let mut next_arg = 0;
+    let mut chars = text.chars().peekable();
+    let named: Vec<(String, &syn::Expr)> = args
+        .iter()
+        .filter_map(|a| match a {
+            syn::Expr::Assign(asg) => match &*asg.left {
+                syn::Expr::Path(p) => p.path.get_ident().map(|i| (i.to_string(), &*asg.right)),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    while let Some(c) = chars.next() {
+        match c {
+            '{' if chars.peek() == Some(&'{') => {
+                chars.next();
+                buf.push('{');
+            }
+            '}' if chars.peek() == Some(&'}') => {
+                chars.next();
+                buf.push('}');
+            }
+            '{' => {
+                let mut spec = String::new();
+                for c in chars.by_ref() {
+                    if c == '}' {
+                        break;
+                    }
+                    spec.push(c);
+                }
+                let name = spec.split(':').next().unwrap_or("").trim().to_string();
+                if !spec.contains(':') || spec.ends_with(":?") {
+                    // Plain and debug formatting print the same in Python.
+                } else {
+                    diag.error(lit.span(), format!("format spec `{{{spec}}}` is not supported in kernel asserts; use `{{}}` or `{{name}}`"));
+                    return None;
+                }
+                let value = if name.is_empty() {
+                    let Some(a) = args.get(next_arg) else {
+                        diag.error(lit.span(), "more `{}` placeholders than arguments");
+                        return None;
+                    };
+                    next_arg += 1;
+                    parse_expr(a, diag)
+                } else if let Some((_, e)) = named.iter().find(|(n, _)| *n == name) {
+                    parse_expr(e, diag)
+                } else if name.chars().all(|c| c.is_alphanumeric() || c == '_') {
+                    Expr {
+                        kind: ExprKind::Var(syn::Ident::new(&name, lit.span())),
+                        span: lit.span(),
+                    }
+                } else {
+                    diag.error(
+                        lit.span(),
+                        format!("placeholder `{{{name}}}` must name a variable"),
+                    );
+                    return None;
+                };
+                if !buf.is_empty() {
+                    pieces.push(FmtPiece::Text(std::mem::take(&mut buf)));
+                }
+                pieces.push(FmtPiece::Arg(value));
+            }
+            c => buf.push(c),
+        }
+    }
+    if !buf.is_empty() {
+        pieces.push(FmtPiece::Text(buf));
+    }
+    Some(FmtString { pieces })
+}

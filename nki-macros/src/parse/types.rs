@@ -1,0 +1,72 @@
+//! Parameter and `let` type annotations.
+
+use crate::ast::{Space, TypeAnn};
+use crate::diag::Diagnostics;
+use syn::spanned::Spanned;
+
+const KNOWN: &str =
+    "Hbm, Sbuf, Psum, Tensor, i64, f64, bool, Dtype, Groups, &str, Option<T> or a tuple of these";
+
+/// Parses a type annotation, reporting unsupported types.
+pub fn parse_type(ty: &syn::Type, diag: &mut Diagnostics) -> Option<TypeAnn> {
+    let span = ty.span();
+    match ty {
+        syn::Type::Reference(r) => match &*r.elem {
+            syn::Type::Path(p) if p.path.is_ident("str") => Some(TypeAnn::Str(span)),
+            inner => parse_type(inner, diag),
+        },
+        syn::Type::Paren(p) => parse_type(&p.elem, diag),
+        syn::Type::Tuple(t) => {
+            let items: Option<Vec<TypeAnn>> = t.elems.iter().map(|e| parse_type(e, diag)).collect();
+            Some(TypeAnn::Tuple(items?, span))
+        }
+        syn::Type::Path(p) if p.qself.is_none() => {
+            let seg = p.path.segments.last()?;
+            let name = seg.ident.to_string();
+            let generic = match &seg.arguments {
+                syn::PathArguments::AngleBracketed(a) => a.args.first(),
+                _ => None,
+            };
+            Some(match (name.as_str(), generic) {
+                ("Hbm", None) => TypeAnn::Tensor(Some(Space::Hbm), span),
+                ("Sbuf", None) => TypeAnn::Tensor(Some(Space::Sbuf), span),
+                ("Psum", None) => TypeAnn::Tensor(Some(Space::Psum), span),
+                ("Tensor", None) => TypeAnn::Tensor(None, span),
+                ("i64", None) => TypeAnn::Int(span),
+                ("f64", None) => TypeAnn::Float(span),
+                ("bool", None) => TypeAnn::Bool(span),
+                ("Dtype", None) => TypeAnn::Dtype(span),
+                ("Groups", None) => TypeAnn::Groups(span),
+                ("Option", Some(syn::GenericArgument::Type(inner))) => {
+                    TypeAnn::Option(Box::new(parse_type(inner, diag)?), span)
+                }
+                ("usize" | "u32" | "i32" | "u64" | "isize", None) => {
+                    diag.error(span, format!("use `i64` for integers in kernels: trace-time integers are Python ints, `{name}` has no Python counterpart"));
+                    return None;
+                }
+                ("f32", None) => {
+                    diag.error(span, "use `f64` for trace-time floats (they are Python floats); tile element types are chosen with a Dtype such as nl::float32");
+                    return None;
+                }
+                _ => {
+                    diag.error(
+                        span,
+                        format!("unsupported type in a kernel: expected {KNOWN}"),
+                    );
+                    return None;
+                }
+            })
+        }
+        syn::Type::TraitObject(_) | syn::Type::ImplTrait(_) => {
+            diag.error(span, format!("trait objects and `impl Trait` are not supported in kernels: NKI kernels are traced with concrete values; use {KNOWN}"));
+            None
+        }
+        _ => {
+            diag.error(
+                span,
+                format!("unsupported type in a kernel: expected {KNOWN}"),
+            );
+            None
+        }
+    }
+}
