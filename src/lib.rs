@@ -19,9 +19,7 @@ pub mod examples;
 
 /// Everything a kernel file usually needs.
 pub mod prelude {
-    pub use crate::{
-        Ctx, Dtype, Launch, Precision, Tensor, ncc, nisa, nki_helper, nki_kernel, nl, s,
-    };
+    pub use crate::{Ctx, Dtype, Launch, Precision, Tensor, ncc, nisa, nki_helper, nki_kernel, nl, s};
 }
 
 /// Every kernel this crate and [`attention`] register, for `nki emit`.

@@ -14,14 +14,8 @@ use crate::prelude::*;
 pub fn matmul(a_t: Hbm, b: Hbm) -> Hbm {
     let [k, m] = a_t.shape();
     let [kb, n] = b.shape();
-    assert_eq!(
-        k, kb,
-        "a_t is [K, M] and b is [K, N]: K differs ({k} vs {kb})"
-    );
-    assert!(
-        k % 128 == 0 && m % 128 == 0,
-        "K and M must be multiples of 128, got {k} and {m}"
-    );
+    assert_eq!(k, kb, "a_t is [K, M] and b is [K, N]: K differs ({k} vs {kb})");
+    assert!(k % 128 == 0 && m % 128 == 0, "K and M must be multiples of 128, got {k} and {m}");
     assert!(n % 512 == 0, "N must be a multiple of 512, got {n}");
     let out = nl::ndarray([m, n], nl::float32, buffer = nl::shared_hbm);
     for mi in 0..m / 128 {
@@ -34,10 +28,7 @@ pub fn matmul(a_t: Hbm, b: Hbm) -> Hbm {
             }
             let res = nl::ndarray([128, 512], nl::float32);
             nisa::tensor_copy(res, acc);
-            nisa::dma_copy(
-                out[s![mi * 128..(mi + 1) * 128, ni * 512..(ni + 1) * 512]],
-                res,
-            );
+            nisa::dma_copy(out[s![mi * 128..(mi + 1) * 128, ni * 512..(ni + 1) * 512]], res);
         }
     }
     out

@@ -11,9 +11,5 @@ pub mod transpose;
 use crate::emit::FunctionInfo;
 
 /// The example kernels.
-pub static KERNELS: &[&FunctionInfo] = &[
-    &matmul::matmul::INFO,
-    &softmax::softmax::INFO,
-    &tensor_add::tensor_add::INFO,
-    &transpose::transpose::INFO,
-];
+pub static KERNELS: &[&FunctionInfo] =
+    &[&matmul::matmul::INFO, &softmax::softmax::INFO, &tensor_add::tensor_add::INFO, &transpose::transpose::INFO];

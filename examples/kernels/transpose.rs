@@ -9,10 +9,7 @@ use crate::prelude::*;
 #[nki_kernel]
 pub fn transpose(x: Hbm) -> Hbm {
     let [n, m] = x.shape();
-    assert!(
-        n % 128 == 0 && m % 128 == 0,
-        "both dims must be multiples of 128, got {n} x {m}"
-    );
+    assert!(n % 128 == 0 && m % 128 == 0, "both dims must be multiples of 128, got {n} x {m}");
     let out = nl::ndarray([m, n], x.dtype(), buffer = nl::shared_hbm);
     for i in 0..n / 128 {
         for j in 0..m / 128 {

@@ -70,13 +70,7 @@ pub type Result<T, E = NkiError> = std::result::Result<T, E>;
 impl NkiError {
     /// A new error of `kind` with `message`.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        NkiError {
-            kind,
-            op: None,
-            message: message.into(),
-            location: None,
-            origin: None,
-        }
+        NkiError { kind, op: None, message: message.into(), location: None, origin: None }
     }
 
     /// A hardware or ISA rule violated by `op`.
@@ -101,10 +95,7 @@ impl NkiError {
     /// assert_eq!(e.to_string(), "invalid lnc = 3: must be 1 or 2");
     /// ```
     pub fn argument(param: &str, value: impl fmt::Display, rule: &str) -> Self {
-        Self::new(
-            ErrorKind::Argument,
-            format!("invalid {param} = {value}: {rule}"),
-        )
+        Self::new(ErrorKind::Argument, format!("invalid {param} = {value}: {rule}"))
     }
 
     /// Sets the failing op (keeps an op already set by a deeper call).

@@ -17,20 +17,17 @@ fn arith(msg: &str) -> NkiError {
 
 /// Checked `a + b`.
 pub fn add(a: i64, b: i64) -> Result<i64> {
-    a.checked_add(b)
-        .ok_or_else(|| arith("integer overflow in +"))
+    a.checked_add(b).ok_or_else(|| arith("integer overflow in +"))
 }
 
 /// Checked `a - b`.
 pub fn sub(a: i64, b: i64) -> Result<i64> {
-    a.checked_sub(b)
-        .ok_or_else(|| arith("integer overflow in -"))
+    a.checked_sub(b).ok_or_else(|| arith("integer overflow in -"))
 }
 
 /// Checked `a * b`.
 pub fn mul(a: i64, b: i64) -> Result<i64> {
-    a.checked_mul(b)
-        .ok_or_else(|| arith("integer overflow in *"))
+    a.checked_mul(b).ok_or_else(|| arith("integer overflow in *"))
 }
 
 /// Python `a // b` (rounds toward negative infinity).
@@ -38,14 +35,8 @@ pub fn floordiv(a: i64, b: i64) -> Result<i64> {
     if b == 0 {
         return Err(arith("integer division by zero"));
     }
-    let q = a
-        .checked_div(b)
-        .ok_or_else(|| arith("integer overflow in //"))?;
-    Ok(if (a % b != 0) && ((a < 0) != (b < 0)) {
-        q - 1
-    } else {
-        q
-    })
+    let q = a.checked_div(b).ok_or_else(|| arith("integer overflow in //"))?;
+    Ok(if (a % b != 0) && ((a < 0) != (b < 0)) { q - 1 } else { q })
 }
 
 /// Python `a % b` (takes the sign of `b`).
@@ -73,8 +64,7 @@ pub fn fmod(a: f64, b: f64) -> Result<f64> {
 /// Python `a ** b` on integers (`b >= 0`).
 pub fn pow(a: i64, b: i64) -> Result<i64> {
     let e = u32::try_from(b).map_err(|_| arith("negative or huge integer exponent"))?;
-    a.checked_pow(e)
-        .ok_or_else(|| arith("integer overflow in **"))
+    a.checked_pow(e).ok_or_else(|| arith("integer overflow in **"))
 }
 
 /// `ceil(a / b)` for positive `b`.
@@ -149,12 +139,7 @@ pub fn range(start: i64, stop: i64, step: i64) -> Result<impl Iterator<Item = i6
 /// Destructures a shape: `let [a, b] = t.shape();`.
 pub fn unpack<const N: usize>(shape: Vec<i64>) -> Result<[i64; N]> {
     let n = shape.len();
-    shape.try_into().map_err(|_| {
-        NkiError::new(
-            ErrorKind::Shape,
-            format!("expected a shape of rank {N}, got rank {n}"),
-        )
-    })
+    shape.try_into().map_err(|_| NkiError::new(ErrorKind::Shape, format!("expected a shape of rank {N}, got rank {n}")))
 }
 
 /// `[x; n]` / Python `[x] * n`.
@@ -170,12 +155,7 @@ pub fn get<T: Clone>(items: &[T], i: i64) -> Result<T> {
     usize::try_from(k)
         .ok()
         .and_then(|k| items.get(k).cloned())
-        .ok_or_else(|| {
-            NkiError::new(
-                ErrorKind::Bounds,
-                format!("index {i} is out of range for {n} items"),
-            )
-        })
+        .ok_or_else(|| NkiError::new(ErrorKind::Bounds, format!("index {i} is out of range for {n} items")))
 }
 
 /// `t.shape` as Python ints.
@@ -184,32 +164,17 @@ pub fn shape(t: &Tensor) -> Vec<i64> {
 }
 
 fn dim(d: i64, what: &str) -> Result<usize> {
-    usize::try_from(d).map_err(|_| {
-        NkiError::new(
-            ErrorKind::Shape,
-            format!("{what} must be non-negative, got {d}"),
-        )
-    })
+    usize::try_from(d).map_err(|_| NkiError::new(ErrorKind::Shape, format!("{what} must be non-negative, got {d}")))
 }
 
 /// `t.ap(pattern=..., offset=..., scalar_offset=..., indirect_dim=...)`.
-pub fn ap(
-    t: &Tensor,
-    pattern: &[[i64; 2]],
-    offset: Option<i64>,
-    dynamic: Option<i64>,
-    indirect_dim: i64,
-) -> Result<Tensor> {
-    t.ap(pattern, offset, dynamic, dim(indirect_dim, "indirect_dim")?)
-        .map_err(|e| e.in_op("ap"))
+pub fn ap(t: &Tensor, pattern: &[[i64; 2]], offset: Option<i64>, dynamic: Option<i64>, indirect_dim: i64) -> Result<Tensor> {
+    t.ap(pattern, offset, dynamic, dim(indirect_dim, "indirect_dim")?).map_err(|e| e.in_op("ap"))
 }
 
 /// `t.reshape(shape)`.
 pub fn reshape(t: &Tensor, shape: &[i64]) -> Result<Tensor> {
-    let dims = shape
-        .iter()
-        .map(|&d| dim(d, "a reshape dim"))
-        .collect::<Result<Vec<_>>>()?;
+    let dims = shape.iter().map(|&d| dim(d, "a reshape dim")).collect::<Result<Vec<_>>>()?;
     t.reshape(&dims)
 }
 
@@ -235,9 +200,7 @@ pub fn slice(t: &Tensor, d: i64, start: i64, end: i64, step: i64) -> Result<Tens
 
 /// A failed kernel `assert!`.
 pub fn assertion(message: String, file: &'static str, line: u32) -> NkiError {
-    NkiError::new(ErrorKind::Assertion, message)
-        .in_op("assert")
-        .at(file, line)
+    NkiError::new(ErrorKind::Assertion, message).in_op("assert").at(file, line)
 }
 
 /// Formats values the way the emitted Python's f-strings do.
@@ -269,11 +232,7 @@ impl fmt::Display for Show<'_, bool> {
 impl fmt::Display for Show<'_, Vec<i64>> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let parts: Vec<String> = self.0.iter().map(|d| d.to_string()).collect();
-        if parts.len() == 1 {
-            write!(f, "({},)", parts[0])
-        } else {
-            write!(f, "({})", parts.join(", "))
-        }
+        if parts.len() == 1 { write!(f, "({},)", parts[0]) } else { write!(f, "({})", parts.join(", ")) }
     }
 }
 

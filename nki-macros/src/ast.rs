@@ -2,6 +2,32 @@
 //! carrying the span of the user's tokens it came from.
 
 use proc_macro2::Span;
+use quote::ToTokens;
+
+/// The source range of a node: its first and last token. Errors underline the
+/// whole range; generated code is spanned at its start.
+#[derive(Clone, Copy, Debug)]
+pub struct Spn {
+    pub start: Span,
+    pub end: Span,
+}
+
+impl Spn {
+    /// The range of a syntax node.
+    pub fn of(node: &impl ToTokens) -> Spn {
+        let tokens = node.to_token_stream();
+        let mut it = tokens.into_iter();
+        let first = it.next().map_or_else(Span::call_site, |t| t.span());
+        let last = it.last().map_or(first, |t| t.span());
+        Spn { start: first, end: last }
+    }
+}
+
+impl From<Span> for Spn {
+    fn from(s: Span) -> Spn {
+        Spn { start: s, end: s }
+    }
+}
 
 /// A kernel or helper function.
 pub struct Function {
@@ -32,20 +58,20 @@ pub struct Param {
 #[derive(Clone, Debug)]
 pub enum TypeAnn {
     /// A tensor in the given memory space (`None`: any).
-    Tensor(Option<Space>, Span),
-    Int(Span),
-    Float(Span),
-    Bool(Span),
-    Dtype(Span),
-    Str(Span),
+    Tensor(Option<Space>, Spn),
+    Int(Spn),
+    Float(Spn),
+    Bool(Spn),
+    Dtype(Spn),
+    Str(Spn),
     /// Rings of ranks for a replica group.
-    Groups(Span),
-    Option(Box<TypeAnn>, Span),
-    Tuple(Vec<TypeAnn>, Span),
+    Groups(Spn),
+    Option(Box<TypeAnn>, Spn),
+    Tuple(Vec<TypeAnn>, Spn),
 }
 
 impl TypeAnn {
-    pub fn span(&self) -> Span {
+    pub fn span(&self) -> Spn {
         match self {
             TypeAnn::Tensor(_, s)
             | TypeAnn::Int(s)
@@ -69,11 +95,12 @@ pub enum Space {
 }
 
 impl Space {
-    pub fn name(self) -> &'static str {
+    /// The space with its indefinite article: "an SBUF", "a PSUM".
+    pub fn with_article(self) -> &'static str {
         match self {
-            Space::Hbm => "HBM",
-            Space::Sbuf => "SBUF",
-            Space::Psum => "PSUM",
+            Space::Hbm => "an HBM",
+            Space::Sbuf => "an SBUF",
+            Space::Psum => "a PSUM",
         }
     }
 }
@@ -85,36 +112,13 @@ pub struct Block {
 }
 
 pub enum Stmt {
-    Let {
-        pat: Pat,
-        ty: Option<TypeAnn>,
-        init: Expr,
-        span: Span,
-    },
-    Assign {
-        name: syn::Ident,
-        op: Option<BinOp>,
-        value: Expr,
-        span: Span,
-    },
+    Let { pat: Pat, ty: Option<TypeAnn>, init: Expr, span: Spn },
+    Assign { name: syn::Ident, op: Option<BinOp>, value: Expr, span: Spn },
     Expr(Expr),
-    For {
-        var: Pat,
-        iter: RangeIter,
-        body: Block,
-        span: Span,
-    },
-    If {
-        branches: Vec<(Cond, Block)>,
-        otherwise: Option<Block>,
-        span: Span,
-    },
-    Assert {
-        cond: Expr,
-        msg: Option<FmtString>,
-        span: Span,
-    },
-    Return(Option<Expr>, Span),
+    For { var: Pat, iter: Box<RangeIter>, body: Block, span: Spn },
+    If { branches: Vec<(Cond, Block)>, otherwise: Option<Block>, span: Spn },
+    Assert { cond: Expr, msg: Option<FmtString>, span: Spn },
+    Return(Option<Expr>, Spn),
 }
 
 /// The condition of an `if`.
@@ -130,7 +134,7 @@ pub struct RangeIter {
     pub start: Expr,
     pub stop: Expr,
     pub step: Option<Expr>,
-    pub span: Span,
+    pub span: Spn,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -143,9 +147,9 @@ pub enum RangeKind {
 
 pub enum Pat {
     Ident(syn::Ident, bool),
-    Tuple(Vec<Pat>, Span),
+    Tuple(Vec<Pat>, Spn),
     /// `[a, b, c]`: destructures a shape.
-    Slice(Vec<Pat>, Span),
+    Slice(Vec<Pat>, Spn),
     Wild,
 }
 
@@ -161,7 +165,7 @@ pub enum FmtPiece {
 
 pub struct Expr {
     pub kind: ExprKind,
-    pub span: Span,
+    pub span: Spn,
 }
 
 pub enum ExprKind {
@@ -179,7 +183,7 @@ pub enum ExprKind {
     Binary(BinOp, Box<Expr>, Box<Expr>),
     Call {
         path: Vec<String>,
-        path_span: Span,
+        path_span: Spn,
         args: Vec<Arg>,
     },
     Method {
@@ -221,13 +225,13 @@ pub enum IndexItem {
         start: Option<Expr>,
         stop: Option<Expr>,
         step: Option<Expr>,
-        span: Span,
+        span: Spn,
     },
     /// `nl::ds(start, size)`.
     Ds {
         start: Expr,
         size: Expr,
-        span: Span,
+        span: Spn,
     },
 }
 
@@ -256,9 +260,6 @@ pub enum BinOp {
 
 impl BinOp {
     pub fn is_arith(self) -> bool {
-        matches!(
-            self,
-            BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Rem
-        )
+        matches!(self, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Rem)
     }
 }

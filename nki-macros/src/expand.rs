@@ -20,10 +20,7 @@ fn parse_attr(attr: TokenStream, diag: &mut Diagnostics) -> Generation {
             match Generation::parse(&lit.value()) {
                 Some(g) => target = g,
                 None => {
-                    return Err(meta.error(format!(
-                        "unknown target `{}`: use \"trn1\", \"trn2\" or \"trn3\"",
-                        lit.value()
-                    )));
+                    return Err(meta.error(format!("unknown target `{}`: use \"trn1\", \"trn2\" or \"trn3\"", lit.value())));
                 }
             }
             Ok(())
@@ -44,13 +41,8 @@ pub fn expand(kind: FnKind, attr: TokenStream, item: TokenStream) -> TokenStream
     let item_fn: syn::ItemFn = match syn::parse2(item.clone()) {
         Ok(f) => f,
         Err(_) => {
-            let what = if kind == FnKind::Kernel {
-                "#[nki_kernel]"
-            } else {
-                "#[nki_helper]"
-            };
-            let err = syn::Error::new(item.span(), format!("{what} applies to a function"))
-                .to_compile_error();
+            let what = if kind == FnKind::Kernel { "#[nki_kernel]" } else { "#[nki_helper]" };
+            let err = syn::Error::new(item.span(), format!("{what} applies to a function")).to_compile_error();
             return quote::quote!(#err #item);
         }
     };

@@ -54,17 +54,9 @@ impl ReplicaGroup {
                 }
             }
         }
-        self.groups
-            .iter()
-            .find(|g| g.contains(&(rank as i64)))
-            .map(|g| g.iter().map(|&r| r as usize).collect())
-            .ok_or_else(|| {
-                NkiError::argument(
-                    "replica_group",
-                    format!("{:?}", self.groups),
-                    &format!("rank {rank} is in none of the groups"),
-                )
-            })
+        self.groups.iter().find(|g| g.contains(&(rank as i64))).map(|g| g.iter().map(|&r| r as usize).collect()).ok_or_else(|| {
+            NkiError::argument("replica_group", format!("{:?}", self.groups), &format!("rank {rank} is in none of the groups"))
+        })
     }
 }
 
@@ -101,40 +93,26 @@ struct Part {
     channels: Vec<(Vec<Tensor>, Tensor)>,
 }
 
-fn flatten(
-    op: &str,
-    what: &str,
-    by_channel: &[Vec<Tensor>],
-    channels: usize,
-) -> Result<Vec<Tensor>> {
+fn flatten(op: &str, what: &str, by_channel: &[Vec<Tensor>], channels: usize) -> Result<Vec<Tensor>> {
     if by_channel.len() != channels {
-        return Err(NkiError::constraint(
-            op,
-            format!(
-                "{what} has {} channels but channel_ids names {channels}",
-                by_channel.len()
-            ),
-        ));
+        return Err(NkiError::constraint(op, format!("{what} has {} channels but channel_ids names {channels}", by_channel.len())));
     }
     by_channel
         .iter()
         .enumerate()
         .map(|(c, list)| match list.as_slice() {
             [t] => Ok(t.clone()),
-            _ => Err(NkiError::constraint(op, format!("{what}[{c}] must hold exactly one tensor (coalescing is not supported), it holds {}", list.len()))),
+            _ => Err(NkiError::constraint(
+                op,
+                format!("{what}[{c}] must hold exactly one tensor (coalescing is not supported), it holds {}", list.len()),
+            )),
         })
         .collect()
 }
 
 fn check_buffer(op: &str, role: &str, t: &Tensor) -> Result<()> {
     if t.buffer() == Buffer::Psum {
-        return Err(NkiError::constraint(
-            op,
-            format!(
-                "{role} {} is in PSUM; collectives move HBM or SBUF tensors",
-                t.describe()
-            ),
-        ));
+        return Err(NkiError::constraint(op, format!("{role} {} is in PSUM; collectives move HBM or SBUF tensors", t.describe())));
     }
     t.check_bounds(op)
 }
@@ -142,10 +120,7 @@ fn check_buffer(op: &str, role: &str, t: &Tensor) -> Result<()> {
 fn channel_count(op: &str, opts: &PermuteOpts<'_>) -> Result<usize> {
     let ids = opts.channel_ids.clone().unwrap_or_else(|| vec![0]);
     if ids.is_empty() || ids.iter().enumerate().any(|(i, &c)| c != i as i64) || ids.len() > 4 {
-        return Err(NkiError::constraint(
-            op,
-            format!("channel_ids {ids:?} must be 0, 1, ... (at most 4 channels)"),
-        ));
+        return Err(NkiError::constraint(op, format!("channel_ids {ids:?} must be 0, 1, ... (at most 4 channels)")));
     }
     Ok(ids.len())
 }
@@ -159,9 +134,7 @@ fn run_permute(
     reduce: Option<NlOp>,
 ) -> Result<()> {
     ctx.begin_op()?;
-    let ring = group
-        .ring_of(ctx.rank(), ctx.num_ranks())
-        .map_err(|e| e.in_op(op))?;
+    let ring = group.ring_of(ctx.rank(), ctx.num_ranks()).map_err(|e| e.in_op(op))?;
     for (c, (ss, d)) in srcs.iter().zip(&dsts).enumerate() {
         check_buffer(op, "dst", d)?;
         for s in ss {
@@ -169,42 +142,23 @@ fn run_permute(
             if s.numel() != d.numel() || (reduce.is_none() && s.dtype() != d.dtype()) {
                 return Err(NkiError::shape(
                     op,
-                    format!(
-                        "channel {c}: src {} and dst {} must have the same element count and dtype",
-                        s.describe(),
-                        d.describe()
-                    ),
+                    format!("channel {c}: src {} and dst {} must have the same element count and dtype", s.describe(), d.describe()),
                 ));
             }
         }
     }
-    let part = Part {
-        slot_rank: ctx.rank(),
-        program: ctx.program_id(),
-        channels: srcs.into_iter().zip(dsts).collect(),
-    };
+    let part = Part { slot_rank: ctx.rank(), program: ctx.program_id(), channels: srcs.into_iter().zip(dsts).collect() };
     let world = ctx.world.clone();
     ctx.collective(&ring, op, part, |seq, parts| {
         let n = ring.len();
-        let find = |rank: usize, program: usize| {
-            parts
-                .iter()
-                .map(|(_, p)| p)
-                .find(|p| p.slot_rank == rank && p.program == program)
-        };
+        let find = |rank: usize, program: usize| parts.iter().map(|(_, p)| p).find(|p| p.slot_rank == rank && p.program == program);
         // Read every source before writing any destination.
         let mut writes: Vec<(Tensor, Vec<f32>, Dtype)> = Vec::new();
         let (mut bytes, mut seen) = (0usize, HashSet::new());
         for (_, me) in &parts {
             let pos = ring.iter().position(|&r| r == me.slot_rank).unwrap_or(0);
             let pred = find(ring[(pos + n - 1) % n], me.program).ok_or_else(|| {
-                NkiError::new(
-                    ErrorKind::Collective,
-                    format!(
-                        "no program {} on the predecessor of rank {}",
-                        me.program, me.slot_rank
-                    ),
-                )
+                NkiError::new(ErrorKind::Collective, format!("no program {} on the predecessor of rank {}", me.program, me.slot_rank))
             })?;
             for ((_, dst), (psrcs, _)) in me.channels.iter().zip(&pred.channels) {
                 for s in psrcs {
@@ -217,10 +171,7 @@ fn run_permute(
                     Some(rop) => {
                         let a = psrcs[0].to_f32_vec();
                         let b = psrcs[1].to_f32_vec();
-                        (
-                            a.iter().zip(&b).map(|(&x, &y)| rop.apply2(x, y)).collect(),
-                            Dtype::F32,
-                        )
+                        (a.iter().zip(&b).map(|(&x, &y)| rop.apply2(x, y)).collect(), Dtype::F32)
                     }
                 };
                 writes.push((dst.clone(), vals.0, vals.1));
@@ -230,13 +181,7 @@ fn run_permute(
             store(ctx.rounds(), &dst, &vals, src_dtype);
         }
         let channels = parts.first().map_or(0, |(_, p)| p.channels.len());
-        world.record_comm(CommEvent {
-            op,
-            ring: ring.clone(),
-            seq,
-            messages: n * channels,
-            bytes,
-        });
+        world.record_comm(CommEvent { op, ring: ring.clone(), seq, messages: n * channels, bytes });
         Ok(())
     })
     .map_err(|e| e.in_op(op))
@@ -254,9 +199,7 @@ fn store(round: bool, dst: &Tensor, vals: &[f32], src_dtype: Dtype) {
     if src_dtype == d {
         dst.layout().scatter_with(&mut cells, vals, |c| c);
     } else {
-        dst.layout().scatter_with(&mut cells, vals, |v| {
-            d.f32_to_cell(src_dtype.cell_to_f32(v), round)
-        });
+        dst.layout().scatter_with(&mut cells, vals, |v| d.f32_to_cell(src_dtype.cell_to_f32(v), round));
     }
 }
 
@@ -272,19 +215,9 @@ pub fn collective_permute_implicit(
 ) -> Result<()> {
     const OP: &str = "ncc.collective_permute_implicit";
     let channels = channel_count(OP, &opts)?;
-    let srcs = flatten(OP, "srcs_by_channel", srcs_by_channel, channels)?
-        .into_iter()
-        .map(|t| vec![t])
-        .collect();
+    let srcs = flatten(OP, "srcs_by_channel", srcs_by_channel, channels)?.into_iter().map(|t| vec![t]).collect();
     let dsts = flatten(OP, "dsts_by_channel", dsts_by_channel, channels)?;
-    run_permute(
-        ctx,
-        "collective_permute_implicit",
-        srcs,
-        dsts,
-        replica_group,
-        None,
-    )
+    run_permute(ctx, "collective_permute_implicit", srcs, dsts, replica_group, None)
 }
 
 /// `ncc.collective_permute_implicit_reduce(srcs0_by_channel, srcs1_by_channel, dsts_by_channel, replica_group, op)`:
@@ -301,24 +234,14 @@ pub fn collective_permute_implicit_reduce(
 ) -> Result<()> {
     const OP: &str = "ncc.collective_permute_implicit_reduce";
     if !matches!(op, NlOp::Add | NlOp::Maximum | NlOp::Minimum) {
-        return Err(NkiError::constraint(
-            OP,
-            format!("op must be nl.add, nl.maximum or nl.minimum, got {op}"),
-        ));
+        return Err(NkiError::constraint(OP, format!("op must be nl.add, nl.maximum or nl.minimum, got {op}")));
     }
     let channels = channel_count(OP, &opts)?;
     let s0 = flatten(OP, "srcs0_by_channel", srcs0_by_channel, channels)?;
     let s1 = flatten(OP, "srcs1_by_channel", srcs1_by_channel, channels)?;
     let dsts = flatten(OP, "dsts_by_channel", dsts_by_channel, channels)?;
     let srcs = s0.into_iter().zip(s1).map(|(a, b)| vec![a, b]).collect();
-    run_permute(
-        ctx,
-        "collective_permute_implicit_reduce",
-        srcs,
-        dsts,
-        replica_group,
-        Some(op),
-    )
+    run_permute(ctx, "collective_permute_implicit_reduce", srcs, dsts, replica_group, Some(op))
 }
 
 /// Optional arguments of [`collective_permute_implicit_current_processing_rank_id`].
@@ -343,9 +266,7 @@ pub fn collective_permute_implicit_current_processing_rank_id(
     const OP: &str = "ncc.collective_permute_implicit_current_processing_rank_id";
     let _ = opts.name;
     ctx.begin_op()?;
-    let ring = replica_group
-        .ring_of(ctx.rank(), ctx.num_ranks())
-        .map_err(|e| e.in_op(OP))?;
+    let ring = replica_group.ring_of(ctx.rank(), ctx.num_ranks()).map_err(|e| e.in_op(OP))?;
     let n = ring.len() as i64;
     let pos = ring.iter().position(|&r| r == ctx.rank()).unwrap_or(0) as i64;
     let idx = (pos - iteration_id).rem_euclid(n) as usize;

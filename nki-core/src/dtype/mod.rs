@@ -74,15 +74,7 @@ impl Dtype {
 
     /// True for the floating-point dtypes.
     pub const fn is_float(self) -> bool {
-        matches!(
-            self,
-            Dtype::F32
-                | Dtype::Bf16
-                | Dtype::F16
-                | Dtype::Fp8E4m3
-                | Dtype::Fp8E4m3Fn
-                | Dtype::Fp8E5m2
-        )
+        matches!(self, Dtype::F32 | Dtype::Bf16 | Dtype::F16 | Dtype::Fp8E4m3 | Dtype::Fp8E4m3Fn | Dtype::Fp8E5m2)
     }
 
     /// The name NKI gives this dtype inside `nki.language`, e.g. `"bfloat16"`.
@@ -197,13 +189,7 @@ mod tests {
         assert_eq!(Dtype::I32.cell_to_i64(Dtype::I32.i64_to_cell(big)), big);
         assert_eq!(Dtype::I32.cell_to_i64(Dtype::I32.i64_to_cell(-7)), -7);
         assert_eq!(Dtype::U8.cell_to_i64(Dtype::U8.i64_to_cell(300)), 255);
-        assert_eq!(
-            Dtype::I8.cell_to_f32(Dtype::I8.f32_to_cell(-2.5, true)),
-            -2.0
-        );
-        assert_eq!(
-            Dtype::U32.cell_to_i64(Dtype::U32.f32_to_cell(-1.0, true)),
-            0
-        );
+        assert_eq!(Dtype::I8.cell_to_f32(Dtype::I8.f32_to_cell(-2.5, true)), -2.0);
+        assert_eq!(Dtype::U32.cell_to_i64(Dtype::U32.f32_to_cell(-1.0, true)), 0);
     }
 }

@@ -39,9 +39,7 @@ pub fn round_slice(dtype: Dtype, xs: &mut [f32]) {
                 b.convert_to_f32_slice(chunk);
             }
         }
-        Dtype::Fp8E4m3 | Dtype::Fp8E4m3Fn | Dtype::Fp8E5m2 => {
-            xs.iter_mut().for_each(|x| *x = round_f32(dtype, *x))
-        }
+        Dtype::Fp8E4m3 | Dtype::Fp8E4m3Fn | Dtype::Fp8E5m2 => xs.iter_mut().for_each(|x| *x = round_f32(dtype, *x)),
         _ => {}
     }
 }
@@ -66,34 +64,15 @@ struct Fp8 {
 }
 
 impl Fp8 {
-    const E4M3: Fp8 = Fp8 {
-        mantissa_bits: 3,
-        min_normal_exp: -6,
-        max_finite: 240.0,
-        has_inf: true,
-    };
-    const E4M3FN: Fp8 = Fp8 {
-        mantissa_bits: 3,
-        min_normal_exp: -6,
-        max_finite: 448.0,
-        has_inf: false,
-    };
-    const E5M2: Fp8 = Fp8 {
-        mantissa_bits: 2,
-        min_normal_exp: -14,
-        max_finite: 57344.0,
-        has_inf: true,
-    };
+    const E4M3: Fp8 = Fp8 { mantissa_bits: 3, min_normal_exp: -6, max_finite: 240.0, has_inf: true };
+    const E4M3FN: Fp8 = Fp8 { mantissa_bits: 3, min_normal_exp: -6, max_finite: 448.0, has_inf: false };
+    const E5M2: Fp8 = Fp8 { mantissa_bits: 2, min_normal_exp: -14, max_finite: 57344.0, has_inf: true };
 
     fn round(&self, x: f32) -> f32 {
         if x.is_nan() || x == 0.0 {
             return x;
         }
-        let overflow = if self.has_inf {
-            f32::INFINITY.copysign(x)
-        } else {
-            f32::NAN
-        };
+        let overflow = if self.has_inf { f32::INFINITY.copysign(x) } else { f32::NAN };
         if x.is_infinite() {
             return overflow;
         }
@@ -101,11 +80,7 @@ impl Fp8 {
         let exp = (((x.to_bits() >> 23) & 0xff) as i32 - 127).max(self.min_normal_exp);
         let quantum = (2f64).powi(exp - self.mantissa_bits);
         let q = (a / quantum).round_ties_even() * quantum;
-        if q > f64::from(self.max_finite) {
-            overflow
-        } else {
-            (q as f32).copysign(x)
-        }
+        if q > f64::from(self.max_finite) { overflow } else { (q as f32).copysign(x) }
     }
 }
 
@@ -121,19 +96,14 @@ mod tests {
             let x = f32::from_bits(bits);
             let want = bf16::from_f32(x).to_f32();
             let got = bf16_round(x);
-            assert!(
-                got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
-                "{x:e}"
-            );
+            assert!(got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()), "{x:e}");
             bits += 4093;
         }
     }
 
     #[test]
     fn f16_slice_matches_scalar() {
-        let mut xs: Vec<f32> = (0..1000)
-            .map(|i| (i as f32 - 500.0) * 0.37 + 1e-3)
-            .collect();
+        let mut xs: Vec<f32> = (0..1000).map(|i| (i as f32 - 500.0) * 0.37 + 1e-3).collect();
         let want: Vec<f32> = xs.iter().map(|&x| round_f32(Dtype::F16, x)).collect();
         round_slice(Dtype::F16, &mut xs);
         assert_eq!(xs, want);
@@ -147,10 +117,7 @@ mod tests {
         assert_eq!(round_f32(Dtype::Fp8E4m3, 250.0), f32::INFINITY);
         assert_eq!(round_f32(Dtype::Fp8E5m2, -1.3), -1.25);
         // Subnormal grid of e4m3: multiples of 2^-9.
-        assert_eq!(
-            round_f32(Dtype::Fp8E4m3, 3.0 * 2f32.powi(-10)),
-            2.0 * 2f32.powi(-9)
-        );
+        assert_eq!(round_f32(Dtype::Fp8E4m3, 3.0 * 2f32.powi(-10)), 2.0 * 2f32.powi(-9));
         assert_eq!(round_f32(Dtype::Fp8E4m3, 1.0625), 1.0);
         assert_eq!(round_f32(Dtype::Fp8E4m3, 1.1875), 1.25);
     }

@@ -133,19 +133,13 @@ impl Ctx {
     }
 
     pub(crate) fn origin(&self) -> Origin {
-        Origin {
-            rank: self.rank,
-            program: self.program,
-        }
+        Origin { rank: self.rank, program: self.program }
     }
 
     /// Called at the start of every op: stops the program when another one failed.
     pub(crate) fn begin_op(&self) -> Result<()> {
         if self.world.is_aborted() {
-            return Err(NkiError::new(
-                ErrorKind::Aborted,
-                "stopped because another program of the launch failed",
-            ));
+            return Err(NkiError::new(ErrorKind::Aborted, "stopped because another program of the launch failed"));
         }
         self.ops.set(self.ops.get() + 1);
         Ok(())
@@ -153,18 +147,10 @@ impl Ctx {
 
     /// The n-th shared-HBM allocation of this program: the same tensor for every
     /// program of the rank (SPMD programs share `nl.shared_hbm` tensors).
-    pub(crate) fn shared_allocation(
-        &self,
-        make: impl FnOnce() -> Tensor,
-        check: impl FnOnce(&Tensor) -> Result<()>,
-    ) -> Result<Tensor> {
+    pub(crate) fn shared_allocation(&self, make: impl FnOnce() -> Tensor, check: impl FnOnce(&Tensor) -> Result<()>) -> Result<Tensor> {
         let n = self.shared_allocs.get();
         self.shared_allocs.set(n + 1);
-        let mut table = self
-            .rank_shared
-            .allocations
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut table = self.rank_shared.allocations.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(t) = table.get(n) {
             check(t)?;
             return Ok(t.clone());
@@ -178,20 +164,8 @@ impl Ctx {
     pub(crate) fn core_barrier(&self) -> Result<()> {
         let seq = self.barriers.get();
         self.barriers.set(seq + 1);
-        let participants: Vec<Slot> = (0..self.world.programs)
-            .map(|p| self.rank * self.world.programs + p)
-            .collect();
-        self.world.rendezvous(
-            self.slot(),
-            RvKey::Barrier {
-                rank: self.rank,
-                seq,
-            },
-            "core_barrier",
-            &participants,
-            (),
-            |_| Ok(()),
-        )
+        let participants: Vec<Slot> = (0..self.world.programs).map(|p| self.rank * self.world.programs + p).collect();
+        self.world.rendezvous(self.slot(), RvKey::Barrier { rank: self.rank, seq }, "core_barrier", &participants, (), |_| Ok(()))
     }
 
     /// Joins the next collective of `group` (ranks), as every program of those ranks must.
@@ -209,20 +183,9 @@ impl Ctx {
             *e - 1
         };
         let programs = self.world.programs;
-        let participants: Vec<Slot> = group
-            .iter()
-            .flat_map(|&r| (0..programs).map(move |p| r * programs + p))
-            .collect();
-        self.world.rendezvous(
-            self.slot(),
-            RvKey::Collective {
-                group: group.to_vec(),
-                seq,
-            },
-            kind,
-            &participants,
-            payload,
-            |parts| complete(seq, parts),
-        )
+        let participants: Vec<Slot> = group.iter().flat_map(|&r| (0..programs).map(move |p| r * programs + p)).collect();
+        self.world.rendezvous(self.slot(), RvKey::Collective { group: group.to_vec(), seq }, kind, &participants, payload, |parts| {
+            complete(seq, parts)
+        })
     }
 }

@@ -55,12 +55,7 @@ pub struct RunReport<R> {
 impl Launch {
     /// One rank, no LNC grid, `hardware` precision, trn2.
     pub fn new() -> Launch {
-        Launch {
-            grid: None,
-            ranks: 1,
-            precision: Precision::Hardware,
-            generation: Generation::Trn2,
-        }
+        Launch { grid: None, ranks: 1, precision: Precision::Hardware, generation: Generation::Trn2 }
     }
 
     /// Logical NeuronCore degree: 1 launches without a grid, 2 launches a 1-D grid of two programs.
@@ -121,29 +116,14 @@ impl Launch {
     fn validate(&self) -> Result<()> {
         if let Some(g) = self.grid {
             if !(1..=2).contains(&g) {
-                return Err(NkiError::argument(
-                    "lnc",
-                    g,
-                    "the LNC grid must hold 1 or 2 programs",
-                ));
+                return Err(NkiError::argument("lnc", g, "the LNC grid must hold 1 or 2 programs"));
             }
             if g == 2 && !self.generation.limits().has_core_barrier {
-                return Err(NkiError::argument(
-                    "lnc",
-                    g,
-                    &format!(
-                        "LNC2 needs trn2 or later, the launch targets {}",
-                        self.generation
-                    ),
-                ));
+                return Err(NkiError::argument("lnc", g, &format!("LNC2 needs trn2 or later, the launch targets {}", self.generation)));
             }
         }
         if !(1..=64).contains(&self.ranks) {
-            return Err(NkiError::argument(
-                "ranks",
-                self.ranks,
-                "must be between 1 and 64",
-            ));
+            return Err(NkiError::argument("ranks", self.ranks, "must be between 1 and 64"));
         }
         Ok(())
     }
@@ -157,11 +137,7 @@ impl Launch {
     /// Runs `f` on every program of every rank; returns program 0's result per rank.
     pub fn run_ranks<R: Send>(&self, f: impl Fn(&Ctx) -> Result<R> + Sync) -> Result<Vec<R>> {
         let report = self.run_all(f)?;
-        Ok(report
-            .results
-            .into_iter()
-            .map(|mut r| r.swap_remove(0))
-            .collect())
+        Ok(report.results.into_iter().map(|mut r| r.swap_remove(0)).collect())
     }
 
     /// Runs `f` on every program of every rank (one thread each) and reports everything.
@@ -175,31 +151,13 @@ impl Launch {
         let world = Arc::new(World::new(self.ranks, programs));
         let shared: Vec<Arc<RankShared>> = (0..self.ranks).map(|_| Arc::default()).collect();
         let run_one = |rank: usize, program: usize| {
-            let ctx = Ctx::new(
-                Arc::clone(&world),
-                Arc::clone(&shared[rank]),
-                rank,
-                program,
-                self.grid,
-                self.precision,
-                self.generation,
-            );
+            let ctx = Ctx::new(Arc::clone(&world), Arc::clone(&shared[rank]), rank, program, self.grid, self.precision, self.generation);
             let out = catch_unwind(AssertUnwindSafe(|| f(&ctx))).unwrap_or_else(|p| {
-                let what = p
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_default();
-                Err(NkiError::new(
-                    ErrorKind::Constraint,
-                    format!("internal error (panic) in the emulated program: {what}"),
-                ))
+                let what =
+                    p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+                Err(NkiError::new(ErrorKind::Constraint, format!("internal error (panic) in the emulated program: {what}")))
             });
-            let out = if self.ranks * programs > 1 {
-                out.map_err(|e| e.from_origin(ctx.origin()))
-            } else {
-                out
-            };
+            let out = if self.ranks * programs > 1 { out.map_err(|e| e.from_origin(ctx.origin())) } else { out };
             if let Err(e) = &out {
                 world.fail(e.clone());
             }
@@ -220,21 +178,13 @@ impl Launch {
                             .expect("spawning an emulator thread")
                     })
                     .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().expect("emulator threads catch their panics"))
-                    .collect()
+                handles.into_iter().map(|h| h.join().expect("emulator threads catch their panics")).collect()
             })
         };
         if let Some(e) = world.first_error() {
             return Err(e);
         }
-        let mut report = RunReport {
-            results: Vec::new(),
-            memory: Vec::new(),
-            comm: world.take_comm_log(),
-            ops: Vec::new(),
-        };
+        let mut report = RunReport { results: Vec::new(), memory: Vec::new(), comm: world.take_comm_log(), ops: Vec::new() };
         let mut it = outcomes.into_iter();
         for _ in 0..self.ranks {
             let mut res = Vec::new();

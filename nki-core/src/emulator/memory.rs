@@ -53,10 +53,7 @@ pub struct Lease {
 impl MemPool {
     /// An empty pool with the capacities of `limits`.
     pub fn new(limits: HwLimits) -> Arc<MemPool> {
-        Arc::new(MemPool {
-            limits,
-            usage: Mutex::new(Usage::default()),
-        })
+        Arc::new(MemPool { limits, usage: Mutex::new(Usage::default()) })
     }
 
     /// Reserves `bytes` per partition of `kind` for the tensor `name`.
@@ -85,20 +82,13 @@ impl MemPool {
                 u.psum_peak = u.psum_peak.max(u.psum);
             }
         }
-        Ok(Lease {
-            pool: Arc::clone(self),
-            kind,
-            bytes,
-        })
+        Ok(Lease { pool: Arc::clone(self), kind, bytes })
     }
 
     /// Peak usage so far.
     pub fn report(&self) -> MemoryReport {
         let u = self.usage.lock().unwrap_or_else(|e| e.into_inner());
-        MemoryReport {
-            sbuf_peak: u.sbuf_peak,
-            psum_peak: u.psum_peak,
-        }
+        MemoryReport { sbuf_peak: u.sbuf_peak, psum_peak: u.psum_peak }
     }
 
     /// Bytes per partition currently in use, `(sbuf, psum)`.
@@ -130,10 +120,7 @@ mod tests {
         let b = pool.acquire(OnChip::Psum, 8 * 1024, "b").unwrap();
         let err = pool.acquire(OnChip::Psum, 4, "c").unwrap_err();
         assert_eq!(err.kind, ErrorKind::Capacity);
-        assert!(
-            err.message.contains("'c'") && err.message.contains("16384"),
-            "{err}"
-        );
+        assert!(err.message.contains("'c'") && err.message.contains("16384"), "{err}");
         drop(a);
         assert_eq!(pool.in_use(), (0, 8 * 1024));
         drop(b);

@@ -59,11 +59,7 @@ impl World {
             ranks,
             programs,
             aborted: AtomicBool::new(false),
-            state: Mutex::new(SyncState {
-                finished: vec![false; n],
-                waiting: vec![None; n],
-                ..Default::default()
-            }),
+            state: Mutex::new(SyncState { finished: vec![false; n], waiting: vec![None; n], ..Default::default() }),
             cv: Condvar::new(),
             comm: Mutex::new(Vec::new()),
         }
@@ -84,11 +80,7 @@ impl World {
     }
 
     pub(crate) fn slot_name(&self, slot: Slot) -> String {
-        format!(
-            "rank {} program {}",
-            slot / self.programs,
-            slot % self.programs
-        )
+        format!("rank {} program {}", slot / self.programs, slot % self.programs)
     }
 
     /// True once any program has failed.
@@ -97,10 +89,7 @@ impl World {
     }
 
     fn aborted_error(&self) -> NkiError {
-        NkiError::new(
-            ErrorKind::Aborted,
-            "stopped because another program of the launch failed",
-        )
+        NkiError::new(ErrorKind::Aborted, "stopped because another program of the launch failed")
     }
 
     /// Records the first failure and wakes every waiting program.
@@ -132,28 +121,15 @@ impl World {
     }
 
     fn check_deadlock(&self, st: &mut SyncState) {
-        let live: Vec<usize> = (0..st.finished.len())
-            .filter(|&s| !st.finished[s])
-            .collect();
+        let live: Vec<usize> = (0..st.finished.len()).filter(|&s| !st.finished[s]).collect();
         if live.is_empty() || st.error.is_some() || live.iter().any(|&s| st.waiting[s].is_none()) {
             return;
         }
-        let detail: Vec<String> = live
-            .iter()
-            .map(|&s| {
-                format!(
-                    "{} waits in {}",
-                    self.slot_name(s),
-                    st.waiting[s].as_deref().unwrap_or("?")
-                )
-            })
-            .collect();
+        let detail: Vec<String> =
+            live.iter().map(|&s| format!("{} waits in {}", self.slot_name(s), st.waiting[s].as_deref().unwrap_or("?"))).collect();
         let err = NkiError::new(
             ErrorKind::Collective,
-            format!(
-                "deadlock: every live program is waiting and none can proceed ({})",
-                detail.join("; ")
-            ),
+            format!("deadlock: every live program is waiting and none can proceed ({})", detail.join("; ")),
         );
         self.fail_locked(st, err);
     }
@@ -174,17 +150,14 @@ impl World {
         if st.error.is_some() {
             return Err(self.aborted_error());
         }
-        let rv = st
-            .rendezvous
-            .entry(key.clone())
-            .or_insert_with(|| Rendezvous {
-                kind: kind.to_string(),
-                participants: participants.to_vec(),
-                arrived: Vec::new(),
-                payloads: Vec::new(),
-                done: None,
-                observed: 0,
-            });
+        let rv = st.rendezvous.entry(key.clone()).or_insert_with(|| Rendezvous {
+            kind: kind.to_string(),
+            participants: participants.to_vec(),
+            arrived: Vec::new(),
+            payloads: Vec::new(),
+            done: None,
+            observed: 0,
+        });
         if rv.kind != kind || rv.participants != participants {
             let err = NkiError::new(
                 ErrorKind::Collective,
@@ -207,13 +180,7 @@ impl World {
             drop(st);
             let typed = payloads
                 .into_iter()
-                .map(|(s, p)| {
-                    (
-                        s,
-                        *p.downcast::<T>()
-                            .expect("a rendezvous key always carries one payload type"),
-                    )
-                })
+                .map(|(s, p)| (s, *p.downcast::<T>().expect("a rendezvous key always carries one payload type")))
                 .collect();
             let result = complete(typed);
             st = self.lock();
@@ -241,20 +208,14 @@ impl World {
                 }
                 return res;
             }
-            let gone = st.rendezvous.get(&key).and_then(|rv| {
-                rv.participants
-                    .iter()
-                    .copied()
-                    .find(|&p| st.finished[p] && !rv.arrived.contains(&p))
-            });
+            let gone = st
+                .rendezvous
+                .get(&key)
+                .and_then(|rv| rv.participants.iter().copied().find(|&p| st.finished[p] && !rv.arrived.contains(&p)));
             if let Some(p) = gone {
                 let err = NkiError::new(
                     ErrorKind::Collective,
-                    format!(
-                        "{} finished without joining {kind}, which {} is waiting in",
-                        self.slot_name(p),
-                        self.slot_name(me)
-                    ),
+                    format!("{} finished without joining {kind}, which {} is waiting in", self.slot_name(p), self.slot_name(me)),
                 );
                 st.waiting[me] = None;
                 self.fail_locked(&mut st, err.clone());
@@ -288,20 +249,10 @@ mod tests {
             for me in 0..3 {
                 let (w, sum) = (Arc::clone(&w), Arc::clone(&sum));
                 s.spawn(move || {
-                    w.rendezvous(
-                        me,
-                        RvKey::Collective {
-                            group: vec![0, 1, 2],
-                            seq: 0,
-                        },
-                        "x",
-                        &[0, 1, 2],
-                        me,
-                        |all| {
-                            *sum.lock().unwrap() = all.iter().map(|(_, v)| v).sum::<usize>();
-                            Ok(())
-                        },
-                    )
+                    w.rendezvous(me, RvKey::Collective { group: vec![0, 1, 2], seq: 0 }, "x", &[0, 1, 2], me, |all| {
+                        *sum.lock().unwrap() = all.iter().map(|(_, v)| v).sum::<usize>();
+                        Ok(())
+                    })
                     .unwrap();
                 });
             }
@@ -313,22 +264,9 @@ mod tests {
     fn a_partner_that_finished_is_an_error_not_a_hang() {
         let w = World::new(2, 1);
         w.finish(1);
-        let err = w
-            .rendezvous(
-                0,
-                RvKey::Barrier { rank: 0, seq: 0 },
-                "core_barrier",
-                &[0, 1],
-                (),
-                |_| Ok(()),
-            )
-            .unwrap_err();
+        let err = w.rendezvous(0, RvKey::Barrier { rank: 0, seq: 0 }, "core_barrier", &[0, 1], (), |_| Ok(())).unwrap_err();
         assert_eq!(err.kind, ErrorKind::Collective);
-        assert!(
-            err.message
-                .contains("rank 1 program 0 finished without joining core_barrier"),
-            "{err}"
-        );
+        assert!(err.message.contains("rank 1 program 0 finished without joining core_barrier"), "{err}");
     }
 
     #[test]
@@ -337,39 +275,15 @@ mod tests {
         let errs: Vec<NkiError> = std::thread::scope(|s| {
             let a = {
                 let w = Arc::clone(&w);
-                s.spawn(move || {
-                    w.rendezvous(
-                        0,
-                        RvKey::Barrier { rank: 0, seq: 0 },
-                        "a",
-                        &[0, 1],
-                        (),
-                        |_| Ok(()),
-                    )
-                })
+                s.spawn(move || w.rendezvous(0, RvKey::Barrier { rank: 0, seq: 0 }, "a", &[0, 1], (), |_| Ok(())))
             };
             let b = {
                 let w = Arc::clone(&w);
-                s.spawn(move || {
-                    w.rendezvous(
-                        1,
-                        RvKey::Barrier { rank: 0, seq: 1 },
-                        "b",
-                        &[0, 1],
-                        (),
-                        |_| Ok(()),
-                    )
-                })
+                s.spawn(move || w.rendezvous(1, RvKey::Barrier { rank: 0, seq: 1 }, "b", &[0, 1], (), |_| Ok(())))
             };
-            vec![
-                a.join().unwrap().unwrap_err(),
-                b.join().unwrap().unwrap_err(),
-            ]
+            vec![a.join().unwrap().unwrap_err(), b.join().unwrap().unwrap_err()]
         });
-        assert!(
-            errs.iter()
-                .all(|e| matches!(e.kind, ErrorKind::Collective | ErrorKind::Aborted))
-        );
+        assert!(errs.iter().all(|e| matches!(e.kind, ErrorKind::Collective | ErrorKind::Aborted)));
         let root = w.first_error().unwrap();
         assert!(root.message.starts_with("deadlock"), "{root}");
     }

@@ -164,11 +164,7 @@ mod tests {
 
     #[test]
     fn newer_generations_only_add_capabilities() {
-        let (a, b, c) = (
-            Generation::Trn1.limits(),
-            Generation::Trn2.limits(),
-            Generation::Trn3.limits(),
-        );
+        let (a, b, c) = (Generation::Trn1.limits(), Generation::Trn2.limits(), Generation::Trn3.limits());
         assert!(a.sbuf_bytes_per_partition < b.sbuf_bytes_per_partition);
         assert!(b.sbuf_bytes_per_partition < c.sbuf_bytes_per_partition);
         assert!(!a.has_range_select && b.has_range_select && c.has_range_select);

@@ -31,13 +31,7 @@ pub struct ActivationOpts<'a> {
 /// in fp32, rounded once to `dst.dtype`. With `reduce_op=nl.add`, each row's fp32
 /// outputs are summed into the Scalar Engine accumulators per `reduce_cmd`, and
 /// `reduce_res` (if given) receives them.
-pub fn activation(
-    ctx: &Ctx,
-    dst: &Tensor,
-    op: NlOp,
-    data: &Tensor,
-    opts: ActivationOpts<'_>,
-) -> Result<()> {
+pub fn activation(ctx: &Ctx, dst: &Tensor, op: NlOp, data: &Tensor, opts: ActivationOpts<'_>) -> Result<()> {
     activate("nisa.activation", ctx, dst, op, data, opts)
 }
 
@@ -74,42 +68,19 @@ pub fn activation_reduce(
     activate("nisa.activation_reduce", ctx, dst, op, data, full)
 }
 
-fn activate(
-    name: &str,
-    ctx: &Ctx,
-    dst: &Tensor,
-    op: NlOp,
-    data: &Tensor,
-    opts: ActivationOpts<'_>,
-) -> Result<()> {
+fn activate(name: &str, ctx: &Ctx, dst: &Tensor, op: NlOp, data: &Tensor, opts: ActivationOpts<'_>) -> Result<()> {
     ctx.begin_op()?;
     if !op.is_unary() {
         return Err(NkiError::constraint(
             name,
-            format!(
-                "op={op} is an ALU op; activation takes an activation function such as nl.exp or nl.copy"
-            ),
+            format!("op={op} is an ALU op; activation takes an activation function such as nl.exp or nl.copy"),
         ));
     }
-    let (x, d) = (
-        TileView::of(name, "data", data)?,
-        TileView::of(name, "dst", dst)?,
-    );
+    let (x, d) = (TileView::of(name, "data", data)?, TileView::of(name, "dst", dst)?);
     same_geometry(name, ("dst", &d), ("data", &x), dst, data)?;
-    let scale = column(
-        name,
-        "scale",
-        opts.scale.unwrap_or(Operand::Scalar(1.0)),
-        x.np,
-    )?;
+    let scale = column(name, "scale", opts.scale.unwrap_or(Operand::Scalar(1.0)), x.np)?;
     if matches!(opts.bias, Some(Operand::Scalar(_))) && !ctx.hw().has_scalar_activation_bias {
-        return Err(NkiError::constraint(
-            name,
-            format!(
-                "a scalar bias needs trn2 or later; on {} pass a (P, 1) column",
-                ctx.generation()
-            ),
-        ));
+        return Err(NkiError::constraint(name, format!("a scalar bias needs trn2 or later; on {} pass a (P, 1) column", ctx.generation())));
     }
     let bias = match opts.bias {
         Some(b) => column(name, "bias", b, x.np)?,
@@ -120,41 +91,26 @@ fn activate(
     if reduces && opts.reduce_op.is_some_and(|o| o != NlOp::Add) {
         return Err(NkiError::constraint(
             name,
-            format!(
-                "reduce_op must be nl.add on the Scalar engine, got {}",
-                opts.reduce_op.unwrap_or(NlOp::Add)
-            ),
+            format!("reduce_op must be nl.add on the Scalar engine, got {}", opts.reduce_op.unwrap_or(NlOp::Add)),
         ));
     }
     if cmd == ReduceCmd::LoadReduce {
-        return Err(NkiError::constraint(
-            name,
-            "reduce_cmd=load_reduce is not available on the Scalar engine",
-        ));
+        return Err(NkiError::constraint(name, "reduce_cmd=load_reduce is not available on the Scalar engine"));
     }
     let mut sums = vec![0f32; x.np];
-    rowwise(
-        ctx,
-        dst,
-        &d,
-        &[Input {
-            tensor: data,
-            tile: &x,
-        }],
-        |p, rows, out| {
-            let (s, b) = (scale.at(p), bias.at(p));
-            if op == NlOp::Exp {
-                exp_affine(rows[0], out, s, b);
-            } else {
-                for (o, &v) in out.iter_mut().zip(rows[0]) {
-                    *o = op.apply1(v * s + b);
-                }
+    rowwise(ctx, dst, &d, &[Input { tensor: data, tile: &x }], |p, rows, out| {
+        let (s, b) = (scale.at(p), bias.at(p));
+        if op == NlOp::Exp {
+            exp_affine(rows[0], out, s, b);
+        } else {
+            for (o, &v) in out.iter_mut().zip(rows[0]) {
+                *o = op.apply1(v * s + b);
             }
-            if reduces {
-                sums[p] = super::alu::reduce(NlOp::Add, out, 0.0);
-            }
-        },
-    )?;
+        }
+        if reduces {
+            sums[p] = super::alu::reduce(NlOp::Add, out, 0.0);
+        }
+    })?;
     if reduces {
         let regs = accumulate(ctx, Accumulators::Scalar, NlOp::Add, cmd, &sums, None);
         if let Some(res) = opts.reduce_res {

@@ -115,20 +115,12 @@ pub(crate) fn reduce(op: NlOp, xs: &[f32], init: f32) -> f32 {
 /// `max` that propagates NaN (a NaN anywhere in a row shows up in its max).
 #[inline(always)]
 pub(crate) fn max_nan(a: f32, b: f32) -> f32 {
-    if a.is_nan() || b.is_nan() {
-        f32::NAN
-    } else {
-        a.max(b)
-    }
+    if a.is_nan() || b.is_nan() { f32::NAN } else { a.max(b) }
 }
 
 #[inline(always)]
 fn min_nan(a: f32, b: f32) -> f32 {
-    if a.is_nan() || b.is_nan() {
-        f32::NAN
-    } else {
-        a.min(b)
-    }
+    if a.is_nan() || b.is_nan() { f32::NAN } else { a.min(b) }
 }
 
 #[cfg(test)]
@@ -144,10 +136,7 @@ mod tests {
             binary(op, &a, &b, &mut out);
             for i in 0..a.len() {
                 let want = op.apply2(a[i], b[i]);
-                assert!(
-                    out[i] == want || (out[i].is_nan() && want.is_nan()),
-                    "{op} {i}"
-                );
+                assert!(out[i] == want || (out[i].is_nan() && want.is_nan()), "{op} {i}");
             }
             with_scalar(op, &a, 2.0, true, &mut out);
             assert!(out[3] == op.apply2(2.0, a[3]) || out[3].is_nan(), "{op}");

@@ -25,10 +25,7 @@ fn no_psum(op: &str, role: &str, t: &Tensor) -> Result<()> {
     if t.buffer() == Buffer::Psum {
         return Err(NkiError::constraint(
             op,
-            format!(
-                "{role} {} is in PSUM, which DMA cannot access; move PSUM data to SBUF with nisa.tensor_copy first",
-                t.describe()
-            ),
+            format!("{role} {} is in PSUM, which DMA cannot access; move PSUM data to SBUF with nisa.tensor_copy first", t.describe()),
         ));
     }
     Ok(())
@@ -49,9 +46,7 @@ fn store_cells(ctx: &Ctx, dst: &Tensor, src_dtype: crate::Dtype, cells: &[f32]) 
     if d == src_dtype {
         dst.layout().scatter_with(&mut g, cells, |c| c);
     } else {
-        dst.layout().scatter_with(&mut g, cells, |c| {
-            d.f32_to_cell(src_dtype.cell_to_f32(c), round)
-        });
+        dst.layout().scatter_with(&mut g, cells, |c| d.f32_to_cell(src_dtype.cell_to_f32(c), round));
     }
     drop(g);
     mark_written(dst);
@@ -70,13 +65,7 @@ pub fn dma_copy(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: DmaCopyOpts<'_>) ->
     if src.numel() != dst.numel() {
         return Err(NkiError::shape(
             OP,
-            format!(
-                "src {} has {} elements but dst {} has {}; they must match",
-                src.describe(),
-                src.numel(),
-                dst.describe(),
-                dst.numel()
-            ),
+            format!("src {} has {} elements but dst {} has {}; they must match", src.describe(), src.numel(), dst.describe(), dst.numel()),
         ));
     }
     if opts.dge_mode == Some(DgeMode::Hwdge) && src.dtype() != dst.dtype() {
@@ -112,30 +101,15 @@ pub struct DmaTransposeOpts<'a> {
 /// `nisa.dma_transpose(dst, src, axes)`: `dst[i_0..i_n] = src[j]` with
 /// `j[axes[t]] = i_t`; `dst` in SBUF, `src` in HBM or SBUF, equal dtypes, and
 /// `dst.shape` equal to the permuted `src.shape`.
-pub fn dma_transpose(
-    ctx: &Ctx,
-    dst: &Tensor,
-    src: &Tensor,
-    opts: DmaTransposeOpts<'_>,
-) -> Result<()> {
+pub fn dma_transpose(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: DmaTransposeOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.dma_transpose";
     ctx.begin_op()?;
     if dst.buffer() != Buffer::Sbuf {
-        return Err(NkiError::constraint(
-            OP,
-            format!("dst {} must be in SBUF", dst.describe()),
-        ));
+        return Err(NkiError::constraint(OP, format!("dst {} must be in SBUF", dst.describe())));
     }
     no_psum(OP, "src", src)?;
     if src.dtype() != dst.dtype() {
-        return Err(NkiError::dtype(
-            OP,
-            format!(
-                "src is {} but dst is {}; dma_transpose does not cast",
-                src.dtype(),
-                dst.dtype()
-            ),
-        ));
+        return Err(NkiError::dtype(OP, format!("src is {} but dst is {}; dma_transpose does not cast", src.dtype(), dst.dtype())));
     }
     src.check_bounds(OP)?;
     dst.check_bounds(OP)?;
@@ -147,39 +121,26 @@ pub fn dma_transpose(
             3 => vec![2, 1, 0],
             4 => vec![3, 1, 2, 0],
             _ => {
-                return Err(NkiError::shape(
-                    OP,
-                    format!("src {} must be 2-, 3- or 4-d", src.describe()),
-                ));
+                return Err(NkiError::shape(OP, format!("src {} must be 2-, 3- or 4-d", src.describe())));
             }
         },
     };
     if !matches!(axes.as_slice(), [1, 0] | [2, 1, 0] | [3, 1, 2, 0]) || axes.len() != n {
         return Err(NkiError::shape(
             OP,
-            format!(
-                "axes {axes:?} are not a supported permutation of a {n}-d src (use (1,0), (2,1,0) or (3,1,2,0))"
-            ),
+            format!("axes {axes:?} are not a supported permutation of a {n}-d src (use (1,0), (2,1,0) or (3,1,2,0))"),
         ));
     }
     let want: Vec<usize> = axes.iter().map(|&a| src.shape()[a]).collect();
     if dst.shape() != want.as_slice() {
         return Err(NkiError::shape(
             OP,
-            format!(
-                "dst {} must have shape {want:?}: src shape {:?} permuted by axes {axes:?}",
-                dst.describe(),
-                src.shape()
-            ),
+            format!("dst {} must have shape {want:?}: src shape {:?} permuted by axes {axes:?}", dst.describe(), src.shape()),
         ));
     }
     // Read src through a permuted view so the cells come out in dst's logical order.
     let sl = src.layout();
-    let permuted = Layout {
-        offset: sl.offset,
-        shape: want,
-        strides: axes.iter().map(|&a| sl.strides[a]).collect(),
-    };
+    let permuted = Layout { offset: sl.offset, shape: want, strides: axes.iter().map(|&a| sl.strides[a]).collect() };
     let mut cells = Vec::new();
     permuted.gather(&src.read(), &mut cells);
     store_cells(ctx, dst, src.dtype(), &cells);

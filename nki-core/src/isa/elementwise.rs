@@ -14,9 +14,7 @@ fn binary_op(op: &str, role: &str, o: NlOp) -> Result<()> {
     if !o.is_binary() {
         return Err(NkiError::constraint(
             op,
-            format!(
-                "{role}={o} is an activation function; this op takes an ALU op such as nl.add or nl.multiply"
-            ),
+            format!("{role}={o} is an activation function; this op takes an ALU op such as nl.add or nl.multiply"),
         ));
     }
     Ok(())
@@ -26,11 +24,7 @@ fn both_psum(op: &str, (ra, a): (&str, &Tensor), (rb, b): (&str, &Tensor)) -> Re
     if a.buffer() == Buffer::Psum && b.buffer() == Buffer::Psum {
         return Err(NkiError::constraint(
             op,
-            format!(
-                "{ra} {} and {rb} {} are both in PSUM; at most one input of this op may be in PSUM",
-                a.describe(),
-                b.describe()
-            ),
+            format!("{ra} {} and {rb} {} are both in PSUM; at most one input of this op may be in PSUM", a.describe(), b.describe()),
         ));
     }
     Ok(())
@@ -62,25 +56,13 @@ pub fn tensor_copy(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: EngineOpts<'_>) 
     same_geometry(OP, ("dst", &d), ("src", &s), dst, src)?;
     engine_reach(OP, opts.engine, &[("src", src), ("dst", dst)])?;
     if opts.engine == Some(Engine::Scalar) && ctx.generation().nc_version() < 3 {
-        return Err(NkiError::constraint(
-            OP,
-            "the Scalar engine has no tensor_copy on trn1; use nisa.activation with op=nl.copy",
-        ));
+        return Err(NkiError::constraint(OP, "the Scalar engine has no tensor_copy on trn1; use nisa.activation with op=nl.copy"));
     }
     if src.dtype() == dst.dtype() {
         write_tile_raw(dst, &d, &read_tile_raw(src, &s));
         return Ok(());
     }
-    rowwise(
-        ctx,
-        dst,
-        &d,
-        &[Input {
-            tensor: src,
-            tile: &s,
-        }],
-        |_, rows, out| out.copy_from_slice(rows[0]),
-    )
+    rowwise(ctx, dst, &d, &[Input { tensor: src, tile: &s }], |_, rows, out| out.copy_from_slice(rows[0]))
 }
 
 /// `nisa.memset(dst, value)`: fills an on-chip tile with a constant.
@@ -90,23 +72,13 @@ pub fn memset(ctx: &Ctx, dst: &Tensor, value: f64, opts: EngineOpts<'_>) -> Resu
     let d = TileView::of(OP, "dst", dst)?;
     engine_reach(OP, opts.engine, &[("dst", dst)])?;
     if !dst.dtype().is_float() && value.fract() != 0.0 {
-        return Err(NkiError::dtype(
-            OP,
-            format!(
-                "value {value} is not an integer but dst {} has an integer dtype",
-                dst.describe()
-            ),
-        ));
+        return Err(NkiError::dtype(OP, format!("value {value} is not an integer but dst {} has an integer dtype", dst.describe())));
     }
-    let cell = if dst.dtype().is_float() {
-        dst.dtype().f32_to_cell(value as f32, ctx.rounds())
-    } else {
-        dst.dtype().i64_to_cell(value as i64)
-    };
+    let cell =
+        if dst.dtype().is_float() { dst.dtype().f32_to_cell(value as f32, ctx.rounds()) } else { dst.dtype().i64_to_cell(value as i64) };
     let mut cells = dst.write();
     for p in 0..d.np {
-        d.row_layout(p)
-            .scatter_with(&mut cells, &vec![cell; d.nf], |c| c);
+        d.row_layout(p).scatter_with(&mut cells, &vec![cell; d.nf], |c| c);
     }
     drop(cells);
     mark_written(dst);
@@ -114,8 +86,7 @@ pub fn memset(ctx: &Ctx, dst: &Tensor, value: f64, opts: EngineOpts<'_>) -> Resu
 }
 
 fn all_int32(ts: &[&Tensor]) -> bool {
-    ts.iter()
-        .all(|t| matches!(t.dtype(), Dtype::I32 | Dtype::U32))
+    ts.iter().all(|t| matches!(t.dtype(), Dtype::I32 | Dtype::U32))
 }
 
 /// Exact integer evaluation of an ALU op (the GpSimd path for all-int32 operands).
@@ -140,30 +111,15 @@ fn int_apply(op: NlOp, a: i64, b: i64) -> Option<i64> {
 ///
 /// Arithmetic runs in fp32 and rounds once to `dst.dtype`; when every operand is
 /// int32/uint32 the op runs in exact integer arithmetic, as the GpSimd engine does.
-pub fn tensor_tensor(
-    ctx: &Ctx,
-    dst: &Tensor,
-    data1: &Tensor,
-    data2: &Tensor,
-    op: NlOp,
-    opts: EngineOpts<'_>,
-) -> Result<()> {
+pub fn tensor_tensor(ctx: &Ctx, dst: &Tensor, data1: &Tensor, data2: &Tensor, op: NlOp, opts: EngineOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.tensor_tensor";
     ctx.begin_op()?;
     binary_op(OP, "op", op)?;
-    let (a, b, d) = (
-        TileView::of(OP, "data1", data1)?,
-        TileView::of(OP, "data2", data2)?,
-        TileView::of(OP, "dst", dst)?,
-    );
+    let (a, b, d) = (TileView::of(OP, "data1", data1)?, TileView::of(OP, "data2", data2)?, TileView::of(OP, "dst", dst)?);
     same_geometry(OP, ("data1", &a), ("data2", &b), data1, data2)?;
     same_geometry(OP, ("dst", &d), ("data1", &a), dst, data1)?;
     both_psum(OP, ("data1", data1), ("data2", data2))?;
-    engine_reach(
-        OP,
-        opts.engine,
-        &[("data1", data1), ("data2", data2), ("dst", dst)],
-    )?;
+    engine_reach(OP, opts.engine, &[("data1", data1), ("data2", data2), ("dst", dst)])?;
     if all_int32(&[dst, data1, data2])
         && let Some(_) = int_apply(op, 0, 0)
     {
@@ -172,34 +128,16 @@ pub fn tensor_tensor(
             .iter()
             .zip(&y)
             .map(|(&u, &v)| {
-                let r = int_apply(
-                    op,
-                    data1.dtype().cell_to_i64(u),
-                    data2.dtype().cell_to_i64(v),
-                )
-                .unwrap_or_default();
+                let r = int_apply(op, data1.dtype().cell_to_i64(u), data2.dtype().cell_to_i64(v)).unwrap_or_default();
                 dst.dtype().i64_to_cell(r)
             })
             .collect();
         write_tile_raw(dst, &d, &out);
         return Ok(());
     }
-    rowwise(
-        ctx,
-        dst,
-        &d,
-        &[
-            Input {
-                tensor: data1,
-                tile: &a,
-            },
-            Input {
-                tensor: data2,
-                tile: &b,
-            },
-        ],
-        |_, rows, out| alu::binary(op, rows[0], rows[1], out),
-    )
+    rowwise(ctx, dst, &d, &[Input { tensor: data1, tile: &a }, Input { tensor: data2, tile: &b }], |_, rows, out| {
+        alu::binary(op, rows[0], rows[1], out)
+    })
 }
 
 /// Optional arguments of [`tensor_scalar`].
@@ -230,20 +168,10 @@ fn stage(op: NlOp, x: &mut [f32], s: f32, reverse: bool) {
 
 /// `nisa.tensor_scalar(dst, data, op0, operand0, op1=, operand1=)`:
 /// `dst = (data op0 operand0) op1 operand1`, operands scalars or `(P,1)` columns.
-pub fn tensor_scalar(
-    ctx: &Ctx,
-    dst: &Tensor,
-    data: &Tensor,
-    op0: NlOp,
-    operand0: Operand<'_>,
-    opts: TensorScalarOpts<'_>,
-) -> Result<()> {
+pub fn tensor_scalar(ctx: &Ctx, dst: &Tensor, data: &Tensor, op0: NlOp, operand0: Operand<'_>, opts: TensorScalarOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.tensor_scalar";
     ctx.begin_op()?;
-    let (x, d) = (
-        TileView::of(OP, "data", data)?,
-        TileView::of(OP, "dst", dst)?,
-    );
+    let (x, d) = (TileView::of(OP, "data", data)?, TileView::of(OP, "dst", dst)?);
     same_geometry(OP, ("dst", &d), ("data", &x), dst, data)?;
     engine_reach(OP, opts.engine, &[("data", data), ("dst", dst)])?;
     let c0 = column(OP, "operand0", operand0, x.np)?;
@@ -251,32 +179,17 @@ pub fn tensor_scalar(
         (Some(op), Some(o)) => Some((op, column(OP, "operand1", o, x.np)?)),
         (None, None) => None,
         _ => {
-            return Err(NkiError::constraint(
-                OP,
-                "op1 and operand1 must be given together",
-            ));
+            return Err(NkiError::constraint(OP, "op1 and operand1 must be given together"));
         }
     };
-    let (r0, r1) = (
-        opts.reverse0.unwrap_or(false),
-        opts.reverse1.unwrap_or(false),
-    );
-    rowwise(
-        ctx,
-        dst,
-        &d,
-        &[Input {
-            tensor: data,
-            tile: &x,
-        }],
-        |p, rows, out| {
-            out.copy_from_slice(rows[0]);
-            stage(op0, out, c0.at(p), r0);
-            if let Some((op, c1)) = &second {
-                stage(*op, out, c1.at(p), r1);
-            }
-        },
-    )
+    let (r0, r1) = (opts.reverse0.unwrap_or(false), opts.reverse1.unwrap_or(false));
+    rowwise(ctx, dst, &d, &[Input { tensor: data, tile: &x }], |p, rows, out| {
+        out.copy_from_slice(rows[0]);
+        stage(op0, out, c0.at(p), r0);
+        if let Some((op, c1)) = &second {
+            stage(*op, out, c1.at(p), r1);
+        }
+    })
 }
 
 /// Optional arguments of [`scalar_tensor_tensor`].
@@ -308,45 +221,23 @@ pub fn scalar_tensor_tensor(
     ctx.begin_op()?;
     binary_op(OP, "op0", op0)?;
     binary_op(OP, "op1", op1)?;
-    let (x, y, d) = (
-        TileView::of(OP, "data", data)?,
-        TileView::of(OP, "operand1", operand1)?,
-        TileView::of(OP, "dst", dst)?,
-    );
+    let (x, y, d) = (TileView::of(OP, "data", data)?, TileView::of(OP, "operand1", operand1)?, TileView::of(OP, "dst", dst)?);
     same_geometry(OP, ("data", &x), ("operand1", &y), data, operand1)?;
     same_geometry(OP, ("dst", &d), ("data", &x), dst, data)?;
     both_psum(OP, ("data", data), ("operand1", operand1))?;
     let c0 = column(OP, "operand0", operand0, x.np)?;
-    let (r0, r1) = (
-        opts.reverse0.unwrap_or(false),
-        opts.reverse1.unwrap_or(false),
-    );
-    rowwise(
-        ctx,
-        dst,
-        &d,
-        &[
-            Input {
-                tensor: data,
-                tile: &x,
-            },
-            Input {
-                tensor: operand1,
-                tile: &y,
-            },
-        ],
-        |p, rows, out| {
-            alu::with_scalar(op0, rows[0], c0.at(p), r0, out);
-            if r1 {
-                for (o, &b) in out.iter_mut().zip(rows[1]) {
-                    *o = op1.apply2(b, *o);
-                }
-            } else {
-                let t = out.to_vec();
-                alu::binary(op1, &t, rows[1], out);
+    let (r0, r1) = (opts.reverse0.unwrap_or(false), opts.reverse1.unwrap_or(false));
+    rowwise(ctx, dst, &d, &[Input { tensor: data, tile: &x }, Input { tensor: operand1, tile: &y }], |p, rows, out| {
+        alu::with_scalar(op0, rows[0], c0.at(p), r0, out);
+        if r1 {
+            for (o, &b) in out.iter_mut().zip(rows[1]) {
+                *o = op1.apply2(b, *o);
             }
-        },
-    )
+        } else {
+            let t = out.to_vec();
+            alu::binary(op1, &t, rows[1], out);
+        }
+    })
 }
 
 /// Optional arguments of ops that take only a name.
@@ -361,23 +252,11 @@ pub fn reciprocal(ctx: &Ctx, dst: &Tensor, data: &Tensor, opts: NameOpts<'_>) ->
     const OP: &str = "nisa.reciprocal";
     let _ = opts;
     ctx.begin_op()?;
-    let (x, d) = (
-        TileView::of(OP, "data", data)?,
-        TileView::of(OP, "dst", dst)?,
-    );
+    let (x, d) = (TileView::of(OP, "data", data)?, TileView::of(OP, "dst", dst)?);
     same_geometry(OP, ("dst", &d), ("data", &x), dst, data)?;
-    rowwise(
-        ctx,
-        dst,
-        &d,
-        &[Input {
-            tensor: data,
-            tile: &x,
-        }],
-        |_, rows, out| {
-            for (o, &v) in out.iter_mut().zip(rows[0]) {
-                *o = 1.0 / v;
-            }
-        },
-    )
+    rowwise(ctx, dst, &d, &[Input { tensor: data, tile: &x }], |_, rows, out| {
+        for (o, &v) in out.iter_mut().zip(rows[0]) {
+            *o = 1.0 / v;
+        }
+    })
 }

@@ -117,12 +117,7 @@ pub(crate) fn read_tile(t: &Tensor, tile: &TileView) -> Vec<f32> {
 pub(crate) fn write_tile(ctx: &Ctx, t: &Tensor, tile: &TileView, vals: &[f32]) {
     let mut cells = t.write();
     for p in 0..tile.np {
-        tile.write_row(
-            &mut cells,
-            p,
-            &vals[p * tile.nf..(p + 1) * tile.nf],
-            ctx.rounds(),
-        );
+        tile.write_row(&mut cells, p, &vals[p * tile.nf..(p + 1) * tile.nf], ctx.rounds());
     }
     drop(cells);
     mark_written(t);
@@ -144,11 +139,7 @@ pub(crate) fn read_tile_raw(t: &Tensor, tile: &TileView) -> Vec<f32> {
 pub(crate) fn write_tile_raw(t: &Tensor, tile: &TileView, cells_in: &[f32]) {
     let mut cells = t.write();
     for p in 0..tile.np {
-        tile.row_layout(p).scatter_with(
-            &mut cells,
-            &cells_in[p * tile.nf..(p + 1) * tile.nf],
-            |c| c,
-        );
+        tile.row_layout(p).scatter_with(&mut cells, &cells_in[p * tile.nf..(p + 1) * tile.nf], |c| c);
     }
     drop(cells);
     mark_written(t);

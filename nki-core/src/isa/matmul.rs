@@ -31,15 +31,8 @@ pub struct NcMatmulOpts<'a> {
 
 fn in_buffer(op: &str, role: &str, t: &Tensor, want: Buffer) -> Result<()> {
     if t.buffer() != want {
-        let hint = if want == Buffer::Psum {
-            " (the Tensor Engine writes only PSUM)"
-        } else {
-            " (the Tensor Engine reads only SBUF)"
-        };
-        return Err(NkiError::constraint(
-            op,
-            format!("{role} {} must be in {want}{hint}", t.describe()),
-        ));
+        let hint = if want == Buffer::Psum { " (the Tensor Engine writes only PSUM)" } else { " (the Tensor Engine reads only SBUF)" };
+        return Err(NkiError::constraint(op, format!("{role} {} must be in {want}{hint}", t.describe())));
     }
     Ok(())
 }
@@ -60,23 +53,13 @@ fn as_matrix(t: &Tensor, tile: &TileView) -> (Option<Vec<f32>>, isize, isize, is
 /// stationary free size ≤ `gemm_stationary_fmax`; moving free size ≤
 /// `gemm_moving_fmax` of the generation; dst shaped (stationary free, moving free);
 /// float operands, both fp32 if either is; dst fp32 (or bf16 on trn3).
-pub fn nc_matmul(
-    ctx: &Ctx,
-    dst: &Tensor,
-    stationary: &Tensor,
-    moving: &Tensor,
-    opts: NcMatmulOpts<'_>,
-) -> Result<()> {
+pub fn nc_matmul(ctx: &Ctx, dst: &Tensor, stationary: &Tensor, moving: &Tensor, opts: NcMatmulOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.nc_matmul";
     ctx.begin_op()?;
     in_buffer(OP, "dst", dst, Buffer::Psum)?;
     in_buffer(OP, "stationary", stationary, Buffer::Sbuf)?;
     in_buffer(OP, "moving", moving, Buffer::Sbuf)?;
-    let (st, mv, dt) = (
-        TileView::of(OP, "stationary", stationary)?,
-        TileView::of(OP, "moving", moving)?,
-        TileView::of(OP, "dst", dst)?,
-    );
+    let (st, mv, dt) = (TileView::of(OP, "stationary", stationary)?, TileView::of(OP, "moving", moving)?, TileView::of(OP, "dst", dst)?);
     let hw = ctx.hw();
     let transpose = opts.is_transpose.unwrap_or(false);
     if st.np != mv.np {
@@ -94,47 +77,26 @@ pub fn nc_matmul(
     if st.nf > hw.gemm_stationary_fmax {
         return Err(NkiError::constraint(
             OP,
-            format!(
-                "stationary {} has free size {} > gemm_stationary_fmax {}",
-                stationary.describe(),
-                st.nf,
-                hw.gemm_stationary_fmax
-            ),
+            format!("stationary {} has free size {} > gemm_stationary_fmax {}", stationary.describe(), st.nf, hw.gemm_stationary_fmax),
         ));
     }
-    let moving_max = if dst.dtype() == Dtype::Bf16 && hw.gemm_moving_fmax_bf16_dst > 0 {
-        hw.gemm_moving_fmax_bf16_dst
-    } else {
-        hw.gemm_moving_fmax
-    };
+    let moving_max =
+        if dst.dtype() == Dtype::Bf16 && hw.gemm_moving_fmax_bf16_dst > 0 { hw.gemm_moving_fmax_bf16_dst } else { hw.gemm_moving_fmax };
     if mv.nf > moving_max {
         return Err(NkiError::constraint(
             OP,
-            format!(
-                "moving {} has free size {} > gemm_moving_fmax {} on {}",
-                moving.describe(),
-                mv.nf,
-                moving_max,
-                ctx.generation()
-            ),
+            format!("moving {} has free size {} > gemm_moving_fmax {} on {}", moving.describe(), mv.nf, moving_max, ctx.generation()),
         ));
     }
     for (role, t) in [("stationary", stationary), ("moving", moving)] {
         if !t.dtype().is_float() {
-            return Err(NkiError::dtype(
-                OP,
-                format!("{role} {} must be a float dtype", t.describe()),
-            ));
+            return Err(NkiError::dtype(OP, format!("{role} {} must be a float dtype", t.describe())));
         }
     }
     if (stationary.dtype() == Dtype::F32) != (moving.dtype() == Dtype::F32) {
         return Err(NkiError::dtype(
             OP,
-            format!(
-                "stationary is {} and moving is {}: if either operand is float32 both must be",
-                stationary.dtype(),
-                moving.dtype()
-            ),
+            format!("stationary is {} and moving is {}: if either operand is float32 both must be", stationary.dtype(), moving.dtype()),
         ));
     }
     let (m, k) = (st.nf, st.np);
@@ -154,11 +116,7 @@ pub fn nc_matmul(
         if dst.dtype() != stationary.dtype() {
             return Err(NkiError::dtype(
                 OP,
-                format!(
-                    "with is_transpose, dst must have the input dtype {}, it is {}",
-                    stationary.dtype(),
-                    dst.dtype()
-                ),
+                format!("with is_transpose, dst must have the input dtype {}, it is {}", stationary.dtype(), dst.dtype()),
             ));
         }
         write_tile_raw(dst, &dt, &transposed(&read_tile_raw(stationary, &st), k, m));
@@ -168,22 +126,10 @@ pub fn nc_matmul(
     if !psum_ok {
         return Err(NkiError::dtype(
             OP,
-            format!(
-                "dst {} must be float32{} on {}",
-                dst.describe(),
-                if hw.has_bf16_psum { " or bfloat16" } else { "" },
-                ctx.generation()
-            ),
+            format!("dst {} must be float32{} on {}", dst.describe(), if hw.has_bf16_psum { " or bfloat16" } else { "" }, ctx.generation()),
         ));
     }
-    gemm_into(
-        ctx,
-        dst,
-        &dt,
-        (stationary, &st),
-        (moving, &mv),
-        opts.accumulate,
-    )
+    gemm_into(ctx, dst, &dt, (stationary, &st), (moving, &mv), opts.accumulate)
 }
 
 enum Written {
@@ -195,9 +141,7 @@ enum Written {
 fn written_state(dst: &Tensor) -> Written {
     let flags = dst.storage().psum_written();
     let mut seen = Vec::with_capacity(dst.numel());
-    dst.layout().for_each_run(|start, n, step| {
-        seen.extend((0..n as isize).map(|i| flags[(start + i * step) as usize]))
-    });
+    dst.layout().for_each_run(|start, n, step| seen.extend((0..n as isize).map(|i| flags[(start + i * step) as usize])));
     if seen.iter().all(|&w| w) {
         Written::All
     } else if seen.iter().all(|&w| !w) {
@@ -224,52 +168,21 @@ fn gemm_into(
     let (sbuf, so, sps, sfs) = as_matrix(stationary, st);
     let (mbuf, mo, mps, mfs) = as_matrix(moving, mv);
     let sguard = stationary.read();
-    let mguard = if moving.same_storage(stationary) {
-        None
-    } else {
-        Some(moving.read())
-    };
+    let mguard = if moving.same_storage(stationary) { None } else { Some(moving.read()) };
     let s_cells: &[f32] = sbuf.as_deref().unwrap_or(&sguard);
     let m_cells: &[f32] = match (&mbuf, &mguard) {
         (Some(b), _) => b,
         (None, Some(g)) => g,
         (None, None) => &sguard,
     };
-    let a = Mat {
-        offset: so,
-        rs: sfs,
-        cs: sps,
-    };
-    let b = Mat {
-        offset: mo,
-        rs: mps,
-        cs: mfs,
-    };
+    let a = Mat { offset: so, rs: sfs, cs: sps };
+    let b = Mat { offset: mo, rs: mps, cs: mfs };
     let direct = dt.matrix().filter(|_| !matches!(state, Written::Mixed(_)));
     match direct {
         Some((co, cps, cfs)) => {
-            let beta = if matches!(state, Written::All) {
-                1.0
-            } else {
-                0.0
-            };
+            let beta = if matches!(state, Written::All) { 1.0 } else { 0.0 };
             let mut cells = dst.write();
-            sgemm(
-                m,
-                k,
-                n,
-                s_cells,
-                a,
-                m_cells,
-                b,
-                &mut cells,
-                Mat {
-                    offset: co,
-                    rs: cps,
-                    cs: cfs,
-                },
-                beta,
-            );
+            sgemm(m, k, n, s_cells, a, m_cells, b, &mut cells, Mat { offset: co, rs: cps, cs: cfs }, beta);
             if ctx.rounds() && dst.dtype() != Dtype::F32 {
                 let d = dst.dtype();
                 dst.layout().for_each_run(|start, len, step| {
@@ -282,22 +195,7 @@ fn gemm_into(
         }
         None => {
             let mut out = vec![0f32; m * n];
-            sgemm(
-                m,
-                k,
-                n,
-                s_cells,
-                a,
-                m_cells,
-                b,
-                &mut out,
-                Mat {
-                    offset: 0,
-                    rs: n as isize,
-                    cs: 1,
-                },
-                0.0,
-            );
+            sgemm(m, k, n, s_cells, a, m_cells, b, &mut out, Mat { offset: 0, rs: n as isize, cs: 1 }, 0.0);
             drop((sguard, mguard));
             let prev = read_tile(dst, dt);
             let written: Vec<bool> = match state {
@@ -329,27 +227,12 @@ pub struct NcTransposeOpts<'a> {
 
 /// `nisa.nc_transpose(dst, data)`: swaps the partition and (flattened) free dims,
 /// bit-exactly; `dst` must have `data`'s dtype.
-pub fn nc_transpose(
-    ctx: &Ctx,
-    dst: &Tensor,
-    data: &Tensor,
-    opts: NcTransposeOpts<'_>,
-) -> Result<()> {
+pub fn nc_transpose(ctx: &Ctx, dst: &Tensor, data: &Tensor, opts: NcTransposeOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.nc_transpose";
     ctx.begin_op()?;
-    let (src, dt) = (
-        TileView::of(OP, "data", data)?,
-        TileView::of(OP, "dst", dst)?,
-    );
+    let (src, dt) = (TileView::of(OP, "data", data)?, TileView::of(OP, "dst", dst)?);
     if data.dtype() != dst.dtype() {
-        return Err(NkiError::dtype(
-            OP,
-            format!(
-                "dst {} must have the dtype of data ({})",
-                dst.describe(),
-                data.dtype()
-            ),
-        ));
+        return Err(NkiError::dtype(OP, format!("dst {} must have the dtype of data ({})", dst.describe(), data.dtype())));
     }
     if dt.np != src.nf || dt.nf != src.np {
         return Err(NkiError::shape(
@@ -369,9 +252,7 @@ pub fn nc_transpose(
     }
     let hw = ctx.hw();
     let engine = match opts.engine.unwrap_or_default() {
-        Engine::Unknown if data.buffer() == Buffer::Sbuf && dst.buffer() == Buffer::Psum => {
-            Engine::Tensor
-        }
+        Engine::Unknown if data.buffer() == Buffer::Sbuf && dst.buffer() == Buffer::Psum => Engine::Tensor,
         Engine::Unknown => Engine::Vector,
         e => e,
     };
@@ -383,10 +264,7 @@ pub fn nc_transpose(
         }
         Engine::Vector => hw.vector_transpose_max,
         e => {
-            return Err(NkiError::constraint(
-                OP,
-                format!("engine {e:?} cannot transpose; use engine.tensor or engine.vector"),
-            ));
+            return Err(NkiError::constraint(OP, format!("engine {e:?} cannot transpose; use engine.tensor or engine.vector")));
         }
     };
     if src.np > limit || src.nf > limit {
@@ -400,11 +278,7 @@ pub fn nc_transpose(
             ),
         ));
     }
-    write_tile_raw(
-        dst,
-        &dt,
-        &transposed(&read_tile_raw(data, &src), src.np, src.nf),
-    );
+    write_tile_raw(dst, &dt, &transposed(&read_tile_raw(data, &src), src.np, src.nf));
     Ok(())
 }
 

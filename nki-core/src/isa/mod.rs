@@ -22,22 +22,19 @@ mod tile;
 pub use activation::{ActivationOpts, ActivationReduceOpts, activation, activation_reduce};
 pub use dma::{DmaCopyOpts, DmaTransposeOpts, dma_copy, dma_transpose};
 pub use elementwise::{
-    EngineOpts, NameOpts, ScalarTensorTensorOpts, TensorScalarOpts, memset, reciprocal,
-    scalar_tensor_tensor, tensor_copy, tensor_scalar, tensor_tensor,
+    EngineOpts, NameOpts, ScalarTensorTensorOpts, TensorScalarOpts, memset, reciprocal, scalar_tensor_tensor, tensor_copy, tensor_scalar,
+    tensor_tensor,
 };
 pub use enums::{
-    DgeMode, Engine, MatmulPerfMode, OobMode, ReduceCmd, dge_mode, engine, matmul_perf_mode,
-    nc_version, oob_mode, reduce_cmd,
+    DgeMode, Engine, MatmulPerfMode, OobMode, ReduceCmd, dge_mode, engine, matmul_perf_mode, nc_version, oob_mode, reduce_cmd,
 };
 pub use matmul::{NcMatmulOpts, NcTransposeOpts, nc_matmul, nc_transpose};
 pub use operand::Operand;
 pub(crate) use reduce::Accumulators;
 pub use reduce::{TensorReduceOpts, TensorScalarReduceOpts, tensor_reduce, tensor_scalar_reduce};
-pub use select::{
-    AffineSelectOpts, FLOAT32_MIN, IotaOpts, RangeSelectOpts, affine_select, iota, range_select,
-};
+pub use select::{AffineSelectOpts, FLOAT32_MIN, IotaOpts, RangeSelectOpts, affine_select, iota, range_select};
 pub use shuffle::{ShuffleOpts, nc_stream_shuffle};
 pub use sync::{
-    CoreBarrierOpts, DynamicOffset, Register, RegisterSource, core_barrier, get_nc_version,
-    register_alloc, register_load, register_move, register_store,
+    CoreBarrierOpts, DynamicOffset, Register, RegisterSource, core_barrier, get_nc_version, register_alloc, register_load, register_move,
+    register_store,
 };

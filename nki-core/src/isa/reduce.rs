@@ -22,14 +22,7 @@ pub(crate) enum Accumulators {
 /// Applies `cmd` to the first `row_values.len()` registers of `which`, given each
 /// partition row's reduction of this instruction's values, and returns the
 /// registers' new values.
-pub(crate) fn accumulate(
-    ctx: &Ctx,
-    which: Accumulators,
-    op: NlOp,
-    cmd: ReduceCmd,
-    row_values: &[f32],
-    init: Option<&Column>,
-) -> Vec<f32> {
+pub(crate) fn accumulate(ctx: &Ctx, which: Accumulators, op: NlOp, cmd: ReduceCmd, row_values: &[f32], init: Option<&Column>) -> Vec<f32> {
     let mut regs = ctx.accumulators(which);
     for (p, &v) in row_values.iter().enumerate() {
         let r = &mut regs[p];
@@ -52,41 +45,22 @@ fn combine(op: NlOp, a: f32, b: f32) -> f32 {
 }
 
 /// Writes register values into a `(P, 1)` `reduce_res` tile (negated when asked).
-pub(crate) fn write_reduce_res(
-    ctx: &Ctx,
-    op: &str,
-    res: &Tensor,
-    vals: &[f32],
-    negate: bool,
-) -> Result<()> {
+pub(crate) fn write_reduce_res(ctx: &Ctx, op: &str, res: &Tensor, vals: &[f32], negate: bool) -> Result<()> {
     let tile = TileView::of(op, "reduce_res", res)?;
     if tile.np != vals.len() || tile.nf != 1 {
         return Err(NkiError::shape(
             op,
-            format!(
-                "reduce_res {} must be a ({}, 1) column, it is {} x {}",
-                res.describe(),
-                vals.len(),
-                tile.np,
-                tile.nf
-            ),
+            format!("reduce_res {} must be a ({}, 1) column, it is {} x {}", res.describe(), vals.len(), tile.np, tile.nf),
         ));
     }
-    let v: Vec<f32> = if negate {
-        vals.iter().map(|x| -x).collect()
-    } else {
-        vals.to_vec()
-    };
+    let v: Vec<f32> = if negate { vals.iter().map(|x| -x).collect() } else { vals.to_vec() };
     write_tile(ctx, res, &tile, &v);
     Ok(())
 }
 
 fn reducible(op: &str, o: NlOp) -> Result<()> {
     if !o.is_reduction() {
-        return Err(NkiError::constraint(
-            op,
-            format!("{o} cannot reduce; use nl.add, nl.maximum, nl.minimum or nl.multiply"),
-        ));
+        return Err(NkiError::constraint(op, format!("{o} cannot reduce; use nl.add, nl.maximum, nl.minimum or nl.multiply")));
     }
     Ok(())
 }
@@ -104,31 +78,15 @@ pub struct TensorReduceOpts<'a> {
 
 /// `nisa.tensor_reduce(dst, op, data, axis)`: reduces the trailing free `axis` dims
 /// of `data` (never the partition dim) with `op`, in fp32.
-pub fn tensor_reduce(
-    ctx: &Ctx,
-    dst: &Tensor,
-    op: NlOp,
-    data: &Tensor,
-    axis: &[i64],
-    opts: TensorReduceOpts<'_>,
-) -> Result<()> {
+pub fn tensor_reduce(ctx: &Ctx, dst: &Tensor, op: NlOp, data: &Tensor, axis: &[i64], opts: TensorReduceOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.tensor_reduce";
     ctx.begin_op()?;
     reducible(OP, op)?;
-    let (x, d) = (
-        TileView::of(OP, "data", data)?,
-        TileView::of(OP, "dst", dst)?,
-    );
+    let (x, d) = (TileView::of(OP, "data", data)?, TileView::of(OP, "dst", dst)?);
     let nd = data.ndim() as i64;
-    let mut axes: Vec<i64> = axis
-        .iter()
-        .map(|&a| if a < 0 { a + nd } else { a })
-        .collect();
+    let mut axes: Vec<i64> = axis.iter().map(|&a| if a < 0 { a + nd } else { a }).collect();
     axes.sort_unstable();
-    let trailing = !axes.is_empty()
-        && axes[0] >= 1
-        && axes.windows(2).all(|w| w[1] == w[0] + 1)
-        && *axes.last().unwrap_or(&0) == nd - 1;
+    let trailing = !axes.is_empty() && axes[0] >= 1 && axes.windows(2).all(|w| w[1] == w[0] + 1) && *axes.last().unwrap_or(&0) == nd - 1;
     if !trailing {
         return Err(NkiError::constraint(
             OP,
@@ -153,25 +111,12 @@ pub fn tensor_reduce(
             ),
         ));
     }
-    let sign = if opts.negate.unwrap_or(false) {
-        -1.0
-    } else {
-        1.0
-    };
-    rowwise(
-        ctx,
-        dst,
-        &d,
-        &[Input {
-            tensor: data,
-            tile: &x,
-        }],
-        |_, rows, out| {
-            for (o, chunk) in out.iter_mut().zip(rows[0].chunks(inner)) {
-                *o = sign * alu::reduce(op, chunk, op.identity());
-            }
-        },
-    )
+    let sign = if opts.negate.unwrap_or(false) { -1.0 } else { 1.0 };
+    rowwise(ctx, dst, &d, &[Input { tensor: data, tile: &x }], |_, rows, out| {
+        for (o, chunk) in out.iter_mut().zip(rows[0].chunks(inner)) {
+            *o = sign * alu::reduce(op, chunk, op.identity());
+        }
+    })
 }
 
 /// Optional arguments of [`tensor_scalar_reduce`].
@@ -208,50 +153,22 @@ pub fn tensor_scalar_reduce(
     ctx.begin_op()?;
     reducible(OP, reduce_op)?;
     if opts.reverse0 == Some(true) {
-        return Err(NkiError::constraint(
-            OP,
-            "reverse0=True is not supported by tensor_scalar_reduce",
-        ));
+        return Err(NkiError::constraint(OP, "reverse0=True is not supported by tensor_scalar_reduce"));
     }
     let cmd = opts.reduce_cmd.unwrap_or(ReduceCmd::ResetReduce);
     if opts.reduce_init.is_some() != (cmd == ReduceCmd::LoadReduce) {
-        return Err(NkiError::constraint(
-            OP,
-            "reduce_init must be given exactly when reduce_cmd is load_reduce",
-        ));
+        return Err(NkiError::constraint(OP, "reduce_init must be given exactly when reduce_cmd is load_reduce"));
     }
-    let (x, d) = (
-        TileView::of(OP, "data", data)?,
-        TileView::of(OP, "dst", dst)?,
-    );
+    let (x, d) = (TileView::of(OP, "data", data)?, TileView::of(OP, "dst", dst)?);
     super::tile::same_geometry(OP, ("dst", &d), ("data", &x), dst, data)?;
     let c0 = column(OP, "operand0", operand0, x.np)?;
-    let init = opts
-        .reduce_init
-        .map(|o| column(OP, "reduce_init", o, x.np))
-        .transpose()?;
+    let init = opts.reduce_init.map(|o| column(OP, "reduce_init", o, x.np)).transpose()?;
     let mut row_red = vec![0f32; x.np];
-    rowwise(
-        ctx,
-        dst,
-        &d,
-        &[Input {
-            tensor: data,
-            tile: &x,
-        }],
-        |p, rows, out| {
-            alu::with_scalar(op0, rows[0], c0.at(p), false, out);
-            row_red[p] = alu::reduce(reduce_op, out, reduce_op.identity());
-        },
-    )?;
-    let regs = accumulate(
-        ctx,
-        Accumulators::Vector,
-        reduce_op,
-        cmd,
-        &row_red,
-        init.as_ref(),
-    );
+    rowwise(ctx, dst, &d, &[Input { tensor: data, tile: &x }], |p, rows, out| {
+        alu::with_scalar(op0, rows[0], c0.at(p), false, out);
+        row_red[p] = alu::reduce(reduce_op, out, reduce_op.identity());
+    })?;
+    let regs = accumulate(ctx, Accumulators::Vector, reduce_op, cmd, &row_red, init.as_ref());
     if let Some(res) = opts.reduce_res {
         write_reduce_res(ctx, OP, res, &regs, opts.reduce_res_negate.unwrap_or(false))?;
     }

@@ -15,13 +15,7 @@ pub struct ShuffleOpts<'a> {
 /// `nisa.nc_stream_shuffle(dst, src, shuffle_mask)`: within each 32-partition
 /// quadrant, dst lane `i` receives src lane `shuffle_mask[i]` (255 leaves the lane
 /// unchanged). Data moves bit-exactly; dtypes and free sizes must match.
-pub fn nc_stream_shuffle(
-    ctx: &Ctx,
-    dst: &Tensor,
-    src: &Tensor,
-    shuffle_mask: &[i64],
-    opts: ShuffleOpts<'_>,
-) -> Result<()> {
+pub fn nc_stream_shuffle(ctx: &Ctx, dst: &Tensor, src: &Tensor, shuffle_mask: &[i64], opts: ShuffleOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.nc_stream_shuffle";
     let _ = opts.name;
     ctx.begin_op()?;
@@ -29,22 +23,11 @@ pub fn nc_stream_shuffle(
     if src.dtype() != dst.dtype() || s.nf != d.nf {
         return Err(NkiError::shape(
             OP,
-            format!(
-                "src {} and dst {} must have the same dtype and elements per partition",
-                src.describe(),
-                dst.describe()
-            ),
+            format!("src {} and dst {} must have the same dtype and elements per partition", src.describe(), dst.describe()),
         ));
     }
-    if shuffle_mask.len() != 32
-        || shuffle_mask
-            .iter()
-            .any(|&m| !(0..32).contains(&m) && m != 255)
-    {
-        return Err(NkiError::constraint(
-            OP,
-            format!("shuffle_mask must hold 32 lane indices in 0..32 or 255, got {shuffle_mask:?}"),
-        ));
+    if shuffle_mask.len() != 32 || shuffle_mask.iter().any(|&m| !(0..32).contains(&m) && m != 255) {
+        return Err(NkiError::constraint(OP, format!("shuffle_mask must hold 32 lane indices in 0..32 or 255, got {shuffle_mask:?}")));
     }
     let active = s.np.max(d.np).div_ceil(32) * 32;
     let allowed: &[usize] = match active {
@@ -56,9 +39,7 @@ pub fn nc_stream_shuffle(
         if !allowed.contains(&start) {
             return Err(NkiError::constraint(
                 OP,
-                format!(
-                    "{role} starts at partition {start}; with {active} active partitions the start must be one of {allowed:?}"
-                ),
+                format!("{role} starts at partition {start}; with {active} active partitions the start must be one of {allowed:?}"),
             ));
         }
     }
@@ -73,11 +54,7 @@ pub fn nc_stream_shuffle(
         if from >= s.np {
             return Err(NkiError::shape(
                 OP,
-                format!(
-                    "dst lane {r} reads src lane {from}, but src {} has {} partitions",
-                    src.describe(),
-                    s.np
-                ),
+                format!("dst lane {r} reads src lane {from}, but src {} has {} partitions", src.describe(), s.np),
             ));
         }
         out[r * d.nf..(r + 1) * d.nf].copy_from_slice(&vals[from * s.nf..(from + 1) * s.nf]);

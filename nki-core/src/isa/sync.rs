@@ -18,41 +18,21 @@ pub struct CoreBarrierOpts<'a> {
 
 /// `nisa.core_barrier(data, cores)`: both programs of an LNC2 pair wait until both
 /// arrive; writes to the shared-HBM `data` before the barrier are visible to both after.
-pub fn core_barrier(
-    ctx: &Ctx,
-    data: &Tensor,
-    cores: &[i64],
-    opts: CoreBarrierOpts<'_>,
-) -> Result<()> {
+pub fn core_barrier(ctx: &Ctx, data: &Tensor, cores: &[i64], opts: CoreBarrierOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.core_barrier";
     let _ = opts.engine;
     ctx.begin_op()?;
     if !ctx.hw().has_core_barrier {
-        return Err(NkiError::constraint(
-            OP,
-            format!(
-                "core_barrier needs trn2 or later; the launch targets {}",
-                ctx.generation()
-            ),
-        ));
+        return Err(NkiError::constraint(OP, format!("core_barrier needs trn2 or later; the launch targets {}", ctx.generation())));
     }
     if cores != [0, 1] {
-        return Err(NkiError::constraint(
-            OP,
-            format!("cores must be (0, 1), got {cores:?}"),
-        ));
+        return Err(NkiError::constraint(OP, format!("cores must be (0, 1), got {cores:?}")));
     }
     if ctx.num_programs() != 2 {
-        return Err(NkiError::constraint(
-            OP,
-            "core_barrier synchronises an LNC2 pair, but the kernel was launched without an LNC2 grid",
-        ));
+        return Err(NkiError::constraint(OP, "core_barrier synchronises an LNC2 pair, but the kernel was launched without an LNC2 grid"));
     }
     if data.buffer() != Buffer::SharedHbm {
-        return Err(NkiError::constraint(
-            OP,
-            format!("data {} must be a shared_hbm tensor", data.describe()),
-        ));
+        return Err(NkiError::constraint(OP, format!("data {} must be a shared_hbm tensor", data.describe())));
     }
     ctx.core_barrier().map_err(|e| e.in_op(OP))
 }
@@ -117,16 +97,10 @@ pub fn register_move(ctx: &Ctx, dst: &Register, src: RegisterSource) -> Result<(
 fn single_element(op: &str, role: &str, t: &Tensor) -> Result<()> {
     t.check_bounds(op)?;
     if t.numel() != 1 {
-        return Err(NkiError::shape(
-            op,
-            format!("{role} {} must hold exactly one element", t.describe()),
-        ));
+        return Err(NkiError::shape(op, format!("{role} {} must hold exactly one element", t.describe())));
     }
     if t.buffer() == Buffer::Psum {
-        return Err(NkiError::constraint(
-            op,
-            format!("{role} {} must be in SBUF or HBM", t.describe()),
-        ));
+        return Err(NkiError::constraint(op, format!("{role} {} must be in SBUF or HBM", t.describe())));
     }
     Ok(())
 }
@@ -146,11 +120,7 @@ pub fn register_store(ctx: &Ctx, dst: &Tensor, src: &Register) -> Result<()> {
     ctx.begin_op()?;
     single_element(OP, "dst", dst)?;
     let d = dst.dtype();
-    let cell = if d.is_float() {
-        d.f32_to_cell(src.value() as f32, ctx.rounds())
-    } else {
-        d.i64_to_cell(src.value())
-    };
+    let cell = if d.is_float() { d.f32_to_cell(src.value() as f32, ctx.rounds()) } else { d.i64_to_cell(src.value()) };
     dst.layout().scatter_with(&mut dst.write(), &[cell], |c| c);
     mark_written(dst);
     Ok(())

@@ -35,10 +35,7 @@ impl TileView {
         if !t.buffer().is_on_chip() {
             return Err(NkiError::constraint(
                 op,
-                format!(
-                    "{role} {} must be in SBUF or PSUM: compute engines cannot access HBM (use nisa.dma_copy)",
-                    t.describe()
-                ),
+                format!("{role} {} must be in SBUF or PSUM: compute engines cannot access HBM (use nisa.dma_copy)", t.describe()),
             ));
         }
         t.check_bounds(op)?;
@@ -86,21 +83,13 @@ impl TileView {
 
     /// The layout of partition row `p`.
     pub(crate) fn row_layout(&self, p: usize) -> Layout {
-        Layout {
-            offset: self.row_start(p) as isize,
-            ..self.free.clone()
-        }
+        Layout { offset: self.row_start(p) as isize, ..self.free.clone() }
     }
 
     /// Row `p` as `f32` values: borrowed from `cells` when contiguous and of a float
     /// dtype, otherwise gathered (and converted) into `scratch`.
     #[inline]
-    pub(crate) fn row<'c>(
-        &self,
-        cells: &'c [f32],
-        p: usize,
-        scratch: &'c mut Vec<f32>,
-    ) -> &'c [f32] {
+    pub(crate) fn row<'c>(&self, cells: &'c [f32], p: usize, scratch: &'c mut Vec<f32>) -> &'c [f32] {
         let s = self.row_start(p);
         if self.contiguous && self.dtype.is_float() {
             return &cells[s..s + self.nf];
@@ -123,8 +112,7 @@ impl TileView {
             row.copy_from_slice(vals);
             encode_in_place(d, row, round);
         } else {
-            self.row_layout(p)
-                .scatter_with(cells, vals, |v| d.f32_to_cell(v, round));
+            self.row_layout(p).scatter_with(cells, vals, |v| d.f32_to_cell(v, round));
         }
     }
 
@@ -160,19 +148,12 @@ pub(crate) fn encode_in_place(dtype: Dtype, vals: &mut [f32], round: bool) {
             crate::dtype::round_slice(dtype, vals);
         }
     } else {
-        vals.iter_mut()
-            .for_each(|v| *v = dtype.f32_to_cell(*v, true));
+        vals.iter_mut().for_each(|v| *v = dtype.f32_to_cell(*v, true));
     }
 }
 
 /// Checks that `a` and `b` have the same partition count and free size.
-pub(crate) fn same_geometry(
-    op: &str,
-    (ra, a): (&str, &TileView),
-    (rb, b): (&str, &TileView),
-    ta: &Tensor,
-    tb: &Tensor,
-) -> Result<()> {
+pub(crate) fn same_geometry(op: &str, (ra, a): (&str, &TileView), (rb, b): (&str, &TileView), ta: &Tensor, tb: &Tensor) -> Result<()> {
     if a.np != b.np || a.nf != b.nf {
         return Err(NkiError::shape(
             op,
@@ -193,10 +174,7 @@ pub(crate) fn same_geometry(
 /// Rejects a PSUM operand where the engine cannot read or write PSUM.
 pub(crate) fn not_psum(op: &str, role: &str, t: &Tensor, why: &str) -> Result<()> {
     if t.buffer() == Buffer::Psum {
-        return Err(NkiError::constraint(
-            op,
-            format!("{role} {} cannot be in PSUM: {why}", t.describe()),
-        ));
+        return Err(NkiError::constraint(op, format!("{role} {} cannot be in PSUM: {why}", t.describe())));
     }
     Ok(())
 }

@@ -102,16 +102,9 @@ pub fn ndarray(ctx: &Ctx, shape: &[i64], dtype: Dtype, opts: NdarrayOpts<'_>) ->
     const OP: &str = "nl.ndarray";
     ctx.begin_op()?;
     let buffer = opts.buffer.unwrap_or(Buffer::Sbuf);
-    let name = opts
-        .name
-        .filter(|n| !n.is_empty())
-        .or(opts.var)
-        .unwrap_or("tensor");
+    let name = opts.name.filter(|n| !n.is_empty()).or(opts.var).unwrap_or("tensor");
     if shape.is_empty() || shape.iter().any(|&d| d < 1) {
-        return Err(NkiError::shape(
-            OP,
-            format!("tensor '{name}' has shape {shape:?}; every dim must be at least 1"),
-        ));
+        return Err(NkiError::shape(OP, format!("tensor '{name}' has shape {shape:?}; every dim must be at least 1")));
     }
     let dims: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
     let numel: usize = dims.iter().product();
@@ -137,34 +130,12 @@ pub fn ndarray(ctx: &Ctx, shape: &[i64], dtype: Dtype, opts: NdarrayOpts<'_>) ->
                 ),
             ));
         }
-        let kind = if buffer == Buffer::Psum {
-            OnChip::Psum
-        } else {
-            OnChip::Sbuf
-        };
-        let lease = ctx
-            .pool
-            .acquire(kind, bytes, name)
-            .map_err(|e| e.in_op(OP))?;
+        let kind = if buffer == Buffer::Psum { OnChip::Psum } else { OnChip::Sbuf };
+        let lease = ctx.pool.acquire(kind, bytes, name).map_err(|e| e.in_op(OP))?;
         let cells = vec![Storage::uninit_cell(dtype); numel];
-        return Ok(Tensor::from_storage(Storage::new(
-            name,
-            dtype,
-            buffer,
-            &dims,
-            cells,
-            Some(lease),
-        )));
+        return Ok(Tensor::from_storage(Storage::new(name, dtype, buffer, &dims, cells, Some(lease))));
     }
-    let make = || {
-        Tensor::from_storage(Storage::hbm(
-            name,
-            dtype,
-            buffer,
-            &dims,
-            vec![Storage::uninit_cell(dtype); numel],
-        ))
-    };
+    let make = || Tensor::from_storage(Storage::hbm(name, dtype, buffer, &dims, vec![Storage::uninit_cell(dtype); numel]));
     if buffer == Buffer::SharedHbm {
         ctx.shared_allocation(make, |t| {
             if t.shape() != dims.as_slice() || t.dtype() != dtype {
@@ -203,13 +174,7 @@ pub fn program_ndim(ctx: &Ctx) -> i64 {
 
 fn check_axis(op: &str, ctx: &Ctx, axis: i64) -> Result<()> {
     if axis != 0 {
-        return Err(NkiError::constraint(
-            op,
-            format!(
-                "axis {axis} does not exist: the launch grid has {} dims",
-                ctx.program_ndim()
-            ),
-        ));
+        return Err(NkiError::constraint(op, format!("axis {axis} does not exist: the launch grid has {} dims", ctx.program_ndim())));
     }
     Ok(())
 }

@@ -142,10 +142,7 @@ impl NlOp {
 
     /// Whether the token can reduce (`add`, `maximum`, `minimum`, `multiply`).
     pub const fn is_reduction(self) -> bool {
-        matches!(
-            self,
-            NlOp::Add | NlOp::Maximum | NlOp::Minimum | NlOp::Multiply
-        )
+        matches!(self, NlOp::Add | NlOp::Maximum | NlOp::Minimum | NlOp::Multiply)
     }
 
     /// Applies a binary token in fp32 (comparisons give 1.0 or 0.0).
@@ -212,10 +209,7 @@ impl NlOp {
 /// Error function (Abramowitz–Stegun 7.1.26, |error| < 1.5e-7, below f32 resolution).
 fn erf(x: f64) -> f64 {
     let t = 1.0 / (1.0 + 0.327_591_1 * x.abs());
-    let poly = t
-        * (0.254_829_592
-            + t * (-0.284_496_736
-                + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+    let poly = t * (0.254_829_592 + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
     (1.0 - poly * (-x * x).exp()).copysign(x)
 }
 

@@ -13,26 +13,11 @@ pub(crate) struct Mat {
 /// The caller guarantees every addressed element lies inside its slice (the
 /// emulator bounds-checks views before calling).
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn sgemm(
-    m: usize,
-    k: usize,
-    n: usize,
-    a: &[f32],
-    am: Mat,
-    b: &[f32],
-    bm: Mat,
-    c: &mut [f32],
-    cm: Mat,
-    beta: f32,
-) {
+pub(crate) fn sgemm(m: usize, k: usize, n: usize, a: &[f32], am: Mat, b: &[f32], bm: Mat, c: &mut [f32], cm: Mat, beta: f32) {
     if m == 0 || n == 0 {
         return;
     }
-    debug_assert!(
-        in_bounds(a.len(), am, m, k)
-            && in_bounds(b.len(), bm, k, n)
-            && in_bounds(c.len(), cm, m, n)
-    );
+    debug_assert!(in_bounds(a.len(), am, m, k) && in_bounds(b.len(), bm, k, n) && in_bounds(c.len(), cm, m, n));
     // SAFETY: the three operands are in bounds for the given shapes and strides
     // (checked by the emulator before the call), and `c` does not alias `a` or `b`
     // because it is borrowed mutably.
@@ -60,15 +45,9 @@ fn in_bounds(len: usize, mat: Mat, rows: usize, cols: usize) -> bool {
     if rows == 0 || cols == 0 {
         return true;
     }
-    let corners = [
-        0,
-        (rows as isize - 1) * mat.rs,
-        (cols as isize - 1) * mat.cs,
-        (rows as isize - 1) * mat.rs + (cols as isize - 1) * mat.cs,
-    ];
-    corners
-        .iter()
-        .all(|&c| mat.offset + c >= 0 && ((mat.offset + c) as usize) < len)
+    let corners =
+        [0, (rows as isize - 1) * mat.rs, (cols as isize - 1) * mat.cs, (rows as isize - 1) * mat.rs + (cols as isize - 1) * mat.cs];
+    corners.iter().all(|&c| mat.offset + c >= 0 && ((mat.offset + c) as usize) < len)
 }
 
 #[cfg(test)]
@@ -86,23 +65,11 @@ mod tests {
             k,
             n,
             &a,
-            Mat {
-                offset: 0,
-                rs: 1,
-                cs: m as isize,
-            },
+            Mat { offset: 0, rs: 1, cs: m as isize },
             &b,
-            Mat {
-                offset: 0,
-                rs: n as isize,
-                cs: 1,
-            },
+            Mat { offset: 0, rs: n as isize, cs: 1 },
             &mut c,
-            Mat {
-                offset: 0,
-                rs: n as isize,
-                cs: 1,
-            },
+            Mat { offset: 0, rs: n as isize, cs: 1 },
             1.0,
         );
         for i in 0..m {

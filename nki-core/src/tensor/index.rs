@@ -23,11 +23,7 @@ pub enum Idx {
 impl Idx {
     /// `start:stop:step`.
     pub fn range(start: i64, stop: i64, step: i64) -> Idx {
-        Idx::Range {
-            start: Some(start),
-            stop: Some(stop),
-            step,
-        }
+        Idx::Range { start: Some(start), stop: Some(stop), step }
     }
 
     /// `nl.ds(start, size)`: `size` positions from `start`.
@@ -35,10 +31,6 @@ impl Idx {
         Idx::range(start, start + size, 1)
     }
 }
-
-/// A full index expression: one item per leading dimension; missing trailing
-/// dimensions are taken whole.
-pub type IndexSpec = Vec<Idx>;
 
 /// Integer types accepted in index positions.
 pub trait IndexInt: Copy {
@@ -72,31 +64,19 @@ impl<T: IndexInt> From<RangeInclusive<T>> for Idx {
 
 impl<T: IndexInt> From<RangeFrom<T>> for Idx {
     fn from(r: RangeFrom<T>) -> Idx {
-        Idx::Range {
-            start: Some(r.start.as_i64()),
-            stop: None,
-            step: 1,
-        }
+        Idx::Range { start: Some(r.start.as_i64()), stop: None, step: 1 }
     }
 }
 
 impl<T: IndexInt> From<RangeTo<T>> for Idx {
     fn from(r: RangeTo<T>) -> Idx {
-        Idx::Range {
-            start: None,
-            stop: Some(r.end.as_i64()),
-            step: 1,
-        }
+        Idx::Range { start: None, stop: Some(r.end.as_i64()), step: 1 }
     }
 }
 
 impl<T: IndexInt> From<RangeToInclusive<T>> for Idx {
     fn from(r: RangeToInclusive<T>) -> Idx {
-        Idx::Range {
-            start: None,
-            stop: Some(r.end.as_i64() + 1),
-            step: 1,
-        }
+        Idx::Range { start: None, stop: Some(r.end.as_i64() + 1), step: 1 }
     }
 }
 
@@ -106,32 +86,25 @@ impl From<RangeFull> for Idx {
     }
 }
 
-/// Builds an [`IndexSpec`]: `s![.., 3, 0..128, 4..;2]` (a `;step` follows a range).
+/// Builds an index: `s![.., 3, 0..128, 4..;2]` (a `;step` follows a range), an
+/// array of [`Idx`] to pass as `t.index(&s![...])`.
 ///
 /// ```
 /// use nki_core::{s, Idx};
-/// assert_eq!(s![.., 2, 0..8;2], vec![Idx::Full, Idx::At(2), Idx::range(0, 8, 2)]);
+/// assert_eq!(s![.., 2, 0..8;2], [Idx::Full, Idx::At(2), Idx::range(0, 8, 2)]);
 /// ```
 #[macro_export]
 macro_rules! s {
     ($($e:expr $(; $step:expr)?),* $(,)?) => {
-        vec![$($crate::tensor::__with_step($crate::tensor::Idx::from($e), &[$($step as i64)?])),*]
+        [$($crate::tensor::__with_step($crate::tensor::Idx::from($e), &[$($step as i64)?])),*]
     };
 }
 
 #[doc(hidden)]
 pub fn __with_step(i: Idx, step: &[i64]) -> Idx {
     match (i, step) {
-        (Idx::Range { start, stop, .. }, [s]) => Idx::Range {
-            start,
-            stop,
-            step: *s,
-        },
-        (Idx::Full, [s]) => Idx::Range {
-            start: None,
-            stop: None,
-            step: *s,
-        },
+        (Idx::Range { start, stop, .. }, [s]) => Idx::Range { start, stop, step: *s },
+        (Idx::Full, [s]) => Idx::Range { start: None, stop: None, step: *s },
         _ => i,
     }
 }

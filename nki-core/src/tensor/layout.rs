@@ -14,11 +14,7 @@ pub struct Layout {
 impl Layout {
     /// The row-major layout of a fresh allocation.
     pub fn row_major(shape: &[usize]) -> Layout {
-        Layout {
-            offset: 0,
-            shape: shape.to_vec(),
-            strides: row_major_strides(shape),
-        }
+        Layout { offset: 0, shape: shape.to_vec(), strides: row_major_strides(shape) }
     }
 
     /// Number of logical elements.
@@ -58,11 +54,7 @@ impl Layout {
                 }
             }
         }
-        Layout {
-            offset: self.offset,
-            shape,
-            strides,
-        }
+        Layout { offset: self.offset, shape, strides }
     }
 
     /// If the elements occupy consecutive cells in logical order, their first cell.
@@ -167,11 +159,7 @@ mod tests {
     #[test]
     fn gather_scatter_round_trip_on_a_transposed_view() {
         let cells: Vec<f32> = (0..12).map(|i| i as f32).collect();
-        let t = Layout {
-            offset: 0,
-            shape: vec![4, 3],
-            strides: vec![1, 4],
-        };
+        let t = Layout { offset: 0, shape: vec![4, 3], strides: vec![1, 4] };
         let mut out = Vec::new();
         t.gather(&cells, &mut out);
         assert_eq!(out, vec![0., 4., 8., 1., 5., 9., 2., 6., 10., 3., 7., 11.]);
@@ -185,11 +173,7 @@ mod tests {
     #[test]
     fn broadcast_dims_repeat_cells() {
         let cells = [1.0f32, 2.0];
-        let b = Layout {
-            offset: 0,
-            shape: vec![2, 3],
-            strides: vec![1, 0],
-        };
+        let b = Layout { offset: 0, shape: vec![2, 3], strides: vec![1, 0] };
         let mut out = Vec::new();
         b.gather(&cells, &mut out);
         assert_eq!(out, vec![1., 1., 1., 2., 2., 2.]);

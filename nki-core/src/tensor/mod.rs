@@ -11,7 +11,7 @@ mod storage;
 mod view;
 
 pub use buffer::Buffer;
-pub use index::{__with_step, Idx, IndexInt, IndexSpec};
+pub use index::{__with_step, Idx, IndexInt};
 pub use layout::{Layout, row_major_strides};
 pub(crate) use storage::Storage;
 
@@ -42,30 +42,17 @@ impl Tensor {
     }
 
     pub(crate) fn with_layout(&self, layout: Layout) -> Tensor {
-        Tensor {
-            st: Arc::clone(&self.st),
-            layout,
-        }
+        Tensor { st: Arc::clone(&self.st), layout }
     }
 
     /// A shared-HBM tensor holding `data` (row-major), rounded to `dtype`.
     pub fn from_f32(shape: &[usize], data: &[f32], dtype: Dtype) -> Result<Tensor> {
         let n: usize = shape.iter().product();
         if n != data.len() {
-            return Err(NkiError::argument(
-                "data",
-                format!("{} elements", data.len()),
-                &format!("shape {shape:?} needs {n} elements"),
-            ));
+            return Err(NkiError::argument("data", format!("{} elements", data.len()), &format!("shape {shape:?} needs {n} elements")));
         }
         let cells = data.iter().map(|&v| dtype.f32_to_cell(v, true)).collect();
-        Ok(Tensor::from_storage(Storage::hbm(
-            "input",
-            dtype,
-            Buffer::SharedHbm,
-            shape,
-            cells,
-        )))
+        Ok(Tensor::from_storage(Storage::hbm("input", dtype, Buffer::SharedHbm, shape, cells)))
     }
 
     /// A shared-HBM tensor holding the integers `data` (row-major) as `dtype`.
@@ -76,20 +63,10 @@ impl Tensor {
         }
         let n: usize = shape.iter().product();
         if n != data.len() {
-            return Err(NkiError::argument(
-                "data",
-                format!("{} elements", data.len()),
-                &format!("shape {shape:?} needs {n} elements"),
-            ));
+            return Err(NkiError::argument("data", format!("{} elements", data.len()), &format!("shape {shape:?} needs {n} elements")));
         }
         let cells = data.iter().map(|&v| dtype.i64_to_cell(v)).collect();
-        Ok(Tensor::from_storage(Storage::hbm(
-            "input",
-            dtype,
-            Buffer::SharedHbm,
-            shape,
-            cells,
-        )))
+        Ok(Tensor::from_storage(Storage::hbm("input", dtype, Buffer::SharedHbm, shape, cells)))
     }
 
     /// A shared-HBM tensor from an ndarray, rounded to `dtype`.
@@ -101,23 +78,14 @@ impl Tensor {
     /// A zero-filled shared-HBM tensor.
     pub fn zeros(shape: &[usize], dtype: Dtype) -> Tensor {
         let n = shape.iter().product();
-        Tensor::from_storage(Storage::hbm(
-            "zeros",
-            dtype,
-            Buffer::SharedHbm,
-            shape,
-            vec![dtype.f32_to_cell(0.0, true); n],
-        ))
+        Tensor::from_storage(Storage::hbm("zeros", dtype, Buffer::SharedHbm, shape, vec![dtype.f32_to_cell(0.0, true); n]))
     }
 
     /// Names a freshly created tensor (names appear in error messages).
     ///
     /// A tensor that other handles still share is copied rather than renamed.
     pub fn named(self, name: &str) -> Tensor {
-        Tensor {
-            st: Storage::renamed(self.st, name),
-            layout: self.layout,
-        }
+        Tensor { st: Storage::renamed(self.st, name), layout: self.layout }
     }
 
     /// The view's shape.
@@ -211,8 +179,7 @@ impl Tensor {
             ));
         }
         let d = self.dtype();
-        self.layout
-            .scatter_with(&mut self.write(), data, |v| d.f32_to_cell(v, true));
+        self.layout.scatter_with(&mut self.write(), data, |v| d.f32_to_cell(v, true));
         Ok(())
     }
 
@@ -237,13 +204,7 @@ impl Tensor {
 
     /// A short description for messages: `'name' [128, 512] bfloat16 in SBUF`.
     pub fn describe(&self) -> String {
-        format!(
-            "'{}' {:?} {} in {}",
-            self.name(),
-            self.shape(),
-            self.dtype(),
-            self.buffer()
-        )
+        format!("'{}' {:?} {} in {}", self.name(), self.shape(), self.dtype(), self.buffer())
     }
 }
 

@@ -28,37 +28,20 @@ pub(crate) struct Storage {
 }
 
 impl Storage {
-    pub(crate) fn new(
-        name: &str,
-        dtype: Dtype,
-        buffer: Buffer,
-        shape: &[usize],
-        cells: Vec<f32>,
-        lease: Option<Lease>,
-    ) -> Arc<Storage> {
+    pub(crate) fn new(name: &str, dtype: Dtype, buffer: Buffer, shape: &[usize], cells: Vec<f32>, lease: Option<Lease>) -> Arc<Storage> {
         Arc::new(Storage {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             name: name.to_string(),
             dtype,
             buffer,
             shape: shape.to_vec(),
-            written: Mutex::new(if buffer == Buffer::Psum {
-                vec![false; cells.len()]
-            } else {
-                Vec::new()
-            }),
+            written: Mutex::new(if buffer == Buffer::Psum { vec![false; cells.len()] } else { Vec::new() }),
             cells: RwLock::new(cells),
             _lease: lease,
         })
     }
 
-    pub(crate) fn hbm(
-        name: &str,
-        dtype: Dtype,
-        buffer: Buffer,
-        shape: &[usize],
-        cells: Vec<f32>,
-    ) -> Arc<Storage> {
+    pub(crate) fn hbm(name: &str, dtype: Dtype, buffer: Buffer, shape: &[usize], cells: Vec<f32>) -> Arc<Storage> {
         Storage::new(name, dtype, buffer, shape, cells, None)
     }
 
@@ -83,20 +66,12 @@ impl Storage {
 
     /// Cells per partition for on-chip storages; all cells for HBM.
     pub(crate) fn partition_cells(&self) -> usize {
-        if self.buffer.is_on_chip() {
-            self.shape[1..].iter().product()
-        } else {
-            self.len()
-        }
+        if self.buffer.is_on_chip() { self.shape[1..].iter().product() } else { self.len() }
     }
 
     /// The fill of a fresh allocation: NaN for floats (reads of unwritten cells show
     /// up in results), a fixed pattern for integers.
     pub(crate) fn uninit_cell(dtype: Dtype) -> f32 {
-        if dtype.is_float() {
-            f32::NAN
-        } else {
-            dtype.i64_to_cell(0x5A5A5A5A)
-        }
+        if dtype.is_float() { f32::NAN } else { dtype.i64_to_cell(0x5A5A5A5A) }
     }
 }

@@ -16,30 +16,16 @@ impl Tensor {
     pub fn index(&self, spec: &[Idx]) -> Result<Tensor> {
         let l = &self.layout;
         if spec.len() > l.shape.len() {
-            return Err(bounds(format!(
-                "{} indices given for the {}-d tensor '{}' {:?}",
-                spec.len(),
-                l.shape.len(),
-                self.name(),
-                l.shape
-            )));
+            return Err(bounds(format!("{} indices given for the {}-d tensor '{}' {:?}", spec.len(), l.shape.len(), self.name(), l.shape)));
         }
         let on_chip = self.buffer().is_on_chip();
-        let mut out = Layout {
-            offset: l.offset,
-            shape: Vec::new(),
-            strides: Vec::new(),
-        };
+        let mut out = Layout { offset: l.offset, shape: Vec::new(), strides: Vec::new() };
         for (d, (&n, &stride)) in l.shape.iter().zip(&l.strides).enumerate() {
             match spec.get(d).copied().unwrap_or(Idx::Full) {
                 Idx::At(i) => {
                     let p = if i < 0 { i + n as i64 } else { i };
                     if p < 0 || p >= n as i64 {
-                        return Err(bounds(format!(
-                            "index {i} is out of range for dim {d} of '{}' {:?}",
-                            self.name(),
-                            l.shape
-                        )));
+                        return Err(bounds(format!("index {i} is out of range for dim {d} of '{}' {:?}", self.name(), l.shape)));
                     }
                     out.offset += p as isize * stride;
                     if on_chip && d == 0 {
@@ -70,6 +56,12 @@ impl Tensor {
                 }
             }
         }
+        // On chip a view stays at least 2-d: dropping every free dim leaves a
+        // (P, 1) column, as `t[:n, g]` gives in NKI.
+        if on_chip && out.shape.len() < 2 && l.shape.len() >= 2 {
+            out.shape.push(1);
+            out.strides.push(1);
+        }
         Ok(self.with_layout(out))
     }
 
@@ -81,64 +73,34 @@ impl Tensor {
         if n != l.numel() {
             return Err(NkiError::shape(
                 "reshape",
-                format!(
-                    "cannot reshape '{}' {:?} ({} elements) to {shape:?} ({n} elements)",
-                    self.name(),
-                    l.shape,
-                    l.numel()
-                ),
+                format!("cannot reshape '{}' {:?} ({} elements) to {shape:?} ({n} elements)", self.name(), l.shape, l.numel()),
             ));
         }
         if self.buffer().is_on_chip() {
             if shape.first() != l.shape.first() {
                 return Err(NkiError::shape(
                     "reshape",
-                    format!(
-                        "reshape of on-chip '{}' {:?} to {shape:?} must keep the partition dim {}",
-                        self.name(),
-                        l.shape,
-                        l.shape[0]
-                    ),
+                    format!("reshape of on-chip '{}' {:?} to {shape:?} must keep the partition dim {}", self.name(), l.shape, l.shape[0]),
                 ));
             }
-            let free = Layout {
-                offset: 0,
-                shape: l.shape[1..].to_vec(),
-                strides: l.strides[1..].to_vec(),
-            };
+            let free = Layout { offset: 0, shape: l.shape[1..].to_vec(), strides: l.strides[1..].to_vec() };
             if free.numel() > 1 && free.contiguous_start().is_none() {
                 return Err(NkiError::shape(
                     "reshape",
-                    format!(
-                        "the free dims of '{}' {:?} are not contiguous, so it cannot be reshaped",
-                        self.name(),
-                        l.shape
-                    ),
+                    format!("the free dims of '{}' {:?} are not contiguous, so it cannot be reshaped", self.name(), l.shape),
                 ));
             }
             let mut strides = vec![l.strides[0]];
             strides.extend(row_major_strides(&shape[1..]));
-            return Ok(self.with_layout(Layout {
-                offset: l.offset,
-                shape: shape.to_vec(),
-                strides,
-            }));
+            return Ok(self.with_layout(Layout { offset: l.offset, shape: shape.to_vec(), strides }));
         }
         if l.numel() > 1 && l.contiguous_start().is_none() {
             return Err(NkiError::shape(
                 "reshape",
-                format!(
-                    "view of '{}' {:?} is not contiguous, so it cannot be reshaped",
-                    self.name(),
-                    l.shape
-                ),
+                format!("view of '{}' {:?} is not contiguous, so it cannot be reshaped", self.name(), l.shape),
             ));
         }
-        Ok(self.with_layout(Layout {
-            offset: l.offset,
-            shape: shape.to_vec(),
-            strides: row_major_strides(shape),
-        }))
+        Ok(self.with_layout(Layout { offset: l.offset, shape: shape.to_vec(), strides: row_major_strides(shape) }))
     }
 
     /// `.ap(pattern, offset, scalar_offset, indirect_dim)`: an explicit access
@@ -147,20 +109,11 @@ impl Tensor {
     /// `scalar_offset` value moves the start by `value` times the row-major stride of
     /// dim `indirect_dim` of this tensor. For on-chip tensors the first pair is the
     /// partition dim, whose step is the allocation's elements per partition.
-    pub fn ap(
-        &self,
-        pattern: &[[i64; 2]],
-        offset: Option<i64>,
-        dynamic_offset: Option<i64>,
-        indirect_dim: usize,
-    ) -> Result<Tensor> {
+    pub fn ap(&self, pattern: &[[i64; 2]], offset: Option<i64>, dynamic_offset: Option<i64>, indirect_dim: usize) -> Result<Tensor> {
         if pattern.is_empty() || pattern.iter().any(|&[_, c]| c < 1) {
             return Err(NkiError::shape(
                 "ap",
-                format!(
-                    "access pattern {pattern:?} on '{}' needs at least one [step, count] pair with count >= 1",
-                    self.name()
-                ),
+                format!("access pattern {pattern:?} on '{}' needs at least one [step, count] pair with count >= 1", self.name()),
             ));
         }
         let mut base = match offset {
@@ -181,11 +134,7 @@ impl Tensor {
             if indirect_dim >= self.ndim() {
                 return Err(NkiError::shape(
                     "ap",
-                    format!(
-                        "indirect_dim {indirect_dim} is not a dim of '{}' {:?}",
-                        self.name(),
-                        self.shape()
-                    ),
+                    format!("indirect_dim {indirect_dim} is not a dim of '{}' {:?}", self.name(), self.shape()),
                 ));
             }
             let stride: usize = self.shape()[indirect_dim + 1..].iter().product();
@@ -204,10 +153,7 @@ impl Tensor {
     pub fn broadcast(&self, dim: usize, size: usize) -> Result<Tensor> {
         self.check_dim("broadcast", dim)?;
         if self.buffer().is_on_chip() && dim == 0 {
-            return Err(NkiError::shape(
-                "broadcast",
-                format!("the partition dim of '{}' cannot be broadcast", self.name()),
-            ));
+            return Err(NkiError::shape("broadcast", format!("the partition dim of '{}' cannot be broadcast", self.name())));
         }
         if self.layout.shape[dim] != 1 {
             return Err(NkiError::shape(
@@ -231,11 +177,7 @@ impl Tensor {
         if dim > self.ndim() || (self.buffer().is_on_chip() && dim == 0) {
             return Err(NkiError::shape(
                 "expand_dim",
-                format!(
-                    "cannot insert a dim at position {dim} of '{}' {:?}",
-                    self.name(),
-                    self.shape()
-                ),
+                format!("cannot insert a dim at position {dim} of '{}' {:?}", self.name(), self.shape()),
             ));
         }
         let mut l = self.layout.clone();
@@ -248,13 +190,7 @@ impl Tensor {
     pub fn select(&self, dim: usize, index: i64) -> Result<Tensor> {
         self.check_dim("select", dim)?;
         if self.buffer().is_on_chip() && dim == 0 {
-            return Err(NkiError::shape(
-                "select",
-                format!(
-                    "the partition dim of '{}' cannot be selected away",
-                    self.name()
-                ),
-            ));
+            return Err(NkiError::shape("select", format!("the partition dim of '{}' cannot be selected away", self.name())));
         }
         let mut spec = vec![Idx::Full; dim];
         spec.push(Idx::At(index));
@@ -271,14 +207,7 @@ impl Tensor {
 
     fn check_dim(&self, op: &str, dim: usize) -> Result<()> {
         if dim >= self.ndim() {
-            return Err(NkiError::shape(
-                op,
-                format!(
-                    "dim {dim} does not exist in '{}' {:?}",
-                    self.name(),
-                    self.shape()
-                ),
-            ));
+            return Err(NkiError::shape(op, format!("dim {dim} does not exist in '{}' {:?}", self.name(), self.shape())));
         }
         Ok(())
     }
@@ -301,20 +230,14 @@ mod tests {
         assert_eq!(v.shape(), &[2]);
         assert_eq!(v.to_f32_vec(), vec![9., 21.]);
         assert!(t.index(&s![0..5]).is_err());
-        assert_eq!(
-            t.index(&s![-1]).unwrap().to_f32_vec(),
-            vec![18., 19., 20., 21., 22., 23.]
-        );
+        assert_eq!(t.index(&s![-1]).unwrap().to_f32_vec(), vec![18., 19., 20., 21., 22., 23.]);
     }
 
     #[test]
     fn reshape_and_ap_views() {
         let t = iota(&[2, 3, 4]);
         let r = t.reshape(&[6, 4]).unwrap();
-        assert_eq!(
-            r.index(&s![5]).unwrap().to_f32_vec(),
-            vec![20., 21., 22., 23.]
-        );
+        assert_eq!(r.index(&s![5]).unwrap().to_f32_vec(), vec![20., 21., 22., 23.]);
         // Transposed read of the first [3, 4] block: pattern [[1, 4], [4, 3]].
         let a = t.ap(&[[1, 4], [4, 3]], Some(0), None, 0).unwrap();
         assert_eq!(a.to_f32_vec()[..4], [0., 4., 8., 1.]);
@@ -322,12 +245,7 @@ mod tests {
         let d = t.ap(&[[1, 2]], Some(1), Some(2), 1).unwrap();
         assert_eq!(d.to_f32_vec(), vec![9., 10.]);
         assert!(t.ap(&[[1, 30]], None, None, 0).is_err());
-        assert!(
-            t.index(&s![1])
-                .unwrap()
-                .ap(&[[1, 2]], Some(0), None, 0)
-                .is_err()
-        );
+        assert!(t.index(&s![1]).unwrap().ap(&[[1, 2]], Some(0), None, 0).is_err());
         assert!(t.index(&s![.., 0..2]).unwrap().reshape(&[4, 4]).is_err());
     }
 
@@ -338,9 +256,6 @@ mod tests {
         assert_eq!(b.to_f32_vec(), vec![0., 0., 1., 1., 2., 2.]);
         assert!(t.broadcast(0, 2).is_err());
         assert_eq!(t.expand_dim(0).unwrap().shape(), &[1, 3, 1]);
-        assert_eq!(
-            iota(&[2, 3]).select(1, 2).unwrap().to_f32_vec(),
-            vec![2., 5.]
-        );
+        assert_eq!(iota(&[2, 3]).select(1, 2).unwrap().to_f32_vec(), vec![2., 5.]);
     }
 }

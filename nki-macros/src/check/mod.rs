@@ -11,13 +11,9 @@ pub use limits::{Generation, HwLimits};
 pub use types::{TensorTy, Ty};
 pub use value::Val;
 
-use crate::ast::{
-    Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, Function, IndexItem, Pat, Space,
-    Stmt, UnOp,
-};
+use crate::ast::{Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, Function, IndexItem, Pat, Space, Spn, Stmt, UnOp};
 use crate::diag::{Diagnostics, did_you_mean};
 use crate::vocab::{self, Constant, FnSpec, Kind, MethodSpec, OpClass, Param, Returns, Spaces};
-use proc_macro2::Span;
 use std::collections::HashMap;
 
 /// A vocabulary function's static rule: reports violations, returns the result
@@ -46,12 +42,9 @@ impl<'a> CallSite<'a> {
     }
 
     /// The tensor facts of the argument `name`, when it is a tensor.
-    pub fn tensor(&self, name: &str) -> Option<(&TensorTy, Span)> {
+    pub fn tensor(&self, name: &str) -> Option<(&TensorTy, Spn)> {
         match self.arg(name)? {
-            ArgInfo {
-                ty: Ty::Tensor(t),
-                expr,
-            } => Some((t, expr.span)),
+            ArgInfo { ty: Ty::Tensor(t), expr } => Some((t, expr.span)),
             _ => None,
         }
     }
@@ -61,7 +54,7 @@ impl<'a> CallSite<'a> {
         match self.arg(name).map(|a| &a.expr.kind) {
             Some(ExprKind::Var(v)) => format!("`{v}`"),
             Some(ExprKind::Index { base, .. }) => match &base.kind {
-                ExprKind::Var(v) => format!("the view of `{v}`"),
+                ExprKind::Var(v) => format!("`{v}[...]`"),
                 _ => format!("`{name}`"),
             },
             _ => format!("`{name}`"),
@@ -72,15 +65,9 @@ impl<'a> CallSite<'a> {
 /// How a call was resolved.
 pub enum Resolved {
     /// A vocabulary function; `slots[i]` is the argument index bound to parameter `i`.
-    Vocab {
-        spec: &'static FnSpec,
-        slots: Vec<Option<usize>>,
-    },
+    Vocab { spec: &'static FnSpec, slots: Vec<Option<usize>> },
     /// A tensor method.
-    Method {
-        spec: &'static MethodSpec,
-        slots: Vec<Option<usize>>,
-    },
+    Method { spec: &'static MethodSpec, slots: Vec<Option<usize>> },
     /// Another `#[nki_kernel]` / `#[nki_helper]` function.
     User,
 }
@@ -129,49 +116,38 @@ struct Checker<'d> {
 
 /// Checks a function; returns what the emitters need.
 pub fn check(f: &Function, target: Generation, diag: &mut Diagnostics) -> Info {
-    let mut c = Checker {
-        diag,
-        info: Info::default(),
-        scopes: vec![Vec::new()],
-        next_sym: 0,
-        ret: f.ret.as_ref().map(Ty::from_ann),
-        target,
-    };
+    let mut c =
+        Checker { diag, info: Info::default(), scopes: vec![Vec::new()], next_sym: 0, ret: f.ret.as_ref().map(Ty::from_ann), target };
     let mut seen_default = false;
     for p in &f.params {
         let declared = Ty::from_ann(&p.ty);
         let has_default = p.default.is_some() || matches!(p.ty, crate::ast::TypeAnn::Option(..));
         if seen_default && !has_default {
-            c.diag.error(p.name.span(), format!("`{}` has no default but follows a parameter with one; Python requires parameters with defaults to come last", p.name));
-        }
-        seen_default |= has_default;
-        if BUILDER_RESERVED.contains(&p.name.to_string().as_str()) {
             c.diag.error(
                 p.name.span(),
                 format!(
-                    "`{}` is reserved for the generated launcher; choose another parameter name",
+                    "`{}` has no default but follows a parameter with one; Python requires parameters with defaults to come last",
                     p.name
                 ),
             );
+        }
+        seen_default |= has_default;
+        if BUILDER_RESERVED.contains(&p.name.to_string().as_str()) {
+            c.diag.error(p.name.span(), format!("`{}` is reserved for the generated launcher; choose another parameter name", p.name));
         }
         if let Some(d) = &p.default {
             let t = c.expr(d);
             let literal = matches!(
                 d.kind,
-                ExprKind::Int(_)
-                    | ExprKind::Float(_)
-                    | ExprKind::Bool(_)
-                    | ExprKind::Str(_)
-                    | ExprKind::None
-                    | ExprKind::Path(_)
+                ExprKind::Int(_) | ExprKind::Float(_) | ExprKind::Bool(_) | ExprKind::Str(_) | ExprKind::None | ExprKind::Path(_)
             ) || matches!(&d.kind, ExprKind::Unary(UnOp::Neg, x) if matches!(x.kind, ExprKind::Int(_) | ExprKind::Float(_)));
             if !literal {
-                c.diag.error(d.span, "a parameter default must be a literal (a number, bool, string, None or an nl constant): it becomes the Python default");
-            } else if !t.fits(&declared) {
                 c.diag.error(
                     d.span,
-                    format!("default {} does not fit the parameter type", t.describe()),
+                    "a parameter default must be a literal (a number, bool, string, None or an nl constant): it becomes the Python default",
                 );
+            } else if !t.fits(&declared) {
+                c.diag.error(d.span, format!("default {} does not fit the parameter type", t.describe()));
             }
         }
         let ty = c.fresh(declared);
@@ -180,10 +156,12 @@ pub fn check(f: &Function, target: Generation, diag: &mut Diagnostics) -> Info {
     let want = c.ret.clone();
     let tail = c.block(&f.body);
     match (&want, tail) {
-        (Some(w), Some((t, span))) if !t.fits(w) => c.diag.error(span, format!("this returns {} but the function declares {}", t.describe(), w.describe())),
-        (None, Some((t, span))) if !matches!(t, Ty::Unit | Ty::Unknown) => {
-            c.diag.error(span, format!("this function declares no return type but its body ends in {}; add `;` or a return type", t.describe()))
+        (Some(w), Some((t, span))) if !t.fits(w) => {
+            c.diag.error(span, format!("this returns {} but the function declares {}", t.describe(), w.describe()))
         }
+        (None, Some((t, span))) if !matches!(t, Ty::Unit | Ty::Unknown) => c
+            .diag
+            .error(span, format!("this function declares no return type but its body ends in {}; add `;` or a return type", t.describe())),
         _ => {}
     }
     c.info
@@ -202,22 +180,19 @@ impl Checker<'_> {
     }
 
     fn lookup(&self, name: &str) -> Option<&Var> {
-        self.scopes
-            .iter()
-            .rev()
-            .flat_map(|s| s.iter().rev())
-            .find(|v| v.name == name)
+        self.scopes.iter().rev().flat_map(|s| s.iter().rev()).find(|v| v.name == name)
     }
 
-    fn declare(&mut self, name: &syn::Ident, ty: Ty, mutable: bool, span: Span) {
+    fn declare(&mut self, name: &syn::Ident, ty: Ty, mutable: bool, span: proc_macro2::Span) {
         let n = name.to_string();
         if PYTHON_RESERVED.contains(&n.as_str()) {
-            self.diag.error(span, format!("`{n}` is a Python keyword or a name the emitted kernel uses (range, min, nl, nisa, ...); choose another name"));
+            self.diag.error(
+                span,
+                format!("`{n}` is a Python keyword or a name the emitted kernel uses (range, min, nl, nisa, ...); choose another name"),
+            );
         }
         let depth = self.scopes.len();
-        let outer = self.scopes[..depth - 1]
-            .iter()
-            .any(|s| s.iter().any(|v| v.name == n));
+        let outer = self.scopes[..depth - 1].iter().any(|s| s.iter().any(|v| v.name == n));
         if outer {
             self.diag.error(
                 span,
@@ -225,11 +200,7 @@ impl Checker<'_> {
             );
         }
         if let Some(scope) = self.scopes.last_mut() {
-            scope.push(Var {
-                name: n,
-                ty,
-                mutable,
-            });
+            scope.push(Var { name: n, ty, mutable });
         }
     }
 
@@ -241,7 +212,7 @@ impl Checker<'_> {
     }
 
     /// Checks a block; returns the tail's type and span.
-    fn block(&mut self, b: &Block) -> Option<(Ty, Span)> {
+    fn block(&mut self, b: &Block) -> Option<(Ty, Spn)> {
         for s in &b.stmts {
             self.stmt(s);
         }
@@ -255,10 +226,7 @@ impl Checker<'_> {
                 if let Some(ann) = ty {
                     let want = Ty::from_ann(ann);
                     if !t.fits(&want) {
-                        self.diag.error(
-                            init.span,
-                            format!("expected {} but this is {}", want.describe(), t.describe()),
-                        );
+                        self.diag.error(init.span, format!("expected {} but this is {}", want.describe(), t.describe()));
                     }
                     if t.is_unknown() {
                         t = want;
@@ -266,9 +234,7 @@ impl Checker<'_> {
                 }
                 self.bind(pat, t);
             }
-            Stmt::Assign {
-                name, op, value, ..
-            } => {
+            Stmt::Assign { name, op, value, .. } => {
                 let vt = self.expr(value);
                 let Some(var) = self.lookup(&name.to_string()) else {
                     self.undefined(name);
@@ -276,54 +242,31 @@ impl Checker<'_> {
                 };
                 let (mutable, cur) = (var.mutable, var.ty.clone());
                 if !mutable {
-                    self.diag.error(
-                        name.span(),
-                        format!(
-                            "cannot assign twice to `{name}`; declare it with `let mut {name}`"
-                        ),
-                    );
+                    self.diag.error(name.span(), format!("cannot assign twice to `{name}`; declare it with `let mut {name}`"));
                 }
                 let result = match op {
                     Some(o) => self.arith(*o, &cur, &vt, value.span),
                     None => vt,
                 };
                 if !result.fits(&cur) {
-                    self.diag.error(
-                        value.span,
-                        format!(
-                            "`{name}` holds {} but this assigns {}",
-                            cur.describe(),
-                            result.describe()
-                        ),
-                    );
+                    self.diag.error(value.span, format!("`{name}` holds {} but this assigns {}", cur.describe(), result.describe()));
                 }
             }
             Stmt::Expr(e) => {
                 self.expr(e);
             }
-            Stmt::For {
-                var, iter, body, ..
-            } => {
-                for e in [Some(&iter.start), Some(&iter.stop), iter.step.as_ref()]
-                    .into_iter()
-                    .flatten()
-                {
+            Stmt::For { var, iter, body, .. } => {
+                for e in [Some(&iter.start), Some(&iter.stop), iter.step.as_ref()].into_iter().flatten() {
                     let t = self.expr(e);
                     if !t.is_int() && !t.is_unknown() {
-                        self.diag.error(
-                            e.span,
-                            format!("loop bounds are integers, this is {}", t.describe()),
-                        );
+                        self.diag.error(e.span, format!("loop bounds are integers, this is {}", t.describe()));
                     }
                 }
                 if let Some(step) = &iter.step
                     && let Some(v) = self.info.ty(step).const_int()
                     && v <= 0
                 {
-                    self.diag.error(
-                        step.span,
-                        format!("the step of a kernel loop must be positive, got {v}"),
-                    );
+                    self.diag.error(step.span, format!("the step of a kernel loop must be positive, got {v}"));
                 }
                 self.scoped(|c| {
                     let t = c.fresh(Ty::Int(Val::unknown()));
@@ -333,23 +276,13 @@ impl Checker<'_> {
                     }
                 });
             }
-            Stmt::If {
-                branches,
-                otherwise,
-                ..
-            } => {
+            Stmt::If { branches, otherwise, .. } => {
                 for (cond, body) in branches {
                     match cond {
                         Cond::Expr(e) => {
                             let t = self.expr(e);
                             if !matches!(t, Ty::Bool | Ty::Unknown) {
-                                self.diag.error(
-                                    e.span,
-                                    format!(
-                                        "an `if` condition must be a bool, this is {}",
-                                        t.describe()
-                                    ),
-                                );
+                                self.diag.error(e.span, format!("an `if` condition must be a bool, this is {}", t.describe()));
                             }
                             self.scoped(|c| c.block(body));
                         }
@@ -362,13 +295,7 @@ impl Checker<'_> {
                                 Ty::Option(i) => *i,
                                 t @ (Ty::Unknown | Ty::Opaque) => t,
                                 other => {
-                                    self.diag.error(
-                                        e.span,
-                                        format!(
-                                            "`if let Some(..)` needs an Option, this is {}",
-                                            other.describe()
-                                        ),
-                                    );
+                                    self.diag.error(e.span, format!("`if let Some(..)` needs an Option, this is {}", other.describe()));
                                     Ty::Unknown
                                 }
                             };
@@ -376,11 +303,7 @@ impl Checker<'_> {
                             self.scoped(|c| {
                                 if same_name {
                                     if let Some(s) = c.scopes.last_mut() {
-                                        s.push(Var {
-                                            name: name.to_string(),
-                                            ty: inner,
-                                            mutable: false,
-                                        });
+                                        s.push(Var { name: name.to_string(), ty: inner, mutable: false });
                                     }
                                 } else {
                                     c.declare(name, inner, false, name.span());
@@ -397,13 +320,7 @@ impl Checker<'_> {
             Stmt::Assert { cond, msg, .. } => {
                 let t = self.expr(cond);
                 if !matches!(t, Ty::Bool | Ty::Unknown) {
-                    self.diag.error(
-                        cond.span,
-                        format!(
-                            "an assert condition must be a bool, this is {}",
-                            t.describe()
-                        ),
-                    );
+                    self.diag.error(cond.span, format!("an assert condition must be a bool, this is {}", t.describe()));
                 }
                 for p in msg.iter().flat_map(|m| &m.pieces) {
                     if let FmtPiece::Arg(e) = p {
@@ -414,17 +331,10 @@ impl Checker<'_> {
             Stmt::Return(e, span) => {
                 let t = e.as_ref().map_or(Ty::Unit, |e| self.expr(e));
                 match &self.ret {
-                    Some(want) if !t.fits(want) => self.diag.error(
-                        *span,
-                        format!(
-                            "this returns {} but the function declares {}",
-                            t.describe(),
-                            want.describe()
-                        ),
-                    ),
-                    None if !matches!(t, Ty::Unit | Ty::Unknown) => self
-                        .diag
-                        .error(*span, "this function declares no return type"),
+                    Some(want) if !t.fits(want) => {
+                        self.diag.error(*span, format!("this returns {} but the function declares {}", t.describe(), want.describe()))
+                    }
+                    None if !matches!(t, Ty::Unit | Ty::Unknown) => self.diag.error(*span, "this function declares no return type"),
                     _ => {}
                 }
             }
@@ -446,25 +356,14 @@ impl Checker<'_> {
                     Ty::Shape(None) => vec![Ty::Int(Val::unknown()); items.len()],
                     Ty::Unknown => vec![Ty::Unknown; items.len()],
                     other => {
-                        self.diag
-                            .error(*span, format!("cannot destructure {}", other.describe()));
+                        self.diag.error(*span, format!("cannot destructure {}", other.describe()));
                         vec![Ty::Unknown; items.len()]
                     }
                 };
                 if parts.len() != items.len() {
-                    self.diag.error(
-                        *span,
-                        format!(
-                            "this pattern binds {} values but the value has {}",
-                            items.len(),
-                            parts.len()
-                        ),
-                    );
+                    self.diag.error(*span, format!("this pattern binds {} values but the value has {}", items.len(), parts.len()));
                 }
-                for (p, t) in items
-                    .iter()
-                    .zip(parts.into_iter().chain(std::iter::repeat(Ty::Unknown)))
-                {
+                for (p, t) in items.iter().zip(parts.into_iter().chain(std::iter::repeat(Ty::Unknown))) {
                     self.bind(p, t);
                 }
             }
@@ -473,19 +372,9 @@ impl Checker<'_> {
 
     fn undefined(&mut self, name: &syn::Ident) {
         let n = name.to_string();
-        let names: Vec<String> = self
-            .scopes
-            .iter()
-            .flatten()
-            .map(|v| v.name.clone())
-            .collect();
-        let hint = did_you_mean(&n, names.iter().map(String::as_str))
-            .map(|s| format!("; did you mean `{s}`?"))
-            .unwrap_or_default();
-        self.diag.error(
-            name.span(),
-            format!("cannot find `{n}` in this kernel{hint}"),
-        );
+        let names: Vec<String> = self.scopes.iter().flatten().map(|v| v.name.clone()).collect();
+        let hint = did_you_mean(&n, names.iter().map(String::as_str)).map(|s| format!("; did you mean `{s}`?")).unwrap_or_default();
+        self.diag.error(name.span(), format!("cannot find `{n}` in this kernel{hint}"));
     }
 
     fn record(&mut self, e: &Expr, t: Ty) -> Ty {
@@ -522,13 +411,8 @@ impl Checker<'_> {
                     (UnOp::Not, Ty::Bool) => Ty::Bool,
                     (_, t @ (Ty::Unknown | Ty::Opaque)) => t,
                     (op, t) => {
-                        let what = if *op == UnOp::Neg {
-                            "negate"
-                        } else {
-                            "apply `!` to"
-                        };
-                        self.diag
-                            .error(e.span, format!("cannot {what} {}", t.describe()));
+                        let what = if *op == UnOp::Neg { "negate" } else { "apply `!` to" };
+                        self.diag.error(e.span, format!("cannot {what} {}", t.describe()));
                         Ty::Unknown
                     }
                 }
@@ -537,11 +421,7 @@ impl Checker<'_> {
                 let (ta, tb) = (self.expr(a), self.expr(b));
                 self.binary(*op, &ta, &tb, e.span)
             }
-            ExprKind::Call {
-                path,
-                path_span,
-                args,
-            } => self.call(e, path, *path_span, args),
+            ExprKind::Call { path, path_span, args } => self.call(e, path, *path_span, args),
             ExprKind::Method { recv, name, args } => self.method(e, recv, name, args),
             ExprKind::Index { base, items } => self.index(base, items, e.span),
             ExprKind::Tuple(items) => Ty::Tuple(items.iter().map(|x| self.expr(x)).collect()),
@@ -552,8 +432,7 @@ impl Checker<'_> {
                 match nt.const_int() {
                     Some(k) if k >= 0 => Ty::List(vec![t; k as usize]),
                     _ => {
-                        self.diag
-                            .error(n.span, "the length of `[x; n]` must be a constant");
+                        self.diag.error(n.span, "the length of `[x; n]` must be a constant");
                         Ty::Unknown
                     }
                 }
@@ -561,8 +440,7 @@ impl Checker<'_> {
             ExprKind::Cast(x, to) => {
                 let t = self.expr(x);
                 if !matches!(t, Ty::Int(_) | Ty::Float | Ty::Bool | Ty::Unknown) {
-                    self.diag
-                        .error(x.span, format!("cannot cast {} to a number", t.describe()));
+                    self.diag.error(x.span, format!("cannot cast {} to a number", t.describe()));
                 }
                 match (to, t) {
                     (CastTo::Int, Ty::Int(v)) => Ty::Int(v),
@@ -573,10 +451,7 @@ impl Checker<'_> {
             ExprKind::If(c, a, b) => {
                 let tc = self.expr(c);
                 if !matches!(tc, Ty::Bool | Ty::Unknown) {
-                    self.diag.error(
-                        c.span,
-                        format!("a condition must be a bool, this is {}", tc.describe()),
-                    );
+                    self.diag.error(c.span, format!("a condition must be a bool, this is {}", tc.describe()));
                 }
                 let (ta, tb) = (self.expr(a), self.expr(b));
                 ta.join(&tb)
@@ -586,29 +461,20 @@ impl Checker<'_> {
                 Ty::Tuple(items) | Ty::List(items) => match items.get(*i) {
                     Some(t) => t.clone(),
                     None => {
-                        self.diag.error(
-                            e.span,
-                            format!(
-                                "this tuple has {} elements, there is no `.{i}`",
-                                items.len()
-                            ),
-                        );
+                        self.diag.error(e.span, format!("this tuple has {} elements, there is no `.{i}`", items.len()));
                         Ty::Unknown
                     }
                 },
                 t @ (Ty::Unknown | Ty::Opaque) => t,
                 other => {
-                    self.diag.error(
-                        e.span,
-                        format!("`.{i}` needs a tuple, this is {}", other.describe()),
-                    );
+                    self.diag.error(e.span, format!("`.{i}` needs a tuple, this is {}", other.describe()));
                     Ty::Unknown
                 }
             },
         }
     }
 
-    fn constant(&mut self, p: &[String], span: Span) -> Ty {
+    fn constant(&mut self, p: &[String], span: Spn) -> Ty {
         match vocab::lookup_constant(p) {
             Some(Constant::Dtype(d)) => Ty::Dtype(Some(d)),
             Some(Constant::Buffer(b)) => Ty::Buffer(Some(b)),
@@ -619,26 +485,20 @@ impl Checker<'_> {
             None => {
                 let joined = p.join("::");
                 if vocab::lookup_function(p).is_some() {
-                    self.diag.error(
-                        span,
-                        format!("`{joined}` is a function; call it with arguments"),
-                    );
+                    self.diag.error(span, format!("`{joined}` is a function; call it with arguments"));
                 } else {
                     let names = vocab::constant_names();
                     let hint = did_you_mean(&joined, names.iter().map(String::as_str))
                         .map(|s| format!("; did you mean `{s}`?"))
                         .unwrap_or_default();
-                    self.diag.error(
-                        span,
-                        format!("`{joined}` is not part of the NKI vocabulary{hint}"),
-                    );
+                    self.diag.error(span, format!("`{joined}` is not part of the NKI vocabulary{hint}"));
                 }
                 Ty::Unknown
             }
         }
     }
 
-    fn arith(&mut self, op: BinOp, a: &Ty, b: &Ty, span: Span) -> Ty {
+    fn arith(&mut self, op: BinOp, a: &Ty, b: &Ty, span: Spn) -> Ty {
         match (a, b) {
             (Ty::Unknown, _) | (_, Ty::Unknown) => Ty::Unknown,
             (Ty::Opaque, Ty::Float) | (Ty::Float, Ty::Opaque) => Ty::Float,
@@ -655,11 +515,7 @@ impl Checker<'_> {
                 BinOp::Sub => x.sub(y),
                 BinOp::Mul => x.mul(y),
                 BinOp::Div | BinOp::Rem => {
-                    let r = if op == BinOp::Div {
-                        x.floordiv(y)
-                    } else {
-                        x.floormod(y)
-                    };
+                    let r = if op == BinOp::Div { x.floordiv(y) } else { x.floormod(y) };
                     match r {
                         Some(v) => v,
                         None => {
@@ -679,30 +535,20 @@ impl Checker<'_> {
                 Ty::Unknown
             }
             _ => {
-                self.diag.error(
-                    span,
-                    format!(
-                        "cannot apply arithmetic to {} and {}",
-                        a.describe(),
-                        b.describe()
-                    ),
-                );
+                self.diag.error(span, format!("cannot apply arithmetic to {} and {}", a.describe(), b.describe()));
                 Ty::Unknown
             }
         }
     }
 
-    fn binary(&mut self, op: BinOp, a: &Ty, b: &Ty, span: Span) -> Ty {
+    fn binary(&mut self, op: BinOp, a: &Ty, b: &Ty, span: Spn) -> Ty {
         if op.is_arith() {
             return self.arith(op, a, b, span);
         }
         if matches!(op, BinOp::And | BinOp::Or) {
             for t in [a, b] {
                 if !matches!(t, Ty::Bool | Ty::Unknown) {
-                    self.diag.error(
-                        span,
-                        format!("`&&` and `||` take bools, not {}", t.describe()),
-                    );
+                    self.diag.error(span, format!("`&&` and `||` take bools, not {}", t.describe()));
                 }
             }
             return Ty::Bool;
@@ -711,29 +557,21 @@ impl Checker<'_> {
             (Ty::Unknown | Ty::Opaque, _) | (_, Ty::Unknown | Ty::Opaque) => true,
             (Ty::Int(_) | Ty::Float, Ty::Int(_) | Ty::Float) => true,
             (Ty::Tensor(_), _) | (_, Ty::Tensor(_)) => false,
-            (x, y) => {
-                matches!(op, BinOp::Eq | BinOp::Ne)
-                    && std::mem::discriminant(x) == std::mem::discriminant(y)
-            }
+            (x, y) => matches!(op, BinOp::Eq | BinOp::Ne) && std::mem::discriminant(x) == std::mem::discriminant(y),
         };
         if !comparable {
-            self.diag.error(
-                span,
-                format!("cannot compare {} with {}", a.describe(), b.describe()),
-            );
+            self.diag.error(span, format!("cannot compare {} with {}", a.describe(), b.describe()));
         }
         Ty::Bool
     }
 
-    fn call(&mut self, e: &Expr, path: &[String], path_span: Span, args: &[Arg]) -> Ty {
+    fn call(&mut self, e: &Expr, path: &[String], path_span: Spn, args: &[Arg]) -> Ty {
         let arg_tys: Vec<Ty> = args.iter().map(|a| self.expr(&a.value)).collect();
         if let Some(spec) = vocab::lookup_function(path) {
             let slots = self.resolve(spec.py, spec.params, args, e.span);
             let site = self.site(spec, &slots, args, &arg_tys);
             let ret = spec.check.map(|check| check(self.diag, &site));
-            self.info
-                .calls
-                .insert(key(e), Resolved::Vocab { spec, slots });
+            self.info.calls.insert(key(e), Resolved::Vocab { spec, slots });
             return match spec.returns {
                 Returns::Unit => Ty::Unit,
                 Returns::Int => Ty::Int(Val::unknown()),
@@ -742,10 +580,7 @@ impl Checker<'_> {
                 Returns::Custom => ret.unwrap_or(Ty::Unknown),
             };
         }
-        if matches!(
-            path.first().map(String::as_str),
-            Some("nl" | "nisa" | "ncc")
-        ) {
+        if matches!(path.first().map(String::as_str), Some("nl" | "nisa" | "ncc")) {
             let module = &path[0];
             let joined = path.join("::");
             let names = vocab::names_in(module);
@@ -754,10 +589,7 @@ impl Checker<'_> {
                 .and_then(|last| did_you_mean(last, names.iter().copied()))
                 .map(|s| format!("; did you mean `{module}::{s}`?"))
                 .unwrap_or_default();
-            self.diag.error(
-                path_span,
-                format!("`{joined}` is not part of the NKI vocabulary nki-rs supports{hint}"),
-            );
+            self.diag.error(path_span, format!("`{joined}` is not part of the NKI vocabulary nki-rs supports{hint}"));
             return Ty::Unknown;
         }
         self.info.calls.insert(key(e), Resolved::User);
@@ -769,23 +601,14 @@ impl Checker<'_> {
 
     /// Binds arguments to parameters (positional first, then keywords), reporting
     /// unknown, duplicate, extra and missing arguments.
-    fn resolve(
-        &mut self,
-        what: &str,
-        params: &[Param],
-        args: &[Arg],
-        span: Span,
-    ) -> Vec<Option<usize>> {
+    fn resolve(&mut self, what: &str, params: &[Param], args: &[Arg], span: Spn) -> Vec<Option<usize>> {
         let mut slots: Vec<Option<usize>> = vec![None; params.len()];
         let mut positional = 0;
         for (i, a) in args.iter().enumerate() {
             match &a.name {
                 None => {
                     if positional >= params.len() {
-                        self.diag.error(
-                            a.value.span,
-                            format!("{what} takes at most {} arguments", params.len()),
-                        );
+                        self.diag.error(a.value.span, format!("{what} takes at most {} arguments", params.len()));
                     } else {
                         slots[positional] = Some(i);
                     }
@@ -794,16 +617,15 @@ impl Checker<'_> {
                 Some(n) => {
                     let name = n.to_string();
                     match params.iter().position(|p| p.name == name) {
-                        Some(pi) if slots[pi].is_some() => self
-                            .diag
-                            .error(n.span(), format!("`{name}` is given twice to {what}")),
+                        Some(pi) if slots[pi].is_some() => self.diag.error(n.span(), format!("`{name}` is given twice to {what}")),
                         Some(pi) => slots[pi] = Some(i),
                         None => {
                             let hint = did_you_mean(&name, params.iter().map(|p| p.name))
                                 .map(|s| format!("; did you mean `{s}`?"))
                                 .unwrap_or_default();
                             let all: Vec<&str> = params.iter().map(|p| p.name).collect();
-                            self.diag.error(n.span(), format!("{what} has no parameter `{name}`{hint} (its parameters are {})", all.join(", ")));
+                            self.diag
+                                .error(n.span(), format!("{what} has no parameter `{name}`{hint} (its parameters are {})", all.join(", ")));
                         }
                     }
                 }
@@ -811,36 +633,21 @@ impl Checker<'_> {
         }
         for (p, s) in params.iter().zip(&slots) {
             if p.required && s.is_none() {
-                self.diag
-                    .error(span, format!("{what} is missing its argument `{}`", p.name));
+                self.diag.error(span, format!("{what} is missing its argument `{}`", p.name));
             }
         }
         slots
     }
 
-    fn site<'a>(
-        &mut self,
-        spec: &'static FnSpec,
-        slots: &[Option<usize>],
-        args: &'a [Arg],
-        tys: &[Ty],
-    ) -> CallSite<'a> {
+    fn site<'a>(&mut self, spec: &'static FnSpec, slots: &[Option<usize>], args: &'a [Arg], tys: &[Ty]) -> CallSite<'a> {
         let mut out = Vec::with_capacity(slots.len());
         for (p, s) in spec.params.iter().zip(slots) {
             out.push(s.map(|i| {
                 self.kind(spec.py, p, &tys[i], &args[i].value);
-                ArgInfo {
-                    ty: tys[i].clone(),
-                    expr: &args[i].value,
-                }
+                ArgInfo { ty: tys[i].clone(), expr: &args[i].value }
             }));
         }
-        CallSite {
-            spec,
-            args: out,
-            hw: self.target.limits(),
-            target: self.target,
-        }
+        CallSite { spec, args: out, hw: self.target.limits(), target: self.target }
     }
 
     /// Checks that an argument's type suits its parameter kind.
@@ -850,20 +657,14 @@ impl Checker<'_> {
         }
         let name = p.name;
         let expect = |d: &mut Diagnostics, want: &str| {
-            d.error(
-                e.span,
-                format!(
-                    "`{name}` of {what} must be {want}, but this is {}",
-                    t.describe()
-                ),
-            );
+            d.error(e.span, format!("`{name}` of {what} must be {want}, but this is {}", t.describe()));
         };
         match (p.kind, t) {
             (Kind::Tensor(spaces), Ty::Tensor(tt)) => {
                 if let Some(space) = tt.space
                     && let Some(why) = space_violation(spaces, space)
                 {
-                    self.diag.error(e.span, format!("`{name}` of {what} {why}, but this is a {} tensor", space.name()));
+                    self.diag.error(e.span, format!("`{name}` of {what} {why}, but this is {} tensor", space.with_article()));
                 }
             }
             (Kind::Tensor(_), _) => expect(self.diag, "a tensor"),
@@ -876,7 +677,11 @@ impl Checker<'_> {
                     OpClass::Act => *c == OpClass::Act,
                 };
                 if !ok {
-                    let want = if class == OpClass::Act { "an activation function such as nl::exp or nl::copy" } else { "an ALU op such as nl::add or nl::maximum" };
+                    let want = if class == OpClass::Act {
+                        "an activation function such as nl::exp or nl::copy"
+                    } else {
+                        "an ALU op such as nl::add or nl::maximum"
+                    };
                     self.diag.error(e.span, format!("`{name}` of {what} must be {want}, but nl::{} is not", n.unwrap_or("?")));
                 }
             }
@@ -934,20 +739,14 @@ impl Checker<'_> {
         let n = name.to_string();
         let no_args = |c: &mut Self| {
             if !args.is_empty() {
-                c.diag
-                    .error(name.span(), format!("`.{n}()` takes no arguments"));
+                c.diag.error(name.span(), format!("`.{n}()` takes no arguments"));
             }
         };
         match &rt {
             Ty::Tensor(tt) => {
                 let Some(spec) = vocab::lookup_method(&n) else {
-                    let hint = did_you_mean(&n, vocab::method_names())
-                        .map(|s| format!("; did you mean `.{s}()`?"))
-                        .unwrap_or_default();
-                    self.diag.error(
-                        name.span(),
-                        format!("tensors have no method `.{n}()`{hint}"),
-                    );
+                    let hint = did_you_mean(&n, vocab::method_names()).map(|s| format!("; did you mean `.{s}()`?")).unwrap_or_default();
+                    self.diag.error(name.span(), format!("tensors have no method `.{n}()`{hint}"));
                     return Ty::Unknown;
                 };
                 let slots = self.resolve(&format!("`.{n}()`"), spec.params, args, e.span);
@@ -957,33 +756,22 @@ impl Checker<'_> {
                     }
                 }
                 let arg = |pname: &str| {
-                    spec.params
-                        .iter()
-                        .position(|p| p.name == pname)
-                        .and_then(|i| slots[i])
-                        .map(|i| (&arg_tys[i], &args[i].value))
+                    spec.params.iter().position(|p| p.name == pname).and_then(|i| slots[i]).map(|i| (&arg_tys[i], &args[i].value))
                 };
                 let t = rules::tensor_method(self.diag, tt, &n, &arg, e.span);
-                self.info
-                    .calls
-                    .insert(key(e), Resolved::Method { spec, slots });
+                self.info.calls.insert(key(e), Resolved::Method { spec, slots });
                 t
             }
             Ty::Int(v) => match n.as_str() {
                 "min" | "max" | "pow" | "div_ceil" => {
                     let other = arg_tys.first().cloned().unwrap_or(Ty::Unknown);
                     if args.len() != 1 || !(other.is_int() || other.is_unknown()) {
-                        self.diag.error(
-                            name.span(),
-                            format!("`.{n}()` on an integer takes one integer"),
-                        );
+                        self.diag.error(name.span(), format!("`.{n}()` on an integer takes one integer"));
                     }
                     match (n.as_str(), v.as_const(), other.const_int()) {
                         ("min", Some(a), Some(b)) => Ty::Int(Val::konst(a.min(b))),
                         ("max", Some(a), Some(b)) => Ty::Int(Val::konst(a.max(b))),
-                        ("div_ceil", Some(a), Some(b)) if b > 0 => {
-                            Ty::Int(Val::konst((a + b - 1).div_euclid(b)))
-                        }
+                        ("div_ceil", Some(a), Some(b)) if b > 0 => Ty::Int(Val::konst((a + b - 1).div_euclid(b))),
                         _ => Ty::Int(Val::unknown()),
                     }
                 }
@@ -992,58 +780,58 @@ impl Checker<'_> {
                     Ty::Int(v.as_const().map_or(Val::unknown(), |c| Val::konst(c.abs())))
                 }
                 _ => {
-                    self.diag.error(name.span(), format!("integers in kernels support .min(), .max(), .abs(), .pow() and .div_ceil(), not `.{n}()`"));
+                    self.diag.error(
+                        name.span(),
+                        format!("integers in kernels support .min(), .max(), .abs(), .pow() and .div_ceil(), not `.{n}()`"),
+                    );
                     Ty::Unknown
                 }
             },
-            Ty::Float => match n.as_str() {
-                "min" | "max" | "powf" | "powi" => Ty::Float,
-                "abs" => {
-                    no_args(self);
-                    Ty::Float
-                }
-                "sqrt" | "exp" | "ln" => {
-                    no_args(self);
-                    self.info.uses_math = true;
-                    Ty::Float
-                }
-                _ => {
-                    self.diag.error(name.span(), format!("floats in kernels support .min(), .max(), .abs(), .sqrt(), .exp(), .ln(), .powi() and .powf(), not `.{n}()`"));
-                    Ty::Unknown
-                }
-            },
-            Ty::Option(inner) => match n.as_str() {
-                "is_some" | "is_none" => {
-                    no_args(self);
-                    Ty::Bool
-                }
-                "unwrap_or" => {
-                    let other = arg_tys.first().cloned().unwrap_or(Ty::Unknown);
-                    if args.len() != 1 || !other.fits(inner) {
-                        self.diag.error(
-                            name.span(),
-                            format!(
-                                "`.unwrap_or()` takes one value of the Option's type ({})",
-                                inner.describe()
-                            ),
-                        );
+            Ty::Float => {
+                match n.as_str() {
+                    "min" | "max" | "powf" | "powi" => Ty::Float,
+                    "abs" => {
+                        no_args(self);
+                        Ty::Float
                     }
-                    (**inner).clone()
+                    "sqrt" | "exp" | "ln" => {
+                        no_args(self);
+                        self.info.uses_math = true;
+                        Ty::Float
+                    }
+                    _ => {
+                        self.diag.error(name.span(), format!("floats in kernels support .min(), .max(), .abs(), .sqrt(), .exp(), .ln(), .powi() and .powf(), not `.{n}()`"));
+                        Ty::Unknown
+                    }
                 }
-                _ => {
-                    self.diag.error(name.span(), format!("Options in kernels support .is_some(), .is_none() and .unwrap_or(x) (or `if let Some(x) = ...`), not `.{n}()`"));
-                    Ty::Unknown
+            }
+            Ty::Option(inner) => {
+                match n.as_str() {
+                    "is_some" | "is_none" => {
+                        no_args(self);
+                        Ty::Bool
+                    }
+                    "unwrap_or" => {
+                        let other = arg_tys.first().cloned().unwrap_or(Ty::Unknown);
+                        if args.len() != 1 || !other.fits(inner) {
+                            self.diag
+                                .error(name.span(), format!("`.unwrap_or()` takes one value of the Option's type ({})", inner.describe()));
+                        }
+                        (**inner).clone()
+                    }
+                    _ => {
+                        self.diag.error(name.span(), format!("Options in kernels support .is_some(), .is_none() and .unwrap_or(x) (or `if let Some(x) = ...`), not `.{n}()`"));
+                        Ty::Unknown
+                    }
                 }
-            },
+            }
             Ty::None => match n.as_str() {
                 "is_some" | "is_none" => Ty::Bool,
                 _ => Ty::Unknown,
             },
             Ty::Shape(dims) if n == "len" => {
                 no_args(self);
-                dims.as_ref().map_or(Ty::Int(Val::unknown()), |d| {
-                    Ty::Int(Val::konst(d.len() as i64))
-                })
+                dims.as_ref().map_or(Ty::Int(Val::unknown()), |d| Ty::Int(Val::konst(d.len() as i64)))
             }
             Ty::Unknown => Ty::Unknown,
             Ty::Opaque => {
@@ -1051,27 +839,19 @@ impl Checker<'_> {
                 Ty::Unknown
             }
             other => {
-                self.diag.error(
-                    name.span(),
-                    format!("no method `.{n}()` on {}", other.describe()),
-                );
+                self.diag.error(name.span(), format!("no method `.{n}()` on {}", other.describe()));
                 Ty::Unknown
             }
         }
     }
 
-    fn index(&mut self, base: &Expr, items: &[IndexItem], span: Span) -> Ty {
+    fn index(&mut self, base: &Expr, items: &[IndexItem], span: Spn) -> Ty {
         let bt = self.expr(base);
         let mut item_tys: Vec<rules::IndexTy> = Vec::new();
         for it in items {
             let t = match it {
                 IndexItem::At(x) => rules::IndexTy::At(self.int_of(x), x.span),
-                IndexItem::Range {
-                    start,
-                    stop,
-                    step,
-                    span,
-                } => {
+                IndexItem::Range { start, stop, step, span } => {
                     let s = start.as_ref().map(|x| self.int_of(x));
                     let e = stop.as_ref().map(|x| self.int_of(x));
                     let st = step.as_ref().map(|x| self.int_of(x));
@@ -1087,9 +867,7 @@ impl Checker<'_> {
         }
         match bt {
             Ty::Tensor(tt) => rules::index_tensor(self.diag, &tt, &item_tys, span),
-            Ty::Shape(_) | Ty::Tuple(_) | Ty::List(_)
-                if items.len() == 1 && matches!(items[0], IndexItem::At(_)) =>
-            {
+            Ty::Shape(_) | Ty::Tuple(_) | Ty::List(_) if items.len() == 1 && matches!(items[0], IndexItem::At(_)) => {
                 let rules::IndexTy::At(v, s) = &item_tys[0] else {
                     return Ty::Unknown;
                 };
@@ -1099,33 +877,23 @@ impl Checker<'_> {
                         match d.get(idx as usize).filter(|_| idx >= 0) {
                             Some(v) => Ty::Int(v.clone()),
                             None => {
-                                self.diag.error(
-                                    *s,
-                                    format!(
-                                        "index {i} is out of range for a shape of rank {}",
-                                        d.len()
-                                    ),
-                                );
+                                self.diag.error(*s, format!("index {i} is out of range for a shape of rank {}", d.len()));
                                 Ty::Unknown
                             }
                         }
                     }
                     (Ty::Shape(_), _) => Ty::Int(Val::unknown()),
-                    (Ty::Tuple(ts) | Ty::List(ts), Some(i)) => {
-                        ts.get(i as usize).cloned().unwrap_or(Ty::Unknown)
-                    }
+                    (Ty::Tuple(ts) | Ty::List(ts), Some(i)) => ts.get(i as usize).cloned().unwrap_or(Ty::Unknown),
                     _ => Ty::Unknown,
                 }
             }
             t @ (Ty::Unknown | Ty::Opaque) => t,
             Ty::Shape(_) => {
-                self.diag
-                    .error(span, "a shape is indexed with one integer: `t.shape()[0]`");
+                self.diag.error(span, "a shape is indexed with one integer: `t.shape()[0]`");
                 Ty::Unknown
             }
             other => {
-                self.diag
-                    .error(base.span, format!("cannot index {}", other.describe()));
+                self.diag.error(base.span, format!("cannot index {}", other.describe()));
                 Ty::Unknown
             }
         }
@@ -1136,10 +904,7 @@ impl Checker<'_> {
             Ty::Int(v) => v,
             Ty::Unknown => Val::unknown(),
             other => {
-                self.diag.error(
-                    e.span,
-                    format!("indices are integers, this is {}", other.describe()),
-                );
+                self.diag.error(e.span, format!("indices are integers, this is {}", other.describe()));
                 Val::unknown()
             }
         }
@@ -1148,11 +913,9 @@ impl Checker<'_> {
 
 /// Names that would break or shadow something in the emitted Python.
 const PYTHON_RESERVED: &[&str] = &[
-    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue",
-    "def", "del", "elif", "else", "except", "finally", "for", "from", "global", "if", "import",
-    "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try", "while",
-    "with", "yield", "range", "min", "max", "len", "abs", "int", "float", "math", "nki", "nl",
-    "nisa", "ncc",
+    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del", "elif", "else", "except",
+    "finally", "for", "from", "global", "if", "import", "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try",
+    "while", "with", "yield", "range", "min", "max", "len", "abs", "int", "float", "math", "nki", "nl", "nisa", "ncc",
 ];
 
 /// Parameter names the generated `Call` builder uses for itself.
@@ -1171,16 +934,12 @@ fn forget_value(t: Ty) -> Ty {
 fn space_violation(spaces: Spaces, space: Space) -> Option<&'static str> {
     match (spaces, space) {
         (Spaces::Any, _) => None,
-        (Spaces::OnChip, Space::Hbm) => Some(
-            "must be in SBUF or PSUM (compute engines cannot access HBM: load it into an SBUF tile with nisa::dma_copy)",
-        ),
-        (Spaces::Sbuf, Space::Sbuf)
-        | (Spaces::Psum, Space::Psum)
-        | (Spaces::SharedHbm, Space::Hbm) => None,
-        (Spaces::Sbuf, _) => Some("must be in SBUF"),
-        (Spaces::Psum, _) => {
-            Some("must be in PSUM (the Tensor Engine writes its results only to PSUM)")
+        (Spaces::OnChip, Space::Hbm) => {
+            Some("must be in SBUF or PSUM (compute engines cannot access HBM: load it into an SBUF tile with nisa::dma_copy)")
         }
+        (Spaces::Sbuf, Space::Sbuf) | (Spaces::Psum, Space::Psum) | (Spaces::SharedHbm, Space::Hbm) => None,
+        (Spaces::Sbuf, _) => Some("must be in SBUF"),
+        (Spaces::Psum, _) => Some("must be in PSUM (the Tensor Engine writes its results only to PSUM)"),
         (Spaces::SharedHbm, _) => Some("must be a shared_hbm tensor"),
         (Spaces::Dma, Space::Psum) => Some(
             "cannot be in PSUM: DMA cannot access PSUM, so move PSUM data to SBUF with nisa::tensor_copy first (and DMA the SBUF tile)",

@@ -5,9 +5,8 @@
 use super::types::{TensorTy, Ty};
 use super::value::Val;
 use super::{ArgInfo, CallSite};
-use crate::ast::{Expr, ExprKind, Space};
+use crate::ast::{Expr, ExprKind, Space, Spn};
 use crate::diag::Diagnostics;
-use proc_macro2::Span;
 
 /// Bytes per element of an `nl` dtype.
 fn dtype_bytes(name: &str) -> i64 {
@@ -29,18 +28,9 @@ fn elements(e: &Expr) -> Option<&[Expr]> {
 /// The static shape of a shape argument (`(a, b)`, `[a, b]`, or `t.shape()`).
 fn shape_of(arg: &ArgInfo<'_>) -> Option<Vec<Val>> {
     match &arg.ty {
-        Ty::Tuple(items) | Ty::List(items) => Some(
-            items
-                .iter()
-                .map(|t| {
-                    if let Ty::Int(v) = t {
-                        v.clone()
-                    } else {
-                        Val::unknown()
-                    }
-                })
-                .collect(),
-        ),
+        Ty::Tuple(items) | Ty::List(items) => {
+            Some(items.iter().map(|t| if let Ty::Int(v) = t { v.clone() } else { Val::unknown() }).collect())
+        }
         Ty::Shape(dims) => dims.clone(),
         _ => None,
     }
@@ -65,40 +55,29 @@ pub fn ndarray(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
         _ => Space::Hbm,
     });
     if let (Some(dims), Some(arg)) = (&shape, site.arg("shape")) {
-        let spans: Vec<Span> = elements(arg.expr)
-            .map(|es| es.iter().map(|e| e.span).collect())
-            .unwrap_or_default();
+        let spans: Vec<Spn> = elements(arg.expr).map(|es| es.iter().map(|e| e.span).collect()).unwrap_or_default();
         let span_of = |i: usize| spans.get(i).copied().unwrap_or(arg.expr.span);
         if dims.is_empty() {
             diag.error(arg.expr.span, "a tensor needs at least one dim");
         }
         for (i, d) in dims.iter().enumerate() {
             if let Some(v) = d.as_const().filter(|&v| v < 1) {
-                diag.error(
-                    span_of(i),
-                    format!("dim {i} is {v}; every dim of a tensor must be at least 1"),
-                );
+                diag.error(span_of(i), format!("dim {i} is {v}; every dim of a tensor must be at least 1"));
             }
         }
-        if let (Some(sp @ (Space::Sbuf | Space::Psum)), Some(p)) =
-            (space, dims.first().and_then(Val::as_const))
-        {
+        if let (Some(sp @ (Space::Sbuf | Space::Psum)), Some(p)) = (space, dims.first().and_then(Val::as_const)) {
             let pmax = site.hw.pmax as i64;
             if p > pmax {
                 diag.error(
                     span_of(0),
                     format!(
-                        "partition dim {p} exceeds pmax = {pmax}: dim 0 of an {} tensor is the partition dim, so it holds at most {pmax} rows (tile the data into chunks of {pmax})",
-                        sp.name()
+                        "partition dim {p} exceeds pmax = {pmax}: dim 0 of {} tensor is the partition dim, so it holds at most {pmax} rows (tile the data into chunks of {pmax})",
+                        sp.with_article()
                     ),
                 );
             }
         }
-        let free: Option<i64> = dims.get(1..).and_then(|f| {
-            f.iter()
-                .map(Val::as_const)
-                .try_fold(1i64, |a, d| Some(a * d?))
-        });
+        let free: Option<i64> = dims.get(1..).and_then(|f| f.iter().map(Val::as_const).try_fold(1i64, |a, d| Some(a * d?)));
         if let (Some(Space::Psum), Some(f), Some(dt)) = (space, free, dtype) {
             let bytes = f * dtype_bytes(dt);
             let bank = site.hw.psum_bank_bytes as i64;
@@ -117,15 +96,14 @@ pub fn ndarray(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
             let bytes = f * dtype_bytes(dt);
             let cap = site.hw.sbuf_bytes_per_partition as i64;
             if bytes > cap {
-                diag.error(arg.expr.span, format!("SBUF tile needs {bytes} bytes per partition, more than the {cap} bytes a partition holds on {}", site.target));
+                diag.error(
+                    arg.expr.span,
+                    format!("SBUF tile needs {bytes} bytes per partition, more than the {cap} bytes a partition holds on {}", site.target),
+                );
             }
         }
     }
-    Ty::Tensor(TensorTy {
-        space,
-        shape,
-        dtype,
-    })
+    Ty::Tensor(TensorTy { space, shape, dtype })
 }
 
 fn geometry(t: &TensorTy) -> (Option<i64>, Option<i64>) {
@@ -138,8 +116,7 @@ fn same_geometry(diag: &mut Diagnostics, site: &CallSite<'_>, a: &str, b: &str) 
         return;
     };
     let ((pa, fa), (pb, fb)) = (geometry(ta), geometry(tb));
-    let mismatch = matches!((pa, pb), (Some(x), Some(y)) if x != y)
-        || matches!((fa, fb), (Some(x), Some(y)) if x != y);
+    let mismatch = matches!((pa, pb), (Some(x), Some(y)) if x != y) || matches!((fa, fb), (Some(x), Some(y)) if x != y);
     if mismatch {
         diag.error(
             sb,
@@ -189,17 +166,18 @@ pub fn dma_copy(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
     let (Some((d, _)), Some((s, ss))) = (site.tensor("dst"), site.tensor("src")) else {
         return Ty::Unit;
     };
-    let count = |t: &TensorTy| {
-        t.shape
-            .as_ref()?
-            .iter()
-            .map(Val::as_const)
-            .try_fold(1i64, |a, d| Some(a * d?))
-    };
+    let count = |t: &TensorTy| t.shape.as_ref()?.iter().map(Val::as_const).try_fold(1i64, |a, d| Some(a * d?));
     if let (Some(a), Some(b)) = (count(d), count(s))
         && a != b
     {
-        diag.error(ss, format!("nisa.dma_copy moves {b} elements from {} into {a} elements of {}; the counts must match", site.label("src"), site.label("dst")));
+        diag.error(
+            ss,
+            format!(
+                "nisa.dma_copy moves {b} elements from {} into {a} elements of {}; the counts must match",
+                site.label("src"),
+                site.label("dst")
+            ),
+        );
     }
     Ty::Unit
 }
@@ -207,6 +185,7 @@ pub fn dma_copy(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
 /// `nc_matmul`: operands contract over equal partition counts, stationary free ≤
 /// 128, moving free ≤ the generation's moving limit, dst shaped (M, N).
 pub fn nc_matmul(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    let reported = diag.count();
     let st = site.tensor("stationary");
     let mv = site.tensor("moving");
     if let (Some((s, _)), Some((m, ms))) = (st, mv)
@@ -230,7 +209,11 @@ pub fn nc_matmul(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
     {
         diag.error(
             ss,
-            format!("stationary {} has free size {f} > gemm_stationary_fmax = {}: the stationary operand covers at most 128 columns", site.label("stationary"), site.hw.gemm_stationary_fmax),
+            format!(
+                "stationary {} has free size {f} > gemm_stationary_fmax = {}: the stationary operand covers at most 128 columns",
+                site.label("stationary"),
+                site.hw.gemm_stationary_fmax
+            ),
         );
     }
     if let Some((m, ms)) = mv
@@ -248,21 +231,17 @@ pub fn nc_matmul(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
             ),
         );
     }
+    // A dst mismatch that only follows from an operand already reported is not repeated.
+    if diag.count() > reported {
+        return Ty::Unit;
+    }
     if let (Some((d, ds)), Some((s, _)), Some((m, _))) = (site.tensor("dst"), st, mv)
         && let Some(dims) = &d.shape
     {
         let (dp, df) = (d.partitions(), d.free_size());
-        let transpose = matches!(
-            site.arg("is_transpose").map(|a| &a.expr.kind),
-            Some(ExprKind::Bool(true))
-        );
-        let want_f = if transpose {
-            s.partitions()
-        } else {
-            m.free_size()
-        };
-        let bad = matches!((dp, s.free_size()), (Some(a), Some(b)) if a != b)
-            || matches!((df, want_f), (Some(a), Some(b)) if a != b);
+        let transpose = matches!(site.arg("is_transpose").map(|a| &a.expr.kind), Some(ExprKind::Bool(true)));
+        let want_f = if transpose { s.partitions() } else { m.free_size() };
+        let bad = matches!((dp, s.free_size()), (Some(a), Some(b)) if a != b) || matches!((df, want_f), (Some(a), Some(b)) if a != b);
         if bad && !dims.is_empty() {
             diag.error(
                 ds,
@@ -285,10 +264,16 @@ pub fn nc_transpose(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
         return Ty::Unit;
     };
     let ((dp, df), (xp, xf)) = (geometry(d), geometry(x));
-    if matches!((dp, xf), (Some(a), Some(b)) if a != b)
-        || matches!((df, xp), (Some(a), Some(b)) if a != b)
-    {
-        diag.error(ds, format!("nc_transpose of {} {} needs a dst with its partitions and free elements swapped, but dst is {}", site.label("data"), x.shape_text(), d.shape_text()));
+    if matches!((dp, xf), (Some(a), Some(b)) if a != b) || matches!((df, xp), (Some(a), Some(b)) if a != b) {
+        diag.error(
+            ds,
+            format!(
+                "nc_transpose of {} {} needs a dst with its partitions and free elements swapped, but dst is {}",
+                site.label("data"),
+                x.shape_text(),
+                d.shape_text()
+            ),
+        );
     }
     Ty::Unit
 }
@@ -328,7 +313,7 @@ pub fn range_select(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
             _ => None,
         };
         if let Some(v) = v.filter(|&v| v as f32 != f32::MIN) {
-            diag.error(a.expr.span, format!("range_select's on_false_value must be FLOAT32_MIN (f32::MIN = -3.4028235e38), the only fill the hardware supports; got {v}"));
+            diag.error(a.expr.span, format!("range_select's on_false_value must be FLOAT32_MIN (f32::MIN = -3.4028235e38), the only fill the hardware supports; got {v:e}"));
         }
     }
     Ty::Unit
@@ -336,32 +321,19 @@ pub fn range_select(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
 
 /// One item of a tensor index, with its static values.
 pub enum IndexTy {
-    At(Val, Span),
-    Range(Option<Val>, Option<Val>, Option<Val>, Span),
+    At(Val, Spn),
+    Range(Option<Val>, Option<Val>, Option<Val>, Spn),
 }
 
 /// The type of `t[items]`, reporting constant indices outside known dims.
-pub fn index_tensor(diag: &mut Diagnostics, t: &TensorTy, items: &[IndexTy], span: Span) -> Ty {
+pub fn index_tensor(diag: &mut Diagnostics, t: &TensorTy, items: &[IndexTy], span: Spn) -> Ty {
     let on_chip = matches!(t.space, Some(Space::Sbuf | Space::Psum));
     let Some(dims) = &t.shape else {
-        return Ty::Tensor(TensorTy {
-            shape: None,
-            ..t.clone()
-        });
+        return Ty::Tensor(TensorTy { shape: None, ..t.clone() });
     };
     if items.len() > dims.len() {
-        diag.error(
-            span,
-            format!(
-                "{} indices for a tensor of rank {}",
-                items.len(),
-                dims.len()
-            ),
-        );
-        return Ty::Tensor(TensorTy {
-            shape: None,
-            ..t.clone()
-        });
+        diag.error(span, format!("{} indices for a tensor of rank {}", items.len(), dims.len()));
+        return Ty::Tensor(TensorTy { shape: None, ..t.clone() });
     }
     let mut out = Vec::new();
     for (d, dim) in dims.iter().enumerate() {
@@ -372,10 +344,7 @@ pub fn index_tensor(diag: &mut Diagnostics, t: &TensorTy, items: &[IndexTy], spa
                 if let (Some(i), Some(n)) = (v.as_const(), n)
                     && (i >= n || i < -n)
                 {
-                    diag.error(
-                        *s,
-                        format!("index {i} is out of range for dim {d} of extent {n}"),
-                    );
+                    diag.error(*s, format!("index {i} is out of range for dim {d} of extent {n}"));
                 }
                 if on_chip && d == 0 {
                     out.push(Val::konst(1));
@@ -385,16 +354,19 @@ pub fn index_tensor(diag: &mut Diagnostics, t: &TensorTy, items: &[IndexTy], spa
                 let lo = start.clone().unwrap_or_else(|| Val::konst(0));
                 let hi = stop.clone().unwrap_or_else(|| dim.clone());
                 let step_c = step.as_ref().map_or(Some(1), Val::as_const);
+                let before = diag.count();
                 if let (Some(h), Some(n)) = (hi.as_const(), n)
                     && h > n
                 {
-                    diag.error(
-                        *s,
-                        format!("slice end {h} is past the end of dim {d} (extent {n})"),
-                    );
+                    diag.error(*s, format!("slice end {h} is past the end of dim {d} (extent {n})"));
                 }
                 if let Some(l) = lo.as_const().filter(|&l| l < 0 && start.is_some()) {
                     diag.error(*s, format!("slice start {l} is negative"));
+                }
+                if diag.count() > before {
+                    // The extent of a reported slice is unknown; nothing downstream should re-report it.
+                    out.push(Val::unknown());
+                    continue;
                 }
                 let len = hi.sub(&lo);
                 out.push(match (len.as_const(), step_c) {
@@ -408,10 +380,7 @@ pub fn index_tensor(diag: &mut Diagnostics, t: &TensorTy, items: &[IndexTy], spa
     if on_chip && out.len() < 2 && dims.len() >= 2 {
         out.push(Val::konst(1));
     }
-    Ty::Tensor(TensorTy {
-        shape: Some(out),
-        ..t.clone()
-    })
+    Ty::Tensor(TensorTy { shape: Some(out), ..t.clone() })
 }
 
 /// The result of a tensor method, with its static checks.
@@ -420,28 +389,21 @@ pub fn tensor_method<'a>(
     t: &TensorTy,
     name: &str,
     arg: &dyn Fn(&str) -> Option<(&'a Ty, &'a Expr)>,
-    span: Span,
+    span: Spn,
 ) -> Ty {
     let int = |n: &str| arg(n).and_then(|(t, _)| t.const_int());
     let on_chip = matches!(t.space, Some(Space::Sbuf | Space::Psum));
     match name {
         "shape" => Ty::Shape(t.shape.clone()),
         "dtype" => Ty::Dtype(t.dtype),
-        "ndim" => Ty::Int(
-            t.shape
-                .as_ref()
-                .map_or(Val::unknown(), |s| Val::konst(s.len() as i64)),
-        ),
+        "ndim" => Ty::Int(t.shape.as_ref().map_or(Val::unknown(), |s| Val::konst(s.len() as i64))),
         "ap" => {
             let shape = arg("pattern").and_then(|(pt, _)| match pt {
                 Ty::List(pairs) | Ty::Tuple(pairs) => Some(
                     pairs
                         .iter()
                         .map(|p| match p {
-                            Ty::List(x) | Ty::Tuple(x) => x
-                                .get(1)
-                                .and_then(Ty::const_int)
-                                .map_or(Val::unknown(), Val::konst),
+                            Ty::List(x) | Ty::Tuple(x) => x.get(1).and_then(Ty::const_int).map_or(Val::unknown(), Val::konst),
                             _ => Val::unknown(),
                         })
                         .collect(),
@@ -452,47 +414,25 @@ pub fn tensor_method<'a>(
         }
         "reshape" => {
             let shape = arg("shape").and_then(|(st, _)| match st {
-                Ty::Tuple(items) | Ty::List(items) => Some(
-                    items
-                        .iter()
-                        .map(|x| {
-                            if let Ty::Int(v) = x {
-                                v.clone()
-                            } else {
-                                Val::unknown()
-                            }
-                        })
-                        .collect::<Vec<_>>(),
-                ),
+                Ty::Tuple(items) | Ty::List(items) => {
+                    Some(items.iter().map(|x| if let Ty::Int(v) = x { v.clone() } else { Val::unknown() }).collect::<Vec<_>>())
+                }
                 Ty::Shape(d) => d.clone(),
                 _ => None,
             });
             if on_chip
                 && let (Some(new), Some(old)) = (&shape, &t.shape)
-                && let (Some(a), Some(b)) = (
-                    new.first().and_then(Val::as_const),
-                    old.first().and_then(Val::as_const),
-                )
+                && let (Some(a), Some(b)) = (new.first().and_then(Val::as_const), old.first().and_then(Val::as_const))
                 && a != b
             {
-                diag.error(
-                    span,
-                    format!(
-                        "reshape of an on-chip tensor must keep its partition dim {b}, got {a}"
-                    ),
-                );
+                diag.error(span, format!("reshape of an on-chip tensor must keep its partition dim {b}, got {a}"));
             }
             Ty::Tensor(TensorTy { shape, ..t.clone() })
         }
         "broadcast" | "expand_dim" | "select" | "slice" => {
             let dim = int("dim");
             if on_chip && dim == Some(0) {
-                diag.error(
-                    span,
-                    format!(
-                        "`.{name}()` cannot act on the partition dim (dim 0) of an on-chip tensor"
-                    ),
-                );
+                diag.error(span, format!("`.{name}()` cannot act on the partition dim (dim 0) of an on-chip tensor"));
             }
             let shape = t.shape.as_ref().and_then(|s| {
                 let d = dim? as usize;
@@ -506,9 +446,7 @@ pub fn tensor_method<'a>(
                     }
                     _ => {
                         let len = match (int("start"), int("end"), int("step").unwrap_or(1)) {
-                            (Some(a), Some(b), st) if st > 0 => {
-                                Val::konst((b - a + st - 1).div_euclid(st).max(0))
-                            }
+                            (Some(a), Some(b), st) if st > 0 => Val::konst((b - a + st - 1).div_euclid(st).max(0)),
                             _ => Val::unknown(),
                         };
                         *s.get_mut(d)? = len;

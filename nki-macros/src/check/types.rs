@@ -22,24 +22,15 @@ impl TensorTy {
 
     /// The product of the free dims, when all are known.
     pub fn free_size(&self) -> Option<i64> {
-        self.shape
-            .as_ref()?
-            .get(1..)?
-            .iter()
-            .map(Val::as_const)
-            .try_fold(1i64, |acc, d| Some(acc * d?))
+        self.shape.as_ref()?.get(1..)?.iter().map(Val::as_const).try_fold(1i64, |acc, d| Some(acc * d?))
     }
 
     /// The shape as text: `[128, 512]`, `?` for unknown dims.
     pub fn shape_text(&self) -> String {
         match &self.shape {
-            Some(dims) => format!(
-                "[{}]",
-                dims.iter()
-                    .map(|d| d.as_const().map_or("?".into(), |v| v.to_string()))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+            Some(dims) => {
+                format!("[{}]", dims.iter().map(|d| d.as_const().map_or("?".into(), |v| v.to_string())).collect::<Vec<_>>().join(", "))
+            }
             None => "[?]".into(),
         }
     }
@@ -80,10 +71,7 @@ impl Ty {
     /// The type a parameter or `let` annotation declares.
     pub fn from_ann(a: &TypeAnn) -> Ty {
         match a {
-            TypeAnn::Tensor(space, _) => Ty::Tensor(TensorTy {
-                space: *space,
-                ..Default::default()
-            }),
+            TypeAnn::Tensor(space, _) => Ty::Tensor(TensorTy { space: *space, ..Default::default() }),
             TypeAnn::Int(_) => Ty::Int(Val::unknown()),
             TypeAnn::Float(_) => Ty::Float,
             TypeAnn::Bool(_) => Ty::Bool,
@@ -100,16 +88,14 @@ impl Ty {
         match self {
             Ty::Unknown | Ty::Opaque => "a value".into(),
             Ty::Unit => "nothing".into(),
-            Ty::Int(v) => v
-                .as_const()
-                .map_or("an integer".into(), |c| format!("the integer {c}")),
+            Ty::Int(v) => v.as_const().map_or("an integer".into(), |c| format!("the integer {c}")),
             Ty::Float => "a float".into(),
             Ty::Bool => "a bool".into(),
             Ty::Str => "a string".into(),
             Ty::Dtype(_) => "a dtype".into(),
             Ty::Buffer(_) => "a buffer".into(),
             Ty::Tensor(t) => match t.space {
-                Some(s) => format!("a {} tensor", s.name()),
+                Some(s) => format!("{} tensor", s.with_article()),
                 None => "a tensor".into(),
             },
             Ty::Op(OpClass::Act, Some(n)) => format!("the activation function nl.{n}"),
@@ -169,12 +155,8 @@ impl Ty {
             (Ty::Op(c, a), Ty::Op(d, b)) if c == d => Ty::Op(*c, if a == b { *a } else { None }),
             (Ty::Option(a), Ty::Option(b)) => Ty::Option(Box::new(a.join(b))),
             (Ty::Option(a), Ty::None) | (Ty::None, Ty::Option(a)) => Ty::Option(a.clone()),
-            (Ty::None, t) | (t, Ty::None) if !matches!(t, Ty::Option(_)) => {
-                Ty::Option(Box::new(t.clone()))
-            }
-            (Ty::Tuple(a), Ty::Tuple(b)) if a.len() == b.len() => {
-                Ty::Tuple(a.iter().zip(b).map(|(x, y)| x.join(y)).collect())
-            }
+            (Ty::None, t) | (t, Ty::None) if !matches!(t, Ty::Option(_)) => Ty::Option(Box::new(t.clone())),
+            (Ty::Tuple(a), Ty::Tuple(b)) if a.len() == b.len() => Ty::Tuple(a.iter().zip(b).map(|(x, y)| x.join(y)).collect()),
             (Ty::Register, Ty::Register) => Ty::Register,
             (Ty::ReplicaGroup, Ty::ReplicaGroup) => Ty::ReplicaGroup,
             (Ty::Groups, Ty::Groups) => Ty::Groups,
@@ -188,21 +170,13 @@ impl Ty {
         match (self, want) {
             (Ty::Unknown | Ty::Opaque, _) | (_, Ty::Unknown | Ty::Opaque) => true,
             (Ty::Int(_), Ty::Int(_)) | (Ty::Int(_), Ty::Float) | (Ty::Float, Ty::Float) => true,
-            (Ty::Tensor(a), Ty::Tensor(b)) => {
-                b.space.is_none() || a.space.is_none() || a.space == b.space
-            }
+            (Ty::Tensor(a), Ty::Tensor(b)) => b.space.is_none() || a.space.is_none() || a.space == b.space,
             (Ty::None, Ty::Option(_)) => true,
             (Ty::Option(a), Ty::Option(b)) => a.fits(b),
             (t, Ty::Option(b)) => t.fits(b),
-            (Ty::Tuple(a), Ty::Tuple(b)) => {
-                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.fits(y))
-            }
-            (Ty::List(items), Ty::Groups) => items
-                .iter()
-                .all(|i| matches!(i, Ty::List(_) | Ty::Tuple(_) | Ty::Unknown)),
-            (Ty::Tuple(items), Ty::Groups) => items
-                .iter()
-                .all(|i| matches!(i, Ty::List(_) | Ty::Tuple(_) | Ty::Unknown)),
+            (Ty::Tuple(a), Ty::Tuple(b)) => a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.fits(y)),
+            (Ty::List(items), Ty::Groups) => items.iter().all(|i| matches!(i, Ty::List(_) | Ty::Tuple(_) | Ty::Unknown)),
+            (Ty::Tuple(items), Ty::Groups) => items.iter().all(|i| matches!(i, Ty::List(_) | Ty::Tuple(_) | Ty::Unknown)),
             (a, b) => std::mem::discriminant(a) == std::mem::discriminant(b),
         }
     }

@@ -15,10 +15,7 @@ struct Lin {
 impl Val {
     /// A known constant.
     pub fn konst(k: i64) -> Val {
-        Val(Some(Lin {
-            terms: Vec::new(),
-            k,
-        }))
+        Val(Some(Lin { terms: Vec::new(), k }))
     }
 
     /// An unknown value.
@@ -28,10 +25,7 @@ impl Val {
 
     /// An opaque symbol.
     pub fn symbol(id: u32) -> Val {
-        Val(Some(Lin {
-            terms: vec![(id, 1)],
-            k: 0,
-        }))
+        Val(Some(Lin { terms: vec![(id, 1)], k: 0 }))
     }
 
     /// The constant, when the value is known.
@@ -54,10 +48,7 @@ impl Val {
             }
         }
         terms.retain(|t| t.1 != 0);
-        Val(Some(Lin {
-            terms,
-            k: a.k.saturating_add(sign.saturating_mul(b.k)),
-        }))
+        Val(Some(Lin { terms, k: a.k.saturating_add(sign.saturating_mul(b.k)) }))
     }
 
     pub fn add(&self, o: &Val) -> Val {
@@ -78,12 +69,7 @@ impl Val {
 
     fn scale(&self, c: i64) -> Val {
         Val(self.0.as_ref().map(|l| Lin {
-            terms: l
-                .terms
-                .iter()
-                .map(|&(s, x)| (s, x.saturating_mul(c)))
-                .filter(|t| t.1 != 0)
-                .collect(),
+            terms: l.terms.iter().map(|&(s, x)| (s, x.saturating_mul(c))).filter(|t| t.1 != 0).collect(),
             k: l.k.saturating_mul(c),
         }))
     }
@@ -92,9 +78,7 @@ impl Val {
     pub fn floordiv(&self, o: &Val) -> Option<Val> {
         match (self.as_const(), o.as_const()) {
             (_, Some(0)) => None,
-            (Some(a), Some(b)) => Some(Val::konst(
-                a.div_euclid(b) - i64::from(b < 0 && a.rem_euclid(b) != 0),
-            )),
+            (Some(a), Some(b)) => Some(Val::konst(a.div_euclid(b) - i64::from(b < 0 && a.rem_euclid(b) != 0))),
             _ => Some(Val(None)),
         }
     }
@@ -103,9 +87,7 @@ impl Val {
     pub fn floormod(&self, o: &Val) -> Option<Val> {
         match (self.as_const(), o.as_const()) {
             (_, Some(0)) => None,
-            (Some(a), Some(b)) => Some(Val::konst(
-                a - b * (a.div_euclid(b) - i64::from(b < 0 && a.rem_euclid(b) != 0)),
-            )),
+            (Some(a), Some(b)) => Some(Val::konst(a - b * (a.div_euclid(b) - i64::from(b < 0 && a.rem_euclid(b) != 0)))),
             _ => Some(Val(None)),
         }
     }
@@ -126,18 +108,9 @@ mod tests {
         let lo = i.mul(&Val::konst(128));
         assert_eq!(hi.sub(&lo).as_const(), Some(128));
         assert_eq!(i.mul(&i).as_const(), None);
-        assert_eq!(
-            Val::konst(-7).floordiv(&Val::konst(2)).unwrap().as_const(),
-            Some(-4)
-        );
-        assert_eq!(
-            Val::konst(-7).floormod(&Val::konst(2)).unwrap().as_const(),
-            Some(1)
-        );
-        assert_eq!(
-            Val::konst(7).floormod(&Val::konst(-2)).unwrap().as_const(),
-            Some(-1)
-        );
+        assert_eq!(Val::konst(-7).floordiv(&Val::konst(2)).unwrap().as_const(), Some(-4));
+        assert_eq!(Val::konst(-7).floormod(&Val::konst(2)).unwrap().as_const(), Some(1));
+        assert_eq!(Val::konst(7).floormod(&Val::konst(-2)).unwrap().as_const(), Some(-1));
         assert!(Val::konst(1).floordiv(&Val::konst(0)).is_none());
     }
 }

@@ -3,21 +3,14 @@
 //! Every call into `nl` / `nisa` / `ncc` passes keyword arguments; integer
 //! division becomes `//`; Rust control flow becomes the Python it stands for.
 
-use crate::ast::{
-    Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, FnKind, Function, IndexItem, Pat,
-    RangeKind, Stmt, UnOp,
-};
+use crate::ast::{Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, FnKind, Function, IndexItem, Pat, RangeKind, Stmt, UnOp};
 use crate::check::{Info, Resolved, Ty};
 use crate::vocab::{Constant, Kind, lookup_constant};
 use std::fmt::Write;
 
 /// The Python definition of `f`.
 pub fn emit(f: &Function, info: &Info) -> String {
-    let mut p = Py {
-        info,
-        out: String::new(),
-        depth: 0,
-    };
+    let mut p = Py { info, out: String::new(), depth: 0 };
     if f.kind == FnKind::Kernel {
         p.line("@nki.jit");
     }
@@ -33,15 +26,8 @@ pub fn emit(f: &Function, info: &Info) -> String {
     p.line(&format!("def {}({}):", f.name, params.join(", ")));
     p.depth += 1;
     if !f.docs.is_empty() {
-        let doc: Vec<&str> = f
-            .docs
-            .iter()
-            .map(|d| d.strip_prefix(' ').unwrap_or(d))
-            .collect();
-        let text = doc
-            .join("\n")
-            .replace('\\', "\\\\")
-            .replace("\"\"\"", "\\\"\\\"\\\"");
+        let doc: Vec<&str> = f.docs.iter().map(|d| d.strip_prefix(' ').unwrap_or(d)).collect();
+        let text = doc.join("\n").replace('\\', "\\\\").replace("\"\"\"", "\\\"\\\"\\\"");
         let mut lines = text.lines();
         let first = lines.next().unwrap_or("");
         let rest: Vec<&str> = lines.collect();
@@ -50,11 +36,7 @@ pub fn emit(f: &Function, info: &Info) -> String {
         } else {
             p.line(&format!("\"\"\"{first}"));
             for l in rest {
-                if l.is_empty() {
-                    p.out.push('\n')
-                } else {
-                    p.line(l)
-                }
+                if l.is_empty() { p.out.push('\n') } else { p.line(l) }
             }
             p.line("\"\"\"");
         }
@@ -110,11 +92,7 @@ pub fn py_str(s: &str) -> String {
 /// A Python float literal that round-trips.
 fn py_float(v: f64) -> String {
     let s = format!("{v:?}");
-    if s.contains(['.', 'e', 'E']) || s.contains("inf") || s.contains("NaN") {
-        s
-    } else {
-        format!("{s}.0")
-    }
+    if s.contains(['.', 'e', 'E']) || s.contains("inf") || s.contains("NaN") { s } else { format!("{s}.0") }
 }
 
 impl Py<'_> {
@@ -133,11 +111,7 @@ impl Py<'_> {
         }
         if let Some(t) = &b.tail {
             let v = self.expr(t);
-            if is_fn {
-                self.line(&format!("return {v}"))
-            } else {
-                self.line(&v)
-            }
+            if is_fn { self.line(&format!("return {v}")) } else { self.line(&v) }
         }
         if self.out.len() == before {
             self.line("pass");
@@ -156,23 +130,14 @@ impl Py<'_> {
             Pat::Wild => "_".into(),
             Pat::Tuple(items, _) | Pat::Slice(items, _) => {
                 let parts: Vec<String> = items.iter().map(|x| self.pat(x)).collect();
-                if parts.len() == 1 {
-                    format!("{},", parts[0])
-                } else {
-                    parts.join(", ")
-                }
+                if parts.len() == 1 { format!("{},", parts[0]) } else { parts.join(", ") }
             }
         }
     }
 
     fn stmt(&mut self, s: &Stmt) {
         match s {
-            Stmt::Let {
-                pat: Pat::Wild,
-                init,
-                ..
-            }
-            | Stmt::Expr(init) => {
+            Stmt::Let { pat: Pat::Wild, init, .. } | Stmt::Expr(init) => {
                 let v = self.expr(init);
                 self.line(&v);
             }
@@ -180,9 +145,7 @@ impl Py<'_> {
                 let l = format!("{} = {}", self.pat(pat), self.expr(init));
                 self.line(&l);
             }
-            Stmt::Assign {
-                name, op, value, ..
-            } => {
+            Stmt::Assign { name, op, value, .. } => {
                 let sym = match op {
                     None => "=",
                     Some(BinOp::Add) => "+=",
@@ -195,9 +158,7 @@ impl Py<'_> {
                 let l = format!("{name} {sym} {}", self.expr(value));
                 self.line(&l);
             }
-            Stmt::For {
-                var, iter, body, ..
-            } => {
+            Stmt::For { var, iter, body, .. } => {
                 let (start, stop) = (self.expr(&iter.start), self.expr(&iter.stop));
                 let step = iter.step.as_ref().map(|s| self.expr(s));
                 let head = match iter.kind {
@@ -215,11 +176,7 @@ impl Py<'_> {
                 self.line(&l);
                 self.indented(body);
             }
-            Stmt::If {
-                branches,
-                otherwise,
-                ..
-            } => {
+            Stmt::If { branches, otherwise, .. } => {
                 for (i, (cond, body)) in branches.iter().enumerate() {
                     let kw = if i == 0 { "if" } else { "elif" };
                     match cond {
@@ -232,7 +189,7 @@ impl Py<'_> {
                             let v = self.expr(e);
                             self.line(&format!("{kw} {v} is not None:"));
                             self.depth += 1;
-                            if v != name.to_string() {
+                            if *name != v {
                                 self.line(&format!("{name} = {v}"));
                             }
                             self.block(body, false);
@@ -309,9 +266,7 @@ impl Py<'_> {
             ExprKind::Unary(UnOp::Neg, x) => (format!("-{}", self.prec(x, P_UNARY)), P_UNARY),
             ExprKind::Unary(UnOp::Not, x) => (format!("not {}", self.prec(x, P_NOT)), P_NOT),
             ExprKind::Binary(op, a, b) => {
-                let int_div = matches!(op, BinOp::Div)
-                    && self.info.ty(a).is_int()
-                    && self.info.ty(b).is_int();
+                let int_div = matches!(op, BinOp::Div) && self.info.ty(a).is_int() && self.info.ty(b).is_int();
                 let sym = match op {
                     BinOp::Add => "+",
                     BinOp::Sub => "-",
@@ -330,64 +285,28 @@ impl Py<'_> {
                 };
                 let p = bin_prec(*op);
                 // Left-associative: the right operand binds tighter; comparisons never chain.
-                let (lp, rp) = if p == P_CMP {
-                    (p + 1, p + 1)
-                } else {
-                    (p, p + 1)
-                };
-                (
-                    format!("{} {sym} {}", self.prec(a, lp), self.prec(b, rp)),
-                    p,
-                )
+                let (lp, rp) = if p == P_CMP { (p + 1, p + 1) } else { (p, p + 1) };
+                (format!("{} {sym} {}", self.prec(a, lp), self.prec(b, rp)), p)
             }
             ExprKind::Call { path, args, .. } => (self.call(e, path, args), P_ATOM),
             ExprKind::Method { recv, name, args } => self.method(e, recv, name, args),
             ExprKind::Index { base, items } => {
                 let parts: Vec<String> = items.iter().map(|i| self.index_item(i)).collect();
-                (
-                    format!("{}[{}]", self.prec(base, P_ATOM), parts.join(", ")),
-                    P_ATOM,
-                )
+                (format!("{}[{}]", self.prec(base, P_ATOM), parts.join(", ")), P_ATOM)
             }
             ExprKind::Tuple(items) => {
                 let parts: Vec<String> = items.iter().map(|x| self.expr(x)).collect();
-                (
-                    if parts.len() == 1 {
-                        format!("({},)", parts[0])
-                    } else {
-                        format!("({})", parts.join(", "))
-                    },
-                    P_ATOM,
-                )
+                (if parts.len() == 1 { format!("({},)", parts[0]) } else { format!("({})", parts.join(", ")) }, P_ATOM)
             }
-            ExprKind::List(items) => (
-                format!(
-                    "[{}]",
-                    items
-                        .iter()
-                        .map(|x| self.expr(x))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                P_ATOM,
-            ),
-            ExprKind::Repeat(x, n) => (
-                format!("[{}] * {}", self.expr(x), self.prec(n, P_MUL + 1)),
-                P_MUL,
-            ),
+            ExprKind::List(items) => (format!("[{}]", items.iter().map(|x| self.expr(x)).collect::<Vec<_>>().join(", ")), P_ATOM),
+            ExprKind::Repeat(x, n) => (format!("[{}] * {}", self.expr(x), self.prec(n, P_MUL + 1)), P_MUL),
             ExprKind::Cast(x, to) => {
                 let f = if *to == CastTo::Float { "float" } else { "int" };
                 (format!("{f}({})", self.expr(x)), P_ATOM)
             }
-            ExprKind::If(c, a, b) => (
-                format!(
-                    "{} if {} else {}",
-                    self.prec(a, P_OR),
-                    self.prec(c, P_OR),
-                    self.prec(b, P_TERNARY)
-                ),
-                P_TERNARY,
-            ),
+            ExprKind::If(c, a, b) => {
+                (format!("{} if {} else {}", self.prec(a, P_OR), self.prec(c, P_OR), self.prec(b, P_TERNARY)), P_TERNARY)
+            }
             ExprKind::Some(x) => self.expr_p(x),
             ExprKind::Field(x, i) => (format!("{}[{i}]", self.prec(x, P_ATOM)), P_ATOM),
         }
@@ -396,9 +315,7 @@ impl Py<'_> {
     fn index_item(&self, i: &IndexItem) -> String {
         match i {
             IndexItem::At(e) => self.expr(e),
-            IndexItem::Range {
-                start, stop, step, ..
-            } => {
+            IndexItem::Range { start, stop, step, .. } => {
                 let s = start.as_ref().map(|x| self.expr(x)).unwrap_or_default();
                 let e = stop.as_ref().map(|x| self.expr(x)).unwrap_or_default();
                 match step {
@@ -406,11 +323,7 @@ impl Py<'_> {
                     None => format!("{s}:{e}"),
                 }
             }
-            IndexItem::Ds { start, size, .. } => format!(
-                "nl.ds(start={}, size={})",
-                self.expr(start),
-                self.expr(size)
-            ),
+            IndexItem::Ds { start, size, .. } => format!("nl.ds(start={}, size={})", self.expr(start), self.expr(size)),
         }
     }
 
@@ -424,11 +337,7 @@ impl Py<'_> {
                     .filter_map(|(p, s)| s.map(|i| (p, &args[i].value)))
                     .map(|(p, v)| {
                         let val = self.arg_value(p.kind, v);
-                        if spec.positional {
-                            val
-                        } else {
-                            format!("{}={val}", p.name)
-                        }
+                        if spec.positional { val } else { format!("{}={val}", p.name) }
                     })
                     .collect();
                 format!("{}({})", spec.py, parts.join(", "))
@@ -441,11 +350,7 @@ impl Py<'_> {
                         None => self.expr(&a.value),
                     })
                     .collect();
-                format!(
-                    "{}({})",
-                    path.last().map_or("", String::as_str),
-                    parts.join(", ")
-                )
+                format!("{}({})", path.last().map_or("", String::as_str), parts.join(", "))
             }
         }
     }
@@ -456,11 +361,7 @@ impl Py<'_> {
         match (kind, &v.kind) {
             (Kind::Ints | Kind::Axis, ExprKind::List(items)) if !items.is_empty() => {
                 let parts: Vec<String> = items.iter().map(|x| self.expr(x)).collect();
-                if parts.len() == 1 {
-                    format!("({},)", parts[0])
-                } else {
-                    format!("({})", parts.join(", "))
-                }
+                if parts.len() == 1 { format!("({},)", parts[0]) } else { format!("({})", parts.join(", ")) }
             }
             _ => self.expr(v),
         }
@@ -478,9 +379,7 @@ impl Py<'_> {
                 .params
                 .iter()
                 .zip(slots)
-                .filter_map(|(p, s)| {
-                    s.map(|i| format!("{}={}", p.name, self.arg_value(p.kind, &args[i].value)))
-                })
+                .filter_map(|(p, s)| s.map(|i| format!("{}={}", p.name, self.arg_value(p.kind, &args[i].value))))
                 .collect();
             return (format!("{r}.{n}({})", parts.join(", ")), P_ATOM);
         }
@@ -488,34 +387,16 @@ impl Py<'_> {
         match (recv_ty, n.as_str()) {
             (_, "min" | "max") => (format!("{n}({}, {})", self.expr(recv), a(0)), P_ATOM),
             (_, "abs") => (format!("abs({})", self.expr(recv)), P_ATOM),
-            (Ty::Int(_), "pow") | (_, "powi" | "powf") => (
-                format!(
-                    "{} ** {}",
-                    self.prec(recv, P_POW + 1),
-                    self.prec(&args[0].value, P_UNARY)
-                ),
-                P_POW,
-            ),
-            (_, "div_ceil") => (
-                format!(
-                    "-(-{} // {})",
-                    self.prec(recv, P_UNARY),
-                    self.prec(&args[0].value, P_MUL + 1)
-                ),
-                P_UNARY,
-            ),
+            (Ty::Int(_), "pow") | (_, "powi" | "powf") => {
+                (format!("{} ** {}", self.prec(recv, P_POW + 1), self.prec(&args[0].value, P_UNARY)), P_POW)
+            }
+            (_, "div_ceil") => (format!("-(-{} // {})", self.prec(recv, P_UNARY), self.prec(&args[0].value, P_MUL + 1)), P_UNARY),
             (_, "sqrt") => (format!("math.sqrt({})", self.expr(recv)), P_ATOM),
             (_, "exp") => (format!("math.exp({})", self.expr(recv)), P_ATOM),
             (_, "ln") => (format!("math.log({})", self.expr(recv)), P_ATOM),
             (_, "is_some") => (format!("{} is not None", self.prec(recv, P_CMP + 1)), P_CMP),
             (_, "is_none") => (format!("{} is None", self.prec(recv, P_CMP + 1)), P_CMP),
-            (_, "unwrap_or") => (
-                format!(
-                    "{r} if {r} is not None else {}",
-                    self.prec(&args[0].value, P_TERNARY)
-                ),
-                P_TERNARY,
-            ),
+            (_, "unwrap_or") => (format!("{r} if {r} is not None else {}", self.prec(&args[0].value, P_TERNARY)), P_TERNARY),
             (_, "len") => (format!("len({})", self.expr(recv)), P_ATOM),
             _ => (format!("{r}.{n}()"), P_ATOM),
         }

@@ -4,10 +4,7 @@
 //! Every fallible op is wrapped so its error carries the user's file and line;
 //! tokens are spanned at the user's code so type errors point there.
 
-use crate::ast::{
-    Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, FnKind, Function, IndexItem, Pat,
-    Stmt, TypeAnn, UnOp,
-};
+use crate::ast::{Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, FnKind, Function, IndexItem, Pat, Stmt, TypeAnn, UnOp};
 use crate::check::{Info, Resolved, Ty};
 use crate::vocab::{Constant, FnSpec, Kind, lookup_constant};
 use proc_macro2::{Span, TokenStream};
@@ -43,7 +40,7 @@ pub fn local_type(t: &TypeAnn) -> TokenStream {
             quote!((#(#ts,)*))
         }
     };
-    quote_spanned!(t.span()=> #ty)
+    quote_spanned!(t.span().start=> #ty)
 }
 
 /// The Rust type of a parameter (tensors by reference).
@@ -90,21 +87,15 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, stub: bool) -> TokenStre
     let body = if stub {
         quote!(::core::unimplemented!("this kernel did not compile"))
     } else {
-        Rs {
-            info,
-            ctx: ctx.clone(),
-        }
-        .block(&f.body, true)
+        Rs { info, ctx: ctx.clone() }.block(&f.body, true)
     };
     let call = builder(f, &ret);
     let info_item = info_static(f, info);
     let kind_doc = match f.kind {
-        FnKind::Kernel => format!(
-            "The NKI source of the kernel [`{name}`](fn@{name}), its registration, and a launcher with its Python defaults."
-        ),
-        FnKind::Helper => format!(
-            "The NKI source of the helper [`{name}`](fn@{name}) and a caller with its Python defaults."
-        ),
+        FnKind::Kernel => {
+            format!("The NKI source of the kernel [`{name}`](fn@{name}), its registration, and a launcher with its Python defaults.")
+        }
+        FnKind::Helper => format!("The NKI source of the helper [`{name}`](fn@{name}) and a caller with its Python defaults."),
     };
     quote! {
         #(#docs)*
@@ -127,8 +118,7 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, stub: bool) -> TokenStre
 /// The `Call` builder: required parameters in `new`, a setter per optional one.
 fn builder(f: &Function, ret: &TokenStream) -> TokenStream {
     let name = &f.name;
-    let is_required =
-        |p: &crate::ast::Param| p.default.is_none() && !matches!(p.ty, TypeAnn::Option(..));
+    let is_required = |p: &crate::ast::Param| p.default.is_none() && !matches!(p.ty, TypeAnn::Option(..));
     let fields = f.params.iter().map(|p| {
         let (n, t) = (&p.name, param_type(&p.ty));
         quote!(#n: #t)
@@ -231,8 +221,7 @@ fn builder(f: &Function, ret: &TokenStream) -> TokenStream {
 
 /// The Rust value of a parameter default.
 fn default_value(d: &Expr, ty: &TypeAnn) -> TokenStream {
-    let float = matches!(ty, TypeAnn::Float(_))
-        || matches!(ty, TypeAnn::Option(i, _) if matches!(**i, TypeAnn::Float(_)));
+    let float = matches!(ty, TypeAnn::Float(_)) || matches!(ty, TypeAnn::Option(i, _) if matches!(**i, TypeAnn::Float(_)));
     match &d.kind {
         ExprKind::Int(v) if float => {
             let f = *v as f64;
@@ -349,18 +338,13 @@ impl Rs<'_> {
 
     fn stmt(&mut self, s: &Stmt) -> TokenStream {
         match s {
-            Stmt::Let {
-                pat,
-                ty,
-                init,
-                span,
-            } => {
+            Stmt::Let { pat, ty, init, span } => {
                 let p = self.pat(pat);
                 let v = match (pat, self.info.ty(init)) {
                     (Pat::Slice(items, _), _) => {
                         let n = items.len();
                         let shape = self.expr(init);
-                        fallible(*span, quote!(::nki::__rt::unpack::<#n>(#shape)))
+                        fallible(span.start, quote!(::nki::__rt::unpack::<#n>(#shape)))
                     }
                     _ => self.owned(init),
                 };
@@ -368,17 +352,12 @@ impl Rs<'_> {
                     let t = local_type(t);
                     quote!(: #t)
                 });
-                quote_spanned!(*span=> let #p #t = #v;)
+                quote_spanned!(span.start=> let #p #t = #v;)
             }
-            Stmt::Assign {
-                name,
-                op,
-                value,
-                span,
-            } => {
+            Stmt::Assign { name, op, value, span } => {
                 let v = self.expr(value);
                 match op {
-                    None => quote_spanned!(*span=> #name = #v;),
+                    None => quote_spanned!(span.start=> #name = #v;),
                     Some(o) => {
                         let f = format_ident!(
                             "{}",
@@ -390,9 +369,8 @@ impl Rs<'_> {
                                 _ => "rem",
                             }
                         );
-                        let combined =
-                            fallible(*span, quote!(::nki::__rt::Compound::#f(#name, #v)));
-                        quote_spanned!(*span=> #name = #combined;)
+                        let combined = fallible(span.start, quote!(::nki::__rt::Compound::#f(#name, #v)));
+                        quote_spanned!(span.start=> #name = #combined;)
                     }
                 }
             }
@@ -400,24 +378,15 @@ impl Rs<'_> {
                 let v = self.expr(e);
                 quote!(#v;)
             }
-            Stmt::For {
-                var,
-                iter,
-                body,
-                span,
-            } => {
+            Stmt::For { var, iter, body, span } => {
                 let (start, stop) = (self.expr(&iter.start), self.expr(&iter.stop));
                 let step = iter.step.as_ref().map_or(quote!(1i64), |s| self.expr(s));
-                let range = fallible(iter.span, quote!(::nki::__rt::range(#start, #stop, #step)));
+                let range = fallible(iter.span.start, quote!(::nki::__rt::range(#start, #stop, #step)));
                 let p = self.pat(var);
                 let b = self.block(body, false);
-                quote_spanned!(*span=> for #p in #range { #b })
+                quote_spanned!(span.start=> for #p in #range { #b })
             }
-            Stmt::If {
-                branches,
-                otherwise,
-                span,
-            } => {
+            Stmt::If { branches, otherwise, span } => {
                 let mut out = TokenStream::new();
                 for (i, (cond, body)) in branches.iter().enumerate() {
                     let b = self.block(body, false);
@@ -440,7 +409,7 @@ impl Rs<'_> {
                     let b = self.block(b, false);
                     out.extend(quote!(else { #b }));
                 }
-                quote_spanned!(*span=> #out)
+                quote_spanned!(span.start=> #out)
             }
             Stmt::Assert { cond, msg, span } => {
                 let c = self.expr(cond);
@@ -451,9 +420,7 @@ impl Rs<'_> {
                         let mut args = Vec::new();
                         for p in &m.pieces {
                             match p {
-                                FmtPiece::Text(t) => {
-                                    fmt.push_str(&t.replace('{', "{{").replace('}', "}}"))
-                                }
+                                FmtPiece::Text(t) => fmt.push_str(&t.replace('{', "{{").replace('}', "}}")),
                                 FmtPiece::Arg(e) => {
                                     fmt.push_str("{}");
                                     let v = self.expr(e);
@@ -464,13 +431,13 @@ impl Rs<'_> {
                         quote!(::std::format!(#fmt #(, #args)*))
                     }
                 };
-                quote_spanned!(*span=> if !(#c) {
+                quote_spanned!(span.start=> if !(#c) {
                     return ::core::result::Result::Err(::nki::__rt::assertion(#message, ::core::file!(), ::core::line!()));
                 })
             }
             Stmt::Return(e, span) => {
                 let v = e.as_ref().map_or(quote!(()), |e| self.owned(e));
-                quote_spanned!(*span=> return ::core::result::Result::Ok(#v);)
+                quote_spanned!(span.start=> return ::core::result::Result::Ok(#v);)
             }
         }
     }
@@ -521,15 +488,11 @@ impl Rs<'_> {
     /// The expression as a float (ints are converted).
     fn as_float(&mut self, e: &Expr) -> TokenStream {
         let v = self.expr(e);
-        if self.info.ty(e).is_int() {
-            quote!(((#v) as f64))
-        } else {
-            v
-        }
+        if self.info.ty(e).is_int() { quote!(((#v) as f64)) } else { v }
     }
 
     fn expr(&mut self, e: &Expr) -> TokenStream {
-        let span = e.span;
+        let span = e.span.start;
         match &e.kind {
             ExprKind::Invalid => quote!(::core::unreachable!()),
             ExprKind::Int(v) => quote_spanned!(span=> #v),
@@ -555,8 +518,7 @@ impl Rs<'_> {
             ExprKind::Binary(op, a, b) => {
                 let (ta, tb) = (self.info.ty(a).clone(), self.info.ty(b).clone());
                 let ints = ta.is_int() && tb.is_int();
-                let numeric =
-                    matches!(ta, Ty::Int(_) | Ty::Float) && matches!(tb, Ty::Int(_) | Ty::Float);
+                let numeric = matches!(ta, Ty::Int(_) | Ty::Float) && matches!(tb, Ty::Int(_) | Ty::Float);
                 if op.is_arith() {
                     if ints {
                         let (x, y) = (self.expr(a), self.expr(b));
@@ -566,11 +528,7 @@ impl Rs<'_> {
                         self.float_op(*op, x, y, span)
                     }
                 } else {
-                    let (x, y) = if numeric && !ints {
-                        (self.as_float(a), self.as_float(b))
-                    } else {
-                        (self.expr(a), self.expr(b))
-                    };
+                    let (x, y) = if numeric && !ints { (self.as_float(a), self.as_float(b)) } else { (self.expr(a), self.expr(b)) };
                     let sym = match op {
                         BinOp::Eq => quote!(==),
                         BinOp::Ne => quote!(!=),
@@ -610,11 +568,7 @@ impl Rs<'_> {
             ExprKind::If(c, a, b) => {
                 let c = self.expr(c);
                 let float = self.info.ty(e).is_float();
-                let (x, y) = if float {
-                    (self.as_float(a), self.as_float(b))
-                } else {
-                    (self.owned(a), self.owned(b))
-                };
+                let (x, y) = if float { (self.as_float(a), self.as_float(b)) } else { (self.owned(a), self.owned(b)) };
                 quote!((if #c { #x } else { #y }))
             }
             ExprKind::Some(x) => {
@@ -640,9 +594,7 @@ impl Rs<'_> {
     /// Elements of a list literal: pairs of integers become arrays (access patterns).
     fn list_elem(&mut self, x: &Expr) -> TokenStream {
         match &x.kind {
-            ExprKind::List(items) | ExprKind::Tuple(items)
-                if items.len() == 2 && items.iter().all(|i| self.info.ty(i).is_int()) =>
-            {
+            ExprKind::List(items) | ExprKind::Tuple(items) if items.len() == 2 && items.iter().all(|i| self.info.ty(i).is_int()) => {
                 let vs: Vec<TokenStream> = items.iter().map(|i| self.expr(i)).collect();
                 quote!([#(#vs),*])
             }
@@ -654,7 +606,7 @@ impl Rs<'_> {
         match self.info.ty(base).clone() {
             Ty::Shape(_) | Ty::List(_) => {
                 let b = self.expr(base);
-                let i = match &items[..] {
+                let i = match items {
                     [IndexItem::At(x)] => self.expr(x),
                     _ => quote!(0i64),
                 };
@@ -669,9 +621,7 @@ impl Rs<'_> {
                             let v = self.expr(x);
                             quote!(::nki::Idx::At(#v))
                         }
-                        IndexItem::Range {
-                            start, stop, step, ..
-                        } => {
+                        IndexItem::Range { start, stop, step, .. } => {
                             let opt = |s: &mut Self, x: &Option<Expr>| match x {
                                 Some(x) => {
                                     let v = s.expr(x);
@@ -700,11 +650,7 @@ impl Rs<'_> {
         match kind {
             Kind::Tensor(_) | Kind::Register | Kind::ReplicaGroup => self.by_ref(e),
             Kind::Operand => {
-                let v = if t.is_tensor() {
-                    self.by_ref(e)
-                } else {
-                    self.expr(e)
-                };
+                let v = if t.is_tensor() { self.by_ref(e) } else { self.expr(e) };
                 quote!(::nki::nisa::Operand::from(#v))
             }
             Kind::Float => self.as_float(e),
@@ -721,8 +667,7 @@ impl Rs<'_> {
                         .iter()
                         .map(|x| match (kind, &x.kind) {
                             (Kind::TensorLists, ExprKind::List(ts) | ExprKind::Tuple(ts)) => {
-                                let ts: Vec<TokenStream> =
-                                    ts.iter().map(|t| self.owned(t)).collect();
+                                let ts: Vec<TokenStream> = ts.iter().map(|t| self.owned(t)).collect();
                                 quote!(::std::vec![#(#ts),*])
                             }
                             _ => self.list_elem(x),
@@ -750,11 +695,7 @@ impl Rs<'_> {
                 _ => self.expr(e),
             },
             Kind::RegisterSource => {
-                let v = if matches!(t, Ty::Register) {
-                    self.by_ref(e)
-                } else {
-                    self.expr(e)
-                };
+                let v = if matches!(t, Ty::Register) { self.by_ref(e) } else { self.expr(e) };
                 quote!(::nki::nisa::RegisterSource::from(#v))
             }
             Kind::DynamicOffset => {
@@ -772,11 +713,7 @@ impl Rs<'_> {
             (_, ExprKind::None) => quote!(::core::option::Option::None),
             (Ty::Option(inner), _) => {
                 let v = self.expr(e);
-                if inner.is_tensor() {
-                    quote!(#v.as_ref())
-                } else {
-                    quote!(#v.clone())
-                }
+                if inner.is_tensor() { quote!(#v.as_ref()) } else { quote!(#v.clone()) }
             }
             _ => {
                 let v = match kind {
@@ -788,13 +725,7 @@ impl Rs<'_> {
         }
     }
 
-    fn vocab_call(
-        &mut self,
-        spec: &FnSpec,
-        slots: &[Option<usize>],
-        args: &[Arg],
-        span: Span,
-    ) -> TokenStream {
+    fn vocab_call(&mut self, spec: &FnSpec, slots: &[Option<usize>], args: &[Arg], span: Span) -> TokenStream {
         let f = rt_path(spec.rt);
         let ctx = &self.ctx;
         let mut positional = Vec::new();
@@ -810,9 +741,7 @@ impl Rs<'_> {
                     None => quote!(::core::unreachable!()),
                 });
             } else if spec.opts.is_empty() {
-                positional.push(value.map_or(quote!(::core::option::Option::None), |v| {
-                    self.opt_arg(p.kind, v)
-                }));
+                positional.push(value.map_or(quote!(::core::option::Option::None), |v| self.opt_arg(p.kind, v)));
             } else if let Some(v) = value {
                 let n = format_ident!("{}", p.name);
                 let val = self.opt_arg(p.kind, v);
@@ -824,18 +753,14 @@ impl Rs<'_> {
             positional.push(quote!(#o { #(#fields,)* ..::core::default::Default::default() }));
         }
         let call = quote_spanned!(span=> #f(#(#positional),*));
-        if spec.fallible {
-            fallible(span, call)
-        } else {
-            call
-        }
+        if spec.fallible { fallible(span, call) } else { call }
     }
 
     fn call(&mut self, e: &Expr, path: &[String], args: &[Arg]) -> TokenStream {
         match self.info.call(e) {
             Some(Resolved::Vocab { spec, slots }) => {
                 let (spec, slots) = (*spec, slots.clone());
-                self.vocab_call(spec, &slots, args, e.span)
+                self.vocab_call(spec, &slots, args, e.span.start)
             }
             _ => {
                 let segs = path.iter().map(|s| format_ident!("{}", s));
@@ -849,10 +774,7 @@ impl Rs<'_> {
                     }
                 }
                 let ctx = &self.ctx;
-                fallible(
-                    e.span,
-                    quote_spanned!(e.span=> #(#segs)::*::Call::new(#(#pos),*) #(#kws)* .run(#ctx)),
-                )
+                fallible(e.span.start, quote_spanned!(e.span.start=> #(#segs)::*::Call::new(#(#pos),*) #(#kws)* .run(#ctx)))
             }
         }
     }
@@ -877,14 +799,12 @@ impl Rs<'_> {
     }
 
     fn method(&mut self, e: &Expr, recv: &Expr, name: &syn::Ident, args: &[Arg]) -> TokenStream {
-        let span = e.span;
+        let span = e.span.start;
         let n = name.to_string();
         if let Some(Resolved::Method { slots, .. }) = self.info.call(e) {
             let slots = slots.clone();
             let r = self.by_ref(recv);
-            let mut a = |i: usize| -> Option<&Expr> {
-                slots.get(i).copied().flatten().map(|k| &args[k].value)
-            };
+            let mut a = |i: usize| -> Option<&Expr> { slots.get(i).copied().flatten().map(|k| &args[k].value) };
             return match n.as_str() {
                 "shape" => quote_spanned!(span=> ::nki::__rt::shape(#r)),
                 "dtype" => quote_spanned!(span=> ::nki::Tensor::dtype(#r)),
@@ -903,10 +823,7 @@ impl Rs<'_> {
                         quote!(::core::option::Option::Some(#v))
                     });
                     let indirect = a(3).map_or(quote!(0i64), |x| self.expr(x));
-                    fallible(
-                        span,
-                        quote!(::nki::__rt::ap(#r, #pattern, #offset, #dynamic, #indirect)),
-                    )
+                    fallible(span, quote!(::nki::__rt::ap(#r, #pattern, #offset, #dynamic, #indirect)))
                 }
                 "reshape" => {
                     let shape = a(0).map_or(quote!(&[]), |x| self.arg(Kind::Ints, x));
@@ -916,11 +833,7 @@ impl Rs<'_> {
                     let f = format_ident!("{}", other);
                     let given: Vec<&Expr> = (0..4).filter_map(&mut a).collect();
                     let vals: Vec<TokenStream> = given.into_iter().map(|x| self.expr(x)).collect();
-                    let step = if other == "slice" && vals.len() == 3 {
-                        quote!(, 1i64)
-                    } else {
-                        quote!()
-                    };
+                    let step = if other == "slice" && vals.len() == 3 { quote!(, 1i64) } else { quote!() };
                     fallible(span, quote!(::nki::__rt::#f(#r, #(#vals),* #step)))
                 }
             };
@@ -941,18 +854,12 @@ impl Rs<'_> {
                 quote!(#r.powi((#b) as i32))
             }
             (Ty::Float, "min" | "max" | "powf") => {
-                let b = args
-                    .first()
-                    .map(|a| self.as_float(&a.value))
-                    .unwrap_or_default();
+                let b = args.first().map(|a| self.as_float(&a.value)).unwrap_or_default();
                 quote!(#r.#name(#b))
             }
             (Ty::Shape(_), "len") => quote!((#r.len() as i64)),
             (Ty::Option(_) | Ty::None, "unwrap_or") => {
-                let b = args
-                    .first()
-                    .map(|a| self.owned(&a.value))
-                    .unwrap_or_default();
+                let b = args.first().map(|a| self.owned(&a.value)).unwrap_or_default();
                 quote!(#r.unwrap_or(#b))
             }
             _ => {

@@ -1,16 +1,12 @@
 //! syn expressions → DSL expressions.
 
-use crate::ast::{Arg, BinOp, CastTo, Expr, ExprKind, IndexItem, UnOp};
+use crate::ast::{Arg, BinOp, CastTo, Expr, ExprKind, IndexItem, Spn, UnOp};
 use crate::diag::Diagnostics;
-use proc_macro2::Span;
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 
-fn invalid(span: Span) -> Expr {
-    Expr {
-        kind: ExprKind::Invalid,
-        span,
-    }
+fn invalid(span: Spn) -> Expr {
+    Expr { kind: ExprKind::Invalid, span }
 }
 
 fn path_segments(p: &syn::Path) -> Vec<String> {
@@ -19,7 +15,7 @@ fn path_segments(p: &syn::Path) -> Vec<String> {
 
 /// Parses an expression; unsupported constructs are reported and become `Invalid`.
 pub fn parse_expr(e: &syn::Expr, diag: &mut Diagnostics) -> Expr {
-    let span = e.span();
+    let span = Spn::of(e);
     let kind = match e {
         syn::Expr::Lit(l) => match parse_lit(&l.lit, diag) {
             Some(k) => k,
@@ -27,10 +23,7 @@ pub fn parse_expr(e: &syn::Expr, diag: &mut Diagnostics) -> Expr {
         },
         syn::Expr::Path(p) => {
             if p.qself.is_some() {
-                diag.error(
-                    span,
-                    "qualified paths (`<T as Trait>::x`) are not supported in kernels",
-                );
+                diag.error(span, "qualified paths (`<T as Trait>::x`) are not supported in kernels");
                 return invalid(span);
             }
             let segs = path_segments(&p.path);
@@ -44,10 +37,7 @@ pub fn parse_expr(e: &syn::Expr, diag: &mut Diagnostics) -> Expr {
         syn::Expr::Group(g) => return parse_expr(&g.expr, diag),
         syn::Expr::Reference(r) => {
             if r.mutability.is_some() {
-                diag.error(
-                    span,
-                    "`&mut` is not needed in kernels: ops write through their `dst` tensor",
-                );
+                diag.error(span, "`&mut` is not needed in kernels: ops write through their `dst` tensor");
                 return invalid(span);
             }
             return parse_expr(&r.expr, diag);
@@ -68,18 +58,11 @@ pub fn parse_expr(e: &syn::Expr, diag: &mut Diagnostics) -> Expr {
                 diag.error(b.op.span(), "this operator is not supported in kernel expressions (use + - * / % == != < <= > >= && ||; compound assignment only as a statement)");
                 return invalid(span);
             };
-            ExprKind::Binary(
-                op,
-                Box::new(parse_expr(&b.left, diag)),
-                Box::new(parse_expr(&b.right, diag)),
-            )
+            ExprKind::Binary(op, Box::new(parse_expr(&b.left, diag)), Box::new(parse_expr(&b.right, diag)))
         }
         syn::Expr::Call(c) => {
             let syn::Expr::Path(p) = &*c.func else {
-                diag.error(
-                    c.func.span(),
-                    "only named functions can be called in kernels",
-                );
+                diag.error(c.func.span(), "only named functions can be called in kernels");
                 return invalid(span);
             };
             let path = path_segments(&p.path);
@@ -93,58 +76,36 @@ pub fn parse_expr(e: &syn::Expr, diag: &mut Diagnostics) -> Expr {
                     }
                 }
             } else {
-                ExprKind::Call {
-                    path,
-                    path_span: p.span(),
-                    args,
-                }
+                ExprKind::Call { path, path_span: Spn::of(p), args }
             }
         }
         syn::Expr::MethodCall(m) => {
             if m.turbofish.is_some() {
-                diag.error(
-                    m.turbofish.span(),
-                    "turbofish type arguments are not supported in kernels",
-                );
+                diag.error(m.turbofish.span(), "turbofish type arguments are not supported in kernels");
             }
-            ExprKind::Method {
-                recv: Box::new(parse_expr(&m.receiver, diag)),
-                name: m.method.clone(),
-                args: parse_args(&m.args, diag),
-            }
+            ExprKind::Method { recv: Box::new(parse_expr(&m.receiver, diag)), name: m.method.clone(), args: parse_args(&m.args, diag) }
         }
-        syn::Expr::Index(ix) => ExprKind::Index {
-            base: Box::new(parse_expr(&ix.expr, diag)),
-            items: parse_index(&ix.index, diag),
-        },
-        syn::Expr::Tuple(t) => {
-            ExprKind::Tuple(t.elems.iter().map(|x| parse_expr(x, diag)).collect())
-        }
-        syn::Expr::Array(a) => {
-            ExprKind::List(a.elems.iter().map(|x| parse_expr(x, diag)).collect())
-        }
-        syn::Expr::Repeat(r) => ExprKind::Repeat(
-            Box::new(parse_expr(&r.expr, diag)),
-            Box::new(parse_expr(&r.len, diag)),
-        ),
+        syn::Expr::Index(ix) => ExprKind::Index { base: Box::new(parse_expr(&ix.expr, diag)), items: parse_index(&ix.index, diag) },
+        syn::Expr::Tuple(t) => ExprKind::Tuple(t.elems.iter().map(|x| parse_expr(x, diag)).collect()),
+        syn::Expr::Array(a) => ExprKind::List(a.elems.iter().map(|x| parse_expr(x, diag)).collect()),
+        syn::Expr::Repeat(r) => ExprKind::Repeat(Box::new(parse_expr(&r.expr, diag)), Box::new(parse_expr(&r.len, diag))),
         syn::Expr::Cast(c) => {
             let to = match &*c.ty {
                 syn::Type::Path(p) if p.path.is_ident("f64") => CastTo::Float,
                 syn::Type::Path(p) if p.path.is_ident("i64") => CastTo::Int,
                 other => {
-                    diag.error(
-                        other.span(),
-                        "only `as f64` and `as i64` casts are supported in kernels",
-                    );
+                    diag.error(other.span(), "only `as f64` and `as i64` casts are supported in kernels");
                     return invalid(span);
                 }
             };
             ExprKind::Cast(Box::new(parse_expr(&c.expr, diag)), to)
         }
         syn::Expr::If(i) => {
-            let (Some((_, els)), false) = (&i.else_branch, matches!(&*i.cond, syn::Expr::Let(_)))
-            else {
-                diag.error(span, "an `if` used as a value needs an `else` branch and a plain condition (it becomes Python's `a if cond else b`)");
+            let (Some((_, els)), false) = (&i.else_branch, matches!(&*i.cond, syn::Expr::Let(_))) else {
+                diag.error(
+                    span,
+                    "an `if` used as a value needs an `else` branch and a plain condition (it becomes Python's `a if cond else b`)",
+                );
                 return invalid(span);
             };
             let then = single_value(&i.then_branch.stmts, span, diag);
@@ -152,36 +113,26 @@ pub fn parse_expr(e: &syn::Expr, diag: &mut Diagnostics) -> Expr {
                 syn::Expr::Block(b) => single_value(&b.block.stmts, span, diag),
                 other => parse_expr(other, diag),
             };
-            ExprKind::If(
-                Box::new(parse_expr(&i.cond, diag)),
-                Box::new(then),
-                Box::new(otherwise),
-            )
+            ExprKind::If(Box::new(parse_expr(&i.cond, diag)), Box::new(then), Box::new(otherwise))
         }
         syn::Expr::Field(f) => match &f.member {
-            syn::Member::Unnamed(idx) => {
-                ExprKind::Field(Box::new(parse_expr(&f.base, diag)), idx.index as usize)
-            }
+            syn::Member::Unnamed(idx) => ExprKind::Field(Box::new(parse_expr(&f.base, diag)), idx.index as usize),
             syn::Member::Named(n) => {
                 diag.error(n.span(), "struct fields are not supported in kernels; tensor properties are methods: `.shape()`, `.dtype()`");
                 return invalid(span);
             }
         },
-        syn::Expr::Macro(m) if m.mac.path.is_ident("vec") => match m
-            .mac
-            .parse_body_with(Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated)
-        {
-            Ok(items) => ExprKind::List(items.iter().map(|x| parse_expr(x, diag)).collect()),
-            Err(e) => {
-                diag.push(e);
-                return invalid(span);
+        syn::Expr::Macro(m) if m.mac.path.is_ident("vec") => {
+            match m.mac.parse_body_with(Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated) {
+                Ok(items) => ExprKind::List(items.iter().map(|x| parse_expr(x, diag)).collect()),
+                Err(e) => {
+                    diag.push(e);
+                    return invalid(span);
+                }
             }
-        },
+        }
         syn::Expr::Macro(m) if m.mac.path.is_ident("s") => {
-            diag.error(
-                span,
-                "`s![...]` only appears inside an index: `tile[s![0..128, ..]]`",
-            );
+            diag.error(span, "`s![...]` only appears inside an index: `tile[s![0..128, ..]]`");
             return invalid(span);
         }
         other => {
@@ -201,42 +152,29 @@ pub fn unsupported_message(e: &syn::Expr) -> &'static str {
         syn::Expr::While(_) => {
             "`while` loops are not supported in kernels: NKI unrolls loops at trace time, write `for i in 0..n` over a range"
         }
-        syn::Expr::Loop(_) => {
-            "`loop` is not supported in kernels: NKI unrolls loops at trace time, write `for i in 0..n` over a range"
-        }
+        syn::Expr::Loop(_) => "`loop` is not supported in kernels: NKI unrolls loops at trace time, write `for i in 0..n` over a range",
         syn::Expr::Match(_) => "`match` is not supported in kernels: write `if` / `else if` chains",
-        syn::Expr::Try(_) => {
-            "`?` is not needed in kernels: every NKI op already propagates its error"
-        }
+        syn::Expr::Try(_) => "`?` is not needed in kernels: every NKI op already propagates its error",
         syn::Expr::Async(_) | syn::Expr::Await(_) => "async code is not supported in kernels",
         syn::Expr::Unsafe(_) => "`unsafe` is not supported in kernels",
-        syn::Expr::Struct(_) => {
-            "struct literals are not supported in kernels: pass tensors and scalars as parameters"
-        }
+        syn::Expr::Struct(_) => "struct literals are not supported in kernels: pass tensors and scalars as parameters",
         syn::Expr::Break(_) | syn::Expr::Continue(_) => {
             "`break` and `continue` are not supported in kernels: compute the loop range instead"
         }
         syn::Expr::Range(_) => "ranges only appear as a `for` loop's range or inside `s![...]`",
-        syn::Expr::Block(_) => {
-            "a block is not a value in kernels; bind its result with `let` in the enclosing block"
-        }
+        syn::Expr::Block(_) => "a block is not a value in kernels; bind its result with `let` in the enclosing block",
         syn::Expr::Assign(_) => "assignment is a statement in kernels, not a value",
         syn::Expr::Let(_) => "`let` expressions only appear as `if let Some(x) = value`",
-        syn::Expr::Macro(_) => {
-            "only `assert!`, `assert_eq!`, `s!` and `vec!` macros are supported in kernels"
-        }
+        syn::Expr::Macro(_) => "only `assert!`, `assert_eq!`, `s!` and `vec!` macros are supported in kernels",
         _ => "this expression is not supported in kernels",
     }
 }
 
-fn single_value(stmts: &[syn::Stmt], span: Span, diag: &mut Diagnostics) -> Expr {
+fn single_value(stmts: &[syn::Stmt], span: Spn, diag: &mut Diagnostics) -> Expr {
     match stmts {
         [syn::Stmt::Expr(e, None)] => parse_expr(e, diag),
         _ => {
-            diag.error(
-                span,
-                "each branch of an `if` used as a value must be a single expression",
-            );
+            diag.error(span, "each branch of an `if` used as a value must be a single expression");
             invalid(span)
         }
     }
@@ -247,10 +185,7 @@ fn parse_lit(l: &syn::Lit, diag: &mut Diagnostics) -> Option<ExprKind> {
         syn::Lit::Int(i) => match i.base10_parse::<i64>() {
             Ok(v) if matches!(i.suffix(), "" | "i64") => ExprKind::Int(v),
             Ok(_) => {
-                diag.error(
-                    i.span(),
-                    "integer literals in kernels are `i64`; drop the suffix",
-                );
+                diag.error(i.span(), "integer literals in kernels are `i64`; drop the suffix");
                 return None;
             }
             Err(e) => {
@@ -261,10 +196,7 @@ fn parse_lit(l: &syn::Lit, diag: &mut Diagnostics) -> Option<ExprKind> {
         syn::Lit::Float(f) => match f.base10_parse::<f64>() {
             Ok(v) if matches!(f.suffix(), "" | "f64") => ExprKind::Float(v),
             Ok(_) => {
-                diag.error(
-                    f.span(),
-                    "float literals in kernels are `f64`; drop the suffix",
-                );
+                diag.error(f.span(), "float literals in kernels are `f64`; drop the suffix");
                 return None;
             }
             Err(e) => {
@@ -275,10 +207,7 @@ fn parse_lit(l: &syn::Lit, diag: &mut Diagnostics) -> Option<ExprKind> {
         syn::Lit::Bool(b) => ExprKind::Bool(b.value),
         syn::Lit::Str(s) => ExprKind::Str(s.value()),
         other => {
-            diag.error(
-                other.span(),
-                "only integer, float, bool and string literals are supported in kernels",
-            );
+            diag.error(other.span(), "only integer, float, bool and string literals are supported in kernels");
             return None;
         }
     })
@@ -316,29 +245,19 @@ pub fn assign_op(op: &syn::BinOp) -> Option<BinOp> {
 }
 
 /// Call arguments: positional values and `name = value` keywords.
-pub fn parse_args(
-    args: &Punctuated<syn::Expr, syn::Token![,]>,
-    diag: &mut Diagnostics,
-) -> Vec<Arg> {
+pub fn parse_args(args: &Punctuated<syn::Expr, syn::Token![,]>, diag: &mut Diagnostics) -> Vec<Arg> {
     args.iter()
         .map(|a| match a {
             syn::Expr::Assign(asg) => match &*asg.left {
-                syn::Expr::Path(p) if p.path.get_ident().is_some() => Arg {
-                    name: p.path.get_ident().cloned(),
-                    value: parse_expr(&asg.right, diag),
-                },
+                syn::Expr::Path(p) if p.path.get_ident().is_some() => {
+                    Arg { name: p.path.get_ident().cloned(), value: parse_expr(&asg.right, diag) }
+                }
                 other => {
                     diag.error(other.span(), "a keyword argument is written `name = value`");
-                    Arg {
-                        name: None,
-                        value: invalid(a.span()),
-                    }
+                    Arg { name: None, value: invalid(Spn::of(a)) }
                 }
             },
-            other => Arg {
-                name: None,
-                value: parse_expr(other, diag),
-            },
+            other => Arg { name: None, value: parse_expr(other, diag) },
         })
         .collect()
 }
@@ -367,10 +286,7 @@ fn parse_index(index: &syn::Expr, diag: &mut Diagnostics) -> Vec<IndexItem> {
             Ok(items)
         };
         return match m.mac.parse_body_with(parser) {
-            Ok(items) => items
-                .iter()
-                .map(|(e, step)| index_item(e, step.as_ref(), diag))
-                .collect(),
+            Ok(items) => items.iter().map(|(e, step)| index_item(e, step.as_ref(), diag)).collect(),
             Err(e) => {
                 diag.push(e);
                 Vec::new()
@@ -381,7 +297,7 @@ fn parse_index(index: &syn::Expr, diag: &mut Diagnostics) -> Vec<IndexItem> {
 }
 
 fn index_item(e: &syn::Expr, step: Option<&syn::Expr>, diag: &mut Diagnostics) -> IndexItem {
-    let span = e.span();
+    let span = Spn::of(e);
     match e {
         syn::Expr::Range(r) => {
             let inclusive = matches!(r.limits, syn::RangeLimits::Closed(_));
@@ -389,30 +305,14 @@ fn index_item(e: &syn::Expr, step: Option<&syn::Expr>, diag: &mut Diagnostics) -
                 let s = parse_expr(x, diag);
                 if inclusive {
                     let sp = s.span;
-                    Expr {
-                        kind: ExprKind::Binary(
-                            BinOp::Add,
-                            Box::new(s),
-                            Box::new(Expr {
-                                kind: ExprKind::Int(1),
-                                span: sp,
-                            }),
-                        ),
-                        span: sp,
-                    }
+                    Expr { kind: ExprKind::Binary(BinOp::Add, Box::new(s), Box::new(Expr { kind: ExprKind::Int(1), span: sp })), span: sp }
                 } else {
                     s
                 }
             });
-            IndexItem::Range {
-                start: r.start.as_deref().map(|x| parse_expr(x, diag)),
-                stop,
-                step: step.map(|s| parse_expr(s, diag)),
-                span,
-            }
+            IndexItem::Range { start: r.start.as_deref().map(|x| parse_expr(x, diag)), stop, step: step.map(|s| parse_expr(s, diag)), span }
         }
-        syn::Expr::Call(c) if matches!(&*c.func, syn::Expr::Path(p) if path_segments(&p.path) == ["nl", "ds"]) =>
-        {
+        syn::Expr::Call(c) if matches!(&*c.func, syn::Expr::Path(p) if path_segments(&p.path) == ["nl", "ds"]) => {
             let args: Vec<Expr> = c.args.iter().map(|a| parse_expr(a, diag)).collect();
             match <[Expr; 2]>::try_from(args) {
                 Ok([start, size]) => IndexItem::Ds { start, size, span },

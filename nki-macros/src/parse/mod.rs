@@ -8,9 +8,8 @@ mod types;
 pub use expr::parse_expr;
 pub use types::parse_type;
 
-use crate::ast::{FnKind, Function, Param};
+use crate::ast::{FnKind, Function, Param, Spn};
 use crate::diag::Diagnostics;
-use syn::spanned::Spanned;
 
 /// Parses a kernel or helper function.
 pub fn parse_function(item: &syn::ItemFn, kind: FnKind, diag: &mut Diagnostics) -> Function {
@@ -20,25 +19,25 @@ pub fn parse_function(item: &syn::ItemFn, kind: FnKind, diag: &mut Diagnostics) 
         FnKind::Helper => "an #[nki_helper]",
     };
     if let Some(c) = &sig.constness {
-        diag.error(c.span(), format!("{what} function cannot be `const`"));
+        diag.error(Spn::of(c), format!("{what} function cannot be `const`"));
     }
     if let Some(a) = &sig.asyncness {
-        diag.error(a.span(), format!("{what} function cannot be `async`"));
+        diag.error(Spn::of(a), format!("{what} function cannot be `async`"));
     }
     if let Some(u) = &sig.unsafety {
-        diag.error(u.span(), format!("{what} function cannot be `unsafe`"));
+        diag.error(Spn::of(u), format!("{what} function cannot be `unsafe`"));
     }
     if let Some(abi) = &sig.abi {
-        diag.error(abi.span(), format!("{what} function cannot have an ABI"));
+        diag.error(Spn::of(abi), format!("{what} function cannot have an ABI"));
     }
     if !sig.generics.params.is_empty() {
         diag.error(
-            sig.generics.span(),
+            Spn::of(&sig.generics),
             format!("{what} function takes no generic parameters: shapes and dtypes are read at trace time with `.shape()` and `.dtype()`"),
         );
     }
     if let Some(v) = &sig.variadic {
-        diag.error(v.span(), "variadic functions are not supported");
+        diag.error(Spn::of(v), "variadic functions are not supported");
     }
     let docs = item
         .attrs
@@ -46,10 +45,7 @@ pub fn parse_function(item: &syn::ItemFn, kind: FnKind, diag: &mut Diagnostics) 
         .filter(|a| a.path().is_ident("doc"))
         .filter_map(|a| match &a.meta {
             syn::Meta::NameValue(nv) => match &nv.value {
-                syn::Expr::Lit(syn::ExprLit {
-                    lit: syn::Lit::Str(s),
-                    ..
-                }) => Some(s.value()),
+                syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) => Some(s.value()),
                 _ => None,
             },
             _ => None,
@@ -57,22 +53,17 @@ pub fn parse_function(item: &syn::ItemFn, kind: FnKind, diag: &mut Diagnostics) 
         .collect();
     for a in &item.attrs {
         if !a.path().is_ident("doc") && !a.path().is_ident("allow") {
-            diag.error(
-                a.span(),
-                format!(
-                    "attribute not supported on {what} function (doc comments and #[allow] are)"
-                ),
-            );
+            diag.error(Spn::of(a), format!("attribute not supported on {what} function (doc comments and #[allow] are)"));
         }
     }
     let mut params = Vec::new();
     for input in &sig.inputs {
         let syn::FnArg::Typed(pt) = input else {
-            diag.error(input.span(), format!("{what} function cannot take `self`"));
+            diag.error(Spn::of(input), format!("{what} function cannot take `self`"));
             continue;
         };
         let syn::Pat::Ident(id) = &*pt.pat else {
-            diag.error(pt.pat.span(), "kernel parameters must be plain names");
+            diag.error(Spn::of(&pt.pat), "kernel parameters must be plain names");
             continue;
         };
         let mut default = None;
@@ -83,15 +74,11 @@ pub fn parse_function(item: &syn::ItemFn, kind: FnKind, diag: &mut Diagnostics) 
                     Err(e) => diag.push(e),
                 }
             } else {
-                diag.error(a.span(), "the only parameter attribute is #[default(value)]: the Python default of the parameter");
+                diag.error(Spn::of(a), "the only parameter attribute is #[default(value)]: the Python default of the parameter");
             }
         }
         if let Some(ty) = parse_type(&pt.ty, diag) {
-            params.push(Param {
-                name: id.ident.clone(),
-                ty,
-                default,
-            });
+            params.push(Param { name: id.ident.clone(), ty, default });
         }
     }
     let ret = match &sig.output {
@@ -99,13 +86,5 @@ pub fn parse_function(item: &syn::ItemFn, kind: FnKind, diag: &mut Diagnostics) 
         syn::ReturnType::Type(_, ty) => parse_type(ty, diag),
     };
     let body = stmt::parse_block(&item.block, diag);
-    Function {
-        kind,
-        vis: item.vis.clone(),
-        name: sig.ident.clone(),
-        docs,
-        params,
-        ret,
-        body,
-    }
+    Function { kind, vis: item.vis.clone(), name: sig.ident.clone(), docs, params, ret, body }
 }

@@ -2,26 +2,18 @@
 
 use super::expr::{assign_op, parse_expr, unsupported_message};
 use super::types::parse_type;
-use crate::ast::{
-    Block, Cond, Expr, ExprKind, FmtPiece, FmtString, Pat, RangeIter, RangeKind, Stmt,
-};
+use crate::ast::{Block, Cond, Expr, ExprKind, FmtPiece, FmtString, Pat, RangeIter, RangeKind, Spn, Stmt};
 use crate::diag::Diagnostics;
-use proc_macro2::Span;
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 
 /// Parses a block; its last expression without `;` becomes the tail value.
 pub fn parse_block(block: &syn::Block, diag: &mut Diagnostics) -> Block {
-    let mut out = Block {
-        stmts: Vec::new(),
-        tail: None,
-    };
+    let mut out = Block { stmts: Vec::new(), tail: None };
     let n = block.stmts.len();
     for (i, s) in block.stmts.iter().enumerate() {
         match s {
-            syn::Stmt::Expr(e, None) if i + 1 == n && is_value(e) => {
-                out.tail = Some(parse_expr(e, diag))
-            }
+            syn::Stmt::Expr(e, None) if i + 1 == n && is_value(e) => out.tail = Some(parse_expr(e, diag)),
             _ => parse_stmt(s, &mut out.stmts, diag),
         }
     }
@@ -32,19 +24,14 @@ pub fn parse_block(block: &syn::Block, diag: &mut Diagnostics) -> Block {
 fn is_value(e: &syn::Expr) -> bool {
     !matches!(
         e,
-        syn::Expr::ForLoop(_)
-            | syn::Expr::If(_)
-            | syn::Expr::While(_)
-            | syn::Expr::Loop(_)
-            | syn::Expr::Block(_)
-            | syn::Expr::Macro(_)
+        syn::Expr::ForLoop(_) | syn::Expr::If(_) | syn::Expr::While(_) | syn::Expr::Loop(_) | syn::Expr::Block(_) | syn::Expr::Macro(_)
     )
 }
 
 fn parse_stmt(s: &syn::Stmt, out: &mut Vec<Stmt>, diag: &mut Diagnostics) {
     match s {
         syn::Stmt::Local(l) => {
-            let span = l.span();
+            let span = Spn::of(l);
             if let Some(init) = &l.init
                 && init.diverge.is_some()
             {
@@ -59,12 +46,7 @@ fn parse_stmt(s: &syn::Stmt, out: &mut Vec<Stmt>, diag: &mut Diagnostics) {
                 diag.error(span, "a `let` in a kernel needs a value: NKI tensors are created with nl::ndarray(...)");
                 return;
             };
-            out.push(Stmt::Let {
-                pat,
-                ty,
-                init: parse_expr(&init.expr, diag),
-                span,
-            });
+            out.push(Stmt::Let { pat, ty, init: parse_expr(&init.expr, diag), span });
         }
         syn::Stmt::Item(item) => {
             diag.error(item.span(), "items cannot be declared inside a kernel; define helper functions outside it with #[nki_helper]");
@@ -75,7 +57,7 @@ fn parse_stmt(s: &syn::Stmt, out: &mut Vec<Stmt>, diag: &mut Diagnostics) {
 }
 
 fn parse_expr_stmt(e: &syn::Expr, out: &mut Vec<Stmt>, diag: &mut Diagnostics) {
-    let span = e.span();
+    let span = Spn::of(e);
     match e {
         syn::Expr::ForLoop(f) => {
             if f.label.is_some() {
@@ -87,7 +69,7 @@ fn parse_expr_stmt(e: &syn::Expr, out: &mut Vec<Stmt>, diag: &mut Diagnostics) {
             if let Some(t) = &body.tail {
                 diag.error(t.span, "a loop body cannot end in a value; add `;`");
             }
-            out.push(Stmt::For { var, iter, body, span });
+            out.push(Stmt::For { var, iter: Box::new(iter), body, span });
         }
         syn::Expr::If(_) => {
             if let Some(s) = parse_if(e, diag) {
@@ -107,13 +89,12 @@ fn parse_expr_stmt(e: &syn::Expr, out: &mut Vec<Stmt>, diag: &mut Diagnostics) {
             }
         }
         syn::Expr::Assign(a) => match &*a.left {
-            syn::Expr::Path(p) if p.path.get_ident().is_some() => out.push(Stmt::Assign {
-                name: p.path.segments[0].ident.clone(),
-                op: None,
-                value: parse_expr(&a.right, diag),
-                span,
-            }),
-            other => diag.error(other.span(), "only plain variables can be assigned in kernels; tensors are written by ops through their `dst`"),
+            syn::Expr::Path(p) if p.path.get_ident().is_some() => {
+                out.push(Stmt::Assign { name: p.path.segments[0].ident.clone(), op: None, value: parse_expr(&a.right, diag), span })
+            }
+            other => {
+                diag.error(other.span(), "only plain variables can be assigned in kernels; tensors are written by ops through their `dst`")
+            }
         },
         syn::Expr::Binary(b) if assign_op(&b.op).is_some() => match &*b.left {
             syn::Expr::Path(p) if p.path.get_ident().is_some() => out.push(Stmt::Assign {
@@ -134,7 +115,7 @@ fn parse_expr_stmt(e: &syn::Expr, out: &mut Vec<Stmt>, diag: &mut Diagnostics) {
 }
 
 fn parse_if(e: &syn::Expr, diag: &mut Diagnostics) -> Option<Stmt> {
-    let span = e.span();
+    let span = Spn::of(e);
     let mut branches = Vec::new();
     let mut cur = e;
     loop {
@@ -144,22 +125,15 @@ fn parse_if(e: &syn::Expr, diag: &mut Diagnostics) -> Option<Stmt> {
         };
         let cond = match &*i.cond {
             syn::Expr::Let(l) => match &*l.pat {
-                syn::Pat::TupleStruct(ts) if ts.path.is_ident("Some") && ts.elems.len() == 1 => {
-                    match &ts.elems[0] {
-                        syn::Pat::Ident(id) => {
-                            Cond::LetSome(id.ident.clone(), parse_expr(&l.expr, diag))
-                        }
-                        other => {
-                            diag.error(other.span(), "write `if let Some(name) = value`");
-                            return None;
-                        }
+                syn::Pat::TupleStruct(ts) if ts.path.is_ident("Some") && ts.elems.len() == 1 => match &ts.elems[0] {
+                    syn::Pat::Ident(id) => Cond::LetSome(id.ident.clone(), parse_expr(&l.expr, diag)),
+                    other => {
+                        diag.error(other.span(), "write `if let Some(name) = value`");
+                        return None;
                     }
-                }
+                },
                 other => {
-                    diag.error(
-                        other.span(),
-                        "only `if let Some(name) = value` is supported in kernels",
-                    );
+                    diag.error(other.span(), "only `if let Some(name) = value` is supported in kernels");
                     return None;
                 }
             },
@@ -167,16 +141,15 @@ fn parse_if(e: &syn::Expr, diag: &mut Diagnostics) -> Option<Stmt> {
         };
         let body = parse_block(&i.then_branch, diag);
         if let Some(t) = &body.tail {
-            diag.error(t.span, "an `if` statement's branch cannot end in a value; add `;` (or use `if` as a value with single-expression branches)");
+            diag.error(
+                t.span,
+                "an `if` statement's branch cannot end in a value; add `;` (or use `if` as a value with single-expression branches)",
+            );
         }
         branches.push((cond, body));
         match &i.else_branch {
             None => {
-                return Some(Stmt::If {
-                    branches,
-                    otherwise: None,
-                    span,
-                });
+                return Some(Stmt::If { branches, otherwise: None, span });
             }
             Some((_, els)) => match &**els {
                 syn::Expr::If(_) => cur = els,
@@ -185,11 +158,7 @@ fn parse_if(e: &syn::Expr, diag: &mut Diagnostics) -> Option<Stmt> {
                     if let Some(t) = &body.tail {
                         diag.error(t.span, "an `else` branch cannot end in a value; add `;`");
                     }
-                    return Some(Stmt::If {
-                        branches,
-                        otherwise: Some(body),
-                        span,
-                    });
+                    return Some(Stmt::If { branches, otherwise: Some(body), span });
                 }
                 other => {
                     diag.error(other.span(), "unsupported `else` branch");
@@ -208,28 +177,19 @@ fn parse_pat(p: &syn::Pat, diag: &mut Diagnostics) -> Pat {
             }
             Pat::Ident(i.ident.clone(), i.mutability.is_some())
         }
-        syn::Pat::Tuple(t) => Pat::Tuple(
-            t.elems.iter().map(|x| parse_pat(x, diag)).collect(),
-            p.span(),
-        ),
-        syn::Pat::Slice(s) => Pat::Slice(
-            s.elems.iter().map(|x| parse_pat(x, diag)).collect(),
-            p.span(),
-        ),
+        syn::Pat::Tuple(t) => Pat::Tuple(t.elems.iter().map(|x| parse_pat(x, diag)).collect(), Spn::of(p)),
+        syn::Pat::Slice(s) => Pat::Slice(s.elems.iter().map(|x| parse_pat(x, diag)).collect(), Spn::of(p)),
         syn::Pat::Wild(_) => Pat::Wild,
         syn::Pat::Paren(x) => parse_pat(&x.pat, diag),
         other => {
-            diag.error(
-                other.span(),
-                "only names, `_`, tuples `(a, b)` and shape lists `[a, b]` can be bound in kernels",
-            );
+            diag.error(other.span(), "only names, `_`, tuples `(a, b)` and shape lists `[a, b]` can be bound in kernels");
             Pat::Wild
         }
     }
 }
 
 fn parse_range(e: &syn::Expr, diag: &mut Diagnostics) -> Option<RangeIter> {
-    let span = e.span();
+    let span = Spn::of(e);
     let bad = |diag: &mut Diagnostics| {
         diag.error(
             span,
@@ -241,22 +201,13 @@ fn parse_range(e: &syn::Expr, diag: &mut Diagnostics) -> Option<RangeIter> {
         syn::Expr::Paren(p) => parse_range(&p.expr, diag),
         syn::Expr::Range(r) => {
             if matches!(r.limits, syn::RangeLimits::Closed(_)) {
-                diag.error(
-                    span,
-                    "use a half-open range `a..b` (Python's range excludes its end)",
-                );
+                diag.error(span, "use a half-open range `a..b` (Python's range excludes its end)");
                 return None;
             }
             let (Some(start), Some(stop)) = (&r.start, &r.end) else {
                 return bad(diag);
             };
-            Some(RangeIter {
-                kind: RangeKind::Plain,
-                start: parse_expr(start, diag),
-                stop: parse_expr(stop, diag),
-                step: None,
-                span,
-            })
+            Some(RangeIter { kind: RangeKind::Plain, start: parse_expr(start, diag), stop: parse_expr(stop, diag), step: None, span })
         }
         syn::Expr::MethodCall(m) if m.method == "step_by" && m.args.len() == 1 => {
             let mut inner = parse_range(&m.receiver, diag)?;
@@ -271,44 +222,19 @@ fn parse_range(e: &syn::Expr, diag: &mut Diagnostics) -> Option<RangeIter> {
             let syn::Expr::Path(p) = &*c.func else {
                 return bad(diag);
             };
-            let segs: Vec<String> = p
-                .path
-                .segments
-                .iter()
-                .map(|s| s.ident.to_string())
-                .collect();
-            let kind = match segs
-                .iter()
-                .map(String::as_str)
-                .collect::<Vec<_>>()
-                .as_slice()
-            {
+            let segs: Vec<String> = p.path.segments.iter().map(|s| s.ident.to_string()).collect();
+            let kind = match segs.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
                 ["nl", "affine_range"] => "affine_range",
                 ["nl", "sequential_range"] => "sequential_range",
                 ["nl", "static_range"] => "static_range",
                 _ => return bad(diag),
             };
             let args: Vec<Expr> = c.args.iter().map(|a| parse_expr(a, diag)).collect();
-            let zero = |s: Span| Expr {
-                kind: ExprKind::Int(0),
-                span: s,
-            };
+            let zero = |s: Spn| Expr { kind: ExprKind::Int(0), span: s };
             let mut it = args.into_iter();
             match (it.next(), it.next(), it.next(), it.next()) {
-                (Some(stop), None, None, None) => Some(RangeIter {
-                    kind: RangeKind::Nl(kind),
-                    start: zero(span),
-                    stop,
-                    step: None,
-                    span,
-                }),
-                (Some(start), Some(stop), step, None) => Some(RangeIter {
-                    kind: RangeKind::Nl(kind),
-                    start,
-                    stop,
-                    step,
-                    span,
-                }),
+                (Some(stop), None, None, None) => Some(RangeIter { kind: RangeKind::Nl(kind), start: zero(span), stop, step: None, span }),
+                (Some(start), Some(stop), step, None) => Some(RangeIter { kind: RangeKind::Nl(kind), start, stop, step, span }),
                 _ => bad(diag),
             }
         }
@@ -317,18 +243,13 @@ fn parse_range(e: &syn::Expr, diag: &mut Diagnostics) -> Option<RangeIter> {
 }
 
 fn parse_macro_stmt(mac: &syn::Macro, out: &mut Vec<Stmt>, diag: &mut Diagnostics) {
-    let span = mac.span();
-    let name = mac
-        .path
-        .get_ident()
-        .map(|i| i.to_string())
-        .unwrap_or_default();
+    let span = Spn::of(mac);
+    let name = mac.path.get_ident().map(|i| i.to_string()).unwrap_or_default();
     if name != "assert" && name != "assert_eq" && name != "assert_ne" {
         diag.error(span, "only `assert!`, `assert_eq!` and `assert_ne!` can be used as statements in kernels (they become Python asserts)");
         return;
     }
-    let args = match mac.parse_body_with(Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated)
-    {
+    let args = match mac.parse_body_with(Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated) {
         Ok(a) => a,
         Err(e) => {
             diag.push(e);
@@ -349,36 +270,16 @@ fn parse_macro_stmt(mac: &syn::Macro, out: &mut Vec<Stmt>, diag: &mut Diagnostic
                 diag.error(span, format!("{name}! needs two values"));
                 return;
             };
-            let op = if name == "assert_eq" {
-                crate::ast::BinOp::Eq
-            } else {
-                crate::ast::BinOp::Ne
-            };
-            Expr {
-                kind: ExprKind::Binary(
-                    op,
-                    Box::new(parse_expr(a, diag)),
-                    Box::new(parse_expr(b, diag)),
-                ),
-                span,
-            }
+            let op = if name == "assert_eq" { crate::ast::BinOp::Eq } else { crate::ast::BinOp::Ne };
+            Expr { kind: ExprKind::Binary(op, Box::new(parse_expr(a, diag)), Box::new(parse_expr(b, diag))), span }
         }
     };
     let rest: Vec<&syn::Expr> = it.collect();
     let msg = match rest.split_first() {
         None => None,
-        Some((
-            syn::Expr::Lit(syn::ExprLit {
-                lit: syn::Lit::Str(s),
-                ..
-            }),
-            fmt_args,
-        )) => parse_format(s, fmt_args, diag),
+        Some((syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }), fmt_args)) => parse_format(s, fmt_args, diag),
         Some((other, _)) => {
-            diag.error(
-                other.span(),
-                "the assert message must be a string literal, optionally with {} arguments",
-            );
+            diag.error(other.span(), "the assert message must be a string literal, optionally with {} arguments");
             None
         }
     };
@@ -386,11 +287,7 @@ fn parse_macro_stmt(mac: &syn::Macro, out: &mut Vec<Stmt>, diag: &mut Diagnostic
 }
 
 /// Parses a format string with `{}`, `{name}` and `{:?}` placeholders.
-fn parse_format(
-    lit: &syn::LitStr,
-    args: &[&syn::Expr],
-    diag: &mut Diagnostics,
-) -> Option<FmtString> {
+fn parse_format(lit: &syn::LitStr, args: &[&syn::Expr], diag: &mut Diagnostics) -> Option<FmtString> {
     let text = lit.value();
     let mut pieces = Vec::new();
     let mut buf = String::new();
@@ -428,7 +325,10 @@ fn parse_format(
                 if !spec.contains(':') || spec.ends_with(":?") {
                     // Plain and debug formatting print the same in Python.
                 } else {
-                    diag.error(lit.span(), format!("format spec `{{{spec}}}` is not supported in kernel asserts; use `{{}}` or `{{name}}`"));
+                    diag.error(
+                        lit.span(),
+                        format!("format spec `{{{spec}}}` is not supported in kernel asserts; use `{{}}` or `{{name}}`"),
+                    );
                     return None;
                 }
                 let value = if name.is_empty() {
@@ -441,15 +341,9 @@ fn parse_format(
                 } else if let Some((_, e)) = named.iter().find(|(n, _)| *n == name) {
                     parse_expr(e, diag)
                 } else if name.chars().all(|c| c.is_alphanumeric() || c == '_') {
-                    Expr {
-                        kind: ExprKind::Var(syn::Ident::new(&name, lit.span())),
-                        span: lit.span(),
-                    }
+                    Expr { kind: ExprKind::Var(syn::Ident::new(&name, lit.span())), span: lit.span().into() }
                 } else {
-                    diag.error(
-                        lit.span(),
-                        format!("placeholder `{{{name}}}` must name a variable"),
-                    );
+                    diag.error(lit.span(), format!("placeholder `{{{name}}}` must name a variable"));
                     return None;
                 };
                 if !buf.is_empty() {

@@ -1,15 +1,13 @@
 //! Parameter and `let` type annotations.
 
-use crate::ast::{Space, TypeAnn};
+use crate::ast::{Space, Spn, TypeAnn};
 use crate::diag::Diagnostics;
-use syn::spanned::Spanned;
 
-const KNOWN: &str =
-    "Hbm, Sbuf, Psum, Tensor, i64, f64, bool, Dtype, Groups, &str, Option<T> or a tuple of these";
+const KNOWN: &str = "Hbm, Sbuf, Psum, Tensor, i64, f64, bool, Dtype, Groups, &str, Option<T> or a tuple of these";
 
 /// Parses a type annotation, reporting unsupported types.
 pub fn parse_type(ty: &syn::Type, diag: &mut Diagnostics) -> Option<TypeAnn> {
-    let span = ty.span();
+    let span = Spn::of(ty);
     match ty {
         syn::Type::Reference(r) => match &*r.elem {
             syn::Type::Path(p) if p.path.is_ident("str") => Some(TypeAnn::Str(span)),
@@ -37,11 +35,14 @@ pub fn parse_type(ty: &syn::Type, diag: &mut Diagnostics) -> Option<TypeAnn> {
                 ("bool", None) => TypeAnn::Bool(span),
                 ("Dtype", None) => TypeAnn::Dtype(span),
                 ("Groups", None) => TypeAnn::Groups(span),
-                ("Option", Some(syn::GenericArgument::Type(inner))) => {
-                    TypeAnn::Option(Box::new(parse_type(inner, diag)?), span)
-                }
+                ("Option", Some(syn::GenericArgument::Type(inner))) => TypeAnn::Option(Box::new(parse_type(inner, diag)?), span),
                 ("usize" | "u32" | "i32" | "u64" | "isize", None) => {
-                    diag.error(span, format!("use `i64` for integers in kernels: trace-time integers are Python ints, `{name}` has no Python counterpart"));
+                    diag.error(
+                        span,
+                        format!(
+                            "use `i64` for integers in kernels: trace-time integers are Python ints, `{name}` has no Python counterpart"
+                        ),
+                    );
                     return None;
                 }
                 ("f32", None) => {
@@ -49,23 +50,22 @@ pub fn parse_type(ty: &syn::Type, diag: &mut Diagnostics) -> Option<TypeAnn> {
                     return None;
                 }
                 _ => {
-                    diag.error(
-                        span,
-                        format!("unsupported type in a kernel: expected {KNOWN}"),
-                    );
+                    diag.error(span, format!("unsupported type in a kernel: expected {KNOWN}"));
                     return None;
                 }
             })
         }
         syn::Type::TraitObject(_) | syn::Type::ImplTrait(_) => {
-            diag.error(span, format!("trait objects and `impl Trait` are not supported in kernels: NKI kernels are traced with concrete values; use {KNOWN}"));
+            diag.error(
+                span,
+                format!(
+                    "trait objects and `impl Trait` are not supported in kernels: NKI kernels are traced with concrete values; use {KNOWN}"
+                ),
+            );
             None
         }
         _ => {
-            diag.error(
-                span,
-                format!("unsupported type in a kernel: expected {KNOWN}"),
-            );
+            diag.error(span, format!("unsupported type in a kernel: expected {KNOWN}"));
             None
         }
     }

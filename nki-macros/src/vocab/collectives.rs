@@ -56,19 +56,11 @@ pub static FUNCTIONS: &[FnSpec] = &[
         check: None,
     },
     FnSpec {
-        path: &[
-            "ncc",
-            "collective_permute_implicit_current_processing_rank_id",
-        ],
+        path: &["ncc", "collective_permute_implicit_current_processing_rank_id"],
         py: "ncc.collective_permute_implicit_current_processing_rank_id",
         rt: "ncc::collective_permute_implicit_current_processing_rank_id",
         opts: "ncc::RankIdOpts",
-        params: &[
-            req("iteration_id", Int),
-            req("replica_group", ReplicaGroup),
-            opt("channel_id", Int),
-            opt("name", Str),
-        ],
+        params: &[req("iteration_id", Int), req("replica_group", ReplicaGroup), opt("channel_id", Int), opt("name", Str)],
         returns: Returns::Register,
         ctx: true,
         fallible: true,

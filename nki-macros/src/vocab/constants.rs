@@ -46,22 +46,8 @@ const ALU: &[&str] = &[
     "logical_and",
     "logical_or",
 ];
-const ACT: &[&str] = &[
-    "exp",
-    "log",
-    "copy",
-    "reciprocal",
-    "sqrt",
-    "rsqrt",
-    "square",
-    "abs",
-    "negative",
-    "tanh",
-    "sigmoid",
-    "relu",
-    "silu",
-    "gelu",
-];
+const ACT: &[&str] =
+    &["exp", "log", "copy", "reciprocal", "sqrt", "rsqrt", "square", "abs", "negative", "tanh", "sigmoid", "relu", "silu", "gelu"];
 const TILE_SIZE: &[(&str, i64)] = &[
     ("pmax", 128),
     ("psum_fmax", 512),
@@ -72,16 +58,8 @@ const TILE_SIZE: &[(&str, i64)] = &[
 ];
 /// `nisa` enums and their members.
 pub const ENUMS: &[(&str, &[&str])] = &[
-    (
-        "engine",
-        &[
-            "tensor", "vector", "scalar", "gpsimd", "dma", "sync", "unknown",
-        ],
-    ),
-    (
-        "reduce_cmd",
-        &["idle", "reset", "reduce", "reset_reduce", "load_reduce"],
-    ),
+    ("engine", &["tensor", "vector", "scalar", "gpsimd", "dma", "sync", "unknown"]),
+    ("reduce_cmd", &["idle", "reset", "reduce", "reset_reduce", "load_reduce"]),
     ("dge_mode", &["unknown", "swdge", "hwdge", "none"]),
     ("oob_mode", &["error", "skip"]),
     ("matmul_perf_mode", &["none", "double_row"]),
@@ -99,20 +77,16 @@ pub fn lookup_constant(path: &[String]) -> Option<Constant> {
                 .or_else(|| hit(ALU).map(|n| Constant::Op(OpClass::Alu, n)))
                 .or_else(|| hit(ACT).map(|n| Constant::Op(OpClass::Act, n)))
         }
-        ["nl", "tile_size", name] => TILE_SIZE
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|&(_, v)| Constant::Int(v)),
+        ["nl", "tile_size", name] => TILE_SIZE.iter().find(|(n, _)| n == name).map(|&(_, v)| Constant::Int(v)),
         ["nisa", "nc_version", g] => match *g {
             "gen2" => Some(Constant::Int(2)),
             "gen3" => Some(Constant::Int(3)),
             "gen4" => Some(Constant::Int(4)),
             _ => None,
         },
-        ["nisa", e, m] => ENUMS
-            .iter()
-            .find(|(en, _)| en == e)
-            .and_then(|(en, ms)| ms.iter().find(|x| *x == m).map(|x| Constant::Enum(en, x))),
+        ["nisa", e, m] => {
+            ENUMS.iter().find(|(en, _)| en == e).and_then(|(en, ms)| ms.iter().find(|x| *x == m).map(|x| Constant::Enum(en, x)))
+        }
         ["f32", "MIN"] => Some(Constant::Float(f32::MIN as f64)),
         ["f32", "MAX"] => Some(Constant::Float(f32::MAX as f64)),
         _ => None,
@@ -121,13 +95,7 @@ pub fn lookup_constant(path: &[String]) -> Option<Constant> {
 
 /// Every constant path (for suggestions).
 pub fn constant_names() -> Vec<String> {
-    let mut out: Vec<String> = DTYPES
-        .iter()
-        .chain(BUFFERS)
-        .chain(ALU)
-        .chain(ACT)
-        .map(|n| format!("nl::{n}"))
-        .collect();
+    let mut out: Vec<String> = DTYPES.iter().chain(BUFFERS).chain(ALU).chain(ACT).map(|n| format!("nl::{n}")).collect();
     out.extend(TILE_SIZE.iter().map(|(n, _)| format!("nl::tile_size::{n}")));
     for (e, ms) in ENUMS {
         out.extend(ms.iter().map(|m| format!("nisa::{e}::{m}")));

@@ -54,23 +54,13 @@ pub static FUNCTIONS: &[FnSpec] = &[
     isa!(
         "tensor_copy",
         "nisa::EngineOpts",
-        [
-            req("dst", Tensor(Spaces::OnChip)),
-            req("src", Tensor(Spaces::OnChip)),
-            opt("engine", Enum("engine")),
-            NAME
-        ],
+        [req("dst", Tensor(Spaces::OnChip)), req("src", Tensor(Spaces::OnChip)), opt("engine", Enum("engine")), NAME],
         Some(rules::same_tile_dst_src)
     ),
     isa!(
         "memset",
         "nisa::EngineOpts",
-        [
-            req("dst", Tensor(Spaces::OnChip)),
-            req("value", Float),
-            opt("engine", Enum("engine")),
-            NAME
-        ],
+        [req("dst", Tensor(Spaces::OnChip)), req("value", Float), opt("engine", Enum("engine")), NAME],
         None
     ),
     isa!(
@@ -94,12 +84,7 @@ pub static FUNCTIONS: &[FnSpec] = &[
     isa!(
         "nc_transpose",
         "nisa::NcTransposeOpts",
-        [
-            req("dst", Tensor(Spaces::OnChip)),
-            req("data", Tensor(Spaces::OnChip)),
-            opt("engine", Enum("engine")),
-            NAME
-        ],
+        [req("dst", Tensor(Spaces::OnChip)), req("data", Tensor(Spaces::OnChip)), opt("engine", Enum("engine")), NAME],
         Some(rules::nc_transpose)
     ),
     isa!(
@@ -214,23 +199,13 @@ pub static FUNCTIONS: &[FnSpec] = &[
     isa!(
         "reciprocal",
         "nisa::NameOpts",
-        [
-            req("dst", Tensor(Spaces::OnChip)),
-            req("data", Tensor(Spaces::OnChip)),
-            NAME
-        ],
+        [req("dst", Tensor(Spaces::OnChip)), req("data", Tensor(Spaces::OnChip)), NAME],
         Some(rules::same_tile_dst_data)
     ),
     isa!(
         "iota",
         "nisa::IotaOpts",
-        [
-            req("dst", Tensor(Spaces::Sbuf)),
-            req("pattern", Pattern),
-            opt("offset", Int),
-            opt("channel_multiplier", Int),
-            NAME
-        ],
+        [req("dst", Tensor(Spaces::Sbuf)), req("pattern", Pattern), opt("offset", Int), opt("channel_multiplier", Int), NAME],
         None
     ),
     isa!(
@@ -270,23 +245,13 @@ pub static FUNCTIONS: &[FnSpec] = &[
     isa!(
         "nc_stream_shuffle",
         "nisa::ShuffleOpts",
-        [
-            req("dst", Tensor(Spaces::OnChip)),
-            req("src", Tensor(Spaces::OnChip)),
-            req("shuffle_mask", Ints),
-            NAME
-        ],
+        [req("dst", Tensor(Spaces::OnChip)), req("src", Tensor(Spaces::OnChip)), req("shuffle_mask", Ints), NAME],
         None
     ),
     isa!(
         "core_barrier",
         "nisa::CoreBarrierOpts",
-        [
-            req("data", Tensor(Spaces::SharedHbm)),
-            req("cores", Ints),
-            opt("engine", Enum("engine")),
-            NAME
-        ],
+        [req("data", Tensor(Spaces::SharedHbm)), req("cores", Ints), opt("engine", Enum("engine")), NAME],
         None
     ),
     FnSpec {
@@ -301,24 +266,9 @@ pub static FUNCTIONS: &[FnSpec] = &[
         positional: false,
         check: None,
     },
-    isa!(
-        "register_move",
-        "",
-        [req("dst", Register), req("src", RegisterSource)],
-        None
-    ),
-    isa!(
-        "register_load",
-        "",
-        [req("dst", Register), req("src", Tensor(Spaces::Any))],
-        None
-    ),
-    isa!(
-        "register_store",
-        "",
-        [req("dst", Tensor(Spaces::Any)), req("src", Register)],
-        None
-    ),
+    isa!("register_move", "", [req("dst", Register), req("src", RegisterSource)], None),
+    isa!("register_load", "", [req("dst", Register), req("src", Tensor(Spaces::Any))], None),
+    isa!("register_store", "", [req("dst", Tensor(Spaces::Any)), req("src", Register)], None),
     FnSpec {
         path: &["nisa", "get_nc_version"],
         py: "nisa.get_nc_version",

@@ -11,21 +11,9 @@ pub struct MethodSpec {
 }
 
 static TENSOR_METHODS: &[MethodSpec] = &[
-    MethodSpec {
-        name: "shape",
-        property: true,
-        params: &[],
-    },
-    MethodSpec {
-        name: "dtype",
-        property: true,
-        params: &[],
-    },
-    MethodSpec {
-        name: "ndim",
-        property: true,
-        params: &[],
-    },
+    MethodSpec { name: "shape", property: true, params: &[] },
+    MethodSpec { name: "dtype", property: true, params: &[] },
+    MethodSpec { name: "ndim", property: true, params: &[] },
     MethodSpec {
         name: "ap",
         property: false,
@@ -36,35 +24,14 @@ static TENSOR_METHODS: &[MethodSpec] = &[
             opt("indirect_dim", Kind::Int),
         ],
     },
-    MethodSpec {
-        name: "reshape",
-        property: false,
-        params: &[req("shape", Kind::Ints)],
-    },
-    MethodSpec {
-        name: "broadcast",
-        property: false,
-        params: &[req("dim", Kind::Int), req("size", Kind::Int)],
-    },
-    MethodSpec {
-        name: "expand_dim",
-        property: false,
-        params: &[req("dim", Kind::Int)],
-    },
-    MethodSpec {
-        name: "select",
-        property: false,
-        params: &[req("dim", Kind::Int), req("index", Kind::Int)],
-    },
+    MethodSpec { name: "reshape", property: false, params: &[req("shape", Kind::Ints)] },
+    MethodSpec { name: "broadcast", property: false, params: &[req("dim", Kind::Int), req("size", Kind::Int)] },
+    MethodSpec { name: "expand_dim", property: false, params: &[req("dim", Kind::Int)] },
+    MethodSpec { name: "select", property: false, params: &[req("dim", Kind::Int), req("index", Kind::Int)] },
     MethodSpec {
         name: "slice",
         property: false,
-        params: &[
-            req("dim", Kind::Int),
-            req("start", Kind::Int),
-            req("end", Kind::Int),
-            opt("step", Kind::Int),
-        ],
+        params: &[req("dim", Kind::Int), req("start", Kind::Int), req("end", Kind::Int), opt("step", Kind::Int)],
     },
 ];
 

@@ -125,40 +125,25 @@ pub struct FnSpec {
 
 /// Shorthand for table entries.
 pub(crate) const fn req(name: &'static str, kind: Kind) -> Param {
-    Param {
-        name,
-        kind,
-        required: true,
-    }
+    Param { name, kind, required: true }
 }
 
 /// Shorthand for table entries.
 pub(crate) const fn opt(name: &'static str, kind: Kind) -> Param {
-    Param {
-        name,
-        kind,
-        required: false,
-    }
+    Param { name, kind, required: false }
 }
 
 /// Every vocabulary function.
 pub fn all_functions() -> impl Iterator<Item = &'static FnSpec> {
-    isa::FUNCTIONS
-        .iter()
-        .chain(language::FUNCTIONS)
-        .chain(collectives::FUNCTIONS)
+    isa::FUNCTIONS.iter().chain(language::FUNCTIONS).chain(collectives::FUNCTIONS)
 }
 
 /// Looks up a function by its DSL path.
 pub fn lookup_function(path: &[String]) -> Option<&'static FnSpec> {
-    all_functions()
-        .find(|f| f.path.len() == path.len() && f.path.iter().zip(path).all(|(a, b)| a == b))
+    all_functions().find(|f| f.path.len() == path.len() && f.path.iter().zip(path).all(|(a, b)| a == b))
 }
 
 /// The names of the functions in the module `prefix` (for suggestions).
 pub fn names_in(prefix: &str) -> Vec<&'static str> {
-    all_functions()
-        .filter(|f| f.path.first() == Some(&prefix))
-        .filter_map(|f| f.path.last().copied())
-        .collect()
+    all_functions().filter(|f| f.path.first() == Some(&prefix)).filter_map(|f| f.path.last().copied()).collect()
 }

@@ -1,0 +1,35 @@
+//! Command-line interface.
+
+mod emit;
+mod list;
+
+use clap::{Parser, Subcommand};
+
+/// nki-rs: AWS Trainium NKI kernels written in Rust, emitted as NKI 2.x Python and
+/// emulated on the CPU.
+#[derive(Parser)]
+#[command(name = "nki", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Write every registered kernel as an importable Python package (one module
+    /// per kernel source file, `__init__.py` re-exporting the kernels).
+    Emit(emit::EmitArgs),
+    /// List the registered kernels and the Python module each lands in.
+    List,
+}
+
+/// Parses the command line and runs the subcommand.
+pub fn run() -> Result<(), String> {
+    match Cli::parse().command {
+        Command::Emit(args) => emit::run(&args),
+        Command::List => {
+            list::run();
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! Shared test support: deterministic inputs, error metrics, and the NumPy
+//! execution of emitted kernels through the Python harness.
+#![allow(dead_code)]
+
+use nki::io::npy::{NpyType, read_npy, write_npy};
+use nki::{Dtype, Tensor};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// Deterministic uniform values in `[lo, hi)` (a 64-bit LCG; independent of the code under test).
+pub fn uniform(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1);
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            lo + (hi - lo) * ((s >> 11) as f64 / (1u64 << 53) as f64)
+        })
+        .collect()
+}
+
+/// `values` rounded to `dtype` and widened back, as the device would hold them.
+pub fn as_dtype(values: &[f64], dtype: Dtype) -> Vec<f64> {
+    values.iter().map(|&v| f64::from(nki::dtype::round_f32(dtype, v as f32))).collect()
+}
+
+/// A shared-HBM tensor of `dtype` holding `values`.
+pub fn tensor(shape: &[usize], values: &[f64], dtype: Dtype) -> Tensor {
+    let v: Vec<f32> = values.iter().map(|&x| x as f32).collect();
+    Tensor::from_f32(shape, &v, dtype).expect("shape matches values")
+}
+
+/// `max |got - want|` and `max |want|`.
+pub fn errors(got: &[f32], want: &[f64]) -> (f64, f64) {
+    assert_eq!(got.len(), want.len(), "result has {} values, reference {}", got.len(), want.len());
+    let err = got.iter().zip(want).map(|(&g, &w)| (f64::from(g) - w).abs()).fold(0.0, f64::max);
+    let scale = want.iter().map(|w| w.abs()).fold(0.0, f64::max);
+    assert!(got.iter().all(|g| g.is_finite()), "result has non-finite values");
+    (err, scale)
+}
+
+/// Asserts `max |got - want| <= atol + rtol * max |want|` (the NKI test metric).
+pub fn assert_close(what: &str, got: &[f32], want: &[f64], atol: f64, rtol: f64) {
+    let (err, scale) = errors(got, want);
+    let bound = atol + rtol * scale;
+    assert!(err <= bound, "{what}: max abs error {err:.3e} > {bound:.3e} (atol {atol:e} + rtol {rtol:e} x max|ref| {scale:.3e})");
+}
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The Python interpreter with numpy and ml_dtypes: `$NKI_PYTHON`, else the
+/// project's `.venv`. Fails with the set-up command when neither exists.
+pub fn python() -> &'static Path {
+    static PY: OnceLock<PathBuf> = OnceLock::new();
+    PY.get_or_init(|| {
+        let p = std::env::var_os("NKI_PYTHON").map(PathBuf::from).unwrap_or_else(|| repo_root().join(".venv/bin/python"));
+        assert!(
+            p.exists(),
+            "no Python for the NKI harness at {} — run the README's test command (it creates .venv with numpy and ml_dtypes) or set NKI_PYTHON",
+            p.display()
+        );
+        p
+    })
+}
+
+/// Runs `python -m nki_harness <args>`; returns (success, stdout, stderr).
+pub fn harness(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(python())
+        .args(["-m", "nki_harness"])
+        .args(args)
+        .env("PYTHONPATH", repo_root().join("tests/python"))
+        .output()
+        .expect("running the Python harness");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// A fresh scratch directory under the target dir.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("creating a scratch dir");
+    dir
+}
+
+/// The package of every registered kernel, emitted once per test binary.
+pub fn emitted_package() -> &'static Path {
+    static PKG: OnceLock<PathBuf> = OnceLock::new();
+    PKG.get_or_init(|| {
+        let dir = scratch("nki_pkg").join("nki_kernels");
+        nki::emit::Package::new(&nki::registry()).expect("packaging").write_to(&dir).expect("writing the package");
+        dir
+    })
+}
+
+/// A kernel argument for the NumPy run.
+pub enum Arg {
+    /// An HBM tensor: values and dtype.
+    Tensor(Vec<usize>, Vec<f64>, Dtype),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+}
+
+/// Runs the emitted `kernel` under the NumPy executor with one rank, `lnc`
+/// programs and `precision`, and returns its outputs' values.
+pub fn run_numpy(kernel: &str, args: &[Arg], lnc: usize, precision: &str) -> Vec<Vec<f32>> {
+    let dir = scratch(&format!("np_{kernel}"));
+    let mut json_args = Vec::new();
+    for (i, a) in args.iter().enumerate() {
+        json_args.push(match a {
+            Arg::Tensor(shape, vals, dtype) => {
+                let p = dir.join(format!("in{i}.npy"));
+                write_npy(&p, shape, &as_dtype(vals, *dtype), NpyType::F64).expect("writing an input");
+                format!("{{\"npy\": \"{}\", \"dtype\": \"{}\"}}", p.display(), dtype.nl_name())
+            }
+            Arg::Int(v) => format!("{{\"int\": {v}}}"),
+            Arg::Float(v) => format!("{{\"float\": {v:?}}}"),
+            Arg::Bool(b) => format!("{{\"bool\": {b}}}"),
+        });
+    }
+    let spec = format!(
+        "{{\"kernel\": \"{kernel}\", \"lnc\": {lnc}, \"ranks\": 1, \"precision\": \"{precision}\", \"generation\": \"trn2\", \"args\": [[{}]]}}",
+        json_args.join(", ")
+    );
+    let spec_path = dir.join("spec.json");
+    std::fs::write(&spec_path, spec).expect("writing the spec");
+    let out_dir = dir.join("out");
+    let pkg = emitted_package().display().to_string();
+    let (ok, stdout, stderr) =
+        harness(&["run", "--package", &pkg, "--spec", &spec_path.display().to_string(), "--out", &out_dir.display().to_string()]);
+    assert!(ok, "NumPy run of {kernel} failed:\n{stdout}\n{stderr}");
+    let mut outs = Vec::new();
+    for i in 0.. {
+        let p = out_dir.join(format!("rank0_out{i}.npy"));
+        if !p.exists() {
+            break;
+        }
+        outs.push(read_npy(&p).expect("reading an output").data.iter().map(|&v| v as f32).collect());
+    }
+    assert!(!outs.is_empty(), "the NumPy run of {kernel} wrote no outputs");
+    outs
+}

@@ -1,0 +1,182 @@
+//! The example kernels, verified three ways: the emulator against a float64
+//! reference, the emitted NKI (run under NumPy) against the emulator, and (in
+//! `emit_snapshots.rs`) the emitted text against its checked-in snapshot.
+
+mod common;
+
+use common::{Arg, as_dtype, assert_close, run_numpy, tensor, uniform};
+use nki::examples::{matmul::matmul, softmax::softmax, tensor_add::tensor_add, transpose::transpose};
+use nki::{Dtype, Launch, Precision};
+
+const FP32_RTOL: f64 = 1e-5;
+const FP32_ATOL: f64 = 1e-6;
+
+fn fp32() -> Launch {
+    Launch::new().precision(Precision::Fp32)
+}
+
+mod add {
+    use super::*;
+
+    fn reference(a: &[f64], b: &[f64]) -> Vec<f64> {
+        a.iter().zip(b).map(|(x, y)| x + y).collect()
+    }
+
+    #[test]
+    fn matches_float64_in_fp32_mode_on_one_and_two_programs() {
+        let (n, m) = (384, 200);
+        let (a, b) = (uniform(n * m, 1, -2.0, 2.0), uniform(n * m, 2, -2.0, 2.0));
+        let (ta, tb) = (tensor(&[n, m], &a, Dtype::F32), tensor(&[n, m], &b, Dtype::F32));
+        for lnc in [1, 2] {
+            let out = tensor_add::Call::new(&ta, &tb).launch(&fp32().lnc(lnc)).unwrap();
+            assert_close(&format!("tensor_add lnc{lnc}"), &out.to_f32_vec(), &reference(&a, &b), FP32_ATOL, FP32_RTOL);
+        }
+    }
+
+    #[test]
+    fn hardware_mode_rounds_bf16_sums() {
+        let (n, m) = (128, 64);
+        let (a, b) = (as_dtype(&uniform(n * m, 3, -1.0, 1.0), Dtype::Bf16), as_dtype(&uniform(n * m, 4, -1.0, 1.0), Dtype::Bf16));
+        let out =
+            tensor_add::Call::new(&tensor(&[n, m], &a, Dtype::Bf16), &tensor(&[n, m], &b, Dtype::Bf16)).launch(&Launch::new()).unwrap();
+        // Each sum is computed in fp32 and rounded once to bf16.
+        let want = as_dtype(&reference(&a, &b), Dtype::Bf16);
+        assert_close("tensor_add bf16", &out.to_f32_vec(), &want, 0.0, 0.0);
+    }
+
+    #[test]
+    fn emitted_kernel_under_numpy_matches_the_emulator() {
+        let (n, m) = (256, 96);
+        let (a, b) = (uniform(n * m, 5, -3.0, 3.0), uniform(n * m, 6, -3.0, 3.0));
+        let emu = tensor_add::Call::new(&tensor(&[n, m], &a, Dtype::F32), &tensor(&[n, m], &b, Dtype::F32)).launch(&fp32().lnc(2)).unwrap();
+        let args = [Arg::Tensor(vec![n, m], a, Dtype::F32), Arg::Tensor(vec![n, m], b, Dtype::F32)];
+        let emu_vals: Vec<f64> = emu.to_f32_vec().into_iter().map(f64::from).collect();
+        assert_close("tensor_add numpy vs emulator", &run_numpy("tensor_add", &args, 2, "fp32")[0], &emu_vals, FP32_ATOL, FP32_RTOL);
+    }
+
+    #[test]
+    fn rejects_rows_not_multiple_of_128() {
+        let t = tensor(&[100, 8], &[0.0; 800], Dtype::F32);
+        let e = tensor_add::Call::new(&t, &t).launch(&Launch::new()).unwrap_err();
+        assert_eq!(e.kind, nki::ErrorKind::Assertion);
+        assert!(e.message.contains("multiple of 128, got 100"), "{e}");
+        assert!(e.location.as_ref().is_some_and(|(f, _)| f.ends_with("tensor_add.rs")), "{e}");
+    }
+}
+
+mod row_softmax {
+    use super::*;
+
+    fn reference(x: &[f64], m: usize) -> Vec<f64> {
+        x.chunks(m)
+            .flat_map(|row| {
+                let mx = row.iter().cloned().fold(f64::MIN, f64::max);
+                let s: f64 = row.iter().map(|v| (v - mx).exp()).sum();
+                row.iter().map(move |v| (v - mx).exp() / s).collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn matches_float64_in_fp32_mode() {
+        let (n, m) = (256, 333);
+        let x = uniform(n * m, 7, -6.0, 6.0);
+        let out = softmax::Call::new(&tensor(&[n, m], &x, Dtype::F32)).launch(&fp32()).unwrap();
+        assert_close("softmax", &out.to_f32_vec(), &reference(&x, m), FP32_ATOL, FP32_RTOL);
+    }
+
+    #[test]
+    fn hardware_mode_with_bf16_output_stays_within_bf16_precision() {
+        let (n, m) = (128, 512);
+        let x = as_dtype(&uniform(n * m, 8, -4.0, 4.0), Dtype::Bf16);
+        let out = softmax::Call::new(&tensor(&[n, m], &x, Dtype::Bf16)).launch(&Launch::new()).unwrap();
+        // fp32 statistics, one bf16 rounding of each probability: relative error below 2^-8.
+        let want = reference(&x, m);
+        for (g, w) in out.to_f32_vec().iter().zip(&want) {
+            assert!((f64::from(*g) - w).abs() <= w.abs() / 256.0 + 1e-9, "got {g}, want {w}");
+        }
+    }
+
+    #[test]
+    fn emitted_kernel_under_numpy_matches_the_emulator() {
+        let (n, m) = (128, 130);
+        let x = uniform(n * m, 9, -5.0, 5.0);
+        let emu = softmax::Call::new(&tensor(&[n, m], &x, Dtype::F32)).launch(&fp32()).unwrap();
+        let emu_vals: Vec<f64> = emu.to_f32_vec().into_iter().map(f64::from).collect();
+        let np = run_numpy("softmax", &[Arg::Tensor(vec![n, m], x, Dtype::F32)], 1, "fp32");
+        assert_close("softmax numpy vs emulator", &np[0], &emu_vals, FP32_ATOL, FP32_RTOL);
+    }
+}
+
+mod tiled_matmul {
+    use super::*;
+
+    /// `a_tᵀ · b` for `a_t: [k, m]`, `b: [k, n]`.
+    fn reference(a_t: &[f64], b: &[f64], k: usize, m: usize, n: usize) -> Vec<f64> {
+        let mut c = vec![0.0; m * n];
+        for p in 0..k {
+            for i in 0..m {
+                let a = a_t[p * m + i];
+                for j in 0..n {
+                    c[i * n + j] += a * b[p * n + j];
+                }
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn accumulates_over_k_in_psum() {
+        let (k, m, n) = (384, 256, 1024);
+        let (a, b) = (uniform(k * m, 10, -1.0, 1.0), uniform(k * n, 11, -1.0, 1.0));
+        let out = matmul::Call::new(&tensor(&[k, m], &a, Dtype::F32), &tensor(&[k, n], &b, Dtype::F32)).launch(&fp32()).unwrap();
+        assert_eq!(out.shape(), &[m, n]);
+        assert_close("matmul", &out.to_f32_vec(), &reference(&a, &b, k, m, n), FP32_ATOL, FP32_RTOL);
+    }
+
+    #[test]
+    fn bf16_operands_accumulate_in_fp32() {
+        let (k, m, n) = (256, 128, 512);
+        let a = as_dtype(&uniform(k * m, 12, -1.0, 1.0), Dtype::Bf16);
+        let b = as_dtype(&uniform(k * n, 13, -1.0, 1.0), Dtype::Bf16);
+        let out = matmul::Call::new(&tensor(&[k, m], &a, Dtype::Bf16), &tensor(&[k, n], &b, Dtype::Bf16)).launch(&Launch::new()).unwrap();
+        // Products of bf16 values are exact in fp32; only fp32 summation error remains.
+        assert_close("matmul bf16", &out.to_f32_vec(), &reference(&a, &b, k, m, n), FP32_ATOL, FP32_RTOL);
+    }
+
+    #[test]
+    fn emitted_kernel_under_numpy_matches_the_emulator() {
+        let (k, m, n) = (256, 128, 512);
+        let (a, b) = (uniform(k * m, 14, -1.0, 1.0), uniform(k * n, 15, -1.0, 1.0));
+        let emu = matmul::Call::new(&tensor(&[k, m], &a, Dtype::F32), &tensor(&[k, n], &b, Dtype::F32)).launch(&fp32()).unwrap();
+        let emu_vals: Vec<f64> = emu.to_f32_vec().into_iter().map(f64::from).collect();
+        let args = [Arg::Tensor(vec![k, m], a, Dtype::F32), Arg::Tensor(vec![k, n], b, Dtype::F32)];
+        assert_close("matmul numpy vs emulator", &run_numpy("matmul", &args, 1, "fp32")[0], &emu_vals, FP32_ATOL, FP32_RTOL);
+    }
+}
+
+mod block_transpose {
+    use super::*;
+
+    #[test]
+    fn transposes_exactly_in_every_dtype() {
+        let (n, m) = (256, 384);
+        for dtype in [Dtype::F32, Dtype::Bf16, Dtype::F16] {
+            let x = as_dtype(&uniform(n * m, 16, -100.0, 100.0), dtype);
+            let out = transpose::Call::new(&tensor(&[n, m], &x, dtype)).launch(&Launch::new()).unwrap();
+            assert_eq!((out.shape(), out.dtype()), (&[m, n][..], dtype));
+            let want: Vec<f64> = (0..m * n).map(|idx| x[(idx % n) * m + idx / n]).collect();
+            assert_close(&format!("transpose {dtype}"), &out.to_f32_vec(), &want, 0.0, 0.0);
+        }
+    }
+
+    #[test]
+    fn emitted_kernel_under_numpy_matches_the_emulator() {
+        let (n, m) = (128, 256);
+        let x = uniform(n * m, 17, -1.0, 1.0);
+        let emu = transpose::Call::new(&tensor(&[n, m], &x, Dtype::F32)).launch(&fp32()).unwrap();
+        let emu_vals: Vec<f64> = emu.to_f32_vec().into_iter().map(f64::from).collect();
+        let np = run_numpy("transpose", &[Arg::Tensor(vec![n, m], x, Dtype::F32)], 1, "fp32");
+        assert_close("transpose numpy vs emulator", &np[0], &emu_vals, 0.0, 0.0);
+    }
+}
