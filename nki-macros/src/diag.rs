@@ -29,6 +29,12 @@ impl Diagnostics {
         self.errors.len()
     }
 
+    /// The messages recorded so far (for tests).
+    #[cfg(test)]
+    pub fn messages(&self) -> Vec<String> {
+        self.errors.iter().map(ToString::to_string).collect()
+    }
+
     /// Whether any error was recorded.
     pub fn has_errors(&self) -> bool {
         !self.errors.is_empty()

@@ -21,6 +21,8 @@ mod diag;
 mod emit;
 mod expand;
 mod parse;
+#[cfg(test)]
+mod tests;
 mod vocab;
 
 use proc_macro::TokenStream;

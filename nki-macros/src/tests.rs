@@ -1,0 +1,95 @@
+//! Unit tests of the pipeline on token streams: the Python it emits for each
+//! construct, and the errors it reports.
+
+use crate::ast::FnKind;
+use crate::check::{self, Generation};
+use crate::diag::Diagnostics;
+use crate::emit::python;
+use crate::parse::parse_function;
+
+/// Parses and checks `src`; returns the emitted Python or the error messages.
+fn python_of(src: &str) -> Result<String, Vec<String>> {
+    let item: syn::ItemFn = syn::parse_str(src).expect("test input is a function");
+    let mut diag = Diagnostics::default();
+    let f = parse_function(&item, FnKind::Kernel, &mut diag);
+    let info = check::check(&f, Generation::Trn2, &mut diag);
+    if diag.has_errors() {
+        return Err(diag.messages());
+    }
+    Ok(python::emit(&f, &info))
+}
+
+fn body_of(src: &str) -> String {
+    let py = python_of(src).unwrap_or_else(|e| panic!("unexpected errors: {e:?}"));
+    py.lines().skip(2).map(|l| l.strip_prefix("    ").unwrap_or(l)).collect::<Vec<_>>().join("\n")
+}
+
+#[test]
+fn integer_division_becomes_floor_division_and_floats_stay_true_division() {
+    let b = body_of("fn k(n: i64, x: f64) -> f64 { let a = n / 128; let b = x / 2.0; let c = (n as f64) / 3.0; b + c + (a as f64) }");
+    assert_eq!(b, "a = n // 128\nb = x / 2.0\nc = float(n) / 3.0\nreturn b + c + float(a)");
+}
+
+#[test]
+fn precedence_is_preserved_with_minimal_parentheses() {
+    let b = body_of("fn k(a: i64, b: i64, c: i64) -> i64 { (a + b) * c - (a - (b - c)) }");
+    assert_eq!(b, "return (a + b) * c - (a - (b - c))");
+    let b = body_of("fn k(a: i64, b: bool) -> bool { !(a > 3) && (b || a == 2) }");
+    assert_eq!(b, "return not a > 3 and (b or a == 2)");
+}
+
+#[test]
+fn control_flow_maps_to_python() {
+    let b = body_of(
+        "fn k(n: i64, p: Option<Hbm>) { for i in (2..n).step_by(3) { if i == 4 { assert!(n > 1, \"n = {n}\"); } else if i > 9 { } else { let _ = i; } } if let Some(q) = p { let t = q; } }",
+    );
+    assert_eq!(
+        b,
+        "for i in range(2, n, 3):\n    if i == 4:\n        assert n > 1, f\"n = {n}\"\n    elif i > 9:\n        pass\n    else:\n        i\nif p is not None:\n    q = p\n    t = q"
+    );
+}
+
+#[test]
+fn calls_use_keywords_and_shapes_become_tuples() {
+    let b = body_of("fn k(x: Hbm) { let t = nl::ndarray([128, 4], nl::float32); nisa::dma_copy(t, x[s![0..128, nl::ds(4, 4)]]); }");
+    assert_eq!(b, "t = nl.ndarray(shape=(128, 4), dtype=nl.float32)\nnisa.dma_copy(dst=t, src=x[0:128, nl.ds(start=4, size=4)])");
+}
+
+#[test]
+fn defaults_and_optional_parameters_form_the_python_signature() {
+    let py = python_of("fn k(q: Hbm, #[default(1.0)] scale: f64, #[default(true)] causal: bool, prior: Option<Hbm>) {}").unwrap();
+    assert!(py.starts_with("@nki.jit\ndef k(q, scale=1.0, causal=True, prior=None):\n    pass\n"), "{py}");
+}
+
+#[test]
+fn affine_slice_extents_are_known_statically() {
+    let errs = python_of(
+        "fn k(i: i64) { let a = nl::ndarray([128, 512], nl::float32); let b = nl::ndarray([128, 256], nl::float32); nisa::tensor_copy(b, a[s![.., i * 256..(i + 1) * 256 + 1]]); }",
+    )
+    .unwrap_err();
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(errs[0].contains("[128, 257]"), "{errs:?}");
+}
+
+#[test]
+fn every_error_of_a_function_is_reported() {
+    let errs = python_of("fn k(x: Hbm) { let a = |v: i64| v; while true {} let b = undefined + 1; nisa::nc_matmul(x, x, x); }").unwrap_err();
+    assert_eq!(errs.len(), 6, "{errs:?}");
+    assert!(errs.iter().any(|e| e.contains("closures")));
+    assert!(errs.iter().any(|e| e.contains("`while`")));
+    assert!(errs.iter().any(|e| e.contains("cannot find `undefined`")));
+    assert_eq!(errs.iter().filter(|e| e.contains("nisa.nc_matmul")).count(), 3, "dst, stationary and moving in HBM: {errs:?}");
+}
+
+#[test]
+fn keyword_problems_are_named() {
+    let errs = python_of("fn k(x: Hbm) { let t = nl::ndarray([128, 4], nl::float32); nisa::memset(t, 0.0, valu = 1.0, dst = t); }").unwrap_err();
+    assert!(errs.iter().any(|e| e.contains("no parameter `valu`; did you mean `value`?")), "{errs:?}");
+    assert!(errs.iter().any(|e| e.contains("`dst` is given twice")), "{errs:?}");
+}
+
+#[test]
+fn python_names_cannot_be_bound() {
+    let errs = python_of("fn k(n: i64) { let range = n; let pass = 2; }").unwrap_err();
+    assert_eq!(errs.len(), 2, "{errs:?}");
+}
