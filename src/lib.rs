@@ -1,11 +1,6 @@
-//! nki-rs: write AWS Trainium NKI kernels in Rust.
+#![doc = include_str!("../README.md")]
 //!
-//! `#[nki_kernel]` turns an annotated Rust function into two artifacts from one
-//! source: the kernel's NKI 2.x Python source (`name::NKI_SOURCE`, produced while
-//! the crate compiles) and a CPU emulation (`fn name(ctx, ...)`) with the
-//! hardware's numerics. See the README for the DSL and the precision model.
-//!
-//! This facade re-exports [`nki_core`] (tensors, the `nl` / `nisa` / `ncc`
+//! This facade crate re-exports [`nki_core`] (tensors, the `nl` / `nisa` / `ncc`
 //! vocabulary, the emulator), the macros, and [`attention`].
 
 extern crate self as nki;
