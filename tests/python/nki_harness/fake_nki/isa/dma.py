@@ -1,0 +1,75 @@
+"""DMA: `dma_copy` (with dtype cast) and `dma_transpose`."""
+
+import math
+
+from ..dtypes import convert
+from ..errors import NkiError
+from ..runtime import current, instruction
+from ..tensor import PSUM, SBUF, NkiTensor
+from .enums import dge_mode as _dge_mode
+from .enums import engine as _engine
+from .enums import member
+from .enums import oob_mode as _oob_mode
+
+
+def _dma_operand(op, role, t):
+    if not isinstance(t, NkiTensor):
+        raise NkiError(op, f"{role} must be a tensor, got {t!r}")
+    if t.buffer is PSUM:
+        raise NkiError(op, f"{role} {t.describe()} is in PSUM, which DMA cannot access; move PSUM data to SBUF "
+                           "with nisa.tensor_copy first")
+    t.check_bounds(op)
+
+
+def _store(dst, src_dtype, cells):
+    dst.write_cells(convert(cells, src_dtype, dst.dtype, current().rounds))
+
+
+@instruction
+def dma_copy(dst, src, priority=None, oob_mode=None, dge_mode=None, engine=None, name=None):
+    """`dst = src` element by element (equal element counts, paired in row-major
+    order), casting through float32 when the dtypes differ. HBM and SBUF only."""
+    op = "nisa.dma_copy"
+    _dma_operand(op, "src", src)
+    _dma_operand(op, "dst", dst)
+    member(op, "oob_mode", oob_mode, _oob_mode, None)
+    member(op, "engine", engine, _engine, None)
+    if src.size != dst.size:
+        raise NkiError(op, f"src {src.describe()} has {src.size} elements but dst {dst.describe()} has {dst.size}; "
+                           "they must match")
+    if member(op, "dge_mode", dge_mode, _dge_mode, None) is _dge_mode.hwdge and src.dtype is not dst.dtype:
+        raise NkiError(op, f"dge_mode=hwdge moves raw bytes and cannot cast {src.dtype.name} to {dst.dtype.name}; "
+                           "use equal dtypes or another DGE mode")
+    _store(dst, src.dtype, src.read_cells())
+
+
+_PERMUTATIONS = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
+
+
+@instruction
+def dma_transpose(dst, src, axes=None, priority=None, dge_mode=None, oob_mode=None, name=None):
+    """`dst[i_0..i_n] = src[j]` with `j[axes[t]] = i_t`: dst in SBUF, src in HBM or
+    SBUF, equal dtypes, `dst.shape` the permuted `src.shape`."""
+    op = "nisa.dma_transpose"
+    if not isinstance(dst, NkiTensor) or dst.buffer is not SBUF:
+        raise NkiError(op, f"dst {dst.describe() if isinstance(dst, NkiTensor) else repr(dst)} must be in SBUF")
+    _dma_operand(op, "src", src)
+    member(op, "dge_mode", dge_mode, _dge_mode, None)
+    member(op, "oob_mode", oob_mode, _oob_mode, None)
+    if src.dtype is not dst.dtype:
+        raise NkiError(op, f"src is {src.dtype.name} but dst is {dst.dtype.name}; dma_transpose does not cast")
+    dst.check_bounds(op)
+    if axes is None:
+        if src.ndim not in _PERMUTATIONS:
+            raise NkiError(op, f"src {src.describe()} must be 2-, 3- or 4-d")
+        axes = _PERMUTATIONS[src.ndim]
+    axes = tuple(axes)
+    if axes not in _PERMUTATIONS.values() or len(axes) != src.ndim:
+        raise NkiError(op, f"axes {list(axes)} are not a supported permutation of a {src.ndim}-d src "
+                           "(use (1,0), (2,1,0) or (3,1,2,0))")
+    want = tuple(src.shape[a] for a in axes)
+    if dst.shape != want:
+        raise NkiError(op, f"dst {dst.describe()} must have shape {list(want)}: src shape {list(src.shape)} permuted "
+                           f"by axes {list(axes)}")
+    permuted = NkiTensor(src.storage, src.offset, want, [src.strides[a] for a in axes])
+    _store(dst, src.dtype, permuted.read_cells().reshape(math.prod(want)))

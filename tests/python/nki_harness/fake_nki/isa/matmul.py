@@ -1,0 +1,109 @@
+"""Tensor engine: `nc_matmul` and `nc_transpose`."""
+
+import numpy as np
+
+from ..dtypes import DTYPES
+from ..errors import NkiError
+from ..runtime import current, instruction
+from ..tensor import PSUM, SBUF, NkiTensor
+from ..tile import Tile
+from .enums import engine as _engine
+from .enums import matmul_perf_mode as _perf_mode
+from .enums import member
+
+_F32, _BF16 = DTYPES["float32"], DTYPES["bfloat16"]
+
+
+def _in(op, role, t, buffer):
+    if isinstance(t, NkiTensor) and t.buffer is not buffer:
+        hint = "the Tensor Engine writes only PSUM" if buffer is PSUM else "the Tensor Engine reads only SBUF"
+        raise NkiError(op, f"{role} {t.describe()} must be in {buffer.label} ({hint})")
+
+
+@instruction
+def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
+              accumulate=None, tile_position=None, tile_size=None, perf_mode=None, name=None):
+    """`dst = stationary^T . moving` on the Tensor engine, contracting over the
+    partition dim in float32 into PSUM.
+
+    `accumulate=False` overwrites, `True` adds onto dst, `None` overwrites the
+    cells no write has touched since the PSUM tensor was allocated and adds onto
+    the others. `is_transpose=True` writes `stationary^T` bit-exactly (dst keeps the
+    input dtype). The one-zero hints, tile position / size and perf mode have no
+    numeric effect.
+    """
+    op = "nisa.nc_matmul"
+    member(op, "perf_mode", perf_mode, _perf_mode, None)
+    _in(op, "dst", dst, PSUM)
+    _in(op, "stationary", stationary, SBUF)
+    _in(op, "moving", moving, SBUF)
+    st, mv, dt = Tile(op, "stationary", stationary), Tile(op, "moving", moving), Tile(op, "dst", dst)
+    hw = current().hw
+    if st.np != mv.np:
+        raise NkiError(op, f"stationary {stationary.describe()} has {st.np} partitions but moving "
+                           f"{moving.describe()} has {mv.np}: the contraction (partition) dims must match")
+    if st.nf > hw.gemm_stationary_fmax:
+        raise NkiError(op, f"stationary {stationary.describe()} has free size {st.nf} > gemm_stationary_fmax "
+                           f"{hw.gemm_stationary_fmax}")
+    moving_max = hw.gemm_moving_fmax_bf16_dst if dst.dtype is _BF16 and hw.gemm_moving_fmax_bf16_dst else \
+        hw.gemm_moving_fmax
+    if mv.nf > moving_max:
+        raise NkiError(op, f"moving {moving.describe()} has free size {mv.nf} > gemm_moving_fmax {moving_max} on "
+                           f"{hw.name}")
+    for role, t in (("stationary", stationary), ("moving", moving)):
+        if not t.dtype.is_float:
+            raise NkiError(op, f"{role} {t.describe()} must be a float dtype")
+    if (stationary.dtype is _F32) != (moving.dtype is _F32):
+        raise NkiError(op, f"stationary is {stationary.dtype.name} and moving is {moving.dtype.name}: if either "
+                           "operand is float32 both must be")
+    m, k = st.nf, st.np
+    n = k if is_transpose else mv.nf
+    if (dt.np, dt.nf) != (m, n):
+        raise NkiError(op, f"dst {dst.describe()} is {dt.np} partitions x {dt.nf} elements but stationary^T.moving "
+                           f"is {m} x {n} (stationary free x moving free)")
+    if is_transpose:
+        if dst.dtype is not stationary.dtype:
+            raise NkiError(op, f"with is_transpose, dst must have the input dtype {stationary.dtype.name}, it is "
+                               f"{dst.dtype.name}")
+        dt.write_raw(st.read_raw().T)
+        return
+    if not (dst.dtype is _F32 or (dst.dtype is _BF16 and hw.has_bf16_psum)):
+        raise NkiError(op, f"dst {dst.describe()} must be float32{' or bfloat16' if hw.has_bf16_psum else ''} on "
+                           f"{hw.name}")
+    product = np.matmul(st.read().T, mv.read())
+    if accumulate is None:
+        written = dst.storage.written[dt.index]
+    else:
+        written = np.full(dt.index.shape, bool(accumulate))
+    dt.write(np.where(written, product + dt.read(), product), current().rounds)
+
+
+@instruction
+def nc_transpose(dst, data, engine=None, name=None):
+    """Swaps the partition dim and the flattened free dims of `data`, bit-exactly
+    (`dst` has `data`'s dtype). The Tensor engine (SBUF to PSUM) handles up to
+    128 x 128, the Vector engine up to 32 x 32; by default the Tensor engine is
+    used for SBUF-to-PSUM and the Vector engine otherwise."""
+    op = "nisa.nc_transpose"
+    src, dt = Tile(op, "data", data), Tile(op, "dst", dst)
+    if data.dtype is not dst.dtype:
+        raise NkiError(op, f"dst {dst.describe()} must have the dtype of data ({data.dtype.name})")
+    if (dt.np, dt.nf) != (src.nf, src.np):
+        raise NkiError(op, f"data {data.describe()} is {src.np} x {src.nf}, so dst must be {src.nf} x {src.np}; "
+                           f"dst {dst.describe()} is {dt.np} x {dt.nf}")
+    hw = current().hw
+    eng = member(op, "engine", engine, _engine, _engine.unknown)
+    if eng is _engine.unknown:
+        eng = _engine.tensor if data.buffer is SBUF and dst.buffer is PSUM else _engine.vector
+    if eng is _engine.tensor:
+        _in(op, "data", data, SBUF)
+        _in(op, "dst", dst, PSUM)
+        limit = hw.pe_transpose_max
+    elif eng is _engine.vector:
+        limit = hw.vector_transpose_max
+    else:
+        raise NkiError(op, f"engine {eng.name} cannot transpose; use engine.tensor or engine.vector")
+    if src.np > limit or src.nf > limit:
+        raise NkiError(op, f"data {data.describe()} is {src.np} x {src.nf}, larger than the {limit} x {limit} a "
+                           f"{eng.name}-engine transpose handles")
+    dt.write_raw(src.read_raw().T)

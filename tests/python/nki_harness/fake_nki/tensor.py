@@ -1,0 +1,320 @@
+"""Tensors: strided views over flat storages in HBM, SBUF and PSUM.
+
+A view is (storage, offset, shape, strides), offsets and strides counted in
+cells of the storage laid out row-major. Indexing, `reshape`, `.ap`,
+`broadcast`, `expand_dim`, `select` and `slice` make new views of the same
+cells. On-chip tensors (SBUF / PSUM) keep dim 0 as the partition dim: an
+integer index on it keeps a unit dim, and it can never be broadcast, expanded,
+selected or reshaped away, and an integer index on a free dim drops it unless
+that would leave fewer than two dims (`t[:, g]` is a (P, 1) column). HBM
+tensors index like NumPy arrays.
+"""
+
+import itertools
+import math
+import operator
+
+import numpy as np
+
+from .errors import NkiError
+from .registers import VirtualRegister
+
+_ids = itertools.count(1)
+
+
+class Buffer:
+    """A memory space (`nl.sbuf`, `nl.psum`, `nl.private_hbm`, `nl.shared_hbm`)."""
+
+    def __init__(self, name, label, on_chip):
+        self.name = name
+        self.label = label
+        self.on_chip = on_chip
+
+    def __repr__(self):
+        return f"nl.{self.name}"
+
+
+SBUF = Buffer("sbuf", "SBUF", True)
+PSUM = Buffer("psum", "PSUM", True)
+PRIVATE_HBM = Buffer("private_hbm", "private HBM", False)
+SHARED_HBM = Buffer("shared_hbm", "shared HBM", False)
+
+
+class Storage:
+    """One allocation: its cells (flat), dtype, memory space and shape.
+
+    PSUM storages also track which cells any write touched since allocation
+    (`nc_matmul(accumulate=None)` overwrites the others and accumulates onto these).
+    """
+
+    def __init__(self, name, dtype, buffer, shape, cells):
+        self.id = next(_ids)
+        self.name = name
+        self.dtype = dtype
+        self.buffer = buffer
+        self.shape = tuple(shape)
+        self.cells = cells
+        self.written = np.zeros(cells.size, dtype=bool) if buffer is PSUM else None
+
+    @property
+    def partition_cells(self):
+        """Cells per partition of an on-chip storage (all cells for HBM)."""
+        return math.prod(self.shape[1:]) if self.buffer.on_chip else self.cells.size
+
+
+def allocate(name, dtype, buffer, shape):
+    """A fresh row-major tensor filled with the dtype's uninitialised pattern."""
+    cells = np.full(math.prod(shape), dtype.uninitialised(), dtype=dtype.cell_type)
+    return NkiTensor(Storage(name, dtype, buffer, shape, cells))
+
+
+def from_cells(name, dtype, buffer, cells):
+    """A tensor over ready-made cells (an n-d array of the dtype's cell type)."""
+    return NkiTensor(Storage(name, dtype, buffer, cells.shape, cells.reshape(-1)))
+
+
+def row_major_strides(shape):
+    """Row-major strides (in cells) of `shape`."""
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= n
+    return tuple(reversed(strides))
+
+
+def _int(op, role, v):
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise NkiError(op, f"{role} must be an integer, got {v!r}") from None
+
+
+class NkiTensor:
+    """A view of a tensor (`nki.language.NkiTensor`)."""
+
+    def __init__(self, storage, offset=0, shape=None, strides=None):
+        self.storage = storage
+        self.offset = offset
+        self.shape = tuple(storage.shape if shape is None else shape)
+        self.strides = tuple(row_major_strides(self.shape) if strides is None else strides)
+
+    # -- properties -------------------------------------------------------------
+
+    @property
+    def dtype(self):
+        return self.storage.dtype
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def buffer(self):
+        return self.storage.buffer
+
+    @property
+    def name(self):
+        return self.storage.name
+
+    @property
+    def size(self):
+        return math.prod(self.shape)
+
+    def __repr__(self):
+        return f"NkiTensor({self.describe()})"
+
+    def describe(self):
+        """`'name' [128, 512] bfloat16 in SBUF`, for messages."""
+        return f"'{self.name}' {list(self.shape)} {self.dtype.name} in {self.buffer.label}"
+
+    # -- cell addressing ----------------------------------------------------------
+
+    def _view(self, offset, shape, strides):
+        return NkiTensor(self.storage, offset, shape, strides)
+
+    def cell_index(self):
+        """The storage cell of every element, as an int array of the view's shape."""
+        idx = np.array(self.offset, dtype=np.int64)
+        for n, s in zip(self.shape, self.strides):
+            idx = idx[..., None] + np.arange(n, dtype=np.int64) * s
+        return idx
+
+    def cell_range(self):
+        """(lowest, highest) cell the view touches, or None when it is empty."""
+        return cell_range(self.offset, self.shape, self.strides)
+
+    def check_bounds(self, what):
+        """Raises unless every element lies inside the storage."""
+        r = self.cell_range()
+        if r and (r[0] < 0 or r[1] >= self.storage.cells.size):
+            raise NkiError(what, f"view of '{self.name}' reaches cells {r[0]}..={r[1]}, outside the tensor's "
+                                 f"{self.storage.cells.size} cells (allocation shape {list(self.storage.shape)})")
+
+    def read_cells(self):
+        """The view's cells in logical (row-major) order, shaped like the view."""
+        return self.storage.cells[self.cell_index()]
+
+    def write_cells(self, cells):
+        """Stores cells (logical order) into the view and marks PSUM cells written."""
+        idx = self.cell_index()
+        self.storage.cells[idx] = np.reshape(cells, idx.shape)
+        if self.storage.written is not None:
+            self.storage.written[idx] = True
+
+    def check_single(self, op, role):
+        """Raises unless the view is one element of an SBUF or HBM tensor."""
+        self.check_bounds(op)
+        if self.size != 1:
+            raise NkiError(op, f"{role} {self.describe()} must hold exactly one element")
+        if self.buffer is PSUM:
+            raise NkiError(op, f"{role} {self.describe()} must be in SBUF or HBM")
+
+    def scalar_value(self, op, role):
+        """The integer held by a one-element SBUF / HBM tensor (a dynamic offset or register source)."""
+        self.check_single(op, role)
+        return int(self.dtype.to_int(self.read_cells()).reshape(-1)[0])
+
+    # -- views --------------------------------------------------------------------
+
+    def __getitem__(self, key):
+        key = key if isinstance(key, tuple) else (key,)
+        if len(key) > self.ndim:
+            raise NkiError("index", f"{len(key)} indices given for the {self.ndim}-d tensor '{self.name}' "
+                                    f"{list(self.shape)}")
+        offset, shape, strides, dropped = self.offset, [], [], None
+        for d, (n, stride) in enumerate(zip(self.shape, self.strides)):
+            item = key[d] if d < len(key) else slice(None)
+            if isinstance(item, slice):
+                start, stop, step = (None if v is None else _int("index", "a slice bound", v)
+                                     for v in (item.start, item.stop, item.step))
+                step = 1 if step is None else step
+                s = 0 if start is None else start + n if start < 0 else start
+                e = n if stop is None else stop + n if stop < 0 else stop
+                if step < 1 or s < 0 or e > n or s > e:
+                    raise NkiError("index", f"slice {item.start}:{item.stop}:{step} is out of range for dim {d} "
+                                            f"(extent {n}) of '{self.name}' {list(self.shape)}")
+                offset += s * stride
+                shape.append(-(-(e - s) // step))
+                strides.append(stride * step)
+            else:
+                i = _int("index", "an index", item)
+                p = i + n if i < 0 else i
+                if not 0 <= p < n:
+                    raise NkiError("index", f"index {i} is out of range for dim {d} of '{self.name}' "
+                                            f"{list(self.shape)}")
+                offset += p * stride
+                if self.buffer.on_chip and d == 0:
+                    shape.append(1)
+                    strides.append(stride)
+                else:
+                    dropped = stride
+        if self.buffer.on_chip and len(shape) < 2 and dropped is not None:
+            shape.append(1)
+            strides.append(dropped)
+        return self._view(offset, shape, strides)
+
+    def reshape(self, shape):
+        """The same elements with a new shape (the view must be contiguous; on-chip
+        views keep their partition dim and only their free dims need be contiguous)."""
+        shape = tuple(_int("reshape", "a dim", n) for n in shape)
+        if math.prod(shape) != self.size:
+            raise NkiError("reshape", f"cannot reshape '{self.name}' {list(self.shape)} ({self.size} elements) to "
+                                      f"{list(shape)} ({math.prod(shape)} elements)")
+        if self.buffer.on_chip:
+            if shape[:1] != self.shape[:1]:
+                raise NkiError("reshape", f"reshape of on-chip '{self.name}' {list(self.shape)} to {list(shape)} "
+                                          f"must keep the partition dim {self.shape[0]}")
+            free = (self.shape[1:], self.strides[1:])
+            if math.prod(free[0]) > 1 and not is_contiguous(*free):
+                raise NkiError("reshape", f"the free dims of '{self.name}' {list(self.shape)} are not contiguous, "
+                                          "so it cannot be reshaped")
+            return self._view(self.offset, shape, self.strides[:1] + row_major_strides(shape[1:]))
+        if self.size > 1 and not is_contiguous(self.shape, self.strides):
+            raise NkiError("reshape", f"view of '{self.name}' {list(self.shape)} is not contiguous, so it cannot be "
+                                      "reshaped")
+        return self._view(self.offset, shape, row_major_strides(shape))
+
+    def ap(self, pattern, offset=None, scalar_offset=None, vector_offset=None, indirect_dim=0, dtype=None):
+        """An explicit access pattern `[[step, count], ...]` over the storage.
+
+        `offset` is absolute (from the storage's first cell) and defaults to this
+        view's offset; giving it on a view that does not start at cell 0 is an
+        error. A `scalar_offset` (a register or a one-element tensor) moves the
+        start by its value times the row-major stride of dim `indirect_dim` of
+        this view. For on-chip tensors the first pair is the partition dim.
+        """
+        if vector_offset is not None or dtype is not None:
+            raise NkiError("ap", "vector_offset= and dtype= are not supported by the nki-rs emulator")
+        pairs = [(_int("ap", "a pattern step", s), _int("ap", "a pattern count", c)) for s, c in pattern]
+        if not pairs or any(c < 1 for _, c in pairs):
+            raise NkiError("ap", f"access pattern {pattern} on '{self.name}' needs at least one [step, count] pair "
+                                 "with count >= 1")
+        if offset is not None and self.offset != 0:
+            raise NkiError("ap", f"an explicit offset={offset} on a view of '{self.name}' that already starts at "
+                                 f"element {self.offset} is ambiguous in NKI; call .ap on the tensor itself")
+        base = self.offset if offset is None else _int("ap", "offset", offset)
+        if scalar_offset is not None:
+            if not 0 <= indirect_dim < self.ndim:
+                raise NkiError("ap", f"indirect_dim {indirect_dim} is not a dim of '{self.name}' {list(self.shape)}")
+            if isinstance(scalar_offset, VirtualRegister):
+                value = scalar_offset.value
+            else:
+                value = scalar_offset.scalar_value("ap(scalar_offset=)", "scalar_offset")
+            base += value * math.prod(self.shape[indirect_dim + 1:])
+        view = self._view(base, [c for _, c in pairs], [s for s, _ in pairs])
+        view.check_bounds("access pattern")
+        return view
+
+    def _check_dim(self, op, dim):
+        if not 0 <= dim < self.ndim:
+            raise NkiError(op, f"dim {dim} does not exist in '{self.name}' {list(self.shape)}")
+
+    def broadcast(self, dim, size):
+        """Repeats the unit dim `dim` `size` times (stride 0)."""
+        self._check_dim("broadcast", dim)
+        if self.buffer.on_chip and dim == 0:
+            raise NkiError("broadcast", f"the partition dim of '{self.name}' cannot be broadcast")
+        if self.shape[dim] != 1:
+            raise NkiError("broadcast", f"dim {dim} of '{self.name}' {list(self.shape)} has extent {self.shape[dim]}, "
+                                        "only a unit dim can be broadcast")
+        shape, strides = list(self.shape), list(self.strides)
+        shape[dim], strides[dim] = _int("broadcast", "size", size), 0
+        return self._view(self.offset, shape, strides)
+
+    def expand_dim(self, dim):
+        """Inserts a unit dim before `dim`."""
+        if not 0 <= dim <= self.ndim or (self.buffer.on_chip and dim == 0):
+            raise NkiError("expand_dim", f"cannot insert a dim at position {dim} of '{self.name}' "
+                                         f"{list(self.shape)}")
+        return self._view(self.offset, self.shape[:dim] + (1,) + self.shape[dim:],
+                          self.strides[:dim] + (0,) + self.strides[dim:])
+
+    def select(self, dim, index):
+        """Position `index` of `dim`, dropping the dim."""
+        self._check_dim("select", dim)
+        if self.buffer.on_chip and dim == 0:
+            raise NkiError("select", f"the partition dim of '{self.name}' cannot be selected away")
+        return self[(slice(None),) * dim + (index,)]
+
+    def slice(self, dim, start, end, step=1):
+        """`start:end:step` along `dim`."""
+        self._check_dim("slice", dim)
+        return self[(slice(None),) * dim + (slice(start, end, step),)]
+
+
+def cell_range(offset, shape, strides):
+    """(lowest, highest) cell of a strided layout, or None when it is empty."""
+    if 0 in shape:
+        return None
+    lo = hi = offset
+    for n, s in zip(shape, strides):
+        span = (n - 1) * s
+        lo, hi = (lo + span, hi) if span < 0 else (lo, hi + span)
+    return lo, hi
+
+
+def is_contiguous(shape, strides):
+    """Whether the elements occupy consecutive cells in logical order."""
+    dims = [(n, s) for n, s in zip(shape, strides) if n != 1]
+    return all(s == dims[i + 1][0] * dims[i + 1][1] for i, (_, s) in enumerate(dims[:-1])) and \
+        (not dims or dims[-1][1] == 1)

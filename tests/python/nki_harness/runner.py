@@ -1,0 +1,137 @@
+"""`python -m nki_harness run`: executes an emitted kernel per a spec and writes
+its outputs.
+
+For each rank r the kernel's return value (a tensor or a tuple of tensors) is
+written as `OUT/rank{r}_out{i}.npy` (float32 for float dtypes, int32 for
+integer dtypes: the values as stored), plus `OUT/result.json` =
+`{"ranks": [[{"file": ..., "shape": [...], "dtype": "bfloat16"}, ...], ...]}`.
+
+The kernel runs on the NumPy fake `nki` unless a real `nki` package with
+`nki.simulate` is importable, in which case that simulator runs it (one rank only,
+as it has no collectives).
+"""
+
+import importlib.util
+import itertools
+import json
+import os
+import sys
+from pathlib import Path
+
+import ml_dtypes  # noqa: F401  (registers the bfloat16 / float8 dtype names)
+import numpy as np
+
+from . import spec as specs
+from .spec import SpecError
+
+_packages = itertools.count()
+
+
+def load_package(path):
+    """Imports the emitted package at `path` under a fresh module name."""
+    path = Path(path)
+    init = path / "__init__.py"
+    if not init.is_file():
+        raise SpecError(f"{path} is not a Python package (no __init__.py)")
+    sys.dont_write_bytecode = True  # leave no __pycache__ in emitted (or snapshot) packages
+    name = f"nki_kernels_under_test_{next(_packages)}"
+    module_spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(path)])
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module
+    module_spec.loader.exec_module(module)
+    return module
+
+
+def _real_nki():
+    """The real `nki` package when it is installed and has `nki.simulate`, else None."""
+    if "nki" not in sys.modules and importlib.util.find_spec("nki") is None:
+        return None
+    import nki
+
+    return nki if hasattr(nki, "simulate") else None
+
+
+def _kernel(package_dir, spec):
+    package = load_package(package_dir)
+    kernel = getattr(package, spec.kernel, None)
+    if kernel is None:
+        raise SpecError(f"the package exports no kernel named {spec.kernel!r}")
+    return kernel
+
+
+def _run_fake(package_dir, spec, timeout):
+    from . import fake_nki
+    from .fake_nki import language as nl
+    from .fake_nki.tensor import SHARED_HBM, from_cells
+
+    fake_nki.install()
+    kernel = _kernel(package_dir, spec)
+    if not isinstance(kernel, fake_nki.Kernel):
+        raise SpecError(f"{spec.kernel!r} is not an @nki.jit kernel")
+
+    def dtype(name):
+        d = getattr(nl, name, None)
+        if not isinstance(d, type(nl.float32)):
+            raise SpecError(f"unknown dtype {name!r}")
+        return d
+
+    def tensor(array, name):
+        d = dtype(name)
+        if d.is_float:
+            cells = d.round(array.astype(np.float64).astype(np.float32))
+        elif array.dtype.kind in "fV":
+            cells = d.saturate(np.trunc(np.nan_to_num(array.astype(np.float64), nan=0.0)))
+        else:
+            cells = d.saturate(array.astype(np.int64))
+        return from_cells("input", d, SHARED_HBM, np.asarray(cells))
+
+    args = [[specs.decode(spec, a, tensor, dtype) for a in rank] for rank in spec.args]
+    kwargs = [{k: specs.decode(spec, a, tensor, dtype) for k, a in rank.items()} for rank in spec.kwargs]
+    target = kernel if spec.lnc == 1 else kernel[spec.lnc]
+    results = fake_nki.launch(target, args, kwargs, spec.precision, spec.generation, timeout)
+    return [[(t.read_cells(), t.dtype.name) for t in _outputs(r, nl.NkiTensor)] for r in results]
+
+
+def _run_real(nki, package_dir, spec):
+    if spec.ranks != 1:
+        raise SpecError("nki.simulate does not implement nki.collectives; run several ranks on the NumPy fake")
+    import nki.language as nl
+
+    kernel = _kernel(package_dir, spec)
+
+    def tensor(array, name):
+        return array.astype(np.dtype(name))  # ml_dtypes registers bfloat16 and the float8 names
+
+    args = [specs.decode(spec, a, tensor, lambda n: getattr(nl, n)) for a in spec.args[0]]
+    kwargs = {k: specs.decode(spec, a, tensor, lambda n: getattr(nl, n)) for k, a in spec.kwargs[0].items()}
+    target = kernel if spec.lnc == 1 else kernel[spec.lnc]
+    result = nki.simulate(target)(*args, **kwargs)
+    return [[(np.asarray(o), np.asarray(o).dtype.name) for o in _outputs(result, np.ndarray)]]
+
+
+def _outputs(value, kind):
+    outs = list(value) if isinstance(value, (tuple, list)) else [] if value is None else [value]
+    if not all(isinstance(o, kind) for o in outs):
+        raise SpecError(f"the kernel returned {value!r}; expected a tensor or a tuple of tensors")
+    return outs
+
+
+def run(package_dir, spec_path, out_dir, timeout=600.0):
+    """Runs the spec's kernel and writes its outputs into `out_dir`."""
+    spec = specs.load(spec_path)
+    os.environ["NKI_PRECISE_FP"] = "1" if spec.precision == "hardware" else "0"
+    os.environ["NEURON_PLATFORM_TARGET_OVERRIDE"] = spec.generation
+    nki = _real_nki()
+    ranks = _run_real(nki, package_dir, spec) if nki else _run_fake(package_dir, spec, timeout)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    listing = []
+    for r, outputs in enumerate(ranks):
+        entries = []
+        for i, (cells, dtype) in enumerate(outputs):
+            file = f"rank{r}_out{i}.npy"
+            kind = np.int32 if np.issubdtype(cells.dtype, np.integer) else np.float32
+            np.save(out / file, np.asarray(cells).astype(kind))
+            entries.append({"file": file, "shape": list(cells.shape), "dtype": dtype})
+        listing.append(entries)
+    (out / "result.json").write_text(json.dumps({"ranks": listing}))

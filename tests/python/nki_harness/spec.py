@@ -1,0 +1,101 @@
+"""The run spec (SPEC.json) written by the Rust tests.
+
+```
+{"kernel": "softmax", "lnc": 1, "ranks": 1, "precision": "fp32", "generation": "trn2",
+ "args": [[ARG, ...], ...],          # one positional list per rank
+ "kwargs": [{"name": ARG}, ...]}     # optional, one dict per rank
+ARG = {"npy": PATH, "dtype": "bfloat16"} | {"int": 5} | {"float": 0.5} | {"bool": true}
+    | {"none": true} | {"dtype": "float32"} | {"tuple": [ARG, ...]}
+```
+A relative `npy` path is taken from the spec file's directory.
+"""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+
+
+class SpecError(Exception):
+    """The spec is malformed or names something that does not exist."""
+
+
+@dataclass
+class Spec:
+    kernel: str
+    lnc: int
+    ranks: int
+    precision: str
+    generation: str
+    args: list
+    kwargs: list
+    base_dir: Path
+
+
+def load(path):
+    """Reads and validates a spec file."""
+    path = Path(path)
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise SpecError(f"cannot read the spec {path}: {e}") from None
+    if not isinstance(raw, dict):
+        raise SpecError("the spec must be a JSON object")
+
+    def field(name, kind, default=None):
+        v = raw.get(name, default)
+        if not isinstance(v, kind) or isinstance(v, bool) and kind is int:
+            raise SpecError(f"spec field {name!r} must be a {kind.__name__}, got {v!r}")
+        return v
+
+    ranks = field("ranks", int, 1)
+    spec = Spec(field("kernel", str), field("lnc", int, 1), ranks, field("precision", str, "fp32"),
+                field("generation", str, "trn2"), field("args", list), field("kwargs", list, [{}] * ranks),
+                path.parent)
+    if spec.lnc not in (1, 2):
+        raise SpecError(f"lnc must be 1 or 2, got {spec.lnc}")
+    if spec.precision not in ("fp32", "hardware"):
+        raise SpecError(f"precision must be fp32 or hardware, got {spec.precision!r}")
+    if len(spec.args) != ranks or len(spec.kwargs) != ranks:
+        raise SpecError(f"args and kwargs need one entry per rank ({ranks}), got {len(spec.args)} and "
+                        f"{len(spec.kwargs)}")
+    if not all(isinstance(a, list) for a in spec.args) or not all(isinstance(k, dict) for k in spec.kwargs):
+        raise SpecError("each rank's args must be a list and its kwargs an object")
+    return spec
+
+
+def load_npy(spec, path):
+    """The array of an `npy` argument (bfloat16 files saved by ml_dtypes read as bfloat16)."""
+    p = Path(path) if Path(path).is_absolute() else spec.base_dir / path
+    try:
+        a = np.load(p, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise SpecError(f"cannot read {p}: {e}") from None
+    if a.dtype.kind == "V" and a.dtype.itemsize == 2:
+        a = a.view(ml_dtypes.bfloat16)
+    return a
+
+
+def decode(spec, arg, tensor, dtype):
+    """The Python value of one ARG: `tensor(array, dtype_name)` builds HBM inputs,
+    `dtype(name)` resolves dtype names."""
+    if not isinstance(arg, dict) or len(arg.keys() - {"dtype"}) > 1:
+        raise SpecError(f"malformed argument {arg!r}")
+    if "npy" in arg:
+        a = load_npy(spec, arg["npy"])
+        return tensor(a, arg.get("dtype", "float32" if a.dtype.kind in "fV" else "int32"))
+    for key, kind in (("int", int), ("float", (int, float)), ("bool", bool)):
+        if key in arg:
+            v = arg[key]
+            if not isinstance(v, kind) or (key != "bool" and isinstance(v, bool)):
+                raise SpecError(f"argument {arg!r} must hold a {key}")
+            return float(v) if key == "float" else v
+    if "none" in arg:
+        return None
+    if "tuple" in arg:
+        return tuple(decode(spec, a, tensor, dtype) for a in arg["tuple"])
+    if "dtype" in arg:
+        return dtype(arg["dtype"])
+    raise SpecError(f"malformed argument {arg!r}")

@@ -1,0 +1,750 @@
+"""Self tests of the Python harness: the fake `nki` ops against direct NumPy
+formulas, view semantics, accumulation, launches and collectives, the signature
+checker, and the command line. Run with `python -m unittest` from tests/python.
+"""
+
+import json
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import unittest
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+
+import nki_harness.fake_nki as fake
+from nki_harness import checker
+from nki_harness.fake_nki.errors import NkiError
+from nki_harness.fake_nki.tensor import SBUF, SHARED_HBM, allocate, from_cells
+from nki_harness.signatures import Api
+
+fake.install()
+import nki  # noqa: E402  (the fake, registered by install())
+import nki.collectives as ncc  # noqa: E402
+import nki.isa as nisa  # noqa: E402
+import nki.language as nl  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+RNG = np.random.default_rng(7)
+F32_MIN = float(np.finfo(np.float32).min)
+
+
+def hbm(values, dtype=nl.float32):
+    """A shared-HBM input holding `values` rounded to `dtype`."""
+    return from_cells("input", dtype, SHARED_HBM, dtype.encode(np.asarray(values, dtype=np.float32), True))
+
+
+def vals(t):
+    """A tensor view's values as float32 (integers converted)."""
+    return t.dtype.decode(t.read_cells())
+
+
+def run(fn, *args, precision="fp32", generation="trn2", grid=None):
+    """Runs `fn(*args)` as a one-rank kernel; returns what it returns."""
+    kernel = nki.jit(fn)
+    return fake.launch(kernel[grid] if grid else kernel, [list(args)], precision=precision,
+                       generation=generation)[0]
+
+
+def run_ranks(fn, ranks, grid=None, timeout=30.0):
+    """Runs `fn(rank)` on `ranks` ranks; returns every rank's result."""
+    kernel = nki.jit(fn)
+    return fake.launch(kernel[grid] if grid else kernel, [[r] for r in range(ranks)], timeout=timeout)
+
+
+def load(x, dtype=nl.float32):
+    """Inside a kernel: an SBUF tile holding the array `x`."""
+    t = nl.ndarray(shape=x.shape, dtype=dtype)
+    nisa.dma_copy(dst=t, src=hbm(x, dtype))
+    return t
+
+
+def rand(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+class DtypeTest(unittest.TestCase):
+    def test_rounding_and_saturation(self):
+        bf = nl.bfloat16.encode(np.float32([1 + 2 ** -8, 1 + 3 * 2 ** -8]), True)
+        self.assertEqual(bf.tolist(), [1.0, 1 + 2 ** -6])
+        self.assertTrue(np.isnan(nl.float8_e4m3fn.encode(np.float32([480.0]), True)[0]))
+        self.assertEqual(nl.float8_e4m3fn.encode(np.float32([460.0]), True)[0], 448.0)
+        self.assertEqual(nl.float8_e4m3.encode(np.float32([250.0]), True)[0], np.inf)
+        self.assertEqual(nl.float8_e5m2.encode(np.float32([-1.3]), True)[0], -1.25)
+        self.assertEqual(nl.int8.encode(np.float32([-2.5, 300, np.nan, 2.5]), False).tolist(), [-2, 127, 0, 2])
+        self.assertEqual(nl.uint32.encode(np.float32([-1.0]), True).tolist(), [0])
+        self.assertEqual(nl.bfloat16.encode(np.float32([1 + 2 ** -8]), False)[0], np.float32(1 + 2 ** -8))
+
+    def test_fresh_allocations_are_poisoned(self):
+        f, i, u8 = (allocate("t", d, SBUF, (2, 2)) for d in (nl.float32, nl.int32, nl.uint8))
+        self.assertTrue(np.isnan(vals(f)).all())
+        self.assertEqual(i.read_cells()[0, 0], 0x5A5A5A5A)
+        self.assertEqual(u8.read_cells()[0, 0], 255)
+
+
+class ViewTest(unittest.TestCase):
+    def iota(self, shape, buffer=SHARED_HBM):
+        return from_cells("t", nl.float32, buffer, np.arange(np.prod(shape), dtype=np.float32).reshape(shape))
+
+    def test_hbm_indexing_is_numpy_like(self):
+        t = self.iota((4, 6))
+        v = t[1:4:2, 3]
+        self.assertEqual(v.shape, (2,))
+        self.assertEqual(vals(v).tolist(), [9, 21])
+        self.assertEqual(vals(t[-1]).tolist(), list(range(18, 24)))
+        self.assertEqual(vals(t[nl.ds(1, 2), 0]).tolist(), [6, 12])
+        for bad in (lambda: t[0:5], lambda: t[4], lambda: t[0, 0, 0], lambda: t[3:1]):
+            self.assertRaises(NkiError, bad)
+
+    def test_on_chip_int_index_keeps_the_partition_dim(self):
+        t = self.iota((4, 6, 2), SBUF)
+        self.assertEqual(t[1].shape, (1, 6, 2))
+        self.assertEqual(t[:, 2].shape, (4, 2))
+        self.assertEqual(t[:, 2, 1].shape, (4, 1))
+        self.assertEqual(t[1, 2, 1].shape, (1, 1))
+        self.assertEqual(vals(t[2, 1, 1]).tolist(), [[27]])
+        self.assertEqual(vals(self.iota((4, 3), SBUF).select(dim=1, index=2)).tolist(), [[2], [5], [8], [11]])
+
+    def test_reshape_needs_contiguous_elements(self):
+        t = self.iota((2, 3, 4))
+        self.assertEqual(vals(t.reshape((6, 4))[5]).tolist(), [20, 21, 22, 23])
+        self.assertRaises(NkiError, lambda: t[:, 0:2].reshape((4, 4)))
+        self.assertRaises(NkiError, lambda: t.reshape((5, 5)))
+        s = self.iota((4, 6), SBUF)
+        self.assertEqual(s[:, 0:6].reshape((4, 2, 3)).strides, (6, 3, 1))
+        self.assertRaises(NkiError, lambda: s.reshape((2, 12)))
+        self.assertRaises(NkiError, lambda: s[:, 0:6:2].reshape((4, 3, 1)))
+        self.assertEqual(s[:, 0:4].reshape((4, 2, 2)).strides, (6, 2, 1))
+
+    def test_ap_offsets_are_absolute_and_scalar_offsets_scale_by_the_view_stride(self):
+        t = self.iota((2, 3, 4))
+        self.assertEqual(vals(t.ap(pattern=[[1, 4], [4, 3]], offset=0)).ravel()[:4].tolist(), [0, 4, 8, 1])
+        self.assertEqual(vals(t.ap(pattern=[[1, 2]], offset=1, scalar_offset=nisa.VirtualRegister(2),
+                                   indirect_dim=1)).tolist(), [9, 10])
+        self.assertEqual(vals(t[1].ap(pattern=[[1, 3]])).tolist(), [12, 13, 14])
+        self.assertRaises(NkiError, lambda: t[1].ap(pattern=[[1, 2]], offset=0))
+        self.assertRaises(NkiError, lambda: t.ap(pattern=[[1, 30]]))
+        idx = from_cells("i", nl.int32, SBUF, np.array([[1]], dtype=np.int64))
+        self.assertEqual(vals(t.ap(pattern=[[1, 2]], offset=0, scalar_offset=idx, indirect_dim=0)).tolist(), [12, 13])
+        s = self.iota((4, 8), SBUF)
+        self.assertEqual(vals(s.ap(pattern=[[8, 2], [0, 3]], offset=8 * 2 + 5)).tolist(), [[21] * 3, [29] * 3])
+
+    def test_broadcast_expand_select_slice(self):
+        t = self.iota((3, 1))
+        self.assertEqual(vals(t.broadcast(dim=1, size=2)).ravel().tolist(), [0, 0, 1, 1, 2, 2])
+        self.assertEqual(t.expand_dim(dim=0).shape, (1, 3, 1))
+        self.assertEqual(vals(self.iota((2, 3)).select(dim=1, index=2)).tolist(), [2, 5])
+        self.assertEqual(vals(self.iota((2, 6)).slice(dim=1, start=1, end=6, step=2)).tolist(), [[1, 3, 5], [7, 9, 11]])
+        self.assertRaises(NkiError, lambda: t.broadcast(dim=0, size=2))
+        s = self.iota((3, 1), SBUF)
+        for bad in (lambda: s.broadcast(dim=0, size=2), lambda: s.expand_dim(dim=0), lambda: s.select(dim=0, index=0)):
+            self.assertRaises(NkiError, bad)
+        self.assertEqual(s.expand_dim(dim=1).broadcast(dim=1, size=4).shape, (3, 4, 1))
+
+    def test_views_share_storage(self):
+        def k():
+            t = nl.ndarray(shape=(4, 6), dtype=nl.float32)
+            nisa.memset(dst=t, value=0.0)
+            nisa.memset(dst=t[1:3, 2:4], value=5.0)
+            return vals(t)
+        got = run(k)
+        want = np.zeros((4, 6), np.float32)
+        want[1:3, 2:4] = 5
+        np.testing.assert_array_equal(got, want)
+
+
+class ElementwiseTest(unittest.TestCase):
+    def test_tensor_tensor_matches_numpy(self):
+        a, b = rand(8, 16), rand(8, 16)
+        a[0, 0] = np.nan
+        formulas = {
+            nl.add: a + b, nl.subtract: a - b, nl.multiply: a * b, nl.divide: a / b, nl.maximum: np.fmax(a, b),
+            nl.minimum: np.fmin(a, b), nl.less: (a < b) * 1.0, nl.greater_equal: (a >= b) * 1.0,
+            nl.equal: (a == b) * 1.0, nl.not_equal: (a != b) * 1.0, nl.logical_and: ((a != 0) & (b != 0)) * 1.0,
+        }
+
+        def k(op):
+            x, y, d = load(a), load(b), nl.ndarray(shape=a.shape, dtype=nl.float32)
+            nisa.tensor_tensor(dst=d, data1=x, data2=y, op=op)
+            return vals(d)
+        for op, want in formulas.items():
+            np.testing.assert_array_equal(run(k, op), want.astype(np.float32), err_msg=str(op))
+
+    def test_tensor_tensor_on_int32_is_exact_and_checks_geometry(self):
+        big = np.array([[2 ** 30 + 1, -7]], dtype=np.int64)
+
+        def k():
+            x = nl.ndarray(shape=(1, 2), dtype=nl.int32)
+            nisa.dma_copy(dst=x, src=from_cells("i", nl.int32, SHARED_HBM, big))
+            nisa.tensor_tensor(dst=x, data1=x, data2=x, op=nl.add)
+            return x.read_cells()
+        self.assertEqual(run(k).tolist(), [[2 ** 31 - 1, -14]])
+
+        def bad():
+            x = load(rand(4, 8))
+            nisa.tensor_tensor(dst=x, data1=x, data2=x[:, 0:4], op=nl.add)
+        self.assertRaisesRegex(NkiError, "must match", run, bad)
+
+    def test_tensor_scalar_stages_reverse_and_columns(self):
+        a, c = rand(8, 16), rand(8, 1)
+
+        def k():
+            x, col, d = load(a), load(c), nl.ndarray(shape=a.shape, dtype=nl.float32)
+            nisa.tensor_scalar(dst=d, data=x, op0=nl.subtract, operand0=col, reverse0=True, op1=nl.multiply,
+                               operand1=3.0)
+            u = nl.ndarray(shape=a.shape, dtype=nl.float32)
+            nisa.tensor_scalar(dst=u, data=x, op0=nl.abs, operand0=0.0)
+            return vals(d), vals(u)
+        d, u = run(k)
+        np.testing.assert_array_equal(d, (c - a) * np.float32(3))
+        np.testing.assert_array_equal(u, np.abs(a))
+
+    def test_scalar_tensor_tensor(self):
+        a, b, c = rand(8, 16), rand(8, 16), rand(8, 1)
+
+        def k():
+            x, y, col, d = load(a), load(b), load(c), nl.ndarray(shape=a.shape, dtype=nl.float32)
+            nisa.scalar_tensor_tensor(dst=d, data=x, op0=nl.multiply, operand0=col, op1=nl.subtract, operand1=y,
+                                      reverse1=True)
+            return vals(d)
+        np.testing.assert_array_equal(run(k), b - a * c)
+
+    def test_copy_memset_reciprocal_and_precision(self):
+        a = rand(4, 8)
+
+        def k():
+            x, lo = load(a), nl.ndarray(shape=a.shape, dtype=nl.bfloat16)
+            nisa.tensor_copy(dst=lo, src=x)
+            r = nl.ndarray(shape=a.shape, dtype=nl.float32)
+            nisa.reciprocal(dst=r, data=x)
+            i = nl.ndarray(shape=(4, 2), dtype=nl.int16)
+            nisa.memset(dst=i, value=-3)
+            return vals(lo), vals(r), i.read_cells()
+        lo, r, i = run(k, precision="hardware")
+        np.testing.assert_array_equal(lo, a.astype(ml_dtypes.bfloat16).astype(np.float32))
+        np.testing.assert_array_equal(r, np.float32(1) / a)
+        self.assertEqual(i.tolist(), [[-3, -3]] * 4)
+        np.testing.assert_array_equal(run(k, precision="fp32")[0], a)
+
+        def bad():
+            nisa.memset(dst=nl.ndarray(shape=(4, 2), dtype=nl.int32), value=0.5)
+        self.assertRaisesRegex(NkiError, "not an integer", run, bad)
+
+
+class ReduceTest(unittest.TestCase):
+    def test_tensor_reduce_over_trailing_axes(self):
+        a = rand(8, 4, 16)
+
+        def k(op, axis, negate, dst_shape=(8, 4)):
+            x = load(a)
+            d = nl.ndarray(shape=dst_shape, dtype=nl.float32)
+            nisa.tensor_reduce(dst=d, op=op, data=x, axis=axis, negate=negate)
+            return vals(d)
+        np.testing.assert_allclose(run(k, nl.add, (1, 2), False, (8, 1)).ravel(), a.sum(axis=(1, 2)), rtol=1e-5)
+        np.testing.assert_array_equal(run(k, nl.maximum, 2, True), -a.max(axis=2))
+        np.testing.assert_array_equal(run(k, nl.minimum, -1, False), a.min(axis=2))
+        np.testing.assert_allclose(run(k, nl.multiply, 2, False), a.prod(axis=2), rtol=1e-5)
+        self.assertRaisesRegex(NkiError, "last free dims", run, k, nl.add, 1, False)
+        self.assertRaisesRegex(NkiError, "must hold 8 partitions x 4", run, k, nl.add, 2, False, (8, 1))
+        self.assertRaisesRegex(NkiError, "cannot reduce", run, k, nl.subtract, 2, False)
+
+    def test_tensor_scalar_reduce_chains_the_vector_accumulators(self):
+        a, b = rand(8, 16), rand(8, 16)
+
+        def k():
+            x, y, d, res = load(a), load(b), nl.ndarray(shape=a.shape, dtype=nl.float32), nl.ndarray(
+                shape=(8, 1), dtype=nl.float32)
+            nisa.tensor_scalar_reduce(dst=d, data=x, op0=nl.multiply, operand0=2.0, reduce_op=nl.maximum)
+            nisa.tensor_scalar_reduce(dst=d, data=y, op0=nl.add, operand0=1.0, reduce_op=nl.maximum, reduce_res=res,
+                                      reduce_cmd=nisa.reduce_cmd.reduce, reduce_res_negate=True)
+            first = vals(res)
+            nisa.tensor_scalar_reduce(dst=d, data=y, op0=nl.add, operand0=0.0, reduce_op=nl.add, reduce_res=res,
+                                      reduce_cmd=nisa.reduce_cmd.load_reduce, reduce_init=10.0)
+            return first, vals(res), vals(d)
+        first, second, d = run(k)
+        np.testing.assert_array_equal(first.ravel(), -np.maximum((2 * a).max(1), (b + 1).max(1)))
+        np.testing.assert_allclose(second.ravel(), 10 + b.sum(1), rtol=1e-5)
+        np.testing.assert_array_equal(d, b)
+
+    def test_activation_formula_and_scalar_accumulators(self):
+        a, c = rand(8, 16), rand(8, 1)
+
+        def k():
+            x, col, d, res = load(a), load(c), nl.ndarray(shape=a.shape, dtype=nl.float32), nl.ndarray(
+                shape=(8, 1), dtype=nl.float32)
+            nisa.activation(dst=d, op=nl.exp, data=x, bias=col, scale=0.5, reduce_op=nl.add, reduce_res=res,
+                            reduce_cmd=nisa.reduce_cmd.reset_reduce)
+            sums = vals(res)
+            nisa.activation(dst=d, op=nl.copy, data=x, reduce_cmd=nisa.reduce_cmd.reduce, reduce_res=res)
+            both = vals(res)
+            nisa.activation(dst=d, op=nl.tanh, data=x, reduce_cmd=nisa.reduce_cmd.reset, reduce_res=res)
+            reset = vals(res)
+            nisa.activation_reduce(dst=d, op=nl.square, data=x, reduce_op=nl.add, reduce_res=res, scale=col)
+            return sums, both, reset, vals(res), vals(d)
+        sums, both, reset, sq, d = run(k)
+        e = np.exp(a * np.float32(0.5) + c)
+        np.testing.assert_allclose(sums.ravel(), e.sum(1), rtol=1e-5)
+        np.testing.assert_allclose(both.ravel(), e.sum(1) + a.sum(1), rtol=1e-5)
+        self.assertEqual(reset.ravel().tolist(), [0.0] * 8)
+        np.testing.assert_array_equal(d, (a * c) ** 2)
+        np.testing.assert_allclose(sq.ravel(), ((a * c) ** 2).sum(1), rtol=1e-5)
+
+        def bad():
+            x = load(a)
+            nisa.activation(dst=x, op=nl.exp, data=x, bias=1.0)
+        self.assertRaisesRegex(NkiError, "scalar bias needs trn2", run, bad, generation="trn1")
+        self.assertRaisesRegex(NkiError, "activation function", run,
+                               lambda: nisa.activation(dst=load(a), op=nl.add, data=load(a)))
+
+
+class SelectTest(unittest.TestCase):
+    def test_iota_and_affine_select(self):
+        a = rand(8, 12)
+
+        def k():
+            io, f = nl.ndarray(shape=(8, 3, 4), dtype=nl.int32), nl.ndarray(shape=(8, 12), dtype=nl.float32)
+            nisa.iota(dst=io, pattern=[[-1, 3], [5, 4]], offset=7, channel_multiplier=10)
+            nisa.iota(dst=f, pattern=[[1, 12]], channel_multiplier=12)
+            m = nl.ndarray(shape=a.shape, dtype=nl.float32)
+            nisa.affine_select(dst=m, pattern=[[-1, 12]], channel_multiplier=1, on_true_tile=load(a),
+                               on_false_value=F32_MIN, cmp_op=nl.greater_equal, offset=2)
+            return io.read_cells(), vals(f), vals(m)
+        io, f, m = run(k)
+        p, i, j = np.meshgrid(np.arange(8), np.arange(3), np.arange(4), indexing="ij")
+        np.testing.assert_array_equal(io, 7 + 10 * p - i + 5 * j)
+        np.testing.assert_array_equal(f, np.arange(96).reshape(8, 12))
+        keep = 2 + np.arange(8)[:, None] - np.arange(12)[None, :] >= 0
+        np.testing.assert_array_equal(m, np.where(keep, a, np.float32(F32_MIN)))
+
+    def test_range_select_masks_and_max_reduces(self):
+        a = rand(8, 16)
+        lo, hi = RNG.integers(0, 20, (8, 1)).astype(np.float32), RNG.integers(10, 30, (8, 1)).astype(np.float32)
+
+        def k(fill):
+            d, res = nl.ndarray(shape=a.shape, dtype=nl.bfloat16), nl.ndarray(shape=(8, 1), dtype=nl.float32)
+            nisa.range_select(dst=d, on_true_tile=load(a), comp_op0=nl.greater_equal, comp_op1=nl.less,
+                              bound0=load(lo), bound1=load(hi), reduce_res=res, range_start=4, on_false_value=fill)
+            return vals(d), vals(res)
+        d, res = run(k, F32_MIN, precision="hardware")
+        idx = 4 + np.arange(16, dtype=np.float32)
+        out = np.where((idx >= lo) & (idx < hi), a, np.float32(F32_MIN))
+        np.testing.assert_array_equal(d, out.astype(ml_dtypes.bfloat16).astype(np.float32))
+        np.testing.assert_array_equal(res.ravel(), out.max(1))
+        self.assertRaisesRegex(NkiError, "FLOAT32_MIN", run, k, -1.0)
+        self.assertRaisesRegex(NkiError, "trn2 or later", run, k, F32_MIN, generation="trn1")
+
+    def test_stream_shuffle_moves_lanes_within_quadrants(self):
+        a = rand(64, 4)
+
+        def k():
+            x, d = load(a), nl.ndarray(shape=(64, 4), dtype=nl.float32)
+            nisa.memset(dst=d, value=0.0)
+            nisa.nc_stream_shuffle(dst=d, src=x, shuffle_mask=[31 - i if i % 2 else 255 for i in range(32)])
+            b = nl.ndarray(shape=(128, 4), dtype=nl.float32)
+            nisa.memset(dst=b, value=0.0)
+            for q in range(4):
+                nisa.nc_stream_shuffle(dst=b[32 * q:32 * q + 32], src=x[0:1], shuffle_mask=[0] * 32)
+            return vals(d), vals(b)
+        d, b = run(k)
+        for r in range(64):
+            want = a[(r // 32) * 32 + 31 - r % 32] if r % 2 else np.zeros(4)
+            np.testing.assert_array_equal(d[r], want)
+        np.testing.assert_array_equal(b, np.tile(a[0], (128, 1)))
+
+        def bad():
+            x = load(a)
+            nisa.nc_stream_shuffle(dst=x[16:48], src=x[0:32], shuffle_mask=[0] * 32)
+        self.assertRaisesRegex(NkiError, "starts at partition 16", run, bad)
+
+
+class MatmulTest(unittest.TestCase):
+    def test_accumulate_false_true_and_none(self):
+        a, b, c = rand(32, 16), rand(32, 64), rand(32, 64)
+
+        def k():
+            st, mv, mv2 = load(a), load(b), load(c)
+            acc = nl.ndarray(shape=(16, 64), dtype=nl.float32, buffer=nl.psum)
+            nisa.nc_matmul(dst=acc, stationary=st, moving=mv)
+            nisa.nc_matmul(dst=acc, stationary=st, moving=mv2)
+            none = vals(acc)
+            nisa.nc_matmul(dst=acc, stationary=st, moving=mv, accumulate=False)
+            over = vals(acc)
+            nisa.nc_matmul(dst=acc, stationary=st, moving=mv, accumulate=True)
+            twice = vals(acc)
+            fresh = nl.ndarray(shape=(16, 64), dtype=nl.float32, buffer=nl.psum)
+            nisa.memset(dst=fresh[:, 0:32], value=1.0)
+            nisa.nc_matmul(dst=fresh, stationary=st, moving=mv)
+            return none, over, twice, vals(fresh)
+        none, over, twice, mixed = run(k)
+        ab, ac = a.T @ b, a.T @ c
+        np.testing.assert_allclose(none, ab + ac, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(over, ab, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(twice, 2 * ab, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(mixed, np.concatenate([ab[:, :32] + 1, ab[:, 32:]], axis=1), rtol=1e-5,
+                                   atol=1e-5)
+
+    def test_transpose_modes_and_limits(self):
+        a = rand(64, 32)
+
+        def k(dtype):
+            x = load(a, dtype)
+            t = nl.ndarray(shape=(32, 64), dtype=dtype, buffer=nl.psum)
+            nisa.nc_transpose(dst=t, data=x)
+            m = nl.ndarray(shape=(32, 64), dtype=dtype, buffer=nl.psum)
+            nisa.nc_matmul(dst=m, stationary=x, moving=x, is_transpose=True)
+            v = nl.ndarray(shape=(32, 32), dtype=dtype)
+            nisa.nc_transpose(dst=v, data=x[0:32], engine=nisa.engine.vector)
+            return vals(t), vals(m), vals(v)
+        t, m, v = run(k, nl.bfloat16, precision="hardware")
+        ab = a.astype(ml_dtypes.bfloat16).astype(np.float32)
+        np.testing.assert_array_equal(t, ab.T)
+        np.testing.assert_array_equal(m, ab.T)
+        np.testing.assert_array_equal(v, ab[0:32].T)
+
+        def too_big():
+            x = load(rand(64, 64))
+            nisa.nc_transpose(dst=nl.ndarray(shape=(64, 64), dtype=nl.float32), data=x, engine=nisa.engine.vector)
+        self.assertRaisesRegex(NkiError, "32 x 32", run, too_big)
+
+    def test_constraints(self):
+        def mm(st_shape, mv_shape, dst_shape, st_dt=nl.float32, mv_dt=nl.float32, dst_dt=nl.float32, buf=nl.psum):
+            def k():
+                st, mv = load(rand(*st_shape), st_dt), load(rand(*mv_shape), mv_dt)
+                d = nl.ndarray(shape=dst_shape, dtype=dst_dt, buffer=buf)
+                nisa.nc_matmul(dst=d, stationary=st, moving=mv)
+            return k
+        cases = [
+            (mm((16, 8), (16, 4), (8, 4), buf=nl.sbuf), "must be in PSUM"),
+            (mm((16, 8), (8, 4), (8, 4)), "contraction"),
+            (mm((16, 129), (16, 4), (128, 4)), "gemm_stationary_fmax"),
+            (mm((16, 8), (16, 513), (8, 512)), "gemm_moving_fmax 512"),
+            (mm((16, 8), (16, 4), (8, 4), mv_dt=nl.bfloat16), "both must be"),
+            (mm((16, 8), (16, 4), (8, 4), st_dt=nl.int32, mv_dt=nl.int32), "float dtype"),
+            (mm((16, 8), (16, 4), (8, 5)), "stationary\\^T.moving is 8 x 4"),
+            (mm((16, 8), (16, 4), (8, 4), nl.bfloat16, nl.bfloat16, nl.bfloat16), "must be float32"),
+        ]
+        for k, msg in cases:
+            self.assertRaisesRegex(NkiError, msg, run, k)
+        run(mm((16, 8), (16, 4), (8, 4), nl.bfloat16, nl.bfloat16, nl.bfloat16), generation="trn3")
+
+
+class DmaAndRegisterTest(unittest.TestCase):
+    def test_dma_copy_casts_and_pairs_row_major(self):
+        a = rand(4, 6)
+
+        def k():
+            t = nl.ndarray(shape=(4, 6), dtype=nl.bfloat16)
+            nisa.dma_copy(dst=t, src=hbm(a))
+            out = nl.ndarray(shape=(6, 4), dtype=nl.float32, buffer=nl.shared_hbm)
+            nisa.dma_copy(dst=out, src=t)
+            return vals(out)
+        np.testing.assert_array_equal(run(k, precision="hardware"),
+                                      a.astype(ml_dtypes.bfloat16).astype(np.float32).reshape(6, 4))
+
+        def bad(mode):
+            t = nl.ndarray(shape=(4, 6), dtype=nl.bfloat16)
+            nisa.dma_copy(dst=t, src=hbm(a), dge_mode=mode)
+        self.assertRaisesRegex(NkiError, "hwdge", run, bad, nisa.dge_mode.hwdge)
+
+        def from_psum():
+            p = nl.ndarray(shape=(4, 6), dtype=nl.float32, buffer=nl.psum)
+            nisa.dma_copy(dst=hbm(a), src=p)
+        self.assertRaisesRegex(NkiError, "PSUM", run, from_psum)
+
+    def test_dma_transpose(self):
+        a, b = rand(6, 4), rand(5, 1, 3, 4)
+
+        def k():
+            t, u = nl.ndarray(shape=(4, 6), dtype=nl.float32), nl.ndarray(shape=(4, 1, 3, 5), dtype=nl.float32)
+            nisa.dma_transpose(dst=t, src=hbm(a))
+            nisa.dma_transpose(dst=u, src=hbm(b), axes=(3, 1, 2, 0))
+            return vals(t), vals(u)
+        t, u = run(k)
+        np.testing.assert_array_equal(t, a.T)
+        np.testing.assert_array_equal(u, b.transpose(3, 1, 2, 0))
+
+    def test_registers_and_dynamic_offsets(self):
+        table = np.arange(12, dtype=np.float32).reshape(3, 4)
+
+        def k():
+            r = nisa.register_alloc(x=2)
+            s = nl.ndarray(shape=(1, 1), dtype=nl.int32)
+            nisa.register_store(dst=s, src=r)
+            r2 = nisa.register_alloc()
+            nisa.register_load(dst=r2, src=s)
+            nisa.register_move(dst=r2, src=r2.value - 1)
+            t = nl.ndarray(shape=(1, 4), dtype=nl.float32)
+            nisa.dma_copy(dst=t, src=hbm(table).ap(pattern=[[4, 1], [1, 4]], offset=0, scalar_offset=r2,
+                                                    indirect_dim=0))
+            return r2.value, vals(t)
+        value, row = run(k)
+        self.assertEqual(value, 1)
+        np.testing.assert_array_equal(row, table[1:2])
+
+
+class LanguageTest(unittest.TestCase):
+    def test_allocation_limits(self):
+        self.assertRaisesRegex(NkiError, "pmax 128", run, lambda: nl.ndarray(shape=(129, 2), dtype=nl.float32))
+        self.assertRaisesRegex(NkiError, "one PSUM bank", run,
+                               lambda: nl.ndarray(shape=(128, 513), dtype=nl.float32, buffer=nl.psum))
+        run(lambda: nl.ndarray(shape=(128, 1024), dtype=nl.bfloat16, buffer=nl.psum))
+
+    def test_grid_queries_and_nested_kernels(self):
+        inner = nki.jit(lambda: (nl.program_id(axis=0), nl.num_programs(axes=0), nl.program_ndim()))
+        self.assertEqual(run(lambda: inner()), (0, 1, 0))
+        self.assertEqual(run(lambda: inner[2](), grid=2), (0, 2, 1))
+        self.assertEqual(nl.tile_size.pmax, 128)
+        self.assertEqual([i for i in nl.affine_range(start=1, stop=7, step=3)], [1, 4])
+        self.assertTrue(nisa.nc_version.gen3 == 3 and nisa.nc_version.gen4 > 3)
+
+
+class LaunchTest(unittest.TestCase):
+    def test_lnc2_programs_share_hbm_and_meet_at_barriers(self):
+        def k(rank):
+            out = nl.ndarray(shape=(2, 4), dtype=nl.float32, buffer=nl.shared_hbm)
+            pid = nl.program_id(axis=0)
+            t = nl.ndarray(shape=(1, 4), dtype=nl.float32)
+            nisa.memset(dst=t, value=float(pid + 1))
+            nisa.dma_copy(dst=out[pid:pid + 1, :], src=t)
+            nisa.core_barrier(data=out, cores=(0, 1))
+            seen = nl.ndarray(shape=(2, 4), dtype=nl.float32)
+            nisa.dma_copy(dst=seen, src=out)
+            return vals(seen)
+        got = run_ranks(k, 1, grid=2)[0]
+        np.testing.assert_array_equal(got, [[1] * 4, [2] * 4])
+        self.assertRaisesRegex(NkiError, "without an LNC2 grid", run_ranks, k, 1)
+
+    def test_kernel_errors_carry_their_source_line(self):
+        def k():
+            assert False, "boom"
+        with self.assertRaises(NkiError) as cm:
+            run(k)
+        self.assertIn("test_harness.py:", str(cm.exception))
+        self.assertIn("AssertionError: boom", str(cm.exception))
+
+
+class CollectiveTest(unittest.TestCase):
+    def test_ring_permute_receives_from_the_predecessor(self):
+        def k(rank):
+            src, dst = nl.ndarray(shape=(2, 3), dtype=nl.float32), nl.ndarray(shape=(2, 3), dtype=nl.float32)
+            s2, d2 = nl.ndarray(shape=(2, 3), dtype=nl.float32), nl.ndarray(shape=(2, 3), dtype=nl.float32)
+            nisa.memset(dst=src, value=float(rank))
+            nisa.memset(dst=s2, value=float(10 * rank))
+            ncc.collective_permute_implicit(srcs_by_channel=[[src], [s2]], dsts_by_channel=[[dst], [d2]],
+                                            replica_group=ncc.ReplicaGroup(((0, 1, 2),)), channel_ids=[0, 1])
+            red = nl.ndarray(shape=(2, 3), dtype=nl.float32)
+            ncc.collective_permute_implicit_reduce(srcs0_by_channel=[[src]], srcs1_by_channel=[[dst]],
+                                                   dsts_by_channel=[[red]], replica_group=ncc.ReplicaGroup(()),
+                                                   op=nl.add)
+            ids = [ncc.collective_permute_implicit_current_processing_rank_id(
+                iteration_id=s, replica_group=ncc.ReplicaGroup(((0, 1, 2),))).value for s in range(3)]
+            return vals(dst)[0, 0], vals(d2)[0, 0], vals(red)[0, 0], ids
+        got = run_ranks(k, 3)
+        for r, (recv, recv2, red, ids) in enumerate(got):
+            pred = (r - 1) % 3
+            self.assertEqual((recv, recv2), (pred, 10 * pred))
+            self.assertEqual(red, pred + (pred - 1) % 3)
+            self.assertEqual(ids, [r, (r - 1) % 3, (r - 2) % 3])
+
+    def test_sub_rings(self):
+        def k(rank):
+            src, dst = nl.ndarray(shape=(1, 1), dtype=nl.float32), nl.ndarray(shape=(1, 1), dtype=nl.float32)
+            nisa.memset(dst=src, value=float(rank))
+            ncc.collective_permute_implicit(srcs_by_channel=[[src]], dsts_by_channel=[[dst]],
+                                            replica_group=ncc.ReplicaGroup(((0, 2), (1,))))
+            return float(vals(dst)[0, 0])
+        self.assertEqual(run_ranks(k, 3), [2.0, 1.0, 0.0])
+
+    def assertFailsFast(self, fn, ranks, pattern):
+        start = time.monotonic()
+        self.assertRaisesRegex(NkiError, pattern, run_ranks, fn, ranks)
+        self.assertLess(time.monotonic() - start, 5.0)
+
+    def test_missing_mismatched_and_deadlocked_collectives_fail_quickly(self):
+        def permute(rank, ring):
+            t = nl.ndarray(shape=(1, 1), dtype=nl.float32)
+            nisa.memset(dst=t, value=0.0)
+            ncc.collective_permute_implicit(srcs_by_channel=[[t]], dsts_by_channel=[[t]],
+                                            replica_group=ncc.ReplicaGroup(ring))
+
+        self.assertFailsFast(lambda r: permute(r, ((0, 1, 2),)) if r == 0 else None, 3,
+                             "program 0 finished without joining collective_permute_implicit, which rank 0")
+        self.assertFailsFast(lambda r: permute(r, ((0, 1), (2,)) if r < 2 else ((0, 2), (1,))), 3,
+                             "where its partners issued|deadlock|finished without joining")
+        self.assertFailsFast(lambda r: permute(r, ((0, 1),) if r == 0 else ((1, 0),)), 2, "deadlock")
+
+        def mismatch(rank):
+            t = nl.ndarray(shape=(1, 1), dtype=nl.float32)
+            nisa.memset(dst=t, value=0.0)
+            g = ncc.ReplicaGroup(())
+            if rank == 1:
+                ncc.collective_permute_implicit_reduce(srcs0_by_channel=[[t]], srcs1_by_channel=[[t]],
+                                                       dsts_by_channel=[[t]], replica_group=g, op=nl.add)
+            else:
+                ncc.collective_permute_implicit(srcs_by_channel=[[t]], dsts_by_channel=[[t]], replica_group=g)
+        self.assertFailsFast(mismatch, 3, "where its partners issued")
+
+
+class CheckerTest(unittest.TestCase):
+    api = Api()
+
+    def problems(self, source):
+        with tempfile.TemporaryDirectory() as d:
+            p = Path(d, "m.py")
+            p.write_text(textwrap.dedent(source))
+            return [msg for _, msg in checker.check_file(self.api, p)[0]]
+
+    def test_good_snippet_is_clean(self):
+        self.assertEqual(self.problems("""
+            import nki
+            import nki.language as nl
+            import nki.isa as nisa
+            import nki.collectives as ncc
+
+            @nki.jit
+            def k(a):
+                t = nl.ndarray(shape=(nl.tile_size.pmax, 4), dtype=nl.bfloat16, buffer=nl.sbuf)
+                nisa.dma_copy(dst=t, src=a[0:128, :], dge_mode=nisa.dge_mode.unknown)
+                nisa.activation(dst=t, op=nl.exp, data=t, reduce_cmd=nisa.reduce_cmd.reset_reduce)
+                v = t.ap(pattern=[[4, 128], [1, 4]], offset=0).reshape(shape=(128, 2, 2))
+                g = ncc.ReplicaGroup(((0, 1),))
+                if nisa.get_nc_version() >= nisa.nc_version.gen3:
+                    pass
+                return t
+        """), [])
+
+    def test_bad_snippets_are_reported(self):
+        found = self.problems("""
+            import nki.language as nl
+            import nki.isa as nisa
+            import nki.collectives as ncc
+            import nki.fancy
+            t = nl.ndarray(shape=(1, 1), dtype=nl.float32, buffer=nl.sbuff)
+            nisa.dma_copy(dst=t, source=t)
+            nisa.dma_copy(t, t)
+            nisa.get_nc_version(1)
+            x = t.ap(pattern=[[1, 1]], offst=0)
+            y = t.slice(0, 0, 1, 1, 9)
+            e = nisa.engine.vectr + nl.tile_size.pmax2
+            g = ncc.ReplicaGroup(groups=((0,),))
+            nl.float32(3)
+        """)
+        expected = ["unknown module nki.fancy", "nl.sbuff", "no parameter 'source'", "2 positional argument(s)",
+                    "at most 0 arguments", "no parameter 'offst'", "NkiTensor.slice) takes at most 4",
+                    "nisa.engine.vectr", "nl.tile_size.pmax2", "takes its 1 argument(s) positionally",
+                    "is a value, not a function"]
+        for want in expected:
+            self.assertTrue(any(want in f for f in found), f"{want!r} not in {found}")
+        self.assertEqual(len(found), len(expected))
+
+
+class CommandLineTest(unittest.TestCase):
+    PACKAGE = {
+        "__init__.py": "from .kernels import scale, ring\n",
+        "helpers.py": """
+            import nki.language as nl
+            import nki.isa as nisa
+
+
+            def load(src, rows, cols):
+                t = nl.ndarray(shape=(rows, cols), dtype=src.dtype, buffer=nl.sbuf)
+                nisa.dma_copy(dst=t, src=src[0:rows, 0:cols])
+                return t
+        """,
+        "kernels.py": """
+            import nki
+            import nki.language as nl
+            import nki.isa as nisa
+            import nki.collectives as ncc
+            from .helpers import load
+
+
+            @nki.jit
+            def scale(x, factor, twice=False):
+                n, m = x.shape
+                assert n <= 128, f"at most 128 rows, got {n}"
+                t = load(x, n, m)
+                nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=factor * (2 if twice else 1))
+                out = nl.ndarray(shape=(n, m), dtype=x.dtype, buffer=nl.shared_hbm)
+                nisa.dma_copy(dst=out, src=t)
+                return out, x
+
+
+            @nki.jit
+            def ring(x):
+                t = load(x, x.shape[0], x.shape[1])
+                r = nl.ndarray(shape=x.shape, dtype=x.dtype, buffer=nl.sbuf)
+                ncc.collective_permute_implicit(srcs_by_channel=[[t]], dsts_by_channel=[[r]],
+                                                replica_group=ncc.ReplicaGroup(((0, 1, 2),)))
+                out = nl.ndarray(shape=x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+                nisa.dma_copy(dst=out, src=r)
+                return out
+        """,
+    }
+
+    def harness(self, *args):
+        return subprocess.run([sys.executable, "-m", "nki_harness", *args], cwd=HERE, capture_output=True, text=True,
+                              timeout=120)
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = Path(self.tmp.name)
+        pkg = self.dir / "pkg"
+        pkg.mkdir()
+        for name, text in self.PACKAGE.items():
+            (pkg / name).write_text(textwrap.dedent(text))
+        self.pkg = str(pkg)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def spec(self, **fields):
+        path = self.dir / "spec.json"
+        path.write_text(json.dumps(fields))
+        return str(path)
+
+    def test_check_and_run(self):
+        r = self.harness("check", self.pkg)
+        self.assertEqual((r.returncode, r.stdout.count("\n")), (0, 1), r.stdout + r.stderr)
+        x = np.arange(12, dtype=np.float64).reshape(3, 4) / 3
+        np.save(self.dir / "x.npy", x)
+        spec = self.spec(kernel="scale", lnc=1, ranks=1, precision="hardware", generation="trn2",
+                         args=[[{"npy": "x.npy", "dtype": "bfloat16"}, {"float": 0.5}]],
+                         kwargs=[{"twice": {"bool": True}}])
+        r = self.harness("run", "--package", self.pkg, "--spec", spec, "--out", str(self.dir / "out"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        listing = json.loads((self.dir / "out" / "result.json").read_text())
+        self.assertEqual(listing, {"ranks": [[{"file": "rank0_out0.npy", "shape": [3, 4], "dtype": "bfloat16"},
+                                              {"file": "rank0_out1.npy", "shape": [3, 4], "dtype": "bfloat16"}]]})
+        xb = x.astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+        np.testing.assert_array_equal(np.load(self.dir / "out" / "rank0_out0.npy"), xb)
+        np.testing.assert_array_equal(np.load(self.dir / "out" / "rank0_out1.npy"), xb)
+
+    def test_three_rank_run(self):
+        for r in range(3):
+            np.save(self.dir / f"x{r}.npy", np.full((2, 2), r, dtype=np.int32))
+        spec = self.spec(kernel="ring", ranks=3, args=[[{"npy": f"x{r}.npy", "dtype": "int32"}] for r in range(3)])
+        r = self.harness("run", "--package", self.pkg, "--spec", spec, "--out", str(self.dir / "out"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for rank in range(3):
+            got = np.load(self.dir / "out" / f"rank{rank}_out0.npy")
+            self.assertEqual((got.dtype, got.tolist()), (np.int32, [[(rank - 1) % 3] * 2] * 2))
+
+    def test_errors_are_one_line(self):
+        np.save(self.dir / "x.npy", np.zeros((200, 2)))
+        spec = self.spec(kernel="scale", args=[[{"npy": "x.npy", "dtype": "float32"}, {"int": 2}]])
+        r = self.harness("run", "--package", self.pkg, "--spec", spec, "--out", str(self.dir / "out"))
+        self.assertEqual(r.returncode, 1)
+        self.assertRegex(r.stderr, r"^error: kernels\.py:\d+: AssertionError: at most 128 rows, got 200\n$")
+        np.save(self.dir / "y.npy", np.zeros((2, 2)))
+        spec = self.spec(kernel="ring", ranks=2, args=[[{"npy": "y.npy", "dtype": "float32"}]] * 2)
+        r = self.harness("run", "--package", self.pkg, "--spec", spec, "--out", str(self.dir / "out"))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("rank 2 is not", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
