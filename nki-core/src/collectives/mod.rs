@@ -160,11 +160,38 @@ fn run_permute(
             let pred = find(ring[(pos + n - 1) % n], me.program).ok_or_else(|| {
                 NkiError::new(ErrorKind::Collective, format!("no program {} on the predecessor of rank {}", me.program, me.slot_rank))
             })?;
-            for ((_, dst), (psrcs, _)) in me.channels.iter().zip(&pred.channels) {
-                for s in psrcs {
-                    if seen.insert((s.storage().id, s.layout().offset, s.shape().to_vec())) {
-                        bytes += s.numel() * s.dtype().size_bytes();
-                    }
+            if me.channels.len() != pred.channels.len() {
+                return Err(NkiError::constraint(
+                    op,
+                    format!(
+                        "rank {} uses {} channels but its predecessor rank {} uses {}; every rank must pass the same channels",
+                        me.slot_rank,
+                        me.channels.len(),
+                        pred.slot_rank,
+                        pred.channels.len()
+                    ),
+                ));
+            }
+            for (c, ((_, dst), (psrcs, _))) in me.channels.iter().zip(&pred.channels).enumerate() {
+                // Each rank checked its own buffers; the ones that meet here belong to two ranks.
+                let s = &psrcs[0];
+                if s.numel() != dst.numel() || (reduce.is_none() && s.dtype() != dst.dtype()) {
+                    return Err(NkiError::shape(
+                        op,
+                        format!(
+                            "channel {c}: rank {} sends src {} but its successor rank {} receives into dst {}; \
+                             the buffers must have the same element count and dtype on every rank",
+                            pred.slot_rank,
+                            s.describe(),
+                            me.slot_rank,
+                            dst.describe()
+                        ),
+                    ));
+                }
+                // One message per channel: the source, or for a reducing permute the
+                // combined sources (counted at the first source's size).
+                if seen.insert((s.storage().id, s.layout().offset, s.shape().to_vec())) {
+                    bytes += s.numel() * s.dtype().size_bytes();
                 }
                 let vals = match reduce {
                     None => (gather_cells(&psrcs[0]), psrcs[0].dtype()),

@@ -125,6 +125,17 @@ impl World {
         if live.is_empty() || st.error.is_some() || live.iter().any(|&s| st.waiting[s].is_none()) {
             return;
         }
+        // A partner that finished without joining is the root cause, whichever
+        // thread notices the stall first.
+        let gone = st.rendezvous.values().filter(|rv| rv.done.is_none()).find_map(|rv| {
+            let waiter = *rv.arrived.first()?;
+            rv.participants.iter().find(|&&p| st.finished[p] && !rv.arrived.contains(&p)).map(|&p| (p, rv.kind.clone(), waiter))
+        });
+        if let Some((p, kind, waiter)) = gone {
+            let err = self.missing_partner(p, &kind, waiter);
+            self.fail_locked(st, err);
+            return;
+        }
         let detail: Vec<String> =
             live.iter().map(|&s| format!("{} waits in {}", self.slot_name(s), st.waiting[s].as_deref().unwrap_or("?"))).collect();
         let err = NkiError::new(
@@ -132,6 +143,14 @@ impl World {
             format!("deadlock: every live program is waiting and none can proceed ({})", detail.join("; ")),
         );
         self.fail_locked(st, err);
+    }
+
+    /// The error for `partner` finishing without joining the `kind` that `waiter` waits in.
+    fn missing_partner(&self, partner: Slot, kind: &str, waiter: Slot) -> NkiError {
+        NkiError::new(
+            ErrorKind::Collective,
+            format!("{} finished without joining {kind}, which {} is waiting in", self.slot_name(partner), self.slot_name(waiter)),
+        )
     }
 
     /// Joins the rendezvous `key` as `me`, contributing `payload`. The last of
@@ -213,10 +232,7 @@ impl World {
                 .get(&key)
                 .and_then(|rv| rv.participants.iter().copied().find(|&p| st.finished[p] && !rv.arrived.contains(&p)));
             if let Some(p) = gone {
-                let err = NkiError::new(
-                    ErrorKind::Collective,
-                    format!("{} finished without joining {kind}, which {} is waiting in", self.slot_name(p), self.slot_name(me)),
-                );
+                let err = self.missing_partner(p, kind, me);
                 st.waiting[me] = None;
                 self.fail_locked(&mut st, err.clone());
                 return Err(err);

@@ -55,7 +55,7 @@ pub struct IotaOpts<'a> {
 
 /// `nisa.iota(dst, pattern, offset=, channel_multiplier=)`: fills an SBUF tile
 /// with `offset + p * channel_multiplier + Σ step_k * i_k`, computed in int32 and
-/// cast to `dst.dtype`.
+/// cast to `dst.dtype` (float tiles round per the precision model).
 pub fn iota(ctx: &Ctx, dst: &Tensor, pattern: &[[i64; 2]], opts: IotaOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.iota";
     ctx.begin_op()?;
@@ -70,7 +70,7 @@ pub fn iota(ctx: &Ctx, dst: &Tensor, pattern: &[[i64; 2]], opts: IotaOpts<'_>) -
         let c = off.wrapping_add(cm.wrapping_mul(p as i32));
         for (r, &b) in row.iter_mut().zip(&base) {
             let v = c.wrapping_add(b);
-            *r = if dt.is_float() { dt.f32_to_cell(v as f32, true) } else { dt.i64_to_cell(v as i64) };
+            *r = if dt.is_float() { dt.f32_to_cell(v as f32, ctx.rounds()) } else { dt.i64_to_cell(v as i64) };
         }
         d.row_layout(p).scatter_with(&mut cells, &row, |x| x);
     }

@@ -13,6 +13,10 @@ fn bounds(msg: String) -> NkiError {
 
 impl Tensor {
     /// NumPy-style indexing: `t[i, a:b, :]`. Bounds outside the dimension are an error.
+    ///
+    /// An integer drops its dim, except on chip: there it keeps a unit partition
+    /// dim, and a view whose free dims are all dropped keeps a unit last dim, so
+    /// `t[:n, g]` is an `(n, 1)` column.
     pub fn index(&self, spec: &[Idx]) -> Result<Tensor> {
         let l = &self.layout;
         if spec.len() > l.shape.len() {

@@ -1,0 +1,206 @@
+//! `nl`: `ndarray` limits and capacity accounting, shared vs private HBM across
+//! LNC programs and ranks, and the SPMD grid queries.
+
+mod common;
+
+use common::*;
+use nki_core::hw::Generation;
+use nki_core::isa::{self as nisa, CoreBarrierOpts, EngineOpts};
+use nki_core::nl::{self, NdarrayOpts};
+use nki_core::{Buffer, Dtype, ErrorKind, Launch, s};
+
+#[test]
+fn partition_dim_and_psum_bank_limits() {
+    Launch::new()
+        .run(|ctx| {
+            let e = expect_err(alloc(ctx, &[129, 4], Dtype::F32, Buffer::Sbuf));
+            assert_err(&e, ErrorKind::Constraint, &["nl.ndarray", "partition dim 129", "pmax 128"]);
+            let e = expect_err(alloc(ctx, &[129, 4], Dtype::F32, Buffer::Psum));
+            assert_err(&e, ErrorKind::Constraint, &["partition dim 129"]);
+            // HBM has no partition dim.
+            alloc(ctx, &[129, 4], Dtype::F32, Buffer::PrivateHbm)?;
+            // One PSUM bank is 2 KiB per partition: 512 fp32 or 1024 bf16.
+            alloc(ctx, &[128, 512], Dtype::F32, Buffer::Psum)?;
+            alloc(ctx, &[128, 1024], Dtype::Bf16, Buffer::Psum)?;
+            alloc(ctx, &[128, 2, 256], Dtype::F32, Buffer::Psum)?;
+            let e = expect_err(alloc(ctx, &[128, 513], Dtype::F32, Buffer::Psum));
+            assert_err(&e, ErrorKind::Constraint, &["nl.ndarray", "2052 B", "2048 B"]);
+            let e = expect_err(alloc(ctx, &[1, 3, 200], Dtype::F32, Buffer::Psum));
+            assert_err(&e, ErrorKind::Constraint, &["2400 B"]);
+            let e = expect_err(alloc(ctx, &[4, 0], Dtype::F32, Buffer::Sbuf));
+            assert_eq!(e.kind, ErrorKind::Shape);
+            let e = expect_err(alloc(ctx, &[], Dtype::F32, Buffer::Sbuf));
+            assert_eq!(e.kind, ErrorKind::Shape);
+            Ok(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn fresh_tensors_read_as_nan_and_names_show_in_errors() {
+    Launch::new()
+        .run(|ctx| {
+            let t = alloc(ctx, &[2, 3], Dtype::Bf16, Buffer::Sbuf)?;
+            assert!(t.to_f32_vec().iter().all(|v| v.is_nan()));
+            let named = nl::ndarray(ctx, &[200, 2], Dtype::F32, NdarrayOpts { name: Some("scores"), ..Default::default() });
+            assert_err(&expect_err(named), ErrorKind::Constraint, &["'scores'"]);
+            let var = nl::ndarray(ctx, &[200, 2], Dtype::F32, NdarrayOpts { var: Some("acc"), ..Default::default() });
+            assert_err(&expect_err(var), ErrorKind::Constraint, &["'acc'"]);
+            Ok(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn sbuf_capacity_per_generation_with_leases_returned_on_drop() {
+    // Bytes per partition: 192 KiB on trn1, 224 KiB on trn2, 256 KiB on trn3.
+    for (generation, kib) in [(Generation::Trn1, 192i64), (Generation::Trn2, 224), (Generation::Trn3, 256)] {
+        let report = Launch::new()
+            .generation(generation)
+            .run_all(|ctx| {
+                let cap = kib * 1024;
+                let half = alloc(ctx, &[128, cap / 8], Dtype::F32, Buffer::Sbuf)?;
+                let rest = alloc(ctx, &[2, cap / 2], Dtype::U8, Buffer::Sbuf)?;
+                let e = expect_err(alloc(ctx, &[1, 1], Dtype::U8, Buffer::Sbuf));
+                assert_err(
+                    &e,
+                    ErrorKind::Capacity,
+                    &["SBUF capacity exceeded", "needs 1 B", &format!("{cap} B are in use"), &format!("capacity is {cap} B")],
+                );
+                // A view keeps the allocation alive; dropping every handle frees it.
+                let view = half.index(&s![0..2, 0..4])?;
+                drop(half);
+                assert!(alloc(ctx, &[1, 1], Dtype::U8, Buffer::Sbuf).is_err());
+                drop(view);
+                let again = alloc(ctx, &[128, cap / 8], Dtype::F32, Buffer::Sbuf)?;
+                drop((again, rest));
+                // Everything is free again.
+                alloc(ctx, &[128, cap / 4], Dtype::I32, Buffer::Sbuf)?;
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(report.memory[0][0].sbuf_peak, (kib * 1024) as usize, "{generation}");
+    }
+}
+
+#[test]
+fn psum_capacity_is_eight_banks() {
+    let report = Launch::new()
+        .run_all(|ctx| {
+            let banks: Vec<_> = (0..8).map(|_| alloc(ctx, &[128, 512], Dtype::F32, Buffer::Psum)).collect::<Result<_, _>>()?;
+            let e = expect_err(alloc(ctx, &[1, 1], Dtype::F32, Buffer::Psum));
+            assert_err(&e, ErrorKind::Capacity, &["PSUM capacity exceeded", "16384 B"]);
+            drop(banks);
+            let small: Vec<_> = (0..32).map(|_| alloc(ctx, &[128, 128], Dtype::F32, Buffer::Psum)).collect::<Result<_, _>>()?;
+            assert!(alloc(ctx, &[1, 1], Dtype::F32, Buffer::Psum).is_err());
+            drop(small);
+            // HBM is not accounted.
+            for _ in 0..4 {
+                alloc(ctx, &[128, 1 << 16], Dtype::F32, Buffer::PrivateHbm)?;
+            }
+            Ok(ctx.memory())
+        })
+        .unwrap();
+    assert_eq!(report.results[0][0].psum_peak, 16 * 1024);
+    assert_eq!(report.memory[0][0].psum_peak, 16 * 1024);
+    assert_eq!(report.memory[0][0].sbuf_peak, 0);
+}
+
+#[test]
+fn each_program_has_its_own_on_chip_capacity() {
+    let report = Launch::new()
+        .lnc(2)
+        .run_all(|ctx| {
+            let _all = alloc(ctx, &[128, 224 * 256], Dtype::F32, Buffer::Sbuf)?;
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(report.memory[0].len(), 2);
+    assert!(report.memory[0].iter().all(|m| m.sbuf_peak == 224 * 1024));
+}
+
+#[test]
+fn shared_hbm_is_one_tensor_per_rank_private_hbm_one_per_program() {
+    let report = Launch::new()
+        .lnc(2)
+        .ranks(2)
+        .run_all(|ctx| {
+            let shared = alloc(ctx, &[2, 3], Dtype::F32, Buffer::SharedHbm)?;
+            let private = alloc(ctx, &[2, 3], Dtype::F32, Buffer::PrivateHbm)?;
+            let p = ctx.program_id();
+            let v = (10 * ctx.rank() + p) as f32;
+            shared.index(&s![p])?.fill_from_f32(&[v; 3])?;
+            private.fill_from_f32(&[v; 6])?;
+            nisa::core_barrier(ctx, &shared, &[0, 1], CoreBarrierOpts::default())?;
+            // After the barrier each program sees its partner's row.
+            let rows = shared.to_f32_vec();
+            let r = 10.0 * ctx.rank() as f32;
+            assert_eq!(rows, vec![r, r, r, r + 1.0, r + 1.0, r + 1.0]);
+            assert_eq!(private.to_f32_vec(), vec![v; 6]);
+            Ok((shared, private))
+        })
+        .unwrap();
+    let r = &report.results;
+    assert!(r[0][0].0.same_storage(&r[0][1].0));
+    assert!(r[1][0].0.same_storage(&r[1][1].0));
+    assert!(!r[0][0].0.same_storage(&r[1][0].0));
+    assert!(!r[0][0].1.same_storage(&r[0][1].1));
+}
+
+#[test]
+fn programs_must_allocate_the_same_shared_tensors() {
+    let e = with_timeout(30, || {
+        Launch::new().lnc(2).run(|ctx| {
+            let cols = 4 + ctx.program_id() as i64;
+            alloc(ctx, &[2, cols], Dtype::F32, Buffer::SharedHbm)?;
+            Ok(())
+        })
+    });
+    let e = expect_err(e);
+    assert_err(&e, ErrorKind::Collective, &["nl.ndarray", "different shared_hbm tensors"]);
+}
+
+#[test]
+fn grid_queries() {
+    let none = Launch::new().run(|ctx| Ok((nl::program_id(ctx, 0)?, nl::num_programs(ctx, 0)?, nl::program_ndim(ctx)))).unwrap();
+    assert_eq!(none, (0, 1, 0));
+    // `kernel[1]` has a one-program grid: ndim 1.
+    let one = Launch::new().grid(Some(1)).run(|ctx| Ok((nl::num_programs(ctx, 0)?, nl::program_ndim(ctx)))).unwrap();
+    assert_eq!(one, (1, 1));
+    let two = Launch::new().lnc(2).run_all(|ctx| Ok((nl::program_id(ctx, 0)?, nl::num_programs(ctx, 0)?, nl::program_ndim(ctx)))).unwrap();
+    assert_eq!(two.results, vec![vec![(0, 2, 1), (1, 2, 1)]]);
+    let e = expect_err(Launch::new().lnc(2).run(|ctx| nl::program_id(ctx, 1)));
+    assert_err(&e, ErrorKind::Constraint, &["nl.program_id", "axis 1"]);
+    let e = expect_err(Launch::new().run(|ctx| nl::num_programs(ctx, -1)));
+    assert_err(&e, ErrorKind::Constraint, &["nl.num_programs"]);
+}
+
+#[test]
+fn tile_size_constants_and_nc_version() {
+    // Published values of nl.tile_size.
+    assert_eq!(nl::tile_size::pmax, 128);
+    assert_eq!(nl::tile_size::psum_fmax, 512);
+    assert_eq!(nl::tile_size::psum_bank_fmax_bytes, 2048);
+    assert_eq!(nl::tile_size::gemm_stationary_fmax, 128);
+    assert_eq!(nl::tile_size::gemm_moving_fmax, 512);
+    let versions: Vec<i64> =
+        Generation::ALL.iter().map(|&g| Launch::new().generation(g).run(|ctx| Ok(nisa::get_nc_version(ctx))).unwrap()).collect();
+    assert_eq!(versions, vec![nisa::nc_version::gen2, nisa::nc_version::gen3, nisa::nc_version::gen4]);
+    assert_eq!(versions, vec![2, 3, 4]);
+}
+
+#[test]
+fn op_counts_per_program() {
+    let report = Launch::new()
+        .lnc(2)
+        .run_all(|ctx| {
+            let t = alloc(ctx, &[4, 4], Dtype::F32, Buffer::Sbuf)?;
+            for _ in 0..=ctx.program_id() {
+                nisa::memset(ctx, &t, 1.0, EngineOpts::default())?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    // nl.ndarray counts as an op, then one or two memsets.
+    assert_eq!(report.ops, vec![vec![2, 3]]);
+}
