@@ -73,7 +73,8 @@ fn affine_slice_extents_are_known_statically() {
 
 #[test]
 fn every_error_of_a_function_is_reported() {
-    let errs = python_of("fn k(x: Hbm) { let a = |v: i64| v; while true {} let b = undefined + 1; nisa::nc_matmul(x, x, x); }").unwrap_err();
+    let errs =
+        python_of("fn k(x: Hbm) { let a = |v: i64| v; while true {} let b = undefined + 1; nisa::nc_matmul(x, x, x); }").unwrap_err();
     assert_eq!(errs.len(), 6, "{errs:?}");
     assert!(errs.iter().any(|e| e.contains("closures")));
     assert!(errs.iter().any(|e| e.contains("`while`")));
@@ -83,7 +84,8 @@ fn every_error_of_a_function_is_reported() {
 
 #[test]
 fn keyword_problems_are_named() {
-    let errs = python_of("fn k(x: Hbm) { let t = nl::ndarray([128, 4], nl::float32); nisa::memset(t, 0.0, valu = 1.0, dst = t); }").unwrap_err();
+    let errs =
+        python_of("fn k(x: Hbm) { let t = nl::ndarray([128, 4], nl::float32); nisa::memset(t, 0.0, valu = 1.0, dst = t); }").unwrap_err();
     assert!(errs.iter().any(|e| e.contains("no parameter `valu`; did you mean `value`?")), "{errs:?}");
     assert!(errs.iter().any(|e| e.contains("`dst` is given twice")), "{errs:?}");
 }

@@ -488,7 +488,7 @@ class DmaAndRegisterTest(unittest.TestCase):
 class LanguageTest(unittest.TestCase):
     def test_allocation_limits(self):
         self.assertRaisesRegex(NkiError, "pmax 128", run, lambda: nl.ndarray(shape=(129, 2), dtype=nl.float32))
-        self.assertRaisesRegex(NkiError, "one PSUM bank", run,
+        self.assertRaisesRegex(NkiError, "more than a PSUM tile holds on trn2", run,
                                lambda: nl.ndarray(shape=(128, 513), dtype=nl.float32, buffer=nl.psum))
         run(lambda: nl.ndarray(shape=(128, 1024), dtype=nl.bfloat16, buffer=nl.psum))
 

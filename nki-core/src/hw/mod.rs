@@ -35,6 +35,9 @@ pub struct HwLimits {
     pub psum_banks: usize,
     /// Bytes per PSUM bank per partition (512 fp32, `psum_bank_fmax_bytes`).
     pub psum_bank_bytes: usize,
+    /// Largest PSUM tile per partition: one bank, or all eight on trn3 (whose
+    /// matmuls write up to 4096 fp32 columns).
+    pub psum_tile_max_bytes: usize,
     /// Largest free size of a matmul's stationary operand (`gemm_stationary_fmax`).
     pub gemm_stationary_fmax: usize,
     /// Largest free size of a matmul's moving operand with an fp32 destination.
@@ -78,6 +81,7 @@ impl Generation {
             sbuf_bytes_per_partition: 192 * 1024,
             psum_banks: 8,
             psum_bank_bytes: 2048,
+            psum_tile_max_bytes: 2048,
             gemm_stationary_fmax: 128,
             gemm_moving_fmax: 512,
             gemm_moving_fmax_bf16_dst: 0,
@@ -100,6 +104,7 @@ impl Generation {
             Generation::Trn3 => HwLimits {
                 sbuf_bytes_per_partition: 256 * 1024,
                 gemm_moving_fmax: 4096,
+                psum_tile_max_bytes: 8 * 2048,
                 gemm_moving_fmax_bf16_dst: 8192,
                 has_range_select: true,
                 has_core_barrier: true,

@@ -20,7 +20,8 @@ pub enum Engine {
 pub enum ReduceCmd {
     /// Leave the registers alone.
     Idle,
-    /// Zero the registers without folding in this instruction's values.
+    /// Reset the registers to the reduction's identity (0 for add) without folding
+    /// in this instruction's values.
     Reset,
     /// Fold this instruction's values into the registers.
     Reduce,

@@ -173,7 +173,8 @@ pub fn range_select(
     }
     comparison(OP, "comp_op0", comp_op0)?;
     comparison(OP, "comp_op1", comp_op1)?;
-    if let Some(v) = opts.on_false_value.filter(|&v| v != FLOAT32_MIN) {
+    // Compared as fp32: kernels write the constant as -3.4028235e38, which is f32::MIN only after rounding.
+    if let Some(v) = opts.on_false_value.filter(|&v| v as f32 != f32::MIN) {
         return Err(NkiError::constraint(OP, format!("on_false_value must be FLOAT32_MIN (-3.4028235e38), got {v}")));
     }
     let reduce_op = opts.reduce_op.unwrap_or(NlOp::Maximum);

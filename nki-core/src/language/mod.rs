@@ -120,13 +120,14 @@ pub fn ndarray(ctx: &Ctx, shape: &[i64], dtype: Dtype, opts: NdarrayOpts<'_>) ->
             ));
         }
         let bytes = dims[1..].iter().product::<usize>() * dtype.size_bytes();
-        if buffer == Buffer::Psum && bytes > hw.psum_bank_bytes {
+        if buffer == Buffer::Psum && bytes > hw.psum_tile_max_bytes {
             return Err(NkiError::constraint(
                 OP,
                 format!(
-                    "PSUM tensor '{name}' {shape:?} {dtype} needs {bytes} B per partition, more than one PSUM bank ({} B = {} fp32)",
-                    hw.psum_bank_bytes,
-                    hw.psum_fmax()
+                    "PSUM tensor '{name}' {shape:?} {dtype} needs {bytes} B per partition, more than a PSUM tile holds on {} ({} B = {} fp32)",
+                    ctx.generation(),
+                    hw.psum_tile_max_bytes,
+                    hw.psum_tile_max_bytes / 4
                 ),
             ));
         }

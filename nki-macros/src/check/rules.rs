@@ -80,13 +80,15 @@ pub fn ndarray(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
         let free: Option<i64> = dims.get(1..).and_then(|f| f.iter().map(Val::as_const).try_fold(1i64, |a, d| Some(a * d?)));
         if let (Some(Space::Psum), Some(f), Some(dt)) = (space, free, dtype) {
             let bytes = f * dtype_bytes(dt);
-            let bank = site.hw.psum_bank_bytes as i64;
+            let bank = site.hw.psum_tile_max_bytes as i64;
             if bytes > bank {
+                let what = if bank == site.hw.psum_bank_bytes as i64 { "one PSUM bank" } else { "a PSUM tile" };
                 diag.error(
                     arg.expr.span,
                     format!(
-                        "PSUM tile of {f} {dt} elements per partition needs {bytes} bytes, but one PSUM bank holds {bank} bytes ({} float32): split it into tiles of at most {} columns",
+                        "PSUM tile of {f} {dt} elements per partition needs {bytes} bytes, but {what} holds {bank} bytes ({} float32) on {}: split it into tiles of at most {} columns",
                         bank / 4,
+                        site.target,
                         bank / dtype_bytes(dt)
                     ),
                 );

@@ -11,6 +11,7 @@ class Hardware:
     nc_version: int
     pmax: int = 128
     psum_bank_bytes: int = 2048
+    psum_tile_max_bytes: int = 2048
     gemm_stationary_fmax: int = 128
     gemm_moving_fmax: int = 512
     gemm_moving_fmax_bf16_dst: int = 0
@@ -26,6 +27,6 @@ _TRN1 = Hardware("trn1", 2)
 _TRN2 = replace(_TRN1, name="trn2", nc_version=3, has_range_select=True, has_core_barrier=True,
                 has_scalar_activation_bias=True)
 _TRN3 = replace(_TRN2, name="trn3", nc_version=4, gemm_moving_fmax=4096, gemm_moving_fmax_bf16_dst=8192,
-                has_bf16_psum=True)
+                psum_tile_max_bytes=8 * 2048, has_bf16_psum=True)
 
 GENERATIONS = {h.name: h for h in (_TRN1, _TRN2, _TRN3)}

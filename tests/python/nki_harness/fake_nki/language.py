@@ -47,10 +47,10 @@ def ndarray(shape, dtype, buffer=SBUF, name="", address=None):
             raise NkiError(op, f"{buffer.label} tensor '{label}' has partition dim {dims[0]} > pmax {prog.hw.pmax} "
                                "(dim 0 of an on-chip tensor is the partition dim)")
         per_partition = math.prod(dims[1:]) * dtype.size
-        if buffer is PSUM and per_partition > prog.hw.psum_bank_bytes:
+        if buffer is PSUM and per_partition > prog.hw.psum_tile_max_bytes:
             raise NkiError(op, f"PSUM tensor '{label}' {list(dims)} {dtype.name} needs {per_partition} B per "
-                               f"partition, more than one PSUM bank ({prog.hw.psum_bank_bytes} B = "
-                               f"{prog.hw.psum_bank_bytes // 4} fp32)")
+                               f"partition, more than a PSUM tile holds on {prog.hw.name} "
+                               f"({prog.hw.psum_tile_max_bytes} B = {prog.hw.psum_tile_max_bytes // 4} fp32)")
     if buffer is not SHARED_HBM:
         return allocate(label, dtype, buffer, dims)
 
