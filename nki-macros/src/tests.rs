@@ -95,3 +95,9 @@ fn python_names_cannot_be_bound() {
     let errs = python_of("fn k(n: i64) { let range = n; let pass = 2; }").unwrap_err();
     assert_eq!(errs.len(), 2, "{errs:?}");
 }
+
+#[test]
+fn replica_groups_are_tuples_of_tuples() {
+    let b = body_of("fn k(x: Hbm) { let rg = ncc::ReplicaGroup([[0, 1], [2, 3]]); let one = ncc::ReplicaGroup([[0, 1, 2]]); }");
+    assert_eq!(b, "rg = ncc.ReplicaGroup(((0, 1), (2, 3)))\none = ncc.ReplicaGroup(((0, 1, 2),))");
+}

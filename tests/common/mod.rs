@@ -88,11 +88,14 @@ pub fn scratch(name: &str) -> PathBuf {
 /// The package of every registered kernel, emitted once per test binary.
 pub fn emitted_package() -> &'static Path {
     static PKG: OnceLock<PathBuf> = OnceLock::new();
-    PKG.get_or_init(|| {
-        let dir = scratch("nki_pkg").join("nki_kernels");
-        nki::emit::Package::new(&nki::registry()).expect("packaging").write_to(&dir).expect("writing the package");
-        dir
-    })
+    PKG.get_or_init(|| package_of("nki_pkg", &nki::registry()))
+}
+
+/// Emits a package holding `kernels` (and what they call) into a scratch dir.
+pub fn package_of(name: &str, kernels: &[&'static nki::emit::FunctionInfo]) -> PathBuf {
+    let dir = scratch(name).join("nki_kernels");
+    nki::emit::Package::new(kernels).expect("packaging").write_to(&dir).expect("writing the package");
+    dir
 }
 
 /// A kernel argument for the NumPy run.
@@ -107,39 +110,67 @@ pub enum Arg {
 /// Runs the emitted `kernel` under the NumPy executor with one rank, `lnc`
 /// programs and `precision`, and returns its outputs' values.
 pub fn run_numpy(kernel: &str, args: &[Arg], lnc: usize, precision: &str) -> Vec<Vec<f32>> {
+    let mut ranks =
+        run_numpy_ranks(emitted_package(), kernel, std::slice::from_ref(&args.iter().map(Arg::clone_arg).collect()), lnc, precision);
+    ranks.swap_remove(0)
+}
+
+impl Arg {
+    fn clone_arg(&self) -> Arg {
+        match self {
+            Arg::Tensor(s, v, d) => Arg::Tensor(s.clone(), v.clone(), *d),
+            Arg::Int(v) => Arg::Int(*v),
+            Arg::Float(v) => Arg::Float(*v),
+            Arg::Bool(v) => Arg::Bool(*v),
+        }
+    }
+}
+
+/// Runs `kernel` of the emitted package `pkg` under the NumPy executor with one
+/// rank per entry of `args`; returns each rank's outputs.
+pub fn run_numpy_ranks(pkg: &Path, kernel: &str, args: &[Vec<Arg>], lnc: usize, precision: &str) -> Vec<Vec<Vec<f32>>> {
     let dir = scratch(&format!("np_{kernel}"));
-    let mut json_args = Vec::new();
-    for (i, a) in args.iter().enumerate() {
-        json_args.push(match a {
-            Arg::Tensor(shape, vals, dtype) => {
-                let p = dir.join(format!("in{i}.npy"));
-                write_npy(&p, shape, &as_dtype(vals, *dtype), NpyType::F64).expect("writing an input");
-                format!("{{\"npy\": \"{}\", \"dtype\": \"{}\"}}", p.display(), dtype.nl_name())
-            }
-            Arg::Int(v) => format!("{{\"int\": {v}}}"),
-            Arg::Float(v) => format!("{{\"float\": {v:?}}}"),
-            Arg::Bool(b) => format!("{{\"bool\": {b}}}"),
-        });
+    let mut ranks_json = Vec::new();
+    for (r, rank_args) in args.iter().enumerate() {
+        let mut json_args = Vec::new();
+        for (i, a) in rank_args.iter().enumerate() {
+            json_args.push(match a {
+                Arg::Tensor(shape, vals, dtype) => {
+                    let p = dir.join(format!("in{r}_{i}.npy"));
+                    write_npy(&p, shape, &as_dtype(vals, *dtype), NpyType::F64).expect("writing an input");
+                    format!("{{\"npy\": \"{}\", \"dtype\": \"{}\"}}", p.display(), dtype.nl_name())
+                }
+                Arg::Int(v) => format!("{{\"int\": {v}}}"),
+                Arg::Float(v) => format!("{{\"float\": {v:?}}}"),
+                Arg::Bool(b) => format!("{{\"bool\": {b}}}"),
+            });
+        }
+        ranks_json.push(format!("[{}]", json_args.join(", ")));
     }
     let spec = format!(
-        "{{\"kernel\": \"{kernel}\", \"lnc\": {lnc}, \"ranks\": 1, \"precision\": \"{precision}\", \"generation\": \"trn2\", \"args\": [[{}]]}}",
-        json_args.join(", ")
+        "{{\"kernel\": \"{kernel}\", \"lnc\": {lnc}, \"ranks\": {}, \"precision\": \"{precision}\", \"generation\": \"trn2\", \"args\": [{}]}}",
+        args.len(),
+        ranks_json.join(", ")
     );
     let spec_path = dir.join("spec.json");
     std::fs::write(&spec_path, spec).expect("writing the spec");
     let out_dir = dir.join("out");
-    let pkg = emitted_package().display().to_string();
+    let pkg = pkg.display().to_string();
     let (ok, stdout, stderr) =
         harness(&["run", "--package", &pkg, "--spec", &spec_path.display().to_string(), "--out", &out_dir.display().to_string()]);
     assert!(ok, "NumPy run of {kernel} failed:\n{stdout}\n{stderr}");
-    let mut outs = Vec::new();
-    for i in 0.. {
-        let p = out_dir.join(format!("rank0_out{i}.npy"));
-        if !p.exists() {
-            break;
-        }
-        outs.push(read_npy(&p).expect("reading an output").data.iter().map(|&v| v as f32).collect());
-    }
-    assert!(!outs.is_empty(), "the NumPy run of {kernel} wrote no outputs");
-    outs
+    (0..args.len())
+        .map(|r| {
+            let mut outs = Vec::new();
+            for i in 0.. {
+                let p = out_dir.join(format!("rank{r}_out{i}.npy"));
+                if !p.exists() {
+                    break;
+                }
+                outs.push(read_npy(&p).expect("reading an output").data.iter().map(|&v| v as f32).collect());
+            }
+            assert!(!outs.is_empty(), "the NumPy run of {kernel} wrote no outputs for rank {r}");
+            outs
+        })
+        .collect()
 }

@@ -22,41 +22,41 @@ use std::collections::HashSet;
 /// assert_eq!(ReplicaGroup::new(vec![]).ring_of(2, 3).unwrap(), vec![0, 1, 2]);
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub struct ReplicaGroup {
-    groups: Vec<Vec<i64>>,
-}
+pub struct ReplicaGroup(pub Vec<Vec<i64>>);
 
 impl ReplicaGroup {
     /// A replica group from its rings.
     pub fn new(groups: Vec<Vec<i64>>) -> ReplicaGroup {
-        ReplicaGroup { groups }
+        ReplicaGroup(groups)
     }
 
     /// The rings.
     pub fn groups(&self) -> &[Vec<i64>] {
-        &self.groups
+        &self.0
     }
 
     /// The ring holding `rank` in a launch of `num_ranks` ranks.
     pub fn ring_of(&self, rank: usize, num_ranks: usize) -> Result<Vec<usize>> {
-        if self.groups.is_empty() {
+        if self.0.is_empty() {
             return Ok((0..num_ranks).collect());
         }
         let mut seen = HashSet::new();
-        for g in &self.groups {
+        for g in &self.0 {
             for &r in g {
                 if r < 0 || r as usize >= num_ranks || !seen.insert(r) {
                     return Err(NkiError::argument(
                         "replica_group",
-                        format!("{:?}", self.groups),
+                        format!("{:?}", self.0),
                         &format!("ranks must be distinct and in 0..{num_ranks}; rank {r} is not"),
                     ));
                 }
             }
         }
-        self.groups.iter().find(|g| g.contains(&(rank as i64))).map(|g| g.iter().map(|&r| r as usize).collect()).ok_or_else(|| {
-            NkiError::argument("replica_group", format!("{:?}", self.groups), &format!("rank {rank} is in none of the groups"))
-        })
+        self.0
+            .iter()
+            .find(|g| g.contains(&(rank as i64)))
+            .map(|g| g.iter().map(|&r| r as usize).collect())
+            .ok_or_else(|| NkiError::argument("replica_group", format!("{:?}", self.0), &format!("rank {rank} is in none of the groups")))
     }
 }
 

@@ -89,6 +89,11 @@ pub fn py_str(s: &str) -> String {
     o
 }
 
+/// A Python tuple of the given items.
+fn tuple(parts: Vec<String>) -> String {
+    if parts.len() == 1 { format!("({},)", parts[0]) } else { format!("({})", parts.join(", ")) }
+}
+
 /// A Python float literal that round-trips.
 fn py_float(v: f64) -> String {
     let s = format!("{v:?}");
@@ -294,10 +299,7 @@ impl Py<'_> {
                 let parts: Vec<String> = items.iter().map(|i| self.index_item(i)).collect();
                 (format!("{}[{}]", self.prec(base, P_ATOM), parts.join(", ")), P_ATOM)
             }
-            ExprKind::Tuple(items) => {
-                let parts: Vec<String> = items.iter().map(|x| self.expr(x)).collect();
-                (if parts.len() == 1 { format!("({},)", parts[0]) } else { format!("({})", parts.join(", ")) }, P_ATOM)
-            }
+            ExprKind::Tuple(items) => (tuple(items.iter().map(|x| self.expr(x)).collect()), P_ATOM),
             ExprKind::List(items) => (format!("[{}]", items.iter().map(|x| self.expr(x)).collect::<Vec<_>>().join(", ")), P_ATOM),
             ExprKind::Repeat(x, n) => (format!("[{}] * {}", self.expr(x), self.prec(n, P_MUL + 1)), P_MUL),
             ExprKind::Cast(x, to) => {
@@ -359,10 +361,18 @@ impl Py<'_> {
     /// which NKI conventionally takes as tuples.
     fn arg_value(&self, kind: Kind, v: &Expr) -> String {
         match (kind, &v.kind) {
-            (Kind::Ints | Kind::Axis, ExprKind::List(items)) if !items.is_empty() => {
-                let parts: Vec<String> = items.iter().map(|x| self.expr(x)).collect();
-                if parts.len() == 1 { format!("({},)", parts[0]) } else { format!("({})", parts.join(", ")) }
+            // Replica groups are tuples of tuples: NKI rejects lists as kernel constants.
+            (Kind::Groups, ExprKind::List(rings) | ExprKind::Tuple(rings)) => {
+                let parts: Vec<String> = rings
+                    .iter()
+                    .map(|r| match &r.kind {
+                        ExprKind::List(ranks) | ExprKind::Tuple(ranks) => tuple(ranks.iter().map(|x| self.expr(x)).collect()),
+                        _ => self.expr(r),
+                    })
+                    .collect();
+                tuple(parts)
             }
+            (Kind::Ints | Kind::Axis, ExprKind::List(items)) if !items.is_empty() => tuple(items.iter().map(|x| self.expr(x)).collect()),
             _ => self.expr(v),
         }
     }

@@ -702,7 +702,22 @@ impl Rs<'_> {
                 let v = self.by_ref(e);
                 quote!(::nki::nisa::DynamicOffset::offset_value(#v)?)
             }
-            Kind::Groups => self.owned(e),
+            Kind::Groups => match &e.kind {
+                ExprKind::List(rings) | ExprKind::Tuple(rings) => {
+                    let rs: Vec<TokenStream> = rings
+                        .iter()
+                        .map(|r| match &r.kind {
+                            ExprKind::List(ranks) | ExprKind::Tuple(ranks) => {
+                                let vs: Vec<TokenStream> = ranks.iter().map(|x| self.expr(x)).collect();
+                                quote!(::std::vec![#(#vs),*])
+                            }
+                            _ => self.owned(r),
+                        })
+                        .collect();
+                    quote!(::std::vec![#(#rs),*])
+                }
+                _ => self.owned(e),
+            },
             _ => self.owned(e),
         }
     }

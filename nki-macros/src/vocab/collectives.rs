@@ -1,70 +1,47 @@
 //! `nki.collectives` functions.
 
-use super::{FnSpec, Kind::*, Returns, opt, req};
+use super::{FnSpec, Kind::*, OpClass, Returns, opt, req, spec};
 
 pub static FUNCTIONS: &[FnSpec] = &[
-    FnSpec {
-        path: &["ncc", "ReplicaGroup"],
-        py: "ncc.ReplicaGroup",
-        rt: "ncc::ReplicaGroup::new",
-        opts: "",
-        params: &[req("groups", Groups)],
+    spec!(
+        "ncc"::"ReplicaGroup"(req("groups", Groups)),
         returns: Returns::ReplicaGroup,
         ctx: false,
         fallible: false,
         positional: true,
-        check: None,
-    },
-    FnSpec {
-        path: &["ncc", "collective_permute_implicit"],
-        py: "ncc.collective_permute_implicit",
-        rt: "ncc::collective_permute_implicit",
-        opts: "ncc::PermuteOpts",
-        params: &[
+    ),
+    spec!(
+        "ncc"::"collective_permute_implicit"(
             req("srcs_by_channel", TensorLists),
             req("dsts_by_channel", TensorLists),
             req("replica_group", ReplicaGroup),
             opt("channel_ids", Ints),
             opt("priority", Int),
             opt("name", Str),
-        ],
-        returns: Returns::Unit,
-        ctx: true,
-        fallible: true,
-        positional: false,
-        check: None,
-    },
-    FnSpec {
-        path: &["ncc", "collective_permute_implicit_reduce"],
-        py: "ncc.collective_permute_implicit_reduce",
-        rt: "ncc::collective_permute_implicit_reduce",
+        ),
         opts: "ncc::PermuteOpts",
-        params: &[
+    ),
+    spec!(
+        "ncc"::"collective_permute_implicit_reduce"(
             req("srcs0_by_channel", TensorLists),
             req("srcs1_by_channel", TensorLists),
             req("dsts_by_channel", TensorLists),
             req("replica_group", ReplicaGroup),
-            req("op", Op(super::OpClass::Alu)),
+            req("op", Op(OpClass::Alu)),
             opt("channel_ids", Ints),
             opt("priority", Int),
             opt("name", Str),
-        ],
-        returns: Returns::Unit,
-        ctx: true,
-        fallible: true,
-        positional: false,
-        check: None,
-    },
-    FnSpec {
-        path: &["ncc", "collective_permute_implicit_current_processing_rank_id"],
-        py: "ncc.collective_permute_implicit_current_processing_rank_id",
-        rt: "ncc::collective_permute_implicit_current_processing_rank_id",
+        ),
+        opts: "ncc::PermuteOpts",
+    ),
+    spec!(
+        "ncc"::"collective_permute_implicit_current_processing_rank_id"(
+            req("iteration_id", Int),
+            req("replica_group", ReplicaGroup),
+            opt("channel_id", Int),
+            opt("name", Str),
+        ),
         opts: "ncc::RankIdOpts",
-        params: &[req("iteration_id", Int), req("replica_group", ReplicaGroup), opt("channel_id", Int), opt("name", Str)],
         returns: Returns::Register,
-        ctx: true,
-        fallible: true,
-        positional: false,
-        check: None,
-    },
+    ),
 ];

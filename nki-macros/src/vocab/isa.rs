@@ -1,24 +1,14 @@
 //! `nki.isa` functions.
 
-use super::{FnSpec, Kind::*, OpClass, Param, Returns, Spaces, opt, req};
+use super::{FnSpec, Kind::*, OpClass, Param, Returns, Spaces, opt, req, spec};
 use crate::check::rules;
 
 const NAME: Param = opt("name", Str);
 
+/// An `nisa` instruction with an options struct and an optional static rule.
 macro_rules! isa {
     ($name:literal, $opts:literal, [$($p:expr),* $(,)?], $check:expr) => {
-        FnSpec {
-            path: &["nisa", $name],
-            py: concat!("nisa.", $name),
-            rt: concat!("nisa::", $name),
-            opts: $opts,
-            params: &[$($p),*],
-            returns: Returns::Unit,
-            ctx: true,
-            fallible: true,
-            positional: false,
-            check: $check,
-        }
+        spec!("nisa"::$name($($p),*), opts: $opts, check: $check)
     };
 }
 
@@ -254,31 +244,9 @@ pub static FUNCTIONS: &[FnSpec] = &[
         [req("data", Tensor(Spaces::SharedHbm)), req("cores", Ints), opt("engine", Enum("engine")), NAME],
         None
     ),
-    FnSpec {
-        path: &["nisa", "register_alloc"],
-        py: "nisa.register_alloc",
-        rt: "nisa::register_alloc",
-        opts: "",
-        params: &[opt("x", Int)],
-        returns: Returns::Register,
-        ctx: true,
-        fallible: true,
-        positional: false,
-        check: None,
-    },
+    spec!("nisa"::"register_alloc"(opt("x", Int)), returns: Returns::Register),
     isa!("register_move", "", [req("dst", Register), req("src", RegisterSource)], None),
     isa!("register_load", "", [req("dst", Register), req("src", Tensor(Spaces::Any))], None),
     isa!("register_store", "", [req("dst", Tensor(Spaces::Any)), req("src", Register)], None),
-    FnSpec {
-        path: &["nisa", "get_nc_version"],
-        py: "nisa.get_nc_version",
-        rt: "nisa::get_nc_version",
-        opts: "",
-        params: &[],
-        returns: Returns::Int,
-        ctx: true,
-        fallible: false,
-        positional: false,
-        check: None,
-    },
+    spec!("nisa"::"get_nc_version"(), returns: Returns::Int, fallible: false),
 ];

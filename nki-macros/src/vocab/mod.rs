@@ -123,6 +123,37 @@ pub struct FnSpec {
     pub check: Option<Check>,
 }
 
+/// The defaults of a table entry: a fallible `nisa`-style op taking the program
+/// context, returning nothing, with keyword arguments in Python.
+pub(crate) const BASE: FnSpec = FnSpec {
+    path: &[],
+    py: "",
+    rt: "",
+    opts: "",
+    params: &[],
+    returns: Returns::Unit,
+    ctx: true,
+    fallible: true,
+    positional: false,
+    check: None,
+};
+
+/// A table entry: `spec!("nisa"::"nc_matmul"(params...), field: value, ...)`, the
+/// other fields from [`BASE`].
+macro_rules! spec {
+    ($module:literal :: $name:literal ($($p:expr),* $(,)?) $(, $field:ident : $val:expr)* $(,)?) => {
+        $crate::vocab::FnSpec {
+            path: &[$module, $name],
+            py: concat!($module, ".", $name),
+            rt: concat!($module, "::", $name),
+            params: &[$($p),*],
+            $($field: $val,)*
+            ..$crate::vocab::BASE
+        }
+    };
+}
+pub(crate) use spec;
+
 /// Shorthand for table entries.
 pub(crate) const fn req(name: &'static str, kind: Kind) -> Param {
     Param { name, kind, required: true }
