@@ -7,15 +7,9 @@ extern crate self as nki;
 
 pub use nki_attention as attention;
 pub use nki_core::*;
-pub use nki_macros::{nki_helper, nki_kernel};
 
 #[path = "../examples/kernels/mod.rs"]
 pub mod examples;
-
-/// Everything a kernel file usually needs.
-pub mod prelude {
-    pub use crate::{Ctx, Dtype, Launch, Precision, Tensor, ncc, nisa, nki_helper, nki_kernel, nl, s};
-}
 
 /// Every kernel this crate and [`attention`] register, for `nki emit`.
 pub fn registry() -> Vec<&'static emit::FunctionInfo> {

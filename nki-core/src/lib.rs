@@ -28,4 +28,10 @@ pub use emulator::{Ctx, Launch, Precision};
 pub use error::{ErrorKind, NkiError, Origin, Result};
 pub use isa as nisa;
 pub use language as nl;
-pub use tensor::{Buffer, Idx, Tensor};
+pub use nki_macros::{nki_helper, nki_kernel};
+pub use tensor::{Buffer, Idx, Outputs, Tensor};
+
+/// Everything a kernel file usually needs.
+pub mod prelude {
+    pub use crate::{Ctx, Dtype, Launch, Outputs, Precision, Tensor, ncc, nisa, nki_helper, nki_kernel, nl, s};
+}

@@ -54,6 +54,15 @@ pub struct Param {
     pub default: Option<Expr>,
 }
 
+impl Function {
+    /// Whether `p` may be omitted by callers: it has a `#[default]`, or it is an
+    /// `Option` parameter of a kernel (kernels' optional inputs default to `None`
+    /// in Python; helpers take every argument explicitly).
+    pub fn is_optional(&self, p: &Param) -> bool {
+        p.default.is_some() || (self.kind == FnKind::Kernel && matches!(p.ty, TypeAnn::Option(..)))
+    }
+}
+
 /// A type the DSL understands.
 #[derive(Clone, Debug)]
 pub enum TypeAnn {
@@ -68,6 +77,9 @@ pub enum TypeAnn {
     Groups(Spn),
     Option(Box<TypeAnn>, Spn),
     Tuple(Vec<TypeAnn>, Spn),
+    /// A kernel's outputs when their number depends on the arguments: one tensor
+    /// is returned as itself in Python, several as a tuple.
+    Outputs(Spn),
 }
 
 impl TypeAnn {
@@ -81,7 +93,8 @@ impl TypeAnn {
             | TypeAnn::Str(s)
             | TypeAnn::Groups(s)
             | TypeAnn::Option(_, s)
-            | TypeAnn::Tuple(_, s) => *s,
+            | TypeAnn::Tuple(_, s)
+            | TypeAnn::Outputs(s) => *s,
         }
     }
 }

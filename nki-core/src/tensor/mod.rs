@@ -7,12 +7,14 @@
 mod buffer;
 mod index;
 mod layout;
+mod outputs;
 mod storage;
 mod view;
 
 pub use buffer::Buffer;
 pub use index::{__with_step, Idx, IndexInt};
 pub use layout::{Layout, row_major_strides};
+pub use outputs::Outputs;
 pub(crate) use storage::Storage;
 
 use crate::{Dtype, ErrorKind, NkiError, Result};

@@ -121,7 +121,7 @@ pub fn check(f: &Function, target: Generation, diag: &mut Diagnostics) -> Info {
     let mut seen_default = false;
     for p in &f.params {
         let declared = Ty::from_ann(&p.ty);
-        let has_default = p.default.is_some() || matches!(p.ty, crate::ast::TypeAnn::Option(..));
+        let has_default = f.is_optional(p);
         if seen_default && !has_default {
             c.diag.error(
                 p.name.span(),
@@ -281,7 +281,7 @@ impl Checker<'_> {
                     match cond {
                         Cond::Expr(e) => {
                             let t = self.expr(e);
-                            if !matches!(t, Ty::Bool | Ty::Unknown) {
+                            if !matches!(t, Ty::Bool | Ty::Unknown | Ty::Opaque) {
                                 self.diag.error(e.span, format!("an `if` condition must be a bool, this is {}", t.describe()));
                             }
                             self.scoped(|c| c.block(body));
@@ -319,7 +319,7 @@ impl Checker<'_> {
             }
             Stmt::Assert { cond, msg, .. } => {
                 let t = self.expr(cond);
-                if !matches!(t, Ty::Bool | Ty::Unknown) {
+                if !matches!(t, Ty::Bool | Ty::Unknown | Ty::Opaque) {
                     self.diag.error(cond.span, format!("an assert condition must be a bool, this is {}", t.describe()));
                 }
                 for p in msg.iter().flat_map(|m| &m.pieces) {
@@ -355,6 +355,7 @@ impl Checker<'_> {
                     Ty::Shape(Some(dims)) => dims.into_iter().map(Ty::Int).collect(),
                     Ty::Shape(None) => vec![Ty::Int(Val::unknown()); items.len()],
                     Ty::Unknown => vec![Ty::Unknown; items.len()],
+                    Ty::Opaque => vec![Ty::Opaque; items.len()],
                     other => {
                         self.diag.error(*span, format!("cannot destructure {}", other.describe()));
                         vec![Ty::Unknown; items.len()]
@@ -439,7 +440,7 @@ impl Checker<'_> {
             }
             ExprKind::Cast(x, to) => {
                 let t = self.expr(x);
-                if !matches!(t, Ty::Int(_) | Ty::Float | Ty::Bool | Ty::Unknown) {
+                if !matches!(t, Ty::Int(_) | Ty::Float | Ty::Bool | Ty::Unknown | Ty::Opaque) {
                     self.diag.error(x.span, format!("cannot cast {} to a number", t.describe()));
                 }
                 match (to, t) {
@@ -450,7 +451,7 @@ impl Checker<'_> {
             }
             ExprKind::If(c, a, b) => {
                 let tc = self.expr(c);
-                if !matches!(tc, Ty::Bool | Ty::Unknown) {
+                if !matches!(tc, Ty::Bool | Ty::Unknown | Ty::Opaque) {
                     self.diag.error(c.span, format!("a condition must be a bool, this is {}", tc.describe()));
                 }
                 let (ta, tb) = (self.expr(a), self.expr(b));
@@ -547,7 +548,7 @@ impl Checker<'_> {
         }
         if matches!(op, BinOp::And | BinOp::Or) {
             for t in [a, b] {
-                if !matches!(t, Ty::Bool | Ty::Unknown) {
+                if !matches!(t, Ty::Bool | Ty::Unknown | Ty::Opaque) {
                     self.diag.error(span, format!("`&&` and `||` take bools, not {}", t.describe()));
                 }
             }
@@ -567,6 +568,17 @@ impl Checker<'_> {
 
     fn call(&mut self, e: &Expr, path: &[String], path_span: Spn, args: &[Arg]) -> Ty {
         let arg_tys: Vec<Ty> = args.iter().map(|a| self.expr(&a.value)).collect();
+        if path == ["Outputs"] {
+            for (a, t) in args.iter().zip(&arg_tys) {
+                if a.name.is_some() || !(t.is_tensor() || t.is_unknown()) {
+                    self.diag.error(a.value.span, format!("Outputs(...) takes the returned tensors, this is {}", t.describe()));
+                }
+            }
+            if args.is_empty() {
+                self.diag.error(e.span, "Outputs(...) needs at least one tensor");
+            }
+            return Ty::Outputs;
+        }
         if let Some(spec) = vocab::lookup_function(path) {
             let slots = self.resolve(spec.py, spec.params, args, e.span);
             let site = self.site(spec, &slots, args, &arg_tys);
@@ -691,7 +703,7 @@ impl Checker<'_> {
             (Kind::Float, _) => expect(self.diag, "a number"),
             (Kind::Bool, _) => expect(self.diag, "a bool"),
             (Kind::OptBool, Ty::Bool | Ty::None) => {}
-            (Kind::OptBool, Ty::Option(i)) if matches!(**i, Ty::Bool | Ty::Unknown) => {}
+            (Kind::OptBool, Ty::Option(i)) if matches!(**i, Ty::Bool | Ty::Unknown | Ty::Opaque) => {}
             (Kind::OptBool, _) => expect(self.diag, "a bool or None"),
             (Kind::Dtype, Ty::Dtype(_)) | (Kind::Buffer, Ty::Buffer(_)) | (Kind::Str, Ty::Str) => {}
             (Kind::Dtype, _) => expect(self.diag, "a dtype such as nl::float32"),

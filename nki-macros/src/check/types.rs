@@ -65,6 +65,8 @@ pub enum Ty {
     List(Vec<Ty>),
     Option(Box<Ty>),
     None,
+    /// `Outputs(a, b, ...)`: a variable number of returned tensors.
+    Outputs,
 }
 
 impl Ty {
@@ -80,6 +82,7 @@ impl Ty {
             TypeAnn::Groups(_) => Ty::Groups,
             TypeAnn::Option(inner, _) => Ty::Option(Box::new(Ty::from_ann(inner))),
             TypeAnn::Tuple(items, _) => Ty::Tuple(items.iter().map(Ty::from_ann).collect()),
+            TypeAnn::Outputs(_) => Ty::Outputs,
         }
     }
 
@@ -110,6 +113,7 @@ impl Ty {
             Ty::List(_) => "a list".into(),
             Ty::Option(_) => "an Option".into(),
             Ty::None => "None".into(),
+            Ty::Outputs => "kernel outputs".into(),
         }
     }
 
@@ -157,6 +161,17 @@ impl Ty {
             (Ty::Option(a), Ty::None) | (Ty::None, Ty::Option(a)) => Ty::Option(a.clone()),
             (Ty::None, t) | (t, Ty::None) if !matches!(t, Ty::Option(_)) => Ty::Option(Box::new(t.clone())),
             (Ty::Tuple(a), Ty::Tuple(b)) if a.len() == b.len() => Ty::Tuple(a.iter().zip(b).map(|(x, y)| x.join(y)).collect()),
+            (Ty::List(a), Ty::List(b)) if a.len() == b.len() => Ty::List(a.iter().zip(b).map(|(x, y)| x.join(y)).collect()),
+            (Ty::Shape(a), Ty::Shape(b)) => Ty::Shape(if a.as_ref().map(Vec::len) == b.as_ref().map(Vec::len) {
+                a.clone().map(|d| d.into_iter().map(|_| Val::unknown()).collect())
+            } else {
+                None
+            }),
+            (Ty::Shape(_), Ty::List(items) | Ty::Tuple(items)) | (Ty::List(items) | Ty::Tuple(items), Ty::Shape(_))
+                if items.iter().all(|i| i.is_int()) =>
+            {
+                Ty::Shape(Some(vec![Val::unknown(); items.len()]))
+            }
             (Ty::Register, Ty::Register) => Ty::Register,
             (Ty::ReplicaGroup, Ty::ReplicaGroup) => Ty::ReplicaGroup,
             (Ty::Groups, Ty::Groups) => Ty::Groups,

@@ -17,10 +17,10 @@ pub fn emit(f: &Function, info: &Info) -> String {
     let params: Vec<String> = f
         .params
         .iter()
-        .map(|prm| match (&prm.default, &prm.ty) {
-            (Some(d), _) => format!("{}={}", prm.name, p.expr(d)),
-            (None, crate::ast::TypeAnn::Option(..)) => format!("{}=None", prm.name),
-            (None, _) => prm.name.to_string(),
+        .map(|prm| match &prm.default {
+            Some(d) => format!("{}={}", prm.name, p.expr(d)),
+            None if f.is_optional(prm) => format!("{}=None", prm.name),
+            None => prm.name.to_string(),
         })
         .collect();
     p.line(&format!("def {}({}):", f.name, params.join(", ")));
@@ -330,6 +330,10 @@ impl Py<'_> {
     }
 
     fn call(&self, e: &Expr, path: &[String], args: &[Arg]) -> String {
+        if path == ["Outputs"] {
+            let parts: Vec<String> = args.iter().map(|a| self.expr(&a.value)).collect();
+            return if parts.len() == 1 { parts[0].clone() } else { format!("({})", parts.join(", ")) };
+        }
         match self.info.call(e) {
             Some(Resolved::Vocab { spec, slots }) => {
                 let parts: Vec<String> = spec

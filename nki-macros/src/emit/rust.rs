@@ -39,6 +39,7 @@ pub fn local_type(t: &TypeAnn) -> TokenStream {
             let ts = items.iter().map(local_type);
             quote!((#(#ts,)*))
         }
+        TypeAnn::Outputs(_) => quote!(::nki::Outputs),
     };
     quote_spanned!(t.span().start=> #ty)
 }
@@ -118,7 +119,7 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, stub: bool) -> TokenStre
 /// The `Call` builder: required parameters in `new`, a setter per optional one.
 fn builder(f: &Function, ret: &TokenStream) -> TokenStream {
     let name = &f.name;
-    let is_required = |p: &crate::ast::Param| p.default.is_none() && !matches!(p.ty, TypeAnn::Option(..));
+    let is_required = |p: &crate::ast::Param| !f.is_optional(p);
     let fields = f.params.iter().map(|p| {
         let (n, t) = (&p.name, param_type(&p.ty));
         quote!(#n: #t)
@@ -772,6 +773,10 @@ impl Rs<'_> {
     }
 
     fn call(&mut self, e: &Expr, path: &[String], args: &[Arg]) -> TokenStream {
+        if path == ["Outputs"] {
+            let vs: Vec<TokenStream> = args.iter().map(|a| self.owned(&a.value)).collect();
+            return quote_spanned!(e.span.start=> ::nki::Outputs(::std::vec![#(#vs),*]));
+        }
         match self.info.call(e) {
             Some(Resolved::Vocab { spec, slots }) => {
                 let (spec, slots) = (*spec, slots.clone());

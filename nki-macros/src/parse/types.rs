@@ -3,7 +3,7 @@
 use crate::ast::{Space, Spn, TypeAnn};
 use crate::diag::Diagnostics;
 
-const KNOWN: &str = "Hbm, Sbuf, Psum, Tensor, i64, f64, bool, Dtype, Groups, &str, Option<T> or a tuple of these";
+const KNOWN: &str = "Hbm, Sbuf, Psum, Tensor, i64, f64, bool, Dtype, Groups, Outputs, &str, Option<T> or a tuple of these";
 
 /// Parses a type annotation, reporting unsupported types.
 pub fn parse_type(ty: &syn::Type, diag: &mut Diagnostics) -> Option<TypeAnn> {
@@ -35,6 +35,7 @@ pub fn parse_type(ty: &syn::Type, diag: &mut Diagnostics) -> Option<TypeAnn> {
                 ("bool", None) => TypeAnn::Bool(span),
                 ("Dtype", None) => TypeAnn::Dtype(span),
                 ("Groups", None) => TypeAnn::Groups(span),
+                ("Outputs", None) => TypeAnn::Outputs(span),
                 ("Option", Some(syn::GenericArgument::Type(inner))) => TypeAnn::Option(Box::new(parse_type(inner, diag)?), span),
                 ("usize" | "u32" | "i32" | "u64" | "isize", None) => {
                     diag.error(

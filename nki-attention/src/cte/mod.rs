@@ -1,0 +1,3 @@
+//! `attention_cte`: prefill flash attention.
+
+pub mod attention_cte;
