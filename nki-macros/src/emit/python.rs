@@ -289,8 +289,13 @@ impl Py<'_> {
                     BinOp::Or => "or",
                 };
                 let p = bin_prec(*op);
-                // Left-associative: the right operand binds tighter; comparisons never chain.
-                let (lp, rp) = if p == P_CMP { (p + 1, p + 1) } else { (p, p + 1) };
+                // Left-associative: the right operand binds tighter; comparisons never chain;
+                // `and` inside `or` gets parentheses for the reader.
+                let (lp, rp) = match op {
+                    _ if p == P_CMP => (p + 1, p + 1),
+                    BinOp::Or => (P_AND + 1, P_AND + 1),
+                    _ => (p, p + 1),
+                };
                 (format!("{} {sym} {}", self.prec(a, lp), self.prec(b, rp)), p)
             }
             ExprKind::Call { path, args, .. } => (self.call(e, path, args), P_ATOM),
