@@ -301,18 +301,19 @@ impl CteConfig {
     pub const fn violation(&self) -> Option<CteRule> {
         let swa = self.sliding_window > 0;
         let cp = self.global_cp_deg.is_some();
-        if let Some(d) = self.dims {
-            if self.cache_softmax && d.seqlen_q % 128 != 0 {
-                return Some(CteRule::CacheSoftmaxSeqlen);
-            }
+        if let Some(d) = self.dims
+            && self.cache_softmax
+            && d.seqlen_q % 128 != 0
+        {
+            return Some(CteRule::CacheSoftmaxSeqlen);
         }
         if self.packing && self.prefix_caching {
             return Some(CteRule::PackingWithPrefix);
         }
-        if let (true, Some(deg)) = (self.packing, self.global_cp_deg) {
-            if deg > 1 {
-                return Some(CteRule::PackingWithCp);
-            }
+        if let (true, Some(deg)) = (self.packing, self.global_cp_deg)
+            && deg > 1
+        {
+            return Some(CteRule::PackingWithCp);
         }
         if let Some(d) = self.dims {
             if d.batch <= 0 {
@@ -353,10 +354,11 @@ impl CteConfig {
         if !fp32_psum && !bf16_psum {
             return Some(CteRule::MmOutDtype);
         }
-        if let Some(deg) = self.global_cp_deg {
-            if deg != 0 && (deg < 1 || deg > 32) {
-                return Some(CteRule::CpDegree);
-            }
+        if let Some(deg) = self.global_cp_deg
+            && deg != 0
+            && (deg < 1 || deg > 32)
+        {
+            return Some(CteRule::CpDegree);
         }
         if self.skip_output_normalization && !self.cache_softmax {
             return Some(CteRule::SkipNormNeedsCache);
