@@ -2,6 +2,7 @@
 
 mod emit;
 mod list;
+mod run;
 
 use clap::{Parser, Subcommand};
 
@@ -21,6 +22,8 @@ enum Command {
     Emit(emit::EmitArgs),
     /// List the registered kernels and the Python module each lands in.
     List,
+    /// Run a library kernel in the emulator on `.npy` inputs and write its outputs as `.npy`.
+    Run(run::RunArgs),
 }
 
 /// Parses the command line and runs the subcommand.
@@ -31,5 +34,6 @@ pub fn run() -> Result<(), String> {
             list::run();
             Ok(())
         }
+        Command::Run(args) => run::run(&args),
     }
 }

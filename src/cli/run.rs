@@ -1,0 +1,77 @@
+//! `nki run <kernel>`: runs a library kernel in the emulator on `.npy` inputs.
+
+mod attention_cte;
+
+use clap::{Args, Subcommand, ValueEnum};
+use nki::io::npy::{read_npy, write_tensor_npy};
+use nki::{Launch, Precision, Tensor};
+use std::path::{Path, PathBuf};
+
+/// Arguments of `nki run`.
+#[derive(Args)]
+pub struct RunArgs {
+    #[command(subcommand)]
+    kernel: Kernel,
+}
+
+#[derive(Subcommand)]
+enum Kernel {
+    /// Prefill flash attention (`attention_cte`) on inputs in the kernel's layouts.
+    AttentionCte(attention_cte::CteArgs),
+}
+
+/// The emulator's numeric model.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum PrecisionArg {
+    /// Round to each tile's dtype as the device does.
+    Hardware,
+    /// Keep every value in f32.
+    Fp32,
+}
+
+/// Launch options shared by the kernels.
+#[derive(Args)]
+pub struct LaunchArgs {
+    /// Logical NeuronCore degree: 1 (no grid) or 2.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
+    lnc: u8,
+    /// Numeric model.
+    #[arg(long, value_enum, default_value_t = PrecisionArg::Hardware)]
+    precision: PrecisionArg,
+}
+
+impl LaunchArgs {
+    /// The emulator launch these options describe.
+    pub fn launch(&self) -> Launch {
+        let p = match self.precision {
+            PrecisionArg::Hardware => Precision::Hardware,
+            PrecisionArg::Fp32 => Precision::Fp32,
+        };
+        Launch::new().lnc(usize::from(self.lnc)).precision(p)
+    }
+}
+
+/// Loads a `.npy` input as a tensor of its own dtype (float64 files load as f32).
+pub fn load(path: &Path, what: &str) -> Result<Tensor, String> {
+    let arr = read_npy(path).map_err(|e| format!("--{what}: {e}"))?;
+    arr.to_tensor(None).map_err(|e| format!("--{what} {}: {e}", path.display())).map(|t| t.named(what))
+}
+
+/// Writes a tensor as `.npy` (float32, or int32 for integer dtypes).
+pub fn save(path: &Path, t: &Tensor) -> Result<(), String> {
+    write_tensor_npy(path, t).map_err(|e| e.to_string())?;
+    println!("wrote {} {:?} {}", path.display(), t.shape(), t.dtype());
+    Ok(())
+}
+
+/// Runs the chosen kernel.
+pub fn run(args: &RunArgs) -> Result<(), String> {
+    match &args.kernel {
+        Kernel::AttentionCte(a) => attention_cte::run(a),
+    }
+}
+
+/// An optional output path that a flag requires.
+pub fn required_path<'a>(p: &'a Option<PathBuf>, flag: &str, because: &str) -> Result<&'a Path, String> {
+    p.as_deref().ok_or_else(|| format!("{flag} is required {because}"))
+}

@@ -1,0 +1,122 @@
+//! The `nki` command: help, emit, and `run attention-cte` (outputs equal the
+//! library API's; bad inputs give a one-line error and a non-zero exit).
+
+mod common;
+
+use nki::attention::cte::{CteConfig, CteInputs};
+use nki::io::npy::{NpyType, read_npy, write_npy};
+use nki::{Dtype, Launch};
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn nki_cmd(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nki")).args(args).output().expect("running nki")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn write(dir: &Path, name: &str, shape: &[usize], vals: &[f64]) -> String {
+    let p = dir.join(name);
+    write_npy(&p, shape, vals, NpyType::F32).unwrap();
+    p.display().to_string()
+}
+
+#[test]
+fn help_documents_every_subcommand() {
+    let o = nki_cmd(&["--help"]);
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    for sub in ["emit", "list", "run"] {
+        assert!(text.contains(sub), "`{sub}` missing from --help:\n{text}");
+    }
+    let run_help = String::from_utf8_lossy(&nki_cmd(&["run", "--help"]).stdout).into_owned();
+    assert!(run_help.contains("attention-cte"), "{run_help}");
+}
+
+#[test]
+fn emit_writes_a_package_that_passes_the_signature_check() {
+    let dir = common::scratch("cli_emit").join("pkg");
+    let o = nki_cmd(&["emit", "--out", &dir.display().to_string()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for f in ["__init__.py", "attention_cte.py", "softmax.py"] {
+        assert!(dir.join(f).exists(), "{f} not written");
+    }
+    let (ok, out, err) = common::harness(&["check", &dir.display().to_string()]);
+    assert!(ok, "{out}{err}");
+}
+
+#[test]
+fn run_attention_cte_matches_the_library_and_writes_the_stats() {
+    let dir = common::scratch("cli_cte");
+    let (bs, s, d) = (2usize, 256usize, 32usize);
+    let (q, k, v) =
+        (common::uniform(bs * s * d, 61, 0.0, 1.0), common::uniform(bs * s * d, 62, 0.0, 1.0), common::uniform(bs * s * d, 63, 0.0, 1.0));
+    let (qp, kp, vp) =
+        (write(&dir, "q.npy", &[bs, s, d], &q), write(&dir, "k.npy", &[bs, d, s], &k), write(&dir, "v.npy", &[bs, s, d], &v));
+    let (out, nm, sm) = (dir.join("o.npy"), dir.join("nm.npy"), dir.join("s.npy"));
+    let o = nki_cmd(&[
+        "run",
+        "attention-cte",
+        "--q",
+        &qp,
+        "--k",
+        &kp,
+        "--v",
+        &vp,
+        "--scale",
+        "0.125",
+        "--cache-softmax",
+        "--precision",
+        "fp32",
+        "--lnc",
+        "2",
+        "--out",
+        &out.display().to_string(),
+        "--neg-max",
+        &nm.display().to_string(),
+        "--sum",
+        &sm.display().to_string(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (tq, tk, tv) = (
+        common::tensor(&[bs, s, d], &q, Dtype::F32),
+        common::tensor(&[bs, d, s], &k, Dtype::F32),
+        common::tensor(&[bs, s, d], &v, Dtype::F32),
+    );
+    let cfg = CteConfig::new().scale(0.125).cache_softmax(true);
+    let want = cfg.launch(&Launch::new().lnc(2).precision(nki::Precision::Fp32), &CteInputs::new(&tq, &tk, &tv)).unwrap();
+    for (path, t) in [(&out, &want.out), (&nm, want.neg_max.as_ref().unwrap()), (&sm, want.sum.as_ref().unwrap())] {
+        let got = read_npy(path).unwrap();
+        assert_eq!(got.shape, t.shape());
+        let exact: Vec<f64> = t.to_f32_vec().into_iter().map(f64::from).collect();
+        assert_eq!(got.data, exact, "{}", path.display());
+    }
+}
+
+#[test]
+fn bad_inputs_give_one_line_errors() {
+    let dir = common::scratch("cli_bad");
+    let ok = write(&dir, "q.npy", &[1, 128, 16], &common::uniform(128 * 16, 1, 0.0, 1.0));
+    let kt = write(&dir, "k.npy", &[1, 16, 128], &common::uniform(128 * 16, 2, 0.0, 1.0));
+    let short_v = write(&dir, "v.npy", &[1, 100, 16], &common::uniform(100 * 16, 3, 0.0, 1.0));
+    std::fs::write(dir.join("junk.npy"), b"not an array").unwrap();
+    let junk = dir.join("junk.npy").display().to_string();
+    let out = dir.join("o.npy").display().to_string();
+    let cases: [(&[&str], &str); 4] = [
+        (&["--q", &ok, "--k", &kt, "--v", &short_v], "unexpected shape for v"),
+        (&["--q", &junk, "--k", &kt, "--v", &short_v], "not a .npy file"),
+        (&["--q", &ok, "--k", &kt, "--v", &ok, "--scale", "0.5", "--sliding-window", "32"], "invalid scale = 0.5"),
+        (&["--q", &ok, "--k", &kt, "--v", &ok, "--cache-softmax"], "--neg-max is required"),
+    ];
+    for (args, want) in cases {
+        let mut all = vec!["run", "attention-cte", "--out", &out];
+        all.extend_from_slice(args);
+        let o = nki_cmd(&all);
+        let err = stderr(&o);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err}");
+        assert!(err.starts_with("error: ") && err.contains(want), "{args:?}: {err}");
+    }
+}
