@@ -23,7 +23,7 @@ enum Command {
     /// List the registered kernels and the Python module each lands in.
     List,
     /// Run a library kernel in the emulator on `.npy` inputs and write its outputs as `.npy`.
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
 }
 
 /// Parses the command line and runs the subcommand.
