@@ -1,5 +1,6 @@
 //! Command-line interface.
 
+mod bench;
 mod emit;
 mod list;
 mod run;
@@ -24,6 +25,8 @@ enum Command {
     List,
     /// Run a library kernel in the emulator on `.npy` inputs and write its outputs as `.npy`.
     Run(Box<run::RunArgs>),
+    /// Measure the emulator's throughput on the attention kernels.
+    Bench(bench::BenchArgs),
 }
 
 /// Parses the command line and runs the subcommand.
@@ -35,5 +38,6 @@ pub fn run() -> Result<(), String> {
             Ok(())
         }
         Command::Run(args) => run::run(&args),
+        Command::Bench(args) => bench::run(&args),
     }
 }

@@ -157,8 +157,12 @@ pub(crate) fn mark_written(t: &Tensor) {
 
 fn mark_layout(flags: &mut [bool], l: &Layout) {
     l.for_each_run(|start, n, step| {
-        for i in 0..n as isize {
-            flags[(start + i * step) as usize] = true;
+        if step == 1 {
+            flags[start as usize..start as usize + n].fill(true);
+        } else {
+            for i in 0..n as isize {
+                flags[(start + i * step) as usize] = true;
+            }
         }
     });
 }

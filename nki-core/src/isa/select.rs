@@ -8,6 +8,7 @@ use super::tile::{TileView, same_geometry};
 use crate::emulator::Ctx;
 use crate::language::NlOp;
 use crate::{Buffer, NkiError, Result, Tensor};
+use std::ops::Range;
 
 /// The fp32 lowest value, the hardware's mask sentinel (`-3.4028235e38`).
 pub const FLOAT32_MIN: f64 = f32::MIN as f64;
@@ -124,13 +125,66 @@ pub fn affine_select(
     let base = pattern_values(OP, pattern, d.nf)?;
     let (off, cm) = (opts.offset.unwrap_or(0) as i32, channel_multiplier as i32);
     let fill = on_false_value as f32;
+    // A one-dimensional pattern makes the affine value monotone along the row (unless
+    // it wraps around int32), so each row keeps one span of elements.
+    let step = match pattern {
+        [[step, _]] => Some(*step),
+        _ => None,
+    };
     rowwise(ctx, dst, &d, &[Input { tensor: on_true_tile, tile: &t }], |p, rows, out| {
         let c = off.wrapping_add(cm.wrapping_mul(p as i32));
-        for ((o, &x), &b) in out.iter_mut().zip(rows[0]).zip(&base) {
-            let keep = cmp.apply2(c.wrapping_add(b) as f32, 0.0) != 0.0;
-            *o = if keep { x } else { fill };
+        let last = i64::from(c) + step.unwrap_or(0) * (d.nf as i64 - 1);
+        let span = step
+            .filter(|_| i32::try_from(last).is_ok())
+            .and_then(|s| kept_span(cmp, |j| c.wrapping_add(base[j]) as f32, 0.0, d.nf, s >= 0));
+        match span {
+            Some(keep) => select_span(out, rows[0], keep, fill),
+            None => {
+                for ((o, &x), &b) in out.iter_mut().zip(rows[0]).zip(&base) {
+                    let keep = cmp.apply2(c.wrapping_add(b) as f32, 0.0) != 0.0;
+                    *o = if keep { x } else { fill };
+                }
+            }
         }
     })
+}
+
+/// The elements `j` in `0..n` where `op(value(j), rhs)` holds, as one span, given
+/// that `value` is NaN-free and monotone in `j` (non-decreasing when `increasing`,
+/// else non-increasing); `None` for `not_equal`, whose kept set is not a span.
+fn kept_span(op: NlOp, value: impl Fn(usize) -> f32, rhs: f32, n: usize, increasing: bool) -> Option<Range<usize>> {
+    if op == NlOp::NotEqual {
+        return None;
+    }
+    if rhs.is_nan() {
+        return Some(0..0);
+    }
+    let v = |j: usize| if increasing { value(j) } else { value(n - 1 - j) };
+    // First `j` where `pred(v(j))` fails, for a `pred` that holds on a prefix.
+    let first_fail = |pred: &dyn Fn(f32) -> bool| {
+        let (mut lo, mut hi) = (0, n);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if pred(v(mid)) { lo = mid + 1 } else { hi = mid }
+        }
+        lo
+    };
+    let span = match op {
+        NlOp::Greater => first_fail(&|x| x <= rhs)..n,
+        NlOp::GreaterEqual => first_fail(&|x| x < rhs)..n,
+        NlOp::Less => 0..first_fail(&|x| x < rhs),
+        NlOp::LessEqual => 0..first_fail(&|x| x <= rhs),
+        _ => first_fail(&|x| x < rhs)..first_fail(&|x| x <= rhs),
+    };
+    Some(if increasing { span } else { n - span.end..n - span.start })
+}
+
+/// Writes `x` inside `keep` and `fill` outside it.
+fn select_span(out: &mut [f32], x: &[f32], keep: Range<usize>, fill: f32) {
+    let keep = keep.start.min(keep.end)..keep.end;
+    out[..keep.start].fill(fill);
+    out[keep.clone()].copy_from_slice(&x[keep.clone()]);
+    out[keep.end..].fill(fill);
 }
 
 /// Optional arguments of [`range_select`].
@@ -199,18 +253,52 @@ pub fn range_select(
     let mut row_max = vec![0f32; t.np];
     rowwise(ctx, dst, &d, &[Input { tensor: on_true_tile, tile: &t }], |p, rows, out| {
         let (lo, hi) = (b0.at(p), b1.at(p));
-        let mut m = f32::NEG_INFINITY;
-        for (j, (o, &x)) in out.iter_mut().zip(rows[0]).enumerate() {
-            let idx = (start + j as i64) as f32;
-            let keep = comp_op0.apply2(idx, lo) != 0.0 && comp_op1.apply2(idx, hi) != 0.0;
-            *o = if keep { x } else { fill };
-            m = super::alu::max_nan(m, *o);
+        // Indices grow along the row, so each bound keeps one span (not_equal aside).
+        let index = |j: usize| (start + j as i64) as f32;
+        match (kept_span(comp_op0, index, lo, d.nf, true), kept_span(comp_op1, index, hi, d.nf, true)) {
+            (Some(a), Some(b)) => select_span(out, rows[0], a.start.max(b.start)..a.end.min(b.end), fill),
+            _ => {
+                for (j, (o, &x)) in out.iter_mut().zip(rows[0]).enumerate() {
+                    let keep = comp_op0.apply2(index(j), lo) != 0.0 && comp_op1.apply2(index(j), hi) != 0.0;
+                    *o = if keep { x } else { fill };
+                }
+            }
         }
-        row_max[p] = m;
+        row_max[p] = super::alu::reduce(NlOp::Maximum, out, f32::NEG_INFINITY);
     })?;
     let regs = accumulate(ctx, Accumulators::Vector, reduce_op, opts.reduce_cmd.unwrap_or(ReduceCmd::ResetReduce), &row_max, None);
     if let Some(res) = opts.reduce_res {
         write_reduce_res(ctx, OP, res, &regs, false)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_spans_match_elementwise_comparison() {
+        let ops = [NlOp::Greater, NlOp::GreaterEqual, NlOp::Less, NlOp::LessEqual, NlOp::Equal];
+        for n in [0usize, 1, 7, 16] {
+            for increasing in [true, false] {
+                let value = |j: usize| if increasing { j as f32 - 3.0 } else { 4.0 - j as f32 };
+                for rhs in [-10.0, -3.0, 0.0, 0.5, 2.0, 4.0, 30.0, f32::NAN] {
+                    for op in ops {
+                        let span = kept_span(op, value, rhs, n, increasing).expect("order comparisons keep a span");
+                        for j in 0..n {
+                            let want = op.apply2(value(j), rhs) != 0.0;
+                            assert_eq!(span.contains(&j), want, "{op} n={n} inc={increasing} rhs={rhs} j={j}");
+                        }
+                    }
+                }
+            }
+        }
+        assert!(kept_span(NlOp::NotEqual, |j| j as f32, 1.0, 4, true).is_none());
+        let mut out = [0.0; 5];
+        select_span(&mut out, &[1.0, 2.0, 3.0, 4.0, 5.0], 3..2, -1.0);
+        assert_eq!(out, [-1.0; 5]);
+        select_span(&mut out, &[1.0, 2.0, 3.0, 4.0, 5.0], 1..3, -1.0);
+        assert_eq!(out, [-1.0, 2.0, 3.0, -1.0, -1.0]);
+    }
 }

@@ -104,6 +104,9 @@ impl Layout {
     /// Copies the view's cells, in logical order, out of `cells` into `out`.
     pub fn gather(&self, cells: &[f32], out: &mut Vec<f32>) {
         out.clear();
+        if self.gather_transposed(cells, out) {
+            return;
+        }
         out.reserve(self.numel());
         self.for_each_run(|start, n, step| {
             if step == 1 {
@@ -113,6 +116,65 @@ impl Layout {
                 out.extend((0..n as isize).map(|i| cells[(start + i * step) as usize]));
             }
         });
+    }
+
+    /// [`Layout::gather`] for a transposing view: the innermost dim strides through
+    /// memory while an outer dim `a` is the contiguous one. Copying square blocks of
+    /// (`a`, innermost) keeps both the reads and the writes within a few cache lines
+    /// instead of touching a new line per element. Returns `false` (and leaves `out`
+    /// alone) for other views.
+    fn gather_transposed(&self, cells: &[f32], out: &mut Vec<f32>) -> bool {
+        const BLOCK: usize = 8;
+        let c = self.collapsed();
+        let nd = c.shape.len();
+        if nd < 2 || c.strides[nd - 1] == 1 || self.shape.contains(&0) {
+            return false;
+        }
+        let Some(a) = c.strides[..nd - 1].iter().rposition(|&s| s == 1) else { return false };
+        let out_strides = row_major_strides(&c.shape);
+        let (na, nl, sl, oa) = (c.shape[a], c.shape[nd - 1], c.strides[nd - 1], out_strides[a]);
+        out.resize(self.numel(), 0.0);
+        let outer: Vec<usize> = (0..nd - 1).filter(|&d| d != a).collect();
+        let mut idx = vec![0usize; outer.len()];
+        let (mut src, mut dst) = (c.offset, 0isize);
+        let mut tile = [[0f32; BLOCK]; BLOCK];
+        loop {
+            for a0 in (0..na).step_by(BLOCK) {
+                let bw = BLOCK.min(na - a0);
+                for l0 in (0..nl).step_by(BLOCK) {
+                    let bh = BLOCK.min(nl - l0);
+                    // Contiguous reads into a register-sized tile, then contiguous writes out of it.
+                    for (l, row) in tile.iter_mut().enumerate().take(bh) {
+                        let s = (src + (l0 + l) as isize * sl) as usize + a0;
+                        row[..bw].copy_from_slice(&cells[s..s + bw]);
+                    }
+                    for i in 0..bw {
+                        let o = (dst + (a0 + i) as isize * oa) as usize + l0;
+                        for (d, row) in out[o..o + bh].iter_mut().zip(&tile) {
+                            *d = row[i];
+                        }
+                    }
+                }
+            }
+            // Next index of the remaining dims (odometer, last dim fastest).
+            let mut k = outer.len();
+            loop {
+                if k == 0 {
+                    return true;
+                }
+                k -= 1;
+                let d = outer[k];
+                idx[k] += 1;
+                src += c.strides[d];
+                dst += out_strides[d];
+                if idx[k] < c.shape[d] {
+                    break;
+                }
+                src -= c.strides[d] * c.shape[d] as isize;
+                dst -= out_strides[d] * c.shape[d] as isize;
+                idx[k] = 0;
+            }
+        }
     }
 
     /// Writes `src` (logical order) into the view's cells, transformed by `f`.
@@ -168,6 +230,24 @@ mod tests {
         assert_eq!(back, cells);
         assert_eq!(t.contiguous_start(), None);
         assert_eq!(t.cell_range(), Some((0, 11)));
+    }
+
+    #[test]
+    fn blocked_transposing_gather_matches_elementwise_order() {
+        let cells: Vec<f32> = (0..40 * 37 * 3).map(|i| i as f32).collect();
+        // (3, 37, 40) view of a (3, 40, 37) buffer with the last two dims swapped,
+        // and a 4-d view whose contiguous dim sits in the middle.
+        let views = [
+            Layout { offset: 0, shape: vec![3, 37, 40], strides: vec![1480, 1, 37] },
+            Layout { offset: 5, shape: vec![2, 20, 3, 17], strides: vec![1, 2, 0, 74] },
+        ];
+        for v in views {
+            let mut want = Vec::new();
+            v.for_each_run(|start, n, step| want.extend((0..n as isize).map(|i| cells[(start + i * step) as usize])));
+            let mut out = vec![7.0];
+            v.gather(&cells, &mut out);
+            assert_eq!(out, want, "{v:?}");
+        }
     }
 
     #[test]
