@@ -1,6 +1,7 @@
 //! Shared test support: deterministic inputs, error metrics, and the NumPy
 //! execution of emitted kernels through the Python harness.
 #![allow(dead_code)]
+pub mod attention;
 
 use nki::io::npy::{NpyType, read_npy, write_npy};
 use nki::{Dtype, Tensor};

@@ -227,6 +227,8 @@ fn attend_batch(
         causal_mask
     };
     let dynamic = use_cp || packed || striped || (use_swa && !contiguous_cp && sw <= 128);
+    // range_select applies no scale (sequence packing reaches it without the scale rule).
+    assert!(!dynamic || scale == 1.0, "range_select path doesn't support scale != 1.0");
     // With CP + SWA only the keys the local queries can see are loaded: a window
     // of s_ka keys starting at the run-time offset k_off.
     let window = use_swa && use_cp && !strided;

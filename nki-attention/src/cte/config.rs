@@ -127,6 +127,8 @@ pub enum CteRule {
     StripedWithPrefix,
     /// A21: skip_output_normalization needs cache_softmax.
     SkipNormNeedsCache,
+    /// A22: sequence packing masks with `range_select`, which applies no scale.
+    PackingScale,
 }
 
 impl CteRule {
@@ -158,6 +160,9 @@ impl CteRule {
             CteRule::StripedWithSwa => "attention_cte: cp_striped_input does not support a sliding window",
             CteRule::StripedWithPrefix => "attention_cte: cp_striped_input does not support prefix caching",
             CteRule::SkipNormNeedsCache => "attention_cte: skip_output_normalization needs cache_softmax",
+            CteRule::PackingScale => {
+                "attention_cte: sequence packing (bound_min/bound_max) masks with range_select, which applies no scale: scale must be 1.0 (pre-scale q instead)"
+            }
         }
     }
 }
@@ -383,6 +388,9 @@ impl CteConfig {
         }
         if self.cp_striped_input && self.prefix_caching {
             return Some(CteRule::StripedWithPrefix);
+        }
+        if self.packing && self.scale != 1.0 {
+            return Some(CteRule::PackingScale);
         }
         None
     }

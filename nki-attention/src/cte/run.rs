@@ -78,7 +78,7 @@ impl CteConfig {
             CteRule::HeadDimPositive | CteRule::HeadDimTooLarge => ("d", d.map_or(0, |d| d.head_dim).to_string()),
             CteRule::MmOutDtype => ("mm_out_dtype", format!("{} on {}", self.mm_out_dtype, self.target)),
             CteRule::CpDegree => ("global_cp_deg", format!("{:?}", self.global_cp_deg)),
-            CteRule::ScaleMustBeOne => ("scale", self.scale.to_string()),
+            CteRule::ScaleMustBeOne | CteRule::PackingScale => ("scale", self.scale.to_string()),
             CteRule::CpNeedsCausal | CteRule::SwaNeedsCausal | CteRule::StripedNeedsCausal => ("causal_mask", "false".into()),
             CteRule::StripedNeedsCp => ("global_cp_deg", "None".into()),
             CteRule::StripedWithSwa => ("sliding_window", self.sliding_window.to_string()),
@@ -101,7 +101,13 @@ impl CteConfig {
         if let Some(d) = self.dims {
             let q = if self.tp_q { [d.batch, d.seqlen_q, d.head_dim] } else { [d.batch, d.head_dim, d.seqlen_q] };
             let k = if self.tp_k { [d.batch_kv, d.seqlen_kv, d.head_dim] } else { [d.batch_kv, d.head_dim, d.seqlen_kv] };
-            for (name, t, want) in [("q", inputs.q, q), ("k", inputs.k, k), ("v", inputs.v, [d.batch_kv, d.seqlen_kv, d.head_dim])] {
+            let mut expected = vec![("q", inputs.q, q), ("k", inputs.k, k), ("v", inputs.v, [d.batch_kv, d.seqlen_kv, d.head_dim])];
+            if let Some(p) = inputs.prior {
+                let sp = d.seqlen_prior;
+                let kp = if self.tp_k { [d.batch_kv, sp, d.head_dim] } else { [d.batch_kv, d.head_dim, sp] };
+                expected.extend([("k_prior", p.k, kp), ("v_prior", p.v, [d.batch_kv, sp, d.head_dim])]);
+            }
+            for (name, t, want) in expected {
                 let got: Vec<i64> = t.shape().iter().map(|&x| x as i64).collect();
                 if got != want {
                     return Err(NkiError::argument(name, format!("shape {got:?}"), &format!("the configuration's dims make it {want:?}")));

@@ -296,7 +296,7 @@ mod tests {
         }
         assert!(kept_span(NlOp::NotEqual, |j| j as f32, 1.0, 4, true).is_none());
         let mut out = [0.0; 5];
-        select_span(&mut out, &[1.0, 2.0, 3.0, 4.0, 5.0], 3..2, -1.0);
+        select_span(&mut out, &[1.0, 2.0, 3.0, 4.0, 5.0], Range { start: 3, end: 2 }, -1.0);
         assert_eq!(out, [-1.0; 5]);
         select_span(&mut out, &[1.0, 2.0, 3.0, 4.0, 5.0], 1..3, -1.0);
         assert_eq!(out, [-1.0, 2.0, 3.0, -1.0, -1.0]);

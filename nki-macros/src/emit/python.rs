@@ -291,9 +291,10 @@ impl Py<'_> {
                 let p = bin_prec(*op);
                 // Left-associative: the right operand binds tighter; comparisons never chain;
                 // `and` inside `or` gets parentheses for the reader.
+                let is_and = |x: &Expr| matches!(x.kind, ExprKind::Binary(BinOp::And, ..));
                 let (lp, rp) = match op {
                     _ if p == P_CMP => (p + 1, p + 1),
-                    BinOp::Or => (P_AND + 1, P_AND + 1),
+                    BinOp::Or => (if is_and(a) { P_AND + 1 } else { p }, if is_and(b) { P_AND + 1 } else { p + 1 }),
                     _ => (p, p + 1),
                 };
                 (format!("{} {sym} {}", self.prec(a, lp), self.prec(b, rp)), p)

@@ -118,7 +118,7 @@ def tile_visible(is_causal, sw, g, k0, tile, cp_deg, strided):
     """Whether an active KV tile `[k0, k0 + tile)` has any visible key for group `g`
     (compute skipping happens only for causal patterns).
     """
-    return not is_causal or sees_key(g, k0, 1, cp_deg, strided) and (sw == 0 or sees_window(g, k0, tile, sw, cp_deg, strided))
+    return not is_causal or (sees_key(g, k0, 1, cp_deg, strided) and (sw == 0 or sees_window(g, k0, tile, sw, cp_deg, strided)))
 
 
 def scale_rows(dst, x, column, rows, d, tp_out):
@@ -173,7 +173,8 @@ def attend_batch(q, k, v, out, stat_max, stat_sum, b, g_start, g_count, scale, c
     use_swa = sw > 0
     contiguous_cp = use_cp and not strided and not striped
     is_causal = True if striped else False if contiguous_cp else causal_mask
-    dynamic = use_cp or packed or striped or use_swa and not contiguous_cp and sw <= 128
+    dynamic = use_cp or packed or striped or (use_swa and not contiguous_cp and sw <= 128)
+    assert not dynamic or scale == 1.0, "range_select path doesn't support scale != 1.0"
     window = use_swa and use_cp and not strided
     s_ka = min((min(s_q + sw - 1, s_k) + 511) // 512 * 512, s_k) if window else s_k
     s_p = kv_len(k_prior, tp_k)
@@ -313,7 +314,7 @@ def attend_batch(q, k, v, out, stat_max, stat_sum, b, g_start, g_count, scale, c
                         if dynamic or in_prior:
                             lower = lbs_prior if in_prior else lbs
                             upper = ubs_prior if in_prior else ubs
-                            keep_upper = nl.less if in_prior or packed and not is_causal else nl.less_equal
+                            keep_upper = nl.less if in_prior or (packed and not is_causal) else nl.less_equal
                             nisa.range_select(dst=dst, on_true_tile=scores[0:rows, 0:cols], comp_op0=nl.greater_equal, comp_op1=keep_upper, bound0=lower[0:rows, g], bound1=upper[0:rows, g], reduce_cmd=nisa.reduce_cmd.reset_reduce, reduce_res=tile_max, reduce_op=nl.maximum, range_start=k0, on_false_value=-3.4028234663852886e38)
                         elif is_causal and (use_swa or q0 < k0 + 512):
                             copied = nl.ndarray(shape=(128, 512), dtype=mm_dtype, buffer=nl.sbuf)
@@ -494,10 +495,10 @@ def attention_cte(q, k, v, scale=1.0, causal_mask=True, k_prior=None, v_prior=No
     assert sw >= 0, f"sliding_window must be >= 0, got {sw}"
     assert d > 0, f"d must be > 0, got d={d}."
     assert d <= 128, f"we do not support head_dim > 128, got head dim {d}"
-    assert mm_out_dtype == nl.float32 or mm_out_dtype == nl.bfloat16 and nisa.get_nc_version() >= nisa.nc_version.gen4, f"mm_out_dtype (psum) should be in [float32, bfloat16], and 2-byte dtype is only allows in gen4+ (Trn3+),but got dtype {mm_out_dtype}"
+    assert mm_out_dtype == nl.float32 or (mm_out_dtype == nl.bfloat16 and nisa.get_nc_version() >= nisa.nc_version.gen4), f"mm_out_dtype (psum) should be in [float32, bfloat16], and 2-byte dtype is only allows in gen4+ (Trn3+),but got dtype {mm_out_dtype}"
     use_cp = global_cp_deg is not None
     cp_deg = global_cp_deg if global_cp_deg is not None else 1
-    assert cp_deg == 0 or 1 <= cp_deg and cp_deg <= 32, f"attention_cte kernel is not tested for global_cp_deg outside [1, 32], got global_cp_deg={cp_deg}."
+    assert cp_deg == 0 or (1 <= cp_deg and cp_deg <= 32), f"attention_cte kernel is not tested for global_cp_deg outside [1, 32], got global_cp_deg={cp_deg}."
     assert not skip_output_normalization or cache_softmax, "skip_output_normalization=True requires cache_softmax=True"
     use_swa = sw > 0
     assert not (use_swa or prefix or use_cp) or scale == 1.0, f"SWA/Prefix Caching/CP only support scale=1.0, but got ac.scale={scale}"
@@ -511,7 +512,7 @@ def attention_cte(q, k, v, scale=1.0, causal_mask=True, k_prior=None, v_prior=No
     if cp_offset is not None:
         cpo = cp_offset
         cpo_shape = cpo.shape
-        assert not use_cp or cpo.ndim == 2 and cpo_shape[0] == 1 and cpo_shape[1] == 1, "cp_offset shape must be (1, 1) for CP attn"
+        assert not use_cp or (cpo.ndim == 2 and cpo_shape[0] == 1 and cpo_shape[1] == 1), "cp_offset shape must be (1, 1) for CP attn"
     grid = nl.program_ndim() == 1
     shard = nl.program_id(axis=0) if grid else 0
     shards = nl.num_programs(axes=0) if grid else 1
