@@ -1,5 +1,6 @@
-//! The `nki` command: help, emit, and `run attention-cte` (outputs equal the
-//! library API's; bad inputs give a one-line error and a non-zero exit).
+//! The `nki` command: help, emit, `run attention-cte` (outputs equal the
+//! library API's; bad inputs give a one-line error and a non-zero exit), and
+//! the benchmark's table.
 
 mod common;
 
@@ -28,7 +29,7 @@ fn help_documents_every_subcommand() {
     let o = nki_cmd(&["--help"]);
     assert!(o.status.success());
     let text = String::from_utf8_lossy(&o.stdout);
-    for sub in ["emit", "list", "run"] {
+    for sub in ["emit", "list", "run", "bench"] {
         assert!(text.contains(sub), "`{sub}` missing from --help:\n{text}");
     }
     let run_help = String::from_utf8_lossy(&nki_cmd(&["run", "--help"]).stdout).into_owned();
@@ -118,5 +119,20 @@ fn bad_inputs_give_one_line_errors() {
         assert!(!o.status.success(), "{args:?} succeeded");
         assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err}");
         assert!(err.starts_with("error: ") && err.contains(want), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn bench_quick_prints_a_row_per_mask_and_precision() {
+    let o = nki_cmd(&["bench", "--quick", "--lnc", "1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("2 x 1024 x 128")).collect();
+    assert_eq!(rows.len(), 4, "{text}");
+    for (row, (mask, precision)) in rows.iter().zip([("full", "fp32"), ("full", "hardware"), ("causal", "fp32"), ("causal", "hardware")]) {
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!((cols[5], cols[6]), (mask, precision), "{row}");
+        let gflops: f64 = cols[8].parse().unwrap_or_else(|_| panic!("GFLOP/s column in {row}"));
+        assert!(gflops > 0.0 && gflops.is_finite(), "{row}");
     }
 }
