@@ -4,8 +4,10 @@
 extern crate nki_core as nki;
 
 pub mod cte;
+pub mod ring_fwd;
 
 use nki::emit::FunctionInfo;
 
 /// The kernels this crate registers for `nki emit`.
-pub static KERNELS: &[&FunctionInfo] = &[&cte::attention_cte::attention_cte::INFO];
+pub static KERNELS: &[&FunctionInfo] =
+    &[&cte::attention_cte::attention_cte::INFO, &ring_fwd::ring_attention_fwd::ring_attention_spmd_fwd::INFO];

@@ -2,13 +2,59 @@
 //! Python semantics (floor division, errors instead of panics), view helpers
 //! taking the DSL's `i64`s, and error locations. Not a public API.
 
-use crate::{Dtype, ErrorKind, NkiError, Result, Tensor};
+use crate::{Dtype, ErrorKind, NkiError, Outputs, Result, Tensor};
 use std::fmt;
 
 /// Attaches the kernel source location of a failing call.
 #[inline]
 pub fn at<T>(r: Result<T>, file: &'static str, line: u32) -> Result<T> {
     r.map_err(|e| e.at(file, line))
+}
+
+/// A called function's result seen as the type its `let` declares: the value
+/// itself, or a kernel's [`Outputs`] unpacked into one tensor or a tuple of them
+/// (what Python's `a, b = kernel(...)` does).
+pub trait FromReturned<S>: Sized {
+    /// Converts, failing when the number of outputs differs.
+    fn from_returned(s: S) -> Result<Self>;
+}
+
+impl<T> FromReturned<T> for T {
+    fn from_returned(s: T) -> Result<T> {
+        Ok(s)
+    }
+}
+
+fn outputs<const N: usize>(o: Outputs) -> Result<[Tensor; N]> {
+    let n = o.len();
+    o.into_vec().try_into().map_err(|_| NkiError::new(ErrorKind::Shape, format!("the callee returned {n} outputs, the `let` unpacks {N}")))
+}
+
+impl FromReturned<Outputs> for Tensor {
+    fn from_returned(o: Outputs) -> Result<Tensor> {
+        let [t] = outputs::<1>(o)?;
+        Ok(t)
+    }
+}
+
+macro_rules! tuple_from_outputs {
+    ($n:literal: $($t:ident),+) => {
+        impl FromReturned<Outputs> for ($(tuple_from_outputs!(@ty $t),)+) {
+            fn from_returned(o: Outputs) -> Result<Self> {
+                let [$($t),+] = outputs::<$n>(o)?;
+                Ok(($($t,)+))
+            }
+        }
+    };
+    (@ty $t:ident) => { Tensor };
+}
+tuple_from_outputs!(2: a, b);
+tuple_from_outputs!(3: a, b, c);
+tuple_from_outputs!(4: a, b, c, d);
+
+/// See [`FromReturned`].
+pub fn returned<T: FromReturned<S>, S>(s: S) -> Result<T> {
+    T::from_returned(s)
 }
 
 fn arith(msg: &str) -> NkiError {

@@ -46,7 +46,7 @@ fn broadcast_partition0(t: Sbuf) {
 
 /// A `(128, 1)` fp32 column holding element `[0, 0]` of the HBM view `src` on every partition.
 #[nki_helper]
-fn scalar_column(src: Hbm) -> Sbuf {
+pub(crate) fn scalar_column(src: Hbm) -> Sbuf {
     let col = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
     nisa::dma_copy(col[s![0..1, 0..1]], src);
     broadcast_partition0(col);

@@ -841,6 +841,10 @@ impl Checker<'_> {
                 "is_some" | "is_none" => Ty::Bool,
                 _ => Ty::Unknown,
             },
+            Ty::Groups if n == "len" => {
+                no_args(self);
+                Ty::Int(Val::unknown())
+            }
             Ty::Shape(dims) if n == "len" => {
                 no_args(self);
                 dims.as_ref().map_or(Ty::Int(Val::unknown()), |d| Ty::Int(Val::konst(d.len() as i64)))
@@ -879,6 +883,8 @@ impl Checker<'_> {
         }
         match bt {
             Ty::Tensor(tt) => rules::index_tensor(self.diag, &tt, &item_tys, span),
+            // One ring of a replica group: a list of rank ids, typed like a shape.
+            Ty::Groups if items.len() == 1 && matches!(items[0], IndexItem::At(_)) => Ty::Shape(None),
             Ty::Shape(_) | Ty::Tuple(_) | Ty::List(_) if items.len() == 1 && matches!(items[0], IndexItem::At(_)) => {
                 let rules::IndexTy::At(v, s) = &item_tys[0] else {
                     return Ty::Unknown;

@@ -180,6 +180,7 @@ fn builder(f: &Function, ret: &TokenStream) -> TokenStream {
         let n = &p.name;
         match &p.ty {
             TypeAnn::Groups(_) => quote!(::core::clone::Clone::clone(&self.#n)),
+            TypeAnn::Option(inner, _) if matches!(**inner, TypeAnn::Groups(_)) => quote!(::core::clone::Clone::clone(&self.#n)),
             _ => quote!(self.#n),
         }
     });
@@ -346,6 +347,12 @@ impl Rs<'_> {
                         let n = items.len();
                         let shape = self.expr(init);
                         fallible(span.start, quote!(::nki::__rt::unpack::<#n>(#shape)))
+                    }
+                    // Another function's result takes the declared type: a kernel's
+                    // `Outputs` unpack into a tuple of tensors.
+                    (_, _) if ty.is_some() && matches!(self.info.call(init), Some(Resolved::User)) => {
+                        let v = self.expr(init);
+                        fallible(span.start, quote!(::nki::__rt::returned(#v)))
                     }
                     _ => self.owned(init),
                 };
@@ -605,7 +612,7 @@ impl Rs<'_> {
 
     fn index(&mut self, base: &Expr, items: &[IndexItem], span: Span) -> TokenStream {
         match self.info.ty(base).clone() {
-            Ty::Shape(_) | Ty::List(_) => {
+            Ty::Shape(_) | Ty::List(_) | Ty::Groups => {
                 let b = self.expr(base);
                 let i = match items {
                     [IndexItem::At(x)] => self.expr(x),
@@ -877,7 +884,7 @@ impl Rs<'_> {
                 let b = args.first().map(|a| self.as_float(&a.value)).unwrap_or_default();
                 quote!(#r.#name(#b))
             }
-            (Ty::Shape(_), "len") => quote!((#r.len() as i64)),
+            (Ty::Shape(_) | Ty::Groups, "len") => quote!((#r.len() as i64)),
             (Ty::Option(_) | Ty::None, "unwrap_or") => {
                 let b = args.first().map(|a| self.owned(&a.value)).unwrap_or_default();
                 quote!(#r.unwrap_or(#b))

@@ -1,0 +1,343 @@
+//! `ring_attention_spmd_fwd`: context-parallel attention over a ring of workers,
+//! written in the DSL on top of [`attention_cte`].
+//!
+//! Every rank keeps its queries; keys and values travel to the ring successor one
+//! step at a time (two HBM buffers per tensor, alternating between "arrived" and
+//! "free"). Each step runs `attention_cte` with cached, unnormalised statistics;
+//! the step's output merges into the running one by online softmax on negated
+//! maxima, in bf16 tiles as the library does, and the last step normalises and
+//! writes the log-sum-exp. The permute for step `s + 1` is issued before the merge
+//! of step `s`, so on the device the transfer overlaps the merge.
+
+use crate::cte::attention_cte::{attention_cte, scalar_column};
+use nki::prelude::*;
+
+/// Fills `table[0, rank] = position of rank in its ring` for every rank of the
+/// replica groups (`[0, 1, ..., num_workers)` when there are none): collectives
+/// name ranks by id, causal masking needs their positions.
+#[nki_helper]
+fn fill_ring_positions(table: Hbm, groups: Groups, num_workers: i64) {
+    let ranks = table.shape()[1];
+    let positions = nl::ndarray([1, ranks], nl::float32, buffer = nl::sbuf);
+    if groups.len() == 0 {
+        nisa::iota(positions, [[1, ranks]]);
+    } else {
+        for gi in 0..groups.len() {
+            let ring = groups[gi];
+            for j in 0..num_workers {
+                let r = ring[j];
+                nisa::memset(positions[s![0..1, r..r + 1]], j as f64);
+            }
+        }
+    }
+    nisa::dma_copy(table, positions);
+}
+
+/// The query groups `[start, end)` of the odd last batch that LNC program `shard`
+/// owns, as `attention_cte` splits it: half each from 1024 rows, program 0 alone below.
+#[nki_helper]
+fn remainder_groups(shard: i64, s: i64, n_grp: i64) -> (i64, i64) {
+    let split = s >= 1024;
+    let start = if split && shard != 0 { n_grp / 2 } else { 0 };
+    let end = if !split && shard != 0 {
+        0
+    } else if split && shard == 0 {
+        n_grp / 2
+    } else {
+        n_grp
+    };
+    (start, end)
+}
+
+/// Loads the `(128, n_grp)` statistics of batch `b`.
+#[nki_helper]
+fn load_stats(src: Hbm, b: i64, n_grp: i64) -> Sbuf {
+    let t = nl::ndarray([128, n_grp], nl::float32, buffer = nl::sbuf);
+    nisa::dma_copy(t, src[s![b, .., ..]]);
+    t
+}
+
+/// Merges step outputs into the running ones for query groups `[g0, g1)` of batch
+/// `b`: `n = min(n_acc, n_cur)`, `c = exp(n - n_x)`, `S = S_acc c_acc + S_cur c_cur`,
+/// `O = O_acc c_acc + O_cur c_cur` (negated maxima; a row that saw no key this
+/// step has `n_cur = +FLOAT32_MAX` and weight 0).
+#[nki_helper]
+#[allow(clippy::too_many_arguments)]
+fn merge_batch(o_acc: Hbm, nm_acc: Hbm, sum_acc: Hbm, o_cur: Hbm, nm_cur: Hbm, sum_cur: Hbm, b: i64, g0: i64, g1: i64, s: i64, d: i64) {
+    let n_grp = s / 128;
+    let nm_a: Sbuf = load_stats(nm_acc, b, n_grp);
+    let sum_a: Sbuf = load_stats(sum_acc, b, n_grp);
+    let nm_c: Sbuf = load_stats(nm_cur, b, n_grp);
+    let sum_c: Sbuf = load_stats(sum_cur, b, n_grp);
+    let nm_new = nl::ndarray([128, n_grp], nl::float32, buffer = nl::sbuf);
+    nisa::tensor_tensor(nm_new, nm_a, nm_c, nl::minimum);
+    let c_acc = nl::ndarray([128, n_grp], nl::float32, buffer = nl::sbuf);
+    nisa::tensor_tensor(c_acc, nm_new, nm_a, nl::subtract);
+    nisa::activation(c_acc, nl::exp, c_acc);
+    let c_cur = nl::ndarray([128, n_grp], nl::float32, buffer = nl::sbuf);
+    nisa::tensor_tensor(c_cur, nm_new, nm_c, nl::subtract);
+    nisa::activation(c_cur, nl::exp, c_cur);
+    let sum_new = nl::ndarray([128, n_grp], nl::float32, buffer = nl::sbuf);
+    nisa::tensor_tensor(sum_new, sum_a, c_acc, nl::multiply);
+    let sum_part = nl::ndarray([128, n_grp], nl::float32, buffer = nl::sbuf);
+    nisa::tensor_tensor(sum_part, sum_c, c_cur, nl::multiply);
+    nisa::tensor_tensor(sum_new, sum_new, sum_part, nl::add);
+
+    // Outputs in tiles of up to 128 groups: row 128 t + p of the batch at [p, t, :].
+    for t0 in (g0..g1).step_by(128) {
+        let t1 = (t0 + 128).min(g1);
+        let tc = t1 - t0;
+        let pattern = [[d, 128], [128 * d, tc], [1, d]];
+        let offset = (b * s + 128 * t0) * d;
+        let prev = nl::ndarray([128, tc, d], nl::bfloat16, buffer = nl::sbuf);
+        nisa::dma_copy(prev, o_acc.ap(pattern, offset = offset));
+        let cur = nl::ndarray([128, tc, d], nl::bfloat16, buffer = nl::sbuf);
+        nisa::dma_copy(cur, o_cur.ap(pattern, offset = offset));
+        let merged = nl::ndarray([128, tc, d], nl::bfloat16, buffer = nl::sbuf);
+        nisa::tensor_tensor(merged, prev, c_acc[s![.., t0..t1]].expand_dim(2).broadcast(2, d), nl::multiply);
+        let part = nl::ndarray([128, tc, d], nl::bfloat16, buffer = nl::sbuf);
+        nisa::tensor_tensor(part, cur, c_cur[s![.., t0..t1]].expand_dim(2).broadcast(2, d), nl::multiply);
+        nisa::tensor_tensor(merged, merged, part, nl::add);
+        nisa::dma_copy(o_acc.ap(pattern, offset = offset), merged);
+    }
+    nisa::dma_copy(nm_acc[s![b, .., g0..g1]], nm_new[s![.., g0..g1]]);
+    nisa::dma_copy(sum_acc[s![b, .., g0..g1]], sum_new[s![.., g0..g1]]);
+}
+
+/// Writes the normalised output `O / S` of query groups `[g0, g1)` of batch `b`
+/// and, when training, the log-sum-exp `-n + ln S` (rows that never saw a key keep
+/// the sentinel there; they are zeroed so a backward `exp(s - lse)` stays finite).
+#[nki_helper]
+#[allow(clippy::too_many_arguments)]
+fn normalize_batch(
+    o_acc: Hbm,
+    nm_acc: Hbm,
+    sum_acc: Hbm,
+    o: Hbm,
+    lse: Option<Hbm>,
+    b: i64,
+    g0: i64,
+    g1: i64,
+    s: i64,
+    d: i64,
+    lse_dtype: Dtype,
+) {
+    let n_grp = s / 128;
+    let sums: Sbuf = load_stats(sum_acc, b, n_grp);
+    let recip = nl::ndarray([128, n_grp], nl::float32, buffer = nl::sbuf);
+    nisa::reciprocal(recip, sums);
+    for t0 in (g0..g1).step_by(128) {
+        let t1 = (t0 + 128).min(g1);
+        let tc = t1 - t0;
+        let pattern = [[d, 128], [128 * d, tc], [1, d]];
+        let offset = (b * s + 128 * t0) * d;
+        let tile = nl::ndarray([128, tc, d], nl::bfloat16, buffer = nl::sbuf);
+        nisa::dma_copy(tile, o_acc.ap(pattern, offset = offset));
+        nisa::tensor_tensor(tile, tile, recip[s![.., t0..t1]].expand_dim(2).broadcast(2, d), nl::multiply);
+        nisa::dma_copy(o.ap(pattern, offset = offset), tile);
+    }
+    if let Some(l) = lse {
+        let nm: Sbuf = load_stats(nm_acc, b, n_grp);
+        let out = nl::ndarray([128, n_grp], lse_dtype, buffer = nl::sbuf);
+        nisa::tensor_scalar(out, nm, nl::multiply, -1.0);
+        let log_sum = nl::ndarray([128, n_grp], lse_dtype, buffer = nl::sbuf);
+        nisa::activation(log_sum, nl::log, sums);
+        nisa::tensor_tensor(out, out, log_sum, nl::add);
+        nisa::scalar_tensor_tensor(out, out, nl::greater, -1.0e30, nl::multiply, out);
+        nisa::dma_copy(l[s![b, .., g0..g1]], out[s![.., g0..g1]]);
+    }
+}
+
+/// Ring attention forward, a drop-in for the NKI library's
+/// `ring_attention_spmd_fwd` (2.30): each of `num_workers` ranks holds `seqlen`
+/// tokens of the sequence (contiguous blocks, or every `num_workers`-th token with
+/// `striped_input`); K and V travel around the ring so every rank attends its
+/// queries to the whole sequence.
+///
+/// Layouts per rank: `q` and `k` are `[b, h, d, seqlen]` (`[b, h, seqlen, d]` with
+/// `tp_q` / `tp_k`), `v` is `[b, h, seqlen, d]`. Returns the output
+/// `[b, h, seqlen, d]` and, when `training`, the log-sum-exp of the scaled scores
+/// `[b, h, 128, seqlen / 128]` (row `128 g + p` at `[.., p, g]`). With the causal
+/// mask the kernel ignores `softmax_scale`: `q` must be pre-scaled.
+#[nki_kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn ring_attention_spmd_fwd(
+    q: Hbm,
+    k: Hbm,
+    v: Hbm,
+    replica_groups: Option<Groups>,
+    #[default(1)] num_workers: i64,
+    softmax_scale: Option<f64>,
+    #[default(false)] use_causal_mask: bool,
+    #[default(false)] striped_input: bool,
+    #[default(false)] training: bool,
+    #[default(nl::float32)] lse_dtype: Dtype,
+    #[default(false)] tp_q: bool,
+    #[default(false)] tp_k: bool,
+) -> Outputs {
+    assert!(nisa::get_nc_version() > nisa::nc_version::gen2, "ring_attention_spmd_fwd not supported on trn1");
+    assert!(q.ndim() == 4 && k.ndim() == 4 && v.ndim() == 4, "q, k and v must be 4-d, [b, h, d, seqlen] or [b, h, seqlen, d]");
+    let q_shape = q.shape();
+    let [b, q_h, d, s] = if tp_q { [q_shape[0], q_shape[1], q_shape[3], q_shape[2]] } else { q_shape };
+    let k_shape = k.shape();
+    let k_h = k_shape[1];
+    assert!(q_h == k_h, "expects q_heads == kv_heads, broadcast before calling");
+    assert!(d <= 128, "head_dim must be <= 128, got {d}");
+    assert!(s % 128 == 0, "seqlen must be divisible by 128, got {s}");
+    // The library leaves these to attention_cte's asserts, or to nothing.
+    let want_k = if tp_k { [b, q_h, s, d] } else { [b, q_h, d, s] };
+    assert!(
+        k_shape[0] == b && k_shape[2] == want_k[2] && k_shape[3] == want_k[3],
+        "k must be {want_k} to match q's batch, seqlen and head dim, got {k_shape}"
+    );
+    let v_shape = v.shape();
+    assert!(
+        v_shape[0] == b && v_shape[1] == q_h && v_shape[2] == s && v_shape[3] == d,
+        "v must be [{b}, {q_h}, {s}, {d}] to match q, got {v_shape}"
+    );
+    assert!(!striped_input || use_causal_mask, "striped_input requires use_causal_mask=True");
+    assert!(num_workers >= 1, "num_workers must be >= 1, got {num_workers}");
+    assert!(!use_causal_mask || num_workers <= 32, "causal ring attention supports at most 32 workers, got {num_workers}");
+    let groups = replica_groups.unwrap_or([]);
+    for gi in 0..groups.len() {
+        let size = groups[gi].len();
+        assert!(size == num_workers, "replica group {gi} has {size} ranks but num_workers is {num_workers}");
+    }
+
+    let bs = b * q_h;
+    let n_grp = s / 128;
+    let q3 = if tp_q { q.reshape([bs, s, d]) } else { q.reshape([bs, d, s]) };
+    let k3 = if tp_k { k.reshape([bs, s, d]) } else { k.reshape([bs, d, s]) };
+    let v3 = v.reshape([bs, s, d]);
+    let o = nl::ndarray([bs, s, d], q.dtype(), buffer = nl::shared_hbm);
+    let lse = if training { Some(nl::ndarray([bs, 128, n_grp], lse_dtype, buffer = nl::shared_hbm)) } else { None };
+    let scale = softmax_scale.unwrap_or(1.0 / (d as f64).powf(0.5));
+    // attention_cte takes scale 1.0 in CP mode: causal callers pre-scale q.
+    let attn_scale = if use_causal_mask { 1.0 } else { scale };
+    let cp_deg = if use_causal_mask { Some(num_workers) } else { None };
+
+    // LNC2: each program copies, merges and normalises the batches attention_cte gives it.
+    let grid = nl::program_ndim() == 1;
+    let shard = if grid { nl::program_id(0) } else { 0 };
+    let shards = if grid { nl::num_programs(0) } else { 1 };
+    let per_shard = bs / shards;
+    let b_first = shard * per_shard;
+    let has_remainder = bs % shards != 0;
+    let (rem_g0, rem_g1) = remainder_groups(shard, s, n_grp);
+
+    let k_buf_shape = if tp_k { [bs, s, d] } else { [bs, d, s] };
+    let send_k = nl::ndarray(k_buf_shape, k.dtype(), buffer = nl::shared_hbm);
+    let recv_k = nl::ndarray(k_buf_shape, k.dtype(), buffer = nl::shared_hbm);
+    let send_v = nl::ndarray([bs, s, d], v.dtype(), buffer = nl::shared_hbm);
+    let recv_v = nl::ndarray([bs, s, d], v.dtype(), buffer = nl::shared_hbm);
+    let rg = ncc::ReplicaGroup(groups);
+
+    // Causal steps mask by ring positions: cp_offset = (mine - theirs) * seqlen
+    // (contiguous) or -[mine < theirs] (striped), written to HBM before each step.
+    let n_rings = if groups.len() == 0 { 1 } else { groups.len() };
+    let positions = nl::ndarray([1, n_rings * num_workers], nl::float32, buffer = nl::shared_hbm);
+    let cp_offset = if use_causal_mask { Some(nl::ndarray([1, 1], nl::float32, buffer = nl::shared_hbm)) } else { None };
+    if let Some(cpo) = cp_offset {
+        fill_ring_positions(positions, groups, num_workers);
+        let zero = nl::ndarray([1, 1], nl::float32, buffer = nl::sbuf);
+        nisa::memset(zero, 0.0);
+        nisa::dma_copy(cpo, zero);
+    }
+
+    // Step 0: the rank's own keys.
+    let (o_acc, nm_acc, sum_acc): (Hbm, Hbm, Hbm) = attention_cte(
+        q3,
+        k3,
+        v3,
+        scale = attn_scale,
+        causal_mask = use_causal_mask,
+        tp_q = tp_q,
+        tp_k = tp_k,
+        tp_out = false,
+        cache_softmax = true,
+        cp_offset = cp_offset,
+        global_cp_deg = cp_deg,
+        cp_striped_input = striped_input,
+        skip_output_normalization = true,
+    );
+
+    for bi in b_first..b_first + per_shard {
+        nisa::dma_copy(send_k[s![bi, .., ..]], k3[s![bi, .., ..]]);
+        nisa::dma_copy(send_v[s![bi, .., ..]], v3[s![bi, .., ..]]);
+    }
+    if has_remainder && shard == 0 {
+        nisa::dma_copy(send_k[s![bs - 1, .., ..]], k3[s![bs - 1, .., ..]]);
+        nisa::dma_copy(send_v[s![bs - 1, .., ..]], v3[s![bs - 1, .., ..]]);
+    }
+    if num_workers > 1 {
+        if shards > 1 {
+            // Both programs wrote the send buffers.
+            nisa::core_barrier(send_k, [0, 1]);
+            nisa::core_barrier(send_v, [0, 1]);
+        }
+        ncc::collective_permute_implicit([[send_k]], [[recv_k]], rg);
+        ncc::collective_permute_implicit([[send_v]], [[recv_v]], rg);
+    }
+
+    for step in nl::sequential_range(1, num_workers) {
+        // Odd steps find the keys in the recv buffers, even steps in the send buffers.
+        let odd = step % 2 == 1;
+        let arrived_k = if odd { recv_k } else { send_k };
+        let free_k = if odd { send_k } else { recv_k };
+        let arrived_v = if odd { recv_v } else { send_v };
+        let free_v = if odd { send_v } else { recv_v };
+        if let Some(cpo) = cp_offset {
+            let me = ncc::collective_permute_implicit_current_processing_rank_id(0, rg);
+            let my_pos: Sbuf = scalar_column(positions.ap([[1, 1], [1, 1]], offset = 0, scalar_offset = me, indirect_dim = 1));
+            let them = ncc::collective_permute_implicit_current_processing_rank_id(step, rg);
+            let their_pos: Sbuf = scalar_column(positions.ap([[1, 1], [1, 1]], offset = 0, scalar_offset = them, indirect_dim = 1));
+            let off = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
+            if striped_input {
+                nisa::tensor_tensor(off, my_pos, their_pos, nl::less);
+                nisa::tensor_scalar(off, off, nl::multiply, -1.0);
+            } else {
+                nisa::tensor_tensor(off, my_pos, their_pos, nl::subtract);
+                nisa::tensor_scalar(off, off, nl::multiply, s as f64);
+            }
+            nisa::dma_copy(cpo, off[s![0..1, 0..1]]);
+        }
+        let (o_cur, nm_cur, sum_cur): (Hbm, Hbm, Hbm) = attention_cte(
+            q3,
+            arrived_k,
+            arrived_v,
+            scale = attn_scale,
+            causal_mask = use_causal_mask,
+            tp_q = tp_q,
+            tp_k = tp_k,
+            tp_out = false,
+            cache_softmax = true,
+            cp_offset = cp_offset,
+            global_cp_deg = cp_deg,
+            cp_striped_input = striped_input,
+            skip_output_normalization = true,
+        );
+        // The next transfer goes out before this step's merge.
+        if step + 1 < num_workers {
+            ncc::collective_permute_implicit([[arrived_k]], [[free_k]], rg);
+            ncc::collective_permute_implicit([[arrived_v]], [[free_v]], rg);
+        }
+        for bi in b_first..b_first + per_shard {
+            merge_batch(o_acc, nm_acc, sum_acc, o_cur, nm_cur, sum_cur, bi, 0, n_grp, s, d);
+        }
+        if has_remainder && rem_g1 > rem_g0 {
+            merge_batch(o_acc, nm_acc, sum_acc, o_cur, nm_cur, sum_cur, bs - 1, rem_g0, rem_g1, s, d);
+        }
+    }
+
+    for bi in b_first..b_first + per_shard {
+        normalize_batch(o_acc, nm_acc, sum_acc, o, lse, bi, 0, n_grp, s, d, lse_dtype);
+    }
+    if has_remainder && rem_g1 > rem_g0 {
+        normalize_batch(o_acc, nm_acc, sum_acc, o, lse, bs - 1, rem_g0, rem_g1, s, d, lse_dtype);
+    }
+    let o4 = o.reshape([b, q_h, s, d]);
+    if let Some(l) = lse {
+        return Outputs(o4, l.reshape([b, q_h, 128, n_grp]));
+    }
+    Outputs(o4)
+}
