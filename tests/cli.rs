@@ -1,9 +1,10 @@
 //! The `nki` command: help, emit, `run attention-cte` (outputs equal the
-//! library API's; bad inputs give a one-line error and a non-zero exit), and
-//! the benchmark's table.
+//! library API's; bad inputs give a one-line error and a non-zero exit),
+//! `run ring-fwd` against a float64 reference, and the benchmark's table.
 
 mod common;
 
+use common::attention::Problem;
 use nki::attention::cte::{CteConfig, CteInputs};
 use nki::io::npy::{NpyType, read_npy, write_npy};
 use nki::{Dtype, Launch};
@@ -33,7 +34,9 @@ fn help_documents_every_subcommand() {
         assert!(text.contains(sub), "`{sub}` missing from --help:\n{text}");
     }
     let run_help = String::from_utf8_lossy(&nki_cmd(&["run", "--help"]).stdout).into_owned();
-    assert!(run_help.contains("attention-cte"), "{run_help}");
+    for kernel in ["attention-cte", "ring-fwd"] {
+        assert!(run_help.contains(kernel), "{run_help}");
+    }
 }
 
 #[test]
@@ -119,6 +122,65 @@ fn bad_inputs_give_one_line_errors() {
         assert!(!o.status.success(), "{args:?} succeeded");
         assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err}");
         assert!(err.starts_with("error: ") && err.contains(want), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn run_ring_fwd_gathers_the_global_output_and_lse() {
+    let dir = common::scratch("cli_ring_fwd");
+    let (bh, st, d, w) = (2usize, 1024usize, 32usize, 4usize);
+    let input = |seed| common::uniform(bh * st * d, seed, -1.0, 1.0);
+    let (q, k, v) = (input(71), input(72), input(73));
+    let paths: Vec<String> =
+        [("q.npy", &q), ("k.npy", &k), ("v.npy", &v)].iter().map(|(n, x)| write(&dir, n, &[1, bh, st, d], x)).collect();
+    let (out, lse) = (dir.join("o.npy"), dir.join("lse.npy"));
+    let (out_s, lse_s) = (out.display().to_string(), lse.display().to_string());
+    let w_s = w.to_string();
+    let o = nki_cmd(&[
+        "run",
+        "ring-fwd",
+        "--q",
+        &paths[0],
+        "--k",
+        &paths[1],
+        "--v",
+        &paths[2],
+        "--workers",
+        &w_s,
+        "--causal",
+        "--striped",
+        "--training",
+        "--precision",
+        "fp32",
+        "--lnc",
+        "2",
+        "--out",
+        &out_s,
+        "--lse",
+        &lse_s,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let scale = 1.0 / (d as f64).sqrt();
+    let want = Problem { scale, ..Problem::new(bh, bh, st, st, d, &q, &k, &v) }.solve(true);
+    let got_o = read_npy(&out).unwrap();
+    assert_eq!(got_o.shape, vec![1, bh, st, d]);
+    let got_o: Vec<f32> = got_o.data.iter().map(|&x| x as f32).collect();
+    common::assert_close("ring-fwd output", &got_o, &want.out, 1e-6, 1e-5);
+    let got_l = read_npy(&lse).unwrap();
+    assert_eq!(got_l.shape, vec![1, bh, st]);
+    let got_l: Vec<f32> = got_l.data.iter().map(|&x| x as f32).collect();
+    let want_l: Vec<f64> = want.max.iter().zip(&want.sum).map(|(m, s)| m + s.ln()).collect();
+    common::assert_close("ring-fwd lse", &got_l, &want_l, 1e-6, 1e-5);
+
+    // One-line errors for sequences the ring cannot split and for striped without causal.
+    let cases: [(&[&str], &str); 2] =
+        [(&["--workers", "3"], "multiple of the 3 workers"), (&["--striped", "--workers", "4"], "striped input needs the causal mask")];
+    for (extra, msg) in cases {
+        let mut args = vec!["run", "ring-fwd", "--q", &paths[0], "--k", &paths[1], "--v", &paths[2], "--out", &out_s];
+        args.extend_from_slice(extra);
+        let o = nki_cmd(&args);
+        let err = stderr(&o);
+        assert!(!o.status.success() && err.trim_end().lines().count() == 1 && err.contains(msg), "{args:?}: {err}");
     }
 }
 

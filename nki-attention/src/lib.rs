@@ -5,9 +5,24 @@ extern crate nki_core as nki;
 
 pub mod cte;
 pub mod ring_fwd;
+pub mod shard;
 
 use nki::emit::FunctionInfo;
 
 /// The kernels this crate registers for `nki emit`.
 pub static KERNELS: &[&FunctionInfo] =
     &[&cte::attention_cte::attention_cte::INFO, &ring_fwd::ring_attention_fwd::ring_attention_spmd_fwd::INFO];
+
+/// A configuration constant whose `assert_valid` runs at compile time (the body of
+/// [`cte_config!`] and [`ring_fwd_config!`]).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __checked_config {
+    ($ty:ty, $cfg:expr) => {{
+        const CFG: $ty = $cfg;
+        const _: () = {
+            CFG.assert_valid();
+        };
+        CFG
+    }};
+}

@@ -1,6 +1,7 @@
 //! `nki run <kernel>`: runs a library kernel in the emulator on `.npy` inputs.
 
 mod attention_cte;
+mod ring_fwd;
 
 use clap::{Args, Subcommand, ValueEnum};
 use nki::io::npy::{read_npy, write_tensor_npy};
@@ -18,6 +19,9 @@ pub struct RunArgs {
 enum Kernel {
     /// Prefill flash attention (`attention_cte`) on inputs in the kernel's layouts.
     AttentionCte(attention_cte::CteArgs),
+    /// Ring attention forward (`ring_attention_spmd_fwd`) on whole-sequence inputs,
+    /// sharded over `--workers` emulated ranks and gathered back.
+    RingFwd(ring_fwd::RingFwdArgs),
 }
 
 /// The emulator's numeric model.
@@ -68,6 +72,7 @@ pub fn save(path: &Path, t: &Tensor) -> Result<(), String> {
 pub fn run(args: &RunArgs) -> Result<(), String> {
     match &args.kernel {
         Kernel::AttentionCte(a) => attention_cte::run(a),
+        Kernel::RingFwd(a) => ring_fwd::run(a),
     }
 }
 

@@ -266,19 +266,34 @@ pub enum PyArg {
     None,
     /// An `nl` dtype (`nl.float32`, ...).
     Dtype(Dtype),
+    /// A Python tuple (e.g. replica groups: a tuple of tuples of ints).
+    Tuple(Vec<PyArg>),
 }
 
 /// Runs `kernel` of the emitted package `pkg` under the NumPy executor (one rank,
 /// `lnc` programs, `precision` "fp32" or "hardware") with positional `args` and
 /// keyword `kwargs`; returns its outputs' values.
 pub fn run_numpy_kwargs(pkg: &Path, kernel: &str, args: &[PyArg], kwargs: &[(&str, PyArg)], lnc: usize, precision: &str) -> Vec<Vec<f32>> {
+    run_numpy_kwargs_ranks(pkg, kernel, &[(args.to_vec(), kwargs.to_vec())], lnc, precision).swap_remove(0)
+}
+
+/// Runs `kernel` of the emitted package `pkg` under the NumPy executor with one
+/// rank per entry of `ranks` (its positional arguments and keyword arguments),
+/// `lnc` programs each and `precision`; returns every rank's outputs' values.
+pub fn run_numpy_kwargs_ranks(
+    pkg: &Path,
+    kernel: &str,
+    ranks: &[(Vec<PyArg>, Vec<(&str, PyArg)>)],
+    lnc: usize,
+    precision: &str,
+) -> Vec<Vec<Vec<f32>>> {
     let dir = scratch(&format!("npk_{kernel}_{}", unique()));
     let mut n = 0usize;
-    let mut encode = |a: &PyArg| -> String {
+    fn encode(a: &PyArg, dir: &Path, n: &mut usize) -> String {
         match a {
             PyArg::Tensor(shape, vals, dtype) => {
                 let p = dir.join(format!("in{n}.npy"));
-                n += 1;
+                *n += 1;
                 write_npy(&p, shape, &as_dtype(vals, *dtype), NpyType::F64).expect("writing an input");
                 format!("{{\"npy\": \"{}\", \"dtype\": \"{}\"}}", p.display(), dtype.nl_name())
             }
@@ -287,13 +302,24 @@ pub fn run_numpy_kwargs(pkg: &Path, kernel: &str, args: &[PyArg], kwargs: &[(&st
             PyArg::Bool(b) => format!("{{\"bool\": {b}}}"),
             PyArg::None => "{\"none\": true}".to_string(),
             PyArg::Dtype(d) => format!("{{\"dtype\": \"{}\"}}", d.nl_name()),
+            PyArg::Tuple(items) => {
+                let items: Vec<String> = items.iter().map(|i| encode(i, dir, n)).collect();
+                format!("{{\"tuple\": [{}]}}", items.join(", "))
+            }
         }
-    };
-    let positional: Vec<String> = args.iter().map(&mut encode).collect();
-    let keywords: Vec<String> = kwargs.iter().map(|(k, a)| format!("\"{k}\": {}", encode(a))).collect();
+    }
+    let mut positional = Vec::new();
+    let mut keywords = Vec::new();
+    for (args, kwargs) in ranks {
+        let p: Vec<String> = args.iter().map(|a| encode(a, &dir, &mut n)).collect();
+        let k: Vec<String> = kwargs.iter().map(|(k, a)| format!("\"{k}\": {}", encode(a, &dir, &mut n))).collect();
+        positional.push(format!("[{}]", p.join(", ")));
+        keywords.push(format!("{{{}}}", k.join(", ")));
+    }
     let spec = format!(
-        "{{\"kernel\": \"{kernel}\", \"lnc\": {lnc}, \"ranks\": 1, \"precision\": \"{precision}\", \"generation\": \"trn2\", \
-         \"args\": [[{}]], \"kwargs\": [{{{}}}]}}",
+        "{{\"kernel\": \"{kernel}\", \"lnc\": {lnc}, \"ranks\": {}, \"precision\": \"{precision}\", \"generation\": \"trn2\", \
+         \"args\": [{}], \"kwargs\": [{}]}}",
+        ranks.len(),
         positional.join(", "),
         keywords.join(", ")
     );
@@ -310,17 +336,22 @@ pub fn run_numpy_kwargs(pkg: &Path, kernel: &str, args: &[PyArg], kwargs: &[(&st
         &out_dir.display().to_string(),
     ]);
     assert!(ok, "NumPy run of {kernel} failed:\n{stdout}\n{stderr}");
-    let mut outs = Vec::new();
-    for i in 0.. {
-        let p = out_dir.join(format!("rank0_out{i}.npy"));
-        if !p.exists() {
-            break;
-        }
-        outs.push(read_npy(&p).expect("reading an output").data.iter().map(|&v| v as f32).collect());
-    }
-    assert!(!outs.is_empty(), "the NumPy run of {kernel} wrote no outputs");
+    let result = (0..ranks.len())
+        .map(|r| {
+            let mut outs = Vec::new();
+            for i in 0.. {
+                let p = out_dir.join(format!("rank{r}_out{i}.npy"));
+                if !p.exists() {
+                    break;
+                }
+                outs.push(read_npy(&p).expect("reading an output").data.iter().map(|&v| v as f32).collect());
+            }
+            assert!(!outs.is_empty(), "the NumPy run of {kernel} wrote no outputs for rank {r}");
+            outs
+        })
+        .collect();
     let _ = std::fs::remove_dir_all(&dir);
-    outs
+    result
 }
 
 /// A process-wide counter, so parallel tests get distinct scratch dirs.

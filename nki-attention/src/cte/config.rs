@@ -414,11 +414,7 @@ impl CteConfig {
 /// ```
 #[macro_export]
 macro_rules! cte_config {
-    ($cfg:expr) => {{
-        const CFG: $crate::cte::CteConfig = $cfg;
-        const _: () = {
-            CFG.assert_valid();
-        };
-        CFG
-    }};
+    ($cfg:expr) => {
+        $crate::__checked_config!($crate::cte::CteConfig, $cfg)
+    };
 }

@@ -194,7 +194,7 @@ fn run_permute(
                     bytes += s.numel() * s.dtype().size_bytes();
                 }
                 let vals = match reduce {
-                    None => (gather_cells(&psrcs[0]), psrcs[0].dtype()),
+                    None => (psrcs[0].gather_cells(), psrcs[0].dtype()),
                     Some(rop) => {
                         let a = psrcs[0].to_f32_vec();
                         let b = psrcs[1].to_f32_vec();
@@ -204,30 +204,15 @@ fn run_permute(
                 writes.push((dst.clone(), vals.0, vals.1));
             }
         }
-        for (dst, vals, src_dtype) in writes {
-            store(ctx.rounds(), &dst, &vals, src_dtype);
+        for (dst, mut vals, src_dtype) in writes {
+            dst.store_cells(src_dtype, &mut vals, ctx.rounds());
+            crate::tensor::give_back(vals);
         }
         let channels = parts.first().map_or(0, |(_, p)| p.channels.len());
         world.record_comm(CommEvent { op, ring: ring.clone(), seq, messages: n * channels, bytes });
         Ok(())
     })
     .map_err(|e| e.in_op(op))
-}
-
-fn gather_cells(t: &Tensor) -> Vec<f32> {
-    let mut out = Vec::new();
-    t.layout().gather(&t.read(), &mut out);
-    out
-}
-
-fn store(round: bool, dst: &Tensor, vals: &[f32], src_dtype: Dtype) {
-    let d = dst.dtype();
-    let mut cells = dst.write();
-    if src_dtype == d {
-        dst.layout().scatter_with(&mut cells, vals, |c| c);
-    } else {
-        dst.layout().scatter_with(&mut cells, vals, |v| d.f32_to_cell(src_dtype.cell_to_f32(v), round));
-    }
 }
 
 /// `ncc.collective_permute_implicit(srcs_by_channel, dsts_by_channel, replica_group)`:

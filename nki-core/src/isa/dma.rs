@@ -3,7 +3,7 @@
 use super::enums::{DgeMode, Engine, OobMode};
 use super::exec::mark_written;
 use crate::emulator::Ctx;
-use crate::tensor::Layout;
+use crate::tensor::{Layout, give_back};
 use crate::{Buffer, NkiError, Result, Tensor};
 
 /// Optional arguments of [`dma_copy`].
@@ -31,24 +31,10 @@ fn no_psum(op: &str, role: &str, t: &Tensor) -> Result<()> {
     Ok(())
 }
 
-/// Reads a view as cells in logical order (one read lock, released on return).
-fn gather_cells(t: &Tensor) -> Vec<f32> {
-    let mut out = Vec::new();
-    t.layout().gather(&t.read(), &mut out);
-    out
-}
-
-/// Writes `cells` of `src_dtype` into `dst`, converting through fp32 when the dtypes differ.
-fn store_cells(ctx: &Ctx, dst: &Tensor, src_dtype: crate::Dtype, cells: &[f32]) {
-    let d = dst.dtype();
-    let round = ctx.rounds();
-    let mut g = dst.write();
-    if d == src_dtype {
-        dst.layout().scatter_with(&mut g, cells, |c| c);
-    } else {
-        dst.layout().scatter_with(&mut g, cells, |c| d.f32_to_cell(src_dtype.cell_to_f32(c), round));
-    }
-    drop(g);
+/// Copies `cells` (raw cells of `src_dtype`) into `dst`, then recycles the buffer.
+fn store_cells(ctx: &Ctx, dst: &Tensor, src_dtype: crate::Dtype, mut cells: Vec<f32>) {
+    dst.store_cells(src_dtype, &mut cells, ctx.rounds());
+    give_back(cells);
     mark_written(dst);
 }
 
@@ -78,8 +64,7 @@ pub fn dma_copy(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: DmaCopyOpts<'_>) ->
             ),
         ));
     }
-    let cells = gather_cells(src);
-    store_cells(ctx, dst, src.dtype(), &cells);
+    store_cells(ctx, dst, src.dtype(), src.gather_cells());
     Ok(())
 }
 
@@ -141,8 +126,8 @@ pub fn dma_transpose(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: DmaTransposeOp
     // Read src through a permuted view so the cells come out in dst's logical order.
     let sl = src.layout();
     let permuted = Layout { offset: sl.offset, shape: want, strides: axes.iter().map(|&a| sl.strides[a]).collect() };
-    let mut cells = Vec::new();
+    let mut cells = crate::tensor::take(permuted.numel());
     permuted.gather(&src.read(), &mut cells);
-    store_cells(ctx, dst, src.dtype(), &cells);
+    store_cells(ctx, dst, src.dtype(), cells);
     Ok(())
 }

@@ -133,10 +133,10 @@ pub fn ndarray(ctx: &Ctx, shape: &[i64], dtype: Dtype, opts: NdarrayOpts<'_>) ->
         }
         let kind = if buffer == Buffer::Psum { OnChip::Psum } else { OnChip::Sbuf };
         let lease = ctx.pool.acquire(kind, bytes, name).map_err(|e| e.in_op(OP))?;
-        let cells = vec![Storage::uninit_cell(dtype); numel];
+        let cells = crate::tensor::filled(numel, Storage::uninit_cell(dtype));
         return Ok(Tensor::from_storage(Storage::new(name, dtype, buffer, &dims, cells, Some(lease))));
     }
-    let make = || Tensor::from_storage(Storage::hbm(name, dtype, buffer, &dims, vec![Storage::uninit_cell(dtype); numel]));
+    let make = || Tensor::from_storage(Storage::hbm(name, dtype, buffer, &dims, crate::tensor::filled(numel, Storage::uninit_cell(dtype))));
     if buffer == Buffer::SharedHbm {
         ctx.shared_allocation(make, |t| {
             if t.shape() != dims.as_slice() || t.dtype() != dtype {

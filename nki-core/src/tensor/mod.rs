@@ -8,6 +8,7 @@ mod buffer;
 mod index;
 mod layout;
 mod outputs;
+mod recycle;
 mod storage;
 mod view;
 
@@ -15,6 +16,7 @@ pub use buffer::Buffer;
 pub use index::{__with_step, Idx, IndexInt};
 pub use layout::{Layout, row_major_strides};
 pub use outputs::Outputs;
+pub(crate) use recycle::{filled, give_back, take};
 pub(crate) use storage::Storage;
 
 use crate::{Dtype, ErrorKind, NkiError, Result};
@@ -145,6 +147,31 @@ impl Tensor {
 
     pub(crate) fn write(&self) -> RwLockWriteGuard<'_, Vec<f32>> {
         self.st.cells.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The view's raw cells in logical order (one read lock, released on return),
+    /// in a buffer to hand back with [`recycle::give_back`] when done.
+    pub(crate) fn gather_cells(&self) -> Vec<f32> {
+        let mut out = recycle::take(self.numel());
+        self.layout.gather(&self.read(), &mut out);
+        out
+    }
+
+    /// Writes raw `cells` of `src_dtype` into the view, converting through fp32
+    /// when the dtypes differ (float results rounded when `round`); `cells` is
+    /// converted in place.
+    pub(crate) fn store_cells(&self, src_dtype: Dtype, cells: &mut [f32], round: bool) {
+        let d = self.dtype();
+        if d != src_dtype {
+            if d.is_float() && src_dtype.is_float() {
+                if round {
+                    crate::dtype::round_slice(d, cells);
+                }
+            } else {
+                cells.iter_mut().for_each(|c| *c = d.f32_to_cell(src_dtype.cell_to_f32(*c), round));
+            }
+        }
+        self.layout.scatter_with(&mut self.write(), cells, |c| c);
     }
 
     /// The view's values as `f32`, in logical (row-major) order.

@@ -75,3 +75,10 @@ impl Storage {
         if dtype.is_float() { f32::NAN } else { dtype.i64_to_cell(0x5A5A5A5A) }
     }
 }
+
+impl Drop for Storage {
+    fn drop(&mut self) {
+        let cells = self.cells.get_mut().unwrap_or_else(|e| e.into_inner());
+        super::recycle::give_back(std::mem::take(cells));
+    }
+}

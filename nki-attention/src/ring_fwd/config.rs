@@ -1,0 +1,285 @@
+//! The typed configuration of `ring_attention_spmd_fwd`, whose rules are checked
+//! at compile time when the configuration is a constant (see
+//! [`ring_fwd_config!`](crate::ring_fwd_config)).
+
+use nki::Dtype;
+use nki::hw::Generation;
+use std::fmt;
+
+/// Static per-rank shapes of a ring launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RingDims {
+    /// Batch.
+    pub batch: i64,
+    /// Heads (the kernel is MHA only: Q and K/V share them).
+    pub heads: i64,
+    /// Tokens per rank.
+    pub seqlen: i64,
+    /// Head dimension.
+    pub head_dim: i64,
+}
+
+/// Every flag of `ring_attention_spmd_fwd` and, optionally, its shapes.
+///
+/// Built with `const fn` setters; wrapped in
+/// [`ring_fwd_config!`](crate::ring_fwd_config) its rules become compile errors:
+///
+/// ```compile_fail
+/// use nki_attention::{ring_fwd_config, ring_fwd::RingFwdConfig};
+/// // Striped input needs the causal mask.
+/// let cfg = ring_fwd_config!(RingFwdConfig::new(4).striped(true));
+/// ```
+///
+/// ```
+/// use nki_attention::{ring_fwd_config, ring_fwd::RingFwdConfig};
+/// let cfg = ring_fwd_config!(RingFwdConfig::new(4).causal(true).striped(true).training(true));
+/// assert_eq!(cfg.num_workers, 4);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RingFwdConfig {
+    /// Ranks in each ring.
+    pub num_workers: i64,
+    /// Causal mask over global positions.
+    pub causal: bool,
+    /// Rank `r` holds the tokens `t` with `t mod num_workers == r` (else contiguous blocks).
+    pub striped: bool,
+    /// Also return the log-sum-exp.
+    pub training: bool,
+    /// Dtype of the log-sum-exp.
+    pub lse_dtype: Dtype,
+    /// `q` is `[b, h, seqlen, d]` (else `[b, h, d, seqlen]`).
+    pub tp_q: bool,
+    /// `k` is `[b, h, seqlen, d]` (else `[b, h, d, seqlen]`).
+    pub tp_k: bool,
+    /// Softmax scale (default `1/sqrt(d)`).
+    pub softmax_scale: Option<f64>,
+    /// The rings, in send order (empty: one ring of `num_workers` ranks `0..num_workers`).
+    pub replica_groups: &'static [&'static [i64]],
+    /// Static per-rank shapes, checked against the limits when given.
+    pub dims: Option<RingDims>,
+    /// The generation the kernel targets.
+    pub target: Generation,
+}
+
+/// One rule of `ring_attention_spmd_fwd` (the library's asserts and the
+/// conditions it leaves unchecked).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RingFwdRule {
+    /// F1: Trainium2 or later.
+    NeedsTrn2,
+    /// At least one worker.
+    WorkersPositive,
+    /// F8: at most 32 workers with the causal mask.
+    TooManyCausalWorkers,
+    /// F6: striped input needs the causal mask.
+    StripedNeedsCausal,
+    /// Every replica group holds `num_workers` ranks.
+    GroupSize,
+    /// Rank ids are distinct, non-negative and cover `0..ranks`.
+    GroupRanks,
+    /// F3: head dim within `1..=128`.
+    HeadDim,
+    /// F4: tokens per rank a positive multiple of 128.
+    SeqlenMultiple,
+    /// Batch and heads positive.
+    BatchHeads,
+}
+
+impl RingFwdRule {
+    /// The rule in words (a `const` string, usable in compile-time panics).
+    pub const fn message(self) -> &'static str {
+        match self {
+            RingFwdRule::NeedsTrn2 => "ring_attention_spmd_fwd: needs Trainium2 or later (trn1 is not supported)",
+            RingFwdRule::WorkersPositive => "ring_attention_spmd_fwd: num_workers must be >= 1",
+            RingFwdRule::TooManyCausalWorkers => {
+                "ring_attention_spmd_fwd: the causal mask supports at most 32 workers (attention_cte's global_cp_deg)"
+            }
+            RingFwdRule::StripedNeedsCausal => "ring_attention_spmd_fwd: striped input needs the causal mask",
+            RingFwdRule::GroupSize => "ring_attention_spmd_fwd: every replica group must hold num_workers ranks",
+            RingFwdRule::GroupRanks => "ring_attention_spmd_fwd: replica groups must name each rank 0..groups x num_workers exactly once",
+            RingFwdRule::HeadDim => "ring_attention_spmd_fwd: the head dim must be within 1..=128",
+            RingFwdRule::SeqlenMultiple => "ring_attention_spmd_fwd: the tokens per rank must be a positive multiple of 128",
+            RingFwdRule::BatchHeads => "ring_attention_spmd_fwd: batch and heads must be positive",
+        }
+    }
+}
+
+impl fmt::Display for RingFwdRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.message())
+    }
+}
+
+impl RingFwdConfig {
+    /// The Python defaults for a ring of `num_workers`: non-causal, contiguous,
+    /// no LSE, `q` and `k` d-major, scale `1/sqrt(d)`, one ring, trn2.
+    pub const fn new(num_workers: i64) -> RingFwdConfig {
+        RingFwdConfig {
+            num_workers,
+            causal: false,
+            striped: false,
+            training: false,
+            lse_dtype: Dtype::F32,
+            tp_q: false,
+            tp_k: false,
+            softmax_scale: None,
+            replica_groups: &[],
+            dims: None,
+            target: Generation::Trn2,
+        }
+    }
+
+    /// Sets [`causal`](Self::causal).
+    pub const fn causal(mut self, on: bool) -> Self {
+        self.causal = on;
+        self
+    }
+
+    /// Sets [`striped`](Self::striped).
+    pub const fn striped(mut self, on: bool) -> Self {
+        self.striped = on;
+        self
+    }
+
+    /// Sets [`training`](Self::training).
+    pub const fn training(mut self, on: bool) -> Self {
+        self.training = on;
+        self
+    }
+
+    /// Sets [`lse_dtype`](Self::lse_dtype).
+    pub const fn lse_dtype(mut self, dtype: Dtype) -> Self {
+        self.lse_dtype = dtype;
+        self
+    }
+
+    /// Sets the two layout flags.
+    pub const fn layouts(mut self, tp_q: bool, tp_k: bool) -> Self {
+        self.tp_q = tp_q;
+        self.tp_k = tp_k;
+        self
+    }
+
+    /// Sets [`softmax_scale`](Self::softmax_scale).
+    pub const fn softmax_scale(mut self, scale: f64) -> Self {
+        self.softmax_scale = Some(scale);
+        self
+    }
+
+    /// Sets [`replica_groups`](Self::replica_groups).
+    pub const fn replica_groups(mut self, groups: &'static [&'static [i64]]) -> Self {
+        self.replica_groups = groups;
+        self
+    }
+
+    /// Sets static per-rank shapes (checked against the limits).
+    pub const fn dims(mut self, dims: RingDims) -> Self {
+        self.dims = Some(dims);
+        self
+    }
+
+    /// Sets the target generation.
+    pub const fn target(mut self, target: Generation) -> Self {
+        self.target = target;
+        self
+    }
+
+    /// Number of rings.
+    pub const fn rings(&self) -> usize {
+        if self.replica_groups.is_empty() { 1 } else { self.replica_groups.len() }
+    }
+
+    /// Ranks a launch needs: every ring's workers.
+    pub const fn ranks(&self) -> usize {
+        self.rings() * self.num_workers as usize
+    }
+
+    /// The first rule this configuration breaks.
+    pub const fn violation(&self) -> Option<RingFwdRule> {
+        if matches!(self.target, Generation::Trn1) {
+            return Some(RingFwdRule::NeedsTrn2);
+        }
+        if self.num_workers < 1 {
+            return Some(RingFwdRule::WorkersPositive);
+        }
+        if self.causal && self.num_workers > 32 {
+            return Some(RingFwdRule::TooManyCausalWorkers);
+        }
+        if self.striped && !self.causal {
+            return Some(RingFwdRule::StripedNeedsCausal);
+        }
+        if let Some(rule) = self.group_violation() {
+            return Some(rule);
+        }
+        if let Some(d) = self.dims {
+            if d.batch < 1 || d.heads < 1 {
+                return Some(RingFwdRule::BatchHeads);
+            }
+            if d.head_dim < 1 || d.head_dim > 128 {
+                return Some(RingFwdRule::HeadDim);
+            }
+            if d.seqlen < 128 || d.seqlen % 128 != 0 {
+                return Some(RingFwdRule::SeqlenMultiple);
+            }
+        }
+        None
+    }
+
+    /// Group sizes, then that the rank ids are a permutation of `0..ranks`.
+    const fn group_violation(&self) -> Option<RingFwdRule> {
+        let groups = self.replica_groups;
+        let ranks = self.ranks();
+        let mut g = 0;
+        while g < groups.len() {
+            if groups[g].len() as i64 != self.num_workers {
+                return Some(RingFwdRule::GroupSize);
+            }
+            g += 1;
+        }
+        // Each id in range and seen once: count occurrences of every id.
+        let mut id = 0;
+        while id < ranks && !groups.is_empty() {
+            let mut seen = 0;
+            let mut g = 0;
+            while g < groups.len() {
+                let mut j = 0;
+                while j < groups[g].len() {
+                    if groups[g][j] == id as i64 {
+                        seen += 1;
+                    }
+                    j += 1;
+                }
+                g += 1;
+            }
+            if seen != 1 {
+                return Some(RingFwdRule::GroupRanks);
+            }
+            id += 1;
+        }
+        None
+    }
+
+    /// Panics (a compile error in a `const`) when a rule is broken.
+    pub const fn assert_valid(self) -> Self {
+        if let Some(rule) = self.violation() {
+            panic!("{}", rule.message());
+        }
+        self
+    }
+}
+
+/// A checked [`RingFwdConfig`] constant: breaking one of the kernel's rules is a
+/// compile error naming the rule.
+///
+/// ```
+/// use nki_attention::{ring_fwd_config, ring_fwd::RingFwdConfig};
+/// const GROUPS: &[&[i64]] = &[&[0, 4], &[1, 5], &[2, 6], &[3, 7]];
+/// let cfg = ring_fwd_config!(RingFwdConfig::new(2).replica_groups(GROUPS));
+/// assert_eq!(cfg.ranks(), 8);
+/// ```
+#[macro_export]
+macro_rules! ring_fwd_config {
+    ($cfg:expr) => {
+        $crate::__checked_config!($crate::ring_fwd::RingFwdConfig, $cfg)
+    };
+}

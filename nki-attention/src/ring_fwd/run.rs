@@ -1,0 +1,196 @@
+//! Running `ring_attention_spmd_fwd` over a ring of emulated ranks with a
+//! [`RingFwdConfig`]: per-rank inputs, the query-scaling contract made explicit,
+//! run-time checks naming the parameter, and typed outputs.
+
+use super::config::{RingFwdConfig, RingFwdRule};
+use super::ring_attention_fwd::ring_attention_spmd_fwd;
+use nki::collectives::CommEvent;
+use nki::{Launch, NkiError, Result, Tensor};
+
+/// The queries of every rank, and whether the softmax scale is already in them.
+///
+/// With the causal mask the kernel cannot scale scores itself (`attention_cte`
+/// takes scale 1.0 in context-parallel mode), so the caller must pre-scale Q.
+/// Saying which kind of Q this is lets [`RingFwdConfig::launch`] do it right in
+/// every mode: raw queries are scaled here, pre-scaled ones are checked against
+/// the configured scale.
+#[derive(Clone, Copy, Debug)]
+pub enum Queries<'a> {
+    /// Unscaled queries, one tensor per rank.
+    Raw(&'a [Tensor]),
+    /// Queries already multiplied by `scale`, one tensor per rank.
+    Prescaled {
+        /// The queries.
+        q: &'a [Tensor],
+        /// The factor they were multiplied by.
+        scale: f64,
+    },
+}
+
+/// The per-rank tensors of one ring launch, in the kernel's layouts (rank `i` of
+/// each slice runs on emulated rank `i`).
+#[derive(Clone, Copy, Debug)]
+pub struct RingFwdInputs<'a> {
+    /// Queries.
+    pub q: Queries<'a>,
+    /// Keys.
+    pub k: &'a [Tensor],
+    /// Values.
+    pub v: &'a [Tensor],
+}
+
+/// What a ring launch returns.
+#[derive(Clone, Debug)]
+pub struct RingFwdOutputs {
+    /// Each rank's output, `[b, h, seqlen, d]`.
+    pub out: Vec<Tensor>,
+    /// With `training`: each rank's log-sum-exp, `[b, h, 128, seqlen / 128]`.
+    pub lse: Option<Vec<Tensor>>,
+    /// The collectives the ring performed, in completion order.
+    pub comm: Vec<CommEvent>,
+}
+
+fn shape_i64(t: &Tensor) -> Vec<i64> {
+    t.shape().iter().map(|&x| x as i64).collect()
+}
+
+impl RingFwdConfig {
+    /// The error for a broken rule: the parameter, its value and the rule.
+    pub fn rule_error(&self, rule: RingFwdRule) -> NkiError {
+        let d = self.dims;
+        let (param, value): (&str, String) = match rule {
+            RingFwdRule::NeedsTrn2 => ("target", self.target.to_string()),
+            RingFwdRule::WorkersPositive | RingFwdRule::TooManyCausalWorkers => ("num_workers", self.num_workers.to_string()),
+            RingFwdRule::StripedNeedsCausal => ("striped_input", "true without use_causal_mask".into()),
+            RingFwdRule::GroupSize | RingFwdRule::GroupRanks => ("replica_groups", format!("{:?}", self.replica_groups)),
+            RingFwdRule::HeadDim => ("d", d.map_or(0, |d| d.head_dim).to_string()),
+            RingFwdRule::SeqlenMultiple => ("seqlen", d.map_or(0, |d| d.seqlen).to_string()),
+            RingFwdRule::BatchHeads => ("b, h", d.map_or(String::new(), |d| format!("{}, {}", d.batch, d.heads))),
+        };
+        NkiError::argument(param, value, rule.message())
+    }
+
+    /// The softmax scale for head dim `d`: the configured one, else `1/sqrt(d)`.
+    pub fn scale_for(&self, d: usize) -> f64 {
+        self.softmax_scale.unwrap_or(1.0 / (d as f64).sqrt())
+    }
+
+    /// Checks the rules, the launch and the inputs: one tensor of each kind per
+    /// rank, MHA shapes that agree with each other, the dims and the pre-scaling.
+    pub fn check(&self, launch: &Launch, inputs: &RingFwdInputs<'_>) -> Result<()> {
+        if let Some(rule) = self.violation() {
+            return Err(self.rule_error(rule));
+        }
+        let ranks = self.ranks();
+        if launch.num_ranks() != ranks {
+            return Err(NkiError::argument(
+                "ranks",
+                launch.num_ranks(),
+                &format!("the launch must have {ranks} ranks ({} ring(s) of {} workers)", self.rings(), self.num_workers),
+            ));
+        }
+        let (qs, prescaled) = match inputs.q {
+            Queries::Raw(q) => (q, None),
+            Queries::Prescaled { q, scale } => (q, Some(scale)),
+        };
+        for (name, list) in [("q", qs), ("k", inputs.k), ("v", inputs.v)] {
+            if list.len() != ranks {
+                return Err(NkiError::argument(name, format!("{} tensors", list.len()), &format!("needs one tensor per rank ({ranks})")));
+            }
+        }
+        let q0 = shape_i64(&qs[0]);
+        if q0.len() != 4 {
+            return Err(NkiError::argument("q", format!("shape {q0:?}"), "must be 4-d"));
+        }
+        let [b, h, d, s] = if self.tp_q { [q0[0], q0[1], q0[3], q0[2]] } else { [q0[0], q0[1], q0[2], q0[3]] };
+        if let Some(dims) = self.dims {
+            let got = super::RingDims { batch: b, heads: h, seqlen: s, head_dim: d };
+            if got != dims {
+                return Err(NkiError::argument("q", format!("shape {q0:?}"), &format!("the configuration's dims are {dims:?}")));
+            }
+        }
+        let derived = RingFwdConfig { dims: Some(super::RingDims { batch: b, heads: h, seqlen: s, head_dim: d }), ..*self };
+        if let Some(rule) = derived.violation() {
+            return Err(derived.rule_error(rule));
+        }
+        let q_want = if self.tp_q { [b, h, s, d] } else { [b, h, d, s] };
+        let k_want = if self.tp_k { [b, h, s, d] } else { [b, h, d, s] };
+        for (r, ((q, k), v)) in qs.iter().zip(inputs.k).zip(inputs.v).enumerate() {
+            for (name, t, want, why) in [
+                ("q", q, q_want, "every rank holds the same number of tokens"),
+                ("k", k, k_want, "MHA: K has q's batch, heads, seqlen and head dim"),
+                ("v", v, [b, h, s, d], "V is [b, h, seqlen, d] like q"),
+            ] {
+                let got = shape_i64(t);
+                if got != want {
+                    return Err(NkiError::argument(&format!("{name}[{r}]"), format!("shape {got:?}"), &format!("must be {want:?}: {why}")));
+                }
+            }
+        }
+        if let Some(given) = prescaled {
+            let want = self.scale_for(d as usize);
+            if (given - want).abs() > 1e-9 * want.abs() {
+                return Err(NkiError::argument(
+                    "q",
+                    format!("pre-scaled by {given}"),
+                    &format!("the softmax scale is {want}; pre-scale by it or pass raw queries"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks, then runs the ring on every rank (and LNC program) of `launch`.
+    ///
+    /// Raw queries are multiplied by the scale (in fp32, rounded to their dtype)
+    /// when the mask is causal; pre-scaled ones run with `softmax_scale = 1.0`.
+    pub fn launch(&self, launch: &Launch, inputs: &RingFwdInputs<'_>) -> Result<RingFwdOutputs> {
+        self.check(launch, inputs)?;
+        let (qs, prescaled) = match inputs.q {
+            Queries::Raw(q) => (q, false),
+            Queries::Prescaled { q, .. } => (q, true),
+        };
+        let d = if self.tp_q { qs[0].shape()[3] } else { qs[0].shape()[2] };
+        let scale = self.scale_for(d);
+        let scaled: Vec<Tensor>;
+        let (q_run, kernel_scale) = match (prescaled, self.causal) {
+            (true, _) => (qs, 1.0),
+            (false, false) => (qs, scale),
+            (false, true) => {
+                scaled = qs.iter().map(|q| scale_values(q, scale)).collect::<Result<_>>()?;
+                (scaled.as_slice(), 1.0)
+            }
+        };
+        let groups: Vec<Vec<i64>> = self.replica_groups.iter().map(|g| g.to_vec()).collect();
+        let report = launch.run_all(|ctx| {
+            let r = ctx.rank();
+            ring_attention_spmd_fwd::Call::new(&q_run[r], &inputs.k[r], &inputs.v[r])
+                .replica_groups((!groups.is_empty()).then(|| groups.clone()))
+                .num_workers(self.num_workers)
+                .softmax_scale(kernel_scale)
+                .use_causal_mask(self.causal)
+                .striped_input(self.striped)
+                .training(self.training)
+                .lse_dtype(self.lse_dtype)
+                .tp_q(self.tp_q)
+                .tp_k(self.tp_k)
+                .run(ctx)
+        })?;
+        let mut out = Vec::with_capacity(report.results.len());
+        let mut lse = Vec::new();
+        for mut programs in report.results {
+            let mut it = programs.swap_remove(0).into_vec().into_iter();
+            out.push(it.next().ok_or_else(|| NkiError::new(nki::ErrorKind::Shape, "ring_attention_spmd_fwd returned no output"))?);
+            lse.extend(it.next());
+        }
+        Ok(RingFwdOutputs { out, lse: self.training.then_some(lse), comm: report.comm })
+    }
+}
+
+/// `q · scale` computed in fp32 and rounded to `q`'s dtype (how the library's
+/// tests pre-scale queries).
+fn scale_values(q: &Tensor, scale: f64) -> Result<Tensor> {
+    let s = scale as f32;
+    let vals: Vec<f32> = q.to_f32_vec().iter().map(|&x| x * s).collect();
+    Tensor::from_f32(q.shape(), &vals, q.dtype())
+}

@@ -1,0 +1,160 @@
+//! Whole-sequence tensors to and from the ranks of a ring.
+//!
+//! Ring kernels see `S_local = S_total / W` tokens per rank. [`shard`] cuts a
+//! global `[b, h, S_total, d]` tensor into per-rank tensors in a kernel's layout,
+//! [`unshard`] and [`unshard_lse`] put per-rank results back in global order.
+//!
+//! ```
+//! use nki_attention::shard::{SeqLayout, shard, unshard};
+//! use nki_core::{Dtype, Tensor};
+//! let x = Tensor::from_f32(&[1, 1, 4, 1], &[0.0, 1.0, 2.0, 3.0], Dtype::F32).unwrap();
+//! let parts = shard(&x, 2, SeqLayout::Striped, false).unwrap();
+//! assert_eq!(parts[1].to_f32_vec(), vec![1.0, 3.0]); // tokens 1 and 3
+//! assert_eq!(unshard(&parts, SeqLayout::Striped, false).unwrap().to_f32_vec(), x.to_f32_vec());
+//! ```
+
+use nki::{NkiError, Result, Tensor};
+
+/// How a sequence is split across the `W` ranks of a ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SeqLayout {
+    /// Rank `r` holds tokens `[r·S_local, (r+1)·S_local)`.
+    Contiguous,
+    /// Rank `r` holds tokens `t` with `t mod W == r` (local `i` is global `i·W + r`).
+    Striped,
+}
+
+impl SeqLayout {
+    /// The global position of local token `i` of ring position `r`.
+    pub fn global(self, r: usize, i: usize, workers: usize, s_local: usize) -> usize {
+        match self {
+            SeqLayout::Contiguous => r * s_local + i,
+            SeqLayout::Striped => i * workers + r,
+        }
+    }
+}
+
+/// `[b, h, s, d]` of a 4-d tensor, or an error naming `param`.
+fn dims4(param: &str, t: &Tensor) -> Result<[usize; 4]> {
+    <[usize; 4]>::try_from(t.shape())
+        .map_err(|_| NkiError::argument(param, format!("shape {:?}", t.shape()), "must be 4-d [b, h, seqlen, d]"))
+}
+
+/// Splits `global` (`[b, h, S_total, d]`) into `workers` tensors of its dtype,
+/// `[b, h, S_local, d]` each (`[b, h, d, S_local]` when `d_major`).
+pub fn shard(global: &Tensor, workers: usize, layout: SeqLayout, d_major: bool) -> Result<Vec<Tensor>> {
+    let [b, h, st, d] = dims4("global", global)?;
+    if workers == 0 || st % workers != 0 {
+        return Err(NkiError::argument("S_total", st, &format!("must be a multiple of the {workers} workers")));
+    }
+    let sl = st / workers;
+    let g = global.to_f32_vec();
+    (0..workers)
+        .map(|r| {
+            let mut vals = vec![0f32; b * h * sl * d];
+            for bh in 0..b * h {
+                for i in 0..sl {
+                    let src = (bh * st + layout.global(r, i, workers, sl)) * d;
+                    for c in 0..d {
+                        let dst = if d_major { (bh * d + c) * sl + i } else { (bh * sl + i) * d + c };
+                        vals[dst] = g[src + c];
+                    }
+                }
+            }
+            let shape = if d_major { [b, h, d, sl] } else { [b, h, sl, d] };
+            Tensor::from_f32(&shape, &vals, global.dtype())
+        })
+        .collect()
+}
+
+/// Puts per-rank `[b, h, S_local, d]` tensors (`[b, h, d, S_local]` when
+/// `d_major`) back into one `[b, h, S_total, d]` tensor of their dtype.
+pub fn unshard(parts: &[Tensor], layout: SeqLayout, d_major: bool) -> Result<Tensor> {
+    let first = parts.first().ok_or_else(|| NkiError::argument("parts", "[]", "needs one tensor per rank"))?;
+    let [b, h, x, y] = dims4("parts[0]", first)?;
+    let (sl, d) = if d_major { (y, x) } else { (x, y) };
+    let (w, st) = (parts.len(), parts.len() * sl);
+    let mut vals = vec![0f32; b * h * st * d];
+    for (r, p) in parts.iter().enumerate() {
+        if p.shape() != first.shape() {
+            return Err(NkiError::argument(
+                &format!("parts[{r}]"),
+                format!("shape {:?}", p.shape()),
+                &format!("must match parts[0] {:?}", first.shape()),
+            ));
+        }
+        let local = p.to_f32_vec();
+        for bh in 0..b * h {
+            for i in 0..sl {
+                let dst = (bh * st + layout.global(r, i, w, sl)) * d;
+                for c in 0..d {
+                    let src = if d_major { (bh * d + c) * sl + i } else { (bh * sl + i) * d + c };
+                    vals[dst + c] = local[src];
+                }
+            }
+        }
+    }
+    Tensor::from_f32(&[b, h, st, d], &vals, first.dtype())
+}
+
+/// Puts per-rank log-sum-exps (`[b, h, 128, S_local / 128]`, row `128 g + p` at
+/// `[.., p, g]`) back into one `[b, h, S_total]` tensor.
+pub fn unshard_lse(parts: &[Tensor], layout: SeqLayout) -> Result<Tensor> {
+    let first = parts.first().ok_or_else(|| NkiError::argument("parts", "[]", "needs one tensor per rank"))?;
+    let [b, h, p128, groups] = dims4("parts[0]", first)?;
+    if p128 != 128 {
+        return Err(NkiError::argument("parts[0]", format!("shape {:?}", first.shape()), "an LSE is [b, h, 128, S_local / 128]"));
+    }
+    let (w, sl) = (parts.len(), 128 * groups);
+    let st = w * sl;
+    let mut vals = vec![0f32; b * h * st];
+    for (r, p) in parts.iter().enumerate() {
+        let local = p.to_f32_vec();
+        for bh in 0..b * h {
+            for i in 0..sl {
+                vals[bh * st + layout.global(r, i, w, sl)] = local[(bh * 128 + i % 128) * groups + i / 128];
+            }
+        }
+    }
+    Tensor::from_f32(&[b, h, st], &vals, first.dtype())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nki::Dtype;
+
+    #[test]
+    fn shard_and_unshard_round_trip_in_both_layouts() {
+        let (b, h, st, d) = (1, 2, 12, 3);
+        let vals: Vec<f32> = (0..b * h * st * d).map(|i| i as f32).collect();
+        let x = Tensor::from_f32(&[b, h, st, d], &vals, Dtype::F32).unwrap();
+        for layout in [SeqLayout::Contiguous, SeqLayout::Striped] {
+            for d_major in [false, true] {
+                let parts = shard(&x, 3, layout, d_major).unwrap();
+                assert_eq!(parts[0].shape(), if d_major { &[1, 2, 3, 4] } else { &[1, 2, 4, 3] });
+                // Local token 1 of rank 2, head 1, feature 0: [0, 1, 1, 0] or [0, 1, 0, 1].
+                let t = layout.global(2, 1, 3, 4);
+                let local = parts[2].to_f32_vec();
+                let at = if d_major { 3 * 4 + 1 } else { (4 + 1) * 3 };
+                assert_eq!(local[at], vals[(st + t) * d], "{layout:?} d_major={d_major}");
+                assert_eq!(unshard(&parts, layout, d_major).unwrap().to_f32_vec(), vals);
+            }
+        }
+        assert_eq!(SeqLayout::Striped.global(2, 1, 3, 4), 5);
+        assert_eq!(SeqLayout::Contiguous.global(2, 1, 3, 4), 9);
+        assert!(shard(&x, 5, SeqLayout::Contiguous, false).unwrap_err().message.contains("multiple of the 5 workers"));
+    }
+
+    #[test]
+    fn lse_rows_follow_the_group_layout() {
+        // Two ranks of 256 tokens: element [p, g] is local row 128 g + p.
+        let part = |r: usize| {
+            let vals: Vec<f32> = (0..256).map(|k| (r * 1000 + (k % 2) * 128 + k / 2) as f32).collect();
+            Tensor::from_f32(&[1, 1, 128, 2], &vals, Dtype::F32).unwrap()
+        };
+        let g = unshard_lse(&[part(0), part(1)], SeqLayout::Contiguous).unwrap().to_f32_vec();
+        assert_eq!(g.len(), 512);
+        assert!((0..512).all(|t| g[t] == ((t / 256) * 1000 + t % 256) as f32));
+    }
+}

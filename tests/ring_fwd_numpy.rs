@@ -1,0 +1,207 @@
+//! The emitted `ring_attention_fwd.py` (NKI 2.x Python): it passes the signature
+//! check against the official NKI tables, imports `attention_cte` from its own
+//! package, and run under the NumPy executor of `tests/python/nki_harness` (ranks
+//! as threads, fp32) agrees with the emulator within `1e-5·max|emulator| + 1e-6`
+//! on the output and the LSE — and both agree with the float64 reference.
+
+mod common;
+
+use common::attention::{PyArg, run_numpy_kwargs_ranks};
+use common::ring::Ring;
+use common::{as_dtype, assert_close, errors, tensor, uniform};
+use nki::attention::ring_fwd::ring_attention_fwd::ring_attention_spmd_fwd;
+use nki::{Dtype, Launch, Precision};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+const RTOL: f64 = 1e-5;
+const ATOL: f64 = 1e-6;
+
+/// The package emitted for the ring kernel alone (it pulls in what it calls).
+fn package() -> &'static Path {
+    static PKG: OnceLock<PathBuf> = OnceLock::new();
+    PKG.get_or_init(|| common::package_of("ring_fwd_pkg", &[&ring_attention_spmd_fwd::INFO]))
+}
+
+#[test]
+fn emitted_package_passes_the_check_and_imports_attention_cte() {
+    let pkg = package();
+    let (ok, out, err) = common::harness(&["check", &pkg.display().to_string()]);
+    assert!(ok, "signature check failed:\n{out}{err}");
+    let src = std::fs::read_to_string(pkg.join("ring_attention_fwd.py")).expect("the package holds ring_attention_fwd.py");
+    assert!(
+        src.contains("\nfrom .attention_cte import attention_cte\n"),
+        "ring_attention_fwd.py must import attention_cte from the package:\n{src}"
+    );
+    assert!(!src.contains("def attention_cte("), "ring_attention_fwd.py must not define its own attention_cte");
+    assert!(src.contains("\n@nki.jit\ndef ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax_scale=None, use_causal_mask=False, striped_input=False, training=False, lse_dtype=nl.float32, tp_q=False, tp_k=False):"), "the library's signature");
+    let cte = std::fs::read_to_string(pkg.join("attention_cte.py")).expect("the package holds attention_cte.py");
+    assert!(cte.contains("def attention_cte("), "attention_cte.py defines attention_cte");
+    let init = std::fs::read_to_string(pkg.join("__init__.py")).expect("__init__.py");
+    assert!(init.contains("ring_attention_spmd_fwd"), "__init__.py re-exports the kernel:\n{init}");
+}
+
+/// One NumPy-vs-emulator case; `groups` lists the rings (rank ids in ring order)
+/// of a launch with more ranks than `ring.w`.
+struct Case {
+    name: &'static str,
+    ring: Ring,
+    causal: bool,
+    lnc: usize,
+    tp: bool,
+    groups: Option<Vec<Vec<usize>>>,
+}
+
+impl Case {
+    fn check(&self) {
+        let r = &self.ring;
+        let rings: Vec<Vec<usize>> = self.groups.clone().unwrap_or_else(|| vec![(0..r.w).collect()]);
+        let nranks: usize = rings.iter().map(Vec::len).sum();
+        let scale = 1.0 / (r.d as f64).sqrt();
+        // Per ring: global data, the kernel's per-position inputs and the reference.
+        let mut inputs: Vec<Option<[(Vec<usize>, Vec<f64>); 3]>> = (0..nranks).map(|_| None).collect();
+        let mut want: Vec<Option<(Vec<f64>, Vec<f64>)>> = (0..nranks).map(|_| None).collect();
+        for (gi, ring_ranks) in rings.iter().enumerate() {
+            let n = r.bh() * r.st() * r.d;
+            let seed = 900 + 10 * gi as u64 + self.name.len() as u64;
+            let raw_q = uniform(n, seed, -2.0, 2.0);
+            let q = if self.causal {
+                as_dtype(&raw_q.iter().map(|x| x * scale).collect::<Vec<_>>(), Dtype::F32)
+            } else {
+                as_dtype(&raw_q, Dtype::F32)
+            };
+            let k = as_dtype(&uniform(n, seed + 1, -2.0, 2.0), Dtype::F32);
+            let v = as_dtype(&uniform(n, seed + 2, -1.0, 1.0), Dtype::F32);
+            let ref_scale = if self.causal { 1.0 } else { scale };
+            let expected = r.expected(&q, &k, &v, ref_scale, self.causal);
+            for (pos, (&rank, e)) in ring_ranks.iter().zip(expected).enumerate() {
+                inputs[rank] = Some([r.shard_qk(&q, pos, self.tp), r.shard_qk(&k, pos, self.tp), r.shard_v(&v, pos)]);
+                want[rank] = Some(e);
+            }
+        }
+        let inputs: Vec<_> = inputs.into_iter().map(|i| i.expect("every rank is in a ring")).collect();
+        let groups_i64: Option<Vec<Vec<i64>>> =
+            self.groups.as_ref().map(|g| g.iter().map(|r| r.iter().map(|&x| x as i64).collect()).collect());
+
+        // The emulator.
+        let tensors: Vec<_> = inputs.iter().map(|[q, k, v]| [q, k, v].map(|(s, x)| tensor(s, x, Dtype::F32))).collect();
+        let emu = Launch::new()
+            .ranks(nranks)
+            .lnc(self.lnc)
+            .precision(Precision::Fp32)
+            .run_ranks(|ctx| {
+                let [q, k, v] = &tensors[ctx.rank()];
+                ring_attention_spmd_fwd::Call::new(q, k, v)
+                    .num_workers(r.w as i64)
+                    .use_causal_mask(self.causal)
+                    .striped_input(r.striped)
+                    .training(true)
+                    .tp_q(self.tp)
+                    .tp_k(self.tp)
+                    .replica_groups(groups_i64.clone())
+                    .run(ctx)
+            })
+            .unwrap_or_else(|e| panic!("{}: {e}", self.name));
+
+        // The emitted kernel under NumPy: q, k, v positional, the rest by keyword.
+        let groups_arg = match &self.groups {
+            None => PyArg::None,
+            Some(g) => PyArg::Tuple(g.iter().map(|ring| PyArg::Tuple(ring.iter().map(|&x| PyArg::Int(x as i64)).collect())).collect()),
+        };
+        let per_rank: Vec<(Vec<PyArg>, Vec<(&str, PyArg)>)> = inputs
+            .iter()
+            .map(|[q, k, v]| {
+                let args = [q, k, v].map(|(s, x)| PyArg::Tensor(s.clone(), x.clone(), Dtype::F32)).to_vec();
+                let kwargs = vec![
+                    ("replica_groups", groups_arg.clone()),
+                    ("num_workers", PyArg::Int(r.w as i64)),
+                    ("softmax_scale", PyArg::None),
+                    ("use_causal_mask", PyArg::Bool(self.causal)),
+                    ("striped_input", PyArg::Bool(r.striped)),
+                    ("training", PyArg::Bool(true)),
+                    ("lse_dtype", PyArg::Dtype(Dtype::F32)),
+                    ("tp_q", PyArg::Bool(self.tp)),
+                    ("tp_k", PyArg::Bool(self.tp)),
+                ];
+                (args, kwargs)
+            })
+            .collect();
+        let t0 = std::time::Instant::now();
+        let np = run_numpy_kwargs_ranks(package(), "ring_attention_spmd_fwd", &per_rank, self.lnc, "fp32");
+        let t_np = t0.elapsed();
+
+        assert_eq!(np.len(), nranks, "{}: NumPy returned {} ranks", self.name, np.len());
+        let (mut worst_np_emu, mut worst_np_ref) = (0.0f64, 0.0f64);
+        for (rank, (np_outs, emu_outs)) in np.iter().zip(&emu).enumerate() {
+            assert_eq!(np_outs.len(), 2, "{} rank {rank}: training=True returns the output and the LSE", self.name);
+            let (want_o, want_l) = want[rank].as_ref().unwrap();
+            for (i, what) in ["output", "LSE"].iter().enumerate() {
+                let e: Vec<f64> = emu_outs.get(i).unwrap().to_f32_vec().iter().map(|&x| f64::from(x)).collect();
+                let tag = format!("{} rank {rank} {what}", self.name);
+                assert_close(&format!("{tag} (numpy vs emulator)"), &np_outs[i], &e, ATOL, RTOL);
+                let reference = if i == 0 { want_o } else { want_l };
+                assert_close(&format!("{tag} (numpy vs float64 reference)"), &np_outs[i], reference, ATOL, RTOL);
+                worst_np_emu = worst_np_emu.max(errors(&np_outs[i], &e).0);
+                worst_np_ref = worst_np_ref.max(errors(&np_outs[i], reference).0);
+            }
+        }
+        eprintln!(
+            "{}: numpy vs emulator max err {worst_np_emu:.2e}, numpy vs reference {worst_np_ref:.2e}; NumPy run {t_np:.2?}",
+            self.name
+        );
+    }
+}
+
+#[test]
+fn numpy_contiguous_causal_w4() {
+    Case {
+        name: "contiguous causal W4",
+        ring: Ring { w: 4, b: 1, h: 2, sl: 256, d: 32, striped: false },
+        causal: true,
+        lnc: 1,
+        tp: false,
+        groups: None,
+    }
+    .check();
+}
+
+#[test]
+fn numpy_striped_causal_w4() {
+    Case {
+        name: "striped causal W4",
+        ring: Ring { w: 4, b: 2, h: 1, sl: 256, d: 32, striped: true },
+        causal: true,
+        lnc: 1,
+        tp: false,
+        groups: None,
+    }
+    .check();
+}
+
+/// LNC2 with an odd b·h: the remainder batch is program 0's (S_local < 1024).
+#[test]
+fn numpy_lnc2_non_causal_w4_odd_batch() {
+    Case {
+        name: "contiguous full W4 lnc2",
+        ring: Ring { w: 4, b: 1, h: 3, sl: 128, d: 32, striped: false },
+        causal: false,
+        lnc: 2,
+        tp: true,
+        groups: None,
+    }
+    .check();
+}
+
+/// Two rings of two ranks in non-rank order: the position table built from the groups.
+#[test]
+fn numpy_replica_groups_causal() {
+    Case {
+        name: "groups causal",
+        ring: Ring { w: 2, b: 1, h: 2, sl: 128, d: 32, striped: false },
+        causal: true,
+        lnc: 1,
+        tp: false,
+        groups: Some(vec![vec![3, 1], vec![0, 2]]),
+    }
+    .check();
+}

@@ -1,0 +1,10 @@
+use nki::attention::ring_fwd::{RingDims, RingFwdConfig};
+use nki::attention::ring_fwd_config;
+
+const DIMS: RingDims = RingDims { batch: 1, heads: 8, seqlen: 4096, head_dim: 128 };
+
+/// Rejected at compile time: every replica group holds num_workers ranks.
+fn main() {
+    let cfg = ring_fwd_config!(RingFwdConfig::new(4).replica_groups(&[&[0, 1], &[2, 3]]));
+    let _ = (cfg, DIMS);
+}

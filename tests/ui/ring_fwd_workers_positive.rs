@@ -1,0 +1,10 @@
+use nki::attention::ring_fwd::{RingDims, RingFwdConfig};
+use nki::attention::ring_fwd_config;
+
+const DIMS: RingDims = RingDims { batch: 1, heads: 8, seqlen: 4096, head_dim: 128 };
+
+/// Rejected at compile time: a ring needs at least one worker.
+fn main() {
+    let cfg = ring_fwd_config!(RingFwdConfig::new(0));
+    let _ = (cfg, DIMS);
+}
