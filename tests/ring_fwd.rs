@@ -19,7 +19,7 @@
 mod common;
 
 use common::attention::Problem;
-use common::ring::{Ring, pick_lse, pick_out};
+use common::ring::{Global, Ring, pick_lse, pick_out};
 use common::{as_dtype, errors, tensor, uniform};
 use nki::attention::ring_fwd::ring_attention_fwd::ring_attention_spmd_fwd;
 use nki::{Dtype, Launch, Precision, Tensor};
@@ -48,9 +48,12 @@ struct Args {
 /// Per-rank `(q, k, v)` in the kernel layout.
 type Shards = Vec<(Tensor, Tensor, Tensor)>;
 
+/// Per-rank `(output, LSE)` values.
+type Results = Vec<(Vec<f32>, Vec<f32>)>;
+
 /// Runs the kernel with `training=True` on every rank of `launch` (rank `r` takes
 /// `shards[r]`); returns each rank's output and LSE values.
-fn run_kernel(launch: &Launch, shards: &Shards, a: &Args) -> nki::Result<Vec<(Vec<f32>, Vec<f32>)>> {
+fn run_kernel(launch: &Launch, shards: &Shards, a: &Args) -> nki::Result<Results> {
     let outs = launch.run_ranks(|ctx| call(&shards[ctx.rank()], a).run(ctx))?;
     Ok(outs
         .into_iter()
@@ -80,6 +83,14 @@ struct Data {
     k: Vec<f64>,
     v: Vec<f64>,
     ref_scale: f64,
+    causal: bool,
+}
+
+impl Data {
+    /// The reference problem on these inputs.
+    fn global(&self) -> Global<'_> {
+        Global { q: &self.q, k: &self.k, v: &self.v, scale: self.ref_scale, causal: self.causal }
+    }
 }
 
 /// q and k uniform in [-2, 2) (so the softmax has real peaks), v in [-1, 1).
@@ -92,9 +103,9 @@ fn data(ring: &Ring, seed: u64, dtype: Dtype, causal: bool, softmax_scale: Optio
     if causal {
         // The causal kernel ignores softmax_scale: the caller pre-scales q.
         let qs: Vec<f64> = q.iter().map(|x| x * scale).collect();
-        Data { q: as_dtype(&qs, dtype), k, v, ref_scale: 1.0 }
+        Data { q: as_dtype(&qs, dtype), k, v, ref_scale: 1.0, causal }
     } else {
-        Data { q: as_dtype(&q, dtype), k, v, ref_scale: scale }
+        Data { q: as_dtype(&q, dtype), k, v, ref_scale: scale, causal }
     }
 }
 
@@ -143,8 +154,7 @@ impl Errs {
     }
 }
 
-/// `W`, layout (`c` contiguous, `s` striped), mask, `b x h`, `S_local`, `d`.
-#[allow(clippy::too_many_arguments)]
+/// `W`, layout (`C` contiguous, `S` striped), causal mask, `(b, h)`, `S_local`, `d`, LNC.
 fn case(w: usize, striped: bool, causal: bool, (b, h): (usize, usize), sl: usize, d: usize, lnc: usize) -> Case {
     assert!(!striped || causal, "striped cases are causal");
     let layout = if striped { "striped" } else { "contiguous" };
@@ -208,7 +218,7 @@ impl Case {
     }
 
     /// Runs the kernel; returns the data it ran on and every rank's (output, LSE).
-    fn run(&self) -> (Data, Vec<(Vec<f32>, Vec<f32>)>) {
+    fn run(&self) -> (Data, Results) {
         let x = data(&self.ring, self.seed, self.dtype(), self.causal, self.softmax_scale);
         let sh = shards(&self.ring, &x, self.dtype(), self.tp_q, self.tp_k);
         let launch = Launch::new().ranks(self.ring.w).lnc(self.lnc).precision(self.precision);
@@ -223,8 +233,8 @@ impl Case {
         let t_kernel = t0.elapsed();
         let r = &self.ring;
         let (bh, sl, d) = (r.bh(), r.sl, r.d);
-        let rows = self.sample.clone().unwrap_or_else(|| vec![0..sl]);
-        let want = r.expected_sampled(&x.q, &x.k, &x.v, x.ref_scale, self.causal, &rows);
+        let rows = self.sample.clone().unwrap_or_else(|| std::iter::once(0..sl).collect());
+        let want = r.expected_sampled(&x.global(), &rows);
         let mut e = Errs::default();
         for (rank, ((o, l), exps)) in outs.iter().zip(&want).enumerate() {
             assert_eq!(o.len(), bh * sl * d, "{}: rank {rank} output size", self.name);
@@ -363,7 +373,7 @@ fn ring_helpers_match_the_full_sequence_reference() {
         let (bh, st, d) = (ring.bh(), ring.st(), ring.d);
         let x = data(&ring, 11, Dtype::F32, true, None);
         let full = Problem { scale: 1.0, causal: true, ..Problem::new(bh, bh, st, st, d, &x.q, &x.k, &x.v) }.solve(true);
-        let per_rank = ring.expected(&x.q, &x.k, &x.v, 1.0, true);
+        let per_rank = ring.expected(&x.global());
         let outs: Vec<Vec<f32>> = per_rank.iter().map(|(o, _)| o.iter().map(|&v| v as f32).collect()).collect();
         let lses: Vec<Vec<f32>> = per_rank.iter().map(|(_, l)| l.iter().map(|&v| v as f32).collect()).collect();
         let full_lse: Vec<f64> = full.max.iter().zip(&full.sum).map(|(m, s)| m + s.ln()).collect();
@@ -493,8 +503,8 @@ fn check_comm(comm: &[nki::collectives::CommEvent], rings: &[Vec<usize>], buffer
         let w = ring.len();
         let mine: Vec<_> = comm.iter().filter(|e| &e.ring == ring).collect();
         assert_eq!(mine.len(), 2 * (w - 1), "{what}: ring {ring:?} has {} collectives", mine.len());
-        let mut seqs: Vec<u64> = mine.iter().map(|e| e.seq).collect();
-        seqs.sort_unstable();
+        // In completion order: 0, 1, 2, ... (a ring's collectives complete one after another).
+        let seqs: Vec<u64> = mine.iter().map(|e| e.seq).collect();
         assert_eq!(seqs, (0..2 * (w as u64 - 1)).collect::<Vec<_>>(), "{what}: ring {ring:?} seq numbers");
         for e in mine {
             assert_eq!(e.op, "collective_permute_implicit", "{what}: {e:?}");
@@ -535,7 +545,7 @@ fn check_groups(groups: &[Vec<usize>], ring: Ring, causal: bool, tp: bool, lnc: 
     let (bh, sl, d) = (ring.bh(), ring.sl, ring.d);
     for (gi, g) in groups.iter().enumerate() {
         let x = &datas[gi];
-        let want = ring.expected(&x.q, &x.k, &x.v, x.ref_scale, causal);
+        let want = ring.expected(&x.global());
         for (pos, &rank) in g.iter().enumerate() {
             let outs = &report.results[rank][0];
             let (o, l) = (outs.get(0).unwrap().to_f32_vec(), outs.get(1).unwrap().to_f32_vec());

@@ -6,8 +6,8 @@
 
 mod common;
 
-use common::attention::{PyArg, run_numpy_kwargs_ranks};
-use common::ring::Ring;
+use common::attention::{PyArg, RankArgs, run_numpy_kwargs_ranks};
+use common::ring::{Global, Ring};
 use common::{as_dtype, assert_close, errors, tensor, uniform};
 use nki::attention::ring_fwd::ring_attention_fwd::ring_attention_spmd_fwd;
 use nki::{Dtype, Launch, Precision};
@@ -41,6 +41,9 @@ fn emitted_package_passes_the_check_and_imports_attention_cte() {
     assert!(init.contains("ring_attention_spmd_fwd"), "__init__.py re-exports the kernel:\n{init}");
 }
 
+/// A tensor's shape and values.
+type Shaped = (Vec<usize>, Vec<f64>);
+
 /// One NumPy-vs-emulator case; `groups` lists the rings (rank ids in ring order)
 /// of a launch with more ranks than `ring.w`.
 struct Case {
@@ -59,7 +62,7 @@ impl Case {
         let nranks: usize = rings.iter().map(Vec::len).sum();
         let scale = 1.0 / (r.d as f64).sqrt();
         // Per ring: global data, the kernel's per-position inputs and the reference.
-        let mut inputs: Vec<Option<[(Vec<usize>, Vec<f64>); 3]>> = (0..nranks).map(|_| None).collect();
+        let mut inputs: Vec<Option<[Shaped; 3]>> = (0..nranks).map(|_| None).collect();
         let mut want: Vec<Option<(Vec<f64>, Vec<f64>)>> = (0..nranks).map(|_| None).collect();
         for (gi, ring_ranks) in rings.iter().enumerate() {
             let n = r.bh() * r.st() * r.d;
@@ -73,7 +76,7 @@ impl Case {
             let k = as_dtype(&uniform(n, seed + 1, -2.0, 2.0), Dtype::F32);
             let v = as_dtype(&uniform(n, seed + 2, -1.0, 1.0), Dtype::F32);
             let ref_scale = if self.causal { 1.0 } else { scale };
-            let expected = r.expected(&q, &k, &v, ref_scale, self.causal);
+            let expected = r.expected(&Global { q: &q, k: &k, v: &v, scale: ref_scale, causal: self.causal });
             for (pos, (&rank, e)) in ring_ranks.iter().zip(expected).enumerate() {
                 inputs[rank] = Some([r.shard_qk(&q, pos, self.tp), r.shard_qk(&k, pos, self.tp), r.shard_v(&v, pos)]);
                 want[rank] = Some(e);
@@ -108,7 +111,7 @@ impl Case {
             None => PyArg::None,
             Some(g) => PyArg::Tuple(g.iter().map(|ring| PyArg::Tuple(ring.iter().map(|&x| PyArg::Int(x as i64)).collect())).collect()),
         };
-        let per_rank: Vec<(Vec<PyArg>, Vec<(&str, PyArg)>)> = inputs
+        let per_rank: Vec<RankArgs<'_>> = inputs
             .iter()
             .map(|[q, k, v]| {
                 let args = [q, k, v].map(|(s, x)| PyArg::Tensor(s.clone(), x.clone(), Dtype::F32)).to_vec();
@@ -187,6 +190,20 @@ fn numpy_lnc2_non_causal_w4_odd_batch() {
         causal: false,
         lnc: 2,
         tp: true,
+        groups: None,
+    }
+    .check();
+}
+
+/// LNC2, odd b·h, S_local >= 1024: the two programs split the remainder batch by query groups.
+#[test]
+fn numpy_lnc2_causal_w2_remainder_split() {
+    Case {
+        name: "contiguous causal W2 lnc2 split",
+        ring: Ring { w: 2, b: 1, h: 1, sl: 1024, d: 32, striped: false },
+        causal: true,
+        lnc: 2,
+        tp: false,
         groups: None,
     }
     .check();

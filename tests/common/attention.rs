@@ -277,16 +277,13 @@ pub fn run_numpy_kwargs(pkg: &Path, kernel: &str, args: &[PyArg], kwargs: &[(&st
     run_numpy_kwargs_ranks(pkg, kernel, &[(args.to_vec(), kwargs.to_vec())], lnc, precision).swap_remove(0)
 }
 
+/// One rank's arguments for the NumPy run: positional and keyword.
+pub type RankArgs<'a> = (Vec<PyArg>, Vec<(&'a str, PyArg)>);
+
 /// Runs `kernel` of the emitted package `pkg` under the NumPy executor with one
 /// rank per entry of `ranks` (its positional arguments and keyword arguments),
 /// `lnc` programs each and `precision`; returns every rank's outputs' values.
-pub fn run_numpy_kwargs_ranks(
-    pkg: &Path,
-    kernel: &str,
-    ranks: &[(Vec<PyArg>, Vec<(&str, PyArg)>)],
-    lnc: usize,
-    precision: &str,
-) -> Vec<Vec<Vec<f32>>> {
+pub fn run_numpy_kwargs_ranks(pkg: &Path, kernel: &str, ranks: &[RankArgs<'_>], lnc: usize, precision: &str) -> Vec<Vec<Vec<f32>>> {
     let dir = scratch(&format!("npk_{kernel}_{}", unique()));
     let mut n = 0usize;
     fn encode(a: &PyArg, dir: &Path, n: &mut usize) -> String {

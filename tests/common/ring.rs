@@ -30,6 +30,17 @@ pub struct Ring {
     pub striped: bool,
 }
 
+/// The global problem: `q`, `k`, `v` as `[b·h, S_total, d]` (q exactly as the
+/// kernel receives it, pre-scaled when causal), the scale on `q·k` and the mask.
+#[derive(Clone, Copy, Debug)]
+pub struct Global<'a> {
+    pub q: &'a [f64],
+    pub k: &'a [f64],
+    pub v: &'a [f64],
+    pub scale: f64,
+    pub causal: bool,
+}
+
 /// The reference for some local rows of one rank.
 #[derive(Clone, Debug)]
 pub struct Expected {
@@ -138,14 +149,14 @@ impl Ring {
         g
     }
 
-    /// The reference for local rows `rows` of position `r`: the queries `q` (global,
-    /// `[b·h, S_total, d]`) attend to the global `k`, `v` at their global positions.
-    pub fn expected_rows(&self, q: &[f64], k: &[f64], v: &[f64], scale: f64, causal: bool, r: usize, rows: Range<usize>) -> Expected {
+    /// The reference for local rows `rows` of position `r`: those queries attend to
+    /// the global keys and values at their global positions.
+    pub fn expected_rows(&self, g: &Global<'_>, r: usize, rows: Range<usize>) -> Expected {
         let (bh, st, d) = (self.bh(), self.st(), self.d);
-        let ql = self.local_rows(q, r, rows.clone());
+        let ql = self.local_rows(g.q, r, rows.clone());
         let first = self.positions(r).of(rows.start);
         let positions = QueryPositions { offset: first, stride: self.positions(r).stride };
-        let p = Problem { scale, causal, positions, ..Problem::new(bh, bh, rows.len(), st, d, &ql, k, v) };
+        let p = Problem { scale: g.scale, causal: g.causal, positions, ..Problem::new(bh, bh, rows.len(), st, d, &ql, g.k, g.v) };
         let sol = p.solve(true);
         let lse = sol.max.iter().zip(&sol.sum).map(|(m, s)| m + s.ln()).collect();
         Expected { rows, out: sol.out, lse }
@@ -154,8 +165,8 @@ impl Ring {
     /// The reference for every local row of every position (one thread per
     /// position): per position, the output `[b·h, S_local, d]` and the LSE in the
     /// kernel's `[b·h, 128, G]` layout.
-    pub fn expected(&self, q: &[f64], k: &[f64], v: &[f64], scale: f64, causal: bool) -> Vec<(Vec<f64>, Vec<f64>)> {
-        self.expected_sampled(q, k, v, scale, causal, &[0..self.sl])
+    pub fn expected(&self, g: &Global<'_>) -> Vec<(Vec<f64>, Vec<f64>)> {
+        self.expected_sampled(g, std::slice::from_ref(&(0..self.sl)))
             .into_iter()
             .map(|mut e| {
                 let e = e.swap_remove(0);
@@ -165,11 +176,10 @@ impl Ring {
     }
 
     /// The reference for the local row ranges `rows` of every position (one thread per position).
-    pub fn expected_sampled(&self, q: &[f64], k: &[f64], v: &[f64], scale: f64, causal: bool, rows: &[Range<usize>]) -> Vec<Vec<Expected>> {
+    pub fn expected_sampled(&self, g: &Global<'_>, rows: &[Range<usize>]) -> Vec<Vec<Expected>> {
         std::thread::scope(|s| {
-            let handles: Vec<_> = (0..self.w)
-                .map(|r| s.spawn(move || rows.iter().map(|rg| self.expected_rows(q, k, v, scale, causal, r, rg.clone())).collect()))
-                .collect();
+            let handles: Vec<_> =
+                (0..self.w).map(|r| s.spawn(move || rows.iter().map(|rg| self.expected_rows(g, r, rg.clone())).collect())).collect();
             handles.into_iter().map(|h| h.join().expect("reference thread")).collect()
         })
     }
