@@ -152,8 +152,10 @@ fn run_permute(
     ctx.collective(&ring, op, part, |seq, parts| {
         let n = ring.len();
         let find = |rank: usize, program: usize| parts.iter().map(|(_, p)| p).find(|p| p.slot_rank == rank && p.program == program);
-        // Read every source before writing any destination.
-        let mut writes: Vec<(Tensor, Vec<f32>, Dtype)> = Vec::new();
+        // Each destination with the sources it receives. The programs of one rank
+        // pass the same shared buffers, so identical transfers are planned once.
+        let mut plan: Vec<(Tensor, Vec<Tensor>)> = Vec::new();
+        let mut planned = HashSet::new();
         let (mut bytes, mut seen) = (0usize, HashSet::new());
         for (_, me) in &parts {
             let pos = ring.iter().position(|&r| r == me.slot_rank).unwrap_or(0);
@@ -190,29 +192,51 @@ fn run_permute(
                 }
                 // One message per channel: the source, or for a reducing permute the
                 // combined sources (counted at the first source's size).
-                if seen.insert((s.storage().id, s.layout().offset, s.shape().to_vec())) {
+                if seen.insert(view_key(s)) {
                     bytes += s.numel() * s.dtype().size_bytes();
                 }
+                let key: Vec<_> = std::iter::once(dst).chain(psrcs).map(view_key).collect();
+                if planned.insert(key) {
+                    plan.push((dst.clone(), psrcs.clone()));
+                }
+            }
+        }
+        let round = ctx.rounds();
+        let sources: HashSet<u64> = plan.iter().flat_map(|(_, ss)| ss.iter().map(|s| s.storage().id)).collect();
+        if reduce.is_none() && plan.iter().all(|(d, _)| !sources.contains(&d.storage().id)) {
+            // No destination is anyone's source: copy straight across.
+            for (dst, srcs) in &plan {
+                dst.copy_cells_from(&srcs[0], round);
+            }
+        } else {
+            // Read every source before writing any destination.
+            let mut writes: Vec<(Tensor, Vec<f32>, Dtype)> = Vec::with_capacity(plan.len());
+            for (dst, srcs) in plan {
                 let vals = match reduce {
-                    None => (psrcs[0].gather_cells(), psrcs[0].dtype()),
+                    None => (srcs[0].gather_cells(), srcs[0].dtype()),
                     Some(rop) => {
-                        let a = psrcs[0].to_f32_vec();
-                        let b = psrcs[1].to_f32_vec();
+                        let a = srcs[0].to_f32_vec();
+                        let b = srcs[1].to_f32_vec();
                         (a.iter().zip(&b).map(|(&x, &y)| rop.apply2(x, y)).collect(), Dtype::F32)
                     }
                 };
-                writes.push((dst.clone(), vals.0, vals.1));
+                writes.push((dst, vals.0, vals.1));
             }
-        }
-        for (dst, mut vals, src_dtype) in writes {
-            dst.store_cells(src_dtype, &mut vals, ctx.rounds());
-            crate::tensor::give_back(vals);
+            for (dst, mut vals, src_dtype) in writes {
+                dst.store_cells(src_dtype, &mut vals, round);
+                crate::tensor::give_back(vals);
+            }
         }
         let channels = parts.first().map_or(0, |(_, p)| p.channels.len());
         world.record_comm(CommEvent { op, ring: ring.clone(), seq, messages: n * channels, bytes });
         Ok(())
     })
     .map_err(|e| e.in_op(op))
+}
+
+/// What identifies a view: its storage, offset and shape.
+fn view_key(t: &Tensor) -> (u64, isize, Vec<usize>) {
+    (t.storage().id, t.layout().offset, t.shape().to_vec())
 }
 
 /// `ncc.collective_permute_implicit(srcs_by_channel, dsts_by_channel, replica_group)`:

@@ -31,13 +31,6 @@ fn no_psum(op: &str, role: &str, t: &Tensor) -> Result<()> {
     Ok(())
 }
 
-/// Copies `cells` (raw cells of `src_dtype`) into `dst`, then recycles the buffer.
-fn store_cells(ctx: &Ctx, dst: &Tensor, src_dtype: crate::Dtype, mut cells: Vec<f32>) {
-    dst.store_cells(src_dtype, &mut cells, ctx.rounds());
-    give_back(cells);
-    mark_written(dst);
-}
-
 /// `nisa.dma_copy(dst, src)`: copies `src` into `dst` element by element (equal
 /// element counts, paired in row-major order), casting through fp32 when the
 /// dtypes differ. HBM and SBUF only; PSUM is not reachable by DMA.
@@ -64,7 +57,8 @@ pub fn dma_copy(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: DmaCopyOpts<'_>) ->
             ),
         ));
     }
-    store_cells(ctx, dst, src.dtype(), src.gather_cells());
+    dst.copy_cells_from(src, ctx.rounds());
+    mark_written(dst);
     Ok(())
 }
 
@@ -128,6 +122,8 @@ pub fn dma_transpose(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: DmaTransposeOp
     let permuted = Layout { offset: sl.offset, shape: want, strides: axes.iter().map(|&a| sl.strides[a]).collect() };
     let mut cells = crate::tensor::take(permuted.numel());
     permuted.gather(&src.read(), &mut cells);
-    store_cells(ctx, dst, src.dtype(), cells);
+    dst.store_cells(src.dtype(), &mut cells, ctx.rounds());
+    give_back(cells);
+    mark_written(dst);
     Ok(())
 }

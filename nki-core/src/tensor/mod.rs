@@ -157,6 +157,37 @@ impl Tensor {
         out
     }
 
+    /// Copies `src`'s elements into this view (equal element counts, paired in
+    /// logical order), converting as [`Tensor::store_cells`] does. Two contiguous
+    /// views of different storages copy directly under both locks, taken in
+    /// storage-id order so concurrent copies cannot deadlock; anything else goes
+    /// through a buffer with one lock held at a time.
+    pub(crate) fn copy_cells_from(&self, src: &Tensor, round: bool) {
+        let (d, s) = (self.dtype(), src.dtype());
+        let direct = !self.same_storage(src) && (d == s || (d.is_float() && s.is_float()));
+        if let (true, Some(di), Some(si)) = (direct, self.layout.contiguous_start(), src.layout.contiguous_start()) {
+            let n = self.numel();
+            let copy = |to: &mut [f32], from: &[f32]| {
+                let (to, from) = (&mut to[di..di + n], &from[si..si + n]);
+                to.copy_from_slice(from);
+                if d != s && round {
+                    crate::dtype::round_slice(d, to);
+                }
+            };
+            if self.st.id < src.st.id {
+                let mut to = self.write();
+                copy(&mut to, &src.read());
+            } else {
+                let from = src.read();
+                copy(&mut self.write(), &from);
+            }
+            return;
+        }
+        let mut cells = src.gather_cells();
+        self.store_cells(s, &mut cells, round);
+        recycle::give_back(cells);
+    }
+
     /// Writes raw `cells` of `src_dtype` into the view, converting through fp32
     /// when the dtypes differ (float results rounded when `round`); `cells` is
     /// converted in place.
