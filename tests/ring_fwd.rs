@@ -2,7 +2,7 @@
 //! attention on the unsharded tensors (`common::attention::Problem`, sliced per
 //! rank by `common::ring`).
 //!
-//! * numerics: W ∈ {1, 2, 3, 4, 8}; contiguous × {causal, non-causal}, striped ×
+//! * numerics: W ∈ {1, 2, 3, 4, 8, 32}; contiguous × {causal, non-causal}, striped ×
 //!   causal; odd and even b·h; LNC 1 and 2; S_local ∈ {128, 512, 4096} and one
 //!   S_local > 10240 (attention_cte's 8K KV sections); d ∈ {16, 64, 128}; tp_q / tp_k.
 //!   `fp32`: `max|a-b| <= 1e-5·max|ref| + 1e-6` on the output and the LSE.
@@ -313,6 +313,14 @@ fn fp32_long_local_sequences() {
         case(8, C, true, (1, 1), 4096, 16, 2).sample(&[0..128, 4096 - 128..4096]),
     ];
     for c in &cases {
+        c.check();
+    }
+}
+
+/// The largest ring the causal kernel supports: 32 workers, both layouts.
+#[test]
+fn thirty_two_workers() {
+    for c in [case(32, S, true, (1, 1), 128, 16, 1), case(32, C, true, (1, 1), 128, 16, 1), case(32, C, false, (1, 1), 128, 16, 1)] {
         c.check();
     }
 }
