@@ -4,14 +4,18 @@
 extern crate nki_core as nki;
 
 pub mod cte;
+pub mod ring_bwd;
 pub mod ring_fwd;
 pub mod shard;
 
 use nki::emit::FunctionInfo;
 
 /// The kernels this crate registers for `nki emit`.
-pub static KERNELS: &[&FunctionInfo] =
-    &[&cte::attention_cte::attention_cte::INFO, &ring_fwd::ring_attention_fwd::ring_attention_spmd_fwd::INFO];
+pub static KERNELS: &[&FunctionInfo] = &[
+    &cte::attention_cte::attention_cte::INFO,
+    &ring_fwd::ring_attention_fwd::ring_attention_spmd_fwd::INFO,
+    &ring_bwd::ring_attention_bwd::ring_attention_spmd_bwd::INFO,
+];
 
 /// A configuration constant whose `assert_valid` runs at compile time (the body of
 /// [`cte_config!`] and [`ring_fwd_config!`]).

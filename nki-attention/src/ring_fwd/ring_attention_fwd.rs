@@ -16,7 +16,7 @@ use nki::prelude::*;
 /// replica groups (`[0, 1, ..., num_workers)` when there are none): collectives
 /// name ranks by id, causal masking needs their positions.
 #[nki_helper]
-fn fill_ring_positions(table: Hbm, groups: Groups, num_workers: i64) {
+pub(crate) fn fill_ring_positions(table: Hbm, groups: Groups, num_workers: i64) {
     let ranks = table.shape()[1];
     let positions = nl::ndarray([1, ranks], nl::float32, buffer = nl::sbuf);
     if groups.len() == 0 {

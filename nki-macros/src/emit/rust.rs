@@ -345,7 +345,7 @@ impl Rs<'_> {
                 let v = match (pat, self.info.ty(init)) {
                     (Pat::Slice(items, _), _) => {
                         let n = items.len();
-                        let shape = self.expr(init);
+                        let shape = self.owned(init);
                         fallible(span.start, quote!(::nki::__rt::unpack::<#n>(#shape)))
                     }
                     // Another function's result takes the declared type: a kernel's

@@ -2,6 +2,7 @@
 
 from .attention_cte import attention_cte
 from .matmul import matmul
+from .ring_attention_bwd import ring_attention_spmd_bwd
 from .ring_attention_fwd import ring_attention_spmd_fwd
 from .softmax import softmax
 from .tensor_add import tensor_add
@@ -10,6 +11,7 @@ from .transpose import transpose
 __all__ = [
     "attention_cte",
     "matmul",
+    "ring_attention_spmd_bwd",
     "ring_attention_spmd_fwd",
     "softmax",
     "tensor_add",

@@ -1,0 +1,627 @@
+//! `ring_attention_spmd_bwd`: the gradients of ring attention, written in the DSL.
+//!
+//! K and V stay on their rank; each rank's Q, dY, log-sum-exp and
+//! `D = rowsum(dY ∘ O)` travel around the ring. At every step a rank recomputes
+//! `P = exp(scale·QKᵀ − LSE)` for the visiting queries against its keys, adds
+//! `Pᵀ·dY` to dV and `scale·dSᵀ·Q` to dK (with `dS = P ∘ (dY·Vᵀ − D)`), and adds
+//! `scale·dS·K` to the visiting queries' dQ, which travels one hop behind its Q:
+//! a reducing permute sums it on the way, so after the last step every rank holds
+//! the complete dQ of its own queries. Tiles follow the library's backward: 128
+//! query rows per tile in groups of 4, 512-key tiles, head dims in equal tiles of
+//! at most 128.
+
+use crate::cte::attention_cte::scalar_column;
+use crate::ring_fwd::ring_attention_fwd::fill_ring_positions;
+use nki::prelude::*;
+
+/// Head dims split into equal tiles of at most 128: `(tile size, tile count)`.
+#[nki_helper]
+pub(crate) fn head_tiles(dh: i64) -> (i64, i64) {
+    let n = (dh + 127) / 128;
+    ((dh + n - 1) / n, n)
+}
+
+/// Loads `width` columns from `c0` of a `[dh, S]` HBM view as `[dts, dnt, len]`
+/// (head-dim tile `t` at `[.., t, ..]`).
+#[nki_helper]
+fn load_head_tiles(src: Hbm, dts: i64, dnt: i64, c0: i64, width: i64, dtype: Dtype) -> Sbuf {
+    let t = nl::ndarray([dts, dnt, width], dtype, buffer = nl::sbuf);
+    for dt in 0..dnt {
+        nisa::dma_copy(t[s![.., dt, ..]], src[s![dt * dts..(dt + 1) * dts, c0..c0 + width]]);
+    }
+    t
+}
+
+/// Transposes every `(dts, 128)` block of a `[dts, dnt, 128 n]` tile on the PE:
+/// block `j` of head-dim tile `t` lands at `[.., t, j, ..]` of a `[128, dnt, n, dts]` tile.
+#[nki_helper]
+fn transpose_blocks(src: Sbuf, dts: i64, dnt: i64, n: i64) -> Sbuf {
+    let out = nl::ndarray([128, dnt, n, dts], src.dtype(), buffer = nl::sbuf);
+    for dt in 0..dnt {
+        for j in 0..n {
+            let flipped = nl::ndarray([128, dts], src.dtype(), buffer = nl::psum);
+            nisa::nc_transpose(flipped, src[s![.., dt, 128 * j..128 * (j + 1)]]);
+            nisa::tensor_copy(out[s![.., dt, j, ..]], flipped);
+        }
+    }
+    out
+}
+
+/// `D = rowsum(dY ∘ O)` of the local queries of `(bid, hid)`, as `[128, S / 128]`
+/// (row `128 g + p` at `[p, g]`): both are PE-transposed to rows and multiplied in fp32.
+#[nki_helper]
+#[allow(clippy::too_many_arguments)]
+fn rowsum_dy_o(o_ref: Hbm, dy_ref: Hbm, bid: i64, hid: i64, dts: i64, dnt: i64, sl: i64, mdt: Dtype) -> Sbuf {
+    let kdt = o_ref.dtype();
+    let o_tiles: Sbuf = load_head_tiles(o_ref[s![bid, hid, .., ..]], dts, dnt, 0, sl, kdt);
+    let dy_tiles: Sbuf = load_head_tiles(dy_ref[s![bid, hid, .., ..]], dts, dnt, 0, sl, kdt);
+    let dy_rows: Sbuf = transpose_blocks(dy_tiles, dts, dnt, sl / 128);
+    let dos = nl::ndarray([128, sl / 128], mdt, buffer = nl::sbuf);
+    for g in 0..sl / 128 {
+        let partial = nl::ndarray([128, dnt], nl::float32, buffer = nl::sbuf);
+        for dt in 0..dnt {
+            let o_rows = nl::ndarray([128, dts], kdt, buffer = nl::psum);
+            nisa::nc_transpose(o_rows, o_tiles[s![.., dt, 128 * g..128 * (g + 1)]]);
+            let prod = nl::ndarray([128, dts], nl::float32, buffer = nl::sbuf);
+            nisa::tensor_tensor(prod, dy_rows[s![.., dt, g, ..]], o_rows, nl::multiply);
+            nisa::tensor_reduce(partial[s![.., dt..dt + 1]], nl::add, prod, 1);
+        }
+        nisa::tensor_reduce(dos[s![.., g..g + 1]], nl::add, partial, 1);
+    }
+    dos
+}
+
+/// Whether query tile `g` (128 rows) may see key tile `[k0, k0 + kts)` under the
+/// local causal pattern (`skip` off: every tile is computed).
+#[nki_helper]
+fn tile_needed(skip: bool, g: i64, k0: i64) -> bool {
+    !skip || 128 * (g + 1) - 1 >= k0
+}
+
+/// One 512-key tile against one group of up to 4 query tiles: recomputes P,
+/// forms dS, and accumulates dQ (into `dq_grp`), dK and dV.
+#[nki_helper]
+#[allow(clippy::too_many_arguments)]
+fn bwd_tile(
+    q_l: Sbuf,
+    dy_l: Sbuf,
+    tq: Sbuf,
+    tdy: Sbuf,
+    k_ld: Sbuf,
+    v_ld: Sbuf,
+    dk_r: Sbuf,
+    dv_r: Sbuf,
+    dq_grp: Sbuf,
+    neg_lse: Sbuf,
+    dos: Sbuf,
+    bounds: Option<Sbuf>,
+    qg: i64,
+    cg: i64,
+    k0: i64,
+    kts: i64,
+    dts: i64,
+    dnt: i64,
+    scale: f64,
+    causal: bool,
+    skip: bool,
+) {
+    let kdt = k_ld.dtype();
+    let nb = kts / 128;
+    let p = nl::ndarray([128, cg, kts], kdt, buffer = nl::sbuf);
+    let ds = nl::ndarray([128, cg, kts], kdt, buffer = nl::sbuf);
+    let zero = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
+    nisa::memset(zero, 0.0);
+    let mut all_needed = true;
+    for j in 0..cg {
+        let g = qg + j;
+        if tile_needed(skip, g, k0) {
+            // Scores, masked with the FLOAT32_MIN sentinel.
+            let scores = nl::ndarray([128, kts], nl::float32, buffer = nl::psum);
+            for dt in 0..dnt {
+                nisa::nc_matmul(scores, q_l[s![.., dt, 128 * j..128 * (j + 1)]], k_ld[s![.., dt, k0..k0 + kts]]);
+            }
+            let masked = nl::ndarray([128, kts], nl::float32, buffer = nl::sbuf);
+            if let Some(ub) = bounds {
+                nisa::range_select(
+                    masked,
+                    scores,
+                    nl::greater_equal,
+                    nl::less_equal,
+                    zero,
+                    ub[s![.., g..g + 1]],
+                    range_start = k0,
+                    on_false_value = f32::MIN,
+                );
+            } else {
+                nisa::tensor_copy(masked, scores);
+                if causal && 128 * g < k0 + kts - 1 {
+                    nisa::affine_select(masked, [[-1, kts]], 1, masked, f32::MIN, cmp_op = nl::greater_equal, offset = 128 * g - k0);
+                }
+            }
+            nisa::activation(p[s![.., j, ..]], nl::exp, masked, bias = neg_lse[s![.., g..g + 1]], scale = scale);
+            // dS = P ∘ (dY·Vᵀ − D).
+            let dp = nl::ndarray([128, kts], nl::float32, buffer = nl::psum);
+            for dt in 0..dnt {
+                nisa::nc_matmul(dp, dy_l[s![.., dt, 128 * j..128 * (j + 1)]], v_ld[s![.., dt, k0..k0 + kts]]);
+            }
+            nisa::scalar_tensor_tensor(ds[s![.., j, ..]], dp, nl::subtract, dos[s![.., g..g + 1]], nl::multiply, p[s![.., j, ..]]);
+        } else {
+            all_needed = false;
+        }
+    }
+
+    // dQ += scale · dS·K, contracting over keys: Kᵀ and dSᵀ in 128-key blocks.
+    let k_rows = nl::ndarray([128, dnt, nb, dts], kdt, buffer = nl::sbuf);
+    for dt in 0..dnt {
+        for kb in 0..nb {
+            let flipped = nl::ndarray([128, dts], kdt, buffer = nl::psum);
+            nisa::nc_transpose(flipped, k_ld[s![.., dt, k0 + 128 * kb..k0 + 128 * (kb + 1)]]);
+            nisa::tensor_copy(k_rows[s![.., dt, kb, ..]], flipped);
+        }
+    }
+    let ds_t = nl::ndarray([128, nb, cg, 128], kdt, buffer = nl::sbuf);
+    for kb in 0..nb {
+        for j in 0..cg {
+            if tile_needed(skip, qg + j, k0) {
+                let flipped = nl::ndarray([128, 128], kdt, buffer = nl::psum);
+                nisa::nc_transpose(flipped, ds[s![.., j, 128 * kb..128 * (kb + 1)]]);
+                nisa::tensor_copy(ds_t[s![.., kb, j, ..]], flipped);
+            }
+        }
+    }
+    for dt in 0..dnt {
+        let dq_ps = nl::ndarray([dts, 128 * cg], nl::float32, buffer = nl::psum);
+        if !all_needed {
+            nisa::memset(dq_ps, 0.0);
+        }
+        for kb in 0..nb {
+            for j in 0..cg {
+                if tile_needed(skip, qg + j, k0) {
+                    nisa::nc_matmul(dq_ps[s![.., 128 * j..128 * (j + 1)]], k_rows[s![.., dt, kb, ..]], ds_t[s![.., kb, j, ..]]);
+                }
+            }
+        }
+        nisa::scalar_tensor_tensor(dq_grp[s![.., dt, ..]], dq_ps, nl::multiply, scale, nl::add, dq_grp[s![.., dt, ..]]);
+    }
+
+    // dV += Pᵀ·dY and dK += scale · dSᵀ·Q, contracting over the group's queries.
+    for dt in 0..dnt {
+        let dv_ps = nl::ndarray([dts, kts], nl::float32, buffer = nl::psum);
+        let dk_ps = nl::ndarray([dts, kts], nl::float32, buffer = nl::psum);
+        for j in 0..cg {
+            if tile_needed(skip, qg + j, k0) {
+                nisa::nc_matmul(dv_ps, tdy[s![.., dt, j, ..]], p[s![.., j, ..]]);
+                nisa::nc_matmul(dk_ps, tq[s![.., dt, j, ..]], ds[s![.., j, ..]]);
+            }
+        }
+        nisa::tensor_tensor(dv_r[s![.., dt, k0..k0 + kts]], dv_r[s![.., dt, k0..k0 + kts]], dv_ps, nl::add);
+        nisa::scalar_tensor_tensor(dk_r[s![.., dt, k0..k0 + kts]], dk_ps, nl::multiply, scale, nl::add, dk_r[s![.., dt, k0..k0 + kts]]);
+    }
+}
+
+/// One ring step for one `(b, h)`: the queries in `q_buf` / `dy_buf` (`[dh, S]`)
+/// against the local K/V, dK/dV accumulated in place and this step's dQ written
+/// to `dq_out` (`[dh, S]`, fp32). `bounds` is the range-select upper bound per
+/// query row (steps after the first); without it causal masking is static.
+#[nki_helper]
+#[allow(clippy::too_many_arguments)]
+fn compute_step(
+    q_buf: Hbm,
+    dy_buf: Hbm,
+    neg_lse: Sbuf,
+    dos: Sbuf,
+    dq_out: Hbm,
+    k_ld: Sbuf,
+    v_ld: Sbuf,
+    dk_r: Sbuf,
+    dv_r: Sbuf,
+    bounds: Option<Sbuf>,
+    causal: bool,
+    skip: bool,
+    scale: f64,
+    sl: i64,
+    dts: i64,
+    dnt: i64,
+    mdt: Dtype,
+) {
+    let kdt = k_ld.dtype();
+    let qnt = sl / 128;
+    let kts = sl.min(512);
+    for qg in (0..qnt).step_by(4) {
+        let cg = (qnt - qg).min(4);
+        let q_l: Sbuf = load_head_tiles(q_buf, dts, dnt, 128 * qg, 128 * cg, kdt);
+        let dy_l: Sbuf = load_head_tiles(dy_buf, dts, dnt, 128 * qg, 128 * cg, kdt);
+        let tq: Sbuf = transpose_blocks(q_l, dts, dnt, cg);
+        let tdy: Sbuf = transpose_blocks(dy_l, dts, dnt, cg);
+        let dq_grp = nl::ndarray([dts, dnt, 128 * cg], mdt, buffer = nl::sbuf);
+        nisa::memset(dq_grp, 0.0);
+        for kt in 0..sl / kts {
+            let k0 = kt * kts;
+            if tile_needed(skip, qg + cg - 1, k0) {
+                bwd_tile(
+                    q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, bounds, qg, cg, k0, kts, dts, dnt, scale, causal,
+                    skip,
+                );
+            }
+        }
+        for dt in 0..dnt {
+            nisa::dma_copy(dq_out[s![dt * dts..(dt + 1) * dts, 128 * qg..128 * (qg + cg)]], dq_grp[s![.., dt, ..]]);
+        }
+    }
+}
+
+/// `[128, S / 128]` negated log-sum-exps of a `[128, S / 128]` HBM view.
+#[nki_helper]
+fn load_neg_lse(src: Hbm, mdt: Dtype) -> Sbuf {
+    let t = nl::ndarray(src.shape(), mdt, buffer = nl::sbuf);
+    nisa::dma_copy(t, src);
+    nisa::tensor_scalar(t, t, nl::multiply, -1.0);
+    t
+}
+
+/// Sends Q, dY, LSE and D of every LNC slot to the ring successor.
+#[nki_helper]
+#[allow(clippy::too_many_arguments)]
+fn permute_all(sq: Hbm, rq: Hbm, sdy: Hbm, rdy: Hbm, slse: Hbm, rlse: Hbm, sdos: Hbm, rdos: Hbm, groups: Groups) {
+    let rg = ncc::ReplicaGroup(groups);
+    ncc::collective_permute_implicit([[sq]], [[rq]], rg);
+    ncc::collective_permute_implicit([[sdy]], [[rdy]], rg);
+    ncc::collective_permute_implicit([[slse]], [[rlse]], rg);
+    ncc::collective_permute_implicit([[sdos]], [[rdos]], rg);
+}
+
+/// The whole ring for one `(bid, hid)`: program `slot` uses slot `slot` of every
+/// ring buffer (`[lnc, ...]`), and every program issues the same collectives.
+#[nki_helper]
+#[allow(clippy::too_many_arguments)]
+fn ring_bwd_item(
+    q_ref: Hbm,
+    k_ref: Hbm,
+    v_ref: Hbm,
+    o_ref: Hbm,
+    dy_ref: Hbm,
+    lse_ref: Hbm,
+    out_dq: Hbm,
+    out_dk: Hbm,
+    out_dv: Hbm,
+    sq: Hbm,
+    rq: Hbm,
+    sdy: Hbm,
+    rdy: Hbm,
+    slse: Hbm,
+    rlse: Hbm,
+    sdos: Hbm,
+    rdos: Hbm,
+    sdq: Hbm,
+    rdq: Hbm,
+    dq_scratch: Hbm,
+    positions: Hbm,
+    bid: i64,
+    hid: i64,
+    slot: i64,
+    lnc: i64,
+    groups: Groups,
+    nw: i64,
+    causal: bool,
+    striped: bool,
+    mdt: Dtype,
+    scale: f64,
+) {
+    let dh = q_ref.shape()[2];
+    let sl = q_ref.shape()[3];
+    let kdt = q_ref.dtype();
+    let (dts, dnt): (i64, i64) = head_tiles(dh);
+    let qnt = sl / 128;
+    let rg = ncc::ReplicaGroup(groups);
+
+    let neg_lse: Sbuf = load_neg_lse(lse_ref[s![bid, hid, .., ..]], mdt);
+    let dos: Sbuf = rowsum_dy_o(o_ref, dy_ref, bid, hid, dts, dnt, sl, mdt);
+    let k_ld: Sbuf = load_head_tiles(k_ref[s![bid, hid, .., ..]], dts, dnt, 0, sl, kdt);
+    let v_ld: Sbuf = load_head_tiles(v_ref[s![bid, hid, .., ..]], dts, dnt, 0, sl, kdt);
+    let dk_r = nl::ndarray([dts, dnt, sl], mdt, buffer = nl::sbuf);
+    let dv_r = nl::ndarray([dts, dnt, sl], mdt, buffer = nl::sbuf);
+    nisa::memset(dk_r, 0.0);
+    nisa::memset(dv_r, 0.0);
+
+    // The local queries start around the ring; step 0 runs on them meanwhile.
+    nisa::dma_copy(sq[s![slot, .., ..]], q_ref[s![bid, hid, .., ..]]);
+    nisa::dma_copy(sdy[s![slot, .., ..]], dy_ref[s![bid, hid, .., ..]]);
+    nisa::dma_copy(slse[s![slot, .., ..]], lse_ref[s![bid, hid, .., ..]]);
+    nisa::dma_copy(sdos[s![slot, .., ..]], dos);
+    if lnc > 1 {
+        nisa::core_barrier(sq, [0, 1]);
+        nisa::core_barrier(sdy, [0, 1]);
+        nisa::core_barrier(slse, [0, 1]);
+        nisa::core_barrier(sdos, [0, 1]);
+    }
+    if nw > 1 {
+        permute_all(sq, rq, sdy, rdy, slse, rlse, sdos, rdos, groups);
+    }
+    let dq_slot = dq_scratch[s![slot, .., ..]];
+    compute_step(
+        sq[s![slot, .., ..]],
+        sdy[s![slot, .., ..]],
+        neg_lse,
+        dos,
+        dq_slot,
+        k_ld,
+        v_ld,
+        dk_r,
+        dv_r,
+        None,
+        causal,
+        causal,
+        scale,
+        sl,
+        dts,
+        dnt,
+        mdt,
+    );
+    nisa::dma_copy(sdq[s![slot, .., ..]], dq_slot);
+    if lnc > 1 {
+        nisa::core_barrier(sdq, [0, 1]);
+    }
+    ncc::collective_permute_implicit([[sdq]], [[rdq]], rg);
+
+    for step in nl::sequential_range(1, nw) {
+        // Odd steps find the visiting data in the r* buffers, even steps in the s* ones.
+        let odd = step % 2 == 1;
+        let cur_q = if odd { rq } else { sq };
+        let nxt_q = if odd { sq } else { rq };
+        let cur_dy = if odd { rdy } else { sdy };
+        let nxt_dy = if odd { sdy } else { rdy };
+        let cur_lse = if odd { rlse } else { slse };
+        let nxt_lse = if odd { slse } else { rlse };
+        let cur_dos = if odd { rdos } else { sdos };
+        let nxt_dos = if odd { sdos } else { rdos };
+        let dq_in = if odd { rdq } else { sdq };
+        let dq_fwd = if odd { sdq } else { rdq };
+
+        let step_neg_lse: Sbuf = load_neg_lse(cur_lse[s![slot, .., ..]], mdt);
+        let step_dos = nl::ndarray([128, qnt], mdt, buffer = nl::sbuf);
+        nisa::dma_copy(step_dos, cur_dos[s![slot, .., ..]]);
+        // Causal bounds in local key coordinates, keeping 0 <= k <= row + offset:
+        // contiguous offset (q_pos - k_pos)·S, striped -min(max(k_pos - q_pos, 0), 1).
+        let ub = nl::ndarray([128, qnt], nl::float32, buffer = nl::sbuf);
+        if causal {
+            let me = ncc::collective_permute_implicit_current_processing_rank_id(0, rg);
+            let my_pos: Sbuf = scalar_column(positions.ap([[1, 1], [1, 1]], offset = 0, scalar_offset = me, indirect_dim = 1));
+            let them = ncc::collective_permute_implicit_current_processing_rank_id(step, rg);
+            let q_pos: Sbuf = scalar_column(positions.ap([[1, 1], [1, 1]], offset = 0, scalar_offset = them, indirect_dim = 1));
+            nisa::iota(ub, [[128, qnt]], channel_multiplier = 1);
+            let off = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
+            if striped {
+                nisa::tensor_tensor(off, my_pos, q_pos, nl::subtract);
+                nisa::tensor_scalar(off, off, nl::maximum, 0.0, op1 = nl::minimum, operand1 = 1.0);
+                nisa::tensor_scalar(ub, ub, nl::subtract, off);
+            } else {
+                nisa::tensor_tensor(off, q_pos, my_pos, nl::subtract);
+                nisa::tensor_scalar(off, off, nl::multiply, sl as f64);
+                nisa::tensor_scalar(ub, ub, nl::add, off);
+            }
+        }
+        let bounds = if causal { Some(ub) } else { None };
+        // The next step's data goes out before this step's compute.
+        if step + 1 < nw {
+            permute_all(cur_q, nxt_q, cur_dy, nxt_dy, cur_lse, nxt_lse, cur_dos, nxt_dos, groups);
+        }
+        compute_step(
+            cur_q[s![slot, .., ..]],
+            cur_dy[s![slot, .., ..]],
+            step_neg_lse,
+            step_dos,
+            dq_slot,
+            k_ld,
+            v_ld,
+            dk_r,
+            dv_r,
+            bounds,
+            causal,
+            causal && striped,
+            scale,
+            sl,
+            dts,
+            dnt,
+            mdt,
+        );
+        if lnc > 1 {
+            nisa::core_barrier(dq_scratch, [0, 1]);
+        }
+        // This rank's part of the visiting queries' dQ joins the partial sum on its way home.
+        ncc::collective_permute_implicit_reduce([[dq_scratch]], [[dq_in]], [[dq_fwd]], rg, nl::add);
+    }
+
+    for dt in 0..dnt {
+        nisa::dma_copy(out_dk[s![bid, hid, dt * dts..(dt + 1) * dts, ..]], dk_r[s![.., dt, ..]]);
+        nisa::dma_copy(out_dv[s![bid, hid, dt * dts..(dt + 1) * dts, ..]], dv_r[s![.., dt, ..]]);
+    }
+    // After the last exchange the complete dQ of the local queries is back here.
+    let dq_home = if nw % 2 == 0 { sdq } else { rdq };
+    nisa::dma_copy(out_dq[s![bid, hid, .., ..]], dq_home[s![slot, .., ..]]);
+}
+
+/// Ring attention backward, a drop-in for the NKI library's
+/// `ring_attention_spmd_bwd` (2.30): the gradients dQ, dK and dV of
+/// `ring_attention_spmd_fwd` over a ring of `num_workers` ranks.
+///
+/// Every input is `[B, N, D, S]` (head-dim major, `S` tokens per rank) except
+/// `lse_ref`, `[B, N, 128, S / 128]` (the forward's log-sum-exp of the scaled
+/// scores, row `128 g + p` at `[.., p, g]`); `o_ref` is the normalised forward
+/// output. Q is unscaled: `softmax_scale` (default `1/sqrt(D)`) is applied
+/// inside. Returns fp32 dQ, dK, dV, each `[B, N, D, S]`. With `mixed_precision`
+/// the accumulators, `-LSE` and `D` are fp32 (else the input dtype). `lnc_size`
+/// must equal the launch's LNC degree; `(b, h)` pairs are dealt to the programs
+/// round by round, and a program without a pair in the last round repeats pair
+/// `(0, 0)` into throwaway outputs so the collectives stay matched.
+#[nki_kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn ring_attention_spmd_bwd(
+    q_ref: Hbm,
+    k_ref: Hbm,
+    v_ref: Hbm,
+    o_ref: Hbm,
+    dy_ref: Hbm,
+    lse_ref: Hbm,
+    #[default(false)] use_causal_mask: bool,
+    #[default(true)] mixed_precision: bool,
+    softmax_scale: Option<f64>,
+    #[default(1)] num_workers: i64,
+    #[default(1)] lnc_size: i64,
+    replica_groups: Option<Groups>,
+    #[default(false)] striped_attention: bool,
+) -> (Hbm, Hbm, Hbm) {
+    assert!(!striped_attention || use_causal_mask, "striped_attention requires use_causal_mask");
+    let q_shape = q_ref.shape();
+    assert!(q_ref.ndim() == 4, "q_ref must be [B, N, D, S], got {q_shape}");
+    let [b, n, dh, sl] = q_shape;
+    assert!(sl % 128 == 0, "seqlen must be divisible by 128, got {sl}");
+    // The library checks none of the other inputs; mismatches would read out of bounds.
+    let k_shape = k_ref.shape();
+    let v_shape = v_ref.shape();
+    let o_shape = o_ref.shape();
+    let dy_shape = dy_ref.shape();
+    assert!(k_shape == q_shape, "k_ref must have q_ref's shape {q_shape} (MHA, [B, N, D, S]), got {k_shape}");
+    assert!(v_shape == q_shape, "v_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {v_shape}");
+    assert!(o_shape == q_shape, "o_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {o_shape}");
+    assert!(dy_shape == q_shape, "dy_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {dy_shape}");
+    let lse_shape = lse_ref.shape();
+    let n_grp = sl / 128;
+    assert!(
+        lse_ref.ndim() == 4 && lse_shape[0] == b && lse_shape[1] == n && lse_shape[2] == 128 && lse_shape[3] == n_grp,
+        "lse_ref must be [B, N, 128, S / 128] = [{b}, {n}, 128, {n_grp}], got {lse_shape}"
+    );
+    let kdt = q_ref.dtype();
+    let (kt, vt, ot, dyt) = (k_ref.dtype(), v_ref.dtype(), o_ref.dtype(), dy_ref.dtype());
+    assert!(
+        kt == kdt && vt == kdt && ot == kdt && dyt == kdt,
+        "q_ref, k_ref, v_ref, o_ref and dy_ref must share one dtype, got {kdt}, {kt}, {vt}, {ot}, {dyt}"
+    );
+    let (dts, dnt): (i64, i64) = head_tiles(dh);
+    assert!(dh % dts == 0, "Can not create tiles of equal size for given head dimension {dh}");
+    let kts = sl.min(512);
+    assert!(sl % kts == 0, "Key sequence length should be multiple of 512, got {sl}");
+    let mut pow2 = 1;
+    for _i in 0..dnt {
+        if pow2 < dnt {
+            pow2 *= 2;
+        }
+    }
+    let section = 8192 / pow2;
+    assert!(
+        section % kts == 0,
+        "Key section length should be multiple of {kts}, got {section} (valid seqlens: 128, 256 or a multiple of 512)"
+    );
+    let lnc_n = if nl::program_ndim() == 1 { nl::num_programs(0) } else { 1 };
+    let lnc_id = if nl::program_ndim() == 1 { nl::program_id(0) } else { 0 };
+    assert!(lnc_size == lnc_n, "lnc_size is {lnc_size} but the kernel runs on {lnc_n} LNC program(s)");
+    assert!(num_workers >= 1, "num_workers must be >= 1, got {num_workers}");
+    let groups = replica_groups.unwrap_or([]);
+    for gi in 0..groups.len() {
+        let size = groups[gi].len();
+        assert!(size == num_workers, "replica group {gi} has {size} ranks but num_workers is {num_workers}");
+    }
+
+    let mdt = if mixed_precision { nl::float32 } else { kdt };
+    let scale = softmax_scale.unwrap_or(1.0 / (dh as f64).powf(0.5));
+    let out_dq = nl::ndarray(q_shape, nl::float32, buffer = nl::shared_hbm);
+    let out_dk = nl::ndarray(q_shape, nl::float32, buffer = nl::shared_hbm);
+    let out_dv = nl::ndarray(q_shape, nl::float32, buffer = nl::shared_hbm);
+
+    // Ring buffers, one slot per LNC program.
+    let sq = nl::ndarray([lnc_size, dh, sl], kdt, buffer = nl::shared_hbm);
+    let rq = nl::ndarray([lnc_size, dh, sl], kdt, buffer = nl::shared_hbm);
+    let sdy = nl::ndarray([lnc_size, dh, sl], kdt, buffer = nl::shared_hbm);
+    let rdy = nl::ndarray([lnc_size, dh, sl], kdt, buffer = nl::shared_hbm);
+    let slse = nl::ndarray([lnc_size, 128, sl / 128], nl::float32, buffer = nl::shared_hbm);
+    let rlse = nl::ndarray([lnc_size, 128, sl / 128], nl::float32, buffer = nl::shared_hbm);
+    let sdos = nl::ndarray([lnc_size, 128, sl / 128], nl::float32, buffer = nl::shared_hbm);
+    let rdos = nl::ndarray([lnc_size, 128, sl / 128], nl::float32, buffer = nl::shared_hbm);
+    let sdq = nl::ndarray([lnc_size, dh, sl], nl::float32, buffer = nl::shared_hbm);
+    let rdq = nl::ndarray([lnc_size, dh, sl], nl::float32, buffer = nl::shared_hbm);
+    let dq_scratch = nl::ndarray([lnc_size, dh, sl], nl::float32, buffer = nl::shared_hbm);
+    let n_rings = if groups.len() == 0 { 1 } else { groups.len() };
+    let positions = nl::ndarray([1, n_rings * num_workers], nl::float32, buffer = nl::shared_hbm);
+    if use_causal_mask {
+        fill_ring_positions(positions, groups, num_workers);
+    }
+
+    let total = b * n;
+    let rounds = (total + lnc_size - 1) / lnc_size;
+    for round in 0..rounds {
+        let item = round * lnc_size + lnc_id;
+        if item < total {
+            ring_bwd_item(
+                q_ref,
+                k_ref,
+                v_ref,
+                o_ref,
+                dy_ref,
+                lse_ref,
+                out_dq,
+                out_dk,
+                out_dv,
+                sq,
+                rq,
+                sdy,
+                rdy,
+                slse,
+                rlse,
+                sdos,
+                rdos,
+                sdq,
+                rdq,
+                dq_scratch,
+                positions,
+                item / n,
+                item % n,
+                lnc_id,
+                lnc_size,
+                groups,
+                num_workers,
+                use_causal_mask,
+                striped_attention,
+                mdt,
+                scale,
+            );
+        } else {
+            // Nothing left for this program: repeat pair (0, 0) into private scratch.
+            let junk_dq = nl::ndarray(q_shape, nl::float32, buffer = nl::private_hbm);
+            let junk_dk = nl::ndarray(q_shape, nl::float32, buffer = nl::private_hbm);
+            let junk_dv = nl::ndarray(q_shape, nl::float32, buffer = nl::private_hbm);
+            ring_bwd_item(
+                q_ref,
+                k_ref,
+                v_ref,
+                o_ref,
+                dy_ref,
+                lse_ref,
+                junk_dq,
+                junk_dk,
+                junk_dv,
+                sq,
+                rq,
+                sdy,
+                rdy,
+                slse,
+                rlse,
+                sdos,
+                rdos,
+                sdq,
+                rdq,
+                dq_scratch,
+                positions,
+                0,
+                0,
+                lnc_id,
+                lnc_size,
+                groups,
+                num_workers,
+                use_causal_mask,
+                striped_attention,
+                mdt,
+                scale,
+            );
+        }
+    }
+    (out_dq, out_dk, out_dv)
+}
