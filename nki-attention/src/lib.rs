@@ -6,6 +6,7 @@ extern crate nki_core as nki;
 pub mod cte;
 pub mod ring_bwd;
 pub mod ring_fwd;
+mod rings;
 pub mod shard;
 
 use nki::emit::FunctionInfo;

@@ -97,6 +97,30 @@ pub fn unshard(parts: &[Tensor], layout: SeqLayout, d_major: bool) -> Result<Ten
     Tensor::from_f32(&[b, h, st, d], &vals, first.dtype())
 }
 
+/// Splits a whole-sequence log-sum-exp (`[b, h, S_total]`) into per-rank
+/// `[b, h, 128, S_local / 128]` tensors (row `128 g + p` at `[.., p, g]`), the
+/// layout `ring_attention_spmd_bwd` reads.
+pub fn shard_lse(global: &Tensor, workers: usize, layout: SeqLayout) -> Result<Vec<Tensor>> {
+    let [b, h, st] = <[usize; 3]>::try_from(global.shape())
+        .map_err(|_| NkiError::argument("lse", format!("shape {:?}", global.shape()), "must be 3-d [b, h, S_total]"))?;
+    if workers == 0 || st % (128 * workers) != 0 {
+        return Err(NkiError::argument("S_total", st, &format!("must be a multiple of 128 x the {workers} workers")));
+    }
+    let (sl, g) = (st / workers, st / workers / 128);
+    let vals = global.to_f32_vec();
+    (0..workers)
+        .map(|r| {
+            let mut local = vec![0f32; b * h * sl];
+            for bh in 0..b * h {
+                for i in 0..sl {
+                    local[(bh * 128 + i % 128) * g + i / 128] = vals[bh * st + layout.global(r, i, workers, sl)];
+                }
+            }
+            Tensor::from_f32(&[b, h, 128, g], &local, global.dtype())
+        })
+        .collect()
+}
+
 /// Puts per-rank log-sum-exps (`[b, h, 128, S_local / 128]`, row `128 g + p` at
 /// `[.., p, g]`) back into one `[b, h, S_total]` tensor.
 pub fn unshard_lse(parts: &[Tensor], layout: SeqLayout) -> Result<Tensor> {
@@ -144,6 +168,18 @@ mod tests {
         assert_eq!(SeqLayout::Striped.global(2, 1, 3, 4), 5);
         assert_eq!(SeqLayout::Contiguous.global(2, 1, 3, 4), 9);
         assert!(shard(&x, 5, SeqLayout::Contiguous, false).unwrap_err().message.contains("multiple of the 5 workers"));
+    }
+
+    #[test]
+    fn lse_shards_round_trip() {
+        let vals: Vec<f32> = (0..2 * 1024).map(|i| i as f32).collect();
+        let g = Tensor::from_f32(&[1, 2, 1024], &vals, Dtype::F32).unwrap();
+        for layout in [SeqLayout::Contiguous, SeqLayout::Striped] {
+            let parts = shard_lse(&g, 4, layout).unwrap();
+            assert_eq!(parts[0].shape(), &[1, 2, 128, 2]);
+            assert_eq!(unshard_lse(&parts, layout).unwrap().to_f32_vec(), vals, "{layout:?}");
+        }
+        assert!(shard_lse(&g, 3, SeqLayout::Contiguous).is_err());
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `nki run <kernel>`: runs a library kernel in the emulator on `.npy` inputs.
 
 mod attention_cte;
+mod ring_bwd;
 mod ring_fwd;
 
 use clap::{Args, Subcommand, ValueEnum};
@@ -22,6 +23,9 @@ enum Kernel {
     /// Ring attention forward (`ring_attention_spmd_fwd`) on whole-sequence inputs,
     /// sharded over `--workers` emulated ranks and gathered back.
     RingFwd(ring_fwd::RingFwdArgs),
+    /// Ring attention backward (`ring_attention_spmd_bwd`): dQ, dK, dV of whole-sequence
+    /// inputs, sharded over `--workers` emulated ranks and gathered back.
+    RingBwd(ring_bwd::RingBwdArgs),
 }
 
 /// The emulator's numeric model.
@@ -73,6 +77,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     match &args.kernel {
         Kernel::AttentionCte(a) => attention_cte::run(a),
         Kernel::RingFwd(a) => ring_fwd::run(a),
+        Kernel::RingBwd(a) => ring_bwd::run(a),
     }
 }
 

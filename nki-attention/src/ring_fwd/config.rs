@@ -2,6 +2,7 @@
 //! at compile time when the configuration is a constant (see
 //! [`ring_fwd_config!`](crate::ring_fwd_config)).
 
+use crate::rings::{GroupProblem, group_problem, ring_count};
 use nki::Dtype;
 use nki::hw::Generation;
 use std::fmt;
@@ -186,7 +187,7 @@ impl RingFwdConfig {
 
     /// Number of rings.
     pub const fn rings(&self) -> usize {
-        if self.replica_groups.is_empty() { 1 } else { self.replica_groups.len() }
+        ring_count(self.replica_groups)
     }
 
     /// Ranks a launch needs: every ring's workers.
@@ -208,8 +209,10 @@ impl RingFwdConfig {
         if self.striped && !self.causal {
             return Some(RingFwdRule::StripedNeedsCausal);
         }
-        if let Some(rule) = self.group_violation() {
-            return Some(rule);
+        match group_problem(self.replica_groups, self.num_workers) {
+            Some(GroupProblem::Size) => return Some(RingFwdRule::GroupSize),
+            Some(GroupProblem::Ranks) => return Some(RingFwdRule::GroupRanks),
+            None => {}
         }
         if let Some(d) = self.dims {
             if d.batch < 1 || d.heads < 1 {
@@ -221,40 +224,6 @@ impl RingFwdConfig {
             if d.seqlen < 128 || d.seqlen % 128 != 0 {
                 return Some(RingFwdRule::SeqlenMultiple);
             }
-        }
-        None
-    }
-
-    /// Group sizes, then that the rank ids are a permutation of `0..ranks`.
-    const fn group_violation(&self) -> Option<RingFwdRule> {
-        let groups = self.replica_groups;
-        let ranks = self.ranks();
-        let mut g = 0;
-        while g < groups.len() {
-            if groups[g].len() as i64 != self.num_workers {
-                return Some(RingFwdRule::GroupSize);
-            }
-            g += 1;
-        }
-        // Each id in range and seen once: count occurrences of every id.
-        let mut id = 0;
-        while id < ranks && !groups.is_empty() {
-            let mut seen = 0;
-            let mut g = 0;
-            while g < groups.len() {
-                let mut j = 0;
-                while j < groups[g].len() {
-                    if groups[g][j] == id as i64 {
-                        seen += 1;
-                    }
-                    j += 1;
-                }
-                g += 1;
-            }
-            if seen != 1 {
-                return Some(RingFwdRule::GroupRanks);
-            }
-            id += 1;
         }
         None
     }

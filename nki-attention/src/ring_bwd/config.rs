@@ -1,0 +1,231 @@
+//! The typed configuration of `ring_attention_spmd_bwd`, whose rules are checked
+//! at compile time when the configuration is a constant (see
+//! [`ring_bwd_config!`](crate::ring_bwd_config)).
+
+use crate::ring_fwd::RingDims;
+use crate::rings::{GroupProblem, group_problem, ring_count};
+use std::fmt;
+
+/// Every flag of `ring_attention_spmd_bwd` and, optionally, its shapes.
+///
+/// ```compile_fail
+/// use nki_attention::{ring_bwd_config, ring_bwd::RingBwdConfig};
+/// use nki_attention::ring_fwd::RingDims;
+/// // 384 tokens per rank do not tile into 512-key sections.
+/// const DIMS: RingDims = RingDims { batch: 1, heads: 2, seqlen: 384, head_dim: 64 };
+/// let cfg = ring_bwd_config!(RingBwdConfig::new(4).causal(true).dims(DIMS));
+/// ```
+///
+/// ```
+/// use nki_attention::{ring_bwd_config, ring_bwd::RingBwdConfig};
+/// let cfg = ring_bwd_config!(RingBwdConfig::new(4).causal(true).striped(true).lnc(2));
+/// assert_eq!(cfg.ranks(), 4);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RingBwdConfig {
+    /// Ranks in each ring.
+    pub num_workers: i64,
+    /// Causal mask over global positions.
+    pub causal: bool,
+    /// Rank `r` holds the tokens `t` with `t mod num_workers == r` (else contiguous blocks).
+    pub striped: bool,
+    /// fp32 accumulators, `-LSE` and `D` (else the input dtype).
+    pub mixed_precision: bool,
+    /// Softmax scale (default `1/sqrt(d)`), applied inside: Q is unscaled.
+    pub softmax_scale: Option<f64>,
+    /// The LNC degree the kernel runs with (`lnc_size`).
+    pub lnc: i64,
+    /// The rings, in send order (empty: one ring of `num_workers` ranks `0..num_workers`).
+    pub replica_groups: &'static [&'static [i64]],
+    /// Static per-rank shapes, checked against the tiling rules when given.
+    pub dims: Option<RingDims>,
+}
+
+/// One rule of `ring_attention_spmd_bwd` (the library's asserts and what it
+/// leaves unchecked).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RingBwdRule {
+    /// B1: striped input needs the causal mask.
+    StripedNeedsCausal,
+    /// At least one worker.
+    WorkersPositive,
+    /// Every replica group holds `num_workers` ranks.
+    GroupSize,
+    /// Rank ids are distinct, non-negative and cover `0..ranks`.
+    GroupRanks,
+    /// B7: the LNC degree is 1 or 2.
+    LncSize,
+    /// Batch and heads positive.
+    BatchHeads,
+    /// B2: tokens per rank a positive multiple of 128.
+    SeqlenMultiple,
+    /// B5: tokens per rank tile into the 512-key tiles and KV sections (128, 256 or a multiple of 512).
+    SeqlenTiles,
+    /// B4: the head dim splits into equal tiles of at most 128.
+    HeadDimTiles,
+}
+
+impl RingBwdRule {
+    /// The rule in words (a `const` string, usable in compile-time panics).
+    pub const fn message(self) -> &'static str {
+        match self {
+            RingBwdRule::StripedNeedsCausal => "ring_attention_spmd_bwd: striped_attention requires use_causal_mask",
+            RingBwdRule::WorkersPositive => "ring_attention_spmd_bwd: num_workers must be >= 1",
+            RingBwdRule::GroupSize => "ring_attention_spmd_bwd: every replica group must hold num_workers ranks",
+            RingBwdRule::GroupRanks => "ring_attention_spmd_bwd: replica groups must name each rank 0..groups x num_workers exactly once",
+            RingBwdRule::LncSize => "ring_attention_spmd_bwd: lnc_size must be 1 or 2",
+            RingBwdRule::BatchHeads => "ring_attention_spmd_bwd: batch and heads must be positive",
+            RingBwdRule::SeqlenMultiple => "ring_attention_spmd_bwd: the tokens per rank must be a positive multiple of 128",
+            RingBwdRule::SeqlenTiles => {
+                "ring_attention_spmd_bwd: the tokens per rank must be 128, 256 or a multiple of 512 (512-key tiles in 8192-key sections)"
+            }
+            RingBwdRule::HeadDimTiles => {
+                "ring_attention_spmd_bwd: the head dim must split into equal tiles of at most 128 (e.g. 192 = 2 x 96; a prime above 128 cannot)"
+            }
+        }
+    }
+}
+
+impl fmt::Display for RingBwdRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.message())
+    }
+}
+
+/// Equal head-dim tiles of at most 128: `(size, count)` (the kernel's `head_tiles`).
+pub(crate) const fn head_tiles(dh: i64) -> (i64, i64) {
+    let n = (dh + 127) / 128;
+    ((dh + n - 1) / n, n)
+}
+
+impl RingBwdConfig {
+    /// The Python defaults for a ring of `num_workers`: non-causal, contiguous,
+    /// mixed precision, scale `1/sqrt(d)`, LNC1, one ring.
+    pub const fn new(num_workers: i64) -> RingBwdConfig {
+        RingBwdConfig {
+            num_workers,
+            causal: false,
+            striped: false,
+            mixed_precision: true,
+            softmax_scale: None,
+            lnc: 1,
+            replica_groups: &[],
+            dims: None,
+        }
+    }
+
+    /// Sets [`causal`](Self::causal).
+    pub const fn causal(mut self, on: bool) -> Self {
+        self.causal = on;
+        self
+    }
+
+    /// Sets [`striped`](Self::striped).
+    pub const fn striped(mut self, on: bool) -> Self {
+        self.striped = on;
+        self
+    }
+
+    /// Sets [`mixed_precision`](Self::mixed_precision).
+    pub const fn mixed_precision(mut self, on: bool) -> Self {
+        self.mixed_precision = on;
+        self
+    }
+
+    /// Sets [`softmax_scale`](Self::softmax_scale).
+    pub const fn softmax_scale(mut self, scale: f64) -> Self {
+        self.softmax_scale = Some(scale);
+        self
+    }
+
+    /// Sets [`lnc`](Self::lnc).
+    pub const fn lnc(mut self, lnc: i64) -> Self {
+        self.lnc = lnc;
+        self
+    }
+
+    /// Sets [`replica_groups`](Self::replica_groups).
+    pub const fn replica_groups(mut self, groups: &'static [&'static [i64]]) -> Self {
+        self.replica_groups = groups;
+        self
+    }
+
+    /// Sets static per-rank shapes (checked against the tiling rules).
+    pub const fn dims(mut self, dims: RingDims) -> Self {
+        self.dims = Some(dims);
+        self
+    }
+
+    /// Number of rings.
+    pub const fn rings(&self) -> usize {
+        ring_count(self.replica_groups)
+    }
+
+    /// Ranks a launch needs: every ring's workers.
+    pub const fn ranks(&self) -> usize {
+        self.rings() * self.num_workers as usize
+    }
+
+    /// The first rule this configuration breaks.
+    pub const fn violation(&self) -> Option<RingBwdRule> {
+        if self.striped && !self.causal {
+            return Some(RingBwdRule::StripedNeedsCausal);
+        }
+        if self.num_workers < 1 {
+            return Some(RingBwdRule::WorkersPositive);
+        }
+        match group_problem(self.replica_groups, self.num_workers) {
+            Some(GroupProblem::Size) => return Some(RingBwdRule::GroupSize),
+            Some(GroupProblem::Ranks) => return Some(RingBwdRule::GroupRanks),
+            None => {}
+        }
+        if self.lnc < 1 || self.lnc > 2 {
+            return Some(RingBwdRule::LncSize);
+        }
+        if let Some(d) = self.dims {
+            if d.batch < 1 || d.heads < 1 {
+                return Some(RingBwdRule::BatchHeads);
+            }
+            if d.seqlen < 128 || d.seqlen % 128 != 0 {
+                return Some(RingBwdRule::SeqlenMultiple);
+            }
+            if d.head_dim < 1 || d.head_dim % head_tiles(d.head_dim).0 != 0 {
+                return Some(RingBwdRule::HeadDimTiles);
+            }
+            let kts = if d.seqlen < 512 { d.seqlen } else { 512 };
+            let mut pow2 = 1;
+            while pow2 < head_tiles(d.head_dim).1 {
+                pow2 *= 2;
+            }
+            if d.seqlen % kts != 0 || (8192 / pow2) % kts != 0 {
+                return Some(RingBwdRule::SeqlenTiles);
+            }
+        }
+        None
+    }
+
+    /// Panics (a compile error in a `const`) when a rule is broken.
+    pub const fn assert_valid(self) -> Self {
+        if let Some(rule) = self.violation() {
+            panic!("{}", rule.message());
+        }
+        self
+    }
+}
+
+/// A checked [`RingBwdConfig`] constant: breaking one of the kernel's rules is a
+/// compile error naming the rule.
+///
+/// ```
+/// use nki_attention::{ring_bwd_config, ring_bwd::RingBwdConfig};
+/// use nki_attention::ring_fwd::RingDims;
+/// const DIMS: RingDims = RingDims { batch: 1, heads: 2, seqlen: 2048, head_dim: 192 };
+/// let cfg = ring_bwd_config!(RingBwdConfig::new(4).dims(DIMS));
+/// assert!(cfg.violation().is_none());
+/// ```
+#[macro_export]
+macro_rules! ring_bwd_config {
+    ($cfg:expr) => {
+        $crate::__checked_config!($crate::ring_bwd::RingBwdConfig, $cfg)
+    };
+}

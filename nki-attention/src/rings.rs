@@ -1,0 +1,64 @@
+//! Replica groups of the ring kernels, checked in `const` context.
+
+/// How a set of replica groups fails to describe rings of `num_workers` ranks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GroupProblem {
+    /// A group does not hold `num_workers` ranks.
+    Size,
+    /// The rank ids are not each of `0..groups·num_workers` exactly once.
+    Ranks,
+}
+
+/// Number of rings: one when `groups` is empty (all ranks of the launch).
+pub(crate) const fn ring_count(groups: &[&[i64]]) -> usize {
+    if groups.is_empty() { 1 } else { groups.len() }
+}
+
+/// The first problem of `groups` as rings of `num_workers` ranks, if any.
+pub(crate) const fn group_problem(groups: &[&[i64]], num_workers: i64) -> Option<GroupProblem> {
+    let mut g = 0;
+    while g < groups.len() {
+        if groups[g].len() as i64 != num_workers {
+            return Some(GroupProblem::Size);
+        }
+        g += 1;
+    }
+    // Count the occurrences of every id in 0..ranks (the sizes above make the total right).
+    let ranks = groups.len() * if num_workers > 0 { num_workers as usize } else { 0 };
+    let mut id = 0;
+    while id < ranks {
+        let mut seen = 0;
+        let mut g = 0;
+        while g < groups.len() {
+            let mut j = 0;
+            while j < groups[g].len() {
+                if groups[g][j] == id as i64 {
+                    seen += 1;
+                }
+                j += 1;
+            }
+            g += 1;
+        }
+        if seen != 1 {
+            return Some(GroupProblem::Ranks);
+        }
+        id += 1;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_must_be_rings_over_every_rank_once() {
+        assert_eq!(group_problem(&[], 4), None);
+        assert_eq!(group_problem(&[&[0, 4], &[1, 5], &[2, 6], &[3, 7]], 2), None);
+        assert_eq!(group_problem(&[&[0, 1], &[2]], 2), Some(GroupProblem::Size));
+        assert_eq!(group_problem(&[&[0, 1], &[1, 2]], 2), Some(GroupProblem::Ranks));
+        assert_eq!(group_problem(&[&[0, 5]], 2), Some(GroupProblem::Ranks));
+        assert_eq!(ring_count(&[&[0, 1], &[2, 3]]), 2);
+        assert_eq!(ring_count(&[]), 1);
+    }
+}

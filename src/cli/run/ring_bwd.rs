@@ -1,0 +1,89 @@
+//! `nki run ring-bwd`.
+
+use super::{LaunchArgs, load, save};
+use clap::Args;
+use nki::attention::ring_bwd::{RingBwdConfig, RingBwdInputs};
+use nki::attention::shard::{SeqLayout, shard, shard_lse, unshard};
+use std::path::PathBuf;
+
+/// Arguments of `nki run ring-bwd`: whole-sequence inputs, sharded over the ring
+/// and gathered back.
+#[derive(Args)]
+pub struct RingBwdArgs {
+    /// Queries `[b, h, S_total, d]` (unscaled).
+    #[arg(long)]
+    q: PathBuf,
+    /// Keys `[b, h, S_total, d]`.
+    #[arg(long)]
+    k: PathBuf,
+    /// Values `[b, h, S_total, d]`.
+    #[arg(long)]
+    v: PathBuf,
+    /// The forward's output `[b, h, S_total, d]`.
+    #[arg(long)]
+    o: PathBuf,
+    /// The gradient of the loss with respect to the output `[b, h, S_total, d]`.
+    #[arg(long)]
+    dy: PathBuf,
+    /// The forward's log-sum-exp of the scaled scores `[b, h, S_total]` (as `nki run ring-fwd --lse` writes it).
+    #[arg(long)]
+    lse: PathBuf,
+    /// Ranks in the ring; each holds `S_total / workers` tokens.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// Causal mask over global positions.
+    #[arg(long)]
+    causal: bool,
+    /// Rank `r` holds the tokens `t` with `t mod workers == r` (needs `--causal`); else contiguous blocks.
+    #[arg(long)]
+    striped: bool,
+    /// Softmax scale (default `1/sqrt(d)`).
+    #[arg(long)]
+    scale: Option<f64>,
+    #[command(flatten)]
+    launch: LaunchArgs,
+    /// dL/dQ `[b, h, S_total, d]`.
+    #[arg(long)]
+    dq: PathBuf,
+    /// dL/dK `[b, h, S_total, d]`.
+    #[arg(long)]
+    dk: PathBuf,
+    /// dL/dV `[b, h, S_total, d]`.
+    #[arg(long)]
+    dv: PathBuf,
+}
+
+/// Shards the inputs head-dim major, runs the ring and writes the gathered gradients.
+pub fn run(a: &RingBwdArgs) -> Result<(), String> {
+    let q = load(&a.q, "q")?;
+    let others = [("k", load(&a.k, "k")?), ("v", load(&a.v, "v")?), ("o", load(&a.o, "o")?), ("dy", load(&a.dy, "dy")?)];
+    for (flag, t) in &others {
+        if t.shape() != q.shape() {
+            return Err(format!(
+                "--{flag} has shape {:?} but --q has {:?}; q, k, v, o and dy are [b, h, S_total, d]",
+                t.shape(),
+                q.shape()
+            ));
+        }
+    }
+    let lse = load(&a.lse, "lse")?;
+    let layout = if a.striped { SeqLayout::Striped } else { SeqLayout::Contiguous };
+    let err = |e: nki::NkiError| e.to_string();
+    let w = a.workers;
+    let mut parts = vec![shard(&q, w, layout, true).map_err(err)?];
+    for (_, t) in &others {
+        parts.push(shard(t, w, layout, true).map_err(err)?);
+    }
+    let lses = shard_lse(&lse, w, layout).map_err(err)?;
+    let launch = a.launch.launch().ranks(w);
+    let mut cfg = RingBwdConfig::new(w as i64).causal(a.causal).striped(a.striped).lnc(launch.lnc_degree() as i64);
+    if let Some(s) = a.scale {
+        cfg = cfg.softmax_scale(s);
+    }
+    let inputs = RingBwdInputs { q: &parts[0], k: &parts[1], v: &parts[2], o: &parts[3], dy: &parts[4], lse: &lses };
+    let grads = cfg.launch(&launch, &inputs).map_err(err)?;
+    for (path, g) in [(&a.dq, &grads.dq), (&a.dk, &grads.dk), (&a.dv, &grads.dv)] {
+        save(path, &unshard(g, layout, true).map_err(err)?)?;
+    }
+    Ok(())
+}
