@@ -1,6 +1,7 @@
 //! The `nki` command: help, emit, `run attention-cte` (outputs equal the
 //! library API's; bad inputs give a one-line error and a non-zero exit),
-//! `run ring-fwd` against a float64 reference, and the benchmark's table.
+//! `run ring-fwd` against a float64 reference, the benchmark's table, and the
+//! demo (every kernel checked, the package written and signature-checked).
 
 mod common;
 
@@ -30,11 +31,11 @@ fn help_documents_every_subcommand() {
     let o = nki_cmd(&["--help"]);
     assert!(o.status.success());
     let text = String::from_utf8_lossy(&o.stdout);
-    for sub in ["emit", "list", "run", "bench"] {
+    for sub in ["emit", "list", "run", "bench", "demo"] {
         assert!(text.contains(sub), "`{sub}` missing from --help:\n{text}");
     }
     let run_help = String::from_utf8_lossy(&nki_cmd(&["run", "--help"]).stdout).into_owned();
-    for kernel in ["attention-cte", "ring-fwd"] {
+    for kernel in ["attention-cte", "ring-fwd", "ring-bwd"] {
         assert!(run_help.contains(kernel), "{run_help}");
     }
 }
@@ -197,4 +198,23 @@ fn bench_quick_prints_a_row_per_mask_and_precision() {
         let gflops: f64 = cols[8].parse().unwrap_or_else(|_| panic!("GFLOP/s column in {row}"));
         assert!(gflops > 0.0 && gflops.is_finite(), "{row}");
     }
+}
+
+#[test]
+fn demo_checks_every_kernel_in_both_modes_and_writes_the_package() {
+    let out = common::scratch("cli_demo").join("nki_out");
+    let o = nki_cmd(&["demo", "--out", &out.display().to_string()]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{text}{}", stderr(&o));
+    for kernel in ["attention_cte", "ring_attention_spmd_fwd", "ring_attention_spmd_bwd"] {
+        for precision in ["fp32", "hardware"] {
+            let row = text.lines().find(|l| l.starts_with(kernel) && l.split_whitespace().nth(1) == Some(precision));
+            let row = row.unwrap_or_else(|| panic!("no {kernel} {precision} row in:\n{text}"));
+            let cols: Vec<&str> = row.split_whitespace().collect();
+            let (err, bound): (f64, f64) = (cols[2].parse().unwrap(), cols[3].parse().unwrap());
+            assert!(err <= bound && cols[6] == "ok", "{row}");
+        }
+    }
+    let (ok, stdout, stderr) = common::harness(&["check", &out.display().to_string()]);
+    assert!(ok, "the demo's package fails the signature check:\n{stdout}{stderr}");
 }

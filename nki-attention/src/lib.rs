@@ -4,6 +4,7 @@
 extern crate nki_core as nki;
 
 pub mod cte;
+pub mod reference;
 pub mod ring_bwd;
 pub mod ring_fwd;
 mod rings;

@@ -1,6 +1,7 @@
 //! Command-line interface.
 
 mod bench;
+mod demo;
 mod emit;
 mod list;
 mod run;
@@ -27,6 +28,9 @@ enum Command {
     Run(Box<run::RunArgs>),
     /// Measure the emulator's throughput on the attention kernels.
     Bench(bench::BenchArgs),
+    /// Run every attention kernel on random inputs in both precision modes, check
+    /// each against float64 attention, and write the NKI package to ./nki_out.
+    Demo(demo::DemoArgs),
 }
 
 /// Parses the command line and runs the subcommand.
@@ -39,5 +43,6 @@ pub fn run() -> Result<(), String> {
         }
         Command::Run(args) => run::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::Demo(args) => demo::run(&args),
     }
 }
