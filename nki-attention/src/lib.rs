@@ -3,6 +3,28 @@
 
 extern crate nki_core as nki;
 
+/// `Display` for a rule enum through its `message`, and `assert_valid` for its
+/// configuration: the first broken rule as a panic, a compile error in a `const`.
+macro_rules! rules_of {
+    ($config:ty, $rule:ty) => {
+        impl ::std::fmt::Display for $rule {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.write_str(self.message())
+            }
+        }
+
+        impl $config {
+            /// Panics (a compile error in a `const`) when a rule is broken.
+            pub const fn assert_valid(self) -> Self {
+                if let Some(rule) = self.violation() {
+                    panic!("{}", rule.message());
+                }
+                self
+            }
+        }
+    };
+}
+
 pub mod cte;
 pub mod reference;
 pub mod ring_bwd;
@@ -20,7 +42,7 @@ pub static KERNELS: &[&FunctionInfo] = &[
 ];
 
 /// A configuration constant whose `assert_valid` runs at compile time (the body of
-/// [`cte_config!`] and [`ring_fwd_config!`]).
+/// [`cte_config!`], [`ring_fwd_config!`] and [`ring_bwd_config!`]).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __checked_config {

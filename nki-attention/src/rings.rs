@@ -1,4 +1,7 @@
-//! Replica groups of the ring kernels, checked in `const` context.
+//! Replica groups of the ring kernels, checked in `const` context, and the
+//! launch checks both ring APIs share.
+
+use nki::{Launch, NkiError, Result, Tensor};
 
 /// How a set of replica groups fails to describe rings of `num_workers` ranks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,6 +48,30 @@ pub(crate) const fn group_problem(groups: &[&[i64]], num_workers: i64) -> Option
         id += 1;
     }
     None
+}
+
+/// A tensor's shape as the kernels' `i64`s.
+pub(crate) fn shape_i64(t: &Tensor) -> Vec<i64> {
+    t.shape().iter().map(|&x| x as i64).collect()
+}
+
+/// Checks that `launch` runs `rings` rings of `workers` ranks and that each named
+/// list holds one tensor per rank.
+pub(crate) fn check_ring_launch(launch: &Launch, rings: usize, workers: i64, lists: &[(&str, &[Tensor])]) -> Result<()> {
+    let ranks = rings * workers as usize;
+    if launch.num_ranks() != ranks {
+        return Err(NkiError::argument(
+            "ranks",
+            launch.num_ranks(),
+            &format!("the launch must have {ranks} ranks ({rings} ring(s) of {workers} workers)"),
+        ));
+    }
+    for (name, list) in lists {
+        if list.len() != ranks {
+            return Err(NkiError::argument(name, format!("{} tensors", list.len()), &format!("needs one tensor per rank ({ranks})")));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

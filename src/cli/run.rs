@@ -65,6 +65,22 @@ pub fn load(path: &Path, what: &str) -> Result<Tensor, String> {
     arr.to_tensor(None).map_err(|e| format!("--{what} {}: {e}", path.display())).map(|t| t.named(what))
 }
 
+/// Loads whole-sequence inputs that must share the `[b, h, S_total, d]` shape of the first.
+pub fn load_alike(files: &[(&str, &Path)]) -> Result<Vec<Tensor>, String> {
+    let tensors = files.iter().map(|(flag, path)| load(path, flag)).collect::<Result<Vec<_>, _>>()?;
+    for ((flag, _), t) in files.iter().zip(&tensors).skip(1) {
+        if t.shape() != tensors[0].shape() {
+            return Err(format!(
+                "--{flag} has shape {:?} but --{} has {:?}; all of them are [b, h, S_total, d]",
+                t.shape(),
+                files[0].0,
+                tensors[0].shape()
+            ));
+        }
+    }
+    Ok(tensors)
+}
+
 /// Writes a tensor as `.npy` (float32, or int32 for integer dtypes).
 pub fn save(path: &Path, t: &Tensor) -> Result<(), String> {
     write_tensor_npy(path, t).map_err(|e| e.to_string())?;

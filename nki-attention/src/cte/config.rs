@@ -3,7 +3,6 @@
 
 use nki::Dtype;
 use nki::hw::Generation;
-use std::fmt;
 
 /// Static shapes of an `attention_cte` call, when known at compile time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -167,11 +166,7 @@ impl CteRule {
     }
 }
 
-impl fmt::Display for CteRule {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.message())
-    }
-}
+rules_of!(CteConfig, CteRule);
 
 impl Default for CteConfig {
     fn default() -> Self {
@@ -393,14 +388,6 @@ impl CteConfig {
             return Some(CteRule::PackingScale);
         }
         None
-    }
-
-    /// Panics (a compile error in a `const`) when a rule is broken.
-    pub const fn assert_valid(self) -> Self {
-        if let Some(rule) = self.violation() {
-            panic!("{}", rule.message());
-        }
-        self
     }
 }
 

@@ -4,7 +4,6 @@
 
 use crate::ring_fwd::RingDims;
 use crate::rings::{GroupProblem, group_problem, ring_count};
-use std::fmt;
 
 /// Every flag of `ring_attention_spmd_bwd` and, optionally, its shapes.
 ///
@@ -86,11 +85,7 @@ impl RingBwdRule {
     }
 }
 
-impl fmt::Display for RingBwdRule {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.message())
-    }
-}
+rules_of!(RingBwdConfig, RingBwdRule);
 
 /// Equal head-dim tiles of at most 128: `(size, count)` (the kernel's `head_tiles`).
 pub(crate) const fn head_tiles(dh: i64) -> (i64, i64) {
@@ -202,14 +197,6 @@ impl RingBwdConfig {
             }
         }
         None
-    }
-
-    /// Panics (a compile error in a `const`) when a rule is broken.
-    pub const fn assert_valid(self) -> Self {
-        if let Some(rule) = self.violation() {
-            panic!("{}", rule.message());
-        }
-        self
     }
 }
 

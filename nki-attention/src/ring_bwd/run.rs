@@ -5,6 +5,7 @@
 use super::config::{RingBwdConfig, RingBwdRule};
 use super::ring_attention_bwd::ring_attention_spmd_bwd;
 use crate::ring_fwd::RingDims;
+use crate::rings::{check_ring_launch, shape_i64};
 use nki::collectives::CommEvent;
 use nki::{Launch, NkiError, Result, Tensor};
 
@@ -40,10 +41,6 @@ pub struct RingBwdOutputs {
     pub comm: Vec<CommEvent>,
 }
 
-fn shape_i64(t: &Tensor) -> Vec<i64> {
-    t.shape().iter().map(|&x| x as i64).collect()
-}
-
 impl RingBwdConfig {
     /// The error for a broken rule: the parameter, its value and the rule.
     pub fn rule_error(&self, rule: RingBwdRule) -> NkiError {
@@ -66,23 +63,11 @@ impl RingBwdConfig {
         if let Some(rule) = self.violation() {
             return Err(self.rule_error(rule));
         }
-        let ranks = self.ranks();
-        if launch.num_ranks() != ranks {
-            return Err(NkiError::argument(
-                "ranks",
-                launch.num_ranks(),
-                &format!("the launch must have {ranks} ranks ({} ring(s) of {} workers)", self.rings(), self.num_workers),
-            ));
-        }
         if launch.lnc_degree() as i64 != self.lnc {
             return Err(NkiError::argument("lnc_size", self.lnc, &format!("must equal the launch's LNC degree {}", launch.lnc_degree())));
         }
         let all = [("q", inputs.q), ("k", inputs.k), ("v", inputs.v), ("o", inputs.o), ("dy", inputs.dy), ("lse", inputs.lse)];
-        for (name, list) in all {
-            if list.len() != ranks {
-                return Err(NkiError::argument(name, format!("{} tensors", list.len()), &format!("needs one tensor per rank ({ranks})")));
-            }
-        }
+        check_ring_launch(launch, self.rings(), self.num_workers, &all)?;
         let q0 = shape_i64(&inputs.q[0]);
         let [b, h, d, s] = <[i64; 4]>::try_from(q0.as_slice())
             .map_err(|_| NkiError::argument("q", format!("shape {q0:?}"), "must be 4-d [B, N, D, S]"))?;

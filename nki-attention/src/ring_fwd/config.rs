@@ -5,7 +5,6 @@
 use crate::rings::{GroupProblem, group_problem, ring_count};
 use nki::Dtype;
 use nki::hw::Generation;
-use std::fmt;
 
 /// Static per-rank shapes of a ring launch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,11 +104,7 @@ impl RingFwdRule {
     }
 }
 
-impl fmt::Display for RingFwdRule {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.message())
-    }
-}
+rules_of!(RingFwdConfig, RingFwdRule);
 
 impl RingFwdConfig {
     /// The Python defaults for a ring of `num_workers`: non-causal, contiguous,
@@ -226,14 +221,6 @@ impl RingFwdConfig {
             }
         }
         None
-    }
-
-    /// Panics (a compile error in a `const`) when a rule is broken.
-    pub const fn assert_valid(self) -> Self {
-        if let Some(rule) = self.violation() {
-            panic!("{}", rule.message());
-        }
-        self
     }
 }
 

@@ -33,6 +33,52 @@ pub(crate) fn fill_ring_positions(table: Hbm, groups: Groups, num_workers: i64) 
     nisa::dma_copy(table, positions);
 }
 
+/// `(128, 1)` columns holding this rank's ring position and the position of the
+/// rank whose data it holds after `step` steps.
+#[nki_helper]
+pub(crate) fn ring_positions_at(positions: Hbm, groups: Groups, step: i64) -> (Sbuf, Sbuf) {
+    let rg = ncc::ReplicaGroup(groups);
+    let me = ncc::collective_permute_implicit_current_processing_rank_id(0, rg);
+    let mine: Sbuf = scalar_column(positions.ap([[1, 1], [1, 1]], offset = 0, scalar_offset = me, indirect_dim = 1));
+    let them = ncc::collective_permute_implicit_current_processing_rank_id(step, rg);
+    let theirs: Sbuf = scalar_column(positions.ap([[1, 1], [1, 1]], offset = 0, scalar_offset = them, indirect_dim = 1));
+    (mine, theirs)
+}
+
+/// One ring step's `attention_cte`: the unnormalised output and the raw statistics
+/// (negated max, sum) of the local queries against `k` and `v`.
+#[nki_helper]
+#[allow(clippy::too_many_arguments)]
+fn step_attention(
+    q3: Hbm,
+    k: Hbm,
+    v: Hbm,
+    scale: f64,
+    causal: bool,
+    tp_q: bool,
+    tp_k: bool,
+    cp_offset: Option<Hbm>,
+    cp_deg: Option<i64>,
+    striped: bool,
+) -> (Hbm, Hbm, Hbm) {
+    let (o, neg_max, sum): (Hbm, Hbm, Hbm) = attention_cte(
+        q3,
+        k,
+        v,
+        scale = scale,
+        causal_mask = causal,
+        tp_q = tp_q,
+        tp_k = tp_k,
+        tp_out = false,
+        cache_softmax = true,
+        cp_offset = cp_offset,
+        global_cp_deg = cp_deg,
+        cp_striped_input = striped,
+        skip_output_normalization = true,
+    );
+    (o, neg_max, sum)
+}
+
 /// The query groups `[start, end)` of the odd last batch that LNC program `shard`
 /// owns, as `attention_cte` splits it: half each from 1024 rows, program 0 alone below.
 #[nki_helper]
@@ -245,21 +291,8 @@ pub fn ring_attention_spmd_fwd(
     }
 
     // Step 0: the rank's own keys.
-    let (o_acc, nm_acc, sum_acc): (Hbm, Hbm, Hbm) = attention_cte(
-        q3,
-        k3,
-        v3,
-        scale = attn_scale,
-        causal_mask = use_causal_mask,
-        tp_q = tp_q,
-        tp_k = tp_k,
-        tp_out = false,
-        cache_softmax = true,
-        cp_offset = cp_offset,
-        global_cp_deg = cp_deg,
-        cp_striped_input = striped_input,
-        skip_output_normalization = true,
-    );
+    let (o_acc, nm_acc, sum_acc): (Hbm, Hbm, Hbm) =
+        step_attention(q3, k3, v3, attn_scale, use_causal_mask, tp_q, tp_k, cp_offset, cp_deg, striped_input);
 
     for bi in b_first..b_first + per_shard {
         nisa::dma_copy(send_k[s![bi, .., ..]], k3[s![bi, .., ..]]);
@@ -287,10 +320,7 @@ pub fn ring_attention_spmd_fwd(
         let arrived_v = if odd { recv_v } else { send_v };
         let free_v = if odd { send_v } else { recv_v };
         if let Some(cpo) = cp_offset {
-            let me = ncc::collective_permute_implicit_current_processing_rank_id(0, rg);
-            let my_pos: Sbuf = scalar_column(positions.ap([[1, 1], [1, 1]], offset = 0, scalar_offset = me, indirect_dim = 1));
-            let them = ncc::collective_permute_implicit_current_processing_rank_id(step, rg);
-            let their_pos: Sbuf = scalar_column(positions.ap([[1, 1], [1, 1]], offset = 0, scalar_offset = them, indirect_dim = 1));
+            let (my_pos, their_pos): (Sbuf, Sbuf) = ring_positions_at(positions, groups, step);
             let off = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
             if striped_input {
                 nisa::tensor_tensor(off, my_pos, their_pos, nl::less);
@@ -301,21 +331,8 @@ pub fn ring_attention_spmd_fwd(
             }
             nisa::dma_copy(cpo, off[s![0..1, 0..1]]);
         }
-        let (o_cur, nm_cur, sum_cur): (Hbm, Hbm, Hbm) = attention_cte(
-            q3,
-            arrived_k,
-            arrived_v,
-            scale = attn_scale,
-            causal_mask = use_causal_mask,
-            tp_q = tp_q,
-            tp_k = tp_k,
-            tp_out = false,
-            cache_softmax = true,
-            cp_offset = cp_offset,
-            global_cp_deg = cp_deg,
-            cp_striped_input = striped_input,
-            skip_output_normalization = true,
-        );
+        let (o_cur, nm_cur, sum_cur): (Hbm, Hbm, Hbm) =
+            step_attention(q3, arrived_k, arrived_v, attn_scale, use_causal_mask, tp_q, tp_k, cp_offset, cp_deg, striped_input);
         // The next transfer goes out before this step's merge.
         if step + 1 < num_workers {
             ncc::collective_permute_implicit([[arrived_k]], [[free_k]], rg);

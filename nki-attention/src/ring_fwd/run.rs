@@ -4,6 +4,7 @@
 
 use super::config::{RingFwdConfig, RingFwdRule};
 use super::ring_attention_fwd::ring_attention_spmd_fwd;
+use crate::rings::{check_ring_launch, shape_i64};
 use nki::collectives::CommEvent;
 use nki::{Launch, NkiError, Result, Tensor};
 
@@ -50,10 +51,6 @@ pub struct RingFwdOutputs {
     pub comm: Vec<CommEvent>,
 }
 
-fn shape_i64(t: &Tensor) -> Vec<i64> {
-    t.shape().iter().map(|&x| x as i64).collect()
-}
-
 impl RingFwdConfig {
     /// The error for a broken rule: the parameter, its value and the rule.
     pub fn rule_error(&self, rule: RingFwdRule) -> NkiError {
@@ -81,23 +78,11 @@ impl RingFwdConfig {
         if let Some(rule) = self.violation() {
             return Err(self.rule_error(rule));
         }
-        let ranks = self.ranks();
-        if launch.num_ranks() != ranks {
-            return Err(NkiError::argument(
-                "ranks",
-                launch.num_ranks(),
-                &format!("the launch must have {ranks} ranks ({} ring(s) of {} workers)", self.rings(), self.num_workers),
-            ));
-        }
         let (qs, prescaled) = match inputs.q {
             Queries::Raw(q) => (q, None),
             Queries::Prescaled { q, scale } => (q, Some(scale)),
         };
-        for (name, list) in [("q", qs), ("k", inputs.k), ("v", inputs.v)] {
-            if list.len() != ranks {
-                return Err(NkiError::argument(name, format!("{} tensors", list.len()), &format!("needs one tensor per rank ({ranks})")));
-            }
-        }
+        check_ring_launch(launch, self.rings(), self.num_workers, &[("q", qs), ("k", inputs.k), ("v", inputs.v)])?;
         let q0 = shape_i64(&qs[0]);
         if q0.len() != 4 {
             return Err(NkiError::argument("q", format!("shape {q0:?}"), "must be 4-d"));

@@ -1,6 +1,6 @@
 //! `nki run ring-bwd`.
 
-use super::{LaunchArgs, load, save};
+use super::{LaunchArgs, load, load_alike, save};
 use clap::Args;
 use nki::attention::ring_bwd::{RingBwdConfig, RingBwdInputs};
 use nki::attention::shard::{SeqLayout, shard, shard_lse, unshard};
@@ -55,25 +55,12 @@ pub struct RingBwdArgs {
 
 /// Shards the inputs head-dim major, runs the ring and writes the gathered gradients.
 pub fn run(a: &RingBwdArgs) -> Result<(), String> {
-    let q = load(&a.q, "q")?;
-    let others = [("k", load(&a.k, "k")?), ("v", load(&a.v, "v")?), ("o", load(&a.o, "o")?), ("dy", load(&a.dy, "dy")?)];
-    for (flag, t) in &others {
-        if t.shape() != q.shape() {
-            return Err(format!(
-                "--{flag} has shape {:?} but --q has {:?}; q, k, v, o and dy are [b, h, S_total, d]",
-                t.shape(),
-                q.shape()
-            ));
-        }
-    }
+    let inputs = load_alike(&[("q", &a.q), ("k", &a.k), ("v", &a.v), ("o", &a.o), ("dy", &a.dy)])?;
     let lse = load(&a.lse, "lse")?;
     let layout = if a.striped { SeqLayout::Striped } else { SeqLayout::Contiguous };
     let err = |e: nki::NkiError| e.to_string();
     let w = a.workers;
-    let mut parts = vec![shard(&q, w, layout, true).map_err(err)?];
-    for (_, t) in &others {
-        parts.push(shard(t, w, layout, true).map_err(err)?);
-    }
+    let parts = inputs.iter().map(|t| shard(t, w, layout, true)).collect::<Result<Vec<_>, _>>().map_err(err)?;
     let lses = shard_lse(&lse, w, layout).map_err(err)?;
     let launch = a.launch.launch().ranks(w);
     let mut cfg = RingBwdConfig::new(w as i64).causal(a.causal).striped(a.striped).lnc(launch.lnc_degree() as i64);

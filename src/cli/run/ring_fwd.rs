@@ -1,7 +1,8 @@
 //! `nki run ring-fwd`.
 
-use super::{LaunchArgs, load, required_path, save};
+use super::{LaunchArgs, load_alike, required_path, save};
 use clap::Args;
+use nki::Tensor;
 use nki::attention::ring_fwd::{Queries, RingFwdConfig, RingFwdInputs};
 use nki::attention::shard::{SeqLayout, shard, unshard, unshard_lse};
 use std::path::PathBuf;
@@ -47,12 +48,7 @@ pub struct RingFwdArgs {
 /// Shards the inputs, runs the ring and writes the gathered outputs.
 pub fn run(a: &RingFwdArgs) -> Result<(), String> {
     let lse_path = if a.training { Some(required_path(&a.lse, "--lse", "with --training")?) } else { None };
-    let (q, k, v) = (load(&a.q, "q")?, load(&a.k, "k")?, load(&a.v, "v")?);
-    for (flag, t) in [("--k", &k), ("--v", &v)] {
-        if t.shape() != q.shape() {
-            return Err(format!("{flag} has shape {:?} but --q has {:?}; all three are [b, h, S_total, d]", t.shape(), q.shape()));
-        }
-    }
+    let [q, k, v]: [Tensor; 3] = load_alike(&[("q", &a.q), ("k", &a.k), ("v", &a.v)])?.try_into().expect("three files");
     let layout = if a.striped { SeqLayout::Striped } else { SeqLayout::Contiguous };
     let err = |e: nki::NkiError| e.to_string();
     let w = a.workers;

@@ -36,6 +36,26 @@ def fill_ring_positions(table, groups, num_workers):
     nisa.dma_copy(dst=table, src=positions)
 
 
+def step_attention(q3, k, v, scale, causal, tp_q, tp_k, cp_offset, cp_deg, striped):
+    """One ring step's `attention_cte`: the unnormalised output and the raw statistics
+    (negated max, sum) of the local queries against `k` and `v`.
+    """
+    o, neg_max, sum = attention_cte(q3, k, v, scale=scale, causal_mask=causal, tp_q=tp_q, tp_k=tp_k, tp_out=False, cache_softmax=True, cp_offset=cp_offset, global_cp_deg=cp_deg, cp_striped_input=striped, skip_output_normalization=True)
+    return (o, neg_max, sum)
+
+
+def ring_positions_at(positions, groups, step):
+    """`(128, 1)` columns holding this rank's ring position and the position of the
+    rank whose data it holds after `step` steps.
+    """
+    rg = ncc.ReplicaGroup(groups)
+    me = ncc.collective_permute_implicit_current_processing_rank_id(iteration_id=0, replica_group=rg)
+    mine = scalar_column(positions.ap(pattern=[[1, 1], [1, 1]], offset=0, scalar_offset=me, indirect_dim=1))
+    them = ncc.collective_permute_implicit_current_processing_rank_id(iteration_id=step, replica_group=rg)
+    theirs = scalar_column(positions.ap(pattern=[[1, 1], [1, 1]], offset=0, scalar_offset=them, indirect_dim=1))
+    return (mine, theirs)
+
+
 def load_stats(src, b, n_grp):
     """Loads the `(128, n_grp)` statistics of batch `b`."""
     t = nl.ndarray(shape=(128, n_grp), dtype=nl.float32, buffer=nl.sbuf)
@@ -182,7 +202,7 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
         zero = nl.ndarray(shape=(1, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.memset(dst=zero, value=0.0)
         nisa.dma_copy(dst=cpo, src=zero)
-    o_acc, nm_acc, sum_acc = attention_cte(q3, k3, v3, scale=attn_scale, causal_mask=use_causal_mask, tp_q=tp_q, tp_k=tp_k, tp_out=False, cache_softmax=True, cp_offset=cp_offset, global_cp_deg=cp_deg, cp_striped_input=striped_input, skip_output_normalization=True)
+    o_acc, nm_acc, sum_acc = step_attention(q3, k3, v3, attn_scale, use_causal_mask, tp_q, tp_k, cp_offset, cp_deg, striped_input)
     for bi in range(b_first, b_first + per_shard):
         nisa.dma_copy(dst=send_k[bi, :, :], src=k3[bi, :, :])
         nisa.dma_copy(dst=send_v[bi, :, :], src=v3[bi, :, :])
@@ -203,10 +223,7 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
         free_v = send_v if odd else recv_v
         if cp_offset is not None:
             cpo = cp_offset
-            me = ncc.collective_permute_implicit_current_processing_rank_id(iteration_id=0, replica_group=rg)
-            my_pos = scalar_column(positions.ap(pattern=[[1, 1], [1, 1]], offset=0, scalar_offset=me, indirect_dim=1))
-            them = ncc.collective_permute_implicit_current_processing_rank_id(iteration_id=step, replica_group=rg)
-            their_pos = scalar_column(positions.ap(pattern=[[1, 1], [1, 1]], offset=0, scalar_offset=them, indirect_dim=1))
+            my_pos, their_pos = ring_positions_at(positions, groups, step)
             off = nl.ndarray(shape=(128, 1), dtype=nl.float32, buffer=nl.sbuf)
             if striped_input:
                 nisa.tensor_tensor(dst=off, data1=my_pos, data2=their_pos, op=nl.less)
@@ -215,7 +232,7 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
                 nisa.tensor_tensor(dst=off, data1=my_pos, data2=their_pos, op=nl.subtract)
                 nisa.tensor_scalar(dst=off, data=off, op0=nl.multiply, operand0=float(s))
             nisa.dma_copy(dst=cpo, src=off[0:1, 0:1])
-        o_cur, nm_cur, sum_cur = attention_cte(q3, arrived_k, arrived_v, scale=attn_scale, causal_mask=use_causal_mask, tp_q=tp_q, tp_k=tp_k, tp_out=False, cache_softmax=True, cp_offset=cp_offset, global_cp_deg=cp_deg, cp_striped_input=striped_input, skip_output_normalization=True)
+        o_cur, nm_cur, sum_cur = step_attention(q3, arrived_k, arrived_v, attn_scale, use_causal_mask, tp_q, tp_k, cp_offset, cp_deg, striped_input)
         if step + 1 < num_workers:
             ncc.collective_permute_implicit(srcs_by_channel=[[arrived_k]], dsts_by_channel=[[free_k]], replica_group=rg)
             ncc.collective_permute_implicit(srcs_by_channel=[[arrived_v]], dsts_by_channel=[[free_v]], replica_group=rg)
