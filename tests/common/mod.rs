@@ -2,6 +2,7 @@
 //! execution of emitted kernels through the Python harness.
 #![allow(dead_code)]
 pub mod attention;
+pub mod attention_grad;
 pub mod ring;
 
 use nki::io::npy::{NpyType, read_npy, write_npy};
