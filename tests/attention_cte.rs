@@ -13,7 +13,7 @@ mod common;
 use common::attention::{
     PriorRef, Problem, QueryPositions, Reference, groups, k_layout, out_layout, q_layout, stats_layout, stats_rows, transpose_last2,
 };
-use common::{as_dtype, tensor, uniform};
+use common::{as_dtype, seed_of, tensor, uniform};
 use nki::attention::cte::attention_cte::attention_cte;
 use nki::attention::cte::{CteConfig, CteDims, CteInputs, CteOutputs, Prior};
 use nki::hw::Generation;
@@ -96,10 +96,6 @@ struct Errors {
     out: f64,
     neg_max: f64,
     sum: f64,
-}
-
-fn seed_of(name: &str) -> u64 {
-    name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
 }
 
 /// Standard-normal values (Box-Muller on the deterministic uniform stream).

@@ -1,11 +1,12 @@
 //! The `nki` command: help, emit, `run attention-cte` (outputs equal the
 //! library API's; bad inputs give a one-line error and a non-zero exit),
-//! `run ring-fwd` against a float64 reference, the benchmark's table, and the
+//! `run ring-fwd` and `run ring-bwd` against float64 references, the benchmark's table, and the
 //! demo (every kernel checked, the package written and signature-checked).
 
 mod common;
 
 use common::attention::Problem;
+use common::attention_grad::GradProblem;
 use nki::attention::cte::{CteConfig, CteInputs};
 use nki::io::npy::{NpyType, read_npy, write_npy};
 use nki::{Dtype, Launch};
@@ -182,6 +183,60 @@ fn run_ring_fwd_gathers_the_global_output_and_lse() {
         let o = nki_cmd(&args);
         let err = stderr(&o);
         assert!(!o.status.success() && err.trim_end().lines().count() == 1 && err.contains(msg), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn run_ring_bwd_gathers_the_global_gradients() {
+    let dir = common::scratch("cli_ring_bwd");
+    let (bh, st, d) = (2usize, 1024usize, 32usize);
+    let input = |seed| common::uniform(bh * st * d, seed, -1.0, 1.0);
+    let (q, k, v, dy) = (input(81), input(82), input(83), input(84));
+    let scale = 1.0 / (d as f64).sqrt();
+    let want = GradProblem { bh, s: st, d, q: &q, k: &k, v: &v, dy: &dy, scale, causal: true }.solve();
+    let shape = [1, bh, st, d];
+    let files: Vec<String> = [("q", &q), ("k", &k), ("v", &v), ("o", &want.o), ("dy", &dy)]
+        .iter()
+        .map(|(n, x)| write(&dir, &format!("{n}.npy"), &shape, x))
+        .collect();
+    let lse = write(&dir, "lse.npy", &[1, bh, st], &want.lse);
+    let outs: Vec<String> = ["dq", "dk", "dv"].iter().map(|n| dir.join(format!("{n}.npy")).display().to_string()).collect();
+    let o = nki_cmd(&[
+        "run",
+        "ring-bwd",
+        "--q",
+        &files[0],
+        "--k",
+        &files[1],
+        "--v",
+        &files[2],
+        "--o",
+        &files[3],
+        "--dy",
+        &files[4],
+        "--lse",
+        &lse,
+        "--workers",
+        "4",
+        "--causal",
+        "--striped",
+        "--precision",
+        "fp32",
+        "--lnc",
+        "2",
+        "--dq",
+        &outs[0],
+        "--dk",
+        &outs[1],
+        "--dv",
+        &outs[2],
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for (path, reference) in outs.iter().zip([&want.dq, &want.dk, &want.dv]) {
+        let got = read_npy(Path::new(path)).unwrap();
+        assert_eq!(got.shape, shape.to_vec());
+        let got: Vec<f32> = got.data.iter().map(|&x| x as f32).collect();
+        common::assert_close(path, &got, reference, 1e-6, 1e-4);
     }
 }
 

@@ -25,7 +25,7 @@ mod common;
 use common::attention::Problem;
 use common::attention_grad::{GradData, GradProblem, Grads, bwd_shard, dmajor, grad_data, loss};
 use common::ring::Ring;
-use common::{errors, tensor, uniform};
+use common::{errors, seed_of, tensor, uniform};
 use nki::attention::ring_bwd::ring_attention_bwd::ring_attention_spmd_bwd;
 use nki::{Dtype, Launch, Precision, Tensor};
 use std::time::{Duration, Instant};
@@ -168,21 +168,10 @@ const S: bool = true; // striped
 /// `W`, layout, causal mask, `(b, h)`, `S_local`, `d`, LNC; fp32 inputs in fp32 precision.
 fn case(w: usize, striped: bool, causal: bool, (b, h): (usize, usize), sl: usize, d: usize, lnc: usize) -> Case {
     assert!(!striped || causal, "striped cases are causal");
-    let layout = if striped { "striped" } else { "contiguous" };
-    let mask = if causal { "causal" } else { "full" };
-    let name = format!("W{w} {layout} {mask} {b}x{h}x{sl}x{d} lnc{lnc}");
-    let seed = name.bytes().fold(11u64, |h, c| h.wrapping_mul(131).wrapping_add(u64::from(c))) % 100_000;
-    Case {
-        name,
-        ring: Ring { w, b, h, sl, d, striped },
-        causal,
-        lnc,
-        dtype: Dtype::F32,
-        precision: Precision::Fp32,
-        mixed_precision: true,
-        softmax_scale: None,
-        seed,
-    }
+    let ring = Ring { w, b, h, sl, d, striped };
+    let name = ring.label(causal, lnc);
+    let seed = seed_of(&name);
+    Case { name, ring, causal, lnc, dtype: Dtype::F32, precision: Precision::Fp32, mixed_precision: true, softmax_scale: None, seed }
 }
 
 impl Case {

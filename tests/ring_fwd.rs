@@ -20,7 +20,7 @@ mod common;
 
 use common::attention::Problem;
 use common::ring::{Global, Ring, pick_lse, pick_out};
-use common::{as_dtype, errors, tensor, uniform};
+use common::{as_dtype, errors, seed_of, tensor, uniform};
 use nki::attention::ring_fwd::ring_attention_fwd::ring_attention_spmd_fwd;
 use nki::{Dtype, Launch, Precision, Tensor};
 use std::ops::Range;
@@ -157,22 +157,10 @@ impl Errs {
 /// `W`, layout (`C` contiguous, `S` striped), causal mask, `(b, h)`, `S_local`, `d`, LNC.
 fn case(w: usize, striped: bool, causal: bool, (b, h): (usize, usize), sl: usize, d: usize, lnc: usize) -> Case {
     assert!(!striped || causal, "striped cases are causal");
-    let layout = if striped { "striped" } else { "contiguous" };
-    let mask = if causal { "causal" } else { "full" };
-    let name = format!("W{w} {layout} {mask} {b}x{h}x{sl}x{d} lnc{lnc}");
-    let seed = name.bytes().fold(7u64, |h, c| h.wrapping_mul(131).wrapping_add(u64::from(c))) % 100_000;
-    Case {
-        name,
-        ring: Ring { w, b, h, sl, d, striped },
-        causal,
-        lnc,
-        tp_q: false,
-        tp_k: false,
-        softmax_scale: None,
-        precision: Precision::Fp32,
-        seed,
-        sample: None,
-    }
+    let ring = Ring { w, b, h, sl, d, striped };
+    let name = ring.label(causal, lnc);
+    let seed = seed_of(&name);
+    Case { name, ring, causal, lnc, tp_q: false, tp_k: false, softmax_scale: None, precision: Precision::Fp32, seed, sample: None }
 }
 
 impl Case {

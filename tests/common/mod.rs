@@ -22,6 +22,11 @@ pub fn uniform(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
         .collect()
 }
 
+/// A seed derived from a case's name (FNV-1a), so every case draws its own inputs.
+pub fn seed_of(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+}
+
 /// `values` rounded to `dtype` and widened back, as the device would hold them.
 pub fn as_dtype(values: &[f64], dtype: Dtype) -> Vec<f64> {
     values.iter().map(|&v| f64::from(nki::dtype::round_f32(dtype, v as f32))).collect()

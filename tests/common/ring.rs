@@ -53,6 +53,13 @@ pub struct Expected {
 }
 
 impl Ring {
+    /// A case's name: workers, layout, mask, shapes and LNC degree.
+    pub fn label(&self, causal: bool, lnc: usize) -> String {
+        let layout = if self.striped { "striped" } else { "contiguous" };
+        let mask = if causal { "causal" } else { "full" };
+        format!("W{} {layout} {mask} {}x{}x{}x{} lnc{lnc}", self.w, self.b, self.h, self.sl, self.d)
+    }
+
     /// `b·h`, the batch the kernel folds.
     pub fn bh(&self) -> usize {
         self.b * self.h

@@ -10,8 +10,7 @@
 //! query rows per tile in groups of 4, 512-key tiles, head dims in equal tiles of
 //! at most 128.
 
-use crate::cte::attention_cte::scalar_column;
-use crate::ring_fwd::ring_attention_fwd::fill_ring_positions;
+use crate::ring_fwd::ring_attention_fwd::{fill_ring_positions, ring_positions_at};
 use nki::prelude::*;
 
 /// Head dims split into equal tiles of at most 128: `(tile size, tile count)`.
@@ -384,10 +383,7 @@ fn ring_bwd_item(
         // contiguous offset (q_pos - k_pos)·S, striped -min(max(k_pos - q_pos, 0), 1).
         let ub = nl::ndarray([128, qnt], nl::float32, buffer = nl::sbuf);
         if causal {
-            let me = ncc::collective_permute_implicit_current_processing_rank_id(0, rg);
-            let my_pos: Sbuf = scalar_column(positions.ap([[1, 1], [1, 1]], offset = 0, scalar_offset = me, indirect_dim = 1));
-            let them = ncc::collective_permute_implicit_current_processing_rank_id(step, rg);
-            let q_pos: Sbuf = scalar_column(positions.ap([[1, 1], [1, 1]], offset = 0, scalar_offset = them, indirect_dim = 1));
+            let (my_pos, q_pos): (Sbuf, Sbuf) = ring_positions_at(positions, groups, step);
             nisa::iota(ub, [[128, qnt]], channel_multiplier = 1);
             let off = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
             if striped {
@@ -549,79 +545,46 @@ pub fn ring_attention_spmd_bwd(
     let rounds = (total + lnc_size - 1) / lnc_size;
     for round in 0..rounds {
         let item = round * lnc_size + lnc_id;
-        if item < total {
-            ring_bwd_item(
-                q_ref,
-                k_ref,
-                v_ref,
-                o_ref,
-                dy_ref,
-                lse_ref,
-                out_dq,
-                out_dk,
-                out_dv,
-                sq,
-                rq,
-                sdy,
-                rdy,
-                slse,
-                rlse,
-                sdos,
-                rdos,
-                sdq,
-                rdq,
-                dq_scratch,
-                positions,
-                item / n,
-                item % n,
-                lnc_id,
-                lnc_size,
-                groups,
-                num_workers,
-                use_causal_mask,
-                striped_attention,
-                mdt,
-                scale,
-            );
-        } else {
-            // Nothing left for this program: repeat pair (0, 0) into private scratch.
-            let junk_dq = nl::ndarray(q_shape, nl::float32, buffer = nl::private_hbm);
-            let junk_dk = nl::ndarray(q_shape, nl::float32, buffer = nl::private_hbm);
-            let junk_dv = nl::ndarray(q_shape, nl::float32, buffer = nl::private_hbm);
-            ring_bwd_item(
-                q_ref,
-                k_ref,
-                v_ref,
-                o_ref,
-                dy_ref,
-                lse_ref,
-                junk_dq,
-                junk_dk,
-                junk_dv,
-                sq,
-                rq,
-                sdy,
-                rdy,
-                slse,
-                rlse,
-                sdos,
-                rdos,
-                sdq,
-                rdq,
-                dq_scratch,
-                positions,
-                0,
-                0,
-                lnc_id,
-                lnc_size,
-                groups,
-                num_workers,
-                use_causal_mask,
-                striped_attention,
-                mdt,
-                scale,
-            );
-        }
+        // A program without a pair in the last round repeats pair (0, 0) into
+        // private scratch, so that its collectives still match its partner's.
+        let spare = item >= total;
+        let pair = if spare { 0 } else { item };
+        let dq_out = if spare { nl::ndarray(q_shape, nl::float32, buffer = nl::private_hbm) } else { out_dq };
+        let dk_out = if spare { nl::ndarray(q_shape, nl::float32, buffer = nl::private_hbm) } else { out_dk };
+        let dv_out = if spare { nl::ndarray(q_shape, nl::float32, buffer = nl::private_hbm) } else { out_dv };
+        ring_bwd_item(
+            q_ref,
+            k_ref,
+            v_ref,
+            o_ref,
+            dy_ref,
+            lse_ref,
+            dq_out,
+            dk_out,
+            dv_out,
+            sq,
+            rq,
+            sdy,
+            rdy,
+            slse,
+            rlse,
+            sdos,
+            rdos,
+            sdq,
+            rdq,
+            dq_scratch,
+            positions,
+            pair / n,
+            pair % n,
+            lnc_id,
+            lnc_size,
+            groups,
+            num_workers,
+            use_causal_mask,
+            striped_attention,
+            mdt,
+            scale,
+        );
     }
     (out_dq, out_dk, out_dv)
 }

@@ -4,8 +4,8 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
-from .attention_cte import scalar_column
 from .ring_attention_fwd import fill_ring_positions
+from .ring_attention_fwd import ring_positions_at
 
 
 def head_tiles(dh):
@@ -224,10 +224,7 @@ def ring_bwd_item(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, out_dq, out_dk, o
         nisa.dma_copy(dst=step_dos, src=cur_dos[slot, :, :])
         ub = nl.ndarray(shape=(128, qnt), dtype=nl.float32, buffer=nl.sbuf)
         if causal:
-            me = ncc.collective_permute_implicit_current_processing_rank_id(iteration_id=0, replica_group=rg)
-            my_pos = scalar_column(positions.ap(pattern=[[1, 1], [1, 1]], offset=0, scalar_offset=me, indirect_dim=1))
-            them = ncc.collective_permute_implicit_current_processing_rank_id(iteration_id=step, replica_group=rg)
-            q_pos = scalar_column(positions.ap(pattern=[[1, 1], [1, 1]], offset=0, scalar_offset=them, indirect_dim=1))
+            my_pos, q_pos = ring_positions_at(positions, groups, step)
             nisa.iota(dst=ub, pattern=[[128, qnt]], channel_multiplier=1)
             off = nl.ndarray(shape=(128, 1), dtype=nl.float32, buffer=nl.sbuf)
             if striped:
@@ -329,11 +326,10 @@ def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_cau
     rounds = (total + lnc_size - 1) // lnc_size
     for round in range(rounds):
         item = round * lnc_size + lnc_id
-        if item < total:
-            ring_bwd_item(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, out_dq, out_dk, out_dv, sq, rq, sdy, rdy, slse, rlse, sdos, rdos, sdq, rdq, dq_scratch, positions, item // n, item % n, lnc_id, lnc_size, groups, num_workers, use_causal_mask, striped_attention, mdt, scale)
-        else:
-            junk_dq = nl.ndarray(shape=q_shape, dtype=nl.float32, buffer=nl.private_hbm)
-            junk_dk = nl.ndarray(shape=q_shape, dtype=nl.float32, buffer=nl.private_hbm)
-            junk_dv = nl.ndarray(shape=q_shape, dtype=nl.float32, buffer=nl.private_hbm)
-            ring_bwd_item(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, junk_dq, junk_dk, junk_dv, sq, rq, sdy, rdy, slse, rlse, sdos, rdos, sdq, rdq, dq_scratch, positions, 0, 0, lnc_id, lnc_size, groups, num_workers, use_causal_mask, striped_attention, mdt, scale)
+        spare = item >= total
+        pair = 0 if spare else item
+        dq_out = nl.ndarray(shape=q_shape, dtype=nl.float32, buffer=nl.private_hbm) if spare else out_dq
+        dk_out = nl.ndarray(shape=q_shape, dtype=nl.float32, buffer=nl.private_hbm) if spare else out_dk
+        dv_out = nl.ndarray(shape=q_shape, dtype=nl.float32, buffer=nl.private_hbm) if spare else out_dv
+        ring_bwd_item(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, dq_out, dk_out, dv_out, sq, rq, sdy, rdy, slse, rlse, sdos, rdos, sdq, rdq, dq_scratch, positions, pair // n, pair % n, lnc_id, lnc_size, groups, num_workers, use_causal_mask, striped_attention, mdt, scale)
     return (out_dq, out_dk, out_dv)
