@@ -35,6 +35,19 @@ fn tile_visible(is_causal: bool, sw: i64, g: i64, k0: i64, tile: i64, cp_deg: i6
     !is_causal || (sees_key(g, k0, 1, cp_deg, strided) && (sw == 0 || sees_window(g, k0, tile, sw, cp_deg, strided)))
 }
 
+/// The KV tile of `tile` keys at position `x` of the section's `[used prior ++
+/// active]` sequence (`s_pp` prior slots, `total` keys in all): whether it lies in
+/// the prefix cache, its first key there or among the active keys, and how many
+/// keys it holds (0 past the end).
+#[nki_helper]
+fn kv_tile(x: i64, tile: i64, prefix: bool, s_pp: i64, s_p: i64, s_ka: i64, total: i64) -> (bool, i64, i64) {
+    let in_prior = prefix && x < s_pp;
+    let k0 = if in_prior { x } else { x - s_pp };
+    let part_len = if in_prior { s_p } else { s_ka };
+    let keys = if k0 < part_len && x < total { (part_len - k0).min(tile) } else { 0 };
+    (in_prior, k0, keys)
+}
+
 /// Copies partition 0 of the `(128, n)` tile `t` to all 128 partitions, one
 /// 32-partition quadrant at a time.
 #[nki_helper]
@@ -51,6 +64,24 @@ pub(crate) fn scalar_column(src: Hbm) -> Sbuf {
     nisa::dma_copy(col[s![0..1, 0..1]], src);
     broadcast_partition0(col);
     col
+}
+
+/// The query groups `[start, end)` of the odd last batch that LNC program `shard`
+/// computes: from 1024 rows program 0 takes the first `frac` of the groups and
+/// program 1 the rest; below that program 0 takes them all.
+#[nki_helper]
+pub(crate) fn remainder_groups(shard: i64, s_q: i64, groups: i64, frac: f64) -> (i64, i64) {
+    let first = ((groups as f64) * frac) as i64;
+    let split = s_q >= 1024;
+    let start = if split && shard != 0 { first } else { 0 };
+    let end = if !split && shard != 0 {
+        0
+    } else if split && shard == 0 {
+        first
+    } else {
+        groups
+    };
+    (start, end)
 }
 
 /// Loads the query rows `[q0, q0 + rows)` of batch `b` as a `(d, 128)` bf16 tile.
@@ -336,12 +367,8 @@ fn attend_batch(
         let k_sec = nl::ndarray([d, width], nl::bfloat16, buffer = nl::sbuf);
         let v_sec = nl::ndarray([128, n_v, d], nl::bfloat16, buffer = nl::sbuf);
         for kt in 0..n_k {
-            let x = sec_off + 512 * kt;
-            let in_prior = prefix && x < s_pp;
-            let k0 = if in_prior { x } else { x - s_pp };
-            let part_len = if in_prior { s_p } else { s_ka };
-            if k0 < part_len && x < total {
-                let cols = (part_len - k0).min(512);
+            let (in_prior, k0, cols): (bool, i64, i64) = kv_tile(sec_off + 512 * kt, 512, prefix, s_pp, s_p, s_ka, total);
+            if cols > 0 {
                 if in_prior {
                     if let Some(kp) = k_prior {
                         load_k_tile(k_sec, 512 * kt, kp, kvb, k0, cols, tp_k, None);
@@ -352,12 +379,8 @@ fn attend_batch(
             }
         }
         for vt in 0..n_v {
-            let x = sec_off + 128 * vt;
-            let in_prior = prefix && x < s_pp;
-            let k0 = if in_prior { x } else { x - s_pp };
-            let part_len = if in_prior { s_p } else { s_ka };
-            if k0 < part_len && x < total {
-                let rows = (part_len - k0).min(128);
+            let (in_prior, k0, rows): (bool, i64, i64) = kv_tile(sec_off + 128 * vt, 128, prefix, s_pp, s_p, s_ka, total);
+            if rows > 0 {
                 if in_prior {
                     if let Some(vp) = v_prior {
                         load_v_tile(v_sec, vt, vp, kvb, k0, rows, None);
@@ -382,13 +405,8 @@ fn attend_batch(
                 nisa::memset(part_max, f32::MIN);
                 let masked = nl::ndarray([128, width], nl::float32, buffer = nl::sbuf);
                 for kt in 0..n_k {
-                    let x = sec_off + 512 * kt;
-                    let in_prior = prefix && x < s_pp;
-                    let k0 = if in_prior { x } else { x - s_pp };
-                    let part_len = if in_prior { s_p } else { s_ka };
-                    let computed = k0 < part_len && x < total && (in_prior || tile_visible(is_causal, sw, g, k0, 512, cp_deg, strided));
-                    if computed {
-                        let cols = (part_len - k0).min(512);
+                    let (in_prior, k0, cols): (bool, i64, i64) = kv_tile(sec_off + 512 * kt, 512, prefix, s_pp, s_p, s_ka, total);
+                    if cols > 0 && (in_prior || tile_visible(is_causal, sw, g, k0, 512, cp_deg, strided)) {
                         let c0 = 512 * kt;
                         let scores = nl::ndarray([128, 512], mm_dtype, buffer = nl::psum);
                         nisa::nc_matmul(scores[s![0..rows, 0..cols]], q_sb[s![.., 0..rows]], k_sec[s![.., c0..c0 + cols]]);
@@ -479,13 +497,8 @@ fn attend_batch(
                 let probs = nl::ndarray([128, width], nl::bfloat16, buffer = nl::sbuf);
                 let probs_t = nl::ndarray([128, width], nl::bfloat16, buffer = nl::sbuf);
                 for kt in 0..n_k {
-                    let x = sec_off + 512 * kt;
-                    let in_prior = prefix && x < s_pp;
-                    let k0 = if in_prior { x } else { x - s_pp };
-                    let part_len = if in_prior { s_p } else { s_ka };
-                    let computed = k0 < part_len && x < total && (in_prior || tile_visible(is_causal, sw, g, k0, 512, cp_deg, strided));
-                    if computed {
-                        let cols = (part_len - k0).min(512);
+                    let (in_prior, k0, cols): (bool, i64, i64) = kv_tile(sec_off + 512 * kt, 512, prefix, s_pp, s_p, s_ka, total);
+                    if cols > 0 && (in_prior || tile_visible(is_causal, sw, g, k0, 512, cp_deg, strided)) {
                         let c0 = 512 * kt;
                         nisa::activation_reduce(
                             probs[s![0..rows, c0..c0 + cols]],
@@ -524,13 +537,9 @@ fn attend_batch(
                     let mut used = false;
                     for sub in 0..16 {
                         let vt = 16 * lt + sub;
-                        let x = sec_off + 128 * vt;
-                        let in_prior = prefix && x < s_pp;
-                        let k0 = if in_prior { x } else { x - s_pp };
-                        let part_len = if in_prior { s_p } else { s_ka };
-                        let keys = (part_len - k0).min(128);
+                        let (in_prior, k0, keys): (bool, i64, i64) = kv_tile(sec_off + 128 * vt, 128, prefix, s_pp, s_p, s_ka, total);
                         let visible = in_prior || tile_visible(is_causal, sw, g, k0, 128, cp_deg, strided);
-                        if vt < n_v && x < total && keys > 0 && visible {
+                        if vt < n_v && keys > 0 && visible {
                             let p_t = probs_t[s![0..keys, 128 * vt..128 * vt + rows]];
                             let v_t = v_sec[s![0..keys, vt, ..]];
                             if tp_out {
@@ -752,7 +761,25 @@ pub fn attention_cte(
     let shard = if grid { nl::program_id(0) } else { 0 };
     let shards = if grid { nl::num_programs(0) } else { 1 };
     let per_shard = bs / shards;
-    for b in shard * per_shard..shard * per_shard + per_shard {
+    // The odd last batch: from 1024 rows each program takes a share of its groups
+    // (more of the first, cheaper groups under a causal mask), below that program 0 takes it all.
+    let has_remainder = bs % shards != 0;
+    let causal_split = causal_mask && (cp_offset.is_none() || cp_strided_q_slicing) && sw == 0;
+    let mut frac = if causal_split { 0.65 } else { 0.5 };
+    if let Some(vp) = v_prior {
+        if causal_split {
+            let active = v.shape()[1] as f64;
+            let prior = vp.shape()[1] as f64;
+            frac = (0.65 * active + 0.5 * prior) / (active + prior);
+        }
+    }
+    let (rem_start, rem_end): (i64, i64) = remainder_groups(shard, s_q, groups, frac);
+    let items = per_shard + if has_remainder && rem_end > rem_start { 1 } else { 0 };
+    for item in 0..items {
+        let whole = item < per_shard;
+        let b = if whole { shard * per_shard + item } else { bs - 1 };
+        let g_start = if whole { 0 } else { rem_start };
+        let g_end = if whole { groups } else { rem_end };
         attend_batch(
             q,
             k,
@@ -761,8 +788,8 @@ pub fn attention_cte(
             stat_max,
             stat_sum,
             b,
-            0,
-            groups,
+            g_start,
+            g_end - g_start,
             scale,
             causal_mask,
             k_prior,
@@ -783,84 +810,6 @@ pub fn attention_cte(
             bound_max,
             skip_output_normalization,
         );
-    }
-    if bs % shards != 0 {
-        let last_b = bs - 1;
-        if s_q >= 1024 {
-            let causal_split = causal_mask && (cp_offset.is_none() || cp_strided_q_slicing) && sw == 0;
-            let mut frac = if causal_split { 0.65 } else { 0.5 };
-            if let Some(vp) = v_prior {
-                if causal_split {
-                    let active = v.shape()[1] as f64;
-                    let prior = vp.shape()[1] as f64;
-                    frac = (0.65 * active + 0.5 * prior) / (active + prior);
-                }
-            }
-            let first = ((groups as f64) * frac) as i64;
-            let g_start = if shard == 0 { 0 } else { first };
-            let g_count = if shard == 0 { first } else { groups - first };
-            attend_batch(
-                q,
-                k,
-                v,
-                out,
-                stat_max,
-                stat_sum,
-                last_b,
-                g_start,
-                g_count,
-                scale,
-                causal_mask,
-                k_prior,
-                v_prior,
-                prior_used_len,
-                sink,
-                sw,
-                tp_q,
-                tp_k,
-                tp_out,
-                mm_out_dtype,
-                cp_offset,
-                cp_deg,
-                use_cp,
-                cp_strided_q_slicing,
-                cp_striped_input,
-                bound_min,
-                bound_max,
-                skip_output_normalization,
-            );
-        } else if shard == 0 {
-            attend_batch(
-                q,
-                k,
-                v,
-                out,
-                stat_max,
-                stat_sum,
-                last_b,
-                0,
-                groups,
-                scale,
-                causal_mask,
-                k_prior,
-                v_prior,
-                prior_used_len,
-                sink,
-                sw,
-                tp_q,
-                tp_k,
-                tp_out,
-                mm_out_dtype,
-                cp_offset,
-                cp_deg,
-                use_cp,
-                cp_strided_q_slicing,
-                cp_striped_input,
-                bound_min,
-                bound_max,
-                skip_output_normalization,
-            );
-        }
     }
     if let Some(nm) = stat_max {
         if let Some(sm) = stat_sum {

@@ -9,7 +9,7 @@
 //! writes the log-sum-exp. The permute for step `s + 1` is issued before the merge
 //! of step `s`, so on the device the transfer overlaps the merge.
 
-use crate::cte::attention_cte::{attention_cte, scalar_column};
+use crate::cte::attention_cte::{attention_cte, remainder_groups, scalar_column};
 use nki::prelude::*;
 
 /// Fills `table[0, rank] = position of rank in its ring` for every rank of the
@@ -77,22 +77,6 @@ fn step_attention(
         skip_output_normalization = true,
     );
     (o, neg_max, sum)
-}
-
-/// The query groups `[start, end)` of the odd last batch that LNC program `shard`
-/// owns, as `attention_cte` splits it: half each from 1024 rows, program 0 alone below.
-#[nki_helper]
-fn remainder_groups(shard: i64, s: i64, n_grp: i64) -> (i64, i64) {
-    let split = s >= 1024;
-    let start = if split && shard != 0 { n_grp / 2 } else { 0 };
-    let end = if !split && shard != 0 {
-        0
-    } else if split && shard == 0 {
-        n_grp / 2
-    } else {
-        n_grp
-    };
-    (start, end)
 }
 
 /// Loads the `(128, n_grp)` statistics of batch `b`.
@@ -269,7 +253,8 @@ pub fn ring_attention_spmd_fwd(
     let per_shard = bs / shards;
     let b_first = shard * per_shard;
     let has_remainder = bs % shards != 0;
-    let (rem_g0, rem_g1) = remainder_groups(shard, s, n_grp);
+    // attention_cte splits an odd last batch half and half in CP and non-causal mode.
+    let (rem_g0, rem_g1): (i64, i64) = remainder_groups(shard, s, n_grp, 0.5);
 
     let k_buf_shape = if tp_k { [bs, s, d] } else { [bs, d, s] };
     let send_k = nl::ndarray(k_buf_shape, k.dtype(), buffer = nl::shared_hbm);

@@ -15,6 +15,18 @@ def kv_len(t, tp_k):
     return n
 
 
+def remainder_groups(shard, s_q, groups, frac):
+    """The query groups `[start, end)` of the odd last batch that LNC program `shard`
+    computes: from 1024 rows program 0 takes the first `frac` of the groups and
+    program 1 the rest; below that program 0 takes them all.
+    """
+    first = int(float(groups) * frac)
+    split = s_q >= 1024
+    start = first if split and shard != 0 else 0
+    end = 0 if not split and shard != 0 else first if split and shard == 0 else groups
+    return (start, end)
+
+
 def broadcast_partition0(t):
     """Copies partition 0 of the `(128, n)` tile `t` to all 128 partitions, one
     32-partition quadrant at a time.
@@ -29,6 +41,19 @@ def scalar_column(src):
     nisa.dma_copy(dst=col[0:1, 0:1], src=src)
     broadcast_partition0(col)
     return col
+
+
+def kv_tile(x, tile, prefix, s_pp, s_p, s_ka, total):
+    """The KV tile of `tile` keys at position `x` of the section's `[used prior ++
+    active]` sequence (`s_pp` prior slots, `total` keys in all): whether it lies in
+    the prefix cache, its first key there or among the active keys, and how many
+    keys it holds (0 past the end).
+    """
+    in_prior = prefix and x < s_pp
+    k0 = x if in_prior else x - s_pp
+    part_len = s_p if in_prior else s_ka
+    keys = min(part_len - k0, tile) if k0 < part_len and x < total else 0
+    return (in_prior, k0, keys)
 
 
 def load_k_tile(k_sec, c0, src, kvb, k0, cols, tp_k, offset_reg):
@@ -262,12 +287,8 @@ def attend_batch(q, k, v, out, stat_max, stat_sum, b, g_start, g_count, scale, c
         k_sec = nl.ndarray(shape=(d, width), dtype=nl.bfloat16, buffer=nl.sbuf)
         v_sec = nl.ndarray(shape=(128, n_v, d), dtype=nl.bfloat16, buffer=nl.sbuf)
         for kt in range(n_k):
-            x = sec_off + 512 * kt
-            in_prior = prefix and x < s_pp
-            k0 = x if in_prior else x - s_pp
-            part_len = s_p if in_prior else s_ka
-            if k0 < part_len and x < total:
-                cols = min(part_len - k0, 512)
+            in_prior, k0, cols = kv_tile(sec_off + 512 * kt, 512, prefix, s_pp, s_p, s_ka, total)
+            if cols > 0:
                 if in_prior:
                     if k_prior is not None:
                         kp = k_prior
@@ -275,12 +296,8 @@ def attend_batch(q, k, v, out, stat_max, stat_sum, b, g_start, g_count, scale, c
                 else:
                     load_k_tile(k_sec, 512 * kt, k, kvb, k0, cols, tp_k, offset_reg)
         for vt in range(n_v):
-            x = sec_off + 128 * vt
-            in_prior = prefix and x < s_pp
-            k0 = x if in_prior else x - s_pp
-            part_len = s_p if in_prior else s_ka
-            if k0 < part_len and x < total:
-                rows = min(part_len - k0, 128)
+            in_prior, k0, rows = kv_tile(sec_off + 128 * vt, 128, prefix, s_pp, s_p, s_ka, total)
+            if rows > 0:
                 if in_prior:
                     if v_prior is not None:
                         vp = v_prior
@@ -299,13 +316,8 @@ def attend_batch(q, k, v, out, stat_max, stat_sum, b, g_start, g_count, scale, c
                 nisa.memset(dst=part_max, value=-3.4028234663852886e38)
                 masked = nl.ndarray(shape=(128, width), dtype=nl.float32, buffer=nl.sbuf)
                 for kt in range(n_k):
-                    x = sec_off + 512 * kt
-                    in_prior = prefix and x < s_pp
-                    k0 = x if in_prior else x - s_pp
-                    part_len = s_p if in_prior else s_ka
-                    computed = k0 < part_len and x < total and (in_prior or tile_visible(is_causal, sw, g, k0, 512, cp_deg, strided))
-                    if computed:
-                        cols = min(part_len - k0, 512)
+                    in_prior, k0, cols = kv_tile(sec_off + 512 * kt, 512, prefix, s_pp, s_p, s_ka, total)
+                    if cols > 0 and (in_prior or tile_visible(is_causal, sw, g, k0, 512, cp_deg, strided)):
                         c0 = 512 * kt
                         scores = nl.ndarray(shape=(128, 512), dtype=mm_dtype, buffer=nl.psum)
                         nisa.nc_matmul(dst=scores[0:rows, 0:cols], stationary=q_sb[:, 0:rows], moving=k_sec[:, c0:c0 + cols])
@@ -344,13 +356,8 @@ def attend_batch(q, k, v, out, stat_max, stat_sum, b, g_start, g_count, scale, c
                 probs = nl.ndarray(shape=(128, width), dtype=nl.bfloat16, buffer=nl.sbuf)
                 probs_t = nl.ndarray(shape=(128, width), dtype=nl.bfloat16, buffer=nl.sbuf)
                 for kt in range(n_k):
-                    x = sec_off + 512 * kt
-                    in_prior = prefix and x < s_pp
-                    k0 = x if in_prior else x - s_pp
-                    part_len = s_p if in_prior else s_ka
-                    computed = k0 < part_len and x < total and (in_prior or tile_visible(is_causal, sw, g, k0, 512, cp_deg, strided))
-                    if computed:
-                        cols = min(part_len - k0, 512)
+                    in_prior, k0, cols = kv_tile(sec_off + 512 * kt, 512, prefix, s_pp, s_p, s_ka, total)
+                    if cols > 0 and (in_prior or tile_visible(is_causal, sw, g, k0, 512, cp_deg, strided)):
                         c0 = 512 * kt
                         nisa.activation_reduce(dst=probs[0:rows, c0:c0 + cols], op=nl.exp, data=masked[0:rows, c0:c0 + cols], reduce_op=nl.add, reduce_res=part_sum[0:rows, kt], bias=run_negmax[0:rows, g])
                         full = cols // 128
@@ -369,13 +376,9 @@ def attend_batch(q, k, v, out, stat_max, stat_sum, b, g_start, g_count, scale, c
                     used = False
                     for sub in range(16):
                         vt = 16 * lt + sub
-                        x = sec_off + 128 * vt
-                        in_prior = prefix and x < s_pp
-                        k0 = x if in_prior else x - s_pp
-                        part_len = s_p if in_prior else s_ka
-                        keys = min(part_len - k0, 128)
+                        in_prior, k0, keys = kv_tile(sec_off + 128 * vt, 128, prefix, s_pp, s_p, s_ka, total)
                         visible = in_prior or tile_visible(is_causal, sw, g, k0, 128, cp_deg, strided)
-                        if vt < n_v and x < total and keys > 0 and visible:
+                        if vt < n_v and keys > 0 and visible:
                             p_t = probs_t[0:keys, 128 * vt:128 * vt + rows]
                             v_t = v_sec[0:keys, vt, :]
                             if tp_out:
@@ -517,25 +520,23 @@ def attention_cte(q, k, v, scale=1.0, causal_mask=True, k_prior=None, v_prior=No
     shard = nl.program_id(axis=0) if grid else 0
     shards = nl.num_programs(axes=0) if grid else 1
     per_shard = bs // shards
-    for b in range(shard * per_shard, shard * per_shard + per_shard):
-        attend_batch(q, k, v, out, stat_max, stat_sum, b, 0, groups, scale, causal_mask, k_prior, v_prior, prior_used_len, sink, sw, tp_q, tp_k, tp_out, mm_out_dtype, cp_offset, cp_deg, use_cp, cp_strided_q_slicing, cp_striped_input, bound_min, bound_max, skip_output_normalization)
-    if bs % shards != 0:
-        last_b = bs - 1
-        if s_q >= 1024:
-            causal_split = causal_mask and (cp_offset is None or cp_strided_q_slicing) and sw == 0
-            frac = 0.65 if causal_split else 0.5
-            if v_prior is not None:
-                vp = v_prior
-                if causal_split:
-                    active = float(v.shape[1])
-                    prior = float(vp.shape[1])
-                    frac = (0.65 * active + 0.5 * prior) / (active + prior)
-            first = int(float(groups) * frac)
-            g_start = 0 if shard == 0 else first
-            g_count = first if shard == 0 else groups - first
-            attend_batch(q, k, v, out, stat_max, stat_sum, last_b, g_start, g_count, scale, causal_mask, k_prior, v_prior, prior_used_len, sink, sw, tp_q, tp_k, tp_out, mm_out_dtype, cp_offset, cp_deg, use_cp, cp_strided_q_slicing, cp_striped_input, bound_min, bound_max, skip_output_normalization)
-        elif shard == 0:
-            attend_batch(q, k, v, out, stat_max, stat_sum, last_b, 0, groups, scale, causal_mask, k_prior, v_prior, prior_used_len, sink, sw, tp_q, tp_k, tp_out, mm_out_dtype, cp_offset, cp_deg, use_cp, cp_strided_q_slicing, cp_striped_input, bound_min, bound_max, skip_output_normalization)
+    has_remainder = bs % shards != 0
+    causal_split = causal_mask and (cp_offset is None or cp_strided_q_slicing) and sw == 0
+    frac = 0.65 if causal_split else 0.5
+    if v_prior is not None:
+        vp = v_prior
+        if causal_split:
+            active = float(v.shape[1])
+            prior = float(vp.shape[1])
+            frac = (0.65 * active + 0.5 * prior) / (active + prior)
+    rem_start, rem_end = remainder_groups(shard, s_q, groups, frac)
+    items = per_shard + (1 if has_remainder and rem_end > rem_start else 0)
+    for item in range(items):
+        whole = item < per_shard
+        b = shard * per_shard + item if whole else bs - 1
+        g_start = 0 if whole else rem_start
+        g_end = groups if whole else rem_end
+        attend_batch(q, k, v, out, stat_max, stat_sum, b, g_start, g_end - g_start, scale, causal_mask, k_prior, v_prior, prior_used_len, sink, sw, tp_q, tp_k, tp_out, mm_out_dtype, cp_offset, cp_deg, use_cp, cp_strided_q_slicing, cp_striped_input, bound_min, bound_max, skip_output_normalization)
     if stat_max is not None:
         nm = stat_max
         if stat_sum is not None:

@@ -5,17 +5,8 @@ import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
 from .attention_cte import attention_cte
+from .attention_cte import remainder_groups
 from .attention_cte import scalar_column
-
-
-def remainder_groups(shard, s, n_grp):
-    """The query groups `[start, end)` of the odd last batch that LNC program `shard`
-    owns, as `attention_cte` splits it: half each from 1024 rows, program 0 alone below.
-    """
-    split = s >= 1024
-    start = n_grp // 2 if split and shard != 0 else 0
-    end = 0 if not split and shard != 0 else n_grp // 2 if split and shard == 0 else n_grp
-    return (start, end)
 
 
 def fill_ring_positions(table, groups, num_workers):
@@ -186,7 +177,7 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
     per_shard = bs // shards
     b_first = shard * per_shard
     has_remainder = bs % shards != 0
-    rem_g0, rem_g1 = remainder_groups(shard, s, n_grp)
+    rem_g0, rem_g1 = remainder_groups(shard, s, n_grp, 0.5)
     k_buf_shape = [bs, s, d] if tp_k else [bs, d, s]
     send_k = nl.ndarray(shape=k_buf_shape, dtype=k.dtype, buffer=nl.shared_hbm)
     recv_k = nl.ndarray(shape=k_buf_shape, dtype=k.dtype, buffer=nl.shared_hbm)
