@@ -5,6 +5,7 @@ mod ring_bwd;
 mod ring_fwd;
 
 use clap::{Args, Subcommand, ValueEnum};
+use nki::attention::shard::SeqLayout;
 use nki::io::npy::{read_npy, write_tensor_npy};
 use nki::{Launch, Precision, Tensor};
 use std::path::{Path, PathBuf};
@@ -46,6 +47,30 @@ pub struct LaunchArgs {
     /// Numeric model.
     #[arg(long, value_enum, default_value_t = PrecisionArg::Hardware)]
     precision: PrecisionArg,
+}
+
+/// The ring options shared by the ring kernels.
+#[derive(Args)]
+pub struct RingArgs {
+    /// Ranks in the ring; each holds `S_total / workers` tokens (a multiple of 128).
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// Causal mask over global positions.
+    #[arg(long)]
+    causal: bool,
+    /// Rank `r` holds the tokens `t` with `t mod workers == r` (needs `--causal`); else contiguous blocks.
+    #[arg(long)]
+    striped: bool,
+    /// Softmax scale (default `1/sqrt(d)`).
+    #[arg(long)]
+    scale: Option<f64>,
+}
+
+impl RingArgs {
+    /// How the sequence is split over the ranks.
+    pub fn layout(&self) -> SeqLayout {
+        if self.striped { SeqLayout::Striped } else { SeqLayout::Contiguous }
+    }
 }
 
 impl LaunchArgs {

@@ -1,9 +1,9 @@
 //! `nki run ring-bwd`.
 
-use super::{LaunchArgs, load, load_alike, save};
+use super::{LaunchArgs, RingArgs, load, load_alike, save};
 use clap::Args;
 use nki::attention::ring_bwd::{RingBwdConfig, RingBwdInputs};
-use nki::attention::shard::{SeqLayout, shard, shard_lse, unshard};
+use nki::attention::shard::{shard, shard_lse, unshard};
 use std::path::PathBuf;
 
 /// Arguments of `nki run ring-bwd`: whole-sequence inputs, sharded over the ring
@@ -28,18 +28,8 @@ pub struct RingBwdArgs {
     /// The forward's log-sum-exp of the scaled scores `[b, h, S_total]` (as `nki run ring-fwd --lse` writes it).
     #[arg(long)]
     lse: PathBuf,
-    /// Ranks in the ring; each holds `S_total / workers` tokens.
-    #[arg(long, default_value_t = 1)]
-    workers: usize,
-    /// Causal mask over global positions.
-    #[arg(long)]
-    causal: bool,
-    /// Rank `r` holds the tokens `t` with `t mod workers == r` (needs `--causal`); else contiguous blocks.
-    #[arg(long)]
-    striped: bool,
-    /// Softmax scale (default `1/sqrt(d)`).
-    #[arg(long)]
-    scale: Option<f64>,
+    #[command(flatten)]
+    ring: RingArgs,
     #[command(flatten)]
     launch: LaunchArgs,
     /// dL/dQ `[b, h, S_total, d]`.
@@ -57,14 +47,14 @@ pub struct RingBwdArgs {
 pub fn run(a: &RingBwdArgs) -> Result<(), String> {
     let inputs = load_alike(&[("q", &a.q), ("k", &a.k), ("v", &a.v), ("o", &a.o), ("dy", &a.dy)])?;
     let lse = load(&a.lse, "lse")?;
-    let layout = if a.striped { SeqLayout::Striped } else { SeqLayout::Contiguous };
+    let layout = a.ring.layout();
     let err = |e: nki::NkiError| e.to_string();
-    let w = a.workers;
+    let w = a.ring.workers;
     let parts = inputs.iter().map(|t| shard(t, w, layout, true)).collect::<Result<Vec<_>, _>>().map_err(err)?;
     let lses = shard_lse(&lse, w, layout).map_err(err)?;
     let launch = a.launch.launch().ranks(w);
-    let mut cfg = RingBwdConfig::new(w as i64).causal(a.causal).striped(a.striped).lnc(launch.lnc_degree() as i64);
-    if let Some(s) = a.scale {
+    let mut cfg = RingBwdConfig::new(w as i64).causal(a.ring.causal).striped(a.ring.striped).lnc(launch.lnc_degree() as i64);
+    if let Some(s) = a.ring.scale {
         cfg = cfg.softmax_scale(s);
     }
     let inputs = RingBwdInputs { q: &parts[0], k: &parts[1], v: &parts[2], o: &parts[3], dy: &parts[4], lse: &lses };

@@ -1,10 +1,10 @@
 //! `nki run ring-fwd`.
 
-use super::{LaunchArgs, load_alike, required_path, save};
+use super::{LaunchArgs, RingArgs, load_alike, required_path, save};
 use clap::Args;
 use nki::Tensor;
 use nki::attention::ring_fwd::{Queries, RingFwdConfig, RingFwdInputs};
-use nki::attention::shard::{SeqLayout, shard, unshard, unshard_lse};
+use nki::attention::shard::{shard, unshard, unshard_lse};
 use std::path::PathBuf;
 
 /// Arguments of `nki run ring-fwd`: whole-sequence inputs, sharded over the ring
@@ -20,21 +20,11 @@ pub struct RingFwdArgs {
     /// Values `[b, h, S_total, d]`.
     #[arg(long)]
     v: PathBuf,
-    /// Ranks in the ring; each holds `S_total / workers` tokens (a multiple of 128).
-    #[arg(long, default_value_t = 1)]
-    workers: usize,
-    /// Causal mask over global positions.
-    #[arg(long)]
-    causal: bool,
-    /// Rank `r` holds the tokens `t` with `t mod workers == r` (needs `--causal`); else contiguous blocks.
-    #[arg(long)]
-    striped: bool,
+    #[command(flatten)]
+    ring: RingArgs,
     /// Also write the log-sum-exp of the scaled scores (`--lse`).
     #[arg(long)]
     training: bool,
-    /// Softmax scale (default `1/sqrt(d)`).
-    #[arg(long)]
-    scale: Option<f64>,
     #[command(flatten)]
     launch: LaunchArgs,
     /// Output `[b, h, S_total, d]`.
@@ -49,13 +39,13 @@ pub struct RingFwdArgs {
 pub fn run(a: &RingFwdArgs) -> Result<(), String> {
     let lse_path = if a.training { Some(required_path(&a.lse, "--lse", "with --training")?) } else { None };
     let [q, k, v]: [Tensor; 3] = load_alike(&[("q", &a.q), ("k", &a.k), ("v", &a.v)])?.try_into().expect("three files");
-    let layout = if a.striped { SeqLayout::Striped } else { SeqLayout::Contiguous };
+    let layout = a.ring.layout();
     let err = |e: nki::NkiError| e.to_string();
-    let w = a.workers;
+    let w = a.ring.workers;
     let (qs, ks, vs) =
         (shard(&q, w, layout, true).map_err(err)?, shard(&k, w, layout, true).map_err(err)?, shard(&v, w, layout, false).map_err(err)?);
-    let mut cfg = RingFwdConfig::new(w as i64).causal(a.causal).striped(a.striped).training(a.training);
-    if let Some(s) = a.scale {
+    let mut cfg = RingFwdConfig::new(w as i64).causal(a.ring.causal).striped(a.ring.striped).training(a.training);
+    if let Some(s) = a.ring.scale {
         cfg = cfg.softmax_scale(s);
     }
     let inputs = RingFwdInputs { q: Queries::Raw(&qs), k: &ks, v: &vs };
