@@ -96,7 +96,7 @@ fn inputs_that_do_not_fit_the_ring_name_the_parameter() {
     expect(cfg.launch(&fp32(3), &inputs).unwrap_err(), &["ranks = 3", "must have 2 ranks"]);
     expect(cfg.launch(&fp32(2), &RingFwdInputs { k: &k[..1], ..inputs }).unwrap_err(), &["k = 1 tensors", "one tensor per rank"]);
     let mut bad_k = k.clone();
-    bad_k[1] = Tensor::zeros(&[1, BH, D, 128], Dtype::F32);
+    bad_k[1] = Tensor::zeros(&[1, BH, D, 128], Dtype::F32).unwrap();
     expect(
         cfg.launch(&fp32(2), &RingFwdInputs { k: &bad_k, ..inputs }).unwrap_err(),
         &["k[1]", "[1, 2, 32, 128]", "must be [1, 2, 32, 256]"],

@@ -3,8 +3,9 @@
 
 extern crate nki_core as nki;
 
-/// `Display` for a rule enum through its `message`, and `assert_valid` for its
-/// configuration: the first broken rule as a panic, a compile error in a `const`.
+/// `Display` for a rule enum through its `message`, and `assert_valid` and
+/// `validate` for its configuration: the first broken rule as a panic (a compile
+/// error in a `const`) or as an `Err` from the configuration's `rule_error`.
 macro_rules! rules_of {
     ($config:ty, $rule:ty) => {
         impl ::std::fmt::Display for $rule {
@@ -21,15 +22,25 @@ macro_rules! rules_of {
                 }
                 self
             }
+
+            /// The first broken rule as an `Err` naming the parameter, its value and the rule.
+            pub fn validate(&self) -> ::nki::Result<()> {
+                match self.violation() {
+                    Some(rule) => Err(self.rule_error(rule)),
+                    None => Ok(()),
+                }
+            }
         }
     };
 }
 
 pub mod cte;
+pub mod dtypes;
 pub mod reference;
 pub mod ring_bwd;
 pub mod ring_fwd;
 mod rings;
+pub mod scale;
 pub mod shard;
 
 use nki::emit::FunctionInfo;

@@ -13,6 +13,7 @@
 //! assert_eq!(unshard(&parts, SeqLayout::Striped, false).unwrap().to_f32_vec(), x.to_f32_vec());
 //! ```
 
+use nki::tensor::checked_numel;
 use nki::{NkiError, Result, Tensor};
 
 /// How a sequence is split across the `W` ranks of a ring.
@@ -34,6 +35,23 @@ impl SeqLayout {
     }
 }
 
+/// Tokens per rank when `s_total` tokens are split over `workers` ranks, each
+/// rank's share a multiple of `unit`.
+fn per_rank(s_total: usize, workers: usize, unit: usize) -> Result<usize> {
+    if workers == 0 {
+        return Err(NkiError::argument("workers", 0, "a ring needs at least one worker"));
+    }
+    if unit.checked_mul(workers).is_none_or(|m| !s_total.is_multiple_of(m)) {
+        let rule = if unit == 1 {
+            format!("must be a multiple of the {workers} workers")
+        } else {
+            format!("must be a multiple of {unit} x the {workers} workers")
+        };
+        return Err(NkiError::argument("S_total", s_total, &rule));
+    }
+    Ok(s_total / workers)
+}
+
 /// `[b, h, s, d]` of a 4-d tensor, or an error naming `param`.
 fn dims4(param: &str, t: &Tensor) -> Result<[usize; 4]> {
     <[usize; 4]>::try_from(t.shape())
@@ -44,14 +62,13 @@ fn dims4(param: &str, t: &Tensor) -> Result<[usize; 4]> {
 /// `[b, h, S_local, d]` each (`[b, h, d, S_local]` when `d_major`).
 pub fn shard(global: &Tensor, workers: usize, layout: SeqLayout, d_major: bool) -> Result<Vec<Tensor>> {
     let [b, h, st, d] = dims4("global", global)?;
-    if workers == 0 || st % workers != 0 {
-        return Err(NkiError::argument("S_total", st, &format!("must be a multiple of the {workers} workers")));
-    }
-    let sl = st / workers;
+    let sl = per_rank(st, workers, 1)?;
+    let shape = if d_major { [b, h, d, sl] } else { [b, h, sl, d] };
+    let n = checked_numel(&shape)?;
     let g = global.to_f32_vec();
     (0..workers)
         .map(|r| {
-            let mut vals = vec![0f32; b * h * sl * d];
+            let mut vals = vec![0f32; n];
             for bh in 0..b * h {
                 for i in 0..sl {
                     let src = (bh * st + layout.global(r, i, workers, sl)) * d;
@@ -61,7 +78,6 @@ pub fn shard(global: &Tensor, workers: usize, layout: SeqLayout, d_major: bool) 
                     }
                 }
             }
-            let shape = if d_major { [b, h, d, sl] } else { [b, h, sl, d] };
             Tensor::from_f32(&shape, &vals, global.dtype())
         })
         .collect()
@@ -73,8 +89,8 @@ pub fn unshard(parts: &[Tensor], layout: SeqLayout, d_major: bool) -> Result<Ten
     let first = parts.first().ok_or_else(|| NkiError::argument("parts", "[]", "needs one tensor per rank"))?;
     let [b, h, x, y] = dims4("parts[0]", first)?;
     let (sl, d) = if d_major { (y, x) } else { (x, y) };
-    let (w, st) = (parts.len(), parts.len() * sl);
-    let mut vals = vec![0f32; b * h * st * d];
+    let (w, st) = (parts.len(), parts.len().saturating_mul(sl));
+    let mut vals = vec![0f32; checked_numel(&[b, h, st, d])?];
     for (r, p) in parts.iter().enumerate() {
         if p.shape() != first.shape() {
             return Err(NkiError::argument(
@@ -103,10 +119,8 @@ pub fn unshard(parts: &[Tensor], layout: SeqLayout, d_major: bool) -> Result<Ten
 pub fn shard_lse(global: &Tensor, workers: usize, layout: SeqLayout) -> Result<Vec<Tensor>> {
     let [b, h, st] = <[usize; 3]>::try_from(global.shape())
         .map_err(|_| NkiError::argument("lse", format!("shape {:?}", global.shape()), "must be 3-d [b, h, S_total]"))?;
-    if workers == 0 || st % (128 * workers) != 0 {
-        return Err(NkiError::argument("S_total", st, &format!("must be a multiple of 128 x the {workers} workers")));
-    }
-    let (sl, g) = (st / workers, st / workers / 128);
+    let sl = per_rank(st, workers, 128)?;
+    let g = sl / 128;
     let vals = global.to_f32_vec();
     (0..workers)
         .map(|r| {
@@ -130,8 +144,8 @@ pub fn unshard_lse(parts: &[Tensor], layout: SeqLayout) -> Result<Tensor> {
         return Err(NkiError::argument("parts[0]", format!("shape {:?}", first.shape()), "an LSE is [b, h, 128, S_local / 128]"));
     }
     let (w, sl) = (parts.len(), 128 * groups);
-    let st = w * sl;
-    let mut vals = vec![0f32; b * h * st];
+    let st = w.saturating_mul(sl);
+    let mut vals = vec![0f32; checked_numel(&[b, h, st])?];
     for (r, p) in parts.iter().enumerate() {
         let local = p.to_f32_vec();
         for bh in 0..b * h {
@@ -168,6 +182,10 @@ mod tests {
         assert_eq!(SeqLayout::Striped.global(2, 1, 3, 4), 5);
         assert_eq!(SeqLayout::Contiguous.global(2, 1, 3, 4), 9);
         assert!(shard(&x, 5, SeqLayout::Contiguous, false).unwrap_err().message.contains("multiple of the 5 workers"));
+        assert_eq!(
+            shard(&x, 0, SeqLayout::Contiguous, false).unwrap_err().message,
+            "invalid workers = 0: a ring needs at least one worker"
+        );
     }
 
     #[test]
@@ -179,7 +197,8 @@ mod tests {
             assert_eq!(parts[0].shape(), &[1, 2, 128, 2]);
             assert_eq!(unshard_lse(&parts, layout).unwrap().to_f32_vec(), vals, "{layout:?}");
         }
-        assert!(shard_lse(&g, 3, SeqLayout::Contiguous).is_err());
+        assert!(shard_lse(&g, 3, SeqLayout::Contiguous).unwrap_err().message.contains("multiple of 128 x the 3 workers"));
+        assert!(shard_lse(&g, 0, SeqLayout::Contiguous).unwrap_err().message.contains("at least one worker"));
     }
 
     #[test]

@@ -132,7 +132,7 @@ fn an_error_on_one_rank_stops_ranks_that_are_computing() {
             if ctx.rank() == 1 {
                 // A failing op: a moving operand in HBM.
                 let ps = alloc(ctx, &[2, 2], Dtype::F32, Buffer::Psum)?;
-                return nisa::nc_matmul(ctx, &ps, &t, &Tensor::zeros(&[2, 2], Dtype::F32), Default::default());
+                return nisa::nc_matmul(ctx, &ps, &t, &Tensor::zeros(&[2, 2], Dtype::F32)?, Default::default());
             }
             // Would run forever unless the failure stops it.
             loop {

@@ -27,7 +27,7 @@ fn cast_through(precision: Precision, dtype: Dtype, values: &[f32]) -> Vec<f32> 
 #[test]
 fn round_trip_and_row_major_pairing_of_different_shapes() {
     let src = hbm(&[2, 6], &arange(12), Dtype::F32);
-    let out = Tensor::zeros(&[3, 4], Dtype::F32);
+    let out = Tensor::zeros(&[3, 4], Dtype::F32).unwrap();
     Launch::new()
         .run(|ctx| {
             let t = alloc(ctx, &[4, 3], Dtype::F32, Buffer::Sbuf)?;
@@ -43,7 +43,7 @@ fn round_trip_and_row_major_pairing_of_different_shapes() {
 #[test]
 fn strided_views_on_both_sides() {
     let src = hbm(&[4, 6], &arange(24), Dtype::F32);
-    let dst = Tensor::zeros(&[6, 8], Dtype::F32);
+    let dst = Tensor::zeros(&[6, 8], Dtype::F32).unwrap();
     Launch::new()
         .run(|ctx| {
             // Read the transpose of rows 0..4, columns 0..6 and write it into every other column.

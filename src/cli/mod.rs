@@ -4,6 +4,7 @@ mod bench;
 mod demo;
 mod emit;
 mod list;
+mod output_plan;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -33,9 +34,29 @@ enum Command {
     Demo(demo::DemoArgs),
 }
 
-/// Parses the command line and runs the subcommand.
+/// `text` on one line: its non-empty lines, trimmed and joined by spaces.
+fn one_line(text: &str) -> String {
+    text.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ")
+}
+
+/// Parses the command line and runs the subcommand. Every error is one line: a
+/// usage error exits with clap's code 2 here, a failure is returned (exit 1).
 pub fn run() -> Result<(), String> {
-    match Cli::parse().command {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            // Up to the first blank line: clap follows the error with usage and tips.
+            let rendered = e.render().to_string();
+            eprintln!("{}", one_line(rendered.split("\n\n").next().unwrap_or_default()));
+            std::process::exit(e.exit_code());
+        }
+    };
+    dispatch(cli.command).map_err(|e| one_line(&e))
+}
+
+fn dispatch(command: Command) -> Result<(), String> {
+    match command {
         Command::Emit(args) => emit::run(&args),
         Command::List => {
             list::run();

@@ -4,9 +4,11 @@ mod attention_cte;
 mod ring_bwd;
 mod ring_fwd;
 
+use super::output_plan::OutputPlan;
 use clap::{Args, Subcommand, ValueEnum};
+use nki::attention::dtypes::ParamDtypes;
 use nki::attention::shard::SeqLayout;
-use nki::io::npy::{read_npy, write_tensor_npy};
+use nki::io::npy::read_tensor_npy;
 use nki::{Launch, Precision, Tensor};
 use std::path::{Path, PathBuf};
 
@@ -52,7 +54,7 @@ pub struct LaunchArgs {
 /// The ring options shared by the ring kernels.
 #[derive(Args)]
 pub struct RingArgs {
-    /// Ranks in the ring; each holds `S_total / workers` tokens (a multiple of 128).
+    /// Ranks in the ring (`num_workers`, at least 1); each holds `S_total / workers` tokens (a multiple of 128).
     #[arg(long, default_value_t = 1)]
     workers: usize,
     /// Causal mask over global positions.
@@ -61,8 +63,8 @@ pub struct RingArgs {
     /// Rank `r` holds the tokens `t` with `t mod workers == r` (needs `--causal`); else contiguous blocks.
     #[arg(long)]
     striped: bool,
-    /// Softmax scale (default `1/sqrt(d)`).
-    #[arg(long)]
+    /// Softmax scale (default `1/sqrt(d)`): a finite float32 value.
+    #[arg(long, allow_negative_numbers = true)]
     scale: Option<f64>,
 }
 
@@ -70,6 +72,11 @@ impl RingArgs {
     /// How the sequence is split over the ranks.
     pub fn layout(&self) -> SeqLayout {
         if self.striped { SeqLayout::Striped } else { SeqLayout::Contiguous }
+    }
+
+    /// `--workers` as the kernels' `num_workers`.
+    pub fn num_workers(&self) -> Result<i64, String> {
+        i64::try_from(self.workers).map_err(|_| format!("--workers {} is too large", self.workers))
     }
 }
 
@@ -84,19 +91,32 @@ impl LaunchArgs {
     }
 }
 
-/// Loads a `.npy` input as a tensor of its own dtype (float64 files load as f32).
-pub fn load(path: &Path, what: &str) -> Result<Tensor, String> {
-    let arr = read_npy(path).map_err(|e| format!("--{what}: {e}"))?;
-    arr.to_tensor(None).map_err(|e| format!("--{what} {}: {e}", path.display())).map(|t| t.named(what))
+/// The command-line flag of kernel parameter `param` (`k_prior` is `--k-prior`).
+pub fn flag_of(param: &str) -> String {
+    param.replace('_', "-")
+}
+
+/// Declares the input files of a command, each under its parameter's flag.
+pub fn declare_inputs(plan: &mut OutputPlan, files: &[(&str, &Path)]) -> Result<(), String> {
+    files.iter().try_for_each(|(param, path)| plan.input(&flag_of(param), path))
+}
+
+/// Loads the `.npy` file of kernel parameter `param` as a tensor of the dtype its
+/// element type loads as, refusing dtypes the kernel does not take for `param`.
+pub fn load(path: &Path, param: &str, dtypes: &ParamDtypes) -> Result<Tensor, String> {
+    let flag = flag_of(param);
+    let t = read_tensor_npy(path).map_err(|e| format!("--{flag} {e}"))?;
+    dtypes.check(param, &t).map_err(|e| format!("--{flag} {}: {e}", path.display()))?;
+    Ok(t.named(param))
 }
 
 /// Loads whole-sequence inputs that must share the `[b, h, S_total, d]` shape of the first.
-pub fn load_alike(files: &[(&str, &Path)]) -> Result<Vec<Tensor>, String> {
-    let tensors = files.iter().map(|(flag, path)| load(path, flag)).collect::<Result<Vec<_>, _>>()?;
-    for ((flag, _), t) in files.iter().zip(&tensors).skip(1) {
+pub fn load_alike(files: &[(&str, &Path)], dtypes: &ParamDtypes) -> Result<Vec<Tensor>, String> {
+    let tensors = files.iter().map(|(param, path)| load(path, param, dtypes)).collect::<Result<Vec<_>, _>>()?;
+    for ((param, _), t) in files.iter().zip(&tensors).skip(1) {
         if t.shape() != tensors[0].shape() {
             return Err(format!(
-                "--{flag} has shape {:?} but --{} has {:?}; all of them are [b, h, S_total, d]",
+                "--{param} has shape {:?} but --{} has {:?}; all of them are [b, h, S_total, d]",
                 t.shape(),
                 files[0].0,
                 tensors[0].shape()
@@ -104,13 +124,6 @@ pub fn load_alike(files: &[(&str, &Path)]) -> Result<Vec<Tensor>, String> {
         }
     }
     Ok(tensors)
-}
-
-/// Writes a tensor as `.npy` (float32, or int32 for integer dtypes).
-pub fn save(path: &Path, t: &Tensor) -> Result<(), String> {
-    write_tensor_npy(path, t).map_err(|e| e.to_string())?;
-    println!("wrote {} {:?} {}", path.display(), t.shape(), t.dtype());
-    Ok(())
 }
 
 /// Runs the chosen kernel.
@@ -122,7 +135,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     }
 }
 
-/// An optional output path that a flag requires.
+/// An optional path that a flag requires.
 pub fn required_path<'a>(p: &'a Option<PathBuf>, flag: &str, because: &str) -> Result<&'a Path, String> {
     p.as_deref().ok_or_else(|| format!("{flag} is required {because}"))
 }

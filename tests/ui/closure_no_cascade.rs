@@ -9,7 +9,7 @@ fn scale_rows(x: Hbm) -> Hbm {
 }
 
 fn main() {
-    let t = Tensor::zeros(&[128, 4], Dtype::F32);
+    let t = Tensor::zeros(&[128, 4], Dtype::F32).unwrap();
     let _ = scale_rows::Call::new(&t).launch(&Launch::new());
     println!("{}", scale_rows::NKI_SOURCE);
 }

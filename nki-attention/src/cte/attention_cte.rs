@@ -744,6 +744,11 @@ pub fn attention_cte(
     assert!(!skip_output_normalization || cache_softmax, "skip_output_normalization=True requires cache_softmax=True");
     let use_swa = sw > 0;
     assert!(!(use_swa || prefix || use_cp) || scale == 1.0, "SWA/Prefix Caching/CP only support scale=1.0, but got ac.scale={scale}");
+    // CteRule::ScaleNotFinite and CteRule::CausalScale (crate::scale::MIN_MASKED_SCALE): the causal mask's FLOAT32_MIN is scaled.
+    assert!(
+        f32::MIN <= scale && scale <= f32::MAX && (!causal_mask || scale >= 1e-30),
+        "scale must be a finite float32, and at least 1e-30 with causal_mask (masked scores are FLOAT32_MIN * scale), got {scale}"
+    );
     assert!(!use_cp || causal_mask, "CP currently only supports causal attn");
     assert!(!use_swa || causal_mask, "SWA currently only supports causal attn");
     assert!(!cp_striped_input || use_cp, "cp_striped_input requires CP mode (global_cp_deg must be set)");

@@ -1,6 +1,7 @@
 //! The typed configuration of `attention_cte`, whose rules are checked at compile
 //! time when the configuration is a constant (see [`cte_config!`](crate::cte_config)).
 
+use crate::scale::{is_finite_f32, keeps_masks};
 use nki::Dtype;
 use nki::hw::Generation;
 
@@ -39,7 +40,9 @@ pub struct CteDims {
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CteConfig {
-    /// Multiplies `QKᵀ` (must be 1.0 with SWA, CP or prefix caching: pre-scale `q`).
+    /// Multiplies `QKᵀ`: a finite float32 value, 1.0 with SWA, CP, prefix caching or
+    /// packing (pre-scale `q`), and at least [`MIN_MASKED_SCALE`](crate::scale::MIN_MASKED_SCALE)
+    /// with the causal mask. Zero or negative scales are fine without a mask.
     pub scale: f64,
     /// Mask keys after the query.
     pub causal_mask: bool,
@@ -128,6 +131,11 @@ pub enum CteRule {
     SkipNormNeedsCache,
     /// A22: sequence packing masks with `range_select`, which applies no scale.
     PackingScale,
+    /// Not checked by the library: scores are multiplied by the scale in fp32.
+    ScaleNotFinite,
+    /// Not checked by the library: the causal mask writes FLOAT32_MIN into scores
+    /// and then multiplies them by the scale (the static `affine_select` path).
+    CausalScale,
 }
 
 impl CteRule {
@@ -161,6 +169,10 @@ impl CteRule {
             CteRule::SkipNormNeedsCache => "attention_cte: skip_output_normalization needs cache_softmax",
             CteRule::PackingScale => {
                 "attention_cte: sequence packing (bound_min/bound_max) masks with range_select, which applies no scale: scale must be 1.0 (pre-scale q instead)"
+            }
+            CteRule::ScaleNotFinite => "attention_cte: scale must be a finite float32 value (scores are multiplied by it in fp32)",
+            CteRule::CausalScale => {
+                "attention_cte: with causal_mask the scale must be at least 1e-30: masked scores are FLOAT32_MIN x scale, which a zero, negative or smaller scale unmasks"
             }
         }
     }
@@ -363,6 +375,9 @@ impl CteConfig {
         if self.skip_output_normalization && !self.cache_softmax {
             return Some(CteRule::SkipNormNeedsCache);
         }
+        if !is_finite_f32(self.scale) {
+            return Some(CteRule::ScaleNotFinite);
+        }
         if (swa || self.prefix_caching || cp) && self.scale != 1.0 {
             return Some(CteRule::ScaleMustBeOne);
         }
@@ -386,6 +401,11 @@ impl CteConfig {
         }
         if self.packing && self.scale != 1.0 {
             return Some(CteRule::PackingScale);
+        }
+        // With a window, CP, prefix caching or packing the scale is 1.0 by now;
+        // otherwise the causal mask is the static FLOAT32_MIN fill that is scaled.
+        if self.causal_mask && !keeps_masks(self.scale) {
+            return Some(CteRule::CausalScale);
         }
         None
     }

@@ -7,4 +7,4 @@ mod config;
 mod run;
 
 pub use config::{CteConfig, CteDims, CteRule};
-pub use run::{CteInputs, CteOutputs, Prior};
+pub use run::{CteInputs, CteOutputs, DTYPES, Prior};

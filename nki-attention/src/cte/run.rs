@@ -3,7 +3,27 @@
 
 use super::attention_cte::attention_cte;
 use super::config::{CteConfig, CteRule};
+use crate::dtypes::{FLOATS, INT32, POSITIONS, ParamDtypes};
 use nki::{Ctx, Launch, NkiError, Result, Tensor};
+
+/// The dtypes each tensor parameter of `attention_cte` accepts: float data
+/// (bf16, fp16, fp32, the documented input dtypes), an int32 `prior_used_len`,
+/// and int32 or fp32 positions in `cp_offset` and the packing bounds.
+pub const DTYPES: ParamDtypes = ParamDtypes {
+    kernel: "attention_cte",
+    params: &[
+        ("q", FLOATS),
+        ("k", FLOATS),
+        ("v", FLOATS),
+        ("k_prior", FLOATS),
+        ("v_prior", FLOATS),
+        ("prior_used_len", INT32),
+        ("sink", FLOATS),
+        ("cp_offset", POSITIONS),
+        ("bound_min", POSITIONS),
+        ("bound_max", POSITIONS),
+    ],
+};
 
 /// The prefix cache: prior keys and values and how many of them are used.
 #[derive(Clone, Copy, Debug)]
@@ -39,6 +59,20 @@ impl<'a> CteInputs<'a> {
     /// Just queries, keys and values.
     pub fn new(q: &'a Tensor, k: &'a Tensor, v: &'a Tensor) -> Self {
         CteInputs { q, k, v, prior: None, sink: None, cp_offset: None, bounds: None }
+    }
+
+    /// Every tensor given, with its parameter name.
+    pub fn tensors(&self) -> Vec<(&'static str, &'a Tensor)> {
+        let mut all = vec![("q", self.q), ("k", self.k), ("v", self.v)];
+        if let Some(p) = self.prior {
+            all.extend([("k_prior", p.k), ("v_prior", p.v), ("prior_used_len", p.used_len)]);
+        }
+        all.extend(self.sink.map(|t| ("sink", t)));
+        all.extend(self.cp_offset.map(|t| ("cp_offset", t)));
+        if let Some((lo, hi)) = self.bounds {
+            all.extend([("bound_min", lo), ("bound_max", hi)]);
+        }
+        all
     }
 }
 
@@ -78,7 +112,9 @@ impl CteConfig {
             CteRule::HeadDimPositive | CteRule::HeadDimTooLarge => ("d", d.map_or(0, |d| d.head_dim).to_string()),
             CteRule::MmOutDtype => ("mm_out_dtype", format!("{} on {}", self.mm_out_dtype, self.target)),
             CteRule::CpDegree => ("global_cp_deg", format!("{:?}", self.global_cp_deg)),
-            CteRule::ScaleMustBeOne | CteRule::PackingScale => ("scale", self.scale.to_string()),
+            CteRule::ScaleMustBeOne | CteRule::PackingScale | CteRule::ScaleNotFinite | CteRule::CausalScale => {
+                ("scale", self.scale.to_string())
+            }
             CteRule::CpNeedsCausal | CteRule::SwaNeedsCausal | CteRule::StripedNeedsCausal => ("causal_mask", "false".into()),
             CteRule::StripedNeedsCp => ("global_cp_deg", "None".into()),
             CteRule::StripedWithSwa => ("sliding_window", self.sliding_window.to_string()),
@@ -91,13 +127,14 @@ impl CteConfig {
     /// Checks the configuration's rules and that `inputs` match it (presence of the
     /// optional tensors, static shapes).
     pub fn check(&self, inputs: &CteInputs<'_>) -> Result<()> {
-        if let Some(rule) = self.violation() {
-            return Err(self.rule_error(rule));
-        }
+        self.validate()?;
         presence("k_prior", inputs.prior.is_some(), self.prefix_caching, "prefix_caching")?;
         presence("sink", inputs.sink.is_some(), self.sink, "sink")?;
         presence("cp_offset", inputs.cp_offset.is_some(), self.global_cp_deg.is_some(), "global_cp_deg")?;
         presence("bound_min", inputs.bounds.is_some(), self.packing, "packing")?;
+        for (param, t) in inputs.tensors() {
+            DTYPES.check(param, t)?;
+        }
         if let Some(d) = self.dims {
             let q = if self.tp_q { [d.batch, d.seqlen_q, d.head_dim] } else { [d.batch, d.head_dim, d.seqlen_q] };
             let k = if self.tp_k { [d.batch_kv, d.seqlen_kv, d.head_dim] } else { [d.batch_kv, d.head_dim, d.seqlen_kv] };

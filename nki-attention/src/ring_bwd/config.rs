@@ -4,6 +4,7 @@
 
 use crate::ring_fwd::RingDims;
 use crate::rings::{GroupProblem, group_problem, ring_count};
+use crate::scale::{is_finite_f32, keeps_masks};
 
 /// Every flag of `ring_attention_spmd_bwd` and, optionally, its shapes.
 ///
@@ -30,7 +31,9 @@ pub struct RingBwdConfig {
     pub striped: bool,
     /// fp32 accumulators, `-LSE` and `D` (else the input dtype).
     pub mixed_precision: bool,
-    /// Softmax scale (default `1/sqrt(d)`), applied inside: Q is unscaled.
+    /// Softmax scale (default `1/sqrt(d)`), applied inside: Q is unscaled. A finite
+    /// float32 value; at least [`MIN_MASKED_SCALE`](crate::scale::MIN_MASKED_SCALE)
+    /// with the causal mask, of either sign without it.
     pub softmax_scale: Option<f64>,
     /// The LNC degree the kernel runs with (`lnc_size`).
     pub lnc: i64,
@@ -62,6 +65,11 @@ pub enum RingBwdRule {
     SeqlenTiles,
     /// B4: the head dim splits into equal tiles of at most 128.
     HeadDimTiles,
+    /// Not checked by the library: the softmax scale is a finite float32 value.
+    ScaleNotFinite,
+    /// Not checked by the library: with the causal mask, masked scores hold
+    /// FLOAT32_MIN and `exp(scale·s − LSE)` multiplies them by the scale.
+    CausalScale,
 }
 
 impl RingBwdRule {
@@ -80,6 +88,10 @@ impl RingBwdRule {
             }
             RingBwdRule::HeadDimTiles => {
                 "ring_attention_spmd_bwd: the head dim must split into equal tiles of at most 128 (e.g. 192 = 2 x 96; a prime above 128 cannot)"
+            }
+            RingBwdRule::ScaleNotFinite => "ring_attention_spmd_bwd: softmax_scale must be a finite float32 value",
+            RingBwdRule::CausalScale => {
+                "ring_attention_spmd_bwd: with use_causal_mask the softmax_scale must be at least 1e-30: masked scores are FLOAT32_MIN and exp(scale x score - lse) scales them too, so a zero, negative or smaller scale unmasks them"
             }
         }
     }
@@ -176,6 +188,14 @@ impl RingBwdConfig {
         }
         if self.lnc < 1 || self.lnc > 2 {
             return Some(RingBwdRule::LncSize);
+        }
+        if let Some(scale) = self.softmax_scale {
+            if !is_finite_f32(scale) {
+                return Some(RingBwdRule::ScaleNotFinite);
+            }
+            if self.causal && !keeps_masks(scale) {
+                return Some(RingBwdRule::CausalScale);
+            }
         }
         if let Some(d) = self.dims {
             if d.batch < 1 || d.heads < 1 {

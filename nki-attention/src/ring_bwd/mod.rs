@@ -7,4 +7,4 @@ pub mod ring_attention_bwd;
 mod run;
 
 pub use config::{RingBwdConfig, RingBwdRule};
-pub use run::{RingBwdInputs, RingBwdOutputs};
+pub use run::{DTYPES, RingBwdInputs, RingBwdOutputs};

@@ -519,6 +519,11 @@ pub fn ring_attention_spmd_bwd(
 
     let mdt = if mixed_precision { nl::float32 } else { kdt };
     let scale = softmax_scale.unwrap_or(1.0 / (dh as f64).powf(0.5));
+    // RingBwdRule::ScaleNotFinite and RingBwdRule::CausalScale (crate::scale::MIN_MASKED_SCALE): masked scores are scaled in the exp.
+    assert!(
+        f32::MIN <= scale && scale <= f32::MAX && (!use_causal_mask || scale >= 1e-30),
+        "softmax_scale must be a finite float32, and at least 1e-30 with use_causal_mask (masked scores are FLOAT32_MIN * scale), got {scale}"
+    );
     let out_dq = nl::ndarray(q_shape, nl::float32, buffer = nl::shared_hbm);
     let out_dk = nl::ndarray(q_shape, nl::float32, buffer = nl::shared_hbm);
     let out_dv = nl::ndarray(q_shape, nl::float32, buffer = nl::shared_hbm);

@@ -4,10 +4,18 @@
 
 use super::config::{RingBwdConfig, RingBwdRule};
 use super::ring_attention_bwd::ring_attention_spmd_bwd;
+use crate::dtypes::{FLOATS, ParamDtypes};
 use crate::ring_fwd::RingDims;
 use crate::rings::{check_ring_launch, shape_i64};
 use nki::collectives::CommEvent;
 use nki::{Launch, NkiError, Result, Tensor};
+
+/// The dtypes each tensor parameter of `ring_attention_spmd_bwd` accepts: float
+/// data (bf16, fp16, fp32; q, k, v, o and dy also share one dtype).
+pub const DTYPES: ParamDtypes = ParamDtypes {
+    kernel: "ring_attention_spmd_bwd",
+    params: &[("q", FLOATS), ("k", FLOATS), ("v", FLOATS), ("o", FLOATS), ("dy", FLOATS), ("lse", FLOATS)],
+};
 
 /// The per-rank tensors of one backward launch, all `[B, N, D, S]` (head-dim
 /// major) except `lse`, `[B, N, 128, S / 128]`; rank `i` of each slice runs on
@@ -53,6 +61,9 @@ impl RingBwdConfig {
             RingBwdRule::BatchHeads => ("B, N", d.map_or(String::new(), |d| format!("{}, {}", d.batch, d.heads))),
             RingBwdRule::SeqlenMultiple | RingBwdRule::SeqlenTiles => ("S", d.map_or(0, |d| d.seqlen).to_string()),
             RingBwdRule::HeadDimTiles => ("D", d.map_or(0, |d| d.head_dim).to_string()),
+            RingBwdRule::ScaleNotFinite | RingBwdRule::CausalScale => {
+                ("softmax_scale", self.softmax_scale.map_or_else(|| "None".into(), |s| s.to_string()))
+            }
         };
         NkiError::argument(param, value, rule.message())
     }
@@ -60,14 +71,15 @@ impl RingBwdConfig {
     /// Checks the rules, the launch and the inputs: one tensor of each kind per
     /// rank, shapes and dtypes that agree, the dims and the LNC degree.
     pub fn check(&self, launch: &Launch, inputs: &RingBwdInputs<'_>) -> Result<()> {
-        if let Some(rule) = self.violation() {
-            return Err(self.rule_error(rule));
-        }
+        self.validate()?;
         if launch.lnc_degree() as i64 != self.lnc {
             return Err(NkiError::argument("lnc_size", self.lnc, &format!("must equal the launch's LNC degree {}", launch.lnc_degree())));
         }
         let all = [("q", inputs.q), ("k", inputs.k), ("v", inputs.v), ("o", inputs.o), ("dy", inputs.dy), ("lse", inputs.lse)];
         check_ring_launch(launch, self.rings(), self.num_workers, &all)?;
+        for (param, list) in all {
+            DTYPES.check_each(param, list)?;
+        }
         let q0 = shape_i64(&inputs.q[0]);
         let [b, h, d, s] = <[i64; 4]>::try_from(q0.as_slice())
             .map_err(|_| NkiError::argument("q", format!("shape {q0:?}"), "must be 4-d [B, N, D, S]"))?;
@@ -76,9 +88,7 @@ impl RingBwdConfig {
             return Err(NkiError::argument("q", format!("shape {q0:?}"), &format!("the configuration's dims are {dims:?}")));
         }
         let derived = RingBwdConfig { dims: Some(got), ..*self };
-        if let Some(rule) = derived.violation() {
-            return Err(derived.rule_error(rule));
-        }
+        derived.validate()?;
         let dtype = inputs.q[0].dtype();
         for (name, list) in all {
             let want = if name == "lse" { vec![b, h, 128, s / 128] } else { q0.clone() };

@@ -3,6 +3,7 @@
 //! [`ring_fwd_config!`](crate::ring_fwd_config)).
 
 use crate::rings::{GroupProblem, group_problem, ring_count};
+use crate::scale::is_finite_f32;
 use nki::Dtype;
 use nki::hw::Generation;
 
@@ -51,7 +52,7 @@ pub struct RingFwdConfig {
     pub tp_q: bool,
     /// `k` is `[b, h, seqlen, d]` (else `[b, h, d, seqlen]`).
     pub tp_k: bool,
-    /// Softmax scale (default `1/sqrt(d)`).
+    /// Softmax scale (default `1/sqrt(d)`): a finite float32 value of either sign.
     pub softmax_scale: Option<f64>,
     /// The rings, in send order (empty: one ring of `num_workers` ranks `0..num_workers`).
     pub replica_groups: &'static [&'static [i64]],
@@ -83,6 +84,9 @@ pub enum RingFwdRule {
     SeqlenMultiple,
     /// Batch and heads positive.
     BatchHeads,
+    /// The softmax scale is a finite float32 value (any sign: causal rings scale Q
+    /// before the masks, which are not scaled; without the causal mask nothing is masked).
+    ScaleNotFinite,
 }
 
 impl RingFwdRule {
@@ -100,6 +104,7 @@ impl RingFwdRule {
             RingFwdRule::HeadDim => "ring_attention_spmd_fwd: the head dim must be within 1..=128",
             RingFwdRule::SeqlenMultiple => "ring_attention_spmd_fwd: the tokens per rank must be a positive multiple of 128",
             RingFwdRule::BatchHeads => "ring_attention_spmd_fwd: batch and heads must be positive",
+            RingFwdRule::ScaleNotFinite => "ring_attention_spmd_fwd: softmax_scale must be a finite float32 value",
         }
     }
 }
@@ -203,6 +208,11 @@ impl RingFwdConfig {
         }
         if self.striped && !self.causal {
             return Some(RingFwdRule::StripedNeedsCausal);
+        }
+        if let Some(scale) = self.softmax_scale
+            && !is_finite_f32(scale)
+        {
+            return Some(RingFwdRule::ScaleNotFinite);
         }
         match group_problem(self.replica_groups, self.num_workers) {
             Some(GroupProblem::Size) => return Some(RingFwdRule::GroupSize),

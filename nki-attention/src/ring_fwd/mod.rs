@@ -8,4 +8,4 @@ pub mod ring_attention_fwd;
 mod run;
 
 pub use config::{RingDims, RingFwdConfig, RingFwdRule};
-pub use run::{Queries, RingFwdInputs, RingFwdOutputs};
+pub use run::{DTYPES, Queries, RingFwdInputs, RingFwdOutputs};

@@ -242,6 +242,7 @@ pub fn ring_attention_spmd_fwd(
     let o = nl::ndarray([bs, s, d], q.dtype(), buffer = nl::shared_hbm);
     let lse = if training { Some(nl::ndarray([bs, 128, n_grp], lse_dtype, buffer = nl::shared_hbm)) } else { None };
     let scale = softmax_scale.unwrap_or(1.0 / (d as f64).powf(0.5));
+    assert!(f32::MIN <= scale && scale <= f32::MAX, "softmax_scale must be a finite float32, got {scale}");
     // attention_cte takes scale 1.0 in CP mode: causal callers pre-scale q.
     let attn_scale = if use_causal_mask { 1.0 } else { scale };
     let cp_deg = if use_causal_mask { Some(num_workers) } else { None };

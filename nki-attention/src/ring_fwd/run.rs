@@ -4,9 +4,14 @@
 
 use super::config::{RingFwdConfig, RingFwdRule};
 use super::ring_attention_fwd::ring_attention_spmd_fwd;
+use crate::dtypes::{FLOATS, ParamDtypes};
 use crate::rings::{check_ring_launch, shape_i64};
 use nki::collectives::CommEvent;
 use nki::{Launch, NkiError, Result, Tensor};
+
+/// The dtypes each tensor parameter of `ring_attention_spmd_fwd` accepts: float
+/// data (bf16, fp16, fp32).
+pub const DTYPES: ParamDtypes = ParamDtypes { kernel: "ring_attention_spmd_fwd", params: &[("q", FLOATS), ("k", FLOATS), ("v", FLOATS)] };
 
 /// The queries of every rank, and whether the softmax scale is already in them.
 ///
@@ -63,6 +68,7 @@ impl RingFwdConfig {
             RingFwdRule::HeadDim => ("d", d.map_or(0, |d| d.head_dim).to_string()),
             RingFwdRule::SeqlenMultiple => ("seqlen", d.map_or(0, |d| d.seqlen).to_string()),
             RingFwdRule::BatchHeads => ("b, h", d.map_or(String::new(), |d| format!("{}, {}", d.batch, d.heads))),
+            RingFwdRule::ScaleNotFinite => ("softmax_scale", self.softmax_scale.map_or_else(|| "None".into(), |s| s.to_string())),
         };
         NkiError::argument(param, value, rule.message())
     }
@@ -75,14 +81,16 @@ impl RingFwdConfig {
     /// Checks the rules, the launch and the inputs: one tensor of each kind per
     /// rank, MHA shapes that agree with each other, the dims and the pre-scaling.
     pub fn check(&self, launch: &Launch, inputs: &RingFwdInputs<'_>) -> Result<()> {
-        if let Some(rule) = self.violation() {
-            return Err(self.rule_error(rule));
-        }
+        self.validate()?;
         let (qs, prescaled) = match inputs.q {
             Queries::Raw(q) => (q, None),
             Queries::Prescaled { q, scale } => (q, Some(scale)),
         };
-        check_ring_launch(launch, self.rings(), self.num_workers, &[("q", qs), ("k", inputs.k), ("v", inputs.v)])?;
+        let all = [("q", qs), ("k", inputs.k), ("v", inputs.v)];
+        check_ring_launch(launch, self.rings(), self.num_workers, &all)?;
+        for (param, list) in all {
+            DTYPES.check_each(param, list)?;
+        }
         let q0 = shape_i64(&qs[0]);
         if q0.len() != 4 {
             return Err(NkiError::argument("q", format!("shape {q0:?}"), "must be 4-d"));
@@ -95,9 +103,7 @@ impl RingFwdConfig {
             }
         }
         let derived = RingFwdConfig { dims: Some(super::RingDims { batch: b, heads: h, seqlen: s, head_dim: d }), ..*self };
-        if let Some(rule) = derived.violation() {
-            return Err(derived.rule_error(rule));
-        }
+        derived.validate()?;
         let q_want = if self.tp_q { [b, h, s, d] } else { [b, h, d, s] };
         let k_want = if self.tp_k { [b, h, s, d] } else { [b, h, d, s] };
         for (r, ((q, k), v)) in qs.iter().zip(inputs.k).zip(inputs.v).enumerate() {

@@ -107,7 +107,7 @@ pub fn ndarray(ctx: &Ctx, shape: &[i64], dtype: Dtype, opts: NdarrayOpts<'_>) ->
         return Err(NkiError::shape(OP, format!("tensor '{name}' has shape {shape:?}; every dim must be at least 1")));
     }
     let dims: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
-    let numel: usize = dims.iter().product();
+    let numel = crate::tensor::checked_numel(&dims).map_err(|e| NkiError::shape(OP, format!("tensor '{name}': {}", e.message)))?;
     let hw = ctx.hw();
     if buffer.is_on_chip() {
         if dims[0] > hw.pmax {

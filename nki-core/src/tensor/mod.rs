@@ -5,6 +5,7 @@
 //! storage; ops read and write through views.
 
 mod buffer;
+mod count;
 mod index;
 mod layout;
 mod outputs;
@@ -13,6 +14,8 @@ mod storage;
 mod view;
 
 pub use buffer::Buffer;
+pub use count::checked_numel;
+pub(crate) use count::reserve_cells;
 pub use index::{__with_step, Idx, IndexInt};
 pub use layout::{Layout, row_major_strides};
 pub use outputs::Outputs;
@@ -50,39 +53,59 @@ impl Tensor {
     }
 
     /// A shared-HBM tensor holding `data` (row-major), rounded to `dtype`.
+    ///
+    /// `shape`'s element count is checked (an overflowing product is an error)
+    /// and must equal `data.len()`.
     pub fn from_f32(shape: &[usize], data: &[f32], dtype: Dtype) -> Result<Tensor> {
-        let n: usize = shape.iter().product();
-        if n != data.len() {
-            return Err(NkiError::argument("data", format!("{} elements", data.len()), &format!("shape {shape:?} needs {n} elements")));
-        }
-        let cells = data.iter().map(|&v| dtype.f32_to_cell(v, true)).collect();
-        Ok(Tensor::from_storage(Storage::hbm("input", dtype, Buffer::SharedHbm, shape, cells)))
+        Tensor::from_values(shape, data, dtype, |v| dtype.f32_to_cell(v, true))
     }
 
-    /// A shared-HBM tensor holding the integers `data` (row-major) as `dtype`.
+    /// A shared-HBM tensor holding the integers `data` (row-major) as `dtype`
+    /// (integer dtypes saturate at their range; float dtypes round), with the
+    /// element count checked as in [`Tensor::from_f32`].
     pub fn from_i64(shape: &[usize], data: &[i64], dtype: Dtype) -> Result<Tensor> {
         if dtype.is_float() {
-            let f: Vec<f32> = data.iter().map(|&v| v as f32).collect();
-            return Tensor::from_f32(shape, &f, dtype);
+            Tensor::from_values(shape, data, dtype, |v| dtype.f32_to_cell(v as f32, true))
+        } else {
+            Tensor::from_values(shape, data, dtype, |v| dtype.i64_to_cell(v))
         }
-        let n: usize = shape.iter().product();
+    }
+
+    /// `data` encoded cell by cell, after checking it fills `shape`.
+    fn from_values<T: Copy>(shape: &[usize], data: &[T], dtype: Dtype, cell: impl Fn(T) -> f32) -> Result<Tensor> {
+        let n = checked_numel(shape)?;
         if n != data.len() {
             return Err(NkiError::argument("data", format!("{} elements", data.len()), &format!("shape {shape:?} needs {n} elements")));
         }
-        let cells = data.iter().map(|&v| dtype.i64_to_cell(v)).collect();
+        let mut cells = reserve_cells(n, "data")?;
+        cells.extend(data.iter().map(|&v| cell(v)));
+        Tensor::from_cells(shape, dtype, cells)
+    }
+
+    /// A shared-HBM tensor over `cells` already encoded for `dtype` (see
+    /// [`Dtype::f32_to_cell`]), checking that they fill `shape`.
+    pub(crate) fn from_cells(shape: &[usize], dtype: Dtype, cells: Vec<f32>) -> Result<Tensor> {
+        let n = checked_numel(shape)?;
+        if n != cells.len() {
+            return Err(NkiError::argument("data", format!("{} elements", cells.len()), &format!("shape {shape:?} needs {n} elements")));
+        }
         Ok(Tensor::from_storage(Storage::hbm("input", dtype, Buffer::SharedHbm, shape, cells)))
     }
 
-    /// A shared-HBM tensor from an ndarray, rounded to `dtype`.
+    /// A shared-HBM tensor from an ndarray, rounded to `dtype` (an existing
+    /// array's shape always fits, so this cannot fail).
     pub fn from_array(a: &ArrayD<f32>, dtype: Dtype) -> Tensor {
-        let data: Vec<f32> = a.iter().copied().collect();
-        Tensor::from_f32(a.shape(), &data, dtype).expect("element count matches the array shape")
+        let cells = a.iter().map(|&v| dtype.f32_to_cell(v, true)).collect();
+        Tensor::from_storage(Storage::hbm("input", dtype, Buffer::SharedHbm, a.shape(), cells))
     }
 
-    /// A zero-filled shared-HBM tensor.
-    pub fn zeros(shape: &[usize], dtype: Dtype) -> Tensor {
-        let n = shape.iter().product();
-        Tensor::from_storage(Storage::hbm("zeros", dtype, Buffer::SharedHbm, shape, vec![dtype.f32_to_cell(0.0, true); n]))
+    /// A zero-filled shared-HBM tensor; an error when `shape`'s element count
+    /// overflows or its cells cannot be allocated.
+    pub fn zeros(shape: &[usize], dtype: Dtype) -> Result<Tensor> {
+        let n = checked_numel(shape)?;
+        let mut cells = reserve_cells(n, "shape")?;
+        cells.resize(n, dtype.f32_to_cell(0.0, true));
+        Tensor::from_cells(shape, dtype, cells)
     }
 
     /// Names a freshly created tensor (names appear in error messages).

@@ -6,7 +6,7 @@ use super::Tensor;
 ///
 /// ```
 /// use nki_core::{Dtype, Outputs, Tensor};
-/// let o = Outputs(vec![Tensor::zeros(&[2], Dtype::F32)]);
+/// let o = Outputs(vec![Tensor::zeros(&[2], Dtype::F32).unwrap()]);
 /// assert_eq!(o.len(), 1);
 /// assert_eq!(o.get(0).map(Tensor::shape), Some(&[2usize][..]));
 /// ```

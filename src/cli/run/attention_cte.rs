@@ -1,10 +1,11 @@
 //! `nki run attention-cte`.
 
-use super::{LaunchArgs, load, required_path, save};
+use super::{LaunchArgs, declare_inputs, load, required_path};
+use crate::cli::output_plan::OutputPlan;
 use clap::Args;
-use nki::attention::cte::{CteConfig, CteInputs, Prior};
+use nki::attention::cte::{CteConfig, CteInputs, DTYPES, Prior};
 use nki::{Dtype, Tensor};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Arguments of `nki run attention-cte`: inputs in the kernel's own layouts, flags
 /// mirroring its parameters.
@@ -31,8 +32,8 @@ pub struct CteArgs {
     /// Sink logits `(bs, 1)`.
     #[arg(long)]
     sink: Option<PathBuf>,
-    /// Scale of `QKᵀ`.
-    #[arg(long, default_value_t = 1.0)]
+    /// Scale of `QKᵀ`: a finite float32 value; at least 1e-30 with the causal mask.
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     scale: f64,
     /// Attend to every key (the default is causal).
     #[arg(long)]
@@ -79,42 +80,78 @@ pub struct CteArgs {
     #[arg(long)]
     out: PathBuf,
     /// With `--cache-softmax`: where to write the negated row max.
-    #[arg(long)]
+    #[arg(long, requires = "cache_softmax")]
     neg_max: Option<PathBuf>,
     /// With `--cache-softmax`: where to write the (reciprocal) row sum.
-    #[arg(long)]
+    #[arg(long, requires = "cache_softmax")]
     sum: Option<PathBuf>,
 }
 
-/// Loads the inputs, runs `attention_cte` and writes its outputs.
+impl CteArgs {
+    /// The configuration the flags describe (optional tensors by the files given).
+    fn config(&self) -> CteConfig {
+        let cfg = CteConfig::new()
+            .scale(self.scale)
+            .causal_mask(!self.no_causal)
+            .sliding_window(self.sliding_window)
+            .prefix_caching(self.k_prior.is_some())
+            .sink(self.sink.is_some())
+            .layouts(self.tp_q, self.tp_k, self.tp_out)
+            .cache_softmax(self.cache_softmax)
+            .cp_strided_q_slicing(self.cp_strided_q_slicing)
+            .cp_striped_input(self.cp_striped_input)
+            .packing(self.bound_min.is_some())
+            .skip_output_normalization(self.skip_output_normalization);
+        match self.global_cp_deg {
+            Some(deg) => cfg.context_parallel(deg),
+            None => cfg,
+        }
+    }
+
+    /// Every input file given, by kernel parameter.
+    fn input_files(&self) -> Vec<(&'static str, &Path)> {
+        let optional = [
+            ("k_prior", &self.k_prior),
+            ("v_prior", &self.v_prior),
+            ("sink", &self.sink),
+            ("bound_min", &self.bound_min),
+            ("bound_max", &self.bound_max),
+        ];
+        let mut files = vec![("q", self.q.as_path()), ("k", self.k.as_path()), ("v", self.v.as_path())];
+        files.extend(optional.into_iter().filter_map(|(param, p)| p.as_deref().map(|p| (param, p))));
+        files
+    }
+
+    /// The output files, declared in the order the kernel returns them.
+    fn declare_outputs(&self, plan: &mut OutputPlan) -> Result<(), String> {
+        plan.output("out", &self.out)?;
+        if self.cache_softmax {
+            plan.output("neg-max", required_path(&self.neg_max, "--neg-max", "with --cache-softmax")?)?;
+            plan.output("sum", required_path(&self.sum, "--sum", "with --cache-softmax")?)?;
+        }
+        Ok(())
+    }
+}
+
+/// An int32 scalar tensor of `shape` holding `n`.
+fn int32(shape: &[usize], n: i64) -> Result<Tensor, String> {
+    Tensor::from_i64(shape, &[n], Dtype::I32).map_err(|e| e.to_string())
+}
+
+/// Checks the configuration and the files, loads the inputs, runs `attention_cte`
+/// and writes its outputs all or nothing.
 pub fn run(a: &CteArgs) -> Result<(), String> {
-    if a.cache_softmax {
-        required_path(&a.neg_max, "--neg-max", "with --cache-softmax")?;
-        required_path(&a.sum, "--sum", "with --cache-softmax")?;
-    }
-    let (q, k, v) = (load(&a.q, "q")?, load(&a.k, "k")?, load(&a.v, "v")?);
-    let k_prior = a.k_prior.as_deref().map(|p| load(p, "k-prior")).transpose()?;
-    let v_prior = a.v_prior.as_deref().map(|p| load(p, "v-prior")).transpose()?;
-    let used = a.prior_used_len.map(|n| Tensor::from_i64(&[1], &[n], Dtype::I32).map_err(|e| e.to_string())).transpose()?;
-    let sink = a.sink.as_deref().map(|p| load(p, "sink")).transpose()?;
-    let cp_offset = a.cp_offset.map(|n| Tensor::from_i64(&[1, 1], &[n], Dtype::I32).map_err(|e| e.to_string())).transpose()?;
-    let bound_min = a.bound_min.as_deref().map(|p| load(p, "bound-min")).transpose()?;
-    let bound_max = a.bound_max.as_deref().map(|p| load(p, "bound-max")).transpose()?;
-    let mut cfg = CteConfig::new()
-        .scale(a.scale)
-        .causal_mask(!a.no_causal)
-        .sliding_window(a.sliding_window)
-        .prefix_caching(k_prior.is_some())
-        .sink(sink.is_some())
-        .layouts(a.tp_q, a.tp_k, a.tp_out)
-        .cache_softmax(a.cache_softmax)
-        .cp_strided_q_slicing(a.cp_strided_q_slicing)
-        .cp_striped_input(a.cp_striped_input)
-        .packing(bound_min.is_some())
-        .skip_output_normalization(a.skip_output_normalization);
-    if let Some(deg) = a.global_cp_deg {
-        cfg = cfg.context_parallel(deg);
-    }
+    let cfg = a.config();
+    cfg.validate().map_err(|e| e.to_string())?;
+    let mut plan = OutputPlan::new();
+    declare_inputs(&mut plan, &a.input_files())?;
+    a.declare_outputs(&mut plan)?;
+    let input = |param: &str, path: &Option<PathBuf>| path.as_deref().map(|p| load(p, param, &DTYPES)).transpose();
+    let (q, k, v) = (load(&a.q, "q", &DTYPES)?, load(&a.k, "k", &DTYPES)?, load(&a.v, "v", &DTYPES)?);
+    let (k_prior, v_prior, sink) = (input("k_prior", &a.k_prior)?, input("v_prior", &a.v_prior)?, input("sink", &a.sink)?);
+    let (bound_min, bound_max) = (input("bound_min", &a.bound_min)?, input("bound_max", &a.bound_max)?);
+    let used = a.prior_used_len.map(|n| int32(&[1], n)).transpose()?;
+    let cp_offset = a.cp_offset.map(|n| int32(&[1, 1], n)).transpose()?;
     let prior = match (&k_prior, &v_prior, &used) {
         (Some(k), Some(v), Some(used_len)) => Some(Prior { k, v, used_len }),
         _ => None,
@@ -127,12 +164,6 @@ pub fn run(a: &CteArgs) -> Result<(), String> {
         ..CteInputs::new(&q, &k, &v)
     };
     let outs = cfg.launch(&a.launch.launch(), &inputs).map_err(|e| e.to_string())?;
-    save(&a.out, &outs.out)?;
-    if let (Some(nm), Some(path)) = (&outs.neg_max, &a.neg_max) {
-        save(path, nm)?;
-    }
-    if let (Some(sm), Some(path)) = (&outs.sum, &a.sum) {
-        save(path, sm)?;
-    }
-    Ok(())
+    let written: Vec<&Tensor> = [Some(&outs.out), outs.neg_max.as_ref(), outs.sum.as_ref()].into_iter().flatten().collect();
+    plan.commit(&written)
 }

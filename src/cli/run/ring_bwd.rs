@@ -1,8 +1,9 @@
 //! `nki run ring-bwd`.
 
-use super::{LaunchArgs, RingArgs, load, load_alike, save};
+use super::{LaunchArgs, RingArgs, declare_inputs, load, load_alike};
+use crate::cli::output_plan::OutputPlan;
 use clap::Args;
-use nki::attention::ring_bwd::{RingBwdConfig, RingBwdInputs};
+use nki::attention::ring_bwd::{DTYPES, RingBwdConfig, RingBwdInputs};
 use nki::attention::shard::{shard, shard_lse, unshard};
 use std::path::PathBuf;
 
@@ -43,24 +44,32 @@ pub struct RingBwdArgs {
     dv: PathBuf,
 }
 
-/// Shards the inputs head-dim major, runs the ring and writes the gathered gradients.
+/// Checks the configuration and the files, shards the inputs head-dim major,
+/// runs the ring and writes the gathered gradients all or nothing.
 pub fn run(a: &RingBwdArgs) -> Result<(), String> {
-    let inputs = load_alike(&[("q", &a.q), ("k", &a.k), ("v", &a.v), ("o", &a.o), ("dy", &a.dy)])?;
-    let lse = load(&a.lse, "lse")?;
+    let launch = a.launch.launch().ranks(a.ring.workers);
+    let mut cfg = RingBwdConfig::new(a.ring.num_workers()?).causal(a.ring.causal).striped(a.ring.striped).lnc(launch.lnc_degree() as i64);
+    if let Some(s) = a.ring.scale {
+        cfg = cfg.softmax_scale(s);
+    }
+    cfg.validate().map_err(|e| e.to_string())?;
+    let files = [("q", a.q.as_path()), ("k", a.k.as_path()), ("v", a.v.as_path()), ("o", a.o.as_path()), ("dy", a.dy.as_path())];
+    let mut plan = OutputPlan::new();
+    declare_inputs(&mut plan, &files)?;
+    declare_inputs(&mut plan, &[("lse", a.lse.as_path())])?;
+    for (flag, path) in [("dq", &a.dq), ("dk", &a.dk), ("dv", &a.dv)] {
+        plan.output(flag, path)?;
+    }
+    let inputs = load_alike(&files, &DTYPES)?;
+    let lse = load(&a.lse, "lse", &DTYPES)?;
     let layout = a.ring.layout();
     let err = |e: nki::NkiError| e.to_string();
     let w = a.ring.workers;
     let parts = inputs.iter().map(|t| shard(t, w, layout, true)).collect::<Result<Vec<_>, _>>().map_err(err)?;
     let lses = shard_lse(&lse, w, layout).map_err(err)?;
-    let launch = a.launch.launch().ranks(w);
-    let mut cfg = RingBwdConfig::new(w as i64).causal(a.ring.causal).striped(a.ring.striped).lnc(launch.lnc_degree() as i64);
-    if let Some(s) = a.ring.scale {
-        cfg = cfg.softmax_scale(s);
-    }
     let inputs = RingBwdInputs { q: &parts[0], k: &parts[1], v: &parts[2], o: &parts[3], dy: &parts[4], lse: &lses };
     let grads = cfg.launch(&launch, &inputs).map_err(err)?;
-    for (path, g) in [(&a.dq, &grads.dq), (&a.dk, &grads.dk), (&a.dv, &grads.dv)] {
-        save(path, &unshard(g, layout, true).map_err(err)?)?;
-    }
-    Ok(())
+    let written =
+        [&grads.dq, &grads.dk, &grads.dv].map(|g| unshard(g, layout, true).map_err(err)).into_iter().collect::<Result<Vec<_>, _>>()?;
+    plan.commit(&written.iter().collect::<Vec<_>>())
 }

@@ -1,9 +1,10 @@
 //! `nki run ring-fwd`.
 
-use super::{LaunchArgs, RingArgs, load_alike, required_path, save};
+use super::{LaunchArgs, RingArgs, declare_inputs, load_alike, required_path};
+use crate::cli::output_plan::OutputPlan;
 use clap::Args;
 use nki::Tensor;
-use nki::attention::ring_fwd::{Queries, RingFwdConfig, RingFwdInputs};
+use nki::attention::ring_fwd::{DTYPES, Queries, RingFwdConfig, RingFwdInputs};
 use nki::attention::shard::{shard, unshard, unshard_lse};
 use std::path::PathBuf;
 
@@ -31,28 +32,36 @@ pub struct RingFwdArgs {
     #[arg(long)]
     out: PathBuf,
     /// With `--training`: the log-sum-exp `[b, h, S_total]` (natural log).
-    #[arg(long)]
+    #[arg(long, requires = "training")]
     lse: Option<PathBuf>,
 }
 
-/// Shards the inputs, runs the ring and writes the gathered outputs.
+/// Checks the configuration and the files, shards the inputs, runs the ring and
+/// writes the gathered outputs all or nothing.
 pub fn run(a: &RingFwdArgs) -> Result<(), String> {
-    let lse_path = if a.training { Some(required_path(&a.lse, "--lse", "with --training")?) } else { None };
-    let [q, k, v]: [Tensor; 3] = load_alike(&[("q", &a.q), ("k", &a.k), ("v", &a.v)])?.try_into().expect("three files");
+    let mut cfg = RingFwdConfig::new(a.ring.num_workers()?).causal(a.ring.causal).striped(a.ring.striped).training(a.training);
+    if let Some(s) = a.ring.scale {
+        cfg = cfg.softmax_scale(s);
+    }
+    cfg.validate().map_err(|e| e.to_string())?;
+    let files = [("q", a.q.as_path()), ("k", a.k.as_path()), ("v", a.v.as_path())];
+    let mut plan = OutputPlan::new();
+    declare_inputs(&mut plan, &files)?;
+    plan.output("out", &a.out)?;
+    if a.training {
+        plan.output("lse", required_path(&a.lse, "--lse", "with --training")?)?;
+    }
+    let [q, k, v]: [Tensor; 3] = load_alike(&files, &DTYPES)?.try_into().map_err(|_| "three inputs expected".to_string())?;
     let layout = a.ring.layout();
     let err = |e: nki::NkiError| e.to_string();
     let w = a.ring.workers;
     let (qs, ks, vs) =
         (shard(&q, w, layout, true).map_err(err)?, shard(&k, w, layout, true).map_err(err)?, shard(&v, w, layout, false).map_err(err)?);
-    let mut cfg = RingFwdConfig::new(w as i64).causal(a.ring.causal).striped(a.ring.striped).training(a.training);
-    if let Some(s) = a.ring.scale {
-        cfg = cfg.softmax_scale(s);
-    }
     let inputs = RingFwdInputs { q: Queries::Raw(&qs), k: &ks, v: &vs };
     let outs = cfg.launch(&a.launch.launch().ranks(w), &inputs).map_err(err)?;
-    save(&a.out, &unshard(&outs.out, layout, false).map_err(err)?)?;
-    if let (Some(path), Some(lse)) = (lse_path, &outs.lse) {
-        save(path, &unshard_lse(lse, layout).map_err(err)?)?;
+    let mut written = vec![unshard(&outs.out, layout, false).map_err(err)?];
+    if let Some(lse) = &outs.lse {
+        written.push(unshard_lse(lse, layout).map_err(err)?);
     }
-    Ok(())
+    plan.commit(&written.iter().collect::<Vec<_>>())
 }

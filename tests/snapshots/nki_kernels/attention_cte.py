@@ -505,6 +505,7 @@ def attention_cte(q, k, v, scale=1.0, causal_mask=True, k_prior=None, v_prior=No
     assert not skip_output_normalization or cache_softmax, "skip_output_normalization=True requires cache_softmax=True"
     use_swa = sw > 0
     assert not (use_swa or prefix or use_cp) or scale == 1.0, f"SWA/Prefix Caching/CP only support scale=1.0, but got ac.scale={scale}"
+    assert -3.4028234663852886e38 <= scale and scale <= 3.4028234663852886e38 and (not causal_mask or scale >= 1e-30), f"scale must be a finite float32, and at least 1e-30 with causal_mask (masked scores are FLOAT32_MIN * scale), got {scale}"
     assert not use_cp or causal_mask, "CP currently only supports causal attn"
     assert not use_swa or causal_mask, "SWA currently only supports causal attn"
     assert not cp_striped_input or use_cp, "cp_striped_input requires CP mode (global_cp_deg must be set)"

@@ -304,6 +304,7 @@ def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_cau
         assert size == num_workers, f"replica group {gi} has {size} ranks but num_workers is {num_workers}"
     mdt = nl.float32 if mixed_precision else kdt
     scale = softmax_scale if softmax_scale is not None else 1.0 / float(dh) ** 0.5
+    assert -3.4028234663852886e38 <= scale and scale <= 3.4028234663852886e38 and (not use_causal_mask or scale >= 1e-30), f"softmax_scale must be a finite float32, and at least 1e-30 with use_causal_mask (masked scores are FLOAT32_MIN * scale), got {scale}"
     out_dq = nl.ndarray(shape=q_shape, dtype=nl.float32, buffer=nl.shared_hbm)
     out_dk = nl.ndarray(shape=q_shape, dtype=nl.float32, buffer=nl.shared_hbm)
     out_dv = nl.ndarray(shape=q_shape, dtype=nl.float32, buffer=nl.shared_hbm)

@@ -169,6 +169,7 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
     o = nl.ndarray(shape=(bs, s, d), dtype=q.dtype, buffer=nl.shared_hbm)
     lse = nl.ndarray(shape=(bs, 128, n_grp), dtype=lse_dtype, buffer=nl.shared_hbm) if training else None
     scale = softmax_scale if softmax_scale is not None else 1.0 / float(d) ** 0.5
+    assert -3.4028234663852886e38 <= scale and scale <= 3.4028234663852886e38, f"softmax_scale must be a finite float32, got {scale}"
     attn_scale = 1.0 if use_causal_mask else scale
     cp_deg = num_workers if use_causal_mask else None
     grid = nl.program_ndim() == 1

@@ -1,0 +1,173 @@
+//! The `.npy` element types nki-rs reads and writes, and the NKI dtype each loads as.
+
+use crate::Dtype;
+
+/// An element type of a `.npy` file (its `descr`). Little-endian only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NpyType {
+    /// `<f4`, loads as float32.
+    F32,
+    /// `<f8`, loads as float32: rounded to nearest; a finite value beyond the
+    /// float32 range is an error, not an infinity.
+    F64,
+    /// `<f2`, loads as float16.
+    F16,
+    /// ml_dtypes' bfloat16 (NumPy stores it as the 2-byte void `<V2`), loads as bfloat16.
+    Bf16,
+    /// `<i4`, loads as int32.
+    I32,
+    /// `<i8`, loads as int32; a value outside the int32 range is an error.
+    I64,
+    /// `|u1`, loads as uint8.
+    U8,
+    /// `|b1`, loads as uint8 0 or 1 (any non-zero byte is true, as in NumPy).
+    Bool,
+}
+
+impl NpyType {
+    /// Every type, in a stable order.
+    pub const ALL: [NpyType; 8] =
+        [NpyType::F32, NpyType::F64, NpyType::F16, NpyType::Bf16, NpyType::I32, NpyType::I64, NpyType::U8, NpyType::Bool];
+
+    /// The `descr` string NumPy writes for this type.
+    pub const fn descr(self) -> &'static str {
+        match self {
+            NpyType::F32 => "<f4",
+            NpyType::F64 => "<f8",
+            NpyType::F16 => "<f2",
+            NpyType::Bf16 => "<V2",
+            NpyType::I32 => "<i4",
+            NpyType::I64 => "<i8",
+            NpyType::U8 => "|u1",
+            NpyType::Bool => "|b1",
+        }
+    }
+
+    /// The type of a header's `descr`, or why it is not read.
+    pub fn from_descr(descr: &str) -> Result<NpyType, String> {
+        if let Some(t) = NpyType::ALL.into_iter().find(|t| t.descr() == descr) {
+            return Ok(t);
+        }
+        match descr {
+            "<u1" => Ok(NpyType::U8),
+            d if d.starts_with('>') => Err(format!("big-endian element type '{d}' is not supported; save with .astype('<{}')", &d[1..])),
+            d => Err(format!("unsupported element type '{d}' (float32, float64, float16, bfloat16, int32, int64, uint8 or bool are read)")),
+        }
+    }
+
+    /// Bytes per element.
+    pub const fn size(self) -> usize {
+        match self {
+            NpyType::F64 | NpyType::I64 => 8,
+            NpyType::F32 | NpyType::I32 => 4,
+            NpyType::F16 | NpyType::Bf16 => 2,
+            NpyType::U8 | NpyType::Bool => 1,
+        }
+    }
+
+    /// The NKI dtype a file of this type loads as.
+    pub const fn dtype(self) -> Dtype {
+        match self {
+            NpyType::F32 | NpyType::F64 => Dtype::F32,
+            NpyType::F16 => Dtype::F16,
+            NpyType::Bf16 => Dtype::Bf16,
+            NpyType::I32 | NpyType::I64 => Dtype::I32,
+            NpyType::U8 | NpyType::Bool => Dtype::U8,
+        }
+    }
+
+    /// The value of one element (`self.size()` little-endian bytes), exact in `f64`
+    /// except for `<i8` magnitudes above 2^53.
+    pub(super) fn decode(self, b: &[u8]) -> f64 {
+        let arr = |n: usize| -> [u8; 8] {
+            let mut a = [0u8; 8];
+            a[..n].copy_from_slice(&b[..n]);
+            a
+        };
+        let a = arr(self.size());
+        match self {
+            NpyType::F32 => f64::from(f32::from_le_bytes([a[0], a[1], a[2], a[3]])),
+            NpyType::F64 => f64::from_le_bytes(a),
+            NpyType::F16 => half::f16::from_le_bytes([a[0], a[1]]).to_f64(),
+            NpyType::Bf16 => half::bf16::from_le_bytes([a[0], a[1]]).to_f64(),
+            NpyType::I32 => f64::from(i32::from_le_bytes([a[0], a[1], a[2], a[3]])),
+            NpyType::I64 => i64::from_le_bytes(a) as f64,
+            NpyType::U8 => f64::from(a[0]),
+            NpyType::Bool => f64::from(u8::from(a[0] != 0)),
+        }
+    }
+
+    /// `v` as the storage cell of this type's [`dtype`](Self::dtype), or why it
+    /// cannot be held there.
+    pub(super) fn cell(self, v: f64) -> Result<f32, String> {
+        let d = self.dtype();
+        if d.is_float() {
+            let f = v as f32;
+            if v.is_finite() && !f.is_finite() {
+                return Err(format!("{v:e} overflows {d}"));
+            }
+            Ok(d.f32_to_cell(f, true))
+        } else {
+            let (lo, hi) = d.int_range();
+            if v < lo as f64 || v > hi as f64 {
+                return Err(format!("{v} does not fit {d}"));
+            }
+            Ok(d.i64_to_cell(v as i64))
+        }
+    }
+
+    /// Appends `v` encoded as this type (float to integer conversions saturate).
+    pub(super) fn encode(self, v: f64, out: &mut Vec<u8>) {
+        match self {
+            NpyType::F32 => out.extend_from_slice(&(v as f32).to_le_bytes()),
+            NpyType::F64 => out.extend_from_slice(&v.to_le_bytes()),
+            NpyType::F16 => out.extend_from_slice(&half::f16::from_f64(v).to_le_bytes()),
+            NpyType::Bf16 => out.extend_from_slice(&half::bf16::from_f64(v).to_le_bytes()),
+            NpyType::I32 => out.extend_from_slice(&(v as i32).to_le_bytes()),
+            NpyType::I64 => out.extend_from_slice(&(v as i64).to_le_bytes()),
+            NpyType::U8 => out.push(v as u8),
+            NpyType::Bool => out.push(u8::from(v != 0.0)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_type_round_trips_its_bytes() {
+        for t in NpyType::ALL {
+            assert_eq!(NpyType::from_descr(t.descr()), Ok(t));
+            let values: &[f64] = match t.dtype() {
+                Dtype::U8 => &[0.0, 1.0, 100.0],
+                Dtype::I32 => &[0.0, 1.0, -2.0, 100.0],
+                _ => &[0.0, 1.0, -2.0, 3.5, 100.0],
+            };
+            for &v in values {
+                let want = if t == NpyType::Bool { f64::from(u8::from(v != 0.0)) } else { v };
+                let mut bytes = Vec::new();
+                t.encode(v, &mut bytes);
+                assert_eq!(bytes.len(), t.size(), "{t:?}");
+                assert_eq!(t.decode(&bytes), want, "{t:?} {v}");
+            }
+        }
+    }
+
+    #[test]
+    fn values_the_dtype_cannot_hold_are_errors_not_garbage() {
+        assert!(NpyType::F64.cell(1e300).unwrap_err().contains("overflows float32"));
+        assert!(NpyType::F64.cell(f64::INFINITY).unwrap().is_infinite(), "an infinity stays one");
+        assert!(NpyType::I64.cell(3e9).unwrap_err().contains("does not fit int32"));
+        assert_eq!(Dtype::I32.cell_to_i64(NpyType::I64.cell(-7.0).unwrap()), -7);
+        assert_eq!(NpyType::F64.cell(0.1).unwrap(), 0.1f32);
+    }
+
+    #[test]
+    fn unsupported_descrs_say_what_is_read() {
+        assert!(NpyType::from_descr(">f4").unwrap_err().contains("astype('<f4')"));
+        assert!(NpyType::from_descr("<c8").unwrap_err().contains("unsupported element type '<c8'"));
+        assert!(NpyType::from_descr("|O").unwrap_err().contains("unsupported"));
+        assert_eq!(NpyType::from_descr("<u1"), Ok(NpyType::U8));
+    }
+}

@@ -1,0 +1,290 @@
+//! Reading and writing NumPy `.npy` files (format versions 1.0–3.0, C order,
+//! little-endian).
+//!
+//! Files are untrusted input. The header is parsed strictly, the element count
+//! is checked against overflow ([`checked_numel`]) and the payload length must
+//! match it exactly before anything is allocated, and values the loaded dtype
+//! cannot hold are errors. [`read_tensor_npy`] streams the payload in chunks
+//! straight into the tensor's cells, so loading costs the tensor plus one chunk.
+//! The element types read and the dtype each loads as are [`NpyType`]'s.
+
+mod elem;
+mod header;
+
+pub use elem::NpyType;
+
+use crate::tensor::{checked_numel, reserve_cells};
+use crate::{Dtype, ErrorKind, NkiError, Result, Tensor};
+use header::{Header, format_header, read_header};
+use std::fs::File;
+use std::io::{BufWriter, Read, Write};
+use std::path::Path;
+
+/// Bytes read or written per chunk.
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// A loaded array: shape, values widened to `f64`, and the dtype it maps to in NKI.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NpyArray {
+    /// Dimensions.
+    pub shape: Vec<usize>,
+    /// Values in C order.
+    pub data: Vec<f64>,
+    /// The NKI dtype the file's element type loads as.
+    pub dtype: Dtype,
+}
+
+fn bad(path: &Path, msg: impl std::fmt::Display) -> NkiError {
+    NkiError::new(ErrorKind::Io, format!("{}: {msg}", path.display()))
+}
+
+/// An open `.npy` file positioned at its data, whose length matches the header.
+struct Source {
+    file: File,
+    header: Header,
+    ty: NpyType,
+    numel: usize,
+}
+
+impl Source {
+    fn open(path: &Path) -> std::result::Result<Source, String> {
+        let mut file = File::open(path).map_err(|e| e.to_string())?;
+        let meta = file.metadata().map_err(|e| e.to_string())?;
+        if !meta.is_file() {
+            return Err("not a regular file".into());
+        }
+        let (header, header_len) = read_header(&mut file)?;
+        let ty = NpyType::from_descr(&header.descr)?;
+        if header.fortran_order {
+            return Err("Fortran-ordered arrays are not supported; save with np.ascontiguousarray".into());
+        }
+        let numel = checked_numel(&header.shape).map_err(|e| e.message)?;
+        let need = numel as u128 * ty.size() as u128;
+        let have = u128::from(meta.len()).saturating_sub(header_len as u128);
+        if have != need {
+            let what = if have < need { "truncated" } else { "trailing bytes" };
+            return Err(format!("{what}: the file holds {have} bytes of data, shape {:?} of {} needs {need}", header.shape, header.descr));
+        }
+        Ok(Source { file, header, ty, numel })
+    }
+
+    /// Calls `f` with every value in order, reading a chunk at a time.
+    fn stream(&mut self, mut f: impl FnMut(f64) -> std::result::Result<(), String>) -> std::result::Result<(), String> {
+        let size = self.ty.size();
+        let per_chunk = CHUNK_BYTES / size;
+        let mut buf = vec![0u8; per_chunk.min(self.numel) * size];
+        let mut done = 0;
+        while done < self.numel {
+            let n = per_chunk.min(self.numel - done);
+            let bytes = &mut buf[..n * size];
+            self.file.read_exact(bytes).map_err(|e| format!("reading the data: {e}"))?;
+            for (i, b) in bytes.chunks_exact(size).enumerate() {
+                f(self.ty.decode(b)).map_err(|e| format!("element {}: {e}", done + i))?;
+            }
+            done += n;
+        }
+        Ok(())
+    }
+}
+
+/// Reads a `.npy` file as values widened to `f64` (for inspection and tests;
+/// [`read_tensor_npy`] loads a tensor without the `f64` copy).
+pub fn read_npy(path: impl AsRef<Path>) -> Result<NpyArray> {
+    let path = path.as_ref();
+    let load = || {
+        let mut src = Source::open(path)?;
+        let mut data = Vec::new();
+        data.try_reserve_exact(src.numel).map_err(|_| format!("cannot allocate {} values", src.numel))?;
+        src.stream(|v| {
+            data.push(v);
+            Ok(())
+        })?;
+        Ok(NpyArray { shape: src.header.shape, data, dtype: src.ty.dtype() })
+    };
+    load().map_err(|m: String| bad(path, m))
+}
+
+/// Loads a `.npy` file as a shared-HBM tensor of the dtype its element type maps
+/// to ([`NpyType::dtype`]), streaming the data into the tensor's cells.
+///
+/// Peak memory is the tensor's cells (4 bytes per element, whatever the file's
+/// element size) plus one 1 MiB chunk.
+pub fn read_tensor_npy(path: impl AsRef<Path>) -> Result<Tensor> {
+    let path = path.as_ref();
+    let load = || {
+        let mut src = Source::open(path)?;
+        let mut cells = reserve_cells(src.numel, "shape").map_err(|e| e.message)?;
+        let ty = src.ty;
+        src.stream(|v| {
+            cells.push(ty.cell(v)?);
+            Ok(())
+        })?;
+        Tensor::from_cells(&src.header.shape, ty.dtype(), cells).map_err(|e| e.message)
+    };
+    load().map_err(|m: String| bad(path, m))
+}
+
+/// Writes `values` (C order) of `shape` as `ty` to `out`.
+fn write_values(out: impl Write, shape: &[usize], values: impl ExactSizeIterator<Item = f64>, ty: NpyType) -> Result<()> {
+    let n = checked_numel(shape)?;
+    if n != values.len() {
+        return Err(NkiError::argument("data", format!("{} values", values.len()), &format!("shape {shape:?} needs {n}")));
+    }
+    let mut out = BufWriter::with_capacity(CHUNK_BYTES, out);
+    out.write_all(&format_header(ty.descr(), shape))?;
+    let mut chunk = Vec::with_capacity(CHUNK_BYTES + 8);
+    for v in values {
+        ty.encode(v, &mut chunk);
+        if chunk.len() >= CHUNK_BYTES {
+            out.write_all(&chunk)?;
+            chunk.clear();
+        }
+    }
+    out.write_all(&chunk)?;
+    out.flush()?;
+    Ok(())
+}
+
+/// Writes `data` (C order) with `shape` as a `.npy` file of element type `ty`
+/// (float to integer conversions saturate).
+pub fn write_npy(path: impl AsRef<Path>, shape: &[usize], data: &[f64], ty: NpyType) -> Result<()> {
+    let path = path.as_ref();
+    let file = File::create(path).map_err(|e| bad(path, e))?;
+    write_values(file, shape, data.iter().copied(), ty).map_err(|e| bad(path, e))
+}
+
+/// Writes a tensor's values to `out` as a `.npy` stream: `<f4` for float dtypes
+/// (narrower floats widen exactly), `<i8` for integer dtypes (exact for all of them).
+pub fn write_tensor_npy(out: impl Write, t: &Tensor) -> Result<()> {
+    if t.dtype().is_float() {
+        write_values(out, t.shape(), t.to_f32_vec().into_iter().map(f64::from), NpyType::F32)
+    } else {
+        write_values(out, t.shape(), t.to_i64_vec().into_iter().map(|v| v as f64), NpyType::I64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    /// A scratch directory of this test process.
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("nki-npy-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// A file with a NumPy header for `descr` and `shape` followed by `payload`.
+    fn file_with(dir: &Path, name: &str, descr: &str, shape: &[usize], payload: &[u8]) -> PathBuf {
+        let p = dir.join(name);
+        let mut bytes = format_header(descr, shape);
+        bytes.extend_from_slice(payload);
+        std::fs::write(&p, bytes).unwrap();
+        p
+    }
+
+    #[test]
+    fn every_element_type_loads_as_its_dtype() {
+        let dir = scratch("types");
+        let values = [1.0f64, -2.5, 3.0, 0.0, 7.0, 6.25];
+        for ty in NpyType::ALL {
+            let vals: Vec<f64> = match ty.dtype() {
+                Dtype::I32 => values.iter().map(|v| v.trunc()).collect(),
+                Dtype::U8 => values.iter().map(|v| v.abs().trunc()).collect(),
+                _ => values.to_vec(),
+            };
+            let p = dir.join(format!("{ty:?}.npy"));
+            write_npy(&p, &[2, 3], &vals, ty).unwrap();
+            let t = read_tensor_npy(&p).unwrap();
+            assert_eq!((t.shape(), t.dtype()), (&[2usize, 3][..], ty.dtype()), "{ty:?}");
+            let want: Vec<f64> = if ty == NpyType::Bool { vals.iter().map(|&v| f64::from(u8::from(v != 0.0))).collect() } else { vals };
+            let got: Vec<f64> = t.to_f32_vec().into_iter().map(f64::from).collect();
+            assert_eq!(got, want, "{ty:?}");
+            assert_eq!(read_npy(&p).unwrap().data, want, "{ty:?}");
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn large_files_stream_across_chunks() {
+        let dir = scratch("chunks");
+        // 3 chunks and a bit of f32s, each value its own index.
+        let n = 3 * CHUNK_BYTES / 4 + 5;
+        let vals: Vec<f64> = (0..n).map(|i| i as f64).collect();
+        let p = dir.join("big.npy");
+        write_npy(&p, &[n], &vals, NpyType::F32).unwrap();
+        let t = read_tensor_npy(&p).unwrap();
+        assert!(t.to_f32_vec().iter().enumerate().all(|(i, &v)| v == i as f32));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn hostile_files_are_errors_naming_the_file() {
+        let dir = scratch("hostile");
+        let f4 = |vals: &[f32]| -> Vec<u8> { vals.iter().flat_map(|v| v.to_le_bytes()).collect() };
+        let cases: Vec<(PathBuf, &str)> = vec![
+            // 2^32 x 2^32 wraps to 0 elements in u64 arithmetic: it must not pass as an empty array.
+            (file_with(&dir, "wrap.npy", "<f4", &[1 << 32, 1 << 32], &[]), "invalid shape = [4294967296, 4294967296]"),
+            (file_with(&dir, "wrap3.npy", "<f4", &[3, 6_148_914_691_236_517_206], &f4(&[1.0, 2.0])), "more than"),
+            // A large but representable count, with almost no data: refused before allocating.
+            (file_with(&dir, "huge.npy", "<f4", &[1 << 40], &f4(&[1.0])), "truncated: the file holds 4 bytes of data"),
+            (file_with(&dir, "short.npy", "<f4", &[2, 3], &f4(&[1.0; 5])), "holds 20 bytes of data, shape [2, 3] of <f4 needs 24"),
+            (file_with(&dir, "long.npy", "<f4", &[2], &f4(&[1.0; 3])), "trailing bytes"),
+            (file_with(&dir, "complex.npy", "<c8", &[1], &[0; 8]), "unsupported element type '<c8'"),
+            (file_with(&dir, "object.npy", "|O", &[1], &[0; 8]), "unsupported element type '|O'"),
+            (file_with(&dir, "be.npy", ">f4", &[1], &[0; 4]), "big-endian"),
+            (
+                file_with(&dir, "f64.npy", "<f8", &[2], &[1e300f64, 1.0].iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>()),
+                "element 0: 1e300 overflows float32",
+            ),
+            (
+                file_with(&dir, "i64.npy", "<i8", &[2], &[5i64, 1 << 40].iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>()),
+                "element 1: 1099511627776 does not fit int32",
+            ),
+        ];
+        for (path, want) in &cases {
+            let e = read_tensor_npy(path).unwrap_err();
+            assert!(e.to_string().starts_with(&path.display().to_string()) && e.message.contains(want), "{}: {e}", path.display());
+        }
+        assert!(read_npy(&cases[0].0).unwrap_err().message.contains("invalid shape"), "the f64 reader shares the checks");
+        // Fortran order: NumPy's own header with the flag set.
+        let p = dir.join("fortran.npy");
+        let mut bytes = format_header("<f4", &[2, 2]);
+        let at = bytes.windows(5).position(|w| w == b"False").unwrap();
+        bytes.splice(at..at + 5, *b"True ");
+        bytes.extend_from_slice(&f4(&[1.0; 4]));
+        std::fs::write(&p, bytes).unwrap();
+        assert!(read_tensor_npy(&p).unwrap_err().message.contains("Fortran-ordered"));
+        assert!(read_tensor_npy(dir.join("missing.npy")).unwrap_err().message.contains("No such file"));
+        assert!(read_tensor_npy(&dir).unwrap_err().message.contains("not a regular file"));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn scalars_and_empty_arrays_load() {
+        let dir = scratch("edge");
+        let p = file_with(&dir, "scalar.npy", "<f4", &[], &2.5f32.to_le_bytes());
+        let t = read_tensor_npy(&p).unwrap();
+        assert_eq!((t.shape(), t.to_f32_vec()), (&[][..], vec![2.5]));
+        let p = file_with(&dir, "empty.npy", "<f4", &[0, 3], &[]);
+        assert_eq!(read_tensor_npy(&p).unwrap().shape(), &[0, 3]);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn tensors_write_as_f4_or_i8_and_read_back() {
+        let dir = scratch("write");
+        let t = Tensor::from_f32(&[2, 2], &[1.0, 1.5, -2.0, 1e-3], Dtype::Bf16).unwrap();
+        let p = dir.join("t.npy");
+        write_tensor_npy(File::create(&p).unwrap(), &t).unwrap();
+        let back = read_npy(&p).unwrap();
+        assert_eq!((back.shape, back.dtype), (vec![2, 2], Dtype::F32));
+        assert_eq!(back.data, t.to_f32_vec().into_iter().map(f64::from).collect::<Vec<_>>());
+        let i = Tensor::from_i64(&[3], &[-5, 0, i64::from(i32::MAX)], Dtype::I32).unwrap();
+        write_tensor_npy(File::create(&p).unwrap(), &i).unwrap();
+        assert_eq!(read_npy(&p).unwrap().data, vec![-5.0, 0.0, f64::from(i32::MAX)]);
+        assert!(write_npy(&p, &[2, 2], &[1.0], NpyType::F32).unwrap_err().message.contains("needs 4"));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
