@@ -10,19 +10,11 @@
 mod common;
 
 use common::attention::{Problem, QueryPositions, k_layout};
-use common::{assert_close, uniform};
+use common::{assert_close, status_bytes, uniform};
 use nki::attention::cte::{CteConfig, CteInputs};
 use nki::{Dtype, Launch, Precision, Tensor};
 
 const GIB: u64 = 1 << 30;
-
-/// A `/proc/self/status` field in bytes (`VmRSS`, `VmHWM`).
-fn status_bytes(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status is readable on Linux");
-    let line = status.lines().find(|l| l.starts_with(field)).unwrap_or_else(|| panic!("{field} missing from /proc/self/status"));
-    let kib: u64 = line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("unreadable {line}"));
-    kib * 1024
-}
 
 #[test]
 #[cfg(target_os = "linux")]

@@ -8,13 +8,17 @@ mod common;
 use common::attention::Problem;
 use common::attention_grad::GradProblem;
 use nki::attention::cte::{CteConfig, CteInputs};
-use nki::io::npy::{NpyType, read_npy, write_npy};
+use nki::io::npy::{NpyType, header_bytes, read_npy, write_npy};
 use nki::{Dtype, Launch};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn nki_cmd(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_nki")).args(args).output().expect("running nki")
+}
+
+fn nki_cmd_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nki")).args(args).current_dir(dir).output().expect("running nki")
 }
 
 fn stderr(o: &Output) -> String {
@@ -272,4 +276,304 @@ fn demo_checks_every_kernel_in_both_modes_and_writes_the_package() {
     }
     let (ok, stdout, stderr) = common::harness(&["check", &out.display().to_string()]);
     assert!(ok, "the demo's package fails the signature check:\n{stdout}{stderr}");
+}
+
+// ---- Refused inputs: one line on stderr, nothing written, inputs intact ----
+
+/// Every file under `dir` (recursively) with its bytes.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() && !p.is_symlink() {
+                stack.push(p);
+            } else {
+                let bytes =
+                    if p.is_symlink() { p.read_link().unwrap().display().to_string().into_bytes() } else { std::fs::read(&p).unwrap() };
+                files.push((p, bytes));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// Runs `nki args` in `dir` and asserts it is refused with exit `code` and one
+/// stderr line holding every `want`, without a panic, leaving every file under
+/// `dir` as it was: no output, no temporary, inputs byte-identical.
+fn assert_refused(dir: &Path, args: &[&str], code: i32, want: &[&str]) {
+    let before = snapshot(dir);
+    let o = Command::new(env!("CARGO_BIN_EXE_nki")).args(args).current_dir(dir).output().expect("running nki");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(code), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: not one line:\n{err}");
+    assert!(err.starts_with("error: ") && !err.contains("panicked"), "{args:?}: {err}");
+    for w in want {
+        assert!(err.contains(w), "{args:?}: `{w}` missing from: {err}");
+    }
+    assert!(snapshot(dir) == before, "{args:?} changed the files under {}", dir.display());
+}
+
+/// A float32 `.npy` header for `shape` followed by `payload`, whatever its length.
+fn raw_npy(dir: &Path, name: &str, shape: &[usize], payload: &[u8]) {
+    let mut bytes = header_bytes(NpyType::F32, shape);
+    bytes.extend_from_slice(payload);
+    std::fs::write(dir.join(name), bytes).unwrap();
+}
+
+/// A CTE problem's files in `dir`: q `(1, 128, 16)`, k `(1, 16, 128)`, v `(1, 128, 16)`.
+fn cte_files(dir: &Path) {
+    write(dir, "q.npy", &[1, 128, 16], &common::uniform(128 * 16, 1, 0.0, 1.0));
+    write(dir, "k.npy", &[1, 16, 128], &common::uniform(128 * 16, 2, 0.0, 1.0));
+    write(dir, "v.npy", &[1, 128, 16], &common::uniform(128 * 16, 3, 0.0, 1.0));
+}
+
+/// Whole-sequence ring inputs in `dir` (`[1, 2, 256, 16]`, two ranks of 128) and the LSE `[1, 2, 256]`.
+fn ring_files(dir: &Path) {
+    for (i, name) in ["q", "k", "v", "o", "dy"].iter().enumerate() {
+        write(dir, &format!("{name}.npy"), &[1, 2, 256, 16], &common::uniform(2 * 256 * 16, 10 + i as u64, -1.0, 1.0));
+    }
+    write(dir, "lse.npy", &[1, 2, 256], &common::uniform(2 * 256, 20, 1.0, 2.0));
+}
+
+const CTE: [&str; 8] = ["run", "attention-cte", "--q", "q.npy", "--k", "k.npy", "--v", "v.npy"];
+const RING_FWD: [&str; 10] = ["run", "ring-fwd", "--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--workers", "2"];
+const RING_BWD: [&str; 16] = [
+    "run",
+    "ring-bwd",
+    "--q",
+    "q.npy",
+    "--k",
+    "k.npy",
+    "--v",
+    "v.npy",
+    "--o",
+    "o.npy",
+    "--dy",
+    "dy.npy",
+    "--lse",
+    "lse.npy",
+    "--workers",
+    "2",
+];
+
+fn with<'a>(base: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
+    base.iter().chain(extra).copied().collect()
+}
+
+#[test]
+fn a_shape_whose_product_wraps_is_refused_without_a_panic() {
+    let dir = common::scratch("cli_wrap");
+    ring_files(&dir);
+    // 2^32 · 2^32 · 1 · 1 wraps to 0 elements in u64 arithmetic; the file holds no data.
+    raw_npy(&dir, "q.npy", &[1 << 32, 1 << 32, 1, 1], &[]);
+    assert_refused(&dir, &with(&RING_FWD, &["--out", "o2.npy"]), 1, &["--q", "invalid shape = [4294967296, 4294967296, 1, 1]"]);
+    // 3 · 6148914691236517206 wraps to 2 elements, and the file holds two.
+    raw_npy(&dir, "q.npy", &[3, 6_148_914_691_236_517_206, 1, 1], &[0; 8]);
+    assert_refused(&dir, &with(&RING_FWD, &["--out", "o2.npy"]), 1, &["--q", "invalid shape", "more than"]);
+    // A large, representable shape with no data behind it: refused before allocating.
+    raw_npy(&dir, "q.npy", &[1, 1 << 20, 1 << 20, 1], &[]);
+    assert_refused(&dir, &with(&RING_FWD, &["--out", "o2.npy"]), 1, &["--q", "truncated"]);
+}
+
+#[test]
+fn integer_and_bool_tensors_are_refused_for_float_parameters() {
+    let dir = common::scratch("cli_dtypes");
+    cte_files(&dir);
+    ring_files(&dir);
+    write_npy(dir.join("qi.npy"), &[1, 128, 16], &vec![1.0; 128 * 16], NpyType::I32).unwrap();
+    write_npy(dir.join("vb.npy"), &[1, 128, 16], &vec![1.0; 128 * 16], NpyType::Bool).unwrap();
+    write_npy(dir.join("ki.npy"), &[1, 2, 256, 16], &vec![1.0; 2 * 256 * 16], NpyType::I64).unwrap();
+    write_npy(dir.join("lsei.npy"), &[1, 2, 256], &vec![1.0; 2 * 256], NpyType::I32).unwrap();
+    let cte_q = ["run", "attention-cte", "--q", "qi.npy", "--k", "k.npy", "--v", "v.npy", "--out", "out.npy"];
+    assert_refused(&dir, &cte_q, 1, &["--q qi.npy", "invalid q = int32", "attention_cte takes q as float32, bfloat16 or float16"]);
+    let cte_v = ["run", "attention-cte", "--q", "q.npy", "--k", "k.npy", "--v", "vb.npy", "--out", "out.npy"];
+    assert_refused(&dir, &cte_v, 1, &["--v vb.npy", "invalid v = uint8", "attention_cte takes v as"]);
+    let fwd_k = ["run", "ring-fwd", "--q", "q.npy", "--k", "ki.npy", "--v", "v.npy", "--workers", "2", "--out", "out.npy"];
+    assert_refused(&dir, &fwd_k, 1, &["--k ki.npy", "invalid k = int32", "ring_attention_spmd_fwd takes k as"]);
+    let mut bwd: Vec<&str> = with(&RING_BWD, &["--dq", "dq.npy", "--dk", "dk.npy", "--dv", "dv.npy"]);
+    bwd[13] = "lsei.npy";
+    assert_refused(&dir, &bwd, 1, &["--lse lsei.npy", "invalid lse = int32", "ring_attention_spmd_bwd takes lse as"]);
+}
+
+#[test]
+fn scales_that_are_not_finite_are_refused() {
+    let dir = common::scratch("cli_scale_finite");
+    cte_files(&dir);
+    assert_refused(&dir, &with(&CTE, &["--out", "out.npy", "--scale", "nan"]), 1, &["invalid scale = NaN", "finite float32"]);
+    assert_refused(
+        &dir,
+        &with(&CTE, &["--out", "out.npy", "--no-causal", "--scale", "inf"]),
+        1,
+        &["invalid scale = inf", "finite float32"],
+    );
+    let dir = common::scratch("cli_scale_finite_ring");
+    ring_files(&dir);
+    assert_refused(
+        &dir,
+        &with(&RING_FWD, &["--out", "out.npy", "--causal", "--scale=-inf"]),
+        1,
+        &["softmax_scale = -inf", "finite float32"],
+    );
+    assert_refused(
+        &dir,
+        &with(&RING_FWD, &["--out", "out.npy", "--scale", "1e39"]),
+        1,
+        &["softmax_scale = 1000000000000000000000000000000000000000", "finite"],
+    );
+    let bwd = with(&RING_BWD, &["--dq", "dq.npy", "--dk", "dk.npy", "--dv", "dv.npy", "--scale", "NaN"]);
+    assert_refused(&dir, &bwd, 1, &["softmax_scale = NaN", "ring_attention_spmd_bwd: softmax_scale must be a finite float32"]);
+}
+
+#[test]
+fn scales_that_would_unmask_the_causal_mask_are_refused() {
+    let dir = common::scratch("cli_scale_causal");
+    cte_files(&dir);
+    for scale in ["0", "-0.5", "1e-31"] {
+        let args = with(&CTE, &["--out", "out.npy", "--scale", scale]);
+        assert_refused(
+            &dir,
+            &args,
+            1,
+            &[&format!("invalid scale = {}", scale.parse::<f64>().unwrap()), "with causal_mask the scale must be at least 1e-30"],
+        );
+    }
+    let dir = common::scratch("cli_scale_causal_bwd");
+    ring_files(&dir);
+    let bwd = with(&RING_BWD, &["--causal", "--dq", "dq.npy", "--dk", "dk.npy", "--dv", "dv.npy", "--scale", "-0.25"]);
+    assert_refused(&dir, &bwd, 1, &["softmax_scale = -0.25", "with use_causal_mask the softmax_scale must be at least 1e-30"]);
+}
+
+#[test]
+fn an_output_that_cannot_be_written_is_refused_before_any_output_is() {
+    let dir = common::scratch("cli_unwritable");
+    ring_files(&dir);
+    std::fs::create_dir(dir.join("taken")).unwrap();
+    // The second output is in a directory that does not exist, under a file, or is a directory.
+    for lse in ["missing/lse.npy", "q.npy/lse.npy", "taken"] {
+        assert_refused(&dir, &with(&RING_FWD, &["--training", "--out", "out.npy", "--lse", lse]), 1, &[&format!("--lse {lse}")]);
+        let bwd = with(&RING_BWD, &["--dq", "dq.npy", "--dk", "dk.npy", "--dv", lse]);
+        assert_refused(&dir, &bwd, 1, &[&format!("--dv {lse}")]);
+    }
+}
+
+#[test]
+fn an_output_on_an_input_or_on_another_output_is_refused() {
+    let dir = common::scratch("cli_same_file");
+    cte_files(&dir);
+    std::fs::hard_link(dir.join("q.npy"), dir.join("q_hard.npy")).unwrap();
+    std::os::unix::fs::symlink(dir.join("q.npy"), dir.join("q_link.npy")).unwrap();
+    std::fs::create_dir(dir.join("sub")).unwrap();
+    for out in ["q.npy", "./q.npy", "sub/../q.npy", "q_hard.npy", "q_link.npy", &dir.join("v.npy").display().to_string()] {
+        assert_refused(&dir, &with(&CTE, &["--out", out]), 1, &[&format!("--out {out}"), "same file as --", "never overwrites an input"]);
+    }
+    let three = with(&CTE, &["--cache-softmax", "--out", "o.npy", "--neg-max", "./o.npy", "--sum", "o.npy"]);
+    assert_refused(&dir, &three, 1, &["--neg-max ./o.npy is the same file as --out o.npy", "its own file"]);
+    let two = with(&CTE, &["--cache-softmax", "--out", "o.npy", "--neg-max", "n.npy", "--sum", "sub/../n.npy"]);
+    assert_refused(&dir, &two, 1, &["--sum sub/../n.npy is the same file as --neg-max n.npy"]);
+}
+
+#[test]
+fn zero_workers_get_the_ring_rule_not_a_division_message() {
+    let dir = common::scratch("cli_zero_workers");
+    ring_files(&dir);
+    let mut fwd = with(&RING_FWD, &["--out", "out.npy"]);
+    fwd[9] = "0";
+    assert_refused(&dir, &fwd, 1, &["invalid num_workers = 0", "ring_attention_spmd_fwd: num_workers must be >= 1"]);
+    let mut bwd = with(&RING_BWD, &["--dq", "dq.npy", "--dk", "dk.npy", "--dv", "dv.npy"]);
+    bwd[15] = "0";
+    assert_refused(&dir, &bwd, 1, &["invalid num_workers = 0", "ring_attention_spmd_bwd: num_workers must be >= 1"]);
+}
+
+#[test]
+fn usage_errors_are_one_line_with_exit_code_2() {
+    let dir = common::scratch("cli_usage");
+    cte_files(&dir);
+    assert_refused(&dir, &CTE, 2, &["required arguments were not provided", "--out <OUT>"]);
+    assert_refused(&dir, &with(&CTE, &["--out", "o.npy", "--neg-max", "n.npy"]), 2, &["--cache-softmax"]);
+    assert_refused(&dir, &with(&CTE, &["--out", "o.npy", "--lnc", "3"]), 2, &["invalid value '3' for '--lnc"]);
+    assert_refused(&dir, &with(&CTE, &["--out", "o.npy", "--scale", "x"]), 2, &["invalid value 'x' for '--scale"]);
+}
+
+// ---- Scales of either sign where nothing masked is scaled, against float64 ----
+
+/// `x` (`[n, rows, cols]`) with its last two dims swapped.
+fn transposed(x: &[f64], n: usize, rows: usize, cols: usize) -> Vec<f64> {
+    let mut out = vec![0.0; x.len()];
+    for b in 0..n {
+        for r in 0..rows {
+            for c in 0..cols {
+                out[(b * cols + c) * rows + r] = x[(b * rows + r) * cols + c];
+            }
+        }
+    }
+    out
+}
+
+fn read_f32(path: &Path) -> Vec<f32> {
+    read_npy(path).unwrap().data.iter().map(|&x| x as f32).collect()
+}
+
+#[test]
+fn negative_and_zero_scales_without_a_mask_match_float64() {
+    let dir = common::scratch("cli_negative_cte");
+    let (bh, s, d) = (2usize, 256usize, 32usize);
+    let (q, k, v) = (
+        common::uniform(bh * s * d, 91, -1.0, 1.0),
+        common::uniform(bh * s * d, 92, -1.0, 1.0),
+        common::uniform(bh * s * d, 93, -1.0, 1.0),
+    );
+    write(&dir, "q.npy", &[bh, s, d], &q);
+    write(&dir, "k.npy", &[bh, d, s], &transposed(&k, bh, s, d));
+    write(&dir, "v.npy", &[bh, s, d], &v);
+    for (scale, text) in [(-0.3, "-0.3"), (0.0, "0")] {
+        let o = nki_cmd_in(&dir, &with(&CTE, &["--no-causal", "--scale", text, "--precision", "fp32", "--out", "o.npy"]));
+        assert!(o.status.success(), "{}", stderr(&o));
+        let want = nki::attention::reference::forward(&q, &k, &v, [bh, s, d], scale, false);
+        common::assert_close(&format!("attention_cte scale {scale}"), &read_f32(&dir.join("o.npy")), &want.out, 1e-6, 1e-5);
+    }
+}
+
+#[test]
+fn a_negative_scale_on_a_causal_ring_forward_matches_float64() {
+    let dir = common::scratch("cli_negative_fwd");
+    let (bh, st, d) = (2usize, 512usize, 32usize);
+    let input = |seed| common::uniform(bh * st * d, seed, -1.0, 1.0);
+    let (q, k, v) = (input(94), input(95), input(96));
+    for (name, x) in [("q.npy", &q), ("k.npy", &k), ("v.npy", &v)] {
+        write(&dir, name, &[1, bh, st, d], x);
+    }
+    // Causal rings scale Q before the kernel; the masks are not scaled, so the sign is free.
+    let args = with(
+        &RING_FWD,
+        &["--causal", "--striped", "--training", "--scale", "-0.2", "--precision", "fp32", "--out", "o.npy", "--lse", "l.npy"],
+    );
+    let o = nki_cmd_in(&dir, &args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let want = nki::attention::reference::forward(&q, &k, &v, [bh, st, d], -0.2, true);
+    common::assert_close("ring fwd output, scale -0.2", &read_f32(&dir.join("o.npy")), &want.out, 1e-6, 1e-5);
+    common::assert_close("ring fwd lse, scale -0.2", &read_f32(&dir.join("l.npy")), &want.lse, 1e-6, 1e-5);
+}
+
+#[test]
+fn a_negative_scale_on_a_ring_backward_without_a_mask_matches_float64() {
+    let dir = common::scratch("cli_negative_bwd");
+    let (bh, st, d) = (2usize, 512usize, 32usize);
+    let input = |seed| common::uniform(bh * st * d, seed, -1.0, 1.0);
+    let (q, k, v, dy) = (input(97), input(98), input(99), input(100));
+    let scale = -0.25;
+    let fwd = nki::attention::reference::forward(&q, &k, &v, [bh, st, d], scale, false);
+    let want = nki::attention::reference::backward(&q, &k, &v, &dy, &fwd, [bh, st, d], scale, false);
+    for (name, x) in [("q.npy", &q), ("k.npy", &k), ("v.npy", &v), ("o.npy", &fwd.out), ("dy.npy", &dy)] {
+        write(&dir, name, &[1, bh, st, d], x);
+    }
+    write(&dir, "lse.npy", &[1, bh, st], &fwd.lse);
+    let args = with(&RING_BWD, &["--scale", "-0.25", "--precision", "fp32", "--dq", "dq.npy", "--dk", "dk.npy", "--dv", "dv.npy"]);
+    let o = nki_cmd_in(&dir, &args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for (name, reference) in [("dq.npy", &want.dq), ("dk.npy", &want.dk), ("dv.npy", &want.dv)] {
+        common::assert_close(name, &read_f32(&dir.join(name)), reference, 1e-6, 1e-4);
+    }
 }

@@ -25,7 +25,8 @@ enum Command {
     Emit(emit::EmitArgs),
     /// List the registered kernels and the Python module each lands in.
     List,
-    /// Run a library kernel in the emulator on `.npy` inputs and write its outputs as `.npy`.
+    /// Run a library kernel in the emulator on `.npy` inputs and write its outputs as `.npy`
+    /// (all or none of them, never over an input or each other).
     Run(Box<run::RunArgs>),
     /// Measure the emulator's throughput on the attention kernels.
     Bench(bench::BenchArgs),

@@ -54,6 +54,14 @@ pub fn assert_close(what: &str, got: &[f32], want: &[f64], atol: f64, rtol: f64)
     assert!(err <= bound, "{what}: max abs error {err:.3e} > {bound:.3e} (atol {atol:e} + rtol {rtol:e} x max|ref| {scale:.3e})");
 }
 
+/// A `/proc/self/status` field in bytes (`VmRSS`, `VmHWM`).
+pub fn status_bytes(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status is readable on Linux");
+    let line = status.lines().find(|l| l.starts_with(field)).unwrap_or_else(|| panic!("{field} missing from /proc/self/status"));
+    let kib: u64 = line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("unreadable {line}"));
+    kib * 1024
+}
+
 /// The repository root.
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

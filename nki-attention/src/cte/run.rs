@@ -199,3 +199,47 @@ impl CteConfig {
         Ok(CteOutputs { out, neg_max: it.next(), sum: it.next() })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scale::MIN_MASKED_SCALE;
+    use nki::{Dtype, ErrorKind};
+
+    fn inputs(q_dtype: Dtype) -> [Tensor; 3] {
+        let t = |shape: &[usize], dtype| Tensor::from_f32(shape, &vec![0.5; 128 * 16], dtype).unwrap();
+        [t(&[1, 128, 16], q_dtype), t(&[1, 16, 128], Dtype::F32), t(&[1, 128, 16], Dtype::F32)]
+    }
+
+    #[test]
+    fn the_typed_api_refuses_integer_data_and_bad_scales_naming_the_parameter() {
+        let launch = Launch::new();
+        let [q, k, v] = inputs(Dtype::I32);
+        let e = CteConfig::new().launch(&launch, &CteInputs::new(&q, &k, &v)).unwrap_err();
+        assert_eq!(e.to_string(), "invalid q = int32: attention_cte takes q as float32, bfloat16 or float16");
+        let used = Tensor::from_f32(&[1], &[4.0], Dtype::F32).unwrap();
+        let [q, k, v] = inputs(Dtype::Bf16);
+        let with_prior = CteInputs { prior: Some(Prior { k: &k, v: &v, used_len: &used }), ..CteInputs::new(&q, &k, &v) };
+        let e = CteConfig::new().prefix_caching(true).launch(&launch, &with_prior).unwrap_err();
+        assert!(e.to_string().starts_with("invalid prior_used_len = float32: attention_cte takes prior_used_len as int32"), "{e}");
+        for (cfg, want) in [
+            (CteConfig::new().scale(f64::NAN), "invalid scale = NaN: attention_cte: scale must be a finite float32"),
+            (CteConfig::new().scale(0.0), "invalid scale = 0: attention_cte: with causal_mask the scale must be at least 1e-30"),
+        ] {
+            assert!(cfg.launch(&launch, &CteInputs::new(&q, &k, &v)).unwrap_err().to_string().starts_with(want), "{cfg:?}");
+        }
+        assert!(CteRule::CausalScale.message().contains(&format!("at least {MIN_MASKED_SCALE:e}")));
+    }
+
+    #[test]
+    fn the_emitted_kernel_asserts_the_scale_rules_itself() {
+        let [q, k, v] = inputs(Dtype::F32);
+        for (scale, causal) in [(-0.5, true), (0.0, true), (f64::INFINITY, false), (1e39, false)] {
+            let e = attention_cte::Call::new(&q, &k, &v).scale(scale).causal_mask(causal).launch(&Launch::new()).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::Assertion, "{scale} {causal}: {e}");
+            assert!(e.message.contains("scale must be a finite float32"), "{e}");
+        }
+        let source = attention_cte::NKI_SOURCE;
+        assert!(source.contains(&format!("(not causal_mask or scale >= {MIN_MASKED_SCALE:e})")), "the assert uses the rule's threshold");
+    }
+}

@@ -135,3 +135,32 @@ impl RingBwdConfig {
         Ok(RingBwdOutputs { dq, dk, dv, comm: report.comm })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scale::MIN_MASKED_SCALE;
+    use nki::{Dtype, ErrorKind};
+
+    #[test]
+    fn integer_data_and_scales_that_unmask_are_refused_naming_the_parameter() {
+        let t = |shape: &[usize], dtype| Tensor::from_f32(shape, &vec![0.5; shape.iter().product()], dtype).unwrap();
+        let data = t(&[1, 1, 16, 128], Dtype::F32);
+        let (lse_f, lse_i) = (t(&[1, 1, 128, 1], Dtype::F32), t(&[1, 1, 128, 1], Dtype::I32));
+        let one = std::slice::from_ref;
+        let inputs = RingBwdInputs { q: one(&data), k: one(&data), v: one(&data), o: one(&data), dy: one(&data), lse: one(&lse_i) };
+        let launch = Launch::new().ranks(1);
+        let e = RingBwdConfig::new(1).launch(&launch, &inputs).unwrap_err();
+        assert_eq!(e.to_string(), "invalid lse[0] = int32: ring_attention_spmd_bwd takes lse as float32, bfloat16 or float16");
+        let inputs = RingBwdInputs { lse: one(&lse_f), ..inputs };
+        let e = RingBwdConfig::new(1).causal(true).softmax_scale(-1.0).launch(&launch, &inputs).unwrap_err();
+        assert!(e.to_string().starts_with("invalid softmax_scale = -1: ring_attention_spmd_bwd: with use_causal_mask"), "{e}");
+        assert!(RingBwdRule::CausalScale.message().contains(&format!("at least {MIN_MASKED_SCALE:e}")));
+        // The emitted kernel checks it too.
+        let call =
+            ring_attention_spmd_bwd::Call::new(&data, &data, &data, &data, &data, &lse_f).use_causal_mask(true).softmax_scale(Some(0.0));
+        let e = call.launch(&launch).unwrap_err();
+        assert!(e.kind == ErrorKind::Assertion && e.message.contains("at least 1e-30 with use_causal_mask"), "{e}");
+        assert!(ring_attention_spmd_bwd::NKI_SOURCE.contains(&format!("(not use_causal_mask or scale >= {MIN_MASKED_SCALE:e})")));
+    }
+}

@@ -185,3 +185,32 @@ fn scale_values(q: &Tensor, scale: f64) -> Result<Tensor> {
     let vals: Vec<f32> = q.to_f32_vec().iter().map(|&x| x * s).collect();
     Tensor::from_f32(q.shape(), &vals, q.dtype())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nki::{Dtype, ErrorKind};
+
+    #[test]
+    fn integer_data_and_a_non_finite_scale_are_refused_naming_the_parameter() {
+        let t = |dtype| Tensor::from_f32(&[1, 1, 16, 128], &vec![0.5; 16 * 128], dtype).unwrap();
+        let (qf, qi, k, v) =
+            (t(Dtype::F32), t(Dtype::I32), t(Dtype::F32), Tensor::from_f32(&[1, 1, 128, 16], &vec![0.5; 2048], Dtype::F32).unwrap());
+        let launch = Launch::new().ranks(1);
+        let int_q = RingFwdInputs { q: Queries::Raw(std::slice::from_ref(&qi)), k: std::slice::from_ref(&k), v: std::slice::from_ref(&v) };
+        let e = RingFwdConfig::new(1).launch(&launch, &int_q).unwrap_err();
+        assert_eq!(e.to_string(), "invalid q[0] = int32: ring_attention_spmd_fwd takes q as float32, bfloat16 or float16");
+        let ok = RingFwdInputs { q: Queries::Raw(std::slice::from_ref(&qf)), ..int_q };
+        let e = RingFwdConfig::new(1).softmax_scale(f64::NAN).launch(&launch, &ok).unwrap_err();
+        assert_eq!(e.to_string(), "invalid softmax_scale = NaN: ring_attention_spmd_fwd: softmax_scale must be a finite float32 value");
+        // The emitted kernel checks it too, in both modes.
+        for causal in [false, true] {
+            let e = ring_attention_spmd_fwd::Call::new(&qf, &k, &v)
+                .softmax_scale(f64::NAN)
+                .use_causal_mask(causal)
+                .launch(&launch)
+                .unwrap_err();
+            assert!(e.kind == ErrorKind::Assertion && e.message.contains("softmax_scale must be a finite float32"), "{e}");
+        }
+    }
+}

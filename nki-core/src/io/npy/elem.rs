@@ -76,24 +76,21 @@ impl NpyType {
         }
     }
 
-    /// The value of one element (`self.size()` little-endian bytes), exact in `f64`
-    /// except for `<i8` magnitudes above 2^53.
-    pub(super) fn decode(self, b: &[u8]) -> f64 {
-        let arr = |n: usize| -> [u8; 8] {
-            let mut a = [0u8; 8];
-            a[..n].copy_from_slice(&b[..n]);
-            a
-        };
-        let a = arr(self.size());
+    /// Appends the values of `bytes` (whole elements, little-endian) to `out`,
+    /// exact in `f64` except for `<i8` magnitudes above 2^53.
+    pub(super) fn decode(self, bytes: &[u8], out: &mut Vec<f64>) {
+        fn each<const N: usize>(bytes: &[u8], out: &mut Vec<f64>, f: impl Fn([u8; N]) -> f64) {
+            out.extend(bytes.chunks_exact(N).map(|b| f(b.try_into().expect("chunks_exact yields N bytes"))));
+        }
         match self {
-            NpyType::F32 => f64::from(f32::from_le_bytes([a[0], a[1], a[2], a[3]])),
-            NpyType::F64 => f64::from_le_bytes(a),
-            NpyType::F16 => half::f16::from_le_bytes([a[0], a[1]]).to_f64(),
-            NpyType::Bf16 => half::bf16::from_le_bytes([a[0], a[1]]).to_f64(),
-            NpyType::I32 => f64::from(i32::from_le_bytes([a[0], a[1], a[2], a[3]])),
-            NpyType::I64 => i64::from_le_bytes(a) as f64,
-            NpyType::U8 => f64::from(a[0]),
-            NpyType::Bool => f64::from(u8::from(a[0] != 0)),
+            NpyType::F32 => each(bytes, out, |b| f64::from(f32::from_le_bytes(b))),
+            NpyType::F64 => each(bytes, out, f64::from_le_bytes),
+            NpyType::F16 => each(bytes, out, |b| half::f16::from_le_bytes(b).to_f64()),
+            NpyType::Bf16 => each(bytes, out, |b| half::bf16::from_le_bytes(b).to_f64()),
+            NpyType::I32 => each(bytes, out, |b| f64::from(i32::from_le_bytes(b))),
+            NpyType::I64 => each(bytes, out, |b| i64::from_le_bytes(b) as f64),
+            NpyType::U8 => each(bytes, out, |[b]: [u8; 1]| f64::from(b)),
+            NpyType::Bool => each(bytes, out, |[b]: [u8; 1]| f64::from(u8::from(b != 0))),
         }
     }
 
@@ -149,7 +146,9 @@ mod tests {
                 let mut bytes = Vec::new();
                 t.encode(v, &mut bytes);
                 assert_eq!(bytes.len(), t.size(), "{t:?}");
-                assert_eq!(t.decode(&bytes), want, "{t:?} {v}");
+                let mut back = Vec::new();
+                t.decode(&bytes, &mut back);
+                assert_eq!(back, [want], "{t:?} {v}");
             }
         }
     }

@@ -68,19 +68,21 @@ impl Source {
         Ok(Source { file, header, ty, numel })
     }
 
-    /// Calls `f` with every value in order, reading a chunk at a time.
-    fn stream(&mut self, mut f: impl FnMut(f64) -> std::result::Result<(), String>) -> std::result::Result<(), String> {
+    /// Calls `f` with the values of each chunk in order (and the index of the
+    /// chunk's first element), reading a chunk at a time.
+    fn stream(&mut self, mut f: impl FnMut(usize, &[f64]) -> std::result::Result<(), String>) -> std::result::Result<(), String> {
         let size = self.ty.size();
         let per_chunk = CHUNK_BYTES / size;
         let mut buf = vec![0u8; per_chunk.min(self.numel) * size];
+        let mut values = Vec::with_capacity(per_chunk.min(self.numel));
         let mut done = 0;
         while done < self.numel {
             let n = per_chunk.min(self.numel - done);
             let bytes = &mut buf[..n * size];
             self.file.read_exact(bytes).map_err(|e| format!("reading the data: {e}"))?;
-            for (i, b) in bytes.chunks_exact(size).enumerate() {
-                f(self.ty.decode(b)).map_err(|e| format!("element {}: {e}", done + i))?;
-            }
+            values.clear();
+            self.ty.decode(bytes, &mut values);
+            f(done, &values)?;
             done += n;
         }
         Ok(())
@@ -95,8 +97,8 @@ pub fn read_npy(path: impl AsRef<Path>) -> Result<NpyArray> {
         let mut src = Source::open(path)?;
         let mut data = Vec::new();
         data.try_reserve_exact(src.numel).map_err(|_| format!("cannot allocate {} values", src.numel))?;
-        src.stream(|v| {
-            data.push(v);
+        src.stream(|_, values| {
+            data.extend_from_slice(values);
             Ok(())
         })?;
         Ok(NpyArray { shape: src.header.shape, data, dtype: src.ty.dtype() })
@@ -115,13 +117,21 @@ pub fn read_tensor_npy(path: impl AsRef<Path>) -> Result<Tensor> {
         let mut src = Source::open(path)?;
         let mut cells = reserve_cells(src.numel, "shape").map_err(|e| e.message)?;
         let ty = src.ty;
-        src.stream(|v| {
-            cells.push(ty.cell(v)?);
+        src.stream(|first, values| {
+            for (i, &v) in values.iter().enumerate() {
+                cells.push(ty.cell(v).map_err(|e| format!("element {}: {e}", first + i))?);
+            }
             Ok(())
         })?;
         Tensor::from_cells(&src.header.shape, ty.dtype(), cells).map_err(|e| e.message)
     };
     load().map_err(|m: String| bad(path, m))
+}
+
+/// The preamble and header of a `.npy` file of `ty` and `shape`, as NumPy writes
+/// them (the data follows: `ty.size()` little-endian bytes per element, C order).
+pub fn header_bytes(ty: NpyType, shape: &[usize]) -> Vec<u8> {
+    format_header(ty.descr(), shape)
 }
 
 /// Writes `values` (C order) of `shape` as `ty` to `out`.
@@ -131,7 +141,7 @@ fn write_values(out: impl Write, shape: &[usize], values: impl ExactSizeIterator
         return Err(NkiError::argument("data", format!("{} values", values.len()), &format!("shape {shape:?} needs {n}")));
     }
     let mut out = BufWriter::with_capacity(CHUNK_BYTES, out);
-    out.write_all(&format_header(ty.descr(), shape))?;
+    out.write_all(&header_bytes(ty, shape))?;
     let mut chunk = Vec::with_capacity(CHUNK_BYTES + 8);
     for v in values {
         ty.encode(v, &mut chunk);
