@@ -62,6 +62,28 @@ mod tests {
     }
 
     #[test]
+    fn every_constructor_refuses_a_wrapping_shape() {
+        use crate::language::{NdarrayOpts, ndarray};
+        use crate::{Buffer, Dtype, Launch, Tensor};
+        // 2^32 · 2^32 wraps to 0, which an empty data slice would otherwise "fill".
+        let wraps = [1usize << 32, 1 << 32];
+        for e in [
+            Tensor::from_f32(&wraps, &[], Dtype::F32).unwrap_err(),
+            Tensor::from_i64(&wraps, &[], Dtype::I32).unwrap_err(),
+            Tensor::zeros(&wraps, Dtype::F32).unwrap_err(),
+        ] {
+            assert_eq!(e.message, format!("invalid shape = {wraps:?}: holds more than {MAX_CELLS} elements (32-bit cells)"));
+        }
+        // Representable but beyond memory: an error, not an abort.
+        assert!(Tensor::zeros(&[MAX_CELLS], Dtype::F32).unwrap_err().message.contains("cannot allocate"));
+        let e = Launch::new()
+            .run(|ctx| ndarray(ctx, &[1 << 32, 1 << 32], Dtype::F32, NdarrayOpts { buffer: Some(Buffer::SharedHbm), ..Default::default() }))
+            .unwrap_err();
+        assert!(e.to_string().starts_with("nl.ndarray") && e.message.contains("holds more than"), "{e}");
+        assert_eq!(Tensor::from_f32(&[2, 0, 3], &[], Dtype::F32).unwrap().numel(), 0);
+    }
+
+    #[test]
     fn reserving_more_than_memory_is_an_error_not_an_abort() {
         let e = reserve_cells(MAX_CELLS, "data").unwrap_err();
         assert!(e.message.contains("cannot allocate"), "{e}");
