@@ -4,6 +4,8 @@
 
 use crate::ring_fwd::RingDims;
 use crate::rings::{GroupProblem, group_problem, ring_count};
+use nki::Dtype;
+use nki::hw::Generation;
 
 /// Every flag of `ring_attention_spmd_bwd` and, optionally, its shapes.
 ///
@@ -38,6 +40,11 @@ pub struct RingBwdConfig {
     pub replica_groups: &'static [&'static [i64]],
     /// Static per-rank shapes, checked against the tiling rules when given.
     pub dims: Option<RingDims>,
+    /// The dtype of q, k, v, o and dy, when known: with `dims` it sizes the SBUF
+    /// footprint (see [`max_seqlen`](Self::max_seqlen)).
+    pub dtype: Option<Dtype>,
+    /// The generation the kernel targets: its SBUF bounds the tokens per rank.
+    pub target: Generation,
 }
 
 /// One rule of `ring_attention_spmd_bwd` (the library's asserts and what it
@@ -62,6 +69,9 @@ pub enum RingBwdRule {
     SeqlenTiles,
     /// B4: the head dim splits into equal tiles of at most 128.
     HeadDimTiles,
+    /// K, V, dK and dV of the whole slice, and the step's tiles, fit one SBUF
+    /// partition of the target (the library leaves this unchecked).
+    SbufCapacity,
 }
 
 impl RingBwdRule {
@@ -81,6 +91,9 @@ impl RingBwdRule {
             RingBwdRule::HeadDimTiles => {
                 "ring_attention_spmd_bwd: the head dim must split into equal tiles of at most 128 (e.g. 192 = 2 x 96; a prime above 128 cannot)"
             }
+            RingBwdRule::SbufCapacity => {
+                "ring_attention_spmd_bwd: K, V, dK and dV of the whole slice stay in SBUF, so the tokens per rank must fit the target's SBUF partition (see RingBwdConfig::max_seqlen)"
+            }
         }
     }
 }
@@ -91,6 +104,18 @@ rules_of!(RingBwdConfig, RingBwdRule);
 pub(crate) const fn head_tiles(dh: i64) -> (i64, i64) {
     let n = (dh + 127) / 128;
     ((dh + n - 1) / n, n)
+}
+
+/// Whether `seqlen` tokens per rank (a multiple of 128) tile into the kernel's key
+/// tiles (all of them below 512, else 512) and its KV sections of `8192 / 2^k`
+/// keys for head-dim tile count up to `2^k`.
+pub(crate) const fn seqlen_tiles(seqlen: i64, head_dim: i64) -> bool {
+    let kts = if seqlen < 512 { seqlen } else { 512 };
+    let mut pow2 = 1;
+    while pow2 < head_tiles(head_dim).1 {
+        pow2 *= 2;
+    }
+    seqlen % kts == 0 && (8192 / pow2) % kts == 0
 }
 
 impl RingBwdConfig {
@@ -106,6 +131,8 @@ impl RingBwdConfig {
             lnc: 1,
             replica_groups: &[],
             dims: None,
+            dtype: None,
+            target: Generation::Trn2,
         }
     }
 
@@ -151,6 +178,18 @@ impl RingBwdConfig {
         self
     }
 
+    /// Sets the input [`dtype`](Self::dtype).
+    pub const fn dtype(mut self, dtype: Dtype) -> Self {
+        self.dtype = Some(dtype);
+        self
+    }
+
+    /// Sets the [`target`](Self::target) generation.
+    pub const fn target(mut self, target: Generation) -> Self {
+        self.target = target;
+        self
+    }
+
     /// Number of rings.
     pub const fn rings(&self) -> usize {
         ring_count(self.replica_groups)
@@ -187,14 +226,14 @@ impl RingBwdConfig {
             if d.head_dim < 1 || d.head_dim % head_tiles(d.head_dim).0 != 0 {
                 return Some(RingBwdRule::HeadDimTiles);
             }
-            let kts = if d.seqlen < 512 { d.seqlen } else { 512 };
-            let mut pow2 = 1;
-            while pow2 < head_tiles(d.head_dim).1 {
-                pow2 *= 2;
-            }
-            if d.seqlen % kts != 0 || (8192 / pow2) % kts != 0 {
+            if !seqlen_tiles(d.seqlen, d.head_dim) {
                 return Some(RingBwdRule::SeqlenTiles);
             }
+        }
+        if let Some(bytes) = self.sbuf_bytes()
+            && bytes > self.sbuf_capacity()
+        {
+            return Some(RingBwdRule::SbufCapacity);
         }
         None
     }

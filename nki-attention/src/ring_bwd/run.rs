@@ -7,7 +7,7 @@ use super::ring_attention_bwd::ring_attention_spmd_bwd;
 use crate::ring_fwd::RingDims;
 use crate::rings::{check_ring_launch, shape_i64};
 use nki::collectives::CommEvent;
-use nki::{Launch, NkiError, Result, Tensor};
+use nki::{Dtype, Launch, NkiError, Result, Tensor};
 
 /// The per-rank tensors of one backward launch, all `[B, N, D, S]` (head-dim
 /// major) except `lse`, `[B, N, 128, S / 128]`; rank `i` of each slice runs on
@@ -53,8 +53,25 @@ impl RingBwdConfig {
             RingBwdRule::BatchHeads => ("B, N", d.map_or(String::new(), |d| format!("{}, {}", d.batch, d.heads))),
             RingBwdRule::SeqlenMultiple | RingBwdRule::SeqlenTiles => ("S", d.map_or(0, |d| d.seqlen).to_string()),
             RingBwdRule::HeadDimTiles => ("D", d.map_or(0, |d| d.head_dim).to_string()),
+            RingBwdRule::SbufCapacity => ("S", self.sbuf_shortfall()),
         };
         NkiError::argument(param, value, rule.message())
+    }
+
+    /// The tokens per rank with their SBUF bytes, the target's capacity and the
+    /// longest slice that fits (the value of a broken [`RingBwdRule::SbufCapacity`]).
+    fn sbuf_shortfall(&self) -> String {
+        let (Some(d), Some(dtype), Some(bytes), Some(max)) = (self.dims, self.dtype, self.sbuf_bytes(), self.max_seqlen()) else {
+            return String::new();
+        };
+        let acc = if self.mixed_precision { Dtype::F32 } else { dtype };
+        format!(
+            "{}: its tiles take {bytes} B per SBUF partition, more than the {} B of {}; with D = {}, {dtype} inputs and {acc} accumulators at most {max} tokens per rank fit",
+            d.seqlen,
+            self.sbuf_capacity(),
+            self.target,
+            d.head_dim
+        )
     }
 
     /// Checks the rules, the launch and the inputs: one tensor of each kind per
@@ -66,6 +83,9 @@ impl RingBwdConfig {
         if launch.lnc_degree() as i64 != self.lnc {
             return Err(NkiError::argument("lnc_size", self.lnc, &format!("must equal the launch's LNC degree {}", launch.lnc_degree())));
         }
+        if launch.hardware() != self.target {
+            return Err(NkiError::argument("target", self.target, &format!("must equal the launch's generation {}", launch.hardware())));
+        }
         let all = [("q", inputs.q), ("k", inputs.k), ("v", inputs.v), ("o", inputs.o), ("dy", inputs.dy), ("lse", inputs.lse)];
         check_ring_launch(launch, self.rings(), self.num_workers, &all)?;
         let q0 = shape_i64(&inputs.q[0]);
@@ -75,11 +95,14 @@ impl RingBwdConfig {
         if let Some(dims) = self.dims.filter(|&dims| dims != got) {
             return Err(NkiError::argument("q", format!("shape {q0:?}"), &format!("the configuration's dims are {dims:?}")));
         }
-        let derived = RingBwdConfig { dims: Some(got), ..*self };
+        let dtype = inputs.q[0].dtype();
+        if let Some(want) = self.dtype.filter(|&want| want != dtype) {
+            return Err(NkiError::argument("q", format!("dtype {dtype}"), &format!("the configuration's dtype is {want}")));
+        }
+        let derived = RingBwdConfig { dims: Some(got), dtype: Some(dtype), ..*self };
         if let Some(rule) = derived.violation() {
             return Err(derived.rule_error(rule));
         }
-        let dtype = inputs.q[0].dtype();
         for (name, list) in all {
             let want = if name == "lse" { vec![b, h, 128, s / 128] } else { q0.clone() };
             for (r, t) in list.iter().enumerate() {
