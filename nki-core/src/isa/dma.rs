@@ -129,10 +129,8 @@ pub fn dma_transpose(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: DmaTransposeOp
         return Err(transpose_error(rule, &values));
     }
     // The rules above make `axes` (given or by rank) a valid permutation of src's dims.
-    let axes: Vec<usize> = match &opts.axes {
-        Some(a) => a.iter().map(|&x| x as usize).collect(),
-        None => transpose_rules::PERMUTATIONS[src.ndim() - 2].iter().map(|&x| x as usize).collect(),
-    };
+    let axes: Vec<usize> =
+        opts.axes.as_deref().or(transpose_rules::permutation_of_rank(src.ndim())).unwrap_or_default().iter().map(|&x| x as usize).collect();
     // Read src through a permuted view so the cells come out in dst's logical order.
     let sl = src.layout();
     let permuted = Layout { offset: sl.offset, shape: dst.shape().to_vec(), strides: axes.iter().map(|&a| sl.strides[a]).collect() };

@@ -28,6 +28,11 @@
 
 /// The permutation `axes` must be for a source of rank 2, 3 and 4.
 pub const PERMUTATIONS: [&[i64]; 3] = [&[1, 0], &[2, 1, 0], &[3, 1, 2, 0]];
+/// The permutation of a source of `rank` dims, if it has one.
+pub fn permutation_of_rank(rank: usize) -> Option<&'static [i64]> {
+    PERMUTATIONS.iter().copied().find(|p| p.len() == rank)
+}
+
 /// Element size the hardware DGE transposes, in bytes.
 pub const HWDGE_ELEMENT_BYTES: i64 = 2;
 /// `src.shape[0]` of a 2-d source under the hardware DGE.
@@ -190,10 +195,7 @@ impl TransposeCall<'_> {
     fn permutation(&self) -> Option<Vec<i64>> {
         match self.axes {
             Axes::Given(a) => all_known(a),
-            Axes::Default => {
-                let rank = self.src_shape?.len();
-                PERMUTATIONS.iter().find(|p| p.len() == rank).map(|p| p.to_vec())
-            }
+            Axes::Default => permutation_of_rank(self.src_shape?.len()).map(<[i64]>::to_vec),
             Axes::Unknown => None,
         }
     }
