@@ -471,12 +471,21 @@ class DmaAndRegisterTest(unittest.TestCase):
         operand and the rule; then calls at the edge of every hwdge limit."""
         hw, unknown = nisa.dge_mode.hwdge, nisa.dge_mode.unknown
 
-        def flip(src_shape, dst_shape, dtype=nl.bfloat16, kw=None):
+        def flip(src_shape, dst_shape, dtype=nl.bfloat16, kw=None, dst_dtype=None):
             kw = kw or {}
             src = hbm(np.arange(np.prod(src_shape), dtype=np.float32).reshape(src_shape), dtype)
-            dst = nl.ndarray(shape=dst_shape, dtype=dtype)
+            dst = nl.ndarray(shape=dst_shape, dtype=dst_dtype or dtype)
             nisa.dma_transpose(dst=dst, src=src, **kw)
             return vals(dst)
+
+        for what, pattern, args in [
+            ("cast", "does not cast", ((16, 8), (8, 16), nl.bfloat16, {}, nl.float32)),
+            ("rank 5", "2-, 3- or 4-d", ((2, 1, 1, 1, 8), (8, 1, 1, 1, 2))),
+            ("axes of another rank", "not a supported permutation",
+             ((16, 8), (8, 16), nl.bfloat16, {"axes": (2, 1, 0)})),
+        ]:
+            with self.subTest(what):
+                self.assertRaisesRegex(NkiError, "nisa.dma_transpose.*" + pattern, run, flip, *args)
 
         bf16, f32 = nl.bfloat16, nl.float32
         failing = [
