@@ -978,6 +978,22 @@ fn sequence_packing() {
     check_all(&cases);
 }
 
+/// Sequence packing when `seqlen_q` is not a multiple of 128 (400 = 3 x 128 + 16,
+/// 200 = 128 + 72): the bounds of the partial last query group are read row by
+/// row, batch `b`'s from element `b x seqlen_q`. Causal or not, GQA, a window, LNC2,
+/// the transposed layouts (Q and K through the 4-d DMA transposes), bf16.
+#[test]
+fn sequence_packing_with_a_partial_query_group() {
+    let cases = vec![
+        Case::new("pack_s400_causal", 1, 1, 400, 400, 64).packed(3),
+        Case::new("pack_s400_noncausal_gqa", 4, 2, 400, 400, 64).packed(4).with(|c| c.causal_mask(false)),
+        Case::new("pack_s400_lnc2_swa", 3, 3, 400, 400, 96).lnc(2).packed(4).with(|c| c.sliding_window(100)),
+        Case::new("pack_s200_tp_all", 2, 2, 200, 200, 32).packed(2).with(|c| c.layouts(true, true, true)),
+        Case::new("pack_s400_bf16_hw", 2, 2, 400, 400, 64).dtype(Dtype::Bf16).hw().packed(4),
+    ];
+    check_all(&cases);
+}
+
 /// `mm_out_dtype = bf16` on trn3 (hardware mode): scores and PV partials rounded to
 /// bf16 (masked fills become -inf). Checked at `1e-5 + 5e-2 max|ref|`.
 #[test]

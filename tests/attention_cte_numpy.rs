@@ -273,6 +273,7 @@ fn prefix_caching_sink_and_gqa() {
 #[test]
 fn packing_lnc2_and_multi_section() {
     NpCase::new("packing", 2, 2, 512, 512, 64, CteConfig::new().cache_softmax(true)).packed(4).check();
+    NpCase::new("packing_partial_group_tp_all", 2, 1, 400, 400, 64, CteConfig::new().layouts(true, true, true)).packed(4).check();
     NpCase::new("lnc2_odd_batch_split", 3, 1, 1024, 1024, 32, CteConfig::new().cache_softmax(true)).lnc(2).check();
     NpCase::new("lnc2_odd_batch_small", 3, 3, 256, 512, 32, CteConfig::new().causal_mask(false)).lnc(2).check();
     let ms = CteConfig::new().causal_mask(false).sink(true).cache_softmax(true).layouts(true, false, true);

@@ -16,7 +16,12 @@
 //! * the fully-masked-row cases of the NKI regression test;
 //! * communication: the exact sequence of collectives per ring and work round;
 //! * replica groups: two rings of two ranks with independent data;
-//! * errors: every rule of the kernel, and a failing rank aborts the whole launch.
+//! * errors: every rule of the kernel, and a failing rank aborts the whole launch;
+//! * SBUF: `RingBwdConfig::sbuf_bytes` equals the emulator's measured peak over
+//!   shapes, dtypes, precisions, ring sizes and LNC degrees; at the boundary the
+//!   longest slice the rule accepts runs without a capacity error and the next
+//!   tiling up is an `Err` from the typed API and, forced past the rule, an SBUF
+//!   capacity error in the emulator.
 //!
 //! Every case prints its measured errors (`cargo test --release --test ring_bwd -- --nocapture`).
 
@@ -27,7 +32,10 @@ use common::attention_grad::{GradData, GradProblem, Grads, bwd_shard, dmajor, gr
 use common::ring::Ring;
 use common::{errors, seed_of, tensor, uniform};
 use nki::attention::ring_bwd::ring_attention_bwd::ring_attention_spmd_bwd;
-use nki::{Dtype, Launch, Precision, Tensor};
+use nki::attention::ring_bwd::{RingBwdConfig, RingBwdInputs};
+use nki::attention::ring_fwd::RingDims;
+use nki::hw::Generation;
+use nki::{Dtype, ErrorKind, Launch, Precision, Tensor};
 use std::time::{Duration, Instant};
 
 /// The fp32 metric: `max|a-b| <= FP32_RTOL·max|ref| + FP32_ATOL`.
@@ -680,4 +688,158 @@ fn a_failing_rank_aborts_the_launch() {
         assert!(err.contains("[rank 2 "), "the error names the failing rank: {err}");
         assert!(err.contains("ring_attention_bwd.rs"), "the error names the kernel source: {err}");
     }
+}
+
+/// `w` ranks of one `(b, h)` pair per LNC program: q, k, v, o, dy `[1, lnc, d, sl]`
+/// of `dtype` and the LSE, all constant (the footprint does not depend on values).
+fn sized_inputs(w: usize, lnc: usize, d: usize, sl: usize, dtype: Dtype) -> Vec<Inputs> {
+    let s = Shapes { dtypes: [dtype; 5], ..shapes(lnc, d, sl) };
+    (0..w)
+        .map(|_| {
+            let t = |i: usize| filled(&s.qkv[i], dtype);
+            [t(0), t(1), t(2), t(3), t(4), filled(&s.lse, Dtype::F32)]
+        })
+        .collect()
+}
+
+/// Per-rank inputs regrouped by kind (q, k, v, o, dy, lse), one tensor per rank each.
+fn by_kind(inputs: &[Inputs]) -> Vec<Vec<Tensor>> {
+    (0..6).map(|i| inputs.iter().map(|x| x[i].clone()).collect()).collect()
+}
+
+/// The typed API's view of [`by_kind`]'s lists.
+fn typed_inputs(kinds: &[Vec<Tensor>]) -> RingBwdInputs<'_> {
+    RingBwdInputs { q: &kinds[0], k: &kinds[1], v: &kinds[2], o: &kinds[3], dy: &kinds[4], lse: &kinds[5] }
+}
+
+/// The typed configuration of a launch of `a` over `[1, lnc, d, sl]` inputs of `dtype`.
+fn typed(a: &Args, d: usize, sl: usize, dtype: Dtype) -> RingBwdConfig {
+    let dims = RingDims { batch: 1, heads: a.lnc as i64, seqlen: sl as i64, head_dim: d as i64 };
+    RingBwdConfig::new(a.num_workers as i64)
+        .causal(a.causal)
+        .striped(a.striped)
+        .mixed_precision(a.mixed_precision)
+        .lnc(a.lnc as i64)
+        .dims(dims)
+        .dtype(dtype)
+}
+
+/// The largest SBUF peak of any program of any rank of a raw kernel launch.
+fn measured_sbuf_peak(a: &Args, d: usize, sl: usize, dtype: Dtype, generation: Generation) -> nki::Result<usize> {
+    let inputs = sized_inputs(a.num_workers, a.lnc, d, sl, dtype);
+    let launch = Launch::new().ranks(a.num_workers).lnc(a.lnc).precision(Precision::Fp32).generation(generation);
+    let report = launch.run_all(|ctx| call(&inputs[ctx.rank()], a).run(ctx))?;
+    Ok(report.memory.iter().flatten().map(|m| m.sbuf_peak).max().expect("at least one program"))
+}
+
+/// The footprint the rule uses is the kernel's: `RingBwdConfig::sbuf_bytes` equals
+/// the emulator's measured SBUF peak (bytes per partition, the largest over the
+/// programs) for one key tile (S < 512) and several, one to three workers,
+/// causal, striped or neither, fp32 / bf16 / fp16 inputs with and without mixed
+/// precision, one to three head-dim tiles, and LNC2 with a spare program.
+#[test]
+fn sbuf_footprint_equals_the_measured_peak() {
+    let mut cases = Vec::new();
+    for (w, causal, striped, lnc, d, sl, dtype, mixed) in [
+        (1, false, false, 1, 64, 128, Dtype::F32, true),
+        (1, true, false, 1, 32, 256, Dtype::Bf16, true),
+        (1, false, false, 1, 128, 512, Dtype::F16, false),
+        (2, true, false, 1, 128, 1024, Dtype::Bf16, true),
+        (2, true, true, 2, 64, 512, Dtype::F32, true),
+        (3, true, false, 1, 192, 512, Dtype::Bf16, false),
+        (2, false, false, 1, 256, 256, Dtype::F16, true),
+        (3, true, true, 1, 384, 1536, Dtype::F32, false),
+    ] {
+        cases.push((Args { lnc, mixed_precision: mixed, ..Args::new(w, causal, striped) }, d, sl, dtype));
+    }
+    // LNC2 with one (b, h) pair: program 1 repeats pair (0, 0) as spare work.
+    let spare = Args { lnc: 2, ..Args::new(2, true, false) };
+    for (a, d, sl, dtype) in cases {
+        let want = typed(&a, d, sl, dtype).sbuf_bytes().expect("dims and dtype are set") as usize;
+        let got = measured_sbuf_peak(&a, d, sl, dtype, Generation::Trn2).unwrap_or_else(|e| panic!("{a:?} d {d} S {sl}: {e}"));
+        eprintln!("{a:?} d {d} S {sl} {dtype}: footprint {want} B, measured {got} B");
+        assert_eq!(got, want, "{a:?} d {d} S {sl} {dtype}");
+    }
+    let inputs: Vec<Inputs> = sized_inputs(2, 1, 64, 256, Dtype::F32);
+    let launch = Launch::new().ranks(2).lnc(2).precision(Precision::Fp32);
+    let report = launch.run_all(|ctx| call(&inputs[ctx.rank()], &spare).run(ctx)).unwrap();
+    let want = typed(&spare, 64, 256, Dtype::F32).sbuf_bytes().expect("dims and dtype are set") as usize;
+    for m in report.memory.iter().flatten() {
+        assert_eq!(m.sbuf_peak, want, "LNC2 with a spare program: every program holds one pair's tiles");
+    }
+}
+
+/// At the boundary of the SBUF rule, per target: the longest slice
+/// `max_seqlen` accepts runs through the typed API without a capacity error
+/// (its measured peak within the target's SBUF); the next tiling up (+512
+/// tokens) is an `Err` naming S, its bytes, the capacity, the target and the
+/// limit; and the kernel forced past the rule runs out of SBUF in the emulator.
+/// Cases: trn2 bf16 D = 128 (the common shape, one causal worker), fp32 D = 512
+/// over two workers (where the visiting buffers count), and trn3.
+#[test]
+fn the_longest_slice_that_fits_runs_and_the_next_is_rejected() {
+    for (w, causal, d, dtype, target) in [
+        (1, true, 128, Dtype::Bf16, Generation::Trn2),
+        (2, false, 512, Dtype::F32, Generation::Trn2),
+        (1, false, 512, Dtype::F32, Generation::Trn3),
+    ] {
+        let a = Args::new(w, causal, false);
+        let cap = target.limits().sbuf_bytes_per_partition;
+        let probe = typed(&a, d, 128, dtype).target(target);
+        let max = probe.max_seqlen().expect("dims and dtype are set") as usize;
+        let what = format!("{target} w {w} d {d} {dtype}: S_local <= {max}");
+        eprintln!("{what}");
+        let at = |sl: usize| RingBwdConfig { dims: Some(RingDims { seqlen: sl as i64, ..probe.dims.unwrap() }), ..probe };
+        assert!(at(max).violation().is_none(), "{what}");
+
+        // The typed API takes the longest slice, and it runs within the target's SBUF.
+        let launch = Launch::new().ranks(w).precision(Precision::Fp32).generation(target);
+        let inputs = sized_inputs(w, 1, d, max, dtype);
+        let kinds = by_kind(&inputs);
+        let views = typed_inputs(&kinds);
+        RingBwdConfig { dims: None, ..probe }.check(&launch, &views).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let t0 = Instant::now();
+        let peak =
+            measured_sbuf_peak(&a, d, max, dtype, target).unwrap_or_else(|e| panic!("{what}: the longest accepted slice fails: {e}"));
+        eprintln!("{what}: ran in {:.1?}, peak {peak} B of {cap} B", t0.elapsed());
+        assert!(peak <= cap, "{what}: peak {peak} B");
+        assert_eq!(peak as i64, at(max).sbuf_bytes().unwrap(), "{what}");
+
+        // One tiling up: the typed API refuses it at run time...
+        let next = max + 512;
+        let bigger = sized_inputs(w, 1, d, next, dtype);
+        let kinds = by_kind(&bigger);
+        let views = typed_inputs(&kinds);
+        let e = RingBwdConfig { dims: None, ..probe }.launch(&launch, &views).unwrap_err();
+        let bytes = at(next).sbuf_bytes().unwrap();
+        assert_eq!(e.kind, ErrorKind::Argument, "{e}");
+        for part in [
+            format!("invalid S = {next}"),
+            format!("{bytes} B"),
+            format!("{cap} B of {target}"),
+            format!("at most {max} tokens"),
+            "SBUF".into(),
+        ] {
+            assert!(e.to_string().contains(&part), "{what}: the error should name `{part}`: {e}");
+        }
+        assert!(bytes > cap as i64, "{what}: {bytes} B");
+        // ... and past the rule the emulator runs out of SBUF.
+        let e = measured_sbuf_peak(&a, d, next, dtype, target).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Capacity, "{what}: {e}");
+        assert!(e.to_string().contains(&format!("the capacity is {cap} B")), "{e}");
+    }
+}
+
+/// The typed API's target and dtype must match the launch and the inputs.
+#[test]
+fn sbuf_rule_inputs_must_match_the_launch() {
+    let inputs = sized_inputs(2, 1, 64, 256, Dtype::F32);
+    let kinds = by_kind(&inputs);
+    let views = typed_inputs(&kinds);
+    let launch = Launch::new().ranks(2).precision(Precision::Fp32);
+    let e = RingBwdConfig::new(2).target(Generation::Trn3).launch(&launch, &views).unwrap_err();
+    assert!(e.to_string().contains("invalid target = trn3: must equal the launch's generation trn2"), "{e}");
+    let e = RingBwdConfig::new(2).dtype(Dtype::Bf16).launch(&launch, &views).unwrap_err();
+    assert!(e.to_string().contains("invalid q = dtype float32: the configuration's dtype is bfloat16"), "{e}");
+    assert!(RingBwdConfig::new(2).dtype(Dtype::F32).launch(&launch, &views).is_ok());
 }

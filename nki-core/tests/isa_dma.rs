@@ -1,10 +1,13 @@
 //! `nisa.dma_copy` (row-major pairing, dtype casts, memory rules) and
-//! `nisa.dma_transpose` (the three permutations, shape and dtype rules).
+//! `nisa.dma_transpose` (the three permutations, shape and dtype rules, and the
+//! DGE-mode rules of the NKI 2.32 docstring: one failing call per rule, and
+//! calls at the edge of each hardware-DGE limit that must pass).
 
 mod common;
 
 use common::*;
-use nki_core::isa::{self as nisa, DmaCopyOpts, DmaTransposeOpts, dge_mode};
+use nki_core::hw::Generation;
+use nki_core::isa::{self as nisa, DgeMode, DmaCopyOpts, DmaTransposeOpts, OobMode, dge_mode};
 use nki_core::{Buffer, Ctx, Dtype, ErrorKind, Launch, Precision, Result, Tensor, s};
 
 fn copy(ctx: &Ctx, dst: &Tensor, src: &Tensor) -> Result<()> {
@@ -272,4 +275,109 @@ fn dma_transpose_rules() {
             Ok(())
         })
         .unwrap();
+}
+
+/// `dma_transpose` of an HBM `src` of `shape` (values 0, 1, ...) into a fresh SBUF
+/// tile of `dst_shape`, with `opts`, on `generation`; returns dst's values.
+fn transpose_with(
+    generation: Generation,
+    shape: &[usize],
+    dtype: Dtype,
+    dst_shape: &[i64],
+    opts: DmaTransposeOpts<'static>,
+) -> Result<Vec<f32>> {
+    let n = shape.iter().product();
+    let src = hbm(shape, &arange(n), dtype);
+    Launch::new().generation(generation).run(move |ctx| {
+        let dst = alloc(ctx, dst_shape, dtype, Buffer::Sbuf)?;
+        nisa::dma_transpose(ctx, &dst, &src, opts.clone())?;
+        Ok(dst.to_f32_vec())
+    })
+}
+
+fn hwdge() -> DmaTransposeOpts<'static> {
+    DmaTransposeOpts { dge_mode: Some(DgeMode::Hwdge), ..Default::default() }
+}
+
+/// A transpose that must fail with `kind`, its message starting with the op and
+/// containing `parts` (the operand, the offending values, the rule).
+fn fails(result: Result<Vec<f32>>, kind: ErrorKind, parts: &[&str]) {
+    let e = expect_err(result);
+    assert_err(&e, kind, parts);
+    assert!(e.to_string().starts_with("nisa.dma_transpose"), "{e}");
+}
+
+#[test]
+fn dma_transpose_dge_rules_each_fail_with_the_op_operand_and_rule() {
+    let (trn2, bf16) = (Generation::Trn2, Dtype::Bf16);
+    let with = |dge_mode: Option<DgeMode>, oob_mode: Option<OobMode>| DmaTransposeOpts { dge_mode, oob_mode, ..Default::default() };
+    // The dst rank must match src's: the 4-d form needs a 4-d dst.
+    fails(
+        transpose_with(trn2, &[4, 1, 1, 8], bf16, &[8, 4], with(None, None)),
+        ErrorKind::Shape,
+        &["dst:", "[8, 4]", "[8, 1, 1, 4]", "rank included"],
+    );
+    // Software DGE and no DGE on a direct source.
+    fails(
+        transpose_with(trn2, &[16, 8], bf16, &[8, 16], with(Some(DgeMode::Swdge), None)),
+        ErrorKind::Constraint,
+        &["dge_mode:", "dge_mode is swdge", "unknown or hwdge"],
+    );
+    fails(
+        transpose_with(trn2, &[16, 8], bf16, &[8, 16], with(Some(DgeMode::None), None)),
+        ErrorKind::Constraint,
+        &["dge_mode:", "dge_mode is none", "unknown or hwdge"],
+    );
+    fails(
+        transpose_with(trn2, &[16, 8], bf16, &[8, 16], with(None, Some(OobMode::Skip))),
+        ErrorKind::Constraint,
+        &["oob_mode:", "skip", "indirect"],
+    );
+    // The hardware DGE: its generation, dtype and leading-dim limits.
+    fails(
+        transpose_with(Generation::Trn1, &[16, 8], bf16, &[8, 16], hwdge()),
+        ErrorKind::Constraint,
+        &["dge_mode:", "trn1", "NeuronCore-v3"],
+    );
+    fails(transpose_with(trn2, &[16, 8], Dtype::F32, &[8, 16], hwdge()), ErrorKind::Dtype, &["src:", "float32 (4 bytes", "2-byte"]);
+    fails(transpose_with(trn2, &[8, 64], bf16, &[64, 8], hwdge()), ErrorKind::Shape, &["src:", "src.shape[0] = 8", "== 16 for a 2-d src"]);
+    fails(
+        transpose_with(trn2, &[3, 16, 8], bf16, &[8, 16, 3], hwdge()),
+        ErrorKind::Shape,
+        &["src:", "src.shape[0] = 3", "{1, 2, 4, 8, 16}"],
+    );
+    fails(transpose_with(trn2, &[2, 1, 4, 8], bf16, &[8, 1, 4, 2], hwdge()), ErrorKind::Shape, &["src:", "2 * 4 = 8", "multiple of 16"]);
+}
+
+/// The largest shapes each hardware-DGE limit allows transpose correctly, on
+/// trn2 and trn3, and the default mode takes what hwdge would reject (the
+/// library's `(rows, 1, 1, d)` form with rows = 512 and an fp32 dtype).
+#[test]
+fn dma_transpose_at_the_hwdge_limits_and_in_the_default_mode() {
+    fn check_2d(rows: usize, cols: usize, got: &[f32]) {
+        for c in 0..cols {
+            for r in 0..rows {
+                assert_eq!(got[c * rows + r], (r * cols + c) as f32, "({r}, {c})");
+            }
+        }
+    }
+    for generation in [Generation::Trn2, Generation::Trn3] {
+        // f16 holds the values 0..2048 exactly.
+        check_2d(16, 128, &transpose_with(generation, &[16, 128], Dtype::F16, &[128, 16], hwdge()).unwrap());
+        // 4-d (a, 1, c, d) -> (d, 1, c, a) with a = 1 and a = 16, a * c a multiple of 16.
+        for (a, c) in [(1usize, 16usize), (16, 1), (8, 2)] {
+            let got = transpose_with(generation, &[a, 1, c, 128], Dtype::F16, &[128, 1, c as i64, a as i64], hwdge()).unwrap();
+            for d in 0..128 {
+                for k in 0..c {
+                    for i in 0..a {
+                        assert_eq!(got[(d * c + k) * a + i], ((i * c + k) * 128 + d) as f32, "({i}, {k}, {d})");
+                    }
+                }
+            }
+        }
+    }
+    let got = transpose_with(Generation::Trn2, &[512, 1, 1, 96], Dtype::F32, &[96, 1, 1, 512], DmaTransposeOpts::default()).unwrap();
+    check_2d(512, 96, &got);
+    let unknown = DmaTransposeOpts { dge_mode: Some(DgeMode::Unknown), ..Default::default() };
+    check_2d(3, 100, &transpose_with(Generation::Trn1, &[3, 100], Dtype::F32, &[100, 3], unknown).unwrap());
 }

@@ -466,6 +466,58 @@ class DmaAndRegisterTest(unittest.TestCase):
         np.testing.assert_array_equal(t, a.T)
         np.testing.assert_array_equal(u, b.transpose(3, 1, 2, 0))
 
+    def test_dma_transpose_dge_rules(self):
+        """One failing call per documented rule, each error naming the op, the
+        operand and the rule; then calls at the edge of every hwdge limit."""
+        hw, unknown = nisa.dge_mode.hwdge, nisa.dge_mode.unknown
+
+        def flip(src_shape, dst_shape, dtype=nl.bfloat16, kw=None, dst_dtype=None):
+            kw = kw or {}
+            src = hbm(np.arange(np.prod(src_shape), dtype=np.float32).reshape(src_shape), dtype)
+            dst = nl.ndarray(shape=dst_shape, dtype=dst_dtype or dtype)
+            nisa.dma_transpose(dst=dst, src=src, **kw)
+            return vals(dst)
+
+        for what, pattern, args in [
+            ("cast", "does not cast", ((16, 8), (8, 16), nl.bfloat16, {}, nl.float32)),
+            ("rank 5", "2-, 3- or 4-d", ((2, 1, 1, 1, 8), (8, 1, 1, 1, 2))),
+            ("axes of another rank", "not a supported permutation",
+             ((16, 8), (8, 16), nl.bfloat16, {"axes": (2, 1, 0)})),
+        ]:
+            with self.subTest(what):
+                self.assertRaisesRegex(NkiError, "nisa.dma_transpose.*" + pattern, run, flip, *args)
+
+        bf16, f32 = nl.bfloat16, nl.float32
+        failing = [
+            ("dst rank", "rank included", (4, 1, 1, 8), (8, 4), bf16, {}, "trn2"),
+            ("swdge", "dge_mode: swdge", (16, 8), (8, 16), bf16, {"dge_mode": nisa.dge_mode.swdge}, "trn2"),
+            ("no DGE", "dge_mode: none", (16, 8), (8, 16), bf16, {"dge_mode": nisa.dge_mode.none}, "trn2"),
+            ("oob skip", "oob_mode: skip", (16, 8), (8, 16), bf16, {"oob_mode": nisa.oob_mode.skip}, "trn2"),
+            ("hwdge on trn1", "dge_mode: hwdge on trn1", (16, 8), (8, 16), bf16, {"dge_mode": hw}, "trn1"),
+            ("hwdge fp32", "src: float32 has 4-byte", (16, 8), (8, 16), f32, {"dge_mode": hw}, "trn2"),
+            ("hwdge 2-d rows", "src: shape \\[8, 64\\] has 8 rows", (8, 64), (64, 8), bf16, {"dge_mode": hw}, "trn2"),
+            ("hwdge 3-d lead", "leads with 3", (3, 16, 8), (8, 16, 3), bf16, {"dge_mode": hw}, "trn2"),
+            ("hwdge 4-d rows", "= 8; dge_mode=hwdge needs a multiple of 16", (2, 1, 4, 8), (8, 1, 4, 2), bf16,
+             {"dge_mode": hw}, "trn2"),
+        ]
+        for what, pattern, src_shape, dst_shape, dtype, kw, generation in failing:
+            with self.subTest(what):
+                with self.assertRaisesRegex(NkiError, "nisa.dma_transpose") as caught:
+                    run(flip, src_shape, dst_shape, dtype, kw, generation=generation)
+                self.assertRegex(str(caught.exception), pattern)
+
+        for generation in ("trn2", "trn3"):
+            x = np.arange(16 * 128, dtype=np.float32).reshape(16, 128)
+            np.testing.assert_array_equal(run(flip, (16, 128), (128, 16), nl.float16, {"dge_mode": hw},
+                                              generation=generation), x.T)
+            for lead, mid in ((1, 16), (16, 1), (8, 2)):
+                y = np.arange(lead * mid * 128, dtype=np.float32).reshape(lead, 1, mid, 128)
+                got = run(flip, y.shape, (128, 1, mid, lead), nl.float16, {"dge_mode": hw}, generation=generation)
+                np.testing.assert_array_equal(got, y.transpose(3, 1, 2, 0))
+        z = np.arange(512 * 96, dtype=np.float32).reshape(512, 1, 1, 96)
+        np.testing.assert_array_equal(run(flip, z.shape, (96, 1, 1, 512), nl.float32, {"dge_mode": unknown}),
+                                      z.transpose(3, 1, 2, 0))
+
     def test_registers_and_dynamic_offsets(self):
         table = np.arange(12, dtype=np.float32).reshape(3, 4)
 

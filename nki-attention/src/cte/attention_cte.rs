@@ -84,18 +84,32 @@ pub(crate) fn remainder_groups(shard: i64, s_q: i64, groups: i64, frac: f64) -> 
     (start, end)
 }
 
+/// DMA-transposes `rows` rows of `d` elements, starting at element `start` of the
+/// HBM tensor `src`, into columns `[c0, c0 + rows)` of the `(d, width)` bf16 tile
+/// `dst`, in the library's 4-d form `(rows, 1, 1, d) -> (d, 1, 1, rows)`. A source
+/// of another dtype goes through a tile of its own dtype (the transpose does not cast).
+#[nki_helper]
+fn transpose_rows(dst: Sbuf, c0: i64, src: Hbm, start: i64, rows: i64) {
+    let [d, width] = dst.shape();
+    let rows_in = src.ap([[d, rows], [1, 1], [1, 1], [1, d]], offset = start);
+    if src.dtype() == nl::bfloat16 {
+        nisa::dma_transpose(dst.ap([[width, d], [1, 1], [1, 1], [1, rows]], offset = c0), rows_in);
+    } else {
+        let staged = nl::ndarray([d, rows], src.dtype(), buffer = nl::sbuf);
+        nisa::dma_transpose(staged.ap([[rows, d], [1, 1], [1, 1], [1, rows]], offset = 0), rows_in);
+        nisa::tensor_copy(dst[s![.., c0..c0 + rows]], staged);
+    }
+}
+
 /// Loads the query rows `[q0, q0 + rows)` of batch `b` as a `(d, 128)` bf16 tile.
 #[nki_helper]
 fn load_q(q: Hbm, b: i64, q0: i64, rows: i64, d: i64, tp_q: bool) -> Sbuf {
     let q_sb = nl::ndarray([d, 128], nl::bfloat16, buffer = nl::sbuf);
-    if !tp_q {
-        nisa::dma_copy(q_sb[s![.., 0..rows]], q[s![b, .., q0..q0 + rows]]);
-    } else if q.dtype() == nl::bfloat16 {
-        nisa::dma_transpose(q_sb[s![.., 0..rows]], q[s![b, q0..q0 + rows, ..]]);
+    if tp_q {
+        let s_q = q.shape()[1];
+        transpose_rows(q_sb, 0, q, (b * s_q + q0) * d, rows);
     } else {
-        let staged = nl::ndarray([d, 128], q.dtype(), buffer = nl::sbuf);
-        nisa::dma_transpose(staged[s![.., 0..rows]], q[s![b, q0..q0 + rows, ..]]);
-        nisa::tensor_copy(q_sb[s![.., 0..rows]], staged[s![.., 0..rows]]);
+        nisa::dma_copy(q_sb[s![.., 0..rows]], q[s![b, .., q0..q0 + rows]]);
     }
     q_sb
 }
@@ -129,14 +143,10 @@ fn load_k_tile(k_sec: Sbuf, c0: i64, src: Hbm, kvb: i64, k0: i64, cols: i64, tp_
                 }
             }
         }
-    } else if !tp_k {
-        nisa::dma_copy(k_sec[s![.., c0..c0 + cols]], src[s![kvb, .., k0..k0 + cols]]);
-    } else if src.dtype() == nl::bfloat16 {
-        nisa::dma_transpose(k_sec[s![.., c0..c0 + cols]], src[s![kvb, k0..k0 + cols, ..]]);
+    } else if tp_k {
+        transpose_rows(k_sec, c0, src, (kvb * length + k0) * d, cols);
     } else {
-        let staged = nl::ndarray([d, 512], src.dtype(), buffer = nl::sbuf);
-        nisa::dma_transpose(staged[s![.., 0..cols]], src[s![kvb, k0..k0 + cols, ..]]);
-        nisa::tensor_copy(k_sec[s![.., c0..c0 + cols]], staged[s![.., 0..cols]]);
+        nisa::dma_copy(k_sec[s![.., c0..c0 + cols]], src[s![kvb, .., k0..k0 + cols]]);
     }
 }
 
@@ -193,6 +203,23 @@ fn finish_rows(out: Hbm, x: Sbuf, recip: Sbuf, b: i64, q0: i64, rows: i64, d: i6
         write_rows(out, normalized, b, q0, rows, tp_out);
     } else {
         write_rows(out, x, b, q0, rows, tp_out);
+    }
+}
+
+/// Loads the per-query bounds of batch `b` from the `(bs, s_q, 1)` HBM tensor
+/// `src` into the `(128, groups)` tile `dst` (row `128 g + p` at `[p, g]`): the
+/// full groups with one access pattern, the rows of a partial last group on
+/// their own, so no read passes the batch's `s_q` rows. The partial group's
+/// other partitions are left as they are; no query reads them.
+#[nki_helper]
+fn load_row_bounds(dst: Sbuf, src: Hbm, b: i64, s_q: i64) {
+    let full = s_q / 128;
+    let tail = s_q % 128;
+    if full > 0 {
+        nisa::dma_copy(dst[s![.., 0..full]], src.ap([[1, 128], [128, full]], offset = b * s_q));
+    }
+    if tail > 0 {
+        nisa::dma_copy(dst[s![0..tail, full..full + 1]], src.ap([[1, tail], [1, 1]], offset = b * s_q + 128 * full));
     }
 }
 
@@ -311,11 +338,11 @@ fn attend_batch(
     }
     if packed {
         if let Some(bmin) = bound_min {
-            nisa::dma_copy(lbs, bmin.ap([[1, 128], [128, groups]], offset = b * 128 * groups));
+            load_row_bounds(lbs, bmin, b, s_q);
         }
         if let Some(bmax) = bound_max {
             let upper = nl::ndarray([128, groups], nl::float32, buffer = nl::sbuf);
-            nisa::dma_copy(upper, bmax.ap([[1, 128], [128, groups]], offset = b * 128 * groups));
+            load_row_bounds(upper, bmax, b, s_q);
             nisa::tensor_tensor(ubs, ubs, upper, nl::minimum);
         }
     }

@@ -5,6 +5,8 @@
 use crate::ring_fwd::RingDims;
 use crate::rings::{GroupProblem, group_problem, ring_count};
 use crate::scale::{is_finite_f32, keeps_masks};
+use nki::Dtype;
+use nki::hw::Generation;
 
 /// Every flag of `ring_attention_spmd_bwd` and, optionally, its shapes.
 ///
@@ -41,6 +43,11 @@ pub struct RingBwdConfig {
     pub replica_groups: &'static [&'static [i64]],
     /// Static per-rank shapes, checked against the tiling rules when given.
     pub dims: Option<RingDims>,
+    /// The dtype of q, k, v, o and dy, when known: with `dims` it sizes the SBUF
+    /// footprint (see [`max_seqlen`](Self::max_seqlen)).
+    pub dtype: Option<Dtype>,
+    /// The generation the kernel targets: its SBUF bounds the tokens per rank.
+    pub target: Generation,
 }
 
 /// One rule of `ring_attention_spmd_bwd` (the library's asserts and what it
@@ -70,6 +77,9 @@ pub enum RingBwdRule {
     /// Not checked by the library: with the causal mask, masked scores hold
     /// FLOAT32_MIN and `exp(scale·s − LSE)` multiplies them by the scale.
     CausalScale,
+    /// K, V, dK and dV of the whole slice, and the step's tiles, fit one SBUF
+    /// partition of the target (the library leaves this unchecked).
+    SbufCapacity,
 }
 
 impl RingBwdRule {
@@ -93,6 +103,9 @@ impl RingBwdRule {
             RingBwdRule::CausalScale => {
                 "ring_attention_spmd_bwd: with use_causal_mask the softmax_scale must be at least 1e-30: masked scores are FLOAT32_MIN and exp(scale x score - lse) scales them too, so a zero, negative or smaller scale unmasks them"
             }
+            RingBwdRule::SbufCapacity => {
+                "ring_attention_spmd_bwd: K, V, dK and dV of the whole slice stay in SBUF, so the tokens per rank must fit the target's SBUF partition (see RingBwdConfig::max_seqlen)"
+            }
         }
     }
 }
@@ -103,6 +116,18 @@ rules_of!(RingBwdConfig, RingBwdRule);
 pub(crate) const fn head_tiles(dh: i64) -> (i64, i64) {
     let n = (dh + 127) / 128;
     ((dh + n - 1) / n, n)
+}
+
+/// Whether `seqlen` tokens per rank (a multiple of 128) tile into the kernel's key
+/// tiles (all of them below 512, else 512) and its KV sections of `8192 / 2^k`
+/// keys for head-dim tile count up to `2^k`.
+pub(crate) const fn seqlen_tiles(seqlen: i64, head_dim: i64) -> bool {
+    let kts = if seqlen < 512 { seqlen } else { 512 };
+    let mut pow2 = 1;
+    while pow2 < head_tiles(head_dim).1 {
+        pow2 *= 2;
+    }
+    seqlen % kts == 0 && (8192 / pow2) % kts == 0
 }
 
 impl RingBwdConfig {
@@ -118,6 +143,8 @@ impl RingBwdConfig {
             lnc: 1,
             replica_groups: &[],
             dims: None,
+            dtype: None,
+            target: Generation::Trn2,
         }
     }
 
@@ -160,6 +187,18 @@ impl RingBwdConfig {
     /// Sets static per-rank shapes (checked against the tiling rules).
     pub const fn dims(mut self, dims: RingDims) -> Self {
         self.dims = Some(dims);
+        self
+    }
+
+    /// Sets the input [`dtype`](Self::dtype).
+    pub const fn dtype(mut self, dtype: Dtype) -> Self {
+        self.dtype = Some(dtype);
+        self
+    }
+
+    /// Sets the [`target`](Self::target) generation.
+    pub const fn target(mut self, target: Generation) -> Self {
+        self.target = target;
         self
     }
 
@@ -207,14 +246,14 @@ impl RingBwdConfig {
             if d.head_dim < 1 || d.head_dim % head_tiles(d.head_dim).0 != 0 {
                 return Some(RingBwdRule::HeadDimTiles);
             }
-            let kts = if d.seqlen < 512 { d.seqlen } else { 512 };
-            let mut pow2 = 1;
-            while pow2 < head_tiles(d.head_dim).1 {
-                pow2 *= 2;
-            }
-            if d.seqlen % kts != 0 || (8192 / pow2) % kts != 0 {
+            if !seqlen_tiles(d.seqlen, d.head_dim) {
                 return Some(RingBwdRule::SeqlenTiles);
             }
+        }
+        if let Some(bytes) = self.sbuf_bytes()
+            && bytes > self.sbuf_capacity()
+        {
+            return Some(RingBwdRule::SbufCapacity);
         }
         None
     }

@@ -5,6 +5,7 @@
 mod config;
 pub mod ring_attention_bwd;
 mod run;
+mod sbuf;
 
 pub use config::{RingBwdConfig, RingBwdRule};
 pub use run::{DTYPES, RingBwdInputs, RingBwdOutputs};

@@ -8,7 +8,7 @@ use crate::dtypes::{FLOATS, ParamDtypes};
 use crate::ring_fwd::RingDims;
 use crate::rings::{check_ring_launch, shape_i64};
 use nki::collectives::CommEvent;
-use nki::{Launch, NkiError, Result, Tensor};
+use nki::{Dtype, Launch, NkiError, Result, Tensor};
 
 /// The dtypes each tensor parameter of `ring_attention_spmd_bwd` accepts: float
 /// data (bf16, fp16, fp32; q, k, v, o and dy also share one dtype).
@@ -64,8 +64,25 @@ impl RingBwdConfig {
             RingBwdRule::ScaleNotFinite | RingBwdRule::CausalScale => {
                 ("softmax_scale", self.softmax_scale.map_or_else(|| "None".into(), |s| s.to_string()))
             }
+            RingBwdRule::SbufCapacity => ("S", self.sbuf_shortfall()),
         };
         NkiError::argument(param, value, rule.message())
+    }
+
+    /// The tokens per rank with their SBUF bytes, the target's capacity and the
+    /// longest slice that fits (the value of a broken [`RingBwdRule::SbufCapacity`]).
+    fn sbuf_shortfall(&self) -> String {
+        let (Some(d), Some(dtype), Some(bytes), Some(max)) = (self.dims, self.dtype, self.sbuf_bytes(), self.max_seqlen()) else {
+            return String::new();
+        };
+        let acc = if self.mixed_precision { Dtype::F32 } else { dtype };
+        format!(
+            "{}: its tiles take {bytes} B per SBUF partition, more than the {} B of {}; with D = {}, {dtype} inputs and {acc} accumulators at most {max} tokens per rank fit",
+            d.seqlen,
+            self.sbuf_capacity(),
+            self.target,
+            d.head_dim
+        )
     }
 
     /// Checks the rules, the launch and the inputs: one tensor of each kind per
@@ -74,6 +91,9 @@ impl RingBwdConfig {
         self.validate()?;
         if launch.lnc_degree() as i64 != self.lnc {
             return Err(NkiError::argument("lnc_size", self.lnc, &format!("must equal the launch's LNC degree {}", launch.lnc_degree())));
+        }
+        if launch.hardware() != self.target {
+            return Err(NkiError::argument("target", self.target, &format!("must equal the launch's generation {}", launch.hardware())));
         }
         let all = [("q", inputs.q), ("k", inputs.k), ("v", inputs.v), ("o", inputs.o), ("dy", inputs.dy), ("lse", inputs.lse)];
         check_ring_launch(launch, self.rings(), self.num_workers, &all)?;
@@ -87,9 +107,12 @@ impl RingBwdConfig {
         if let Some(dims) = self.dims.filter(|&dims| dims != got) {
             return Err(NkiError::argument("q", format!("shape {q0:?}"), &format!("the configuration's dims are {dims:?}")));
         }
-        let derived = RingBwdConfig { dims: Some(got), ..*self };
-        derived.validate()?;
         let dtype = inputs.q[0].dtype();
+        if let Some(want) = self.dtype.filter(|&want| want != dtype) {
+            return Err(NkiError::argument("q", format!("dtype {dtype}"), &format!("the configuration's dtype is {want}")));
+        }
+        let derived = RingBwdConfig { dims: Some(got), dtype: Some(dtype), ..*self };
+        derived.validate()?;
         for (name, list) in all {
             let want = if name == "lse" { vec![b, h, 128, s / 128] } else { q0.clone() };
             for (r, t) in list.iter().enumerate() {

@@ -56,6 +56,8 @@ pub struct HwLimits {
     pub has_bf16_psum: bool,
     /// Whether `activation` accepts a scalar (not only a vector) bias.
     pub has_scalar_activation_bias: bool,
+    /// Whether the hardware DGE (`dge_mode=hwdge`) exists (NeuronCore-v3 and newer).
+    pub has_hwdge: bool,
 }
 
 impl HwLimits {
@@ -91,6 +93,7 @@ impl Generation {
             has_core_barrier: false,
             has_bf16_psum: false,
             has_scalar_activation_bias: false,
+            has_hwdge: false,
         };
         match self {
             Generation::Trn1 => COMMON,
@@ -99,6 +102,7 @@ impl Generation {
                 has_range_select: true,
                 has_core_barrier: true,
                 has_scalar_activation_bias: true,
+                has_hwdge: true,
                 ..COMMON
             },
             Generation::Trn3 => HwLimits {
@@ -110,6 +114,7 @@ impl Generation {
                 has_core_barrier: true,
                 has_bf16_psum: true,
                 has_scalar_activation_bias: true,
+                has_hwdge: true,
                 ..COMMON
             },
         }

@@ -1,10 +1,13 @@
 //! DMA: `dma_copy` (with dtype cast) and `dma_transpose`.
 
+pub mod transpose_rules;
+
 use super::enums::{DgeMode, Engine, OobMode};
 use super::exec::mark_written;
 use crate::emulator::Ctx;
 use crate::tensor::{Layout, give_back};
-use crate::{Buffer, NkiError, Result, Tensor};
+use crate::{Buffer, ErrorKind, NkiError, Result, Tensor};
+use transpose_rules::{Axes, Dge, Dim, TransposeCall, TransposeRule};
 
 /// Optional arguments of [`dma_copy`].
 #[derive(Clone, Copy, Debug, Default)]
@@ -69,17 +72,30 @@ pub struct DmaTransposeOpts<'a> {
     pub axes: Option<Vec<i64>>,
     /// QoS priority; no numeric effect.
     pub priority: Option<i64>,
-    /// Descriptor generation mode.
+    /// Descriptor generation mode: unknown (the default) or hwdge, which adds
+    /// shape and dtype limits (see [`transpose_rules`]).
     pub dge_mode: Option<DgeMode>,
-    /// Out-of-bounds handling.
+    /// Out-of-bounds handling; `skip` needs an indirect source.
     pub oob_mode: Option<OobMode>,
     /// Instruction name.
     pub name: Option<&'a str>,
 }
 
+/// The error of a broken [`TransposeRule`]: the op, the operand, its values and the rule.
+fn transpose_error(rule: TransposeRule, values: &str) -> NkiError {
+    let kind = match rule {
+        TransposeRule::SameDtype | TransposeRule::HwdgeDtype => ErrorKind::Dtype,
+        TransposeRule::DgeMode | TransposeRule::OobSkip | TransposeRule::HwdgeGeneration => ErrorKind::Constraint,
+        TransposeRule::Rank | TransposeRule::Axes | TransposeRule::DstShape | TransposeRule::HwdgeOuterDim | TransposeRule::HwdgeRows => {
+            ErrorKind::Shape
+        }
+    };
+    NkiError::new(kind, format!("{}: {values}; {}", rule.operand(), rule.message())).in_op("nisa.dma_transpose")
+}
+
 /// `nisa.dma_transpose(dst, src, axes)`: `dst[i_0..i_n] = src[j]` with
-/// `j[axes[t]] = i_t`; `dst` in SBUF, `src` in HBM or SBUF, equal dtypes, and
-/// `dst.shape` equal to the permuted `src.shape`.
+/// `j[axes[t]] = i_t`; `dst` in SBUF, `src` in HBM or SBUF, and every rule of
+/// [`transpose_rules`] (dtypes, permutation, dst shape, DGE mode and its limits).
 pub fn dma_transpose(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: DmaTransposeOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.dma_transpose";
     ctx.begin_op()?;
@@ -87,39 +103,37 @@ pub fn dma_transpose(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: DmaTransposeOp
         return Err(NkiError::constraint(OP, format!("dst {} must be in SBUF", dst.describe())));
     }
     no_psum(OP, "src", src)?;
-    if src.dtype() != dst.dtype() {
-        return Err(NkiError::dtype(OP, format!("src is {} but dst is {}; dma_transpose does not cast", src.dtype(), dst.dtype())));
-    }
     src.check_bounds(OP)?;
     dst.check_bounds(OP)?;
-    let n = src.ndim();
-    let axes: Vec<usize> = match &opts.axes {
-        Some(a) => a.iter().map(|&x| x as usize).collect(),
-        None => match n {
-            2 => vec![1, 0],
-            3 => vec![2, 1, 0],
-            4 => vec![3, 1, 2, 0],
-            _ => {
-                return Err(NkiError::shape(OP, format!("src {} must be 2-, 3- or 4-d", src.describe())));
-            }
-        },
+    let dims = |t: &Tensor| -> Vec<Dim> { t.shape().iter().map(|&d| Some(d as i64)).collect() };
+    let (src_shape, dst_shape) = (dims(src), dims(dst));
+    let given: Option<Vec<Dim>> = opts.axes.as_ref().map(|a| a.iter().map(|&x| Some(x)).collect());
+    let call = TransposeCall {
+        src_shape: Some(&src_shape),
+        dst_shape: Some(&dst_shape),
+        src_dtype: Some(src.dtype().nl_name()),
+        dst_dtype: Some(dst.dtype().nl_name()),
+        element_bytes: Some(src.dtype().size_bytes() as i64),
+        axes: given.as_deref().map_or(Axes::Default, Axes::Given),
+        dge: Some(match opts.dge_mode.unwrap_or_default() {
+            DgeMode::Unknown => Dge::Unknown,
+            DgeMode::Swdge => Dge::Swdge,
+            DgeMode::Hwdge => Dge::Hwdge,
+            DgeMode::None => Dge::None,
+        }),
+        oob_skip: Some(opts.oob_mode == Some(OobMode::Skip)),
+        has_hwdge: ctx.hw().has_hwdge,
+        target: &ctx.generation().to_string(),
     };
-    if !matches!(axes.as_slice(), [1, 0] | [2, 1, 0] | [3, 1, 2, 0]) || axes.len() != n {
-        return Err(NkiError::shape(
-            OP,
-            format!("axes {axes:?} are not a supported permutation of a {n}-d src (use (1,0), (2,1,0) or (3,1,2,0))"),
-        ));
+    if let Some((rule, values)) = call.violations().into_iter().next() {
+        return Err(transpose_error(rule, &values));
     }
-    let want: Vec<usize> = axes.iter().map(|&a| src.shape()[a]).collect();
-    if dst.shape() != want.as_slice() {
-        return Err(NkiError::shape(
-            OP,
-            format!("dst {} must have shape {want:?}: src shape {:?} permuted by axes {axes:?}", dst.describe(), src.shape()),
-        ));
-    }
+    // The rules above make `axes` (given or by rank) a valid permutation of src's dims.
+    let axes: Vec<usize> =
+        opts.axes.as_deref().or(transpose_rules::permutation_of_rank(src.ndim())).unwrap_or_default().iter().map(|&x| x as usize).collect();
     // Read src through a permuted view so the cells come out in dst's logical order.
     let sl = src.layout();
-    let permuted = Layout { offset: sl.offset, shape: want, strides: axes.iter().map(|&a| sl.strides[a]).collect() };
+    let permuted = Layout { offset: sl.offset, shape: dst.shape().to_vec(), strides: axes.iter().map(|&a| sl.strides[a]).collect() };
     let mut cells = crate::tensor::take(permuted.numel());
     permuted.gather(&src.read(), &mut cells);
     dst.store_cells(src.dtype(), &mut cells, ctx.rounds());

@@ -20,7 +20,7 @@ mod sync;
 mod tile;
 
 pub use activation::{ActivationOpts, ActivationReduceOpts, activation, activation_reduce};
-pub use dma::{DmaCopyOpts, DmaTransposeOpts, dma_copy, dma_transpose};
+pub use dma::{DmaCopyOpts, DmaTransposeOpts, dma_copy, dma_transpose, transpose_rules};
 pub use elementwise::{
     EngineOpts, NameOpts, ScalarTensorTensorOpts, TensorScalarOpts, memset, reciprocal, scalar_tensor_tensor, tensor_copy, tensor_scalar,
     tensor_tensor,

@@ -2,6 +2,7 @@
 //! vocabulary, and the static hardware rules. Errors are accumulated; what the
 //! emitters need (types, resolved calls, dependencies) is recorded in [`Info`].
 
+pub mod dma_transpose;
 mod limits;
 pub mod rules;
 mod types;

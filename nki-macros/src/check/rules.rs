@@ -9,7 +9,7 @@ use crate::ast::{Expr, ExprKind, Space, Spn};
 use crate::diag::Diagnostics;
 
 /// Bytes per element of an `nl` dtype.
-fn dtype_bytes(name: &str) -> i64 {
+pub(super) fn dtype_bytes(name: &str) -> i64 {
     match name {
         "float32" | "int32" | "uint32" => 4,
         "bfloat16" | "float16" | "int16" | "uint16" => 2,

@@ -39,7 +39,7 @@ pub static FUNCTIONS: &[FnSpec] = &[
             opt("oob_mode", Enum("oob_mode")),
             NAME,
         ],
-        None
+        Some(crate::check::dma_transpose::check)
     ),
     isa!(
         "tensor_copy",

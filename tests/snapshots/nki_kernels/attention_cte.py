@@ -43,6 +43,21 @@ def scalar_column(src):
     return col
 
 
+def load_row_bounds(dst, src, b, s_q):
+    """Loads the per-query bounds of batch `b` from the `(bs, s_q, 1)` HBM tensor
+    `src` into the `(128, groups)` tile `dst` (row `128 g + p` at `[p, g]`): the
+    full groups with one access pattern, the rows of a partial last group on
+    their own, so no read passes the batch's `s_q` rows. The partial group's
+    other partitions are left as they are; no query reads them.
+    """
+    full = s_q // 128
+    tail = s_q % 128
+    if full > 0:
+        nisa.dma_copy(dst=dst[:, 0:full], src=src.ap(pattern=[[1, 128], [128, full]], offset=b * s_q))
+    if tail > 0:
+        nisa.dma_copy(dst=dst[0:tail, full:full + 1], src=src.ap(pattern=[[1, tail], [1, 1]], offset=b * s_q + 128 * full))
+
+
 def kv_tile(x, tile, prefix, s_pp, s_p, s_ka, total):
     """The KV tile of `tile` keys at position `x` of the section's `[used prior ++
     active]` sequence (`s_pp` prior slots, `total` keys in all): whether it lies in
@@ -54,6 +69,22 @@ def kv_tile(x, tile, prefix, s_pp, s_p, s_ka, total):
     part_len = s_p if in_prior else s_ka
     keys = min(part_len - k0, tile) if k0 < part_len and x < total else 0
     return (in_prior, k0, keys)
+
+
+def transpose_rows(dst, c0, src, start, rows):
+    """DMA-transposes `rows` rows of `d` elements, starting at element `start` of the
+    HBM tensor `src`, into columns `[c0, c0 + rows)` of the `(d, width)` bf16 tile
+    `dst`, in the library's 4-d form `(rows, 1, 1, d) -> (d, 1, 1, rows)`. A source
+    of another dtype goes through a tile of its own dtype (the transpose does not cast).
+    """
+    d, width = dst.shape
+    rows_in = src.ap(pattern=[[d, rows], [1, 1], [1, 1], [1, d]], offset=start)
+    if src.dtype == nl.bfloat16:
+        nisa.dma_transpose(dst=dst.ap(pattern=[[width, d], [1, 1], [1, 1], [1, rows]], offset=c0), src=rows_in)
+    else:
+        staged = nl.ndarray(shape=(d, rows), dtype=src.dtype, buffer=nl.sbuf)
+        nisa.dma_transpose(dst=staged.ap(pattern=[[rows, d], [1, 1], [1, 1], [1, rows]], offset=0), src=rows_in)
+        nisa.tensor_copy(dst=dst[:, c0:c0 + rows], src=staged)
 
 
 def load_k_tile(k_sec, c0, src, kvb, k0, cols, tp_k, offset_reg):
@@ -83,14 +114,10 @@ def load_k_tile(k_sec, c0, src, kvb, k0, cols, tp_k, offset_reg):
                     flipped = nl.ndarray(shape=(d, 128), dtype=nl.bfloat16, buffer=nl.psum)
                     nisa.nc_transpose(dst=flipped[:, 0:rows], data=loaded[0:rows, :])
                     nisa.tensor_copy(dst=k_sec[:, c0 + 128 * t:c0 + 128 * t + rows], src=flipped[:, 0:rows])
-    elif not tp_k:
-        nisa.dma_copy(dst=k_sec[:, c0:c0 + cols], src=src[kvb, :, k0:k0 + cols])
-    elif src.dtype == nl.bfloat16:
-        nisa.dma_transpose(dst=k_sec[:, c0:c0 + cols], src=src[kvb, k0:k0 + cols, :])
+    elif tp_k:
+        transpose_rows(k_sec, c0, src, (kvb * length + k0) * d, cols)
     else:
-        staged = nl.ndarray(shape=(d, 512), dtype=src.dtype, buffer=nl.sbuf)
-        nisa.dma_transpose(dst=staged[:, 0:cols], src=src[kvb, k0:k0 + cols, :])
-        nisa.tensor_copy(dst=k_sec[:, c0:c0 + cols], src=staged[:, 0:cols])
+        nisa.dma_copy(dst=k_sec[:, c0:c0 + cols], src=src[kvb, :, k0:k0 + cols])
 
 
 def load_v_tile(v_sec, t, src, kvb, k0, rows, offset_reg):
@@ -120,14 +147,11 @@ def sees_key(g, k0, n, cp_deg, strided):
 def load_q(q, b, q0, rows, d, tp_q):
     """Loads the query rows `[q0, q0 + rows)` of batch `b` as a `(d, 128)` bf16 tile."""
     q_sb = nl.ndarray(shape=(d, 128), dtype=nl.bfloat16, buffer=nl.sbuf)
-    if not tp_q:
-        nisa.dma_copy(dst=q_sb[:, 0:rows], src=q[b, :, q0:q0 + rows])
-    elif q.dtype == nl.bfloat16:
-        nisa.dma_transpose(dst=q_sb[:, 0:rows], src=q[b, q0:q0 + rows, :])
+    if tp_q:
+        s_q = q.shape[1]
+        transpose_rows(q_sb, 0, q, (b * s_q + q0) * d, rows)
     else:
-        staged = nl.ndarray(shape=(d, 128), dtype=q.dtype, buffer=nl.sbuf)
-        nisa.dma_transpose(dst=staged[:, 0:rows], src=q[b, q0:q0 + rows, :])
-        nisa.tensor_copy(dst=q_sb[:, 0:rows], src=staged[:, 0:rows])
+        nisa.dma_copy(dst=q_sb[:, 0:rows], src=q[b, :, q0:q0 + rows])
     return q_sb
 
 
@@ -243,11 +267,11 @@ def attend_batch(q, k, v, out, stat_max, stat_sum, b, g_start, g_count, scale, c
     if packed:
         if bound_min is not None:
             bmin = bound_min
-            nisa.dma_copy(dst=lbs, src=bmin.ap(pattern=[[1, 128], [128, groups]], offset=b * 128 * groups))
+            load_row_bounds(lbs, bmin, b, s_q)
         if bound_max is not None:
             bmax = bound_max
             upper = nl.ndarray(shape=(128, groups), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.dma_copy(dst=upper, src=bmax.ap(pattern=[[1, 128], [128, groups]], offset=b * 128 * groups))
+            load_row_bounds(upper, bmax, b, s_q)
             nisa.tensor_tensor(dst=ubs, data1=ubs, data2=upper, op=nl.minimum)
     if use_swa and dynamic:
         if packed:

@@ -46,16 +46,43 @@ def dma_copy(dst, src, priority=None, oob_mode=None, dge_mode=None, engine=None,
 _PERMUTATIONS = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
 
 
+def _hwdge_limits(op, src):
+    """The hardware-DGE transpose limits of the NKI 2.32 docstring: NeuronCore-v3
+    or newer, a 2-byte dtype, and 16 rows for a 2-d src, or a leading dim in
+    {1, 2, 4, 8, 16} whose product with src.shape[-2] is a multiple of 16 for a
+    3-d or 4-d src. (Its src.shape[-1] <= 128 is dst's partition dim, which an
+    SBUF tile bounds already.)"""
+    hw = current().hw
+    if hw.nc_version < 3:
+        raise NkiError(op, f"dge_mode: hwdge on {hw.name}; the hardware DGE exists on NeuronCore-v3 (trn2) and newer")
+    if src.dtype.size != 2:
+        raise NkiError(op, f"src: {src.dtype.name} has {src.dtype.size}-byte elements; dge_mode=hwdge transposes "
+                           "2-byte dtypes only")
+    lead, rows = src.shape[0], src.shape[-2]
+    if src.ndim == 2 and lead != 16:
+        raise NkiError(op, f"src: shape {list(src.shape)} has {lead} rows; dge_mode=hwdge needs exactly 16 rows in "
+                           "a 2-d src")
+    if src.ndim > 2 and lead not in (1, 2, 4, 8, 16):
+        raise NkiError(op, f"src: shape {list(src.shape)} leads with {lead}; dge_mode=hwdge needs src.shape[0] in "
+                           "{1, 2, 4, 8, 16} for a 3-d or 4-d src")
+    if src.ndim > 2 and (lead * rows) % 16:
+        raise NkiError(op, f"src: shape {list(src.shape)} gives src.shape[0] * src.shape[-2] = {lead * rows}; "
+                           "dge_mode=hwdge needs a multiple of 16 for a 3-d or 4-d src")
+
+
 @instruction
 def dma_transpose(dst, src, axes=None, priority=None, dge_mode=None, oob_mode=None, name=None):
     """`dst[i_0..i_n] = src[j]` with `j[axes[t]] = i_t`: dst in SBUF, src in HBM or
-    SBUF, equal dtypes, `dst.shape` the permuted `src.shape`."""
+    SBUF, equal dtypes, `dst.shape` the permuted `src.shape` (rank included). A
+    direct source takes dge_mode unknown or hwdge (which adds its limits);
+    swdge and oob_mode=skip belong to indirect (vector_offset) sources, which
+    this executor does not model."""
     op = "nisa.dma_transpose"
     if not isinstance(dst, NkiTensor) or dst.buffer is not SBUF:
         raise NkiError(op, f"dst {dst.describe() if isinstance(dst, NkiTensor) else repr(dst)} must be in SBUF")
     _dma_operand(op, "src", src)
-    member(op, "dge_mode", dge_mode, _dge_mode, None)
-    member(op, "oob_mode", oob_mode, _oob_mode, None)
+    mode = member(op, "dge_mode", dge_mode, _dge_mode, _dge_mode.unknown)
+    oob = member(op, "oob_mode", oob_mode, _oob_mode, _oob_mode.error)
     if src.dtype is not dst.dtype:
         raise NkiError(op, f"src is {src.dtype.name} but dst is {dst.dtype.name}; dma_transpose does not cast")
     dst.check_bounds(op)
@@ -70,6 +97,13 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=None, oob_mode=No
     want = tuple(src.shape[a] for a in axes)
     if dst.shape != want:
         raise NkiError(op, f"dst {dst.describe()} must have shape {list(want)}: src shape {list(src.shape)} permuted "
-                           f"by axes {list(axes)}")
+                           f"by axes {list(axes)}, rank included")
+    if mode in (_dge_mode.swdge, _dge_mode.none):
+        raise NkiError(op, f"dge_mode: {mode.name} is not valid for a direct transpose, which takes unknown or hwdge "
+                           "(swdge serves indirect vector_offset sources)")
+    if oob is _oob_mode.skip:
+        raise NkiError(op, "oob_mode: skip is only valid for an indirect (vector_offset) src")
+    if mode is _dge_mode.hwdge:
+        _hwdge_limits(op, src)
     permuted = NkiTensor(src.storage, src.offset, want, [src.strides[a] for a in axes])
     _store(dst, src.dtype, permuted.read_cells().reshape(math.prod(want)))
