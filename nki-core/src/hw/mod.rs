@@ -56,6 +56,10 @@ pub struct HwLimits {
     pub has_bf16_psum: bool,
     /// Whether `activation` accepts a scalar (not only a vector) bias.
     pub has_scalar_activation_bias: bool,
+    /// Whether a matmul may accumulate onto PSUM values a non-matmul instruction
+    /// (`memset`, `tensor_copy`, ...) wrote; the `nc_matmul` docs call that
+    /// undefined behaviour on NeuronCore-v2 and -v3.
+    pub has_accumulate_onto_non_matmul_psum: bool,
 }
 
 impl HwLimits {
@@ -91,6 +95,7 @@ impl Generation {
             has_core_barrier: false,
             has_bf16_psum: false,
             has_scalar_activation_bias: false,
+            has_accumulate_onto_non_matmul_psum: false,
         };
         match self {
             Generation::Trn1 => COMMON,
@@ -110,6 +115,7 @@ impl Generation {
                 has_core_barrier: true,
                 has_bf16_psum: true,
                 has_scalar_activation_bias: true,
+                has_accumulate_onto_non_matmul_psum: true,
                 ..COMMON
             },
         }

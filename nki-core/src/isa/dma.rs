@@ -1,7 +1,6 @@
 //! DMA: `dma_copy` (with dtype cast) and `dma_transpose`.
 
 use super::enums::{DgeMode, Engine, OobMode};
-use super::exec::mark_written;
 use crate::emulator::Ctx;
 use crate::tensor::{Layout, give_back};
 use crate::{Buffer, NkiError, Result, Tensor};
@@ -58,7 +57,6 @@ pub fn dma_copy(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: DmaCopyOpts<'_>) ->
         ));
     }
     dst.copy_cells_from(src, ctx.rounds());
-    mark_written(dst);
     Ok(())
 }
 
@@ -124,6 +122,5 @@ pub fn dma_transpose(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: DmaTransposeOp
     permuted.gather(&src.read(), &mut cells);
     dst.store_cells(src.dtype(), &mut cells, ctx.rounds());
     give_back(cells);
-    mark_written(dst);
     Ok(())
 }

@@ -8,6 +8,7 @@ mod buffer;
 mod index;
 mod layout;
 mod outputs;
+mod psum_writes;
 mod recycle;
 mod storage;
 mod view;
@@ -16,6 +17,7 @@ pub use buffer::Buffer;
 pub use index::{__with_step, Idx, IndexInt};
 pub use layout::{Layout, row_major_strides};
 pub use outputs::Outputs;
+pub(crate) use psum_writes::Writer;
 pub(crate) use recycle::{filled, give_back, take};
 pub(crate) use storage::Storage;
 
