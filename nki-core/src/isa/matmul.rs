@@ -165,7 +165,7 @@ fn accumulation(ctx: &Ctx, op: &str, dst: &Tensor, accumulate: Option<bool>) -> 
     let l = dst.layout();
     let census = writes.census(l);
     if accumulate == Some(true)
-        && census.unwritten > 0
+        && census.any_unwritten
         && let Some(f) = writes.find(l, |w| w.is_none())
     {
         return Err(NkiError::constraint(
@@ -176,12 +176,12 @@ fn accumulation(ctx: &Ctx, op: &str, dst: &Tensor, accumulate: Option<bool>) -> 
                  accumulation with accumulate=False (or accumulate=None, which overwrites unwritten cells)",
                 dst.describe(),
                 f.count,
-                census.cells,
+                dst.numel(),
                 f.first
             ),
         ));
     }
-    if census.by_other > 0
+    if census.any_other
         && !ctx.hw().has_accumulate_onto_non_matmul_psum
         && let Some(f) = writes.find(l, |w| matches!(w, Some(Writer::Other(_))))
     {
@@ -197,7 +197,7 @@ fn accumulation(ctx: &Ctx, op: &str, dst: &Tensor, accumulate: Option<bool>) -> 
                 if accumulate == Some(true) { "True" } else { "None" },
                 dst.describe(),
                 f.count,
-                census.cells,
+                dst.numel(),
                 f.first,
                 f.others.join(" and "),
                 ctx.generation(),
@@ -205,10 +205,12 @@ fn accumulation(ctx: &Ctx, op: &str, dst: &Tensor, accumulate: Option<bool>) -> 
             ),
         ));
     }
-    Ok(match census.unwritten {
-        0 => Written::All,
-        n if n == census.cells => Written::None,
-        _ => Written::Mixed(writes.written(l)),
+    Ok(if !census.any_unwritten {
+        Written::All
+    } else if census.all_unwritten {
+        Written::None
+    } else {
+        Written::Mixed(writes.written(l))
     })
 }
 

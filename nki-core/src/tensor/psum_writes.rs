@@ -34,12 +34,12 @@ const FIRST_OTHER: u8 = 2;
 /// How the cells of a view were last written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Census {
-    /// Cells in the view.
-    pub cells: usize,
-    /// Cells no write has touched since allocation.
-    pub unwritten: usize,
-    /// Cells last written by an instruction other than a matmul.
-    pub by_other: usize,
+    /// Some cell has not been written since allocation.
+    pub any_unwritten: bool,
+    /// No cell has been written since allocation.
+    pub all_unwritten: bool,
+    /// Some cell was last written by an instruction other than a matmul.
+    pub any_other: bool,
 }
 
 /// Cells of a view that matched a search.
@@ -95,23 +95,23 @@ impl PsumWrites {
         });
     }
 
-    /// Counts the unwritten and the non-matmul-written cells of `l`.
+    /// Whether the cells of `l` include unwritten and non-matmul-written ones.
+    ///
+    /// Every matmul asks this of its destination, so it only takes the lowest and
+    /// highest code over the view: byte-wide min/max reductions vectorise fully.
     pub(crate) fn census(&self, l: &Layout) -> Census {
-        let mut c = Census { cells: 0, unwritten: 0, by_other: 0 };
-        let mut tally = |code: u8| {
-            c.unwritten += usize::from(code == UNWRITTEN);
-            c.by_other += usize::from(code >= FIRST_OTHER);
-        };
+        let (mut lo, mut hi) = (u8::MAX, UNWRITTEN);
         l.for_each_run(|start, n, step| {
-            if step == 1 {
-                // Branch-free counting over the run, so it vectorises.
-                self.codes[start as usize..start as usize + n].iter().for_each(|&code| tally(code));
+            let (a, b) = if step == 1 {
+                self.codes[start as usize..start as usize + n].iter().fold((u8::MAX, UNWRITTEN), |(a, b), &c| (a.min(c), b.max(c)))
             } else {
-                (0..n as isize).for_each(|i| tally(self.codes[(start + i * step) as usize]));
-            }
+                (0..n as isize)
+                    .map(|i| self.codes[(start + i * step) as usize])
+                    .fold((u8::MAX, UNWRITTEN), |(a, b), c| (a.min(c), b.max(c)))
+            };
+            (lo, hi) = (lo.min(a), hi.max(b));
         });
-        c.cells = l.numel();
-        c
+        Census { any_unwritten: lo == UNWRITTEN, all_unwritten: hi == UNWRITTEN, any_other: hi >= FIRST_OTHER }
     }
 
     /// Whether each element of `l` (row-major in the view) has been written.
@@ -164,12 +164,14 @@ mod tests {
         let left = Layout { offset: 0, shape: vec![2, 2], strides: vec![4, 1] };
         let column = Layout { offset: 3, shape: vec![2], strides: vec![4] };
         let mut w = PsumWrites::new(8);
-        assert_eq!(w.census(&whole), Census { cells: 8, unwritten: 8, by_other: 0 });
+        assert_eq!(w.census(&whole), Census { any_unwritten: true, all_unwritten: true, any_other: false });
         w.mark(&left, Writer::Other("nisa.memset"));
         w.mark(&column, Writer::Matmul);
         w.mark(&Layout { offset: 5, shape: vec![1], strides: vec![1] }, Writer::Other("nisa.tensor_copy"));
         // Cells: [m m . M / m c . M] with m memset, c tensor_copy, M matmul.
-        assert_eq!(w.census(&whole), Census { cells: 8, unwritten: 2, by_other: 4 });
+        assert_eq!(w.census(&whole), Census { any_unwritten: true, all_unwritten: false, any_other: true });
+        assert_eq!(w.census(&column), Census { any_unwritten: false, all_unwritten: false, any_other: false });
+        assert_eq!(w.census(&left), Census { any_unwritten: false, all_unwritten: false, any_other: true });
         assert_eq!(w.written(&whole), vec![true, true, false, true, true, true, false, true]);
         let others = w.find(&whole, |x| matches!(x, Some(Writer::Other(_)))).expect("memset cells");
         assert_eq!((others.count, others.first, others.others), (4, vec![0, 0], vec!["nisa.memset", "nisa.tensor_copy"]));
