@@ -179,6 +179,8 @@ mod tests {
         assert!(a.sbuf_bytes_per_partition < b.sbuf_bytes_per_partition);
         assert!(b.sbuf_bytes_per_partition < c.sbuf_bytes_per_partition);
         assert!(!a.has_range_select && b.has_range_select && c.has_range_select);
+        // The nc_matmul docs: accumulating onto non-matmul PSUM values is undefined on v2/v3 only.
+        assert!(!a.has_accumulate_onto_non_matmul_psum && !b.has_accumulate_onto_non_matmul_psum && c.has_accumulate_onto_non_matmul_psum);
         assert!(c.gemm_moving_fmax > b.gemm_moving_fmax);
         for g in Generation::ALL {
             assert_eq!(Generation::parse(&g.to_string()), Some(g));
