@@ -14,6 +14,7 @@
 //!   gradients equal central differences of that forward;
 //! * finite differences of `L = Σ dY ∘ O(Q, K, V)` against the kernel's gradients;
 //! * the fully-masked-row cases of the NKI regression test;
+//! * every generation: trn1 (LNC1, no `range_select`), trn2 and trn3, both precisions;
 //! * communication: the exact sequence of collectives per ring and work round;
 //! * replica groups: two rings of two ranks with independent data;
 //! * errors: every rule of the kernel, and a failing rank aborts the whole launch;
@@ -167,6 +168,7 @@ struct Case {
     precision: Precision,
     mixed_precision: bool,
     softmax_scale: Option<f64>,
+    generation: Generation,
     seed: u64,
 }
 
@@ -179,7 +181,18 @@ fn case(w: usize, striped: bool, causal: bool, (b, h): (usize, usize), sl: usize
     let ring = Ring { w, b, h, sl, d, striped };
     let name = ring.label(causal, lnc);
     let seed = seed_of(&name);
-    Case { name, ring, causal, lnc, dtype: Dtype::F32, precision: Precision::Fp32, mixed_precision: true, softmax_scale: None, seed }
+    Case {
+        name,
+        ring,
+        causal,
+        lnc,
+        dtype: Dtype::F32,
+        precision: Precision::Fp32,
+        mixed_precision: true,
+        softmax_scale: None,
+        generation: Generation::default(),
+        seed,
+    }
 }
 
 impl Case {
@@ -200,6 +213,13 @@ impl Case {
     fn scale(mut self, s: f64) -> Case {
         self.softmax_scale = Some(s);
         self.name += &format!(" softmax_scale={s}");
+        self
+    }
+
+    /// The launch targets generation `g`.
+    fn on(mut self, g: Generation) -> Case {
+        self.generation = g;
+        self.name += &format!(" on {g}");
         self
     }
 
@@ -225,7 +245,7 @@ impl Case {
         let x = grad_data(&self.ring, self.seed, self.dtype, self.causal, self.ref_scale());
         let t_ref = t0.elapsed();
         let inputs = shard_inputs(&self.ring, &x, self.dtype);
-        let launch = Launch::new().ranks(self.ring.w).lnc(self.lnc).precision(self.precision);
+        let launch = Launch::new().ranks(self.ring.w).lnc(self.lnc).precision(self.precision).generation(self.generation);
         let t1 = Instant::now();
         let outs = run_kernel(&launch, &inputs, &self.args()).unwrap_or_else(|e| panic!("{}: {e}", self.name));
         let t_kernel = t1.elapsed();
@@ -429,6 +449,31 @@ fn hardware_without_mixed_precision() {
     }
 }
 
+/// Every generation the launch can target, in both precisions, within the same
+/// bounds: trn1 has neither LNC2 nor `range_select` (the causal mask of the steps
+/// after the first), so there the kernel runs LNC1 rings without the causal mask
+/// and a causal single worker, and a causal ring stops at `range_select`. S_local =
+/// 1024 has query groups entirely above a 512-key tile, which causal steps skip.
+#[test]
+fn every_generation() {
+    for g in Generation::ALL {
+        let hw = g.limits();
+        let lnc = if hw.has_core_barrier { 2 } else { 1 };
+        let mut cases = vec![case(4, C, false, (1, 2), 512, 64, lnc), case(1, C, true, (1, 2), 1024, 64, lnc)];
+        if hw.has_range_select {
+            cases.extend([case(2, C, true, (1, 2), 1024, 32, lnc), case(4, S, true, (1, 2), 256, 64, lnc)]);
+        } else {
+            let a = Args { lnc, ..Args::new(2, true, false) };
+            let err = launch_err_on(g, 2, lnc, a, |_| shapes(2, 32, 256));
+            assert!(err.contains("range_select") && err.contains("trn1"), "a causal ring on {g} needs range_select: {err}");
+        }
+        for c in cases {
+            c.clone().on(g).check();
+            c.on(g).hw(Dtype::Bf16).check();
+        }
+    }
+}
+
 /// The NKI regression cases for rows that see no key in some ring steps
 /// (contiguous causal: every step from a later rank; striped: local row 0 on steps
 /// from a higher rank): gradients finite and equal to the reference, both precisions.
@@ -597,6 +642,11 @@ fn shapes(h: usize, d: usize, sl: usize) -> Shapes {
 
 /// A launch of `w` ranks (LNC `lnc`) whose inputs come from `make(rank)`; returns the error text.
 fn launch_err(w: usize, lnc: usize, a: Args, make: impl Fn(usize) -> Shapes) -> String {
+    launch_err_on(Generation::default(), w, lnc, a, make)
+}
+
+/// [`launch_err`] on generation `g`.
+fn launch_err_on(g: Generation, w: usize, lnc: usize, a: Args, make: impl Fn(usize) -> Shapes) -> String {
     let inputs: Vec<Inputs> = (0..w)
         .map(|r| {
             let s = make(r);
@@ -606,7 +656,7 @@ fn launch_err(w: usize, lnc: usize, a: Args, make: impl Fn(usize) -> Shapes) -> 
         .collect();
     let what = format!("{a:?}");
     within(60, &what.clone(), move || {
-        let launch = Launch::new().ranks(w).lnc(lnc).precision(Precision::Fp32);
+        let launch = Launch::new().ranks(w).lnc(lnc).precision(Precision::Fp32).generation(g);
         match run_kernel(&launch, &inputs, &a) {
             Ok(_) => panic!("{what}: the launch succeeded, expected an error"),
             Err(e) => e.to_string(),

@@ -85,10 +85,6 @@ fn accumulate_none_overwrites_first_then_accumulates_and_new_ndarrays_start_fres
             mm(ctx, &fresh2.index(&s![.., n..2 * n])?, &st[2], &mv[2])?;
             assert_close(&fresh2.index(&s![.., 0..n])?.to_f32_vec(), &add(&r[0], &r[1]), 0.0, 0.0);
             assert_close(&fresh2.index(&s![.., n..2 * n])?.to_f32_vec(), &r[2], 0.0, 0.0);
-            // Reading never-written PSUM through accumulate=True shows as NaN.
-            let unwritten = psum(ctx, &[m as i64, n as i64], Dtype::F32)?;
-            mm_acc(ctx, &unwritten, &st[0], &mv[0], true)?;
-            assert!(unwritten.to_f32_vec().iter().all(|v| v.is_nan()));
             Ok(())
         })
         .unwrap();
@@ -124,6 +120,8 @@ fn accumulate_none_is_decided_per_element() {
         .unwrap();
 }
 
+/// On trn3, where adding onto non-matmul PSUM values is defined (on trn1/trn2 it is
+/// an error, `tests/psum_accumulation.rs`).
 #[test]
 fn non_matmul_writes_count_as_written_for_accumulate_none() {
     let (k, m, n) = (4, 3, 5);
@@ -132,6 +130,7 @@ fn non_matmul_writes_count_as_written_for_accumulate_none() {
     let bias = dyadic(m * n, 43, -4.0, 4.0, 3);
     let r = reference(&a, &b, k, m, n);
     Launch::new()
+        .generation(Generation::Trn3)
         .run(|ctx| {
             let st = sbuf_with(ctx, &[k as i64, m as i64], Dtype::F32, &a)?;
             let mv = sbuf_with(ctx, &[k as i64, n as i64], Dtype::F32, &b)?;

@@ -378,13 +378,76 @@ class MatmulTest(unittest.TestCase):
             nisa.memset(dst=fresh[:, 0:32], value=1.0)
             nisa.nc_matmul(dst=fresh, stationary=st, moving=mv)
             return none, over, twice, vals(fresh)
-        none, over, twice, mixed = run(k)
+        # On trn3, where a matmul may accumulate onto the memset cells (see the test below).
+        none, over, twice, mixed = run(k, generation="trn3")
         ab, ac = a.T @ b, a.T @ c
         np.testing.assert_allclose(none, ab + ac, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(over, ab, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(twice, 2 * ab, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(mixed, np.concatenate([ab[:, :32] + 1, ab[:, 32:]], axis=1), rtol=1e-5,
                                    atol=1e-5)
+
+    def test_accumulating_onto_memset_or_copied_psum_fails_on_trn1_and_trn2(self):
+        a, b = rand(32, 16), rand(32, 64)
+
+        def k(by_copy):
+            st, mv = load(a), load(b)
+            acc = nl.ndarray(shape=(16, 64), dtype=nl.float32, buffer=nl.psum, name="dq_psum")
+            if by_copy:
+                nisa.tensor_copy(dst=acc[:, 8:24], src=load(np.full((16, 16), 0.5, np.float32)))
+                nisa.nc_matmul(dst=acc[:, 0:16], stationary=st, moving=mv[:, 0:16], accumulate=False)
+                nisa.nc_matmul(dst=acc[:, 0:24], stationary=st, moving=mv[:, 0:24], accumulate=True)
+                return vals(acc[:, 0:24])
+            nisa.memset(dst=acc, value=0.0)
+            nisa.nc_matmul(dst=acc, stationary=st, moving=mv)
+            return vals(acc)
+        for generation in ("trn1", "trn2"):
+            self.assertRaisesRegex(
+                NkiError,
+                r"nisa\.nc_matmul .*accumulate=None adds onto 'dq_psum' \[16, 64\] float32 in PSUM, but 1024 of its "
+                r"1024 elements \(the first at \[0, 0\]\) were last written by nisa\.memset, not by a matmul: a matmul "
+                r"accumulating onto PSUM that a non-matmul instruction initialised is undefined behaviour on "
+                + generation, run, k, False, generation=generation)
+            # The copy covered columns 8:24 and the overwriting matmul re-initialised 8:16,
+            # so the accumulating one meets the copied values in 16:24: 8 columns x 16 partitions.
+            self.assertRaisesRegex(
+                NkiError, r"accumulate=True adds onto 'dq_psum' \[16, 24\] .* 128 of its 384 elements \(the first at "
+                r"\[0, 16\]\) were last written by nisa\.tensor_copy, not by a matmul", run, k, True,
+                generation=generation)
+        ab = a.T @ b
+        np.testing.assert_allclose(run(k, False, generation="trn3"), ab, rtol=1e-5, atol=1e-5)
+        want = np.concatenate([2 * ab[:, 0:16], ab[:, 16:24] + 0.5], axis=1)
+        np.testing.assert_allclose(run(k, True, generation="trn3"), want, rtol=1e-5, atol=1e-5)
+
+    def test_matmul_initialised_psum_accumulates_on_every_generation(self):
+        a, b, c = rand(32, 16), rand(32, 64), rand(32, 64)
+
+        def k():
+            st, mv, mv2, x = load(a), load(b), load(c), load(a[0:16])
+            acc = nl.ndarray(shape=(16, 64), dtype=nl.float32, buffer=nl.psum)
+            nisa.nc_matmul(dst=acc, stationary=st, moving=mv)
+            nisa.nc_matmul(dst=acc, stationary=st, moving=mv2, accumulate=True)
+            # A Tensor Engine transpose is a matmul: the default matmul adds onto it.
+            t = nl.ndarray(shape=(16, 16), dtype=nl.float32, buffer=nl.psum)
+            nisa.nc_transpose(dst=t, data=x)
+            nisa.nc_matmul(dst=t, stationary=st, moving=st)
+            return vals(acc), vals(t)
+        for generation in ("trn1", "trn2", "trn3"):
+            acc, t = run(k, generation=generation)
+            np.testing.assert_allclose(acc, a.T @ b + a.T @ c, rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(t, a[0:16].T + a.T @ a, rtol=1e-5, atol=1e-5)
+
+    def test_accumulate_true_onto_unwritten_psum_fails_everywhere(self):
+        def k():
+            st, mv = load(rand(8, 4)), load(rand(8, 6))
+            acc = nl.ndarray(shape=(4, 6), dtype=nl.float32, buffer=nl.psum, name="fresh")
+            nisa.nc_matmul(dst=acc[:, 0:3], stationary=st, moving=mv[:, 0:3])
+            nisa.nc_matmul(dst=acc, stationary=st, moving=mv, accumulate=True)
+        for generation in ("trn1", "trn2", "trn3"):
+            self.assertRaisesRegex(
+                NkiError, r"accumulate=True adds onto 'fresh' \[4, 6\] float32 in PSUM, but 12 of its 24 elements "
+                r"\(the first at \[0, 3\]\) have not been written .* undefined behaviour on every generation", run, k,
+                generation=generation)
 
     def test_transpose_modes_and_limits(self):
         a = rand(64, 32)

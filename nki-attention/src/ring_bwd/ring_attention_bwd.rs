@@ -70,15 +70,8 @@ fn rowsum_dy_o(o_ref: Hbm, dy_ref: Hbm, bid: i64, hid: i64, dts: i64, dnt: i64, 
     dos
 }
 
-/// Whether query tile `g` (128 rows) may see key tile `[k0, k0 + kts)` under the
-/// local causal pattern (`skip` off: every tile is computed).
-#[nki_helper]
-fn tile_needed(skip: bool, g: i64, k0: i64) -> bool {
-    !skip || 128 * (g + 1) - 1 >= k0
-}
-
-/// One 512-key tile against one group of up to 4 query tiles: recomputes P,
-/// forms dS, and accumulates dQ (into `dq_grp`), dK and dV.
+/// One 512-key tile against the query tiles `first..cg` of a group of up to 4:
+/// recomputes P, forms dS, and accumulates dQ (into `dq_grp`), dK and dV.
 #[nki_helper]
 #[allow(clippy::too_many_arguments)]
 fn bwd_tile(
@@ -102,7 +95,7 @@ fn bwd_tile(
     dnt: i64,
     scale: f64,
     causal: bool,
-    skip: bool,
+    first: i64,
 ) {
     let kdt = k_ld.dtype();
     let nb = kts / 128;
@@ -110,43 +103,38 @@ fn bwd_tile(
     let ds = nl::ndarray([128, cg, kts], kdt, buffer = nl::sbuf);
     let zero = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
     nisa::memset(zero, 0.0);
-    let mut all_needed = true;
-    for j in 0..cg {
+    for j in first..cg {
         let g = qg + j;
-        if tile_needed(skip, g, k0) {
-            // Scores, masked with the FLOAT32_MIN sentinel.
-            let scores = nl::ndarray([128, kts], nl::float32, buffer = nl::psum);
-            for dt in 0..dnt {
-                nisa::nc_matmul(scores, q_l[s![.., dt, 128 * j..128 * (j + 1)]], k_ld[s![.., dt, k0..k0 + kts]]);
-            }
-            let masked = nl::ndarray([128, kts], nl::float32, buffer = nl::sbuf);
-            if let Some(ub) = bounds {
-                nisa::range_select(
-                    masked,
-                    scores,
-                    nl::greater_equal,
-                    nl::less_equal,
-                    zero,
-                    ub[s![.., g..g + 1]],
-                    range_start = k0,
-                    on_false_value = f32::MIN,
-                );
-            } else {
-                nisa::tensor_copy(masked, scores);
-                if causal && 128 * g < k0 + kts - 1 {
-                    nisa::affine_select(masked, [[-1, kts]], 1, masked, f32::MIN, cmp_op = nl::greater_equal, offset = 128 * g - k0);
-                }
-            }
-            nisa::activation(p[s![.., j, ..]], nl::exp, masked, bias = neg_lse[s![.., g..g + 1]], scale = scale);
-            // dS = P ∘ (dY·Vᵀ − D).
-            let dp = nl::ndarray([128, kts], nl::float32, buffer = nl::psum);
-            for dt in 0..dnt {
-                nisa::nc_matmul(dp, dy_l[s![.., dt, 128 * j..128 * (j + 1)]], v_ld[s![.., dt, k0..k0 + kts]]);
-            }
-            nisa::scalar_tensor_tensor(ds[s![.., j, ..]], dp, nl::subtract, dos[s![.., g..g + 1]], nl::multiply, p[s![.., j, ..]]);
-        } else {
-            all_needed = false;
+        // Scores, masked with the FLOAT32_MIN sentinel.
+        let scores = nl::ndarray([128, kts], nl::float32, buffer = nl::psum);
+        for dt in 0..dnt {
+            nisa::nc_matmul(scores, q_l[s![.., dt, 128 * j..128 * (j + 1)]], k_ld[s![.., dt, k0..k0 + kts]]);
         }
+        let masked = nl::ndarray([128, kts], nl::float32, buffer = nl::sbuf);
+        if let Some(ub) = bounds {
+            nisa::range_select(
+                masked,
+                scores,
+                nl::greater_equal,
+                nl::less_equal,
+                zero,
+                ub[s![.., g..g + 1]],
+                range_start = k0,
+                on_false_value = f32::MIN,
+            );
+        } else {
+            nisa::tensor_copy(masked, scores);
+            if causal && 128 * g < k0 + kts - 1 {
+                nisa::affine_select(masked, [[-1, kts]], 1, masked, f32::MIN, cmp_op = nl::greater_equal, offset = 128 * g - k0);
+            }
+        }
+        nisa::activation(p[s![.., j, ..]], nl::exp, masked, bias = neg_lse[s![.., g..g + 1]], scale = scale);
+        // dS = P ∘ (dY·Vᵀ − D).
+        let dp = nl::ndarray([128, kts], nl::float32, buffer = nl::psum);
+        for dt in 0..dnt {
+            nisa::nc_matmul(dp, dy_l[s![.., dt, 128 * j..128 * (j + 1)]], v_ld[s![.., dt, k0..k0 + kts]]);
+        }
+        nisa::scalar_tensor_tensor(ds[s![.., j, ..]], dp, nl::subtract, dos[s![.., g..g + 1]], nl::multiply, p[s![.., j, ..]]);
     }
 
     // dQ += scale · dS·K, contracting over keys: Kᵀ and dSᵀ in 128-key blocks.
@@ -160,38 +148,41 @@ fn bwd_tile(
     }
     let ds_t = nl::ndarray([128, nb, cg, 128], kdt, buffer = nl::sbuf);
     for kb in 0..nb {
-        for j in 0..cg {
-            if tile_needed(skip, qg + j, k0) {
-                let flipped = nl::ndarray([128, 128], kdt, buffer = nl::psum);
-                nisa::nc_transpose(flipped, ds[s![.., j, 128 * kb..128 * (kb + 1)]]);
-                nisa::tensor_copy(ds_t[s![.., kb, j, ..]], flipped);
-            }
+        for j in first..cg {
+            let flipped = nl::ndarray([128, 128], kdt, buffer = nl::psum);
+            nisa::nc_transpose(flipped, ds[s![.., j, 128 * kb..128 * (kb + 1)]]);
+            nisa::tensor_copy(ds_t[s![.., kb, j, ..]], flipped);
         }
     }
+    // Only the computed tiles' columns of the dQ partial: the first matmul into a
+    // column overwrites it and the later ones add. Zeroing the other columns with a
+    // memset instead (the library's way) would make the matmuls accumulate onto
+    // memset values, undefined behaviour on trn1/trn2.
+    let (c0, c1) = (128 * first, 128 * cg);
     for dt in 0..dnt {
         let dq_ps = nl::ndarray([dts, 128 * cg], nl::float32, buffer = nl::psum);
-        if !all_needed {
-            nisa::memset(dq_ps, 0.0);
-        }
         for kb in 0..nb {
-            for j in 0..cg {
-                if tile_needed(skip, qg + j, k0) {
-                    nisa::nc_matmul(dq_ps[s![.., 128 * j..128 * (j + 1)]], k_rows[s![.., dt, kb, ..]], ds_t[s![.., kb, j, ..]]);
-                }
+            for j in first..cg {
+                nisa::nc_matmul(dq_ps[s![.., 128 * j..128 * (j + 1)]], k_rows[s![.., dt, kb, ..]], ds_t[s![.., kb, j, ..]]);
             }
         }
-        nisa::scalar_tensor_tensor(dq_grp[s![.., dt, ..]], dq_ps, nl::multiply, scale, nl::add, dq_grp[s![.., dt, ..]]);
+        nisa::scalar_tensor_tensor(
+            dq_grp[s![.., dt, c0..c1]],
+            dq_ps[s![.., c0..c1]],
+            nl::multiply,
+            scale,
+            nl::add,
+            dq_grp[s![.., dt, c0..c1]],
+        );
     }
 
     // dV += Pᵀ·dY and dK += scale · dSᵀ·Q, contracting over the group's queries.
     for dt in 0..dnt {
         let dv_ps = nl::ndarray([dts, kts], nl::float32, buffer = nl::psum);
         let dk_ps = nl::ndarray([dts, kts], nl::float32, buffer = nl::psum);
-        for j in 0..cg {
-            if tile_needed(skip, qg + j, k0) {
-                nisa::nc_matmul(dv_ps, tdy[s![.., dt, j, ..]], p[s![.., j, ..]]);
-                nisa::nc_matmul(dk_ps, tq[s![.., dt, j, ..]], ds[s![.., j, ..]]);
-            }
+        for j in first..cg {
+            nisa::nc_matmul(dv_ps, tdy[s![.., dt, j, ..]], p[s![.., j, ..]]);
+            nisa::nc_matmul(dk_ps, tq[s![.., dt, j, ..]], ds[s![.., j, ..]]);
         }
         nisa::tensor_tensor(dv_r[s![.., dt, k0..k0 + kts]], dv_r[s![.., dt, k0..k0 + kts]], dv_ps, nl::add);
         nisa::scalar_tensor_tensor(dk_r[s![.., dt, k0..k0 + kts]], dk_ps, nl::multiply, scale, nl::add, dk_r[s![.., dt, k0..k0 + kts]]);
@@ -236,10 +227,14 @@ fn compute_step(
         nisa::memset(dq_grp, 0.0);
         for kt in 0..sl / kts {
             let k0 = kt * kts;
-            if tile_needed(skip, qg + cg - 1, k0) {
+            // Under the local causal pattern (`skip`) query tile `g` sees keys up to
+            // 128 (g + 1) - 1, so the group's tiles `qg + first..qg + cg` see some of
+            // the key tile at k0 and the ones before them none.
+            let first = if skip { (k0 / 128 - qg).max(0).min(cg) } else { 0 };
+            if first < cg {
                 bwd_tile(
                     q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, bounds, qg, cg, k0, kts, dts, dnt, scale, causal,
-                    skip,
+                    first,
                 );
             }
         }

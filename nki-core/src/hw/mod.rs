@@ -58,6 +58,10 @@ pub struct HwLimits {
     pub has_scalar_activation_bias: bool,
     /// Whether the hardware DGE (`dge_mode=hwdge`) exists (NeuronCore-v3 and newer).
     pub has_hwdge: bool,
+    /// Whether a matmul may accumulate onto PSUM values a non-matmul instruction
+    /// (`memset`, `tensor_copy`, ...) wrote; the `nc_matmul` docs call that
+    /// undefined behaviour on NeuronCore-v2 and -v3.
+    pub has_accumulate_onto_non_matmul_psum: bool,
 }
 
 impl HwLimits {
@@ -94,6 +98,7 @@ impl Generation {
             has_bf16_psum: false,
             has_scalar_activation_bias: false,
             has_hwdge: false,
+            has_accumulate_onto_non_matmul_psum: false,
         };
         match self {
             Generation::Trn1 => COMMON,
@@ -115,6 +120,7 @@ impl Generation {
                 has_bf16_psum: true,
                 has_scalar_activation_bias: true,
                 has_hwdge: true,
+                has_accumulate_onto_non_matmul_psum: true,
                 ..COMMON
             },
         }
@@ -178,6 +184,8 @@ mod tests {
         assert!(a.sbuf_bytes_per_partition < b.sbuf_bytes_per_partition);
         assert!(b.sbuf_bytes_per_partition < c.sbuf_bytes_per_partition);
         assert!(!a.has_range_select && b.has_range_select && c.has_range_select);
+        // The nc_matmul docs: accumulating onto non-matmul PSUM values is undefined on v2/v3 only.
+        assert!(!a.has_accumulate_onto_non_matmul_psum && !b.has_accumulate_onto_non_matmul_psum && c.has_accumulate_onto_non_matmul_psum);
         assert!(c.gemm_moving_fmax > b.gemm_moving_fmax);
         for g in Generation::ALL {
             assert_eq!(Generation::parse(&g.to_string()), Some(g));

@@ -68,7 +68,7 @@ pub fn activation_reduce(
     activate("nisa.activation_reduce", ctx, dst, op, data, full)
 }
 
-fn activate(name: &str, ctx: &Ctx, dst: &Tensor, op: NlOp, data: &Tensor, opts: ActivationOpts<'_>) -> Result<()> {
+fn activate(name: &'static str, ctx: &Ctx, dst: &Tensor, op: NlOp, data: &Tensor, opts: ActivationOpts<'_>) -> Result<()> {
     ctx.begin_op()?;
     if !op.is_unary() {
         return Err(NkiError::constraint(

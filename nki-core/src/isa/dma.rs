@@ -3,7 +3,6 @@
 pub mod transpose_rules;
 
 use super::enums::{DgeMode, Engine, OobMode};
-use super::exec::mark_written;
 use crate::emulator::Ctx;
 use crate::tensor::{Layout, give_back};
 use crate::{Buffer, ErrorKind, NkiError, Result, Tensor};
@@ -61,7 +60,6 @@ pub fn dma_copy(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: DmaCopyOpts<'_>) ->
         ));
     }
     dst.copy_cells_from(src, ctx.rounds());
-    mark_written(dst);
     Ok(())
 }
 
@@ -138,6 +136,5 @@ pub fn dma_transpose(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: DmaTransposeOp
     permuted.gather(&src.read(), &mut cells);
     dst.store_cells(src.dtype(), &mut cells, ctx.rounds());
     give_back(cells);
-    mark_written(dst);
     Ok(())
 }

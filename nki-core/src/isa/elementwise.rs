@@ -81,7 +81,7 @@ pub fn memset(ctx: &Ctx, dst: &Tensor, value: f64, opts: EngineOpts<'_>) -> Resu
         d.row_layout(p).scatter_with(&mut cells, &vec![cell; d.nf], |c| c);
     }
     drop(cells);
-    mark_written(dst);
+    mark_written(dst, d.writer);
     Ok(())
 }
 

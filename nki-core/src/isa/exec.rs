@@ -9,7 +9,7 @@
 
 use super::tile::{TileView, encode_in_place};
 use crate::emulator::Ctx;
-use crate::tensor::Layout;
+use crate::tensor::Writer;
 use crate::{Buffer, Result, Tensor};
 use std::sync::RwLockReadGuard;
 
@@ -94,7 +94,7 @@ pub(crate) fn rowwise(
         }
     }
     drop(cells);
-    mark_written(dst);
+    mark_written(dst, dtile.writer);
     Ok(())
 }
 
@@ -120,7 +120,7 @@ pub(crate) fn write_tile(ctx: &Ctx, t: &Tensor, tile: &TileView, vals: &[f32]) {
         tile.write_row(&mut cells, p, &vals[p * tile.nf..(p + 1) * tile.nf], ctx.rounds());
     }
     drop(cells);
-    mark_written(t);
+    mark_written(t, tile.writer);
 }
 
 /// Reads a tile's raw cells (no dtype conversion), `np * nf` of them.
@@ -142,27 +142,13 @@ pub(crate) fn write_tile_raw(t: &Tensor, tile: &TileView, cells_in: &[f32]) {
         tile.row_layout(p).scatter_with(&mut cells, &cells_in[p * tile.nf..(p + 1) * tile.nf], |c| c);
     }
     drop(cells);
-    mark_written(t);
+    mark_written(t, tile.writer);
 }
 
-/// Records that the cells of a PSUM view now hold written data (for the
-/// `accumulate=None` rule of `nc_matmul`).
-pub(crate) fn mark_written(t: &Tensor) {
-    if t.buffer() != Buffer::Psum {
-        return;
+/// Records that `by` wrote the cells of a PSUM view (`nc_matmul` reads the
+/// record for `accumulate=None` and for what it may accumulate onto).
+pub(crate) fn mark_written(t: &Tensor, by: Writer) {
+    if t.buffer() == Buffer::Psum {
+        t.storage().psum_writes().mark(t.layout(), by);
     }
-    let mut flags = t.storage().psum_written();
-    mark_layout(&mut flags, t.layout());
-}
-
-fn mark_layout(flags: &mut [bool], l: &Layout) {
-    l.for_each_run(|start, n, step| {
-        if step == 1 {
-            flags[start as usize..start as usize + n].fill(true);
-        } else {
-            for i in 0..n as isize {
-                flags[(start + i * step) as usize] = true;
-            }
-        }
-    });
 }

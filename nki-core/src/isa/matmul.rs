@@ -4,7 +4,9 @@ use super::enums::{Engine, MatmulPerfMode};
 use super::exec::{mark_written, read_tile, read_tile_raw, write_tile, write_tile_raw};
 use super::tile::TileView;
 use crate::emulator::Ctx;
+use crate::hw::Generation;
 use crate::numeric::gemm::{Mat, sgemm};
+use crate::tensor::Writer;
 use crate::{Buffer, Dtype, NkiError, Result, Tensor};
 
 /// Optional arguments of [`nc_matmul`].
@@ -18,6 +20,12 @@ pub struct NcMatmulOpts<'a> {
     pub is_transpose: Option<bool>,
     /// `Some(true)` accumulates, `Some(false)` overwrites, `None` overwrites cells no
     /// write has touched since the PSUM tensor was allocated and accumulates onto the rest.
+    /// Accumulating onto never-written cells (`Some(true)`) is an error on every
+    /// generation, and onto cells a non-matmul instruction wrote (`Some(true)` or
+    /// `None`) an error where [`HwLimits::has_accumulate_onto_non_matmul_psum`] is
+    /// false: the docs call both undefined behaviour.
+    ///
+    /// [`HwLimits::has_accumulate_onto_non_matmul_psum`]: crate::hw::HwLimits::has_accumulate_onto_non_matmul_psum
     pub accumulate: Option<bool>,
     /// PE array tile position `(row, col)`.
     pub tile_position: Option<(i64, i64)>,
@@ -52,14 +60,16 @@ fn as_matrix(t: &Tensor, tile: &TileView) -> (Option<Vec<f32>>, isize, isize, is
 /// Checks: dst in PSUM and operands in SBUF; equal partition counts (≤ pmax);
 /// stationary free size ≤ `gemm_stationary_fmax`; moving free size ≤
 /// `gemm_moving_fmax` of the generation; dst shaped (stationary free, moving free);
-/// float operands, both fp32 if either is; dst fp32 (or bf16 on trn3).
+/// float operands, both fp32 if either is; dst fp32 (or bf16 on trn3); the
+/// accumulation rules of [`NcMatmulOpts::accumulate`].
 pub fn nc_matmul(ctx: &Ctx, dst: &Tensor, stationary: &Tensor, moving: &Tensor, opts: NcMatmulOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.nc_matmul";
     ctx.begin_op()?;
     in_buffer(OP, "dst", dst, Buffer::Psum)?;
     in_buffer(OP, "stationary", stationary, Buffer::Sbuf)?;
     in_buffer(OP, "moving", moving, Buffer::Sbuf)?;
-    let (st, mv, dt) = (TileView::of(OP, "stationary", stationary)?, TileView::of(OP, "moving", moving)?, TileView::of(OP, "dst", dst)?);
+    let (st, mv) = (TileView::of(OP, "stationary", stationary)?, TileView::of(OP, "moving", moving)?);
+    let dt = TileView::of(OP, "dst", dst)?.on_tensor_engine();
     let hw = ctx.hw();
     let transpose = opts.is_transpose.unwrap_or(false);
     if st.np != mv.np {
@@ -129,39 +139,79 @@ pub fn nc_matmul(ctx: &Ctx, dst: &Tensor, stationary: &Tensor, moving: &Tensor, 
             format!("dst {} must be float32{} on {}", dst.describe(), if hw.has_bf16_psum { " or bfloat16" } else { "" }, ctx.generation()),
         ));
     }
-    gemm_into(ctx, dst, &dt, (stationary, &st), (moving, &mv), opts.accumulate)
+    let state = accumulation(ctx, OP, dst, opts.accumulate)?;
+    gemm_into(ctx, dst, &dt, (stationary, &st), (moving, &mv), state)
 }
 
+/// Which cells of the destination a matmul adds onto.
 enum Written {
     None,
     All,
+    /// Per element of the view, row-major.
     Mixed(Vec<bool>),
 }
 
-fn written_state(dst: &Tensor) -> Written {
-    let flags = dst.storage().psum_written();
-    let (mut any, mut all) = (false, true);
-    let run = |start: isize, n: usize, step: isize| (0..n as isize).map(move |i| (start + i * step) as usize);
-    dst.layout().for_each_run(|start, n, step| {
-        if step == 1 {
-            // A count rather than `contains`: it has no early exit, so it vectorises.
-            let set: usize = flags[start as usize..start as usize + n].iter().map(|&w| usize::from(w)).sum();
-            any |= set > 0;
-            all &= set == n;
-        } else {
-            any |= run(start, n, step).any(|c| flags[c]);
-            all &= run(start, n, step).all(|c| flags[c]);
-        }
-    });
-    match (any, all) {
-        (_, true) => Written::All,
-        (false, _) => Written::None,
-        _ => {
-            let mut seen = Vec::with_capacity(dst.numel());
-            dst.layout().for_each_run(|start, n, step| seen.extend(run(start, n, step).map(|c| flags[c])));
-            Written::Mixed(seen)
-        }
+/// The cells of `dst` the matmul adds onto, after the docs' accumulation rules:
+/// `accumulate=True` needs every cell initialised (adding onto PSUM no write has
+/// touched is undefined on every generation), and before trn3 a matmul may add only
+/// onto values a matmul wrote. `accumulate=None` adds onto every cell any write
+/// has touched since allocation, so a memset or copy into PSUM followed by a
+/// default matmul falls under the second rule too.
+fn accumulation(ctx: &Ctx, op: &str, dst: &Tensor, accumulate: Option<bool>) -> Result<Written> {
+    if accumulate == Some(false) {
+        return Ok(Written::None);
     }
+    let writes = dst.storage().psum_writes();
+    let l = dst.layout();
+    let census = writes.census(l);
+    if accumulate == Some(true)
+        && census.any_unwritten
+        && let Some(f) = writes.find(l, |w| w.is_none())
+    {
+        return Err(NkiError::constraint(
+            op,
+            format!(
+                "accumulate=True adds onto {}, but {} of its {} elements (the first at {:?}) hold nothing written since \
+                 allocation: accumulating onto uninitialised PSUM is undefined behaviour on every generation; start the \
+                 accumulation with accumulate=False (or accumulate=None, which overwrites unwritten cells)",
+                dst.describe(),
+                f.count,
+                dst.numel(),
+                f.first
+            ),
+        ));
+    }
+    if census.any_other
+        && !ctx.hw().has_accumulate_onto_non_matmul_psum
+        && let Some(f) = writes.find(l, |w| matches!(w, Some(Writer::Other(_))))
+    {
+        let allowed: Vec<String> =
+            Generation::ALL.iter().filter(|g| g.limits().has_accumulate_onto_non_matmul_psum).map(|g| g.to_string()).collect();
+        return Err(NkiError::constraint(
+            op,
+            format!(
+                "accumulate={} adds onto {}, but {} of its {} elements (the first at {:?}) were last written by {}, not by a \
+                 matmul: on {} a matmul accumulating onto PSUM that a non-matmul instruction initialised is undefined \
+                 behaviour (allowed only on {}); let a matmul write the cells first (accumulate=False, or accumulate=None \
+                 on fresh PSUM) and add other terms outside PSUM",
+                if accumulate == Some(true) { "True" } else { "None" },
+                dst.describe(),
+                f.count,
+                dst.numel(),
+                f.first,
+                f.others.join(" and "),
+                ctx.generation(),
+                allowed.join(", ")
+            ),
+        ));
+    }
+    Ok(if !census.any_unwritten {
+        Written::All
+    } else if census.all_unwritten {
+        Written::None
+    } else {
+        Written::Mixed(writes.written(l))
+    })
 }
 
 fn gemm_into(
@@ -170,14 +220,9 @@ fn gemm_into(
     dt: &TileView,
     (stationary, st): (&Tensor, &TileView),
     (moving, mv): (&Tensor, &TileView),
-    accumulate: Option<bool>,
+    state: Written,
 ) -> Result<()> {
     let (m, k, n) = (st.nf, st.np, mv.nf);
-    let state = match accumulate {
-        Some(true) => Written::All,
-        Some(false) => Written::None,
-        None => written_state(dst),
-    };
     let (sbuf, so, sps, sfs) = as_matrix(stationary, st);
     let (mbuf, mo, mps, mfs) = as_matrix(moving, mv);
     let sguard = stationary.read();
@@ -225,7 +270,7 @@ fn gemm_into(
             return Ok(());
         }
     }
-    mark_written(dst);
+    mark_written(dst, dt.writer);
     Ok(())
 }
 
@@ -269,13 +314,14 @@ pub fn nc_transpose(ctx: &Ctx, dst: &Tensor, data: &Tensor, opts: NcTransposeOpt
         Engine::Unknown => Engine::Vector,
         e => e,
     };
-    let limit = match engine {
+    let (limit, dt) = match engine {
         Engine::Tensor => {
             in_buffer(OP, "data", data, Buffer::Sbuf)?;
             in_buffer(OP, "dst", dst, Buffer::Psum)?;
-            hw.pe_transpose_max
+            // A PE transpose is a matmul against the identity, and PSUM records it as one.
+            (hw.pe_transpose_max, dt.on_tensor_engine())
         }
-        Engine::Vector => hw.vector_transpose_max,
+        Engine::Vector => (hw.vector_transpose_max, dt),
         e => {
             return Err(NkiError::constraint(OP, format!("engine {e:?} cannot transpose; use engine.tensor or engine.vector")));
         }

@@ -51,7 +51,7 @@ impl Column {
 }
 
 /// Reads an operand for an op over `np` partitions; `role` names it in messages.
-pub(crate) fn column(op: &str, role: &str, o: Operand<'_>, np: usize) -> Result<Column> {
+pub(crate) fn column(op: &'static str, role: &str, o: Operand<'_>, np: usize) -> Result<Column> {
     match o {
         Operand::Scalar(v) => Ok(Column::Scalar(v as f32)),
         Operand::Tensor(t) => {

@@ -45,7 +45,7 @@ fn combine(op: NlOp, a: f32, b: f32) -> f32 {
 }
 
 /// Writes register values into a `(P, 1)` `reduce_res` tile (negated when asked).
-pub(crate) fn write_reduce_res(ctx: &Ctx, op: &str, res: &Tensor, vals: &[f32], negate: bool) -> Result<()> {
+pub(crate) fn write_reduce_res(ctx: &Ctx, op: &'static str, res: &Tensor, vals: &[f32], negate: bool) -> Result<()> {
     let tile = TileView::of(op, "reduce_res", res)?;
     if tile.np != vals.len() || tile.nf != 1 {
         return Err(NkiError::shape(

@@ -1,7 +1,7 @@
 //! Index-driven ops: `iota`, `affine_select`, `range_select`.
 
 use super::enums::ReduceCmd;
-use super::exec::{Input, mark_written, rowwise};
+use super::exec::{Input, rowwise};
 use super::operand::{Operand, column};
 use super::reduce::{Accumulators, accumulate, write_reduce_res};
 use super::tile::{TileView, same_geometry};
@@ -76,7 +76,6 @@ pub fn iota(ctx: &Ctx, dst: &Tensor, pattern: &[[i64; 2]], opts: IotaOpts<'_>) -
         d.row_layout(p).scatter_with(&mut cells, &row, |x| x);
     }
     drop(cells);
-    mark_written(dst);
     Ok(())
 }
 

@@ -1,7 +1,6 @@
 //! Synchronisation and registers: `core_barrier`, `register_*`, `get_nc_version`.
 
 use super::enums::Engine;
-use super::exec::mark_written;
 use crate::emulator::Ctx;
 use crate::{Buffer, NkiError, Result, Tensor};
 use std::cell::Cell;
@@ -122,7 +121,6 @@ pub fn register_store(ctx: &Ctx, dst: &Tensor, src: &Register) -> Result<()> {
     let d = dst.dtype();
     let cell = if d.is_float() { d.f32_to_cell(src.value() as f32, ctx.rounds()) } else { d.i64_to_cell(src.value()) };
     dst.layout().scatter_with(&mut dst.write(), &[cell], |c| c);
-    mark_written(dst);
     Ok(())
 }
 

@@ -5,7 +5,7 @@
 //! [`TileView`] validates that a view really has that shape in memory and hands out
 //! rows as slices, borrowed when contiguous and gathered otherwise.
 
-use crate::tensor::Layout;
+use crate::tensor::{Layout, Writer};
 use crate::{Buffer, Dtype, NkiError, Result, Tensor};
 
 /// An on-chip operand seen as partitions × free elements.
@@ -27,11 +27,14 @@ pub(crate) struct TileView {
     pub dtype: Dtype,
     /// Index of the first partition used.
     pub p0: usize,
+    /// The instruction that writes through this view when it is a destination
+    /// (recorded for PSUM cells).
+    pub writer: Writer,
 }
 
 impl TileView {
     /// Views `t` as a tile; `role` names the operand in messages.
-    pub(crate) fn of(op: &str, role: &str, t: &Tensor) -> Result<TileView> {
+    pub(crate) fn of(op: &'static str, role: &str, t: &Tensor) -> Result<TileView> {
         if !t.buffer().is_on_chip() {
             return Err(NkiError::constraint(
                 op,
@@ -72,7 +75,13 @@ impl TileView {
             contiguous,
             dtype: t.dtype(),
             p0: (l.offset.div_euclid(pc.max(1))) as usize,
+            writer: Writer::Other(op),
         })
+    }
+
+    /// The same view written by the Tensor Engine's matmul datapath.
+    pub(crate) fn on_tensor_engine(self) -> TileView {
+        TileView { writer: Writer::Matmul, ..self }
     }
 
     /// First cell of partition row `p`.

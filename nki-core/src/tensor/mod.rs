@@ -9,6 +9,7 @@ mod count;
 mod index;
 mod layout;
 mod outputs;
+mod psum_writes;
 mod recycle;
 mod storage;
 mod view;
@@ -19,6 +20,7 @@ pub(crate) use count::reserve_cells;
 pub use index::{__with_step, Idx, IndexInt};
 pub use layout::{Layout, row_major_strides};
 pub use outputs::Outputs;
+pub(crate) use psum_writes::Writer;
 pub(crate) use recycle::{filled, give_back, take};
 pub(crate) use storage::Storage;
 

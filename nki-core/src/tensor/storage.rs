@@ -1,6 +1,7 @@
 //! The cells behind tensors.
 
 use super::Buffer;
+use super::psum_writes::PsumWrites;
 use crate::Dtype;
 use crate::emulator::memory::Lease;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,9 +22,8 @@ pub(crate) struct Storage {
     pub(crate) buffer: Buffer,
     pub(crate) shape: Vec<usize>,
     pub(crate) cells: RwLock<Vec<f32>>,
-    /// For PSUM: which cells a write has touched since allocation (`nc_matmul`'s
-    /// `accumulate=None` overwrites unwritten cells and accumulates onto written ones).
-    written: Mutex<Vec<bool>>,
+    /// For PSUM: which instruction last wrote each cell since allocation.
+    writes: Mutex<PsumWrites>,
     _lease: Option<Lease>,
 }
 
@@ -35,7 +35,7 @@ impl Storage {
             dtype,
             buffer,
             shape: shape.to_vec(),
-            written: Mutex::new(if buffer == Buffer::Psum { vec![false; cells.len()] } else { Vec::new() }),
+            writes: Mutex::new(if buffer == Buffer::Psum { PsumWrites::new(cells.len()) } else { PsumWrites::default() }),
             cells: RwLock::new(cells),
             _lease: lease,
         })
@@ -55,9 +55,9 @@ impl Storage {
         Storage::hbm(name, st.dtype, st.buffer, &st.shape, cells)
     }
 
-    /// The PSUM written-flags (empty for other buffers).
-    pub(crate) fn psum_written(&self) -> MutexGuard<'_, Vec<bool>> {
-        self.written.lock().unwrap_or_else(|e| e.into_inner())
+    /// The writers of the PSUM cells (an empty record for other buffers).
+    pub(crate) fn psum_writes(&self) -> MutexGuard<'_, PsumWrites> {
+        self.writes.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(crate) fn len(&self) -> usize {

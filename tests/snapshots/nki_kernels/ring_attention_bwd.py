@@ -75,16 +75,9 @@ def permute_all(sq, rq, sdy, rdy, slse, rlse, sdos, rdos, groups):
     ncc.collective_permute_implicit(srcs_by_channel=[[sdos]], dsts_by_channel=[[rdos]], replica_group=rg)
 
 
-def tile_needed(skip, g, k0):
-    """Whether query tile `g` (128 rows) may see key tile `[k0, k0 + kts)` under the
-    local causal pattern (`skip` off: every tile is computed).
-    """
-    return not skip or 128 * (g + 1) - 1 >= k0
-
-
-def bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, bounds, qg, cg, k0, kts, dts, dnt, scale, causal, skip):
-    """One 512-key tile against one group of up to 4 query tiles: recomputes P,
-    forms dS, and accumulates dQ (into `dq_grp`), dK and dV.
+def bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, bounds, qg, cg, k0, kts, dts, dnt, scale, causal, first):
+    """One 512-key tile against the query tiles `first..cg` of a group of up to 4:
+    recomputes P, forms dS, and accumulates dQ (into `dq_grp`), dK and dV.
     """
     kdt = k_ld.dtype
     nb = kts // 128
@@ -92,28 +85,24 @@ def bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, b
     ds = nl.ndarray(shape=(128, cg, kts), dtype=kdt, buffer=nl.sbuf)
     zero = nl.ndarray(shape=(128, 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.memset(dst=zero, value=0.0)
-    all_needed = True
-    for j in range(cg):
+    for j in range(first, cg):
         g = qg + j
-        if tile_needed(skip, g, k0):
-            scores = nl.ndarray(shape=(128, kts), dtype=nl.float32, buffer=nl.psum)
-            for dt in range(dnt):
-                nisa.nc_matmul(dst=scores, stationary=q_l[:, dt, 128 * j:128 * (j + 1)], moving=k_ld[:, dt, k0:k0 + kts])
-            masked = nl.ndarray(shape=(128, kts), dtype=nl.float32, buffer=nl.sbuf)
-            if bounds is not None:
-                ub = bounds
-                nisa.range_select(dst=masked, on_true_tile=scores, comp_op0=nl.greater_equal, comp_op1=nl.less_equal, bound0=zero, bound1=ub[:, g:g + 1], range_start=k0, on_false_value=-3.4028234663852886e38)
-            else:
-                nisa.tensor_copy(dst=masked, src=scores)
-                if causal and 128 * g < k0 + kts - 1:
-                    nisa.affine_select(dst=masked, pattern=[[-1, kts]], channel_multiplier=1, on_true_tile=masked, on_false_value=-3.4028234663852886e38, cmp_op=nl.greater_equal, offset=128 * g - k0)
-            nisa.activation(dst=p[:, j, :], op=nl.exp, data=masked, bias=neg_lse[:, g:g + 1], scale=scale)
-            dp = nl.ndarray(shape=(128, kts), dtype=nl.float32, buffer=nl.psum)
-            for dt in range(dnt):
-                nisa.nc_matmul(dst=dp, stationary=dy_l[:, dt, 128 * j:128 * (j + 1)], moving=v_ld[:, dt, k0:k0 + kts])
-            nisa.scalar_tensor_tensor(dst=ds[:, j, :], data=dp, op0=nl.subtract, operand0=dos[:, g:g + 1], op1=nl.multiply, operand1=p[:, j, :])
+        scores = nl.ndarray(shape=(128, kts), dtype=nl.float32, buffer=nl.psum)
+        for dt in range(dnt):
+            nisa.nc_matmul(dst=scores, stationary=q_l[:, dt, 128 * j:128 * (j + 1)], moving=k_ld[:, dt, k0:k0 + kts])
+        masked = nl.ndarray(shape=(128, kts), dtype=nl.float32, buffer=nl.sbuf)
+        if bounds is not None:
+            ub = bounds
+            nisa.range_select(dst=masked, on_true_tile=scores, comp_op0=nl.greater_equal, comp_op1=nl.less_equal, bound0=zero, bound1=ub[:, g:g + 1], range_start=k0, on_false_value=-3.4028234663852886e38)
         else:
-            all_needed = False
+            nisa.tensor_copy(dst=masked, src=scores)
+            if causal and 128 * g < k0 + kts - 1:
+                nisa.affine_select(dst=masked, pattern=[[-1, kts]], channel_multiplier=1, on_true_tile=masked, on_false_value=-3.4028234663852886e38, cmp_op=nl.greater_equal, offset=128 * g - k0)
+        nisa.activation(dst=p[:, j, :], op=nl.exp, data=masked, bias=neg_lse[:, g:g + 1], scale=scale)
+        dp = nl.ndarray(shape=(128, kts), dtype=nl.float32, buffer=nl.psum)
+        for dt in range(dnt):
+            nisa.nc_matmul(dst=dp, stationary=dy_l[:, dt, 128 * j:128 * (j + 1)], moving=v_ld[:, dt, k0:k0 + kts])
+        nisa.scalar_tensor_tensor(dst=ds[:, j, :], data=dp, op0=nl.subtract, operand0=dos[:, g:g + 1], op1=nl.multiply, operand1=p[:, j, :])
     k_rows = nl.ndarray(shape=(128, dnt, nb, dts), dtype=kdt, buffer=nl.sbuf)
     for dt in range(dnt):
         for kb in range(nb):
@@ -122,27 +111,23 @@ def bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, b
             nisa.tensor_copy(dst=k_rows[:, dt, kb, :], src=flipped)
     ds_t = nl.ndarray(shape=(128, nb, cg, 128), dtype=kdt, buffer=nl.sbuf)
     for kb in range(nb):
-        for j in range(cg):
-            if tile_needed(skip, qg + j, k0):
-                flipped = nl.ndarray(shape=(128, 128), dtype=kdt, buffer=nl.psum)
-                nisa.nc_transpose(dst=flipped, data=ds[:, j, 128 * kb:128 * (kb + 1)])
-                nisa.tensor_copy(dst=ds_t[:, kb, j, :], src=flipped)
+        for j in range(first, cg):
+            flipped = nl.ndarray(shape=(128, 128), dtype=kdt, buffer=nl.psum)
+            nisa.nc_transpose(dst=flipped, data=ds[:, j, 128 * kb:128 * (kb + 1)])
+            nisa.tensor_copy(dst=ds_t[:, kb, j, :], src=flipped)
+    c0, c1 = (128 * first, 128 * cg)
     for dt in range(dnt):
         dq_ps = nl.ndarray(shape=(dts, 128 * cg), dtype=nl.float32, buffer=nl.psum)
-        if not all_needed:
-            nisa.memset(dst=dq_ps, value=0.0)
         for kb in range(nb):
-            for j in range(cg):
-                if tile_needed(skip, qg + j, k0):
-                    nisa.nc_matmul(dst=dq_ps[:, 128 * j:128 * (j + 1)], stationary=k_rows[:, dt, kb, :], moving=ds_t[:, kb, j, :])
-        nisa.scalar_tensor_tensor(dst=dq_grp[:, dt, :], data=dq_ps, op0=nl.multiply, operand0=scale, op1=nl.add, operand1=dq_grp[:, dt, :])
+            for j in range(first, cg):
+                nisa.nc_matmul(dst=dq_ps[:, 128 * j:128 * (j + 1)], stationary=k_rows[:, dt, kb, :], moving=ds_t[:, kb, j, :])
+        nisa.scalar_tensor_tensor(dst=dq_grp[:, dt, c0:c1], data=dq_ps[:, c0:c1], op0=nl.multiply, operand0=scale, op1=nl.add, operand1=dq_grp[:, dt, c0:c1])
     for dt in range(dnt):
         dv_ps = nl.ndarray(shape=(dts, kts), dtype=nl.float32, buffer=nl.psum)
         dk_ps = nl.ndarray(shape=(dts, kts), dtype=nl.float32, buffer=nl.psum)
-        for j in range(cg):
-            if tile_needed(skip, qg + j, k0):
-                nisa.nc_matmul(dst=dv_ps, stationary=tdy[:, dt, j, :], moving=p[:, j, :])
-                nisa.nc_matmul(dst=dk_ps, stationary=tq[:, dt, j, :], moving=ds[:, j, :])
+        for j in range(first, cg):
+            nisa.nc_matmul(dst=dv_ps, stationary=tdy[:, dt, j, :], moving=p[:, j, :])
+            nisa.nc_matmul(dst=dk_ps, stationary=tq[:, dt, j, :], moving=ds[:, j, :])
         nisa.tensor_tensor(dst=dv_r[:, dt, k0:k0 + kts], data1=dv_r[:, dt, k0:k0 + kts], data2=dv_ps, op=nl.add)
         nisa.scalar_tensor_tensor(dst=dk_r[:, dt, k0:k0 + kts], data=dk_ps, op0=nl.multiply, operand0=scale, op1=nl.add, operand1=dk_r[:, dt, k0:k0 + kts])
 
@@ -166,8 +151,9 @@ def compute_step(q_buf, dy_buf, neg_lse, dos, dq_out, k_ld, v_ld, dk_r, dv_r, bo
         nisa.memset(dst=dq_grp, value=0.0)
         for kt in range(sl // kts):
             k0 = kt * kts
-            if tile_needed(skip, qg + cg - 1, k0):
-                bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, bounds, qg, cg, k0, kts, dts, dnt, scale, causal, skip)
+            first = min(max(k0 // 128 - qg, 0), cg) if skip else 0
+            if first < cg:
+                bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, bounds, qg, cg, k0, kts, dts, dnt, scale, causal, first)
         for dt in range(dnt):
             nisa.dma_copy(dst=dq_out[dt * dts:(dt + 1) * dts, 128 * qg:128 * (qg + cg)], src=dq_grp[:, dt, :])
 

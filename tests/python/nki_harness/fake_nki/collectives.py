@@ -91,7 +91,7 @@ def _permute(op, srcs, dsts, replica_group, reduce_op):
                     vals, dtype = reduce_op(a.reshape(-1), b.reshape(-1)), DTYPES["float32"]
                 writes.append((dst, vals, dtype))
         for dst, vals, dtype in writes:
-            dst.write_cells(convert(vals.reshape(-1), dtype, dst.dtype, prog.rounds))
+            dst.write_cells(convert(vals.reshape(-1), dtype, dst.dtype, prog.rounds), op)
 
     try:
         prog.collective(ring, op.removeprefix("ncc."), part, complete)

@@ -21,6 +21,10 @@ from .registers import VirtualRegister
 
 _ids = itertools.count(1)
 
+UNWRITTEN = 0
+MATMUL = 1
+_FIRST_OTHER = 2
+
 
 class Buffer:
     """A memory space (`nl.sbuf`, `nl.psum`, `nl.private_hbm`, `nl.shared_hbm`)."""
@@ -43,8 +47,11 @@ SHARED_HBM = Buffer("shared_hbm", "shared HBM", False)
 class Storage:
     """One allocation: its cells (flat), dtype, memory space and shape.
 
-    PSUM storages also track which cells any write touched since allocation
-    (`nc_matmul(accumulate=None)` overwrites the others and accumulates onto these).
+    PSUM storages also record which instruction last wrote each cell since
+    allocation (`writer`): UNWRITTEN, MATMUL (a Tensor Engine matmul), or a code
+    for a named non-matmul instruction. `nc_matmul(accumulate=None)` overwrites the
+    unwritten cells and accumulates onto the others, and what wrote a cell decides
+    whether a matmul may accumulate onto it.
     """
 
     def __init__(self, name, dtype, buffer, shape, cells):
@@ -54,7 +61,23 @@ class Storage:
         self.buffer = buffer
         self.shape = tuple(shape)
         self.cells = cells
-        self.written = np.zeros(cells.size, dtype=bool) if buffer is PSUM else None
+        self.writer = np.zeros(cells.size, dtype=np.int16) if buffer is PSUM else None
+        self._others = []
+
+    def record_write(self, idx, op, matmul=False):
+        """Notes that instruction `op` (a Tensor Engine matmul when `matmul`) wrote PSUM cells `idx`."""
+        if self.writer is None:
+            return
+        if matmul:
+            self.writer[idx] = MATMUL
+            return
+        if op not in self._others:
+            self._others.append(op)
+        self.writer[idx] = _FIRST_OTHER + self._others.index(op)
+
+    def other_writers(self, codes):
+        """The distinct non-matmul instructions among writer `codes`, in order of first use."""
+        return [self._others[c - _FIRST_OTHER] for c in np.unique(codes) if c >= _FIRST_OTHER]
 
     @property
     def partition_cells(self):
@@ -154,12 +177,11 @@ class NkiTensor:
         """The view's cells in logical (row-major) order, shaped like the view."""
         return self.storage.cells[self.cell_index()]
 
-    def write_cells(self, cells):
-        """Stores cells (logical order) into the view and marks PSUM cells written."""
+    def write_cells(self, cells, op):
+        """Stores cells (logical order) into the view on behalf of instruction `op`."""
         idx = self.cell_index()
         self.storage.cells[idx] = np.reshape(cells, idx.shape)
-        if self.storage.written is not None:
-            self.storage.written[idx] = True
+        self.storage.record_write(idx, op)
 
     def check_single(self, op, role):
         """Raises unless the view is one element of an SBUF or HBM tensor."""

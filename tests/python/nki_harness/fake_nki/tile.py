@@ -32,6 +32,7 @@ class Tile:
         if not aligned or in_row + lo < 0 or in_row + hi >= pc:
             raise NkiError(op, f"{role} {t.describe()} is not a partition-major view: dim 0 must step whole "
                                "partitions and the free dims must stay inside one partition")
+        self.op = op
         self.tensor = t
         self.np = np_
         self.nf = math.prod(t.shape[1:])
@@ -50,16 +51,16 @@ class Tile:
         """The tile's cells, shape (np, nf)."""
         return self.tensor.storage.cells[self.index]
 
-    def write(self, values, round_floats):
+    def write(self, values, round_floats, matmul=False):
         """Encodes float32 `values` (np, nf) into the tile's dtype and stores them."""
-        self.write_raw(self.dtype.encode(values, round_floats))
+        self.write_raw(self.dtype.encode(values, round_floats), matmul)
 
-    def write_raw(self, cells):
-        """Stores cells of the tile's own dtype (a bit-exact move) and marks PSUM written."""
+    def write_raw(self, cells, matmul=False):
+        """Stores cells of the tile's own dtype (a bit-exact move), recording the
+        tile's op, or a Tensor Engine matmul when `matmul`, as their PSUM writer."""
         st = self.tensor.storage
         st.cells[self.index] = np.reshape(cells, self.index.shape)
-        if st.written is not None:
-            st.written[self.index] = True
+        st.record_write(self.index, self.op, matmul)
 
 
 def same_geometry(op, ra, a, rb, b):

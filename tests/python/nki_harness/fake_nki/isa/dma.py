@@ -21,8 +21,8 @@ def _dma_operand(op, role, t):
     t.check_bounds(op)
 
 
-def _store(dst, src_dtype, cells):
-    dst.write_cells(convert(cells, src_dtype, dst.dtype, current().rounds))
+def _store(op, dst, src_dtype, cells):
+    dst.write_cells(convert(cells, src_dtype, dst.dtype, current().rounds), op)
 
 
 @instruction
@@ -40,7 +40,7 @@ def dma_copy(dst, src, priority=None, oob_mode=None, dge_mode=None, engine=None,
     if member(op, "dge_mode", dge_mode, _dge_mode, None) is _dge_mode.hwdge and src.dtype is not dst.dtype:
         raise NkiError(op, f"dge_mode=hwdge moves raw bytes and cannot cast {src.dtype.name} to {dst.dtype.name}; "
                            "use equal dtypes or another DGE mode")
-    _store(dst, src.dtype, src.read_cells())
+    _store(op, dst, src.dtype, src.read_cells())
 
 
 _PERMUTATIONS = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
@@ -106,4 +106,4 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=None, oob_mode=No
     if mode is _dge_mode.hwdge:
         _hwdge_limits(op, src)
     permuted = NkiTensor(src.storage, src.offset, want, [src.strides[a] for a in axes])
-    _store(dst, src.dtype, permuted.read_cells().reshape(math.prod(want)))
+    _store(op, dst, src.dtype, permuted.read_cells().reshape(math.prod(want)))

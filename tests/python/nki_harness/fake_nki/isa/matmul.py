@@ -4,8 +4,9 @@ import numpy as np
 
 from ..dtypes import DTYPES
 from ..errors import NkiError
+from ..hw import GENERATIONS
 from ..runtime import current, instruction
-from ..tensor import PSUM, SBUF, NkiTensor
+from ..tensor import MATMUL, PSUM, SBUF, UNWRITTEN, NkiTensor
 from ..tile import Tile
 from .enums import engine as _engine
 from .enums import matmul_perf_mode as _perf_mode
@@ -28,9 +29,10 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
 
     `accumulate=False` overwrites, `True` adds onto dst, `None` overwrites the
     cells no write has touched since the PSUM tensor was allocated and adds onto
-    the others. `is_transpose=True` writes `stationary^T` bit-exactly (dst keeps the
-    input dtype). The one-zero hints, tile position / size and perf mode have no
-    numeric effect.
+    the others; the docs' limits on what may be added onto are errors (see
+    `_added_cells`). `is_transpose=True` writes `stationary^T` bit-exactly (dst
+    keeps the input dtype). The one-zero hints, tile position / size and perf mode
+    have no numeric effect.
     """
     op = "nisa.nc_matmul"
     member(op, "perf_mode", perf_mode, _perf_mode, None)
@@ -65,17 +67,51 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
         if dst.dtype is not stationary.dtype:
             raise NkiError(op, f"with is_transpose, dst must have the input dtype {stationary.dtype.name}, it is "
                                f"{dst.dtype.name}")
-        dt.write_raw(st.read_raw().T)
+        dt.write_raw(st.read_raw().T, matmul=True)
         return
     if not (dst.dtype is _F32 or (dst.dtype is _BF16 and hw.has_bf16_psum)):
         raise NkiError(op, f"dst {dst.describe()} must be float32{' or bfloat16' if hw.has_bf16_psum else ''} on "
                            f"{hw.name}")
     product = np.matmul(st.read().T, mv.read())
-    if accumulate is None:
-        written = dst.storage.written[dt.index]
-    else:
-        written = np.full(dt.index.shape, bool(accumulate))
-    dt.write(np.where(written, product + dt.read(), product), current().rounds)
+    added = _added_cells(op, dst, dt, accumulate, hw)
+    dt.write(np.where(added, product + dt.read(), product), current().rounds, matmul=True)
+
+
+def _first_element(dst, dt, hits):
+    """The index in view `dst` of the first True of the (np, nf) mask `hits`."""
+    p, f = np.argwhere(hits)[0]
+    return [int(i) for i in np.unravel_index(p * dt.nf + f, dst.shape)]
+
+
+def _added_cells(op, dst, dt, accumulate, hw):
+    """The (np, nf) cells of `dst` the matmul adds its product onto.
+
+    The nc_matmul docs allow adding only onto what an earlier write initialised
+    (accumulate=True onto PSUM nothing wrote is undefined on every target), and on
+    NeuronCore-v2/-v3 only onto what a matmul wrote: onto values of a memset, a
+    copy or any other non-matmul instruction it is undefined there. accumulate=None
+    adds onto every cell written since allocation, so it meets the second limit
+    after such a write just as accumulate=True does.
+    """
+    if accumulate is not None and not accumulate:
+        return np.zeros(dt.index.shape, dtype=bool)
+    writer = dst.storage.writer[dt.index]
+    unwritten = writer == UNWRITTEN
+    if accumulate and unwritten.any():
+        raise NkiError(op, f"accumulate=True adds onto {dst.describe()}, but {int(unwritten.sum())} of its {dst.size} "
+                           f"elements (the first at {_first_element(dst, dt, unwritten)}) have not been written since "
+                           "the tensor was allocated: accumulating onto uninitialised PSUM is undefined behaviour on "
+                           "every generation; begin the accumulation with accumulate=False or accumulate=None")
+    other = (writer != UNWRITTEN) & (writer != MATMUL)
+    if other.any() and not hw.has_accumulate_onto_non_matmul_psum:
+        allowed = ", ".join(h.name for h in GENERATIONS.values() if h.has_accumulate_onto_non_matmul_psum)
+        raise NkiError(op, f"accumulate={accumulate} adds onto {dst.describe()}, but {int(other.sum())} of its "
+                           f"{dst.size} elements (the first at {_first_element(dst, dt, other)}) were last written by "
+                           f"{' and '.join(dst.storage.other_writers(writer[other]))}, not by a matmul: a matmul "
+                           f"accumulating onto PSUM that a non-matmul instruction initialised is undefined behaviour "
+                           f"on {hw.name} (defined on {allowed}); let a matmul write those cells first and add other "
+                           "terms outside PSUM")
+    return ~unwritten
 
 
 @instruction
@@ -106,4 +142,6 @@ def nc_transpose(dst, data, engine=None, name=None):
     if src.np > limit or src.nf > limit:
         raise NkiError(op, f"data {data.describe()} is {src.np} x {src.nf}, larger than the {limit} x {limit} a "
                            f"{eng.name}-engine transpose handles")
-    dt.write_raw(src.read_raw().T)
+    # On the Tensor Engine a transpose is a matmul against the identity, and its PSUM
+    # cells count as matmul-written.
+    dt.write_raw(src.read_raw().T, matmul=eng is _engine.tensor)

@@ -54,7 +54,8 @@ def register_store(dst, src):
     """Writes the register `src` into the one-element SBUF / HBM tensor `dst`."""
     dst.check_single("nisa.register_store", "dst")
     t = dst.dtype
-    dst.write_cells(t.encode(float(src.value), current().rounds) if t.is_float else t.saturate(src.value))
+    dst.write_cells(t.encode(float(src.value), current().rounds) if t.is_float else t.saturate(src.value),
+                    "nisa.register_store")
 
 
 def get_nc_version():
