@@ -68,8 +68,8 @@ pub fn activation_reduce(
     activate("nisa.activation_reduce", ctx, dst, op, data, full)
 }
 
-fn activate(name: &str, ctx: &Ctx, dst: &Tensor, op: NlOp, data: &Tensor, opts: ActivationOpts<'_>) -> Result<()> {
-    ctx.begin_op()?;
+fn activate(name: &'static str, ctx: &Ctx, dst: &Tensor, op: NlOp, data: &Tensor, opts: ActivationOpts<'_>) -> Result<()> {
+    ctx.begin_op(name)?;
     if !op.is_unary() {
         return Err(NkiError::constraint(
             name,
