@@ -35,9 +35,15 @@ struct Usage {
     sbuf: usize,
     sbuf_peak: usize,
     psum: Vec<PsumTenant>,
-    psum_banks: usize,
     psum_peak_banks: usize,
     next_id: u64,
+}
+
+impl Usage {
+    /// PSUM banks held now.
+    fn psum_banks(&self) -> usize {
+        self.psum.iter().map(|t| t.banks).sum()
+    }
 }
 
 /// Peak on-chip usage of a program (per partition).
@@ -106,7 +112,8 @@ impl MemPool {
             }
             OnChip::Psum => {
                 let (need, total) = (self.limits.psum_banks_for(bytes), self.limits.psum_banks);
-                if u.psum_banks + need > total {
+                let used = u.psum_banks();
+                if used + need > total {
                     let tenants: Vec<String> = u.psum.iter().map(|t| format!("'{}' ({})", t.name, plural(t.banks, "bank"))).collect();
                     let held = if tenants.is_empty() { String::new() } else { format!(": {}", tenants.join(", ")) };
                     return Err(NkiError::new(
@@ -116,13 +123,12 @@ impl MemPool {
                              takes whole banks of {} B), but {} of the {total} banks are in use{held}",
                             plural(need, "bank"),
                             self.limits.psum_bank_bytes,
-                            u.psum_banks,
+                            used,
                         ),
                     ));
                 }
                 u.psum.push(PsumTenant { id, name: name.to_string(), banks: need });
-                u.psum_banks += need;
-                u.psum_peak_banks = u.psum_peak_banks.max(u.psum_banks);
+                u.psum_peak_banks = u.psum_peak_banks.max(used + need);
                 need
             }
         };
@@ -142,7 +148,7 @@ impl MemPool {
     /// What is in use now: SBUF bytes per partition and PSUM banks.
     pub fn in_use(&self) -> (usize, usize) {
         let u = self.lock();
-        (u.sbuf, u.psum_banks)
+        (u.sbuf, u.psum_banks())
     }
 }
 
@@ -151,10 +157,7 @@ impl Drop for Lease {
         let mut u = self.pool.lock();
         match self.kind {
             OnChip::Sbuf => u.sbuf -= self.amount,
-            OnChip::Psum => {
-                u.psum_banks -= self.amount;
-                u.psum.retain(|t| t.id != self.id);
-            }
+            OnChip::Psum => u.psum.retain(|t| t.id != self.id),
         }
     }
 }

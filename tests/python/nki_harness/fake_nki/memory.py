@@ -24,10 +24,14 @@ class PsumBanks:
 
     def __init__(self, hw):
         self.hw = hw
-        self.in_use = 0
         self.peak = 0
         self._tenants = {}
         self._lock = threading.RLock()  # a release can run from any frame that drops a tensor
+
+    @property
+    def in_use(self):
+        """Banks held now."""
+        return sum(n for _, n in self._tenants.values())
 
     def lease(self, storage):
         """Takes the banks of PSUM `storage`; returns the token that gives them back.
@@ -38,20 +42,18 @@ class PsumBanks:
         per_partition = math.prod(storage.shape[1:]) * storage.dtype.size
         need = -(-per_partition // self.hw.psum_bank_bytes)
         with self._lock:
-            total = self.hw.psum_banks
-            if self.in_use + need > total:
+            total, used = self.hw.psum_banks, self.in_use
+            if used + need > total:
                 held = ", ".join(f"'{name}' ({_plural(n, 'bank')})" for name, n in self._tenants.values())
                 raise NkiError(None, f"PSUM capacity exceeded: tensor '{storage.name}' needs {_plural(need, 'bank')} "
                                      f"({per_partition} B per partition; every PSUM tensor takes whole banks of "
-                                     f"{self.hw.psum_bank_bytes} B), but {self.in_use} of the {total} banks are in "
+                                     f"{self.hw.psum_bank_bytes} B), but {used} of the {total} banks are in "
                                      f"use{': ' + held if held else ''}")
             self._tenants[storage.id] = (storage.name, need)
-            self.in_use += need
-            self.peak = max(self.peak, self.in_use)
+            self.peak = max(self.peak, used + need)
             return storage.id
 
     def release(self, token):
         """Gives back the banks leased under `token`."""
         with self._lock:
-            _, n = self._tenants.pop(token)
-            self.in_use -= n
+            del self._tenants[token]
