@@ -21,6 +21,8 @@ pub enum ErrorKind {
     Collective,
     /// This program stopped because another program or rank failed first.
     Aborted,
+    /// The launch ran past its deadline ([`Launch::timeout`](crate::Launch::timeout)).
+    Timeout,
     /// An invalid argument to a library API (names the parameter, the value and the rule).
     Argument,
     /// Trace-time arithmetic failed (division by zero, overflow).

@@ -2,7 +2,7 @@
 //! Python semantics (floor division, errors instead of panics), view helpers
 //! taking the DSL's `i64`s, and error locations. Not a public API.
 
-use crate::{Dtype, ErrorKind, NkiError, Outputs, Result, Tensor};
+use crate::{Ctx, Dtype, ErrorKind, NkiError, Outputs, Result, Tensor};
 use std::fmt;
 
 /// Attaches the kernel source location of a failing call.
@@ -173,6 +173,13 @@ macro_rules! float_compound {
 }
 float_compound!(f64);
 float_compound!(i64);
+
+/// The check at the top of every kernel loop iteration: a program of a launch
+/// that failed or ran past its deadline stops here even when the loop runs no op.
+#[inline]
+pub fn iteration(ctx: &Ctx) -> Result<()> {
+    ctx.loop_iteration()
+}
 
 /// Python `range(start, stop, step)` for a positive step.
 pub fn range(start: i64, stop: i64, step: i64) -> Result<impl Iterator<Item = i64>> {

@@ -11,6 +11,7 @@ use nki::attention::shard::SeqLayout;
 use nki::io::npy::read_tensor_npy;
 use nki::{Launch, Precision, Tensor};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// Arguments of `nki run`.
 #[derive(Args)]
@@ -49,6 +50,19 @@ pub struct LaunchArgs {
     /// Numeric model.
     #[arg(long, value_enum, default_value_t = PrecisionArg::Hardware)]
     precision: PrecisionArg,
+    /// Stop a run that takes longer than SECS seconds, with an error naming what
+    /// each rank was doing.
+    #[arg(long, value_name = "SECS", value_parser = parse_timeout, allow_hyphen_values = true)]
+    timeout: Option<Duration>,
+}
+
+/// `--timeout`: a positive, finite number of seconds.
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s.trim().parse().map_err(|_| "expected a number of seconds".to_string())?;
+    match Duration::try_from_secs_f64(secs) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        _ => Err("the time limit must be a positive, finite number of seconds".to_string()),
+    }
 }
 
 /// The ring options shared by the ring kernels.
@@ -87,7 +101,11 @@ impl LaunchArgs {
             PrecisionArg::Hardware => Precision::Hardware,
             PrecisionArg::Fp32 => Precision::Fp32,
         };
-        Launch::new().lnc(usize::from(self.lnc)).precision(p)
+        let launch = Launch::new().lnc(usize::from(self.lnc)).precision(p);
+        match self.timeout {
+            Some(limit) => launch.timeout(limit),
+            None => launch,
+        }
     }
 }
 

@@ -145,6 +145,11 @@ impl Arg {
 /// Runs `kernel` of the emitted package `pkg` under the NumPy executor with one
 /// rank per entry of `args`; returns each rank's outputs.
 pub fn run_numpy_ranks(pkg: &Path, kernel: &str, args: &[Vec<Arg>], lnc: usize, precision: &str) -> Vec<Vec<Vec<f32>>> {
+    try_run_numpy_ranks(pkg, kernel, args, lnc, precision).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`run_numpy_ranks`], with a failed run as `Err` holding the harness's output.
+pub fn try_run_numpy_ranks(pkg: &Path, kernel: &str, args: &[Vec<Arg>], lnc: usize, precision: &str) -> Result<Vec<Vec<Vec<f32>>>, String> {
     let dir = scratch(&format!("np_{kernel}"));
     let mut ranks_json = Vec::new();
     for (r, rank_args) in args.iter().enumerate() {
@@ -174,8 +179,10 @@ pub fn run_numpy_ranks(pkg: &Path, kernel: &str, args: &[Vec<Arg>], lnc: usize, 
     let pkg = pkg.display().to_string();
     let (ok, stdout, stderr) =
         harness(&["run", "--package", &pkg, "--spec", &spec_path.display().to_string(), "--out", &out_dir.display().to_string()]);
-    assert!(ok, "NumPy run of {kernel} failed:\n{stdout}\n{stderr}");
-    (0..args.len())
+    if !ok {
+        return Err(format!("NumPy run of {kernel} failed:\n{stdout}\n{stderr}"));
+    }
+    Ok((0..args.len())
         .map(|r| {
             let mut outs = Vec::new();
             for i in 0.. {
@@ -188,5 +195,5 @@ pub fn run_numpy_ranks(pkg: &Path, kernel: &str, args: &[Vec<Arg>], lnc: usize, 
             assert!(!outs.is_empty(), "the NumPy run of {kernel} wrote no outputs for rank {r}");
             outs
         })
-        .collect()
+        .collect())
 }

@@ -616,6 +616,57 @@ class LanguageTest(unittest.TestCase):
         self.assertTrue(nisa.nc_version.gen3 == 3 and nisa.nc_version.gen4 > 3)
 
 
+class PsumBanksTest(unittest.TestCase):
+    """PSUM tensors take whole banks (8 of 2 KiB per partition) from their first use until freed."""
+
+    @staticmethod
+    def used(shape, value=0.0, dtype=nl.float32, name=""):
+        """Inside a kernel: a PSUM tensor that an instruction has touched."""
+        t = nl.ndarray(shape=shape, dtype=dtype, buffer=nl.psum, name=name)
+        nisa.memset(dst=t, value=value)
+        return t
+
+    def test_eight_one_column_tiles_fit_and_the_ninth_fails(self):
+        def k(n):
+            tiles = [self.used((128, 1), float(i), name=f"t{i}") for i in range(n)]
+            return fake.current().psum.peak, sum(float(vals(t)[0, 0]) for t in tiles)
+        self.assertEqual(run(k, 8), (8, 28.0))
+        with self.assertRaises(NkiError) as cm:
+            run(k, 9)
+        msg = str(cm.exception)
+        for part in ("PSUM capacity exceeded: tensor 't8' needs 1 bank (4 B per partition",
+                     "8 of the 8 banks are in use: 't0' (1 bank), 't1' (1 bank)", "'t7' (1 bank)", "test_harness.py:"):
+            self.assertIn(part, msg)
+
+    def test_banks_are_taken_at_first_use_and_reusable_once_freed(self):
+        def k():
+            idle = [nl.ndarray(shape=(128, 512), dtype=nl.float32, buffer=nl.psum) for _ in range(20)]
+            held = [self.used((128, 512)) for _ in range(7)]
+            for i in range(50):
+                # Rebinding frees the previous tile before the memset takes a bank for this one.
+                acc = nl.ndarray(shape=(64, 3), dtype=nl.float32, buffer=nl.psum)
+                nisa.memset(dst=acc, value=float(i))
+            during = fake.current().psum.in_use
+            del held
+            return len(idle), during, fake.current().psum.in_use, fake.current().psum.peak
+        self.assertEqual(run(k), (20, 8, 1, 8))
+
+    def test_a_two_bank_tile_counts_two_on_trn3(self):
+        def k(n):
+            wide = self.used((128, 1024), name="wide")  # 4096 B per partition
+            rest = [self.used((128, 1)) for _ in range(n)]
+            return fake.current().psum.in_use
+        self.assertEqual(run(k, 6, generation="trn3"), 8)
+        self.assertRaisesRegex(NkiError, "needs 1 bank .* 8 of the 8 banks are in use: 'wide' \\(2 banks\\)", run, k, 7,
+                               generation="trn3")
+
+    def test_each_lnc_program_has_its_own_banks(self):
+        def k(rank):
+            tiles = [self.used((128, 1)) for _ in range(8)]
+            return fake.current().psum.peak
+        self.assertEqual(run_ranks(k, 2, grid=2), [8, 8])
+
+
 class LaunchTest(unittest.TestCase):
     def test_lnc2_programs_share_hbm_and_meet_at_barriers(self):
         def k(rank):

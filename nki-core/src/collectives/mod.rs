@@ -133,7 +133,7 @@ fn run_permute(
     group: &ReplicaGroup,
     reduce: Option<NlOp>,
 ) -> Result<()> {
-    ctx.begin_op()?;
+    ctx.begin_op(op)?;
     let ring = group.ring_of(ctx.rank(), ctx.num_ranks()).map_err(|e| e.in_op(op))?;
     for (c, (ss, d)) in srcs.iter().zip(&dsts).enumerate() {
         check_buffer(op, "dst", d)?;
@@ -301,7 +301,7 @@ pub fn collective_permute_implicit_current_processing_rank_id(
 ) -> Result<Register> {
     const OP: &str = "ncc.collective_permute_implicit_current_processing_rank_id";
     let _ = opts.name;
-    ctx.begin_op()?;
+    ctx.begin_op(OP)?;
     let ring = replica_group.ring_of(ctx.rank(), ctx.num_ranks()).map_err(|e| e.in_op(OP))?;
     let n = ring.len() as i64;
     let pos = ring.iter().position(|&r| r == ctx.rank()).unwrap_or(0) as i64;

@@ -6,7 +6,7 @@ use super::memory::{MemPool, MemoryReport};
 use super::world::{RvKey, Slot, World};
 use crate::hw::{Generation, HwLimits};
 use crate::isa::Accumulators;
-use crate::{ErrorKind, NkiError, Origin, Result, Tensor};
+use crate::{Origin, Result, Tensor};
 use std::cell::{Cell, RefCell, RefMut};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -29,6 +29,10 @@ pub struct Ctx {
     barriers: Cell<u64>,
     collectives: RefCell<HashMap<Vec<usize>, u64>>,
     ops: Cell<u64>,
+    /// The op this program entered last (named in timeout reports).
+    last_op: Cell<Option<&'static str>>,
+    /// Whether a kernel loop iteration already went on after the launch was told to stop.
+    loop_grace_used: Cell<bool>,
     vector_acc: RefCell<Vec<f32>>,
     scalar_acc: RefCell<Vec<f32>>,
 }
@@ -59,6 +63,8 @@ impl Ctx {
             barriers: Cell::new(0),
             collectives: Default::default(),
             ops: Cell::new(0),
+            last_op: Cell::new(None),
+            loop_grace_used: Cell::new(false),
             vector_acc: RefCell::new(vec![f32::NAN; hw.pmax]),
             scalar_acc: RefCell::new(vec![f32::NAN; hw.pmax]),
         }
@@ -136,13 +142,33 @@ impl Ctx {
         Origin { rank: self.rank, program: self.program }
     }
 
-    /// Called at the start of every op: stops the program when another one failed.
-    pub(crate) fn begin_op(&self) -> Result<()> {
-        if self.world.is_aborted() {
-            return Err(NkiError::new(ErrorKind::Aborted, "stopped because another program of the launch failed"));
+    /// Called at the start of every op: stops the program when another one failed
+    /// or the launch's deadline passed.
+    #[inline]
+    pub(crate) fn begin_op(&self, op: &'static str) -> Result<()> {
+        if let Some(e) = self.world.stopped(|| "stopped at this op".to_string()) {
+            return Err(e.in_op(op));
         }
+        self.last_op.set(Some(op));
         self.ops.set(self.ops.get() + 1);
         Ok(())
+    }
+
+    /// Called at every iteration of a kernel loop, so a loop without ops stops too.
+    ///
+    /// The first iteration after the stop signal still runs: a loop that runs ops
+    /// then stops at its next op (whose name and line say more than the loop's),
+    /// and a loop without ops stops at its next iteration.
+    #[inline]
+    pub(crate) fn loop_iteration(&self) -> Result<()> {
+        let stop = self.world.stopped(|| {
+            let last = self.last_op.get().map_or("no op yet".to_string(), |op| format!("last op {op}"));
+            format!("stopped in this loop ({last})")
+        });
+        match stop {
+            Some(e) if self.loop_grace_used.replace(true) => Err(e),
+            _ => Ok(()),
+        }
     }
 
     /// The n-th shared-HBM allocation of this program: the same tensor for every

@@ -7,7 +7,9 @@ use crate::collectives::CommEvent;
 use crate::hw::Generation;
 use crate::{ErrorKind, NkiError, Result, Tensor};
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// State shared by the programs of one rank.
 #[derive(Default)]
@@ -16,12 +18,13 @@ pub(crate) struct RankShared {
     pub(crate) allocations: Mutex<Vec<Tensor>>,
 }
 
-/// How to launch a kernel in the emulator: LNC grid, ring size, precision model and
-/// hardware generation.
+/// How to launch a kernel in the emulator: LNC grid, ring size, precision model,
+/// hardware generation and an optional time limit.
 ///
 /// ```
 /// use nki_core::emulator::{Launch, Precision};
-/// let launch = Launch::new().lnc(2).precision(Precision::Fp32);
+/// use std::time::Duration;
+/// let launch = Launch::new().lnc(2).precision(Precision::Fp32).timeout(Duration::from_secs(60));
 /// let ids = launch.run_all(|ctx| Ok(ctx.program_id())).unwrap();
 /// assert_eq!(ids.results, vec![vec![0, 1]]);
 /// ```
@@ -31,6 +34,7 @@ pub struct Launch {
     ranks: usize,
     precision: Precision,
     generation: Generation,
+    timeout: Option<Duration>,
 }
 
 impl Default for Launch {
@@ -55,7 +59,7 @@ pub struct RunReport<R> {
 impl Launch {
     /// One rank, no LNC grid, `hardware` precision, trn2.
     pub fn new() -> Launch {
-        Launch { grid: None, ranks: 1, precision: Precision::Hardware, generation: Generation::Trn2 }
+        Launch { grid: None, ranks: 1, precision: Precision::Hardware, generation: Generation::Trn2, timeout: None }
     }
 
     /// Logical NeuronCore degree: 1 launches without a grid, 2 launches a 1-D grid of two programs.
@@ -85,6 +89,18 @@ impl Launch {
     /// The hardware generation.
     pub fn generation(mut self, generation: Generation) -> Launch {
         self.generation = generation;
+        self
+    }
+
+    /// Bounds the launch: once `limit` has passed, every program stops at its next
+    /// op, collective wait or kernel loop iteration, and the launch fails with an
+    /// [`ErrorKind::Timeout`] error naming what each program was doing (the op and
+    /// kernel line it stopped at, the loop it was in, or the collective it waited
+    /// in and for whom). Without a limit (the default) a launch runs until its
+    /// programs finish, fail or deadlock. Host code passed to [`Launch::run_all`]
+    /// that never reaches an op is not interrupted.
+    pub fn timeout(mut self, limit: Duration) -> Launch {
+        self.timeout = Some(limit);
         self
     }
 
@@ -125,6 +141,9 @@ impl Launch {
         if !(1..=64).contains(&self.ranks) {
             return Err(NkiError::argument("ranks", self.ranks, "must be between 1 and 64"));
         }
+        if self.timeout == Some(Duration::ZERO) {
+            return Err(NkiError::argument("timeout", "0s", "a launch needs a time limit longer than zero"));
+        }
         Ok(())
     }
 
@@ -142,9 +161,10 @@ impl Launch {
 
     /// Runs `f` on every program of every rank (one thread each) and reports everything.
     ///
-    /// If any program fails, every other program stops at its next op, barrier or
-    /// collective, and the first root-cause error is returned (tagged with its rank
-    /// and program).
+    /// If any program fails, every other program stops at its next op, barrier,
+    /// collective or kernel loop iteration, and the first root-cause error is
+    /// returned (tagged with its rank and program). Past the [`timeout`](Launch::timeout),
+    /// the error reports every program's state instead.
     pub fn run_all<R: Send>(&self, f: impl Fn(&Ctx) -> Result<R> + Sync) -> Result<RunReport<R>> {
         self.validate()?;
         let programs = self.programs();
@@ -164,10 +184,24 @@ impl Launch {
             world.finish(ctx.slot());
             (out, ctx.memory(), ctx.op_count())
         };
-        let outcomes: Vec<_> = if self.ranks * programs == 1 {
-            vec![run_one(0, 0)]
-        } else {
-            std::thread::scope(|s| {
+        let outcomes: Vec<_> = std::thread::scope(|s| {
+            // The watchdog sleeps until the programs are done (the sender drops) or
+            // the time limit passes, whichever comes first.
+            let (done, wait) = mpsc::channel::<()>();
+            if let Some(limit) = self.timeout {
+                let world = &world;
+                std::thread::Builder::new()
+                    .name("nki-watchdog".to_string())
+                    .spawn_scoped(s, move || {
+                        if wait.recv_timeout(limit) == Err(RecvTimeoutError::Timeout) {
+                            world.time_out();
+                        }
+                    })
+                    .expect("spawning the launch watchdog");
+            }
+            let outcomes = if self.ranks * programs == 1 {
+                vec![run_one(0, 0)]
+            } else {
                 let handles: Vec<_> = (0..self.ranks)
                     .flat_map(|r| (0..programs).map(move |p| (r, p)))
                     .map(|(r, p)| {
@@ -179,8 +213,25 @@ impl Launch {
                     })
                     .collect();
                 handles.into_iter().map(|h| h.join().expect("emulator threads catch their panics")).collect()
-            })
-        };
+            };
+            drop(done);
+            outcomes
+        });
+        if world.timed_out() {
+            let states: Vec<String> = outcomes
+                .iter()
+                .enumerate()
+                .map(|(slot, (out, ..))| match out {
+                    Ok(_) => format!("[{}] finished", world.slot_name(slot)),
+                    Err(e) => e.to_string(),
+                })
+                .collect();
+            let limit = self.timeout.unwrap_or_default();
+            return Err(NkiError::new(
+                ErrorKind::Timeout,
+                format!("the launch did not finish within {limit:?}; each program at the deadline: {}", states.join("; ")),
+            ));
+        }
         if let Some(e) = world.first_error() {
             return Err(e);
         }

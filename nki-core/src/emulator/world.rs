@@ -1,16 +1,18 @@
-//! Cross-program synchronisation: core barriers, collectives, failure propagation
-//! and deadlock detection for one emulated launch.
+//! Cross-program synchronisation: core barriers, collectives, failure propagation,
+//! deadlock detection and the deadline of one emulated launch.
 //!
 //! Every program of every rank is a thread. A program that fails records its error
 //! and wakes everyone; a program that waits on a barrier or collective notices the
-//! failure, a partner that already finished, or a state where every live program is
-//! waiting (a deadlock), and returns an error instead of hanging.
+//! failure, a partner that already finished, a state where every live program is
+//! waiting (a deadlock), or the launch's deadline, and returns an error instead of
+//! hanging. Busy programs learn of a failure or the deadline from [`World::stopped`],
+//! which every op and every kernel loop iteration checks (one atomic load).
 
 use crate::collectives::CommEvent;
 use crate::{ErrorKind, NkiError, Result};
 use std::any::Any;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 /// A program's index in the launch: `rank * programs_per_rank + program`.
@@ -42,11 +44,18 @@ struct SyncState {
     rendezvous: HashMap<RvKey, Rendezvous>,
 }
 
+/// Whether the programs of a launch must stop, and why (the values of `World::halt`).
+const RUNNING: u8 = 0;
+const FAILED: u8 = 1;
+const TIMED_OUT: u8 = 2;
+
 /// Shared state of one launch.
 pub(crate) struct World {
     pub(crate) ranks: usize,
     pub(crate) programs: usize,
-    aborted: AtomicBool,
+    /// `RUNNING` until a program fails (`FAILED`) or the deadline passes
+    /// (`TIMED_OUT`); the first of the two wins.
+    halt: AtomicU8,
     state: Mutex<SyncState>,
     cv: Condvar,
     comm: Mutex<Vec<CommEvent>>,
@@ -58,7 +67,7 @@ impl World {
         World {
             ranks,
             programs,
-            aborted: AtomicBool::new(false),
+            halt: AtomicU8::new(RUNNING),
             state: Mutex::new(SyncState { finished: vec![false; n], waiting: vec![None; n], ..Default::default() }),
             cv: Condvar::new(),
             comm: Mutex::new(Vec::new()),
@@ -83,9 +92,32 @@ impl World {
         format!("rank {} program {}", slot / self.programs, slot % self.programs)
     }
 
-    /// True once any program has failed.
-    pub(crate) fn is_aborted(&self) -> bool {
-        self.aborted.load(Ordering::Relaxed)
+    /// `None` while the launch runs; once it must stop, the error a program returns:
+    /// `Aborted` after another program's failure, `Timeout` (with `activity`, what
+    /// this program was doing) after the deadline.
+    #[inline]
+    pub(crate) fn stopped(&self, activity: impl FnOnce() -> String) -> Option<NkiError> {
+        match self.halt.load(Ordering::Relaxed) {
+            RUNNING => None,
+            TIMED_OUT => Some(NkiError::new(ErrorKind::Timeout, activity())),
+            _ => Some(self.aborted_error()),
+        }
+    }
+
+    /// True once the deadline passed with programs still running.
+    pub(crate) fn timed_out(&self) -> bool {
+        self.halt.load(Ordering::Relaxed) == TIMED_OUT
+    }
+
+    /// The deadline passed: unless every program already finished, tells them all
+    /// to stop and wakes those that wait.
+    pub(crate) fn time_out(&self) {
+        let st = self.lock();
+        if st.finished.iter().all(|&f| f) {
+            return;
+        }
+        let _ = self.halt.compare_exchange(RUNNING, TIMED_OUT, Ordering::Relaxed, Ordering::Relaxed);
+        self.cv.notify_all();
     }
 
     fn aborted_error(&self) -> NkiError {
@@ -102,7 +134,7 @@ impl World {
         if st.error.is_none() && err.kind != ErrorKind::Aborted {
             st.error = Some(err);
         }
-        self.aborted.store(true, Ordering::Relaxed);
+        let _ = self.halt.compare_exchange(RUNNING, FAILED, Ordering::Relaxed, Ordering::Relaxed);
         self.cv.notify_all();
     }
 
@@ -122,7 +154,8 @@ impl World {
 
     fn check_deadlock(&self, st: &mut SyncState) {
         let live: Vec<usize> = (0..st.finished.len()).filter(|&s| !st.finished[s]).collect();
-        if live.is_empty() || st.error.is_some() || live.iter().any(|&s| st.waiting[s].is_none()) {
+        let halted = self.halt.load(Ordering::Relaxed) != RUNNING;
+        if live.is_empty() || halted || st.error.is_some() || live.iter().any(|&s| st.waiting[s].is_none()) {
             return;
         }
         // A partner that finished without joining is the root cause, whichever
@@ -153,6 +186,12 @@ impl World {
         )
     }
 
+    /// The participants of `rv` that have not arrived, by name.
+    fn absent(&self, rv: &Rendezvous) -> String {
+        let names: Vec<String> = rv.participants.iter().filter(|p| !rv.arrived.contains(p)).map(|&p| self.slot_name(p)).collect();
+        names.join(", ")
+    }
+
     /// Joins the rendezvous `key` as `me`, contributing `payload`. The last of
     /// `participants` to arrive runs `complete` on every payload (in arrival order);
     /// everyone returns its result. All participants must use the same `kind`.
@@ -166,8 +205,8 @@ impl World {
         complete: impl FnOnce(Vec<(Slot, T)>) -> Result<()>,
     ) -> Result<()> {
         let mut st = self.lock();
-        if st.error.is_some() {
-            return Err(self.aborted_error());
+        if let Some(e) = self.stopped(|| format!("arriving at {kind}")) {
+            return Err(e);
         }
         let rv = st.rendezvous.entry(key.clone()).or_insert_with(|| Rendezvous {
             kind: kind.to_string(),
@@ -227,6 +266,11 @@ impl World {
                 }
                 return res;
             }
+            if self.timed_out() {
+                st.waiting[me] = None;
+                let missing = st.rendezvous.get(&key).map(|rv| self.absent(rv)).unwrap_or_default();
+                return Err(NkiError::new(ErrorKind::Timeout, format!("waiting in {kind} for {missing}")));
+            }
             let gone = st
                 .rendezvous
                 .get(&key)
@@ -283,6 +327,46 @@ mod tests {
         let err = w.rendezvous(0, RvKey::Barrier { rank: 0, seq: 0 }, "core_barrier", &[0, 1], (), |_| Ok(())).unwrap_err();
         assert_eq!(err.kind, ErrorKind::Collective);
         assert!(err.message.contains("rank 1 program 0 finished without joining core_barrier"), "{err}");
+    }
+
+    #[test]
+    fn the_deadline_releases_a_waiter_and_names_the_absent_partners() {
+        let w = Arc::new(World::new(3, 1));
+        let waiter = {
+            let w = Arc::clone(&w);
+            std::thread::spawn(move || w.rendezvous(0, RvKey::Collective { group: vec![0, 1, 2], seq: 0 }, "x", &[0, 1, 2], (), |_| Ok(())))
+        };
+        while w.lock().waiting[0].is_none() {
+            std::thread::yield_now();
+        }
+        assert!(w.stopped(String::new).is_none());
+        w.time_out();
+        let err = waiter.join().unwrap().unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Timeout);
+        assert_eq!(err.message, "waiting in x for rank 1 program 0, rank 2 program 0");
+        assert_eq!(w.stopped(|| "busy".to_string()).map(|e| (e.kind, e.message)), Some((ErrorKind::Timeout, "busy".to_string())));
+    }
+
+    #[test]
+    fn a_deadline_after_every_program_finished_changes_nothing() {
+        let w = World::new(2, 1);
+        w.finish(0);
+        w.finish(1);
+        w.time_out();
+        assert!(!w.timed_out() && w.stopped(String::new).is_none());
+    }
+
+    #[test]
+    fn the_first_of_failure_and_deadline_wins() {
+        let w = World::new(2, 1);
+        w.fail(NkiError::new(ErrorKind::Shape, "bad"));
+        w.time_out();
+        assert!(!w.timed_out());
+        assert_eq!(w.stopped(String::new).map(|e| e.kind), Some(ErrorKind::Aborted));
+        let w = World::new(2, 1);
+        w.time_out();
+        w.fail(NkiError::new(ErrorKind::Shape, "bad"));
+        assert!(w.timed_out());
     }
 
     #[test]

@@ -70,6 +70,12 @@ impl HwLimits {
         self.psum_bank_bytes / 4
     }
 
+    /// Banks a PSUM tensor of `bytes` per partition holds: NKI starts every PSUM
+    /// tensor at a bank boundary, so it takes whole banks.
+    pub const fn psum_banks_for(&self, bytes: usize) -> usize {
+        bytes.div_ceil(self.psum_bank_bytes)
+    }
+
     /// PSUM bytes per partition.
     pub const fn psum_bytes_per_partition(&self) -> usize {
         self.psum_banks * self.psum_bank_bytes

@@ -69,7 +69,7 @@ pub fn activation_reduce(
 }
 
 fn activate(name: &'static str, ctx: &Ctx, dst: &Tensor, op: NlOp, data: &Tensor, opts: ActivationOpts<'_>) -> Result<()> {
-    ctx.begin_op()?;
+    ctx.begin_op(name)?;
     if !op.is_unary() {
         return Err(NkiError::constraint(
             name,

@@ -38,7 +38,7 @@ fn no_psum(op: &str, role: &str, t: &Tensor) -> Result<()> {
 /// dtypes differ. HBM and SBUF only; PSUM is not reachable by DMA.
 pub fn dma_copy(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: DmaCopyOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.dma_copy";
-    ctx.begin_op()?;
+    ctx.begin_op(OP)?;
     no_psum(OP, "src", src)?;
     no_psum(OP, "dst", dst)?;
     src.check_bounds(OP)?;
@@ -96,7 +96,7 @@ fn transpose_error(rule: TransposeRule, values: &str) -> NkiError {
 /// [`transpose_rules`] (dtypes, permutation, dst shape, DGE mode and its limits).
 pub fn dma_transpose(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: DmaTransposeOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.dma_transpose";
-    ctx.begin_op()?;
+    ctx.begin_op(OP)?;
     if dst.buffer() != Buffer::Sbuf {
         return Err(NkiError::constraint(OP, format!("dst {} must be in SBUF", dst.describe())));
     }

@@ -64,7 +64,7 @@ fn as_matrix(t: &Tensor, tile: &TileView) -> (Option<Vec<f32>>, isize, isize, is
 /// accumulation rules of [`NcMatmulOpts::accumulate`].
 pub fn nc_matmul(ctx: &Ctx, dst: &Tensor, stationary: &Tensor, moving: &Tensor, opts: NcMatmulOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.nc_matmul";
-    ctx.begin_op()?;
+    ctx.begin_op(OP)?;
     in_buffer(OP, "dst", dst, Buffer::Psum)?;
     in_buffer(OP, "stationary", stationary, Buffer::Sbuf)?;
     in_buffer(OP, "moving", moving, Buffer::Sbuf)?;
@@ -287,7 +287,7 @@ pub struct NcTransposeOpts<'a> {
 /// bit-exactly; `dst` must have `data`'s dtype.
 pub fn nc_transpose(ctx: &Ctx, dst: &Tensor, data: &Tensor, opts: NcTransposeOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.nc_transpose";
-    ctx.begin_op()?;
+    ctx.begin_op(OP)?;
     let (src, dt) = (TileView::of(OP, "data", data)?, TileView::of(OP, "dst", dst)?);
     if data.dtype() != dst.dtype() {
         return Err(NkiError::dtype(OP, format!("dst {} must have the dtype of data ({})", dst.describe(), data.dtype())));

@@ -80,7 +80,7 @@ pub struct TensorReduceOpts<'a> {
 /// of `data` (never the partition dim) with `op`, in fp32.
 pub fn tensor_reduce(ctx: &Ctx, dst: &Tensor, op: NlOp, data: &Tensor, axis: &[i64], opts: TensorReduceOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.tensor_reduce";
-    ctx.begin_op()?;
+    ctx.begin_op(OP)?;
     reducible(OP, op)?;
     let (x, d) = (TileView::of(OP, "data", data)?, TileView::of(OP, "dst", dst)?);
     let nd = data.ndim() as i64;
@@ -150,7 +150,7 @@ pub fn tensor_scalar_reduce(
     opts: TensorScalarReduceOpts<'_>,
 ) -> Result<()> {
     const OP: &str = "nisa.tensor_scalar_reduce";
-    ctx.begin_op()?;
+    ctx.begin_op(OP)?;
     reducible(OP, reduce_op)?;
     if opts.reverse0 == Some(true) {
         return Err(NkiError::constraint(OP, "reverse0=True is not supported by tensor_scalar_reduce"));

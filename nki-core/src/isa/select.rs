@@ -59,7 +59,7 @@ pub struct IotaOpts<'a> {
 /// cast to `dst.dtype` (float tiles round per the precision model).
 pub fn iota(ctx: &Ctx, dst: &Tensor, pattern: &[[i64; 2]], opts: IotaOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.iota";
-    ctx.begin_op()?;
+    ctx.begin_op(OP)?;
     in_sbuf(OP, "dst", dst)?;
     let d = TileView::of(OP, "dst", dst)?;
     let base = pattern_values(OP, pattern, d.nf)?;
@@ -114,7 +114,7 @@ pub fn affine_select(
     opts: AffineSelectOpts<'_>,
 ) -> Result<()> {
     const OP: &str = "nisa.affine_select";
-    ctx.begin_op()?;
+    ctx.begin_op(OP)?;
     in_sbuf(OP, "dst", dst)?;
     in_sbuf(OP, "on_true_tile", on_true_tile)?;
     let cmp = opts.cmp_op.unwrap_or(NlOp::Equal);
@@ -220,7 +220,7 @@ pub fn range_select(
     opts: RangeSelectOpts<'_>,
 ) -> Result<()> {
     const OP: &str = "nisa.range_select";
-    ctx.begin_op()?;
+    ctx.begin_op(OP)?;
     if !ctx.hw().has_range_select {
         return Err(NkiError::constraint(OP, format!("range_select needs trn2 or later; the launch targets {}", ctx.generation())));
     }

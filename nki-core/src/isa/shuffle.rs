@@ -18,7 +18,7 @@ pub struct ShuffleOpts<'a> {
 pub fn nc_stream_shuffle(ctx: &Ctx, dst: &Tensor, src: &Tensor, shuffle_mask: &[i64], opts: ShuffleOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.nc_stream_shuffle";
     let _ = opts.name;
-    ctx.begin_op()?;
+    ctx.begin_op(OP)?;
     let (s, d) = (TileView::of(OP, "src", src)?, TileView::of(OP, "dst", dst)?);
     if src.dtype() != dst.dtype() || s.nf != d.nf {
         return Err(NkiError::shape(

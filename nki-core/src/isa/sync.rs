@@ -20,7 +20,7 @@ pub struct CoreBarrierOpts<'a> {
 pub fn core_barrier(ctx: &Ctx, data: &Tensor, cores: &[i64], opts: CoreBarrierOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.core_barrier";
     let _ = opts.engine;
-    ctx.begin_op()?;
+    ctx.begin_op(OP)?;
     if !ctx.hw().has_core_barrier {
         return Err(NkiError::constraint(OP, format!("core_barrier needs trn2 or later; the launch targets {}", ctx.generation())));
     }
@@ -58,7 +58,7 @@ impl Register {
 
 /// `nisa.register_alloc(x=None)`: a new register, set to `x` (0 when absent).
 pub fn register_alloc(ctx: &Ctx, x: Option<i64>) -> Result<Register> {
-    ctx.begin_op()?;
+    ctx.begin_op("nisa.register_alloc")?;
     Ok(Register::new(x.unwrap_or(0)))
 }
 
@@ -85,7 +85,7 @@ impl From<&Register> for RegisterSource {
 
 /// `nisa.register_move(dst, src)`: `dst = src`.
 pub fn register_move(ctx: &Ctx, dst: &Register, src: RegisterSource) -> Result<()> {
-    ctx.begin_op()?;
+    ctx.begin_op("nisa.register_move")?;
     dst.set(match src {
         RegisterSource::Register(r) => r.value(),
         RegisterSource::Immediate(v) => v,
@@ -107,7 +107,7 @@ fn single_element(op: &str, role: &str, t: &Tensor) -> Result<()> {
 /// `nisa.register_load(dst, src)`: loads the integer in the one-element tensor `src`.
 pub fn register_load(ctx: &Ctx, dst: &Register, src: &Tensor) -> Result<()> {
     const OP: &str = "nisa.register_load";
-    ctx.begin_op()?;
+    ctx.begin_op(OP)?;
     single_element(OP, "src", src)?;
     dst.set(src.to_i64_vec()[0]);
     Ok(())
@@ -116,7 +116,7 @@ pub fn register_load(ctx: &Ctx, dst: &Register, src: &Tensor) -> Result<()> {
 /// `nisa.register_store(dst, src)`: writes the register into the one-element tensor `dst`.
 pub fn register_store(ctx: &Ctx, dst: &Tensor, src: &Register) -> Result<()> {
     const OP: &str = "nisa.register_store";
-    ctx.begin_op()?;
+    ctx.begin_op(OP)?;
     single_element(OP, "dst", dst)?;
     let d = dst.dtype();
     let cell = if d.is_float() { d.f32_to_cell(src.value() as f32, ctx.rounds()) } else { d.i64_to_cell(src.value()) };

@@ -100,7 +100,7 @@ pub struct NdarrayOpts<'a> {
 /// PSUM tiles within one 2 KiB bank, and SBUF / PSUM capacity.
 pub fn ndarray(ctx: &Ctx, shape: &[i64], dtype: Dtype, opts: NdarrayOpts<'_>) -> Result<Tensor> {
     const OP: &str = "nl.ndarray";
-    ctx.begin_op()?;
+    ctx.begin_op(OP)?;
     let buffer = opts.buffer.unwrap_or(Buffer::Sbuf);
     let name = opts.name.filter(|n| !n.is_empty()).or(opts.var).unwrap_or("tensor");
     if shape.is_empty() || shape.iter().any(|&d| d < 1) {

@@ -392,7 +392,10 @@ impl Rs<'_> {
                 let range = fallible(iter.span.start, quote!(::nki::__rt::range(#start, #stop, #step)));
                 let p = self.pat(var);
                 let b = self.block(body, false);
-                quote_spanned!(span.start=> for #p in #range { #b })
+                // Every iteration checks whether the launch must stop (failure, deadline).
+                let ctx = &self.ctx;
+                let check = fallible(span.start, quote!(::nki::__rt::iteration(#ctx)));
+                quote_spanned!(span.start=> for #p in #range { #check; #b })
             }
             Stmt::If { branches, otherwise, span } => {
                 let mut out = TokenStream::new();

@@ -10,6 +10,7 @@ class Hardware:
     name: str
     nc_version: int
     pmax: int = 128
+    psum_banks: int = 8
     psum_bank_bytes: int = 2048
     psum_tile_max_bytes: int = 2048
     gemm_stationary_fmax: int = 128

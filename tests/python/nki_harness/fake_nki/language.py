@@ -25,8 +25,10 @@ def ndarray(shape, dtype, buffer=SBUF, name="", address=None):
     """A new uninitialised tensor (floats read as NaN until written).
 
     On-chip tensors hold at most `pmax` partitions and a PSUM tensor fits one 2 KiB
-    bank per partition. `address` is accepted; placement is not emulated. The n-th
-    `shared_hbm` allocation of a program is one tensor for every program of its rank.
+    bank per partition; PSUM tensors take whole banks of their program's PSUM from
+    their first use (see `memory`). `address` is accepted; placement is not
+    emulated. The n-th `shared_hbm` allocation of a program is one tensor for every
+    program of its rank.
     """
     op = "nl.ndarray"
     prog = current()
@@ -52,7 +54,7 @@ def ndarray(shape, dtype, buffer=SBUF, name="", address=None):
                                f"partition, more than a PSUM tile holds on {prog.hw.name} "
                                f"({prog.hw.psum_tile_max_bytes} B = {prog.hw.psum_tile_max_bytes // 4} fp32)")
     if buffer is not SHARED_HBM:
-        return allocate(label, dtype, buffer, dims)
+        return allocate(label, dtype, buffer, dims, prog.psum if buffer is PSUM else None)
 
     def check(t):
         if t.shape != dims or t.dtype is not dtype:

@@ -15,6 +15,7 @@ import numpy as np
 
 from .errors import Aborted, NkiError
 from .hw import GENERATIONS
+from .memory import PsumBanks
 from .world import MEMORY, World
 
 PRECISIONS = ("fp32", "hardware")
@@ -46,9 +47,9 @@ def instruction(fn):
 
 
 class Program:
-    """One program instance: its rank, LNC program id, precision, hardware, engine
-    accumulator registers, and its sequence counters for shared allocations,
-    barriers and collectives."""
+    """One program instance: its rank, LNC program id, precision, hardware, PSUM
+    banks, engine accumulator registers, and its sequence counters for shared
+    allocations, barriers and collectives."""
 
     def __init__(self, world, rank_shared, rank, program, grid, precision, hw):
         self.world = world
@@ -58,6 +59,7 @@ class Program:
         self.grid = grid
         self.rounds = precision == "hardware"
         self.hw = hw
+        self.psum = PsumBanks(hw)
         self.vector_acc = np.full(hw.pmax, np.nan, dtype=np.float32)
         self.scalar_acc = np.full(hw.pmax, np.nan, dtype=np.float32)
         self._shared_allocs = 0

@@ -51,16 +51,19 @@ class Storage:
     allocation (`writer`): UNWRITTEN, MATMUL (a Tensor Engine matmul), or a code
     for a named non-matmul instruction. `nc_matmul(accumulate=None)` overwrites the
     unwritten cells and accumulates onto the others, and what wrote a cell decides
-    whether a matmul may accumulate onto it.
+    whether a matmul may accumulate onto it. They hold their program's PSUM banks
+    (`memory.PsumBanks`) from the first access to their cells until they are freed.
     """
 
-    def __init__(self, name, dtype, buffer, shape, cells):
+    def __init__(self, name, dtype, buffer, shape, cells, banks=None):
         self.id = next(_ids)
         self.name = name
         self.dtype = dtype
         self.buffer = buffer
         self.shape = tuple(shape)
-        self.cells = cells
+        self._cells = cells
+        self._banks = banks
+        self._lease = None
         self.writer = np.zeros(cells.size, dtype=np.int16) if buffer is PSUM else None
         self._others = []
 
@@ -80,15 +83,27 @@ class Storage:
         return [self._others[c - _FIRST_OTHER] for c in np.unique(codes) if c >= _FIRST_OTHER]
 
     @property
+    def cells(self):
+        """The flat cells; the first access takes a PSUM storage's banks."""
+        if self._lease is None and self._banks is not None:
+            self._lease = self._banks.lease(self)
+        return self._cells
+
+    def __del__(self):
+        if getattr(self, "_lease", None) is not None:
+            self._banks.release(self._lease)
+
+    @property
     def partition_cells(self):
         """Cells per partition of an on-chip storage (all cells for HBM)."""
-        return math.prod(self.shape[1:]) if self.buffer.on_chip else self.cells.size
+        return math.prod(self.shape[1:]) if self.buffer.on_chip else self._cells.size
 
 
-def allocate(name, dtype, buffer, shape):
-    """A fresh row-major tensor filled with the dtype's uninitialised pattern."""
+def allocate(name, dtype, buffer, shape, banks=None):
+    """A fresh row-major tensor filled with the dtype's uninitialised pattern
+    (a PSUM tensor accounted in `banks`, its program's `memory.PsumBanks`)."""
     cells = np.full(math.prod(shape), dtype.uninitialised(), dtype=dtype.cell_type)
-    return NkiTensor(Storage(name, dtype, buffer, shape, cells))
+    return NkiTensor(Storage(name, dtype, buffer, shape, cells, banks))
 
 
 def from_cells(name, dtype, buffer, cells):
