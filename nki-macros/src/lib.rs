@@ -16,10 +16,13 @@
 //! type-checks.
 
 mod ast;
+mod bounds;
 mod check;
 mod diag;
 mod emit;
 mod expand;
+#[cfg(test)]
+mod fuzz;
 mod parse;
 #[cfg(test)]
 mod tests;
