@@ -1,11 +1,13 @@
 //! The macro's own bounds on what one kernel may ask of it, so that every
 //! expansion does a bounded amount of work and emits code that rustc and
 //! CPython accept. Each bound is far above what real kernels use (the kernels of
-//! this workspace nest at most 15 deep and build lists of at most 32 values).
+//! this workspace nest at most 13 levels deep and build lists of at most 32
+//! elements).
 
 /// How deep a kernel may nest: brackets and blocks in its tokens, blocks and
 /// expressions in its syntax tree (an `a + b + c` chain is as deep as it is long),
-/// and type annotations; also the longest run of operators in a row (`- - x`).
+/// and type annotations; also the longest run of operators in a row (`- - x`)
+/// and the most assignments one statement chains (`a = b = c`).
 ///
 /// The parser, the checker and both emitters recurse once per level, and so does
 /// rustc on the emitted code, so the bound keeps them all far from the end of the

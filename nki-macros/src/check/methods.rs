@@ -75,11 +75,12 @@ impl Checker<'_> {
         let want = |k: ArgKind| match k {
             ArgKind::Int => "an integer".to_string(),
             ArgKind::Number => "a number".to_string(),
-            ArgKind::Inner => format!("a value of the Option's type ({})", inner.describe()),
+            ArgKind::Inner => format!("a value of the Option's type, {}", inner.describe()),
         };
         let takes = match spec.args {
             [] => "no arguments".to_string(),
-            kinds => kinds.iter().map(|&k| want(k)).collect::<Vec<_>>().join(", "),
+            [one] => format!("one argument ({})", want(*one)),
+            kinds => format!("{} arguments ({})", kinds.len(), kinds.iter().map(|&k| want(k)).collect::<Vec<_>>().join(", ")),
         };
         let fits = |k: ArgKind, t: &Ty| match k {
             ArgKind::Int => t.is_int() || t.is_unknown(),

@@ -139,10 +139,17 @@ pub fn check(f: &Function, target: Generation, diag: &mut Diagnostics) -> Info {
         }
         if let Some(d) = &p.default {
             let t = c.expr(d);
+            // `Invalid` was reported by the parser (e.g. a float literal beyond f64).
             let literal = matches!(
                 d.kind,
-                ExprKind::Int(_) | ExprKind::Float(_) | ExprKind::Bool(_) | ExprKind::Str(_) | ExprKind::None | ExprKind::Path(_)
-            ) || matches!(&d.kind, ExprKind::Unary(UnOp::Neg, x) if matches!(x.kind, ExprKind::Int(_) | ExprKind::Float(_)));
+                ExprKind::Int(_)
+                    | ExprKind::Float(_)
+                    | ExprKind::Bool(_)
+                    | ExprKind::Str(_)
+                    | ExprKind::None
+                    | ExprKind::Path(_)
+                    | ExprKind::Invalid
+            ) || matches!(&d.kind, ExprKind::Unary(UnOp::Neg, x) if matches!(x.kind, ExprKind::Int(_) | ExprKind::Float(_) | ExprKind::Invalid));
             if !literal {
                 c.diag.error(
                     d.span,
@@ -448,17 +455,19 @@ impl Checker<'_> {
                     }
                     // The size is checked before the element types are repeated.
                     Some(k) => {
-                        match usize::try_from(k).ok().filter(|&k| k.saturating_mul(t.footprint().0.saturating_add(1)) <= MAX_ELEMENTS) {
-                            Some(k) => self.bounded(Ty::List(vec![t; k]), e.span),
-                            None => {
-                                self.diag.error(
+                        let elements = u128::from(k.unsigned_abs()) * (t.footprint().0 as u128 + 1);
+                        if elements > MAX_ELEMENTS as u128 {
+                            self.diag.error(
                                 n.span,
-                                format!("`[x; {k}]` holds more than {MAX_ELEMENTS} elements; lists and tuples in kernels hold at most {MAX_ELEMENTS} (nested ones counted)"),
+                                format!("`[x; {k}]` holds {elements} elements; lists and tuples in kernels hold at most {MAX_ELEMENTS} (nested ones counted)"),
                             );
-                                Ty::Unknown
-                            }
+                            Ty::Unknown
+                        } else {
+                            self.bounded(Ty::List(vec![t; k as usize]), e.span)
                         }
                     }
+                    // An invalid length was reported already.
+                    None if nt.is_unknown() => Ty::Unknown,
                     None => {
                         self.diag.error(n.span, "the length of `[x; n]` must be a constant");
                         Ty::Unknown
@@ -563,7 +572,7 @@ impl Checker<'_> {
             Err(EvalError::Overflow) => {
                 self.diag.error(
                     span,
-                    format!("integer overflow: `{}` does not fit in an i64 (the trace-time integers of the emulation)", what()),
+                    format!("integer overflow: `{}` does not fit in an i64 (trace-time integers are i64 in the emulation)", what()),
                 );
                 Val::unknown()
             }
@@ -827,7 +836,7 @@ impl Checker<'_> {
                     let s = self.int_of(start);
                     let n = self.int_of(size);
                     let end = s.add(&n);
-                    let end = self.evaluated(end, *span, || format!("nl::ds({}, {}), which ends at {0} + {1}", show(&s), show(&n)));
+                    let end = self.evaluated(end, *span, || format!("{} + {}", show(&s), show(&n)));
                     rules::IndexTy::Range(Some(s), Some(end), None, *span)
                 }
             };

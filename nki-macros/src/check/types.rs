@@ -31,9 +31,12 @@ impl TensorTy {
     }
 }
 
-/// Dims as text: `[128, 512]`, `?` for unknown ones.
+/// Dims as text: `[128, 512]`, `?` for unknown ones; past eight dims, the first
+/// eight and the rank.
 pub fn dims_text(dims: &[Val]) -> String {
-    format!("[{}]", dims.iter().map(|d| d.as_const().map_or("?".into(), |v| v.to_string())).collect::<Vec<_>>().join(", "))
+    let shown: Vec<String> = dims.iter().take(8).map(|d| d.as_const().map_or("?".into(), |v| v.to_string())).collect();
+    let more = if dims.len() > 8 { format!(", ... ({} dims)", dims.len()) } else { String::new() };
+    format!("[{}{more}]", shown.join(", "))
 }
 
 /// The product of `dims` when all are known: `Err` when it does not fit an i64.
