@@ -30,5 +30,15 @@ const EMITTED_GROUPS_PER_LEVEL: usize = 3;
 #[cfg(test)]
 const EMITTED_FRAME: usize = 8;
 
+/// The group nesting of a token stream, which [`MAX_EMITTED_DEPTH`] bounds.
+#[cfg(test)]
+pub fn group_depth(ts: &proc_macro2::TokenStream) -> usize {
+    ts.clone()
+        .into_iter()
+        .map(|t| if let proc_macro2::TokenTree::Group(g) = t { 1 + group_depth(&g.stream()) } else { 0 })
+        .max()
+        .unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests;

@@ -2,7 +2,7 @@
 //! expand without errors on a small stack, into Rust and Python within their
 //! limits, and one level more is a nesting error at the user's tokens.
 
-use super::{MAX_EMITTED_DEPTH, MAX_NESTING};
+use super::{MAX_EMITTED_DEPTH, MAX_NESTING, group_depth};
 use crate::ast::FnKind;
 use crate::expand::expand;
 use proc_macro2::{TokenStream, TokenTree};
@@ -90,10 +90,6 @@ fn errors(out: &TokenStream) -> Vec<String> {
 /// The emitted `NKI_SOURCE` of a clean expansion.
 fn python(out: &TokenStream) -> String {
     strings_after(out, "NKI_SOURCE").into_iter().next().expect("a clean expansion has NKI_SOURCE")
-}
-
-fn group_depth(ts: &TokenStream) -> usize {
-    ts.clone().into_iter().map(|t| if let TokenTree::Group(g) = t { 1 + group_depth(&g.stream()) } else { 0 }).max().unwrap_or(0)
 }
 
 /// The deepest bracket nesting and indentation level of Python source without strings.

@@ -9,7 +9,7 @@ use std::str::FromStr;
 
 /// One annotated item, as the attribute macro receives it.
 pub struct Entry {
-    /// `file:line`-like label for reports.
+    /// The file and the function's name, for reports.
     pub origin: String,
     /// Whether the file is a UI (compile-fail) case.
     pub ui: bool,
@@ -117,6 +117,11 @@ fn collect(tokens: TokenStream, label: &str, ui: bool, out: &mut Vec<Entry>, lea
                 break;
             }
         }
-        out.push(Entry { origin: format!("{label} #{}", out.len()), ui, kind, attr, item: item.into_iter().collect() });
+        let name = item.windows(2).find_map(|w| match w {
+            [TokenTree::Ident(f), TokenTree::Ident(name)] if f == "fn" => Some(name.to_string()),
+            _ => None,
+        });
+        let origin = format!("{label}: {}", name.unwrap_or_else(|| "(not a function)".into()));
+        out.push(Entry { origin, ui, kind, attr, item: item.into_iter().collect() });
     }
 }

@@ -16,7 +16,7 @@ mod rng;
 mod soup;
 
 use crate::ast::FnKind;
-use crate::bounds::MAX_EMITTED_DEPTH;
+use crate::bounds::{MAX_EMITTED_DEPTH, group_depth};
 use crate::expand::expand;
 use crate::parse::check_token_nesting;
 use corpus::Corpus;
@@ -78,18 +78,6 @@ fn generate(corpus: &Corpus, base: u64, index: u64) -> Case {
         mutate::mutate(&mut tree, &mut rng, &corpus.pool);
     }
     Case { origin: format!("mutated {}", entry.origin), kind: entry.kind, attr: entry.attr.clone(), item: mutate::to_stream(&tree) }
-}
-
-/// The deepest group nesting of a token stream.
-fn group_depth(ts: &TokenStream) -> usize {
-    ts.clone()
-        .into_iter()
-        .map(|t| match t {
-            TokenTree::Group(g) => 1 + group_depth(&g.stream()),
-            _ => 0,
-        })
-        .max()
-        .unwrap_or(0)
 }
 
 /// Whether the expansion reported errors.
