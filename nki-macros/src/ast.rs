@@ -185,6 +185,7 @@ pub enum ExprKind {
     /// A construct that failed to parse (already reported); type-checks as anything.
     Invalid,
     Int(i64),
+    /// Always finite: the parser rejects literals beyond the range of f64.
     Float(f64),
     Bool(bool),
     Str(String),
@@ -272,6 +273,25 @@ pub enum BinOp {
 }
 
 impl BinOp {
+    /// The operator as written in Rust.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Rem => "%",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            BinOp::Ge => ">=",
+            BinOp::And => "&&",
+            BinOp::Or => "||",
+        }
+    }
+
     pub fn is_arith(self) -> bool {
         matches!(self, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Rem)
     }

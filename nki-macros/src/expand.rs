@@ -4,8 +4,8 @@ use crate::ast::FnKind;
 use crate::check::{self, Generation};
 use crate::diag::Diagnostics;
 use crate::emit::{python, rust};
-use crate::parse::parse_function;
-use proc_macro2::TokenStream;
+use crate::parse::{check_token_nesting, parse_function};
+use proc_macro2::{Delimiter, Group, TokenStream, TokenTree};
 use syn::spanned::Spanned;
 
 /// Reads `#[nki_kernel]` / `#[nki_kernel(target = "trn3")]`.
@@ -34,10 +34,43 @@ fn parse_attr(attr: TokenStream, diag: &mut Diagnostics) -> Generation {
     target
 }
 
+/// `item` with its body (the last brace group) emptied: what is left of a function
+/// whose body is nested too deeply to parse, enough for a stand-in.
+fn without_body(item: &TokenStream) -> TokenStream {
+    let mut tokens: Vec<TokenTree> = item.clone().into_iter().collect();
+    if let Some(TokenTree::Group(body)) =
+        tokens.iter_mut().rev().find(|t| matches!(t, TokenTree::Group(g) if g.delimiter() == Delimiter::Brace))
+    {
+        let mut empty = Group::new(Delimiter::Brace, TokenStream::new());
+        empty.set_span(body.span());
+        *body = empty;
+    }
+    tokens.into_iter().collect()
+}
+
 /// Expands `#[nki_kernel]` (or `#[nki_helper]`) on `item`.
 pub fn expand(kind: FnKind, attr: TokenStream, item: TokenStream) -> TokenStream {
     let mut diag = Diagnostics::default();
-    let target = parse_attr(attr, &mut diag);
+    let target = match check_token_nesting(&attr) {
+        Ok(()) => parse_attr(attr, &mut diag),
+        Err(e) => {
+            diag.push(e);
+            Generation::Trn2
+        }
+    };
+    // Tokens nested past the bound are not handed to syn; a function whose
+    // signature is still within it gets a stand-in, so callers see no cascade.
+    let item = match check_token_nesting(&item) {
+        Ok(()) => item,
+        Err(e) => {
+            diag.push(e);
+            let signature = without_body(&item);
+            if check_token_nesting(&signature).is_err() {
+                return diag.to_tokens();
+            }
+            signature
+        }
+    };
     let item_fn: syn::ItemFn = match syn::parse2(item.clone()) {
         Ok(f) => f,
         Err(_) => {

@@ -4,15 +4,17 @@
 
 pub mod dma_transpose;
 mod limits;
+mod methods;
 pub mod rules;
 mod types;
 mod value;
 
 pub use limits::{Generation, HwLimits};
 pub use types::{TensorTy, Ty};
-pub use value::Val;
+pub use value::{EvalError, Val};
 
 use crate::ast::{Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, Function, IndexItem, Pat, Space, Spn, Stmt, UnOp};
+use crate::bounds::{MAX_ELEMENTS, MAX_NESTING};
 use crate::diag::{Diagnostics, did_you_mean};
 use crate::vocab::{self, Constant, FnSpec, Kind, MethodSpec, OpClass, Param, Returns, Spaces};
 use std::collections::HashMap;
@@ -138,10 +140,17 @@ pub fn check(f: &Function, target: Generation, diag: &mut Diagnostics) -> Info {
         }
         if let Some(d) = &p.default {
             let t = c.expr(d);
+            // `Invalid` was reported by the parser (e.g. a float literal beyond f64).
             let literal = matches!(
                 d.kind,
-                ExprKind::Int(_) | ExprKind::Float(_) | ExprKind::Bool(_) | ExprKind::Str(_) | ExprKind::None | ExprKind::Path(_)
-            ) || matches!(&d.kind, ExprKind::Unary(UnOp::Neg, x) if matches!(x.kind, ExprKind::Int(_) | ExprKind::Float(_)));
+                ExprKind::Int(_)
+                    | ExprKind::Float(_)
+                    | ExprKind::Bool(_)
+                    | ExprKind::Str(_)
+                    | ExprKind::None
+                    | ExprKind::Path(_)
+                    | ExprKind::Invalid
+            ) || matches!(&d.kind, ExprKind::Unary(UnOp::Neg, x) if matches!(x.kind, ExprKind::Int(_) | ExprKind::Float(_) | ExprKind::Invalid));
             if !literal {
                 c.diag.error(
                     d.span,
@@ -408,7 +417,10 @@ impl Checker<'_> {
             ExprKind::Unary(op, x) => {
                 let t = self.expr(x);
                 match (op, t) {
-                    (UnOp::Neg, Ty::Int(v)) => Ty::Int(v.neg()),
+                    (UnOp::Neg, Ty::Int(v)) => {
+                        let r = v.neg();
+                        Ty::Int(self.evaluated(r, e.span, || format!("-({})", show(&v))))
+                    }
                     (UnOp::Neg, Ty::Float) => Ty::Float,
                     (UnOp::Not, Ty::Bool) => Ty::Bool,
                     (_, t @ (Ty::Unknown | Ty::Opaque)) => t,
@@ -426,14 +438,38 @@ impl Checker<'_> {
             ExprKind::Call { path, path_span, args } => self.call(e, path, *path_span, args),
             ExprKind::Method { recv, name, args } => self.method(e, recv, name, args),
             ExprKind::Index { base, items } => self.index(base, items, e.span),
-            ExprKind::Tuple(items) => Ty::Tuple(items.iter().map(|x| self.expr(x)).collect()),
-            ExprKind::List(items) => Ty::List(items.iter().map(|x| self.expr(x)).collect()),
+            ExprKind::Tuple(items) => {
+                let t = Ty::Tuple(items.iter().map(|x| self.expr(x)).collect());
+                self.bounded(t, e.span)
+            }
+            ExprKind::List(items) => {
+                let t = Ty::List(items.iter().map(|x| self.expr(x)).collect());
+                self.bounded(t, e.span)
+            }
             ExprKind::Repeat(x, n) => {
                 let t = self.expr(x);
                 let nt = self.expr(n);
                 match nt.const_int() {
-                    Some(k) if k >= 0 => Ty::List(vec![t; k as usize]),
-                    _ => {
+                    Some(k) if k < 0 => {
+                        self.diag.error(n.span, format!("the length of `[x; n]` cannot be negative, got {k}"));
+                        Ty::Unknown
+                    }
+                    // The size is checked before the element types are repeated.
+                    Some(k) => {
+                        let elements = u128::from(k.unsigned_abs()) * (t.footprint().0 as u128 + 1);
+                        if elements > MAX_ELEMENTS as u128 {
+                            self.diag.error(
+                                n.span,
+                                format!("`[x; {k}]` holds {elements} elements; lists and tuples in kernels hold at most {MAX_ELEMENTS} (nested ones counted)"),
+                            );
+                            Ty::Unknown
+                        } else {
+                            self.bounded(Ty::List(vec![t; k as usize]), e.span)
+                        }
+                    }
+                    // An invalid length was reported already.
+                    None if nt.is_unknown() => Ty::Unknown,
+                    None => {
                         self.diag.error(n.span, "the length of `[x; n]` must be a constant");
                         Ty::Unknown
                     }
@@ -458,7 +494,10 @@ impl Checker<'_> {
                 let (ta, tb) = (self.expr(a), self.expr(b));
                 ta.join(&tb)
             }
-            ExprKind::Some(x) => Ty::Option(Box::new(self.expr(x))),
+            ExprKind::Some(x) => {
+                let t = Ty::Option(Box::new(self.expr(x)));
+                self.bounded(t, e.span)
+            }
             ExprKind::Field(x, i) => match self.expr(x) {
                 Ty::Tuple(items) | Ty::List(items) => match items.get(*i) {
                     Some(t) => t.clone(),
@@ -500,6 +539,47 @@ impl Checker<'_> {
         }
     }
 
+    /// `t`, unless the value holds more than [`MAX_ELEMENTS`] elements or its type
+    /// nests deeper than [`MAX_NESTING`] (through variables, `(a, a)` doubles
+    /// with every statement), which is reported at `span`.
+    fn bounded(&mut self, t: Ty, span: Spn) -> Ty {
+        let (elements, depth) = t.footprint();
+        if elements > MAX_ELEMENTS {
+            self.diag.error(
+                span,
+                format!(
+                    "this value holds {elements} elements; lists and tuples in kernels hold at most {MAX_ELEMENTS} (nested ones counted)"
+                ),
+            );
+            return Ty::Unknown;
+        }
+        if depth > MAX_NESTING {
+            self.diag
+                .error(span, format!("this value nests lists, tuples and Options {depth} deep; kernels nest at most {MAX_NESTING} levels"));
+            return Ty::Unknown;
+        }
+        t
+    }
+
+    /// The result of checked arithmetic on trace-time integers; an overflow or a
+    /// division by zero is reported at `span`, with the operation `what` performed.
+    fn evaluated(&mut self, result: Result<Val, EvalError>, span: Spn, what: impl FnOnce() -> String) -> Val {
+        match result {
+            Ok(v) => v,
+            Err(EvalError::DivisionByZero) => {
+                self.diag.error(span, "division by zero");
+                Val::unknown()
+            }
+            Err(EvalError::Overflow) => {
+                self.diag.error(
+                    span,
+                    format!("integer overflow: `{}` does not fit in an i64 (trace-time integers are i64 in the emulation)", what()),
+                );
+                Val::unknown()
+            }
+        }
+    }
+
     fn arith(&mut self, op: BinOp, a: &Ty, b: &Ty, span: Spn) -> Ty {
         match (a, b) {
             (Ty::Unknown, _) | (_, Ty::Unknown) => Ty::Unknown,
@@ -512,22 +592,17 @@ impl Checker<'_> {
                 Ty::Unknown
             }
             (Ty::Opaque, _) | (_, Ty::Opaque) => Ty::Opaque,
-            (Ty::Int(x), Ty::Int(y)) => Ty::Int(match op {
-                BinOp::Add => x.add(y),
-                BinOp::Sub => x.sub(y),
-                BinOp::Mul => x.mul(y),
-                BinOp::Div | BinOp::Rem => {
-                    let r = if op == BinOp::Div { x.floordiv(y) } else { x.floormod(y) };
-                    match r {
-                        Some(v) => v,
-                        None => {
-                            self.diag.error(span, "division by zero");
-                            Val::unknown()
-                        }
-                    }
-                }
-                _ => Val::unknown(),
-            }),
+            (Ty::Int(x), Ty::Int(y)) => {
+                let r = match op {
+                    BinOp::Add => x.add(y),
+                    BinOp::Sub => x.sub(y),
+                    BinOp::Mul => x.mul(y),
+                    BinOp::Div => x.floordiv(y),
+                    BinOp::Rem => x.floormod(y),
+                    _ => Ok(Val::unknown()),
+                };
+                Ty::Int(self.evaluated(r, span, || format!("{} {} {}", show(x), op.symbol(), show(y))))
+            }
             (Ty::Int(_) | Ty::Float, Ty::Int(_) | Ty::Float) => Ty::Float,
             (Ty::Tensor(_), _) | (_, Ty::Tensor(_)) => {
                 self.diag.error(
@@ -746,122 +821,6 @@ impl Checker<'_> {
         }
     }
 
-    fn method(&mut self, e: &Expr, recv: &Expr, name: &syn::Ident, args: &[Arg]) -> Ty {
-        let rt = self.expr(recv);
-        let arg_tys: Vec<Ty> = args.iter().map(|a| self.expr(&a.value)).collect();
-        let n = name.to_string();
-        let no_args = |c: &mut Self| {
-            if !args.is_empty() {
-                c.diag.error(name.span(), format!("`.{n}()` takes no arguments"));
-            }
-        };
-        match &rt {
-            Ty::Tensor(tt) => {
-                let Some(spec) = vocab::lookup_method(&n) else {
-                    let hint = did_you_mean(&n, vocab::method_names()).map(|s| format!("; did you mean `.{s}()`?")).unwrap_or_default();
-                    self.diag.error(name.span(), format!("tensors have no method `.{n}()`{hint}"));
-                    return Ty::Unknown;
-                };
-                let slots = self.resolve(&format!("`.{n}()`"), spec.params, args, e.span);
-                for (p, s) in spec.params.iter().zip(&slots) {
-                    if let Some(i) = s {
-                        self.kind(&format!("`.{n}()`"), p, &arg_tys[*i], &args[*i].value);
-                    }
-                }
-                let arg = |pname: &str| {
-                    spec.params.iter().position(|p| p.name == pname).and_then(|i| slots[i]).map(|i| (&arg_tys[i], &args[i].value))
-                };
-                let t = rules::tensor_method(self.diag, tt, &n, &arg, e.span);
-                self.info.calls.insert(key(e), Resolved::Method { spec, slots });
-                t
-            }
-            Ty::Int(v) => match n.as_str() {
-                "min" | "max" | "pow" | "div_ceil" => {
-                    let other = arg_tys.first().cloned().unwrap_or(Ty::Unknown);
-                    if args.len() != 1 || !(other.is_int() || other.is_unknown()) {
-                        self.diag.error(name.span(), format!("`.{n}()` on an integer takes one integer"));
-                    }
-                    match (n.as_str(), v.as_const(), other.const_int()) {
-                        ("min", Some(a), Some(b)) => Ty::Int(Val::konst(a.min(b))),
-                        ("max", Some(a), Some(b)) => Ty::Int(Val::konst(a.max(b))),
-                        ("div_ceil", Some(a), Some(b)) if b > 0 => Ty::Int(Val::konst((a + b - 1).div_euclid(b))),
-                        _ => Ty::Int(Val::unknown()),
-                    }
-                }
-                "abs" => {
-                    no_args(self);
-                    Ty::Int(v.as_const().map_or(Val::unknown(), |c| Val::konst(c.abs())))
-                }
-                _ => {
-                    self.diag.error(
-                        name.span(),
-                        format!("integers in kernels support .min(), .max(), .abs(), .pow() and .div_ceil(), not `.{n}()`"),
-                    );
-                    Ty::Unknown
-                }
-            },
-            Ty::Float => {
-                match n.as_str() {
-                    "min" | "max" | "powf" | "powi" => Ty::Float,
-                    "abs" => {
-                        no_args(self);
-                        Ty::Float
-                    }
-                    "sqrt" | "exp" | "ln" => {
-                        no_args(self);
-                        self.info.uses_math = true;
-                        Ty::Float
-                    }
-                    _ => {
-                        self.diag.error(name.span(), format!("floats in kernels support .min(), .max(), .abs(), .sqrt(), .exp(), .ln(), .powi() and .powf(), not `.{n}()`"));
-                        Ty::Unknown
-                    }
-                }
-            }
-            Ty::Option(inner) => {
-                match n.as_str() {
-                    "is_some" | "is_none" => {
-                        no_args(self);
-                        Ty::Bool
-                    }
-                    "unwrap_or" => {
-                        let other = arg_tys.first().cloned().unwrap_or(Ty::Unknown);
-                        if args.len() != 1 || !other.fits(inner) {
-                            self.diag
-                                .error(name.span(), format!("`.unwrap_or()` takes one value of the Option's type ({})", inner.describe()));
-                        }
-                        (**inner).clone()
-                    }
-                    _ => {
-                        self.diag.error(name.span(), format!("Options in kernels support .is_some(), .is_none() and .unwrap_or(x) (or `if let Some(x) = ...`), not `.{n}()`"));
-                        Ty::Unknown
-                    }
-                }
-            }
-            Ty::None => match n.as_str() {
-                "is_some" | "is_none" => Ty::Bool,
-                _ => Ty::Unknown,
-            },
-            Ty::Groups if n == "len" => {
-                no_args(self);
-                Ty::Int(Val::unknown())
-            }
-            Ty::Shape(dims) if n == "len" => {
-                no_args(self);
-                dims.as_ref().map_or(Ty::Int(Val::unknown()), |d| Ty::Int(Val::konst(d.len() as i64)))
-            }
-            Ty::Unknown => Ty::Unknown,
-            Ty::Opaque => {
-                self.diag.error(name.span(), format!("cannot call `.{n}()` on the result of another function without knowing its type: bind it with a type, e.g. `let t: Tensor = helper(...)`"));
-                Ty::Unknown
-            }
-            other => {
-                self.diag.error(name.span(), format!("no method `.{n}()` on {}", other.describe()));
-                Ty::Unknown
-            }
-        }
-    }
-
     fn index(&mut self, base: &Expr, items: &[IndexItem], span: Spn) -> Ty {
         let bt = self.expr(base);
         let mut item_tys: Vec<rules::IndexTy> = Vec::new();
@@ -877,7 +836,9 @@ impl Checker<'_> {
                 IndexItem::Ds { start, size, span } => {
                     let s = self.int_of(start);
                     let n = self.int_of(size);
-                    rules::IndexTy::Range(Some(s.clone()), Some(s.add(&n)), None, *span)
+                    let end = s.add(&n);
+                    let end = self.evaluated(end, *span, || format!("{} + {}", show(&s), show(&n)));
+                    rules::IndexTy::Range(Some(s), Some(end), None, *span)
                 }
             };
             item_tys.push(t);
@@ -928,6 +889,11 @@ impl Checker<'_> {
             }
         }
     }
+}
+
+/// A trace-time integer for messages: its value, or `?`.
+fn show(v: &Val) -> String {
+    v.as_const().map_or("?".into(), |c| c.to_string())
 }
 
 /// Names that would break or shadow something in the emitted Python.

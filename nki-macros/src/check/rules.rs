@@ -2,8 +2,8 @@
 //! memory spaces or constants involved are known at compile time. Whatever is not
 //! known here is checked by the emulator at run time.
 
-use super::types::{TensorTy, Ty};
-use super::value::Val;
+use super::types::{TensorTy, Ty, dims_text, known_product};
+use super::value::{Val, slice_len};
 use super::{ArgInfo, CallSite};
 use crate::ast::{Expr, ExprKind, Space, Spn};
 use crate::diag::Diagnostics;
@@ -22,6 +22,13 @@ fn elements(e: &Expr) -> Option<&[Expr]> {
     match &e.kind {
         ExprKind::Tuple(items) | ExprKind::List(items) => Some(items),
         _ => None,
+    }
+}
+
+/// Reports a shape whose element count does not fit an i64.
+fn countable(diag: &mut Diagnostics, dims: &[Val], span: Spn) {
+    if let Some(Err(_)) = known_product(dims) {
+        diag.error(span, format!("integer overflow: a tensor of shape {} has more elements than fit in an i64", dims_text(dims)));
     }
 }
 
@@ -60,6 +67,7 @@ pub fn ndarray(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
         if dims.is_empty() {
             diag.error(arg.expr.span, "a tensor needs at least one dim");
         }
+        countable(diag, dims, arg.expr.span);
         for (i, d) in dims.iter().enumerate() {
             if let Some(v) = d.as_const().filter(|&v| v < 1) {
                 diag.error(span_of(i), format!("dim {i} is {v}; every dim of a tensor must be at least 1"));
@@ -77,26 +85,27 @@ pub fn ndarray(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
                 );
             }
         }
-        let free: Option<i64> = dims.get(1..).and_then(|f| f.iter().map(Val::as_const).try_fold(1i64, |a, d| Some(a * d?)));
+        // In i128, a free size that fits an i64 times a few bytes cannot overflow.
+        let free: Option<i128> = dims.get(1..).and_then(known_product).and_then(Result::ok).map(i128::from);
         if let (Some(Space::Psum), Some(f), Some(dt)) = (space, free, dtype) {
-            let bytes = f * dtype_bytes(dt);
-            let bank = site.hw.psum_tile_max_bytes as i64;
+            let bytes = f * i128::from(dtype_bytes(dt));
+            let bank = site.hw.psum_tile_max_bytes as i128;
             if bytes > bank {
-                let what = if bank == site.hw.psum_bank_bytes as i64 { "one PSUM bank" } else { "a PSUM tile" };
+                let what = if bank == site.hw.psum_bank_bytes as i128 { "one PSUM bank" } else { "a PSUM tile" };
                 diag.error(
                     arg.expr.span,
                     format!(
                         "PSUM tile of {f} {dt} elements per partition needs {bytes} bytes, but {what} holds {bank} bytes ({} float32) on {}: split it into tiles of at most {} columns",
                         bank / 4,
                         site.target,
-                        bank / dtype_bytes(dt)
+                        bank / i128::from(dtype_bytes(dt))
                     ),
                 );
             }
         }
         if let (Some(Space::Sbuf), Some(f), Some(dt)) = (space, free, dtype) {
-            let bytes = f * dtype_bytes(dt);
-            let cap = site.hw.sbuf_bytes_per_partition as i64;
+            let bytes = f * i128::from(dtype_bytes(dt));
+            let cap = site.hw.sbuf_bytes_per_partition as i128;
             if bytes > cap {
                 diag.error(
                     arg.expr.span,
@@ -168,7 +177,7 @@ pub fn dma_copy(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
     let (Some((d, _)), Some((s, ss))) = (site.tensor("dst"), site.tensor("src")) else {
         return Ty::Unit;
     };
-    let count = |t: &TensorTy| t.shape.as_ref()?.iter().map(Val::as_const).try_fold(1i64, |a, d| Some(a * d?));
+    let count = |t: &TensorTy| known_product(t.shape.as_ref()?)?.ok();
     if let (Some(a), Some(b)) = (count(d), count(s))
         && a != b
     {
@@ -344,7 +353,7 @@ pub fn index_tensor(diag: &mut Diagnostics, t: &TensorTy, items: &[IndexTy], spa
             None => out.push(dim.clone()),
             Some(IndexTy::At(v, s)) => {
                 if let (Some(i), Some(n)) = (v.as_const(), n)
-                    && (i >= n || i < -n)
+                    && (if i >= 0 { i >= n } else { i.checked_add(n).is_none_or(|j| j < 0) })
                 {
                     diag.error(*s, format!("index {i} is out of range for dim {d} of extent {n}"));
                 }
@@ -370,9 +379,17 @@ pub fn index_tensor(diag: &mut Diagnostics, t: &TensorTy, items: &[IndexTy], spa
                     out.push(Val::unknown());
                     continue;
                 }
-                let len = hi.sub(&lo);
+                let Ok(len) = hi.sub(&lo) else {
+                    let show = |v: &Val| v.as_const().map_or("?".into(), |c| c.to_string());
+                    diag.error(
+                        *s,
+                        format!("integer overflow: the length `{} - {}` of this slice does not fit in an i64", show(&hi), show(&lo)),
+                    );
+                    out.push(Val::unknown());
+                    continue;
+                };
                 out.push(match (len.as_const(), step_c) {
-                    (Some(l), Some(st)) if st > 0 => Val::konst((l + st - 1).div_euclid(st).max(0)),
+                    (Some(l), Some(st)) if st > 0 => Val::konst(slice_len(l, st)),
                     (_, Some(1)) => len,
                     _ => Val::unknown(),
                 });
@@ -395,7 +412,7 @@ pub fn tensor_method<'a>(
 ) -> Ty {
     let int = |n: &str| arg(n).and_then(|(t, _)| t.const_int());
     let on_chip = matches!(t.space, Some(Space::Sbuf | Space::Psum));
-    match name {
+    let result = match name {
         "shape" => Ty::Shape(t.shape.clone()),
         "dtype" => Ty::Dtype(t.dtype),
         "ndim" => Ty::Int(t.shape.as_ref().map_or(Val::unknown(), |s| Val::konst(s.len() as i64))),
@@ -436,8 +453,14 @@ pub fn tensor_method<'a>(
             if on_chip && dim == Some(0) {
                 diag.error(span, format!("`.{name}()` cannot act on the partition dim (dim 0) of an on-chip tensor"));
             }
+            if name == "slice"
+                && let (Some(a), Some(b)) = (int("start"), int("end"))
+                && b.checked_sub(a).is_none()
+            {
+                diag.error(span, format!("integer overflow: the length `{b} - {a}` of this slice does not fit in an i64"));
+            }
             let shape = t.shape.as_ref().and_then(|s| {
-                let d = dim? as usize;
+                let d = usize::try_from(dim?).ok()?;
                 let mut s = s.clone();
                 match name {
                     "broadcast" => *s.get_mut(d)? = int("size").map_or(Val::unknown(), Val::konst),
@@ -448,7 +471,9 @@ pub fn tensor_method<'a>(
                     }
                     _ => {
                         let len = match (int("start"), int("end"), int("step").unwrap_or(1)) {
-                            (Some(a), Some(b), st) if st > 0 => Val::konst((b - a + st - 1).div_euclid(st).max(0)),
+                            (Some(a), Some(b), st) if st > 0 => {
+                                b.checked_sub(a).map_or(Val::unknown(), |len| Val::konst(slice_len(len, st)))
+                            }
                             _ => Val::unknown(),
                         };
                         *s.get_mut(d)? = len;
@@ -459,5 +484,9 @@ pub fn tensor_method<'a>(
             Ty::Tensor(TensorTy { shape, ..t.clone() })
         }
         _ => Ty::Unknown,
+    };
+    if let Ty::Tensor(TensorTy { shape: Some(dims), .. }) = &result {
+        countable(diag, dims, span);
     }
+    result
 }

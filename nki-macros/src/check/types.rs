@@ -1,6 +1,6 @@
 //! The checker's types: what is statically known about each value.
 
-use super::value::Val;
+use super::value::{EvalError, Val};
 use crate::ast::{Space, TypeAnn};
 use crate::vocab::OpClass;
 
@@ -20,20 +20,29 @@ impl TensorTy {
         self.shape.as_ref()?.first()?.as_const()
     }
 
-    /// The product of the free dims, when all are known.
+    /// The product of the free dims, when all are known and it fits an i64.
     pub fn free_size(&self) -> Option<i64> {
-        self.shape.as_ref()?.get(1..)?.iter().map(Val::as_const).try_fold(1i64, |acc, d| Some(acc * d?))
+        known_product(self.shape.as_ref()?.get(1..)?)?.ok()
     }
 
     /// The shape as text: `[128, 512]`, `?` for unknown dims.
     pub fn shape_text(&self) -> String {
-        match &self.shape {
-            Some(dims) => {
-                format!("[{}]", dims.iter().map(|d| d.as_const().map_or("?".into(), |v| v.to_string())).collect::<Vec<_>>().join(", "))
-            }
-            None => "[?]".into(),
-        }
+        self.shape.as_deref().map_or("[?]".into(), dims_text)
     }
+}
+
+/// Dims as text: `[128, 512]`, `?` for unknown ones; past eight dims, the first
+/// eight and the rank.
+pub fn dims_text(dims: &[Val]) -> String {
+    let shown: Vec<String> = dims.iter().take(8).map(|d| d.as_const().map_or("?".into(), |v| v.to_string())).collect();
+    let more = if dims.len() > 8 { format!(", ... ({} dims)", dims.len()) } else { String::new() };
+    format!("[{}{more}]", shown.join(", "))
+}
+
+/// The product of `dims` when all are known: `Err` when it does not fit an i64.
+pub fn known_product(dims: &[Val]) -> Option<Result<i64, EvalError>> {
+    let known: Vec<i64> = dims.iter().map(Val::as_const).collect::<Option<_>>()?;
+    Some(known.into_iter().try_fold(1i64, i64::checked_mul).ok_or(EvalError::Overflow))
 }
 
 /// A value's static type.
@@ -115,6 +124,20 @@ impl Ty {
             Ty::None => "None".into(),
             Ty::Outputs => "kernel outputs".into(),
         }
+    }
+
+    /// How many elements the type tracks (those of its lists, tuples and Options,
+    /// and recursively theirs; none for a scalar) and how deeply those nest.
+    pub fn footprint(&self) -> (usize, usize) {
+        let parts = match self {
+            Ty::Tuple(items) | Ty::List(items) => items.as_slice(),
+            Ty::Option(inner) => std::slice::from_ref(&**inner),
+            _ => return (0, 0),
+        };
+        parts
+            .iter()
+            .map(Ty::footprint)
+            .fold((0, 1), |(n, d), (pn, pd)| (n.saturating_add(pn).saturating_add(1), d.max(pd.saturating_add(1))))
     }
 
     pub fn is_int(&self) -> bool {

@@ -273,20 +273,10 @@ impl Py<'_> {
             ExprKind::Binary(op, a, b) => {
                 let int_div = matches!(op, BinOp::Div) && self.info.ty(a).is_int() && self.info.ty(b).is_int();
                 let sym = match op {
-                    BinOp::Add => "+",
-                    BinOp::Sub => "-",
-                    BinOp::Mul => "*",
                     BinOp::Div if int_div => "//",
-                    BinOp::Div => "/",
-                    BinOp::Rem => "%",
-                    BinOp::Eq => "==",
-                    BinOp::Ne => "!=",
-                    BinOp::Lt => "<",
-                    BinOp::Le => "<=",
-                    BinOp::Gt => ">",
-                    BinOp::Ge => ">=",
                     BinOp::And => "and",
                     BinOp::Or => "or",
+                    other => other.symbol(),
                 };
                 let p = bin_prec(*op);
                 // Left-associative: the right operand binds tighter; comparisons never chain;
@@ -346,7 +336,7 @@ impl Py<'_> {
                     .params
                     .iter()
                     .zip(slots)
-                    .filter_map(|(p, s)| s.map(|i| (p, &args[i].value)))
+                    .filter_map(|(p, s)| s.and_then(|i| args.get(i)).map(|a| (p, &a.value)))
                     .map(|(p, v)| {
                         let val = self.arg_value(p.kind, v);
                         if spec.positional { val } else { format!("{}={val}", p.name) }
@@ -388,37 +378,40 @@ impl Py<'_> {
     }
 
     fn method(&self, e: &Expr, recv: &Expr, name: &syn::Ident, args: &[Arg]) -> (String, u8) {
-        let r = self.prec(recv, P_ATOM);
+        // The receiver is rendered once (chained methods would otherwise render it
+        // once per use, exponentially often), then parenthesised as each form needs.
+        let (recv_text, recv_prec) = self.expr_p(recv);
+        let r = |min: u8| if recv_prec < min { format!("({recv_text})") } else { recv_text.clone() };
+        let a = |i: usize, min: u8| args.get(i).map(|x| self.prec(&x.value, min)).unwrap_or_default();
         let n = name.to_string();
-        let a = |i: usize| args.get(i).map(|x| self.expr(&x.value)).unwrap_or_default();
         if let Some(Resolved::Method { spec, slots }) = self.info.call(e) {
             if spec.property {
-                return (format!("{r}.{n}"), P_ATOM);
+                return (format!("{}.{n}", r(P_ATOM)), P_ATOM);
             }
             let parts: Vec<String> = spec
                 .params
                 .iter()
                 .zip(slots)
-                .filter_map(|(p, s)| s.map(|i| format!("{}={}", p.name, self.arg_value(p.kind, &args[i].value))))
+                .filter_map(|(p, s)| s.and_then(|i| args.get(i)).map(|x| format!("{}={}", p.name, self.arg_value(p.kind, &x.value))))
                 .collect();
-            return (format!("{r}.{n}({})", parts.join(", ")), P_ATOM);
+            return (format!("{}.{n}({})", r(P_ATOM), parts.join(", ")), P_ATOM);
         }
-        let recv_ty = self.info.ty(recv);
-        match (recv_ty, n.as_str()) {
-            (_, "min" | "max") => (format!("{n}({}, {})", self.expr(recv), a(0)), P_ATOM),
-            (_, "abs") => (format!("abs({})", self.expr(recv)), P_ATOM),
-            (Ty::Int(_), "pow") | (_, "powi" | "powf") => {
-                (format!("{} ** {}", self.prec(recv, P_POW + 1), self.prec(&args[0].value, P_UNARY)), P_POW)
+        match (self.info.ty(recv), n.as_str()) {
+            (_, "min" | "max") => (format!("{n}({}, {})", r(0), a(0, 0)), P_ATOM),
+            (_, "abs") => (format!("abs({})", r(0)), P_ATOM),
+            (Ty::Int(_), "pow") | (_, "powi" | "powf") => (format!("{} ** {}", r(P_POW + 1), a(0, P_UNARY)), P_POW),
+            (_, "div_ceil") => (format!("-(-{} // {})", r(P_UNARY), a(0, P_MUL + 1)), P_UNARY),
+            (_, "sqrt") => (format!("math.sqrt({})", r(0)), P_ATOM),
+            (_, "exp") => (format!("math.exp({})", r(0)), P_ATOM),
+            (_, "ln") => (format!("math.log({})", r(0)), P_ATOM),
+            (_, "is_some") => (format!("{} is not None", r(P_CMP + 1)), P_CMP),
+            (_, "is_none") => (format!("{} is None", r(P_CMP + 1)), P_CMP),
+            (_, "unwrap_or") => {
+                let v = r(P_ATOM);
+                (format!("{v} if {v} is not None else {}", a(0, P_TERNARY)), P_TERNARY)
             }
-            (_, "div_ceil") => (format!("-(-{} // {})", self.prec(recv, P_UNARY), self.prec(&args[0].value, P_MUL + 1)), P_UNARY),
-            (_, "sqrt") => (format!("math.sqrt({})", self.expr(recv)), P_ATOM),
-            (_, "exp") => (format!("math.exp({})", self.expr(recv)), P_ATOM),
-            (_, "ln") => (format!("math.log({})", self.expr(recv)), P_ATOM),
-            (_, "is_some") => (format!("{} is not None", self.prec(recv, P_CMP + 1)), P_CMP),
-            (_, "is_none") => (format!("{} is None", self.prec(recv, P_CMP + 1)), P_CMP),
-            (_, "unwrap_or") => (format!("{r} if {r} is not None else {}", self.prec(&args[0].value, P_TERNARY)), P_TERNARY),
-            (_, "len") => (format!("len({})", self.expr(recv)), P_ATOM),
-            _ => (format!("{r}.{n}()"), P_ATOM),
+            (_, "len") => (format!("len({})", r(0)), P_ATOM),
+            _ => (format!("{}.{n}()", r(P_ATOM)), P_ATOM),
         }
     }
 }

@@ -760,7 +760,7 @@ impl Rs<'_> {
         }
         let mut fields = Vec::new();
         for (p, s) in spec.params.iter().zip(slots) {
-            let value = s.map(|i| &args[i].value);
+            let value = s.and_then(|i| args.get(i)).map(|a| &a.value);
             if p.required {
                 positional.push(match value {
                     Some(v) => self.arg(p.kind, v),
@@ -834,7 +834,7 @@ impl Rs<'_> {
         if let Some(Resolved::Method { slots, .. }) = self.info.call(e) {
             let slots = slots.clone();
             let r = self.by_ref(recv);
-            let mut a = |i: usize| -> Option<&Expr> { slots.get(i).copied().flatten().map(|k| &args[k].value) };
+            let mut a = |i: usize| -> Option<&Expr> { slots.get(i).copied().flatten().and_then(|k| args.get(k)).map(|a| &a.value) };
             return match n.as_str() {
                 "shape" => quote_spanned!(span=> ::nki::__rt::shape(#r)),
                 "dtype" => quote_spanned!(span=> ::nki::Tensor::dtype(#r)),

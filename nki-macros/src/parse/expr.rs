@@ -1,7 +1,8 @@
 //! syn expressions → DSL expressions.
 
+use super::Parser;
+use super::span::expr_span;
 use crate::ast::{Arg, BinOp, CastTo, Expr, ExprKind, IndexItem, Spn, UnOp};
-use crate::diag::Diagnostics;
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 
@@ -13,17 +14,22 @@ fn path_segments(p: &syn::Path) -> Vec<String> {
     p.segments.iter().map(|s| s.ident.to_string()).collect()
 }
 
-/// Parses an expression; unsupported constructs are reported and become `Invalid`.
-pub fn parse_expr(e: &syn::Expr, diag: &mut Diagnostics) -> Expr {
-    let span = Spn::of(e);
+/// Parses an expression; unsupported constructs are reported and become `Invalid`,
+/// and so does nesting past the bound.
+pub fn parse_expr(e: &syn::Expr, cx: &mut Parser<'_>) -> Expr {
+    let span = expr_span(e);
+    cx.nested(span, |cx| parse_node(e, span, cx)).unwrap_or_else(|| invalid(span))
+}
+
+fn parse_node(e: &syn::Expr, span: Spn, cx: &mut Parser<'_>) -> Expr {
     let kind = match e {
-        syn::Expr::Lit(l) => match parse_lit(&l.lit, diag) {
+        syn::Expr::Lit(l) => match parse_lit(&l.lit, cx) {
             Some(k) => k,
             None => return invalid(span),
         },
         syn::Expr::Path(p) => {
             if p.qself.is_some() {
-                diag.error(span, "qualified paths (`<T as Trait>::x`) are not supported in kernels");
+                cx.error(span, "qualified paths (`<T as Trait>::x`) are not supported in kernels");
                 return invalid(span);
             }
             let segs = path_segments(&p.path);
@@ -33,45 +39,47 @@ pub fn parse_expr(e: &syn::Expr, diag: &mut Diagnostics) -> Expr {
                 _ => ExprKind::Path(segs),
             }
         }
-        syn::Expr::Paren(p) => return parse_expr(&p.expr, diag),
-        syn::Expr::Group(g) => return parse_expr(&g.expr, diag),
+        // Parentheses and references leave no node, so they add no level (the raw
+        // tokens' bound limits how many there can be).
+        syn::Expr::Paren(p) => return parse_node(&p.expr, expr_span(&p.expr), cx),
+        syn::Expr::Group(g) => return parse_node(&g.expr, expr_span(&g.expr), cx),
         syn::Expr::Reference(r) => {
             if r.mutability.is_some() {
-                diag.error(span, "`&mut` is not needed in kernels: ops write through their `dst` tensor");
+                cx.error(span, "`&mut` is not needed in kernels: ops write through their `dst` tensor");
                 return invalid(span);
             }
-            return parse_expr(&r.expr, diag);
+            return parse_node(&r.expr, expr_span(&r.expr), cx);
         }
         syn::Expr::Unary(u) => {
-            let inner = Box::new(parse_expr(&u.expr, diag));
+            let inner = Box::new(parse_expr(&u.expr, cx));
             match u.op {
                 syn::UnOp::Neg(_) => ExprKind::Unary(UnOp::Neg, inner),
                 syn::UnOp::Not(_) => ExprKind::Unary(UnOp::Not, inner),
                 _ => {
-                    diag.error(span, "dereferencing is not supported in kernels: tensors and scalars are used by value");
+                    cx.error(span, "dereferencing is not supported in kernels: tensors and scalars are used by value");
                     return invalid(span);
                 }
             }
         }
         syn::Expr::Binary(b) => {
             let Some(op) = bin_op(&b.op) else {
-                diag.error(b.op.span(), "this operator is not supported in kernel expressions (use + - * / % == != < <= > >= && ||; compound assignment only as a statement)");
+                cx.error(b.op.span(), "this operator is not supported in kernel expressions (use + - * / % == != < <= > >= && ||; compound assignment only as a statement)");
                 return invalid(span);
             };
-            ExprKind::Binary(op, Box::new(parse_expr(&b.left, diag)), Box::new(parse_expr(&b.right, diag)))
+            ExprKind::Binary(op, Box::new(parse_expr(&b.left, cx)), Box::new(parse_expr(&b.right, cx)))
         }
         syn::Expr::Call(c) => {
             let syn::Expr::Path(p) = &*c.func else {
-                diag.error(c.func.span(), "only named functions can be called in kernels");
+                cx.error(c.func.span(), "only named functions can be called in kernels");
                 return invalid(span);
             };
             let path = path_segments(&p.path);
-            let args = parse_args(&c.args, diag);
+            let args = parse_args(&c.args, cx);
             if path == ["Some"] {
                 match <[Arg; 1]>::try_from(args) {
                     Ok([a]) if a.name.is_none() => ExprKind::Some(Box::new(a.value)),
                     _ => {
-                        diag.error(span, "`Some` takes one value");
+                        cx.error(span, "`Some` takes one value");
                         return invalid(span);
                     }
                 }
@@ -81,62 +89,62 @@ pub fn parse_expr(e: &syn::Expr, diag: &mut Diagnostics) -> Expr {
         }
         syn::Expr::MethodCall(m) => {
             if m.turbofish.is_some() {
-                diag.error(m.turbofish.span(), "turbofish type arguments are not supported in kernels");
+                cx.error(m.turbofish.span(), "turbofish type arguments are not supported in kernels");
             }
-            ExprKind::Method { recv: Box::new(parse_expr(&m.receiver, diag)), name: m.method.clone(), args: parse_args(&m.args, diag) }
+            ExprKind::Method { recv: Box::new(parse_expr(&m.receiver, cx)), name: m.method.clone(), args: parse_args(&m.args, cx) }
         }
-        syn::Expr::Index(ix) => ExprKind::Index { base: Box::new(parse_expr(&ix.expr, diag)), items: parse_index(&ix.index, diag) },
-        syn::Expr::Tuple(t) => ExprKind::Tuple(t.elems.iter().map(|x| parse_expr(x, diag)).collect()),
-        syn::Expr::Array(a) => ExprKind::List(a.elems.iter().map(|x| parse_expr(x, diag)).collect()),
-        syn::Expr::Repeat(r) => ExprKind::Repeat(Box::new(parse_expr(&r.expr, diag)), Box::new(parse_expr(&r.len, diag))),
+        syn::Expr::Index(ix) => ExprKind::Index { base: Box::new(parse_expr(&ix.expr, cx)), items: parse_index(&ix.index, cx) },
+        syn::Expr::Tuple(t) => ExprKind::Tuple(t.elems.iter().map(|x| parse_expr(x, cx)).collect()),
+        syn::Expr::Array(a) => ExprKind::List(a.elems.iter().map(|x| parse_expr(x, cx)).collect()),
+        syn::Expr::Repeat(r) => ExprKind::Repeat(Box::new(parse_expr(&r.expr, cx)), Box::new(parse_expr(&r.len, cx))),
         syn::Expr::Cast(c) => {
             let to = match &*c.ty {
                 syn::Type::Path(p) if p.path.is_ident("f64") => CastTo::Float,
                 syn::Type::Path(p) if p.path.is_ident("i64") => CastTo::Int,
                 other => {
-                    diag.error(other.span(), "only `as f64` and `as i64` casts are supported in kernels");
+                    cx.error(other.span(), "only `as f64` and `as i64` casts are supported in kernels");
                     return invalid(span);
                 }
             };
-            ExprKind::Cast(Box::new(parse_expr(&c.expr, diag)), to)
+            ExprKind::Cast(Box::new(parse_expr(&c.expr, cx)), to)
         }
         syn::Expr::If(i) => {
             let (Some((_, els)), false) = (&i.else_branch, matches!(&*i.cond, syn::Expr::Let(_))) else {
-                diag.error(
+                cx.error(
                     span,
                     "an `if` used as a value needs an `else` branch and a plain condition (it becomes Python's `a if cond else b`)",
                 );
                 return invalid(span);
             };
-            let then = single_value(&i.then_branch.stmts, span, diag);
+            let then = single_value(&i.then_branch.stmts, span, cx);
             let otherwise = match &**els {
-                syn::Expr::Block(b) => single_value(&b.block.stmts, span, diag),
-                other => parse_expr(other, diag),
+                syn::Expr::Block(b) => single_value(&b.block.stmts, span, cx),
+                other => parse_expr(other, cx),
             };
-            ExprKind::If(Box::new(parse_expr(&i.cond, diag)), Box::new(then), Box::new(otherwise))
+            ExprKind::If(Box::new(parse_expr(&i.cond, cx)), Box::new(then), Box::new(otherwise))
         }
         syn::Expr::Field(f) => match &f.member {
-            syn::Member::Unnamed(idx) => ExprKind::Field(Box::new(parse_expr(&f.base, diag)), idx.index as usize),
+            syn::Member::Unnamed(idx) => ExprKind::Field(Box::new(parse_expr(&f.base, cx)), idx.index as usize),
             syn::Member::Named(n) => {
-                diag.error(n.span(), "struct fields are not supported in kernels; tensor properties are methods: `.shape()`, `.dtype()`");
+                cx.error(n.span(), "struct fields are not supported in kernels; tensor properties are methods: `.shape()`, `.dtype()`");
                 return invalid(span);
             }
         },
         syn::Expr::Macro(m) if m.mac.path.is_ident("vec") => {
             match m.mac.parse_body_with(Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated) {
-                Ok(items) => ExprKind::List(items.iter().map(|x| parse_expr(x, diag)).collect()),
+                Ok(items) => ExprKind::List(items.iter().map(|x| parse_expr(x, cx)).collect()),
                 Err(e) => {
-                    diag.push(e);
+                    cx.push(e);
                     return invalid(span);
                 }
             }
         }
         syn::Expr::Macro(m) if m.mac.path.is_ident("s") => {
-            diag.error(span, "`s![...]` only appears inside an index: `tile[s![0..128, ..]]`");
+            cx.error(span, "`s![...]` only appears inside an index: `tile[s![0..128, ..]]`");
             return invalid(span);
         }
         other => {
-            diag.error(span, unsupported_message(other));
+            cx.error(span, unsupported_message(other));
             return invalid(span);
         }
     };
@@ -170,44 +178,51 @@ pub fn unsupported_message(e: &syn::Expr) -> &'static str {
     }
 }
 
-fn single_value(stmts: &[syn::Stmt], span: Spn, diag: &mut Diagnostics) -> Expr {
+fn single_value(stmts: &[syn::Stmt], span: Spn, cx: &mut Parser<'_>) -> Expr {
     match stmts {
-        [syn::Stmt::Expr(e, None)] => parse_expr(e, diag),
+        [syn::Stmt::Expr(e, None)] => parse_expr(e, cx),
         _ => {
-            diag.error(span, "each branch of an `if` used as a value must be a single expression");
+            cx.error(span, "each branch of an `if` used as a value must be a single expression");
             invalid(span)
         }
     }
 }
 
-fn parse_lit(l: &syn::Lit, diag: &mut Diagnostics) -> Option<ExprKind> {
+fn parse_lit(l: &syn::Lit, cx: &mut Parser<'_>) -> Option<ExprKind> {
     Some(match l {
         syn::Lit::Int(i) => match i.base10_parse::<i64>() {
             Ok(v) if matches!(i.suffix(), "" | "i64") => ExprKind::Int(v),
             Ok(_) => {
-                diag.error(i.span(), "integer literals in kernels are `i64`; drop the suffix");
+                cx.error(i.span(), "integer literals in kernels are `i64`; drop the suffix");
                 return None;
             }
             Err(e) => {
-                diag.push(e);
+                cx.push(e);
                 return None;
             }
         },
         syn::Lit::Float(f) => match f.base10_parse::<f64>() {
+            Ok(v) if !v.is_finite() => {
+                cx.error(
+                    f.span(),
+                    format!("`{f}` is beyond the range of f64 (it would be infinite); float literals in kernels are finite f64 values"),
+                );
+                return None;
+            }
             Ok(v) if matches!(f.suffix(), "" | "f64") => ExprKind::Float(v),
             Ok(_) => {
-                diag.error(f.span(), "float literals in kernels are `f64`; drop the suffix");
+                cx.error(f.span(), "float literals in kernels are `f64`; drop the suffix");
                 return None;
             }
             Err(e) => {
-                diag.push(e);
+                cx.push(e);
                 return None;
             }
         },
         syn::Lit::Bool(b) => ExprKind::Bool(b.value),
         syn::Lit::Str(s) => ExprKind::Str(s.value()),
         other => {
-            diag.error(other.span(), "only integer, float, bool and string literals are supported in kernels");
+            cx.error(other.span(), "only integer, float, bool and string literals are supported in kernels");
             return None;
         }
     })
@@ -245,25 +260,25 @@ pub fn assign_op(op: &syn::BinOp) -> Option<BinOp> {
 }
 
 /// Call arguments: positional values and `name = value` keywords.
-pub fn parse_args(args: &Punctuated<syn::Expr, syn::Token![,]>, diag: &mut Diagnostics) -> Vec<Arg> {
+pub fn parse_args(args: &Punctuated<syn::Expr, syn::Token![,]>, cx: &mut Parser<'_>) -> Vec<Arg> {
     args.iter()
         .map(|a| match a {
             syn::Expr::Assign(asg) => match &*asg.left {
                 syn::Expr::Path(p) if p.path.get_ident().is_some() => {
-                    Arg { name: p.path.get_ident().cloned(), value: parse_expr(&asg.right, diag) }
+                    Arg { name: p.path.get_ident().cloned(), value: parse_expr(&asg.right, cx) }
                 }
                 other => {
-                    diag.error(other.span(), "a keyword argument is written `name = value`");
-                    Arg { name: None, value: invalid(Spn::of(a)) }
+                    cx.error(other.span(), "a keyword argument is written `name = value`");
+                    Arg { name: None, value: invalid(expr_span(a)) }
                 }
             },
-            other => Arg { name: None, value: parse_expr(other, diag) },
+            other => Arg { name: None, value: parse_expr(other, cx) },
         })
         .collect()
 }
 
 /// The items of `t[...]`: `s![a..b, .., i, nl::ds(x, n), a..b;step]` or a single index.
-fn parse_index(index: &syn::Expr, diag: &mut Diagnostics) -> Vec<IndexItem> {
+fn parse_index(index: &syn::Expr, cx: &mut Parser<'_>) -> Vec<IndexItem> {
     if let syn::Expr::Macro(m) = index
         && m.mac.path.is_ident("s")
     {
@@ -286,23 +301,23 @@ fn parse_index(index: &syn::Expr, diag: &mut Diagnostics) -> Vec<IndexItem> {
             Ok(items)
         };
         return match m.mac.parse_body_with(parser) {
-            Ok(items) => items.iter().map(|(e, step)| index_item(e, step.as_ref(), diag)).collect(),
+            Ok(items) => items.iter().map(|(e, step)| index_item(e, step.as_ref(), cx)).collect(),
             Err(e) => {
-                diag.push(e);
+                cx.push(e);
                 Vec::new()
             }
         };
     }
-    vec![index_item(index, None, diag)]
+    vec![index_item(index, None, cx)]
 }
 
-fn index_item(e: &syn::Expr, step: Option<&syn::Expr>, diag: &mut Diagnostics) -> IndexItem {
-    let span = Spn::of(e);
+fn index_item(e: &syn::Expr, step: Option<&syn::Expr>, cx: &mut Parser<'_>) -> IndexItem {
+    let span = expr_span(e);
     match e {
         syn::Expr::Range(r) => {
             let inclusive = matches!(r.limits, syn::RangeLimits::Closed(_));
             let stop = r.end.as_deref().map(|x| {
-                let s = parse_expr(x, diag);
+                let s = parse_expr(x, cx);
                 if inclusive {
                     let sp = s.span;
                     Expr { kind: ExprKind::Binary(BinOp::Add, Box::new(s), Box::new(Expr { kind: ExprKind::Int(1), span: sp })), span: sp }
@@ -310,23 +325,23 @@ fn index_item(e: &syn::Expr, step: Option<&syn::Expr>, diag: &mut Diagnostics) -
                     s
                 }
             });
-            IndexItem::Range { start: r.start.as_deref().map(|x| parse_expr(x, diag)), stop, step: step.map(|s| parse_expr(s, diag)), span }
+            IndexItem::Range { start: r.start.as_deref().map(|x| parse_expr(x, cx)), stop, step: step.map(|s| parse_expr(s, cx)), span }
         }
         syn::Expr::Call(c) if matches!(&*c.func, syn::Expr::Path(p) if path_segments(&p.path) == ["nl", "ds"]) => {
-            let args: Vec<Expr> = c.args.iter().map(|a| parse_expr(a, diag)).collect();
+            let args: Vec<Expr> = c.args.iter().map(|a| parse_expr(a, cx)).collect();
             match <[Expr; 2]>::try_from(args) {
                 Ok([start, size]) => IndexItem::Ds { start, size, span },
                 Err(_) => {
-                    diag.error(span, "nl::ds takes (start, size)");
+                    cx.error(span, "nl::ds takes (start, size)");
                     IndexItem::At(invalid(span))
                 }
             }
         }
         other => {
             if let Some(s) = step {
-                diag.error(s.span(), "a `;step` only follows a range such as `0..n;2`");
+                cx.error(s.span(), "a `;step` only follows a range such as `0..n;2`");
             }
-            IndexItem::At(parse_expr(other, diag))
+            IndexItem::At(parse_expr(other, cx))
         }
     }
 }

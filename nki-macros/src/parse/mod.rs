@@ -2,42 +2,95 @@
 //! at its span.
 
 mod expr;
+mod span;
 mod stmt;
+mod tokens;
 mod types;
 
-pub use expr::parse_expr;
-pub use types::parse_type;
+pub use tokens::check_token_nesting;
 
 use crate::ast::{FnKind, Function, Param, Spn};
+use crate::bounds::MAX_NESTING;
 use crate::diag::Diagnostics;
+use expr::parse_expr;
+use types::parse_type;
+
+/// The parser's state: where errors go, and how deeply the node being parsed is
+/// nested in blocks, expressions and types.
+pub struct Parser<'d> {
+    diag: &'d mut Diagnostics,
+    depth: usize,
+    /// Whether the current statement already reported nesting past the bound.
+    too_deep_reported: bool,
+}
+
+impl Parser<'_> {
+    /// Records an error underlining `span`.
+    pub fn error(&mut self, span: impl Into<Spn>, msg: impl std::fmt::Display) {
+        self.diag.error(span, msg);
+    }
+
+    /// Records an error from syn.
+    pub fn push(&mut self, e: syn::Error) {
+        self.diag.push(e);
+    }
+
+    /// Runs `parse` on a node one level deeper than the current one; past
+    /// [`MAX_NESTING`] levels it reports the node (once per statement) and
+    /// returns `None` without descending, so recursion stays bounded.
+    pub fn nested<R>(&mut self, span: Spn, parse: impl FnOnce(&mut Self) -> R) -> Option<R> {
+        if self.depth >= MAX_NESTING {
+            if !self.too_deep_reported {
+                self.too_deep_reported = true;
+                self.error(
+                    span,
+                    format!(
+                        "this is nested more than {MAX_NESTING} levels deep (counting enclosing blocks and expressions, and every operator of a chain such as `a + b + c`); bind inner parts to variables with `let`"
+                    ),
+                );
+            }
+            return None;
+        }
+        self.depth += 1;
+        let r = parse(self);
+        self.depth -= 1;
+        Some(r)
+    }
+
+    /// Starts a statement: its nesting is reported on its own.
+    pub fn start_statement(&mut self) {
+        self.too_deep_reported = false;
+    }
+}
 
 /// Parses a kernel or helper function.
 pub fn parse_function(item: &syn::ItemFn, kind: FnKind, diag: &mut Diagnostics) -> Function {
+    let cx = &mut Parser { diag, depth: 0, too_deep_reported: false };
     let sig = &item.sig;
     let what = match kind {
         FnKind::Kernel => "an #[nki_kernel]",
         FnKind::Helper => "an #[nki_helper]",
     };
     if let Some(c) = &sig.constness {
-        diag.error(Spn::of(c), format!("{what} function cannot be `const`"));
+        cx.error(Spn::of(c), format!("{what} function cannot be `const`"));
     }
     if let Some(a) = &sig.asyncness {
-        diag.error(Spn::of(a), format!("{what} function cannot be `async`"));
+        cx.error(Spn::of(a), format!("{what} function cannot be `async`"));
     }
     if let Some(u) = &sig.unsafety {
-        diag.error(Spn::of(u), format!("{what} function cannot be `unsafe`"));
+        cx.error(Spn::of(u), format!("{what} function cannot be `unsafe`"));
     }
     if let Some(abi) = &sig.abi {
-        diag.error(Spn::of(abi), format!("{what} function cannot have an ABI"));
+        cx.error(Spn::of(abi), format!("{what} function cannot have an ABI"));
     }
     if !sig.generics.params.is_empty() {
-        diag.error(
+        cx.error(
             Spn::of(&sig.generics),
             format!("{what} function takes no generic parameters: shapes and dtypes are read at trace time with `.shape()` and `.dtype()`"),
         );
     }
     if let Some(v) = &sig.variadic {
-        diag.error(Spn::of(v), "variadic functions are not supported");
+        cx.error(Spn::of(v), "variadic functions are not supported");
     }
     let docs = item
         .attrs
@@ -53,38 +106,39 @@ pub fn parse_function(item: &syn::ItemFn, kind: FnKind, diag: &mut Diagnostics) 
         .collect();
     for a in &item.attrs {
         if !a.path().is_ident("doc") && !a.path().is_ident("allow") {
-            diag.error(Spn::of(a), format!("attribute not supported on {what} function (doc comments and #[allow] are)"));
+            cx.error(Spn::of(a), format!("attribute not supported on {what} function (doc comments and #[allow] are)"));
         }
     }
     let mut params = Vec::new();
     for input in &sig.inputs {
+        cx.start_statement();
         let syn::FnArg::Typed(pt) = input else {
-            diag.error(Spn::of(input), format!("{what} function cannot take `self`"));
+            cx.error(Spn::of(input), format!("{what} function cannot take `self`"));
             continue;
         };
         let syn::Pat::Ident(id) = &*pt.pat else {
-            diag.error(Spn::of(&pt.pat), "kernel parameters must be plain names");
+            cx.error(Spn::of(&pt.pat), "kernel parameters must be plain names");
             continue;
         };
         let mut default = None;
         for a in &pt.attrs {
             if a.path().is_ident("default") {
                 match a.parse_args::<syn::Expr>() {
-                    Ok(e) => default = Some(parse_expr(&e, diag)),
-                    Err(e) => diag.push(e),
+                    Ok(e) => default = Some(parse_expr(&e, cx)),
+                    Err(e) => cx.push(e),
                 }
             } else {
-                diag.error(Spn::of(a), "the only parameter attribute is #[default(value)]: the Python default of the parameter");
+                cx.error(Spn::of(a), "the only parameter attribute is #[default(value)]: the Python default of the parameter");
             }
         }
-        if let Some(ty) = parse_type(&pt.ty, diag) {
+        if let Some(ty) = parse_type(&pt.ty, cx) {
             params.push(Param { name: id.ident.clone(), ty, default });
         }
     }
     let ret = match &sig.output {
         syn::ReturnType::Default => None,
-        syn::ReturnType::Type(_, ty) => parse_type(ty, diag),
+        syn::ReturnType::Type(_, ty) => parse_type(ty, cx),
     };
-    let body = stmt::parse_block(&item.block, diag);
+    let body = stmt::parse_block(&item.block, cx);
     Function { kind, vis: item.vis.clone(), name: sig.ident.clone(), docs, params, ret, body }
 }

@@ -1,20 +1,27 @@
 //! syn statements → DSL statements.
 
+use super::Parser;
 use super::expr::{assign_op, parse_expr, unsupported_message};
+use super::span::{block_span, expr_span};
 use super::types::parse_type;
 use crate::ast::{Block, Cond, Expr, ExprKind, FmtPiece, FmtString, Pat, RangeIter, RangeKind, Spn, Stmt};
-use crate::diag::Diagnostics;
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 
-/// Parses a block; its last expression without `;` becomes the tail value.
-pub fn parse_block(block: &syn::Block, diag: &mut Diagnostics) -> Block {
+/// Parses a block; its last expression without `;` becomes the tail value. A
+/// block nested past the bound is reported and parsed as empty.
+pub fn parse_block(block: &syn::Block, cx: &mut Parser<'_>) -> Block {
+    cx.nested(block_span(block), |cx| parse_stmts(block, cx)).unwrap_or(Block { stmts: Vec::new(), tail: None })
+}
+
+fn parse_stmts(block: &syn::Block, cx: &mut Parser<'_>) -> Block {
     let mut out = Block { stmts: Vec::new(), tail: None };
     let n = block.stmts.len();
     for (i, s) in block.stmts.iter().enumerate() {
+        cx.start_statement();
         match s {
-            syn::Stmt::Expr(e, None) if i + 1 == n && is_value(e) => out.tail = Some(parse_expr(e, diag)),
-            _ => parse_stmt(s, &mut out.stmts, diag),
+            syn::Stmt::Expr(e, None) if i + 1 == n && is_value(e) => out.tail = Some(parse_expr(e, cx)),
+            _ => parse_stmt(s, &mut out.stmts, cx),
         }
     }
     out
@@ -28,61 +35,61 @@ fn is_value(e: &syn::Expr) -> bool {
     )
 }
 
-fn parse_stmt(s: &syn::Stmt, out: &mut Vec<Stmt>, diag: &mut Diagnostics) {
+fn parse_stmt(s: &syn::Stmt, out: &mut Vec<Stmt>, cx: &mut Parser<'_>) {
     match s {
         syn::Stmt::Local(l) => {
-            let span = Spn::of(l);
+            let span = Spn { start: l.let_token.span, end: l.semi_token.span };
             if let Some(init) = &l.init
                 && init.diverge.is_some()
             {
-                diag.error(span, "`let ... else` is not supported in kernels");
+                cx.error(span, "`let ... else` is not supported in kernels");
                 return;
             }
             let (pat, ty) = match &l.pat {
-                syn::Pat::Type(t) => (parse_pat(&t.pat, diag), parse_type(&t.ty, diag)),
-                p => (parse_pat(p, diag), None),
+                syn::Pat::Type(t) => (parse_pat(&t.pat, cx), parse_type(&t.ty, cx)),
+                p => (parse_pat(p, cx), None),
             };
             let Some(init) = &l.init else {
-                diag.error(span, "a `let` in a kernel needs a value: NKI tensors are created with nl::ndarray(...)");
+                cx.error(span, "a `let` in a kernel needs a value: NKI tensors are created with nl::ndarray(...)");
                 return;
             };
-            out.push(Stmt::Let { pat, ty, init: parse_expr(&init.expr, diag), span });
+            out.push(Stmt::Let { pat, ty, init: parse_expr(&init.expr, cx), span });
         }
         syn::Stmt::Item(item) => {
-            diag.error(item.span(), "items cannot be declared inside a kernel; define helper functions outside it with #[nki_helper]");
+            cx.error(item.span(), "items cannot be declared inside a kernel; define helper functions outside it with #[nki_helper]");
         }
-        syn::Stmt::Macro(m) => parse_macro_stmt(&m.mac, out, diag),
-        syn::Stmt::Expr(e, _) => parse_expr_stmt(e, out, diag),
+        syn::Stmt::Macro(m) => parse_macro_stmt(&m.mac, out, cx),
+        syn::Stmt::Expr(e, _) => parse_expr_stmt(e, out, cx),
     }
 }
 
-fn parse_expr_stmt(e: &syn::Expr, out: &mut Vec<Stmt>, diag: &mut Diagnostics) {
-    let span = Spn::of(e);
+fn parse_expr_stmt(e: &syn::Expr, out: &mut Vec<Stmt>, cx: &mut Parser<'_>) {
+    let span = expr_span(e);
     match e {
         syn::Expr::ForLoop(f) => {
             if f.label.is_some() {
-                diag.error(f.label.span(), "loop labels are not supported in kernels");
+                cx.error(f.label.span(), "loop labels are not supported in kernels");
             }
-            let var = parse_pat(&f.pat, diag);
-            let Some(iter) = parse_range(&f.expr, diag) else { return };
-            let body = parse_block(&f.body, diag);
+            let var = parse_pat(&f.pat, cx);
+            let Some(iter) = parse_range(&f.expr, cx) else { return };
+            let body = parse_block(&f.body, cx);
             if let Some(t) = &body.tail {
-                diag.error(t.span, "a loop body cannot end in a value; add `;`");
+                cx.error(t.span, "a loop body cannot end in a value; add `;`");
             }
             out.push(Stmt::For { var, iter: Box::new(iter), body, span });
         }
         syn::Expr::If(_) => {
-            if let Some(s) = parse_if(e, diag) {
+            if let Some(s) = parse_if(e, cx) {
                 out.push(s);
             }
         }
         syn::Expr::Block(b) => {
             if b.label.is_some() {
-                diag.error(span, "block labels are not supported in kernels");
+                cx.error(span, "block labels are not supported in kernels");
             }
             // A nested block's statements run in order in the emitted Python; scoping is
             // checked by the type checker.
-            let inner = parse_block(&b.block, diag);
+            let inner = parse_block(&b.block, cx);
             out.extend(inner.stmts);
             if let Some(t) = inner.tail {
                 out.push(Stmt::Expr(t));
@@ -90,58 +97,58 @@ fn parse_expr_stmt(e: &syn::Expr, out: &mut Vec<Stmt>, diag: &mut Diagnostics) {
         }
         syn::Expr::Assign(a) => match &*a.left {
             syn::Expr::Path(p) if p.path.get_ident().is_some() => {
-                out.push(Stmt::Assign { name: p.path.segments[0].ident.clone(), op: None, value: parse_expr(&a.right, diag), span })
+                out.push(Stmt::Assign { name: p.path.segments[0].ident.clone(), op: None, value: parse_expr(&a.right, cx), span })
             }
             other => {
-                diag.error(other.span(), "only plain variables can be assigned in kernels; tensors are written by ops through their `dst`")
+                cx.error(other.span(), "only plain variables can be assigned in kernels; tensors are written by ops through their `dst`")
             }
         },
         syn::Expr::Binary(b) if assign_op(&b.op).is_some() => match &*b.left {
             syn::Expr::Path(p) if p.path.get_ident().is_some() => out.push(Stmt::Assign {
                 name: p.path.segments[0].ident.clone(),
                 op: assign_op(&b.op),
-                value: parse_expr(&b.right, diag),
+                value: parse_expr(&b.right, cx),
                 span,
             }),
-            other => diag.error(other.span(), "only plain variables can be assigned in kernels"),
+            other => cx.error(other.span(), "only plain variables can be assigned in kernels"),
         },
-        syn::Expr::Return(r) => out.push(Stmt::Return(r.expr.as_deref().map(|x| parse_expr(x, diag)), span)),
-        syn::Expr::Macro(m) => parse_macro_stmt(&m.mac, out, diag),
+        syn::Expr::Return(r) => out.push(Stmt::Return(r.expr.as_deref().map(|x| parse_expr(x, cx)), span)),
+        syn::Expr::Macro(m) => parse_macro_stmt(&m.mac, out, cx),
         syn::Expr::While(_) | syn::Expr::Loop(_) | syn::Expr::Match(_) | syn::Expr::Closure(_) | syn::Expr::Unsafe(_) => {
-            diag.error(span, unsupported_message(e))
+            cx.error(span, unsupported_message(e))
         }
-        other => out.push(Stmt::Expr(parse_expr(other, diag))),
+        other => out.push(Stmt::Expr(parse_expr(other, cx))),
     }
 }
 
-fn parse_if(e: &syn::Expr, diag: &mut Diagnostics) -> Option<Stmt> {
-    let span = Spn::of(e);
+fn parse_if(e: &syn::Expr, cx: &mut Parser<'_>) -> Option<Stmt> {
+    let span = expr_span(e);
     let mut branches = Vec::new();
     let mut cur = e;
     loop {
         let syn::Expr::If(i) = cur else {
-            diag.error(cur.span(), "expected an `if`");
+            cx.error(cur.span(), "expected an `if`");
             return None;
         };
         let cond = match &*i.cond {
             syn::Expr::Let(l) => match &*l.pat {
                 syn::Pat::TupleStruct(ts) if ts.path.is_ident("Some") && ts.elems.len() == 1 => match &ts.elems[0] {
-                    syn::Pat::Ident(id) => Cond::LetSome(id.ident.clone(), parse_expr(&l.expr, diag)),
+                    syn::Pat::Ident(id) => Cond::LetSome(id.ident.clone(), parse_expr(&l.expr, cx)),
                     other => {
-                        diag.error(other.span(), "write `if let Some(name) = value`");
+                        cx.error(other.span(), "write `if let Some(name) = value`");
                         return None;
                     }
                 },
                 other => {
-                    diag.error(other.span(), "only `if let Some(name) = value` is supported in kernels");
+                    cx.error(other.span(), "only `if let Some(name) = value` is supported in kernels");
                     return None;
                 }
             },
-            c => Cond::Expr(parse_expr(c, diag)),
+            c => Cond::Expr(parse_expr(c, cx)),
         };
-        let body = parse_block(&i.then_branch, diag);
+        let body = parse_block(&i.then_branch, cx);
         if let Some(t) = &body.tail {
-            diag.error(
+            cx.error(
                 t.span,
                 "an `if` statement's branch cannot end in a value; add `;` (or use `if` as a value with single-expression branches)",
             );
@@ -154,14 +161,14 @@ fn parse_if(e: &syn::Expr, diag: &mut Diagnostics) -> Option<Stmt> {
             Some((_, els)) => match &**els {
                 syn::Expr::If(_) => cur = els,
                 syn::Expr::Block(b) => {
-                    let body = parse_block(&b.block, diag);
+                    let body = parse_block(&b.block, cx);
                     if let Some(t) = &body.tail {
-                        diag.error(t.span, "an `else` branch cannot end in a value; add `;`");
+                        cx.error(t.span, "an `else` branch cannot end in a value; add `;`");
                     }
                     return Some(Stmt::If { branches, otherwise: Some(body), span });
                 }
                 other => {
-                    diag.error(other.span(), "unsupported `else` branch");
+                    cx.error(other.span(), "unsupported `else` branch");
                     return None;
                 }
             },
@@ -169,117 +176,121 @@ fn parse_if(e: &syn::Expr, diag: &mut Diagnostics) -> Option<Stmt> {
     }
 }
 
-fn parse_pat(p: &syn::Pat, diag: &mut Diagnostics) -> Pat {
+fn parse_pat(p: &syn::Pat, cx: &mut Parser<'_>) -> Pat {
     match p {
         syn::Pat::Ident(i) => {
             if i.by_ref.is_some() || i.subpat.is_some() {
-                diag.error(p.span(), "only plain names can be bound in kernels");
+                cx.error(p.span(), "only plain names can be bound in kernels");
             }
             Pat::Ident(i.ident.clone(), i.mutability.is_some())
         }
-        syn::Pat::Tuple(t) => Pat::Tuple(t.elems.iter().map(|x| parse_pat(x, diag)).collect(), Spn::of(p)),
-        syn::Pat::Slice(s) => Pat::Slice(s.elems.iter().map(|x| parse_pat(x, diag)).collect(), Spn::of(p)),
+        syn::Pat::Tuple(t) => Pat::Tuple(t.elems.iter().map(|x| parse_pat(x, cx)).collect(), Spn::of(p)),
+        syn::Pat::Slice(s) => Pat::Slice(s.elems.iter().map(|x| parse_pat(x, cx)).collect(), Spn::of(p)),
         syn::Pat::Wild(_) => Pat::Wild,
-        syn::Pat::Paren(x) => parse_pat(&x.pat, diag),
+        syn::Pat::Paren(x) => parse_pat(&x.pat, cx),
         other => {
-            diag.error(other.span(), "only names, `_`, tuples `(a, b)` and shape lists `[a, b]` can be bound in kernels");
+            cx.error(other.span(), "only names, `_`, tuples `(a, b)` and shape lists `[a, b]` can be bound in kernels");
             Pat::Wild
         }
     }
 }
 
-fn parse_range(e: &syn::Expr, diag: &mut Diagnostics) -> Option<RangeIter> {
-    let span = Spn::of(e);
-    let bad = |diag: &mut Diagnostics| {
-        diag.error(
+fn parse_range(e: &syn::Expr, cx: &mut Parser<'_>) -> Option<RangeIter> {
+    let span = expr_span(e);
+    cx.nested(span, |cx| parse_range_node(e, span, cx)).flatten()
+}
+
+fn parse_range_node(e: &syn::Expr, span: Spn, cx: &mut Parser<'_>) -> Option<RangeIter> {
+    let bad = |cx: &mut Parser<'_>| {
+        cx.error(
             span,
             "a kernel `for` loop runs over `a..b`, `(a..b).step_by(s)` or nl::affine_range / nl::sequential_range / nl::static_range(...); loops are unrolled at trace time",
         );
         None
     };
     match e {
-        syn::Expr::Paren(p) => parse_range(&p.expr, diag),
+        syn::Expr::Paren(p) => parse_range(&p.expr, cx),
         syn::Expr::Range(r) => {
             if matches!(r.limits, syn::RangeLimits::Closed(_)) {
-                diag.error(span, "use a half-open range `a..b` (Python's range excludes its end)");
+                cx.error(span, "use a half-open range `a..b` (Python's range excludes its end)");
                 return None;
             }
             let (Some(start), Some(stop)) = (&r.start, &r.end) else {
-                return bad(diag);
+                return bad(cx);
             };
-            Some(RangeIter { kind: RangeKind::Plain, start: parse_expr(start, diag), stop: parse_expr(stop, diag), step: None, span })
+            Some(RangeIter { kind: RangeKind::Plain, start: parse_expr(start, cx), stop: parse_expr(stop, cx), step: None, span })
         }
         syn::Expr::MethodCall(m) if m.method == "step_by" && m.args.len() == 1 => {
-            let mut inner = parse_range(&m.receiver, diag)?;
+            let mut inner = parse_range(&m.receiver, cx)?;
             if inner.kind != RangeKind::Plain || inner.step.is_some() {
-                return bad(diag);
+                return bad(cx);
             }
-            inner.step = Some(parse_expr(&m.args[0], diag));
+            inner.step = Some(parse_expr(&m.args[0], cx));
             inner.span = span;
             Some(inner)
         }
         syn::Expr::Call(c) => {
             let syn::Expr::Path(p) = &*c.func else {
-                return bad(diag);
+                return bad(cx);
             };
             let segs: Vec<String> = p.path.segments.iter().map(|s| s.ident.to_string()).collect();
             let kind = match segs.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
                 ["nl", "affine_range"] => "affine_range",
                 ["nl", "sequential_range"] => "sequential_range",
                 ["nl", "static_range"] => "static_range",
-                _ => return bad(diag),
+                _ => return bad(cx),
             };
-            let args: Vec<Expr> = c.args.iter().map(|a| parse_expr(a, diag)).collect();
+            let args: Vec<Expr> = c.args.iter().map(|a| parse_expr(a, cx)).collect();
             let zero = |s: Spn| Expr { kind: ExprKind::Int(0), span: s };
             let mut it = args.into_iter();
             match (it.next(), it.next(), it.next(), it.next()) {
                 (Some(stop), None, None, None) => Some(RangeIter { kind: RangeKind::Nl(kind), start: zero(span), stop, step: None, span }),
                 (Some(start), Some(stop), step, None) => Some(RangeIter { kind: RangeKind::Nl(kind), start, stop, step, span }),
-                _ => bad(diag),
+                _ => bad(cx),
             }
         }
-        _ => bad(diag),
+        _ => bad(cx),
     }
 }
 
-fn parse_macro_stmt(mac: &syn::Macro, out: &mut Vec<Stmt>, diag: &mut Diagnostics) {
-    let span = Spn::of(mac);
+fn parse_macro_stmt(mac: &syn::Macro, out: &mut Vec<Stmt>, cx: &mut Parser<'_>) {
+    let span = Spn { start: Spn::of(&mac.path).start, end: mac.delimiter.span().close() };
     let name = mac.path.get_ident().map(|i| i.to_string()).unwrap_or_default();
     if name != "assert" && name != "assert_eq" && name != "assert_ne" {
-        diag.error(span, "only `assert!`, `assert_eq!` and `assert_ne!` can be used as statements in kernels (they become Python asserts)");
+        cx.error(span, "only `assert!`, `assert_eq!` and `assert_ne!` can be used as statements in kernels (they become Python asserts)");
         return;
     }
     let args = match mac.parse_body_with(Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated) {
         Ok(a) => a,
         Err(e) => {
-            diag.push(e);
+            cx.push(e);
             return;
         }
     };
     let mut it = args.iter();
     let cond = match name.as_str() {
         "assert" => match it.next() {
-            Some(c) => parse_expr(c, diag),
+            Some(c) => parse_expr(c, cx),
             None => {
-                diag.error(span, "assert! needs a condition");
+                cx.error(span, "assert! needs a condition");
                 return;
             }
         },
         _ => {
             let (Some(a), Some(b)) = (it.next(), it.next()) else {
-                diag.error(span, format!("{name}! needs two values"));
+                cx.error(span, format!("{name}! needs two values"));
                 return;
             };
             let op = if name == "assert_eq" { crate::ast::BinOp::Eq } else { crate::ast::BinOp::Ne };
-            Expr { kind: ExprKind::Binary(op, Box::new(parse_expr(a, diag)), Box::new(parse_expr(b, diag))), span }
+            Expr { kind: ExprKind::Binary(op, Box::new(parse_expr(a, cx)), Box::new(parse_expr(b, cx))), span }
         }
     };
     let rest: Vec<&syn::Expr> = it.collect();
     let msg = match rest.split_first() {
         None => None,
-        Some((syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }), fmt_args)) => parse_format(s, fmt_args, diag),
+        Some((syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }), fmt_args)) => parse_format(s, fmt_args, cx),
         Some((other, _)) => {
-            diag.error(other.span(), "the assert message must be a string literal, optionally with {} arguments");
+            cx.error(other.span(), "the assert message must be a string literal, optionally with {} arguments");
             None
         }
     };
@@ -287,7 +298,7 @@ fn parse_macro_stmt(mac: &syn::Macro, out: &mut Vec<Stmt>, diag: &mut Diagnostic
 }
 
 /// Parses a format string with `{}`, `{name}` and `{:?}` placeholders.
-fn parse_format(lit: &syn::LitStr, args: &[&syn::Expr], diag: &mut Diagnostics) -> Option<FmtString> {
+fn parse_format(lit: &syn::LitStr, args: &[&syn::Expr], cx: &mut Parser<'_>) -> Option<FmtString> {
     let text = lit.value();
     let mut pieces = Vec::new();
     let mut buf = String::new();
@@ -325,25 +336,29 @@ fn parse_format(lit: &syn::LitStr, args: &[&syn::Expr], diag: &mut Diagnostics) 
                 if !spec.contains(':') || spec.ends_with(":?") {
                     // Plain and debug formatting print the same in Python.
                 } else {
-                    diag.error(
-                        lit.span(),
-                        format!("format spec `{{{spec}}}` is not supported in kernel asserts; use `{{}}` or `{{name}}`"),
-                    );
+                    cx.error(lit.span(), format!("format spec `{{{spec}}}` is not supported in kernel asserts; use `{{}}` or `{{name}}`"));
                     return None;
                 }
                 let value = if name.is_empty() {
                     let Some(a) = args.get(next_arg) else {
-                        diag.error(lit.span(), "more `{}` placeholders than arguments");
+                        cx.error(lit.span(), "more `{}` placeholders than arguments");
                         return None;
                     };
                     next_arg += 1;
-                    parse_expr(a, diag)
+                    parse_expr(a, cx)
+                } else if let Ok(i) = name.parse::<usize>() {
+                    let Some(a) = args.get(i) else {
+                        cx.error(lit.span(), format!("placeholder `{{{i}}}` has no argument {i}"));
+                        return None;
+                    };
+                    parse_expr(a, cx)
                 } else if let Some((_, e)) = named.iter().find(|(n, _)| *n == name) {
-                    parse_expr(e, diag)
-                } else if name.chars().all(|c| c.is_alphanumeric() || c == '_') {
-                    Expr { kind: ExprKind::Var(syn::Ident::new(&name, lit.span())), span: lit.span().into() }
+                    parse_expr(e, cx)
+                } else if let Ok(mut var) = syn::parse_str::<syn::Ident>(&name) {
+                    var.set_span(lit.span());
+                    Expr { kind: ExprKind::Var(var), span: lit.span().into() }
                 } else {
-                    diag.error(lit.span(), format!("placeholder `{{{name}}}` must name a variable"));
+                    cx.error(lit.span(), format!("placeholder `{{{name}}}` must name a variable"));
                     return None;
                 };
                 if !buf.is_empty() {

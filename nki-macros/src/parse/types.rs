@@ -1,21 +1,25 @@
 //! Parameter and `let` type annotations.
 
+use super::Parser;
 use crate::ast::{Space, Spn, TypeAnn};
-use crate::diag::Diagnostics;
 
 const KNOWN: &str = "Hbm, Sbuf, Psum, Tensor, i64, f64, bool, Dtype, Groups, Outputs, &str, Option<T> or a tuple of these";
 
-/// Parses a type annotation, reporting unsupported types.
-pub fn parse_type(ty: &syn::Type, diag: &mut Diagnostics) -> Option<TypeAnn> {
+/// Parses a type annotation, reporting unsupported types (and nesting past the bound).
+pub fn parse_type(ty: &syn::Type, cx: &mut Parser<'_>) -> Option<TypeAnn> {
     let span = Spn::of(ty);
+    cx.nested(span, |cx| parse_node(ty, span, cx)).flatten()
+}
+
+fn parse_node(ty: &syn::Type, span: Spn, cx: &mut Parser<'_>) -> Option<TypeAnn> {
     match ty {
         syn::Type::Reference(r) => match &*r.elem {
             syn::Type::Path(p) if p.path.is_ident("str") => Some(TypeAnn::Str(span)),
-            inner => parse_type(inner, diag),
+            inner => parse_type(inner, cx),
         },
-        syn::Type::Paren(p) => parse_type(&p.elem, diag),
+        syn::Type::Paren(p) => parse_type(&p.elem, cx),
         syn::Type::Tuple(t) => {
-            let items: Option<Vec<TypeAnn>> = t.elems.iter().map(|e| parse_type(e, diag)).collect();
+            let items: Option<Vec<TypeAnn>> = t.elems.iter().map(|e| parse_type(e, cx)).collect();
             Some(TypeAnn::Tuple(items?, span))
         }
         syn::Type::Path(p) if p.qself.is_none() => {
@@ -36,9 +40,9 @@ pub fn parse_type(ty: &syn::Type, diag: &mut Diagnostics) -> Option<TypeAnn> {
                 ("Dtype", None) => TypeAnn::Dtype(span),
                 ("Groups", None) => TypeAnn::Groups(span),
                 ("Outputs", None) => TypeAnn::Outputs(span),
-                ("Option", Some(syn::GenericArgument::Type(inner))) => TypeAnn::Option(Box::new(parse_type(inner, diag)?), span),
+                ("Option", Some(syn::GenericArgument::Type(inner))) => TypeAnn::Option(Box::new(parse_type(inner, cx)?), span),
                 ("usize" | "u32" | "i32" | "u64" | "isize", None) => {
-                    diag.error(
+                    cx.error(
                         span,
                         format!(
                             "use `i64` for integers in kernels: trace-time integers are Python ints, `{name}` has no Python counterpart"
@@ -47,17 +51,17 @@ pub fn parse_type(ty: &syn::Type, diag: &mut Diagnostics) -> Option<TypeAnn> {
                     return None;
                 }
                 ("f32", None) => {
-                    diag.error(span, "use `f64` for trace-time floats (they are Python floats); tile element types are chosen with a Dtype such as nl::float32");
+                    cx.error(span, "use `f64` for trace-time floats (they are Python floats); tile element types are chosen with a Dtype such as nl::float32");
                     return None;
                 }
                 _ => {
-                    diag.error(span, format!("unsupported type in a kernel: expected {KNOWN}"));
+                    cx.error(span, format!("unsupported type in a kernel: expected {KNOWN}"));
                     return None;
                 }
             })
         }
         syn::Type::TraitObject(_) | syn::Type::ImplTrait(_) => {
-            diag.error(
+            cx.error(
                 span,
                 format!(
                     "trait objects and `impl Trait` are not supported in kernels: NKI kernels are traced with concrete values; use {KNOWN}"
@@ -66,7 +70,7 @@ pub fn parse_type(ty: &syn::Type, diag: &mut Diagnostics) -> Option<TypeAnn> {
             None
         }
         _ => {
-            diag.error(span, format!("unsupported type in a kernel: expected {KNOWN}"));
+            cx.error(span, format!("unsupported type in a kernel: expected {KNOWN}"));
             None
         }
     }

@@ -10,9 +10,11 @@ mod constants;
 mod isa;
 mod language;
 mod methods;
+mod scalar_methods;
 
 pub use constants::{Constant, constant_names, lookup_constant};
 pub use methods::{MethodSpec, lookup_method, method_names};
+pub use scalar_methods::{ArgKind, Receiver, lookup_scalar_method, scalar_method_list};
 
 use crate::check::Check;
 

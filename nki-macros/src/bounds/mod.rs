@@ -1,0 +1,44 @@
+//! The macro's own bounds on what one kernel may ask of it, so that every
+//! expansion does a bounded amount of work and emits code that rustc and
+//! CPython accept. Each bound is far above what real kernels use (the kernels of
+//! this workspace nest at most 13 levels deep and build lists of at most 32
+//! elements).
+
+/// How deep a kernel may nest: brackets and blocks in its tokens, blocks and
+/// expressions in its syntax tree (an `a + b + c` chain is as deep as it is long),
+/// and type annotations; also the longest run of operators in a row (`- - x`)
+/// and the most assignments one statement chains (`a = b = c`).
+///
+/// The parser, the checker and both emitters recurse once per level, and so does
+/// rustc on the emitted code, so the bound keeps them all far from the end of the
+/// stack; it also keeps the emitted Python within CPython's limits of 200
+/// nested brackets (each level emits at most two) and 100 indentation levels.
+pub const MAX_NESTING: usize = 64;
+
+/// How many elements one list, tuple or `[x; n]` may hold, nested ones included:
+/// the checker tracks the type of every element.
+pub const MAX_ELEMENTS: usize = 4096;
+
+/// The deepest group nesting of an expansion: [`MAX_NESTING`] levels of the
+/// kernel, each emitted as at most [`EMITTED_GROUPS_PER_LEVEL`] nested groups
+/// (`((x) as f64)` inside an operation's own parentheses is three), inside the
+/// fixed frame of the generated function and module.
+#[cfg(test)]
+pub const MAX_EMITTED_DEPTH: usize = EMITTED_FRAME + EMITTED_GROUPS_PER_LEVEL * MAX_NESTING;
+#[cfg(test)]
+const EMITTED_GROUPS_PER_LEVEL: usize = 3;
+#[cfg(test)]
+const EMITTED_FRAME: usize = 8;
+
+/// The group nesting of a token stream, which [`MAX_EMITTED_DEPTH`] bounds.
+#[cfg(test)]
+pub fn group_depth(ts: &proc_macro2::TokenStream) -> usize {
+    ts.clone()
+        .into_iter()
+        .map(|t| if let proc_macro2::TokenTree::Group(g) = t { 1 + group_depth(&g.stream()) } else { 0 })
+        .max()
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests;
