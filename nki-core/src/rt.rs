@@ -2,6 +2,7 @@
 //! Python semantics (floor division, errors instead of panics), view helpers
 //! taking the DSL's `i64`s, and error locations. Not a public API.
 
+use crate::language::list_bounds::MAX_LIST_ELEMENTS;
 use crate::{Ctx, Dtype, ErrorKind, NkiError, Outputs, Result, Tensor};
 use std::fmt;
 
@@ -87,8 +88,14 @@ pub fn floordiv(a: i64, b: i64) -> Result<i64> {
 
 /// Python `a % b` (takes the sign of `b`).
 pub fn floormod(a: i64, b: i64) -> Result<i64> {
-    let q = floordiv(a, b)?;
-    Ok(a - q * b)
+    if b == 0 {
+        return Err(arith("integer modulo by zero"));
+    }
+    // `checked_rem` only fails for `i64::MIN % -1`, whose remainder is 0. A nonzero
+    // remainder whose sign differs from `b` moves into `b`'s range; adding values of
+    // opposite signs cannot overflow.
+    let r = a.checked_rem(b).unwrap_or(0);
+    Ok(if r != 0 && (r < 0) != (b < 0) { r + b } else { r })
 }
 
 /// Python `a / b` on floats.
@@ -113,9 +120,10 @@ pub fn pow(a: i64, b: i64) -> Result<i64> {
     a.checked_pow(e).ok_or_else(|| arith("integer overflow in **"))
 }
 
-/// `ceil(a / b)` for positive `b`.
+/// `ceil(a / b)`: the floor quotient, plus one when the division is inexact.
 pub fn div_ceil(a: i64, b: i64) -> Result<i64> {
-    Ok(-floordiv(-a, b)?)
+    let q = floordiv(a, b)?;
+    if floormod(a, b)? == 0 { Ok(q) } else { add(q, 1) }
 }
 
 /// Compound assignment (`x += y`, ...) with Python semantics for either number type.
@@ -198,6 +206,9 @@ pub fn unpack<const N: usize>(shape: Vec<i64>) -> Result<[i64; N]> {
 /// `[x; n]` / Python `[x] * n`.
 pub fn repeat<T: Clone>(x: T, n: i64) -> Result<Vec<T>> {
     let n = usize::try_from(n).map_err(|_| arith("negative repeat count"))?;
+    if n > MAX_LIST_ELEMENTS {
+        return Err(arith(&format!("`[x; {n}]` is longer than the {MAX_LIST_ELEMENTS} elements a kernel's list may hold")));
+    }
     Ok(vec![x; n])
 }
 
@@ -325,5 +336,40 @@ mod tests {
         assert_eq!(Show(&1.0f64).to_string(), "1.0");
         assert_eq!(Show(&Some(3i64)).to_string(), "3");
         assert_eq!(Show(&vec![4i64]).to_string(), "(4,)");
+    }
+
+    /// Python's `//`, `%` and ceiling division computed in i128, where nothing overflows.
+    fn python_i128(a: i64, b: i64) -> (i128, i128, i128) {
+        let (a, b) = (i128::from(a), i128::from(b));
+        let mut q = a / b;
+        if a % b != 0 && (a < 0) != (b < 0) {
+            q -= 1;
+        }
+        let ceil = if a - q * b == 0 { q } else { q + 1 };
+        (q, a - q * b, ceil)
+    }
+
+    #[test]
+    fn integer_division_at_the_extremes_is_exact_or_an_error() {
+        let values = [i64::MIN, i64::MIN + 1, -7, -3, -2, -1, 1, 2, 3, 7, i64::MAX - 1, i64::MAX];
+        for a in values.into_iter().chain([0]) {
+            for b in values {
+                let (q, r, c) = python_i128(a, b);
+                let fits = |v: i128| i64::try_from(v).ok();
+                assert_eq!(floordiv(a, b).ok(), fits(q), "{a} // {b}");
+                assert_eq!(floormod(a, b).ok(), fits(r), "{a} % {b}");
+                assert_eq!(div_ceil(a, b).ok(), fits(c), "ceil({a} / {b})");
+            }
+            assert!(floormod(a, 0).is_err() && div_ceil(a, 0).is_err());
+        }
+    }
+
+    #[test]
+    fn a_repeat_longer_than_a_kernel_list_is_an_error_before_allocating() {
+        assert_eq!(repeat(0i64, MAX_LIST_ELEMENTS as i64).unwrap().len(), MAX_LIST_ELEMENTS);
+        let e = repeat(0i64, 1 << 40).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Arithmetic);
+        assert!(e.message.contains("1099511627776") && e.message.contains("4096"), "{e}");
+        assert!(repeat(0i64, -1).is_err());
     }
 }

@@ -2,6 +2,7 @@
 //! buffers and operator tokens.
 #![allow(non_upper_case_globals)]
 
+pub mod list_bounds;
 mod ops;
 
 pub use ops::NlOp;

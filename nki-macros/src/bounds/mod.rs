@@ -15,9 +15,13 @@
 /// nested brackets (each level emits at most two) and 100 indentation levels.
 pub const MAX_NESTING: usize = 64;
 
-/// How many elements one list, tuple or `[x; n]` may hold, nested ones included:
-/// the checker tracks the type of every element.
-pub const MAX_ELEMENTS: usize = 4096;
+#[path = "../../../nki-core/src/language/list_bounds.rs"]
+mod list_bounds;
+
+/// How many elements one list, tuple or `[x; n]` may hold, nested ones included
+/// (the checker tracks the type of every element): the bound the emulator applies
+/// to lengths only known at run time.
+pub const MAX_ELEMENTS: usize = list_bounds::MAX_LIST_ELEMENTS;
 
 /// The deepest group nesting of an expansion: [`MAX_NESTING`] levels of the
 /// kernel, each emitted as at most [`EMITTED_GROUPS_PER_LEVEL`] nested groups

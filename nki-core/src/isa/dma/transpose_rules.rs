@@ -265,11 +265,13 @@ impl TransposeCall<'_> {
         if let Some(v) = outer.filter(|&v| !outer_ok(v)) {
             out.push((TransposeRule::HwdgeOuterDim, format!("src has shape {} (src.shape[0] = {v})", text(src))));
         }
+        // The product in i128: unchecked shapes reach this rule and may be near i64::MAX.
         if src.len() > 2
             && let (Some(a), Some(b)) = (outer, rows)
-            && (a * b) % HWDGE_ROW_MULTIPLE != 0
+            && let product = i128::from(a) * i128::from(b)
+            && product % i128::from(HWDGE_ROW_MULTIPLE) != 0
         {
-            out.push((TransposeRule::HwdgeRows, format!("src has shape {} ({a} * {b} = {})", text(src), a * b)));
+            out.push((TransposeRule::HwdgeRows, format!("src has shape {} ({a} * {b} = {product})", text(src))));
         }
     }
 }
