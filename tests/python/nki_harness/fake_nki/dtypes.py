@@ -3,22 +3,37 @@
 Every tensor keeps its cells in one flat NumPy array: float32 for the float
 dtypes (a bf16 tensor holds float32 values that, in `hardware` precision, are
 exactly representable in bf16), int64 for the integer dtypes (holding the
-integer itself, always inside the dtype's range).
+integer itself, always inside the dtype's range) and for the packed MX dtypes
+(holding the element's raw bits; see `PACKED`). `to_bits` / `from_bits` give
+every dtype's bytes, for `NkiTensor.view`.
 """
 
 import ml_dtypes
 import numpy as np
 
+from .errors import NkiError
+
+
+def _round_tf32(values):
+    """float32 values rounded (to nearest even) to 10 mantissa bits."""
+    bits = np.asarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    finite = np.isfinite(np.asarray(values, dtype=np.float32))
+    rounded = (bits + 0x0FFF + ((bits >> 13) & 1)) & 0xFFFFE000
+    return np.where(finite, rounded, bits).astype(np.uint32).view(np.float32)
+
 
 class DType:
-    """One NKI dtype: its name, size in bytes, and how values round into it."""
+    """One NKI dtype: its name, size in bytes, how values round into it, and
+    (for packed MX dtypes) the element type and count it packs."""
 
-    def __init__(self, name, size, rounding=None, int_range=None):
+    def __init__(self, name, size, rounding=None, int_range=None, packs=None, boolean=False):
         self.name = name
         self.size = size
-        self.is_float = int_range is None
+        self.is_float = int_range is None and packs is None
         self._rounding = rounding
-        self.lo, self.hi = int_range if int_range else (None, None)
+        self.lo, self.hi = int_range if int_range else (0, (1 << (8 * size)) - 1) if packs else (None, None)
+        self.packs = packs
+        self.boolean = boolean
 
     def __repr__(self):
         return f"nl.{self.name}"
@@ -32,14 +47,25 @@ class DType:
         """float32 `values` rounded (to nearest even) to this float dtype."""
         if self._rounding is None:
             return values
+        if callable(self._rounding) and not isinstance(self._rounding, type):
+            return self._rounding(values)
         return values.astype(self._rounding).astype(np.float32)
+
+    def _not_packed(self):
+        if self.packs:
+            raise NkiError(None, f"{self.name} packs {self.packs[1]} {self.packs[0].__name__} values per element; "
+                                 "only data movement, nisa.quantize_mx and nisa.nc_matmul_mx handle it")
 
     def encode(self, values, round_floats):
         """float32 `values` as cells: floats rounded when `round_floats`; integers
-        rounded half to even and saturated (NaN becomes 0), whatever the precision."""
+        rounded half to even and saturated (NaN becomes 0), whatever the precision;
+        bool_ is 1 for every nonzero value."""
+        self._not_packed()
         values = np.asarray(values, dtype=np.float32)
         if self.is_float:
             return self.round(values) if round_floats else values
+        if self.boolean:
+            return (np.nan_to_num(values, nan=0.0) != 0).astype(np.int64)
         return self.saturate(np.nan_to_num(np.rint(values.astype(np.float64)), nan=0.0))
 
     def saturate(self, values):
@@ -48,6 +74,7 @@ class DType:
 
     def decode(self, cells):
         """Cells as the float32 values the compute engines see."""
+        self._not_packed()
         return np.asarray(cells).astype(np.float32)
 
     def to_int(self, cells):
@@ -60,28 +87,63 @@ class DType:
         """Fill of a fresh allocation: NaN for floats, a fixed saturated pattern for ints."""
         return np.float32(np.nan) if self.is_float else self.saturate(0x5A5A5A5A)
 
+    @property
+    def bits_type(self):
+        """The unsigned NumPy integer of the dtype's size."""
+        return {1: np.uint8, 2: np.uint16, 4: np.uint32}[self.size]
+
+    def to_bits(self, cells):
+        """The raw bits of every cell, as unsigned integers of the dtype's size."""
+        cells = np.asarray(cells)
+        if not self.is_float:
+            return (cells.astype(np.int64) & ((1 << (8 * self.size)) - 1)).astype(self.bits_type)
+        stored = _round_tf32(cells) if self.name == "tfloat32" else cells.astype(self._rounding or np.float32)
+        return stored.view(self.bits_type)
+
+    def from_bits(self, bits):
+        """Cells holding the values whose raw bits are `bits`."""
+        bits = np.asarray(bits).astype(self.bits_type)
+        if self.is_float:
+            store = np.float32 if self.name == "tfloat32" else self._rounding or np.float32
+            return bits.view(store).astype(np.float32)
+        if self.lo < 0:
+            return bits.astype(np.int64) - ((bits.astype(np.int64) >> (8 * self.size - 1)) << (8 * self.size))
+        return bits.astype(np.int64)
+
 
 def _int(name, bits, signed):
     lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
     return DType(name, bits // 8, int_range=(lo, hi))
 
 
+# Packed MX dtypes: (element type, elements per packed value, bits per element).
+# Element k of a packed value sits in bits [k * bits, (k + 1) * bits): the first
+# element in the lowest byte (or nibble).
+PACKED = {
+    "float8_e5m2_x4": (ml_dtypes.float8_e5m2, 4, 8),
+    "float8_e4m3fn_x4": (ml_dtypes.float8_e4m3fn, 4, 8),
+    "float4_e2m1fn_x4": (ml_dtypes.float4_e2m1fn, 4, 4),
+}
+
 DTYPES = {
     d.name: d
     for d in [
         DType("float32", 4),
+        DType("tfloat32", 4, _round_tf32),
         DType("bfloat16", 2, ml_dtypes.bfloat16),
         DType("float16", 2, np.float16),
         DType("float8_e4m3", 1, ml_dtypes.float8_e4m3),
         DType("float8_e4m3fn", 1, ml_dtypes.float8_e4m3fn),
         DType("float8_e5m2", 1, ml_dtypes.float8_e5m2),
+        DType("float8_e8m0fnu", 1, ml_dtypes.float8_e8m0fnu),
         _int("int32", 32, True),
         _int("uint32", 32, False),
         _int("int16", 16, True),
         _int("uint16", 16, False),
         _int("int8", 8, True),
         _int("uint8", 8, False),
-    ]
+        DType("bool_", 1, int_range=(0, 1), boolean=True),
+    ] + [DType(name, n * bits // 8, packs=(elem, n, bits)) for name, (elem, n, bits) in PACKED.items()]
 }
 
 

@@ -1,7 +1,11 @@
 """Errors raised by emulated kernels."""
 
 
-class NkiError(Exception):
+class NkiValidationError(Exception):
+    """`nki.isa.NkiValidationError`: a hardware constraint was violated."""
+
+
+class NkiError(NkiValidationError):
     """A kernel broke a rule of the NKI API or the hardware.
 
     Printed as `[rank r program p] op (file:line): message`, each part only when known.

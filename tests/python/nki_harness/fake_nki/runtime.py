@@ -16,6 +16,7 @@ import numpy as np
 from .errors import Aborted, NkiError
 from .hw import GENERATIONS
 from .memory import PsumBanks
+from .objects import NkiInstruction
 from .world import MEMORY, World
 
 PRECISIONS = ("fp32", "hardware")
@@ -33,12 +34,14 @@ def current():
 
 
 def instruction(fn):
-    """Makes `fn` an op: it stops when the launch failed and runs atomically."""
+    """Makes `fn` an op: it stops when the launch failed, runs atomically and
+    returns its result, or an `NkiInstruction` handle when it has none."""
 
     def op(*args, **kwargs):
         current().begin_op()
         with MEMORY:
-            return fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
+        return NkiInstruction(fn.__name__) if result is None else result
 
     op.__name__ = fn.__name__
     op.__qualname__ = fn.__qualname__

@@ -93,6 +93,14 @@ class Storage:
         if getattr(self, "_lease", None) is not None:
             self._banks.release(self._lease)
 
+    def load(self, idx):
+        """The cells at flat indices `idx`."""
+        return self.cells[idx]
+
+    def store(self, idx, cells):
+        """Writes `cells` at flat indices `idx`."""
+        self.cells[idx] = np.reshape(cells, np.shape(idx))
+
     @property
     def partition_cells(self):
         """Cells per partition of an on-chip storage (all cells for HBM)."""
@@ -130,11 +138,14 @@ def _int(op, role, v):
 class NkiTensor:
     """A view of a tensor (`nki.language.NkiTensor`)."""
 
-    def __init__(self, storage, offset=0, shape=None, strides=None):
+    def __init__(self, storage, offset=0, shape=None, strides=None, indirect=None):
         self.storage = storage
         self.offset = offset
         self.shape = tuple(storage.shape if shape is None else shape)
         self.strides = tuple(row_major_strides(self.shape) if strides is None else strides)
+        # An indirect view resolves its cells when an instruction uses it: a
+        # function returning the cell index array (see `indirect.py`).
+        self._resolve = indirect
 
     # -- properties -------------------------------------------------------------
 
@@ -172,6 +183,8 @@ class NkiTensor:
 
     def cell_index(self):
         """The storage cell of every element, as an int array of the view's shape."""
+        if self._resolve is not None:
+            return self._resolve()
         idx = np.array(self.offset, dtype=np.int64)
         for n, s in zip(self.shape, self.strides):
             idx = idx[..., None] + np.arange(n, dtype=np.int64) * s
@@ -179,23 +192,27 @@ class NkiTensor:
 
     def cell_range(self):
         """(lowest, highest) cell the view touches, or None when it is empty."""
+        if self._resolve is not None:
+            idx = self.cell_index()
+            return (int(idx.min()), int(idx.max())) if idx.size else None
         return cell_range(self.offset, self.shape, self.strides)
 
     def check_bounds(self, what):
         """Raises unless every element lies inside the storage."""
         r = self.cell_range()
-        if r and (r[0] < 0 or r[1] >= self.storage.cells.size):
+        count = self.storage.cells.size
+        if r and (r[0] < 0 or r[1] >= count):
             raise NkiError(what, f"view of '{self.name}' reaches cells {r[0]}..={r[1]}, outside the tensor's "
-                                 f"{self.storage.cells.size} cells (allocation shape {list(self.storage.shape)})")
+                                 f"{count} cells (allocation shape {list(self.storage.shape)})")
 
     def read_cells(self):
         """The view's cells in logical (row-major) order, shaped like the view."""
-        return self.storage.cells[self.cell_index()]
+        return self.storage.load(self.cell_index())
 
     def write_cells(self, cells, op):
         """Stores cells (logical order) into the view on behalf of instruction `op`."""
         idx = self.cell_index()
-        self.storage.cells[idx] = np.reshape(cells, idx.shape)
+        self.storage.store(idx, cells)
         self.storage.record_write(idx, op)
 
     def check_single(self, op, role):
@@ -215,6 +232,13 @@ class NkiTensor:
 
     def __getitem__(self, key):
         key = key if isinstance(key, tuple) else (key,)
+        self._direct("index")
+        if any(k is Ellipsis for k in key):
+            at = [i for i, k in enumerate(key) if k is Ellipsis]
+            if len(at) > 1:
+                raise NkiError("index", f"an index may hold one Ellipsis (...), got {key!r}")
+            fill = (slice(None),) * max(self.ndim - (len(key) - 1), 0)
+            key = key[:at[0]] + fill + key[at[0] + 1:]
         if len(key) > self.ndim:
             raise NkiError("index", f"{len(key)} indices given for the {self.ndim}-d tensor '{self.name}' "
                                     f"{list(self.shape)}")
@@ -253,6 +277,7 @@ class NkiTensor:
     def reshape(self, shape):
         """The same elements with a new shape (the view must be contiguous; on-chip
         views keep their partition dim and only their free dims need be contiguous)."""
+        self._direct("reshape")
         shape = tuple(_int("reshape", "a dim", n) for n in shape)
         if math.prod(shape) != self.size:
             raise NkiError("reshape", f"cannot reshape '{self.name}' {list(self.shape)} ({self.size} elements) to "
@@ -274,43 +299,87 @@ class NkiTensor:
     def ap(self, pattern, offset=None, scalar_offset=None, vector_offset=None, indirect_dim=0, dtype=None):
         """An explicit access pattern `[[step, count], ...]` over the storage.
 
-        `offset` is absolute (from the storage's first cell) and defaults to this
-        view's offset; giving it on a view that does not start at cell 0 is an
-        error. A `scalar_offset` (a register or a one-element tensor) moves the
-        start by its value times the row-major stride of dim `indirect_dim` of
-        this view. For on-chip tensors the first pair is the partition dim.
+        The view starts at this view's offset plus `offset` (default 0). With
+        `dtype`, the storage is reinterpreted as that dtype first and the pattern,
+        offsets and strides count its elements. A `scalar_offset` (a register or a
+        one-element tensor) moves the start by its value times the stride of dim
+        `indirect_dim` of this view; a `vector_offset` ((P, 1) tensor) moves
+        partition p's start by its p-th value times that stride, read when an
+        instruction uses the view. For on-chip tensors the first pair is the
+        partition dim.
         """
-        if vector_offset is not None or dtype is not None:
-            raise NkiError("ap", "vector_offset= and dtype= are not supported by the nki-rs emulator")
-        pairs = [(_int("ap", "a pattern step", s), _int("ap", "a pattern count", c)) for s, c in pattern]
+        self._direct("ap")
+        pairs = [(_int("ap", "a pattern step", st), _int("ap", "a pattern count", c)) for st, c in pattern]
         if not pairs or any(c < 1 for _, c in pairs):
             raise NkiError("ap", f"access pattern {pattern} on '{self.name}' needs at least one [step, count] pair "
                                  "with count >= 1")
-        if offset is not None and self.offset != 0:
-            raise NkiError("ap", f"an explicit offset={offset} on a view of '{self.name}' that already starts at "
-                                 f"element {self.offset} is ambiguous in NKI; call .ap on the tensor itself")
-        base = self.offset if offset is None else _int("ap", "offset", offset)
-        if scalar_offset is not None:
+        base_view = self if dtype is None or dtype is self.dtype else self._reinterpreted("ap(dtype=)", dtype)
+        base = base_view.offset + (0 if offset is None else _int("ap", "offset", offset))
+        if scalar_offset is not None or vector_offset is not None:
             if not 0 <= indirect_dim < self.ndim:
                 raise NkiError("ap", f"indirect_dim {indirect_dim} is not a dim of '{self.name}' {list(self.shape)}")
+            stride = base_view.strides[indirect_dim] if base_view.ndim > indirect_dim else 1
+        if scalar_offset is not None:
             if isinstance(scalar_offset, VirtualRegister):
                 value = scalar_offset.value
             else:
                 value = scalar_offset.scalar_value("ap(scalar_offset=)", "scalar_offset")
-            base += value * math.prod(self.shape[indirect_dim + 1:])
-        view = self._view(base, [c for _, c in pairs], [s for s, _ in pairs])
+            base += value * stride
+        view = NkiTensor(base_view.storage, base, [c for _, c in pairs], [st for st, _ in pairs])
+        if vector_offset is not None:
+            from .indirect import by_vector_offset
+
+            return by_vector_offset("ap(vector_offset=)", view, vector_offset, stride)
         view.check_bounds("access pattern")
         return view
 
+    # -- shape views (no data moves) ----------------------------------------------
+
+    def _direct(self, op):
+        if self._resolve is not None:
+            raise NkiError(op, f"'{self.name}' is an indirect view (dynamic select, vector_select, indirect or "
+                               "ap with a vector_offset); it cannot be viewed again")
+
     def _check_dim(self, op, dim):
+        self._direct(op)
         if not 0 <= dim < self.ndim:
             raise NkiError(op, f"dim {dim} does not exist in '{self.name}' {list(self.shape)}")
 
+    def _free_dim(self, op, dim, what):
+        self._check_dim(op, dim)
+        if self.buffer.on_chip and dim == 0:
+            raise NkiError(op, f"the partition dim of on-chip '{self.name}' cannot be {what}")
+
+    def is_contiguous(self):
+        """Whether the view covers its storage in row-major order (the free dims
+        only, for on-chip tensors)."""
+        if self.buffer.on_chip:
+            return is_contiguous(self.shape[1:], self.strides[1:])
+        return is_contiguous(self.shape, self.strides)
+
+    def get_pattern(self):
+        """The view as an access pattern `[[stride, count], ...]`."""
+        return [[st, n] for st, n in zip(self.strides, self.shape)]
+
+    def is_indirect(self):
+        """Whether the view uses indirect (run-time) addressing."""
+        return self._resolve is not None
+
+    def permute(self, dims):
+        """The dims reordered (`dims` a permutation; on-chip: the partition dim stays first)."""
+        self._direct("permute")
+        dims = tuple(_int("permute", "a dim", d) for d in dims)
+        if sorted(dims) != list(range(self.ndim)):
+            raise NkiError("permute", f"dims {list(dims)} are not a permutation of the {self.ndim} dims of "
+                                      f"'{self.name}'")
+        if self.buffer.on_chip and dims[0] != 0:
+            raise NkiError("permute", f"dims {list(dims)} move the partition dim of on-chip '{self.name}'; "
+                                      "dims[0] must be 0")
+        return self._view(self.offset, [self.shape[d] for d in dims], [self.strides[d] for d in dims])
+
     def broadcast(self, dim, size):
         """Repeats the unit dim `dim` `size` times (stride 0)."""
-        self._check_dim("broadcast", dim)
-        if self.buffer.on_chip and dim == 0:
-            raise NkiError("broadcast", f"the partition dim of '{self.name}' cannot be broadcast")
+        self._free_dim("broadcast", dim, "broadcast")
         if self.shape[dim] != 1:
             raise NkiError("broadcast", f"dim {dim} of '{self.name}' {list(self.shape)} has extent {self.shape[dim]}, "
                                         "only a unit dim can be broadcast")
@@ -320,18 +389,105 @@ class NkiTensor:
 
     def expand_dim(self, dim):
         """Inserts a unit dim before `dim`."""
+        self._direct("expand_dim")
         if not 0 <= dim <= self.ndim or (self.buffer.on_chip and dim == 0):
             raise NkiError("expand_dim", f"cannot insert a dim at position {dim} of '{self.name}' "
                                          f"{list(self.shape)}")
         return self._view(self.offset, self.shape[:dim] + (1,) + self.shape[dim:],
                           self.strides[:dim] + (0,) + self.strides[dim:])
 
+    def squeeze_dim(self, dim):
+        """Removes the unit dim `dim`."""
+        self._free_dim("squeeze_dim", dim, "squeezed")
+        if self.shape[dim] != 1:
+            raise NkiError("squeeze_dim", f"dim {dim} of '{self.name}' {list(self.shape)} has extent "
+                                          f"{self.shape[dim]}; only a unit dim can be squeezed")
+        return self._view(self.offset, self.shape[:dim] + self.shape[dim + 1:],
+                          self.strides[:dim] + self.strides[dim + 1:])
+
+    def reshape_dim(self, dim, shape):
+        """Splits dim `dim` into `shape` (one entry may be -1, inferred)."""
+        self._check_dim("reshape_dim", dim)
+        sizes = [_int("reshape_dim", "a size", n) for n in shape]
+        n = self.shape[dim]
+        if sizes.count(-1) > 1 or any(k < 1 and k != -1 for k in sizes):
+            raise NkiError("reshape_dim", f"shape {list(shape)} may hold one -1 and otherwise positive sizes")
+        known = math.prod(k for k in sizes if k != -1)
+        if -1 in sizes:
+            if n % known:
+                raise NkiError("reshape_dim", f"cannot split dim {dim} (extent {n}) of '{self.name}' into "
+                                              f"{list(shape)}")
+            sizes[sizes.index(-1)] = n // known
+        if math.prod(sizes) != n:
+            raise NkiError("reshape_dim", f"shape {list(shape)} holds {math.prod(sizes)} elements but dim {dim} of "
+                                          f"'{self.name}' {list(self.shape)} has {n}")
+        if self.buffer.on_chip and dim == 0 and len(sizes) != 1:
+            raise NkiError("reshape_dim", f"the partition dim of on-chip '{self.name}' cannot be split")
+        strides = [self.strides[dim] * st for st in row_major_strides(sizes)]
+        return self._view(self.offset, self.shape[:dim] + tuple(sizes) + self.shape[dim + 1:],
+                          self.strides[:dim] + tuple(strides) + self.strides[dim + 1:])
+
+    def flatten_dims(self, start_dim, end_dim):
+        """Merges dims `start_dim..=end_dim`, which must be contiguous in storage."""
+        self._check_dim("flatten_dims", start_dim)
+        self._check_dim("flatten_dims", end_dim)
+        if end_dim < start_dim or (self.buffer.on_chip and start_dim == 0):
+            raise NkiError("flatten_dims", f"cannot merge dims {start_dim}..={end_dim} of '{self.name}' "
+                                           f"{list(self.shape)} (start <= end; on-chip: start > 0)")
+        dims = (self.shape[start_dim:end_dim + 1], self.strides[start_dim:end_dim + 1])
+        inner = [(n, st) for n, st in zip(*dims) if n != 1]
+        if any(st != inner[i + 1][0] * inner[i + 1][1] for i, (_, st) in enumerate(inner[:-1])):
+            raise NkiError("flatten_dims", f"dims {start_dim}..={end_dim} of '{self.name}' {list(self.shape)} are "
+                                           "not contiguous in storage, so they cannot be merged")
+        stride = inner[-1][1] if inner else 1
+        return self._view(self.offset, self.shape[:start_dim] + (math.prod(dims[0]),) + self.shape[end_dim + 1:],
+                          self.strides[:start_dim] + (stride,) + self.strides[end_dim + 1:])
+
+    def rearrange(self, src_pattern, dst_pattern, fixed_sizes=None):
+        """einops-style: splits the grouped dims of `src_pattern` (sizes from
+        `fixed_sizes`, one inferred), reorders by name, merges the groups of
+        `dst_pattern`."""
+        from .rearrange import rearrange
+
+        self._direct("rearrange")
+        return rearrange(self, src_pattern, dst_pattern, fixed_sizes or {})
+
+    def view(self, dtype):
+        """The same bytes as `dtype`: the last dim (contiguous) scales by the size ratio."""
+        self._direct("view")
+        return self._reinterpreted("view", dtype)
+
+    reinterpret_cast = view
+
+    def _reinterpreted(self, op, dtype):
+        from .reinterpret import reinterpret
+
+        return reinterpret(op, self, dtype)
+
     def select(self, dim, index):
-        """Position `index` of `dim`, dropping the dim."""
+        """Position `index` of `dim`, dropping the dim; a one-element tensor index
+        is read when the view is made (a dynamic select)."""
         self._check_dim("select", dim)
         if self.buffer.on_chip and dim == 0:
             raise NkiError("select", f"the partition dim of '{self.name}' cannot be selected away")
+        if isinstance(index, NkiTensor):
+            index = index.scalar_value("select", "a dynamic index")
         return self[(slice(None),) * dim + (index,)]
+
+    def vector_select(self, dim, vector_offset):
+        """Partition p of the result is row `vector_offset[p]` of dim 0 (HBM only)."""
+        from .indirect import vector_select
+
+        self._check_dim("vector_select", dim)
+        return vector_select(self, dim, vector_offset)
+
+    def indirect(self, index, num_elem=None):
+        """Tensor indirection (trn3+): column i of the (P, num_elem) result is
+        column `index[i % 16, i // 16]` of this view."""
+        from .indirect import tensor_indirection
+
+        self._direct("indirect")
+        return tensor_indirection(self, index, num_elem)
 
     def slice(self, dim, start, end, step=1):
         """`start:end:step` along `dim`."""

@@ -49,7 +49,7 @@ class Tile:
 
     def read_raw(self):
         """The tile's cells, shape (np, nf)."""
-        return self.tensor.storage.cells[self.index]
+        return self.tensor.storage.load(self.index)
 
     def write(self, values, round_floats, matmul=False):
         """Encodes float32 `values` (np, nf) into the tile's dtype and stores them."""
@@ -59,7 +59,7 @@ class Tile:
         """Stores cells of the tile's own dtype (a bit-exact move), recording the
         tile's op, or a Tensor Engine matmul when `matmul`, as their PSUM writer."""
         st = self.tensor.storage
-        st.cells[self.index] = np.reshape(cells, self.index.shape)
+        st.store(self.index, cells)
         st.record_write(self.index, self.op, matmul)
 
 
