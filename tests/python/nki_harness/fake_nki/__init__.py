@@ -1,17 +1,27 @@
-"""A NumPy stand-in for the `nki` package (NKI 2.x), used to run emitted kernels
-op by op with the nki-rs emulator's semantics.
+"""A NumPy implementation of the `nki` package (NKI 2.x), written from the
+public API documentation: it runs any NKI kernel (ours or hand-written) op by
+op on the CPU and checks the hardware rules each op documents.
 
 `install()` registers it as `nki`, `nki.language`, `nki.isa` and
 `nki.collectives` in `sys.modules`; `launch()` runs a `@nki.jit` kernel over
-ranks and LNC programs.
+ranks and LNC programs; `simulate(kernel)(*arrays)` runs one rank on NumPy
+arrays as `nki.simulate` does. Semantic choices the docs leave open are listed
+in `../SEMANTICS.md`.
 """
 
+import os
 import sys
+
+import numpy as np
 
 from . import collectives, isa, language
 from .runtime import current, launch
 
-__all__ = ["jit", "launch", "install", "Kernel", "language", "isa", "collectives"]
+__all__ = ["jit", "simulate", "launch", "install", "Kernel", "language", "isa", "collectives"]
+
+# NEURON_PLATFORM_TARGET_OVERRIDE values (as `nki.jit` documents them) per generation.
+TARGETS = {"trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2", "gen3": "trn2", "trn3": "trn3",
+           "gen4": "trn3"}
 
 
 class Kernel:
@@ -21,11 +31,13 @@ class Kernel:
     def __init__(self, fn, grid=None):
         self.fn = fn
         self.grid = grid
-        self.__name__ = fn.__name__
+        self.__name__ = getattr(fn, "__name__", "kernel")
         self.__doc__ = fn.__doc__
 
     def __getitem__(self, grid):
-        if isinstance(grid, tuple) or not isinstance(grid, int) or grid < 1:
+        if isinstance(grid, tuple) and len(grid) == 1:
+            grid = grid[0]
+        if isinstance(grid, bool) or not isinstance(grid, int) or grid < 1:
             raise TypeError(f"a kernel's launch grid is one positive int (kernel[2]), got {grid!r}")
         return Kernel(self.fn, grid)
 
@@ -38,13 +50,51 @@ class Kernel:
         return self.fn, self.grid
 
 
-def jit(fn):
-    """`@nki.jit`: marks `fn` as a kernel."""
-    return Kernel(fn)
+def jit(fn=None, **kwargs):
+    """`@nki.jit` / `@nki.jit(...)`: marks `fn` as a kernel (options are accepted
+    and have no effect on the CPU)."""
+    if fn is None:
+        return lambda f: Kernel(f)
+    return fn if isinstance(fn, Kernel) else Kernel(fn)
+
+
+def simulate(kernel):
+    """`nki.simulate(kernel)(*arrays, **kwargs)`: runs the kernel as one rank on
+    NumPy inputs (placed in shared HBM, dtype from the array's) and returns its
+    outputs as NumPy arrays. The target is NEURON_PLATFORM_TARGET_OVERRIDE
+    (default trn2); NKI_PRECISE_FP=1 rounds every result to its dtype."""
+    from .language.allocation import numpy_dtype
+    from .tensor import SHARED_HBM, NkiTensor, from_cells
+
+    target = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
+
+    def tensor(value):
+        if not isinstance(value, np.ndarray):
+            return value
+        dtype = numpy_dtype("nki.simulate", value.dtype)
+        cells = dtype.encode(value.astype(np.float32), True) if dtype.is_float or dtype.boolean \
+            else dtype.saturate(value.astype(np.int64))
+        return from_cells("input", dtype, SHARED_HBM, np.asarray(cells).reshape(value.shape or (1,)))
+
+    def array(value):
+        if isinstance(value, NkiTensor):
+            return value.dtype.decode(value.read_cells()) if value.dtype.is_float else value.read_cells()
+        if isinstance(value, (tuple, list)):
+            return type(value)(array(v) for v in value)
+        return value
+
+    def run(*args, **kwargs):
+        generation = TARGETS.get(os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE", "trn2"), "trn2")
+        precision = "hardware" if os.environ.get("NKI_PRECISE_FP") == "1" else "fp32"
+        result = launch(target, [[tensor(a) for a in args]], [{k: tensor(v) for k, v in kwargs.items()}],
+                        precision, generation)[0]
+        return array(result)
+
+    return run
 
 
 def install():
-    """Makes `import nki`, `nki.language`, `nki.isa` and `nki.collectives` load this fake."""
+    """Makes `import nki`, `nki.language`, `nki.isa` and `nki.collectives` load this package."""
     me = sys.modules[__name__]
     sys.modules["nki"] = me
     sys.modules["nki.language"] = language

@@ -16,7 +16,14 @@ _F32 = np.float32
 
 
 class Op:
-    """One token; `arity` is 2 for ALU ops and 1 for activation functions."""
+    """One token; `arity` is 2 for ALU ops and 1 for activation functions.
+
+    Called with NumPy arrays it computes in float32. Called with a tensor (as
+    `nl.add(a, b)` in a kernel) it is the `nki.language` tile function: see
+    `language.elementwise`, which installs itself as `Op.on_tiles`.
+    """
+
+    on_tiles = None
 
     def __init__(self, name, arity, fn):
         self.name = name
@@ -26,7 +33,9 @@ class Op:
     def __repr__(self):
         return f"nl.{self.name}"
 
-    def __call__(self, *args):
+    def __call__(self, *args, dtype=None):
+        if Op.on_tiles is not None and any(hasattr(a, "storage") for a in args):
+            return Op.on_tiles(self, args, dtype)
         return np.asarray(self._fn(*args), dtype=_F32)
 
 
@@ -38,6 +47,37 @@ def _erf(x):
     return np.vectorize(math.erf, otypes=[np.float64])(x)
 
 
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _f64(fn):
+    """`fn` evaluated in float64 on float32 inputs (rounded once to float32)."""
+    return lambda x: fn(np.asarray(x, dtype=np.float64))
+
+
+def _bits(fn):
+    """A bitwise op on the integer values of its (float32) operands."""
+    def op(*xs):
+        ints = [np.trunc(np.nan_to_num(np.asarray(x, dtype=np.float64), nan=0.0)).astype(np.int64) for x in xs]
+        return fn(*ints).astype(np.float64)
+    return op
+
+
+def _gelu(x):
+    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+
+
+def _gelu_dx(x):
+    return 0.5 * (1.0 + _erf(x / math.sqrt(2.0))) + x * np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+
+
+def _softplus(x):
+    return np.logaddexp(0.0, x)
+
+
+_SIGMOID_GELU = 1.702
+
 _BINARY = {
     "add": lambda a, b: a + b,
     "subtract": lambda a, b: a - b,
@@ -46,6 +86,10 @@ _BINARY = {
     "maximum": np.fmax,
     "minimum": np.fmin,
     "power": np.power,
+    "abs_max": lambda a, b: np.fmax(np.abs(a), np.abs(b)),
+    "abs_min": lambda a, b: np.fmin(np.abs(a), np.abs(b)),
+    "fmod": np.fmod,
+    "mod": np.mod,
     "less": lambda a, b: _flag(a < b),
     "less_equal": lambda a, b: _flag(a <= b),
     "greater": lambda a, b: _flag(a > b),
@@ -54,6 +98,16 @@ _BINARY = {
     "not_equal": lambda a, b: _flag(a != b),
     "logical_and": lambda a, b: _flag((a != 0) & (b != 0)),
     "logical_or": lambda a, b: _flag((a != 0) | (b != 0)),
+    "logical_xor": lambda a, b: _flag((a != 0) ^ (b != 0)),
+    "bitwise_and": _bits(np.bitwise_and),
+    "bitwise_or": _bits(np.bitwise_or),
+    "bitwise_xor": _bits(np.bitwise_xor),
+    "left_shift": _bits(np.left_shift),
+    "right_shift": _bits(np.right_shift),
+    # `average` is a reduction token (tensor_partition_reduce); as a binary op it is the mean of two.
+    "average": lambda a, b: (a + b) * _F32(0.5),
+    # `bypass` skips a pipeline stage: it passes its first operand through.
+    "bypass": lambda a, b=None: a,
 }
 
 _UNARY = {
@@ -66,15 +120,53 @@ _UNARY = {
     "square": lambda x: x * x,
     "abs": np.abs,
     "negative": np.negative,
+    "sign": np.sign,
+    "ceil": np.ceil,
+    "floor": np.floor,
+    "trunc": np.trunc,
+    "sin": _f64(np.sin),
+    "cos": _f64(np.cos),
+    "tan": _f64(np.tan),
+    "arctan": _f64(np.arctan),
     "tanh": np.tanh,
     "sigmoid": lambda x: _F32(1) / (_F32(1) + np.exp(-x)),
     "relu": lambda x: np.fmax(x, _F32(0)),
     "silu": lambda x: x / (_F32(1) + np.exp(-x)),
-    "gelu": lambda x: 0.5 * x.astype(np.float64) * (1.0 + _erf(x.astype(np.float64) / math.sqrt(2.0))),
+    "silu_dx": _f64(lambda x: _sigmoid(x) * (1.0 + x * (1.0 - _sigmoid(x)))),
+    "gelu": _f64(_gelu),
+    "gelu_dx": _f64(_gelu_dx),
+    "gelu_apprx_tanh": _f64(lambda x: 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))),
+    "gelu_apprx_sigmoid": _f64(lambda x: x * _sigmoid(_SIGMOID_GELU * x)),
+    "gelu_apprx_sigmoid_dx": _f64(lambda x: _sigmoid(_SIGMOID_GELU * x) * (
+        1.0 + _SIGMOID_GELU * x * (1.0 - _sigmoid(_SIGMOID_GELU * x)))),
+    "erf": _f64(_erf),
+    "erf_dx": _f64(lambda x: 2.0 / math.sqrt(math.pi) * np.exp(-x * x)),
+    "softplus": _f64(_softplus),
+    "mish": _f64(lambda x: x * np.tanh(_softplus(x))),
+    "logical_not": lambda x: _flag(x == 0),
+    "invert": _bits(np.invert),
+    # PReLU with its slope 0 unless an instruction passes relu_param (see `prelu`).
+    "prelu": lambda x: np.where(x >= 0, x, _F32(0) * x),
 }
 
 OPS = {name: Op(name, 2, fn) for name, fn in _BINARY.items()}
 OPS.update({name: Op(name, 1, fn) for name, fn in _UNARY.items()})
+
+
+def prelu(x, alpha):
+    """PReLU: `x` where x >= 0, `alpha * x` elsewhere (float32)."""
+    return np.where(x >= 0, x, np.float32(alpha) * x).astype(_F32)
+
+
+# Exact integer semantics of the ALU ops on int32 / uint32 operands.
+INT_OPS = {
+    OPS["add"]: np.add, OPS["subtract"]: np.subtract, OPS["multiply"]: np.multiply,
+    OPS["maximum"]: np.maximum, OPS["minimum"]: np.minimum, OPS["less"]: np.less,
+    OPS["less_equal"]: np.less_equal, OPS["greater"]: np.greater, OPS["greater_equal"]: np.greater_equal,
+    OPS["equal"]: np.equal, OPS["not_equal"]: np.not_equal, OPS["bitwise_and"]: np.bitwise_and,
+    OPS["bitwise_or"]: np.bitwise_or, OPS["bitwise_xor"]: np.bitwise_xor, OPS["left_shift"]: np.left_shift,
+    OPS["right_shift"]: np.right_shift,
+}
 
 COMPARISONS = {OPS[n] for n in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")}
 REDUCTIONS = {OPS[n]: v for n, v in (("add", 0.0), ("multiply", 1.0), ("maximum", -np.inf), ("minimum", np.inf))}
@@ -84,6 +176,8 @@ def check_op(op_name, role, value, arity=None):
     """Raises unless `value` is a token (of `arity` when given)."""
     if not isinstance(value, Op):
         raise NkiError(op_name, f"{role} must be an nl operator token such as nl.add, got {value!r}")
+    if value is OPS["bypass"]:
+        return
     if arity == 2 and value.arity != 2:
         raise NkiError(op_name, f"{role}={value} is an activation function; this op takes an ALU op such as "
                                 "nl.add or nl.multiply")

@@ -16,6 +16,10 @@ class Hardware:
     gemm_stationary_fmax: int = 128
     gemm_moving_fmax: int = 512
     gemm_moving_fmax_bf16_dst: int = 0
+    bn_stats_fmax: int = 512
+    psum_min_align: int = 4
+    sbuf_min_align: int = 4
+    sbuf_partition_bytes: int = 192 * 1024
     pe_transpose_max: int = 128
     vector_transpose_max: int = 32
     has_range_select: bool = False

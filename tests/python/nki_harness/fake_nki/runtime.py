@@ -5,6 +5,7 @@ Programs of one rank share `nl.shared_hbm` tensors; ranks talk only through
 through `current()`; a program that fails stops the others at their next op.
 """
 
+import functools
 import os
 import threading
 import time
@@ -13,6 +14,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from . import rng
 from .errors import Aborted, NkiError
 from .hw import GENERATIONS
 from .memory import PsumBanks
@@ -43,16 +45,13 @@ def instruction(fn):
             result = fn(*args, **kwargs)
         return NkiInstruction(fn.__name__) if result is None else result
 
-    op.__name__ = fn.__name__
-    op.__qualname__ = fn.__qualname__
-    op.__doc__ = fn.__doc__
-    return op
+    return functools.wraps(fn)(op)
 
 
 class Program:
     """One program instance: its rank, LNC program id, precision, hardware, PSUM
-    banks, engine accumulator registers, and its sequence counters for shared
-    allocations, barriers and collectives."""
+    banks, engine accumulator registers, random generator states (`rng`), and
+    its sequence counters for shared allocations, barriers and collectives."""
 
     def __init__(self, world, rank_shared, rank, program, grid, precision, hw):
         self.world = world
@@ -65,6 +64,7 @@ class Program:
         self.psum = PsumBanks(hw)
         self.vector_acc = np.full(hw.pmax, np.nan, dtype=np.float32)
         self.scalar_acc = np.full(hw.pmax, np.nan, dtype=np.float32)
+        self.rng = {engine: rng.seeded(0, hw.pmax, engine) for engine in rng.STREAMS}
         self._shared_allocs = 0
         self._barriers = 0
         self._collectives = defaultdict(int)

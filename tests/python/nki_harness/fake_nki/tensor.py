@@ -172,6 +172,10 @@ class NkiTensor:
     def __repr__(self):
         return f"NkiTensor({self.describe()})"
 
+    def __bool__(self):
+        """True when every element is nonzero, so `assert nl.equal(a, b)` checks a tile."""
+        return bool(np.all(self.dtype.decode(self.read_cells()) != 0))
+
     def describe(self):
         """`'name' [128, 512] bfloat16 in SBUF`, for messages."""
         return f"'{self.name}' {list(self.shape)} {self.dtype.name} in {self.buffer.label}"

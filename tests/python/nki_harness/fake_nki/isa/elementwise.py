@@ -8,7 +8,7 @@ integer math, as on GpSimd.
 
 import numpy as np
 
-from ..alu import OPS, check_op
+from ..alu import INT_OPS, OPS, check_op
 from ..dtypes import DTYPES
 from ..errors import NkiError
 from ..runtime import current, instruction
@@ -62,12 +62,6 @@ def memset(dst, value, engine=None, name=None):
     d.write_raw(np.full((d.np, d.nf), cell, dtype=dst.dtype.cell_type))
 
 
-_INT_OPS = {
-    OPS["add"]: np.add, OPS["subtract"]: np.subtract, OPS["multiply"]: np.multiply,
-    OPS["maximum"]: np.maximum, OPS["minimum"]: np.minimum, OPS["less"]: np.less,
-    OPS["less_equal"]: np.less_equal, OPS["greater"]: np.greater, OPS["greater_equal"]: np.greater_equal,
-    OPS["equal"]: np.equal, OPS["not_equal"]: np.not_equal,
-}
 _INT32 = (DTYPES["int32"], DTYPES["uint32"])
 
 
@@ -82,8 +76,8 @@ def tensor_tensor(dst, data1, data2, op, engine=None, name=None):
     _one_psum_input(name_, "data1", a, "data2", b)
     _reach(name_, member(name_, "engine", engine, _engine, _engine.unknown),
            [("data1", a), ("data2", b), ("dst", d)])
-    if all(t.dtype in _INT32 for t in (a, b, d)) and op in _INT_OPS:
-        d.write_raw(dst.dtype.saturate(_INT_OPS[op](a.read_raw(), b.read_raw()).astype(np.int64)))
+    if all(t.dtype in _INT32 for t in (a, b, d)) and op in INT_OPS:
+        d.write_raw(dst.dtype.saturate(INT_OPS[op](a.read_raw(), b.read_raw()).astype(np.int64)))
     else:
         d.write(op(a.read(), b.read()), current().rounds)
 

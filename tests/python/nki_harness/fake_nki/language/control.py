@@ -1,0 +1,111 @@
+"""The SPMD grid (`program_id`, `num_programs`, `program_ndim`), `ds`, loop
+forms (the static ranges, `dynamic_range`, `fori_loop`, `while_loop`),
+`no_reorder` and `device_print`.
+
+Loops run as Python loops: the executor runs instructions in program order, so
+static and dynamic loops differ only in what bounds they accept (a dynamic
+bound may be a `VirtualRegister`, read when the loop starts).
+"""
+
+import contextlib
+import operator
+
+import numpy as np
+
+from ..errors import NkiError
+from ..registers import VirtualRegister
+from ..runtime import current
+from ..tensor import NkiTensor
+
+
+def _axis(op, axis):
+    if axis != 0:
+        raise NkiError(op, f"axis {axis} does not exist: the launch grid has {1 if current().grid else 0} dims")
+
+
+def program_id(axis=0):
+    """This program's index in the LNC grid (0 without a grid)."""
+    _axis("nl.program_id", axis)
+    return current().program
+
+
+def num_programs(axes=0):
+    """The grid size (1 without a grid)."""
+    _axis("nl.num_programs", axes)
+    return current().num_programs
+
+
+def program_ndim():
+    """1 when launched with a grid (`kernel[n]`), 0 without."""
+    return 1 if current().grid else 0
+
+
+def ds(start, size):
+    """`size` positions from `start`, for indexing: `t[nl.ds(s, n)]` is `t[s:s + n]`."""
+    return slice(start, start + size)
+
+
+def affine_range(start, stop=None, step=1):
+    """A trace-time loop range (`range` with NKI's name)."""
+    return range(start, stop, step) if stop is not None else range(start)
+
+
+sequential_range = static_range = affine_range
+
+
+def _bound(op, value):
+    if isinstance(value, VirtualRegister):
+        return value.value
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise NkiError(op, f"a loop bound must be an integer or a VirtualRegister, got {value!r}") from None
+
+
+def _step(op, step):
+    if isinstance(step, VirtualRegister) or not isinstance(step, int) or step < 1:
+        raise NkiError(op, f"step must be a compile-time positive integer, got {step!r}")
+    return step
+
+
+def dynamic_range(start, stop=None, step=1):
+    """A run-time loop range; bounds may be registers (read when the loop starts)."""
+    op = "nl.dynamic_range"
+    lo, hi = (0, _bound(op, start)) if stop is None else (_bound(op, start), _bound(op, stop))
+    return range(lo, hi, _step(op, step))
+
+
+def fori_loop(lower, upper, body_fun, step=1):
+    """Calls `body_fun(i)` for i in `range(lower, upper, step)`, `i` a fresh register."""
+    op = "nl.fori_loop"
+    for i in range(_bound(op, lower), _bound(op, upper), _step(op, step)):
+        body_fun(VirtualRegister(i))
+
+
+def while_loop(init, body_fun):
+    """`r = init; while r != 0: r = body_fun(r)`, `r` passed by value as a register."""
+    op = "nl.while_loop"
+    if not isinstance(init, VirtualRegister):
+        raise NkiError(op, f"init must be a VirtualRegister, got {init!r}")
+    reg = init
+    while reg.value != 0:
+        current().begin_op()  # a loop that never ends still stops with its launch
+        reg = body_fun(VirtualRegister(reg.value))
+        if not isinstance(reg, VirtualRegister):
+            raise NkiError(op, f"body_fun must return the next condition register, returned {reg!r}")
+
+
+@contextlib.contextmanager
+def no_reorder():
+    """A region whose instructions keep program order (they always do here)."""
+    yield
+
+
+def device_print(print_prefix, tensor):
+    """Prints `print_prefix` and the tensor's values to stdout at once."""
+    if not isinstance(tensor, NkiTensor):
+        raise NkiError("nl.device_print", f"tensor must be an NkiTensor, got {tensor!r}")
+    prog = current()
+    values = tensor.dtype.decode(tensor.read_cells())
+    print(f"{print_prefix} [rank {prog.rank} program {prog.program}] {tensor.describe()}:\n"
+          f"{np.array2string(values, threshold=64)}", flush=True)
