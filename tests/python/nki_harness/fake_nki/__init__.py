@@ -11,6 +11,8 @@ in `../SEMANTICS.md`.
 
 import os
 import sys
+from dataclasses import dataclass  # noqa: F401  (re-exported, as nki does)
+from enum import Enum  # noqa: F401
 
 import numpy as np
 

@@ -66,7 +66,7 @@ class Program:
         self.scalar_acc = np.full(hw.pmax, np.nan, dtype=np.float32)
         self.rng = {engine: rng.seeded(0, hw.pmax, engine) for engine in rng.STREAMS}
         self._shared_allocs = 0
-        self._barriers = 0
+        self._pairs = defaultdict(int)
         self._collectives = defaultdict(int)
 
     @property
@@ -96,11 +96,15 @@ class Program:
 
     def core_barrier(self):
         """Waits until every program of this rank reaches its next core barrier."""
-        seq, self._barriers = self._barriers, self._barriers + 1
+        self.rank_rendezvous("barrier", "core_barrier", None, lambda parts: None)
+
+    def rank_rendezvous(self, tag, kind, payload, complete):
+        """Joins the next rendezvous `tag` of this rank's programs; the last to
+        arrive runs `complete(payloads)` with every program's payload."""
+        seq, self._pairs[tag] = self._pairs[tag], self._pairs[tag] + 1
         programs = self.world.programs
         participants = [self.rank * programs + p for p in range(programs)]
-        self.world.rendezvous(self.slot, ("barrier", self.rank, seq), "core_barrier", participants, None,
-                              lambda parts: None)
+        self.world.rendezvous(self.slot, (tag, self.rank, seq), kind, participants, payload, complete)
 
     def collective(self, ring, kind, payload, complete):
         """Joins the next collective of `ring` (ranks); the last program to arrive

@@ -140,14 +140,29 @@ class NkiTensor:
 
     def __init__(self, storage, offset=0, shape=None, strides=None, indirect=None):
         self.storage = storage
-        self.offset = offset
-        self.shape = tuple(storage.shape if shape is None else shape)
-        self.strides = tuple(row_major_strides(self.shape) if strides is None else strides)
+        self._offset = offset
+        self._shape = tuple(storage.shape if shape is None else shape)
+        self._strides = tuple(row_major_strides(self._shape) if strides is None else strides)
         # An indirect view resolves its cells when an instruction uses it: a
         # function returning the cell index array (see `indirect.py`).
         self._resolve = indirect
 
     # -- properties -------------------------------------------------------------
+
+    @property
+    def shape(self):
+        """The view's dims."""
+        return self._shape
+
+    @property
+    def strides(self):
+        """The step, in storage elements, of each dim."""
+        return self._strides
+
+    @property
+    def offset(self):
+        """The storage element of the view's first element."""
+        return self._offset
 
     @property
     def dtype(self):

@@ -1,25 +1,38 @@
-"""`nki.isa` (`nisa`): the NeuronCore instructions with the emulator's semantics.
+"""`nki.isa` (`nisa`): the NeuronCore instructions.
 
-Each op checks the rules the nki-rs emulator checks (memory spaces, partition
-and free sizes, dtypes, generation) and raises `NkiError` naming the op, the
-tensor and the limit.
+Each op implements its NKI 2.32 docstring and checks the rules it documents
+(memory spaces, partition and free sizes, dtypes, generation), raising
+`NkiError` (a `NkiValidationError`) naming the op, the tensor and the rule.
 """
 
-from ..registers import VirtualRegister
-from .activation import activation, activation_reduce
-from .dma import dma_copy, dma_transpose
-from .elementwise import memset, reciprocal, scalar_tensor_tensor, tensor_copy, tensor_scalar, tensor_tensor
-from .enums import dge_mode, engine, matmul_perf_mode, nc_version, oob_mode, reduce_cmd
-from .matmul import nc_matmul, nc_transpose
-from .reduce import tensor_reduce, tensor_scalar_reduce
-from .select import affine_select, iota, range_select
-from .shuffle import nc_stream_shuffle
-from .sync import core_barrier, get_nc_version, register_alloc, register_load, register_move, register_store
+from dataclasses import dataclass  # noqa: F401  (re-exported, as nki.isa does)
+from enum import Enum  # noqa: F401
 
-__all__ = [
-    "VirtualRegister", "activation", "activation_reduce", "dma_copy", "dma_transpose", "memset", "reciprocal",
-    "scalar_tensor_tensor", "tensor_copy", "tensor_scalar", "tensor_tensor", "dge_mode", "engine",
-    "matmul_perf_mode", "nc_version", "oob_mode", "reduce_cmd", "nc_matmul", "nc_transpose", "tensor_reduce",
-    "tensor_scalar_reduce", "affine_select", "iota", "range_select", "nc_stream_shuffle", "core_barrier",
-    "get_nc_version", "register_alloc", "register_load", "register_move", "register_store",
-]
+from ..alu import OPS
+from ..errors import NkiValidationError
+from ..objects import NKIObject, NkiInstruction
+from ..registers import VirtualRegister
+from ..tensor import NkiTensor
+from .activation import activate2, activation, activation_reduce, exponential
+from .dma import dma_compute, dma_copy, dma_transpose
+from .elementwise import memset, reciprocal, scalar_tensor_tensor, tensor_copy, tensor_scalar, tensor_tensor
+from .enums import (dge_mode, dma_engine, engine, gpsimd_engine, matmul_perf_mode, nc_version, oob_mode, reduce_cmd,
+                    scalar_engine, tensor_engine, unknown_engine, vector_engine)
+from .gather import local_gather, nc_n_gather, nonzero_with_count, sequence_bounds
+from .matmul import nc_matmul, nc_transpose
+from .mx import nc_matmul_mx, quantize_mx
+from .predicated import select_reduce, tensor_copy_predicated
+from .random import dropout, rand2, rand_get_state, rand_set_state, rng, set_rng_seed
+from .reduce import tensor_reduce, tensor_scalar_reduce
+from .scan import tensor_partition_reduce, tensor_scalar_cumulative, tensor_tensor_scan
+from .select import affine_select, iota, range_select
+from .select8 import max8, nc_find_index8, nc_match_replace8, topk
+from .sendrecv import sendrecv
+from .shuffle import nc_stream_shuffle
+from .stats import bn_aggr, bn_stats
+from .sync import (core_barrier, get_nc_sub_version, get_nc_version, register_alloc, register_load, register_move,
+                   register_store)
+
+equal, maximum = OPS["equal"], OPS["maximum"]
+
+__all__ = [name for name in dir() if not name.startswith("_")]

@@ -107,3 +107,37 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=None, oob_mode=No
         _hwdge_limits(op, src)
     permuted = NkiTensor(src.storage, src.offset, want, [src.strides[a] for a in axes])
     _store(op, dst, src.dtype, permuted.read_cells().reshape(math.prod(want)))
+
+
+_DMA_COMPUTE_MAX_SRCS = 16
+
+
+@instruction
+def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=None, name=None):
+    """`dst = srcs[0] * scales[0] + srcs[1] * scales[1] + ...` element by element in
+    float32, summed in list order (only nl.add and unit scales are documented).
+    Indirect views (vector_offset) give the scatter / gather read-modify-write forms."""
+    from ..alu import OPS
+
+    op = "nisa.dma_compute"
+    member(op, "oob_mode", oob_mode, _oob_mode, None)
+    if reduce_op is not OPS["add"]:
+        raise NkiError(op, f"reduce_op must be nl.add, got {reduce_op!r}")
+    srcs = list(srcs)
+    if not 1 <= len(srcs) <= _DMA_COMPUTE_MAX_SRCS:
+        raise NkiError(op, f"srcs must hold 1..={_DMA_COMPUTE_MAX_SRCS} tensors, it holds {len(srcs)}")
+    scales = [1.0] * len(srcs) if scales is None else list(scales)
+    if len(scales) != len(srcs) or any(float(c) != 1.0 for c in scales):
+        raise NkiError(op, f"scales must be one 1.0 per source, got {scales}")
+    if not unique_indices:
+        raise NkiError(op, "unique_indices=False is not supported (non-unique scatter indices)")
+    _dma_operand(op, "dst", dst)
+    total = None
+    for i, s in enumerate(srcs):
+        _dma_operand(op, f"srcs[{i}]", s)
+        if s.size != dst.size:
+            raise NkiError(op, f"srcs[{i}] {s.describe()} has {s.size} elements but dst {dst.describe()} has "
+                               f"{dst.size}")
+        v = s.dtype.decode(s.read_cells()).reshape(-1)
+        total = v if total is None else (total + v).astype("float32")
+    dst.write_cells(dst.dtype.encode(total, current().rounds), op)

@@ -61,3 +61,8 @@ def register_store(dst, src):
 def get_nc_version():
     """The NeuronCore version of the launch: 2 (trn1), 3 (trn2) or 4 (trn3)."""
     return nc_version(current().hw.nc_version)
+
+
+def get_nc_sub_version():
+    """The silicon revision within the NeuronCore version: always 0 (the first)."""
+    return 0

@@ -6,6 +6,9 @@ instructions and, called on tiles, the element-wise tile function
 (`elementwise.py`).
 """
 
+from dataclasses import dataclass  # noqa: F401  (re-exported, as nki.language does)
+from enum import Enum  # noqa: F401
+
 from ..alu import OPS
 from ..dtypes import DTYPES
 from ..objects import NKIObject
@@ -28,7 +31,7 @@ globals().update(DTYPES)
 globals().update(OPS)
 
 __all__ = sorted(
-    ["NKIObject", "NkiTensor", "MemoryRegion", "DType", "sbuf", "psum", "hbm", "private_hbm", "shared_hbm",
+    ["Enum", "dataclass", "NKIObject", "NkiTensor", "MemoryRegion", "DType", "sbuf", "psum", "hbm", "private_hbm", "shared_hbm",
      "tile_size", "empty_like", "full", "ndarray", "ones", "shared_constant", "shared_identity_matrix", "zeros",
      "zeros_like", "is_hbm", "is_on_chip", "is_psum", "is_sbuf", "affine_range", "device_print", "ds",
      "dynamic_range", "fori_loop", "no_reorder", "num_programs", "program_id", "program_ndim",

@@ -1,43 +1,13 @@
-"""`nki.collectives` (`ncc`): ring permutes between ranks.
+"""Ring permutes (`collective_permute_implicit`, `_reduce`, the current
+processing rank) and the explicit `collective_permute`."""
 
-A collective is a rendezvous: every program of every rank in the caller's ring
-must issue the same collective in the same order; the last to arrive reads
-every source, then writes every destination. Program p of a rank pairs with
-program p of its ring neighbours.
-"""
-
-from .alu import OPS, check_op
-from .dtypes import DTYPES, convert
-from .errors import NkiError
-from .registers import VirtualRegister
-from .runtime import current
-from .tensor import PSUM, NkiTensor
-
-
-class ReplicaGroup:
-    """`ncc.ReplicaGroup(groups)`: disjoint rings of ranks, each in send order (a
-    rank sends to the next, the last to the first). No groups means one ring of
-    every rank of the launch."""
-
-    def __init__(self, groups):
-        self.groups = [[int(r) for r in g] for g in groups]
-
-    def __repr__(self):
-        return f"ReplicaGroup({self.groups})"
-
-    def ring_of(self, op, rank, num_ranks):
-        """The ring holding `rank` in a launch of `num_ranks` ranks."""
-        if not self.groups:
-            return list(range(num_ranks))
-        flat = [r for g in self.groups for r in g]
-        bad = [r for i, r in enumerate(flat) if not 0 <= r < num_ranks or r in flat[:i]]
-        if bad:
-            raise NkiError(op, f"invalid replica_group = {self.groups}: ranks must be distinct and in "
-                               f"0..{num_ranks}; rank {bad[0]} is not")
-        for g in self.groups:
-            if rank in g:
-                return g
-        raise NkiError(op, f"invalid replica_group = {self.groups}: rank {rank} is in none of the groups")
+from ..alu import OPS, check_op
+from ..dtypes import DTYPES, convert
+from ..errors import NkiError
+from ..registers import VirtualRegister
+from ..runtime import current
+from ..tensor import PSUM, NkiTensor
+from .groups import group_of, join, tensors
 
 
 def _channels(op, channel_ids):
@@ -68,9 +38,7 @@ def _per_channel(op, what, by_channel, channels):
 def _permute(op, srcs, dsts, replica_group, reduce_op):
     """Sends each channel's sources (combined with `reduce_op` when given) from
     every rank to its ring successor's destination."""
-    prog = current()
-    prog.begin_op()
-    ring = replica_group.ring_of(op, prog.rank, prog.world.ranks)
+    prog, ring = group_of(op, replica_group)
     for c, (ss, d) in enumerate(zip(srcs, dsts)):
         for s in ss:
             if s.size != d.size or (reduce_op is None and s.dtype is not d.dtype):
@@ -93,11 +61,7 @@ def _permute(op, srcs, dsts, replica_group, reduce_op):
         for dst, vals, dtype in writes:
             dst.write_cells(convert(vals.reshape(-1), dtype, dst.dtype, prog.rounds), op)
 
-    try:
-        prog.collective(ring, op.removeprefix("ncc."), part, complete)
-    except NkiError as e:
-        e.op = e.op or op
-        raise
+    join(op, prog, ring, part, complete)
 
 
 def collective_permute_implicit(srcs_by_channel, dsts_by_channel, replica_group, channel_ids=None, priority=None,
@@ -129,7 +93,34 @@ def collective_permute_implicit_current_processing_rank_id(iteration_id, replica
     """A register holding the rank whose data this rank holds after `iteration_id`
     ring steps: its own rank at step 0, then its predecessors (global rank ids)."""
     op = "ncc.collective_permute_implicit_current_processing_rank_id"
+    prog, ring = group_of(op, replica_group)
+    return VirtualRegister(ring[(ring.index(prog.rank) - int(iteration_id)) % len(ring)])
+
+
+def collective_permute(srcs, dsts, source_target_pairs, priority=None, name=None):
+    """For each (source, target) pair, the target's dst receives the source's src
+    (HBM, one tensor each); a rank no pair targets keeps its dst. Every rank of
+    the launch issues it."""
+    op = "ncc.collective_permute"
+    src = tensors(op, "srcs", srcs, 1, hbm_only=True)[0]
+    dst = tensors(op, "dsts", dsts, 1, hbm_only=True)[0]
     prog = current()
     prog.begin_op()
-    ring = replica_group.ring_of(op, prog.rank, prog.world.ranks)
-    return VirtualRegister(ring[(ring.index(prog.rank) - int(iteration_id)) % len(ring)])
+    pairs = [(int(s), int(t)) for s, t in source_target_pairs]
+    ranks = prog.world.ranks
+    targets = [t for _, t in pairs]
+    bad = [r for pair in pairs for r in pair if not 0 <= r < ranks]
+    if bad or len(set(targets)) != len(targets):
+        raise NkiError(op, f"source_target_pairs {pairs} must name ranks in 0..{ranks} and each target once")
+    if src.size != dst.size or src.dtype is not dst.dtype:
+        raise NkiError(op, f"src {src.describe()} and dst {dst.describe()} must have the same element count and "
+                           "dtype")
+
+    def complete(parts):
+        by_slot = {(rank, program): (s, d) for rank, program, s, d in parts}
+        moves = [(by_slot[(t, p)][1], by_slot[(s, p)][0].read_cells()) for s, t in pairs
+                 for p in range(prog.world.programs)]
+        for d, cells in moves:
+            d.write_cells(cells.reshape(-1), op)
+
+    join(op, prog, list(range(ranks)), (prog.rank, prog.program, src, dst), complete)

@@ -1,0 +1,138 @@
+"""OCP microscaling (MX): `quantize_mx` and `nc_matmul_mx` (NeuronCore-v4+).
+
+A scale group is 8 partitions x 4 free elements: element k of packed value
+(p, j) of an x4 tile is source element (p, 4j + k), and the group of packed
+values (8g..8g+7, j) shares scale (g, j). So a (P, F) source quantizes to a
+(P, F / 4) x4 tile and a (P / 8, F / 4) scale tile. A scale is a power of two:
+in float8_e8m0fnu its value, in uint8 its biased exponent (value = 2^(b - 127)).
+"""
+
+import numpy as np
+
+from ..dtypes import PACKED
+from ..errors import NkiError
+from ..runtime import current, instruction
+from ..tensor import PSUM, SBUF, NkiTensor
+from ..tile import Tile
+from .matmul import _added_cells
+
+GROUP_PARTITIONS, GROUP_ELEMENTS = 8, 4
+# Largest unbiased exponent of each MX element type (the quantize_mx docs' E_max).
+_EMAX = {"float8_e4m3fn_x4": 8, "float8_e5m2_x4": 15}
+_SCALE_DTYPES = ("float8_e8m0fnu", "uint8")
+
+
+def _needs_v4(op):
+    hw = current().hw
+    if hw.nc_version < 4:
+        raise NkiError(op, f"{op.removeprefix('nisa.')} needs NeuronCore-v4 (trn3); the launch targets {hw.name}")
+
+
+def _in(op, role, t, buffer):
+    if not isinstance(t, NkiTensor) or t.buffer is not buffer:
+        raise NkiError(op, f"{role} {t.describe() if isinstance(t, NkiTensor) else repr(t)} must be in "
+                           f"{buffer.label}")
+    return Tile(op, role, t)
+
+
+def _scale_tile(op, role, t, np_, nf):
+    s = _in(op, role, t, SBUF)
+    if t.dtype.name not in _SCALE_DTYPES:
+        raise NkiError(op, f"{role} {t.describe()} must be float8_e8m0fnu or uint8")
+    if (s.np, s.nf) != (np_, nf):
+        raise NkiError(op, f"{role} {t.describe()} must be {np_} partitions x {nf} elements (one scale per 8 "
+                           f"partitions x 4 elements), it is {s.np} x {s.nf}")
+    return s
+
+
+def scale_exponents(tile):
+    """The unbiased exponents held by a scale tile."""
+    raw = tile.read_raw() if not tile.dtype.is_float else tile.dtype.to_bits(tile.read_raw())
+    return raw.astype(np.int64) - 127
+
+
+def unpack(tile):
+    """An x4 tile's elements as float32, shape (np, nf, 4)."""
+    elem, n, bits = tile.dtype.packs
+    raw = tile.read_raw().astype(np.uint64)
+    fields = [(raw >> np.uint64(k * bits)) & np.uint64((1 << bits) - 1) for k in range(n)]
+    codes = np.stack(fields, axis=-1)
+    if bits == 8:
+        return codes.astype(np.uint8).view(elem).astype(np.float32)
+    return _fp4(codes)
+
+
+def _fp4(codes):
+    """float4_e2m1fn codes as float32 (sign, 2 exponent bits, 1 mantissa bit)."""
+    table = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6], dtype=np.float32)
+    mag = table[(codes & 7).astype(np.int64)]
+    return np.where(codes & 8, -mag, mag).astype(np.float32)
+
+
+@instruction
+def quantize_mx(dst, src, dst_scale, name=None):
+    """Quantizes fp16 / bf16 `src` to MXFP8: per group, scale
+    `X = 2^(floor(log2(max |v|)) - (E_max - 1))` (2^-127 for an all-zero group),
+    elements `v / X` rounded to nearest even in the x4 element type."""
+    op = "nisa.quantize_mx"
+    _needs_v4(op)
+    s = _in(op, "src", src, SBUF)
+    d = _in(op, "dst", dst, SBUF)
+    if src.dtype.name not in ("float16", "bfloat16"):
+        raise NkiError(op, f"src {src.describe()} must be float16 or bfloat16")
+    if dst.dtype.name not in _EMAX:
+        raise NkiError(op, f"dst {dst.describe()} must be float8_e5m2_x4 or float8_e4m3fn_x4")
+    if s.np % 32 or s.nf % GROUP_ELEMENTS:
+        raise NkiError(op, f"src {src.describe()} must have a multiple of 32 partitions and of 4 elements each")
+    if (d.np, d.nf) != (s.np, s.nf // GROUP_ELEMENTS):
+        raise NkiError(op, f"dst {dst.describe()} must be {s.np} x {s.nf // GROUP_ELEMENTS} (a quarter of src's "
+                           "free size)")
+    sc = _scale_tile(op, "dst_scale", dst_scale, s.np // GROUP_PARTITIONS, s.nf // GROUP_ELEMENTS)
+    v = s.read().astype(np.float64).reshape(s.np // GROUP_PARTITIONS, GROUP_PARTITIONS, d.nf, GROUP_ELEMENTS)
+    amax = np.abs(v).max(axis=(1, 3))
+    with np.errstate(divide="ignore"):
+        exp = np.where(amax > 0, np.floor(np.log2(np.where(amax > 0, amax, 1))) - (_EMAX[dst.dtype.name] - 1), -127)
+    exp = np.clip(exp, -127, 127).astype(np.int64)
+    scaled = v / np.exp2(exp)[:, None, :, None]
+    elem = PACKED[dst.dtype.name][0]
+    codes = scaled.astype(np.float32).astype(elem).view(np.uint8).astype(np.uint64)
+    packed = sum(codes[..., k] << np.uint64(8 * k) for k in range(GROUP_ELEMENTS))
+    d.write_raw(packed.reshape(s.np, d.nf).astype(np.int64))
+    biased = exp + 127
+    sc.write_raw(biased if not dst_scale.dtype.is_float else dst_scale.dtype.from_bits(biased))
+
+
+@instruction
+def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_position=None, tile_size=None,
+                 accumulate=None, name=None):
+    """`dst[m, n] = sum over partitions k and packed slots j of
+    st[k, m, j] * 2^e_st[k // 8, m] * mv[k, n, j] * 2^e_mv[k // 8, n]` in float32 into
+    PSUM, accumulating as `nc_matmul` does. Tile position / size have no numeric effect."""
+    op = "nisa.nc_matmul_mx"
+    _needs_v4(op)
+    st, mv = _in(op, "stationary", stationary, SBUF), _in(op, "moving", moving, SBUF)
+    dt = _in(op, "dst", dst, PSUM)
+    for role, t in (("stationary", stationary), ("moving", moving)):
+        if not t.dtype.packs:
+            raise NkiError(op, f"{role} {t.describe()} must be float8_e5m2_x4, float8_e4m3fn_x4 or float4_e2m1fn_x4")
+    if st.np != mv.np or st.np % 32:
+        raise NkiError(op, f"stationary and moving must share a partition count that is a multiple of 32 "
+                           f"(got {st.np} and {mv.np})")
+    if st.nf % 2 or st.nf > 128:
+        raise NkiError(op, f"stationary free size {st.nf} must be even and at most 128")
+    if dst.dtype.name not in ("float32", "bfloat16"):
+        raise NkiError(op, f"dst {dst.describe()} must be float32 or bfloat16")
+    limit = 4096 if dst.dtype.name == "float32" else 8192
+    if mv.nf > limit:
+        raise NkiError(op, f"moving free size {mv.nf} > {limit} for a {dst.dtype.name} dst")
+    if (dt.np, dt.nf) != (st.nf, mv.nf):
+        raise NkiError(op, f"dst {dst.describe()} must be {st.nf} x {mv.nf} (stationary free x moving free)")
+    groups = st.np // GROUP_PARTITIONS
+    ss = _scale_tile(op, "stationary_scale", stationary_scale, groups, st.nf)
+    ms = _scale_tile(op, "moving_scale", moving_scale, groups, mv.nf)
+    a = unpack(st) * np.exp2(np.repeat(scale_exponents(ss), GROUP_PARTITIONS, axis=0))[:, :, None]
+    b = unpack(mv) * np.exp2(np.repeat(scale_exponents(ms), GROUP_PARTITIONS, axis=0))[:, :, None]
+    product = np.einsum("kmj,knj->mn", a.astype(np.float32), b.astype(np.float32)).astype(np.float32)
+    added = _added_cells(op, dst, dt, accumulate, current().hw)
+    dt.write(np.where(added, product + dt.read(), product), current().rounds, matmul=True)
+
