@@ -48,7 +48,9 @@ def _real_nki():
         return None
     import nki
 
-    return nki if hasattr(nki, "simulate") else None
+    from . import fake_nki
+
+    return nki if hasattr(nki, "simulate") and nki is not fake_nki else None
 
 
 def _kernel(package_dir, spec):

@@ -6,6 +6,7 @@ are the Scalar-engine activation functions. Reductions fold rows in a fixed
 order: sums use eight interleaved partial sums, max / min propagate NaN.
 """
 
+import inspect
 import math
 
 import numpy as np
@@ -29,11 +30,18 @@ class Op:
         self.name = name
         self.arity = arity
         self._fn = fn
+        kinds = inspect.Parameter.POSITIONAL_OR_KEYWORD
+        names = ("x", "y")[:arity]
+        self.__signature__ = inspect.Signature([inspect.Parameter(n, kinds) for n in names] +
+                                               [inspect.Parameter("dtype", kinds, default=None)])
 
     def __repr__(self):
         return f"nl.{self.name}"
 
-    def __call__(self, *args, dtype=None):
+    def __call__(self, *args, dtype=None, **named):
+        args = args + tuple(named.pop(n) for n in ("x", "y")[len(args):self.arity] if n in named)
+        if named:
+            raise TypeError(f"nl.{self.name}() got unexpected keyword arguments {sorted(named)}")
         if Op.on_tiles is not None and any(hasattr(a, "storage") for a in args):
             return Op.on_tiles(self, args, dtype)
         return np.asarray(self._fn(*args), dtype=_F32)

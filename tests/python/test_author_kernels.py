@@ -1,0 +1,75 @@
+"""NKI kernels written by hand against the official API (`author_kernels/`)
+run on the executor and match float64 references written here from the
+math each kernel documents."""
+
+import unittest
+
+import numpy as np
+
+import nki_harness.fake_nki as fake
+from nki_harness.fake_nki.tensor import SHARED_HBM, from_cells
+
+fake.install()
+import author_kernels as ak  # noqa: E402  (imports nki, so after install())
+import nki.language as nl  # noqa: E402
+
+RNG = np.random.default_rng(14)
+
+
+def hbm(values, dtype=nl.float32):
+    values = np.asarray(values)
+    cells = dtype.encode(values.astype(np.float32), True) if dtype.is_float else dtype.saturate(values)
+    return from_cells("input", dtype, SHARED_HBM, np.asarray(cells))
+
+
+def host(t):
+    return t.dtype.decode(t.read_cells()).astype(np.float64)
+
+
+class AuthorKernelTest(unittest.TestCase):
+    def test_scaled_softmax(self):
+        x = RNG.standard_normal((128, 64))
+        out = fake.launch(ak.scaled_softmax, [[hbm(x), 0.5]])[0]
+        z = np.exp(0.5 * x - 0.5 * x.max(axis=1, keepdims=True))
+        np.testing.assert_allclose(host(out), z / z.sum(axis=1, keepdims=True), rtol=2e-6, atol=1e-7)
+
+    def test_matmul_via_identity_returns_a_tuple(self):
+        a, b = RNG.standard_normal((64, 96)), RNG.standard_normal((96, 80))
+        c, at = fake.launch(ak.matmul_via_identity, [[hbm(a), hbm(b)]])[0]
+        np.testing.assert_array_equal(host(at), a.astype(np.float32).T)
+        np.testing.assert_allclose(host(c), a.astype(np.float32).astype(np.float64) @ b.astype(np.float32),
+                                   rtol=1e-5, atol=1e-4)
+
+    def test_swap_halves_under_lnc2(self):
+        x = RNG.standard_normal((64, 32)).astype(np.float32)
+        out = fake.launch(ak.swap_halves[2], [[hbm(x)]])[0]
+        top, bottom = x[:32].astype(np.float64), x[32:].astype(np.float64)
+        np.testing.assert_allclose(host(out), np.concatenate([2 * bottom + top, 2 * top + bottom]), rtol=1e-6)
+
+    def test_swap_halves_needs_the_pair(self):
+        with self.assertRaisesRegex(Exception, "LNC2"):
+            fake.launch(ak.swap_halves, [[hbm(np.zeros((64, 32)))]])
+
+    def test_tiled_rms_norm(self):
+        x, w = RNG.standard_normal((128, 256)), RNG.standard_normal((1, 256))
+        out = fake.launch(ak.tiled_rms_norm, [[hbm(x), hbm(w), 64]])[0]
+        want = x / np.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-5) * w
+        np.testing.assert_allclose(host(out), want, rtol=2e-5, atol=2e-6)
+
+    def test_layer_norm_with_bn_stats(self):
+        x = RNG.standard_normal((96, 384)) * 3 + 1
+        out = fake.launch(ak.layer_norm_bn, [[hbm(x), 1e-5]])[0]
+        want = (x - x.mean(axis=1, keepdims=True)) / np.sqrt(x.var(axis=1, keepdims=True) + 1e-5)
+        np.testing.assert_allclose(host(out), want, rtol=1e-4, atol=1e-5)
+
+    def test_collectives_over_four_ranks(self):
+        xs = [RNG.standard_normal((8, 16)) for _ in range(4)]
+        results = fake.launch(ak.all_reduce_then_gather, [[hbm(x)] for x in xs], timeout=30)
+        for total, stacked in results:
+            np.testing.assert_allclose(host(total), sum(x.astype(np.float32).astype(np.float64) for x in xs),
+                                       rtol=1e-6, atol=1e-6)
+            np.testing.assert_array_equal(host(stacked), np.concatenate(xs).astype(np.float32))
+
+
+if __name__ == "__main__":
+    unittest.main()
