@@ -1,17 +1,22 @@
-"""NKI kernels written by hand against the official API (`author_kernels/`)
-run on the executor and match float64 references written here from the
-math each kernel documents."""
+"""NKI kernels written by hand against the official API
+(`nki_packages/hand_written/`, loaded as any NKI package is) run on the executor
+and match float64 references written here from the math each kernel
+documents."""
 
 import unittest
+from pathlib import Path
 
 import numpy as np
 
 import nki_harness.fake_nki as fake
 from nki_harness.fake_nki.tensor import SHARED_HBM, from_cells
+from nki_harness.runner import load_package
 
 fake.install()
-import author_kernels as ak  # noqa: E402  (imports nki, so after install())
 import nki.language as nl  # noqa: E402
+
+PACKAGE = Path(__file__).resolve().parent / "nki_packages" / "hand_written"
+ak = load_package(PACKAGE)
 
 RNG = np.random.default_rng(14)
 
