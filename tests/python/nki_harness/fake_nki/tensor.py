@@ -450,9 +450,11 @@ class NkiTensor:
         """Merges dims `start_dim..=end_dim`, which must be contiguous in storage."""
         self._check_dim("flatten_dims", start_dim)
         self._check_dim("flatten_dims", end_dim)
-        if end_dim < start_dim or (self.buffer.on_chip and start_dim == 0):
-            raise NkiError("flatten_dims", f"cannot merge dims {start_dim}..={end_dim} of '{self.name}' "
-                                           f"{list(self.shape)} (start <= end; on-chip: start > 0)")
+        if self.buffer.on_chip and start_dim == 0:
+            raise NkiError("flatten_dims", f"the partition dim of on-chip '{self.name}' cannot be merged")
+        if end_dim < start_dim:
+            raise NkiError("flatten_dims", f"cannot merge dims {start_dim}..={end_dim} of '{self.name}': the start "
+                                           "is past the end")
         dims = (self.shape[start_dim:end_dim + 1], self.strides[start_dim:end_dim + 1])
         inner = [(n, st) for n, st in zip(*dims) if n != 1]
         if any(st != inner[i + 1][0] * inner[i + 1][1] for i, (_, st) in enumerate(inner[:-1])):
