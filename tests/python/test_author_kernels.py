@@ -3,6 +3,10 @@
 and match float64 references written here from the math each kernel
 documents."""
 
+import json
+import subprocess
+import sys
+import tempfile
 import unittest
 from pathlib import Path
 
@@ -74,6 +78,39 @@ class AuthorKernelTest(unittest.TestCase):
             np.testing.assert_allclose(host(total), sum(x.astype(np.float32).astype(np.float64) for x in xs),
                                        rtol=1e-6, atol=1e-6)
             np.testing.assert_array_equal(host(stacked), np.concatenate(xs).astype(np.float32))
+
+
+class CommandLineTest(unittest.TestCase):
+    """`python -m nki_harness run` runs the hand-written package as it runs ours."""
+
+    def harness(self, *args):
+        return subprocess.run([sys.executable, "-m", "nki_harness", *args], cwd=PACKAGE.parents[1],
+                              capture_output=True, text=True, timeout=120)
+
+    def test_help_documents_any_package(self):
+        r = self.harness("run", "--help")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for phrase in ("any NKI 2.x package", "written by hand", "SPEC.json", "nki_packages/hand_written",
+                       "compare a hand-written NKI kernel with"):
+            self.assertIn(phrase, " ".join(r.stdout.split()))
+
+    def test_runs_hand_written_kernels(self):
+        x = RNG.standard_normal((64, 32)).astype(np.float32)
+        with tempfile.TemporaryDirectory() as tmp:
+            tmp = Path(tmp)
+            np.save(tmp / "x.npy", x)
+            for kernel, lnc, extra in (("scaled_softmax", 1, [{"float": 2.0}]), ("swap_halves", 2, [])):
+                spec = tmp / f"{kernel}.json"
+                spec.write_text(json.dumps({"kernel": kernel, "lnc": lnc,
+                                            "args": [[{"npy": "x.npy", "dtype": "float32"}, *extra]]}))
+                r = self.harness("run", "--package", str(PACKAGE), "--spec", str(spec), "--out", str(tmp / kernel))
+                self.assertEqual(r.returncode, 0, r.stderr)
+            soft = np.load(tmp / "scaled_softmax" / "rank0_out0.npy").astype(np.float64)
+            z = np.exp(2.0 * x - 2.0 * x.max(axis=1, keepdims=True))
+            np.testing.assert_allclose(soft, z / z.sum(axis=1, keepdims=True), rtol=2e-6, atol=1e-7)
+            swapped = np.load(tmp / "swap_halves" / "rank0_out0.npy").astype(np.float64)
+            top, bottom = x[:32].astype(np.float64), x[32:].astype(np.float64)
+            np.testing.assert_allclose(swapped, np.concatenate([2 * bottom + top, 2 * top + bottom]), rtol=1e-6)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,33 @@
 """Command line: `python -m nki_harness check PACKAGE_DIR` and
 `python -m nki_harness run --package DIR --spec SPEC.json --out OUTDIR`."""
 
+RUN_HELP = """\
+Runs one @nki.jit kernel of any NKI 2.x package on the NumPy executor (a CPU
+implementation of the public nki, nki.language, nki.isa and nki.collectives
+API) and writes its outputs. The package may be one nki-rs emitted or one
+written by hand: a directory with an __init__.py that does `import nki`,
+`import nki.language as nl`, ... and exports the kernel by name.
+
+SPEC.json names the kernel and its arguments, per rank:
+  {"kernel": "scaled_softmax", "lnc": 1, "ranks": 1, "precision": "fp32",
+   "generation": "trn2", "args": [[{"npy": "x.npy", "dtype": "float32"},
+   {"float": 0.5}]], "kwargs": [{}]}
+An argument is {"npy": PATH, "dtype": NAME} (an HBM input; a relative PATH is
+taken from the spec's directory), {"int": 5}, {"float": 0.5}, {"bool": true},
+{"none": true}, {"dtype": "bfloat16"} or {"tuple": [ARG, ...]}. "lnc": 2 runs
+kernel[2] (an LNC2 pair); "ranks" > 1 runs one copy per rank for
+nki.collectives; "precision": "hardware" rounds every result to its dtype;
+"generation" is trn1, trn2 or trn3.
+
+OUTDIR receives rank{r}_out{i}.npy for every returned tensor (float32 or int32
+values) and result.json listing them. To compare a hand-written NKI kernel with
+a DSL kernel, run both packages on the same spec inputs and compare the .npy
+files. Example (from tests/python):
+  python -m nki_harness run --package nki_packages/hand_written \\
+      --spec SPEC.json --out OUT
+Exit status: 0 on success, 1 (one `error:` line) when the kernel breaks an NKI
+or hardware rule, or the spec is malformed."""
+
 import argparse
 import sys
 
@@ -17,10 +44,11 @@ def main(argv=None):
     c.add_argument("package_dir")
     c.add_argument("--signatures", default=str(DEFAULT_SIGNATURES))
     c.add_argument("--names", default=str(DEFAULT_NAMES))
-    r = sub.add_parser("run", help="execute an emitted kernel with NumPy")
-    r.add_argument("--package", required=True)
-    r.add_argument("--spec", required=True)
-    r.add_argument("--out", required=True)
+    r = sub.add_parser("run", help="execute a kernel of any NKI package with NumPy", description=RUN_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    r.add_argument("--package", required=True, help="directory of the NKI package (holds __init__.py)")
+    r.add_argument("--spec", required=True, help="SPEC.json: the kernel, its arguments and the launch")
+    r.add_argument("--out", required=True, help="directory for rank{r}_out{i}.npy and result.json")
     r.add_argument("--timeout", type=float, default=600.0, help="seconds before the launch is abandoned")
     a = p.parse_args(argv)
     if a.command == "check":

@@ -1,5 +1,5 @@
-"""`python -m nki_harness run`: executes an emitted kernel per a spec and writes
-its outputs.
+"""`python -m nki_harness run`: executes a kernel of an NKI package (emitted by
+nki-rs or written by hand) per a spec and writes its outputs.
 
 For each rank r the kernel's return value (a tensor or a tuple of tensors) is
 written as `OUT/rank{r}_out{i}.npy` (float32 for float dtypes, int32 for
