@@ -1,14 +1,12 @@
 """Random tile functions: `nl.rand`, `nl.random_seed`, `nl.dropout`, drawing
 from the Vector engine's generators (see `rng.py`)."""
 
-import numpy as np
-
 from .. import rng as prng
 from ..errors import NkiError
+from ..isa.random import apply_dropout, seed_vector
 from ..runtime import current, instruction
 from ..tensor import NkiTensor
 from ..tile import Tile, column
-from ..isa.random import apply_dropout, seed_vector
 from .allocation import SBUF, ndarray
 from .operands import on_chip
 
