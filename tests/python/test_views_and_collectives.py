@@ -87,6 +87,21 @@ class ViewTest(unittest.TestCase):
         self.assertRaisesRegex(NkiError, "row 11", lambda: run(lambda: nisa.dma_copy(
             dst=nl.ndarray((1, 6), nl.float32), src=hbm(table).vector_select(0, sbuf(bad, nl.int32)))))
 
+    def test_gather_transpose_follows_the_documented_operation(self):
+        table = RNG.standard_normal((300, 32))
+        idx = RNG.integers(0, 300, (16, 2))
+
+        def k():
+            src = hbm(table, nl.bfloat16).ap(pattern=[[32, 32], [1, 32]], vector_offset=sbuf(idx, nl.uint32),
+                                               indirect_dim=0)
+            d = nl.ndarray((32, 32), nl.bfloat16)
+            nisa.dma_transpose(dst=d, src=src, axes=(1, 0), dge_mode=nisa.dge_mode.swdge)
+            return d
+
+        flat = idx.T.flatten()[:32]
+        want = table.astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float64)[flat].T
+        np.testing.assert_array_equal(host(run(k)), want)
+
     def test_tensor_indirection_needs_trn3(self):
         x = RNG.standard_normal((16, 40)).astype(np.float32)
         idx = RNG.integers(0, 40, (16, 2))

@@ -48,12 +48,20 @@ def vector_select(t, dim, vector_offset):
 
 
 def by_vector_offset(op, view, vector_offset, stride):
-    """`view` with partition p's start moved by `vector_offset[p] * stride`."""
+    """`view` whose first dim is indirect: its element r addresses
+    `offsets[r] * stride` instead of `r * step`, the offsets being the values of
+    `vector_offset` in column-major order (`indices.T.flatten()`), the first
+    `view.shape[0]` of them."""
     rows = view.shape[0]
+    if not isinstance(vector_offset, NkiTensor) or vector_offset.size < rows:
+        raise NkiError(op, f"vector_offset must be an integer SBUF tensor with at least {rows} values, got "
+                           f"{vector_offset.describe() if isinstance(vector_offset, NkiTensor) else vector_offset!r}")
+    lift = (rows,) + (1,) * (view.ndim - 1)
 
     def resolve():
-        offs = _offsets(op, vector_offset, rows, "vector_offset")
-        idx = view.cell_index() + offs.reshape((rows,) + (1,) * (view.ndim - 1)) * stride
+        table = _offsets(op, vector_offset, vector_offset.size, "vector_offset")
+        offs = table.reshape(vector_offset.shape).T.reshape(-1)[:rows] if vector_offset.ndim == 2 else table[:rows]
+        idx = view.cell_index() + (offs * stride - np.arange(rows) * view.strides[0]).reshape(lift)
         if idx.size and (idx.min() < 0 or idx.max() >= view.storage.cells.size):
             raise NkiError(op, f"vector_offset moves the view of '{view.name}' outside its "
                                f"{view.storage.cells.size} cells")

@@ -2,6 +2,8 @@
 
 import math
 
+import numpy as np
+
 from ..dtypes import convert
 from ..errors import NkiError
 from ..runtime import current, instruction
@@ -74,9 +76,10 @@ def _hwdge_limits(op, src):
 def dma_transpose(dst, src, axes=None, priority=None, dge_mode=None, oob_mode=None, name=None):
     """`dst[i_0..i_n] = src[j]` with `j[axes[t]] = i_t`: dst in SBUF, src in HBM or
     SBUF, equal dtypes, `dst.shape` the permuted `src.shape` (rank included). A
-    direct source takes dge_mode unknown or hwdge (which adds its limits);
-    swdge and oob_mode=skip belong to indirect (vector_offset) sources, which
-    this executor does not model."""
+    direct source takes dge_mode unknown or hwdge (which adds its limits); an
+    indirect one (a vector_offset view: a gather-transpose) takes unknown or
+    swdge and its own limits, and is the only kind that may use oob_mode=skip
+    (out-of-range offsets still fail here: skipping is not modelled)."""
     op = "nisa.dma_transpose"
     if not isinstance(dst, NkiTensor) or dst.buffer is not SBUF:
         raise NkiError(op, f"dst {dst.describe() if isinstance(dst, NkiTensor) else repr(dst)} must be in SBUF")
@@ -98,15 +101,35 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=None, oob_mode=No
     if dst.shape != want:
         raise NkiError(op, f"dst {dst.describe()} must have shape {list(want)}: src shape {list(src.shape)} permuted "
                            f"by axes {list(axes)}, rank included")
-    if mode in (_dge_mode.swdge, _dge_mode.none):
-        raise NkiError(op, f"dge_mode: {mode.name} is not valid for a direct transpose, which takes unknown or hwdge "
-                           "(swdge serves indirect vector_offset sources)")
-    if oob is _oob_mode.skip:
-        raise NkiError(op, "oob_mode: skip is only valid for an indirect (vector_offset) src")
-    if mode is _dge_mode.hwdge:
-        _hwdge_limits(op, src)
-    permuted = NkiTensor(src.storage, src.offset, want, [src.strides[a] for a in axes])
-    _store(op, dst, src.dtype, permuted.read_cells().reshape(math.prod(want)))
+    if src.is_indirect():
+        _indirect_limits(op, src, mode)
+    else:
+        if mode in (_dge_mode.swdge, _dge_mode.none):
+            raise NkiError(op, f"dge_mode: {mode.name} is not valid for a direct transpose, which takes unknown or "
+                               "hwdge (swdge serves indirect vector_offset sources)")
+        if oob is _oob_mode.skip:
+            raise NkiError(op, "oob_mode: skip is only valid for an indirect (vector_offset) src")
+        if mode is _dge_mode.hwdge:
+            _hwdge_limits(op, src)
+    cells = np.transpose(src.read_cells(), axes).reshape(math.prod(want))
+    _store(op, dst, src.dtype, cells)
+
+
+def _indirect_limits(op, src, mode):
+    """The gather-transpose limits of the docstring that concern the source."""
+    hw = current().hw
+    if mode not in (_dge_mode.unknown, _dge_mode.swdge):
+        raise NkiError(op, f"dge_mode: {mode.name} is not valid for an indirect transpose, which takes unknown or "
+                           "swdge")
+    if hw.nc_version < 3:
+        raise NkiError(op, f"an indirect transpose needs trn2 or later; the launch targets {hw.name}")
+    if src.buffer.on_chip or src.dtype.size != 2:
+        raise NkiError(op, f"src {src.describe()}: an indirect transpose reads a 2-byte dtype from HBM")
+    if src.shape[0] % 16 or src.shape[-1] > 128:
+        raise NkiError(op, f"src shape {list(src.shape)}: an indirect transpose needs src.shape[0] divisible by 16 "
+                           "and src.shape[-1] <= 128")
+    if src.ndim == 4 and 1 not in src.shape[1:3]:
+        raise NkiError(op, f"src shape {list(src.shape)}: a 4-d indirect transpose needs dim 1 or 2 to be 1")
 
 
 _DMA_COMPUTE_MAX_SRCS = 16
