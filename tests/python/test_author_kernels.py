@@ -55,6 +55,15 @@ class AuthorKernelTest(unittest.TestCase):
         top, bottom = x[:32].astype(np.float64), x[32:].astype(np.float64)
         np.testing.assert_allclose(host(out), np.concatenate([2 * bottom + top, 2 * top + bottom]), rtol=1e-6)
 
+    def test_kernels_run_standalone_on_numpy_arrays(self):
+        x = RNG.standard_normal((32, 16)).astype(np.float32)
+        out = ak.swap_halves[2](x)
+        out_sim = fake.simulate(ak.scaled_softmax)(x, 1.0)
+        self.assertIsInstance(out, np.ndarray)
+        np.testing.assert_allclose(out, np.concatenate([2 * x[16:] + x[:16], 2 * x[:16] + x[16:]]), rtol=1e-6)
+        z = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+        np.testing.assert_allclose(out_sim, z / z.sum(axis=1, keepdims=True), rtol=2e-6, atol=1e-7)
+
     def test_swap_halves_needs_the_pair(self):
         with self.assertRaisesRegex(Exception, "LNC2"):
             fake.launch(ak.swap_halves, [[hbm(np.zeros((64, 32)))]])

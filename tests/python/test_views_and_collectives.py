@@ -30,6 +30,22 @@ class ViewTest(unittest.TestCase):
         self.assertFalse(t[:, :, 1:3].is_contiguous())
         self.assertTrue(t[1].is_contiguous())
 
+    def test_setitem_copies_casts_and_fills(self):
+        x = RNG.standard_normal((4, 6))
+
+        def k():
+            t = nl.zeros((4, 6), nl.float32)
+            t[:, 0:3] = sbuf(x[:, 3:6], nl.bfloat16)
+            t[..., 5] = 2.0
+            return t
+
+        want = np.zeros((4, 6))
+        want[:, 0:3] = x[:, 3:6].astype(np.float32).astype(ml_dtypes.bfloat16)
+        want[:, 5] = 2.0
+        np.testing.assert_array_equal(host(run(k)), want)
+        self.assertRaisesRegex(NkiError, "has 8 elements", lambda: run(lambda: nl.zeros((4, 6), nl.float32).__setitem__(
+            (slice(None), 0), nl.zeros((4, 2), nl.float32))))
+
     def test_rearrange_documented_example(self):
         x = RNG.standard_normal((8, 24)).astype(np.float32)
         out = run(lambda: sbuf(x).rearrange(("b", ("h", "w")), ("b", "w", "h"), {"h": 4}))

@@ -17,7 +17,7 @@ from enum import Enum  # noqa: F401
 import numpy as np
 
 from . import collectives, isa, language
-from .runtime import current, launch
+from .runtime import _local, current, launch
 
 __all__ = ["jit", "simulate", "launch", "install", "Kernel", "language", "isa", "collectives"]
 
@@ -28,7 +28,8 @@ TARGETS = {"trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2", "gen3
 
 class Kernel:
     """A `@nki.jit` kernel. Inside a running kernel, calling it (or `kernel[n]`) is
-    an ordinary inline call in the caller's program; `launch()` starts it."""
+    an ordinary inline call in the caller's program; `launch()` starts it, and so
+    does calling it with NumPy arrays outside a kernel (see `simulate`)."""
 
     def __init__(self, fn, grid=None):
         self.fn = fn
@@ -44,6 +45,9 @@ class Kernel:
         return Kernel(self.fn, grid)
 
     def __call__(self, *args, **kwargs):
+        if getattr(_local, "program", None) is None and any(
+                isinstance(a, np.ndarray) for a in (*args, *kwargs.values())):
+            return simulate(self)(*args, **kwargs)  # `kernel(np_array)` runs standalone, as nki.jit documents
         current()
         return self.fn(*args, **kwargs)
 

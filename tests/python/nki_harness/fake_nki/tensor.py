@@ -293,6 +293,13 @@ class NkiTensor:
             strides.append(dropped)
         return self._view(offset, shape, strides)
 
+    def __setitem__(self, key, value):
+        """`t[key] = value`: writes a tensor's elements (paired in row-major order,
+        cast through float32 when the dtypes differ) or a number into the view."""
+        from .assign import assign
+
+        assign(self[key], value)
+
     def reshape(self, shape):
         """The same elements with a new shape (the view must be contiguous; on-chip
         views keep their partition dim and only their free dims need be contiguous)."""
