@@ -119,8 +119,11 @@ def _state_tile(op, prog, role, t, engine):
 @instruction
 def rand_set_state(src_seeds, engine=None, name=None):
     """Loads each lane's XORWOW state from its partition of `src_seeds`."""
+    op = "nisa.rand_set_state"
     prog = current()
-    eng, tile = _state_tile("nisa.rand_set_state", prog, "src_seeds", src_seeds, engine)
+    eng, tile = _state_tile(op, prog, "src_seeds", src_seeds, engine)
+    if src_seeds.buffer is PSUM:
+        raise NkiError(op, f"src_seeds {src_seeds.describe()} must be in SBUF")
     prog.rng[eng][tile.p0:tile.p0 + tile.np] = tile.read_raw().astype(np.uint32)
 
 
