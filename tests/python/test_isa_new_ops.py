@@ -337,11 +337,13 @@ class MxTest(unittest.TestCase):
             nisa.quantize_mx(dst=qb, src=sbuf(b, nl.bfloat16), dst_scale=sb)
             d = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.psum)
             nisa.nc_matmul_mx(dst=d, stationary=qa, moving=qb, stationary_scale=sa, moving_scale=sb)
-            out = tile((m, n))
+            out, twice = tile((m, n)), tile((m, n))
             nisa.tensor_copy(dst=out, src=d)
-            return sa, sb, out
+            nisa.nc_matmul_mx(dst=d, stationary=qa, moving=qb, stationary_scale=sa, moving_scale=sb, accumulate=True)
+            nisa.tensor_copy(dst=twice, src=d)
+            return sa, sb, out, twice
 
-        sa, sb, out = run(kern, generation="trn3")
+        sa, sb, out, twice = run(kern, generation="trn3")
 
         def quantize(x, emax, elem):
             g = x.astype(ml_dtypes.bfloat16).astype(np.float64).reshape(x.shape[0] // 8, 8, -1, 4)
@@ -357,6 +359,22 @@ class MxTest(unittest.TestCase):
         self.assertEqual(host(sa)[0, 0], 2.0 ** -127)
         ra, rb = da.reshape(k_, m, 4), db.reshape(k_, n, 4)
         np.testing.assert_allclose(host(out), np.einsum("kmj,knj->mn", ra, rb), rtol=1e-5, atol=1e-4)
+        np.testing.assert_allclose(host(twice), 2 * np.einsum("kmj,knj->mn", ra, rb), rtol=1e-5, atol=1e-4)
+
+
+class HandleTest(unittest.TestCase):
+    def test_instructions_return_handles_with_dependencies(self):
+        def k():
+            t = nl.ndarray((4, 4), nl.float32)
+            a = nisa.memset(dst=t, value=1.0)
+            b = nisa.reciprocal(dst=t, data=t)
+            return a, b.depends_on(a), nisa.get_nc_version(), nisa.get_nc_sub_version()
+
+        a, b, version, sub = run(k)
+        self.assertIsInstance(a, nisa.NkiInstruction)
+        self.assertEqual(b.producers, [a])
+        self.assertEqual((version, sub), (nisa.nc_version.gen3, 0))
+        self.assertTrue(issubclass(NkiError, nisa.NkiValidationError))
 
 
 class EnumValueTest(unittest.TestCase):

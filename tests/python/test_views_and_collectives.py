@@ -9,7 +9,9 @@ import numpy as np
 
 import kernel_helpers  # noqa: F401  (installs the executor as `nki` first)
 
+import nki
 import nki.collectives as ncc
+import nki_harness.fake_nki as fake
 from kernel_helpers import RNG, f32, hbm, host, ints, nisa, nl, run, run_ranks, sbuf
 from nki_harness.fake_nki.errors import NkiError
 
@@ -188,6 +190,25 @@ class CollectiveTest(unittest.TestCase):
                 want[4 * i:4 * i + j + 1] = srcs[i][i:i + j + 1]
             np.testing.assert_array_equal(host(d), want)
             self.assertEqual(ints(meta)[2].tolist(), [j + 1] * n)
+
+    def test_all_gather_v_broadcasts_one_chunk_per_rank_in_lnc2(self):
+        srcs = [np.arange(6, dtype=np.float32) + 10 * r for r in range(4)]
+        metas = [np.array([[r + 1] * 4, [1] * 4, [0] * 4], dtype=np.int64) for r in range(4)]
+
+        def k(x, meta):
+            d = nl.full((16,), -1.0, nl.float32, buffer=nl.shared_hbm)
+            ncc.all_gather_v([x], [d], group([0, 1, 2, 3]), meta)
+            return d, meta
+
+        out = fake.launch(nki.jit(k)[2], [[hbm(s), hbm(m, nl.uint32)] for s, m in zip(srcs, metas)], timeout=30)
+        want = np.full(16, -1.0)
+        for i in range(4):
+            want[4 * i:4 * i + i + 1] = srcs[i][1:2 + i]
+        for d, meta in out:
+            np.testing.assert_array_equal(host(d), want)
+            self.assertEqual(ints(meta)[2].tolist(), [1, 2, 3, 4])
+        self.assertRaisesRegex(NkiError, "LNC2", lambda: run_ranks(k, [[hbm(s), hbm(m, nl.uint32)]
+                                                                      for s, m in zip(srcs, metas)]))
 
     def test_mismatched_collectives_fail(self):
         def k(x):

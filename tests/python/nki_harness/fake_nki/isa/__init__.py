@@ -7,8 +7,9 @@ Each op implements its NKI 2.32 docstring and checks the rules it documents
 
 from dataclasses import dataclass  # noqa: F401  (re-exported, as nki.isa does)
 from enum import Enum  # noqa: F401
+from types import ModuleType as _ModuleType
 
-from ..alu import OPS
+from ..alu import OPS as _OPS
 from ..errors import NkiValidationError
 from ..objects import NKIObject, NkiInstruction
 from ..registers import VirtualRegister
@@ -33,6 +34,7 @@ from .stats import bn_aggr, bn_stats
 from .sync import (core_barrier, get_nc_sub_version, get_nc_version, register_alloc, register_load, register_move,
                    register_store)
 
-equal, maximum = OPS["equal"], OPS["maximum"]
+equal, maximum = _OPS["equal"], _OPS["maximum"]
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+__all__ = sorted(name for name, value in globals().items()
+                 if not name.startswith("_") and not isinstance(value, _ModuleType))
