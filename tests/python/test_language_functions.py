@@ -12,6 +12,10 @@ from kernel_helpers import RNG, f32, hbm, host, ints, nisa, nl, run, sbuf
 from nki_harness.fake_nki.errors import NkiError
 
 
+def sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
 class ElementwiseTest(unittest.TestCase):
     def test_tokens_called_on_tiles(self):
         x, y = RNG.uniform(0.5, 2.0, (8, 16)), RNG.standard_normal((8, 16))
@@ -26,7 +30,7 @@ class ElementwiseTest(unittest.TestCase):
             "gelu_apprx_tanh": (lambda a, b: nl.gelu_apprx_tanh(b),
                                 lambda a, b: 0.5 * b * (1 + np.tanh(np.sqrt(2 / np.pi) * (b + 0.044715 * b ** 3)))),
             "gelu_apprx_sigmoid": (lambda a, b: nl.gelu_apprx_sigmoid(b), lambda a, b: b / (1 + np.exp(-1.702 * b))),
-            "silu_dx": (lambda a, b: nl.silu_dx(b), lambda a, b: (1 / (1 + np.exp(-b))) * (1 + b * (1 - 1 / (1 + np.exp(-b))))),
+            "silu_dx": (lambda a, b: nl.silu_dx(b), lambda a, b: sigmoid(b) * (1 + b * (1 - sigmoid(b)))),
             "mish": (lambda a, b: nl.mish(b), lambda a, b: b * np.tanh(np.log1p(np.exp(b)))),
             "softplus": (lambda a, b: nl.softplus(x=b), lambda a, b: np.log1p(np.exp(b))),
             "erf_dx": (lambda a, b: nl.erf_dx(b), lambda a, b: 2 / np.sqrt(np.pi) * np.exp(-b * b)),

@@ -10,7 +10,7 @@ import numpy as np
 
 from .errors import NkiError
 from .runtime import current
-from .tensor import SBUF, NkiTensor
+from .tensor import SBUF, NkiTensor, describe
 
 # Offsets of a tensor indirection come from the index tile in groups of this many
 # partitions (the Vector / Scalar / GpSimd group; see `tensor_indirection`).
@@ -20,7 +20,7 @@ TI_GROUP = 16
 def _offsets(op, t, rows, role):
     """The integer values of the (rows, 1) SBUF tensor `t`."""
     if not isinstance(t, NkiTensor) or t.buffer is not SBUF or t.dtype.is_float:
-        raise NkiError(op, f"{role} must be an integer SBUF tensor, got {t.describe() if isinstance(t, NkiTensor) else t!r}")
+        raise NkiError(op, f"{role} must be an integer SBUF tensor, got {describe(t)}")
     if t.size != rows:
         raise NkiError(op, f"{role} {t.describe()} must hold one offset per partition ({rows})")
     t.check_bounds(op)
@@ -55,7 +55,7 @@ def by_vector_offset(op, view, vector_offset, stride):
     rows = view.shape[0]
     if not isinstance(vector_offset, NkiTensor) or vector_offset.size < rows:
         raise NkiError(op, f"vector_offset must be an integer SBUF tensor with at least {rows} values, got "
-                           f"{vector_offset.describe() if isinstance(vector_offset, NkiTensor) else vector_offset!r}")
+                           f"{describe(vector_offset)}")
     lift = (rows,) + (1,) * (view.ndim - 1)
 
     def resolve():

@@ -523,6 +523,11 @@ class NkiTensor:
         return self[(slice(None),) * dim + (slice(start, end, step),)]
 
 
+def describe(value):
+    """A tensor's `describe()`, anything else's repr, for messages."""
+    return value.describe() if isinstance(value, NkiTensor) else repr(value)
+
+
 def cell_range(offset, shape, strides):
     """(lowest, highest) cell of a strided layout, or None when it is empty."""
     if 0 in shape:

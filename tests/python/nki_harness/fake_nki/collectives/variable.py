@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import NkiError
 from ..runtime import current
-from ..tensor import NkiTensor
+from ..tensor import NkiTensor, describe
 from .groups import group_of, join, tensors
 
 
@@ -23,7 +23,7 @@ def _metadata(op, t, size, has_rdispls):
         t.shape == (rows, size) if not t.buffer.on_chip else t.shape == (1, rows, size))
     if not ok:
         raise NkiError(op, f"metadata_tensor must be uint32 of shape ({rows}, {size}) in HBM or (1, {rows}, {size}) "
-                           f"in SBUF, got {t.describe() if isinstance(t, NkiTensor) else t!r}")
+                           f"in SBUF, got {describe(t)}")
     return t
 
 

@@ -7,7 +7,7 @@ import numpy as np
 from ..dtypes import convert
 from ..errors import NkiError
 from ..runtime import current, instruction
-from ..tensor import PSUM, SBUF, NkiTensor
+from ..tensor import PSUM, SBUF, NkiTensor, describe
 from .enums import dge_mode as _dge_mode
 from .enums import engine as _engine
 from .enums import member
@@ -82,7 +82,7 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=None, oob_mode=No
     (out-of-range offsets still fail here: skipping is not modelled)."""
     op = "nisa.dma_transpose"
     if not isinstance(dst, NkiTensor) or dst.buffer is not SBUF:
-        raise NkiError(op, f"dst {dst.describe() if isinstance(dst, NkiTensor) else repr(dst)} must be in SBUF")
+        raise NkiError(op, f"dst {describe(dst)} must be in SBUF")
     _dma_operand(op, "src", src)
     mode = member(op, "dge_mode", dge_mode, _dge_mode, _dge_mode.unknown)
     oob = member(op, "oob_mode", oob_mode, _oob_mode, _oob_mode.error)

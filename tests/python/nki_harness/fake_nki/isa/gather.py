@@ -5,7 +5,7 @@ import numpy as np
 
 from ..errors import NkiError
 from ..runtime import current, instruction
-from ..tensor import SBUF, NkiTensor
+from ..tensor import SBUF, NkiTensor, describe
 from ..tile import Tile
 
 _CORE = 16  # SBUF partitions per GpSimd core
@@ -13,7 +13,7 @@ _CORE = 16  # SBUF partitions per GpSimd core
 
 def _sbuf(op, role, t):
     if not isinstance(t, NkiTensor) or t.buffer is not SBUF:
-        raise NkiError(op, f"{role} {t.describe() if isinstance(t, NkiTensor) else repr(t)} must be in SBUF (the "
+        raise NkiError(op, f"{role} {describe(t)} must be in SBUF (the "
                            "GpSimd engine cannot access PSUM)")
     return Tile(op, role, t)
 

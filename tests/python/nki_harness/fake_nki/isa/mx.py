@@ -12,7 +12,7 @@ import numpy as np
 from ..dtypes import PACKED
 from ..errors import NkiError
 from ..runtime import current, instruction
-from ..tensor import PSUM, SBUF, NkiTensor
+from ..tensor import PSUM, SBUF, NkiTensor, describe
 from ..tile import Tile
 from .matmul import _added_cells
 
@@ -30,7 +30,7 @@ def _needs_v4(op):
 
 def _in(op, role, t, buffer):
     if not isinstance(t, NkiTensor) or t.buffer is not buffer:
-        raise NkiError(op, f"{role} {t.describe() if isinstance(t, NkiTensor) else repr(t)} must be in "
+        raise NkiError(op, f"{role} {describe(t)} must be in "
                            f"{buffer.label}")
     return Tile(op, role, t)
 

@@ -7,7 +7,7 @@ import numpy as np
 from .. import rng as prng
 from ..errors import NkiError
 from ..runtime import current, instruction
-from ..tensor import PSUM, NkiTensor
+from ..tensor import PSUM, NkiTensor, describe
 from ..tile import Tile, column, same_geometry
 from .enums import engine as _engine
 from .enums import member
@@ -88,7 +88,7 @@ def apply_dropout(prog, x, d, prob):
 def _seed_tile(op, t):
     if not isinstance(t, NkiTensor) or not t.buffer.on_chip or t.size != 1 or t.dtype.size != 4:
         raise NkiError(op, f"src_seeds must be a [1, 1] 32-bit SBUF or PSUM tensor, got "
-                           f"{t.describe() if isinstance(t, NkiTensor) else t!r}")
+                           f"{describe(t)}")
     return int(t.dtype.to_bits(t.read_cells()).reshape(-1)[0])
 
 

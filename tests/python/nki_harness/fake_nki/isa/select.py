@@ -7,7 +7,7 @@ import numpy as np
 from ..alu import COMPARISONS, OPS, check_op, reduce_rows
 from ..errors import NkiError
 from ..runtime import current, instruction
-from ..tensor import SBUF, NkiTensor
+from ..tensor import SBUF, NkiTensor, describe
 from ..tile import Tile, column, same_geometry
 from .enums import member
 from .enums import reduce_cmd as _reduce_cmd
@@ -23,7 +23,7 @@ def _wrap32(v):
 
 def _in_sbuf(op, role, t):
     if not isinstance(t, NkiTensor) or t.buffer is not SBUF:
-        raise NkiError(op, f"{role} {t.describe() if isinstance(t, NkiTensor) else repr(t)} must be in SBUF "
+        raise NkiError(op, f"{role} {describe(t)} must be in SBUF "
                            "(the GpSimd engine cannot access PSUM)")
 
 

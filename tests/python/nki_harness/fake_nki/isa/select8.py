@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import NkiError
 from ..runtime import current, instruction
-from ..tensor import SBUF, NkiTensor
+from ..tensor import SBUF, NkiTensor, describe
 from ..tile import Tile
 
 _MIN_NF, _MAX_NF = 8, 16384
@@ -125,7 +125,7 @@ def topk(val_dst, idx_dst, src, n, name=None):
     op = "nisa.topk"
     for role, t, dtype in (("src", src, "bfloat16"), ("val_dst", val_dst, "bfloat16"), ("idx_dst", idx_dst, "uint32")):
         if not isinstance(t, NkiTensor) or t.buffer is not SBUF or t.dtype.name != dtype:
-            raise NkiError(op, f"{role} must be a {dtype} SBUF tile, got {t.describe() if isinstance(t, NkiTensor) else t!r}")
+            raise NkiError(op, f"{role} must be a {dtype} SBUF tile, got {describe(t)}")
     s, vd, idd = Tile(op, "src", src), Tile(op, "val_dst", val_dst), Tile(op, "idx_dst", idx_dst)
     k = vd.nf
     if s.np % _SNAKE or (vd.np, idd.np, idd.nf) != (s.np, s.np, k):

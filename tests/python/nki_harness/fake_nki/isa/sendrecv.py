@@ -3,7 +3,7 @@
 from ..errors import NkiError
 from ..objects import NkiInstruction
 from ..runtime import current
-from ..tensor import SBUF, NkiTensor
+from ..tensor import SBUF, NkiTensor, describe
 from ..tile import Tile
 from .enums import dma_engine as _dma_engine
 from .enums import member
@@ -28,7 +28,7 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=None, n
                            "LNC2 grid (kernel[2])")
     for role, t in (("src", src), ("dst", dst)):
         if not isinstance(t, NkiTensor) or t.buffer is not SBUF:
-            raise NkiError(op, f"{role} {t.describe() if isinstance(t, NkiTensor) else repr(t)} must be in SBUF")
+            raise NkiError(op, f"{role} {describe(t)} must be in SBUF")
     s, d = Tile(op, "src", src), Tile(op, "dst", dst)
     if src.dtype is not dst.dtype or src.shape != dst.shape:
         raise NkiError(op, f"src {src.describe()} and dst {dst.describe()} must have the same dtype and shape")

@@ -3,7 +3,7 @@
 from ..errors import NkiError
 from ..registers import VirtualRegister
 from ..runtime import current, instruction
-from ..tensor import SHARED_HBM, NkiTensor
+from ..tensor import SHARED_HBM, NkiTensor, describe
 from .enums import engine as _engine
 from .enums import member, nc_version
 
@@ -22,7 +22,7 @@ def core_barrier(data, cores, engine=None, name=None):
     if prog.num_programs != 2:
         raise NkiError(op, "core_barrier synchronises an LNC2 pair, but the kernel was launched without an LNC2 grid")
     if not isinstance(data, NkiTensor) or data.buffer is not SHARED_HBM:
-        raise NkiError(op, f"data {data.describe() if isinstance(data, NkiTensor) else repr(data)} must be a "
+        raise NkiError(op, f"data {describe(data)} must be a "
                            "shared_hbm tensor")
     try:
         prog.core_barrier()

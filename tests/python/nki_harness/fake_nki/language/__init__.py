@@ -31,8 +31,8 @@ globals().update(DTYPES)
 globals().update(OPS)
 
 __all__ = sorted(
-    ["Enum", "dataclass", "NKIObject", "NkiTensor", "MemoryRegion", "DType", "sbuf", "psum", "hbm", "private_hbm", "shared_hbm",
-     "tile_size", "empty_like", "full", "ndarray", "ones", "shared_constant", "shared_identity_matrix", "zeros",
+    ["Enum", "dataclass", "NKIObject", "NkiTensor", "MemoryRegion", "DType", "sbuf", "psum", "hbm", "private_hbm",
+     "shared_hbm", "tile_size", "empty_like", "full", "ndarray", "ones", "shared_constant", "shared_identity_matrix", "zeros",
      "zeros_like", "is_hbm", "is_on_chip", "is_psum", "is_sbuf", "affine_range", "device_print", "ds",
      "dynamic_range", "fori_loop", "no_reorder", "num_programs", "program_id", "program_ndim",
      "sequential_range", "static_range", "while_loop", "where", "broadcast_to", "expand_dims",

@@ -13,6 +13,7 @@ from ..runtime import current, instruction
 from ..tensor import PSUM, SHARED_HBM, NkiTensor, allocate
 from .buffers import SBUF, as_buffer
 
+
 @instruction
 def ndarray(shape, dtype, buffer=SBUF, name="", address=None):
     """A new uninitialised tensor (floats read as NaN until written).
@@ -65,7 +66,7 @@ def _fill(op, t, value):
 
 @instruction
 def _filled(op, shape, value, dtype, buffer, name):
-    return _fill(op, ndarray.__wrapped__(shape, dtype, buffer, name), value)
+    return _fill(op, ndarray(shape, dtype, buffer, name), value)
 
 
 def zeros(shape, dtype, buffer=SBUF, name=""):
@@ -101,10 +102,12 @@ def empty_like(x, dtype=None, buffer=None, name=""):
     return ndarray(shape, dtype, buffer, name)
 
 
-_NUMPY_DTYPES = {"float64": "float32", "int64": "int32", "float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "int32": "int32",
-                 "int16": "int16", "int8": "int8", "uint32": "uint32", "uint16": "uint16", "uint8": "uint8",
-                 "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
-                 "float8_e8m0fnu": "float8_e8m0fnu", "bool": "bool_"}
+# NKI dtypes of NumPy arrays; float64 and int64 arrays (NumPy's defaults) store
+# as float32 and int32.
+_NUMPY_DTYPES = {"float64": "float32", "int64": "int32", "bool": "bool_"}
+_NUMPY_DTYPES.update((name, name) for name in ("float32", "float16", "bfloat16", "int32", "int16", "int8", "uint32",
+                                               "uint16", "uint8", "float8_e4m3", "float8_e4m3fn", "float8_e5m2",
+                                               "float8_e8m0fnu"))
 
 
 def numpy_dtype(op, np_dtype):
@@ -146,7 +149,7 @@ def shared_identity_matrix(n, dtype=DTYPES["uint8"], dst=None):
     op = "nl.shared_identity_matrix"
     n = operator.index(n)
     if dst is None:
-        dst = ndarray.__wrapped__((n, n), dtype, SBUF, "identity")
+        dst = ndarray((n, n), dtype, SBUF, "identity")
     elif not isinstance(dst, NkiTensor) or dst.shape != (n, n):
         raise NkiError(op, f"dst must be an ({n}, {n}) tensor, got {dst!r}")
     dst.write_cells(dst.dtype.encode(np.eye(n, dtype=np.float32), True), op)

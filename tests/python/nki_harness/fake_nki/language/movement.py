@@ -12,7 +12,7 @@ import numpy as np
 from ..dtypes import DTYPES, convert
 from ..errors import NkiError
 from ..runtime import current, instruction
-from ..tensor import PSUM, SBUF, NkiTensor
+from ..tensor import PSUM, SBUF, NkiTensor, describe
 from ..tile import Tile
 from .allocation import ndarray
 from .operands import new_cells_tile, new_tile, on_chip, values
@@ -20,7 +20,7 @@ from .operands import new_cells_tile, new_tile, on_chip, values
 
 def _hbm(op, role, t):
     if not isinstance(t, NkiTensor) or t.buffer.on_chip:
-        raise NkiError(op, f"{role} must be an HBM tensor, got {t.describe() if isinstance(t, NkiTensor) else t!r}")
+        raise NkiError(op, f"{role} must be an HBM tensor, got {describe(t)}")
     t.check_bounds(op)
     return t
 
