@@ -11,7 +11,8 @@ import math
 import numpy as np
 
 from .errors import NkiError
-from .tensor import PSUM, NkiTensor, cell_range
+from .layout import cell_range
+from .tensor import PSUM, NkiTensor
 
 
 class Tile:
