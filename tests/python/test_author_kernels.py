@@ -42,9 +42,11 @@ class AuthorKernelTest(unittest.TestCase):
         z = np.exp(0.5 * x - 0.5 * x.max(axis=1, keepdims=True))
         np.testing.assert_allclose(host(out), z / z.sum(axis=1, keepdims=True), rtol=2e-6, atol=1e-7)
 
-    def test_matmul_via_identity_returns_a_tuple(self):
+    def test_matmul_via_identity_returns_a_list(self):
         a, b = RNG.standard_normal((64, 96)), RNG.standard_normal((96, 80))
-        c, at = fake.launch(ak.matmul_via_identity, [[hbm(a), hbm(b)]])[0]
+        result = fake.launch(ak.matmul_via_identity, [[hbm(a), hbm(b)]])[0]
+        self.assertIsInstance(result, list)
+        c, at = result
         np.testing.assert_array_equal(host(at), a.astype(np.float32).T)
         np.testing.assert_allclose(host(c), a.astype(np.float32).astype(np.float64) @ b.astype(np.float32),
                                    rtol=1e-5, atol=1e-4)
@@ -117,6 +119,16 @@ class CommandLineTest(unittest.TestCase):
             soft = np.load(tmp / "scaled_softmax" / "rank0_out0.npy").astype(np.float64)
             z = np.exp(2.0 * x - 2.0 * x.max(axis=1, keepdims=True))
             np.testing.assert_allclose(soft, z / z.sum(axis=1, keepdims=True), rtol=2e-6, atol=1e-7)
+            np.save(tmp / "b.npy", x[:32, :8])
+            spec = tmp / "mm.json"
+            spec.write_text(json.dumps({"kernel": "matmul_via_identity", "args": [[
+                {"npy": "x.npy", "dtype": "float32"}, {"npy": "b.npy", "dtype": "float32"}]]}))
+            r = self.harness("run", "--package", str(PACKAGE), "--spec", str(spec), "--out", str(tmp / "mm"))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            listing = json.loads((tmp / "mm" / "result.json").read_text())["ranks"][0]
+            self.assertEqual([e["shape"] for e in listing], [[64, 8], [32, 64]])
+            np.testing.assert_allclose(np.load(tmp / "mm" / "rank0_out0.npy"),
+                                       x.astype(np.float64) @ x[:32, :8].astype(np.float64), rtol=1e-5, atol=1e-5)
             swapped = np.load(tmp / "swap_halves" / "rank0_out0.npy").astype(np.float64)
             top, bottom = x[:32].astype(np.float64), x[32:].astype(np.float64)
             np.testing.assert_allclose(swapped, np.concatenate([2 * bottom + top, 2 * top + bottom]), rtol=1e-6)

@@ -7,7 +7,7 @@ Conventions exercised: a configuration `NKIObject` dataclass whose fields have
 no annotations, Ellipsis indexing, enum arguments given as their documented
 integers, the deprecated engine aliases, `shared_identity_matrix` transposes,
 `sendrecv` between the programs of an LNC2 pair, nested `@nki.jit` calls,
-tuple returns, tile-level `nl` functions and collectives.
+tuple and list returns, tile-level `nl` functions and collectives.
 """
 
 from dataclasses import dataclass
@@ -59,8 +59,8 @@ def scaled_softmax(x, scale):
 
 @nki.jit
 def matmul_via_identity(a, b):
-    """(a @ b, a.T): a is (M, K), b is (K, N). a is transposed on the Tensor
-    engine by multiplying with the identity, then contracted with b."""
+    """[a @ b, a.T] (a list): a is (M, K), b is (K, N). a is transposed on the
+    Tensor engine by multiplying with the identity, then contracted with b."""
     m, k = a.shape
     n = b.shape[1]
     a_sb = nl.load(a)
@@ -78,7 +78,7 @@ def matmul_via_identity(a, b):
     at_out = nl.ndarray((k, m), dtype=nl.float32, buffer=nl.shared_hbm)
     nl.store(c_out, c)
     nl.store(at_out[...], at)
-    return c_out, at_out
+    return [c_out, at_out]
 
 
 @nki.jit
