@@ -86,7 +86,7 @@ def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None):
     if d.np != s.np or d.nf != s.nf + 1:
         raise NkiError(op, f"dst {dst.describe()} must be {s.np} partitions x {s.nf + 1} elements (one more than src)")
     vals, out = s.read(), d.read_raw()
-    for p in range(0, s.np, _CORE):
+    for p in (p for p in range(s.np) if (s.p0 + p) % _CORE == 0):  # each core's first physical partition
         hits = np.flatnonzero(vals[p] != 0)
         row = np.full(s.nf + 1, int(padding_val), dtype=np.int64)
         row[:hits.size] = hits + int(index_offset)
