@@ -1,13 +1,15 @@
 """The view methods of `NkiTensor` (`nki.language.NkiTensor`): reshapes,
 permutes, unit dims, merges and splits, explicit access patterns, dtype views
 and indirect views. None moves data; each returns a new view of the storage.
-On-chip views keep dim 0 as the partition dim."""
+On-chip views keep dim 0 as the partition dim. (`reinterpret` and `indirect`
+build `NkiTensor`s, so they are imported where first used.)"""
 
 import math
 
 from .errors import NkiError
 from .layout import as_int as _int
 from .layout import is_contiguous, row_major_strides
+from .rearrange import rearrange
 from .registers import VirtualRegister
 
 
@@ -43,10 +45,10 @@ class TensorViews:
         `dtype`, the storage is reinterpreted as that dtype first and the pattern,
         offsets and strides count its elements. A `scalar_offset` (a register or a
         one-element tensor) moves the start by its value times the stride of dim
-        `indirect_dim` of this view; a `vector_offset` ((P, 1) tensor) moves
-        partition p's start by its p-th value times that stride, read when an
-        instruction uses the view. For on-chip tensors the first pair is the
-        partition dim.
+        `indirect_dim` of this view. A `vector_offset` makes the first pattern dim
+        indirect: its element r starts at offset r (see `indirect.by_vector_offset`)
+        times that stride, read when an instruction uses the view. For on-chip
+        tensors the first pair is the partition dim.
         """
         self._direct("ap")
         pairs = [(_int("ap", "a pattern step", st), _int("ap", "a pattern count", c)) for st, c in pattern]
@@ -58,7 +60,7 @@ class TensorViews:
         if scalar_offset is not None or vector_offset is not None:
             if not 0 <= indirect_dim < self.ndim:
                 raise NkiError("ap", f"indirect_dim {indirect_dim} is not a dim of '{self.name}' {list(self.shape)}")
-            stride = base_view.strides[indirect_dim] if base_view.ndim > indirect_dim else 1
+            stride = base_view.strides[indirect_dim]
         if scalar_offset is not None:
             if isinstance(scalar_offset, VirtualRegister):
                 value = scalar_offset.value
@@ -75,8 +77,8 @@ class TensorViews:
 
     def _direct(self, op):
         if self._resolve is not None:
-            raise NkiError(op, f"'{self.name}' is an indirect view (dynamic select, vector_select, indirect or "
-                               "ap with a vector_offset); it cannot be viewed again")
+            raise NkiError(op, f"'{self.name}' is an indirect view (vector_select, indirect or ap with a "
+                               "vector_offset); it cannot be viewed again")
 
     def _check_dim(self, op, dim):
         self._direct(op)
@@ -187,8 +189,6 @@ class TensorViews:
         """einops-style: splits the grouped dims of `src_pattern` (sizes from
         `fixed_sizes`, one inferred), reorders by name, merges the groups of
         `dst_pattern`."""
-        from .rearrange import rearrange
-
         self._direct("rearrange")
         return rearrange(self, src_pattern, dst_pattern, fixed_sizes or {})
 
