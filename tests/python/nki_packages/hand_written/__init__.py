@@ -40,6 +40,7 @@ def row_max(tile, rows):
 def scaled_softmax(x, scale):
     """softmax(scale * x) along the free dim of a (rows, cols) HBM tensor (scale > 0:
     the row maximum of x scales to the row maximum of scale * x)."""
+    assert scale > 0, f"scale must be positive, got {scale}"
     cfg = SoftmaxConfig(rows=x.shape[0], cols=x.shape[1], scale=scale)
     tile = nl.ndarray((cfg.rows, cfg.cols), dtype=nl.float32, buffer=nl.sbuf)
     nisa.dma_copy(dst=tile[...], src=x[...], dge_mode=3)  # 3 = nisa.dge_mode.none
