@@ -105,6 +105,29 @@ class ViewTest(unittest.TestCase):
         self.assertRaisesRegex(NkiError, "row 11", lambda: run(lambda: nisa.dma_copy(
             dst=nl.ndarray((1, 6), nl.float32), src=hbm(table).vector_select(0, sbuf(bad, nl.int32)))))
 
+    def test_documented_gather_and_scatter_with_skipped_rows(self):
+        data = RNG.standard_normal((10, 6)).astype(np.float32)
+        rows = np.array([[4], [12], [0], [9]])
+
+        def k(oob):
+            idx = sbuf(rows, nl.uint32)
+            got = nl.full((4, 6), -5.0, nl.float32)
+            nisa.dma_copy(dst=got, src=hbm(data).ap(pattern=[[6, 4], [1, 6]], vector_offset=idx, indirect_dim=0),
+                          oob_mode=oob)
+            out = hbm(np.zeros((10, 6)))
+            nisa.dma_copy(dst=out.ap(pattern=[[6, 4], [1, 6]], vector_offset=idx, indirect_dim=0), src=got,
+                          oob_mode=oob)
+            return got, out
+
+        got, out = run(k, nisa.oob_mode.skip)
+        want = np.full((4, 6), -5.0)
+        want[[0, 2, 3]] = data[[4, 0, 9]]
+        np.testing.assert_array_equal(host(got), want)
+        scattered = np.zeros((10, 6))
+        scattered[[4, 0, 9]] = data[[4, 0, 9]]
+        np.testing.assert_array_equal(host(out), scattered)
+        self.assertRaisesRegex(NkiError, "vector_offset 12 moves row 1", lambda: run(k, 0))
+
     def test_gather_transpose_follows_the_documented_operation(self):
         table = RNG.standard_normal((300, 32))
         idx = RNG.integers(0, 300, (16, 2))

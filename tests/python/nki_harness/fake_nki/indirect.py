@@ -3,7 +3,9 @@ and tensor indirection (`.indirect(index)`).
 
 Their cells depend on offsets held in a tensor, so an indirect view resolves
 them each time an instruction uses it (the offsets an instruction sees are the
-ones in memory when it runs). An offset outside the tensor is an error.
+ones in memory when it runs). An offset outside the tensor is an error, unless
+the instruction skips out-of-bound rows (`oob_mode=skip`): then the cells of
+those rows resolve to -1 and the instruction leaves them out.
 """
 
 import numpy as np
@@ -27,6 +29,18 @@ def _offsets(op, t, rows, role):
     return t.dtype.to_int(t.read_cells()).reshape(rows)
 
 
+def _rows_checked(op, idx, valid, skip, what):
+    """`idx` (rows first) with the rows not `valid` set to -1 when `skip`, else an
+    error naming the first of them."""
+    if valid.all():
+        return idx
+    if not skip:
+        raise NkiError(op, f"{what(int(np.flatnonzero(~valid)[0]))} (out of bounds; oob_mode=skip would skip it)")
+    idx = idx.copy()
+    idx[~valid] = -1
+    return idx
+
+
 def vector_select(t, dim, vector_offset):
     """Partition p of the result is row `vector_offset[p]` of HBM tensor `t`'s dim 0."""
     op = "vector_select"
@@ -37,12 +51,12 @@ def vector_select(t, dim, vector_offset):
     rows = vector_offset.shape[0]
     inner = NkiTensor(t.storage, t.offset, t.shape[1:], t.strides[1:])
 
-    def resolve():
+    def resolve(skip=False):
         offs = _offsets(op, vector_offset, rows, "vector_offset")
-        bad = [int(o) for o in offs if not 0 <= o < t.shape[0]]
-        if bad:
-            raise NkiError(op, f"vector_offset selects row {bad[0]} of {t.describe()}, which has {t.shape[0]} rows")
-        return offs.reshape((rows,) + (1,) * inner.ndim) * t.strides[0] + inner.cell_index()
+        idx = offs.reshape((rows,) + (1,) * inner.ndim) * t.strides[0] + inner.cell_index()
+        return _rows_checked(op, idx, (offs >= 0) & (offs < t.shape[0]), skip,
+                             lambda r: f"vector_offset selects row {offs[r]} of {t.describe()}, which has "
+                                       f"{t.shape[0]} rows")
 
     return NkiTensor(t.storage, t.offset, (rows,) + t.shape[1:], (0,) + t.strides[1:], resolve)
 
@@ -58,14 +72,15 @@ def by_vector_offset(op, view, vector_offset, stride):
                            f"{describe(vector_offset)}")
     lift = (rows,) + (1,) * (view.ndim - 1)
 
-    def resolve():
+    def resolve(skip=False):
         table = _offsets(op, vector_offset, vector_offset.size, "vector_offset")
         offs = table.reshape(vector_offset.shape).T.reshape(-1)[:rows] if vector_offset.ndim == 2 else table[:rows]
         idx = view.cell_index() + (offs * stride - np.arange(rows) * view.strides[0]).reshape(lift)
-        if idx.size and (idx.min() < 0 or idx.max() >= view.storage.cells.size):
-            raise NkiError(op, f"vector_offset moves the view of '{view.name}' outside its "
-                               f"{view.storage.cells.size} cells")
-        return idx
+        flat = idx.reshape(rows, -1)
+        count = view.storage.cells.size
+        return _rows_checked(op, idx, (flat.min(axis=1) >= 0) & (flat.max(axis=1) < count), skip,
+                             lambda r: f"vector_offset {offs[r]} moves row {r} of the view of '{view.name}' outside "
+                                       f"its {count} cells")
 
     return NkiTensor(view.storage, view.offset, view.shape, view.strides, resolve)
 
@@ -89,7 +104,7 @@ def tensor_indirection(t, index, num_elem):
     width = int(np.prod(t.shape[1:]))
     base = t.offset + np.arange(t.shape[0], dtype=np.int64)[:, None] * t.strides[0]
 
-    def resolve():
+    def resolve(skip=False):
         table = index.dtype.to_int(index.read_cells())
         cols = np.array([table[i % TI_GROUP, i // TI_GROUP] for i in range(n)], dtype=np.int64)
         bad = [int(c) for c in cols if not 0 <= c < width]

@@ -184,10 +184,11 @@ class NkiTensor(TensorViews):
     def _view(self, offset, shape, strides):
         return NkiTensor(self.storage, offset, shape, strides)
 
-    def cell_index(self):
-        """The storage cell of every element, as an int array of the view's shape."""
+    def cell_index(self, skip_oob=False):
+        """The storage cell of every element, as an int array of the view's shape
+        (-1 for the out-of-bound rows of an indirect view when `skip_oob`)."""
         if self._resolve is not None:
-            return self._resolve()
+            return self._resolve(skip_oob)
         idx = np.array(self.offset, dtype=np.int64)
         for n, s in zip(self.shape, self.strides):
             idx = idx[..., None] + np.arange(n, dtype=np.int64) * s

@@ -14,27 +14,35 @@ from .enums import member
 from .enums import oob_mode as _oob_mode
 
 
-def _dma_operand(op, role, t):
+def _dma_operand(op, role, t, skip_oob=False):
     if not isinstance(t, NkiTensor):
         raise NkiError(op, f"{role} must be a tensor, got {t!r}")
     if t.buffer is PSUM:
         raise NkiError(op, f"{role} {t.describe()} is in PSUM, which DMA cannot access; move PSUM data to SBUF "
                            "with nisa.tensor_copy first")
-    t.check_bounds(op)
+    if not (skip_oob and t.is_indirect()):  # skipped rows are checked per row when the transfer runs
+        t.check_bounds(op)
 
 
-def _store(op, dst, src_dtype, cells):
-    dst.write_cells(convert(cells, src_dtype, dst.dtype, current().rounds), op)
+def _transfer(op, dst, dst_idx, src, src_idx):
+    """Moves src cells `src_idx` to dst cells `dst_idx` (both in logical order),
+    casting through float32, leaving out every pair with a skipped (-1) side."""
+    keep = (src_idx >= 0) & (dst_idx >= 0)
+    cells = convert(src.storage.load(src_idx[keep]), src.dtype, dst.dtype, current().rounds)
+    dst.storage.store(dst_idx[keep], cells)
+    dst.storage.record_write(dst_idx[keep], op)
 
 
 @instruction
 def dma_copy(dst, src, priority=None, oob_mode=None, dge_mode=None, engine=None, name=None):
     """`dst = src` element by element (equal element counts, paired in row-major
-    order), casting through float32 when the dtypes differ. HBM and SBUF only."""
+    order), casting through float32 when the dtypes differ. HBM and SBUF only.
+    With `oob_mode=skip`, the out-of-bound rows of an indirect (vector_offset)
+    src or dst are not transferred."""
     op = "nisa.dma_copy"
-    _dma_operand(op, "src", src)
-    _dma_operand(op, "dst", dst)
-    member(op, "oob_mode", oob_mode, _oob_mode, None)
+    skip = member(op, "oob_mode", oob_mode, _oob_mode, _oob_mode.error) is _oob_mode.skip
+    _dma_operand(op, "src", src, skip)
+    _dma_operand(op, "dst", dst, skip)
     member(op, "engine", engine, _engine, None)
     if src.size != dst.size:
         raise NkiError(op, f"src {src.describe()} has {src.size} elements but dst {dst.describe()} has {dst.size}; "
@@ -42,7 +50,7 @@ def dma_copy(dst, src, priority=None, oob_mode=None, dge_mode=None, engine=None,
     if member(op, "dge_mode", dge_mode, _dge_mode, None) is _dge_mode.hwdge and src.dtype is not dst.dtype:
         raise NkiError(op, f"dge_mode=hwdge moves raw bytes and cannot cast {src.dtype.name} to {dst.dtype.name}; "
                            "use equal dtypes or another DGE mode")
-    _store(op, dst, src.dtype, src.read_cells())
+    _transfer(op, dst, dst.cell_index(skip).reshape(-1), src, src.cell_index(skip).reshape(-1))
 
 
 _PERMUTATIONS = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
@@ -79,13 +87,13 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=None, oob_mode=No
     direct source takes dge_mode unknown or hwdge (which adds its limits); an
     indirect one (a vector_offset view: a gather-transpose) takes unknown or
     swdge and its own limits, and is the only kind that may use oob_mode=skip
-    (out-of-range offsets still fail here: skipping is not modelled)."""
+    (dst keeps the elements whose source rows are out of bounds)."""
     op = "nisa.dma_transpose"
     if not isinstance(dst, NkiTensor) or dst.buffer is not SBUF:
         raise NkiError(op, f"dst {describe(dst)} must be in SBUF")
-    _dma_operand(op, "src", src)
-    mode = member(op, "dge_mode", dge_mode, _dge_mode, _dge_mode.unknown)
     oob = member(op, "oob_mode", oob_mode, _oob_mode, _oob_mode.error)
+    _dma_operand(op, "src", src, oob is _oob_mode.skip)
+    mode = member(op, "dge_mode", dge_mode, _dge_mode, _dge_mode.unknown)
     if src.dtype is not dst.dtype:
         raise NkiError(op, f"src is {src.dtype.name} but dst is {dst.dtype.name}; dma_transpose does not cast")
     dst.check_bounds(op)
@@ -111,8 +119,8 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=None, oob_mode=No
             raise NkiError(op, "oob_mode: skip is only valid for an indirect (vector_offset) src")
         if mode is _dge_mode.hwdge:
             _hwdge_limits(op, src)
-    cells = np.transpose(src.read_cells(), axes).reshape(math.prod(want))
-    _store(op, dst, src.dtype, cells)
+    src_idx = np.transpose(src.cell_index(oob is _oob_mode.skip), axes).reshape(math.prod(want))
+    _transfer(op, dst, dst.cell_index().reshape(-1), src, src_idx)
 
 
 def _indirect_limits(op, src, mode):
