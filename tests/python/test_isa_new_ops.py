@@ -235,6 +235,20 @@ class DmaComputeTest(unittest.TestCase):
             return d
 
         np.testing.assert_allclose(host(run(k)), sum(f32(x) for x in xs), rtol=1e-6, atol=1e-6)
+
+    def test_scatter_add_skips_out_of_bound_rows(self):
+        table, upd = RNG.standard_normal((8, 5)), RNG.standard_normal((3, 5))
+        rows = np.array([[6], [9], [1]])
+
+        def k():
+            out = hbm(table)
+            target = out.ap(pattern=[[5, 3], [1, 5]], vector_offset=sbuf(rows, nl.uint32), indirect_dim=0)
+            nisa.dma_compute(dst=target, srcs=[target, sbuf(upd)], reduce_op=nl.add, oob_mode=nisa.oob_mode.skip)
+            return out
+
+        want = f32(table).copy()
+        want[[6, 1]] += f32(upd)[[0, 2]]
+        np.testing.assert_allclose(host(run(k)), want, rtol=1e-6, atol=1e-6)
         self.assertRaises(NkiError, lambda: run(lambda: nisa.dma_compute(
             dst=nl.ndarray((4, 10), dtype=nl.float32, buffer=nl.shared_hbm), srcs=[hbm(xs[0])], reduce_op=nl.add,
             scales=[2.0])))

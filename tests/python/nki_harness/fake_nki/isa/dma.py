@@ -147,11 +147,12 @@ _DMA_COMPUTE_MAX_SRCS = 16
 def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=None, name=None):
     """`dst = srcs[0] * scales[0] + srcs[1] * scales[1] + ...` element by element in
     float32, summed in list order (only nl.add and unit scales are documented).
-    Indirect views (vector_offset) give the scatter / gather read-modify-write forms."""
+    Indirect views (vector_offset) give the scatter / gather read-modify-write forms;
+    with `oob_mode=skip` their out-of-bound rows are left out."""
     from ..alu import OPS
 
     op = "nisa.dma_compute"
-    member(op, "oob_mode", oob_mode, _oob_mode, None)
+    skip = member(op, "oob_mode", oob_mode, _oob_mode, _oob_mode.error) is _oob_mode.skip
     if reduce_op is not OPS["add"]:
         raise NkiError(op, f"reduce_op must be nl.add, got {reduce_op!r}")
     srcs = list(srcs)
@@ -162,13 +163,19 @@ def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode
         raise NkiError(op, f"scales must be one 1.0 per source, got {scales}")
     if not unique_indices:
         raise NkiError(op, "unique_indices=False is not supported (non-unique scatter indices)")
-    _dma_operand(op, "dst", dst)
-    total = None
+    _dma_operand(op, "dst", dst, skip)
     for i, s in enumerate(srcs):
-        _dma_operand(op, f"srcs[{i}]", s)
+        _dma_operand(op, f"srcs[{i}]", s, skip)
         if s.size != dst.size:
             raise NkiError(op, f"srcs[{i}] {s.describe()} has {s.size} elements but dst {dst.describe()} has "
                                f"{dst.size}")
-        v = s.dtype.decode(s.read_cells()).reshape(-1)
-        total = v if total is None else (total + v).astype("float32")
-    dst.write_cells(dst.dtype.encode(total, current().rounds), op)
+    # Every index is resolved before any write: in the read-modify-write forms dst is also a source.
+    dst_idx = dst.cell_index(skip).reshape(-1)
+    src_idx = [s.cell_index(skip).reshape(-1) for s in srcs]
+    keep = (dst_idx >= 0) & np.logical_and.reduce([i >= 0 for i in src_idx])
+    total = None
+    for s, idx in zip(srcs, src_idx):
+        v = s.dtype.decode(s.storage.load(idx[keep]))
+        total = v if total is None else (total + v).astype(np.float32)
+    dst.storage.store(dst_idx[keep], dst.dtype.encode(total, current().rounds))
+    dst.storage.record_write(dst_idx[keep], op)
