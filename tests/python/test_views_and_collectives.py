@@ -127,6 +127,8 @@ class ViewTest(unittest.TestCase):
         scattered[[4, 0, 9]] = data[[4, 0, 9]]
         np.testing.assert_array_equal(host(out), scattered)
         self.assertRaisesRegex(NkiError, "vector_offset 12 moves row 1", lambda: run(k, 0))
+        self.assertRaisesRegex(NkiError, "mutually exclusive", lambda: run(lambda: hbm(data).ap(
+            [[6, 4], [1, 6]], scalar_offset=nisa.register_alloc(1), vector_offset=sbuf(rows, nl.uint32))))
 
     def test_gather_transpose_follows_the_documented_operation(self):
         table = RNG.standard_normal((300, 32))

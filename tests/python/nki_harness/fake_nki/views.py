@@ -55,6 +55,8 @@ class TensorViews:
         if not pairs or any(c < 1 for _, c in pairs):
             raise NkiError("ap", f"access pattern {pattern} on '{self.name}' needs at least one [step, count] pair "
                                  "with count >= 1")
+        if scalar_offset is not None and vector_offset is not None:
+            raise NkiError("ap", "scalar_offset and vector_offset are mutually exclusive")
         base_view = self if dtype is None or dtype is self.dtype else self._reinterpreted("ap(dtype=)", dtype)
         base = base_view.offset + (0 if offset is None else _int("ap", "offset", offset))
         if scalar_offset is not None or vector_offset is not None:
