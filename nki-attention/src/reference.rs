@@ -374,9 +374,9 @@ mod tests {
         let (q, k, v, dy) = (input(nq, 1), input(nk, 2), input(nk, 3), input(nq, 4));
         let bias: Vec<f64> = input(2 * 4 * 12 * 12, 5).iter().map(|x| 0.5 * x).collect();
         // Query 11 of batch 1 is alone in segment 9: only its sink is visible.
-        let mut q_seg: Vec<i32> = (0..24).map(|t| (t % 12 / 5) as i32).collect();
+        let mut q_seg: Vec<i32> = (0..24).map(|t| t % 12 / 5).collect();
         q_seg[23] = 9;
-        let kv_seg = (0..24).map(|t| (t % 12 / 5) as i32).collect::<Vec<_>>();
+        let kv_seg: Vec<i32> = (0..24).map(|t| t % 12 / 5).collect();
         let sinks = [0.3, -0.2, 1.1, 0.0];
         let f = Features {
             causal: false,
