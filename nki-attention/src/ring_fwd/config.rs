@@ -12,7 +12,7 @@ use nki::hw::Generation;
 pub struct RingDims {
     /// Batch.
     pub batch: i64,
-    /// Heads (the kernel is MHA only: Q and K/V share them).
+    /// Query heads (K and V have [`RingFwdConfig::kv_heads`] of them).
     pub heads: i64,
     /// Tokens per rank.
     pub seqlen: i64,
@@ -58,6 +58,9 @@ pub struct RingFwdConfig {
     pub replica_groups: &'static [&'static [i64]],
     /// Static per-rank shapes, checked against the limits when given.
     pub dims: Option<RingDims>,
+    /// K/V heads for grouped-query attention (None: as many as the query heads);
+    /// query head `i` reads KV head `i / (heads / kv_heads)`.
+    pub kv_heads: Option<i64>,
     /// The generation the kernel targets.
     pub target: Generation,
 }
@@ -84,6 +87,8 @@ pub enum RingFwdRule {
     SeqlenMultiple,
     /// Batch and heads positive.
     BatchHeads,
+    /// GQA: at least one KV head, and the query heads a multiple of them.
+    KvHeads,
     /// The softmax scale is a finite float32 value (any sign: causal rings scale Q
     /// before the masks, which are not scaled; without the causal mask nothing is masked).
     ScaleNotFinite,
@@ -104,6 +109,7 @@ impl RingFwdRule {
             RingFwdRule::HeadDim => "ring_attention_spmd_fwd: the head dim must be within 1..=128",
             RingFwdRule::SeqlenMultiple => "ring_attention_spmd_fwd: the tokens per rank must be a positive multiple of 128",
             RingFwdRule::BatchHeads => "ring_attention_spmd_fwd: batch and heads must be positive",
+            RingFwdRule::KvHeads => "ring_attention_spmd_fwd: kv_heads must be >= 1 and divide the query heads (GQA)",
             RingFwdRule::ScaleNotFinite => "ring_attention_spmd_fwd: softmax_scale must be a finite float32 value",
         }
     }
@@ -126,6 +132,7 @@ impl RingFwdConfig {
             softmax_scale: None,
             replica_groups: &[],
             dims: None,
+            kv_heads: None,
             target: Generation::Trn2,
         }
     }
@@ -179,6 +186,12 @@ impl RingFwdConfig {
         self
     }
 
+    /// Sets [`kv_heads`](Self::kv_heads) (grouped-query attention).
+    pub const fn kv_heads(mut self, kv_heads: i64) -> Self {
+        self.kv_heads = Some(kv_heads);
+        self
+    }
+
     /// Sets the target generation.
     pub const fn target(mut self, target: Generation) -> Self {
         self.target = target;
@@ -219,9 +232,19 @@ impl RingFwdConfig {
             Some(GroupProblem::Ranks) => return Some(RingFwdRule::GroupRanks),
             None => {}
         }
+        if let Some(kv) = self.kv_heads
+            && kv < 1
+        {
+            return Some(RingFwdRule::KvHeads);
+        }
         if let Some(d) = self.dims {
             if d.batch < 1 || d.heads < 1 {
                 return Some(RingFwdRule::BatchHeads);
+            }
+            if let Some(kv) = self.kv_heads
+                && d.heads % kv != 0
+            {
+                return Some(RingFwdRule::KvHeads);
             }
             if d.head_dim < 1 || d.head_dim > 128 {
                 return Some(RingFwdRule::HeadDim);

@@ -8,6 +8,12 @@
 //! maxima, in bf16 tiles as the library does, and the last step normalises and
 //! writes the log-sum-exp. The permute for step `s + 1` is issued before the merge
 //! of step `s`, so on the device the transfer overlaps the merge.
+//!
+//! Grouped-query attention: K and V hold `h_kv` heads (query head `i` reads KV
+//! head `i / (h / h_kv)`, as `attention_cte` does), and only those heads travel,
+//! so a step moves `h_kv / h` of the multi-head bytes. Sinks (`[h]`, one logit per
+//! query head) enter the softmax denominator through step 0's `attention_cte`
+//! only: the online-softmax merges carry them, so they count once whatever `W`.
 
 use crate::cte::attention_cte::{attention_cte, remainder_groups, scalar_column};
 use nki::prelude::*;
@@ -60,6 +66,7 @@ fn step_attention(
     cp_offset: Option<Hbm>,
     cp_deg: Option<i64>,
     striped: bool,
+    sink: Option<Hbm>,
 ) -> (Hbm, Hbm, Hbm) {
     let (o, neg_max, sum): (Hbm, Hbm, Hbm) = attention_cte(
         q3,
@@ -69,6 +76,7 @@ fn step_attention(
         causal_mask = causal,
         tp_q = tp_q,
         tp_k = tp_k,
+        sink = sink,
         tp_out = false,
         cache_softmax = true,
         cp_offset = cp_offset,
@@ -77,6 +85,22 @@ fn step_attention(
         skip_output_normalization = true,
     );
     (o, neg_max, sum)
+}
+
+/// The per-batch sink logits `attention_cte` takes, `[b·h, 1]` fp32 in this
+/// program's HBM: batch `bi` holds `sinks[bi mod h]` (None without sinks).
+#[nki_helper]
+fn sink_rows(sinks: Option<Hbm>, b: i64, h: i64) -> Option<Hbm> {
+    if let Some(sk) = sinks {
+        let rows = nl::ndarray([b * h, 1], nl::float32, buffer = nl::private_hbm);
+        let staged = nl::ndarray([1, h], nl::float32, buffer = nl::sbuf);
+        nisa::dma_copy(staged, sk.reshape([1, h]));
+        for bi in 0..b {
+            nisa::dma_copy(rows.ap([[h, 1], [1, h]], offset = bi * h), staged);
+        }
+        return Some(rows);
+    }
+    None
 }
 
 /// Loads the `(128, n_grp)` statistics of batch `b`.
@@ -184,11 +208,15 @@ fn normalize_batch(
 /// `striped_input`); K and V travel around the ring so every rank attends its
 /// queries to the whole sequence.
 ///
-/// Layouts per rank: `q` and `k` are `[b, h, d, seqlen]` (`[b, h, seqlen, d]` with
-/// `tp_q` / `tp_k`), `v` is `[b, h, seqlen, d]`. Returns the output
-/// `[b, h, seqlen, d]` and, when `training`, the log-sum-exp of the scaled scores
-/// `[b, h, 128, seqlen / 128]` (row `128 g + p` at `[.., p, g]`). With the causal
-/// mask the kernel ignores `softmax_scale`: `q` must be pre-scaled.
+/// Layouts per rank: `q` is `[b, h, d, seqlen]` and `k` `[b, h_kv, d, seqlen]`
+/// (`[.., seqlen, d]` with `tp_q` / `tp_k`), `v` is `[b, h_kv, seqlen, d]`, with
+/// `h` a multiple of `h_kv` (GQA; the library's kernel needs `h_kv = h`). Returns
+/// the output `[b, h, seqlen, d]` and, when `training`, the log-sum-exp of the
+/// scaled scores `[b, h, 128, seqlen / 128]` (row `128 g + p` at `[.., p, g]`).
+/// With the causal mask the kernel ignores `softmax_scale`: `q` must be
+/// pre-scaled. Keyword arguments past the library's (default: off): `sinks`,
+/// float32 `[h]`, one logit per query head in every row's softmax denominator
+/// (not scaled; included in the log-sum-exp).
 #[nki_kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn ring_attention_spmd_fwd(
@@ -204,6 +232,7 @@ pub fn ring_attention_spmd_fwd(
     #[default(nl::float32)] lse_dtype: Dtype,
     #[default(false)] tp_q: bool,
     #[default(false)] tp_k: bool,
+    sinks: Option<Hbm>,
 ) -> Outputs {
     assert!(nisa::get_nc_version() > nisa::nc_version::gen2, "ring_attention_spmd_fwd not supported on trn1");
     assert!(q.ndim() == 4 && k.ndim() == 4 && v.ndim() == 4, "q, k and v must be 4-d, [b, h, d, seqlen] or [b, h, seqlen, d]");
@@ -211,19 +240,19 @@ pub fn ring_attention_spmd_fwd(
     let [b, q_h, d, s] = if tp_q { [q_shape[0], q_shape[1], q_shape[3], q_shape[2]] } else { q_shape };
     let k_shape = k.shape();
     let k_h = k_shape[1];
-    assert!(q_h == k_h, "expects q_heads == kv_heads, broadcast before calling");
+    assert!(k_h >= 1 && q_h % k_h == 0, "q_heads must be a multiple of kv_heads (GQA), got q_heads={q_h}, kv_heads={k_h}");
     assert!(d <= 128, "head_dim must be <= 128, got {d}");
     assert!(s % 128 == 0, "seqlen must be divisible by 128, got {s}");
     // The library leaves these to attention_cte's asserts, or to nothing.
-    let want_k = if tp_k { [b, q_h, s, d] } else { [b, q_h, d, s] };
+    let want_k = if tp_k { [b, k_h, s, d] } else { [b, k_h, d, s] };
     assert!(
         k_shape[0] == b && k_shape[2] == want_k[2] && k_shape[3] == want_k[3],
         "k must be {want_k} to match q's batch, seqlen and head dim, got {k_shape}"
     );
     let v_shape = v.shape();
     assert!(
-        v_shape[0] == b && v_shape[1] == q_h && v_shape[2] == s && v_shape[3] == d,
-        "v must be [{b}, {q_h}, {s}, {d}] to match q, got {v_shape}"
+        v_shape[0] == b && v_shape[1] == k_h && v_shape[2] == s && v_shape[3] == d,
+        "v must be [{b}, {k_h}, {s}, {d}] to match q and k, got {v_shape}"
     );
     assert!(!striped_input || use_causal_mask, "striped_input requires use_causal_mask=True");
     assert!(num_workers >= 1, "num_workers must be >= 1, got {num_workers}");
@@ -234,11 +263,19 @@ pub fn ring_attention_spmd_fwd(
         assert!(size == num_workers, "replica group {gi} has {size} ranks but num_workers is {num_workers}");
     }
 
+    if let Some(sk) = sinks {
+        let sk_shape = sk.shape();
+        assert!(sk.ndim() == 1 && sk_shape[0] == q_h, "sinks must be [{q_h}] (one logit per query head), got {sk_shape}");
+        assert!(sk.dtype() == nl::float32, "sinks must be float32");
+    }
+
     let bs = b * q_h;
+    let bs_kv = b * k_h;
     let n_grp = s / 128;
     let q3 = if tp_q { q.reshape([bs, s, d]) } else { q.reshape([bs, d, s]) };
-    let k3 = if tp_k { k.reshape([bs, s, d]) } else { k.reshape([bs, d, s]) };
-    let v3 = v.reshape([bs, s, d]);
+    let k3 = if tp_k { k.reshape([bs_kv, s, d]) } else { k.reshape([bs_kv, d, s]) };
+    let v3 = v.reshape([bs_kv, s, d]);
+    let sink: Option<Hbm> = sink_rows(sinks, b, q_h);
     let o = nl::ndarray([bs, s, d], q.dtype(), buffer = nl::shared_hbm);
     let lse = if training { Some(nl::ndarray([bs, 128, n_grp], lse_dtype, buffer = nl::shared_hbm)) } else { None };
     let scale = softmax_scale.unwrap_or(1.0 / (d as f64).powf(0.5));
@@ -257,11 +294,15 @@ pub fn ring_attention_spmd_fwd(
     // attention_cte splits an odd last batch half and half in CP and non-causal mode.
     let (rem_g0, rem_g1): (i64, i64) = remainder_groups(shard, s, n_grp, 0.5);
 
-    let k_buf_shape = if tp_k { [bs, s, d] } else { [bs, d, s] };
+    // Each program copies its share of the KV batches into the send buffers.
+    let kv_per_shard = bs_kv / shards;
+    let kv_first = shard * kv_per_shard;
+    let kv_remainder = bs_kv % shards != 0;
+    let k_buf_shape = if tp_k { [bs_kv, s, d] } else { [bs_kv, d, s] };
     let send_k = nl::ndarray(k_buf_shape, k.dtype(), buffer = nl::shared_hbm);
     let recv_k = nl::ndarray(k_buf_shape, k.dtype(), buffer = nl::shared_hbm);
-    let send_v = nl::ndarray([bs, s, d], v.dtype(), buffer = nl::shared_hbm);
-    let recv_v = nl::ndarray([bs, s, d], v.dtype(), buffer = nl::shared_hbm);
+    let send_v = nl::ndarray([bs_kv, s, d], v.dtype(), buffer = nl::shared_hbm);
+    let recv_v = nl::ndarray([bs_kv, s, d], v.dtype(), buffer = nl::shared_hbm);
     let rg = ncc::ReplicaGroup(groups);
 
     // Causal steps mask by ring positions: cp_offset = (mine - theirs) * seqlen
@@ -278,15 +319,15 @@ pub fn ring_attention_spmd_fwd(
 
     // Step 0: the rank's own keys.
     let (o_acc, nm_acc, sum_acc): (Hbm, Hbm, Hbm) =
-        step_attention(q3, k3, v3, attn_scale, use_causal_mask, tp_q, tp_k, cp_offset, cp_deg, striped_input);
+        step_attention(q3, k3, v3, attn_scale, use_causal_mask, tp_q, tp_k, cp_offset, cp_deg, striped_input, sink);
 
-    for bi in b_first..b_first + per_shard {
+    for bi in kv_first..kv_first + kv_per_shard {
         nisa::dma_copy(send_k[s![bi, .., ..]], k3[s![bi, .., ..]]);
         nisa::dma_copy(send_v[s![bi, .., ..]], v3[s![bi, .., ..]]);
     }
-    if has_remainder && shard == 0 {
-        nisa::dma_copy(send_k[s![bs - 1, .., ..]], k3[s![bs - 1, .., ..]]);
-        nisa::dma_copy(send_v[s![bs - 1, .., ..]], v3[s![bs - 1, .., ..]]);
+    if kv_remainder && shard == 0 {
+        nisa::dma_copy(send_k[s![bs_kv - 1, .., ..]], k3[s![bs_kv - 1, .., ..]]);
+        nisa::dma_copy(send_v[s![bs_kv - 1, .., ..]], v3[s![bs_kv - 1, .., ..]]);
     }
     if num_workers > 1 {
         if shards > 1 {
@@ -318,7 +359,7 @@ pub fn ring_attention_spmd_fwd(
             nisa::dma_copy(cpo, off[s![0..1, 0..1]]);
         }
         let (o_cur, nm_cur, sum_cur): (Hbm, Hbm, Hbm) =
-            step_attention(q3, arrived_k, arrived_v, attn_scale, use_causal_mask, tp_q, tp_k, cp_offset, cp_deg, striped_input);
+            step_attention(q3, arrived_k, arrived_v, attn_scale, use_causal_mask, tp_q, tp_k, cp_offset, cp_deg, striped_input, None);
         // The next transfer goes out before this step's merge.
         if step + 1 < num_workers {
             ncc::collective_permute_implicit([[arrived_k]], [[free_k]], rg);

@@ -1,0 +1,186 @@
+//! `ring_attention_spmd_fwd`'s features past the NKI library's — grouped-query
+//! K/V (`h_kv` heads) and sinks — through the typed API, against the float64
+//! reference (`nki_attention::reference::attend`) on the unsharded tensors.
+//!
+//! * numerics: GQA 2:1, 4:1 and 8:1 (MQA), sinks alone and with GQA; W ∈ {1, 2,
+//!   3, 4, 8}; contiguous × {causal, non-causal}, striped × causal; LNC 1 and 2.
+//!   `fp32`: `max|a-b| <= 1e-5·max|ref| + 1e-6` on the output and the LSE;
+//!   `hardware` (bf16 inputs, the reference on the rounded inputs):
+//!   `<= 1e-3 + 1e-2·max|ref|` (today's ring bounds);
+//! * sinks count once: the same with W = 1 and W = 8, and a huge sink drives
+//!   every output to zero with LSE = sink;
+//! * communication: with GQA 8:1 every permute moves 1/8 of the bytes of MHA;
+//! * errors: kv_heads that do not divide the heads and malformed sinks are
+//!   refused naming the parameter.
+
+mod common;
+
+use common::{assert_close, as_dtype, uniform};
+use nki::attention::reference::{Dims, Features, attend};
+use nki::attention::ring_fwd::{Queries, RingFwdConfig, RingFwdInputs, RingFwdOutputs};
+use nki::attention::shard::{SeqLayout, shard, unshard, unshard_lse};
+use nki::{Dtype, Launch, Precision, Tensor};
+
+/// One global problem: `q` `[b, h, S, d]`, `k` and `v` `[b, h_kv, S, d]`.
+struct Case {
+    dims: Dims,
+    q: Vec<f64>,
+    k: Vec<f64>,
+    v: Vec<f64>,
+    sinks: Option<Vec<f64>>,
+    scale: f64,
+}
+
+impl Case {
+    fn new(dims: Dims, sinks: bool, seed: u64) -> Case {
+        let nq = dims.batch * dims.heads * dims.seqlen * dims.head_dim;
+        let nk = dims.batch * dims.kv_heads * dims.seqlen * dims.head_dim;
+        Case {
+            dims,
+            q: uniform(nq, seed, -1.0, 1.0),
+            k: uniform(nk, seed + 1, -1.0, 1.0),
+            v: uniform(nk, seed + 2, -1.0, 1.0),
+            sinks: sinks.then(|| uniform(dims.heads, seed + 3, -1.0, 3.0)),
+            scale: 0.4,
+        }
+    }
+
+    /// The case with its data rounded to `dtype` (what the kernel sees).
+    fn rounded(&self, dtype: Dtype) -> Case {
+        Case { q: as_dtype(&self.q, dtype), k: as_dtype(&self.k, dtype), v: as_dtype(&self.v, dtype), sinks: self.sinks.clone(), ..*self }
+    }
+
+    fn runs(&self, w: usize, layout: SeqLayout, causal: bool, lnc: usize, precision: Precision, dtype: Dtype) -> RingFwdOutputs {
+        let Dims { batch: b, heads: h, kv_heads: hk, seqlen: s, head_dim: d } = self.dims;
+        let t = |x: &[f64], heads: usize| common::tensor(&[b, heads, s, d], x, dtype);
+        let (q, k, v) = (
+            shard(&t(&self.q, h), w, layout, true).unwrap(),
+            shard(&t(&self.k, hk), w, layout, true).unwrap(),
+            shard(&t(&self.v, hk), w, layout, false).unwrap(),
+        );
+        let sinks = self.sinks.as_ref().map(|x| common::tensor(&[h], x, Dtype::F32));
+        let cfg = RingFwdConfig::new(w as i64)
+            .causal(causal)
+            .striped(layout == SeqLayout::Striped)
+            .training(true)
+            .softmax_scale(self.scale)
+            .kv_heads(hk as i64);
+        let launch = Launch::new().ranks(w).lnc(lnc).precision(precision);
+        cfg.launch(&launch, &RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: sinks.as_ref() }).unwrap()
+    }
+
+    fn reference(&self, causal: bool) -> (Vec<f64>, Vec<f64>) {
+        let f = Features { causal, sinks: self.sinks.as_deref(), ..Features::default() };
+        let r = attend(&self.q, &self.k, &self.v, &self.dims, self.scale, &f);
+        (r.out, r.lse)
+    }
+
+    /// Runs the ring and checks the output and the LSE against the reference.
+    fn check(&self, w: usize, layout: SeqLayout, causal: bool, lnc: usize, precision: Precision) {
+        let (dtype, atol, rtol) = match precision {
+            Precision::Fp32 => (Dtype::F32, 1e-6, 1e-5),
+            _ => (Dtype::Bf16, 1e-3, 1e-2),
+        };
+        let exact = self.rounded(dtype);
+        // Causal queries are scaled in fp32 and rounded again by the API.
+        let seen = if causal && dtype != Dtype::F32 {
+            let q: Vec<f64> = exact.q.iter().map(|&x| as_dtype(&[(x as f32 * self.scale as f32) as f64], dtype)[0] / self.scale).collect();
+            Case { q, ..exact.rounded(Dtype::F32) }
+        } else {
+            exact
+        };
+        let (want_o, want_l) = seen.reference(causal);
+        let outs = self.runs(w, layout, causal, lnc, precision, dtype);
+        let what = format!(
+            "W{w} {layout:?} causal={causal} lnc{lnc} {precision:?} h{}:{} sinks={}",
+            self.dims.heads,
+            self.dims.kv_heads,
+            self.sinks.is_some()
+        );
+        assert_close(&what, &unshard(&outs.out, layout, false).unwrap().to_f32_vec(), &want_o, atol, rtol);
+        let lse = unshard_lse(&outs.lse.expect("training returns the LSE"), layout).unwrap().to_f32_vec();
+        assert_close(&format!("{what} LSE"), &lse, &want_l, atol, rtol);
+    }
+}
+
+fn dims(w: usize, heads: usize, kv_heads: usize, s_local: usize, d: usize) -> Dims {
+    Dims { batch: 1, heads, kv_heads, seqlen: w * s_local, head_dim: d }
+}
+
+#[test]
+fn grouped_query_rings_match_the_reference_in_every_layout() {
+    for (w, h, hk, lnc) in [(1, 2, 1, 1), (2, 4, 2, 2), (3, 4, 1, 1), (4, 8, 1, 2), (8, 2, 1, 1)] {
+        let case = Case::new(dims(w, h, hk, 128, 32), false, 11 + w as u64);
+        for (layout, causal) in [(SeqLayout::Contiguous, false), (SeqLayout::Contiguous, true), (SeqLayout::Striped, true)] {
+            case.check(w, layout, causal, lnc, Precision::Fp32);
+        }
+    }
+}
+
+#[test]
+fn sinks_alone_and_with_grouped_queries_match_the_reference() {
+    for (w, h, hk, lnc) in [(1, 2, 2, 1), (2, 2, 2, 2), (4, 4, 2, 1), (3, 3, 1, 2)] {
+        let case = Case::new(dims(w, h, hk, 128, 16), true, 31 + w as u64);
+        for (layout, causal) in [(SeqLayout::Contiguous, false), (SeqLayout::Contiguous, true), (SeqLayout::Striped, true)] {
+            case.check(w, layout, causal, lnc, Precision::Fp32);
+        }
+    }
+}
+
+#[test]
+fn hardware_precision_stays_within_the_bf16_bounds() {
+    let case = Case::new(dims(4, 8, 2, 128, 64), true, 51);
+    case.check(4, SeqLayout::Striped, true, 2, Precision::Hardware);
+    case.check(4, SeqLayout::Contiguous, false, 1, Precision::Hardware);
+}
+
+#[test]
+fn a_sink_counts_once_however_many_steps() {
+    // The same global problem on 1 and 8 ranks; and a sink of 60 outweighs every score.
+    let mut case = Case::new(dims(8, 2, 1, 128, 16), true, 61);
+    let lse = |w: usize, c: &Case| unshard_lse(&c.runs(w, SeqLayout::Contiguous, true, 1, Precision::Fp32, Dtype::F32).lse.unwrap(), SeqLayout::Contiguous).unwrap().to_f32_vec();
+    let (one, eight) = (lse(1, &case), lse(8, &case));
+    assert!(one.iter().zip(&eight).all(|(a, b)| (a - b).abs() < 1e-5), "LSE differs between W=1 and W=8");
+    case.sinks = Some(vec![60.0, 60.0]);
+    let outs = case.runs(8, SeqLayout::Striped, true, 1, Precision::Fp32, Dtype::F32);
+    let out = unshard(&outs.out, SeqLayout::Striped, false).unwrap().to_f32_vec();
+    assert!(out.iter().all(|x| x.abs() < 1e-20), "a dominant sink leaves no weight on the values");
+    let lse = unshard_lse(&outs.lse.unwrap(), SeqLayout::Striped).unwrap().to_f32_vec();
+    assert!(lse.iter().all(|&l| (l - 60.0).abs() < 1e-5), "LSE = the sink when it dominates");
+}
+
+#[test]
+fn gqa_8_to_1_moves_an_eighth_of_the_bytes_per_step() {
+    let w = 4;
+    let bytes = |hk: usize| -> Vec<usize> {
+        let outs = Case::new(dims(w, 8, hk, 128, 32), false, 71).runs(w, SeqLayout::Contiguous, true, 1, Precision::Fp32, Dtype::F32);
+        assert_eq!(outs.comm.len(), 2 * (w - 1), "one K and one V permute per transfer step");
+        outs.comm.iter().map(|e| e.bytes).collect()
+    };
+    let (mha, gqa) = (bytes(8), bytes(1));
+    // Every permute of the MHA ring moves W ranks' K or V: 8 heads x 128 tokens x 32 x 4 bytes each.
+    assert!(mha.iter().all(|&b| b == w * 8 * 128 * 32 * 4), "{mha:?}");
+    assert!(mha.iter().zip(&gqa).all(|(m, g)| m == &(8 * g)), "MHA {mha:?} vs GQA 8:1 {gqa:?}");
+}
+
+#[test]
+fn bad_kv_heads_and_sinks_are_refused_naming_the_parameter() {
+    let case = Case::new(dims(2, 4, 4, 128, 16), false, 81);
+    let t = |x: &[f64], heads: usize| common::tensor(&[1, heads, 256, 16], x, Dtype::F32);
+    let (q, k, v) = (
+        shard(&t(&case.q, 4), 2, SeqLayout::Contiguous, true).unwrap(),
+        shard(&t(&case.k[..256 * 16 * 3], 3), 2, SeqLayout::Contiguous, true).unwrap(),
+        shard(&t(&case.v[..256 * 16 * 3], 3), 2, SeqLayout::Contiguous, false).unwrap(),
+    );
+    let launch = Launch::new().ranks(2).precision(Precision::Fp32);
+    let inputs = RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: None };
+    let e = RingFwdConfig::new(2).launch(&launch, &inputs).unwrap_err().to_string();
+    assert_eq!(e, "invalid kv_heads = 3 with 4 query heads: ring_attention_spmd_fwd: kv_heads must be >= 1 and divide the query heads (GQA)");
+    let (k, v) = (shard(&t(&case.k, 4), 2, SeqLayout::Contiguous, true).unwrap(), shard(&t(&case.v, 4), 2, SeqLayout::Contiguous, false).unwrap());
+    let bad = Tensor::from_f32(&[3], &[0.0; 3], Dtype::F32).unwrap();
+    let e = RingFwdConfig::new(2).launch(&launch, &RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: Some(&bad) }).unwrap_err();
+    assert!(e.to_string().starts_with("invalid sinks = float32 [3]: must be float32 [4]"), "{e}");
+    let nan = Tensor::from_f32(&[4], &[0.0, f32::NAN, 0.0, 0.0], Dtype::F32).unwrap();
+    let e = RingFwdConfig::new(2).launch(&launch, &RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: Some(&nan) }).unwrap_err();
+    assert!(e.to_string().contains("invalid sinks = NaN"), "{e}");
+}
