@@ -15,7 +15,7 @@
 
 mod common;
 
-use common::{assert_close, as_dtype, uniform};
+use common::{as_dtype, assert_close, uniform};
 use nki::attention::reference::{Dims, Features, attend};
 use nki::attention::ring_fwd::{Queries, RingFwdConfig, RingFwdInputs, RingFwdOutputs};
 use nki::attention::shard::{SeqLayout, shard, unshard, unshard_lse};
@@ -138,7 +138,11 @@ fn hardware_precision_stays_within_the_bf16_bounds() {
 fn a_sink_counts_once_however_many_steps() {
     // The same global problem on 1 and 8 ranks; and a sink of 60 outweighs every score.
     let mut case = Case::new(dims(8, 2, 1, 128, 16), true, 61);
-    let lse = |w: usize, c: &Case| unshard_lse(&c.runs(w, SeqLayout::Contiguous, true, 1, Precision::Fp32, Dtype::F32).lse.unwrap(), SeqLayout::Contiguous).unwrap().to_f32_vec();
+    let lse = |w: usize, c: &Case| {
+        unshard_lse(&c.runs(w, SeqLayout::Contiguous, true, 1, Precision::Fp32, Dtype::F32).lse.unwrap(), SeqLayout::Contiguous)
+            .unwrap()
+            .to_f32_vec()
+    };
     let (one, eight) = (lse(1, &case), lse(8, &case));
     assert!(one.iter().zip(&eight).all(|(a, b)| (a - b).abs() < 1e-5), "LSE differs between W=1 and W=8");
     case.sinks = Some(vec![60.0, 60.0]);
@@ -175,8 +179,12 @@ fn bad_kv_heads_and_sinks_are_refused_naming_the_parameter() {
     let launch = Launch::new().ranks(2).precision(Precision::Fp32);
     let inputs = RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: None };
     let e = RingFwdConfig::new(2).launch(&launch, &inputs).unwrap_err().to_string();
-    assert_eq!(e, "invalid kv_heads = 3 with 4 query heads: ring_attention_spmd_fwd: kv_heads must be >= 1 and divide the query heads (GQA)");
-    let (k, v) = (shard(&t(&case.k, 4), 2, SeqLayout::Contiguous, true).unwrap(), shard(&t(&case.v, 4), 2, SeqLayout::Contiguous, false).unwrap());
+    assert_eq!(
+        e,
+        "invalid kv_heads = 3 with 4 query heads: ring_attention_spmd_fwd: kv_heads must be >= 1 and divide the query heads (GQA)"
+    );
+    let (k, v) =
+        (shard(&t(&case.k, 4), 2, SeqLayout::Contiguous, true).unwrap(), shard(&t(&case.v, 4), 2, SeqLayout::Contiguous, false).unwrap());
     let bad = Tensor::from_f32(&[3], &[0.0; 3], Dtype::F32).unwrap();
     let e = RingFwdConfig::new(2).launch(&launch, &RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: Some(&bad) }).unwrap_err();
     assert!(e.to_string().starts_with("invalid sinks = float32 [3]: must be float32 [4]"), "{e}");

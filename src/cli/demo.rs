@@ -104,7 +104,10 @@ fn run_ring_fwd(c: &Case, dtype: Dtype, precision: Precision) -> Result<Row, Nki
     let (qs, ks, vs) = (shard(&q, W, layout, true)?, shard(&k, W, layout, true)?, shard(&v, W, layout, false)?);
     let cfg = RingFwdConfig::new(W as i64).causal(true).striped(true).training(true);
     let start = Instant::now();
-    let outs = cfg.launch(&Launch::new().ranks(W).lnc(2).precision(precision), &RingFwdInputs { q: Queries::Raw(&qs), k: &ks, v: &vs, sinks: None })?;
+    let outs = cfg.launch(
+        &Launch::new().ranks(W).lnc(2).precision(precision),
+        &RingFwdInputs { q: Queries::Raw(&qs), k: &ks, v: &vs, sinks: None },
+    )?;
     let secs = start.elapsed().as_secs_f64();
     let (err_o, max_o) = error(&unshard(&outs.out, layout, false)?.to_f32_vec(), &c.fwd.out);
     let lse = outs.lse.unwrap_or_default();

@@ -70,10 +70,9 @@ impl RingFwdConfig {
             RingFwdRule::HeadDim => ("d", d.map_or(0, |d| d.head_dim).to_string()),
             RingFwdRule::SeqlenMultiple => ("seqlen", d.map_or(0, |d| d.seqlen).to_string()),
             RingFwdRule::BatchHeads => ("b, h", d.map_or(String::new(), |d| format!("{}, {}", d.batch, d.heads))),
-            RingFwdRule::KvHeads => (
-                "kv_heads",
-                format!("{} with {} query heads", self.kv_heads.unwrap_or(0), d.map_or("?".into(), |d| d.heads.to_string())),
-            ),
+            RingFwdRule::KvHeads => {
+                ("kv_heads", format!("{} with {} query heads", self.kv_heads.unwrap_or(0), d.map_or("?".into(), |d| d.heads.to_string())))
+            }
             RingFwdRule::ScaleNotFinite => ("softmax_scale", self.softmax_scale.map_or_else(|| "None".into(), |s| s.to_string())),
         };
         NkiError::argument(param, value, rule.message())
@@ -220,8 +219,12 @@ mod tests {
         let (qf, qi, k, v) =
             (t(Dtype::F32), t(Dtype::I32), t(Dtype::F32), Tensor::from_f32(&[1, 1, 128, 16], &vec![0.5; 2048], Dtype::F32).unwrap());
         let launch = Launch::new().ranks(1);
-        let int_q =
-            RingFwdInputs { q: Queries::Raw(std::slice::from_ref(&qi)), k: std::slice::from_ref(&k), v: std::slice::from_ref(&v), sinks: None };
+        let int_q = RingFwdInputs {
+            q: Queries::Raw(std::slice::from_ref(&qi)),
+            k: std::slice::from_ref(&k),
+            v: std::slice::from_ref(&v),
+            sinks: None,
+        };
         let e = RingFwdConfig::new(1).launch(&launch, &int_q).unwrap_err();
         assert_eq!(e.to_string(), "invalid q[0] = int32: ring_attention_spmd_fwd takes q as float32, bfloat16 or float16");
         let ok = RingFwdInputs { q: Queries::Raw(std::slice::from_ref(&qf)), ..int_q };

@@ -9,6 +9,21 @@ from .attention_cte import remainder_groups
 from .attention_cte import scalar_column
 
 
+def sink_rows(sinks, b, h):
+    """The per-batch sink logits `attention_cte` takes, `[b·h, 1]` fp32 in this
+    program's HBM: batch `bi` holds `sinks[bi mod h]` (None without sinks).
+    """
+    if sinks is not None:
+        sk = sinks
+        rows = nl.ndarray(shape=(b * h, 1), dtype=nl.float32, buffer=nl.private_hbm)
+        staged = nl.ndarray(shape=(1, h), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=staged, src=sk.reshape(shape=(1, h)))
+        for bi in range(b):
+            nisa.dma_copy(dst=rows.ap(pattern=[[h, 1], [1, h]], offset=bi * h), src=staged)
+        return rows
+    return None
+
+
 def fill_ring_positions(table, groups, num_workers):
     """Fills `table[0, rank] = position of rank in its ring` for every rank of the
     replica groups (`[0, 1, ..., num_workers)` when there are none): collectives
@@ -27,11 +42,11 @@ def fill_ring_positions(table, groups, num_workers):
     nisa.dma_copy(dst=table, src=positions)
 
 
-def step_attention(q3, k, v, scale, causal, tp_q, tp_k, cp_offset, cp_deg, striped):
+def step_attention(q3, k, v, scale, causal, tp_q, tp_k, cp_offset, cp_deg, striped, sink):
     """One ring step's `attention_cte`: the unnormalised output and the raw statistics
     (negated max, sum) of the local queries against `k` and `v`.
     """
-    o, neg_max, sum = attention_cte(q3, k, v, scale=scale, causal_mask=causal, tp_q=tp_q, tp_k=tp_k, tp_out=False, cache_softmax=True, cp_offset=cp_offset, global_cp_deg=cp_deg, cp_striped_input=striped, skip_output_normalization=True)
+    o, neg_max, sum = attention_cte(q3, k, v, scale=scale, causal_mask=causal, tp_q=tp_q, tp_k=tp_k, sink=sink, tp_out=False, cache_softmax=True, cp_offset=cp_offset, global_cp_deg=cp_deg, cp_striped_input=striped, skip_output_normalization=True)
     return (o, neg_max, sum)
 
 
@@ -128,18 +143,22 @@ def normalize_batch(o_acc, nm_acc, sum_acc, o, lse, b, g0, g1, s, d, lse_dtype):
 
 
 @nki.jit
-def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax_scale=None, use_causal_mask=False, striped_input=False, training=False, lse_dtype=nl.float32, tp_q=False, tp_k=False):
+def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax_scale=None, use_causal_mask=False, striped_input=False, training=False, lse_dtype=nl.float32, tp_q=False, tp_k=False, sinks=None):
     """Ring attention forward, a drop-in for the NKI library's
     `ring_attention_spmd_fwd` (2.30): each of `num_workers` ranks holds `seqlen`
     tokens of the sequence (contiguous blocks, or every `num_workers`-th token with
     `striped_input`); K and V travel around the ring so every rank attends its
     queries to the whole sequence.
 
-    Layouts per rank: `q` and `k` are `[b, h, d, seqlen]` (`[b, h, seqlen, d]` with
-    `tp_q` / `tp_k`), `v` is `[b, h, seqlen, d]`. Returns the output
-    `[b, h, seqlen, d]` and, when `training`, the log-sum-exp of the scaled scores
-    `[b, h, 128, seqlen / 128]` (row `128 g + p` at `[.., p, g]`). With the causal
-    mask the kernel ignores `softmax_scale`: `q` must be pre-scaled.
+    Layouts per rank: `q` is `[b, h, d, seqlen]` and `k` `[b, h_kv, d, seqlen]`
+    (`[.., seqlen, d]` with `tp_q` / `tp_k`), `v` is `[b, h_kv, seqlen, d]`, with
+    `h` a multiple of `h_kv` (GQA; the library's kernel needs `h_kv = h`). Returns
+    the output `[b, h, seqlen, d]` and, when `training`, the log-sum-exp of the
+    scaled scores `[b, h, 128, seqlen / 128]` (row `128 g + p` at `[.., p, g]`).
+    With the causal mask the kernel ignores `softmax_scale`: `q` must be
+    pre-scaled. Keyword arguments past the library's (default: off): `sinks`,
+    float32 `[h]`, one logit per query head in every row's softmax denominator
+    (not scaled; included in the log-sum-exp).
     """
     assert nisa.get_nc_version() > nisa.nc_version.gen2, "ring_attention_spmd_fwd not supported on trn1"
     assert q.ndim == 4 and k.ndim == 4 and v.ndim == 4, "q, k and v must be 4-d, [b, h, d, seqlen] or [b, h, seqlen, d]"
@@ -147,13 +166,13 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
     b, q_h, d, s = [q_shape[0], q_shape[1], q_shape[3], q_shape[2]] if tp_q else q_shape
     k_shape = k.shape
     k_h = k_shape[1]
-    assert q_h == k_h, "expects q_heads == kv_heads, broadcast before calling"
+    assert k_h >= 1 and q_h % k_h == 0, f"q_heads must be a multiple of kv_heads (GQA), got q_heads={q_h}, kv_heads={k_h}"
     assert d <= 128, f"head_dim must be <= 128, got {d}"
     assert s % 128 == 0, f"seqlen must be divisible by 128, got {s}"
-    want_k = [b, q_h, s, d] if tp_k else [b, q_h, d, s]
+    want_k = [b, k_h, s, d] if tp_k else [b, k_h, d, s]
     assert k_shape[0] == b and k_shape[2] == want_k[2] and k_shape[3] == want_k[3], f"k must be {want_k} to match q's batch, seqlen and head dim, got {k_shape}"
     v_shape = v.shape
-    assert v_shape[0] == b and v_shape[1] == q_h and v_shape[2] == s and v_shape[3] == d, f"v must be [{b}, {q_h}, {s}, {d}] to match q, got {v_shape}"
+    assert v_shape[0] == b and v_shape[1] == k_h and v_shape[2] == s and v_shape[3] == d, f"v must be [{b}, {k_h}, {s}, {d}] to match q and k, got {v_shape}"
     assert not striped_input or use_causal_mask, "striped_input requires use_causal_mask=True"
     assert num_workers >= 1, f"num_workers must be >= 1, got {num_workers}"
     assert not use_causal_mask or num_workers <= 32, f"causal ring attention supports at most 32 workers, got {num_workers}"
@@ -161,11 +180,18 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
     for gi in range(len(groups)):
         size = len(groups[gi])
         assert size == num_workers, f"replica group {gi} has {size} ranks but num_workers is {num_workers}"
+    if sinks is not None:
+        sk = sinks
+        sk_shape = sk.shape
+        assert sk.ndim == 1 and sk_shape[0] == q_h, f"sinks must be [{q_h}] (one logit per query head), got {sk_shape}"
+        assert sk.dtype == nl.float32, "sinks must be float32"
     bs = b * q_h
+    bs_kv = b * k_h
     n_grp = s // 128
     q3 = q.reshape(shape=(bs, s, d)) if tp_q else q.reshape(shape=(bs, d, s))
-    k3 = k.reshape(shape=(bs, s, d)) if tp_k else k.reshape(shape=(bs, d, s))
-    v3 = v.reshape(shape=(bs, s, d))
+    k3 = k.reshape(shape=(bs_kv, s, d)) if tp_k else k.reshape(shape=(bs_kv, d, s))
+    v3 = v.reshape(shape=(bs_kv, s, d))
+    sink = sink_rows(sinks, b, q_h)
     o = nl.ndarray(shape=(bs, s, d), dtype=q.dtype, buffer=nl.shared_hbm)
     lse = nl.ndarray(shape=(bs, 128, n_grp), dtype=lse_dtype, buffer=nl.shared_hbm) if training else None
     scale = softmax_scale if softmax_scale is not None else 1.0 / float(d) ** 0.5
@@ -179,11 +205,14 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
     b_first = shard * per_shard
     has_remainder = bs % shards != 0
     rem_g0, rem_g1 = remainder_groups(shard, s, n_grp, 0.5)
-    k_buf_shape = [bs, s, d] if tp_k else [bs, d, s]
+    kv_per_shard = bs_kv // shards
+    kv_first = shard * kv_per_shard
+    kv_remainder = bs_kv % shards != 0
+    k_buf_shape = [bs_kv, s, d] if tp_k else [bs_kv, d, s]
     send_k = nl.ndarray(shape=k_buf_shape, dtype=k.dtype, buffer=nl.shared_hbm)
     recv_k = nl.ndarray(shape=k_buf_shape, dtype=k.dtype, buffer=nl.shared_hbm)
-    send_v = nl.ndarray(shape=(bs, s, d), dtype=v.dtype, buffer=nl.shared_hbm)
-    recv_v = nl.ndarray(shape=(bs, s, d), dtype=v.dtype, buffer=nl.shared_hbm)
+    send_v = nl.ndarray(shape=(bs_kv, s, d), dtype=v.dtype, buffer=nl.shared_hbm)
+    recv_v = nl.ndarray(shape=(bs_kv, s, d), dtype=v.dtype, buffer=nl.shared_hbm)
     rg = ncc.ReplicaGroup(groups)
     n_rings = 1 if len(groups) == 0 else len(groups)
     positions = nl.ndarray(shape=(1, n_rings * num_workers), dtype=nl.float32, buffer=nl.shared_hbm)
@@ -194,13 +223,13 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
         zero = nl.ndarray(shape=(1, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.memset(dst=zero, value=0.0)
         nisa.dma_copy(dst=cpo, src=zero)
-    o_acc, nm_acc, sum_acc = step_attention(q3, k3, v3, attn_scale, use_causal_mask, tp_q, tp_k, cp_offset, cp_deg, striped_input)
-    for bi in range(b_first, b_first + per_shard):
+    o_acc, nm_acc, sum_acc = step_attention(q3, k3, v3, attn_scale, use_causal_mask, tp_q, tp_k, cp_offset, cp_deg, striped_input, sink)
+    for bi in range(kv_first, kv_first + kv_per_shard):
         nisa.dma_copy(dst=send_k[bi, :, :], src=k3[bi, :, :])
         nisa.dma_copy(dst=send_v[bi, :, :], src=v3[bi, :, :])
-    if has_remainder and shard == 0:
-        nisa.dma_copy(dst=send_k[bs - 1, :, :], src=k3[bs - 1, :, :])
-        nisa.dma_copy(dst=send_v[bs - 1, :, :], src=v3[bs - 1, :, :])
+    if kv_remainder and shard == 0:
+        nisa.dma_copy(dst=send_k[bs_kv - 1, :, :], src=k3[bs_kv - 1, :, :])
+        nisa.dma_copy(dst=send_v[bs_kv - 1, :, :], src=v3[bs_kv - 1, :, :])
     if num_workers > 1:
         if shards > 1:
             nisa.core_barrier(data=send_k, cores=(0, 1))
@@ -224,7 +253,7 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
                 nisa.tensor_tensor(dst=off, data1=my_pos, data2=their_pos, op=nl.subtract)
                 nisa.tensor_scalar(dst=off, data=off, op0=nl.multiply, operand0=float(s))
             nisa.dma_copy(dst=cpo, src=off[0:1, 0:1])
-        o_cur, nm_cur, sum_cur = step_attention(q3, arrived_k, arrived_v, attn_scale, use_causal_mask, tp_q, tp_k, cp_offset, cp_deg, striped_input)
+        o_cur, nm_cur, sum_cur = step_attention(q3, arrived_k, arrived_v, attn_scale, use_causal_mask, tp_q, tp_k, cp_offset, cp_deg, striped_input, None)
         if step + 1 < num_workers:
             ncc.collective_permute_implicit(srcs_by_channel=[[arrived_k]], dsts_by_channel=[[free_k]], replica_group=rg)
             ncc.collective_permute_implicit(srcs_by_channel=[[arrived_v]], dsts_by_channel=[[free_v]], replica_group=rg)
