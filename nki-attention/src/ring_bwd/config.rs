@@ -46,6 +46,9 @@ pub struct RingBwdConfig {
     /// The dtype of q, k, v, o and dy, when known: with `dims` it sizes the SBUF
     /// footprint (see [`max_seqlen`](Self::max_seqlen)).
     pub dtype: Option<Dtype>,
+    /// K/V heads for grouped-query attention (None: as many as the query heads);
+    /// dK and dV come back with this many heads, summed over each group.
+    pub kv_heads: Option<i64>,
     /// The generation the kernel targets: its SBUF bounds the tokens per rank.
     pub target: Generation,
 }
@@ -66,6 +69,8 @@ pub enum RingBwdRule {
     LncSize,
     /// Batch and heads positive.
     BatchHeads,
+    /// GQA: at least one KV head, and the query heads a multiple of them.
+    KvHeads,
     /// B2: tokens per rank a positive multiple of 128.
     SeqlenMultiple,
     /// B5: tokens per rank tile into the 512-key tiles and KV sections (128, 256 or a multiple of 512).
@@ -92,6 +97,7 @@ impl RingBwdRule {
             RingBwdRule::GroupRanks => "ring_attention_spmd_bwd: replica groups must name each rank 0..groups x num_workers exactly once",
             RingBwdRule::LncSize => "ring_attention_spmd_bwd: lnc_size must be 1 or 2",
             RingBwdRule::BatchHeads => "ring_attention_spmd_bwd: batch and heads must be positive",
+            RingBwdRule::KvHeads => "ring_attention_spmd_bwd: kv_heads must be >= 1 and divide the query heads (GQA)",
             RingBwdRule::SeqlenMultiple => "ring_attention_spmd_bwd: the tokens per rank must be a positive multiple of 128",
             RingBwdRule::SeqlenTiles => {
                 "ring_attention_spmd_bwd: the tokens per rank must be 128, 256 or a multiple of 512 (512-key tiles in 8192-key sections)"
@@ -144,6 +150,7 @@ impl RingBwdConfig {
             replica_groups: &[],
             dims: None,
             dtype: None,
+            kv_heads: None,
             target: Generation::Trn2,
         }
     }
@@ -181,6 +188,12 @@ impl RingBwdConfig {
     /// Sets [`replica_groups`](Self::replica_groups).
     pub const fn replica_groups(mut self, groups: &'static [&'static [i64]]) -> Self {
         self.replica_groups = groups;
+        self
+    }
+
+    /// Sets [`kv_heads`](Self::kv_heads) (grouped-query attention).
+    pub const fn kv_heads(mut self, kv_heads: i64) -> Self {
+        self.kv_heads = Some(kv_heads);
         self
     }
 
@@ -236,9 +249,19 @@ impl RingBwdConfig {
                 return Some(RingBwdRule::CausalScale);
             }
         }
+        if let Some(kv) = self.kv_heads
+            && kv < 1
+        {
+            return Some(RingBwdRule::KvHeads);
+        }
         if let Some(d) = self.dims {
             if d.batch < 1 || d.heads < 1 {
                 return Some(RingBwdRule::BatchHeads);
+            }
+            if let Some(kv) = self.kv_heads
+                && d.heads % kv != 0
+            {
+                return Some(RingBwdRule::KvHeads);
             }
             if d.seqlen < 128 || d.seqlen % 128 != 0 {
                 return Some(RingBwdRule::SeqlenMultiple);

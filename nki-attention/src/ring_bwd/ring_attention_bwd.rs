@@ -10,6 +10,7 @@
 //! query rows per tile in groups of 4, 512-key tiles, head dims in equal tiles of
 //! at most 128.
 
+use crate::cte::attention_cte::scalar_column;
 use crate::ring_fwd::ring_attention_fwd::{fill_ring_positions, ring_positions_at};
 use nki::prelude::*;
 
@@ -253,6 +254,57 @@ fn load_neg_lse(src: Hbm, mdt: Dtype) -> Sbuf {
     t
 }
 
+/// Stages `-LSE` and `D` of query head `hid` in slot `qh` of `stats`
+/// (`[group, 2, 128, S / 128]`) and, with sinks, writes this rank's share of
+/// the head's sink gradient.
+#[nki_helper]
+#[allow(clippy::too_many_arguments)]
+fn stage_row_stats(
+    lse_ref: Hbm,
+    o_ref: Hbm,
+    dy_ref: Hbm,
+    stats: Hbm,
+    sinks: Option<Hbm>,
+    dsink_part: Hbm,
+    bid: i64,
+    hid: i64,
+    qh: i64,
+    dts: i64,
+    dnt: i64,
+    mdt: Dtype,
+) {
+    let sl = o_ref.shape()[3];
+    let neg_lse: Sbuf = load_neg_lse(lse_ref[s![bid, hid, .., ..]], mdt);
+    let dos: Sbuf = rowsum_dy_o(o_ref, dy_ref, bid, hid, dts, dnt, sl, mdt);
+    nisa::dma_copy(stats[s![qh, 0, .., ..]], neg_lse);
+    nisa::dma_copy(stats[s![qh, 1, .., ..]], dos);
+    if let Some(sk) = sinks {
+        sink_grad(sk, neg_lse, dos, dsink_part, bid, hid, sl / 128);
+    }
+}
+
+/// This rank's share of the sink gradient of query head `hid` of batch `bid`,
+/// `-Σ_i exp(sink - LSE_i)·D_i` over the local rows, written to
+/// `dsink_part[bid, hid]` (`neg_lse` and `dos` are the local `-LSE` and `D`).
+#[nki_helper]
+#[allow(clippy::too_many_arguments)]
+fn sink_grad(sinks: Hbm, neg_lse: Sbuf, dos: Sbuf, dsink_part: Hbm, bid: i64, hid: i64, qnt: i64) {
+    let n = dsink_part.shape()[1];
+    let sink: Sbuf = scalar_column(sinks.ap([[1, 1], [1, 1]], offset = hid));
+    let weighted = nl::ndarray([128, qnt], nl::float32, buffer = nl::sbuf);
+    nisa::activation(weighted, nl::exp, neg_lse, bias = sink);
+    nisa::tensor_tensor(weighted, weighted, dos, nl::multiply);
+    let rows = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
+    nisa::tensor_reduce(rows, nl::add, weighted, 1);
+    let minus_one = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
+    nisa::memset(minus_one, -1.0);
+    let total = nl::ndarray([1, 1], nl::float32, buffer = nl::psum);
+    nisa::nc_matmul(total, rows, minus_one);
+    let out = nl::ndarray([1, 1], nl::float32, buffer = nl::sbuf);
+    nisa::tensor_copy(out, total);
+    nisa::dma_copy(dsink_part.ap([[1, 1], [1, 1]], offset = bid * n + hid), out);
+}
+
 /// Sends Q, dY, LSE and D of every LNC slot to the ring successor.
 #[nki_helper]
 #[allow(clippy::too_many_arguments)]
@@ -264,8 +316,10 @@ fn permute_all(sq: Hbm, rq: Hbm, sdy: Hbm, rdy: Hbm, slse: Hbm, rlse: Hbm, sdos:
     ncc::collective_permute_implicit([[sdos]], [[rdos]], rg);
 }
 
-/// The whole ring for one `(bid, hid)`: program `slot` uses slot `slot` of every
-/// ring buffer (`[lnc, ...]`), and every program issues the same collectives.
+/// The whole ring for KV head `kvh` of batch `bid`: K and V loaded once, then one
+/// ring per query head of its group (`group` heads from `kvh·group`), each adding
+/// to the same dK/dV. Program `slot` uses slot `slot` of every ring buffer
+/// (`[lnc, ...]`), and every program issues the same collectives.
 #[nki_helper]
 #[allow(clippy::too_many_arguments)]
 fn ring_bwd_item(
@@ -290,8 +344,11 @@ fn ring_bwd_item(
     rdq: Hbm,
     dq_scratch: Hbm,
     positions: Hbm,
+    sinks: Option<Hbm>,
+    dsink_part: Hbm,
     bid: i64,
-    hid: i64,
+    kvh: i64,
+    group: i64,
     slot: i64,
     lnc: i64,
     groups: Groups,
@@ -308,127 +365,162 @@ fn ring_bwd_item(
     let qnt = sl / 128;
     let rg = ncc::ReplicaGroup(groups);
 
-    let neg_lse: Sbuf = load_neg_lse(lse_ref[s![bid, hid, .., ..]], mdt);
-    let dos: Sbuf = rowsum_dy_o(o_ref, dy_ref, bid, hid, dts, dnt, sl, mdt);
-    let k_ld: Sbuf = load_head_tiles(k_ref[s![bid, hid, .., ..]], dts, dnt, 0, sl, kdt);
-    let v_ld: Sbuf = load_head_tiles(v_ref[s![bid, hid, .., ..]], dts, dnt, 0, sl, kdt);
+    // -LSE and D of every query head of the group, staged in HBM before K and V
+    // take their SBUF (D's transposes need the room).
+    let stats = nl::ndarray([group, 2, 128, qnt], mdt, buffer = nl::private_hbm);
+    for qh in 0..group {
+        stage_row_stats(lse_ref, o_ref, dy_ref, stats, sinks, dsink_part, bid, kvh * group + qh, qh, dts, dnt, mdt);
+    }
+    let k_ld: Sbuf = load_head_tiles(k_ref[s![bid, kvh, .., ..]], dts, dnt, 0, sl, kdt);
+    let v_ld: Sbuf = load_head_tiles(v_ref[s![bid, kvh, .., ..]], dts, dnt, 0, sl, kdt);
     let dk_r = nl::ndarray([dts, dnt, sl], mdt, buffer = nl::sbuf);
     let dv_r = nl::ndarray([dts, dnt, sl], mdt, buffer = nl::sbuf);
     nisa::memset(dk_r, 0.0);
     nisa::memset(dv_r, 0.0);
+    let neg_lse = nl::ndarray([128, qnt], mdt, buffer = nl::sbuf);
+    let dos = nl::ndarray([128, qnt], mdt, buffer = nl::sbuf);
 
-    // The local queries start around the ring; step 0 runs on them meanwhile.
-    nisa::dma_copy(sq[s![slot, .., ..]], q_ref[s![bid, hid, .., ..]]);
-    nisa::dma_copy(sdy[s![slot, .., ..]], dy_ref[s![bid, hid, .., ..]]);
-    nisa::dma_copy(slse[s![slot, .., ..]], lse_ref[s![bid, hid, .., ..]]);
-    nisa::dma_copy(sdos[s![slot, .., ..]], dos);
-    if lnc > 1 {
-        nisa::core_barrier(sq, [0, 1]);
-        nisa::core_barrier(sdy, [0, 1]);
-        nisa::core_barrier(slse, [0, 1]);
-        nisa::core_barrier(sdos, [0, 1]);
-    }
-    if nw > 1 {
-        permute_all(sq, rq, sdy, rdy, slse, rlse, sdos, rdos, groups);
-    }
-    let dq_slot = dq_scratch[s![slot, .., ..]];
-    compute_step(
-        sq[s![slot, .., ..]],
-        sdy[s![slot, .., ..]],
-        neg_lse,
-        dos,
-        dq_slot,
-        k_ld,
-        v_ld,
-        dk_r,
-        dv_r,
-        None,
-        causal,
-        causal,
-        scale,
-        sl,
-        dts,
-        dnt,
-        mdt,
-    );
-    nisa::dma_copy(sdq[s![slot, .., ..]], dq_slot);
-    if lnc > 1 {
-        nisa::core_barrier(sdq, [0, 1]);
-    }
-    ncc::collective_permute_implicit([[sdq]], [[rdq]], rg);
+    for qh in 0..group {
+        let hid = kvh * group + qh;
+        nisa::dma_copy(neg_lse, stats[s![qh, 0, .., ..]]);
+        nisa::dma_copy(dos, stats[s![qh, 1, .., ..]]);
 
-    for step in nl::sequential_range(1, nw) {
-        // Odd steps find the visiting data in the r* buffers, even steps in the s* ones.
-        let odd = step % 2 == 1;
-        let cur_q = if odd { rq } else { sq };
-        let nxt_q = if odd { sq } else { rq };
-        let cur_dy = if odd { rdy } else { sdy };
-        let nxt_dy = if odd { sdy } else { rdy };
-        let cur_lse = if odd { rlse } else { slse };
-        let nxt_lse = if odd { slse } else { rlse };
-        let cur_dos = if odd { rdos } else { sdos };
-        let nxt_dos = if odd { sdos } else { rdos };
-        let dq_in = if odd { rdq } else { sdq };
-        let dq_fwd = if odd { sdq } else { rdq };
-
-        let step_neg_lse: Sbuf = load_neg_lse(cur_lse[s![slot, .., ..]], mdt);
-        let step_dos = nl::ndarray([128, qnt], mdt, buffer = nl::sbuf);
-        nisa::dma_copy(step_dos, cur_dos[s![slot, .., ..]]);
-        // Causal bounds in local key coordinates, keeping 0 <= k <= row + offset:
-        // contiguous offset (q_pos - k_pos)·S, striped -min(max(k_pos - q_pos, 0), 1).
-        let ub = nl::ndarray([128, qnt], nl::float32, buffer = nl::sbuf);
-        if causal {
-            let (my_pos, q_pos): (Sbuf, Sbuf) = ring_positions_at(positions, groups, step);
-            nisa::iota(ub, [[128, qnt]], channel_multiplier = 1);
-            let off = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
-            if striped {
-                nisa::tensor_tensor(off, my_pos, q_pos, nl::subtract);
-                nisa::tensor_scalar(off, off, nl::maximum, 0.0, op1 = nl::minimum, operand1 = 1.0);
-                nisa::tensor_scalar(ub, ub, nl::subtract, off);
-            } else {
-                nisa::tensor_tensor(off, q_pos, my_pos, nl::subtract);
-                nisa::tensor_scalar(off, off, nl::multiply, sl as f64);
-                nisa::tensor_scalar(ub, ub, nl::add, off);
-            }
+        // The local queries start around the ring; step 0 runs on them meanwhile.
+        nisa::dma_copy(sq[s![slot, .., ..]], q_ref[s![bid, hid, .., ..]]);
+        nisa::dma_copy(sdy[s![slot, .., ..]], dy_ref[s![bid, hid, .., ..]]);
+        nisa::dma_copy(slse[s![slot, .., ..]], lse_ref[s![bid, hid, .., ..]]);
+        nisa::dma_copy(sdos[s![slot, .., ..]], dos);
+        if lnc > 1 {
+            nisa::core_barrier(sq, [0, 1]);
+            nisa::core_barrier(sdy, [0, 1]);
+            nisa::core_barrier(slse, [0, 1]);
+            nisa::core_barrier(sdos, [0, 1]);
         }
-        let bounds = if causal { Some(ub) } else { None };
-        // The next step's data goes out before this step's compute.
-        if step + 1 < nw {
-            permute_all(cur_q, nxt_q, cur_dy, nxt_dy, cur_lse, nxt_lse, cur_dos, nxt_dos, groups);
+        if nw > 1 {
+            permute_all(sq, rq, sdy, rdy, slse, rlse, sdos, rdos, groups);
         }
+        let dq_slot = dq_scratch[s![slot, .., ..]];
         compute_step(
-            cur_q[s![slot, .., ..]],
-            cur_dy[s![slot, .., ..]],
-            step_neg_lse,
-            step_dos,
+            sq[s![slot, .., ..]],
+            sdy[s![slot, .., ..]],
+            neg_lse,
+            dos,
             dq_slot,
             k_ld,
             v_ld,
             dk_r,
             dv_r,
-            bounds,
+            None,
             causal,
-            causal && striped,
+            causal,
             scale,
             sl,
             dts,
             dnt,
             mdt,
         );
+        nisa::dma_copy(sdq[s![slot, .., ..]], dq_slot);
         if lnc > 1 {
-            nisa::core_barrier(dq_scratch, [0, 1]);
+            nisa::core_barrier(sdq, [0, 1]);
         }
-        // This rank's part of the visiting queries' dQ joins the partial sum on its way home.
-        ncc::collective_permute_implicit_reduce([[dq_scratch]], [[dq_in]], [[dq_fwd]], rg, nl::add);
+        ncc::collective_permute_implicit([[sdq]], [[rdq]], rg);
+
+        for step in nl::sequential_range(1, nw) {
+            // Odd steps find the visiting data in the r* buffers, even steps in the s* ones.
+            let odd = step % 2 == 1;
+            let cur_q = if odd { rq } else { sq };
+            let nxt_q = if odd { sq } else { rq };
+            let cur_dy = if odd { rdy } else { sdy };
+            let nxt_dy = if odd { sdy } else { rdy };
+            let cur_lse = if odd { rlse } else { slse };
+            let nxt_lse = if odd { slse } else { rlse };
+            let cur_dos = if odd { rdos } else { sdos };
+            let nxt_dos = if odd { sdos } else { rdos };
+            let dq_in = if odd { rdq } else { sdq };
+            let dq_fwd = if odd { sdq } else { rdq };
+
+            let step_neg_lse: Sbuf = load_neg_lse(cur_lse[s![slot, .., ..]], mdt);
+            let step_dos = nl::ndarray([128, qnt], mdt, buffer = nl::sbuf);
+            nisa::dma_copy(step_dos, cur_dos[s![slot, .., ..]]);
+            // Causal bounds in local key coordinates, keeping 0 <= k <= row + offset:
+            // contiguous offset (q_pos - k_pos)·S, striped -min(max(k_pos - q_pos, 0), 1).
+            let ub = nl::ndarray([128, qnt], nl::float32, buffer = nl::sbuf);
+            if causal {
+                let (my_pos, q_pos): (Sbuf, Sbuf) = ring_positions_at(positions, groups, step);
+                nisa::iota(ub, [[128, qnt]], channel_multiplier = 1);
+                let off = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
+                if striped {
+                    nisa::tensor_tensor(off, my_pos, q_pos, nl::subtract);
+                    nisa::tensor_scalar(off, off, nl::maximum, 0.0, op1 = nl::minimum, operand1 = 1.0);
+                    nisa::tensor_scalar(ub, ub, nl::subtract, off);
+                } else {
+                    nisa::tensor_tensor(off, q_pos, my_pos, nl::subtract);
+                    nisa::tensor_scalar(off, off, nl::multiply, sl as f64);
+                    nisa::tensor_scalar(ub, ub, nl::add, off);
+                }
+            }
+            let bounds = if causal { Some(ub) } else { None };
+            // The next step's data goes out before this step's compute.
+            if step + 1 < nw {
+                permute_all(cur_q, nxt_q, cur_dy, nxt_dy, cur_lse, nxt_lse, cur_dos, nxt_dos, groups);
+            }
+            compute_step(
+                cur_q[s![slot, .., ..]],
+                cur_dy[s![slot, .., ..]],
+                step_neg_lse,
+                step_dos,
+                dq_slot,
+                k_ld,
+                v_ld,
+                dk_r,
+                dv_r,
+                bounds,
+                causal,
+                causal && striped,
+                scale,
+                sl,
+                dts,
+                dnt,
+                mdt,
+            );
+            if lnc > 1 {
+                nisa::core_barrier(dq_scratch, [0, 1]);
+            }
+            // This rank's part of the visiting queries' dQ joins the partial sum on its way home.
+            ncc::collective_permute_implicit_reduce([[dq_scratch]], [[dq_in]], [[dq_fwd]], rg, nl::add);
+        }
+
+        // After the last exchange the complete dQ of the local queries is back here.
+        let dq_home = if nw % 2 == 0 { sdq } else { rdq };
+        nisa::dma_copy(out_dq[s![bid, hid, .., ..]], dq_home[s![slot, .., ..]]);
     }
 
     for dt in 0..dnt {
-        nisa::dma_copy(out_dk[s![bid, hid, dt * dts..(dt + 1) * dts, ..]], dk_r[s![.., dt, ..]]);
-        nisa::dma_copy(out_dv[s![bid, hid, dt * dts..(dt + 1) * dts, ..]], dv_r[s![.., dt, ..]]);
+        nisa::dma_copy(out_dk[s![bid, kvh, dt * dts..(dt + 1) * dts, ..]], dk_r[s![.., dt, ..]]);
+        nisa::dma_copy(out_dv[s![bid, kvh, dt * dts..(dt + 1) * dts, ..]], dv_r[s![.., dt, ..]]);
     }
-    // After the last exchange the complete dQ of the local queries is back here.
-    let dq_home = if nw % 2 == 0 { sdq } else { rdq };
-    nisa::dma_copy(out_dq[s![bid, hid, .., ..]], dq_home[s![slot, .., ..]]);
+}
+
+/// `dsinks [N]`: the per-(batch, head) shares in `parts` (`[B, N]`) summed over the
+/// batch (after both LNC programs wrote theirs).
+#[nki_helper]
+fn sum_sink_parts(parts: Hbm, lnc: i64, lnc_id: i64) -> Hbm {
+    let [b, n] = parts.shape();
+    if lnc > 1 {
+        nisa::core_barrier(parts, [0, 1]);
+    }
+    let out = nl::ndarray([n], nl::float32, buffer = nl::shared_hbm);
+    let all = nl::ndarray([1, b * n], nl::float32, buffer = nl::sbuf);
+    nisa::dma_copy(all, parts.reshape([1, b * n]));
+    let acc = nl::ndarray([1, n], nl::float32, buffer = nl::sbuf);
+    nisa::tensor_copy(acc, all[s![.., 0..n]]);
+    for bi in 1..b {
+        nisa::tensor_tensor(acc, acc, all[s![.., bi * n..(bi + 1) * n]], nl::add);
+    }
+    if lnc_id == 0 {
+        nisa::dma_copy(out.reshape([1, n]), acc);
+    }
+    out
 }
 
 /// Ring attention backward, a drop-in for the NKI library's
@@ -460,7 +552,8 @@ pub fn ring_attention_spmd_bwd(
     #[default(1)] lnc_size: i64,
     replica_groups: Option<Groups>,
     #[default(false)] striped_attention: bool,
-) -> (Hbm, Hbm, Hbm) {
+    sinks: Option<Hbm>,
+) -> Outputs {
     assert!(!striped_attention || use_causal_mask, "striped_attention requires use_causal_mask");
     let q_shape = q_ref.shape();
     assert!(q_ref.ndim() == 4, "q_ref must be [B, N, D, S], got {q_shape}");
@@ -471,8 +564,12 @@ pub fn ring_attention_spmd_bwd(
     let v_shape = v_ref.shape();
     let o_shape = o_ref.shape();
     let dy_shape = dy_ref.shape();
-    assert!(k_shape == q_shape, "k_ref must have q_ref's shape {q_shape} (MHA, [B, N, D, S]), got {k_shape}");
-    assert!(v_shape == q_shape, "v_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {v_shape}");
+    let n_kv = k_shape[1];
+    assert!(
+        k_ref.ndim() == 4 && k_shape[0] == b && n_kv >= 1 && n % n_kv == 0 && k_shape[2] == dh && k_shape[3] == sl,
+        "k_ref must be [B, N_kv, D, S] with N a multiple of N_kv (GQA), q_ref is {q_shape}, got {k_shape}"
+    );
+    assert!(v_shape == k_shape, "v_ref must have k_ref's shape {k_shape} ([B, N_kv, D, S]), got {v_shape}");
     assert!(o_shape == q_shape, "o_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {o_shape}");
     assert!(dy_shape == q_shape, "dy_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {dy_shape}");
     let lse_shape = lse_ref.shape();
@@ -519,9 +616,16 @@ pub fn ring_attention_spmd_bwd(
         f32::MIN <= scale && scale <= f32::MAX && (!use_causal_mask || scale >= 1e-30),
         "softmax_scale must be a finite float32, and at least 1e-30 with use_causal_mask (masked scores are FLOAT32_MIN * scale), got {scale}"
     );
+    if let Some(sk) = sinks {
+        let sk_shape = sk.shape();
+        assert!(sk.ndim() == 1 && sk_shape[0] == n, "sinks must be [{n}] (one logit per query head), got {sk_shape}");
+        assert!(sk.dtype() == nl::float32, "sinks must be float32");
+    }
     let out_dq = nl::ndarray(q_shape, nl::float32, buffer = nl::shared_hbm);
-    let out_dk = nl::ndarray(q_shape, nl::float32, buffer = nl::shared_hbm);
-    let out_dv = nl::ndarray(q_shape, nl::float32, buffer = nl::shared_hbm);
+    let out_dk = nl::ndarray(k_shape, nl::float32, buffer = nl::shared_hbm);
+    let out_dv = nl::ndarray(k_shape, nl::float32, buffer = nl::shared_hbm);
+    // Each (batch, query head)'s share of the sink gradient, summed over the batch at the end.
+    let dsink_part = nl::ndarray([b, n], nl::float32, buffer = nl::shared_hbm);
 
     // Ring buffers, one slot per LNC program.
     let sq = nl::ndarray([lnc_size, dh, sl], kdt, buffer = nl::shared_hbm);
@@ -541,7 +645,8 @@ pub fn ring_attention_spmd_bwd(
         fill_ring_positions(positions, groups, num_workers);
     }
 
-    let total = b * n;
+    let group = n / n_kv;
+    let total = b * n_kv;
     let rounds = (total + lnc_size - 1) / lnc_size;
     for round in 0..rounds {
         let item = round * lnc_size + lnc_id;
@@ -550,8 +655,9 @@ pub fn ring_attention_spmd_bwd(
         let spare = item >= total;
         let pair = if spare { 0 } else { item };
         let dq_out = if spare { nl::ndarray(q_shape, nl::float32, buffer = nl::private_hbm) } else { out_dq };
-        let dk_out = if spare { nl::ndarray(q_shape, nl::float32, buffer = nl::private_hbm) } else { out_dk };
-        let dv_out = if spare { nl::ndarray(q_shape, nl::float32, buffer = nl::private_hbm) } else { out_dv };
+        let dk_out = if spare { nl::ndarray(k_shape, nl::float32, buffer = nl::private_hbm) } else { out_dk };
+        let dv_out = if spare { nl::ndarray(k_shape, nl::float32, buffer = nl::private_hbm) } else { out_dv };
+        let ds_out = if spare { nl::ndarray([b, n], nl::float32, buffer = nl::private_hbm) } else { dsink_part };
         ring_bwd_item(
             q_ref,
             k_ref,
@@ -574,8 +680,11 @@ pub fn ring_attention_spmd_bwd(
             rdq,
             dq_scratch,
             positions,
-            pair / n,
-            pair % n,
+            sinks,
+            ds_out,
+            pair / n_kv,
+            pair % n_kv,
+            group,
             lnc_id,
             lnc_size,
             groups,
@@ -586,5 +695,8 @@ pub fn ring_attention_spmd_bwd(
             scale,
         );
     }
-    (out_dq, out_dk, out_dv)
+    if sinks.is_some() {
+        return Outputs(out_dq, out_dk, out_dv, sum_sink_parts(dsink_part, lnc_size, lnc_id));
+    }
+    Outputs(out_dq, out_dk, out_dv)
 }
