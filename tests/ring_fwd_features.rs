@@ -21,6 +21,21 @@ use nki::attention::ring_fwd::{Queries, RingFwdConfig, RingFwdInputs, RingFwdOut
 use nki::attention::shard::{SeqLayout, shard, unshard, unshard_lse};
 use nki::{Dtype, Launch, Precision, Tensor};
 
+/// The layout and the masks of one run.
+#[derive(Clone, Copy, Debug)]
+struct Mask {
+    layout: SeqLayout,
+    causal: bool,
+    window: Option<(usize, usize)>,
+    chunk: Option<usize>,
+}
+
+impl Mask {
+    const fn plain(layout: SeqLayout, causal: bool) -> Mask {
+        Mask { layout, causal, window: None, chunk: None }
+    }
+}
+
 /// One global problem: `q` `[b, h, S, d]`, `k` and `v` `[b, h_kv, S, d]`.
 struct Case {
     dims: Dims,
@@ -50,7 +65,8 @@ impl Case {
         Case { q: as_dtype(&self.q, dtype), k: as_dtype(&self.k, dtype), v: as_dtype(&self.v, dtype), sinks: self.sinks.clone(), ..*self }
     }
 
-    fn runs(&self, w: usize, layout: SeqLayout, causal: bool, lnc: usize, precision: Precision, dtype: Dtype) -> RingFwdOutputs {
+    fn runs(&self, w: usize, m: Mask, lnc: usize, precision: Precision, dtype: Dtype) -> RingFwdOutputs {
+        let (layout, causal) = (m.layout, m.causal);
         let Dims { batch: b, heads: h, kv_heads: hk, seqlen: s, head_dim: d } = self.dims;
         let t = |x: &[f64], heads: usize| common::tensor(&[b, heads, s, d], x, dtype);
         let (q, k, v) = (
@@ -59,24 +75,27 @@ impl Case {
             shard(&t(&self.v, hk), w, layout, false).unwrap(),
         );
         let sinks = self.sinks.as_ref().map(|x| common::tensor(&[h], x, Dtype::F32));
-        let cfg = RingFwdConfig::new(w as i64)
-            .causal(causal)
-            .striped(layout == SeqLayout::Striped)
-            .training(true)
-            .softmax_scale(self.scale)
-            .kv_heads(hk as i64);
+        let mut cfg =
+            RingFwdConfig::new(w as i64).causal(causal).layout(layout).training(true).softmax_scale(self.scale).kv_heads(hk as i64);
+        if let Some((l, r)) = m.window {
+            cfg = cfg.sliding_window(l as i64, r as i64);
+        }
+        if let Some(c) = m.chunk {
+            cfg = cfg.chunk_size(c as i64);
+        }
         let launch = Launch::new().ranks(w).lnc(lnc).precision(precision);
         cfg.launch(&launch, &RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: sinks.as_ref() }).unwrap()
     }
 
-    fn reference(&self, causal: bool) -> (Vec<f64>, Vec<f64>) {
-        let f = Features { causal, sinks: self.sinks.as_deref(), ..Features::default() };
+    fn reference(&self, m: Mask) -> (Vec<f64>, Vec<f64>) {
+        let f = Features { causal: m.causal, window: m.window, chunk: m.chunk, sinks: self.sinks.as_deref(), ..Features::default() };
         let r = attend(&self.q, &self.k, &self.v, &self.dims, self.scale, &f);
         (r.out, r.lse)
     }
 
     /// Runs the ring and checks the output and the LSE against the reference.
-    fn check(&self, w: usize, layout: SeqLayout, causal: bool, lnc: usize, precision: Precision) {
+    fn check(&self, w: usize, m: Mask, lnc: usize, precision: Precision) {
+        let (layout, causal) = (m.layout, m.causal);
         let (dtype, atol, rtol) = match precision {
             Precision::Fp32 => (Dtype::F32, 1e-6, 1e-5),
             _ => (Dtype::Bf16, 1e-3, 1e-2),
@@ -89,19 +108,18 @@ impl Case {
         } else {
             exact
         };
-        let (want_o, want_l) = seen.reference(causal);
-        let outs = self.runs(w, layout, causal, lnc, precision, dtype);
-        let what = format!(
-            "W{w} {layout:?} causal={causal} lnc{lnc} {precision:?} h{}:{} sinks={}",
-            self.dims.heads,
-            self.dims.kv_heads,
-            self.sinks.is_some()
-        );
+        let (want_o, want_l) = seen.reference(m);
+        let outs = self.runs(w, m, lnc, precision, dtype);
+        let what = format!("W{w} {m:?} lnc{lnc} {precision:?} h{}:{} sinks={}", self.dims.heads, self.dims.kv_heads, self.sinks.is_some());
         assert_close(&what, &unshard(&outs.out, layout, false).unwrap().to_f32_vec(), &want_o, atol, rtol);
         let lse = unshard_lse(&outs.lse.expect("training returns the LSE"), layout).unwrap().to_f32_vec();
         assert_close(&format!("{what} LSE"), &lse, &want_l, atol, rtol);
     }
 }
+
+/// Today's masks: contiguous non-causal and causal, striped causal.
+const PLAIN: [Mask; 3] =
+    [Mask::plain(SeqLayout::Contiguous, false), Mask::plain(SeqLayout::Contiguous, true), Mask::plain(SeqLayout::Striped, true)];
 
 fn dims(w: usize, heads: usize, kv_heads: usize, s_local: usize, d: usize) -> Dims {
     Dims { batch: 1, heads, kv_heads, seqlen: w * s_local, head_dim: d }
@@ -111,8 +129,8 @@ fn dims(w: usize, heads: usize, kv_heads: usize, s_local: usize, d: usize) -> Di
 fn grouped_query_rings_match_the_reference_in_every_layout() {
     for (w, h, hk, lnc) in [(1, 2, 1, 1), (2, 4, 2, 2), (3, 4, 1, 1), (4, 8, 1, 2), (8, 2, 1, 1)] {
         let case = Case::new(dims(w, h, hk, 128, 32), false, 11 + w as u64);
-        for (layout, causal) in [(SeqLayout::Contiguous, false), (SeqLayout::Contiguous, true), (SeqLayout::Striped, true)] {
-            case.check(w, layout, causal, lnc, Precision::Fp32);
+        for m in PLAIN {
+            case.check(w, m, lnc, Precision::Fp32);
         }
     }
 }
@@ -121,8 +139,8 @@ fn grouped_query_rings_match_the_reference_in_every_layout() {
 fn sinks_alone_and_with_grouped_queries_match_the_reference() {
     for (w, h, hk, lnc) in [(1, 2, 2, 1), (2, 2, 2, 2), (4, 4, 2, 1), (3, 3, 1, 2)] {
         let case = Case::new(dims(w, h, hk, 128, 16), true, 31 + w as u64);
-        for (layout, causal) in [(SeqLayout::Contiguous, false), (SeqLayout::Contiguous, true), (SeqLayout::Striped, true)] {
-            case.check(w, layout, causal, lnc, Precision::Fp32);
+        for m in PLAIN {
+            case.check(w, m, lnc, Precision::Fp32);
         }
     }
 }
@@ -130,8 +148,9 @@ fn sinks_alone_and_with_grouped_queries_match_the_reference() {
 #[test]
 fn hardware_precision_stays_within_the_bf16_bounds() {
     let case = Case::new(dims(4, 8, 2, 128, 64), true, 51);
-    case.check(4, SeqLayout::Striped, true, 2, Precision::Hardware);
-    case.check(4, SeqLayout::Contiguous, false, 1, Precision::Hardware);
+    case.check(4, Mask::plain(SeqLayout::Striped, true), 2, Precision::Hardware);
+    case.check(4, Mask::plain(SeqLayout::Contiguous, false), 1, Precision::Hardware);
+    case.check(4, Mask { window: Some((200, 0)), ..Mask::plain(SeqLayout::Zigzag, true) }, 1, Precision::Hardware);
 }
 
 #[test]
@@ -139,14 +158,17 @@ fn a_sink_counts_once_however_many_steps() {
     // The same global problem on 1 and 8 ranks; and a sink of 60 outweighs every score.
     let mut case = Case::new(dims(8, 2, 1, 128, 16), true, 61);
     let lse = |w: usize, c: &Case| {
-        unshard_lse(&c.runs(w, SeqLayout::Contiguous, true, 1, Precision::Fp32, Dtype::F32).lse.unwrap(), SeqLayout::Contiguous)
-            .unwrap()
-            .to_f32_vec()
+        unshard_lse(
+            &c.runs(w, Mask::plain(SeqLayout::Contiguous, true), 1, Precision::Fp32, Dtype::F32).lse.unwrap(),
+            SeqLayout::Contiguous,
+        )
+        .unwrap()
+        .to_f32_vec()
     };
     let (one, eight) = (lse(1, &case), lse(8, &case));
     assert!(one.iter().zip(&eight).all(|(a, b)| (a - b).abs() < 1e-5), "LSE differs between W=1 and W=8");
     case.sinks = Some(vec![60.0, 60.0]);
-    let outs = case.runs(8, SeqLayout::Striped, true, 1, Precision::Fp32, Dtype::F32);
+    let outs = case.runs(8, Mask::plain(SeqLayout::Striped, true), 1, Precision::Fp32, Dtype::F32);
     let out = unshard(&outs.out, SeqLayout::Striped, false).unwrap().to_f32_vec();
     assert!(out.iter().all(|x| x.abs() < 1e-20), "a dominant sink leaves no weight on the values");
     let lse = unshard_lse(&outs.lse.unwrap(), SeqLayout::Striped).unwrap().to_f32_vec();
@@ -157,7 +179,8 @@ fn a_sink_counts_once_however_many_steps() {
 fn gqa_8_to_1_moves_an_eighth_of_the_bytes_per_step() {
     let w = 4;
     let bytes = |hk: usize| -> Vec<usize> {
-        let outs = Case::new(dims(w, 8, hk, 128, 32), false, 71).runs(w, SeqLayout::Contiguous, true, 1, Precision::Fp32, Dtype::F32);
+        let outs =
+            Case::new(dims(w, 8, hk, 128, 32), false, 71).runs(w, Mask::plain(SeqLayout::Contiguous, true), 1, Precision::Fp32, Dtype::F32);
         assert_eq!(outs.comm.len(), 2 * (w - 1), "one K and one V permute per transfer step");
         outs.comm.iter().map(|e| e.bytes).collect()
     };
@@ -191,4 +214,29 @@ fn bad_kv_heads_and_sinks_are_refused_naming_the_parameter() {
     let nan = Tensor::from_f32(&[4], &[0.0, f32::NAN, 0.0, 0.0], Dtype::F32).unwrap();
     let e = RingFwdConfig::new(2).launch(&launch, &RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: Some(&nan) }).unwrap_err();
     assert!(e.to_string().contains("invalid sinks = NaN"), "{e}");
+}
+
+#[test]
+fn windows_chunks_and_zigzag_match_the_reference() {
+    use SeqLayout::{Contiguous, Striped, Zigzag};
+    let masks = [
+        Mask::plain(Zigzag, true),
+        Mask { window: Some((100, 100)), ..Mask::plain(Contiguous, true) },
+        Mask { window: Some((300, 0)), ..Mask::plain(Striped, true) },
+        Mask { window: Some((77, 0)), ..Mask::plain(Zigzag, true) },
+        Mask { window: Some((130, 40)), ..Mask::plain(Contiguous, false) },
+        Mask { chunk: Some(96), ..Mask::plain(Contiguous, false) },
+        Mask { chunk: Some(200), ..Mask::plain(Zigzag, true) },
+        Mask { window: Some((50, 0)), chunk: Some(160), ..Mask::plain(Striped, true) },
+    ];
+    for (w, h, hk, lnc) in [(1, 2, 1, 1), (2, 2, 2, 2), (3, 4, 2, 1), (4, 2, 1, 2)] {
+        let case = Case::new(dims(w, h, hk, 128, 16), w % 2 == 0, 91 + w as u64);
+        for m in masks {
+            case.check(w, m, lnc, Precision::Fp32);
+        }
+    }
+    let case = Case::new(dims(8, 2, 1, 256, 16), true, 99);
+    for m in [masks[0], masks[1], masks[3], masks[4]] {
+        case.check(8, m, 1, Precision::Fp32);
+    }
 }

@@ -36,7 +36,7 @@ fn emitted_package_passes_the_check_and_imports_attention_cte() {
     assert!(!src.contains("def attention_cte("), "ring_attention_fwd.py must not define its own attention_cte");
     // The library's signature, then this kernel's keyword arguments with defaults that keep its behaviour.
     let library = "\n@nki.jit\ndef ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax_scale=None, use_causal_mask=False, striped_input=False, training=False, lse_dtype=nl.float32, tp_q=False, tp_k=False";
-    assert!(src.contains(&format!("{library}, sinks=None):")), "the library's signature as a prefix");
+    assert!(src.contains(&format!("{library}, sinks=None, zigzag_input=False, window_left=None, window_right=None, chunk_size=None):")), "the library's signature as a prefix");
     let cte = std::fs::read_to_string(pkg.join("attention_cte.py")).expect("the package holds attention_cte.py");
     assert!(cte.contains("def attention_cte("), "attention_cte.py defines attention_cte");
     let init = std::fs::read_to_string(pkg.join("__init__.py")).expect("__init__.py");

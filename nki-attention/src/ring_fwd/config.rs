@@ -4,6 +4,7 @@
 
 use crate::rings::{GroupProblem, group_problem, ring_count};
 use crate::scale::is_finite_f32;
+use crate::shard::SeqLayout;
 use nki::Dtype;
 use nki::hw::Generation;
 
@@ -44,6 +45,12 @@ pub struct RingFwdConfig {
     pub causal: bool,
     /// Rank `r` holds the tokens `t` with `t mod num_workers == r` (else contiguous blocks).
     pub striped: bool,
+    /// Rank `r` holds chunks `r` and `2W-1-r` of `seqlen / 2` tokens (zigzag; needs the causal mask).
+    pub zigzag: bool,
+    /// Sliding window `(L, R)`: key `j` visible to query `i` only if `i - L <= j <= i + R`.
+    pub window: Option<(i64, i64)>,
+    /// Chunked attention: key `j` visible to query `i` only if `i / C == j / C`.
+    pub chunk_size: Option<i64>,
     /// Also return the log-sum-exp.
     pub training: bool,
     /// Dtype of the log-sum-exp.
@@ -77,6 +84,14 @@ pub enum RingFwdRule {
     TooManyCausalWorkers,
     /// F6: striped input needs the causal mask.
     StripedNeedsCausal,
+    /// Zigzag input needs the causal mask.
+    ZigzagNeedsCausal,
+    /// One layout: striped and zigzag exclude each other.
+    OneLayout,
+    /// Window sizes are non-negative.
+    WindowNegative,
+    /// Chunks hold at least one token.
+    ChunkPositive,
     /// Every replica group holds `num_workers` ranks.
     GroupSize,
     /// Rank ids are distinct, non-negative and cover `0..ranks`.
@@ -104,6 +119,10 @@ impl RingFwdRule {
                 "ring_attention_spmd_fwd: the causal mask supports at most 32 workers (attention_cte's global_cp_deg)"
             }
             RingFwdRule::StripedNeedsCausal => "ring_attention_spmd_fwd: striped input needs the causal mask",
+            RingFwdRule::ZigzagNeedsCausal => "ring_attention_spmd_fwd: zigzag input needs the causal mask",
+            RingFwdRule::OneLayout => "ring_attention_spmd_fwd: striped and zigzag input exclude each other",
+            RingFwdRule::WindowNegative => "ring_attention_spmd_fwd: the sliding window sizes (L, R) must be >= 0",
+            RingFwdRule::ChunkPositive => "ring_attention_spmd_fwd: chunk_size must be >= 1",
             RingFwdRule::GroupSize => "ring_attention_spmd_fwd: every replica group must hold num_workers ranks",
             RingFwdRule::GroupRanks => "ring_attention_spmd_fwd: replica groups must name each rank 0..groups x num_workers exactly once",
             RingFwdRule::HeadDim => "ring_attention_spmd_fwd: the head dim must be within 1..=128",
@@ -125,6 +144,9 @@ impl RingFwdConfig {
             num_workers,
             causal: false,
             striped: false,
+            zigzag: false,
+            window: None,
+            chunk_size: None,
             training: false,
             lse_dtype: Dtype::F32,
             tp_q: false,
@@ -146,6 +168,42 @@ impl RingFwdConfig {
     /// Sets [`striped`](Self::striped).
     pub const fn striped(mut self, on: bool) -> Self {
         self.striped = on;
+        self
+    }
+
+    /// Sets [`zigzag`](Self::zigzag).
+    pub const fn zigzag(mut self, on: bool) -> Self {
+        self.zigzag = on;
+        self
+    }
+
+    /// Sets the layout: [`striped`](Self::striped) and [`zigzag`](Self::zigzag).
+    pub const fn layout(mut self, layout: SeqLayout) -> Self {
+        self.striped = matches!(layout, SeqLayout::Striped);
+        self.zigzag = matches!(layout, SeqLayout::Zigzag);
+        self
+    }
+
+    /// The layout the flags describe.
+    pub const fn seq_layout(&self) -> SeqLayout {
+        if self.zigzag {
+            SeqLayout::Zigzag
+        } else if self.striped {
+            SeqLayout::Striped
+        } else {
+            SeqLayout::Contiguous
+        }
+    }
+
+    /// Sets [`window`](Self::window) to `(left, right)`.
+    pub const fn sliding_window(mut self, left: i64, right: i64) -> Self {
+        self.window = Some((left, right));
+        self
+    }
+
+    /// Sets [`chunk_size`](Self::chunk_size).
+    pub const fn chunk_size(mut self, size: i64) -> Self {
+        self.chunk_size = Some(size);
         self
     }
 
@@ -221,6 +279,22 @@ impl RingFwdConfig {
         }
         if self.striped && !self.causal {
             return Some(RingFwdRule::StripedNeedsCausal);
+        }
+        if self.zigzag && !self.causal {
+            return Some(RingFwdRule::ZigzagNeedsCausal);
+        }
+        if self.zigzag && self.striped {
+            return Some(RingFwdRule::OneLayout);
+        }
+        if let Some((l, r)) = self.window
+            && (l < 0 || r < 0)
+        {
+            return Some(RingFwdRule::WindowNegative);
+        }
+        if let Some(c) = self.chunk_size
+            && c < 1
+        {
+            return Some(RingFwdRule::ChunkPositive);
         }
         if let Some(scale) = self.softmax_scale
             && !is_finite_f32(scale)

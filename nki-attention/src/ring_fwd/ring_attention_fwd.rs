@@ -16,6 +16,7 @@
 //! only: the online-softmax merges carry them, so they count once whatever `W`.
 
 use crate::cte::attention_cte::{attention_cte, remainder_groups, scalar_column};
+use crate::ring_masks::{key_bounds, last_needed_step, row_positions, step_needed};
 use nki::prelude::*;
 
 /// Fills `table[0, rank] = position of rank in its ring` for every rank of the
@@ -67,6 +68,8 @@ fn step_attention(
     cp_deg: Option<i64>,
     striped: bool,
     sink: Option<Hbm>,
+    bound_min: Option<Hbm>,
+    bound_max: Option<Hbm>,
 ) -> (Hbm, Hbm, Hbm) {
     let (o, neg_max, sum): (Hbm, Hbm, Hbm) = attention_cte(
         q3,
@@ -82,9 +85,43 @@ fn step_attention(
         cp_offset = cp_offset,
         global_cp_deg = cp_deg,
         cp_striped_input = striped,
+        bound_min = bound_min,
+        bound_max = bound_max,
         skip_output_normalization = true,
     );
     (o, neg_max, sum)
+}
+
+/// `q3 · scale` in this program's HBM, in `q3`'s dtype (fp32 products): the
+/// bounds path of `attention_cte` applies no scale.
+#[nki_helper]
+fn scaled_copy(q3: Hbm, scale: f64) -> Hbm {
+    let shape = q3.shape();
+    let out = nl::ndarray(shape, q3.dtype(), buffer = nl::private_hbm);
+    let cols = shape[0] * shape[1] * shape[2] / 128;
+    let src = q3.reshape([128, cols]);
+    let dst = out.reshape([128, cols]);
+    for c0 in (0..cols).step_by(2048) {
+        let c1 = (c0 + 2048).min(cols);
+        let t = nl::ndarray([128, c1 - c0], nl::float32, buffer = nl::sbuf);
+        nisa::dma_copy(t, src[s![.., c0..c1]]);
+        let r = nl::ndarray([128, c1 - c0], q3.dtype(), buffer = nl::sbuf);
+        nisa::tensor_scalar(r, t, nl::multiply, scale);
+        nisa::dma_copy(dst[s![.., c0..c1]], r);
+    }
+    out
+}
+
+/// Writes the per-row key bounds of one step (`[128, S / 128]`, row `128 g + p`
+/// at `[p, g]`) for every batch of `bound_min` / `bound_max` (`[bs, S, 1]`).
+#[nki_helper]
+fn store_bounds(bound_min: Hbm, bound_max: Hbm, lower: Sbuf, upper: Sbuf) {
+    let [bs, s, _one] = bound_min.shape();
+    let n_grp = s / 128;
+    for bi in 0..bs {
+        nisa::dma_copy(bound_min.ap([[1, 128], [128, n_grp]], offset = bi * s), lower);
+        nisa::dma_copy(bound_max.ap([[1, 128], [128, n_grp]], offset = bi * s), upper);
+    }
 }
 
 /// The per-batch sink logits `attention_cte` takes, `[b·h, 1]` fp32 in this
@@ -101,6 +138,14 @@ fn sink_rows(sinks: Option<Hbm>, b: i64, h: i64) -> Option<Hbm> {
         return Some(rows);
     }
     None
+}
+
+/// Sends the keys and values that arrived to the ring successor.
+#[nki_helper]
+fn pass_on(arrived_k: Hbm, free_k: Hbm, arrived_v: Hbm, free_v: Hbm, groups: Groups) {
+    let rg = ncc::ReplicaGroup(groups);
+    ncc::collective_permute_implicit([[arrived_k]], [[free_k]], rg);
+    ncc::collective_permute_implicit([[arrived_v]], [[free_v]], rg);
 }
 
 /// Loads the `(128, n_grp)` statistics of batch `b`.
@@ -233,6 +278,10 @@ pub fn ring_attention_spmd_fwd(
     #[default(false)] tp_q: bool,
     #[default(false)] tp_k: bool,
     sinks: Option<Hbm>,
+    #[default(false)] zigzag_input: bool,
+    window_left: Option<i64>,
+    window_right: Option<i64>,
+    chunk_size: Option<i64>,
 ) -> Outputs {
     assert!(nisa::get_nc_version() > nisa::nc_version::gen2, "ring_attention_spmd_fwd not supported on trn1");
     assert!(q.ndim() == 4 && k.ndim() == 4 && v.ndim() == 4, "q, k and v must be 4-d, [b, h, d, seqlen] or [b, h, seqlen, d]");
@@ -255,6 +304,15 @@ pub fn ring_attention_spmd_fwd(
         "v must be [{b}, {k_h}, {s}, {d}] to match q and k, got {v_shape}"
     );
     assert!(!striped_input || use_causal_mask, "striped_input requires use_causal_mask=True");
+    assert!(!zigzag_input || use_causal_mask, "zigzag_input requires use_causal_mask=True");
+    assert!(!(zigzag_input && striped_input), "striped_input and zigzag_input exclude each other");
+    let left = window_left.unwrap_or(-1);
+    let right = window_right.unwrap_or(-1);
+    let chunk = chunk_size.unwrap_or(0);
+    assert!(window_left.unwrap_or(0) >= 0 && window_right.unwrap_or(0) >= 0, "window_left and window_right must be >= 0");
+    assert!(chunk_size.unwrap_or(1) >= 1, "chunk_size must be >= 1");
+    // Windows, chunks and zigzag blocks mask through per-row key bounds.
+    let bounded = zigzag_input || left >= 0 || right >= 0 || chunk > 0;
     assert!(num_workers >= 1, "num_workers must be >= 1, got {num_workers}");
     assert!(!use_causal_mask || num_workers <= 32, "causal ring attention supports at most 32 workers, got {num_workers}");
     let groups = replica_groups.unwrap_or([]);
@@ -281,8 +339,17 @@ pub fn ring_attention_spmd_fwd(
     let scale = softmax_scale.unwrap_or(1.0 / (d as f64).powf(0.5));
     assert!(f32::MIN <= scale && scale <= f32::MAX, "softmax_scale must be a finite float32, got {scale}");
     // attention_cte takes scale 1.0 in CP mode: causal callers pre-scale q.
-    let attn_scale = if use_causal_mask { 1.0 } else { scale };
-    let cp_deg = if use_causal_mask { Some(num_workers) } else { None };
+    let attn_scale = if use_causal_mask || bounded { 1.0 } else { scale };
+    let cp_deg = if use_causal_mask && !bounded { Some(num_workers) } else { None };
+    let q_run: Hbm = if bounded && !use_causal_mask { scaled_copy(q3, scale) } else { q3 };
+    let cte_causal = use_causal_mask && !bounded;
+    let cte_striped = striped_input && !bounded;
+    // The ring turns only as far as some rank needs keys.
+    let last: i64 = if bounded {
+        last_needed_step(striped_input, zigzag_input, num_workers, s, use_causal_mask, left, right, chunk)
+    } else {
+        num_workers - 1
+    };
 
     // LNC2: each program copies, merges and normalises the batches attention_cte gives it.
     let grid = nl::program_ndim() == 1;
@@ -309,17 +376,30 @@ pub fn ring_attention_spmd_fwd(
     // (contiguous) or -[mine < theirs] (striped), written to HBM before each step.
     let n_rings = if groups.len() == 0 { 1 } else { groups.len() };
     let positions = nl::ndarray([1, n_rings * num_workers], nl::float32, buffer = nl::shared_hbm);
-    let cp_offset = if use_causal_mask { Some(nl::ndarray([1, 1], nl::float32, buffer = nl::shared_hbm)) } else { None };
-    if let Some(cpo) = cp_offset {
+    let cp_offset = if cte_causal { Some(nl::ndarray([1, 1], nl::float32, buffer = nl::shared_hbm)) } else { None };
+    if use_causal_mask || bounded {
         fill_ring_positions(positions, groups, num_workers);
+    }
+    if let Some(cpo) = cp_offset {
         let zero = nl::ndarray([1, 1], nl::float32, buffer = nl::sbuf);
         nisa::memset(zero, 0.0);
         nisa::dma_copy(cpo, zero);
     }
+    let bound_min = if bounded { Some(nl::ndarray([bs, s, 1], nl::float32, buffer = nl::private_hbm)) } else { None };
+    let bound_max = if bounded { Some(nl::ndarray([bs, s, 1], nl::float32, buffer = nl::private_hbm)) } else { None };
+    let (home_pos, own_pos): (Sbuf, Sbuf) = ring_positions_at(positions, groups, 0);
+    let q_pos: Sbuf = row_positions(home_pos, striped_input, zigzag_input, num_workers, s);
+    if let Some(bmin) = bound_min {
+        if let Some(bmax) = bound_max {
+            let (lower, upper): (Sbuf, Sbuf) =
+                key_bounds(q_pos, own_pos, striped_input, zigzag_input, num_workers, s, use_causal_mask, left, right, chunk);
+            store_bounds(bmin, bmax, lower, upper);
+        }
+    }
 
     // Step 0: the rank's own keys.
     let (o_acc, nm_acc, sum_acc): (Hbm, Hbm, Hbm) =
-        step_attention(q3, k3, v3, attn_scale, use_causal_mask, tp_q, tp_k, cp_offset, cp_deg, striped_input, sink);
+        step_attention(q_run, k3, v3, attn_scale, cte_causal, tp_q, tp_k, cp_offset, cp_deg, cte_striped, sink, bound_min, bound_max);
 
     for bi in kv_first..kv_first + kv_per_shard {
         nisa::dma_copy(send_k[s![bi, .., ..]], k3[s![bi, .., ..]]);
@@ -329,7 +409,7 @@ pub fn ring_attention_spmd_fwd(
         nisa::dma_copy(send_k[s![bs_kv - 1, .., ..]], k3[s![bs_kv - 1, .., ..]]);
         nisa::dma_copy(send_v[s![bs_kv - 1, .., ..]], v3[s![bs_kv - 1, .., ..]]);
     }
-    if num_workers > 1 {
+    if last >= 1 {
         if shards > 1 {
             // Both programs wrote the send buffers.
             nisa::core_barrier(send_k, [0, 1]);
@@ -339,13 +419,15 @@ pub fn ring_attention_spmd_fwd(
         ncc::collective_permute_implicit([[send_v]], [[recv_v]], rg);
     }
 
-    for step in nl::sequential_range(1, num_workers) {
+    for step in nl::sequential_range(1, last + 1) {
         // Odd steps find the keys in the recv buffers, even steps in the send buffers.
         let odd = step % 2 == 1;
         let arrived_k = if odd { recv_k } else { send_k };
         let free_k = if odd { send_k } else { recv_k };
         let arrived_v = if odd { recv_v } else { send_v };
         let free_v = if odd { send_v } else { recv_v };
+        // A step no rank needs computes nothing (its block still travels on when a later one is needed).
+        let needed: bool = !bounded || step_needed(step, striped_input, zigzag_input, num_workers, s, use_causal_mask, left, right, chunk);
         if let Some(cpo) = cp_offset {
             let (my_pos, their_pos): (Sbuf, Sbuf) = ring_positions_at(positions, groups, step);
             let off = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
@@ -358,18 +440,42 @@ pub fn ring_attention_spmd_fwd(
             }
             nisa::dma_copy(cpo, off[s![0..1, 0..1]]);
         }
-        let (o_cur, nm_cur, sum_cur): (Hbm, Hbm, Hbm) =
-            step_attention(q3, arrived_k, arrived_v, attn_scale, use_causal_mask, tp_q, tp_k, cp_offset, cp_deg, striped_input, None);
-        // The next transfer goes out before this step's merge.
-        if step + 1 < num_workers {
-            ncc::collective_permute_implicit([[arrived_k]], [[free_k]], rg);
-            ncc::collective_permute_implicit([[arrived_v]], [[free_v]], rg);
-        }
-        for bi in b_first..b_first + per_shard {
-            merge_batch(o_acc, nm_acc, sum_acc, o_cur, nm_cur, sum_cur, bi, 0, n_grp, s, d);
-        }
-        if has_remainder && rem_g1 > rem_g0 {
-            merge_batch(o_acc, nm_acc, sum_acc, o_cur, nm_cur, sum_cur, bs - 1, rem_g0, rem_g1, s, d);
+        if needed {
+            if let Some(bmin) = bound_min {
+                if let Some(bmax) = bound_max {
+                    let (_here, k_pos): (Sbuf, Sbuf) = ring_positions_at(positions, groups, step);
+                    let (lower, upper): (Sbuf, Sbuf) =
+                        key_bounds(q_pos, k_pos, striped_input, zigzag_input, num_workers, s, use_causal_mask, left, right, chunk);
+                    store_bounds(bmin, bmax, lower, upper);
+                }
+            }
+            let (o_cur, nm_cur, sum_cur): (Hbm, Hbm, Hbm) = step_attention(
+                q_run,
+                arrived_k,
+                arrived_v,
+                attn_scale,
+                cte_causal,
+                tp_q,
+                tp_k,
+                cp_offset,
+                cp_deg,
+                cte_striped,
+                None,
+                bound_min,
+                bound_max,
+            );
+            // The next transfer goes out before this step's merge.
+            if step < last {
+                pass_on(arrived_k, free_k, arrived_v, free_v, groups);
+            }
+            for bi in b_first..b_first + per_shard {
+                merge_batch(o_acc, nm_acc, sum_acc, o_cur, nm_cur, sum_cur, bi, 0, n_grp, s, d);
+            }
+            if has_remainder && rem_g1 > rem_g0 {
+                merge_batch(o_acc, nm_acc, sum_acc, o_cur, nm_cur, sum_cur, bs - 1, rem_g0, rem_g1, s, d);
+            }
+        } else if step < last {
+            pass_on(arrived_k, free_k, arrived_v, free_v, groups);
         }
     }
 

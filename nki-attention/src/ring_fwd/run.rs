@@ -66,6 +66,10 @@ impl RingFwdConfig {
             RingFwdRule::NeedsTrn2 => ("target", self.target.to_string()),
             RingFwdRule::WorkersPositive | RingFwdRule::TooManyCausalWorkers => ("num_workers", self.num_workers.to_string()),
             RingFwdRule::StripedNeedsCausal => ("striped_input", "true without use_causal_mask".into()),
+            RingFwdRule::ZigzagNeedsCausal => ("zigzag_input", "true without use_causal_mask".into()),
+            RingFwdRule::OneLayout => ("zigzag_input", "true with striped_input".into()),
+            RingFwdRule::WindowNegative => ("sliding_window", format!("{:?}", self.window.unwrap_or((0, 0)))),
+            RingFwdRule::ChunkPositive => ("chunk_size", self.chunk_size.unwrap_or(0).to_string()),
             RingFwdRule::GroupSize | RingFwdRule::GroupRanks => ("replica_groups", format!("{:?}", self.replica_groups)),
             RingFwdRule::HeadDim => ("d", d.map_or(0, |d| d.head_dim).to_string()),
             RingFwdRule::SeqlenMultiple => ("seqlen", d.map_or(0, |d| d.seqlen).to_string()),
@@ -187,6 +191,10 @@ impl RingFwdConfig {
                 .tp_q(self.tp_q)
                 .tp_k(self.tp_k)
                 .sinks(inputs.sinks)
+                .zigzag_input(self.zigzag)
+                .window_left(self.window.map(|w| w.0))
+                .window_right(self.window.map(|w| w.1))
+                .chunk_size(self.chunk_size)
                 .run(ctx)
         })?;
         let mut out = Vec::with_capacity(report.results.len());

@@ -7,6 +7,10 @@ import nki.collectives as ncc
 from .attention_cte import attention_cte
 from .attention_cte import remainder_groups
 from .attention_cte import scalar_column
+from .ring_masks import key_bounds
+from .ring_masks import last_needed_step
+from .ring_masks import row_positions
+from .ring_masks import step_needed
 
 
 def sink_rows(sinks, b, h):
@@ -22,6 +26,25 @@ def sink_rows(sinks, b, h):
             nisa.dma_copy(dst=rows.ap(pattern=[[h, 1], [1, h]], offset=bi * h), src=staged)
         return rows
     return None
+
+
+def scaled_copy(q3, scale):
+    """`q3 · scale` in this program's HBM, in `q3`'s dtype (fp32 products): the
+    bounds path of `attention_cte` applies no scale.
+    """
+    shape = q3.shape
+    out = nl.ndarray(shape=shape, dtype=q3.dtype, buffer=nl.private_hbm)
+    cols = shape[0] * shape[1] * shape[2] // 128
+    src = q3.reshape(shape=(128, cols))
+    dst = out.reshape(shape=(128, cols))
+    for c0 in range(0, cols, 2048):
+        c1 = min(c0 + 2048, cols)
+        t = nl.ndarray(shape=(128, c1 - c0), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=src[:, c0:c1])
+        r = nl.ndarray(shape=(128, c1 - c0), dtype=q3.dtype, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=r, data=t, op0=nl.multiply, operand0=scale)
+        nisa.dma_copy(dst=dst[:, c0:c1], src=r)
+    return out
 
 
 def fill_ring_positions(table, groups, num_workers):
@@ -42,14 +65,6 @@ def fill_ring_positions(table, groups, num_workers):
     nisa.dma_copy(dst=table, src=positions)
 
 
-def step_attention(q3, k, v, scale, causal, tp_q, tp_k, cp_offset, cp_deg, striped, sink):
-    """One ring step's `attention_cte`: the unnormalised output and the raw statistics
-    (negated max, sum) of the local queries against `k` and `v`.
-    """
-    o, neg_max, sum = attention_cte(q3, k, v, scale=scale, causal_mask=causal, tp_q=tp_q, tp_k=tp_k, sink=sink, tp_out=False, cache_softmax=True, cp_offset=cp_offset, global_cp_deg=cp_deg, cp_striped_input=striped, skip_output_normalization=True)
-    return (o, neg_max, sum)
-
-
 def ring_positions_at(positions, groups, step):
     """`(128, 1)` columns holding this rank's ring position and the position of the
     rank whose data it holds after `step` steps.
@@ -60,6 +75,32 @@ def ring_positions_at(positions, groups, step):
     them = ncc.collective_permute_implicit_current_processing_rank_id(iteration_id=step, replica_group=rg)
     theirs = scalar_column(positions.ap(pattern=[[1, 1], [1, 1]], offset=0, scalar_offset=them, indirect_dim=1))
     return (mine, theirs)
+
+
+def store_bounds(bound_min, bound_max, lower, upper):
+    """Writes the per-row key bounds of one step (`[128, S / 128]`, row `128 g + p`
+    at `[p, g]`) for every batch of `bound_min` / `bound_max` (`[bs, S, 1]`).
+    """
+    bs, s, _one = bound_min.shape
+    n_grp = s // 128
+    for bi in range(bs):
+        nisa.dma_copy(dst=bound_min.ap(pattern=[[1, 128], [128, n_grp]], offset=bi * s), src=lower)
+        nisa.dma_copy(dst=bound_max.ap(pattern=[[1, 128], [128, n_grp]], offset=bi * s), src=upper)
+
+
+def step_attention(q3, k, v, scale, causal, tp_q, tp_k, cp_offset, cp_deg, striped, sink, bound_min, bound_max):
+    """One ring step's `attention_cte`: the unnormalised output and the raw statistics
+    (negated max, sum) of the local queries against `k` and `v`.
+    """
+    o, neg_max, sum = attention_cte(q3, k, v, scale=scale, causal_mask=causal, tp_q=tp_q, tp_k=tp_k, sink=sink, tp_out=False, cache_softmax=True, cp_offset=cp_offset, global_cp_deg=cp_deg, cp_striped_input=striped, bound_min=bound_min, bound_max=bound_max, skip_output_normalization=True)
+    return (o, neg_max, sum)
+
+
+def pass_on(arrived_k, free_k, arrived_v, free_v, groups):
+    """Sends the keys and values that arrived to the ring successor."""
+    rg = ncc.ReplicaGroup(groups)
+    ncc.collective_permute_implicit(srcs_by_channel=[[arrived_k]], dsts_by_channel=[[free_k]], replica_group=rg)
+    ncc.collective_permute_implicit(srcs_by_channel=[[arrived_v]], dsts_by_channel=[[free_v]], replica_group=rg)
 
 
 def load_stats(src, b, n_grp):
@@ -143,7 +184,7 @@ def normalize_batch(o_acc, nm_acc, sum_acc, o, lse, b, g0, g1, s, d, lse_dtype):
 
 
 @nki.jit
-def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax_scale=None, use_causal_mask=False, striped_input=False, training=False, lse_dtype=nl.float32, tp_q=False, tp_k=False, sinks=None):
+def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax_scale=None, use_causal_mask=False, striped_input=False, training=False, lse_dtype=nl.float32, tp_q=False, tp_k=False, sinks=None, zigzag_input=False, window_left=None, window_right=None, chunk_size=None):
     """Ring attention forward, a drop-in for the NKI library's
     `ring_attention_spmd_fwd` (2.30): each of `num_workers` ranks holds `seqlen`
     tokens of the sequence (contiguous blocks, or every `num_workers`-th token with
@@ -174,6 +215,14 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
     v_shape = v.shape
     assert v_shape[0] == b and v_shape[1] == k_h and v_shape[2] == s and v_shape[3] == d, f"v must be [{b}, {k_h}, {s}, {d}] to match q and k, got {v_shape}"
     assert not striped_input or use_causal_mask, "striped_input requires use_causal_mask=True"
+    assert not zigzag_input or use_causal_mask, "zigzag_input requires use_causal_mask=True"
+    assert not (zigzag_input and striped_input), "striped_input and zigzag_input exclude each other"
+    left = window_left if window_left is not None else -1
+    right = window_right if window_right is not None else -1
+    chunk = chunk_size if chunk_size is not None else 0
+    assert (window_left if window_left is not None else 0) >= 0 and (window_right if window_right is not None else 0) >= 0, "window_left and window_right must be >= 0"
+    assert (chunk_size if chunk_size is not None else 1) >= 1, "chunk_size must be >= 1"
+    bounded = zigzag_input or left >= 0 or right >= 0 or chunk > 0
     assert num_workers >= 1, f"num_workers must be >= 1, got {num_workers}"
     assert not use_causal_mask or num_workers <= 32, f"causal ring attention supports at most 32 workers, got {num_workers}"
     groups = replica_groups if replica_groups is not None else []
@@ -196,8 +245,12 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
     lse = nl.ndarray(shape=(bs, 128, n_grp), dtype=lse_dtype, buffer=nl.shared_hbm) if training else None
     scale = softmax_scale if softmax_scale is not None else 1.0 / float(d) ** 0.5
     assert -3.4028234663852886e38 <= scale and scale <= 3.4028234663852886e38, f"softmax_scale must be a finite float32, got {scale}"
-    attn_scale = 1.0 if use_causal_mask else scale
-    cp_deg = num_workers if use_causal_mask else None
+    attn_scale = 1.0 if use_causal_mask or bounded else scale
+    cp_deg = num_workers if use_causal_mask and not bounded else None
+    q_run = scaled_copy(q3, scale) if bounded and not use_causal_mask else q3
+    cte_causal = use_causal_mask and not bounded
+    cte_striped = striped_input and not bounded
+    last = last_needed_step(striped_input, zigzag_input, num_workers, s, use_causal_mask, left, right, chunk) if bounded else num_workers - 1
     grid = nl.program_ndim() == 1
     shard = nl.program_id(axis=0) if grid else 0
     shards = nl.num_programs(axes=0) if grid else 1
@@ -216,32 +269,44 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
     rg = ncc.ReplicaGroup(groups)
     n_rings = 1 if len(groups) == 0 else len(groups)
     positions = nl.ndarray(shape=(1, n_rings * num_workers), dtype=nl.float32, buffer=nl.shared_hbm)
-    cp_offset = nl.ndarray(shape=(1, 1), dtype=nl.float32, buffer=nl.shared_hbm) if use_causal_mask else None
+    cp_offset = nl.ndarray(shape=(1, 1), dtype=nl.float32, buffer=nl.shared_hbm) if cte_causal else None
+    if use_causal_mask or bounded:
+        fill_ring_positions(positions, groups, num_workers)
     if cp_offset is not None:
         cpo = cp_offset
-        fill_ring_positions(positions, groups, num_workers)
         zero = nl.ndarray(shape=(1, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.memset(dst=zero, value=0.0)
         nisa.dma_copy(dst=cpo, src=zero)
-    o_acc, nm_acc, sum_acc = step_attention(q3, k3, v3, attn_scale, use_causal_mask, tp_q, tp_k, cp_offset, cp_deg, striped_input, sink)
+    bound_min = nl.ndarray(shape=(bs, s, 1), dtype=nl.float32, buffer=nl.private_hbm) if bounded else None
+    bound_max = nl.ndarray(shape=(bs, s, 1), dtype=nl.float32, buffer=nl.private_hbm) if bounded else None
+    home_pos, own_pos = ring_positions_at(positions, groups, 0)
+    q_pos = row_positions(home_pos, striped_input, zigzag_input, num_workers, s)
+    if bound_min is not None:
+        bmin = bound_min
+        if bound_max is not None:
+            bmax = bound_max
+            lower, upper = key_bounds(q_pos, own_pos, striped_input, zigzag_input, num_workers, s, use_causal_mask, left, right, chunk)
+            store_bounds(bmin, bmax, lower, upper)
+    o_acc, nm_acc, sum_acc = step_attention(q_run, k3, v3, attn_scale, cte_causal, tp_q, tp_k, cp_offset, cp_deg, cte_striped, sink, bound_min, bound_max)
     for bi in range(kv_first, kv_first + kv_per_shard):
         nisa.dma_copy(dst=send_k[bi, :, :], src=k3[bi, :, :])
         nisa.dma_copy(dst=send_v[bi, :, :], src=v3[bi, :, :])
     if kv_remainder and shard == 0:
         nisa.dma_copy(dst=send_k[bs_kv - 1, :, :], src=k3[bs_kv - 1, :, :])
         nisa.dma_copy(dst=send_v[bs_kv - 1, :, :], src=v3[bs_kv - 1, :, :])
-    if num_workers > 1:
+    if last >= 1:
         if shards > 1:
             nisa.core_barrier(data=send_k, cores=(0, 1))
             nisa.core_barrier(data=send_v, cores=(0, 1))
         ncc.collective_permute_implicit(srcs_by_channel=[[send_k]], dsts_by_channel=[[recv_k]], replica_group=rg)
         ncc.collective_permute_implicit(srcs_by_channel=[[send_v]], dsts_by_channel=[[recv_v]], replica_group=rg)
-    for step in nl.sequential_range(start=1, stop=num_workers):
+    for step in nl.sequential_range(start=1, stop=last + 1):
         odd = step % 2 == 1
         arrived_k = recv_k if odd else send_k
         free_k = send_k if odd else recv_k
         arrived_v = recv_v if odd else send_v
         free_v = send_v if odd else recv_v
+        needed = not bounded or step_needed(step, striped_input, zigzag_input, num_workers, s, use_causal_mask, left, right, chunk)
         if cp_offset is not None:
             cpo = cp_offset
             my_pos, their_pos = ring_positions_at(positions, groups, step)
@@ -253,14 +318,23 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
                 nisa.tensor_tensor(dst=off, data1=my_pos, data2=their_pos, op=nl.subtract)
                 nisa.tensor_scalar(dst=off, data=off, op0=nl.multiply, operand0=float(s))
             nisa.dma_copy(dst=cpo, src=off[0:1, 0:1])
-        o_cur, nm_cur, sum_cur = step_attention(q3, arrived_k, arrived_v, attn_scale, use_causal_mask, tp_q, tp_k, cp_offset, cp_deg, striped_input, None)
-        if step + 1 < num_workers:
-            ncc.collective_permute_implicit(srcs_by_channel=[[arrived_k]], dsts_by_channel=[[free_k]], replica_group=rg)
-            ncc.collective_permute_implicit(srcs_by_channel=[[arrived_v]], dsts_by_channel=[[free_v]], replica_group=rg)
-        for bi in range(b_first, b_first + per_shard):
-            merge_batch(o_acc, nm_acc, sum_acc, o_cur, nm_cur, sum_cur, bi, 0, n_grp, s, d)
-        if has_remainder and rem_g1 > rem_g0:
-            merge_batch(o_acc, nm_acc, sum_acc, o_cur, nm_cur, sum_cur, bs - 1, rem_g0, rem_g1, s, d)
+        if needed:
+            if bound_min is not None:
+                bmin = bound_min
+                if bound_max is not None:
+                    bmax = bound_max
+                    _here, k_pos = ring_positions_at(positions, groups, step)
+                    lower, upper = key_bounds(q_pos, k_pos, striped_input, zigzag_input, num_workers, s, use_causal_mask, left, right, chunk)
+                    store_bounds(bmin, bmax, lower, upper)
+            o_cur, nm_cur, sum_cur = step_attention(q_run, arrived_k, arrived_v, attn_scale, cte_causal, tp_q, tp_k, cp_offset, cp_deg, cte_striped, None, bound_min, bound_max)
+            if step < last:
+                pass_on(arrived_k, free_k, arrived_v, free_v, groups)
+            for bi in range(b_first, b_first + per_shard):
+                merge_batch(o_acc, nm_acc, sum_acc, o_cur, nm_cur, sum_cur, bi, 0, n_grp, s, d)
+            if has_remainder and rem_g1 > rem_g0:
+                merge_batch(o_acc, nm_acc, sum_acc, o_cur, nm_cur, sum_cur, bs - 1, rem_g0, rem_g1, s, d)
+        elif step < last:
+            pass_on(arrived_k, free_k, arrived_v, free_v, groups)
     for bi in range(b_first, b_first + per_shard):
         normalize_batch(o_acc, nm_acc, sum_acc, o, lse, bi, 0, n_grp, s, d, lse_dtype)
     if has_remainder and rem_g1 > rem_g0:
