@@ -240,3 +240,110 @@ fn windows_chunks_and_zigzag_match_the_reference() {
         case.check(8, m, 1, Precision::Fp32);
     }
 }
+
+/// The ring steps some rank needs, from the reference mask by brute force: step
+/// `t` brings position `(me - t) mod W`'s keys to position `me`.
+fn needed_steps(w: usize, sl: usize, layout: SeqLayout, f: &Features<'_>) -> Vec<usize> {
+    let st = w * sl;
+    (1..w)
+        .filter(|&t| {
+            (0..w).any(|me| {
+                let p = (me + w - t) % w;
+                (0..sl).any(|i| (0..sl).any(|j| f.visible(st, 0, layout.global(me, i, w, sl), layout.global(p, j, w, sl))))
+            })
+        })
+        .collect()
+}
+
+/// Permutes of a causal ring with a window of `l` tokens (K and V per transfer step).
+fn window_permutes(w: usize, sl: usize, layout: SeqLayout, l: usize) -> usize {
+    let mut case = Case::new(dims(w, 2, 1, sl, 16), false, 111);
+    case.q.iter_mut().for_each(|x| *x *= 0.5);
+    let m = Mask { window: Some((l, 0)), ..Mask::plain(layout, true) };
+    let outs = case.runs(w, m, 1, Precision::Fp32, Dtype::F32);
+    assert!(outs.comm.iter().all(|e| e.op == "collective_permute_implicit"), "only permutes");
+    outs.comm.len()
+}
+
+#[test]
+fn a_causal_window_turns_the_ring_only_as_far_as_it_reaches() {
+    let (w, sl) = (6, 128);
+    for l in [0, 1, 127, 128, 129, 300, 700] {
+        let causal = Features { causal: true, window: Some((l, 0)), ..Features::default() };
+        // Contiguous: the ceil(L / S_local) preceding blocks, at most W - 1.
+        let want = l.div_ceil(sl).min(w - 1);
+        assert_eq!(needed_steps(w, sl, SeqLayout::Contiguous, &causal).last().copied().unwrap_or(0), want, "contiguous L={l}");
+        assert_eq!(window_permutes(w, sl, SeqLayout::Contiguous, l), 2 * want, "contiguous L={l}: K and V per transfer step");
+        // Striped: the nearest earlier key of position me - t is t tokens back, so min(L, W - 1) steps.
+        let want = l.min(w - 1);
+        assert_eq!(needed_steps(w, sl, SeqLayout::Striped, &causal).last().copied().unwrap_or(0), want, "striped L={l}");
+        assert_eq!(window_permutes(w, sl, SeqLayout::Striped, l), 2 * want, "striped L={l}");
+        // Zigzag: every rank's second chunk needs the late chunks of the ranks after it, the
+        // last steps of the ring, so any window L >= 1 turns it W - 1 times (steps between
+        // the ones that reach are skipped in compute only).
+        let want = if l == 0 { 0 } else { w - 1 };
+        assert_eq!(needed_steps(w, sl, SeqLayout::Zigzag, &causal).last().copied().unwrap_or(0), want, "zigzag L={l}");
+        assert_eq!(window_permutes(w, sl, SeqLayout::Zigzag, l), 2 * want, "zigzag L={l}");
+    }
+    // Without the causal mask a window (L, R >= 1) needs the successor's block, the last step.
+    let two_sided = Features { window: Some((100, 1)), ..Features::default() };
+    assert_eq!(needed_steps(w, sl, SeqLayout::Contiguous, &two_sided), vec![1, 5]);
+}
+
+#[test]
+fn zigzag_gives_every_rank_the_same_visible_score_tiles() {
+    // 64 x 64 score tiles with a visible score, per rank, over the whole ring (causal).
+    let (w, sl, tile) = (4, 512, 64);
+    let causal = Features::masked(true);
+    let tiles = |layout: SeqLayout| -> Vec<usize> {
+        (0..w)
+            .map(|me| {
+                (0..w)
+                    .map(|p| {
+                        let mut n = 0;
+                        for qt in (0..sl).step_by(tile) {
+                            for kt in (0..sl).step_by(tile) {
+                                let q_last = layout.global(me, qt + tile - 1, w, sl).max(layout.global(me, qt, w, sl));
+                                let k_first = layout.global(p, kt, w, sl).min(layout.global(p, kt + tile - 1, w, sl));
+                                // Within a tile of one chunk the positions are consecutive: the tile has a
+                                // visible score iff its first key is at or before its last query.
+                                n += usize::from(causal.visible(w * sl, 0, q_last, k_first));
+                            }
+                        }
+                        n
+                    })
+                    .sum()
+            })
+            .collect()
+    };
+    let (contiguous, zigzag) = (tiles(SeqLayout::Contiguous), tiles(SeqLayout::Zigzag));
+    let spread = |x: &[usize]| x.iter().max().unwrap() - x.iter().min().unwrap();
+    assert!(spread(&zigzag) <= 1, "zigzag tiles per rank {zigzag:?}");
+    assert!(spread(&contiguous) > 100, "contiguous is unbalanced: {contiguous:?}");
+    assert_eq!(zigzag.iter().sum::<usize>(), contiguous.iter().sum::<usize>(), "the same causal work in all");
+}
+
+#[test]
+fn layout_window_and_chunk_rules_are_errors_naming_the_parameter() {
+    let case = Case::new(dims(2, 2, 2, 128, 16), false, 121);
+    let t = |x: &[f64]| shard(&common::tensor(&[1, 2, 256, 16], x, Dtype::F32), 2, SeqLayout::Contiguous, true).unwrap();
+    let (q, k) = (t(&case.q), t(&case.k));
+    let v = shard(&common::tensor(&[1, 2, 256, 16], &case.v, Dtype::F32), 2, SeqLayout::Contiguous, false).unwrap();
+    let launch = Launch::new().ranks(2).precision(Precision::Fp32);
+    let inputs = RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: None };
+    let err = |cfg: RingFwdConfig| cfg.launch(&launch, &inputs).unwrap_err().to_string();
+    let base = RingFwdConfig::new(2);
+    assert_eq!(
+        err(base.zigzag(true)),
+        "invalid zigzag_input = true without use_causal_mask: ring_attention_spmd_fwd: zigzag input needs the causal mask"
+    );
+    assert_eq!(
+        err(base.causal(true).striped(true).zigzag(true)),
+        "invalid zigzag_input = true with striped_input: ring_attention_spmd_fwd: striped and zigzag input exclude each other"
+    );
+    assert_eq!(
+        err(base.sliding_window(4, -2)),
+        "invalid sliding_window = (4, -2): ring_attention_spmd_fwd: the sliding window sizes (L, R) must be >= 0"
+    );
+    assert_eq!(err(base.chunk_size(0)), "invalid chunk_size = 0: ring_attention_spmd_fwd: chunk_size must be >= 1");
+}
