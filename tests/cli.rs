@@ -443,7 +443,12 @@ fn scales_that_would_unmask_the_causal_mask_are_refused() {
     let dir = common::scratch("cli_scale_causal_bwd");
     ring_files(&dir);
     let bwd = with(&RING_BWD, &["--causal", "--dq", "dq.npy", "--dk", "dk.npy", "--dv", "dv.npy", "--scale", "-0.25"]);
-    assert_refused(&dir, &bwd, 1, &["softmax_scale = -0.25", "with use_causal_mask the softmax_scale must be at least 1e-30"]);
+    assert_refused(
+        &dir,
+        &bwd,
+        1,
+        &["softmax_scale = -0.25", "with a mask (causal, window, chunks) the softmax_scale must be at least 1e-30"],
+    );
 }
 
 #[test]

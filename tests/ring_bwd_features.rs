@@ -22,6 +22,21 @@ use nki::attention::ring_bwd::{RingBwdConfig, RingBwdInputs, RingBwdOutputs};
 use nki::attention::shard::{SeqLayout, shard, shard_lse, unshard};
 use nki::{Dtype, Launch, Precision, Tensor};
 
+/// The layout and the masks of one run.
+#[derive(Clone, Copy, Debug)]
+struct Mask {
+    layout: SeqLayout,
+    causal: bool,
+    window: Option<(usize, usize)>,
+    chunk: Option<usize>,
+}
+
+impl Mask {
+    const fn plain(layout: SeqLayout, causal: bool) -> Mask {
+        Mask { layout, causal, window: None, chunk: None }
+    }
+}
+
 /// One global problem: `q`, `dy` `[b, h, S, d]`, `k`, `v` `[b, h_kv, S, d]`.
 struct Case {
     dims: Dims,
@@ -58,11 +73,12 @@ impl Case {
 
     /// Runs the backward ring on inputs rounded to `dtype` and returns its outputs
     /// and the reference gradients of those rounded inputs.
-    fn run(&self, w: usize, layout: SeqLayout, causal: bool, lnc: usize, precision: Precision, dtype: Dtype) -> (RingBwdOutputs, Want) {
+    fn run(&self, w: usize, m: Mask, lnc: usize, precision: Precision, dtype: Dtype) -> (RingBwdOutputs, Want) {
+        let (layout, causal) = (m.layout, m.causal);
         let Dims { batch: b, heads: h, kv_heads: hk, seqlen: s, head_dim: d } = self.dims;
         let r = |x: &[f64]| as_dtype(x, dtype);
         let (q, k, v, dy) = (r(&self.q), r(&self.k), r(&self.v), r(&self.dy));
-        let f = Features { causal, sinks: self.sinks.as_deref(), ..Features::default() };
+        let f = Features { causal, window: m.window, chunk: m.chunk, sinks: self.sinks.as_deref(), ..Features::default() };
         let fwd = attend(&q, &k, &v, &self.dims, self.scale, &f);
         // The kernel receives O in the input dtype and the LSE in fp32.
         let fwd = nki::attention::reference::Attention { out: r(&fwd.out), lse: as_dtype(&fwd.lse, Dtype::F32) };
@@ -72,30 +88,28 @@ impl Case {
         let (qs, ks, vs, os, dys) = (sh(&q, h), sh(&k, hk), sh(&v, hk), sh(&fwd.out, h), sh(&dy, h));
         let lse = shard_lse(&common::tensor(&[b, h, s], &fwd.lse, Dtype::F32), w, layout).unwrap();
         let sinks = self.sinks.as_ref().map(|x| common::tensor(&[h], x, Dtype::F32));
-        let cfg = RingBwdConfig::new(w as i64)
-            .causal(causal)
-            .striped(layout == SeqLayout::Striped)
-            .softmax_scale(self.scale)
-            .lnc(lnc as i64)
-            .kv_heads(hk as i64);
+        let mut cfg =
+            RingBwdConfig::new(w as i64).causal(causal).layout(layout).softmax_scale(self.scale).lnc(lnc as i64).kv_heads(hk as i64);
+        if let Some((l, r)) = m.window {
+            cfg = cfg.sliding_window(l as i64, r as i64);
+        }
+        if let Some(c) = m.chunk {
+            cfg = cfg.chunk_size(c as i64);
+        }
         let launch = Launch::new().ranks(w).lnc(lnc).precision(precision);
         let inputs = RingBwdInputs { q: &qs, k: &ks, v: &vs, o: &os, dy: &dys, lse: &lse, sinks: sinks.as_ref() };
         let outs = cfg.launch(&launch, &inputs).unwrap();
         (outs, Want { dq: g.dq, dk: g.dk, dv: g.dv, dsinks: g.dsinks })
     }
 
-    fn check(&self, w: usize, layout: SeqLayout, causal: bool, lnc: usize, precision: Precision) {
+    fn check(&self, w: usize, m: Mask, lnc: usize, precision: Precision) {
+        let layout = m.layout;
         let (dtype, atol, rtol) = match precision {
             Precision::Fp32 => (Dtype::F32, 1e-6, 1e-4),
             _ => (Dtype::Bf16, 1e-2, 1e-2),
         };
-        let (outs, want) = self.run(w, layout, causal, lnc, precision, dtype);
-        let what = format!(
-            "W{w} {layout:?} causal={causal} lnc{lnc} {precision:?} h{}:{} sinks={}",
-            self.dims.heads,
-            self.dims.kv_heads,
-            self.sinks.is_some()
-        );
+        let (outs, want) = self.run(w, m, lnc, precision, dtype);
+        let what = format!("W{w} {m:?} lnc{lnc} {precision:?} h{}:{} sinks={}", self.dims.heads, self.dims.kv_heads, self.sinks.is_some());
         let global = |parts: &[Tensor]| unshard(parts, layout, true).unwrap().to_f32_vec();
         assert_close(&format!("{what} dQ"), &global(&outs.dq), &want.dq, atol, rtol);
         assert_close(&format!("{what} dK"), &global(&outs.dk), &want.dk, atol, rtol);
@@ -111,14 +125,15 @@ fn dims(w: usize, heads: usize, kv_heads: usize, s_local: usize, d: usize) -> Di
     Dims { batch: 1, heads, kv_heads, seqlen: w * s_local, head_dim: d }
 }
 
-const LAYOUTS: [(SeqLayout, bool); 3] = [(SeqLayout::Contiguous, false), (SeqLayout::Contiguous, true), (SeqLayout::Striped, true)];
+const LAYOUTS: [Mask; 3] =
+    [Mask::plain(SeqLayout::Contiguous, false), Mask::plain(SeqLayout::Contiguous, true), Mask::plain(SeqLayout::Striped, true)];
 
 #[test]
 fn grouped_query_gradients_match_the_reference_in_every_layout() {
     for (w, b, h, hk, lnc) in [(1, 1, 2, 1, 1), (2, 2, 4, 2, 2), (3, 1, 4, 1, 1), (4, 1, 8, 1, 2), (8, 1, 2, 1, 1)] {
         let case = Case::new(Dims { batch: b, ..dims(w, h, hk, 128, 32) }, false, 100 + w as u64);
-        for (layout, causal) in LAYOUTS {
-            case.check(w, layout, causal, lnc, Precision::Fp32);
+        for m in LAYOUTS {
+            case.check(w, m, lnc, Precision::Fp32);
         }
     }
 }
@@ -127,8 +142,8 @@ fn grouped_query_gradients_match_the_reference_in_every_layout() {
 fn sink_gradients_alone_and_with_grouped_queries_match_the_reference() {
     for (w, b, h, hk, lnc) in [(1, 1, 2, 2, 1), (2, 2, 2, 2, 2), (4, 1, 4, 2, 1), (3, 1, 3, 1, 2)] {
         let case = Case::new(Dims { batch: b, ..dims(w, h, hk, 128, 16) }, true, 200 + w as u64);
-        for (layout, causal) in LAYOUTS {
-            case.check(w, layout, causal, lnc, Precision::Fp32);
+        for m in LAYOUTS {
+            case.check(w, m, lnc, Precision::Fp32);
         }
     }
 }
@@ -136,14 +151,16 @@ fn sink_gradients_alone_and_with_grouped_queries_match_the_reference() {
 #[test]
 fn hardware_precision_stays_within_the_bf16_bounds() {
     let case = Case::new(dims(4, 4, 2, 128, 64), true, 301);
-    case.check(4, SeqLayout::Striped, true, 2, Precision::Hardware);
-    case.check(4, SeqLayout::Contiguous, false, 1, Precision::Hardware);
+    case.check(4, Mask::plain(SeqLayout::Striped, true), 2, Precision::Hardware);
+    case.check(4, Mask::plain(SeqLayout::Contiguous, false), 1, Precision::Hardware);
+    case.check(4, Mask { window: Some((200, 0)), ..Mask::plain(SeqLayout::Zigzag, true) }, 1, Precision::Hardware);
 }
 
 #[test]
 fn the_sink_gradient_is_the_same_for_every_ring_size() {
     let case = Case::new(dims(8, 2, 1, 128, 16), true, 401);
-    let dsinks = |w: usize| case.run(w, SeqLayout::Contiguous, true, 1, Precision::Fp32, Dtype::F32).0.dsinks.unwrap().to_f32_vec();
+    let dsinks =
+        |w: usize| case.run(w, Mask::plain(SeqLayout::Contiguous, true), 1, Precision::Fp32, Dtype::F32).0.dsinks.unwrap().to_f32_vec();
     let one = dsinks(1);
     assert!(one.iter().all(|x| x.abs() > 1e-3), "a sink that matters has a gradient: {one:?}");
     for w in [2, 4, 8] {
@@ -168,4 +185,68 @@ fn bad_kv_heads_are_refused_naming_the_parameter() {
     );
     let e = RingBwdConfig::new(2).kv_heads(2).launch(&launch, &inputs).unwrap_err().to_string();
     assert!(e.starts_with("invalid k[0] = shape [1, 3, 16, 128]: must be [1, 2, 16, 128]"), "{e}");
+}
+
+#[test]
+fn windows_chunks_and_zigzag_gradients_match_the_reference() {
+    use SeqLayout::{Contiguous, Striped, Zigzag};
+    let masks = [
+        Mask::plain(Zigzag, true),
+        Mask { window: Some((100, 100)), ..Mask::plain(Contiguous, true) },
+        Mask { window: Some((300, 0)), ..Mask::plain(Striped, true) },
+        Mask { window: Some((77, 0)), ..Mask::plain(Zigzag, true) },
+        Mask { window: Some((130, 40)), ..Mask::plain(Contiguous, false) },
+        Mask { chunk: Some(96), ..Mask::plain(Contiguous, false) },
+        Mask { chunk: Some(200), ..Mask::plain(Zigzag, true) },
+        Mask { window: Some((50, 0)), chunk: Some(160), ..Mask::plain(Striped, true) },
+    ];
+    for (w, h, hk, lnc) in [(1, 2, 1, 1), (2, 2, 2, 2), (3, 4, 2, 1), (4, 2, 1, 2)] {
+        let case = Case::new(dims(w, h, hk, 128, 16), w % 2 == 0, 600 + w as u64);
+        for m in masks {
+            case.check(w, m, lnc, Precision::Fp32);
+        }
+    }
+    let case = Case::new(dims(8, 2, 1, 128, 16), true, 609);
+    for m in [masks[0], masks[1], masks[3], masks[4]] {
+        case.check(8, m, 1, Precision::Fp32);
+    }
+}
+
+#[test]
+fn a_causal_window_skips_the_steps_nobody_needs() {
+    // Contiguous, W = 6, S_local = 128, L = 129: step t shows position me - t's queries these
+    // keys, visible only when the queries wrapped round to one or two positions ahead
+    // (t >= W - ceil(L / S) = 4); the other steps forward dQ unchanged.
+    let case = Case::new(dims(6, 2, 1, 128, 16), false, 700);
+    let m = Mask { window: Some((129, 0)), ..Mask::plain(SeqLayout::Contiguous, true) };
+    let (outs, _) = case.run(6, m, 1, Precision::Fp32, Dtype::F32);
+    let reduces = outs.comm.iter().filter(|e| e.op == "collective_permute_implicit_reduce").count();
+    // One ring per query head (2 heads share the KV head), each reducing dQ at steps 4 and 5.
+    assert_eq!(reduces, 2 * 2, "{:?}", outs.comm.iter().map(|e| e.op).collect::<Vec<_>>());
+    case.check(6, m, 1, Precision::Fp32);
+}
+
+#[test]
+fn layout_window_and_chunk_rules_are_errors_naming_the_parameter() {
+    let case = Case::new(dims(2, 2, 2, 128, 16), false, 801);
+    let sh = |x: &[f64]| shard(&common::tensor(&[1, 2, 256, 16], x, Dtype::F32), 2, SeqLayout::Contiguous, true).unwrap();
+    let (q, k, v, dy) = (sh(&case.q), sh(&case.k), sh(&case.v), sh(&case.dy));
+    let lse = shard_lse(&common::tensor(&[1, 2, 256], &[2.0; 512], Dtype::F32), 2, SeqLayout::Contiguous).unwrap();
+    let launch = Launch::new().ranks(2).precision(Precision::Fp32);
+    let inputs = RingBwdInputs { q: &q, k: &k, v: &v, o: &q, dy: &dy, lse: &lse, sinks: None };
+    let err = |cfg: RingBwdConfig| cfg.launch(&launch, &inputs).unwrap_err().to_string();
+    let base = RingBwdConfig::new(2);
+    assert_eq!(
+        err(base.zigzag(true)),
+        "invalid zigzag_attention = true without use_causal_mask: ring_attention_spmd_bwd: zigzag_attention requires use_causal_mask"
+    );
+    assert_eq!(
+        err(base.causal(true).striped(true).zigzag(true)),
+        "invalid zigzag_attention = true with striped_attention: ring_attention_spmd_bwd: striped_attention and zigzag_attention exclude each other"
+    );
+    assert_eq!(
+        err(base.sliding_window(-1, 0)),
+        "invalid sliding_window = (-1, 0): ring_attention_spmd_bwd: the sliding window sizes (L, R) must be >= 0"
+    );
+    assert_eq!(err(base.chunk_size(0)), "invalid chunk_size = 0: ring_attention_spmd_bwd: chunk_size must be >= 1");
 }

@@ -36,7 +36,7 @@ fn emitted_package_passes_the_check_with_the_library_signature() {
         src.contains(
             "\n@nki.jit\ndef ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_causal_mask=False, \
              mixed_precision=True, softmax_scale=None, num_workers=1, lnc_size=1, replica_groups=None, striped_attention=False, \
-             sinks=None):\n"
+             sinks=None, zigzag_attention=False, window_left=None, window_right=None, chunk_size=None):\n"
         ),
         "ring_attention_bwd.py must keep the library's signature as a prefix:\n{src}"
     );
@@ -149,13 +149,18 @@ fn numpy_contiguous_full_w4_wide_heads() {
         .check();
 }
 
-/// GQA (4 query heads on 2 KV heads, 2 batches) with sinks, striped causal over 3
-/// ranks on LNC 2: the emitted kernel under NumPy matches the emulator on dQ, dK,
-/// dV and this rank's share of dsinks.
-#[test]
-fn numpy_gqa_with_sinks_striped_w3_lnc2() {
-    let (w, b, h, hk, sl, d) = (3usize, 2usize, 4usize, 2usize, 128usize, 16usize);
-    let sinks = common::uniform(h, 971, -1.0, 2.0);
+/// Runs one NumPy-vs-emulator backward case with random inputs (LSEs in [2, 3]
+/// keep the probabilities below one): `extra` keyword arguments on top of a causal
+/// ring of `w` ranks on LNC 2, with sinks when given.
+fn numpy_case(
+    name: &str,
+    dims: [usize; 5],
+    sinks: Option<Vec<f64>>,
+    extra: Vec<(&'static str, PyArg)>,
+    emu_call: impl Fn(ring_attention_spmd_bwd::Call<'_>) -> ring_attention_spmd_bwd::Call<'_> + Sync,
+) {
+    let [w, b, h, hk, sl] = dims;
+    let d = 16;
     let shapes =
         [vec![b, h, d, sl], vec![b, hk, d, sl], vec![b, hk, d, sl], vec![b, h, d, sl], vec![b, h, d, sl], vec![b, h, 128, sl / 128]];
     let per_rank: Vec<Vec<(Vec<usize>, Vec<f64>)>> = (0..w)
@@ -165,14 +170,13 @@ fn numpy_gqa_with_sinks_striped_w3_lnc2() {
                 .enumerate()
                 .map(|(i, shape)| {
                     let n: usize = shape.iter().product();
-                    // LSEs between 2 and 3 keep the probabilities below one.
                     let (lo, hi) = if i == 5 { (2.0, 3.0) } else { (-1.0, 1.0) };
                     (shape.clone(), common::as_dtype(&common::uniform(n, 980 + 10 * r as u64 + i as u64, lo, hi), Dtype::F32))
                 })
                 .collect()
         })
         .collect();
-    let sink_t = tensor(&[h], &sinks, Dtype::F32);
+    let sink_t = sinks.as_ref().map(|x| tensor(&[h], x, Dtype::F32));
     let tensors: Vec<Vec<Tensor>> = per_rank.iter().map(|xs| xs.iter().map(|(s, x)| tensor(s, x, Dtype::F32)).collect()).collect();
     let emu: Vec<Vec<Vec<f32>>> = Launch::new()
         .ranks(w)
@@ -180,13 +184,12 @@ fn numpy_gqa_with_sinks_striped_w3_lnc2() {
         .precision(Precision::Fp32)
         .run_ranks(|ctx| {
             let t = &tensors[ctx.rank()];
-            ring_attention_spmd_bwd::Call::new(&t[0], &t[1], &t[2], &t[3], &t[4], &t[5])
+            let call = ring_attention_spmd_bwd::Call::new(&t[0], &t[1], &t[2], &t[3], &t[4], &t[5])
                 .use_causal_mask(true)
-                .striped_attention(true)
                 .num_workers(w as i64)
                 .lnc_size(2)
-                .sinks(Some(&sink_t))
-                .run(ctx)
+                .sinks(sink_t.as_ref());
+            emu_call(call).run(ctx)
         })
         .unwrap()
         .into_iter()
@@ -196,22 +199,43 @@ fn numpy_gqa_with_sinks_striped_w3_lnc2() {
         .iter()
         .map(|xs| {
             let args = xs.iter().map(|(s, x)| PyArg::Tensor(s.clone(), x.clone(), Dtype::F32)).collect();
-            let kwargs = vec![
-                ("use_causal_mask", PyArg::Bool(true)),
-                ("num_workers", PyArg::Int(w as i64)),
-                ("lnc_size", PyArg::Int(2)),
-                ("striped_attention", PyArg::Bool(true)),
-                ("sinks", PyArg::Tensor(vec![h], sinks.clone(), Dtype::F32)),
-            ];
+            let mut kwargs =
+                vec![("use_causal_mask", PyArg::Bool(true)), ("num_workers", PyArg::Int(w as i64)), ("lnc_size", PyArg::Int(2))];
+            if let Some(x) = &sinks {
+                kwargs.push(("sinks", PyArg::Tensor(vec![h], x.clone(), Dtype::F32)));
+            }
+            kwargs.extend(extra.iter().cloned());
             (args, kwargs)
         })
         .collect();
     let np = run_numpy_kwargs_ranks(package(), "ring_attention_spmd_bwd", &ranks, 2, "fp32");
+    let outs = if sinks.is_some() { 4 } else { 3 };
     for (rank, (np_outs, emu_outs)) in np.iter().zip(&emu).enumerate() {
-        assert_eq!((np_outs.len(), emu_outs.len()), (4, 4), "with sinks: dQ, dK, dV and dsinks");
-        for (i, what) in ["dQ", "dK", "dV", "dsinks"].iter().enumerate() {
+        assert_eq!((np_outs.len(), emu_outs.len()), (outs, outs), "{name}: dQ, dK, dV (and dsinks)");
+        for (i, what) in ["dQ", "dK", "dV", "dsinks"].iter().take(outs).enumerate() {
             let e: Vec<f64> = emu_outs[i].iter().map(|&x| f64::from(x)).collect();
-            assert_close(&format!("GQA + sinks rank {rank} {what} (numpy vs emulator)"), &np_outs[i], &e, ATOL, RTOL);
+            assert_close(&format!("{name} rank {rank} {what} (numpy vs emulator)"), &np_outs[i], &e, ATOL, RTOL);
         }
     }
+}
+
+/// GQA (4 query heads on 2 KV heads, 2 batches) with sinks, striped causal over 3
+/// ranks on LNC 2: the emitted kernel under NumPy matches the emulator on dQ, dK,
+/// dV and this rank's share of dsinks.
+#[test]
+fn numpy_gqa_with_sinks_striped_w3_lnc2() {
+    let sinks = common::uniform(4, 971, -1.0, 2.0);
+    numpy_case("GQA + sinks", [3, 2, 4, 2, 128], Some(sinks), vec![("striped_attention", PyArg::Bool(true))], |c| {
+        c.striped_attention(true)
+    });
+}
+
+/// Zigzag causal with a window and chunks, GQA 2:1, over 3 ranks on LNC 2: the
+/// per-row key bounds and the skipped steps under NumPy match the emulator.
+#[test]
+fn numpy_zigzag_window_and_chunks_w3_lnc2() {
+    let extra = vec![("zigzag_attention", PyArg::Bool(true)), ("window_left", PyArg::Int(300)), ("chunk_size", PyArg::Int(200))];
+    numpy_case("zigzag window chunks", [3, 1, 2, 1, 256], None, extra, |c| {
+        c.zigzag_attention(true).window_left(Some(300)).chunk_size(Some(200))
+    });
 }

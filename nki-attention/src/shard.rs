@@ -154,7 +154,7 @@ pub fn unshard(parts: &[Tensor], layout: SeqLayout, d_major: bool) -> Result<Ten
 pub fn shard_lse(global: &Tensor, workers: usize, layout: SeqLayout) -> Result<Vec<Tensor>> {
     let [b, h, st] = <[usize; 3]>::try_from(global.shape())
         .map_err(|_| NkiError::argument("lse", format!("shape {:?}", global.shape()), "must be 3-d [b, h, S_total]"))?;
-    let sl = per_rank(st, workers, 128 * layout.unit())?;
+    let sl = per_rank(st, workers, 128)?;
     let g = sl / 128;
     let vals = global.to_f32_vec();
     (0..workers)

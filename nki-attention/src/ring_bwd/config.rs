@@ -5,6 +5,7 @@
 use crate::ring_fwd::RingDims;
 use crate::rings::{GroupProblem, group_problem, ring_count};
 use crate::scale::{is_finite_f32, keeps_masks};
+use crate::shard::SeqLayout;
 use nki::Dtype;
 use nki::hw::Generation;
 
@@ -31,6 +32,12 @@ pub struct RingBwdConfig {
     pub causal: bool,
     /// Rank `r` holds the tokens `t` with `t mod num_workers == r` (else contiguous blocks).
     pub striped: bool,
+    /// Rank `r` holds chunks `r` and `2W-1-r` of `S / 2` tokens (zigzag; needs the causal mask).
+    pub zigzag: bool,
+    /// Sliding window `(L, R)`: key `j` visible to query `i` only if `i - L <= j <= i + R`.
+    pub window: Option<(i64, i64)>,
+    /// Chunked attention: key `j` visible to query `i` only if `i / C == j / C`.
+    pub chunk_size: Option<i64>,
     /// fp32 accumulators, `-LSE` and `D` (else the input dtype).
     pub mixed_precision: bool,
     /// Softmax scale (default `1/sqrt(d)`), applied inside: Q is unscaled. A finite
@@ -79,9 +86,17 @@ pub enum RingBwdRule {
     HeadDimTiles,
     /// Not checked by the library: the softmax scale is a finite float32 value.
     ScaleNotFinite,
-    /// Not checked by the library: with the causal mask, masked scores hold
-    /// FLOAT32_MIN and `exp(scale·s − LSE)` multiplies them by the scale.
+    /// Not checked by the library: with a mask, masked scores hold FLOAT32_MIN
+    /// and `exp(scale·s − LSE)` multiplies them by the scale.
     CausalScale,
+    /// Zigzag input needs the causal mask.
+    ZigzagNeedsCausal,
+    /// One layout: striped and zigzag exclude each other.
+    OneLayout,
+    /// Window sizes are non-negative.
+    WindowNegative,
+    /// Chunks hold at least one token.
+    ChunkPositive,
     /// K, V, dK and dV of the whole slice, and the step's tiles, fit one SBUF
     /// partition of the target (the library leaves this unchecked).
     SbufCapacity,
@@ -107,8 +122,12 @@ impl RingBwdRule {
             }
             RingBwdRule::ScaleNotFinite => "ring_attention_spmd_bwd: softmax_scale must be a finite float32 value",
             RingBwdRule::CausalScale => {
-                "ring_attention_spmd_bwd: with use_causal_mask the softmax_scale must be at least 1e-30: masked scores are FLOAT32_MIN and exp(scale x score - lse) scales them too, so a zero, negative or smaller scale unmasks them"
+                "ring_attention_spmd_bwd: with a mask (causal, window, chunks) the softmax_scale must be at least 1e-30: masked scores are FLOAT32_MIN and exp(scale x score - lse) scales them too, so a zero, negative or smaller scale unmasks them"
             }
+            RingBwdRule::ZigzagNeedsCausal => "ring_attention_spmd_bwd: zigzag_attention requires use_causal_mask",
+            RingBwdRule::OneLayout => "ring_attention_spmd_bwd: striped_attention and zigzag_attention exclude each other",
+            RingBwdRule::WindowNegative => "ring_attention_spmd_bwd: the sliding window sizes (L, R) must be >= 0",
+            RingBwdRule::ChunkPositive => "ring_attention_spmd_bwd: chunk_size must be >= 1",
             RingBwdRule::SbufCapacity => {
                 "ring_attention_spmd_bwd: K, V, dK and dV of the whole slice stay in SBUF, so the tokens per rank must fit the target's SBUF partition (see RingBwdConfig::max_seqlen)"
             }
@@ -144,6 +163,9 @@ impl RingBwdConfig {
             num_workers,
             causal: false,
             striped: false,
+            zigzag: false,
+            window: None,
+            chunk_size: None,
             mixed_precision: true,
             softmax_scale: None,
             lnc: 1,
@@ -225,10 +247,56 @@ impl RingBwdConfig {
         self.rings() * self.num_workers as usize
     }
 
+    /// Whether any mask applies (causal, window, chunks or zigzag blocks).
+    pub const fn masked(&self) -> bool {
+        self.causal || self.zigzag || self.window.is_some() || self.chunk_size.is_some()
+    }
+
+    /// Sets [`zigzag`](Self::zigzag).
+    pub const fn zigzag(mut self, on: bool) -> Self {
+        self.zigzag = on;
+        self
+    }
+
+    /// Sets the layout: [`striped`](Self::striped) and [`zigzag`](Self::zigzag).
+    pub const fn layout(mut self, layout: SeqLayout) -> Self {
+        self.striped = matches!(layout, SeqLayout::Striped);
+        self.zigzag = matches!(layout, SeqLayout::Zigzag);
+        self
+    }
+
+    /// Sets [`window`](Self::window) to `(left, right)`.
+    pub const fn sliding_window(mut self, left: i64, right: i64) -> Self {
+        self.window = Some((left, right));
+        self
+    }
+
+    /// Sets [`chunk_size`](Self::chunk_size).
+    pub const fn chunk_size(mut self, size: i64) -> Self {
+        self.chunk_size = Some(size);
+        self
+    }
+
     /// The first rule this configuration breaks.
     pub const fn violation(&self) -> Option<RingBwdRule> {
         if self.striped && !self.causal {
             return Some(RingBwdRule::StripedNeedsCausal);
+        }
+        if self.zigzag && !self.causal {
+            return Some(RingBwdRule::ZigzagNeedsCausal);
+        }
+        if self.zigzag && self.striped {
+            return Some(RingBwdRule::OneLayout);
+        }
+        if let Some((l, r)) = self.window
+            && (l < 0 || r < 0)
+        {
+            return Some(RingBwdRule::WindowNegative);
+        }
+        if let Some(c) = self.chunk_size
+            && c < 1
+        {
+            return Some(RingBwdRule::ChunkPositive);
         }
         if self.num_workers < 1 {
             return Some(RingBwdRule::WorkersPositive);
@@ -245,7 +313,7 @@ impl RingBwdConfig {
             if !is_finite_f32(scale) {
                 return Some(RingBwdRule::ScaleNotFinite);
             }
-            if self.causal && !keeps_masks(scale) {
+            if self.masked() && !keeps_masks(scale) {
                 return Some(RingBwdRule::CausalScale);
             }
         }

@@ -12,6 +12,7 @@
 
 use crate::cte::attention_cte::scalar_column;
 use crate::ring_fwd::ring_attention_fwd::{fill_ring_positions, ring_positions_at};
+use crate::ring_masks::{key_bounds, row_positions, step_needed};
 use nki::prelude::*;
 
 /// Head dims split into equal tiles of at most 128: `(tile size, tile count)`.
@@ -88,6 +89,7 @@ fn bwd_tile(
     neg_lse: Sbuf,
     dos: Sbuf,
     bounds: Option<Sbuf>,
+    lower: Option<Sbuf>,
     qg: i64,
     cg: i64,
     k0: i64,
@@ -113,16 +115,29 @@ fn bwd_tile(
         }
         let masked = nl::ndarray([128, kts], nl::float32, buffer = nl::sbuf);
         if let Some(ub) = bounds {
-            nisa::range_select(
-                masked,
-                scores,
-                nl::greater_equal,
-                nl::less_equal,
-                zero,
-                ub[s![.., g..g + 1]],
-                range_start = k0,
-                on_false_value = f32::MIN,
-            );
+            if let Some(lb) = lower {
+                nisa::range_select(
+                    masked,
+                    scores,
+                    nl::greater_equal,
+                    nl::less,
+                    lb[s![.., g..g + 1]],
+                    ub[s![.., g..g + 1]],
+                    range_start = k0,
+                    on_false_value = f32::MIN,
+                );
+            } else {
+                nisa::range_select(
+                    masked,
+                    scores,
+                    nl::greater_equal,
+                    nl::less_equal,
+                    zero,
+                    ub[s![.., g..g + 1]],
+                    range_start = k0,
+                    on_false_value = f32::MIN,
+                );
+            }
         } else {
             nisa::tensor_copy(masked, scores);
             if causal && 128 * g < k0 + kts - 1 {
@@ -193,7 +208,8 @@ fn bwd_tile(
 /// One ring step for one `(b, h)`: the queries in `q_buf` / `dy_buf` (`[dh, S]`)
 /// against the local K/V, dK/dV accumulated in place and this step's dQ written
 /// to `dq_out` (`[dh, S]`, fp32). `bounds` is the range-select upper bound per
-/// query row (steps after the first); without it causal masking is static.
+/// query row (inclusive, or exclusive with a `lower` bound: windows, chunks,
+/// zigzag); without it causal masking is static.
 #[nki_helper]
 #[allow(clippy::too_many_arguments)]
 fn compute_step(
@@ -207,6 +223,7 @@ fn compute_step(
     dk_r: Sbuf,
     dv_r: Sbuf,
     bounds: Option<Sbuf>,
+    lower: Option<Sbuf>,
     causal: bool,
     skip: bool,
     scale: f64,
@@ -234,8 +251,8 @@ fn compute_step(
             let first = if skip { (k0 / 128 - qg).max(0).min(cg) } else { 0 };
             if first < cg {
                 bwd_tile(
-                    q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, bounds, qg, cg, k0, kts, dts, dnt, scale, causal,
-                    first,
+                    q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, bounds, lower, qg, cg, k0, kts, dts, dnt, scale,
+                    causal, first,
                 );
             }
         }
@@ -243,6 +260,53 @@ fn compute_step(
             nisa::dma_copy(dq_out[s![dt * dts..(dt + 1) * dts, 128 * qg..128 * (qg + cg)]], dq_grp[s![.., dt, ..]]);
         }
     }
+}
+
+/// The range-select bounds of ring step `step` per query row (`[128, S / 128]`):
+/// `(lower, exclusive upper)` from the masks with windows, chunks or zigzag
+/// blocks (`bounded`); else, with the causal mask after step 0, `(None, inclusive
+/// upper)` in local key coordinates, keeping `0 <= k <= row + offset` (contiguous
+/// offset `(q_pos - k_pos)·S`, striped `-min(max(k_pos - q_pos, 0), 1)`); else none.
+#[nki_helper]
+#[allow(clippy::too_many_arguments)]
+fn step_bounds(
+    positions: Hbm,
+    groups: Groups,
+    step: i64,
+    bounded: bool,
+    causal: bool,
+    striped: bool,
+    zigzag: bool,
+    nw: i64,
+    sl: i64,
+    left: i64,
+    right: i64,
+    chunk: i64,
+) -> (Option<Sbuf>, Option<Sbuf>) {
+    let qnt = sl / 128;
+    if bounded {
+        let (my_pos, q_pos): (Sbuf, Sbuf) = ring_positions_at(positions, groups, step);
+        let rows: Sbuf = row_positions(q_pos, striped, zigzag, nw, sl);
+        let (lower, upper): (Sbuf, Sbuf) = key_bounds(rows, my_pos, striped, zigzag, nw, sl, causal, left, right, chunk);
+        return (Some(lower), Some(upper));
+    }
+    if causal && step > 0 {
+        let (my_pos, q_pos): (Sbuf, Sbuf) = ring_positions_at(positions, groups, step);
+        let ub = nl::ndarray([128, qnt], nl::float32, buffer = nl::sbuf);
+        nisa::iota(ub, [[128, qnt]], channel_multiplier = 1);
+        let off = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
+        if striped {
+            nisa::tensor_tensor(off, my_pos, q_pos, nl::subtract);
+            nisa::tensor_scalar(off, off, nl::maximum, 0.0, op1 = nl::minimum, operand1 = 1.0);
+            nisa::tensor_scalar(ub, ub, nl::subtract, off);
+        } else {
+            nisa::tensor_tensor(off, q_pos, my_pos, nl::subtract);
+            nisa::tensor_scalar(off, off, nl::multiply, sl as f64);
+            nisa::tensor_scalar(ub, ub, nl::add, off);
+        }
+        return (None, Some(ub));
+    }
+    (None, None)
 }
 
 /// `[128, S / 128]` negated log-sum-exps of a `[128, S / 128]` HBM view.
@@ -355,9 +419,15 @@ fn ring_bwd_item(
     nw: i64,
     causal: bool,
     striped: bool,
+    zigzag: bool,
+    left: i64,
+    right: i64,
+    chunk: i64,
     mdt: Dtype,
     scale: f64,
 ) {
+    // Windows, chunks and zigzag blocks mask through per-row key bounds.
+    let bounded = zigzag || left >= 0 || right >= 0 || chunk > 0;
     let dh = q_ref.shape()[2];
     let sl = q_ref.shape()[3];
     let kdt = q_ref.dtype();
@@ -400,6 +470,8 @@ fn ring_bwd_item(
             permute_all(sq, rq, sdy, rdy, slse, rlse, sdos, rdos, groups);
         }
         let dq_slot = dq_scratch[s![slot, .., ..]];
+        let (lower0, bounds0): (Option<Sbuf>, Option<Sbuf>) =
+            step_bounds(positions, groups, 0, bounded, causal, striped, zigzag, nw, sl, left, right, chunk);
         compute_step(
             sq[s![slot, .., ..]],
             sdy[s![slot, .., ..]],
@@ -410,9 +482,10 @@ fn ring_bwd_item(
             v_ld,
             dk_r,
             dv_r,
-            None,
-            causal,
-            causal,
+            bounds0,
+            lower0,
+            causal && !bounded,
+            causal && !bounded,
             scale,
             sl,
             dts,
@@ -442,52 +515,45 @@ fn ring_bwd_item(
             let step_neg_lse: Sbuf = load_neg_lse(cur_lse[s![slot, .., ..]], mdt);
             let step_dos = nl::ndarray([128, qnt], mdt, buffer = nl::sbuf);
             nisa::dma_copy(step_dos, cur_dos[s![slot, .., ..]]);
-            // Causal bounds in local key coordinates, keeping 0 <= k <= row + offset:
-            // contiguous offset (q_pos - k_pos)·S, striped -min(max(k_pos - q_pos, 0), 1).
-            let ub = nl::ndarray([128, qnt], nl::float32, buffer = nl::sbuf);
-            if causal {
-                let (my_pos, q_pos): (Sbuf, Sbuf) = ring_positions_at(positions, groups, step);
-                nisa::iota(ub, [[128, qnt]], channel_multiplier = 1);
-                let off = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
-                if striped {
-                    nisa::tensor_tensor(off, my_pos, q_pos, nl::subtract);
-                    nisa::tensor_scalar(off, off, nl::maximum, 0.0, op1 = nl::minimum, operand1 = 1.0);
-                    nisa::tensor_scalar(ub, ub, nl::subtract, off);
-                } else {
-                    nisa::tensor_tensor(off, q_pos, my_pos, nl::subtract);
-                    nisa::tensor_scalar(off, off, nl::multiply, sl as f64);
-                    nisa::tensor_scalar(ub, ub, nl::add, off);
-                }
-            }
-            let bounds = if causal { Some(ub) } else { None };
+            let (lower, bounds): (Option<Sbuf>, Option<Sbuf>) =
+                step_bounds(positions, groups, step, bounded, causal, striped, zigzag, nw, sl, left, right, chunk);
             // The next step's data goes out before this step's compute.
             if step + 1 < nw {
                 permute_all(cur_q, nxt_q, cur_dy, nxt_dy, cur_lse, nxt_lse, cur_dos, nxt_dos, groups);
             }
-            compute_step(
-                cur_q[s![slot, .., ..]],
-                cur_dy[s![slot, .., ..]],
-                step_neg_lse,
-                step_dos,
-                dq_slot,
-                k_ld,
-                v_ld,
-                dk_r,
-                dv_r,
-                bounds,
-                causal,
-                causal && striped,
-                scale,
-                sl,
-                dts,
-                dnt,
-                mdt,
-            );
-            if lnc > 1 {
-                nisa::core_barrier(dq_scratch, [0, 1]);
+            // Step t shows position me - t's queries this rank's keys: the keys t
+            // positions ahead of the queries, the forward's step W - t.
+            let needed: bool = !bounded || step_needed(nw - step, striped, zigzag, nw, sl, causal, left, right, chunk);
+            if needed {
+                compute_step(
+                    cur_q[s![slot, .., ..]],
+                    cur_dy[s![slot, .., ..]],
+                    step_neg_lse,
+                    step_dos,
+                    dq_slot,
+                    k_ld,
+                    v_ld,
+                    dk_r,
+                    dv_r,
+                    bounds,
+                    lower,
+                    causal,
+                    causal && striped && !bounded,
+                    scale,
+                    sl,
+                    dts,
+                    dnt,
+                    mdt,
+                );
+                if lnc > 1 {
+                    nisa::core_barrier(dq_scratch, [0, 1]);
+                }
+                // This rank's part of the visiting queries' dQ joins the partial sum on its way home.
+                ncc::collective_permute_implicit_reduce([[dq_scratch]], [[dq_in]], [[dq_fwd]], rg, nl::add);
+            } else {
+                // No rank sees these keys: the partial dQ travels on unchanged.
+                ncc::collective_permute_implicit([[dq_in]], [[dq_fwd]], rg);
             }
-            // This rank's part of the visiting queries' dQ joins the partial sum on its way home.
-            ncc::collective_permute_implicit_reduce([[dq_scratch]], [[dq_in]], [[dq_fwd]], rg, nl::add);
         }
 
         // After the last exchange the complete dQ of the local queries is back here.
@@ -553,8 +619,20 @@ pub fn ring_attention_spmd_bwd(
     replica_groups: Option<Groups>,
     #[default(false)] striped_attention: bool,
     sinks: Option<Hbm>,
+    #[default(false)] zigzag_attention: bool,
+    window_left: Option<i64>,
+    window_right: Option<i64>,
+    chunk_size: Option<i64>,
 ) -> Outputs {
     assert!(!striped_attention || use_causal_mask, "striped_attention requires use_causal_mask");
+    assert!(!zigzag_attention || use_causal_mask, "zigzag_attention requires use_causal_mask");
+    assert!(!(zigzag_attention && striped_attention), "striped_attention and zigzag_attention exclude each other");
+    let left = window_left.unwrap_or(-1);
+    let right = window_right.unwrap_or(-1);
+    let chunk = chunk_size.unwrap_or(0);
+    assert!(window_left.unwrap_or(0) >= 0 && window_right.unwrap_or(0) >= 0, "window_left and window_right must be >= 0");
+    assert!(chunk_size.unwrap_or(1) >= 1, "chunk_size must be >= 1");
+    let masked = use_causal_mask || zigzag_attention || left >= 0 || right >= 0 || chunk > 0;
     let q_shape = q_ref.shape();
     assert!(q_ref.ndim() == 4, "q_ref must be [B, N, D, S], got {q_shape}");
     let [b, n, dh, sl] = q_shape;
@@ -613,8 +691,8 @@ pub fn ring_attention_spmd_bwd(
     let scale = softmax_scale.unwrap_or(1.0 / (dh as f64).powf(0.5));
     // RingBwdRule::ScaleNotFinite and RingBwdRule::CausalScale (crate::scale::MIN_MASKED_SCALE): masked scores are scaled in the exp.
     assert!(
-        f32::MIN <= scale && scale <= f32::MAX && (!use_causal_mask || scale >= 1e-30),
-        "softmax_scale must be a finite float32, and at least 1e-30 with use_causal_mask (masked scores are FLOAT32_MIN * scale), got {scale}"
+        f32::MIN <= scale && scale <= f32::MAX && (!masked || scale >= 1e-30),
+        "softmax_scale must be a finite float32, and at least 1e-30 with a mask (masked scores are FLOAT32_MIN * scale), got {scale}"
     );
     if let Some(sk) = sinks {
         let sk_shape = sk.shape();
@@ -641,7 +719,7 @@ pub fn ring_attention_spmd_bwd(
     let dq_scratch = nl::ndarray([lnc_size, dh, sl], nl::float32, buffer = nl::shared_hbm);
     let n_rings = if groups.len() == 0 { 1 } else { groups.len() };
     let positions = nl::ndarray([1, n_rings * num_workers], nl::float32, buffer = nl::shared_hbm);
-    if use_causal_mask {
+    if masked {
         fill_ring_positions(positions, groups, num_workers);
     }
 
@@ -691,6 +769,10 @@ pub fn ring_attention_spmd_bwd(
             num_workers,
             use_causal_mask,
             striped_attention,
+            zigzag_attention,
+            left,
+            right,
+            chunk,
             mdt,
             scale,
         );

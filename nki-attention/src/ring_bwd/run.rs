@@ -61,6 +61,10 @@ impl RingBwdConfig {
         let d = self.dims;
         let (param, value): (&str, String) = match rule {
             RingBwdRule::StripedNeedsCausal => ("striped_attention", "true without use_causal_mask".into()),
+            RingBwdRule::ZigzagNeedsCausal => ("zigzag_attention", "true without use_causal_mask".into()),
+            RingBwdRule::OneLayout => ("zigzag_attention", "true with striped_attention".into()),
+            RingBwdRule::WindowNegative => ("sliding_window", format!("{:?}", self.window.unwrap_or((0, 0)))),
+            RingBwdRule::ChunkPositive => ("chunk_size", self.chunk_size.unwrap_or(0).to_string()),
             RingBwdRule::WorkersPositive => ("num_workers", self.num_workers.to_string()),
             RingBwdRule::GroupSize | RingBwdRule::GroupRanks => ("replica_groups", format!("{:?}", self.replica_groups)),
             RingBwdRule::LncSize => ("lnc_size", self.lnc.to_string()),
@@ -174,6 +178,10 @@ impl RingBwdConfig {
                 .replica_groups((!groups.is_empty()).then(|| groups.clone()))
                 .striped_attention(self.striped)
                 .sinks(inputs.sinks)
+                .zigzag_attention(self.zigzag)
+                .window_left(self.window.map(|w| w.0))
+                .window_right(self.window.map(|w| w.1))
+                .chunk_size(self.chunk_size)
                 .run(ctx)
         })?;
         let (mut dq, mut dk, mut dv) = (Vec::new(), Vec::new(), Vec::new());
@@ -214,13 +222,16 @@ mod tests {
         assert_eq!(e.to_string(), "invalid lse[0] = int32: ring_attention_spmd_bwd takes lse as float32, bfloat16 or float16");
         let inputs = RingBwdInputs { lse: one(&lse_f), ..inputs };
         let e = RingBwdConfig::new(1).causal(true).softmax_scale(-1.0).launch(&launch, &inputs).unwrap_err();
-        assert!(e.to_string().starts_with("invalid softmax_scale = -1: ring_attention_spmd_bwd: with use_causal_mask"), "{e}");
+        assert!(e.to_string().starts_with("invalid softmax_scale = -1: ring_attention_spmd_bwd: with a mask"), "{e}");
+        // Windows and chunks mask too.
+        let e = RingBwdConfig::new(1).chunk_size(64).softmax_scale(-1.0).launch(&launch, &inputs).unwrap_err();
+        assert!(e.to_string().starts_with("invalid softmax_scale = -1: ring_attention_spmd_bwd: with a mask"), "{e}");
         assert!(RingBwdRule::CausalScale.message().contains(&format!("at least {MIN_MASKED_SCALE:e}")));
         // The emitted kernel checks it too.
         let call =
             ring_attention_spmd_bwd::Call::new(&data, &data, &data, &data, &data, &lse_f).use_causal_mask(true).softmax_scale(Some(0.0));
         let e = call.launch(&launch).unwrap_err();
-        assert!(e.kind == ErrorKind::Assertion && e.message.contains("at least 1e-30 with use_causal_mask"), "{e}");
-        assert!(ring_attention_spmd_bwd::NKI_SOURCE.contains(&format!("(not use_causal_mask or scale >= {MIN_MASKED_SCALE:e})")));
+        assert!(e.kind == ErrorKind::Assertion && e.message.contains("at least 1e-30 with a mask"), "{e}");
+        assert!(ring_attention_spmd_bwd::NKI_SOURCE.contains(&format!("(not masked or scale >= {MIN_MASKED_SCALE:e})")));
     }
 }

@@ -7,6 +7,9 @@ import nki.collectives as ncc
 from .attention_cte import scalar_column
 from .ring_attention_fwd import fill_ring_positions
 from .ring_attention_fwd import ring_positions_at
+from .ring_masks import key_bounds
+from .ring_masks import row_positions
+from .ring_masks import step_needed
 
 
 def head_tiles(dh):
@@ -112,7 +115,37 @@ def permute_all(sq, rq, sdy, rdy, slse, rlse, sdos, rdos, groups):
     ncc.collective_permute_implicit(srcs_by_channel=[[sdos]], dsts_by_channel=[[rdos]], replica_group=rg)
 
 
-def bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, bounds, qg, cg, k0, kts, dts, dnt, scale, causal, first):
+def step_bounds(positions, groups, step, bounded, causal, striped, zigzag, nw, sl, left, right, chunk):
+    """The range-select bounds of ring step `step` per query row (`[128, S / 128]`):
+    `(lower, exclusive upper)` from the masks with windows, chunks or zigzag
+    blocks (`bounded`); else, with the causal mask after step 0, `(None, inclusive
+    upper)` in local key coordinates, keeping `0 <= k <= row + offset` (contiguous
+    offset `(q_pos - k_pos)·S`, striped `-min(max(k_pos - q_pos, 0), 1)`); else none.
+    """
+    qnt = sl // 128
+    if bounded:
+        my_pos, q_pos = ring_positions_at(positions, groups, step)
+        rows = row_positions(q_pos, striped, zigzag, nw, sl)
+        lower, upper = key_bounds(rows, my_pos, striped, zigzag, nw, sl, causal, left, right, chunk)
+        return (lower, upper)
+    if causal and step > 0:
+        my_pos, q_pos = ring_positions_at(positions, groups, step)
+        ub = nl.ndarray(shape=(128, qnt), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.iota(dst=ub, pattern=[[128, qnt]], channel_multiplier=1)
+        off = nl.ndarray(shape=(128, 1), dtype=nl.float32, buffer=nl.sbuf)
+        if striped:
+            nisa.tensor_tensor(dst=off, data1=my_pos, data2=q_pos, op=nl.subtract)
+            nisa.tensor_scalar(dst=off, data=off, op0=nl.maximum, operand0=0.0, op1=nl.minimum, operand1=1.0)
+            nisa.tensor_scalar(dst=ub, data=ub, op0=nl.subtract, operand0=off)
+        else:
+            nisa.tensor_tensor(dst=off, data1=q_pos, data2=my_pos, op=nl.subtract)
+            nisa.tensor_scalar(dst=off, data=off, op0=nl.multiply, operand0=float(sl))
+            nisa.tensor_scalar(dst=ub, data=ub, op0=nl.add, operand0=off)
+        return (None, ub)
+    return (None, None)
+
+
+def bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, bounds, lower, qg, cg, k0, kts, dts, dnt, scale, causal, first):
     """One 512-key tile against the query tiles `first..cg` of a group of up to 4:
     recomputes P, forms dS, and accumulates dQ (into `dq_grp`), dK and dV.
     """
@@ -130,7 +163,11 @@ def bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, b
         masked = nl.ndarray(shape=(128, kts), dtype=nl.float32, buffer=nl.sbuf)
         if bounds is not None:
             ub = bounds
-            nisa.range_select(dst=masked, on_true_tile=scores, comp_op0=nl.greater_equal, comp_op1=nl.less_equal, bound0=zero, bound1=ub[:, g:g + 1], range_start=k0, on_false_value=-3.4028234663852886e38)
+            if lower is not None:
+                lb = lower
+                nisa.range_select(dst=masked, on_true_tile=scores, comp_op0=nl.greater_equal, comp_op1=nl.less, bound0=lb[:, g:g + 1], bound1=ub[:, g:g + 1], range_start=k0, on_false_value=-3.4028234663852886e38)
+            else:
+                nisa.range_select(dst=masked, on_true_tile=scores, comp_op0=nl.greater_equal, comp_op1=nl.less_equal, bound0=zero, bound1=ub[:, g:g + 1], range_start=k0, on_false_value=-3.4028234663852886e38)
         else:
             nisa.tensor_copy(dst=masked, src=scores)
             if causal and 128 * g < k0 + kts - 1:
@@ -169,11 +206,12 @@ def bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, b
         nisa.scalar_tensor_tensor(dst=dk_r[:, dt, k0:k0 + kts], data=dk_ps, op0=nl.multiply, operand0=scale, op1=nl.add, operand1=dk_r[:, dt, k0:k0 + kts])
 
 
-def compute_step(q_buf, dy_buf, neg_lse, dos, dq_out, k_ld, v_ld, dk_r, dv_r, bounds, causal, skip, scale, sl, dts, dnt, mdt):
+def compute_step(q_buf, dy_buf, neg_lse, dos, dq_out, k_ld, v_ld, dk_r, dv_r, bounds, lower, causal, skip, scale, sl, dts, dnt, mdt):
     """One ring step for one `(b, h)`: the queries in `q_buf` / `dy_buf` (`[dh, S]`)
     against the local K/V, dK/dV accumulated in place and this step's dQ written
     to `dq_out` (`[dh, S]`, fp32). `bounds` is the range-select upper bound per
-    query row (steps after the first); without it causal masking is static.
+    query row (inclusive, or exclusive with a `lower` bound: windows, chunks,
+    zigzag); without it causal masking is static.
     """
     kdt = k_ld.dtype
     qnt = sl // 128
@@ -190,17 +228,18 @@ def compute_step(q_buf, dy_buf, neg_lse, dos, dq_out, k_ld, v_ld, dk_r, dv_r, bo
             k0 = kt * kts
             first = min(max(k0 // 128 - qg, 0), cg) if skip else 0
             if first < cg:
-                bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, bounds, qg, cg, k0, kts, dts, dnt, scale, causal, first)
+                bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, bounds, lower, qg, cg, k0, kts, dts, dnt, scale, causal, first)
         for dt in range(dnt):
             nisa.dma_copy(dst=dq_out[dt * dts:(dt + 1) * dts, 128 * qg:128 * (qg + cg)], src=dq_grp[:, dt, :])
 
 
-def ring_bwd_item(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, out_dq, out_dk, out_dv, sq, rq, sdy, rdy, slse, rlse, sdos, rdos, sdq, rdq, dq_scratch, positions, sinks, dsink_part, bid, kvh, group, slot, lnc, groups, nw, causal, striped, mdt, scale):
+def ring_bwd_item(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, out_dq, out_dk, out_dv, sq, rq, sdy, rdy, slse, rlse, sdos, rdos, sdq, rdq, dq_scratch, positions, sinks, dsink_part, bid, kvh, group, slot, lnc, groups, nw, causal, striped, zigzag, left, right, chunk, mdt, scale):
     """The whole ring for KV head `kvh` of batch `bid`: K and V loaded once, then one
     ring per query head of its group (`group` heads from `kvh·group`), each adding
     to the same dK/dV. Program `slot` uses slot `slot` of every ring buffer
     (`[lnc, ...]`), and every program issues the same collectives.
     """
+    bounded = zigzag or left >= 0 or right >= 0 or chunk > 0
     dh = q_ref.shape[2]
     sl = q_ref.shape[3]
     kdt = q_ref.dtype
@@ -234,7 +273,8 @@ def ring_bwd_item(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, out_dq, out_dk, o
         if nw > 1:
             permute_all(sq, rq, sdy, rdy, slse, rlse, sdos, rdos, groups)
         dq_slot = dq_scratch[slot, :, :]
-        compute_step(sq[slot, :, :], sdy[slot, :, :], neg_lse, dos, dq_slot, k_ld, v_ld, dk_r, dv_r, None, causal, causal, scale, sl, dts, dnt, mdt)
+        lower0, bounds0 = step_bounds(positions, groups, 0, bounded, causal, striped, zigzag, nw, sl, left, right, chunk)
+        compute_step(sq[slot, :, :], sdy[slot, :, :], neg_lse, dos, dq_slot, k_ld, v_ld, dk_r, dv_r, bounds0, lower0, causal and not bounded, causal and not bounded, scale, sl, dts, dnt, mdt)
         nisa.dma_copy(dst=sdq[slot, :, :], src=dq_slot)
         if lnc > 1:
             nisa.core_barrier(data=sdq, cores=(0, 1))
@@ -254,26 +294,17 @@ def ring_bwd_item(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, out_dq, out_dk, o
             step_neg_lse = load_neg_lse(cur_lse[slot, :, :], mdt)
             step_dos = nl.ndarray(shape=(128, qnt), dtype=mdt, buffer=nl.sbuf)
             nisa.dma_copy(dst=step_dos, src=cur_dos[slot, :, :])
-            ub = nl.ndarray(shape=(128, qnt), dtype=nl.float32, buffer=nl.sbuf)
-            if causal:
-                my_pos, q_pos = ring_positions_at(positions, groups, step)
-                nisa.iota(dst=ub, pattern=[[128, qnt]], channel_multiplier=1)
-                off = nl.ndarray(shape=(128, 1), dtype=nl.float32, buffer=nl.sbuf)
-                if striped:
-                    nisa.tensor_tensor(dst=off, data1=my_pos, data2=q_pos, op=nl.subtract)
-                    nisa.tensor_scalar(dst=off, data=off, op0=nl.maximum, operand0=0.0, op1=nl.minimum, operand1=1.0)
-                    nisa.tensor_scalar(dst=ub, data=ub, op0=nl.subtract, operand0=off)
-                else:
-                    nisa.tensor_tensor(dst=off, data1=q_pos, data2=my_pos, op=nl.subtract)
-                    nisa.tensor_scalar(dst=off, data=off, op0=nl.multiply, operand0=float(sl))
-                    nisa.tensor_scalar(dst=ub, data=ub, op0=nl.add, operand0=off)
-            bounds = ub if causal else None
+            lower, bounds = step_bounds(positions, groups, step, bounded, causal, striped, zigzag, nw, sl, left, right, chunk)
             if step + 1 < nw:
                 permute_all(cur_q, nxt_q, cur_dy, nxt_dy, cur_lse, nxt_lse, cur_dos, nxt_dos, groups)
-            compute_step(cur_q[slot, :, :], cur_dy[slot, :, :], step_neg_lse, step_dos, dq_slot, k_ld, v_ld, dk_r, dv_r, bounds, causal, causal and striped, scale, sl, dts, dnt, mdt)
-            if lnc > 1:
-                nisa.core_barrier(data=dq_scratch, cores=(0, 1))
-            ncc.collective_permute_implicit_reduce(srcs0_by_channel=[[dq_scratch]], srcs1_by_channel=[[dq_in]], dsts_by_channel=[[dq_fwd]], replica_group=rg, op=nl.add)
+            needed = not bounded or step_needed(nw - step, striped, zigzag, nw, sl, causal, left, right, chunk)
+            if needed:
+                compute_step(cur_q[slot, :, :], cur_dy[slot, :, :], step_neg_lse, step_dos, dq_slot, k_ld, v_ld, dk_r, dv_r, bounds, lower, causal, causal and striped and not bounded, scale, sl, dts, dnt, mdt)
+                if lnc > 1:
+                    nisa.core_barrier(data=dq_scratch, cores=(0, 1))
+                ncc.collective_permute_implicit_reduce(srcs0_by_channel=[[dq_scratch]], srcs1_by_channel=[[dq_in]], dsts_by_channel=[[dq_fwd]], replica_group=rg, op=nl.add)
+            else:
+                ncc.collective_permute_implicit(srcs_by_channel=[[dq_in]], dsts_by_channel=[[dq_fwd]], replica_group=rg)
         dq_home = sdq if nw % 2 == 0 else rdq
         nisa.dma_copy(dst=out_dq[bid, hid, :, :], src=dq_home[slot, :, :])
     for dt in range(dnt):
@@ -301,7 +332,7 @@ def sum_sink_parts(parts, lnc, lnc_id):
 
 
 @nki.jit
-def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_causal_mask=False, mixed_precision=True, softmax_scale=None, num_workers=1, lnc_size=1, replica_groups=None, striped_attention=False, sinks=None):
+def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_causal_mask=False, mixed_precision=True, softmax_scale=None, num_workers=1, lnc_size=1, replica_groups=None, striped_attention=False, sinks=None, zigzag_attention=False, window_left=None, window_right=None, chunk_size=None):
     """Ring attention backward, a drop-in for the NKI library's
     `ring_attention_spmd_bwd` (2.30): the gradients dQ, dK and dV of
     `ring_attention_spmd_fwd` over a ring of `num_workers` ranks.
@@ -317,6 +348,14 @@ def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_cau
     `(0, 0)` into throwaway outputs so the collectives stay matched.
     """
     assert not striped_attention or use_causal_mask, "striped_attention requires use_causal_mask"
+    assert not zigzag_attention or use_causal_mask, "zigzag_attention requires use_causal_mask"
+    assert not (zigzag_attention and striped_attention), "striped_attention and zigzag_attention exclude each other"
+    left = window_left if window_left is not None else -1
+    right = window_right if window_right is not None else -1
+    chunk = chunk_size if chunk_size is not None else 0
+    assert (window_left if window_left is not None else 0) >= 0 and (window_right if window_right is not None else 0) >= 0, "window_left and window_right must be >= 0"
+    assert (chunk_size if chunk_size is not None else 1) >= 1, "chunk_size must be >= 1"
+    masked = use_causal_mask or zigzag_attention or left >= 0 or right >= 0 or chunk > 0
     q_shape = q_ref.shape
     assert q_ref.ndim == 4, f"q_ref must be [B, N, D, S], got {q_shape}"
     b, n, dh, sl = q_shape
@@ -356,7 +395,7 @@ def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_cau
         assert size == num_workers, f"replica group {gi} has {size} ranks but num_workers is {num_workers}"
     mdt = nl.float32 if mixed_precision else kdt
     scale = softmax_scale if softmax_scale is not None else 1.0 / float(dh) ** 0.5
-    assert -3.4028234663852886e38 <= scale and scale <= 3.4028234663852886e38 and (not use_causal_mask or scale >= 1e-30), f"softmax_scale must be a finite float32, and at least 1e-30 with use_causal_mask (masked scores are FLOAT32_MIN * scale), got {scale}"
+    assert -3.4028234663852886e38 <= scale and scale <= 3.4028234663852886e38 and (not masked or scale >= 1e-30), f"softmax_scale must be a finite float32, and at least 1e-30 with a mask (masked scores are FLOAT32_MIN * scale), got {scale}"
     if sinks is not None:
         sk = sinks
         sk_shape = sk.shape
@@ -379,7 +418,7 @@ def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_cau
     dq_scratch = nl.ndarray(shape=(lnc_size, dh, sl), dtype=nl.float32, buffer=nl.shared_hbm)
     n_rings = 1 if len(groups) == 0 else len(groups)
     positions = nl.ndarray(shape=(1, n_rings * num_workers), dtype=nl.float32, buffer=nl.shared_hbm)
-    if use_causal_mask:
+    if masked:
         fill_ring_positions(positions, groups, num_workers)
     group = n // n_kv
     total = b * n_kv
@@ -392,7 +431,7 @@ def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_cau
         dk_out = nl.ndarray(shape=k_shape, dtype=nl.float32, buffer=nl.private_hbm) if spare else out_dk
         dv_out = nl.ndarray(shape=k_shape, dtype=nl.float32, buffer=nl.private_hbm) if spare else out_dv
         ds_out = nl.ndarray(shape=(b, n), dtype=nl.float32, buffer=nl.private_hbm) if spare else dsink_part
-        ring_bwd_item(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, dq_out, dk_out, dv_out, sq, rq, sdy, rdy, slse, rlse, sdos, rdos, sdq, rdq, dq_scratch, positions, sinks, ds_out, pair // n_kv, pair % n_kv, group, lnc_id, lnc_size, groups, num_workers, use_causal_mask, striped_attention, mdt, scale)
+        ring_bwd_item(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, dq_out, dk_out, dv_out, sq, rq, sdy, rdy, slse, rlse, sdos, rdos, sdq, rdq, dq_scratch, positions, sinks, ds_out, pair // n_kv, pair % n_kv, group, lnc_id, lnc_size, groups, num_workers, use_causal_mask, striped_attention, zigzag_attention, left, right, chunk, mdt, scale)
     if sinks is not None:
         return (out_dq, out_dk, out_dv, sum_sink_parts(dsink_part, lnc_size, lnc_id))
     return (out_dq, out_dk, out_dv)
