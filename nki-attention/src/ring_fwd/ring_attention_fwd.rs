@@ -389,17 +389,26 @@ pub fn ring_attention_spmd_fwd(
     let bound_max = if bounded { Some(nl::ndarray([bs, s, 1], nl::float32, buffer = nl::private_hbm)) } else { None };
     let (home_pos, own_pos): (Sbuf, Sbuf) = ring_positions_at(positions, groups, 0);
     let q_pos: Sbuf = row_positions(home_pos, striped_input, zigzag_input, num_workers, s);
-    if let Some(bmin) = bound_min {
-        if let Some(bmax) = bound_max {
-            let (lower, upper): (Sbuf, Sbuf) =
-                key_bounds(q_pos, own_pos, striped_input, zigzag_input, num_workers, s, use_causal_mask, left, right, chunk);
-            store_bounds(bmin, bmax, lower, upper);
+    // A rank's zigzag chunks are in global order, so on its own block the causal
+    // mask is the local one: attention_cte's static causal mask skips the tiles above
+    // the diagonal (without a window or chunks).
+    let local_causal = zigzag_input && left < 0 && chunk == 0;
+    if !local_causal {
+        if let Some(bmin) = bound_min {
+            if let Some(bmax) = bound_max {
+                let (lower, upper): (Sbuf, Sbuf) =
+                    key_bounds(q_pos, own_pos, striped_input, zigzag_input, num_workers, s, use_causal_mask, left, right, chunk);
+                store_bounds(bmin, bmax, lower, upper);
+            }
         }
     }
 
     // Step 0: the rank's own keys.
-    let (o_acc, nm_acc, sum_acc): (Hbm, Hbm, Hbm) =
-        step_attention(q_run, k3, v3, attn_scale, cte_causal, tp_q, tp_k, cp_offset, cp_deg, cte_striped, sink, bound_min, bound_max);
+    let (o_acc, nm_acc, sum_acc): (Hbm, Hbm, Hbm) = if local_causal {
+        step_attention(q_run, k3, v3, attn_scale, true, tp_q, tp_k, None, None, false, sink, None, None)
+    } else {
+        step_attention(q_run, k3, v3, attn_scale, cte_causal, tp_q, tp_k, cp_offset, cp_deg, cte_striped, sink, bound_min, bound_max)
+    };
 
     for bi in kv_first..kv_first + kv_per_shard {
         nisa::dma_copy(send_k[s![bi, .., ..]], k3[s![bi, .., ..]]);
