@@ -281,13 +281,15 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
     bound_max = nl.ndarray(shape=(bs, s, 1), dtype=nl.float32, buffer=nl.private_hbm) if bounded else None
     home_pos, own_pos = ring_positions_at(positions, groups, 0)
     q_pos = row_positions(home_pos, striped_input, zigzag_input, num_workers, s)
-    if bound_min is not None:
-        bmin = bound_min
-        if bound_max is not None:
-            bmax = bound_max
-            lower, upper = key_bounds(q_pos, own_pos, striped_input, zigzag_input, num_workers, s, use_causal_mask, left, right, chunk)
-            store_bounds(bmin, bmax, lower, upper)
-    o_acc, nm_acc, sum_acc = step_attention(q_run, k3, v3, attn_scale, cte_causal, tp_q, tp_k, cp_offset, cp_deg, cte_striped, sink, bound_min, bound_max)
+    local_causal = zigzag_input and left < 0 and chunk == 0
+    if not local_causal:
+        if bound_min is not None:
+            bmin = bound_min
+            if bound_max is not None:
+                bmax = bound_max
+                lower, upper = key_bounds(q_pos, own_pos, striped_input, zigzag_input, num_workers, s, use_causal_mask, left, right, chunk)
+                store_bounds(bmin, bmax, lower, upper)
+    o_acc, nm_acc, sum_acc = step_attention(q_run, k3, v3, attn_scale, True, tp_q, tp_k, None, None, False, sink, None, None) if local_causal else step_attention(q_run, k3, v3, attn_scale, cte_causal, tp_q, tp_k, cp_offset, cp_deg, cte_striped, sink, bound_min, bound_max)
     for bi in range(kv_first, kv_first + kv_per_shard):
         nisa.dma_copy(dst=send_k[bi, :, :], src=k3[bi, :, :])
         nisa.dma_copy(dst=send_v[bi, :, :], src=v3[bi, :, :])
