@@ -250,3 +250,47 @@ fn layout_window_and_chunk_rules_are_errors_naming_the_parameter() {
     );
     assert_eq!(err(base.chunk_size(0)), "invalid chunk_size = 0: ring_attention_spmd_bwd: chunk_size must be >= 1");
 }
+
+/// With windows, chunks or zigzag blocks the SBUF footprint the rule uses
+/// (`RingBwdConfig::sbuf_bytes`, two fp32 bound tiles per query row) equals the
+/// emulator's measured peak.
+#[test]
+fn masked_sbuf_footprint_equals_the_measured_peak() {
+    use nki::attention::ring_bwd::ring_attention_bwd::ring_attention_spmd_bwd;
+    use nki::attention::ring_fwd::RingDims;
+    for (w, sl, d, layout, window, chunk) in [
+        (2usize, 512usize, 64usize, SeqLayout::Zigzag, None, None),
+        (3, 1024, 128, SeqLayout::Contiguous, Some(300i64), None),
+        (1, 256, 32, SeqLayout::Striped, None, Some(64i64)),
+    ] {
+        let t = |shape: &[usize]| common::tensor(shape, &vec![0.25; shape.iter().product()], Dtype::F32);
+        let data = t(&[1, 1, d, sl]);
+        let lse = t(&[1, 1, 128, sl / 128]);
+        let launch = Launch::new().ranks(w).precision(Precision::Fp32);
+        let report = launch
+            .run_all(|ctx| {
+                ring_attention_spmd_bwd::Call::new(&data, &data, &data, &data, &data, &lse)
+                    .use_causal_mask(true)
+                    .num_workers(w as i64)
+                    .striped_attention(layout == SeqLayout::Striped)
+                    .zigzag_attention(layout == SeqLayout::Zigzag)
+                    .window_left(window)
+                    .chunk_size(chunk)
+                    .run(ctx)
+            })
+            .unwrap();
+        let got = report.memory.iter().flatten().map(|m| m.sbuf_peak).max().unwrap();
+        let mut cfg = RingBwdConfig::new(w as i64)
+            .causal(true)
+            .layout(layout)
+            .dims(RingDims { batch: 1, heads: 1, seqlen: sl as i64, head_dim: d as i64 })
+            .dtype(Dtype::F32);
+        if let Some(l) = window {
+            cfg = cfg.sliding_window(l, 0);
+        }
+        if let Some(c) = chunk {
+            cfg = cfg.chunk_size(c);
+        }
+        assert_eq!(got as i64, cfg.sbuf_bytes().unwrap(), "W{w} S{sl} d{d} {layout:?} window {window:?} chunk {chunk:?}");
+    }
+}

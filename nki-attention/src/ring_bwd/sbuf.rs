@@ -17,8 +17,8 @@ const fn max(a: i64, b: i64) -> i64 {
 /// `seqlen` tokens per rank, head dim `head_dim`, `in_bytes`-byte inputs,
 /// `acc_bytes`-byte accumulators (4 with mixed precision), with `ring` the
 /// buffers of visiting steps (more than one worker), and `bound_tiles` fp32 bound
-/// tiles per query row (1 with the causal mask on a ring, 2 with windows, chunks
-/// or zigzag blocks, else 0).
+/// tiles per query row (1 with the causal mask on a ring; with windows, chunks
+/// or zigzag blocks 2 for step 0 and 2 more for a visiting step; else 0).
 ///
 /// The sum of the tiles the kernel allocates, live together in the first key
 /// tile of a query group's step (each LNC program holds one `(b, h)` item at a
@@ -56,8 +56,9 @@ impl RingBwdConfig {
         match (self.dims, self.dtype) {
             (Some(d), Some(dt)) => {
                 let ring = self.num_workers > 1;
+                // Step 0's bounds stay live through the visiting steps, which hold their own.
                 let bound_tiles = if self.zigzag || self.window.is_some() || self.chunk_size.is_some() {
-                    2
+                    if ring { 4 } else { 2 }
                 } else if self.causal && ring {
                     1
                 } else {
