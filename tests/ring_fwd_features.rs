@@ -347,3 +347,14 @@ fn layout_window_and_chunk_rules_are_errors_naming_the_parameter() {
     );
     assert_eq!(err(base.chunk_size(0)), "invalid chunk_size = 0: ring_attention_spmd_fwd: chunk_size must be >= 1");
 }
+
+#[test]
+fn zigzag_causal_half_size_steps_match_the_reference() {
+    // 256 tokens per rank: after step 0 every step runs as two unmasked half-size calls.
+    for (w, b, h, hk, lnc, sinks) in [(2, 1, 3, 3, 2, false), (3, 1, 2, 1, 1, true), (4, 3, 1, 1, 2, true), (4, 1, 4, 2, 1, false)] {
+        let case = Case::new(Dims { batch: b, ..dims(w, h, hk, 256, 16) }, sinks, 131 + w as u64);
+        case.check(w, Mask::plain(SeqLayout::Zigzag, true), lnc, Precision::Fp32);
+    }
+    let case = Case::new(dims(4, 2, 1, 512, 64), true, 139);
+    case.check(4, Mask::plain(SeqLayout::Zigzag, true), 2, Precision::Hardware);
+}

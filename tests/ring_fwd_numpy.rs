@@ -288,6 +288,19 @@ fn numpy_gqa_with_sinks_striped_w3_lnc2() {
 /// emitted kernel's per-row key bounds and skipped steps under NumPy match the emulator.
 #[test]
 fn numpy_zigzag_window_and_chunks_w3_lnc2() {
+    numpy_zigzag(&[("window_left", 300), ("chunk_size", 200)]);
+}
+
+/// Plain zigzag causal over 3 ranks on LNC 2: the half-size calls picked at run
+/// time (`scalar_offset`) under NumPy match the emulator.
+#[test]
+fn numpy_zigzag_half_size_steps_w3_lnc2() {
+    numpy_zigzag(&[]);
+}
+
+/// A zigzag causal ring of 3 ranks (GQA 2:1, 256 tokens per rank, LNC 2) with
+/// `extra` integer keyword arguments, NumPy against the emulator.
+fn numpy_zigzag(extra: &[(&'static str, i64)]) {
     let (w, h, hk, sl, d) = (3usize, 2usize, 1usize, 256usize, 16usize);
     let per_rank: Vec<[Shaped; 3]> = (0..w)
         .map(|r| {
@@ -306,12 +319,13 @@ fn numpy_zigzag_window_and_chunks_w3_lnc2() {
         .precision(Precision::Fp32)
         .run_ranks(|ctx| {
             let [q, k, v] = &tensors[ctx.rank()];
+            let arg = |name: &str| extra.iter().find(|(n, _)| *n == name).map(|&(_, x)| x);
             ring_attention_spmd_fwd::Call::new(q, k, v)
                 .num_workers(w as i64)
                 .use_causal_mask(true)
                 .zigzag_input(true)
-                .window_left(Some(300))
-                .chunk_size(Some(200))
+                .window_left(arg("window_left"))
+                .chunk_size(arg("chunk_size"))
                 .training(true)
                 .run(ctx)
         })
@@ -320,14 +334,13 @@ fn numpy_zigzag_window_and_chunks_w3_lnc2() {
         .iter()
         .map(|[q, k, v]| {
             let args = [q, k, v].map(|(s, x)| PyArg::Tensor(s.clone(), x.clone(), Dtype::F32)).to_vec();
-            let kwargs = vec![
+            let mut kwargs = vec![
                 ("num_workers", PyArg::Int(w as i64)),
                 ("use_causal_mask", PyArg::Bool(true)),
                 ("training", PyArg::Bool(true)),
                 ("zigzag_input", PyArg::Bool(true)),
-                ("window_left", PyArg::Int(300)),
-                ("chunk_size", PyArg::Int(200)),
             ];
+            kwargs.extend(extra.iter().map(|&(name, x)| (name, PyArg::Int(x))));
             (args, kwargs)
         })
         .collect();
@@ -335,7 +348,7 @@ fn numpy_zigzag_window_and_chunks_w3_lnc2() {
     for (rank, (np_outs, emu_outs)) in np.iter().zip(&emu).enumerate() {
         for (i, what) in ["output", "LSE"].iter().enumerate() {
             let e: Vec<f64> = emu_outs.get(i).unwrap().to_f32_vec().iter().map(|&x| f64::from(x)).collect();
-            assert_close(&format!("zigzag window chunks rank {rank} {what} (numpy vs emulator)"), &np_outs[i], &e, ATOL, RTOL);
+            assert_close(&format!("zigzag {extra:?} rank {rank} {what} (numpy vs emulator)"), &np_outs[i], &e, ATOL, RTOL);
         }
     }
 }

@@ -140,6 +140,130 @@ fn sink_rows(sinks: Option<Hbm>, b: i64, h: i64) -> Option<Hbm> {
     None
 }
 
+/// Half `half_at` of the sequence axis of `src` (`[n, a, S]`, or `[n, S, a]` when
+/// `seq_major`) copied to this program's HBM: half `fixed` when `sel` is None,
+/// else half `sel` (a one-element int32 tile holding 0 or 1, read at run time).
+#[nki_helper]
+fn seq_half(src: Hbm, seq_major: bool, fixed: i64, sel: Option<Sbuf>) -> Hbm {
+    let [n, x, y] = src.shape();
+    let (a, s) = if seq_major { (y, x) } else { (x, y) };
+    let half = s / 2;
+    let out_shape = if seq_major { [n, half, a] } else { [n, a, half] };
+    let out = nl::ndarray(out_shape, src.dtype(), buffer = nl::private_hbm);
+    let halves = if seq_major { src.reshape([n, 2, half, a]) } else { src.reshape([n, a, 2, half]) };
+    let pattern = if seq_major { [[a, half], [1, a]] } else { [[s, a], [1, half]] };
+    let step = if seq_major { half * a } else { half };
+    let axis = if seq_major { 1 } else { 2 };
+    for i in 0..n {
+        let start = i * a * s + fixed * step;
+        if let Some(t) = sel {
+            nisa::dma_copy(out[s![i, .., ..]], halves.ap(pattern, offset = start, scalar_offset = t, indirect_dim = axis));
+        } else {
+            nisa::dma_copy(out[s![i, .., ..]], halves.ap(pattern, offset = start));
+        }
+    }
+    out
+}
+
+/// Copies between the running statistics and output of one sequence half (`half`
+/// 0 or 1 at run time in `sel`) and half-size buffers, for batches `b0..b1`:
+/// `to_half` copies the half out, else back in.
+#[nki_helper]
+#[allow(clippy::too_many_arguments)]
+fn swap_half(o_acc: Hbm, nm_acc: Hbm, sum_acc: Hbm, o_h: Hbm, nm_h: Hbm, sum_h: Hbm, sel: Sbuf, b0: i64, b1: i64, to_half: bool) {
+    let [bs, s, d] = o_acc.shape();
+    let n_grp = s / 128;
+    let hg = n_grp / 2;
+    let o_halves = o_acc.reshape([bs, 2, s / 2, d]);
+    let nm_halves = nm_acc.reshape([bs, 128, 2, hg]);
+    let sum_halves = sum_acc.reshape([bs, 128, 2, hg]);
+    for bi in b0..b1 {
+        let o_view = o_halves.ap([[d, s / 2], [1, d]], offset = bi * s * d, scalar_offset = sel, indirect_dim = 1);
+        let nm_view = nm_halves.ap([[n_grp, 128], [1, hg]], offset = bi * 128 * n_grp, scalar_offset = sel, indirect_dim = 2);
+        let sum_view = sum_halves.ap([[n_grp, 128], [1, hg]], offset = bi * 128 * n_grp, scalar_offset = sel, indirect_dim = 2);
+        if to_half {
+            nisa::dma_copy(o_h[s![bi, .., ..]], o_view);
+            nisa::dma_copy(nm_h[s![bi, .., ..]], nm_view);
+            nisa::dma_copy(sum_h[s![bi, .., ..]], sum_view);
+        } else {
+            nisa::dma_copy(o_view, o_h[s![bi, .., ..]]);
+            nisa::dma_copy(nm_view, nm_h[s![bi, .., ..]]);
+            nisa::dma_copy(sum_view, sum_h[s![bi, .., ..]]);
+        }
+    }
+}
+
+/// Merges one half-size `attention_cte` result (`o_cur`, `nm_cur`, `sum_cur`, for
+/// the query half in `sel`) into the running one, for batches `b0..b1`.
+#[nki_helper]
+#[allow(clippy::too_many_arguments)]
+fn merge_half(o_acc: Hbm, nm_acc: Hbm, sum_acc: Hbm, o_cur: Hbm, nm_cur: Hbm, sum_cur: Hbm, sel: Sbuf, b0: i64, b1: i64) {
+    let [bs, s, d] = o_acc.shape();
+    let hg = s / 256;
+    let o_h = nl::ndarray([bs, s / 2, d], o_acc.dtype(), buffer = nl::private_hbm);
+    let nm_h = nl::ndarray([bs, 128, hg], nl::float32, buffer = nl::private_hbm);
+    let sum_h = nl::ndarray([bs, 128, hg], nl::float32, buffer = nl::private_hbm);
+    swap_half(o_acc, nm_acc, sum_acc, o_h, nm_h, sum_h, sel, b0, b1, true);
+    for bi in b0..b1 {
+        merge_batch(o_h, nm_h, sum_h, o_cur, nm_cur, sum_cur, bi, 0, hg, s / 2, d);
+    }
+    swap_half(o_acc, nm_acc, sum_acc, o_h, nm_h, sum_h, sel, b0, b1, false);
+}
+
+/// Waits for both LNC programs' writes to `tensors` (no-op on one program).
+#[nki_helper]
+fn both_programs(a: Hbm, b: Hbm, c: Hbm, shards: i64) {
+    if shards > 1 {
+        nisa::core_barrier(a, [0, 1]);
+        nisa::core_barrier(b, [0, 1]);
+        nisa::core_barrier(c, [0, 1]);
+    }
+}
+
+/// One zigzag causal step without a window or chunks. The arriving block holds
+/// chunks `p` and `2W-1-p`; this rank's queries chunks `me` and `2W-1-me`. Every
+/// second-chunk query sees the whole first chunk of the block; the remaining
+/// visible quarter is the first chunks of both (`p < me`) or the second chunks of
+/// both (`p > me`), all visible too. So two unmasked half-size `attention_cte`
+/// calls do exactly the visible work; `sel` (int32, 1 when `p > me`) picks the
+/// halves of the second call at run time. Batches are merged whole by program
+/// `bi mod shards`, after barriers on `attention_cte`'s outputs.
+#[nki_helper]
+#[allow(clippy::too_many_arguments)]
+fn zigzag_step(
+    q_second: Hbm,
+    q_full: Hbm,
+    k: Hbm,
+    v: Hbm,
+    o_acc: Hbm,
+    nm_acc: Hbm,
+    sum_acc: Hbm,
+    sel: Sbuf,
+    tp_q: bool,
+    tp_k: bool,
+    shard: i64,
+    shards: i64,
+) {
+    let bs = o_acc.shape()[0];
+    let per = (bs + shards - 1) / shards;
+    let b0 = (shard * per).min(bs);
+    let b1 = (b0 + per).min(bs);
+    let k_first: Hbm = seq_half(k, tp_k, 0, None);
+    let v_first: Hbm = seq_half(v, true, 0, None);
+    let (o1, nm1, sum1): (Hbm, Hbm, Hbm) =
+        step_attention(q_second, k_first, v_first, 1.0, false, tp_q, tp_k, None, None, false, None, None, None);
+    both_programs(o1, nm1, sum1, shards);
+    let second = nl::ndarray([1, 1], nl::int32, buffer = nl::sbuf);
+    nisa::memset(second, 1.0);
+    merge_half(o_acc, nm_acc, sum_acc, o1, nm1, sum1, second, b0, b1);
+    let q_x: Hbm = seq_half(q_full, tp_q, 0, Some(sel));
+    let k_x: Hbm = seq_half(k, tp_k, 0, Some(sel));
+    let v_x: Hbm = seq_half(v, true, 0, Some(sel));
+    let (o2, nm2, sum2): (Hbm, Hbm, Hbm) = step_attention(q_x, k_x, v_x, 1.0, false, tp_q, tp_k, None, None, false, None, None, None);
+    both_programs(o2, nm2, sum2, shards);
+    merge_half(o_acc, nm_acc, sum_acc, o2, nm2, sum2, sel, b0, b1);
+}
+
 /// Sends the keys and values that arrived to the ring successor.
 #[nki_helper]
 fn pass_on(arrived_k: Hbm, free_k: Hbm, arrived_v: Hbm, free_v: Hbm, groups: Groups) {
@@ -393,6 +517,9 @@ pub fn ring_attention_spmd_fwd(
     // mask is the local one: attention_cte's static causal mask skips the tiles above
     // the diagonal (without a window or chunks).
     let local_causal = zigzag_input && left < 0 && chunk == 0;
+    // Its other steps split into two unmasked half-size calls (halves of 128-row groups).
+    let zigzag_fast = local_causal && s % 256 == 0;
+    let q_second: Hbm = if zigzag_fast { seq_half(q_run, tp_q, 1, None) } else { q_run };
     if !local_causal {
         if let Some(bmin) = bound_min {
             if let Some(bmax) = bound_max {
@@ -437,6 +564,21 @@ pub fn ring_attention_spmd_fwd(
         let free_v = if odd { send_v } else { recv_v };
         // A step no rank needs computes nothing (its block still travels on when a later one is needed).
         let needed: bool = !bounded || step_needed(step, striped_input, zigzag_input, num_workers, s, use_causal_mask, left, right, chunk);
+        if zigzag_fast {
+            if step == 1 {
+                // Whole batches merge from here on, whichever program's attention_cte wrote them.
+                both_programs(o_acc, nm_acc, sum_acc, shards);
+            }
+            let (here, there): (Sbuf, Sbuf) = ring_positions_at(positions, groups, step);
+            let later = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
+            nisa::tensor_tensor(later, there, here, nl::greater);
+            let sel = nl::ndarray([1, 1], nl::int32, buffer = nl::sbuf);
+            nisa::tensor_copy(sel, later[s![0..1, 0..1]]);
+            zigzag_step(q_second, q_run, arrived_k, arrived_v, o_acc, nm_acc, sum_acc, sel, tp_q, tp_k, shard, shards);
+            if step < last {
+                pass_on(arrived_k, free_k, arrived_v, free_v, groups);
+            }
+        }
         if let Some(cpo) = cp_offset {
             let (my_pos, their_pos): (Sbuf, Sbuf) = ring_positions_at(positions, groups, step);
             let off = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
@@ -449,7 +591,7 @@ pub fn ring_attention_spmd_fwd(
             }
             nisa::dma_copy(cpo, off[s![0..1, 0..1]]);
         }
-        if needed {
+        if needed && !zigzag_fast {
             if let Some(bmin) = bound_min {
                 if let Some(bmax) = bound_max {
                     let (_here, k_pos): (Sbuf, Sbuf) = ring_positions_at(positions, groups, step);
@@ -483,9 +625,12 @@ pub fn ring_attention_spmd_fwd(
             if has_remainder && rem_g1 > rem_g0 {
                 merge_batch(o_acc, nm_acc, sum_acc, o_cur, nm_cur, sum_cur, bs - 1, rem_g0, rem_g1, s, d);
             }
-        } else if step < last {
+        } else if step < last && !zigzag_fast {
             pass_on(arrived_k, free_k, arrived_v, free_v, groups);
         }
+    }
+    if zigzag_fast && last >= 1 {
+        both_programs(o_acc, nm_acc, sum_acc, shards);
     }
 
     for bi in b_first..b_first + per_shard {

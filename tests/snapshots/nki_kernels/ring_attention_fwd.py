@@ -77,6 +77,30 @@ def ring_positions_at(positions, groups, step):
     return (mine, theirs)
 
 
+def seq_half(src, seq_major, fixed, sel):
+    """Half `half_at` of the sequence axis of `src` (`[n, a, S]`, or `[n, S, a]` when
+    `seq_major`) copied to this program's HBM: half `fixed` when `sel` is None,
+    else half `sel` (a one-element int32 tile holding 0 or 1, read at run time).
+    """
+    n, x, y = src.shape
+    a, s = (y, x) if seq_major else (x, y)
+    half = s // 2
+    out_shape = [n, half, a] if seq_major else [n, a, half]
+    out = nl.ndarray(shape=out_shape, dtype=src.dtype, buffer=nl.private_hbm)
+    halves = src.reshape(shape=(n, 2, half, a)) if seq_major else src.reshape(shape=(n, a, 2, half))
+    pattern = [[a, half], [1, a]] if seq_major else [[s, a], [1, half]]
+    step = half * a if seq_major else half
+    axis = 1 if seq_major else 2
+    for i in range(n):
+        start = i * a * s + fixed * step
+        if sel is not None:
+            t = sel
+            nisa.dma_copy(dst=out[i, :, :], src=halves.ap(pattern=pattern, offset=start, scalar_offset=t, indirect_dim=axis))
+        else:
+            nisa.dma_copy(dst=out[i, :, :], src=halves.ap(pattern=pattern, offset=start))
+    return out
+
+
 def store_bounds(bound_min, bound_max, lower, upper):
     """Writes the per-row key bounds of one step (`[128, S / 128]`, row `128 g + p`
     at `[p, g]`) for every batch of `bound_min` / `bound_max` (`[bs, S, 1]`).
@@ -96,11 +120,37 @@ def step_attention(q3, k, v, scale, causal, tp_q, tp_k, cp_offset, cp_deg, strip
     return (o, neg_max, sum)
 
 
-def pass_on(arrived_k, free_k, arrived_v, free_v, groups):
-    """Sends the keys and values that arrived to the ring successor."""
-    rg = ncc.ReplicaGroup(groups)
-    ncc.collective_permute_implicit(srcs_by_channel=[[arrived_k]], dsts_by_channel=[[free_k]], replica_group=rg)
-    ncc.collective_permute_implicit(srcs_by_channel=[[arrived_v]], dsts_by_channel=[[free_v]], replica_group=rg)
+def both_programs(a, b, c, shards):
+    """Waits for both LNC programs' writes to `tensors` (no-op on one program)."""
+    if shards > 1:
+        nisa.core_barrier(data=a, cores=(0, 1))
+        nisa.core_barrier(data=b, cores=(0, 1))
+        nisa.core_barrier(data=c, cores=(0, 1))
+
+
+def swap_half(o_acc, nm_acc, sum_acc, o_h, nm_h, sum_h, sel, b0, b1, to_half):
+    """Copies between the running statistics and output of one sequence half (`half`
+    0 or 1 at run time in `sel`) and half-size buffers, for batches `b0..b1`:
+    `to_half` copies the half out, else back in.
+    """
+    bs, s, d = o_acc.shape
+    n_grp = s // 128
+    hg = n_grp // 2
+    o_halves = o_acc.reshape(shape=(bs, 2, s // 2, d))
+    nm_halves = nm_acc.reshape(shape=(bs, 128, 2, hg))
+    sum_halves = sum_acc.reshape(shape=(bs, 128, 2, hg))
+    for bi in range(b0, b1):
+        o_view = o_halves.ap(pattern=[[d, s // 2], [1, d]], offset=bi * s * d, scalar_offset=sel, indirect_dim=1)
+        nm_view = nm_halves.ap(pattern=[[n_grp, 128], [1, hg]], offset=bi * 128 * n_grp, scalar_offset=sel, indirect_dim=2)
+        sum_view = sum_halves.ap(pattern=[[n_grp, 128], [1, hg]], offset=bi * 128 * n_grp, scalar_offset=sel, indirect_dim=2)
+        if to_half:
+            nisa.dma_copy(dst=o_h[bi, :, :], src=o_view)
+            nisa.dma_copy(dst=nm_h[bi, :, :], src=nm_view)
+            nisa.dma_copy(dst=sum_h[bi, :, :], src=sum_view)
+        else:
+            nisa.dma_copy(dst=o_view, src=o_h[bi, :, :])
+            nisa.dma_copy(dst=nm_view, src=nm_h[bi, :, :])
+            nisa.dma_copy(dst=sum_view, src=sum_h[bi, :, :])
 
 
 def load_stats(src, b, n_grp):
@@ -151,6 +201,57 @@ def merge_batch(o_acc, nm_acc, sum_acc, o_cur, nm_cur, sum_cur, b, g0, g1, s, d)
         nisa.dma_copy(dst=o_acc.ap(pattern=pattern, offset=offset), src=merged)
     nisa.dma_copy(dst=nm_acc[b, :, g0:g1], src=nm_new[:, g0:g1])
     nisa.dma_copy(dst=sum_acc[b, :, g0:g1], src=sum_new[:, g0:g1])
+
+
+def merge_half(o_acc, nm_acc, sum_acc, o_cur, nm_cur, sum_cur, sel, b0, b1):
+    """Merges one half-size `attention_cte` result (`o_cur`, `nm_cur`, `sum_cur`, for
+    the query half in `sel`) into the running one, for batches `b0..b1`.
+    """
+    bs, s, d = o_acc.shape
+    hg = s // 256
+    o_h = nl.ndarray(shape=(bs, s // 2, d), dtype=o_acc.dtype, buffer=nl.private_hbm)
+    nm_h = nl.ndarray(shape=(bs, 128, hg), dtype=nl.float32, buffer=nl.private_hbm)
+    sum_h = nl.ndarray(shape=(bs, 128, hg), dtype=nl.float32, buffer=nl.private_hbm)
+    swap_half(o_acc, nm_acc, sum_acc, o_h, nm_h, sum_h, sel, b0, b1, True)
+    for bi in range(b0, b1):
+        merge_batch(o_h, nm_h, sum_h, o_cur, nm_cur, sum_cur, bi, 0, hg, s // 2, d)
+    swap_half(o_acc, nm_acc, sum_acc, o_h, nm_h, sum_h, sel, b0, b1, False)
+
+
+def zigzag_step(q_second, q_full, k, v, o_acc, nm_acc, sum_acc, sel, tp_q, tp_k, shard, shards):
+    """One zigzag causal step without a window or chunks. The arriving block holds
+    chunks `p` and `2W-1-p`; this rank's queries chunks `me` and `2W-1-me`. Every
+    second-chunk query sees the whole first chunk of the block; the remaining
+    visible quarter is the first chunks of both (`p < me`) or the second chunks of
+    both (`p > me`), all visible too. So two unmasked half-size `attention_cte`
+    calls do exactly the visible work; `sel` (int32, 1 when `p > me`) picks the
+    halves of the second call at run time. Batches are merged whole by program
+    `bi mod shards`, after barriers on `attention_cte`'s outputs.
+    """
+    bs = o_acc.shape[0]
+    per = (bs + shards - 1) // shards
+    b0 = min(shard * per, bs)
+    b1 = min(b0 + per, bs)
+    k_first = seq_half(k, tp_k, 0, None)
+    v_first = seq_half(v, True, 0, None)
+    o1, nm1, sum1 = step_attention(q_second, k_first, v_first, 1.0, False, tp_q, tp_k, None, None, False, None, None, None)
+    both_programs(o1, nm1, sum1, shards)
+    second = nl.ndarray(shape=(1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.memset(dst=second, value=1.0)
+    merge_half(o_acc, nm_acc, sum_acc, o1, nm1, sum1, second, b0, b1)
+    q_x = seq_half(q_full, tp_q, 0, sel)
+    k_x = seq_half(k, tp_k, 0, sel)
+    v_x = seq_half(v, True, 0, sel)
+    o2, nm2, sum2 = step_attention(q_x, k_x, v_x, 1.0, False, tp_q, tp_k, None, None, False, None, None, None)
+    both_programs(o2, nm2, sum2, shards)
+    merge_half(o_acc, nm_acc, sum_acc, o2, nm2, sum2, sel, b0, b1)
+
+
+def pass_on(arrived_k, free_k, arrived_v, free_v, groups):
+    """Sends the keys and values that arrived to the ring successor."""
+    rg = ncc.ReplicaGroup(groups)
+    ncc.collective_permute_implicit(srcs_by_channel=[[arrived_k]], dsts_by_channel=[[free_k]], replica_group=rg)
+    ncc.collective_permute_implicit(srcs_by_channel=[[arrived_v]], dsts_by_channel=[[free_v]], replica_group=rg)
 
 
 def normalize_batch(o_acc, nm_acc, sum_acc, o, lse, b, g0, g1, s, d, lse_dtype):
@@ -282,6 +383,8 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
     home_pos, own_pos = ring_positions_at(positions, groups, 0)
     q_pos = row_positions(home_pos, striped_input, zigzag_input, num_workers, s)
     local_causal = zigzag_input and left < 0 and chunk == 0
+    zigzag_fast = local_causal and s % 256 == 0
+    q_second = seq_half(q_run, tp_q, 1, None) if zigzag_fast else q_run
     if not local_causal:
         if bound_min is not None:
             bmin = bound_min
@@ -309,6 +412,17 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
         arrived_v = recv_v if odd else send_v
         free_v = send_v if odd else recv_v
         needed = not bounded or step_needed(step, striped_input, zigzag_input, num_workers, s, use_causal_mask, left, right, chunk)
+        if zigzag_fast:
+            if step == 1:
+                both_programs(o_acc, nm_acc, sum_acc, shards)
+            here, there = ring_positions_at(positions, groups, step)
+            later = nl.ndarray(shape=(128, 1), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_tensor(dst=later, data1=there, data2=here, op=nl.greater)
+            sel = nl.ndarray(shape=(1, 1), dtype=nl.int32, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=sel, src=later[0:1, 0:1])
+            zigzag_step(q_second, q_run, arrived_k, arrived_v, o_acc, nm_acc, sum_acc, sel, tp_q, tp_k, shard, shards)
+            if step < last:
+                pass_on(arrived_k, free_k, arrived_v, free_v, groups)
         if cp_offset is not None:
             cpo = cp_offset
             my_pos, their_pos = ring_positions_at(positions, groups, step)
@@ -320,7 +434,7 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
                 nisa.tensor_tensor(dst=off, data1=my_pos, data2=their_pos, op=nl.subtract)
                 nisa.tensor_scalar(dst=off, data=off, op0=nl.multiply, operand0=float(s))
             nisa.dma_copy(dst=cpo, src=off[0:1, 0:1])
-        if needed:
+        if needed and not zigzag_fast:
             if bound_min is not None:
                 bmin = bound_min
                 if bound_max is not None:
@@ -335,8 +449,10 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
                 merge_batch(o_acc, nm_acc, sum_acc, o_cur, nm_cur, sum_cur, bi, 0, n_grp, s, d)
             if has_remainder and rem_g1 > rem_g0:
                 merge_batch(o_acc, nm_acc, sum_acc, o_cur, nm_cur, sum_cur, bs - 1, rem_g0, rem_g1, s, d)
-        elif step < last:
+        elif step < last and not zigzag_fast:
             pass_on(arrived_k, free_k, arrived_v, free_v, groups)
+    if zigzag_fast and last >= 1:
+        both_programs(o_acc, nm_acc, sum_acc, shards)
     for bi in range(b_first, b_first + per_shard):
         normalize_batch(o_acc, nm_acc, sum_acc, o, lse, bi, 0, n_grp, s, d, lse_dtype)
     if has_remainder and rem_g1 > rem_g0:
