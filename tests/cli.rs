@@ -605,12 +605,25 @@ fn ring_feature_flags_match_float64_and_bad_values_exit_2() {
         write(&dir, name, &shape, x);
     }
     write(&dir, "sinks.npy", &[4], &sinks);
-    let flags =
-        ["--causal", "--layout", "zigzag", "--sliding-window", "150", "--sinks", "sinks.npy", "--scale", "0.3", "--precision", "fp32"];
+    let flags = [
+        "--causal",
+        "--layout",
+        "zigzag",
+        "--sliding-window",
+        "150",
+        "--soft-cap",
+        "2.5",
+        "--sinks",
+        "sinks.npy",
+        "--scale",
+        "0.3",
+        "--precision",
+        "fp32",
+    ];
     let fwd = with(&RING_FWD, &flags);
     let o = nki_cmd_in(&dir, &with(&fwd, &["--training", "--out", "o.npy", "--lse", "lse.npy"]));
     assert!(o.status.success(), "{}", stderr(&o));
-    let f = Features { causal: true, window: Some((150, 150)), sinks: Some(&sinks), ..Features::default() };
+    let f = Features { causal: true, window: Some((150, 150)), soft_cap: Some(2.5), sinks: Some(&sinks), ..Features::default() };
     let want = attend(&q, &k, &v, &dims, 0.3, &f);
     common::assert_close("ring-fwd out", &read_f32(&dir.join("o.npy")), &want.out, 1e-6, 1e-5);
     common::assert_close("ring-fwd lse", &read_f32(&dir.join("lse.npy")), &want.lse, 1e-6, 1e-5);
@@ -654,6 +667,7 @@ fn ring_feature_flags_match_float64_and_bad_values_exit_2() {
         (&["--sliding-window", "-3"][..], "--sliding-window"),
         (&["--sliding-window", "4,x"][..], "--sliding-window"),
         (&["--chunk-size", "0"][..], "--chunk-size"),
+        (&["--soft-cap", "0"][..], "--soft-cap"),
         (&["--causal", "--striped", "--layout", "zigzag"][..], "--layout"),
     ] {
         assert_refused(&dir, &with(&base, extra), 2, &[want]);

@@ -29,11 +29,12 @@ struct Mask {
     causal: bool,
     window: Option<(usize, usize)>,
     chunk: Option<usize>,
+    cap: Option<f64>,
 }
 
 impl Mask {
     const fn plain(layout: SeqLayout, causal: bool) -> Mask {
-        Mask { layout, causal, window: None, chunk: None }
+        Mask { layout, causal, window: None, chunk: None, cap: None }
     }
 }
 
@@ -78,7 +79,7 @@ impl Case {
         let Dims { batch: b, heads: h, kv_heads: hk, seqlen: s, head_dim: d } = self.dims;
         let r = |x: &[f64]| as_dtype(x, dtype);
         let (q, k, v, dy) = (r(&self.q), r(&self.k), r(&self.v), r(&self.dy));
-        let f = Features { causal, window: m.window, chunk: m.chunk, sinks: self.sinks.as_deref(), ..Features::default() };
+        let f = Features { causal, window: m.window, chunk: m.chunk, soft_cap: m.cap, sinks: self.sinks.as_deref(), ..Features::default() };
         let fwd = attend(&q, &k, &v, &self.dims, self.scale, &f);
         // The kernel receives O in the input dtype and the LSE in fp32.
         let fwd = nki::attention::reference::Attention { out: r(&fwd.out), lse: as_dtype(&fwd.lse, Dtype::F32) };
@@ -95,6 +96,9 @@ impl Case {
         }
         if let Some(c) = m.chunk {
             cfg = cfg.chunk_size(c as i64);
+        }
+        if let Some(c) = m.cap {
+            cfg = cfg.soft_cap(c);
         }
         let launch = Launch::new().ranks(w).lnc(lnc).precision(precision);
         let inputs = RingBwdInputs { q: &qs, k: &ks, v: &vs, o: &os, dy: &dys, lse: &lse, sinks: sinks.as_ref() };
@@ -249,6 +253,10 @@ fn layout_window_and_chunk_rules_are_errors_naming_the_parameter() {
         "invalid sliding_window = (-1, 0): ring_attention_spmd_bwd: the sliding window sizes (L, R) must be >= 0"
     );
     assert_eq!(err(base.chunk_size(0)), "invalid chunk_size = 0: ring_attention_spmd_bwd: chunk_size must be >= 1");
+    assert_eq!(
+        err(base.soft_cap(f64::INFINITY)),
+        "invalid soft_cap = inf: ring_attention_spmd_bwd: soft_cap must be a positive finite float32 value"
+    );
 }
 
 /// With windows, chunks or zigzag blocks the SBUF footprint the rule uses
@@ -263,34 +271,62 @@ fn masked_sbuf_footprint_equals_the_measured_peak() {
         (3, 1024, 128, SeqLayout::Contiguous, Some(300i64), None),
         (1, 256, 32, SeqLayout::Striped, None, Some(64i64)),
     ] {
-        let t = |shape: &[usize]| common::tensor(shape, &vec![0.25; shape.iter().product()], Dtype::F32);
-        let data = t(&[1, 1, d, sl]);
-        let lse = t(&[1, 1, 128, sl / 128]);
-        let launch = Launch::new().ranks(w).precision(Precision::Fp32);
-        let report = launch
-            .run_all(|ctx| {
-                ring_attention_spmd_bwd::Call::new(&data, &data, &data, &data, &data, &lse)
-                    .use_causal_mask(true)
-                    .num_workers(w as i64)
-                    .striped_attention(layout == SeqLayout::Striped)
-                    .zigzag_attention(layout == SeqLayout::Zigzag)
-                    .window_left(window)
-                    .chunk_size(chunk)
-                    .run(ctx)
-            })
-            .unwrap();
-        let got = report.memory.iter().flatten().map(|m| m.sbuf_peak).max().unwrap();
-        let mut cfg = RingBwdConfig::new(w as i64)
-            .causal(true)
-            .layout(layout)
-            .dims(RingDims { batch: 1, heads: 1, seqlen: sl as i64, head_dim: d as i64 })
-            .dtype(Dtype::F32);
-        if let Some(l) = window {
-            cfg = cfg.sliding_window(l, 0);
+        for cap in [None, Some(2.0)] {
+            let t = |shape: &[usize]| common::tensor(shape, &vec![0.25; shape.iter().product()], Dtype::F32);
+            let data = t(&[1, 1, d, sl]);
+            let lse = t(&[1, 1, 128, sl / 128]);
+            let launch = Launch::new().ranks(w).precision(Precision::Fp32);
+            let report = launch
+                .run_all(|ctx| {
+                    ring_attention_spmd_bwd::Call::new(&data, &data, &data, &data, &data, &lse)
+                        .use_causal_mask(true)
+                        .num_workers(w as i64)
+                        .striped_attention(layout == SeqLayout::Striped)
+                        .zigzag_attention(layout == SeqLayout::Zigzag)
+                        .window_left(window)
+                        .chunk_size(chunk)
+                        .soft_cap(cap)
+                        .run(ctx)
+                })
+                .unwrap();
+            let got = report.memory.iter().flatten().map(|m| m.sbuf_peak).max().unwrap();
+            let mut cfg = RingBwdConfig::new(w as i64)
+                .causal(true)
+                .layout(layout)
+                .dims(RingDims { batch: 1, heads: 1, seqlen: sl as i64, head_dim: d as i64 })
+                .dtype(Dtype::F32);
+            if let Some(l) = window {
+                cfg = cfg.sliding_window(l, 0);
+            }
+            if let Some(c) = chunk {
+                cfg = cfg.chunk_size(c);
+            }
+            if let Some(c) = cap {
+                cfg = cfg.soft_cap(c);
+            }
+            assert_eq!(got as i64, cfg.sbuf_bytes().unwrap(), "W{w} S{sl} d{d} {layout:?} window {window:?} chunk {chunk:?} cap {cap:?}");
         }
-        if let Some(c) = chunk {
-            cfg = cfg.chunk_size(c);
-        }
-        assert_eq!(got as i64, cfg.sbuf_bytes().unwrap(), "W{w} S{sl} d{d} {layout:?} window {window:?} chunk {chunk:?}");
     }
+}
+
+#[test]
+fn soft_capped_gradients_match_the_reference_alone_and_with_every_other_feature() {
+    use SeqLayout::{Contiguous, Striped, Zigzag};
+    let masks = [
+        Mask { cap: Some(1.5), ..Mask::plain(Contiguous, false) },
+        Mask { cap: Some(0.7), ..Mask::plain(Striped, true) },
+        Mask { cap: Some(2.0), ..Mask::plain(Zigzag, true) },
+        Mask { cap: Some(1.0), window: Some((90, 20)), chunk: Some(200), ..Mask::plain(Contiguous, false) },
+        Mask { cap: Some(3.0), window: Some((150, 0)), ..Mask::plain(Zigzag, true) },
+    ];
+    for (w, h, hk, sl, lnc) in [(1, 2, 1, 128, 1), (2, 2, 2, 256, 2), (3, 4, 2, 128, 1), (4, 2, 1, 256, 2)] {
+        let mut case = Case::new(dims(w, h, hk, sl, 16), w % 2 == 1, 941 + w as u64);
+        case.q.iter_mut().for_each(|x| *x *= 6.0);
+        for m in masks {
+            case.check(w, m, lnc, Precision::Fp32);
+        }
+    }
+    let mut case = Case::new(dims(4, 4, 2, 256, 64), true, 949);
+    case.q.iter_mut().for_each(|x| *x *= 6.0);
+    case.check(4, masks[2], 2, Precision::Hardware);
 }

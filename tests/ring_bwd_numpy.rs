@@ -36,7 +36,7 @@ fn emitted_package_passes_the_check_with_the_library_signature() {
         src.contains(
             "\n@nki.jit\ndef ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_causal_mask=False, \
              mixed_precision=True, softmax_scale=None, num_workers=1, lnc_size=1, replica_groups=None, striped_attention=False, \
-             sinks=None, zigzag_attention=False, window_left=None, window_right=None, chunk_size=None):\n"
+             sinks=None, zigzag_attention=False, window_left=None, window_right=None, chunk_size=None, soft_cap=None):\n"
         ),
         "ring_attention_bwd.py must keep the library's signature as a prefix:\n{src}"
     );
@@ -219,15 +219,14 @@ fn numpy_case(
     }
 }
 
-/// GQA (4 query heads on 2 KV heads, 2 batches) with sinks, striped causal over 3
-/// ranks on LNC 2: the emitted kernel under NumPy matches the emulator on dQ, dK,
-/// dV and this rank's share of dsinks.
+/// GQA (4 query heads on 2 KV heads, 2 batches) with sinks and a soft cap,
+/// striped causal over 3 ranks on LNC 2: the emitted kernel under NumPy matches the
+/// emulator on dQ, dK, dV and this rank's share of dsinks.
 #[test]
 fn numpy_gqa_with_sinks_striped_w3_lnc2() {
     let sinks = common::uniform(4, 971, -1.0, 2.0);
-    numpy_case("GQA + sinks", [3, 2, 4, 2, 128], Some(sinks), vec![("striped_attention", PyArg::Bool(true))], |c| {
-        c.striped_attention(true)
-    });
+    let extra = vec![("striped_attention", PyArg::Bool(true)), ("soft_cap", PyArg::Float(0.5))];
+    numpy_case("GQA + sinks + soft cap", [3, 2, 4, 2, 128], Some(sinks), extra, |c| c.striped_attention(true).soft_cap(Some(0.5)));
 }
 
 /// Zigzag causal with a window and chunks, GQA 2:1, over 3 ranks on LNC 2: the

@@ -28,11 +28,12 @@ struct Mask {
     causal: bool,
     window: Option<(usize, usize)>,
     chunk: Option<usize>,
+    cap: Option<f64>,
 }
 
 impl Mask {
     const fn plain(layout: SeqLayout, causal: bool) -> Mask {
-        Mask { layout, causal, window: None, chunk: None }
+        Mask { layout, causal, window: None, chunk: None, cap: None }
     }
 }
 
@@ -83,12 +84,22 @@ impl Case {
         if let Some(c) = m.chunk {
             cfg = cfg.chunk_size(c as i64);
         }
+        if let Some(c) = m.cap {
+            cfg = cfg.soft_cap(c);
+        }
         let launch = Launch::new().ranks(w).lnc(lnc).precision(precision);
         cfg.launch(&launch, &RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: sinks.as_ref() }).unwrap()
     }
 
     fn reference(&self, m: Mask) -> (Vec<f64>, Vec<f64>) {
-        let f = Features { causal: m.causal, window: m.window, chunk: m.chunk, sinks: self.sinks.as_deref(), ..Features::default() };
+        let f = Features {
+            causal: m.causal,
+            window: m.window,
+            chunk: m.chunk,
+            soft_cap: m.cap,
+            sinks: self.sinks.as_deref(),
+            ..Features::default()
+        };
         let r = attend(&self.q, &self.k, &self.v, &self.dims, self.scale, &f);
         (r.out, r.lse)
     }
@@ -346,6 +357,10 @@ fn layout_window_and_chunk_rules_are_errors_naming_the_parameter() {
         "invalid sliding_window = (4, -2): ring_attention_spmd_fwd: the sliding window sizes (L, R) must be >= 0"
     );
     assert_eq!(err(base.chunk_size(0)), "invalid chunk_size = 0: ring_attention_spmd_fwd: chunk_size must be >= 1");
+    assert_eq!(
+        err(base.soft_cap(f64::INFINITY)),
+        "invalid soft_cap = inf: ring_attention_spmd_fwd: soft_cap must be a positive finite float32 value"
+    );
 }
 
 #[test]
@@ -357,4 +372,27 @@ fn zigzag_causal_half_size_steps_match_the_reference() {
     }
     let case = Case::new(dims(4, 2, 1, 512, 64), true, 139);
     case.check(4, Mask::plain(SeqLayout::Zigzag, true), 2, Precision::Hardware);
+}
+
+#[test]
+fn soft_capped_logits_match_the_reference_alone_and_with_every_other_feature() {
+    use SeqLayout::{Contiguous, Striped, Zigzag};
+    let masks = [
+        Mask { cap: Some(1.5), ..Mask::plain(Contiguous, false) },
+        Mask { cap: Some(0.7), ..Mask::plain(Striped, true) },
+        Mask { cap: Some(2.0), ..Mask::plain(Zigzag, true) },
+        Mask { cap: Some(1.0), window: Some((90, 20)), chunk: Some(200), ..Mask::plain(Contiguous, false) },
+        Mask { cap: Some(3.0), window: Some((150, 0)), ..Mask::plain(Zigzag, true) },
+    ];
+    for (w, h, hk, sl, lnc) in [(1, 2, 1, 128, 1), (2, 2, 2, 256, 2), (3, 4, 2, 128, 1), (4, 2, 1, 256, 2)] {
+        // Larger queries so that the cap bends the logits.
+        let mut case = Case::new(dims(w, h, hk, sl, 16), w % 2 == 1, 141 + w as u64);
+        case.q.iter_mut().for_each(|x| *x *= 6.0);
+        for m in masks {
+            case.check(w, m, lnc, Precision::Fp32);
+        }
+    }
+    let mut case = Case::new(dims(4, 4, 2, 256, 64), true, 149);
+    case.q.iter_mut().for_each(|x| *x *= 6.0);
+    case.check(4, masks[2], 2, Precision::Hardware);
 }

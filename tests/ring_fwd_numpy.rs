@@ -37,7 +37,9 @@ fn emitted_package_passes_the_check_and_imports_attention_cte() {
     // The library's signature, then this kernel's keyword arguments with defaults that keep its behaviour.
     let library = "\n@nki.jit\ndef ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax_scale=None, use_causal_mask=False, striped_input=False, training=False, lse_dtype=nl.float32, tp_q=False, tp_k=False";
     assert!(
-        src.contains(&format!("{library}, sinks=None, zigzag_input=False, window_left=None, window_right=None, chunk_size=None):")),
+        src.contains(&format!(
+            "{library}, sinks=None, zigzag_input=False, window_left=None, window_right=None, chunk_size=None, soft_cap=None):"
+        )),
         "the library's signature as a prefix"
     );
     let cte = std::fs::read_to_string(pkg.join("attention_cte.py")).expect("the package holds attention_cte.py");
@@ -228,8 +230,8 @@ fn numpy_replica_groups_causal() {
     .check();
 }
 
-/// GQA (4 query heads on 2 KV heads) with sinks, striped causal over 3 ranks on
-/// LNC 2: the emitted kernel under NumPy matches the emulator.
+/// GQA (4 query heads on 2 KV heads) with sinks and a soft cap, striped causal
+/// over 3 ranks on LNC 2: the emitted kernel under NumPy matches the emulator.
 #[test]
 fn numpy_gqa_with_sinks_striped_w3_lnc2() {
     let (w, h, hk, sl, d) = (3usize, 4usize, 2usize, 128usize, 16usize);
@@ -258,6 +260,7 @@ fn numpy_gqa_with_sinks_striped_w3_lnc2() {
                 .striped_input(true)
                 .training(true)
                 .sinks(Some(&sink_t))
+                .soft_cap(Some(0.5))
                 .run(ctx)
         })
         .unwrap();
@@ -271,6 +274,7 @@ fn numpy_gqa_with_sinks_striped_w3_lnc2() {
                 ("striped_input", PyArg::Bool(true)),
                 ("training", PyArg::Bool(true)),
                 ("sinks", PyArg::Tensor(vec![h], sinks.clone(), Dtype::F32)),
+                ("soft_cap", PyArg::Float(0.5)),
             ];
             (args, kwargs)
         })

@@ -97,12 +97,24 @@ pub struct RingArgs {
     /// Chunked attention: key `j` visible to query `i` only if `i / C == j / C`.
     #[arg(long, value_name = "C", value_parser = clap::value_parser!(i64).range(1..))]
     chunk_size: Option<i64>,
+    /// Logit soft cap `C > 0`: logits `C·tanh(scale·q·k / C)`.
+    #[arg(long, value_name = "C", value_parser = parse_soft_cap)]
+    soft_cap: Option<f64>,
     /// Sink logits, float32 `[h]`: one per query head in every row's softmax denominator.
     #[arg(long, value_name = "FILE")]
     sinks: Option<PathBuf>,
     /// Softmax scale (default `1/sqrt(d)`): a finite float32 value.
     #[arg(long, allow_negative_numbers = true)]
     scale: Option<f64>,
+}
+
+/// `--soft-cap`: a positive finite number.
+fn parse_soft_cap(s: &str) -> Result<f64, String> {
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|c| *c > 0.0 && *c <= f64::from(f32::MAX))
+        .ok_or_else(|| format!("`{s}` is not a positive finite float32"))
 }
 
 /// `--sliding-window`: `L` or `L,R`, non-negative token counts.
@@ -126,9 +138,9 @@ impl RingArgs {
         }
     }
 
-    /// The sliding window `(L, R)` and the chunk size.
-    pub fn masks(&self) -> (Option<(i64, i64)>, Option<i64>) {
-        (self.sliding_window, self.chunk_size)
+    /// The sliding window `(L, R)`, the chunk size and the soft cap.
+    pub fn masks(&self) -> (Option<(i64, i64)>, Option<i64>, Option<f64>) {
+        (self.sliding_window, self.chunk_size, self.soft_cap)
     }
 
     /// `--sinks`, loaded and checked as float32 `[h]` by the kernel's table.

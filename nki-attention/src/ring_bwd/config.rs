@@ -38,6 +38,8 @@ pub struct RingBwdConfig {
     pub window: Option<(i64, i64)>,
     /// Chunked attention: key `j` visible to query `i` only if `i / C == j / C`.
     pub chunk_size: Option<i64>,
+    /// Logit soft cap `C > 0`: logits `C·tanh(scale·q·k / C)`.
+    pub soft_cap: Option<f64>,
     /// fp32 accumulators, `-LSE` and `D` (else the input dtype).
     pub mixed_precision: bool,
     /// Softmax scale (default `1/sqrt(d)`), applied inside: Q is unscaled. A finite
@@ -97,6 +99,8 @@ pub enum RingBwdRule {
     WindowNegative,
     /// Chunks hold at least one token.
     ChunkPositive,
+    /// The soft cap is a positive finite float32 value.
+    SoftCapPositive,
     /// K, V, dK and dV of the whole slice, and the step's tiles, fit one SBUF
     /// partition of the target (the library leaves this unchecked).
     SbufCapacity,
@@ -128,6 +132,7 @@ impl RingBwdRule {
             RingBwdRule::OneLayout => "ring_attention_spmd_bwd: striped_attention and zigzag_attention exclude each other",
             RingBwdRule::WindowNegative => "ring_attention_spmd_bwd: the sliding window sizes (L, R) must be >= 0",
             RingBwdRule::ChunkPositive => "ring_attention_spmd_bwd: chunk_size must be >= 1",
+            RingBwdRule::SoftCapPositive => "ring_attention_spmd_bwd: soft_cap must be a positive finite float32 value",
             RingBwdRule::SbufCapacity => {
                 "ring_attention_spmd_bwd: K, V, dK and dV of the whole slice stay in SBUF, so the tokens per rank must fit the target's SBUF partition (see RingBwdConfig::max_seqlen)"
             }
@@ -166,6 +171,7 @@ impl RingBwdConfig {
             zigzag: false,
             window: None,
             chunk_size: None,
+            soft_cap: None,
             mixed_precision: true,
             softmax_scale: None,
             lnc: 1,
@@ -271,6 +277,12 @@ impl RingBwdConfig {
         self
     }
 
+    /// Sets [`soft_cap`](Self::soft_cap).
+    pub const fn soft_cap(mut self, cap: f64) -> Self {
+        self.soft_cap = Some(cap);
+        self
+    }
+
     /// Sets [`chunk_size`](Self::chunk_size).
     pub const fn chunk_size(mut self, size: i64) -> Self {
         self.chunk_size = Some(size);
@@ -297,6 +309,11 @@ impl RingBwdConfig {
             && c < 1
         {
             return Some(RingBwdRule::ChunkPositive);
+        }
+        if let Some(c) = self.soft_cap
+            && !(c > 0.0 && is_finite_f32(c))
+        {
+            return Some(RingBwdRule::SoftCapPositive);
         }
         if self.num_workers < 1 {
             return Some(RingBwdRule::WorkersPositive);

@@ -99,6 +99,7 @@ fn bwd_tile(
     scale: f64,
     causal: bool,
     first: i64,
+    cap: f64,
 ) {
     let kdt = k_ld.dtype();
     let nb = kts / 128;
@@ -114,11 +115,18 @@ fn bwd_tile(
             nisa::nc_matmul(scores, q_l[s![.., dt, 128 * j..128 * (j + 1)]], k_ld[s![.., dt, k0..k0 + kts]]);
         }
         let masked = nl::ndarray([128, kts], nl::float32, buffer = nl::sbuf);
+        // Soft cap: logits cap·tanh(scale·s / cap), capped before the masks (the exp then takes no scale).
+        if cap > 0.0 {
+            nisa::activation(masked, nl::tanh, scores, scale = scale / cap);
+            nisa::tensor_scalar(masked, masked, nl::multiply, cap);
+        }
+        let src = if cap > 0.0 { masked } else { scores };
+        let exp_scale = if cap > 0.0 { 1.0 } else { scale };
         if let Some(ub) = bounds {
             if let Some(lb) = lower {
                 nisa::range_select(
                     masked,
-                    scores,
+                    src,
                     nl::greater_equal,
                     nl::less,
                     lb[s![.., g..g + 1]],
@@ -129,7 +137,7 @@ fn bwd_tile(
             } else {
                 nisa::range_select(
                     masked,
-                    scores,
+                    src,
                     nl::greater_equal,
                     nl::less_equal,
                     zero,
@@ -139,18 +147,26 @@ fn bwd_tile(
                 );
             }
         } else {
-            nisa::tensor_copy(masked, scores);
+            nisa::tensor_copy(masked, src);
             if causal && 128 * g < k0 + kts - 1 {
                 nisa::affine_select(masked, [[-1, kts]], 1, masked, f32::MIN, cmp_op = nl::greater_equal, offset = 128 * g - k0);
             }
         }
-        nisa::activation(p[s![.., j, ..]], nl::exp, masked, bias = neg_lse[s![.., g..g + 1]], scale = scale);
+        nisa::activation(p[s![.., j, ..]], nl::exp, masked, bias = neg_lse[s![.., g..g + 1]], scale = exp_scale);
         // dS = P ∘ (dY·Vᵀ − D).
         let dp = nl::ndarray([128, kts], nl::float32, buffer = nl::psum);
         for dt in 0..dnt {
             nisa::nc_matmul(dp, dy_l[s![.., dt, 128 * j..128 * (j + 1)]], v_ld[s![.., dt, k0..k0 + kts]]);
         }
         nisa::scalar_tensor_tensor(ds[s![.., j, ..]], dp, nl::subtract, dos[s![.., g..g + 1]], nl::multiply, p[s![.., j, ..]]);
+        if cap > 0.0 {
+            // Through the cap: dS ∘ (1 - tanh²(scale·s / cap)).
+            let slope = nl::ndarray([128, kts], nl::float32, buffer = nl::sbuf);
+            nisa::activation(slope, nl::tanh, scores, scale = scale / cap);
+            nisa::tensor_tensor(slope, slope, slope, nl::multiply);
+            nisa::tensor_scalar(slope, slope, nl::multiply, -1.0, op1 = nl::add, operand1 = 1.0);
+            nisa::tensor_tensor(ds[s![.., j, ..]], ds[s![.., j, ..]], slope, nl::multiply);
+        }
     }
 
     // dQ += scale · dS·K, contracting over keys: Kᵀ and dSᵀ in 128-key blocks.
@@ -231,6 +247,7 @@ fn compute_step(
     dts: i64,
     dnt: i64,
     mdt: Dtype,
+    cap: f64,
 ) {
     let kdt = k_ld.dtype();
     let qnt = sl / 128;
@@ -252,7 +269,7 @@ fn compute_step(
             if first < cg {
                 bwd_tile(
                     q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, bounds, lower, qg, cg, k0, kts, dts, dnt, scale,
-                    causal, first,
+                    causal, first, cap,
                 );
             }
         }
@@ -423,6 +440,7 @@ fn ring_bwd_item(
     left: i64,
     right: i64,
     chunk: i64,
+    cap: f64,
     mdt: Dtype,
     scale: f64,
 ) {
@@ -491,6 +509,7 @@ fn ring_bwd_item(
             dts,
             dnt,
             mdt,
+            cap,
         );
         nisa::dma_copy(sdq[s![slot, .., ..]], dq_slot);
         if lnc > 1 {
@@ -544,6 +563,7 @@ fn ring_bwd_item(
                     dts,
                     dnt,
                     mdt,
+                    cap,
                 );
                 if lnc > 1 {
                     nisa::core_barrier(dq_scratch, [0, 1]);
@@ -623,6 +643,7 @@ pub fn ring_attention_spmd_bwd(
     window_left: Option<i64>,
     window_right: Option<i64>,
     chunk_size: Option<i64>,
+    soft_cap: Option<f64>,
 ) -> Outputs {
     assert!(!striped_attention || use_causal_mask, "striped_attention requires use_causal_mask");
     assert!(!zigzag_attention || use_causal_mask, "zigzag_attention requires use_causal_mask");
@@ -632,6 +653,8 @@ pub fn ring_attention_spmd_bwd(
     let chunk = chunk_size.unwrap_or(0);
     assert!(window_left.unwrap_or(0) >= 0 && window_right.unwrap_or(0) >= 0, "window_left and window_right must be >= 0");
     assert!(chunk_size.unwrap_or(1) >= 1, "chunk_size must be >= 1");
+    let cap_given = soft_cap.unwrap_or(1.0);
+    assert!(cap_given > 0.0 && cap_given <= f32::MAX, "soft_cap must be a positive finite float32, got {cap_given}");
     let masked = use_causal_mask || zigzag_attention || left >= 0 || right >= 0 || chunk > 0;
     let q_shape = q_ref.shape();
     assert!(q_ref.ndim() == 4, "q_ref must be [B, N, D, S], got {q_shape}");
@@ -773,6 +796,7 @@ pub fn ring_attention_spmd_bwd(
             left,
             right,
             chunk,
+            soft_cap.unwrap_or(0.0),
             mdt,
             scale,
         );

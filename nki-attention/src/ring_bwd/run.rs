@@ -65,6 +65,7 @@ impl RingBwdConfig {
             RingBwdRule::OneLayout => ("zigzag_attention", "true with striped_attention".into()),
             RingBwdRule::WindowNegative => ("sliding_window", format!("{:?}", self.window.unwrap_or((0, 0)))),
             RingBwdRule::ChunkPositive => ("chunk_size", self.chunk_size.unwrap_or(0).to_string()),
+            RingBwdRule::SoftCapPositive => ("soft_cap", self.soft_cap.map_or_else(|| "None".into(), |c| c.to_string())),
             RingBwdRule::WorkersPositive => ("num_workers", self.num_workers.to_string()),
             RingBwdRule::GroupSize | RingBwdRule::GroupRanks => ("replica_groups", format!("{:?}", self.replica_groups)),
             RingBwdRule::LncSize => ("lnc_size", self.lnc.to_string()),
@@ -182,6 +183,7 @@ impl RingBwdConfig {
                 .window_left(self.window.map(|w| w.0))
                 .window_right(self.window.map(|w| w.1))
                 .chunk_size(self.chunk_size)
+                .soft_cap(self.soft_cap)
                 .run(ctx)
         })?;
         let (mut dq, mut dk, mut dv) = (Vec::new(), Vec::new(), Vec::new());

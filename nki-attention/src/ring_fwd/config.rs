@@ -51,6 +51,8 @@ pub struct RingFwdConfig {
     pub window: Option<(i64, i64)>,
     /// Chunked attention: key `j` visible to query `i` only if `i / C == j / C`.
     pub chunk_size: Option<i64>,
+    /// Logit soft cap `C > 0`: logits `C·tanh(scale·q·k / C)`.
+    pub soft_cap: Option<f64>,
     /// Also return the log-sum-exp.
     pub training: bool,
     /// Dtype of the log-sum-exp.
@@ -92,6 +94,8 @@ pub enum RingFwdRule {
     WindowNegative,
     /// Chunks hold at least one token.
     ChunkPositive,
+    /// The soft cap is a positive finite float32 value.
+    SoftCapPositive,
     /// Every replica group holds `num_workers` ranks.
     GroupSize,
     /// Rank ids are distinct, non-negative and cover `0..ranks`.
@@ -123,6 +127,7 @@ impl RingFwdRule {
             RingFwdRule::OneLayout => "ring_attention_spmd_fwd: striped and zigzag input exclude each other",
             RingFwdRule::WindowNegative => "ring_attention_spmd_fwd: the sliding window sizes (L, R) must be >= 0",
             RingFwdRule::ChunkPositive => "ring_attention_spmd_fwd: chunk_size must be >= 1",
+            RingFwdRule::SoftCapPositive => "ring_attention_spmd_fwd: soft_cap must be a positive finite float32 value",
             RingFwdRule::GroupSize => "ring_attention_spmd_fwd: every replica group must hold num_workers ranks",
             RingFwdRule::GroupRanks => "ring_attention_spmd_fwd: replica groups must name each rank 0..groups x num_workers exactly once",
             RingFwdRule::HeadDim => "ring_attention_spmd_fwd: the head dim must be within 1..=128",
@@ -147,6 +152,7 @@ impl RingFwdConfig {
             zigzag: false,
             window: None,
             chunk_size: None,
+            soft_cap: None,
             training: false,
             lse_dtype: Dtype::F32,
             tp_q: false,
@@ -198,6 +204,12 @@ impl RingFwdConfig {
     /// Sets [`window`](Self::window) to `(left, right)`.
     pub const fn sliding_window(mut self, left: i64, right: i64) -> Self {
         self.window = Some((left, right));
+        self
+    }
+
+    /// Sets [`soft_cap`](Self::soft_cap).
+    pub const fn soft_cap(mut self, cap: f64) -> Self {
+        self.soft_cap = Some(cap);
         self
     }
 
@@ -295,6 +307,11 @@ impl RingFwdConfig {
             && c < 1
         {
             return Some(RingFwdRule::ChunkPositive);
+        }
+        if let Some(c) = self.soft_cap
+            && !(c > 0.0 && is_finite_f32(c))
+        {
+            return Some(RingFwdRule::SoftCapPositive);
         }
         if let Some(scale) = self.softmax_scale
             && !is_finite_f32(scale)

@@ -70,6 +70,7 @@ fn step_attention(
     sink: Option<Hbm>,
     bound_min: Option<Hbm>,
     bound_max: Option<Hbm>,
+    soft_cap: Option<f64>,
 ) -> (Hbm, Hbm, Hbm) {
     let (o, neg_max, sum): (Hbm, Hbm, Hbm) = attention_cte(
         q3,
@@ -88,6 +89,7 @@ fn step_attention(
         bound_min = bound_min,
         bound_max = bound_max,
         skip_output_normalization = true,
+        soft_cap = soft_cap,
     );
     (o, neg_max, sum)
 }
@@ -243,6 +245,7 @@ fn zigzag_step(
     tp_k: bool,
     shard: i64,
     shards: i64,
+    soft_cap: Option<f64>,
 ) {
     let bs = o_acc.shape()[0];
     let per = (bs + shards - 1) / shards;
@@ -251,7 +254,7 @@ fn zigzag_step(
     let k_first: Hbm = seq_half(k, tp_k, 0, None);
     let v_first: Hbm = seq_half(v, true, 0, None);
     let (o1, nm1, sum1): (Hbm, Hbm, Hbm) =
-        step_attention(q_second, k_first, v_first, 1.0, false, tp_q, tp_k, None, None, false, None, None, None);
+        step_attention(q_second, k_first, v_first, 1.0, false, tp_q, tp_k, None, None, false, None, None, None, soft_cap);
     both_programs(o1, nm1, sum1, shards);
     let second = nl::ndarray([1, 1], nl::int32, buffer = nl::sbuf);
     nisa::memset(second, 1.0);
@@ -259,7 +262,8 @@ fn zigzag_step(
     let q_x: Hbm = seq_half(q_full, tp_q, 0, Some(sel));
     let k_x: Hbm = seq_half(k, tp_k, 0, Some(sel));
     let v_x: Hbm = seq_half(v, true, 0, Some(sel));
-    let (o2, nm2, sum2): (Hbm, Hbm, Hbm) = step_attention(q_x, k_x, v_x, 1.0, false, tp_q, tp_k, None, None, false, None, None, None);
+    let (o2, nm2, sum2): (Hbm, Hbm, Hbm) =
+        step_attention(q_x, k_x, v_x, 1.0, false, tp_q, tp_k, None, None, false, None, None, None, soft_cap);
     both_programs(o2, nm2, sum2, shards);
     merge_half(o_acc, nm_acc, sum_acc, o2, nm2, sum2, sel, b0, b1);
 }
@@ -385,7 +389,11 @@ fn normalize_batch(
 /// With the causal mask the kernel ignores `softmax_scale`: `q` must be
 /// pre-scaled. Keyword arguments past the library's (default: off): `sinks`,
 /// float32 `[h]`, one logit per query head in every row's softmax denominator
-/// (not scaled; included in the log-sum-exp).
+/// (not scaled; included in the log-sum-exp); `zigzag_input` (rank `r` holds
+/// chunks `r` and `2W-1-r` of `seqlen / 2` tokens; needs the causal mask);
+/// `window_left` / `window_right` (key `j` visible to query `i` only if
+/// `i - L <= j <= i + R`); `chunk_size` (only if `i / C == j / C`); `soft_cap`
+/// (logits `C·tanh(scale·q·k / C)`).
 #[nki_kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn ring_attention_spmd_fwd(
@@ -406,6 +414,7 @@ pub fn ring_attention_spmd_fwd(
     window_left: Option<i64>,
     window_right: Option<i64>,
     chunk_size: Option<i64>,
+    soft_cap: Option<f64>,
 ) -> Outputs {
     assert!(nisa::get_nc_version() > nisa::nc_version::gen2, "ring_attention_spmd_fwd not supported on trn1");
     assert!(q.ndim() == 4 && k.ndim() == 4 && v.ndim() == 4, "q, k and v must be 4-d, [b, h, d, seqlen] or [b, h, seqlen, d]");
@@ -435,6 +444,8 @@ pub fn ring_attention_spmd_fwd(
     let chunk = chunk_size.unwrap_or(0);
     assert!(window_left.unwrap_or(0) >= 0 && window_right.unwrap_or(0) >= 0, "window_left and window_right must be >= 0");
     assert!(chunk_size.unwrap_or(1) >= 1, "chunk_size must be >= 1");
+    let cap = soft_cap.unwrap_or(1.0);
+    assert!(cap > 0.0 && cap <= f32::MAX, "soft_cap must be a positive finite float32, got {cap}");
     // Windows, chunks and zigzag blocks mask through per-row key bounds.
     let bounded = zigzag_input || left >= 0 || right >= 0 || chunk > 0;
     assert!(num_workers >= 1, "num_workers must be >= 1, got {num_workers}");
@@ -532,9 +543,24 @@ pub fn ring_attention_spmd_fwd(
 
     // Step 0: the rank's own keys.
     let (o_acc, nm_acc, sum_acc): (Hbm, Hbm, Hbm) = if local_causal {
-        step_attention(q_run, k3, v3, attn_scale, true, tp_q, tp_k, None, None, false, sink, None, None)
+        step_attention(q_run, k3, v3, attn_scale, true, tp_q, tp_k, None, None, false, sink, None, None, soft_cap)
     } else {
-        step_attention(q_run, k3, v3, attn_scale, cte_causal, tp_q, tp_k, cp_offset, cp_deg, cte_striped, sink, bound_min, bound_max)
+        step_attention(
+            q_run,
+            k3,
+            v3,
+            attn_scale,
+            cte_causal,
+            tp_q,
+            tp_k,
+            cp_offset,
+            cp_deg,
+            cte_striped,
+            sink,
+            bound_min,
+            bound_max,
+            soft_cap,
+        )
     };
 
     for bi in kv_first..kv_first + kv_per_shard {
@@ -574,7 +600,7 @@ pub fn ring_attention_spmd_fwd(
             nisa::tensor_tensor(later, there, here, nl::greater);
             let sel = nl::ndarray([1, 1], nl::int32, buffer = nl::sbuf);
             nisa::tensor_copy(sel, later[s![0..1, 0..1]]);
-            zigzag_step(q_second, q_run, arrived_k, arrived_v, o_acc, nm_acc, sum_acc, sel, tp_q, tp_k, shard, shards);
+            zigzag_step(q_second, q_run, arrived_k, arrived_v, o_acc, nm_acc, sum_acc, sel, tp_q, tp_k, shard, shards, soft_cap);
             if step < last {
                 pass_on(arrived_k, free_k, arrived_v, free_v, groups);
             }
@@ -614,6 +640,7 @@ pub fn ring_attention_spmd_fwd(
                 None,
                 bound_min,
                 bound_max,
+                soft_cap,
             );
             // The next transfer goes out before this step's merge.
             if step < last {

@@ -71,6 +71,7 @@ impl RingFwdConfig {
             RingFwdRule::OneLayout => ("zigzag_input", "true with striped_input".into()),
             RingFwdRule::WindowNegative => ("sliding_window", format!("{:?}", self.window.unwrap_or((0, 0)))),
             RingFwdRule::ChunkPositive => ("chunk_size", self.chunk_size.unwrap_or(0).to_string()),
+            RingFwdRule::SoftCapPositive => ("soft_cap", self.soft_cap.map_or_else(|| "None".into(), |c| c.to_string())),
             RingFwdRule::GroupSize | RingFwdRule::GroupRanks => ("replica_groups", format!("{:?}", self.replica_groups)),
             RingFwdRule::HeadDim => ("d", d.map_or(0, |d| d.head_dim).to_string()),
             RingFwdRule::SeqlenMultiple => ("seqlen", d.map_or(0, |d| d.seqlen).to_string()),
@@ -196,6 +197,7 @@ impl RingFwdConfig {
                 .window_left(self.window.map(|w| w.0))
                 .window_right(self.window.map(|w| w.1))
                 .chunk_size(self.chunk_size)
+                .soft_cap(self.soft_cap)
                 .run(ctx)
         })?;
         let mut out = Vec::with_capacity(report.results.len());

@@ -57,12 +57,15 @@ pub fn run(a: &RingBwdArgs) -> Result<(), String> {
     if let Some(s) = a.ring.scale {
         cfg = cfg.softmax_scale(s);
     }
-    let (window, chunk) = a.ring.masks();
+    let (window, chunk, cap) = a.ring.masks();
     if let Some((l, r)) = window {
         cfg = cfg.sliding_window(l, r);
     }
     if let Some(c) = chunk {
         cfg = cfg.chunk_size(c);
+    }
+    if let Some(c) = cap {
+        cfg = cfg.soft_cap(c);
     }
     cfg.validate().map_err(|e| e.to_string())?;
     let files = [("q", a.q.as_path()), ("k", a.k.as_path()), ("v", a.v.as_path()), ("o", a.o.as_path()), ("dy", a.dy.as_path())];

@@ -145,7 +145,7 @@ def step_bounds(positions, groups, step, bounded, causal, striped, zigzag, nw, s
     return (None, None)
 
 
-def bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, bounds, lower, qg, cg, k0, kts, dts, dnt, scale, causal, first):
+def bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, bounds, lower, qg, cg, k0, kts, dts, dnt, scale, causal, first, cap):
     """One 512-key tile against the query tiles `first..cg` of a group of up to 4:
     recomputes P, forms dS, and accumulates dQ (into `dq_grp`), dK and dV.
     """
@@ -161,22 +161,33 @@ def bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, b
         for dt in range(dnt):
             nisa.nc_matmul(dst=scores, stationary=q_l[:, dt, 128 * j:128 * (j + 1)], moving=k_ld[:, dt, k0:k0 + kts])
         masked = nl.ndarray(shape=(128, kts), dtype=nl.float32, buffer=nl.sbuf)
+        if cap > 0.0:
+            nisa.activation(dst=masked, op=nl.tanh, data=scores, scale=scale / cap)
+            nisa.tensor_scalar(dst=masked, data=masked, op0=nl.multiply, operand0=cap)
+        src = masked if cap > 0.0 else scores
+        exp_scale = 1.0 if cap > 0.0 else scale
         if bounds is not None:
             ub = bounds
             if lower is not None:
                 lb = lower
-                nisa.range_select(dst=masked, on_true_tile=scores, comp_op0=nl.greater_equal, comp_op1=nl.less, bound0=lb[:, g:g + 1], bound1=ub[:, g:g + 1], range_start=k0, on_false_value=-3.4028234663852886e38)
+                nisa.range_select(dst=masked, on_true_tile=src, comp_op0=nl.greater_equal, comp_op1=nl.less, bound0=lb[:, g:g + 1], bound1=ub[:, g:g + 1], range_start=k0, on_false_value=-3.4028234663852886e38)
             else:
-                nisa.range_select(dst=masked, on_true_tile=scores, comp_op0=nl.greater_equal, comp_op1=nl.less_equal, bound0=zero, bound1=ub[:, g:g + 1], range_start=k0, on_false_value=-3.4028234663852886e38)
+                nisa.range_select(dst=masked, on_true_tile=src, comp_op0=nl.greater_equal, comp_op1=nl.less_equal, bound0=zero, bound1=ub[:, g:g + 1], range_start=k0, on_false_value=-3.4028234663852886e38)
         else:
-            nisa.tensor_copy(dst=masked, src=scores)
+            nisa.tensor_copy(dst=masked, src=src)
             if causal and 128 * g < k0 + kts - 1:
                 nisa.affine_select(dst=masked, pattern=[[-1, kts]], channel_multiplier=1, on_true_tile=masked, on_false_value=-3.4028234663852886e38, cmp_op=nl.greater_equal, offset=128 * g - k0)
-        nisa.activation(dst=p[:, j, :], op=nl.exp, data=masked, bias=neg_lse[:, g:g + 1], scale=scale)
+        nisa.activation(dst=p[:, j, :], op=nl.exp, data=masked, bias=neg_lse[:, g:g + 1], scale=exp_scale)
         dp = nl.ndarray(shape=(128, kts), dtype=nl.float32, buffer=nl.psum)
         for dt in range(dnt):
             nisa.nc_matmul(dst=dp, stationary=dy_l[:, dt, 128 * j:128 * (j + 1)], moving=v_ld[:, dt, k0:k0 + kts])
         nisa.scalar_tensor_tensor(dst=ds[:, j, :], data=dp, op0=nl.subtract, operand0=dos[:, g:g + 1], op1=nl.multiply, operand1=p[:, j, :])
+        if cap > 0.0:
+            slope = nl.ndarray(shape=(128, kts), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.activation(dst=slope, op=nl.tanh, data=scores, scale=scale / cap)
+            nisa.tensor_tensor(dst=slope, data1=slope, data2=slope, op=nl.multiply)
+            nisa.tensor_scalar(dst=slope, data=slope, op0=nl.multiply, operand0=-1.0, op1=nl.add, operand1=1.0)
+            nisa.tensor_tensor(dst=ds[:, j, :], data1=ds[:, j, :], data2=slope, op=nl.multiply)
     k_rows = nl.ndarray(shape=(128, dnt, nb, dts), dtype=kdt, buffer=nl.sbuf)
     for dt in range(dnt):
         for kb in range(nb):
@@ -206,7 +217,7 @@ def bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, b
         nisa.scalar_tensor_tensor(dst=dk_r[:, dt, k0:k0 + kts], data=dk_ps, op0=nl.multiply, operand0=scale, op1=nl.add, operand1=dk_r[:, dt, k0:k0 + kts])
 
 
-def compute_step(q_buf, dy_buf, neg_lse, dos, dq_out, k_ld, v_ld, dk_r, dv_r, bounds, lower, causal, skip, scale, sl, dts, dnt, mdt):
+def compute_step(q_buf, dy_buf, neg_lse, dos, dq_out, k_ld, v_ld, dk_r, dv_r, bounds, lower, causal, skip, scale, sl, dts, dnt, mdt, cap):
     """One ring step for one `(b, h)`: the queries in `q_buf` / `dy_buf` (`[dh, S]`)
     against the local K/V, dK/dV accumulated in place and this step's dQ written
     to `dq_out` (`[dh, S]`, fp32). `bounds` is the range-select upper bound per
@@ -228,12 +239,12 @@ def compute_step(q_buf, dy_buf, neg_lse, dos, dq_out, k_ld, v_ld, dk_r, dv_r, bo
             k0 = kt * kts
             first = min(max(k0 // 128 - qg, 0), cg) if skip else 0
             if first < cg:
-                bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, bounds, lower, qg, cg, k0, kts, dts, dnt, scale, causal, first)
+                bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, bounds, lower, qg, cg, k0, kts, dts, dnt, scale, causal, first, cap)
         for dt in range(dnt):
             nisa.dma_copy(dst=dq_out[dt * dts:(dt + 1) * dts, 128 * qg:128 * (qg + cg)], src=dq_grp[:, dt, :])
 
 
-def ring_bwd_item(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, out_dq, out_dk, out_dv, sq, rq, sdy, rdy, slse, rlse, sdos, rdos, sdq, rdq, dq_scratch, positions, sinks, dsink_part, bid, kvh, group, slot, lnc, groups, nw, causal, striped, zigzag, left, right, chunk, mdt, scale):
+def ring_bwd_item(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, out_dq, out_dk, out_dv, sq, rq, sdy, rdy, slse, rlse, sdos, rdos, sdq, rdq, dq_scratch, positions, sinks, dsink_part, bid, kvh, group, slot, lnc, groups, nw, causal, striped, zigzag, left, right, chunk, cap, mdt, scale):
     """The whole ring for KV head `kvh` of batch `bid`: K and V loaded once, then one
     ring per query head of its group (`group` heads from `kvh·group`), each adding
     to the same dK/dV. Program `slot` uses slot `slot` of every ring buffer
@@ -274,7 +285,7 @@ def ring_bwd_item(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, out_dq, out_dk, o
             permute_all(sq, rq, sdy, rdy, slse, rlse, sdos, rdos, groups)
         dq_slot = dq_scratch[slot, :, :]
         lower0, bounds0 = step_bounds(positions, groups, 0, bounded, causal, striped, zigzag, nw, sl, left, right, chunk)
-        compute_step(sq[slot, :, :], sdy[slot, :, :], neg_lse, dos, dq_slot, k_ld, v_ld, dk_r, dv_r, bounds0, lower0, causal and not bounded, causal and not bounded, scale, sl, dts, dnt, mdt)
+        compute_step(sq[slot, :, :], sdy[slot, :, :], neg_lse, dos, dq_slot, k_ld, v_ld, dk_r, dv_r, bounds0, lower0, causal and not bounded, causal and not bounded, scale, sl, dts, dnt, mdt, cap)
         nisa.dma_copy(dst=sdq[slot, :, :], src=dq_slot)
         if lnc > 1:
             nisa.core_barrier(data=sdq, cores=(0, 1))
@@ -299,7 +310,7 @@ def ring_bwd_item(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, out_dq, out_dk, o
                 permute_all(cur_q, nxt_q, cur_dy, nxt_dy, cur_lse, nxt_lse, cur_dos, nxt_dos, groups)
             needed = not bounded or step_needed(nw - step, striped, zigzag, nw, sl, causal, left, right, chunk)
             if needed:
-                compute_step(cur_q[slot, :, :], cur_dy[slot, :, :], step_neg_lse, step_dos, dq_slot, k_ld, v_ld, dk_r, dv_r, bounds, lower, causal, causal and striped and not bounded, scale, sl, dts, dnt, mdt)
+                compute_step(cur_q[slot, :, :], cur_dy[slot, :, :], step_neg_lse, step_dos, dq_slot, k_ld, v_ld, dk_r, dv_r, bounds, lower, causal, causal and striped and not bounded, scale, sl, dts, dnt, mdt, cap)
                 if lnc > 1:
                     nisa.core_barrier(data=dq_scratch, cores=(0, 1))
                 ncc.collective_permute_implicit_reduce(srcs0_by_channel=[[dq_scratch]], srcs1_by_channel=[[dq_in]], dsts_by_channel=[[dq_fwd]], replica_group=rg, op=nl.add)
@@ -332,7 +343,7 @@ def sum_sink_parts(parts, lnc, lnc_id):
 
 
 @nki.jit
-def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_causal_mask=False, mixed_precision=True, softmax_scale=None, num_workers=1, lnc_size=1, replica_groups=None, striped_attention=False, sinks=None, zigzag_attention=False, window_left=None, window_right=None, chunk_size=None):
+def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_causal_mask=False, mixed_precision=True, softmax_scale=None, num_workers=1, lnc_size=1, replica_groups=None, striped_attention=False, sinks=None, zigzag_attention=False, window_left=None, window_right=None, chunk_size=None, soft_cap=None):
     """Ring attention backward, a drop-in for the NKI library's
     `ring_attention_spmd_bwd` (2.30): the gradients dQ, dK and dV of
     `ring_attention_spmd_fwd` over a ring of `num_workers` ranks.
@@ -355,6 +366,8 @@ def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_cau
     chunk = chunk_size if chunk_size is not None else 0
     assert (window_left if window_left is not None else 0) >= 0 and (window_right if window_right is not None else 0) >= 0, "window_left and window_right must be >= 0"
     assert (chunk_size if chunk_size is not None else 1) >= 1, "chunk_size must be >= 1"
+    cap_given = soft_cap if soft_cap is not None else 1.0
+    assert cap_given > 0.0 and cap_given <= 3.4028234663852886e38, f"soft_cap must be a positive finite float32, got {cap_given}"
     masked = use_causal_mask or zigzag_attention or left >= 0 or right >= 0 or chunk > 0
     q_shape = q_ref.shape
     assert q_ref.ndim == 4, f"q_ref must be [B, N, D, S], got {q_shape}"
@@ -431,7 +444,7 @@ def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_cau
         dk_out = nl.ndarray(shape=k_shape, dtype=nl.float32, buffer=nl.private_hbm) if spare else out_dk
         dv_out = nl.ndarray(shape=k_shape, dtype=nl.float32, buffer=nl.private_hbm) if spare else out_dv
         ds_out = nl.ndarray(shape=(b, n), dtype=nl.float32, buffer=nl.private_hbm) if spare else dsink_part
-        ring_bwd_item(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, dq_out, dk_out, dv_out, sq, rq, sdy, rdy, slse, rlse, sdos, rdos, sdq, rdq, dq_scratch, positions, sinks, ds_out, pair // n_kv, pair % n_kv, group, lnc_id, lnc_size, groups, num_workers, use_causal_mask, striped_attention, zigzag_attention, left, right, chunk, mdt, scale)
+        ring_bwd_item(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, dq_out, dk_out, dv_out, sq, rq, sdy, rdy, slse, rlse, sdos, rdos, sdq, rdq, dq_scratch, positions, sinks, ds_out, pair // n_kv, pair % n_kv, group, lnc_id, lnc_size, groups, num_workers, use_causal_mask, striped_attention, zigzag_attention, left, right, chunk, soft_cap if soft_cap is not None else 0.0, mdt, scale)
     if sinks is not None:
         return (out_dq, out_dk, out_dv, sum_sink_parts(dsink_part, lnc_size, lnc_id))
     return (out_dq, out_dk, out_dv)

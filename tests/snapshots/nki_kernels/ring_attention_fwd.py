@@ -112,11 +112,11 @@ def store_bounds(bound_min, bound_max, lower, upper):
         nisa.dma_copy(dst=bound_max.ap(pattern=[[1, 128], [128, n_grp]], offset=bi * s), src=upper)
 
 
-def step_attention(q3, k, v, scale, causal, tp_q, tp_k, cp_offset, cp_deg, striped, sink, bound_min, bound_max):
+def step_attention(q3, k, v, scale, causal, tp_q, tp_k, cp_offset, cp_deg, striped, sink, bound_min, bound_max, soft_cap):
     """One ring step's `attention_cte`: the unnormalised output and the raw statistics
     (negated max, sum) of the local queries against `k` and `v`.
     """
-    o, neg_max, sum = attention_cte(q3, k, v, scale=scale, causal_mask=causal, tp_q=tp_q, tp_k=tp_k, sink=sink, tp_out=False, cache_softmax=True, cp_offset=cp_offset, global_cp_deg=cp_deg, cp_striped_input=striped, bound_min=bound_min, bound_max=bound_max, skip_output_normalization=True)
+    o, neg_max, sum = attention_cte(q3, k, v, scale=scale, causal_mask=causal, tp_q=tp_q, tp_k=tp_k, sink=sink, tp_out=False, cache_softmax=True, cp_offset=cp_offset, global_cp_deg=cp_deg, cp_striped_input=striped, bound_min=bound_min, bound_max=bound_max, skip_output_normalization=True, soft_cap=soft_cap)
     return (o, neg_max, sum)
 
 
@@ -218,7 +218,7 @@ def merge_half(o_acc, nm_acc, sum_acc, o_cur, nm_cur, sum_cur, sel, b0, b1):
     swap_half(o_acc, nm_acc, sum_acc, o_h, nm_h, sum_h, sel, b0, b1, False)
 
 
-def zigzag_step(q_second, q_full, k, v, o_acc, nm_acc, sum_acc, sel, tp_q, tp_k, shard, shards):
+def zigzag_step(q_second, q_full, k, v, o_acc, nm_acc, sum_acc, sel, tp_q, tp_k, shard, shards, soft_cap):
     """One zigzag causal step without a window or chunks. The arriving block holds
     chunks `p` and `2W-1-p`; this rank's queries chunks `me` and `2W-1-me`. Every
     second-chunk query sees the whole first chunk of the block; the remaining
@@ -234,7 +234,7 @@ def zigzag_step(q_second, q_full, k, v, o_acc, nm_acc, sum_acc, sel, tp_q, tp_k,
     b1 = min(b0 + per, bs)
     k_first = seq_half(k, tp_k, 0, None)
     v_first = seq_half(v, True, 0, None)
-    o1, nm1, sum1 = step_attention(q_second, k_first, v_first, 1.0, False, tp_q, tp_k, None, None, False, None, None, None)
+    o1, nm1, sum1 = step_attention(q_second, k_first, v_first, 1.0, False, tp_q, tp_k, None, None, False, None, None, None, soft_cap)
     both_programs(o1, nm1, sum1, shards)
     second = nl.ndarray(shape=(1, 1), dtype=nl.int32, buffer=nl.sbuf)
     nisa.memset(dst=second, value=1.0)
@@ -242,7 +242,7 @@ def zigzag_step(q_second, q_full, k, v, o_acc, nm_acc, sum_acc, sel, tp_q, tp_k,
     q_x = seq_half(q_full, tp_q, 0, sel)
     k_x = seq_half(k, tp_k, 0, sel)
     v_x = seq_half(v, True, 0, sel)
-    o2, nm2, sum2 = step_attention(q_x, k_x, v_x, 1.0, False, tp_q, tp_k, None, None, False, None, None, None)
+    o2, nm2, sum2 = step_attention(q_x, k_x, v_x, 1.0, False, tp_q, tp_k, None, None, False, None, None, None, soft_cap)
     both_programs(o2, nm2, sum2, shards)
     merge_half(o_acc, nm_acc, sum_acc, o2, nm2, sum2, sel, b0, b1)
 
@@ -285,7 +285,7 @@ def normalize_batch(o_acc, nm_acc, sum_acc, o, lse, b, g0, g1, s, d, lse_dtype):
 
 
 @nki.jit
-def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax_scale=None, use_causal_mask=False, striped_input=False, training=False, lse_dtype=nl.float32, tp_q=False, tp_k=False, sinks=None, zigzag_input=False, window_left=None, window_right=None, chunk_size=None):
+def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax_scale=None, use_causal_mask=False, striped_input=False, training=False, lse_dtype=nl.float32, tp_q=False, tp_k=False, sinks=None, zigzag_input=False, window_left=None, window_right=None, chunk_size=None, soft_cap=None):
     """Ring attention forward, a drop-in for the NKI library's
     `ring_attention_spmd_fwd` (2.30): each of `num_workers` ranks holds `seqlen`
     tokens of the sequence (contiguous blocks, or every `num_workers`-th token with
@@ -300,7 +300,11 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
     With the causal mask the kernel ignores `softmax_scale`: `q` must be
     pre-scaled. Keyword arguments past the library's (default: off): `sinks`,
     float32 `[h]`, one logit per query head in every row's softmax denominator
-    (not scaled; included in the log-sum-exp).
+    (not scaled; included in the log-sum-exp); `zigzag_input` (rank `r` holds
+    chunks `r` and `2W-1-r` of `seqlen / 2` tokens; needs the causal mask);
+    `window_left` / `window_right` (key `j` visible to query `i` only if
+    `i - L <= j <= i + R`); `chunk_size` (only if `i / C == j / C`); `soft_cap`
+    (logits `C·tanh(scale·q·k / C)`).
     """
     assert nisa.get_nc_version() > nisa.nc_version.gen2, "ring_attention_spmd_fwd not supported on trn1"
     assert q.ndim == 4 and k.ndim == 4 and v.ndim == 4, "q, k and v must be 4-d, [b, h, d, seqlen] or [b, h, seqlen, d]"
@@ -323,6 +327,8 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
     chunk = chunk_size if chunk_size is not None else 0
     assert (window_left if window_left is not None else 0) >= 0 and (window_right if window_right is not None else 0) >= 0, "window_left and window_right must be >= 0"
     assert (chunk_size if chunk_size is not None else 1) >= 1, "chunk_size must be >= 1"
+    cap = soft_cap if soft_cap is not None else 1.0
+    assert cap > 0.0 and cap <= 3.4028234663852886e38, f"soft_cap must be a positive finite float32, got {cap}"
     bounded = zigzag_input or left >= 0 or right >= 0 or chunk > 0
     assert num_workers >= 1, f"num_workers must be >= 1, got {num_workers}"
     assert not use_causal_mask or num_workers <= 32, f"causal ring attention supports at most 32 workers, got {num_workers}"
@@ -392,7 +398,7 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
                 bmax = bound_max
                 lower, upper = key_bounds(q_pos, own_pos, striped_input, zigzag_input, num_workers, s, use_causal_mask, left, right, chunk)
                 store_bounds(bmin, bmax, lower, upper)
-    o_acc, nm_acc, sum_acc = step_attention(q_run, k3, v3, attn_scale, True, tp_q, tp_k, None, None, False, sink, None, None) if local_causal else step_attention(q_run, k3, v3, attn_scale, cte_causal, tp_q, tp_k, cp_offset, cp_deg, cte_striped, sink, bound_min, bound_max)
+    o_acc, nm_acc, sum_acc = step_attention(q_run, k3, v3, attn_scale, True, tp_q, tp_k, None, None, False, sink, None, None, soft_cap) if local_causal else step_attention(q_run, k3, v3, attn_scale, cte_causal, tp_q, tp_k, cp_offset, cp_deg, cte_striped, sink, bound_min, bound_max, soft_cap)
     for bi in range(kv_first, kv_first + kv_per_shard):
         nisa.dma_copy(dst=send_k[bi, :, :], src=k3[bi, :, :])
         nisa.dma_copy(dst=send_v[bi, :, :], src=v3[bi, :, :])
@@ -420,7 +426,7 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
             nisa.tensor_tensor(dst=later, data1=there, data2=here, op=nl.greater)
             sel = nl.ndarray(shape=(1, 1), dtype=nl.int32, buffer=nl.sbuf)
             nisa.tensor_copy(dst=sel, src=later[0:1, 0:1])
-            zigzag_step(q_second, q_run, arrived_k, arrived_v, o_acc, nm_acc, sum_acc, sel, tp_q, tp_k, shard, shards)
+            zigzag_step(q_second, q_run, arrived_k, arrived_v, o_acc, nm_acc, sum_acc, sel, tp_q, tp_k, shard, shards, soft_cap)
             if step < last:
                 pass_on(arrived_k, free_k, arrived_v, free_v, groups)
         if cp_offset is not None:
@@ -442,7 +448,7 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
                     _here, k_pos = ring_positions_at(positions, groups, step)
                     lower, upper = key_bounds(q_pos, k_pos, striped_input, zigzag_input, num_workers, s, use_causal_mask, left, right, chunk)
                     store_bounds(bmin, bmax, lower, upper)
-            o_cur, nm_cur, sum_cur = step_attention(q_run, arrived_k, arrived_v, attn_scale, cte_causal, tp_q, tp_k, cp_offset, cp_deg, cte_striped, None, bound_min, bound_max)
+            o_cur, nm_cur, sum_cur = step_attention(q_run, arrived_k, arrived_v, attn_scale, cte_causal, tp_q, tp_k, cp_offset, cp_deg, cte_striped, None, bound_min, bound_max, soft_cap)
             if step < last:
                 pass_on(arrived_k, free_k, arrived_v, free_v, groups)
             for bi in range(b_first, b_first + per_shard):
