@@ -443,7 +443,12 @@ fn scales_that_would_unmask_the_causal_mask_are_refused() {
     let dir = common::scratch("cli_scale_causal_bwd");
     ring_files(&dir);
     let bwd = with(&RING_BWD, &["--causal", "--dq", "dq.npy", "--dk", "dk.npy", "--dv", "dv.npy", "--scale", "-0.25"]);
-    assert_refused(&dir, &bwd, 1, &["softmax_scale = -0.25", "with use_causal_mask the softmax_scale must be at least 1e-30"]);
+    assert_refused(
+        &dir,
+        &bwd,
+        1,
+        &["softmax_scale = -0.25", "with a mask (causal, window, chunks) the softmax_scale must be at least 1e-30"],
+    );
 }
 
 #[test]
@@ -576,4 +581,96 @@ fn a_negative_scale_on_a_ring_backward_without_a_mask_matches_float64() {
     for (name, reference) in [("dq.npy", &want.dq), ("dk.npy", &want.dk), ("dv.npy", &want.dv)] {
         common::assert_close(name, &read_f32(&dir.join(name)), reference, 1e-6, 1e-4);
     }
+}
+
+/// `nki run ring-fwd` then `ring-bwd` with GQA 2:1, zigzag, a sliding window and
+/// sinks, against the float64 reference; flag validation exits 2 naming the flag
+/// and writes nothing.
+#[test]
+fn ring_feature_flags_match_float64_and_bad_values_exit_2() {
+    use nki::attention::reference::{Dims, Features, attend, attend_backward};
+    let dir = common::scratch("cli_ring_features");
+    let dims = Dims { batch: 1, heads: 4, kv_heads: 2, seqlen: 512, head_dim: 16 };
+    let (nq, nk) = (4 * 512 * 16, 2 * 512 * 16);
+    let (q, k, v, dy) = (
+        common::uniform(nq, 31, -1.0, 1.0),
+        common::uniform(nk, 32, -1.0, 1.0),
+        common::uniform(nk, 33, -1.0, 1.0),
+        common::uniform(nq, 34, -1.0, 1.0),
+    );
+    let sinks = [0.5, -0.3, 1.2, 0.1];
+    for (name, shape, x) in
+        [("q.npy", [1, 4, 512, 16], &q), ("k.npy", [1, 2, 512, 16], &k), ("v.npy", [1, 2, 512, 16], &v), ("dy.npy", [1, 4, 512, 16], &dy)]
+    {
+        write(&dir, name, &shape, x);
+    }
+    write(&dir, "sinks.npy", &[4], &sinks);
+    let flags = [
+        "--causal",
+        "--layout",
+        "zigzag",
+        "--sliding-window",
+        "150",
+        "--soft-cap",
+        "2.5",
+        "--sinks",
+        "sinks.npy",
+        "--scale",
+        "0.3",
+        "--precision",
+        "fp32",
+    ];
+    let fwd = with(&RING_FWD, &flags);
+    let o = nki_cmd_in(&dir, &with(&fwd, &["--training", "--out", "o.npy", "--lse", "lse.npy"]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let f = Features { causal: true, window: Some((150, 150)), soft_cap: Some(2.5), sinks: Some(&sinks), ..Features::default() };
+    let want = attend(&q, &k, &v, &dims, 0.3, &f);
+    common::assert_close("ring-fwd out", &read_f32(&dir.join("o.npy")), &want.out, 1e-6, 1e-5);
+    common::assert_close("ring-fwd lse", &read_f32(&dir.join("lse.npy")), &want.lse, 1e-6, 1e-5);
+
+    let bwd = [
+        "run",
+        "ring-bwd",
+        "--q",
+        "q.npy",
+        "--k",
+        "k.npy",
+        "--v",
+        "v.npy",
+        "--o",
+        "o.npy",
+        "--dy",
+        "dy.npy",
+        "--lse",
+        "lse.npy",
+        "--workers",
+        "2",
+    ];
+    let outs = ["--dq", "dq.npy", "--dk", "dk.npy", "--dv", "dv.npy", "--dsinks", "ds.npy"];
+    let o = nki_cmd_in(&dir, &with(&with(&bwd, &flags), &outs));
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The reference gradients of the forward the kernel received (O and the LSE as written).
+    let got = nki::attention::reference::Attention {
+        out: read_f32(&dir.join("o.npy")).iter().map(|&x| f64::from(x)).collect(),
+        lse: read_f32(&dir.join("lse.npy")).iter().map(|&x| f64::from(x)).collect(),
+    };
+    let g = attend_backward(&q, &k, &v, &dy, &got, &dims, 0.3, &f);
+    for (name, want) in [("dq.npy", &g.dq), ("dk.npy", &g.dk), ("dv.npy", &g.dv), ("ds.npy", &g.dsinks)] {
+        common::assert_close(name, &read_f32(&dir.join(name)), want, 1e-6, 1e-4);
+    }
+
+    // Bad values: exit 2, one line naming the flag, nothing written.
+    let base = with(&RING_FWD, &["--out", "x.npy"]);
+    for (extra, want) in [
+        (&["--layout", "zigzag"][..], "--causal"),
+        (&["--layout", "diagonal"][..], "--layout"),
+        (&["--sliding-window", "-3"][..], "--sliding-window"),
+        (&["--sliding-window", "4,x"][..], "--sliding-window"),
+        (&["--chunk-size", "0"][..], "--chunk-size"),
+        (&["--soft-cap", "0"][..], "--soft-cap"),
+        (&["--causal", "--striped", "--layout", "zigzag"][..], "--layout"),
+    ] {
+        assert_refused(&dir, &with(&base, extra), 2, &[want]);
+    }
+    assert_refused(&dir, &with(&with(&bwd, &outs), &[]), 2, &["--sinks"]);
 }

@@ -88,11 +88,13 @@ fn call<'a>(x: &'a Inputs, a: &Args) -> ring_attention_spmd_bwd::Call<'a> {
         .replica_groups(a.groups.clone())
 }
 
-fn outputs((dq, dk, dv): (Tensor, Tensor, Tensor)) -> Outputs {
-    for t in [&dq, &dk, &dv] {
+fn outputs(outs: nki::Outputs) -> Outputs {
+    let ts = outs.into_vec();
+    assert_eq!(ts.len(), 3, "without sinks the kernel returns dQ, dK and dV");
+    for t in &ts {
         assert_eq!(t.dtype(), Dtype::F32, "the gradients are fp32");
     }
-    [dq.to_f32_vec(), dk.to_f32_vec(), dv.to_f32_vec()]
+    [ts[0].to_f32_vec(), ts[1].to_f32_vec(), ts[2].to_f32_vec()]
 }
 
 /// Runs the kernel on every rank of `launch` (rank `r` takes `inputs[r]`).
@@ -685,8 +687,11 @@ fn rule_violations_are_errors() {
         ("Can not create tiles of equal size for given head dimension 131", launch_err(1, 1, base(1), move |_| shapes(h, 131, sl))),
         ("lnc_size is 2 but the kernel runs on 1 LNC program(s)", launch_err(2, 1, Args { lnc: 2, ..base(2) }, ok)),
         ("lnc_size is 1 but the kernel runs on 2 LNC program(s)", launch_err(2, 2, base(2), ok)),
-        ("k_ref must have q_ref's shape (1, 2, 32, 256)", launch_err(1, 1, base(1), with(1, vec![1, h, d, 2 * sl]))),
-        ("v_ref must have q_ref's shape", launch_err(1, 1, base(1), with(2, vec![1, h + 1, d, sl]))),
+        (
+            "k_ref must be [B, N_kv, D, S] with N a multiple of N_kv (GQA), q_ref is (1, 2, 32, 256), got (1, 2, 32, 512)",
+            launch_err(1, 1, base(1), with(1, vec![1, h, d, 2 * sl])),
+        ),
+        ("v_ref must have k_ref's shape", launch_err(1, 1, base(1), with(2, vec![1, h + 1, d, sl]))),
         ("o_ref must have q_ref's shape", launch_err(1, 1, base(1), with(3, vec![1, h, d + 1, sl]))),
         ("dy_ref must have q_ref's shape", launch_err(1, 1, base(1), with(4, vec![2, h, d, sl]))),
         (
@@ -734,7 +739,7 @@ fn a_failing_rank_aborts_the_launch() {
             s
         });
         eprintln!("failing rank (lnc{lnc}, {:.2?}): {err}", t0.elapsed());
-        assert!(err.contains("k_ref must have q_ref's shape (1, 2, 32, 128)"), "{err}");
+        assert!(err.contains("k_ref must be [B, N_kv, D, S] with N a multiple of N_kv (GQA), q_ref is (1, 2, 32, 128)"), "{err}");
         assert!(err.contains("[rank 2 "), "the error names the failing rank: {err}");
         assert!(err.contains("ring_attention_bwd.rs"), "the error names the kernel source: {err}");
     }
@@ -759,7 +764,7 @@ fn by_kind(inputs: &[Inputs]) -> Vec<Vec<Tensor>> {
 
 /// The typed API's view of [`by_kind`]'s lists.
 fn typed_inputs(kinds: &[Vec<Tensor>]) -> RingBwdInputs<'_> {
-    RingBwdInputs { q: &kinds[0], k: &kinds[1], v: &kinds[2], o: &kinds[3], dy: &kinds[4], lse: &kinds[5] }
+    RingBwdInputs { q: &kinds[0], k: &kinds[1], v: &kinds[2], o: &kinds[3], dy: &kinds[4], lse: &kinds[5], sinks: None }
 }
 
 /// The typed configuration of a launch of `a` over `[1, lnc, d, sl]` inputs of `dtype`.

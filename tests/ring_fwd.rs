@@ -626,7 +626,7 @@ fn rule_violations_are_errors() {
         ),
         ("head_dim must be <= 128, got 160", launch_err(1, Trn2, base(1), ok(160, sl, h))),
         ("seqlen must be divisible by 128, got 200", launch_err(2, Trn2, base(2), ok(d, 200, h))),
-        ("expects q_heads == kv_heads", launch_err(1, Trn2, base(1), ok(d, sl, 1))),
+        ("q_heads must be a multiple of kv_heads (GQA), got q_heads=2, kv_heads=3", launch_err(1, Trn2, base(1), ok(d, sl, 3))),
         (
             "replica group 0 has 2 ranks but num_workers is 4",
             launch_err(4, Trn2, Args { groups: Some(vec![vec![0, 1], vec![2, 3]]), ..base(4) }, ok(d, sl, h)),
@@ -635,7 +635,7 @@ fn rule_violations_are_errors() {
         ("causal ring attention supports at most 32 workers, got 33", launch_err(1, Trn2, base(33), ok(d, sl, h))),
         ("num_workers must be >= 1, got 0", launch_err(1, Trn2, base(0), ok(d, sl, h))),
         (
-            "v must be [1, 2, 128, 32] to match q, got (1, 2, 128, 33)",
+            "v must be [1, 2, 128, 32] to match q and k, got (1, 2, 128, 33)",
             launch_err(1, Trn2, base(1), |_| (zeros(&[1, h, d, sl]), zeros(&[1, h, d, sl]), zeros(&[1, h, sl, d + 1]))),
         ),
     ];

@@ -34,7 +34,14 @@ fn emitted_package_passes_the_check_and_imports_attention_cte() {
         "ring_attention_fwd.py must import attention_cte from the package:\n{src}"
     );
     assert!(!src.contains("def attention_cte("), "ring_attention_fwd.py must not define its own attention_cte");
-    assert!(src.contains("\n@nki.jit\ndef ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax_scale=None, use_causal_mask=False, striped_input=False, training=False, lse_dtype=nl.float32, tp_q=False, tp_k=False):"), "the library's signature");
+    // The library's signature, then this kernel's keyword arguments with defaults that keep its behaviour.
+    let library = "\n@nki.jit\ndef ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax_scale=None, use_causal_mask=False, striped_input=False, training=False, lse_dtype=nl.float32, tp_q=False, tp_k=False";
+    assert!(
+        src.contains(&format!(
+            "{library}, sinks=None, zigzag_input=False, window_left=None, window_right=None, chunk_size=None, soft_cap=None):"
+        )),
+        "the library's signature as a prefix"
+    );
     let cte = std::fs::read_to_string(pkg.join("attention_cte.py")).expect("the package holds attention_cte.py");
     assert!(cte.contains("def attention_cte("), "attention_cte.py defines attention_cte");
     let init = std::fs::read_to_string(pkg.join("__init__.py")).expect("__init__.py");
@@ -221,4 +228,131 @@ fn numpy_replica_groups_causal() {
         groups: Some(vec![vec![3, 1], vec![0, 2]]),
     }
     .check();
+}
+
+/// GQA (4 query heads on 2 KV heads) with sinks and a soft cap, striped causal
+/// over 3 ranks on LNC 2: the emitted kernel under NumPy matches the emulator.
+#[test]
+fn numpy_gqa_with_sinks_striped_w3_lnc2() {
+    let (w, h, hk, sl, d) = (3usize, 4usize, 2usize, 128usize, 16usize);
+    let sinks = uniform(h, 951, -1.0, 2.0);
+    let per_rank: Vec<[Shaped; 3]> = (0..w)
+        .map(|r| {
+            let seed = 960 + 3 * r as u64;
+            [
+                (vec![1, h, d, sl], as_dtype(&uniform(h * d * sl, seed, -0.5, 0.5), Dtype::F32)),
+                (vec![1, hk, d, sl], as_dtype(&uniform(hk * d * sl, seed + 1, -2.0, 2.0), Dtype::F32)),
+                (vec![1, hk, sl, d], as_dtype(&uniform(hk * d * sl, seed + 2, -1.0, 1.0), Dtype::F32)),
+            ]
+        })
+        .collect();
+    let sink_t = tensor(&[h], &sinks, Dtype::F32);
+    let tensors: Vec<_> = per_rank.iter().map(|[q, k, v]| [q, k, v].map(|(s, x)| tensor(s, x, Dtype::F32))).collect();
+    let emu = Launch::new()
+        .ranks(w)
+        .lnc(2)
+        .precision(Precision::Fp32)
+        .run_ranks(|ctx| {
+            let [q, k, v] = &tensors[ctx.rank()];
+            ring_attention_spmd_fwd::Call::new(q, k, v)
+                .num_workers(w as i64)
+                .use_causal_mask(true)
+                .striped_input(true)
+                .training(true)
+                .sinks(Some(&sink_t))
+                .soft_cap(Some(0.5))
+                .run(ctx)
+        })
+        .unwrap();
+    let ranks: Vec<RankArgs<'_>> = per_rank
+        .iter()
+        .map(|[q, k, v]| {
+            let args = [q, k, v].map(|(s, x)| PyArg::Tensor(s.clone(), x.clone(), Dtype::F32)).to_vec();
+            let kwargs = vec![
+                ("num_workers", PyArg::Int(w as i64)),
+                ("use_causal_mask", PyArg::Bool(true)),
+                ("striped_input", PyArg::Bool(true)),
+                ("training", PyArg::Bool(true)),
+                ("sinks", PyArg::Tensor(vec![h], sinks.clone(), Dtype::F32)),
+                ("soft_cap", PyArg::Float(0.5)),
+            ];
+            (args, kwargs)
+        })
+        .collect();
+    let np = run_numpy_kwargs_ranks(package(), "ring_attention_spmd_fwd", &ranks, 2, "fp32");
+    for (rank, (np_outs, emu_outs)) in np.iter().zip(&emu).enumerate() {
+        for (i, what) in ["output", "LSE"].iter().enumerate() {
+            let e: Vec<f64> = emu_outs.get(i).unwrap().to_f32_vec().iter().map(|&x| f64::from(x)).collect();
+            assert_close(&format!("GQA + sinks rank {rank} {what} (numpy vs emulator)"), &np_outs[i], &e, ATOL, RTOL);
+        }
+    }
+}
+
+/// Zigzag causal with a window and chunks, GQA 2:1, over 3 ranks on LNC 2: the
+/// emitted kernel's per-row key bounds and skipped steps under NumPy match the emulator.
+#[test]
+fn numpy_zigzag_window_and_chunks_w3_lnc2() {
+    numpy_zigzag(&[("window_left", 300), ("chunk_size", 200)]);
+}
+
+/// Plain zigzag causal over 3 ranks on LNC 2: the half-size calls picked at run
+/// time (`scalar_offset`) under NumPy match the emulator.
+#[test]
+fn numpy_zigzag_half_size_steps_w3_lnc2() {
+    numpy_zigzag(&[]);
+}
+
+/// A zigzag causal ring of 3 ranks (GQA 2:1, 256 tokens per rank, LNC 2) with
+/// `extra` integer keyword arguments, NumPy against the emulator.
+fn numpy_zigzag(extra: &[(&'static str, i64)]) {
+    let (w, h, hk, sl, d) = (3usize, 2usize, 1usize, 256usize, 16usize);
+    let per_rank: Vec<[Shaped; 3]> = (0..w)
+        .map(|r| {
+            let seed = 990 + 3 * r as u64;
+            [
+                (vec![1, h, d, sl], as_dtype(&uniform(h * d * sl, seed, -0.5, 0.5), Dtype::F32)),
+                (vec![1, hk, d, sl], as_dtype(&uniform(hk * d * sl, seed + 1, -2.0, 2.0), Dtype::F32)),
+                (vec![1, hk, sl, d], as_dtype(&uniform(hk * d * sl, seed + 2, -1.0, 1.0), Dtype::F32)),
+            ]
+        })
+        .collect();
+    let tensors: Vec<_> = per_rank.iter().map(|[q, k, v]| [q, k, v].map(|(s, x)| tensor(s, x, Dtype::F32))).collect();
+    let emu = Launch::new()
+        .ranks(w)
+        .lnc(2)
+        .precision(Precision::Fp32)
+        .run_ranks(|ctx| {
+            let [q, k, v] = &tensors[ctx.rank()];
+            let arg = |name: &str| extra.iter().find(|(n, _)| *n == name).map(|&(_, x)| x);
+            ring_attention_spmd_fwd::Call::new(q, k, v)
+                .num_workers(w as i64)
+                .use_causal_mask(true)
+                .zigzag_input(true)
+                .window_left(arg("window_left"))
+                .chunk_size(arg("chunk_size"))
+                .training(true)
+                .run(ctx)
+        })
+        .unwrap();
+    let ranks: Vec<RankArgs<'_>> = per_rank
+        .iter()
+        .map(|[q, k, v]| {
+            let args = [q, k, v].map(|(s, x)| PyArg::Tensor(s.clone(), x.clone(), Dtype::F32)).to_vec();
+            let mut kwargs = vec![
+                ("num_workers", PyArg::Int(w as i64)),
+                ("use_causal_mask", PyArg::Bool(true)),
+                ("training", PyArg::Bool(true)),
+                ("zigzag_input", PyArg::Bool(true)),
+            ];
+            kwargs.extend(extra.iter().map(|&(name, x)| (name, PyArg::Int(x))));
+            (args, kwargs)
+        })
+        .collect();
+    let np = run_numpy_kwargs_ranks(package(), "ring_attention_spmd_fwd", &ranks, 2, "fp32");
+    for (rank, (np_outs, emu_outs)) in np.iter().zip(&emu).enumerate() {
+        for (i, what) in ["output", "LSE"].iter().enumerate() {
+            let e: Vec<f64> = emu_outs.get(i).unwrap().to_f32_vec().iter().map(|&x| f64::from(x)).collect();
+            assert_close(&format!("zigzag {extra:?} rank {rank} {what} (numpy vs emulator)"), &np_outs[i], &e, ATOL, RTOL);
+        }
+    }
 }

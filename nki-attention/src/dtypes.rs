@@ -17,6 +17,9 @@ pub const FLOATS: &[Dtype] = &[Dtype::F32, Dtype::Bf16, Dtype::F16];
 /// library's tests) or float32 (what ring attention writes).
 pub const POSITIONS: &[Dtype] = &[Dtype::I32, Dtype::F32];
 
+/// Logits the kernels read as fp32 columns (ring attention's sinks).
+pub const FLOAT32: &[Dtype] = &[Dtype::F32];
+
 /// A length documented as an int32 tensor.
 pub const INT32: &[Dtype] = &[Dtype::I32];
 

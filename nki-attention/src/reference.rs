@@ -1,9 +1,16 @@
 //! Float64 attention over a whole sequence — output, log-sum-exp and gradients —
-//! to check the kernels against (`nki demo` does).
+//! to check the kernels against (`nki demo` does), with every feature of the
+//! ring kernels' peers: grouped-query heads, causal mask, sliding window
+//! `(L, R)`, chunks, logit soft cap, bias, segment ids and sinks.
 //!
-//! Tensors are `[bh, S, d]`, row-major, one head per leading index. Scores are
-//! `scale·QKᵀ`, masked with −∞ above the diagonal when causal; rows are processed
-//! in blocks of 64 queries with f64 GEMMs, and heads in parallel.
+//! Tensors are row-major: `q` is `[b, h, S, d]`, `k` and `v` are
+//! `[b, h_kv, S, d]` (query head `i` reads KV head `i / (h / h_kv)`). The logit of
+//! query `i` and key `j` is `t = scale·q·k`, soft-capped to `C·tanh(t / C)`, plus
+//! `bias[b, h, i, j]`; key `j` is visible when every mask allows it (the logical
+//! AND). A sink adds `exp(sink[h])` to every row's softmax denominator and
+//! nothing to its numerator. A row that sees no key and has no sink outputs
+//! zeros with LSE `-inf` and passes no gradient. Rows are processed in blocks of
+//! 64 queries with f64 GEMMs, and heads in parallel.
 //!
 //! ```
 //! use nki_attention::reference::{backward, forward};
@@ -20,24 +27,103 @@ use std::ops::Range;
 /// Query rows per block.
 const BLOCK: usize = 64;
 
+/// The sizes of one problem.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dims {
+    /// Batch.
+    pub batch: usize,
+    /// Query heads.
+    pub heads: usize,
+    /// Key/value heads (a divisor of `heads`).
+    pub kv_heads: usize,
+    /// Tokens.
+    pub seqlen: usize,
+    /// Head dim.
+    pub head_dim: usize,
+}
+
+impl Dims {
+    /// Multi-head dims from the `[bh, S, d]` of the plain functions.
+    pub const fn mha(bh: usize, seqlen: usize, head_dim: usize) -> Dims {
+        Dims { batch: bh, heads: 1, kv_heads: 1, seqlen, head_dim }
+    }
+
+    /// Query heads per KV head.
+    const fn group(&self) -> usize {
+        self.heads / self.kv_heads
+    }
+}
+
+/// The masks and extra logits of a problem; [`Features::default`] is plain
+/// non-causal attention.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Features<'a> {
+    /// Key `j` visible to query `i` only if `j <= i`.
+    pub causal: bool,
+    /// `(L, R)`: key `j` visible to query `i` only if `i - L <= j <= i + R`.
+    pub window: Option<(usize, usize)>,
+    /// `C`: key `j` visible to query `i` only if `i / C == j / C`.
+    pub chunk: Option<usize>,
+    /// `C > 0`: logits `C·tanh(scale·q·k / C)`.
+    pub soft_cap: Option<f64>,
+    /// `[b, h, S, S]`, added to the logits after the soft cap.
+    pub bias: Option<&'a [f64]>,
+    /// `(q_seg, kv_seg)`, each `[b, S]`: key `j` visible to query `i` only if the ids match.
+    pub segments: Option<(&'a [i32], &'a [i32])>,
+    /// `[h]`: one logit per query head in every row's softmax denominator.
+    pub sinks: Option<&'a [f64]>,
+}
+
+impl Features<'_> {
+    /// Plain attention, causal or not.
+    pub fn masked(causal: bool) -> Self {
+        Features { causal, ..Features::default() }
+    }
+
+    /// Whether query `i` of batch `b` sees key `j` under every mask.
+    pub fn visible(&self, s: usize, b: usize, i: usize, j: usize) -> bool {
+        if self.causal && j > i {
+            return false;
+        }
+        if let Some((l, r)) = self.window
+            && (j + l < i || j > i + r)
+        {
+            return false;
+        }
+        if let Some(c) = self.chunk
+            && i / c != j / c
+        {
+            return false;
+        }
+        if let Some((qs, ks)) = self.segments
+            && qs[b * s + i] != ks[b * s + j]
+        {
+            return false;
+        }
+        true
+    }
+}
+
 /// The forward results.
 #[derive(Clone, Debug)]
 pub struct Attention {
-    /// `softmax(scale·QKᵀ)·V`, `[bh, S, d]`.
+    /// `softmax(logits)·V`, `[b, h, S, d]`.
     pub out: Vec<f64>,
-    /// `ln Σ_j exp(s_ij)` of the scaled scores, `[bh, S]`.
+    /// `ln(Σ_j exp(logit_ij) + exp(sink))`, `[b, h, S]` (`-inf` for a row that sees nothing).
     pub lse: Vec<f64>,
 }
 
 /// The gradients of `Σ dY ∘ O`.
 #[derive(Clone, Debug)]
 pub struct Gradients {
-    /// dL/dQ, `[bh, S, d]`.
+    /// dL/dQ, `[b, h, S, d]`.
     pub dq: Vec<f64>,
-    /// dL/dK, `[bh, S, d]`.
+    /// dL/dK, `[b, h_kv, S, d]` (summed over each KV head's query heads).
     pub dk: Vec<f64>,
-    /// dL/dV, `[bh, S, d]`.
+    /// dL/dV, `[b, h_kv, S, d]`.
     pub dv: Vec<f64>,
+    /// dL/dsinks, `[h]` (zeros without sinks).
+    pub dsinks: Vec<f64>,
 }
 
 /// `c = alpha·a·b + beta·c` on row-major `m×k`, `k×n` and `m×n` matrices, each
@@ -53,19 +139,55 @@ fn gemm(m: usize, k: usize, n: usize, alpha: f64, a: &[f64], a_t: bool, b: &[f64
     }
 }
 
-/// The probabilities `P = exp(s − lse)` of query rows `rows` of one head (`rows × S`).
-#[allow(clippy::too_many_arguments)]
-fn probabilities(q: &[f64], k: &[f64], lse: &[f64], rows: Range<usize>, s: usize, d: usize, scale: f64, causal: bool) -> Vec<f64> {
-    let m = rows.len();
-    let mut p = vec![0.0; m * s];
-    gemm(m, d, s, scale, &q[rows.start * d..rows.end * d], false, k, true, 0.0, &mut p);
-    for (r, row) in p.chunks_mut(s).enumerate() {
-        let i = rows.start + r;
-        for (j, x) in row.iter_mut().enumerate() {
-            *x = if causal && j > i { 0.0 } else { (*x - lse[i]).exp() };
-        }
+/// One query head's view of a problem: its tensors and the batch and head it is.
+struct Head<'a> {
+    q: &'a [f64],
+    k: &'a [f64],
+    v: &'a [f64],
+    batch: usize,
+    head: usize,
+}
+
+impl<'a> Head<'a> {
+    /// Query head `n` (flattened over the batch) of `q`, `k`, `v`.
+    fn of(n: usize, q: &'a [f64], k: &'a [f64], v: &'a [f64], dims: &Dims) -> Head<'a> {
+        let (s, d) = (dims.seqlen, dims.head_dim);
+        let (batch, head) = (n / dims.heads, n % dims.heads);
+        let kv = batch * dims.kv_heads + head / dims.group();
+        Head { q: &q[n * s * d..(n + 1) * s * d], k: &k[kv * s * d..(kv + 1) * s * d], v: &v[kv * s * d..(kv + 1) * s * d], batch, head }
     }
-    p
+
+    /// The logits of query rows `rows` (`rows × S`, `-inf` where masked) and, with a
+    /// soft cap, `1 - tanh²` of each (the cap's derivative).
+    fn logits(&self, rows: Range<usize>, dims: &Dims, scale: f64, f: &Features<'_>) -> (Vec<f64>, Vec<f64>) {
+        let (s, d) = (dims.seqlen, dims.head_dim);
+        let mut sc = vec![0.0; rows.len() * s];
+        gemm(rows.len(), d, s, scale, &self.q[rows.start * d..rows.end * d], false, self.k, true, 0.0, &mut sc);
+        let mut slope = if f.soft_cap.is_some() { vec![0.0; sc.len()] } else { Vec::new() };
+        for (r, row) in sc.chunks_mut(s).enumerate() {
+            let i = rows.start + r;
+            for (j, x) in row.iter_mut().enumerate() {
+                if !f.visible(s, self.batch, i, j) {
+                    *x = f64::NEG_INFINITY;
+                    continue;
+                }
+                if let Some(c) = f.soft_cap {
+                    let t = (*x / c).tanh();
+                    *x = c * t;
+                    slope[r * s + j] = 1.0 - t * t;
+                }
+                if let Some(bias) = f.bias {
+                    *x += bias[((self.batch * dims.heads + self.head) * s + i) * s + j];
+                }
+            }
+        }
+        (sc, slope)
+    }
+
+    /// This head's sink logit, if any.
+    fn sink(&self, f: &Features<'_>) -> Option<f64> {
+        f.sinks.map(|s| s[self.head])
+    }
 }
 
 /// Runs `f(head)` for every head on up to two threads and collects the results in order.
@@ -81,76 +203,115 @@ fn per_head<T: Send>(bh: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
     })
 }
 
-/// Attention forward over whole sequences: `dims = [bh, S, d]`.
+/// Plain attention forward over whole sequences: `dims = [bh, S, d]`.
 pub fn forward(q: &[f64], k: &[f64], v: &[f64], dims: [usize; 3], scale: f64, causal: bool) -> Attention {
-    let [bh, s, d] = dims;
-    let heads = per_head(bh, |h| {
-        let (qh, kh, vh) = (&q[h * s * d..(h + 1) * s * d], &k[h * s * d..(h + 1) * s * d], &v[h * s * d..(h + 1) * s * d]);
-        let (mut out, mut lse) = (vec![0.0; s * d], vec![0.0; s]);
+    attend(q, k, v, &Dims::mha(dims[0], dims[1], dims[2]), scale, &Features::masked(causal))
+}
+
+/// Plain attention gradients (see [`attend_backward`]): `dims = [bh, S, d]`.
+#[allow(clippy::too_many_arguments)]
+pub fn backward(q: &[f64], k: &[f64], v: &[f64], dy: &[f64], fwd: &Attention, dims: [usize; 3], scale: f64, causal: bool) -> Gradients {
+    attend_backward(q, k, v, dy, fwd, &Dims::mha(dims[0], dims[1], dims[2]), scale, &Features::masked(causal))
+}
+
+/// Attention forward with every feature.
+pub fn attend(q: &[f64], k: &[f64], v: &[f64], dims: &Dims, scale: f64, f: &Features<'_>) -> Attention {
+    let (s, d) = (dims.seqlen, dims.head_dim);
+    let bh = dims.batch * dims.heads;
+    let heads = per_head(bh, |n| {
+        let head = Head::of(n, q, k, v, dims);
+        let sink = head.sink(f);
+        let (mut out, mut lse) = (vec![0.0; s * d], vec![f64::NEG_INFINITY; s]);
         for r0 in (0..s).step_by(BLOCK) {
             let rows = r0..(r0 + BLOCK).min(s);
-            let m = rows.len();
-            let mut sc = vec![0.0; m * s];
-            gemm(m, d, s, scale, &qh[rows.start * d..rows.end * d], false, kh, true, 0.0, &mut sc);
+            let (mut sc, _) = head.logits(rows.clone(), dims, scale, f);
             for (r, row) in sc.chunks_mut(s).enumerate() {
-                let i = rows.start + r;
-                let seen = if causal { i + 1 } else { s };
-                let mx = row[..seen].iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-                let mut sum = 0.0;
-                for (j, x) in row.iter_mut().enumerate() {
-                    *x = if j < seen { (*x - mx).exp() } else { 0.0 };
-                    sum += *x;
+                let mx = row.iter().cloned().chain(sink).fold(f64::NEG_INFINITY, f64::max);
+                if mx == f64::NEG_INFINITY {
+                    row.fill(0.0);
+                    continue;
                 }
-                row.iter_mut().for_each(|x| *x /= sum);
-                lse[i] = mx + sum.ln();
+                row.iter_mut().for_each(|x| *x = (*x - mx).exp());
+                let total = row.iter().sum::<f64>() + sink.map_or(0.0, |t| (t - mx).exp());
+                row.iter_mut().for_each(|x| *x /= total);
+                lse[rows.start + r] = mx + total.ln();
             }
-            gemm(m, s, d, 1.0, &sc, false, vh, false, 0.0, &mut out[rows.start * d..rows.end * d]);
+            gemm(rows.len(), s, d, 1.0, &sc, false, head.v, false, 0.0, &mut out[rows.start * d..rows.end * d]);
         }
         (out, lse)
     });
-    let (out, lse) = heads.into_iter().fold((Vec::with_capacity(bh * s * d), Vec::with_capacity(bh * s)), |(mut o, mut l), (ho, hl)| {
-        o.extend(ho);
-        l.extend(hl);
-        (o, l)
-    });
-    Attention { out, lse }
+    let mut a = Attention { out: Vec::with_capacity(bh * s * d), lse: Vec::with_capacity(bh * s) };
+    for (o, l) in heads {
+        a.out.extend(o);
+        a.lse.extend(l);
+    }
+    a
 }
 
-/// Attention gradients of `L = Σ dY ∘ O` given the forward results `fwd`:
-/// `dV = Pᵀ·dY`, `dS = P ∘ (dY·Vᵀ − rowsum(dY ∘ O))`, `dQ = scale·dS·K`, `dK = scale·dSᵀ·Q`.
+/// Attention gradients of `L = Σ dY ∘ O` given the forward results `fwd`, with
+/// `P = exp(logit − LSE)` and `D = rowsum(dY ∘ O)`: `dV = Pᵀ·dY`,
+/// `dZ = P ∘ (dY·Vᵀ − D)` on the logits, through the soft cap `dT = dZ ∘ (1 − tanh²)`,
+/// `dQ = scale·dT·K`, `dK = scale·dTᵀ·Q` (K and V gradients summed over each KV
+/// head's query heads), `dsink = −Σ_i exp(sink − LSE_i)·D_i`.
 #[allow(clippy::too_many_arguments)]
-pub fn backward(q: &[f64], k: &[f64], v: &[f64], dy: &[f64], fwd: &Attention, dims: [usize; 3], scale: f64, causal: bool) -> Gradients {
-    let [bh, s, d] = dims;
-    let heads = per_head(bh, |h| {
-        let at = |x: &'_ [f64]| -> Vec<f64> { x[h * s * d..(h + 1) * s * d].to_vec() };
-        let (qh, kh, vh, dyh, oh) = (at(q), at(k), at(v), at(dy), at(&fwd.out));
-        let lse = &fwd.lse[h * s..(h + 1) * s];
-        let (mut dq, mut dk, mut dv) = (vec![0.0; s * d], vec![0.0; s * d], vec![0.0; s * d]);
+pub fn attend_backward(
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    dy: &[f64],
+    fwd: &Attention,
+    dims: &Dims,
+    scale: f64,
+    f: &Features<'_>,
+) -> Gradients {
+    let (s, d) = (dims.seqlen, dims.head_dim);
+    let bh = dims.batch * dims.heads;
+    let heads = per_head(bh, |n| {
+        let head = Head::of(n, q, k, v, dims);
+        let (dyh, oh, lse) = (&dy[n * s * d..(n + 1) * s * d], &fwd.out[n * s * d..(n + 1) * s * d], &fwd.lse[n * s..(n + 1) * s]);
+        let (mut dq, mut dk, mut dv, mut dsink) = (vec![0.0; s * d], vec![0.0; s * d], vec![0.0; s * d], 0.0);
         for r0 in (0..s).step_by(BLOCK) {
             let rows = r0..(r0 + BLOCK).min(s);
             let m = rows.len();
-            let p = probabilities(&qh, &kh, lse, rows.clone(), s, d, scale, causal);
+            let (mut p, slope) = head.logits(rows.clone(), dims, scale, f);
+            for (r, row) in p.chunks_mut(s).enumerate() {
+                let l = lse[rows.start + r];
+                row.iter_mut().for_each(|x| *x = if l == f64::NEG_INFINITY { 0.0 } else { (*x - l).exp() });
+            }
             let dy_blk = &dyh[rows.start * d..rows.end * d];
             gemm(s, m, d, 1.0, &p, true, dy_blk, false, 1.0, &mut dv);
             let mut ds = vec![0.0; m * s];
-            gemm(m, d, s, 1.0, dy_blk, false, &vh, true, 0.0, &mut ds);
+            gemm(m, d, s, 1.0, dy_blk, false, head.v, true, 0.0, &mut ds);
             for (r, row) in ds.chunks_mut(s).enumerate() {
                 let i = rows.start + r;
                 let dd: f64 = (0..d).map(|c| dyh[i * d + c] * oh[i * d + c]).sum();
-                for (x, &pj) in row.iter_mut().zip(&p[r * s..(r + 1) * s]) {
-                    *x = pj * (*x - dd);
+                if let Some(t) = head.sink(f)
+                    && lse[i] != f64::NEG_INFINITY
+                {
+                    dsink -= (t - lse[i]).exp() * dd;
+                }
+                for (j, x) in row.iter_mut().enumerate() {
+                    *x = p[r * s + j] * (*x - dd) * if slope.is_empty() { 1.0 } else { slope[r * s + j] };
                 }
             }
-            gemm(m, s, d, scale, &ds, false, &kh, false, 0.0, &mut dq[rows.start * d..rows.end * d]);
-            gemm(s, m, d, scale, &ds, true, &qh[rows.start * d..rows.end * d], false, 1.0, &mut dk);
+            gemm(m, s, d, scale, &ds, false, head.k, false, 0.0, &mut dq[rows.start * d..rows.end * d]);
+            gemm(s, m, d, scale, &ds, true, &head.q[rows.start * d..rows.end * d], false, 1.0, &mut dk);
         }
-        (dq, dk, dv)
+        (dq, dk, dv, dsink)
     });
-    let mut g = Gradients { dq: Vec::with_capacity(bh * s * d), dk: Vec::with_capacity(bh * s * d), dv: Vec::with_capacity(bh * s * d) };
-    for (dq, dk, dv) in heads {
+    let kv_len = dims.batch * dims.kv_heads * s * d;
+    let mut g =
+        Gradients { dq: Vec::with_capacity(bh * s * d), dk: vec![0.0; kv_len], dv: vec![0.0; kv_len], dsinks: vec![0.0; dims.heads] };
+    for (n, (dq, dk, dv, dsink)) in heads.into_iter().enumerate() {
         g.dq.extend(dq);
-        g.dk.extend(dk);
-        g.dv.extend(dv);
+        let kv = (n / dims.heads) * dims.kv_heads + (n % dims.heads) / dims.group();
+        for (acc, x) in g.dk[kv * s * d..(kv + 1) * s * d].iter_mut().zip(dk) {
+            *acc += x;
+        }
+        for (acc, x) in g.dv[kv * s * d..(kv + 1) * s * d].iter_mut().zip(dv) {
+            *acc += x;
+        }
+        g.dsinks[n % dims.heads] += dsink;
     }
     g
 }
@@ -184,6 +345,103 @@ mod tests {
             }
         }
         (out, lse, [dq, dk, dv])
+    }
+
+    /// Deterministic values in `[-1, 1)`.
+    fn input(n: usize, seed: u64) -> Vec<f64> {
+        (0..n).map(|i| (((i as u64 + seed) * 2_654_435_761) % 1000) as f64 / 500.0 - 1.0).collect()
+    }
+
+    /// `Σ dY ∘ O`, the loss the gradients differentiate.
+    fn loss(f: &Attention, dy: &[f64]) -> f64 {
+        f.out.iter().zip(dy).map(|(o, g)| o * g).sum()
+    }
+
+    #[test]
+    fn masks_combine_by_logical_and() {
+        let (qs, ks) = ([0, 0, 0, 1, 1, 1], [0, 0, 1, 1, 1, 1]);
+        let f = Features { causal: true, window: Some((2, 0)), chunk: Some(4), segments: Some((&qs, &ks)), ..Features::default() };
+        let seen: Vec<Vec<usize>> = (0..6).map(|i| (0..6).filter(|&j| f.visible(6, 0, i, j)).collect()).collect();
+        assert_eq!(seen, vec![vec![0], vec![0, 1], vec![0, 1], vec![2, 3], vec![4], vec![4, 5]]);
+        let w = Features { window: Some((1, 2)), ..Features::default() };
+        assert_eq!((0..6).filter(|&j| w.visible(6, 0, 2, j)).collect::<Vec<_>>(), vec![1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn every_feature_matches_finite_differences() {
+        let dims = Dims { batch: 2, heads: 4, kv_heads: 2, seqlen: 12, head_dim: 3 };
+        let (nq, nk) = (2 * 4 * 12 * 3, 2 * 2 * 12 * 3);
+        let (q, k, v, dy) = (input(nq, 1), input(nk, 2), input(nk, 3), input(nq, 4));
+        let bias: Vec<f64> = input(2 * 4 * 12 * 12, 5).iter().map(|x| 0.5 * x).collect();
+        // Query 11 of batch 1 is alone in segment 9: only its sink is visible.
+        let mut q_seg: Vec<i32> = (0..24).map(|t| t % 12 / 5).collect();
+        q_seg[23] = 9;
+        let kv_seg: Vec<i32> = (0..24).map(|t| t % 12 / 5).collect();
+        let sinks = [0.3, -0.2, 1.1, 0.0];
+        let f = Features {
+            causal: false,
+            window: Some((4, 2)),
+            chunk: Some(8),
+            soft_cap: Some(1.5),
+            bias: Some(&bias),
+            segments: Some((&q_seg, &kv_seg)),
+            sinks: Some(&sinks),
+        };
+        let scale = 0.9;
+        let fwd = attend(&q, &k, &v, &dims, scale, &f);
+        let g = attend_backward(&q, &k, &v, &dy, &fwd, &dims, scale, &f);
+        let row = (4 + 3) * 12 + 11; // batch 1, head 3, query 11
+        assert!(fwd.out[row * 3..row * 3 + 3].iter().all(|&x| x == 0.0) && fwd.lse[row] == sinks[3]);
+        let eps = 1e-6;
+        let check = |name: &str, x: &[f64], got: &[f64], run: &dyn Fn(&[f64]) -> f64| {
+            for i in 0..x.len() {
+                let (mut hi, mut lo) = (x.to_vec(), x.to_vec());
+                hi[i] += eps;
+                lo[i] -= eps;
+                let want = (run(&hi) - run(&lo)) / (2.0 * eps);
+                assert!((got[i] - want).abs() < 1e-6 * (1.0 + want.abs()), "d{name}[{i}]: {} vs finite difference {want}", got[i]);
+            }
+        };
+        check("q", &q, &g.dq, &|x| loss(&attend(x, &k, &v, &dims, scale, &f), &dy));
+        check("k", &k, &g.dk, &|x| loss(&attend(&q, x, &v, &dims, scale, &f), &dy));
+        check("v", &v, &g.dv, &|x| loss(&attend(&q, &k, x, &dims, scale, &f), &dy));
+        check("sinks", &sinks, &g.dsinks, &|x| loss(&attend(&q, &k, &v, &dims, scale, &Features { sinks: Some(x), ..f }), &dy));
+        assert!(g.dsinks.iter().all(|&x| x != 0.0));
+    }
+
+    #[test]
+    fn a_row_that_sees_nothing_outputs_zeros_and_passes_no_gradient() {
+        let dims = Dims { batch: 1, heads: 2, kv_heads: 1, seqlen: 4, head_dim: 2 };
+        let (q, k, v, dy) = (input(16, 1), input(8, 2), input(8, 3), input(16, 4));
+        let (q_seg, kv_seg) = ([0, 0, 5, 0], [0, 0, 0, 0]);
+        let f = Features { segments: Some((&q_seg, &kv_seg)), ..Features::default() };
+        let fwd = attend(&q, &k, &v, &dims, 1.0, &f);
+        let g = attend_backward(&q, &k, &v, &dy, &fwd, &dims, 1.0, &f);
+        for h in 0..2 {
+            let row = h * 4 + 2;
+            assert_eq!(fwd.lse[row], f64::NEG_INFINITY);
+            assert_eq!((&fwd.out[row * 2..row * 2 + 2], &g.dq[row * 2..row * 2 + 2]), (&[0.0, 0.0][..], &[0.0, 0.0][..]));
+            assert!(fwd.lse[h * 4 + 3].is_finite());
+        }
+        assert!(g.dk.iter().chain(&g.dv).all(|x| x.is_finite()));
+    }
+
+    #[test]
+    fn grouped_heads_equal_repeated_kv_heads() {
+        let gqa = Dims { batch: 2, heads: 4, kv_heads: 1, seqlen: 70, head_dim: 3 };
+        let mha = Dims { kv_heads: 4, ..gqa };
+        let (q, k, v, dy) = (input(2 * 4 * 70 * 3, 1), input(2 * 70 * 3, 2), input(2 * 70 * 3, 3), input(2 * 4 * 70 * 3, 4));
+        let repeat = |x: &[f64]| -> Vec<f64> { x.chunks(70 * 3).flat_map(|h| h.repeat(4)).collect() };
+        let f = Features { causal: true, window: Some((9, 0)), ..Features::default() };
+        let (a, b) = (attend(&q, &k, &v, &gqa, 0.5, &f), attend(&q, &repeat(&k), &repeat(&v), &mha, 0.5, &f));
+        assert_eq!((&a.out, &a.lse), (&b.out, &b.lse));
+        let ga = attend_backward(&q, &k, &v, &dy, &a, &gqa, 0.5, &f);
+        let gb = attend_backward(&q, &repeat(&k), &repeat(&v), &dy, &b, &mha, 0.5, &f);
+        let summed = |x: &[f64]| -> Vec<f64> {
+            x.chunks(4 * 70 * 3).flat_map(|b| (0..70 * 3).map(move |i| (0..4).map(|h| b[h * 210 + i]).sum::<f64>())).collect()
+        };
+        let close = |x: &[f64], y: &[f64]| x.iter().zip(y).all(|(a, b)| (a - b).abs() < 1e-12);
+        assert!(close(&ga.dq, &gb.dq) && close(&ga.dk, &summed(&gb.dk)) && close(&ga.dv, &summed(&gb.dv)));
     }
 
     #[test]

@@ -23,14 +23,46 @@ pub enum SeqLayout {
     Contiguous,
     /// Rank `r` holds tokens `t` with `t mod W == r` (local `i` is global `i·W + r`).
     Striped,
+    /// The sequence cut into `2W` chunks of `S_local / 2` tokens; rank `r` holds
+    /// chunks `r` and `2W-1-r` (balances the causal work across ranks).
+    Zigzag,
 }
 
 impl SeqLayout {
+    /// Every layout, in the order the CLI lists them.
+    pub const ALL: [SeqLayout; 3] = [SeqLayout::Contiguous, SeqLayout::Striped, SeqLayout::Zigzag];
+
+    /// The layout's name (`contiguous`, `striped`, `zigzag`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            SeqLayout::Contiguous => "contiguous",
+            SeqLayout::Striped => "striped",
+            SeqLayout::Zigzag => "zigzag",
+        }
+    }
+
+    /// The layout called `name`.
+    pub fn parse(name: &str) -> Option<SeqLayout> {
+        SeqLayout::ALL.into_iter().find(|l| l.name() == name)
+    }
+
+    /// Tokens each rank's share must be a multiple of (zigzag halves it).
+    pub const fn unit(self) -> usize {
+        match self {
+            SeqLayout::Zigzag => 2,
+            _ => 1,
+        }
+    }
+
     /// The global position of local token `i` of ring position `r`.
     pub fn global(self, r: usize, i: usize, workers: usize, s_local: usize) -> usize {
         match self {
             SeqLayout::Contiguous => r * s_local + i,
             SeqLayout::Striped => i * workers + r,
+            SeqLayout::Zigzag => {
+                let half = s_local / 2;
+                if i < half { r * half + i } else { (2 * workers - 1 - r) * half + i - half }
+            }
         }
     }
 }
@@ -62,7 +94,7 @@ fn dims4(param: &str, t: &Tensor) -> Result<[usize; 4]> {
 /// `[b, h, S_local, d]` each (`[b, h, d, S_local]` when `d_major`).
 pub fn shard(global: &Tensor, workers: usize, layout: SeqLayout, d_major: bool) -> Result<Vec<Tensor>> {
     let [b, h, st, d] = dims4("global", global)?;
-    let sl = per_rank(st, workers, 1)?;
+    let sl = per_rank(st, workers, layout.unit())?;
     let shape = if d_major { [b, h, d, sl] } else { [b, h, sl, d] };
     let n = checked_numel(&shape)?;
     let g = global.to_f32_vec();
@@ -89,6 +121,9 @@ pub fn unshard(parts: &[Tensor], layout: SeqLayout, d_major: bool) -> Result<Ten
     let first = parts.first().ok_or_else(|| NkiError::argument("parts", "[]", "needs one tensor per rank"))?;
     let [b, h, x, y] = dims4("parts[0]", first)?;
     let (sl, d) = if d_major { (y, x) } else { (x, y) };
+    if !sl.is_multiple_of(layout.unit()) {
+        return Err(NkiError::argument("parts[0]", format!("shape {:?}", first.shape()), "zigzag ranks hold an even number of tokens"));
+    }
     let (w, st) = (parts.len(), parts.len().saturating_mul(sl));
     let mut vals = vec![0f32; checked_numel(&[b, h, st, d])?];
     for (r, p) in parts.iter().enumerate() {
@@ -167,7 +202,7 @@ mod tests {
         let (b, h, st, d) = (1, 2, 12, 3);
         let vals: Vec<f32> = (0..b * h * st * d).map(|i| i as f32).collect();
         let x = Tensor::from_f32(&[b, h, st, d], &vals, Dtype::F32).unwrap();
-        for layout in [SeqLayout::Contiguous, SeqLayout::Striped] {
+        for layout in SeqLayout::ALL {
             for d_major in [false, true] {
                 let parts = shard(&x, 3, layout, d_major).unwrap();
                 assert_eq!(parts[0].shape(), if d_major { &[1, 2, 3, 4] } else { &[1, 2, 4, 3] });
@@ -189,10 +224,21 @@ mod tests {
     }
 
     #[test]
+    fn zigzag_rank_r_holds_chunks_r_and_2w_minus_1_minus_r() {
+        // W = 3, S_local = 4: chunks of 2 tokens, rank 0 holds 0 and 5, rank 1 holds 1 and 4, rank 2 holds 2 and 3.
+        let held: Vec<Vec<usize>> = (0..3).map(|r| (0..4).map(|i| SeqLayout::Zigzag.global(r, i, 3, 4)).collect()).collect();
+        assert_eq!(held, vec![vec![0, 1, 10, 11], vec![2, 3, 8, 9], vec![4, 5, 6, 7]]);
+        let x = Tensor::from_f32(&[1, 1, 6, 1], &[0.0; 6], Dtype::F32).unwrap();
+        assert!(shard(&x, 6, SeqLayout::Zigzag, false).unwrap_err().message.contains("multiple of 2 x the 6 workers"));
+        assert_eq!(SeqLayout::parse("zigzag"), Some(SeqLayout::Zigzag));
+        assert!(SeqLayout::ALL.iter().all(|&l| SeqLayout::parse(l.name()) == Some(l)));
+    }
+
+    #[test]
     fn lse_shards_round_trip() {
         let vals: Vec<f32> = (0..2 * 1024).map(|i| i as f32).collect();
         let g = Tensor::from_f32(&[1, 2, 1024], &vals, Dtype::F32).unwrap();
-        for layout in [SeqLayout::Contiguous, SeqLayout::Striped] {
+        for layout in SeqLayout::ALL {
             let parts = shard_lse(&g, 4, layout).unwrap();
             assert_eq!(parts[0].shape(), &[1, 2, 128, 2]);
             assert_eq!(unshard_lse(&parts, layout).unwrap().to_f32_vec(), vals, "{layout:?}");

@@ -74,7 +74,7 @@ fn time_ring(bh: usize, st: usize, d: usize, w: usize, lnc: usize, reps: u32) ->
         shard(&v, w, SeqLayout::Striped, false).map_err(err)?,
     );
     // The inputs are random: reading them as pre-scaled leaves the work unchanged.
-    let ring_inputs = RingFwdInputs { q: Queries::Prescaled { q: &qs, scale }, k: &ks, v: &vs };
+    let ring_inputs = RingFwdInputs { q: Queries::Prescaled { q: &qs, scale }, k: &ks, v: &vs, sinks: None };
     let ring = RingFwdConfig::new(w as i64).causal(true).striped(true);
     let ring_launch = Launch::new().ranks(w).lnc(lnc).precision(Precision::Fp32);
     let ring_secs = best_of(reps, || ring.launch(&ring_launch, &ring_inputs).map(drop))?;
@@ -83,6 +83,73 @@ fn time_ring(bh: usize, st: usize, d: usize, w: usize, lnc: usize, reps: u32) ->
     let single_launch = Launch::new().lnc(lnc).precision(Precision::Fp32);
     let single_secs = best_of(reps, || single.launch(&single_launch, &CteInputs::new(&q1, &k1, &v1)).map(drop))?;
     Ok((ring_secs, single_secs))
+}
+
+/// One timed ring forward: the fastest seconds and the collectives of the last run.
+struct RingRun {
+    secs: f64,
+    transfer_steps: usize,
+    bytes_per_step: usize,
+}
+
+/// Times a causal ring forward of `cfg` (fp32) on `[1, h, st, d]` queries and
+/// `[1, h_kv, st, d]` keys and values split in `cfg`'s layout.
+fn time_ring_cfg(cfg: RingFwdConfig, dims: [usize; 4], h_kv: usize, lnc: usize, reps: u32) -> Result<RingRun, String> {
+    let [h, st, d, w] = dims;
+    let err = |e: nki::NkiError| e.to_string();
+    let layout = cfg.seq_layout();
+    let (q, k, v) =
+        (inputs(&[1, h, st, d], 4, Dtype::F32), inputs(&[1, h_kv, st, d], 5, Dtype::F32), inputs(&[1, h_kv, st, d], 6, Dtype::F32));
+    let (qs, ks, vs) =
+        (shard(&q, w, layout, true).map_err(err)?, shard(&k, w, layout, true).map_err(err)?, shard(&v, w, layout, false).map_err(err)?);
+    let scale = cfg.scale_for(d);
+    // The inputs are random: reading them as pre-scaled leaves the work unchanged.
+    let ring_inputs = RingFwdInputs { q: Queries::Prescaled { q: &qs, scale }, k: &ks, v: &vs, sinks: None };
+    let launch = Launch::new().ranks(w).lnc(lnc).precision(Precision::Fp32);
+    let last = std::cell::RefCell::new(Vec::new());
+    let secs = best_of(reps, || {
+        *last.borrow_mut() = cfg.launch(&launch, &ring_inputs)?.comm;
+        Ok(())
+    })?;
+    let comm = last.into_inner();
+    // Each transfer step permutes K and V.
+    let transfer_steps = comm.len() / 2;
+    let bytes_per_step = comm.iter().map(|e| e.bytes).sum::<usize>() / transfer_steps.max(1);
+    Ok(RingRun { secs, transfer_steps, bytes_per_step })
+}
+
+/// Visible FLOPs of causal attention over `st` tokens per head (QKᵀ and PV on the
+/// visible scores), with a window of `window` earlier tokens when given.
+fn causal_flops(h: usize, st: usize, d: usize, window: Option<usize>) -> f64 {
+    let visible: usize = (0..st).map(|i| i.min(window.unwrap_or(st)) + 1).sum();
+    4.0 * (h * visible * d) as f64
+}
+
+/// The ring with grouped-query attention and a causal window against the plain
+/// ring, and the causal zigzag layout against striped, per visible FLOP.
+fn ring_features(st: usize, lnc: usize, reps: u32) -> Result<(), String> {
+    let (h, d, w, window) = (8usize, 128usize, 4usize, st / 8);
+    let dims = [h, st, d, w];
+    let base = RingFwdConfig::new(w as i64).causal(true);
+    println!();
+    println!("ring_attention_spmd_fwd features, h {h} x S_total {st} x d {d}, {w} workers, causal, fp32, LNC{lnc}, best of {reps}");
+    println!("{:<34} {:>9} {:>10} {:>12} {:>9}", "case", "seconds", "transfers", "bytes/step", "GFLOP/s");
+    let row = |name: &str, r: &RingRun, flops: f64| {
+        println!("{:<34} {:>9.3} {:>10} {:>12} {:>9.1}", name, r.secs, r.transfer_steps, r.bytes_per_step, flops / r.secs / 1e9);
+    };
+    let mha = time_ring_cfg(base, dims, h, lnc, reps)?;
+    row("MHA, contiguous", &mha, causal_flops(h, st, d, None));
+    let gqa = time_ring_cfg(base.kv_heads(1), dims, 1, lnc, reps)?;
+    row("GQA 8:1, contiguous", &gqa, causal_flops(h, st, d, None));
+    let windowed = time_ring_cfg(base.kv_heads(1).sliding_window(window as i64, 0), dims, 1, lnc, reps)?;
+    row(&format!("GQA 8:1, window {window}, contiguous"), &windowed, causal_flops(h, st, d, Some(window)));
+    let striped = time_ring_cfg(base.layout(SeqLayout::Striped), dims, h, lnc, reps)?;
+    row("MHA, striped", &striped, causal_flops(h, st, d, None));
+    let zigzag = time_ring_cfg(base.layout(SeqLayout::Zigzag), dims, h, lnc, reps)?;
+    row("MHA, zigzag", &zigzag, causal_flops(h, st, d, None));
+    // Both layouts see the same causal scores, so time per visible FLOP is time.
+    println!("zigzag / striped time per visible FLOP: {:.3}", zigzag.secs / striped.secs);
+    Ok(())
 }
 
 /// Runs the benchmark table.
@@ -110,5 +177,5 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     println!("ring_attention_spmd_fwd over {w} workers vs one worker's attention_cte, causal, fp32, LNC{lnc}, best of {reps}");
     println!("{:<24} {:>12} {:>14} {:>7}", "b·h x S_total x d", "ring (s)", "one worker (s)", "ratio");
     println!("{:<24} {:>12.3} {:>14.3} {:>7.2}", format!("{bh} x {st} x {d}"), ring, single, ring / single);
-    Ok(())
+    ring_features(if args.quick { 2048 } else { 16384 }, lnc, reps)
 }

@@ -104,7 +104,10 @@ fn run_ring_fwd(c: &Case, dtype: Dtype, precision: Precision) -> Result<Row, Nki
     let (qs, ks, vs) = (shard(&q, W, layout, true)?, shard(&k, W, layout, true)?, shard(&v, W, layout, false)?);
     let cfg = RingFwdConfig::new(W as i64).causal(true).striped(true).training(true);
     let start = Instant::now();
-    let outs = cfg.launch(&Launch::new().ranks(W).lnc(2).precision(precision), &RingFwdInputs { q: Queries::Raw(&qs), k: &ks, v: &vs })?;
+    let outs = cfg.launch(
+        &Launch::new().ranks(W).lnc(2).precision(precision),
+        &RingFwdInputs { q: Queries::Raw(&qs), k: &ks, v: &vs, sinks: None },
+    )?;
     let secs = start.elapsed().as_secs_f64();
     let (err_o, max_o) = error(&unshard(&outs.out, layout, false)?.to_f32_vec(), &c.fwd.out);
     let lse = outs.lse.unwrap_or_default();
@@ -126,7 +129,7 @@ fn run_ring_bwd(c: &Case, dtype: Dtype, precision: Precision, scale: f64) -> Res
     }
     let lse = shard_lse(&global(&c.fwd.lse, Dtype::F32)?, W, layout)?;
     let cfg = RingBwdConfig::new(W as i64).causal(true).striped(true).lnc(2);
-    let inputs = RingBwdInputs { q: &parts[0], k: &parts[1], v: &parts[2], o: &parts[3], dy: &parts[4], lse: &lse };
+    let inputs = RingBwdInputs { q: &parts[0], k: &parts[1], v: &parts[2], o: &parts[3], dy: &parts[4], lse: &lse, sinks: None };
     let start = Instant::now();
     let outs = cfg.launch(&Launch::new().ranks(W).lnc(2).precision(precision), &inputs)?;
     let secs = start.elapsed().as_secs_f64();
@@ -142,10 +145,56 @@ fn run_ring_bwd(c: &Case, dtype: Dtype, precision: Precision, scale: f64) -> Res
     Ok(Row { kernel: "ring_attention_spmd_bwd", precision, err: worst.0, bound: worst.1, secs, flops: 5.0 * (BH * S * S * D) as f64 })
 }
 
+/// The features ring: query heads, KV heads, tokens, causal window and zigzag blocks.
+const FEAT_H: usize = 8;
+const FEAT_H_KV: usize = 2;
+const FEAT_S: usize = 4096;
+const FEAT_WINDOW: usize = 1024;
+
+/// A zigzag causal ring forward over `W` workers (LNC2) with GQA 8:2, a sliding
+/// window and sinks; output and LSE checked against float64 attention with the
+/// same features on the inputs rounded to `dtype`.
+fn run_ring_features(dtype: Dtype, precision: Precision) -> Result<Row, NkiError> {
+    let (layout, scale) = (SeqLayout::Zigzag, 1.0 / (D as f64).sqrt());
+    let dims = reference::Dims { batch: 1, heads: FEAT_H, kv_heads: FEAT_H_KV, seqlen: FEAT_S, head_dim: D };
+    let (nq, nk) = (FEAT_H * FEAT_S * D, FEAT_H_KV * FEAT_S * D);
+    let (q, k, v) = (rounded(&normal(nq, 11), dtype), rounded(&normal(nk, 12), dtype), rounded(&normal(nk, 13), dtype));
+    let sinks: Vec<f64> = normal(FEAT_H, 14).iter().map(|x| x + 2.0).collect();
+    let t = |x: &[f64], heads: usize| Tensor::from_f32(&[1, heads, FEAT_S, D], &x.iter().map(|&v| v as f32).collect::<Vec<_>>(), dtype);
+    let (qs, ks, vs) = (
+        shard(&t(&q, FEAT_H)?, W, layout, true)?,
+        shard(&t(&k, FEAT_H_KV)?, W, layout, true)?,
+        shard(&t(&v, FEAT_H_KV)?, W, layout, false)?,
+    );
+    let sink_t = Tensor::from_f32(&[FEAT_H], &sinks.iter().map(|&v| v as f32).collect::<Vec<_>>(), Dtype::F32)?;
+    let cfg = RingFwdConfig::new(W as i64)
+        .causal(true)
+        .layout(layout)
+        .sliding_window(FEAT_WINDOW as i64, 0)
+        .kv_heads(FEAT_H_KV as i64)
+        .training(true)
+        .softmax_scale(scale);
+    let start = Instant::now();
+    let outs = cfg.launch(
+        &Launch::new().ranks(W).lnc(2).precision(precision),
+        &RingFwdInputs { q: Queries::Raw(&qs), k: &ks, v: &vs, sinks: Some(&sink_t) },
+    )?;
+    let secs = start.elapsed().as_secs_f64();
+    let f = reference::Features { causal: true, window: Some((FEAT_WINDOW, 0)), sinks: Some(&sinks), ..reference::Features::default() };
+    let want = reference::attend(&q, &k, &v, &dims, scale, &f);
+    let (err_o, max_o) = error(&unshard(&outs.out, layout, false)?.to_f32_vec(), &want.out);
+    let (err_l, max_l) = error(&unshard_lse(&outs.lse.unwrap_or_default(), layout)?.to_f32_vec(), &want.lse);
+    let (a, r) = if precision == Precision::Fp32 { (1e-6, 1e-5) } else { (1e-3, 1e-2) };
+    let (err, bound) = if err_o / (a + r * max_o) >= err_l / (a + r * max_l) { (err_o, a + r * max_o) } else { (err_l, a + r * max_l) };
+    // Visible scores: each row sees min(i, L) + 1 keys.
+    let visible: usize = (0..FEAT_S).map(|i| i.min(FEAT_WINDOW) + 1).sum();
+    Ok(Row { kernel: "ring fwd GQA+SWA+sinks", precision, err, bound, secs, flops: 4.0 * (FEAT_H * visible * D) as f64 })
+}
+
 /// Runs the demo: exits with an error unless every check passed.
 pub fn run(args: &DemoArgs) -> Result<(), String> {
     let scale = 1.0 / (D as f64).sqrt();
-    let bar = ProgressBar::new(9);
+    let bar = ProgressBar::new(11);
     bar.set_style(
         ProgressStyle::with_template("{spinner} [{bar:30}] {pos}/{len} {msg} ({elapsed})")
             .map_err(|e| e.to_string())?
@@ -168,6 +217,10 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     rows.push(run_ring_fwd(&exact, Dtype::F32, Precision::Fp32).map_err(err)?);
     step("ring forward, hardware (bf16 inputs)");
     rows.push(run_ring_fwd(&bf16, Dtype::Bf16, Precision::Hardware).map_err(err)?);
+    step("ring forward with GQA, a window and sinks, fp32");
+    rows.push(run_ring_features(Dtype::F32, Precision::Fp32).map_err(err)?);
+    step("ring forward with GQA, a window and sinks, hardware (bf16 inputs)");
+    rows.push(run_ring_features(Dtype::Bf16, Precision::Hardware).map_err(err)?);
     step("ring backward, fp32");
     rows.push(run_ring_bwd(&exact, Dtype::F32, Precision::Fp32, scale).map_err(err)?);
     step("ring backward, hardware (fp16 inputs)");
@@ -179,6 +232,9 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     bar.finish_and_clear();
 
     println!("b·h = {BH}, S = {S}, d = {D}, causal; rings of {W} workers, striped; LNC2; checked against float64 attention");
+    println!(
+        "GQA+window+sinks ring: h = {FEAT_H} on {FEAT_H_KV} KV heads, S = {FEAT_S}, causal window {FEAT_WINDOW}, zigzag, one sink per head"
+    );
     println!("{:<24} {:<9} {:>11} {:>11} {:>8} {:>8}  check", "kernel", "precision", "max |err|", "bound", "seconds", "GFLOP/s");
     let mut failed = 0;
     for r in &rows {

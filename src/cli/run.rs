@@ -65,6 +65,17 @@ fn parse_timeout(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// How a whole sequence is split over the ranks of a ring.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LayoutArg {
+    /// Rank `r` holds tokens `[r·S_local, (r+1)·S_local)`.
+    Contiguous,
+    /// Rank `r` holds the tokens `t` with `t mod workers == r`.
+    Striped,
+    /// The sequence cut into `2·workers` chunks; rank `r` holds chunks `r` and `2·workers-1-r`.
+    Zigzag,
+}
+
 /// The ring options shared by the ring kernels.
 #[derive(Args)]
 pub struct RingArgs {
@@ -74,18 +85,75 @@ pub struct RingArgs {
     /// Causal mask over global positions.
     #[arg(long)]
     causal: bool,
-    /// Rank `r` holds the tokens `t` with `t mod workers == r` (needs `--causal`); else contiguous blocks.
-    #[arg(long)]
+    /// How the sequence is split over the ranks; striped and zigzag need `--causal`.
+    #[arg(long, value_enum, default_value_t = LayoutArg::Contiguous, requires_if("striped", "causal"), requires_if("zigzag", "causal"))]
+    layout: LayoutArg,
+    /// Alias of `--layout striped`.
+    #[arg(long, conflicts_with = "layout")]
     striped: bool,
+    /// Sliding window `L` or `L,R`: key `j` visible to query `i` only if `i-L <= j <= i+R` (one number: `L = R`).
+    #[arg(long, value_name = "L[,R]", value_parser = parse_window, allow_hyphen_values = true)]
+    sliding_window: Option<(i64, i64)>,
+    /// Chunked attention: key `j` visible to query `i` only if `i / C == j / C`.
+    #[arg(long, value_name = "C", value_parser = clap::value_parser!(i64).range(1..))]
+    chunk_size: Option<i64>,
+    /// Logit soft cap `C > 0`: logits `C·tanh(scale·q·k / C)`.
+    #[arg(long, value_name = "C", value_parser = parse_soft_cap)]
+    soft_cap: Option<f64>,
+    /// Sink logits, float32 `[h]`: one per query head in every row's softmax denominator.
+    #[arg(long, value_name = "FILE")]
+    sinks: Option<PathBuf>,
     /// Softmax scale (default `1/sqrt(d)`): a finite float32 value.
     #[arg(long, allow_negative_numbers = true)]
     scale: Option<f64>,
 }
 
+/// `--soft-cap`: a positive finite number.
+fn parse_soft_cap(s: &str) -> Result<f64, String> {
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|c| *c > 0.0 && *c <= f64::from(f32::MAX))
+        .ok_or_else(|| format!("`{s}` is not a positive finite float32"))
+}
+
+/// `--sliding-window`: `L` or `L,R`, non-negative token counts.
+fn parse_window(s: &str) -> Result<(i64, i64), String> {
+    let side = |x: &str| -> Result<i64, String> {
+        x.trim().parse::<i64>().ok().filter(|&n| n >= 0).ok_or_else(|| format!("`{x}` is not a non-negative number of tokens"))
+    };
+    match s.split_once(',') {
+        Some((l, r)) => Ok((side(l)?, side(r)?)),
+        None => side(s).map(|n| (n, n)),
+    }
+}
+
 impl RingArgs {
     /// How the sequence is split over the ranks.
     pub fn layout(&self) -> SeqLayout {
-        if self.striped { SeqLayout::Striped } else { SeqLayout::Contiguous }
+        match (self.striped, self.layout) {
+            (true, _) | (false, LayoutArg::Striped) => SeqLayout::Striped,
+            (false, LayoutArg::Zigzag) => SeqLayout::Zigzag,
+            (false, LayoutArg::Contiguous) => SeqLayout::Contiguous,
+        }
+    }
+
+    /// The sliding window `(L, R)`, the chunk size and the soft cap.
+    pub fn masks(&self) -> (Option<(i64, i64)>, Option<i64>, Option<f64>) {
+        (self.sliding_window, self.chunk_size, self.soft_cap)
+    }
+
+    /// `--sinks`, loaded and checked as float32 `[h]` by the kernel's table.
+    pub fn load_sinks(&self, plan: &mut OutputPlan, dtypes: &ParamDtypes) -> Result<Option<Tensor>, String> {
+        let Some(path) = &self.sinks else {
+            return Ok(None);
+        };
+        declare_inputs(plan, &[("sinks", path.as_path())])?;
+        let t = load(path, "sinks", dtypes)?;
+        if t.shape().len() != 1 {
+            return Err(format!("--sinks {}: shape {:?} must be [h], one logit per query head", path.display(), t.shape()));
+        }
+        Ok(Some(t))
     }
 
     /// `--workers` as the kernels' `num_workers`.

@@ -266,6 +266,7 @@ fn attend_batch(
     bound_min: Option<Hbm>,
     bound_max: Option<Hbm>,
     skip_norm: bool,
+    cap: f64,
 ) {
     let [bs, s_q, d] = if tp_q { q.shape() } else { [q.shape()[0], q.shape()[2], q.shape()[1]] };
     let bs_kv = k.shape()[0];
@@ -439,13 +440,20 @@ fn attend_batch(
                         nisa::nc_matmul(scores[s![0..rows, 0..cols]], q_sb[s![.., 0..rows]], k_sec[s![.., c0..c0 + cols]]);
                         let dst = masked[s![0..rows, c0..c0 + cols]];
                         let tile_max = part_max[s![0..rows, kt]];
+                        // Soft cap: logits cap·tanh(scale·s / cap), capped before the masks.
+                        if cap > 0.0 {
+                            nisa::activation(dst, nl::tanh, scores[s![0..rows, 0..cols]], scale = scale / cap);
+                            nisa::tensor_scalar(dst, dst, nl::multiply, cap);
+                        }
+                        let src = if cap > 0.0 { dst } else { scores[s![0..rows, 0..cols]] };
+                        let tile_scale = if cap > 0.0 { 1.0 } else { scale };
                         if dynamic || in_prior {
                             let lower = if in_prior { lbs_prior } else { lbs };
                             let upper = if in_prior { ubs_prior } else { ubs };
                             let keep_upper = if in_prior || (packed && !is_causal) { nl::less } else { nl::less_equal };
                             nisa::range_select(
                                 dst,
-                                scores[s![0..rows, 0..cols]],
+                                src,
                                 nl::greater_equal,
                                 keep_upper,
                                 lower[s![0..rows, g]],
@@ -458,7 +466,7 @@ fn attend_batch(
                             );
                         } else if is_causal && (use_swa || q0 < k0 + 512) {
                             let copied = nl::ndarray([128, 512], mm_dtype, buffer = nl::sbuf);
-                            nisa::tensor_copy(copied[s![0..rows, 0..cols]], scores[s![0..rows, 0..cols]]);
+                            nisa::tensor_copy(copied[s![0..rows, 0..cols]], src);
                             let selected = nl::ndarray([128, 512], mm_dtype, buffer = nl::sbuf);
                             nisa::affine_select(
                                 selected[s![0..rows, 0..cols]],
@@ -484,19 +492,12 @@ fn attend_batch(
                                 dst,
                                 selected[s![0..rows, 0..cols]],
                                 nl::multiply,
-                                scale,
+                                tile_scale,
                                 nl::maximum,
                                 reduce_res = tile_max,
                             );
                         } else {
-                            nisa::tensor_scalar_reduce(
-                                dst,
-                                scores[s![0..rows, 0..cols]],
-                                nl::multiply,
-                                scale,
-                                nl::maximum,
-                                reduce_res = tile_max,
-                            );
+                            nisa::tensor_scalar_reduce(dst, src, nl::multiply, tile_scale, nl::maximum, reduce_res = tile_max);
                         }
                     }
                 }
@@ -651,6 +652,8 @@ fn attend_batch(
 /// `(bs, d, seqlen_q)` with `tp_out`) and, with `cache_softmax`, the negated row
 /// max and the reciprocal row sum (the raw sum with `skip_output_normalization`),
 /// each `(bs, 128, ceil(seqlen_q / 128))` with row `128 g + p` at `[.., p, g]`.
+/// Past the library's keyword arguments, `soft_cap` (default off) caps the
+/// logits to `C·tanh(scale·q·k / C)` before the masks (the ring kernels use it).
 #[nki_kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn attention_cte(
@@ -677,8 +680,11 @@ pub fn attention_cte(
     bound_max: Option<Hbm>,
     #[default(false)] cp_striped_input: bool,
     #[default(false)] skip_output_normalization: bool,
+    soft_cap: Option<f64>,
 ) -> Outputs {
     let sw = sliding_window.unwrap_or(0);
+    let cap = soft_cap.unwrap_or(0.0);
+    assert!(soft_cap.is_none() || (cap > 0.0 && cap <= f32::MAX), "soft_cap must be a positive finite float32, got {cap}");
     let prefix = k_prior.is_some();
     assert!(!prefix || v_prior.is_some(), "k_prior is not None but v_prior is None for prefix caching");
     assert!(!prefix || prior_used_len.is_some(), "k_prior is not None but prior_used_len is None for prefix caching");
@@ -841,6 +847,7 @@ pub fn attention_cte(
             bound_min,
             bound_max,
             skip_output_normalization,
+            cap,
         );
     }
     if let Some(nm) = stat_max {

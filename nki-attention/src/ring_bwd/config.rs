@@ -5,6 +5,7 @@
 use crate::ring_fwd::RingDims;
 use crate::rings::{GroupProblem, group_problem, ring_count};
 use crate::scale::{is_finite_f32, keeps_masks};
+use crate::shard::SeqLayout;
 use nki::Dtype;
 use nki::hw::Generation;
 
@@ -31,6 +32,14 @@ pub struct RingBwdConfig {
     pub causal: bool,
     /// Rank `r` holds the tokens `t` with `t mod num_workers == r` (else contiguous blocks).
     pub striped: bool,
+    /// Rank `r` holds chunks `r` and `2W-1-r` of `S / 2` tokens (zigzag; needs the causal mask).
+    pub zigzag: bool,
+    /// Sliding window `(L, R)`: key `j` visible to query `i` only if `i - L <= j <= i + R`.
+    pub window: Option<(i64, i64)>,
+    /// Chunked attention: key `j` visible to query `i` only if `i / C == j / C`.
+    pub chunk_size: Option<i64>,
+    /// Logit soft cap `C > 0`: logits `C·tanh(scale·q·k / C)`.
+    pub soft_cap: Option<f64>,
     /// fp32 accumulators, `-LSE` and `D` (else the input dtype).
     pub mixed_precision: bool,
     /// Softmax scale (default `1/sqrt(d)`), applied inside: Q is unscaled. A finite
@@ -46,6 +55,9 @@ pub struct RingBwdConfig {
     /// The dtype of q, k, v, o and dy, when known: with `dims` it sizes the SBUF
     /// footprint (see [`max_seqlen`](Self::max_seqlen)).
     pub dtype: Option<Dtype>,
+    /// K/V heads for grouped-query attention (None: as many as the query heads);
+    /// dK and dV come back with this many heads, summed over each group.
+    pub kv_heads: Option<i64>,
     /// The generation the kernel targets: its SBUF bounds the tokens per rank.
     pub target: Generation,
 }
@@ -66,6 +78,8 @@ pub enum RingBwdRule {
     LncSize,
     /// Batch and heads positive.
     BatchHeads,
+    /// GQA: at least one KV head, and the query heads a multiple of them.
+    KvHeads,
     /// B2: tokens per rank a positive multiple of 128.
     SeqlenMultiple,
     /// B5: tokens per rank tile into the 512-key tiles and KV sections (128, 256 or a multiple of 512).
@@ -74,9 +88,19 @@ pub enum RingBwdRule {
     HeadDimTiles,
     /// Not checked by the library: the softmax scale is a finite float32 value.
     ScaleNotFinite,
-    /// Not checked by the library: with the causal mask, masked scores hold
-    /// FLOAT32_MIN and `exp(scale·s − LSE)` multiplies them by the scale.
+    /// Not checked by the library: with a mask, masked scores hold FLOAT32_MIN
+    /// and `exp(scale·s − LSE)` multiplies them by the scale.
     CausalScale,
+    /// Zigzag input needs the causal mask.
+    ZigzagNeedsCausal,
+    /// One layout: striped and zigzag exclude each other.
+    OneLayout,
+    /// Window sizes are non-negative.
+    WindowNegative,
+    /// Chunks hold at least one token.
+    ChunkPositive,
+    /// The soft cap is a positive finite float32 value.
+    SoftCapPositive,
     /// K, V, dK and dV of the whole slice, and the step's tiles, fit one SBUF
     /// partition of the target (the library leaves this unchecked).
     SbufCapacity,
@@ -92,6 +116,7 @@ impl RingBwdRule {
             RingBwdRule::GroupRanks => "ring_attention_spmd_bwd: replica groups must name each rank 0..groups x num_workers exactly once",
             RingBwdRule::LncSize => "ring_attention_spmd_bwd: lnc_size must be 1 or 2",
             RingBwdRule::BatchHeads => "ring_attention_spmd_bwd: batch and heads must be positive",
+            RingBwdRule::KvHeads => "ring_attention_spmd_bwd: kv_heads must be >= 1 and divide the query heads (GQA)",
             RingBwdRule::SeqlenMultiple => "ring_attention_spmd_bwd: the tokens per rank must be a positive multiple of 128",
             RingBwdRule::SeqlenTiles => {
                 "ring_attention_spmd_bwd: the tokens per rank must be 128, 256 or a multiple of 512 (512-key tiles in 8192-key sections)"
@@ -101,8 +126,13 @@ impl RingBwdRule {
             }
             RingBwdRule::ScaleNotFinite => "ring_attention_spmd_bwd: softmax_scale must be a finite float32 value",
             RingBwdRule::CausalScale => {
-                "ring_attention_spmd_bwd: with use_causal_mask the softmax_scale must be at least 1e-30: masked scores are FLOAT32_MIN and exp(scale x score - lse) scales them too, so a zero, negative or smaller scale unmasks them"
+                "ring_attention_spmd_bwd: with a mask (causal, window, chunks) the softmax_scale must be at least 1e-30: masked scores are FLOAT32_MIN and exp(scale x score - lse) scales them too, so a zero, negative or smaller scale unmasks them"
             }
+            RingBwdRule::ZigzagNeedsCausal => "ring_attention_spmd_bwd: zigzag_attention requires use_causal_mask",
+            RingBwdRule::OneLayout => "ring_attention_spmd_bwd: striped_attention and zigzag_attention exclude each other",
+            RingBwdRule::WindowNegative => "ring_attention_spmd_bwd: the sliding window sizes (L, R) must be >= 0",
+            RingBwdRule::ChunkPositive => "ring_attention_spmd_bwd: chunk_size must be >= 1",
+            RingBwdRule::SoftCapPositive => "ring_attention_spmd_bwd: soft_cap must be a positive finite float32 value",
             RingBwdRule::SbufCapacity => {
                 "ring_attention_spmd_bwd: K, V, dK and dV of the whole slice stay in SBUF, so the tokens per rank must fit the target's SBUF partition (see RingBwdConfig::max_seqlen)"
             }
@@ -138,12 +168,17 @@ impl RingBwdConfig {
             num_workers,
             causal: false,
             striped: false,
+            zigzag: false,
+            window: None,
+            chunk_size: None,
+            soft_cap: None,
             mixed_precision: true,
             softmax_scale: None,
             lnc: 1,
             replica_groups: &[],
             dims: None,
             dtype: None,
+            kv_heads: None,
             target: Generation::Trn2,
         }
     }
@@ -184,6 +219,12 @@ impl RingBwdConfig {
         self
     }
 
+    /// Sets [`kv_heads`](Self::kv_heads) (grouped-query attention).
+    pub const fn kv_heads(mut self, kv_heads: i64) -> Self {
+        self.kv_heads = Some(kv_heads);
+        self
+    }
+
     /// Sets static per-rank shapes (checked against the tiling rules).
     pub const fn dims(mut self, dims: RingDims) -> Self {
         self.dims = Some(dims);
@@ -212,10 +253,67 @@ impl RingBwdConfig {
         self.rings() * self.num_workers as usize
     }
 
+    /// Whether any mask applies (causal, window, chunks or zigzag blocks).
+    pub const fn masked(&self) -> bool {
+        self.causal || self.zigzag || self.window.is_some() || self.chunk_size.is_some()
+    }
+
+    /// Sets [`zigzag`](Self::zigzag).
+    pub const fn zigzag(mut self, on: bool) -> Self {
+        self.zigzag = on;
+        self
+    }
+
+    /// Sets the layout: [`striped`](Self::striped) and [`zigzag`](Self::zigzag).
+    pub const fn layout(mut self, layout: SeqLayout) -> Self {
+        self.striped = matches!(layout, SeqLayout::Striped);
+        self.zigzag = matches!(layout, SeqLayout::Zigzag);
+        self
+    }
+
+    /// Sets [`window`](Self::window) to `(left, right)`.
+    pub const fn sliding_window(mut self, left: i64, right: i64) -> Self {
+        self.window = Some((left, right));
+        self
+    }
+
+    /// Sets [`soft_cap`](Self::soft_cap).
+    pub const fn soft_cap(mut self, cap: f64) -> Self {
+        self.soft_cap = Some(cap);
+        self
+    }
+
+    /// Sets [`chunk_size`](Self::chunk_size).
+    pub const fn chunk_size(mut self, size: i64) -> Self {
+        self.chunk_size = Some(size);
+        self
+    }
+
     /// The first rule this configuration breaks.
     pub const fn violation(&self) -> Option<RingBwdRule> {
         if self.striped && !self.causal {
             return Some(RingBwdRule::StripedNeedsCausal);
+        }
+        if self.zigzag && !self.causal {
+            return Some(RingBwdRule::ZigzagNeedsCausal);
+        }
+        if self.zigzag && self.striped {
+            return Some(RingBwdRule::OneLayout);
+        }
+        if let Some((l, r)) = self.window
+            && (l < 0 || r < 0)
+        {
+            return Some(RingBwdRule::WindowNegative);
+        }
+        if let Some(c) = self.chunk_size
+            && c < 1
+        {
+            return Some(RingBwdRule::ChunkPositive);
+        }
+        if let Some(c) = self.soft_cap
+            && !(c > 0.0 && is_finite_f32(c))
+        {
+            return Some(RingBwdRule::SoftCapPositive);
         }
         if self.num_workers < 1 {
             return Some(RingBwdRule::WorkersPositive);
@@ -232,13 +330,23 @@ impl RingBwdConfig {
             if !is_finite_f32(scale) {
                 return Some(RingBwdRule::ScaleNotFinite);
             }
-            if self.causal && !keeps_masks(scale) {
+            if self.masked() && !keeps_masks(scale) {
                 return Some(RingBwdRule::CausalScale);
             }
+        }
+        if let Some(kv) = self.kv_heads
+            && kv < 1
+        {
+            return Some(RingBwdRule::KvHeads);
         }
         if let Some(d) = self.dims {
             if d.batch < 1 || d.heads < 1 {
                 return Some(RingBwdRule::BatchHeads);
+            }
+            if let Some(kv) = self.kv_heads
+                && d.heads % kv != 0
+            {
+                return Some(RingBwdRule::KvHeads);
             }
             if d.seqlen < 128 || d.seqlen % 128 != 0 {
                 return Some(RingBwdRule::SeqlenMultiple);

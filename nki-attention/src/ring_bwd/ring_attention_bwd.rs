@@ -10,7 +10,9 @@
 //! query rows per tile in groups of 4, 512-key tiles, head dims in equal tiles of
 //! at most 128.
 
+use crate::cte::attention_cte::scalar_column;
 use crate::ring_fwd::ring_attention_fwd::{fill_ring_positions, ring_positions_at};
+use crate::ring_masks::{key_bounds, row_positions, step_needed};
 use nki::prelude::*;
 
 /// Head dims split into equal tiles of at most 128: `(tile size, tile count)`.
@@ -87,6 +89,7 @@ fn bwd_tile(
     neg_lse: Sbuf,
     dos: Sbuf,
     bounds: Option<Sbuf>,
+    lower: Option<Sbuf>,
     qg: i64,
     cg: i64,
     k0: i64,
@@ -96,6 +99,7 @@ fn bwd_tile(
     scale: f64,
     causal: bool,
     first: i64,
+    cap: f64,
 ) {
     let kdt = k_ld.dtype();
     let nb = kts / 128;
@@ -111,30 +115,58 @@ fn bwd_tile(
             nisa::nc_matmul(scores, q_l[s![.., dt, 128 * j..128 * (j + 1)]], k_ld[s![.., dt, k0..k0 + kts]]);
         }
         let masked = nl::ndarray([128, kts], nl::float32, buffer = nl::sbuf);
+        // Soft cap: logits cap·tanh(scale·s / cap), capped before the masks (the exp then takes no scale).
+        if cap > 0.0 {
+            nisa::activation(masked, nl::tanh, scores, scale = scale / cap);
+            nisa::tensor_scalar(masked, masked, nl::multiply, cap);
+        }
+        let src = if cap > 0.0 { masked } else { scores };
+        let exp_scale = if cap > 0.0 { 1.0 } else { scale };
         if let Some(ub) = bounds {
-            nisa::range_select(
-                masked,
-                scores,
-                nl::greater_equal,
-                nl::less_equal,
-                zero,
-                ub[s![.., g..g + 1]],
-                range_start = k0,
-                on_false_value = f32::MIN,
-            );
+            if let Some(lb) = lower {
+                nisa::range_select(
+                    masked,
+                    src,
+                    nl::greater_equal,
+                    nl::less,
+                    lb[s![.., g..g + 1]],
+                    ub[s![.., g..g + 1]],
+                    range_start = k0,
+                    on_false_value = f32::MIN,
+                );
+            } else {
+                nisa::range_select(
+                    masked,
+                    src,
+                    nl::greater_equal,
+                    nl::less_equal,
+                    zero,
+                    ub[s![.., g..g + 1]],
+                    range_start = k0,
+                    on_false_value = f32::MIN,
+                );
+            }
         } else {
-            nisa::tensor_copy(masked, scores);
+            nisa::tensor_copy(masked, src);
             if causal && 128 * g < k0 + kts - 1 {
                 nisa::affine_select(masked, [[-1, kts]], 1, masked, f32::MIN, cmp_op = nl::greater_equal, offset = 128 * g - k0);
             }
         }
-        nisa::activation(p[s![.., j, ..]], nl::exp, masked, bias = neg_lse[s![.., g..g + 1]], scale = scale);
+        nisa::activation(p[s![.., j, ..]], nl::exp, masked, bias = neg_lse[s![.., g..g + 1]], scale = exp_scale);
         // dS = P ∘ (dY·Vᵀ − D).
         let dp = nl::ndarray([128, kts], nl::float32, buffer = nl::psum);
         for dt in 0..dnt {
             nisa::nc_matmul(dp, dy_l[s![.., dt, 128 * j..128 * (j + 1)]], v_ld[s![.., dt, k0..k0 + kts]]);
         }
         nisa::scalar_tensor_tensor(ds[s![.., j, ..]], dp, nl::subtract, dos[s![.., g..g + 1]], nl::multiply, p[s![.., j, ..]]);
+        if cap > 0.0 {
+            // Through the cap: dS ∘ (1 - tanh²(scale·s / cap)).
+            let slope = nl::ndarray([128, kts], nl::float32, buffer = nl::sbuf);
+            nisa::activation(slope, nl::tanh, scores, scale = scale / cap);
+            nisa::tensor_tensor(slope, slope, slope, nl::multiply);
+            nisa::tensor_scalar(slope, slope, nl::multiply, -1.0, op1 = nl::add, operand1 = 1.0);
+            nisa::tensor_tensor(ds[s![.., j, ..]], ds[s![.., j, ..]], slope, nl::multiply);
+        }
     }
 
     // dQ += scale · dS·K, contracting over keys: Kᵀ and dSᵀ in 128-key blocks.
@@ -192,7 +224,8 @@ fn bwd_tile(
 /// One ring step for one `(b, h)`: the queries in `q_buf` / `dy_buf` (`[dh, S]`)
 /// against the local K/V, dK/dV accumulated in place and this step's dQ written
 /// to `dq_out` (`[dh, S]`, fp32). `bounds` is the range-select upper bound per
-/// query row (steps after the first); without it causal masking is static.
+/// query row (inclusive, or exclusive with a `lower` bound: windows, chunks,
+/// zigzag); without it causal masking is static.
 #[nki_helper]
 #[allow(clippy::too_many_arguments)]
 fn compute_step(
@@ -206,6 +239,7 @@ fn compute_step(
     dk_r: Sbuf,
     dv_r: Sbuf,
     bounds: Option<Sbuf>,
+    lower: Option<Sbuf>,
     causal: bool,
     skip: bool,
     scale: f64,
@@ -213,6 +247,7 @@ fn compute_step(
     dts: i64,
     dnt: i64,
     mdt: Dtype,
+    cap: f64,
 ) {
     let kdt = k_ld.dtype();
     let qnt = sl / 128;
@@ -233,8 +268,8 @@ fn compute_step(
             let first = if skip { (k0 / 128 - qg).max(0).min(cg) } else { 0 };
             if first < cg {
                 bwd_tile(
-                    q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, bounds, qg, cg, k0, kts, dts, dnt, scale, causal,
-                    first,
+                    q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, bounds, lower, qg, cg, k0, kts, dts, dnt, scale,
+                    causal, first, cap,
                 );
             }
         }
@@ -244,6 +279,53 @@ fn compute_step(
     }
 }
 
+/// The range-select bounds of ring step `step` per query row (`[128, S / 128]`):
+/// `(lower, exclusive upper)` from the masks with windows, chunks or zigzag
+/// blocks (`bounded`); else, with the causal mask after step 0, `(None, inclusive
+/// upper)` in local key coordinates, keeping `0 <= k <= row + offset` (contiguous
+/// offset `(q_pos - k_pos)·S`, striped `-min(max(k_pos - q_pos, 0), 1)`); else none.
+#[nki_helper]
+#[allow(clippy::too_many_arguments)]
+fn step_bounds(
+    positions: Hbm,
+    groups: Groups,
+    step: i64,
+    bounded: bool,
+    causal: bool,
+    striped: bool,
+    zigzag: bool,
+    nw: i64,
+    sl: i64,
+    left: i64,
+    right: i64,
+    chunk: i64,
+) -> (Option<Sbuf>, Option<Sbuf>) {
+    let qnt = sl / 128;
+    if bounded {
+        let (my_pos, q_pos): (Sbuf, Sbuf) = ring_positions_at(positions, groups, step);
+        let rows: Sbuf = row_positions(q_pos, striped, zigzag, nw, sl);
+        let (lower, upper): (Sbuf, Sbuf) = key_bounds(rows, my_pos, striped, zigzag, nw, sl, causal, left, right, chunk);
+        return (Some(lower), Some(upper));
+    }
+    if causal && step > 0 {
+        let (my_pos, q_pos): (Sbuf, Sbuf) = ring_positions_at(positions, groups, step);
+        let ub = nl::ndarray([128, qnt], nl::float32, buffer = nl::sbuf);
+        nisa::iota(ub, [[128, qnt]], channel_multiplier = 1);
+        let off = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
+        if striped {
+            nisa::tensor_tensor(off, my_pos, q_pos, nl::subtract);
+            nisa::tensor_scalar(off, off, nl::maximum, 0.0, op1 = nl::minimum, operand1 = 1.0);
+            nisa::tensor_scalar(ub, ub, nl::subtract, off);
+        } else {
+            nisa::tensor_tensor(off, q_pos, my_pos, nl::subtract);
+            nisa::tensor_scalar(off, off, nl::multiply, sl as f64);
+            nisa::tensor_scalar(ub, ub, nl::add, off);
+        }
+        return (None, Some(ub));
+    }
+    (None, None)
+}
+
 /// `[128, S / 128]` negated log-sum-exps of a `[128, S / 128]` HBM view.
 #[nki_helper]
 fn load_neg_lse(src: Hbm, mdt: Dtype) -> Sbuf {
@@ -251,6 +333,57 @@ fn load_neg_lse(src: Hbm, mdt: Dtype) -> Sbuf {
     nisa::dma_copy(t, src);
     nisa::tensor_scalar(t, t, nl::multiply, -1.0);
     t
+}
+
+/// Stages `-LSE` and `D` of query head `hid` in slot `qh` of `stats`
+/// (`[group, 2, 128, S / 128]`) and, with sinks, writes this rank's share of
+/// the head's sink gradient.
+#[nki_helper]
+#[allow(clippy::too_many_arguments)]
+fn stage_row_stats(
+    lse_ref: Hbm,
+    o_ref: Hbm,
+    dy_ref: Hbm,
+    stats: Hbm,
+    sinks: Option<Hbm>,
+    dsink_part: Hbm,
+    bid: i64,
+    hid: i64,
+    qh: i64,
+    dts: i64,
+    dnt: i64,
+    mdt: Dtype,
+) {
+    let sl = o_ref.shape()[3];
+    let neg_lse: Sbuf = load_neg_lse(lse_ref[s![bid, hid, .., ..]], mdt);
+    let dos: Sbuf = rowsum_dy_o(o_ref, dy_ref, bid, hid, dts, dnt, sl, mdt);
+    nisa::dma_copy(stats[s![qh, 0, .., ..]], neg_lse);
+    nisa::dma_copy(stats[s![qh, 1, .., ..]], dos);
+    if let Some(sk) = sinks {
+        sink_grad(sk, neg_lse, dos, dsink_part, bid, hid, sl / 128);
+    }
+}
+
+/// This rank's share of the sink gradient of query head `hid` of batch `bid`,
+/// `-Σ_i exp(sink - LSE_i)·D_i` over the local rows, written to
+/// `dsink_part[bid, hid]` (`neg_lse` and `dos` are the local `-LSE` and `D`).
+#[nki_helper]
+#[allow(clippy::too_many_arguments)]
+fn sink_grad(sinks: Hbm, neg_lse: Sbuf, dos: Sbuf, dsink_part: Hbm, bid: i64, hid: i64, qnt: i64) {
+    let n = dsink_part.shape()[1];
+    let sink: Sbuf = scalar_column(sinks.ap([[1, 1], [1, 1]], offset = hid));
+    let weighted = nl::ndarray([128, qnt], nl::float32, buffer = nl::sbuf);
+    nisa::activation(weighted, nl::exp, neg_lse, bias = sink);
+    nisa::tensor_tensor(weighted, weighted, dos, nl::multiply);
+    let rows = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
+    nisa::tensor_reduce(rows, nl::add, weighted, 1);
+    let minus_one = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
+    nisa::memset(minus_one, -1.0);
+    let total = nl::ndarray([1, 1], nl::float32, buffer = nl::psum);
+    nisa::nc_matmul(total, rows, minus_one);
+    let out = nl::ndarray([1, 1], nl::float32, buffer = nl::sbuf);
+    nisa::tensor_copy(out, total);
+    nisa::dma_copy(dsink_part.ap([[1, 1], [1, 1]], offset = bid * n + hid), out);
 }
 
 /// Sends Q, dY, LSE and D of every LNC slot to the ring successor.
@@ -264,8 +397,10 @@ fn permute_all(sq: Hbm, rq: Hbm, sdy: Hbm, rdy: Hbm, slse: Hbm, rlse: Hbm, sdos:
     ncc::collective_permute_implicit([[sdos]], [[rdos]], rg);
 }
 
-/// The whole ring for one `(bid, hid)`: program `slot` uses slot `slot` of every
-/// ring buffer (`[lnc, ...]`), and every program issues the same collectives.
+/// The whole ring for KV head `kvh` of batch `bid`: K and V loaded once, then one
+/// ring per query head of its group (`group` heads from `kvh·group`), each adding
+/// to the same dK/dV. Program `slot` uses slot `slot` of every ring buffer
+/// (`[lnc, ...]`), and every program issues the same collectives.
 #[nki_helper]
 #[allow(clippy::too_many_arguments)]
 fn ring_bwd_item(
@@ -290,17 +425,27 @@ fn ring_bwd_item(
     rdq: Hbm,
     dq_scratch: Hbm,
     positions: Hbm,
+    sinks: Option<Hbm>,
+    dsink_part: Hbm,
     bid: i64,
-    hid: i64,
+    kvh: i64,
+    group: i64,
     slot: i64,
     lnc: i64,
     groups: Groups,
     nw: i64,
     causal: bool,
     striped: bool,
+    zigzag: bool,
+    left: i64,
+    right: i64,
+    chunk: i64,
+    cap: f64,
     mdt: Dtype,
     scale: f64,
 ) {
+    // Windows, chunks and zigzag blocks mask through per-row key bounds.
+    let bounded = zigzag || left >= 0 || right >= 0 || chunk > 0;
     let dh = q_ref.shape()[2];
     let sl = q_ref.shape()[3];
     let kdt = q_ref.dtype();
@@ -308,127 +453,160 @@ fn ring_bwd_item(
     let qnt = sl / 128;
     let rg = ncc::ReplicaGroup(groups);
 
-    let neg_lse: Sbuf = load_neg_lse(lse_ref[s![bid, hid, .., ..]], mdt);
-    let dos: Sbuf = rowsum_dy_o(o_ref, dy_ref, bid, hid, dts, dnt, sl, mdt);
-    let k_ld: Sbuf = load_head_tiles(k_ref[s![bid, hid, .., ..]], dts, dnt, 0, sl, kdt);
-    let v_ld: Sbuf = load_head_tiles(v_ref[s![bid, hid, .., ..]], dts, dnt, 0, sl, kdt);
+    // -LSE and D of every query head of the group, staged in HBM before K and V
+    // take their SBUF (D's transposes need the room).
+    let stats = nl::ndarray([group, 2, 128, qnt], mdt, buffer = nl::private_hbm);
+    for qh in 0..group {
+        stage_row_stats(lse_ref, o_ref, dy_ref, stats, sinks, dsink_part, bid, kvh * group + qh, qh, dts, dnt, mdt);
+    }
+    let k_ld: Sbuf = load_head_tiles(k_ref[s![bid, kvh, .., ..]], dts, dnt, 0, sl, kdt);
+    let v_ld: Sbuf = load_head_tiles(v_ref[s![bid, kvh, .., ..]], dts, dnt, 0, sl, kdt);
     let dk_r = nl::ndarray([dts, dnt, sl], mdt, buffer = nl::sbuf);
     let dv_r = nl::ndarray([dts, dnt, sl], mdt, buffer = nl::sbuf);
     nisa::memset(dk_r, 0.0);
     nisa::memset(dv_r, 0.0);
+    let neg_lse = nl::ndarray([128, qnt], mdt, buffer = nl::sbuf);
+    let dos = nl::ndarray([128, qnt], mdt, buffer = nl::sbuf);
 
-    // The local queries start around the ring; step 0 runs on them meanwhile.
-    nisa::dma_copy(sq[s![slot, .., ..]], q_ref[s![bid, hid, .., ..]]);
-    nisa::dma_copy(sdy[s![slot, .., ..]], dy_ref[s![bid, hid, .., ..]]);
-    nisa::dma_copy(slse[s![slot, .., ..]], lse_ref[s![bid, hid, .., ..]]);
-    nisa::dma_copy(sdos[s![slot, .., ..]], dos);
-    if lnc > 1 {
-        nisa::core_barrier(sq, [0, 1]);
-        nisa::core_barrier(sdy, [0, 1]);
-        nisa::core_barrier(slse, [0, 1]);
-        nisa::core_barrier(sdos, [0, 1]);
-    }
-    if nw > 1 {
-        permute_all(sq, rq, sdy, rdy, slse, rlse, sdos, rdos, groups);
-    }
-    let dq_slot = dq_scratch[s![slot, .., ..]];
-    compute_step(
-        sq[s![slot, .., ..]],
-        sdy[s![slot, .., ..]],
-        neg_lse,
-        dos,
-        dq_slot,
-        k_ld,
-        v_ld,
-        dk_r,
-        dv_r,
-        None,
-        causal,
-        causal,
-        scale,
-        sl,
-        dts,
-        dnt,
-        mdt,
-    );
-    nisa::dma_copy(sdq[s![slot, .., ..]], dq_slot);
-    if lnc > 1 {
-        nisa::core_barrier(sdq, [0, 1]);
-    }
-    ncc::collective_permute_implicit([[sdq]], [[rdq]], rg);
+    for qh in 0..group {
+        let hid = kvh * group + qh;
+        nisa::dma_copy(neg_lse, stats[s![qh, 0, .., ..]]);
+        nisa::dma_copy(dos, stats[s![qh, 1, .., ..]]);
 
-    for step in nl::sequential_range(1, nw) {
-        // Odd steps find the visiting data in the r* buffers, even steps in the s* ones.
-        let odd = step % 2 == 1;
-        let cur_q = if odd { rq } else { sq };
-        let nxt_q = if odd { sq } else { rq };
-        let cur_dy = if odd { rdy } else { sdy };
-        let nxt_dy = if odd { sdy } else { rdy };
-        let cur_lse = if odd { rlse } else { slse };
-        let nxt_lse = if odd { slse } else { rlse };
-        let cur_dos = if odd { rdos } else { sdos };
-        let nxt_dos = if odd { sdos } else { rdos };
-        let dq_in = if odd { rdq } else { sdq };
-        let dq_fwd = if odd { sdq } else { rdq };
-
-        let step_neg_lse: Sbuf = load_neg_lse(cur_lse[s![slot, .., ..]], mdt);
-        let step_dos = nl::ndarray([128, qnt], mdt, buffer = nl::sbuf);
-        nisa::dma_copy(step_dos, cur_dos[s![slot, .., ..]]);
-        // Causal bounds in local key coordinates, keeping 0 <= k <= row + offset:
-        // contiguous offset (q_pos - k_pos)·S, striped -min(max(k_pos - q_pos, 0), 1).
-        let ub = nl::ndarray([128, qnt], nl::float32, buffer = nl::sbuf);
-        if causal {
-            let (my_pos, q_pos): (Sbuf, Sbuf) = ring_positions_at(positions, groups, step);
-            nisa::iota(ub, [[128, qnt]], channel_multiplier = 1);
-            let off = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
-            if striped {
-                nisa::tensor_tensor(off, my_pos, q_pos, nl::subtract);
-                nisa::tensor_scalar(off, off, nl::maximum, 0.0, op1 = nl::minimum, operand1 = 1.0);
-                nisa::tensor_scalar(ub, ub, nl::subtract, off);
-            } else {
-                nisa::tensor_tensor(off, q_pos, my_pos, nl::subtract);
-                nisa::tensor_scalar(off, off, nl::multiply, sl as f64);
-                nisa::tensor_scalar(ub, ub, nl::add, off);
-            }
+        // The local queries start around the ring; step 0 runs on them meanwhile.
+        nisa::dma_copy(sq[s![slot, .., ..]], q_ref[s![bid, hid, .., ..]]);
+        nisa::dma_copy(sdy[s![slot, .., ..]], dy_ref[s![bid, hid, .., ..]]);
+        nisa::dma_copy(slse[s![slot, .., ..]], lse_ref[s![bid, hid, .., ..]]);
+        nisa::dma_copy(sdos[s![slot, .., ..]], dos);
+        if lnc > 1 {
+            nisa::core_barrier(sq, [0, 1]);
+            nisa::core_barrier(sdy, [0, 1]);
+            nisa::core_barrier(slse, [0, 1]);
+            nisa::core_barrier(sdos, [0, 1]);
         }
-        let bounds = if causal { Some(ub) } else { None };
-        // The next step's data goes out before this step's compute.
-        if step + 1 < nw {
-            permute_all(cur_q, nxt_q, cur_dy, nxt_dy, cur_lse, nxt_lse, cur_dos, nxt_dos, groups);
+        if nw > 1 {
+            permute_all(sq, rq, sdy, rdy, slse, rlse, sdos, rdos, groups);
         }
+        let dq_slot = dq_scratch[s![slot, .., ..]];
+        let (lower0, bounds0): (Option<Sbuf>, Option<Sbuf>) =
+            step_bounds(positions, groups, 0, bounded, causal, striped, zigzag, nw, sl, left, right, chunk);
         compute_step(
-            cur_q[s![slot, .., ..]],
-            cur_dy[s![slot, .., ..]],
-            step_neg_lse,
-            step_dos,
+            sq[s![slot, .., ..]],
+            sdy[s![slot, .., ..]],
+            neg_lse,
+            dos,
             dq_slot,
             k_ld,
             v_ld,
             dk_r,
             dv_r,
-            bounds,
-            causal,
-            causal && striped,
+            bounds0,
+            lower0,
+            causal && !bounded,
+            causal && !bounded,
             scale,
             sl,
             dts,
             dnt,
             mdt,
+            cap,
         );
+        nisa::dma_copy(sdq[s![slot, .., ..]], dq_slot);
         if lnc > 1 {
-            nisa::core_barrier(dq_scratch, [0, 1]);
+            nisa::core_barrier(sdq, [0, 1]);
         }
-        // This rank's part of the visiting queries' dQ joins the partial sum on its way home.
-        ncc::collective_permute_implicit_reduce([[dq_scratch]], [[dq_in]], [[dq_fwd]], rg, nl::add);
+        ncc::collective_permute_implicit([[sdq]], [[rdq]], rg);
+
+        for step in nl::sequential_range(1, nw) {
+            // Odd steps find the visiting data in the r* buffers, even steps in the s* ones.
+            let odd = step % 2 == 1;
+            let cur_q = if odd { rq } else { sq };
+            let nxt_q = if odd { sq } else { rq };
+            let cur_dy = if odd { rdy } else { sdy };
+            let nxt_dy = if odd { sdy } else { rdy };
+            let cur_lse = if odd { rlse } else { slse };
+            let nxt_lse = if odd { slse } else { rlse };
+            let cur_dos = if odd { rdos } else { sdos };
+            let nxt_dos = if odd { sdos } else { rdos };
+            let dq_in = if odd { rdq } else { sdq };
+            let dq_fwd = if odd { sdq } else { rdq };
+
+            let step_neg_lse: Sbuf = load_neg_lse(cur_lse[s![slot, .., ..]], mdt);
+            let step_dos = nl::ndarray([128, qnt], mdt, buffer = nl::sbuf);
+            nisa::dma_copy(step_dos, cur_dos[s![slot, .., ..]]);
+            let (lower, bounds): (Option<Sbuf>, Option<Sbuf>) =
+                step_bounds(positions, groups, step, bounded, causal, striped, zigzag, nw, sl, left, right, chunk);
+            // The next step's data goes out before this step's compute.
+            if step + 1 < nw {
+                permute_all(cur_q, nxt_q, cur_dy, nxt_dy, cur_lse, nxt_lse, cur_dos, nxt_dos, groups);
+            }
+            // Step t shows position me - t's queries this rank's keys: the keys t
+            // positions ahead of the queries, the forward's step W - t.
+            let needed: bool = !bounded || step_needed(nw - step, striped, zigzag, nw, sl, causal, left, right, chunk);
+            if needed {
+                compute_step(
+                    cur_q[s![slot, .., ..]],
+                    cur_dy[s![slot, .., ..]],
+                    step_neg_lse,
+                    step_dos,
+                    dq_slot,
+                    k_ld,
+                    v_ld,
+                    dk_r,
+                    dv_r,
+                    bounds,
+                    lower,
+                    causal,
+                    causal && striped && !bounded,
+                    scale,
+                    sl,
+                    dts,
+                    dnt,
+                    mdt,
+                    cap,
+                );
+                if lnc > 1 {
+                    nisa::core_barrier(dq_scratch, [0, 1]);
+                }
+                // This rank's part of the visiting queries' dQ joins the partial sum on its way home.
+                ncc::collective_permute_implicit_reduce([[dq_scratch]], [[dq_in]], [[dq_fwd]], rg, nl::add);
+            } else {
+                // No rank sees these keys: the partial dQ travels on unchanged.
+                ncc::collective_permute_implicit([[dq_in]], [[dq_fwd]], rg);
+            }
+        }
+
+        // After the last exchange the complete dQ of the local queries is back here.
+        let dq_home = if nw % 2 == 0 { sdq } else { rdq };
+        nisa::dma_copy(out_dq[s![bid, hid, .., ..]], dq_home[s![slot, .., ..]]);
     }
 
     for dt in 0..dnt {
-        nisa::dma_copy(out_dk[s![bid, hid, dt * dts..(dt + 1) * dts, ..]], dk_r[s![.., dt, ..]]);
-        nisa::dma_copy(out_dv[s![bid, hid, dt * dts..(dt + 1) * dts, ..]], dv_r[s![.., dt, ..]]);
+        nisa::dma_copy(out_dk[s![bid, kvh, dt * dts..(dt + 1) * dts, ..]], dk_r[s![.., dt, ..]]);
+        nisa::dma_copy(out_dv[s![bid, kvh, dt * dts..(dt + 1) * dts, ..]], dv_r[s![.., dt, ..]]);
     }
-    // After the last exchange the complete dQ of the local queries is back here.
-    let dq_home = if nw % 2 == 0 { sdq } else { rdq };
-    nisa::dma_copy(out_dq[s![bid, hid, .., ..]], dq_home[s![slot, .., ..]]);
+}
+
+/// `dsinks [N]`: the per-(batch, head) shares in `parts` (`[B, N]`) summed over the
+/// batch (after both LNC programs wrote theirs).
+#[nki_helper]
+fn sum_sink_parts(parts: Hbm, lnc: i64, lnc_id: i64) -> Hbm {
+    let [b, n] = parts.shape();
+    if lnc > 1 {
+        nisa::core_barrier(parts, [0, 1]);
+    }
+    let out = nl::ndarray([n], nl::float32, buffer = nl::shared_hbm);
+    let all = nl::ndarray([1, b * n], nl::float32, buffer = nl::sbuf);
+    nisa::dma_copy(all, parts.reshape([1, b * n]));
+    let acc = nl::ndarray([1, n], nl::float32, buffer = nl::sbuf);
+    nisa::tensor_copy(acc, all[s![.., 0..n]]);
+    for bi in 1..b {
+        nisa::tensor_tensor(acc, acc, all[s![.., bi * n..(bi + 1) * n]], nl::add);
+    }
+    if lnc_id == 0 {
+        nisa::dma_copy(out.reshape([1, n]), acc);
+    }
+    out
 }
 
 /// Ring attention backward, a drop-in for the NKI library's
@@ -460,8 +638,24 @@ pub fn ring_attention_spmd_bwd(
     #[default(1)] lnc_size: i64,
     replica_groups: Option<Groups>,
     #[default(false)] striped_attention: bool,
-) -> (Hbm, Hbm, Hbm) {
+    sinks: Option<Hbm>,
+    #[default(false)] zigzag_attention: bool,
+    window_left: Option<i64>,
+    window_right: Option<i64>,
+    chunk_size: Option<i64>,
+    soft_cap: Option<f64>,
+) -> Outputs {
     assert!(!striped_attention || use_causal_mask, "striped_attention requires use_causal_mask");
+    assert!(!zigzag_attention || use_causal_mask, "zigzag_attention requires use_causal_mask");
+    assert!(!(zigzag_attention && striped_attention), "striped_attention and zigzag_attention exclude each other");
+    let left = window_left.unwrap_or(-1);
+    let right = window_right.unwrap_or(-1);
+    let chunk = chunk_size.unwrap_or(0);
+    assert!(window_left.unwrap_or(0) >= 0 && window_right.unwrap_or(0) >= 0, "window_left and window_right must be >= 0");
+    assert!(chunk_size.unwrap_or(1) >= 1, "chunk_size must be >= 1");
+    let cap_given = soft_cap.unwrap_or(1.0);
+    assert!(cap_given > 0.0 && cap_given <= f32::MAX, "soft_cap must be a positive finite float32, got {cap_given}");
+    let masked = use_causal_mask || zigzag_attention || left >= 0 || right >= 0 || chunk > 0;
     let q_shape = q_ref.shape();
     assert!(q_ref.ndim() == 4, "q_ref must be [B, N, D, S], got {q_shape}");
     let [b, n, dh, sl] = q_shape;
@@ -471,8 +665,12 @@ pub fn ring_attention_spmd_bwd(
     let v_shape = v_ref.shape();
     let o_shape = o_ref.shape();
     let dy_shape = dy_ref.shape();
-    assert!(k_shape == q_shape, "k_ref must have q_ref's shape {q_shape} (MHA, [B, N, D, S]), got {k_shape}");
-    assert!(v_shape == q_shape, "v_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {v_shape}");
+    let n_kv = k_shape[1];
+    assert!(
+        k_ref.ndim() == 4 && k_shape[0] == b && n_kv >= 1 && n % n_kv == 0 && k_shape[2] == dh && k_shape[3] == sl,
+        "k_ref must be [B, N_kv, D, S] with N a multiple of N_kv (GQA), q_ref is {q_shape}, got {k_shape}"
+    );
+    assert!(v_shape == k_shape, "v_ref must have k_ref's shape {k_shape} ([B, N_kv, D, S]), got {v_shape}");
     assert!(o_shape == q_shape, "o_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {o_shape}");
     assert!(dy_shape == q_shape, "dy_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {dy_shape}");
     let lse_shape = lse_ref.shape();
@@ -516,12 +714,19 @@ pub fn ring_attention_spmd_bwd(
     let scale = softmax_scale.unwrap_or(1.0 / (dh as f64).powf(0.5));
     // RingBwdRule::ScaleNotFinite and RingBwdRule::CausalScale (crate::scale::MIN_MASKED_SCALE): masked scores are scaled in the exp.
     assert!(
-        f32::MIN <= scale && scale <= f32::MAX && (!use_causal_mask || scale >= 1e-30),
-        "softmax_scale must be a finite float32, and at least 1e-30 with use_causal_mask (masked scores are FLOAT32_MIN * scale), got {scale}"
+        f32::MIN <= scale && scale <= f32::MAX && (!masked || scale >= 1e-30),
+        "softmax_scale must be a finite float32, and at least 1e-30 with a mask (masked scores are FLOAT32_MIN * scale), got {scale}"
     );
+    if let Some(sk) = sinks {
+        let sk_shape = sk.shape();
+        assert!(sk.ndim() == 1 && sk_shape[0] == n, "sinks must be [{n}] (one logit per query head), got {sk_shape}");
+        assert!(sk.dtype() == nl::float32, "sinks must be float32");
+    }
     let out_dq = nl::ndarray(q_shape, nl::float32, buffer = nl::shared_hbm);
-    let out_dk = nl::ndarray(q_shape, nl::float32, buffer = nl::shared_hbm);
-    let out_dv = nl::ndarray(q_shape, nl::float32, buffer = nl::shared_hbm);
+    let out_dk = nl::ndarray(k_shape, nl::float32, buffer = nl::shared_hbm);
+    let out_dv = nl::ndarray(k_shape, nl::float32, buffer = nl::shared_hbm);
+    // Each (batch, query head)'s share of the sink gradient, summed over the batch at the end.
+    let dsink_part = nl::ndarray([b, n], nl::float32, buffer = nl::shared_hbm);
 
     // Ring buffers, one slot per LNC program.
     let sq = nl::ndarray([lnc_size, dh, sl], kdt, buffer = nl::shared_hbm);
@@ -537,11 +742,12 @@ pub fn ring_attention_spmd_bwd(
     let dq_scratch = nl::ndarray([lnc_size, dh, sl], nl::float32, buffer = nl::shared_hbm);
     let n_rings = if groups.len() == 0 { 1 } else { groups.len() };
     let positions = nl::ndarray([1, n_rings * num_workers], nl::float32, buffer = nl::shared_hbm);
-    if use_causal_mask {
+    if masked {
         fill_ring_positions(positions, groups, num_workers);
     }
 
-    let total = b * n;
+    let group = n / n_kv;
+    let total = b * n_kv;
     let rounds = (total + lnc_size - 1) / lnc_size;
     for round in 0..rounds {
         let item = round * lnc_size + lnc_id;
@@ -550,8 +756,9 @@ pub fn ring_attention_spmd_bwd(
         let spare = item >= total;
         let pair = if spare { 0 } else { item };
         let dq_out = if spare { nl::ndarray(q_shape, nl::float32, buffer = nl::private_hbm) } else { out_dq };
-        let dk_out = if spare { nl::ndarray(q_shape, nl::float32, buffer = nl::private_hbm) } else { out_dk };
-        let dv_out = if spare { nl::ndarray(q_shape, nl::float32, buffer = nl::private_hbm) } else { out_dv };
+        let dk_out = if spare { nl::ndarray(k_shape, nl::float32, buffer = nl::private_hbm) } else { out_dk };
+        let dv_out = if spare { nl::ndarray(k_shape, nl::float32, buffer = nl::private_hbm) } else { out_dv };
+        let ds_out = if spare { nl::ndarray([b, n], nl::float32, buffer = nl::private_hbm) } else { dsink_part };
         ring_bwd_item(
             q_ref,
             k_ref,
@@ -574,17 +781,28 @@ pub fn ring_attention_spmd_bwd(
             rdq,
             dq_scratch,
             positions,
-            pair / n,
-            pair % n,
+            sinks,
+            ds_out,
+            pair / n_kv,
+            pair % n_kv,
+            group,
             lnc_id,
             lnc_size,
             groups,
             num_workers,
             use_causal_mask,
             striped_attention,
+            zigzag_attention,
+            left,
+            right,
+            chunk,
+            soft_cap.unwrap_or(0.0),
             mdt,
             scale,
         );
     }
-    (out_dq, out_dk, out_dv)
+    if sinks.is_some() {
+        return Outputs(out_dq, out_dk, out_dv, sum_sink_parts(dsink_part, lnc_size, lnc_id));
+    }
+    Outputs(out_dq, out_dk, out_dv)
 }

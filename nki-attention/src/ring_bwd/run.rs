@@ -4,22 +4,22 @@
 
 use super::config::{RingBwdConfig, RingBwdRule};
 use super::ring_attention_bwd::ring_attention_spmd_bwd;
-use crate::dtypes::{FLOATS, ParamDtypes};
+use crate::dtypes::{FLOAT32, FLOATS, ParamDtypes};
 use crate::ring_fwd::RingDims;
 use crate::rings::{check_ring_launch, shape_i64};
 use nki::collectives::CommEvent;
 use nki::{Dtype, Launch, NkiError, Result, Tensor};
 
 /// The dtypes each tensor parameter of `ring_attention_spmd_bwd` accepts: float
-/// data (bf16, fp16, fp32; q, k, v, o and dy also share one dtype).
+/// data (bf16, fp16, fp32; q, k, v, o and dy also share one dtype) and fp32 sink logits.
 pub const DTYPES: ParamDtypes = ParamDtypes {
     kernel: "ring_attention_spmd_bwd",
-    params: &[("q", FLOATS), ("k", FLOATS), ("v", FLOATS), ("o", FLOATS), ("dy", FLOATS), ("lse", FLOATS)],
+    params: &[("q", FLOATS), ("k", FLOATS), ("v", FLOATS), ("o", FLOATS), ("dy", FLOATS), ("lse", FLOATS), ("sinks", FLOAT32)],
 };
 
 /// The per-rank tensors of one backward launch, all `[B, N, D, S]` (head-dim
-/// major) except `lse`, `[B, N, 128, S / 128]`; rank `i` of each slice runs on
-/// emulated rank `i`.
+/// major; `k` and `v` `[B, N_kv, D, S]` with grouped-query attention) except
+/// `lse`, `[B, N, 128, S / 128]`; rank `i` of each slice runs on emulated rank `i`.
 #[derive(Clone, Copy, Debug)]
 pub struct RingBwdInputs<'a> {
     /// Queries (unscaled).
@@ -32,11 +32,14 @@ pub struct RingBwdInputs<'a> {
     pub o: &'a [Tensor],
     /// The gradient of the loss with respect to that output.
     pub dy: &'a [Tensor],
-    /// The forward's log-sum-exp of the scaled scores.
+    /// The forward's log-sum-exp of the scaled scores (including the sinks).
     pub lse: &'a [Tensor],
+    /// The forward's sink logits, float32 `[N]` (None: no sinks).
+    pub sinks: Option<&'a Tensor>,
 }
 
-/// What a backward launch returns: fp32 gradients per rank, `[B, N, D, S]`.
+/// What a backward launch returns: fp32 gradients per rank, `[B, N, D, S]`
+/// (dK and dV `[B, N_kv, D, S]`).
 #[derive(Clone, Debug)]
 pub struct RingBwdOutputs {
     /// dL/dQ.
@@ -45,6 +48,9 @@ pub struct RingBwdOutputs {
     pub dk: Vec<Tensor>,
     /// dL/dV.
     pub dv: Vec<Tensor>,
+    /// With sinks: dL/dsinks `[N]`, the sum of every rank's share (each rank's
+    /// kernel returns the share of its own queries).
+    pub dsinks: Option<Tensor>,
     /// The collectives the ring performed, in completion order.
     pub comm: Vec<CommEvent>,
 }
@@ -55,10 +61,18 @@ impl RingBwdConfig {
         let d = self.dims;
         let (param, value): (&str, String) = match rule {
             RingBwdRule::StripedNeedsCausal => ("striped_attention", "true without use_causal_mask".into()),
+            RingBwdRule::ZigzagNeedsCausal => ("zigzag_attention", "true without use_causal_mask".into()),
+            RingBwdRule::OneLayout => ("zigzag_attention", "true with striped_attention".into()),
+            RingBwdRule::WindowNegative => ("sliding_window", format!("{:?}", self.window.unwrap_or((0, 0)))),
+            RingBwdRule::ChunkPositive => ("chunk_size", self.chunk_size.unwrap_or(0).to_string()),
+            RingBwdRule::SoftCapPositive => ("soft_cap", self.soft_cap.map_or_else(|| "None".into(), |c| c.to_string())),
             RingBwdRule::WorkersPositive => ("num_workers", self.num_workers.to_string()),
             RingBwdRule::GroupSize | RingBwdRule::GroupRanks => ("replica_groups", format!("{:?}", self.replica_groups)),
             RingBwdRule::LncSize => ("lnc_size", self.lnc.to_string()),
             RingBwdRule::BatchHeads => ("B, N", d.map_or(String::new(), |d| format!("{}, {}", d.batch, d.heads))),
+            RingBwdRule::KvHeads => {
+                ("kv_heads", format!("{} with {} query heads", self.kv_heads.unwrap_or(0), d.map_or("?".into(), |d| d.heads.to_string())))
+            }
             RingBwdRule::SeqlenMultiple | RingBwdRule::SeqlenTiles => ("S", d.map_or(0, |d| d.seqlen).to_string()),
             RingBwdRule::HeadDimTiles => ("D", d.map_or(0, |d| d.head_dim).to_string()),
             RingBwdRule::ScaleNotFinite | RingBwdRule::CausalScale => {
@@ -111,10 +125,16 @@ impl RingBwdConfig {
         if let Some(want) = self.dtype.filter(|&want| want != dtype) {
             return Err(NkiError::argument("q", format!("dtype {dtype}"), &format!("the configuration's dtype is {want}")));
         }
-        let derived = RingBwdConfig { dims: Some(got), dtype: Some(dtype), ..*self };
+        let k0 = shape_i64(&inputs.k[0]);
+        let kv_h = self.kv_heads.unwrap_or(if k0.len() == 4 { k0[1] } else { h });
+        let derived = RingBwdConfig { dims: Some(got), dtype: Some(dtype), kv_heads: Some(kv_h), ..*self };
         derived.validate()?;
         for (name, list) in all {
-            let want = if name == "lse" { vec![b, h, 128, s / 128] } else { q0.clone() };
+            let want = match name {
+                "lse" => vec![b, h, 128, s / 128],
+                "k" | "v" => vec![b, kv_h, d, s],
+                _ => q0.clone(),
+            };
             for (r, t) in list.iter().enumerate() {
                 let shape = shape_i64(t);
                 if shape != want {
@@ -127,6 +147,18 @@ impl RingBwdConfig {
                         &format!("q, k, v, o and dy share one dtype ({dtype})"),
                     ));
                 }
+            }
+        }
+        if let Some(sinks) = inputs.sinks {
+            if sinks.shape() != [h as usize] || sinks.dtype() != Dtype::F32 {
+                return Err(NkiError::argument(
+                    "sinks",
+                    format!("{} {:?}", sinks.dtype(), sinks.shape()),
+                    &format!("must be float32 [{h}], one logit per query head"),
+                ));
+            }
+            if let Some(bad) = sinks.to_f32_vec().into_iter().find(|x| !x.is_finite()) {
+                return Err(NkiError::argument("sinks", bad, "every sink logit must be finite"));
             }
         }
         Ok(())
@@ -146,16 +178,30 @@ impl RingBwdConfig {
                 .lnc_size(self.lnc)
                 .replica_groups((!groups.is_empty()).then(|| groups.clone()))
                 .striped_attention(self.striped)
+                .sinks(inputs.sinks)
+                .zigzag_attention(self.zigzag)
+                .window_left(self.window.map(|w| w.0))
+                .window_right(self.window.map(|w| w.1))
+                .chunk_size(self.chunk_size)
+                .soft_cap(self.soft_cap)
                 .run(ctx)
         })?;
         let (mut dq, mut dk, mut dv) = (Vec::new(), Vec::new(), Vec::new());
+        let mut dsinks: Option<Vec<f32>> = None;
+        let missing = || NkiError::new(nki::ErrorKind::Shape, "ring_attention_spmd_bwd returned fewer outputs than expected");
         for mut programs in report.results {
-            let (a, b, c) = programs.swap_remove(0);
-            dq.push(a);
-            dk.push(b);
-            dv.push(c);
+            let mut it = programs.swap_remove(0).into_vec().into_iter();
+            dq.push(it.next().ok_or_else(missing)?);
+            dk.push(it.next().ok_or_else(missing)?);
+            dv.push(it.next().ok_or_else(missing)?);
+            if inputs.sinks.is_some() {
+                let share = it.next().ok_or_else(missing)?.to_f32_vec();
+                let total = dsinks.get_or_insert_with(|| vec![0.0; share.len()]);
+                total.iter_mut().zip(share).for_each(|(t, x)| *t += x);
+            }
         }
-        Ok(RingBwdOutputs { dq, dk, dv, comm: report.comm })
+        let dsinks = dsinks.map(|v| Tensor::from_f32(&[v.len()], &v, Dtype::F32)).transpose()?;
+        Ok(RingBwdOutputs { dq, dk, dv, dsinks, comm: report.comm })
     }
 }
 
@@ -171,19 +217,23 @@ mod tests {
         let data = t(&[1, 1, 16, 128], Dtype::F32);
         let (lse_f, lse_i) = (t(&[1, 1, 128, 1], Dtype::F32), t(&[1, 1, 128, 1], Dtype::I32));
         let one = std::slice::from_ref;
-        let inputs = RingBwdInputs { q: one(&data), k: one(&data), v: one(&data), o: one(&data), dy: one(&data), lse: one(&lse_i) };
+        let inputs =
+            RingBwdInputs { q: one(&data), k: one(&data), v: one(&data), o: one(&data), dy: one(&data), lse: one(&lse_i), sinks: None };
         let launch = Launch::new().ranks(1);
         let e = RingBwdConfig::new(1).launch(&launch, &inputs).unwrap_err();
         assert_eq!(e.to_string(), "invalid lse[0] = int32: ring_attention_spmd_bwd takes lse as float32, bfloat16 or float16");
         let inputs = RingBwdInputs { lse: one(&lse_f), ..inputs };
         let e = RingBwdConfig::new(1).causal(true).softmax_scale(-1.0).launch(&launch, &inputs).unwrap_err();
-        assert!(e.to_string().starts_with("invalid softmax_scale = -1: ring_attention_spmd_bwd: with use_causal_mask"), "{e}");
+        assert!(e.to_string().starts_with("invalid softmax_scale = -1: ring_attention_spmd_bwd: with a mask"), "{e}");
+        // Windows and chunks mask too.
+        let e = RingBwdConfig::new(1).chunk_size(64).softmax_scale(-1.0).launch(&launch, &inputs).unwrap_err();
+        assert!(e.to_string().starts_with("invalid softmax_scale = -1: ring_attention_spmd_bwd: with a mask"), "{e}");
         assert!(RingBwdRule::CausalScale.message().contains(&format!("at least {MIN_MASKED_SCALE:e}")));
         // The emitted kernel checks it too.
         let call =
             ring_attention_spmd_bwd::Call::new(&data, &data, &data, &data, &data, &lse_f).use_causal_mask(true).softmax_scale(Some(0.0));
         let e = call.launch(&launch).unwrap_err();
-        assert!(e.kind == ErrorKind::Assertion && e.message.contains("at least 1e-30 with use_causal_mask"), "{e}");
-        assert!(ring_attention_spmd_bwd::NKI_SOURCE.contains(&format!("(not use_causal_mask or scale >= {MIN_MASKED_SCALE:e})")));
+        assert!(e.kind == ErrorKind::Assertion && e.message.contains("at least 1e-30 with a mask"), "{e}");
+        assert!(ring_attention_spmd_bwd::NKI_SOURCE.contains(&format!("(not masked or scale >= {MIN_MASKED_SCALE:e})")));
     }
 }

@@ -15,8 +15,10 @@ const fn max(a: i64, b: i64) -> i64 {
 
 /// SBUF bytes per partition one program of the kernel holds at its peak, with
 /// `seqlen` tokens per rank, head dim `head_dim`, `in_bytes`-byte inputs,
-/// `acc_bytes`-byte accumulators (4 with mixed precision) and, with `ring`, the
-/// buffers of visiting steps (more than one worker).
+/// `acc_bytes`-byte accumulators (4 with mixed precision), with `ring` the
+/// buffers of visiting steps (more than one worker), and `bound_tiles` fp32 bound
+/// tiles per query row (1 with the causal mask on a ring; with windows, chunks
+/// or zigzag blocks 2 for step 0 and 2 more for a visiting step; else 0).
 ///
 /// The sum of the tiles the kernel allocates, live together in the first key
 /// tile of a query group's step (each LNC program holds one `(b, h)` item at a
@@ -24,7 +26,7 @@ const fn max(a: i64, b: i64) -> i64 {
 /// `D = rowsum(dY ∘ O)` phase holds O and dY instead of K, V, dK and dV and
 /// their row-major copy of dY, which is never more: the row-major dY (at most
 /// the size of dY) is covered by dK and dV.
-const fn sbuf_bytes(seqlen: i64, head_dim: i64, in_bytes: i64, acc_bytes: i64, ring: bool) -> i64 {
+const fn sbuf_bytes(seqlen: i64, head_dim: i64, in_bytes: i64, acc_bytes: i64, ring: bool, bound_tiles: i64) -> i64 {
     let (dts, dnt) = head_tiles(head_dim);
     let q_tiles = seqlen / 128;
     let kts = min(seqlen, 512);
@@ -32,8 +34,8 @@ const fn sbuf_bytes(seqlen: i64, head_dim: i64, in_bytes: i64, acc_bytes: i64, r
     let group = min(4, q_tiles);
     // The whole slice, through every step: -LSE and D of the local queries, K and V, dK and dV.
     let resident = 2 * q_tiles * acc_bytes + 2 * dnt * seqlen * (in_bytes + acc_bytes);
-    // A visiting step's -LSE and D, and its fp32 causal bounds.
-    let visiting = if ring { q_tiles * (2 * acc_bytes + 4) } else { 0 };
+    // A visiting step's -LSE and D, and its fp32 bounds.
+    let visiting = if ring { q_tiles * 2 * acc_bytes } else { 0 } + q_tiles * 4 * bound_tiles;
     // One group of query tiles: Q and dY, their transposes, the group's dQ.
     let queries = dnt * group * (2 * 128 * in_bytes + 2 * dts * in_bytes + 128 * acc_bytes);
     // One key tile: P and dS, a zero bias, then the larger of the fp32 masked
@@ -52,7 +54,18 @@ impl RingBwdConfig {
     /// head dim and the input dtype are known.
     pub const fn sbuf_bytes_at(&self, seqlen: i64) -> Option<i64> {
         match (self.dims, self.dtype) {
-            (Some(d), Some(dt)) => Some(sbuf_bytes(seqlen, d.head_dim, dt.size_bytes() as i64, self.acc_bytes(dt), self.num_workers > 1)),
+            (Some(d), Some(dt)) => {
+                let ring = self.num_workers > 1;
+                // Step 0's bounds stay live through the visiting steps, which hold their own.
+                let bound_tiles = if self.zigzag || self.window.is_some() || self.chunk_size.is_some() {
+                    if ring { 4 } else { 2 }
+                } else if self.causal && ring {
+                    1
+                } else {
+                    0
+                };
+                Some(sbuf_bytes(seqlen, d.head_dim, dt.size_bytes() as i64, self.acc_bytes(dt), ring, bound_tiles))
+            }
             _ => None,
         }
     }

@@ -4,6 +4,7 @@
 
 use crate::rings::{GroupProblem, group_problem, ring_count};
 use crate::scale::is_finite_f32;
+use crate::shard::SeqLayout;
 use nki::Dtype;
 use nki::hw::Generation;
 
@@ -12,7 +13,7 @@ use nki::hw::Generation;
 pub struct RingDims {
     /// Batch.
     pub batch: i64,
-    /// Heads (the kernel is MHA only: Q and K/V share them).
+    /// Query heads (K and V have [`RingFwdConfig::kv_heads`] of them).
     pub heads: i64,
     /// Tokens per rank.
     pub seqlen: i64,
@@ -44,6 +45,14 @@ pub struct RingFwdConfig {
     pub causal: bool,
     /// Rank `r` holds the tokens `t` with `t mod num_workers == r` (else contiguous blocks).
     pub striped: bool,
+    /// Rank `r` holds chunks `r` and `2W-1-r` of `seqlen / 2` tokens (zigzag; needs the causal mask).
+    pub zigzag: bool,
+    /// Sliding window `(L, R)`: key `j` visible to query `i` only if `i - L <= j <= i + R`.
+    pub window: Option<(i64, i64)>,
+    /// Chunked attention: key `j` visible to query `i` only if `i / C == j / C`.
+    pub chunk_size: Option<i64>,
+    /// Logit soft cap `C > 0`: logits `C·tanh(scale·q·k / C)`.
+    pub soft_cap: Option<f64>,
     /// Also return the log-sum-exp.
     pub training: bool,
     /// Dtype of the log-sum-exp.
@@ -58,6 +67,9 @@ pub struct RingFwdConfig {
     pub replica_groups: &'static [&'static [i64]],
     /// Static per-rank shapes, checked against the limits when given.
     pub dims: Option<RingDims>,
+    /// K/V heads for grouped-query attention (None: as many as the query heads);
+    /// query head `i` reads KV head `i / (heads / kv_heads)`.
+    pub kv_heads: Option<i64>,
     /// The generation the kernel targets.
     pub target: Generation,
 }
@@ -74,6 +86,16 @@ pub enum RingFwdRule {
     TooManyCausalWorkers,
     /// F6: striped input needs the causal mask.
     StripedNeedsCausal,
+    /// Zigzag input needs the causal mask.
+    ZigzagNeedsCausal,
+    /// One layout: striped and zigzag exclude each other.
+    OneLayout,
+    /// Window sizes are non-negative.
+    WindowNegative,
+    /// Chunks hold at least one token.
+    ChunkPositive,
+    /// The soft cap is a positive finite float32 value.
+    SoftCapPositive,
     /// Every replica group holds `num_workers` ranks.
     GroupSize,
     /// Rank ids are distinct, non-negative and cover `0..ranks`.
@@ -84,6 +106,8 @@ pub enum RingFwdRule {
     SeqlenMultiple,
     /// Batch and heads positive.
     BatchHeads,
+    /// GQA: at least one KV head, and the query heads a multiple of them.
+    KvHeads,
     /// The softmax scale is a finite float32 value (any sign: causal rings scale Q
     /// before the masks, which are not scaled; without the causal mask nothing is masked).
     ScaleNotFinite,
@@ -99,11 +123,17 @@ impl RingFwdRule {
                 "ring_attention_spmd_fwd: the causal mask supports at most 32 workers (attention_cte's global_cp_deg)"
             }
             RingFwdRule::StripedNeedsCausal => "ring_attention_spmd_fwd: striped input needs the causal mask",
+            RingFwdRule::ZigzagNeedsCausal => "ring_attention_spmd_fwd: zigzag input needs the causal mask",
+            RingFwdRule::OneLayout => "ring_attention_spmd_fwd: striped and zigzag input exclude each other",
+            RingFwdRule::WindowNegative => "ring_attention_spmd_fwd: the sliding window sizes (L, R) must be >= 0",
+            RingFwdRule::ChunkPositive => "ring_attention_spmd_fwd: chunk_size must be >= 1",
+            RingFwdRule::SoftCapPositive => "ring_attention_spmd_fwd: soft_cap must be a positive finite float32 value",
             RingFwdRule::GroupSize => "ring_attention_spmd_fwd: every replica group must hold num_workers ranks",
             RingFwdRule::GroupRanks => "ring_attention_spmd_fwd: replica groups must name each rank 0..groups x num_workers exactly once",
             RingFwdRule::HeadDim => "ring_attention_spmd_fwd: the head dim must be within 1..=128",
             RingFwdRule::SeqlenMultiple => "ring_attention_spmd_fwd: the tokens per rank must be a positive multiple of 128",
             RingFwdRule::BatchHeads => "ring_attention_spmd_fwd: batch and heads must be positive",
+            RingFwdRule::KvHeads => "ring_attention_spmd_fwd: kv_heads must be >= 1 and divide the query heads (GQA)",
             RingFwdRule::ScaleNotFinite => "ring_attention_spmd_fwd: softmax_scale must be a finite float32 value",
         }
     }
@@ -119,6 +149,10 @@ impl RingFwdConfig {
             num_workers,
             causal: false,
             striped: false,
+            zigzag: false,
+            window: None,
+            chunk_size: None,
+            soft_cap: None,
             training: false,
             lse_dtype: Dtype::F32,
             tp_q: false,
@@ -126,6 +160,7 @@ impl RingFwdConfig {
             softmax_scale: None,
             replica_groups: &[],
             dims: None,
+            kv_heads: None,
             target: Generation::Trn2,
         }
     }
@@ -139,6 +174,48 @@ impl RingFwdConfig {
     /// Sets [`striped`](Self::striped).
     pub const fn striped(mut self, on: bool) -> Self {
         self.striped = on;
+        self
+    }
+
+    /// Sets [`zigzag`](Self::zigzag).
+    pub const fn zigzag(mut self, on: bool) -> Self {
+        self.zigzag = on;
+        self
+    }
+
+    /// Sets the layout: [`striped`](Self::striped) and [`zigzag`](Self::zigzag).
+    pub const fn layout(mut self, layout: SeqLayout) -> Self {
+        self.striped = matches!(layout, SeqLayout::Striped);
+        self.zigzag = matches!(layout, SeqLayout::Zigzag);
+        self
+    }
+
+    /// The layout the flags describe.
+    pub const fn seq_layout(&self) -> SeqLayout {
+        if self.zigzag {
+            SeqLayout::Zigzag
+        } else if self.striped {
+            SeqLayout::Striped
+        } else {
+            SeqLayout::Contiguous
+        }
+    }
+
+    /// Sets [`window`](Self::window) to `(left, right)`.
+    pub const fn sliding_window(mut self, left: i64, right: i64) -> Self {
+        self.window = Some((left, right));
+        self
+    }
+
+    /// Sets [`soft_cap`](Self::soft_cap).
+    pub const fn soft_cap(mut self, cap: f64) -> Self {
+        self.soft_cap = Some(cap);
+        self
+    }
+
+    /// Sets [`chunk_size`](Self::chunk_size).
+    pub const fn chunk_size(mut self, size: i64) -> Self {
+        self.chunk_size = Some(size);
         self
     }
 
@@ -179,6 +256,12 @@ impl RingFwdConfig {
         self
     }
 
+    /// Sets [`kv_heads`](Self::kv_heads) (grouped-query attention).
+    pub const fn kv_heads(mut self, kv_heads: i64) -> Self {
+        self.kv_heads = Some(kv_heads);
+        self
+    }
+
     /// Sets the target generation.
     pub const fn target(mut self, target: Generation) -> Self {
         self.target = target;
@@ -209,6 +292,27 @@ impl RingFwdConfig {
         if self.striped && !self.causal {
             return Some(RingFwdRule::StripedNeedsCausal);
         }
+        if self.zigzag && !self.causal {
+            return Some(RingFwdRule::ZigzagNeedsCausal);
+        }
+        if self.zigzag && self.striped {
+            return Some(RingFwdRule::OneLayout);
+        }
+        if let Some((l, r)) = self.window
+            && (l < 0 || r < 0)
+        {
+            return Some(RingFwdRule::WindowNegative);
+        }
+        if let Some(c) = self.chunk_size
+            && c < 1
+        {
+            return Some(RingFwdRule::ChunkPositive);
+        }
+        if let Some(c) = self.soft_cap
+            && !(c > 0.0 && is_finite_f32(c))
+        {
+            return Some(RingFwdRule::SoftCapPositive);
+        }
         if let Some(scale) = self.softmax_scale
             && !is_finite_f32(scale)
         {
@@ -219,9 +323,19 @@ impl RingFwdConfig {
             Some(GroupProblem::Ranks) => return Some(RingFwdRule::GroupRanks),
             None => {}
         }
+        if let Some(kv) = self.kv_heads
+            && kv < 1
+        {
+            return Some(RingFwdRule::KvHeads);
+        }
         if let Some(d) = self.dims {
             if d.batch < 1 || d.heads < 1 {
                 return Some(RingFwdRule::BatchHeads);
+            }
+            if let Some(kv) = self.kv_heads
+                && d.heads % kv != 0
+            {
+                return Some(RingFwdRule::KvHeads);
             }
             if d.head_dim < 1 || d.head_dim > 128 {
                 return Some(RingFwdRule::HeadDim);

@@ -8,8 +8,15 @@
 //! maxima, in bf16 tiles as the library does, and the last step normalises and
 //! writes the log-sum-exp. The permute for step `s + 1` is issued before the merge
 //! of step `s`, so on the device the transfer overlaps the merge.
+//!
+//! Grouped-query attention: K and V hold `h_kv` heads (query head `i` reads KV
+//! head `i / (h / h_kv)`, as `attention_cte` does), and only those heads travel,
+//! so a step moves `h_kv / h` of the multi-head bytes. Sinks (`[h]`, one logit per
+//! query head) enter the softmax denominator through step 0's `attention_cte`
+//! only: the online-softmax merges carry them, so they count once whatever `W`.
 
 use crate::cte::attention_cte::{attention_cte, remainder_groups, scalar_column};
+use crate::ring_masks::{key_bounds, last_needed_step, row_positions, step_needed};
 use nki::prelude::*;
 
 /// Fills `table[0, rank] = position of rank in its ring` for every rank of the
@@ -60,6 +67,10 @@ fn step_attention(
     cp_offset: Option<Hbm>,
     cp_deg: Option<i64>,
     striped: bool,
+    sink: Option<Hbm>,
+    bound_min: Option<Hbm>,
+    bound_max: Option<Hbm>,
+    soft_cap: Option<f64>,
 ) -> (Hbm, Hbm, Hbm) {
     let (o, neg_max, sum): (Hbm, Hbm, Hbm) = attention_cte(
         q3,
@@ -69,14 +80,200 @@ fn step_attention(
         causal_mask = causal,
         tp_q = tp_q,
         tp_k = tp_k,
+        sink = sink,
         tp_out = false,
         cache_softmax = true,
         cp_offset = cp_offset,
         global_cp_deg = cp_deg,
         cp_striped_input = striped,
+        bound_min = bound_min,
+        bound_max = bound_max,
         skip_output_normalization = true,
+        soft_cap = soft_cap,
     );
     (o, neg_max, sum)
+}
+
+/// `q3 · scale` in this program's HBM, in `q3`'s dtype (fp32 products): the
+/// bounds path of `attention_cte` applies no scale.
+#[nki_helper]
+fn scaled_copy(q3: Hbm, scale: f64) -> Hbm {
+    let shape = q3.shape();
+    let out = nl::ndarray(shape, q3.dtype(), buffer = nl::private_hbm);
+    let cols = shape[0] * shape[1] * shape[2] / 128;
+    let src = q3.reshape([128, cols]);
+    let dst = out.reshape([128, cols]);
+    for c0 in (0..cols).step_by(2048) {
+        let c1 = (c0 + 2048).min(cols);
+        let t = nl::ndarray([128, c1 - c0], nl::float32, buffer = nl::sbuf);
+        nisa::dma_copy(t, src[s![.., c0..c1]]);
+        let r = nl::ndarray([128, c1 - c0], q3.dtype(), buffer = nl::sbuf);
+        nisa::tensor_scalar(r, t, nl::multiply, scale);
+        nisa::dma_copy(dst[s![.., c0..c1]], r);
+    }
+    out
+}
+
+/// Writes the per-row key bounds of one step (`[128, S / 128]`, row `128 g + p`
+/// at `[p, g]`) for every batch of `bound_min` / `bound_max` (`[bs, S, 1]`).
+#[nki_helper]
+fn store_bounds(bound_min: Hbm, bound_max: Hbm, lower: Sbuf, upper: Sbuf) {
+    let [bs, s, _one] = bound_min.shape();
+    let n_grp = s / 128;
+    for bi in 0..bs {
+        nisa::dma_copy(bound_min.ap([[1, 128], [128, n_grp]], offset = bi * s), lower);
+        nisa::dma_copy(bound_max.ap([[1, 128], [128, n_grp]], offset = bi * s), upper);
+    }
+}
+
+/// The per-batch sink logits `attention_cte` takes, `[b·h, 1]` fp32 in this
+/// program's HBM: batch `bi` holds `sinks[bi mod h]` (None without sinks).
+#[nki_helper]
+fn sink_rows(sinks: Option<Hbm>, b: i64, h: i64) -> Option<Hbm> {
+    if let Some(sk) = sinks {
+        let rows = nl::ndarray([b * h, 1], nl::float32, buffer = nl::private_hbm);
+        let staged = nl::ndarray([1, h], nl::float32, buffer = nl::sbuf);
+        nisa::dma_copy(staged, sk.reshape([1, h]));
+        for bi in 0..b {
+            nisa::dma_copy(rows.ap([[h, 1], [1, h]], offset = bi * h), staged);
+        }
+        return Some(rows);
+    }
+    None
+}
+
+/// Half `half_at` of the sequence axis of `src` (`[n, a, S]`, or `[n, S, a]` when
+/// `seq_major`) copied to this program's HBM: half `fixed` when `sel` is None,
+/// else half `sel` (a one-element int32 tile holding 0 or 1, read at run time).
+#[nki_helper]
+fn seq_half(src: Hbm, seq_major: bool, fixed: i64, sel: Option<Sbuf>) -> Hbm {
+    let [n, x, y] = src.shape();
+    let (a, s) = if seq_major { (y, x) } else { (x, y) };
+    let half = s / 2;
+    let out_shape = if seq_major { [n, half, a] } else { [n, a, half] };
+    let out = nl::ndarray(out_shape, src.dtype(), buffer = nl::private_hbm);
+    let halves = if seq_major { src.reshape([n, 2, half, a]) } else { src.reshape([n, a, 2, half]) };
+    let pattern = if seq_major { [[a, half], [1, a]] } else { [[s, a], [1, half]] };
+    let step = if seq_major { half * a } else { half };
+    let axis = if seq_major { 1 } else { 2 };
+    for i in 0..n {
+        let start = i * a * s + fixed * step;
+        if let Some(t) = sel {
+            nisa::dma_copy(out[s![i, .., ..]], halves.ap(pattern, offset = start, scalar_offset = t, indirect_dim = axis));
+        } else {
+            nisa::dma_copy(out[s![i, .., ..]], halves.ap(pattern, offset = start));
+        }
+    }
+    out
+}
+
+/// Copies between the running statistics and output of one sequence half (`half`
+/// 0 or 1 at run time in `sel`) and half-size buffers, for batches `b0..b1`:
+/// `to_half` copies the half out, else back in.
+#[nki_helper]
+#[allow(clippy::too_many_arguments)]
+fn swap_half(o_acc: Hbm, nm_acc: Hbm, sum_acc: Hbm, o_h: Hbm, nm_h: Hbm, sum_h: Hbm, sel: Sbuf, b0: i64, b1: i64, to_half: bool) {
+    let [bs, s, d] = o_acc.shape();
+    let n_grp = s / 128;
+    let hg = n_grp / 2;
+    let o_halves = o_acc.reshape([bs, 2, s / 2, d]);
+    let nm_halves = nm_acc.reshape([bs, 128, 2, hg]);
+    let sum_halves = sum_acc.reshape([bs, 128, 2, hg]);
+    for bi in b0..b1 {
+        let o_view = o_halves.ap([[d, s / 2], [1, d]], offset = bi * s * d, scalar_offset = sel, indirect_dim = 1);
+        let nm_view = nm_halves.ap([[n_grp, 128], [1, hg]], offset = bi * 128 * n_grp, scalar_offset = sel, indirect_dim = 2);
+        let sum_view = sum_halves.ap([[n_grp, 128], [1, hg]], offset = bi * 128 * n_grp, scalar_offset = sel, indirect_dim = 2);
+        if to_half {
+            nisa::dma_copy(o_h[s![bi, .., ..]], o_view);
+            nisa::dma_copy(nm_h[s![bi, .., ..]], nm_view);
+            nisa::dma_copy(sum_h[s![bi, .., ..]], sum_view);
+        } else {
+            nisa::dma_copy(o_view, o_h[s![bi, .., ..]]);
+            nisa::dma_copy(nm_view, nm_h[s![bi, .., ..]]);
+            nisa::dma_copy(sum_view, sum_h[s![bi, .., ..]]);
+        }
+    }
+}
+
+/// Merges one half-size `attention_cte` result (`o_cur`, `nm_cur`, `sum_cur`, for
+/// the query half in `sel`) into the running one, for batches `b0..b1`.
+#[nki_helper]
+#[allow(clippy::too_many_arguments)]
+fn merge_half(o_acc: Hbm, nm_acc: Hbm, sum_acc: Hbm, o_cur: Hbm, nm_cur: Hbm, sum_cur: Hbm, sel: Sbuf, b0: i64, b1: i64) {
+    let [bs, s, d] = o_acc.shape();
+    let hg = s / 256;
+    let o_h = nl::ndarray([bs, s / 2, d], o_acc.dtype(), buffer = nl::private_hbm);
+    let nm_h = nl::ndarray([bs, 128, hg], nl::float32, buffer = nl::private_hbm);
+    let sum_h = nl::ndarray([bs, 128, hg], nl::float32, buffer = nl::private_hbm);
+    swap_half(o_acc, nm_acc, sum_acc, o_h, nm_h, sum_h, sel, b0, b1, true);
+    for bi in b0..b1 {
+        merge_batch(o_h, nm_h, sum_h, o_cur, nm_cur, sum_cur, bi, 0, hg, s / 2, d);
+    }
+    swap_half(o_acc, nm_acc, sum_acc, o_h, nm_h, sum_h, sel, b0, b1, false);
+}
+
+/// Waits for both LNC programs' writes to `tensors` (no-op on one program).
+#[nki_helper]
+fn both_programs(a: Hbm, b: Hbm, c: Hbm, shards: i64) {
+    if shards > 1 {
+        nisa::core_barrier(a, [0, 1]);
+        nisa::core_barrier(b, [0, 1]);
+        nisa::core_barrier(c, [0, 1]);
+    }
+}
+
+/// One zigzag causal step without a window or chunks. The arriving block holds
+/// chunks `p` and `2W-1-p`; this rank's queries chunks `me` and `2W-1-me`. Every
+/// second-chunk query sees the whole first chunk of the block; the remaining
+/// visible quarter is the first chunks of both (`p < me`) or the second chunks of
+/// both (`p > me`), all visible too. So two unmasked half-size `attention_cte`
+/// calls do exactly the visible work; `sel` (int32, 1 when `p > me`) picks the
+/// halves of the second call at run time. Batches are merged whole by program
+/// `bi mod shards`, after barriers on `attention_cte`'s outputs.
+#[nki_helper]
+#[allow(clippy::too_many_arguments)]
+fn zigzag_step(
+    q_second: Hbm,
+    q_full: Hbm,
+    k: Hbm,
+    v: Hbm,
+    o_acc: Hbm,
+    nm_acc: Hbm,
+    sum_acc: Hbm,
+    sel: Sbuf,
+    tp_q: bool,
+    tp_k: bool,
+    shard: i64,
+    shards: i64,
+    soft_cap: Option<f64>,
+) {
+    let bs = o_acc.shape()[0];
+    let per = (bs + shards - 1) / shards;
+    let b0 = (shard * per).min(bs);
+    let b1 = (b0 + per).min(bs);
+    let k_first: Hbm = seq_half(k, tp_k, 0, None);
+    let v_first: Hbm = seq_half(v, true, 0, None);
+    let (o1, nm1, sum1): (Hbm, Hbm, Hbm) =
+        step_attention(q_second, k_first, v_first, 1.0, false, tp_q, tp_k, None, None, false, None, None, None, soft_cap);
+    both_programs(o1, nm1, sum1, shards);
+    let second = nl::ndarray([1, 1], nl::int32, buffer = nl::sbuf);
+    nisa::memset(second, 1.0);
+    merge_half(o_acc, nm_acc, sum_acc, o1, nm1, sum1, second, b0, b1);
+    let q_x: Hbm = seq_half(q_full, tp_q, 0, Some(sel));
+    let k_x: Hbm = seq_half(k, tp_k, 0, Some(sel));
+    let v_x: Hbm = seq_half(v, true, 0, Some(sel));
+    let (o2, nm2, sum2): (Hbm, Hbm, Hbm) =
+        step_attention(q_x, k_x, v_x, 1.0, false, tp_q, tp_k, None, None, false, None, None, None, soft_cap);
+    both_programs(o2, nm2, sum2, shards);
+    merge_half(o_acc, nm_acc, sum_acc, o2, nm2, sum2, sel, b0, b1);
+}
+
+/// Sends the keys and values that arrived to the ring successor.
+#[nki_helper]
+fn pass_on(arrived_k: Hbm, free_k: Hbm, arrived_v: Hbm, free_v: Hbm, groups: Groups) {
+    let rg = ncc::ReplicaGroup(groups);
+    ncc::collective_permute_implicit([[arrived_k]], [[free_k]], rg);
+    ncc::collective_permute_implicit([[arrived_v]], [[free_v]], rg);
 }
 
 /// Loads the `(128, n_grp)` statistics of batch `b`.
@@ -184,11 +381,19 @@ fn normalize_batch(
 /// `striped_input`); K and V travel around the ring so every rank attends its
 /// queries to the whole sequence.
 ///
-/// Layouts per rank: `q` and `k` are `[b, h, d, seqlen]` (`[b, h, seqlen, d]` with
-/// `tp_q` / `tp_k`), `v` is `[b, h, seqlen, d]`. Returns the output
-/// `[b, h, seqlen, d]` and, when `training`, the log-sum-exp of the scaled scores
-/// `[b, h, 128, seqlen / 128]` (row `128 g + p` at `[.., p, g]`). With the causal
-/// mask the kernel ignores `softmax_scale`: `q` must be pre-scaled.
+/// Layouts per rank: `q` is `[b, h, d, seqlen]` and `k` `[b, h_kv, d, seqlen]`
+/// (`[.., seqlen, d]` with `tp_q` / `tp_k`), `v` is `[b, h_kv, seqlen, d]`, with
+/// `h` a multiple of `h_kv` (GQA; the library's kernel needs `h_kv = h`). Returns
+/// the output `[b, h, seqlen, d]` and, when `training`, the log-sum-exp of the
+/// scaled scores `[b, h, 128, seqlen / 128]` (row `128 g + p` at `[.., p, g]`).
+/// With the causal mask the kernel ignores `softmax_scale`: `q` must be
+/// pre-scaled. Keyword arguments past the library's (default: off): `sinks`,
+/// float32 `[h]`, one logit per query head in every row's softmax denominator
+/// (not scaled; included in the log-sum-exp); `zigzag_input` (rank `r` holds
+/// chunks `r` and `2W-1-r` of `seqlen / 2` tokens; needs the causal mask);
+/// `window_left` / `window_right` (key `j` visible to query `i` only if
+/// `i - L <= j <= i + R`); `chunk_size` (only if `i / C == j / C`); `soft_cap`
+/// (logits `C·tanh(scale·q·k / C)`).
 #[nki_kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn ring_attention_spmd_fwd(
@@ -204,6 +409,12 @@ pub fn ring_attention_spmd_fwd(
     #[default(nl::float32)] lse_dtype: Dtype,
     #[default(false)] tp_q: bool,
     #[default(false)] tp_k: bool,
+    sinks: Option<Hbm>,
+    #[default(false)] zigzag_input: bool,
+    window_left: Option<i64>,
+    window_right: Option<i64>,
+    chunk_size: Option<i64>,
+    soft_cap: Option<f64>,
 ) -> Outputs {
     assert!(nisa::get_nc_version() > nisa::nc_version::gen2, "ring_attention_spmd_fwd not supported on trn1");
     assert!(q.ndim() == 4 && k.ndim() == 4 && v.ndim() == 4, "q, k and v must be 4-d, [b, h, d, seqlen] or [b, h, seqlen, d]");
@@ -211,21 +422,32 @@ pub fn ring_attention_spmd_fwd(
     let [b, q_h, d, s] = if tp_q { [q_shape[0], q_shape[1], q_shape[3], q_shape[2]] } else { q_shape };
     let k_shape = k.shape();
     let k_h = k_shape[1];
-    assert!(q_h == k_h, "expects q_heads == kv_heads, broadcast before calling");
+    assert!(k_h >= 1 && q_h % k_h == 0, "q_heads must be a multiple of kv_heads (GQA), got q_heads={q_h}, kv_heads={k_h}");
     assert!(d <= 128, "head_dim must be <= 128, got {d}");
     assert!(s % 128 == 0, "seqlen must be divisible by 128, got {s}");
     // The library leaves these to attention_cte's asserts, or to nothing.
-    let want_k = if tp_k { [b, q_h, s, d] } else { [b, q_h, d, s] };
+    let want_k = if tp_k { [b, k_h, s, d] } else { [b, k_h, d, s] };
     assert!(
         k_shape[0] == b && k_shape[2] == want_k[2] && k_shape[3] == want_k[3],
         "k must be {want_k} to match q's batch, seqlen and head dim, got {k_shape}"
     );
     let v_shape = v.shape();
     assert!(
-        v_shape[0] == b && v_shape[1] == q_h && v_shape[2] == s && v_shape[3] == d,
-        "v must be [{b}, {q_h}, {s}, {d}] to match q, got {v_shape}"
+        v_shape[0] == b && v_shape[1] == k_h && v_shape[2] == s && v_shape[3] == d,
+        "v must be [{b}, {k_h}, {s}, {d}] to match q and k, got {v_shape}"
     );
     assert!(!striped_input || use_causal_mask, "striped_input requires use_causal_mask=True");
+    assert!(!zigzag_input || use_causal_mask, "zigzag_input requires use_causal_mask=True");
+    assert!(!(zigzag_input && striped_input), "striped_input and zigzag_input exclude each other");
+    let left = window_left.unwrap_or(-1);
+    let right = window_right.unwrap_or(-1);
+    let chunk = chunk_size.unwrap_or(0);
+    assert!(window_left.unwrap_or(0) >= 0 && window_right.unwrap_or(0) >= 0, "window_left and window_right must be >= 0");
+    assert!(chunk_size.unwrap_or(1) >= 1, "chunk_size must be >= 1");
+    let cap = soft_cap.unwrap_or(1.0);
+    assert!(cap > 0.0 && cap <= f32::MAX, "soft_cap must be a positive finite float32, got {cap}");
+    // Windows, chunks and zigzag blocks mask through per-row key bounds.
+    let bounded = zigzag_input || left >= 0 || right >= 0 || chunk > 0;
     assert!(num_workers >= 1, "num_workers must be >= 1, got {num_workers}");
     assert!(!use_causal_mask || num_workers <= 32, "causal ring attention supports at most 32 workers, got {num_workers}");
     let groups = replica_groups.unwrap_or([]);
@@ -234,18 +456,35 @@ pub fn ring_attention_spmd_fwd(
         assert!(size == num_workers, "replica group {gi} has {size} ranks but num_workers is {num_workers}");
     }
 
+    if let Some(sk) = sinks {
+        let sk_shape = sk.shape();
+        assert!(sk.ndim() == 1 && sk_shape[0] == q_h, "sinks must be [{q_h}] (one logit per query head), got {sk_shape}");
+        assert!(sk.dtype() == nl::float32, "sinks must be float32");
+    }
+
     let bs = b * q_h;
+    let bs_kv = b * k_h;
     let n_grp = s / 128;
     let q3 = if tp_q { q.reshape([bs, s, d]) } else { q.reshape([bs, d, s]) };
-    let k3 = if tp_k { k.reshape([bs, s, d]) } else { k.reshape([bs, d, s]) };
-    let v3 = v.reshape([bs, s, d]);
+    let k3 = if tp_k { k.reshape([bs_kv, s, d]) } else { k.reshape([bs_kv, d, s]) };
+    let v3 = v.reshape([bs_kv, s, d]);
+    let sink: Option<Hbm> = sink_rows(sinks, b, q_h);
     let o = nl::ndarray([bs, s, d], q.dtype(), buffer = nl::shared_hbm);
     let lse = if training { Some(nl::ndarray([bs, 128, n_grp], lse_dtype, buffer = nl::shared_hbm)) } else { None };
     let scale = softmax_scale.unwrap_or(1.0 / (d as f64).powf(0.5));
     assert!(f32::MIN <= scale && scale <= f32::MAX, "softmax_scale must be a finite float32, got {scale}");
     // attention_cte takes scale 1.0 in CP mode: causal callers pre-scale q.
-    let attn_scale = if use_causal_mask { 1.0 } else { scale };
-    let cp_deg = if use_causal_mask { Some(num_workers) } else { None };
+    let attn_scale = if use_causal_mask || bounded { 1.0 } else { scale };
+    let cp_deg = if use_causal_mask && !bounded { Some(num_workers) } else { None };
+    let q_run: Hbm = if bounded && !use_causal_mask { scaled_copy(q3, scale) } else { q3 };
+    let cte_causal = use_causal_mask && !bounded;
+    let cte_striped = striped_input && !bounded;
+    // The ring turns only as far as some rank needs keys.
+    let last: i64 = if bounded {
+        last_needed_step(striped_input, zigzag_input, num_workers, s, use_causal_mask, left, right, chunk)
+    } else {
+        num_workers - 1
+    };
 
     // LNC2: each program copies, merges and normalises the batches attention_cte gives it.
     let grid = nl::program_ndim() == 1;
@@ -257,38 +496,82 @@ pub fn ring_attention_spmd_fwd(
     // attention_cte splits an odd last batch half and half in CP and non-causal mode.
     let (rem_g0, rem_g1): (i64, i64) = remainder_groups(shard, s, n_grp, 0.5);
 
-    let k_buf_shape = if tp_k { [bs, s, d] } else { [bs, d, s] };
+    // Each program copies its share of the KV batches into the send buffers.
+    let kv_per_shard = bs_kv / shards;
+    let kv_first = shard * kv_per_shard;
+    let kv_remainder = bs_kv % shards != 0;
+    let k_buf_shape = if tp_k { [bs_kv, s, d] } else { [bs_kv, d, s] };
     let send_k = nl::ndarray(k_buf_shape, k.dtype(), buffer = nl::shared_hbm);
     let recv_k = nl::ndarray(k_buf_shape, k.dtype(), buffer = nl::shared_hbm);
-    let send_v = nl::ndarray([bs, s, d], v.dtype(), buffer = nl::shared_hbm);
-    let recv_v = nl::ndarray([bs, s, d], v.dtype(), buffer = nl::shared_hbm);
+    let send_v = nl::ndarray([bs_kv, s, d], v.dtype(), buffer = nl::shared_hbm);
+    let recv_v = nl::ndarray([bs_kv, s, d], v.dtype(), buffer = nl::shared_hbm);
     let rg = ncc::ReplicaGroup(groups);
 
     // Causal steps mask by ring positions: cp_offset = (mine - theirs) * seqlen
     // (contiguous) or -[mine < theirs] (striped), written to HBM before each step.
     let n_rings = if groups.len() == 0 { 1 } else { groups.len() };
     let positions = nl::ndarray([1, n_rings * num_workers], nl::float32, buffer = nl::shared_hbm);
-    let cp_offset = if use_causal_mask { Some(nl::ndarray([1, 1], nl::float32, buffer = nl::shared_hbm)) } else { None };
-    if let Some(cpo) = cp_offset {
+    let cp_offset = if cte_causal { Some(nl::ndarray([1, 1], nl::float32, buffer = nl::shared_hbm)) } else { None };
+    if use_causal_mask || bounded {
         fill_ring_positions(positions, groups, num_workers);
+    }
+    if let Some(cpo) = cp_offset {
         let zero = nl::ndarray([1, 1], nl::float32, buffer = nl::sbuf);
         nisa::memset(zero, 0.0);
         nisa::dma_copy(cpo, zero);
     }
+    let bound_min = if bounded { Some(nl::ndarray([bs, s, 1], nl::float32, buffer = nl::private_hbm)) } else { None };
+    let bound_max = if bounded { Some(nl::ndarray([bs, s, 1], nl::float32, buffer = nl::private_hbm)) } else { None };
+    let (home_pos, own_pos): (Sbuf, Sbuf) = ring_positions_at(positions, groups, 0);
+    let q_pos: Sbuf = row_positions(home_pos, striped_input, zigzag_input, num_workers, s);
+    // A rank's zigzag chunks are in global order, so on its own block the causal
+    // mask is the local one: attention_cte's static causal mask skips the tiles above
+    // the diagonal (without a window or chunks).
+    let local_causal = zigzag_input && left < 0 && chunk == 0;
+    // Its other steps split into two unmasked half-size calls (halves of 128-row groups).
+    let zigzag_fast = local_causal && s % 256 == 0;
+    let q_second: Hbm = if zigzag_fast { seq_half(q_run, tp_q, 1, None) } else { q_run };
+    if !local_causal {
+        if let Some(bmin) = bound_min {
+            if let Some(bmax) = bound_max {
+                let (lower, upper): (Sbuf, Sbuf) =
+                    key_bounds(q_pos, own_pos, striped_input, zigzag_input, num_workers, s, use_causal_mask, left, right, chunk);
+                store_bounds(bmin, bmax, lower, upper);
+            }
+        }
+    }
 
     // Step 0: the rank's own keys.
-    let (o_acc, nm_acc, sum_acc): (Hbm, Hbm, Hbm) =
-        step_attention(q3, k3, v3, attn_scale, use_causal_mask, tp_q, tp_k, cp_offset, cp_deg, striped_input);
+    let (o_acc, nm_acc, sum_acc): (Hbm, Hbm, Hbm) = if local_causal {
+        step_attention(q_run, k3, v3, attn_scale, true, tp_q, tp_k, None, None, false, sink, None, None, soft_cap)
+    } else {
+        step_attention(
+            q_run,
+            k3,
+            v3,
+            attn_scale,
+            cte_causal,
+            tp_q,
+            tp_k,
+            cp_offset,
+            cp_deg,
+            cte_striped,
+            sink,
+            bound_min,
+            bound_max,
+            soft_cap,
+        )
+    };
 
-    for bi in b_first..b_first + per_shard {
+    for bi in kv_first..kv_first + kv_per_shard {
         nisa::dma_copy(send_k[s![bi, .., ..]], k3[s![bi, .., ..]]);
         nisa::dma_copy(send_v[s![bi, .., ..]], v3[s![bi, .., ..]]);
     }
-    if has_remainder && shard == 0 {
-        nisa::dma_copy(send_k[s![bs - 1, .., ..]], k3[s![bs - 1, .., ..]]);
-        nisa::dma_copy(send_v[s![bs - 1, .., ..]], v3[s![bs - 1, .., ..]]);
+    if kv_remainder && shard == 0 {
+        nisa::dma_copy(send_k[s![bs_kv - 1, .., ..]], k3[s![bs_kv - 1, .., ..]]);
+        nisa::dma_copy(send_v[s![bs_kv - 1, .., ..]], v3[s![bs_kv - 1, .., ..]]);
     }
-    if num_workers > 1 {
+    if last >= 1 {
         if shards > 1 {
             // Both programs wrote the send buffers.
             nisa::core_barrier(send_k, [0, 1]);
@@ -298,13 +581,30 @@ pub fn ring_attention_spmd_fwd(
         ncc::collective_permute_implicit([[send_v]], [[recv_v]], rg);
     }
 
-    for step in nl::sequential_range(1, num_workers) {
+    for step in nl::sequential_range(1, last + 1) {
         // Odd steps find the keys in the recv buffers, even steps in the send buffers.
         let odd = step % 2 == 1;
         let arrived_k = if odd { recv_k } else { send_k };
         let free_k = if odd { send_k } else { recv_k };
         let arrived_v = if odd { recv_v } else { send_v };
         let free_v = if odd { send_v } else { recv_v };
+        // A step no rank needs computes nothing (its block still travels on when a later one is needed).
+        let needed: bool = !bounded || step_needed(step, striped_input, zigzag_input, num_workers, s, use_causal_mask, left, right, chunk);
+        if zigzag_fast {
+            if step == 1 {
+                // Whole batches merge from here on, whichever program's attention_cte wrote them.
+                both_programs(o_acc, nm_acc, sum_acc, shards);
+            }
+            let (here, there): (Sbuf, Sbuf) = ring_positions_at(positions, groups, step);
+            let later = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
+            nisa::tensor_tensor(later, there, here, nl::greater);
+            let sel = nl::ndarray([1, 1], nl::int32, buffer = nl::sbuf);
+            nisa::tensor_copy(sel, later[s![0..1, 0..1]]);
+            zigzag_step(q_second, q_run, arrived_k, arrived_v, o_acc, nm_acc, sum_acc, sel, tp_q, tp_k, shard, shards, soft_cap);
+            if step < last {
+                pass_on(arrived_k, free_k, arrived_v, free_v, groups);
+            }
+        }
         if let Some(cpo) = cp_offset {
             let (my_pos, their_pos): (Sbuf, Sbuf) = ring_positions_at(positions, groups, step);
             let off = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
@@ -317,19 +617,47 @@ pub fn ring_attention_spmd_fwd(
             }
             nisa::dma_copy(cpo, off[s![0..1, 0..1]]);
         }
-        let (o_cur, nm_cur, sum_cur): (Hbm, Hbm, Hbm) =
-            step_attention(q3, arrived_k, arrived_v, attn_scale, use_causal_mask, tp_q, tp_k, cp_offset, cp_deg, striped_input);
-        // The next transfer goes out before this step's merge.
-        if step + 1 < num_workers {
-            ncc::collective_permute_implicit([[arrived_k]], [[free_k]], rg);
-            ncc::collective_permute_implicit([[arrived_v]], [[free_v]], rg);
+        if needed && !zigzag_fast {
+            if let Some(bmin) = bound_min {
+                if let Some(bmax) = bound_max {
+                    let (_here, k_pos): (Sbuf, Sbuf) = ring_positions_at(positions, groups, step);
+                    let (lower, upper): (Sbuf, Sbuf) =
+                        key_bounds(q_pos, k_pos, striped_input, zigzag_input, num_workers, s, use_causal_mask, left, right, chunk);
+                    store_bounds(bmin, bmax, lower, upper);
+                }
+            }
+            let (o_cur, nm_cur, sum_cur): (Hbm, Hbm, Hbm) = step_attention(
+                q_run,
+                arrived_k,
+                arrived_v,
+                attn_scale,
+                cte_causal,
+                tp_q,
+                tp_k,
+                cp_offset,
+                cp_deg,
+                cte_striped,
+                None,
+                bound_min,
+                bound_max,
+                soft_cap,
+            );
+            // The next transfer goes out before this step's merge.
+            if step < last {
+                pass_on(arrived_k, free_k, arrived_v, free_v, groups);
+            }
+            for bi in b_first..b_first + per_shard {
+                merge_batch(o_acc, nm_acc, sum_acc, o_cur, nm_cur, sum_cur, bi, 0, n_grp, s, d);
+            }
+            if has_remainder && rem_g1 > rem_g0 {
+                merge_batch(o_acc, nm_acc, sum_acc, o_cur, nm_cur, sum_cur, bs - 1, rem_g0, rem_g1, s, d);
+            }
+        } else if step < last && !zigzag_fast {
+            pass_on(arrived_k, free_k, arrived_v, free_v, groups);
         }
-        for bi in b_first..b_first + per_shard {
-            merge_batch(o_acc, nm_acc, sum_acc, o_cur, nm_cur, sum_cur, bi, 0, n_grp, s, d);
-        }
-        if has_remainder && rem_g1 > rem_g0 {
-            merge_batch(o_acc, nm_acc, sum_acc, o_cur, nm_cur, sum_cur, bs - 1, rem_g0, rem_g1, s, d);
-        }
+    }
+    if zigzag_fast && last >= 1 {
+        both_programs(o_acc, nm_acc, sum_acc, shards);
     }
 
     for bi in b_first..b_first + per_shard {

@@ -4,14 +4,15 @@
 
 use super::config::{RingFwdConfig, RingFwdRule};
 use super::ring_attention_fwd::ring_attention_spmd_fwd;
-use crate::dtypes::{FLOATS, ParamDtypes};
+use crate::dtypes::{FLOAT32, FLOATS, ParamDtypes};
 use crate::rings::{check_ring_launch, shape_i64};
 use nki::collectives::CommEvent;
 use nki::{Launch, NkiError, Result, Tensor};
 
 /// The dtypes each tensor parameter of `ring_attention_spmd_fwd` accepts: float
-/// data (bf16, fp16, fp32).
-pub const DTYPES: ParamDtypes = ParamDtypes { kernel: "ring_attention_spmd_fwd", params: &[("q", FLOATS), ("k", FLOATS), ("v", FLOATS)] };
+/// data (bf16, fp16, fp32) and fp32 sink logits.
+pub const DTYPES: ParamDtypes =
+    ParamDtypes { kernel: "ring_attention_spmd_fwd", params: &[("q", FLOATS), ("k", FLOATS), ("v", FLOATS), ("sinks", FLOAT32)] };
 
 /// The queries of every rank, and whether the softmax scale is already in them.
 ///
@@ -43,6 +44,8 @@ pub struct RingFwdInputs<'a> {
     pub k: &'a [Tensor],
     /// Values.
     pub v: &'a [Tensor],
+    /// Sink logits, float32 `[h]`, the same on every rank (None: no sinks).
+    pub sinks: Option<&'a Tensor>,
 }
 
 /// What a ring launch returns.
@@ -64,10 +67,18 @@ impl RingFwdConfig {
             RingFwdRule::NeedsTrn2 => ("target", self.target.to_string()),
             RingFwdRule::WorkersPositive | RingFwdRule::TooManyCausalWorkers => ("num_workers", self.num_workers.to_string()),
             RingFwdRule::StripedNeedsCausal => ("striped_input", "true without use_causal_mask".into()),
+            RingFwdRule::ZigzagNeedsCausal => ("zigzag_input", "true without use_causal_mask".into()),
+            RingFwdRule::OneLayout => ("zigzag_input", "true with striped_input".into()),
+            RingFwdRule::WindowNegative => ("sliding_window", format!("{:?}", self.window.unwrap_or((0, 0)))),
+            RingFwdRule::ChunkPositive => ("chunk_size", self.chunk_size.unwrap_or(0).to_string()),
+            RingFwdRule::SoftCapPositive => ("soft_cap", self.soft_cap.map_or_else(|| "None".into(), |c| c.to_string())),
             RingFwdRule::GroupSize | RingFwdRule::GroupRanks => ("replica_groups", format!("{:?}", self.replica_groups)),
             RingFwdRule::HeadDim => ("d", d.map_or(0, |d| d.head_dim).to_string()),
             RingFwdRule::SeqlenMultiple => ("seqlen", d.map_or(0, |d| d.seqlen).to_string()),
             RingFwdRule::BatchHeads => ("b, h", d.map_or(String::new(), |d| format!("{}, {}", d.batch, d.heads))),
+            RingFwdRule::KvHeads => {
+                ("kv_heads", format!("{} with {} query heads", self.kv_heads.unwrap_or(0), d.map_or("?".into(), |d| d.heads.to_string())))
+            }
             RingFwdRule::ScaleNotFinite => ("softmax_scale", self.softmax_scale.map_or_else(|| "None".into(), |s| s.to_string())),
         };
         NkiError::argument(param, value, rule.message())
@@ -79,7 +90,8 @@ impl RingFwdConfig {
     }
 
     /// Checks the rules, the launch and the inputs: one tensor of each kind per
-    /// rank, MHA shapes that agree with each other, the dims and the pre-scaling.
+    /// rank, shapes that agree with each other (K and V with `kv_heads` heads),
+    /// the sinks, the dims and the pre-scaling.
     pub fn check(&self, launch: &Launch, inputs: &RingFwdInputs<'_>) -> Result<()> {
         self.validate()?;
         let (qs, prescaled) = match inputs.q {
@@ -102,20 +114,35 @@ impl RingFwdConfig {
                 return Err(NkiError::argument("q", format!("shape {q0:?}"), &format!("the configuration's dims are {dims:?}")));
             }
         }
-        let derived = RingFwdConfig { dims: Some(super::RingDims { batch: b, heads: h, seqlen: s, head_dim: d }), ..*self };
+        let k0 = shape_i64(&inputs.k[0]);
+        let kv_h = self.kv_heads.unwrap_or(if k0.len() == 4 { k0[1] } else { h });
+        let derived =
+            RingFwdConfig { dims: Some(super::RingDims { batch: b, heads: h, seqlen: s, head_dim: d }), kv_heads: Some(kv_h), ..*self };
         derived.validate()?;
         let q_want = if self.tp_q { [b, h, s, d] } else { [b, h, d, s] };
-        let k_want = if self.tp_k { [b, h, s, d] } else { [b, h, d, s] };
+        let k_want = if self.tp_k { [b, kv_h, s, d] } else { [b, kv_h, d, s] };
         for (r, ((q, k), v)) in qs.iter().zip(inputs.k).zip(inputs.v).enumerate() {
             for (name, t, want, why) in [
                 ("q", q, q_want, "every rank holds the same number of tokens"),
-                ("k", k, k_want, "MHA: K has q's batch, heads, seqlen and head dim"),
-                ("v", v, [b, h, s, d], "V is [b, h, seqlen, d] like q"),
+                ("k", k, k_want, "K has q's batch, seqlen and head dim and kv_heads heads"),
+                ("v", v, [b, kv_h, s, d], "V is [b, kv_heads, seqlen, d]"),
             ] {
                 let got = shape_i64(t);
                 if got != want {
                     return Err(NkiError::argument(&format!("{name}[{r}]"), format!("shape {got:?}"), &format!("must be {want:?}: {why}")));
                 }
+            }
+        }
+        if let Some(sinks) = inputs.sinks {
+            if sinks.shape() != [h as usize] || sinks.dtype() != nki::Dtype::F32 {
+                return Err(NkiError::argument(
+                    "sinks",
+                    format!("{} {:?}", sinks.dtype(), sinks.shape()),
+                    &format!("must be float32 [{h}], one logit per query head"),
+                ));
+            }
+            if let Some(bad) = sinks.to_f32_vec().into_iter().find(|x| !x.is_finite()) {
+                return Err(NkiError::argument("sinks", bad, "every sink logit must be finite"));
             }
         }
         if let Some(given) = prescaled {
@@ -165,6 +192,12 @@ impl RingFwdConfig {
                 .lse_dtype(self.lse_dtype)
                 .tp_q(self.tp_q)
                 .tp_k(self.tp_k)
+                .sinks(inputs.sinks)
+                .zigzag_input(self.zigzag)
+                .window_left(self.window.map(|w| w.0))
+                .window_right(self.window.map(|w| w.1))
+                .chunk_size(self.chunk_size)
+                .soft_cap(self.soft_cap)
                 .run(ctx)
         })?;
         let mut out = Vec::with_capacity(report.results.len());
@@ -197,7 +230,12 @@ mod tests {
         let (qf, qi, k, v) =
             (t(Dtype::F32), t(Dtype::I32), t(Dtype::F32), Tensor::from_f32(&[1, 1, 128, 16], &vec![0.5; 2048], Dtype::F32).unwrap());
         let launch = Launch::new().ranks(1);
-        let int_q = RingFwdInputs { q: Queries::Raw(std::slice::from_ref(&qi)), k: std::slice::from_ref(&k), v: std::slice::from_ref(&v) };
+        let int_q = RingFwdInputs {
+            q: Queries::Raw(std::slice::from_ref(&qi)),
+            k: std::slice::from_ref(&k),
+            v: std::slice::from_ref(&v),
+            sinks: None,
+        };
         let e = RingFwdConfig::new(1).launch(&launch, &int_q).unwrap_err();
         assert_eq!(e.to_string(), "invalid q[0] = int32: ring_attention_spmd_fwd takes q as float32, bfloat16 or float16");
         let ok = RingFwdInputs { q: Queries::Raw(std::slice::from_ref(&qf)), ..int_q };

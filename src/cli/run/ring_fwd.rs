@@ -1,6 +1,6 @@
 //! `nki run ring-fwd`.
 
-use super::{LaunchArgs, RingArgs, declare_inputs, load_alike, required_path};
+use super::{LaunchArgs, RingArgs, declare_inputs, load, load_alike, required_path};
 use crate::cli::output_plan::OutputPlan;
 use clap::Args;
 use nki::Tensor;
@@ -15,10 +15,10 @@ pub struct RingFwdArgs {
     /// Queries `[b, h, S_total, d]` (unscaled: with `--causal` the scale is applied before the ring).
     #[arg(long)]
     q: PathBuf,
-    /// Keys `[b, h, S_total, d]`.
+    /// Keys `[b, h_kv, S_total, d]`, `h` a multiple of `h_kv` (grouped-query attention).
     #[arg(long)]
     k: PathBuf,
-    /// Values `[b, h, S_total, d]`.
+    /// Values `[b, h_kv, S_total, d]`.
     #[arg(long)]
     v: PathBuf,
     #[command(flatten)]
@@ -39,25 +39,37 @@ pub struct RingFwdArgs {
 /// Checks the configuration and the files, shards the inputs, runs the ring and
 /// writes the gathered outputs all or nothing.
 pub fn run(a: &RingFwdArgs) -> Result<(), String> {
-    let mut cfg = RingFwdConfig::new(a.ring.num_workers()?).causal(a.ring.causal).striped(a.ring.striped).training(a.training);
+    let layout = a.ring.layout();
+    let mut cfg = RingFwdConfig::new(a.ring.num_workers()?).causal(a.ring.causal).layout(layout).training(a.training);
     if let Some(s) = a.ring.scale {
         cfg = cfg.softmax_scale(s);
+    }
+    let (window, chunk, cap) = a.ring.masks();
+    if let Some((l, r)) = window {
+        cfg = cfg.sliding_window(l, r);
+    }
+    if let Some(c) = chunk {
+        cfg = cfg.chunk_size(c);
+    }
+    if let Some(c) = cap {
+        cfg = cfg.soft_cap(c);
     }
     cfg.validate().map_err(|e| e.to_string())?;
     let files = [("q", a.q.as_path()), ("k", a.k.as_path()), ("v", a.v.as_path())];
     let mut plan = OutputPlan::new();
     declare_inputs(&mut plan, &files)?;
+    let sinks = a.ring.load_sinks(&mut plan, &DTYPES)?;
     plan.output("out", &a.out)?;
     if a.training {
         plan.output("lse", required_path(&a.lse, "--lse", "with --training")?)?;
     }
-    let [q, k, v]: [Tensor; 3] = load_alike(&files, &DTYPES)?.try_into().map_err(|_| "three inputs expected".to_string())?;
-    let layout = a.ring.layout();
+    let q = load(&a.q, "q", &DTYPES)?;
+    let [k, v]: [Tensor; 2] = load_alike(&files[1..], &DTYPES)?.try_into().map_err(|_| "two inputs expected".to_string())?;
     let err = |e: nki::NkiError| e.to_string();
     let w = a.ring.workers;
     let (qs, ks, vs) =
         (shard(&q, w, layout, true).map_err(err)?, shard(&k, w, layout, true).map_err(err)?, shard(&v, w, layout, false).map_err(err)?);
-    let inputs = RingFwdInputs { q: Queries::Raw(&qs), k: &ks, v: &vs };
+    let inputs = RingFwdInputs { q: Queries::Raw(&qs), k: &ks, v: &vs, sinks: sinks.as_ref() };
     let outs = cfg.launch(&a.launch.launch().ranks(w), &inputs).map_err(err)?;
     let mut written = vec![unshard(&outs.out, layout, false).map_err(err)?];
     if let Some(lse) = &outs.lse {

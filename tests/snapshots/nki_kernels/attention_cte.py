@@ -207,7 +207,7 @@ def finish_rows(out, x, recip, b, q0, rows, d, tp_out, normalize, mm_dtype):
         write_rows(out, x, b, q0, rows, tp_out)
 
 
-def attend_batch(q, k, v, out, stat_max, stat_sum, b, g_start, g_count, scale, causal_mask, k_prior, v_prior, prior_used_len, sink, sw, tp_q, tp_k, tp_out, mm_dtype, cp_offset, cp_deg, use_cp, strided, striped, bound_min, bound_max, skip_norm):
+def attend_batch(q, k, v, out, stat_max, stat_sum, b, g_start, g_count, scale, causal_mask, k_prior, v_prior, prior_used_len, sink, sw, tp_q, tp_k, tp_out, mm_dtype, cp_offset, cp_deg, use_cp, strided, striped, bound_min, bound_max, skip_norm, cap):
     """Attention over one batch `b` for query groups `[g_start, g_start + g_count)`:
     every KV section, every group, then the cached statistics.
     """
@@ -347,21 +347,26 @@ def attend_batch(q, k, v, out, stat_max, stat_sum, b, g_start, g_count, scale, c
                         nisa.nc_matmul(dst=scores[0:rows, 0:cols], stationary=q_sb[:, 0:rows], moving=k_sec[:, c0:c0 + cols])
                         dst = masked[0:rows, c0:c0 + cols]
                         tile_max = part_max[0:rows, kt]
+                        if cap > 0.0:
+                            nisa.activation(dst=dst, op=nl.tanh, data=scores[0:rows, 0:cols], scale=scale / cap)
+                            nisa.tensor_scalar(dst=dst, data=dst, op0=nl.multiply, operand0=cap)
+                        src = dst if cap > 0.0 else scores[0:rows, 0:cols]
+                        tile_scale = 1.0 if cap > 0.0 else scale
                         if dynamic or in_prior:
                             lower = lbs_prior if in_prior else lbs
                             upper = ubs_prior if in_prior else ubs
                             keep_upper = nl.less if in_prior or (packed and not is_causal) else nl.less_equal
-                            nisa.range_select(dst=dst, on_true_tile=scores[0:rows, 0:cols], comp_op0=nl.greater_equal, comp_op1=keep_upper, bound0=lower[0:rows, g], bound1=upper[0:rows, g], reduce_cmd=nisa.reduce_cmd.reset_reduce, reduce_res=tile_max, reduce_op=nl.maximum, range_start=k0, on_false_value=-3.4028234663852886e38)
+                            nisa.range_select(dst=dst, on_true_tile=src, comp_op0=nl.greater_equal, comp_op1=keep_upper, bound0=lower[0:rows, g], bound1=upper[0:rows, g], reduce_cmd=nisa.reduce_cmd.reset_reduce, reduce_res=tile_max, reduce_op=nl.maximum, range_start=k0, on_false_value=-3.4028234663852886e38)
                         elif is_causal and (use_swa or q0 < k0 + 512):
                             copied = nl.ndarray(shape=(128, 512), dtype=mm_dtype, buffer=nl.sbuf)
-                            nisa.tensor_copy(dst=copied[0:rows, 0:cols], src=scores[0:rows, 0:cols])
+                            nisa.tensor_copy(dst=copied[0:rows, 0:cols], src=src)
                             selected = nl.ndarray(shape=(128, 512), dtype=mm_dtype, buffer=nl.sbuf)
                             nisa.affine_select(dst=selected[0:rows, 0:cols], pattern=[[-1, cols]], channel_multiplier=1, on_true_tile=copied[0:rows, 0:cols], on_false_value=-3.4028234663852886e38, cmp_op=nl.greater_equal, offset=q0 - k0)
                             if use_swa:
                                 nisa.affine_select(dst=selected[0:rows, 0:cols], pattern=[[1, cols]], channel_multiplier=-1, on_true_tile=selected[0:rows, 0:cols], on_false_value=-3.4028234663852886e38, cmp_op=nl.greater_equal, offset=k0 + sw - 1 - q0)
-                            nisa.tensor_scalar_reduce(dst=dst, data=selected[0:rows, 0:cols], op0=nl.multiply, operand0=scale, reduce_op=nl.maximum, reduce_res=tile_max)
+                            nisa.tensor_scalar_reduce(dst=dst, data=selected[0:rows, 0:cols], op0=nl.multiply, operand0=tile_scale, reduce_op=nl.maximum, reduce_res=tile_max)
                         else:
-                            nisa.tensor_scalar_reduce(dst=dst, data=scores[0:rows, 0:cols], op0=nl.multiply, operand0=scale, reduce_op=nl.maximum, reduce_res=tile_max)
+                            nisa.tensor_scalar_reduce(dst=dst, data=src, op0=nl.multiply, operand0=tile_scale, reduce_op=nl.maximum, reduce_res=tile_max)
                 if has_sink and sec == 0:
                     nisa.tensor_copy(dst=part_max[:, n_k:n_k + 1], src=sink_sb)
                 sec_negmax = nl.ndarray(shape=(128, 1), dtype=nl.float32, buffer=nl.sbuf)
@@ -452,7 +457,7 @@ def attend_batch(q, k, v, out, stat_max, stat_sum, b, g_start, g_count, scale, c
 
 
 @nki.jit
-def attention_cte(q, k, v, scale=1.0, causal_mask=True, k_prior=None, v_prior=None, prior_used_len=None, sink=None, sliding_window=None, tp_q=True, tp_k=False, tp_out=False, cache_softmax=False, softmax_dtype=nl.float32, mm_out_dtype=nl.float32, cp_offset=None, global_cp_deg=None, cp_strided_q_slicing=False, bound_min=None, bound_max=None, cp_striped_input=False, skip_output_normalization=False):
+def attention_cte(q, k, v, scale=1.0, causal_mask=True, k_prior=None, v_prior=None, prior_used_len=None, sink=None, sliding_window=None, tp_q=True, tp_k=False, tp_out=False, cache_softmax=False, softmax_dtype=nl.float32, mm_out_dtype=nl.float32, cp_offset=None, global_cp_deg=None, cp_strided_q_slicing=False, bound_min=None, bound_max=None, cp_striped_input=False, skip_output_normalization=False, soft_cap=None):
     """Flash attention for prefill (context encoding), a drop-in for the NKI
     library's `attention_cte` (2.30): causal or not, sliding window, context
     parallelism (contiguous, strided or striped Q), prefix caching, sink tokens,
@@ -464,8 +469,12 @@ def attention_cte(q, k, v, scale=1.0, causal_mask=True, k_prior=None, v_prior=No
     `(bs, d, seqlen_q)` with `tp_out`) and, with `cache_softmax`, the negated row
     max and the reciprocal row sum (the raw sum with `skip_output_normalization`),
     each `(bs, 128, ceil(seqlen_q / 128))` with row `128 g + p` at `[.., p, g]`.
+    Past the library's keyword arguments, `soft_cap` (default off) caps the
+    logits to `C·tanh(scale·q·k / C)` before the masks (the ring kernels use it).
     """
     sw = sliding_window if sliding_window is not None else 0
+    cap = soft_cap if soft_cap is not None else 0.0
+    assert soft_cap is None or (cap > 0.0 and cap <= 3.4028234663852886e38), f"soft_cap must be a positive finite float32, got {cap}"
     prefix = k_prior is not None
     assert not prefix or v_prior is not None, "k_prior is not None but v_prior is None for prefix caching"
     assert not prefix or prior_used_len is not None, "k_prior is not None but prior_used_len is None for prefix caching"
@@ -561,7 +570,7 @@ def attention_cte(q, k, v, scale=1.0, causal_mask=True, k_prior=None, v_prior=No
         b = shard * per_shard + item if whole else bs - 1
         g_start = 0 if whole else rem_start
         g_end = groups if whole else rem_end
-        attend_batch(q, k, v, out, stat_max, stat_sum, b, g_start, g_end - g_start, scale, causal_mask, k_prior, v_prior, prior_used_len, sink, sw, tp_q, tp_k, tp_out, mm_out_dtype, cp_offset, cp_deg, use_cp, cp_strided_q_slicing, cp_striped_input, bound_min, bound_max, skip_output_normalization)
+        attend_batch(q, k, v, out, stat_max, stat_sum, b, g_start, g_end - g_start, scale, causal_mask, k_prior, v_prior, prior_used_len, sink, sw, tp_q, tp_k, tp_out, mm_out_dtype, cp_offset, cp_deg, use_cp, cp_strided_q_slicing, cp_striped_input, bound_min, bound_max, skip_output_normalization, cap)
     if stat_max is not None:
         nm = stat_max
         if stat_sum is not None:

@@ -4,8 +4,12 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .attention_cte import scalar_column
 from .ring_attention_fwd import fill_ring_positions
 from .ring_attention_fwd import ring_positions_at
+from .ring_masks import key_bounds
+from .ring_masks import row_positions
+from .ring_masks import step_needed
 
 
 def head_tiles(dh):
@@ -66,6 +70,42 @@ def rowsum_dy_o(o_ref, dy_ref, bid, hid, dts, dnt, sl, mdt):
     return dos
 
 
+def sink_grad(sinks, neg_lse, dos, dsink_part, bid, hid, qnt):
+    """This rank's share of the sink gradient of query head `hid` of batch `bid`,
+    `-Σ_i exp(sink - LSE_i)·D_i` over the local rows, written to
+    `dsink_part[bid, hid]` (`neg_lse` and `dos` are the local `-LSE` and `D`).
+    """
+    n = dsink_part.shape[1]
+    sink = scalar_column(sinks.ap(pattern=[[1, 1], [1, 1]], offset=hid))
+    weighted = nl.ndarray(shape=(128, qnt), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation(dst=weighted, op=nl.exp, data=neg_lse, bias=sink)
+    nisa.tensor_tensor(dst=weighted, data1=weighted, data2=dos, op=nl.multiply)
+    rows = nl.ndarray(shape=(128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_reduce(dst=rows, op=nl.add, data=weighted, axis=1)
+    minus_one = nl.ndarray(shape=(128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=minus_one, value=-1.0)
+    total = nl.ndarray(shape=(1, 1), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=total, stationary=rows, moving=minus_one)
+    out = nl.ndarray(shape=(1, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=out, src=total)
+    nisa.dma_copy(dst=dsink_part.ap(pattern=[[1, 1], [1, 1]], offset=bid * n + hid), src=out)
+
+
+def stage_row_stats(lse_ref, o_ref, dy_ref, stats, sinks, dsink_part, bid, hid, qh, dts, dnt, mdt):
+    """Stages `-LSE` and `D` of query head `hid` in slot `qh` of `stats`
+    (`[group, 2, 128, S / 128]`) and, with sinks, writes this rank's share of
+    the head's sink gradient.
+    """
+    sl = o_ref.shape[3]
+    neg_lse = load_neg_lse(lse_ref[bid, hid, :, :], mdt)
+    dos = rowsum_dy_o(o_ref, dy_ref, bid, hid, dts, dnt, sl, mdt)
+    nisa.dma_copy(dst=stats[qh, 0, :, :], src=neg_lse)
+    nisa.dma_copy(dst=stats[qh, 1, :, :], src=dos)
+    if sinks is not None:
+        sk = sinks
+        sink_grad(sk, neg_lse, dos, dsink_part, bid, hid, sl // 128)
+
+
 def permute_all(sq, rq, sdy, rdy, slse, rlse, sdos, rdos, groups):
     """Sends Q, dY, LSE and D of every LNC slot to the ring successor."""
     rg = ncc.ReplicaGroup(groups)
@@ -75,7 +115,37 @@ def permute_all(sq, rq, sdy, rdy, slse, rlse, sdos, rdos, groups):
     ncc.collective_permute_implicit(srcs_by_channel=[[sdos]], dsts_by_channel=[[rdos]], replica_group=rg)
 
 
-def bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, bounds, qg, cg, k0, kts, dts, dnt, scale, causal, first):
+def step_bounds(positions, groups, step, bounded, causal, striped, zigzag, nw, sl, left, right, chunk):
+    """The range-select bounds of ring step `step` per query row (`[128, S / 128]`):
+    `(lower, exclusive upper)` from the masks with windows, chunks or zigzag
+    blocks (`bounded`); else, with the causal mask after step 0, `(None, inclusive
+    upper)` in local key coordinates, keeping `0 <= k <= row + offset` (contiguous
+    offset `(q_pos - k_pos)·S`, striped `-min(max(k_pos - q_pos, 0), 1)`); else none.
+    """
+    qnt = sl // 128
+    if bounded:
+        my_pos, q_pos = ring_positions_at(positions, groups, step)
+        rows = row_positions(q_pos, striped, zigzag, nw, sl)
+        lower, upper = key_bounds(rows, my_pos, striped, zigzag, nw, sl, causal, left, right, chunk)
+        return (lower, upper)
+    if causal and step > 0:
+        my_pos, q_pos = ring_positions_at(positions, groups, step)
+        ub = nl.ndarray(shape=(128, qnt), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.iota(dst=ub, pattern=[[128, qnt]], channel_multiplier=1)
+        off = nl.ndarray(shape=(128, 1), dtype=nl.float32, buffer=nl.sbuf)
+        if striped:
+            nisa.tensor_tensor(dst=off, data1=my_pos, data2=q_pos, op=nl.subtract)
+            nisa.tensor_scalar(dst=off, data=off, op0=nl.maximum, operand0=0.0, op1=nl.minimum, operand1=1.0)
+            nisa.tensor_scalar(dst=ub, data=ub, op0=nl.subtract, operand0=off)
+        else:
+            nisa.tensor_tensor(dst=off, data1=q_pos, data2=my_pos, op=nl.subtract)
+            nisa.tensor_scalar(dst=off, data=off, op0=nl.multiply, operand0=float(sl))
+            nisa.tensor_scalar(dst=ub, data=ub, op0=nl.add, operand0=off)
+        return (None, ub)
+    return (None, None)
+
+
+def bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, bounds, lower, qg, cg, k0, kts, dts, dnt, scale, causal, first, cap):
     """One 512-key tile against the query tiles `first..cg` of a group of up to 4:
     recomputes P, forms dS, and accumulates dQ (into `dq_grp`), dK and dV.
     """
@@ -91,18 +161,33 @@ def bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, b
         for dt in range(dnt):
             nisa.nc_matmul(dst=scores, stationary=q_l[:, dt, 128 * j:128 * (j + 1)], moving=k_ld[:, dt, k0:k0 + kts])
         masked = nl.ndarray(shape=(128, kts), dtype=nl.float32, buffer=nl.sbuf)
+        if cap > 0.0:
+            nisa.activation(dst=masked, op=nl.tanh, data=scores, scale=scale / cap)
+            nisa.tensor_scalar(dst=masked, data=masked, op0=nl.multiply, operand0=cap)
+        src = masked if cap > 0.0 else scores
+        exp_scale = 1.0 if cap > 0.0 else scale
         if bounds is not None:
             ub = bounds
-            nisa.range_select(dst=masked, on_true_tile=scores, comp_op0=nl.greater_equal, comp_op1=nl.less_equal, bound0=zero, bound1=ub[:, g:g + 1], range_start=k0, on_false_value=-3.4028234663852886e38)
+            if lower is not None:
+                lb = lower
+                nisa.range_select(dst=masked, on_true_tile=src, comp_op0=nl.greater_equal, comp_op1=nl.less, bound0=lb[:, g:g + 1], bound1=ub[:, g:g + 1], range_start=k0, on_false_value=-3.4028234663852886e38)
+            else:
+                nisa.range_select(dst=masked, on_true_tile=src, comp_op0=nl.greater_equal, comp_op1=nl.less_equal, bound0=zero, bound1=ub[:, g:g + 1], range_start=k0, on_false_value=-3.4028234663852886e38)
         else:
-            nisa.tensor_copy(dst=masked, src=scores)
+            nisa.tensor_copy(dst=masked, src=src)
             if causal and 128 * g < k0 + kts - 1:
                 nisa.affine_select(dst=masked, pattern=[[-1, kts]], channel_multiplier=1, on_true_tile=masked, on_false_value=-3.4028234663852886e38, cmp_op=nl.greater_equal, offset=128 * g - k0)
-        nisa.activation(dst=p[:, j, :], op=nl.exp, data=masked, bias=neg_lse[:, g:g + 1], scale=scale)
+        nisa.activation(dst=p[:, j, :], op=nl.exp, data=masked, bias=neg_lse[:, g:g + 1], scale=exp_scale)
         dp = nl.ndarray(shape=(128, kts), dtype=nl.float32, buffer=nl.psum)
         for dt in range(dnt):
             nisa.nc_matmul(dst=dp, stationary=dy_l[:, dt, 128 * j:128 * (j + 1)], moving=v_ld[:, dt, k0:k0 + kts])
         nisa.scalar_tensor_tensor(dst=ds[:, j, :], data=dp, op0=nl.subtract, operand0=dos[:, g:g + 1], op1=nl.multiply, operand1=p[:, j, :])
+        if cap > 0.0:
+            slope = nl.ndarray(shape=(128, kts), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.activation(dst=slope, op=nl.tanh, data=scores, scale=scale / cap)
+            nisa.tensor_tensor(dst=slope, data1=slope, data2=slope, op=nl.multiply)
+            nisa.tensor_scalar(dst=slope, data=slope, op0=nl.multiply, operand0=-1.0, op1=nl.add, operand1=1.0)
+            nisa.tensor_tensor(dst=ds[:, j, :], data1=ds[:, j, :], data2=slope, op=nl.multiply)
     k_rows = nl.ndarray(shape=(128, dnt, nb, dts), dtype=kdt, buffer=nl.sbuf)
     for dt in range(dnt):
         for kb in range(nb):
@@ -132,11 +217,12 @@ def bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, b
         nisa.scalar_tensor_tensor(dst=dk_r[:, dt, k0:k0 + kts], data=dk_ps, op0=nl.multiply, operand0=scale, op1=nl.add, operand1=dk_r[:, dt, k0:k0 + kts])
 
 
-def compute_step(q_buf, dy_buf, neg_lse, dos, dq_out, k_ld, v_ld, dk_r, dv_r, bounds, causal, skip, scale, sl, dts, dnt, mdt):
+def compute_step(q_buf, dy_buf, neg_lse, dos, dq_out, k_ld, v_ld, dk_r, dv_r, bounds, lower, causal, skip, scale, sl, dts, dnt, mdt, cap):
     """One ring step for one `(b, h)`: the queries in `q_buf` / `dy_buf` (`[dh, S]`)
     against the local K/V, dK/dV accumulated in place and this step's dQ written
     to `dq_out` (`[dh, S]`, fp32). `bounds` is the range-select upper bound per
-    query row (steps after the first); without it causal masking is static.
+    query row (inclusive, or exclusive with a `lower` bound: windows, chunks,
+    zigzag); without it causal masking is static.
     """
     kdt = k_ld.dtype
     qnt = sl // 128
@@ -153,90 +239,111 @@ def compute_step(q_buf, dy_buf, neg_lse, dos, dq_out, k_ld, v_ld, dk_r, dv_r, bo
             k0 = kt * kts
             first = min(max(k0 // 128 - qg, 0), cg) if skip else 0
             if first < cg:
-                bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, bounds, qg, cg, k0, kts, dts, dnt, scale, causal, first)
+                bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, bounds, lower, qg, cg, k0, kts, dts, dnt, scale, causal, first, cap)
         for dt in range(dnt):
             nisa.dma_copy(dst=dq_out[dt * dts:(dt + 1) * dts, 128 * qg:128 * (qg + cg)], src=dq_grp[:, dt, :])
 
 
-def ring_bwd_item(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, out_dq, out_dk, out_dv, sq, rq, sdy, rdy, slse, rlse, sdos, rdos, sdq, rdq, dq_scratch, positions, bid, hid, slot, lnc, groups, nw, causal, striped, mdt, scale):
-    """The whole ring for one `(bid, hid)`: program `slot` uses slot `slot` of every
-    ring buffer (`[lnc, ...]`), and every program issues the same collectives.
+def ring_bwd_item(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, out_dq, out_dk, out_dv, sq, rq, sdy, rdy, slse, rlse, sdos, rdos, sdq, rdq, dq_scratch, positions, sinks, dsink_part, bid, kvh, group, slot, lnc, groups, nw, causal, striped, zigzag, left, right, chunk, cap, mdt, scale):
+    """The whole ring for KV head `kvh` of batch `bid`: K and V loaded once, then one
+    ring per query head of its group (`group` heads from `kvh·group`), each adding
+    to the same dK/dV. Program `slot` uses slot `slot` of every ring buffer
+    (`[lnc, ...]`), and every program issues the same collectives.
     """
+    bounded = zigzag or left >= 0 or right >= 0 or chunk > 0
     dh = q_ref.shape[2]
     sl = q_ref.shape[3]
     kdt = q_ref.dtype
     dts, dnt = head_tiles(dh)
     qnt = sl // 128
     rg = ncc.ReplicaGroup(groups)
-    neg_lse = load_neg_lse(lse_ref[bid, hid, :, :], mdt)
-    dos = rowsum_dy_o(o_ref, dy_ref, bid, hid, dts, dnt, sl, mdt)
-    k_ld = load_head_tiles(k_ref[bid, hid, :, :], dts, dnt, 0, sl, kdt)
-    v_ld = load_head_tiles(v_ref[bid, hid, :, :], dts, dnt, 0, sl, kdt)
+    stats = nl.ndarray(shape=(group, 2, 128, qnt), dtype=mdt, buffer=nl.private_hbm)
+    for qh in range(group):
+        stage_row_stats(lse_ref, o_ref, dy_ref, stats, sinks, dsink_part, bid, kvh * group + qh, qh, dts, dnt, mdt)
+    k_ld = load_head_tiles(k_ref[bid, kvh, :, :], dts, dnt, 0, sl, kdt)
+    v_ld = load_head_tiles(v_ref[bid, kvh, :, :], dts, dnt, 0, sl, kdt)
     dk_r = nl.ndarray(shape=(dts, dnt, sl), dtype=mdt, buffer=nl.sbuf)
     dv_r = nl.ndarray(shape=(dts, dnt, sl), dtype=mdt, buffer=nl.sbuf)
     nisa.memset(dst=dk_r, value=0.0)
     nisa.memset(dst=dv_r, value=0.0)
-    nisa.dma_copy(dst=sq[slot, :, :], src=q_ref[bid, hid, :, :])
-    nisa.dma_copy(dst=sdy[slot, :, :], src=dy_ref[bid, hid, :, :])
-    nisa.dma_copy(dst=slse[slot, :, :], src=lse_ref[bid, hid, :, :])
-    nisa.dma_copy(dst=sdos[slot, :, :], src=dos)
-    if lnc > 1:
-        nisa.core_barrier(data=sq, cores=(0, 1))
-        nisa.core_barrier(data=sdy, cores=(0, 1))
-        nisa.core_barrier(data=slse, cores=(0, 1))
-        nisa.core_barrier(data=sdos, cores=(0, 1))
-    if nw > 1:
-        permute_all(sq, rq, sdy, rdy, slse, rlse, sdos, rdos, groups)
-    dq_slot = dq_scratch[slot, :, :]
-    compute_step(sq[slot, :, :], sdy[slot, :, :], neg_lse, dos, dq_slot, k_ld, v_ld, dk_r, dv_r, None, causal, causal, scale, sl, dts, dnt, mdt)
-    nisa.dma_copy(dst=sdq[slot, :, :], src=dq_slot)
-    if lnc > 1:
-        nisa.core_barrier(data=sdq, cores=(0, 1))
-    ncc.collective_permute_implicit(srcs_by_channel=[[sdq]], dsts_by_channel=[[rdq]], replica_group=rg)
-    for step in nl.sequential_range(start=1, stop=nw):
-        odd = step % 2 == 1
-        cur_q = rq if odd else sq
-        nxt_q = sq if odd else rq
-        cur_dy = rdy if odd else sdy
-        nxt_dy = sdy if odd else rdy
-        cur_lse = rlse if odd else slse
-        nxt_lse = slse if odd else rlse
-        cur_dos = rdos if odd else sdos
-        nxt_dos = sdos if odd else rdos
-        dq_in = rdq if odd else sdq
-        dq_fwd = sdq if odd else rdq
-        step_neg_lse = load_neg_lse(cur_lse[slot, :, :], mdt)
-        step_dos = nl.ndarray(shape=(128, qnt), dtype=mdt, buffer=nl.sbuf)
-        nisa.dma_copy(dst=step_dos, src=cur_dos[slot, :, :])
-        ub = nl.ndarray(shape=(128, qnt), dtype=nl.float32, buffer=nl.sbuf)
-        if causal:
-            my_pos, q_pos = ring_positions_at(positions, groups, step)
-            nisa.iota(dst=ub, pattern=[[128, qnt]], channel_multiplier=1)
-            off = nl.ndarray(shape=(128, 1), dtype=nl.float32, buffer=nl.sbuf)
-            if striped:
-                nisa.tensor_tensor(dst=off, data1=my_pos, data2=q_pos, op=nl.subtract)
-                nisa.tensor_scalar(dst=off, data=off, op0=nl.maximum, operand0=0.0, op1=nl.minimum, operand1=1.0)
-                nisa.tensor_scalar(dst=ub, data=ub, op0=nl.subtract, operand0=off)
-            else:
-                nisa.tensor_tensor(dst=off, data1=q_pos, data2=my_pos, op=nl.subtract)
-                nisa.tensor_scalar(dst=off, data=off, op0=nl.multiply, operand0=float(sl))
-                nisa.tensor_scalar(dst=ub, data=ub, op0=nl.add, operand0=off)
-        bounds = ub if causal else None
-        if step + 1 < nw:
-            permute_all(cur_q, nxt_q, cur_dy, nxt_dy, cur_lse, nxt_lse, cur_dos, nxt_dos, groups)
-        compute_step(cur_q[slot, :, :], cur_dy[slot, :, :], step_neg_lse, step_dos, dq_slot, k_ld, v_ld, dk_r, dv_r, bounds, causal, causal and striped, scale, sl, dts, dnt, mdt)
+    neg_lse = nl.ndarray(shape=(128, qnt), dtype=mdt, buffer=nl.sbuf)
+    dos = nl.ndarray(shape=(128, qnt), dtype=mdt, buffer=nl.sbuf)
+    for qh in range(group):
+        hid = kvh * group + qh
+        nisa.dma_copy(dst=neg_lse, src=stats[qh, 0, :, :])
+        nisa.dma_copy(dst=dos, src=stats[qh, 1, :, :])
+        nisa.dma_copy(dst=sq[slot, :, :], src=q_ref[bid, hid, :, :])
+        nisa.dma_copy(dst=sdy[slot, :, :], src=dy_ref[bid, hid, :, :])
+        nisa.dma_copy(dst=slse[slot, :, :], src=lse_ref[bid, hid, :, :])
+        nisa.dma_copy(dst=sdos[slot, :, :], src=dos)
         if lnc > 1:
-            nisa.core_barrier(data=dq_scratch, cores=(0, 1))
-        ncc.collective_permute_implicit_reduce(srcs0_by_channel=[[dq_scratch]], srcs1_by_channel=[[dq_in]], dsts_by_channel=[[dq_fwd]], replica_group=rg, op=nl.add)
+            nisa.core_barrier(data=sq, cores=(0, 1))
+            nisa.core_barrier(data=sdy, cores=(0, 1))
+            nisa.core_barrier(data=slse, cores=(0, 1))
+            nisa.core_barrier(data=sdos, cores=(0, 1))
+        if nw > 1:
+            permute_all(sq, rq, sdy, rdy, slse, rlse, sdos, rdos, groups)
+        dq_slot = dq_scratch[slot, :, :]
+        lower0, bounds0 = step_bounds(positions, groups, 0, bounded, causal, striped, zigzag, nw, sl, left, right, chunk)
+        compute_step(sq[slot, :, :], sdy[slot, :, :], neg_lse, dos, dq_slot, k_ld, v_ld, dk_r, dv_r, bounds0, lower0, causal and not bounded, causal and not bounded, scale, sl, dts, dnt, mdt, cap)
+        nisa.dma_copy(dst=sdq[slot, :, :], src=dq_slot)
+        if lnc > 1:
+            nisa.core_barrier(data=sdq, cores=(0, 1))
+        ncc.collective_permute_implicit(srcs_by_channel=[[sdq]], dsts_by_channel=[[rdq]], replica_group=rg)
+        for step in nl.sequential_range(start=1, stop=nw):
+            odd = step % 2 == 1
+            cur_q = rq if odd else sq
+            nxt_q = sq if odd else rq
+            cur_dy = rdy if odd else sdy
+            nxt_dy = sdy if odd else rdy
+            cur_lse = rlse if odd else slse
+            nxt_lse = slse if odd else rlse
+            cur_dos = rdos if odd else sdos
+            nxt_dos = sdos if odd else rdos
+            dq_in = rdq if odd else sdq
+            dq_fwd = sdq if odd else rdq
+            step_neg_lse = load_neg_lse(cur_lse[slot, :, :], mdt)
+            step_dos = nl.ndarray(shape=(128, qnt), dtype=mdt, buffer=nl.sbuf)
+            nisa.dma_copy(dst=step_dos, src=cur_dos[slot, :, :])
+            lower, bounds = step_bounds(positions, groups, step, bounded, causal, striped, zigzag, nw, sl, left, right, chunk)
+            if step + 1 < nw:
+                permute_all(cur_q, nxt_q, cur_dy, nxt_dy, cur_lse, nxt_lse, cur_dos, nxt_dos, groups)
+            needed = not bounded or step_needed(nw - step, striped, zigzag, nw, sl, causal, left, right, chunk)
+            if needed:
+                compute_step(cur_q[slot, :, :], cur_dy[slot, :, :], step_neg_lse, step_dos, dq_slot, k_ld, v_ld, dk_r, dv_r, bounds, lower, causal, causal and striped and not bounded, scale, sl, dts, dnt, mdt, cap)
+                if lnc > 1:
+                    nisa.core_barrier(data=dq_scratch, cores=(0, 1))
+                ncc.collective_permute_implicit_reduce(srcs0_by_channel=[[dq_scratch]], srcs1_by_channel=[[dq_in]], dsts_by_channel=[[dq_fwd]], replica_group=rg, op=nl.add)
+            else:
+                ncc.collective_permute_implicit(srcs_by_channel=[[dq_in]], dsts_by_channel=[[dq_fwd]], replica_group=rg)
+        dq_home = sdq if nw % 2 == 0 else rdq
+        nisa.dma_copy(dst=out_dq[bid, hid, :, :], src=dq_home[slot, :, :])
     for dt in range(dnt):
-        nisa.dma_copy(dst=out_dk[bid, hid, dt * dts:(dt + 1) * dts, :], src=dk_r[:, dt, :])
-        nisa.dma_copy(dst=out_dv[bid, hid, dt * dts:(dt + 1) * dts, :], src=dv_r[:, dt, :])
-    dq_home = sdq if nw % 2 == 0 else rdq
-    nisa.dma_copy(dst=out_dq[bid, hid, :, :], src=dq_home[slot, :, :])
+        nisa.dma_copy(dst=out_dk[bid, kvh, dt * dts:(dt + 1) * dts, :], src=dk_r[:, dt, :])
+        nisa.dma_copy(dst=out_dv[bid, kvh, dt * dts:(dt + 1) * dts, :], src=dv_r[:, dt, :])
+
+
+def sum_sink_parts(parts, lnc, lnc_id):
+    """`dsinks [N]`: the per-(batch, head) shares in `parts` (`[B, N]`) summed over the
+    batch (after both LNC programs wrote theirs).
+    """
+    b, n = parts.shape
+    if lnc > 1:
+        nisa.core_barrier(data=parts, cores=(0, 1))
+    out = nl.ndarray(shape=(n,), dtype=nl.float32, buffer=nl.shared_hbm)
+    all = nl.ndarray(shape=(1, b * n), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=all, src=parts.reshape(shape=(1, b * n)))
+    acc = nl.ndarray(shape=(1, n), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=acc, src=all[:, 0:n])
+    for bi in range(1, b):
+        nisa.tensor_tensor(dst=acc, data1=acc, data2=all[:, bi * n:(bi + 1) * n], op=nl.add)
+    if lnc_id == 0:
+        nisa.dma_copy(dst=out.reshape(shape=(1, n)), src=acc)
+    return out
 
 
 @nki.jit
-def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_causal_mask=False, mixed_precision=True, softmax_scale=None, num_workers=1, lnc_size=1, replica_groups=None, striped_attention=False):
+def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_causal_mask=False, mixed_precision=True, softmax_scale=None, num_workers=1, lnc_size=1, replica_groups=None, striped_attention=False, sinks=None, zigzag_attention=False, window_left=None, window_right=None, chunk_size=None, soft_cap=None):
     """Ring attention backward, a drop-in for the NKI library's
     `ring_attention_spmd_bwd` (2.30): the gradients dQ, dK and dV of
     `ring_attention_spmd_fwd` over a ring of `num_workers` ranks.
@@ -252,6 +359,16 @@ def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_cau
     `(0, 0)` into throwaway outputs so the collectives stay matched.
     """
     assert not striped_attention or use_causal_mask, "striped_attention requires use_causal_mask"
+    assert not zigzag_attention or use_causal_mask, "zigzag_attention requires use_causal_mask"
+    assert not (zigzag_attention and striped_attention), "striped_attention and zigzag_attention exclude each other"
+    left = window_left if window_left is not None else -1
+    right = window_right if window_right is not None else -1
+    chunk = chunk_size if chunk_size is not None else 0
+    assert (window_left if window_left is not None else 0) >= 0 and (window_right if window_right is not None else 0) >= 0, "window_left and window_right must be >= 0"
+    assert (chunk_size if chunk_size is not None else 1) >= 1, "chunk_size must be >= 1"
+    cap_given = soft_cap if soft_cap is not None else 1.0
+    assert cap_given > 0.0 and cap_given <= 3.4028234663852886e38, f"soft_cap must be a positive finite float32, got {cap_given}"
+    masked = use_causal_mask or zigzag_attention or left >= 0 or right >= 0 or chunk > 0
     q_shape = q_ref.shape
     assert q_ref.ndim == 4, f"q_ref must be [B, N, D, S], got {q_shape}"
     b, n, dh, sl = q_shape
@@ -260,8 +377,9 @@ def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_cau
     v_shape = v_ref.shape
     o_shape = o_ref.shape
     dy_shape = dy_ref.shape
-    assert k_shape == q_shape, f"k_ref must have q_ref's shape {q_shape} (MHA, [B, N, D, S]), got {k_shape}"
-    assert v_shape == q_shape, f"v_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {v_shape}"
+    n_kv = k_shape[1]
+    assert k_ref.ndim == 4 and k_shape[0] == b and n_kv >= 1 and n % n_kv == 0 and k_shape[2] == dh and k_shape[3] == sl, f"k_ref must be [B, N_kv, D, S] with N a multiple of N_kv (GQA), q_ref is {q_shape}, got {k_shape}"
+    assert v_shape == k_shape, f"v_ref must have k_ref's shape {k_shape} ([B, N_kv, D, S]), got {v_shape}"
     assert o_shape == q_shape, f"o_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {o_shape}"
     assert dy_shape == q_shape, f"dy_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {dy_shape}"
     lse_shape = lse_ref.shape
@@ -290,10 +408,16 @@ def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_cau
         assert size == num_workers, f"replica group {gi} has {size} ranks but num_workers is {num_workers}"
     mdt = nl.float32 if mixed_precision else kdt
     scale = softmax_scale if softmax_scale is not None else 1.0 / float(dh) ** 0.5
-    assert -3.4028234663852886e38 <= scale and scale <= 3.4028234663852886e38 and (not use_causal_mask or scale >= 1e-30), f"softmax_scale must be a finite float32, and at least 1e-30 with use_causal_mask (masked scores are FLOAT32_MIN * scale), got {scale}"
+    assert -3.4028234663852886e38 <= scale and scale <= 3.4028234663852886e38 and (not masked or scale >= 1e-30), f"softmax_scale must be a finite float32, and at least 1e-30 with a mask (masked scores are FLOAT32_MIN * scale), got {scale}"
+    if sinks is not None:
+        sk = sinks
+        sk_shape = sk.shape
+        assert sk.ndim == 1 and sk_shape[0] == n, f"sinks must be [{n}] (one logit per query head), got {sk_shape}"
+        assert sk.dtype == nl.float32, "sinks must be float32"
     out_dq = nl.ndarray(shape=q_shape, dtype=nl.float32, buffer=nl.shared_hbm)
-    out_dk = nl.ndarray(shape=q_shape, dtype=nl.float32, buffer=nl.shared_hbm)
-    out_dv = nl.ndarray(shape=q_shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    out_dk = nl.ndarray(shape=k_shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    out_dv = nl.ndarray(shape=k_shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    dsink_part = nl.ndarray(shape=(b, n), dtype=nl.float32, buffer=nl.shared_hbm)
     sq = nl.ndarray(shape=(lnc_size, dh, sl), dtype=kdt, buffer=nl.shared_hbm)
     rq = nl.ndarray(shape=(lnc_size, dh, sl), dtype=kdt, buffer=nl.shared_hbm)
     sdy = nl.ndarray(shape=(lnc_size, dh, sl), dtype=kdt, buffer=nl.shared_hbm)
@@ -307,16 +431,20 @@ def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_cau
     dq_scratch = nl.ndarray(shape=(lnc_size, dh, sl), dtype=nl.float32, buffer=nl.shared_hbm)
     n_rings = 1 if len(groups) == 0 else len(groups)
     positions = nl.ndarray(shape=(1, n_rings * num_workers), dtype=nl.float32, buffer=nl.shared_hbm)
-    if use_causal_mask:
+    if masked:
         fill_ring_positions(positions, groups, num_workers)
-    total = b * n
+    group = n // n_kv
+    total = b * n_kv
     rounds = (total + lnc_size - 1) // lnc_size
     for round in range(rounds):
         item = round * lnc_size + lnc_id
         spare = item >= total
         pair = 0 if spare else item
         dq_out = nl.ndarray(shape=q_shape, dtype=nl.float32, buffer=nl.private_hbm) if spare else out_dq
-        dk_out = nl.ndarray(shape=q_shape, dtype=nl.float32, buffer=nl.private_hbm) if spare else out_dk
-        dv_out = nl.ndarray(shape=q_shape, dtype=nl.float32, buffer=nl.private_hbm) if spare else out_dv
-        ring_bwd_item(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, dq_out, dk_out, dv_out, sq, rq, sdy, rdy, slse, rlse, sdos, rdos, sdq, rdq, dq_scratch, positions, pair // n, pair % n, lnc_id, lnc_size, groups, num_workers, use_causal_mask, striped_attention, mdt, scale)
+        dk_out = nl.ndarray(shape=k_shape, dtype=nl.float32, buffer=nl.private_hbm) if spare else out_dk
+        dv_out = nl.ndarray(shape=k_shape, dtype=nl.float32, buffer=nl.private_hbm) if spare else out_dv
+        ds_out = nl.ndarray(shape=(b, n), dtype=nl.float32, buffer=nl.private_hbm) if spare else dsink_part
+        ring_bwd_item(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, dq_out, dk_out, dv_out, sq, rq, sdy, rdy, slse, rlse, sdos, rdos, sdq, rdq, dq_scratch, positions, sinks, ds_out, pair // n_kv, pair % n_kv, group, lnc_id, lnc_size, groups, num_workers, use_causal_mask, striped_attention, zigzag_attention, left, right, chunk, soft_cap if soft_cap is not None else 0.0, mdt, scale)
+    if sinks is not None:
+        return (out_dq, out_dk, out_dv, sum_sink_parts(dsink_part, lnc_size, lnc_id))
     return (out_dq, out_dk, out_dv)

@@ -7,6 +7,44 @@ import nki.collectives as ncc
 from .attention_cte import attention_cte
 from .attention_cte import remainder_groups
 from .attention_cte import scalar_column
+from .ring_masks import key_bounds
+from .ring_masks import last_needed_step
+from .ring_masks import row_positions
+from .ring_masks import step_needed
+
+
+def sink_rows(sinks, b, h):
+    """The per-batch sink logits `attention_cte` takes, `[b·h, 1]` fp32 in this
+    program's HBM: batch `bi` holds `sinks[bi mod h]` (None without sinks).
+    """
+    if sinks is not None:
+        sk = sinks
+        rows = nl.ndarray(shape=(b * h, 1), dtype=nl.float32, buffer=nl.private_hbm)
+        staged = nl.ndarray(shape=(1, h), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=staged, src=sk.reshape(shape=(1, h)))
+        for bi in range(b):
+            nisa.dma_copy(dst=rows.ap(pattern=[[h, 1], [1, h]], offset=bi * h), src=staged)
+        return rows
+    return None
+
+
+def scaled_copy(q3, scale):
+    """`q3 · scale` in this program's HBM, in `q3`'s dtype (fp32 products): the
+    bounds path of `attention_cte` applies no scale.
+    """
+    shape = q3.shape
+    out = nl.ndarray(shape=shape, dtype=q3.dtype, buffer=nl.private_hbm)
+    cols = shape[0] * shape[1] * shape[2] // 128
+    src = q3.reshape(shape=(128, cols))
+    dst = out.reshape(shape=(128, cols))
+    for c0 in range(0, cols, 2048):
+        c1 = min(c0 + 2048, cols)
+        t = nl.ndarray(shape=(128, c1 - c0), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=src[:, c0:c1])
+        r = nl.ndarray(shape=(128, c1 - c0), dtype=q3.dtype, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=r, data=t, op0=nl.multiply, operand0=scale)
+        nisa.dma_copy(dst=dst[:, c0:c1], src=r)
+    return out
 
 
 def fill_ring_positions(table, groups, num_workers):
@@ -27,14 +65,6 @@ def fill_ring_positions(table, groups, num_workers):
     nisa.dma_copy(dst=table, src=positions)
 
 
-def step_attention(q3, k, v, scale, causal, tp_q, tp_k, cp_offset, cp_deg, striped):
-    """One ring step's `attention_cte`: the unnormalised output and the raw statistics
-    (negated max, sum) of the local queries against `k` and `v`.
-    """
-    o, neg_max, sum = attention_cte(q3, k, v, scale=scale, causal_mask=causal, tp_q=tp_q, tp_k=tp_k, tp_out=False, cache_softmax=True, cp_offset=cp_offset, global_cp_deg=cp_deg, cp_striped_input=striped, skip_output_normalization=True)
-    return (o, neg_max, sum)
-
-
 def ring_positions_at(positions, groups, step):
     """`(128, 1)` columns holding this rank's ring position and the position of the
     rank whose data it holds after `step` steps.
@@ -45,6 +75,82 @@ def ring_positions_at(positions, groups, step):
     them = ncc.collective_permute_implicit_current_processing_rank_id(iteration_id=step, replica_group=rg)
     theirs = scalar_column(positions.ap(pattern=[[1, 1], [1, 1]], offset=0, scalar_offset=them, indirect_dim=1))
     return (mine, theirs)
+
+
+def seq_half(src, seq_major, fixed, sel):
+    """Half `half_at` of the sequence axis of `src` (`[n, a, S]`, or `[n, S, a]` when
+    `seq_major`) copied to this program's HBM: half `fixed` when `sel` is None,
+    else half `sel` (a one-element int32 tile holding 0 or 1, read at run time).
+    """
+    n, x, y = src.shape
+    a, s = (y, x) if seq_major else (x, y)
+    half = s // 2
+    out_shape = [n, half, a] if seq_major else [n, a, half]
+    out = nl.ndarray(shape=out_shape, dtype=src.dtype, buffer=nl.private_hbm)
+    halves = src.reshape(shape=(n, 2, half, a)) if seq_major else src.reshape(shape=(n, a, 2, half))
+    pattern = [[a, half], [1, a]] if seq_major else [[s, a], [1, half]]
+    step = half * a if seq_major else half
+    axis = 1 if seq_major else 2
+    for i in range(n):
+        start = i * a * s + fixed * step
+        if sel is not None:
+            t = sel
+            nisa.dma_copy(dst=out[i, :, :], src=halves.ap(pattern=pattern, offset=start, scalar_offset=t, indirect_dim=axis))
+        else:
+            nisa.dma_copy(dst=out[i, :, :], src=halves.ap(pattern=pattern, offset=start))
+    return out
+
+
+def store_bounds(bound_min, bound_max, lower, upper):
+    """Writes the per-row key bounds of one step (`[128, S / 128]`, row `128 g + p`
+    at `[p, g]`) for every batch of `bound_min` / `bound_max` (`[bs, S, 1]`).
+    """
+    bs, s, _one = bound_min.shape
+    n_grp = s // 128
+    for bi in range(bs):
+        nisa.dma_copy(dst=bound_min.ap(pattern=[[1, 128], [128, n_grp]], offset=bi * s), src=lower)
+        nisa.dma_copy(dst=bound_max.ap(pattern=[[1, 128], [128, n_grp]], offset=bi * s), src=upper)
+
+
+def step_attention(q3, k, v, scale, causal, tp_q, tp_k, cp_offset, cp_deg, striped, sink, bound_min, bound_max, soft_cap):
+    """One ring step's `attention_cte`: the unnormalised output and the raw statistics
+    (negated max, sum) of the local queries against `k` and `v`.
+    """
+    o, neg_max, sum = attention_cte(q3, k, v, scale=scale, causal_mask=causal, tp_q=tp_q, tp_k=tp_k, sink=sink, tp_out=False, cache_softmax=True, cp_offset=cp_offset, global_cp_deg=cp_deg, cp_striped_input=striped, bound_min=bound_min, bound_max=bound_max, skip_output_normalization=True, soft_cap=soft_cap)
+    return (o, neg_max, sum)
+
+
+def both_programs(a, b, c, shards):
+    """Waits for both LNC programs' writes to `tensors` (no-op on one program)."""
+    if shards > 1:
+        nisa.core_barrier(data=a, cores=(0, 1))
+        nisa.core_barrier(data=b, cores=(0, 1))
+        nisa.core_barrier(data=c, cores=(0, 1))
+
+
+def swap_half(o_acc, nm_acc, sum_acc, o_h, nm_h, sum_h, sel, b0, b1, to_half):
+    """Copies between the running statistics and output of one sequence half (`half`
+    0 or 1 at run time in `sel`) and half-size buffers, for batches `b0..b1`:
+    `to_half` copies the half out, else back in.
+    """
+    bs, s, d = o_acc.shape
+    n_grp = s // 128
+    hg = n_grp // 2
+    o_halves = o_acc.reshape(shape=(bs, 2, s // 2, d))
+    nm_halves = nm_acc.reshape(shape=(bs, 128, 2, hg))
+    sum_halves = sum_acc.reshape(shape=(bs, 128, 2, hg))
+    for bi in range(b0, b1):
+        o_view = o_halves.ap(pattern=[[d, s // 2], [1, d]], offset=bi * s * d, scalar_offset=sel, indirect_dim=1)
+        nm_view = nm_halves.ap(pattern=[[n_grp, 128], [1, hg]], offset=bi * 128 * n_grp, scalar_offset=sel, indirect_dim=2)
+        sum_view = sum_halves.ap(pattern=[[n_grp, 128], [1, hg]], offset=bi * 128 * n_grp, scalar_offset=sel, indirect_dim=2)
+        if to_half:
+            nisa.dma_copy(dst=o_h[bi, :, :], src=o_view)
+            nisa.dma_copy(dst=nm_h[bi, :, :], src=nm_view)
+            nisa.dma_copy(dst=sum_h[bi, :, :], src=sum_view)
+        else:
+            nisa.dma_copy(dst=o_view, src=o_h[bi, :, :])
+            nisa.dma_copy(dst=nm_view, src=nm_h[bi, :, :])
+            nisa.dma_copy(dst=sum_view, src=sum_h[bi, :, :])
 
 
 def load_stats(src, b, n_grp):
@@ -97,6 +203,57 @@ def merge_batch(o_acc, nm_acc, sum_acc, o_cur, nm_cur, sum_cur, b, g0, g1, s, d)
     nisa.dma_copy(dst=sum_acc[b, :, g0:g1], src=sum_new[:, g0:g1])
 
 
+def merge_half(o_acc, nm_acc, sum_acc, o_cur, nm_cur, sum_cur, sel, b0, b1):
+    """Merges one half-size `attention_cte` result (`o_cur`, `nm_cur`, `sum_cur`, for
+    the query half in `sel`) into the running one, for batches `b0..b1`.
+    """
+    bs, s, d = o_acc.shape
+    hg = s // 256
+    o_h = nl.ndarray(shape=(bs, s // 2, d), dtype=o_acc.dtype, buffer=nl.private_hbm)
+    nm_h = nl.ndarray(shape=(bs, 128, hg), dtype=nl.float32, buffer=nl.private_hbm)
+    sum_h = nl.ndarray(shape=(bs, 128, hg), dtype=nl.float32, buffer=nl.private_hbm)
+    swap_half(o_acc, nm_acc, sum_acc, o_h, nm_h, sum_h, sel, b0, b1, True)
+    for bi in range(b0, b1):
+        merge_batch(o_h, nm_h, sum_h, o_cur, nm_cur, sum_cur, bi, 0, hg, s // 2, d)
+    swap_half(o_acc, nm_acc, sum_acc, o_h, nm_h, sum_h, sel, b0, b1, False)
+
+
+def zigzag_step(q_second, q_full, k, v, o_acc, nm_acc, sum_acc, sel, tp_q, tp_k, shard, shards, soft_cap):
+    """One zigzag causal step without a window or chunks. The arriving block holds
+    chunks `p` and `2W-1-p`; this rank's queries chunks `me` and `2W-1-me`. Every
+    second-chunk query sees the whole first chunk of the block; the remaining
+    visible quarter is the first chunks of both (`p < me`) or the second chunks of
+    both (`p > me`), all visible too. So two unmasked half-size `attention_cte`
+    calls do exactly the visible work; `sel` (int32, 1 when `p > me`) picks the
+    halves of the second call at run time. Batches are merged whole by program
+    `bi mod shards`, after barriers on `attention_cte`'s outputs.
+    """
+    bs = o_acc.shape[0]
+    per = (bs + shards - 1) // shards
+    b0 = min(shard * per, bs)
+    b1 = min(b0 + per, bs)
+    k_first = seq_half(k, tp_k, 0, None)
+    v_first = seq_half(v, True, 0, None)
+    o1, nm1, sum1 = step_attention(q_second, k_first, v_first, 1.0, False, tp_q, tp_k, None, None, False, None, None, None, soft_cap)
+    both_programs(o1, nm1, sum1, shards)
+    second = nl.ndarray(shape=(1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.memset(dst=second, value=1.0)
+    merge_half(o_acc, nm_acc, sum_acc, o1, nm1, sum1, second, b0, b1)
+    q_x = seq_half(q_full, tp_q, 0, sel)
+    k_x = seq_half(k, tp_k, 0, sel)
+    v_x = seq_half(v, True, 0, sel)
+    o2, nm2, sum2 = step_attention(q_x, k_x, v_x, 1.0, False, tp_q, tp_k, None, None, False, None, None, None, soft_cap)
+    both_programs(o2, nm2, sum2, shards)
+    merge_half(o_acc, nm_acc, sum_acc, o2, nm2, sum2, sel, b0, b1)
+
+
+def pass_on(arrived_k, free_k, arrived_v, free_v, groups):
+    """Sends the keys and values that arrived to the ring successor."""
+    rg = ncc.ReplicaGroup(groups)
+    ncc.collective_permute_implicit(srcs_by_channel=[[arrived_k]], dsts_by_channel=[[free_k]], replica_group=rg)
+    ncc.collective_permute_implicit(srcs_by_channel=[[arrived_v]], dsts_by_channel=[[free_v]], replica_group=rg)
+
+
 def normalize_batch(o_acc, nm_acc, sum_acc, o, lse, b, g0, g1, s, d, lse_dtype):
     """Writes the normalised output `O / S` of query groups `[g0, g1)` of batch `b`
     and, when training, the log-sum-exp `-n + ln S` (rows that never saw a key keep
@@ -128,18 +285,26 @@ def normalize_batch(o_acc, nm_acc, sum_acc, o, lse, b, g0, g1, s, d, lse_dtype):
 
 
 @nki.jit
-def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax_scale=None, use_causal_mask=False, striped_input=False, training=False, lse_dtype=nl.float32, tp_q=False, tp_k=False):
+def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax_scale=None, use_causal_mask=False, striped_input=False, training=False, lse_dtype=nl.float32, tp_q=False, tp_k=False, sinks=None, zigzag_input=False, window_left=None, window_right=None, chunk_size=None, soft_cap=None):
     """Ring attention forward, a drop-in for the NKI library's
     `ring_attention_spmd_fwd` (2.30): each of `num_workers` ranks holds `seqlen`
     tokens of the sequence (contiguous blocks, or every `num_workers`-th token with
     `striped_input`); K and V travel around the ring so every rank attends its
     queries to the whole sequence.
 
-    Layouts per rank: `q` and `k` are `[b, h, d, seqlen]` (`[b, h, seqlen, d]` with
-    `tp_q` / `tp_k`), `v` is `[b, h, seqlen, d]`. Returns the output
-    `[b, h, seqlen, d]` and, when `training`, the log-sum-exp of the scaled scores
-    `[b, h, 128, seqlen / 128]` (row `128 g + p` at `[.., p, g]`). With the causal
-    mask the kernel ignores `softmax_scale`: `q` must be pre-scaled.
+    Layouts per rank: `q` is `[b, h, d, seqlen]` and `k` `[b, h_kv, d, seqlen]`
+    (`[.., seqlen, d]` with `tp_q` / `tp_k`), `v` is `[b, h_kv, seqlen, d]`, with
+    `h` a multiple of `h_kv` (GQA; the library's kernel needs `h_kv = h`). Returns
+    the output `[b, h, seqlen, d]` and, when `training`, the log-sum-exp of the
+    scaled scores `[b, h, 128, seqlen / 128]` (row `128 g + p` at `[.., p, g]`).
+    With the causal mask the kernel ignores `softmax_scale`: `q` must be
+    pre-scaled. Keyword arguments past the library's (default: off): `sinks`,
+    float32 `[h]`, one logit per query head in every row's softmax denominator
+    (not scaled; included in the log-sum-exp); `zigzag_input` (rank `r` holds
+    chunks `r` and `2W-1-r` of `seqlen / 2` tokens; needs the causal mask);
+    `window_left` / `window_right` (key `j` visible to query `i` only if
+    `i - L <= j <= i + R`); `chunk_size` (only if `i / C == j / C`); `soft_cap`
+    (logits `C·tanh(scale·q·k / C)`).
     """
     assert nisa.get_nc_version() > nisa.nc_version.gen2, "ring_attention_spmd_fwd not supported on trn1"
     assert q.ndim == 4 and k.ndim == 4 and v.ndim == 4, "q, k and v must be 4-d, [b, h, d, seqlen] or [b, h, seqlen, d]"
@@ -147,31 +312,52 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
     b, q_h, d, s = [q_shape[0], q_shape[1], q_shape[3], q_shape[2]] if tp_q else q_shape
     k_shape = k.shape
     k_h = k_shape[1]
-    assert q_h == k_h, "expects q_heads == kv_heads, broadcast before calling"
+    assert k_h >= 1 and q_h % k_h == 0, f"q_heads must be a multiple of kv_heads (GQA), got q_heads={q_h}, kv_heads={k_h}"
     assert d <= 128, f"head_dim must be <= 128, got {d}"
     assert s % 128 == 0, f"seqlen must be divisible by 128, got {s}"
-    want_k = [b, q_h, s, d] if tp_k else [b, q_h, d, s]
+    want_k = [b, k_h, s, d] if tp_k else [b, k_h, d, s]
     assert k_shape[0] == b and k_shape[2] == want_k[2] and k_shape[3] == want_k[3], f"k must be {want_k} to match q's batch, seqlen and head dim, got {k_shape}"
     v_shape = v.shape
-    assert v_shape[0] == b and v_shape[1] == q_h and v_shape[2] == s and v_shape[3] == d, f"v must be [{b}, {q_h}, {s}, {d}] to match q, got {v_shape}"
+    assert v_shape[0] == b and v_shape[1] == k_h and v_shape[2] == s and v_shape[3] == d, f"v must be [{b}, {k_h}, {s}, {d}] to match q and k, got {v_shape}"
     assert not striped_input or use_causal_mask, "striped_input requires use_causal_mask=True"
+    assert not zigzag_input or use_causal_mask, "zigzag_input requires use_causal_mask=True"
+    assert not (zigzag_input and striped_input), "striped_input and zigzag_input exclude each other"
+    left = window_left if window_left is not None else -1
+    right = window_right if window_right is not None else -1
+    chunk = chunk_size if chunk_size is not None else 0
+    assert (window_left if window_left is not None else 0) >= 0 and (window_right if window_right is not None else 0) >= 0, "window_left and window_right must be >= 0"
+    assert (chunk_size if chunk_size is not None else 1) >= 1, "chunk_size must be >= 1"
+    cap = soft_cap if soft_cap is not None else 1.0
+    assert cap > 0.0 and cap <= 3.4028234663852886e38, f"soft_cap must be a positive finite float32, got {cap}"
+    bounded = zigzag_input or left >= 0 or right >= 0 or chunk > 0
     assert num_workers >= 1, f"num_workers must be >= 1, got {num_workers}"
     assert not use_causal_mask or num_workers <= 32, f"causal ring attention supports at most 32 workers, got {num_workers}"
     groups = replica_groups if replica_groups is not None else []
     for gi in range(len(groups)):
         size = len(groups[gi])
         assert size == num_workers, f"replica group {gi} has {size} ranks but num_workers is {num_workers}"
+    if sinks is not None:
+        sk = sinks
+        sk_shape = sk.shape
+        assert sk.ndim == 1 and sk_shape[0] == q_h, f"sinks must be [{q_h}] (one logit per query head), got {sk_shape}"
+        assert sk.dtype == nl.float32, "sinks must be float32"
     bs = b * q_h
+    bs_kv = b * k_h
     n_grp = s // 128
     q3 = q.reshape(shape=(bs, s, d)) if tp_q else q.reshape(shape=(bs, d, s))
-    k3 = k.reshape(shape=(bs, s, d)) if tp_k else k.reshape(shape=(bs, d, s))
-    v3 = v.reshape(shape=(bs, s, d))
+    k3 = k.reshape(shape=(bs_kv, s, d)) if tp_k else k.reshape(shape=(bs_kv, d, s))
+    v3 = v.reshape(shape=(bs_kv, s, d))
+    sink = sink_rows(sinks, b, q_h)
     o = nl.ndarray(shape=(bs, s, d), dtype=q.dtype, buffer=nl.shared_hbm)
     lse = nl.ndarray(shape=(bs, 128, n_grp), dtype=lse_dtype, buffer=nl.shared_hbm) if training else None
     scale = softmax_scale if softmax_scale is not None else 1.0 / float(d) ** 0.5
     assert -3.4028234663852886e38 <= scale and scale <= 3.4028234663852886e38, f"softmax_scale must be a finite float32, got {scale}"
-    attn_scale = 1.0 if use_causal_mask else scale
-    cp_deg = num_workers if use_causal_mask else None
+    attn_scale = 1.0 if use_causal_mask or bounded else scale
+    cp_deg = num_workers if use_causal_mask and not bounded else None
+    q_run = scaled_copy(q3, scale) if bounded and not use_causal_mask else q3
+    cte_causal = use_causal_mask and not bounded
+    cte_striped = striped_input and not bounded
+    last = last_needed_step(striped_input, zigzag_input, num_workers, s, use_causal_mask, left, right, chunk) if bounded else num_workers - 1
     grid = nl.program_ndim() == 1
     shard = nl.program_id(axis=0) if grid else 0
     shards = nl.num_programs(axes=0) if grid else 1
@@ -179,40 +365,70 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
     b_first = shard * per_shard
     has_remainder = bs % shards != 0
     rem_g0, rem_g1 = remainder_groups(shard, s, n_grp, 0.5)
-    k_buf_shape = [bs, s, d] if tp_k else [bs, d, s]
+    kv_per_shard = bs_kv // shards
+    kv_first = shard * kv_per_shard
+    kv_remainder = bs_kv % shards != 0
+    k_buf_shape = [bs_kv, s, d] if tp_k else [bs_kv, d, s]
     send_k = nl.ndarray(shape=k_buf_shape, dtype=k.dtype, buffer=nl.shared_hbm)
     recv_k = nl.ndarray(shape=k_buf_shape, dtype=k.dtype, buffer=nl.shared_hbm)
-    send_v = nl.ndarray(shape=(bs, s, d), dtype=v.dtype, buffer=nl.shared_hbm)
-    recv_v = nl.ndarray(shape=(bs, s, d), dtype=v.dtype, buffer=nl.shared_hbm)
+    send_v = nl.ndarray(shape=(bs_kv, s, d), dtype=v.dtype, buffer=nl.shared_hbm)
+    recv_v = nl.ndarray(shape=(bs_kv, s, d), dtype=v.dtype, buffer=nl.shared_hbm)
     rg = ncc.ReplicaGroup(groups)
     n_rings = 1 if len(groups) == 0 else len(groups)
     positions = nl.ndarray(shape=(1, n_rings * num_workers), dtype=nl.float32, buffer=nl.shared_hbm)
-    cp_offset = nl.ndarray(shape=(1, 1), dtype=nl.float32, buffer=nl.shared_hbm) if use_causal_mask else None
+    cp_offset = nl.ndarray(shape=(1, 1), dtype=nl.float32, buffer=nl.shared_hbm) if cte_causal else None
+    if use_causal_mask or bounded:
+        fill_ring_positions(positions, groups, num_workers)
     if cp_offset is not None:
         cpo = cp_offset
-        fill_ring_positions(positions, groups, num_workers)
         zero = nl.ndarray(shape=(1, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.memset(dst=zero, value=0.0)
         nisa.dma_copy(dst=cpo, src=zero)
-    o_acc, nm_acc, sum_acc = step_attention(q3, k3, v3, attn_scale, use_causal_mask, tp_q, tp_k, cp_offset, cp_deg, striped_input)
-    for bi in range(b_first, b_first + per_shard):
+    bound_min = nl.ndarray(shape=(bs, s, 1), dtype=nl.float32, buffer=nl.private_hbm) if bounded else None
+    bound_max = nl.ndarray(shape=(bs, s, 1), dtype=nl.float32, buffer=nl.private_hbm) if bounded else None
+    home_pos, own_pos = ring_positions_at(positions, groups, 0)
+    q_pos = row_positions(home_pos, striped_input, zigzag_input, num_workers, s)
+    local_causal = zigzag_input and left < 0 and chunk == 0
+    zigzag_fast = local_causal and s % 256 == 0
+    q_second = seq_half(q_run, tp_q, 1, None) if zigzag_fast else q_run
+    if not local_causal:
+        if bound_min is not None:
+            bmin = bound_min
+            if bound_max is not None:
+                bmax = bound_max
+                lower, upper = key_bounds(q_pos, own_pos, striped_input, zigzag_input, num_workers, s, use_causal_mask, left, right, chunk)
+                store_bounds(bmin, bmax, lower, upper)
+    o_acc, nm_acc, sum_acc = step_attention(q_run, k3, v3, attn_scale, True, tp_q, tp_k, None, None, False, sink, None, None, soft_cap) if local_causal else step_attention(q_run, k3, v3, attn_scale, cte_causal, tp_q, tp_k, cp_offset, cp_deg, cte_striped, sink, bound_min, bound_max, soft_cap)
+    for bi in range(kv_first, kv_first + kv_per_shard):
         nisa.dma_copy(dst=send_k[bi, :, :], src=k3[bi, :, :])
         nisa.dma_copy(dst=send_v[bi, :, :], src=v3[bi, :, :])
-    if has_remainder and shard == 0:
-        nisa.dma_copy(dst=send_k[bs - 1, :, :], src=k3[bs - 1, :, :])
-        nisa.dma_copy(dst=send_v[bs - 1, :, :], src=v3[bs - 1, :, :])
-    if num_workers > 1:
+    if kv_remainder and shard == 0:
+        nisa.dma_copy(dst=send_k[bs_kv - 1, :, :], src=k3[bs_kv - 1, :, :])
+        nisa.dma_copy(dst=send_v[bs_kv - 1, :, :], src=v3[bs_kv - 1, :, :])
+    if last >= 1:
         if shards > 1:
             nisa.core_barrier(data=send_k, cores=(0, 1))
             nisa.core_barrier(data=send_v, cores=(0, 1))
         ncc.collective_permute_implicit(srcs_by_channel=[[send_k]], dsts_by_channel=[[recv_k]], replica_group=rg)
         ncc.collective_permute_implicit(srcs_by_channel=[[send_v]], dsts_by_channel=[[recv_v]], replica_group=rg)
-    for step in nl.sequential_range(start=1, stop=num_workers):
+    for step in nl.sequential_range(start=1, stop=last + 1):
         odd = step % 2 == 1
         arrived_k = recv_k if odd else send_k
         free_k = send_k if odd else recv_k
         arrived_v = recv_v if odd else send_v
         free_v = send_v if odd else recv_v
+        needed = not bounded or step_needed(step, striped_input, zigzag_input, num_workers, s, use_causal_mask, left, right, chunk)
+        if zigzag_fast:
+            if step == 1:
+                both_programs(o_acc, nm_acc, sum_acc, shards)
+            here, there = ring_positions_at(positions, groups, step)
+            later = nl.ndarray(shape=(128, 1), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_tensor(dst=later, data1=there, data2=here, op=nl.greater)
+            sel = nl.ndarray(shape=(1, 1), dtype=nl.int32, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=sel, src=later[0:1, 0:1])
+            zigzag_step(q_second, q_run, arrived_k, arrived_v, o_acc, nm_acc, sum_acc, sel, tp_q, tp_k, shard, shards, soft_cap)
+            if step < last:
+                pass_on(arrived_k, free_k, arrived_v, free_v, groups)
         if cp_offset is not None:
             cpo = cp_offset
             my_pos, their_pos = ring_positions_at(positions, groups, step)
@@ -224,14 +440,25 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
                 nisa.tensor_tensor(dst=off, data1=my_pos, data2=their_pos, op=nl.subtract)
                 nisa.tensor_scalar(dst=off, data=off, op0=nl.multiply, operand0=float(s))
             nisa.dma_copy(dst=cpo, src=off[0:1, 0:1])
-        o_cur, nm_cur, sum_cur = step_attention(q3, arrived_k, arrived_v, attn_scale, use_causal_mask, tp_q, tp_k, cp_offset, cp_deg, striped_input)
-        if step + 1 < num_workers:
-            ncc.collective_permute_implicit(srcs_by_channel=[[arrived_k]], dsts_by_channel=[[free_k]], replica_group=rg)
-            ncc.collective_permute_implicit(srcs_by_channel=[[arrived_v]], dsts_by_channel=[[free_v]], replica_group=rg)
-        for bi in range(b_first, b_first + per_shard):
-            merge_batch(o_acc, nm_acc, sum_acc, o_cur, nm_cur, sum_cur, bi, 0, n_grp, s, d)
-        if has_remainder and rem_g1 > rem_g0:
-            merge_batch(o_acc, nm_acc, sum_acc, o_cur, nm_cur, sum_cur, bs - 1, rem_g0, rem_g1, s, d)
+        if needed and not zigzag_fast:
+            if bound_min is not None:
+                bmin = bound_min
+                if bound_max is not None:
+                    bmax = bound_max
+                    _here, k_pos = ring_positions_at(positions, groups, step)
+                    lower, upper = key_bounds(q_pos, k_pos, striped_input, zigzag_input, num_workers, s, use_causal_mask, left, right, chunk)
+                    store_bounds(bmin, bmax, lower, upper)
+            o_cur, nm_cur, sum_cur = step_attention(q_run, arrived_k, arrived_v, attn_scale, cte_causal, tp_q, tp_k, cp_offset, cp_deg, cte_striped, None, bound_min, bound_max, soft_cap)
+            if step < last:
+                pass_on(arrived_k, free_k, arrived_v, free_v, groups)
+            for bi in range(b_first, b_first + per_shard):
+                merge_batch(o_acc, nm_acc, sum_acc, o_cur, nm_cur, sum_cur, bi, 0, n_grp, s, d)
+            if has_remainder and rem_g1 > rem_g0:
+                merge_batch(o_acc, nm_acc, sum_acc, o_cur, nm_cur, sum_cur, bs - 1, rem_g0, rem_g1, s, d)
+        elif step < last and not zigzag_fast:
+            pass_on(arrived_k, free_k, arrived_v, free_v, groups)
+    if zigzag_fast and last >= 1:
+        both_programs(o_acc, nm_acc, sum_acc, shards)
     for bi in range(b_first, b_first + per_shard):
         normalize_batch(o_acc, nm_acc, sum_acc, o, lse, bi, 0, n_grp, s, d, lse_dtype)
     if has_remainder and rem_g1 > rem_g0:
