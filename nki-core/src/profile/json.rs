@@ -22,9 +22,10 @@ pub fn string(s: &str) -> String {
     out
 }
 
-/// `x` as a JSON number (non-finite values, which JSON lacks, as 0).
+/// `x` as a JSON number (non-finite values, which JSON lacks, and -0 as 0).
 pub fn number(x: f64) -> String {
-    if x.is_finite() { format!("{x}") } else { "0".to_string() }
+    // -0.0 prints as "-0"; JSON readers take it, but it reads as a sign error.
+    if x.is_finite() && x != 0.0 { format!("{x}") } else { "0".to_string() }
 }
 
 /// An object from already-encoded members.

@@ -132,10 +132,57 @@ impl Hazards {
     }
 }
 
+/// The core's DMA engines as one shared resource: its 16 queues run round-robin,
+/// so a transfer whose inputs are ready does not wait behind an earlier one that
+/// is still waiting for its own (a store behind a matmul does not hold up the next
+/// loads). Modelled as the busy intervals of the aggregate bandwidth; a transfer
+/// takes the first gap after it is ready that is long enough.
+#[derive(Default)]
+struct DmaQueues {
+    /// Disjoint busy intervals `(start, end, last instruction)`, sorted; touching ones merged.
+    busy: Vec<(f64, f64, usize)>,
+}
+
+impl DmaQueues {
+    /// The earliest start at or after `ready` with `ns` free, and the transfer ending there.
+    fn earliest(&self, ready: f64, ns: f64) -> (f64, Option<usize>) {
+        let mut at = (ready, None);
+        for &(s, e, who) in &self.busy {
+            if e <= at.0 {
+                continue;
+            }
+            if s >= at.0 + ns {
+                break;
+            }
+            at = (e, Some(who));
+        }
+        at
+    }
+
+    fn occupy(&mut self, start: f64, end: f64, who: usize) {
+        let i = self.busy.partition_point(|b| b.0 < start);
+        self.busy.insert(i, (start, end, who));
+        // Merge with touching neighbours so a saturated queue stays one interval.
+        if i + 1 < self.busy.len() && self.busy[i + 1].0 <= end {
+            let next = self.busy.remove(i + 1);
+            self.busy[i].1 = next.1.max(end);
+            self.busy[i].2 = next.2;
+        }
+        if i > 0 && self.busy[i - 1].1 >= start {
+            let cur = self.busy.remove(i);
+            self.busy[i - 1].1 = self.busy[i - 1].1.max(cur.1);
+            if cur.1 >= self.busy[i - 1].1 {
+                self.busy[i - 1].2 = cur.2;
+            }
+        }
+    }
+}
+
 /// Where one stream stands.
 struct Cursor {
     next: usize,
     free: HashMap<Unit, (f64, Option<usize>)>,
+    dma: DmaQueues,
     hazards: Hazards,
     /// The latest end of any instruction so far, and its index.
     last_end: (f64, Option<usize>),
@@ -157,6 +204,7 @@ pub fn schedule(costs: &Costs, streams: &[Stream]) -> Result<Timeline> {
         .map(|_| Cursor {
             next: 0,
             free: HashMap::new(),
+            dma: DmaQueues::default(),
             hazards: Hazards::default(),
             last_end: (0.0, None),
             barriers: 0,
@@ -173,9 +221,13 @@ pub fn schedule(costs: &Costs, streams: &[Stream]) -> Result<Timeline> {
             let cur = &mut cursors[si];
             while let Some(instr) = st.instrs.get(cur.next) {
                 let c = cost(costs, instr);
-                let (unit_free, unit_after) = cur.free.get(&instr.unit).copied().unwrap_or((0.0, None));
                 let (dep_ready, dep_after) = cur.hazards.ready(costs, instr);
-                let (mut start, mut after) = if dep_ready > unit_free { (dep_ready, dep_after) } else { (unit_free, unit_after) };
+                let (unit_free, unit_after) = if instr.unit == Unit::Dma {
+                    cur.dma.earliest(dep_ready, c.busy_ns)
+                } else {
+                    cur.free.get(&instr.unit).copied().unwrap_or((0.0, None))
+                };
+                let (mut start, mut after) = if dep_ready >= unit_free { (dep_ready, dep_after) } else { (unit_free, unit_after) };
                 // A core barrier fences the program: everything issued before it is done.
                 if instr.rendezvous == Rendezvous::CoreBarrier && cur.last_end.0 > start {
                     (start, after) = cur.last_end;
@@ -219,7 +271,11 @@ pub fn schedule(costs: &Costs, streams: &[Stream]) -> Result<Timeline> {
                     cost: c,
                     after,
                 };
-                cur.free.insert(instr.unit, (slice.end_ns, Some(cur.next)));
+                if instr.unit == Unit::Dma {
+                    cur.dma.occupy(slice.start_ns, slice.end_ns, cur.next);
+                } else {
+                    cur.free.insert(instr.unit, (slice.end_ns, Some(cur.next)));
+                }
                 if slice.end_ns > cur.last_end.0 {
                     cur.last_end = (slice.end_ns, Some(cur.next));
                 }

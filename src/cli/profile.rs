@@ -1,0 +1,79 @@
+//! `nki profile <kernel>`: runs a kernel like `nki run` (same flags and outputs)
+//! with profiling on, then prints its estimated Trainium timeline: time, per-engine
+//! busy fractions, the critical path, achieved vs peak rates and on-chip peaks;
+//! `--json` prints the report as one JSON object, `--trace` writes a
+//! Chrome/Perfetto trace.
+
+use super::run::{BASE_LAUNCH, Kernel, run_kernel};
+use clap::Args;
+use nki::Launch;
+use nki::profile::Target;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Arguments of `nki profile`.
+#[derive(Args)]
+pub struct ProfileArgs {
+    #[command(subcommand)]
+    kernel: Kernel,
+    /// The Trainium generation to model: trn1, trn2 or trn3.
+    #[arg(long, global = true, default_value = "trn2", value_parser = parse_target)]
+    target: Target,
+    /// Also write the timeline as Chrome/Perfetto trace-event JSON (opens in ui.perfetto.dev).
+    #[arg(long, global = true, value_name = "FILE", value_parser = parse_output)]
+    trace: Option<PathBuf>,
+    /// Print the report as one JSON object instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+/// `--target`: a generation name.
+fn parse_target(s: &str) -> Result<Target, String> {
+    Target::parse(s).ok_or_else(|| format!("unknown target '{s}'; expected trn1, trn2 or trn3"))
+}
+
+/// `--trace`: a file path whose directory exists.
+fn parse_output(s: &str) -> Result<PathBuf, String> {
+    let p = PathBuf::from(s);
+    if s.is_empty() || p.is_dir() {
+        return Err("expected a file path".to_string());
+    }
+    let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(format!("the directory {} does not exist", dir.display()));
+    }
+    Ok(p)
+}
+
+/// Writes `text` to `path` all or nothing: a sibling temporary file renamed over it.
+fn write_atomically(path: &Path, text: &str) -> Result<(), String> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.nki-{}.tmp", std::process::id()));
+    let written = fs::File::create(&tmp).and_then(|mut f| {
+        f.write_all(text.as_bytes())?;
+        f.sync_all()
+    });
+    let renamed = written.and_then(|()| fs::rename(&tmp, path));
+    renamed.map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        format!("--trace {}: {e}", path.display())
+    })
+}
+
+/// Runs the kernel profiled, then reports.
+pub fn run(args: &ProfileArgs) -> Result<(), String> {
+    let base = Launch::new().profile(args.target);
+    BASE_LAUNCH.set(base.clone()).map_err(|_| "a launch was already configured in this process".to_string())?;
+    run_kernel(&args.kernel)?;
+    let profile = base.profiled().map_err(|e| e.to_string())?;
+    if let Some(path) = &args.trace {
+        write_atomically(path, &profile.trace_json())?;
+    }
+    if args.json {
+        println!("{}", profile.report.to_json());
+    } else {
+        println!("{}", profile.report);
+    }
+    Ok(())
+}
