@@ -4,6 +4,7 @@
 //! `--json` prints the report as one JSON object, `--trace` writes a
 //! Chrome/Perfetto trace.
 
+use super::output_plan::STATUS_TO_STDERR;
 use super::run::{BASE_LAUNCH, Kernel, run_kernel};
 use clap::Args;
 use nki::Launch;
@@ -11,6 +12,7 @@ use nki::profile::Target;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 
 /// Arguments of `nki profile`.
 #[derive(Args)]
@@ -64,6 +66,7 @@ fn write_atomically(path: &Path, text: &str) -> Result<(), String> {
 /// Runs the kernel profiled, then reports.
 pub fn run(args: &ProfileArgs) -> Result<(), String> {
     let base = Launch::new().profile(args.target);
+    STATUS_TO_STDERR.store(args.json, Ordering::Relaxed);
     BASE_LAUNCH.set(base.clone()).map_err(|_| "a launch was already configured in this process".to_string())?;
     run_kernel(&args.kernel)?;
     let profile = base.profiled().map_err(|e| e.to_string())?;
