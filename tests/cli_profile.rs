@@ -15,7 +15,7 @@ fn nki_in(dir: &Path, args: &[&str]) -> Output {
 
 fn write(dir: &Path, name: &str, shape: &[usize], seed: u64) {
     let n = shape.iter().product();
-    write_npy(&dir.join(name), shape, &common::uniform(n, seed, -1.0, 1.0), NpyType::F32).unwrap();
+    write_npy(dir.join(name), shape, &common::uniform(n, seed, -1.0, 1.0), NpyType::F32).unwrap();
 }
 
 fn check_report(report: &Value, cores: u64) {
