@@ -92,3 +92,28 @@ fn bad_flags_exit_2() {
     let help = nki_in(&dir, &["--help"]);
     assert!(String::from_utf8_lossy(&help.stdout).contains("profile"));
 }
+
+#[test]
+fn example_kernels_profile_and_write_their_result() {
+    let dir = common::scratch("cli_profile_examples");
+    let (a, b) = (common::uniform(256 * 64, 1, -1.0, 1.0), common::uniform(256 * 64, 2, -1.0, 1.0));
+    write_npy(dir.join("a.npy"), &[256, 64], &a, NpyType::F32).unwrap();
+    write_npy(dir.join("b.npy"), &[256, 64], &b, NpyType::F32).unwrap();
+    let o = nki_in(&dir, &["profile", "tensor-add", "--a", "a.npy", "--b", "b.npy", "--out", "sum.npy", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    check_report(&report, 1);
+    // Two 64 KiB loads and one store.
+    assert_eq!(report["bytes"].as_f64().unwrap(), 3.0 * 256.0 * 64.0 * 4.0);
+    let sum = nki::io::npy::read_npy(dir.join("sum.npy")).unwrap();
+    let want: Vec<f64> = a.iter().zip(&b).map(|(x, y)| (*x as f32 + *y as f32) as f64).collect();
+    common::assert_close("tensor-add", &sum.data.iter().map(|&v| v as f32).collect::<Vec<_>>(), &want, 1e-6, 1e-6);
+    for (kernel, flags) in [("softmax", vec!["--x", "a.npy"]), ("matmul", vec!["--a-t", "a.npy", "--b", "b.npy"])] {
+        let o = nki_in(&dir, &[&["profile", kernel][..], &flags].concat());
+        let err = String::from_utf8_lossy(&o.stderr);
+        match kernel {
+            "softmax" => assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("estimated time"), "{err}"),
+            _ => assert!(o.status.code() == Some(1) && err.contains("multiple"), "{err}"),
+        }
+    }
+}

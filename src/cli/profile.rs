@@ -1,12 +1,15 @@
-//! `nki profile <kernel>`: runs a kernel like `nki run` (same flags and outputs)
-//! with profiling on, then prints its estimated Trainium timeline: time, per-engine
+//! `nki profile <kernel>`: runs a kernel like `nki run` (same flags and outputs;
+//! the example kernels take their tensors under their parameters' flags) with
+//! profiling on, then prints its estimated Trainium timeline: time, per-engine
 //! busy fractions, the critical path, achieved vs peak rates and on-chip peaks;
 //! `--json` prints the report as one JSON object, `--trace` writes a
 //! Chrome/Perfetto trace.
 
+mod examples;
+
 use super::output_plan::STATUS_TO_STDERR;
 use super::run::{BASE_LAUNCH, Kernel, run_kernel};
-use clap::Args;
+use clap::{Args, Subcommand};
 use nki::Launch;
 use nki::profile::Target;
 use std::fs;
@@ -18,7 +21,7 @@ use std::sync::atomic::Ordering;
 #[derive(Args)]
 pub struct ProfileArgs {
     #[command(subcommand)]
-    kernel: Kernel,
+    kernel: Profiled,
     /// The Trainium generation to model: trn1, trn2 or trn3.
     #[arg(long, global = true, default_value = "trn2", value_parser = parse_target)]
     target: Target,
@@ -28,6 +31,15 @@ pub struct ProfileArgs {
     /// Print the report as one JSON object instead of text.
     #[arg(long, global = true)]
     json: bool,
+}
+
+/// What `nki profile` runs: the kernels of `nki run` and the example kernels.
+#[derive(Subcommand)]
+enum Profiled {
+    #[command(flatten)]
+    Attention(Kernel),
+    #[command(flatten)]
+    Example(examples::Example),
 }
 
 /// `--target`: a generation name.
@@ -68,7 +80,10 @@ pub fn run(args: &ProfileArgs) -> Result<(), String> {
     let base = Launch::new().profile(args.target);
     STATUS_TO_STDERR.store(args.json, Ordering::Relaxed);
     BASE_LAUNCH.set(base.clone()).map_err(|_| "a launch was already configured in this process".to_string())?;
-    run_kernel(&args.kernel)?;
+    match &args.kernel {
+        Profiled::Attention(k) => run_kernel(k)?,
+        Profiled::Example(e) => examples::run(e)?,
+    }
     let profile = base.profiled().map_err(|e| e.to_string())?;
     if let Some(path) = &args.trace {
         write_atomically(path, &profile.trace_json())?;
