@@ -37,7 +37,7 @@ pub struct ProfileArgs {
 #[derive(Subcommand)]
 enum Profiled {
     #[command(flatten)]
-    Attention(Kernel),
+    Attention(Box<Kernel>),
     #[command(flatten)]
     Example(examples::Example),
 }
