@@ -129,6 +129,34 @@ fn dma_costs() {
     assert_ns(c.busy_ns, bytes / (16.0 * 17.0 * (2048.0 / (2048.0 + 128.0))));
 }
 
+/// A collective step: 1.3 µs plus the payload over the core's share of the
+/// chip's NeuronLink bandwidth (1280 GB/s over 8 cores on trn2); register and
+/// barrier instructions take 64 Sync Engine cycles.
+#[test]
+fn collective_and_sync_costs() {
+    let hbm = |f: usize| operand(Buffer::SharedHbm, Dtype::F32, 1, f);
+    let permute = |g| on(g, &instr("collective_permute_implicit", Unit::Collective, vec![hbm(65536)], vec![hbm(65536)]));
+    let bytes = 65536.0 * 4.0;
+    assert_eq!(permute(Generation::Trn2).bytes, bytes);
+    assert_ns(permute(Generation::Trn2).busy_ns, 1300.0 + bytes / 160.0);
+    assert_ns(permute(Generation::Trn1).busy_ns, 1300.0 + bytes / 192.0);
+    assert_ns(permute(Generation::Trn3).busy_ns, 1300.0 + bytes / 320.0);
+    let reg = instr("nisa.register_move", Unit::Sync, vec![], vec![]);
+    assert_ns(on(Generation::Trn2, &reg).busy_ns, 64.0 / 1.2);
+}
+
+/// The hand-off between units: none between matmuls (one in-order pipeline), 200
+/// cycles of the producer between compute engines, the DMA latency to and from DMA.
+#[test]
+fn dependency_latencies() {
+    let c = Costs::of(Target::Trn2);
+    assert_eq!(c.dependency_ns(Unit::Tensor, Unit::Tensor), 0.0);
+    assert_ns(c.dependency_ns(Unit::Tensor, Unit::Vector), 200.0 / 2.4);
+    assert_ns(c.dependency_ns(Unit::Vector, Unit::Scalar), 200.0 / 0.96);
+    assert_ns(c.dependency_ns(Unit::Dma, Unit::Tensor), 1300.0);
+    assert_ns(c.dependency_ns(Unit::Scalar, Unit::Dma), 1300.0);
+}
+
 /// A dependent chain of one-element activations issues every 264 Scalar Engine
 /// cycles: the interval the perf guide measured on trn1 (189 ns).
 #[test]
