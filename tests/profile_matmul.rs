@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{assert_close, tensor, uniform};
+use common::{Arg, assert_close, run_numpy, tensor, uniform};
 use nki::examples::matmul::matmul;
 use nki::examples::matmul_steps::{matmul_blocked, matmul_hoisted};
 use nki::profile::{Report, Target, Unit};
@@ -108,4 +108,20 @@ fn large_matmul_reaches_the_modelled_peak() {
     assert!(bf16.tensor_flops_per_second() >= 0.9 * peak, "bf16 {} of {peak}", bf16.tensor_flops_per_second());
     let ratio = fp32.tensor_flops_per_second() / bf16.tensor_flops_per_second();
     assert!((0.23..0.27).contains(&ratio), "fp32 / bf16 = {ratio}");
+}
+
+/// The emitted NKI of the two tutorial steps, run under NumPy, matches the emulator.
+#[test]
+fn emitted_steps_under_numpy_match_the_emulator() {
+    let (k, m, n) = (256, 256, 1024);
+    let (a, b) = (uniform(k * m, 3, -1.0, 1.0), uniform(k * n, 4, -1.0, 1.0));
+    let (ta, tb) = (tensor(&[k, m], &a, Dtype::F32), tensor(&[k, n], &b, Dtype::F32));
+    let fp32 = Launch::new().precision(Precision::Fp32);
+    let tensors = || vec![Arg::Tensor(vec![k, m], a.clone(), Dtype::F32), Arg::Tensor(vec![k, n], b.clone(), Dtype::F32)];
+    let emu = hoisted(&fp32, &ta, &tb).unwrap().to_f32_vec().into_iter().map(f64::from).collect::<Vec<_>>();
+    assert_close("matmul_hoisted numpy vs emulator", &run_numpy("matmul_hoisted", &tensors(), 1, "fp32")[0], &emu, 1e-6, 1e-5);
+    let emu = blocked(&fp32, &ta, &tb).unwrap().to_f32_vec().into_iter().map(f64::from).collect::<Vec<_>>();
+    let mut args = tensors();
+    args.extend([Arg::Int(2), Arg::Int(2)]);
+    assert_close("matmul_blocked numpy vs emulator", &run_numpy("matmul_blocked", &args, 1, "fp32")[0], &emu, 1e-6, 1e-5);
 }
