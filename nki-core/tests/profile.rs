@@ -127,6 +127,11 @@ fn dma_costs() {
     assert!((1300.0..1600.0).contains(&c.busy_ns), "{}", c.busy_ns);
     let c = on(Generation::Trn1, &d(128, 1024));
     assert_ns(c.busy_ns, bytes / (16.0 * 17.0 * (2048.0 / (2048.0 + 128.0))));
+    // A DMA transpose runs at 90 % of a copy from HBM, 50 % from SBUF.
+    let copy = on(Generation::Trn2, &d(128, 1024)).busy_ns;
+    let tr = |src: Operand| on(Generation::Trn2, &instr("nisa.dma_transpose", Unit::Dma, vec![src], vec![sb(Dtype::Bf16, 128, 1024)]));
+    assert_ns(tr(hbm(128, 1024)).busy_ns, copy / 0.9);
+    assert_ns(tr(sb(Dtype::Bf16, 128, 1024)).busy_ns, copy / 0.5);
 }
 
 /// A collective step: 1.3 µs plus the payload over the core's share of the

@@ -52,6 +52,10 @@ pub struct Costs {
     /// curve only as a figure (under 256 B severely bound, at 2 KiB near peak), so
     /// efficiency is **chosen** as `run / (run + 128)`.
     pub dma_half_run_bytes: f64,
+    /// Rate of a DMA transpose relative to a copy: at most 90 % from HBM and 50 %
+    /// SBUF to SBUF on trn2 (arch guide, "DMA Transpose"); the same **chosen** for
+    /// trn1 and trn3.
+    pub dma_transpose_rate: (f64, f64),
     /// Time from a DMA's last byte until a consumer on another engine sees it, and
     /// from a producer to the start of a DMA that depends on it (ns): the DMA
     /// overview's ~1.3 µs trigger/semaphore-to-start latency, hidden when DMAs queue up.
@@ -91,6 +95,7 @@ impl Costs {
             dma_engine_bytes_per_ns: dma_bw,
             dma_partitions_per_engine: 8,
             dma_half_run_bytes: 128.0,
+            dma_transpose_rate: (0.9, 0.5),
             dma_latency_ns: 1300.0,
             link_bytes_per_ns: f64::min(link, dma_bw * dma_engines as f64),
             collective_latency_ns: 1300.0,
@@ -236,7 +241,12 @@ pub fn cost(c: &Costs, i: &Instr) -> Cost {
             let on_chip = i.reads.iter().chain(&i.writes).find(|o| o.buffer == Buffer::Sbuf);
             let partitions = on_chip.or(i.writes.first()).map_or(1, |o| o.partitions);
             let run = i.reads.iter().chain(&i.writes).map(|o| o.run_bytes).min().unwrap_or(1).max(1) as f64;
-            Cost { busy_ns: dma_ns(c, bytes, partitions, run), flops: 0.0, bytes }
+            let rate = match i.op {
+                "nisa.dma_transpose" if i.reads.iter().all(|o| o.buffer == Buffer::Sbuf) => c.dma_transpose_rate.1,
+                "nisa.dma_transpose" => c.dma_transpose_rate.0,
+                _ => 1.0,
+            };
+            Cost { busy_ns: dma_ns(c, bytes, partitions, run) / rate, flops: 0.0, bytes }
         }
         Unit::Collective => {
             // A ring step: every rank sends its payload to its neighbour.
