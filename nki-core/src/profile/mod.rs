@@ -3,7 +3,7 @@
 //!
 //! A profiled launch ([`Launch::profile`](crate::Launch::profile)) records every
 //! instruction of every program: its unit, operands (dtype, shape, bytes, the
-//! storage region read or overwritten) and whom it waits for. [`schedule`] places
+//! storage region read or overwritten) and whom it waits for. [`schedule()`] places
 //! them on per-unit in-order queues of the target generation, each starting once
 //! its unit is free and the instructions whose tiles it depends on are done, with
 //! durations from the documented cost rules in [`costs`]. [`Report`] summarises
