@@ -89,6 +89,11 @@ fn bad_flags_exit_2() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains(says) && err.lines().count() == 1, "{err}");
     }
+    std::fs::write(dir.join("q.npy"), b"input").unwrap();
+    let o = nki_in(&dir, &["profile", "softmax", "--x", "q.npy", "--trace", "q.npy"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a trace"));
+    assert_eq!(std::fs::read(dir.join("q.npy")).unwrap(), b"input");
     let help = nki_in(&dir, &["--help"]);
     assert!(String::from_utf8_lossy(&help.stdout).contains("profile"));
 }

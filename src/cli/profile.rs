@@ -47,11 +47,22 @@ fn parse_target(s: &str) -> Result<Target, String> {
     Target::parse(s).ok_or_else(|| format!("unknown target '{s}'; expected trn1, trn2 or trn3"))
 }
 
-/// `--trace`: a file path whose directory exists.
+/// How every trace this command writes begins.
+const TRACE_START: &[u8] = b"{\"traceEvents\"";
+
+/// `--trace`: a file path whose directory exists, naming a new file or an earlier
+/// trace (never an input or any other file).
 fn parse_output(s: &str) -> Result<PathBuf, String> {
     let p = PathBuf::from(s);
     if s.is_empty() || p.is_dir() {
         return Err("expected a file path".to_string());
+    }
+    if p.exists() {
+        let mut start = vec![0u8; TRACE_START.len()];
+        let is_trace = fs::File::open(&p).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut start)).is_ok() && start == TRACE_START;
+        if !is_trace {
+            return Err("the file exists and is not a trace; refusing to overwrite it".to_string());
+        }
     }
     let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     if !dir.is_dir() {
