@@ -1,8 +1,11 @@
 //! Example kernels written with the DSL; each is verified against a float64
 //! reference, against its emitted NKI run under NumPy, and against a checked-in
-//! snapshot of that source.
+//! snapshot of that source. [`matmul_steps`] holds the kernel-optimization
+//! tutorial's steps, whose profiles `tests/profile_matmul.rs` also checks against
+//! the bottlenecks the tutorial measured.
 
 pub mod matmul;
+pub mod matmul_steps;
 pub mod softmax;
 pub mod tensor_add;
 pub mod tiles;
@@ -11,5 +14,11 @@ pub mod transpose;
 use crate::emit::FunctionInfo;
 
 /// The example kernels.
-pub static KERNELS: &[&FunctionInfo] =
-    &[&matmul::matmul::INFO, &softmax::softmax::INFO, &tensor_add::tensor_add::INFO, &transpose::transpose::INFO];
+pub static KERNELS: &[&FunctionInfo] = &[
+    &matmul::matmul::INFO,
+    &matmul_steps::matmul_hoisted::INFO,
+    &matmul_steps::matmul_blocked::INFO,
+    &softmax::softmax::INFO,
+    &tensor_add::tensor_add::INFO,
+    &transpose::transpose::INFO,
+];

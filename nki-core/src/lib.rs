@@ -5,6 +5,7 @@
 //! * [`isa`] (`nisa`), [`language`] (`nl`), [`collectives`] (`ncc`): the NKI API;
 //! * [`hw`]: per-generation hardware tables;
 //! * [`emulator`]: launches over an LNC grid and a ring of ranks;
+//! * [`profile`]: estimated Trainium timelines of emulated launches;
 //! * [`emit`]: assembling emitted NKI source into a Python package.
 
 #[doc(hidden)]
@@ -20,6 +21,7 @@ pub mod io;
 pub mod isa;
 pub mod language;
 pub mod numeric;
+pub mod profile;
 pub mod tensor;
 
 pub use collectives as ncc;

@@ -5,6 +5,7 @@ mod demo;
 mod emit;
 mod list;
 mod output_plan;
+mod profile;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -28,6 +29,9 @@ enum Command {
     /// Run a library kernel in the emulator on `.npy` inputs and write its outputs as `.npy`
     /// (all or none of them, never over an input or each other).
     Run(Box<run::RunArgs>),
+    /// Estimate a kernel's time on Trainium from the instructions it executes
+    /// (runs it like `nki run`, then reports the modelled timeline).
+    Profile(Box<profile::ProfileArgs>),
     /// Measure the emulator's throughput on the attention kernels.
     Bench(bench::BenchArgs),
     /// Run every attention kernel on random inputs in both precision modes, check
@@ -64,6 +68,7 @@ fn dispatch(command: Command) -> Result<(), String> {
             Ok(())
         }
         Command::Run(args) => run::run(&args),
+        Command::Profile(args) => profile::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Demo(args) => demo::run(&args),
     }

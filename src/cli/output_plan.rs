@@ -27,6 +27,11 @@ use nki::Tensor;
 use nki::io::npy::write_tensor_npy;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set when stdout carries a machine-readable result (`nki profile --json`): the
+/// lines naming written files then go to stderr.
+pub static STATUS_TO_STDERR: AtomicBool = AtomicBool::new(false);
 
 /// Where a path leads: its location with the directory resolved, and the identity
 /// of the file there, if one exists.
@@ -134,7 +139,8 @@ impl OutputPlan {
     }
 
     /// Writes `tensors` (one per declared output, in order) as `.npy` files, all
-    /// or nothing, and prints a line per file written.
+    /// or nothing, and prints a line per file written (to stdout, or to stderr
+    /// when [`STATUS_TO_STDERR`] is set).
     pub fn commit(&self, tensors: &[&Tensor]) -> Result<(), String> {
         if tensors.len() != self.outputs.len() {
             return Err(format!("{} outputs were declared but {} tensors are to be written", self.outputs.len(), tensors.len()));
@@ -176,7 +182,8 @@ impl OutputPlan {
         remove_all(backups.iter().flatten());
         sync_dirs(&self.outputs);
         for (o, t) in self.outputs.iter().zip(tensors) {
-            println!("wrote {} {:?} {}", o.path.display(), t.shape(), t.dtype());
+            let line = format!("wrote {} {:?} {}", o.path.display(), t.shape(), t.dtype());
+            if STATUS_TO_STDERR.load(Ordering::Relaxed) { eprintln!("{line}") } else { println!("{line}") }
         }
         Ok(())
     }

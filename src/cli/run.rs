@@ -11,7 +11,12 @@ use nki::attention::shard::SeqLayout;
 use nki::io::npy::read_tensor_npy;
 use nki::{Launch, Precision, Tensor};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::Duration;
+
+/// The launch every kernel command starts from when set (`nki profile` sets a
+/// profiled one, whose recording it reads after the run); a plain launch otherwise.
+pub static BASE_LAUNCH: OnceLock<Launch> = OnceLock::new();
 
 /// Arguments of `nki run`.
 #[derive(Args)]
@@ -20,8 +25,9 @@ pub struct RunArgs {
     kernel: Kernel,
 }
 
+/// The kernels `nki run` (and `nki profile`) run.
 #[derive(Subcommand)]
-enum Kernel {
+pub enum Kernel {
     /// Prefill flash attention (`attention_cte`) on inputs in the kernel's layouts.
     AttentionCte(attention_cte::CteArgs),
     /// Ring attention forward (`ring_attention_spmd_fwd`) on whole-sequence inputs,
@@ -169,7 +175,7 @@ impl LaunchArgs {
             PrecisionArg::Hardware => Precision::Hardware,
             PrecisionArg::Fp32 => Precision::Fp32,
         };
-        let launch = Launch::new().lnc(usize::from(self.lnc)).precision(p);
+        let launch = BASE_LAUNCH.get().cloned().unwrap_or_default().lnc(usize::from(self.lnc)).precision(p);
         match self.timeout {
             Some(limit) => launch.timeout(limit),
             None => launch,
@@ -214,7 +220,12 @@ pub fn load_alike(files: &[(&str, &Path)], dtypes: &ParamDtypes) -> Result<Vec<T
 
 /// Runs the chosen kernel.
 pub fn run(args: &RunArgs) -> Result<(), String> {
-    match &args.kernel {
+    run_kernel(&args.kernel)
+}
+
+/// Runs `kernel` with its flags.
+pub fn run_kernel(kernel: &Kernel) -> Result<(), String> {
+    match kernel {
         Kernel::AttentionCte(a) => attention_cte::run(a),
         Kernel::RingFwd(a) => ring_fwd::run(a),
         Kernel::RingBwd(a) => ring_bwd::run(a),

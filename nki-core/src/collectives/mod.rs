@@ -135,6 +135,11 @@ fn run_permute(
 ) -> Result<()> {
     ctx.begin_op(op)?;
     let ring = group.ring_of(ctx.rank(), ctx.num_ranks()).map_err(|e| e.in_op(op))?;
+    ctx.record_with(|| {
+        let reads: Vec<&Tensor> = srcs.iter().flatten().collect();
+        crate::profile::Instr::new(op, crate::profile::Unit::Collective, &reads, &dsts.iter().collect::<Vec<_>>())
+            .waiting_for(crate::profile::Rendezvous::Ranks(ring.clone()))
+    });
     for (c, (ss, d)) in srcs.iter().zip(&dsts).enumerate() {
         check_buffer(op, "dst", d)?;
         for s in ss {

@@ -6,6 +6,7 @@ use super::memory::{MemPool, MemoryReport};
 use super::world::{RvKey, Slot, World};
 use crate::hw::{Generation, HwLimits};
 use crate::isa::Accumulators;
+use crate::profile::{Instr, Unit};
 use crate::{Origin, Result, Tensor};
 use std::cell::{Cell, RefCell, RefMut};
 use std::collections::HashMap;
@@ -35,6 +36,8 @@ pub struct Ctx {
     loop_grace_used: Cell<bool>,
     vector_acc: RefCell<Vec<f32>>,
     scalar_acc: RefCell<Vec<f32>>,
+    /// The instructions executed so far, when the launch is profiled.
+    pub(crate) recorder: Option<RefCell<Vec<Instr>>>,
 }
 
 impl Ctx {
@@ -67,6 +70,7 @@ impl Ctx {
             loop_grace_used: Cell::new(false),
             vector_acc: RefCell::new(vec![f32::NAN; hw.pmax]),
             scalar_acc: RefCell::new(vec![f32::NAN; hw.pmax]),
+            recorder: None,
         }
     }
 
@@ -152,6 +156,21 @@ impl Ctx {
         self.last_op.set(Some(op));
         self.ops.set(self.ops.get() + 1);
         Ok(())
+    }
+
+    /// Records an executed instruction for the profiler: `make` runs only when the
+    /// launch is profiled, so an unprofiled launch pays one branch.
+    #[inline]
+    pub(crate) fn record_with(&self, make: impl FnOnce() -> Instr) {
+        if let Some(r) = &self.recorder {
+            r.borrow_mut().push(make());
+        }
+    }
+
+    /// Records instruction `op` on `unit` reading `reads` and writing `writes`.
+    #[inline]
+    pub(crate) fn record(&self, op: &'static str, unit: Unit, reads: &[&Tensor], writes: &[&Tensor]) {
+        self.record_with(|| Instr::new(op, unit, reads, writes));
     }
 
     /// Called at every iteration of a kernel loop, so a loop without ops stops too.

@@ -5,6 +5,7 @@ use super::world::World;
 use super::{Ctx, Precision};
 use crate::collectives::CommEvent;
 use crate::hw::Generation;
+use crate::profile::{Profile, Recording, Stream, Target};
 use crate::{ErrorKind, NkiError, Result, Tensor};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -35,6 +36,28 @@ pub struct Launch {
     precision: Precision,
     generation: Generation,
     timeout: Option<Duration>,
+    profiling: Option<Profiling>,
+}
+
+/// Where a profiled launch leaves its recording (shared by the launch's clones).
+#[derive(Clone)]
+struct Profiling {
+    target: Target,
+    recording: Arc<Mutex<Option<Recording>>>,
+}
+
+impl PartialEq for Profiling {
+    fn eq(&self, other: &Self) -> bool {
+        self.target == other.target && Arc::ptr_eq(&self.recording, &other.recording)
+    }
+}
+
+impl Eq for Profiling {}
+
+impl std::fmt::Debug for Profiling {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Profiling({})", self.target)
+    }
 }
 
 impl Default for Launch {
@@ -59,7 +82,7 @@ pub struct RunReport<R> {
 impl Launch {
     /// One rank, no LNC grid, `hardware` precision, trn2.
     pub fn new() -> Launch {
-        Launch { grid: None, ranks: 1, precision: Precision::Hardware, generation: Generation::Trn2, timeout: None }
+        Launch { grid: None, ranks: 1, precision: Precision::Hardware, generation: Generation::Trn2, timeout: None, profiling: None }
     }
 
     /// Logical NeuronCore degree: 1 launches without a grid, 2 launches a 1-D grid of two programs.
@@ -102,6 +125,42 @@ impl Launch {
     pub fn timeout(mut self, limit: Duration) -> Launch {
         self.timeout = Some(limit);
         self
+    }
+
+    /// Profiles the launch for `target` (whose limits the run also checks): each
+    /// run records every instruction, and [`Launch::profiled`] then estimates its
+    /// timeline on the target. Without this call nothing is recorded.
+    ///
+    /// ```
+    /// use nki_core::prelude::*;
+    /// use nki_core::profile::Target;
+    /// let launch = Launch::new().profile(Target::Trn2);
+    /// launch.run(|ctx| {
+    ///     let t = nl::ndarray(ctx, &[128, 512], Dtype::Bf16, nl::NdarrayOpts { buffer: Some(nl::sbuf), ..Default::default() })?;
+    ///     nisa::memset(ctx, &t, 0.0, Default::default())
+    /// })?;
+    /// let profile = launch.profiled()?;
+    /// assert!(profile.report.estimated_seconds > 0.0);
+    /// # Ok::<(), nki_core::NkiError>(())
+    /// ```
+    pub fn profile(mut self, target: Target) -> Launch {
+        self.generation = target;
+        self.profiling = Some(Profiling { target, recording: Arc::default() });
+        self
+    }
+
+    /// The profile of this launch's last successful run (also when the run went
+    /// through a clone of it, as the kernels' `launch` helpers do).
+    pub fn profiled(&self) -> Result<Profile> {
+        let p = self
+            .profiling
+            .as_ref()
+            .ok_or_else(|| NkiError::argument("launch", "not profiled", "call Launch::profile(target) before running to get a profile"))?;
+        let recording = p.recording.lock().unwrap_or_else(|e| e.into_inner());
+        let recording = recording
+            .as_ref()
+            .ok_or_else(|| NkiError::argument("launch", "no run", "run the profiled launch successfully before asking for its profile"))?;
+        Profile::of(recording, p.target)
     }
 
     /// Programs per rank.
@@ -171,7 +230,9 @@ impl Launch {
         let world = Arc::new(World::new(self.ranks, programs));
         let shared: Vec<Arc<RankShared>> = (0..self.ranks).map(|_| Arc::default()).collect();
         let run_one = |rank: usize, program: usize| {
-            let ctx = Ctx::new(Arc::clone(&world), Arc::clone(&shared[rank]), rank, program, self.grid, self.precision, self.generation);
+            let mut ctx =
+                Ctx::new(Arc::clone(&world), Arc::clone(&shared[rank]), rank, program, self.grid, self.precision, self.generation);
+            ctx.recorder = self.profiling.as_ref().map(|_| Default::default());
             let out = catch_unwind(AssertUnwindSafe(|| f(&ctx))).unwrap_or_else(|p| {
                 let what =
                     p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
@@ -182,7 +243,8 @@ impl Launch {
                 world.fail(e.clone());
             }
             world.finish(ctx.slot());
-            (out, ctx.memory(), ctx.op_count())
+            let instrs = ctx.recorder.take().map(|r| r.into_inner()).unwrap_or_default();
+            (out, ctx.memory(), ctx.op_count(), Stream { rank, program, instrs })
         };
         let outcomes: Vec<_> = std::thread::scope(|s| {
             // The watchdog sleeps until the programs are done (the sender drops) or
@@ -236,20 +298,26 @@ impl Launch {
             return Err(e);
         }
         let mut report = RunReport { results: Vec::new(), memory: Vec::new(), comm: world.take_comm_log(), ops: Vec::new() };
+        let mut recording = Recording::default();
         let mut it = outcomes.into_iter();
         for _ in 0..self.ranks {
             let mut res = Vec::new();
             let mut mem = Vec::new();
             let mut ops = Vec::new();
             for _ in 0..programs {
-                let (r, m, o) = it.next().expect("one outcome per program");
+                let (r, m, o, stream) = it.next().expect("one outcome per program");
                 res.push(r?);
+                recording.streams.push(stream);
+                recording.memory.push(m);
                 mem.push(m);
                 ops.push(o);
             }
             report.results.push(res);
             report.memory.push(mem);
             report.ops.push(ops);
+        }
+        if let Some(p) = &self.profiling {
+            *p.recording.lock().unwrap_or_else(|e| e.into_inner()) = Some(recording);
         }
         Ok(report)
     }

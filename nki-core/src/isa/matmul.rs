@@ -65,6 +65,7 @@ fn as_matrix(t: &Tensor, tile: &TileView) -> (Option<Vec<f32>>, isize, isize, is
 pub fn nc_matmul(ctx: &Ctx, dst: &Tensor, stationary: &Tensor, moving: &Tensor, opts: NcMatmulOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.nc_matmul";
     ctx.begin_op(OP)?;
+    ctx.record(OP, crate::profile::Unit::Tensor, &[stationary, moving], &[dst]);
     in_buffer(OP, "dst", dst, Buffer::Psum)?;
     in_buffer(OP, "stationary", stationary, Buffer::Sbuf)?;
     in_buffer(OP, "moving", moving, Buffer::Sbuf)?;
@@ -288,6 +289,7 @@ pub struct NcTransposeOpts<'a> {
 pub fn nc_transpose(ctx: &Ctx, dst: &Tensor, data: &Tensor, opts: NcTransposeOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.nc_transpose";
     ctx.begin_op(OP)?;
+    ctx.record(OP, crate::profile::Unit::chosen(opts.engine, crate::profile::Unit::Tensor), &[data], &[dst]);
     let (src, dt) = (TileView::of(OP, "data", data)?, TileView::of(OP, "dst", dst)?);
     if data.dtype() != dst.dtype() {
         return Err(NkiError::dtype(OP, format!("dst {} must have the dtype of data ({})", dst.describe(), data.dtype())));

@@ -2,6 +2,8 @@
 
 from .attention_cte import attention_cte
 from .matmul import matmul
+from .matmul_steps import matmul_blocked
+from .matmul_steps import matmul_hoisted
 from .ring_attention_bwd import ring_attention_spmd_bwd
 from .ring_attention_fwd import ring_attention_spmd_fwd
 from .softmax import softmax
@@ -11,6 +13,8 @@ from .transpose import transpose
 __all__ = [
     "attention_cte",
     "matmul",
+    "matmul_blocked",
+    "matmul_hoisted",
     "ring_attention_spmd_bwd",
     "ring_attention_spmd_fwd",
     "softmax",

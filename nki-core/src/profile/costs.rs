@@ -1,0 +1,258 @@
+//! The cost table: per-generation engine clocks, widths and bandwidths, and the
+//! per-instruction cycle rules, each with its source.
+//!
+//! Sources (AWS Neuron SDK docs): the NKI architecture guides for Trainium /
+//! Inferentia2, Trainium2 and Trainium3 (engine clocks, PE throughput, Vector
+//! Engine performance mode, "Performance Consideration" sections), the DMA
+//! overview and DMA bandwidth guide (16 DMA engines per core and their B/ns), and
+//! the "Estimated instruction cost" notes of the `nki.isa` docstrings (release
+//! 2.26, the last to carry them). Where the docs are silent the value is chosen
+//! here and marked **chosen**.
+
+use super::record::{Instr, Operand, Unit};
+use crate::hw::Generation;
+use crate::{Buffer, Dtype};
+
+/// The constants of one target generation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Costs {
+    /// The generation modelled.
+    pub target: Generation,
+    /// Tensor Engine clock (GHz): 2.8 trn1, 2.4 trn2/trn3 (arch guides, engine table).
+    pub tensor_ghz: f64,
+    /// Vector Engine clock (GHz): 1.12 trn1, 0.96 trn2, 1.2 trn3.
+    pub vector_ghz: f64,
+    /// Scalar Engine clock (GHz): 1.4 trn1, 1.2 trn2/trn3.
+    pub scalar_ghz: f64,
+    /// GpSimd Engine clock (GHz): 1.4 trn1, 1.2 trn2/trn3.
+    pub gpsimd_ghz: f64,
+    /// Sync Engine clock (GHz): not documented, **chosen** equal to the Scalar Engine's.
+    pub sync_ghz: f64,
+    /// Fixed initiation interval of every compute instruction (cycles): the
+    /// `max(64, N)` / `MM_INIT_LATENCY = 64` of the arch guide and ISA cost notes.
+    pub min_cycles: f64,
+    /// Matmul slowdown for fp32 operands: 4 passes (arch guide, "fp32 at 1/4 rate").
+    pub fp32_matmul_factor: f64,
+    /// Vector Engine performance mode for bf16/fp16 copies and tensor_scalar
+    /// (trn2+: 4x SBUF to SBUF, 2x with a PSUM side); 1 on trn1.
+    pub vector_perf_mode: f64,
+    /// Whether the Scalar Engine streams 2-byte data at 2 elements/cycle (trn3: 256 bf16 lanes).
+    pub scalar_double_bf16: bool,
+    /// Extra cycles before a dependent instruction of a compute engine may use a
+    /// result: **chosen** 200 so that a dependent chain of 1-element activations
+    /// issues every 264 cycles, the interval the perf guide measured (189 ns on trn1).
+    pub dependency_cycles: f64,
+    /// DMA engines per NeuronCore (16; DMA overview).
+    pub dma_engines: usize,
+    /// Peak bytes per ns of one DMA engine: 17 trn1, 23 trn2, 33 trn3 (DMA bandwidth guide).
+    pub dma_engine_bytes_per_ns: f64,
+    /// Partitions one DMA engine serves (8: 128 partitions over 16 engines).
+    pub dma_partitions_per_engine: usize,
+    /// Contiguous run (bytes) at which a DMA reaches half its peak: the docs give the
+    /// curve only as a figure (under 256 B severely bound, at 2 KiB near peak), so
+    /// efficiency is **chosen** as `run / (run + 128)`.
+    pub dma_half_run_bytes: f64,
+    /// Rate of a DMA transpose relative to a copy: at most 90 % from HBM and 50 %
+    /// SBUF to SBUF on trn2 (arch guide, "DMA Transpose"); the same **chosen** for
+    /// trn1 and trn3.
+    pub dma_transpose_rate: (f64, f64),
+    /// Time from a DMA's last byte until a consumer on another engine sees it, and
+    /// from a producer to the start of a DMA that depends on it (ns): the DMA
+    /// overview's ~1.3 µs trigger/semaphore-to-start latency, hidden when DMAs queue up.
+    pub dma_latency_ns: f64,
+    /// Device-link bandwidth one rank's collectives get (bytes/ns): the chip's
+    /// NeuronLink bandwidth over its cores (384/2 trn1, 1280/8 trn2, 2560/8 trn3), capped
+    /// at the core's DMA rate; **chosen**, the collectives docs give no formula.
+    pub link_bytes_per_ns: f64,
+    /// Fixed latency of a collective step (ns): **chosen** equal to the DMA latency.
+    pub collective_latency_ns: f64,
+    /// Dense bf16 Tensor Engine peak (FLOP/s): 92 T trn1, 79 T trn2/trn3 (arch guides).
+    pub tensor_peak_flops: f64,
+}
+
+impl Costs {
+    /// The table of `target`.
+    pub fn of(target: Generation) -> Costs {
+        let (tensor_ghz, vector_ghz, act_ghz, dma_bw, link, perf, act2) = match target {
+            Generation::Trn1 => (2.8, 1.12, 1.4, 17.0, 384.0 / 2.0, 1.0, false),
+            Generation::Trn2 => (2.4, 0.96, 1.2, 23.0, 1280.0 / 8.0, 4.0, false),
+            Generation::Trn3 => (2.4, 1.2, 1.2, 33.0, 2560.0 / 8.0, 4.0, true),
+        };
+        let dma_engines = 16;
+        Costs {
+            target,
+            tensor_ghz,
+            vector_ghz,
+            scalar_ghz: act_ghz,
+            gpsimd_ghz: act_ghz,
+            sync_ghz: act_ghz,
+            min_cycles: 64.0,
+            fp32_matmul_factor: 4.0,
+            vector_perf_mode: perf,
+            scalar_double_bf16: act2,
+            dependency_cycles: 200.0,
+            dma_engines,
+            dma_engine_bytes_per_ns: dma_bw,
+            dma_partitions_per_engine: 8,
+            dma_half_run_bytes: 128.0,
+            dma_transpose_rate: (0.9, 0.5),
+            dma_latency_ns: 1300.0,
+            link_bytes_per_ns: f64::min(link, dma_bw * dma_engines as f64),
+            collective_latency_ns: 1300.0,
+            // 128 x 128 MACs, 2 FLOP each, one moving column per cycle.
+            tensor_peak_flops: 128.0 * 128.0 * 2.0 * tensor_ghz * 1e9,
+        }
+    }
+
+    /// The clock of a compute unit (GHz); DMA and collectives are timed in ns.
+    pub fn ghz(&self, unit: Unit) -> f64 {
+        match unit {
+            Unit::Tensor => self.tensor_ghz,
+            Unit::Vector => self.vector_ghz,
+            Unit::Scalar => self.scalar_ghz,
+            Unit::GpSimd => self.gpsimd_ghz,
+            Unit::Sync | Unit::Dma | Unit::Collective => self.sync_ghz,
+        }
+    }
+
+    /// Peak bytes per ns of the core's DMA engines together.
+    pub fn dma_peak_bytes_per_ns(&self) -> f64 {
+        self.dma_engine_bytes_per_ns * self.dma_engines as f64
+    }
+
+    /// The delay between a producer on `from` finishing and a dependent instruction
+    /// on `to` starting (ns). Matmuls accumulating into one PSUM tile follow each
+    /// other without a wait (the Tensor Engine's in-order pipeline); a DMA waits for
+    /// its trigger; any other dependency waits for the producer's pipeline.
+    pub fn dependency_ns(&self, from: Unit, to: Unit) -> f64 {
+        match (from, to) {
+            (Unit::Tensor, Unit::Tensor) => 0.0,
+            (Unit::Dma | Unit::Collective, _) | (_, Unit::Dma | Unit::Collective) => self.dma_latency_ns,
+            _ => self.dependency_cycles / self.ghz(from),
+        }
+    }
+}
+
+/// What one instruction costs.
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub struct Cost {
+    /// Time the instruction occupies its unit (ns).
+    pub busy_ns: f64,
+    /// Floating-point operations (a matmul's 2·K·M·N; one per output element elsewhere).
+    pub flops: f64,
+    /// Bytes moved between memories (DMA and collectives).
+    pub bytes: f64,
+}
+
+fn is_2byte_float(d: Dtype) -> bool {
+    matches!(d, Dtype::Bf16 | Dtype::F16)
+}
+
+/// Free elements per partition the instruction streams: its largest operand's.
+fn stream_len(i: &Instr) -> f64 {
+    i.reads.iter().chain(&i.writes).map(|o| o.free).max().unwrap_or(1) as f64
+}
+
+fn output_elements(i: &Instr) -> f64 {
+    i.writes.iter().map(Operand::elements).sum::<usize>() as f64
+}
+
+/// The cycles of a Tensor Engine instruction: a matmul streams its moving
+/// operand's columns, at least 64 cycles each (ISA cost note: `max(N, 64)`), four
+/// passes for fp32; a PE transpose of a `[P, F]` tile costs `max(P, min(64, F))`.
+fn tensor_cycles(c: &Costs, i: &Instr) -> (f64, f64) {
+    match (i.op, i.reads.as_slice()) {
+        ("nisa.nc_matmul", [stationary, moving, ..]) => {
+            let n = moving.free as f64;
+            let factor = if stationary.dtype == Dtype::F32 { c.fp32_matmul_factor } else { 1.0 };
+            let flops = 2.0 * moving.partitions as f64 * stationary.free as f64 * n;
+            (n.max(c.min_cycles) * factor, flops)
+        }
+        (_, [data, ..]) => {
+            let (p, f) = (data.partitions as f64, data.free as f64);
+            (p.max(f.min(c.min_cycles)), 0.0)
+        }
+        _ => (c.min_cycles, 0.0),
+    }
+}
+
+/// The cycles of a Vector, Scalar or GpSimd instruction streaming `n` elements per
+/// partition, from the ISA cost notes: one element per cycle for one-input ops,
+/// two for two inputs, with the documented exceptions and the performance modes.
+fn elementwise_cycles(c: &Costs, unit: Unit, i: &Instr) -> f64 {
+    let n = stream_len(i);
+    let all = || i.reads.iter().chain(&i.writes);
+    let psum_inputs = i.reads.iter().filter(|o| o.buffer == Buffer::Psum).count();
+    let work = match i.op {
+        // 2N; N with one PSUM and one SBUF input, or with all-bf16 SBUF operands.
+        "nisa.tensor_tensor" => {
+            let bf16_sbuf = all().all(|o| o.dtype == Dtype::Bf16 && o.buffer == Buffer::Sbuf);
+            if psum_inputs == 1 || bf16_sbuf { n } else { 2.0 * n }
+        }
+        "nisa.scalar_tensor_tensor" => 2.0 * n,
+        "nisa.tensor_scalar_reduce" => n + c.min_cycles,
+        "nisa.reciprocal" => 8.0 * n,
+        // N; bf16 inputs reduce two elements per cycle.
+        "nisa.tensor_reduce" => {
+            if i.reads.iter().all(|o| o.dtype == Dtype::Bf16) {
+                n / 2.0
+            } else {
+                n
+            }
+        }
+        // 150 + N on the GpSimd Engine.
+        "nisa.iota" | "nisa.affine_select" => 150.0 + n,
+        // The accumulator read-out adds 64 cycles.
+        "nisa.activation_reduce" => n + c.min_cycles,
+        _ => n,
+    };
+    let speedup = match unit {
+        Unit::Vector if matches!(i.op, "nisa.tensor_copy" | "nisa.tensor_scalar") && all().all(|o| is_2byte_float(o.dtype)) => {
+            if all().all(|o| o.buffer == Buffer::Sbuf) { c.vector_perf_mode } else { c.vector_perf_mode.min(2.0) }
+        }
+        Unit::Scalar if c.scalar_double_bf16 && all().all(|o| is_2byte_float(o.dtype)) => 2.0,
+        _ => 1.0,
+    };
+    (work / speedup).max(c.min_cycles)
+}
+
+/// The DMA time of moving `bytes` spread over `partitions` rows in runs of
+/// `run` bytes: the engines serving those rows (8 partitions each) at their peak,
+/// derated by the run-length efficiency.
+fn dma_ns(c: &Costs, bytes: f64, partitions: usize, run: f64) -> f64 {
+    let engines = partitions.div_ceil(c.dma_partitions_per_engine).clamp(1, c.dma_engines) as f64;
+    let efficiency = run / (run + c.dma_half_run_bytes);
+    bytes / (engines * c.dma_engine_bytes_per_ns * efficiency)
+}
+
+/// The cost of instruction `i` on target `c`.
+pub fn cost(c: &Costs, i: &Instr) -> Cost {
+    match i.unit {
+        Unit::Tensor => {
+            let (cycles, flops) = tensor_cycles(c, i);
+            Cost { busy_ns: cycles / c.tensor_ghz, flops, bytes: 0.0 }
+        }
+        Unit::Vector | Unit::Scalar | Unit::GpSimd => {
+            Cost { busy_ns: elementwise_cycles(c, i.unit, i) / c.ghz(i.unit), flops: output_elements(i), bytes: 0.0 }
+        }
+        Unit::Sync => Cost { busy_ns: c.min_cycles / c.sync_ghz, flops: 0.0, bytes: 0.0 },
+        Unit::Dma => {
+            let bytes = i.writes.iter().map(Operand::bytes).sum::<usize>() as f64;
+            let on_chip = i.reads.iter().chain(&i.writes).find(|o| o.buffer == Buffer::Sbuf);
+            let partitions = on_chip.or(i.writes.first()).map_or(1, |o| o.partitions);
+            let run = i.reads.iter().chain(&i.writes).map(|o| o.run_bytes).min().unwrap_or(1).max(1) as f64;
+            let rate = match i.op {
+                "nisa.dma_transpose" if i.reads.iter().all(|o| o.buffer == Buffer::Sbuf) => c.dma_transpose_rate.1,
+                "nisa.dma_transpose" => c.dma_transpose_rate.0,
+                _ => 1.0,
+            };
+            Cost { busy_ns: dma_ns(c, bytes, partitions, run) / rate, flops: 0.0, bytes }
+        }
+        Unit::Collective => {
+            // A ring step: every rank sends its payload to its neighbour.
+            let bytes = i.writes.iter().map(Operand::bytes).sum::<usize>() as f64;
+            let busy = if bytes == 0.0 { 0.0 } else { c.collective_latency_ns + bytes / c.link_bytes_per_ns };
+            Cost { busy_ns: busy, flops: 0.0, bytes }
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! `nki profile <kernel>`: runs a kernel like `nki run` (same flags and outputs;
+//! the example kernels take their tensors under their parameters' flags) with
+//! profiling on, then prints its estimated Trainium timeline: time, per-engine
+//! busy fractions, the critical path, achieved vs peak rates and on-chip peaks;
+//! `--json` prints the report as one JSON object, `--trace` writes a
+//! Chrome/Perfetto trace.
+
+mod examples;
+
+use super::output_plan::STATUS_TO_STDERR;
+use super::run::{BASE_LAUNCH, Kernel, run_kernel};
+use clap::{Args, Subcommand};
+use nki::Launch;
+use nki::profile::Target;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+
+/// Arguments of `nki profile`.
+#[derive(Args)]
+pub struct ProfileArgs {
+    #[command(subcommand)]
+    kernel: Profiled,
+    /// The Trainium generation to model: trn1, trn2 or trn3.
+    #[arg(long, global = true, default_value = "trn2", value_parser = parse_target)]
+    target: Target,
+    /// Also write the timeline as Chrome/Perfetto trace-event JSON (opens in ui.perfetto.dev).
+    #[arg(long, global = true, value_name = "FILE", value_parser = parse_output)]
+    trace: Option<PathBuf>,
+    /// Print the report as one JSON object instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+/// What `nki profile` runs: the kernels of `nki run` and the example kernels.
+#[derive(Subcommand)]
+enum Profiled {
+    #[command(flatten)]
+    Attention(Box<Kernel>),
+    #[command(flatten)]
+    Example(examples::Example),
+}
+
+/// `--target`: a generation name.
+fn parse_target(s: &str) -> Result<Target, String> {
+    Target::parse(s).ok_or_else(|| format!("unknown target '{s}'; expected trn1, trn2 or trn3"))
+}
+
+/// How every trace this command writes begins.
+const TRACE_START: &[u8] = b"{\"traceEvents\"";
+
+/// `--trace`: a file path whose directory exists, naming a new file or an earlier
+/// trace (never an input or any other file).
+fn parse_output(s: &str) -> Result<PathBuf, String> {
+    let p = PathBuf::from(s);
+    if s.is_empty() || p.is_dir() {
+        return Err("expected a file path".to_string());
+    }
+    if p.exists() {
+        let mut start = vec![0u8; TRACE_START.len()];
+        let is_trace = fs::File::open(&p).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut start)).is_ok() && start == TRACE_START;
+        if !is_trace {
+            return Err("the file exists and is not a trace; refusing to overwrite it".to_string());
+        }
+    }
+    let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(format!("the directory {} does not exist", dir.display()));
+    }
+    Ok(p)
+}
+
+/// Writes `text` to `path` all or nothing: a sibling temporary file renamed over it.
+fn write_atomically(path: &Path, text: &str) -> Result<(), String> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.nki-{}.tmp", std::process::id()));
+    let written = fs::File::create(&tmp).and_then(|mut f| {
+        f.write_all(text.as_bytes())?;
+        f.sync_all()
+    });
+    let renamed = written.and_then(|()| fs::rename(&tmp, path));
+    renamed.map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        format!("--trace {}: {e}", path.display())
+    })
+}
+
+/// Runs the kernel profiled, then reports.
+pub fn run(args: &ProfileArgs) -> Result<(), String> {
+    let base = Launch::new().profile(args.target);
+    STATUS_TO_STDERR.store(args.json, Ordering::Relaxed);
+    BASE_LAUNCH.set(base.clone()).map_err(|_| "a launch was already configured in this process".to_string())?;
+    match &args.kernel {
+        Profiled::Attention(k) => run_kernel(k)?,
+        Profiled::Example(e) => examples::run(e)?,
+    }
+    let profile = base.profiled().map_err(|e| e.to_string())?;
+    if let Some(path) = &args.trace {
+        write_atomically(path, &profile.trace_json())?;
+    }
+    if args.json {
+        println!("{}", profile.report.to_json());
+    } else {
+        println!("{}", profile.report);
+    }
+    Ok(())
+}
