@@ -15,7 +15,8 @@ pub mod dtype;
 pub mod emit;
 pub mod emulator;
 pub mod error;
-pub mod hw;
+/// Hardware tables per NeuronCore generation (the spec's).
+pub use nki_spec::hw;
 pub mod io;
 pub mod isa;
 pub mod language;

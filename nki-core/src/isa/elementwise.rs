@@ -40,6 +40,7 @@ fn engine_reach(op: &str, engine: Option<Engine>, tensors: &[(&str, &Tensor)]) -
 }
 
 /// Optional arguments of the element-wise ops that only pick an engine.
+#[nki_macros::spec_options]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct EngineOpts<'a> {
     /// Engine to run on (default: the compiler's choice).
@@ -141,6 +142,7 @@ pub fn tensor_tensor(ctx: &Ctx, dst: &Tensor, data1: &Tensor, data2: &Tensor, op
 }
 
 /// Optional arguments of [`tensor_scalar`].
+#[nki_macros::spec_options]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TensorScalarOpts<'a> {
     /// Compute `operand0 op0 data` instead of `data op0 operand0`.
@@ -193,6 +195,7 @@ pub fn tensor_scalar(ctx: &Ctx, dst: &Tensor, data: &Tensor, op0: NlOp, operand0
 }
 
 /// Optional arguments of [`scalar_tensor_tensor`].
+#[nki_macros::spec_options]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ScalarTensorTensorOpts<'a> {
     /// `operand0 op0 data` instead of `data op0 operand0`.
@@ -241,6 +244,7 @@ pub fn scalar_tensor_tensor(
 }
 
 /// Optional arguments of ops that take only a name.
+#[nki_macros::spec_options]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NameOpts<'a> {
     /// Instruction name.

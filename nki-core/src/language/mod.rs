@@ -26,6 +26,8 @@ pub mod tile_size {
     pub const gemm_stationary_fmax: i64 = 128;
     /// Largest free size of a matmul's moving operand.
     pub const gemm_moving_fmax: i64 = 512;
+    /// Largest free size of `nisa.bn_stats`'s input.
+    pub const bn_stats_fmax: i64 = nki_spec::constants::BN_STATS_FMAX;
 }
 
 /// `nl.float32`.
@@ -82,6 +84,7 @@ op_tokens! {
 }
 
 /// Optional arguments of [`ndarray`].
+#[nki_macros::spec_options(var)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NdarrayOpts<'a> {
     /// Memory space (default `nl.sbuf`).

@@ -30,6 +30,10 @@ impl Checker<'_> {
                     self.diag.error(name.span(), format!("tensors have no method `.{n}()`{hint}"));
                     return Ty::Unknown;
                 };
+                let Some(bind) = spec.binding() else {
+                    self.diag.error(name.span(), super::planned(&spec.official_name(), spec.summary));
+                    return Ty::Unknown;
+                };
                 let slots = self.resolve(&format!("`.{n}()`"), spec.params, args, e.span);
                 for (p, s) in spec.params.iter().zip(&slots) {
                     if let Some(i) = s {
@@ -40,7 +44,7 @@ impl Checker<'_> {
                     spec.params.iter().position(|p| p.name == pname).and_then(|i| slots[i]).map(|i| (&arg_tys[i], &args[i].value))
                 };
                 let t = rules::tensor_method(self.diag, tt, &n, &arg, e.span);
-                self.info.calls.insert(key(e), Resolved::Method { spec, slots });
+                self.info.calls.insert(key(e), Resolved::Method { spec, bind, slots });
                 t
             }
             Ty::Unknown => Ty::Unknown,

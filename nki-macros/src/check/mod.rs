@@ -6,6 +6,7 @@ pub mod dma_transpose;
 mod limits;
 mod methods;
 pub mod rules;
+mod stats;
 mod types;
 mod value;
 
@@ -16,7 +17,7 @@ pub use value::{EvalError, Val};
 use crate::ast::{Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, Function, IndexItem, Pat, Space, Spn, Stmt, UnOp};
 use crate::bounds::{MAX_ELEMENTS, MAX_NESTING};
 use crate::diag::{Diagnostics, did_you_mean};
-use crate::vocab::{self, Constant, FnSpec, Kind, MethodSpec, OpClass, Param, Returns, Spaces};
+use crate::vocab::{self, Binding, Constant, FnSpec, Kind, OpClass, Param, Returns, Spaces};
 use std::collections::HashMap;
 
 /// A vocabulary function's static rule: reports violations, returns the result
@@ -68,9 +69,9 @@ impl<'a> CallSite<'a> {
 /// How a call was resolved.
 pub enum Resolved {
     /// A vocabulary function; `slots[i]` is the argument index bound to parameter `i`.
-    Vocab { spec: &'static FnSpec, slots: Vec<Option<usize>> },
+    Vocab { spec: &'static FnSpec, bind: &'static Binding, slots: Vec<Option<usize>> },
     /// A tensor method.
-    Method { spec: &'static MethodSpec, slots: Vec<Option<usize>> },
+    Method { spec: &'static FnSpec, bind: &'static Binding, slots: Vec<Option<usize>> },
     /// Another `#[nki_kernel]` / `#[nki_helper]` function.
     User,
 }
@@ -656,11 +657,15 @@ impl Checker<'_> {
             return Ty::Outputs;
         }
         if let Some(spec) = vocab::lookup_function(path) {
+            let Some(bind) = spec.binding() else {
+                self.diag.error(path_span, planned(&spec.official_name(), spec.summary));
+                return Ty::Unknown;
+            };
             let slots = self.resolve(spec.py, spec.params, args, e.span);
             let site = self.site(spec, &slots, args, &arg_tys);
-            let ret = spec.check.map(|check| check(self.diag, &site));
-            self.info.calls.insert(key(e), Resolved::Vocab { spec, slots });
-            return match spec.returns {
+            let ret = spec.rule.map(|r| rules::rule(r)(self.diag, &site));
+            self.info.calls.insert(key(e), Resolved::Vocab { spec, bind, slots });
+            return match bind.returns {
                 Returns::Unit => Ty::Unit,
                 Returns::Int => Ty::Int(Val::unknown()),
                 Returns::Register => Ty::Register,
@@ -818,6 +823,11 @@ impl Checker<'_> {
             (Kind::TensorLists, Ty::List(chs) | Ty::Tuple(chs))
                 if chs.iter().all(|c| matches!(c, Ty::List(ts) | Ty::Tuple(ts) if ts.iter().all(|t| t.is_tensor() || t.is_unknown()))) => {}
             (Kind::TensorLists, _) => expect(self.diag, "one list of tensors per channel, e.g. [[buf]]"),
+            (Kind::Tensors, Ty::List(ts) | Ty::Tuple(ts)) if ts.iter().all(|t| t.is_tensor() || t.is_unknown()) => {}
+            (Kind::Tensors, _) => expect(self.diag, "a list of tensors"),
+            (Kind::Callable | Kind::Planned, _) => {
+                self.diag.error(e.span, format!("`{name}` of {what} is part of NKI 2.32, but nki-rs does not support it yet"));
+            }
         }
     }
 
@@ -892,6 +902,11 @@ impl Checker<'_> {
 }
 
 /// A trace-time integer for messages: its value, or `?`.
+/// The message for a call of an official op nki-rs does not implement yet.
+fn planned(official: &str, summary: &str) -> String {
+    format!("`{official}` ({summary}) is part of NKI 2.32, but nki-rs does not implement it yet; `nki ops` lists what kernels can call")
+}
+
 fn show(v: &Val) -> String {
     v.as_const().map_or("?".into(), |c| c.to_string())
 }

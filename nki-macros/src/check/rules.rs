@@ -4,9 +4,10 @@
 
 use super::types::{TensorTy, Ty, dims_text, known_product};
 use super::value::{Val, slice_len};
-use super::{ArgInfo, CallSite};
+use super::{ArgInfo, CallSite, Check};
 use crate::ast::{Expr, ExprKind, Space, Spn};
 use crate::diag::Diagnostics;
+use nki_spec::Rule;
 
 /// Bytes per element of an `nl` dtype.
 pub(super) fn dtype_bytes(name: &str) -> i64 {
@@ -40,6 +41,25 @@ fn shape_of(arg: &ArgInfo<'_>) -> Option<Vec<Val>> {
         }
         Ty::Shape(dims) => dims.clone(),
         _ => None,
+    }
+}
+
+/// The check a spec row's rule id names.
+pub fn rule(r: Rule) -> Check {
+    match r {
+        Rule::DmaCopy => dma_copy,
+        Rule::DmaTranspose => super::dma_transpose::check,
+        Rule::SameTileDstSrc => same_tile_dst_src,
+        Rule::SameTileDstData => same_tile_dst_data,
+        Rule::NcMatmul => nc_matmul,
+        Rule::NcTranspose => nc_transpose,
+        Rule::TensorTensor => tensor_tensor,
+        Rule::TensorReduce => tensor_reduce,
+        Rule::AffineSelect => affine_select,
+        Rule::RangeSelect => range_select,
+        Rule::Ndarray => ndarray,
+        Rule::BnStats => super::stats::bn_stats,
+        Rule::BnAggr => super::stats::bn_aggr,
     }
 }
 

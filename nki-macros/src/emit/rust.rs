@@ -6,7 +6,7 @@
 
 use crate::ast::{Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, FnKind, Function, IndexItem, Pat, Stmt, TypeAnn, UnOp};
 use crate::check::{Info, Resolved, Ty};
-use crate::vocab::{Constant, FnSpec, Kind, lookup_constant};
+use crate::vocab::{Binding, Constant, FnSpec, Kind, lookup_constant};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 
@@ -751,11 +751,11 @@ impl Rs<'_> {
         }
     }
 
-    fn vocab_call(&mut self, spec: &FnSpec, slots: &[Option<usize>], args: &[Arg], span: Span) -> TokenStream {
-        let f = rt_path(spec.rt);
+    fn vocab_call(&mut self, spec: &FnSpec, bind: &Binding, slots: &[Option<usize>], args: &[Arg], span: Span) -> TokenStream {
+        let f = rt_path(bind.rt);
         let ctx = &self.ctx;
         let mut positional = Vec::new();
-        if spec.ctx {
+        if bind.ctx {
             positional.push(quote!(#ctx));
         }
         let mut fields = Vec::new();
@@ -766,7 +766,7 @@ impl Rs<'_> {
                     Some(v) => self.arg(p.kind, v),
                     None => quote!(::core::unreachable!()),
                 });
-            } else if spec.opts.is_empty() {
+            } else if bind.opts.is_empty() {
                 positional.push(value.map_or(quote!(::core::option::Option::None), |v| self.opt_arg(p.kind, v)));
             } else if let Some(v) = value {
                 let n = format_ident!("{}", p.name);
@@ -774,12 +774,12 @@ impl Rs<'_> {
                 fields.push(quote!(#n: #val));
             }
         }
-        if !spec.opts.is_empty() {
-            let o = rt_path(spec.opts);
+        if !bind.opts.is_empty() {
+            let o = rt_path(bind.opts);
             positional.push(quote!(#o { #(#fields,)* ..::core::default::Default::default() }));
         }
         let call = quote_spanned!(span=> #f(#(#positional),*));
-        if spec.fallible { fallible(span, call) } else { call }
+        if bind.fallible { fallible(span, call) } else { call }
     }
 
     fn call(&mut self, e: &Expr, path: &[String], args: &[Arg]) -> TokenStream {
@@ -788,9 +788,9 @@ impl Rs<'_> {
             return quote_spanned!(e.span.start=> ::nki::Outputs(::std::vec![#(#vs),*]));
         }
         match self.info.call(e) {
-            Some(Resolved::Vocab { spec, slots }) => {
-                let (spec, slots) = (*spec, slots.clone());
-                self.vocab_call(spec, &slots, args, e.span.start)
+            Some(Resolved::Vocab { spec, bind, slots }) => {
+                let (spec, bind, slots) = (*spec, *bind, slots.clone());
+                self.vocab_call(spec, bind, &slots, args, e.span.start)
             }
             _ => {
                 let segs = path.iter().map(|s| format_ident!("{}", s));
@@ -852,7 +852,8 @@ impl Rs<'_> {
                         let v = self.arg(Kind::DynamicOffset, x);
                         quote!(::core::option::Option::Some(#v))
                     });
-                    let indirect = a(3).map_or(quote!(0i64), |x| self.expr(x));
+                    // Slot 3 is `vector_offset`, which the checker rejects until it is supported.
+                    let indirect = a(4).map_or(quote!(0i64), |x| self.expr(x));
                     fallible(span, quote!(::nki::__rt::ap(#r, #pattern, #offset, #dynamic, #indirect)))
                 }
                 "reshape" => {
