@@ -31,7 +31,7 @@ impl Checker<'_> {
                     return Ty::Unknown;
                 };
                 let Some(bind) = spec.binding() else {
-                    self.diag.error(name.span(), super::planned(&spec.official_name(), spec.summary));
+                    self.diag.error(name.span(), super::call::planned(&spec.official_name(), spec.summary));
                     return Ty::Unknown;
                 };
                 let slots = self.resolve(&format!("`.{n}()`"), spec.params, args, e.span);
