@@ -24,11 +24,15 @@
 mod ast;
 mod bounds;
 mod check;
+#[cfg(test)]
+mod coverage;
 mod diag;
 mod emit;
 mod expand;
 #[cfg(test)]
 mod fuzz;
+#[cfg(test)]
+mod json;
 mod parse;
 mod spec_options;
 #[cfg(test)]

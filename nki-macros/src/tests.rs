@@ -8,7 +8,7 @@ use crate::emit::python;
 use crate::parse::parse_function;
 
 /// Parses and checks `src`; returns the emitted Python or the error messages.
-fn python_of(src: &str) -> Result<String, Vec<String>> {
+pub(crate) fn python_of(src: &str) -> Result<String, Vec<String>> {
     let item: syn::ItemFn = syn::parse_str(src).expect("test input is a function");
     let mut diag = Diagnostics::default();
     let f = parse_function(&item, FnKind::Kernel, &mut diag);

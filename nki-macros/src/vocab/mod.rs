@@ -13,7 +13,8 @@ pub use scalar_methods::{ArgKind, Receiver, lookup_scalar_method, scalar_method_
 /// Looks up a function by its DSL path (`["nisa", "dma_copy"]`), implemented or planned.
 pub fn lookup_function(path: &[String]) -> Option<&'static FnSpec> {
     match path {
-        [module, name] => nki_spec::lookup(module, name),
+        // Official names that are Rust keywords are written raw: `nl::r#where`.
+        [module, name] => nki_spec::lookup(module, name.strip_prefix("r#").unwrap_or(name)),
         _ => None,
     }
 }
