@@ -30,6 +30,8 @@ pub use error::{ErrorKind, NkiError, Origin, Result};
 pub use isa as nisa;
 pub use language as nl;
 pub use nki_macros::{nki_helper, nki_kernel};
+/// The vocabulary as data: ops, enums, dtypes, hardware limits.
+pub use nki_spec as spec;
 pub use tensor::{Buffer, Idx, Outputs, Tensor};
 
 /// Everything a kernel file usually needs.

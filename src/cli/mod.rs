@@ -4,6 +4,7 @@ mod bench;
 mod demo;
 mod emit;
 mod list;
+mod ops;
 mod output_plan;
 mod run;
 
@@ -28,6 +29,9 @@ enum Command {
     /// Run a library kernel in the emulator on `.npy` inputs and write its outputs as `.npy`
     /// (all or none of them, never over an input or each other).
     Run(Box<run::RunArgs>),
+    /// Print the NKI vocabulary: each official op with its engines, NeuronCore
+    /// generations, one-line semantics and whether kernels can call it yet.
+    Ops(ops::OpsArgs),
     /// Measure the emulator's throughput on the attention kernels.
     Bench(bench::BenchArgs),
     /// Run every attention kernel on random inputs in both precision modes, check
@@ -61,6 +65,10 @@ fn dispatch(command: Command) -> Result<(), String> {
         Command::Emit(args) => emit::run(&args),
         Command::List => {
             list::run();
+            Ok(())
+        }
+        Command::Ops(args) => {
+            ops::run(&args);
             Ok(())
         }
         Command::Run(args) => run::run(&args),
