@@ -101,3 +101,30 @@ fn replica_groups_are_tuples_of_tuples() {
     let b = body_of("fn k(x: Hbm) { let rg = ncc::ReplicaGroup([[0, 1], [2, 3]]); let one = ncc::ReplicaGroup([[0, 1, 2]]); }");
     assert_eq!(b, "rg = ncc.ReplicaGroup(((0, 1), (2, 3)))\none = ncc.ReplicaGroup(((0, 1, 2),))");
 }
+
+#[test]
+fn a_ds_slice_can_be_bound_and_used_as_an_index() {
+    let b = body_of(
+        "fn k(x: Hbm, i: i64) { let r = nl::ds(i * 4, 4); let t = nl::ndarray([128, 4], nl::float32); nisa::dma_copy(t, x[s![0..128, r]]); }",
+    );
+    assert_eq!(
+        b,
+        "r = nl.ds(start=i * 4, size=4)\nt = nl.ndarray(shape=(128, 4), dtype=nl.float32)\nnisa.dma_copy(dst=t, src=x[0:128, r])"
+    );
+    // The slice's size is known: a mismatched copy is caught as with an inline nl::ds.
+    let errs =
+        python_of("fn k(x: Hbm) { let r = nl::ds(0, 8); let t = nl::ndarray([128, 4], nl::float32); nisa::tensor_copy(t, t[s![.., r]]); }")
+            .unwrap_err();
+    assert!(errs.iter().any(|e| e.contains("slice end 8 is past the end of dim 1")), "{errs:?}");
+    let errs = python_of("fn k() { let r = nl::ds(0, 0); }").unwrap_err();
+    assert!(errs.iter().any(|e| e.contains("at least 1")), "{errs:?}");
+    let errs = python_of("fn k() { let r = nl::dss(0, 4); }").unwrap_err();
+    assert!(errs.iter().any(|e| e.contains("did you mean `nl::ds`?")), "{errs:?}");
+}
+
+#[test]
+fn planned_ops_are_refused_with_their_official_name() {
+    let errs = python_of("fn k() { let t = nl::ndarray([128, 4], nl::float32); nisa::topk(t, t, t, 8); }").unwrap_err();
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(errs[0].contains("`nki.isa.topk`") && errs[0].contains("does not implement it yet"), "{errs:?}");
+}

@@ -116,6 +116,6 @@ pub enum Returns {
     Register,
     /// An `ncc.ReplicaGroup`.
     ReplicaGroup,
-    /// Computed by the op's rule (e.g. `nl.ndarray`).
+    /// Computed by the op's rule (e.g. `nl.ndarray`, `nl.ds`).
     Custom,
 }

@@ -86,6 +86,7 @@ pub enum Rule {
     Ndarray,
     BnStats,
     BnAggr,
+    Ds,
 }
 
 /// How an implemented op is called in the emulation (`::nki::<rt>`).

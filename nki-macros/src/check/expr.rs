@@ -262,7 +262,15 @@ impl Checker<'_> {
         let mut item_tys: Vec<rules::IndexTy> = Vec::new();
         for it in items {
             let t = match it {
-                IndexItem::At(x) => rules::IndexTy::At(self.int_of(x), x.span),
+                IndexItem::At(x) => match self.expr(x) {
+                    // A slice bound by `let r = nl::ds(start, size)`.
+                    Ty::Slice(s, n) => {
+                        let end = s.add(&n);
+                        let end = self.evaluated(end, x.span, || format!("{} + {}", show(&s), show(&n)));
+                        rules::IndexTy::Range(Some(s), Some(end), None, x.span)
+                    }
+                    t => rules::IndexTy::At(self.int_value(t, x.span), x.span),
+                },
                 IndexItem::Range { start, stop, step, span } => {
                     let s = start.as_ref().map(|x| self.int_of(x));
                     let e = stop.as_ref().map(|x| self.int_of(x));
@@ -316,11 +324,17 @@ impl Checker<'_> {
     }
 
     pub(super) fn int_of(&mut self, e: &Expr) -> Val {
-        match self.expr(e) {
+        let t = self.expr(e);
+        self.int_value(t, e.span)
+    }
+
+    /// The integer an index of type `t` holds, reporting other types at `span`.
+    fn int_value(&mut self, t: Ty, span: Spn) -> Val {
+        match t {
             Ty::Int(v) => v,
             Ty::Unknown => Val::unknown(),
             other => {
-                self.diag.error(e.span, format!("indices are integers, this is {}", other.describe()));
+                self.diag.error(span, format!("indices are integers or nl::ds slices, this is {}", other.describe()));
                 Val::unknown()
             }
         }

@@ -60,6 +60,7 @@ pub fn rule(r: Rule) -> Check {
         Rule::Ndarray => ndarray,
         Rule::BnStats => super::stats::bn_stats,
         Rule::BnAggr => super::stats::bn_aggr,
+        Rule::Ds => ds,
     }
 }
 
@@ -165,6 +166,21 @@ fn same_geometry(diag: &mut Diagnostics, site: &CallSite<'_>, a: &str, b: &str) 
             ),
         );
     }
+}
+
+/// `nl.ds(start, size)`: an index value; a size known to be below 1 selects nothing.
+pub fn ds(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    let int = |name: &str| match site.arg(name).map(|a| &a.ty) {
+        Some(Ty::Int(v)) => v.clone(),
+        _ => Val::unknown(),
+    };
+    let (start, size) = (int("start"), int("size"));
+    if let (Some(n), Some(a)) = (size.as_const(), site.arg("size"))
+        && n < 1
+    {
+        diag.error(a.expr.span, format!("nl.ds selects `size` elements, which must be at least 1, not {n}"));
+    }
+    Ty::Slice(start, size)
 }
 
 /// `dst` and `data` of an element-wise op have the same geometry.

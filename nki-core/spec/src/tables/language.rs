@@ -21,7 +21,7 @@ pub static OPS: &[Op] = &[
     nl!("device_print", [req("print_prefix", Planned), req("tensor", Tensor(Spaces::Any))], summary: "print a tile with a prefix when the kernel runs"),
     nl!("divide", [req("x", Tensor(Spaces::Any)), req("y", Tensor(Spaces::Any)), opt("dtype", Dtype)], summary: "element-wise x / y; also an ALU operator token"),
     nl!("dropout", [req("x", Tensor(Spaces::Any)), req("rate", Planned), opt("dtype", Dtype)], summary: "zero elements of a tile with probability rate"),
-    nl!("ds", [req("start", Int), req("size", Int)], summary: "a dynamic slice of size elements from start, for indexing"),
+    nl!("ds", [req("start", Int), req("size", Int)], summary: "a dynamic slice of size elements from start, for indexing", rule: Some(Rule::Ds), status: Status::Implemented(Binding { rt: "Idx::ds", returns: Returns::Custom, ctx: false, fallible: false, ..Binding::BASE })),
     nl!("dynamic_range", [req("start", Int), opt("stop", Int), opt("step", Int)], summary: "a loop range executed on the device with a run-time trip count"),
     nl!("empty_like", [req("x", Tensor(Spaces::Any)), opt("dtype", Dtype), opt("buffer", Buffer), NAME], summary: "an uninitialised tensor shaped like x"),
     nl!("equal", [req("x", Tensor(Spaces::Any)), req("y", Tensor(Spaces::Any)), opt("dtype", Dtype)], summary: "element-wise x == y as 1/0; also an ALU operator token"),

@@ -180,7 +180,7 @@ impl Rs<'_> {
                     .map(|it| match it {
                         IndexItem::At(x) => {
                             let v = self.expr(x);
-                            quote!(::nki::Idx::At(#v))
+                            if matches!(self.info.ty(x), Ty::Slice(..)) { v } else { quote!(::nki::Idx::At(#v)) }
                         }
                         IndexItem::Range { start, stop, step, .. } => {
                             let opt = |s: &mut Self, x: &Option<Expr>| match x {
