@@ -16,6 +16,7 @@ mod operand;
 mod reduce;
 mod select;
 mod shuffle;
+mod stats;
 mod sync;
 mod tile;
 
@@ -34,6 +35,7 @@ pub(crate) use reduce::Accumulators;
 pub use reduce::{TensorReduceOpts, TensorScalarReduceOpts, tensor_reduce, tensor_scalar_reduce};
 pub use select::{AffineSelectOpts, FLOAT32_MIN, IotaOpts, RangeSelectOpts, affine_select, iota, range_select};
 pub use shuffle::{ShuffleOpts, nc_stream_shuffle};
+pub use stats::{bn_aggr, bn_stats};
 pub use sync::{
     CoreBarrierOpts, DynamicOffset, Register, RegisterSource, core_barrier, get_nc_version, register_alloc, register_load, register_move,
     register_store,
