@@ -2,6 +2,7 @@
 //! reference, against its emitted NKI run under NumPy, and against a checked-in
 //! snapshot of that source.
 
+pub mod layernorm;
 pub mod matmul;
 pub mod softmax;
 pub mod tensor_add;
@@ -11,5 +12,10 @@ pub mod transpose;
 use crate::emit::FunctionInfo;
 
 /// The example kernels.
-pub static KERNELS: &[&FunctionInfo] =
-    &[&matmul::matmul::INFO, &softmax::softmax::INFO, &tensor_add::tensor_add::INFO, &transpose::transpose::INFO];
+pub static KERNELS: &[&FunctionInfo] = &[
+    &layernorm::layernorm::INFO,
+    &matmul::matmul::INFO,
+    &softmax::softmax::INFO,
+    &tensor_add::tensor_add::INFO,
+    &transpose::transpose::INFO,
+];

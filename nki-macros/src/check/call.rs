@@ -106,5 +106,7 @@ impl Checker<'_> {
 
 /// The message for a call of an official op nki-rs does not implement yet.
 pub(super) fn planned(official: &str, summary: &str) -> String {
-    format!("`{official}` ({summary}) is part of NKI 2.32, but nki-rs does not implement it yet; `nki ops` lists what kernels can call")
+    format!(
+        "`{official}` is part of NKI 2.32, but nki-rs does not implement it yet (its semantics: {summary}); `nki ops --implemented` lists what kernels can call"
+    )
 }
