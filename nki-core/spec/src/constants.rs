@@ -77,6 +77,11 @@ pub const BN_STATS_DIM: i64 = 6;
 /// Elements per partition `nisa.bn_aggr` writes: mean, variance.
 pub const BN_AGGR_DIM: i64 = 2;
 
+/// Values `max8`, `nc_find_index8` and `nc_match_replace8` handle per partition.
+pub const TOP8_K: i64 = 8;
+/// Fewest and most elements per partition the top-8 instructions search.
+pub const TOP8_DATA_RANGE: (i64, i64) = (8, 16_384);
+
 /// `nl.tile_size` members.
 pub const TILE_SIZE: &[(&str, i64)] = &[
     ("pmax", 128),

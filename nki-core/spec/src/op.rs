@@ -87,6 +87,9 @@ pub enum Rule {
     BnStats,
     BnAggr,
     Ds,
+    Max8,
+    FindIndex8,
+    MatchReplace8,
 }
 
 /// How an implemented op is called in the emulation (`::nki::<rt>`).

@@ -19,6 +19,7 @@ mod shuffle;
 mod stats;
 mod sync;
 mod tile;
+mod top8;
 
 pub use activation::{ActivationOpts, ActivationReduceOpts, activation, activation_reduce};
 pub use dma::{DmaCopyOpts, DmaTransposeOpts, dma_copy, dma_transpose, transpose_rules};
@@ -40,3 +41,4 @@ pub use sync::{
     CoreBarrierOpts, DynamicOffset, Register, RegisterSource, core_barrier, get_nc_version, register_alloc, register_load, register_move,
     register_store,
 };
+pub use top8::{MatchReplace8Opts, max8, nc_find_index8, nc_match_replace8};

@@ -12,6 +12,7 @@ pub mod rules;
 mod site;
 mod stats;
 mod stmt;
+mod top8;
 mod types;
 mod value;
 

@@ -61,6 +61,9 @@ pub fn rule(r: Rule) -> Check {
         Rule::BnStats => super::stats::bn_stats,
         Rule::BnAggr => super::stats::bn_aggr,
         Rule::Ds => ds,
+        Rule::Max8 => super::top8::max8,
+        Rule::FindIndex8 => super::top8::find_index8,
+        Rule::MatchReplace8 => super::top8::match_replace8,
     }
 }
 
