@@ -66,8 +66,31 @@ pub const ALU_TOKENS: &[&str] = &[
 ];
 
 /// Activation-function tokens nki-rs implements (`op=nl.exp`).
-pub const ACT_TOKENS: &[&str] =
-    &["exp", "log", "copy", "reciprocal", "sqrt", "rsqrt", "square", "abs", "negative", "tanh", "sigmoid", "relu", "silu", "gelu"];
+pub const ACT_TOKENS: &[&str] = &[
+    "exp",
+    "log",
+    "copy",
+    "reciprocal",
+    "sqrt",
+    "rsqrt",
+    "square",
+    "abs",
+    "negative",
+    "tanh",
+    "sigmoid",
+    "relu",
+    "silu",
+    "gelu",
+    "gelu_apprx_tanh",
+    "gelu_apprx_sigmoid",
+    "erf",
+    "sin",
+    "cos",
+    "arctan",
+    "softplus",
+    "mish",
+    "sign",
+];
 
 /// Maximum free size of `nisa.bn_stats`'s input (`nl.tile_size.bn_stats_fmax`).
 pub const BN_STATS_FMAX: i64 = 512;

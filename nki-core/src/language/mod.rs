@@ -80,7 +80,9 @@ op_tokens! {
     equal => Equal, not_equal => NotEqual, logical_and => LogicalAnd, logical_or => LogicalOr,
     exp => Exp, log => Log, copy => Copy, reciprocal => Reciprocal, sqrt => Sqrt, rsqrt => Rsqrt,
     square => Square, abs => Abs, negative => Negative, tanh => Tanh, sigmoid => Sigmoid,
-    relu => Relu, silu => Silu, gelu => Gelu,
+    relu => Relu, silu => Silu, gelu => Gelu, gelu_apprx_tanh => GeluApprxTanh,
+    gelu_apprx_sigmoid => GeluApprxSigmoid, erf => Erf, sin => Sin, cos => Cos, arctan => Arctan,
+    softplus => Softplus, mish => Mish, sign => Sign,
 }
 
 /// Optional arguments of [`ndarray`].
