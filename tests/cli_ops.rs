@@ -67,6 +67,12 @@ fn ops_table_has_one_line_per_op_and_filters_the_implemented_ones() {
 }
 
 #[test]
+fn help_lists_ops() {
+    let help = String::from_utf8(nki(&["--help"]).stdout).expect("utf-8");
+    assert!(help.lines().any(|l| l.trim_start().starts_with("ops ")), "{help}");
+}
+
+#[test]
 fn ops_rejects_an_unknown_flag_with_exit_code_2() {
     let o = nki(&["ops", "--jsn"]);
     assert_eq!(o.status.code(), Some(2));

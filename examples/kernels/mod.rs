@@ -7,6 +7,7 @@ pub mod matmul;
 pub mod softmax;
 pub mod tensor_add;
 pub mod tiles;
+pub mod topk;
 pub mod transpose;
 
 use crate::emit::FunctionInfo;
@@ -17,5 +18,6 @@ pub static KERNELS: &[&FunctionInfo] = &[
     &matmul::matmul::INFO,
     &softmax::softmax::INFO,
     &tensor_add::tensor_add::INFO,
+    &topk::topk::INFO,
     &transpose::transpose::INFO,
 ];

@@ -7,6 +7,7 @@ from .ring_attention_bwd import ring_attention_spmd_bwd
 from .ring_attention_fwd import ring_attention_spmd_fwd
 from .softmax import softmax
 from .tensor_add import tensor_add
+from .topk import topk
 from .transpose import transpose
 
 __all__ = [
@@ -17,5 +18,6 @@ __all__ = [
     "ring_attention_spmd_fwd",
     "softmax",
     "tensor_add",
+    "topk",
     "transpose",
 ]
