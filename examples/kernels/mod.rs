@@ -2,6 +2,7 @@
 //! reference, against its emitted NKI run under NumPy, and against a checked-in
 //! snapshot of that source.
 
+pub mod cumsum;
 pub mod layernorm;
 pub mod matmul;
 pub mod softmax;
@@ -14,6 +15,7 @@ use crate::emit::FunctionInfo;
 
 /// The example kernels.
 pub static KERNELS: &[&FunctionInfo] = &[
+    &cumsum::cumsum::INFO,
     &layernorm::layernorm::INFO,
     &matmul::matmul::INFO,
     &softmax::softmax::INFO,

@@ -90,6 +90,7 @@ pub enum Rule {
     Max8,
     FindIndex8,
     MatchReplace8,
+    TensorTensorScan,
 }
 
 /// How an implemented op is called in the emulation (`::nki::<rt>`).

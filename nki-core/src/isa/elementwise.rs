@@ -20,7 +20,7 @@ fn binary_op(op: &str, role: &str, o: NlOp) -> Result<()> {
     Ok(())
 }
 
-fn both_psum(op: &str, (ra, a): (&str, &Tensor), (rb, b): (&str, &Tensor)) -> Result<()> {
+pub(super) fn both_psum(op: &str, (ra, a): (&str, &Tensor), (rb, b): (&str, &Tensor)) -> Result<()> {
     if a.buffer() == Buffer::Psum && b.buffer() == Buffer::Psum {
         return Err(NkiError::constraint(
             op,

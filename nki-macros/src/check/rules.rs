@@ -64,6 +64,7 @@ pub fn rule(r: Rule) -> Check {
         Rule::Max8 => super::top8::max8,
         Rule::FindIndex8 => super::top8::find_index8,
         Rule::MatchReplace8 => super::top8::match_replace8,
+        Rule::TensorTensorScan => tensor_tensor_scan,
     }
 }
 
@@ -198,17 +199,30 @@ pub fn same_tile_dst_src(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
     Ty::Unit
 }
 
-/// `tensor_tensor`: equal geometry of all three tiles; at most one input in PSUM.
-pub fn tensor_tensor(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
-    same_geometry(diag, site, "data1", "data2");
-    same_geometry(diag, site, "data1", "dst");
-    if let (Some((a, _)), Some((b, sb))) = (site.tensor("data1"), site.tensor("data2"))
-        && a.space == Some(Space::Psum)
-        && b.space == Some(Space::Psum)
+/// Equal geometry of the inputs `a`, `b` and `dst`; at most one input in PSUM.
+fn two_inputs(diag: &mut Diagnostics, site: &CallSite<'_>, a: &str, b: &str) -> Ty {
+    same_geometry(diag, site, a, b);
+    same_geometry(diag, site, a, "dst");
+    if let (Some((ta, _)), Some((tb, sb))) = (site.tensor(a), site.tensor(b))
+        && ta.space == Some(Space::Psum)
+        && tb.space == Some(Space::Psum)
     {
-        diag.error(sb, "data1 and data2 of nisa.tensor_tensor are both in PSUM; at most one input may be in PSUM (copy one to SBUF first)");
+        diag.error(
+            sb,
+            format!("{a} and {b} of {} are both in PSUM; at most one input may be in PSUM (copy one to SBUF first)", site.spec.py),
+        );
     }
     Ty::Unit
+}
+
+/// `tensor_tensor`: equal geometry of all three tiles; at most one input in PSUM.
+pub fn tensor_tensor(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    two_inputs(diag, site, "data1", "data2")
+}
+
+/// `tensor_tensor_scan`: as `tensor_tensor`, for `data0` and `data1`.
+pub fn tensor_tensor_scan(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    two_inputs(diag, site, "data0", "data1")
 }
 
 /// `dma_copy`: equal element counts when known.
