@@ -91,6 +91,7 @@ pub enum Rule {
     FindIndex8,
     MatchReplace8,
     TensorTensorScan,
+    CopyPredicated,
 }
 
 /// How an implemented op is called in the emulation (`::nki::<rt>`).

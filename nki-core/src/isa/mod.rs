@@ -13,6 +13,7 @@ mod enums;
 mod exec;
 mod matmul;
 mod operand;
+mod predicated;
 mod reduce;
 mod scan;
 mod select;
@@ -33,6 +34,7 @@ pub use enums::{
 };
 pub use matmul::{NcMatmulOpts, NcTransposeOpts, nc_matmul, nc_transpose};
 pub use operand::Operand;
+pub use predicated::{CopyPredicatedOpts, tensor_copy_predicated};
 pub(crate) use reduce::Accumulators;
 pub use reduce::{TensorReduceOpts, TensorScalarReduceOpts, tensor_reduce, tensor_scalar_reduce};
 pub use scan::{TensorTensorScanOpts, tensor_tensor_scan};
