@@ -9,10 +9,15 @@ use crate::parse::parse_function;
 
 /// Parses and checks `src`; returns the emitted Python or the error messages.
 pub(crate) fn python_of(src: &str) -> Result<String, Vec<String>> {
+    python_for(src, Generation::Trn2)
+}
+
+/// [`python_of`] for a kernel targeting `target`.
+pub(crate) fn python_for(src: &str, target: Generation) -> Result<String, Vec<String>> {
     let item: syn::ItemFn = syn::parse_str(src).expect("test input is a function");
     let mut diag = Diagnostics::default();
     let f = parse_function(&item, FnKind::Kernel, &mut diag);
-    let info = check::check(&f, Generation::Trn2, &mut diag);
+    let info = check::check(&f, target, &mut diag);
     if diag.has_errors() {
         return Err(diag.messages());
     }

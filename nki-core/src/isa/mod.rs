@@ -11,6 +11,7 @@ mod dma;
 mod elementwise;
 mod enums;
 mod exec;
+mod exponential;
 mod matmul;
 mod operand;
 mod predicated;
@@ -32,6 +33,7 @@ pub use elementwise::{
 pub use enums::{
     DgeMode, Engine, MatmulPerfMode, OobMode, ReduceCmd, dge_mode, engine, matmul_perf_mode, nc_version, oob_mode, reduce_cmd,
 };
+pub use exponential::{ExponentialOpts, exponential};
 pub use matmul::{NcMatmulOpts, NcTransposeOpts, nc_matmul, nc_transpose};
 pub use operand::Operand;
 pub use predicated::{CopyPredicatedOpts, tensor_copy_predicated};

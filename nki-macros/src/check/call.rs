@@ -21,6 +21,18 @@ impl Checker<'_> {
                 self.diag.error(path_span, planned(&spec.official_name(), spec.summary));
                 return Ty::Unknown;
             };
+            if !spec.generations.contains(&self.target) {
+                let gens: Vec<String> = spec.generations.iter().map(ToString::to_string).collect();
+                self.diag.error(
+                    path_span,
+                    format!(
+                        "`{}` exists on {} only, but the kernel targets {} (set `#[nki_kernel(target = \"...\")]`)",
+                        spec.official_name(),
+                        gens.join(", "),
+                        self.target
+                    ),
+                );
+            }
             let slots = self.resolve(spec.py, spec.params, args, e.span);
             let site = self.site(spec, &slots, args, &arg_tys);
             let ret = spec.rule.map(|r| rules::rule(r)(self.diag, &site));
