@@ -92,6 +92,7 @@ pub enum Rule {
     MatchReplace8,
     TensorTensorScan,
     CopyPredicated,
+    SelectReduce,
 }
 
 /// How an implemented op is called in the emulation (`::nki::<rt>`).

@@ -18,6 +18,7 @@ mod predicated;
 mod reduce;
 mod scan;
 mod select;
+mod select_reduce;
 mod shuffle;
 mod stats;
 mod sync;
@@ -41,6 +42,7 @@ pub(crate) use reduce::Accumulators;
 pub use reduce::{TensorReduceOpts, TensorScalarReduceOpts, tensor_reduce, tensor_scalar_reduce};
 pub use scan::{TensorTensorScanOpts, tensor_tensor_scan};
 pub use select::{AffineSelectOpts, FLOAT32_MIN, IotaOpts, RangeSelectOpts, affine_select, iota, range_select};
+pub use select_reduce::{SelectReduceOpts, select_reduce};
 pub use shuffle::{ShuffleOpts, nc_stream_shuffle};
 pub use stats::{bn_aggr, bn_stats};
 pub use sync::{

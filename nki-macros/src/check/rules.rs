@@ -66,6 +66,7 @@ pub fn rule(r: Rule) -> Check {
         Rule::MatchReplace8 => super::top8::match_replace8,
         Rule::TensorTensorScan => tensor_tensor_scan,
         Rule::CopyPredicated => copy_predicated,
+        Rule::SelectReduce => select_reduce,
     }
 }
 
@@ -257,6 +258,28 @@ pub fn copy_predicated(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
         {
             diag.error(sm, "src and predicate of nisa.tensor_copy_predicated are both in PSUM; at most one may be in PSUM");
         }
+    }
+    Ty::Unit
+}
+
+/// `select_reduce`: `dst`, `on_true` and `predicate` of one geometry, a small
+/// integer predicate, `nl.maximum` as the reduction, not both inputs in PSUM.
+pub fn select_reduce(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    two_inputs(diag, site, "on_true", "predicate");
+    if let Some((m, sm)) = site.tensor("predicate")
+        && let Some(d) = m.dtype
+        && !matches!(d, "int8" | "uint8" | "int16" | "uint16")
+    {
+        diag.error(
+            sm,
+            format!("{} of nisa.select_reduce must be nl.int8, nl.uint8, nl.int16 or nl.uint16, not nl.{d}", site.label("predicate")),
+        );
+    }
+    if let Some(a) = site.arg("reduce_op")
+        && let Ty::Op(_, Some(n)) = &a.ty
+        && *n != "maximum"
+    {
+        diag.error(a.expr.span, format!("reduce_op of nisa.select_reduce must be nl::maximum, not nl::{n}"));
     }
     Ty::Unit
 }
