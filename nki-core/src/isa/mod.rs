@@ -7,6 +7,7 @@
 
 mod activation;
 mod alu;
+mod cumulative;
 mod dma;
 mod elementwise;
 mod enums;
@@ -26,6 +27,7 @@ mod tile;
 mod top8;
 
 pub use activation::{ActivationOpts, ActivationReduceOpts, activation, activation_reduce};
+pub use cumulative::{TensorScalarCumulativeOpts, tensor_scalar_cumulative};
 pub use dma::{DmaCopyOpts, DmaTransposeOpts, dma_copy, dma_transpose, transpose_rules};
 pub use elementwise::{
     EngineOpts, NameOpts, ScalarTensorTensorOpts, TensorScalarOpts, memset, reciprocal, scalar_tensor_tensor, tensor_copy, tensor_scalar,
