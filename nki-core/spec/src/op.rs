@@ -93,6 +93,7 @@ pub enum Rule {
     TensorTensorScan,
     CopyPredicated,
     SelectReduce,
+    Nonzero,
 }
 
 /// How an implemented op is called in the emulation (`::nki::<rt>`).

@@ -14,6 +14,7 @@ mod enums;
 mod exec;
 mod exponential;
 mod matmul;
+mod nonzero;
 mod operand;
 mod predicated;
 mod reduce;
@@ -38,6 +39,7 @@ pub use enums::{
 };
 pub use exponential::{ExponentialOpts, exponential};
 pub use matmul::{NcMatmulOpts, NcTransposeOpts, nc_matmul, nc_transpose};
+pub use nonzero::{NonzeroOpts, nonzero_with_count};
 pub use operand::Operand;
 pub use predicated::{CopyPredicatedOpts, tensor_copy_predicated};
 pub(crate) use reduce::Accumulators;
