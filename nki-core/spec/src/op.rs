@@ -94,6 +94,7 @@ pub enum Rule {
     CopyPredicated,
     SelectReduce,
     Nonzero,
+    NGather,
 }
 
 /// How an implemented op is called in the emulation (`::nki::<rt>`).

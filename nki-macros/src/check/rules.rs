@@ -68,6 +68,7 @@ pub fn rule(r: Rule) -> Check {
         Rule::CopyPredicated => copy_predicated,
         Rule::SelectReduce => select_reduce,
         Rule::Nonzero => nonzero_with_count,
+        Rule::NGather => nc_n_gather,
     }
 }
 
@@ -305,6 +306,29 @@ pub fn nonzero_with_count(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
     }
     if let Some(t) = s.dtype.filter(|t| !matches!(*t, "float32" | "int32")) {
         diag.error(ss, format!("{} of nisa.nonzero_with_count must be nl.float32 or nl.int32, not nl.{t}", site.label("src")));
+    }
+    Ty::Unit
+}
+
+/// `nc_n_gather`: uint32 indices shaping `dst`, `dst` in `data`'s dtype, one partition count.
+pub fn nc_n_gather(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    same_geometry(diag, site, "indices", "dst");
+    if let (Some((x, _)), Some((i, si))) = (site.tensor("data"), site.tensor("indices"))
+        && let (Some(a), Some(b)) = (x.partitions(), i.partitions())
+        && a != b
+    {
+        diag.error(si, format!("{} of nisa.nc_n_gather has {b} partitions but data has {a}; they must match", site.label("indices")));
+    }
+    if let Some((i, si)) = site.tensor("indices")
+        && let Some(t) = i.dtype.filter(|t| *t != "uint32")
+    {
+        diag.error(si, format!("{} of nisa.nc_n_gather must be nl.uint32, not nl.{t}", site.label("indices")));
+    }
+    if let (Some((d, sd)), Some((x, _))) = (site.tensor("dst"), site.tensor("data"))
+        && let (Some(a), Some(b)) = (d.dtype, x.dtype)
+        && a != b
+    {
+        diag.error(sd, format!("{} of nisa.nc_n_gather is nl.{a} but data is nl.{b}; they must match", site.label("dst")));
     }
     Ty::Unit
 }
