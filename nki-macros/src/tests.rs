@@ -133,3 +133,16 @@ fn planned_ops_are_refused_with_their_official_name() {
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert!(errs[0].contains("`nki.isa.topk`") && errs[0].contains("does not implement it yet"), "{errs:?}");
 }
+
+#[test]
+fn reordering_views_are_typed_and_emitted_with_keywords() {
+    let b = body_of(
+        "fn k() { let t = nl::ndarray([128, 2, 4], nl::float32); let p = t.permute([0, 2, 1]); let f = p.flatten_dims(1, 2); let u = nl::ndarray([128, 8], nl::float32); nisa::tensor_copy(u, f); }",
+    );
+    assert!(b.contains("p = t.permute(dims=(0, 2, 1))") && b.contains("f = p.flatten_dims(start_dim=1, end_dim=2)"), "{b}");
+    let errs =
+        python_of("fn k() { let t = nl::ndarray([128, 2, 4], nl::float32); let p = t.permute([1, 0, 2]); let q = t.squeeze_dim(2); }")
+            .unwrap_err();
+    assert!(errs.iter().any(|e| e.contains("keep the partition dim (0) first")), "{errs:?}");
+    assert!(errs.iter().any(|e| e.contains("dim 2 has size 4")), "{errs:?}");
+}

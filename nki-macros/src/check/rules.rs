@@ -609,6 +609,61 @@ pub fn tensor_method<'a>(
             }
             Ty::Tensor(TensorTy { shape, ..t.clone() })
         }
+        "permute" => {
+            let dims: Option<Vec<Option<i64>>> = arg("dims").and_then(|(dt, _)| match dt {
+                Ty::Tuple(items) | Ty::List(items) => Some(items.iter().map(Ty::const_int).collect()),
+                _ => None,
+            });
+            let shape = match (&dims, &t.shape) {
+                (Some(ds), Some(old)) if ds.iter().all(Option::is_some) => {
+                    let ds: Vec<i64> = ds.iter().flatten().copied().collect();
+                    let mut sorted = ds.clone();
+                    sorted.sort_unstable();
+                    if sorted != (0..old.len() as i64).collect::<Vec<_>>() {
+                        diag.error(span, format!("`.permute({ds:?})` is not a permutation of the tensor's {} dims", old.len()));
+                        None
+                    } else {
+                        if on_chip && ds.first() != Some(&0) {
+                            diag.error(span, "`.permute()` of an on-chip tensor must keep the partition dim (0) first");
+                        }
+                        Some(ds.iter().map(|&d| old[d as usize].clone()).collect())
+                    }
+                }
+                _ => None,
+            };
+            Ty::Tensor(TensorTy { shape, ..t.clone() })
+        }
+        "squeeze_dim" => {
+            let dim = int("dim");
+            if on_chip && dim == Some(0) {
+                diag.error(span, "`.squeeze_dim()` cannot remove the partition dim (dim 0) of an on-chip tensor");
+            }
+            let shape = t.shape.as_ref().and_then(|s| {
+                let d = usize::try_from(dim?).ok()?;
+                if let Some(n) = s.get(d)?.as_const().filter(|&n| n != 1) {
+                    diag.error(span, format!("`.squeeze_dim({d})` removes a dim of size 1, but dim {d} has size {n}"));
+                }
+                let mut s = s.clone();
+                s.remove(d);
+                Some(s)
+            });
+            Ty::Tensor(TensorTy { shape, ..t.clone() })
+        }
+        "flatten_dims" => {
+            let (a, b) = (int("start_dim"), int("end_dim"));
+            if on_chip && a == Some(0) {
+                diag.error(span, "`.flatten_dims()` of an on-chip tensor must start after the partition dim (start_dim > 0)");
+            }
+            let shape = t.shape.as_ref().and_then(|s| {
+                let (a, b) = (usize::try_from(a?).ok()?, usize::try_from(b?).ok()?);
+                let merged = s.get(a..=b)?;
+                let size = known_product(merged).and_then(Result::ok).map_or(Val::unknown(), Val::konst);
+                let mut s = s.clone();
+                s.splice(a..=b, [size]);
+                Some(s)
+            });
+            Ty::Tensor(TensorTy { shape, ..t.clone() })
+        }
         "broadcast" | "expand_dim" | "select" | "slice" => {
             let dim = int("dim");
             if on_chip && dim == Some(0) {

@@ -35,6 +35,10 @@ impl Rs<'_> {
                     let shape = a(0).map_or(quote!(&[]), |x| self.arg(Kind::Ints, x));
                     fallible(span, quote!(::nki::__rt::reshape(#r, #shape)))
                 }
+                "permute" => {
+                    let dims = a(0).map_or(quote!(&[]), |x| self.arg(Kind::Ints, x));
+                    fallible(span, quote!(::nki::__rt::permute(#r, #dims)))
+                }
                 other => {
                     let f = format_ident!("{}", other);
                     let given: Vec<&Expr> = (0..4).filter_map(&mut a).collect();
