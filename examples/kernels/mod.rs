@@ -2,6 +2,7 @@
 //! reference, against its emitted NKI run under NumPy, and against a checked-in
 //! snapshot of that source.
 
+pub mod axpy;
 pub mod cumsum;
 pub mod layernorm;
 pub mod matmul;
@@ -15,6 +16,7 @@ use crate::emit::FunctionInfo;
 
 /// The example kernels.
 pub static KERNELS: &[&FunctionInfo] = &[
+    &axpy::axpy::INFO,
     &cumsum::cumsum::INFO,
     &layernorm::layernorm::INFO,
     &matmul::matmul::INFO,

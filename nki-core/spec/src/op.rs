@@ -95,6 +95,8 @@ pub enum Rule {
     SelectReduce,
     Nonzero,
     NGather,
+    Load,
+    Store,
 }
 
 /// How an implemented op is called in the emulation (`::nki::<rt>`).

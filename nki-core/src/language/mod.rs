@@ -4,8 +4,10 @@
 
 pub mod list_bounds;
 mod ops;
+mod tiles;
 
 pub use ops::NlOp;
+pub use tiles::{FillOpts, full, load, ones, store, zeros};
 
 use crate::emulator::Ctx;
 use crate::emulator::memory::OnChip;

@@ -69,6 +69,8 @@ pub fn rule(r: Rule) -> Check {
         Rule::SelectReduce => select_reduce,
         Rule::Nonzero => nonzero_with_count,
         Rule::NGather => nc_n_gather,
+        Rule::Load => load,
+        Rule::Store => store,
     }
 }
 
@@ -335,7 +337,17 @@ pub fn nc_n_gather(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
 
 /// `dma_copy`: equal element counts when known.
 pub fn dma_copy(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
-    let (Some((d, _)), Some((s, ss))) = (site.tensor("dst"), site.tensor("src")) else {
+    same_count(diag, site, "src")
+}
+
+/// `nl.store`: as `dma_copy`, from `value`.
+pub fn store(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    same_count(diag, site, "value")
+}
+
+/// Reports when `dst` and `src` are known to hold different element counts.
+fn same_count(diag: &mut Diagnostics, site: &CallSite<'_>, src: &str) -> Ty {
+    let (Some((d, _)), Some((s, ss))) = (site.tensor("dst"), site.tensor(src)) else {
         return Ty::Unit;
     };
     let count = |t: &TensorTy| known_product(t.shape.as_ref()?)?.ok();
@@ -345,13 +357,36 @@ pub fn dma_copy(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
         diag.error(
             ss,
             format!(
-                "nisa.dma_copy moves {b} elements from {} into {a} elements of {}; the counts must match",
-                site.label("src"),
+                "{} moves {b} elements from {} into {a} elements of {}; the counts must match",
+                site.spec.py,
+                site.label(src),
                 site.label("dst")
             ),
         );
     }
     Ty::Unit
+}
+
+/// `nl.load`: a new SBUF tile of `src`'s shape, `dtype` or `src`'s dtype, at most `pmax` partitions.
+pub fn load(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    let Some((s, ss)) = site.tensor("src") else { return Ty::Tensor(TensorTy { space: Some(Space::Sbuf), ..Default::default() }) };
+    if let Some(p) = s.partitions()
+        && p > site.hw.pmax as i64
+    {
+        diag.error(
+            ss,
+            format!(
+                "nl.load of {} makes an SBUF tile of {p} partitions, more than pmax = {}; load it in blocks",
+                site.label("src"),
+                site.hw.pmax
+            ),
+        );
+    }
+    let dtype = match site.arg("dtype").map(|a| &a.ty) {
+        Some(Ty::Dtype(d)) => *d,
+        _ => s.dtype,
+    };
+    Ty::Tensor(TensorTy { space: Some(Space::Sbuf), shape: s.shape.clone(), dtype })
 }
 
 /// `nc_matmul`: operands contract over equal partition counts, stationary free ≤
