@@ -145,6 +145,9 @@ pub fn ndarray(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
             }
         }
     }
+    // A shape whose element count overflowed is in error already: forget it, so
+    // values built from the tensor stay small.
+    let shape = shape.filter(|d| !matches!(known_product(d), Some(Err(_))));
     Ty::Tensor(TensorTy { space, shape, dtype })
 }
 
