@@ -259,7 +259,7 @@ impl Checker<'_> {
 
     pub(super) fn index(&mut self, base: &Expr, items: &[IndexItem], span: Spn) -> Ty {
         let bt = self.expr(base);
-        let mut item_tys: Vec<rules::IndexTy> = Vec::new();
+        let mut item_tys: Vec<views::IndexTy> = Vec::new();
         for it in items {
             let t = match it {
                 IndexItem::At(x) => match self.expr(x) {
@@ -267,32 +267,32 @@ impl Checker<'_> {
                     Ty::Slice(s, n) => {
                         let end = s.add(&n);
                         let end = self.evaluated(end, x.span, || format!("{} + {}", show(&s), show(&n)));
-                        rules::IndexTy::Range(Some(s), Some(end), None, x.span)
+                        views::IndexTy::Range(Some(s), Some(end), None, x.span)
                     }
-                    t => rules::IndexTy::At(self.int_value(t, x.span), x.span),
+                    t => views::IndexTy::At(self.int_value(t, x.span), x.span),
                 },
                 IndexItem::Range { start, stop, step, span } => {
                     let s = start.as_ref().map(|x| self.int_of(x));
                     let e = stop.as_ref().map(|x| self.int_of(x));
                     let st = step.as_ref().map(|x| self.int_of(x));
-                    rules::IndexTy::Range(s, e, st, *span)
+                    views::IndexTy::Range(s, e, st, *span)
                 }
                 IndexItem::Ds { start, size, span } => {
                     let s = self.int_of(start);
                     let n = self.int_of(size);
                     let end = s.add(&n);
                     let end = self.evaluated(end, *span, || format!("{} + {}", show(&s), show(&n)));
-                    rules::IndexTy::Range(Some(s), Some(end), None, *span)
+                    views::IndexTy::Range(Some(s), Some(end), None, *span)
                 }
             };
             item_tys.push(t);
         }
         match bt {
-            Ty::Tensor(tt) => rules::index_tensor(self.diag, &tt, &item_tys, span),
+            Ty::Tensor(tt) => views::index_tensor(self.diag, &tt, &item_tys, span),
             // One ring of a replica group: a list of rank ids, typed like a shape.
             Ty::Groups if items.len() == 1 && matches!(items[0], IndexItem::At(_)) => Ty::Shape(None),
             Ty::Shape(_) | Ty::Tuple(_) | Ty::List(_) if items.len() == 1 && matches!(items[0], IndexItem::At(_)) => {
-                let rules::IndexTy::At(v, s) = &item_tys[0] else {
+                let views::IndexTy::At(v, s) = &item_tys[0] else {
                     return Ty::Unknown;
                 };
                 match (&bt, v.as_const()) {

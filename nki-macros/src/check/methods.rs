@@ -2,7 +2,7 @@
 //! methods (integers, floats, Options, shapes) against theirs, with their
 //! arguments' number and types checked and known integers evaluated.
 
-use super::{Checker, Resolved, Ty, Val, key, rules};
+use super::{Checker, Resolved, Ty, Val, key, views};
 use crate::ast::{Arg, Expr, ExprKind};
 use crate::diag::did_you_mean;
 use crate::vocab::{self, ArgKind, Receiver};
@@ -43,7 +43,7 @@ impl Checker<'_> {
                 let arg = |pname: &str| {
                     spec.params.iter().position(|p| p.name == pname).and_then(|i| slots[i]).map(|i| (&arg_tys[i], &args[i].value))
                 };
-                let t = rules::tensor_method(self.diag, tt, &n, &arg, e.span);
+                let t = views::tensor_method(self.diag, tt, &n, &arg, e.span);
                 self.info.calls.insert(key(e), Resolved::Method { spec, bind, slots });
                 t
             }

@@ -5,16 +5,19 @@
 mod call;
 pub mod dma_transpose;
 mod expr;
+mod gather;
 mod kinds;
 mod limits;
 mod methods;
 pub mod rules;
+mod select;
 mod site;
 mod stats;
 mod stmt;
 mod top8;
 mod types;
 mod value;
+mod views;
 
 pub use limits::{Generation, HwLimits};
 pub use site::{ArgInfo, CallSite, Check};

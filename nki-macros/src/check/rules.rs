@@ -3,7 +3,7 @@
 //! known here is checked by the emulator at run time.
 
 use super::types::{TensorTy, Ty, dims_text, known_product};
-use super::value::{Val, slice_len};
+use super::value::Val;
 use super::{ArgInfo, CallSite, Check};
 use crate::ast::{Expr, ExprKind, Space, Spn};
 use crate::diag::Diagnostics;
@@ -27,7 +27,7 @@ fn elements(e: &Expr) -> Option<&[Expr]> {
 }
 
 /// Reports a shape whose element count does not fit an i64.
-fn countable(diag: &mut Diagnostics, dims: &[Val], span: Spn) {
+pub(super) fn countable(diag: &mut Diagnostics, dims: &[Val], span: Spn) {
     if let Some(Err(_)) = known_product(dims) {
         diag.error(span, format!("integer overflow: a tensor of shape {} has more elements than fit in an i64", dims_text(dims)));
     }
@@ -65,10 +65,10 @@ pub fn rule(r: Rule) -> Check {
         Rule::FindIndex8 => super::top8::find_index8,
         Rule::MatchReplace8 => super::top8::match_replace8,
         Rule::TensorTensorScan => tensor_tensor_scan,
-        Rule::CopyPredicated => copy_predicated,
-        Rule::SelectReduce => select_reduce,
-        Rule::Nonzero => nonzero_with_count,
-        Rule::NGather => nc_n_gather,
+        Rule::CopyPredicated => super::select::copy_predicated,
+        Rule::SelectReduce => super::select::select_reduce,
+        Rule::Nonzero => super::gather::nonzero_with_count,
+        Rule::NGather => super::gather::nc_n_gather,
         Rule::Load => load,
         Rule::Store => store,
     }
@@ -156,7 +156,7 @@ fn geometry(t: &TensorTy) -> (Option<i64>, Option<i64>) {
 }
 
 /// Reports when two tiles' partition counts or free sizes are known to differ.
-fn same_geometry(diag: &mut Diagnostics, site: &CallSite<'_>, a: &str, b: &str) {
+pub(super) fn same_geometry(diag: &mut Diagnostics, site: &CallSite<'_>, a: &str, b: &str) {
     let (Some((ta, _)), Some((tb, sb))) = (site.tensor(a), site.tensor(b)) else {
         return;
     };
@@ -209,7 +209,7 @@ pub fn same_tile_dst_src(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
 }
 
 /// Equal geometry of the inputs `a`, `b` and `dst`; at most one input in PSUM.
-fn two_inputs(diag: &mut Diagnostics, site: &CallSite<'_>, a: &str, b: &str) -> Ty {
+pub(super) fn two_inputs(diag: &mut Diagnostics, site: &CallSite<'_>, a: &str, b: &str) -> Ty {
     same_geometry(diag, site, a, b);
     same_geometry(diag, site, a, "dst");
     if let (Some((ta, _)), Some((tb, sb))) = (site.tensor(a), site.tensor(b))
@@ -232,110 +232,6 @@ pub fn tensor_tensor(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
 /// `tensor_tensor_scan`: as `tensor_tensor`, for `data0` and `data1`.
 pub fn tensor_tensor_scan(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
     two_inputs(diag, site, "data0", "data1")
-}
-
-/// `tensor_copy_predicated`: `dst`, a tensor `src` and `predicate` of one
-/// geometry, an unsigned-integer predicate, `src` in `dst`'s dtype, not both
-/// `src` and `predicate` in PSUM.
-pub fn copy_predicated(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
-    same_geometry(diag, site, "dst", "predicate");
-    if let Some((m, sm)) = site.tensor("predicate")
-        && let Some(d) = m.dtype
-        && !matches!(d, "uint8" | "uint16" | "uint32")
-    {
-        diag.error(
-            sm,
-            format!("{} of nisa.tensor_copy_predicated must be nl.uint8, nl.uint16 or nl.uint32, not nl.{d}", site.label("predicate")),
-        );
-    }
-    if site.tensor("src").is_some() {
-        same_geometry(diag, site, "dst", "src");
-        if let (Some((d, _)), Some((s, ss))) = (site.tensor("dst"), site.tensor("src"))
-            && let (Some(a), Some(b)) = (d.dtype, s.dtype)
-            && a != b
-        {
-            diag.error(
-                ss,
-                format!("{} of nisa.tensor_copy_predicated is nl.{b} but dst is nl.{a}; they must share a dtype", site.label("src")),
-            );
-        }
-        if let (Some((s, _)), Some((m, sm))) = (site.tensor("src"), site.tensor("predicate"))
-            && s.space == Some(Space::Psum)
-            && m.space == Some(Space::Psum)
-        {
-            diag.error(sm, "src and predicate of nisa.tensor_copy_predicated are both in PSUM; at most one may be in PSUM");
-        }
-    }
-    Ty::Unit
-}
-
-/// `select_reduce`: `dst`, `on_true` and `predicate` of one geometry, a small
-/// integer predicate, `nl.maximum` as the reduction, not both inputs in PSUM.
-pub fn select_reduce(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
-    two_inputs(diag, site, "on_true", "predicate");
-    if let Some((m, sm)) = site.tensor("predicate")
-        && let Some(d) = m.dtype
-        && !matches!(d, "int8" | "uint8" | "int16" | "uint16")
-    {
-        diag.error(
-            sm,
-            format!("{} of nisa.select_reduce must be nl.int8, nl.uint8, nl.int16 or nl.uint16, not nl.{d}", site.label("predicate")),
-        );
-    }
-    if let Some(a) = site.arg("reduce_op")
-        && let Ty::Op(_, Some(n)) = &a.ty
-        && *n != "maximum"
-    {
-        diag.error(a.expr.span, format!("reduce_op of nisa.select_reduce must be nl::maximum, not nl::{n}"));
-    }
-    Ty::Unit
-}
-
-/// `nonzero_with_count`: `dst` one element per partition longer than `src`,
-/// both with `src`'s partitions; `dst` int32, `src` float32 or int32.
-pub fn nonzero_with_count(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
-    let (Some((d, sd)), Some((s, ss))) = (site.tensor("dst"), site.tensor("src")) else { return Ty::Unit };
-    if let (Some(fd), Some(fs)) = (d.free_size(), s.free_size())
-        && fd != fs.saturating_add(1)
-    {
-        diag.error(
-            sd,
-            format!(
-                "{} of nisa.nonzero_with_count holds {fd} elements per partition; it needs src's {fs} plus one for the count",
-                site.label("dst")
-            ),
-        );
-    }
-    if let Some(t) = d.dtype.filter(|t| *t != "int32") {
-        diag.error(sd, format!("{} of nisa.nonzero_with_count must be nl.int32, not nl.{t}", site.label("dst")));
-    }
-    if let Some(t) = s.dtype.filter(|t| !matches!(*t, "float32" | "int32")) {
-        diag.error(ss, format!("{} of nisa.nonzero_with_count must be nl.float32 or nl.int32, not nl.{t}", site.label("src")));
-    }
-    Ty::Unit
-}
-
-/// `nc_n_gather`: uint32 indices shaping `dst`, `dst` in `data`'s dtype, one partition count.
-pub fn nc_n_gather(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
-    same_geometry(diag, site, "indices", "dst");
-    if let (Some((x, _)), Some((i, si))) = (site.tensor("data"), site.tensor("indices"))
-        && let (Some(a), Some(b)) = (x.partitions(), i.partitions())
-        && a != b
-    {
-        diag.error(si, format!("{} of nisa.nc_n_gather has {b} partitions but data has {a}; they must match", site.label("indices")));
-    }
-    if let Some((i, si)) = site.tensor("indices")
-        && let Some(t) = i.dtype.filter(|t| *t != "uint32")
-    {
-        diag.error(si, format!("{} of nisa.nc_n_gather must be nl.uint32, not nl.{t}", site.label("indices")));
-    }
-    if let (Some((d, sd)), Some((x, _))) = (site.tensor("dst"), site.tensor("data"))
-        && let (Some(a), Some(b)) = (d.dtype, x.dtype)
-        && a != b
-    {
-        diag.error(sd, format!("{} of nisa.nc_n_gather is nl.{a} but data is nl.{b}; they must match", site.label("dst")));
-    }
-    Ty::Unit
 }
 
 /// `dma_copy`: equal element counts when known.
@@ -527,220 +423,4 @@ pub fn range_select(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
         }
     }
     Ty::Unit
-}
-
-/// One item of a tensor index, with its static values.
-pub enum IndexTy {
-    At(Val, Spn),
-    Range(Option<Val>, Option<Val>, Option<Val>, Spn),
-}
-
-/// The type of `t[items]`, reporting constant indices outside known dims.
-pub fn index_tensor(diag: &mut Diagnostics, t: &TensorTy, items: &[IndexTy], span: Spn) -> Ty {
-    let on_chip = matches!(t.space, Some(Space::Sbuf | Space::Psum));
-    let Some(dims) = &t.shape else {
-        return Ty::Tensor(TensorTy { shape: None, ..t.clone() });
-    };
-    if items.len() > dims.len() {
-        diag.error(span, format!("{} indices for a tensor of rank {}", items.len(), dims.len()));
-        return Ty::Tensor(TensorTy { shape: None, ..t.clone() });
-    }
-    let mut out = Vec::new();
-    for (d, dim) in dims.iter().enumerate() {
-        let n = dim.as_const();
-        match items.get(d) {
-            None => out.push(dim.clone()),
-            Some(IndexTy::At(v, s)) => {
-                if let (Some(i), Some(n)) = (v.as_const(), n)
-                    && (if i >= 0 { i >= n } else { i.checked_add(n).is_none_or(|j| j < 0) })
-                {
-                    diag.error(*s, format!("index {i} is out of range for dim {d} of extent {n}"));
-                }
-                if on_chip && d == 0 {
-                    out.push(Val::konst(1));
-                }
-            }
-            Some(IndexTy::Range(start, stop, step, s)) => {
-                let lo = start.clone().unwrap_or_else(|| Val::konst(0));
-                let hi = stop.clone().unwrap_or_else(|| dim.clone());
-                let step_c = step.as_ref().map_or(Some(1), Val::as_const);
-                let before = diag.count();
-                if let (Some(h), Some(n)) = (hi.as_const(), n)
-                    && h > n
-                {
-                    diag.error(*s, format!("slice end {h} is past the end of dim {d} (extent {n})"));
-                }
-                if let Some(l) = lo.as_const().filter(|&l| l < 0 && start.is_some()) {
-                    diag.error(*s, format!("slice start {l} is negative"));
-                }
-                if diag.count() > before {
-                    // The extent of a reported slice is unknown; nothing downstream should re-report it.
-                    out.push(Val::unknown());
-                    continue;
-                }
-                let Ok(len) = hi.sub(&lo) else {
-                    let show = |v: &Val| v.as_const().map_or("?".into(), |c| c.to_string());
-                    diag.error(
-                        *s,
-                        format!("integer overflow: the length `{} - {}` of this slice does not fit in an i64", show(&hi), show(&lo)),
-                    );
-                    out.push(Val::unknown());
-                    continue;
-                };
-                out.push(match (len.as_const(), step_c) {
-                    (Some(l), Some(st)) if st > 0 => Val::konst(slice_len(l, st)),
-                    (_, Some(1)) => len,
-                    _ => Val::unknown(),
-                });
-            }
-        }
-    }
-    if on_chip && out.len() < 2 && dims.len() >= 2 {
-        out.push(Val::konst(1));
-    }
-    Ty::Tensor(TensorTy { shape: Some(out), ..t.clone() })
-}
-
-/// The result of a tensor method, with its static checks.
-pub fn tensor_method<'a>(
-    diag: &mut Diagnostics,
-    t: &TensorTy,
-    name: &str,
-    arg: &dyn Fn(&str) -> Option<(&'a Ty, &'a Expr)>,
-    span: Spn,
-) -> Ty {
-    let int = |n: &str| arg(n).and_then(|(t, _)| t.const_int());
-    let on_chip = matches!(t.space, Some(Space::Sbuf | Space::Psum));
-    let result = match name {
-        "shape" => Ty::Shape(t.shape.clone()),
-        "dtype" => Ty::Dtype(t.dtype),
-        "ndim" => Ty::Int(t.shape.as_ref().map_or(Val::unknown(), |s| Val::konst(s.len() as i64))),
-        "ap" => {
-            let shape = arg("pattern").and_then(|(pt, _)| match pt {
-                Ty::List(pairs) | Ty::Tuple(pairs) => Some(
-                    pairs
-                        .iter()
-                        .map(|p| match p {
-                            Ty::List(x) | Ty::Tuple(x) => x.get(1).and_then(Ty::const_int).map_or(Val::unknown(), Val::konst),
-                            _ => Val::unknown(),
-                        })
-                        .collect(),
-                ),
-                _ => None,
-            });
-            Ty::Tensor(TensorTy { shape, ..t.clone() })
-        }
-        "reshape" => {
-            let shape = arg("shape").and_then(|(st, _)| match st {
-                Ty::Tuple(items) | Ty::List(items) => {
-                    Some(items.iter().map(|x| if let Ty::Int(v) = x { v.clone() } else { Val::unknown() }).collect::<Vec<_>>())
-                }
-                Ty::Shape(d) => d.clone(),
-                _ => None,
-            });
-            if on_chip
-                && let (Some(new), Some(old)) = (&shape, &t.shape)
-                && let (Some(a), Some(b)) = (new.first().and_then(Val::as_const), old.first().and_then(Val::as_const))
-                && a != b
-            {
-                diag.error(span, format!("reshape of an on-chip tensor must keep its partition dim {b}, got {a}"));
-            }
-            Ty::Tensor(TensorTy { shape, ..t.clone() })
-        }
-        "permute" => {
-            let dims: Option<Vec<Option<i64>>> = arg("dims").and_then(|(dt, _)| match dt {
-                Ty::Tuple(items) | Ty::List(items) => Some(items.iter().map(Ty::const_int).collect()),
-                _ => None,
-            });
-            let shape = match (&dims, &t.shape) {
-                (Some(ds), Some(old)) if ds.iter().all(Option::is_some) => {
-                    let ds: Vec<i64> = ds.iter().flatten().copied().collect();
-                    let mut sorted = ds.clone();
-                    sorted.sort_unstable();
-                    if sorted != (0..old.len() as i64).collect::<Vec<_>>() {
-                        diag.error(span, format!("`.permute({ds:?})` is not a permutation of the tensor's {} dims", old.len()));
-                        None
-                    } else {
-                        if on_chip && ds.first() != Some(&0) {
-                            diag.error(span, "`.permute()` of an on-chip tensor must keep the partition dim (0) first");
-                        }
-                        Some(ds.iter().map(|&d| old[d as usize].clone()).collect())
-                    }
-                }
-                _ => None,
-            };
-            Ty::Tensor(TensorTy { shape, ..t.clone() })
-        }
-        "squeeze_dim" => {
-            let dim = int("dim");
-            if on_chip && dim == Some(0) {
-                diag.error(span, "`.squeeze_dim()` cannot remove the partition dim (dim 0) of an on-chip tensor");
-            }
-            let shape = t.shape.as_ref().and_then(|s| {
-                let d = usize::try_from(dim?).ok()?;
-                if let Some(n) = s.get(d)?.as_const().filter(|&n| n != 1) {
-                    diag.error(span, format!("`.squeeze_dim({d})` removes a dim of size 1, but dim {d} has size {n}"));
-                }
-                let mut s = s.clone();
-                s.remove(d);
-                Some(s)
-            });
-            Ty::Tensor(TensorTy { shape, ..t.clone() })
-        }
-        "flatten_dims" => {
-            let (a, b) = (int("start_dim"), int("end_dim"));
-            if on_chip && a == Some(0) {
-                diag.error(span, "`.flatten_dims()` of an on-chip tensor must start after the partition dim (start_dim > 0)");
-            }
-            let shape = t.shape.as_ref().and_then(|s| {
-                let (a, b) = (usize::try_from(a?).ok()?, usize::try_from(b?).ok()?);
-                let merged = s.get(a..=b)?;
-                let size = known_product(merged).and_then(Result::ok).map_or(Val::unknown(), Val::konst);
-                let mut s = s.clone();
-                s.splice(a..=b, [size]);
-                Some(s)
-            });
-            Ty::Tensor(TensorTy { shape, ..t.clone() })
-        }
-        "broadcast" | "expand_dim" | "select" | "slice" => {
-            let dim = int("dim");
-            if on_chip && dim == Some(0) {
-                diag.error(span, format!("`.{name}()` cannot act on the partition dim (dim 0) of an on-chip tensor"));
-            }
-            if name == "slice"
-                && let (Some(a), Some(b)) = (int("start"), int("end"))
-                && b.checked_sub(a).is_none()
-            {
-                diag.error(span, format!("integer overflow: the length `{b} - {a}` of this slice does not fit in an i64"));
-            }
-            let shape = t.shape.as_ref().and_then(|s| {
-                let d = usize::try_from(dim?).ok()?;
-                let mut s = s.clone();
-                match name {
-                    "broadcast" => *s.get_mut(d)? = int("size").map_or(Val::unknown(), Val::konst),
-                    "expand_dim" => s.insert(d.min(s.len()), Val::konst(1)),
-                    "select" => {
-                        s.get(d)?;
-                        s.remove(d);
-                    }
-                    _ => {
-                        let len = match (int("start"), int("end"), int("step").unwrap_or(1)) {
-                            (Some(a), Some(b), st) if st > 0 => {
-                                b.checked_sub(a).map_or(Val::unknown(), |len| Val::konst(slice_len(len, st)))
-                            }
-                            _ => Val::unknown(),
-                        };
-                        *s.get_mut(d)? = len;
-                    }
-                }
-                Some(s)
-            });
-            Ty::Tensor(TensorTy { shape, ..t.clone() })
-        }
-        _ => Ty::Unknown,
-    };
-    if let Ty::Tensor(TensorTy { shape: Some(dims), .. }) = &result {
-        countable(diag, dims, span);
-    }
-    result
 }
