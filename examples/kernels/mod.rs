@@ -4,21 +4,29 @@
 //! tutorial's steps, whose profiles `tests/profile_matmul.rs` also checks against
 //! the bottlenecks the tutorial measured.
 
+pub mod axpy;
+pub mod cumsum;
+pub mod layernorm;
 pub mod matmul;
 pub mod matmul_steps;
 pub mod softmax;
 pub mod tensor_add;
 pub mod tiles;
+pub mod topk;
 pub mod transpose;
 
 use crate::emit::FunctionInfo;
 
 /// The example kernels.
 pub static KERNELS: &[&FunctionInfo] = &[
+    &axpy::axpy::INFO,
+    &cumsum::cumsum::INFO,
+    &layernorm::layernorm::INFO,
     &matmul::matmul::INFO,
-    &matmul_steps::matmul_hoisted::INFO,
     &matmul_steps::matmul_blocked::INFO,
+    &matmul_steps::matmul_hoisted::INFO,
     &softmax::softmax::INFO,
     &tensor_add::tensor_add::INFO,
+    &topk::topk::INFO,
     &transpose::transpose::INFO,
 ];

@@ -16,7 +16,8 @@ pub mod dtype;
 pub mod emit;
 pub mod emulator;
 pub mod error;
-pub mod hw;
+/// Hardware tables per NeuronCore generation (the spec's).
+pub use nki_spec::hw;
 pub mod io;
 pub mod isa;
 pub mod language;
@@ -31,6 +32,8 @@ pub use error::{ErrorKind, NkiError, Origin, Result};
 pub use isa as nisa;
 pub use language as nl;
 pub use nki_macros::{nki_helper, nki_kernel};
+/// The vocabulary as data: ops, enums, dtypes, hardware limits.
+pub use nki_spec as spec;
 pub use tensor::{Buffer, Idx, Outputs, Tensor};
 
 /// Everything a kernel file usually needs.

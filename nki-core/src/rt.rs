@@ -262,6 +262,22 @@ pub fn slice(t: &Tensor, d: i64, start: i64, end: i64, step: i64) -> Result<Tens
     t.slice(dim(d, "dim")?, start, end, step)
 }
 
+/// `t.permute(dims)`.
+pub fn permute(t: &Tensor, dims: &[i64]) -> Result<Tensor> {
+    let dims = dims.iter().map(|&d| dim(d, "a permute dim")).collect::<Result<Vec<_>>>()?;
+    t.permute(&dims)
+}
+
+/// `t.squeeze_dim(dim)`.
+pub fn squeeze_dim(t: &Tensor, d: i64) -> Result<Tensor> {
+    t.squeeze_dim(dim(d, "dim")?)
+}
+
+/// `t.flatten_dims(start_dim, end_dim)`.
+pub fn flatten_dims(t: &Tensor, start: i64, end: i64) -> Result<Tensor> {
+    t.flatten_dims(dim(start, "start_dim")?, dim(end, "end_dim")?)
+}
+
 /// A failed kernel `assert!`.
 pub fn assertion(message: String, file: &'static str, line: u32) -> NkiError {
     NkiError::new(ErrorKind::Assertion, message).in_op("assert").at(file, line)

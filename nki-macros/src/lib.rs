@@ -24,12 +24,17 @@
 mod ast;
 mod bounds;
 mod check;
+#[cfg(test)]
+mod coverage;
 mod diag;
 mod emit;
 mod expand;
 #[cfg(test)]
 mod fuzz;
+#[cfg(test)]
+mod json;
 mod parse;
+mod spec_options;
 #[cfg(test)]
 mod tests;
 mod vocab;
@@ -49,4 +54,12 @@ pub fn nki_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn nki_helper(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand::expand(ast::FnKind::Helper, attr.into(), item.into()).into()
+}
+
+/// Checks an emulator options struct against the spec rows that name it: its
+/// fields must be exactly the rows' supported optional parameters.
+#[doc(hidden)]
+#[proc_macro_attribute]
+pub fn spec_options(attr: TokenStream, item: TokenStream) -> TokenStream {
+    spec_options::check(attr.into(), item.into()).into()
 }

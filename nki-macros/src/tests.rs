@@ -8,11 +8,16 @@ use crate::emit::python;
 use crate::parse::parse_function;
 
 /// Parses and checks `src`; returns the emitted Python or the error messages.
-fn python_of(src: &str) -> Result<String, Vec<String>> {
+pub(crate) fn python_of(src: &str) -> Result<String, Vec<String>> {
+    python_for(src, Generation::Trn2)
+}
+
+/// [`python_of`] for a kernel targeting `target`.
+pub(crate) fn python_for(src: &str, target: Generation) -> Result<String, Vec<String>> {
     let item: syn::ItemFn = syn::parse_str(src).expect("test input is a function");
     let mut diag = Diagnostics::default();
     let f = parse_function(&item, FnKind::Kernel, &mut diag);
-    let info = check::check(&f, Generation::Trn2, &mut diag);
+    let info = check::check(&f, target, &mut diag);
     if diag.has_errors() {
         return Err(diag.messages());
     }
@@ -100,4 +105,44 @@ fn python_names_cannot_be_bound() {
 fn replica_groups_are_tuples_of_tuples() {
     let b = body_of("fn k(x: Hbm) { let rg = ncc::ReplicaGroup([[0, 1], [2, 3]]); let one = ncc::ReplicaGroup([[0, 1, 2]]); }");
     assert_eq!(b, "rg = ncc.ReplicaGroup(((0, 1), (2, 3)))\none = ncc.ReplicaGroup(((0, 1, 2),))");
+}
+
+#[test]
+fn a_ds_slice_can_be_bound_and_used_as_an_index() {
+    let b = body_of(
+        "fn k(x: Hbm, i: i64) { let r = nl::ds(i * 4, 4); let t = nl::ndarray([128, 4], nl::float32); nisa::dma_copy(t, x[s![0..128, r]]); }",
+    );
+    assert_eq!(
+        b,
+        "r = nl.ds(start=i * 4, size=4)\nt = nl.ndarray(shape=(128, 4), dtype=nl.float32)\nnisa.dma_copy(dst=t, src=x[0:128, r])"
+    );
+    // The slice's size is known: a mismatched copy is caught as with an inline nl::ds.
+    let errs =
+        python_of("fn k(x: Hbm) { let r = nl::ds(0, 8); let t = nl::ndarray([128, 4], nl::float32); nisa::tensor_copy(t, t[s![.., r]]); }")
+            .unwrap_err();
+    assert!(errs.iter().any(|e| e.contains("slice end 8 is past the end of dim 1")), "{errs:?}");
+    let errs = python_of("fn k() { let r = nl::ds(0, 0); }").unwrap_err();
+    assert!(errs.iter().any(|e| e.contains("at least 1")), "{errs:?}");
+    let errs = python_of("fn k() { let r = nl::dss(0, 4); }").unwrap_err();
+    assert!(errs.iter().any(|e| e.contains("did you mean `nl::ds`?")), "{errs:?}");
+}
+
+#[test]
+fn planned_ops_are_refused_with_their_official_name() {
+    let errs = python_of("fn k() { let t = nl::ndarray([128, 4], nl::float32); nisa::topk(t, t, t, 8); }").unwrap_err();
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(errs[0].contains("`nki.isa.topk`") && errs[0].contains("does not implement it yet"), "{errs:?}");
+}
+
+#[test]
+fn reordering_views_are_typed_and_emitted_with_keywords() {
+    let b = body_of(
+        "fn k() { let t = nl::ndarray([128, 2, 4], nl::float32); let p = t.permute([0, 2, 1]); let f = p.flatten_dims(1, 2); let u = nl::ndarray([128, 8], nl::float32); nisa::tensor_copy(u, f); }",
+    );
+    assert!(b.contains("p = t.permute(dims=(0, 2, 1))") && b.contains("f = p.flatten_dims(start_dim=1, end_dim=2)"), "{b}");
+    let errs =
+        python_of("fn k() { let t = nl::ndarray([128, 2, 4], nl::float32); let p = t.permute([1, 0, 2]); let q = t.squeeze_dim(2); }")
+            .unwrap_err();
+    assert!(errs.iter().any(|e| e.contains("keep the partition dim (0) first")), "{errs:?}");
+    assert!(errs.iter().any(|e| e.contains("dim 2 has size 4")), "{errs:?}");
 }

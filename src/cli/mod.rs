@@ -4,6 +4,7 @@ mod bench;
 mod demo;
 mod emit;
 mod list;
+mod ops;
 mod output_plan;
 mod profile;
 mod run;
@@ -29,6 +30,9 @@ enum Command {
     /// Run a library kernel in the emulator on `.npy` inputs and write its outputs as `.npy`
     /// (all or none of them, never over an input or each other).
     Run(Box<run::RunArgs>),
+    /// Print the NKI vocabulary: each official op with its engines, NeuronCore
+    /// generations, one-line semantics and whether kernels can call it yet.
+    Ops(ops::OpsArgs),
     /// Estimate a kernel's time on Trainium from the instructions it executes
     /// (runs it like `nki run`, then reports the modelled timeline).
     Profile(Box<profile::ProfileArgs>),
@@ -65,6 +69,10 @@ fn dispatch(command: Command) -> Result<(), String> {
         Command::Emit(args) => emit::run(&args),
         Command::List => {
             list::run();
+            Ok(())
+        }
+        Command::Ops(args) => {
+            ops::run(&args);
             Ok(())
         }
         Command::Run(args) => run::run(&args),

@@ -76,6 +76,7 @@ pub struct CommEvent {
 }
 
 /// Optional arguments of the ring permutes.
+#[nki_macros::spec_options]
 #[derive(Clone, Debug, Default)]
 pub struct PermuteOpts<'a> {
     /// Channel ids, consecutive from 0 (default `[0]`).
@@ -286,6 +287,7 @@ pub fn collective_permute_implicit_reduce(
 }
 
 /// Optional arguments of [`collective_permute_implicit_current_processing_rank_id`].
+#[nki_macros::spec_options]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RankIdOpts<'a> {
     /// Channel (default 0); every channel uses the same ring order.

@@ -173,6 +173,21 @@ impl Ctx {
         self.record_with(|| Instr::new(op, unit, reads, writes));
     }
 
+    /// `begin_op` for an op the spec lists on some generations only: an error
+    /// naming them when the launch targets another one.
+    pub(crate) fn begin_generation_op(&self, op: &'static str) -> Result<()> {
+        self.begin_op(op)?;
+        let Some(row) = nki_spec::ops().find(|o| o.py == op) else { return Ok(()) };
+        if !row.generations.contains(&self.generation) {
+            let gens: Vec<String> = row.generations.iter().map(ToString::to_string).collect();
+            return Err(crate::NkiError::constraint(
+                op,
+                format!("{op} exists on {} only; the launch targets {}", gens.join(", "), self.generation),
+            ));
+        }
+        Ok(())
+    }
+
     /// Called at every iteration of a kernel loop, so a loop without ops stops too.
     ///
     /// The first iteration after the stop signal still runs: a loop that runs ops

@@ -11,6 +11,7 @@ use crate::numeric::exp::exp_affine;
 use crate::{NkiError, Result, Tensor};
 
 /// Optional arguments of [`activation`].
+#[nki_macros::spec_options]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ActivationOpts<'a> {
     /// Added after scaling: a `(P, 1)` column, or a scalar on trn2 and later.
@@ -36,6 +37,7 @@ pub fn activation(ctx: &Ctx, dst: &Tensor, op: NlOp, data: &Tensor, opts: Activa
 }
 
 /// Optional arguments of [`activation_reduce`].
+#[nki_macros::spec_options]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ActivationReduceOpts<'a> {
     /// See [`ActivationOpts::bias`].

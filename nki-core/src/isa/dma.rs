@@ -9,6 +9,7 @@ use crate::{Buffer, ErrorKind, NkiError, Result, Tensor};
 use transpose_rules::{Axes, Dge, Dim, TransposeCall, TransposeRule};
 
 /// Optional arguments of [`dma_copy`].
+#[nki_macros::spec_options]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DmaCopyOpts<'a> {
     /// QoS priority 0–3 (NC-v4); no numeric effect.
@@ -65,6 +66,7 @@ pub fn dma_copy(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: DmaCopyOpts<'_>) ->
 }
 
 /// Optional arguments of [`dma_transpose`].
+#[nki_macros::spec_options]
 #[derive(Clone, Debug, Default)]
 pub struct DmaTransposeOpts<'a> {
     /// The permutation: `(1,0)`, `(2,1,0)` or `(3,1,2,0)`; defaults by rank.

@@ -20,7 +20,7 @@ fn binary_op(op: &str, role: &str, o: NlOp) -> Result<()> {
     Ok(())
 }
 
-fn both_psum(op: &str, (ra, a): (&str, &Tensor), (rb, b): (&str, &Tensor)) -> Result<()> {
+pub(super) fn both_psum(op: &str, (ra, a): (&str, &Tensor), (rb, b): (&str, &Tensor)) -> Result<()> {
     if a.buffer() == Buffer::Psum && b.buffer() == Buffer::Psum {
         return Err(NkiError::constraint(
             op,
@@ -40,6 +40,7 @@ fn engine_reach(op: &str, engine: Option<Engine>, tensors: &[(&str, &Tensor)]) -
 }
 
 /// Optional arguments of the element-wise ops that only pick an engine.
+#[nki_macros::spec_options]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct EngineOpts<'a> {
     /// Engine to run on (default: the compiler's choice).
@@ -144,6 +145,7 @@ pub fn tensor_tensor(ctx: &Ctx, dst: &Tensor, data1: &Tensor, data2: &Tensor, op
 }
 
 /// Optional arguments of [`tensor_scalar`].
+#[nki_macros::spec_options]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TensorScalarOpts<'a> {
     /// Compute `operand0 op0 data` instead of `data op0 operand0`.
@@ -197,6 +199,7 @@ pub fn tensor_scalar(ctx: &Ctx, dst: &Tensor, data: &Tensor, op0: NlOp, operand0
 }
 
 /// Optional arguments of [`scalar_tensor_tensor`].
+#[nki_macros::spec_options]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ScalarTensorTensorOpts<'a> {
     /// `operand0 op0 data` instead of `data op0 operand0`.
@@ -246,6 +249,7 @@ pub fn scalar_tensor_tensor(
 }
 
 /// Optional arguments of ops that take only a name.
+#[nki_macros::spec_options]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NameOpts<'a> {
     /// Instruction name.

@@ -10,6 +10,7 @@ use crate::tensor::Writer;
 use crate::{Buffer, Dtype, NkiError, Result, Tensor};
 
 /// Optional arguments of [`nc_matmul`].
+#[nki_macros::spec_options]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NcMatmulOpts<'a> {
     /// Hint that `stationary` holds only 0/1; no numeric effect.
@@ -276,6 +277,7 @@ fn gemm_into(
 }
 
 /// Optional arguments of [`nc_transpose`].
+#[nki_macros::spec_options]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NcTransposeOpts<'a> {
     /// `engine.tensor` (PE: SBUF → PSUM, ≤ 128×128) or `engine.vector` (≤ 32×32).

@@ -7,19 +7,29 @@
 
 mod activation;
 mod alu;
+mod cumulative;
 mod dma;
 mod elementwise;
 mod enums;
 mod exec;
+mod exponential;
+mod gather;
 mod matmul;
+mod nonzero;
 mod operand;
+mod predicated;
 mod reduce;
+mod scan;
 mod select;
+mod select_reduce;
 mod shuffle;
+mod stats;
 mod sync;
 mod tile;
+mod top8;
 
 pub use activation::{ActivationOpts, ActivationReduceOpts, activation, activation_reduce};
+pub use cumulative::{TensorScalarCumulativeOpts, tensor_scalar_cumulative};
 pub use dma::{DmaCopyOpts, DmaTransposeOpts, dma_copy, dma_transpose, transpose_rules};
 pub use elementwise::{
     EngineOpts, NameOpts, ScalarTensorTensorOpts, TensorScalarOpts, memset, reciprocal, scalar_tensor_tensor, tensor_copy, tensor_scalar,
@@ -28,13 +38,21 @@ pub use elementwise::{
 pub use enums::{
     DgeMode, Engine, MatmulPerfMode, OobMode, ReduceCmd, dge_mode, engine, matmul_perf_mode, nc_version, oob_mode, reduce_cmd,
 };
+pub use exponential::{ExponentialOpts, exponential};
+pub use gather::nc_n_gather;
 pub use matmul::{NcMatmulOpts, NcTransposeOpts, nc_matmul, nc_transpose};
+pub use nonzero::{NonzeroOpts, nonzero_with_count};
 pub use operand::Operand;
+pub use predicated::{CopyPredicatedOpts, tensor_copy_predicated};
 pub(crate) use reduce::Accumulators;
 pub use reduce::{TensorReduceOpts, TensorScalarReduceOpts, tensor_reduce, tensor_scalar_reduce};
+pub use scan::{TensorTensorScanOpts, tensor_tensor_scan};
 pub use select::{AffineSelectOpts, FLOAT32_MIN, IotaOpts, RangeSelectOpts, affine_select, iota, range_select};
+pub use select_reduce::{SelectReduceOpts, select_reduce};
 pub use shuffle::{ShuffleOpts, nc_stream_shuffle};
+pub use stats::{bn_aggr, bn_stats};
 pub use sync::{
     CoreBarrierOpts, DynamicOffset, Register, RegisterSource, core_barrier, get_nc_version, register_alloc, register_load, register_move,
     register_store,
 };
+pub use top8::{MatchReplace8Opts, max8, nc_find_index8, nc_match_replace8};

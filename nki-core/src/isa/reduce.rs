@@ -66,6 +66,7 @@ fn reducible(op: &str, o: NlOp) -> Result<()> {
 }
 
 /// Optional arguments of [`tensor_reduce`].
+#[nki_macros::spec_options]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TensorReduceOpts<'a> {
     /// Multiply the result by -1 (free on the hardware).
@@ -121,6 +122,7 @@ pub fn tensor_reduce(ctx: &Ctx, dst: &Tensor, op: NlOp, data: &Tensor, axis: &[i
 }
 
 /// Optional arguments of [`tensor_scalar_reduce`].
+#[nki_macros::spec_options]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TensorScalarReduceOpts<'a> {
     /// `(P, 1)` tile that receives the accumulator registers.

@@ -44,6 +44,7 @@ fn pattern_values(op: &str, pattern: &[[i64; 2]], nf: usize) -> Result<Vec<i32>>
 }
 
 /// Optional arguments of [`iota`].
+#[nki_macros::spec_options]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct IotaOpts<'a> {
     /// Constant added to every value (default 0).
@@ -91,6 +92,7 @@ fn comparison(op: &str, role: &str, o: NlOp) -> Result<()> {
 }
 
 /// Optional arguments of [`affine_select`].
+#[nki_macros::spec_options]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AffineSelectOpts<'a> {
     /// Comparison of the affine value against 0 (default `nl.equal`).
@@ -189,6 +191,7 @@ fn select_span(out: &mut [f32], x: &[f32], keep: Range<usize>, fill: f32) {
 }
 
 /// Optional arguments of [`range_select`].
+#[nki_macros::spec_options]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RangeSelectOpts<'a> {
     /// Accumulator update (default `reset_reduce`).

@@ -6,6 +6,7 @@ use crate::emulator::Ctx;
 use crate::{NkiError, Result, Tensor};
 
 /// Optional arguments of [`nc_stream_shuffle`].
+#[nki_macros::spec_options]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ShuffleOpts<'a> {
     /// Instruction name.

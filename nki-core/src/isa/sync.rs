@@ -7,6 +7,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 /// Optional arguments of [`core_barrier`].
+#[nki_macros::spec_options]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CoreBarrierOpts<'a> {
     /// Engine that waits (default GpSimd).

@@ -4,8 +4,10 @@
 
 pub mod list_bounds;
 mod ops;
+mod tiles;
 
 pub use ops::NlOp;
+pub use tiles::{FillOpts, full, load, ones, store, zeros};
 
 use crate::emulator::Ctx;
 use crate::emulator::memory::OnChip;
@@ -26,6 +28,8 @@ pub mod tile_size {
     pub const gemm_stationary_fmax: i64 = 128;
     /// Largest free size of a matmul's moving operand.
     pub const gemm_moving_fmax: i64 = 512;
+    /// Largest free size of `nisa.bn_stats`'s input.
+    pub const bn_stats_fmax: i64 = nki_spec::constants::BN_STATS_FMAX;
 }
 
 /// `nl.float32`.
@@ -78,10 +82,13 @@ op_tokens! {
     equal => Equal, not_equal => NotEqual, logical_and => LogicalAnd, logical_or => LogicalOr,
     exp => Exp, log => Log, copy => Copy, reciprocal => Reciprocal, sqrt => Sqrt, rsqrt => Rsqrt,
     square => Square, abs => Abs, negative => Negative, tanh => Tanh, sigmoid => Sigmoid,
-    relu => Relu, silu => Silu, gelu => Gelu,
+    relu => Relu, silu => Silu, gelu => Gelu, gelu_apprx_tanh => GeluApprxTanh,
+    gelu_apprx_sigmoid => GeluApprxSigmoid, erf => Erf, sin => Sin, cos => Cos, arctan => Arctan,
+    softplus => Softplus, mish => Mish, sign => Sign,
 }
 
 /// Optional arguments of [`ndarray`].
+#[nki_macros::spec_options(var)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NdarrayOpts<'a> {
     /// Memory space (default `nl.sbuf`).

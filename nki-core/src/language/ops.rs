@@ -37,11 +37,20 @@ pub enum NlOp {
     Relu,
     Silu,
     Gelu,
+    GeluApprxTanh,
+    GeluApprxSigmoid,
+    Erf,
+    Sin,
+    Cos,
+    Arctan,
+    Softplus,
+    Mish,
+    Sign,
 }
 
 impl NlOp {
     /// Every token, in a stable order.
-    pub const ALL: [NlOp; 29] = [
+    pub const ALL: [NlOp; 38] = [
         NlOp::Add,
         NlOp::Subtract,
         NlOp::Multiply,
@@ -71,6 +80,15 @@ impl NlOp {
         NlOp::Relu,
         NlOp::Silu,
         NlOp::Gelu,
+        NlOp::GeluApprxTanh,
+        NlOp::GeluApprxSigmoid,
+        NlOp::Erf,
+        NlOp::Sin,
+        NlOp::Cos,
+        NlOp::Arctan,
+        NlOp::Softplus,
+        NlOp::Mish,
+        NlOp::Sign,
     ];
 
     /// The `nki.language` name (`"add"`, `"exp"`, ...).
@@ -105,6 +123,15 @@ impl NlOp {
             NlOp::Relu => "relu",
             NlOp::Silu => "silu",
             NlOp::Gelu => "gelu",
+            NlOp::GeluApprxTanh => "gelu_apprx_tanh",
+            NlOp::GeluApprxSigmoid => "gelu_apprx_sigmoid",
+            NlOp::Erf => "erf",
+            NlOp::Sin => "sin",
+            NlOp::Cos => "cos",
+            NlOp::Arctan => "arctan",
+            NlOp::Softplus => "softplus",
+            NlOp::Mish => "mish",
+            NlOp::Sign => "sign",
         }
     }
 
@@ -137,6 +164,15 @@ impl NlOp {
                 | NlOp::Relu
                 | NlOp::Silu
                 | NlOp::Gelu
+                | NlOp::GeluApprxTanh
+                | NlOp::GeluApprxSigmoid
+                | NlOp::Erf
+                | NlOp::Sin
+                | NlOp::Cos
+                | NlOp::Arctan
+                | NlOp::Softplus
+                | NlOp::Mish
+                | NlOp::Sign
         )
     }
 
@@ -190,6 +226,27 @@ impl NlOp {
                 let x64 = f64::from(x);
                 (0.5 * x64 * (1.0 + erf(x64 / std::f64::consts::SQRT_2))) as f32
             }
+            NlOp::GeluApprxTanh => {
+                let x64 = f64::from(x);
+                let inner = (2.0 / std::f64::consts::PI).sqrt() * (x64 + 0.044_715 * x64 * x64 * x64);
+                (0.5 * x64 * (1.0 + inner.tanh())) as f32
+            }
+            NlOp::GeluApprxSigmoid => x / (1.0 + (-1.702 * x).exp()),
+            NlOp::Erf => erf(f64::from(x)) as f32,
+            NlOp::Sin => x.sin(),
+            NlOp::Cos => x.cos(),
+            NlOp::Arctan => x.atan(),
+            NlOp::Softplus => softplus(f64::from(x)) as f32,
+            NlOp::Mish => (f64::from(x) * softplus(f64::from(x)).tanh()) as f32,
+            NlOp::Sign => {
+                if x > 0.0 {
+                    1.0
+                } else if x < 0.0 {
+                    -1.0
+                } else {
+                    x
+                }
+            }
             _ => f32::NAN,
         }
     }
@@ -211,6 +268,11 @@ fn erf(x: f64) -> f64 {
     let t = 1.0 / (1.0 + 0.327_591_1 * x.abs());
     let poly = t * (0.254_829_592 + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
     (1.0 - poly * (-x * x).exp()).copysign(x)
+}
+
+/// `ln(1 + e^x)` without overflow for large `x`.
+fn softplus(x: f64) -> f64 {
+    x.max(0.0) + (-x.abs()).exp().ln_1p()
 }
 
 impl fmt::Display for NlOp {

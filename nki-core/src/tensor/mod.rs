@@ -268,6 +268,14 @@ impl Tensor {
         Ok(())
     }
 
+    /// Writes `value` into every element, rounded to the dtype when `round` is set
+    /// (integer dtypes always round and saturate).
+    pub(crate) fn fill_value(&self, value: f32, round: bool) {
+        let d = self.dtype();
+        let cell = d.f32_to_cell(value, round);
+        self.layout.scatter_with(&mut self.write(), &vec![cell; self.numel()], |c| c);
+    }
+
     /// Checks the view stays inside its storage.
     pub(crate) fn check_bounds(&self, what: &str) -> Result<()> {
         if let Some((lo, hi)) = self.layout.cell_range() {

@@ -209,6 +209,77 @@ impl Tensor {
         self.index(&spec)
     }
 
+    /// The same elements with the dims in the order `dims` (a permutation of
+    /// `0..ndim`; on-chip tensors keep the partition dim first).
+    pub fn permute(&self, dims: &[usize]) -> Result<Tensor> {
+        let mut seen = vec![false; self.ndim()];
+        let valid = dims.len() == self.ndim() && dims.iter().all(|&d| d < seen.len() && !std::mem::replace(&mut seen[d], true));
+        if !valid {
+            return Err(NkiError::shape(
+                "permute",
+                format!("{dims:?} is not a permutation of the {} dims of '{}'", self.ndim(), self.name()),
+            ));
+        }
+        if self.buffer().is_on_chip() && dims.first() != Some(&0) {
+            return Err(NkiError::shape("permute", format!("the partition dim of '{}' must stay first, got {dims:?}", self.name())));
+        }
+        let l = &self.layout;
+        let layout = Layout {
+            offset: l.offset,
+            shape: dims.iter().map(|&d| l.shape[d]).collect(),
+            strides: dims.iter().map(|&d| l.strides[d]).collect(),
+        };
+        Ok(self.with_layout(layout))
+    }
+
+    /// Drops the unit dim `dim`.
+    pub fn squeeze_dim(&self, dim: usize) -> Result<Tensor> {
+        self.check_dim("squeeze_dim", dim)?;
+        if self.buffer().is_on_chip() && dim == 0 {
+            return Err(NkiError::shape("squeeze_dim", format!("the partition dim of '{}' cannot be squeezed", self.name())));
+        }
+        if self.layout.shape[dim] != 1 {
+            return Err(NkiError::shape("squeeze_dim", format!("dim {dim} of '{}' {:?} is not of size 1", self.name(), self.shape())));
+        }
+        let mut l = self.layout.clone();
+        l.shape.remove(dim);
+        l.strides.remove(dim);
+        Ok(self.with_layout(l))
+    }
+
+    /// Merges dims `start..=end` into one; they must be laid out contiguously
+    /// relative to each other (each dim's stride the next one's stride times extent).
+    pub fn flatten_dims(&self, start: usize, end: usize) -> Result<Tensor> {
+        self.check_dim("flatten_dims", end)?;
+        if start > end || (self.buffer().is_on_chip() && start == 0) {
+            return Err(NkiError::shape(
+                "flatten_dims",
+                format!(
+                    "cannot merge dims {start}..={end} of '{}' {:?} (on-chip tensors keep the partition dim)",
+                    self.name(),
+                    self.shape()
+                ),
+            ));
+        }
+        let l = &self.layout;
+        let mergeable = (start..end).all(|d| l.shape[d + 1] == 1 || l.strides[d] == l.strides[d + 1] * l.shape[d + 1] as isize);
+        if !mergeable {
+            return Err(NkiError::shape(
+                "flatten_dims",
+                format!(
+                    "dims {start}..={end} of '{}' (strides {:?}) are not contiguous in memory, so they cannot merge into one view dim",
+                    self.name(),
+                    l.strides
+                ),
+            ));
+        }
+        let mut out = l.clone();
+        let merged: usize = l.shape[start..=end].iter().product();
+        out.shape.splice(start..=end, [merged]);
+        out.strides.splice(start..=end, [l.strides[end]]);
+        Ok(self.with_layout(out))
+    }
+
     fn check_dim(&self, op: &str, dim: usize) -> Result<()> {
         if dim >= self.ndim() {
             return Err(NkiError::shape(op, format!("dim {dim} does not exist in '{}' {:?}", self.name(), self.shape())));

@@ -1,7 +1,3 @@
-//! Hardware limits for compile-time checks: the same table the emulator uses.
+//! Hardware limits for compile-time checks: the spec's table, which the emulator uses too.
 
-#[path = "../../../nki-core/src/hw/mod.rs"]
-#[allow(dead_code)]
-mod hw;
-
-pub use hw::{Generation, HwLimits};
+pub use nki_spec::hw::{Generation, HwLimits};

@@ -2,7 +2,7 @@
 //! methods (integers, floats, Options, shapes) against theirs, with their
 //! arguments' number and types checked and known integers evaluated.
 
-use super::{Checker, Resolved, Ty, Val, key, rules};
+use super::{Checker, Resolved, Ty, Val, key, views};
 use crate::ast::{Arg, Expr, ExprKind};
 use crate::diag::did_you_mean;
 use crate::vocab::{self, ArgKind, Receiver};
@@ -30,6 +30,10 @@ impl Checker<'_> {
                     self.diag.error(name.span(), format!("tensors have no method `.{n}()`{hint}"));
                     return Ty::Unknown;
                 };
+                let Some(bind) = spec.binding() else {
+                    self.diag.error(name.span(), super::call::planned(&spec.official_name(), spec.summary));
+                    return Ty::Unknown;
+                };
                 let slots = self.resolve(&format!("`.{n}()`"), spec.params, args, e.span);
                 for (p, s) in spec.params.iter().zip(&slots) {
                     if let Some(i) = s {
@@ -39,8 +43,8 @@ impl Checker<'_> {
                 let arg = |pname: &str| {
                     spec.params.iter().position(|p| p.name == pname).and_then(|i| slots[i]).map(|i| (&arg_tys[i], &args[i].value))
                 };
-                let t = rules::tensor_method(self.diag, tt, &n, &arg, e.span);
-                self.info.calls.insert(key(e), Resolved::Method { spec, slots });
+                let t = views::tensor_method(self.diag, tt, &n, &arg, e.span);
+                self.info.calls.insert(key(e), Resolved::Method { spec, bind, slots });
                 t
             }
             Ty::Unknown => Ty::Unknown,

@@ -3,10 +3,11 @@
 //! known here is checked by the emulator at run time.
 
 use super::types::{TensorTy, Ty, dims_text, known_product};
-use super::value::{Val, slice_len};
-use super::{ArgInfo, CallSite};
+use super::value::Val;
+use super::{ArgInfo, CallSite, Check};
 use crate::ast::{Expr, ExprKind, Space, Spn};
 use crate::diag::Diagnostics;
+use nki_spec::Rule;
 
 /// Bytes per element of an `nl` dtype.
 pub(super) fn dtype_bytes(name: &str) -> i64 {
@@ -26,7 +27,7 @@ fn elements(e: &Expr) -> Option<&[Expr]> {
 }
 
 /// Reports a shape whose element count does not fit an i64.
-fn countable(diag: &mut Diagnostics, dims: &[Val], span: Spn) {
+pub(super) fn countable(diag: &mut Diagnostics, dims: &[Val], span: Spn) {
     if let Some(Err(_)) = known_product(dims) {
         diag.error(span, format!("integer overflow: a tensor of shape {} has more elements than fit in an i64", dims_text(dims)));
     }
@@ -40,6 +41,36 @@ fn shape_of(arg: &ArgInfo<'_>) -> Option<Vec<Val>> {
         }
         Ty::Shape(dims) => dims.clone(),
         _ => None,
+    }
+}
+
+/// The check a spec row's rule id names.
+pub fn rule(r: Rule) -> Check {
+    match r {
+        Rule::DmaCopy => dma_copy,
+        Rule::DmaTranspose => super::dma_transpose::check,
+        Rule::SameTileDstSrc => same_tile_dst_src,
+        Rule::SameTileDstData => same_tile_dst_data,
+        Rule::NcMatmul => nc_matmul,
+        Rule::NcTranspose => nc_transpose,
+        Rule::TensorTensor => tensor_tensor,
+        Rule::TensorReduce => tensor_reduce,
+        Rule::AffineSelect => affine_select,
+        Rule::RangeSelect => range_select,
+        Rule::Ndarray => ndarray,
+        Rule::BnStats => super::stats::bn_stats,
+        Rule::BnAggr => super::stats::bn_aggr,
+        Rule::Ds => ds,
+        Rule::Max8 => super::top8::max8,
+        Rule::FindIndex8 => super::top8::find_index8,
+        Rule::MatchReplace8 => super::top8::match_replace8,
+        Rule::TensorTensorScan => tensor_tensor_scan,
+        Rule::CopyPredicated => super::select::copy_predicated,
+        Rule::SelectReduce => super::select::select_reduce,
+        Rule::Nonzero => super::gather::nonzero_with_count,
+        Rule::NGather => super::gather::nc_n_gather,
+        Rule::Load => load,
+        Rule::Store => store,
     }
 }
 
@@ -114,6 +145,9 @@ pub fn ndarray(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
             }
         }
     }
+    // A shape whose element count overflowed is in error already: forget it, so
+    // values built from the tensor stay small.
+    let shape = shape.filter(|d| !matches!(known_product(d), Some(Err(_))));
     Ty::Tensor(TensorTy { space, shape, dtype })
 }
 
@@ -122,7 +156,7 @@ fn geometry(t: &TensorTy) -> (Option<i64>, Option<i64>) {
 }
 
 /// Reports when two tiles' partition counts or free sizes are known to differ.
-fn same_geometry(diag: &mut Diagnostics, site: &CallSite<'_>, a: &str, b: &str) {
+pub(super) fn same_geometry(diag: &mut Diagnostics, site: &CallSite<'_>, a: &str, b: &str) {
     let (Some((ta, _)), Some((tb, sb))) = (site.tensor(a), site.tensor(b)) else {
         return;
     };
@@ -147,6 +181,21 @@ fn same_geometry(diag: &mut Diagnostics, site: &CallSite<'_>, a: &str, b: &str) 
     }
 }
 
+/// `nl.ds(start, size)`: an index value; a size known to be below 1 selects nothing.
+pub fn ds(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    let int = |name: &str| match site.arg(name).map(|a| &a.ty) {
+        Some(Ty::Int(v)) => v.clone(),
+        _ => Val::unknown(),
+    };
+    let (start, size) = (int("start"), int("size"));
+    if let (Some(n), Some(a)) = (size.as_const(), site.arg("size"))
+        && n < 1
+    {
+        diag.error(a.expr.span, format!("nl.ds selects `size` elements, which must be at least 1, not {n}"));
+    }
+    Ty::Slice(start, size)
+}
+
 /// `dst` and `data` of an element-wise op have the same geometry.
 pub fn same_tile_dst_data(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
     same_geometry(diag, site, "dst", "data");
@@ -159,22 +208,45 @@ pub fn same_tile_dst_src(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
     Ty::Unit
 }
 
-/// `tensor_tensor`: equal geometry of all three tiles; at most one input in PSUM.
-pub fn tensor_tensor(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
-    same_geometry(diag, site, "data1", "data2");
-    same_geometry(diag, site, "data1", "dst");
-    if let (Some((a, _)), Some((b, sb))) = (site.tensor("data1"), site.tensor("data2"))
-        && a.space == Some(Space::Psum)
-        && b.space == Some(Space::Psum)
+/// Equal geometry of the inputs `a`, `b` and `dst`; at most one input in PSUM.
+pub(super) fn two_inputs(diag: &mut Diagnostics, site: &CallSite<'_>, a: &str, b: &str) -> Ty {
+    same_geometry(diag, site, a, b);
+    same_geometry(diag, site, a, "dst");
+    if let (Some((ta, _)), Some((tb, sb))) = (site.tensor(a), site.tensor(b))
+        && ta.space == Some(Space::Psum)
+        && tb.space == Some(Space::Psum)
     {
-        diag.error(sb, "data1 and data2 of nisa.tensor_tensor are both in PSUM; at most one input may be in PSUM (copy one to SBUF first)");
+        diag.error(
+            sb,
+            format!("{a} and {b} of {} are both in PSUM; at most one input may be in PSUM (copy one to SBUF first)", site.spec.py),
+        );
     }
     Ty::Unit
 }
 
+/// `tensor_tensor`: equal geometry of all three tiles; at most one input in PSUM.
+pub fn tensor_tensor(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    two_inputs(diag, site, "data1", "data2")
+}
+
+/// `tensor_tensor_scan`: as `tensor_tensor`, for `data0` and `data1`.
+pub fn tensor_tensor_scan(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    two_inputs(diag, site, "data0", "data1")
+}
+
 /// `dma_copy`: equal element counts when known.
 pub fn dma_copy(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
-    let (Some((d, _)), Some((s, ss))) = (site.tensor("dst"), site.tensor("src")) else {
+    same_count(diag, site, "src")
+}
+
+/// `nl.store`: as `dma_copy`, from `value`.
+pub fn store(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    same_count(diag, site, "value")
+}
+
+/// Reports when `dst` and `src` are known to hold different element counts.
+fn same_count(diag: &mut Diagnostics, site: &CallSite<'_>, src: &str) -> Ty {
+    let (Some((d, _)), Some((s, ss))) = (site.tensor("dst"), site.tensor(src)) else {
         return Ty::Unit;
     };
     let count = |t: &TensorTy| known_product(t.shape.as_ref()?)?.ok();
@@ -184,13 +256,36 @@ pub fn dma_copy(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
         diag.error(
             ss,
             format!(
-                "nisa.dma_copy moves {b} elements from {} into {a} elements of {}; the counts must match",
-                site.label("src"),
+                "{} moves {b} elements from {} into {a} elements of {}; the counts must match",
+                site.spec.py,
+                site.label(src),
                 site.label("dst")
             ),
         );
     }
     Ty::Unit
+}
+
+/// `nl.load`: a new SBUF tile of `src`'s shape, `dtype` or `src`'s dtype, at most `pmax` partitions.
+pub fn load(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    let Some((s, ss)) = site.tensor("src") else { return Ty::Tensor(TensorTy { space: Some(Space::Sbuf), ..Default::default() }) };
+    if let Some(p) = s.partitions()
+        && p > site.hw.pmax as i64
+    {
+        diag.error(
+            ss,
+            format!(
+                "nl.load of {} makes an SBUF tile of {p} partitions, more than pmax = {}; load it in blocks",
+                site.label("src"),
+                site.hw.pmax
+            ),
+        );
+    }
+    let dtype = match site.arg("dtype").map(|a| &a.ty) {
+        Some(Ty::Dtype(d)) => *d,
+        _ => s.dtype,
+    };
+    Ty::Tensor(TensorTy { space: Some(Space::Sbuf), shape: s.shape.clone(), dtype })
 }
 
 /// `nc_matmul`: operands contract over equal partition counts, stationary free ≤
@@ -328,165 +423,4 @@ pub fn range_select(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
         }
     }
     Ty::Unit
-}
-
-/// One item of a tensor index, with its static values.
-pub enum IndexTy {
-    At(Val, Spn),
-    Range(Option<Val>, Option<Val>, Option<Val>, Spn),
-}
-
-/// The type of `t[items]`, reporting constant indices outside known dims.
-pub fn index_tensor(diag: &mut Diagnostics, t: &TensorTy, items: &[IndexTy], span: Spn) -> Ty {
-    let on_chip = matches!(t.space, Some(Space::Sbuf | Space::Psum));
-    let Some(dims) = &t.shape else {
-        return Ty::Tensor(TensorTy { shape: None, ..t.clone() });
-    };
-    if items.len() > dims.len() {
-        diag.error(span, format!("{} indices for a tensor of rank {}", items.len(), dims.len()));
-        return Ty::Tensor(TensorTy { shape: None, ..t.clone() });
-    }
-    let mut out = Vec::new();
-    for (d, dim) in dims.iter().enumerate() {
-        let n = dim.as_const();
-        match items.get(d) {
-            None => out.push(dim.clone()),
-            Some(IndexTy::At(v, s)) => {
-                if let (Some(i), Some(n)) = (v.as_const(), n)
-                    && (if i >= 0 { i >= n } else { i.checked_add(n).is_none_or(|j| j < 0) })
-                {
-                    diag.error(*s, format!("index {i} is out of range for dim {d} of extent {n}"));
-                }
-                if on_chip && d == 0 {
-                    out.push(Val::konst(1));
-                }
-            }
-            Some(IndexTy::Range(start, stop, step, s)) => {
-                let lo = start.clone().unwrap_or_else(|| Val::konst(0));
-                let hi = stop.clone().unwrap_or_else(|| dim.clone());
-                let step_c = step.as_ref().map_or(Some(1), Val::as_const);
-                let before = diag.count();
-                if let (Some(h), Some(n)) = (hi.as_const(), n)
-                    && h > n
-                {
-                    diag.error(*s, format!("slice end {h} is past the end of dim {d} (extent {n})"));
-                }
-                if let Some(l) = lo.as_const().filter(|&l| l < 0 && start.is_some()) {
-                    diag.error(*s, format!("slice start {l} is negative"));
-                }
-                if diag.count() > before {
-                    // The extent of a reported slice is unknown; nothing downstream should re-report it.
-                    out.push(Val::unknown());
-                    continue;
-                }
-                let Ok(len) = hi.sub(&lo) else {
-                    let show = |v: &Val| v.as_const().map_or("?".into(), |c| c.to_string());
-                    diag.error(
-                        *s,
-                        format!("integer overflow: the length `{} - {}` of this slice does not fit in an i64", show(&hi), show(&lo)),
-                    );
-                    out.push(Val::unknown());
-                    continue;
-                };
-                out.push(match (len.as_const(), step_c) {
-                    (Some(l), Some(st)) if st > 0 => Val::konst(slice_len(l, st)),
-                    (_, Some(1)) => len,
-                    _ => Val::unknown(),
-                });
-            }
-        }
-    }
-    if on_chip && out.len() < 2 && dims.len() >= 2 {
-        out.push(Val::konst(1));
-    }
-    Ty::Tensor(TensorTy { shape: Some(out), ..t.clone() })
-}
-
-/// The result of a tensor method, with its static checks.
-pub fn tensor_method<'a>(
-    diag: &mut Diagnostics,
-    t: &TensorTy,
-    name: &str,
-    arg: &dyn Fn(&str) -> Option<(&'a Ty, &'a Expr)>,
-    span: Spn,
-) -> Ty {
-    let int = |n: &str| arg(n).and_then(|(t, _)| t.const_int());
-    let on_chip = matches!(t.space, Some(Space::Sbuf | Space::Psum));
-    let result = match name {
-        "shape" => Ty::Shape(t.shape.clone()),
-        "dtype" => Ty::Dtype(t.dtype),
-        "ndim" => Ty::Int(t.shape.as_ref().map_or(Val::unknown(), |s| Val::konst(s.len() as i64))),
-        "ap" => {
-            let shape = arg("pattern").and_then(|(pt, _)| match pt {
-                Ty::List(pairs) | Ty::Tuple(pairs) => Some(
-                    pairs
-                        .iter()
-                        .map(|p| match p {
-                            Ty::List(x) | Ty::Tuple(x) => x.get(1).and_then(Ty::const_int).map_or(Val::unknown(), Val::konst),
-                            _ => Val::unknown(),
-                        })
-                        .collect(),
-                ),
-                _ => None,
-            });
-            Ty::Tensor(TensorTy { shape, ..t.clone() })
-        }
-        "reshape" => {
-            let shape = arg("shape").and_then(|(st, _)| match st {
-                Ty::Tuple(items) | Ty::List(items) => {
-                    Some(items.iter().map(|x| if let Ty::Int(v) = x { v.clone() } else { Val::unknown() }).collect::<Vec<_>>())
-                }
-                Ty::Shape(d) => d.clone(),
-                _ => None,
-            });
-            if on_chip
-                && let (Some(new), Some(old)) = (&shape, &t.shape)
-                && let (Some(a), Some(b)) = (new.first().and_then(Val::as_const), old.first().and_then(Val::as_const))
-                && a != b
-            {
-                diag.error(span, format!("reshape of an on-chip tensor must keep its partition dim {b}, got {a}"));
-            }
-            Ty::Tensor(TensorTy { shape, ..t.clone() })
-        }
-        "broadcast" | "expand_dim" | "select" | "slice" => {
-            let dim = int("dim");
-            if on_chip && dim == Some(0) {
-                diag.error(span, format!("`.{name}()` cannot act on the partition dim (dim 0) of an on-chip tensor"));
-            }
-            if name == "slice"
-                && let (Some(a), Some(b)) = (int("start"), int("end"))
-                && b.checked_sub(a).is_none()
-            {
-                diag.error(span, format!("integer overflow: the length `{b} - {a}` of this slice does not fit in an i64"));
-            }
-            let shape = t.shape.as_ref().and_then(|s| {
-                let d = usize::try_from(dim?).ok()?;
-                let mut s = s.clone();
-                match name {
-                    "broadcast" => *s.get_mut(d)? = int("size").map_or(Val::unknown(), Val::konst),
-                    "expand_dim" => s.insert(d.min(s.len()), Val::konst(1)),
-                    "select" => {
-                        s.get(d)?;
-                        s.remove(d);
-                    }
-                    _ => {
-                        let len = match (int("start"), int("end"), int("step").unwrap_or(1)) {
-                            (Some(a), Some(b), st) if st > 0 => {
-                                b.checked_sub(a).map_or(Val::unknown(), |len| Val::konst(slice_len(len, st)))
-                            }
-                            _ => Val::unknown(),
-                        };
-                        *s.get_mut(d)? = len;
-                    }
-                }
-                Some(s)
-            });
-            Ty::Tensor(TensorTy { shape, ..t.clone() })
-        }
-        _ => Ty::Unknown,
-    };
-    if let Ty::Tensor(TensorTy { shape: Some(dims), .. }) = &result {
-        countable(diag, dims, span);
-    }
-    result
 }

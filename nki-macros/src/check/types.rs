@@ -70,6 +70,8 @@ pub enum Ty {
     Groups,
     /// `t.shape()`, with its dims when the rank is known.
     Shape(Option<Vec<Val>>),
+    /// `nl::ds(start, size)` bound to a variable: an index selecting `size` elements from `start`.
+    Slice(Val, Val),
     Tuple(Vec<Ty>),
     List(Vec<Ty>),
     Option(Box<Ty>),
@@ -118,6 +120,7 @@ impl Ty {
             Ty::ReplicaGroup => "a replica group".into(),
             Ty::Groups => "replica group rings".into(),
             Ty::Shape(_) => "a shape".into(),
+            Ty::Slice(..) => "a dynamic slice (nl::ds)".into(),
             Ty::Tuple(_) => "a tuple".into(),
             Ty::List(_) => "a list".into(),
             Ty::Option(_) => "an Option".into(),

@@ -331,7 +331,7 @@ impl Py<'_> {
             return if parts.len() == 1 { parts[0].clone() } else { format!("({})", parts.join(", ")) };
         }
         match self.info.call(e) {
-            Some(Resolved::Vocab { spec, slots }) => {
+            Some(Resolved::Vocab { spec, bind, slots }) => {
                 let parts: Vec<String> = spec
                     .params
                     .iter()
@@ -339,7 +339,7 @@ impl Py<'_> {
                     .filter_map(|(p, s)| s.and_then(|i| args.get(i)).map(|a| (p, &a.value)))
                     .map(|(p, v)| {
                         let val = self.arg_value(p.kind, v);
-                        if spec.positional { val } else { format!("{}={val}", p.name) }
+                        if bind.positional { val } else { format!("{}={val}", p.name) }
                     })
                     .collect();
                 format!("{}({})", spec.py, parts.join(", "))
@@ -384,8 +384,8 @@ impl Py<'_> {
         let r = |min: u8| if recv_prec < min { format!("({recv_text})") } else { recv_text.clone() };
         let a = |i: usize, min: u8| args.get(i).map(|x| self.prec(&x.value, min)).unwrap_or_default();
         let n = name.to_string();
-        if let Some(Resolved::Method { spec, slots }) = self.info.call(e) {
-            if spec.property {
+        if let Some(Resolved::Method { spec, bind, slots }) = self.info.call(e) {
+            if bind.property {
                 return (format!("{}.{n}", r(P_ATOM)), P_ATOM);
             }
             let parts: Vec<String> = spec

@@ -144,11 +144,17 @@ fn fuzz() {
         assert!(corpus.entries.iter().any(|e| e.origin.starts_with(dir)), "no #[nki_kernel] / #[nki_helper] item found under {dir}");
     }
     let mut failures = Vec::new();
+    let mut slowest_item = (Duration::ZERO, String::new());
     // The corpus itself: the project's kernels expand without errors.
     for e in &corpus.entries {
         let case = Case { origin: e.origin.clone(), kind: e.kind, attr: e.attr.clone(), item: e.item.clone() };
         match run_case(&case) {
-            Ok(o) => assert!(e.ui || o.clean, "{} does not expand cleanly on its own", e.origin),
+            Ok(o) => {
+                assert!(e.ui || o.clean, "{} does not expand cleanly on its own", e.origin);
+                if o.took > slowest_item.0 {
+                    slowest_item = (o.took, e.origin.clone());
+                }
+            }
             Err(why) => failures.push(format!("corpus item {}: {why}\n{}", e.origin, case.source())),
         }
     }
@@ -180,8 +186,10 @@ fn fuzz() {
         }
     }
     eprintln!(
-        "fuzz: {} corpus items, {run} cases (seed {base:#x}) in {:.1?}: {parsed} parsed, {clean} expanded without errors, {} failed; slowest case {} took {:.1?}; deepest expansion {deepest} groups",
+        "fuzz: {} corpus items (slowest {} in {:.1?}), {run} cases (seed {base:#x}) in {:.1?}: {parsed} parsed, {clean} expanded without errors, {} failed; slowest case {} took {:.1?}; deepest expansion {deepest} groups",
         corpus.entries.len(),
+        slowest_item.1,
+        slowest_item.0,
         started.elapsed(),
         failures.len(),
         slowest.1,

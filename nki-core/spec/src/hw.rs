@@ -20,7 +20,7 @@ pub enum Generation {
 /// Limits of one generation.
 ///
 /// ```
-/// use nki_core::hw::Generation;
+/// use nki_spec::hw::Generation;
 /// let hw = Generation::Trn2.limits();
 /// assert_eq!(hw.pmax, 128);
 /// assert_eq!(hw.psum_bank_bytes * hw.psum_banks, 16 * 1024);

@@ -1,0 +1,121 @@
+//! What a parameter takes: memory spaces, operator classes, value kinds.
+
+/// Which memory spaces a tensor parameter accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spaces {
+    /// SBUF or PSUM (compute engines).
+    OnChip,
+    /// SBUF only.
+    Sbuf,
+    /// PSUM only.
+    Psum,
+    /// HBM or SBUF (DMA).
+    Dma,
+    /// Shared HBM.
+    SharedHbm,
+    /// Any.
+    Any,
+}
+
+/// The class of operator token a parameter takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpClass {
+    /// Two-operand ALU ops (`nl.add`, `nl.less`, ...).
+    Alu,
+    /// Activation functions (`nl.exp`, `nl.copy`, ...).
+    Act,
+    /// Either (e.g. `tensor_scalar`'s `op0` also takes unary ops).
+    Any,
+}
+
+/// How a parameter is passed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A tensor in one of the given memory spaces.
+    Tensor(Spaces),
+    /// A scalar or a `(P, 1)` tensor.
+    Operand,
+    /// An operator token of the given class.
+    Op(OpClass),
+    /// An integer.
+    Int,
+    /// A float.
+    Float,
+    /// A bool.
+    Bool,
+    /// `Option<bool>` (`accumulate=`): `None`, a bool, or an `Option<bool>` value.
+    OptBool,
+    /// An `nl` dtype.
+    Dtype,
+    /// An `nl` memory region.
+    Buffer,
+    /// A string.
+    Str,
+    /// `[[step, count], ...]`.
+    Pattern,
+    /// A list of integers (shape, mask, cores).
+    Ints,
+    /// An integer or a tuple of integers.
+    Axis,
+    /// A member of an `nisa` enum (`"engine"`, `"reduce_cmd"`, ...).
+    Enum(&'static str),
+    /// `(int, int)`.
+    Pair,
+    /// A register or an integer.
+    RegisterSource,
+    /// A register or a one-element SBUF tensor (`.ap(scalar_offset=)`).
+    DynamicOffset,
+    /// A virtual register.
+    Register,
+    /// An `ncc.ReplicaGroup`.
+    ReplicaGroup,
+    /// Replica group rings (`((0, 1), (2, 3))`).
+    Groups,
+    /// Per channel, a list of one tensor: `[[t]]`.
+    TensorLists,
+    /// A list of tensors.
+    Tensors,
+    /// A Python callable (loop bodies).
+    Callable,
+    /// A value whose kind nki-rs has not settled: the parameter is official but
+    /// not supported yet, and a call passing it is rejected.
+    Planned,
+}
+
+/// A parameter of an op, named and ordered as in the official signature.
+#[derive(Clone, Copy, Debug)]
+pub struct Param {
+    /// The official keyword name.
+    pub name: &'static str,
+    /// What it takes.
+    pub kind: Kind,
+    /// Whether a call must pass it.
+    pub required: bool,
+}
+
+impl Param {
+    /// A required parameter.
+    pub const fn req(name: &'static str, kind: Kind) -> Param {
+        Param { name, kind, required: true }
+    }
+
+    /// An optional parameter.
+    pub const fn opt(name: &'static str, kind: Kind) -> Param {
+        Param { name, kind, required: false }
+    }
+}
+
+/// What a call returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Returns {
+    /// Nothing (the op writes `dst`).
+    Unit,
+    /// An integer.
+    Int,
+    /// A virtual register.
+    Register,
+    /// An `ncc.ReplicaGroup`.
+    ReplicaGroup,
+    /// Computed by the op's rule (e.g. `nl.ndarray`, `nl.ds`).
+    Custom,
+}

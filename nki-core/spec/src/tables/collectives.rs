@@ -1,0 +1,19 @@
+//! `nki.collectives`: communication across ranks.
+
+use super::prelude::*;
+
+/// The rows, by name.
+pub static OPS: &[Op] = &[
+    ncc!("ReplicaGroup", [req("groups", Groups)], summary: "the groups of ranks a collective runs within", status: Status::Implemented(Binding { rt: "ncc::ReplicaGroup", returns: Returns::ReplicaGroup, ctx: false, fallible: false, positional: true, ..Binding::BASE })),
+    ncc!("all_gather", [req("srcs", Tensors), req("dsts", Tensors), req("replica_group", ReplicaGroup), req("collective_dim", Int), opt("priority", Int), NAME], summary: "every rank receives the concatenation of all ranks' sources along collective_dim", engines: &[Engine::Dma]),
+    ncc!("all_gather_v", [req("srcs", Tensors), req("dsts", Tensors), req("replica_group", ReplicaGroup), req("metadata_tensor", Tensor(Spaces::Any)), opt("recv_counts_known", Bool), opt("has_rdispls", Bool), opt("priority", Int), NAME], summary: "all_gather with per-rank sizes from a metadata tensor", engines: &[Engine::Dma]),
+    ncc!("all_reduce", [req("srcs", Tensors), req("dsts", Tensors), req("replica_group", ReplicaGroup), req("op", Op(OpClass::Alu)), opt("priority", Int), NAME], summary: "every rank receives the element-wise reduction of all ranks' sources", engines: &[Engine::Dma]),
+    ncc!("all_to_all", [req("srcs", Tensors), req("dsts", Tensors), req("replica_group", ReplicaGroup), req("collective_dim", Int), opt("priority", Int), NAME], summary: "rank r sends its i-th chunk to rank i and receives rank i's r-th chunk", engines: &[Engine::Dma]),
+    ncc!("all_to_all_v", [req("srcs", Tensors), req("dsts", Tensors), req("replica_group", ReplicaGroup), req("metadata_tensor", Tensor(Spaces::Any)), opt("recv_counts_known", Bool), opt("has_rdispls", Bool), opt("priority", Int), NAME], summary: "all_to_all with per-rank sizes from a metadata tensor", engines: &[Engine::Dma]),
+    ncc!("collective_permute", [req("srcs", Tensors), req("dsts", Tensors), req("source_target_pairs", Planned), opt("priority", Int), NAME], summary: "send sources to the ranks named by source-target pairs", engines: &[Engine::Dma]),
+    ncc!("collective_permute_implicit", [req("srcs_by_channel", TensorLists), req("dsts_by_channel", TensorLists), req("replica_group", ReplicaGroup), opt("channel_ids", Ints), opt("priority", Int), opt("name", Str)], summary: "send to the next rank of each ring, receive from the previous one", engines: &[Engine::Dma], status: with_opts("ncc::collective_permute_implicit", "ncc::PermuteOpts")),
+    ncc!("collective_permute_implicit_current_processing_rank_id", [req("iteration_id", Int), req("replica_group", ReplicaGroup), opt("channel_id", Int), opt("name", Str)], summary: "the rank whose data a ring iteration processes, as a register", status: Status::Implemented(Binding { rt: "ncc::collective_permute_implicit_current_processing_rank_id", opts: "ncc::RankIdOpts", returns: Returns::Register, ..Binding::BASE })),
+    ncc!("collective_permute_implicit_reduce", [req("srcs0_by_channel", TensorLists), req("srcs1_by_channel", TensorLists), req("dsts_by_channel", TensorLists), req("replica_group", ReplicaGroup), req("op", Op(OpClass::Alu)), opt("channel_ids", Ints), opt("priority", Int), opt("name", Str)], summary: "ring permute whose received data is reduced with a second source", engines: &[Engine::Dma], status: with_opts("ncc::collective_permute_implicit_reduce", "ncc::PermuteOpts")),
+    ncc!("rank_id", [NAME], summary: "the rank id of the current rank"),
+    ncc!("reduce_scatter", [req("srcs", Tensors), req("dsts", Tensors), req("replica_group", ReplicaGroup), req("collective_dim", Int), req("op", Op(OpClass::Alu)), opt("priority", Int), NAME], summary: "every rank receives its chunk of the element-wise reduction of all ranks' sources", engines: &[Engine::Dma]),
+];

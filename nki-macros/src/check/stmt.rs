@@ -1,0 +1,172 @@
+//! Statements and blocks: bindings, patterns, loops, conditionals, assertions.
+
+use super::*;
+
+impl Checker<'_> {
+    /// Checks a block; returns the tail's type and span.
+    pub(super) fn block(&mut self, b: &Block) -> Option<(Ty, Spn)> {
+        for s in &b.stmts {
+            self.stmt(s);
+        }
+        b.tail.as_ref().map(|t| (self.expr(t), t.span))
+    }
+
+    pub(super) fn stmt(&mut self, s: &Stmt) {
+        match s {
+            Stmt::Let { pat, ty, init, .. } => {
+                let mut t = self.expr(init);
+                if let Some(ann) = ty {
+                    let want = Ty::from_ann(ann);
+                    if !t.fits(&want) {
+                        self.diag.error(init.span, format!("expected {} but this is {}", want.describe(), t.describe()));
+                    }
+                    if t.is_unknown() {
+                        t = want;
+                    }
+                }
+                self.bind(pat, t);
+            }
+            Stmt::Assign { name, op, value, .. } => {
+                let vt = self.expr(value);
+                let Some(var) = self.lookup(&name.to_string()) else {
+                    self.undefined(name);
+                    return;
+                };
+                let (mutable, cur) = (var.mutable, var.ty.clone());
+                if !mutable {
+                    self.diag.error(name.span(), format!("cannot assign twice to `{name}`; declare it with `let mut {name}`"));
+                }
+                let result = match op {
+                    Some(o) => self.arith(*o, &cur, &vt, value.span),
+                    None => vt,
+                };
+                if !result.fits(&cur) {
+                    self.diag.error(value.span, format!("`{name}` holds {} but this assigns {}", cur.describe(), result.describe()));
+                }
+            }
+            Stmt::Expr(e) => {
+                self.expr(e);
+            }
+            Stmt::For { var, iter, body, .. } => {
+                for e in [Some(&iter.start), Some(&iter.stop), iter.step.as_ref()].into_iter().flatten() {
+                    let t = self.expr(e);
+                    if !t.is_int() && !t.is_unknown() {
+                        self.diag.error(e.span, format!("loop bounds are integers, this is {}", t.describe()));
+                    }
+                }
+                if let Some(step) = &iter.step
+                    && let Some(v) = self.info.ty(step).const_int()
+                    && v <= 0
+                {
+                    self.diag.error(step.span, format!("the step of a kernel loop must be positive, got {v}"));
+                }
+                self.scoped(|c| {
+                    let t = c.fresh(Ty::Int(Val::unknown()));
+                    c.bind(var, t);
+                    if let Some((_, span)) = c.block(body) {
+                        c.diag.error(span, "a loop body cannot end in a value");
+                    }
+                });
+            }
+            Stmt::If { branches, otherwise, .. } => {
+                for (cond, body) in branches {
+                    match cond {
+                        Cond::Expr(e) => {
+                            let t = self.expr(e);
+                            if !matches!(t, Ty::Bool | Ty::Unknown | Ty::Opaque) {
+                                self.diag.error(e.span, format!("an `if` condition must be a bool, this is {}", t.describe()));
+                            }
+                            self.scoped(|c| c.block(body));
+                        }
+                        Cond::LetSome(name, e) => {
+                            let t = self.expr(e);
+                            if !matches!(e.kind, ExprKind::Var(_)) {
+                                self.diag.error(e.span, "write `if let Some(x) = variable`: bind the value to a variable first");
+                            }
+                            let inner = match t {
+                                Ty::Option(i) => *i,
+                                t @ (Ty::Unknown | Ty::Opaque) => t,
+                                other => {
+                                    self.diag.error(e.span, format!("`if let Some(..)` needs an Option, this is {}", other.describe()));
+                                    Ty::Unknown
+                                }
+                            };
+                            let same_name = matches!(&e.kind, ExprKind::Var(v) if v == name);
+                            self.scoped(|c| {
+                                if same_name {
+                                    if let Some(s) = c.scopes.last_mut() {
+                                        s.push(Var { name: name.to_string(), ty: inner, mutable: false });
+                                    }
+                                } else {
+                                    c.declare(name, inner, false, name.span());
+                                }
+                                c.block(body)
+                            });
+                        }
+                    }
+                }
+                if let Some(b) = otherwise {
+                    self.scoped(|c| c.block(b));
+                }
+            }
+            Stmt::Assert { cond, msg, .. } => {
+                let t = self.expr(cond);
+                if !matches!(t, Ty::Bool | Ty::Unknown | Ty::Opaque) {
+                    self.diag.error(cond.span, format!("an assert condition must be a bool, this is {}", t.describe()));
+                }
+                for p in msg.iter().flat_map(|m| &m.pieces) {
+                    if let FmtPiece::Arg(e) = p {
+                        self.expr(e);
+                    }
+                }
+            }
+            Stmt::Return(e, span) => {
+                let t = e.as_ref().map_or(Ty::Unit, |e| self.expr(e));
+                match &self.ret {
+                    Some(want) if !t.fits(want) => {
+                        self.diag.error(*span, format!("this returns {} but the function declares {}", t.describe(), want.describe()))
+                    }
+                    None if !matches!(t, Ty::Unit | Ty::Unknown) => self.diag.error(*span, "this function declares no return type"),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    pub(super) fn bind(&mut self, pat: &Pat, t: Ty) {
+        match pat {
+            Pat::Ident(name, mutable) => {
+                let t = if *mutable { forget_value(t) } else { t };
+                let t = self.fresh(t);
+                self.declare(name, t, *mutable, name.span());
+            }
+            Pat::Wild => {}
+            Pat::Tuple(items, span) | Pat::Slice(items, span) => {
+                let parts: Vec<Ty> = match t {
+                    Ty::Tuple(ts) | Ty::List(ts) => ts,
+                    Ty::Shape(Some(dims)) => dims.into_iter().map(Ty::Int).collect(),
+                    Ty::Shape(None) => vec![Ty::Int(Val::unknown()); items.len()],
+                    Ty::Unknown => vec![Ty::Unknown; items.len()],
+                    Ty::Opaque => vec![Ty::Opaque; items.len()],
+                    other => {
+                        self.diag.error(*span, format!("cannot destructure {}", other.describe()));
+                        vec![Ty::Unknown; items.len()]
+                    }
+                };
+                if parts.len() != items.len() {
+                    self.diag.error(*span, format!("this pattern binds {} values but the value has {}", items.len(), parts.len()));
+                }
+                for (p, t) in items.iter().zip(parts.into_iter().chain(std::iter::repeat(Ty::Unknown))) {
+                    self.bind(p, t);
+                }
+            }
+        }
+    }
+
+    pub(super) fn undefined(&mut self, name: &syn::Ident) {
+        let n = name.to_string();
+        let names: Vec<String> = self.scopes.iter().flatten().map(|v| v.name.clone()).collect();
+        let hint = did_you_mean(&n, names.iter().map(String::as_str)).map(|s| format!("; did you mean `{s}`?")).unwrap_or_default();
+        self.diag.error(name.span(), format!("cannot find `{n}` in this kernel{hint}"));
+    }
+}

@@ -1,0 +1,178 @@
+//! Calls in the emulation: vocabulary functions with their arguments converted per parameter kind and their options struct, other kernels through their launchers.
+
+use super::*;
+
+impl Rs<'_> {
+    /// Converts an argument for a vocabulary parameter of `kind`.
+    pub(super) fn arg(&mut self, kind: Kind, e: &Expr) -> TokenStream {
+        let t = self.info.ty(e).clone();
+        match kind {
+            Kind::Tensor(_) | Kind::Register | Kind::ReplicaGroup => self.by_ref(e),
+            Kind::Operand => {
+                let v = if t.is_tensor() { self.by_ref(e) } else { self.expr(e) };
+                quote!(::nki::nisa::Operand::from(#v))
+            }
+            Kind::Float => self.as_float(e),
+            Kind::Str => match &e.kind {
+                ExprKind::Str(s) => quote!(#s),
+                _ => {
+                    let v = self.expr(e);
+                    quote!(&*#v)
+                }
+            },
+            Kind::Pattern | Kind::Ints | Kind::TensorLists => match &e.kind {
+                ExprKind::List(items) | ExprKind::Tuple(items) => {
+                    let vs: Vec<TokenStream> = items
+                        .iter()
+                        .map(|x| match (kind, &x.kind) {
+                            (Kind::TensorLists, ExprKind::List(ts) | ExprKind::Tuple(ts)) => {
+                                let ts: Vec<TokenStream> = ts.iter().map(|t| self.owned(t)).collect();
+                                quote!(::std::vec![#(#ts),*])
+                            }
+                            _ => self.list_elem(x),
+                        })
+                        .collect();
+                    quote!(&[#(#vs),*])
+                }
+                _ => self.by_ref(e),
+            },
+            Kind::Axis => match &e.kind {
+                ExprKind::List(items) | ExprKind::Tuple(items) => {
+                    let vs: Vec<TokenStream> = items.iter().map(|x| self.expr(x)).collect();
+                    quote!(&[#(#vs),*])
+                }
+                _ => {
+                    let v = self.expr(e);
+                    quote!(&[#v])
+                }
+            },
+            Kind::Pair => match &e.kind {
+                ExprKind::List(items) | ExprKind::Tuple(items) if items.len() == 2 => {
+                    let (a, b) = (self.expr(&items[0]), self.expr(&items[1]));
+                    quote!((#a, #b))
+                }
+                _ => self.expr(e),
+            },
+            Kind::RegisterSource => {
+                let v = if matches!(t, Ty::Register) { self.by_ref(e) } else { self.expr(e) };
+                quote!(::nki::nisa::RegisterSource::from(#v))
+            }
+            Kind::DynamicOffset => {
+                let v = self.by_ref(e);
+                quote!(::nki::nisa::DynamicOffset::offset_value(#v)?)
+            }
+            Kind::Groups => match &e.kind {
+                ExprKind::List(rings) | ExprKind::Tuple(rings) => {
+                    let rs: Vec<TokenStream> = rings
+                        .iter()
+                        .map(|r| match &r.kind {
+                            ExprKind::List(ranks) | ExprKind::Tuple(ranks) => {
+                                let vs: Vec<TokenStream> = ranks.iter().map(|x| self.expr(x)).collect();
+                                quote!(::std::vec![#(#vs),*])
+                            }
+                            _ => self.owned(r),
+                        })
+                        .collect();
+                    quote!(::std::vec![#(#rs),*])
+                }
+                _ => self.owned(e),
+            },
+            _ => self.owned(e),
+        }
+    }
+
+    /// Converts an argument for an optional parameter (an `Option` field or trailing argument).
+    pub(super) fn opt_arg(&mut self, kind: Kind, e: &Expr) -> TokenStream {
+        match (self.info.ty(e).clone(), &e.kind) {
+            (_, ExprKind::None) => quote!(::core::option::Option::None),
+            (Ty::Option(inner), _) => {
+                let v = self.expr(e);
+                if inner.is_tensor() { quote!(#v.as_ref()) } else { quote!(#v.clone()) }
+            }
+            _ => {
+                let v = match kind {
+                    Kind::OptBool => self.expr(e),
+                    _ => self.arg(kind, e),
+                };
+                quote!(::core::option::Option::Some(#v))
+            }
+        }
+    }
+
+    pub(super) fn vocab_call(&mut self, spec: &FnSpec, bind: &Binding, slots: &[Option<usize>], args: &[Arg], span: Span) -> TokenStream {
+        let f = rt_path(bind.rt);
+        let ctx = &self.ctx;
+        let mut positional = Vec::new();
+        if bind.ctx {
+            positional.push(quote!(#ctx));
+        }
+        let mut fields = Vec::new();
+        for (p, s) in spec.params.iter().zip(slots) {
+            let value = s.and_then(|i| args.get(i)).map(|a| &a.value);
+            if p.required {
+                positional.push(match value {
+                    Some(v) => self.arg(p.kind, v),
+                    None => quote!(::core::unreachable!()),
+                });
+            } else if bind.opts.is_empty() {
+                positional.push(value.map_or(quote!(::core::option::Option::None), |v| self.opt_arg(p.kind, v)));
+            } else if let Some(v) = value {
+                let n = format_ident!("{}", p.name);
+                let val = self.opt_arg(p.kind, v);
+                fields.push(quote!(#n: #val));
+            }
+        }
+        if !bind.opts.is_empty() {
+            let o = rt_path(bind.opts);
+            positional.push(quote!(#o { #(#fields,)* ..::core::default::Default::default() }));
+        }
+        let call = quote_spanned!(span=> #f(#(#positional),*));
+        if bind.fallible { fallible(span, call) } else { call }
+    }
+
+    pub(super) fn call(&mut self, e: &Expr, path: &[String], args: &[Arg]) -> TokenStream {
+        if path == ["Outputs"] {
+            let vs: Vec<TokenStream> = args.iter().map(|a| self.owned(&a.value)).collect();
+            return quote_spanned!(e.span.start=> ::nki::Outputs(::std::vec![#(#vs),*]));
+        }
+        match self.info.call(e) {
+            Some(Resolved::Vocab { spec, bind, slots }) => {
+                let (spec, bind, slots) = (*spec, *bind, slots.clone());
+                self.vocab_call(spec, bind, &slots, args, e.span.start)
+            }
+            _ => {
+                let segs = path.iter().map(|s| format_ident!("{}", s));
+                let mut pos = Vec::new();
+                let mut kws = Vec::new();
+                for a in args {
+                    let v = self.user_arg(&a.value);
+                    match &a.name {
+                        None => pos.push(v),
+                        Some(n) => kws.push(quote!(.#n(#v))),
+                    }
+                }
+                let ctx = &self.ctx;
+                fallible(e.span.start, quote_spanned!(e.span.start=> #(#segs)::*::Call::new(#(#pos),*) #(#kws)* .run(#ctx)))
+            }
+        }
+    }
+
+    /// Arguments to other kernels/helpers: tensors by reference, options of tensors as `Option<&Tensor>`.
+    pub(super) fn user_arg(&mut self, e: &Expr) -> TokenStream {
+        match self.info.ty(e).clone() {
+            Ty::Tensor(_) => self.by_ref(e),
+            Ty::Option(inner) if inner.is_tensor() => {
+                let v = self.expr(e);
+                quote!(#v.as_ref())
+            }
+            Ty::Str => match &e.kind {
+                ExprKind::Str(s) => quote!(#s),
+                _ => {
+                    let v = self.expr(e);
+                    quote!(&*#v)
+                }
+            },
+            _ => self.owned(e),
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! Method calls in the emulation: tensor views and properties, scalar methods.
+
+use super::*;
+
+impl Rs<'_> {
+    pub(super) fn method(&mut self, e: &Expr, recv: &Expr, name: &syn::Ident, args: &[Arg]) -> TokenStream {
+        let span = e.span.start;
+        let n = name.to_string();
+        if let Some(Resolved::Method { slots, .. }) = self.info.call(e) {
+            let slots = slots.clone();
+            let r = self.by_ref(recv);
+            let mut a = |i: usize| -> Option<&Expr> { slots.get(i).copied().flatten().and_then(|k| args.get(k)).map(|a| &a.value) };
+            return match n.as_str() {
+                "shape" => quote_spanned!(span=> ::nki::__rt::shape(#r)),
+                "dtype" => quote_spanned!(span=> ::nki::Tensor::dtype(#r)),
+                "ndim" => quote_spanned!(span=> (::nki::Tensor::ndim(#r) as i64)),
+                "ap" => {
+                    let pattern = match a(0) {
+                        Some(p) => self.arg(Kind::Pattern, p),
+                        None => quote!(&[]),
+                    };
+                    let offset = a(1).map_or(quote!(::core::option::Option::None), |x| {
+                        let v = self.expr(x);
+                        quote!(::core::option::Option::Some(#v))
+                    });
+                    let dynamic = a(2).map_or(quote!(::core::option::Option::None), |x| {
+                        let v = self.arg(Kind::DynamicOffset, x);
+                        quote!(::core::option::Option::Some(#v))
+                    });
+                    // Slot 3 is `vector_offset`, which the checker rejects until it is supported.
+                    let indirect = a(4).map_or(quote!(0i64), |x| self.expr(x));
+                    fallible(span, quote!(::nki::__rt::ap(#r, #pattern, #offset, #dynamic, #indirect)))
+                }
+                "reshape" => {
+                    let shape = a(0).map_or(quote!(&[]), |x| self.arg(Kind::Ints, x));
+                    fallible(span, quote!(::nki::__rt::reshape(#r, #shape)))
+                }
+                "permute" => {
+                    let dims = a(0).map_or(quote!(&[]), |x| self.arg(Kind::Ints, x));
+                    fallible(span, quote!(::nki::__rt::permute(#r, #dims)))
+                }
+                other => {
+                    let f = format_ident!("{}", other);
+                    let given: Vec<&Expr> = (0..4).filter_map(&mut a).collect();
+                    let vals: Vec<TokenStream> = given.into_iter().map(|x| self.expr(x)).collect();
+                    let step = if other == "slice" && vals.len() == 3 { quote!(, 1i64) } else { quote!() };
+                    fallible(span, quote!(::nki::__rt::#f(#r, #(#vals),* #step)))
+                }
+            };
+        }
+        let r = self.owned(recv);
+        let arg0 = |s: &mut Self| args.first().map(|a| s.expr(&a.value)).unwrap_or_default();
+        match (self.info.ty(recv).clone(), n.as_str()) {
+            (Ty::Int(_), "pow") => {
+                let b = arg0(self);
+                fallible(span, quote!(::nki::__rt::pow(#r, #b)))
+            }
+            (Ty::Int(_), "div_ceil") => {
+                let b = arg0(self);
+                fallible(span, quote!(::nki::__rt::div_ceil(#r, #b)))
+            }
+            (Ty::Float, "powi") => {
+                let b = arg0(self);
+                quote!(#r.powi((#b) as i32))
+            }
+            (Ty::Float, "min" | "max" | "powf") => {
+                let b = args.first().map(|a| self.as_float(&a.value)).unwrap_or_default();
+                quote!(#r.#name(#b))
+            }
+            (Ty::Shape(_) | Ty::Groups, "len") => quote!((#r.len() as i64)),
+            (Ty::Option(_) | Ty::None, "unwrap_or") => {
+                let b = args.first().map(|a| self.owned(&a.value)).unwrap_or_default();
+                quote!(#r.unwrap_or(#b))
+            }
+            _ => {
+                let vs: Vec<TokenStream> = args.iter().map(|a| self.expr(&a.value)).collect();
+                quote_spanned!(span=> #r.#name(#(#vs),*))
+            }
+        }
+    }
+}

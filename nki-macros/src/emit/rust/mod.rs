@@ -1,0 +1,180 @@
+//! Emit (b): the Rust emulation of a kernel or helper, plus its companion module
+//! (`NKI_SOURCE`, `INFO`, and the `Call` launcher).
+//!
+//! Every fallible op is wrapped so its error carries the user's file and line;
+//! tokens are spanned at the user's code so type errors point there.
+
+mod call;
+mod expr;
+mod launcher;
+mod method;
+mod stmt;
+
+use crate::ast::{Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, FnKind, Function, IndexItem, Pat, Stmt, TypeAnn, UnOp};
+use crate::check::{Info, Resolved, Ty};
+use crate::vocab::{Binding, Constant, FnSpec, Kind, lookup_constant};
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+
+/// Names the generated code binds for itself; mixed-site hygiene keeps them apart
+/// from the user's variables.
+fn ctx_ident() -> syn::Ident {
+    syn::Ident::new("ctx", Span::mixed_site())
+}
+
+fn rt_path(path: &str) -> TokenStream {
+    let segs = path.split("::").map(|s| format_ident!("{}", s));
+    quote!(::nki #(::#segs)*)
+}
+
+/// The Rust type of a local value of the annotated type, spanned at the annotation.
+pub fn local_type(t: &TypeAnn) -> TokenStream {
+    let ty = match t {
+        TypeAnn::Tensor(..) => quote!(::nki::Tensor),
+        TypeAnn::Int(_) => quote!(i64),
+        TypeAnn::Float(_) => quote!(f64),
+        TypeAnn::Bool(_) => quote!(bool),
+        TypeAnn::Dtype(_) => quote!(::nki::Dtype),
+        TypeAnn::Str(_) => quote!(::std::string::String),
+        TypeAnn::Groups(_) => quote!(::std::vec::Vec<::std::vec::Vec<i64>>),
+        TypeAnn::Option(inner, _) => {
+            let i = local_type(inner);
+            quote!(::core::option::Option<#i>)
+        }
+        TypeAnn::Tuple(items, _) => {
+            let ts = items.iter().map(local_type);
+            quote!((#(#ts,)*))
+        }
+        TypeAnn::Outputs(_) => quote!(::nki::Outputs),
+    };
+    quote_spanned!(t.span().start=> #ty)
+}
+
+/// The Rust type of a parameter (tensors by reference).
+fn param_type(t: &TypeAnn) -> TokenStream {
+    match t {
+        TypeAnn::Tensor(..) => quote!(&'a ::nki::Tensor),
+        TypeAnn::Str(_) => quote!(&'a str),
+        TypeAnn::Option(inner, _) if matches!(**inner, TypeAnn::Tensor(..)) => {
+            quote!(::core::option::Option<&'a ::nki::Tensor>)
+        }
+        other => local_type(other),
+    }
+}
+
+/// Everything generated for one function. With `stub`, the body is replaced by an
+/// unreachable stand-in (used next to compile errors, so callers still type-check).
+pub fn emit(f: &Function, info: &Info, py_source: &str, stub: bool) -> TokenStream {
+    let ctx = ctx_ident();
+    let name = &f.name;
+    let vis = &f.vis;
+    let docs = f.docs.iter().map(|d| quote!(#[doc = #d]));
+    let ret = f.ret.as_ref().map_or(quote!(()), local_type);
+    let params: Vec<TokenStream> = f
+        .params
+        .iter()
+        .map(|p| {
+            let (n, t) = (&p.name, param_type(&p.ty));
+            quote!(#n: #t)
+        })
+        .collect();
+    let rebinds = f.params.iter().map(|p| {
+        let n = &p.name;
+        match &p.ty {
+            TypeAnn::Tensor(..) => quote!(let #n: ::nki::Tensor = ::core::clone::Clone::clone(#n);),
+            TypeAnn::Option(inner, _) if matches!(**inner, TypeAnn::Tensor(..)) => {
+                quote!(let #n: ::core::option::Option<::nki::Tensor> = #n.cloned();)
+            }
+            TypeAnn::Str(_) => {
+                quote!(let #n: ::std::string::String = ::std::string::ToString::to_string(#n);)
+            }
+            _ => quote!(),
+        }
+    });
+    let body = if stub {
+        quote!(::core::unimplemented!("this kernel did not compile"))
+    } else {
+        Rs { info, ctx: ctx.clone() }.block(&f.body, true)
+    };
+    let call = launcher::builder(f, &ret);
+    let info_item = info_static(f, info);
+    let kind_doc = match f.kind {
+        FnKind::Kernel => {
+            format!("The NKI source of the kernel [`{name}`](fn@{name}), its registration, and a launcher with its Python defaults.")
+        }
+        FnKind::Helper => format!("The NKI source of the helper [`{name}`](fn@{name}) and a caller with its Python defaults."),
+    };
+    quote! {
+        #(#docs)*
+        #[allow(unused_mut, unused_variables, unused_parens, clippy::all, clippy::pedantic)]
+        #vis fn #name<'a>(#ctx: &::nki::Ctx, #(#params),*) -> ::nki::Result<#ret> {
+            #(#rebinds)*
+            #body
+        }
+
+        #[doc = #kind_doc]
+        #vis mod #name {
+            /// The emitted NKI 2.x Python definition.
+            pub const NKI_SOURCE: &str = #py_source;
+            #info_item
+            #call
+        }
+    }
+}
+
+fn constant_tokens(p: &[String]) -> TokenStream {
+    match lookup_constant(p) {
+        Some(Constant::Float(v)) => quote!(#v),
+        Some(Constant::Int(v)) => quote!(#v),
+        _ => {
+            let segs = p.iter().map(|s| format_ident!("{}", s));
+            quote!(::nki #(::#segs)*)
+        }
+    }
+}
+
+fn info_static(f: &Function, info: &Info) -> TokenStream {
+    let name = f.name.to_string();
+    let kind = match f.kind {
+        FnKind::Kernel => quote!(::nki::emit::FunctionKind::Kernel),
+        FnKind::Helper => quote!(::nki::emit::FunctionKind::Helper),
+    };
+    let deps = info.deps.iter().map(|path| {
+        let mut segs: Vec<syn::Ident> = Vec::new();
+        match path.first().map(String::as_str) {
+            Some("crate") => {}
+            Some("self") => segs.push(format_ident!("super")),
+            _ => segs.push(format_ident!("super")),
+        }
+        for (i, s) in path.iter().enumerate() {
+            if i == 0 && s == "self" {
+                continue;
+            }
+            segs.push(format_ident!("{}", s));
+        }
+        quote!(&#(#segs)::*::INFO)
+    });
+    let math = info.uses_math;
+    quote! {
+        /// Registration of this function for `nki emit`.
+        pub static INFO: ::nki::emit::FunctionInfo = ::nki::emit::FunctionInfo {
+            name: #name,
+            kind: #kind,
+            source: NKI_SOURCE,
+            module_path: ::core::module_path!(),
+            file: ::core::file!(),
+            deps: &[#(#deps),*],
+            uses_math: #math,
+        };
+    }
+}
+
+struct Rs<'a> {
+    info: &'a Info,
+    ctx: syn::Ident,
+}
+
+/// Wraps a fallible call so its error records the user's file and line.
+fn fallible(span: Span, call: TokenStream) -> TokenStream {
+    quote_spanned!(span=> ::nki::__rt::at(#call, ::core::file!(), ::core::line!())?)
+}

@@ -1,0 +1,157 @@
+//! Statements and blocks of the emulation: bindings, loops, conditionals, assertions.
+
+use super::*;
+
+impl Rs<'_> {
+    pub(super) fn block(&mut self, b: &Block, is_fn: bool) -> TokenStream {
+        let stmts: Vec<TokenStream> = b.stmts.iter().map(|s| self.stmt(s)).collect();
+        let tail = match (&b.tail, is_fn) {
+            (Some(t), true) => {
+                let v = self.expr(t);
+                quote!(::core::result::Result::Ok(#v))
+            }
+            (None, true) => quote!(::core::result::Result::Ok(())),
+            (Some(t), false) => {
+                let v = self.expr(t);
+                quote!(#v;)
+            }
+            (None, false) => quote!(),
+        };
+        quote!(#(#stmts)* #tail)
+    }
+
+    pub(super) fn pat(&self, p: &Pat) -> TokenStream {
+        match p {
+            Pat::Ident(i, m) => {
+                if *m {
+                    quote!(mut #i)
+                } else {
+                    quote!(#i)
+                }
+            }
+            Pat::Wild => quote!(_),
+            Pat::Tuple(items, _) | Pat::Slice(items, _) => {
+                let ps = items.iter().map(|x| self.pat(x));
+                match p {
+                    Pat::Slice(..) => quote!([#(#ps),*]),
+                    _ => quote!((#(#ps,)*)),
+                }
+            }
+        }
+    }
+
+    pub(super) fn stmt(&mut self, s: &Stmt) -> TokenStream {
+        match s {
+            Stmt::Let { pat, ty, init, span } => {
+                let p = self.pat(pat);
+                let v = match (pat, self.info.ty(init)) {
+                    (Pat::Slice(items, _), _) => {
+                        let n = items.len();
+                        let shape = self.owned(init);
+                        fallible(span.start, quote!(::nki::__rt::unpack::<#n>(#shape)))
+                    }
+                    // Another function's result takes the declared type: a kernel's
+                    // `Outputs` unpack into a tuple of tensors.
+                    (_, _) if ty.is_some() && matches!(self.info.call(init), Some(Resolved::User)) => {
+                        let v = self.expr(init);
+                        fallible(span.start, quote!(::nki::__rt::returned(#v)))
+                    }
+                    _ => self.owned(init),
+                };
+                let t = ty.as_ref().map(|t| {
+                    let t = local_type(t);
+                    quote!(: #t)
+                });
+                quote_spanned!(span.start=> let #p #t = #v;)
+            }
+            Stmt::Assign { name, op, value, span } => {
+                let v = self.expr(value);
+                match op {
+                    None => quote_spanned!(span.start=> #name = #v;),
+                    Some(o) => {
+                        let f = format_ident!(
+                            "{}",
+                            match o {
+                                BinOp::Add => "add",
+                                BinOp::Sub => "sub",
+                                BinOp::Mul => "mul",
+                                BinOp::Div => "div",
+                                _ => "rem",
+                            }
+                        );
+                        let combined = fallible(span.start, quote!(::nki::__rt::Compound::#f(#name, #v)));
+                        quote_spanned!(span.start=> #name = #combined;)
+                    }
+                }
+            }
+            Stmt::Expr(e) => {
+                let v = self.expr(e);
+                quote!(#v;)
+            }
+            Stmt::For { var, iter, body, span } => {
+                let (start, stop) = (self.expr(&iter.start), self.expr(&iter.stop));
+                let step = iter.step.as_ref().map_or(quote!(1i64), |s| self.expr(s));
+                let range = fallible(iter.span.start, quote!(::nki::__rt::range(#start, #stop, #step)));
+                let p = self.pat(var);
+                let b = self.block(body, false);
+                // Every iteration checks whether the launch must stop (failure, deadline).
+                let ctx = &self.ctx;
+                let check = fallible(span.start, quote!(::nki::__rt::iteration(#ctx)));
+                quote_spanned!(span.start=> for #p in #range { #check; #b })
+            }
+            Stmt::If { branches, otherwise, span } => {
+                let mut out = TokenStream::new();
+                for (i, (cond, body)) in branches.iter().enumerate() {
+                    let b = self.block(body, false);
+                    let head = match cond {
+                        Cond::Expr(c) => {
+                            let c = self.expr(c);
+                            quote!(if #c)
+                        }
+                        Cond::LetSome(name, e) => {
+                            let v = self.owned(e);
+                            quote!(if let ::core::option::Option::Some(#name) = #v)
+                        }
+                    };
+                    if i > 0 {
+                        out.extend(quote!(else));
+                    }
+                    out.extend(quote!(#head { #b }));
+                }
+                if let Some(b) = otherwise {
+                    let b = self.block(b, false);
+                    out.extend(quote!(else { #b }));
+                }
+                quote_spanned!(span.start=> #out)
+            }
+            Stmt::Assert { cond, msg, span } => {
+                let c = self.expr(cond);
+                let message = match msg {
+                    None => quote!(::std::string::String::from("assertion failed")),
+                    Some(m) => {
+                        let mut fmt = String::new();
+                        let mut args = Vec::new();
+                        for p in &m.pieces {
+                            match p {
+                                FmtPiece::Text(t) => fmt.push_str(&t.replace('{', "{{").replace('}', "}}")),
+                                FmtPiece::Arg(e) => {
+                                    fmt.push_str("{}");
+                                    let v = self.expr(e);
+                                    args.push(quote!(::nki::__rt::Show(&#v)));
+                                }
+                            }
+                        }
+                        quote!(::std::format!(#fmt #(, #args)*))
+                    }
+                };
+                quote_spanned!(span.start=> if !(#c) {
+                    return ::core::result::Result::Err(::nki::__rt::assertion(#message, ::core::file!(), ::core::line!()));
+                })
+            }
+            Stmt::Return(e, span) => {
+                let v = e.as_ref().map_or(quote!(()), |e| self.owned(e));
+                quote_spanned!(span.start=> return ::core::result::Result::Ok(#v);)
+            }
+        }
+    }
+}

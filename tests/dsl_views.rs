@@ -1,0 +1,36 @@
+//! Reordering views in a kernel: `permute`, `squeeze_dim` and `flatten_dims`
+//! compile to the emulator's views and address the documented elements.
+
+mod common;
+
+use common::{as_dtype, assert_close, tensor, uniform};
+use nki::prelude::*;
+
+/// Copies `x` `[128, A, B]` into an SBUF tile permuted to `[128, B, A]`, then
+/// writes it out flattened as `[128, B * A]`; `y` `[128, 1, M]` is squeezed.
+#[nki_kernel]
+pub fn reorder(x: Hbm, y: Hbm) -> (Hbm, Hbm) {
+    let [p, a, b] = x.shape();
+    let t = nl::ndarray([p, b, a], nl::float32);
+    nisa::dma_copy(t, x.permute([0, 2, 1]));
+    let out = nl::ndarray([p, b * a], nl::float32, buffer = nl::shared_hbm);
+    nisa::dma_copy(out, t.flatten_dims(1, 2));
+    let [q, _, m] = y.shape();
+    let out2 = nl::ndarray([q, m], nl::float32, buffer = nl::shared_hbm);
+    nisa::dma_copy(out2, y.squeeze_dim(1));
+    (out, out2)
+}
+
+#[test]
+fn permuted_flattened_and_squeezed_views_move_the_right_elements() {
+    let (p, a, b, m) = (128usize, 3usize, 5usize, 7usize);
+    let x = as_dtype(&uniform(p * a * b, 1, -1.0, 1.0), Dtype::F32);
+    let y = as_dtype(&uniform(p * m, 2, -1.0, 1.0), Dtype::F32);
+    let (o1, o2) =
+        reorder::Call::new(&tensor(&[p, a, b], &x, Dtype::F32), &tensor(&[p, 1, m], &y, Dtype::F32)).launch(&Launch::new()).unwrap();
+    let want: Vec<f64> =
+        (0..p).flat_map(|r| (0..b).flat_map(move |j| (0..a).map(move |i| (r, i, j)))).map(|(r, i, j)| x[r * a * b + i * b + j]).collect();
+    assert_close("permute + flatten", &o1.to_f32_vec(), &want, 0.0, 0.0);
+    assert_close("squeeze", &o2.to_f32_vec(), &y, 0.0, 0.0);
+    assert!(reorder::NKI_SOURCE.contains("x.permute(dims=(0, 2, 1))"), "{}", reorder::NKI_SOURCE);
+}
