@@ -38,6 +38,10 @@ pub struct Ctx {
     scalar_acc: RefCell<Vec<f32>>,
     /// The instructions executed so far, when the launch is profiled.
     pub(crate) recorder: Option<RefCell<Vec<Instr>>>,
+    /// The `nisa` instruction begun last and not recorded yet (profiled launches).
+    unrecorded: Cell<Option<&'static str>>,
+    /// The first `nisa` instruction that ran without being recorded.
+    unmodeled: Cell<Option<&'static str>>,
 }
 
 impl Ctx {
@@ -71,6 +75,8 @@ impl Ctx {
             vector_acc: RefCell::new(vec![f32::NAN; hw.pmax]),
             scalar_acc: RefCell::new(vec![f32::NAN; hw.pmax]),
             recorder: None,
+            unrecorded: Cell::new(None),
+            unmodeled: Cell::new(None),
         }
     }
 
@@ -155,6 +161,10 @@ impl Ctx {
         }
         self.last_op.set(Some(op));
         self.ops.set(self.ops.get() + 1);
+        if self.recorder.is_some() {
+            self.check_recorded();
+            self.unrecorded.set(op.starts_with("nisa.").then_some(op));
+        }
         Ok(())
     }
 
@@ -164,13 +174,39 @@ impl Ctx {
     pub(crate) fn record_with(&self, make: impl FnOnce() -> Instr) {
         if let Some(r) = &self.recorder {
             r.borrow_mut().push(make());
+            self.unrecorded.set(None);
         }
+    }
+
+    /// Notes an instruction begun but never recorded: the profile of a launch that
+    /// ran one is refused rather than estimated without it.
+    fn check_recorded(&self) {
+        if let (Some(op), None) = (self.unrecorded.take(), self.unmodeled.get()) {
+            self.unmodeled.set(Some(op));
+        }
+    }
+
+    /// The first instruction this program ran that the profiler did not record.
+    pub(crate) fn unmodeled_op(&self) -> Option<&'static str> {
+        self.check_recorded();
+        self.unmodeled.get()
     }
 
     /// Records instruction `op` on `unit` reading `reads` and writing `writes`.
     #[inline]
     pub(crate) fn record(&self, op: &'static str, unit: Unit, reads: &[&Tensor], writes: &[&Tensor]) {
         self.record_with(|| Instr::new(op, unit, reads, writes));
+    }
+
+    /// Records instruction `op` on the engine its spec row names, reading the tiles
+    /// of `reads` that are present (operands may be scalars) and writing `writes`.
+    #[inline]
+    pub(crate) fn record_spec(&self, op: &'static str, reads: &[Option<&Tensor>], writes: &[Option<&Tensor>]) {
+        self.record_with(|| {
+            let (r, w): (Vec<&Tensor>, Vec<&Tensor>) =
+                (reads.iter().flatten().copied().collect(), writes.iter().flatten().copied().collect());
+            Instr::new(op, Unit::of_spec(op), &r, &w)
+        });
     }
 
     /// `begin_op` for an op the spec lists on some generations only: an error

@@ -238,6 +238,13 @@ impl Launch {
                     p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
                 Err(NkiError::new(ErrorKind::Constraint, format!("internal error (panic) in the emulated program: {what}")))
             });
+            let out = out.and_then(|r| match ctx.unmodeled_op() {
+                Some(op) if ctx.recorder.is_some() => Err(NkiError::new(
+                    ErrorKind::Constraint,
+                    format!("profiling: {op} ran but the cost model does not record it, so an estimate would leave it out"),
+                )),
+                _ => Ok(r),
+            });
             let out = if self.ranks * programs > 1 { out.map_err(|e| e.from_origin(ctx.origin())) } else { out };
             if let Err(e) = &out {
                 world.fail(e.clone());

@@ -33,6 +33,11 @@ pub struct ExponentialOpts<'a> {
 pub fn exponential(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: ExponentialOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.exponential";
     ctx.begin_generation_op(OP)?;
+    ctx.record_spec(
+        OP,
+        &[Some(src), opts.max_value.and_then(Operand::tensor), opts.reduce_init.and_then(Operand::tensor)],
+        &[Some(dst), opts.reduce_res],
+    );
     let cmd = opts.reduce_cmd.unwrap_or(ReduceCmd::Idle);
     if cmd == ReduceCmd::Reset {
         return Err(NkiError::constraint(OP, "reduce_cmd=reset is not supported; use reset_reduce, reduce, load_reduce or idle"));

@@ -15,6 +15,7 @@ pub fn nc_n_gather(ctx: &Ctx, dst: &Tensor, data: &Tensor, indices: &Tensor, opt
     const OP: &str = "nisa.nc_n_gather";
     let _ = opts;
     ctx.begin_op(OP)?;
+    ctx.record_spec(OP, &[Some(data), Some(indices)], &[Some(dst)]);
     for (role, t) in [("dst", dst), ("data", data), ("indices", indices)] {
         if t.buffer() != Buffer::Sbuf {
             return Err(NkiError::constraint(OP, format!("{role} {} must be in SBUF: the GpSimd Engine cannot reach PSUM", t.describe())));

@@ -14,6 +14,16 @@ pub enum Operand<'a> {
     Tensor(&'a Tensor),
 }
 
+impl<'a> Operand<'a> {
+    /// The tile an operand reads, if it is one.
+    pub(crate) fn tensor(self) -> Option<&'a Tensor> {
+        match self {
+            Operand::Scalar(_) => None,
+            Operand::Tensor(t) => Some(t),
+        }
+    }
+}
+
 impl From<f64> for Operand<'_> {
     fn from(v: f64) -> Self {
         Operand::Scalar(v)

@@ -42,6 +42,20 @@ impl Unit {
         }
     }
 
+    /// The unit of the engine the spec lists first for `op`, the one its docs
+    /// name (Vector when the spec names none).
+    pub fn of_spec(op: &str) -> Unit {
+        let engine = nki_spec::ops().find(|o| o.py == op).and_then(|o| o.engines.first().copied());
+        match engine {
+            Some(nki_spec::Engine::Tensor) => Unit::Tensor,
+            Some(nki_spec::Engine::Scalar) => Unit::Scalar,
+            Some(nki_spec::Engine::Gpsimd) => Unit::GpSimd,
+            Some(nki_spec::Engine::Dma) => Unit::Dma,
+            Some(nki_spec::Engine::Sync) => Unit::Sync,
+            Some(nki_spec::Engine::Vector) | None => Unit::Vector,
+        }
+    }
+
     /// The unit an op with an `engine=` argument runs on: the named engine, or
     /// `default` when the argument is absent or `unknown` (the compiler's choice).
     pub fn chosen(engine: Option<Engine>, default: Unit) -> Unit {
