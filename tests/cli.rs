@@ -1,7 +1,8 @@
 //! The `nki` command: help, emit, `run attention-cte` (outputs equal the
 //! library API's; bad inputs give a one-line error and a non-zero exit),
 //! `run ring-fwd` and `run ring-bwd` against float64 references, the benchmark's table, and the
-//! demo (every kernel checked, the package written and signature-checked).
+//! demo (every kernel checked, the package written and signature-checked); a
+//! closed standard output ends a command with status 141, never a panic.
 
 mod common;
 
@@ -673,4 +674,18 @@ fn ring_feature_flags_match_float64_and_bad_values_exit_2() {
         assert_refused(&dir, &with(&base, extra), 2, &[want]);
     }
     assert_refused(&dir, &with(&with(&bwd, &outs), &[]), 2, &["--sinks"]);
+}
+
+/// A reader that closes the pipe before the output arrives (`nki ops | head -0`)
+/// ends the command with SIGPIPE's status 141 and no panic message.
+#[test]
+fn closed_stdout_ends_quietly_with_status_141() {
+    for args in [&["ops"][..], &["list"][..]] {
+        let (reader, writer) = std::io::pipe().expect("a pipe");
+        drop(reader);
+        let o = Command::new(env!("CARGO_BIN_EXE_nki")).args(args).stdout(writer).output().expect("running nki");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(141), "nki {args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "nki {args:?} panicked: {stderr}");
+    }
 }

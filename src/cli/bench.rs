@@ -131,11 +131,11 @@ fn ring_features(st: usize, lnc: usize, reps: u32) -> Result<(), String> {
     let (h, d, w, window) = (8usize, 128usize, 4usize, st / 8);
     let dims = [h, st, d, w];
     let base = RingFwdConfig::new(w as i64).causal(true);
-    println!();
-    println!("ring_attention_spmd_fwd features, h {h} x S_total {st} x d {d}, {w} workers, causal, fp32, LNC{lnc}, best of {reps}");
-    println!("{:<34} {:>9} {:>10} {:>12} {:>9}", "case", "seconds", "transfers", "bytes/step", "GFLOP/s");
+    outln!();
+    outln!("ring_attention_spmd_fwd features, h {h} x S_total {st} x d {d}, {w} workers, causal, fp32, LNC{lnc}, best of {reps}");
+    outln!("{:<34} {:>9} {:>10} {:>12} {:>9}", "case", "seconds", "transfers", "bytes/step", "GFLOP/s");
     let row = |name: &str, r: &RingRun, flops: f64| {
-        println!("{:<34} {:>9.3} {:>10} {:>12} {:>9.1}", name, r.secs, r.transfer_steps, r.bytes_per_step, flops / r.secs / 1e9);
+        outln!("{:<34} {:>9.3} {:>10} {:>12} {:>9.1}", name, r.secs, r.transfer_steps, r.bytes_per_step, flops / r.secs / 1e9);
     };
     let mha = time_ring_cfg(base, dims, h, lnc, reps)?;
     row("MHA, contiguous", &mha, causal_flops(h, st, d, None));
@@ -148,7 +148,7 @@ fn ring_features(st: usize, lnc: usize, reps: u32) -> Result<(), String> {
     let zigzag = time_ring_cfg(base.layout(SeqLayout::Zigzag), dims, h, lnc, reps)?;
     row("MHA, zigzag", &zigzag, causal_flops(h, st, d, None));
     // Both layouts see the same causal scores, so time per visible FLOP is time.
-    println!("zigzag / striped time per visible FLOP: {:.3}", zigzag.secs / striped.secs);
+    outln!("zigzag / striped time per visible FLOP: {:.3}", zigzag.secs / striped.secs);
     Ok(())
 }
 
@@ -157,25 +157,25 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     let lnc = usize::from(args.lnc);
     let reps = if args.quick { 1 } else { args.reps };
     let shapes: &[(usize, usize, usize)] = if args.quick { &[(2, 1024, 128)] } else { &[(8, 2048, 128), (2, 8192, 128)] };
-    println!(
+    outln!(
         "attention_cte emulator throughput, LNC{lnc}, best of {reps} ({} threads available)",
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
-    println!("{:<24} {:<8} {:<10} {:>9} {:>9}", "bs·h x S x d", "mask", "precision", "seconds", "GFLOP/s");
+    outln!("{:<24} {:<8} {:<10} {:>9} {:>9}", "bs·h x S x d", "mask", "precision", "seconds", "GFLOP/s");
     for &(bs, s, d) in shapes {
         for causal in [false, true] {
             for precision in [Precision::Fp32, Precision::Hardware] {
                 let (secs, gflops) = time_cte(bs, s, d, causal, precision, lnc, reps)?;
                 let mask = if causal { "causal" } else { "full" };
-                println!("{:<24} {:<8} {:<10} {:>9.3} {:>9.1}", format!("{bs} x {s} x {d}"), mask, precision.to_string(), secs, gflops);
+                outln!("{:<24} {:<8} {:<10} {:>9.3} {:>9.1}", format!("{bs} x {s} x {d}"), mask, precision.to_string(), secs, gflops);
             }
         }
     }
     let (bh, st, d, w) = if args.quick { (2, 2048, 128, 4) } else { (4, 16384, 128, 4) };
     let (ring, single) = time_ring(bh, st, d, w, lnc, reps)?;
-    println!();
-    println!("ring_attention_spmd_fwd over {w} workers vs one worker's attention_cte, causal, fp32, LNC{lnc}, best of {reps}");
-    println!("{:<24} {:>12} {:>14} {:>7}", "b·h x S_total x d", "ring (s)", "one worker (s)", "ratio");
-    println!("{:<24} {:>12.3} {:>14.3} {:>7.2}", format!("{bh} x {st} x {d}"), ring, single, ring / single);
+    outln!();
+    outln!("ring_attention_spmd_fwd over {w} workers vs one worker's attention_cte, causal, fp32, LNC{lnc}, best of {reps}");
+    outln!("{:<24} {:>12} {:>14} {:>7}", "b·h x S_total x d", "ring (s)", "one worker (s)", "ratio");
+    outln!("{:<24} {:>12.3} {:>14.3} {:>7.2}", format!("{bh} x {st} x {d}"), ring, single, ring / single);
     ring_features(if args.quick { 2048 } else { 16384 }, lnc, reps)
 }

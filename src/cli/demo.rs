@@ -231,16 +231,16 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     step("done");
     bar.finish_and_clear();
 
-    println!("b·h = {BH}, S = {S}, d = {D}, causal; rings of {W} workers, striped; LNC2; checked against float64 attention");
-    println!(
+    outln!("b·h = {BH}, S = {S}, d = {D}, causal; rings of {W} workers, striped; LNC2; checked against float64 attention");
+    outln!(
         "GQA+window+sinks ring: h = {FEAT_H} on {FEAT_H_KV} KV heads, S = {FEAT_S}, causal window {FEAT_WINDOW}, zigzag, one sink per head"
     );
-    println!("{:<24} {:<9} {:>11} {:>11} {:>8} {:>8}  check", "kernel", "precision", "max |err|", "bound", "seconds", "GFLOP/s");
+    outln!("{:<24} {:<9} {:>11} {:>11} {:>8} {:>8}  check", "kernel", "precision", "max |err|", "bound", "seconds", "GFLOP/s");
     let mut failed = 0;
     for r in &rows {
         let ok = r.err <= r.bound;
         failed += usize::from(!ok);
-        println!(
+        outln!(
             "{:<24} {:<9} {:>11.3e} {:>11.3e} {:>8.3} {:>8.1}  {}",
             r.kernel,
             r.precision.to_string(),
@@ -251,7 +251,7 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
             if ok { "ok" } else { "FAILED" }
         );
     }
-    println!("wrote the NKI package of {} kernels to {}", nki::registry().len(), args.out.display());
+    outln!("wrote the NKI package of {} kernels to {}", nki::registry().len(), args.out.display());
     if failed > 0 {
         return Err(format!("{failed} of {} checks failed", rows.len()));
     }

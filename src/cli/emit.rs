@@ -16,7 +16,7 @@ pub fn run(args: &EmitArgs) -> Result<(), String> {
     let pkg = nki::emit::Package::new(&nki::registry()).map_err(|e| e.to_string())?;
     pkg.write_to(&args.out).map_err(|e| e.to_string())?;
     for name in pkg.files().keys() {
-        println!("{}", args.out.join(name).display());
+        outln!("{}", args.out.join(name).display());
     }
     Ok(())
 }

@@ -1,5 +1,14 @@
 //! Command-line interface.
 
+/// `println!` for a command's output. A reader that stops early (`nki ops | head`)
+/// ends the command quietly with status 141, as SIGPIPE ends other Unix tools
+/// (never 0: the command did not finish), instead of a panic; any other write
+/// error is reported and exits 1.
+macro_rules! outln {
+    () => { $crate::cli::write_stdout_line(format_args!("")) };
+    ($($arg:tt)*) => { $crate::cli::write_stdout_line(format_args!($($arg)*)) };
+}
+
 mod bench;
 mod demo;
 mod emit;
@@ -41,6 +50,20 @@ enum Command {
     /// Run every attention kernel on random inputs in both precision modes, check
     /// each against float64 attention, and write the NKI package to ./nki_out.
     Demo(demo::DemoArgs),
+}
+
+/// Writes one line of `args` to standard output (see `outln!`).
+fn write_stdout_line(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_fmt(args).and_then(|()| out.write_all(b"\n")) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(141),
+        Err(e) => {
+            eprintln!("error: writing to standard output: {e}");
+            std::process::exit(1);
+        }
+    }
 }
 
 /// `text` on one line: its non-empty lines, trimmed and joined by spaces.

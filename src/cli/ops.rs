@@ -75,12 +75,12 @@ pub fn to_json<'a>(ops: impl Iterator<Item = &'a Op>) -> String {
 pub fn run(args: &OpsArgs) {
     let ops = || spec::ops().filter(|o| !args.implemented || o.binding().is_some());
     if args.json {
-        println!("{}", to_json(ops()));
+        outln!("{}", to_json(ops()));
         return;
     }
     for op in ops() {
         let eng = engines(op);
-        println!(
+        outln!(
             "{:<52} {:<22} {:<15} {:<11} {}",
             op.official_name(),
             if eng.is_empty() { "-".to_string() } else { eng.join(",") },

@@ -183,7 +183,7 @@ impl OutputPlan {
         sync_dirs(&self.outputs);
         for (o, t) in self.outputs.iter().zip(tensors) {
             let line = format!("wrote {} {:?} {}", o.path.display(), t.shape(), t.dtype());
-            if STATUS_TO_STDERR.load(Ordering::Relaxed) { eprintln!("{line}") } else { println!("{line}") }
+            if STATUS_TO_STDERR.load(Ordering::Relaxed) { eprintln!("{line}") } else { outln!("{line}") }
         }
         Ok(())
     }

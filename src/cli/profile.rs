@@ -100,9 +100,9 @@ pub fn run(args: &ProfileArgs) -> Result<(), String> {
         write_atomically(path, &profile.trace_json())?;
     }
     if args.json {
-        println!("{}", profile.report.to_json());
+        outln!("{}", profile.report.to_json());
     } else {
-        println!("{}", profile.report);
+        outln!("{}", profile.report);
     }
     Ok(())
 }
