@@ -26,6 +26,38 @@ impl<T> FromReturned<T> for T {
     }
 }
 
+/// A value the macro cannot type statically (a helper's result, say) passed to
+/// another kernel or helper: converted to the callee's parameter type, tensors by
+/// reference and plain values by copy, as a typed argument would be.
+pub trait IntoArg<'a, T> {
+    /// The argument for a parameter of type `T`.
+    fn into_arg(&'a self) -> T;
+}
+
+impl<'a> IntoArg<'a, &'a Tensor> for Tensor {
+    fn into_arg(&'a self) -> &'a Tensor {
+        self
+    }
+}
+
+impl<'a> IntoArg<'a, Option<&'a Tensor>> for Option<Tensor> {
+    fn into_arg(&'a self) -> Option<&'a Tensor> {
+        self.as_ref()
+    }
+}
+
+impl<'a> IntoArg<'a, &'a str> for String {
+    fn into_arg(&'a self) -> &'a str {
+        self
+    }
+}
+
+impl<T: Clone> IntoArg<'_, T> for T {
+    fn into_arg(&self) -> T {
+        self.clone()
+    }
+}
+
 fn outputs<const N: usize>(o: Outputs) -> Result<[Tensor; N]> {
     let n = o.len();
     o.into_vec().try_into().map_err(|_| NkiError::new(ErrorKind::Shape, format!("the callee returned {n} outputs, the `let` unpacks {N}")))

@@ -161,6 +161,11 @@ impl Rs<'_> {
     pub(super) fn user_arg(&mut self, e: &Expr) -> TokenStream {
         match self.info.ty(e).clone() {
             Ty::Tensor(_) => self.by_ref(e),
+            // Typed by the callee's parameter: a tensor by reference, a plain value by copy.
+            Ty::Unknown | Ty::Opaque => {
+                let r = self.by_ref(e);
+                quote!(::nki::__rt::IntoArg::into_arg(#r))
+            }
             Ty::Option(inner) if inner.is_tensor() => {
                 let v = self.expr(e);
                 quote!(#v.as_ref())

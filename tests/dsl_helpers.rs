@@ -1,0 +1,59 @@
+//! Values a helper returns flow into other helpers like any other value: a tile
+//! returned by one helper is passed by reference to another, in and out of loops,
+//! and an integer a helper returns is passed by value.
+
+use nki::prelude::*;
+
+/// Loads the first 128 rows of `x` into an fp32 tile.
+#[nki_helper]
+fn load_rows(x: Hbm) -> Sbuf {
+    let t = nl::ndarray([128, 64], nl::float32);
+    nisa::dma_copy(t, x[s![0..128, ..]]);
+    t
+}
+
+/// `acc += t`.
+#[nki_helper]
+fn add_into(acc: Sbuf, t: Sbuf) {
+    nisa::tensor_tensor(acc, acc, t, nl::add);
+}
+
+/// The number of times to add.
+#[nki_helper]
+fn times(n: i64) -> i64 {
+    n + 1
+}
+
+/// `acc += t * k` for a count `k` another helper computed.
+#[nki_helper]
+fn add_times(acc: Sbuf, t: Sbuf, k: i64) {
+    for _ in 0..k {
+        add_into(acc, t);
+    }
+}
+
+/// `(2 + 3) * x` over its first 128 rows, through helper results only.
+#[nki_kernel]
+pub fn helper_results(x: Hbm) -> Hbm {
+    let out = nl::ndarray([128, 64], x.dtype(), buffer = nl::shared_hbm);
+    let acc = nl::ndarray([128, 64], nl::float32);
+    nisa::memset(acc, 0.0);
+    let tile = load_rows(x);
+    for _ in 0..2 {
+        add_into(acc, tile);
+    }
+    let k = times(2);
+    add_times(acc, tile, k);
+    nisa::dma_copy(out, acc);
+    out
+}
+
+#[test]
+fn helper_results_pass_to_helpers() {
+    let xs: Vec<f32> = (0..128 * 64).map(|i| (i % 7) as f32 - 3.0).collect();
+    let x = Tensor::from_f32(&[128, 64], &xs, Dtype::F32).unwrap();
+    let y = helper_results::Call::new(&x).launch(&Launch::new()).unwrap();
+    let want: Vec<f32> = xs.iter().map(|v| 5.0 * v).collect();
+    assert_eq!(y.to_f32_vec(), want);
+    assert!(helper_results::NKI_SOURCE.contains("add_times(acc, tile, k)"), "{}", helper_results::NKI_SOURCE);
+}
