@@ -15,10 +15,10 @@
 
 mod common;
 
-use common::{as_dtype, assert_close, uniform};
+use common::{as_dtype, assert_close, assert_close_lse, uniform};
 use nki::attention::reference::{Dims, Features, attend};
 use nki::attention::ring_fwd::{Queries, RingFwdConfig, RingFwdInputs, RingFwdOutputs};
-use nki::attention::shard::{SeqLayout, shard, unshard, unshard_lse};
+use nki::attention::shard::{SeqLayout, shard, shard_ids, unshard, unshard_lse};
 use nki::{Dtype, Launch, Precision, Tensor};
 
 /// The layout and the masks of one run.
@@ -44,6 +44,8 @@ struct Case {
     k: Vec<f64>,
     v: Vec<f64>,
     sinks: Option<Vec<f64>>,
+    /// Global `(q, kv)` segment ids, `[b, S]` each.
+    segments: Option<(Vec<i32>, Vec<i32>)>,
     scale: f64,
 }
 
@@ -57,13 +59,21 @@ impl Case {
             k: uniform(nk, seed + 1, -1.0, 1.0),
             v: uniform(nk, seed + 2, -1.0, 1.0),
             sinks: sinks.then(|| uniform(dims.heads, seed + 3, -1.0, 3.0)),
+            segments: None,
             scale: 0.4,
         }
     }
 
     /// The case with its data rounded to `dtype` (what the kernel sees).
     fn rounded(&self, dtype: Dtype) -> Case {
-        Case { q: as_dtype(&self.q, dtype), k: as_dtype(&self.k, dtype), v: as_dtype(&self.v, dtype), sinks: self.sinks.clone(), ..*self }
+        Case {
+            q: as_dtype(&self.q, dtype),
+            k: as_dtype(&self.k, dtype),
+            v: as_dtype(&self.v, dtype),
+            sinks: self.sinks.clone(),
+            segments: self.segments.clone(),
+            ..*self
+        }
     }
 
     fn runs(&self, w: usize, m: Mask, lnc: usize, precision: Precision, dtype: Dtype) -> RingFwdOutputs {
@@ -76,6 +86,11 @@ impl Case {
             shard(&t(&self.v, hk), w, layout, false).unwrap(),
         );
         let sinks = self.sinks.as_ref().map(|x| common::tensor(&[h], x, Dtype::F32));
+        let ids = |x: &[i32]| {
+            let t = Tensor::from_i64(&[b, s], &x.iter().map(|&i| i as i64).collect::<Vec<_>>(), Dtype::I32).unwrap();
+            shard_ids(&t, w, layout).unwrap()
+        };
+        let segs = self.segments.as_ref().map(|(q, kv)| (ids(q), ids(kv)));
         let mut cfg =
             RingFwdConfig::new(w as i64).causal(causal).layout(layout).training(true).softmax_scale(self.scale).kv_heads(hk as i64);
         if let Some((l, r)) = m.window {
@@ -88,7 +103,8 @@ impl Case {
             cfg = cfg.soft_cap(c);
         }
         let launch = Launch::new().ranks(w).lnc(lnc).precision(precision);
-        cfg.launch(&launch, &RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: sinks.as_ref() }).unwrap()
+        let segment_ids = segs.as_ref().map(|(q, kv)| (q.as_slice(), kv.as_slice()));
+        cfg.launch(&launch, &RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: sinks.as_ref(), segment_ids }).unwrap()
     }
 
     fn reference(&self, m: Mask) -> (Vec<f64>, Vec<f64>) {
@@ -98,6 +114,7 @@ impl Case {
             chunk: m.chunk,
             soft_cap: m.cap,
             sinks: self.sinks.as_deref(),
+            segments: self.segments.as_ref().map(|(q, kv)| (q.as_slice(), kv.as_slice())),
             ..Features::default()
         };
         let r = attend(&self.q, &self.k, &self.v, &self.dims, self.scale, &f);
@@ -121,10 +138,16 @@ impl Case {
         };
         let (want_o, want_l) = seen.reference(m);
         let outs = self.runs(w, m, lnc, precision, dtype);
-        let what = format!("W{w} {m:?} lnc{lnc} {precision:?} h{}:{} sinks={}", self.dims.heads, self.dims.kv_heads, self.sinks.is_some());
+        let what = format!(
+            "W{w} {m:?} lnc{lnc} {precision:?} h{}:{} sinks={} segments={}",
+            self.dims.heads,
+            self.dims.kv_heads,
+            self.sinks.is_some(),
+            self.segments.is_some()
+        );
         assert_close(&what, &unshard(&outs.out, layout, false).unwrap().to_f32_vec(), &want_o, atol, rtol);
         let lse = unshard_lse(&outs.lse.expect("training returns the LSE"), layout).unwrap().to_f32_vec();
-        assert_close(&format!("{what} LSE"), &lse, &want_l, atol, rtol);
+        assert_close_lse(&format!("{what} LSE"), &lse, &want_l, atol, rtol);
     }
 }
 
@@ -211,7 +234,7 @@ fn bad_kv_heads_and_sinks_are_refused_naming_the_parameter() {
         shard(&t(&case.v[..256 * 16 * 3], 3), 2, SeqLayout::Contiguous, false).unwrap(),
     );
     let launch = Launch::new().ranks(2).precision(Precision::Fp32);
-    let inputs = RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: None };
+    let inputs = RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: None, segment_ids: None };
     let e = RingFwdConfig::new(2).launch(&launch, &inputs).unwrap_err().to_string();
     assert_eq!(
         e,
@@ -220,10 +243,14 @@ fn bad_kv_heads_and_sinks_are_refused_naming_the_parameter() {
     let (k, v) =
         (shard(&t(&case.k, 4), 2, SeqLayout::Contiguous, true).unwrap(), shard(&t(&case.v, 4), 2, SeqLayout::Contiguous, false).unwrap());
     let bad = Tensor::from_f32(&[3], &[0.0; 3], Dtype::F32).unwrap();
-    let e = RingFwdConfig::new(2).launch(&launch, &RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: Some(&bad) }).unwrap_err();
+    let e = RingFwdConfig::new(2)
+        .launch(&launch, &RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: Some(&bad), segment_ids: None })
+        .unwrap_err();
     assert!(e.to_string().starts_with("invalid sinks = float32 [3]: must be float32 [4]"), "{e}");
     let nan = Tensor::from_f32(&[4], &[0.0, f32::NAN, 0.0, 0.0], Dtype::F32).unwrap();
-    let e = RingFwdConfig::new(2).launch(&launch, &RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: Some(&nan) }).unwrap_err();
+    let e = RingFwdConfig::new(2)
+        .launch(&launch, &RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: Some(&nan), segment_ids: None })
+        .unwrap_err();
     assert!(e.to_string().contains("invalid sinks = NaN"), "{e}");
 }
 
@@ -341,7 +368,7 @@ fn layout_window_and_chunk_rules_are_errors_naming_the_parameter() {
     let (q, k) = (t(&case.q), t(&case.k));
     let v = shard(&common::tensor(&[1, 2, 256, 16], &case.v, Dtype::F32), 2, SeqLayout::Contiguous, false).unwrap();
     let launch = Launch::new().ranks(2).precision(Precision::Fp32);
-    let inputs = RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: None };
+    let inputs = RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: None, segment_ids: None };
     let err = |cfg: RingFwdConfig| cfg.launch(&launch, &inputs).unwrap_err().to_string();
     let base = RingFwdConfig::new(2);
     assert_eq!(
@@ -395,4 +422,71 @@ fn soft_capped_logits_match_the_reference_alone_and_with_every_other_feature() {
     let mut case = Case::new(dims(4, 4, 2, 256, 64), true, 149);
     case.q.iter_mut().for_each(|x| *x *= 6.0);
     case.check(4, masks[2], 2, Precision::Hardware);
+}
+
+/// Packed documents of uneven lengths (ids in order) for the keys; the queries
+/// share them except for a run of tokens whose id no key has, so some rows see
+/// no key at all (zeros and LSE -inf, or only the sink); the second batch's ids
+/// are shuffled, so a document is not one interval.
+fn packed_ids(batch: usize, s: usize, seed: u64) -> (Vec<i32>, Vec<i32>) {
+    let mut q = Vec::with_capacity(batch * s);
+    let mut kv = Vec::with_capacity(batch * s);
+    for bi in 0..batch {
+        let cuts = uniform(s, seed + bi as u64, 0.0, 1.0);
+        let mut doc = 0;
+        for (i, c) in cuts.iter().enumerate() {
+            if *c < 6.0 / s as f64 {
+                doc += 1;
+            }
+            let id = if bi % 2 == 1 { ((c * 4.0) as i32) - 2 } else { doc };
+            kv.push(id);
+            q.push(if (s / 3..s / 3 + 20).contains(&i) { 1000 } else { id });
+        }
+    }
+    (q, kv)
+}
+
+#[test]
+fn segment_ids_alone_and_with_every_other_feature_match_the_reference() {
+    use SeqLayout::{Contiguous, Striped, Zigzag};
+    let masks = [
+        Mask::plain(Contiguous, false),
+        Mask::plain(Contiguous, true),
+        Mask::plain(Striped, true),
+        Mask::plain(Zigzag, true),
+        Mask { window: Some((150, 0)), ..Mask::plain(Zigzag, true) },
+        Mask { window: Some((90, 20)), chunk: Some(200), cap: Some(2.0), ..Mask::plain(Contiguous, false) },
+    ];
+    for (w, h, hk, sl, lnc, sinks) in [(1, 2, 1, 128, 1, false), (2, 2, 2, 256, 2, true), (3, 4, 2, 128, 1, false), (4, 2, 1, 128, 2, true)]
+    {
+        let mut case = Case::new(Dims { batch: 2, ..dims(w, h, hk, sl, 16) }, sinks, 161 + w as u64);
+        case.segments = Some(packed_ids(2, w * sl, 171 + w as u64));
+        for m in masks {
+            case.check(w, m, lnc, Precision::Fp32);
+        }
+    }
+    let mut case = Case::new(Dims { batch: 2, ..dims(4, 4, 2, 256, 64) }, false, 179);
+    case.segments = Some(packed_ids(2, 1024, 181));
+    case.check(4, masks[3], 2, Precision::Hardware);
+}
+
+#[test]
+fn key_segment_ids_travel_with_k_and_v_and_unseen_rows_are_zero() {
+    let (w, b, sl) = (3, 2, 128);
+    let mut case = Case::new(Dims { batch: b, ..dims(w, 4, 2, sl, 16) }, false, 164);
+    case.segments = Some(packed_ids(b, w * sl, 174));
+    let m = Mask::plain(SeqLayout::Zigzag, true);
+    let outs = case.runs(w, m, 1, Precision::Fp32, Dtype::F32);
+    // Every step moves K, V, then the int32 ids of the visiting block.
+    let kv_bytes = w * b * 2 * sl * 16 * 4;
+    let sizes: Vec<usize> = outs.comm.iter().map(|e| e.bytes).collect();
+    assert_eq!(sizes, [kv_bytes, kv_bytes, w * b * sl * 4].repeat(w - 1));
+    // The rows whose id no key has: output 0 and LSE -inf, as in the reference.
+    let (_, want_l) = case.reference(m);
+    let lse = unshard_lse(&outs.lse.unwrap(), m.layout).unwrap().to_f32_vec();
+    let unseen: Vec<usize> = (0..lse.len()).filter(|&i| lse[i] == f32::NEG_INFINITY).collect();
+    assert_eq!(unseen.len(), b * 4 * 20, "20 rows of every head see no key");
+    assert!(unseen.iter().all(|&i| want_l[i] == f64::NEG_INFINITY));
+    let out = unshard(&outs.out, m.layout, false).unwrap().to_f32_vec();
+    assert!(unseen.iter().all(|&i| out[i * 16..(i + 1) * 16].iter().all(|&x| x == 0.0)));
 }

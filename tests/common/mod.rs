@@ -54,6 +54,17 @@ pub fn assert_close(what: &str, got: &[f32], want: &[f64], atol: f64, rtol: f64)
     assert!(err <= bound, "{what}: max abs error {err:.3e} > {bound:.3e} (atol {atol:e} + rtol {rtol:e} x max|ref| {scale:.3e})");
 }
 
+/// [`assert_close`] for log-sum-exps, where a row that sees no key has `-inf`:
+/// exactly those rows must be `-inf`, the others within the bound.
+pub fn assert_close_lse(what: &str, got: &[f32], want: &[f64], atol: f64, rtol: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: result has {} values, reference {}", got.len(), want.len());
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        assert!((w == f64::NEG_INFINITY) == (g == f32::NEG_INFINITY), "{what}: row {i} is {g}, the reference {w}");
+    }
+    let (g, w): (Vec<f32>, Vec<f64>) = got.iter().zip(want).filter(|(_, w)| w.is_finite()).map(|(&g, &w)| (g, w)).unzip();
+    assert_close(what, &g, &w, atol, rtol);
+}
+
 /// A `/proc/self/status` field in bytes (`VmRSS`, `VmHWM`).
 pub fn status_bytes(field: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status is readable on Linux");

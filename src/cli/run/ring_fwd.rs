@@ -69,7 +69,7 @@ pub fn run(a: &RingFwdArgs) -> Result<(), String> {
     let w = a.ring.workers;
     let (qs, ks, vs) =
         (shard(&q, w, layout, true).map_err(err)?, shard(&k, w, layout, true).map_err(err)?, shard(&v, w, layout, false).map_err(err)?);
-    let inputs = RingFwdInputs { q: Queries::Raw(&qs), k: &ks, v: &vs, sinks: sinks.as_ref() };
+    let inputs = RingFwdInputs { q: Queries::Raw(&qs), k: &ks, v: &vs, sinks: sinks.as_ref(), segment_ids: None };
     let outs = cfg.launch(&a.launch.launch().ranks(w), &inputs).map_err(err)?;
     let mut written = vec![unshard(&outs.out, layout, false).map_err(err)?];
     if let Some(lse) = &outs.lse {
