@@ -15,7 +15,7 @@
 
 mod common;
 
-use common::{as_dtype, assert_close, assert_close_lse, uniform};
+use common::{as_dtype, assert_close, assert_close_lse, packed_segment_ids, uniform};
 use nki::attention::reference::{Dims, Features, attend};
 use nki::attention::ring_fwd::{Queries, RingFwdConfig, RingFwdInputs, RingFwdOutputs};
 use nki::attention::shard::{SeqLayout, shard, shard_ids, unshard, unshard_lse};
@@ -424,28 +424,6 @@ fn soft_capped_logits_match_the_reference_alone_and_with_every_other_feature() {
     case.check(4, masks[2], 2, Precision::Hardware);
 }
 
-/// Packed documents of uneven lengths (ids in order) for the keys; the queries
-/// share them except for a run of tokens whose id no key has, so some rows see
-/// no key at all (zeros and LSE -inf, or only the sink); the second batch's ids
-/// are shuffled, so a document is not one interval.
-fn packed_ids(batch: usize, s: usize, seed: u64) -> (Vec<i32>, Vec<i32>) {
-    let mut q = Vec::with_capacity(batch * s);
-    let mut kv = Vec::with_capacity(batch * s);
-    for bi in 0..batch {
-        let cuts = uniform(s, seed + bi as u64, 0.0, 1.0);
-        let mut doc = 0;
-        for (i, c) in cuts.iter().enumerate() {
-            if *c < 6.0 / s as f64 {
-                doc += 1;
-            }
-            let id = if bi % 2 == 1 { ((c * 4.0) as i32) - 2 } else { doc };
-            kv.push(id);
-            q.push(if (s / 3..s / 3 + 20).contains(&i) { 1000 } else { id });
-        }
-    }
-    (q, kv)
-}
-
 #[test]
 fn segment_ids_alone_and_with_every_other_feature_match_the_reference() {
     use SeqLayout::{Contiguous, Striped, Zigzag};
@@ -460,13 +438,13 @@ fn segment_ids_alone_and_with_every_other_feature_match_the_reference() {
     for (w, h, hk, sl, lnc, sinks) in [(1, 2, 1, 128, 1, false), (2, 2, 2, 256, 2, true), (3, 4, 2, 128, 1, false), (4, 2, 1, 128, 2, true)]
     {
         let mut case = Case::new(Dims { batch: 2, ..dims(w, h, hk, sl, 16) }, sinks, 161 + w as u64);
-        case.segments = Some(packed_ids(2, w * sl, 171 + w as u64));
+        case.segments = Some(packed_segment_ids(2, w * sl, 171 + w as u64));
         for m in masks {
             case.check(w, m, lnc, Precision::Fp32);
         }
     }
     let mut case = Case::new(Dims { batch: 2, ..dims(4, 4, 2, 256, 64) }, false, 179);
-    case.segments = Some(packed_ids(2, 1024, 181));
+    case.segments = Some(packed_segment_ids(2, 1024, 181));
     case.check(4, masks[3], 2, Precision::Hardware);
 }
 
@@ -474,7 +452,7 @@ fn segment_ids_alone_and_with_every_other_feature_match_the_reference() {
 fn key_segment_ids_travel_with_k_and_v_and_unseen_rows_are_zero() {
     let (w, b, sl) = (3, 2, 128);
     let mut case = Case::new(Dims { batch: b, ..dims(w, 4, 2, sl, 16) }, false, 164);
-    case.segments = Some(packed_ids(b, w * sl, 174));
+    case.segments = Some(packed_segment_ids(b, w * sl, 174));
     let m = Mask::plain(SeqLayout::Zigzag, true);
     let outs = case.runs(w, m, 1, Precision::Fp32, Dtype::F32);
     // Every step moves K, V, then the int32 ids of the visiting block.

@@ -100,6 +100,8 @@ fn bwd_tile(
     causal: bool,
     first: i64,
     cap: f64,
+    q_ids: Option<Sbuf>,
+    k_ids: Option<Sbuf>,
 ) {
     let kdt = k_ld.dtype();
     let nb = kts / 128;
@@ -150,6 +152,16 @@ fn bwd_tile(
             nisa::tensor_copy(masked, src);
             if causal && 128 * g < k0 + kts - 1 {
                 nisa::affine_select(masked, [[-1, kts]], 1, masked, f32::MIN, cmp_op = nl::greater_equal, offset = 128 * g - k0);
+            }
+        }
+        // Segment ids: the sentinel where the ids differ (s·eq + (eq - 1)·FLOAT32_MAX).
+        if let Some(ki) = k_ids {
+            if let Some(qi) = q_ids {
+                let same = nl::ndarray([128, kts], nl::float32, buffer = nl::sbuf);
+                nisa::tensor_scalar(same, ki[s![.., k0..k0 + kts]], nl::equal, qi[s![.., g..g + 1]]);
+                nisa::tensor_tensor(masked, masked, same, nl::multiply);
+                nisa::tensor_scalar(same, same, nl::subtract, 1.0, op1 = nl::multiply, operand1 = f32::MAX);
+                nisa::tensor_tensor(masked, masked, same, nl::add);
             }
         }
         nisa::activation(p[s![.., j, ..]], nl::exp, masked, bias = neg_lse[s![.., g..g + 1]], scale = exp_scale);
@@ -225,7 +237,8 @@ fn bwd_tile(
 /// against the local K/V, dK/dV accumulated in place and this step's dQ written
 /// to `dq_out` (`[dh, S]`, fp32). `bounds` is the range-select upper bound per
 /// query row (inclusive, or exclusive with a `lower` bound: windows, chunks,
-/// zigzag); without it causal masking is static.
+/// zigzag); without it causal masking is static. `q_ids` (`[128, S / 128]`) and
+/// `k_ids` (`[128, S]`, every partition alike) are the segment ids, if any.
 #[nki_helper]
 #[allow(clippy::too_many_arguments)]
 fn compute_step(
@@ -248,6 +261,8 @@ fn compute_step(
     dnt: i64,
     mdt: Dtype,
     cap: f64,
+    q_ids: Option<Sbuf>,
+    k_ids: Option<Sbuf>,
 ) {
     let kdt = k_ld.dtype();
     let qnt = sl / 128;
@@ -269,7 +284,7 @@ fn compute_step(
             if first < cg {
                 bwd_tile(
                     q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, bounds, lower, qg, cg, k0, kts, dts, dnt, scale,
-                    causal, first, cap,
+                    causal, first, cap, q_ids, k_ids,
                 );
             }
         }
@@ -326,12 +341,23 @@ fn step_bounds(
     (None, None)
 }
 
-/// `[128, S / 128]` negated log-sum-exps of a `[128, S / 128]` HBM view.
+/// `[128, S / 128]` negated log-sum-exps of a `[128, S / 128]` HBM view. With
+/// segment ids a row that saw no key has LSE `-inf`: its `-LSE` becomes
+/// FLOAT32_MIN, so its P (every score masked) is 0 instead of `exp(inf)`.
 #[nki_helper]
-fn load_neg_lse(src: Hbm, mdt: Dtype) -> Sbuf {
+fn load_neg_lse(src: Hbm, mdt: Dtype, segmented: bool) -> Sbuf {
     let t = nl::ndarray(src.shape(), mdt, buffer = nl::sbuf);
     nisa::dma_copy(t, src);
     nisa::tensor_scalar(t, t, nl::multiply, -1.0);
+    if segmented {
+        // t·m + (m - 1)·FLOAT32_MAX with m = [t finite], after clamping t to be finite.
+        let m = nl::ndarray(src.shape(), nl::float32, buffer = nl::sbuf);
+        nisa::tensor_scalar(t, t, nl::minimum, f32::MAX);
+        nisa::tensor_scalar(m, t, nl::less, 1.0e38);
+        nisa::tensor_tensor(t, t, m, nl::multiply);
+        nisa::tensor_scalar(m, m, nl::subtract, 1.0, op1 = nl::multiply, operand1 = f32::MAX);
+        nisa::tensor_tensor(t, t, m, nl::add);
+    }
     t
 }
 
@@ -353,9 +379,10 @@ fn stage_row_stats(
     dts: i64,
     dnt: i64,
     mdt: Dtype,
+    segmented: bool,
 ) {
     let sl = o_ref.shape()[3];
-    let neg_lse: Sbuf = load_neg_lse(lse_ref[s![bid, hid, .., ..]], mdt);
+    let neg_lse: Sbuf = load_neg_lse(lse_ref[s![bid, hid, .., ..]], mdt, segmented);
     let dos: Sbuf = rowsum_dy_o(o_ref, dy_ref, bid, hid, dts, dnt, sl, mdt);
     nisa::dma_copy(stats[s![qh, 0, .., ..]], neg_lse);
     nisa::dma_copy(stats[s![qh, 1, .., ..]], dos);
@@ -386,15 +413,33 @@ fn sink_grad(sinks: Hbm, neg_lse: Sbuf, dos: Sbuf, dsink_part: Hbm, bid: i64, hi
     nisa::dma_copy(dsink_part.ap([[1, 1], [1, 1]], offset = bid * n + hid), out);
 }
 
-/// Sends Q, dY, LSE and D of every LNC slot to the ring successor.
+/// Sends Q, dY, LSE and D of every LNC slot to the ring successor, and the
+/// queries' segment ids when there are any.
 #[nki_helper]
 #[allow(clippy::too_many_arguments)]
-fn permute_all(sq: Hbm, rq: Hbm, sdy: Hbm, rdy: Hbm, slse: Hbm, rlse: Hbm, sdos: Hbm, rdos: Hbm, groups: Groups) {
+fn permute_all(
+    sq: Hbm,
+    rq: Hbm,
+    sdy: Hbm,
+    rdy: Hbm,
+    slse: Hbm,
+    rlse: Hbm,
+    sdos: Hbm,
+    rdos: Hbm,
+    sids: Option<Hbm>,
+    rids: Option<Hbm>,
+    groups: Groups,
+) {
     let rg = ncc::ReplicaGroup(groups);
     ncc::collective_permute_implicit([[sq]], [[rq]], rg);
     ncc::collective_permute_implicit([[sdy]], [[rdy]], rg);
     ncc::collective_permute_implicit([[slse]], [[rlse]], rg);
     ncc::collective_permute_implicit([[sdos]], [[rdos]], rg);
+    if let Some(si) = sids {
+        if let Some(ri) = rids {
+            ncc::collective_permute_implicit([[si]], [[ri]], rg);
+        }
+    }
 }
 
 /// The whole ring for KV head `kvh` of batch `bid`: K and V loaded once, then one
@@ -427,6 +472,10 @@ fn ring_bwd_item(
     positions: Hbm,
     sinks: Option<Hbm>,
     dsink_part: Hbm,
+    q_seg: Option<Hbm>,
+    kv_seg: Option<Hbm>,
+    sids: Option<Hbm>,
+    rids: Option<Hbm>,
     bid: i64,
     kvh: i64,
     group: i64,
@@ -446,6 +495,7 @@ fn ring_bwd_item(
 ) {
     // Windows, chunks and zigzag blocks mask through per-row key bounds.
     let bounded = zigzag || left >= 0 || right >= 0 || chunk > 0;
+    let segmented = q_seg.is_some();
     let dh = q_ref.shape()[2];
     let sl = q_ref.shape()[3];
     let kdt = q_ref.dtype();
@@ -457,7 +507,21 @@ fn ring_bwd_item(
     // take their SBUF (D's transposes need the room).
     let stats = nl::ndarray([group, 2, 128, qnt], mdt, buffer = nl::private_hbm);
     for qh in 0..group {
-        stage_row_stats(lse_ref, o_ref, dy_ref, stats, sinks, dsink_part, bid, kvh * group + qh, qh, dts, dnt, mdt);
+        stage_row_stats(lse_ref, o_ref, dy_ref, stats, sinks, dsink_part, bid, kvh * group + qh, qh, dts, dnt, mdt, segmented);
+    }
+    // Segment ids in fp32: the local keys' on every partition, the local
+    // queries' as `[128, S / 128]` rows (they travel with Q).
+    let k_ids = if segmented { Some(nl::ndarray([128, sl], nl::float32, buffer = nl::sbuf)) } else { None };
+    let own_q_ids = if segmented { Some(nl::ndarray([128, qnt], nl::float32, buffer = nl::sbuf)) } else { None };
+    if let Some(ks) = kv_seg {
+        if let Some(ki) = k_ids {
+            nisa::dma_copy(ki, ks.ap([[0, 128], [1, sl]], offset = bid * sl));
+        }
+    }
+    if let Some(qs) = q_seg {
+        if let Some(qi) = own_q_ids {
+            nisa::dma_copy(qi, qs.ap([[1, 128], [128, qnt]], offset = bid * sl));
+        }
     }
     let k_ld: Sbuf = load_head_tiles(k_ref[s![bid, kvh, .., ..]], dts, dnt, 0, sl, kdt);
     let v_ld: Sbuf = load_head_tiles(v_ref[s![bid, kvh, .., ..]], dts, dnt, 0, sl, kdt);
@@ -478,14 +542,22 @@ fn ring_bwd_item(
         nisa::dma_copy(sdy[s![slot, .., ..]], dy_ref[s![bid, hid, .., ..]]);
         nisa::dma_copy(slse[s![slot, .., ..]], lse_ref[s![bid, hid, .., ..]]);
         nisa::dma_copy(sdos[s![slot, .., ..]], dos);
+        if let Some(si) = sids {
+            if let Some(qi) = own_q_ids {
+                nisa::dma_copy(si[s![slot, .., ..]], qi);
+            }
+        }
         if lnc > 1 {
             nisa::core_barrier(sq, [0, 1]);
             nisa::core_barrier(sdy, [0, 1]);
             nisa::core_barrier(slse, [0, 1]);
             nisa::core_barrier(sdos, [0, 1]);
+            if let Some(si) = sids {
+                nisa::core_barrier(si, [0, 1]);
+            }
         }
         if nw > 1 {
-            permute_all(sq, rq, sdy, rdy, slse, rlse, sdos, rdos, groups);
+            permute_all(sq, rq, sdy, rdy, slse, rlse, sdos, rdos, sids, rids, groups);
         }
         let dq_slot = dq_scratch[s![slot, .., ..]];
         let (lower0, bounds0): (Option<Sbuf>, Option<Sbuf>) =
@@ -510,6 +582,8 @@ fn ring_bwd_item(
             dnt,
             mdt,
             cap,
+            own_q_ids,
+            k_ids,
         );
         nisa::dma_copy(sdq[s![slot, .., ..]], dq_slot);
         if lnc > 1 {
@@ -530,15 +604,23 @@ fn ring_bwd_item(
             let nxt_dos = if odd { sdos } else { rdos };
             let dq_in = if odd { rdq } else { sdq };
             let dq_fwd = if odd { sdq } else { rdq };
+            let cur_ids = if odd { rids } else { sids };
+            let nxt_ids = if odd { sids } else { rids };
 
-            let step_neg_lse: Sbuf = load_neg_lse(cur_lse[s![slot, .., ..]], mdt);
+            let step_neg_lse: Sbuf = load_neg_lse(cur_lse[s![slot, .., ..]], mdt, segmented);
+            let step_q_ids = if segmented { Some(nl::ndarray([128, qnt], nl::float32, buffer = nl::sbuf)) } else { None };
+            if let Some(ci) = cur_ids {
+                if let Some(qi) = step_q_ids {
+                    nisa::dma_copy(qi, ci[s![slot, .., ..]]);
+                }
+            }
             let step_dos = nl::ndarray([128, qnt], mdt, buffer = nl::sbuf);
             nisa::dma_copy(step_dos, cur_dos[s![slot, .., ..]]);
             let (lower, bounds): (Option<Sbuf>, Option<Sbuf>) =
                 step_bounds(positions, groups, step, bounded, causal, striped, zigzag, nw, sl, left, right, chunk);
             // The next step's data goes out before this step's compute.
             if step + 1 < nw {
-                permute_all(cur_q, nxt_q, cur_dy, nxt_dy, cur_lse, nxt_lse, cur_dos, nxt_dos, groups);
+                permute_all(cur_q, nxt_q, cur_dy, nxt_dy, cur_lse, nxt_lse, cur_dos, nxt_dos, cur_ids, nxt_ids, groups);
             }
             // Step t shows position me - t's queries this rank's keys: the keys t
             // positions ahead of the queries, the forward's step W - t.
@@ -564,6 +646,8 @@ fn ring_bwd_item(
                     dnt,
                     mdt,
                     cap,
+                    step_q_ids,
+                    k_ids,
                 );
                 if lnc > 1 {
                     nisa::core_barrier(dq_scratch, [0, 1]);
@@ -644,6 +728,8 @@ pub fn ring_attention_spmd_bwd(
     window_right: Option<i64>,
     chunk_size: Option<i64>,
     soft_cap: Option<f64>,
+    q_segment_ids: Option<Hbm>,
+    kv_segment_ids: Option<Hbm>,
 ) -> Outputs {
     assert!(!striped_attention || use_causal_mask, "striped_attention requires use_causal_mask");
     assert!(!zigzag_attention || use_causal_mask, "zigzag_attention requires use_causal_mask");
@@ -722,6 +808,18 @@ pub fn ring_attention_spmd_bwd(
         assert!(sk.ndim() == 1 && sk_shape[0] == n, "sinks must be [{n}] (one logit per query head), got {sk_shape}");
         assert!(sk.dtype() == nl::float32, "sinks must be float32");
     }
+    assert!(q_segment_ids.is_some() == kv_segment_ids.is_some(), "q_segment_ids and kv_segment_ids must both be set or both be None");
+    let segmented = q_segment_ids.is_some();
+    if let Some(qs) = q_segment_ids {
+        let qs_shape = qs.shape();
+        assert!(qs.ndim() == 2 && qs_shape[0] == b && qs_shape[1] == sl, "q_segment_ids must be [{b}, {sl}], got {qs_shape}");
+        assert!(qs.dtype() == nl::int32, "q_segment_ids must be int32");
+    }
+    if let Some(ks) = kv_segment_ids {
+        let ks_shape = ks.shape();
+        assert!(ks.ndim() == 2 && ks_shape[0] == b && ks_shape[1] == sl, "kv_segment_ids must be [{b}, {sl}], got {ks_shape}");
+        assert!(ks.dtype() == nl::int32, "kv_segment_ids must be int32");
+    }
     let out_dq = nl::ndarray(q_shape, nl::float32, buffer = nl::shared_hbm);
     let out_dk = nl::ndarray(k_shape, nl::float32, buffer = nl::shared_hbm);
     let out_dv = nl::ndarray(k_shape, nl::float32, buffer = nl::shared_hbm);
@@ -740,6 +838,8 @@ pub fn ring_attention_spmd_bwd(
     let sdq = nl::ndarray([lnc_size, dh, sl], nl::float32, buffer = nl::shared_hbm);
     let rdq = nl::ndarray([lnc_size, dh, sl], nl::float32, buffer = nl::shared_hbm);
     let dq_scratch = nl::ndarray([lnc_size, dh, sl], nl::float32, buffer = nl::shared_hbm);
+    let sids = if segmented { Some(nl::ndarray([lnc_size, 128, sl / 128], nl::float32, buffer = nl::shared_hbm)) } else { None };
+    let rids = if segmented { Some(nl::ndarray([lnc_size, 128, sl / 128], nl::float32, buffer = nl::shared_hbm)) } else { None };
     let n_rings = if groups.len() == 0 { 1 } else { groups.len() };
     let positions = nl::ndarray([1, n_rings * num_workers], nl::float32, buffer = nl::shared_hbm);
     if masked {
@@ -783,6 +883,10 @@ pub fn ring_attention_spmd_bwd(
             positions,
             sinks,
             ds_out,
+            q_segment_ids,
+            kv_segment_ids,
+            sids,
+            rids,
             pair / n_kv,
             pair % n_kv,
             group,

@@ -88,7 +88,16 @@ pub fn run(a: &RingBwdArgs) -> Result<(), String> {
     let w = a.ring.workers;
     let parts = inputs.iter().map(|t| shard(t, w, layout, true)).collect::<Result<Vec<_>, _>>().map_err(err)?;
     let lses = shard_lse(&lse, w, layout).map_err(err)?;
-    let inputs = RingBwdInputs { q: &parts[0], k: &parts[1], v: &parts[2], o: &parts[3], dy: &parts[4], lse: &lses, sinks: sinks.as_ref() };
+    let inputs = RingBwdInputs {
+        q: &parts[0],
+        k: &parts[1],
+        v: &parts[2],
+        o: &parts[3],
+        dy: &parts[4],
+        lse: &lses,
+        sinks: sinks.as_ref(),
+        segment_ids: None,
+    };
     let grads = cfg.launch(&launch, &inputs).map_err(err)?;
     let mut written =
         [&grads.dq, &grads.dk, &grads.dv].map(|g| unshard(g, layout, true).map_err(err)).into_iter().collect::<Result<Vec<_>, _>>()?;
