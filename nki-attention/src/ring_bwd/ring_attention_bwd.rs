@@ -9,6 +9,11 @@
 //! the complete dQ of its own queries. Tiles follow the library's backward: 128
 //! query rows per tile in groups of 4, 512-key tiles, head dims in equal tiles of
 //! at most 128.
+//!
+//! Segment ids mask the scores of every tile like the other masks (the
+//! FLOAT32_MIN sentinel where the ids differ); the queries' ids travel with Q,
+//! the keys' stay. A row whose forward saw no key (LSE `-inf`) gets P = 0, so
+//! no gradient.
 
 use crate::cte::attention_cte::scalar_column;
 use crate::ring_fwd::ring_attention_fwd::{fill_ring_positions, ring_positions_at};
@@ -705,7 +710,9 @@ fn sum_sink_parts(parts: Hbm, lnc: i64, lnc_id: i64) -> Hbm {
 /// the accumulators, `-LSE` and `D` are fp32 (else the input dtype). `lnc_size`
 /// must equal the launch's LNC degree; `(b, h)` pairs are dealt to the programs
 /// round by round, and a program without a pair in the last round repeats pair
-/// `(0, 0)` into throwaway outputs so the collectives stay matched.
+/// `(0, 0)` into throwaway outputs so the collectives stay matched. Keyword
+/// arguments past the library's are the forward's features; `q_segment_ids` /
+/// `kv_segment_ids` are int32 `[B, S]` (both or neither).
 #[nki_kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn ring_attention_spmd_bwd(

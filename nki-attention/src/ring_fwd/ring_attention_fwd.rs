@@ -14,6 +14,10 @@
 //! so a step moves `h_kv / h` of the multi-head bytes. Sinks (`[h]`, one logit per
 //! query head) enter the softmax denominator through step 0's `attention_cte`
 //! only: the online-softmax merges carry them, so they count once whatever `W`.
+//!
+//! Segment ids mask inside `attention_cte`; the key ids travel with K and V. A
+//! row that sees no key in any step keeps the sentinel statistics and is written
+//! as zeros with LSE `-inf`.
 
 use crate::cte::attention_cte::{attention_cte, remainder_groups, scalar_column};
 use crate::ring_masks::{key_bounds, last_needed_step, row_positions, step_needed};

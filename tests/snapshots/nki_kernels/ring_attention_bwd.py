@@ -412,7 +412,9 @@ def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_cau
     the accumulators, `-LSE` and `D` are fp32 (else the input dtype). `lnc_size`
     must equal the launch's LNC degree; `(b, h)` pairs are dealt to the programs
     round by round, and a program without a pair in the last round repeats pair
-    `(0, 0)` into throwaway outputs so the collectives stay matched.
+    `(0, 0)` into throwaway outputs so the collectives stay matched. Keyword
+    arguments past the library's are the forward's features; `q_segment_ids` /
+    `kv_segment_ids` are int32 `[B, S]` (both or neither).
     """
     assert not striped_attention or use_causal_mask, "striped_attention requires use_causal_mask"
     assert not zigzag_attention or use_causal_mask, "zigzag_attention requires use_causal_mask"
