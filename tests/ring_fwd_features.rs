@@ -17,6 +17,7 @@ mod common;
 
 use common::{as_dtype, assert_close, assert_close_lse, packed_segment_ids, uniform};
 use nki::attention::reference::{Dims, Features, attend};
+use nki::attention::ring_fwd::ring_attention_fwd::ring_attention_spmd_fwd;
 use nki::attention::ring_fwd::{Queries, RingFwdConfig, RingFwdInputs, RingFwdOutputs};
 use nki::attention::shard::{SeqLayout, shard, shard_ids, unshard, unshard_lse};
 use nki::{Dtype, Launch, Precision, Tensor};
@@ -467,4 +468,38 @@ fn key_segment_ids_travel_with_k_and_v_and_unseen_rows_are_zero() {
     assert!(unseen.iter().all(|&i| want_l[i] == f64::NEG_INFINITY));
     let out = unshard(&outs.out, m.layout, false).unwrap().to_f32_vec();
     assert!(unseen.iter().all(|&i| out[i * 16..(i + 1) * 16].iter().all(|&x| x == 0.0)));
+}
+
+#[test]
+fn bad_segment_ids_are_refused_naming_the_parameter() {
+    let case = Case::new(dims(2, 2, 2, 128, 16), false, 83);
+    let t = |x: &[f64]| common::tensor(&[1, 2, 256, 16], x, Dtype::F32);
+    let (q, k, v) = (
+        shard(&t(&case.q), 2, SeqLayout::Contiguous, true).unwrap(),
+        shard(&t(&case.k), 2, SeqLayout::Contiguous, true).unwrap(),
+        shard(&t(&case.v), 2, SeqLayout::Contiguous, false).unwrap(),
+    );
+    let launch = Launch::new().ranks(2).precision(Precision::Fp32);
+    let ids = |shape: &[usize], x: i64, dtype: Dtype| vec![Tensor::from_i64(shape, &vec![x; shape.iter().product()], dtype).unwrap(); 2];
+    let good = ids(&[1, 128], 3, Dtype::I32);
+    let run = |q_ids: &[Tensor], kv_ids: &[Tensor]| {
+        let inputs = RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: None, segment_ids: Some((q_ids, kv_ids)) };
+        RingFwdConfig::new(2).launch(&launch, &inputs).unwrap_err().to_string()
+    };
+    assert_eq!(run(&good[..1], &good), "invalid q_segment_ids = 1 tensors: needs one tensor per rank (2)");
+    assert_eq!(
+        run(&good, &ids(&[1, 256], 3, Dtype::I32)),
+        "invalid kv_segment_ids[0] = int32 [1, 256]: must be int32 [1, 128] ([b, seqlen])"
+    );
+    assert_eq!(
+        run(&ids(&[1, 128], 3, Dtype::F32), &good),
+        "invalid q_segment_ids[0] = float32 [1, 128]: must be int32 [1, 128] ([b, seqlen])"
+    );
+    assert_eq!(
+        run(&good, &ids(&[1, 128], 1 << 24, Dtype::I32)),
+        "invalid kv_segment_ids[0] = 16777216: segment ids must be below 2^24 in magnitude"
+    );
+    // The emitted kernel wants both or neither.
+    let e = ring_attention_spmd_fwd::Call::new(&q[0], &k[0], &v[0]).q_segment_ids(Some(&good[0])).launch(&Launch::new()).unwrap_err();
+    assert!(e.message.contains("q_segment_ids and kv_segment_ids must both be set or both be None"), "{e}");
 }
