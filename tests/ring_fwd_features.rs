@@ -19,7 +19,7 @@ use common::{as_dtype, assert_close, assert_close_lse, packed_segment_ids, unifo
 use nki::attention::reference::{Dims, Features, attend};
 use nki::attention::ring_fwd::ring_attention_fwd::ring_attention_spmd_fwd;
 use nki::attention::ring_fwd::{Queries, RingFwdConfig, RingFwdInputs, RingFwdOutputs};
-use nki::attention::shard::{SeqLayout, shard, shard_ids, unshard, unshard_lse};
+use nki::attention::shard::{SeqLayout, shard, shard_bias, shard_ids, unshard, unshard_lse};
 use nki::{Dtype, Launch, Precision, Tensor};
 
 /// The layout and the masks of one run.
@@ -47,6 +47,8 @@ struct Case {
     sinks: Option<Vec<f64>>,
     /// Global `(q, kv)` segment ids, `[b, S]` each.
     segments: Option<(Vec<i32>, Vec<i32>)>,
+    /// Global bias `[b, h, S, S]`.
+    bias: Option<Vec<f64>>,
     scale: f64,
 }
 
@@ -61,6 +63,7 @@ impl Case {
             v: uniform(nk, seed + 2, -1.0, 1.0),
             sinks: sinks.then(|| uniform(dims.heads, seed + 3, -1.0, 3.0)),
             segments: None,
+            bias: None,
             scale: 0.4,
         }
     }
@@ -73,6 +76,7 @@ impl Case {
             v: as_dtype(&self.v, dtype),
             sinks: self.sinks.clone(),
             segments: self.segments.clone(),
+            bias: self.bias.clone(),
             ..*self
         }
     }
@@ -105,7 +109,9 @@ impl Case {
         }
         let launch = Launch::new().ranks(w).lnc(lnc).precision(precision);
         let segment_ids = segs.as_ref().map(|(q, kv)| (q.as_slice(), kv.as_slice()));
-        cfg.launch(&launch, &RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: sinks.as_ref(), segment_ids }).unwrap()
+        let bias = self.bias.as_ref().map(|x| shard_bias(&common::tensor(&[b, h, s, s], x, Dtype::F32), w, layout).unwrap());
+        let inputs = RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: sinks.as_ref(), segment_ids, bias: bias.as_deref() };
+        cfg.launch(&launch, &inputs).unwrap()
     }
 
     fn reference(&self, m: Mask) -> (Vec<f64>, Vec<f64>) {
@@ -116,6 +122,7 @@ impl Case {
             soft_cap: m.cap,
             sinks: self.sinks.as_deref(),
             segments: self.segments.as_ref().map(|(q, kv)| (q.as_slice(), kv.as_slice())),
+            bias: self.bias.as_deref(),
             ..Features::default()
         };
         let r = attend(&self.q, &self.k, &self.v, &self.dims, self.scale, &f);
@@ -144,8 +151,8 @@ impl Case {
             self.dims.heads,
             self.dims.kv_heads,
             self.sinks.is_some(),
-            self.segments.is_some()
-        );
+            self.segments.is_some(),
+        ) + if self.bias.is_some() { " bias" } else { "" };
         assert_close(&what, &unshard(&outs.out, layout, false).unwrap().to_f32_vec(), &want_o, atol, rtol);
         let lse = unshard_lse(&outs.lse.expect("training returns the LSE"), layout).unwrap().to_f32_vec();
         assert_close_lse(&format!("{what} LSE"), &lse, &want_l, atol, rtol);
@@ -235,7 +242,7 @@ fn bad_kv_heads_and_sinks_are_refused_naming_the_parameter() {
         shard(&t(&case.v[..256 * 16 * 3], 3), 2, SeqLayout::Contiguous, false).unwrap(),
     );
     let launch = Launch::new().ranks(2).precision(Precision::Fp32);
-    let inputs = RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: None, segment_ids: None };
+    let inputs = RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: None, segment_ids: None, bias: None };
     let e = RingFwdConfig::new(2).launch(&launch, &inputs).unwrap_err().to_string();
     assert_eq!(
         e,
@@ -245,12 +252,12 @@ fn bad_kv_heads_and_sinks_are_refused_naming_the_parameter() {
         (shard(&t(&case.k, 4), 2, SeqLayout::Contiguous, true).unwrap(), shard(&t(&case.v, 4), 2, SeqLayout::Contiguous, false).unwrap());
     let bad = Tensor::from_f32(&[3], &[0.0; 3], Dtype::F32).unwrap();
     let e = RingFwdConfig::new(2)
-        .launch(&launch, &RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: Some(&bad), segment_ids: None })
+        .launch(&launch, &RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: Some(&bad), segment_ids: None, bias: None })
         .unwrap_err();
     assert!(e.to_string().starts_with("invalid sinks = float32 [3]: must be float32 [4]"), "{e}");
     let nan = Tensor::from_f32(&[4], &[0.0, f32::NAN, 0.0, 0.0], Dtype::F32).unwrap();
     let e = RingFwdConfig::new(2)
-        .launch(&launch, &RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: Some(&nan), segment_ids: None })
+        .launch(&launch, &RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: Some(&nan), segment_ids: None, bias: None })
         .unwrap_err();
     assert!(e.to_string().contains("invalid sinks = NaN"), "{e}");
 }
@@ -369,7 +376,7 @@ fn layout_window_and_chunk_rules_are_errors_naming_the_parameter() {
     let (q, k) = (t(&case.q), t(&case.k));
     let v = shard(&common::tensor(&[1, 2, 256, 16], &case.v, Dtype::F32), 2, SeqLayout::Contiguous, false).unwrap();
     let launch = Launch::new().ranks(2).precision(Precision::Fp32);
-    let inputs = RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: None, segment_ids: None };
+    let inputs = RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: None, segment_ids: None, bias: None };
     let err = |cfg: RingFwdConfig| cfg.launch(&launch, &inputs).unwrap_err().to_string();
     let base = RingFwdConfig::new(2);
     assert_eq!(
@@ -483,7 +490,7 @@ fn bad_segment_ids_are_refused_naming_the_parameter() {
     let ids = |shape: &[usize], x: i64, dtype: Dtype| vec![Tensor::from_i64(shape, &vec![x; shape.iter().product()], dtype).unwrap(); 2];
     let good = ids(&[1, 128], 3, Dtype::I32);
     let run = |q_ids: &[Tensor], kv_ids: &[Tensor]| {
-        let inputs = RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: None, segment_ids: Some((q_ids, kv_ids)) };
+        let inputs = RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: None, segment_ids: Some((q_ids, kv_ids)), bias: None };
         RingFwdConfig::new(2).launch(&launch, &inputs).unwrap_err().to_string()
     };
     assert_eq!(run(&good[..1], &good), "invalid q_segment_ids = 1 tensors: needs one tensor per rank (2)");
@@ -502,4 +509,33 @@ fn bad_segment_ids_are_refused_naming_the_parameter() {
     // The emitted kernel wants both or neither.
     let e = ring_attention_spmd_fwd::Call::new(&q[0], &k[0], &v[0]).q_segment_ids(Some(&good[0])).launch(&Launch::new()).unwrap_err();
     assert!(e.message.contains("q_segment_ids and kv_segment_ids must both be set or both be None"), "{e}");
+}
+
+#[test]
+fn a_bias_alone_and_with_every_other_feature_matches_the_reference() {
+    use SeqLayout::{Contiguous, Striped, Zigzag};
+    let masks = [
+        Mask::plain(Contiguous, false),
+        Mask::plain(Contiguous, true),
+        Mask::plain(Striped, true),
+        Mask::plain(Zigzag, true),
+        Mask { window: Some((150, 0)), cap: Some(2.0), ..Mask::plain(Zigzag, true) },
+        Mask { window: Some((90, 20)), chunk: Some(200), ..Mask::plain(Striped, true) },
+    ];
+    for (w, h, hk, sl, lnc, sinks) in [(1, 2, 1, 128, 1, false), (2, 2, 2, 256, 2, true), (3, 4, 2, 128, 1, false), (4, 2, 1, 128, 2, true)]
+    {
+        let d = Dims { batch: 2, ..dims(w, h, hk, sl, 16) };
+        let mut case = Case::new(d, sinks, 361 + w as u64);
+        let s = w * sl;
+        case.bias = Some(uniform(2 * h * s * s, 367 + w as u64, -2.0, 2.0));
+        for m in masks {
+            case.check(w, m, lnc, Precision::Fp32);
+        }
+        // With segment ids too.
+        case.segments = Some(packed_segment_ids(2, s, 371 + w as u64));
+        case.check(w, masks[3], lnc, Precision::Fp32);
+    }
+    let mut case = Case::new(Dims { batch: 1, ..dims(4, 4, 2, 256, 64) }, true, 379);
+    case.bias = Some(uniform(4 * 1024 * 1024, 383, -2.0, 2.0));
+    case.check(4, masks[2], 2, Precision::Hardware);
 }

@@ -100,6 +100,26 @@ pub(crate) fn check_segment_ids(q_ids: &[Tensor], kv_ids: &[Tensor], ranks: usiz
     Ok(())
 }
 
+/// Checks the per-rank bias: one finite float32 tensor of shape `want` per rank.
+pub(crate) fn check_bias(bias: &[Tensor], ranks: usize, want: [i64; 4]) -> Result<()> {
+    if bias.len() != ranks {
+        return Err(NkiError::argument("bias", format!("{} tensors", bias.len()), &format!("needs one tensor per rank ({ranks})")));
+    }
+    for (r, t) in bias.iter().enumerate() {
+        if shape_i64(t) != want || t.dtype() != nki::Dtype::F32 {
+            return Err(NkiError::argument(
+                &format!("bias[{r}]"),
+                format!("{} {:?}", t.dtype(), t.shape()),
+                &format!("must be float32 {want:?} ([b, h, seqlen, num_workers·seqlen])"),
+            ));
+        }
+        if let Some(bad) = t.to_f32_vec().into_iter().find(|x| !x.is_finite()) {
+            return Err(NkiError::argument(&format!("bias[{r}]"), bad, "every bias value must be finite"));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -106,7 +106,7 @@ fn run_ring_fwd(c: &Case, dtype: Dtype, precision: Precision) -> Result<Row, Nki
     let start = Instant::now();
     let outs = cfg.launch(
         &Launch::new().ranks(W).lnc(2).precision(precision),
-        &RingFwdInputs { q: Queries::Raw(&qs), k: &ks, v: &vs, sinks: None, segment_ids: None },
+        &RingFwdInputs { q: Queries::Raw(&qs), k: &ks, v: &vs, sinks: None, segment_ids: None, bias: None },
     )?;
     let secs = start.elapsed().as_secs_f64();
     let (err_o, max_o) = error(&unshard(&outs.out, layout, false)?.to_f32_vec(), &c.fwd.out);
@@ -178,7 +178,7 @@ fn run_ring_features(dtype: Dtype, precision: Precision) -> Result<Row, NkiError
     let start = Instant::now();
     let outs = cfg.launch(
         &Launch::new().ranks(W).lnc(2).precision(precision),
-        &RingFwdInputs { q: Queries::Raw(&qs), k: &ks, v: &vs, sinks: Some(&sink_t), segment_ids: None },
+        &RingFwdInputs { q: Queries::Raw(&qs), k: &ks, v: &vs, sinks: Some(&sink_t), segment_ids: None, bias: None },
     )?;
     let secs = start.elapsed().as_secs_f64();
     let f = reference::Features { causal: true, window: Some((FEAT_WINDOW, 0)), sinks: Some(&sinks), ..reference::Features::default() };

@@ -269,6 +269,7 @@ fn attend_batch(
     cap: f64,
     q_seg: Option<Hbm>,
     kv_seg: Option<Hbm>,
+    bias: Option<Hbm>,
 ) {
     let [bs, s_q, d] = if tp_q { q.shape() } else { [q.shape()[0], q.shape()[2], q.shape()[1]] };
     let bs_kv = k.shape()[0];
@@ -304,6 +305,7 @@ fn attend_batch(
     let n_l = (section_len + 2047) / 2048;
     let sink_cols = if has_sink { 1 } else { 0 };
     let segmented = q_seg.is_some();
+    let biased = bias.is_some();
 
     // Segment ids in fp32: column g, partition p is local query row 128 g + p.
     let q_ids = if segmented { Some(nl::ndarray([128, groups], nl::float32, buffer = nl::sbuf)) } else { None };
@@ -472,8 +474,16 @@ fn attend_batch(
                             nisa::activation(dst, nl::tanh, scores[s![0..rows, 0..cols]], scale = scale / cap);
                             nisa::tensor_scalar(dst, dst, nl::multiply, cap);
                         }
-                        let capped = if cap > 0.0 { dst } else { scores[s![0..rows, 0..cols]] };
-                        let cap_scale = if cap > 0.0 { 1.0 } else { scale };
+                        let uncapped = if cap > 0.0 { dst } else { scores[s![0..rows, 0..cols]] };
+                        let uncapped_scale = if cap > 0.0 { 1.0 } else { scale };
+                        // Bias: scaled (and capped) logits plus the bias tile, before the masks.
+                        if let Some(bi) = bias {
+                            let bt = nl::ndarray([128, 512], nl::float32, buffer = nl::sbuf);
+                            nisa::dma_copy(bt[s![0..rows, 0..cols]], bi[s![b, q0..q0 + rows, k0..k0 + cols]]);
+                            nisa::scalar_tensor_tensor(dst, uncapped, nl::multiply, uncapped_scale, nl::add, bt[s![0..rows, 0..cols]]);
+                        }
+                        let capped = if biased { dst } else { uncapped };
+                        let cap_scale = if biased { 1.0 } else { uncapped_scale };
                         // Segment ids: scaled logits where the ids match, FLOAT32_MIN elsewhere
                         // (s·eq + (eq - 1)·FLOAT32_MAX, exact in both cases).
                         if let Some(ki) = k_ids {
@@ -486,8 +496,8 @@ fn attend_batch(
                                 nisa::tensor_tensor(dst, dst, same, nl::add);
                             }
                         }
-                        let src = if segmented { dst } else { capped };
-                        let tile_scale = if segmented { 1.0 } else { cap_scale };
+                        let src = if segmented || biased { dst } else { capped };
+                        let tile_scale = if segmented || biased { 1.0 } else { cap_scale };
                         if dynamic || in_prior {
                             let lower = if in_prior { lbs_prior } else { lbs };
                             let upper = if in_prior { ubs_prior } else { ubs };
@@ -699,7 +709,9 @@ fn attend_batch(
 /// seqlen_kv)`, any dtype holding integers below 2^24, query batch `i` reading
 /// row `i / (bs / batch)`) show a key only to the queries with its id. A row that
 /// sees no key keeps the masked sentinel statistics (negated max FLOAT32_MAX), so
-/// the ring's merge and normalisation can tell it.
+/// the ring's merge and normalisation can tell it. `bias` (float32 `(bs,
+/// seqlen_q, seqlen_kv)`) is added to the logits after the soft cap, before the
+/// masks.
 #[nki_kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn attention_cte(
@@ -729,6 +741,7 @@ pub fn attention_cte(
     soft_cap: Option<f64>,
     q_segment_ids: Option<Hbm>,
     kv_segment_ids: Option<Hbm>,
+    bias: Option<Hbm>,
 ) -> Outputs {
     let sw = sliding_window.unwrap_or(0);
     let cap = soft_cap.unwrap_or(0.0);
@@ -812,6 +825,15 @@ pub fn attention_cte(
             ks.ndim() == 2 && ks_shape[0] == q_rows && ks_shape[1] == s_k && bs_kv % q_rows == 0,
             "kv_segment_ids must be ({q_rows}, {s_k}) to match q_segment_ids and k, got {ks_shape}"
         );
+    }
+    if let Some(bi) = bias {
+        let bi_shape = bi.shape();
+        assert!(
+            bi.ndim() == 3 && bi_shape[0] == bs && bi_shape[1] == s_q && bi_shape[2] == s_k,
+            "bias must be (bs, seqlen_q, seqlen_kv)=({bs}, {s_q}, {s_k}), got {bi_shape}"
+        );
+        assert!(bi.dtype() == nl::float32, "bias must be float32");
+        assert!(!prefix && sw == 0, "bias is not supported with prefix caching or sliding_window");
     }
     assert!(!packed || !prefix, "is_sequence_packed is not supported with prefix caching");
     assert!(!packed || global_cp_deg.unwrap_or(0) <= 1, "is_sequence_packed is not supported with context parallelism");
@@ -919,6 +941,7 @@ pub fn attention_cte(
             cap,
             q_segment_ids,
             kv_segment_ids,
+            bias,
         );
     }
     if let Some(nm) = stat_max {

@@ -77,6 +77,7 @@ fn step_attention(
     soft_cap: Option<f64>,
     q_seg: Option<Hbm>,
     kv_seg: Option<Hbm>,
+    bias: Option<Hbm>,
 ) -> (Hbm, Hbm, Hbm) {
     let (o, neg_max, sum): (Hbm, Hbm, Hbm) = attention_cte(
         q3,
@@ -98,6 +99,7 @@ fn step_attention(
         soft_cap = soft_cap,
         q_segment_ids = q_seg,
         kv_segment_ids = kv_seg,
+        bias = bias,
     );
     (o, neg_max, sum)
 }
@@ -262,7 +264,7 @@ fn zigzag_step(
     let k_first: Hbm = seq_half(k, tp_k, 0, None);
     let v_first: Hbm = seq_half(v, true, 0, None);
     let (o1, nm1, sum1): (Hbm, Hbm, Hbm) =
-        step_attention(q_second, k_first, v_first, 1.0, false, tp_q, tp_k, None, None, false, None, None, None, soft_cap, None, None);
+        step_attention(q_second, k_first, v_first, 1.0, false, tp_q, tp_k, None, None, false, None, None, None, soft_cap, None, None, None);
     both_programs(o1, nm1, sum1, shards);
     let second = nl::ndarray([1, 1], nl::int32, buffer = nl::sbuf);
     nisa::memset(second, 1.0);
@@ -271,9 +273,68 @@ fn zigzag_step(
     let k_x: Hbm = seq_half(k, tp_k, 0, Some(sel));
     let v_x: Hbm = seq_half(v, true, 0, Some(sel));
     let (o2, nm2, sum2): (Hbm, Hbm, Hbm) =
-        step_attention(q_x, k_x, v_x, 1.0, false, tp_q, tp_k, None, None, false, None, None, None, soft_cap, None, None);
+        step_attention(q_x, k_x, v_x, 1.0, false, tp_q, tp_k, None, None, false, None, None, None, soft_cap, None, None, None);
     both_programs(o2, nm2, sum2, shards);
     merge_half(o_acc, nm_acc, sum_acc, o2, nm2, sum2, sel, b0, b1);
+}
+
+/// The columns of `bias` (`[b, h, S, W·S]`, global key positions) of the keys of
+/// ring position `kpos` (a `(128, 1)` fp32 column), in their local order, as
+/// `[b·h, S, S]` in this program's HBM: one block of `S` columns (contiguous),
+/// every `W`-th column from `kpos` (striped), or chunks `kpos` and `2W-1-kpos`
+/// of `S / 2` columns (zigzag), picked at run time by `scalar_offset`.
+#[nki_helper]
+fn bias_block(bias: Hbm, kpos: Sbuf, striped: bool, zigzag: bool, w: i64) -> Hbm {
+    let [b, h, s, total] = bias.shape();
+    let bs = b * h;
+    let out = nl::ndarray([bs, s, s], nl::float32, buffer = nl::private_hbm);
+    let first = nl::ndarray([1, 1], nl::int32, buffer = nl::sbuf);
+    nisa::tensor_copy(first, kpos[s![0..1, 0..1]]);
+    if zigzag {
+        let half = s / 2;
+        let mirror = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
+        nisa::tensor_scalar(mirror, kpos, nl::multiply, -1.0, op1 = nl::add, operand1 = (2 * w - 1) as f64);
+        let second = nl::ndarray([1, 1], nl::int32, buffer = nl::sbuf);
+        nisa::tensor_copy(second, mirror[s![0..1, 0..1]]);
+        let chunks = bias.reshape([bs, s, 2 * w, half]);
+        for i in 0..bs {
+            let rows = i * s * total;
+            nisa::dma_copy(
+                out[s![i, .., 0..half]],
+                chunks.ap([[total, s], [1, half]], offset = rows, scalar_offset = first, indirect_dim = 2),
+            );
+            nisa::dma_copy(
+                out[s![i, .., half..s]],
+                chunks.ap([[total, s], [1, half]], offset = rows, scalar_offset = second, indirect_dim = 2),
+            );
+        }
+    } else if striped {
+        let cols = bias.reshape([bs, s, s, w]);
+        for i in 0..bs {
+            nisa::dma_copy(
+                out[s![i, .., ..]],
+                cols.ap([[total, s], [w, s]], offset = i * s * total, scalar_offset = first, indirect_dim = 3),
+            );
+        }
+    } else {
+        let blocks = bias.reshape([bs, s, w, s]);
+        for i in 0..bs {
+            nisa::dma_copy(
+                out[s![i, .., ..]],
+                blocks.ap([[total, s], [1, s]], offset = i * s * total, scalar_offset = first, indirect_dim = 2),
+            );
+        }
+    }
+    out
+}
+
+/// [`bias_block`] of the keys of ring position `kpos`, when there is a bias.
+#[nki_helper]
+fn step_bias(bias: Option<Hbm>, kpos: Sbuf, striped: bool, zigzag: bool, w: i64) -> Option<Hbm> {
+    if let Some(bi) = bias {
+        return Some(bias_block(bi, kpos, striped, zigzag, w));
+    }
+    None
 }
 
 /// Sends the keys and values that arrived to the ring successor, and their
@@ -426,7 +487,10 @@ fn normalize_batch(
 /// (logits `C·tanh(scale·q·k / C)`); `q_segment_ids` / `kv_segment_ids`, int32
 /// `[b, seqlen]` (both or neither; only keys with the query's id are visible,
 /// ids below 2^24 in magnitude; the key ids travel with K and V). A row that
-/// sees no key and has no sink outputs zeros and LSE `-inf`.
+/// sees no key and has no sink outputs zeros and LSE `-inf`. `bias`, float32
+/// `[b, h, seqlen, num_workers·seqlen]`: this rank's query rows against every
+/// key at its global position, added to the logits after the soft cap (each
+/// step reads the columns of the visiting keys).
 #[nki_kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn ring_attention_spmd_fwd(
@@ -450,6 +514,7 @@ pub fn ring_attention_spmd_fwd(
     soft_cap: Option<f64>,
     q_segment_ids: Option<Hbm>,
     kv_segment_ids: Option<Hbm>,
+    bias: Option<Hbm>,
 ) -> Outputs {
     assert!(nisa::get_nc_version() > nisa::nc_version::gen2, "ring_attention_spmd_fwd not supported on trn1");
     assert!(q.ndim() == 4 && k.ndim() == 4 && v.ndim() == 4, "q, k and v must be 4-d, [b, h, d, seqlen] or [b, h, seqlen, d]");
@@ -508,6 +573,16 @@ pub fn ring_attention_spmd_fwd(
         assert!(ks.ndim() == 2 && ks_shape[0] == b && ks_shape[1] == s, "kv_segment_ids must be [{b}, {s}], got {ks_shape}");
         assert!(ks.dtype() == nl::int32, "kv_segment_ids must be int32");
     }
+    let biased = bias.is_some();
+    if let Some(bi) = bias {
+        let bi_shape = bi.shape();
+        let total = num_workers * s;
+        assert!(
+            bi.ndim() == 4 && bi_shape[0] == b && bi_shape[1] == q_h && bi_shape[2] == s && bi_shape[3] == total,
+            "bias must be [{b}, {q_h}, {s}, {total}] (this rank's query rows, every key), got {bi_shape}"
+        );
+        assert!(bi.dtype() == nl::float32, "bias must be float32");
+    }
 
     let bs = b * q_h;
     let bs_kv = b * k_h;
@@ -559,7 +634,7 @@ pub fn ring_attention_spmd_fwd(
     let n_rings = if groups.len() == 0 { 1 } else { groups.len() };
     let positions = nl::ndarray([1, n_rings * num_workers], nl::float32, buffer = nl::shared_hbm);
     let cp_offset = if cte_causal { Some(nl::ndarray([1, 1], nl::float32, buffer = nl::shared_hbm)) } else { None };
-    if use_causal_mask || bounded {
+    if use_causal_mask || bounded || biased {
         fill_ring_positions(positions, groups, num_workers);
     }
     if let Some(cpo) = cp_offset {
@@ -571,13 +646,14 @@ pub fn ring_attention_spmd_fwd(
     let bound_max = if bounded { Some(nl::ndarray([bs, s, 1], nl::float32, buffer = nl::private_hbm)) } else { None };
     let (home_pos, own_pos): (Sbuf, Sbuf) = ring_positions_at(positions, groups, 0);
     let q_pos: Sbuf = row_positions(home_pos, striped_input, zigzag_input, num_workers, s);
+    let own_bias: Option<Hbm> = step_bias(bias, own_pos, striped_input, zigzag_input, num_workers);
     // A rank's zigzag chunks are in global order, so on its own block the causal
     // mask is the local one: attention_cte's static causal mask skips the tiles above
     // the diagonal (without a window or chunks).
     let local_causal = zigzag_input && left < 0 && chunk == 0;
     // Its other steps split into two unmasked half-size calls (halves of 128-row
     // groups; segment ids mask every step, so they take the bounds path).
-    let zigzag_fast = local_causal && s % 256 == 0 && !segmented;
+    let zigzag_fast = local_causal && s % 256 == 0 && !segmented && !biased;
     let q_second: Hbm = if zigzag_fast { seq_half(q_run, tp_q, 1, None) } else { q_run };
     if !local_causal {
         if let Some(bmin) = bound_min {
@@ -608,6 +684,7 @@ pub fn ring_attention_spmd_fwd(
             soft_cap,
             q_segment_ids,
             kv_segment_ids,
+            own_bias,
         )
     } else {
         step_attention(
@@ -627,6 +704,7 @@ pub fn ring_attention_spmd_fwd(
             soft_cap,
             q_segment_ids,
             kv_segment_ids,
+            own_bias,
         )
     };
 
@@ -699,9 +777,10 @@ pub fn ring_attention_spmd_fwd(
             nisa::dma_copy(cpo, off[s![0..1, 0..1]]);
         }
         if needed && !zigzag_fast {
+            let (_here, k_pos): (Sbuf, Sbuf) = ring_positions_at(positions, groups, step);
+            let visiting_bias: Option<Hbm> = step_bias(bias, k_pos, striped_input, zigzag_input, num_workers);
             if let Some(bmin) = bound_min {
                 if let Some(bmax) = bound_max {
-                    let (_here, k_pos): (Sbuf, Sbuf) = ring_positions_at(positions, groups, step);
                     let (lower, upper): (Sbuf, Sbuf) =
                         key_bounds(q_pos, k_pos, striped_input, zigzag_input, num_workers, s, use_causal_mask, left, right, chunk);
                     store_bounds(bmin, bmax, lower, upper);
@@ -724,6 +803,7 @@ pub fn ring_attention_spmd_fwd(
                 soft_cap,
                 q_segment_ids,
                 arrived_ids,
+                visiting_bias,
             );
             // The next transfer goes out before this step's merge.
             if step < last {

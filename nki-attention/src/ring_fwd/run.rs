@@ -5,7 +5,7 @@
 use super::config::{RingFwdConfig, RingFwdRule};
 use super::ring_attention_fwd::ring_attention_spmd_fwd;
 use crate::dtypes::{FLOAT32, FLOATS, ParamDtypes};
-use crate::rings::{check_ring_launch, check_segment_ids, shape_i64};
+use crate::rings::{check_bias, check_ring_launch, check_segment_ids, shape_i64};
 use nki::collectives::CommEvent;
 use nki::{Launch, NkiError, Result, Tensor};
 
@@ -49,6 +49,10 @@ pub struct RingFwdInputs<'a> {
     /// Segment ids `(q, kv)`, int32 `[b, seqlen]` per rank: key `j` is visible to
     /// query `i` only if their ids match (None: one segment).
     pub segment_ids: Option<(&'a [Tensor], &'a [Tensor])>,
+    /// Bias per rank, float32 `[b, h, seqlen, num_workers·seqlen]`: the rows of
+    /// the rank's queries against every key at its global position, added to the
+    /// logits after the soft cap (None: no bias).
+    pub bias: Option<&'a [Tensor]>,
 }
 
 /// What a ring launch returns.
@@ -151,6 +155,9 @@ impl RingFwdConfig {
         if let Some((q_ids, kv_ids)) = inputs.segment_ids {
             check_segment_ids(q_ids, kv_ids, launch.num_ranks(), [b, s])?;
         }
+        if let Some(bias) = inputs.bias {
+            check_bias(bias, launch.num_ranks(), [b, h, s, s * self.num_workers])?;
+        }
         if let Some(given) = prescaled {
             let want = self.scale_for(d as usize);
             if (given - want).abs() > 1e-9 * want.abs() {
@@ -206,6 +213,7 @@ impl RingFwdConfig {
                 .soft_cap(self.soft_cap)
                 .q_segment_ids(inputs.segment_ids.map(|(q, _)| &q[r]))
                 .kv_segment_ids(inputs.segment_ids.map(|(_, kv)| &kv[r]))
+                .bias(inputs.bias.map(|bias| &bias[r]))
                 .run(ctx)
         })?;
         let mut out = Vec::with_capacity(report.results.len());
@@ -244,6 +252,7 @@ mod tests {
             v: std::slice::from_ref(&v),
             sinks: None,
             segment_ids: None,
+            bias: None,
         };
         let e = RingFwdConfig::new(1).launch(&launch, &int_q).unwrap_err();
         assert_eq!(e.to_string(), "invalid q[0] = int32: ring_attention_spmd_fwd takes q as float32, bfloat16 or float16");

@@ -72,7 +72,7 @@ pub fn run(a: &RingFwdArgs) -> Result<(), String> {
     let (qs, ks, vs) =
         (shard(&q, w, layout, true).map_err(err)?, shard(&k, w, layout, true).map_err(err)?, shard(&v, w, layout, false).map_err(err)?);
     let segment_ids = ids.as_ref().map(|(q, kv)| (q.as_slice(), kv.as_slice()));
-    let inputs = RingFwdInputs { q: Queries::Raw(&qs), k: &ks, v: &vs, sinks: sinks.as_ref(), segment_ids };
+    let inputs = RingFwdInputs { q: Queries::Raw(&qs), k: &ks, v: &vs, sinks: sinks.as_ref(), segment_ids, bias: None };
     let outs = cfg.launch(&a.launch.launch().ranks(w), &inputs).map_err(err)?;
     let mut written = vec![unshard(&outs.out, layout, false).map_err(err)?];
     if let Some(lse) = &outs.lse {
