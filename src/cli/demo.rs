@@ -129,8 +129,17 @@ fn run_ring_bwd(c: &Case, dtype: Dtype, precision: Precision, scale: f64) -> Res
     }
     let lse = shard_lse(&global(&c.fwd.lse, Dtype::F32)?, W, layout)?;
     let cfg = RingBwdConfig::new(W as i64).causal(true).striped(true).lnc(2);
-    let inputs =
-        RingBwdInputs { q: &parts[0], k: &parts[1], v: &parts[2], o: &parts[3], dy: &parts[4], lse: &lse, sinks: None, segment_ids: None };
+    let inputs = RingBwdInputs {
+        q: &parts[0],
+        k: &parts[1],
+        v: &parts[2],
+        o: &parts[3],
+        dy: &parts[4],
+        lse: &lse,
+        sinks: None,
+        segment_ids: None,
+        bias: None,
+    };
     let start = Instant::now();
     let outs = cfg.launch(&Launch::new().ranks(W).lnc(2).precision(precision), &inputs)?;
     let secs = start.elapsed().as_secs_f64();

@@ -16,7 +16,7 @@
 //! no gradient.
 
 use crate::cte::attention_cte::scalar_column;
-use crate::ring_fwd::ring_attention_fwd::{fill_ring_positions, ring_positions_at};
+use crate::ring_fwd::ring_attention_fwd::{bias_block, fill_ring_positions, ring_positions_at};
 use crate::ring_masks::{key_bounds, row_positions, step_needed};
 use nki::prelude::*;
 
@@ -107,9 +107,11 @@ fn bwd_tile(
     cap: f64,
     q_ids: Option<Sbuf>,
     k_ids: Option<Sbuf>,
+    bias_blk: Option<Hbm>,
 ) {
     let kdt = k_ld.dtype();
     let nb = kts / 128;
+    let biased = bias_blk.is_some();
     let p = nl::ndarray([128, cg, kts], kdt, buffer = nl::sbuf);
     let ds = nl::ndarray([128, cg, kts], kdt, buffer = nl::sbuf);
     let zero = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
@@ -127,8 +129,16 @@ fn bwd_tile(
             nisa::activation(masked, nl::tanh, scores, scale = scale / cap);
             nisa::tensor_scalar(masked, masked, nl::multiply, cap);
         }
-        let src = if cap > 0.0 { masked } else { scores };
-        let exp_scale = if cap > 0.0 { 1.0 } else { scale };
+        let capped = if cap > 0.0 { masked } else { scores };
+        let cap_scale = if cap > 0.0 { 1.0 } else { scale };
+        // Bias: scaled (and capped) logits plus the bias tile, before the masks (the exp then takes no scale).
+        if let Some(bb) = bias_blk {
+            let bt = nl::ndarray([128, kts], nl::float32, buffer = nl::sbuf);
+            nisa::dma_copy(bt, bb[s![0, 128 * g..128 * (g + 1), k0..k0 + kts]]);
+            nisa::scalar_tensor_tensor(masked, capped, nl::multiply, cap_scale, nl::add, bt);
+        }
+        let src = if biased { masked } else { capped };
+        let exp_scale = if biased { 1.0 } else { cap_scale };
         if let Some(ub) = bounds {
             if let Some(lb) = lower {
                 nisa::range_select(
@@ -243,7 +253,8 @@ fn bwd_tile(
 /// to `dq_out` (`[dh, S]`, fp32). `bounds` is the range-select upper bound per
 /// query row (inclusive, or exclusive with a `lower` bound: windows, chunks,
 /// zigzag); without it causal masking is static. `q_ids` (`[128, S / 128]`) and
-/// `k_ids` (`[128, S]`, every partition alike) are the segment ids, if any.
+/// `k_ids` (`[128, S]`, every partition alike) are the segment ids, if any;
+/// `bias_blk` (`[1, S, S]`) the bias of the visiting queries against the local keys.
 #[nki_helper]
 #[allow(clippy::too_many_arguments)]
 fn compute_step(
@@ -268,6 +279,7 @@ fn compute_step(
     cap: f64,
     q_ids: Option<Sbuf>,
     k_ids: Option<Sbuf>,
+    bias_blk: Option<Hbm>,
 ) {
     let kdt = k_ld.dtype();
     let qnt = sl / 128;
@@ -289,7 +301,7 @@ fn compute_step(
             if first < cg {
                 bwd_tile(
                     q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, bounds, lower, qg, cg, k0, kts, dts, dnt, scale,
-                    causal, first, cap, q_ids, k_ids,
+                    causal, first, cap, q_ids, k_ids, bias_blk,
                 );
             }
         }
@@ -419,7 +431,7 @@ fn sink_grad(sinks: Hbm, neg_lse: Sbuf, dos: Sbuf, dsink_part: Hbm, bid: i64, hi
 }
 
 /// Sends Q, dY, LSE and D of every LNC slot to the ring successor, and the
-/// queries' segment ids when there are any.
+/// queries' segment ids and bias rows when there are any.
 #[nki_helper]
 #[allow(clippy::too_many_arguments)]
 fn permute_all(
@@ -433,6 +445,8 @@ fn permute_all(
     rdos: Hbm,
     sids: Option<Hbm>,
     rids: Option<Hbm>,
+    sbias: Option<Hbm>,
+    rbias: Option<Hbm>,
     groups: Groups,
 ) {
     let rg = ncc::ReplicaGroup(groups);
@@ -443,6 +457,11 @@ fn permute_all(
     if let Some(si) = sids {
         if let Some(ri) = rids {
             ncc::collective_permute_implicit([[si]], [[ri]], rg);
+        }
+    }
+    if let Some(sb) = sbias {
+        if let Some(rb) = rbias {
+            ncc::collective_permute_implicit([[sb]], [[rb]], rg);
         }
     }
 }
@@ -481,6 +500,9 @@ fn ring_bwd_item(
     kv_seg: Option<Hbm>,
     sids: Option<Hbm>,
     rids: Option<Hbm>,
+    bias: Option<Hbm>,
+    sbias: Option<Hbm>,
+    rbias: Option<Hbm>,
     bid: i64,
     kvh: i64,
     group: i64,
@@ -552,6 +574,11 @@ fn ring_bwd_item(
                 nisa::dma_copy(si[s![slot, .., ..]], qi);
             }
         }
+        if let Some(bi) = bias {
+            if let Some(sb) = sbias {
+                nisa::dma_copy(sb[s![slot, .., ..]], bi[s![bid, hid, .., ..]]);
+            }
+        }
         if lnc > 1 {
             nisa::core_barrier(sq, [0, 1]);
             nisa::core_barrier(sdy, [0, 1]);
@@ -560,10 +587,14 @@ fn ring_bwd_item(
             if let Some(si) = sids {
                 nisa::core_barrier(si, [0, 1]);
             }
+            if let Some(sb) = sbias {
+                nisa::core_barrier(sb, [0, 1]);
+            }
         }
         if nw > 1 {
-            permute_all(sq, rq, sdy, rdy, slse, rlse, sdos, rdos, sids, rids, groups);
+            permute_all(sq, rq, sdy, rdy, slse, rlse, sdos, rdos, sids, rids, sbias, rbias, groups);
         }
+        let own_bias: Option<Hbm> = own_key_columns(sbias, slot, positions, groups, striped, zigzag, nw);
         let dq_slot = dq_scratch[s![slot, .., ..]];
         let (lower0, bounds0): (Option<Sbuf>, Option<Sbuf>) =
             step_bounds(positions, groups, 0, bounded, causal, striped, zigzag, nw, sl, left, right, chunk);
@@ -589,6 +620,7 @@ fn ring_bwd_item(
             cap,
             own_q_ids,
             k_ids,
+            own_bias,
         );
         nisa::dma_copy(sdq[s![slot, .., ..]], dq_slot);
         if lnc > 1 {
@@ -611,6 +643,9 @@ fn ring_bwd_item(
             let dq_fwd = if odd { sdq } else { rdq };
             let cur_ids = if odd { rids } else { sids };
             let nxt_ids = if odd { sids } else { rids };
+            let cur_bias = if odd { rbias } else { sbias };
+            let nxt_bias = if odd { sbias } else { rbias };
+            let step_bias: Option<Hbm> = own_key_columns(cur_bias, slot, positions, groups, striped, zigzag, nw);
 
             let step_neg_lse: Sbuf = load_neg_lse(cur_lse[s![slot, .., ..]], mdt, segmented);
             let step_q_ids = if segmented { Some(nl::ndarray([128, qnt], nl::float32, buffer = nl::sbuf)) } else { None };
@@ -625,7 +660,7 @@ fn ring_bwd_item(
                 step_bounds(positions, groups, step, bounded, causal, striped, zigzag, nw, sl, left, right, chunk);
             // The next step's data goes out before this step's compute.
             if step + 1 < nw {
-                permute_all(cur_q, nxt_q, cur_dy, nxt_dy, cur_lse, nxt_lse, cur_dos, nxt_dos, cur_ids, nxt_ids, groups);
+                permute_all(cur_q, nxt_q, cur_dy, nxt_dy, cur_lse, nxt_lse, cur_dos, nxt_dos, cur_ids, nxt_ids, cur_bias, nxt_bias, groups);
             }
             // Step t shows position me - t's queries this rank's keys: the keys t
             // positions ahead of the queries, the forward's step W - t.
@@ -653,6 +688,7 @@ fn ring_bwd_item(
                     cap,
                     step_q_ids,
                     k_ids,
+                    step_bias,
                 );
                 if lnc > 1 {
                     nisa::core_barrier(dq_scratch, [0, 1]);
@@ -674,6 +710,21 @@ fn ring_bwd_item(
         nisa::dma_copy(out_dk[s![bid, kvh, dt * dts..(dt + 1) * dts, ..]], dk_r[s![.., dt, ..]]);
         nisa::dma_copy(out_dv[s![bid, kvh, dt * dts..(dt + 1) * dts, ..]], dv_r[s![.., dt, ..]]);
     }
+}
+
+/// The bias of the queries in slot `slot` of `rows` (`[lnc, S, W·S]`, their
+/// rows against every key at its global position) against this rank's keys,
+/// `[1, S, S]` (None without a bias).
+#[nki_helper]
+#[allow(clippy::too_many_arguments)]
+fn own_key_columns(rows: Option<Hbm>, slot: i64, positions: Hbm, groups: Groups, striped: bool, zigzag: bool, nw: i64) -> Option<Hbm> {
+    if let Some(r) = rows {
+        let [lnc, sl, total] = r.shape();
+        let (mine, _same): (Sbuf, Sbuf) = ring_positions_at(positions, groups, 0);
+        let slots = r.reshape([lnc, 1, sl, total]);
+        return Some(bias_block(slots, slot, 1, mine, striped, zigzag, nw));
+    }
+    None
 }
 
 /// `dsinks [N]`: the per-(batch, head) shares in `parts` (`[B, N]`) summed over the
@@ -712,7 +763,8 @@ fn sum_sink_parts(parts: Hbm, lnc: i64, lnc_id: i64) -> Hbm {
 /// round by round, and a program without a pair in the last round repeats pair
 /// `(0, 0)` into throwaway outputs so the collectives stay matched. Keyword
 /// arguments past the library's are the forward's features; `q_segment_ids` /
-/// `kv_segment_ids` are int32 `[B, S]` (both or neither).
+/// `kv_segment_ids` are int32 `[B, S]` (both or neither); `bias` is float32
+/// `[B, N, S, num_workers·S]`, the forward's (its rows travel with Q).
 #[nki_kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn ring_attention_spmd_bwd(
@@ -737,6 +789,7 @@ pub fn ring_attention_spmd_bwd(
     soft_cap: Option<f64>,
     q_segment_ids: Option<Hbm>,
     kv_segment_ids: Option<Hbm>,
+    bias: Option<Hbm>,
 ) -> Outputs {
     assert!(!striped_attention || use_causal_mask, "striped_attention requires use_causal_mask");
     assert!(!zigzag_attention || use_causal_mask, "zigzag_attention requires use_causal_mask");
@@ -827,6 +880,16 @@ pub fn ring_attention_spmd_bwd(
         assert!(ks.ndim() == 2 && ks_shape[0] == b && ks_shape[1] == sl, "kv_segment_ids must be [{b}, {sl}], got {ks_shape}");
         assert!(ks.dtype() == nl::int32, "kv_segment_ids must be int32");
     }
+    let biased = bias.is_some();
+    let total = num_workers * sl;
+    if let Some(bi) = bias {
+        let bi_shape = bi.shape();
+        assert!(
+            bi.ndim() == 4 && bi_shape[0] == b && bi_shape[1] == n && bi_shape[2] == sl && bi_shape[3] == total,
+            "bias must be [{b}, {n}, {sl}, {total}] (this rank's query rows, every key), got {bi_shape}"
+        );
+        assert!(bi.dtype() == nl::float32, "bias must be float32");
+    }
     let out_dq = nl::ndarray(q_shape, nl::float32, buffer = nl::shared_hbm);
     let out_dk = nl::ndarray(k_shape, nl::float32, buffer = nl::shared_hbm);
     let out_dv = nl::ndarray(k_shape, nl::float32, buffer = nl::shared_hbm);
@@ -847,9 +910,12 @@ pub fn ring_attention_spmd_bwd(
     let dq_scratch = nl::ndarray([lnc_size, dh, sl], nl::float32, buffer = nl::shared_hbm);
     let sids = if segmented { Some(nl::ndarray([lnc_size, 128, sl / 128], nl::float32, buffer = nl::shared_hbm)) } else { None };
     let rids = if segmented { Some(nl::ndarray([lnc_size, 128, sl / 128], nl::float32, buffer = nl::shared_hbm)) } else { None };
+    // The bias rows travel with their queries.
+    let sbias = if biased { Some(nl::ndarray([lnc_size, sl, total], nl::float32, buffer = nl::shared_hbm)) } else { None };
+    let rbias = if biased { Some(nl::ndarray([lnc_size, sl, total], nl::float32, buffer = nl::shared_hbm)) } else { None };
     let n_rings = if groups.len() == 0 { 1 } else { groups.len() };
     let positions = nl::ndarray([1, n_rings * num_workers], nl::float32, buffer = nl::shared_hbm);
-    if masked {
+    if masked || biased {
         fill_ring_positions(positions, groups, num_workers);
     }
 
@@ -894,6 +960,9 @@ pub fn ring_attention_spmd_bwd(
             kv_segment_ids,
             sids,
             rids,
+            bias,
+            sbias,
+            rbias,
             pair / n_kv,
             pair % n_kv,
             group,

@@ -6,7 +6,7 @@ use super::config::{RingBwdConfig, RingBwdRule};
 use super::ring_attention_bwd::ring_attention_spmd_bwd;
 use crate::dtypes::{FLOAT32, FLOATS, ParamDtypes};
 use crate::ring_fwd::RingDims;
-use crate::rings::{check_ring_launch, check_segment_ids, shape_i64};
+use crate::rings::{check_bias, check_ring_launch, check_segment_ids, shape_i64};
 use nki::collectives::CommEvent;
 use nki::{Dtype, Launch, NkiError, Result, Tensor};
 
@@ -39,6 +39,9 @@ pub struct RingBwdInputs<'a> {
     /// The forward's segment ids `(q, kv)`, int32 `[B, S]` per rank (None: one
     /// segment); the query ids travel with Q.
     pub segment_ids: Option<(&'a [Tensor], &'a [Tensor])>,
+    /// The forward's bias per rank, float32 `[B, N, S, num_workers·S]` (the rows
+    /// of the rank's queries; they travel with Q). None: no bias.
+    pub bias: Option<&'a [Tensor]>,
 }
 
 /// What a backward launch returns: fp32 gradients per rank, `[B, N, D, S]`
@@ -168,6 +171,9 @@ impl RingBwdConfig {
         if let Some((q_ids, kv_ids)) = inputs.segment_ids {
             check_segment_ids(q_ids, kv_ids, launch.num_ranks(), [b, s])?;
         }
+        if let Some(bias) = inputs.bias {
+            check_bias(bias, launch.num_ranks(), [b, h, s, s * self.num_workers])?;
+        }
         Ok(())
     }
 
@@ -193,6 +199,7 @@ impl RingBwdConfig {
                 .soft_cap(self.soft_cap)
                 .q_segment_ids(inputs.segment_ids.map(|(q, _)| &q[r]))
                 .kv_segment_ids(inputs.segment_ids.map(|(_, kv)| &kv[r]))
+                .bias(inputs.bias.map(|bias| &bias[r]))
                 .run(ctx)
         })?;
         let (mut dq, mut dk, mut dv) = (Vec::new(), Vec::new(), Vec::new());
@@ -235,6 +242,7 @@ mod tests {
             lse: one(&lse_i),
             sinks: None,
             segment_ids: None,
+            bias: None,
         };
         let launch = Launch::new().ranks(1);
         let e = RingBwdConfig::new(1).launch(&launch, &inputs).unwrap_err();

@@ -279,50 +279,48 @@ fn zigzag_step(
 }
 
 /// The columns of `bias` (`[b, h, S, W·S]`, global key positions) of the keys of
-/// ring position `kpos` (a `(128, 1)` fp32 column), in their local order, as
-/// `[b·h, S, S]` in this program's HBM: one block of `S` columns (contiguous),
-/// every `W`-th column from `kpos` (striped), or chunks `kpos` and `2W-1-kpos`
-/// of `S / 2` columns (zigzag), picked at run time by `scalar_offset`.
+/// ring position `kpos` (a `(128, 1)` fp32 column), in their local order, for
+/// the `count` (batch, head) pairs from `first`, as `[count, S, S]` in this
+/// program's HBM: one block of `S` columns (contiguous), every `W`-th column
+/// from `kpos` (striped), or chunks `kpos` and `2W-1-kpos` of `S / 2` columns
+/// (zigzag), picked at run time by `scalar_offset`.
 #[nki_helper]
-fn bias_block(bias: Hbm, kpos: Sbuf, striped: bool, zigzag: bool, w: i64) -> Hbm {
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn bias_block(bias: Hbm, first: i64, count: i64, kpos: Sbuf, striped: bool, zigzag: bool, w: i64) -> Hbm {
     let [b, h, s, total] = bias.shape();
     let bs = b * h;
-    let out = nl::ndarray([bs, s, s], nl::float32, buffer = nl::private_hbm);
-    let first = nl::ndarray([1, 1], nl::int32, buffer = nl::sbuf);
-    nisa::tensor_copy(first, kpos[s![0..1, 0..1]]);
+    let out = nl::ndarray([count, s, s], nl::float32, buffer = nl::private_hbm);
+    let at = nl::ndarray([1, 1], nl::int32, buffer = nl::sbuf);
+    nisa::tensor_copy(at, kpos[s![0..1, 0..1]]);
     if zigzag {
         let half = s / 2;
         let mirror = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
         nisa::tensor_scalar(mirror, kpos, nl::multiply, -1.0, op1 = nl::add, operand1 = (2 * w - 1) as f64);
-        let second = nl::ndarray([1, 1], nl::int32, buffer = nl::sbuf);
-        nisa::tensor_copy(second, mirror[s![0..1, 0..1]]);
+        let at_mirror = nl::ndarray([1, 1], nl::int32, buffer = nl::sbuf);
+        nisa::tensor_copy(at_mirror, mirror[s![0..1, 0..1]]);
         let chunks = bias.reshape([bs, s, 2 * w, half]);
-        for i in 0..bs {
-            let rows = i * s * total;
+        for i in 0..count {
+            let rows = (first + i) * s * total;
             nisa::dma_copy(
                 out[s![i, .., 0..half]],
-                chunks.ap([[total, s], [1, half]], offset = rows, scalar_offset = first, indirect_dim = 2),
+                chunks.ap([[total, s], [1, half]], offset = rows, scalar_offset = at, indirect_dim = 2),
             );
             nisa::dma_copy(
                 out[s![i, .., half..s]],
-                chunks.ap([[total, s], [1, half]], offset = rows, scalar_offset = second, indirect_dim = 2),
+                chunks.ap([[total, s], [1, half]], offset = rows, scalar_offset = at_mirror, indirect_dim = 2),
             );
         }
     } else if striped {
         let cols = bias.reshape([bs, s, s, w]);
-        for i in 0..bs {
-            nisa::dma_copy(
-                out[s![i, .., ..]],
-                cols.ap([[total, s], [w, s]], offset = i * s * total, scalar_offset = first, indirect_dim = 3),
-            );
+        for i in 0..count {
+            let rows = (first + i) * s * total;
+            nisa::dma_copy(out[s![i, .., ..]], cols.ap([[total, s], [w, s]], offset = rows, scalar_offset = at, indirect_dim = 3));
         }
     } else {
         let blocks = bias.reshape([bs, s, w, s]);
-        for i in 0..bs {
-            nisa::dma_copy(
-                out[s![i, .., ..]],
-                blocks.ap([[total, s], [1, s]], offset = i * s * total, scalar_offset = first, indirect_dim = 2),
-            );
+        for i in 0..count {
+            let rows = (first + i) * s * total;
+            nisa::dma_copy(out[s![i, .., ..]], blocks.ap([[total, s], [1, s]], offset = rows, scalar_offset = at, indirect_dim = 2));
         }
     }
     out
@@ -332,7 +330,8 @@ fn bias_block(bias: Hbm, kpos: Sbuf, striped: bool, zigzag: bool, w: i64) -> Hbm
 #[nki_helper]
 fn step_bias(bias: Option<Hbm>, kpos: Sbuf, striped: bool, zigzag: bool, w: i64) -> Option<Hbm> {
     if let Some(bi) = bias {
-        return Some(bias_block(bi, kpos, striped, zigzag, w));
+        let [b, h, _s, _total] = bi.shape();
+        return Some(bias_block(bi, 0, b * h, kpos, striped, zigzag, w));
     }
     None
 }

@@ -99,6 +99,7 @@ pub fn run(a: &RingBwdArgs) -> Result<(), String> {
         lse: &lses,
         sinks: sinks.as_ref(),
         segment_ids: ids.as_ref().map(|(q, kv)| (q.as_slice(), kv.as_slice())),
+        bias: None,
     };
     let grads = cfg.launch(&launch, &inputs).map_err(err)?;
     let mut written =

@@ -207,7 +207,7 @@ def finish_rows(out, x, recip, b, q0, rows, d, tp_out, normalize, mm_dtype):
         write_rows(out, x, b, q0, rows, tp_out)
 
 
-def attend_batch(q, k, v, out, stat_max, stat_sum, b, g_start, g_count, scale, causal_mask, k_prior, v_prior, prior_used_len, sink, sw, tp_q, tp_k, tp_out, mm_dtype, cp_offset, cp_deg, use_cp, strided, striped, bound_min, bound_max, skip_norm, cap, q_seg, kv_seg):
+def attend_batch(q, k, v, out, stat_max, stat_sum, b, g_start, g_count, scale, causal_mask, k_prior, v_prior, prior_used_len, sink, sw, tp_q, tp_k, tp_out, mm_dtype, cp_offset, cp_deg, use_cp, strided, striped, bound_min, bound_max, skip_norm, cap, q_seg, kv_seg, bias):
     """Attention over one batch `b` for query groups `[g_start, g_start + g_count)`:
     every KV section, every group, then the cached statistics.
     """
@@ -236,6 +236,7 @@ def attend_batch(q, k, v, out, stat_max, stat_sum, b, g_start, g_count, scale, c
     n_l = (section_len + 2047) // 2048
     sink_cols = 1 if has_sink else 0
     segmented = q_seg is not None
+    biased = bias is not None
     q_ids = nl.ndarray(shape=(128, groups), dtype=nl.float32, buffer=nl.sbuf) if segmented else None
     if q_seg is not None:
         qs = q_seg
@@ -370,8 +371,15 @@ def attend_batch(q, k, v, out, stat_max, stat_sum, b, g_start, g_count, scale, c
                         if cap > 0.0:
                             nisa.activation(dst=dst, op=nl.tanh, data=scores[0:rows, 0:cols], scale=scale / cap)
                             nisa.tensor_scalar(dst=dst, data=dst, op0=nl.multiply, operand0=cap)
-                        capped = dst if cap > 0.0 else scores[0:rows, 0:cols]
-                        cap_scale = 1.0 if cap > 0.0 else scale
+                        uncapped = dst if cap > 0.0 else scores[0:rows, 0:cols]
+                        uncapped_scale = 1.0 if cap > 0.0 else scale
+                        if bias is not None:
+                            bi = bias
+                            bt = nl.ndarray(shape=(128, 512), dtype=nl.float32, buffer=nl.sbuf)
+                            nisa.dma_copy(dst=bt[0:rows, 0:cols], src=bi[b, q0:q0 + rows, k0:k0 + cols])
+                            nisa.scalar_tensor_tensor(dst=dst, data=uncapped, op0=nl.multiply, operand0=uncapped_scale, op1=nl.add, operand1=bt[0:rows, 0:cols])
+                        capped = dst if biased else uncapped
+                        cap_scale = 1.0 if biased else uncapped_scale
                         if k_ids is not None:
                             ki = k_ids
                             if q_ids is not None:
@@ -382,8 +390,8 @@ def attend_batch(q, k, v, out, stat_max, stat_sum, b, g_start, g_count, scale, c
                                 nisa.scalar_tensor_tensor(dst=dst, data=capped, op0=nl.multiply, operand0=cap_scale, op1=nl.multiply, operand1=same)
                                 nisa.tensor_scalar(dst=same, data=same, op0=nl.subtract, operand0=1.0, op1=nl.multiply, operand1=3.4028234663852886e38)
                                 nisa.tensor_tensor(dst=dst, data1=dst, data2=same, op=nl.add)
-                        src = dst if segmented else capped
-                        tile_scale = 1.0 if segmented else cap_scale
+                        src = dst if segmented or biased else capped
+                        tile_scale = 1.0 if segmented or biased else cap_scale
                         if dynamic or in_prior:
                             lower = lbs_prior if in_prior else lbs
                             upper = ubs_prior if in_prior else ubs
@@ -489,7 +497,7 @@ def attend_batch(q, k, v, out, stat_max, stat_sum, b, g_start, g_count, scale, c
 
 
 @nki.jit
-def attention_cte(q, k, v, scale=1.0, causal_mask=True, k_prior=None, v_prior=None, prior_used_len=None, sink=None, sliding_window=None, tp_q=True, tp_k=False, tp_out=False, cache_softmax=False, softmax_dtype=nl.float32, mm_out_dtype=nl.float32, cp_offset=None, global_cp_deg=None, cp_strided_q_slicing=False, bound_min=None, bound_max=None, cp_striped_input=False, skip_output_normalization=False, soft_cap=None, q_segment_ids=None, kv_segment_ids=None):
+def attention_cte(q, k, v, scale=1.0, causal_mask=True, k_prior=None, v_prior=None, prior_used_len=None, sink=None, sliding_window=None, tp_q=True, tp_k=False, tp_out=False, cache_softmax=False, softmax_dtype=nl.float32, mm_out_dtype=nl.float32, cp_offset=None, global_cp_deg=None, cp_strided_q_slicing=False, bound_min=None, bound_max=None, cp_striped_input=False, skip_output_normalization=False, soft_cap=None, q_segment_ids=None, kv_segment_ids=None, bias=None):
     """Flash attention for prefill (context encoding), a drop-in for the NKI
     library's `attention_cte` (2.30): causal or not, sliding window, context
     parallelism (contiguous, strided or striped Q), prefix caching, sink tokens,
@@ -507,7 +515,9 @@ def attention_cte(q, k, v, scale=1.0, causal_mask=True, k_prior=None, v_prior=No
     seqlen_kv)`, any dtype holding integers below 2^24, query batch `i` reading
     row `i / (bs / batch)`) show a key only to the queries with its id. A row that
     sees no key keeps the masked sentinel statistics (negated max FLOAT32_MAX), so
-    the ring's merge and normalisation can tell it.
+    the ring's merge and normalisation can tell it. `bias` (float32 `(bs,
+    seqlen_q, seqlen_kv)`) is added to the logits after the soft cap, before the
+    masks.
     """
     sw = sliding_window if sliding_window is not None else 0
     cap = soft_cap if soft_cap is not None else 0.0
@@ -565,6 +575,12 @@ def attention_cte(q, k, v, scale=1.0, causal_mask=True, k_prior=None, v_prior=No
             qs = q_segment_ids
             q_rows = qs.shape[0]
         assert ks.ndim == 2 and ks_shape[0] == q_rows and ks_shape[1] == s_k and bs_kv % q_rows == 0, f"kv_segment_ids must be ({q_rows}, {s_k}) to match q_segment_ids and k, got {ks_shape}"
+    if bias is not None:
+        bi = bias
+        bi_shape = bi.shape
+        assert bi.ndim == 3 and bi_shape[0] == bs and bi_shape[1] == s_q and bi_shape[2] == s_k, f"bias must be (bs, seqlen_q, seqlen_kv)=({bs}, {s_q}, {s_k}), got {bi_shape}"
+        assert bi.dtype == nl.float32, "bias must be float32"
+        assert not prefix and sw == 0, "bias is not supported with prefix caching or sliding_window"
     assert not packed or not prefix, "is_sequence_packed is not supported with prefix caching"
     assert not packed or (global_cp_deg if global_cp_deg is not None else 0) <= 1, "is_sequence_packed is not supported with context parallelism"
     groups = (s_q + 127) // 128
@@ -622,7 +638,7 @@ def attention_cte(q, k, v, scale=1.0, causal_mask=True, k_prior=None, v_prior=No
         b = shard * per_shard + item if whole else bs - 1
         g_start = 0 if whole else rem_start
         g_end = groups if whole else rem_end
-        attend_batch(q, k, v, out, stat_max, stat_sum, b, g_start, g_end - g_start, scale, causal_mask, k_prior, v_prior, prior_used_len, sink, sw, tp_q, tp_k, tp_out, mm_out_dtype, cp_offset, cp_deg, use_cp, cp_strided_q_slicing, cp_striped_input, bound_min, bound_max, skip_output_normalization, cap, q_segment_ids, kv_segment_ids)
+        attend_batch(q, k, v, out, stat_max, stat_sum, b, g_start, g_end - g_start, scale, causal_mask, k_prior, v_prior, prior_used_len, sink, sw, tp_q, tp_k, tp_out, mm_out_dtype, cp_offset, cp_deg, use_cp, cp_strided_q_slicing, cp_striped_input, bound_min, bound_max, skip_output_normalization, cap, q_segment_ids, kv_segment_ids, bias)
     if stat_max is not None:
         nm = stat_max
         if stat_sum is not None:
