@@ -94,7 +94,6 @@ impl Case {
             sinks: self.sinks.as_deref(),
             segments,
             bias: self.bias.as_deref(),
-            ..Features::default()
         };
         let fwd = attend(&q, &k, &v, &self.dims, self.scale, &f);
         // The kernel receives O in the input dtype and the LSE in fp32.
