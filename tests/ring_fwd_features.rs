@@ -123,7 +123,6 @@ impl Case {
             sinks: self.sinks.as_deref(),
             segments: self.segments.as_ref().map(|(q, kv)| (q.as_slice(), kv.as_slice())),
             bias: self.bias.as_deref(),
-            ..Features::default()
         };
         let r = attend(&self.q, &self.k, &self.v, &self.dims, self.scale, &f);
         (r.out, r.lse)
