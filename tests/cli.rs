@@ -675,13 +675,13 @@ fn ring_feature_flags_match_float64_and_bad_values_exit_2() {
     assert_refused(&dir, &with(&with(&bwd, &outs), &[]), 2, &["--sinks"]);
 }
 
-/// `nki run ring-fwd` then `ring-bwd` with segment ids (zigzag causal, GQA 2:1;
-/// some query ids no key has), against the float64 reference: the unseen rows
-/// come back as zeros with LSE -inf. Only one of the two flags exits 2 naming the
-/// other; ids of the wrong shape or dtype are refused naming the flag; nothing
-/// is written.
+/// `nki run ring-fwd` then `ring-bwd` with segment ids and a bias (zigzag
+/// causal, GQA 2:1; some query ids no key has), against the float64 reference:
+/// the unseen rows come back as zeros with LSE -inf. Only one of the two id
+/// flags exits 2 naming the other; ids or a bias of the wrong shape or dtype are
+/// refused naming the flag; nothing is written.
 #[test]
-fn ring_segment_ids_match_float64_and_bad_files_are_refused() {
+fn ring_segment_ids_and_bias_match_float64_and_bad_files_are_refused() {
     use nki::attention::reference::{Dims, Features, attend, attend_backward};
     let dir = common::scratch("cli_ring_segments");
     let dims = Dims { batch: 1, heads: 2, kv_heads: 1, seqlen: 512, head_dim: 16 };
@@ -701,10 +701,24 @@ fn ring_segment_ids_match_float64_and_bad_files_are_refused() {
     let as_f64 = |x: &[i32]| x.iter().map(|&i| f64::from(i)).collect::<Vec<_>>();
     write_npy(dir.join("qs.npy"), &[1, 512], &as_f64(&q_ids), NpyType::I32).unwrap();
     write_npy(dir.join("ks.npy"), &[1, 512], &as_f64(&kv_ids), NpyType::I32).unwrap();
-    let flags = ["--causal", "--layout", "zigzag", "--q-segment-ids", "qs.npy", "--kv-segment-ids", "ks.npy", "--precision", "fp32"];
+    let bias = common::uniform(2 * 512 * 512, 46, -2.0, 2.0);
+    write(&dir, "bias.npy", &[1, 2, 512, 512], &bias);
+    let flags = [
+        "--causal",
+        "--layout",
+        "zigzag",
+        "--q-segment-ids",
+        "qs.npy",
+        "--kv-segment-ids",
+        "ks.npy",
+        "--bias",
+        "bias.npy",
+        "--precision",
+        "fp32",
+    ];
     let o = nki_cmd_in(&dir, &with(&with(&RING_FWD, &flags), &["--training", "--out", "o.npy", "--lse", "lse.npy"]));
     assert!(o.status.success(), "{}", stderr(&o));
-    let f = Features { causal: true, segments: Some((&q_ids, &kv_ids)), ..Features::default() };
+    let f = Features { causal: true, segments: Some((&q_ids, &kv_ids)), bias: Some(&bias), ..Features::default() };
     let scale = 0.25;
     let want = attend(&q, &k, &v, &dims, scale, &f);
     let lse = read_f32(&dir.join("lse.npy"));
@@ -733,4 +747,5 @@ fn ring_segment_ids_match_float64_and_bad_files_are_refused() {
     for (qf, kf, want) in bad {
         assert_refused(&dir, &with(&base, &["--q-segment-ids", qf, "--kv-segment-ids", kf]), 1, &[want, "must be int32 [1, 512]"]);
     }
+    assert_refused(&dir, &with(&base, &["--bias", "q.npy"]), 1, &["--bias q.npy", "must be float32 [1, 2, 512, 512]"]);
 }

@@ -7,7 +7,7 @@ mod ring_fwd;
 use super::output_plan::OutputPlan;
 use clap::{Args, Subcommand, ValueEnum};
 use nki::attention::dtypes::ParamDtypes;
-use nki::attention::shard::{SeqLayout, shard_ids};
+use nki::attention::shard::{SeqLayout, shard_bias, shard_ids};
 use nki::io::npy::read_tensor_npy;
 use nki::{Dtype, Launch, Precision, Tensor};
 
@@ -112,6 +112,9 @@ pub struct RingArgs {
     /// Key segment ids, int32 `[b, S_total]` (with `--q-segment-ids`).
     #[arg(long, value_name = "FILE", requires = "q_segment_ids")]
     kv_segment_ids: Option<PathBuf>,
+    /// Bias, float32 `[b, h, S_total, S_total]`, added to the logits after the soft cap.
+    #[arg(long, value_name = "FILE")]
+    bias: Option<PathBuf>,
     /// Softmax scale (default `1/sqrt(d)`): a finite float32 value.
     #[arg(long, allow_negative_numbers = true)]
     scale: Option<f64>,
@@ -190,6 +193,26 @@ impl RingArgs {
         let kv = parts.pop().unwrap_or_default();
         let q = parts.pop().unwrap_or_default();
         Ok(Some((q, kv)))
+    }
+
+    /// `--bias`, float32 `[batch, heads, S_total, S_total]`, sharded by query
+    /// rows over the ring (None without it).
+    pub fn load_bias(&self, plan: &mut OutputPlan, batch: usize, heads: usize, s_total: usize) -> Result<Option<Vec<Tensor>>, String> {
+        let Some(path) = &self.bias else {
+            return Ok(None);
+        };
+        declare_inputs(plan, &[("bias", path.as_path())])?;
+        let t = read_tensor_npy(path).map_err(|e| format!("--bias {e}"))?;
+        let want = [batch, heads, s_total, s_total];
+        if t.dtype() != Dtype::F32 || t.shape() != want {
+            return Err(format!(
+                "--bias {}: {} {:?} must be float32 {want:?} ([b, h, S_total, S_total], query rows by key columns)",
+                path.display(),
+                t.dtype(),
+                t.shape()
+            ));
+        }
+        shard_bias(&t, self.workers, self.layout()).map(Some).map_err(|e| format!("--bias {}: {e}", path.display()))
     }
 
     /// `--workers` as the kernels' `num_workers`.

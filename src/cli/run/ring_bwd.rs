@@ -77,6 +77,7 @@ pub fn run(a: &RingBwdArgs) -> Result<(), String> {
     let mut inputs = load_alike(&[files[0], files[3], files[4]], &DTYPES)?;
     let (batch, s_total) = (inputs[0].shape().first().copied().unwrap_or(0), inputs[0].shape().get(2).copied().unwrap_or(0));
     let ids = a.ring.load_segment_ids(&mut plan, batch, s_total)?;
+    let bias = a.ring.load_bias(&mut plan, batch, inputs[0].shape().get(1).copied().unwrap_or(0), s_total)?;
     for (flag, path) in [("dq", &a.dq), ("dk", &a.dk), ("dv", &a.dv)] {
         plan.output(flag, path)?;
     }
@@ -99,7 +100,7 @@ pub fn run(a: &RingBwdArgs) -> Result<(), String> {
         lse: &lses,
         sinks: sinks.as_ref(),
         segment_ids: ids.as_ref().map(|(q, kv)| (q.as_slice(), kv.as_slice())),
-        bias: None,
+        bias: bias.as_deref(),
     };
     let grads = cfg.launch(&launch, &inputs).map_err(err)?;
     let mut written =
