@@ -38,7 +38,7 @@ fn emitted_package_passes_the_check_and_imports_attention_cte() {
     let library = "\n@nki.jit\ndef ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax_scale=None, use_causal_mask=False, striped_input=False, training=False, lse_dtype=nl.float32, tp_q=False, tp_k=False";
     assert!(
         src.contains(&format!(
-            "{library}, sinks=None, zigzag_input=False, window_left=None, window_right=None, chunk_size=None, soft_cap=None, q_segment_ids=None, kv_segment_ids=None):"
+            "{library}, sinks=None, zigzag_input=False, window_left=None, window_right=None, chunk_size=None, soft_cap=None, q_segment_ids=None, kv_segment_ids=None, bias=None):"
         )),
         "the library's signature as a prefix"
     );
@@ -301,6 +301,62 @@ fn numpy_zigzag_window_and_chunks_w3_lnc2() {
 #[test]
 fn numpy_zigzag_segment_ids_w3_lnc2() {
     numpy_zigzag(&[], true);
+}
+
+/// Striped causal with a bias over 3 ranks on LNC 2: the visiting keys' bias
+/// columns gathered at run time (`scalar_offset`, stride W) under NumPy match
+/// the emulator.
+#[test]
+fn numpy_striped_bias_w3_lnc2() {
+    let (w, h, sl, d) = (3usize, 2usize, 128usize, 16usize);
+    let per_rank: Vec<[Shaped; 4]> = (0..w)
+        .map(|r| {
+            let seed = 1090 + 4 * r as u64;
+            [
+                (vec![1, h, d, sl], as_dtype(&uniform(h * d * sl, seed, -0.5, 0.5), Dtype::F32)),
+                (vec![1, 1, d, sl], as_dtype(&uniform(d * sl, seed + 1, -2.0, 2.0), Dtype::F32)),
+                (vec![1, 1, sl, d], as_dtype(&uniform(d * sl, seed + 2, -1.0, 1.0), Dtype::F32)),
+                (vec![1, h, sl, w * sl], as_dtype(&uniform(h * sl * w * sl, seed + 3, -2.0, 2.0), Dtype::F32)),
+            ]
+        })
+        .collect();
+    let tensors: Vec<_> = per_rank.iter().map(|xs| xs.clone().map(|(s, x)| tensor(&s, &x, Dtype::F32))).collect();
+    let emu = Launch::new()
+        .ranks(w)
+        .lnc(2)
+        .precision(Precision::Fp32)
+        .run_ranks(|ctx| {
+            let [q, k, v, bias] = &tensors[ctx.rank()];
+            ring_attention_spmd_fwd::Call::new(q, k, v)
+                .num_workers(w as i64)
+                .use_causal_mask(true)
+                .striped_input(true)
+                .training(true)
+                .bias(Some(bias))
+                .run(ctx)
+        })
+        .unwrap();
+    let ranks: Vec<RankArgs<'_>> = per_rank
+        .iter()
+        .map(|[q, k, v, bias]| {
+            let args = [q, k, v].map(|(s, x)| PyArg::Tensor(s.clone(), x.clone(), Dtype::F32)).to_vec();
+            let kwargs = vec![
+                ("num_workers", PyArg::Int(w as i64)),
+                ("use_causal_mask", PyArg::Bool(true)),
+                ("striped_input", PyArg::Bool(true)),
+                ("training", PyArg::Bool(true)),
+                ("bias", PyArg::Tensor(bias.0.clone(), bias.1.clone(), Dtype::F32)),
+            ];
+            (args, kwargs)
+        })
+        .collect();
+    let np = run_numpy_kwargs_ranks(package(), "ring_attention_spmd_fwd", &ranks, 2, "fp32");
+    for (rank, (np_outs, emu_outs)) in np.iter().zip(&emu).enumerate() {
+        for (i, what) in ["output", "LSE"].iter().enumerate() {
+            let e: Vec<f64> = emu_outs.get(i).unwrap().to_f32_vec().iter().map(|&x| f64::from(x)).collect();
+            assert_close(&format!("striped bias rank {rank} {what} (numpy vs emulator)"), &np_outs[i], &e, ATOL, RTOL);
+        }
+    }
 }
 
 /// Plain zigzag causal over 3 ranks on LNC 2: the half-size calls picked at run
