@@ -689,3 +689,78 @@ fn closed_stdout_ends_quietly_with_status_141() {
         assert!(!stderr.contains("panicked"), "nki {args:?} panicked: {stderr}");
     }
 }
+
+/// `nki run ring-fwd` then `ring-bwd` with segment ids and a bias (zigzag
+/// causal, GQA 2:1; some query ids no key has), against the float64 reference:
+/// the unseen rows come back as zeros with LSE -inf. Only one of the two id
+/// flags exits 2 naming the other; ids or a bias of the wrong shape or dtype are
+/// refused naming the flag; nothing is written.
+#[test]
+fn ring_segment_ids_and_bias_match_float64_and_bad_files_are_refused() {
+    use nki::attention::reference::{Dims, Features, attend, attend_backward};
+    let dir = common::scratch("cli_ring_segments");
+    let dims = Dims { batch: 1, heads: 2, kv_heads: 1, seqlen: 512, head_dim: 16 };
+    let (nq, nk) = (2 * 512 * 16, 512 * 16);
+    let (q, k, v, dy) = (
+        common::uniform(nq, 41, -1.0, 1.0),
+        common::uniform(nk, 42, -1.0, 1.0),
+        common::uniform(nk, 43, -1.0, 1.0),
+        common::uniform(nq, 44, -1.0, 1.0),
+    );
+    for (name, shape, x) in
+        [("q.npy", [1, 2, 512, 16], &q), ("k.npy", [1, 1, 512, 16], &k), ("v.npy", [1, 1, 512, 16], &v), ("dy.npy", [1, 2, 512, 16], &dy)]
+    {
+        write(&dir, name, &shape, x);
+    }
+    let (q_ids, kv_ids) = common::packed_segment_ids(1, 512, 45);
+    let as_f64 = |x: &[i32]| x.iter().map(|&i| f64::from(i)).collect::<Vec<_>>();
+    write_npy(dir.join("qs.npy"), &[1, 512], &as_f64(&q_ids), NpyType::I32).unwrap();
+    write_npy(dir.join("ks.npy"), &[1, 512], &as_f64(&kv_ids), NpyType::I32).unwrap();
+    let bias = common::uniform(2 * 512 * 512, 46, -2.0, 2.0);
+    write(&dir, "bias.npy", &[1, 2, 512, 512], &bias);
+    let flags = [
+        "--causal",
+        "--layout",
+        "zigzag",
+        "--q-segment-ids",
+        "qs.npy",
+        "--kv-segment-ids",
+        "ks.npy",
+        "--bias",
+        "bias.npy",
+        "--precision",
+        "fp32",
+    ];
+    let o = nki_cmd_in(&dir, &with(&with(&RING_FWD, &flags), &["--training", "--out", "o.npy", "--lse", "lse.npy"]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let f = Features { causal: true, segments: Some((&q_ids, &kv_ids)), bias: Some(&bias), ..Features::default() };
+    let scale = 0.25;
+    let want = attend(&q, &k, &v, &dims, scale, &f);
+    let lse = read_f32(&dir.join("lse.npy"));
+    assert_eq!(lse.iter().filter(|x| **x == f32::NEG_INFINITY).count(), 2 * 20, "20 rows of each head see no key");
+    common::assert_close("ring-fwd out", &read_f32(&dir.join("o.npy")), &want.out, 1e-6, 1e-5);
+    common::assert_close_lse("ring-fwd lse", &lse, &want.lse, 1e-6, 1e-5);
+
+    let bwd = with(&RING_BWD, &flags);
+    let o = nki_cmd_in(&dir, &with(&bwd, &["--dq", "dq.npy", "--dk", "dk.npy", "--dv", "dv.npy"]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let got = nki::attention::reference::Attention {
+        out: read_f32(&dir.join("o.npy")).iter().map(|&x| f64::from(x)).collect(),
+        lse: lse.iter().map(|&x| f64::from(x)).collect(),
+    };
+    let g = attend_backward(&q, &k, &v, &dy, &got, &dims, scale, &f);
+    for (name, want) in [("dq.npy", &g.dq), ("dk.npy", &g.dk), ("dv.npy", &g.dv)] {
+        common::assert_close(name, &read_f32(&dir.join(name)), want, 1e-6, 1e-4);
+    }
+
+    write_npy(dir.join("short.npy"), &[1, 256], &as_f64(&q_ids[..256]), NpyType::I32).unwrap();
+    write(&dir, "float.npy", &[1, 512], &as_f64(&q_ids));
+    let base = with(&RING_FWD, &["--causal", "--out", "x.npy"]);
+    assert_refused(&dir, &with(&base, &["--q-segment-ids", "qs.npy"]), 2, &["--kv-segment-ids"]);
+    assert_refused(&dir, &with(&base, &["--kv-segment-ids", "ks.npy"]), 2, &["--q-segment-ids"]);
+    let bad = [("short.npy", "ks.npy", "--q-segment-ids short.npy"), ("qs.npy", "float.npy", "--kv-segment-ids float.npy")];
+    for (qf, kf, want) in bad {
+        assert_refused(&dir, &with(&base, &["--q-segment-ids", qf, "--kv-segment-ids", kf]), 1, &[want, "must be int32 [1, 512]"]);
+    }
+    assert_refused(&dir, &with(&base, &["--bias", "q.npy"]), 1, &["--bias q.npy", "must be float32 [1, 2, 512, 512]"]);
+}

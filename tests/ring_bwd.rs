@@ -764,7 +764,17 @@ fn by_kind(inputs: &[Inputs]) -> Vec<Vec<Tensor>> {
 
 /// The typed API's view of [`by_kind`]'s lists.
 fn typed_inputs(kinds: &[Vec<Tensor>]) -> RingBwdInputs<'_> {
-    RingBwdInputs { q: &kinds[0], k: &kinds[1], v: &kinds[2], o: &kinds[3], dy: &kinds[4], lse: &kinds[5], sinks: None }
+    RingBwdInputs {
+        q: &kinds[0],
+        k: &kinds[1],
+        v: &kinds[2],
+        o: &kinds[3],
+        dy: &kinds[4],
+        lse: &kinds[5],
+        sinks: None,
+        segment_ids: None,
+        bias: None,
+    }
 }
 
 /// The typed configuration of a launch of `a` over `[1, lnc, d, sl]` inputs of `dtype`.

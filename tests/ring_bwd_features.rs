@@ -16,10 +16,10 @@
 
 mod common;
 
-use common::{as_dtype, assert_close, uniform};
+use common::{as_dtype, assert_close, packed_segment_ids, uniform};
 use nki::attention::reference::{Dims, Features, attend, attend_backward};
 use nki::attention::ring_bwd::{RingBwdConfig, RingBwdInputs, RingBwdOutputs};
-use nki::attention::shard::{SeqLayout, shard, shard_lse, unshard};
+use nki::attention::shard::{SeqLayout, shard, shard_bias, shard_ids, shard_lse, unshard};
 use nki::{Dtype, Launch, Precision, Tensor};
 
 /// The layout and the masks of one run.
@@ -46,6 +46,10 @@ struct Case {
     v: Vec<f64>,
     dy: Vec<f64>,
     sinks: Option<Vec<f64>>,
+    /// Global `(q, kv)` segment ids, `[b, S]` each.
+    segments: Option<(Vec<i32>, Vec<i32>)>,
+    /// Global bias `[b, h, S, S]`.
+    bias: Option<Vec<f64>>,
     scale: f64,
 }
 
@@ -68,6 +72,8 @@ impl Case {
             v: uniform(nk, seed + 2, -1.0, 1.0),
             dy: uniform(nq, seed + 3, -1.0, 1.0),
             sinks: sinks.then(|| uniform(dims.heads, seed + 4, -1.0, 3.0)),
+            segments: None,
+            bias: None,
             scale: 0.4,
         }
     }
@@ -79,7 +85,16 @@ impl Case {
         let Dims { batch: b, heads: h, kv_heads: hk, seqlen: s, head_dim: d } = self.dims;
         let r = |x: &[f64]| as_dtype(x, dtype);
         let (q, k, v, dy) = (r(&self.q), r(&self.k), r(&self.v), r(&self.dy));
-        let f = Features { causal, window: m.window, chunk: m.chunk, soft_cap: m.cap, sinks: self.sinks.as_deref(), ..Features::default() };
+        let segments = self.segments.as_ref().map(|(q, kv)| (q.as_slice(), kv.as_slice()));
+        let f = Features {
+            causal,
+            window: m.window,
+            chunk: m.chunk,
+            soft_cap: m.cap,
+            sinks: self.sinks.as_deref(),
+            segments,
+            bias: self.bias.as_deref(),
+        };
         let fwd = attend(&q, &k, &v, &self.dims, self.scale, &f);
         // The kernel receives O in the input dtype and the LSE in fp32.
         let fwd = nki::attention::reference::Attention { out: r(&fwd.out), lse: as_dtype(&fwd.lse, Dtype::F32) };
@@ -89,6 +104,13 @@ impl Case {
         let (qs, ks, vs, os, dys) = (sh(&q, h), sh(&k, hk), sh(&v, hk), sh(&fwd.out, h), sh(&dy, h));
         let lse = shard_lse(&common::tensor(&[b, h, s], &fwd.lse, Dtype::F32), w, layout).unwrap();
         let sinks = self.sinks.as_ref().map(|x| common::tensor(&[h], x, Dtype::F32));
+        let ids = |x: &[i32]| {
+            let t = Tensor::from_i64(&[b, s], &x.iter().map(|&i| i as i64).collect::<Vec<_>>(), Dtype::I32).unwrap();
+            shard_ids(&t, w, layout).unwrap()
+        };
+        let segs = self.segments.as_ref().map(|(q, kv)| (ids(q), ids(kv)));
+        let segment_ids = segs.as_ref().map(|(q, kv)| (q.as_slice(), kv.as_slice()));
+        let bias = self.bias.as_ref().map(|x| shard_bias(&common::tensor(&[b, h, s, s], x, Dtype::F32), w, layout).unwrap());
         let mut cfg =
             RingBwdConfig::new(w as i64).causal(causal).layout(layout).softmax_scale(self.scale).lnc(lnc as i64).kv_heads(hk as i64);
         if let Some((l, r)) = m.window {
@@ -101,7 +123,17 @@ impl Case {
             cfg = cfg.soft_cap(c);
         }
         let launch = Launch::new().ranks(w).lnc(lnc).precision(precision);
-        let inputs = RingBwdInputs { q: &qs, k: &ks, v: &vs, o: &os, dy: &dys, lse: &lse, sinks: sinks.as_ref() };
+        let inputs = RingBwdInputs {
+            q: &qs,
+            k: &ks,
+            v: &vs,
+            o: &os,
+            dy: &dys,
+            lse: &lse,
+            sinks: sinks.as_ref(),
+            segment_ids,
+            bias: bias.as_deref(),
+        };
         let outs = cfg.launch(&launch, &inputs).unwrap();
         (outs, Want { dq: g.dq, dk: g.dk, dv: g.dv, dsinks: g.dsinks })
     }
@@ -113,7 +145,13 @@ impl Case {
             _ => (Dtype::Bf16, 1e-2, 1e-2),
         };
         let (outs, want) = self.run(w, m, lnc, precision, dtype);
-        let what = format!("W{w} {m:?} lnc{lnc} {precision:?} h{}:{} sinks={}", self.dims.heads, self.dims.kv_heads, self.sinks.is_some());
+        let what = format!(
+            "W{w} {m:?} lnc{lnc} {precision:?} h{}:{} sinks={} segments={}",
+            self.dims.heads,
+            self.dims.kv_heads,
+            self.sinks.is_some(),
+            self.segments.is_some(),
+        ) + if self.bias.is_some() { " bias" } else { "" };
         let global = |parts: &[Tensor]| unshard(parts, layout, true).unwrap().to_f32_vec();
         assert_close(&format!("{what} dQ"), &global(&outs.dq), &want.dq, atol, rtol);
         assert_close(&format!("{what} dK"), &global(&outs.dk), &want.dk, atol, rtol);
@@ -181,7 +219,7 @@ fn bad_kv_heads_are_refused_naming_the_parameter() {
     let (q, k, v, o, dy) = (sh(&case.q, 4), sh(&case.k, 3), sh(&case.v, 3), sh(&case.q, 4), sh(&case.dy, 4));
     let lse = shard_lse(&common::tensor(&[1, 4, 256], &[0.0; 1024], Dtype::F32), 2, SeqLayout::Contiguous).unwrap();
     let launch = Launch::new().ranks(2).precision(Precision::Fp32);
-    let inputs = RingBwdInputs { q: &q, k: &k, v: &v, o: &o, dy: &dy, lse: &lse, sinks: None };
+    let inputs = RingBwdInputs { q: &q, k: &k, v: &v, o: &o, dy: &dy, lse: &lse, sinks: None, segment_ids: None, bias: None };
     let e = RingBwdConfig::new(2).launch(&launch, &inputs).unwrap_err().to_string();
     assert_eq!(
         e,
@@ -237,7 +275,7 @@ fn layout_window_and_chunk_rules_are_errors_naming_the_parameter() {
     let (q, k, v, dy) = (sh(&case.q), sh(&case.k), sh(&case.v), sh(&case.dy));
     let lse = shard_lse(&common::tensor(&[1, 2, 256], &[2.0; 512], Dtype::F32), 2, SeqLayout::Contiguous).unwrap();
     let launch = Launch::new().ranks(2).precision(Precision::Fp32);
-    let inputs = RingBwdInputs { q: &q, k: &k, v: &v, o: &q, dy: &dy, lse: &lse, sinks: None };
+    let inputs = RingBwdInputs { q: &q, k: &k, v: &v, o: &q, dy: &dy, lse: &lse, sinks: None, segment_ids: None, bias: None };
     let err = |cfg: RingBwdConfig| cfg.launch(&launch, &inputs).unwrap_err().to_string();
     let base = RingBwdConfig::new(2);
     assert_eq!(
@@ -259,9 +297,11 @@ fn layout_window_and_chunk_rules_are_errors_naming_the_parameter() {
     );
 }
 
-/// With windows, chunks or zigzag blocks the SBUF footprint the rule uses
-/// (`RingBwdConfig::sbuf_bytes`, two fp32 bound tiles per query row) equals the
-/// emulator's measured peak.
+/// With windows, chunks, zigzag blocks or segment ids the SBUF footprint the
+/// rule uses (`RingBwdConfig::sbuf_bytes`: two fp32 bound tiles per query row;
+/// the ids' tiles) equals the emulator's measured peak; in these shapes a bias
+/// adds nothing at the peak (its tile lives beside the masked scores, whose phase
+/// stays below the transposes' here; the footprint does not count it).
 #[test]
 fn masked_sbuf_footprint_equals_the_measured_peak() {
     use nki::attention::ring_bwd::ring_attention_bwd::ring_attention_spmd_bwd;
@@ -271,10 +311,12 @@ fn masked_sbuf_footprint_equals_the_measured_peak() {
         (3, 1024, 128, SeqLayout::Contiguous, Some(300i64), None),
         (1, 256, 32, SeqLayout::Striped, None, Some(64i64)),
     ] {
-        for cap in [None, Some(2.0)] {
+        for (cap, segments, biased) in [(None, false, false), (Some(2.0), false, false), (None, true, false), (None, false, true)] {
             let t = |shape: &[usize]| common::tensor(shape, &vec![0.25; shape.iter().product()], Dtype::F32);
             let data = t(&[1, 1, d, sl]);
             let lse = t(&[1, 1, 128, sl / 128]);
+            let ids = common::tensor(&[1, sl], &vec![1.0; sl], Dtype::I32);
+            let bias = t(&[1, 1, sl, w * sl]);
             let launch = Launch::new().ranks(w).precision(Precision::Fp32);
             let report = launch
                 .run_all(|ctx| {
@@ -286,6 +328,9 @@ fn masked_sbuf_footprint_equals_the_measured_peak() {
                         .window_left(window)
                         .chunk_size(chunk)
                         .soft_cap(cap)
+                        .q_segment_ids(segments.then_some(&ids))
+                        .kv_segment_ids(segments.then_some(&ids))
+                        .bias(biased.then_some(&bias))
                         .run(ctx)
                 })
                 .unwrap();
@@ -294,7 +339,8 @@ fn masked_sbuf_footprint_equals_the_measured_peak() {
                 .causal(true)
                 .layout(layout)
                 .dims(RingDims { batch: 1, heads: 1, seqlen: sl as i64, head_dim: d as i64 })
-                .dtype(Dtype::F32);
+                .dtype(Dtype::F32)
+                .segment_ids(segments);
             if let Some(l) = window {
                 cfg = cfg.sliding_window(l, 0);
             }
@@ -304,7 +350,9 @@ fn masked_sbuf_footprint_equals_the_measured_peak() {
             if let Some(c) = cap {
                 cfg = cfg.soft_cap(c);
             }
-            assert_eq!(got as i64, cfg.sbuf_bytes().unwrap(), "W{w} S{sl} d{d} {layout:?} window {window:?} chunk {chunk:?} cap {cap:?}");
+            let what =
+                format!("W{w} S{sl} d{d} {layout:?} window {window:?} chunk {chunk:?} cap {cap:?} segments {segments} bias {biased}");
+            assert_eq!(got as i64, cfg.sbuf_bytes().unwrap(), "{what}");
         }
     }
 }
@@ -328,5 +376,56 @@ fn soft_capped_gradients_match_the_reference_alone_and_with_every_other_feature(
     }
     let mut case = Case::new(dims(4, 4, 2, 256, 64), true, 949);
     case.q.iter_mut().for_each(|x| *x *= 6.0);
+    case.check(4, masks[2], 2, Precision::Hardware);
+}
+
+#[test]
+fn segment_ids_alone_and_with_every_other_feature_match_the_reference() {
+    use SeqLayout::{Contiguous, Striped, Zigzag};
+    let masks = [
+        Mask::plain(Contiguous, false),
+        Mask::plain(Contiguous, true),
+        Mask::plain(Striped, true),
+        Mask::plain(Zigzag, true),
+        Mask { window: Some((150, 0)), ..Mask::plain(Zigzag, true) },
+        Mask { window: Some((90, 20)), chunk: Some(200), cap: Some(2.0), ..Mask::plain(Contiguous, false) },
+    ];
+    for (w, h, hk, sl, lnc, sinks) in [(1, 2, 1, 128, 1, false), (2, 2, 2, 256, 2, true), (3, 4, 2, 128, 1, false), (4, 2, 1, 128, 2, true)]
+    {
+        let mut case = Case::new(Dims { batch: 2, ..dims(w, h, hk, sl, 16) }, sinks, 261 + w as u64);
+        case.segments = Some(packed_segment_ids(2, w * sl, 271 + w as u64));
+        for m in masks {
+            case.check(w, m, lnc, Precision::Fp32);
+        }
+    }
+    let mut case = Case::new(Dims { batch: 2, ..dims(4, 4, 2, 256, 64) }, false, 279);
+    case.segments = Some(packed_segment_ids(2, 1024, 281));
+    case.check(4, masks[3], 2, Precision::Hardware);
+}
+
+#[test]
+fn a_bias_alone_and_with_every_other_feature_matches_the_reference() {
+    use SeqLayout::{Contiguous, Striped, Zigzag};
+    let masks = [
+        Mask::plain(Contiguous, false),
+        Mask::plain(Contiguous, true),
+        Mask::plain(Striped, true),
+        Mask::plain(Zigzag, true),
+        Mask { window: Some((150, 0)), cap: Some(2.0), ..Mask::plain(Zigzag, true) },
+        Mask { window: Some((90, 20)), chunk: Some(200), ..Mask::plain(Striped, true) },
+    ];
+    for (w, h, hk, sl, lnc, sinks) in [(1, 2, 1, 128, 1, false), (2, 2, 2, 256, 2, true), (3, 4, 2, 128, 1, false), (4, 2, 1, 128, 2, true)]
+    {
+        let mut case = Case::new(Dims { batch: 2, ..dims(w, h, hk, sl, 16) }, sinks, 461 + w as u64);
+        let s = w * sl;
+        case.bias = Some(uniform(2 * h * s * s, 467 + w as u64, -2.0, 2.0));
+        for m in masks {
+            case.check(w, m, lnc, Precision::Fp32);
+        }
+        case.segments = Some(packed_segment_ids(2, s, 471 + w as u64));
+        case.check(w, masks[3], lnc, Precision::Fp32);
+    }
+    let mut case = Case::new(Dims { batch: 1, ..dims(4, 4, 2, 256, 64) }, true, 479);
+    case.bias = Some(uniform(4 * 1024 * 1024, 483, -2.0, 2.0));
     case.check(4, masks[2], 2, Precision::Hardware);
 }

@@ -36,7 +36,7 @@ fn emitted_package_passes_the_check_with_the_library_signature() {
         src.contains(
             "\n@nki.jit\ndef ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_causal_mask=False, \
              mixed_precision=True, softmax_scale=None, num_workers=1, lnc_size=1, replica_groups=None, striped_attention=False, \
-             sinks=None, zigzag_attention=False, window_left=None, window_right=None, chunk_size=None, soft_cap=None):\n"
+             sinks=None, zigzag_attention=False, window_left=None, window_right=None, chunk_size=None, soft_cap=None, q_segment_ids=None, kv_segment_ids=None, bias=None):\n"
         ),
         "ring_attention_bwd.py must keep the library's signature as a prefix:\n{src}"
     );
@@ -151,11 +151,16 @@ fn numpy_contiguous_full_w4_wide_heads() {
 
 /// Runs one NumPy-vs-emulator backward case with random inputs (LSEs in [2, 3]
 /// keep the probabilities below one): `extra` keyword arguments on top of a causal
-/// ring of `w` ranks on LNC 2, with sinks when given.
+/// ring of `w` ranks on LNC 2, with sinks when given, and with `segments` segment
+/// ids 0..3 per rank (the first 10 queries of every rank id 7, which no key has,
+/// and LSE `-inf`), and with `bias` a random bias per rank.
+#[allow(clippy::too_many_arguments)]
 fn numpy_case(
     name: &str,
     dims: [usize; 5],
     sinks: Option<Vec<f64>>,
+    segments: bool,
+    bias: bool,
     extra: Vec<(&'static str, PyArg)>,
     emu_call: impl Fn(ring_attention_spmd_bwd::Call<'_>) -> ring_attention_spmd_bwd::Call<'_> + Sync,
 ) {
@@ -171,11 +176,30 @@ fn numpy_case(
                 .map(|(i, shape)| {
                     let n: usize = shape.iter().product();
                     let (lo, hi) = if i == 5 { (2.0, 3.0) } else { (-1.0, 1.0) };
-                    (shape.clone(), common::as_dtype(&common::uniform(n, 980 + 10 * r as u64 + i as u64, lo, hi), Dtype::F32))
+                    let mut x = common::as_dtype(&common::uniform(n, 980 + 10 * r as u64 + i as u64, lo, hi), Dtype::F32);
+                    if segments && i == 5 {
+                        // LSE [.., p, g] is row 128 g + p: rows 0..10 are p < 10, g = 0.
+                        x.iter_mut()
+                            .enumerate()
+                            .filter(|(j, _)| j % sl < 10 * (sl / 128) && j % (sl / 128) == 0)
+                            .for_each(|(_, v)| *v = f64::NEG_INFINITY);
+                    }
+                    (shape.clone(), x)
                 })
                 .collect()
         })
         .collect();
+    let ids: Vec<[Vec<f64>; 2]> = (0..w)
+        .map(|r| {
+            let kv: Vec<f64> =
+                (0..b).flat_map(|bi| common::uniform(sl, 1990 + 7 * r as u64 + bi as u64, 0.0, 4.0)).map(|x| x.floor()).collect();
+            let q = kv.iter().enumerate().map(|(i, &x)| if i % sl < 10 { 7.0 } else { x }).collect();
+            [q, kv]
+        })
+        .collect();
+    let biases: Vec<Vec<f64>> = (0..w).map(|r| common::uniform(b * h * sl * w * sl, 2990 + r as u64, -2.0, 2.0)).collect();
+    let bias_tensors: Vec<Tensor> = biases.iter().map(|x| tensor(&[b, h, sl, w * sl], x, Dtype::F32)).collect();
+    let id_tensors: Vec<[Tensor; 2]> = ids.iter().map(|pair| pair.clone().map(|x| tensor(&[b, sl], &x, Dtype::I32))).collect();
     let sink_t = sinks.as_ref().map(|x| tensor(&[h], x, Dtype::F32));
     let tensors: Vec<Vec<Tensor>> = per_rank.iter().map(|xs| xs.iter().map(|(s, x)| tensor(s, x, Dtype::F32)).collect()).collect();
     let emu: Vec<Vec<Vec<f32>>> = Launch::new()
@@ -184,11 +208,15 @@ fn numpy_case(
         .precision(Precision::Fp32)
         .run_ranks(|ctx| {
             let t = &tensors[ctx.rank()];
+            let [q_ids, kv_ids] = &id_tensors[ctx.rank()];
             let call = ring_attention_spmd_bwd::Call::new(&t[0], &t[1], &t[2], &t[3], &t[4], &t[5])
                 .use_causal_mask(true)
                 .num_workers(w as i64)
                 .lnc_size(2)
-                .sinks(sink_t.as_ref());
+                .sinks(sink_t.as_ref())
+                .q_segment_ids(segments.then_some(q_ids))
+                .kv_segment_ids(segments.then_some(kv_ids))
+                .bias(bias.then_some(&bias_tensors[ctx.rank()]));
             emu_call(call).run(ctx)
         })
         .unwrap()
@@ -197,7 +225,9 @@ fn numpy_case(
         .collect();
     let ranks: Vec<RankArgs<'_>> = per_rank
         .iter()
-        .map(|xs| {
+        .zip(&ids)
+        .zip(&biases)
+        .map(|((xs, [q_ids, kv_ids]), rank_bias)| {
             let args = xs.iter().map(|(s, x)| PyArg::Tensor(s.clone(), x.clone(), Dtype::F32)).collect();
             let mut kwargs =
                 vec![("use_causal_mask", PyArg::Bool(true)), ("num_workers", PyArg::Int(w as i64)), ("lnc_size", PyArg::Int(2))];
@@ -205,6 +235,13 @@ fn numpy_case(
                 kwargs.push(("sinks", PyArg::Tensor(vec![h], x.clone(), Dtype::F32)));
             }
             kwargs.extend(extra.iter().cloned());
+            if segments {
+                kwargs.push(("q_segment_ids", PyArg::Tensor(vec![b, sl], q_ids.clone(), Dtype::I32)));
+                kwargs.push(("kv_segment_ids", PyArg::Tensor(vec![b, sl], kv_ids.clone(), Dtype::I32)));
+            }
+            if bias {
+                kwargs.push(("bias", PyArg::Tensor(vec![b, h, sl, w * sl], rank_bias.clone(), Dtype::F32)));
+            }
             (args, kwargs)
         })
         .collect();
@@ -226,7 +263,9 @@ fn numpy_case(
 fn numpy_gqa_with_sinks_striped_w3_lnc2() {
     let sinks = common::uniform(4, 971, -1.0, 2.0);
     let extra = vec![("striped_attention", PyArg::Bool(true)), ("soft_cap", PyArg::Float(0.5))];
-    numpy_case("GQA + sinks + soft cap", [3, 2, 4, 2, 128], Some(sinks), extra, |c| c.striped_attention(true).soft_cap(Some(0.5)));
+    numpy_case("GQA + sinks + soft cap", [3, 2, 4, 2, 128], Some(sinks), false, false, extra, |c| {
+        c.striped_attention(true).soft_cap(Some(0.5))
+    });
 }
 
 /// Zigzag causal with a window and chunks, GQA 2:1, over 3 ranks on LNC 2: the
@@ -234,7 +273,25 @@ fn numpy_gqa_with_sinks_striped_w3_lnc2() {
 #[test]
 fn numpy_zigzag_window_and_chunks_w3_lnc2() {
     let extra = vec![("zigzag_attention", PyArg::Bool(true)), ("window_left", PyArg::Int(300)), ("chunk_size", PyArg::Int(200))];
-    numpy_case("zigzag window chunks", [3, 1, 2, 1, 256], None, extra, |c| {
+    numpy_case("zigzag window chunks", [3, 1, 2, 1, 256], None, false, false, extra, |c| {
         c.zigzag_attention(true).window_left(Some(300)).chunk_size(Some(200))
     });
+}
+
+/// Segment ids with GQA 2:1 and 2 batches, zigzag causal over 3 ranks on LNC 2:
+/// the query ids travelling with Q and the rows with LSE -inf (zero gradients)
+/// under NumPy match the emulator.
+#[test]
+fn numpy_zigzag_segment_ids_w3_lnc2() {
+    let extra = vec![("zigzag_attention", PyArg::Bool(true))];
+    numpy_case("zigzag segment ids", [3, 2, 2, 1, 256], None, true, false, extra, |c| c.zigzag_attention(true));
+}
+
+/// A bias with GQA 2:1, zigzag causal over 3 ranks on LNC 2: the bias rows
+/// travelling with Q and each rank's key columns gathered at run time under
+/// NumPy match the emulator.
+#[test]
+fn numpy_zigzag_bias_w3_lnc2() {
+    let extra = vec![("zigzag_attention", PyArg::Bool(true))];
+    numpy_case("zigzag bias", [3, 1, 2, 1, 256], None, false, true, extra, |c| c.zigzag_attention(true));
 }

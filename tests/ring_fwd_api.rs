@@ -61,7 +61,7 @@ fn raw_and_prescaled_queries_give_the_same_attention_in_both_masks() {
         let (q_raw, k, v) = g.shards(w, layout, 1.0);
         let (q_pre, _, _) = g.shards(w, layout, scale);
         for q in [Queries::Raw(&q_raw), Queries::Prescaled { q: &q_pre, scale }] {
-            let outs = cfg.launch(&fp32(w), &RingFwdInputs { q, k: &k, v: &v, sinks: None }).unwrap();
+            let outs = cfg.launch(&fp32(w), &RingFwdInputs { q, k: &k, v: &v, sinks: None, segment_ids: None, bias: None }).unwrap();
             let what = format!("causal={causal} {layout:?} {q:?}");
             assert_close(&what, &unshard(&outs.out, layout, false).unwrap().to_f32_vec(), &want_o, 1e-6, 1e-5);
             let lse = outs.lse.expect("training returns the LSE");
@@ -75,7 +75,12 @@ fn queries_prescaled_by_another_factor_are_rejected() {
     let g = Global::new();
     let (q, k, v) = g.shards(2, SeqLayout::Contiguous, 0.5);
     let cfg = RingFwdConfig::new(2).causal(true);
-    let e = cfg.launch(&fp32(2), &RingFwdInputs { q: Queries::Prescaled { q: &q, scale: 0.5 }, k: &k, v: &v, sinks: None }).unwrap_err();
+    let e = cfg
+        .launch(
+            &fp32(2),
+            &RingFwdInputs { q: Queries::Prescaled { q: &q, scale: 0.5 }, k: &k, v: &v, sinks: None, segment_ids: None, bias: None },
+        )
+        .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Argument, "{e}");
     let default = 1.0 / (D as f64).sqrt();
     assert!(e.message.contains("pre-scaled by 0.5") && e.message.contains(&default.to_string()), "{e}");
@@ -86,7 +91,7 @@ fn inputs_that_do_not_fit_the_ring_name_the_parameter() {
     let g = Global::new();
     let (q, k, v) = g.shards(2, SeqLayout::Contiguous, 1.0);
     let cfg = RingFwdConfig::new(2);
-    let inputs = RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: None };
+    let inputs = RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: None, segment_ids: None, bias: None };
     let expect = |e: nki::NkiError, parts: &[&str]| {
         assert_eq!(e.kind, ErrorKind::Argument, "{e}");
         for p in parts {
@@ -106,7 +111,9 @@ fn inputs_that_do_not_fit_the_ring_name_the_parameter() {
     // Rules derived from the tensors: 200 tokens per rank is not a multiple of 128.
     let odd_global = common::tensor(&[1, BH, 400, D], &uniform(BH * 400 * D, 1, 0.0, 1.0), Dtype::F32);
     let odd = shard(&odd_global, 2, SeqLayout::Contiguous, true).unwrap();
-    let e = cfg.launch(&fp32(2), &RingFwdInputs { q: Queries::Raw(&odd), k: &odd, v: &odd, sinks: None }).unwrap_err();
+    let e = cfg
+        .launch(&fp32(2), &RingFwdInputs { q: Queries::Raw(&odd), k: &odd, v: &odd, sinks: None, segment_ids: None, bias: None })
+        .unwrap_err();
     expect(e, &["seqlen = 200", "multiple of 128"]);
     // Two rings of two: the launch needs four ranks.
     const GROUPS: &[&[i64]] = &[&[0, 2], &[1, 3]];

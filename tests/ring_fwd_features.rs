@@ -15,10 +15,11 @@
 
 mod common;
 
-use common::{as_dtype, assert_close, uniform};
+use common::{as_dtype, assert_close, assert_close_lse, packed_segment_ids, uniform};
 use nki::attention::reference::{Dims, Features, attend};
+use nki::attention::ring_fwd::ring_attention_fwd::ring_attention_spmd_fwd;
 use nki::attention::ring_fwd::{Queries, RingFwdConfig, RingFwdInputs, RingFwdOutputs};
-use nki::attention::shard::{SeqLayout, shard, unshard, unshard_lse};
+use nki::attention::shard::{SeqLayout, shard, shard_bias, shard_ids, unshard, unshard_lse};
 use nki::{Dtype, Launch, Precision, Tensor};
 
 /// The layout and the masks of one run.
@@ -44,6 +45,10 @@ struct Case {
     k: Vec<f64>,
     v: Vec<f64>,
     sinks: Option<Vec<f64>>,
+    /// Global `(q, kv)` segment ids, `[b, S]` each.
+    segments: Option<(Vec<i32>, Vec<i32>)>,
+    /// Global bias `[b, h, S, S]`.
+    bias: Option<Vec<f64>>,
     scale: f64,
 }
 
@@ -57,13 +62,23 @@ impl Case {
             k: uniform(nk, seed + 1, -1.0, 1.0),
             v: uniform(nk, seed + 2, -1.0, 1.0),
             sinks: sinks.then(|| uniform(dims.heads, seed + 3, -1.0, 3.0)),
+            segments: None,
+            bias: None,
             scale: 0.4,
         }
     }
 
     /// The case with its data rounded to `dtype` (what the kernel sees).
     fn rounded(&self, dtype: Dtype) -> Case {
-        Case { q: as_dtype(&self.q, dtype), k: as_dtype(&self.k, dtype), v: as_dtype(&self.v, dtype), sinks: self.sinks.clone(), ..*self }
+        Case {
+            q: as_dtype(&self.q, dtype),
+            k: as_dtype(&self.k, dtype),
+            v: as_dtype(&self.v, dtype),
+            sinks: self.sinks.clone(),
+            segments: self.segments.clone(),
+            bias: self.bias.clone(),
+            ..*self
+        }
     }
 
     fn runs(&self, w: usize, m: Mask, lnc: usize, precision: Precision, dtype: Dtype) -> RingFwdOutputs {
@@ -76,6 +91,11 @@ impl Case {
             shard(&t(&self.v, hk), w, layout, false).unwrap(),
         );
         let sinks = self.sinks.as_ref().map(|x| common::tensor(&[h], x, Dtype::F32));
+        let ids = |x: &[i32]| {
+            let t = Tensor::from_i64(&[b, s], &x.iter().map(|&i| i as i64).collect::<Vec<_>>(), Dtype::I32).unwrap();
+            shard_ids(&t, w, layout).unwrap()
+        };
+        let segs = self.segments.as_ref().map(|(q, kv)| (ids(q), ids(kv)));
         let mut cfg =
             RingFwdConfig::new(w as i64).causal(causal).layout(layout).training(true).softmax_scale(self.scale).kv_heads(hk as i64);
         if let Some((l, r)) = m.window {
@@ -88,7 +108,10 @@ impl Case {
             cfg = cfg.soft_cap(c);
         }
         let launch = Launch::new().ranks(w).lnc(lnc).precision(precision);
-        cfg.launch(&launch, &RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: sinks.as_ref() }).unwrap()
+        let segment_ids = segs.as_ref().map(|(q, kv)| (q.as_slice(), kv.as_slice()));
+        let bias = self.bias.as_ref().map(|x| shard_bias(&common::tensor(&[b, h, s, s], x, Dtype::F32), w, layout).unwrap());
+        let inputs = RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: sinks.as_ref(), segment_ids, bias: bias.as_deref() };
+        cfg.launch(&launch, &inputs).unwrap()
     }
 
     fn reference(&self, m: Mask) -> (Vec<f64>, Vec<f64>) {
@@ -98,7 +121,8 @@ impl Case {
             chunk: m.chunk,
             soft_cap: m.cap,
             sinks: self.sinks.as_deref(),
-            ..Features::default()
+            segments: self.segments.as_ref().map(|(q, kv)| (q.as_slice(), kv.as_slice())),
+            bias: self.bias.as_deref(),
         };
         let r = attend(&self.q, &self.k, &self.v, &self.dims, self.scale, &f);
         (r.out, r.lse)
@@ -121,10 +145,16 @@ impl Case {
         };
         let (want_o, want_l) = seen.reference(m);
         let outs = self.runs(w, m, lnc, precision, dtype);
-        let what = format!("W{w} {m:?} lnc{lnc} {precision:?} h{}:{} sinks={}", self.dims.heads, self.dims.kv_heads, self.sinks.is_some());
+        let what = format!(
+            "W{w} {m:?} lnc{lnc} {precision:?} h{}:{} sinks={} segments={}",
+            self.dims.heads,
+            self.dims.kv_heads,
+            self.sinks.is_some(),
+            self.segments.is_some(),
+        ) + if self.bias.is_some() { " bias" } else { "" };
         assert_close(&what, &unshard(&outs.out, layout, false).unwrap().to_f32_vec(), &want_o, atol, rtol);
         let lse = unshard_lse(&outs.lse.expect("training returns the LSE"), layout).unwrap().to_f32_vec();
-        assert_close(&format!("{what} LSE"), &lse, &want_l, atol, rtol);
+        assert_close_lse(&format!("{what} LSE"), &lse, &want_l, atol, rtol);
     }
 }
 
@@ -211,7 +241,7 @@ fn bad_kv_heads_and_sinks_are_refused_naming_the_parameter() {
         shard(&t(&case.v[..256 * 16 * 3], 3), 2, SeqLayout::Contiguous, false).unwrap(),
     );
     let launch = Launch::new().ranks(2).precision(Precision::Fp32);
-    let inputs = RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: None };
+    let inputs = RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: None, segment_ids: None, bias: None };
     let e = RingFwdConfig::new(2).launch(&launch, &inputs).unwrap_err().to_string();
     assert_eq!(
         e,
@@ -220,10 +250,14 @@ fn bad_kv_heads_and_sinks_are_refused_naming_the_parameter() {
     let (k, v) =
         (shard(&t(&case.k, 4), 2, SeqLayout::Contiguous, true).unwrap(), shard(&t(&case.v, 4), 2, SeqLayout::Contiguous, false).unwrap());
     let bad = Tensor::from_f32(&[3], &[0.0; 3], Dtype::F32).unwrap();
-    let e = RingFwdConfig::new(2).launch(&launch, &RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: Some(&bad) }).unwrap_err();
+    let e = RingFwdConfig::new(2)
+        .launch(&launch, &RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: Some(&bad), segment_ids: None, bias: None })
+        .unwrap_err();
     assert!(e.to_string().starts_with("invalid sinks = float32 [3]: must be float32 [4]"), "{e}");
     let nan = Tensor::from_f32(&[4], &[0.0, f32::NAN, 0.0, 0.0], Dtype::F32).unwrap();
-    let e = RingFwdConfig::new(2).launch(&launch, &RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: Some(&nan) }).unwrap_err();
+    let e = RingFwdConfig::new(2)
+        .launch(&launch, &RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: Some(&nan), segment_ids: None, bias: None })
+        .unwrap_err();
     assert!(e.to_string().contains("invalid sinks = NaN"), "{e}");
 }
 
@@ -341,7 +375,7 @@ fn layout_window_and_chunk_rules_are_errors_naming_the_parameter() {
     let (q, k) = (t(&case.q), t(&case.k));
     let v = shard(&common::tensor(&[1, 2, 256, 16], &case.v, Dtype::F32), 2, SeqLayout::Contiguous, false).unwrap();
     let launch = Launch::new().ranks(2).precision(Precision::Fp32);
-    let inputs = RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: None };
+    let inputs = RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: None, segment_ids: None, bias: None };
     let err = |cfg: RingFwdConfig| cfg.launch(&launch, &inputs).unwrap_err().to_string();
     let base = RingFwdConfig::new(2);
     assert_eq!(
@@ -394,5 +428,113 @@ fn soft_capped_logits_match_the_reference_alone_and_with_every_other_feature() {
     }
     let mut case = Case::new(dims(4, 4, 2, 256, 64), true, 149);
     case.q.iter_mut().for_each(|x| *x *= 6.0);
+    case.check(4, masks[2], 2, Precision::Hardware);
+}
+
+#[test]
+fn segment_ids_alone_and_with_every_other_feature_match_the_reference() {
+    use SeqLayout::{Contiguous, Striped, Zigzag};
+    let masks = [
+        Mask::plain(Contiguous, false),
+        Mask::plain(Contiguous, true),
+        Mask::plain(Striped, true),
+        Mask::plain(Zigzag, true),
+        Mask { window: Some((150, 0)), ..Mask::plain(Zigzag, true) },
+        Mask { window: Some((90, 20)), chunk: Some(200), cap: Some(2.0), ..Mask::plain(Contiguous, false) },
+    ];
+    for (w, h, hk, sl, lnc, sinks) in [(1, 2, 1, 128, 1, false), (2, 2, 2, 256, 2, true), (3, 4, 2, 128, 1, false), (4, 2, 1, 128, 2, true)]
+    {
+        let mut case = Case::new(Dims { batch: 2, ..dims(w, h, hk, sl, 16) }, sinks, 161 + w as u64);
+        case.segments = Some(packed_segment_ids(2, w * sl, 171 + w as u64));
+        for m in masks {
+            case.check(w, m, lnc, Precision::Fp32);
+        }
+    }
+    let mut case = Case::new(Dims { batch: 2, ..dims(4, 4, 2, 256, 64) }, false, 179);
+    case.segments = Some(packed_segment_ids(2, 1024, 181));
+    case.check(4, masks[3], 2, Precision::Hardware);
+}
+
+#[test]
+fn key_segment_ids_travel_with_k_and_v_and_unseen_rows_are_zero() {
+    let (w, b, sl) = (3, 2, 128);
+    let mut case = Case::new(Dims { batch: b, ..dims(w, 4, 2, sl, 16) }, false, 164);
+    case.segments = Some(packed_segment_ids(b, w * sl, 174));
+    let m = Mask::plain(SeqLayout::Zigzag, true);
+    let outs = case.runs(w, m, 1, Precision::Fp32, Dtype::F32);
+    // Every step moves K, V, then the int32 ids of the visiting block.
+    let kv_bytes = w * b * 2 * sl * 16 * 4;
+    let sizes: Vec<usize> = outs.comm.iter().map(|e| e.bytes).collect();
+    assert_eq!(sizes, [kv_bytes, kv_bytes, w * b * sl * 4].repeat(w - 1));
+    // The rows whose id no key has: output 0 and LSE -inf, as in the reference.
+    let (_, want_l) = case.reference(m);
+    let lse = unshard_lse(&outs.lse.unwrap(), m.layout).unwrap().to_f32_vec();
+    let unseen: Vec<usize> = (0..lse.len()).filter(|&i| lse[i] == f32::NEG_INFINITY).collect();
+    assert_eq!(unseen.len(), b * 4 * 20, "20 rows of every head see no key");
+    assert!(unseen.iter().all(|&i| want_l[i] == f64::NEG_INFINITY));
+    let out = unshard(&outs.out, m.layout, false).unwrap().to_f32_vec();
+    assert!(unseen.iter().all(|&i| out[i * 16..(i + 1) * 16].iter().all(|&x| x == 0.0)));
+}
+
+#[test]
+fn bad_segment_ids_are_refused_naming_the_parameter() {
+    let case = Case::new(dims(2, 2, 2, 128, 16), false, 83);
+    let t = |x: &[f64]| common::tensor(&[1, 2, 256, 16], x, Dtype::F32);
+    let (q, k, v) = (
+        shard(&t(&case.q), 2, SeqLayout::Contiguous, true).unwrap(),
+        shard(&t(&case.k), 2, SeqLayout::Contiguous, true).unwrap(),
+        shard(&t(&case.v), 2, SeqLayout::Contiguous, false).unwrap(),
+    );
+    let launch = Launch::new().ranks(2).precision(Precision::Fp32);
+    let ids = |shape: &[usize], x: i64, dtype: Dtype| vec![Tensor::from_i64(shape, &vec![x; shape.iter().product()], dtype).unwrap(); 2];
+    let good = ids(&[1, 128], 3, Dtype::I32);
+    let run = |q_ids: &[Tensor], kv_ids: &[Tensor]| {
+        let inputs = RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: None, segment_ids: Some((q_ids, kv_ids)), bias: None };
+        RingFwdConfig::new(2).launch(&launch, &inputs).unwrap_err().to_string()
+    };
+    assert_eq!(run(&good[..1], &good), "invalid q_segment_ids = 1 tensors: needs one tensor per rank (2)");
+    assert_eq!(
+        run(&good, &ids(&[1, 256], 3, Dtype::I32)),
+        "invalid kv_segment_ids[0] = int32 [1, 256]: must be int32 [1, 128] ([b, seqlen])"
+    );
+    assert_eq!(
+        run(&ids(&[1, 128], 3, Dtype::F32), &good),
+        "invalid q_segment_ids[0] = float32 [1, 128]: must be int32 [1, 128] ([b, seqlen])"
+    );
+    assert_eq!(
+        run(&good, &ids(&[1, 128], 1 << 24, Dtype::I32)),
+        "invalid kv_segment_ids[0] = 16777216: segment ids must be below 2^24 in magnitude"
+    );
+    // The emitted kernel wants both or neither.
+    let e = ring_attention_spmd_fwd::Call::new(&q[0], &k[0], &v[0]).q_segment_ids(Some(&good[0])).launch(&Launch::new()).unwrap_err();
+    assert!(e.message.contains("q_segment_ids and kv_segment_ids must both be set or both be None"), "{e}");
+}
+
+#[test]
+fn a_bias_alone_and_with_every_other_feature_matches_the_reference() {
+    use SeqLayout::{Contiguous, Striped, Zigzag};
+    let masks = [
+        Mask::plain(Contiguous, false),
+        Mask::plain(Contiguous, true),
+        Mask::plain(Striped, true),
+        Mask::plain(Zigzag, true),
+        Mask { window: Some((150, 0)), cap: Some(2.0), ..Mask::plain(Zigzag, true) },
+        Mask { window: Some((90, 20)), chunk: Some(200), ..Mask::plain(Striped, true) },
+    ];
+    for (w, h, hk, sl, lnc, sinks) in [(1, 2, 1, 128, 1, false), (2, 2, 2, 256, 2, true), (3, 4, 2, 128, 1, false), (4, 2, 1, 128, 2, true)]
+    {
+        let d = Dims { batch: 2, ..dims(w, h, hk, sl, 16) };
+        let mut case = Case::new(d, sinks, 361 + w as u64);
+        let s = w * sl;
+        case.bias = Some(uniform(2 * h * s * s, 367 + w as u64, -2.0, 2.0));
+        for m in masks {
+            case.check(w, m, lnc, Precision::Fp32);
+        }
+        // With segment ids too.
+        case.segments = Some(packed_segment_ids(2, s, 371 + w as u64));
+        case.check(w, masks[3], lnc, Precision::Fp32);
+    }
+    let mut case = Case::new(Dims { batch: 1, ..dims(4, 4, 2, 256, 64) }, true, 379);
+    case.bias = Some(uniform(4 * 1024 * 1024, 383, -2.0, 2.0));
     case.check(4, masks[2], 2, Precision::Hardware);
 }

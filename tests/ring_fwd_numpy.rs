@@ -8,7 +8,7 @@ mod common;
 
 use common::attention::{PyArg, RankArgs, run_numpy_kwargs_ranks};
 use common::ring::{Global, Ring};
-use common::{as_dtype, assert_close, errors, tensor, uniform};
+use common::{as_dtype, assert_close, assert_close_lse, errors, tensor, uniform};
 use nki::attention::ring_fwd::ring_attention_fwd::ring_attention_spmd_fwd;
 use nki::{Dtype, Launch, Precision};
 use std::path::{Path, PathBuf};
@@ -38,7 +38,7 @@ fn emitted_package_passes_the_check_and_imports_attention_cte() {
     let library = "\n@nki.jit\ndef ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax_scale=None, use_causal_mask=False, striped_input=False, training=False, lse_dtype=nl.float32, tp_q=False, tp_k=False";
     assert!(
         src.contains(&format!(
-            "{library}, sinks=None, zigzag_input=False, window_left=None, window_right=None, chunk_size=None, soft_cap=None):"
+            "{library}, sinks=None, zigzag_input=False, window_left=None, window_right=None, chunk_size=None, soft_cap=None, q_segment_ids=None, kv_segment_ids=None, bias=None):"
         )),
         "the library's signature as a prefix"
     );
@@ -292,19 +292,84 @@ fn numpy_gqa_with_sinks_striped_w3_lnc2() {
 /// emitted kernel's per-row key bounds and skipped steps under NumPy match the emulator.
 #[test]
 fn numpy_zigzag_window_and_chunks_w3_lnc2() {
-    numpy_zigzag(&[("window_left", 300), ("chunk_size", 200)]);
+    numpy_zigzag(&[("window_left", 300), ("chunk_size", 200)], false);
+}
+
+/// Zigzag causal with segment ids (some query ids no key has: zero rows, LSE
+/// -inf) over 3 ranks on LNC 2: the ids travelling with K and V and the masked
+/// rows under NumPy match the emulator.
+#[test]
+fn numpy_zigzag_segment_ids_w3_lnc2() {
+    numpy_zigzag(&[], true);
+}
+
+/// Striped causal with a bias over 3 ranks on LNC 2: the visiting keys' bias
+/// columns gathered at run time (`scalar_offset`, stride W) under NumPy match
+/// the emulator.
+#[test]
+fn numpy_striped_bias_w3_lnc2() {
+    let (w, h, sl, d) = (3usize, 2usize, 128usize, 16usize);
+    let per_rank: Vec<[Shaped; 4]> = (0..w)
+        .map(|r| {
+            let seed = 1090 + 4 * r as u64;
+            [
+                (vec![1, h, d, sl], as_dtype(&uniform(h * d * sl, seed, -0.5, 0.5), Dtype::F32)),
+                (vec![1, 1, d, sl], as_dtype(&uniform(d * sl, seed + 1, -2.0, 2.0), Dtype::F32)),
+                (vec![1, 1, sl, d], as_dtype(&uniform(d * sl, seed + 2, -1.0, 1.0), Dtype::F32)),
+                (vec![1, h, sl, w * sl], as_dtype(&uniform(h * sl * w * sl, seed + 3, -2.0, 2.0), Dtype::F32)),
+            ]
+        })
+        .collect();
+    let tensors: Vec<_> = per_rank.iter().map(|xs| xs.clone().map(|(s, x)| tensor(&s, &x, Dtype::F32))).collect();
+    let emu = Launch::new()
+        .ranks(w)
+        .lnc(2)
+        .precision(Precision::Fp32)
+        .run_ranks(|ctx| {
+            let [q, k, v, bias] = &tensors[ctx.rank()];
+            ring_attention_spmd_fwd::Call::new(q, k, v)
+                .num_workers(w as i64)
+                .use_causal_mask(true)
+                .striped_input(true)
+                .training(true)
+                .bias(Some(bias))
+                .run(ctx)
+        })
+        .unwrap();
+    let ranks: Vec<RankArgs<'_>> = per_rank
+        .iter()
+        .map(|[q, k, v, bias]| {
+            let args = [q, k, v].map(|(s, x)| PyArg::Tensor(s.clone(), x.clone(), Dtype::F32)).to_vec();
+            let kwargs = vec![
+                ("num_workers", PyArg::Int(w as i64)),
+                ("use_causal_mask", PyArg::Bool(true)),
+                ("striped_input", PyArg::Bool(true)),
+                ("training", PyArg::Bool(true)),
+                ("bias", PyArg::Tensor(bias.0.clone(), bias.1.clone(), Dtype::F32)),
+            ];
+            (args, kwargs)
+        })
+        .collect();
+    let np = run_numpy_kwargs_ranks(package(), "ring_attention_spmd_fwd", &ranks, 2, "fp32");
+    for (rank, (np_outs, emu_outs)) in np.iter().zip(&emu).enumerate() {
+        for (i, what) in ["output", "LSE"].iter().enumerate() {
+            let e: Vec<f64> = emu_outs.get(i).unwrap().to_f32_vec().iter().map(|&x| f64::from(x)).collect();
+            assert_close(&format!("striped bias rank {rank} {what} (numpy vs emulator)"), &np_outs[i], &e, ATOL, RTOL);
+        }
+    }
 }
 
 /// Plain zigzag causal over 3 ranks on LNC 2: the half-size calls picked at run
 /// time (`scalar_offset`) under NumPy match the emulator.
 #[test]
 fn numpy_zigzag_half_size_steps_w3_lnc2() {
-    numpy_zigzag(&[]);
+    numpy_zigzag(&[], false);
 }
 
 /// A zigzag causal ring of 3 ranks (GQA 2:1, 256 tokens per rank, LNC 2) with
-/// `extra` integer keyword arguments, NumPy against the emulator.
-fn numpy_zigzag(extra: &[(&'static str, i64)]) {
+/// `extra` integer keyword arguments and, with `segments`, segment ids (ids 0..3,
+/// the queries' first 10 tokens 7), NumPy against the emulator.
+fn numpy_zigzag(extra: &[(&'static str, i64)], segments: bool) {
     let (w, h, hk, sl, d) = (3usize, 2usize, 1usize, 256usize, 16usize);
     let per_rank: Vec<[Shaped; 3]> = (0..w)
         .map(|r| {
@@ -317,12 +382,21 @@ fn numpy_zigzag(extra: &[(&'static str, i64)]) {
         })
         .collect();
     let tensors: Vec<_> = per_rank.iter().map(|[q, k, v]| [q, k, v].map(|(s, x)| tensor(s, x, Dtype::F32))).collect();
+    let ids: Vec<[Vec<f64>; 2]> = (0..w)
+        .map(|r| {
+            let kv: Vec<f64> = uniform(sl, 997 + r as u64, 0.0, 4.0).iter().map(|x| x.floor()).collect();
+            let q = kv.iter().enumerate().map(|(i, &x)| if i < 10 { 7.0 } else { x }).collect();
+            [q, kv]
+        })
+        .collect();
+    let id_tensors: Vec<[nki::Tensor; 2]> = ids.iter().map(|pair| pair.clone().map(|x| tensor(&[1, sl], &x, Dtype::I32))).collect();
     let emu = Launch::new()
         .ranks(w)
         .lnc(2)
         .precision(Precision::Fp32)
         .run_ranks(|ctx| {
             let [q, k, v] = &tensors[ctx.rank()];
+            let [q_ids, kv_ids] = &id_tensors[ctx.rank()];
             let arg = |name: &str| extra.iter().find(|(n, _)| *n == name).map(|&(_, x)| x);
             ring_attention_spmd_fwd::Call::new(q, k, v)
                 .num_workers(w as i64)
@@ -331,12 +405,15 @@ fn numpy_zigzag(extra: &[(&'static str, i64)]) {
                 .window_left(arg("window_left"))
                 .chunk_size(arg("chunk_size"))
                 .training(true)
+                .q_segment_ids(segments.then_some(q_ids))
+                .kv_segment_ids(segments.then_some(kv_ids))
                 .run(ctx)
         })
         .unwrap();
     let ranks: Vec<RankArgs<'_>> = per_rank
         .iter()
-        .map(|[q, k, v]| {
+        .zip(&ids)
+        .map(|([q, k, v], [q_ids, kv_ids])| {
             let args = [q, k, v].map(|(s, x)| PyArg::Tensor(s.clone(), x.clone(), Dtype::F32)).to_vec();
             let mut kwargs = vec![
                 ("num_workers", PyArg::Int(w as i64)),
@@ -345,6 +422,10 @@ fn numpy_zigzag(extra: &[(&'static str, i64)]) {
                 ("zigzag_input", PyArg::Bool(true)),
             ];
             kwargs.extend(extra.iter().map(|&(name, x)| (name, PyArg::Int(x))));
+            if segments {
+                kwargs.push(("q_segment_ids", PyArg::Tensor(vec![1, sl], q_ids.clone(), Dtype::I32)));
+                kwargs.push(("kv_segment_ids", PyArg::Tensor(vec![1, sl], kv_ids.clone(), Dtype::I32)));
+            }
             (args, kwargs)
         })
         .collect();
@@ -352,7 +433,8 @@ fn numpy_zigzag(extra: &[(&'static str, i64)]) {
     for (rank, (np_outs, emu_outs)) in np.iter().zip(&emu).enumerate() {
         for (i, what) in ["output", "LSE"].iter().enumerate() {
             let e: Vec<f64> = emu_outs.get(i).unwrap().to_f32_vec().iter().map(|&x| f64::from(x)).collect();
-            assert_close(&format!("zigzag {extra:?} rank {rank} {what} (numpy vs emulator)"), &np_outs[i], &e, ATOL, RTOL);
+            let what = format!("zigzag {extra:?} segments={segments} rank {rank} {what} (numpy vs emulator)");
+            assert_close_lse(&what, &np_outs[i], &e, ATOL, RTOL);
         }
     }
 }

@@ -74,6 +74,52 @@ pub(crate) fn check_ring_launch(launch: &Launch, rings: usize, workers: i64, lis
     Ok(())
 }
 
+/// Segment ids are exact in the kernels' fp32 comparisons below this magnitude.
+pub(crate) const SEGMENT_ID_LIMIT: i64 = 1 << 24;
+
+/// Checks the per-rank segment ids: one int32 `[b, seqlen]` tensor per rank for
+/// the queries and for the keys, every id below [`SEGMENT_ID_LIMIT`] in magnitude.
+pub(crate) fn check_segment_ids(q_ids: &[Tensor], kv_ids: &[Tensor], ranks: usize, b_s: [i64; 2]) -> Result<()> {
+    for (name, list) in [("q_segment_ids", q_ids), ("kv_segment_ids", kv_ids)] {
+        if list.len() != ranks {
+            return Err(NkiError::argument(name, format!("{} tensors", list.len()), &format!("needs one tensor per rank ({ranks})")));
+        }
+        for (r, t) in list.iter().enumerate() {
+            if shape_i64(t) != b_s || t.dtype() != nki::Dtype::I32 {
+                return Err(NkiError::argument(
+                    &format!("{name}[{r}]"),
+                    format!("{} {:?}", t.dtype(), t.shape()),
+                    &format!("must be int32 {b_s:?} ([b, seqlen])"),
+                ));
+            }
+            if let Some(bad) = t.to_i64_vec().into_iter().find(|x| x.abs() >= SEGMENT_ID_LIMIT) {
+                return Err(NkiError::argument(&format!("{name}[{r}]"), bad, "segment ids must be below 2^24 in magnitude"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks the per-rank bias: one finite float32 tensor of shape `want` per rank.
+pub(crate) fn check_bias(bias: &[Tensor], ranks: usize, want: [i64; 4]) -> Result<()> {
+    if bias.len() != ranks {
+        return Err(NkiError::argument("bias", format!("{} tensors", bias.len()), &format!("needs one tensor per rank ({ranks})")));
+    }
+    for (r, t) in bias.iter().enumerate() {
+        if shape_i64(t) != want || t.dtype() != nki::Dtype::F32 {
+            return Err(NkiError::argument(
+                &format!("bias[{r}]"),
+                format!("{} {:?}", t.dtype(), t.shape()),
+                &format!("must be float32 {want:?} ([b, h, seqlen, num_workers·seqlen])"),
+            ));
+        }
+        if let Some(bad) = t.to_f32_vec().into_iter().find(|x| !x.is_finite()) {
+            return Err(NkiError::argument(&format!("bias[{r}]"), bad, "every bias value must be finite"));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -115,6 +115,25 @@ pub fn shard(global: &Tensor, workers: usize, layout: SeqLayout, d_major: bool) 
         .collect()
 }
 
+/// Splits whole-sequence segment ids (`[b, S_total]`) into per-rank
+/// `[b, S_local]` tensors of their dtype, in the ring's layout.
+pub fn shard_ids(global: &Tensor, workers: usize, layout: SeqLayout) -> Result<Vec<Tensor>> {
+    let [b, st] = <[usize; 2]>::try_from(global.shape())
+        .map_err(|_| NkiError::argument("segment_ids", format!("shape {:?}", global.shape()), "must be 2-d [b, S_total]"))?;
+    shard(&global.reshape(&[b, 1, st, 1])?, workers, layout, false)?.iter().map(|t| t.reshape(&[b, st / workers])).collect()
+}
+
+/// Splits a whole-sequence bias (`[b, h, S_total, S_total]`, query rows by key
+/// columns) into per-rank `[b, h, S_local, S_total]` tensors: the rows of each
+/// rank's queries in its local order, every key column at its global position.
+pub fn shard_bias(global: &Tensor, workers: usize, layout: SeqLayout) -> Result<Vec<Tensor>> {
+    let [b, h, st, cols] = dims4("bias", global)?;
+    if cols != st {
+        return Err(NkiError::argument("bias", format!("shape {:?}", global.shape()), "must be [b, h, S_total, S_total]"));
+    }
+    shard(&global.reshape(&[b, h, st, st])?, workers, layout, false)
+}
+
 /// Puts per-rank `[b, h, S_local, d]` tensors (`[b, h, d, S_local]` when
 /// `d_major`) back into one `[b, h, S_total, d]` tensor of their dtype.
 pub fn unshard(parts: &[Tensor], layout: SeqLayout, d_major: bool) -> Result<Tensor> {

@@ -74,7 +74,7 @@ fn time_ring(bh: usize, st: usize, d: usize, w: usize, lnc: usize, reps: u32) ->
         shard(&v, w, SeqLayout::Striped, false).map_err(err)?,
     );
     // The inputs are random: reading them as pre-scaled leaves the work unchanged.
-    let ring_inputs = RingFwdInputs { q: Queries::Prescaled { q: &qs, scale }, k: &ks, v: &vs, sinks: None };
+    let ring_inputs = RingFwdInputs { q: Queries::Prescaled { q: &qs, scale }, k: &ks, v: &vs, sinks: None, segment_ids: None, bias: None };
     let ring = RingFwdConfig::new(w as i64).causal(true).striped(true);
     let ring_launch = Launch::new().ranks(w).lnc(lnc).precision(Precision::Fp32);
     let ring_secs = best_of(reps, || ring.launch(&ring_launch, &ring_inputs).map(drop))?;
@@ -104,7 +104,7 @@ fn time_ring_cfg(cfg: RingFwdConfig, dims: [usize; 4], h_kv: usize, lnc: usize, 
         (shard(&q, w, layout, true).map_err(err)?, shard(&k, w, layout, true).map_err(err)?, shard(&v, w, layout, false).map_err(err)?);
     let scale = cfg.scale_for(d);
     // The inputs are random: reading them as pre-scaled leaves the work unchanged.
-    let ring_inputs = RingFwdInputs { q: Queries::Prescaled { q: &qs, scale }, k: &ks, v: &vs, sinks: None };
+    let ring_inputs = RingFwdInputs { q: Queries::Prescaled { q: &qs, scale }, k: &ks, v: &vs, sinks: None, segment_ids: None, bias: None };
     let launch = Launch::new().ranks(w).lnc(lnc).precision(Precision::Fp32);
     let last = std::cell::RefCell::new(Vec::new());
     let secs = best_of(reps, || {

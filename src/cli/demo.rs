@@ -106,7 +106,7 @@ fn run_ring_fwd(c: &Case, dtype: Dtype, precision: Precision) -> Result<Row, Nki
     let start = Instant::now();
     let outs = cfg.launch(
         &Launch::new().ranks(W).lnc(2).precision(precision),
-        &RingFwdInputs { q: Queries::Raw(&qs), k: &ks, v: &vs, sinks: None },
+        &RingFwdInputs { q: Queries::Raw(&qs), k: &ks, v: &vs, sinks: None, segment_ids: None, bias: None },
     )?;
     let secs = start.elapsed().as_secs_f64();
     let (err_o, max_o) = error(&unshard(&outs.out, layout, false)?.to_f32_vec(), &c.fwd.out);
@@ -129,7 +129,17 @@ fn run_ring_bwd(c: &Case, dtype: Dtype, precision: Precision, scale: f64) -> Res
     }
     let lse = shard_lse(&global(&c.fwd.lse, Dtype::F32)?, W, layout)?;
     let cfg = RingBwdConfig::new(W as i64).causal(true).striped(true).lnc(2);
-    let inputs = RingBwdInputs { q: &parts[0], k: &parts[1], v: &parts[2], o: &parts[3], dy: &parts[4], lse: &lse, sinks: None };
+    let inputs = RingBwdInputs {
+        q: &parts[0],
+        k: &parts[1],
+        v: &parts[2],
+        o: &parts[3],
+        dy: &parts[4],
+        lse: &lse,
+        sinks: None,
+        segment_ids: None,
+        bias: None,
+    };
     let start = Instant::now();
     let outs = cfg.launch(&Launch::new().ranks(W).lnc(2).precision(precision), &inputs)?;
     let secs = start.elapsed().as_secs_f64();
@@ -177,7 +187,7 @@ fn run_ring_features(dtype: Dtype, precision: Precision) -> Result<Row, NkiError
     let start = Instant::now();
     let outs = cfg.launch(
         &Launch::new().ranks(W).lnc(2).precision(precision),
-        &RingFwdInputs { q: Queries::Raw(&qs), k: &ks, v: &vs, sinks: Some(&sink_t) },
+        &RingFwdInputs { q: Queries::Raw(&qs), k: &ks, v: &vs, sinks: Some(&sink_t), segment_ids: None, bias: None },
     )?;
     let secs = start.elapsed().as_secs_f64();
     let f = reference::Features { causal: true, window: Some((FEAT_WINDOW, 0)), sinks: Some(&sinks), ..reference::Features::default() };

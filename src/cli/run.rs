@@ -7,9 +7,12 @@ mod ring_fwd;
 use super::output_plan::OutputPlan;
 use clap::{Args, Subcommand, ValueEnum};
 use nki::attention::dtypes::ParamDtypes;
-use nki::attention::shard::SeqLayout;
+use nki::attention::shard::{SeqLayout, shard_bias, shard_ids};
 use nki::io::npy::read_tensor_npy;
-use nki::{Launch, Precision, Tensor};
+use nki::{Dtype, Launch, Precision, Tensor};
+
+/// Per-rank `(q, kv)` segment ids.
+pub type SegmentIds = (Vec<Tensor>, Vec<Tensor>);
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -109,6 +112,15 @@ pub struct RingArgs {
     /// Sink logits, float32 `[h]`: one per query head in every row's softmax denominator.
     #[arg(long, value_name = "FILE")]
     sinks: Option<PathBuf>,
+    /// Query segment ids, int32 `[b, S_total]`: key `j` visible to query `i` only if their ids match.
+    #[arg(long, value_name = "FILE", requires = "kv_segment_ids")]
+    q_segment_ids: Option<PathBuf>,
+    /// Key segment ids, int32 `[b, S_total]` (with `--q-segment-ids`).
+    #[arg(long, value_name = "FILE", requires = "q_segment_ids")]
+    kv_segment_ids: Option<PathBuf>,
+    /// Bias, float32 `[b, h, S_total, S_total]`, added to the logits after the soft cap.
+    #[arg(long, value_name = "FILE")]
+    bias: Option<PathBuf>,
     /// Softmax scale (default `1/sqrt(d)`): a finite float32 value.
     #[arg(long, allow_negative_numbers = true)]
     scale: Option<f64>,
@@ -160,6 +172,53 @@ impl RingArgs {
             return Err(format!("--sinks {}: shape {:?} must be [h], one logit per query head", path.display(), t.shape()));
         }
         Ok(Some(t))
+    }
+
+    /// `--q-segment-ids` and `--kv-segment-ids`, each int32 `[batch, S_total]`,
+    /// sharded over the ring in its layout (None without them).
+    pub fn load_segment_ids(&self, plan: &mut OutputPlan, batch: usize, s_total: usize) -> Result<Option<SegmentIds>, String> {
+        let (Some(q_path), Some(kv_path)) = (&self.q_segment_ids, &self.kv_segment_ids) else {
+            return Ok(None);
+        };
+        let files = [("q_segment_ids", q_path.as_path()), ("kv_segment_ids", kv_path.as_path())];
+        declare_inputs(plan, &files)?;
+        let mut parts = Vec::with_capacity(2);
+        for (param, path) in files {
+            let flag = flag_of(param);
+            let t = read_tensor_npy(path).map_err(|e| format!("--{flag} {e}"))?;
+            if t.dtype() != Dtype::I32 || t.shape() != [batch, s_total] {
+                return Err(format!(
+                    "--{flag} {}: {} {:?} must be int32 [{batch}, {s_total}] ([b, S_total], one id per token)",
+                    path.display(),
+                    t.dtype(),
+                    t.shape()
+                ));
+            }
+            parts.push(shard_ids(&t, self.workers, self.layout()).map_err(|e| format!("--{flag} {}: {e}", path.display()))?);
+        }
+        let kv = parts.pop().unwrap_or_default();
+        let q = parts.pop().unwrap_or_default();
+        Ok(Some((q, kv)))
+    }
+
+    /// `--bias`, float32 `[batch, heads, S_total, S_total]`, sharded by query
+    /// rows over the ring (None without it).
+    pub fn load_bias(&self, plan: &mut OutputPlan, batch: usize, heads: usize, s_total: usize) -> Result<Option<Vec<Tensor>>, String> {
+        let Some(path) = &self.bias else {
+            return Ok(None);
+        };
+        declare_inputs(plan, &[("bias", path.as_path())])?;
+        let t = read_tensor_npy(path).map_err(|e| format!("--bias {e}"))?;
+        let want = [batch, heads, s_total, s_total];
+        if t.dtype() != Dtype::F32 || t.shape() != want {
+            return Err(format!(
+                "--bias {}: {} {:?} must be float32 {want:?} ([b, h, S_total, S_total], query rows by key columns)",
+                path.display(),
+                t.dtype(),
+                t.shape()
+            ));
+        }
+        shard_bias(&t, self.workers, self.layout()).map(Some).map_err(|e| format!("--bias {}: {e}", path.display()))
     }
 
     /// `--workers` as the kernels' `num_workers`.

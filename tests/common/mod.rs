@@ -54,6 +54,39 @@ pub fn assert_close(what: &str, got: &[f32], want: &[f64], atol: f64, rtol: f64)
     assert!(err <= bound, "{what}: max abs error {err:.3e} > {bound:.3e} (atol {atol:e} + rtol {rtol:e} x max|ref| {scale:.3e})");
 }
 
+/// Packed documents of uneven lengths (ids in order) for the keys; the queries
+/// share them except for a run of tokens whose id no key has, so some rows see
+/// no key at all (zeros and LSE -inf, or only the sink); the second batch's ids
+/// are shuffled, so a document is not one interval.
+pub fn packed_segment_ids(batch: usize, s: usize, seed: u64) -> (Vec<i32>, Vec<i32>) {
+    let mut q = Vec::with_capacity(batch * s);
+    let mut kv = Vec::with_capacity(batch * s);
+    for bi in 0..batch {
+        let cuts = uniform(s, seed + bi as u64, 0.0, 1.0);
+        let mut doc = 0;
+        for (i, c) in cuts.iter().enumerate() {
+            if *c < 6.0 / s as f64 {
+                doc += 1;
+            }
+            let id = if bi % 2 == 1 { ((c * 4.0) as i32) - 2 } else { doc };
+            kv.push(id);
+            q.push(if (s / 3..s / 3 + 20).contains(&i) { 1000 } else { id });
+        }
+    }
+    (q, kv)
+}
+
+/// [`assert_close`] for log-sum-exps, where a row that sees no key has `-inf`:
+/// exactly those rows must be `-inf`, the others within the bound.
+pub fn assert_close_lse(what: &str, got: &[f32], want: &[f64], atol: f64, rtol: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: result has {} values, reference {}", got.len(), want.len());
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        assert!((w == f64::NEG_INFINITY) == (g == f32::NEG_INFINITY), "{what}: row {i} is {g}, the reference {w}");
+    }
+    let (g, w): (Vec<f32>, Vec<f64>) = got.iter().zip(want).filter(|(_, w)| w.is_finite()).map(|(&g, &w)| (g, w)).unzip();
+    assert_close(what, &g, &w, atol, rtol);
+}
+
 /// A `/proc/self/status` field in bytes (`VmRSS`, `VmHWM`).
 pub fn status_bytes(field: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status is readable on Linux");

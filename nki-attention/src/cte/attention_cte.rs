@@ -267,6 +267,9 @@ fn attend_batch(
     bound_max: Option<Hbm>,
     skip_norm: bool,
     cap: f64,
+    q_seg: Option<Hbm>,
+    kv_seg: Option<Hbm>,
+    bias: Option<Hbm>,
 ) {
     let [bs, s_q, d] = if tp_q { q.shape() } else { [q.shape()[0], q.shape()[2], q.shape()[1]] };
     let bs_kv = k.shape()[0];
@@ -301,6 +304,20 @@ fn attend_batch(
     let n_v = (section_len + 127) / 128;
     let n_l = (section_len + 2047) / 2048;
     let sink_cols = if has_sink { 1 } else { 0 };
+    let segmented = q_seg.is_some();
+    let biased = bias.is_some();
+
+    // Segment ids in fp32: column g, partition p is local query row 128 g + p.
+    let q_ids = if segmented { Some(nl::ndarray([128, groups], nl::float32, buffer = nl::sbuf)) } else { None };
+    if let Some(qs) = q_seg {
+        if let Some(qi) = q_ids {
+            load_row_bounds(qi, qs, b / (bs / qs.shape()[0]), s_q);
+        }
+    }
+    let mut kv_row = 0;
+    if let Some(ks) = kv_seg {
+        kv_row = kvb / (bs_kv / ks.shape()[0]);
+    }
 
     let zero_bias = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
     nisa::memset(zero_bias, 0.0);
@@ -406,6 +423,18 @@ fn attend_batch(
                 }
             }
         }
+        // The section's key segment ids, the same on every partition.
+        let k_ids = if segmented { Some(nl::ndarray([128, width], nl::float32, buffer = nl::sbuf)) } else { None };
+        if let Some(ks) = kv_seg {
+            if let Some(ki) = k_ids {
+                for kt in 0..n_k {
+                    let (_in_prior, k0, cols): (bool, i64, i64) = kv_tile(sec_off + 512 * kt, 512, prefix, s_pp, s_p, s_ka, total);
+                    if cols > 0 {
+                        nisa::dma_copy(ki[s![.., 512 * kt..512 * kt + cols]], ks.ap([[0, 128], [1, cols]], offset = kv_row * s_k + k0));
+                    }
+                }
+            }
+        }
         for vt in 0..n_v {
             let (in_prior, k0, rows): (bool, i64, i64) = kv_tile(sec_off + 128 * vt, 128, prefix, s_pp, s_p, s_ka, total);
             if rows > 0 {
@@ -445,8 +474,30 @@ fn attend_batch(
                             nisa::activation(dst, nl::tanh, scores[s![0..rows, 0..cols]], scale = scale / cap);
                             nisa::tensor_scalar(dst, dst, nl::multiply, cap);
                         }
-                        let src = if cap > 0.0 { dst } else { scores[s![0..rows, 0..cols]] };
-                        let tile_scale = if cap > 0.0 { 1.0 } else { scale };
+                        let uncapped = if cap > 0.0 { dst } else { scores[s![0..rows, 0..cols]] };
+                        let uncapped_scale = if cap > 0.0 { 1.0 } else { scale };
+                        // Bias: scaled (and capped) logits plus the bias tile, before the masks.
+                        if let Some(bi) = bias {
+                            let bt = nl::ndarray([128, 512], nl::float32, buffer = nl::sbuf);
+                            nisa::dma_copy(bt[s![0..rows, 0..cols]], bi[s![b, q0..q0 + rows, k0..k0 + cols]]);
+                            nisa::scalar_tensor_tensor(dst, uncapped, nl::multiply, uncapped_scale, nl::add, bt[s![0..rows, 0..cols]]);
+                        }
+                        let capped = if biased { dst } else { uncapped };
+                        let cap_scale = if biased { 1.0 } else { uncapped_scale };
+                        // Segment ids: scaled logits where the ids match, FLOAT32_MIN elsewhere
+                        // (s·eq + (eq - 1)·FLOAT32_MAX, exact in both cases).
+                        if let Some(ki) = k_ids {
+                            if let Some(qi) = q_ids {
+                                let eq = nl::ndarray([128, 512], nl::float32, buffer = nl::sbuf);
+                                let same = eq[s![0..rows, 0..cols]];
+                                nisa::tensor_scalar(same, ki[s![0..rows, c0..c0 + cols]], nl::equal, qi[s![0..rows, g]]);
+                                nisa::scalar_tensor_tensor(dst, capped, nl::multiply, cap_scale, nl::multiply, same);
+                                nisa::tensor_scalar(same, same, nl::subtract, 1.0, op1 = nl::multiply, operand1 = f32::MAX);
+                                nisa::tensor_tensor(dst, dst, same, nl::add);
+                            }
+                        }
+                        let src = if segmented || biased { dst } else { capped };
+                        let tile_scale = if segmented || biased { 1.0 } else { cap_scale };
                         if dynamic || in_prior {
                             let lower = if in_prior { lbs_prior } else { lbs };
                             let upper = if in_prior { ubs_prior } else { ubs };
@@ -653,7 +704,14 @@ fn attend_batch(
 /// max and the reciprocal row sum (the raw sum with `skip_output_normalization`),
 /// each `(bs, 128, ceil(seqlen_q / 128))` with row `128 g + p` at `[.., p, g]`.
 /// Past the library's keyword arguments, `soft_cap` (default off) caps the
-/// logits to `C·tanh(scale·q·k / C)` before the masks (the ring kernels use it).
+/// logits to `C·tanh(scale·q·k / C)` before the masks (the ring kernels use it),
+/// and `q_segment_ids` / `kv_segment_ids` (`(batch, seqlen_q)` / `(batch,
+/// seqlen_kv)`, any dtype holding integers below 2^24, query batch `i` reading
+/// row `i / (bs / batch)`) show a key only to the queries with its id. A row that
+/// sees no key keeps the masked sentinel statistics (negated max FLOAT32_MAX), so
+/// the ring's merge and normalisation can tell it. `bias` (float32 `(bs,
+/// seqlen_q, seqlen_kv)`) is added to the logits after the soft cap, before the
+/// masks.
 #[nki_kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn attention_cte(
@@ -681,6 +739,9 @@ pub fn attention_cte(
     #[default(false)] cp_striped_input: bool,
     #[default(false)] skip_output_normalization: bool,
     soft_cap: Option<f64>,
+    q_segment_ids: Option<Hbm>,
+    kv_segment_ids: Option<Hbm>,
+    bias: Option<Hbm>,
 ) -> Outputs {
     let sw = sliding_window.unwrap_or(0);
     let cap = soft_cap.unwrap_or(0.0);
@@ -743,6 +804,36 @@ pub fn attention_cte(
             bmax.ndim() == 3 && bmax_shape[0] == bs && bmax_shape[1] == s_q && bmax_shape[2] == 1,
             "bound_max shape must be (batch, seqlen_q, 1)=({bs}, {s_q}, 1), got {bmax_shape}"
         );
+    }
+    assert!(q_segment_ids.is_some() == kv_segment_ids.is_some(), "q_segment_ids and kv_segment_ids must both be set or both be None");
+    if let Some(qs) = q_segment_ids {
+        let qs_shape = qs.shape();
+        assert!(
+            qs.ndim() == 2 && qs_shape[1] == s_q && qs_shape[0] >= 1 && bs % qs_shape[0] == 0,
+            "q_segment_ids must be (batch, seqlen_q) with batch dividing {bs}, got {qs_shape}"
+        );
+        assert!(s_q % 128 == 0, "segment ids need seqlen_q a multiple of 128, got {s_q}");
+        assert!(!prefix && sw == 0, "segment ids are not supported with prefix caching or sliding_window");
+    }
+    if let Some(ks) = kv_segment_ids {
+        let ks_shape = ks.shape();
+        let mut q_rows = 0;
+        if let Some(qs) = q_segment_ids {
+            q_rows = qs.shape()[0];
+        }
+        assert!(
+            ks.ndim() == 2 && ks_shape[0] == q_rows && ks_shape[1] == s_k && bs_kv % q_rows == 0,
+            "kv_segment_ids must be ({q_rows}, {s_k}) to match q_segment_ids and k, got {ks_shape}"
+        );
+    }
+    if let Some(bi) = bias {
+        let bi_shape = bi.shape();
+        assert!(
+            bi.ndim() == 3 && bi_shape[0] == bs && bi_shape[1] == s_q && bi_shape[2] == s_k,
+            "bias must be (bs, seqlen_q, seqlen_kv)=({bs}, {s_q}, {s_k}), got {bi_shape}"
+        );
+        assert!(bi.dtype() == nl::float32, "bias must be float32");
+        assert!(!prefix && sw == 0, "bias is not supported with prefix caching or sliding_window");
     }
     assert!(!packed || !prefix, "is_sequence_packed is not supported with prefix caching");
     assert!(!packed || global_cp_deg.unwrap_or(0) <= 1, "is_sequence_packed is not supported with context parallelism");
@@ -848,6 +939,9 @@ pub fn attention_cte(
             bound_max,
             skip_output_normalization,
             cap,
+            q_segment_ids,
+            kv_segment_ids,
+            bias,
         );
     }
     if let Some(nm) = stat_max {

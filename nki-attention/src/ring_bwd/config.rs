@@ -40,6 +40,9 @@ pub struct RingBwdConfig {
     pub chunk_size: Option<i64>,
     /// Logit soft cap `C > 0`: logits `C·tanh(scale·q·k / C)`.
     pub soft_cap: Option<f64>,
+    /// Segment ids are given (their tiles count in the SBUF footprint; the
+    /// launch sets it from its inputs).
+    pub segment_ids: bool,
     /// fp32 accumulators, `-LSE` and `D` (else the input dtype).
     pub mixed_precision: bool,
     /// Softmax scale (default `1/sqrt(d)`), applied inside: Q is unscaled. A finite
@@ -172,6 +175,7 @@ impl RingBwdConfig {
             window: None,
             chunk_size: None,
             soft_cap: None,
+            segment_ids: false,
             mixed_precision: true,
             softmax_scale: None,
             lnc: 1,
@@ -274,6 +278,12 @@ impl RingBwdConfig {
     /// Sets [`window`](Self::window) to `(left, right)`.
     pub const fn sliding_window(mut self, left: i64, right: i64) -> Self {
         self.window = Some((left, right));
+        self
+    }
+
+    /// Sets [`segment_ids`](Self::segment_ids).
+    pub const fn segment_ids(mut self, on: bool) -> Self {
+        self.segment_ids = on;
         self
     }
 

@@ -9,9 +9,14 @@
 //! the complete dQ of its own queries. Tiles follow the library's backward: 128
 //! query rows per tile in groups of 4, 512-key tiles, head dims in equal tiles of
 //! at most 128.
+//!
+//! Segment ids mask the scores of every tile like the other masks (the
+//! FLOAT32_MIN sentinel where the ids differ); the queries' ids travel with Q,
+//! the keys' stay. A row whose forward saw no key (LSE `-inf`) gets P = 0, so
+//! no gradient.
 
 use crate::cte::attention_cte::scalar_column;
-use crate::ring_fwd::ring_attention_fwd::{fill_ring_positions, ring_positions_at};
+use crate::ring_fwd::ring_attention_fwd::{bias_block, fill_ring_positions, ring_positions_at};
 use crate::ring_masks::{key_bounds, row_positions, step_needed};
 use nki::prelude::*;
 
@@ -100,9 +105,13 @@ fn bwd_tile(
     causal: bool,
     first: i64,
     cap: f64,
+    q_ids: Option<Sbuf>,
+    k_ids: Option<Sbuf>,
+    bias_blk: Option<Hbm>,
 ) {
     let kdt = k_ld.dtype();
     let nb = kts / 128;
+    let biased = bias_blk.is_some();
     let p = nl::ndarray([128, cg, kts], kdt, buffer = nl::sbuf);
     let ds = nl::ndarray([128, cg, kts], kdt, buffer = nl::sbuf);
     let zero = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
@@ -120,8 +129,16 @@ fn bwd_tile(
             nisa::activation(masked, nl::tanh, scores, scale = scale / cap);
             nisa::tensor_scalar(masked, masked, nl::multiply, cap);
         }
-        let src = if cap > 0.0 { masked } else { scores };
-        let exp_scale = if cap > 0.0 { 1.0 } else { scale };
+        let capped = if cap > 0.0 { masked } else { scores };
+        let cap_scale = if cap > 0.0 { 1.0 } else { scale };
+        // Bias: scaled (and capped) logits plus the bias tile, before the masks (the exp then takes no scale).
+        if let Some(bb) = bias_blk {
+            let bt = nl::ndarray([128, kts], nl::float32, buffer = nl::sbuf);
+            nisa::dma_copy(bt, bb[s![0, 128 * g..128 * (g + 1), k0..k0 + kts]]);
+            nisa::scalar_tensor_tensor(masked, capped, nl::multiply, cap_scale, nl::add, bt);
+        }
+        let src = if biased { masked } else { capped };
+        let exp_scale = if biased { 1.0 } else { cap_scale };
         if let Some(ub) = bounds {
             if let Some(lb) = lower {
                 nisa::range_select(
@@ -150,6 +167,16 @@ fn bwd_tile(
             nisa::tensor_copy(masked, src);
             if causal && 128 * g < k0 + kts - 1 {
                 nisa::affine_select(masked, [[-1, kts]], 1, masked, f32::MIN, cmp_op = nl::greater_equal, offset = 128 * g - k0);
+            }
+        }
+        // Segment ids: the sentinel where the ids differ (s·eq + (eq - 1)·FLOAT32_MAX).
+        if let Some(ki) = k_ids {
+            if let Some(qi) = q_ids {
+                let same = nl::ndarray([128, kts], nl::float32, buffer = nl::sbuf);
+                nisa::tensor_scalar(same, ki[s![.., k0..k0 + kts]], nl::equal, qi[s![.., g..g + 1]]);
+                nisa::tensor_tensor(masked, masked, same, nl::multiply);
+                nisa::tensor_scalar(same, same, nl::subtract, 1.0, op1 = nl::multiply, operand1 = f32::MAX);
+                nisa::tensor_tensor(masked, masked, same, nl::add);
             }
         }
         nisa::activation(p[s![.., j, ..]], nl::exp, masked, bias = neg_lse[s![.., g..g + 1]], scale = exp_scale);
@@ -225,7 +252,9 @@ fn bwd_tile(
 /// against the local K/V, dK/dV accumulated in place and this step's dQ written
 /// to `dq_out` (`[dh, S]`, fp32). `bounds` is the range-select upper bound per
 /// query row (inclusive, or exclusive with a `lower` bound: windows, chunks,
-/// zigzag); without it causal masking is static.
+/// zigzag); without it causal masking is static. `q_ids` (`[128, S / 128]`) and
+/// `k_ids` (`[128, S]`, every partition alike) are the segment ids, if any;
+/// `bias_blk` (`[1, S, S]`) the bias of the visiting queries against the local keys.
 #[nki_helper]
 #[allow(clippy::too_many_arguments)]
 fn compute_step(
@@ -248,6 +277,9 @@ fn compute_step(
     dnt: i64,
     mdt: Dtype,
     cap: f64,
+    q_ids: Option<Sbuf>,
+    k_ids: Option<Sbuf>,
+    bias_blk: Option<Hbm>,
 ) {
     let kdt = k_ld.dtype();
     let qnt = sl / 128;
@@ -269,7 +301,7 @@ fn compute_step(
             if first < cg {
                 bwd_tile(
                     q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, bounds, lower, qg, cg, k0, kts, dts, dnt, scale,
-                    causal, first, cap,
+                    causal, first, cap, q_ids, k_ids, bias_blk,
                 );
             }
         }
@@ -326,12 +358,23 @@ fn step_bounds(
     (None, None)
 }
 
-/// `[128, S / 128]` negated log-sum-exps of a `[128, S / 128]` HBM view.
+/// `[128, S / 128]` negated log-sum-exps of a `[128, S / 128]` HBM view. With
+/// segment ids a row that saw no key has LSE `-inf`: its `-LSE` becomes
+/// FLOAT32_MIN, so its P (every score masked) is 0 instead of `exp(inf)`.
 #[nki_helper]
-fn load_neg_lse(src: Hbm, mdt: Dtype) -> Sbuf {
+fn load_neg_lse(src: Hbm, mdt: Dtype, segmented: bool) -> Sbuf {
     let t = nl::ndarray(src.shape(), mdt, buffer = nl::sbuf);
     nisa::dma_copy(t, src);
     nisa::tensor_scalar(t, t, nl::multiply, -1.0);
+    if segmented {
+        // t·m + (m - 1)·FLOAT32_MAX with m = [t finite], after clamping t to be finite.
+        let m = nl::ndarray(src.shape(), nl::float32, buffer = nl::sbuf);
+        nisa::tensor_scalar(t, t, nl::minimum, f32::MAX);
+        nisa::tensor_scalar(m, t, nl::less, 1.0e38);
+        nisa::tensor_tensor(t, t, m, nl::multiply);
+        nisa::tensor_scalar(m, m, nl::subtract, 1.0, op1 = nl::multiply, operand1 = f32::MAX);
+        nisa::tensor_tensor(t, t, m, nl::add);
+    }
     t
 }
 
@@ -353,9 +396,10 @@ fn stage_row_stats(
     dts: i64,
     dnt: i64,
     mdt: Dtype,
+    segmented: bool,
 ) {
     let sl = o_ref.shape()[3];
-    let neg_lse: Sbuf = load_neg_lse(lse_ref[s![bid, hid, .., ..]], mdt);
+    let neg_lse: Sbuf = load_neg_lse(lse_ref[s![bid, hid, .., ..]], mdt, segmented);
     let dos: Sbuf = rowsum_dy_o(o_ref, dy_ref, bid, hid, dts, dnt, sl, mdt);
     nisa::dma_copy(stats[s![qh, 0, .., ..]], neg_lse);
     nisa::dma_copy(stats[s![qh, 1, .., ..]], dos);
@@ -386,15 +430,40 @@ fn sink_grad(sinks: Hbm, neg_lse: Sbuf, dos: Sbuf, dsink_part: Hbm, bid: i64, hi
     nisa::dma_copy(dsink_part.ap([[1, 1], [1, 1]], offset = bid * n + hid), out);
 }
 
-/// Sends Q, dY, LSE and D of every LNC slot to the ring successor.
+/// Sends Q, dY, LSE and D of every LNC slot to the ring successor, and the
+/// queries' segment ids and bias rows when there are any.
 #[nki_helper]
 #[allow(clippy::too_many_arguments)]
-fn permute_all(sq: Hbm, rq: Hbm, sdy: Hbm, rdy: Hbm, slse: Hbm, rlse: Hbm, sdos: Hbm, rdos: Hbm, groups: Groups) {
+fn permute_all(
+    sq: Hbm,
+    rq: Hbm,
+    sdy: Hbm,
+    rdy: Hbm,
+    slse: Hbm,
+    rlse: Hbm,
+    sdos: Hbm,
+    rdos: Hbm,
+    sids: Option<Hbm>,
+    rids: Option<Hbm>,
+    sbias: Option<Hbm>,
+    rbias: Option<Hbm>,
+    groups: Groups,
+) {
     let rg = ncc::ReplicaGroup(groups);
     ncc::collective_permute_implicit([[sq]], [[rq]], rg);
     ncc::collective_permute_implicit([[sdy]], [[rdy]], rg);
     ncc::collective_permute_implicit([[slse]], [[rlse]], rg);
     ncc::collective_permute_implicit([[sdos]], [[rdos]], rg);
+    if let Some(si) = sids {
+        if let Some(ri) = rids {
+            ncc::collective_permute_implicit([[si]], [[ri]], rg);
+        }
+    }
+    if let Some(sb) = sbias {
+        if let Some(rb) = rbias {
+            ncc::collective_permute_implicit([[sb]], [[rb]], rg);
+        }
+    }
 }
 
 /// The whole ring for KV head `kvh` of batch `bid`: K and V loaded once, then one
@@ -427,6 +496,13 @@ fn ring_bwd_item(
     positions: Hbm,
     sinks: Option<Hbm>,
     dsink_part: Hbm,
+    q_seg: Option<Hbm>,
+    kv_seg: Option<Hbm>,
+    sids: Option<Hbm>,
+    rids: Option<Hbm>,
+    bias: Option<Hbm>,
+    sbias: Option<Hbm>,
+    rbias: Option<Hbm>,
     bid: i64,
     kvh: i64,
     group: i64,
@@ -446,6 +522,7 @@ fn ring_bwd_item(
 ) {
     // Windows, chunks and zigzag blocks mask through per-row key bounds.
     let bounded = zigzag || left >= 0 || right >= 0 || chunk > 0;
+    let segmented = q_seg.is_some();
     let dh = q_ref.shape()[2];
     let sl = q_ref.shape()[3];
     let kdt = q_ref.dtype();
@@ -457,7 +534,21 @@ fn ring_bwd_item(
     // take their SBUF (D's transposes need the room).
     let stats = nl::ndarray([group, 2, 128, qnt], mdt, buffer = nl::private_hbm);
     for qh in 0..group {
-        stage_row_stats(lse_ref, o_ref, dy_ref, stats, sinks, dsink_part, bid, kvh * group + qh, qh, dts, dnt, mdt);
+        stage_row_stats(lse_ref, o_ref, dy_ref, stats, sinks, dsink_part, bid, kvh * group + qh, qh, dts, dnt, mdt, segmented);
+    }
+    // Segment ids in fp32: the local keys' on every partition, the local
+    // queries' as `[128, S / 128]` rows (they travel with Q).
+    let k_ids = if segmented { Some(nl::ndarray([128, sl], nl::float32, buffer = nl::sbuf)) } else { None };
+    let own_q_ids = if segmented { Some(nl::ndarray([128, qnt], nl::float32, buffer = nl::sbuf)) } else { None };
+    if let Some(ks) = kv_seg {
+        if let Some(ki) = k_ids {
+            nisa::dma_copy(ki, ks.ap([[0, 128], [1, sl]], offset = bid * sl));
+        }
+    }
+    if let Some(qs) = q_seg {
+        if let Some(qi) = own_q_ids {
+            nisa::dma_copy(qi, qs.ap([[1, 128], [128, qnt]], offset = bid * sl));
+        }
     }
     let k_ld: Sbuf = load_head_tiles(k_ref[s![bid, kvh, .., ..]], dts, dnt, 0, sl, kdt);
     let v_ld: Sbuf = load_head_tiles(v_ref[s![bid, kvh, .., ..]], dts, dnt, 0, sl, kdt);
@@ -478,15 +569,32 @@ fn ring_bwd_item(
         nisa::dma_copy(sdy[s![slot, .., ..]], dy_ref[s![bid, hid, .., ..]]);
         nisa::dma_copy(slse[s![slot, .., ..]], lse_ref[s![bid, hid, .., ..]]);
         nisa::dma_copy(sdos[s![slot, .., ..]], dos);
+        if let Some(si) = sids {
+            if let Some(qi) = own_q_ids {
+                nisa::dma_copy(si[s![slot, .., ..]], qi);
+            }
+        }
+        if let Some(bi) = bias {
+            if let Some(sb) = sbias {
+                nisa::dma_copy(sb[s![slot, .., ..]], bi[s![bid, hid, .., ..]]);
+            }
+        }
         if lnc > 1 {
             nisa::core_barrier(sq, [0, 1]);
             nisa::core_barrier(sdy, [0, 1]);
             nisa::core_barrier(slse, [0, 1]);
             nisa::core_barrier(sdos, [0, 1]);
+            if let Some(si) = sids {
+                nisa::core_barrier(si, [0, 1]);
+            }
+            if let Some(sb) = sbias {
+                nisa::core_barrier(sb, [0, 1]);
+            }
         }
         if nw > 1 {
-            permute_all(sq, rq, sdy, rdy, slse, rlse, sdos, rdos, groups);
+            permute_all(sq, rq, sdy, rdy, slse, rlse, sdos, rdos, sids, rids, sbias, rbias, groups);
         }
+        let own_bias: Option<Hbm> = own_key_columns(sbias, slot, positions, groups, striped, zigzag, nw);
         let dq_slot = dq_scratch[s![slot, .., ..]];
         let (lower0, bounds0): (Option<Sbuf>, Option<Sbuf>) =
             step_bounds(positions, groups, 0, bounded, causal, striped, zigzag, nw, sl, left, right, chunk);
@@ -510,6 +618,9 @@ fn ring_bwd_item(
             dnt,
             mdt,
             cap,
+            own_q_ids,
+            k_ids,
+            own_bias,
         );
         nisa::dma_copy(sdq[s![slot, .., ..]], dq_slot);
         if lnc > 1 {
@@ -530,15 +641,26 @@ fn ring_bwd_item(
             let nxt_dos = if odd { sdos } else { rdos };
             let dq_in = if odd { rdq } else { sdq };
             let dq_fwd = if odd { sdq } else { rdq };
+            let cur_ids = if odd { rids } else { sids };
+            let nxt_ids = if odd { sids } else { rids };
+            let cur_bias = if odd { rbias } else { sbias };
+            let nxt_bias = if odd { sbias } else { rbias };
+            let step_bias: Option<Hbm> = own_key_columns(cur_bias, slot, positions, groups, striped, zigzag, nw);
 
-            let step_neg_lse: Sbuf = load_neg_lse(cur_lse[s![slot, .., ..]], mdt);
+            let step_neg_lse: Sbuf = load_neg_lse(cur_lse[s![slot, .., ..]], mdt, segmented);
+            let step_q_ids = if segmented { Some(nl::ndarray([128, qnt], nl::float32, buffer = nl::sbuf)) } else { None };
+            if let Some(ci) = cur_ids {
+                if let Some(qi) = step_q_ids {
+                    nisa::dma_copy(qi, ci[s![slot, .., ..]]);
+                }
+            }
             let step_dos = nl::ndarray([128, qnt], mdt, buffer = nl::sbuf);
             nisa::dma_copy(step_dos, cur_dos[s![slot, .., ..]]);
             let (lower, bounds): (Option<Sbuf>, Option<Sbuf>) =
                 step_bounds(positions, groups, step, bounded, causal, striped, zigzag, nw, sl, left, right, chunk);
             // The next step's data goes out before this step's compute.
             if step + 1 < nw {
-                permute_all(cur_q, nxt_q, cur_dy, nxt_dy, cur_lse, nxt_lse, cur_dos, nxt_dos, groups);
+                permute_all(cur_q, nxt_q, cur_dy, nxt_dy, cur_lse, nxt_lse, cur_dos, nxt_dos, cur_ids, nxt_ids, cur_bias, nxt_bias, groups);
             }
             // Step t shows position me - t's queries this rank's keys: the keys t
             // positions ahead of the queries, the forward's step W - t.
@@ -564,6 +686,9 @@ fn ring_bwd_item(
                     dnt,
                     mdt,
                     cap,
+                    step_q_ids,
+                    k_ids,
+                    step_bias,
                 );
                 if lnc > 1 {
                     nisa::core_barrier(dq_scratch, [0, 1]);
@@ -585,6 +710,21 @@ fn ring_bwd_item(
         nisa::dma_copy(out_dk[s![bid, kvh, dt * dts..(dt + 1) * dts, ..]], dk_r[s![.., dt, ..]]);
         nisa::dma_copy(out_dv[s![bid, kvh, dt * dts..(dt + 1) * dts, ..]], dv_r[s![.., dt, ..]]);
     }
+}
+
+/// The bias of the queries in slot `slot` of `rows` (`[lnc, S, W·S]`, their
+/// rows against every key at its global position) against this rank's keys,
+/// `[1, S, S]` (None without a bias).
+#[nki_helper]
+#[allow(clippy::too_many_arguments)]
+fn own_key_columns(rows: Option<Hbm>, slot: i64, positions: Hbm, groups: Groups, striped: bool, zigzag: bool, nw: i64) -> Option<Hbm> {
+    if let Some(r) = rows {
+        let [lnc, sl, total] = r.shape();
+        let (mine, _same): (Sbuf, Sbuf) = ring_positions_at(positions, groups, 0);
+        let slots = r.reshape([lnc, 1, sl, total]);
+        return Some(bias_block(slots, slot, 1, mine, striped, zigzag, nw));
+    }
+    None
 }
 
 /// `dsinks [N]`: the per-(batch, head) shares in `parts` (`[B, N]`) summed over the
@@ -621,7 +761,10 @@ fn sum_sink_parts(parts: Hbm, lnc: i64, lnc_id: i64) -> Hbm {
 /// the accumulators, `-LSE` and `D` are fp32 (else the input dtype). `lnc_size`
 /// must equal the launch's LNC degree; `(b, h)` pairs are dealt to the programs
 /// round by round, and a program without a pair in the last round repeats pair
-/// `(0, 0)` into throwaway outputs so the collectives stay matched.
+/// `(0, 0)` into throwaway outputs so the collectives stay matched. Keyword
+/// arguments past the library's are the forward's features; `q_segment_ids` /
+/// `kv_segment_ids` are int32 `[B, S]` (both or neither); `bias` is float32
+/// `[B, N, S, num_workers·S]`, the forward's (its rows travel with Q).
 #[nki_kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn ring_attention_spmd_bwd(
@@ -644,6 +787,9 @@ pub fn ring_attention_spmd_bwd(
     window_right: Option<i64>,
     chunk_size: Option<i64>,
     soft_cap: Option<f64>,
+    q_segment_ids: Option<Hbm>,
+    kv_segment_ids: Option<Hbm>,
+    bias: Option<Hbm>,
 ) -> Outputs {
     assert!(!striped_attention || use_causal_mask, "striped_attention requires use_causal_mask");
     assert!(!zigzag_attention || use_causal_mask, "zigzag_attention requires use_causal_mask");
@@ -722,6 +868,28 @@ pub fn ring_attention_spmd_bwd(
         assert!(sk.ndim() == 1 && sk_shape[0] == n, "sinks must be [{n}] (one logit per query head), got {sk_shape}");
         assert!(sk.dtype() == nl::float32, "sinks must be float32");
     }
+    assert!(q_segment_ids.is_some() == kv_segment_ids.is_some(), "q_segment_ids and kv_segment_ids must both be set or both be None");
+    let segmented = q_segment_ids.is_some();
+    if let Some(qs) = q_segment_ids {
+        let qs_shape = qs.shape();
+        assert!(qs.ndim() == 2 && qs_shape[0] == b && qs_shape[1] == sl, "q_segment_ids must be [{b}, {sl}], got {qs_shape}");
+        assert!(qs.dtype() == nl::int32, "q_segment_ids must be int32");
+    }
+    if let Some(ks) = kv_segment_ids {
+        let ks_shape = ks.shape();
+        assert!(ks.ndim() == 2 && ks_shape[0] == b && ks_shape[1] == sl, "kv_segment_ids must be [{b}, {sl}], got {ks_shape}");
+        assert!(ks.dtype() == nl::int32, "kv_segment_ids must be int32");
+    }
+    let biased = bias.is_some();
+    let total = num_workers * sl;
+    if let Some(bi) = bias {
+        let bi_shape = bi.shape();
+        assert!(
+            bi.ndim() == 4 && bi_shape[0] == b && bi_shape[1] == n && bi_shape[2] == sl && bi_shape[3] == total,
+            "bias must be [{b}, {n}, {sl}, {total}] (this rank's query rows, every key), got {bi_shape}"
+        );
+        assert!(bi.dtype() == nl::float32, "bias must be float32");
+    }
     let out_dq = nl::ndarray(q_shape, nl::float32, buffer = nl::shared_hbm);
     let out_dk = nl::ndarray(k_shape, nl::float32, buffer = nl::shared_hbm);
     let out_dv = nl::ndarray(k_shape, nl::float32, buffer = nl::shared_hbm);
@@ -740,9 +908,14 @@ pub fn ring_attention_spmd_bwd(
     let sdq = nl::ndarray([lnc_size, dh, sl], nl::float32, buffer = nl::shared_hbm);
     let rdq = nl::ndarray([lnc_size, dh, sl], nl::float32, buffer = nl::shared_hbm);
     let dq_scratch = nl::ndarray([lnc_size, dh, sl], nl::float32, buffer = nl::shared_hbm);
+    let sids = if segmented { Some(nl::ndarray([lnc_size, 128, sl / 128], nl::float32, buffer = nl::shared_hbm)) } else { None };
+    let rids = if segmented { Some(nl::ndarray([lnc_size, 128, sl / 128], nl::float32, buffer = nl::shared_hbm)) } else { None };
+    // The bias rows travel with their queries.
+    let sbias = if biased { Some(nl::ndarray([lnc_size, sl, total], nl::float32, buffer = nl::shared_hbm)) } else { None };
+    let rbias = if biased { Some(nl::ndarray([lnc_size, sl, total], nl::float32, buffer = nl::shared_hbm)) } else { None };
     let n_rings = if groups.len() == 0 { 1 } else { groups.len() };
     let positions = nl::ndarray([1, n_rings * num_workers], nl::float32, buffer = nl::shared_hbm);
-    if masked {
+    if masked || biased {
         fill_ring_positions(positions, groups, num_workers);
     }
 
@@ -783,6 +956,13 @@ pub fn ring_attention_spmd_bwd(
             positions,
             sinks,
             ds_out,
+            q_segment_ids,
+            kv_segment_ids,
+            sids,
+            rids,
+            bias,
+            sbias,
+            rbias,
             pair / n_kv,
             pair % n_kv,
             group,

@@ -6,7 +6,7 @@ use super::config::{RingBwdConfig, RingBwdRule};
 use super::ring_attention_bwd::ring_attention_spmd_bwd;
 use crate::dtypes::{FLOAT32, FLOATS, ParamDtypes};
 use crate::ring_fwd::RingDims;
-use crate::rings::{check_ring_launch, shape_i64};
+use crate::rings::{check_bias, check_ring_launch, check_segment_ids, shape_i64};
 use nki::collectives::CommEvent;
 use nki::{Dtype, Launch, NkiError, Result, Tensor};
 
@@ -36,6 +36,12 @@ pub struct RingBwdInputs<'a> {
     pub lse: &'a [Tensor],
     /// The forward's sink logits, float32 `[N]` (None: no sinks).
     pub sinks: Option<&'a Tensor>,
+    /// The forward's segment ids `(q, kv)`, int32 `[B, S]` per rank (None: one
+    /// segment); the query ids travel with Q.
+    pub segment_ids: Option<(&'a [Tensor], &'a [Tensor])>,
+    /// The forward's bias per rank, float32 `[B, N, S, num_workers·S]` (the rows
+    /// of the rank's queries; they travel with Q). None: no bias.
+    pub bias: Option<&'a [Tensor]>,
 }
 
 /// What a backward launch returns: fp32 gradients per rank, `[B, N, D, S]`
@@ -127,7 +133,8 @@ impl RingBwdConfig {
         }
         let k0 = shape_i64(&inputs.k[0]);
         let kv_h = self.kv_heads.unwrap_or(if k0.len() == 4 { k0[1] } else { h });
-        let derived = RingBwdConfig { dims: Some(got), dtype: Some(dtype), kv_heads: Some(kv_h), ..*self };
+        let derived =
+            RingBwdConfig { dims: Some(got), dtype: Some(dtype), kv_heads: Some(kv_h), segment_ids: inputs.segment_ids.is_some(), ..*self };
         derived.validate()?;
         for (name, list) in all {
             let want = match name {
@@ -161,6 +168,12 @@ impl RingBwdConfig {
                 return Err(NkiError::argument("sinks", bad, "every sink logit must be finite"));
             }
         }
+        if let Some((q_ids, kv_ids)) = inputs.segment_ids {
+            check_segment_ids(q_ids, kv_ids, launch.num_ranks(), [b, s])?;
+        }
+        if let Some(bias) = inputs.bias {
+            check_bias(bias, launch.num_ranks(), [b, h, s, s * self.num_workers])?;
+        }
         Ok(())
     }
 
@@ -184,6 +197,9 @@ impl RingBwdConfig {
                 .window_right(self.window.map(|w| w.1))
                 .chunk_size(self.chunk_size)
                 .soft_cap(self.soft_cap)
+                .q_segment_ids(inputs.segment_ids.map(|(q, _)| &q[r]))
+                .kv_segment_ids(inputs.segment_ids.map(|(_, kv)| &kv[r]))
+                .bias(inputs.bias.map(|bias| &bias[r]))
                 .run(ctx)
         })?;
         let (mut dq, mut dk, mut dv) = (Vec::new(), Vec::new(), Vec::new());
@@ -217,8 +233,17 @@ mod tests {
         let data = t(&[1, 1, 16, 128], Dtype::F32);
         let (lse_f, lse_i) = (t(&[1, 1, 128, 1], Dtype::F32), t(&[1, 1, 128, 1], Dtype::I32));
         let one = std::slice::from_ref;
-        let inputs =
-            RingBwdInputs { q: one(&data), k: one(&data), v: one(&data), o: one(&data), dy: one(&data), lse: one(&lse_i), sinks: None };
+        let inputs = RingBwdInputs {
+            q: one(&data),
+            k: one(&data),
+            v: one(&data),
+            o: one(&data),
+            dy: one(&data),
+            lse: one(&lse_i),
+            sinks: None,
+            segment_ids: None,
+            bias: None,
+        };
         let launch = Launch::new().ranks(1);
         let e = RingBwdConfig::new(1).launch(&launch, &inputs).unwrap_err();
         assert_eq!(e.to_string(), "invalid lse[0] = int32: ring_attention_spmd_bwd takes lse as float32, bfloat16 or float16");

@@ -18,7 +18,9 @@ const fn max(a: i64, b: i64) -> i64 {
 /// `acc_bytes`-byte accumulators (4 with mixed precision), with `ring` the
 /// buffers of visiting steps (more than one worker), and `bound_tiles` fp32 bound
 /// tiles per query row (1 with the causal mask on a ring; with windows, chunks
-/// or zigzag blocks 2 for step 0 and 2 more for a visiting step; else 0).
+/// or zigzag blocks 2 for step 0 and 2 more for a visiting step; else 0), and
+/// with `segments` the fp32 segment ids: the local keys' on every partition and
+/// one query tile per row (two on a ring: the local and the visiting queries').
 ///
 /// The sum of the tiles the kernel allocates, live together in the first key
 /// tile of a query group's step (each LNC program holds one `(b, h)` item at a
@@ -26,7 +28,7 @@ const fn max(a: i64, b: i64) -> i64 {
 /// `D = rowsum(dY ∘ O)` phase holds O and dY instead of K, V, dK and dV and
 /// their row-major copy of dY, which is never more: the row-major dY (at most
 /// the size of dY) is covered by dK and dV.
-const fn sbuf_bytes(seqlen: i64, head_dim: i64, in_bytes: i64, acc_bytes: i64, ring: bool, bound_tiles: i64) -> i64 {
+const fn sbuf_bytes(seqlen: i64, head_dim: i64, in_bytes: i64, acc_bytes: i64, ring: bool, bound_tiles: i64, segments: bool) -> i64 {
     let (dts, dnt) = head_tiles(head_dim);
     let q_tiles = seqlen / 128;
     let kts = min(seqlen, 512);
@@ -41,7 +43,8 @@ const fn sbuf_bytes(seqlen: i64, head_dim: i64, in_bytes: i64, acc_bytes: i64, r
     // One key tile: P and dS, a zero bias, then the larger of the fp32 masked
     // scores (per query tile) and the transposed K and dS blocks.
     let keys = 2 * group * kts * in_bytes + 4 + max(kts * 4, blocks * (dnt * dts + group * 128) * in_bytes);
-    resident + visiting + queries + keys
+    let ids = if segments { 4 * seqlen + q_tiles * 4 * if ring { 2 } else { 1 } } else { 0 };
+    resident + visiting + queries + keys + ids
 }
 
 impl RingBwdConfig {
@@ -64,7 +67,7 @@ impl RingBwdConfig {
                 } else {
                     0
                 };
-                Some(sbuf_bytes(seqlen, d.head_dim, dt.size_bytes() as i64, self.acc_bytes(dt), ring, bound_tiles))
+                Some(sbuf_bytes(seqlen, d.head_dim, dt.size_bytes() as i64, self.acc_bytes(dt), ring, bound_tiles, self.segment_ids))
             }
             _ => None,
         }

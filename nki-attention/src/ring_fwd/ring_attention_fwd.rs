@@ -14,6 +14,10 @@
 //! so a step moves `h_kv / h` of the multi-head bytes. Sinks (`[h]`, one logit per
 //! query head) enter the softmax denominator through step 0's `attention_cte`
 //! only: the online-softmax merges carry them, so they count once whatever `W`.
+//!
+//! Segment ids mask inside `attention_cte`; the key ids travel with K and V. A
+//! row that sees no key in any step keeps the sentinel statistics and is written
+//! as zeros with LSE `-inf`.
 
 use crate::cte::attention_cte::{attention_cte, remainder_groups, scalar_column};
 use crate::ring_masks::{key_bounds, last_needed_step, row_positions, step_needed};
@@ -71,6 +75,9 @@ fn step_attention(
     bound_min: Option<Hbm>,
     bound_max: Option<Hbm>,
     soft_cap: Option<f64>,
+    q_seg: Option<Hbm>,
+    kv_seg: Option<Hbm>,
+    bias: Option<Hbm>,
 ) -> (Hbm, Hbm, Hbm) {
     let (o, neg_max, sum): (Hbm, Hbm, Hbm) = attention_cte(
         q3,
@@ -90,6 +97,9 @@ fn step_attention(
         bound_max = bound_max,
         skip_output_normalization = true,
         soft_cap = soft_cap,
+        q_segment_ids = q_seg,
+        kv_segment_ids = kv_seg,
+        bias = bias,
     );
     (o, neg_max, sum)
 }
@@ -254,7 +264,7 @@ fn zigzag_step(
     let k_first: Hbm = seq_half(k, tp_k, 0, None);
     let v_first: Hbm = seq_half(v, true, 0, None);
     let (o1, nm1, sum1): (Hbm, Hbm, Hbm) =
-        step_attention(q_second, k_first, v_first, 1.0, false, tp_q, tp_k, None, None, false, None, None, None, soft_cap);
+        step_attention(q_second, k_first, v_first, 1.0, false, tp_q, tp_k, None, None, false, None, None, None, soft_cap, None, None, None);
     both_programs(o1, nm1, sum1, shards);
     let second = nl::ndarray([1, 1], nl::int32, buffer = nl::sbuf);
     nisa::memset(second, 1.0);
@@ -263,17 +273,82 @@ fn zigzag_step(
     let k_x: Hbm = seq_half(k, tp_k, 0, Some(sel));
     let v_x: Hbm = seq_half(v, true, 0, Some(sel));
     let (o2, nm2, sum2): (Hbm, Hbm, Hbm) =
-        step_attention(q_x, k_x, v_x, 1.0, false, tp_q, tp_k, None, None, false, None, None, None, soft_cap);
+        step_attention(q_x, k_x, v_x, 1.0, false, tp_q, tp_k, None, None, false, None, None, None, soft_cap, None, None, None);
     both_programs(o2, nm2, sum2, shards);
     merge_half(o_acc, nm_acc, sum_acc, o2, nm2, sum2, sel, b0, b1);
 }
 
-/// Sends the keys and values that arrived to the ring successor.
+/// The columns of `bias` (`[b, h, S, W·S]`, global key positions) of the keys of
+/// ring position `kpos` (a `(128, 1)` fp32 column), in their local order, for
+/// the `count` (batch, head) pairs from `first`, as `[count, S, S]` in this
+/// program's HBM: one block of `S` columns (contiguous), every `W`-th column
+/// from `kpos` (striped), or chunks `kpos` and `2W-1-kpos` of `S / 2` columns
+/// (zigzag), picked at run time by `scalar_offset`.
 #[nki_helper]
-fn pass_on(arrived_k: Hbm, free_k: Hbm, arrived_v: Hbm, free_v: Hbm, groups: Groups) {
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn bias_block(bias: Hbm, first: i64, count: i64, kpos: Sbuf, striped: bool, zigzag: bool, w: i64) -> Hbm {
+    let [b, h, s, total] = bias.shape();
+    let bs = b * h;
+    let out = nl::ndarray([count, s, s], nl::float32, buffer = nl::private_hbm);
+    let at = nl::ndarray([1, 1], nl::int32, buffer = nl::sbuf);
+    nisa::tensor_copy(at, kpos[s![0..1, 0..1]]);
+    if zigzag {
+        let half = s / 2;
+        let mirror = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
+        nisa::tensor_scalar(mirror, kpos, nl::multiply, -1.0, op1 = nl::add, operand1 = (2 * w - 1) as f64);
+        let at_mirror = nl::ndarray([1, 1], nl::int32, buffer = nl::sbuf);
+        nisa::tensor_copy(at_mirror, mirror[s![0..1, 0..1]]);
+        let chunks = bias.reshape([bs, s, 2 * w, half]);
+        for i in 0..count {
+            let rows = (first + i) * s * total;
+            nisa::dma_copy(
+                out[s![i, .., 0..half]],
+                chunks.ap([[total, s], [1, half]], offset = rows, scalar_offset = at, indirect_dim = 2),
+            );
+            nisa::dma_copy(
+                out[s![i, .., half..s]],
+                chunks.ap([[total, s], [1, half]], offset = rows, scalar_offset = at_mirror, indirect_dim = 2),
+            );
+        }
+    } else if striped {
+        let cols = bias.reshape([bs, s, s, w]);
+        for i in 0..count {
+            let rows = (first + i) * s * total;
+            nisa::dma_copy(out[s![i, .., ..]], cols.ap([[total, s], [w, s]], offset = rows, scalar_offset = at, indirect_dim = 3));
+        }
+    } else {
+        let blocks = bias.reshape([bs, s, w, s]);
+        for i in 0..count {
+            let rows = (first + i) * s * total;
+            nisa::dma_copy(out[s![i, .., ..]], blocks.ap([[total, s], [1, s]], offset = rows, scalar_offset = at, indirect_dim = 2));
+        }
+    }
+    out
+}
+
+/// [`bias_block`] of the keys of ring position `kpos`, when there is a bias.
+#[nki_helper]
+fn step_bias(bias: Option<Hbm>, kpos: Sbuf, striped: bool, zigzag: bool, w: i64) -> Option<Hbm> {
+    if let Some(bi) = bias {
+        let [b, h, _s, _total] = bi.shape();
+        return Some(bias_block(bi, 0, b * h, kpos, striped, zigzag, w));
+    }
+    None
+}
+
+/// Sends the keys and values that arrived to the ring successor, and their
+/// segment ids when there are any.
+#[nki_helper]
+#[allow(clippy::too_many_arguments)]
+fn pass_on(arrived_k: Hbm, free_k: Hbm, arrived_v: Hbm, free_v: Hbm, arrived_ids: Option<Hbm>, free_ids: Option<Hbm>, groups: Groups) {
     let rg = ncc::ReplicaGroup(groups);
     ncc::collective_permute_implicit([[arrived_k]], [[free_k]], rg);
     ncc::collective_permute_implicit([[arrived_v]], [[free_v]], rg);
+    if let Some(arrived) = arrived_ids {
+        if let Some(free) = free_ids {
+            ncc::collective_permute_implicit([[arrived]], [[free]], rg);
+        }
+    }
 }
 
 /// Loads the `(128, n_grp)` statistics of batch `b`.
@@ -332,8 +407,9 @@ fn merge_batch(o_acc: Hbm, nm_acc: Hbm, sum_acc: Hbm, o_cur: Hbm, nm_cur: Hbm, s
 }
 
 /// Writes the normalised output `O / S` of query groups `[g0, g1)` of batch `b`
-/// and, when training, the log-sum-exp `-n + ln S` (rows that never saw a key keep
-/// the sentinel there; they are zeroed so a backward `exp(s - lse)` stays finite).
+/// and, when training, the log-sum-exp `-n + ln S`. Rows that never saw a key keep
+/// the sentinel there: without segment ids none exists; with them the row's
+/// output is 0 and its LSE `-inf`.
 #[nki_helper]
 #[allow(clippy::too_many_arguments)]
 fn normalize_batch(
@@ -348,11 +424,20 @@ fn normalize_batch(
     s: i64,
     d: i64,
     lse_dtype: Dtype,
+    segmented: bool,
 ) {
     let n_grp = s / 128;
     let sums: Sbuf = load_stats(sum_acc, b, n_grp);
     let recip = nl::ndarray([128, n_grp], nl::float32, buffer = nl::sbuf);
     nisa::reciprocal(recip, sums);
+    // With segment ids a row may see no key at all (negated max still the
+    // sentinel): 0 there, 1 elsewhere, so its output is 0 and its LSE -inf.
+    let seen = nl::ndarray([128, n_grp], nl::float32, buffer = nl::sbuf);
+    if segmented {
+        let nm: Sbuf = load_stats(nm_acc, b, n_grp);
+        nisa::tensor_scalar(seen, nm, nl::less, 1.0e30);
+        nisa::tensor_tensor(recip, recip, seen, nl::multiply);
+    }
     for t0 in (g0..g1).step_by(128) {
         let t1 = (t0 + 128).min(g1);
         let tc = t1 - t0;
@@ -371,6 +456,11 @@ fn normalize_batch(
         nisa::activation(log_sum, nl::log, sums);
         nisa::tensor_tensor(out, out, log_sum, nl::add);
         nisa::scalar_tensor_tensor(out, out, nl::greater, -1.0e30, nl::multiply, out);
+        if segmented {
+            let none = nl::ndarray([128, n_grp], lse_dtype, buffer = nl::sbuf);
+            nisa::activation(none, nl::log, seen);
+            nisa::tensor_tensor(out, out, none, nl::add);
+        }
         nisa::dma_copy(l[s![b, .., g0..g1]], out[s![.., g0..g1]]);
     }
 }
@@ -393,7 +483,13 @@ fn normalize_batch(
 /// chunks `r` and `2W-1-r` of `seqlen / 2` tokens; needs the causal mask);
 /// `window_left` / `window_right` (key `j` visible to query `i` only if
 /// `i - L <= j <= i + R`); `chunk_size` (only if `i / C == j / C`); `soft_cap`
-/// (logits `C·tanh(scale·q·k / C)`).
+/// (logits `C·tanh(scale·q·k / C)`); `q_segment_ids` / `kv_segment_ids`, int32
+/// `[b, seqlen]` (both or neither; only keys with the query's id are visible,
+/// ids below 2^24 in magnitude; the key ids travel with K and V). A row that
+/// sees no key and has no sink outputs zeros and LSE `-inf`. `bias`, float32
+/// `[b, h, seqlen, num_workers·seqlen]`: this rank's query rows against every
+/// key at its global position, added to the logits after the soft cap (each
+/// step reads the columns of the visiting keys).
 #[nki_kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn ring_attention_spmd_fwd(
@@ -415,6 +511,9 @@ pub fn ring_attention_spmd_fwd(
     window_right: Option<i64>,
     chunk_size: Option<i64>,
     soft_cap: Option<f64>,
+    q_segment_ids: Option<Hbm>,
+    kv_segment_ids: Option<Hbm>,
+    bias: Option<Hbm>,
 ) -> Outputs {
     assert!(nisa::get_nc_version() > nisa::nc_version::gen2, "ring_attention_spmd_fwd not supported on trn1");
     assert!(q.ndim() == 4 && k.ndim() == 4 && v.ndim() == 4, "q, k and v must be 4-d, [b, h, d, seqlen] or [b, h, seqlen, d]");
@@ -460,6 +559,28 @@ pub fn ring_attention_spmd_fwd(
         let sk_shape = sk.shape();
         assert!(sk.ndim() == 1 && sk_shape[0] == q_h, "sinks must be [{q_h}] (one logit per query head), got {sk_shape}");
         assert!(sk.dtype() == nl::float32, "sinks must be float32");
+    }
+    assert!(q_segment_ids.is_some() == kv_segment_ids.is_some(), "q_segment_ids and kv_segment_ids must both be set or both be None");
+    let segmented = q_segment_ids.is_some();
+    if let Some(qs) = q_segment_ids {
+        let qs_shape = qs.shape();
+        assert!(qs.ndim() == 2 && qs_shape[0] == b && qs_shape[1] == s, "q_segment_ids must be [{b}, {s}], got {qs_shape}");
+        assert!(qs.dtype() == nl::int32, "q_segment_ids must be int32");
+    }
+    if let Some(ks) = kv_segment_ids {
+        let ks_shape = ks.shape();
+        assert!(ks.ndim() == 2 && ks_shape[0] == b && ks_shape[1] == s, "kv_segment_ids must be [{b}, {s}], got {ks_shape}");
+        assert!(ks.dtype() == nl::int32, "kv_segment_ids must be int32");
+    }
+    let biased = bias.is_some();
+    if let Some(bi) = bias {
+        let bi_shape = bi.shape();
+        let total = num_workers * s;
+        assert!(
+            bi.ndim() == 4 && bi_shape[0] == b && bi_shape[1] == q_h && bi_shape[2] == s && bi_shape[3] == total,
+            "bias must be [{b}, {q_h}, {s}, {total}] (this rank's query rows, every key), got {bi_shape}"
+        );
+        assert!(bi.dtype() == nl::float32, "bias must be float32");
     }
 
     let bs = b * q_h;
@@ -512,7 +633,7 @@ pub fn ring_attention_spmd_fwd(
     let n_rings = if groups.len() == 0 { 1 } else { groups.len() };
     let positions = nl::ndarray([1, n_rings * num_workers], nl::float32, buffer = nl::shared_hbm);
     let cp_offset = if cte_causal { Some(nl::ndarray([1, 1], nl::float32, buffer = nl::shared_hbm)) } else { None };
-    if use_causal_mask || bounded {
+    if use_causal_mask || bounded || biased {
         fill_ring_positions(positions, groups, num_workers);
     }
     if let Some(cpo) = cp_offset {
@@ -524,12 +645,14 @@ pub fn ring_attention_spmd_fwd(
     let bound_max = if bounded { Some(nl::ndarray([bs, s, 1], nl::float32, buffer = nl::private_hbm)) } else { None };
     let (home_pos, own_pos): (Sbuf, Sbuf) = ring_positions_at(positions, groups, 0);
     let q_pos: Sbuf = row_positions(home_pos, striped_input, zigzag_input, num_workers, s);
+    let own_bias: Option<Hbm> = step_bias(bias, own_pos, striped_input, zigzag_input, num_workers);
     // A rank's zigzag chunks are in global order, so on its own block the causal
     // mask is the local one: attention_cte's static causal mask skips the tiles above
     // the diagonal (without a window or chunks).
     let local_causal = zigzag_input && left < 0 && chunk == 0;
-    // Its other steps split into two unmasked half-size calls (halves of 128-row groups).
-    let zigzag_fast = local_causal && s % 256 == 0;
+    // Its other steps split into two unmasked half-size calls (halves of 128-row
+    // groups; segment ids mask every step, so they take the bounds path).
+    let zigzag_fast = local_causal && s % 256 == 0 && !segmented && !biased;
     let q_second: Hbm = if zigzag_fast { seq_half(q_run, tp_q, 1, None) } else { q_run };
     if !local_causal {
         if let Some(bmin) = bound_min {
@@ -543,7 +666,25 @@ pub fn ring_attention_spmd_fwd(
 
     // Step 0: the rank's own keys.
     let (o_acc, nm_acc, sum_acc): (Hbm, Hbm, Hbm) = if local_causal {
-        step_attention(q_run, k3, v3, attn_scale, true, tp_q, tp_k, None, None, false, sink, None, None, soft_cap)
+        step_attention(
+            q_run,
+            k3,
+            v3,
+            attn_scale,
+            true,
+            tp_q,
+            tp_k,
+            None,
+            None,
+            false,
+            sink,
+            None,
+            None,
+            soft_cap,
+            q_segment_ids,
+            kv_segment_ids,
+            own_bias,
+        )
     } else {
         step_attention(
             q_run,
@@ -560,6 +701,9 @@ pub fn ring_attention_spmd_fwd(
             bound_min,
             bound_max,
             soft_cap,
+            q_segment_ids,
+            kv_segment_ids,
+            own_bias,
         )
     };
 
@@ -571,14 +715,26 @@ pub fn ring_attention_spmd_fwd(
         nisa::dma_copy(send_k[s![bs_kv - 1, .., ..]], k3[s![bs_kv - 1, .., ..]]);
         nisa::dma_copy(send_v[s![bs_kv - 1, .., ..]], v3[s![bs_kv - 1, .., ..]]);
     }
+    // The key segment ids travel with K and V (program 0 copies them).
+    let send_ids = if segmented { Some(nl::ndarray([b, s], nl::int32, buffer = nl::shared_hbm)) } else { None };
+    let recv_ids = if segmented { Some(nl::ndarray([b, s], nl::int32, buffer = nl::shared_hbm)) } else { None };
+    if let Some(ks) = kv_segment_ids {
+        if let Some(ids) = send_ids {
+            if shard == 0 {
+                nisa::dma_copy(ids, ks);
+            }
+        }
+    }
     if last >= 1 {
         if shards > 1 {
             // Both programs wrote the send buffers.
             nisa::core_barrier(send_k, [0, 1]);
             nisa::core_barrier(send_v, [0, 1]);
+            if let Some(ids) = send_ids {
+                nisa::core_barrier(ids, [0, 1]);
+            }
         }
-        ncc::collective_permute_implicit([[send_k]], [[recv_k]], rg);
-        ncc::collective_permute_implicit([[send_v]], [[recv_v]], rg);
+        pass_on(send_k, recv_k, send_v, recv_v, send_ids, recv_ids, groups);
     }
 
     for step in nl::sequential_range(1, last + 1) {
@@ -588,6 +744,8 @@ pub fn ring_attention_spmd_fwd(
         let free_k = if odd { send_k } else { recv_k };
         let arrived_v = if odd { recv_v } else { send_v };
         let free_v = if odd { send_v } else { recv_v };
+        let arrived_ids = if odd { recv_ids } else { send_ids };
+        let free_ids = if odd { send_ids } else { recv_ids };
         // A step no rank needs computes nothing (its block still travels on when a later one is needed).
         let needed: bool = !bounded || step_needed(step, striped_input, zigzag_input, num_workers, s, use_causal_mask, left, right, chunk);
         if zigzag_fast {
@@ -602,7 +760,7 @@ pub fn ring_attention_spmd_fwd(
             nisa::tensor_copy(sel, later[s![0..1, 0..1]]);
             zigzag_step(q_second, q_run, arrived_k, arrived_v, o_acc, nm_acc, sum_acc, sel, tp_q, tp_k, shard, shards, soft_cap);
             if step < last {
-                pass_on(arrived_k, free_k, arrived_v, free_v, groups);
+                pass_on(arrived_k, free_k, arrived_v, free_v, arrived_ids, free_ids, groups);
             }
         }
         if let Some(cpo) = cp_offset {
@@ -618,9 +776,10 @@ pub fn ring_attention_spmd_fwd(
             nisa::dma_copy(cpo, off[s![0..1, 0..1]]);
         }
         if needed && !zigzag_fast {
+            let (_here, k_pos): (Sbuf, Sbuf) = ring_positions_at(positions, groups, step);
+            let visiting_bias: Option<Hbm> = step_bias(bias, k_pos, striped_input, zigzag_input, num_workers);
             if let Some(bmin) = bound_min {
                 if let Some(bmax) = bound_max {
-                    let (_here, k_pos): (Sbuf, Sbuf) = ring_positions_at(positions, groups, step);
                     let (lower, upper): (Sbuf, Sbuf) =
                         key_bounds(q_pos, k_pos, striped_input, zigzag_input, num_workers, s, use_causal_mask, left, right, chunk);
                     store_bounds(bmin, bmax, lower, upper);
@@ -641,10 +800,13 @@ pub fn ring_attention_spmd_fwd(
                 bound_min,
                 bound_max,
                 soft_cap,
+                q_segment_ids,
+                arrived_ids,
+                visiting_bias,
             );
             // The next transfer goes out before this step's merge.
             if step < last {
-                pass_on(arrived_k, free_k, arrived_v, free_v, groups);
+                pass_on(arrived_k, free_k, arrived_v, free_v, arrived_ids, free_ids, groups);
             }
             for bi in b_first..b_first + per_shard {
                 merge_batch(o_acc, nm_acc, sum_acc, o_cur, nm_cur, sum_cur, bi, 0, n_grp, s, d);
@@ -653,7 +815,7 @@ pub fn ring_attention_spmd_fwd(
                 merge_batch(o_acc, nm_acc, sum_acc, o_cur, nm_cur, sum_cur, bs - 1, rem_g0, rem_g1, s, d);
             }
         } else if step < last && !zigzag_fast {
-            pass_on(arrived_k, free_k, arrived_v, free_v, groups);
+            pass_on(arrived_k, free_k, arrived_v, free_v, arrived_ids, free_ids, groups);
         }
     }
     if zigzag_fast && last >= 1 {
@@ -661,10 +823,10 @@ pub fn ring_attention_spmd_fwd(
     }
 
     for bi in b_first..b_first + per_shard {
-        normalize_batch(o_acc, nm_acc, sum_acc, o, lse, bi, 0, n_grp, s, d, lse_dtype);
+        normalize_batch(o_acc, nm_acc, sum_acc, o, lse, bi, 0, n_grp, s, d, lse_dtype, segmented);
     }
     if has_remainder && rem_g1 > rem_g0 {
-        normalize_batch(o_acc, nm_acc, sum_acc, o, lse, bs - 1, rem_g0, rem_g1, s, d, lse_dtype);
+        normalize_batch(o_acc, nm_acc, sum_acc, o, lse, bs - 1, rem_g0, rem_g1, s, d, lse_dtype, segmented);
     }
     let o4 = o.reshape([b, q_h, s, d]);
     if let Some(l) = lse {

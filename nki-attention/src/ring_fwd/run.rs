@@ -5,7 +5,7 @@
 use super::config::{RingFwdConfig, RingFwdRule};
 use super::ring_attention_fwd::ring_attention_spmd_fwd;
 use crate::dtypes::{FLOAT32, FLOATS, ParamDtypes};
-use crate::rings::{check_ring_launch, shape_i64};
+use crate::rings::{check_bias, check_ring_launch, check_segment_ids, shape_i64};
 use nki::collectives::CommEvent;
 use nki::{Launch, NkiError, Result, Tensor};
 
@@ -46,6 +46,13 @@ pub struct RingFwdInputs<'a> {
     pub v: &'a [Tensor],
     /// Sink logits, float32 `[h]`, the same on every rank (None: no sinks).
     pub sinks: Option<&'a Tensor>,
+    /// Segment ids `(q, kv)`, int32 `[b, seqlen]` per rank: key `j` is visible to
+    /// query `i` only if their ids match (None: one segment).
+    pub segment_ids: Option<(&'a [Tensor], &'a [Tensor])>,
+    /// Bias per rank, float32 `[b, h, seqlen, num_workers·seqlen]`: the rows of
+    /// the rank's queries against every key at its global position, added to the
+    /// logits after the soft cap (None: no bias).
+    pub bias: Option<&'a [Tensor]>,
 }
 
 /// What a ring launch returns.
@@ -145,6 +152,12 @@ impl RingFwdConfig {
                 return Err(NkiError::argument("sinks", bad, "every sink logit must be finite"));
             }
         }
+        if let Some((q_ids, kv_ids)) = inputs.segment_ids {
+            check_segment_ids(q_ids, kv_ids, launch.num_ranks(), [b, s])?;
+        }
+        if let Some(bias) = inputs.bias {
+            check_bias(bias, launch.num_ranks(), [b, h, s, s * self.num_workers])?;
+        }
         if let Some(given) = prescaled {
             let want = self.scale_for(d as usize);
             if (given - want).abs() > 1e-9 * want.abs() {
@@ -198,6 +211,9 @@ impl RingFwdConfig {
                 .window_right(self.window.map(|w| w.1))
                 .chunk_size(self.chunk_size)
                 .soft_cap(self.soft_cap)
+                .q_segment_ids(inputs.segment_ids.map(|(q, _)| &q[r]))
+                .kv_segment_ids(inputs.segment_ids.map(|(_, kv)| &kv[r]))
+                .bias(inputs.bias.map(|bias| &bias[r]))
                 .run(ctx)
         })?;
         let mut out = Vec::with_capacity(report.results.len());
@@ -235,6 +251,8 @@ mod tests {
             k: std::slice::from_ref(&k),
             v: std::slice::from_ref(&v),
             sinks: None,
+            segment_ids: None,
+            bias: None,
         };
         let e = RingFwdConfig::new(1).launch(&launch, &int_q).unwrap_err();
         assert_eq!(e.to_string(), "invalid q[0] = int32: ring_attention_spmd_fwd takes q as float32, bfloat16 or float16");

@@ -73,14 +73,17 @@ pub fn run(a: &RingBwdArgs) -> Result<(), String> {
     declare_inputs(&mut plan, &files)?;
     declare_inputs(&mut plan, &[("lse", a.lse.as_path())])?;
     let sinks = a.ring.load_sinks(&mut plan, &DTYPES)?;
+    // Q, O and dY share [b, h, S_total, d]; K and V [b, h_kv, S_total, d].
+    let mut inputs = load_alike(&[files[0], files[3], files[4]], &DTYPES)?;
+    let (batch, s_total) = (inputs[0].shape().first().copied().unwrap_or(0), inputs[0].shape().get(2).copied().unwrap_or(0));
+    let ids = a.ring.load_segment_ids(&mut plan, batch, s_total)?;
+    let bias = a.ring.load_bias(&mut plan, batch, inputs[0].shape().get(1).copied().unwrap_or(0), s_total)?;
     for (flag, path) in [("dq", &a.dq), ("dk", &a.dk), ("dv", &a.dv)] {
         plan.output(flag, path)?;
     }
     if let Some(path) = &a.dsinks {
         plan.output("dsinks", path)?;
     }
-    // Q, O and dY share [b, h, S_total, d]; K and V [b, h_kv, S_total, d].
-    let mut inputs = load_alike(&[files[0], files[3], files[4]], &DTYPES)?;
     let kv = load_alike(&files[1..3], &DTYPES)?;
     inputs.splice(1..1, kv);
     let lse = load(&a.lse, "lse", &DTYPES)?;
@@ -88,7 +91,17 @@ pub fn run(a: &RingBwdArgs) -> Result<(), String> {
     let w = a.ring.workers;
     let parts = inputs.iter().map(|t| shard(t, w, layout, true)).collect::<Result<Vec<_>, _>>().map_err(err)?;
     let lses = shard_lse(&lse, w, layout).map_err(err)?;
-    let inputs = RingBwdInputs { q: &parts[0], k: &parts[1], v: &parts[2], o: &parts[3], dy: &parts[4], lse: &lses, sinks: sinks.as_ref() };
+    let inputs = RingBwdInputs {
+        q: &parts[0],
+        k: &parts[1],
+        v: &parts[2],
+        o: &parts[3],
+        dy: &parts[4],
+        lse: &lses,
+        sinks: sinks.as_ref(),
+        segment_ids: ids.as_ref().map(|(q, kv)| (q.as_slice(), kv.as_slice())),
+        bias: bias.as_deref(),
+    };
     let grads = cfg.launch(&launch, &inputs).map_err(err)?;
     let mut written =
         [&grads.dq, &grads.dk, &grads.dv].map(|g| unshard(g, layout, true).map_err(err)).into_iter().collect::<Result<Vec<_>, _>>()?;

@@ -59,17 +59,21 @@ pub fn run(a: &RingFwdArgs) -> Result<(), String> {
     let mut plan = OutputPlan::new();
     declare_inputs(&mut plan, &files)?;
     let sinks = a.ring.load_sinks(&mut plan, &DTYPES)?;
+    let q = load(&a.q, "q", &DTYPES)?;
+    let (batch, s_total) = (q.shape().first().copied().unwrap_or(0), q.shape().get(2).copied().unwrap_or(0));
+    let ids = a.ring.load_segment_ids(&mut plan, batch, s_total)?;
+    let bias = a.ring.load_bias(&mut plan, batch, q.shape().get(1).copied().unwrap_or(0), s_total)?;
     plan.output("out", &a.out)?;
     if a.training {
         plan.output("lse", required_path(&a.lse, "--lse", "with --training")?)?;
     }
-    let q = load(&a.q, "q", &DTYPES)?;
     let [k, v]: [Tensor; 2] = load_alike(&files[1..], &DTYPES)?.try_into().map_err(|_| "two inputs expected".to_string())?;
     let err = |e: nki::NkiError| e.to_string();
     let w = a.ring.workers;
     let (qs, ks, vs) =
         (shard(&q, w, layout, true).map_err(err)?, shard(&k, w, layout, true).map_err(err)?, shard(&v, w, layout, false).map_err(err)?);
-    let inputs = RingFwdInputs { q: Queries::Raw(&qs), k: &ks, v: &vs, sinks: sinks.as_ref() };
+    let segment_ids = ids.as_ref().map(|(q, kv)| (q.as_slice(), kv.as_slice()));
+    let inputs = RingFwdInputs { q: Queries::Raw(&qs), k: &ks, v: &vs, sinks: sinks.as_ref(), segment_ids, bias: bias.as_deref() };
     let outs = cfg.launch(&a.launch.launch().ranks(w), &inputs).map_err(err)?;
     let mut written = vec![unshard(&outs.out, layout, false).map_err(err)?];
     if let Some(lse) = &outs.lse {

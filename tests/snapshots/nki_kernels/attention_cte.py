@@ -27,6 +27,21 @@ def remainder_groups(shard, s_q, groups, frac):
     return (start, end)
 
 
+def load_row_bounds(dst, src, b, s_q):
+    """Loads the per-query bounds of batch `b` from the `(bs, s_q, 1)` HBM tensor
+    `src` into the `(128, groups)` tile `dst` (row `128 g + p` at `[p, g]`): the
+    full groups with one access pattern, the rows of a partial last group on
+    their own, so no read passes the batch's `s_q` rows. The partial group's
+    other partitions are left as they are; no query reads them.
+    """
+    full = s_q // 128
+    tail = s_q % 128
+    if full > 0:
+        nisa.dma_copy(dst=dst[:, 0:full], src=src.ap(pattern=[[1, 128], [128, full]], offset=b * s_q))
+    if tail > 0:
+        nisa.dma_copy(dst=dst[0:tail, full:full + 1], src=src.ap(pattern=[[1, tail], [1, 1]], offset=b * s_q + 128 * full))
+
+
 def broadcast_partition0(t):
     """Copies partition 0 of the `(128, n)` tile `t` to all 128 partitions, one
     32-partition quadrant at a time.
@@ -41,21 +56,6 @@ def scalar_column(src):
     nisa.dma_copy(dst=col[0:1, 0:1], src=src)
     broadcast_partition0(col)
     return col
-
-
-def load_row_bounds(dst, src, b, s_q):
-    """Loads the per-query bounds of batch `b` from the `(bs, s_q, 1)` HBM tensor
-    `src` into the `(128, groups)` tile `dst` (row `128 g + p` at `[p, g]`): the
-    full groups with one access pattern, the rows of a partial last group on
-    their own, so no read passes the batch's `s_q` rows. The partial group's
-    other partitions are left as they are; no query reads them.
-    """
-    full = s_q // 128
-    tail = s_q % 128
-    if full > 0:
-        nisa.dma_copy(dst=dst[:, 0:full], src=src.ap(pattern=[[1, 128], [128, full]], offset=b * s_q))
-    if tail > 0:
-        nisa.dma_copy(dst=dst[0:tail, full:full + 1], src=src.ap(pattern=[[1, tail], [1, 1]], offset=b * s_q + 128 * full))
 
 
 def kv_tile(x, tile, prefix, s_pp, s_p, s_ka, total):
@@ -207,7 +207,7 @@ def finish_rows(out, x, recip, b, q0, rows, d, tp_out, normalize, mm_dtype):
         write_rows(out, x, b, q0, rows, tp_out)
 
 
-def attend_batch(q, k, v, out, stat_max, stat_sum, b, g_start, g_count, scale, causal_mask, k_prior, v_prior, prior_used_len, sink, sw, tp_q, tp_k, tp_out, mm_dtype, cp_offset, cp_deg, use_cp, strided, striped, bound_min, bound_max, skip_norm, cap):
+def attend_batch(q, k, v, out, stat_max, stat_sum, b, g_start, g_count, scale, causal_mask, k_prior, v_prior, prior_used_len, sink, sw, tp_q, tp_k, tp_out, mm_dtype, cp_offset, cp_deg, use_cp, strided, striped, bound_min, bound_max, skip_norm, cap, q_seg, kv_seg, bias):
     """Attention over one batch `b` for query groups `[g_start, g_start + g_count)`:
     every KV section, every group, then the cached statistics.
     """
@@ -235,6 +235,18 @@ def attend_batch(q, k, v, out, stat_max, stat_sum, b, g_start, g_count, scale, c
     n_v = (section_len + 127) // 128
     n_l = (section_len + 2047) // 2048
     sink_cols = 1 if has_sink else 0
+    segmented = q_seg is not None
+    biased = bias is not None
+    q_ids = nl.ndarray(shape=(128, groups), dtype=nl.float32, buffer=nl.sbuf) if segmented else None
+    if q_seg is not None:
+        qs = q_seg
+        if q_ids is not None:
+            qi = q_ids
+            load_row_bounds(qi, qs, b // (bs // qs.shape[0]), s_q)
+    kv_row = 0
+    if kv_seg is not None:
+        ks = kv_seg
+        kv_row = kvb // (bs_kv // ks.shape[0])
     zero_bias = nl.ndarray(shape=(128, 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.memset(dst=zero_bias, value=0.0)
     sink_sb = nl.ndarray(shape=(128, 1), dtype=nl.float32, buffer=nl.sbuf)
@@ -319,6 +331,15 @@ def attend_batch(q, k, v, out, stat_max, stat_sum, b, g_start, g_count, scale, c
                         load_k_tile(k_sec, 512 * kt, kp, kvb, k0, cols, tp_k, None)
                 else:
                     load_k_tile(k_sec, 512 * kt, k, kvb, k0, cols, tp_k, offset_reg)
+        k_ids = nl.ndarray(shape=(128, width), dtype=nl.float32, buffer=nl.sbuf) if segmented else None
+        if kv_seg is not None:
+            ks = kv_seg
+            if k_ids is not None:
+                ki = k_ids
+                for kt in range(n_k):
+                    _in_prior, k0, cols = kv_tile(sec_off + 512 * kt, 512, prefix, s_pp, s_p, s_ka, total)
+                    if cols > 0:
+                        nisa.dma_copy(dst=ki[:, 512 * kt:512 * kt + cols], src=ks.ap(pattern=[[0, 128], [1, cols]], offset=kv_row * s_k + k0))
         for vt in range(n_v):
             in_prior, k0, rows = kv_tile(sec_off + 128 * vt, 128, prefix, s_pp, s_p, s_ka, total)
             if rows > 0:
@@ -350,8 +371,27 @@ def attend_batch(q, k, v, out, stat_max, stat_sum, b, g_start, g_count, scale, c
                         if cap > 0.0:
                             nisa.activation(dst=dst, op=nl.tanh, data=scores[0:rows, 0:cols], scale=scale / cap)
                             nisa.tensor_scalar(dst=dst, data=dst, op0=nl.multiply, operand0=cap)
-                        src = dst if cap > 0.0 else scores[0:rows, 0:cols]
-                        tile_scale = 1.0 if cap > 0.0 else scale
+                        uncapped = dst if cap > 0.0 else scores[0:rows, 0:cols]
+                        uncapped_scale = 1.0 if cap > 0.0 else scale
+                        if bias is not None:
+                            bi = bias
+                            bt = nl.ndarray(shape=(128, 512), dtype=nl.float32, buffer=nl.sbuf)
+                            nisa.dma_copy(dst=bt[0:rows, 0:cols], src=bi[b, q0:q0 + rows, k0:k0 + cols])
+                            nisa.scalar_tensor_tensor(dst=dst, data=uncapped, op0=nl.multiply, operand0=uncapped_scale, op1=nl.add, operand1=bt[0:rows, 0:cols])
+                        capped = dst if biased else uncapped
+                        cap_scale = 1.0 if biased else uncapped_scale
+                        if k_ids is not None:
+                            ki = k_ids
+                            if q_ids is not None:
+                                qi = q_ids
+                                eq = nl.ndarray(shape=(128, 512), dtype=nl.float32, buffer=nl.sbuf)
+                                same = eq[0:rows, 0:cols]
+                                nisa.tensor_scalar(dst=same, data=ki[0:rows, c0:c0 + cols], op0=nl.equal, operand0=qi[0:rows, g])
+                                nisa.scalar_tensor_tensor(dst=dst, data=capped, op0=nl.multiply, operand0=cap_scale, op1=nl.multiply, operand1=same)
+                                nisa.tensor_scalar(dst=same, data=same, op0=nl.subtract, operand0=1.0, op1=nl.multiply, operand1=3.4028234663852886e38)
+                                nisa.tensor_tensor(dst=dst, data1=dst, data2=same, op=nl.add)
+                        src = dst if segmented or biased else capped
+                        tile_scale = 1.0 if segmented or biased else cap_scale
                         if dynamic or in_prior:
                             lower = lbs_prior if in_prior else lbs
                             upper = ubs_prior if in_prior else ubs
@@ -457,7 +497,7 @@ def attend_batch(q, k, v, out, stat_max, stat_sum, b, g_start, g_count, scale, c
 
 
 @nki.jit
-def attention_cte(q, k, v, scale=1.0, causal_mask=True, k_prior=None, v_prior=None, prior_used_len=None, sink=None, sliding_window=None, tp_q=True, tp_k=False, tp_out=False, cache_softmax=False, softmax_dtype=nl.float32, mm_out_dtype=nl.float32, cp_offset=None, global_cp_deg=None, cp_strided_q_slicing=False, bound_min=None, bound_max=None, cp_striped_input=False, skip_output_normalization=False, soft_cap=None):
+def attention_cte(q, k, v, scale=1.0, causal_mask=True, k_prior=None, v_prior=None, prior_used_len=None, sink=None, sliding_window=None, tp_q=True, tp_k=False, tp_out=False, cache_softmax=False, softmax_dtype=nl.float32, mm_out_dtype=nl.float32, cp_offset=None, global_cp_deg=None, cp_strided_q_slicing=False, bound_min=None, bound_max=None, cp_striped_input=False, skip_output_normalization=False, soft_cap=None, q_segment_ids=None, kv_segment_ids=None, bias=None):
     """Flash attention for prefill (context encoding), a drop-in for the NKI
     library's `attention_cte` (2.30): causal or not, sliding window, context
     parallelism (contiguous, strided or striped Q), prefix caching, sink tokens,
@@ -470,7 +510,14 @@ def attention_cte(q, k, v, scale=1.0, causal_mask=True, k_prior=None, v_prior=No
     max and the reciprocal row sum (the raw sum with `skip_output_normalization`),
     each `(bs, 128, ceil(seqlen_q / 128))` with row `128 g + p` at `[.., p, g]`.
     Past the library's keyword arguments, `soft_cap` (default off) caps the
-    logits to `C·tanh(scale·q·k / C)` before the masks (the ring kernels use it).
+    logits to `C·tanh(scale·q·k / C)` before the masks (the ring kernels use it),
+    and `q_segment_ids` / `kv_segment_ids` (`(batch, seqlen_q)` / `(batch,
+    seqlen_kv)`, any dtype holding integers below 2^24, query batch `i` reading
+    row `i / (bs / batch)`) show a key only to the queries with its id. A row that
+    sees no key keeps the masked sentinel statistics (negated max FLOAT32_MAX), so
+    the ring's merge and normalisation can tell it. `bias` (float32 `(bs,
+    seqlen_q, seqlen_kv)`) is added to the logits after the soft cap, before the
+    masks.
     """
     sw = sliding_window if sliding_window is not None else 0
     cap = soft_cap if soft_cap is not None else 0.0
@@ -513,6 +560,27 @@ def attention_cte(q, k, v, scale=1.0, causal_mask=True, k_prior=None, v_prior=No
         bmax = bound_max
         bmax_shape = bmax.shape
         assert bmax.ndim == 3 and bmax_shape[0] == bs and bmax_shape[1] == s_q and bmax_shape[2] == 1, f"bound_max shape must be (batch, seqlen_q, 1)=({bs}, {s_q}, 1), got {bmax_shape}"
+    assert (q_segment_ids is not None) == (kv_segment_ids is not None), "q_segment_ids and kv_segment_ids must both be set or both be None"
+    if q_segment_ids is not None:
+        qs = q_segment_ids
+        qs_shape = qs.shape
+        assert qs.ndim == 2 and qs_shape[1] == s_q and qs_shape[0] >= 1 and bs % qs_shape[0] == 0, f"q_segment_ids must be (batch, seqlen_q) with batch dividing {bs}, got {qs_shape}"
+        assert s_q % 128 == 0, f"segment ids need seqlen_q a multiple of 128, got {s_q}"
+        assert not prefix and sw == 0, "segment ids are not supported with prefix caching or sliding_window"
+    if kv_segment_ids is not None:
+        ks = kv_segment_ids
+        ks_shape = ks.shape
+        q_rows = 0
+        if q_segment_ids is not None:
+            qs = q_segment_ids
+            q_rows = qs.shape[0]
+        assert ks.ndim == 2 and ks_shape[0] == q_rows and ks_shape[1] == s_k and bs_kv % q_rows == 0, f"kv_segment_ids must be ({q_rows}, {s_k}) to match q_segment_ids and k, got {ks_shape}"
+    if bias is not None:
+        bi = bias
+        bi_shape = bi.shape
+        assert bi.ndim == 3 and bi_shape[0] == bs and bi_shape[1] == s_q and bi_shape[2] == s_k, f"bias must be (bs, seqlen_q, seqlen_kv)=({bs}, {s_q}, {s_k}), got {bi_shape}"
+        assert bi.dtype == nl.float32, "bias must be float32"
+        assert not prefix and sw == 0, "bias is not supported with prefix caching or sliding_window"
     assert not packed or not prefix, "is_sequence_packed is not supported with prefix caching"
     assert not packed or (global_cp_deg if global_cp_deg is not None else 0) <= 1, "is_sequence_packed is not supported with context parallelism"
     groups = (s_q + 127) // 128
@@ -570,7 +638,7 @@ def attention_cte(q, k, v, scale=1.0, causal_mask=True, k_prior=None, v_prior=No
         b = shard * per_shard + item if whole else bs - 1
         g_start = 0 if whole else rem_start
         g_end = groups if whole else rem_end
-        attend_batch(q, k, v, out, stat_max, stat_sum, b, g_start, g_end - g_start, scale, causal_mask, k_prior, v_prior, prior_used_len, sink, sw, tp_q, tp_k, tp_out, mm_out_dtype, cp_offset, cp_deg, use_cp, cp_strided_q_slicing, cp_striped_input, bound_min, bound_max, skip_output_normalization, cap)
+        attend_batch(q, k, v, out, stat_max, stat_sum, b, g_start, g_end - g_start, scale, causal_mask, k_prior, v_prior, prior_used_len, sink, sw, tp_q, tp_k, tp_out, mm_out_dtype, cp_offset, cp_deg, use_cp, cp_strided_q_slicing, cp_striped_input, bound_min, bound_max, skip_output_normalization, cap, q_segment_ids, kv_segment_ids, bias)
     if stat_max is not None:
         nm = stat_max
         if stat_sum is not None:

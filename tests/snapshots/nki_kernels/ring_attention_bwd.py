@@ -5,6 +5,7 @@ import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
 from .attention_cte import scalar_column
+from .ring_attention_fwd import bias_block
 from .ring_attention_fwd import fill_ring_positions
 from .ring_attention_fwd import ring_positions_at
 from .ring_masks import key_bounds
@@ -18,11 +19,21 @@ def head_tiles(dh):
     return ((dh + n - 1) // n, n)
 
 
-def load_neg_lse(src, mdt):
-    """`[128, S / 128]` negated log-sum-exps of a `[128, S / 128]` HBM view."""
+def load_neg_lse(src, mdt, segmented):
+    """`[128, S / 128]` negated log-sum-exps of a `[128, S / 128]` HBM view. With
+    segment ids a row that saw no key has LSE `-inf`: its `-LSE` becomes
+    FLOAT32_MIN, so its P (every score masked) is 0 instead of `exp(inf)`.
+    """
     t = nl.ndarray(shape=src.shape, dtype=mdt, buffer=nl.sbuf)
     nisa.dma_copy(dst=t, src=src)
     nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=-1.0)
+    if segmented:
+        m = nl.ndarray(shape=src.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.minimum, operand0=3.4028234663852886e38)
+        nisa.tensor_scalar(dst=m, data=t, op0=nl.less, operand0=1e38)
+        nisa.tensor_tensor(dst=t, data1=t, data2=m, op=nl.multiply)
+        nisa.tensor_scalar(dst=m, data=m, op0=nl.subtract, operand0=1.0, op1=nl.multiply, operand1=3.4028234663852886e38)
+        nisa.tensor_tensor(dst=t, data1=t, data2=m, op=nl.add)
     return t
 
 
@@ -91,13 +102,13 @@ def sink_grad(sinks, neg_lse, dos, dsink_part, bid, hid, qnt):
     nisa.dma_copy(dst=dsink_part.ap(pattern=[[1, 1], [1, 1]], offset=bid * n + hid), src=out)
 
 
-def stage_row_stats(lse_ref, o_ref, dy_ref, stats, sinks, dsink_part, bid, hid, qh, dts, dnt, mdt):
+def stage_row_stats(lse_ref, o_ref, dy_ref, stats, sinks, dsink_part, bid, hid, qh, dts, dnt, mdt, segmented):
     """Stages `-LSE` and `D` of query head `hid` in slot `qh` of `stats`
     (`[group, 2, 128, S / 128]`) and, with sinks, writes this rank's share of
     the head's sink gradient.
     """
     sl = o_ref.shape[3]
-    neg_lse = load_neg_lse(lse_ref[bid, hid, :, :], mdt)
+    neg_lse = load_neg_lse(lse_ref[bid, hid, :, :], mdt, segmented)
     dos = rowsum_dy_o(o_ref, dy_ref, bid, hid, dts, dnt, sl, mdt)
     nisa.dma_copy(dst=stats[qh, 0, :, :], src=neg_lse)
     nisa.dma_copy(dst=stats[qh, 1, :, :], src=dos)
@@ -106,13 +117,39 @@ def stage_row_stats(lse_ref, o_ref, dy_ref, stats, sinks, dsink_part, bid, hid, 
         sink_grad(sk, neg_lse, dos, dsink_part, bid, hid, sl // 128)
 
 
-def permute_all(sq, rq, sdy, rdy, slse, rlse, sdos, rdos, groups):
-    """Sends Q, dY, LSE and D of every LNC slot to the ring successor."""
+def permute_all(sq, rq, sdy, rdy, slse, rlse, sdos, rdos, sids, rids, sbias, rbias, groups):
+    """Sends Q, dY, LSE and D of every LNC slot to the ring successor, and the
+    queries' segment ids and bias rows when there are any.
+    """
     rg = ncc.ReplicaGroup(groups)
     ncc.collective_permute_implicit(srcs_by_channel=[[sq]], dsts_by_channel=[[rq]], replica_group=rg)
     ncc.collective_permute_implicit(srcs_by_channel=[[sdy]], dsts_by_channel=[[rdy]], replica_group=rg)
     ncc.collective_permute_implicit(srcs_by_channel=[[slse]], dsts_by_channel=[[rlse]], replica_group=rg)
     ncc.collective_permute_implicit(srcs_by_channel=[[sdos]], dsts_by_channel=[[rdos]], replica_group=rg)
+    if sids is not None:
+        si = sids
+        if rids is not None:
+            ri = rids
+            ncc.collective_permute_implicit(srcs_by_channel=[[si]], dsts_by_channel=[[ri]], replica_group=rg)
+    if sbias is not None:
+        sb = sbias
+        if rbias is not None:
+            rb = rbias
+            ncc.collective_permute_implicit(srcs_by_channel=[[sb]], dsts_by_channel=[[rb]], replica_group=rg)
+
+
+def own_key_columns(rows, slot, positions, groups, striped, zigzag, nw):
+    """The bias of the queries in slot `slot` of `rows` (`[lnc, S, W·S]`, their
+    rows against every key at its global position) against this rank's keys,
+    `[1, S, S]` (None without a bias).
+    """
+    if rows is not None:
+        r = rows
+        lnc, sl, total = r.shape
+        mine, _same = ring_positions_at(positions, groups, 0)
+        slots = r.reshape(shape=(lnc, 1, sl, total))
+        return bias_block(slots, slot, 1, mine, striped, zigzag, nw)
+    return None
 
 
 def step_bounds(positions, groups, step, bounded, causal, striped, zigzag, nw, sl, left, right, chunk):
@@ -145,12 +182,13 @@ def step_bounds(positions, groups, step, bounded, causal, striped, zigzag, nw, s
     return (None, None)
 
 
-def bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, bounds, lower, qg, cg, k0, kts, dts, dnt, scale, causal, first, cap):
+def bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, bounds, lower, qg, cg, k0, kts, dts, dnt, scale, causal, first, cap, q_ids, k_ids, bias_blk):
     """One 512-key tile against the query tiles `first..cg` of a group of up to 4:
     recomputes P, forms dS, and accumulates dQ (into `dq_grp`), dK and dV.
     """
     kdt = k_ld.dtype
     nb = kts // 128
+    biased = bias_blk is not None
     p = nl.ndarray(shape=(128, cg, kts), dtype=kdt, buffer=nl.sbuf)
     ds = nl.ndarray(shape=(128, cg, kts), dtype=kdt, buffer=nl.sbuf)
     zero = nl.ndarray(shape=(128, 1), dtype=nl.float32, buffer=nl.sbuf)
@@ -164,8 +202,15 @@ def bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, b
         if cap > 0.0:
             nisa.activation(dst=masked, op=nl.tanh, data=scores, scale=scale / cap)
             nisa.tensor_scalar(dst=masked, data=masked, op0=nl.multiply, operand0=cap)
-        src = masked if cap > 0.0 else scores
-        exp_scale = 1.0 if cap > 0.0 else scale
+        capped = masked if cap > 0.0 else scores
+        cap_scale = 1.0 if cap > 0.0 else scale
+        if bias_blk is not None:
+            bb = bias_blk
+            bt = nl.ndarray(shape=(128, kts), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=bt, src=bb[0, 128 * g:128 * (g + 1), k0:k0 + kts])
+            nisa.scalar_tensor_tensor(dst=masked, data=capped, op0=nl.multiply, operand0=cap_scale, op1=nl.add, operand1=bt)
+        src = masked if biased else capped
+        exp_scale = 1.0 if biased else cap_scale
         if bounds is not None:
             ub = bounds
             if lower is not None:
@@ -177,6 +222,15 @@ def bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, b
             nisa.tensor_copy(dst=masked, src=src)
             if causal and 128 * g < k0 + kts - 1:
                 nisa.affine_select(dst=masked, pattern=[[-1, kts]], channel_multiplier=1, on_true_tile=masked, on_false_value=-3.4028234663852886e38, cmp_op=nl.greater_equal, offset=128 * g - k0)
+        if k_ids is not None:
+            ki = k_ids
+            if q_ids is not None:
+                qi = q_ids
+                same = nl.ndarray(shape=(128, kts), dtype=nl.float32, buffer=nl.sbuf)
+                nisa.tensor_scalar(dst=same, data=ki[:, k0:k0 + kts], op0=nl.equal, operand0=qi[:, g:g + 1])
+                nisa.tensor_tensor(dst=masked, data1=masked, data2=same, op=nl.multiply)
+                nisa.tensor_scalar(dst=same, data=same, op0=nl.subtract, operand0=1.0, op1=nl.multiply, operand1=3.4028234663852886e38)
+                nisa.tensor_tensor(dst=masked, data1=masked, data2=same, op=nl.add)
         nisa.activation(dst=p[:, j, :], op=nl.exp, data=masked, bias=neg_lse[:, g:g + 1], scale=exp_scale)
         dp = nl.ndarray(shape=(128, kts), dtype=nl.float32, buffer=nl.psum)
         for dt in range(dnt):
@@ -217,12 +271,14 @@ def bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, b
         nisa.scalar_tensor_tensor(dst=dk_r[:, dt, k0:k0 + kts], data=dk_ps, op0=nl.multiply, operand0=scale, op1=nl.add, operand1=dk_r[:, dt, k0:k0 + kts])
 
 
-def compute_step(q_buf, dy_buf, neg_lse, dos, dq_out, k_ld, v_ld, dk_r, dv_r, bounds, lower, causal, skip, scale, sl, dts, dnt, mdt, cap):
+def compute_step(q_buf, dy_buf, neg_lse, dos, dq_out, k_ld, v_ld, dk_r, dv_r, bounds, lower, causal, skip, scale, sl, dts, dnt, mdt, cap, q_ids, k_ids, bias_blk):
     """One ring step for one `(b, h)`: the queries in `q_buf` / `dy_buf` (`[dh, S]`)
     against the local K/V, dK/dV accumulated in place and this step's dQ written
     to `dq_out` (`[dh, S]`, fp32). `bounds` is the range-select upper bound per
     query row (inclusive, or exclusive with a `lower` bound: windows, chunks,
-    zigzag); without it causal masking is static.
+    zigzag); without it causal masking is static. `q_ids` (`[128, S / 128]`) and
+    `k_ids` (`[128, S]`, every partition alike) are the segment ids, if any;
+    `bias_blk` (`[1, S, S]`) the bias of the visiting queries against the local keys.
     """
     kdt = k_ld.dtype
     qnt = sl // 128
@@ -239,18 +295,19 @@ def compute_step(q_buf, dy_buf, neg_lse, dos, dq_out, k_ld, v_ld, dk_r, dv_r, bo
             k0 = kt * kts
             first = min(max(k0 // 128 - qg, 0), cg) if skip else 0
             if first < cg:
-                bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, bounds, lower, qg, cg, k0, kts, dts, dnt, scale, causal, first, cap)
+                bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, bounds, lower, qg, cg, k0, kts, dts, dnt, scale, causal, first, cap, q_ids, k_ids, bias_blk)
         for dt in range(dnt):
             nisa.dma_copy(dst=dq_out[dt * dts:(dt + 1) * dts, 128 * qg:128 * (qg + cg)], src=dq_grp[:, dt, :])
 
 
-def ring_bwd_item(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, out_dq, out_dk, out_dv, sq, rq, sdy, rdy, slse, rlse, sdos, rdos, sdq, rdq, dq_scratch, positions, sinks, dsink_part, bid, kvh, group, slot, lnc, groups, nw, causal, striped, zigzag, left, right, chunk, cap, mdt, scale):
+def ring_bwd_item(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, out_dq, out_dk, out_dv, sq, rq, sdy, rdy, slse, rlse, sdos, rdos, sdq, rdq, dq_scratch, positions, sinks, dsink_part, q_seg, kv_seg, sids, rids, bias, sbias, rbias, bid, kvh, group, slot, lnc, groups, nw, causal, striped, zigzag, left, right, chunk, cap, mdt, scale):
     """The whole ring for KV head `kvh` of batch `bid`: K and V loaded once, then one
     ring per query head of its group (`group` heads from `kvh·group`), each adding
     to the same dK/dV. Program `slot` uses slot `slot` of every ring buffer
     (`[lnc, ...]`), and every program issues the same collectives.
     """
     bounded = zigzag or left >= 0 or right >= 0 or chunk > 0
+    segmented = q_seg is not None
     dh = q_ref.shape[2]
     sl = q_ref.shape[3]
     kdt = q_ref.dtype
@@ -259,7 +316,19 @@ def ring_bwd_item(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, out_dq, out_dk, o
     rg = ncc.ReplicaGroup(groups)
     stats = nl.ndarray(shape=(group, 2, 128, qnt), dtype=mdt, buffer=nl.private_hbm)
     for qh in range(group):
-        stage_row_stats(lse_ref, o_ref, dy_ref, stats, sinks, dsink_part, bid, kvh * group + qh, qh, dts, dnt, mdt)
+        stage_row_stats(lse_ref, o_ref, dy_ref, stats, sinks, dsink_part, bid, kvh * group + qh, qh, dts, dnt, mdt, segmented)
+    k_ids = nl.ndarray(shape=(128, sl), dtype=nl.float32, buffer=nl.sbuf) if segmented else None
+    own_q_ids = nl.ndarray(shape=(128, qnt), dtype=nl.float32, buffer=nl.sbuf) if segmented else None
+    if kv_seg is not None:
+        ks = kv_seg
+        if k_ids is not None:
+            ki = k_ids
+            nisa.dma_copy(dst=ki, src=ks.ap(pattern=[[0, 128], [1, sl]], offset=bid * sl))
+    if q_seg is not None:
+        qs = q_seg
+        if own_q_ids is not None:
+            qi = own_q_ids
+            nisa.dma_copy(dst=qi, src=qs.ap(pattern=[[1, 128], [128, qnt]], offset=bid * sl))
     k_ld = load_head_tiles(k_ref[bid, kvh, :, :], dts, dnt, 0, sl, kdt)
     v_ld = load_head_tiles(v_ref[bid, kvh, :, :], dts, dnt, 0, sl, kdt)
     dk_r = nl.ndarray(shape=(dts, dnt, sl), dtype=mdt, buffer=nl.sbuf)
@@ -276,16 +345,33 @@ def ring_bwd_item(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, out_dq, out_dk, o
         nisa.dma_copy(dst=sdy[slot, :, :], src=dy_ref[bid, hid, :, :])
         nisa.dma_copy(dst=slse[slot, :, :], src=lse_ref[bid, hid, :, :])
         nisa.dma_copy(dst=sdos[slot, :, :], src=dos)
+        if sids is not None:
+            si = sids
+            if own_q_ids is not None:
+                qi = own_q_ids
+                nisa.dma_copy(dst=si[slot, :, :], src=qi)
+        if bias is not None:
+            bi = bias
+            if sbias is not None:
+                sb = sbias
+                nisa.dma_copy(dst=sb[slot, :, :], src=bi[bid, hid, :, :])
         if lnc > 1:
             nisa.core_barrier(data=sq, cores=(0, 1))
             nisa.core_barrier(data=sdy, cores=(0, 1))
             nisa.core_barrier(data=slse, cores=(0, 1))
             nisa.core_barrier(data=sdos, cores=(0, 1))
+            if sids is not None:
+                si = sids
+                nisa.core_barrier(data=si, cores=(0, 1))
+            if sbias is not None:
+                sb = sbias
+                nisa.core_barrier(data=sb, cores=(0, 1))
         if nw > 1:
-            permute_all(sq, rq, sdy, rdy, slse, rlse, sdos, rdos, groups)
+            permute_all(sq, rq, sdy, rdy, slse, rlse, sdos, rdos, sids, rids, sbias, rbias, groups)
+        own_bias = own_key_columns(sbias, slot, positions, groups, striped, zigzag, nw)
         dq_slot = dq_scratch[slot, :, :]
         lower0, bounds0 = step_bounds(positions, groups, 0, bounded, causal, striped, zigzag, nw, sl, left, right, chunk)
-        compute_step(sq[slot, :, :], sdy[slot, :, :], neg_lse, dos, dq_slot, k_ld, v_ld, dk_r, dv_r, bounds0, lower0, causal and not bounded, causal and not bounded, scale, sl, dts, dnt, mdt, cap)
+        compute_step(sq[slot, :, :], sdy[slot, :, :], neg_lse, dos, dq_slot, k_ld, v_ld, dk_r, dv_r, bounds0, lower0, causal and not bounded, causal and not bounded, scale, sl, dts, dnt, mdt, cap, own_q_ids, k_ids, own_bias)
         nisa.dma_copy(dst=sdq[slot, :, :], src=dq_slot)
         if lnc > 1:
             nisa.core_barrier(data=sdq, cores=(0, 1))
@@ -302,15 +388,26 @@ def ring_bwd_item(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, out_dq, out_dk, o
             nxt_dos = sdos if odd else rdos
             dq_in = rdq if odd else sdq
             dq_fwd = sdq if odd else rdq
-            step_neg_lse = load_neg_lse(cur_lse[slot, :, :], mdt)
+            cur_ids = rids if odd else sids
+            nxt_ids = sids if odd else rids
+            cur_bias = rbias if odd else sbias
+            nxt_bias = sbias if odd else rbias
+            step_bias = own_key_columns(cur_bias, slot, positions, groups, striped, zigzag, nw)
+            step_neg_lse = load_neg_lse(cur_lse[slot, :, :], mdt, segmented)
+            step_q_ids = nl.ndarray(shape=(128, qnt), dtype=nl.float32, buffer=nl.sbuf) if segmented else None
+            if cur_ids is not None:
+                ci = cur_ids
+                if step_q_ids is not None:
+                    qi = step_q_ids
+                    nisa.dma_copy(dst=qi, src=ci[slot, :, :])
             step_dos = nl.ndarray(shape=(128, qnt), dtype=mdt, buffer=nl.sbuf)
             nisa.dma_copy(dst=step_dos, src=cur_dos[slot, :, :])
             lower, bounds = step_bounds(positions, groups, step, bounded, causal, striped, zigzag, nw, sl, left, right, chunk)
             if step + 1 < nw:
-                permute_all(cur_q, nxt_q, cur_dy, nxt_dy, cur_lse, nxt_lse, cur_dos, nxt_dos, groups)
+                permute_all(cur_q, nxt_q, cur_dy, nxt_dy, cur_lse, nxt_lse, cur_dos, nxt_dos, cur_ids, nxt_ids, cur_bias, nxt_bias, groups)
             needed = not bounded or step_needed(nw - step, striped, zigzag, nw, sl, causal, left, right, chunk)
             if needed:
-                compute_step(cur_q[slot, :, :], cur_dy[slot, :, :], step_neg_lse, step_dos, dq_slot, k_ld, v_ld, dk_r, dv_r, bounds, lower, causal, causal and striped and not bounded, scale, sl, dts, dnt, mdt, cap)
+                compute_step(cur_q[slot, :, :], cur_dy[slot, :, :], step_neg_lse, step_dos, dq_slot, k_ld, v_ld, dk_r, dv_r, bounds, lower, causal, causal and striped and not bounded, scale, sl, dts, dnt, mdt, cap, step_q_ids, k_ids, step_bias)
                 if lnc > 1:
                     nisa.core_barrier(data=dq_scratch, cores=(0, 1))
                 ncc.collective_permute_implicit_reduce(srcs0_by_channel=[[dq_scratch]], srcs1_by_channel=[[dq_in]], dsts_by_channel=[[dq_fwd]], replica_group=rg, op=nl.add)
@@ -343,7 +440,7 @@ def sum_sink_parts(parts, lnc, lnc_id):
 
 
 @nki.jit
-def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_causal_mask=False, mixed_precision=True, softmax_scale=None, num_workers=1, lnc_size=1, replica_groups=None, striped_attention=False, sinks=None, zigzag_attention=False, window_left=None, window_right=None, chunk_size=None, soft_cap=None):
+def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_causal_mask=False, mixed_precision=True, softmax_scale=None, num_workers=1, lnc_size=1, replica_groups=None, striped_attention=False, sinks=None, zigzag_attention=False, window_left=None, window_right=None, chunk_size=None, soft_cap=None, q_segment_ids=None, kv_segment_ids=None, bias=None):
     """Ring attention backward, a drop-in for the NKI library's
     `ring_attention_spmd_bwd` (2.30): the gradients dQ, dK and dV of
     `ring_attention_spmd_fwd` over a ring of `num_workers` ranks.
@@ -356,7 +453,10 @@ def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_cau
     the accumulators, `-LSE` and `D` are fp32 (else the input dtype). `lnc_size`
     must equal the launch's LNC degree; `(b, h)` pairs are dealt to the programs
     round by round, and a program without a pair in the last round repeats pair
-    `(0, 0)` into throwaway outputs so the collectives stay matched.
+    `(0, 0)` into throwaway outputs so the collectives stay matched. Keyword
+    arguments past the library's are the forward's features; `q_segment_ids` /
+    `kv_segment_ids` are int32 `[B, S]` (both or neither); `bias` is float32
+    `[B, N, S, num_workers·S]`, the forward's (its rows travel with Q).
     """
     assert not striped_attention or use_causal_mask, "striped_attention requires use_causal_mask"
     assert not zigzag_attention or use_causal_mask, "zigzag_attention requires use_causal_mask"
@@ -414,6 +514,25 @@ def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_cau
         sk_shape = sk.shape
         assert sk.ndim == 1 and sk_shape[0] == n, f"sinks must be [{n}] (one logit per query head), got {sk_shape}"
         assert sk.dtype == nl.float32, "sinks must be float32"
+    assert (q_segment_ids is not None) == (kv_segment_ids is not None), "q_segment_ids and kv_segment_ids must both be set or both be None"
+    segmented = q_segment_ids is not None
+    if q_segment_ids is not None:
+        qs = q_segment_ids
+        qs_shape = qs.shape
+        assert qs.ndim == 2 and qs_shape[0] == b and qs_shape[1] == sl, f"q_segment_ids must be [{b}, {sl}], got {qs_shape}"
+        assert qs.dtype == nl.int32, "q_segment_ids must be int32"
+    if kv_segment_ids is not None:
+        ks = kv_segment_ids
+        ks_shape = ks.shape
+        assert ks.ndim == 2 and ks_shape[0] == b and ks_shape[1] == sl, f"kv_segment_ids must be [{b}, {sl}], got {ks_shape}"
+        assert ks.dtype == nl.int32, "kv_segment_ids must be int32"
+    biased = bias is not None
+    total = num_workers * sl
+    if bias is not None:
+        bi = bias
+        bi_shape = bi.shape
+        assert bi.ndim == 4 and bi_shape[0] == b and bi_shape[1] == n and bi_shape[2] == sl and bi_shape[3] == total, f"bias must be [{b}, {n}, {sl}, {total}] (this rank's query rows, every key), got {bi_shape}"
+        assert bi.dtype == nl.float32, "bias must be float32"
     out_dq = nl.ndarray(shape=q_shape, dtype=nl.float32, buffer=nl.shared_hbm)
     out_dk = nl.ndarray(shape=k_shape, dtype=nl.float32, buffer=nl.shared_hbm)
     out_dv = nl.ndarray(shape=k_shape, dtype=nl.float32, buffer=nl.shared_hbm)
@@ -429,9 +548,13 @@ def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_cau
     sdq = nl.ndarray(shape=(lnc_size, dh, sl), dtype=nl.float32, buffer=nl.shared_hbm)
     rdq = nl.ndarray(shape=(lnc_size, dh, sl), dtype=nl.float32, buffer=nl.shared_hbm)
     dq_scratch = nl.ndarray(shape=(lnc_size, dh, sl), dtype=nl.float32, buffer=nl.shared_hbm)
+    sids = nl.ndarray(shape=(lnc_size, 128, sl // 128), dtype=nl.float32, buffer=nl.shared_hbm) if segmented else None
+    rids = nl.ndarray(shape=(lnc_size, 128, sl // 128), dtype=nl.float32, buffer=nl.shared_hbm) if segmented else None
+    sbias = nl.ndarray(shape=(lnc_size, sl, total), dtype=nl.float32, buffer=nl.shared_hbm) if biased else None
+    rbias = nl.ndarray(shape=(lnc_size, sl, total), dtype=nl.float32, buffer=nl.shared_hbm) if biased else None
     n_rings = 1 if len(groups) == 0 else len(groups)
     positions = nl.ndarray(shape=(1, n_rings * num_workers), dtype=nl.float32, buffer=nl.shared_hbm)
-    if masked:
+    if masked or biased:
         fill_ring_positions(positions, groups, num_workers)
     group = n // n_kv
     total = b * n_kv
@@ -444,7 +567,7 @@ def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_cau
         dk_out = nl.ndarray(shape=k_shape, dtype=nl.float32, buffer=nl.private_hbm) if spare else out_dk
         dv_out = nl.ndarray(shape=k_shape, dtype=nl.float32, buffer=nl.private_hbm) if spare else out_dv
         ds_out = nl.ndarray(shape=(b, n), dtype=nl.float32, buffer=nl.private_hbm) if spare else dsink_part
-        ring_bwd_item(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, dq_out, dk_out, dv_out, sq, rq, sdy, rdy, slse, rlse, sdos, rdos, sdq, rdq, dq_scratch, positions, sinks, ds_out, pair // n_kv, pair % n_kv, group, lnc_id, lnc_size, groups, num_workers, use_causal_mask, striped_attention, zigzag_attention, left, right, chunk, soft_cap if soft_cap is not None else 0.0, mdt, scale)
+        ring_bwd_item(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, dq_out, dk_out, dv_out, sq, rq, sdy, rdy, slse, rlse, sdos, rdos, sdq, rdq, dq_scratch, positions, sinks, ds_out, q_segment_ids, kv_segment_ids, sids, rids, bias, sbias, rbias, pair // n_kv, pair % n_kv, group, lnc_id, lnc_size, groups, num_workers, use_causal_mask, striped_attention, zigzag_attention, left, right, chunk, soft_cap if soft_cap is not None else 0.0, mdt, scale)
     if sinks is not None:
         return (out_dq, out_dk, out_dv, sum_sink_parts(dsink_part, lnc_size, lnc_id))
     return (out_dq, out_dk, out_dv)

@@ -77,6 +77,52 @@ def ring_positions_at(positions, groups, step):
     return (mine, theirs)
 
 
+def bias_block(bias, first, count, kpos, striped, zigzag, w):
+    """The columns of `bias` (`[b, h, S, W·S]`, global key positions) of the keys of
+    ring position `kpos` (a `(128, 1)` fp32 column), in their local order, for
+    the `count` (batch, head) pairs from `first`, as `[count, S, S]` in this
+    program's HBM: one block of `S` columns (contiguous), every `W`-th column
+    from `kpos` (striped), or chunks `kpos` and `2W-1-kpos` of `S / 2` columns
+    (zigzag), picked at run time by `scalar_offset`.
+    """
+    b, h, s, total = bias.shape
+    bs = b * h
+    out = nl.ndarray(shape=(count, s, s), dtype=nl.float32, buffer=nl.private_hbm)
+    at = nl.ndarray(shape=(1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=at, src=kpos[0:1, 0:1])
+    if zigzag:
+        half = s // 2
+        mirror = nl.ndarray(shape=(128, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=mirror, data=kpos, op0=nl.multiply, operand0=-1.0, op1=nl.add, operand1=float(2 * w - 1))
+        at_mirror = nl.ndarray(shape=(1, 1), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=at_mirror, src=mirror[0:1, 0:1])
+        chunks = bias.reshape(shape=(bs, s, 2 * w, half))
+        for i in range(count):
+            rows = (first + i) * s * total
+            nisa.dma_copy(dst=out[i, :, 0:half], src=chunks.ap(pattern=[[total, s], [1, half]], offset=rows, scalar_offset=at, indirect_dim=2))
+            nisa.dma_copy(dst=out[i, :, half:s], src=chunks.ap(pattern=[[total, s], [1, half]], offset=rows, scalar_offset=at_mirror, indirect_dim=2))
+    elif striped:
+        cols = bias.reshape(shape=(bs, s, s, w))
+        for i in range(count):
+            rows = (first + i) * s * total
+            nisa.dma_copy(dst=out[i, :, :], src=cols.ap(pattern=[[total, s], [w, s]], offset=rows, scalar_offset=at, indirect_dim=3))
+    else:
+        blocks = bias.reshape(shape=(bs, s, w, s))
+        for i in range(count):
+            rows = (first + i) * s * total
+            nisa.dma_copy(dst=out[i, :, :], src=blocks.ap(pattern=[[total, s], [1, s]], offset=rows, scalar_offset=at, indirect_dim=2))
+    return out
+
+
+def step_bias(bias, kpos, striped, zigzag, w):
+    """[`bias_block`] of the keys of ring position `kpos`, when there is a bias."""
+    if bias is not None:
+        bi = bias
+        b, h, _s, _total = bi.shape
+        return bias_block(bi, 0, b * h, kpos, striped, zigzag, w)
+    return None
+
+
 def seq_half(src, seq_major, fixed, sel):
     """Half `half_at` of the sequence axis of `src` (`[n, a, S]`, or `[n, S, a]` when
     `seq_major`) copied to this program's HBM: half `fixed` when `sel` is None,
@@ -112,12 +158,26 @@ def store_bounds(bound_min, bound_max, lower, upper):
         nisa.dma_copy(dst=bound_max.ap(pattern=[[1, 128], [128, n_grp]], offset=bi * s), src=upper)
 
 
-def step_attention(q3, k, v, scale, causal, tp_q, tp_k, cp_offset, cp_deg, striped, sink, bound_min, bound_max, soft_cap):
+def step_attention(q3, k, v, scale, causal, tp_q, tp_k, cp_offset, cp_deg, striped, sink, bound_min, bound_max, soft_cap, q_seg, kv_seg, bias):
     """One ring step's `attention_cte`: the unnormalised output and the raw statistics
     (negated max, sum) of the local queries against `k` and `v`.
     """
-    o, neg_max, sum = attention_cte(q3, k, v, scale=scale, causal_mask=causal, tp_q=tp_q, tp_k=tp_k, sink=sink, tp_out=False, cache_softmax=True, cp_offset=cp_offset, global_cp_deg=cp_deg, cp_striped_input=striped, bound_min=bound_min, bound_max=bound_max, skip_output_normalization=True, soft_cap=soft_cap)
+    o, neg_max, sum = attention_cte(q3, k, v, scale=scale, causal_mask=causal, tp_q=tp_q, tp_k=tp_k, sink=sink, tp_out=False, cache_softmax=True, cp_offset=cp_offset, global_cp_deg=cp_deg, cp_striped_input=striped, bound_min=bound_min, bound_max=bound_max, skip_output_normalization=True, soft_cap=soft_cap, q_segment_ids=q_seg, kv_segment_ids=kv_seg, bias=bias)
     return (o, neg_max, sum)
+
+
+def pass_on(arrived_k, free_k, arrived_v, free_v, arrived_ids, free_ids, groups):
+    """Sends the keys and values that arrived to the ring successor, and their
+    segment ids when there are any.
+    """
+    rg = ncc.ReplicaGroup(groups)
+    ncc.collective_permute_implicit(srcs_by_channel=[[arrived_k]], dsts_by_channel=[[free_k]], replica_group=rg)
+    ncc.collective_permute_implicit(srcs_by_channel=[[arrived_v]], dsts_by_channel=[[free_v]], replica_group=rg)
+    if arrived_ids is not None:
+        arrived = arrived_ids
+        if free_ids is not None:
+            free = free_ids
+            ncc.collective_permute_implicit(srcs_by_channel=[[arrived]], dsts_by_channel=[[free]], replica_group=rg)
 
 
 def both_programs(a, b, c, shards):
@@ -234,7 +294,7 @@ def zigzag_step(q_second, q_full, k, v, o_acc, nm_acc, sum_acc, sel, tp_q, tp_k,
     b1 = min(b0 + per, bs)
     k_first = seq_half(k, tp_k, 0, None)
     v_first = seq_half(v, True, 0, None)
-    o1, nm1, sum1 = step_attention(q_second, k_first, v_first, 1.0, False, tp_q, tp_k, None, None, False, None, None, None, soft_cap)
+    o1, nm1, sum1 = step_attention(q_second, k_first, v_first, 1.0, False, tp_q, tp_k, None, None, False, None, None, None, soft_cap, None, None, None)
     both_programs(o1, nm1, sum1, shards)
     second = nl.ndarray(shape=(1, 1), dtype=nl.int32, buffer=nl.sbuf)
     nisa.memset(dst=second, value=1.0)
@@ -242,27 +302,26 @@ def zigzag_step(q_second, q_full, k, v, o_acc, nm_acc, sum_acc, sel, tp_q, tp_k,
     q_x = seq_half(q_full, tp_q, 0, sel)
     k_x = seq_half(k, tp_k, 0, sel)
     v_x = seq_half(v, True, 0, sel)
-    o2, nm2, sum2 = step_attention(q_x, k_x, v_x, 1.0, False, tp_q, tp_k, None, None, False, None, None, None, soft_cap)
+    o2, nm2, sum2 = step_attention(q_x, k_x, v_x, 1.0, False, tp_q, tp_k, None, None, False, None, None, None, soft_cap, None, None, None)
     both_programs(o2, nm2, sum2, shards)
     merge_half(o_acc, nm_acc, sum_acc, o2, nm2, sum2, sel, b0, b1)
 
 
-def pass_on(arrived_k, free_k, arrived_v, free_v, groups):
-    """Sends the keys and values that arrived to the ring successor."""
-    rg = ncc.ReplicaGroup(groups)
-    ncc.collective_permute_implicit(srcs_by_channel=[[arrived_k]], dsts_by_channel=[[free_k]], replica_group=rg)
-    ncc.collective_permute_implicit(srcs_by_channel=[[arrived_v]], dsts_by_channel=[[free_v]], replica_group=rg)
-
-
-def normalize_batch(o_acc, nm_acc, sum_acc, o, lse, b, g0, g1, s, d, lse_dtype):
+def normalize_batch(o_acc, nm_acc, sum_acc, o, lse, b, g0, g1, s, d, lse_dtype, segmented):
     """Writes the normalised output `O / S` of query groups `[g0, g1)` of batch `b`
-    and, when training, the log-sum-exp `-n + ln S` (rows that never saw a key keep
-    the sentinel there; they are zeroed so a backward `exp(s - lse)` stays finite).
+    and, when training, the log-sum-exp `-n + ln S`. Rows that never saw a key keep
+    the sentinel there: without segment ids none exists; with them the row's
+    output is 0 and its LSE `-inf`.
     """
     n_grp = s // 128
     sums = load_stats(sum_acc, b, n_grp)
     recip = nl.ndarray(shape=(128, n_grp), dtype=nl.float32, buffer=nl.sbuf)
     nisa.reciprocal(dst=recip, data=sums)
+    seen = nl.ndarray(shape=(128, n_grp), dtype=nl.float32, buffer=nl.sbuf)
+    if segmented:
+        nm = load_stats(nm_acc, b, n_grp)
+        nisa.tensor_scalar(dst=seen, data=nm, op0=nl.less, operand0=1e30)
+        nisa.tensor_tensor(dst=recip, data1=recip, data2=seen, op=nl.multiply)
     for t0 in range(g0, g1, 128):
         t1 = min(t0 + 128, g1)
         tc = t1 - t0
@@ -281,11 +340,15 @@ def normalize_batch(o_acc, nm_acc, sum_acc, o, lse, b, g0, g1, s, d, lse_dtype):
         nisa.activation(dst=log_sum, op=nl.log, data=sums)
         nisa.tensor_tensor(dst=out, data1=out, data2=log_sum, op=nl.add)
         nisa.scalar_tensor_tensor(dst=out, data=out, op0=nl.greater, operand0=-1e30, op1=nl.multiply, operand1=out)
+        if segmented:
+            none = nl.ndarray(shape=(128, n_grp), dtype=lse_dtype, buffer=nl.sbuf)
+            nisa.activation(dst=none, op=nl.log, data=seen)
+            nisa.tensor_tensor(dst=out, data1=out, data2=none, op=nl.add)
         nisa.dma_copy(dst=l[b, :, g0:g1], src=out[:, g0:g1])
 
 
 @nki.jit
-def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax_scale=None, use_causal_mask=False, striped_input=False, training=False, lse_dtype=nl.float32, tp_q=False, tp_k=False, sinks=None, zigzag_input=False, window_left=None, window_right=None, chunk_size=None, soft_cap=None):
+def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax_scale=None, use_causal_mask=False, striped_input=False, training=False, lse_dtype=nl.float32, tp_q=False, tp_k=False, sinks=None, zigzag_input=False, window_left=None, window_right=None, chunk_size=None, soft_cap=None, q_segment_ids=None, kv_segment_ids=None, bias=None):
     """Ring attention forward, a drop-in for the NKI library's
     `ring_attention_spmd_fwd` (2.30): each of `num_workers` ranks holds `seqlen`
     tokens of the sequence (contiguous blocks, or every `num_workers`-th token with
@@ -304,7 +367,13 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
     chunks `r` and `2W-1-r` of `seqlen / 2` tokens; needs the causal mask);
     `window_left` / `window_right` (key `j` visible to query `i` only if
     `i - L <= j <= i + R`); `chunk_size` (only if `i / C == j / C`); `soft_cap`
-    (logits `C·tanh(scale·q·k / C)`).
+    (logits `C·tanh(scale·q·k / C)`); `q_segment_ids` / `kv_segment_ids`, int32
+    `[b, seqlen]` (both or neither; only keys with the query's id are visible,
+    ids below 2^24 in magnitude; the key ids travel with K and V). A row that
+    sees no key and has no sink outputs zeros and LSE `-inf`. `bias`, float32
+    `[b, h, seqlen, num_workers·seqlen]`: this rank's query rows against every
+    key at its global position, added to the logits after the soft cap (each
+    step reads the columns of the visiting keys).
     """
     assert nisa.get_nc_version() > nisa.nc_version.gen2, "ring_attention_spmd_fwd not supported on trn1"
     assert q.ndim == 4 and k.ndim == 4 and v.ndim == 4, "q, k and v must be 4-d, [b, h, d, seqlen] or [b, h, seqlen, d]"
@@ -341,6 +410,25 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
         sk_shape = sk.shape
         assert sk.ndim == 1 and sk_shape[0] == q_h, f"sinks must be [{q_h}] (one logit per query head), got {sk_shape}"
         assert sk.dtype == nl.float32, "sinks must be float32"
+    assert (q_segment_ids is not None) == (kv_segment_ids is not None), "q_segment_ids and kv_segment_ids must both be set or both be None"
+    segmented = q_segment_ids is not None
+    if q_segment_ids is not None:
+        qs = q_segment_ids
+        qs_shape = qs.shape
+        assert qs.ndim == 2 and qs_shape[0] == b and qs_shape[1] == s, f"q_segment_ids must be [{b}, {s}], got {qs_shape}"
+        assert qs.dtype == nl.int32, "q_segment_ids must be int32"
+    if kv_segment_ids is not None:
+        ks = kv_segment_ids
+        ks_shape = ks.shape
+        assert ks.ndim == 2 and ks_shape[0] == b and ks_shape[1] == s, f"kv_segment_ids must be [{b}, {s}], got {ks_shape}"
+        assert ks.dtype == nl.int32, "kv_segment_ids must be int32"
+    biased = bias is not None
+    if bias is not None:
+        bi = bias
+        bi_shape = bi.shape
+        total = num_workers * s
+        assert bi.ndim == 4 and bi_shape[0] == b and bi_shape[1] == q_h and bi_shape[2] == s and bi_shape[3] == total, f"bias must be [{b}, {q_h}, {s}, {total}] (this rank's query rows, every key), got {bi_shape}"
+        assert bi.dtype == nl.float32, "bias must be float32"
     bs = b * q_h
     bs_kv = b * k_h
     n_grp = s // 128
@@ -377,7 +465,7 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
     n_rings = 1 if len(groups) == 0 else len(groups)
     positions = nl.ndarray(shape=(1, n_rings * num_workers), dtype=nl.float32, buffer=nl.shared_hbm)
     cp_offset = nl.ndarray(shape=(1, 1), dtype=nl.float32, buffer=nl.shared_hbm) if cte_causal else None
-    if use_causal_mask or bounded:
+    if use_causal_mask or bounded or biased:
         fill_ring_positions(positions, groups, num_workers)
     if cp_offset is not None:
         cpo = cp_offset
@@ -388,8 +476,9 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
     bound_max = nl.ndarray(shape=(bs, s, 1), dtype=nl.float32, buffer=nl.private_hbm) if bounded else None
     home_pos, own_pos = ring_positions_at(positions, groups, 0)
     q_pos = row_positions(home_pos, striped_input, zigzag_input, num_workers, s)
+    own_bias = step_bias(bias, own_pos, striped_input, zigzag_input, num_workers)
     local_causal = zigzag_input and left < 0 and chunk == 0
-    zigzag_fast = local_causal and s % 256 == 0
+    zigzag_fast = local_causal and s % 256 == 0 and not segmented and not biased
     q_second = seq_half(q_run, tp_q, 1, None) if zigzag_fast else q_run
     if not local_causal:
         if bound_min is not None:
@@ -398,25 +487,37 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
                 bmax = bound_max
                 lower, upper = key_bounds(q_pos, own_pos, striped_input, zigzag_input, num_workers, s, use_causal_mask, left, right, chunk)
                 store_bounds(bmin, bmax, lower, upper)
-    o_acc, nm_acc, sum_acc = step_attention(q_run, k3, v3, attn_scale, True, tp_q, tp_k, None, None, False, sink, None, None, soft_cap) if local_causal else step_attention(q_run, k3, v3, attn_scale, cte_causal, tp_q, tp_k, cp_offset, cp_deg, cte_striped, sink, bound_min, bound_max, soft_cap)
+    o_acc, nm_acc, sum_acc = step_attention(q_run, k3, v3, attn_scale, True, tp_q, tp_k, None, None, False, sink, None, None, soft_cap, q_segment_ids, kv_segment_ids, own_bias) if local_causal else step_attention(q_run, k3, v3, attn_scale, cte_causal, tp_q, tp_k, cp_offset, cp_deg, cte_striped, sink, bound_min, bound_max, soft_cap, q_segment_ids, kv_segment_ids, own_bias)
     for bi in range(kv_first, kv_first + kv_per_shard):
         nisa.dma_copy(dst=send_k[bi, :, :], src=k3[bi, :, :])
         nisa.dma_copy(dst=send_v[bi, :, :], src=v3[bi, :, :])
     if kv_remainder and shard == 0:
         nisa.dma_copy(dst=send_k[bs_kv - 1, :, :], src=k3[bs_kv - 1, :, :])
         nisa.dma_copy(dst=send_v[bs_kv - 1, :, :], src=v3[bs_kv - 1, :, :])
+    send_ids = nl.ndarray(shape=(b, s), dtype=nl.int32, buffer=nl.shared_hbm) if segmented else None
+    recv_ids = nl.ndarray(shape=(b, s), dtype=nl.int32, buffer=nl.shared_hbm) if segmented else None
+    if kv_segment_ids is not None:
+        ks = kv_segment_ids
+        if send_ids is not None:
+            ids = send_ids
+            if shard == 0:
+                nisa.dma_copy(dst=ids, src=ks)
     if last >= 1:
         if shards > 1:
             nisa.core_barrier(data=send_k, cores=(0, 1))
             nisa.core_barrier(data=send_v, cores=(0, 1))
-        ncc.collective_permute_implicit(srcs_by_channel=[[send_k]], dsts_by_channel=[[recv_k]], replica_group=rg)
-        ncc.collective_permute_implicit(srcs_by_channel=[[send_v]], dsts_by_channel=[[recv_v]], replica_group=rg)
+            if send_ids is not None:
+                ids = send_ids
+                nisa.core_barrier(data=ids, cores=(0, 1))
+        pass_on(send_k, recv_k, send_v, recv_v, send_ids, recv_ids, groups)
     for step in nl.sequential_range(start=1, stop=last + 1):
         odd = step % 2 == 1
         arrived_k = recv_k if odd else send_k
         free_k = send_k if odd else recv_k
         arrived_v = recv_v if odd else send_v
         free_v = send_v if odd else recv_v
+        arrived_ids = recv_ids if odd else send_ids
+        free_ids = send_ids if odd else recv_ids
         needed = not bounded or step_needed(step, striped_input, zigzag_input, num_workers, s, use_causal_mask, left, right, chunk)
         if zigzag_fast:
             if step == 1:
@@ -428,7 +529,7 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
             nisa.tensor_copy(dst=sel, src=later[0:1, 0:1])
             zigzag_step(q_second, q_run, arrived_k, arrived_v, o_acc, nm_acc, sum_acc, sel, tp_q, tp_k, shard, shards, soft_cap)
             if step < last:
-                pass_on(arrived_k, free_k, arrived_v, free_v, groups)
+                pass_on(arrived_k, free_k, arrived_v, free_v, arrived_ids, free_ids, groups)
         if cp_offset is not None:
             cpo = cp_offset
             my_pos, their_pos = ring_positions_at(positions, groups, step)
@@ -441,28 +542,29 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
                 nisa.tensor_scalar(dst=off, data=off, op0=nl.multiply, operand0=float(s))
             nisa.dma_copy(dst=cpo, src=off[0:1, 0:1])
         if needed and not zigzag_fast:
+            _here, k_pos = ring_positions_at(positions, groups, step)
+            visiting_bias = step_bias(bias, k_pos, striped_input, zigzag_input, num_workers)
             if bound_min is not None:
                 bmin = bound_min
                 if bound_max is not None:
                     bmax = bound_max
-                    _here, k_pos = ring_positions_at(positions, groups, step)
                     lower, upper = key_bounds(q_pos, k_pos, striped_input, zigzag_input, num_workers, s, use_causal_mask, left, right, chunk)
                     store_bounds(bmin, bmax, lower, upper)
-            o_cur, nm_cur, sum_cur = step_attention(q_run, arrived_k, arrived_v, attn_scale, cte_causal, tp_q, tp_k, cp_offset, cp_deg, cte_striped, None, bound_min, bound_max, soft_cap)
+            o_cur, nm_cur, sum_cur = step_attention(q_run, arrived_k, arrived_v, attn_scale, cte_causal, tp_q, tp_k, cp_offset, cp_deg, cte_striped, None, bound_min, bound_max, soft_cap, q_segment_ids, arrived_ids, visiting_bias)
             if step < last:
-                pass_on(arrived_k, free_k, arrived_v, free_v, groups)
+                pass_on(arrived_k, free_k, arrived_v, free_v, arrived_ids, free_ids, groups)
             for bi in range(b_first, b_first + per_shard):
                 merge_batch(o_acc, nm_acc, sum_acc, o_cur, nm_cur, sum_cur, bi, 0, n_grp, s, d)
             if has_remainder and rem_g1 > rem_g0:
                 merge_batch(o_acc, nm_acc, sum_acc, o_cur, nm_cur, sum_cur, bs - 1, rem_g0, rem_g1, s, d)
         elif step < last and not zigzag_fast:
-            pass_on(arrived_k, free_k, arrived_v, free_v, groups)
+            pass_on(arrived_k, free_k, arrived_v, free_v, arrived_ids, free_ids, groups)
     if zigzag_fast and last >= 1:
         both_programs(o_acc, nm_acc, sum_acc, shards)
     for bi in range(b_first, b_first + per_shard):
-        normalize_batch(o_acc, nm_acc, sum_acc, o, lse, bi, 0, n_grp, s, d, lse_dtype)
+        normalize_batch(o_acc, nm_acc, sum_acc, o, lse, bi, 0, n_grp, s, d, lse_dtype, segmented)
     if has_remainder and rem_g1 > rem_g0:
-        normalize_batch(o_acc, nm_acc, sum_acc, o, lse, bs - 1, rem_g0, rem_g1, s, d, lse_dtype)
+        normalize_batch(o_acc, nm_acc, sum_acc, o, lse, bs - 1, rem_g0, rem_g1, s, d, lse_dtype, segmented)
     o4 = o.reshape(shape=(b, q_h, s, d))
     if lse is not None:
         l = lse
