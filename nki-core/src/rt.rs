@@ -29,31 +29,31 @@ impl<T> FromReturned<T> for T {
 /// A value the macro cannot type statically (a helper's result, say) passed to
 /// another kernel or helper: converted to the callee's parameter type, tensors by
 /// reference and plain values by copy, as a typed argument would be.
-pub trait IntoArg<'a, T> {
+pub trait AsArg<'a, T> {
     /// The argument for a parameter of type `T`.
-    fn into_arg(&'a self) -> T;
+    fn as_arg(&'a self) -> T;
 }
 
-impl<'a> IntoArg<'a, &'a Tensor> for Tensor {
-    fn into_arg(&'a self) -> &'a Tensor {
+impl<'a> AsArg<'a, &'a Tensor> for Tensor {
+    fn as_arg(&'a self) -> &'a Tensor {
         self
     }
 }
 
-impl<'a> IntoArg<'a, Option<&'a Tensor>> for Option<Tensor> {
-    fn into_arg(&'a self) -> Option<&'a Tensor> {
+impl<'a> AsArg<'a, Option<&'a Tensor>> for Option<Tensor> {
+    fn as_arg(&'a self) -> Option<&'a Tensor> {
         self.as_ref()
     }
 }
 
-impl<'a> IntoArg<'a, &'a str> for String {
-    fn into_arg(&'a self) -> &'a str {
+impl<'a> AsArg<'a, &'a str> for String {
+    fn as_arg(&'a self) -> &'a str {
         self
     }
 }
 
-impl<T: Clone> IntoArg<'_, T> for T {
-    fn into_arg(&self) -> T {
+impl<T: Clone> AsArg<'_, T> for T {
+    fn as_arg(&self) -> T {
         self.clone()
     }
 }

@@ -164,7 +164,7 @@ impl Rs<'_> {
             // Typed by the callee's parameter: a tensor by reference, a plain value by copy.
             Ty::Unknown | Ty::Opaque => {
                 let r = self.by_ref(e);
-                quote!(::nki::__rt::IntoArg::into_arg(#r))
+                quote!(::nki::__rt::AsArg::as_arg(#r))
             }
             Ty::Option(inner) if inner.is_tensor() => {
                 let v = self.expr(e);
