@@ -97,6 +97,9 @@ pub enum Rule {
     NGather,
     Load,
     Store,
+    NlElementwise,
+    NlMatmul,
+    NlTranspose,
 }
 
 /// How an implemented op is called in the emulation (`::nki::<rt>`).
