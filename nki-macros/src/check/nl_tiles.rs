@@ -7,6 +7,7 @@ use super::types::{TensorTy, Ty, dims_text};
 use super::value::Val;
 use crate::ast::Space;
 use crate::diag::Diagnostics;
+use nki_spec::Kind;
 
 /// The dtype a call's `dtype=` names, when given.
 fn dtype_arg(site: &CallSite<'_>) -> Option<Option<&'static str>> {
@@ -41,7 +42,9 @@ pub fn elementwise(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
     let mut tiles: Vec<&TensorTy> = Vec::new();
     for role in ["x", "y"] {
         let Some((t, span)) = site.tensor(role) else { continue };
-        if t.space == Some(Space::Hbm) {
+        // A tensor-kind parameter's memory space is checked with its kind; a tile-or-number one here.
+        let operand = site.spec.params.iter().any(|p| p.name == role && p.kind == Kind::Operand);
+        if operand && t.space == Some(Space::Hbm) {
             diag.error(
                 span,
                 format!(
@@ -93,7 +96,7 @@ fn two_d(diag: &mut Diagnostics, site: &CallSite<'_>, role: &str, limits: [(usiz
         diag.error(span, format!("{} of {} must be a 2-d tile, its shape is {}", site.label(role), site.spec.py, dims_text(shape)));
         return None;
     };
-    for ((dim, what), (limit, name)) in [(p, "partitions"), (f, "free size")].into_iter().zip(limits) {
+    for ((dim, what), (limit, name)) in [(p, "partitions"), (f, "elements per partition")].into_iter().zip(limits) {
         if let Some(v) = dim.as_const()
             && v > limit as i64
         {
