@@ -67,3 +67,21 @@ fn rejects_a_contraction_that_is_not_a_multiple_of_128() {
     let e = gemm_bias_gelu::Call::new(&x, &w, &b).launch(&Launch::new()).unwrap_err();
     assert!(e.to_string().contains("multiples of 128"), "{e}");
 }
+
+#[test]
+fn profiles_as_the_instructions_the_tile_functions_lower_to() {
+    use nki::profile::{Target, Unit};
+    let (m, k, n) = (128, 256, 64);
+    let ins = inputs(m, k, n, Dtype::Bf16);
+    let launch = Launch::new().profile(Target::Trn2);
+    let got = run(m, k, n, &ins, Dtype::Bf16, launch.clone());
+    assert_eq!(got, run(m, k, n, &ins, Dtype::Bf16, Launch::new()), "profiling changes no result");
+    let profile = launch.profiled().unwrap();
+    let ops: Vec<(&str, Unit)> = profile.timeline.slices.iter().flatten().map(|s| (s.op, s.unit)).collect();
+    let count = |op: &str, unit: Unit| ops.iter().filter(|&&o| o == (op, unit)).count();
+    // Per contraction slice: a PE transpose of x, its copy back to SBUF, the matmul and the accumulation.
+    assert_eq!(count("nisa.nc_transpose", Unit::Tensor), 2);
+    assert_eq!(count("nisa.nc_matmul", Unit::Tensor), 3, "two products and the bias broadcast");
+    assert_eq!(count("nisa.tensor_tensor", Unit::Vector), 3, "two accumulations and the bias");
+    assert_eq!(count("nisa.activation", Unit::Scalar), 1);
+}
