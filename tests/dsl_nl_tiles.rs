@@ -1,6 +1,6 @@
 //! The `nki.language` tile functions that compute: every element-wise call on
-//! tiles (activation functions, ALU ops, their broadcasts), `nl.matmul` and
-//! `nl.transpose`, emulated against float64 references of their documented
+//! tiles (activation functions, ALU ops, their broadcasts), the reductions,
+//! `nl.matmul` and `nl.transpose`, emulated against float64 references of their documented
 //! meaning in both precision models, and run under the NumPy executor.
 
 mod common;
@@ -282,6 +282,68 @@ fn matmul_and_transpose_match_float64_in_both_precisions_and_under_numpy() {
             for (label, got, emu) in [("matmul", &np[0], &prod), ("matmul transpose_x", &np[1], &prod_t), ("transpose", &np[2], &tr)] {
                 let emu: Vec<f64> = emu.to_f32_vec().into_iter().map(f64::from).collect();
                 assert_close(&format!("{label} numpy vs emulator"), got, &emu, 1e-6, 1e-6);
+            }
+        }
+    }
+}
+
+/// `nl.sum`, `max`, `min`, `prod` and `mean` of `x` `[P, A, B]` over both free
+/// dims (kept as 1s, stored as columns 0..5 of the first output, in `dtype`), and
+/// `nl.mean` over the last one only (dims dropped: `[P, A]`, the second output).
+#[nki_kernel]
+pub fn every_reduction(x: Hbm) -> (Hbm, Hbm) {
+    let [p, a, _b] = x.shape();
+    let whole = nl::ndarray([p, 5], x.dtype(), buffer = nl::shared_hbm);
+    let last = nl::ndarray([p, a], x.dtype(), buffer = nl::shared_hbm);
+    let t = nl::load(x);
+    nl::store(whole[s![.., 0..1]], nl::sum(t, (1, 2), keepdims = true));
+    nl::store(whole[s![.., 1..2]], nl::max(t, (1, 2), keepdims = true));
+    nl::store(whole[s![.., 2..3]], nl::min(t, (1, 2), keepdims = true));
+    nl::store(whole[s![.., 3..4]], nl::prod(t, (1, 2), keepdims = true));
+    nl::store(whole[s![.., 4..5]], nl::mean(t, (1, 2), keepdims = true));
+    nl::store(last, nl::mean(t, -1));
+    (whole, last)
+}
+
+/// Per row of `[p, n]` values: sum, max, min, product and mean.
+fn row_reductions(x: &[f64], n: usize) -> Vec<[f64; 5]> {
+    x.chunks(n)
+        .map(|r| {
+            let sum: f64 = r.iter().sum();
+            [
+                sum,
+                r.iter().copied().fold(f64::MIN, f64::max),
+                r.iter().copied().fold(f64::MAX, f64::min),
+                r.iter().product(),
+                sum / n as f64,
+            ]
+        })
+        .collect()
+}
+
+#[test]
+fn reductions_match_float64_in_both_precisions_and_under_numpy() {
+    let (p, a, b) = (32, 4, 6);
+    for (dtype, launch, rtol) in [(Dtype::F32, Launch::new().precision(Precision::Fp32), 1e-6), (Dtype::Bf16, Launch::new(), 2f64.powi(-8))]
+    {
+        let x = as_dtype(&uniform(p * a * b, 41, 0.5, 1.5), dtype);
+        let (whole, last) = every_reduction::Call::new(&tensor(&[p, a, b], &x, dtype)).launch(&launch).unwrap();
+        let (whole, last) = (whole.to_f32_vec(), last.to_f32_vec());
+        let rows = row_reductions(&x, a * b);
+        for (k, label) in ["sum", "max", "min", "prod", "mean"].iter().enumerate() {
+            let got: Vec<f32> = (0..p).map(|r| whole[r * 5 + k]).collect();
+            let want: Vec<f64> = rows.iter().map(|r| r[k]).collect();
+            assert_close(&format!("{label} {dtype:?}"), &got, &want, 0.0, rtol);
+        }
+        let want: Vec<f64> = row_reductions(&x, b).iter().map(|r| r[4]).collect();
+        assert_close(&format!("mean over the last dim {dtype:?}"), &last, &want, 0.0, rtol);
+        if dtype == Dtype::F32 {
+            let pkg = package_of("every_reduction_pkg", &[&every_reduction::INFO]);
+            let np =
+                run_numpy_ranks(&pkg, "every_reduction", &[vec![Arg::Tensor(vec![p, a, b], x.clone(), dtype)]], 1, "fp32").swap_remove(0);
+            for (got, emu) in [(&np[0], &whole), (&np[1], &last)] {
+                let emu: Vec<f64> = emu.iter().map(|&v| f64::from(v)).collect();
+                assert_close("reductions numpy vs emulator", got, &emu, 0.0, 1e-6);
             }
         }
     }

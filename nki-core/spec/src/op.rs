@@ -100,6 +100,7 @@ pub enum Rule {
     NlElementwise,
     NlMatmul,
     NlTranspose,
+    NlReduce,
 }
 
 /// How an implemented op is called in the emulation (`::nki::<rt>`).

@@ -5,6 +5,7 @@
 pub mod elementwise;
 pub mod list_bounds;
 mod ops;
+pub mod reductions;
 mod tensor_engine;
 mod tiles;
 

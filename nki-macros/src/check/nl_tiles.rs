@@ -161,3 +161,54 @@ pub fn matmul(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
     };
     Ty::Tensor(TensorTy { space: Some(Space::Psum), shape, dtype: Some("float32") })
 }
+
+/// The constant axes of an `axis` argument (an int or a tuple of ints), when all are known.
+fn axes_of(t: &Ty) -> Option<Vec<i64>> {
+    match t {
+        Ty::Int(v) => Some(vec![v.as_const()?]),
+        Ty::List(items) | Ty::Tuple(items) => items.iter().map(|i| if let Ty::Int(v) = i { v.as_const() } else { None }).collect(),
+        _ => None,
+    }
+}
+
+/// `nl.sum` / `max` / `min` / `prod` / `mean`: `axis` names the trailing free dims
+/// of `x`; the result is an SBUF tile without them (or with them as 1 under
+/// `keepdims=True`) in `dtype`, else `x`'s.
+pub fn reduce(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    let x = site.tensor("x");
+    let dtype = dtype_arg(site).unwrap_or_else(|| x.and_then(|(t, _)| t.dtype));
+    let keep = match site.arg("keepdims").map(|a| &a.expr.kind) {
+        None => Some(false),
+        Some(crate::ast::ExprKind::Bool(b)) => Some(*b),
+        _ => None,
+    };
+    let shape = (|| {
+        let dims = x?.0.shape.as_ref()?;
+        let arg = site.arg("axis")?;
+        let nd = dims.len() as i64;
+        let mut axes: Vec<i64> = axes_of(&arg.ty)?.into_iter().map(|a| if a < 0 { a + nd } else { a }).collect();
+        axes.sort_unstable();
+        let trailing = axes.first().is_some_and(|&a| a >= 1) && axes.windows(2).all(|w| w[1] == w[0] + 1) && axes.last() == Some(&(nd - 1));
+        if !trailing {
+            diag.error(
+                arg.expr.span,
+                format!(
+                    "axis of {} must name the trailing free dims of {} (shape {}), ending at dim {}; the partition dim 0 cannot be reduced",
+                    site.spec.py,
+                    site.label("x"),
+                    dims_text(dims),
+                    nd - 1
+                ),
+            );
+            return None;
+        }
+        let keep = keep?;
+        Some(
+            dims.iter()
+                .enumerate()
+                .filter_map(|(d, n)| if !axes.contains(&(d as i64)) { Some(n.clone()) } else { keep.then(|| Val::konst(1)) })
+                .collect(),
+        )
+    })();
+    Ty::Tensor(TensorTy { space: Some(Space::Sbuf), shape, dtype })
+}

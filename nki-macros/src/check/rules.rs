@@ -74,6 +74,7 @@ pub fn rule(r: Rule) -> Check {
         Rule::NlElementwise => super::nl_tiles::elementwise,
         Rule::NlMatmul => super::nl_tiles::matmul,
         Rule::NlTranspose => super::nl_tiles::transpose,
+        Rule::NlReduce => super::nl_tiles::reduce,
     }
 }
 
