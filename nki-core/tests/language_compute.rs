@@ -103,3 +103,25 @@ fn transpose_casts_into_the_asked_dtype_in_psum() {
     assert_eq!((dtype, buffer), (Dtype::Bf16, Buffer::Psum));
     assert_close(&t, &want, 0.0, 0.0);
 }
+
+#[test]
+fn reductions_name_the_axes_they_cannot_reduce_and_drop_or_keep_the_rest() {
+    let e = expect_err(launch(Precision::Hardware).run(|ctx| {
+        let x = alloc(ctx, &[4, 8, 2], Dtype::F32, Buffer::Sbuf)?;
+        nl::reductions::sum(ctx, &x, &[1], None, None)
+    }));
+    assert_err(&e, ErrorKind::Constraint, &["nl.sum", "axis [1]", "last free dims"]);
+    let h = hbm(&[4, 8], &[0.0; 32], Dtype::F32);
+    let e = expect_err(launch(Precision::Hardware).run(|ctx| nl::reductions::max(ctx, &h, &[1], None, None)));
+    assert_err(&e, ErrorKind::Constraint, &["nl.max", "SBUF or PSUM"]);
+    let shapes = launch(Precision::Hardware)
+        .run(|ctx| {
+            let x = sbuf_with(ctx, &[4, 8, 2], Dtype::F32, &[1.0; 64])?;
+            let dropped = nl::reductions::mean(ctx, &x, &[-1], None, None)?;
+            let kept = nl::reductions::min(ctx, &x, &[1, 2], Some(Dtype::Bf16), Some(true))?;
+            Ok((dropped.shape().to_vec(), dropped.to_f32_vec(), kept.shape().to_vec(), kept.dtype()))
+        })
+        .unwrap();
+    assert_eq!((shapes.0, shapes.2, shapes.3), (vec![4, 8], vec![4, 1, 1], Dtype::Bf16));
+    assert!(shapes.1.iter().all(|&v| v == 1.0));
+}
