@@ -28,17 +28,17 @@ fn trailing_axes(py: &str, x: &Tensor, axis: &[i64]) -> Result<Vec<usize>> {
     Ok(axes.into_iter().map(|a| a as usize).collect())
 }
 
-/// `op` folded over `axis` of `x` into a new SBUF tile, divided by the count when `mean`.
-fn reduce(
-    ctx: &Ctx,
-    py: &str,
-    op: NlOp,
-    x: &Tensor,
-    axis: &[i64],
-    dtype: Option<Dtype>,
-    keepdims: Option<bool>,
-    mean: bool,
-) -> Result<Tensor> {
+/// What a reduction computes per row.
+#[derive(Clone, Copy)]
+enum Fold {
+    /// `op` over the elements.
+    Op(NlOp),
+    /// Their float32 sum divided by their count.
+    Mean,
+}
+
+/// `fold` over `axis` of `x` into a new SBUF tile.
+fn reduce(ctx: &Ctx, py: &str, fold: Fold, x: &Tensor, axis: &[i64], dtype: Option<Dtype>, keepdims: Option<bool>) -> Result<Tensor> {
     if !x.buffer().is_on_chip() {
         return Err(NkiError::constraint(
             py,
@@ -51,7 +51,7 @@ fn reduce(
         x.shape().iter().enumerate().filter_map(|(d, &n)| if !axes.contains(&d) { Some(n as i64) } else { keep.then_some(1) }).collect();
     let out = dtype.unwrap_or(x.dtype());
     let alloc = |dtype| ndarray(ctx, &kept, dtype, NdarrayOpts { buffer: Some(Buffer::Sbuf), name: Some(&py[3..]), ..Default::default() });
-    if !mean {
+    if let Fold::Op(op) = fold {
         let dst = alloc(out)?;
         nisa::tensor_reduce(ctx, &dst, op, x, axis, TensorReduceOpts::default())?;
         return Ok(dst);
@@ -65,18 +65,18 @@ fn reduce(
 }
 
 macro_rules! reductions {
-    ($($name:ident => $op:ident, $mean:literal, $what:literal);* $(;)?) => {$(
+    ($($name:ident => $fold:expr, $what:literal);* $(;)?) => {$(
         #[doc = concat!("`nl.", stringify!($name), "(x, axis, dtype=None, keepdims=False)`: the ", $what, " of `x` over its trailing free `axis` dims, in a new SBUF tile of `dtype` (default `x`'s).")]
         pub fn $name(ctx: &Ctx, x: &Tensor, axis: &[i64], dtype: Option<Dtype>, keepdims: Option<bool>) -> Result<Tensor> {
-            reduce(ctx, concat!("nl.", stringify!($name)), NlOp::$op, x, axis, dtype, keepdims, $mean)
+            reduce(ctx, concat!("nl.", stringify!($name)), $fold, x, axis, dtype, keepdims)
         }
     )*};
 }
 
 reductions! {
-    sum => Add, false, "sum";
-    max => Maximum, false, "maximum";
-    min => Minimum, false, "minimum";
-    prod => Multiply, false, "product";
-    mean => Add, true, "mean";
+    sum => Fold::Op(NlOp::Add), "sum";
+    max => Fold::Op(NlOp::Maximum), "maximum";
+    min => Fold::Op(NlOp::Minimum), "minimum";
+    prod => Fold::Op(NlOp::Multiply), "product";
+    mean => Fold::Mean, "mean";
 }
