@@ -97,6 +97,10 @@ pub enum Rule {
     NGather,
     Load,
     Store,
+    NlElementwise,
+    NlMatmul,
+    NlTranspose,
+    NlReduce,
 }
 
 /// How an implemented op is called in the emulation (`::nki::<rt>`).

@@ -2,11 +2,15 @@
 //! buffers and operator tokens.
 #![allow(non_upper_case_globals)]
 
+pub mod elementwise;
 pub mod list_bounds;
 mod ops;
+pub mod reductions;
+mod tensor_engine;
 mod tiles;
 
 pub use ops::NlOp;
+pub use tensor_engine::{matmul, transpose};
 pub use tiles::{FillOpts, full, load, ones, store, zeros};
 
 use crate::emulator::Ctx;

@@ -9,6 +9,7 @@ mod gather;
 mod kinds;
 mod limits;
 mod methods;
+mod nl_tiles;
 pub mod rules;
 mod select;
 mod site;

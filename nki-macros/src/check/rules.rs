@@ -71,6 +71,10 @@ pub fn rule(r: Rule) -> Check {
         Rule::NGather => super::gather::nc_n_gather,
         Rule::Load => load,
         Rule::Store => store,
+        Rule::NlElementwise => super::nl_tiles::elementwise,
+        Rule::NlMatmul => super::nl_tiles::matmul,
+        Rule::NlTranspose => super::nl_tiles::transpose,
+        Rule::NlReduce => super::nl_tiles::reduce,
     }
 }
 

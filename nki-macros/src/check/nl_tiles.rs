@@ -1,0 +1,214 @@
+//! Rules of the `nki.language` tile functions that compute: the element-wise
+//! calls on tiles (`nl.add(a, b)`, `nl.exp(x)`), `nl.matmul` and `nl.transpose`.
+//! Each returns a new tile whose shape and dtype later calls are checked against.
+
+use super::CallSite;
+use super::types::{TensorTy, Ty, dims_text};
+use super::value::Val;
+use crate::ast::Space;
+use crate::diag::Diagnostics;
+use nki_spec::Kind;
+
+/// The dtype a call's `dtype=` names, when given.
+fn dtype_arg(site: &CallSite<'_>) -> Option<Option<&'static str>> {
+    match site.arg("dtype").map(|a| &a.ty) {
+        Some(Ty::Dtype(d)) => Some(*d),
+        _ => None,
+    }
+}
+
+/// NumPy broadcasting of two known-rank shapes: `Err` when two known dims differ and neither is 1.
+fn broadcast(a: &[Val], b: &[Val]) -> Result<Vec<Val>, ()> {
+    let n = a.len().max(b.len());
+    let dim = |s: &[Val], i: usize| if i + s.len() >= n { s[i + s.len() - n].clone() } else { Val::konst(1) };
+    (0..n)
+        .map(|i| {
+            let (x, y) = (dim(a, i), dim(b, i));
+            match (x.as_const(), y.as_const()) {
+                (Some(1), _) => Ok(y),
+                (_, Some(1)) => Ok(x),
+                (Some(p), Some(q)) if p != q => Err(()),
+                (Some(_), _) => Ok(x),
+                _ => Ok(y),
+            }
+        })
+        .collect()
+}
+
+/// Element-wise `nl.<op>(x[, y], dtype=None)`: operands on chip, known shapes that
+/// broadcast; the result is an SBUF tile of the broadcast shape in `dtype`, else
+/// the operands' common dtype.
+pub fn elementwise(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    let mut tiles: Vec<&TensorTy> = Vec::new();
+    for role in ["x", "y"] {
+        let Some((t, span)) = site.tensor(role) else { continue };
+        // A tensor-kind parameter's memory space is checked with its kind; a tile-or-number one here.
+        let operand = site.spec.params.iter().any(|p| p.name == role && p.kind == Kind::Operand);
+        if operand && t.space == Some(Space::Hbm) {
+            diag.error(
+                span,
+                format!(
+                    "{} of {} is an HBM tensor: compute engines read only SBUF and PSUM (nl::load it first)",
+                    site.label(role),
+                    site.spec.py
+                ),
+            );
+        }
+        tiles.push(t);
+    }
+    let mut shape = tiles.first().and_then(|t| t.shape.clone());
+    if let [a, b] = tiles[..]
+        && let (Some(sa), Some(sb)) = (&a.shape, &b.shape)
+    {
+        shape = match broadcast(sa, sb) {
+            Ok(s) => Some(s),
+            Err(()) => {
+                if let Some((_, span)) = site.tensor("y") {
+                    diag.error(
+                        span,
+                        format!(
+                            "{} of shape {} and {} of shape {} do not broadcast to one shape ({})",
+                            site.label("x"),
+                            dims_text(sa),
+                            site.label("y"),
+                            dims_text(sb),
+                            site.spec.py
+                        ),
+                    );
+                }
+                None
+            }
+        };
+    }
+    let common = match tiles[..] {
+        [a] => a.dtype,
+        [a, b] if a.dtype == b.dtype => a.dtype,
+        _ => None,
+    };
+    Ty::Tensor(TensorTy { space: Some(Space::Sbuf), shape, dtype: dtype_arg(site).unwrap_or(common) })
+}
+
+/// Reports a known `x` of `nl.transpose` / `nl.matmul` that is not 2-d or whose dims exceed `limits`.
+fn two_d(diag: &mut Diagnostics, site: &CallSite<'_>, role: &str, limits: [(usize, &str); 2]) -> Option<[Val; 2]> {
+    let (t, span) = site.tensor(role)?;
+    let shape = t.shape.as_ref()?;
+    let [p, f] = &shape[..] else {
+        diag.error(span, format!("{} of {} must be a 2-d tile, its shape is {}", site.label(role), site.spec.py, dims_text(shape)));
+        return None;
+    };
+    for ((dim, what), (limit, name)) in [(p, "partitions"), (f, "elements per partition")].into_iter().zip(limits) {
+        if let Some(v) = dim.as_const()
+            && v > limit as i64
+        {
+            diag.error(span, format!("{} of {} has {v} {what}, more than {name} = {limit}", site.label(role), site.spec.py));
+        }
+    }
+    Some([p.clone(), f.clone()])
+}
+
+/// `nl.transpose(x, dtype=None)`: a 2-d tile of at most `pe_transpose_max` squared;
+/// the result is a PSUM tile of the swapped shape in `dtype`, else `x`'s.
+pub fn transpose(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    let m = site.hw.pe_transpose_max;
+    let dims = two_d(diag, site, "x", [(m, "pe_transpose_max"), (m, "pe_transpose_max")]);
+    let dtype = dtype_arg(site).unwrap_or_else(|| site.tensor("x").and_then(|(t, _)| t.dtype));
+    Ty::Tensor(TensorTy { space: Some(Space::Psum), shape: dims.map(|[p, f]| vec![f, p]), dtype })
+}
+
+/// `nl.matmul(x, y, transpose_x=False)`: `x` (M, K), or (K, M) with
+/// `transpose_x`, and `y` (K, N) contract over K (≤ pmax), M ≤ 128, N ≤ the moving
+/// limit; the result is a float32 PSUM tile (M, N).
+pub fn matmul(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    let hw = site.hw;
+    let transposed = match site.arg("transpose_x").map(|a| &a.ty) {
+        Some(Ty::Bool) => match &site.arg("transpose_x").map(|a| &a.expr.kind) {
+            Some(crate::ast::ExprKind::Bool(b)) => Some(*b),
+            _ => None,
+        },
+        None => Some(false),
+        _ => None,
+    };
+    let stationary = (hw.gemm_stationary_fmax, "gemm_stationary_fmax");
+    let x_limits = match transposed {
+        Some(true) => [(hw.pmax, "pmax"), stationary],
+        Some(false) => [stationary, (hw.pe_transpose_max, "pe_transpose_max")],
+        None => [(hw.pmax, "pmax"), (hw.pmax, "pmax")],
+    };
+    let x = two_d(diag, site, "x", x_limits);
+    let y = two_d(diag, site, "y", [(hw.pmax, "pmax"), (hw.gemm_moving_fmax, "gemm_moving_fmax")]);
+    let (m, k) = match (transposed, &x) {
+        (Some(true), Some([k, m])) => (m.clone(), k.clone()),
+        (Some(false), Some([m, k])) => (m.clone(), k.clone()),
+        _ => (Val::unknown(), Val::unknown()),
+    };
+    if let (Some(kv), Some(kyv)) = (k.as_const(), y.as_ref().and_then(|[ky, _]| ky.as_const()))
+        && kv != kyv
+        && let Some((_, span)) = site.tensor("y")
+    {
+        diag.error(
+            span,
+            format!(
+                "{} of nl.matmul has {kyv} partitions but {} contributes a contraction dim of {kv}{}; they must match",
+                site.label("y"),
+                site.label("x"),
+                if transposed == Some(true) { " (its partitions)" } else { " (its free size; pass transpose_x=True for a (K, M) x)" }
+            ),
+        );
+    }
+    let shape = match (&x, &y) {
+        (Some(_), Some([_, n])) if transposed.is_some() => Some(vec![m, n.clone()]),
+        _ => None,
+    };
+    Ty::Tensor(TensorTy { space: Some(Space::Psum), shape, dtype: Some("float32") })
+}
+
+/// The constant axes of an `axis` argument (an int or a tuple of ints), when all are known.
+fn axes_of(t: &Ty) -> Option<Vec<i64>> {
+    match t {
+        Ty::Int(v) => Some(vec![v.as_const()?]),
+        Ty::List(items) | Ty::Tuple(items) => items.iter().map(|i| if let Ty::Int(v) = i { v.as_const() } else { None }).collect(),
+        _ => None,
+    }
+}
+
+/// `nl.sum` / `max` / `min` / `prod` / `mean`: `axis` names the trailing free dims
+/// of `x`; the result is an SBUF tile without them (or with them as 1 under
+/// `keepdims=True`) in `dtype`, else `x`'s.
+pub fn reduce(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    let x = site.tensor("x");
+    let dtype = dtype_arg(site).unwrap_or_else(|| x.and_then(|(t, _)| t.dtype));
+    let keep = match site.arg("keepdims").map(|a| &a.expr.kind) {
+        None => Some(false),
+        Some(crate::ast::ExprKind::Bool(b)) => Some(*b),
+        _ => None,
+    };
+    let shape = (|| {
+        let dims = x?.0.shape.as_ref()?;
+        let arg = site.arg("axis")?;
+        let nd = dims.len() as i64;
+        let mut axes: Vec<i64> = axes_of(&arg.ty)?.into_iter().map(|a| if a < 0 { a + nd } else { a }).collect();
+        axes.sort_unstable();
+        let trailing = axes.first().is_some_and(|&a| a >= 1) && axes.windows(2).all(|w| w[1] == w[0] + 1) && axes.last() == Some(&(nd - 1));
+        if !trailing {
+            diag.error(
+                arg.expr.span,
+                format!(
+                    "axis of {} must name the trailing free dims of {} (shape {}), ending at dim {}; the partition dim 0 cannot be reduced",
+                    site.spec.py,
+                    site.label("x"),
+                    dims_text(dims),
+                    nd - 1
+                ),
+            );
+            return None;
+        }
+        let keep = keep?;
+        Some(
+            dims.iter()
+                .enumerate()
+                .filter_map(|(d, n)| if !axes.contains(&(d as i64)) { Some(n.clone()) } else { keep.then(|| Val::konst(1)) })
+                .collect(),
+        )
+    })();
+    Ty::Tensor(TensorTy { space: Some(Space::Sbuf), shape, dtype })
+}
