@@ -97,6 +97,7 @@ pub enum Rule {
     NGather,
     Load,
     Store,
+    Collective,
 }
 
 /// How an implemented op is called in the emulation (`::nki::<rt>`).

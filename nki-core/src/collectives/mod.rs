@@ -1,4 +1,4 @@
-//! `nki.collectives` (`ncc`): ring collectives between ranks.
+//! `nki.collectives` (`ncc`): ring and group collectives between ranks.
 //!
 //! A collective is a rendezvous: every program of every rank in the caller's
 //! replica group must issue the same collective, in the same order; the last to
@@ -10,6 +10,9 @@ use crate::isa::Register;
 use crate::language::NlOp;
 use crate::{Buffer, Dtype, ErrorKind, NkiError, Result, Tensor};
 use std::collections::HashSet;
+
+mod dense;
+pub use dense::{CollectiveOpts, all_gather, all_reduce, all_to_all, reduce_scatter};
 
 /// `ncc.ReplicaGroup(groups)`: disjoint rings of ranks. Each inner list is one
 /// ring in send order (a rank sends to the next one, the last to the first). An

@@ -71,6 +71,7 @@ pub fn rule(r: Rule) -> Check {
         Rule::NGather => super::gather::nc_n_gather,
         Rule::Load => load,
         Rule::Store => store,
+        Rule::Collective => super::collectives::collective,
     }
 }
 

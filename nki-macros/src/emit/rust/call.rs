@@ -36,6 +36,13 @@ impl Rs<'_> {
                 }
                 _ => self.by_ref(e),
             },
+            Kind::Tensors => match &e.kind {
+                ExprKind::List(ts) | ExprKind::Tuple(ts) => {
+                    let ts: Vec<TokenStream> = ts.iter().map(|t| self.owned(t)).collect();
+                    quote!(&[#(#ts),*])
+                }
+                _ => self.by_ref(e),
+            },
             Kind::Axis => match &e.kind {
                 ExprKind::List(items) | ExprKind::Tuple(items) => {
                     let vs: Vec<TokenStream> = items.iter().map(|x| self.expr(x)).collect();

@@ -1,0 +1,42 @@
+//! Rules of the group collectives `all_reduce`, `all_gather`, `reduce_scatter`
+//! and `all_to_all`.
+
+use super::CallSite;
+use super::types::Ty;
+use crate::ast::Space;
+use crate::diag::Diagnostics;
+
+/// The group collectives: a reducing one reduces with `nl::add`, `nl::maximum` or
+/// `nl::minimum`; a known `collective_dim` is one the op supports (0, or 0 and 1
+/// for `all_gather`); no tensor in PSUM, and `all_to_all` moves HBM tensors only.
+pub fn collective(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    let op = site.spec.py;
+    if let Some(a) = site.arg("op")
+        && let Ty::Op(_, Some(n)) = &a.ty
+        && !matches!(*n, "add" | "maximum" | "minimum")
+    {
+        diag.error(a.expr.span, format!("op of {op} must be nl::add, nl::maximum or nl::minimum, not nl::{n}"));
+    }
+    let dims: &[i64] = if op == "ncc.all_gather" { &[0, 1] } else { &[0] };
+    if let Some(a) = site.arg("collective_dim")
+        && let Some(d) = a.ty.const_int()
+        && !dims.contains(&d)
+    {
+        diag.error(a.expr.span, format!("collective_dim of {op} must be one of {dims:?}, not {d}"));
+    }
+    for role in ["srcs", "dsts"] {
+        let Some(a) = site.arg(role) else { continue };
+        let (Ty::List(ts) | Ty::Tuple(ts)) = &a.ty else { continue };
+        for t in ts {
+            let Ty::Tensor(t) = t else { continue };
+            match t.space {
+                Some(Space::Psum) => diag.error(a.expr.span, format!("{role} of {op} holds a PSUM tensor; collectives move HBM or SBUF tensors")),
+                Some(Space::Sbuf) if op == "ncc.all_to_all" => {
+                    diag.error(a.expr.span, format!("{role} of {op} holds an SBUF tensor; all_to_all moves HBM tensors only"))
+                }
+                _ => {}
+            }
+        }
+    }
+    Ty::Unit
+}
