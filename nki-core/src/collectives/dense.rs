@@ -125,7 +125,12 @@ fn run(ctx: &Ctx, op: &'static str, group: &ReplicaGroup, pairs: Vec<(Tensor, Te
                 if p.pairs.len() != parts[0].1.pairs.len() {
                     return Err(NkiError::constraint(
                         op,
-                        format!("rank {r} passes {} tensor pairs but rank {} passes {}", p.pairs.len(), parts[0].1.rank, parts[0].1.pairs.len()),
+                        format!(
+                            "rank {r} passes {} tensor pairs but rank {} passes {}",
+                            p.pairs.len(),
+                            parts[0].1.rank,
+                            parts[0].1.pairs.len()
+                        ),
                     ));
                 }
                 mine.push(p.pairs.as_slice());
@@ -162,7 +167,14 @@ fn write_all(writes: Writes, round: bool) {
 /// receives the members' `srcs[i]` combined element-wise with `op` (`nl.add`,
 /// `nl.maximum` or `nl.minimum`), folded in fp32 in member order and rounded once
 /// into the destination dtype. Sources and destinations pair by element count.
-pub fn all_reduce(ctx: &Ctx, srcs: &[Tensor], dsts: &[Tensor], replica_group: &ReplicaGroup, op: NlOp, opts: CollectiveOpts<'_>) -> Result<()> {
+pub fn all_reduce(
+    ctx: &Ctx,
+    srcs: &[Tensor],
+    dsts: &[Tensor],
+    replica_group: &ReplicaGroup,
+    op: NlOp,
+    opts: CollectiveOpts<'_>,
+) -> Result<()> {
     const OP: &str = "ncc.all_reduce";
     let _ = (opts.priority, opts.name);
     let rop = reduce_op(OP, op)?;
@@ -176,7 +188,10 @@ pub fn all_reduce(ctx: &Ctx, srcs: &[Tensor], dsts: &[Tensor], replica_group: &R
         for i in 0..members[0].len() {
             let srcs: Vec<&Tensor> = members.iter().map(|m| &m[i].0).collect();
             if let Some(s) = srcs.iter().find(|s| s.numel() != srcs[0].numel()) {
-                return Err(NkiError::shape(OP, format!("src {} and src {} of two members differ in element count", s.describe(), srcs[0].describe())));
+                return Err(NkiError::shape(
+                    OP,
+                    format!("src {} and src {} of two members differ in element count", s.describe(), srcs[0].describe()),
+                ));
             }
             let acc = fold(rop, &srcs);
             bytes += srcs.iter().map(|s| bytes_of(s)).sum::<usize>();
@@ -283,10 +298,16 @@ pub fn reduce_scatter(
             let srcs: Vec<&Tensor> = members.iter().map(|m| &m[i].0).collect();
             let rows = srcs[0].shape().first().copied().unwrap_or(1);
             if let Some(s) = srcs.iter().find(|s| s.shape() != srcs[0].shape()) {
-                return Err(NkiError::shape(OP, format!("the members' srcs {} and {} must have one shape", srcs[0].describe(), s.describe())));
+                return Err(NkiError::shape(
+                    OP,
+                    format!("the members' srcs {} and {} must have one shape", srcs[0].describe(), s.describe()),
+                ));
             }
             if rows % n != 0 {
-                return Err(NkiError::shape(OP, format!("src {}: dim 0 ({rows}) does not split into {n} equal chunks", srcs[0].describe())));
+                return Err(NkiError::shape(
+                    OP,
+                    format!("src {}: dim 0 ({rows}) does not split into {n} equal chunks", srcs[0].describe()),
+                ));
             }
             let acc = fold(rop, &srcs);
             let chunk = acc.len() / n;
@@ -334,7 +355,10 @@ pub fn all_to_all(
                     let s = &m[i].0;
                     let rows = s.shape().first().copied().unwrap_or(1);
                     if rows % n != 0 {
-                        return Err(NkiError::shape(OP, format!("src {}: dim 0 ({rows}) does not split into {n} equal chunks", s.describe())));
+                        return Err(NkiError::shape(
+                            OP,
+                            format!("src {}: dim 0 ({rows}) does not split into {n} equal chunks", s.describe()),
+                        ));
                     }
                     let mut shape = s.shape().to_vec();
                     shape[0] = rows / n;
@@ -351,10 +375,16 @@ pub fn all_to_all(
                 }
                 let d = &m[i].1;
                 if let Some(other) = members.iter().map(|m| &m[i].0).find(|s| s.dtype() != d.dtype()) {
-                    return Err(NkiError::constraint(OP, format!("src {} and dst {} must have the same dtype", other.describe(), d.describe())));
+                    return Err(NkiError::constraint(
+                        OP,
+                        format!("src {} and dst {} must have the same dtype", other.describe(), d.describe()),
+                    ));
                 }
                 if d.shape() != shape.as_slice() || chunks.iter().any(|c| c.0[1..] != chunks[0].0[1..]) {
-                    return Err(NkiError::shape(OP, format!("dst {} must have shape {shape:?} (one chunk from each of {n} members)", d.describe())));
+                    return Err(NkiError::shape(
+                        OP,
+                        format!("dst {} must have shape {shape:?} (one chunk from each of {n} members)", d.describe()),
+                    ));
                 }
                 bytes += cells.len() * d.dtype().size_bytes();
                 writes.push((d.clone(), cells, d.dtype()));

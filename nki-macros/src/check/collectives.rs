@@ -30,7 +30,9 @@ pub fn collective(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
         for t in ts {
             let Ty::Tensor(t) = t else { continue };
             match t.space {
-                Some(Space::Psum) => diag.error(a.expr.span, format!("{role} of {op} holds a PSUM tensor; collectives move HBM or SBUF tensors")),
+                Some(Space::Psum) => {
+                    diag.error(a.expr.span, format!("{role} of {op} holds a PSUM tensor; collectives move HBM or SBUF tensors"))
+                }
                 Some(Space::Sbuf) if op == "ncc.all_to_all" => {
                     diag.error(a.expr.span, format!("{role} of {op} holds an SBUF tensor; all_to_all moves HBM tensors only"))
                 }
