@@ -13,6 +13,7 @@ pub mod softmax;
 pub mod tensor_add;
 pub mod tiles;
 pub mod topk;
+pub mod tp_matmul;
 pub mod transpose;
 
 use crate::emit::FunctionInfo;
@@ -28,5 +29,6 @@ pub static KERNELS: &[&FunctionInfo] = &[
     &softmax::softmax::INFO,
     &tensor_add::tensor_add::INFO,
     &topk::topk::INFO,
+    &tp_matmul::tp_matmul::INFO,
     &transpose::transpose::INFO,
 ];
