@@ -1,5 +1,6 @@
-//! A ring kernel written in the DSL: collectives emitted, emulated over several
-//! ranks, and run under NumPy with ranks as threads.
+//! Collective kernels written in the DSL: emitted, emulated over several
+//! ranks, and run under NumPy with ranks as threads: the ring permutes and the
+//! group collectives.
 
 mod common;
 
@@ -53,5 +54,57 @@ fn data_travels_to_successors_in_the_emulator_and_under_numpy() {
         let from = (r + 3 - hops as usize) % 3;
         common::assert_close(&format!("numpy rank {r}"), &outs[0], &inputs[from], 0.0, 0.0);
         assert_eq!(outs[1], vec![from as f32], "numpy rank id on rank {r}");
+    }
+}
+
+/// Group collectives in pairs of ranks listed out of order (`[1, 0]`, `[3, 2]`):
+/// the pair's sum rounded to bf16, an all-to-all of the halves of `x`, and the
+/// pair's tiles side by side (an SBUF gather along the free dim).
+#[nki_kernel]
+pub fn pair_exchange(x: Hbm) -> (Hbm, Hbm, Hbm) {
+    let [p, m] = x.shape();
+    let rg = ncc::ReplicaGroup([[1, 0], [3, 2]]);
+    let summed = nl::ndarray([p, m], nl::bfloat16, buffer = nl::shared_hbm);
+    ncc::all_reduce([x], [summed], rg, nl::add);
+    let swapped = nl::ndarray([p, m], x.dtype(), buffer = nl::shared_hbm);
+    ncc::all_to_all([x], [swapped], rg, 0);
+    let tile = nl::ndarray([p, m], x.dtype(), buffer = nl::sbuf);
+    nisa::dma_copy(tile, x);
+    let wide_tile = nl::ndarray([p, 2 * m], x.dtype(), buffer = nl::sbuf);
+    ncc::all_gather([tile], [wide_tile], rg, 1);
+    let wide = nl::ndarray([p, 2 * m], x.dtype(), buffer = nl::shared_hbm);
+    nisa::dma_copy(wide, wide_tile);
+    (summed, swapped, wide)
+}
+
+#[test]
+fn group_collectives_follow_member_order_in_the_emulator_and_under_numpy() {
+    let (p, m) = (128usize, 8usize);
+    let inputs: Vec<Vec<f64>> = (0..4).map(|r| common::as_dtype(&common::uniform(p * m, 50 + r, -1.0, 1.0), Dtype::F32)).collect();
+    // The pair of each rank, in group order.
+    let pair = |r: usize| if r < 2 { [1, 0] } else { [3, 2] };
+    let want = |r: usize| -> [Vec<f64>; 3] {
+        let [a, b] = pair(r).map(|q| &inputs[q]);
+        let sum = common::as_dtype(&a.iter().zip(b).map(|(x, y)| x + y).collect::<Vec<_>>(), Dtype::Bf16);
+        // Member k gets chunk k (rows k·p/2 ..) of both members, in member order.
+        let k = pair(r).iter().position(|&q| q == r).unwrap();
+        let half = p / 2 * m;
+        let swapped = [a, b].iter().flat_map(|s| s[k * half..(k + 1) * half].to_vec()).collect();
+        let wide = (0..p).flat_map(|i| [a, b].iter().flat_map(|s| s[i * m..(i + 1) * m].to_vec()).collect::<Vec<_>>()).collect();
+        [sum, swapped, wide]
+    };
+    let tensors: Vec<Tensor> = inputs.iter().map(|v| common::tensor(&[p, m], v, Dtype::F32)).collect();
+    let outs = Launch::new().ranks(4).run_ranks(|ctx| pair_exchange::Call::new(&tensors[ctx.rank()]).run(ctx)).unwrap();
+    let args: Vec<Vec<common::Arg>> = inputs.iter().map(|v| vec![common::Arg::Tensor(vec![p, m], v.clone(), Dtype::F32)]).collect();
+    let pkg = common::package_of("pair_exchange_pkg", &[&pair_exchange::INFO]);
+    let np = common::run_numpy_ranks(&pkg, "pair_exchange", &args, 1, "hardware");
+    for (r, (summed, swapped, wide)) in outs.iter().enumerate() {
+        let [ws, wx, ww] = want(r);
+        common::assert_close(&format!("all_reduce rank {r}"), &summed.to_f32_vec(), &ws, 0.0, 0.0);
+        common::assert_close(&format!("all_to_all rank {r}"), &swapped.to_f32_vec(), &wx, 0.0, 0.0);
+        common::assert_close(&format!("all_gather rank {r}"), &wide.to_f32_vec(), &ww, 0.0, 0.0);
+        for (i, (got, w)) in np[r].iter().zip([ws, wx, ww]).enumerate() {
+            common::assert_close(&format!("numpy rank {r} output {i}"), got, &w, 0.0, 0.0);
+        }
     }
 }
