@@ -108,3 +108,35 @@ fn group_collectives_follow_member_order_in_the_emulator_and_under_numpy() {
         }
     }
 }
+
+/// `x` sent along explicit source-target pairs (rank 1 is no target and keeps
+/// its own copy), and each rank's id from `ncc::rank_id`.
+#[nki_kernel]
+pub fn pair_permute(x: Hbm) -> (Hbm, Hbm) {
+    let [p, m] = x.shape();
+    let got = nl::ndarray([p, m], x.dtype(), buffer = nl::shared_hbm);
+    nisa::dma_copy(got, x);
+    ncc::collective_permute([x], [got], [[0, 2], [2, 0], [1, 3]]);
+    let who = nl::ndarray([1, 1], nl::int32, buffer = nl::shared_hbm);
+    let reg = ncc::rank_id();
+    nisa::register_store(who, reg);
+    (got, who)
+}
+
+#[test]
+fn source_target_pairs_and_rank_ids_in_the_emulator_and_under_numpy() {
+    let (p, m) = (128usize, 4usize);
+    let inputs: Vec<Vec<f64>> = (0..4).map(|r| common::as_dtype(&common::uniform(p * m, 60 + r, -1.0, 1.0), Dtype::F32)).collect();
+    let from = [2, 1, 0, 1];
+    let tensors: Vec<Tensor> = inputs.iter().map(|v| common::tensor(&[p, m], v, Dtype::F32)).collect();
+    let outs = Launch::new().ranks(4).run_ranks(|ctx| pair_permute::Call::new(&tensors[ctx.rank()]).run(ctx)).unwrap();
+    let args: Vec<Vec<common::Arg>> = inputs.iter().map(|v| vec![common::Arg::Tensor(vec![p, m], v.clone(), Dtype::F32)]).collect();
+    let pkg = common::package_of("pair_permute_pkg", &[&pair_permute::INFO]);
+    let np = common::run_numpy_ranks(&pkg, "pair_permute", &args, 1, "fp32");
+    for (r, (got, who)) in outs.iter().enumerate() {
+        common::assert_close(&format!("rank {r}"), &got.to_f32_vec(), &inputs[from[r]], 0.0, 0.0);
+        assert_eq!(who.to_i64_vec(), vec![r as i64]);
+        common::assert_close(&format!("numpy rank {r}"), &np[r][0], &inputs[from[r]], 0.0, 0.0);
+        assert_eq!(np[r][1], vec![r as f32], "numpy rank id on rank {r}");
+    }
+}

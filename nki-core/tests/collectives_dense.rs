@@ -232,3 +232,37 @@ fn members_with_mismatched_shapes_are_an_error_on_every_rank() {
     });
     assert_err(&e, ErrorKind::Shape, &["ncc.all_gather", "do not concatenate along dim 0"]);
 }
+
+#[test]
+fn collective_permute_moves_along_its_pairs_and_untargeted_ranks_keep_their_dst() {
+    let (got, comm) = on_four(Precision::Hardware, |ctx| {
+        let s = src(ctx, Dtype::F32, &[4, 6])?;
+        let d = alloc(ctx, &[24], Dtype::F32, Buffer::PrivateHbm)?;
+        d.fill_from_f32(&[-1.0; 24])?;
+        ncc::collective_permute(ctx, &[s], &[d.clone()], vec![vec![0, 2], vec![2, 0], vec![1, 3]], opts())?;
+        let id = ncc::rank_id(ctx, None)?.value();
+        Ok((d.to_f32_vec(), id))
+    });
+    for (r, from) in [(0, Some(2)), (1, None), (2, Some(0)), (3, Some(1))] {
+        let want = from.map_or(vec![-1.0; ROWS * COLS], values);
+        assert_close(&got[r].0, &want, 0.0, 0.0);
+        assert_eq!(got[r].1, r as i64, "rank_id on rank {r}");
+    }
+    assert_eq!(comm, vec![CommEvent { op: "collective_permute", ring: vec![0, 1, 2, 3], seq: 0, messages: 3, bytes: 3 * ROWS * COLS * 4 }]);
+    with_timeout(30, || {
+        Launch::new()
+            .ranks(1)
+            .run(|ctx| {
+                let h = src(ctx, Dtype::F32, &[4, 6])?;
+                for pairs in [vec![vec![0, 1]], vec![vec![0, 0], vec![0, 0]], vec![vec![0]]] {
+                    let e = expect_err(ncc::collective_permute(ctx, &[h.clone()], &[h.clone()], pairs, opts()));
+                    assert_err(&e, ErrorKind::Argument, &["source_target_pairs", "each target once"]);
+                }
+                let tile = alloc(ctx, &[4, 6], Dtype::F32, Buffer::Sbuf)?;
+                let e = expect_err(ncc::collective_permute(ctx, &[tile.clone()], &[tile], vec![vec![0, 0]], opts()));
+                assert_err(&e, ErrorKind::Constraint, &["ncc.collective_permute", "must be in HBM"]);
+                Ok(())
+            })
+            .unwrap()
+    });
+}

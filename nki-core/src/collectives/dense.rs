@@ -97,9 +97,18 @@ fn fold(rop: NlOp, srcs: &[&Tensor]) -> Vec<f32> {
 }
 
 /// An exchange for one program: the members' pairs in group order, the caller's
-/// rounding mode; returns the bytes it moved. It reads every source before it
-/// writes any destination.
-type Exchange<'f> = dyn Fn(&[&[(Tensor, Tensor)]], bool) -> Result<usize> + 'f;
+/// rounding mode; returns the bytes it moved and its point-to-point messages. It
+/// reads every source before it writes any destination.
+type Exchange<'f> = dyn Fn(&[&[(Tensor, Tensor)]], bool) -> Result<Traffic> + 'f;
+
+/// Bytes and point-to-point messages of one exchange.
+type Traffic = (usize, usize);
+
+/// Every member sends to every other member once per tensor pair.
+fn all_pairs(members: &[&[(Tensor, Tensor)]], bytes: usize) -> Traffic {
+    let n = members.len();
+    (bytes, n * n.saturating_sub(1) * members[0].len())
+}
 
 /// Joins the collective `op` over the caller's group and runs `exchange` once per
 /// program when every member has arrived.
@@ -115,7 +124,7 @@ fn run(ctx: &Ctx, op: &'static str, group: &ReplicaGroup, pairs: Vec<(Tensor, Te
     let (world, round) = (ctx.world.clone(), ctx.rounds());
     let kind = op.trim_start_matches("ncc.");
     ctx.collective(&members, kind, part, |seq, parts| {
-        let mut bytes = 0;
+        let (mut bytes, mut messages) = (0, 0);
         let programs = parts.iter().map(|(_, p)| p.program + 1).max().unwrap_or(0);
         for program in 0..programs {
             let mut mine = Vec::with_capacity(members.len());
@@ -135,9 +144,10 @@ fn run(ctx: &Ctx, op: &'static str, group: &ReplicaGroup, pairs: Vec<(Tensor, Te
                 }
                 mine.push(p.pairs.as_slice());
             }
-            bytes += exchange(&mine, round)?;
+            let (b, m) = exchange(&mine, round)?;
+            bytes += b;
+            messages += m;
         }
-        let messages = members.len() * members.len().saturating_sub(1);
         world.record_comm(CommEvent { op: kind_name(op), ring: members.clone(), seq, messages, bytes });
         Ok(())
     })
@@ -198,7 +208,7 @@ pub fn all_reduce(
             writes.extend(members.iter().map(|m| (m[i].1.clone(), acc.clone(), Dtype::F32)));
         }
         write_all(writes, round);
-        Ok(bytes)
+        Ok(all_pairs(members, bytes))
     })
 }
 
@@ -242,7 +252,7 @@ pub fn all_gather(
             }
         }
         write_all(writes, false);
-        Ok(bytes)
+        Ok(all_pairs(members, bytes))
     })
 }
 
@@ -321,7 +331,7 @@ pub fn reduce_scatter(
             }
         }
         write_all(writes, round);
-        Ok(bytes)
+        Ok(all_pairs(members, bytes))
     })
 }
 
@@ -391,6 +401,67 @@ pub fn all_to_all(
             }
         }
         write_all(writes, false);
-        Ok(bytes)
+        Ok(all_pairs(members, bytes))
+    })
+}
+
+/// `ncc.collective_permute(srcs, dsts, source_target_pairs)`: for each
+/// `[source, target]` pair, the target's `dsts[0]` receives the source's
+/// `srcs[0]` (one HBM tensor each, same element count and dtype, copied
+/// bit-exactly). Every rank of the launch issues it; a rank no pair targets keeps
+/// its `dst`; each rank is a target at most once.
+pub fn collective_permute(
+    ctx: &Ctx,
+    srcs: &[Tensor],
+    dsts: &[Tensor],
+    source_target_pairs: Vec<Vec<i64>>,
+    opts: CollectiveOpts<'_>,
+) -> Result<()> {
+    const OP: &str = "ncc.collective_permute";
+    let _ = (opts.priority, opts.name);
+    let pairs = pairs(OP, srcs, dsts, true)?;
+    if pairs.len() != 1 {
+        return Err(NkiError::constraint(OP, format!("srcs and dsts must hold one tensor each, they hold {}", pairs.len())));
+    }
+    same_dtypes(OP, &pairs)?;
+    if let Some((s, d)) = pairs.iter().find(|(s, d)| s.numel() != d.numel()) {
+        return Err(NkiError::shape(OP, format!("src {} and dst {} must have the same element count", s.describe(), d.describe())));
+    }
+    let ranks = ctx.num_ranks();
+    let mut moves = Vec::with_capacity(source_target_pairs.len());
+    for p in &source_target_pairs {
+        match p.as_slice() {
+            &[s, t] if (0..ranks as i64).contains(&s) && (0..ranks as i64).contains(&t) && !moves.iter().any(|&(_, u)| u == t as usize) => {
+                moves.push((s as usize, t as usize))
+            }
+            _ => {
+                return Err(NkiError::argument(
+                    "source_target_pairs",
+                    format!("{source_target_pairs:?}"),
+                    &format!("pairs [source, target] of ranks in 0..{ranks}, each target once"),
+                ));
+            }
+        }
+    }
+    run(ctx, OP, &ReplicaGroup::new(vec![]), pairs, &|members, _| {
+        let mut writes = Writes::new();
+        let mut bytes = 0;
+        for &(s, t) in &moves {
+            let (src, dst) = (&members[s][0].0, &members[t][0].1);
+            if src.numel() != dst.numel() || src.dtype() != dst.dtype() {
+                return Err(NkiError::shape(
+                    OP,
+                    format!(
+                        "rank {s} sends src {} but rank {t} receives into dst {}; they must match in element count and dtype",
+                        src.describe(),
+                        dst.describe()
+                    ),
+                ));
+            }
+            bytes += bytes_of(src);
+            writes.push((dst.clone(), src.gather_cells(), src.dtype()));
+        }
+        write_all(writes, false);
+        Ok((bytes, moves.len()))
     })
 }

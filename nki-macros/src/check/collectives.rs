@@ -1,5 +1,5 @@
-//! Rules of the group collectives `all_reduce`, `all_gather`, `reduce_scatter`
-//! and `all_to_all`.
+//! Rules of the group collectives `all_reduce`, `all_gather`, `reduce_scatter`,
+//! `all_to_all` and `collective_permute`.
 
 use super::CallSite;
 use super::types::Ty;
@@ -8,7 +8,8 @@ use crate::diag::Diagnostics;
 
 /// The group collectives: a reducing one reduces with `nl::add`, `nl::maximum` or
 /// `nl::minimum`; a known `collective_dim` is one the op supports (0, or 0 and 1
-/// for `all_gather`); no tensor in PSUM, and `all_to_all` moves HBM tensors only.
+/// for `all_gather`); no tensor in PSUM, and `all_to_all` and
+/// `collective_permute` move HBM tensors only.
 pub fn collective(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
     let op = site.spec.py;
     if let Some(a) = site.arg("op")
@@ -17,6 +18,7 @@ pub fn collective(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
     {
         diag.error(a.expr.span, format!("op of {op} must be nl::add, nl::maximum or nl::minimum, not nl::{n}"));
     }
+    let hbm_only = matches!(op, "ncc.all_to_all" | "ncc.collective_permute");
     let dims: &[i64] = if op == "ncc.all_gather" { &[0, 1] } else { &[0] };
     if let Some(a) = site.arg("collective_dim")
         && let Some(d) = a.ty.const_int()
@@ -33,8 +35,8 @@ pub fn collective(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
                 Some(Space::Psum) => {
                     diag.error(a.expr.span, format!("{role} of {op} holds a PSUM tensor; collectives move HBM or SBUF tensors"))
                 }
-                Some(Space::Sbuf) if op == "ncc.all_to_all" => {
-                    diag.error(a.expr.span, format!("{role} of {op} holds an SBUF tensor; all_to_all moves HBM tensors only"))
+                Some(Space::Sbuf) if hbm_only => {
+                    diag.error(a.expr.span, format!("{role} of {op} holds an SBUF tensor; it moves HBM tensors only"))
                 }
                 _ => {}
             }
