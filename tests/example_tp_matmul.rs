@@ -1,11 +1,12 @@
 //! The tensor-parallel projection example (`all_gather` + `reduce_scatter` over 4
 //! ranks) against `x · W1 · W2` in float64, in both precision modes, and its
-//! emitted NKI under the NumPy executor with ranks as threads.
+//! emitted NKI under the NumPy executor with ranks as threads; its profile.
 
 mod common;
 
 use common::{Arg, as_dtype, assert_close, emitted_package, run_numpy_ranks, tensor, uniform};
 use nki::examples::tp_matmul::tp_matmul;
+use nki::profile::{Target, Unit};
 use nki::{Dtype, Launch, Precision};
 
 const RANKS: usize = 4;
@@ -135,4 +136,24 @@ fn the_communication_log_holds_one_gather_and_one_reduce_scatter() {
         .unwrap();
     let ops: Vec<(&str, Vec<usize>, u64)> = report.comm.iter().map(|e| (e.op, e.ring.clone(), e.seq)).collect();
     assert_eq!(ops, vec![("all_gather", vec![0, 1, 2, 3], 0), ("reduce_scatter", vec![0, 1, 2, 3], 1)]);
+}
+
+#[test]
+fn a_profiled_launch_places_both_collectives_on_the_collective_track() {
+    let p = Problem::new(Dtype::Bf16);
+    let inputs: Vec<Vec<nki::Tensor>> =
+        (0..RANKS).map(|r| p.shards(r).iter().zip(SHAPES).map(|(v, s)| tensor(&s, v, Dtype::Bf16)).collect()).collect();
+    let launch = Launch::new().ranks(RANKS).profile(Target::Trn2);
+    launch
+        .run_ranks(|ctx| {
+            let [x_t, w1, w2] = &inputs[ctx.rank()][..] else { unreachable!("three inputs per rank") };
+            tp_matmul::Call::new(x_t, w1, w2).run(ctx).map(|_| ())
+        })
+        .unwrap();
+    let profile = launch.profiled().unwrap();
+    let ops: Vec<(&str, Unit)> = profile.timeline.slices.iter().flatten().map(|s| (s.op, s.unit)).collect();
+    for op in ["ncc.all_gather", "ncc.reduce_scatter"] {
+        assert!(ops.contains(&(op, Unit::Collective)), "{op} missing from the profile: {ops:?}");
+    }
+    assert!(profile.report.estimated_seconds > 0.0);
 }
