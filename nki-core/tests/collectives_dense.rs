@@ -57,7 +57,7 @@ fn all_reduce_sums_within_each_group_and_rounds_once_into_the_dst() {
     let run = |precision| {
         on_four(precision, |ctx| {
             let (s, d) = (src(ctx, Dtype::F32, &[4, 6])?, alloc(ctx, &[4, 6], Dtype::Bf16, Buffer::PrivateHbm)?);
-            ncc::all_reduce(ctx, &[s], &[d.clone()], &group(&[&[0, 2], &[3, 1]]), nl::add, opts())?;
+            ncc::all_reduce(ctx, &[s], std::slice::from_ref(&d), &group(&[&[0, 2], &[3, 1]]), nl::add, opts())?;
             Ok(d.to_f32_vec())
         })
     };
@@ -82,7 +82,7 @@ fn all_reduce_maximum_and_minimum_over_every_rank() {
     for (op, f) in [(nl::maximum, f64::max as fn(f64, f64) -> f64), (nl::minimum, f64::min)] {
         let (got, _) = on_four(Precision::Hardware, move |ctx| {
             let (s, d) = (src(ctx, Dtype::F32, &[4, 6])?, alloc(ctx, &[24], Dtype::F32, Buffer::PrivateHbm)?);
-            ncc::all_reduce(ctx, &[s], &[d.clone()], &ReplicaGroup::new(vec![]), op, opts())?;
+            ncc::all_reduce(ctx, &[s], std::slice::from_ref(&d), &ReplicaGroup::new(vec![]), op, opts())?;
             Ok(d.to_f32_vec())
         });
         for g in &got {
@@ -98,10 +98,10 @@ fn all_gather_concatenates_in_member_order_along_dim_0_and_dim_1() {
         let g = group(&[&[2, 0, 3, 1]]);
         let s = src(ctx, Dtype::F32, &[4, 6])?;
         let rows = alloc(ctx, &[16, 6], Dtype::F32, Buffer::PrivateHbm)?;
-        ncc::all_gather(ctx, &[s.clone()], &[rows.clone()], &g, 0, opts())?;
+        ncc::all_gather(ctx, std::slice::from_ref(&s), std::slice::from_ref(&rows), &g, 0, opts())?;
         let tile = sbuf_with(ctx, &[4, 6], Dtype::F32, &values(ctx.rank()))?;
         let cols = alloc(ctx, &[4, 24], Dtype::F32, Buffer::Sbuf)?;
-        ncc::all_gather(ctx, &[tile], &[cols.clone()], &g, 1, opts())?;
+        ncc::all_gather(ctx, &[tile], std::slice::from_ref(&cols), &g, 1, opts())?;
         Ok((rows.to_f32_vec(), cols.to_f32_vec()))
     });
     let by_rows: Vec<f64> = members.iter().flat_map(|&m| values(m)).collect();
@@ -121,7 +121,7 @@ fn reduce_scatter_gives_the_kth_member_the_kth_chunk_of_the_sum() {
         on_four(precision, |ctx| {
             let s = src(ctx, Dtype::F32, &[4, 6])?;
             let d = alloc(ctx, &[1, 6], Dtype::Bf16, Buffer::PrivateHbm)?;
-            ncc::reduce_scatter(ctx, &[s], &[d.clone()], &group(&[&[3, 1, 0, 2]]), 0, nl::add, opts())?;
+            ncc::reduce_scatter(ctx, &[s], std::slice::from_ref(&d), &group(&[&[3, 1, 0, 2]]), 0, nl::add, opts())?;
             Ok(d.to_f32_vec())
         })
     };
@@ -140,7 +140,7 @@ fn all_to_all_transposes_chunks_between_members() {
     let (got, _) = on_four(Precision::Hardware, |ctx| {
         let s = src(ctx, Dtype::F32, &[4, 6])?;
         let d = alloc(ctx, &[4, 6], Dtype::F32, Buffer::PrivateHbm)?;
-        ncc::all_to_all(ctx, &[s], &[d.clone()], &group(&[&[1, 3, 0, 2]]), 0, opts())?;
+        ncc::all_to_all(ctx, &[s], std::slice::from_ref(&d), &group(&[&[1, 3, 0, 2]]), 0, opts())?;
         Ok(d.to_f32_vec())
     });
     for (k, &r) in members.iter().enumerate() {
@@ -158,26 +158,26 @@ fn invalid_calls_are_errors_naming_the_op_and_the_limit() {
                 let g = ReplicaGroup::new(vec![]);
                 let h = src(ctx, Dtype::F32, &[4, 6])?;
                 let wide = alloc(ctx, &[8, 6], Dtype::F32, Buffer::PrivateHbm)?;
-                let e = expect_err(ncc::all_reduce(ctx, &[h.clone()], &[h.clone()], &g, nl::multiply, opts()));
+                let e = expect_err(ncc::all_reduce(ctx, std::slice::from_ref(&h), std::slice::from_ref(&h), &g, nl::multiply, opts()));
                 assert_err(&e, ErrorKind::Constraint, &["ncc.all_reduce", "nl.multiply"]);
-                let e = expect_err(ncc::all_reduce(ctx, &[h.clone()], &[wide.clone()], &g, nl::add, opts()));
+                let e = expect_err(ncc::all_reduce(ctx, std::slice::from_ref(&h), std::slice::from_ref(&wide), &g, nl::add, opts()));
                 assert_err(&e, ErrorKind::Shape, &["ncc.all_reduce", "element count"]);
-                let e = expect_err(ncc::all_gather(ctx, &[h.clone()], &[wide.clone()], &g, 1, opts()));
+                let e = expect_err(ncc::all_gather(ctx, std::slice::from_ref(&h), std::slice::from_ref(&wide), &g, 1, opts()));
                 assert_err(&e, ErrorKind::Argument, &["collective_dim", "ncc.all_gather"]);
                 let bf = alloc(ctx, &[4, 6], Dtype::Bf16, Buffer::PrivateHbm)?;
-                let e = expect_err(ncc::all_gather(ctx, &[h.clone()], &[bf], &g, 0, opts()));
+                let e = expect_err(ncc::all_gather(ctx, std::slice::from_ref(&h), &[bf], &g, 0, opts()));
                 assert_err(&e, ErrorKind::Constraint, &["same dtype"]);
-                let e = expect_err(ncc::reduce_scatter(ctx, &[h.clone()], &[h.clone()], &g, 1, nl::add, opts()));
+                let e = expect_err(ncc::reduce_scatter(ctx, std::slice::from_ref(&h), std::slice::from_ref(&h), &g, 1, nl::add, opts()));
                 assert_err(&e, ErrorKind::Argument, &["collective_dim", "ncc.reduce_scatter"]);
                 let tile = alloc(ctx, &[4, 6], Dtype::F32, Buffer::Sbuf)?;
-                let e = expect_err(ncc::all_to_all(ctx, &[tile.clone()], &[tile.clone()], &g, 0, opts()));
+                let e = expect_err(ncc::all_to_all(ctx, std::slice::from_ref(&tile), std::slice::from_ref(&tile), &g, 0, opts()));
                 assert_err(&e, ErrorKind::Constraint, &["ncc.all_to_all", "must be in HBM"]);
                 let ps = alloc(ctx, &[4, 6], Dtype::F32, Buffer::Psum)?;
-                let e = expect_err(ncc::all_reduce(ctx, &[ps.clone()], &[ps], &g, nl::add, opts()));
+                let e = expect_err(ncc::all_reduce(ctx, std::slice::from_ref(&ps), std::slice::from_ref(&ps), &g, nl::add, opts()));
                 assert_err(&e, ErrorKind::Constraint, &["PSUM"]);
                 let e = expect_err(ncc::all_reduce(ctx, &[tile.clone(), tile.clone()], &[tile.clone(), tile], &g, nl::add, opts()));
                 assert_err(&e, ErrorKind::Constraint, &["coalesced", "HBM"]);
-                let e = expect_err(ncc::all_reduce(ctx, &[h.clone()], &[], &g, nl::add, opts()));
+                let e = expect_err(ncc::all_reduce(ctx, std::slice::from_ref(&h), &[], &g, nl::add, opts()));
                 assert_err(&e, ErrorKind::Constraint, &["dsts must hold at least one tensor"]);
                 Ok(())
             })
@@ -214,7 +214,7 @@ fn a_rank_that_fails_before_the_collective_ends_the_run() {
             if ctx.rank() == 2 {
                 return Err(nki_core::NkiError::constraint("test", "rank 2 fails".to_string()));
             }
-            ncc::all_reduce(ctx, &[s.clone()], &[s], &ReplicaGroup::new(vec![]), nl::add, opts())
+            ncc::all_reduce(ctx, std::slice::from_ref(&s), std::slice::from_ref(&s), &ReplicaGroup::new(vec![]), nl::add, opts())
         }))
     });
     assert!(e.to_string().contains("rank 2 fails"), "{e}");
@@ -239,7 +239,7 @@ fn collective_permute_moves_along_its_pairs_and_untargeted_ranks_keep_their_dst(
         let s = src(ctx, Dtype::F32, &[4, 6])?;
         let d = alloc(ctx, &[24], Dtype::F32, Buffer::PrivateHbm)?;
         d.fill_from_f32(&[-1.0; 24])?;
-        ncc::collective_permute(ctx, &[s], &[d.clone()], vec![vec![0, 2], vec![2, 0], vec![1, 3]], opts())?;
+        ncc::collective_permute(ctx, &[s], std::slice::from_ref(&d), vec![vec![0, 2], vec![2, 0], vec![1, 3]], opts())?;
         let id = ncc::rank_id(ctx, None)?.value();
         Ok((d.to_f32_vec(), id))
     });
@@ -255,11 +255,11 @@ fn collective_permute_moves_along_its_pairs_and_untargeted_ranks_keep_their_dst(
             .run(|ctx| {
                 let h = src(ctx, Dtype::F32, &[4, 6])?;
                 for pairs in [vec![vec![0, 1]], vec![vec![0, 0], vec![0, 0]], vec![vec![0]]] {
-                    let e = expect_err(ncc::collective_permute(ctx, &[h.clone()], &[h.clone()], pairs, opts()));
+                    let e = expect_err(ncc::collective_permute(ctx, std::slice::from_ref(&h), std::slice::from_ref(&h), pairs, opts()));
                     assert_err(&e, ErrorKind::Argument, &["source_target_pairs", "each target once"]);
                 }
                 let tile = alloc(ctx, &[4, 6], Dtype::F32, Buffer::Sbuf)?;
-                let e = expect_err(ncc::collective_permute(ctx, &[tile.clone()], &[tile], vec![vec![0, 0]], opts()));
+                let e = expect_err(ncc::collective_permute(ctx, std::slice::from_ref(&tile), std::slice::from_ref(&tile), vec![vec![0, 0]], opts()));
                 assert_err(&e, ErrorKind::Constraint, &["ncc.collective_permute", "must be in HBM"]);
                 Ok(())
             })
