@@ -259,7 +259,13 @@ fn collective_permute_moves_along_its_pairs_and_untargeted_ranks_keep_their_dst(
                     assert_err(&e, ErrorKind::Argument, &["source_target_pairs", "each target once"]);
                 }
                 let tile = alloc(ctx, &[4, 6], Dtype::F32, Buffer::Sbuf)?;
-                let e = expect_err(ncc::collective_permute(ctx, std::slice::from_ref(&tile), std::slice::from_ref(&tile), vec![vec![0, 0]], opts()));
+                let e = expect_err(ncc::collective_permute(
+                    ctx,
+                    std::slice::from_ref(&tile),
+                    std::slice::from_ref(&tile),
+                    vec![vec![0, 0]],
+                    opts(),
+                ));
                 assert_err(&e, ErrorKind::Constraint, &["ncc.collective_permute", "must be in HBM"]);
                 Ok(())
             })
