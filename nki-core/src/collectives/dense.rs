@@ -54,7 +54,7 @@ fn check_list(op: &str, role: &str, ts: &[Tensor], hbm_only: bool) -> Result<()>
 }
 
 /// The (src, dst) pairs of a call, checked.
-fn pairs(op: &str, srcs: &[Tensor], dsts: &[Tensor], hbm_only: bool) -> Result<Vec<(Tensor, Tensor)>> {
+pub(super) fn pairs(op: &str, srcs: &[Tensor], dsts: &[Tensor], hbm_only: bool) -> Result<Vec<(Tensor, Tensor)>> {
     check_list(op, "srcs", srcs, hbm_only)?;
     check_list(op, "dsts", dsts, hbm_only)?;
     if srcs.len() != dsts.len() {
@@ -99,10 +99,10 @@ fn fold(rop: NlOp, srcs: &[&Tensor]) -> Vec<f32> {
 /// An exchange for one program: the members' pairs in group order, the caller's
 /// rounding mode; returns the bytes it moved and its point-to-point messages. It
 /// reads every source before it writes any destination.
-type Exchange<'f> = dyn Fn(&[&[(Tensor, Tensor)]], bool) -> Result<Traffic> + 'f;
+pub(super) type Exchange<'f> = dyn Fn(&[&[(Tensor, Tensor)]], bool) -> Result<Traffic> + 'f;
 
 /// Bytes and point-to-point messages of one exchange.
-type Traffic = (usize, usize);
+pub(super) type Traffic = (usize, usize);
 
 /// Every member sends to every other member once per tensor pair.
 fn all_pairs(members: &[&[(Tensor, Tensor)]], bytes: usize) -> Traffic {
@@ -112,7 +112,7 @@ fn all_pairs(members: &[&[(Tensor, Tensor)]], bytes: usize) -> Traffic {
 
 /// Joins the collective `op` over the caller's group and runs `exchange` once per
 /// program when every member has arrived.
-fn run(ctx: &Ctx, op: &'static str, group: &ReplicaGroup, pairs: Vec<(Tensor, Tensor)>, exchange: &Exchange<'_>) -> Result<()> {
+pub(super) fn run(ctx: &Ctx, op: &'static str, group: &ReplicaGroup, pairs: Vec<(Tensor, Tensor)>, exchange: &Exchange<'_>) -> Result<()> {
     ctx.begin_op(op)?;
     let members = group.ring_of(ctx.rank(), ctx.num_ranks()).map_err(|e| e.in_op(op))?;
     ctx.record_with(|| {

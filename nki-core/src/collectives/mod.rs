@@ -12,7 +12,9 @@ use crate::{Buffer, Dtype, ErrorKind, NkiError, Result, Tensor};
 use std::collections::HashSet;
 
 mod dense;
+mod variable;
 pub use dense::{CollectiveOpts, all_gather, all_reduce, all_to_all, collective_permute, reduce_scatter};
+pub use variable::{VariableOpts, all_gather_v, all_to_all_v};
 
 /// `ncc.ReplicaGroup(groups)`: disjoint rings of ranks. Each inner list is one
 /// ring in send order (a rank sends to the next one, the last to the first). An
