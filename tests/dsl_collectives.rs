@@ -140,3 +140,81 @@ fn source_target_pairs_and_rank_ids_in_the_emulator_and_under_numpy() {
         assert_eq!(np[r][1], vec![r as f32], "numpy rank id on rank {r}");
     }
 }
+
+/// `x` exchanged in variable-size chunks over three ranks by the counts and
+/// displacements in `meta` (`[3, 3]` uint32; its receive counts come back).
+#[nki_kernel]
+pub fn variable_exchange(x: Hbm, meta: Hbm) -> (Hbm, Hbm) {
+    let [n] = x.shape();
+    let rg = ncc::ReplicaGroup([[2, 0, 1]]);
+    let got = nl::ndarray([n], x.dtype(), buffer = nl::shared_hbm);
+    let zero = nl::ndarray([n], x.dtype(), buffer = nl::sbuf);
+    nisa::memset(zero, 0.0);
+    nisa::dma_copy(got, zero);
+    ncc::all_to_all_v([x], [got], rg, meta);
+    (got, meta)
+}
+
+/// `x`'s first `count` elements gathered from four ranks of an LNC2 launch.
+#[nki_kernel]
+pub fn variable_gather(x: Hbm, meta: Hbm) -> Hbm {
+    let [n] = x.shape();
+    let got = nl::ndarray([4 * n], x.dtype(), buffer = nl::shared_hbm);
+    ncc::all_gather_v([x], [got], ncc::ReplicaGroup([[0, 1, 2, 3]]), meta, recv_counts_known = true);
+    got
+}
+
+#[test]
+fn variable_size_collectives_match_between_the_emulator_and_numpy() {
+    let n = 12usize;
+    let x: Vec<Vec<f64>> = (0..4).map(|r| (0..n).map(|i| (100 * r + i) as f64).collect()).collect();
+    // Member m of [2, 0, 1] sends (m + j) % 4 + 1 elements from 2 j to member j.
+    let meta: Vec<Vec<f64>> = (0..3)
+        .map(|r| {
+            let m = [1, 2, 0][r];
+            let counts = (0..3).map(|j| ((m + j) % 4 + 1) as f64);
+            counts.chain((0..3).map(|j| (2 * j) as f64)).chain([0.0; 3]).collect()
+        })
+        .collect();
+    let args: Vec<Vec<common::Arg>> = (0..3)
+        .map(|r| vec![common::Arg::Tensor(vec![n], x[r].clone(), Dtype::F32), common::Arg::Tensor(vec![3, 3], meta[r].clone(), Dtype::U32)])
+        .collect();
+    let pkg = common::package_of("variable_pkg", &[&variable_exchange::INFO, &variable_gather::INFO]);
+    let np = common::run_numpy_ranks(&pkg, "variable_exchange", &args, 1, "fp32");
+    let ins: Vec<(Tensor, Tensor)> =
+        (0..3).map(|r| (common::tensor(&[n], &x[r], Dtype::F32), common::tensor(&[3, 3], &meta[r], Dtype::U32))).collect();
+    let outs =
+        Launch::new().ranks(3).run_ranks(|ctx| variable_exchange::Call::new(&ins[ctx.rank()].0, &ins[ctx.rank()].1).run(ctx)).unwrap();
+    for r in 0..3 {
+        let m = [1, 2, 0][r];
+        // Chunk from member i (rank [2, 0, 1][i]) lands at slot i.
+        let mut want = vec![0.0; n];
+        for (i, &from) in [2usize, 0, 1].iter().enumerate() {
+            let count = (i + m) % 4 + 1;
+            want[4 * i..4 * i + count].copy_from_slice(&x[from][2 * m..2 * m + count]);
+        }
+        common::assert_close(&format!("emulator rank {r}"), &outs[r].0.to_f32_vec(), &want, 0.0, 0.0);
+        common::assert_close(&format!("numpy rank {r}"), &np[r][0], &want, 0.0, 0.0);
+        let counts: Vec<f32> = (0..3).map(|i| ((i + m) % 4 + 1) as f32).collect();
+        assert_eq!(np[r][1][6..9], counts[..], "numpy receive counts on rank {r}");
+        assert_eq!(outs[r].1.to_f32_vec()[6..9], counts[..], "emulator receive counts on rank {r}");
+    }
+    // all_gather_v: rank r sends r + 1 elements from element r; LNC2, four ranks.
+    let meta: Vec<Vec<f64>> = (0..4).map(|r| vec![(r + 1) as f64, 0.0, 0.0, 0.0, r as f64, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]).collect();
+    let args: Vec<Vec<common::Arg>> = (0..4)
+        .map(|r| vec![common::Arg::Tensor(vec![n], x[r].clone(), Dtype::F32), common::Arg::Tensor(vec![3, 4], meta[r].clone(), Dtype::U32)])
+        .collect();
+    let np = common::run_numpy_ranks(&pkg, "variable_gather", &args, 2, "fp32");
+    let ins: Vec<(Tensor, Tensor)> =
+        (0..4).map(|r| (common::tensor(&[n], &x[r], Dtype::F32), common::tensor(&[3, 4], &meta[r], Dtype::U32))).collect();
+    let outs =
+        Launch::new().ranks(4).lnc(2).run_ranks(|ctx| variable_gather::Call::new(&ins[ctx.rank()].0, &ins[ctx.rank()].1).run(ctx)).unwrap();
+    for r in 0..4 {
+        let got_emu = outs[r].to_f32_vec();
+        for s in 0..4 {
+            let want: Vec<f64> = x[s][s..2 * s + 1].to_vec();
+            common::assert_close(&format!("emulator rank {r} from {s}"), &got_emu[n * s..n * s + s + 1], &want, 0.0, 0.0);
+            common::assert_close(&format!("numpy rank {r} from {s}"), &np[r][0][n * s..n * s + s + 1], &want, 0.0, 0.0);
+        }
+    }
+}
