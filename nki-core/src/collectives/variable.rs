@@ -28,9 +28,18 @@ pub struct VariableOpts<'a> {
     pub name: Option<&'a str>,
 }
 
-/// Which elements a member sends to member `j`, from its metadata table:
-/// (displacement, count).
-type ChunkOf = fn(&[Vec<i64>], usize) -> (i64, i64);
+/// One variable collective: its name, and which elements a member sends to
+/// member `j` given its metadata table, as (displacement, count).
+struct Variant {
+    op: &'static str,
+    chunk_of: fn(&[Vec<i64>], usize) -> (i64, i64),
+}
+
+/// Member `i` sends its send-count/displacement column `j` to member `j`.
+const ALL_TO_ALL_V: Variant = Variant { op: "ncc.all_to_all_v", chunk_of: |t, j| (t[1][j], t[0][j]) };
+
+/// Every member sends its column 0 to every member.
+const ALL_GATHER_V: Variant = Variant { op: "ncc.all_gather_v", chunk_of: |t, _| (t[1][0], t[0][0]) };
 
 /// Checks the metadata's dtype and shape for a group of `n`.
 fn check_metadata(op: &str, t: &Tensor, n: usize, has_rdispls: bool) -> Result<()> {
@@ -58,14 +67,14 @@ fn table(t: &Tensor) -> Vec<Vec<i64>> {
 /// (it is read, and written back with the receive counts).
 fn exchange(
     ctx: &Ctx,
-    op: &'static str,
+    variant: &Variant,
     srcs: &[Tensor],
     dsts: &[Tensor],
     group: &ReplicaGroup,
     metadata: &Tensor,
     opts: &VariableOpts<'_>,
-    chunk_of: ChunkOf,
 ) -> Result<()> {
+    let (op, chunk_of) = (variant.op, variant.chunk_of);
     let mut pairs = pairs(op, srcs, dsts, true)?;
     if pairs.len() != 1 {
         return Err(NkiError::constraint(op, format!("srcs and dsts must hold one tensor each, they hold {}", pairs.len())));
@@ -146,7 +155,7 @@ pub fn all_to_all_v(
     opts: VariableOpts<'_>,
 ) -> Result<()> {
     let _ = (opts.priority, opts.name);
-    exchange(ctx, "ncc.all_to_all_v", srcs, dsts, replica_group, metadata_tensor, &opts, |t, j| (t[1][j], t[0][j]))
+    exchange(ctx, &ALL_TO_ALL_V, srcs, dsts, replica_group, metadata_tensor, &opts)
 }
 
 /// `ncc.all_gather_v(srcs, dsts, replica_group, metadata_tensor)`: every member
@@ -161,7 +170,7 @@ pub fn all_gather_v(
     metadata_tensor: &Tensor,
     opts: VariableOpts<'_>,
 ) -> Result<()> {
-    const OP: &str = "ncc.all_gather_v";
+    const OP: &str = ALL_GATHER_V.op;
     let _ = (opts.priority, opts.name);
     if opts.has_rdispls == Some(true) {
         return Err(NkiError::argument("has_rdispls", "True", "ncc.all_gather_v does not support receive displacements"));
@@ -174,5 +183,5 @@ pub fn all_gather_v(
     if groups.iter().any(|g| g.len() != 4) {
         return Err(NkiError::argument("replica_group", format!("{groups:?}"), "ncc.all_gather_v needs groups of exactly 4 ranks"));
     }
-    exchange(ctx, OP, srcs, dsts, replica_group, metadata_tensor, &opts, |t, _| (t[1][0], t[0][0]))
+    exchange(ctx, &ALL_GATHER_V, srcs, dsts, replica_group, metadata_tensor, &opts)
 }
