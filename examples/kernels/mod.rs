@@ -14,6 +14,7 @@ pub mod softmax;
 pub mod tensor_add;
 pub mod tiles;
 pub mod topk;
+pub mod tp_matmul;
 pub mod transpose;
 
 use crate::emit::FunctionInfo;
@@ -30,5 +31,6 @@ pub static KERNELS: &[&FunctionInfo] = &[
     &softmax::softmax::INFO,
     &tensor_add::tensor_add::INFO,
     &topk::topk::INFO,
+    &tp_matmul::tp_matmul::INFO,
     &transpose::transpose::INFO,
 ];

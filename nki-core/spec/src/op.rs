@@ -101,6 +101,7 @@ pub enum Rule {
     NlMatmul,
     NlTranspose,
     NlReduce,
+    Collective,
 }
 
 /// How an implemented op is called in the emulation (`::nki::<rt>`).

@@ -1,4 +1,4 @@
-//! `nki.collectives` (`ncc`): ring collectives between ranks.
+//! `nki.collectives` (`ncc`): ring and group collectives between ranks.
 //!
 //! A collective is a rendezvous: every program of every rank in the caller's
 //! replica group must issue the same collective, in the same order; the last to
@@ -10,6 +10,11 @@ use crate::isa::Register;
 use crate::language::NlOp;
 use crate::{Buffer, Dtype, ErrorKind, NkiError, Result, Tensor};
 use std::collections::HashSet;
+
+mod dense;
+mod variable;
+pub use dense::{CollectiveOpts, all_gather, all_reduce, all_to_all, collective_permute, reduce_scatter};
+pub use variable::{VariableOpts, all_gather_v, all_to_all_v};
 
 /// `ncc.ReplicaGroup(groups)`: disjoint rings of ranks. Each inner list is one
 /// ring in send order (a rank sends to the next one, the last to the first). An
@@ -314,4 +319,13 @@ pub fn collective_permute_implicit_current_processing_rank_id(
     let pos = ring.iter().position(|&r| r == ctx.rank()).unwrap_or(0) as i64;
     let idx = (pos - iteration_id).rem_euclid(n) as usize;
     Ok(Register::new(ring[idx] as i64))
+}
+
+/// `ncc.rank_id()`: a register holding this rank's id in the launch.
+pub fn rank_id(ctx: &Ctx, name: Option<&str>) -> Result<Register> {
+    const OP: &str = "ncc.rank_id";
+    let _ = name;
+    ctx.begin_op(OP)?;
+    ctx.record(OP, crate::profile::Unit::Sync, &[], &[]);
+    Ok(Register::new(ctx.rank() as i64))
 }

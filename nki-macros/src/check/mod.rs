@@ -3,6 +3,7 @@
 //! emitters need (types, resolved calls, dependencies) is recorded in [`Info`].
 
 mod call;
+mod collectives;
 pub mod dma_transpose;
 mod expr;
 mod gather;

@@ -75,6 +75,7 @@ pub fn rule(r: Rule) -> Check {
         Rule::NlMatmul => super::nl_tiles::matmul,
         Rule::NlTranspose => super::nl_tiles::transpose,
         Rule::NlReduce => super::nl_tiles::reduce,
+        Rule::Collective => super::collectives::collective,
     }
 }
 

@@ -13,6 +13,7 @@ from .ring_attention_fwd import ring_attention_spmd_fwd
 from .softmax import softmax
 from .tensor_add import tensor_add
 from .topk import topk
+from .tp_matmul import tp_matmul
 from .transpose import transpose
 
 __all__ = [
@@ -29,5 +30,6 @@ __all__ = [
     "softmax",
     "tensor_add",
     "topk",
+    "tp_matmul",
     "transpose",
 ]

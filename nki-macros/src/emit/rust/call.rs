@@ -36,6 +36,16 @@ impl Rs<'_> {
                 }
                 _ => self.by_ref(e),
             },
+            Kind::Tensors => match &e.kind {
+                // Each tensor cloned through a reference, so owned tensors and the
+                // kernel's `&Tensor` parameters both work.
+                ExprKind::List(ts) | ExprKind::Tuple(ts) => {
+                    let ts: Vec<TokenStream> =
+                        ts.iter().map(|t| self.by_ref(t)).map(|t| quote!(<::nki::Tensor as ::core::clone::Clone>::clone(#t))).collect();
+                    quote!(&[#(#ts),*])
+                }
+                _ => self.by_ref(e),
+            },
             Kind::Axis => match &e.kind {
                 ExprKind::List(items) | ExprKind::Tuple(items) => {
                     let vs: Vec<TokenStream> = items.iter().map(|x| self.expr(x)).collect();
