@@ -62,14 +62,14 @@ fn state_step(acc: Sbuf, scan: Sbuf, delta_t: Sbuf, u_t: Sbuf, a_col: Sbuf, b_ro
     let [p, cols] = delta_t.shape();
     let decay = nl::ndarray([p, cols], nl::float32, buffer = nl::sbuf);
     nisa::activation(decay, nl::exp, delta_t, scale = a_col);
-    let du = nl::ndarray([p, cols], nl::float32, buffer = nl::sbuf);
-    nisa::tensor_tensor(du, delta_t, u_t, nl::multiply);
+    // Two temporaries, each overwritten in place once its value is dead, keep
+    // SBUF use per state at the tutorial's level.
     let dbu = nl::ndarray([p, cols], nl::float32, buffer = nl::sbuf);
-    nisa::tensor_tensor(dbu, du, b_row, nl::multiply);
+    nisa::tensor_tensor(dbu, delta_t, u_t, nl::multiply);
+    nisa::tensor_tensor(dbu, dbu, b_row, nl::multiply);
     nisa::tensor_tensor_scan(scan, decay, dbu, carry, nl::multiply, nl::add);
-    let sc = nl::ndarray([p, cols], nl::float32, buffer = nl::sbuf);
-    nisa::tensor_tensor(sc, scan, c_row, nl::multiply);
-    nisa::tensor_tensor(acc, acc, sc, nl::add);
+    nisa::tensor_tensor(decay, scan, c_row, nl::multiply);
+    nisa::tensor_tensor(acc, acc, decay, nl::add);
 }
 
 /// Checks the inputs' shapes against each other.
