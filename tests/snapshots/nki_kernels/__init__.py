@@ -4,6 +4,9 @@ from .attention_cte import attention_cte
 from .axpy import axpy
 from .cumsum import cumsum
 from .layernorm import layernorm
+from .mamba import mamba_v1
+from .mamba import mamba_v2
+from .mamba import mamba_v3
 from .matmul import matmul
 from .matmul_steps import matmul_blocked
 from .matmul_steps import matmul_hoisted
@@ -19,6 +22,9 @@ __all__ = [
     "axpy",
     "cumsum",
     "layernorm",
+    "mamba_v1",
+    "mamba_v2",
+    "mamba_v3",
     "matmul",
     "matmul_blocked",
     "matmul_hoisted",
