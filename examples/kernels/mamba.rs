@@ -13,7 +13,7 @@
 //!
 //! Channels go on the partitions, 128 (`nl.tile_size.pmax`) at a time, and time on
 //! the free axis. For one state `n` on one channel tile the work is the
-//! tutorial's steps 1–6 ([`state_step`]): `exp(delta · a[:, n])` in one Scalar
+//! tutorial's steps 1–6 (`state_step`): `exp(delta · a[:, n])` in one Scalar
 //! Engine `activation` (the per-partition `scale` is the multiply),
 //! `delta · u · b[n]` in two Vector Engine `tensor_tensor`s (`b[n]` broadcast to
 //! the 128 partitions by the DMA that loads it), the recurrence in one
@@ -37,20 +37,23 @@ use crate::prelude::*;
 /// 128 partitions by the DMA.
 #[nki_helper]
 fn load_row_broadcast(dst: Sbuf, src: Hbm, bi: i64, row: i64, c0: i64) {
+    let pmax = nl::tile_size::pmax;
     let [_p, cols] = dst.shape();
-    nisa::dma_copy(dst, src[s![bi, row..row + 1, c0..c0 + cols]].broadcast(0, 128));
+    nisa::dma_copy(dst, src[s![bi, row..row + 1, c0..c0 + cols]].broadcast(0, pmax));
 }
 
 /// Loads the channel tile `ch0..ch0 + 128` of `src[bi]` (every time step) into `dst`.
 #[nki_helper]
 fn load_channels(dst: Sbuf, src: Hbm, bi: i64, ch0: i64) {
-    nisa::dma_copy(dst, src[s![bi, ch0..ch0 + 128, ..]]);
+    let pmax = nl::tile_size::pmax;
+    nisa::dma_copy(dst, src[s![bi, ch0..ch0 + pmax, ..]]);
 }
 
 /// Loads column `n` of `a` for the channel tile `ch0..ch0 + 128` into `dst: [128, 1]`.
 #[nki_helper]
 fn load_state_column(dst: Sbuf, a: Hbm, ch0: i64, n: i64) {
-    nisa::dma_copy(dst, a[s![ch0..ch0 + 128, n..n + 1]]);
+    let pmax = nl::tile_size::pmax;
+    nisa::dma_copy(dst, a[s![ch0..ch0 + pmax, n..n + 1]]);
 }
 
 /// The tutorial's steps 1–6 for one state on one tile of channels and columns:
@@ -75,12 +78,13 @@ fn state_step(acc: Sbuf, scan: Sbuf, delta_t: Sbuf, u_t: Sbuf, a_col: Sbuf, b_ro
 /// Checks the inputs' shapes against each other.
 #[nki_helper]
 fn check_shapes(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm) {
+    let pmax = nl::tile_size::pmax;
     let [batch, channels, seq] = delta.shape();
     let [ua, uc, us] = u.shape();
     let [ac, state] = a.shape();
     let [bb, bs, bl] = b.shape();
     let [cb, cs, cl] = c.shape();
-    assert!(channels % 128 == 0, "channels must be a multiple of 128, got {channels}");
+    assert!(channels % pmax == 0, "channels must be a multiple of {pmax}, got {channels}");
     assert!(ua == batch && uc == channels && us == seq, "u must be [batch, channels, seq] like delta");
     assert!(ac == channels, "a must be [channels, state]: {ac} rows for {channels} channels");
     assert!(bb == batch && bs == state && bl == seq, "b must be [batch, state, seq]");
@@ -90,34 +94,35 @@ fn check_shapes(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm) {
 /// Version 1: `batch → state → channel tile`, `delta` and `u` loaded per state.
 #[nki_kernel]
 pub fn mamba_v1(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm) -> Hbm {
+    let pmax = nl::tile_size::pmax;
     check_shapes(delta, u, a, b, c);
     let [batch, channels, seq] = delta.shape();
     let [_channels, state] = a.shape();
     let out = nl::ndarray([batch, channels, seq], delta.dtype(), buffer = nl::shared_hbm);
-    let tiles = channels / 128;
-    let zero = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
+    let tiles = channels / pmax;
+    let zero = nl::ndarray([pmax, 1], nl::float32, buffer = nl::sbuf);
     nisa::memset(zero, 0.0);
     for bi in 0..batch {
-        let acc = nl::ndarray([128, tiles * seq], nl::float32, buffer = nl::sbuf);
+        let acc = nl::ndarray([pmax, tiles * seq], nl::float32, buffer = nl::sbuf);
         nisa::memset(acc, 0.0);
         for n in 0..state {
             for ti in 0..tiles {
-                let delta_t = nl::ndarray([128, seq], nl::float32, buffer = nl::sbuf);
-                load_channels(delta_t, delta, bi, ti * 128);
-                let u_t = nl::ndarray([128, seq], nl::float32, buffer = nl::sbuf);
-                load_channels(u_t, u, bi, ti * 128);
-                let a_col = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
-                load_state_column(a_col, a, ti * 128, n);
-                let b_row = nl::ndarray([128, seq], nl::float32, buffer = nl::sbuf);
+                let delta_t = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
+                load_channels(delta_t, delta, bi, ti * pmax);
+                let u_t = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
+                load_channels(u_t, u, bi, ti * pmax);
+                let a_col = nl::ndarray([pmax, 1], nl::float32, buffer = nl::sbuf);
+                load_state_column(a_col, a, ti * pmax, n);
+                let b_row = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
                 load_row_broadcast(b_row, b, bi, n, 0);
-                let c_row = nl::ndarray([128, seq], nl::float32, buffer = nl::sbuf);
+                let c_row = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
                 load_row_broadcast(c_row, c, bi, n, 0);
-                let scan = nl::ndarray([128, seq], nl::float32, buffer = nl::sbuf);
+                let scan = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
                 state_step(acc[s![.., ti * seq..(ti + 1) * seq]], scan, delta_t, u_t, a_col, b_row, c_row, zero);
             }
         }
         for ti in 0..tiles {
-            nisa::dma_copy(out[s![bi, ti * 128..(ti + 1) * 128, ..]], acc[s![.., ti * seq..(ti + 1) * seq]]);
+            nisa::dma_copy(out[s![bi, ti * pmax..(ti + 1) * pmax, ..]], acc[s![.., ti * seq..(ti + 1) * seq]]);
         }
     }
     out
@@ -126,31 +131,32 @@ pub fn mamba_v1(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm) -> Hbm {
 /// Version 2: `batch → channel tile → state`, `delta` and `u` loaded once per tile.
 #[nki_kernel]
 pub fn mamba_v2(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm) -> Hbm {
+    let pmax = nl::tile_size::pmax;
     check_shapes(delta, u, a, b, c);
     let [batch, channels, seq] = delta.shape();
     let [_channels, state] = a.shape();
     let out = nl::ndarray([batch, channels, seq], delta.dtype(), buffer = nl::shared_hbm);
-    let zero = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
+    let zero = nl::ndarray([pmax, 1], nl::float32, buffer = nl::sbuf);
     nisa::memset(zero, 0.0);
     for bi in 0..batch {
-        for ti in 0..channels / 128 {
-            let acc = nl::ndarray([128, seq], nl::float32, buffer = nl::sbuf);
+        for ti in 0..channels / pmax {
+            let acc = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
             nisa::memset(acc, 0.0);
-            let delta_t = nl::ndarray([128, seq], nl::float32, buffer = nl::sbuf);
-            load_channels(delta_t, delta, bi, ti * 128);
-            let u_t = nl::ndarray([128, seq], nl::float32, buffer = nl::sbuf);
-            load_channels(u_t, u, bi, ti * 128);
+            let delta_t = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
+            load_channels(delta_t, delta, bi, ti * pmax);
+            let u_t = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
+            load_channels(u_t, u, bi, ti * pmax);
             for n in 0..state {
-                let a_col = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
-                load_state_column(a_col, a, ti * 128, n);
-                let b_row = nl::ndarray([128, seq], nl::float32, buffer = nl::sbuf);
+                let a_col = nl::ndarray([pmax, 1], nl::float32, buffer = nl::sbuf);
+                load_state_column(a_col, a, ti * pmax, n);
+                let b_row = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
                 load_row_broadcast(b_row, b, bi, n, 0);
-                let c_row = nl::ndarray([128, seq], nl::float32, buffer = nl::sbuf);
+                let c_row = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
                 load_row_broadcast(c_row, c, bi, n, 0);
-                let scan = nl::ndarray([128, seq], nl::float32, buffer = nl::sbuf);
+                let scan = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
                 state_step(acc, scan, delta_t, u_t, a_col, b_row, c_row, zero);
             }
-            nisa::dma_copy(out[s![bi, ti * 128..(ti + 1) * 128, ..]], acc);
+            nisa::dma_copy(out[s![bi, ti * pmax..(ti + 1) * pmax, ..]], acc);
         }
     }
     out
@@ -162,29 +168,30 @@ pub fn mamba_v2(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm) -> Hbm {
 /// zero for the first, the previous tile's last value after that.
 #[nki_kernel]
 pub fn mamba_v3(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm, #[default(512)] seq_tile: i64) -> Hbm {
+    let pmax = nl::tile_size::pmax;
     check_shapes(delta, u, a, b, c);
     let [batch, channels, seq] = delta.shape();
     let [_channels, state] = a.shape();
     assert!(seq_tile >= 1 && seq % seq_tile == 0, "seq_tile must divide seq ({seq}), got {seq_tile}");
     let out = nl::ndarray([batch, channels, seq], delta.dtype(), buffer = nl::shared_hbm);
     for bi in 0..batch {
-        for ti in 0..channels / 128 {
-            let acc = nl::ndarray([128, seq], nl::float32, buffer = nl::sbuf);
+        for ti in 0..channels / pmax {
+            let acc = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
             nisa::memset(acc, 0.0);
-            let delta_t = nl::ndarray([128, seq], nl::float32, buffer = nl::sbuf);
-            load_channels(delta_t, delta, bi, ti * 128);
-            let u_t = nl::ndarray([128, seq], nl::float32, buffer = nl::sbuf);
-            load_channels(u_t, u, bi, ti * 128);
+            let delta_t = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
+            load_channels(delta_t, delta, bi, ti * pmax);
+            let u_t = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
+            load_channels(u_t, u, bi, ti * pmax);
             for n in 0..state {
-                let a_col = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
-                load_state_column(a_col, a, ti * 128, n);
-                let history = nl::ndarray([128, 1 + seq], nl::float32, buffer = nl::sbuf);
+                let a_col = nl::ndarray([pmax, 1], nl::float32, buffer = nl::sbuf);
+                load_state_column(a_col, a, ti * pmax, n);
+                let history = nl::ndarray([pmax, 1 + seq], nl::float32, buffer = nl::sbuf);
                 nisa::memset(history[s![.., 0..1]], 0.0);
                 for si in 0..seq / seq_tile {
                     let (t0, t1) = (si * seq_tile, (si + 1) * seq_tile);
-                    let b_row = nl::ndarray([128, seq_tile], nl::float32, buffer = nl::sbuf);
+                    let b_row = nl::ndarray([pmax, seq_tile], nl::float32, buffer = nl::sbuf);
                     load_row_broadcast(b_row, b, bi, n, t0);
-                    let c_row = nl::ndarray([128, seq_tile], nl::float32, buffer = nl::sbuf);
+                    let c_row = nl::ndarray([pmax, seq_tile], nl::float32, buffer = nl::sbuf);
                     load_row_broadcast(c_row, c, bi, n, t0);
                     state_step(
                         acc[s![.., t0..t1]],
@@ -198,7 +205,7 @@ pub fn mamba_v3(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm, #[default(512)] seq_
                     );
                 }
             }
-            nisa::dma_copy(out[s![bi, ti * 128..(ti + 1) * 128, ..]], acc);
+            nisa::dma_copy(out[s![bi, ti * pmax..(ti + 1) * pmax, ..]], acc);
         }
     }
     out

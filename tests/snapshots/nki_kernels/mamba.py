@@ -8,12 +8,13 @@ import nki.collectives as ncc
 
 def check_shapes(delta, u, a, b, c):
     """Checks the inputs' shapes against each other."""
+    pmax = nl.tile_size.pmax
     batch, channels, seq = delta.shape
     ua, uc, us = u.shape
     ac, state = a.shape
     bb, bs, bl = b.shape
     cb, cs, cl = c.shape
-    assert channels % 128 == 0, f"channels must be a multiple of 128, got {channels}"
+    assert channels % pmax == 0, f"channels must be a multiple of {pmax}, got {channels}"
     assert ua == batch and uc == channels and us == seq, "u must be [batch, channels, seq] like delta"
     assert ac == channels, f"a must be [channels, state]: {ac} rows for {channels} channels"
     assert bb == batch and bs == state and bl == seq, "b must be [batch, state, seq]"
@@ -22,20 +23,23 @@ def check_shapes(delta, u, a, b, c):
 
 def load_channels(dst, src, bi, ch0):
     """Loads the channel tile `ch0..ch0 + 128` of `src[bi]` (every time step) into `dst`."""
-    nisa.dma_copy(dst=dst, src=src[bi, ch0:ch0 + 128, :])
+    pmax = nl.tile_size.pmax
+    nisa.dma_copy(dst=dst, src=src[bi, ch0:ch0 + pmax, :])
 
 
 def load_state_column(dst, a, ch0, n):
     """Loads column `n` of `a` for the channel tile `ch0..ch0 + 128` into `dst: [128, 1]`."""
-    nisa.dma_copy(dst=dst, src=a[ch0:ch0 + 128, n:n + 1])
+    pmax = nl.tile_size.pmax
+    nisa.dma_copy(dst=dst, src=a[ch0:ch0 + pmax, n:n + 1])
 
 
 def load_row_broadcast(dst, src, bi, row, c0):
     """Loads `src[bi, row, c0..c0 + cols]` into `dst: [128, cols]`, broadcast to all
     128 partitions by the DMA.
     """
+    pmax = nl.tile_size.pmax
     _p, cols = dst.shape
-    nisa.dma_copy(dst=dst, src=src[bi, row:row + 1, c0:c0 + cols].broadcast(dim=0, size=128))
+    nisa.dma_copy(dst=dst, src=src[bi, row:row + 1, c0:c0 + cols].broadcast(dim=0, size=pmax))
 
 
 def state_step(acc, scan, delta_t, u_t, a_col, b_row, c_row, carry):
@@ -58,62 +62,64 @@ def state_step(acc, scan, delta_t, u_t, a_col, b_row, c_row, carry):
 @nki.jit
 def mamba_v1(delta, u, a, b, c):
     """Version 1: `batch → state → channel tile`, `delta` and `u` loaded per state."""
+    pmax = nl.tile_size.pmax
     check_shapes(delta, u, a, b, c)
     batch, channels, seq = delta.shape
     _channels, state = a.shape
     out = nl.ndarray(shape=(batch, channels, seq), dtype=delta.dtype, buffer=nl.shared_hbm)
-    tiles = channels // 128
-    zero = nl.ndarray(shape=(128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    tiles = channels // pmax
+    zero = nl.ndarray(shape=(pmax, 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.memset(dst=zero, value=0.0)
     for bi in range(batch):
-        acc = nl.ndarray(shape=(128, tiles * seq), dtype=nl.float32, buffer=nl.sbuf)
+        acc = nl.ndarray(shape=(pmax, tiles * seq), dtype=nl.float32, buffer=nl.sbuf)
         nisa.memset(dst=acc, value=0.0)
         for n in range(state):
             for ti in range(tiles):
-                delta_t = nl.ndarray(shape=(128, seq), dtype=nl.float32, buffer=nl.sbuf)
-                load_channels(delta_t, delta, bi, ti * 128)
-                u_t = nl.ndarray(shape=(128, seq), dtype=nl.float32, buffer=nl.sbuf)
-                load_channels(u_t, u, bi, ti * 128)
-                a_col = nl.ndarray(shape=(128, 1), dtype=nl.float32, buffer=nl.sbuf)
-                load_state_column(a_col, a, ti * 128, n)
-                b_row = nl.ndarray(shape=(128, seq), dtype=nl.float32, buffer=nl.sbuf)
+                delta_t = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
+                load_channels(delta_t, delta, bi, ti * pmax)
+                u_t = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
+                load_channels(u_t, u, bi, ti * pmax)
+                a_col = nl.ndarray(shape=(pmax, 1), dtype=nl.float32, buffer=nl.sbuf)
+                load_state_column(a_col, a, ti * pmax, n)
+                b_row = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
                 load_row_broadcast(b_row, b, bi, n, 0)
-                c_row = nl.ndarray(shape=(128, seq), dtype=nl.float32, buffer=nl.sbuf)
+                c_row = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
                 load_row_broadcast(c_row, c, bi, n, 0)
-                scan = nl.ndarray(shape=(128, seq), dtype=nl.float32, buffer=nl.sbuf)
+                scan = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
                 state_step(acc[:, ti * seq:(ti + 1) * seq], scan, delta_t, u_t, a_col, b_row, c_row, zero)
         for ti in range(tiles):
-            nisa.dma_copy(dst=out[bi, ti * 128:(ti + 1) * 128, :], src=acc[:, ti * seq:(ti + 1) * seq])
+            nisa.dma_copy(dst=out[bi, ti * pmax:(ti + 1) * pmax, :], src=acc[:, ti * seq:(ti + 1) * seq])
     return out
 
 
 @nki.jit
 def mamba_v2(delta, u, a, b, c):
     """Version 2: `batch → channel tile → state`, `delta` and `u` loaded once per tile."""
+    pmax = nl.tile_size.pmax
     check_shapes(delta, u, a, b, c)
     batch, channels, seq = delta.shape
     _channels, state = a.shape
     out = nl.ndarray(shape=(batch, channels, seq), dtype=delta.dtype, buffer=nl.shared_hbm)
-    zero = nl.ndarray(shape=(128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    zero = nl.ndarray(shape=(pmax, 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.memset(dst=zero, value=0.0)
     for bi in range(batch):
-        for ti in range(channels // 128):
-            acc = nl.ndarray(shape=(128, seq), dtype=nl.float32, buffer=nl.sbuf)
+        for ti in range(channels // pmax):
+            acc = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
             nisa.memset(dst=acc, value=0.0)
-            delta_t = nl.ndarray(shape=(128, seq), dtype=nl.float32, buffer=nl.sbuf)
-            load_channels(delta_t, delta, bi, ti * 128)
-            u_t = nl.ndarray(shape=(128, seq), dtype=nl.float32, buffer=nl.sbuf)
-            load_channels(u_t, u, bi, ti * 128)
+            delta_t = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
+            load_channels(delta_t, delta, bi, ti * pmax)
+            u_t = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
+            load_channels(u_t, u, bi, ti * pmax)
             for n in range(state):
-                a_col = nl.ndarray(shape=(128, 1), dtype=nl.float32, buffer=nl.sbuf)
-                load_state_column(a_col, a, ti * 128, n)
-                b_row = nl.ndarray(shape=(128, seq), dtype=nl.float32, buffer=nl.sbuf)
+                a_col = nl.ndarray(shape=(pmax, 1), dtype=nl.float32, buffer=nl.sbuf)
+                load_state_column(a_col, a, ti * pmax, n)
+                b_row = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
                 load_row_broadcast(b_row, b, bi, n, 0)
-                c_row = nl.ndarray(shape=(128, seq), dtype=nl.float32, buffer=nl.sbuf)
+                c_row = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
                 load_row_broadcast(c_row, c, bi, n, 0)
-                scan = nl.ndarray(shape=(128, seq), dtype=nl.float32, buffer=nl.sbuf)
+                scan = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
                 state_step(acc, scan, delta_t, u_t, a_col, b_row, c_row, zero)
-            nisa.dma_copy(dst=out[bi, ti * 128:(ti + 1) * 128, :], src=acc)
+            nisa.dma_copy(dst=out[bi, ti * pmax:(ti + 1) * pmax, :], src=acc)
     return out
 
 
@@ -124,30 +130,31 @@ def mamba_v3(delta, u, a, b, c, seq_tile=512):
     column 0 is zero, so each time tile's scan starts from the column before it:
     zero for the first, the previous tile's last value after that.
     """
+    pmax = nl.tile_size.pmax
     check_shapes(delta, u, a, b, c)
     batch, channels, seq = delta.shape
     _channels, state = a.shape
     assert seq_tile >= 1 and seq % seq_tile == 0, f"seq_tile must divide seq ({seq}), got {seq_tile}"
     out = nl.ndarray(shape=(batch, channels, seq), dtype=delta.dtype, buffer=nl.shared_hbm)
     for bi in range(batch):
-        for ti in range(channels // 128):
-            acc = nl.ndarray(shape=(128, seq), dtype=nl.float32, buffer=nl.sbuf)
+        for ti in range(channels // pmax):
+            acc = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
             nisa.memset(dst=acc, value=0.0)
-            delta_t = nl.ndarray(shape=(128, seq), dtype=nl.float32, buffer=nl.sbuf)
-            load_channels(delta_t, delta, bi, ti * 128)
-            u_t = nl.ndarray(shape=(128, seq), dtype=nl.float32, buffer=nl.sbuf)
-            load_channels(u_t, u, bi, ti * 128)
+            delta_t = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
+            load_channels(delta_t, delta, bi, ti * pmax)
+            u_t = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
+            load_channels(u_t, u, bi, ti * pmax)
             for n in range(state):
-                a_col = nl.ndarray(shape=(128, 1), dtype=nl.float32, buffer=nl.sbuf)
-                load_state_column(a_col, a, ti * 128, n)
-                history = nl.ndarray(shape=(128, 1 + seq), dtype=nl.float32, buffer=nl.sbuf)
+                a_col = nl.ndarray(shape=(pmax, 1), dtype=nl.float32, buffer=nl.sbuf)
+                load_state_column(a_col, a, ti * pmax, n)
+                history = nl.ndarray(shape=(pmax, 1 + seq), dtype=nl.float32, buffer=nl.sbuf)
                 nisa.memset(dst=history[:, 0:1], value=0.0)
                 for si in range(seq // seq_tile):
                     t0, t1 = (si * seq_tile, (si + 1) * seq_tile)
-                    b_row = nl.ndarray(shape=(128, seq_tile), dtype=nl.float32, buffer=nl.sbuf)
+                    b_row = nl.ndarray(shape=(pmax, seq_tile), dtype=nl.float32, buffer=nl.sbuf)
                     load_row_broadcast(b_row, b, bi, n, t0)
-                    c_row = nl.ndarray(shape=(128, seq_tile), dtype=nl.float32, buffer=nl.sbuf)
+                    c_row = nl.ndarray(shape=(pmax, seq_tile), dtype=nl.float32, buffer=nl.sbuf)
                     load_row_broadcast(c_row, c, bi, n, t0)
                     state_step(acc[:, t0:t1], history[:, t0 + 1:t1 + 1], delta_t[:, t0:t1], u_t[:, t0:t1], a_col, b_row, c_row, history[:, t0:t0 + 1])
-            nisa.dma_copy(dst=out[bi, ti * 128:(ti + 1) * 128, :], src=acc)
+            nisa.dma_copy(dst=out[bi, ti * pmax:(ti + 1) * pmax, :], src=acc)
     return out
