@@ -121,4 +121,15 @@ fn example_kernels_profile_and_write_their_result() {
             _ => assert!(o.status.code() == Some(1) && err.contains("multiple"), "{err}"),
         }
     }
+    // The Mamba tutorial's v3 with two time tiles: its result goes to --out.
+    for (name, shape) in [("delta", [1, 128, 256]), ("u", [1, 128, 256]), ("b", [1, 2, 256]), ("c", [1, 2, 256])] {
+        write(&dir, &format!("{name}.npy"), &shape, 3);
+    }
+    write(&dir, "a.npy", &[128, 2], 4);
+    let flags =
+        ["--delta", "delta.npy", "--u", "u.npy", "--a", "a.npy", "--b", "b.npy", "--c", "c.npy", "--seq-tile", "128", "--out", "y.npy"];
+    let o = nki_in(&dir, &[&["profile", "mamba-v3", "--json"][..], &flags].concat());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    check_report(&serde_json::from_slice(&o.stdout).unwrap(), 1);
+    assert_eq!(nki::io::npy::read_npy(dir.join("y.npy")).unwrap().shape, vec![1, 128, 256]);
 }

@@ -2,12 +2,14 @@
 //! reference, against its emitted NKI run under NumPy, and against a checked-in
 //! snapshot of that source. [`matmul_steps`] holds the kernel-optimization
 //! tutorial's steps, whose profiles `tests/profile_matmul.rs` also checks against
-//! the bottlenecks the tutorial measured.
+//! the bottlenecks the tutorial measured; [`mamba`] holds the fused Mamba
+//! tutorial's versions, checked against its latency table by `tests/profile_mamba.rs`.
 
 pub mod axpy;
 pub mod cumsum;
 pub mod gemm_bias_gelu;
 pub mod layernorm;
+pub mod mamba;
 pub mod matmul;
 pub mod matmul_steps;
 pub mod softmax;
@@ -25,6 +27,9 @@ pub static KERNELS: &[&FunctionInfo] = &[
     &cumsum::cumsum::INFO,
     &gemm_bias_gelu::gemm_bias_gelu::INFO,
     &layernorm::layernorm::INFO,
+    &mamba::mamba_v1::INFO,
+    &mamba::mamba_v2::INFO,
+    &mamba::mamba_v3::INFO,
     &matmul::matmul::INFO,
     &matmul_steps::matmul_hoisted::INFO,
     &matmul_steps::matmul_blocked::INFO,

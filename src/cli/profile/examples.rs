@@ -5,6 +5,7 @@
 use crate::cli::output_plan::OutputPlan;
 use crate::cli::run::{LaunchArgs, flag_of};
 use clap::{Args, Subcommand};
+use nki::examples::mamba::{mamba_v1, mamba_v2, mamba_v3};
 use nki::examples::matmul::matmul;
 use nki::examples::matmul_steps::{matmul_blocked, matmul_hoisted};
 use nki::examples::{softmax::softmax, tensor_add::tensor_add, transpose::transpose};
@@ -51,6 +52,44 @@ pub struct PairArgs {
     common: CommonArgs,
 }
 
+/// The selective scan's inputs (fp32).
+#[derive(Args)]
+pub struct MambaArgs {
+    /// Time steps `[batch, channels, seq]`.
+    #[arg(long)]
+    delta: PathBuf,
+    /// Input `[batch, channels, seq]`.
+    #[arg(long)]
+    u: PathBuf,
+    /// State decay rates `[channels, state]`.
+    #[arg(long)]
+    a: PathBuf,
+    /// Input projection `[batch, state, seq]`.
+    #[arg(long)]
+    b: PathBuf,
+    /// Output projection `[batch, state, seq]`.
+    #[arg(long)]
+    c: PathBuf,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+/// Mamba v3's inputs and time tile.
+#[derive(Args)]
+pub struct MambaTiledArgs {
+    #[command(flatten)]
+    mamba: MambaArgs,
+    /// Time steps per tile (a divisor of seq).
+    #[arg(long, default_value_t = 512)]
+    seq_tile: i64,
+}
+
+impl MambaArgs {
+    fn inputs(&self) -> [(&'static str, &PathBuf); 5] {
+        [("delta", &self.delta), ("u", &self.u), ("a", &self.a), ("b", &self.b), ("c", &self.c)]
+    }
+}
+
 /// One input `x`.
 #[derive(Args)]
 pub struct UnaryArgs {
@@ -80,6 +119,12 @@ pub enum Example {
     MatmulHoisted(MatmulArgs),
     /// The tutorial's matmul with blocked free dimensions.
     MatmulBlocked(BlockedArgs),
+    /// The fused Mamba tutorial's v1 (state loop outside the channel tiles).
+    MambaV1(MambaArgs),
+    /// The fused Mamba tutorial's v2 (channel tiles outside the state loop).
+    MambaV2(MambaArgs),
+    /// The fused Mamba tutorial's v3 (v2 with time tiled).
+    MambaV3(MambaTiledArgs),
     /// Row softmax.
     Softmax(UnaryArgs),
     /// Element-wise sum.
@@ -121,6 +166,11 @@ pub fn run(example: &Example) -> Result<(), String> {
         }
         Example::MatmulBlocked(a) => run_with(&[("a_t", &a.matmul.a_t), ("b", &a.matmul.b)], &a.matmul.common, |l, t| {
             matmul_blocked::Call::new(&t[0], &t[1], a.tiles_m, a.tiles_n).launch(l)
+        }),
+        Example::MambaV1(a) => run_with(&a.inputs(), &a.common, |l, t| mamba_v1::Call::new(&t[0], &t[1], &t[2], &t[3], &t[4]).launch(l)),
+        Example::MambaV2(a) => run_with(&a.inputs(), &a.common, |l, t| mamba_v2::Call::new(&t[0], &t[1], &t[2], &t[3], &t[4]).launch(l)),
+        Example::MambaV3(a) => run_with(&a.mamba.inputs(), &a.mamba.common, |l, t| {
+            mamba_v3::Call::new(&t[0], &t[1], &t[2], &t[3], &t[4]).seq_tile(a.seq_tile).launch(l)
         }),
         Example::Softmax(a) => run_with(&[("x", &a.x)], &a.common, |l, t| softmax::Call::new(&t[0]).launch(l)),
         Example::TensorAdd(a) => run_with(&[("a", &a.a), ("b", &a.b)], &a.common, |l, t| tensor_add::Call::new(&t[0], &t[1]).launch(l)),

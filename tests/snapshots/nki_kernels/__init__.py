@@ -5,6 +5,9 @@ from .axpy import axpy
 from .cumsum import cumsum
 from .gemm_bias_gelu import gemm_bias_gelu
 from .layernorm import layernorm
+from .mamba import mamba_v1
+from .mamba import mamba_v2
+from .mamba import mamba_v3
 from .matmul import matmul
 from .matmul_steps import matmul_blocked
 from .matmul_steps import matmul_hoisted
@@ -22,6 +25,9 @@ __all__ = [
     "cumsum",
     "gemm_bias_gelu",
     "layernorm",
+    "mamba_v1",
+    "mamba_v2",
+    "mamba_v3",
     "matmul",
     "matmul_blocked",
     "matmul_hoisted",

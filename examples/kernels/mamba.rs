@@ -1,0 +1,212 @@
+//! The selective scan of a Mamba layer, in the three versions of the NKI "fused
+//! Mamba" tutorial, written to be profiled (`nki::profile`) and compared with the
+//! latencies the tutorial measured (`tests/profile_mamba.rs`).
+//!
+//! Inputs: `delta`, `u`: `[batch, channels, seq]`; `a`: `[channels, state]`;
+//! `b`, `c`: `[batch, state, seq]`, all fp32, `channels` a multiple of 128. The
+//! output `y: [batch, channels, seq]` is, per batch `i`, channel `ch` and time `t`,
+//!
+//! ```text
+//! h[n, t] = exp(delta[t] · a[ch, n]) · h[n, t-1] + delta[t] · u[t] · b[i, n, t],  h[n, -1] = 0
+//! y[t]    = Σ_n c[i, n, t] · h[n, t]
+//! ```
+//!
+//! Channels go on the partitions, 128 (`nl.tile_size.pmax`) at a time, and time on
+//! the free axis. For one state `n` on one channel tile the work is the
+//! tutorial's steps 1–6 (`state_step`): `exp(delta · a[:, n])` in one Scalar
+//! Engine `activation` (the per-partition `scale` is the multiply),
+//! `delta · u · b[n]` in two Vector Engine `tensor_tensor`s (`b[n]` broadcast to
+//! the 128 partitions by the DMA that loads it), the recurrence in one
+//! `tensor_tensor_scan`, then `· c[n]` and the sum over states into an fp32
+//! accumulator in two more `tensor_tensor`s. The Vector Engine does most of the
+//! work, so it is the engine to keep busy.
+//!
+//! * [`mamba_v1`]: loops `batch → state → channel tile`; `delta` and `u` are
+//!   loaded again for every state, and the accumulator holds every channel tile
+//!   until the last state (stored in a loop of its own).
+//! * [`mamba_v2`]: loops `batch → channel tile → state`; `delta` and `u` are
+//!   loaded once per channel tile and the accumulator is one tile, stored as soon
+//!   as its states are summed (loop reordering and fusion).
+//! * [`mamba_v3`]: v2 with time tiled, `batch → channel tile → state → time
+//!   tile` of `seq_tile` (512 in the tutorial) columns; each time tile's scan
+//!   starts from the last column of the previous one's.
+
+use crate::prelude::*;
+
+/// Loads `src[bi, row, c0..c0 + cols]` into `dst: [128, cols]`, broadcast to all
+/// 128 partitions by the DMA.
+#[nki_helper]
+fn load_row_broadcast(dst: Sbuf, src: Hbm, bi: i64, row: i64, c0: i64) {
+    let pmax = nl::tile_size::pmax;
+    let [_p, cols] = dst.shape();
+    nisa::dma_copy(dst, src[s![bi, row..row + 1, c0..c0 + cols]].broadcast(0, pmax));
+}
+
+/// Loads the channel tile `ch0..ch0 + 128` of `src[bi]` (every time step) into `dst`.
+#[nki_helper]
+fn load_channels(dst: Sbuf, src: Hbm, bi: i64, ch0: i64) {
+    let pmax = nl::tile_size::pmax;
+    nisa::dma_copy(dst, src[s![bi, ch0..ch0 + pmax, ..]]);
+}
+
+/// Loads column `n` of `a` for the channel tile `ch0..ch0 + 128` into `dst: [128, 1]`.
+#[nki_helper]
+fn load_state_column(dst: Sbuf, a: Hbm, ch0: i64, n: i64) {
+    let pmax = nl::tile_size::pmax;
+    nisa::dma_copy(dst, a[s![ch0..ch0 + pmax, n..n + 1]]);
+}
+
+/// The tutorial's steps 1–6 for one state on one tile of channels and columns:
+/// `scan = scan(exp(delta_t · a_col), delta_t · u_t · b_row)` from `carry` (a
+/// `[128, 1]` column), then `acc += c_row · scan`. The scan's last column is the
+/// next time tile's `carry`.
+#[nki_helper]
+fn state_step(acc: Sbuf, scan: Sbuf, delta_t: Sbuf, u_t: Sbuf, a_col: Sbuf, b_row: Sbuf, c_row: Sbuf, carry: Sbuf) {
+    let [p, cols] = delta_t.shape();
+    let decay = nl::ndarray([p, cols], nl::float32, buffer = nl::sbuf);
+    nisa::activation(decay, nl::exp, delta_t, scale = a_col);
+    // Two temporaries, each overwritten in place once its value is dead, keep
+    // SBUF use per state at the tutorial's level.
+    let dbu = nl::ndarray([p, cols], nl::float32, buffer = nl::sbuf);
+    nisa::tensor_tensor(dbu, delta_t, u_t, nl::multiply);
+    nisa::tensor_tensor(dbu, dbu, b_row, nl::multiply);
+    nisa::tensor_tensor_scan(scan, decay, dbu, carry, nl::multiply, nl::add);
+    nisa::tensor_tensor(decay, scan, c_row, nl::multiply);
+    nisa::tensor_tensor(acc, acc, decay, nl::add);
+}
+
+/// Checks the inputs' shapes against each other.
+#[nki_helper]
+fn check_shapes(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm) {
+    let pmax = nl::tile_size::pmax;
+    let [batch, channels, seq] = delta.shape();
+    let [ua, uc, us] = u.shape();
+    let [ac, state] = a.shape();
+    let [bb, bs, bl] = b.shape();
+    let [cb, cs, cl] = c.shape();
+    assert!(channels % pmax == 0, "channels must be a multiple of {pmax}, got {channels}");
+    assert!(ua == batch && uc == channels && us == seq, "u must be [batch, channels, seq] like delta");
+    assert!(ac == channels, "a must be [channels, state]: {ac} rows for {channels} channels");
+    assert!(bb == batch && bs == state && bl == seq, "b must be [batch, state, seq]");
+    assert!(cb == batch && cs == state && cl == seq, "c must be [batch, state, seq]");
+}
+
+/// Version 1: `batch → state → channel tile`, `delta` and `u` loaded per state.
+#[nki_kernel]
+pub fn mamba_v1(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm) -> Hbm {
+    let pmax = nl::tile_size::pmax;
+    check_shapes(delta, u, a, b, c);
+    let [batch, channels, seq] = delta.shape();
+    let [_channels, state] = a.shape();
+    let out = nl::ndarray([batch, channels, seq], delta.dtype(), buffer = nl::shared_hbm);
+    let tiles = channels / pmax;
+    let zero = nl::ndarray([pmax, 1], nl::float32, buffer = nl::sbuf);
+    nisa::memset(zero, 0.0);
+    for bi in 0..batch {
+        let acc = nl::ndarray([pmax, tiles * seq], nl::float32, buffer = nl::sbuf);
+        nisa::memset(acc, 0.0);
+        for n in 0..state {
+            for ti in 0..tiles {
+                let delta_t = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
+                load_channels(delta_t, delta, bi, ti * pmax);
+                let u_t = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
+                load_channels(u_t, u, bi, ti * pmax);
+                let a_col = nl::ndarray([pmax, 1], nl::float32, buffer = nl::sbuf);
+                load_state_column(a_col, a, ti * pmax, n);
+                let b_row = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
+                load_row_broadcast(b_row, b, bi, n, 0);
+                let c_row = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
+                load_row_broadcast(c_row, c, bi, n, 0);
+                let scan = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
+                state_step(acc[s![.., ti * seq..(ti + 1) * seq]], scan, delta_t, u_t, a_col, b_row, c_row, zero);
+            }
+        }
+        for ti in 0..tiles {
+            nisa::dma_copy(out[s![bi, ti * pmax..(ti + 1) * pmax, ..]], acc[s![.., ti * seq..(ti + 1) * seq]]);
+        }
+    }
+    out
+}
+
+/// Version 2: `batch → channel tile → state`, `delta` and `u` loaded once per tile.
+#[nki_kernel]
+pub fn mamba_v2(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm) -> Hbm {
+    let pmax = nl::tile_size::pmax;
+    check_shapes(delta, u, a, b, c);
+    let [batch, channels, seq] = delta.shape();
+    let [_channels, state] = a.shape();
+    let out = nl::ndarray([batch, channels, seq], delta.dtype(), buffer = nl::shared_hbm);
+    let zero = nl::ndarray([pmax, 1], nl::float32, buffer = nl::sbuf);
+    nisa::memset(zero, 0.0);
+    for bi in 0..batch {
+        for ti in 0..channels / pmax {
+            let acc = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
+            nisa::memset(acc, 0.0);
+            let delta_t = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
+            load_channels(delta_t, delta, bi, ti * pmax);
+            let u_t = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
+            load_channels(u_t, u, bi, ti * pmax);
+            for n in 0..state {
+                let a_col = nl::ndarray([pmax, 1], nl::float32, buffer = nl::sbuf);
+                load_state_column(a_col, a, ti * pmax, n);
+                let b_row = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
+                load_row_broadcast(b_row, b, bi, n, 0);
+                let c_row = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
+                load_row_broadcast(c_row, c, bi, n, 0);
+                let scan = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
+                state_step(acc, scan, delta_t, u_t, a_col, b_row, c_row, zero);
+            }
+            nisa::dma_copy(out[s![bi, ti * pmax..(ti + 1) * pmax, ..]], acc);
+        }
+    }
+    out
+}
+
+/// Version 3: v2 with time tiled by `seq_tile` columns (a divisor of `seq`). Per
+/// state the scan goes into columns `1..=seq` of a `[128, 1 + seq]` tile whose
+/// column 0 is zero, so each time tile's scan starts from the column before it:
+/// zero for the first, the previous tile's last value after that.
+#[nki_kernel]
+pub fn mamba_v3(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm, #[default(512)] seq_tile: i64) -> Hbm {
+    let pmax = nl::tile_size::pmax;
+    check_shapes(delta, u, a, b, c);
+    let [batch, channels, seq] = delta.shape();
+    let [_channels, state] = a.shape();
+    assert!(seq_tile >= 1 && seq % seq_tile == 0, "seq_tile must divide seq ({seq}), got {seq_tile}");
+    let out = nl::ndarray([batch, channels, seq], delta.dtype(), buffer = nl::shared_hbm);
+    for bi in 0..batch {
+        for ti in 0..channels / pmax {
+            let acc = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
+            nisa::memset(acc, 0.0);
+            let delta_t = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
+            load_channels(delta_t, delta, bi, ti * pmax);
+            let u_t = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
+            load_channels(u_t, u, bi, ti * pmax);
+            for n in 0..state {
+                let a_col = nl::ndarray([pmax, 1], nl::float32, buffer = nl::sbuf);
+                load_state_column(a_col, a, ti * pmax, n);
+                let history = nl::ndarray([pmax, 1 + seq], nl::float32, buffer = nl::sbuf);
+                nisa::memset(history[s![.., 0..1]], 0.0);
+                for si in 0..seq / seq_tile {
+                    let (t0, t1) = (si * seq_tile, (si + 1) * seq_tile);
+                    let b_row = nl::ndarray([pmax, seq_tile], nl::float32, buffer = nl::sbuf);
+                    load_row_broadcast(b_row, b, bi, n, t0);
+                    let c_row = nl::ndarray([pmax, seq_tile], nl::float32, buffer = nl::sbuf);
+                    load_row_broadcast(c_row, c, bi, n, t0);
+                    state_step(
+                        acc[s![.., t0..t1]],
+                        history[s![.., t0 + 1..t1 + 1]],
+                        delta_t[s![.., t0..t1]],
+                        u_t[s![.., t0..t1]],
+                        a_col,
+                        b_row,
+                        c_row,
+                        history[s![.., t0..t0 + 1]],
+                    );
+                }
+            }
+            nisa::dma_copy(out[s![bi, ti * pmax..(ti + 1) * pmax, ..]], acc);
+        }
+    }
+    out
+}
