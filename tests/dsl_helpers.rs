@@ -1,6 +1,6 @@
 //! Values a helper returns flow into other helpers like any other value: a tile
 //! returned by one helper is passed by reference to another, in and out of loops,
-//! and an integer a helper returns is passed by value.
+//! and an integer a helper returns is passed by value, also straight from the call.
 
 use nki::prelude::*;
 
@@ -56,4 +56,23 @@ fn helper_results_pass_to_helpers() {
     let want: Vec<f32> = xs.iter().map(|v| 5.0 * v).collect();
     assert_eq!(y.to_f32_vec(), want);
     assert!(helper_results::NKI_SOURCE.contains("add_times(acc, tile, k)"), "{}", helper_results::NKI_SOURCE);
+}
+
+/// `x + x` through a helper's result passed straight into another helper.
+#[nki_kernel]
+pub fn nested_helper_result(x: Hbm) -> Hbm {
+    let out = nl::ndarray([128, 64], x.dtype(), buffer = nl::shared_hbm);
+    let acc = nl::ndarray([128, 64], nl::float32);
+    nisa::memset(acc, 0.0);
+    add_times(acc, load_rows(x), times(1));
+    nisa::dma_copy(out, acc);
+    out
+}
+
+#[test]
+fn helper_results_pass_straight_into_helpers() {
+    let xs: Vec<f32> = (0..128 * 64).map(|i| (i % 5) as f32).collect();
+    let x = Tensor::from_f32(&[128, 64], &xs, Dtype::F32).unwrap();
+    let y = nested_helper_result::Call::new(&x).launch(&Launch::new()).unwrap();
+    assert_eq!(y.to_f32_vec(), xs.iter().map(|v| 2.0 * v).collect::<Vec<_>>());
 }

@@ -173,7 +173,15 @@ impl Rs<'_> {
             Ty::Tensor(_) => self.by_ref(e),
             // Typed by the callee's parameter: a tensor by reference, a plain value by copy.
             Ty::Unknown | Ty::Opaque => {
-                let r = self.by_ref(e);
+                // A call needs no parentheses after `&` (its `?` binds first), which
+                // keeps nested helper calls within the expansion's depth bound.
+                let r = match &e.kind {
+                    ExprKind::Call { .. } => {
+                        let v = self.expr(e);
+                        quote!(&#v)
+                    }
+                    _ => self.by_ref(e),
+                };
                 quote!(::nki::__rt::AsArg::as_arg(#r))
             }
             Ty::Option(inner) if inner.is_tensor() => {
