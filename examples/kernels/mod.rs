@@ -6,6 +6,7 @@
 
 pub mod axpy;
 pub mod cumsum;
+pub mod embedding;
 pub mod layernorm;
 pub mod matmul;
 pub mod matmul_steps;
@@ -21,6 +22,7 @@ use crate::emit::FunctionInfo;
 pub static KERNELS: &[&FunctionInfo] = &[
     &axpy::axpy::INFO,
     &cumsum::cumsum::INFO,
+    &embedding::embedding::INFO,
     &layernorm::layernorm::INFO,
     &matmul::matmul::INFO,
     &matmul_steps::matmul_blocked::INFO,

@@ -110,47 +110,80 @@ impl Tensor {
     /// `.ap(pattern, offset, scalar_offset, indirect_dim)`: an explicit access
     /// pattern `[[step, count], ...]` over the storage, in elements of the row-major
     /// allocation. `offset` (absolute) defaults to this view's offset; a dynamic
-    /// `scalar_offset` value moves the start by `value` times the row-major stride of
-    /// dim `indirect_dim` of this tensor. For on-chip tensors the first pair is the
-    /// partition dim, whose step is the allocation's elements per partition.
+    /// `scalar_offset` value moves the start by `value` times this view's step on
+    /// dim `indirect_dim`. For on-chip tensors the first pair is the partition
+    /// dim, whose step is the allocation's elements per partition.
     pub fn ap(&self, pattern: &[[i64; 2]], offset: Option<i64>, dynamic_offset: Option<i64>, indirect_dim: usize) -> Result<Tensor> {
+        let mut base = self.ap_start(pattern, offset)?;
+        if let Some(v) = dynamic_offset {
+            let moved = self.indirect_stride(indirect_dim)?.checked_mul(v as isize).and_then(|m| base.checked_add(m));
+            base = moved.ok_or_else(|| {
+                NkiError::shape("ap", format!("scalar_offset {v} moves the view of '{}' beyond the addressable cells", self.name()))
+            })?;
+        }
+        let t = self.with_layout(pattern_layout(base, pattern));
+        t.check_bounds("access pattern")?;
+        Ok(t)
+    }
+
+    /// `.ap(pattern, offset, vector_offset=, indirect_dim)`: the access pattern of
+    /// [`Tensor::ap`] whose first dim is indirect: its element r starts at
+    /// `offsets[r]` times this view's step on dim `indirect_dim` (the pattern's own
+    /// step on that dim is not added). The offsets are the values of the integer
+    /// SBUF tensor `vector_offset` in column-major order, read when a DMA uses the
+    /// view, which is the only use such a view has.
+    pub fn ap_vector_offset(
+        &self,
+        pattern: &[[i64; 2]],
+        offset: Option<i64>,
+        vector_offset: &Tensor,
+        indirect_dim: usize,
+    ) -> Result<Tensor> {
+        let base = self.ap_start(pattern, offset)?;
+        let stride = self.indirect_stride(indirect_dim)?;
+        let rows = pattern[0][1] as usize;
+        if vector_offset.buffer() != crate::Buffer::Sbuf || vector_offset.dtype().is_float() || vector_offset.numel() < rows {
+            return Err(NkiError::shape(
+                "ap",
+                format!(
+                    "vector_offset must be an integer SBUF tensor with at least {rows} values (one per row), got {}",
+                    vector_offset.describe()
+                ),
+            ));
+        }
+        let mut t = self.with_layout(pattern_layout(base, pattern));
+        t.rows = Some(std::sync::Arc::new(super::VectorOffset { index: vector_offset.clone(), stride }));
+        Ok(t)
+    }
+
+    /// The checked pattern's start: `offset` when given (only on a view that starts
+    /// at its allocation's first element), else this view's start.
+    fn ap_start(&self, pattern: &[[i64; 2]], offset: Option<i64>) -> Result<isize> {
         if pattern.is_empty() || pattern.iter().any(|&[_, c]| c < 1) {
             return Err(NkiError::shape(
                 "ap",
                 format!("access pattern {pattern:?} on '{}' needs at least one [step, count] pair with count >= 1", self.name()),
             ));
         }
-        let mut base = match offset {
-            Some(o) if self.layout.offset != 0 => {
-                return Err(NkiError::shape(
-                    "ap",
-                    format!(
-                        "an explicit offset={o} on a view of '{}' that already starts at element {} is ambiguous in NKI; call .ap on the tensor itself",
-                        self.name(),
-                        self.layout.offset
-                    ),
-                ));
-            }
-            Some(o) => o as isize,
-            None => self.layout.offset,
-        };
-        if let Some(v) = dynamic_offset {
-            if indirect_dim >= self.ndim() {
-                return Err(NkiError::shape(
-                    "ap",
-                    format!("indirect_dim {indirect_dim} is not a dim of '{}' {:?}", self.name(), self.shape()),
-                ));
-            }
-            let stride: usize = self.shape()[indirect_dim + 1..].iter().product();
-            base += (v * stride as i64) as isize;
+        match offset {
+            Some(o) if self.layout.offset != 0 => Err(NkiError::shape(
+                "ap",
+                format!(
+                    "an explicit offset={o} on a view of '{}' that already starts at element {} is ambiguous in NKI; call .ap on the tensor itself",
+                    self.name(),
+                    self.layout.offset
+                ),
+            )),
+            Some(o) => Ok(o as isize),
+            None => Ok(self.layout.offset),
         }
-        let t = self.with_layout(Layout {
-            offset: base,
-            shape: pattern.iter().map(|&[_, c]| c as usize).collect(),
-            strides: pattern.iter().map(|&[s, _]| s as isize).collect(),
-        });
-        t.check_bounds("access pattern")?;
-        Ok(t)
+    }
+
+    /// This view's step on dim `indirect_dim`, the unit of a scalar or vector offset.
+    fn indirect_stride(&self, indirect_dim: usize) -> Result<isize> {
+        self.layout.strides.get(indirect_dim).copied().ok_or_else(|| {
+            NkiError::shape("ap", format!("indirect_dim {indirect_dim} is not a dim of '{}' {:?}", self.name(), self.shape()))
+        })
     }
 
     /// Repeats the unit dim `dim` `size` times without copying.
@@ -332,5 +365,14 @@ mod tests {
         assert!(t.broadcast(0, 2).is_err());
         assert_eq!(t.expand_dim(0).unwrap().shape(), &[1, 3, 1]);
         assert_eq!(iota(&[2, 3]).select(1, 2).unwrap().to_f32_vec(), vec![2., 5.]);
+    }
+}
+
+/// The layout of an access pattern `[[step, count], ...]` starting at cell `base`.
+fn pattern_layout(base: isize, pattern: &[[i64; 2]]) -> Layout {
+    Layout {
+        offset: base,
+        shape: pattern.iter().map(|&[_, c]| c as usize).collect(),
+        strides: pattern.iter().map(|&[s, _]| s as isize).collect(),
     }
 }

@@ -3,6 +3,7 @@
 from .attention_cte import attention_cte
 from .axpy import axpy
 from .cumsum import cumsum
+from .embedding import embedding
 from .layernorm import layernorm
 from .matmul import matmul
 from .matmul_steps import matmul_blocked
@@ -18,6 +19,7 @@ __all__ = [
     "attention_cte",
     "axpy",
     "cumsum",
+    "embedding",
     "layernorm",
     "matmul",
     "matmul_blocked",

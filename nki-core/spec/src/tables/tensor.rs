@@ -4,7 +4,7 @@ use super::prelude::*;
 
 /// The rows, by name.
 pub static OPS: &[Op] = &[
-    method!("ap", [req("pattern", Pattern), opt("offset", Int), opt("scalar_offset", DynamicOffset), opt("vector_offset", Planned), opt("indirect_dim", Int), opt("dtype", Planned)], summary: "a view from an explicit access pattern [[step, count], ...] and offsets", status: METHOD),
+    method!("ap", [req("pattern", Pattern), opt("offset", Int), opt("scalar_offset", DynamicOffset), opt("vector_offset", Tensor(Spaces::Sbuf)), opt("indirect_dim", Int), opt("dtype", Planned)], summary: "a view from an explicit access pattern [[step, count], ...] and offsets", status: METHOD),
     method!("broadcast", [req("dim", Int), req("size", Int)], summary: "a view repeating a size-1 dim", status: METHOD),
     method!("dtype", [], summary: "the dtype (property)", status: PROPERTY),
     method!("expand_dim", [req("dim", Int)], summary: "a view with a new size-1 dim", status: METHOD),
