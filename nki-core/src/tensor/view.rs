@@ -109,7 +109,8 @@ impl Tensor {
 
     /// `.ap(pattern, offset, scalar_offset, indirect_dim)`: an explicit access
     /// pattern `[[step, count], ...]` over the storage, in elements of the row-major
-    /// allocation. `offset` (absolute) defaults to this view's offset; a dynamic
+    /// allocation, starting `offset` (default 0) cells past this view's start (so
+    /// on a whole tensor `offset` is absolute); a dynamic
     /// `scalar_offset` value moves the start by `value` times this view's step on
     /// dim `indirect_dim`. For on-chip tensors the first pair is the partition
     /// dim, whose step is the allocation's elements per partition.
@@ -156,8 +157,7 @@ impl Tensor {
         Ok(t)
     }
 
-    /// The checked pattern's start: `offset` when given (only on a view that starts
-    /// at its allocation's first element), else this view's start.
+    /// The checked pattern's start: this view's start plus `offset` (default 0).
     fn ap_start(&self, pattern: &[[i64; 2]], offset: Option<i64>) -> Result<isize> {
         if pattern.is_empty() || pattern.iter().any(|&[_, c]| c < 1) {
             return Err(NkiError::shape(
@@ -165,18 +165,11 @@ impl Tensor {
                 format!("access pattern {pattern:?} on '{}' needs at least one [step, count] pair with count >= 1", self.name()),
             ));
         }
-        match offset {
-            Some(o) if self.layout.offset != 0 => Err(NkiError::shape(
-                "ap",
-                format!(
-                    "an explicit offset={o} on a view of '{}' that already starts at element {} is ambiguous in NKI; call .ap on the tensor itself",
-                    self.name(),
-                    self.layout.offset
-                ),
-            )),
-            Some(o) => Ok(o as isize),
-            None => Ok(self.layout.offset),
-        }
+        let o = offset.unwrap_or(0);
+        isize::try_from(o)
+            .ok()
+            .and_then(|o| self.layout.offset.checked_add(o))
+            .ok_or_else(|| NkiError::shape("ap", format!("offset={o} moves the view of '{}' beyond the addressable cells", self.name())))
     }
 
     /// This view's step on dim `indirect_dim`, the unit of a scalar or vector offset.
