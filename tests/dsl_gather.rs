@@ -44,3 +44,14 @@ fn local_gather_agrees_with_the_numpy_executor_and_the_docstring() {
     let args = vec![vec![Arg::Tensor(vec![np, nf], x, Dtype::F32), Arg::Tensor(vec![np, ni], idx, Dtype::U16), Arg::Int(valid as i64)]];
     assert_close("numpy local_gather", &run_numpy_ranks(&pkg, "runs", &args, 1, "hardware").swap_remove(0)[0], &want, 0.0, 0.0);
 }
+
+#[test]
+fn a_profiled_launch_records_local_gather_on_the_gpsimd_engine() {
+    let x = tensor(&[32, 24], &uniform(32 * 24, 83, -1.0, 1.0), Dtype::F32);
+    let idx = tensor(&[32, 2], &[3.0; 64], Dtype::U16);
+    let launch = Launch::new().profile(nki::profile::Target::Trn2);
+    runs::Call::new(&x, &idx, 8).launch(&launch).unwrap();
+    let p = launch.profiled().unwrap();
+    let ops: Vec<_> = p.timeline.slices.iter().flatten().map(|s| (s.op, s.unit)).collect();
+    assert!(ops.contains(&("nisa.local_gather", nki::profile::Unit::GpSimd)), "{ops:?}");
+}
