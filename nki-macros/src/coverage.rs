@@ -87,6 +87,10 @@ const CALLS: &[(&str, &str)] = &[
     ("nki.isa.select_reduce", "let m = nl::ndarray([128, 8], nl::uint8, nl::sbuf); nisa::select_reduce(sb, m, sb, 0.0)"),
     ("nki.isa.nonzero_with_count", "let d = nl::ndarray([128, 9], nl::int32, nl::sbuf); nisa::nonzero_with_count(d, sb)"),
     ("nki.isa.nc_n_gather", "let i = nl::ndarray([128, 8], nl::uint32, nl::sbuf); nisa::nc_n_gather(sb, sb, i)"),
+    (
+        "nki.isa.local_gather",
+        "let i = nl::ndarray([128, 1], nl::uint16, nl::sbuf); nisa::local_gather(sb, sb, i, num_elem_per_idx = 2, num_valid_indices = 4)",
+    ),
     ("nki.language.ndarray", "let t = nl::ndarray([128, 8], nl::float32)"),
     ("nki.language.NkiTensor.reshape", "let v = sb.reshape([128, 2, 4])"),
     ("nki.language.NkiTensor.permute", "let t = nl::ndarray([128, 2, 4], nl::float32); let v = t.permute([0, 2, 1])"),
