@@ -314,6 +314,15 @@ impl Tensor {
     }
 }
 
+/// The layout of an access pattern `[[step, count], ...]` starting at cell `base`.
+fn pattern_layout(base: isize, pattern: &[[i64; 2]]) -> Layout {
+    Layout {
+        offset: base,
+        shape: pattern.iter().map(|&[_, c]| c as usize).collect(),
+        strides: pattern.iter().map(|&[s, _]| s as isize).collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::{Dtype, Tensor, s};
@@ -358,14 +367,5 @@ mod tests {
         assert!(t.broadcast(0, 2).is_err());
         assert_eq!(t.expand_dim(0).unwrap().shape(), &[1, 3, 1]);
         assert_eq!(iota(&[2, 3]).select(1, 2).unwrap().to_f32_vec(), vec![2., 5.]);
-    }
-}
-
-/// The layout of an access pattern `[[step, count], ...]` starting at cell `base`.
-fn pattern_layout(base: isize, pattern: &[[i64; 2]]) -> Layout {
-    Layout {
-        offset: base,
-        shape: pattern.iter().map(|&[_, c]| c as usize).collect(),
-        strides: pattern.iter().map(|&[s, _]| s as isize).collect(),
     }
 }
