@@ -156,6 +156,14 @@ impl Tensor {
         &self.layout
     }
 
+    /// Whether the view's elements occupy consecutive cells in logical order (its
+    /// free dims only, for an on-chip tensor).
+    pub fn is_contiguous(&self) -> bool {
+        let l = &self.layout;
+        let skip = usize::from(self.buffer().is_on_chip()).min(l.shape.len());
+        Layout { offset: 0, shape: l.shape[skip..].to_vec(), strides: l.strides[skip..].to_vec() }.contiguous_start().is_some()
+    }
+
     /// Whether two views share storage.
     pub fn same_storage(&self, other: &Tensor) -> bool {
         Arc::ptr_eq(&self.st, &other.st)

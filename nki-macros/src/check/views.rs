@@ -109,6 +109,7 @@ pub fn tensor_method<'a>(
         "shape" => Ty::Shape(t.shape.clone()),
         "dtype" => Ty::Dtype(t.dtype),
         "ndim" => Ty::Int(t.shape.as_ref().map_or(Val::unknown(), |s| Val::konst(s.len() as i64))),
+        "is_contiguous" | "is_indirect" => Ty::Bool,
         "ap" => {
             let shape = arg("pattern").and_then(|(pt, _)| match pt {
                 Ty::List(pairs) | Ty::Tuple(pairs) => Some(

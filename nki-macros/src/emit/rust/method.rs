@@ -14,6 +14,8 @@ impl Rs<'_> {
                 "shape" => quote_spanned!(span=> ::nki::__rt::shape(#r)),
                 "dtype" => quote_spanned!(span=> ::nki::Tensor::dtype(#r)),
                 "ndim" => quote_spanned!(span=> (::nki::Tensor::ndim(#r) as i64)),
+                "is_contiguous" => quote_spanned!(span=> ::nki::Tensor::is_contiguous(#r)),
+                "is_indirect" => quote_spanned!(span=> ::nki::Tensor::is_indirect(#r)),
                 "ap" => {
                     let pattern = match a(0) {
                         Some(p) => self.arg(Kind::Pattern, p),
