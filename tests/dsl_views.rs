@@ -34,3 +34,35 @@ fn permuted_flattened_and_squeezed_views_move_the_right_elements() {
     assert_close("squeeze", &o2.to_f32_vec(), &y, 0.0, 0.0);
     assert!(reorder::NKI_SOURCE.contains("x.permute(dims=(0, 2, 1))"), "{}", reorder::NKI_SOURCE);
 }
+
+/// Writes 1 or 0 per view into `flags` `[1, 6]`: whether each view is contiguous
+/// (six views of an SBUF tile and an HBM tensor), the last column whether `x` is
+/// indirect.
+#[nki_kernel]
+pub fn contiguity(x: Hbm) -> Hbm {
+    let [p, f] = x.shape();
+    let t = nl::ndarray([p, f], nl::float32);
+    let flags = nl::ndarray([1, 6], nl::float32);
+    nisa::memset(flags[s![.., 0..1]], if x.is_contiguous() { 1.0 } else { 0.0 });
+    nisa::memset(flags[s![.., 1..2]], if x[s![.., 0..2]].is_contiguous() { 1.0 } else { 0.0 });
+    nisa::memset(flags[s![.., 2..3]], if t[s![.., 0..2]].is_contiguous() { 1.0 } else { 0.0 });
+    nisa::memset(flags[s![.., 3..4]], if t[s![0..1, ..]].is_contiguous() { 1.0 } else { 0.0 });
+    nisa::memset(flags[s![.., 4..5]], if x.permute([1, 0]).is_contiguous() { 1.0 } else { 0.0 });
+    nisa::memset(flags[s![.., 5..6]], if x.is_indirect() { 1.0 } else { 0.0 });
+    let out = nl::ndarray([1, 6], nl::float32, buffer = nl::shared_hbm);
+    nisa::dma_copy(out, flags);
+    out
+}
+
+#[test]
+fn contiguity_and_indirection_flags_agree_with_the_numpy_executor() {
+    let x = tensor(&[4, 5], &[0.0; 20], Dtype::F32);
+    // Whole HBM tensor; HBM column slice; SBUF column slice (free dims only); one
+    // SBUF partition; transposed HBM view; a direct view is not indirect.
+    let want = [1.0, 0.0, 1.0, 1.0, 0.0, 0.0];
+    let out = contiguity::Call::new(&x).launch(&Launch::new()).unwrap();
+    assert_close("emulated flags", &out.to_f32_vec(), &want, 0.0, 0.0);
+    let pkg = common::package_of("contiguity_pkg", &[&contiguity::INFO]);
+    let args = vec![vec![common::Arg::Tensor(vec![4, 5], vec![0.0; 20], Dtype::F32)]];
+    assert_close("numpy flags", &common::run_numpy_ranks(&pkg, "contiguity", &args, 1, "fp32").swap_remove(0)[0], &want, 0.0, 0.0);
+}

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{tensor, uniform};
-use nki::examples::{cumsum::cumsum, layernorm::layernorm, topk::topk};
+use nki::examples::{cumsum::cumsum, embedding::embedding, layernorm::layernorm, topk::topk};
 use nki::profile::{Profile, Target, Unit};
 use nki::{Dtype, Launch, Tensor};
 
@@ -52,5 +52,14 @@ fn statistics_top8_and_scan_instructions_are_profiled_on_the_vector_engine() {
 
     let p = profiled(|l| Ok(vec![cumsum::Call::new(&x).launch(l)?]));
     assert_has(&p, "nisa.tensor_tensor_scan", Unit::Vector);
+    assert!(p.report.estimated_seconds > 0.0);
+}
+
+#[test]
+fn an_indirect_dma_gather_is_profiled_on_the_dma_queues() {
+    let table = tensor(&[300, 32], &uniform(300 * 32, 4, -1.0, 1.0), Dtype::F32);
+    let ids = Tensor::from_i64(&[128, 1], &(0..128).map(|i| (i * 7) % 300).collect::<Vec<i64>>(), Dtype::I32).unwrap();
+    let p = profiled(|l| Ok(vec![embedding::Call::new(&table, &ids).launch(l)?]));
+    assert_has(&p, "nisa.dma_copy", Unit::Dma);
     assert!(p.report.estimated_seconds > 0.0);
 }

@@ -7,6 +7,7 @@
 
 pub mod axpy;
 pub mod cumsum;
+pub mod embedding;
 pub mod gemm_bias_gelu;
 pub mod layernorm;
 pub mod mamba;
@@ -25,6 +26,7 @@ use crate::emit::FunctionInfo;
 pub static KERNELS: &[&FunctionInfo] = &[
     &axpy::axpy::INFO,
     &cumsum::cumsum::INFO,
+    &embedding::embedding::INFO,
     &gemm_bias_gelu::gemm_bias_gelu::INFO,
     &layernorm::layernorm::INFO,
     &mamba::mamba_v1::INFO,

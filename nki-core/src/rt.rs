@@ -268,6 +268,11 @@ pub fn ap(t: &Tensor, pattern: &[[i64; 2]], offset: Option<i64>, dynamic: Option
     t.ap(pattern, offset, dynamic, dim(indirect_dim, "indirect_dim")?).map_err(|e| e.in_op("ap"))
 }
 
+/// `t.ap(pattern=..., offset=..., vector_offset=..., indirect_dim=...)`.
+pub fn ap_vector_offset(t: &Tensor, pattern: &[[i64; 2]], offset: Option<i64>, vector: &Tensor, indirect_dim: i64) -> Result<Tensor> {
+    t.ap_vector_offset(pattern, offset, vector, dim(indirect_dim, "indirect_dim")?).map_err(|e| e.in_op("ap"))
+}
+
 /// `t.reshape(shape)`.
 pub fn reshape(t: &Tensor, shape: &[i64]) -> Result<Tensor> {
     let dims = shape.iter().map(|&d| dim(d, "a reshape dim")).collect::<Result<Vec<_>>>()?;

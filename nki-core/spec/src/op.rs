@@ -95,6 +95,7 @@ pub enum Rule {
     SelectReduce,
     Nonzero,
     NGather,
+    LocalGather,
     Load,
     Store,
     NlElementwise,

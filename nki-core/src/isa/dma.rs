@@ -36,15 +36,20 @@ fn no_psum(op: &str, role: &str, t: &Tensor) -> Result<()> {
 
 /// `nisa.dma_copy(dst, src)`: copies `src` into `dst` element by element (equal
 /// element counts, paired in row-major order), casting through fp32 when the
-/// dtypes differ. HBM and SBUF only; PSUM is not reachable by DMA.
+/// dtypes differ. HBM and SBUF only; PSUM is not reachable by DMA. Either side
+/// may be an `.ap(vector_offset=)` view (a gather or a scatter of rows); with
+/// `oob_mode=skip` its rows outside the tensor are left out instead of failing.
 pub fn dma_copy(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: DmaCopyOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.dma_copy";
     ctx.begin_op(OP)?;
     ctx.record(OP, crate::profile::Unit::Dma, &[src], &[dst]);
     no_psum(OP, "src", src)?;
     no_psum(OP, "dst", dst)?;
-    src.check_bounds(OP)?;
-    dst.check_bounds(OP)?;
+    let indirect = src.is_indirect() || dst.is_indirect();
+    if !indirect {
+        src.check_bounds(OP)?;
+        dst.check_bounds(OP)?;
+    }
     if src.numel() != dst.numel() {
         return Err(NkiError::shape(
             OP,
@@ -61,7 +66,15 @@ pub fn dma_copy(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: DmaCopyOpts<'_>) ->
             ),
         ));
     }
-    dst.copy_cells_from(src, ctx.rounds());
+    if indirect {
+        // An `.ap(vector_offset=)` side resolves its rows now; with oob_mode=skip
+        // the rows outside the tensor are not transferred.
+        let skip = opts.oob_mode == Some(OobMode::Skip);
+        let (from, to) = (src.cell_indices(OP, skip)?, dst.cell_indices(OP, skip)?);
+        dst.copy_cells_at(&to, src, &from, ctx.rounds());
+    } else {
+        dst.copy_cells_from(src, ctx.rounds());
+    }
     Ok(())
 }
 

@@ -39,7 +39,7 @@ pub use enums::{
     DgeMode, Engine, MatmulPerfMode, OobMode, ReduceCmd, dge_mode, engine, matmul_perf_mode, nc_version, oob_mode, reduce_cmd,
 };
 pub use exponential::{ExponentialOpts, exponential};
-pub use gather::nc_n_gather;
+pub use gather::{LocalGatherOpts, local_gather, nc_n_gather};
 pub use matmul::{NcMatmulOpts, NcTransposeOpts, nc_matmul, nc_transpose};
 pub use nonzero::{NonzeroOpts, nonzero_with_count};
 pub use operand::Operand;

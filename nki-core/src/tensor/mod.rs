@@ -7,6 +7,7 @@
 mod buffer;
 mod count;
 mod index;
+mod indirect;
 mod layout;
 mod outputs;
 mod psum_writes;
@@ -18,6 +19,7 @@ pub use buffer::Buffer;
 pub use count::checked_numel;
 pub(crate) use count::reserve_cells;
 pub use index::{__with_step, Idx, IndexInt};
+use indirect::VectorOffset;
 pub use layout::{Layout, row_major_strides};
 pub use outputs::Outputs;
 pub(crate) use psum_writes::Writer;
@@ -42,16 +44,18 @@ use std::sync::{Arc, RwLockReadGuard, RwLockWriteGuard};
 pub struct Tensor {
     st: Arc<Storage>,
     layout: Layout,
+    /// The row offsets of an `.ap(vector_offset=)` view, read when a DMA uses it.
+    rows: Option<Arc<VectorOffset>>,
 }
 
 impl Tensor {
     pub(crate) fn from_storage(st: Arc<Storage>) -> Tensor {
         let layout = Layout::row_major(&st.shape);
-        Tensor { st, layout }
+        Tensor { st, layout, rows: None }
     }
 
     pub(crate) fn with_layout(&self, layout: Layout) -> Tensor {
-        Tensor { st: Arc::clone(&self.st), layout }
+        Tensor { st: Arc::clone(&self.st), layout, rows: None }
     }
 
     /// A shared-HBM tensor holding `data` (row-major), rounded to `dtype`.
@@ -114,7 +118,7 @@ impl Tensor {
     ///
     /// A tensor that other handles still share is copied rather than renamed.
     pub fn named(self, name: &str) -> Tensor {
-        Tensor { st: Storage::renamed(self.st, name), layout: self.layout }
+        Tensor { st: Storage::renamed(self.st, name), layout: self.layout, rows: self.rows }
     }
 
     /// The view's shape.
@@ -150,6 +154,14 @@ impl Tensor {
     /// The view's layout over its storage.
     pub fn layout(&self) -> &Layout {
         &self.layout
+    }
+
+    /// Whether the view's elements occupy consecutive cells in logical order (its
+    /// free dims only, for an on-chip tensor).
+    pub fn is_contiguous(&self) -> bool {
+        let l = &self.layout;
+        let skip = usize::from(self.buffer().is_on_chip()).min(l.shape.len());
+        Layout { offset: 0, shape: l.shape[skip..].to_vec(), strides: l.strides[skip..].to_vec() }.contiguous_start().is_some()
     }
 
     /// Whether two views share storage.
@@ -217,16 +229,7 @@ impl Tensor {
     /// when the dtypes differ (float results rounded when `round`); `cells` is
     /// converted in place.
     pub(crate) fn store_cells(&self, src_dtype: Dtype, cells: &mut [f32], round: bool) {
-        let d = self.dtype();
-        if d != src_dtype {
-            if d.is_float() && src_dtype.is_float() {
-                if round {
-                    crate::dtype::round_slice(d, cells);
-                }
-            } else {
-                cells.iter_mut().for_each(|c| *c = d.f32_to_cell(src_dtype.cell_to_f32(*c), round));
-            }
-        }
+        convert_cells(src_dtype, self.dtype(), cells, round);
         self.layout.scatter_with(&mut self.write(), cells, |c| c);
     }
 
@@ -298,6 +301,21 @@ impl Tensor {
     /// A short description for messages: `'name' [128, 512] bfloat16 in SBUF`.
     pub fn describe(&self) -> String {
         format!("'{}' {:?} {} in {}", self.name(), self.shape(), self.dtype(), self.buffer())
+    }
+}
+
+/// Converts raw `cells` of dtype `from` in place into cells of `to`, through fp32
+/// (float results rounded when `round`).
+fn convert_cells(from: Dtype, to: Dtype, cells: &mut [f32], round: bool) {
+    if to == from {
+        return;
+    }
+    if to.is_float() && from.is_float() {
+        if round {
+            crate::dtype::round_slice(to, cells);
+        }
+    } else {
+        cells.iter_mut().for_each(|c| *c = to.f32_to_cell(from.cell_to_f32(*c), round));
     }
 }
 

@@ -109,48 +109,74 @@ impl Tensor {
 
     /// `.ap(pattern, offset, scalar_offset, indirect_dim)`: an explicit access
     /// pattern `[[step, count], ...]` over the storage, in elements of the row-major
-    /// allocation. `offset` (absolute) defaults to this view's offset; a dynamic
-    /// `scalar_offset` value moves the start by `value` times the row-major stride of
-    /// dim `indirect_dim` of this tensor. For on-chip tensors the first pair is the
-    /// partition dim, whose step is the allocation's elements per partition.
+    /// allocation, starting `offset` (default 0) cells past this view's start (so
+    /// on a whole tensor `offset` is absolute); a dynamic
+    /// `scalar_offset` value moves the start by `value` times this view's step on
+    /// dim `indirect_dim`. For on-chip tensors the first pair is the partition
+    /// dim, whose step is the allocation's elements per partition.
     pub fn ap(&self, pattern: &[[i64; 2]], offset: Option<i64>, dynamic_offset: Option<i64>, indirect_dim: usize) -> Result<Tensor> {
+        let mut base = self.ap_start(pattern, offset)?;
+        if let Some(v) = dynamic_offset {
+            let moved = self.indirect_stride(indirect_dim)?.checked_mul(v as isize).and_then(|m| base.checked_add(m));
+            base = moved.ok_or_else(|| {
+                NkiError::shape("ap", format!("scalar_offset {v} moves the view of '{}' beyond the addressable cells", self.name()))
+            })?;
+        }
+        let t = self.with_layout(pattern_layout(base, pattern));
+        t.check_bounds("access pattern")?;
+        Ok(t)
+    }
+
+    /// `.ap(pattern, offset, vector_offset=, indirect_dim)`: the access pattern of
+    /// [`Tensor::ap`] whose first dim is indirect: its element r starts at
+    /// `offsets[r]` times this view's step on dim `indirect_dim` (the pattern's own
+    /// step on that dim is not added). The offsets are the values of the integer
+    /// SBUF tensor `vector_offset` in column-major order, read when a DMA uses the
+    /// view, which is the only use such a view has.
+    pub fn ap_vector_offset(
+        &self,
+        pattern: &[[i64; 2]],
+        offset: Option<i64>,
+        vector_offset: &Tensor,
+        indirect_dim: usize,
+    ) -> Result<Tensor> {
+        let base = self.ap_start(pattern, offset)?;
+        let stride = self.indirect_stride(indirect_dim)?;
+        let rows = pattern[0][1] as usize;
+        if vector_offset.buffer() != crate::Buffer::Sbuf || vector_offset.dtype().is_float() || vector_offset.numel() < rows {
+            return Err(NkiError::shape(
+                "ap",
+                format!(
+                    "vector_offset must be an integer SBUF tensor with at least {rows} values (one per row), got {}",
+                    vector_offset.describe()
+                ),
+            ));
+        }
+        let mut t = self.with_layout(pattern_layout(base, pattern));
+        t.rows = Some(std::sync::Arc::new(super::VectorOffset { index: vector_offset.clone(), stride }));
+        Ok(t)
+    }
+
+    /// The checked pattern's start: this view's start plus `offset` (default 0).
+    fn ap_start(&self, pattern: &[[i64; 2]], offset: Option<i64>) -> Result<isize> {
         if pattern.is_empty() || pattern.iter().any(|&[_, c]| c < 1) {
             return Err(NkiError::shape(
                 "ap",
                 format!("access pattern {pattern:?} on '{}' needs at least one [step, count] pair with count >= 1", self.name()),
             ));
         }
-        let mut base = match offset {
-            Some(o) if self.layout.offset != 0 => {
-                return Err(NkiError::shape(
-                    "ap",
-                    format!(
-                        "an explicit offset={o} on a view of '{}' that already starts at element {} is ambiguous in NKI; call .ap on the tensor itself",
-                        self.name(),
-                        self.layout.offset
-                    ),
-                ));
-            }
-            Some(o) => o as isize,
-            None => self.layout.offset,
-        };
-        if let Some(v) = dynamic_offset {
-            if indirect_dim >= self.ndim() {
-                return Err(NkiError::shape(
-                    "ap",
-                    format!("indirect_dim {indirect_dim} is not a dim of '{}' {:?}", self.name(), self.shape()),
-                ));
-            }
-            let stride: usize = self.shape()[indirect_dim + 1..].iter().product();
-            base += (v * stride as i64) as isize;
-        }
-        let t = self.with_layout(Layout {
-            offset: base,
-            shape: pattern.iter().map(|&[_, c]| c as usize).collect(),
-            strides: pattern.iter().map(|&[s, _]| s as isize).collect(),
-        });
-        t.check_bounds("access pattern")?;
-        Ok(t)
+        let o = offset.unwrap_or(0);
+        isize::try_from(o)
+            .ok()
+            .and_then(|o| self.layout.offset.checked_add(o))
+            .ok_or_else(|| NkiError::shape("ap", format!("offset={o} moves the view of '{}' beyond the addressable cells", self.name())))
+    }
+
+    /// This view's step on dim `indirect_dim`, the unit of a scalar or vector offset.
+    fn indirect_stride(&self, indirect_dim: usize) -> Result<isize> {
+        self.layout.strides.get(indirect_dim).copied().ok_or_else(|| {
+            NkiError::shape("ap", format!("indirect_dim {indirect_dim} is not a dim of '{}' {:?}", self.name(), self.shape()))
+        })
     }
 
     /// Repeats the unit dim `dim` `size` times without copying.
@@ -288,6 +314,15 @@ impl Tensor {
     }
 }
 
+/// The layout of an access pattern `[[step, count], ...]` starting at cell `base`.
+fn pattern_layout(base: isize, pattern: &[[i64; 2]]) -> Layout {
+    Layout {
+        offset: base,
+        shape: pattern.iter().map(|&[_, c]| c as usize).collect(),
+        strides: pattern.iter().map(|&[s, _]| s as isize).collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::{Dtype, Tensor, s};
@@ -320,7 +355,8 @@ mod tests {
         let d = t.ap(&[[1, 2]], Some(1), Some(2), 1).unwrap();
         assert_eq!(d.to_f32_vec(), vec![9., 10.]);
         assert!(t.ap(&[[1, 30]], None, None, 0).is_err());
-        assert!(t.index(&s![1]).unwrap().ap(&[[1, 2]], Some(0), None, 0).is_err());
+        // On a view, `offset` counts from the view's start (cell 12 for `t[1]`).
+        assert_eq!(t.index(&s![1]).unwrap().ap(&[[1, 2]], Some(1), None, 0).unwrap().to_f32_vec(), vec![13., 14.]);
         assert!(t.index(&s![.., 0..2]).unwrap().reshape(&[4, 4]).is_err());
     }
 

@@ -4,6 +4,9 @@ use super::*;
 
 impl Checker<'_> {
     pub(super) fn call(&mut self, e: &Expr, path: &[String], path_span: Spn, args: &[Arg]) -> Ty {
+        if path == ["nisa", "dma_copy"] {
+            self.dma_operands.extend(args.iter().map(|a| key(&a.value)));
+        }
         let arg_tys: Vec<Ty> = args.iter().map(|a| self.expr(&a.value)).collect();
         if path == ["Outputs"] {
             for (a, t) in args.iter().zip(&arg_tys) {

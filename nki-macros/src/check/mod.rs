@@ -82,12 +82,22 @@ struct Checker<'d> {
     next_sym: u32,
     ret: Option<Ty>,
     target: Generation,
+    /// The argument expressions of `nisa::dma_copy` calls: the only places an
+    /// `.ap(vector_offset=)` view may be written.
+    dma_operands: Vec<usize>,
 }
 
 /// Checks a function; returns what the emitters need.
 pub fn check(f: &Function, target: Generation, diag: &mut Diagnostics) -> Info {
-    let mut c =
-        Checker { diag, info: Info::default(), scopes: vec![Vec::new()], next_sym: 0, ret: f.ret.as_ref().map(Ty::from_ann), target };
+    let mut c = Checker {
+        diag,
+        info: Info::default(),
+        scopes: vec![Vec::new()],
+        next_sym: 0,
+        ret: f.ret.as_ref().map(Ty::from_ann),
+        target,
+        dma_operands: Vec::new(),
+    };
     let mut seen_default = false;
     for p in &f.params {
         let declared = Ty::from_ann(&p.ty);

@@ -69,6 +69,7 @@ pub fn rule(r: Rule) -> Check {
         Rule::SelectReduce => super::select::select_reduce,
         Rule::Nonzero => super::gather::nonzero_with_count,
         Rule::NGather => super::gather::nc_n_gather,
+        Rule::LocalGather => super::gather::local_gather,
         Rule::Load => load,
         Rule::Store => store,
         Rule::NlElementwise => super::nl_tiles::elementwise,

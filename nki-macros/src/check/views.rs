@@ -79,6 +79,22 @@ pub fn index_tensor(diag: &mut Diagnostics, t: &TensorTy, items: &[IndexTy], spa
     Ty::Tensor(TensorTy { shape: Some(out), ..t.clone() })
 }
 
+/// The rules of an `.ap(vector_offset=)` view: its rows are addressed by the DMA
+/// engines, so it is written directly as an operand of `nisa::dma_copy` (a
+/// compute engine, or a view of it, cannot follow the offsets), and a
+/// `scalar_offset` cannot be added to it.
+pub fn vector_offset_view(diag: &mut Diagnostics, direct_dma_operand: bool, scalar_offset: bool, span: Spn) {
+    if !direct_dma_operand {
+        diag.error(
+            span,
+            "an `.ap(vector_offset = ..)` view is addressed by the DMA engines: write it directly as the `src` or `dst` of `nisa::dma_copy`",
+        );
+    }
+    if scalar_offset {
+        diag.error(span, "`scalar_offset` and `vector_offset` of `.ap()` are mutually exclusive");
+    }
+}
+
 /// The result of a tensor method, with its static checks.
 pub fn tensor_method<'a>(
     diag: &mut Diagnostics,
@@ -93,6 +109,7 @@ pub fn tensor_method<'a>(
         "shape" => Ty::Shape(t.shape.clone()),
         "dtype" => Ty::Dtype(t.dtype),
         "ndim" => Ty::Int(t.shape.as_ref().map_or(Val::unknown(), |s| Val::konst(s.len() as i64))),
+        "is_contiguous" | "is_indirect" => Ty::Bool,
         "ap" => {
             let shape = arg("pattern").and_then(|(pt, _)| match pt {
                 Ty::List(pairs) | Ty::Tuple(pairs) => Some(

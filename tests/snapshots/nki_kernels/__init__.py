@@ -3,6 +3,7 @@
 from .attention_cte import attention_cte
 from .axpy import axpy
 from .cumsum import cumsum
+from .embedding import embedding
 from .gemm_bias_gelu import gemm_bias_gelu
 from .layernorm import layernorm
 from .mamba import mamba_v1
@@ -23,6 +24,7 @@ __all__ = [
     "attention_cte",
     "axpy",
     "cumsum",
+    "embedding",
     "gemm_bias_gelu",
     "layernorm",
     "mamba_v1",

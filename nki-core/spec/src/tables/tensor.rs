@@ -4,15 +4,15 @@ use super::prelude::*;
 
 /// The rows, by name.
 pub static OPS: &[Op] = &[
-    method!("ap", [req("pattern", Pattern), opt("offset", Int), opt("scalar_offset", DynamicOffset), opt("vector_offset", Planned), opt("indirect_dim", Int), opt("dtype", Planned)], summary: "a view from an explicit access pattern [[step, count], ...] and offsets", status: METHOD),
+    method!("ap", [req("pattern", Pattern), opt("offset", Int), opt("scalar_offset", DynamicOffset), opt("vector_offset", Tensor(Spaces::Sbuf)), opt("indirect_dim", Int), opt("dtype", Planned)], summary: "a view from an explicit access pattern [[step, count], ...] and offsets", status: METHOD),
     method!("broadcast", [req("dim", Int), req("size", Int)], summary: "a view repeating a size-1 dim", status: METHOD),
     method!("dtype", [], summary: "the dtype (property)", status: PROPERTY),
     method!("expand_dim", [req("dim", Int)], summary: "a view with a new size-1 dim", status: METHOD),
     method!("flatten_dims", [req("start_dim", Int), req("end_dim", Int)], summary: "a view merging a range of dims", status: METHOD),
     method!("get_pattern", [], summary: "the view's access pattern"),
     method!("indirect", [req("index", Int), opt("num_elem", Int)], summary: "a view whose rows are chosen by an index tile"),
-    method!("is_contiguous", [], summary: "whether the view is contiguous"),
-    method!("is_indirect", [], summary: "whether the view is indexed indirectly"),
+    method!("is_contiguous", [], summary: "whether the view is contiguous", status: METHOD),
+    method!("is_indirect", [], summary: "whether the view is indexed indirectly", status: METHOD),
     method!("ndim", [], summary: "the number of dims (property)", status: PROPERTY),
     method!("permute", [req("dims", Ints)], summary: "a view with its dims reordered", status: METHOD),
     method!("rearrange", [req("src_pattern", Planned), req("dst_pattern", Planned), opt("fixed_sizes", Planned)], summary: "a view rearranged by einops-style patterns"),

@@ -14,6 +14,8 @@ impl Rs<'_> {
                 "shape" => quote_spanned!(span=> ::nki::__rt::shape(#r)),
                 "dtype" => quote_spanned!(span=> ::nki::Tensor::dtype(#r)),
                 "ndim" => quote_spanned!(span=> (::nki::Tensor::ndim(#r) as i64)),
+                "is_contiguous" => quote_spanned!(span=> ::nki::Tensor::is_contiguous(#r)),
+                "is_indirect" => quote_spanned!(span=> ::nki::Tensor::is_indirect(#r)),
                 "ap" => {
                     let pattern = match a(0) {
                         Some(p) => self.arg(Kind::Pattern, p),
@@ -27,9 +29,15 @@ impl Rs<'_> {
                         let v = self.arg(Kind::DynamicOffset, x);
                         quote!(::core::option::Option::Some(#v))
                     });
-                    // Slot 3 is `vector_offset`, which the checker rejects until it is supported.
                     let indirect = a(4).map_or(quote!(0i64), |x| self.expr(x));
-                    fallible(span, quote!(::nki::__rt::ap(#r, #pattern, #offset, #dynamic, #indirect)))
+                    // The checker makes `scalar_offset` and `vector_offset` exclusive.
+                    match a(3) {
+                        Some(v) => {
+                            let v = self.by_ref(v);
+                            fallible(span, quote!(::nki::__rt::ap_vector_offset(#r, #pattern, #offset, #v, #indirect)))
+                        }
+                        None => fallible(span, quote!(::nki::__rt::ap(#r, #pattern, #offset, #dynamic, #indirect))),
+                    }
                 }
                 "reshape" => {
                     let shape = a(0).map_or(quote!(&[]), |x| self.arg(Kind::Ints, x));

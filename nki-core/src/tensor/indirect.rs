@@ -1,0 +1,91 @@
+//! Indirect views: `.ap(vector_offset=)`, whose rows start at offsets held in a
+//! tensor. The offsets are read each time an instruction uses the view (the ones
+//! in memory when it runs), so the view resolves to storage cells then, not when
+//! it is made.
+
+use super::{Tensor, convert_cells};
+use crate::{ErrorKind, NkiError, Result};
+
+/// The offsets of a `vector_offset` view: row r of the view starts at
+/// `index[r] * stride` cells past the view's start.
+pub(crate) struct VectorOffset {
+    /// The integer SBUF tensor holding the offsets (read column-major).
+    pub index: Tensor,
+    /// Cells per unit of offset: the step of the viewed tensor's `indirect_dim`.
+    pub stride: isize,
+}
+
+impl Tensor {
+    /// Whether the view is addressed indirectly (an `.ap(vector_offset=)` view).
+    pub fn is_indirect(&self) -> bool {
+        self.rows.is_some()
+    }
+
+    /// The storage cell of each element of the view, in logical order. A
+    /// `vector_offset` view reads its offsets now; a row reaching outside the
+    /// storage is an error naming `op`, or, when `skip`, a row of `-1`s (cells an
+    /// instruction leaves out).
+    pub(crate) fn cell_indices(&self, op: &str, skip: bool) -> Result<Vec<isize>> {
+        let mut out = Vec::with_capacity(self.numel());
+        let Some(v) = &self.rows else {
+            self.check_bounds(op)?;
+            self.layout.for_each_run(|start, n, step| out.extend((0..n as isize).map(|i| start + i * step)));
+            return Ok(out);
+        };
+        let l = &self.layout;
+        let rows = l.shape[0];
+        let inner = super::Layout { offset: 0, shape: l.shape[1..].to_vec(), strides: l.strides[1..].to_vec() };
+        let mut inner_cells = Vec::with_capacity(inner.numel());
+        inner.for_each_run(|start, n, step| inner_cells.extend((0..n as isize).map(|i| start + i * step)));
+        let offsets = column_major(&v.index);
+        let len = self.st.len() as isize;
+        for (r, &o) in offsets.iter().take(rows).enumerate() {
+            let start = (o as isize).checked_mul(v.stride).and_then(|m| m.checked_add(l.offset));
+            let row: Option<Vec<isize>> =
+                start.and_then(|s| inner_cells.iter().map(|&c| s.checked_add(c).filter(|x| (0..len).contains(x))).collect());
+            match row {
+                Some(cells) => out.extend(cells),
+                None if skip => out.extend(std::iter::repeat_n(-1, inner_cells.len())),
+                None => {
+                    return Err(NkiError::new(
+                        ErrorKind::Bounds,
+                        format!(
+                            "vector_offset {o} (from {}) moves row {r} of the view of '{}' outside its {len} cells \
+                             (out of bounds; oob_mode=skip would skip it)",
+                            v.index.describe(),
+                            self.name()
+                        ),
+                    )
+                    .in_op(op));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Copies the cells `from` of `src` into the cells `to` of this tensor's
+    /// storage (paired in order), converting as [`Tensor::store_cells`] does and
+    /// leaving out every pair with a skipped (`-1`) side.
+    pub(crate) fn copy_cells_at(&self, to: &[isize], src: &Tensor, from: &[isize], round: bool) {
+        let pairs: Vec<(usize, usize)> =
+            to.iter().zip(from).filter(|&(&t, &f)| t >= 0 && f >= 0).map(|(&t, &f)| (t as usize, f as usize)).collect();
+        let mut cells: Vec<f32> = {
+            let s = src.read();
+            pairs.iter().map(|&(_, f)| s[f]).collect()
+        };
+        convert_cells(src.dtype(), self.dtype(), &mut cells, round);
+        let mut w = self.write();
+        for (&(t, _), c) in pairs.iter().zip(cells) {
+            w[t] = c;
+        }
+    }
+}
+
+/// The integer values of `index`, column by column for a 2-d tensor (row-major otherwise).
+fn column_major(index: &Tensor) -> Vec<i64> {
+    let values = index.to_i64_vec();
+    match index.shape() {
+        &[p, f] => (0..p * f).map(|k| values[(k % p) * f + k / p]).collect(),
+        _ => values,
+    }
+}
