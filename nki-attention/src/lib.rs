@@ -39,6 +39,7 @@ pub mod dtypes;
 pub mod reference;
 pub mod ring_bwd;
 pub mod ring_fwd;
+mod ring_inputs;
 mod ring_masks;
 mod rings;
 pub mod scale;

@@ -17,6 +17,7 @@
 
 use crate::cte::attention_cte::scalar_column;
 use crate::ring_fwd::ring_attention_fwd::{bias_block, fill_ring_positions, ring_positions_at};
+use crate::ring_inputs::check_feature_inputs;
 use crate::ring_masks::{key_bounds, row_positions, step_needed};
 use nki::prelude::*;
 
@@ -863,33 +864,10 @@ pub fn ring_attention_spmd_bwd(
         f32::MIN <= scale && scale <= f32::MAX && (!masked || scale >= 1e-30),
         "softmax_scale must be a finite float32, and at least 1e-30 with a mask (masked scores are FLOAT32_MIN * scale), got {scale}"
     );
-    if let Some(sk) = sinks {
-        let sk_shape = sk.shape();
-        assert!(sk.ndim() == 1 && sk_shape[0] == n, "sinks must be [{n}] (one logit per query head), got {sk_shape}");
-        assert!(sk.dtype() == nl::float32, "sinks must be float32");
-    }
-    assert!(q_segment_ids.is_some() == kv_segment_ids.is_some(), "q_segment_ids and kv_segment_ids must both be set or both be None");
+    check_feature_inputs(sinks, q_segment_ids, kv_segment_ids, bias, b, n, sl, num_workers);
     let segmented = q_segment_ids.is_some();
-    if let Some(qs) = q_segment_ids {
-        let qs_shape = qs.shape();
-        assert!(qs.ndim() == 2 && qs_shape[0] == b && qs_shape[1] == sl, "q_segment_ids must be [{b}, {sl}], got {qs_shape}");
-        assert!(qs.dtype() == nl::int32, "q_segment_ids must be int32");
-    }
-    if let Some(ks) = kv_segment_ids {
-        let ks_shape = ks.shape();
-        assert!(ks.ndim() == 2 && ks_shape[0] == b && ks_shape[1] == sl, "kv_segment_ids must be [{b}, {sl}], got {ks_shape}");
-        assert!(ks.dtype() == nl::int32, "kv_segment_ids must be int32");
-    }
     let biased = bias.is_some();
     let total = num_workers * sl;
-    if let Some(bi) = bias {
-        let bi_shape = bi.shape();
-        assert!(
-            bi.ndim() == 4 && bi_shape[0] == b && bi_shape[1] == n && bi_shape[2] == sl && bi_shape[3] == total,
-            "bias must be [{b}, {n}, {sl}, {total}] (this rank's query rows, every key), got {bi_shape}"
-        );
-        assert!(bi.dtype() == nl::float32, "bias must be float32");
-    }
     let out_dq = nl::ndarray(q_shape, nl::float32, buffer = nl::shared_hbm);
     let out_dk = nl::ndarray(k_shape, nl::float32, buffer = nl::shared_hbm);
     let out_dv = nl::ndarray(k_shape, nl::float32, buffer = nl::shared_hbm);

@@ -20,6 +20,7 @@
 //! as zeros with LSE `-inf`.
 
 use crate::cte::attention_cte::{attention_cte, remainder_groups, scalar_column};
+use crate::ring_inputs::check_feature_inputs;
 use crate::ring_masks::{key_bounds, last_needed_step, row_positions, step_needed};
 use nki::prelude::*;
 
@@ -555,33 +556,9 @@ pub fn ring_attention_spmd_fwd(
         assert!(size == num_workers, "replica group {gi} has {size} ranks but num_workers is {num_workers}");
     }
 
-    if let Some(sk) = sinks {
-        let sk_shape = sk.shape();
-        assert!(sk.ndim() == 1 && sk_shape[0] == q_h, "sinks must be [{q_h}] (one logit per query head), got {sk_shape}");
-        assert!(sk.dtype() == nl::float32, "sinks must be float32");
-    }
-    assert!(q_segment_ids.is_some() == kv_segment_ids.is_some(), "q_segment_ids and kv_segment_ids must both be set or both be None");
+    check_feature_inputs(sinks, q_segment_ids, kv_segment_ids, bias, b, q_h, s, num_workers);
     let segmented = q_segment_ids.is_some();
-    if let Some(qs) = q_segment_ids {
-        let qs_shape = qs.shape();
-        assert!(qs.ndim() == 2 && qs_shape[0] == b && qs_shape[1] == s, "q_segment_ids must be [{b}, {s}], got {qs_shape}");
-        assert!(qs.dtype() == nl::int32, "q_segment_ids must be int32");
-    }
-    if let Some(ks) = kv_segment_ids {
-        let ks_shape = ks.shape();
-        assert!(ks.ndim() == 2 && ks_shape[0] == b && ks_shape[1] == s, "kv_segment_ids must be [{b}, {s}], got {ks_shape}");
-        assert!(ks.dtype() == nl::int32, "kv_segment_ids must be int32");
-    }
     let biased = bias.is_some();
-    if let Some(bi) = bias {
-        let bi_shape = bi.shape();
-        let total = num_workers * s;
-        assert!(
-            bi.ndim() == 4 && bi_shape[0] == b && bi_shape[1] == q_h && bi_shape[2] == s && bi_shape[3] == total,
-            "bias must be [{b}, {q_h}, {s}, {total}] (this rank's query rows, every key), got {bi_shape}"
-        );
-        assert!(bi.dtype() == nl::float32, "bias must be float32");
-    }
 
     let bs = b * q_h;
     let bs_kv = b * k_h;

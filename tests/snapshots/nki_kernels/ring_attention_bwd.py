@@ -8,6 +8,7 @@ from .attention_cte import scalar_column
 from .ring_attention_fwd import bias_block
 from .ring_attention_fwd import fill_ring_positions
 from .ring_attention_fwd import ring_positions_at
+from .ring_inputs import check_feature_inputs
 from .ring_masks import key_bounds
 from .ring_masks import row_positions
 from .ring_masks import step_needed
@@ -509,30 +510,10 @@ def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_cau
     mdt = nl.float32 if mixed_precision else kdt
     scale = softmax_scale if softmax_scale is not None else 1.0 / float(dh) ** 0.5
     assert -3.4028234663852886e38 <= scale and scale <= 3.4028234663852886e38 and (not masked or scale >= 1e-30), f"softmax_scale must be a finite float32, and at least 1e-30 with a mask (masked scores are FLOAT32_MIN * scale), got {scale}"
-    if sinks is not None:
-        sk = sinks
-        sk_shape = sk.shape
-        assert sk.ndim == 1 and sk_shape[0] == n, f"sinks must be [{n}] (one logit per query head), got {sk_shape}"
-        assert sk.dtype == nl.float32, "sinks must be float32"
-    assert (q_segment_ids is not None) == (kv_segment_ids is not None), "q_segment_ids and kv_segment_ids must both be set or both be None"
+    check_feature_inputs(sinks, q_segment_ids, kv_segment_ids, bias, b, n, sl, num_workers)
     segmented = q_segment_ids is not None
-    if q_segment_ids is not None:
-        qs = q_segment_ids
-        qs_shape = qs.shape
-        assert qs.ndim == 2 and qs_shape[0] == b and qs_shape[1] == sl, f"q_segment_ids must be [{b}, {sl}], got {qs_shape}"
-        assert qs.dtype == nl.int32, "q_segment_ids must be int32"
-    if kv_segment_ids is not None:
-        ks = kv_segment_ids
-        ks_shape = ks.shape
-        assert ks.ndim == 2 and ks_shape[0] == b and ks_shape[1] == sl, f"kv_segment_ids must be [{b}, {sl}], got {ks_shape}"
-        assert ks.dtype == nl.int32, "kv_segment_ids must be int32"
     biased = bias is not None
     total = num_workers * sl
-    if bias is not None:
-        bi = bias
-        bi_shape = bi.shape
-        assert bi.ndim == 4 and bi_shape[0] == b and bi_shape[1] == n and bi_shape[2] == sl and bi_shape[3] == total, f"bias must be [{b}, {n}, {sl}, {total}] (this rank's query rows, every key), got {bi_shape}"
-        assert bi.dtype == nl.float32, "bias must be float32"
     out_dq = nl.ndarray(shape=q_shape, dtype=nl.float32, buffer=nl.shared_hbm)
     out_dk = nl.ndarray(shape=k_shape, dtype=nl.float32, buffer=nl.shared_hbm)
     out_dv = nl.ndarray(shape=k_shape, dtype=nl.float32, buffer=nl.shared_hbm)

@@ -7,6 +7,7 @@ import nki.collectives as ncc
 from .attention_cte import attention_cte
 from .attention_cte import remainder_groups
 from .attention_cte import scalar_column
+from .ring_inputs import check_feature_inputs
 from .ring_masks import key_bounds
 from .ring_masks import last_needed_step
 from .ring_masks import row_positions
@@ -405,30 +406,9 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
     for gi in range(len(groups)):
         size = len(groups[gi])
         assert size == num_workers, f"replica group {gi} has {size} ranks but num_workers is {num_workers}"
-    if sinks is not None:
-        sk = sinks
-        sk_shape = sk.shape
-        assert sk.ndim == 1 and sk_shape[0] == q_h, f"sinks must be [{q_h}] (one logit per query head), got {sk_shape}"
-        assert sk.dtype == nl.float32, "sinks must be float32"
-    assert (q_segment_ids is not None) == (kv_segment_ids is not None), "q_segment_ids and kv_segment_ids must both be set or both be None"
+    check_feature_inputs(sinks, q_segment_ids, kv_segment_ids, bias, b, q_h, s, num_workers)
     segmented = q_segment_ids is not None
-    if q_segment_ids is not None:
-        qs = q_segment_ids
-        qs_shape = qs.shape
-        assert qs.ndim == 2 and qs_shape[0] == b and qs_shape[1] == s, f"q_segment_ids must be [{b}, {s}], got {qs_shape}"
-        assert qs.dtype == nl.int32, "q_segment_ids must be int32"
-    if kv_segment_ids is not None:
-        ks = kv_segment_ids
-        ks_shape = ks.shape
-        assert ks.ndim == 2 and ks_shape[0] == b and ks_shape[1] == s, f"kv_segment_ids must be [{b}, {s}], got {ks_shape}"
-        assert ks.dtype == nl.int32, "kv_segment_ids must be int32"
     biased = bias is not None
-    if bias is not None:
-        bi = bias
-        bi_shape = bi.shape
-        total = num_workers * s
-        assert bi.ndim == 4 and bi_shape[0] == b and bi_shape[1] == q_h and bi_shape[2] == s and bi_shape[3] == total, f"bias must be [{b}, {q_h}, {s}, {total}] (this rank's query rows, every key), got {bi_shape}"
-        assert bi.dtype == nl.float32, "bias must be float32"
     bs = b * q_h
     bs_kv = b * k_h
     n_grp = s // 128
