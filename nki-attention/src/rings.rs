@@ -77,6 +77,39 @@ pub(crate) fn check_ring_launch(launch: &Launch, rings: usize, workers: i64, lis
 /// Segment ids are exact in the kernels' fp32 comparisons below this magnitude.
 pub(crate) const SEGMENT_ID_LIMIT: i64 = 1 << 24;
 
+/// Checks the optional feature inputs of a ring launch over `ranks` ranks with
+/// `[b, h, s]` query rows per rank and `num_workers` workers: `sinks` float32
+/// `[h]` with finite logits, segment ids and bias as [`check_segment_ids`] and
+/// [`check_bias`] say (the bias holds each rank's rows against every key).
+pub(crate) fn check_feature_inputs(
+    sinks: Option<&Tensor>,
+    segment_ids: Option<(&[Tensor], &[Tensor])>,
+    bias: Option<&[Tensor]>,
+    ranks: usize,
+    [b, h, s]: [i64; 3],
+    num_workers: i64,
+) -> Result<()> {
+    if let Some(sinks) = sinks {
+        if sinks.shape() != [h as usize] || sinks.dtype() != nki::Dtype::F32 {
+            return Err(NkiError::argument(
+                "sinks",
+                format!("{} {:?}", sinks.dtype(), sinks.shape()),
+                &format!("must be float32 [{h}], one logit per query head"),
+            ));
+        }
+        if let Some(bad) = sinks.to_f32_vec().into_iter().find(|x| !x.is_finite()) {
+            return Err(NkiError::argument("sinks", bad, "every sink logit must be finite"));
+        }
+    }
+    if let Some((q_ids, kv_ids)) = segment_ids {
+        check_segment_ids(q_ids, kv_ids, ranks, [b, s])?;
+    }
+    if let Some(bias) = bias {
+        check_bias(bias, ranks, [b, h, s, s * num_workers])?;
+    }
+    Ok(())
+}
+
 /// Checks the per-rank segment ids: one int32 `[b, seqlen]` tensor per rank for
 /// the queries and for the keys, every id below [`SEGMENT_ID_LIMIT`] in magnitude.
 pub(crate) fn check_segment_ids(q_ids: &[Tensor], kv_ids: &[Tensor], ranks: usize, b_s: [i64; 2]) -> Result<()> {

@@ -6,7 +6,7 @@ use super::config::{RingBwdConfig, RingBwdRule};
 use super::ring_attention_bwd::ring_attention_spmd_bwd;
 use crate::dtypes::{FLOAT32, FLOATS, ParamDtypes};
 use crate::ring_fwd::RingDims;
-use crate::rings::{check_bias, check_ring_launch, check_segment_ids, shape_i64};
+use crate::rings::{check_feature_inputs, check_ring_launch, shape_i64};
 use nki::collectives::CommEvent;
 use nki::{Dtype, Launch, NkiError, Result, Tensor};
 
@@ -156,24 +156,7 @@ impl RingBwdConfig {
                 }
             }
         }
-        if let Some(sinks) = inputs.sinks {
-            if sinks.shape() != [h as usize] || sinks.dtype() != Dtype::F32 {
-                return Err(NkiError::argument(
-                    "sinks",
-                    format!("{} {:?}", sinks.dtype(), sinks.shape()),
-                    &format!("must be float32 [{h}], one logit per query head"),
-                ));
-            }
-            if let Some(bad) = sinks.to_f32_vec().into_iter().find(|x| !x.is_finite()) {
-                return Err(NkiError::argument("sinks", bad, "every sink logit must be finite"));
-            }
-        }
-        if let Some((q_ids, kv_ids)) = inputs.segment_ids {
-            check_segment_ids(q_ids, kv_ids, launch.num_ranks(), [b, s])?;
-        }
-        if let Some(bias) = inputs.bias {
-            check_bias(bias, launch.num_ranks(), [b, h, s, s * self.num_workers])?;
-        }
+        check_feature_inputs(inputs.sinks, inputs.segment_ids, inputs.bias, launch.num_ranks(), [b, h, s], self.num_workers)?;
         Ok(())
     }
 

@@ -5,7 +5,7 @@
 use super::config::{RingFwdConfig, RingFwdRule};
 use super::ring_attention_fwd::ring_attention_spmd_fwd;
 use crate::dtypes::{FLOAT32, FLOATS, ParamDtypes};
-use crate::rings::{check_bias, check_ring_launch, check_segment_ids, shape_i64};
+use crate::rings::{check_feature_inputs, check_ring_launch, shape_i64};
 use nki::collectives::CommEvent;
 use nki::{Launch, NkiError, Result, Tensor};
 
@@ -140,24 +140,7 @@ impl RingFwdConfig {
                 }
             }
         }
-        if let Some(sinks) = inputs.sinks {
-            if sinks.shape() != [h as usize] || sinks.dtype() != nki::Dtype::F32 {
-                return Err(NkiError::argument(
-                    "sinks",
-                    format!("{} {:?}", sinks.dtype(), sinks.shape()),
-                    &format!("must be float32 [{h}], one logit per query head"),
-                ));
-            }
-            if let Some(bad) = sinks.to_f32_vec().into_iter().find(|x| !x.is_finite()) {
-                return Err(NkiError::argument("sinks", bad, "every sink logit must be finite"));
-            }
-        }
-        if let Some((q_ids, kv_ids)) = inputs.segment_ids {
-            check_segment_ids(q_ids, kv_ids, launch.num_ranks(), [b, s])?;
-        }
-        if let Some(bias) = inputs.bias {
-            check_bias(bias, launch.num_ranks(), [b, h, s, s * self.num_workers])?;
-        }
+        check_feature_inputs(inputs.sinks, inputs.segment_ids, inputs.bias, launch.num_ranks(), [b, h, s], self.num_workers)?;
         if let Some(given) = prescaled {
             let want = self.scale_for(d as usize);
             if (given - want).abs() > 1e-9 * want.abs() {
