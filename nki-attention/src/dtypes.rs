@@ -1,7 +1,7 @@
 //! Which element types each tensor parameter of a kernel accepts.
 //!
 //! Every kernel declares one [`ParamDtypes`] table next to its typed API
-//! (`cte::DTYPES`, `ring_fwd::DTYPES`, `ring_bwd::DTYPES`); the typed API refuses
+//! (`cte::DTYPES`, `ring_fwd::DTYPES`, `ring_bwd::DTYPES`, `tkg::DTYPES`); the typed API refuses
 //! other dtypes with an error naming the parameter, and so does anything that
 //! loads tensors for a kernel (the `nki run` command) by checking the same table.
 
@@ -22,6 +22,9 @@ pub const FLOAT32: &[Dtype] = &[Dtype::F32];
 
 /// A length documented as an int32 tensor.
 pub const INT32: &[Dtype] = &[Dtype::I32];
+
+/// A visibility mask used as a copy predicate (nonzero: visible).
+pub const UINT8: &[Dtype] = &[Dtype::U8];
 
 /// The dtypes every tensor parameter of one kernel accepts.
 #[derive(Clone, Copy, Debug)]

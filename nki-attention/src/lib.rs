@@ -1,5 +1,6 @@
 //! Attention kernels written in the nki-rs DSL: `attention_cte` (prefill flash
-//! attention) and the ring-attention kernels built on it.
+//! attention), the ring-attention kernels built on it, and `attention_tkg`
+//! (decode attention over a KV cache).
 
 extern crate nki_core as nki;
 
@@ -37,6 +38,7 @@ macro_rules! rules_of {
 pub mod cte;
 pub mod dtypes;
 pub mod reference;
+pub mod reference_tkg;
 pub mod ring_bwd;
 pub mod ring_fwd;
 mod ring_inputs;
@@ -44,6 +46,7 @@ mod ring_masks;
 mod rings;
 pub mod scale;
 pub mod shard;
+pub mod tkg;
 
 use nki::emit::FunctionInfo;
 
@@ -52,6 +55,7 @@ pub static KERNELS: &[&FunctionInfo] = &[
     &cte::attention_cte::attention_cte::INFO,
     &ring_fwd::ring_attention_fwd::ring_attention_spmd_fwd::INFO,
     &ring_bwd::ring_attention_bwd::ring_attention_spmd_bwd::INFO,
+    &tkg::attention_tkg::attention_tkg::INFO,
 ];
 
 /// A configuration constant whose `assert_valid` runs at compile time (the body of

@@ -1,0 +1,361 @@
+//! `attention_tkg`: the NKI library's token-generation (decode) attention over a
+//! KV cache, written in the DSL.
+//!
+//! A decode step attends `s_active` new tokens (1, or a few with speculative
+//! decoding) of `q_head` query heads that share one KV head (GQA: the kernel is
+//! called per KV head) to a KV cache of `curr_sprior` positions whose last
+//! `s_active` slots are the active tokens: key `j < curr_sprior - s_active` comes
+//! from `k_prior` / `v_prior`, the rest from `k_active` / `v_active`. A `uint8`
+//! mask `[curr_sprior, bs, q_head, s_active]` says which keys each query sees
+//! (nonzero: visible); an optional sink logit per head joins every softmax
+//! denominator. `q` is not scaled by the kernel (pre-scale it, as the library
+//! does without fused RoPE).
+//!
+//! Loop structure, per batch (LNC2: the batches alternate between the two
+//! programs; the library's batch sharding):
+//!
+//! 1. Load the batch's `q_head · s_active` query columns `(d, n)` as bf16; they
+//!    stay on the stationary side of every QK matmul, so queries land on
+//!    partitions and every softmax reduction runs along the free axis.
+//! 2. For every flash-attention tile of [`fa_tile_size`] keys (one tile up to
+//!    that length, the library's threshold):
+//!    - QK per [`mm1_keys`] keys into PSUM, copied under the mask predicate onto
+//!      a tile preset to `FLOAT32_MIN`;
+//!    - the tile max (negated), merged into the running max, the correction
+//!      `exp(max_old - max_new)`;
+//!    - `exp(s - max)` into bf16 probabilities with fp32 row sums per 512 keys;
+//!    - PV per 128 keys: probabilities PE-transposed to `(keys, n)`, accumulated
+//!      in PSUM, added to the running output after scaling it by the correction.
+//! 3. Normalise by the running sum (which starts at `exp(sink - sink) = 1` with
+//!    the running max at the sink, so the sink needs no separate pass) and store
+//!    each head's `(s_active, d)` rows as its `(d, s_active)` block of `out`.
+//!
+//! The library puts the keys on partitions for QK (`KQᵀ`) and transposes the
+//! statistics instead; the numerics are the same (fp32 scores and statistics,
+//! bf16 matmul operands, fp32 accumulation).
+
+use nki::prelude::*;
+
+/// SBUF and PSUM partitions: the most query columns of one batch, and the keys
+/// contracted by one PV matmul.
+#[nki_helper]
+fn p_max() -> i64 {
+    128
+}
+
+/// Keys per QK matmul: one 2 KiB PSUM bank holds 512 fp32 columns.
+#[nki_helper]
+fn mm1_keys() -> i64 {
+    512
+}
+
+/// Keys per PV accumulation group in one PSUM tile (four QK tiles).
+#[nki_helper]
+fn pv_group_keys() -> i64 {
+    2048
+}
+
+/// Keys per flash-attention tile (the library's `_FA_TILE_SIZE`): longer caches
+/// are streamed tile by tile with a running max and sum.
+#[nki_helper]
+fn fa_tile_size() -> i64 {
+    8192
+}
+
+/// Loads keys `[k0, k0 + cols)` of batch `b` of the cache sequence (prior up to
+/// `split`, then the active keys) as columns of the `(d, cols)` tile `dst`.
+#[nki_helper]
+#[allow(clippy::too_many_arguments)]
+fn load_keys(dst: Sbuf, k_prior: Hbm, k_active: Hbm, b: i64, k0: i64, cols: i64, split: i64, s_a: i64, tp_k_prior: bool) {
+    let d = dst.shape()[0];
+    let prior_end = (k0 + cols).min(split);
+    if prior_end > k0 {
+        let n = prior_end - k0;
+        if tp_k_prior {
+            // `(s_prior, d)` rows read transposed: partition = head dim, free = key.
+            let s_full = k_prior.shape()[2];
+            nisa::dma_copy(dst[s![.., 0..n]], k_prior.ap([[1, d], [d, n]], offset = (b * s_full + k0) * d));
+        } else {
+            nisa::dma_copy(dst[s![.., 0..n]], k_prior[s![b, 0, .., k0..prior_end]]);
+        }
+    }
+    let a0 = k0.max(split);
+    if k0 + cols > a0 {
+        nisa::dma_copy(dst[s![.., a0 - k0..cols]], k_active[s![.., b * s_a + a0 - split..b * s_a + k0 + cols - split]]);
+    }
+}
+
+/// Loads values `[k0, k0 + rows)` of batch `b` (prior up to `split`, then active)
+/// as rows of the `(128, d)` tile `dst`.
+#[nki_helper]
+#[allow(clippy::too_many_arguments)]
+fn load_values(dst: Sbuf, v_prior: Hbm, v_active: Hbm, b: i64, k0: i64, rows: i64, split: i64) {
+    let prior_end = (k0 + rows).min(split);
+    if prior_end > k0 {
+        nisa::dma_copy(dst[s![0..prior_end - k0, ..]], v_prior[s![b, 0, k0..prior_end, ..]]);
+    }
+    let a0 = k0.max(split);
+    if k0 + rows > a0 {
+        nisa::dma_copy(dst[s![a0 - k0..rows, ..]], v_active[s![b, 0, a0 - split..k0 + rows - split, ..]]);
+    }
+}
+
+/// The sink logit of each query column (`sink[h]` for the `s_a` columns of head
+/// `h`) as an `(n, 1)` fp32 column.
+#[nki_helper]
+fn sink_column(sink: Hbm, q_head: i64, s_a: i64) -> Sbuf {
+    let col = nl::ndarray([q_head * s_a, 1], nl::float32, buffer = nl::sbuf);
+    for h in 0..q_head {
+        for t in 0..s_a {
+            let p = h * s_a + t;
+            nisa::dma_copy(col[s![p..p + 1, ..]], sink[s![h..h + 1, ..]]);
+        }
+    }
+    col
+}
+
+/// Masked scores of keys `[f0, f0 + width)` of batch `b`: `(n, width)` fp32, the
+/// raw `q·k` where the mask is nonzero and `FLOAT32_MIN` elsewhere.
+#[nki_helper]
+#[allow(clippy::too_many_arguments)]
+fn masked_scores(
+    q_sb: Sbuf,
+    k_prior: Hbm,
+    k_active: Hbm,
+    mask: Hbm,
+    b: i64,
+    f0: i64,
+    width: i64,
+    split: i64,
+    s_a: i64,
+    tp_k_prior: bool,
+) -> Sbuf {
+    let [d, n] = q_sb.shape();
+    let bs = mask.shape()[1];
+    let tile: i64 = mm1_keys();
+    let masked = nl::ndarray([n, width], nl::float32, buffer = nl::sbuf);
+    nisa::memset(masked, f32::MIN);
+    for c in 0..(width + tile - 1) / tile {
+        let c0 = c * tile;
+        let cols = (width - c0).min(tile);
+        let k_sb = nl::ndarray([d, tile], nl::bfloat16, buffer = nl::sbuf);
+        load_keys(k_sb, k_prior, k_active, b, f0 + c0, cols, split, s_a, tp_k_prior);
+        let scores = nl::ndarray([n, tile], nl::float32, buffer = nl::psum);
+        nisa::nc_matmul(scores[s![.., 0..cols]], q_sb, k_sb[s![.., 0..cols]]);
+        // mask[key, b, h, t] for column p = h·s_a + t: partition stride 1, key stride bs·n.
+        let visible = nl::ndarray([n, tile], mask.dtype(), buffer = nl::sbuf);
+        nisa::dma_copy(visible[s![.., 0..cols]], mask.ap([[1, n], [bs * n, cols]], offset = (f0 + c0) * bs * n + b * n));
+        nisa::tensor_copy_predicated(masked[s![.., c0..c0 + cols]], scores[s![.., 0..cols]], visible[s![.., 0..cols]]);
+    }
+    masked
+}
+
+/// `Σ_j p[:, j] · v[j, :]` over keys `[f0, f0 + width)` of batch `b`: the bf16
+/// probabilities `(n, width)` PE-transposed per 128 keys and multiplied with the
+/// value rows, accumulated in PSUM per [`pv_group_keys`] keys. Returns `(n, d)` fp32.
+#[nki_helper]
+#[allow(clippy::too_many_arguments)]
+fn probs_times_values(probs: Sbuf, v_prior: Hbm, v_active: Hbm, b: i64, f0: i64, width: i64, split: i64, d: i64) -> Sbuf {
+    let n = probs.shape()[0];
+    let p: i64 = p_max();
+    let group: i64 = pv_group_keys();
+    let pv = nl::ndarray([n, d], nl::float32, buffer = nl::sbuf);
+    nisa::memset(pv, 0.0);
+    for g in 0..(width + group - 1) / group {
+        let acc = nl::ndarray([n, d], nl::float32, buffer = nl::psum);
+        let g0 = g * group;
+        let keys = (width - g0).min(group);
+        for v in 0..(keys + p - 1) / p {
+            let c0 = g0 + v * p;
+            let rows = (width - c0).min(p);
+            let flipped = nl::ndarray([p, n], nl::bfloat16, buffer = nl::psum);
+            nisa::nc_transpose(flipped[s![0..rows, ..]], probs[s![.., c0..c0 + rows]]);
+            let p_t = nl::ndarray([p, n], nl::bfloat16, buffer = nl::sbuf);
+            nisa::tensor_copy(p_t[s![0..rows, ..]], flipped[s![0..rows, ..]]);
+            let v_sb = nl::ndarray([p, d], nl::bfloat16, buffer = nl::sbuf);
+            load_values(v_sb, v_prior, v_active, b, f0 + c0, rows, split);
+            nisa::nc_matmul(acc, p_t[s![0..rows, ..]], v_sb[s![0..rows, ..]]);
+        }
+        nisa::tensor_tensor(pv, pv, acc, nl::add);
+    }
+    pv
+}
+
+/// Decode attention of batch `b`: the flash-attention loop over the cache and
+/// the normalised output stored into `out`.
+#[nki_helper]
+#[allow(clippy::too_many_arguments)]
+fn attend_batch(
+    q: Hbm,
+    k_active: Hbm,
+    v_active: Hbm,
+    k_prior: Hbm,
+    v_prior: Hbm,
+    mask: Hbm,
+    sink: Option<Hbm>,
+    out: Hbm,
+    b: i64,
+    q_head: i64,
+    s_a: i64,
+    s_kv: i64,
+    d: i64,
+    tp_k_prior: bool,
+) {
+    let n = q_head * s_a;
+    let split = s_kv - s_a;
+    let fa: i64 = fa_tile_size();
+    let tile: i64 = mm1_keys();
+    let q_sb = nl::ndarray([d, n], nl::bfloat16, buffer = nl::sbuf);
+    nisa::dma_copy(q_sb, q[s![.., b * n..(b + 1) * n]]);
+
+    // Running statistics: the negated max starts at -sink (sum exp(sink - sink) = 1)
+    // or at +FLOAT32_MAX (sum 0, and the first correction exp(-inf) = 0).
+    let run_negmax = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
+    let run_sum = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
+    if let Some(sk) = sink {
+        let sc: Sbuf = sink_column(sk, q_head, s_a);
+        nisa::tensor_scalar(run_negmax, sc, nl::multiply, -1.0);
+        nisa::memset(run_sum, 1.0);
+    } else {
+        nisa::memset(run_negmax, f32::MAX);
+        nisa::memset(run_sum, 0.0);
+    }
+    let acc = nl::ndarray([n, d], nl::float32, buffer = nl::sbuf);
+    nisa::memset(acc, 0.0);
+
+    for f in 0..(s_kv + fa - 1) / fa {
+        let f0 = f * fa;
+        let width = (s_kv - f0).min(fa);
+        let masked: Sbuf = masked_scores(q_sb, k_prior, k_active, mask, b, f0, width, split, s_a, tp_k_prior);
+
+        // Max: the tile's (negated), the new running one, the correction of the old state.
+        let tile_negmax = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
+        nisa::tensor_reduce(tile_negmax, nl::maximum, masked, 1, negate = true);
+        let new_negmax = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
+        nisa::tensor_tensor(new_negmax, run_negmax, tile_negmax, nl::minimum);
+        let corr = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
+        nisa::tensor_tensor(corr, new_negmax, run_negmax, nl::subtract);
+        nisa::activation(corr, nl::exp, corr);
+
+        // exp(s - max) in bf16 with fp32 row sums per QK tile.
+        let chunks = (width + tile - 1) / tile;
+        let probs = nl::ndarray([n, width], nl::bfloat16, buffer = nl::sbuf);
+        let part_sum = nl::ndarray([n, chunks], nl::float32, buffer = nl::sbuf);
+        for c in 0..chunks {
+            let c0 = c * tile;
+            let cols = (width - c0).min(tile);
+            nisa::activation_reduce(
+                probs[s![.., c0..c0 + cols]],
+                nl::exp,
+                masked[s![.., c0..c0 + cols]],
+                nl::add,
+                part_sum[s![.., c..c + 1]],
+                bias = new_negmax,
+            );
+        }
+        let tile_sum = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
+        nisa::tensor_reduce(tile_sum, nl::add, part_sum, 1);
+        nisa::tensor_scalar(run_sum, run_sum, nl::multiply, corr);
+        nisa::tensor_tensor(run_sum, run_sum, tile_sum, nl::add);
+
+        let pv: Sbuf = probs_times_values(probs, v_prior, v_active, b, f0, width, split, d);
+        nisa::tensor_scalar(acc, acc, nl::multiply, corr);
+        nisa::tensor_tensor(acc, acc, pv, nl::add);
+        nisa::tensor_copy(run_negmax, new_negmax);
+    }
+
+    // Normalise and store head h's rows (h·s_a .. (h+1)·s_a) as out[b, h] = (d, s_a).
+    let recip = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
+    nisa::reciprocal(recip, run_sum);
+    let o_sb = nl::ndarray([n, d], out.dtype(), buffer = nl::sbuf);
+    nisa::tensor_scalar(o_sb, acc, nl::multiply, recip);
+    for h in 0..q_head {
+        nisa::dma_copy(out.ap([[1, s_a], [s_a, d]], offset = (b * q_head + h) * d * s_a), o_sb[s![h * s_a..(h + 1) * s_a, ..]]);
+    }
+}
+
+/// Token-generation attention over a flat KV cache (the library's `attention_tkg`
+/// without fused RoPE, block KV or in-SBUF outputs). `q` is `(d, bs·q_head·s_active)`
+/// (column `(b·q_head + h)·s_active + t`), `k_active` `(d, bs·s_active)`,
+/// `v_active` `(bs, 1, s_active, d)`, `k_prior` `(B+, 1, d, full_sprior)` (or
+/// `(B+, 1, full_sprior, d)` with `tp_k_prior`), `v_prior` `(B+, 1, full_sprior, d)`,
+/// `mask` uint8 `(curr_sprior, bs, q_head, s_active)`, `sink` `(q_head, 1)`.
+/// Returns `out` `(bs, q_head, d, s_active)` in `q`'s dtype.
+#[nki_kernel]
+#[allow(clippy::too_many_arguments)]
+pub fn attention_tkg(
+    q: Hbm,
+    k_active: Hbm,
+    v_active: Hbm,
+    k_prior: Hbm,
+    v_prior: Hbm,
+    mask: Hbm,
+    bs: i64,
+    q_head: i64,
+    s_active: i64,
+    curr_sprior: i64,
+    full_sprior: i64,
+    d_head: i64,
+    #[default(false)] tp_k_prior: bool,
+    sink: Option<Hbm>,
+) -> Hbm {
+    let p: i64 = p_max();
+    assert!(0 < bs, "Batch size must be strictly positive, got bs={bs}.");
+    assert!(0 < q_head, "Number of Q heads must be strictly positive, got q_head={q_head}.");
+    assert!(0 < s_active, "Number of decode tokens must be strictly positive, got s_active={s_active}.");
+    assert!(
+        0 < curr_sprior && curr_sprior <= full_sprior,
+        "curr_sprior must be <= full_sprior. Got curr_sprior={curr_sprior}, full_sprior={full_sprior}."
+    );
+    assert!(0 < d_head && d_head <= p, "Unsupported d_head. Got d_head={d_head}, must be between 1 and 128, inclusive.");
+    assert!(curr_sprior % p == 0, "s_prior must be divisible by p_max. Got curr_sprior={curr_sprior}, p_max=128.");
+    assert!(q_head * s_active <= p, "q_head * s_active must fit the 128 partitions, got {q_head} * {s_active}.");
+    let fa: i64 = fa_tile_size();
+    let last_tile = curr_sprior - (curr_sprior - 1) / fa * fa;
+    assert!(last_tile >= s_active, "Last FA tile size ({last_tile}) must be >= s_active ({s_active})");
+    let n = q_head * s_active;
+    let q_shape = q.shape();
+    assert!(q.ndim() == 2 && q_shape[0] == d_head && q_shape[1] == bs * n, "q must be (d_head, bs * q_head * s_active), got {q_shape}");
+    let ka_shape = k_active.shape();
+    assert!(
+        k_active.ndim() == 2 && ka_shape[0] == d_head && ka_shape[1] == bs * s_active,
+        "k_active must be (d_head, bs * s_active), got {ka_shape}"
+    );
+    let va_shape = v_active.shape();
+    assert!(
+        v_active.ndim() == 4 && va_shape[0] == bs && va_shape[1] == 1 && va_shape[2] == s_active && va_shape[3] == d_head,
+        "v_active must be (bs, 1, s_active, d_head), got {va_shape}"
+    );
+    let kp_shape = k_prior.shape();
+    let kp_seq = if tp_k_prior { kp_shape[2] } else { kp_shape[3] };
+    let kp_d = if tp_k_prior { kp_shape[3] } else { kp_shape[2] };
+    assert!(
+        k_prior.ndim() == 4 && kp_shape[0] >= bs && kp_shape[1] == 1 && kp_seq == full_sprior && kp_d == d_head,
+        "k_prior must be (B+, 1, d_head, full_sprior), or (B+, 1, full_sprior, d_head) with tp_k_prior, got {kp_shape}"
+    );
+    let vp_shape = v_prior.shape();
+    assert!(
+        v_prior.ndim() == 4 && vp_shape[0] >= bs && vp_shape[1] == 1 && vp_shape[2] == full_sprior && vp_shape[3] == d_head,
+        "v_prior must be (B+, 1, full_sprior, d_head), got {vp_shape}"
+    );
+    let m_shape = mask.shape();
+    assert!(
+        mask.ndim() == 4 && m_shape[0] == curr_sprior && m_shape[1] == bs && m_shape[2] == q_head && m_shape[3] == s_active,
+        "mask must be (curr_sprior, bs, q_head, s_active), got {m_shape}"
+    );
+    assert!(mask.dtype() == nl::uint8, "mask must be uint8 (nonzero: visible)");
+    if let Some(sk) = sink {
+        let sk_shape = sk.shape();
+        assert!(sk.ndim() == 2 && sk_shape[0] == q_head && sk_shape[1] == 1, "sink must be (q_head, 1), got {sk_shape}");
+    }
+
+    let out = nl::ndarray([bs, q_head, d_head, s_active], q.dtype(), buffer = nl::shared_hbm);
+    // LNC sharding: whole batches, alternating between the programs.
+    let grid = nl::program_ndim() == 1;
+    let shard = if grid { nl::program_id(0) } else { 0 };
+    let shards = if grid { nl::num_programs(0) } else { 1 };
+    for b in (shard..bs).step_by(shards) {
+        attend_batch(q, k_active, v_active, k_prior, v_prior, mask, sink, out, b, q_head, s_active, curr_sprior, d_head, tp_k_prior);
+    }
+    out
+}

@@ -1,0 +1,158 @@
+//! Running `attention_tkg` from Rust with a [`TkgConfig`]: inputs tied to the
+//! configuration, run-time checks with errors naming the parameter, and the output.
+
+use super::attention_tkg::attention_tkg;
+use super::config::{TkgConfig, TkgDims, TkgRule};
+use crate::dtypes::{FLOATS, ParamDtypes, UINT8};
+use nki::{Ctx, Launch, NkiError, Result, Tensor};
+
+/// The dtypes each tensor parameter of `attention_tkg` accepts: float data and a
+/// uint8 mask.
+pub const DTYPES: ParamDtypes = ParamDtypes {
+    kernel: "attention_tkg",
+    params: &[
+        ("q", FLOATS),
+        ("k_active", FLOATS),
+        ("v_active", FLOATS),
+        ("k_prior", FLOATS),
+        ("v_prior", FLOATS),
+        ("mask", UINT8),
+        ("sink", FLOATS),
+    ],
+};
+
+/// The tensors of one decode step, in the kernel's layouts (see
+/// [`attention_tkg`](super::attention_tkg::attention_tkg)).
+#[derive(Clone, Copy, Debug)]
+pub struct TkgInputs<'a> {
+    /// Queries `(d, bs·q_head·s_active)`.
+    pub q: &'a Tensor,
+    /// Active keys `(d, bs·s_active)`.
+    pub k_active: &'a Tensor,
+    /// Active values `(bs, 1, s_active, d)`.
+    pub v_active: &'a Tensor,
+    /// Cached keys `(B+, 1, d, full_sprior)`, or `(B+, 1, full_sprior, d)` with `tp_k_prior`.
+    pub k_prior: &'a Tensor,
+    /// Cached values `(B+, 1, full_sprior, d)`.
+    pub v_prior: &'a Tensor,
+    /// Visibility `(curr_sprior, bs, q_head, s_active)`, uint8.
+    pub mask: &'a Tensor,
+    /// Sink logits `(q_head, 1)` (with [`TkgConfig::sink`]).
+    pub sink: Option<&'a Tensor>,
+}
+
+impl<'a> TkgInputs<'a> {
+    /// Every tensor given, with its parameter name.
+    pub fn tensors(&self) -> Vec<(&'static str, &'a Tensor)> {
+        let mut all = vec![
+            ("q", self.q),
+            ("k_active", self.k_active),
+            ("v_active", self.v_active),
+            ("k_prior", self.k_prior),
+            ("v_prior", self.v_prior),
+            ("mask", self.mask),
+        ];
+        all.extend(self.sink.map(|t| ("sink", t)));
+        all
+    }
+}
+
+impl TkgConfig {
+    /// The error for a broken rule: the parameter, its value and the rule.
+    pub fn rule_error(&self, rule: TkgRule) -> NkiError {
+        let d = self.dims;
+        let (param, value) = match rule {
+            TkgRule::BatchPositive => ("bs", d.bs.to_string()),
+            TkgRule::QHeadPositive => ("q_head", d.q_head.to_string()),
+            TkgRule::SActivePositive | TkgRule::LastTileActive => ("s_active", d.s_active.to_string()),
+            TkgRule::CurrSpriorRange => ("curr_sprior", format!("{} with full_sprior = {}", d.curr_sprior, d.full_sprior)),
+            TkgRule::SpriorTiles => ("curr_sprior", d.curr_sprior.to_string()),
+            TkgRule::DHeadRange => ("d_head", d.d_head.to_string()),
+            TkgRule::ColumnsFit => ("q_head", format!("{} with s_active = {}", d.q_head, d.s_active)),
+        };
+        NkiError::argument(param, value, rule.message())
+    }
+
+    /// The shape each tensor must have under this configuration; `k_prior` and
+    /// `v_prior` may have more cache batches than `bs` (the first `bs` are used).
+    fn expected_shapes(&self) -> [(&'static str, [i64; 4], usize); 7] {
+        let TkgDims { bs, q_head: h, s_active: sa, curr_sprior: sk, full_sprior: full, d_head: d } = self.dims;
+        let k_prior = if self.tp_k_prior { [bs, 1, full, d] } else { [bs, 1, d, full] };
+        [
+            ("q", [d, bs * h * sa, 0, 0], 2),
+            ("k_active", [d, bs * sa, 0, 0], 2),
+            ("v_active", [bs, 1, sa, d], 4),
+            ("k_prior", k_prior, 4),
+            ("v_prior", [bs, 1, full, d], 4),
+            ("mask", [sk, bs, h, sa], 4),
+            ("sink", [h, 1, 0, 0], 2),
+        ]
+    }
+
+    /// Checks the configuration's rules and that `inputs` match it (dtypes, the
+    /// sink present exactly when configured, shapes).
+    pub fn check(&self, inputs: &TkgInputs<'_>) -> Result<()> {
+        self.validate()?;
+        if inputs.sink.is_some() != self.sink {
+            let (value, rule) = if self.sink {
+                ("None", "the configuration has a sink, so sink must be given")
+            } else {
+                ("a tensor", "sink is given but the configuration has no sink")
+            };
+            return Err(NkiError::argument("sink", value, rule));
+        }
+        for (param, t) in inputs.tensors() {
+            DTYPES.check(param, t)?;
+        }
+        for (name, t) in inputs.tensors() {
+            let (_, want, rank) = self.expected_shapes().into_iter().find(|(n, _, _)| *n == name).expect("every parameter has a shape");
+            let got: Vec<i64> = t.shape().iter().map(|&x| x as i64).collect();
+            let cache = matches!(name, "k_prior" | "v_prior");
+            let fits = got.len() == rank
+                && got.iter().zip(&want[..rank]).enumerate().all(|(i, (g, w))| if cache && i == 0 { g >= w } else { g == w });
+            if !fits {
+                let rule = if cache {
+                    "the configuration makes it {want} (at least bs cache batches)"
+                } else {
+                    "the configuration makes it {want}"
+                };
+                return Err(NkiError::argument(name, format!("shape {got:?}"), &rule.replace("{want}", &format!("{:?}", &want[..rank]))));
+            }
+        }
+        Ok(())
+    }
+
+    /// The kernel call for `inputs` under this configuration.
+    pub fn call<'a>(&self, inputs: &TkgInputs<'a>) -> attention_tkg::Call<'a> {
+        let d = self.dims;
+        attention_tkg::Call::new(
+            inputs.q,
+            inputs.k_active,
+            inputs.v_active,
+            inputs.k_prior,
+            inputs.v_prior,
+            inputs.mask,
+            d.bs,
+            d.q_head,
+            d.s_active,
+            d.curr_sprior,
+            d.full_sprior,
+            d.d_head,
+        )
+        .tp_k_prior(self.tp_k_prior)
+        .sink(inputs.sink)
+    }
+
+    /// Runs the kernel in the program `ctx` (inside a launch); returns `out`
+    /// `(bs, q_head, d, s_active)`.
+    pub fn run(&self, ctx: &Ctx, inputs: &TkgInputs<'_>) -> Result<Tensor> {
+        self.check(inputs)?;
+        self.call(inputs).run(ctx)
+    }
+
+    /// Checks, then runs the kernel in the emulator on every program of `launch`.
+    pub fn launch(&self, launch: &Launch, inputs: &TkgInputs<'_>) -> Result<Tensor> {
+        self.check(inputs)?;
+        self.call(inputs).launch(launch)
+    }
+}
