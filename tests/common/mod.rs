@@ -4,6 +4,7 @@
 pub mod attention;
 pub mod attention_grad;
 pub mod ring;
+pub mod tkg;
 
 use nki::io::npy::{NpyType, read_npy, write_npy};
 use nki::{Dtype, Tensor};
