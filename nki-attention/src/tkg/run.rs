@@ -156,3 +156,66 @@ impl TkgConfig {
         self.call(inputs).launch(launch)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tkg::{FA_TILE_SIZE, P_MAX, TkgDims};
+    use nki::Dtype;
+
+    const DIMS: TkgDims = TkgDims { bs: 2, q_head: 2, s_active: 1, curr_sprior: 128, full_sprior: 256, d_head: 8 };
+
+    fn t(shape: &[usize], dtype: Dtype) -> Tensor {
+        Tensor::from_f32(shape, &vec![1.0; shape.iter().product()], dtype).unwrap()
+    }
+
+    /// `(q, k_active, v_active, k_prior, v_prior, mask)` matching [`DIMS`].
+    fn tensors() -> [Tensor; 6] {
+        [
+            t(&[8, 4], Dtype::F32),
+            t(&[8, 2], Dtype::F32),
+            t(&[2, 1, 1, 8], Dtype::F32),
+            t(&[3, 1, 8, 256], Dtype::F32),
+            t(&[3, 1, 256, 8], Dtype::F32),
+            t(&[128, 2, 2, 1], Dtype::U8),
+        ]
+    }
+
+    fn inputs(x: &[Tensor; 6]) -> TkgInputs<'_> {
+        TkgInputs { q: &x[0], k_active: &x[1], v_active: &x[2], k_prior: &x[3], v_prior: &x[4], mask: &x[5], sink: None }
+    }
+
+    #[test]
+    fn errors_name_the_parameter_its_value_and_the_rule() {
+        let launch = Launch::new();
+        let x = tensors();
+        let cfg = TkgConfig::new(DIMS);
+        // All ones: every visible value row is 1, so the output is 1.
+        let out = cfg.launch(&launch, &inputs(&x)).unwrap();
+        assert!(out.to_f32_vec().iter().all(|&v| (v - 1.0).abs() < 1e-6));
+
+        let float_mask = t(&[128, 2, 2, 1], Dtype::F32);
+        let e = cfg.launch(&launch, &TkgInputs { mask: &float_mask, ..inputs(&x) }).unwrap_err();
+        assert_eq!(e.to_string(), "invalid mask = float32: attention_tkg takes mask as uint8");
+        let short_cache = t(&[1, 1, 256, 8], Dtype::F32);
+        let e = cfg.launch(&launch, &TkgInputs { v_prior: &short_cache, ..inputs(&x) }).unwrap_err();
+        assert!(e.to_string().starts_with("invalid v_prior = shape [1, 1, 256, 8]: the configuration makes it [2, 1, 256, 8]"), "{e}");
+        let e = cfg.tp_k_prior(true).launch(&launch, &inputs(&x)).unwrap_err();
+        assert!(e.to_string().starts_with("invalid k_prior = shape [3, 1, 8, 256]"), "{e}");
+        let e = cfg.sink(true).launch(&launch, &inputs(&x)).unwrap_err();
+        assert!(e.to_string().starts_with("invalid sink = None"), "{e}");
+        let e = TkgConfig::new(TkgDims { curr_sprior: 100, ..DIMS }).launch(&launch, &inputs(&x)).unwrap_err();
+        assert_eq!(e.to_string(), "invalid curr_sprior = 100: attention_tkg: curr_sprior must be a multiple of 128 (p_max)");
+    }
+
+    #[test]
+    fn the_emitted_kernel_uses_the_configuration_constants() {
+        let pkg = nki::emit::Package::new(&[&super::attention_tkg::INFO]).unwrap();
+        let source = &pkg.files()["attention_tkg.py"];
+        for (helper, value) in [("p_max", P_MAX), ("fa_tile_size", FA_TILE_SIZE)] {
+            let body = source.split(&format!("def {helper}():")).nth(1).expect("the helper is emitted");
+            let returned = body.lines().find_map(|l| l.trim().strip_prefix("return ")).expect("it returns a constant");
+            assert_eq!(returned, value.to_string(), "{helper}() returns the configuration's constant");
+        }
+    }
+}
