@@ -1,6 +1,7 @@
 //! `nki run <kernel>`: runs a library kernel in the emulator on `.npy` inputs.
 
 mod attention_cte;
+mod attention_tkg;
 mod ring_bwd;
 mod ring_fwd;
 
@@ -33,6 +34,9 @@ pub struct RunArgs {
 pub enum Kernel {
     /// Prefill flash attention (`attention_cte`) on inputs in the kernel's layouts.
     AttentionCte(attention_cte::CteArgs),
+    /// Decode attention (`attention_tkg`): one token-generation step over a KV
+    /// cache, inputs in the kernel's layouts.
+    AttentionTkg(attention_tkg::TkgArgs),
     /// Ring attention forward (`ring_attention_spmd_fwd`) on whole-sequence inputs,
     /// sharded over `--workers` emulated ranks and gathered back.
     RingFwd(ring_fwd::RingFwdArgs),
@@ -286,6 +290,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
 pub fn run_kernel(kernel: &Kernel) -> Result<(), String> {
     match kernel {
         Kernel::AttentionCte(a) => attention_cte::run(a),
+        Kernel::AttentionTkg(a) => attention_tkg::run(a),
         Kernel::RingFwd(a) => ring_fwd::run(a),
         Kernel::RingBwd(a) => ring_bwd::run(a),
     }
