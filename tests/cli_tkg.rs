@@ -29,10 +29,10 @@ fn write_files(dir: &Path, x: &Data, tp_k_prior: bool) {
         ("mask.npy", vec![s.curr_sprior, s.bs, s.q_head, s.s_active], &x.mask, NpyType::U8),
     ];
     for (name, shape, vals, ty) in files {
-        write_npy(&dir.join(name), &shape, vals, ty).unwrap();
+        write_npy(dir.join(name), &shape, vals, ty).unwrap();
     }
     if let Some(sink) = &x.sink {
-        write_npy(&dir.join("sink.npy"), &[s.q_head, 1], sink, NpyType::F32).unwrap();
+        write_npy(dir.join("sink.npy"), &[s.q_head, 1], sink, NpyType::F32).unwrap();
     }
 }
 
@@ -73,7 +73,7 @@ fn a_decode_step_from_files_matches_float64() {
     write_files(&dir, &x, true);
     let o = nki_in(&dir, &with(&["--sink", "sink.npy", "--tp-k-prior", "--precision", "fp32", "--lnc", "2", "--out", "o.npy"]));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let written = read_npy(&dir.join("o.npy")).unwrap();
+    let written = read_npy(dir.join("o.npy")).unwrap();
     assert_eq!(written.shape, vec![2, 4, 32, 2]);
     let got: Vec<f32> = written.data.iter().map(|&v| v as f32).collect();
     common::assert_close("nki run attention-tkg", &got, &reference(&x, true), 1e-6, 1e-5);
