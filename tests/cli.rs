@@ -1,7 +1,8 @@
 //! The `nki` command: help, emit, `run attention-cte` (outputs equal the
 //! library API's; bad inputs give a one-line error and a non-zero exit),
 //! `run ring-fwd` and `run ring-bwd` against float64 references, the benchmark's table, and the
-//! demo (every kernel checked, the package written and signature-checked); a
+//! demo (every kernel checked, a prefill and decode step included, the package
+//! written and signature-checked); a
 //! closed standard output ends a command with status 141, never a panic.
 
 mod common;
@@ -273,6 +274,15 @@ fn demo_checks_every_kernel_in_both_modes_and_writes_the_package() {
             let cols: Vec<&str> = row.split_whitespace().collect();
             let (err, bound): (f64, f64) = (cols[2].parse().unwrap(), cols[3].parse().unwrap());
             assert!(err <= bound && cols[6] == "ok", "{row}");
+        }
+    }
+    // The prefill and the decode step after it: two-word names, so the columns shift by one.
+    for kernel in ["attention_cte prefill", "attention_tkg decode"] {
+        for precision in ["fp32", "hardware"] {
+            let row = text.lines().find(|l| l.starts_with(kernel) && l.split_whitespace().nth(2) == Some(precision));
+            let cols: Vec<&str> = row.unwrap_or_else(|| panic!("no {kernel} {precision} row in:\n{text}")).split_whitespace().collect();
+            let (err, bound): (f64, f64) = (cols[3].parse().unwrap(), cols[4].parse().unwrap());
+            assert!(err <= bound && cols[7] == "ok", "{cols:?}");
         }
     }
     let (ok, stdout, stderr) = common::harness(&["check", &out.display().to_string()]);

@@ -1,6 +1,7 @@
 //! `nki demo`: the attention kernels on random inputs, in both precision modes,
 //! each checked against float64 attention, and the emitted NKI package.
 
+use super::demo_decode;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use nki::attention::cte::{CteConfig, CteInputs};
@@ -201,10 +202,25 @@ fn run_ring_features(dtype: Dtype, precision: Precision) -> Result<Row, NkiError
     Ok(Row { kernel: "ring fwd GQA+SWA+sinks", precision, err, bound, secs, flops: 4.0 * (FEAT_H * visible * D) as f64 })
 }
 
+/// A prompt prefilled with `attention_cte`, then one token decoded with
+/// `attention_tkg` over its KV cache, both checked against float64 attention.
+fn run_decode(dtype: Dtype, precision: Precision) -> Result<[Row; 2], NkiError> {
+    use demo_decode::{BATCH, D as DD, HEADS, PROMPT};
+    let s = PROMPT + 1;
+    let (q, k, v) = (
+        rounded(&normal(BATCH * HEADS * s * DD, 21), dtype),
+        rounded(&normal(BATCH * s * DD, 22), dtype),
+        rounded(&normal(BATCH * s * DD, 23), dtype),
+    );
+    let r = demo_decode::run(&q, &k, &v, dtype, precision)?;
+    let row = |kernel, c: demo_decode::Checked| Row { kernel, precision, err: c.err, bound: c.bound, secs: c.secs, flops: c.flops };
+    Ok([row("attention_cte prefill", r.prefill), row("attention_tkg decode", r.decode)])
+}
+
 /// Runs the demo: exits with an error unless every check passed.
 pub fn run(args: &DemoArgs) -> Result<(), String> {
     let scale = 1.0 / (D as f64).sqrt();
-    let bar = ProgressBar::new(11);
+    let bar = ProgressBar::new(13);
     bar.set_style(
         ProgressStyle::with_template("{spinner} [{bar:30}] {pos}/{len} {msg} ({elapsed})")
             .map_err(|e| e.to_string())?
@@ -235,6 +251,10 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     rows.push(run_ring_bwd(&exact, Dtype::F32, Precision::Fp32, scale).map_err(err)?);
     step("ring backward, hardware (fp16 inputs)");
     rows.push(run_ring_bwd(&f16, Dtype::F16, Precision::Hardware, scale).map_err(err)?);
+    for (dtype, precision) in [(Dtype::F32, Precision::Fp32), (Dtype::Bf16, Precision::Hardware)] {
+        step(&format!("prefill and one decode step, {precision}"));
+        rows.extend(run_decode(dtype, precision).map_err(err)?);
+    }
     step("writing the NKI package");
     let pkg = nki::emit::Package::new(&nki::registry()).map_err(err)?;
     pkg.write_to(&args.out).map_err(err)?;
@@ -244,6 +264,12 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     outln!("b·h = {BH}, S = {S}, d = {D}, causal; rings of {W} workers, striped; LNC2; checked against float64 attention");
     outln!(
         "GQA+window+sinks ring: h = {FEAT_H} on {FEAT_H_KV} KV heads, S = {FEAT_S}, causal window {FEAT_WINDOW}, zigzag, one sink per head"
+    );
+    outln!(
+        "prefill + decode: {} sequences, {} query heads on 1 KV head, a {}-token prompt, then one token over the KV cache",
+        demo_decode::BATCH,
+        demo_decode::HEADS,
+        demo_decode::PROMPT
     );
     outln!("{:<24} {:<9} {:>11} {:>11} {:>8} {:>8}  check", "kernel", "precision", "max |err|", "bound", "seconds", "GFLOP/s");
     let mut failed = 0;

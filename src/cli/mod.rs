@@ -11,6 +11,7 @@ macro_rules! outln {
 
 mod bench;
 mod demo;
+mod demo_decode;
 mod emit;
 mod list;
 mod ops;
