@@ -1,10 +1,11 @@
-//! `nki bench`: emulator throughput of the attention kernels, and the ring's
-//! overhead over one worker.
+//! `nki bench`: emulator throughput of the attention kernels (decode in tokens
+//! per second), and the ring's overhead over one worker.
 
 use clap::Args;
 use nki::attention::cte::{CteConfig, CteInputs};
 use nki::attention::ring_fwd::{Queries, RingFwdConfig, RingFwdInputs};
 use nki::attention::shard::{SeqLayout, shard};
+use nki::attention::tkg::{TkgConfig, TkgDims, TkgInputs};
 use nki::{Dtype, Launch, Precision, Tensor};
 use std::time::Instant;
 
@@ -59,6 +60,32 @@ fn time_cte(bs: usize, s: usize, d: usize, causal: bool, precision: Precision, l
     let secs = best_of(reps, || cfg.launch(&launch, &CteInputs::new(&q, &k, &v)).map(drop))?;
     let flops = 4.0 * (bs * s * s * d) as f64 * if causal { 0.5 } else { 1.0 };
     Ok((secs, flops / secs / 1e9))
+}
+
+/// Query heads per KV head and active tokens of the decode benchmark.
+const DECODE_HEADS: usize = 8;
+const DECODE_TOKENS: usize = 1;
+
+/// The fastest of `reps` timed `attention_tkg` decode steps (`bs` sequences of
+/// `DECODE_HEADS` query heads on one KV head, a cache of `s` positions all
+/// visible): seconds, decoded tokens per second and GFLOP/s (4·bs·heads·S·d).
+fn time_tkg(bs: usize, s: usize, d: usize, precision: Precision, lnc: usize, reps: u32) -> Result<(f64, f64, f64), String> {
+    let dtype = if precision == Precision::Hardware { Dtype::Bf16 } else { Dtype::F32 };
+    let (h, sa) = (DECODE_HEADS, DECODE_TOKENS);
+    let mask = Tensor::from_f32(&[s, bs, h, sa], &vec![1.0; s * bs * h * sa], Dtype::U8).map_err(|e| e.to_string())?;
+    let t = [
+        inputs(&[d, bs * h * sa], 1, dtype),
+        inputs(&[d, bs * sa], 2, dtype),
+        inputs(&[bs, 1, sa, d], 3, dtype),
+        inputs(&[bs, 1, d, s], 4, dtype),
+        inputs(&[bs, 1, s, d], 5, dtype),
+    ];
+    let i = |v: usize| v as i64;
+    let cfg = TkgConfig::new(TkgDims { bs: i(bs), q_head: i(h), s_active: i(sa), curr_sprior: i(s), full_sprior: i(s), d_head: i(d) });
+    let x = TkgInputs { q: &t[0], k_active: &t[1], v_active: &t[2], k_prior: &t[3], v_prior: &t[4], mask: &mask, sink: None };
+    let launch = Launch::new().lnc(lnc).precision(precision);
+    let secs = best_of(reps, || cfg.launch(&launch, &x).map(drop))?;
+    Ok((secs, (bs * sa) as f64 / secs, 4.0 * (bs * h * sa * s * d) as f64 / secs / 1e9))
 }
 
 /// Seconds of a `w`-rank striped causal ring forward over `st` tokens and of one
@@ -170,6 +197,14 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
                 outln!("{:<24} {:<8} {:<10} {:>9.3} {:>9.1}", format!("{bs} x {s} x {d}"), mask, precision.to_string(), secs, gflops);
             }
         }
+    }
+    let (bs, kv, d) = if args.quick { (8, 1024, 128) } else { (8, 8192, 128) };
+    outln!();
+    outln!("attention_tkg decode, {DECODE_HEADS} query heads on one KV head, {DECODE_TOKENS} token per step, LNC{lnc}, best of {reps}");
+    outln!("{:<24} {:<10} {:>9} {:>9} {:>9}", "bs x KV length x d", "precision", "seconds", "tokens/s", "GFLOP/s");
+    for precision in [Precision::Fp32, Precision::Hardware] {
+        let (secs, tokens, gflops) = time_tkg(bs, kv, d, precision, lnc, reps)?;
+        outln!("{:<24} {:<10} {:>9.4} {:>9.0} {:>9.1}", format!("{bs} x {kv} x {d}"), precision.to_string(), secs, tokens, gflops);
     }
     let (bh, st, d, w) = if args.quick { (2, 2048, 128, 4) } else { (4, 16384, 128, 4) };
     let (ring, single) = time_ring(bh, st, d, w, lnc, reps)?;
