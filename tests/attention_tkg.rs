@@ -1,10 +1,9 @@
 //! `attention_tkg` numerics: the emulated DSL kernel (through the typed
 //! `TkgConfig` API) against the independent float64 decode reference
 //! (`nki_attention::reference_tkg`) over the library's shape ranges — one token
-//! and one head up to a 16384-position cache streamed in two flash-attention
-//! tiles, GQA ratios 1 to 32, speculative decoding, both `k_prior` layouts, sinks,
-//! masks with holes, extra cache batches — in both precision modes; and the
-//! run-time errors naming the parameter.
+//! and one head up to the library test matrix's 24576-position cache streamed in
+//! three flash-attention tiles, GQA ratios 1 to 32, speculative decoding, both `k_prior` layouts, sinks,
+//! masks with holes, extra cache batches — in both precision modes.
 //!
 //! Tolerances: `Precision::Fp32` must hold `max|a-b| <= 1e-5 max|ref| + 1e-6`;
 //! `Precision::Hardware` the library test's `1e-5 + 2e-2 max|ref|` (inputs
@@ -65,4 +64,14 @@ fn gqa_ratios_from_1_to_32() {
 fn largest_cache_streams_two_flash_attention_tiles() {
     // 16384 positions: two 8192-key tiles with the running max and sum between them.
     check("largest", shape(2, 8, 2, 16384, 16384, 128), true, true, true);
+}
+
+#[test]
+fn configurations_of_the_library_test_matrix() {
+    // AttnTKGConfig(bs, q_head, s_active, curr_sprior, full_sprior, d_head) rows of
+    // the library's tests (without fused RoPE): a ragged last tile of 512 keys,
+    // d 64 over two full tiles, and the largest cache, three tiles of 8192.
+    check("library 4,2,7,8704", shape(4, 2, 7, 8704, 10240, 128), true, false, false);
+    check("library 4,3,7,16384 d64", shape(4, 3, 7, 16384, 16384, 64), true, true, false);
+    check("library 4,1,5,24576", shape(4, 1, 5, 24576, 24576, 128), false, false, true);
 }
