@@ -42,7 +42,7 @@ fn help_documents_every_subcommand() {
         assert!(text.contains(sub), "`{sub}` missing from --help:\n{text}");
     }
     let run_help = String::from_utf8_lossy(&nki_cmd(&["run", "--help"]).stdout).into_owned();
-    for kernel in ["attention-cte", "ring-fwd", "ring-bwd"] {
+    for kernel in ["attention-cte", "attention-tkg", "ring-fwd", "ring-bwd"] {
         assert!(run_help.contains(kernel), "{run_help}");
     }
 }
@@ -258,6 +258,15 @@ fn bench_quick_prints_a_row_per_mask_and_precision() {
         assert_eq!((cols[5], cols[6]), (mask, precision), "{row}");
         let gflops: f64 = cols[8].parse().unwrap_or_else(|_| panic!("GFLOP/s column in {row}"));
         assert!(gflops > 0.0 && gflops.is_finite(), "{row}");
+    }
+    // The decode rows: batch 8, a 1024-position cache, d 128, in tokens per second.
+    let decode: Vec<&str> = text.lines().filter(|l| l.starts_with("8 x 1024 x 128")).collect();
+    assert_eq!(decode.len(), 2, "{text}");
+    for (row, precision) in decode.iter().zip(["fp32", "hardware"]) {
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cols[5], precision, "{row}");
+        let tokens: f64 = cols[7].parse().unwrap_or_else(|_| panic!("tokens/s column in {row}"));
+        assert!(tokens > 0.0 && tokens.is_finite(), "{row}");
     }
 }
 
