@@ -11,8 +11,8 @@
 //! denominator. `q` is not scaled by the kernel (pre-scale it, as the library
 //! does without fused RoPE).
 //!
-//! Loop structure, per batch (LNC2: the batches alternate between the two
-//! programs; the library's batch sharding):
+//! Loop structure, per batch (with LNC2 the batches alternate between the two
+//! programs, as the library's batch sharding splits them):
 //!
 //! 1. Load the batch's `q_head · s_active` query columns `(d, n)` as bf16; they
 //!    stay on the stationary side of every QK matmul, so queries land on
@@ -88,7 +88,6 @@ fn load_keys(dst: Sbuf, k_prior: Hbm, k_active: Hbm, b: i64, k0: i64, cols: i64,
 /// Loads values `[k0, k0 + rows)` of batch `b` (prior up to `split`, then active)
 /// as rows of the `(128, d)` tile `dst`.
 #[nki_helper]
-#[allow(clippy::too_many_arguments)]
 fn load_values(dst: Sbuf, v_prior: Hbm, v_active: Hbm, b: i64, k0: i64, rows: i64, split: i64) {
     let prior_end = (k0 + rows).min(split);
     if prior_end > k0 {
