@@ -273,6 +273,33 @@ impl Tensor {
         Ok(self.with_layout(l))
     }
 
+    /// Splits dim `dim` into the dims `shape` (one entry may be `-1`, inferred
+    /// from the others), each a row-major subdivision of the dim's step. On chip
+    /// the partition dim cannot be split.
+    pub fn reshape_dim(&self, dim: usize, shape: &[i64]) -> Result<Tensor> {
+        self.check_dim("reshape_dim", dim)?;
+        self.check_direct("reshape_dim")?;
+        let n = self.layout.shape[dim];
+        let sizes = split_sizes(shape, n).ok_or_else(|| {
+            NkiError::shape(
+                "reshape_dim",
+                format!(
+                    "shape {shape:?} (positive sizes and at most one -1) does not split dim {dim} of '{}' {:?} (extent {n})",
+                    self.name(),
+                    self.shape()
+                ),
+            )
+        })?;
+        if self.buffer().is_on_chip() && dim == 0 && sizes.len() != 1 {
+            return Err(NkiError::shape("reshape_dim", format!("the partition dim of on-chip '{}' cannot be split", self.name())));
+        }
+        let step = self.layout.strides[dim];
+        let mut l = self.layout.clone();
+        l.shape.splice(dim..=dim, sizes.iter().copied());
+        l.strides.splice(dim..=dim, row_major_strides(&sizes).into_iter().map(|s| s * step));
+        Ok(self.with_layout(l))
+    }
+
     /// Merges dims `start..=end` into one; they must be laid out contiguously
     /// relative to each other (each dim's stride the next one's stride times extent).
     pub fn flatten_dims(&self, start: usize, end: usize) -> Result<Tensor> {
@@ -306,12 +333,33 @@ impl Tensor {
         Ok(self.with_layout(out))
     }
 
+    /// An indirect view is resolved by the instruction that uses it; it cannot be viewed again.
+    fn check_direct(&self, op: &str) -> Result<()> {
+        if self.is_indirect() {
+            return Err(NkiError::shape(op, format!("'{}' is an indirect (vector_offset) view; it cannot be viewed again", self.name())));
+        }
+        Ok(())
+    }
+
     fn check_dim(&self, op: &str, dim: usize) -> Result<()> {
         if dim >= self.ndim() {
             return Err(NkiError::shape(op, format!("dim {dim} does not exist in '{}' {:?}", self.name(), self.shape())));
         }
         Ok(())
     }
+}
+
+/// The sizes `shape` with its `-1` (at most one) inferred so they hold `n`
+/// elements; `None` when they cannot.
+fn split_sizes(shape: &[i64], n: usize) -> Option<Vec<usize>> {
+    let free = shape.iter().filter(|&&k| k == -1).count();
+    if free > 1 || shape.iter().any(|&k| k < 1 && k != -1) {
+        return None;
+    }
+    let known = shape.iter().filter(|&&k| k != -1).try_fold(1usize, |acc, &k| acc.checked_mul(usize::try_from(k).ok()?))?;
+    let missing = if free == 1 && known > 0 && n.is_multiple_of(known) { n / known } else { 1 };
+    let sizes: Vec<usize> = shape.iter().map(|&k| if k == -1 { missing } else { k as usize }).collect();
+    (sizes.iter().product::<usize>() == n).then_some(sizes)
 }
 
 /// The layout of an access pattern `[[step, count], ...]` starting at cell `base`.

@@ -85,6 +85,12 @@ impl Checker<'_> {
             (Kind::TensorLists, _) => expect(self.diag, "one list of tensors per channel, e.g. [[buf]]"),
             (Kind::Tensors, Ty::List(ts) | Ty::Tuple(ts)) if ts.iter().all(|t| t.is_tensor() || t.is_unknown()) => {}
             (Kind::Tensors, _) => expect(self.diag, "a list of tensors"),
+            (Kind::Names, _) if split_views::literal_pattern(e).is_some() => {}
+            (Kind::Names, _) => {
+                expect(self.diag, "a literal pattern of dim names, each a string or a tuple of strings, e.g. (\"b\", (\"h\", \"w\"))")
+            }
+            (Kind::Sizes, _) if split_views::literal_sizes(e, t).is_some() => {}
+            (Kind::Sizes, _) => expect(self.diag, "a list of (name, size) pairs, e.g. [(\"h\", 4)]"),
             (Kind::Callable | Kind::Planned, _) => {
                 self.diag.error(e.span, format!("`{name}` of {what} is part of NKI 2.32, but nki-rs does not support it yet"));
             }

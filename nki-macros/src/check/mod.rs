@@ -14,6 +14,7 @@ mod nl_tiles;
 pub mod rules;
 mod select;
 mod site;
+pub mod split_views;
 mod stats;
 mod stmt;
 mod top8;

@@ -2,6 +2,7 @@
 //! (`.ap()`, `.reshape()`, `.permute()`, ...), with their rules.
 
 use super::rules::countable;
+use super::split_views;
 use super::types::{TensorTy, Ty, known_product};
 use super::value::{Val, slice_len};
 use crate::ast::{Expr, Space, Spn};
@@ -196,6 +197,25 @@ pub fn tensor_method<'a>(
                 Some(s)
             });
             Ty::Tensor(TensorTy { shape, ..t.clone() })
+        }
+        "reshape_dim" => {
+            let shape = arg("shape").and_then(|(st, _)| match st {
+                Ty::Tuple(items) | Ty::List(items) => Some(items.iter().map(Ty::const_int).collect()),
+                _ => None,
+            });
+            split_views::reshape_dim(diag, t, int("dim"), shape, on_chip, span)
+        }
+        "rearrange" => {
+            let pattern = |n: &str| arg(n).and_then(|(_, e)| split_views::literal_pattern(e));
+            // Sizes that are not (name, size) pairs are reported by their kind check.
+            let fixed: Option<Vec<(&str, Option<i64>)>> = match arg("fixed_sizes") {
+                None => Some(Vec::new()),
+                Some((ty, e)) => split_views::literal_sizes(e, ty),
+            };
+            match (pattern("src_pattern"), pattern("dst_pattern"), fixed) {
+                (Some(src), Some(dst), Some(fixed)) => split_views::rearrange(diag, t, &src, &dst, &fixed, on_chip, span),
+                _ => Ty::Tensor(TensorTy { shape: None, ..t.clone() }),
+            }
         }
         "broadcast" | "expand_dim" | "select" | "slice" => {
             let dim = int("dim");
