@@ -55,6 +55,8 @@ pub enum Kind {
     Pattern,
     /// A list of integers (shape, mask, cores).
     Ints,
+    /// A list of numbers (`dma_compute`'s scales).
+    Floats,
     /// An integer or a tuple of integers.
     Axis,
     /// A member of an `nisa` enum (`"engine"`, `"reduce_cmd"`, ...).

@@ -75,6 +75,7 @@ impl Engine {
 pub enum Rule {
     DmaCopy,
     DmaTranspose,
+    DmaCompute,
     SameTileDstSrc,
     SameTileDstData,
     NcMatmul,

@@ -9,6 +9,7 @@ mod activation;
 mod alu;
 mod cumulative;
 mod dma;
+mod dma_compute;
 mod elementwise;
 mod enums;
 mod exec;
@@ -31,6 +32,7 @@ mod top8;
 pub use activation::{ActivationOpts, ActivationReduceOpts, activation, activation_reduce};
 pub use cumulative::{TensorScalarCumulativeOpts, tensor_scalar_cumulative};
 pub use dma::{DmaCopyOpts, DmaTransposeOpts, dma_copy, dma_transpose, transpose_rules};
+pub use dma_compute::{DmaComputeOpts, dma_compute};
 pub use elementwise::{
     EngineOpts, NameOpts, ScalarTensorTensorOpts, TensorScalarOpts, memset, reciprocal, scalar_tensor_tensor, tensor_copy, tensor_scalar,
     tensor_tensor,

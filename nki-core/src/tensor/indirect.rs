@@ -81,6 +81,28 @@ impl Tensor {
     }
 }
 
+impl Tensor {
+    /// The float32 values of the storage cells `at` whose `keep` is set (in order).
+    pub(crate) fn values_at(&self, at: &[isize], keep: &[bool]) -> Vec<f32> {
+        let mut cells: Vec<f32> = {
+            let s = self.read();
+            at.iter().zip(keep).filter(|&(_, &k)| k).map(|(&c, _)| s[c as usize]).collect()
+        };
+        convert_cells(self.dtype(), crate::Dtype::F32, &mut cells, false);
+        cells
+    }
+
+    /// Writes the float32 `values` into the storage cells `at` (paired in order),
+    /// rounding into this tensor's dtype as [`Tensor::store_cells`] does.
+    pub(crate) fn store_values_at(&self, at: &[isize], mut values: Vec<f32>, round: bool) {
+        convert_cells(crate::Dtype::F32, self.dtype(), &mut values, round);
+        let mut w = self.write();
+        for (&c, v) in at.iter().zip(values) {
+            w[c as usize] = v;
+        }
+    }
+}
+
 /// The integer values of `index`, column by column for a 2-d tensor (row-major otherwise).
 fn column_major(index: &Tensor) -> Vec<i64> {
     let values = index.to_i64_vec();

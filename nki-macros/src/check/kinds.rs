@@ -66,6 +66,9 @@ impl Checker<'_> {
             (Kind::Ints, Ty::Shape(_)) => {}
             (Kind::Ints, Ty::List(items) | Ty::Tuple(items)) if items.iter().all(|v| v.is_int() || v.is_unknown()) => {}
             (Kind::Ints, _) => expect(self.diag, "a list of integers"),
+            (Kind::Floats, Ty::List(items) | Ty::Tuple(items))
+                if items.iter().all(|v| matches!(v, Ty::Int(_) | Ty::Float | Ty::Unknown)) => {}
+            (Kind::Floats, _) => expect(self.diag, "a list of numbers"),
             (Kind::Axis, Ty::Int(_)) => {}
             (Kind::Axis, Ty::List(items) | Ty::Tuple(items)) if items.iter().all(|v| v.is_int() || v.is_unknown()) => {}
             (Kind::Axis, _) => expect(self.diag, "an axis or a tuple of axes"),

@@ -4,6 +4,7 @@
 
 mod call;
 mod collectives;
+mod dma_compute;
 pub mod dma_transpose;
 mod expr;
 mod gather;

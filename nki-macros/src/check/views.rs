@@ -81,14 +81,15 @@ pub fn index_tensor(diag: &mut Diagnostics, t: &TensorTy, items: &[IndexTy], spa
 }
 
 /// The rules of an `.ap(vector_offset=)` view: its rows are addressed by the DMA
-/// engines, so it is written directly as an operand of `nisa::dma_copy` (a
+/// engines, so it is written directly as an operand of `nisa::dma_copy` or
+/// `nisa::dma_compute` (a
 /// compute engine, or a view of it, cannot follow the offsets), and a
 /// `scalar_offset` cannot be added to it.
 pub fn vector_offset_view(diag: &mut Diagnostics, direct_dma_operand: bool, scalar_offset: bool, span: Spn) {
     if !direct_dma_operand {
         diag.error(
             span,
-            "an `.ap(vector_offset = ..)` view is addressed by the DMA engines: write it directly as the `src` or `dst` of `nisa::dma_copy`",
+            "an `.ap(vector_offset = ..)` view is addressed by the DMA engines: write it directly as the `src` or `dst` of `nisa::dma_copy` (or an operand of `nisa::dma_compute`)",
         );
     }
     if scalar_offset {
