@@ -320,6 +320,11 @@ pub fn reshape_dim(t: &Tensor, d: i64, shape: &[i64]) -> Result<Tensor> {
     t.reshape_dim(dim(d, "dim")?, shape)
 }
 
+/// `t.vector_select(dim, vector_offset)`.
+pub fn vector_select(t: &Tensor, d: i64, vector_offset: &Tensor) -> Result<Tensor> {
+    t.vector_select(dim(d, "dim")?, vector_offset)
+}
+
 /// `t.rearrange(src_pattern, dst_pattern, fixed_sizes)`.
 pub fn rearrange(t: &Tensor, src: &crate::tensor::Pattern<'_>, dst: &crate::tensor::Pattern<'_>, fixed: &[(&str, i64)]) -> Result<Tensor> {
     t.rearrange(src, dst, fixed)

@@ -153,8 +153,44 @@ impl Tensor {
             ));
         }
         let mut t = self.with_layout(pattern_layout(base, pattern));
-        t.rows = Some(std::sync::Arc::new(super::VectorOffset { index: vector_offset.clone(), stride }));
+        t.rows = Some(std::sync::Arc::new(super::VectorOffset { index: vector_offset.clone(), stride, rows: None }));
         Ok(t)
+    }
+
+    /// `.vector_select(dim, vector_offset)`: an HBM view whose partition p is row
+    /// `vector_offset[p]` of dim 0 (`dim` must be 0), the offsets read from the
+    /// integer `(P, 1)` SBUF tensor when a DMA uses the view.
+    pub fn vector_select(&self, dim: usize, vector_offset: &Tensor) -> Result<Tensor> {
+        const OP: &str = "vector_select";
+        self.check_dim(OP, dim)?;
+        self.check_direct(OP)?;
+        if dim != 0 || self.buffer().is_on_chip() {
+            return Err(NkiError::shape(OP, format!("vector_select takes dim 0 of an HBM tensor, got dim {dim} of {}", self.describe())));
+        }
+        let rows = vector_offset.shape().first().copied().unwrap_or(0);
+        if vector_offset.buffer() != crate::Buffer::Sbuf || vector_offset.dtype().is_float() || vector_offset.numel() != rows {
+            return Err(NkiError::shape(
+                OP,
+                format!(
+                    "vector_offset must be an integer (P, 1) SBUF tensor with one offset per partition, got {}",
+                    vector_offset.describe()
+                ),
+            ));
+        }
+        let l = &self.layout;
+        let mut layout = l.clone();
+        layout.shape[0] = rows;
+        layout.strides[0] = 0;
+        let mut t = self.with_layout(layout);
+        t.rows =
+            Some(std::sync::Arc::new(super::VectorOffset { index: vector_offset.clone(), stride: l.strides[0], rows: Some(l.shape[0]) }));
+        Ok(t)
+    }
+
+    /// The view as an access pattern `[[step, count], ...]`, one pair per dim
+    /// (steps in cells of the allocation, as `.ap()` takes them).
+    pub fn get_pattern(&self) -> Vec<[i64; 2]> {
+        self.layout.strides.iter().zip(&self.layout.shape).map(|(&s, &n)| [s as i64, n as i64]).collect()
     }
 
     /// The checked pattern's start: this view's start plus `offset` (default 0).

@@ -85,11 +85,13 @@ pub fn index_tensor(diag: &mut Diagnostics, t: &TensorTy, items: &[IndexTy], spa
 /// `nisa::dma_compute` (a
 /// compute engine, or a view of it, cannot follow the offsets), and a
 /// `scalar_offset` cannot be added to it.
-pub fn vector_offset_view(diag: &mut Diagnostics, direct_dma_operand: bool, scalar_offset: bool, span: Spn) {
+pub fn vector_offset_view(diag: &mut Diagnostics, what: &str, direct_dma_operand: bool, scalar_offset: bool, span: Spn) {
     if !direct_dma_operand {
         diag.error(
             span,
-            "an `.ap(vector_offset = ..)` view is addressed by the DMA engines: write it directly as the `src` or `dst` of `nisa::dma_copy` (or an operand of `nisa::dma_compute`)",
+            format!(
+                "{what} view is addressed by the DMA engines: write it directly as the `src` or `dst` of `nisa::dma_copy` (or an operand of `nisa::dma_compute`)"
+            ),
         );
     }
     if scalar_offset {
@@ -196,6 +198,27 @@ pub fn tensor_method<'a>(
                 let mut s = s.clone();
                 s.splice(a..=b, [size]);
                 Some(s)
+            });
+            Ty::Tensor(TensorTy { shape, ..t.clone() })
+        }
+        "get_pattern" => t.shape.as_ref().map_or(Ty::Unknown, |dims| {
+            Ty::List(dims.iter().map(|n| Ty::List(vec![Ty::Int(Val::unknown()), Ty::Int(n.clone())])).collect())
+        }),
+        "vector_select" => {
+            let dim = int("dim");
+            if dim.is_some_and(|d| d != 0) || on_chip {
+                diag.error(span, "`.vector_select()` selects rows of dim 0 of an HBM tensor: dim must be 0 and the tensor in HBM");
+            }
+            let rows = match arg("vector_offset") {
+                Some((Ty::Tensor(v), _)) => v.shape.as_ref().and_then(|s| s.first().cloned()),
+                _ => None,
+            };
+            let shape = t.shape.as_ref().map(|s| {
+                let mut s = s.clone();
+                if let Some(first) = s.first_mut() {
+                    *first = rows.unwrap_or_else(Val::unknown);
+                }
+                s
             });
             Ty::Tensor(TensorTy { shape, ..t.clone() })
         }

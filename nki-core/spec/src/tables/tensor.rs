@@ -9,7 +9,7 @@ pub static OPS: &[Op] = &[
     method!("dtype", [], summary: "the dtype (property)", status: PROPERTY),
     method!("expand_dim", [req("dim", Int)], summary: "a view with a new size-1 dim", status: METHOD),
     method!("flatten_dims", [req("start_dim", Int), req("end_dim", Int)], summary: "a view merging a range of dims", status: METHOD),
-    method!("get_pattern", [], summary: "the view's access pattern"),
+    method!("get_pattern", [], summary: "the view's access pattern", status: METHOD),
     method!("indirect", [req("index", Int), opt("num_elem", Int)], summary: "a view whose rows are chosen by an index tile"),
     method!("is_contiguous", [], summary: "whether the view is contiguous", status: METHOD),
     method!("is_indirect", [], summary: "whether the view is indexed indirectly", status: METHOD),
@@ -22,6 +22,6 @@ pub static OPS: &[Op] = &[
     method!("shape", [], summary: "the shape (property)", status: PROPERTY),
     method!("slice", [req("dim", Int), req("start", Int), req("end", Int), opt("step", Int)], summary: "a view of a range of one dim", status: METHOD),
     method!("squeeze_dim", [req("dim", Int)], summary: "a view without a size-1 dim", status: METHOD),
-    method!("vector_select", [req("dim", Int), req("vector_offset", Planned)], summary: "a view choosing, per partition, an index of a dim from a tensor"),
+    method!("vector_select", [req("dim", Int), req("vector_offset", Tensor(Spaces::Sbuf))], summary: "a view choosing, per partition, an index of a dim from a tensor", status: METHOD),
     method!("view", [req("dtype", Dtype)], summary: "the same bytes reinterpreted as another dtype"),
 ];

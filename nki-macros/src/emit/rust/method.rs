@@ -44,6 +44,12 @@ impl Rs<'_> {
                     let shape = a(0).map_or(quote!(&[]), |x| self.arg(Kind::Ints, x));
                     fallible(span, quote!(::nki::__rt::reshape(#r, #shape)))
                 }
+                "get_pattern" => quote_spanned!(span=> ::nki::Tensor::get_pattern(#r)),
+                "vector_select" => {
+                    let dim = a(0).map_or(quote!(0i64), |x| self.expr(x));
+                    let v = a(1).map_or(quote!(::core::unreachable!()), |x| self.by_ref(x));
+                    fallible(span, quote!(::nki::__rt::vector_select(#r, #dim, #v)))
+                }
                 "reshape_dim" => {
                     let dim = a(0).map_or(quote!(0i64), |x| self.expr(x));
                     let shape = a(1).map_or(quote!(&[]), |x| self.arg(Kind::Ints, x));
