@@ -76,6 +76,7 @@ pub enum Rule {
     DmaCopy,
     DmaTranspose,
     DmaCompute,
+    Sendrecv,
     SameTileDstSrc,
     SameTileDstData,
     NcMatmul,

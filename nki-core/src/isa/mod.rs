@@ -23,6 +23,7 @@ mod reduce;
 mod scan;
 mod select;
 mod select_reduce;
+mod sendrecv;
 mod shuffle;
 mod stats;
 mod sync;
@@ -51,6 +52,7 @@ pub use reduce::{TensorReduceOpts, TensorScalarReduceOpts, tensor_reduce, tensor
 pub use scan::{TensorTensorScanOpts, tensor_tensor_scan};
 pub use select::{AffineSelectOpts, FLOAT32_MIN, IotaOpts, RangeSelectOpts, affine_select, iota, range_select};
 pub use select_reduce::{SelectReduceOpts, select_reduce};
+pub use sendrecv::sendrecv;
 pub use shuffle::{ShuffleOpts, nc_stream_shuffle};
 pub use stats::{bn_aggr, bn_stats};
 pub use sync::{

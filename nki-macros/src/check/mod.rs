@@ -14,6 +14,7 @@ mod methods;
 mod nl_tiles;
 pub mod rules;
 mod select;
+mod sendrecv;
 mod site;
 pub mod split_views;
 mod stats;
