@@ -315,6 +315,21 @@ pub fn flatten_dims(t: &Tensor, start: i64, end: i64) -> Result<Tensor> {
     t.flatten_dims(dim(start, "start_dim")?, dim(end, "end_dim")?)
 }
 
+/// `t.reshape_dim(dim, shape)`.
+pub fn reshape_dim(t: &Tensor, d: i64, shape: &[i64]) -> Result<Tensor> {
+    t.reshape_dim(dim(d, "dim")?, shape)
+}
+
+/// `t.vector_select(dim, vector_offset)`.
+pub fn vector_select(t: &Tensor, d: i64, vector_offset: &Tensor) -> Result<Tensor> {
+    t.vector_select(dim(d, "dim")?, vector_offset)
+}
+
+/// `t.rearrange(src_pattern, dst_pattern, fixed_sizes)`.
+pub fn rearrange(t: &Tensor, src: &crate::tensor::Pattern<'_>, dst: &crate::tensor::Pattern<'_>, fixed: &[(&str, i64)]) -> Result<Tensor> {
+    t.rearrange(src, dst, fixed)
+}
+
 /// A failed kernel `assert!`.
 pub fn assertion(message: String, file: &'static str, line: u32) -> NkiError {
     NkiError::new(ErrorKind::Assertion, message).in_op("assert").at(file, line)

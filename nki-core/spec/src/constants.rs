@@ -100,6 +100,9 @@ pub const BN_STATS_DIM: i64 = 6;
 /// Elements per partition `nisa.bn_aggr` writes: mean, variance.
 pub const BN_AGGR_DIM: i64 = 2;
 
+/// Most source tensors one `nisa.dma_compute` combines.
+pub const DMA_COMPUTE_MAX_SRCS: usize = 16;
+
 /// Values `max8`, `nc_find_index8` and `nc_match_replace8` handle per partition.
 pub const TOP8_K: i64 = 8;
 /// Fewest and most elements per partition the top-8 instructions search.

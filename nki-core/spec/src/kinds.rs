@@ -55,6 +55,8 @@ pub enum Kind {
     Pattern,
     /// A list of integers (shape, mask, cores).
     Ints,
+    /// A list of numbers (`dma_compute`'s scales).
+    Floats,
     /// An integer or a tuple of integers.
     Axis,
     /// A member of an `nisa` enum (`"engine"`, `"reduce_cmd"`, ...).
@@ -75,6 +77,11 @@ pub enum Kind {
     TensorLists,
     /// A list of tensors.
     Tensors,
+    /// Dim names, one per dim, a dim split or merged as a group of names
+    /// (`("b", ("h", "w"))`): an einops-style pattern, written as a literal.
+    Names,
+    /// Sizes of dim names, `[("h", 4)]` (a Python dict).
+    Sizes,
     /// A Python callable (loop bodies).
     Callable,
     /// A value whose kind nki-rs has not settled: the parameter is official but

@@ -75,6 +75,8 @@ impl Engine {
 pub enum Rule {
     DmaCopy,
     DmaTranspose,
+    DmaCompute,
+    Sendrecv,
     SameTileDstSrc,
     SameTileDstData,
     NcMatmul,

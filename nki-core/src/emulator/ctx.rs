@@ -29,6 +29,8 @@ pub struct Ctx {
     shared_allocs: Cell<usize>,
     barriers: Cell<u64>,
     collectives: RefCell<HashMap<Vec<usize>, u64>>,
+    /// `sendrecv`s issued so far, per pipe id.
+    pipes: RefCell<HashMap<i64, u64>>,
     ops: Cell<u64>,
     /// The op this program entered last (named in timeout reports).
     last_op: Cell<Option<&'static str>>,
@@ -69,6 +71,7 @@ impl Ctx {
             shared_allocs: Cell::new(0),
             barriers: Cell::new(0),
             collectives: Default::default(),
+            pipes: Default::default(),
             ops: Cell::new(0),
             last_op: Cell::new(None),
             loop_grace_used: Cell::new(false),
@@ -262,6 +265,26 @@ impl Ctx {
         self.barriers.set(seq + 1);
         let participants: Vec<Slot> = (0..self.world.programs).map(|p| self.rank * self.world.programs + p).collect();
         self.world.rendezvous(self.slot(), RvKey::Barrier { rank: self.rank, seq }, "core_barrier", &participants, (), |_| Ok(()))
+    }
+
+    /// Joins the next exchange on `pipe` between the programs of this rank (the
+    /// n-th of a pipe meets the other programs' n-th of the same pipe).
+    pub(crate) fn pipe_exchange<T: Send + 'static>(
+        &self,
+        pipe: i64,
+        kind: &str,
+        payload: T,
+        complete: impl FnOnce(u64, Vec<(Slot, T)>) -> Result<()>,
+    ) -> Result<()> {
+        let seq = {
+            let mut c = self.pipes.borrow_mut();
+            let e = c.entry(pipe).or_insert(0);
+            *e += 1;
+            *e - 1
+        };
+        let participants: Vec<Slot> = (0..self.world.programs).map(|p| self.rank * self.world.programs + p).collect();
+        self.world
+            .rendezvous(self.slot(), RvKey::Pipe { rank: self.rank, pipe, seq }, kind, &participants, payload, |parts| complete(seq, parts))
     }
 
     /// Joins the next collective of `group` (ranks), as every program of those ranks must.

@@ -301,7 +301,16 @@ impl Launch {
                 format!("the launch did not finish within {limit:?}; each program at the deadline: {}", states.join("; ")),
             ));
         }
-        if let Some(e) = world.first_error() {
+        if let Some(mut e) = world.first_error() {
+            // A missing partner or a deadlock is found by the world, which knows no
+            // kernel line; a program stopped in that rendezvous returned its own.
+            if e.location.is_none()
+                && e.kind == ErrorKind::Collective
+                && let Some(w) = outcomes.iter().find_map(|(r, ..)| r.as_ref().err().filter(|w| w.location.is_some()))
+            {
+                e.location.clone_from(&w.location);
+                e.op = e.op.or_else(|| w.op.clone());
+            }
             return Err(e);
         }
         let mut report = RunReport { results: Vec::new(), memory: Vec::new(), comm: world.take_comm_log(), ops: Vec::new() };

@@ -25,6 +25,8 @@ pub(crate) enum RvKey {
     Barrier { rank: usize, seq: u64 },
     /// The `seq`-th collective a replica group (given by its ranks) issues.
     Collective { group: Vec<usize>, seq: u64 },
+    /// The `seq`-th `sendrecv` on pipe `pipe` between the programs of a rank.
+    Pipe { rank: usize, pipe: i64, seq: u64 },
 }
 
 struct Rendezvous {

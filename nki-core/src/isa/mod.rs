@@ -9,6 +9,7 @@ mod activation;
 mod alu;
 mod cumulative;
 mod dma;
+mod dma_compute;
 mod elementwise;
 mod enums;
 mod exec;
@@ -22,6 +23,7 @@ mod reduce;
 mod scan;
 mod select;
 mod select_reduce;
+mod sendrecv;
 mod shuffle;
 mod stats;
 mod sync;
@@ -31,6 +33,7 @@ mod top8;
 pub use activation::{ActivationOpts, ActivationReduceOpts, activation, activation_reduce};
 pub use cumulative::{TensorScalarCumulativeOpts, tensor_scalar_cumulative};
 pub use dma::{DmaCopyOpts, DmaTransposeOpts, dma_copy, dma_transpose, transpose_rules};
+pub use dma_compute::{DmaComputeOpts, dma_compute};
 pub use elementwise::{
     EngineOpts, NameOpts, ScalarTensorTensorOpts, TensorScalarOpts, memset, reciprocal, scalar_tensor_tensor, tensor_copy, tensor_scalar,
     tensor_tensor,
@@ -49,6 +52,7 @@ pub use reduce::{TensorReduceOpts, TensorScalarReduceOpts, tensor_reduce, tensor
 pub use scan::{TensorTensorScanOpts, tensor_tensor_scan};
 pub use select::{AffineSelectOpts, FLOAT32_MIN, IotaOpts, RangeSelectOpts, affine_select, iota, range_select};
 pub use select_reduce::{SelectReduceOpts, select_reduce};
+pub use sendrecv::sendrecv;
 pub use shuffle::{ShuffleOpts, nc_stream_shuffle};
 pub use stats::{bn_aggr, bn_stats};
 pub use sync::{

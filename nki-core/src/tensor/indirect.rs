@@ -1,5 +1,5 @@
-//! Indirect views: `.ap(vector_offset=)`, whose rows start at offsets held in a
-//! tensor. The offsets are read each time an instruction uses the view (the ones
+//! Indirect views: `.ap(vector_offset=)` and `.vector_select()`, whose rows
+//! start at offsets held in a tensor. The offsets are read each time an instruction uses the view (the ones
 //! in memory when it runs), so the view resolves to storage cells then, not when
 //! it is made.
 
@@ -13,10 +13,14 @@ pub(crate) struct VectorOffset {
     pub index: Tensor,
     /// Cells per unit of offset: the step of the viewed tensor's `indirect_dim`.
     pub stride: isize,
+    /// `vector_select`: the rows an offset may select (`0..n`); otherwise any
+    /// offset whose row stays inside the storage.
+    pub rows: Option<usize>,
 }
 
 impl Tensor {
-    /// Whether the view is addressed indirectly (an `.ap(vector_offset=)` view).
+    /// Whether the view is addressed indirectly (an `.ap(vector_offset=)` or
+    /// `.vector_select()` view).
     pub fn is_indirect(&self) -> bool {
         self.rows.is_some()
     }
@@ -40,12 +44,26 @@ impl Tensor {
         let offsets = column_major(&v.index);
         let len = self.st.len() as isize;
         for (r, &o) in offsets.iter().take(rows).enumerate() {
-            let start = (o as isize).checked_mul(v.stride).and_then(|m| m.checked_add(l.offset));
+            let selectable = v.rows.is_none_or(|n| (0..n as i64).contains(&o));
+            let start = (o as isize).checked_mul(v.stride).and_then(|m| m.checked_add(l.offset)).filter(|_| selectable);
             let row: Option<Vec<isize>> =
                 start.and_then(|s| inner_cells.iter().map(|&c| s.checked_add(c).filter(|x| (0..len).contains(x))).collect());
             match row {
                 Some(cells) => out.extend(cells),
                 None if skip => out.extend(std::iter::repeat_n(-1, inner_cells.len())),
+                None if v.rows.is_some() => {
+                    return Err(NkiError::new(
+                        ErrorKind::Bounds,
+                        format!(
+                            "vector_offset {o} (from {}) selects row {o} of '{}', which has {} rows \
+                             (out of bounds; oob_mode=skip would skip it)",
+                            v.index.describe(),
+                            self.name(),
+                            v.rows.unwrap_or(0)
+                        ),
+                    )
+                    .in_op(op));
+                }
                 None => {
                     return Err(NkiError::new(
                         ErrorKind::Bounds,
@@ -77,6 +95,28 @@ impl Tensor {
         let mut w = self.write();
         for (&(t, _), c) in pairs.iter().zip(cells) {
             w[t] = c;
+        }
+    }
+}
+
+impl Tensor {
+    /// The float32 values of the storage cells `at` whose `keep` is set (in order).
+    pub(crate) fn values_at(&self, at: &[isize], keep: &[bool]) -> Vec<f32> {
+        let mut cells: Vec<f32> = {
+            let s = self.read();
+            at.iter().zip(keep).filter(|&(_, &k)| k).map(|(&c, _)| s[c as usize]).collect()
+        };
+        convert_cells(self.dtype(), crate::Dtype::F32, &mut cells, false);
+        cells
+    }
+
+    /// Writes the float32 `values` into the storage cells `at` (paired in order),
+    /// rounding into this tensor's dtype as [`Tensor::store_cells`] does.
+    pub(crate) fn store_values_at(&self, at: &[isize], mut values: Vec<f32>, round: bool) {
+        convert_cells(crate::Dtype::F32, self.dtype(), &mut values, round);
+        let mut w = self.write();
+        for (&c, v) in at.iter().zip(values) {
+            w[c as usize] = v;
         }
     }
 }

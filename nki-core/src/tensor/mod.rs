@@ -11,6 +11,7 @@ mod indirect;
 mod layout;
 mod outputs;
 mod psum_writes;
+mod rearrange;
 mod recycle;
 mod storage;
 mod view;
@@ -23,6 +24,7 @@ use indirect::VectorOffset;
 pub use layout::{Layout, row_major_strides};
 pub use outputs::Outputs;
 pub(crate) use psum_writes::Writer;
+pub use rearrange::Pattern;
 pub(crate) use recycle::{filled, give_back, take};
 pub(crate) use storage::Storage;
 

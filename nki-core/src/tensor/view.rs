@@ -153,8 +153,44 @@ impl Tensor {
             ));
         }
         let mut t = self.with_layout(pattern_layout(base, pattern));
-        t.rows = Some(std::sync::Arc::new(super::VectorOffset { index: vector_offset.clone(), stride }));
+        t.rows = Some(std::sync::Arc::new(super::VectorOffset { index: vector_offset.clone(), stride, rows: None }));
         Ok(t)
+    }
+
+    /// `.vector_select(dim, vector_offset)`: an HBM view whose partition p is row
+    /// `vector_offset[p]` of dim 0 (`dim` must be 0), the offsets read from the
+    /// integer `(P, 1)` SBUF tensor when a DMA uses the view.
+    pub fn vector_select(&self, dim: usize, vector_offset: &Tensor) -> Result<Tensor> {
+        const OP: &str = "vector_select";
+        self.check_dim(OP, dim)?;
+        self.check_direct(OP)?;
+        if dim != 0 || self.buffer().is_on_chip() {
+            return Err(NkiError::shape(OP, format!("vector_select takes dim 0 of an HBM tensor, got dim {dim} of {}", self.describe())));
+        }
+        let rows = vector_offset.shape().first().copied().unwrap_or(0);
+        if vector_offset.buffer() != crate::Buffer::Sbuf || vector_offset.dtype().is_float() || vector_offset.numel() != rows {
+            return Err(NkiError::shape(
+                OP,
+                format!(
+                    "vector_offset must be an integer (P, 1) SBUF tensor with one offset per partition, got {}",
+                    vector_offset.describe()
+                ),
+            ));
+        }
+        let l = &self.layout;
+        let mut layout = l.clone();
+        layout.shape[0] = rows;
+        layout.strides[0] = 0;
+        let mut t = self.with_layout(layout);
+        t.rows =
+            Some(std::sync::Arc::new(super::VectorOffset { index: vector_offset.clone(), stride: l.strides[0], rows: Some(l.shape[0]) }));
+        Ok(t)
+    }
+
+    /// The view as an access pattern `[[step, count], ...]`, one pair per dim
+    /// (steps in cells of the allocation, as `.ap()` takes them).
+    pub fn get_pattern(&self) -> Vec<[i64; 2]> {
+        self.layout.strides.iter().zip(&self.layout.shape).map(|(&s, &n)| [s as i64, n as i64]).collect()
     }
 
     /// The checked pattern's start: this view's start plus `offset` (default 0).
@@ -273,6 +309,33 @@ impl Tensor {
         Ok(self.with_layout(l))
     }
 
+    /// Splits dim `dim` into the dims `shape` (one entry may be `-1`, inferred
+    /// from the others), each a row-major subdivision of the dim's step. On chip
+    /// the partition dim cannot be split.
+    pub fn reshape_dim(&self, dim: usize, shape: &[i64]) -> Result<Tensor> {
+        self.check_dim("reshape_dim", dim)?;
+        self.check_direct("reshape_dim")?;
+        let n = self.layout.shape[dim];
+        let sizes = split_sizes(shape, n).ok_or_else(|| {
+            NkiError::shape(
+                "reshape_dim",
+                format!(
+                    "shape {shape:?} (positive sizes and at most one -1) does not split dim {dim} of '{}' {:?} (extent {n})",
+                    self.name(),
+                    self.shape()
+                ),
+            )
+        })?;
+        if self.buffer().is_on_chip() && dim == 0 && sizes.len() != 1 {
+            return Err(NkiError::shape("reshape_dim", format!("the partition dim of on-chip '{}' cannot be split", self.name())));
+        }
+        let step = self.layout.strides[dim];
+        let mut l = self.layout.clone();
+        l.shape.splice(dim..=dim, sizes.iter().copied());
+        l.strides.splice(dim..=dim, row_major_strides(&sizes).into_iter().map(|s| s * step));
+        Ok(self.with_layout(l))
+    }
+
     /// Merges dims `start..=end` into one; they must be laid out contiguously
     /// relative to each other (each dim's stride the next one's stride times extent).
     pub fn flatten_dims(&self, start: usize, end: usize) -> Result<Tensor> {
@@ -306,12 +369,33 @@ impl Tensor {
         Ok(self.with_layout(out))
     }
 
+    /// An indirect view is resolved by the instruction that uses it; it cannot be viewed again.
+    fn check_direct(&self, op: &str) -> Result<()> {
+        if self.is_indirect() {
+            return Err(NkiError::shape(op, format!("'{}' is an indirect (vector_offset) view; it cannot be viewed again", self.name())));
+        }
+        Ok(())
+    }
+
     fn check_dim(&self, op: &str, dim: usize) -> Result<()> {
         if dim >= self.ndim() {
             return Err(NkiError::shape(op, format!("dim {dim} does not exist in '{}' {:?}", self.name(), self.shape())));
         }
         Ok(())
     }
+}
+
+/// The sizes `shape` with its `-1` (at most one) inferred so they hold `n`
+/// elements; `None` when they cannot.
+fn split_sizes(shape: &[i64], n: usize) -> Option<Vec<usize>> {
+    let free = shape.iter().filter(|&&k| k == -1).count();
+    if free > 1 || shape.iter().any(|&k| k < 1 && k != -1) {
+        return None;
+    }
+    let known = shape.iter().filter(|&&k| k != -1).try_fold(1usize, |acc, &k| acc.checked_mul(usize::try_from(k).ok()?))?;
+    let missing = if free == 1 && known > 0 && n.is_multiple_of(known) { n / known } else { 1 };
+    let sizes: Vec<usize> = shape.iter().map(|&k| if k == -1 { missing } else { k as usize }).collect();
+    (sizes.iter().product::<usize>() == n).then_some(sizes)
 }
 
 /// The layout of an access pattern `[[step, count], ...]` starting at cell `base`.

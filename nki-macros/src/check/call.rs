@@ -4,8 +4,14 @@ use super::*;
 
 impl Checker<'_> {
     pub(super) fn call(&mut self, e: &Expr, path: &[String], path_span: Spn, args: &[Arg]) -> Ty {
-        if path == ["nisa", "dma_copy"] {
+        if path == ["nisa", "dma_copy"] || path == ["nisa", "dma_compute"] {
             self.dma_operands.extend(args.iter().map(|a| key(&a.value)));
+            // dma_compute's sources are the elements of its list.
+            for a in args {
+                if let ExprKind::List(items) | ExprKind::Tuple(items) = &a.value.kind {
+                    self.dma_operands.extend(items.iter().map(key));
+                }
+            }
         }
         let arg_tys: Vec<Ty> = args.iter().map(|a| self.expr(&a.value)).collect();
         if path == ["Outputs"] {

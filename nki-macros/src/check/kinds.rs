@@ -66,6 +66,9 @@ impl Checker<'_> {
             (Kind::Ints, Ty::Shape(_)) => {}
             (Kind::Ints, Ty::List(items) | Ty::Tuple(items)) if items.iter().all(|v| v.is_int() || v.is_unknown()) => {}
             (Kind::Ints, _) => expect(self.diag, "a list of integers"),
+            (Kind::Floats, Ty::List(items) | Ty::Tuple(items))
+                if items.iter().all(|v| matches!(v, Ty::Int(_) | Ty::Float | Ty::Unknown)) => {}
+            (Kind::Floats, _) => expect(self.diag, "a list of numbers"),
             (Kind::Axis, Ty::Int(_)) => {}
             (Kind::Axis, Ty::List(items) | Ty::Tuple(items)) if items.iter().all(|v| v.is_int() || v.is_unknown()) => {}
             (Kind::Axis, _) => expect(self.diag, "an axis or a tuple of axes"),
@@ -85,6 +88,12 @@ impl Checker<'_> {
             (Kind::TensorLists, _) => expect(self.diag, "one list of tensors per channel, e.g. [[buf]]"),
             (Kind::Tensors, Ty::List(ts) | Ty::Tuple(ts)) if ts.iter().all(|t| t.is_tensor() || t.is_unknown()) => {}
             (Kind::Tensors, _) => expect(self.diag, "a list of tensors"),
+            (Kind::Names, _) if split_views::literal_pattern(e).is_some() => {}
+            (Kind::Names, _) => {
+                expect(self.diag, "a literal pattern of dim names, each a string or a tuple of strings, e.g. (\"b\", (\"h\", \"w\"))")
+            }
+            (Kind::Sizes, _) if split_views::literal_sizes(e, t).is_some() => {}
+            (Kind::Sizes, _) => expect(self.diag, "a list of (name, size) pairs, e.g. [(\"h\", 4)]"),
             (Kind::Callable | Kind::Planned, _) => {
                 self.diag.error(e.span, format!("`{name}` of {what} is part of NKI 2.32, but nki-rs does not support it yet"));
             }

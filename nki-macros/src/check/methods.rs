@@ -43,9 +43,14 @@ impl Checker<'_> {
                 let arg = |pname: &str| {
                     spec.params.iter().position(|p| p.name == pname).and_then(|i| slots[i]).map(|i| (&arg_tys[i], &args[i].value))
                 };
-                if n == "ap" && arg("vector_offset").is_some() {
+                let indirect = match n.as_str() {
+                    "ap" if arg("vector_offset").is_some() => Some("an `.ap(vector_offset = ..)`"),
+                    "vector_select" => Some("a `.vector_select()`"),
+                    _ => None,
+                };
+                if let Some(what) = indirect {
                     let direct = self.dma_operands.contains(&key(e));
-                    views::vector_offset_view(self.diag, direct, arg("scalar_offset").is_some(), e.span);
+                    views::vector_offset_view(self.diag, what, direct, arg("scalar_offset").is_some(), e.span);
                 }
                 let t = views::tensor_method(self.diag, tt, &n, &arg, e.span);
                 self.info.calls.insert(key(e), Resolved::Method { spec, bind, slots });

@@ -4,6 +4,7 @@
 
 mod call;
 mod collectives;
+mod dma_compute;
 pub mod dma_transpose;
 mod expr;
 mod gather;
@@ -13,7 +14,9 @@ mod methods;
 mod nl_tiles;
 pub mod rules;
 mod select;
+mod sendrecv;
 mod site;
+pub mod split_views;
 mod stats;
 mod stmt;
 mod top8;

@@ -49,6 +49,8 @@ pub fn rule(r: Rule) -> Check {
     match r {
         Rule::DmaCopy => dma_copy,
         Rule::DmaTranspose => super::dma_transpose::check,
+        Rule::DmaCompute => super::dma_compute::check,
+        Rule::Sendrecv => super::sendrecv::check,
         Rule::SameTileDstSrc => same_tile_dst_src,
         Rule::SameTileDstData => same_tile_dst_data,
         Rule::NcMatmul => nc_matmul,

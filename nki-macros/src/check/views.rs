@@ -2,6 +2,7 @@
 //! (`.ap()`, `.reshape()`, `.permute()`, ...), with their rules.
 
 use super::rules::countable;
+use super::split_views;
 use super::types::{TensorTy, Ty, known_product};
 use super::value::{Val, slice_len};
 use crate::ast::{Expr, Space, Spn};
@@ -80,14 +81,17 @@ pub fn index_tensor(diag: &mut Diagnostics, t: &TensorTy, items: &[IndexTy], spa
 }
 
 /// The rules of an `.ap(vector_offset=)` view: its rows are addressed by the DMA
-/// engines, so it is written directly as an operand of `nisa::dma_copy` (a
+/// engines, so it is written directly as an operand of `nisa::dma_copy` or
+/// `nisa::dma_compute` (a
 /// compute engine, or a view of it, cannot follow the offsets), and a
 /// `scalar_offset` cannot be added to it.
-pub fn vector_offset_view(diag: &mut Diagnostics, direct_dma_operand: bool, scalar_offset: bool, span: Spn) {
+pub fn vector_offset_view(diag: &mut Diagnostics, what: &str, direct_dma_operand: bool, scalar_offset: bool, span: Spn) {
     if !direct_dma_operand {
         diag.error(
             span,
-            "an `.ap(vector_offset = ..)` view is addressed by the DMA engines: write it directly as the `src` or `dst` of `nisa::dma_copy`",
+            format!(
+                "{what} view is addressed by the DMA engines: write it directly as the `src` or `dst` of `nisa::dma_copy` (or an operand of `nisa::dma_compute`)"
+            ),
         );
     }
     if scalar_offset {
@@ -196,6 +200,46 @@ pub fn tensor_method<'a>(
                 Some(s)
             });
             Ty::Tensor(TensorTy { shape, ..t.clone() })
+        }
+        "get_pattern" => t.shape.as_ref().map_or(Ty::Unknown, |dims| {
+            Ty::List(dims.iter().map(|n| Ty::List(vec![Ty::Int(Val::unknown()), Ty::Int(n.clone())])).collect())
+        }),
+        "vector_select" => {
+            let dim = int("dim");
+            if dim.is_some_and(|d| d != 0) || on_chip {
+                diag.error(span, "`.vector_select()` selects rows of dim 0 of an HBM tensor: dim must be 0 and the tensor in HBM");
+            }
+            let rows = match arg("vector_offset") {
+                Some((Ty::Tensor(v), _)) => v.shape.as_ref().and_then(|s| s.first().cloned()),
+                _ => None,
+            };
+            let shape = t.shape.as_ref().map(|s| {
+                let mut s = s.clone();
+                if let Some(first) = s.first_mut() {
+                    *first = rows.unwrap_or_else(Val::unknown);
+                }
+                s
+            });
+            Ty::Tensor(TensorTy { shape, ..t.clone() })
+        }
+        "reshape_dim" => {
+            let shape = arg("shape").and_then(|(st, _)| match st {
+                Ty::Tuple(items) | Ty::List(items) => Some(items.iter().map(Ty::const_int).collect()),
+                _ => None,
+            });
+            split_views::reshape_dim(diag, t, int("dim"), shape, on_chip, span)
+        }
+        "rearrange" => {
+            let pattern = |n: &str| arg(n).and_then(|(_, e)| split_views::literal_pattern(e));
+            // Sizes that are not (name, size) pairs are reported by their kind check.
+            let fixed: Option<Vec<(&str, Option<i64>)>> = match arg("fixed_sizes") {
+                None => Some(Vec::new()),
+                Some((ty, e)) => split_views::literal_sizes(e, ty),
+            };
+            match (pattern("src_pattern"), pattern("dst_pattern"), fixed) {
+                (Some(src), Some(dst), Some(fixed)) => split_views::rearrange(diag, t, &src, &dst, &fixed, on_chip, span),
+                _ => Ty::Tensor(TensorTy { shape: None, ..t.clone() }),
+            }
         }
         "broadcast" | "expand_dim" | "select" | "slice" => {
             let dim = int("dim");

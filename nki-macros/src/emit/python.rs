@@ -373,6 +373,26 @@ impl Py<'_> {
                 tuple(parts)
             }
             (Kind::Ints | Kind::Axis, ExprKind::List(items)) if !items.is_empty() => tuple(items.iter().map(|x| self.expr(x)).collect()),
+            // Rearrange patterns are tuples of names and of name tuples; their sizes a dict.
+            (Kind::Names, ExprKind::List(items) | ExprKind::Tuple(items)) => tuple(
+                items
+                    .iter()
+                    .map(|x| match &x.kind {
+                        ExprKind::List(g) | ExprKind::Tuple(g) => tuple(g.iter().map(|n| self.expr(n)).collect()),
+                        _ => self.expr(x),
+                    })
+                    .collect(),
+            ),
+            (Kind::Sizes, ExprKind::List(items) | ExprKind::Tuple(items)) => {
+                let pairs: Vec<String> = items
+                    .iter()
+                    .map(|x| match &x.kind {
+                        ExprKind::Tuple(kv) if kv.len() == 2 => format!("{}: {}", self.expr(&kv[0]), self.expr(&kv[1])),
+                        _ => self.expr(x),
+                    })
+                    .collect();
+                format!("{{{}}}", pairs.join(", "))
+            }
             _ => self.expr(v),
         }
     }

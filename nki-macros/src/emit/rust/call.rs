@@ -36,6 +36,13 @@ impl Rs<'_> {
                 }
                 _ => self.by_ref(e),
             },
+            Kind::Floats => match &e.kind {
+                ExprKind::List(items) | ExprKind::Tuple(items) => {
+                    let vs: Vec<TokenStream> = items.iter().map(|x| self.as_float(x)).collect();
+                    quote!(&[#(#vs),*][..])
+                }
+                _ => self.by_ref(e),
+            },
             Kind::Tensors => match &e.kind {
                 // Each tensor cloned through a reference, so owned tensors and the
                 // kernel's `&Tensor` parameters both work.

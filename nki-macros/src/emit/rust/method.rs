@@ -1,6 +1,7 @@
 //! Method calls in the emulation: tensor views and properties, scalar methods.
 
 use super::*;
+use crate::check::split_views;
 
 impl Rs<'_> {
     pub(super) fn method(&mut self, e: &Expr, recv: &Expr, name: &syn::Ident, args: &[Arg]) -> TokenStream {
@@ -42,6 +43,44 @@ impl Rs<'_> {
                 "reshape" => {
                     let shape = a(0).map_or(quote!(&[]), |x| self.arg(Kind::Ints, x));
                     fallible(span, quote!(::nki::__rt::reshape(#r, #shape)))
+                }
+                "get_pattern" => quote_spanned!(span=> ::nki::Tensor::get_pattern(#r)),
+                "vector_select" => {
+                    let dim = a(0).map_or(quote!(0i64), |x| self.expr(x));
+                    let v = a(1).map_or(quote!(::core::unreachable!()), |x| self.by_ref(x));
+                    fallible(span, quote!(::nki::__rt::vector_select(#r, #dim, #v)))
+                }
+                "reshape_dim" => {
+                    let dim = a(0).map_or(quote!(0i64), |x| self.expr(x));
+                    let shape = a(1).map_or(quote!(&[]), |x| self.arg(Kind::Ints, x));
+                    fallible(span, quote!(::nki::__rt::reshape_dim(#r, #dim, #shape)))
+                }
+                "rearrange" => {
+                    // The checker accepts only literal patterns and (name, size) pairs.
+                    let pattern = |x: Option<&Expr>| {
+                        let groups = x.and_then(split_views::literal_pattern).unwrap_or_default();
+                        let gs = groups.iter().map(|g| quote!(&[#(#g),*]));
+                        quote!(&[#(#gs),*])
+                    };
+                    let (src, dst) = (pattern(a(0)), pattern(a(1)));
+                    let pairs: Vec<TokenStream> = match a(2) {
+                        Some(x) => match &x.kind {
+                            ExprKind::List(items) | ExprKind::Tuple(items) => items
+                                .iter()
+                                .filter_map(|kv| match &kv.kind {
+                                    ExprKind::Tuple(kv) if kv.len() == 2 => {
+                                        let ExprKind::Str(k) = &kv[0].kind else { return None };
+                                        let v = self.expr(&kv[1]);
+                                        Some(quote!((#k, #v)))
+                                    }
+                                    _ => None,
+                                })
+                                .collect(),
+                            _ => Vec::new(),
+                        },
+                        None => Vec::new(),
+                    };
+                    fallible(span, quote!(::nki::__rt::rearrange(#r, #src, #dst, &[#(#pairs),*])))
                 }
                 "permute" => {
                     let dims = a(0).map_or(quote!(&[]), |x| self.arg(Kind::Ints, x));

@@ -1,0 +1,9 @@
+use nki::prelude::*;
+
+#[nki_kernel]
+fn k() {
+    let t = nl::ndarray([128, 24], nl::float32);
+    let v = t.rearrange(("p", ("h", "w")), ("p", "w", "c"), fixed_sizes = [("h", 4)]);
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use nki::prelude::*;
+
+#[nki_kernel]
+fn k() {
+    let t = nl::ndarray([128, 4, 6], nl::float32);
+    let v = t.rearrange(("p", "h"), ("p", "h"));
+}
+
+fn main() {}
