@@ -57,9 +57,25 @@ fn on_chip(py: &str, role: &str, t: &Tensor) -> Result<()> {
     Ok(())
 }
 
+/// Refuses a float operand of a token the docs define on integers only.
+fn integer_operand(py: &str, op: NlOp, role: &str, operand: Operand<'_>) -> Result<()> {
+    if !op.integer_only() {
+        return Ok(());
+    }
+    let float = match operand {
+        Operand::Tensor(t) => t.dtype().is_float().then(|| format!("{} has a float dtype", t.describe())),
+        Operand::Scalar(v) => (v.fract() != 0.0 || !v.is_finite()).then(|| format!("= {v} is not an integer")),
+    };
+    match float {
+        Some(what) => Err(NkiError::dtype(py, format!("{role} {what}: {op} takes integer tiles and numbers only"))),
+        None => Ok(()),
+    }
+}
+
 /// `op(x)` element-wise into a new SBUF tile (`nisa.activation`).
 pub(crate) fn unary(ctx: &Ctx, py: &str, op: NlOp, x: &Tensor, dtype: Option<Dtype>) -> Result<Tensor> {
     on_chip(py, "x", x)?;
+    integer_operand(py, op, "x", Operand::Tensor(x))?;
     let dst = result_tile(ctx, op.name(), x, dtype.unwrap_or(x.dtype()))?;
     nisa::activation(ctx, &dst, op, x, ActivationOpts::default())?;
     Ok(dst)
@@ -88,6 +104,8 @@ fn partition_broadcast(ctx: &Ctx, row: &Tensor, partitions: usize) -> Result<Ten
 
 /// `x op y` element-wise into a new SBUF tile.
 pub(crate) fn binary(ctx: &Ctx, py: &str, op: NlOp, x: Operand<'_>, y: Operand<'_>, dtype: Option<Dtype>) -> Result<Tensor> {
+    integer_operand(py, op, "x", x)?;
+    integer_operand(py, op, "y", y)?;
     let scalar = |data: &Tensor, operand: Operand<'_>, reverse: bool| -> Result<Tensor> {
         let tiles: Vec<&Tensor> = [Some(data), operand.tensor()].into_iter().flatten().collect();
         let dst = result_tile(ctx, op.name(), data, dtype.unwrap_or_else(|| result_dtype(&tiles)))?;
@@ -149,7 +167,7 @@ macro_rules! unary_fns {
     ($($name:ident => $op:ident),* $(,)?) => {$(
         #[doc = concat!("`nl.", stringify!($name), "(x, dtype=None)`: a new SBUF tile of `", stringify!($name), "` applied to each element of `x` (`nisa.activation`).")]
         pub fn $name(ctx: &Ctx, x: &Tensor, dtype: Option<Dtype>) -> Result<Tensor> {
-            unary(ctx, concat!("nl.", stringify!($name)), NlOp::$op, x, dtype)
+            unary(ctx, &NlOp::$op.to_string(), NlOp::$op, x, dtype)
         }
     )*};
 }
@@ -158,7 +176,7 @@ macro_rules! binary_fns {
     ($($name:ident => $op:ident),* $(,)?) => {$(
         #[doc = concat!("`nl.", stringify!($name), "(x, y, dtype=None)`: a new SBUF tile of `", stringify!($name), "` applied to each pair of elements of the tiles or numbers `x` and `y`.")]
         pub fn $name(ctx: &Ctx, x: Operand<'_>, y: Operand<'_>, dtype: Option<Dtype>) -> Result<Tensor> {
-            binary(ctx, concat!("nl.", stringify!($name)), NlOp::$op, x, y, dtype)
+            binary(ctx, &NlOp::$op.to_string(), NlOp::$op, x, y, dtype)
         }
     )*};
 }
@@ -168,11 +186,15 @@ unary_fns! {
     square => Square, abs => Abs, negative => Negative, tanh => Tanh, sigmoid => Sigmoid, relu => Relu,
     silu => Silu, gelu => Gelu, gelu_apprx_tanh => GeluApprxTanh, gelu_apprx_sigmoid => GeluApprxSigmoid,
     erf => Erf, sin => Sin, cos => Cos, arctan => Arctan, softplus => Softplus, mish => Mish, sign => Sign,
+    ceil => Ceil, floor => Floor, trunc => Trunc, tan => Tan, erf_dx => ErfDx, gelu_dx => GeluDx,
+    gelu_apprx_sigmoid_dx => GeluApprxSigmoidDx, silu_dx => SiluDx, logical_not => LogicalNot, invert => Invert,
 }
 
 binary_fns! {
     add => Add, subtract => Subtract, multiply => Multiply, divide => Divide, maximum => Maximum,
     minimum => Minimum, power => Power, less => Less, less_equal => LessEqual, greater => Greater,
     greater_equal => GreaterEqual, equal => Equal, not_equal => NotEqual, logical_and => LogicalAnd,
-    logical_or => LogicalOr,
+    logical_or => LogicalOr, logical_xor => LogicalXor, abs_max => AbsMax, abs_min => AbsMin, fmod => Fmod,
+    r#mod => Mod, bitwise_and => BitwiseAnd, bitwise_or => BitwiseOr, bitwise_xor => BitwiseXor,
+    left_shift => LeftShift, right_shift => RightShift,
 }

@@ -54,7 +54,32 @@ pub fn elementwise(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
                 ),
             );
         }
+        if nki_spec::constants::INTEGER_TOKENS.contains(&site.spec.name)
+            && let Some(d) = t.dtype.filter(|d| d.contains("float"))
+        {
+            diag.error(
+                span,
+                format!("{} of {} is a {d} tile: {} takes integer tiles and numbers only", site.label(role), site.spec.py, site.spec.py),
+            );
+        }
         tiles.push(t);
+    }
+    if nki_spec::constants::INTEGER_TOKENS.contains(&site.spec.name) {
+        for role in ["x", "y"] {
+            if let Some(a) = site.arg(role)
+                && matches!(a.ty, Ty::Float)
+            {
+                diag.error(
+                    a.expr.span,
+                    format!(
+                        "{} of {} is a float number: {} takes integer tiles and numbers only",
+                        site.label(role),
+                        site.spec.py,
+                        site.spec.py
+                    ),
+                );
+            }
+        }
     }
     let mut shape = tiles.first().and_then(|t| t.shape.clone());
     if let [a, b] = tiles[..]
