@@ -252,3 +252,154 @@ fn more_elementwise_calls_under_numpy_match_the_emulator() {
     let emu_ints: Vec<f64> = emu_ints.iter().map(|&v| f64::from(v)).collect();
     assert_close("integer ops numpy vs emulator", &np[1], &emu_ints, 0.0, 0.0);
 }
+
+/// `nl.softmax`, `nl.rms_norm` (scaled by the `[1, F]` row `w`), `nl.var`,
+/// `nl.all` and `nl.where` (with a number and with a tile) of `x` `[P, F]` and
+/// the mask `m`.
+#[nki_kernel]
+pub fn normalisations(x: Hbm, w: Hbm, m: Hbm) -> (Hbm, Hbm, Hbm, Hbm, Hbm, Hbm) {
+    let [p, f] = x.shape();
+    let sm = nl::ndarray([p, f], x.dtype(), buffer = nl::shared_hbm);
+    let rn = nl::ndarray([p, f], x.dtype(), buffer = nl::shared_hbm);
+    let vr = nl::ndarray([p, 1], x.dtype(), buffer = nl::shared_hbm);
+    let al = nl::ndarray([p], x.dtype(), buffer = nl::shared_hbm);
+    let wn = nl::ndarray([p, f], x.dtype(), buffer = nl::shared_hbm);
+    let wt = nl::ndarray([p, f], x.dtype(), buffer = nl::shared_hbm);
+    let t = nl::load(x);
+    let scale = nl::load(w);
+    let mask = nl::load(m);
+    nl::store(sm, nl::softmax(t, axis = 1));
+    nl::store(rn, nl::rms_norm(t, scale, 1, f, epsilon = 0.001));
+    nl::store(vr, nl::var(t, 1));
+    nl::store(al, nl::all(mask, 1));
+    nl::store(wn, nl::r#where(mask, t, -1.0));
+    nl::store(wt, nl::r#where(mask, t, nl::negative(t)));
+    (sm, rn, vr, al, wn, wt)
+}
+
+/// Per row of `x` (`f` wide), with `w` and the mask `m`: softmax, rms_norm (eps
+/// 1e-3), variance, all, where with -1, where with -x; in kernel output order.
+fn normalisation_reference(x: &[f64], w: &[f64], m: &[f64], f: usize) -> [Vec<f64>; 6] {
+    let mut out: [Vec<f64>; 6] = Default::default();
+    for ((row, mrow), _) in x.chunks(f).zip(m.chunks(f)).zip(0..) {
+        let max = row.iter().copied().fold(f64::MIN, f64::max);
+        let z: f64 = row.iter().map(|v| (v - max).exp()).sum();
+        out[0].extend(row.iter().map(|v| (v - max).exp() / z));
+        let rms = (row.iter().map(|v| v * v).sum::<f64>() / f as f64 + 1e-3).sqrt();
+        out[1].extend(row.iter().zip(w).map(|(v, s)| v / rms * s));
+        let mean = row.iter().sum::<f64>() / f as f64;
+        out[2].push(row.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / f as f64);
+        out[3].push(truth(mrow.iter().all(|&c| c != 0.0)));
+        out[4].extend(row.iter().zip(mrow).map(|(&v, &c)| if c != 0.0 { v } else { -1.0 }));
+        out[5].extend(row.iter().zip(mrow).map(|(&v, &c)| if c != 0.0 { v } else { -v }));
+    }
+    out
+}
+
+const NORMALISATIONS: [&str; 6] = ["softmax", "rms_norm", "var", "all", "where (number)", "where (tile)"];
+
+/// `x` in [-2, 2), `w` in [0.5, 1.5), and a mask that is all ones on even rows and
+/// has zeros on odd ones.
+fn normalisation_inputs(p: usize, f: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let x = uniform(p * f, 51, -2.0, 2.0);
+    let w = uniform(f, 52, 0.5, 1.5);
+    let m = uniform(p * f, 53, 0.0, 1.0).iter().enumerate().map(|(i, &u)| truth((i / f) % 2 == 0 || u > 0.2)).collect();
+    (x, w, m)
+}
+
+fn run_normalisations(p: usize, f: usize, dtype: Dtype, launch: Launch) -> ([Vec<f64>; 3], [Vec<f32>; 6]) {
+    let (x, w, m) = normalisation_inputs(p, f);
+    let (x, w) = (as_dtype(&x, dtype), as_dtype(&w, dtype));
+    let outs = normalisations::Call::new(&tensor(&[p, f], &x, dtype), &tensor(&[1, f], &w, dtype), &tensor(&[p, f], &m, dtype))
+        .launch(&launch)
+        .unwrap();
+    let (a, b, c, d, e, g) = outs;
+    ([x, w, m], [a, b, c, d, e, g].map(|t| t.to_f32_vec()))
+}
+
+#[test]
+fn normalisations_and_where_match_float64_in_both_precisions_and_under_numpy() {
+    let (p, f) = (64, 48);
+    for (dtype, launch, rtol) in [(Dtype::F32, Launch::new().precision(Precision::Fp32), 2e-6), (Dtype::Bf16, Launch::new(), 2f64.powi(-8))]
+    {
+        let ([x, w, m], got) = run_normalisations(p, f, dtype, launch);
+        let want = normalisation_reference(&x, &w, &m, f);
+        for (k, label) in NORMALISATIONS.iter().enumerate() {
+            assert_close(&format!("{label} {dtype:?}"), &got[k], &want[k], 1e-6, rtol);
+        }
+        if dtype == Dtype::F32 {
+            let args = vec![
+                Arg::Tensor(vec![p, f], x.clone(), dtype),
+                Arg::Tensor(vec![1, f], w.clone(), dtype),
+                Arg::Tensor(vec![p, f], m.clone(), dtype),
+            ];
+            let pkg = package_of("normalisations_pkg", &[&normalisations::INFO]);
+            let np = run_numpy_ranks(&pkg, "normalisations", &[args], 1, "fp32").swap_remove(0);
+            for (k, label) in NORMALISATIONS.iter().enumerate() {
+                let emu: Vec<f64> = got[k].iter().map(|&v| f64::from(v)).collect();
+                assert_close(&format!("{label} numpy vs emulator"), &np[k], &emu, 1e-7, 1e-6);
+            }
+        }
+    }
+}
+
+/// `nl.zeros_like` (on chip and in HBM), `nl.empty_like` and the buffer
+/// predicates: the first output holds `x`'s zeros-like tile plus `x` copied into
+/// an `empty_like` float32 tile, the second is a shared-HBM `zeros_like(x)`, the
+/// third a row of 1/0 flags: `is_hbm(hbm)`, `is_hbm(sbuf)`, `is_sbuf(sbuf)`,
+/// `is_psum(psum)`, `is_psum(sbuf)`, `is_on_chip(psum)`, `is_on_chip(shared_hbm)`.
+#[nki_kernel]
+pub fn likes_and_buffers(x: Hbm) -> (Hbm, Hbm, Hbm) {
+    let [p, f] = x.shape();
+    let out = nl::ndarray([p, f], nl::float32, buffer = nl::shared_hbm);
+    let flags = nl::ndarray([1, 7], nl::float32, buffer = nl::shared_hbm);
+    let t = nl::load(x);
+    let z = nl::zeros_like(t);
+    let e = nl::empty_like(t, dtype = nl::float32);
+    nisa::tensor_tensor(e, t, z, nl::add);
+    nl::store(out, e);
+    let zh = nl::zeros_like(x, buffer = nl::shared_hbm);
+    let row = nl::zeros([1, 7], nl::float32);
+    if nl::is_hbm(nl::hbm) {
+        nisa::memset(row[s![.., 0..1]], 1.0);
+    }
+    if nl::is_hbm(nl::sbuf) {
+        nisa::memset(row[s![.., 1..2]], 1.0);
+    }
+    if nl::is_sbuf(nl::sbuf) {
+        nisa::memset(row[s![.., 2..3]], 1.0);
+    }
+    if nl::is_psum(nl::psum) {
+        nisa::memset(row[s![.., 3..4]], 1.0);
+    }
+    if nl::is_psum(nl::sbuf) {
+        nisa::memset(row[s![.., 4..5]], 1.0);
+    }
+    if nl::is_on_chip(nl::psum) {
+        nisa::memset(row[s![.., 5..6]], 1.0);
+    }
+    if nl::is_on_chip(nl::shared_hbm) {
+        nisa::memset(row[s![.., 6..7]], 1.0);
+    }
+    nl::store(flags, row);
+    (out, zh, flags)
+}
+
+#[test]
+fn like_constructors_and_buffer_predicates_in_the_emulator_and_under_numpy() {
+    let (p, f) = (16, 8);
+    let x = uniform(p * f, 61, -1.0, 1.0);
+    let (out, zh, flags) = likes_and_buffers::Call::new(&tensor(&[p, f], &x, Dtype::Bf16)).launch(&Launch::new()).unwrap();
+    let (out, zh, flags) = (out.to_f32_vec(), zh, flags.to_f32_vec());
+    assert_close("x + zeros_like(x) in an empty_like float32 tile", &out, &as_dtype(&x, Dtype::Bf16), 0.0, 0.0);
+    assert_eq!((zh.shape(), zh.dtype()), (&[p, f][..], Dtype::Bf16), "zeros_like(x) keeps x's shape and dtype");
+    assert!(zh.to_f32_vec().iter().all(|&v| v == 0.0), "zeros_like in HBM holds zeros");
+    assert_eq!(flags, [1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 0.0], "buffer predicates");
+    let pkg = package_of("likes_and_buffers_pkg", &[&likes_and_buffers::INFO]);
+    let np =
+        run_numpy_ranks(&pkg, "likes_and_buffers", &[vec![Arg::Tensor(vec![p, f], x.clone(), Dtype::Bf16)]], 1, "hardware").swap_remove(0);
+    let emu: [Vec<f64>; 3] = [out, zh.to_f32_vec(), flags].map(|v| v.iter().map(|&x| f64::from(x)).collect());
+    for (k, label) in ["empty_like / zeros_like", "zeros_like in HBM", "flags"].iter().enumerate() {
+        assert_close(&format!("{label} numpy vs emulator"), &np[k], &emu[k], 0.0, 0.0);
+    }
+}

@@ -112,6 +112,8 @@ pub enum Returns {
     Unit,
     /// An integer.
     Int,
+    /// A bool.
+    Bool,
     /// A virtual register.
     Register,
     /// An `ncc.ReplicaGroup`.

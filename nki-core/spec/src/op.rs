@@ -102,6 +102,9 @@ pub enum Rule {
     NlMatmul,
     NlTranspose,
     NlReduce,
+    NlWhere,
+    NlNormalize,
+    NlLike,
     Collective,
 }
 

@@ -9,11 +9,16 @@
 //! ones with the row, exact: each output is one product by 1), then
 //! `nisa.tensor_tensor`. Other broadcasts are refused with an error naming the
 //! shapes.
+//!
+//! `nl.where(condition, x, y)` is a fill with `y` (`nisa.tensor_copy` or
+//! `nisa.memset`), a `condition != 0` mask (`nisa.tensor_scalar` into uint8) and a
+//! masked copy of `x` (`nisa.tensor_copy_predicated`); `x` and `y` are tiles of
+//! `condition`'s shape or numbers.
 
 use super::{FillOpts, ones};
 use super::{NdarrayOpts, NlOp, ndarray};
 use crate::emulator::Ctx;
-use crate::isa::{self as nisa, ActivationOpts, EngineOpts, NcMatmulOpts, Operand, TensorScalarOpts};
+use crate::isa::{self as nisa, ActivationOpts, CopyPredicatedOpts, EngineOpts, NcMatmulOpts, Operand, TensorScalarOpts};
 use crate::{Buffer, Dtype, NkiError, Result, Tensor};
 
 /// The dtype of a result of `tiles` when none is asked for: their common dtype,
@@ -161,6 +166,46 @@ pub(crate) fn binary(ctx: &Ctx, py: &str, op: NlOp, x: Operand<'_>, y: Operand<'
             Err(NkiError::constraint(py, format!("x = {a} and y = {b} are both numbers; at least one must be a tile")))
         }
     }
+}
+
+/// `nl.where(condition, x, y, dtype=None)`: a new SBUF tile holding `x` where
+/// `condition` is nonzero and `y` elsewhere; `x` and `y` are tiles of
+/// `condition`'s shape or numbers. The result's dtype is `dtype`, else that of
+/// the tiles among `x` and `y` (`condition`'s when both are numbers).
+pub fn r#where(ctx: &Ctx, condition: &Tensor, x: Operand<'_>, y: Operand<'_>, dtype: Option<Dtype>) -> Result<Tensor> {
+    const PY: &str = "nl.where";
+    on_chip(PY, "condition", condition)?;
+    for (role, operand) in [("x", x), ("y", y)] {
+        if let Operand::Tensor(t) = operand {
+            on_chip(PY, role, t)?;
+            if t.shape() != condition.shape() {
+                return Err(NkiError::shape(
+                    PY,
+                    format!("{role} {} must have the shape of condition {} (or be a number)", t.describe(), condition.describe()),
+                ));
+            }
+        }
+    }
+    let branches: Vec<&Tensor> = [x.tensor(), y.tensor()].into_iter().flatten().collect();
+    let out = dtype.unwrap_or_else(|| if branches.is_empty() { condition.dtype() } else { result_dtype(&branches) });
+    let dst = result_tile(ctx, "where", condition, out)?;
+    match y {
+        Operand::Tensor(t) => nisa::tensor_copy(ctx, &dst, t, EngineOpts::default())?,
+        Operand::Scalar(v) => nisa::memset(ctx, &dst, v, EngineOpts::default())?,
+    }
+    let mask = result_tile(ctx, "where_mask", condition, Dtype::U8)?;
+    nisa::tensor_scalar(ctx, &mask, condition, NlOp::NotEqual, Operand::Scalar(0.0), TensorScalarOpts::default())?;
+    let cast;
+    let src = match x {
+        Operand::Tensor(t) if t.dtype() != out => {
+            cast = result_tile(ctx, "where_x", t, out)?;
+            nisa::tensor_copy(ctx, &cast, t, EngineOpts::default())?;
+            Operand::Tensor(&cast)
+        }
+        other => other,
+    };
+    nisa::tensor_copy_predicated(ctx, &dst, src, &mask, CopyPredicatedOpts::default())?;
+    Ok(dst)
 }
 
 macro_rules! unary_fns {

@@ -1,6 +1,6 @@
 //! Tile-level `nki.language` functions that allocate their result: `load`,
-//! `zeros`, `ones`, `full`, and `store`. Each is the `nisa` sequence NKI
-//! lowers it to (an allocation, then a DMA or a memset).
+//! `zeros`, `ones`, `full`, `zeros_like`, `empty_like`, and `store`. Each is the
+//! `nisa` sequence NKI lowers it to (an allocation, then a DMA or a memset).
 
 use super::{NdarrayOpts, ndarray};
 use crate::emulator::Ctx;
@@ -41,6 +41,38 @@ pub fn ones(ctx: &Ctx, shape: &[i64], dtype: Dtype, opts: FillOpts<'_>) -> Resul
 /// `nl.full(shape, fill_value, dtype)`: a new tensor holding `fill_value`.
 pub fn full(ctx: &Ctx, shape: &[i64], fill_value: f64, dtype: Dtype, opts: FillOpts<'_>) -> Result<Tensor> {
     filled(ctx, shape, fill_value, dtype, opts)
+}
+
+/// Optional arguments of [`zeros_like`] and [`empty_like`].
+#[nki_macros::spec_options]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LikeOpts<'a> {
+    /// Element type (default `x`'s).
+    pub dtype: Option<Dtype>,
+    /// Memory space (default `x`'s).
+    pub buffer: Option<Buffer>,
+    /// Tensor name.
+    pub name: Option<&'a str>,
+}
+
+/// The shape of `x` and the fill options `opts` resolve to.
+fn like<'a>(x: &Tensor, opts: LikeOpts<'a>) -> (Vec<i64>, Dtype, FillOpts<'a>) {
+    let shape = x.shape().iter().map(|&d| d as i64).collect();
+    (shape, opts.dtype.unwrap_or(x.dtype()), FillOpts { buffer: Some(opts.buffer.unwrap_or(x.buffer())), name: opts.name })
+}
+
+/// `nl.zeros_like(x, dtype=None, buffer=None, name='')`: zeros of `x`'s shape,
+/// in `x`'s dtype and memory space unless given.
+pub fn zeros_like(ctx: &Ctx, x: &Tensor, opts: LikeOpts<'_>) -> Result<Tensor> {
+    let (shape, dtype, fill) = like(x, opts);
+    filled(ctx, &shape, 0.0, dtype, fill)
+}
+
+/// `nl.empty_like(x, dtype=None, buffer=None, name='')`: an uninitialised tensor
+/// of `x`'s shape, in `x`'s dtype and memory space unless given.
+pub fn empty_like(ctx: &Ctx, x: &Tensor, opts: LikeOpts<'_>) -> Result<Tensor> {
+    let (shape, dtype, fill) = like(x, opts);
+    ndarray(ctx, &shape, dtype, NdarrayOpts { buffer: fill.buffer, name: fill.name, ..Default::default() })
 }
 
 /// `nl.load(src, dtype=None)`: a new SBUF tile of `src`'s shape (dim 0 the

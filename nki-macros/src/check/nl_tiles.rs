@@ -237,3 +237,97 @@ pub fn reduce(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
     })();
     Ty::Tensor(TensorTy { space: Some(Space::Sbuf), shape, dtype })
 }
+
+/// `nl.where(condition, x, y, dtype=None)`: `x` and `y` are numbers or tiles of
+/// `condition`'s shape; the result is an SBUF tile of that shape in `dtype`, else
+/// the tiles' common dtype.
+pub fn where_(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    let cond = site.tensor("condition");
+    let shape = cond.and_then(|(t, _)| t.shape.clone());
+    let mut dtypes = Vec::new();
+    for role in ["x", "y"] {
+        let Some((t, span)) = site.tensor(role) else { continue };
+        if t.space == Some(Space::Hbm) {
+            diag.error(
+                span,
+                format!("{} of nl.where is an HBM tensor: compute engines read only SBUF and PSUM (nl::load it first)", site.label(role)),
+            );
+        }
+        if let (Some(want), Some(got)) = (&shape, &t.shape)
+            && (want.len() != got.len()
+                || want.iter().zip(got).any(|(a, b)| matches!((a.as_const(), b.as_const()), (Some(p), Some(q)) if p != q)))
+        {
+            diag.error(
+                span,
+                format!(
+                    "{} of shape {} must have the shape of {} ({}) or be a number (nl.where)",
+                    site.label(role),
+                    dims_text(got),
+                    site.label("condition"),
+                    dims_text(want)
+                ),
+            );
+        }
+        dtypes.push(t.dtype);
+    }
+    let common = match dtypes[..] {
+        [] => cond.and_then(|(t, _)| t.dtype),
+        [a] => a,
+        [a, b] if a == b => a,
+        _ => None,
+    };
+    Ty::Tensor(TensorTy { space: Some(Space::Sbuf), shape, dtype: dtype_arg(site).unwrap_or(common) })
+}
+
+/// `nl.var`, `nl.softmax`, `nl.rms_norm`: `axis` (when given; softmax defaults to
+/// the last dim) names every free dim of `x`, each partition normalised whole;
+/// the result is an SBUF tile of `x`'s shape (`var`: its free dims as 1s) in
+/// `dtype`, else `x`'s.
+pub fn normalize(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    let x = site.tensor("x");
+    let dtype = dtype_arg(site).unwrap_or_else(|| x.and_then(|(t, _)| t.dtype));
+    let dims = x.and_then(|(t, _)| t.shape.clone());
+    let given = match site.arg("axis") {
+        Some(a) => axes_of(&a.ty).map(|axes| (axes, a.expr.span)),
+        None => site.tensor("x").map(|(_, span)| (vec![-1], span)),
+    };
+    if let (Some(dims), Some((axes, span))) = (&dims, given) {
+        let nd = dims.len() as i64;
+        let mut norm: Vec<i64> = axes.iter().map(|&a| if a < 0 { a + nd } else { a }).collect();
+        norm.sort_unstable();
+        if norm != (1..nd).collect::<Vec<i64>>() {
+            diag.error(
+                span,
+                format!(
+                    "axis of {} must name every free dim of {} (shape {}): dims 1 to {} (nki-rs normalises whole partitions)",
+                    site.spec.py,
+                    site.label("x"),
+                    dims_text(dims),
+                    nd - 1
+                ),
+            );
+        }
+    }
+    let shape = dims.map(|d| {
+        if site.spec.name == "var" {
+            d.iter().enumerate().map(|(i, v)| if i == 0 { v.clone() } else { Val::konst(1) }).collect()
+        } else {
+            d
+        }
+    });
+    Ty::Tensor(TensorTy { space: Some(Space::Sbuf), shape, dtype })
+}
+
+/// `nl.zeros_like` / `nl.empty_like(x, dtype=None, buffer=None, name='')`: a
+/// tensor of `x`'s shape, in `dtype` and `buffer` when given, else `x`'s.
+pub fn like(_diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    let x = site.tensor("x").map(|(t, _)| t.clone()).unwrap_or_default();
+    let space = match site.arg("buffer").map(|a| &a.ty) {
+        Some(Ty::Buffer(Some("sbuf"))) => Some(Space::Sbuf),
+        Some(Ty::Buffer(Some("psum"))) => Some(Space::Psum),
+        Some(Ty::Buffer(Some(_))) => Some(Space::Hbm),
+        Some(_) => None,
+        None => x.space,
+    };
+    Ty::Tensor(TensorTy { space, shape: x.shape, dtype: dtype_arg(site).unwrap_or(x.dtype) })
+}

@@ -76,6 +76,9 @@ pub fn rule(r: Rule) -> Check {
         Rule::NlMatmul => super::nl_tiles::matmul,
         Rule::NlTranspose => super::nl_tiles::transpose,
         Rule::NlReduce => super::nl_tiles::reduce,
+        Rule::NlWhere => super::nl_tiles::where_,
+        Rule::NlNormalize => super::nl_tiles::normalize,
+        Rule::NlLike => super::nl_tiles::like,
         Rule::Collective => super::collectives::collective,
     }
 }
