@@ -403,3 +403,119 @@ fn like_constructors_and_buffer_predicates_in_the_emulator_and_under_numpy() {
         assert_close(&format!("{label} numpy vs emulator"), &np[k], &emu[k], 0.0, 0.0);
     }
 }
+
+/// `nl.load_transpose2d` (in `x`'s dtype and in float32), `nl.broadcast_to` of a
+/// `[P, 1]` column and of a `[1, F]` row, `nl.gather_flattened` of `x` by the
+/// int32 `idx`, `nl.shared_identity_matrix`, `nl.expand_dims`, and a
+/// `nl.device_print` of the column.
+#[nki_kernel]
+pub fn movement_tiles(x: Hbm, col: Hbm, row: Hbm, idx: Hbm) -> (Hbm, Hbm, Hbm, Hbm, Hbm, Hbm, Hbm) {
+    let [p, f] = x.shape();
+    let [_p, k] = idx.shape();
+    let tr = nl::ndarray([f, p], x.dtype(), buffer = nl::shared_hbm);
+    let tr32 = nl::ndarray([f, p], nl::float32, buffer = nl::shared_hbm);
+    let bc = nl::ndarray([p, f], x.dtype(), buffer = nl::shared_hbm);
+    let br = nl::ndarray([p, f], x.dtype(), buffer = nl::shared_hbm);
+    let g = nl::ndarray([p, k], x.dtype(), buffer = nl::shared_hbm);
+    let id = nl::ndarray([p, p], nl::float32, buffer = nl::shared_hbm);
+    let ex = nl::ndarray([p, 1, f], x.dtype(), buffer = nl::shared_hbm);
+    let t = nl::load(x);
+    let c = nl::load(col);
+    let r = nl::load(row);
+    let i = nl::load(idx);
+    nl::device_print("column", c);
+    nl::store(tr, nl::load_transpose2d(x));
+    nl::store(tr32, nl::load_transpose2d(x, dtype = nl::float32));
+    nl::store(bc, nl::broadcast_to(c, [p, f]));
+    nl::store(br, nl::broadcast_to(r, [p, f]));
+    nl::store(g, nl::gather_flattened(t, i));
+    nl::store(id, nl::shared_identity_matrix(p, dtype = nl::float32));
+    nl::store(ex, nl::expand_dims(t, 1));
+    (tr, tr32, bc, br, g, id, ex)
+}
+
+#[test]
+fn movement_tiles_match_their_definitions_in_both_precisions_and_under_numpy() {
+    let (p, f, k) = (64, 48, 20);
+    let idx: Vec<f64> = uniform(p * k, 71, 0.0, f as f64).into_iter().map(f64::floor).collect();
+    for (dtype, launch, precision) in
+        [(Dtype::F32, Launch::new().precision(Precision::Fp32), "fp32"), (Dtype::Bf16, Launch::new(), "hardware")]
+    {
+        let x = as_dtype(&uniform(p * f, 72, -2.0, 2.0), dtype);
+        let col = as_dtype(&uniform(p, 73, -2.0, 2.0), dtype);
+        let row = as_dtype(&uniform(f, 74, -2.0, 2.0), dtype);
+        let outs = movement_tiles::Call::new(
+            &tensor(&[p, f], &x, dtype),
+            &tensor(&[p, 1], &col, dtype),
+            &tensor(&[1, f], &row, dtype),
+            &tensor(&[p, k], &idx, Dtype::I32),
+        )
+        .launch(&launch)
+        .unwrap();
+        let (tr, tr32, bc, br, g, id, ex) = outs;
+        let got = [tr, tr32, bc, br, g, id, ex].map(|t| t.to_f32_vec());
+        let transposed: Vec<f64> = (0..f * p).map(|e| x[(e % p) * f + e / p]).collect();
+        let want = [
+            transposed.clone(),
+            transposed,
+            (0..p * f).map(|e| col[e / f]).collect(),
+            (0..p * f).map(|e| row[e % f]).collect(),
+            (0..p * k).map(|e| x[(e / k) * f + idx[e] as usize]).collect(),
+            (0..p * p).map(|e| truth(e / p == e % p)).collect(),
+            x.clone(),
+        ];
+        let labels = [
+            "load_transpose2d",
+            "load_transpose2d float32",
+            "broadcast_to column",
+            "broadcast_to row",
+            "gather_flattened",
+            "identity",
+            "expand_dims",
+        ];
+        for (l, (g, w)) in labels.iter().zip(got.iter().zip(&want)) {
+            assert_close(&format!("{l} {dtype:?}"), g, w, 0.0, 0.0);
+        }
+        let args = vec![
+            Arg::Tensor(vec![p, f], x.clone(), dtype),
+            Arg::Tensor(vec![p, 1], col.clone(), dtype),
+            Arg::Tensor(vec![1, f], row.clone(), dtype),
+            Arg::Tensor(vec![p, k], idx.clone(), Dtype::I32),
+        ];
+        let pkg = package_of("movement_tiles_pkg", &[&movement_tiles::INFO]);
+        let np = run_numpy_ranks(&pkg, "movement_tiles", &[args], 1, precision).swap_remove(0);
+        for (l, (n, e)) in labels.iter().zip(np.iter().zip(&got)) {
+            let e: Vec<f64> = e.iter().map(|&v| f64::from(v)).collect();
+            assert_close(&format!("{l} numpy vs emulator {dtype:?}"), n, &e, 0.0, 0.0);
+        }
+    }
+}
+
+/// Prints a `[2, 3]` tile with `nl.device_print`.
+#[nki_kernel]
+pub fn print_tile(x: Hbm) {
+    let t = nl::load(x);
+    nl::device_print("the tile", t);
+}
+
+/// The test binary re-runs this test with `PRINT_CHILD` set to launch the kernel
+/// alone, and checks what that child wrote to standard error.
+#[test]
+fn device_print_writes_the_prefix_kernel_line_rank_program_and_values_to_stderr() {
+    let x = tensor(&[2, 3], &[1.0, 2.0, 3.0, 4.5, 5.0, -6.0], Dtype::F32);
+    if std::env::var_os("PRINT_CHILD").is_some() {
+        print_tile::Call::new(&x).launch(&Launch::new()).unwrap();
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "device_print_writes_the_prefix_kernel_line_rank_program_and_values_to_stderr", "--nocapture"])
+        .env("PRINT_CHILD", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "the child failed: {}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line = include_str!("dsl_nl_language.rs").lines().position(|l| l.contains("nl::device_print(\"the tile\"")).unwrap() + 1;
+    let want =
+        format!("the tile [tests/dsl_nl_language.rs:{line} rank 0 program 0] 'tensor' [2, 3] float32 in SBUF:\n[1 2 3]\n[4.5 5 -6]\n");
+    assert!(err.contains(&want), "stderr lacks\n{want}\ngot\n{err}");
+}

@@ -105,6 +105,11 @@ pub enum Rule {
     NlWhere,
     NlNormalize,
     NlLike,
+    NlExpandDims,
+    NlBroadcastTo,
+    NlGatherFlattened,
+    NlLoadTranspose2d,
+    NlIdentity,
     Collective,
 }
 

@@ -99,7 +99,7 @@ fn is_row_of(row: &Tensor, full: &Tensor) -> bool {
 
 /// The `(1, F)` tile `row` repeated on `partitions` partitions of a new float32
 /// PSUM tile: `onesᵀ · row` on the Tensor engine.
-fn partition_broadcast(ctx: &Ctx, row: &Tensor, partitions: usize) -> Result<Tensor> {
+pub(crate) fn partition_broadcast(ctx: &Ctx, row: &Tensor, partitions: usize) -> Result<Tensor> {
     let ones = ones(ctx, &[1, partitions as i64], row.dtype(), FillOpts::default())?;
     let shape = [partitions as i64, row.shape()[1] as i64];
     let dst = ndarray(ctx, &shape, Dtype::F32, NdarrayOpts { buffer: Some(Buffer::Psum), name: Some("broadcast"), ..Default::default() })?;

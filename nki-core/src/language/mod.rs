@@ -2,16 +2,19 @@
 //! buffers and operator tokens.
 #![allow(non_upper_case_globals)]
 
+mod debug;
 pub mod elementwise;
 pub mod list_bounds;
+pub mod movement;
 mod ops;
 pub mod reductions;
 mod tensor_engine;
 mod tiles;
 
+pub use debug::device_print;
 pub use ops::NlOp;
 pub use tensor_engine::{matmul, transpose};
-pub use tiles::{FillOpts, LikeOpts, empty_like, full, load, ones, store, zeros, zeros_like};
+pub use tiles::{FillOpts, LikeOpts, empty_like, full, load, ones, shared_identity_matrix, store, zeros, zeros_like};
 
 use crate::emulator::Ctx;
 use crate::emulator::memory::OnChip;
