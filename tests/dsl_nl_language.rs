@@ -190,10 +190,13 @@ fn check_ints(ins: &Inputs, got: &[f32], n: usize) {
     }
 }
 
+/// A real function of one variable.
+type Scalar = fn(f64) -> f64;
+
 #[test]
 fn derivative_references_agree_with_central_differences_of_their_functions() {
     let h = 1e-5;
-    let pairs: [(&str, fn(f64) -> f64, fn(f64) -> f64); 4] = [
+    let pairs: [(&str, Scalar, Scalar); 4] = [
         ("erf", erf, erf_dx),
         ("gelu", gelu, gelu_dx),
         ("gelu_apprx_sigmoid", gelu_apprx_sigmoid, gelu_apprx_sigmoid_dx),
@@ -303,7 +306,7 @@ const NORMALISATIONS: [&str; 6] = ["softmax", "rms_norm", "var", "all", "where (
 fn normalisation_inputs(p: usize, f: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     let x = uniform(p * f, 51, -2.0, 2.0);
     let w = uniform(f, 52, 0.5, 1.5);
-    let m = uniform(p * f, 53, 0.0, 1.0).iter().enumerate().map(|(i, &u)| truth((i / f) % 2 == 0 || u > 0.2)).collect();
+    let m = uniform(p * f, 53, 0.0, 1.0).iter().enumerate().map(|(i, &u)| truth((i / f).is_multiple_of(2) || u > 0.2)).collect();
     (x, w, m)
 }
 

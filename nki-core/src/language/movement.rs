@@ -65,9 +65,9 @@ pub fn broadcast_to(ctx: &Ctx, x: &Tensor, shape: &[i64], dtype: Option<Dtype>) 
         return Ok(x.clone());
     }
     let mut view = x.clone();
-    for d in 1..want.len() {
-        if x.shape()[d] != want[d] {
-            view = if x.shape()[d] == 1 { view.broadcast(d, want[d])? } else { return Err(refuse()) };
+    for (d, (&have, &size)) in x.shape().iter().zip(&want).enumerate().skip(1) {
+        if have != size {
+            view = if have == 1 { view.broadcast(d, size)? } else { return Err(refuse()) };
         }
     }
     let dst = new_tile(ctx, PY, &want, out, x.buffer())?;
