@@ -522,3 +522,29 @@ fn device_print_writes_the_prefix_kernel_line_rank_program_and_values_to_stderr(
         format!("the tile [tests/dsl_nl_language.rs:{line} rank 0 program 0] 'tensor' [2, 3] float32 in SBUF:\n[1 2 3]\n[4.5 5 -6]\n");
     assert!(err.contains(&want), "stderr lacks\n{want}\ngot\n{err}");
 }
+
+/// `nl.invert` of a uint8 and an int16 tile.
+#[nki_kernel]
+pub fn invert_widths(a: Hbm, b: Hbm) -> (Hbm, Hbm) {
+    let ua = nl::ndarray(a.shape(), nl::uint8, buffer = nl::shared_hbm);
+    let ib = nl::ndarray(b.shape(), nl::int16, buffer = nl::shared_hbm);
+    nl::store(ua, nl::invert(nl::load(a)));
+    nl::store(ib, nl::invert(nl::load(b)));
+    (ua, ib)
+}
+
+#[test]
+fn invert_flips_every_bit_of_the_dtype_in_the_emulator_and_under_numpy() {
+    let a = [0.0, 5.0, 200.0, 255.0];
+    let b = [0.0, 5.0, -300.0, 32767.0];
+    let (ua, ib) =
+        invert_widths::Call::new(&tensor(&[1, 4], &a, Dtype::U8), &tensor(&[1, 4], &b, Dtype::I16)).launch(&Launch::new()).unwrap();
+    let (ua, ib) = (ua.to_f32_vec(), ib.to_f32_vec());
+    assert_eq!(ua, a.map(|v| (255.0 - v) as f32), "uint8: 255 - v");
+    assert_eq!(ib, b.map(|v| (-v - 1.0) as f32), "int16: -v - 1");
+    let args = vec![Arg::Tensor(vec![1, 4], a.to_vec(), Dtype::U8), Arg::Tensor(vec![1, 4], b.to_vec(), Dtype::I16)];
+    let pkg = package_of("invert_widths_pkg", &[&invert_widths::INFO]);
+    let np = run_numpy_ranks(&pkg, "invert_widths", &[args], 1, "hardware").swap_remove(0);
+    assert_close("uint8 invert numpy vs emulator", &np[0], &ua.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), 0.0, 0.0);
+    assert_close("int16 invert numpy vs emulator", &np[1], &ib.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), 0.0, 0.0);
+}

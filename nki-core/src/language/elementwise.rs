@@ -10,12 +10,15 @@
 //! `nisa.tensor_tensor`. Other broadcasts are refused with an error naming the
 //! shapes.
 //!
+//! `nl.invert` of an integer tile is `nisa.tensor_tensor` with `nl.bitwise_xor`
+//! against a tile of all ones bits of the result's width.
+//!
 //! `nl.where(condition, x, y)` is a fill with `y` (`nisa.tensor_copy` or
 //! `nisa.memset`), a `condition != 0` mask (`nisa.tensor_scalar` into uint8) and a
 //! masked copy of `x` (`nisa.tensor_copy_predicated`); `x` and `y` are tiles of
 //! `condition`'s shape or numbers.
 
-use super::{FillOpts, ones};
+use super::{FillOpts, full, ones};
 use super::{NdarrayOpts, NlOp, ndarray};
 use crate::emulator::Ctx;
 use crate::isa::{self as nisa, ActivationOpts, CopyPredicatedOpts, EngineOpts, NcMatmulOpts, Operand, TensorScalarOpts};
@@ -81,7 +84,15 @@ fn integer_operand(py: &str, op: NlOp, role: &str, operand: Operand<'_>) -> Resu
 pub(crate) fn unary(ctx: &Ctx, py: &str, op: NlOp, x: &Tensor, dtype: Option<Dtype>) -> Result<Tensor> {
     on_chip(py, "x", x)?;
     integer_operand(py, op, "x", Operand::Tensor(x))?;
-    let dst = result_tile(ctx, op.name(), x, dtype.unwrap_or(x.dtype()))?;
+    let out = dtype.unwrap_or(x.dtype());
+    if op == NlOp::Invert && !out.is_float() {
+        // Exact on integers: XOR with every bit of the result's width set.
+        let (lo, hi) = out.int_range();
+        let shape: Vec<i64> = x.shape().iter().map(|&d| d as i64).collect();
+        let mask = full(ctx, &shape, if lo == 0 { hi as f64 } else { -1.0 }, out, FillOpts::default())?;
+        return binary(ctx, py, NlOp::BitwiseXor, Operand::Tensor(x), Operand::Tensor(&mask), Some(out));
+    }
+    let dst = result_tile(ctx, op.name(), x, out)?;
     nisa::activation(ctx, &dst, op, x, ActivationOpts::default())?;
     Ok(dst)
 }
