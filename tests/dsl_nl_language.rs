@@ -548,3 +548,41 @@ fn invert_flips_every_bit_of_the_dtype_in_the_emulator_and_under_numpy() {
     assert_close("uint8 invert numpy vs emulator", &np[0], &ua.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), 0.0, 0.0);
     assert_close("int16 invert numpy vs emulator", &np[1], &ib.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), 0.0, 0.0);
 }
+
+/// The new tokens as `op=` of `nisa.tensor_tensor` / `nisa.activation`,
+/// `nl::r#mod` written raw.
+#[nki_kernel]
+pub fn tokens_in_isa_ops(x: Hbm, y: Hbm) -> (Hbm, Hbm) {
+    let [p, f] = x.shape();
+    let m = nl::ndarray([p, f], nl::float32, buffer = nl::shared_hbm);
+    let c = nl::ndarray([p, f], nl::float32, buffer = nl::shared_hbm);
+    let a = nl::load(x);
+    let b = nl::load(y);
+    let r = nl::ndarray([p, f], nl::float32);
+    nisa::tensor_tensor(r, a, b, nl::r#mod);
+    nl::store(m, r);
+    let e = nl::ndarray([p, f], nl::float32);
+    nisa::activation(e, nl::ceil, a);
+    nl::store(c, e);
+    (m, c)
+}
+
+#[test]
+fn new_tokens_work_as_isa_op_arguments_in_the_emulator_and_under_numpy() {
+    let (p, f) = (8, 16);
+    let x: Vec<f64> = uniform(p * f, 91, -4.0, 4.0).iter().map(|v| (v * 4.0).floor() / 4.0).collect();
+    let y: Vec<f64> = uniform(p * f, 92, 0.5, 2.0).iter().map(|v| (v * 4.0).floor() / 4.0).collect();
+    let (m, c) = tokens_in_isa_ops::Call::new(&tensor(&[p, f], &x, Dtype::F32), &tensor(&[p, f], &y, Dtype::F32))
+        .launch(&Launch::new().precision(Precision::Fp32))
+        .unwrap();
+    let (m, c) = (m.to_f32_vec(), c.to_f32_vec());
+    assert_close("tensor_tensor op=nl.mod", &m, &x.iter().zip(&y).map(|(&a, &b)| py_mod(a, b)).collect::<Vec<_>>(), 0.0, 0.0);
+    assert_close("activation op=nl.ceil", &c, &x.iter().map(|v| v.ceil()).collect::<Vec<_>>(), 0.0, 0.0);
+    assert!(tokens_in_isa_ops::NKI_SOURCE.contains("op=nl.mod"), "{}", tokens_in_isa_ops::NKI_SOURCE);
+    let args = vec![Arg::Tensor(vec![p, f], x, Dtype::F32), Arg::Tensor(vec![p, f], y, Dtype::F32)];
+    let pkg = package_of("tokens_in_isa_ops_pkg", &[&tokens_in_isa_ops::INFO]);
+    let np = run_numpy_ranks(&pkg, "tokens_in_isa_ops", &[args], 1, "fp32").swap_remove(0);
+    for (label, (n, e)) in ["mod", "ceil"].iter().zip(np.iter().zip([&m, &c])) {
+        assert_close(&format!("{label} numpy vs emulator"), n, &e.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), 0.0, 0.0);
+    }
+}
