@@ -11,6 +11,7 @@ pub mod embedding;
 pub mod gemm_bias_gelu;
 pub mod layernorm;
 pub mod mamba;
+pub mod masked_softmax;
 pub mod matmul;
 pub mod matmul_steps;
 pub mod softmax;
@@ -32,6 +33,7 @@ pub static KERNELS: &[&FunctionInfo] = &[
     &mamba::mamba_v1::INFO,
     &mamba::mamba_v2::INFO,
     &mamba::mamba_v3::INFO,
+    &masked_softmax::masked_softmax::INFO,
     &matmul::matmul::INFO,
     &matmul_steps::matmul_hoisted::INFO,
     &matmul_steps::matmul_blocked::INFO,

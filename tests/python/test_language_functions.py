@@ -57,6 +57,17 @@ class ElementwiseTest(unittest.TestCase):
         self.assertIs(bf.dtype, nl.bfloat16)
         np.testing.assert_allclose(host(bf), (a + b).astype(np.float64), rtol=2 ** -8)
 
+    def test_invert_flips_every_bit_of_the_dtype(self):
+        a = np.array([[0, 5, 200, 255]])
+
+        def k():
+            return nl.invert(sbuf(a, nl.uint8)), nl.invert(sbuf(a, nl.int32)), nl.invert(sbuf(a * 256, nl.uint16))
+
+        u8, i32, u16 = run(k)
+        self.assertEqual(ints(u8).tolist(), (255 - a).tolist())
+        self.assertEqual(ints(i32).tolist(), (-a - 1).tolist())
+        self.assertEqual(ints(u16).tolist(), (65535 - a * 256).tolist())
+
     def test_broadcasting_columns_and_where(self):
         x, c = RNG.standard_normal((8, 16)), RNG.standard_normal((8, 1))
 

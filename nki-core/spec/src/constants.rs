@@ -63,6 +63,16 @@ pub const ALU_TOKENS: &[&str] = &[
     "not_equal",
     "logical_and",
     "logical_or",
+    "logical_xor",
+    "abs_max",
+    "abs_min",
+    "fmod",
+    "mod",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "left_shift",
+    "right_shift",
 ];
 
 /// Activation-function tokens nki-rs implements (`op=nl.exp`).
@@ -90,7 +100,21 @@ pub const ACT_TOKENS: &[&str] = &[
     "softplus",
     "mish",
     "sign",
+    "ceil",
+    "floor",
+    "trunc",
+    "tan",
+    "erf_dx",
+    "gelu_dx",
+    "gelu_apprx_sigmoid_dx",
+    "silu_dx",
+    "logical_not",
+    "invert",
 ];
+
+/// Tokens the docs define on integers only (`x`, `y`: "a tile or a scalar value
+/// of integer type"): the bitwise operators and shifts.
+pub const INTEGER_TOKENS: &[&str] = &["bitwise_and", "bitwise_or", "bitwise_xor", "invert", "left_shift", "right_shift"];
 
 /// Maximum free size of `nisa.bn_stats`'s input (`nl.tile_size.bn_stats_fmax`).
 pub const BN_STATS_FMAX: i64 = 512;

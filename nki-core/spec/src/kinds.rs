@@ -119,6 +119,8 @@ pub enum Returns {
     Unit,
     /// An integer.
     Int,
+    /// A bool.
+    Bool,
     /// A virtual register.
     Register,
     /// An `ncc.ReplicaGroup`.

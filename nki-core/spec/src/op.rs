@@ -104,6 +104,14 @@ pub enum Rule {
     NlMatmul,
     NlTranspose,
     NlReduce,
+    NlWhere,
+    NlNormalize,
+    NlLike,
+    NlExpandDims,
+    NlBroadcastTo,
+    NlGatherFlattened,
+    NlLoadTranspose2d,
+    NlIdentity,
     Collective,
 }
 

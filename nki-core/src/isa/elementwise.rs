@@ -92,24 +92,6 @@ fn all_int32(ts: &[&Tensor]) -> bool {
     ts.iter().all(|t| matches!(t.dtype(), Dtype::I32 | Dtype::U32))
 }
 
-/// Exact integer evaluation of an ALU op (the GpSimd path for all-int32 operands).
-fn int_apply(op: NlOp, a: i64, b: i64) -> Option<i64> {
-    Some(match op {
-        NlOp::Add => a.wrapping_add(b),
-        NlOp::Subtract => a.wrapping_sub(b),
-        NlOp::Multiply => a.wrapping_mul(b),
-        NlOp::Maximum => a.max(b),
-        NlOp::Minimum => a.min(b),
-        NlOp::Less => i64::from(a < b),
-        NlOp::LessEqual => i64::from(a <= b),
-        NlOp::Greater => i64::from(a > b),
-        NlOp::GreaterEqual => i64::from(a >= b),
-        NlOp::Equal => i64::from(a == b),
-        NlOp::NotEqual => i64::from(a != b),
-        _ => return None,
-    })
-}
-
 /// `nisa.tensor_tensor(dst, data1, data2, op)`: `dst = data1 op data2` element-wise.
 ///
 /// Arithmetic runs in fp32 and rounds once to `dst.dtype`; when every operand is
@@ -125,14 +107,14 @@ pub fn tensor_tensor(ctx: &Ctx, dst: &Tensor, data1: &Tensor, data2: &Tensor, op
     both_psum(OP, ("data1", data1), ("data2", data2))?;
     engine_reach(OP, opts.engine, &[("data1", data1), ("data2", data2), ("dst", dst)])?;
     if all_int32(&[dst, data1, data2])
-        && let Some(_) = int_apply(op, 0, 0)
+        && let Some(_) = op.apply_int(0, 0)
     {
         let (x, y) = (read_tile_raw(data1, &a), read_tile_raw(data2, &b));
         let out: Vec<f32> = x
             .iter()
             .zip(&y)
             .map(|(&u, &v)| {
-                let r = int_apply(op, data1.dtype().cell_to_i64(u), data2.dtype().cell_to_i64(v)).unwrap_or_default();
+                let r = op.apply_int(data1.dtype().cell_to_i64(u), data2.dtype().cell_to_i64(v)).unwrap_or_default();
                 dst.dtype().i64_to_cell(r)
             })
             .collect();

@@ -9,11 +9,19 @@
 //! ones with the row, exact: each output is one product by 1), then
 //! `nisa.tensor_tensor`. Other broadcasts are refused with an error naming the
 //! shapes.
+//!
+//! `nl.invert` of an integer tile is `nisa.tensor_tensor` with `nl.bitwise_xor`
+//! against a tile of all ones bits of the result's width.
+//!
+//! `nl.where(condition, x, y)` is a fill with `y` (`nisa.tensor_copy` or
+//! `nisa.memset`), a `condition != 0` mask (`nisa.tensor_scalar` into uint8) and a
+//! masked copy of `x` (`nisa.tensor_copy_predicated`); `x` and `y` are tiles of
+//! `condition`'s shape or numbers.
 
-use super::{FillOpts, ones};
+use super::{FillOpts, full, ones};
 use super::{NdarrayOpts, NlOp, ndarray};
 use crate::emulator::Ctx;
-use crate::isa::{self as nisa, ActivationOpts, EngineOpts, NcMatmulOpts, Operand, TensorScalarOpts};
+use crate::isa::{self as nisa, ActivationOpts, CopyPredicatedOpts, EngineOpts, NcMatmulOpts, Operand, TensorScalarOpts};
 use crate::{Buffer, Dtype, NkiError, Result, Tensor};
 
 /// The dtype of a result of `tiles` when none is asked for: their common dtype,
@@ -57,10 +65,34 @@ fn on_chip(py: &str, role: &str, t: &Tensor) -> Result<()> {
     Ok(())
 }
 
+/// Refuses a float operand of a token the docs define on integers only.
+fn integer_operand(py: &str, op: NlOp, role: &str, operand: Operand<'_>) -> Result<()> {
+    if !op.integer_only() {
+        return Ok(());
+    }
+    let float = match operand {
+        Operand::Tensor(t) => t.dtype().is_float().then(|| format!("{} has a float dtype", t.describe())),
+        Operand::Scalar(v) => (v.fract() != 0.0 || !v.is_finite()).then(|| format!("= {v} is not an integer")),
+    };
+    match float {
+        Some(what) => Err(NkiError::dtype(py, format!("{role} {what}: {op} takes integer tiles and numbers only"))),
+        None => Ok(()),
+    }
+}
+
 /// `op(x)` element-wise into a new SBUF tile (`nisa.activation`).
 pub(crate) fn unary(ctx: &Ctx, py: &str, op: NlOp, x: &Tensor, dtype: Option<Dtype>) -> Result<Tensor> {
     on_chip(py, "x", x)?;
-    let dst = result_tile(ctx, op.name(), x, dtype.unwrap_or(x.dtype()))?;
+    integer_operand(py, op, "x", Operand::Tensor(x))?;
+    let out = dtype.unwrap_or(x.dtype());
+    if op == NlOp::Invert && !out.is_float() {
+        // Exact on integers: XOR with every bit of the result's width set.
+        let (lo, hi) = out.int_range();
+        let shape: Vec<i64> = x.shape().iter().map(|&d| d as i64).collect();
+        let mask = full(ctx, &shape, if lo == 0 { hi as f64 } else { -1.0 }, out, FillOpts::default())?;
+        return binary(ctx, py, NlOp::BitwiseXor, Operand::Tensor(x), Operand::Tensor(&mask), Some(out));
+    }
+    let dst = result_tile(ctx, op.name(), x, out)?;
     nisa::activation(ctx, &dst, op, x, ActivationOpts::default())?;
     Ok(dst)
 }
@@ -78,7 +110,7 @@ fn is_row_of(row: &Tensor, full: &Tensor) -> bool {
 
 /// The `(1, F)` tile `row` repeated on `partitions` partitions of a new float32
 /// PSUM tile: `onesᵀ · row` on the Tensor engine.
-fn partition_broadcast(ctx: &Ctx, row: &Tensor, partitions: usize) -> Result<Tensor> {
+pub(crate) fn partition_broadcast(ctx: &Ctx, row: &Tensor, partitions: usize) -> Result<Tensor> {
     let ones = ones(ctx, &[1, partitions as i64], row.dtype(), FillOpts::default())?;
     let shape = [partitions as i64, row.shape()[1] as i64];
     let dst = ndarray(ctx, &shape, Dtype::F32, NdarrayOpts { buffer: Some(Buffer::Psum), name: Some("broadcast"), ..Default::default() })?;
@@ -88,6 +120,8 @@ fn partition_broadcast(ctx: &Ctx, row: &Tensor, partitions: usize) -> Result<Ten
 
 /// `x op y` element-wise into a new SBUF tile.
 pub(crate) fn binary(ctx: &Ctx, py: &str, op: NlOp, x: Operand<'_>, y: Operand<'_>, dtype: Option<Dtype>) -> Result<Tensor> {
+    integer_operand(py, op, "x", x)?;
+    integer_operand(py, op, "y", y)?;
     let scalar = |data: &Tensor, operand: Operand<'_>, reverse: bool| -> Result<Tensor> {
         let tiles: Vec<&Tensor> = [Some(data), operand.tensor()].into_iter().flatten().collect();
         let dst = result_tile(ctx, op.name(), data, dtype.unwrap_or_else(|| result_dtype(&tiles)))?;
@@ -145,11 +179,51 @@ pub(crate) fn binary(ctx: &Ctx, py: &str, op: NlOp, x: Operand<'_>, y: Operand<'
     }
 }
 
+/// `nl.where(condition, x, y, dtype=None)`: a new SBUF tile holding `x` where
+/// `condition` is nonzero and `y` elsewhere; `x` and `y` are tiles of
+/// `condition`'s shape or numbers. The result's dtype is `dtype`, else that of
+/// the tiles among `x` and `y` (`condition`'s when both are numbers).
+pub fn r#where(ctx: &Ctx, condition: &Tensor, x: Operand<'_>, y: Operand<'_>, dtype: Option<Dtype>) -> Result<Tensor> {
+    const PY: &str = "nl.where";
+    on_chip(PY, "condition", condition)?;
+    for (role, operand) in [("x", x), ("y", y)] {
+        if let Operand::Tensor(t) = operand {
+            on_chip(PY, role, t)?;
+            if t.shape() != condition.shape() {
+                return Err(NkiError::shape(
+                    PY,
+                    format!("{role} {} must have the shape of condition {} (or be a number)", t.describe(), condition.describe()),
+                ));
+            }
+        }
+    }
+    let branches: Vec<&Tensor> = [x.tensor(), y.tensor()].into_iter().flatten().collect();
+    let out = dtype.unwrap_or_else(|| if branches.is_empty() { condition.dtype() } else { result_dtype(&branches) });
+    let dst = result_tile(ctx, "where", condition, out)?;
+    match y {
+        Operand::Tensor(t) => nisa::tensor_copy(ctx, &dst, t, EngineOpts::default())?,
+        Operand::Scalar(v) => nisa::memset(ctx, &dst, v, EngineOpts::default())?,
+    }
+    let mask = result_tile(ctx, "where_mask", condition, Dtype::U8)?;
+    nisa::tensor_scalar(ctx, &mask, condition, NlOp::NotEqual, Operand::Scalar(0.0), TensorScalarOpts::default())?;
+    let cast;
+    let src = match x {
+        Operand::Tensor(t) if t.dtype() != out => {
+            cast = result_tile(ctx, "where_x", t, out)?;
+            nisa::tensor_copy(ctx, &cast, t, EngineOpts::default())?;
+            Operand::Tensor(&cast)
+        }
+        other => other,
+    };
+    nisa::tensor_copy_predicated(ctx, &dst, src, &mask, CopyPredicatedOpts::default())?;
+    Ok(dst)
+}
+
 macro_rules! unary_fns {
     ($($name:ident => $op:ident),* $(,)?) => {$(
         #[doc = concat!("`nl.", stringify!($name), "(x, dtype=None)`: a new SBUF tile of `", stringify!($name), "` applied to each element of `x` (`nisa.activation`).")]
         pub fn $name(ctx: &Ctx, x: &Tensor, dtype: Option<Dtype>) -> Result<Tensor> {
-            unary(ctx, concat!("nl.", stringify!($name)), NlOp::$op, x, dtype)
+            unary(ctx, &NlOp::$op.to_string(), NlOp::$op, x, dtype)
         }
     )*};
 }
@@ -158,7 +232,7 @@ macro_rules! binary_fns {
     ($($name:ident => $op:ident),* $(,)?) => {$(
         #[doc = concat!("`nl.", stringify!($name), "(x, y, dtype=None)`: a new SBUF tile of `", stringify!($name), "` applied to each pair of elements of the tiles or numbers `x` and `y`.")]
         pub fn $name(ctx: &Ctx, x: Operand<'_>, y: Operand<'_>, dtype: Option<Dtype>) -> Result<Tensor> {
-            binary(ctx, concat!("nl.", stringify!($name)), NlOp::$op, x, y, dtype)
+            binary(ctx, &NlOp::$op.to_string(), NlOp::$op, x, y, dtype)
         }
     )*};
 }
@@ -168,11 +242,15 @@ unary_fns! {
     square => Square, abs => Abs, negative => Negative, tanh => Tanh, sigmoid => Sigmoid, relu => Relu,
     silu => Silu, gelu => Gelu, gelu_apprx_tanh => GeluApprxTanh, gelu_apprx_sigmoid => GeluApprxSigmoid,
     erf => Erf, sin => Sin, cos => Cos, arctan => Arctan, softplus => Softplus, mish => Mish, sign => Sign,
+    ceil => Ceil, floor => Floor, trunc => Trunc, tan => Tan, erf_dx => ErfDx, gelu_dx => GeluDx,
+    gelu_apprx_sigmoid_dx => GeluApprxSigmoidDx, silu_dx => SiluDx, logical_not => LogicalNot, invert => Invert,
 }
 
 binary_fns! {
     add => Add, subtract => Subtract, multiply => Multiply, divide => Divide, maximum => Maximum,
     minimum => Minimum, power => Power, less => Less, less_equal => LessEqual, greater => Greater,
     greater_equal => GreaterEqual, equal => Equal, not_equal => NotEqual, logical_and => LogicalAnd,
-    logical_or => LogicalOr,
+    logical_or => LogicalOr, logical_xor => LogicalXor, abs_max => AbsMax, abs_min => AbsMin, fmod => Fmod,
+    r#mod => Mod, bitwise_and => BitwiseAnd, bitwise_or => BitwiseOr, bitwise_xor => BitwiseXor,
+    left_shift => LeftShift, right_shift => RightShift,
 }

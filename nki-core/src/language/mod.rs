@@ -2,16 +2,19 @@
 //! buffers and operator tokens.
 #![allow(non_upper_case_globals)]
 
+mod debug;
 pub mod elementwise;
 pub mod list_bounds;
+pub mod movement;
 mod ops;
 pub mod reductions;
 mod tensor_engine;
 mod tiles;
 
+pub use debug::device_print;
 pub use ops::NlOp;
 pub use tensor_engine::{matmul, transpose};
-pub use tiles::{FillOpts, full, load, ones, store, zeros};
+pub use tiles::{FillOpts, LikeOpts, empty_like, full, load, ones, shared_identity_matrix, store, zeros, zeros_like};
 
 use crate::emulator::Ctx;
 use crate::emulator::memory::OnChip;
@@ -89,6 +92,11 @@ op_tokens! {
     relu => Relu, silu => Silu, gelu => Gelu, gelu_apprx_tanh => GeluApprxTanh,
     gelu_apprx_sigmoid => GeluApprxSigmoid, erf => Erf, sin => Sin, cos => Cos, arctan => Arctan,
     softplus => Softplus, mish => Mish, sign => Sign,
+    logical_xor => LogicalXor, abs_max => AbsMax, abs_min => AbsMin, fmod => Fmod, r#mod => Mod,
+    bitwise_and => BitwiseAnd, bitwise_or => BitwiseOr, bitwise_xor => BitwiseXor, left_shift => LeftShift,
+    right_shift => RightShift, ceil => Ceil, floor => Floor, trunc => Trunc, tan => Tan, erf_dx => ErfDx,
+    gelu_dx => GeluDx, gelu_apprx_sigmoid_dx => GeluApprxSigmoidDx, silu_dx => SiluDx, logical_not => LogicalNot,
+    invert => Invert,
 }
 
 /// Optional arguments of [`ndarray`].
@@ -190,6 +198,26 @@ fn check_axis(op: &str, ctx: &Ctx, axis: i64) -> Result<()> {
         return Err(NkiError::constraint(op, format!("axis {axis} does not exist: the launch grid has {} dims", ctx.program_ndim())));
     }
     Ok(())
+}
+
+/// `nl.is_hbm(buffer)`: whether `buffer` is an HBM space (private or shared).
+pub fn is_hbm(buffer: Buffer) -> bool {
+    !buffer.is_on_chip()
+}
+
+/// `nl.is_sbuf(buffer)`: whether `buffer` is SBUF.
+pub fn is_sbuf(buffer: Buffer) -> bool {
+    buffer == Buffer::Sbuf
+}
+
+/// `nl.is_psum(buffer)`: whether `buffer` is PSUM.
+pub fn is_psum(buffer: Buffer) -> bool {
+    buffer == Buffer::Psum
+}
+
+/// `nl.is_on_chip(buffer)`: whether `buffer` is SBUF or PSUM.
+pub fn is_on_chip(buffer: Buffer) -> bool {
+    buffer.is_on_chip()
 }
 
 /// `nl.ds(start, size)`: a slice of `size` positions from `start`.

@@ -23,6 +23,16 @@ pub enum NlOp {
     NotEqual,
     LogicalAnd,
     LogicalOr,
+    LogicalXor,
+    AbsMax,
+    AbsMin,
+    Fmod,
+    Mod,
+    BitwiseAnd,
+    BitwiseOr,
+    BitwiseXor,
+    LeftShift,
+    RightShift,
     Exp,
     Log,
     Copy,
@@ -46,11 +56,21 @@ pub enum NlOp {
     Softplus,
     Mish,
     Sign,
+    Ceil,
+    Floor,
+    Trunc,
+    Tan,
+    ErfDx,
+    GeluDx,
+    GeluApprxSigmoidDx,
+    SiluDx,
+    LogicalNot,
+    Invert,
 }
 
 impl NlOp {
     /// Every token, in a stable order.
-    pub const ALL: [NlOp; 38] = [
+    pub const ALL: [NlOp; 58] = [
         NlOp::Add,
         NlOp::Subtract,
         NlOp::Multiply,
@@ -66,6 +86,16 @@ impl NlOp {
         NlOp::NotEqual,
         NlOp::LogicalAnd,
         NlOp::LogicalOr,
+        NlOp::LogicalXor,
+        NlOp::AbsMax,
+        NlOp::AbsMin,
+        NlOp::Fmod,
+        NlOp::Mod,
+        NlOp::BitwiseAnd,
+        NlOp::BitwiseOr,
+        NlOp::BitwiseXor,
+        NlOp::LeftShift,
+        NlOp::RightShift,
         NlOp::Exp,
         NlOp::Log,
         NlOp::Copy,
@@ -89,6 +119,16 @@ impl NlOp {
         NlOp::Softplus,
         NlOp::Mish,
         NlOp::Sign,
+        NlOp::Ceil,
+        NlOp::Floor,
+        NlOp::Trunc,
+        NlOp::Tan,
+        NlOp::ErfDx,
+        NlOp::GeluDx,
+        NlOp::GeluApprxSigmoidDx,
+        NlOp::SiluDx,
+        NlOp::LogicalNot,
+        NlOp::Invert,
     ];
 
     /// The `nki.language` name (`"add"`, `"exp"`, ...).
@@ -109,6 +149,16 @@ impl NlOp {
             NlOp::NotEqual => "not_equal",
             NlOp::LogicalAnd => "logical_and",
             NlOp::LogicalOr => "logical_or",
+            NlOp::LogicalXor => "logical_xor",
+            NlOp::AbsMax => "abs_max",
+            NlOp::AbsMin => "abs_min",
+            NlOp::Fmod => "fmod",
+            NlOp::Mod => "mod",
+            NlOp::BitwiseAnd => "bitwise_and",
+            NlOp::BitwiseOr => "bitwise_or",
+            NlOp::BitwiseXor => "bitwise_xor",
+            NlOp::LeftShift => "left_shift",
+            NlOp::RightShift => "right_shift",
             NlOp::Exp => "exp",
             NlOp::Log => "log",
             NlOp::Copy => "copy",
@@ -132,6 +182,16 @@ impl NlOp {
             NlOp::Softplus => "softplus",
             NlOp::Mish => "mish",
             NlOp::Sign => "sign",
+            NlOp::Ceil => "ceil",
+            NlOp::Floor => "floor",
+            NlOp::Trunc => "trunc",
+            NlOp::Tan => "tan",
+            NlOp::ErfDx => "erf_dx",
+            NlOp::GeluDx => "gelu_dx",
+            NlOp::GeluApprxSigmoidDx => "gelu_apprx_sigmoid_dx",
+            NlOp::SiluDx => "silu_dx",
+            NlOp::LogicalNot => "logical_not",
+            NlOp::Invert => "invert",
         }
     }
 
@@ -173,6 +233,16 @@ impl NlOp {
                 | NlOp::Softplus
                 | NlOp::Mish
                 | NlOp::Sign
+                | NlOp::Ceil
+                | NlOp::Floor
+                | NlOp::Trunc
+                | NlOp::Tan
+                | NlOp::ErfDx
+                | NlOp::GeluDx
+                | NlOp::GeluApprxSigmoidDx
+                | NlOp::SiluDx
+                | NlOp::LogicalNot
+                | NlOp::Invert
         )
     }
 
@@ -201,6 +271,18 @@ impl NlOp {
             NlOp::NotEqual => flag(a != b),
             NlOp::LogicalAnd => flag(a != 0.0 && b != 0.0),
             NlOp::LogicalOr => flag(a != 0.0 || b != 0.0),
+            NlOp::LogicalXor => flag((a != 0.0) != (b != 0.0)),
+            NlOp::AbsMax => a.abs().max(b.abs()),
+            NlOp::AbsMin => a.abs().min(b.abs()),
+            NlOp::Fmod => a % b,
+            NlOp::Mod => {
+                // The remainder takes the sign of the divisor (Python's `%`).
+                let r = a % b;
+                if r != 0.0 && (r < 0.0) != (b < 0.0) { r + b } else { r }
+            }
+            NlOp::BitwiseAnd | NlOp::BitwiseOr | NlOp::BitwiseXor | NlOp::LeftShift | NlOp::RightShift => {
+                self.apply_int(int_value(a), int_value(b)).map_or(f32::NAN, |r| r as f32)
+            }
             _ => f32::NAN,
         }
     }
@@ -247,8 +329,68 @@ impl NlOp {
                     x
                 }
             }
+            NlOp::Ceil => x.ceil(),
+            NlOp::Floor => x.floor(),
+            NlOp::Trunc => x.trunc(),
+            NlOp::Tan => f64::from(x).tan() as f32,
+            NlOp::ErfDx => {
+                let x64 = f64::from(x);
+                (2.0 / std::f64::consts::PI.sqrt() * (-x64 * x64).exp()) as f32
+            }
+            NlOp::GeluDx => {
+                let x64 = f64::from(x);
+                let density = (-0.5 * x64 * x64).exp() / (2.0 * std::f64::consts::PI).sqrt();
+                (0.5 * (1.0 + erf(x64 / std::f64::consts::SQRT_2)) + x64 * density) as f32
+            }
+            NlOp::GeluApprxSigmoidDx => {
+                let s = sigmoid(1.702 * f64::from(x));
+                (s * (1.0 + 1.702 * f64::from(x) * (1.0 - s))) as f32
+            }
+            NlOp::SiluDx => {
+                let s = sigmoid(f64::from(x));
+                (s * (1.0 + f64::from(x) * (1.0 - s))) as f32
+            }
+            NlOp::LogicalNot => {
+                if x == 0.0 {
+                    1.0
+                } else {
+                    0.0
+                }
+            }
+            NlOp::Invert => !int_value(x) as f32,
             _ => f32::NAN,
         }
+    }
+
+    /// Whether the docs define the token on integers only (bitwise ops and shifts).
+    pub fn integer_only(self) -> bool {
+        nki_spec::constants::INTEGER_TOKENS.contains(&self.name())
+    }
+
+    /// Exact integer evaluation of a two-operand token on integer values, where it
+    /// has one (arithmetic wraps, shifts past the width give 0, or the sign for an
+    /// arithmetic right shift).
+    pub fn apply_int(self, a: i64, b: i64) -> Option<i64> {
+        let shift = u32::try_from(b).ok().filter(|&s| s < 64);
+        Some(match self {
+            NlOp::Add => a.wrapping_add(b),
+            NlOp::Subtract => a.wrapping_sub(b),
+            NlOp::Multiply => a.wrapping_mul(b),
+            NlOp::Maximum => a.max(b),
+            NlOp::Minimum => a.min(b),
+            NlOp::Less => i64::from(a < b),
+            NlOp::LessEqual => i64::from(a <= b),
+            NlOp::Greater => i64::from(a > b),
+            NlOp::GreaterEqual => i64::from(a >= b),
+            NlOp::Equal => i64::from(a == b),
+            NlOp::NotEqual => i64::from(a != b),
+            NlOp::BitwiseAnd => a & b,
+            NlOp::BitwiseOr => a | b,
+            NlOp::BitwiseXor => a ^ b,
+            NlOp::LeftShift => shift.map_or(0, |s| a << s),
+            NlOp::RightShift => shift.map_or(if a < 0 { -1 } else { 0 }, |s| a >> s),
+            _ => return None,
+        })
     }
 
     /// Identity element of a reduction token.
@@ -268,6 +410,15 @@ fn erf(x: f64) -> f64 {
     let t = 1.0 / (1.0 + 0.327_591_1 * x.abs());
     let poly = t * (0.254_829_592 + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
     (1.0 - poly * (-x * x).exp()).copysign(x)
+}
+
+/// The integer a bitwise token reads from a float value: truncated toward zero (NaN reads as 0).
+fn int_value(x: f32) -> i64 {
+    if x.is_nan() { 0 } else { x.trunc() as i64 }
+}
+
+fn sigmoid(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
 }
 
 /// `ln(1 + e^x)` without overflow for large `x`.

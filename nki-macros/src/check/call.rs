@@ -49,6 +49,7 @@ impl Checker<'_> {
             return match bind.returns {
                 Returns::Unit => Ty::Unit,
                 Returns::Int => Ty::Int(Val::unknown()),
+                Returns::Bool => Ty::Bool,
                 Returns::Register => Ty::Register,
                 Returns::ReplicaGroup => Ty::ReplicaGroup,
                 Returns::Custom => ret.unwrap_or(Ty::Unknown),

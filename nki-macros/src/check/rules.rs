@@ -34,7 +34,7 @@ pub(super) fn countable(diag: &mut Diagnostics, dims: &[Val], span: Spn) {
 }
 
 /// The static shape of a shape argument (`(a, b)`, `[a, b]`, or `t.shape()`).
-fn shape_of(arg: &ArgInfo<'_>) -> Option<Vec<Val>> {
+pub(super) fn shape_of(arg: &ArgInfo<'_>) -> Option<Vec<Val>> {
     match &arg.ty {
         Ty::Tuple(items) | Ty::List(items) => {
             Some(items.iter().map(|t| if let Ty::Int(v) = t { v.clone() } else { Val::unknown() }).collect())
@@ -78,6 +78,14 @@ pub fn rule(r: Rule) -> Check {
         Rule::NlMatmul => super::nl_tiles::matmul,
         Rule::NlTranspose => super::nl_tiles::transpose,
         Rule::NlReduce => super::nl_tiles::reduce,
+        Rule::NlWhere => super::nl_tiles::where_,
+        Rule::NlNormalize => super::nl_tiles::normalize,
+        Rule::NlLike => super::nl_tiles::like,
+        Rule::NlExpandDims => super::nl_tiles::expand_dims,
+        Rule::NlBroadcastTo => super::nl_tiles::broadcast_to,
+        Rule::NlGatherFlattened => super::nl_tiles::gather_flattened,
+        Rule::NlLoadTranspose2d => super::nl_tiles::load_transpose2d,
+        Rule::NlIdentity => super::nl_tiles::identity,
         Rule::Collective => super::collectives::collective,
     }
 }

@@ -266,7 +266,7 @@ impl Py<'_> {
             ExprKind::Var(v) => (v.to_string(), P_ATOM),
             ExprKind::Path(p) => match lookup_constant(p) {
                 Some(Constant::Float(v)) => (py_float(v), P_UNARY),
-                _ => (p.join("."), P_ATOM),
+                _ => (p.iter().map(|s| s.strip_prefix("r#").unwrap_or(s)).collect::<Vec<_>>().join("."), P_ATOM),
             },
             ExprKind::Unary(UnOp::Neg, x) => (format!("-{}", self.prec(x, P_UNARY)), P_UNARY),
             ExprKind::Unary(UnOp::Not, x) => (format!("not {}", self.prec(x, P_NOT)), P_NOT),

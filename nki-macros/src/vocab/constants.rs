@@ -21,6 +21,8 @@ pub fn lookup_constant(path: &[String]) -> Option<Constant> {
     let p: Vec<&str> = path.iter().map(String::as_str).collect();
     match p.as_slice() {
         ["nl", name] => {
+            // Official names that are Rust keywords are written raw: `nl::r#mod`.
+            let name = &name.strip_prefix("r#").unwrap_or(name);
             let hit = |list: &[&'static str]| list.iter().copied().find(|n| n == name);
             implemented_dtypes()
                 .find(|n| n == name)

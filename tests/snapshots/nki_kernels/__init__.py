@@ -10,6 +10,7 @@ from .layernorm import layernorm
 from .mamba import mamba_v1
 from .mamba import mamba_v2
 from .mamba import mamba_v3
+from .masked_softmax import masked_softmax
 from .matmul import matmul
 from .matmul_steps import matmul_blocked
 from .matmul_steps import matmul_hoisted
@@ -32,6 +33,7 @@ __all__ = [
     "mamba_v1",
     "mamba_v2",
     "mamba_v3",
+    "masked_softmax",
     "matmul",
     "matmul_blocked",
     "matmul_hoisted",

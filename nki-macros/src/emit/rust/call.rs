@@ -117,7 +117,14 @@ impl Rs<'_> {
     }
 
     pub(super) fn vocab_call(&mut self, spec: &FnSpec, bind: &Binding, slots: &[Option<usize>], args: &[Arg], span: Span) -> TokenStream {
-        let f = rt_path(bind.rt);
+        // Spanned at the call, so `#[track_caller]` runtime functions see the kernel line.
+        let f: TokenStream = rt_path(bind.rt)
+            .into_iter()
+            .map(|mut t| {
+                t.set_span(span);
+                t
+            })
+            .collect();
         let ctx = &self.ctx;
         let mut positional = Vec::new();
         if bind.ctx {

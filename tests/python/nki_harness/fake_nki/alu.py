@@ -173,7 +173,7 @@ INT_OPS = {
     OPS["less_equal"]: np.less_equal, OPS["greater"]: np.greater, OPS["greater_equal"]: np.greater_equal,
     OPS["equal"]: np.equal, OPS["not_equal"]: np.not_equal, OPS["bitwise_and"]: np.bitwise_and,
     OPS["bitwise_or"]: np.bitwise_or, OPS["bitwise_xor"]: np.bitwise_xor, OPS["left_shift"]: np.left_shift,
-    OPS["right_shift"]: np.right_shift,
+    OPS["right_shift"]: np.right_shift, OPS["invert"]: np.invert,
 }
 
 COMPARISONS = {OPS[n] for n in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")}

@@ -4,12 +4,13 @@
 Operands are tiles or numbers and broadcast as in NumPy; the result is a new
 SBUF tile of the broadcast shape in `dtype` (default: `operands.result_dtype`).
 Comparisons give 1.0 / 0.0. Integer tiles under an integer ALU op
-(`alu.INT_OPS`) compute exactly and saturate into the result dtype.
+(`alu.INT_OPS`) compute exactly and saturate into the result dtype; `invert`
+flips the bits of the result dtype's width (`hi - v` for an unsigned one).
 """
 
 import numpy as np
 
-from ..alu import INT_OPS, Op
+from ..alu import INT_OPS, OPS, Op
 from ..errors import NkiError
 from ..runtime import instruction
 from ..tensor import NkiTensor
@@ -34,6 +35,9 @@ def on_tiles(op, args, dtype):
     if exact:
         ints = [a.dtype.to_int(a.read_cells()) if isinstance(a, NkiTensor) else np.int64(a) for a in args]
         out = np.broadcast_to(INT_OPS[op](*ints).astype(np.int64), shape)
+        if op is OPS["invert"] and out_dtype.lo == 0:
+            # NOT of an unsigned value flips the bits of its width: hi - v.
+            out = out & out_dtype.hi
         return new_cells_tile(name, out_dtype.saturate(out), out_dtype)
     vals = [values(name, f"operand {i}", a) for i, a in enumerate(args)]
     return new_tile(name, np.broadcast_to(op(*vals), shape).astype(np.float32), out_dtype)

@@ -1,0 +1,9 @@
+use nki::prelude::*;
+
+#[nki_kernel]
+fn k(x: Hbm) {
+    let t = nl::ndarray([128, 8], nl::float32);
+    let v = nl::load_transpose2d(t);
+}
+
+fn main() {}
