@@ -102,6 +102,7 @@ pub enum Rule {
     SetRngSeed,
     RandState,
     SequenceBounds,
+    NlDropout,
     Load,
     Store,
     NlElementwise,

@@ -48,7 +48,7 @@ pub use matmul::{NcMatmulOpts, NcTransposeOpts, nc_matmul, nc_transpose};
 pub use nonzero::{NonzeroOpts, nonzero_with_count};
 pub use operand::Operand;
 pub use predicated::{CopyPredicatedOpts, tensor_copy_predicated};
-pub(crate) use random::RngState;
+pub(crate) use random::{RngState, dropout_into, fill_uniform, seed_vector_from};
 pub use random::{dropout, rand_get_state, rand_set_state, rand2, rng, set_rng_seed};
 pub(crate) use reduce::Accumulators;
 pub use reduce::{TensorReduceOpts, TensorScalarReduceOpts, tensor_reduce, tensor_scalar_reduce};

@@ -8,7 +8,7 @@
 use super::elementwise::{EngineOpts, NameOpts};
 use super::enums::Engine;
 use super::exec::{read_tile, read_tile_raw, write_tile, write_tile_raw};
-use super::operand::{Column, Operand, column};
+use super::operand::{Operand, column};
 use super::tile::{TileView, not_psum, same_geometry};
 use super::xorwow::{self, Lanes};
 use crate::emulator::Ctx;
@@ -156,27 +156,34 @@ pub fn dropout(ctx: &Ctx, dst: &Tensor, data: &Tensor, prob: Operand<'_>, opts: 
     let _ = opts;
     ctx.begin_op(OP)?;
     ctx.record_spec(OP, &[Some(data), prob.tensor()], &[Some(dst)]);
-    let (x, d) = (TileView::of(OP, "data", data)?, TileView::of(OP, "dst", dst)?);
-    same_geometry(OP, ("dst", &d), ("data", &x), dst, data)?;
     if dst.dtype() != data.dtype() {
         return Err(NkiError::dtype(OP, format!("dst {} must have data's dtype {}", dst.describe(), data.dtype())));
     }
-    let prob = column(OP, "prob", prob, x.np)?;
-    apply_dropout(ctx, &x, data, &d, dst, &prob);
-    Ok(())
+    dropout_into(ctx, OP, ("data", data), ("dst", dst), ("prob", prob))
 }
 
-/// Writes tile `x` of `data` into tile `d` of `dst`, zeroing the elements whose
-/// Vector draw (taken for `x`'s lanes) is below their partition's `prob`.
-pub(crate) fn apply_dropout(ctx: &Ctx, x: &TileView, data: &Tensor, d: &TileView, dst: &Tensor, prob: &Column) {
-    let bits = ctx.rng().draws(Engine::Vector, x);
-    let mut vals = read_tile(data, x);
+/// Writes `data` into `dst` (equal geometry), zeroing the elements whose Vector
+/// draw (taken for `data`'s lanes) is below their partition's probability; the
+/// operands are named by their roles in `op`'s messages.
+pub(crate) fn dropout_into(
+    ctx: &Ctx,
+    op: &'static str,
+    (data_role, data): (&str, &Tensor),
+    (dst_role, dst): (&str, &Tensor),
+    (prob_role, prob): (&str, Operand<'_>),
+) -> Result<()> {
+    let (x, d) = (TileView::of(op, data_role, data)?, TileView::of(op, dst_role, dst)?);
+    same_geometry(op, (dst_role, &d), (data_role, &x), dst, data)?;
+    let prob = column(op, prob_role, prob, x.np)?;
+    let bits = ctx.rng().draws(Engine::Vector, &x);
+    let mut vals = read_tile(data, &x);
     for (i, v) in vals.iter_mut().enumerate() {
         if xorwow::uniform(bits[i]) < prob.at(i / x.nf) {
             *v = 0.0;
         }
     }
-    write_tile(ctx, dst, d, &vals);
+    write_tile(ctx, dst, &d, &vals);
+    Ok(())
 }
 
 /// `nisa.set_rng_seed(src_seeds)`: reseeds every Vector lane from the 32-bit
@@ -186,12 +193,35 @@ pub fn set_rng_seed(ctx: &Ctx, src_seeds: &Tensor, opts: NameOpts<'_>) -> Result
     let _ = opts;
     ctx.begin_op(OP)?;
     ctx.record_spec(OP, &[Some(src_seeds)], &[]);
-    let s = TileView::of(OP, "src_seeds", src_seeds)?;
-    if s.np != 1 || s.nf != 1 || src_seeds.dtype().size_bytes() != 4 {
-        return Err(NkiError::shape(OP, format!("src_seeds {} must be a [1, 1] tensor of a 32-bit dtype", src_seeds.describe())));
+    seed_vector_from(ctx, OP, "src_seeds", src_seeds)
+}
+
+/// Reseeds every Vector lane from the bit pattern of `t`, a `[1, 1]` on-chip
+/// tensor of a 32-bit dtype (`role` in `op`'s messages).
+pub(crate) fn seed_vector_from(ctx: &Ctx, op: &'static str, role: &str, t: &Tensor) -> Result<()> {
+    let s = TileView::of(op, role, t)?;
+    if s.np != 1 || s.nf != 1 || t.dtype().size_bytes() != 4 {
+        return Err(NkiError::shape(op, format!("{role} {} must be a [1, 1] tensor of a 32-bit dtype", t.describe())));
     }
-    let seed = read_tile_raw(src_seeds, &s)[0].to_bits();
+    let seed = read_tile_raw(t, &s)[0].to_bits();
     ctx.rng().seed_vector(seed);
+    Ok(())
+}
+
+/// Fills the fresh tensor `t` with uniform [0, 1) draws rounded to its dtype: row
+/// `p` of an on-chip tensor from Vector lane `p`, an HBM tensor's elements in
+/// order from lane 0 (`nl.rand`).
+pub(crate) fn fill_uniform(ctx: &Ctx, op: &'static str, t: &Tensor) -> Result<()> {
+    if t.buffer().is_on_chip() {
+        let d = TileView::of(op, "result", t)?;
+        let vals: Vec<f32> = ctx.rng().draws(Engine::Vector, &d).into_iter().map(xorwow::uniform).collect();
+        write_tile(ctx, t, &d, &vals);
+    } else {
+        let (dtype, round) = (t.dtype(), ctx.rounds());
+        let cells: Vec<f32> =
+            ctx.rng().vector.draw(0, t.numel()).into_iter().map(|b| dtype.f32_to_cell(xorwow::uniform(b), round)).collect();
+        t.layout().scatter_with(&mut t.write(), &cells, |c| c);
+    }
     Ok(())
 }
 

@@ -5,11 +5,13 @@
 pub mod elementwise;
 pub mod list_bounds;
 mod ops;
+mod random;
 pub mod reductions;
 mod tensor_engine;
 mod tiles;
 
 pub use ops::NlOp;
+pub use random::{dropout, rand, random_seed};
 pub use tensor_engine::{matmul, transpose};
 pub use tiles::{FillOpts, full, load, ones, store, zeros};
 

@@ -2,7 +2,7 @@
 //! and state instructions) and of `sequence_bounds`.
 
 use super::rules::same_geometry;
-use super::types::Ty;
+use super::types::{TensorTy, Ty};
 use super::value::Val;
 use super::{ArgInfo, CallSite};
 use crate::ast::{Expr, ExprKind, Space, UnOp};
@@ -109,17 +109,19 @@ pub fn dropout(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
     Ty::Unit
 }
 
-/// `set_rng_seed`: a `[1, 1]` tensor of a 32-bit dtype.
+/// `set_rng_seed` / `nl.random_seed`: a `[1, 1]` tensor of a 32-bit dtype.
 pub fn set_rng_seed(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
-    if let Some((t, sp)) = site.tensor("src_seeds") {
+    let role = site.spec.params.first().map_or("src_seeds", |p| p.name);
+    if let Some((t, sp)) = site.tensor(role) {
         let one = matches!((t.partitions(), t.free_size()), (Some(p), Some(f)) if p != 1 || f != 1);
         let wide = t.dtype.is_some_and(|d| super::rules::dtype_bytes(d) != 4);
         if one || wide {
             diag.error(
                 sp,
                 format!(
-                    "{} of nisa.set_rng_seed must be a [1, 1] tensor of a 32-bit dtype (the seed), it is {}",
-                    site.label("src_seeds"),
+                    "{} of {} must be a [1, 1] tensor of a 32-bit dtype (the seed), it is {}",
+                    site.label(role),
+                    site.spec.py,
                     describe(t)
                 ),
             );
@@ -128,7 +130,23 @@ pub fn set_rng_seed(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
     Ty::Unit
 }
 
-fn describe(t: &super::types::TensorTy) -> String {
+/// `nl.dropout`: a literal `rate` in [0, 1]; the result is a new SBUF tile of
+/// `x`'s shape in `dtype` (default `x`'s).
+pub fn nl_dropout(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    if let Some(r) = site.arg("rate")
+        && let Some(v) = number(r.expr).filter(|v| !(0.0..=1.0).contains(v))
+    {
+        diag.error(r.expr.span, format!("rate of nl.dropout is {v}; a drop probability lies in [0, 1]"));
+    }
+    let x = site.tensor("x").map(|(t, _)| t.clone()).unwrap_or_default();
+    let dtype = match site.arg("dtype").map(|a| &a.ty) {
+        Some(Ty::Dtype(d)) => *d,
+        _ => x.dtype,
+    };
+    Ty::Tensor(TensorTy { space: Some(Space::Sbuf), shape: x.shape, dtype })
+}
+
+fn describe(t: &TensorTy) -> String {
     format!("{} of nl.{}", t.shape_text(), t.dtype.unwrap_or("?"))
 }
 

@@ -76,6 +76,7 @@ pub fn rule(r: Rule) -> Check {
         Rule::SetRngSeed => super::random::set_rng_seed,
         Rule::RandState => super::random::rand_state,
         Rule::SequenceBounds => super::random::sequence_bounds,
+        Rule::NlDropout => super::random::nl_dropout,
         Rule::Load => load,
         Rule::Store => store,
         Rule::NlElementwise => super::nl_tiles::elementwise,
