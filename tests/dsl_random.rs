@@ -201,3 +201,38 @@ fn trn3_uniform_draws_and_vector_states_agree_bitwise_with_the_numpy_executor() 
         assert!(emulated[1].iter().enumerate().all(|(i, &v)| (lo[i / 16]..hi[i / 16]).contains(&v)), "rand2 left its row's range");
     }
 }
+
+/// The tile-level forms: reseed from `seed`, a uniform SBUF tile and an HBM one,
+/// and `x` with elements dropped at rate 0.4, cast to bfloat16.
+#[nki_kernel]
+pub fn tile_draws(x: Hbm, seed: Hbm) -> (Hbm, Hbm, Hbm) {
+    let [p, f] = x.shape();
+    let s = nl::load(seed);
+    nl::random_seed(s);
+    let a = nl::rand([p, f], nl::float32);
+    let h = nl::rand([2, 8], nl::bfloat16, buffer = nl::shared_hbm);
+    let d = nl::dropout(nl::load(x), 0.4, dtype = nl::bfloat16);
+    let (ao, dout) =
+        (nl::ndarray([p, f], nl::float32, buffer = nl::shared_hbm), nl::ndarray([p, f], nl::bfloat16, buffer = nl::shared_hbm));
+    nl::store(ao, a);
+    nl::store(dout, d);
+    (ao, h, dout)
+}
+
+#[test]
+fn tile_level_draws_agree_bitwise_with_the_numpy_executor() {
+    let (p, f) = (128usize, 40usize);
+    let x = uniform(p * f, 93, -2.0, 2.0);
+    for (precision, pname) in [(Precision::Fp32, "fp32"), (Precision::Hardware, "hardware")] {
+        let inputs = [common::tensor(&[p, f], &x, Dtype::F32), Tensor::from_i64(&[1, 1], &[42], Dtype::I32).unwrap()];
+        let out = tile_draws::Call::new(&inputs[0], &inputs[1]).launch(&Launch::new().precision(precision)).unwrap();
+        let emulated = [&out.0, &out.1, &out.2].map(exact);
+        let args = vec![Arg::Tensor(vec![p, f], x.clone(), Dtype::F32), Arg::Tensor(vec![1, 1], vec![42.0], Dtype::I32)];
+        let np = numpy("tile_draws", &tile_draws::INFO, args, "trn2", pname);
+        for (i, name) in ["nl.rand sbuf", "nl.rand hbm", "nl.dropout"].iter().enumerate() {
+            same(&format!("{name} ({pname})"), &np[i], &emulated[i]);
+        }
+        let dropped = emulated[2].iter().filter(|&&v| v == 0.0).count() as f64 / (p * f) as f64;
+        assert!((dropped - 0.4).abs() < 5.0 * (0.24 / (p * f) as f64).sqrt(), "drop rate {dropped}");
+    }
+}
