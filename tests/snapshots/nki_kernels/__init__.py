@@ -3,6 +3,7 @@
 from .attention_cte import attention_cte
 from .axpy import axpy
 from .cumsum import cumsum
+from .dropout import dropout
 from .embedding import embedding
 from .gemm_bias_gelu import gemm_bias_gelu
 from .layernorm import layernorm
@@ -24,6 +25,7 @@ __all__ = [
     "attention_cte",
     "axpy",
     "cumsum",
+    "dropout",
     "embedding",
     "gemm_bias_gelu",
     "layernorm",
