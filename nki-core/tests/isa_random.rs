@@ -315,3 +315,28 @@ fn refuses_documented_violations() {
     });
     assert_err(&e, ErrorKind::Shape, &["prob", "(4, 1) column"]);
 }
+
+#[test]
+fn every_program_of_every_rank_has_its_own_generators() {
+    // Program 1 of rank 1 reseeds with 9 before drawing; the others keep seed 0,
+    // whatever the order the programs run in.
+    let report = on(Generation::Trn2, Precision::Fp32)
+        .ranks(2)
+        .lnc(2)
+        .run_all(|ctx| {
+            if (ctx.rank(), ctx.program_id()) == (1, 1) {
+                nisa::set_rng_seed(ctx, &u32_tile(ctx, 1, 1, &[9])?, NameOpts::default())?;
+            }
+            let d = alloc(ctx, &[4, 6], Dtype::U32, Buffer::Sbuf)?;
+            nisa::rng(ctx, &d, EngineOpts::default())?;
+            Ok(d.to_i64_vec())
+        })
+        .unwrap();
+    for (rank, programs) in report.results.iter().enumerate() {
+        for (program, got) in programs.iter().enumerate() {
+            let seed = if (rank, program) == (1, 1) { 9 } else { 0 };
+            let want: Vec<i64> = draws(&mut seeded_lanes(seed, 4, 4), 6).into_iter().map(i64::from).collect();
+            assert_eq!(got, &want, "rank {rank} program {program}");
+        }
+    }
+}
