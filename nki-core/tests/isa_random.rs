@@ -314,6 +314,12 @@ fn refuses_documented_violations() {
         nisa::dropout(ctx, &alloc(ctx, &[4, 4], Dtype::F32, Buffer::Sbuf)?, &x, Operand::Tensor(&p), NameOpts::default())
     });
     assert_err(&e, ErrorKind::Shape, &["prob", "(4, 1) column"]);
+    let e = run(Generation::Trn2, &|ctx| {
+        let x = alloc(ctx, &[4, 4], Dtype::I32, Buffer::Sbuf)?;
+        let p = alloc(ctx, &[4, 1], Dtype::Bf16, Buffer::Sbuf)?;
+        nisa::dropout(ctx, &alloc(ctx, &[4, 4], Dtype::I32, Buffer::Sbuf)?, &x, Operand::Tensor(&p), NameOpts::default())
+    });
+    assert_err(&e, ErrorKind::Dtype, &["prob", "float32", "integer"]);
 }
 
 #[test]

@@ -54,30 +54,14 @@ fn rng_engine(ctx: &Ctx, op: &'static str, engine: Option<Engine>, default: Engi
         Engine::Unknown => default,
         e => e,
     };
-    let names = || allowed.iter().map(|(e, _)| format!("nisa.engine.{}", engine_name(*e))).collect::<Vec<_>>().join(" or ");
+    let names = || allowed.iter().map(|(e, _)| format!("nisa.engine.{}", e.name())).collect::<Vec<_>>().join(" or ");
     match allowed.iter().find(|(a, _)| *a == e) {
-        None => Err(NkiError::argument("engine", format!("nisa.engine.{}", engine_name(e)), &format!("must be {}", names())).in_op(op)),
+        None => Err(NkiError::argument("engine", format!("nisa.engine.{}", e.name()), &format!("must be {}", names())).in_op(op)),
         Some((_, first)) if ctx.generation().nc_version() < first.nc_version() => Err(NkiError::constraint(
             op,
-            format!(
-                "engine nisa.engine.{} has a random generator from {first} on; the launch targets {}",
-                engine_name(e),
-                ctx.generation()
-            ),
+            format!("engine nisa.engine.{} has a random generator from {first} on; the launch targets {}", e.name(), ctx.generation()),
         )),
         Some(_) => Ok(e),
-    }
-}
-
-fn engine_name(e: Engine) -> &'static str {
-    match e {
-        Engine::Tensor => "tensor",
-        Engine::Vector => "vector",
-        Engine::Scalar => "scalar",
-        Engine::Gpsimd => "gpsimd",
-        Engine::Dma => "dma",
-        Engine::Sync => "sync",
-        Engine::Unknown => "unknown",
     }
 }
 
@@ -159,6 +143,15 @@ pub fn dropout(ctx: &Ctx, dst: &Tensor, data: &Tensor, prob: Operand<'_>, opts: 
     if dst.dtype() != data.dtype() {
         return Err(NkiError::dtype(OP, format!("dst {} must have data's dtype {}", dst.describe(), data.dtype())));
     }
+    if let Some(p) = prob.tensor()
+        && !data.dtype().is_float()
+        && p.dtype() != Dtype::F32
+    {
+        return Err(NkiError::dtype(
+            OP,
+            format!("prob {} must be float32 when data {} has an integer dtype", p.describe(), data.describe()),
+        ));
+    }
     dropout_into(ctx, OP, ("data", data), ("dst", dst), ("prob", prob))
 }
 
@@ -238,11 +231,7 @@ fn state_tile(op: &'static str, role: &str, t: &Tensor, engine: Engine) -> Resul
     if t.dtype() != Dtype::U32 || tile.nf != width {
         return Err(NkiError::shape(
             op,
-            format!(
-                "{role} {} must be uint32 with {width} elements per partition (the {} XORWOW state)",
-                t.describe(),
-                engine_name(engine)
-            ),
+            format!("{role} {} must be uint32 with {width} elements per partition (the {} XORWOW state)", t.describe(), engine.name()),
         ));
     }
     if engine == Engine::Gpsimd {

@@ -92,7 +92,8 @@ pub fn rand2(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
     Ty::Unit
 }
 
-/// `dropout`: `dst` like `data` (geometry and dtype), a literal `prob` in [0, 1].
+/// `dropout`: `dst` like `data` (geometry and dtype), a literal `prob` in [0, 1],
+/// float32 probabilities for integer data.
 pub fn dropout(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
     same_geometry(diag, site, "data", "dst");
     if let (Some((d, sd)), Some((x, _))) = (site.tensor("dst"), site.tensor("data"))
@@ -100,6 +101,16 @@ pub fn dropout(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
         && a != b
     {
         diag.error(sd, format!("{} of nisa.dropout is nl.{a} but data is nl.{b}; they must match", site.label("dst")));
+    }
+    if let (Some((x, _)), Some((p, sp))) = (site.tensor("data"), site.tensor("prob"))
+        && let (Some(a), Some(b)) = (x.dtype, p.dtype)
+        && a.contains("int")
+        && b != "float32"
+    {
+        diag.error(
+            sp,
+            format!("{} of nisa.dropout is nl.{b}; with integer data (nl.{a}) the probabilities must be nl.float32", site.label("prob")),
+        );
     }
     if let Some(p) = site.arg("prob")
         && let Some(v) = number(p.expr).filter(|v| !(0.0..=1.0).contains(v))

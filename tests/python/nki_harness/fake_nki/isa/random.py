@@ -76,6 +76,9 @@ def dropout(dst, data, prob, name=None):
     same_geometry(op, "dst", d, "data", x)
     if dst.dtype is not data.dtype:
         raise NkiError(op, f"dst is {dst.dtype.name} but data is {data.dtype.name}; they must match")
+    if isinstance(prob, NkiTensor) and not data.dtype.is_float and prob.dtype.name != "float32":
+        raise NkiError(op, f"prob is {prob.dtype.name} but data is {data.dtype.name}: probabilities for integer "
+                           "data must be float32")
     apply_dropout(current(), x, d, column(op, "prob", prob, x.np))
 
 
