@@ -6,7 +6,7 @@
 mod common;
 
 use common::{tensor, uniform};
-use nki::examples::{cumsum::cumsum, embedding::embedding, layernorm::layernorm, topk::topk};
+use nki::examples::{cumsum::cumsum, dropout::dropout, embedding::embedding, layernorm::layernorm, topk::topk};
 use nki::profile::{Profile, Target, Unit};
 use nki::{Dtype, Launch, Tensor};
 
@@ -61,5 +61,15 @@ fn an_indirect_dma_gather_is_profiled_on_the_dma_queues() {
     let ids = Tensor::from_i64(&[128, 1], &(0..128).map(|i| (i * 7) % 300).collect::<Vec<i64>>(), Dtype::I32).unwrap();
     let p = profiled(|l| Ok(vec![embedding::Call::new(&table, &ids).launch(l)?]));
     assert_has(&p, "nisa.dma_copy", Unit::Dma);
+    assert!(p.report.estimated_seconds > 0.0);
+}
+
+#[test]
+fn seeded_dropout_is_profiled_on_the_vector_engine() {
+    let x = tensor(&[256, 64], &uniform(256 * 64, 5, -1.0, 1.0), Dtype::F32);
+    let seed = Tensor::from_i64(&[1, 1], &[5], Dtype::U32).unwrap();
+    let p = profiled(|l| Ok(vec![dropout::Call::new(&x, &seed, 0.2).launch(l)?]));
+    assert_has(&p, "nisa.set_rng_seed", Unit::Vector);
+    assert_has(&p, "nisa.dropout", Unit::Vector);
     assert!(p.report.estimated_seconds > 0.0);
 }

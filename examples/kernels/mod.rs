@@ -7,6 +7,7 @@
 
 pub mod axpy;
 pub mod cumsum;
+pub mod dropout;
 pub mod embedding;
 pub mod gemm_bias_gelu;
 pub mod layernorm;
@@ -27,6 +28,7 @@ use crate::emit::FunctionInfo;
 pub static KERNELS: &[&FunctionInfo] = &[
     &axpy::axpy::INFO,
     &cumsum::cumsum::INFO,
+    &dropout::dropout::INFO,
     &embedding::embedding::INFO,
     &gemm_bias_gelu::gemm_bias_gelu::INFO,
     &layernorm::layernorm::INFO,

@@ -184,6 +184,20 @@ pub fn run_numpy_ranks(pkg: &Path, kernel: &str, args: &[Vec<Arg>], lnc: usize, 
 
 /// [`run_numpy_ranks`], with a failed run as `Err` holding the harness's output.
 pub fn try_run_numpy_ranks(pkg: &Path, kernel: &str, args: &[Vec<Arg>], lnc: usize, precision: &str) -> Result<Vec<Vec<Vec<f32>>>, String> {
+    let outs = try_run_numpy_on(pkg, kernel, args, lnc, precision, "trn2")?;
+    Ok(outs.into_iter().map(|rank| rank.into_iter().map(|o| o.iter().map(|&v| v as f32).collect()).collect()).collect())
+}
+
+/// [`try_run_numpy_ranks`] on `generation` (`trn1` .. `trn3`), with the outputs'
+/// exact values (uint32 ones included).
+pub fn try_run_numpy_on(
+    pkg: &Path,
+    kernel: &str,
+    args: &[Vec<Arg>],
+    lnc: usize,
+    precision: &str,
+    generation: &str,
+) -> Result<Vec<Vec<Vec<f64>>>, String> {
     let dir = scratch(&format!("np_{kernel}"));
     let mut ranks_json = Vec::new();
     for (r, rank_args) in args.iter().enumerate() {
@@ -203,7 +217,7 @@ pub fn try_run_numpy_ranks(pkg: &Path, kernel: &str, args: &[Vec<Arg>], lnc: usi
         ranks_json.push(format!("[{}]", json_args.join(", ")));
     }
     let spec = format!(
-        "{{\"kernel\": \"{kernel}\", \"lnc\": {lnc}, \"ranks\": {}, \"precision\": \"{precision}\", \"generation\": \"trn2\", \"args\": [{}]}}",
+        "{{\"kernel\": \"{kernel}\", \"lnc\": {lnc}, \"ranks\": {}, \"precision\": \"{precision}\", \"generation\": \"{generation}\", \"args\": [{}]}}",
         args.len(),
         ranks_json.join(", ")
     );
@@ -224,7 +238,7 @@ pub fn try_run_numpy_ranks(pkg: &Path, kernel: &str, args: &[Vec<Arg>], lnc: usi
                 if !p.exists() {
                     break;
                 }
-                outs.push(read_npy(&p).expect("reading an output").data.iter().map(|&v| v as f32).collect());
+                outs.push(read_npy(&p).expect("reading an output").data);
             }
             assert!(!outs.is_empty(), "the NumPy run of {kernel} wrote no outputs for rank {r}");
             outs

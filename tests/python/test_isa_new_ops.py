@@ -336,6 +336,18 @@ class RandomTest(unittest.TestCase):
         self.assertTrue(host(u).min() >= -2.0 and host(u).max() < 3.0)
         self.assertAlmostEqual(float(host(u).mean()), 0.5, delta=0.05)
 
+    def test_dropout_of_integer_data_takes_float32_probabilities(self):
+        # The docs: with integer data, prob's dtype must be float32.
+        def k(prob_dtype):
+            data = nl.full((4, 8), 3, nl.int32)
+            d = tile((4, 8), nl.int32)
+            nisa.dropout(dst=d, data=data, prob=nl.full((4, 1), 0.5, prob_dtype))
+            return d
+
+        self.assertTrue(set(np.unique(host(run(lambda: k(nl.float32))))) <= {0.0, 3.0})
+        with self.assertRaisesRegex(NkiError, "must be float32"):
+            run(lambda: k(nl.bfloat16))
+
 
 class MxTest(unittest.TestCase):
     def test_quantize_then_matmul_mx(self):

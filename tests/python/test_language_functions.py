@@ -222,6 +222,14 @@ class ControlTest(unittest.TestCase):
         self.assertEqual(host(dropped).sum(), 0.0)
         np.testing.assert_array_equal(host(kept), host(a))
 
+    def test_random_seed_takes_a_one_element_32_bit_on_chip_tensor(self):
+        # The docs: "a [1,1] tensor on SBUF or PSUM with a 32-bit seed value".
+        for make in (lambda: nl.full((1, 1), 7, nl.int16),
+                     lambda: nl.full((1, 1), 7, nl.int32, buffer=nl.shared_hbm),
+                     lambda: nl.full((1, 2), 7, nl.int32)):
+            with self.assertRaisesRegex(NkiError, "seed must be a \\[1, 1\\] 32-bit SBUF or PSUM tensor"):
+                run(lambda: nl.random_seed(make()))
+
 
 @dataclass
 class Config(nl.NKIObject):

@@ -5,7 +5,7 @@ use super::launch::RankShared;
 use super::memory::{MemPool, MemoryReport};
 use super::world::{RvKey, Slot, World};
 use crate::hw::{Generation, HwLimits};
-use crate::isa::Accumulators;
+use crate::isa::{Accumulators, RngState};
 use crate::profile::{Instr, Unit};
 use crate::{Origin, Result, Tensor};
 use std::cell::{Cell, RefCell, RefMut};
@@ -38,6 +38,8 @@ pub struct Ctx {
     loop_grace_used: Cell<bool>,
     vector_acc: RefCell<Vec<f32>>,
     scalar_acc: RefCell<Vec<f32>>,
+    /// The engines' random generators.
+    rng: RefCell<RngState>,
     /// The instructions executed so far, when the launch is profiled.
     pub(crate) recorder: Option<RefCell<Vec<Instr>>>,
     /// The `nisa` instruction begun last and not recorded yet (profiled launches).
@@ -77,6 +79,7 @@ impl Ctx {
             loop_grace_used: Cell::new(false),
             vector_acc: RefCell::new(vec![f32::NAN; hw.pmax]),
             scalar_acc: RefCell::new(vec![f32::NAN; hw.pmax]),
+            rng: RefCell::new(RngState::new(hw.pmax)),
             recorder: None,
             unrecorded: Cell::new(None),
             unmodeled: Cell::new(None),
@@ -145,6 +148,11 @@ impl Ctx {
             Accumulators::Vector => self.vector_acc.borrow_mut(),
             Accumulators::Scalar => self.scalar_acc.borrow_mut(),
         }
+    }
+
+    /// The program's random generator states (seeded with 0 at the start).
+    pub(crate) fn rng(&self) -> RefMut<'_, RngState> {
+        self.rng.borrow_mut()
     }
 
     pub(crate) fn slot(&self) -> Slot {

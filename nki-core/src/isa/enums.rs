@@ -15,6 +15,21 @@ pub enum Engine {
     Unknown,
 }
 
+impl Engine {
+    /// The `nisa.engine` member name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Engine::Tensor => "tensor",
+            Engine::Vector => "vector",
+            Engine::Scalar => "scalar",
+            Engine::Gpsimd => "gpsimd",
+            Engine::Dma => "dma",
+            Engine::Sync => "sync",
+            Engine::Unknown => "unknown",
+        }
+    }
+}
+
 /// `nisa.reduce_cmd`: how an instruction updates its engine's accumulator registers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ReduceCmd {

@@ -7,6 +7,7 @@
 
 mod activation;
 mod alu;
+mod bounds;
 mod cumulative;
 mod dma;
 mod dma_compute;
@@ -19,6 +20,7 @@ mod matmul;
 mod nonzero;
 mod operand;
 mod predicated;
+mod random;
 mod reduce;
 mod scan;
 mod select;
@@ -29,8 +31,10 @@ mod stats;
 mod sync;
 mod tile;
 mod top8;
+mod xorwow;
 
 pub use activation::{ActivationOpts, ActivationReduceOpts, activation, activation_reduce};
+pub use bounds::sequence_bounds;
 pub use cumulative::{TensorScalarCumulativeOpts, tensor_scalar_cumulative};
 pub use dma::{DmaCopyOpts, DmaTransposeOpts, dma_copy, dma_transpose, transpose_rules};
 pub use dma_compute::{DmaComputeOpts, dma_compute};
@@ -47,6 +51,8 @@ pub use matmul::{NcMatmulOpts, NcTransposeOpts, nc_matmul, nc_transpose};
 pub use nonzero::{NonzeroOpts, nonzero_with_count};
 pub use operand::Operand;
 pub use predicated::{CopyPredicatedOpts, tensor_copy_predicated};
+pub(crate) use random::{RngState, dropout_into, fill_uniform, seed_vector_from};
+pub use random::{dropout, rand_get_state, rand_set_state, rand2, rng, set_rng_seed};
 pub(crate) use reduce::Accumulators;
 pub use reduce::{TensorReduceOpts, TensorScalarReduceOpts, tensor_reduce, tensor_scalar_reduce};
 pub use scan::{TensorTensorScanOpts, tensor_tensor_scan};
@@ -56,7 +62,7 @@ pub use sendrecv::sendrecv;
 pub use shuffle::{ShuffleOpts, nc_stream_shuffle};
 pub use stats::{bn_aggr, bn_stats};
 pub use sync::{
-    CoreBarrierOpts, DynamicOffset, Register, RegisterSource, core_barrier, get_nc_version, register_alloc, register_load, register_move,
-    register_store,
+    CoreBarrierOpts, DynamicOffset, Register, RegisterSource, core_barrier, get_nc_sub_version, get_nc_version, register_alloc,
+    register_load, register_move, register_store,
 };
 pub use top8::{MatchReplace8Opts, max8, nc_find_index8, nc_match_replace8};

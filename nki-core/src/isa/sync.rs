@@ -137,6 +137,12 @@ pub fn get_nc_version(ctx: &Ctx) -> i64 {
     i64::from(ctx.generation().nc_version())
 }
 
+/// `nisa.get_nc_sub_version()`: the silicon revision within the generation; the
+/// emulated cores are the first revision, 0.
+pub fn get_nc_sub_version() -> i64 {
+    0
+}
+
 /// The runtime value of a `scalar_offset=` argument of `.ap()`: a register, or a
 /// one-element SBUF tensor holding an integer.
 pub trait DynamicOffset {

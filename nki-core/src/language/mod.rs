@@ -7,12 +7,14 @@ pub mod elementwise;
 pub mod list_bounds;
 pub mod movement;
 mod ops;
+mod random;
 pub mod reductions;
 mod tensor_engine;
 mod tiles;
 
 pub use debug::device_print;
 pub use ops::NlOp;
+pub use random::{dropout, rand, random_seed};
 pub use tensor_engine::{matmul, transpose};
 pub use tiles::{FillOpts, LikeOpts, empty_like, full, load, ones, shared_identity_matrix, store, zeros, zeros_like};
 

@@ -4,6 +4,8 @@
 //! Each test binary includes this module and uses a subset of it.
 #![allow(dead_code)]
 
+pub mod xorwow;
+
 use nki_core::nl::{self, NdarrayOpts};
 use nki_core::{Buffer, Ctx, Dtype, ErrorKind, Launch, NkiError, Precision, Result, Tensor};
 use std::sync::mpsc;

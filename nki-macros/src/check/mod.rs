@@ -12,6 +12,7 @@ mod kinds;
 mod limits;
 mod methods;
 mod nl_tiles;
+mod random;
 pub mod rules;
 mod select;
 mod sendrecv;

@@ -4,6 +4,7 @@ from .attention_cte import attention_cte
 from .attention_tkg import attention_tkg
 from .axpy import axpy
 from .cumsum import cumsum
+from .dropout import dropout
 from .embedding import embedding
 from .gemm_bias_gelu import gemm_bias_gelu
 from .layernorm import layernorm
@@ -27,6 +28,7 @@ __all__ = [
     "attention_tkg",
     "axpy",
     "cumsum",
+    "dropout",
     "embedding",
     "gemm_bias_gelu",
     "layernorm",

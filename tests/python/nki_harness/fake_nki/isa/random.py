@@ -76,6 +76,9 @@ def dropout(dst, data, prob, name=None):
     same_geometry(op, "dst", d, "data", x)
     if dst.dtype is not data.dtype:
         raise NkiError(op, f"dst is {dst.dtype.name} but data is {data.dtype.name}; they must match")
+    if isinstance(prob, NkiTensor) and not data.dtype.is_float and prob.dtype.name != "float32":
+        raise NkiError(op, f"prob is {prob.dtype.name} but data is {data.dtype.name}: probabilities for integer "
+                           "data must be float32")
     apply_dropout(current(), x, d, column(op, "prob", prob, x.np))
 
 
@@ -85,9 +88,10 @@ def apply_dropout(prog, x, d, prob):
     d.write(np.where(keep, x.read(), np.float32(0)), prog.rounds)
 
 
-def _seed_tile(op, t):
+def seed_of(op, role, t):
+    """The 32-bit seed held by `t`, a [1, 1] SBUF or PSUM tensor of a 32-bit dtype."""
     if not isinstance(t, NkiTensor) or not t.buffer.on_chip or t.size != 1 or t.dtype.size != 4:
-        raise NkiError(op, f"src_seeds must be a [1, 1] 32-bit SBUF or PSUM tensor, got "
+        raise NkiError(op, f"{role} must be a [1, 1] 32-bit SBUF or PSUM tensor, got "
                            f"{describe(t)}")
     return int(t.dtype.to_bits(t.read_cells()).reshape(-1)[0])
 
@@ -101,7 +105,7 @@ def seed_vector(prog, seed):
 def set_rng_seed(src_seeds, name=None):
     """Seeds the Vector engine's generators from the 32-bit value in `src_seeds`."""
     prog = current()
-    seed_vector(prog, _seed_tile("nisa.set_rng_seed", src_seeds))
+    seed_vector(prog, seed_of("nisa.set_rng_seed", "src_seeds", src_seeds))
 
 
 def _state_tile(op, prog, role, t, engine):

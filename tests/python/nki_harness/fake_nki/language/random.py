@@ -2,10 +2,8 @@
 from the Vector engine's generators (see `rng.py`)."""
 
 from .. import rng as prng
-from ..errors import NkiError
-from ..isa.random import apply_dropout, seed_vector
+from ..isa.random import apply_dropout, seed_of, seed_vector
 from ..runtime import current, instruction
-from ..tensor import NkiTensor
 from ..tile import Tile, column
 from .allocation import SBUF, ndarray
 from .operands import on_chip
@@ -27,10 +25,9 @@ def rand(shape, dtype, buffer=SBUF, name=""):
 
 @instruction
 def random_seed(seed):
-    """Seeds the Vector generators from the 32-bit value of the [1, 1] tensor `seed`."""
-    if not isinstance(seed, NkiTensor) or seed.size != 1:
-        raise NkiError("nl.random_seed", f"seed must be a [1, 1] tensor, got {seed!r}")
-    seed_vector(current(), int(seed.dtype.to_bits(seed.read_cells()).reshape(-1)[0]))
+    """Seeds the Vector generators from the 32-bit value of `seed`, a [1, 1] SBUF
+    or PSUM tensor of a 32-bit dtype (as the docs require)."""
+    seed_vector(current(), seed_of("nl.random_seed", "seed", seed))
 
 
 @instruction
