@@ -53,9 +53,10 @@ pub enum PrecisionArg {
 /// Launch options shared by the kernels.
 #[derive(Args)]
 pub struct LaunchArgs {
-    /// Logical NeuronCore degree: 1 (no grid) or 2.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
-    lnc: u8,
+    /// Logical NeuronCore degree: 1 (no grid) or 2. Default: the target's default
+    /// LNC, as neuronx-cc compiles (2 on trn2 and trn3, 1 on trn1).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=2))]
+    lnc: Option<u8>,
     /// Numeric model.
     #[arg(long, value_enum, default_value_t = PrecisionArg::Hardware)]
     precision: PrecisionArg,
@@ -234,7 +235,9 @@ impl LaunchArgs {
             PrecisionArg::Hardware => Precision::Hardware,
             PrecisionArg::Fp32 => Precision::Fp32,
         };
-        let launch = BASE_LAUNCH.get().cloned().unwrap_or_default().lnc(usize::from(self.lnc)).precision(p);
+        let base = BASE_LAUNCH.get().cloned().unwrap_or_default();
+        let lnc = self.lnc.map_or(base.hardware().limits().default_lnc, usize::from);
+        let launch = base.lnc(lnc).precision(p);
         match self.timeout {
             Some(limit) => launch.timeout(limit),
             None => launch,
