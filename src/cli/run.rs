@@ -60,6 +60,11 @@ pub struct LaunchArgs {
     /// Numeric model.
     #[arg(long, value_enum, default_value_t = PrecisionArg::Hardware)]
     precision: PrecisionArg,
+    /// Threads to keep busy (default: every core). Each LNC program of each rank
+    /// has its own thread; spare threads split large instructions. Results are
+    /// the same bits for every value.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    threads: Option<u16>,
     /// Stop a run that takes longer than SECS seconds, with an error naming what
     /// each rank was doing.
     #[arg(long, value_name = "SECS", value_parser = parse_timeout, allow_hyphen_values = true)]
@@ -238,6 +243,10 @@ impl LaunchArgs {
         let base = BASE_LAUNCH.get().cloned().unwrap_or_default();
         let lnc = self.lnc.map_or(base.hardware().limits().default_lnc, usize::from);
         let launch = base.lnc(lnc).precision(p);
+        let launch = match self.threads {
+            Some(n) => launch.threads(usize::from(n)),
+            None => launch,
+        };
         match self.timeout {
             Some(limit) => launch.timeout(limit),
             None => launch,
