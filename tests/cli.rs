@@ -268,6 +268,15 @@ fn bench_quick_prints_a_row_per_mask_and_precision() {
         let tokens: f64 = cols[7].parse().unwrap_or_else(|_| panic!("tokens/s column in {row}"));
         assert!(tokens > 0.0 && tokens.is_finite(), "{row}");
     }
+    // Whole processes on one thread and with the defaults, per mask; no JAX column without --jax.
+    assert!(text.contains("whole `nki run attention-cte` processes, 2 x 1024 x 128"), "{text}");
+    for mask in ["full", "causal"] {
+        let row = text.lines().find(|l| l.starts_with(&format!("{mask} "))).unwrap_or_else(|| panic!("no {mask} row: {text}"));
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        let secs: Vec<f64> = cols[1..4].iter().map(|c| c.parse().unwrap_or_else(|_| panic!("{row}"))).collect();
+        assert!(secs.iter().all(|s| *s > 0.0 && s.is_finite()), "{row}");
+        assert_eq!(&cols[4..], ["-", "-"], "{row}");
+    }
 }
 
 #[test]

@@ -76,7 +76,8 @@ fn ring_kernels_report_a_collective_track() {
     let o = nki_in(&dir, &fwd);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let report: Value = serde_json::from_slice(&o.stdout).unwrap();
-    check_report(&report, 4);
+    // 4 ranks, each an LNC2 pair: trn2's default LNC.
+    check_report(&report, 8);
     assert!(report["engine_busy"]["collective"].as_f64().unwrap() > 0.0);
 }
 
@@ -107,7 +108,8 @@ fn example_kernels_profile_and_write_their_result() {
     let o = nki_in(&dir, &["profile", "tensor-add", "--a", "a.npy", "--b", "b.npy", "--out", "sum.npy", "--json"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let report: Value = serde_json::from_slice(&o.stdout).unwrap();
-    check_report(&report, 1);
+    // trn2's default LNC 2: both programs of the pair run the single-core kernel.
+    check_report(&report, 2);
     // Two 64 KiB loads and one store.
     assert_eq!(report["bytes"].as_f64().unwrap(), 3.0 * 256.0 * 64.0 * 4.0);
     let sum = nki::io::npy::read_npy(dir.join("sum.npy")).unwrap();
@@ -126,8 +128,24 @@ fn example_kernels_profile_and_write_their_result() {
         write(&dir, &format!("{name}.npy"), &shape, 3);
     }
     write(&dir, "a.npy", &[128, 2], 4);
-    let flags =
-        ["--delta", "delta.npy", "--u", "u.npy", "--a", "a.npy", "--b", "b.npy", "--c", "c.npy", "--seq-tile", "128", "--out", "y.npy"];
+    let flags = [
+        "--delta",
+        "delta.npy",
+        "--u",
+        "u.npy",
+        "--a",
+        "a.npy",
+        "--b",
+        "b.npy",
+        "--c",
+        "c.npy",
+        "--seq-tile",
+        "128",
+        "--out",
+        "y.npy",
+        "--lnc",
+        "1",
+    ];
     let o = nki_in(&dir, &[&["profile", "mamba-v3", "--json"][..], &flags].concat());
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     check_report(&serde_json::from_slice(&o.stdout).unwrap(), 1);

@@ -1,12 +1,17 @@
 //! `nki bench`: emulator throughput of the attention kernels (decode in tokens
-//! per second), and the ring's overhead over one worker.
+//! per second), whole `nki run` processes on one thread and on every core
+//! (optionally against warm JAX CPU attention), and the ring's overhead over one
+//! worker.
 
 use clap::Args;
 use nki::attention::cte::{CteConfig, CteInputs};
 use nki::attention::ring_fwd::{Queries, RingFwdConfig, RingFwdInputs};
 use nki::attention::shard::{SeqLayout, shard};
 use nki::attention::tkg::{TkgConfig, TkgDims, TkgInputs};
+use nki::io::npy::write_tensor_npy;
 use nki::{Dtype, Launch, Precision, Tensor};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::Instant;
 
 /// Arguments of `nki bench`.
@@ -22,6 +27,10 @@ pub struct BenchArgs {
     /// Only a small case, once (a smoke run).
     #[arg(long)]
     quick: bool,
+    /// A Python interpreter with JAX installed: also times JAX's jitted CPU
+    /// `jax.nn.dot_product_attention` (warm) on the whole-process shapes.
+    #[arg(long, value_name = "PYTHON")]
+    jax: Option<PathBuf>,
 }
 
 /// Deterministic inputs in [0, 1).
@@ -40,7 +49,7 @@ fn inputs(shape: &[usize], seed: u64, dtype: Dtype) -> Tensor {
 }
 
 /// The fastest of `reps` runs of `f`, in seconds.
-fn best_of(reps: u32, f: impl Fn() -> nki::Result<()>) -> Result<f64, String> {
+fn best_of(reps: u32, mut f: impl FnMut() -> nki::Result<()>) -> Result<f64, String> {
     let mut secs = f64::INFINITY;
     for _ in 0..reps {
         let start = Instant::now();
@@ -86,6 +95,90 @@ fn time_tkg(bs: usize, s: usize, d: usize, precision: Precision, lnc: usize, rep
     let launch = Launch::new().lnc(lnc).precision(precision);
     let secs = best_of(reps, || cfg.launch(&launch, &x).map(drop))?;
     Ok((secs, (bs * sa) as f64 / secs, 4.0 * (bs * h * sa * s * d) as f64 / secs / 1e9))
+}
+
+/// Times warm jitted JAX attention on `[bs, s, 1, d]` fp32 inputs: prints the
+/// best of `reps` seconds.
+const JAX_TIMER: &str = r#"
+import sys, time
+import numpy as np, jax
+bs, s, d, causal, reps = (int(a) for a in sys.argv[1:])
+x = [jax.numpy.asarray(np.random.default_rng(i).random((bs, s, 1, d), dtype=np.float32)) for i in range(3)]
+f = jax.jit(lambda q, k, v: jax.nn.dot_product_attention(q, k, v, is_causal=bool(causal)))
+f(*x).block_until_ready()
+best = float("inf")
+for _ in range(reps):
+    t = time.perf_counter(); f(*x).block_until_ready(); best = min(best, time.perf_counter() - t)
+print(best)
+"#;
+
+/// Best-of-`reps` seconds of JAX attention run by `python`.
+fn time_jax(python: &Path, [bs, s, d]: [usize; 3], causal: bool, reps: u32) -> Result<f64, String> {
+    let dims = [bs, s, d, usize::from(causal), reps as usize].map(|v| v.to_string());
+    let out = Command::new(python)
+        .arg("-c")
+        .arg(JAX_TIMER)
+        .args(&dims)
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("--jax {}: {e}", python.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    match text.trim().parse::<f64>() {
+        Ok(secs) if out.status.success() => Ok(secs),
+        _ => Err(format!("--jax {}: the JAX timing failed ({})", python.display(), out.status)),
+    }
+}
+
+/// Whole `nki run attention-cte` processes (start, reading the inputs, the
+/// kernel, writing the output) on `bs × s × d` fp32 inputs: on one thread
+/// (`--lnc 1 --threads 1`) and with the defaults (the target's LNC, every core).
+fn whole_process(args: &BenchArgs, reps: u32) -> Result<(), String> {
+    let [bs, s, d] = if args.quick { [2, 1024, 128] } else { [8, 2048, 128] };
+    let exe = std::env::current_exe().map_err(|e| format!("locating the nki binary: {e}"))?;
+    let dir = std::env::temp_dir().join(format!("nki-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let result = (|| {
+        let mut files = Vec::new();
+        for (name, shape, seed) in [("q", [bs, s, d], 1), ("k", [bs, d, s], 2), ("v", [bs, s, d], 3)] {
+            let path = dir.join(format!("{name}.npy"));
+            let file = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            write_tensor_npy(file, &inputs(&shape, seed, Dtype::F32)).map_err(|e| e.to_string())?;
+            files.push(path);
+        }
+        let scale = (1.0 / (d as f64).sqrt()).to_string();
+        let out = dir.join("o.npy");
+        let process = |causal: bool, extra: &[&str]| {
+            let mut cmd = Command::new(&exe);
+            cmd.args(["run", "attention-cte", "--precision", "fp32", "--scale", &scale]).args(extra).stdout(Stdio::null());
+            for (flag, path) in ["--q", "--k", "--v", "--out"].iter().zip(files.iter().chain([&out])) {
+                cmd.arg(flag).arg(path);
+            }
+            if !causal {
+                cmd.arg("--no-causal");
+            }
+            best_of(reps, || match cmd.status() {
+                Ok(st) if st.success() => Ok(()),
+                st => Err(nki::NkiError::argument("nki run", format!("{st:?}"), "the benchmarked run must succeed")),
+            })
+        };
+        outln!();
+        outln!(
+            "whole `nki run attention-cte` processes, {bs} x {s} x {d}, fp32, best of {reps} ({} threads available)",
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        );
+        outln!("{:<8} {:>12} {:>12} {:>8} {:>9} {:>8}", "mask", "1 thread", "default", "speedup", "JAX", "vs JAX");
+        for causal in [false, true] {
+            let one = process(causal, &["--lnc", "1", "--threads", "1"])?;
+            let default = process(causal, &[])?;
+            let jax = args.jax.as_deref().map(|py| time_jax(py, [bs, s, d], causal, reps)).transpose()?;
+            let (jax_s, vs) = jax.map_or(("-".to_string(), "-".to_string()), |j| (format!("{j:.3}"), format!("{:.2}", j / default)));
+            let mask = if causal { "causal" } else { "full" };
+            outln!("{mask:<8} {one:>12.3} {default:>12.3} {:>8.2} {jax_s:>9} {vs:>8}", one / default);
+        }
+        Ok(())
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
 }
 
 /// Seconds of a `w`-rank striped causal ring forward over `st` tokens and of one
@@ -206,6 +299,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         let (secs, tokens, gflops) = time_tkg(bs, kv, d, precision, lnc, reps)?;
         outln!("{:<24} {:<10} {:>9.4} {:>9.0} {:>9.1}", format!("{bs} x {kv} x {d}"), precision.to_string(), secs, tokens, gflops);
     }
+    whole_process(args, reps)?;
     let (bh, st, d, w) = if args.quick { (2, 2048, 128, 4) } else { (4, 16384, 128, 4) };
     let (ring, single) = time_ring(bh, st, d, w, lnc, reps)?;
     outln!();

@@ -57,12 +57,18 @@ pub enum PrecisionArg {
 /// Launch options shared by the kernels.
 #[derive(Args)]
 pub struct LaunchArgs {
-    /// Logical NeuronCore degree: 1 (no grid) or 2.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
-    lnc: u8,
+    /// Logical NeuronCore degree: 1 (no grid) or 2. Default: the target's default
+    /// LNC, as neuronx-cc compiles (2 on trn2 and trn3, 1 on trn1).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=2))]
+    lnc: Option<u8>,
     /// Numeric model.
     #[arg(long, value_enum, default_value_t = PrecisionArg::Hardware)]
     precision: PrecisionArg,
+    /// Threads to keep busy (default: every core). Each LNC program of each rank
+    /// has its own thread; spare threads split large instructions. Results are
+    /// the same bits for every value.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    threads: Option<u16>,
     /// Stop a run that takes longer than SECS seconds, with an error naming what
     /// each rank was doing.
     #[arg(long, value_name = "SECS", value_parser = parse_timeout, allow_hyphen_values = true)]
@@ -238,7 +244,13 @@ impl LaunchArgs {
             PrecisionArg::Hardware => Precision::Hardware,
             PrecisionArg::Fp32 => Precision::Fp32,
         };
-        let launch = BASE_LAUNCH.get().cloned().unwrap_or_default().lnc(usize::from(self.lnc)).precision(p);
+        let base = BASE_LAUNCH.get().cloned().unwrap_or_default();
+        let lnc = self.lnc.map_or(base.hardware().limits().default_lnc, usize::from);
+        let launch = base.lnc(lnc).precision(p);
+        let launch = match self.threads {
+            Some(n) => launch.threads(usize::from(n)),
+            None => launch,
+        };
         match self.timeout {
             Some(limit) => launch.timeout(limit),
             None => launch,

@@ -52,6 +52,9 @@ pub struct HwLimits {
     pub has_range_select: bool,
     /// Whether `core_barrier` (and LNC2) exists.
     pub has_core_barrier: bool,
+    /// The LNC degree kernels get when nothing sets one: neuronx-cc compiles for
+    /// LNC=2 on Trn2 and later (its NCC_EVRF066 error page), and trn1 has only LNC=1.
+    pub default_lnc: usize,
     /// Whether matmul may write bf16 PSUM tiles.
     pub has_bf16_psum: bool,
     /// Whether `activation` accepts a scalar (not only a vector) bias.
@@ -101,6 +104,7 @@ impl Generation {
             vector_transpose_max: 32,
             has_range_select: false,
             has_core_barrier: false,
+            default_lnc: 1,
             has_bf16_psum: false,
             has_scalar_activation_bias: false,
             has_hwdge: false,
@@ -112,6 +116,7 @@ impl Generation {
                 sbuf_bytes_per_partition: 224 * 1024,
                 has_range_select: true,
                 has_core_barrier: true,
+                default_lnc: 2,
                 has_scalar_activation_bias: true,
                 has_hwdge: true,
                 ..COMMON
@@ -123,6 +128,7 @@ impl Generation {
                 gemm_moving_fmax_bf16_dst: 8192,
                 has_range_select: true,
                 has_core_barrier: true,
+                default_lnc: 2,
                 has_bf16_psum: true,
                 has_scalar_activation_bias: true,
                 has_hwdge: true,

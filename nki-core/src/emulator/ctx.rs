@@ -46,6 +46,8 @@ pub struct Ctx {
     unrecorded: Cell<Option<&'static str>>,
     /// The first `nisa` instruction that ran without being recorded.
     unmodeled: Cell<Option<&'static str>>,
+    /// Helper threads this program may split a large instruction over.
+    pub(crate) helpers: usize,
 }
 
 impl Ctx {
@@ -83,6 +85,7 @@ impl Ctx {
             recorder: None,
             unrecorded: Cell::new(None),
             unmodeled: Cell::new(None),
+            helpers: 0,
         }
     }
 

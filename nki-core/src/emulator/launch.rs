@@ -37,6 +37,7 @@ pub struct Launch {
     generation: Generation,
     timeout: Option<Duration>,
     profiling: Option<Profiling>,
+    threads: Option<usize>,
 }
 
 /// Where a profiled launch leaves its recording (shared by the launch's clones).
@@ -82,7 +83,15 @@ pub struct RunReport<R> {
 impl Launch {
     /// One rank, no LNC grid, `hardware` precision, trn2.
     pub fn new() -> Launch {
-        Launch { grid: None, ranks: 1, precision: Precision::Hardware, generation: Generation::Trn2, timeout: None, profiling: None }
+        Launch {
+            grid: None,
+            ranks: 1,
+            precision: Precision::Hardware,
+            generation: Generation::Trn2,
+            timeout: None,
+            profiling: None,
+            threads: None,
+        }
     }
 
     /// Logical NeuronCore degree: 1 launches without a grid, 2 launches a 1-D grid of two programs.
@@ -125,6 +134,34 @@ impl Launch {
     pub fn timeout(mut self, limit: Duration) -> Launch {
         self.timeout = Some(limit);
         self
+    }
+
+    /// Threads the launch may keep busy at once (default: the machine's
+    /// available parallelism). Every LNC program of every rank has its own
+    /// thread; when `threads` exceeds their number, each program also splits
+    /// large instructions (matmuls, activations) over
+    /// `threads / programs - 1` helper threads. Results are bit-identical for
+    /// every value: the split is fixed by the instruction and each part is
+    /// computed as it would be sequentially. `threads(1)` runs a launch without
+    /// a grid and with one rank on one thread.
+    pub fn threads(mut self, threads: usize) -> Launch {
+        self.threads = Some(threads);
+        self
+    }
+
+    /// Helper threads per program: the thread budget left over by the
+    /// programs' own threads, shared evenly (none when the programs already
+    /// fill it, so a ring of LNC pairs never oversubscribes the cores).
+    ///
+    /// ```
+    /// use nki_core::emulator::Launch;
+    /// assert_eq!(Launch::new().threads(4).helpers_per_program(), 3);
+    /// assert_eq!(Launch::new().lnc(2).threads(4).helpers_per_program(), 1);
+    /// assert_eq!(Launch::new().ranks(4).lnc(2).threads(2).helpers_per_program(), 0);
+    /// ```
+    pub fn helpers_per_program(&self) -> usize {
+        let threads = self.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        (threads / (self.ranks * self.programs())).saturating_sub(1)
     }
 
     /// Profiles the launch for `target` (whose limits the run also checks): each
@@ -200,6 +237,9 @@ impl Launch {
         if !(1..=64).contains(&self.ranks) {
             return Err(NkiError::argument("ranks", self.ranks, "must be between 1 and 64"));
         }
+        if self.threads == Some(0) {
+            return Err(NkiError::argument("threads", 0, "a launch needs at least one thread"));
+        }
         if self.timeout == Some(Duration::ZERO) {
             return Err(NkiError::argument("timeout", "0s", "a launch needs a time limit longer than zero"));
         }
@@ -229,10 +269,12 @@ impl Launch {
         let programs = self.programs();
         let world = Arc::new(World::new(self.ranks, programs));
         let shared: Vec<Arc<RankShared>> = (0..self.ranks).map(|_| Arc::default()).collect();
+        let helpers = self.helpers_per_program();
         let run_one = |rank: usize, program: usize| {
             let mut ctx =
                 Ctx::new(Arc::clone(&world), Arc::clone(&shared[rank]), rank, program, self.grid, self.precision, self.generation);
             ctx.recorder = self.profiling.as_ref().map(|_| Default::default());
+            ctx.helpers = helpers;
             let out = catch_unwind(AssertUnwindSafe(|| f(&ctx))).unwrap_or_else(|p| {
                 let what =
                     p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();

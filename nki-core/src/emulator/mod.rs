@@ -2,9 +2,11 @@
 //! of ranks, with the hardware's numerics and run-time checks of every op's limits.
 //!
 //! Each program is a thread with its own [`Ctx`]. Programs of one rank share
-//! `nl.shared_hbm` tensors; ranks talk only through `nki.collectives`.
+//! `nl.shared_hbm` tensors; ranks talk only through `nki.collectives`. Spare
+//! cores split large instructions ([`helpers`]).
 
 mod ctx;
+pub(crate) mod helpers;
 mod launch;
 pub mod memory;
 mod precision;

@@ -5,7 +5,7 @@ use super::exec::{mark_written, read_tile, read_tile_raw, write_tile, write_tile
 use super::tile::TileView;
 use crate::emulator::Ctx;
 use crate::hw::Generation;
-use crate::numeric::gemm::{Mat, sgemm};
+use crate::numeric::gemm::{Mat, sgemm_split};
 use crate::tensor::Writer;
 use crate::{Buffer, Dtype, NkiError, Result, Tensor};
 
@@ -242,7 +242,7 @@ fn gemm_into(
         Some((co, cps, cfs)) => {
             let beta = if matches!(state, Written::All) { 1.0 } else { 0.0 };
             let mut cells = dst.write();
-            sgemm(m, k, n, s_cells, a, m_cells, b, &mut cells, Mat { offset: co, rs: cps, cs: cfs }, beta);
+            sgemm_split(ctx.helpers, m, k, n, s_cells, a, m_cells, b, &mut cells, Mat { offset: co, rs: cps, cs: cfs }, beta);
             if ctx.rounds() && dst.dtype() != Dtype::F32 {
                 let d = dst.dtype();
                 dst.layout().for_each_run(|start, len, step| {
@@ -255,7 +255,7 @@ fn gemm_into(
         }
         None => {
             let mut out = vec![0f32; m * n];
-            sgemm(m, k, n, s_cells, a, m_cells, b, &mut out, Mat { offset: 0, rs: n as isize, cs: 1 }, 0.0);
+            sgemm_split(ctx.helpers, m, k, n, s_cells, a, m_cells, b, &mut out, Mat { offset: 0, rs: n as isize, cs: 1 }, 0.0);
             drop((sguard, mguard));
             let prev = read_tile(dst, dt);
             let written: Vec<bool> = match state {

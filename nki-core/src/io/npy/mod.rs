@@ -68,21 +68,18 @@ impl Source {
         Ok(Source { file, header, ty, numel })
     }
 
-    /// Calls `f` with the values of each chunk in order (and the index of the
-    /// chunk's first element), reading a chunk at a time.
-    fn stream(&mut self, mut f: impl FnMut(usize, &[f64]) -> std::result::Result<(), String>) -> std::result::Result<(), String> {
+    /// Calls `f` with the raw bytes of each chunk of whole elements in order (and
+    /// the index of the chunk's first element), reading a chunk at a time.
+    fn stream(&mut self, mut f: impl FnMut(usize, &[u8]) -> std::result::Result<(), String>) -> std::result::Result<(), String> {
         let size = self.ty.size();
         let per_chunk = CHUNK_BYTES / size;
         let mut buf = vec![0u8; per_chunk.min(self.numel) * size];
-        let mut values = Vec::with_capacity(per_chunk.min(self.numel));
         let mut done = 0;
         while done < self.numel {
             let n = per_chunk.min(self.numel - done);
             let bytes = &mut buf[..n * size];
             self.file.read_exact(bytes).map_err(|e| format!("reading the data: {e}"))?;
-            values.clear();
-            self.ty.decode(bytes, &mut values);
-            f(done, &values)?;
+            f(done, bytes)?;
             done += n;
         }
         Ok(())
@@ -97,8 +94,9 @@ pub fn read_npy(path: impl AsRef<Path>) -> Result<NpyArray> {
         let mut src = Source::open(path)?;
         let mut data = Vec::new();
         data.try_reserve_exact(src.numel).map_err(|_| format!("cannot allocate {} values", src.numel))?;
-        src.stream(|_, values| {
-            data.extend_from_slice(values);
+        let ty = src.ty;
+        src.stream(|_, bytes| {
+            ty.decode(bytes, &mut data);
             Ok(())
         })?;
         Ok(NpyArray { shape: src.header.shape, data, dtype: src.ty.dtype() })
@@ -117,7 +115,15 @@ pub fn read_tensor_npy(path: impl AsRef<Path>) -> Result<Tensor> {
         let mut src = Source::open(path)?;
         let mut cells = reserve_cells(src.numel, "shape").map_err(|e| e.message)?;
         let ty = src.ty;
-        src.stream(|first, values| {
+        let mut values = Vec::new();
+        src.stream(|first, bytes| {
+            // float32 data is its own cells: no widening, nothing to range-check.
+            if ty == NpyType::F32 {
+                cells.extend(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])));
+                return Ok(());
+            }
+            values.clear();
+            ty.decode(bytes, &mut values);
             for (i, &v) in values.iter().enumerate() {
                 cells.push(ty.cell(v).map_err(|e| format!("element {}: {e}", first + i))?);
             }
@@ -134,8 +140,14 @@ pub fn header_bytes(ty: NpyType, shape: &[usize]) -> Vec<u8> {
     format_header(ty.descr(), shape)
 }
 
-/// Writes `values` (C order) of `shape` as `ty` to `out`.
-fn write_values(out: impl Write, shape: &[usize], values: impl ExactSizeIterator<Item = f64>, ty: NpyType) -> Result<()> {
+/// Writes `values` (C order) of `shape` to `out` as `ty`, each value as `encode` puts it.
+fn write_values<T>(
+    out: impl Write,
+    shape: &[usize],
+    values: impl ExactSizeIterator<Item = T>,
+    ty: NpyType,
+    encode: impl Fn(T, &mut Vec<u8>),
+) -> Result<()> {
     let n = checked_numel(shape)?;
     if n != values.len() {
         return Err(NkiError::argument("data", format!("{} values", values.len()), &format!("shape {shape:?} needs {n}")));
@@ -144,7 +156,7 @@ fn write_values(out: impl Write, shape: &[usize], values: impl ExactSizeIterator
     out.write_all(&header_bytes(ty, shape))?;
     let mut chunk = Vec::with_capacity(CHUNK_BYTES + 8);
     for v in values {
-        ty.encode(v, &mut chunk);
+        encode(v, &mut chunk);
         if chunk.len() >= CHUNK_BYTES {
             out.write_all(&chunk)?;
             chunk.clear();
@@ -160,16 +172,16 @@ fn write_values(out: impl Write, shape: &[usize], values: impl ExactSizeIterator
 pub fn write_npy(path: impl AsRef<Path>, shape: &[usize], data: &[f64], ty: NpyType) -> Result<()> {
     let path = path.as_ref();
     let file = File::create(path).map_err(|e| bad(path, e))?;
-    write_values(file, shape, data.iter().copied(), ty).map_err(|e| bad(path, e))
+    write_values(file, shape, data.iter().copied(), ty, |v, chunk| ty.encode(v, chunk)).map_err(|e| bad(path, e))
 }
 
 /// Writes a tensor's values to `out` as a `.npy` stream: `<f4` for float dtypes
 /// (narrower floats widen exactly), `<i8` for integer dtypes (exact for all of them).
 pub fn write_tensor_npy(out: impl Write, t: &Tensor) -> Result<()> {
     if t.dtype().is_float() {
-        write_values(out, t.shape(), t.to_f32_vec().into_iter().map(f64::from), NpyType::F32)
+        write_values(out, t.shape(), t.to_f32_vec().into_iter(), NpyType::F32, |v, chunk| chunk.extend_from_slice(&v.to_le_bytes()))
     } else {
-        write_values(out, t.shape(), t.to_i64_vec().into_iter().map(|v| v as f64), NpyType::I64)
+        write_values(out, t.shape(), t.to_i64_vec().into_iter(), NpyType::I64, |v, chunk| chunk.extend_from_slice(&v.to_le_bytes()))
     }
 }
 
