@@ -4,11 +4,13 @@
 
 pub mod elementwise;
 pub mod list_bounds;
+pub mod loops;
 mod ops;
 pub mod reductions;
 mod tensor_engine;
 mod tiles;
 
+pub use loops::WHILE_LOOP_MAX_ITERATIONS;
 pub use ops::NlOp;
 pub use tensor_engine::{matmul, transpose};
 pub use tiles::{FillOpts, full, load, ones, store, zeros};

@@ -11,6 +11,7 @@ mod kinds;
 mod limits;
 mod methods;
 mod nl_tiles;
+mod regions;
 pub mod rules;
 mod select;
 mod site;
@@ -26,7 +27,10 @@ pub use site::{ArgInfo, CallSite, Check};
 pub use types::{TensorTy, Ty};
 pub use value::{EvalError, Val};
 
-use crate::ast::{Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, Function, IndexItem, Pat, Space, Spn, Stmt, UnOp};
+use crate::ast::{
+    Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, Function, IndexItem, Pat, RangeKind, Region, RegionForm, Space, Spn, Stmt,
+    UnOp,
+};
 use crate::bounds::{MAX_ELEMENTS, MAX_NESTING};
 use crate::diag::{Diagnostics, did_you_mean};
 use crate::vocab::{self, Binding, Constant, FnSpec, Kind, OpClass, Param, Returns, Spaces};
@@ -47,6 +51,8 @@ pub enum Resolved {
 pub struct Info {
     types: HashMap<usize, Ty>,
     calls: HashMap<usize, Resolved>,
+    /// The parameter slots of each `nl::fori_loop` / `nl::while_loop` statement.
+    regions: HashMap<usize, (&'static FnSpec, Vec<Option<usize>>)>,
     /// Other kernel/helper functions this one calls (their Rust paths).
     pub deps: Vec<Vec<String>>,
     /// Whether the emitted Python needs `import math`.
@@ -67,6 +73,13 @@ impl Info {
     pub fn call(&self, e: &Expr) -> Option<&Resolved> {
         self.calls.get(&key(e))
     }
+
+    /// The argument of a region statement bound to its official parameter `name`.
+    pub fn region_arg<'r>(&self, r: &'r Region, name: &str) -> Option<&'r Expr> {
+        let (spec, slots) = self.regions.get(&(r as *const Region as usize))?;
+        let i = spec.params.iter().position(|p| p.name == name)?;
+        slots.get(i).copied().flatten().map(|a| &r.args[a].value)
+    }
 }
 
 struct Var {
@@ -85,6 +98,11 @@ struct Checker<'d> {
     /// The argument expressions of `nisa::dma_copy` calls: the only places an
     /// `.ap(vector_offset=)` view may be written.
     dma_operands: Vec<usize>,
+    /// Inside the body closure of a device loop: the form and the number of scopes
+    /// outside it (the enclosing kernel's variables, which the body cannot assign).
+    closure: Option<(RegionForm, usize)>,
+    /// Inside an `nl::no_reorder` region.
+    no_reorder: bool,
 }
 
 /// Checks a function; returns what the emitters need.
@@ -97,6 +115,8 @@ pub fn check(f: &Function, target: Generation, diag: &mut Diagnostics) -> Info {
         ret: f.ret.as_ref().map(Ty::from_ann),
         target,
         dma_operands: Vec::new(),
+        closure: None,
+        no_reorder: false,
     };
     let mut seen_default = false;
     for p in &f.params {

@@ -74,6 +74,10 @@ fn parse_node(e: &syn::Expr, span: Spn, cx: &mut Parser<'_>) -> Expr {
                 return invalid(span);
             };
             let path = path_segments(&p.path);
+            if let Some(msg) = statement_form(&path) {
+                cx.error(span, msg);
+                return invalid(span);
+            }
             let args = parse_args(&c.args, cx);
             if path == ["Some"] {
                 match <[Arg; 1]>::try_from(args) {
@@ -151,14 +155,31 @@ fn parse_node(e: &syn::Expr, span: Spn, cx: &mut Parser<'_>) -> Expr {
     Expr { kind, span }
 }
 
+/// Why a loop form or scoped region cannot be used as a value.
+fn statement_form(path: &[String]) -> Option<String> {
+    let [m, name] = path else { return None };
+    if m != "nl" {
+        return None;
+    }
+    match name.as_str() {
+        "affine_range" | "sequential_range" | "static_range" | "dynamic_range" => {
+            Some(format!("nl::{name}(..) is a loop range: write `for i in nl::{name}(..) {{ .. }}`"))
+        }
+        "fori_loop" | "while_loop" | "no_reorder" => {
+            Some(format!("nl::{name}(..) is a statement of its own, not a value: write `nl::{name}(..);`"))
+        }
+        _ => None,
+    }
+}
+
 /// Explains what to write instead of an unsupported expression.
 pub fn unsupported_message(e: &syn::Expr) -> &'static str {
     match e {
         syn::Expr::Closure(_) => {
-            "closures are not supported in kernels: NKI kernels are traced Python; write a #[nki_helper] function instead"
+            "closures are only the bodies of nl::fori_loop, nl::while_loop and nl::no_reorder in kernels; write a #[nki_helper] function instead"
         }
         syn::Expr::While(_) => {
-            "`while` loops are not supported in kernels: NKI unrolls loops at trace time, write `for i in 0..n` over a range"
+            "`while` loops are not supported in kernels: write `for i in 0..n` over a range (unrolled at trace time) or a device loop, nl::while_loop(reg, |r| { ..; r })"
         }
         syn::Expr::Loop(_) => "`loop` is not supported in kernels: NKI unrolls loops at trace time, write `for i in 0..n` over a range",
         syn::Expr::Match(_) => "`match` is not supported in kernels: write `if` / `else if` chains",

@@ -2,13 +2,16 @@
 
 use super::prelude::*;
 
+/// A loop form: the macro writes it as a Rust loop over `__rt::range`.
+const LOOP_RANGE: Status = Status::Implemented(Binding { rt: "__rt::range", ctx: false, ..Binding::BASE });
+
 /// The rows, by name.
 pub static OPS: &[Op] = &[
     nl!("abs", [req("x", Tensor(Spaces::OnChip)), opt("dtype", Dtype)], summary: "element-wise |x|; also an activation token", rule: Some(Rule::NlElementwise), status: Status::Implemented(Binding { rt: "nl::elementwise::abs", returns: Returns::Custom, ..Binding::BASE })),
     nl!("abs_max", [req("x", Tensor(Spaces::Any)), req("y", Tensor(Spaces::Any)), opt("dtype", Dtype)], summary: "element-wise the input of larger magnitude; also an ALU operator token"),
     nl!("abs_min", [req("x", Tensor(Spaces::Any)), req("y", Tensor(Spaces::Any)), opt("dtype", Dtype)], summary: "element-wise the input of smaller magnitude; also an ALU operator token"),
     nl!("add", [req("x", Operand), req("y", Operand), opt("dtype", Dtype)], summary: "element-wise x + y; also an ALU operator token", rule: Some(Rule::NlElementwise), status: Status::Implemented(Binding { rt: "nl::elementwise::add", returns: Returns::Custom, ..Binding::BASE })),
-    nl!("affine_range", [req("start", Int), opt("stop", Int), opt("step", Int)], summary: "a loop range (unrolled at trace time)"),
+    nl!("affine_range", [req("start", Int), opt("stop", Int), opt("step", Int)], summary: "a loop range (unrolled at trace time)", status: LOOP_RANGE),
     nl!("all", [req("x", Tensor(Spaces::Any)), req("axis", Axis), opt("dtype", Dtype)], summary: "logical AND of a tile along the given free axes"),
     nl!("arctan", [req("x", Tensor(Spaces::OnChip)), opt("dtype", Dtype)], summary: "element-wise inverse tangent; also an activation token", rule: Some(Rule::NlElementwise), status: Status::Implemented(Binding { rt: "nl::elementwise::arctan", returns: Returns::Custom, ..Binding::BASE })),
     nl!("bitwise_and", [req("x", Tensor(Spaces::Any)), req("y", Tensor(Spaces::Any)), opt("dtype", Dtype)], summary: "element-wise bitwise x AND y; also an ALU operator token"),
@@ -22,7 +25,7 @@ pub static OPS: &[Op] = &[
     nl!("divide", [req("x", Operand), req("y", Operand), opt("dtype", Dtype)], summary: "element-wise x / y; also an ALU operator token", rule: Some(Rule::NlElementwise), status: Status::Implemented(Binding { rt: "nl::elementwise::divide", returns: Returns::Custom, ..Binding::BASE })),
     nl!("dropout", [req("x", Tensor(Spaces::Any)), req("rate", Planned), opt("dtype", Dtype)], summary: "zero elements of a tile with probability rate"),
     nl!("ds", [req("start", Int), req("size", Int)], summary: "a dynamic slice of size elements from start, for indexing", rule: Some(Rule::Ds), status: Status::Implemented(Binding { rt: "Idx::ds", returns: Returns::Custom, ctx: false, fallible: false, ..Binding::BASE })),
-    nl!("dynamic_range", [req("start", Int), opt("stop", Int), opt("step", Int)], summary: "a loop range executed on the device with a run-time trip count"),
+    nl!("dynamic_range", [req("start", RegisterSource), opt("stop", RegisterSource), opt("step", Int)], summary: "a loop range executed on the device with a run-time trip count", status: LOOP_RANGE),
     nl!("empty_like", [req("x", Tensor(Spaces::Any)), opt("dtype", Dtype), opt("buffer", Buffer), NAME], summary: "an uninitialised tensor shaped like x"),
     nl!("equal", [req("x", Operand), req("y", Operand), opt("dtype", Dtype)], summary: "element-wise x == y as 1/0; also an ALU operator token", rule: Some(Rule::NlElementwise), status: Status::Implemented(Binding { rt: "nl::elementwise::equal", returns: Returns::Custom, ..Binding::BASE })),
     nl!("erf", [req("x", Tensor(Spaces::OnChip)), opt("dtype", Dtype)], summary: "element-wise error function; also an activation token", rule: Some(Rule::NlElementwise), status: Status::Implemented(Binding { rt: "nl::elementwise::erf", returns: Returns::Custom, ..Binding::BASE })),
@@ -31,7 +34,7 @@ pub static OPS: &[Op] = &[
     nl!("expand_dims", [req("x", Tensor(Spaces::Any)), req("axis", Axis)], summary: "a view of a tile with a new axis of size 1"),
     nl!("floor", [req("x", Tensor(Spaces::Any)), opt("dtype", Dtype)], summary: "element-wise rounded down; also an activation token"),
     nl!("fmod", [req("x", Tensor(Spaces::Any)), req("y", Tensor(Spaces::Any)), opt("dtype", Dtype)], summary: "element-wise floating remainder of x / y (sign of x); also an ALU operator token"),
-    nl!("fori_loop", [req("lower", Int), req("upper", Int), req("body_fun", Callable), opt("step", Int)], summary: "a device loop calling body_fun for each index"),
+    nl!("fori_loop", [req("lower", RegisterSource), req("upper", RegisterSource), req("body_fun", Callable), opt("step", Int)], summary: "a device loop calling body_fun for each index", status: LOOP_RANGE),
     nl!("full", [req("shape", Ints), req("fill_value", Float), req("dtype", Dtype), opt("buffer", Buffer), opt("name", Str)], summary: "a new tensor filled with fill_value", rule: Some(Rule::Ndarray), status: Status::Implemented(Binding { rt: "nl::full", opts: "nl::FillOpts", returns: Returns::Custom, ..Binding::BASE })),
     nl!("gather_flattened", [req("data", Tensor(Spaces::Any)), req("indices", Tensor(Spaces::Any)), opt("axis", Axis), opt("dtype", Dtype)], summary: "gather elements of data by indices into its flattened free axes"),
     nl!("gelu", [req("x", Tensor(Spaces::OnChip)), opt("dtype", Dtype)], summary: "element-wise exact GELU x * Phi(x); also an activation token", rule: Some(Rule::NlElementwise), status: Status::Implemented(Binding { rt: "nl::elementwise::gelu", returns: Returns::Custom, ..Binding::BASE })),
@@ -67,7 +70,7 @@ pub static OPS: &[Op] = &[
     nl!("multiply", [req("x", Operand), req("y", Operand), opt("dtype", Dtype)], summary: "element-wise x * y; also an ALU operator token", rule: Some(Rule::NlElementwise), status: Status::Implemented(Binding { rt: "nl::elementwise::multiply", returns: Returns::Custom, ..Binding::BASE })),
     nl!("ndarray", [req("shape", Ints), req("dtype", Dtype), opt("buffer", Buffer), opt("name", Str), opt("address", Pair)], summary: "a new uninitialised tensor in a memory region", rule: Some(Rule::Ndarray), status: Status::Implemented(Binding { rt: "nl::ndarray", opts: "nl::NdarrayOpts", returns: Returns::Custom, ..Binding::BASE })),
     nl!("negative", [req("x", Tensor(Spaces::OnChip)), opt("dtype", Dtype)], summary: "element-wise -x; also an activation token", rule: Some(Rule::NlElementwise), status: Status::Implemented(Binding { rt: "nl::elementwise::negative", returns: Returns::Custom, ..Binding::BASE })),
-    nl!("no_reorder", [], summary: "keep the scheduler from reordering the enclosed operations"),
+    nl!("no_reorder", [], summary: "keep the scheduler from reordering the enclosed operations", status: Status::Implemented(Binding { rt: "", ctx: false, fallible: false, ..Binding::BASE })),
     nl!("not_equal", [req("x", Operand), req("y", Operand), opt("dtype", Dtype)], summary: "element-wise x != y as 1/0; also an ALU operator token", rule: Some(Rule::NlElementwise), status: Status::Implemented(Binding { rt: "nl::elementwise::not_equal", returns: Returns::Custom, ..Binding::BASE })),
     nl!("num_programs", [req("axes", Int)], summary: "number of programs along launch-grid axes", status: Status::Implemented(Binding { rt: "nl::num_programs", returns: Returns::Int, ..Binding::BASE })),
     nl!("ones", [req("shape", Ints), req("dtype", Dtype), opt("buffer", Buffer), opt("name", Str)], summary: "a new tensor filled with ones", rule: Some(Rule::Ndarray), status: Status::Implemented(Binding { rt: "nl::ones", opts: "nl::FillOpts", returns: Returns::Custom, ..Binding::BASE })),
@@ -82,7 +85,7 @@ pub static OPS: &[Op] = &[
     nl!("right_shift", [req("x", Tensor(Spaces::Any)), req("y", Tensor(Spaces::Any)), opt("dtype", Dtype)], summary: "element-wise x shifted right by y bits; also an ALU operator token"),
     nl!("rms_norm", [req("x", Tensor(Spaces::Any)), req("w", Tensor(Spaces::Any)), req("axis", Axis), req("n", Int), opt("epsilon", Operand), opt("dtype", Dtype), opt("compute_dtype", Planned)], summary: "RMS normalisation of a tile scaled by w"),
     nl!("rsqrt", [req("x", Tensor(Spaces::OnChip)), opt("dtype", Dtype)], summary: "element-wise 1 / sqrt(x); also an activation token", rule: Some(Rule::NlElementwise), status: Status::Implemented(Binding { rt: "nl::elementwise::rsqrt", returns: Returns::Custom, ..Binding::BASE })),
-    nl!("sequential_range", [req("start", Int), opt("stop", Int), opt("step", Int)], summary: "a loop range whose iterations run in order (unrolled at trace time)"),
+    nl!("sequential_range", [req("start", Int), opt("stop", Int), opt("step", Int)], summary: "a loop range whose iterations run in order (unrolled at trace time)", status: LOOP_RANGE),
     nl!("shared_constant", [req("constant", Planned)], summary: "a shared HBM tensor holding constant data"),
     nl!("shared_identity_matrix", [req("n", Int), opt("dtype", Dtype), opt("dst", Tensor(Spaces::Any))], summary: "an identity matrix in SBUF"),
     nl!("sigmoid", [req("x", Tensor(Spaces::OnChip)), opt("dtype", Dtype)], summary: "element-wise 1 / (1 + exp(-x)); also an activation token", rule: Some(Rule::NlElementwise), status: Status::Implemented(Binding { rt: "nl::elementwise::sigmoid", returns: Returns::Custom, ..Binding::BASE })),
@@ -94,7 +97,7 @@ pub static OPS: &[Op] = &[
     nl!("softplus", [req("x", Tensor(Spaces::OnChip)), opt("dtype", Dtype)], summary: "element-wise log(1 + exp(x)); also an activation token", rule: Some(Rule::NlElementwise), status: Status::Implemented(Binding { rt: "nl::elementwise::softplus", returns: Returns::Custom, ..Binding::BASE })),
     nl!("sqrt", [req("x", Tensor(Spaces::OnChip)), opt("dtype", Dtype)], summary: "element-wise square root of x; also an activation token", rule: Some(Rule::NlElementwise), status: Status::Implemented(Binding { rt: "nl::elementwise::sqrt", returns: Returns::Custom, ..Binding::BASE })),
     nl!("square", [req("x", Tensor(Spaces::OnChip)), opt("dtype", Dtype)], summary: "element-wise x * x; also an activation token", rule: Some(Rule::NlElementwise), status: Status::Implemented(Binding { rt: "nl::elementwise::square", returns: Returns::Custom, ..Binding::BASE })),
-    nl!("static_range", [req("start", Int), opt("stop", Int), opt("step", Int)], summary: "a loop range unrolled at trace time"),
+    nl!("static_range", [req("start", Int), opt("stop", Int), opt("step", Int)], summary: "a loop range unrolled at trace time", status: LOOP_RANGE),
     nl!("store", [req("dst", Tensor(Spaces::Dma)), req("value", Tensor(Spaces::Sbuf))], summary: "store a tile into an HBM tensor", rule: Some(Rule::Store), status: call("nl::store")),
     nl!("subtract", [req("x", Operand), req("y", Operand), opt("dtype", Dtype)], summary: "element-wise x - y; also an ALU operator token", rule: Some(Rule::NlElementwise), status: Status::Implemented(Binding { rt: "nl::elementwise::subtract", returns: Returns::Custom, ..Binding::BASE })),
     nl!("sum", [req("x", Tensor(Spaces::OnChip)), req("axis", Axis), opt("dtype", Dtype), opt("keepdims", Bool)], summary: "sum of a tile along the given free axes", rule: Some(Rule::NlReduce), status: Status::Implemented(Binding { rt: "nl::reductions::sum", returns: Returns::Custom, ..Binding::BASE })),
@@ -104,7 +107,7 @@ pub static OPS: &[Op] = &[
     nl!("trunc", [req("x", Tensor(Spaces::Any)), opt("dtype", Dtype)], summary: "element-wise rounded toward zero; also an activation token"),
     nl!("var", [req("x", Tensor(Spaces::Any)), req("axis", Axis), opt("dtype", Dtype), opt("keepdims", Bool)], summary: "variance of a tile along the given free axes"),
     nl!("where", [req("condition", Tensor(Spaces::Any)), req("x", Tensor(Spaces::Any)), req("y", Tensor(Spaces::Any)), opt("dtype", Dtype)], summary: "x where condition is nonzero, else y"),
-    nl!("while_loop", [req("init", Planned), req("body_fun", Callable)], summary: "a device loop running body_fun while a register is nonzero"),
+    nl!("while_loop", [req("init", Register), req("body_fun", Callable)], summary: "a device loop running body_fun while a register is nonzero", status: Status::Implemented(Binding { rt: "nl::loops::while_iteration", ..Binding::BASE })),
     nl!("zeros", [req("shape", Ints), req("dtype", Dtype), opt("buffer", Buffer), opt("name", Str)], summary: "a new tensor filled with zeros", rule: Some(Rule::Ndarray), status: Status::Implemented(Binding { rt: "nl::zeros", opts: "nl::FillOpts", returns: Returns::Custom, ..Binding::BASE })),
     nl!("zeros_like", [req("x", Tensor(Spaces::Any)), opt("dtype", Dtype), opt("buffer", Buffer), NAME], summary: "a zero tensor shaped like x"),
 ];

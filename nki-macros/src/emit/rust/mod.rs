@@ -10,7 +10,9 @@ mod launcher;
 mod method;
 mod stmt;
 
-use crate::ast::{Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, FnKind, Function, IndexItem, Pat, Stmt, TypeAnn, UnOp};
+use crate::ast::{
+    Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, FnKind, Function, IndexItem, Pat, Region, RegionForm, Stmt, TypeAnn, UnOp,
+};
 use crate::check::{Info, Resolved, Ty};
 use crate::vocab::{Binding, Constant, FnSpec, Kind, lookup_constant};
 use proc_macro2::{Span, TokenStream};
@@ -106,7 +108,7 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, stub: bool) -> TokenStre
     };
     quote! {
         #(#docs)*
-        #[allow(unused_mut, unused_variables, unused_parens, clippy::all, clippy::pedantic)]
+        #[allow(unused_mut, unused_variables, unused_parens, unused_braces, clippy::all, clippy::pedantic)]
         #vis fn #name<'a>(#ctx: &::nki::Ctx, #(#params),*) -> ::nki::Result<#ret> {
             #(#rebinds)*
             #body
