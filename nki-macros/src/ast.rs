@@ -38,6 +38,16 @@ pub struct Function {
     pub params: Vec<Param>,
     pub ret: Option<TypeAnn>,
     pub body: Block,
+    /// The constants of the enclosing `#[nki_module]`, visible in the body.
+    pub consts: Vec<ModuleConst>,
+}
+
+/// A `const` item of an `#[nki_module]`: a Python module constant.
+pub struct ModuleConst {
+    pub name: syn::Ident,
+    pub ty: TypeAnn,
+    /// A literal or an `nl` constant (what Python's module line holds).
+    pub init: Expr,
 }
 
 /// `#[nki_kernel]` or `#[nki_helper]`.

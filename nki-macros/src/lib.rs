@@ -33,6 +33,7 @@ mod expand;
 mod fuzz;
 #[cfg(test)]
 mod json;
+mod module;
 mod parse;
 mod spec_options;
 #[cfg(test)]
@@ -54,6 +55,15 @@ pub fn nki_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn nki_helper(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand::expand(ast::FnKind::Helper, attr.into(), item.into()).into()
+}
+
+/// A module of kernels with module-level constants: each `const` of a kernel
+/// type (`i64`, `f64`, `bool`, `Dtype`) holding a literal is emitted as a Python
+/// module constant and usable by name in the module's kernels and helpers (and,
+/// being a Rust `const`, in ordinary Rust).
+#[proc_macro_attribute]
+pub fn nki_module(attr: TokenStream, item: TokenStream) -> TokenStream {
+    module::expand(attr.into(), item.into()).into()
 }
 
 /// Checks an emulator options struct against the spec rows that name it: its

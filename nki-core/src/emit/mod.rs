@@ -18,6 +18,8 @@ pub enum FunctionKind {
     Kernel,
     /// `#[nki_helper]`.
     Helper,
+    /// A `const` of an `#[nki_module]`: a Python module constant.
+    Constant,
 }
 
 /// What `#[nki_kernel]` records about a function.

@@ -28,8 +28,8 @@ pub use types::{TensorTy, Ty};
 pub use value::{EvalError, Val};
 
 use crate::ast::{
-    Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, Function, IndexItem, Pat, RangeKind, Region, RegionForm, Space, Spn, Stmt,
-    UnOp,
+    Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, Function, IndexItem, ModuleConst, Pat, RangeKind, Region, RegionForm, Space,
+    Spn, Stmt, UnOp,
 };
 use crate::bounds::{MAX_ELEMENTS, MAX_NESTING};
 use crate::diag::{Diagnostics, did_you_mean};
@@ -105,6 +105,58 @@ struct Checker<'d> {
     no_reorder: bool,
 }
 
+/// Whether `e` is a literal Python can hold as a default or module constant:
+/// a number, bool, string, None or an `nl` constant (`Invalid` was reported by
+/// the parser, e.g. a float literal beyond f64).
+fn is_literal(e: &Expr) -> bool {
+    matches!(
+        e.kind,
+        ExprKind::Int(_)
+            | ExprKind::Float(_)
+            | ExprKind::Bool(_)
+            | ExprKind::Str(_)
+            | ExprKind::None
+            | ExprKind::Path(_)
+            | ExprKind::Invalid
+    ) || matches!(&e.kind, ExprKind::Unary(UnOp::Neg, x) if matches!(x.kind, ExprKind::Int(_) | ExprKind::Float(_) | ExprKind::Invalid))
+}
+
+/// Checks the constants of an `#[nki_module]`: each a literal of its declared type.
+pub fn check_consts(consts: &[&ModuleConst], diag: &mut Diagnostics) {
+    let mut c = Checker {
+        diag,
+        info: Info::default(),
+        scopes: vec![Vec::new()],
+        next_sym: 0,
+        ret: None,
+        target: Generation::Trn2,
+        dma_operands: Vec::new(),
+        closure: None,
+        no_reorder: false,
+    };
+    c.declare_consts(consts.iter().copied());
+}
+
+impl Checker<'_> {
+    /// Binds the module constants, with their values, in the outermost scope.
+    fn declare_consts<'k>(&mut self, consts: impl IntoIterator<Item = &'k ModuleConst>) {
+        for k in consts {
+            let declared = Ty::from_ann(&k.ty);
+            let t = self.expr(&k.init);
+            if !is_literal(&k.init) {
+                self.diag.error(
+                    k.init.span,
+                    "a module constant is a literal (a number, bool or an nl constant such as nl::bfloat16): it becomes a Python module constant",
+                );
+            } else if !t.fits(&declared) {
+                self.diag.error(k.init.span, format!("the constant is declared {} but holds {}", declared.describe(), t.describe()));
+            }
+            let t = if t.fits(&declared) && !t.is_unknown() { t } else { declared };
+            self.declare(&k.name, t, false, k.name.span());
+        }
+    }
+}
+
 /// Checks a function; returns what the emitters need.
 pub fn check(f: &Function, target: Generation, diag: &mut Diagnostics) -> Info {
     let mut c = Checker {
@@ -118,6 +170,11 @@ pub fn check(f: &Function, target: Generation, diag: &mut Diagnostics) -> Info {
         closure: None,
         no_reorder: false,
     };
+    // The module's constants were checked, and reported, by `#[nki_module]`.
+    let mut quiet = Diagnostics::default();
+    std::mem::swap(c.diag, &mut quiet);
+    c.declare_consts(&f.consts);
+    std::mem::swap(c.diag, &mut quiet);
     let mut seen_default = false;
     for p in &f.params {
         let declared = Ty::from_ann(&p.ty);
@@ -138,17 +195,7 @@ pub fn check(f: &Function, target: Generation, diag: &mut Diagnostics) -> Info {
         if let Some(d) = &p.default {
             let t = c.expr(d);
             // `Invalid` was reported by the parser (e.g. a float literal beyond f64).
-            let literal = matches!(
-                d.kind,
-                ExprKind::Int(_)
-                    | ExprKind::Float(_)
-                    | ExprKind::Bool(_)
-                    | ExprKind::Str(_)
-                    | ExprKind::None
-                    | ExprKind::Path(_)
-                    | ExprKind::Invalid
-            ) || matches!(&d.kind, ExprKind::Unary(UnOp::Neg, x) if matches!(x.kind, ExprKind::Int(_) | ExprKind::Float(_) | ExprKind::Invalid));
-            if !literal {
+            if !is_literal(d) {
                 c.diag.error(
                     d.span,
                     "a parameter default must be a literal (a number, bool, string, None or an nl constant): it becomes the Python default",

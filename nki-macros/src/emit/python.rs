@@ -47,6 +47,13 @@ pub fn emit(f: &Function, info: &Info) -> String {
     p.out
 }
 
+/// The Python line of a module constant: `TILE = 128`.
+pub fn module_const(k: &crate::ast::ModuleConst) -> String {
+    let info = Info::default();
+    let p = Py { info: &info, out: String::new(), depth: 0, bodies: 0 };
+    format!("{} = {}\n", k.name, p.expr(&k.init))
+}
+
 struct Py<'a> {
     info: &'a Info,
     out: String,

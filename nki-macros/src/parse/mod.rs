@@ -9,7 +9,7 @@ mod types;
 
 pub use tokens::check_token_nesting;
 
-use crate::ast::{FnKind, Function, Param, Spn};
+use crate::ast::{FnKind, Function, ModuleConst, Param, Spn};
 use crate::bounds::MAX_NESTING;
 use crate::diag::Diagnostics;
 use expr::parse_expr;
@@ -61,6 +61,19 @@ impl Parser<'_> {
     pub fn start_statement(&mut self) {
         self.too_deep_reported = false;
     }
+}
+
+/// Parses the `const` items of an `#[nki_module]`: a DSL type and a literal value.
+pub fn parse_consts(items: &[syn::ItemConst], diag: &mut Diagnostics) -> Vec<ModuleConst> {
+    let cx = &mut Parser { diag, depth: 0, too_deep_reported: false };
+    items
+        .iter()
+        .filter_map(|c| {
+            cx.start_statement();
+            let ty = parse_type(&c.ty, cx)?;
+            Some(ModuleConst { name: c.ident.clone(), ty, init: parse_expr(&c.expr, cx) })
+        })
+        .collect()
 }
 
 /// Parses a kernel or helper function.
@@ -140,5 +153,5 @@ pub fn parse_function(item: &syn::ItemFn, kind: FnKind, diag: &mut Diagnostics) 
         syn::ReturnType::Type(_, ty) => parse_type(ty, cx),
     };
     let body = stmt::parse_block(&item.block, cx);
-    Function { kind, vis: item.vis.clone(), name: sig.ident.clone(), docs, params, ret, body }
+    Function { kind, vis: item.vis.clone(), name: sig.ident.clone(), docs, params, ret, body, consts: Vec::new() }
 }

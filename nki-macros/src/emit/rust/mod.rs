@@ -135,6 +135,11 @@ fn constant_tokens(p: &[String]) -> TokenStream {
     }
 }
 
+/// The static registering the module constant `name` (`__NKI_CONST_TILE`).
+pub fn const_registration(name: &syn::Ident) -> syn::Ident {
+    format_ident!("__NKI_CONST_{}", name)
+}
+
 fn info_static(f: &Function, info: &Info) -> TokenStream {
     let name = f.name.to_string();
     let kind = match f.kind {
@@ -156,6 +161,10 @@ fn info_static(f: &Function, info: &Info) -> TokenStream {
         }
         quote!(&#(#segs)::*::INFO)
     });
+    let consts = f.consts.iter().map(|k| {
+        let reg = const_registration(&k.name);
+        quote!(&super::#reg)
+    });
     let math = info.uses_math;
     quote! {
         /// Registration of this function for `nki emit`.
@@ -165,7 +174,7 @@ fn info_static(f: &Function, info: &Info) -> TokenStream {
             source: NKI_SOURCE,
             module_path: ::core::module_path!(),
             file: ::core::file!(),
-            deps: &[#(#deps),*],
+            deps: &[#(#deps,)* #(#consts),*],
             uses_math: #math,
         };
     }
