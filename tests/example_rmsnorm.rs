@@ -1,5 +1,5 @@
 //! The tiled RMSNorm example against float64 RMSNorm in both precision modes and,
-//! emitted with its module constants, under the NumPy executor.
+//! emitted with its module constants and parameter bundle, under the NumPy executor.
 
 mod common;
 

@@ -40,6 +40,14 @@ pub struct Function {
     pub body: Block,
     /// The constants of the enclosing `#[nki_module]`, visible in the body.
     pub consts: Vec<ModuleConst>,
+    /// The parameter bundles (`#[nki_object]` structs) of the enclosing `#[nki_module]`.
+    pub objects: Vec<ObjectDef>,
+}
+
+/// An `#[nki_object]` struct: a parameter bundle, emitted as an `nl.NKIObject` dataclass.
+pub struct ObjectDef {
+    pub name: syn::Ident,
+    pub fields: Vec<(syn::Ident, TypeAnn)>,
 }
 
 /// A `const` item of an `#[nki_module]`: a Python module constant.
@@ -90,6 +98,8 @@ pub enum TypeAnn {
     /// A kernel's outputs when their number depends on the arguments: one tensor
     /// is returned as itself in Python, several as a tuple.
     Outputs(Spn),
+    /// A parameter bundle of the enclosing `#[nki_module]`.
+    Object(syn::Ident, Spn),
 }
 
 impl TypeAnn {
@@ -104,7 +114,8 @@ impl TypeAnn {
             | TypeAnn::Groups(s)
             | TypeAnn::Option(_, s)
             | TypeAnn::Tuple(_, s)
-            | TypeAnn::Outputs(s) => *s,
+            | TypeAnn::Outputs(s)
+            | TypeAnn::Object(_, s) => *s,
         }
     }
 }
@@ -301,6 +312,10 @@ pub enum ExprKind {
     Some(Box<Expr>),
     /// `t.0`.
     Field(Box<Expr>, usize),
+    /// `cfg.tile`: a field of a parameter bundle.
+    Attr(Box<Expr>, syn::Ident),
+    /// `Tiling { d, eps: EPS }`: a new parameter bundle.
+    Struct(syn::Ident, Vec<(syn::Ident, Expr)>),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

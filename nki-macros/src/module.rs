@@ -11,10 +11,24 @@ use crate::ast::ModuleConst;
 use crate::check::check_consts;
 use crate::diag::Diagnostics;
 use crate::emit::{python, rust::const_registration};
-use crate::parse::parse_consts;
+use crate::parse::{parse_consts, parse_objects};
 use proc_macro2::TokenStream;
 use quote::quote;
 use syn::spanned::Spanned;
+
+/// The lines of an item's doc comment.
+fn doc_lines(attrs: &[syn::Attribute]) -> Vec<String> {
+    attrs
+        .iter()
+        .filter_map(|a| match &a.meta {
+            syn::Meta::NameValue(nv) if nv.path.is_ident("doc") => match &nv.value {
+                syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) => Some(s.value()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
 
 /// Expands `#[nki_module]` on `item`.
 pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
@@ -44,13 +58,35 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     let parsed: Vec<(&syn::ItemConst, ModuleConst)> =
         consts.iter().filter_map(|c| parse_consts(std::slice::from_ref(c), &mut diag).pop().map(|k| (c, k))).collect();
     check_consts(&parsed.iter().map(|(_, k)| k).collect::<Vec<_>>(), &mut diag);
-    // Each function gets the constants without their docs and attributes.
+    // The bundles: `#[nki_object]` structs, which stay Rust structs (cloneable).
+    let mut structs: Vec<syn::ItemStruct> = Vec::new();
+    for item in items.iter_mut() {
+        let syn::Item::Struct(s) = item else { continue };
+        let before = s.attrs.len();
+        s.attrs.retain(|a| !a.path().segments.last().is_some_and(|p| p.ident == "nki_object"));
+        if s.attrs.len() != before {
+            s.attrs.push(syn::parse_quote!(#[derive(Clone, Debug)]));
+            structs.push(s.clone());
+        }
+    }
+    let objects = parse_objects(&structs, &mut diag);
+    // Each function gets the constants and bundles without their docs and attributes.
     let bare: Vec<TokenStream> = consts
         .iter()
         .map(|c| {
             let (name, ty, value) = (&c.ident, &c.ty, &c.expr);
             quote!(const #name: #ty = #value;)
         })
+        .chain(structs.iter().map(|s| {
+            let (name, fields) = (
+                &s.ident,
+                s.fields.iter().map(|f| {
+                    let (n, t) = (&f.ident, &f.ty);
+                    quote!(#n: #t)
+                }),
+            );
+            quote!(struct #name { #(#fields),* })
+        }))
         .collect();
     for item in items.iter_mut() {
         let syn::Item::Fn(f) = item else { continue };
@@ -71,17 +107,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         }
     }
     for (c, k) in &parsed {
-        let docs: String = c
-            .attrs
-            .iter()
-            .filter_map(|a| match &a.meta {
-                syn::Meta::NameValue(nv) if nv.path.is_ident("doc") => match &nv.value {
-                    syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) => Some(format!("#{}\n", s.value())),
-                    _ => None,
-                },
-                _ => None,
-            })
-            .collect();
+        let docs: String = doc_lines(&c.attrs).iter().map(|l| format!("#{l}\n")).collect();
         let source = format!("{docs}{}", python::module_const(k));
         let (reg, name) = (const_registration(&c.ident), c.ident.to_string());
         items.push(syn::parse_quote! {
@@ -90,6 +116,23 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
             pub static #reg: ::nki::emit::FunctionInfo = ::nki::emit::FunctionInfo {
                 name: #name,
                 kind: ::nki::emit::FunctionKind::Constant,
+                source: #source,
+                module_path: ::core::module_path!(),
+                file: ::core::file!(),
+                deps: &[],
+                uses_math: false,
+            };
+        });
+    }
+    for (s, o) in structs.iter().zip(&objects) {
+        let source = python::object_class(o, &doc_lines(&s.attrs));
+        let (reg, name) = (const_registration(&s.ident), s.ident.to_string());
+        items.push(syn::parse_quote! {
+            /// Registration of this parameter bundle for `nki emit`.
+            #[doc(hidden)]
+            pub static #reg: ::nki::emit::FunctionInfo = ::nki::emit::FunctionInfo {
+                name: #name,
+                kind: ::nki::emit::FunctionKind::Object,
                 source: #source,
                 module_path: ::core::module_path!(),
                 file: ::core::file!(),

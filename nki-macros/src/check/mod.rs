@@ -2,6 +2,7 @@
 //! vocabulary, and the static hardware rules. Errors are accumulated; what the
 //! emitters need (types, resolved calls, dependencies) is recorded in [`Info`].
 
+mod bundles;
 mod call;
 mod collectives;
 pub mod dma_transpose;
@@ -28,8 +29,8 @@ pub use types::{TensorTy, Ty};
 pub use value::{EvalError, Val};
 
 use crate::ast::{
-    Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, Function, IndexItem, ModuleConst, Pat, RangeKind, Region, RegionForm, Space,
-    Spn, Stmt, UnOp,
+    Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, FnKind, Function, IndexItem, ModuleConst, Pat, RangeKind, Region,
+    RegionForm, Space, Spn, Stmt, UnOp,
 };
 use crate::bounds::{MAX_ELEMENTS, MAX_NESTING};
 use crate::diag::{Diagnostics, did_you_mean};
@@ -103,6 +104,8 @@ struct Checker<'d> {
     closure: Option<(RegionForm, usize)>,
     /// Inside an `nl::no_reorder` region.
     no_reorder: bool,
+    /// The parameter bundles of the enclosing `#[nki_module]`: name, fields.
+    objects: Vec<(String, Vec<(String, Ty)>)>,
 }
 
 /// Whether `e` is a literal Python can hold as a default or module constant:
@@ -133,6 +136,7 @@ pub fn check_consts(consts: &[&ModuleConst], diag: &mut Diagnostics) {
         dma_operands: Vec::new(),
         closure: None,
         no_reorder: false,
+        objects: Vec::new(),
     };
     c.declare_consts(consts.iter().copied());
 }
@@ -169,6 +173,11 @@ pub fn check(f: &Function, target: Generation, diag: &mut Diagnostics) -> Info {
         dma_operands: Vec::new(),
         closure: None,
         no_reorder: false,
+        objects: f
+            .objects
+            .iter()
+            .map(|o| (o.name.to_string(), o.fields.iter().map(|(n, t)| (n.to_string(), Ty::from_ann(t))).collect()))
+            .collect(),
     };
     // The module's constants were checked, and reported, by `#[nki_module]`.
     let mut quiet = Diagnostics::default();
@@ -203,6 +212,12 @@ pub fn check(f: &Function, target: Generation, diag: &mut Diagnostics) -> Info {
             } else if !t.fits(&declared) {
                 c.diag.error(d.span, format!("default {} does not fit the parameter type", t.describe()));
             }
+        }
+        if f.kind == FnKind::Kernel && matches!(declared, Ty::Object(_)) {
+            c.diag.error(
+                p.ty.span(),
+                "a kernel takes tensors and scalars (its caller is Python or the launcher); build the bundle in the kernel and pass it to helpers",
+            );
         }
         let ty = c.fresh(declared);
         c.declare(&p.name, ty, false, p.name.span());

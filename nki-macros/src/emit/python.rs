@@ -47,6 +47,34 @@ pub fn emit(f: &Function, info: &Info) -> String {
     p.out
 }
 
+/// The Python dataclass of a parameter bundle, after its doc comment lines.
+pub fn object_class(o: &crate::ast::ObjectDef, docs: &[String]) -> String {
+    use crate::ast::TypeAnn;
+    let mut out = format!("@dataclass\nclass {}(nl.NKIObject):\n", o.name);
+    match docs {
+        [] => {}
+        [one] => out.push_str(&format!("    \"\"\"{}\"\"\"\n\n", one.trim())),
+        [first, rest @ ..] => {
+            out.push_str(&format!("    \"\"\"{}\n", first.trim()));
+            for l in rest {
+                let l = l.strip_prefix(' ').unwrap_or(l);
+                if l.is_empty() { out.push('\n') } else { out.push_str(&format!("    {l}\n")) }
+            }
+            out.push_str("    \"\"\"\n\n");
+        }
+    }
+    for (name, ty) in &o.fields {
+        let t = match ty {
+            TypeAnn::Int(_) => "int",
+            TypeAnn::Float(_) => "float",
+            TypeAnn::Bool(_) => "bool",
+            _ => "object",
+        };
+        out.push_str(&format!("    {name}: {t}\n"));
+    }
+    out
+}
+
 /// The Python line of a module constant: `TILE = 128`.
 pub fn module_const(k: &crate::ast::ModuleConst) -> String {
     let info = Info::default();
@@ -346,6 +374,11 @@ impl Py<'_> {
             }
             ExprKind::Some(x) => self.expr_p(x),
             ExprKind::Field(x, i) => (format!("{}[{i}]", self.prec(x, P_ATOM)), P_ATOM),
+            ExprKind::Attr(x, name) => (format!("{}.{name}", self.prec(x, P_ATOM)), P_ATOM),
+            ExprKind::Struct(name, fields) => {
+                let parts: Vec<String> = fields.iter().map(|(f, v)| format!("{f}={}", self.expr(v))).collect();
+                (format!("{name}({})", parts.join(", ")), P_ATOM)
+            }
         }
     }
 

@@ -48,6 +48,7 @@ pub fn local_type(t: &TypeAnn) -> TokenStream {
             quote!((#(#ts,)*))
         }
         TypeAnn::Outputs(_) => quote!(::nki::Outputs),
+        TypeAnn::Object(name, _) => quote!(#name),
     };
     quote_spanned!(t.span().start=> #ty)
 }
@@ -57,6 +58,7 @@ fn param_type(t: &TypeAnn) -> TokenStream {
     match t {
         TypeAnn::Tensor(..) => quote!(&'a ::nki::Tensor),
         TypeAnn::Str(_) => quote!(&'a str),
+        TypeAnn::Object(name, _) => quote!(&'a #name),
         TypeAnn::Option(inner, _) if matches!(**inner, TypeAnn::Tensor(..)) => {
             quote!(::core::option::Option<&'a ::nki::Tensor>)
         }
@@ -90,6 +92,7 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, stub: bool) -> TokenStre
             TypeAnn::Str(_) => {
                 quote!(let #n: ::std::string::String = ::std::string::ToString::to_string(#n);)
             }
+            TypeAnn::Object(o, _) => quote!(let #n: #o = ::core::clone::Clone::clone(#n);),
             _ => quote!(),
         }
     });
@@ -99,6 +102,17 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, stub: bool) -> TokenStre
         Rs { info, ctx: ctx.clone() }.block(&f.body, true)
     };
     let call = launcher::builder(f, &ret);
+    // The launcher names the bundle types its parameters take.
+    let mut bundle_types: Vec<&syn::Ident> = f
+        .params
+        .iter()
+        .filter_map(|p| match &p.ty {
+            TypeAnn::Object(o, _) => Some(o),
+            _ => None,
+        })
+        .collect();
+    bundle_types.dedup_by(|a, b| a == b);
+    let bundles = bundle_types.iter().map(|o| quote!(#[allow(unused_imports)] use super::#o;));
     let info_item = info_static(f, info);
     let kind_doc = match f.kind {
         FnKind::Kernel => {
@@ -116,6 +130,7 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, stub: bool) -> TokenStre
 
         #[doc = #kind_doc]
         #vis mod #name {
+            #(#bundles)*
             /// The emitted NKI 2.x Python definition.
             pub const NKI_SOURCE: &str = #py_source;
             #info_item
@@ -135,9 +150,9 @@ fn constant_tokens(p: &[String]) -> TokenStream {
     }
 }
 
-/// The static registering the module constant `name` (`__NKI_CONST_TILE`).
+/// The static registering the module constant or bundle `name` (`__NKI_CONST_TILE`).
 pub fn const_registration(name: &syn::Ident) -> syn::Ident {
-    format_ident!("__NKI_CONST_{}", name)
+    format_ident!("__NKI_CONST_{}", name.to_string().to_uppercase())
 }
 
 fn info_static(f: &Function, info: &Info) -> TokenStream {
@@ -161,8 +176,8 @@ fn info_static(f: &Function, info: &Info) -> TokenStream {
         }
         quote!(&#(#segs)::*::INFO)
     });
-    let consts = f.consts.iter().map(|k| {
-        let reg = const_registration(&k.name);
+    let consts = f.consts.iter().map(|k| &k.name).chain(f.objects.iter().map(|o| &o.name)).map(|name| {
+        let reg = const_registration(name);
         quote!(&super::#reg)
     });
     let math = info.uses_math;
