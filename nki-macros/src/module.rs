@@ -63,7 +63,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     for item in items.iter_mut() {
         let syn::Item::Struct(s) = item else { continue };
         let before = s.attrs.len();
-        s.attrs.retain(|a| !a.path().segments.last().is_some_and(|p| p.ident == "nki_object"));
+        s.attrs.retain(|a| a.path().segments.last().is_none_or(|p| p.ident != "nki_object"));
         if s.attrs.len() != before {
             s.attrs.push(syn::parse_quote!(#[derive(Clone, Debug)]));
             structs.push(s.clone());
