@@ -15,6 +15,7 @@ pub mod mamba;
 pub mod masked_softmax;
 pub mod matmul;
 pub mod matmul_steps;
+pub mod rmsnorm;
 pub mod softmax;
 pub mod tensor_add;
 pub mod tiles;
@@ -39,6 +40,7 @@ pub static KERNELS: &[&FunctionInfo] = &[
     &matmul::matmul::INFO,
     &matmul_steps::matmul_hoisted::INFO,
     &matmul_steps::matmul_blocked::INFO,
+    &rmsnorm::rmsnorm::INFO,
     &softmax::softmax::INFO,
     &tensor_add::tensor_add::INFO,
     &topk::topk::INFO,

@@ -38,6 +38,24 @@ pub struct Function {
     pub params: Vec<Param>,
     pub ret: Option<TypeAnn>,
     pub body: Block,
+    /// The constants of the enclosing `#[nki_module]`, visible in the body.
+    pub consts: Vec<ModuleConst>,
+    /// The parameter bundles (`#[nki_object]` structs) of the enclosing `#[nki_module]`.
+    pub objects: Vec<ObjectDef>,
+}
+
+/// An `#[nki_object]` struct: a parameter bundle, emitted as an `nl.NKIObject` dataclass.
+pub struct ObjectDef {
+    pub name: syn::Ident,
+    pub fields: Vec<(syn::Ident, TypeAnn)>,
+}
+
+/// A `const` item of an `#[nki_module]`: a Python module constant.
+pub struct ModuleConst {
+    pub name: syn::Ident,
+    pub ty: TypeAnn,
+    /// A literal or an `nl` constant (what Python's module line holds).
+    pub init: Expr,
 }
 
 /// `#[nki_kernel]` or `#[nki_helper]`.
@@ -80,6 +98,8 @@ pub enum TypeAnn {
     /// A kernel's outputs when their number depends on the arguments: one tensor
     /// is returned as itself in Python, several as a tuple.
     Outputs(Spn),
+    /// A parameter bundle of the enclosing `#[nki_module]`.
+    Object(syn::Ident, Spn),
 }
 
 impl TypeAnn {
@@ -94,7 +114,8 @@ impl TypeAnn {
             | TypeAnn::Groups(s)
             | TypeAnn::Option(_, s)
             | TypeAnn::Tuple(_, s)
-            | TypeAnn::Outputs(s) => *s,
+            | TypeAnn::Outputs(s)
+            | TypeAnn::Object(_, s) => *s,
         }
     }
 }
@@ -125,12 +146,37 @@ pub struct Block {
 }
 
 pub enum Stmt {
-    Let { pat: Pat, ty: Option<TypeAnn>, init: Expr, span: Spn },
-    Assign { name: syn::Ident, op: Option<BinOp>, value: Expr, span: Spn },
+    Let {
+        pat: Pat,
+        ty: Option<TypeAnn>,
+        init: Expr,
+        span: Spn,
+    },
+    Assign {
+        name: syn::Ident,
+        op: Option<BinOp>,
+        value: Expr,
+        span: Spn,
+    },
     Expr(Expr),
-    For { var: Pat, iter: Box<RangeIter>, body: Block, span: Spn },
-    If { branches: Vec<(Cond, Block)>, otherwise: Option<Block>, span: Spn },
-    Assert { cond: Expr, msg: Option<FmtString>, span: Spn },
+    For {
+        var: Pat,
+        iter: Box<RangeIter>,
+        body: Block,
+        span: Spn,
+    },
+    /// `nl::fori_loop(..)`, `nl::while_loop(..)` or `nl::no_reorder(..)`: a body run by the device.
+    Region(Box<Region>),
+    If {
+        branches: Vec<(Cond, Block)>,
+        otherwise: Option<Block>,
+        span: Spn,
+    },
+    Assert {
+        cond: Expr,
+        msg: Option<FmtString>,
+        span: Spn,
+    },
     Return(Option<Expr>, Spn),
 }
 
@@ -154,8 +200,56 @@ pub struct RangeIter {
 pub enum RangeKind {
     /// `a..b` or `(a..b).step_by(s)`: Python `range`.
     Plain,
-    /// `nl::affine_range`, `nl::sequential_range`, `nl::static_range`.
+    /// `nl::affine_range`, `nl::sequential_range`, `nl::static_range`, `nl::dynamic_range`.
     Nl(&'static str),
+}
+
+/// A statement whose body is a closure, as NKI's structured device loops and
+/// scoped regions take one.
+pub struct Region {
+    pub form: RegionForm,
+    /// The call's arguments; the closure's slot holds an [`ExprKind::Invalid`] placeholder.
+    pub args: Vec<Arg>,
+    /// The closure's parameter (`|i|`), if it has one.
+    pub var: Option<Pat>,
+    pub body: Block,
+    /// The path `nl::fori_loop`.
+    pub path_span: Spn,
+    pub span: Spn,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum RegionForm {
+    /// `nl::fori_loop(lower, upper, |i| { .. }, step)`.
+    Fori,
+    /// `nl::while_loop(init, |r| { ..; r })`.
+    While,
+    /// `nl::no_reorder(|| { .. })`.
+    NoReorder,
+}
+
+impl RegionForm {
+    /// The form of `nl::<name>`.
+    pub fn of(path: &[String]) -> Option<RegionForm> {
+        match path {
+            [m, n] if m == "nl" => match n.as_str() {
+                "fori_loop" => Some(RegionForm::Fori),
+                "while_loop" => Some(RegionForm::While),
+                "no_reorder" => Some(RegionForm::NoReorder),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// The official name (`fori_loop`).
+    pub fn name(self) -> &'static str {
+        match self {
+            RegionForm::Fori => "fori_loop",
+            RegionForm::While => "while_loop",
+            RegionForm::NoReorder => "no_reorder",
+        }
+    }
 }
 
 pub enum Pat {
@@ -218,6 +312,10 @@ pub enum ExprKind {
     Some(Box<Expr>),
     /// `t.0`.
     Field(Box<Expr>, usize),
+    /// `cfg.tile`: a field of a parameter bundle.
+    Attr(Box<Expr>, syn::Ident),
+    /// `Tiling { d, eps: EPS }`: a new parameter bundle.
+    Struct(syn::Ident, Vec<(syn::Ident, Expr)>),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

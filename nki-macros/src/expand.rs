@@ -4,15 +4,17 @@ use crate::ast::FnKind;
 use crate::check::{self, Generation};
 use crate::diag::Diagnostics;
 use crate::emit::{python, rust};
-use crate::parse::{check_token_nesting, parse_function};
+use crate::parse::{check_token_nesting, parse_consts, parse_function, parse_objects};
 use proc_macro2::{Delimiter, Group, TokenStream, TokenTree};
 use syn::spanned::Spanned;
 
-/// Reads `#[nki_kernel]` / `#[nki_kernel(target = "trn3")]`.
-fn parse_attr(attr: TokenStream, diag: &mut Diagnostics) -> Generation {
+/// Reads `#[nki_kernel]` / `#[nki_kernel(target = "trn3")]`, and the constants
+/// `#[nki_module]` passes in as `__module { const ..; }`.
+fn parse_attr(attr: TokenStream, diag: &mut Diagnostics) -> (Generation, Vec<syn::ItemConst>, Vec<syn::ItemStruct>) {
     let mut target = Generation::Trn2;
+    let (mut consts, mut structs) = (Vec::new(), Vec::new());
     if attr.is_empty() {
-        return target;
+        return (target, consts, structs);
     }
     let parser = syn::meta::parser(|meta| {
         if meta.path.is_ident("target") {
@@ -24,6 +26,17 @@ fn parse_attr(attr: TokenStream, diag: &mut Diagnostics) -> Generation {
                 }
             }
             Ok(())
+        } else if meta.path.is_ident("__module") {
+            let content;
+            syn::braced!(content in meta.input);
+            while !content.is_empty() {
+                match content.parse::<syn::Item>()? {
+                    syn::Item::Const(c) => consts.push(c),
+                    syn::Item::Struct(s) => structs.push(s),
+                    other => return Err(syn::Error::new(other.span(), "`__module` holds constants and bundles")),
+                }
+            }
+            Ok(())
         } else {
             Err(meta.error("unknown argument: the only one is `target = \"trn2\"` (the generation whose limits are checked)"))
         }
@@ -31,7 +44,7 @@ fn parse_attr(attr: TokenStream, diag: &mut Diagnostics) -> Generation {
     if let Err(e) = syn::parse::Parser::parse2(parser, attr) {
         diag.push(e);
     }
-    target
+    (target, consts, structs)
 }
 
 /// `item` with its body (the last brace group) emptied: what is left of a function
@@ -51,11 +64,11 @@ fn without_body(item: &TokenStream) -> TokenStream {
 /// Expands `#[nki_kernel]` (or `#[nki_helper]`) on `item`.
 pub fn expand(kind: FnKind, attr: TokenStream, item: TokenStream) -> TokenStream {
     let mut diag = Diagnostics::default();
-    let target = match check_token_nesting(&attr) {
+    let (target, consts, structs) = match check_token_nesting(&attr) {
         Ok(()) => parse_attr(attr, &mut diag),
         Err(e) => {
             diag.push(e);
-            Generation::Trn2
+            (Generation::Trn2, Vec::new(), Vec::new())
         }
     };
     // Tokens nested past the bound are not handed to syn; a function whose
@@ -79,7 +92,11 @@ pub fn expand(kind: FnKind, attr: TokenStream, item: TokenStream) -> TokenStream
             return quote::quote!(#err #item);
         }
     };
-    let f = parse_function(&item_fn, kind, &mut diag);
+    // The module's constants and bundles were reported by `#[nki_module]`, once.
+    let objects = parse_objects(&structs, &mut Diagnostics::default());
+    let mut f = parse_function(&item_fn, kind, &objects, &mut diag);
+    f.consts = parse_consts(&consts, &mut Diagnostics::default());
+    f.objects = objects;
     let info = check::check(&f, target, &mut diag);
     if diag.has_errors() {
         let errors = diag.to_tokens();

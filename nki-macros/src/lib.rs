@@ -33,6 +33,7 @@ mod expand;
 mod fuzz;
 #[cfg(test)]
 mod json;
+mod module;
 mod parse;
 mod spec_options;
 #[cfg(test)]
@@ -54,6 +55,27 @@ pub fn nki_kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn nki_helper(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand::expand(ast::FnKind::Helper, attr.into(), item.into()).into()
+}
+
+/// A module of kernels with module-level constants: each `const` of a kernel
+/// type (`i64`, `f64`, `bool`, `Dtype`) holding a literal is emitted as a Python
+/// module constant and usable by name in the module's kernels and helpers (and,
+/// being a Rust `const`, in ordinary Rust).
+#[proc_macro_attribute]
+pub fn nki_module(attr: TokenStream, item: TokenStream) -> TokenStream {
+    module::expand(attr.into(), item.into()).into()
+}
+
+/// A parameter bundle: a struct of an `#[nki_module]` whose named fields (kernel
+/// types) its kernels and helpers build with a struct literal and read as
+/// `cfg.field`; emitted as an `nl.NKIObject` dataclass. `#[nki_module]` handles
+/// the attribute, so outside one it is an error.
+#[proc_macro_attribute]
+pub fn nki_object(_attr: TokenStream, item: TokenStream) -> TokenStream {
+    let item = proc_macro2::TokenStream::from(item);
+    let err =
+        syn::Error::new(syn::spanned::Spanned::span(&item), "#[nki_object] marks a struct inside an #[nki_module]").to_compile_error();
+    quote::quote!(#err #item).into()
 }
 
 /// Checks an emulator options struct against the spec rows that name it: its

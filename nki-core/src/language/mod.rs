@@ -6,6 +6,7 @@ mod debug;
 pub mod elementwise;
 pub mod list_bounds;
 pub mod movement;
+pub mod loops;
 mod ops;
 mod random;
 pub mod reductions;
@@ -13,6 +14,7 @@ mod tensor_engine;
 mod tiles;
 
 pub use debug::device_print;
+pub use loops::WHILE_LOOP_MAX_ITERATIONS;
 pub use ops::NlOp;
 pub use random::{dropout, rand, random_seed};
 pub use tensor_engine::{matmul, transpose};

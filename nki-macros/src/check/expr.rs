@@ -113,6 +113,11 @@ impl Checker<'_> {
                 let t = Ty::Option(Box::new(self.expr(x)));
                 self.bounded(t, e.span)
             }
+            ExprKind::Attr(x, name) => {
+                let t = self.expr(x);
+                self.bundle_field(&t, name)
+            }
+            ExprKind::Struct(name, fields) => self.bundle(name, fields, e.span),
             ExprKind::Field(x, i) => match self.expr(x) {
                 Ty::Tuple(items) | Ty::List(items) => match items.get(*i) {
                     Some(t) => t.clone(),

@@ -2,6 +2,7 @@
 //! vocabulary, and the static hardware rules. Errors are accumulated; what the
 //! emitters need (types, resolved calls, dependencies) is recorded in [`Info`].
 
+mod bundles;
 mod call;
 mod collectives;
 mod dma_compute;
@@ -13,6 +14,7 @@ mod limits;
 mod methods;
 mod nl_tiles;
 mod random;
+mod regions;
 pub mod rules;
 mod select;
 mod sendrecv;
@@ -30,7 +32,10 @@ pub use site::{ArgInfo, CallSite, Check};
 pub use types::{TensorTy, Ty};
 pub use value::{EvalError, Val};
 
-use crate::ast::{Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, Function, IndexItem, Pat, Space, Spn, Stmt, UnOp};
+use crate::ast::{
+    Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, FnKind, Function, IndexItem, ModuleConst, Pat, RangeKind, Region,
+    RegionForm, Space, Spn, Stmt, UnOp,
+};
 use crate::bounds::{MAX_ELEMENTS, MAX_NESTING};
 use crate::diag::{Diagnostics, did_you_mean};
 use crate::vocab::{self, Binding, Constant, FnSpec, Kind, OpClass, Param, Returns, Spaces};
@@ -51,6 +56,8 @@ pub enum Resolved {
 pub struct Info {
     types: HashMap<usize, Ty>,
     calls: HashMap<usize, Resolved>,
+    /// The parameter slots of each `nl::fori_loop` / `nl::while_loop` statement.
+    regions: HashMap<usize, (&'static FnSpec, Vec<Option<usize>>)>,
     /// Other kernel/helper functions this one calls (their Rust paths).
     pub deps: Vec<Vec<String>>,
     /// Whether the emitted Python needs `import math`.
@@ -71,6 +78,13 @@ impl Info {
     pub fn call(&self, e: &Expr) -> Option<&Resolved> {
         self.calls.get(&key(e))
     }
+
+    /// The argument of a region statement bound to its official parameter `name`.
+    pub fn region_arg<'r>(&self, r: &'r Region, name: &str) -> Option<&'r Expr> {
+        let (spec, slots) = self.regions.get(&(r as *const Region as usize))?;
+        let i = spec.params.iter().position(|p| p.name == name)?;
+        slots.get(i).copied().flatten().map(|a| &r.args[a].value)
+    }
 }
 
 struct Var {
@@ -89,6 +103,66 @@ struct Checker<'d> {
     /// The argument expressions of `nisa::dma_copy` calls: the only places an
     /// `.ap(vector_offset=)` view may be written.
     dma_operands: Vec<usize>,
+    /// Inside the body closure of a device loop: the form and the number of scopes
+    /// outside it (the enclosing kernel's variables, which the body cannot assign).
+    closure: Option<(RegionForm, usize)>,
+    /// Inside an `nl::no_reorder` region.
+    no_reorder: bool,
+    /// The parameter bundles of the enclosing `#[nki_module]`: name, fields.
+    objects: Vec<(String, Vec<(String, Ty)>)>,
+}
+
+/// Whether `e` is a literal Python can hold as a default or module constant:
+/// a number, bool, string, None or an `nl` constant (`Invalid` was reported by
+/// the parser, e.g. a float literal beyond f64).
+fn is_literal(e: &Expr) -> bool {
+    matches!(
+        e.kind,
+        ExprKind::Int(_)
+            | ExprKind::Float(_)
+            | ExprKind::Bool(_)
+            | ExprKind::Str(_)
+            | ExprKind::None
+            | ExprKind::Path(_)
+            | ExprKind::Invalid
+    ) || matches!(&e.kind, ExprKind::Unary(UnOp::Neg, x) if matches!(x.kind, ExprKind::Int(_) | ExprKind::Float(_) | ExprKind::Invalid))
+}
+
+/// Checks the constants of an `#[nki_module]`: each a literal of its declared type.
+pub fn check_consts(consts: &[&ModuleConst], diag: &mut Diagnostics) {
+    let mut c = Checker {
+        diag,
+        info: Info::default(),
+        scopes: vec![Vec::new()],
+        next_sym: 0,
+        ret: None,
+        target: Generation::Trn2,
+        dma_operands: Vec::new(),
+        closure: None,
+        no_reorder: false,
+        objects: Vec::new(),
+    };
+    c.declare_consts(consts.iter().copied());
+}
+
+impl Checker<'_> {
+    /// Binds the module constants, with their values, in the outermost scope.
+    fn declare_consts<'k>(&mut self, consts: impl IntoIterator<Item = &'k ModuleConst>) {
+        for k in consts {
+            let declared = Ty::from_ann(&k.ty);
+            let t = self.expr(&k.init);
+            if !is_literal(&k.init) {
+                self.diag.error(
+                    k.init.span,
+                    "a module constant is a literal (a number, bool or an nl constant such as nl::bfloat16): it becomes a Python module constant",
+                );
+            } else if !t.fits(&declared) {
+                self.diag.error(k.init.span, format!("the constant is declared {} but holds {}", declared.describe(), t.describe()));
+            }
+            let t = if t.fits(&declared) && !t.is_unknown() { t } else { declared };
+            self.declare(&k.name, t, false, k.name.span());
+        }
+    }
 }
 
 /// Checks a function; returns what the emitters need.
@@ -101,7 +175,19 @@ pub fn check(f: &Function, target: Generation, diag: &mut Diagnostics) -> Info {
         ret: f.ret.as_ref().map(Ty::from_ann),
         target,
         dma_operands: Vec::new(),
+        closure: None,
+        no_reorder: false,
+        objects: f
+            .objects
+            .iter()
+            .map(|o| (o.name.to_string(), o.fields.iter().map(|(n, t)| (n.to_string(), Ty::from_ann(t))).collect()))
+            .collect(),
     };
+    // The module's constants were checked, and reported, by `#[nki_module]`.
+    let mut quiet = Diagnostics::default();
+    std::mem::swap(c.diag, &mut quiet);
+    c.declare_consts(&f.consts);
+    std::mem::swap(c.diag, &mut quiet);
     let mut seen_default = false;
     for p in &f.params {
         let declared = Ty::from_ann(&p.ty);
@@ -122,17 +208,7 @@ pub fn check(f: &Function, target: Generation, diag: &mut Diagnostics) -> Info {
         if let Some(d) = &p.default {
             let t = c.expr(d);
             // `Invalid` was reported by the parser (e.g. a float literal beyond f64).
-            let literal = matches!(
-                d.kind,
-                ExprKind::Int(_)
-                    | ExprKind::Float(_)
-                    | ExprKind::Bool(_)
-                    | ExprKind::Str(_)
-                    | ExprKind::None
-                    | ExprKind::Path(_)
-                    | ExprKind::Invalid
-            ) || matches!(&d.kind, ExprKind::Unary(UnOp::Neg, x) if matches!(x.kind, ExprKind::Int(_) | ExprKind::Float(_) | ExprKind::Invalid));
-            if !literal {
+            if !is_literal(d) {
                 c.diag.error(
                     d.span,
                     "a parameter default must be a literal (a number, bool, string, None or an nl constant): it becomes the Python default",
@@ -140,6 +216,12 @@ pub fn check(f: &Function, target: Generation, diag: &mut Diagnostics) -> Info {
             } else if !t.fits(&declared) {
                 c.diag.error(d.span, format!("default {} does not fit the parameter type", t.describe()));
             }
+        }
+        if f.kind == FnKind::Kernel && matches!(declared, Ty::Object(_)) {
+            c.diag.error(
+                p.ty.span(),
+                "a kernel takes tensors and scalars (its caller is Python or the launcher); build the bundle in the kernel and pass it to helpers",
+            );
         }
         let ty = c.fresh(declared);
         c.declare(&p.name, ty, false, p.name.span());

@@ -33,6 +33,7 @@ impl Checker<'_> {
                     return;
                 };
                 let (mutable, cur) = (var.mutable, var.ty.clone());
+                self.outer_assignment(name);
                 if !mutable {
                     self.diag.error(name.span(), format!("cannot assign twice to `{name}`; declare it with `let mut {name}`"));
                 }
@@ -48,18 +49,7 @@ impl Checker<'_> {
                 self.expr(e);
             }
             Stmt::For { var, iter, body, .. } => {
-                for e in [Some(&iter.start), Some(&iter.stop), iter.step.as_ref()].into_iter().flatten() {
-                    let t = self.expr(e);
-                    if !t.is_int() && !t.is_unknown() {
-                        self.diag.error(e.span, format!("loop bounds are integers, this is {}", t.describe()));
-                    }
-                }
-                if let Some(step) = &iter.step
-                    && let Some(v) = self.info.ty(step).const_int()
-                    && v <= 0
-                {
-                    self.diag.error(step.span, format!("the step of a kernel loop must be positive, got {v}"));
-                }
+                self.range_bounds(iter);
                 self.scoped(|c| {
                     let t = c.fresh(Ty::Int(Val::unknown()));
                     c.bind(var, t);
@@ -109,6 +99,7 @@ impl Checker<'_> {
                     self.scoped(|c| c.block(b));
                 }
             }
+            Stmt::Region(r) => self.region(r),
             Stmt::Assert { cond, msg, .. } => {
                 let t = self.expr(cond);
                 if !matches!(t, Ty::Bool | Ty::Unknown | Ty::Opaque) {
@@ -121,6 +112,10 @@ impl Checker<'_> {
                 }
             }
             Stmt::Return(e, span) => {
+                if let Some((form, _)) = self.closure {
+                    self.diag
+                        .error(*span, format!("`return` cannot leave the body of nl::{}: it runs as a function of its own", form.name()));
+                }
                 let t = e.as_ref().map_or(Ty::Unit, |e| self.expr(e));
                 match &self.ret {
                     Some(want) if !t.fits(want) => {

@@ -78,6 +78,8 @@ pub enum Ty {
     None,
     /// `Outputs(a, b, ...)`: a variable number of returned tensors.
     Outputs,
+    /// A parameter bundle, by its struct's name.
+    Object(String),
 }
 
 impl Ty {
@@ -94,6 +96,7 @@ impl Ty {
             TypeAnn::Option(inner, _) => Ty::Option(Box::new(Ty::from_ann(inner))),
             TypeAnn::Tuple(items, _) => Ty::Tuple(items.iter().map(Ty::from_ann).collect()),
             TypeAnn::Outputs(_) => Ty::Outputs,
+            TypeAnn::Object(name, _) => Ty::Object(name.to_string()),
         }
     }
 
@@ -126,6 +129,7 @@ impl Ty {
             Ty::Option(_) => "an Option".into(),
             Ty::None => "None".into(),
             Ty::Outputs => "kernel outputs".into(),
+            Ty::Object(name) => format!("a {name} bundle"),
         }
     }
 
@@ -218,6 +222,7 @@ impl Ty {
             (Ty::Tuple(a), Ty::Tuple(b)) => a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.fits(y)),
             (Ty::List(items), Ty::Groups) => items.iter().all(|i| matches!(i, Ty::List(_) | Ty::Tuple(_) | Ty::Unknown)),
             (Ty::Tuple(items), Ty::Groups) => items.iter().all(|i| matches!(i, Ty::List(_) | Ty::Tuple(_) | Ty::Unknown)),
+            (Ty::Object(a), Ty::Object(b)) => a == b,
             (a, b) => std::mem::discriminant(a) == std::mem::discriminant(b),
         }
     }

@@ -3,14 +3,16 @@
 //! Every call into `nl` / `nisa` / `ncc` passes keyword arguments; integer
 //! division becomes `//`; Rust control flow becomes the Python it stands for.
 
-use crate::ast::{Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, FnKind, Function, IndexItem, Pat, RangeKind, Stmt, UnOp};
+use crate::ast::{
+    Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, FnKind, Function, IndexItem, Pat, RangeKind, Region, RegionForm, Stmt, UnOp,
+};
 use crate::check::{Info, Resolved, Ty};
 use crate::vocab::{Constant, Kind, lookup_constant};
 use std::fmt::Write;
 
 /// The Python definition of `f`.
 pub fn emit(f: &Function, info: &Info) -> String {
-    let mut p = Py { info, out: String::new(), depth: 0 };
+    let mut p = Py { info, out: String::new(), depth: 0, bodies: 0 };
     if f.kind == FnKind::Kernel {
         p.line("@nki.jit");
     }
@@ -45,10 +47,47 @@ pub fn emit(f: &Function, info: &Info) -> String {
     p.out
 }
 
+/// The Python dataclass of a parameter bundle, after its doc comment lines.
+pub fn object_class(o: &crate::ast::ObjectDef, docs: &[String]) -> String {
+    use crate::ast::TypeAnn;
+    let mut out = format!("@dataclass\nclass {}(nl.NKIObject):\n", o.name);
+    match docs {
+        [] => {}
+        [one] => out.push_str(&format!("    \"\"\"{}\"\"\"\n\n", one.trim())),
+        [first, rest @ ..] => {
+            out.push_str(&format!("    \"\"\"{}\n", first.trim()));
+            for l in rest {
+                let l = l.strip_prefix(' ').unwrap_or(l);
+                if l.is_empty() { out.push('\n') } else { out.push_str(&format!("    {l}\n")) }
+            }
+            out.push_str("    \"\"\"\n\n");
+        }
+    }
+    for (name, ty) in &o.fields {
+        let t = match ty {
+            TypeAnn::Int(_) => "int",
+            TypeAnn::Float(_) => "float",
+            TypeAnn::Bool(_) => "bool",
+            _ => "object",
+        };
+        out.push_str(&format!("    {name}: {t}\n"));
+    }
+    out
+}
+
+/// The Python line of a module constant: `TILE = 128`.
+pub fn module_const(k: &crate::ast::ModuleConst) -> String {
+    let info = Info::default();
+    let p = Py { info: &info, out: String::new(), depth: 0, bodies: 0 };
+    format!("{} = {}\n", k.name, p.expr(&k.init))
+}
+
 struct Py<'a> {
     info: &'a Info,
     out: String,
     depth: usize,
+    /// Device loop bodies emitted so far (they become `_loop_body_<n>` functions).
+    bodies: usize,
 }
 
 // Python operator precedence, low to high.
@@ -121,6 +160,33 @@ impl Py<'_> {
         if self.out.len() == before {
             self.line("pass");
         }
+    }
+
+    /// A device loop's body becomes a nested function passed as `body_fun`; a
+    /// `no_reorder` region becomes a `with` block.
+    fn region(&mut self, r: &Region) {
+        let Some(spec) = crate::vocab::lookup_function(&["nl".into(), r.form.name().into()]) else { return };
+        if r.form == RegionForm::NoReorder {
+            self.line(&format!("with {}():", spec.py));
+            self.indented(&r.body);
+            return;
+        }
+        let body = format!("_loop_body_{}", self.bodies);
+        self.bodies += 1;
+        let var = r.var.as_ref().map_or("_".into(), |v| self.pat(v));
+        self.line(&format!("def {body}({var}):"));
+        self.depth += 1;
+        self.block(&r.body, r.form == RegionForm::While);
+        self.depth -= 1;
+        let parts: Vec<String> = spec
+            .params
+            .iter()
+            .filter_map(|p| match p.name {
+                "body_fun" => Some(format!("body_fun={body}")),
+                name => self.info.region_arg(r, name).map(|e| format!("{name}={}", self.expr(e))),
+            })
+            .collect();
+        self.line(&format!("{}({})", spec.py, parts.join(", ")));
     }
 
     fn indented(&mut self, b: &Block) {
@@ -207,6 +273,7 @@ impl Py<'_> {
                     self.indented(b);
                 }
             }
+            Stmt::Region(r) => self.region(r),
             Stmt::Assert { cond, msg, .. } => {
                 let c = self.prec(cond, P_TERNARY + 1);
                 match msg {
@@ -307,6 +374,11 @@ impl Py<'_> {
             }
             ExprKind::Some(x) => self.expr_p(x),
             ExprKind::Field(x, i) => (format!("{}[{i}]", self.prec(x, P_ATOM)), P_ATOM),
+            ExprKind::Attr(x, name) => (format!("{}.{name}", self.prec(x, P_ATOM)), P_ATOM),
+            ExprKind::Struct(name, fields) => {
+                let parts: Vec<String> = fields.iter().map(|(f, v)| format!("{f}={}", self.expr(v))).collect();
+                (format!("{name}({})", parts.join(", ")), P_ATOM)
+            }
         }
     }
 

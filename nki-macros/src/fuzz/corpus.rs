@@ -55,6 +55,7 @@ pub fn load() -> Corpus {
     for path in files {
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
         let tokens = TokenStream::from_str(&text).unwrap_or_else(|e| panic!("lexing {}: {e}", path.display()));
+        let tokens = expand_modules(tokens);
         let label = path.strip_prefix(&root).unwrap_or(&path).display().to_string();
         let ui = label.starts_with("tests/ui");
         collect(tokens, &label, ui, &mut corpus.entries, &mut |t| {
@@ -82,6 +83,31 @@ fn is_nki_attr(group: &TokenTree) -> Option<(FnKind, TokenStream)> {
         _ => TokenStream::new(),
     };
     Some((kind, args))
+}
+
+/// `tokens` with each top-level `#[nki_module] mod m { .. }` expanded, so that its
+/// kernels and helpers carry the module's constants as the compiler passes them.
+fn expand_modules(tokens: TokenStream) -> TokenStream {
+    let toks: Vec<TokenTree> = tokens.into_iter().collect();
+    let mut out: Vec<TokenTree> = Vec::new();
+    let mut i = 0;
+    while i < toks.len() {
+        let is_module = is_hash(&toks[i])
+            && matches!(toks.get(i + 1), Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Bracket && g.stream().to_string() == "nki_module");
+        if !is_module {
+            out.push(toks[i].clone());
+            i += 1;
+            continue;
+        }
+        let end = toks[i + 2..]
+            .iter()
+            .position(|t| matches!(t, TokenTree::Group(g) if g.delimiter() == Delimiter::Brace))
+            .map_or(toks.len(), |p| i + 3 + p);
+        let item: TokenStream = toks[i + 2..end].iter().cloned().collect();
+        out.extend(crate::module::expand(TokenStream::new(), item));
+        i = end;
+    }
+    out.into_iter().collect()
 }
 
 fn is_hash(t: &TokenTree) -> bool {

@@ -74,6 +74,10 @@ fn parse_node(e: &syn::Expr, span: Spn, cx: &mut Parser<'_>) -> Expr {
                 return invalid(span);
             };
             let path = path_segments(&p.path);
+            if let Some(msg) = statement_form(&path) {
+                cx.error(span, msg);
+                return invalid(span);
+            }
             let args = parse_args(&c.args, cx);
             if path == ["Some"] {
                 match <[Arg; 1]>::try_from(args) {
@@ -123,12 +127,27 @@ fn parse_node(e: &syn::Expr, span: Spn, cx: &mut Parser<'_>) -> Expr {
             };
             ExprKind::If(Box::new(parse_expr(&i.cond, cx)), Box::new(then), Box::new(otherwise))
         }
+        syn::Expr::Struct(st) if st.qself.is_none() && st.path.get_ident().is_some_and(|n| cx.objects.iter().any(|o| n == o)) => {
+            if let Some(r) = &st.rest {
+                cx.error(r.span(), "write every field of a parameter bundle (`..base` is not supported)");
+            }
+            let fields = st
+                .fields
+                .iter()
+                .filter_map(|f| match &f.member {
+                    syn::Member::Named(n) => Some((n.clone(), parse_expr(&f.expr, cx))),
+                    syn::Member::Unnamed(i) => {
+                        cx.error(i.span(), "a parameter bundle's fields are named");
+                        None
+                    }
+                })
+                .collect();
+            ExprKind::Struct(st.path.segments[0].ident.clone(), fields)
+        }
         syn::Expr::Field(f) => match &f.member {
             syn::Member::Unnamed(idx) => ExprKind::Field(Box::new(parse_expr(&f.base, cx)), idx.index as usize),
-            syn::Member::Named(n) => {
-                cx.error(n.span(), "struct fields are not supported in kernels; tensor properties are methods: `.shape()`, `.dtype()`");
-                return invalid(span);
-            }
+            // A bundle's field; the checker refuses it on anything else.
+            syn::Member::Named(n) => ExprKind::Attr(Box::new(parse_expr(&f.base, cx)), n.clone()),
         },
         syn::Expr::Macro(m) if m.mac.path.is_ident("vec") => {
             match m.mac.parse_body_with(Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated) {
@@ -151,21 +170,40 @@ fn parse_node(e: &syn::Expr, span: Spn, cx: &mut Parser<'_>) -> Expr {
     Expr { kind, span }
 }
 
+/// Why a loop form or scoped region cannot be used as a value.
+fn statement_form(path: &[String]) -> Option<String> {
+    let [m, name] = path else { return None };
+    if m != "nl" {
+        return None;
+    }
+    match name.as_str() {
+        "affine_range" | "sequential_range" | "static_range" | "dynamic_range" => {
+            Some(format!("nl::{name}(..) is a loop range: write `for i in nl::{name}(..) {{ .. }}`"))
+        }
+        "fori_loop" | "while_loop" | "no_reorder" => {
+            Some(format!("nl::{name}(..) is a statement of its own, not a value: write `nl::{name}(..);`"))
+        }
+        _ => None,
+    }
+}
+
 /// Explains what to write instead of an unsupported expression.
 pub fn unsupported_message(e: &syn::Expr) -> &'static str {
     match e {
         syn::Expr::Closure(_) => {
-            "closures are not supported in kernels: NKI kernels are traced Python; write a #[nki_helper] function instead"
+            "closures are only the bodies of nl::fori_loop, nl::while_loop and nl::no_reorder in kernels; write a #[nki_helper] function instead"
         }
         syn::Expr::While(_) => {
-            "`while` loops are not supported in kernels: NKI unrolls loops at trace time, write `for i in 0..n` over a range"
+            "`while` loops are not supported in kernels: write `for i in 0..n` over a range (unrolled at trace time) or a device loop, nl::while_loop(reg, |r| { ..; r })"
         }
         syn::Expr::Loop(_) => "`loop` is not supported in kernels: NKI unrolls loops at trace time, write `for i in 0..n` over a range",
         syn::Expr::Match(_) => "`match` is not supported in kernels: write `if` / `else if` chains",
         syn::Expr::Try(_) => "`?` is not needed in kernels: every NKI op already propagates its error",
         syn::Expr::Async(_) | syn::Expr::Await(_) => "async code is not supported in kernels",
         syn::Expr::Unsafe(_) => "`unsafe` is not supported in kernels",
-        syn::Expr::Struct(_) => "struct literals are not supported in kernels: pass tensors and scalars as parameters",
+        syn::Expr::Struct(_) => {
+            "struct literals are not supported in kernels except for the #[nki_object] bundles of their #[nki_module]: pass tensors and scalars as parameters"
+        }
         syn::Expr::Break(_) | syn::Expr::Continue(_) => {
             "`break` and `continue` are not supported in kernels: compute the loop range instead"
         }

@@ -9,7 +9,7 @@ mod types;
 
 pub use tokens::check_token_nesting;
 
-use crate::ast::{FnKind, Function, Param, Spn};
+use crate::ast::{FnKind, Function, ModuleConst, ObjectDef, Param, Spn};
 use crate::bounds::MAX_NESTING;
 use crate::diag::Diagnostics;
 use expr::parse_expr;
@@ -22,6 +22,8 @@ pub struct Parser<'d> {
     depth: usize,
     /// Whether the current statement already reported nesting past the bound.
     too_deep_reported: bool,
+    /// The parameter bundles a type may name.
+    objects: Vec<String>,
 }
 
 impl Parser<'_> {
@@ -63,9 +65,51 @@ impl Parser<'_> {
     }
 }
 
-/// Parses a kernel or helper function.
-pub fn parse_function(item: &syn::ItemFn, kind: FnKind, diag: &mut Diagnostics) -> Function {
-    let cx = &mut Parser { diag, depth: 0, too_deep_reported: false };
+/// Parses the `const` items of an `#[nki_module]`: a DSL type and a literal value.
+pub fn parse_consts(items: &[syn::ItemConst], diag: &mut Diagnostics) -> Vec<ModuleConst> {
+    let cx = &mut Parser { diag, depth: 0, too_deep_reported: false, objects: Vec::new() };
+    items
+        .iter()
+        .filter_map(|c| {
+            cx.start_statement();
+            let ty = parse_type(&c.ty, cx)?;
+            Some(ModuleConst { name: c.ident.clone(), ty, init: parse_expr(&c.expr, cx) })
+        })
+        .collect()
+}
+
+/// Parses the `#[nki_object]` structs of an `#[nki_module]`: named fields of kernel types.
+pub fn parse_objects(items: &[syn::ItemStruct], diag: &mut Diagnostics) -> Vec<ObjectDef> {
+    let cx = &mut Parser { diag, depth: 0, too_deep_reported: false, objects: Vec::new() };
+    let mut out = Vec::new();
+    for s in items {
+        if !s.generics.params.is_empty() {
+            cx.error(Spn::of(&s.generics), "a parameter bundle takes no generic parameters");
+        }
+        let syn::Fields::Named(named) = &s.fields else {
+            cx.error(
+                Spn::of(&s.fields),
+                "a parameter bundle has named fields (`struct Cfg { tile: i64 }`): they become the dataclass's fields",
+            );
+            continue;
+        };
+        let fields = named
+            .named
+            .iter()
+            .filter_map(|f| {
+                cx.start_statement();
+                Some((f.ident.clone()?, parse_type(&f.ty, cx)?))
+            })
+            .collect();
+        out.push(ObjectDef { name: s.ident.clone(), fields });
+    }
+    out
+}
+
+/// Parses a kernel or helper function, whose types may name the bundles `objects`.
+pub fn parse_function(item: &syn::ItemFn, kind: FnKind, objects: &[ObjectDef], diag: &mut Diagnostics) -> Function {
+    let objects = objects.iter().map(|o| o.name.to_string()).collect();
+    let cx = &mut Parser { diag, depth: 0, too_deep_reported: false, objects };
     let sig = &item.sig;
     let what = match kind {
         FnKind::Kernel => "an #[nki_kernel]",
@@ -140,5 +184,5 @@ pub fn parse_function(item: &syn::ItemFn, kind: FnKind, diag: &mut Diagnostics) 
         syn::ReturnType::Type(_, ty) => parse_type(ty, cx),
     };
     let body = stmt::parse_block(&item.block, cx);
-    Function { kind, vis: item.vis.clone(), name: sig.ident.clone(), docs, params, ret, body }
+    Function { kind, vis: item.vis.clone(), name: sig.ident.clone(), docs, params, ret, body, consts: Vec::new(), objects: Vec::new() }
 }

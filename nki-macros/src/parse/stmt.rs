@@ -1,10 +1,10 @@
 //! syn statements → DSL statements.
 
 use super::Parser;
-use super::expr::{assign_op, parse_expr, unsupported_message};
+use super::expr::{assign_op, parse_args, parse_expr, unsupported_message};
 use super::span::{block_span, expr_span};
 use super::types::parse_type;
-use crate::ast::{Block, Cond, Expr, ExprKind, FmtPiece, FmtString, Pat, RangeIter, RangeKind, Spn, Stmt};
+use crate::ast::{Arg, Block, Cond, Expr, ExprKind, FmtPiece, FmtString, Pat, RangeIter, RangeKind, Region, RegionForm, Spn, Stmt};
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 
@@ -32,7 +32,80 @@ fn is_value(e: &syn::Expr) -> bool {
     !matches!(
         e,
         syn::Expr::ForLoop(_) | syn::Expr::If(_) | syn::Expr::While(_) | syn::Expr::Loop(_) | syn::Expr::Block(_) | syn::Expr::Macro(_)
-    )
+    ) && region_form(e).is_none()
+}
+
+/// The form of `nl::fori_loop(..)` / `nl::while_loop(..)` / `nl::no_reorder(..)`.
+fn region_form(e: &syn::Expr) -> Option<RegionForm> {
+    let syn::Expr::Call(c) = e else { return None };
+    let syn::Expr::Path(p) = &*c.func else { return None };
+    let segs: Vec<String> = p.path.segments.iter().map(|s| s.ident.to_string()).collect();
+    RegionForm::of(&segs)
+}
+
+/// `nl::fori_loop(lower, upper, |i| { .. }, step)`, `nl::while_loop(init, |r| { ..; r })`,
+/// `nl::no_reorder(|| { .. })`: the closure is the body; the other arguments are
+/// ordinary call arguments, bound to the official parameters by the checker.
+fn parse_region(c: &syn::ExprCall, form: RegionForm, span: Spn, cx: &mut Parser<'_>) -> Option<Region> {
+    let path_span = expr_span(&c.func);
+    let name = form.name();
+    let mut closure = None;
+    let mut rest = Punctuated::<syn::Expr, syn::Token![,]>::new();
+    let mut slot = None;
+    for a in &c.args {
+        let (kw, value) = match a {
+            syn::Expr::Assign(asg) => match &*asg.left {
+                syn::Expr::Path(p) if p.path.get_ident().is_some() => (p.path.get_ident().cloned(), &*asg.right),
+                _ => (None, a),
+            },
+            _ => (None, a),
+        };
+        match value {
+            syn::Expr::Closure(cl) if closure.is_none() => {
+                closure = Some(cl);
+                slot = Some((rest.len(), kw));
+            }
+            _ => rest.push(a.clone()),
+        }
+    }
+    let mut args = parse_args(&rest, cx);
+    let Some(cl) = closure else {
+        let how = match form {
+            RegionForm::Fori => "nl::fori_loop(lower, upper, |i| { .. })",
+            RegionForm::While => "nl::while_loop(init, |r| { ..; r })",
+            RegionForm::NoReorder => "nl::no_reorder(|| { .. })",
+        };
+        cx.error(span, format!("the body of nl::{name} is written as a closure: `{how}`"));
+        return None;
+    };
+    if let Some((at, kw)) = slot {
+        args.insert(at, Arg { name: kw, value: Expr { kind: ExprKind::Invalid, span: expr_span(&syn::Expr::Closure(cl.clone())) } });
+    }
+    if form == RegionForm::NoReorder {
+        // The closure is how Rust writes Python's `with` block, not an argument.
+        args.retain(|a| !matches!(a.value.kind, ExprKind::Invalid));
+    }
+    if cl.asyncness.is_some() || cl.movability.is_some() || cl.capture.is_some() || cl.constness.is_some() || cl.lifetimes.is_some() {
+        cx.error(cl.or1_token.span, "the body closure takes no modifiers (`move`, `async`, ...)");
+    }
+    if !matches!(cl.output, syn::ReturnType::Default) {
+        cx.error(cl.output.span(), "the body closure's type is implied; remove the return type");
+    }
+    let want = usize::from(form != RegionForm::NoReorder);
+    if cl.inputs.len() != want {
+        let what = match form {
+            RegionForm::Fori => "one parameter, the loop's index register (`|i|`)",
+            RegionForm::While => "one parameter, the condition register (`|r|`)",
+            RegionForm::NoReorder => "no parameters (`|| { .. }`)",
+        };
+        cx.error(cl.inputs.span(), format!("the body of nl::{name} takes {what}"));
+    }
+    let var = cl.inputs.first().map(|p| parse_pat(p, cx));
+    let body = match &*cl.body {
+        syn::Expr::Block(b) if b.label.is_none() => parse_block(&b.block, cx),
+        other => Block { stmts: Vec::new(), tail: Some(parse_expr(other, cx)) },
+    };
+    Some(Region { form, args, var, body, path_span, span })
 }
 
 fn parse_stmt(s: &syn::Stmt, out: &mut Vec<Stmt>, cx: &mut Parser<'_>) {
@@ -114,6 +187,13 @@ fn parse_expr_stmt(e: &syn::Expr, out: &mut Vec<Stmt>, cx: &mut Parser<'_>) {
         },
         syn::Expr::Return(r) => out.push(Stmt::Return(r.expr.as_deref().map(|x| parse_expr(x, cx)), span)),
         syn::Expr::Macro(m) => parse_macro_stmt(&m.mac, out, cx),
+        syn::Expr::Call(c) if region_form(e).is_some() => {
+            if let Some(form) = region_form(e)
+                && let Some(r) = parse_region(c, form, span, cx)
+            {
+                out.push(Stmt::Region(Box::new(r)));
+            }
+        }
         syn::Expr::While(_) | syn::Expr::Loop(_) | syn::Expr::Match(_) | syn::Expr::Closure(_) | syn::Expr::Unsafe(_) => {
             cx.error(span, unsupported_message(e))
         }
@@ -204,7 +284,7 @@ fn parse_range_node(e: &syn::Expr, span: Spn, cx: &mut Parser<'_>) -> Option<Ran
     let bad = |cx: &mut Parser<'_>| {
         cx.error(
             span,
-            "a kernel `for` loop runs over `a..b`, `(a..b).step_by(s)` or nl::affine_range / nl::sequential_range / nl::static_range(...); loops are unrolled at trace time",
+            "a kernel `for` loop runs over `a..b`, `(a..b).step_by(s)`, nl::affine_range / nl::sequential_range / nl::static_range(...) (unrolled at trace time) or nl::dynamic_range(...) (a device loop)",
         );
         None
     };
@@ -238,15 +318,40 @@ fn parse_range_node(e: &syn::Expr, span: Spn, cx: &mut Parser<'_>) -> Option<Ran
                 ["nl", "affine_range"] => "affine_range",
                 ["nl", "sequential_range"] => "sequential_range",
                 ["nl", "static_range"] => "static_range",
+                ["nl", "dynamic_range"] => "dynamic_range",
                 _ => return bad(cx),
             };
-            let args: Vec<Expr> = c.args.iter().map(|a| parse_expr(a, cx)).collect();
+            // Positional in the official order (start, stop, step), then keywords by name.
+            let mut slots: [Option<Expr>; 3] = [None, None, None];
+            let mut positional = 0;
+            for a in parse_args(&c.args, cx) {
+                let at = match &a.name {
+                    None => {
+                        positional += 1;
+                        positional - 1
+                    }
+                    Some(n) => match ["start", "stop", "step"].iter().position(|p| n == p) {
+                        Some(i) => i,
+                        None => {
+                            cx.error(n.span(), format!("nl.{kind} has no parameter `{n}`; its parameters are start, stop, step"));
+                            continue;
+                        }
+                    },
+                };
+                match slots.get_mut(at) {
+                    Some(s @ None) => *s = Some(a.value),
+                    Some(Some(_)) => cx.error(a.value.span, format!("nl.{kind} got two values for one parameter")),
+                    None => cx.error(a.value.span, format!("nl.{kind} takes at most 3 arguments (start, stop, step)")),
+                }
+            }
             let zero = |s: Spn| Expr { kind: ExprKind::Int(0), span: s };
-            let mut it = args.into_iter();
-            match (it.next(), it.next(), it.next(), it.next()) {
-                (Some(stop), None, None, None) => Some(RangeIter { kind: RangeKind::Nl(kind), start: zero(span), stop, step: None, span }),
-                (Some(start), Some(stop), step, None) => Some(RangeIter { kind: RangeKind::Nl(kind), start, stop, step, span }),
-                _ => bad(cx),
+            match slots {
+                [Some(stop), None, step] => Some(RangeIter { kind: RangeKind::Nl(kind), start: zero(span), stop, step, span }),
+                [Some(start), Some(stop), step] => Some(RangeIter { kind: RangeKind::Nl(kind), start, stop, step, span }),
+                [None, ..] => {
+                    cx.error(span, format!("nl.{kind} needs `start` (the stop when it is the only bound)"));
+                    None
+                }
             }
         }
         _ => bad(cx),

@@ -17,6 +17,7 @@ from .matmul_steps import matmul_blocked
 from .matmul_steps import matmul_hoisted
 from .ring_attention_bwd import ring_attention_spmd_bwd
 from .ring_attention_fwd import ring_attention_spmd_fwd
+from .rmsnorm import rmsnorm
 from .softmax import softmax
 from .tensor_add import tensor_add
 from .topk import topk
@@ -41,6 +42,7 @@ __all__ = [
     "matmul_hoisted",
     "ring_attention_spmd_bwd",
     "ring_attention_spmd_fwd",
+    "rmsnorm",
     "softmax",
     "tensor_add",
     "topk",

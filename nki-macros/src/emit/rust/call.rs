@@ -184,7 +184,7 @@ impl Rs<'_> {
     /// Arguments to other kernels/helpers: tensors by reference, options of tensors as `Option<&Tensor>`.
     pub(super) fn user_arg(&mut self, e: &Expr) -> TokenStream {
         match self.info.ty(e).clone() {
-            Ty::Tensor(_) => self.by_ref(e),
+            Ty::Tensor(_) | Ty::Object(_) => self.by_ref(e),
             // Typed by the callee's parameter: a tensor by reference, a plain value by copy.
             Ty::Unknown | Ty::Opaque => {
                 // A call needs no parentheses after `&` (its `?` binds first), which

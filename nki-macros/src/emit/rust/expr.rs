@@ -136,6 +136,20 @@ impl Rs<'_> {
                 let v = self.owned(x);
                 quote!(::core::option::Option::Some(#v))
             }
+            ExprKind::Attr(x, name) => {
+                let v = self.expr(x);
+                quote_spanned!(name.span()=> ::core::clone::Clone::clone(&(#v).#name))
+            }
+            ExprKind::Struct(name, fields) => {
+                let fs: Vec<TokenStream> = fields
+                    .iter()
+                    .map(|(f, v)| {
+                        let v = self.owned(v);
+                        quote!(#f: #v)
+                    })
+                    .collect();
+                quote_spanned!(name.span()=> #name { #(#fs),* })
+            }
             ExprKind::Field(x, i) => {
                 let v = self.expr(x);
                 match self.info.ty(x) {

@@ -10,7 +10,9 @@ mod launcher;
 mod method;
 mod stmt;
 
-use crate::ast::{Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, FnKind, Function, IndexItem, Pat, Stmt, TypeAnn, UnOp};
+use crate::ast::{
+    Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, FnKind, Function, IndexItem, Pat, Region, RegionForm, Stmt, TypeAnn, UnOp,
+};
 use crate::check::{Info, Resolved, Ty};
 use crate::vocab::{Binding, Constant, FnSpec, Kind, lookup_constant};
 use proc_macro2::{Span, TokenStream};
@@ -46,6 +48,7 @@ pub fn local_type(t: &TypeAnn) -> TokenStream {
             quote!((#(#ts,)*))
         }
         TypeAnn::Outputs(_) => quote!(::nki::Outputs),
+        TypeAnn::Object(name, _) => quote!(#name),
     };
     quote_spanned!(t.span().start=> #ty)
 }
@@ -55,6 +58,7 @@ fn param_type(t: &TypeAnn) -> TokenStream {
     match t {
         TypeAnn::Tensor(..) => quote!(&'a ::nki::Tensor),
         TypeAnn::Str(_) => quote!(&'a str),
+        TypeAnn::Object(name, _) => quote!(&'a #name),
         TypeAnn::Option(inner, _) if matches!(**inner, TypeAnn::Tensor(..)) => {
             quote!(::core::option::Option<&'a ::nki::Tensor>)
         }
@@ -88,6 +92,7 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, stub: bool) -> TokenStre
             TypeAnn::Str(_) => {
                 quote!(let #n: ::std::string::String = ::std::string::ToString::to_string(#n);)
             }
+            TypeAnn::Object(o, _) => quote!(let #n: #o = ::core::clone::Clone::clone(#n);),
             _ => quote!(),
         }
     });
@@ -97,6 +102,17 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, stub: bool) -> TokenStre
         Rs { info, ctx: ctx.clone() }.block(&f.body, true)
     };
     let call = launcher::builder(f, &ret);
+    // The launcher names the bundle types its parameters take.
+    let mut bundle_types: Vec<&syn::Ident> = f
+        .params
+        .iter()
+        .filter_map(|p| match &p.ty {
+            TypeAnn::Object(o, _) => Some(o),
+            _ => None,
+        })
+        .collect();
+    bundle_types.dedup_by(|a, b| a == b);
+    let bundles = bundle_types.iter().map(|o| quote!(#[allow(unused_imports)] use super::#o;));
     let info_item = info_static(f, info);
     let kind_doc = match f.kind {
         FnKind::Kernel => {
@@ -106,7 +122,7 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, stub: bool) -> TokenStre
     };
     quote! {
         #(#docs)*
-        #[allow(unused_mut, unused_variables, unused_parens, clippy::all, clippy::pedantic)]
+        #[allow(unused_mut, unused_variables, unused_parens, unused_braces, clippy::all, clippy::pedantic)]
         #vis fn #name<'a>(#ctx: &::nki::Ctx, #(#params),*) -> ::nki::Result<#ret> {
             #(#rebinds)*
             #body
@@ -114,6 +130,7 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, stub: bool) -> TokenStre
 
         #[doc = #kind_doc]
         #vis mod #name {
+            #(#bundles)*
             /// The emitted NKI 2.x Python definition.
             pub const NKI_SOURCE: &str = #py_source;
             #info_item
@@ -131,6 +148,11 @@ fn constant_tokens(p: &[String]) -> TokenStream {
             quote!(::nki #(::#segs)*)
         }
     }
+}
+
+/// The static registering the module constant or bundle `name` (`__NKI_CONST_TILE`).
+pub fn const_registration(name: &syn::Ident) -> syn::Ident {
+    format_ident!("__NKI_CONST_{}", name.to_string().to_uppercase())
 }
 
 fn info_static(f: &Function, info: &Info) -> TokenStream {
@@ -154,6 +176,10 @@ fn info_static(f: &Function, info: &Info) -> TokenStream {
         }
         quote!(&#(#segs)::*::INFO)
     });
+    let consts = f.consts.iter().map(|k| &k.name).chain(f.objects.iter().map(|o| &o.name)).map(|name| {
+        let reg = const_registration(name);
+        quote!(&super::#reg)
+    });
     let math = info.uses_math;
     quote! {
         /// Registration of this function for `nki emit`.
@@ -163,7 +189,7 @@ fn info_static(f: &Function, info: &Info) -> TokenStream {
             source: NKI_SOURCE,
             module_path: ::core::module_path!(),
             file: ::core::file!(),
-            deps: &[#(#deps),*],
+            deps: &[#(#deps,)* #(#consts),*],
             uses_math: #math,
         };
     }

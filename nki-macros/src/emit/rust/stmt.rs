@@ -40,6 +40,57 @@ impl Rs<'_> {
         }
     }
 
+    /// A loop bound: an integer, or a register's value when the loop starts.
+    fn bound(&mut self, e: &Expr) -> TokenStream {
+        let v = self.expr(e);
+        if matches!(self.info.ty(e), Ty::Register) { quote!((#v).value()) } else { v }
+    }
+
+    /// `nl::fori_loop` runs its body once per index with a fresh index register;
+    /// `nl::while_loop` while the register its body returns is nonzero, bounded by
+    /// `WHILE_LOOP_MAX_ITERATIONS`; `nl::no_reorder` is a plain block (the
+    /// emulator runs every op in program order).
+    fn region(&mut self, r: &Region) -> TokenStream {
+        let ctx = self.ctx.clone();
+        let span = r.span.start;
+        let var = r.var.as_ref().map(|v| self.pat(v));
+        let stmts: Vec<TokenStream> = r.body.stmts.iter().map(|s| self.stmt(s)).collect();
+        let arg = |name: &str| self.info.region_arg(r, name);
+        match r.form {
+            RegionForm::NoReorder => quote_spanned!(span=> { #(#stmts)* }),
+            RegionForm::Fori => {
+                let (lower, upper) = (arg("lower"), arg("upper"));
+                let step = arg("step");
+                let lower = lower.map_or(quote!(0i64), |e| self.bound(e));
+                let upper = upper.map_or(quote!(0i64), |e| self.bound(e));
+                let step = step.map_or(quote!(1i64), |e| self.expr(e));
+                let range = fallible(span, quote!(::nki::__rt::range(#lower, #upper, #step)));
+                let check = fallible(span, quote!(::nki::__rt::iteration(#ctx)));
+                let i = syn::Ident::new("index", Span::mixed_site());
+                quote_spanned!(span=> for #i in #range {
+                    #check;
+                    let #var = ::nki::nisa::Register::new(#i);
+                    #(#stmts)*
+                })
+            }
+            RegionForm::While => {
+                let init = arg("init").map_or(quote!(0i64), |e| self.bound(e));
+                let next = r.body.tail.as_ref().map_or(quote!(0i64), |t| self.bound(t));
+                let (cond, count) = (syn::Ident::new("condition", Span::mixed_site()), syn::Ident::new("count", Span::mixed_site()));
+                let check = fallible(span, quote!(::nki::nl::loops::while_iteration(#ctx, &mut #count)));
+                quote_spanned!(span=> {
+                    let mut #cond: i64 = #init;
+                    let mut #count: u64 = 0;
+                    while #cond != 0 {
+                        #check;
+                        let #var = ::nki::nisa::Register::new(#cond);
+                        #cond = { #(#stmts)* #next };
+                    }
+                })
+            }
+        }
+    }
+
     pub(super) fn stmt(&mut self, s: &Stmt) -> TokenStream {
         match s {
             Stmt::Let { pat, ty, init, span } => {
@@ -89,7 +140,7 @@ impl Rs<'_> {
                 quote!(#v;)
             }
             Stmt::For { var, iter, body, span } => {
-                let (start, stop) = (self.expr(&iter.start), self.expr(&iter.stop));
+                let (start, stop) = (self.bound(&iter.start), self.bound(&iter.stop));
                 let step = iter.step.as_ref().map_or(quote!(1i64), |s| self.expr(s));
                 let range = fallible(iter.span.start, quote!(::nki::__rt::range(#start, #stop, #step)));
                 let p = self.pat(var);
@@ -124,6 +175,7 @@ impl Rs<'_> {
                 }
                 quote_spanned!(span.start=> #out)
             }
+            Stmt::Region(r) => self.region(r),
             Stmt::Assert { cond, msg, span } => {
                 let c = self.expr(cond);
                 let message = match msg {

@@ -1,0 +1,146 @@
+//! `#[nki_module]`: the module-level constants of a group of kernels.
+//!
+//! A proc macro sees only the item it is attached to, so the module around the
+//! kernels is the item: every `const` in it (of a kernel type: `i64`, `f64`,
+//! `bool`, `Dtype`, holding a literal) becomes a Python module constant,
+//! registered for the package, and each `#[nki_kernel]` / `#[nki_helper]` in it
+//! receives the constants (as `__module { .. }`) so its body can use them by name
+//! with their types and values.
+
+use crate::ast::ModuleConst;
+use crate::check::check_consts;
+use crate::diag::Diagnostics;
+use crate::emit::{python, rust::const_registration};
+use crate::parse::{parse_consts, parse_objects};
+use proc_macro2::TokenStream;
+use quote::quote;
+use syn::spanned::Spanned;
+
+/// The lines of an item's doc comment.
+fn doc_lines(attrs: &[syn::Attribute]) -> Vec<String> {
+    attrs
+        .iter()
+        .filter_map(|a| match &a.meta {
+            syn::Meta::NameValue(nv) if nv.path.is_ident("doc") => match &nv.value {
+                syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }) => Some(s.value()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+/// Expands `#[nki_module]` on `item`.
+pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let mut diag = Diagnostics::default();
+    if !attr.is_empty() {
+        diag.error(attr.span(), "#[nki_module] takes no arguments");
+    }
+    let mut m: syn::ItemMod = match syn::parse2(item.clone()) {
+        Ok(m) => m,
+        Err(_) => {
+            let err = syn::Error::new(item.span(), "#[nki_module] applies to a module").to_compile_error();
+            return quote!(#err #item);
+        }
+    };
+    let Some((_, items)) = &mut m.content else {
+        let err = syn::Error::new(m.span(), "#[nki_module] applies to an inline module, `mod name { .. }`").to_compile_error();
+        return quote!(#err #m);
+    };
+    let consts: Vec<syn::ItemConst> = items
+        .iter()
+        .filter_map(|i| match i {
+            syn::Item::Const(c) => Some(c.clone()),
+            _ => None,
+        })
+        .collect();
+    // One at a time, so that a constant whose type is refused drops out alone.
+    let parsed: Vec<(&syn::ItemConst, ModuleConst)> =
+        consts.iter().filter_map(|c| parse_consts(std::slice::from_ref(c), &mut diag).pop().map(|k| (c, k))).collect();
+    check_consts(&parsed.iter().map(|(_, k)| k).collect::<Vec<_>>(), &mut diag);
+    // The bundles: `#[nki_object]` structs, which stay Rust structs (cloneable).
+    let mut structs: Vec<syn::ItemStruct> = Vec::new();
+    for item in items.iter_mut() {
+        let syn::Item::Struct(s) = item else { continue };
+        let before = s.attrs.len();
+        s.attrs.retain(|a| a.path().segments.last().is_none_or(|p| p.ident != "nki_object"));
+        if s.attrs.len() != before {
+            s.attrs.push(syn::parse_quote!(#[derive(Clone, Debug)]));
+            structs.push(s.clone());
+        }
+    }
+    let objects = parse_objects(&structs, &mut diag);
+    // Each function gets the constants and bundles without their docs and attributes.
+    let bare: Vec<TokenStream> = consts
+        .iter()
+        .map(|c| {
+            let (name, ty, value) = (&c.ident, &c.ty, &c.expr);
+            quote!(const #name: #ty = #value;)
+        })
+        .chain(structs.iter().map(|s| {
+            let (name, fields) = (
+                &s.ident,
+                s.fields.iter().map(|f| {
+                    let (n, t) = (&f.ident, &f.ty);
+                    quote!(#n: #t)
+                }),
+            );
+            quote!(struct #name { #(#fields),* })
+        }))
+        .collect();
+    for item in items.iter_mut() {
+        let syn::Item::Fn(f) = item else { continue };
+        for a in &mut f.attrs {
+            let is_nki = a.path().segments.last().is_some_and(|s| s.ident == "nki_kernel" || s.ident == "nki_helper");
+            if !is_nki {
+                continue;
+            }
+            let path = a.path().clone();
+            let args = match &a.meta {
+                syn::Meta::List(l) => {
+                    let t = &l.tokens;
+                    quote!(#t, __module { #(#bare)* })
+                }
+                _ => quote!(__module { #(#bare)* }),
+            };
+            *a = syn::parse_quote!(#[#path(#args)]);
+        }
+    }
+    for (c, k) in &parsed {
+        let docs: String = doc_lines(&c.attrs).iter().map(|l| format!("#{l}\n")).collect();
+        let source = format!("{docs}{}", python::module_const(k));
+        let (reg, name) = (const_registration(&c.ident), c.ident.to_string());
+        items.push(syn::parse_quote! {
+            /// Registration of this module constant for `nki emit`.
+            #[doc(hidden)]
+            pub static #reg: ::nki::emit::FunctionInfo = ::nki::emit::FunctionInfo {
+                name: #name,
+                kind: ::nki::emit::FunctionKind::Constant,
+                source: #source,
+                module_path: ::core::module_path!(),
+                file: ::core::file!(),
+                deps: &[],
+                uses_math: false,
+            };
+        });
+    }
+    for (s, o) in structs.iter().zip(&objects) {
+        let source = python::object_class(o, &doc_lines(&s.attrs));
+        let (reg, name) = (const_registration(&s.ident), s.ident.to_string());
+        items.push(syn::parse_quote! {
+            /// Registration of this parameter bundle for `nki emit`.
+            #[doc(hidden)]
+            pub static #reg: ::nki::emit::FunctionInfo = ::nki::emit::FunctionInfo {
+                name: #name,
+                kind: ::nki::emit::FunctionKind::Object,
+                source: #source,
+                module_path: ::core::module_path!(),
+                file: ::core::file!(),
+                deps: &[],
+                uses_math: false,
+            };
+        });
+    }
+    let errors = diag.to_tokens();
+    quote!(#errors #m)
+}

@@ -1,0 +1,182 @@
+//! The loop forms in kernels: the trace-time ranges (`nl::affine_range`,
+//! `sequential_range`, `static_range`), the device loops with run-time trip
+//! counts (`nl::dynamic_range`, `nl::fori_loop`, `nl::while_loop`) and
+//! `nl::no_reorder` regions. Each kernel is run by the emulator and, emitted, by
+//! the NumPy executor; both are compared with a reference written from the
+//! documented semantics (Python `range`, `while r != 0: r = body(r)`).
+
+mod common;
+
+use common::{Arg, assert_close, tensor, uniform};
+use nki::prelude::*;
+
+/// The outputs of `kernel`, emitted alone, under the NumPy executor.
+fn numpy(info: &'static nki::emit::FunctionInfo, args: Vec<Arg>) -> Vec<Vec<f32>> {
+    let pkg = common::package_of(&format!("{}_pkg", info.name), &[info]);
+    common::run_numpy_ranks(&pkg, info.name, &[args], 1, "fp32").swap_remove(0)
+}
+
+/// Python's `range(start, stop, step)` for a positive step.
+fn py_range(start: i64, stop: i64, step: i64) -> Vec<i64> {
+    (start..stop.max(start)).step_by(step as usize).collect()
+}
+
+/// Adds column block `j` of `x` `[128, 4 * 8]` into the same block of the output
+/// once per visit of `j` by three trace-time ranges, called positionally and by keyword.
+#[nki_kernel]
+pub fn trace_ranges(x: Hbm) -> Hbm {
+    let t = nl::ndarray([128, 32], nl::float32);
+    nisa::dma_copy(t, x);
+    let acc = nl::ndarray([128, 32], nl::float32);
+    nisa::memset(acc, 0.0);
+    for j in nl::affine_range(4) {
+        nisa::tensor_tensor(acc[s![.., j * 8..j * 8 + 8]], acc[s![.., j * 8..j * 8 + 8]], t[s![.., j * 8..j * 8 + 8]], nl::add);
+    }
+    for j in nl::sequential_range(start = 0, stop = 4, step = 2) {
+        nisa::tensor_tensor(acc[s![.., j * 8..j * 8 + 8]], acc[s![.., j * 8..j * 8 + 8]], t[s![.., j * 8..j * 8 + 8]], nl::add);
+    }
+    for j in nl::static_range(3, 4) {
+        nisa::tensor_tensor(acc[s![.., j * 8..j * 8 + 8]], acc[s![.., j * 8..j * 8 + 8]], t[s![.., j * 8..j * 8 + 8]], nl::add);
+    }
+    let out = nl::ndarray([128, 32], nl::float32, buffer = nl::shared_hbm);
+    nisa::dma_copy(out, acc);
+    out
+}
+
+#[test]
+fn trace_time_ranges_visit_pythons_range() {
+    let xs = uniform(128 * 32, 1, -1.0, 1.0);
+    let mut visits = [0.0f64; 4];
+    for j in py_range(0, 4, 1).into_iter().chain(py_range(0, 4, 2)).chain(py_range(3, 4, 1)) {
+        visits[j as usize] += 1.0;
+    }
+    let want: Vec<f64> = xs.iter().enumerate().map(|(i, v)| v * visits[(i % 32) / 8]).collect();
+    let x = tensor(&[128, 32], &xs, Dtype::F32);
+    let got = trace_ranges::Call::new(&x).launch(&Launch::new()).unwrap();
+    assert_close("emulated", &got.to_f32_vec(), &want, 1e-6, 1e-6);
+    let np = numpy(&trace_ranges::INFO, vec![Arg::Tensor(vec![128, 32], xs, Dtype::F32)]);
+    assert_close("numpy", &np[0], &want, 1e-6, 1e-6);
+    let src = trace_ranges::NKI_SOURCE;
+    assert!(src.contains("for j in nl.sequential_range(start=0, stop=4, step=2):"), "{src}");
+    assert!(src.contains("for j in nl.static_range(start=3, stop=4):"), "{src}");
+}
+
+/// `[a, b]` with `a` the number of iterations of `nl::dynamic_range(n)` and `b`
+/// the sum of the indices `nl::fori_loop(lower, n, .., step)` passes its body,
+/// both read from the register loaded from `n` when the loops start.
+#[nki_kernel]
+pub fn device_loops(n: Hbm, #[default(1)] lower: i64, #[default(1)] step: i64) -> Hbm {
+    let n_sb = nl::ndarray([1, 1], nl::int32);
+    nisa::dma_copy(n_sb, n);
+    let reg = nisa::register_alloc();
+    nisa::register_load(reg, n_sb);
+    let one = nl::ndarray([1, 1], nl::float32);
+    nisa::memset(one, 1.0);
+    let res = nl::ndarray([1, 2], nl::float32);
+    nisa::memset(res, 0.0);
+    for _ in nl::dynamic_range(reg) {
+        nisa::tensor_tensor(res[s![.., 0..1]], res[s![.., 0..1]], one, nl::add);
+    }
+    let idx = nl::ndarray([1, 1], nl::int32);
+    let idx_f = nl::ndarray([1, 1], nl::float32);
+    nl::fori_loop(
+        lower,
+        reg,
+        |i| {
+            nisa::register_store(idx, i);
+            nisa::tensor_copy(idx_f, idx);
+            nisa::tensor_tensor(res[s![.., 1..2]], res[s![.., 1..2]], idx_f, nl::add);
+        },
+        step = 2,
+    );
+    let out = nl::ndarray([1, 2], nl::float32, buffer = nl::shared_hbm);
+    nisa::dma_copy(out, res);
+    out
+}
+
+#[test]
+fn dynamic_range_and_fori_loop_take_their_trip_count_from_a_register() {
+    for (n, lower) in [(5i64, 1i64), (0, 0), (6, -3), (1, 4)] {
+        let trips = py_range(0, n, 1).len() as f64;
+        let sum: i64 = py_range(lower, n, 2).iter().sum();
+        let want = [trips, sum as f64];
+        let nt = tensor(&[1, 1], &[n as f64], Dtype::I32);
+        let got = device_loops::Call::new(&nt).lower(lower).launch(&Launch::new()).unwrap();
+        assert_close(&format!("emulated n={n} lower={lower}"), &got.to_f32_vec(), &want, 0.0, 0.0);
+        let np = numpy(&device_loops::INFO, vec![Arg::Tensor(vec![1, 1], vec![n as f64], Dtype::I32), Arg::Int(lower), Arg::Int(1)]);
+        assert_close(&format!("numpy n={n} lower={lower}"), &np[0], &want, 0.0, 0.0);
+    }
+    let src = device_loops::NKI_SOURCE;
+    assert!(src.contains("for _ in nl.dynamic_range(start=0, stop=reg):"), "{src}");
+    assert!(src.contains("def _loop_body_0(i):"), "{src}");
+    assert!(src.contains("nl.fori_loop(lower=lower, upper=reg, body_fun=_loop_body_0, step=2)"), "{src}");
+}
+
+/// The documented flag-driven loop: `acc += val` while the count loaded from
+/// `count` `[1, 1]` (decremented by the body, which reloads the condition
+/// register from it) is nonzero; the adds run in a `no_reorder` region.
+#[nki_kernel]
+pub fn countdown(val: Hbm, count: Hbm) -> Hbm {
+    let v = nl::ndarray([1, 1], nl::float32);
+    nisa::dma_copy(v, val);
+    let acc = nl::ndarray([1, 1], nl::float32);
+    nisa::memset(acc, 0.0);
+    let count_sb = nl::ndarray([1, 1], nl::int32);
+    nisa::dma_copy(count_sb, count);
+    let one = nl::ndarray([1, 1], nl::int32);
+    nisa::memset(one, 1);
+    let reg = nisa::register_alloc();
+    nisa::register_load(reg, count_sb);
+    nl::while_loop(reg, |r| {
+        nl::no_reorder(|| {
+            nisa::tensor_tensor(acc, acc, v, nl::add);
+            nisa::tensor_tensor(count_sb, count_sb, one, nl::subtract);
+        });
+        nisa::register_load(r, count_sb);
+        r
+    });
+    let out = nl::ndarray([1, 1], nl::float32, buffer = nl::shared_hbm);
+    nisa::dma_copy(out, acc);
+    out
+}
+
+#[test]
+fn while_loop_runs_until_the_returned_register_is_zero() {
+    for count in [0i64, 1, 7] {
+        let want = [0.75 * count as f64];
+        let (v, c) = (tensor(&[1, 1], &[0.75], Dtype::F32), tensor(&[1, 1], &[count as f64], Dtype::I32));
+        let got = countdown::Call::new(&v, &c).launch(&Launch::new()).unwrap();
+        assert_close(&format!("emulated count={count}"), &got.to_f32_vec(), &want, 0.0, 0.0);
+        let np = numpy(
+            &countdown::INFO,
+            vec![Arg::Tensor(vec![1, 1], vec![0.75], Dtype::F32), Arg::Tensor(vec![1, 1], vec![count as f64], Dtype::I32)],
+        );
+        assert_close(&format!("numpy count={count}"), &np[0], &want, 0.0, 0.0);
+    }
+    let src = countdown::NKI_SOURCE;
+    assert!(src.contains("    with nl.no_reorder():\n"), "{src}");
+    assert!(src.contains("        return r\n    nl.while_loop(init=reg, body_fun=_loop_body_0)"), "{src}");
+}
+
+/// A loop whose condition never becomes zero (a negative count counts away from it).
+#[nki_kernel]
+pub fn runaway(count: Hbm) -> Hbm {
+    let c = nl::ndarray([1, 1], nl::int32);
+    nisa::dma_copy(c, count);
+    let reg = nisa::register_alloc();
+    nisa::register_load(reg, c);
+    nl::while_loop(reg, |r| r);
+    let out = nl::ndarray([1, 1], nl::int32, buffer = nl::shared_hbm);
+    nisa::dma_copy(out, count);
+    out
+}
+
+#[test]
+fn a_while_loop_that_never_ends_fails_naming_its_line() {
+    let c = tensor(&[1, 1], &[-1.0], Dtype::I32);
+    let err = runaway::Call::new(&c).launch(&Launch::new()).unwrap_err().to_string();
+    assert!(err.contains("nl.while_loop"), "{err}");
+    assert!(err.contains(&nki::nl::WHILE_LOOP_MAX_ITERATIONS.to_string()), "{err}");
+    let line = include_str!("dsl_loops.rs").lines().position(|l| l.trim() == "nl::while_loop(reg, |r| r);").unwrap() + 1;
+    assert!(err.contains(&format!("dsl_loops.rs:{line})")), "{err}");
+}

@@ -1,0 +1,8 @@
+use nki::prelude::*;
+
+#[nki_object]
+struct Cfg {
+    tile: i64,
+}
+
+fn main() {}

@@ -1,0 +1,10 @@
+use nki::prelude::*;
+
+#[nki_kernel]
+fn k() {
+    nl::fori_loop(0, 4, |i| {
+        return;
+    });
+}
+
+fn main() {}

@@ -1,0 +1,11 @@
+use nki::prelude::*;
+
+#[nki_kernel]
+fn k() {
+    nl::no_reorder(|| {
+        for _ in nl::static_range(2) {}
+        nl::fori_loop(0, 4, |i| {});
+    });
+}
+
+fn main() {}
