@@ -17,9 +17,9 @@ pub fn emit(f: &Function, info: &Info) -> String {
     let params: Vec<String> = f
         .params
         .iter()
-        .map(|prm| match &prm.default {
-            Some(d) => format!("{}={}", prm.name, p.expr(d)),
-            None if f.is_optional(prm) => format!("{}=None", prm.name),
+        .zip(param_defaults(f, info))
+        .map(|(prm, default)| match default {
+            Some(d) => format!("{}={d}", prm.name),
             None => prm.name.to_string(),
         })
         .collect();
@@ -43,6 +43,20 @@ pub fn emit(f: &Function, info: &Info) -> String {
     }
     p.block(&f.body, true);
     p.out
+}
+
+/// Each parameter's Python default expression (`None` for an omitted `Option`),
+/// or nothing for a required parameter.
+pub fn param_defaults(f: &Function, info: &Info) -> Vec<Option<String>> {
+    let p = Py { info, out: String::new(), depth: 0 };
+    f.params
+        .iter()
+        .map(|prm| match &prm.default {
+            Some(d) => Some(p.expr(d)),
+            None if f.is_optional(prm) => Some("None".to_string()),
+            None => None,
+        })
+        .collect()
 }
 
 struct Py<'a> {

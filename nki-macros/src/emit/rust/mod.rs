@@ -155,7 +155,14 @@ fn info_static(f: &Function, info: &Info) -> TokenStream {
         quote!(&#(#segs)::*::INFO)
     });
     let math = info.uses_math;
+    let params = launcher::param_infos(f, info);
+    let (entry_fn, entry) = match launcher::entry(f) {
+        Some(body) => (body, quote!(::core::option::Option::Some(__entry))),
+        None => (quote!(), quote!(::core::option::Option::None)),
+    };
     quote! {
+        #entry_fn
+
         /// Registration of this function for `nki emit`.
         pub static INFO: ::nki::emit::FunctionInfo = ::nki::emit::FunctionInfo {
             name: #name,
@@ -165,6 +172,8 @@ fn info_static(f: &Function, info: &Info) -> TokenStream {
             file: ::core::file!(),
             deps: &[#(#deps),*],
             uses_math: #math,
+            params: &[#(#params),*],
+            entry: #entry,
         };
     }
 }
