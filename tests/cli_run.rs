@@ -53,6 +53,16 @@ const CASES: &[Case] = &[
         ranks: 1,
         params: &[("a_t", F32(&[128, 256])), ("b", F32(&[128, 512])), ("tiles_m", Text("2")), ("tiles_n", Text("1"))],
     },
+    Case {
+        kernel: "RoPE",
+        ranks: 1,
+        params: &[
+            ("x_in", F32(&[64, 1, 2, 8])),
+            ("cos", F32(&[32, 1, 8])),
+            ("sin", F32(&[32, 1, 8])),
+            ("contiguous_layout", Text("false")),
+        ],
+    },
     Case { kernel: "softmax", ranks: 1, params: &[("x", F32(&[128, 96]))] },
     Case { kernel: "tensor_add", ranks: 1, params: &[("a", F32(&[128, 64])), ("b", F32(&[128, 64]))] },
     Case { kernel: "topk", ranks: 1, params: &[("x", F32(&[128, 64])), ("k", Text("8"))] },
@@ -276,16 +286,17 @@ fn refused_inputs_name_the_parameter_exit_2_and_write_nothing() {
         (&["run", "cumsum", "--x", "missing.npy", "--out", "out"], &["--x missing.npy"]),
         (&["run", "cumsum", "--x", "junk.npy", "--out", "out"], &["--x", "junk.npy"]),
         (
-            &["run", "cumsum", "--x", "short.npy", "--out", "out"],
-            &["cumsum refused its inputs", "--x short.npy: float32 [100, 64]", "multiple of 128"],
+            &["run", "tensor_add", "--a", "x.npy", "--b", "short.npy", "--out", "out"],
+            &["tensor_add refused its inputs", "--b short.npy: float32 [100, 64]", "same shape"],
         ),
+        (&["run", "cumsum", "--x", "x.npy", "--axis", "0", "--out", "out"], &["cumsum refused its inputs", "got axis = 0"]),
         (&["run", "embedding", "--table", "x.npy", "--ids", "ids.npy", "--out", "out"], &["--ids ids.npy: float32 [128, 1]", "integer"]),
         (&["run", "topk", "--x", "x.npy", "--k", "two", "--out", "out"], &["--k two: expected an int"]),
         (&["run", "cumsum", "--x", "x.npy"], &["cumsum requires --out DIR"]),
         (&["run", "cumsum", "--x", "x.npy", "--out", "nowhere"], &["--out nowhere: not an existing directory"]),
         (&["run", "cumsum", "--x", "x.npy", "--out", "out", "--lnc", "4"], &["--lnc 4"]),
         (&["run", "cumsum", "--x", "x.npy", "--out", "out", "--precision", "fp64"], &["--precision fp64"]),
-        (&["profile", "cumsum", "--x", "short.npy", "--json"], &["--x short.npy"]),
+        (&["profile", "softmax", "--x", "short.npy", "--json"], &["--x short.npy"]),
     ];
     for (args, want) in cases {
         let before = files(&dir);

@@ -13,6 +13,7 @@ pub mod layernorm;
 pub mod mamba;
 pub mod matmul;
 pub mod matmul_steps;
+pub mod rope;
 pub mod softmax;
 pub mod tensor_add;
 pub mod tiles;
@@ -35,6 +36,7 @@ pub static KERNELS: &[&FunctionInfo] = &[
     &matmul::matmul::INFO,
     &matmul_steps::matmul_hoisted::INFO,
     &matmul_steps::matmul_blocked::INFO,
+    &rope::RoPE::INFO,
     &softmax::softmax::INFO,
     &tensor_add::tensor_add::INFO,
     &topk::topk::INFO,

@@ -53,11 +53,11 @@ pub fn flag_of(param: &str) -> String {
     format!("--{}", param.replace('_', "-"))
 }
 
-/// The registered kernel named `name` (`-` and `_` alike), or an error with a suggestion.
+/// The registered kernel named `name` (`-` and `_` alike, any case), or an error with a suggestion.
 pub fn find_kernel(name: &str) -> Result<&'static FunctionInfo, String> {
     let wanted = name.replace('-', "_");
     let kernels: Vec<&'static FunctionInfo> = nki::registry().into_iter().filter(|k| k.entry.is_some()).collect();
-    if let Some(k) = kernels.iter().find(|k| k.name == wanted) {
+    if let Some(k) = kernels.iter().find(|k| k.name.eq_ignore_ascii_case(&wanted)) {
         return Ok(k);
     }
     let hint =

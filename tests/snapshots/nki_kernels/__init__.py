@@ -14,6 +14,7 @@ from .matmul_steps import matmul_blocked
 from .matmul_steps import matmul_hoisted
 from .ring_attention_bwd import ring_attention_spmd_bwd
 from .ring_attention_fwd import ring_attention_spmd_fwd
+from .rope import RoPE
 from .softmax import softmax
 from .tensor_add import tensor_add
 from .topk import topk
@@ -35,6 +36,7 @@ __all__ = [
     "matmul_hoisted",
     "ring_attention_spmd_bwd",
     "ring_attention_spmd_fwd",
+    "RoPE",
     "softmax",
     "tensor_add",
     "topk",
