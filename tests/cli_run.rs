@@ -139,7 +139,7 @@ fn write_inputs(dir: &Path, case: &Case) -> Vec<String> {
     for (i, (param, input)) in case.params.iter().enumerate() {
         flags.push(format!("--{}", param.replace('_', "-")));
         let seed = common::seed_of(case.kernel) + i as u64;
-        let mut write = |rank: Option<usize>, seed: u64| {
+        let write = |rank: Option<usize>, seed: u64| {
             let path = dir.join(file_name(case.kernel, param, rank));
             match *input {
                 F32(shape) => write_npy(&path, shape, &common::uniform(shape.iter().product(), seed, -1.0, 1.0), NpyType::F32).unwrap(),

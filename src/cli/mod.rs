@@ -93,7 +93,7 @@ pub fn run() -> Result<(), CliError> {
 }
 
 fn dispatch(command: Command) -> Result<(), CliError> {
-    Ok(match command {
+    match command {
         Command::Emit(args) => emit::run(&args)?,
         Command::List => list::run(),
         Command::Ops(args) => ops::run(&args),
@@ -101,5 +101,6 @@ fn dispatch(command: Command) -> Result<(), CliError> {
         Command::Profile(args) => profile::run(&args)?,
         Command::Bench(args) => bench::run(&args)?,
         Command::Demo(args) => demo::run(&args)?,
-    })
+    }
+    Ok(())
 }
