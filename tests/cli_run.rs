@@ -279,6 +279,8 @@ fn refused_inputs_name_the_parameter_exit_2_and_write_nothing() {
     write_npy(dir.join("short.npy"), &[100, 64], &common::uniform(100 * 64, 2, -1.0, 1.0), NpyType::F32).unwrap();
     write_npy(dir.join("ids.npy"), &[128, 1], &[0.5; 128], NpyType::F32).unwrap();
     std::fs::write(dir.join("junk.npy"), b"not an array").unwrap();
+    write_npy(dir.join("xi.npy"), &[64, 1, 1, 8], &[1.0; 512], NpyType::I32).unwrap();
+    write_npy(dir.join("angles.npy"), &[32, 1, 8], &[0.5; 256], NpyType::F32).unwrap();
     let cases: &[(&[&str], &[&str])] = &[
         (&["run", "cumsum", "--xx", "x.npy", "--out", "out"], &["--xx is not a parameter of cumsum", "did you mean --x?"]),
         (&["run", "cumsun", "--x", "x.npy", "--out", "out"], &["unknown kernel 'cumsun'", "did you mean 'cumsum'?"]),
@@ -292,6 +294,10 @@ fn refused_inputs_name_the_parameter_exit_2_and_write_nothing() {
         (&["run", "cumsum", "--x", "x.npy", "--axis", "0", "--out", "out"], &["cumsum refused its inputs", "got axis = 0"]),
         (&["run", "embedding", "--table", "x.npy", "--ids", "ids.npy", "--out", "out"], &["--ids ids.npy: float32 [128, 1]", "integer"]),
         (&["run", "topk", "--x", "x.npy", "--k", "two", "--out", "out"], &["--k two: expected an int"]),
+        (
+            &["run", "RoPE", "--x-in", "xi.npy", "--cos", "angles.npy", "--sin", "angles.npy", "--out", "out"],
+            &["--x-in xi.npy: int32 [64, 1, 1, 8]", "invalid x_in = int32: RoPE takes x_in as float32, bfloat16 or float16"],
+        ),
         (&["run", "cumsum", "--x", "x.npy"], &["cumsum requires --out DIR"]),
         (&["run", "cumsum", "--x", "x.npy", "--out", "nowhere"], &["--out nowhere: not an existing directory"]),
         (&["run", "cumsum", "--x", "x.npy", "--out", "out", "--lnc", "4"], &["--lnc 4"]),

@@ -23,7 +23,8 @@
 //! 224 KiB SBUF partitions `B·n_heads·S` fits up to 16384 in bf16 (the library
 //! quotes about 72K for its compiler's allocation). The library's limits are checked: `d_head` 64 or 128,
 //! `B` in 1..=64, `n_heads` in 1..=16, `S` in 1..=512, `cos` and `sin` of shape
-//! `[d_head/2, B, S]` and one dtype. `relayout_in_sbuf` is accepted for the
+//! `[d_head/2, B, S]` and one dtype; the three tensors are floats
+//! (`#[dtypes(...)]`: float32, bfloat16 or float16). `relayout_in_sbuf` is accepted for the
 //! signature; the interleaved layout is always converted by the strided DMA,
 //! which gives the same values as the library's matmul permutation.
 
@@ -120,9 +121,9 @@ macro_rules! rope_config {
 /// `relayout_in_sbuf` is accepted and changes nothing (see the module docs).
 #[nki_kernel]
 pub fn RoPE(
-    x_in: Hbm,
-    cos: Hbm,
-    sin: Hbm,
+    #[dtypes(float32, bfloat16, float16)] x_in: Hbm,
+    #[dtypes(float32, bfloat16, float16)] cos: Hbm,
+    #[dtypes(float32, bfloat16, float16)] sin: Hbm,
     #[default(false)] lnc_shard: bool,
     #[default(true)] contiguous_layout: bool,
     #[default(false)] relayout_in_sbuf: bool,

@@ -54,6 +54,9 @@ pub struct ParamInfo {
     pub optional: bool,
     /// The Python default expression, if it has one (`None` for options without one).
     pub default: Option<&'static str>,
+    /// For a tensor declared `#[dtypes(...)]`, the `nl` names of the dtypes it
+    /// accepts (the kernel refuses others); empty: any.
+    pub dtypes: &'static [&'static str],
 }
 
 /// A value for one parameter.

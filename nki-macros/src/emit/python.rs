@@ -41,6 +41,16 @@ pub fn emit(f: &Function, info: &Info) -> String {
             p.line("\"\"\"");
         }
     }
+    for prm in f.params.iter().filter(|prm| !prm.dtypes.is_empty()) {
+        let (n, names) = (&prm.name, &prm.dtypes);
+        let tuple = tuple(names.iter().map(|d| format!("nl.{d}")).collect());
+        let list = match names.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+            _ => names.concat(),
+        };
+        let guard = if matches!(prm.ty, crate::ast::TypeAnn::Option(..)) { format!("{n} is None or ") } else { String::new() };
+        p.line(&format!("assert {guard}{n}.dtype in {tuple}, \"{} takes {n} as {list}\"", f.name));
+    }
     p.block(&f.body, true);
     p.out
 }

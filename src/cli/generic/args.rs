@@ -75,7 +75,9 @@ pub fn help(kernel: &FunctionInfo, command: &str) -> String {
             (true, Some(d)) => format!("default {d}"),
             (true, None) => "optional".to_string(),
         };
-        text += &format!("  {:<32} {} ({note})\n", format!("{} {value}", flag_of(p.name)), p.kind.describe());
+        let kind =
+            if p.dtypes.is_empty() { p.kind.describe().to_string() } else { format!("{} of {}", p.kind.describe(), p.dtypes.join("|")) };
+        text += &format!("  {:<32} {kind} ({note})\n", format!("{} {value}", flag_of(p.name)));
     }
     text += "\nLaunch flags:\n";
     for (flag, what) in LAUNCH_FLAGS {
@@ -228,7 +230,7 @@ mod tests {
 
     #[test]
     fn scalars_parse_by_kind() {
-        let p = |kind| ParamInfo { name: "v", kind, optional: false, default: None };
+        let p = |kind| ParamInfo { name: "v", kind, optional: false, default: None, dtypes: &[] };
         assert!(matches!(parse_scalar(&p(ParamKind::Dtype), "nl.bfloat16"), Ok(nki::emit::ArgValue::Dtype(Dtype::Bf16))));
         assert!(matches!(parse_scalar(&p(ParamKind::Groups), "0,1;2,3"), Ok(nki::emit::ArgValue::Groups(g)) if g == [[0, 1], [2, 3]]));
         assert_eq!(parse_scalar(&p(ParamKind::Float), "nan").unwrap_err(), "--v nan: expected a finite float");

@@ -160,7 +160,8 @@ pub(super) fn param_infos(f: &Function, info: &Info) -> Vec<TokenStream> {
                 Some(d) => quote!(::core::option::Option::Some(#d)),
                 None => quote!(::core::option::Option::None),
             };
-            Some(quote!(::nki::emit::ParamInfo { name: #name, kind: #kind, optional: #optional, default: #default }))
+            let dtypes = &p.dtypes;
+            Some(quote!(::nki::emit::ParamInfo { name: #name, kind: #kind, optional: #optional, default: #default, dtypes: &[#(#dtypes),*] }))
         })
         .collect()
 }

@@ -91,6 +91,15 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, stub: bool) -> TokenStre
             _ => quote!(),
         }
     });
+    let kernel = name.to_string();
+    let dtype_checks = f.params.iter().filter(|p| !p.dtypes.is_empty()).map(|p| {
+        let (n, param, accepted) = (&p.name, p.name.to_string(), &p.dtypes);
+        let check = quote!(::nki::__rt::check_dtype(t, #kernel, #param, &[#(#accepted),*])?;);
+        match &p.ty {
+            TypeAnn::Option(..) => quote!(if let ::core::option::Option::Some(t) = &#n { #check }),
+            _ => quote!({ let t = &#n; #check }),
+        }
+    });
     let body = if stub {
         quote!(::core::unimplemented!("this kernel did not compile"))
     } else {
@@ -109,6 +118,7 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, stub: bool) -> TokenStre
         #[allow(unused_mut, unused_variables, unused_parens, clippy::all, clippy::pedantic)]
         #vis fn #name<'a>(#ctx: &::nki::Ctx, #(#params),*) -> ::nki::Result<#ret> {
             #(#rebinds)*
+            #(#dtype_checks)*
             #body
         }
 
