@@ -221,7 +221,7 @@ mod tests {
     #[test]
     fn mistakes_are_named() {
         let err = |k: &str, a: &[&str]| parse(kernel(k), &args(a)).err().unwrap();
-        assert_eq!(err("cumsum", &["--xx", "x.npy"]), "--xx is not a parameter of cumsum; did you mean --x? (its parameters: --x)");
+        assert_eq!(err("cumsum", &["--xx", "x.npy"]), "--xx is not a parameter of cumsum; did you mean --x? (its parameters: --x --axis)");
         assert_eq!(err("tensor_add", &["--a", "a.npy"]), "tensor_add requires --b (a tensor)");
         assert_eq!(err("cumsum", &["--x", "a", "--x", "b"]), "--x is given twice");
         assert!(err("cumsum", &["--x", "a", "--lnc", "3"]).contains("from 1 to 2"));
