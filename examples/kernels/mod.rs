@@ -16,6 +16,7 @@ pub mod masked_softmax;
 pub mod matmul;
 pub mod matmul_steps;
 pub mod rmsnorm;
+pub mod rope;
 pub mod softmax;
 pub mod tensor_add;
 pub mod tiles;
@@ -41,6 +42,7 @@ pub static KERNELS: &[&FunctionInfo] = &[
     &matmul_steps::matmul_hoisted::INFO,
     &matmul_steps::matmul_blocked::INFO,
     &rmsnorm::rmsnorm::INFO,
+    &rope::RoPE::INFO,
     &softmax::softmax::INFO,
     &tensor_add::tensor_add::INFO,
     &topk::topk::INFO,

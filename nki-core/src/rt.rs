@@ -330,6 +330,20 @@ pub fn rearrange(t: &Tensor, src: &crate::tensor::Pattern<'_>, dst: &crate::tens
     t.rearrange(src, dst, fixed)
 }
 
+/// The check of a tensor parameter declared `#[dtypes(...)]`: `t`'s dtype must be
+/// one of `accepted` (`nl` names); the error names the kernel, the parameter,
+/// its dtype and the accepted ones.
+pub fn check_dtype(t: &Tensor, kernel: &str, param: &str, accepted: &[&str]) -> Result<()> {
+    if accepted.contains(&t.dtype().nl_name()) {
+        return Ok(());
+    }
+    let list = match accepted.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => accepted.concat(),
+    };
+    Err(NkiError::argument(param, t.dtype(), &format!("{kernel} takes {param} as {list}")))
+}
+
 /// A failed kernel `assert!`.
 pub fn assertion(message: String, file: &'static str, line: u32) -> NkiError {
     NkiError::new(ErrorKind::Assertion, message).in_op("assert").at(file, line)

@@ -65,11 +65,13 @@ pub enum FnKind {
     Helper,
 }
 
-/// A parameter, with its Python default when it has one.
+/// A parameter, with its Python default when it has one and, for a tensor, the
+/// dtypes it accepts (`#[dtypes(float32, bfloat16)]`; empty: any).
 pub struct Param {
     pub name: syn::Ident,
     pub ty: TypeAnn,
     pub default: Option<Expr>,
+    pub dtypes: Vec<&'static str>,
 }
 
 impl Function {

@@ -13,11 +13,15 @@ mod bench;
 mod demo;
 mod demo_decode;
 mod emit;
+mod error;
+mod generic;
 mod list;
 mod ops;
 mod output_plan;
 mod profile;
 mod run;
+
+pub use error::CliError;
 
 use clap::{Parser, Subcommand};
 
@@ -37,8 +41,9 @@ enum Command {
     Emit(emit::EmitArgs),
     /// List the registered kernels and the Python module each lands in.
     List,
-    /// Run a library kernel in the emulator on `.npy` inputs and write its outputs as `.npy`
-    /// (all or none of them, never over an input or each other).
+    /// Run a kernel in the emulator on `.npy` inputs and write its outputs as `.npy` (all or
+    /// none of them, never over an input or each other): `nki run KERNEL --PARAM FILE|VALUE ...
+    /// --out DIR` for any kernel `nki list` shows, or the attention commands below.
     Run(Box<run::RunArgs>),
     /// Print the NKI vocabulary: each official op with its engines, NeuronCore
     /// generations, one-line semantics and whether kernels can call it yet.
@@ -73,8 +78,8 @@ fn one_line(text: &str) -> String {
 }
 
 /// Parses the command line and runs the subcommand. Every error is one line: a
-/// usage error exits with clap's code 2 here, a failure is returned (exit 1).
-pub fn run() -> Result<(), String> {
+/// usage error exits with clap's code 2 here; other errors carry their exit code.
+pub fn run() -> Result<(), CliError> {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => e.exit(),
@@ -85,23 +90,18 @@ pub fn run() -> Result<(), String> {
             std::process::exit(e.exit_code());
         }
     };
-    dispatch(cli.command).map_err(|e| one_line(&e))
+    dispatch(cli.command).map_err(|e| CliError { message: one_line(&e.message), ..e })
 }
 
-fn dispatch(command: Command) -> Result<(), String> {
+fn dispatch(command: Command) -> Result<(), CliError> {
     match command {
-        Command::Emit(args) => emit::run(&args),
-        Command::List => {
-            list::run();
-            Ok(())
-        }
-        Command::Ops(args) => {
-            ops::run(&args);
-            Ok(())
-        }
-        Command::Run(args) => run::run(&args),
-        Command::Profile(args) => profile::run(&args),
-        Command::Bench(args) => bench::run(&args),
-        Command::Demo(args) => demo::run(&args),
+        Command::Emit(args) => emit::run(&args)?,
+        Command::List => list::run(),
+        Command::Ops(args) => ops::run(&args),
+        Command::Run(args) => run::run(&args)?,
+        Command::Profile(args) => profile::run(&args)?,
+        Command::Bench(args) => bench::run(&args)?,
+        Command::Demo(args) => demo::run(&args)?,
     }
+    Ok(())
 }

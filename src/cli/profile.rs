@@ -1,14 +1,13 @@
-//! `nki profile <kernel>`: runs a kernel like `nki run` (same flags and outputs;
-//! the example kernels take their tensors under their parameters' flags) with
-//! profiling on, then prints its estimated Trainium timeline: time, per-engine
-//! busy fractions, the critical path, achieved vs peak rates and on-chip peaks;
-//! `--json` prints the report as one JSON object, `--trace` writes a
-//! Chrome/Perfetto trace.
-
-mod examples;
+//! `nki profile <kernel>`: runs a kernel like `nki run` (the same flags: any
+//! registered kernel with its parameters' flags, `--out DIR` optional; the
+//! attention commands with theirs) with profiling on, then prints its estimated
+//! Trainium timeline: time, per-engine busy fractions, the critical path,
+//! achieved vs peak rates and on-chip peaks; `--json` prints the report as one
+//! JSON object, `--trace` writes a Chrome/Perfetto trace.
 
 use super::output_plan::STATUS_TO_STDERR;
 use super::run::{BASE_LAUNCH, Kernel, run_kernel};
+use super::{CliError, generic};
 use clap::{Args, Subcommand};
 use nki::Launch;
 use nki::profile::Target;
@@ -33,13 +32,14 @@ pub struct ProfileArgs {
     json: bool,
 }
 
-/// What `nki profile` runs: the kernels of `nki run` and the example kernels.
+/// What `nki profile` runs: what `nki run` runs.
 #[derive(Subcommand)]
 enum Profiled {
     #[command(flatten)]
     Attention(Box<Kernel>),
-    #[command(flatten)]
-    Example(examples::Example),
+    /// Any kernel `nki list` shows: `KERNEL --PARAM FILE.npy|VALUE ... [--out DIR]`
+    #[command(external_subcommand)]
+    Registered(Vec<String>),
 }
 
 /// `--target`: a generation name.
@@ -86,20 +86,62 @@ fn write_atomically(path: &Path, text: &str) -> Result<(), String> {
     })
 }
 
+/// The report options: the parsed ones, or for a registered kernel also the
+/// ones given among its flags (which clap hands over unparsed).
+struct Report {
+    target: Target,
+    trace: Option<PathBuf>,
+    json: bool,
+}
+
+/// Takes `--target`, `--trace` and `--json` out of a registered kernel's flags.
+fn take_report_flags(args: &ProfileArgs, raw: &[String]) -> Result<(Report, Vec<String>), CliError> {
+    let mut report = Report { target: args.target, trace: args.trace.clone(), json: args.json };
+    let mut rest = Vec::with_capacity(raw.len());
+    let mut it = raw.iter();
+    while let Some(arg) = it.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) => (f, Some(v.to_string())),
+            None => (arg.as_str(), None),
+        };
+        let mut value = || inline.clone().or_else(|| it.next().cloned()).ok_or_else(|| CliError::usage(format!("{flag} needs a value")));
+        match flag {
+            "--json" if inline.is_none() => report.json = true,
+            "--target" => {
+                let v = value()?;
+                report.target = parse_target(&v).map_err(|e| CliError::usage(format!("invalid value '{v}' for '--target': {e}")))?;
+            }
+            "--trace" => {
+                let v = value()?;
+                report.trace = Some(parse_output(&v).map_err(|e| CliError::usage(format!("invalid value '{v}' for '--trace': {e}")))?);
+            }
+            _ => rest.push(arg.clone()),
+        }
+    }
+    Ok((report, rest))
+}
+
 /// Runs the kernel profiled, then reports.
-pub fn run(args: &ProfileArgs) -> Result<(), String> {
-    let base = Launch::new().profile(args.target);
-    STATUS_TO_STDERR.store(args.json, Ordering::Relaxed);
+pub fn run(args: &ProfileArgs) -> Result<(), CliError> {
+    let (report, raw) = match &args.kernel {
+        Profiled::Registered(raw) => take_report_flags(args, raw)?,
+        Profiled::Attention(_) => (Report { target: args.target, trace: args.trace.clone(), json: args.json }, Vec::new()),
+    };
+    let base = Launch::new().profile(report.target);
+    STATUS_TO_STDERR.store(report.json, Ordering::Relaxed);
     BASE_LAUNCH.set(base.clone()).map_err(|_| "a launch was already configured in this process".to_string())?;
-    match &args.kernel {
-        Profiled::Attention(k) => run_kernel(k)?,
-        Profiled::Example(e) => examples::run(e)?,
+    let ran = match &args.kernel {
+        Profiled::Attention(k) => run_kernel(k).map(|()| true)?,
+        Profiled::Registered(_) => generic::run("profile", &raw, false)?,
+    };
+    if !ran {
+        return Ok(());
     }
     let profile = base.profiled().map_err(|e| e.to_string())?;
-    if let Some(path) = &args.trace {
+    if let Some(path) = &report.trace {
         write_atomically(path, &profile.trace_json())?;
     }
-    if args.json {
+    if report.json {
         outln!("{}", profile.report.to_json());
     } else {
         outln!("{}", profile.report);

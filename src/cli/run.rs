@@ -6,6 +6,7 @@ mod ring_bwd;
 mod ring_fwd;
 
 use super::output_plan::OutputPlan;
+use super::{CliError, generic};
 use clap::{Args, Subcommand, ValueEnum};
 use nki::attention::dtypes::ParamDtypes;
 use nki::attention::shard::{SeqLayout, shard_bias, shard_ids};
@@ -26,10 +27,21 @@ pub static BASE_LAUNCH: OnceLock<Launch> = OnceLock::new();
 #[derive(Args)]
 pub struct RunArgs {
     #[command(subcommand)]
-    kernel: Kernel,
+    kernel: Runnable,
 }
 
-/// The kernels `nki run` (and `nki profile`) run.
+/// What `nki run` runs: an attention command, or any registered kernel by name.
+#[derive(Subcommand)]
+enum Runnable {
+    #[command(flatten)]
+    Attention(Box<Kernel>),
+    /// Any kernel `nki list` shows: `KERNEL --PARAM FILE.npy|VALUE ... --out DIR`
+    /// (`nki run KERNEL --help` lists its parameters).
+    #[command(external_subcommand)]
+    Registered(Vec<String>),
+}
+
+/// The attention kernels, with their dedicated flags (for `nki run` and `nki profile`).
 #[derive(Subcommand)]
 pub enum Kernel {
     /// Prefill flash attention (`attention_cte`) on inputs in the kernel's layouts.
@@ -76,7 +88,7 @@ pub struct LaunchArgs {
 }
 
 /// `--timeout`: a positive, finite number of seconds.
-fn parse_timeout(s: &str) -> Result<Duration, String> {
+pub fn parse_timeout(s: &str) -> Result<Duration, String> {
     let secs: f64 = s.trim().parse().map_err(|_| "expected a number of seconds".to_string())?;
     match Duration::try_from_secs_f64(secs) {
         Ok(d) if !d.is_zero() => Ok(d),
@@ -294,8 +306,11 @@ pub fn load_alike(files: &[(&str, &Path)], dtypes: &ParamDtypes) -> Result<Vec<T
 }
 
 /// Runs the chosen kernel.
-pub fn run(args: &RunArgs) -> Result<(), String> {
-    run_kernel(&args.kernel)
+pub fn run(args: &RunArgs) -> Result<(), CliError> {
+    match &args.kernel {
+        Runnable::Attention(k) => Ok(run_kernel(k)?),
+        Runnable::Registered(raw) => generic::run("run", raw, true).map(drop),
+    }
 }
 
 /// Runs `kernel` with its flags.

@@ -16,10 +16,12 @@ pub mod constants;
 pub mod hw;
 mod kinds;
 mod op;
+mod suggest;
 mod tables;
 
 pub use kinds::{Kind, OpClass, Param, Returns, Spaces};
 pub use op::{Binding, Engine, Module, Op, Rule, Status};
+pub use suggest::did_you_mean;
 
 /// Every op row: `nki.isa`, `nki.language`, `nki.collectives`, then the `NkiTensor` methods.
 pub fn ops() -> impl Iterator<Item = &'static Op> {

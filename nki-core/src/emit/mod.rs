@@ -7,6 +7,10 @@
 //! definitions so callees come first, and writes an `__init__.py` that re-exports
 //! the kernels.
 
+mod params;
+
+pub use params::{ArgValue, Entry, ParamInfo, ParamKind, given, required};
+
 use crate::{ErrorKind, NkiError, Result};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -41,6 +45,11 @@ pub struct FunctionInfo {
     pub deps: &'static [&'static FunctionInfo],
     /// Whether the definition uses the `math` module.
     pub uses_math: bool,
+    /// Its parameters, in declaration order.
+    pub params: &'static [ParamInfo],
+    /// Runs it with values chosen at run time (kernels whose parameters and
+    /// outputs are all of [`ParamKind`]s and tensors; `None` for helpers).
+    pub entry: Option<Entry>,
 }
 
 impl FunctionInfo {
@@ -201,6 +210,8 @@ mod tests {
         file: "src/util.rs",
         deps: &[],
         uses_math: false,
+        params: &[],
+        entry: None,
     };
     static KER: FunctionInfo = FunctionInfo {
         name: "kern",
@@ -210,6 +221,8 @@ mod tests {
         file: "src/kern.rs",
         deps: &[&HELP],
         uses_math: true,
+        params: &[],
+        entry: None,
     };
 
     #[test]

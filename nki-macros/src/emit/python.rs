@@ -19,9 +19,9 @@ pub fn emit(f: &Function, info: &Info) -> String {
     let params: Vec<String> = f
         .params
         .iter()
-        .map(|prm| match &prm.default {
-            Some(d) => format!("{}={}", prm.name, p.expr(d)),
-            None if f.is_optional(prm) => format!("{}=None", prm.name),
+        .zip(param_defaults(f, info))
+        .map(|(prm, default)| match default {
+            Some(d) => format!("{}={d}", prm.name),
             None => prm.name.to_string(),
         })
         .collect();
@@ -42,6 +42,16 @@ pub fn emit(f: &Function, info: &Info) -> String {
             }
             p.line("\"\"\"");
         }
+    }
+    for prm in f.params.iter().filter(|prm| !prm.dtypes.is_empty()) {
+        let (n, names) = (&prm.name, &prm.dtypes);
+        let tuple = tuple(names.iter().map(|d| format!("nl.{d}")).collect());
+        let list = match names.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+            _ => names.concat(),
+        };
+        let guard = if matches!(prm.ty, crate::ast::TypeAnn::Option(..)) { format!("{n} is None or ") } else { String::new() };
+        p.line(&format!("assert {guard}{n}.dtype in {tuple}, \"{} takes {n} as {list}\"", f.name));
     }
     p.block(&f.body, true);
     p.out
@@ -80,6 +90,20 @@ pub fn module_const(k: &crate::ast::ModuleConst) -> String {
     let info = Info::default();
     let p = Py { info: &info, out: String::new(), depth: 0, bodies: 0 };
     format!("{} = {}\n", k.name, p.expr(&k.init))
+}
+
+/// Each parameter's Python default expression (`None` for an omitted `Option`),
+/// or nothing for a required parameter.
+pub fn param_defaults(f: &Function, info: &Info) -> Vec<Option<String>> {
+    let p = Py { info, out: String::new(), depth: 0, bodies: 0 };
+    f.params
+        .iter()
+        .map(|prm| match &prm.default {
+            Some(d) => Some(p.expr(d)),
+            None if f.is_optional(prm) => Some("None".to_string()),
+            None => None,
+        })
+        .collect()
 }
 
 struct Py<'a> {

@@ -9,7 +9,7 @@ mod types;
 
 pub use tokens::check_token_nesting;
 
-use crate::ast::{FnKind, Function, ModuleConst, ObjectDef, Param, Spn};
+use crate::ast::{FnKind, Function, ModuleConst, ObjectDef, Param, Spn, TypeAnn};
 use crate::bounds::MAX_NESTING;
 use crate::diag::Diagnostics;
 use expr::parse_expr;
@@ -165,18 +165,30 @@ pub fn parse_function(item: &syn::ItemFn, kind: FnKind, objects: &[ObjectDef], d
             continue;
         };
         let mut default = None;
+        let mut dtypes = Vec::new();
         for a in &pt.attrs {
             if a.path().is_ident("default") {
                 match a.parse_args::<syn::Expr>() {
                     Ok(e) => default = Some(parse_expr(&e, cx)),
                     Err(e) => cx.push(e),
                 }
+            } else if a.path().is_ident("dtypes") {
+                dtypes = parse_dtypes(a, cx);
             } else {
-                cx.error(Spn::of(a), "the only parameter attribute is #[default(value)]: the Python default of the parameter");
+                cx.error(
+                    Spn::of(a),
+                    "the parameter attributes are #[default(value)], the Python default, and #[dtypes(float32, ...)], the dtypes a tensor accepts",
+                );
             }
         }
         if let Some(ty) = parse_type(&pt.ty, cx) {
-            params.push(Param { name: id.ident.clone(), ty, default });
+            let tensor =
+                matches!(&ty, TypeAnn::Tensor(..)) || matches!(&ty, TypeAnn::Option(inner, _) if matches!(**inner, TypeAnn::Tensor(..)));
+            if !dtypes.is_empty() && !tensor {
+                cx.error(Spn::of(&pt.ty), "#[dtypes(...)] applies to tensor parameters only");
+                dtypes.clear();
+            }
+            params.push(Param { name: id.ident.clone(), ty, default, dtypes });
         }
     }
     let ret = match &sig.output {
@@ -185,4 +197,32 @@ pub fn parse_function(item: &syn::ItemFn, kind: FnKind, objects: &[ObjectDef], d
     };
     let body = stmt::parse_block(&item.block, cx);
     Function { kind, vis: item.vis.clone(), name: sig.ident.clone(), docs, params, ret, body, consts: Vec::new(), objects: Vec::new() }
+}
+
+/// `#[dtypes(float32, nl::bfloat16)]`: the `nl` dtypes a tensor parameter accepts.
+fn parse_dtypes(attr: &syn::Attribute, cx: &mut Parser<'_>) -> Vec<&'static str> {
+    let paths = match attr.parse_args_with(syn::punctuated::Punctuated::<syn::Path, syn::Token![,]>::parse_terminated) {
+        Ok(p) => p,
+        Err(e) => {
+            cx.push(e);
+            return Vec::new();
+        }
+    };
+    let mut names = Vec::new();
+    for path in &paths {
+        let name = path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
+        match nki_spec::constants::implemented_dtypes().find(|d| *d == name) {
+            Some(d) => names.push(d),
+            None => {
+                let hint = crate::diag::did_you_mean(&name, nki_spec::constants::implemented_dtypes())
+                    .map(|s| format!("; did you mean `{s}`?"))
+                    .unwrap_or_default();
+                cx.error(Spn::of(path), format!("`{name}` is not an nl dtype{hint}"));
+            }
+        }
+    }
+    if names.is_empty() && paths.is_empty() {
+        cx.error(Spn::of(attr), "#[dtypes(...)] lists at least one dtype");
+    }
+    names
 }

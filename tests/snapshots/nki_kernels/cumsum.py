@@ -4,26 +4,48 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
-from .tiles import load_block
 
 
 @nki.jit
-def cumsum(x):
-    """The inclusive cumulative sum along the rows of an `[N, M]` tensor (`N` a
-    multiple of 128): `out[:, j] = x[:, 0] + ... + x[:, j]`.
+def cumsum(x, axis=-1):
+    """The inclusive cumulative sum of `x` (`[B, H]` or `[B, S, H]`, any dtype)
+    along its last dimension: `out[..., j] = x[..., 0] + ... + x[..., j]`, in
+    `x`'s shape and dtype. `axis` must name the last dimension (-1 or
+    `rank - 1`).
 
-    Per 128-row tile, one `nisa.tensor_tensor_scan` with `data0 = 1` and
-    `op0 = multiply`, `op1 = add`: `r[j] = 1 * r[j-1] + x[j]` from `r[-1] = 0`.
-    The running sum stays in fp32; only the output takes `x`'s dtype.
+    Row blocks of up to 128 partitions; per block, column tiles of up to 2048
+    scanned in order with `nisa.tensor_tensor_scan` (`data0 = 1`,
+    `op0 = multiply`, `op1 = add`), the last column of each tile carried into the
+    next as the scan's `initial`.
     """
-    n, m = x.shape
-    assert n % 128 == 0, f"rows must be a multiple of 128, got {n}"
-    out = nl.ndarray(shape=(n, m), dtype=x.dtype, buffer=nl.shared_hbm)
-    ones = nl.ndarray(shape=(128, m), dtype=nl.float32)
+    rank = x.ndim
+    assert axis == -1 or axis == rank - 1, f"cumsum: axis must be -1 or the last dim {rank - 1}, got axis = {axis}"
+    shape = x.shape
+    last = shape[rank - 1]
+    outer = 1
+    for d in range(rank - 1):
+        outer = outer * shape[d]
+    x2 = x.reshape(shape=(outer, last))
+    y = nl.ndarray(shape=shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    y2 = y.reshape(shape=(outer, last))
+    p_max = nl.tile_size.pmax
+    f_tile = 2048
+    ones = nl.ndarray(shape=(p_max, f_tile), dtype=nl.float32, buffer=nl.sbuf)
     nisa.memset(dst=ones, value=1.0)
-    for i in range(n // 128):
-        t = load_block(x, i * 128, 0, 128, m)
-        sums = nl.ndarray(shape=(128, m), dtype=x.dtype)
-        nisa.tensor_tensor_scan(dst=sums, data0=ones, data1=t, initial=0.0, op0=nl.multiply, op1=nl.add)
-        nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, :], src=sums)
-    return out
+    carry = nl.ndarray(shape=(p_max, 1), dtype=nl.float32, buffer=nl.sbuf)
+    for p in range(-(-outer // p_max)):
+        r0 = p * p_max
+        rows = min(outer - r0, p_max)
+        nisa.memset(dst=carry, value=0.0)
+        f_tiles = -(-last // f_tile)
+        for f in nl.sequential_range(start=0, stop=f_tiles):
+            c0 = f * f_tile
+            cols = min(last - c0, f_tile)
+            data = nl.ndarray(shape=(p_max, f_tile), dtype=x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=data[0:rows, 0:cols], src=x2[r0:r0 + rows, c0:c0 + cols])
+            sums = nl.ndarray(shape=(p_max, f_tile), dtype=x.dtype, buffer=nl.sbuf)
+            nisa.tensor_tensor_scan(dst=sums[0:rows, 0:cols], data0=ones[0:rows, 0:cols], data1=data[0:rows, 0:cols], initial=carry[0:rows, :], op0=nl.multiply, op1=nl.add)
+            nisa.dma_copy(dst=y2[r0:r0 + rows, c0:c0 + cols], src=sums[0:rows, 0:cols])
+            if f + 1 < f_tiles:
+                nisa.tensor_copy(dst=carry[0:rows, :], src=sums[0:rows, cols - 1:cols])
+    return y

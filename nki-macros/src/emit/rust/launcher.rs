@@ -128,3 +128,104 @@ fn default_value(d: &Expr, ty: &TypeAnn) -> TokenStream {
         _ => quote!(::core::default::Default::default()),
     }
 }
+
+/// The registry's name for what a parameter of type `ty` holds (for `Option<T>`,
+/// what `T` holds), if a value chosen at run time can stand for it.
+fn param_kind(ty: &TypeAnn) -> Option<TokenStream> {
+    let kind = match ty {
+        TypeAnn::Tensor(..) => quote!(Tensor),
+        TypeAnn::Int(_) => quote!(Int),
+        TypeAnn::Float(_) => quote!(Float),
+        TypeAnn::Bool(_) => quote!(Bool),
+        TypeAnn::Dtype(_) => quote!(Dtype),
+        TypeAnn::Str(_) => quote!(Str),
+        TypeAnn::Groups(_) => quote!(Groups),
+        TypeAnn::Option(inner, _) if !matches!(**inner, TypeAnn::Option(..)) => return param_kind(inner),
+        _ => return None,
+    };
+    Some(quote!(::nki::emit::ParamKind::#kind))
+}
+
+/// The registry's `ParamInfo` of each parameter whose kind it can name.
+pub(super) fn param_infos(f: &Function, info: &Info) -> Vec<TokenStream> {
+    let defaults = crate::emit::python::param_defaults(f, info);
+    f.params
+        .iter()
+        .zip(defaults)
+        .filter_map(|(p, default)| {
+            let kind = param_kind(&p.ty)?;
+            let name = p.name.to_string();
+            let optional = f.is_optional(p);
+            let default = match default {
+                Some(d) => quote!(::core::option::Option::Some(#d)),
+                None => quote!(::core::option::Option::None),
+            };
+            let dtypes = &p.dtypes;
+            Some(quote!(::nki::emit::ParamInfo { name: #name, kind: #kind, optional: #optional, default: #default, dtypes: &[#(#dtypes),*] }))
+        })
+        .collect()
+}
+
+/// `value` (an `&ArgValue`) as the Rust value of a parameter of type `ty`.
+fn extract(value: TokenStream, name: &str, ty: &TypeAnn) -> TokenStream {
+    match ty {
+        TypeAnn::Tensor(..) => quote!(#value.tensor(#name)?),
+        TypeAnn::Int(_) => quote!(#value.int(#name)?),
+        TypeAnn::Float(_) => quote!(#value.float(#name)?),
+        TypeAnn::Bool(_) => quote!(#value.bool(#name)?),
+        TypeAnn::Dtype(_) => quote!(#value.dtype(#name)?),
+        TypeAnn::Str(_) => quote!(#value.str(#name)?),
+        TypeAnn::Groups(_) => quote!(#value.groups(#name)?),
+        // An `Option<&str>` is held as an owned string.
+        TypeAnn::Option(inner, _) if matches!(**inner, TypeAnn::Str(_)) => quote!(::std::string::ToString::to_string(#value.str(#name)?)),
+        TypeAnn::Option(inner, _) => extract(value, name, inner),
+        _ => quote!(::core::unreachable!()),
+    }
+}
+
+/// The kernel's registry entry point (see `nki::emit::Entry`): its `Call` built
+/// from values chosen at run time, its outputs as a list. `None` for helpers and
+/// for kernels with a parameter or result a run-time value cannot stand for.
+pub(super) fn entry(f: &Function) -> Option<TokenStream> {
+    if f.kind != FnKind::Kernel || f.params.iter().any(|p| param_kind(&p.ty).is_none()) {
+        return None;
+    }
+    let outputs = match &f.ret {
+        None => quote!({
+            let () = out;
+            ::std::vec::Vec::new()
+        }),
+        Some(TypeAnn::Tensor(..)) => quote!(::std::vec![out]),
+        Some(TypeAnn::Outputs(_)) => quote!(out.0),
+        Some(TypeAnn::Tuple(items, _)) if items.iter().all(|t| matches!(t, TypeAnn::Tensor(..))) => {
+            let fields = (0..items.len()).map(syn::Index::from);
+            quote!(::std::vec![#(out.#fields),*])
+        }
+        Some(_) => return None,
+    };
+    let args = syn::Ident::new("args", Span::mixed_site());
+    let required = f.params.iter().enumerate().filter(|(_, p)| !f.is_optional(p)).map(|(i, p)| {
+        let name = p.name.to_string();
+        extract(quote!(::nki::emit::required(#args, #i, #name)?), &name, &p.ty)
+    });
+    let optional = f.params.iter().enumerate().filter(|(_, p)| f.is_optional(p)).map(|(i, p)| {
+        let (n, name) = (&p.name, p.name.to_string());
+        let v = extract(quote!(value), &name, &p.ty);
+        quote! {
+            if let ::core::option::Option::Some(value) = ::nki::emit::given(#args, #i) {
+                call = call.#n(#v);
+            }
+        }
+    });
+    let ctx = ctx_ident();
+    Some(quote! {
+        /// Runs the kernel in the program `ctx` with run-time values (the registry's entry).
+        fn __entry(#ctx: &::nki::Ctx, #args: &[::core::option::Option<::nki::emit::ArgValue>]) -> ::nki::Result<::std::vec::Vec<::nki::Tensor>> {
+            #[allow(unused_mut)]
+            let mut call = Call::new(#(#required),*);
+            #(#optional)*
+            let out = call.run(#ctx)?;
+            ::core::result::Result::Ok(#outputs)
+        }
+    })
+}

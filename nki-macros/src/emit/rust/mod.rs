@@ -96,6 +96,15 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, stub: bool) -> TokenStre
             _ => quote!(),
         }
     });
+    let kernel = name.to_string();
+    let dtype_checks = f.params.iter().filter(|p| !p.dtypes.is_empty()).map(|p| {
+        let (n, param, accepted) = (&p.name, p.name.to_string(), &p.dtypes);
+        let check = quote!(::nki::__rt::check_dtype(t, #kernel, #param, &[#(#accepted),*])?;);
+        match &p.ty {
+            TypeAnn::Option(..) => quote!(if let ::core::option::Option::Some(t) = &#n { #check }),
+            _ => quote!({ let t = &#n; #check }),
+        }
+    });
     let body = if stub {
         quote!(::core::unimplemented!("this kernel did not compile"))
     } else {
@@ -125,6 +134,7 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, stub: bool) -> TokenStre
         #[allow(unused_mut, unused_variables, unused_parens, unused_braces, clippy::all, clippy::pedantic)]
         #vis fn #name<'a>(#ctx: &::nki::Ctx, #(#params),*) -> ::nki::Result<#ret> {
             #(#rebinds)*
+            #(#dtype_checks)*
             #body
         }
 
@@ -181,7 +191,14 @@ fn info_static(f: &Function, info: &Info) -> TokenStream {
         quote!(&super::#reg)
     });
     let math = info.uses_math;
+    let params = launcher::param_infos(f, info);
+    let (entry_fn, entry) = match launcher::entry(f) {
+        Some(body) => (body, quote!(::core::option::Option::Some(__entry))),
+        None => (quote!(), quote!(::core::option::Option::None)),
+    };
     quote! {
+        #entry_fn
+
         /// Registration of this function for `nki emit`.
         pub static INFO: ::nki::emit::FunctionInfo = ::nki::emit::FunctionInfo {
             name: #name,
@@ -191,6 +208,8 @@ fn info_static(f: &Function, info: &Info) -> TokenStream {
             file: ::core::file!(),
             deps: &[#(#deps,)* #(#consts),*],
             uses_math: #math,
+            params: &[#(#params),*],
+            entry: #entry,
         };
     }
 }

@@ -1,0 +1,201 @@
+//! A kernel's parameters as data, and a way to call it with values chosen at run
+//! time.
+//!
+//! `#[nki_kernel]` records each parameter's name, kind, whether it may be omitted
+//! and its Python default ([`ParamInfo`]), plus an [`Entry`] that builds the
+//! kernel's `Call` from [`ArgValue`]s and returns its outputs as a list. Anything
+//! that runs kernels it was not compiled against (the `nki run KERNEL` command)
+//! works from these alone.
+
+use crate::{Ctx, Dtype, NkiError, Result, Tensor};
+
+/// What a parameter holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamKind {
+    /// A tensor (`Hbm`, `Sbuf`, `Psum`, `Tensor`).
+    Tensor,
+    /// A Python int (`i64`).
+    Int,
+    /// A Python float (`f64`).
+    Float,
+    /// A Python bool.
+    Bool,
+    /// An `nl` dtype.
+    Dtype,
+    /// A string.
+    Str,
+    /// Replica groups: rings of ranks.
+    Groups,
+}
+
+impl ParamKind {
+    /// What a value of the kind is, in messages and help ("an int").
+    pub const fn describe(self) -> &'static str {
+        match self {
+            ParamKind::Tensor => "a tensor",
+            ParamKind::Int => "an int",
+            ParamKind::Float => "a float",
+            ParamKind::Bool => "a bool",
+            ParamKind::Dtype => "a dtype",
+            ParamKind::Str => "a string",
+            ParamKind::Groups => "replica groups",
+        }
+    }
+}
+
+/// One parameter of a kernel, as declared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParamInfo {
+    /// Its name (in Rust and Python).
+    pub name: &'static str,
+    /// What it holds (for `Option<T>`, what `T` holds).
+    pub kind: ParamKind,
+    /// Whether callers may omit it (it has a default, or is an `Option`).
+    pub optional: bool,
+    /// The Python default expression, if it has one (`None` for options without one).
+    pub default: Option<&'static str>,
+    /// For a tensor declared `#[dtypes(...)]`, the `nl` names of the dtypes it
+    /// accepts (the kernel refuses others); empty: any.
+    pub dtypes: &'static [&'static str],
+}
+
+/// A value for one parameter.
+#[derive(Clone, Debug)]
+pub enum ArgValue {
+    /// A tensor.
+    Tensor(Tensor),
+    /// An int.
+    Int(i64),
+    /// A float.
+    Float(f64),
+    /// A bool.
+    Bool(bool),
+    /// A dtype.
+    Dtype(Dtype),
+    /// A string.
+    Str(String),
+    /// Replica groups.
+    Groups(Vec<Vec<i64>>),
+}
+
+/// Runs a kernel in the program `ctx` with one value per parameter, in
+/// declaration order (`None`: the parameter's default), and returns its outputs
+/// in return order.
+pub type Entry = fn(&Ctx, &[Option<ArgValue>]) -> Result<Vec<Tensor>>;
+
+fn mismatch(name: &str, want: ParamKind, got: &ArgValue) -> NkiError {
+    NkiError::argument(name, got.describe(), &format!("{name} takes {}", want.describe()))
+}
+
+impl ArgValue {
+    /// The kind of the value.
+    pub fn kind(&self) -> ParamKind {
+        match self {
+            ArgValue::Tensor(_) => ParamKind::Tensor,
+            ArgValue::Int(_) => ParamKind::Int,
+            ArgValue::Float(_) => ParamKind::Float,
+            ArgValue::Bool(_) => ParamKind::Bool,
+            ArgValue::Dtype(_) => ParamKind::Dtype,
+            ArgValue::Str(_) => ParamKind::Str,
+            ArgValue::Groups(_) => ParamKind::Groups,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            ArgValue::Tensor(t) => format!("a {} tensor {:?}", t.dtype(), t.shape()),
+            ArgValue::Int(v) => v.to_string(),
+            ArgValue::Float(v) => v.to_string(),
+            ArgValue::Bool(v) => v.to_string(),
+            ArgValue::Dtype(d) => d.nl_name().to_string(),
+            ArgValue::Str(s) => format!("{s:?}"),
+            ArgValue::Groups(g) => format!("{g:?}"),
+        }
+    }
+
+    /// The tensor of parameter `name`.
+    pub fn tensor(&self, name: &str) -> Result<&Tensor> {
+        match self {
+            ArgValue::Tensor(t) => Ok(t),
+            other => Err(mismatch(name, ParamKind::Tensor, other)),
+        }
+    }
+
+    /// The int of parameter `name`.
+    pub fn int(&self, name: &str) -> Result<i64> {
+        match self {
+            ArgValue::Int(v) => Ok(*v),
+            other => Err(mismatch(name, ParamKind::Int, other)),
+        }
+    }
+
+    /// The float of parameter `name` (an int converts, as in Python).
+    pub fn float(&self, name: &str) -> Result<f64> {
+        match self {
+            ArgValue::Float(v) => Ok(*v),
+            ArgValue::Int(v) => Ok(*v as f64),
+            other => Err(mismatch(name, ParamKind::Float, other)),
+        }
+    }
+
+    /// The bool of parameter `name`.
+    pub fn bool(&self, name: &str) -> Result<bool> {
+        match self {
+            ArgValue::Bool(v) => Ok(*v),
+            other => Err(mismatch(name, ParamKind::Bool, other)),
+        }
+    }
+
+    /// The dtype of parameter `name`.
+    pub fn dtype(&self, name: &str) -> Result<Dtype> {
+        match self {
+            ArgValue::Dtype(d) => Ok(*d),
+            other => Err(mismatch(name, ParamKind::Dtype, other)),
+        }
+    }
+
+    /// The string of parameter `name`.
+    pub fn str(&self, name: &str) -> Result<&str> {
+        match self {
+            ArgValue::Str(s) => Ok(s),
+            other => Err(mismatch(name, ParamKind::Str, other)),
+        }
+    }
+
+    /// The replica groups of parameter `name`.
+    pub fn groups(&self, name: &str) -> Result<Vec<Vec<i64>>> {
+        match self {
+            ArgValue::Groups(g) => Ok(g.clone()),
+            other => Err(mismatch(name, ParamKind::Groups, other)),
+        }
+    }
+}
+
+/// The value of required parameter `index` (`name`), or an error naming it.
+pub fn required<'a>(args: &'a [Option<ArgValue>], index: usize, name: &str) -> Result<&'a ArgValue> {
+    args.get(index)
+        .and_then(Option::as_ref)
+        .ok_or_else(|| NkiError::argument(name, "missing", &format!("{name} is required (it has no default)")))
+}
+
+/// The value given for optional parameter `index`, if any.
+pub fn given(args: &[Option<ArgValue>], index: usize) -> Option<&ArgValue> {
+    args.get(index).and_then(Option::as_ref)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_convert_to_their_kind_and_refuse_others_naming_the_parameter() {
+        assert_eq!(ArgValue::Int(3).float("eps").unwrap(), 3.0);
+        assert_eq!(ArgValue::Dtype(Dtype::Bf16).dtype("dt").unwrap(), Dtype::Bf16);
+        let e = ArgValue::Float(0.5).int("k").unwrap_err().to_string();
+        assert_eq!(e, "invalid k = 0.5: k takes an int");
+        let args = [None, Some(ArgValue::Bool(true))];
+        assert!(required(&args, 0, "x").unwrap_err().to_string().contains("x is required"));
+        assert!(given(&args, 1).unwrap().bool("b").unwrap());
+        assert!(given(&args, 0).is_none() && given(&args, 5).is_none());
+    }
+}

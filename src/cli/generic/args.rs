@@ -1,0 +1,239 @@
+//! The flags of `nki run KERNEL` / `nki profile KERNEL` for any registered
+//! kernel, read from the kernel's registry entry: one `--PARAM VALUE` per
+//! parameter (its name with `-` for `_`; tensors as `.npy` paths, scalars and
+//! dtypes as text) plus the launch flags.
+
+use super::super::run::parse_timeout;
+use nki::emit::{FunctionInfo, ParamInfo, ParamKind};
+use nki::{Dtype, Precision};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The most ranks a launch holds.
+const MAX_RANKS: usize = 64;
+
+/// What the command line gives one parameter.
+#[derive(Debug)]
+pub enum Given {
+    /// A tensor's `.npy` path (per rank when it holds `{rank}`).
+    Path(String),
+    /// A scalar, dtype or replica groups, as text.
+    Text(String),
+}
+
+/// A parsed invocation of one kernel.
+pub struct Invocation {
+    /// The kernel.
+    pub kernel: &'static FunctionInfo,
+    /// What was given for each parameter, in declaration order.
+    pub params: Vec<(&'static ParamInfo, Option<Given>)>,
+    /// `--lnc`.
+    pub lnc: usize,
+    /// `--ranks`.
+    pub ranks: usize,
+    /// `--precision`.
+    pub precision: Precision,
+    /// `--timeout`.
+    pub timeout: Option<Duration>,
+    /// `--out DIR`.
+    pub out: Option<PathBuf>,
+}
+
+/// The launch flags every kernel takes, with their help.
+pub const LAUNCH_FLAGS: &[(&str, &str)] = &[
+    ("--out DIR", "write the outputs as DIR/out0.npy, DIR/out1.npy, ... (DIR/outI.rankR.npy with --ranks > 1)"),
+    ("--lnc 1|2", "logical NeuronCore degree (default 1)"),
+    ("--ranks N", "emulated ranks (default 1); a tensor path holding {rank} names one file per rank"),
+    ("--precision hardware|fp32", "numeric model (default hardware)"),
+    ("--timeout SECS", "stop a run that takes longer"),
+];
+
+/// The command-line flag of a parameter.
+pub fn flag_of(param: &str) -> String {
+    format!("--{}", param.replace('_', "-"))
+}
+
+/// The registered kernel named `name` (`-` and `_` alike, any case), or an error with a suggestion.
+pub fn find_kernel(name: &str) -> Result<&'static FunctionInfo, String> {
+    let wanted = name.replace('-', "_");
+    let kernels: Vec<&'static FunctionInfo> = nki::registry().into_iter().filter(|k| k.entry.is_some()).collect();
+    if let Some(k) = kernels.iter().find(|k| k.name.eq_ignore_ascii_case(&wanted)) {
+        return Ok(k);
+    }
+    let hint =
+        nki::spec::did_you_mean(&wanted, kernels.iter().map(|k| k.name)).map(|s| format!("; did you mean '{s}'?")).unwrap_or_default();
+    Err(format!("unknown kernel '{name}'{hint} (`nki list` shows every kernel)"))
+}
+
+/// The help of `nki run KERNEL --help`.
+pub fn help(kernel: &FunctionInfo, command: &str) -> String {
+    let mut text = format!("Usage: nki {command} {} [--PARAM VALUE]... [LAUNCH FLAGS]\n\nParameters:\n", kernel.name);
+    for p in kernel.params {
+        let value = if p.kind == ParamKind::Tensor { "FILE.npy" } else { "VALUE" };
+        let note = match (p.optional, p.default) {
+            (false, _) => "required".to_string(),
+            (true, Some(d)) => format!("default {d}"),
+            (true, None) => "optional".to_string(),
+        };
+        let kind =
+            if p.dtypes.is_empty() { p.kind.describe().to_string() } else { format!("{} of {}", p.kind.describe(), p.dtypes.join("|")) };
+        text += &format!("  {:<32} {kind} ({note})\n", format!("{} {value}", flag_of(p.name)));
+    }
+    text += "\nLaunch flags:\n";
+    for (flag, what) in LAUNCH_FLAGS {
+        text += &format!("  {flag:<32} {what}\n");
+    }
+    text
+}
+
+/// Reads `args` (the flags after the kernel's name). `Ok(None)` for `--help`.
+pub fn parse(kernel: &'static FunctionInfo, args: &[String]) -> Result<Option<Invocation>, String> {
+    let mut inv = Invocation {
+        kernel,
+        params: kernel.params.iter().map(|p| (p, None)).collect(),
+        lnc: 1,
+        ranks: 1,
+        precision: Precision::Hardware,
+        timeout: None,
+        out: None,
+    };
+    let mut seen: Vec<String> = Vec::new();
+    let mut rest = args.iter().peekable();
+    while let Some(arg) = rest.next() {
+        if arg == "--help" || arg == "-h" {
+            return Ok(None);
+        }
+        let Some(body) = arg.strip_prefix("--") else {
+            return Err(format!("unexpected argument '{arg}': {} takes --PARAM VALUE pairs (see --help)", kernel.name));
+        };
+        let (name, inline) = match body.split_once('=') {
+            Some((n, v)) => (n.replace('-', "_"), Some(v.to_string())),
+            None => (body.replace('-', "_"), None),
+        };
+        let flag = flag_of(&name);
+        if seen.contains(&name) {
+            return Err(format!("{flag} is given twice"));
+        }
+        seen.push(name.clone());
+        let slot = inv.params.iter_mut().find(|(p, _)| p.name == name);
+        let is_bool = slot.as_ref().is_some_and(|(p, _)| p.kind == ParamKind::Bool);
+        // A bool parameter alone means true, as a switch does.
+        let value = match inline {
+            Some(v) => v,
+            None if is_bool && rest.peek().is_none_or(|v| v.starts_with("--")) => "true".to_string(),
+            None => rest.next().cloned().ok_or_else(|| format!("{flag} needs a value"))?,
+        };
+        match (slot, name.as_str()) {
+            (Some((p, given)), _) => *given = Some(if p.kind == ParamKind::Tensor { Given::Path(value) } else { Given::Text(value) }),
+            (None, "out") => inv.out = Some(PathBuf::from(value)),
+            (None, "lnc") => inv.lnc = parse_count(&flag, &value, 1, 2)?,
+            (None, "ranks") => inv.ranks = parse_count(&flag, &value, 1, MAX_RANKS)?,
+            (None, "precision") => {
+                inv.precision = match value.as_str() {
+                    "hardware" => Precision::Hardware,
+                    "fp32" => Precision::Fp32,
+                    _ => return Err(format!("{flag} {value}: expected hardware or fp32")),
+                }
+            }
+            (None, "timeout") => inv.timeout = Some(parse_timeout(&value).map_err(|e| format!("{flag} {value}: {e}"))?),
+            (None, _) => return Err(unknown_flag(kernel, &name)),
+        }
+    }
+    let missing: Vec<String> = inv
+        .params
+        .iter()
+        .filter(|(p, g)| !p.optional && g.is_none())
+        .map(|(p, _)| format!("{} ({})", flag_of(p.name), p.kind.describe()))
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!("{} requires {}", kernel.name, missing.join(", ")));
+    }
+    Ok(Some(inv))
+}
+
+/// An integer flag in `lo..=hi`.
+fn parse_count(flag: &str, value: &str, lo: usize, hi: usize) -> Result<usize, String> {
+    value
+        .parse::<usize>()
+        .ok()
+        .filter(|n| (lo..=hi).contains(n))
+        .ok_or_else(|| format!("{flag} {value}: expected a whole number from {lo} to {hi}"))
+}
+
+/// The error for a flag that is neither a parameter nor a launch flag.
+fn unknown_flag(kernel: &FunctionInfo, name: &str) -> String {
+    let launch = ["out", "lnc", "ranks", "precision", "timeout"];
+    let names = kernel.params.iter().map(|p| p.name).chain(launch);
+    let hint = nki::spec::did_you_mean(name, names).map(|s| format!("; did you mean {}?", flag_of(s))).unwrap_or_default();
+    let params: Vec<String> = kernel.params.iter().map(|p| flag_of(p.name)).collect();
+    format!("{} is not a parameter of {}{hint} (its parameters: {})", flag_of(name), kernel.name, params.join(" "))
+}
+
+/// A scalar parameter's value from its text.
+pub fn parse_scalar(p: &ParamInfo, text: &str) -> Result<nki::emit::ArgValue, String> {
+    use nki::emit::ArgValue;
+    let flag = flag_of(p.name);
+    let bad = |what: &str| format!("{flag} {text}: expected {what}");
+    let t = text.trim();
+    Ok(match p.kind {
+        ParamKind::Int => ArgValue::Int(t.parse().map_err(|_| bad("an int"))?),
+        ParamKind::Float => ArgValue::Float(t.parse::<f64>().ok().filter(|v| v.is_finite()).ok_or_else(|| bad("a finite float"))?),
+        ParamKind::Bool => ArgValue::Bool(match t {
+            "true" | "True" | "1" => true,
+            "false" | "False" | "0" => false,
+            _ => return Err(bad("true or false")),
+        }),
+        ParamKind::Dtype => ArgValue::Dtype(Dtype::from_python_name(t).ok_or_else(|| bad("an nl dtype name such as float32 or bfloat16"))?),
+        ParamKind::Str => ArgValue::Str(text.to_string()),
+        ParamKind::Groups => ArgValue::Groups(parse_groups(t).ok_or_else(|| bad("replica groups such as 0,1;2,3"))?),
+        ParamKind::Tensor => return Err(bad("a .npy file")),
+    })
+}
+
+/// `0,1;2,3`: groups separated by `;`, ranks by `,`.
+fn parse_groups(text: &str) -> Option<Vec<Vec<i64>>> {
+    text.split(';').map(|g| g.split(',').map(|r| r.trim().parse::<i64>().ok()).collect()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kernel(name: &str) -> &'static FunctionInfo {
+        find_kernel(name).unwrap()
+    }
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn parameters_and_launch_flags_are_read_by_name() {
+        let inv = parse(kernel("layernorm"), &args(&["--x", "x.npy", "--gamma=g.npy", "--beta", "b.npy", "--eps", "1e-3", "--lnc", "2"]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(inv.lnc, 2);
+        assert!(matches!(&inv.params[1].1, Some(Given::Path(p)) if p == "g.npy"));
+        assert!(matches!(&inv.params[3].1, Some(Given::Text(t)) if t == "1e-3"));
+        assert!(parse(kernel("tensor-add"), &args(&["--help"])).unwrap().is_none());
+    }
+
+    #[test]
+    fn mistakes_are_named() {
+        let err = |k: &str, a: &[&str]| parse(kernel(k), &args(a)).err().unwrap();
+        assert_eq!(err("cumsum", &["--xx", "x.npy"]), "--xx is not a parameter of cumsum; did you mean --x? (its parameters: --x --axis)");
+        assert_eq!(err("tensor_add", &["--a", "a.npy"]), "tensor_add requires --b (a tensor)");
+        assert_eq!(err("cumsum", &["--x", "a", "--x", "b"]), "--x is given twice");
+        assert!(err("cumsum", &["--x", "a", "--lnc", "3"]).contains("from 1 to 2"));
+        assert!(find_kernel("cumsun").unwrap_err().contains("did you mean 'cumsum'"));
+    }
+
+    #[test]
+    fn scalars_parse_by_kind() {
+        let p = |kind| ParamInfo { name: "v", kind, optional: false, default: None, dtypes: &[] };
+        assert!(matches!(parse_scalar(&p(ParamKind::Dtype), "nl.bfloat16"), Ok(nki::emit::ArgValue::Dtype(Dtype::Bf16))));
+        assert!(matches!(parse_scalar(&p(ParamKind::Groups), "0,1;2,3"), Ok(nki::emit::ArgValue::Groups(g)) if g == [[0, 1], [2, 3]]));
+        assert_eq!(parse_scalar(&p(ParamKind::Float), "nan").unwrap_err(), "--v nan: expected a finite float");
+        assert!(parse_scalar(&p(ParamKind::Int), "1.5").is_err());
+    }
+}

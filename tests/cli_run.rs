@@ -1,0 +1,321 @@
+//! `nki run KERNEL` / `nki profile KERNEL`: every registered kernel runs from the
+//! command line on generated `.npy` inputs and writes exactly what the Rust API
+//! returns for the same inputs; every one profiles; refused inputs give one line
+//! naming the parameter, exit code 2 and no output.
+
+mod common;
+
+use nki::emit::{ArgValue, FunctionInfo};
+use nki::examples::{layernorm::layernorm, topk::topk};
+use nki::io::npy::{NpyType, read_npy, read_tensor_npy, write_npy};
+use nki::{Launch, Tensor};
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// A generated input: a float32 tensor of uniform values in `[-1, 1)`, an int32
+/// tensor of values in `[0, max)`, or a scalar as text.
+#[derive(Clone, Copy)]
+enum In {
+    F32(&'static [usize]),
+    Ids(&'static [usize], u32),
+    Text(&'static str),
+}
+
+/// One command-line case per registered kernel: its ranks and parameters.
+struct Case {
+    kernel: &'static str,
+    ranks: usize,
+    params: &'static [(&'static str, In)],
+}
+
+use In::{F32, Ids, Text};
+
+const QKV: &[usize] = &[1, 1, 64, 128];
+
+const CASES: &[Case] = &[
+    Case { kernel: "axpy", ranks: 1, params: &[("x", F32(&[128, 64])), ("y", F32(&[128, 64])), ("alpha", Text("0.5"))] },
+    Case { kernel: "cumsum", ranks: 1, params: &[("x", F32(&[128, 300]))] },
+    Case { kernel: "embedding", ranks: 1, params: &[("table", F32(&[200, 64])), ("ids", Ids(&[128, 1], 200))] },
+    Case { kernel: "gemm_bias_gelu", ranks: 1, params: &[("x", F32(&[128, 128])), ("w", F32(&[128, 128])), ("bias", F32(&[1, 128]))] },
+    Case {
+        kernel: "layernorm",
+        ranks: 1,
+        params: &[("x", F32(&[128, 64])), ("gamma", F32(&[1, 64])), ("beta", F32(&[1, 64])), ("eps", Text("0.01"))],
+    },
+    Case { kernel: "mamba_v1", ranks: 1, params: MAMBA },
+    Case { kernel: "mamba_v2", ranks: 1, params: MAMBA },
+    Case { kernel: "mamba_v3", ranks: 1, params: MAMBA_TILED },
+    Case { kernel: "matmul", ranks: 1, params: &[("a_t", F32(&[128, 128])), ("b", F32(&[128, 512]))] },
+    Case { kernel: "matmul_hoisted", ranks: 1, params: &[("a_t", F32(&[128, 128])), ("b", F32(&[128, 512]))] },
+    Case {
+        kernel: "matmul_blocked",
+        ranks: 1,
+        params: &[("a_t", F32(&[128, 256])), ("b", F32(&[128, 512])), ("tiles_m", Text("2")), ("tiles_n", Text("1"))],
+    },
+    Case {
+        kernel: "RoPE",
+        ranks: 1,
+        params: &[
+            ("x_in", F32(&[64, 1, 2, 8])),
+            ("cos", F32(&[32, 1, 8])),
+            ("sin", F32(&[32, 1, 8])),
+            ("contiguous_layout", Text("false")),
+        ],
+    },
+    Case { kernel: "softmax", ranks: 1, params: &[("x", F32(&[128, 96]))] },
+    Case { kernel: "tensor_add", ranks: 1, params: &[("a", F32(&[128, 64])), ("b", F32(&[128, 64]))] },
+    Case { kernel: "topk", ranks: 1, params: &[("x", F32(&[128, 64])), ("k", Text("8"))] },
+    Case { kernel: "tp_matmul", ranks: 4, params: &[("x_t", F32(&[32, 512])), ("w1", F32(&[128, 128])), ("w2", F32(&[128, 512]))] },
+    Case { kernel: "transpose", ranks: 1, params: &[("x", F32(&[128, 256]))] },
+    Case {
+        kernel: "attention_cte",
+        ranks: 1,
+        params: &[("q", F32(&[1, 128, 16])), ("k", F32(&[1, 16, 128])), ("v", F32(&[1, 128, 16])), ("causal_mask", Text("false"))],
+    },
+    Case {
+        kernel: "ring_attention_spmd_fwd",
+        ranks: 2,
+        params: &[
+            ("q", F32(QKV)),
+            ("k", F32(QKV)),
+            ("v", F32(&[1, 1, 128, 64])),
+            ("num_workers", Text("2")),
+            ("training", Text("true")),
+            ("lse_dtype", Text("bfloat16")),
+        ],
+    },
+    Case {
+        kernel: "ring_attention_spmd_bwd",
+        ranks: 1,
+        params: &[
+            ("q_ref", F32(QKV)),
+            ("k_ref", F32(QKV)),
+            ("v_ref", F32(QKV)),
+            ("o_ref", F32(QKV)),
+            ("dy_ref", F32(QKV)),
+            ("lse_ref", F32(&[1, 1, 128, 1])),
+        ],
+    },
+];
+
+const MAMBA: &[(&str, In)] = &[
+    ("delta", F32(&[1, 128, 256])),
+    ("u", F32(&[1, 128, 256])),
+    ("a", F32(&[128, 2])),
+    ("b", F32(&[1, 2, 256])),
+    ("c", F32(&[1, 2, 256])),
+];
+
+const MAMBA_TILED: &[(&str, In)] = &[
+    ("delta", F32(&[1, 128, 256])),
+    ("u", F32(&[1, 128, 256])),
+    ("a", F32(&[128, 2])),
+    ("b", F32(&[1, 2, 256])),
+    ("c", F32(&[1, 2, 256])),
+    ("seq_tile", Text("128")),
+];
+
+fn nki_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nki")).args(args).current_dir(dir).output().expect("running nki")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The file a generated tensor input is written to (`{rank}` in a per-rank pattern).
+fn file_name(kernel: &str, param: &str, rank: Option<usize>) -> String {
+    match rank {
+        Some(r) => format!("{kernel}.{param}.{r}.npy"),
+        None => format!("{kernel}.{param}.npy"),
+    }
+}
+
+/// Writes the case's inputs under `dir` (one file per rank for tensors of a
+/// multi-rank case) and returns the command-line flags naming them.
+fn write_inputs(dir: &Path, case: &Case) -> Vec<String> {
+    let mut flags = Vec::new();
+    for (i, (param, input)) in case.params.iter().enumerate() {
+        flags.push(format!("--{}", param.replace('_', "-")));
+        let seed = common::seed_of(case.kernel) + i as u64;
+        let write = |rank: Option<usize>, seed: u64| {
+            let path = dir.join(file_name(case.kernel, param, rank));
+            match *input {
+                F32(shape) => write_npy(&path, shape, &common::uniform(shape.iter().product(), seed, -1.0, 1.0), NpyType::F32).unwrap(),
+                Ids(shape, max) => {
+                    let ids: Vec<f64> =
+                        common::uniform(shape.iter().product(), seed, 0.0, f64::from(max)).iter().map(|v| v.floor()).collect();
+                    write_npy(&path, shape, &ids, NpyType::I32).unwrap();
+                }
+                Text(_) => unreachable!("scalars are not files"),
+            }
+        };
+        match *input {
+            Text(t) => flags.push(t.to_string()),
+            _ if case.ranks == 1 => {
+                write(None, seed);
+                flags.push(file_name(case.kernel, param, None));
+            }
+            _ => {
+                (0..case.ranks).for_each(|r| write(Some(r), seed + 100 * r as u64));
+                flags.push(format!("{}.{param}.{{rank}}.npy", case.kernel));
+            }
+        }
+    }
+    flags
+}
+
+/// The case's outputs per rank from the Rust API: the kernel's registry entry
+/// called in-process on the same files.
+fn rust_outputs(dir: &Path, case: &Case, info: &FunctionInfo) -> Vec<Vec<Tensor>> {
+    let args: Vec<Vec<Option<ArgValue>>> = (0..case.ranks)
+        .map(|rank| {
+            info.params
+                .iter()
+                .map(|p| {
+                    let (_, input) = case.params.iter().find(|(n, _)| *n == p.name)?;
+                    Some(match *input {
+                        Text(t) => match p.kind {
+                            nki::emit::ParamKind::Int => ArgValue::Int(t.parse().unwrap()),
+                            nki::emit::ParamKind::Float => ArgValue::Float(t.parse().unwrap()),
+                            nki::emit::ParamKind::Bool => ArgValue::Bool(t.parse().unwrap()),
+                            nki::emit::ParamKind::Dtype => ArgValue::Dtype(nki::Dtype::from_python_name(t).unwrap()),
+                            other => panic!("no text case for {other:?}"),
+                        },
+                        _ => {
+                            let r = (case.ranks > 1).then_some(rank);
+                            ArgValue::Tensor(read_tensor_npy(dir.join(file_name(case.kernel, p.name, r))).unwrap())
+                        }
+                    })
+                })
+                .collect()
+        })
+        .collect();
+    let entry = info.entry.expect("a kernel's entry");
+    Launch::new().ranks(case.ranks).run_ranks(|ctx| entry(ctx, &args[ctx.rank()])).unwrap()
+}
+
+#[test]
+fn every_registered_kernel_runs_from_the_command_line_as_from_rust() {
+    let dir = common::scratch("cli_run_all");
+    let registered: Vec<&str> = nki::registry().iter().filter(|k| k.entry.is_some()).map(|k| k.name).collect();
+    let cased: Vec<&str> = CASES.iter().map(|c| c.kernel).collect();
+    assert_eq!(registered.iter().filter(|k| !cased.contains(k)).collect::<Vec<_>>(), Vec::<&&str>::new(), "kernels without a case");
+    for case in CASES {
+        let info = nki::registry().into_iter().find(|k| k.name == case.kernel).unwrap();
+        let flags = write_inputs(&dir, case);
+        let out = dir.join(case.kernel);
+        std::fs::create_dir(&out).unwrap();
+        let ranks = case.ranks.to_string();
+        let mut args = vec!["run", case.kernel, "--out", case.kernel, "--ranks", &ranks];
+        args.extend(flags.iter().map(String::as_str));
+        let o = nki_in(&dir, &args);
+        assert!(o.status.success(), "{}: {}", case.kernel, stderr(&o));
+        let want = rust_outputs(&dir, case, info);
+        let mut files = 0;
+        for (rank, outs) in want.iter().enumerate() {
+            for (i, t) in outs.iter().enumerate() {
+                let name = if case.ranks == 1 { format!("out{i}.npy") } else { format!("out{i}.rank{rank}.npy") };
+                let got = read_npy(out.join(&name)).unwrap_or_else(|e| panic!("{}: {name}: {e}", case.kernel));
+                assert_eq!(got.shape, t.shape(), "{} {name}", case.kernel);
+                let want: Vec<f64> = t.to_f32_vec().into_iter().map(f64::from).collect();
+                assert!(got.data == want, "{} {name}: the file differs from the Rust API's result", case.kernel);
+                files += 1;
+            }
+        }
+        assert_eq!(std::fs::read_dir(&out).unwrap().count(), files, "{}: exactly the outputs are written", case.kernel);
+
+        // The same inputs profile.
+        let mut prof = vec!["profile", case.kernel, "--json", "--ranks", &ranks];
+        prof.extend(flags.iter().map(String::as_str));
+        let o = nki_in(&dir, &prof);
+        assert!(o.status.success(), "profile {}: {}", case.kernel, stderr(&o));
+        let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert!(report["estimated_seconds"].as_f64().unwrap() > 0.0, "{}: {report}", case.kernel);
+        assert!(report["instructions"].as_u64().unwrap() > 0, "{}: {report}", case.kernel);
+    }
+}
+
+#[test]
+fn the_registry_entry_runs_the_typed_api_with_defaults_and_overrides() {
+    let x = common::tensor(&[128, 64], &common::uniform(128 * 64, 5, -1.0, 1.0), nki::Dtype::F32);
+    let row = common::tensor(&[1, 64], &common::uniform(64, 6, 0.5, 1.5), nki::Dtype::F32);
+    let launch = Launch::new();
+    let run = |info: &FunctionInfo, args: Vec<Option<ArgValue>>| launch.run(|ctx| (info.entry.unwrap())(ctx, &args)).unwrap();
+    let t = |t: &Tensor| Some(ArgValue::Tensor(t.clone()));
+    // `eps` omitted takes the Python default; given, it is passed on.
+    for (eps, want) in [(None, layernorm::Call::new(&x, &row, &row)), (Some(0.5), layernorm::Call::new(&x, &row, &row).eps(0.5))] {
+        let got = run(&layernorm::INFO, vec![t(&x), t(&row), t(&row), eps.map(ArgValue::Float)]);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].to_f32_vec(), want.launch(&launch).unwrap().to_f32_vec());
+    }
+    // A tuple result is the outputs in order.
+    let got = run(&topk::INFO, vec![t(&x), Some(ArgValue::Int(8))]);
+    let (values, indices) = topk::Call::new(&x, 8).launch(&launch).unwrap();
+    assert_eq!((got[0].to_f32_vec(), got[1].to_f32_vec()), (values.to_f32_vec(), indices.to_f32_vec()));
+    // A value of the wrong kind is refused naming the parameter.
+    let e = launch.run(|ctx| (topk::INFO.entry.unwrap())(ctx, &[t(&x), Some(ArgValue::Float(4.5))])).unwrap_err();
+    assert_eq!(e.to_string(), "invalid k = 4.5: k takes an int");
+    assert_eq!(layernorm::INFO.params[3].default, Some("1e-5"));
+}
+
+/// Every file under `dir` with its bytes.
+fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut all: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| (p.display().to_string(), if p.is_dir() { Vec::new() } else { std::fs::read(&p).unwrap() }))
+        .collect();
+    all.sort();
+    all
+}
+
+#[test]
+fn refused_inputs_name_the_parameter_exit_2_and_write_nothing() {
+    let dir = common::scratch("cli_run_refused");
+    std::fs::create_dir(dir.join("out")).unwrap();
+    write_npy(dir.join("x.npy"), &[128, 64], &common::uniform(128 * 64, 1, -1.0, 1.0), NpyType::F32).unwrap();
+    write_npy(dir.join("short.npy"), &[100, 64], &common::uniform(100 * 64, 2, -1.0, 1.0), NpyType::F32).unwrap();
+    write_npy(dir.join("ids.npy"), &[128, 1], &[0.5; 128], NpyType::F32).unwrap();
+    std::fs::write(dir.join("junk.npy"), b"not an array").unwrap();
+    write_npy(dir.join("xi.npy"), &[64, 1, 1, 8], &[1.0; 512], NpyType::I32).unwrap();
+    write_npy(dir.join("angles.npy"), &[32, 1, 8], &[0.5; 256], NpyType::F32).unwrap();
+    let cases: &[(&[&str], &[&str])] = &[
+        (&["run", "cumsum", "--xx", "x.npy", "--out", "out"], &["--xx is not a parameter of cumsum", "did you mean --x?"]),
+        (&["run", "cumsun", "--x", "x.npy", "--out", "out"], &["unknown kernel 'cumsun'", "did you mean 'cumsum'?"]),
+        (&["run", "tensor_add", "--a", "x.npy", "--out", "out"], &["tensor_add requires --b"]),
+        (&["run", "cumsum", "--x", "missing.npy", "--out", "out"], &["--x missing.npy"]),
+        (&["run", "cumsum", "--x", "junk.npy", "--out", "out"], &["--x", "junk.npy"]),
+        (
+            &["run", "tensor_add", "--a", "x.npy", "--b", "short.npy", "--out", "out"],
+            &["tensor_add refused its inputs", "--b short.npy: float32 [100, 64]", "same shape"],
+        ),
+        (&["run", "cumsum", "--x", "x.npy", "--axis", "0", "--out", "out"], &["cumsum refused its inputs", "got axis = 0"]),
+        (&["run", "embedding", "--table", "x.npy", "--ids", "ids.npy", "--out", "out"], &["--ids ids.npy: float32 [128, 1]", "integer"]),
+        (&["run", "topk", "--x", "x.npy", "--k", "two", "--out", "out"], &["--k two: expected an int"]),
+        (
+            &["run", "RoPE", "--x-in", "xi.npy", "--cos", "angles.npy", "--sin", "angles.npy", "--out", "out"],
+            &["--x-in xi.npy: int32 [64, 1, 1, 8]", "invalid x_in = int32: RoPE takes x_in as float32, bfloat16 or float16"],
+        ),
+        (&["run", "cumsum", "--x", "x.npy"], &["cumsum requires --out DIR"]),
+        (&["run", "cumsum", "--x", "x.npy", "--out", "nowhere"], &["--out nowhere: not an existing directory"]),
+        (&["run", "cumsum", "--x", "x.npy", "--out", "out", "--lnc", "4"], &["--lnc 4"]),
+        (&["run", "cumsum", "--x", "x.npy", "--out", "out", "--precision", "fp64"], &["--precision fp64"]),
+        (&["profile", "softmax", "--x", "short.npy", "--json"], &["--x short.npy"]),
+    ];
+    for (args, want) in cases {
+        let before = files(&dir);
+        let o = nki_in(&dir, args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        for w in *want {
+            assert!(err.contains(w), "{args:?}: `{w}` missing from {err}");
+        }
+        assert!(files(&dir) == before && std::fs::read_dir(dir.join("out")).unwrap().count() == 0, "{args:?} wrote something");
+    }
+    let help = nki_in(&dir, &["run", "layernorm", "--help"]);
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(help.status.success() && text.contains("--eps VALUE") && text.contains("default 1e-5"), "{text}");
+}
