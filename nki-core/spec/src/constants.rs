@@ -63,6 +63,8 @@ pub const ALU_TOKENS: &[&str] = &[
     "not_equal",
     "logical_and",
     "logical_or",
+    "average",
+    "bypass",
 ];
 
 /// Activation-function tokens nki-rs implements (`op=nl.exp`).
@@ -90,6 +92,7 @@ pub const ACT_TOKENS: &[&str] = &[
     "softplus",
     "mish",
     "sign",
+    "prelu",
 ];
 
 /// Maximum free size of `nisa.bn_stats`'s input (`nl.tile_size.bn_stats_fmax`).
@@ -104,6 +107,14 @@ pub const BN_AGGR_DIM: i64 = 2;
 pub const TOP8_K: i64 = 8;
 /// Fewest and most elements per partition the top-8 instructions search.
 pub const TOP8_DATA_RANGE: (i64, i64) = (8, 16_384);
+
+/// Partitions of `nisa.topk`'s snake layout: element e of the snake sits at
+/// partition e % 16, column e / 16 of its group of 16 partitions.
+pub const TOPK_SNAKE: i64 = 16;
+/// Inclusive range of `nisa.topk`'s `n` (the docs: 8 <= n < 65536).
+pub const TOPK_N_RANGE: (i64, i64) = (8, 65_535);
+/// Inclusive range of `nisa.topk`'s K (the docs: 1 <= K < 32768, and K <= n).
+pub const TOPK_K_RANGE: (i64, i64) = (1, 32_767);
 
 /// `nl.tile_size` members.
 pub const TILE_SIZE: &[(&str, i64)] = &[

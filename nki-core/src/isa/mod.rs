@@ -5,6 +5,7 @@
 //! Each op checks its hardware rules (memory spaces, partition and free sizes,
 //! dtypes, generation) and returns an error naming the op, the tensor and the limit.
 
+mod activate2;
 mod activation;
 mod alu;
 mod cumulative;
@@ -17,6 +18,7 @@ mod gather;
 mod matmul;
 mod nonzero;
 mod operand;
+mod partition_reduce;
 mod predicated;
 mod reduce;
 mod scan;
@@ -27,7 +29,9 @@ mod stats;
 mod sync;
 mod tile;
 mod top8;
+mod topk;
 
+pub use activate2::{Activate2Opts, activate2};
 pub use activation::{ActivationOpts, ActivationReduceOpts, activation, activation_reduce};
 pub use cumulative::{TensorScalarCumulativeOpts, tensor_scalar_cumulative};
 pub use dma::{DmaCopyOpts, DmaTransposeOpts, dma_copy, dma_transpose, transpose_rules};
@@ -43,6 +47,7 @@ pub use gather::{LocalGatherOpts, local_gather, nc_n_gather};
 pub use matmul::{NcMatmulOpts, NcTransposeOpts, nc_matmul, nc_transpose};
 pub use nonzero::{NonzeroOpts, nonzero_with_count};
 pub use operand::Operand;
+pub use partition_reduce::tensor_partition_reduce;
 pub use predicated::{CopyPredicatedOpts, tensor_copy_predicated};
 pub(crate) use reduce::Accumulators;
 pub use reduce::{TensorReduceOpts, TensorScalarReduceOpts, tensor_reduce, tensor_scalar_reduce};
@@ -56,3 +61,4 @@ pub use sync::{
     register_store,
 };
 pub use top8::{MatchReplace8Opts, max8, nc_find_index8, nc_match_replace8};
+pub use topk::topk;

@@ -10,6 +10,7 @@ mod tensor_engine;
 mod tiles;
 
 pub use ops::NlOp;
+pub(crate) use ops::prelu_with_slope;
 pub use tensor_engine::{matmul, transpose};
 pub use tiles::{FillOpts, full, load, ones, store, zeros};
 
@@ -89,6 +90,7 @@ op_tokens! {
     relu => Relu, silu => Silu, gelu => Gelu, gelu_apprx_tanh => GeluApprxTanh,
     gelu_apprx_sigmoid => GeluApprxSigmoid, erf => Erf, sin => Sin, cos => Cos, arctan => Arctan,
     softplus => Softplus, mish => Mish, sign => Sign,
+    average => Average, bypass => Bypass, prelu => Prelu,
 }
 
 /// Optional arguments of [`ndarray`].

@@ -46,11 +46,14 @@ pub enum NlOp {
     Softplus,
     Mish,
     Sign,
+    Average,
+    Bypass,
+    Prelu,
 }
 
 impl NlOp {
     /// Every token, in a stable order.
-    pub const ALL: [NlOp; 38] = [
+    pub const ALL: [NlOp; 41] = [
         NlOp::Add,
         NlOp::Subtract,
         NlOp::Multiply,
@@ -89,6 +92,9 @@ impl NlOp {
         NlOp::Softplus,
         NlOp::Mish,
         NlOp::Sign,
+        NlOp::Average,
+        NlOp::Bypass,
+        NlOp::Prelu,
     ];
 
     /// The `nki.language` name (`"add"`, `"exp"`, ...).
@@ -132,6 +138,9 @@ impl NlOp {
             NlOp::Softplus => "softplus",
             NlOp::Mish => "mish",
             NlOp::Sign => "sign",
+            NlOp::Average => "average",
+            NlOp::Bypass => "bypass",
+            NlOp::Prelu => "prelu",
         }
     }
 
@@ -173,6 +182,7 @@ impl NlOp {
                 | NlOp::Softplus
                 | NlOp::Mish
                 | NlOp::Sign
+                | NlOp::Prelu
         )
     }
 
@@ -201,6 +211,8 @@ impl NlOp {
             NlOp::NotEqual => flag(a != b),
             NlOp::LogicalAnd => flag(a != 0.0 && b != 0.0),
             NlOp::LogicalOr => flag(a != 0.0 || b != 0.0),
+            NlOp::Average => (a + b) * 0.5,
+            NlOp::Bypass => a,
             _ => f32::NAN,
         }
     }
@@ -247,6 +259,7 @@ impl NlOp {
                     x
                 }
             }
+            NlOp::Prelu => prelu_with_slope(x, 0.0),
             _ => f32::NAN,
         }
     }
@@ -261,6 +274,12 @@ impl NlOp {
             _ => f32::NAN,
         }
     }
+}
+
+/// PReLU: `x` where `x >= 0`, else `alpha * x` (the token alone has slope 0;
+/// `nisa.activate2` passes its `relu_param`).
+pub(crate) fn prelu_with_slope(x: f32, alpha: f32) -> f32 {
+    if x >= 0.0 { x } else { alpha * x }
 }
 
 /// Error function (Abramowitz–Stegun 7.1.26, |error| < 1.5e-7, below f32 resolution).

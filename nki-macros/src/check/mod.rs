@@ -2,6 +2,7 @@
 //! vocabulary, and the static hardware rules. Errors are accumulated; what the
 //! emitters need (types, resolved calls, dependencies) is recorded in [`Info`].
 
+mod activate2;
 mod call;
 mod collectives;
 pub mod dma_transpose;
@@ -11,12 +12,14 @@ mod kinds;
 mod limits;
 mod methods;
 mod nl_tiles;
+mod partition_reduce;
 pub mod rules;
 mod select;
 mod site;
 mod stats;
 mod stmt;
 mod top8;
+mod topk;
 mod types;
 mod value;
 mod views;
