@@ -155,3 +155,27 @@ fn activate2_agrees_with_numpy_and_float64_in_both_precisions() {
         assert_eq!(outs[1], m.to_f32_vec(), "numpy and emulator row maxima differ in {mode} mode");
     }
 }
+
+#[test]
+fn profiled_launches_record_each_instruction_on_its_engine() {
+    use nki::profile::{Target, Unit};
+    let slices = |launch: &Launch| -> Vec<(&'static str, Unit, f64)> {
+        let p = launch.profiled().unwrap();
+        p.timeline.slices.iter().flatten().map(|s| (s.op, s.unit, s.end_ns - s.start_ns)).collect()
+    };
+    let x = tensor(&[32, 16], &uniform(32 * 16, 94, -1.0, 1.0), Dtype::F32);
+    let launch = Launch::new().profile(Target::Trn2);
+    column_stats::Call::new(&x).launch(&launch).unwrap();
+    assert!(slices(&launch).iter().any(|s| s.0 == "nisa.tensor_partition_reduce" && s.1 == Unit::GpSimd));
+    let xb = tensor(&[32, 16], &uniform(32 * 16, 95, -1.0, 1.0), Dtype::Bf16);
+    let launch = Launch::new().profile(Target::Trn2);
+    snake_topk::Call::new(&xb, 256, 8).launch(&launch).unwrap();
+    let topk = slices(&launch).into_iter().find(|s| s.0 == "nisa.topk").expect("topk profiled");
+    assert_eq!(topk.1, Unit::GpSimd);
+    // The documented 4 n + K cycles, n at the snake's capacity (16 x 16 columns).
+    let ghz = nki::profile::Costs::of(Target::Trn2).ghz(Unit::GpSimd);
+    assert!((topk.2 - (4.0 * 256.0 + 8.0) / ghz).abs() < 1e-6, "{topk:?}");
+    let launch = Launch::new().generation(nki::hw::Generation::Trn3).profile(Target::Trn3);
+    shifted_prelu::Call::new(&x, &tensor(&[32, 1], &[0.5; 32], Dtype::F32)).launch(&launch).unwrap();
+    assert!(slices(&launch).iter().any(|s| s.0 == "nisa.activate2" && s.1 == Unit::Scalar));
+}

@@ -204,6 +204,12 @@ fn elementwise_cycles(c: &Costs, unit: Unit, i: &Instr) -> f64 {
         "nisa.iota" | "nisa.affine_select" => 150.0 + n,
         // The accumulator read-out adds 64 cycles.
         "nisa.activation_reduce" => n + c.min_cycles,
+        // `4 n + K` per partition (topk docs), with n at the snake's capacity of
+        // 16 x src's columns: the profile sees the operands, not `n`.
+        "nisa.topk" => match (i.reads.first(), i.writes.first()) {
+            (Some(src), Some(vals)) => 4.0 * (nki_spec::constants::TOPK_SNAKE as f64) * src.free as f64 + vals.free as f64,
+            _ => n,
+        },
         _ => n,
     };
     let speedup = match unit {
