@@ -92,6 +92,16 @@ class TopValuesTest(unittest.TestCase):
         np.testing.assert_array_equal(host(v), np.tile(snake[order], (16, 1)))
         np.testing.assert_array_equal(ints(i), np.tile(order, (16, 1)))
 
+    def test_topk_refuses_k_of_32768_even_when_n_allows_it(self):
+        n, k_ = 40000, 32768
+
+        def k():
+            v, i = tile((16, k_), nl.bfloat16), tile((16, k_), nl.uint32)
+            nisa.topk(val_dst=v, idx_dst=i, src=tile((16, 2500), nl.bfloat16), n=n)
+
+        with self.assertRaisesRegex(NkiError, "K <= 32767"):
+            run(k)
+
 
 class ScanTest(unittest.TestCase):
     def test_tensor_tensor_scan_recurrence(self):
