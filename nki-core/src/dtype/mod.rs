@@ -32,6 +32,11 @@ pub enum Dtype {
     Fp8E4m3Fn,
     /// 8-bit float, 5 exponent bits (`nl.float8_e5m2`).
     Fp8E5m2,
+    /// binary32 storage with 10 mantissa bits (`nl.tfloat32`).
+    Tf32,
+    /// 8-bit unsigned power of two 2^-127..=2^127, NaN at 0xFF: the OCP MX scale
+    /// type (`nl.float8_e8m0fnu`).
+    Fp8E8m0,
     /// Signed 32-bit integer.
     I32,
     /// Unsigned 32-bit integer.
@@ -48,13 +53,15 @@ pub enum Dtype {
 
 impl Dtype {
     /// Every dtype, in a stable order.
-    pub const ALL: [Dtype; 12] = [
+    pub const ALL: [Dtype; 14] = [
         Dtype::F32,
         Dtype::Bf16,
         Dtype::F16,
         Dtype::Fp8E4m3,
         Dtype::Fp8E4m3Fn,
         Dtype::Fp8E5m2,
+        Dtype::Tf32,
+        Dtype::Fp8E8m0,
         Dtype::I32,
         Dtype::U32,
         Dtype::I16,
@@ -66,15 +73,18 @@ impl Dtype {
     /// Bytes one element occupies on the device.
     pub const fn size_bytes(self) -> usize {
         match self {
-            Dtype::F32 | Dtype::I32 | Dtype::U32 => 4,
+            Dtype::F32 | Dtype::Tf32 | Dtype::I32 | Dtype::U32 => 4,
             Dtype::Bf16 | Dtype::F16 | Dtype::I16 | Dtype::U16 => 2,
-            Dtype::Fp8E4m3 | Dtype::Fp8E4m3Fn | Dtype::Fp8E5m2 | Dtype::I8 | Dtype::U8 => 1,
+            Dtype::Fp8E4m3 | Dtype::Fp8E4m3Fn | Dtype::Fp8E5m2 | Dtype::Fp8E8m0 | Dtype::I8 | Dtype::U8 => 1,
         }
     }
 
     /// True for the floating-point dtypes.
     pub const fn is_float(self) -> bool {
-        matches!(self, Dtype::F32 | Dtype::Bf16 | Dtype::F16 | Dtype::Fp8E4m3 | Dtype::Fp8E4m3Fn | Dtype::Fp8E5m2)
+        matches!(
+            self,
+            Dtype::F32 | Dtype::Bf16 | Dtype::F16 | Dtype::Fp8E4m3 | Dtype::Fp8E4m3Fn | Dtype::Fp8E5m2 | Dtype::Tf32 | Dtype::Fp8E8m0
+        )
     }
 
     /// The name NKI gives this dtype inside `nki.language`, e.g. `"bfloat16"`.
@@ -86,6 +96,8 @@ impl Dtype {
             Dtype::Fp8E4m3 => "float8_e4m3",
             Dtype::Fp8E4m3Fn => "float8_e4m3fn",
             Dtype::Fp8E5m2 => "float8_e5m2",
+            Dtype::Tf32 => "tfloat32",
+            Dtype::Fp8E8m0 => "float8_e8m0fnu",
             Dtype::I32 => "int32",
             Dtype::U32 => "uint32",
             Dtype::I16 => "int16",

@@ -49,6 +49,10 @@ pub const float8_e4m3: Dtype = Dtype::Fp8E4m3;
 pub const float8_e4m3fn: Dtype = Dtype::Fp8E4m3Fn;
 /// `nl.float8_e5m2`.
 pub const float8_e5m2: Dtype = Dtype::Fp8E5m2;
+/// `nl.tfloat32`.
+pub const tfloat32: Dtype = Dtype::Tf32;
+/// `nl.float8_e8m0fnu`.
+pub const float8_e8m0fnu: Dtype = Dtype::Fp8E8m0;
 /// `nl.int32`.
 pub const int32: Dtype = Dtype::I32;
 /// `nl.uint32`.

@@ -12,7 +12,7 @@ use nki_spec::Rule;
 /// Bytes per element of an `nl` dtype.
 pub(super) fn dtype_bytes(name: &str) -> i64 {
     match name {
-        "float32" | "int32" | "uint32" => 4,
+        "float32" | "tfloat32" | "int32" | "uint32" => 4,
         "bfloat16" | "float16" | "int16" | "uint16" => 2,
         _ => 1,
     }
