@@ -14,6 +14,7 @@ pub mod mamba;
 pub mod matmul;
 pub mod matmul_steps;
 pub mod softmax;
+pub mod temperature_softmax;
 pub mod tensor_add;
 pub mod tiles;
 pub mod topk;
@@ -36,6 +37,7 @@ pub static KERNELS: &[&FunctionInfo] = &[
     &matmul_steps::matmul_hoisted::INFO,
     &matmul_steps::matmul_blocked::INFO,
     &softmax::softmax::INFO,
+    &temperature_softmax::temperature_softmax::INFO,
     &tensor_add::tensor_add::INFO,
     &topk::topk::INFO,
     &tp_matmul::tp_matmul::INFO,

@@ -15,6 +15,7 @@ from .matmul_steps import matmul_hoisted
 from .ring_attention_bwd import ring_attention_spmd_bwd
 from .ring_attention_fwd import ring_attention_spmd_fwd
 from .softmax import softmax
+from .temperature_softmax import temperature_softmax
 from .tensor_add import tensor_add
 from .topk import topk
 from .tp_matmul import tp_matmul
@@ -36,6 +37,7 @@ __all__ = [
     "ring_attention_spmd_bwd",
     "ring_attention_spmd_fwd",
     "softmax",
+    "temperature_softmax",
     "tensor_add",
     "topk",
     "tp_matmul",
