@@ -5,7 +5,7 @@
 //! mantissa, ties up as `ml_dtypes` does). tfloat32 rounds to 10 mantissa bits.
 
 use nki_core::Dtype;
-use nki_core::dtype::round_f32;
+use nki_core::dtype::{fp4_decode, fp8_decode, fp8_encode, round_f32};
 
 /// An 8-bit float layout: exponent and mantissa widths, bias, and how the top
 /// exponent is used.
@@ -28,8 +28,8 @@ fn decode(l: Layout, code: u32) -> f64 {
     if l.ieee_top && e == top {
         return if m == 0 { sign * f64::INFINITY } else { f64::NAN };
     }
-    // OCP E4M3: S.1111.111 is NaN, every other code is a number.
-    if !l.ieee_top && e == top && m == (1 << l.man_bits) - 1 {
+    // OCP E4M3: S.1111.111 is NaN, every other code is a number (E2M1 has no NaN).
+    if !l.ieee_top && l.exp_bits == 4 && e == top && m == (1 << l.man_bits) - 1 {
         return f64::NAN;
     }
     if e == 0 { sign * frac * 2f64.powi(1 - l.bias) } else { sign * (1.0 + frac) * 2f64.powi(e as i32 - l.bias) }
@@ -38,6 +38,8 @@ fn decode(l: Layout, code: u32) -> f64 {
 const E4M3FN: Layout = Layout { exp_bits: 4, man_bits: 3, bias: 7, ieee_top: false };
 const E4M3: Layout = Layout { exp_bits: 4, man_bits: 3, bias: 7, ieee_top: true };
 const E5M2: Layout = Layout { exp_bits: 5, man_bits: 2, bias: 15, ieee_top: true };
+
+const E2M1: Layout = Layout { exp_bits: 2, man_bits: 1, bias: 1, ieee_top: false };
 
 /// float8_e8m0fnu: 2^(code - 127), code 0xFF NaN (OCP MX scale type).
 fn decode_e8m0(code: u32) -> f64 {
@@ -117,4 +119,32 @@ fn tf32_rounds_to_ten_mantissa_bits_on_a_dense_sweep() {
     // A tie: 1 + 2^-11 lies halfway between 1 and 1 + 2^-10 and goes to the even 1.
     assert_eq!(round_f32(Dtype::Tf32, 1.0 + 2f32.powi(-11)), 1.0);
     assert_eq!(round_f32(Dtype::Tf32, 1.0 + 3.0 * 2f32.powi(-11)), 1.0 + 2.0 * 2f32.powi(-10));
+}
+
+#[test]
+fn fp8_codes_decode_as_the_ocp_formats_and_encode_back() {
+    for (dtype, layout) in [(Dtype::Fp8E4m3Fn, E4M3FN), (Dtype::Fp8E4m3, E4M3), (Dtype::Fp8E5m2, E5M2)] {
+        for c in 0..=255u8 {
+            let want = decode(layout, u32::from(c));
+            let got = fp8_decode(dtype, c).expect("an 8-bit float dtype");
+            assert!(same(got, want), "{dtype}: code {c:#04x} decodes to {got}, the format says {want}");
+            if !want.is_nan() {
+                assert_eq!(fp8_encode(dtype, got), Some(c), "{dtype}: {got} encodes back");
+            }
+        }
+        // A value between two codes has no code; NaN has the format's own.
+        assert_eq!(fp8_encode(dtype, 1.0 + 1.0 / 64.0), None);
+        assert!(fp8_decode(dtype, fp8_encode(dtype, f32::NAN).unwrap()).unwrap().is_nan());
+    }
+    assert_eq!(fp8_decode(Dtype::F32, 0), None);
+}
+
+#[test]
+fn fp4_codes_decode_as_the_ocp_e2m1_format() {
+    for c in 0..16u8 {
+        let want = decode(E2M1, u32::from(c));
+        assert!(same(fp4_decode(c), want), "code {c:#03x}: got {}, want {want}", fp4_decode(c));
+    }
+    let positives: Vec<f32> = (0..8).map(fp4_decode).collect();
+    assert_eq!(positives, [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]);
 }

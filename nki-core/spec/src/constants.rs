@@ -32,10 +32,10 @@ pub const DTYPES: &[DtypeSpec] = &[
     dt("uint8", 8, true),
     dt("bool_", 8, false),
     dt("tfloat32", 32, true),
-    dt("float8_e5m2_x4", 32, false),
-    dt("float8_e4m3fn_x4", 32, false),
+    dt("float8_e5m2_x4", 32, true),
+    dt("float8_e4m3fn_x4", 32, true),
     dt("float8_e8m0fnu", 8, true),
-    dt("float4_e2m1fn_x4", 16, false),
+    dt("float4_e2m1fn_x4", 16, true),
 ];
 
 /// The dtypes kernels may name.

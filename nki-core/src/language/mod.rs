@@ -53,6 +53,12 @@ pub const float8_e5m2: Dtype = Dtype::Fp8E5m2;
 pub const tfloat32: Dtype = Dtype::Tf32;
 /// `nl.float8_e8m0fnu`.
 pub const float8_e8m0fnu: Dtype = Dtype::Fp8E8m0;
+/// `nl.float8_e5m2_x4`.
+pub const float8_e5m2_x4: Dtype = Dtype::Fp8E5m2x4;
+/// `nl.float8_e4m3fn_x4`.
+pub const float8_e4m3fn_x4: Dtype = Dtype::Fp8E4m3Fnx4;
+/// `nl.float4_e2m1fn_x4`.
+pub const float4_e2m1fn_x4: Dtype = Dtype::Fp4E2m1Fnx4;
 /// `nl.int32`.
 pub const int32: Dtype = Dtype::I32;
 /// `nl.uint32`.

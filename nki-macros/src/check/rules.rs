@@ -12,8 +12,8 @@ use nki_spec::Rule;
 /// Bytes per element of an `nl` dtype.
 pub(super) fn dtype_bytes(name: &str) -> i64 {
     match name {
-        "float32" | "tfloat32" | "int32" | "uint32" => 4,
-        "bfloat16" | "float16" | "int16" | "uint16" => 2,
+        "float32" | "tfloat32" | "int32" | "uint32" | "float8_e5m2_x4" | "float8_e4m3fn_x4" => 4,
+        "bfloat16" | "float16" | "int16" | "uint16" | "float4_e2m1fn_x4" => 2,
         _ => 1,
     }
 }
