@@ -94,6 +94,8 @@ pub enum Rule {
     PartitionReduce,
     Topk,
     Activate2,
+    QuantizeMx,
+    MatmulMx,
     CopyPredicated,
     SelectReduce,
     Nonzero,

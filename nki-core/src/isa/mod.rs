@@ -16,6 +16,7 @@ mod exec;
 mod exponential;
 mod gather;
 mod matmul;
+mod mx;
 mod nonzero;
 mod operand;
 mod partition_reduce;
@@ -45,6 +46,7 @@ pub use enums::{
 pub use exponential::{ExponentialOpts, exponential};
 pub use gather::{LocalGatherOpts, local_gather, nc_n_gather};
 pub use matmul::{NcMatmulOpts, NcTransposeOpts, nc_matmul, nc_transpose};
+pub use mx::{NcMatmulMxOpts, nc_matmul_mx, quantize_mx};
 pub use nonzero::{NonzeroOpts, nonzero_with_count};
 pub use operand::Operand;
 pub use partition_reduce::tensor_partition_reduce;

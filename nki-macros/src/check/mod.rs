@@ -11,6 +11,7 @@ mod gather;
 mod kinds;
 mod limits;
 mod methods;
+mod mx;
 mod nl_tiles;
 mod partition_reduce;
 pub mod rules;

@@ -68,6 +68,8 @@ pub fn rule(r: Rule) -> Check {
         Rule::PartitionReduce => super::partition_reduce::check,
         Rule::Topk => super::topk::check,
         Rule::Activate2 => super::activate2::check,
+        Rule::QuantizeMx => super::mx::quantize,
+        Rule::MatmulMx => super::mx::matmul,
         Rule::CopyPredicated => super::select::copy_predicated,
         Rule::SelectReduce => super::select::select_reduce,
         Rule::Nonzero => super::gather::nonzero_with_count,
