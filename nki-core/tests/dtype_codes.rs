@@ -76,7 +76,7 @@ fn check(dtype: Dtype, codes: u32, decode: impl Fn(u32) -> f64, tie: impl Fn(u32
 
 #[test]
 fn fp8_codes_round_trip_and_midpoints_round_to_even() {
-    let even = |a: u32, b: u32| if a % 2 == 0 { a } else { b };
+    let even = |a: u32, b: u32| if a.is_multiple_of(2) { a } else { b };
     check(Dtype::Fp8E4m3Fn, 256, |c| decode(E4M3FN, c), even);
     check(Dtype::Fp8E4m3, 256, |c| decode(E4M3, c), even);
     check(Dtype::Fp8E5m2, 256, |c| decode(E5M2, c), even);

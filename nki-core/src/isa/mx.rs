@@ -86,7 +86,7 @@ pub fn quantize_mx(ctx: &Ctx, dst: &Tensor, src: &Tensor, dst_scale: &Tensor, op
         return Err(NkiError::dtype(OP, format!("dst {} must be float8_e5m2_x4 or float8_e4m3fn_x4", dst.describe())));
     };
     let (s, d) = (TileView::of(OP, "src", src)?, TileView::of(OP, "dst", dst)?);
-    if s.np % QUADRANT != 0 || s.nf % GROUP_ELEMENTS != 0 {
+    if !s.np.is_multiple_of(QUADRANT) || !s.nf.is_multiple_of(GROUP_ELEMENTS) {
         return Err(NkiError::shape(
             OP,
             format!(
@@ -212,14 +212,14 @@ pub fn nc_matmul_mx(
     }
     let (st, mv) = (TileView::of(OP, "stationary", stationary)?, TileView::of(OP, "moving", moving)?);
     let dt = TileView::of(OP, "dst", dst)?.on_tensor_engine();
-    if st.np != mv.np || st.np % QUADRANT != 0 {
+    if st.np != mv.np || !st.np.is_multiple_of(QUADRANT) {
         return Err(NkiError::shape(
             OP,
             format!("stationary and moving must share a partition count that is a multiple of {QUADRANT} (got {} and {})", st.np, mv.np),
         ));
     }
     let hw = ctx.hw();
-    if st.nf % 2 != 0 || st.nf > hw.pmax {
+    if !st.nf.is_multiple_of(2) || st.nf > hw.pmax {
         return Err(NkiError::shape(
             OP,
             format!("stationary {} has free size {}; it must be even and at most {}", stationary.describe(), st.nf, hw.pmax),

@@ -41,7 +41,7 @@ pub fn topk(ctx: &Ctx, val_dst: &Tensor, idx_dst: &Tensor, src: &Tensor, n: i64,
     let v = sbuf_of(OP, "val_dst", val_dst, Dtype::Bf16)?;
     let i = sbuf_of(OP, "idx_dst", idx_dst, Dtype::U32)?;
     let k = v.nf;
-    if s.np % SNAKE != 0 || v.np != s.np || i.np != s.np || i.nf != k {
+    if !s.np.is_multiple_of(SNAKE) || v.np != s.np || i.np != s.np || i.nf != k {
         return Err(NkiError::shape(
             OP,
             format!(

@@ -21,7 +21,7 @@ const STAGES: [(&str, &str); 6] = [
 const REDUCTIONS: [&str; 5] = ["add", "maximum", "minimum", "abs_max", "abs_min"];
 
 /// The token passed as `role`, when known.
-fn token<'a>(site: &'a CallSite<'_>, role: &str) -> Option<&'static str> {
+fn token(site: &CallSite<'_>, role: &str) -> Option<&'static str> {
     match site.arg(role)?.ty {
         Ty::Op(_, Some(n)) => Some(n),
         _ => None,
