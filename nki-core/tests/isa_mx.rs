@@ -217,3 +217,18 @@ fn run_time_errors_name_the_generation_and_the_rule() {
     }));
     assert_err(&e, ErrorKind::Dtype, &["packs four MX values"]);
 }
+
+#[test]
+fn a_group_holding_nan_gets_nan_elements_and_the_nan_scale() {
+    let mut x = vec![1.0; 32 * 8];
+    x[3 * 8 + 5] = f64::NAN; // group (0, 1)
+    let (d, e) = quantize(&x, 32, 8, Dtype::Fp8E4m3Fnx4, Dtype::U8).unwrap();
+    let (words, scales) = (d.to_i64_vec(), e.to_i64_vec());
+    // Scale of 1.0 in e4m3fn: 2^(0 - 7), biased 120; 1.0 / 2^-7 = 2^7 is code 0x70.
+    assert_eq!(scales[..2], [120, 255]);
+    assert!(scales[2..].iter().all(|&s| s == 120));
+    for p in 0..32 {
+        assert_eq!(words[p * 2], 0x7070_7070);
+        assert_eq!(words[p * 2 + 1], if p < 8 { 0x7f7f_7f7f } else { 0x7070_7070 }, "partition {p}");
+    }
+}

@@ -385,6 +385,22 @@ class MxTest(unittest.TestCase):
         np.testing.assert_allclose(host(out), np.einsum("kmj,knj->mn", ra, rb), rtol=1e-5, atol=1e-4)
         np.testing.assert_allclose(host(twice), 2 * np.einsum("kmj,knj->mn", ra, rb), rtol=1e-5, atol=1e-4)
 
+    def test_quantize_mx_marks_a_nan_group_with_nan_elements_and_the_nan_scale(self):
+        x = np.ones((32, 8))
+        x[3, 5] = np.nan  # group (0, 1)
+
+        def kern():
+            q, s = tile((32, 2), nl.float8_e4m3fn_x4), tile((4, 2), nl.uint8)
+            nisa.quantize_mx(dst=q, src=sbuf(x, nl.bfloat16), dst_scale=s)
+            return q, s
+
+        q, s = run(kern, generation="trn3")
+        scales, words = ints(s), ints(q)
+        self.assertEqual(scales[0].tolist(), [127 - 7, 255])
+        self.assertTrue((scales[1:] == 127 - 7).all())
+        self.assertTrue((words[:8, 1] == 0x7F7F7F7F).all())
+        self.assertTrue((words[8:, 1] == 0x70707070).all())  # 1.0 / 2^-7 = 128 = 2^7: exponent field 14, mantissa 0
+
 
 class HandleTest(unittest.TestCase):
     def test_instructions_return_handles_with_dependencies(self):
