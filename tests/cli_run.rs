@@ -19,6 +19,8 @@ use std::process::{Command, Output};
 enum In {
     F32(&'static [usize]),
     Ids(&'static [usize], u32),
+    /// A uint8 mask of random 0s and 1s.
+    Mask(&'static [usize]),
     Text(&'static str),
 }
 
@@ -29,13 +31,22 @@ struct Case {
     params: &'static [(&'static str, In)],
 }
 
-use In::{F32, Ids, Text};
+use In::{F32, Ids, Mask, Text};
 
 const QKV: &[usize] = &[1, 1, 64, 128];
+
+/// Kernels only trn3 has the instructions of: run with `--target trn3`.
+const TRN3_ONLY: &[&str] = &["temperature_softmax"];
+
+/// The generation a case runs on.
+fn target_of(case: &Case) -> &'static str {
+    if TRN3_ONLY.contains(&case.kernel) { "trn3" } else { "trn2" }
+}
 
 const CASES: &[Case] = &[
     Case { kernel: "axpy", ranks: 1, params: &[("x", F32(&[128, 64])), ("y", F32(&[128, 64])), ("alpha", Text("0.5"))] },
     Case { kernel: "cumsum", ranks: 1, params: &[("x", F32(&[128, 300]))] },
+    Case { kernel: "dropout", ranks: 1, params: &[("x", F32(&[128, 64])), ("seed", Ids(&[1, 1], 1000)), ("rate", Text("0.25"))] },
     Case { kernel: "embedding", ranks: 1, params: &[("table", F32(&[200, 64])), ("ids", Ids(&[128, 1], 200))] },
     Case { kernel: "gemm_bias_gelu", ranks: 1, params: &[("x", F32(&[128, 128])), ("w", F32(&[128, 128])), ("bias", F32(&[1, 128]))] },
     Case {
@@ -46,6 +57,7 @@ const CASES: &[Case] = &[
     Case { kernel: "mamba_v1", ranks: 1, params: MAMBA },
     Case { kernel: "mamba_v2", ranks: 1, params: MAMBA },
     Case { kernel: "mamba_v3", ranks: 1, params: MAMBA_TILED },
+    Case { kernel: "masked_softmax", ranks: 1, params: &[("x", F32(&[128, 64])), ("mask", F32(&[128, 64])), ("scale", Text("0.5"))] },
     Case { kernel: "matmul", ranks: 1, params: &[("a_t", F32(&[128, 128])), ("b", F32(&[128, 512]))] },
     Case { kernel: "matmul_hoisted", ranks: 1, params: &[("a_t", F32(&[128, 128])), ("b", F32(&[128, 512]))] },
     Case {
@@ -53,6 +65,7 @@ const CASES: &[Case] = &[
         ranks: 1,
         params: &[("a_t", F32(&[128, 256])), ("b", F32(&[128, 512])), ("tiles_m", Text("2")), ("tiles_n", Text("1"))],
     },
+    Case { kernel: "rmsnorm", ranks: 1, params: &[("x", F32(&[128, 64])), ("w", F32(&[1, 64]))] },
     Case {
         kernel: "RoPE",
         ranks: 1,
@@ -64,6 +77,7 @@ const CASES: &[Case] = &[
         ],
     },
     Case { kernel: "softmax", ranks: 1, params: &[("x", F32(&[128, 96]))] },
+    Case { kernel: "temperature_softmax", ranks: 1, params: &[("x", F32(&[128, 64])), ("inv_temp", Text("2.0"))] },
     Case { kernel: "tensor_add", ranks: 1, params: &[("a", F32(&[128, 64])), ("b", F32(&[128, 64]))] },
     Case { kernel: "topk", ranks: 1, params: &[("x", F32(&[128, 64])), ("k", Text("8"))] },
     Case { kernel: "tp_matmul", ranks: 4, params: &[("x_t", F32(&[32, 512])), ("w1", F32(&[128, 128])), ("w2", F32(&[128, 512]))] },
@@ -72,6 +86,24 @@ const CASES: &[Case] = &[
         kernel: "attention_cte",
         ranks: 1,
         params: &[("q", F32(&[1, 128, 16])), ("k", F32(&[1, 16, 128])), ("v", F32(&[1, 128, 16])), ("causal_mask", Text("false"))],
+    },
+    Case {
+        kernel: "attention_tkg",
+        ranks: 1,
+        params: &[
+            ("q", F32(&[64, 2])),
+            ("k_active", F32(&[64, 1])),
+            ("v_active", F32(&[1, 1, 1, 64])),
+            ("k_prior", F32(&[1, 1, 64, 128])),
+            ("v_prior", F32(&[1, 1, 128, 64])),
+            ("mask", Mask(&[128, 1, 2, 1])),
+            ("bs", Text("1")),
+            ("q_head", Text("2")),
+            ("s_active", Text("1")),
+            ("curr_sprior", Text("128")),
+            ("full_sprior", Text("128")),
+            ("d_head", Text("64")),
+        ],
     },
     Case {
         kernel: "ring_attention_spmd_fwd",
@@ -95,6 +127,7 @@ const CASES: &[Case] = &[
             ("o_ref", F32(QKV)),
             ("dy_ref", F32(QKV)),
             ("lse_ref", F32(&[1, 1, 128, 1])),
+            ("lnc_size", Text("2")),
         ],
     },
 ];
@@ -148,6 +181,10 @@ fn write_inputs(dir: &Path, case: &Case) -> Vec<String> {
                         common::uniform(shape.iter().product(), seed, 0.0, f64::from(max)).iter().map(|v| v.floor()).collect();
                     write_npy(&path, shape, &ids, NpyType::I32).unwrap();
                 }
+                Mask(shape) => {
+                    let bits: Vec<f64> = common::uniform(shape.iter().product(), seed, 0.0, 2.0).iter().map(|v| v.floor()).collect();
+                    write_npy(&path, shape, &bits, NpyType::U8).unwrap();
+                }
                 Text(_) => unreachable!("scalars are not files"),
             }
         };
@@ -193,7 +230,9 @@ fn rust_outputs(dir: &Path, case: &Case, info: &FunctionInfo) -> Vec<Vec<Tensor>
         })
         .collect();
     let entry = info.entry.expect("a kernel's entry");
-    Launch::new().ranks(case.ranks).run_ranks(|ctx| entry(ctx, &args[ctx.rank()])).unwrap()
+    let generation = nki::profile::Target::parse(target_of(case)).unwrap();
+    // `nki run` launches on the target's default LNC (2 on trn2 and trn3).
+    Launch::new().generation(generation).lnc(2).ranks(case.ranks).run_ranks(|ctx| entry(ctx, &args[ctx.rank()])).unwrap()
 }
 
 #[test]
@@ -208,7 +247,7 @@ fn every_registered_kernel_runs_from_the_command_line_as_from_rust() {
         let out = dir.join(case.kernel);
         std::fs::create_dir(&out).unwrap();
         let ranks = case.ranks.to_string();
-        let mut args = vec!["run", case.kernel, "--out", case.kernel, "--ranks", &ranks];
+        let mut args = vec!["run", case.kernel, "--out", case.kernel, "--ranks", &ranks, "--target", target_of(case)];
         args.extend(flags.iter().map(String::as_str));
         let o = nki_in(&dir, &args);
         assert!(o.status.success(), "{}: {}", case.kernel, stderr(&o));
@@ -227,7 +266,7 @@ fn every_registered_kernel_runs_from_the_command_line_as_from_rust() {
         assert_eq!(std::fs::read_dir(&out).unwrap().count(), files, "{}: exactly the outputs are written", case.kernel);
 
         // The same inputs profile.
-        let mut prof = vec!["profile", case.kernel, "--json", "--ranks", &ranks];
+        let mut prof = vec!["profile", case.kernel, "--json", "--ranks", &ranks, "--target", target_of(case)];
         prof.extend(flags.iter().map(String::as_str));
         let o = nki_in(&dir, &prof);
         assert!(o.status.success(), "profile {}: {}", case.kernel, stderr(&o));

@@ -18,6 +18,7 @@ pub mod matmul_steps;
 pub mod rmsnorm;
 pub mod rope;
 pub mod softmax;
+pub mod temperature_softmax;
 pub mod tensor_add;
 pub mod tiles;
 pub mod topk;
@@ -44,6 +45,7 @@ pub static KERNELS: &[&FunctionInfo] = &[
     &rmsnorm::rmsnorm::INFO,
     &rope::RoPE::INFO,
     &softmax::softmax::INFO,
+    &temperature_softmax::temperature_softmax::INFO,
     &tensor_add::tensor_add::INFO,
     &topk::topk::INFO,
     &tp_matmul::tp_matmul::INFO,

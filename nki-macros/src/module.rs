@@ -121,6 +121,8 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
                 file: ::core::file!(),
                 deps: &[],
                 uses_math: false,
+                params: &[],
+                entry: ::core::option::Option::None,
             };
         });
     }
@@ -138,6 +140,8 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
                 file: ::core::file!(),
                 deps: &[],
                 uses_math: false,
+                params: &[],
+                entry: ::core::option::Option::None,
             };
         });
     }

@@ -184,7 +184,19 @@ pub fn run_numpy_ranks(pkg: &Path, kernel: &str, args: &[Vec<Arg>], lnc: usize, 
 
 /// [`run_numpy_ranks`], with a failed run as `Err` holding the harness's output.
 pub fn try_run_numpy_ranks(pkg: &Path, kernel: &str, args: &[Vec<Arg>], lnc: usize, precision: &str) -> Result<Vec<Vec<Vec<f32>>>, String> {
-    let outs = try_run_numpy_on(pkg, kernel, args, lnc, precision, "trn2")?;
+    try_run_numpy_ranks_on(pkg, kernel, args, lnc, precision, "trn2")
+}
+
+/// [`try_run_numpy_ranks`] on the NeuronCore `generation` (`trn1`, `trn2`, `trn3`).
+pub fn try_run_numpy_ranks_on(
+    pkg: &Path,
+    kernel: &str,
+    args: &[Vec<Arg>],
+    lnc: usize,
+    precision: &str,
+    generation: &str,
+) -> Result<Vec<Vec<Vec<f32>>>, String> {
+    let outs = try_run_numpy_on(pkg, kernel, args, lnc, precision, generation)?;
     Ok(outs.into_iter().map(|rank| rank.into_iter().map(|o| o.iter().map(|&v| v as f32).collect()).collect()).collect())
 }
 

@@ -92,6 +92,16 @@ class TopValuesTest(unittest.TestCase):
         np.testing.assert_array_equal(host(v), np.tile(snake[order], (16, 1)))
         np.testing.assert_array_equal(ints(i), np.tile(order, (16, 1)))
 
+    def test_topk_refuses_k_of_32768_even_when_n_allows_it(self):
+        n, k_ = 40000, 32768
+
+        def k():
+            v, i = tile((16, k_), nl.bfloat16), tile((16, k_), nl.uint32)
+            nisa.topk(val_dst=v, idx_dst=i, src=tile((16, 2500), nl.bfloat16), n=n)
+
+        with self.assertRaisesRegex(NkiError, "K <= 32767"):
+            run(k)
+
 
 class ScanTest(unittest.TestCase):
     def test_tensor_tensor_scan_recurrence(self):
@@ -386,6 +396,22 @@ class MxTest(unittest.TestCase):
         ra, rb = da.reshape(k_, m, 4), db.reshape(k_, n, 4)
         np.testing.assert_allclose(host(out), np.einsum("kmj,knj->mn", ra, rb), rtol=1e-5, atol=1e-4)
         np.testing.assert_allclose(host(twice), 2 * np.einsum("kmj,knj->mn", ra, rb), rtol=1e-5, atol=1e-4)
+
+    def test_quantize_mx_marks_a_nan_group_with_nan_elements_and_the_nan_scale(self):
+        x = np.ones((32, 8))
+        x[3, 5] = np.nan  # group (0, 1)
+
+        def kern():
+            q, s = tile((32, 2), nl.float8_e4m3fn_x4), tile((4, 2), nl.uint8)
+            nisa.quantize_mx(dst=q, src=sbuf(x, nl.bfloat16), dst_scale=s)
+            return q, s
+
+        q, s = run(kern, generation="trn3")
+        scales, words = ints(s), ints(q)
+        self.assertEqual(scales[0].tolist(), [127 - 7, 255])
+        self.assertTrue((scales[1:] == 127 - 7).all())
+        self.assertTrue((words[:8, 1] == 0x7F7F7F7F).all())
+        self.assertTrue((words[8:, 1] == 0x70707070).all())  # 1.0 / 2^-7 = 128 = 2^7: exponent field 14, mantissa 0
 
 
 class HandleTest(unittest.TestCase):

@@ -31,11 +31,11 @@ pub const DTYPES: &[DtypeSpec] = &[
     dt("int8", 8, true),
     dt("uint8", 8, true),
     dt("bool_", 8, false),
-    dt("tfloat32", 32, false),
-    dt("float8_e5m2_x4", 32, false),
-    dt("float8_e4m3fn_x4", 32, false),
-    dt("float8_e8m0fnu", 8, false),
-    dt("float4_e2m1fn_x4", 16, false),
+    dt("tfloat32", 32, true),
+    dt("float8_e5m2_x4", 32, true),
+    dt("float8_e4m3fn_x4", 32, true),
+    dt("float8_e8m0fnu", 8, true),
+    dt("float4_e2m1fn_x4", 16, true),
 ];
 
 /// The dtypes kernels may name.
@@ -73,6 +73,8 @@ pub const ALU_TOKENS: &[&str] = &[
     "bitwise_xor",
     "left_shift",
     "right_shift",
+    "average",
+    "bypass",
 ];
 
 /// Activation-function tokens nki-rs implements (`op=nl.exp`).
@@ -110,6 +112,7 @@ pub const ACT_TOKENS: &[&str] = &[
     "silu_dx",
     "logical_not",
     "invert",
+    "prelu",
 ];
 
 /// Tokens the docs define on integers only (`x`, `y`: "a tile or a scalar value
@@ -131,6 +134,14 @@ pub const DMA_COMPUTE_MAX_SRCS: usize = 16;
 pub const TOP8_K: i64 = 8;
 /// Fewest and most elements per partition the top-8 instructions search.
 pub const TOP8_DATA_RANGE: (i64, i64) = (8, 16_384);
+
+/// Partitions of `nisa.topk`'s snake layout: element e of the snake sits at
+/// partition e % 16, column e / 16 of its group of 16 partitions.
+pub const TOPK_SNAKE: i64 = 16;
+/// Inclusive range of `nisa.topk`'s `n` (the docs: 8 <= n < 65536).
+pub const TOPK_N_RANGE: (i64, i64) = (8, 65_535);
+/// Inclusive range of `nisa.topk`'s K (the docs: 1 <= K < 32768, and K <= n).
+pub const TOPK_K_RANGE: (i64, i64) = (1, 32_767);
 
 /// `nl.tile_size` members.
 pub const TILE_SIZE: &[(&str, i64)] = &[

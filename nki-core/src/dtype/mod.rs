@@ -4,8 +4,10 @@
 //! whose value is exactly representable in the dtype (the emulator rounds on every
 //! write in `hardware` precision); integer dtypes keep the integer's bit pattern.
 
+mod codes;
 mod round;
 
+pub use codes::{fp4_decode, fp8_decode, fp8_encode};
 pub use round::{round_f32, round_slice};
 
 use std::fmt;
@@ -32,6 +34,17 @@ pub enum Dtype {
     Fp8E4m3Fn,
     /// 8-bit float, 5 exponent bits (`nl.float8_e5m2`).
     Fp8E5m2,
+    /// binary32 storage with 10 mantissa bits (`nl.tfloat32`).
+    Tf32,
+    /// 8-bit unsigned power of two 2^-127..=2^127, NaN at 0xFF: the OCP MX scale
+    /// type (`nl.float8_e8m0fnu`).
+    Fp8E8m0,
+    /// Four float8_e5m2 codes in 32 bits, the first in the lowest byte (`nl.float8_e5m2_x4`).
+    Fp8E5m2x4,
+    /// Four float8_e4m3fn codes in 32 bits, the first in the lowest byte (`nl.float8_e4m3fn_x4`).
+    Fp8E4m3Fnx4,
+    /// Four float4_e2m1fn codes in 16 bits, the first in the lowest nibble (`nl.float4_e2m1fn_x4`).
+    Fp4E2m1Fnx4,
     /// Signed 32-bit integer.
     I32,
     /// Unsigned 32-bit integer.
@@ -48,13 +61,18 @@ pub enum Dtype {
 
 impl Dtype {
     /// Every dtype, in a stable order.
-    pub const ALL: [Dtype; 12] = [
+    pub const ALL: [Dtype; 17] = [
         Dtype::F32,
         Dtype::Bf16,
         Dtype::F16,
         Dtype::Fp8E4m3,
         Dtype::Fp8E4m3Fn,
         Dtype::Fp8E5m2,
+        Dtype::Tf32,
+        Dtype::Fp8E8m0,
+        Dtype::Fp8E5m2x4,
+        Dtype::Fp8E4m3Fnx4,
+        Dtype::Fp4E2m1Fnx4,
         Dtype::I32,
         Dtype::U32,
         Dtype::I16,
@@ -66,15 +84,18 @@ impl Dtype {
     /// Bytes one element occupies on the device.
     pub const fn size_bytes(self) -> usize {
         match self {
-            Dtype::F32 | Dtype::I32 | Dtype::U32 => 4,
-            Dtype::Bf16 | Dtype::F16 | Dtype::I16 | Dtype::U16 => 2,
-            Dtype::Fp8E4m3 | Dtype::Fp8E4m3Fn | Dtype::Fp8E5m2 | Dtype::I8 | Dtype::U8 => 1,
+            Dtype::F32 | Dtype::Tf32 | Dtype::I32 | Dtype::U32 | Dtype::Fp8E5m2x4 | Dtype::Fp8E4m3Fnx4 => 4,
+            Dtype::Bf16 | Dtype::F16 | Dtype::I16 | Dtype::U16 | Dtype::Fp4E2m1Fnx4 => 2,
+            Dtype::Fp8E4m3 | Dtype::Fp8E4m3Fn | Dtype::Fp8E5m2 | Dtype::Fp8E8m0 | Dtype::I8 | Dtype::U8 => 1,
         }
     }
 
     /// True for the floating-point dtypes.
     pub const fn is_float(self) -> bool {
-        matches!(self, Dtype::F32 | Dtype::Bf16 | Dtype::F16 | Dtype::Fp8E4m3 | Dtype::Fp8E4m3Fn | Dtype::Fp8E5m2)
+        matches!(
+            self,
+            Dtype::F32 | Dtype::Bf16 | Dtype::F16 | Dtype::Fp8E4m3 | Dtype::Fp8E4m3Fn | Dtype::Fp8E5m2 | Dtype::Tf32 | Dtype::Fp8E8m0
+        )
     }
 
     /// The name NKI gives this dtype inside `nki.language`, e.g. `"bfloat16"`.
@@ -86,6 +107,11 @@ impl Dtype {
             Dtype::Fp8E4m3 => "float8_e4m3",
             Dtype::Fp8E4m3Fn => "float8_e4m3fn",
             Dtype::Fp8E5m2 => "float8_e5m2",
+            Dtype::Tf32 => "tfloat32",
+            Dtype::Fp8E8m0 => "float8_e8m0fnu",
+            Dtype::Fp8E5m2x4 => "float8_e5m2_x4",
+            Dtype::Fp8E4m3Fnx4 => "float8_e4m3fn_x4",
+            Dtype::Fp4E2m1Fnx4 => "float4_e2m1fn_x4",
             Dtype::I32 => "int32",
             Dtype::U32 => "uint32",
             Dtype::I16 => "int16",
@@ -111,7 +137,7 @@ impl Dtype {
     pub fn cell_to_f32(self, cell: f32) -> f32 {
         match self {
             Dtype::I32 | Dtype::I16 | Dtype::I8 => cell.to_bits() as i32 as f32,
-            Dtype::U32 | Dtype::U16 | Dtype::U8 => cell.to_bits() as f32,
+            Dtype::U32 | Dtype::U16 | Dtype::U8 | Dtype::Fp8E5m2x4 | Dtype::Fp8E4m3Fnx4 | Dtype::Fp4E2m1Fnx4 => cell.to_bits() as f32,
             _ => cell,
         }
     }
@@ -121,7 +147,7 @@ impl Dtype {
     pub fn cell_to_i64(self, cell: f32) -> i64 {
         match self {
             Dtype::I32 | Dtype::I16 | Dtype::I8 => cell.to_bits() as i32 as i64,
-            Dtype::U32 | Dtype::U16 | Dtype::U8 => cell.to_bits() as i64,
+            Dtype::U32 | Dtype::U16 | Dtype::U8 | Dtype::Fp8E5m2x4 | Dtype::Fp8E4m3Fnx4 | Dtype::Fp4E2m1Fnx4 => cell.to_bits() as i64,
             _ => cell as i64,
         }
     }
@@ -146,7 +172,7 @@ impl Dtype {
         let c = v.clamp(lo, hi);
         match self {
             Dtype::I32 | Dtype::I16 | Dtype::I8 => f32::from_bits(c as i32 as u32),
-            Dtype::U32 | Dtype::U16 | Dtype::U8 => f32::from_bits(c as u32),
+            Dtype::U32 | Dtype::U16 | Dtype::U8 | Dtype::Fp8E5m2x4 | Dtype::Fp8E4m3Fnx4 | Dtype::Fp4E2m1Fnx4 => f32::from_bits(c as u32),
             _ => v as f32,
         }
     }
@@ -155,12 +181,27 @@ impl Dtype {
     pub const fn int_range(self) -> (i64, i64) {
         match self {
             Dtype::I32 => (i32::MIN as i64, i32::MAX as i64),
-            Dtype::U32 => (0, u32::MAX as i64),
+            Dtype::U32 | Dtype::Fp8E5m2x4 | Dtype::Fp8E4m3Fnx4 => (0, u32::MAX as i64),
+            Dtype::Fp4E2m1Fnx4 => (0, u16::MAX as i64),
             Dtype::I16 => (i16::MIN as i64, i16::MAX as i64),
             Dtype::U16 => (0, u16::MAX as i64),
             Dtype::I8 => (i8::MIN as i64, i8::MAX as i64),
             Dtype::U8 => (0, u8::MAX as i64),
             _ => (i64::MIN, i64::MAX),
+        }
+    }
+}
+
+impl Dtype {
+    /// For a packed MX dtype, the element it packs and the bits of one element
+    /// (four elements per value): `float8_e4m3fn_x4` packs 8-bit `float8_e4m3fn`
+    /// codes; `float4_e2m1fn_x4` packs 4-bit codes, which have no dtype of their own.
+    pub const fn packs(self) -> Option<(Option<Dtype>, u32)> {
+        match self {
+            Dtype::Fp8E5m2x4 => Some((Some(Dtype::Fp8E5m2), 8)),
+            Dtype::Fp8E4m3Fnx4 => Some((Some(Dtype::Fp8E4m3Fn), 8)),
+            Dtype::Fp4E2m1Fnx4 => Some((None, 4)),
+            _ => None,
         }
     }
 }

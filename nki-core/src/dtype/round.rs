@@ -22,6 +22,8 @@ pub fn round_f32(dtype: Dtype, x: f32) -> f32 {
         Dtype::Fp8E4m3 => Fp8::E4M3.round(x),
         Dtype::Fp8E4m3Fn => Fp8::E4M3FN.round(x),
         Dtype::Fp8E5m2 => Fp8::E5M2.round(x),
+        Dtype::Tf32 => tf32_round(x),
+        Dtype::Fp8E8m0 => e8m0_round(x),
         _ => x,
     }
 }
@@ -39,7 +41,9 @@ pub fn round_slice(dtype: Dtype, xs: &mut [f32]) {
                 b.convert_to_f32_slice(chunk);
             }
         }
-        Dtype::Fp8E4m3 | Dtype::Fp8E4m3Fn | Dtype::Fp8E5m2 => xs.iter_mut().for_each(|x| *x = round_f32(dtype, *x)),
+        Dtype::Fp8E4m3 | Dtype::Fp8E4m3Fn | Dtype::Fp8E5m2 | Dtype::Tf32 | Dtype::Fp8E8m0 => {
+            xs.iter_mut().for_each(|x| *x = round_f32(dtype, *x))
+        }
         _ => {}
     }
 }
@@ -53,6 +57,36 @@ fn bf16_round(x: f32) -> f32 {
     }
     let lsb = (b >> 16) & 1;
     f32::from_bits(b.wrapping_add(0x7fff + lsb) & 0xffff_0000)
+}
+
+/// tfloat32 round-to-nearest-even to 10 mantissa bits on the bit pattern
+/// (a carry into the exponent gives the next binade, or infinity); NaN and
+/// infinities pass unchanged.
+#[inline(always)]
+fn tf32_round(x: f32) -> f32 {
+    if !x.is_finite() {
+        return x;
+    }
+    let b = x.to_bits();
+    let lsb = (b >> 13) & 1;
+    f32::from_bits(b.wrapping_add(0x0fff + lsb) & 0xffff_e000)
+}
+
+/// float8_e8m0fnu: the power of two nearest `x` on the linear scale, ties up
+/// (as `ml_dtypes` converts: there is no mantissa to round to even). Values
+/// below 2^-127 give 2^-127 (there is no zero); zero, negatives, infinities,
+/// NaN and values that round above 2^127 give NaN.
+fn e8m0_round(x: f32) -> f32 {
+    if x.is_nan() || x <= 0.0 || x.is_infinite() {
+        return f32::NAN;
+    }
+    // f64 holds every f32, subnormals included, as a normal number.
+    let bits = f64::from(x).to_bits();
+    let exp = ((bits >> 52) & 0x7ff) as i32 - 1023 + ((bits >> 51) & 1) as i32;
+    match exp {
+        e if e > 127 => f32::NAN,
+        e => (2f64).powi(e.max(-127)) as f32,
+    }
 }
 
 /// Parameters of an 8-bit float format.

@@ -38,7 +38,7 @@ pub struct NcMatmulOpts<'a> {
     pub name: Option<&'a str>,
 }
 
-fn in_buffer(op: &str, role: &str, t: &Tensor, want: Buffer) -> Result<()> {
+pub(super) fn in_buffer(op: &str, role: &str, t: &Tensor, want: Buffer) -> Result<()> {
     if t.buffer() != want {
         let hint = if want == Buffer::Psum { " (the Tensor Engine writes only PSUM)" } else { " (the Tensor Engine reads only SBUF)" };
         return Err(NkiError::constraint(op, format!("{role} {} must be in {want}{hint}", t.describe())));
@@ -146,7 +146,7 @@ pub fn nc_matmul(ctx: &Ctx, dst: &Tensor, stationary: &Tensor, moving: &Tensor, 
 }
 
 /// Which cells of the destination a matmul adds onto.
-enum Written {
+pub(super) enum Written {
     None,
     All,
     /// Per element of the view, row-major.
@@ -159,7 +159,7 @@ enum Written {
 /// onto values a matmul wrote. `accumulate=None` adds onto every cell any write
 /// has touched since allocation, so a memset or copy into PSUM followed by a
 /// default matmul falls under the second rule too.
-fn accumulation(ctx: &Ctx, op: &str, dst: &Tensor, accumulate: Option<bool>) -> Result<Written> {
+pub(super) fn accumulation(ctx: &Ctx, op: &str, dst: &Tensor, accumulate: Option<bool>) -> Result<Written> {
     if accumulate == Some(false) {
         return Ok(Written::None);
     }
@@ -257,23 +257,29 @@ fn gemm_into(
             let mut out = vec![0f32; m * n];
             sgemm_split(ctx.helpers, m, k, n, s_cells, a, m_cells, b, &mut out, Mat { offset: 0, rs: n as isize, cs: 1 }, 0.0);
             drop((sguard, mguard));
-            let prev = read_tile(dst, dt);
-            let written: Vec<bool> = match state {
-                Written::Mixed(w) => w,
-                Written::All => vec![true; m * n],
-                Written::None => vec![false; m * n],
-            };
-            for ((o, &p), &w) in out.iter_mut().zip(&prev).zip(&written) {
-                if w {
-                    *o += p;
-                }
-            }
-            write_tile(ctx, dst, dt, &out);
+            write_accumulated(ctx, dst, dt, out, state);
             return Ok(());
         }
     }
     mark_written(dst, dt.writer);
     Ok(())
+}
+
+/// Writes a matmul's fp32 results `out` (the tile's elements, row-major) into
+/// `dst`, added onto the cells `state` says were written.
+pub(super) fn write_accumulated(ctx: &Ctx, dst: &Tensor, dt: &TileView, mut out: Vec<f32>, state: Written) {
+    let prev = read_tile(dst, dt);
+    let written: Vec<bool> = match state {
+        Written::Mixed(w) => w,
+        Written::All => vec![true; out.len()],
+        Written::None => vec![false; out.len()],
+    };
+    for ((o, &p), &w) in out.iter_mut().zip(&prev).zip(&written) {
+        if w {
+            *o += p;
+        }
+    }
+    write_tile(ctx, dst, dt, &out);
 }
 
 /// Optional arguments of [`nc_transpose`].

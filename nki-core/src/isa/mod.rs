@@ -5,6 +5,7 @@
 //! Each op checks its hardware rules (memory spaces, partition and free sizes,
 //! dtypes, generation) and returns an error naming the op, the tensor and the limit.
 
+mod activate2;
 mod activation;
 mod alu;
 mod bounds;
@@ -17,8 +18,10 @@ mod exec;
 mod exponential;
 mod gather;
 mod matmul;
+mod mx;
 mod nonzero;
 mod operand;
+mod partition_reduce;
 mod predicated;
 mod random;
 mod reduce;
@@ -32,7 +35,9 @@ mod sync;
 mod tile;
 mod top8;
 mod xorwow;
+mod topk;
 
+pub use activate2::{Activate2Opts, activate2};
 pub use activation::{ActivationOpts, ActivationReduceOpts, activation, activation_reduce};
 pub use bounds::sequence_bounds;
 pub use cumulative::{TensorScalarCumulativeOpts, tensor_scalar_cumulative};
@@ -48,8 +53,10 @@ pub use enums::{
 pub use exponential::{ExponentialOpts, exponential};
 pub use gather::{LocalGatherOpts, local_gather, nc_n_gather};
 pub use matmul::{NcMatmulOpts, NcTransposeOpts, nc_matmul, nc_transpose};
+pub use mx::{NcMatmulMxOpts, nc_matmul_mx, quantize_mx};
 pub use nonzero::{NonzeroOpts, nonzero_with_count};
 pub use operand::Operand;
+pub use partition_reduce::tensor_partition_reduce;
 pub use predicated::{CopyPredicatedOpts, tensor_copy_predicated};
 pub(crate) use random::{RngState, dropout_into, fill_uniform, seed_vector_from};
 pub use random::{dropout, rand_get_state, rand_set_state, rand2, rng, set_rng_seed};
@@ -66,3 +73,4 @@ pub use sync::{
     register_load, register_move, register_store,
 };
 pub use top8::{MatchReplace8Opts, max8, nc_find_index8, nc_match_replace8};
+pub use topk::topk;

@@ -8,6 +8,9 @@
 use crate::tensor::{Layout, Writer};
 use crate::{Buffer, Dtype, NkiError, Result, Tensor};
 
+/// The compute instructions that read or write packed MX dtypes.
+const PACKED_OPS: [&str; 2] = ["nisa.quantize_mx", "nisa.nc_matmul_mx"];
+
 /// An on-chip operand seen as partitions × free elements.
 #[derive(Clone, Debug)]
 pub(crate) struct TileView {
@@ -39,6 +42,15 @@ impl TileView {
             return Err(NkiError::constraint(
                 op,
                 format!("{role} {} must be in SBUF or PSUM: compute engines cannot access HBM (use nisa.dma_copy)", t.describe()),
+            ));
+        }
+        if t.dtype().packs().is_some() && !PACKED_OPS.contains(&op) {
+            return Err(NkiError::dtype(
+                op,
+                format!(
+                    "{role} {} packs four MX values per element; only DMA, nisa.quantize_mx and nisa.nc_matmul_mx handle it",
+                    t.describe()
+                ),
             ));
         }
         t.check_bounds(op)?;

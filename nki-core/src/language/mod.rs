@@ -17,6 +17,7 @@ pub use debug::device_print;
 pub use loops::WHILE_LOOP_MAX_ITERATIONS;
 pub use ops::NlOp;
 pub use random::{dropout, rand, random_seed};
+pub(crate) use ops::prelu_with_slope;
 pub use tensor_engine::{matmul, transpose};
 pub use tiles::{FillOpts, LikeOpts, empty_like, full, load, ones, shared_identity_matrix, store, zeros, zeros_like};
 
@@ -55,6 +56,16 @@ pub const float8_e4m3: Dtype = Dtype::Fp8E4m3;
 pub const float8_e4m3fn: Dtype = Dtype::Fp8E4m3Fn;
 /// `nl.float8_e5m2`.
 pub const float8_e5m2: Dtype = Dtype::Fp8E5m2;
+/// `nl.tfloat32`.
+pub const tfloat32: Dtype = Dtype::Tf32;
+/// `nl.float8_e8m0fnu`.
+pub const float8_e8m0fnu: Dtype = Dtype::Fp8E8m0;
+/// `nl.float8_e5m2_x4`.
+pub const float8_e5m2_x4: Dtype = Dtype::Fp8E5m2x4;
+/// `nl.float8_e4m3fn_x4`.
+pub const float8_e4m3fn_x4: Dtype = Dtype::Fp8E4m3Fnx4;
+/// `nl.float4_e2m1fn_x4`.
+pub const float4_e2m1fn_x4: Dtype = Dtype::Fp4E2m1Fnx4;
 /// `nl.int32`.
 pub const int32: Dtype = Dtype::I32;
 /// `nl.uint32`.
@@ -101,6 +112,7 @@ op_tokens! {
     right_shift => RightShift, ceil => Ceil, floor => Floor, trunc => Trunc, tan => Tan, erf_dx => ErfDx,
     gelu_dx => GeluDx, gelu_apprx_sigmoid_dx => GeluApprxSigmoidDx, silu_dx => SiluDx, logical_not => LogicalNot,
     invert => Invert,
+    average => Average, bypass => Bypass, prelu => Prelu,
 }
 
 /// Optional arguments of [`ndarray`].

@@ -66,11 +66,14 @@ pub enum NlOp {
     SiluDx,
     LogicalNot,
     Invert,
+    Average,
+    Bypass,
+    Prelu,
 }
 
 impl NlOp {
     /// Every token, in a stable order.
-    pub const ALL: [NlOp; 58] = [
+    pub const ALL: [NlOp; 61] = [
         NlOp::Add,
         NlOp::Subtract,
         NlOp::Multiply,
@@ -129,6 +132,9 @@ impl NlOp {
         NlOp::SiluDx,
         NlOp::LogicalNot,
         NlOp::Invert,
+        NlOp::Average,
+        NlOp::Bypass,
+        NlOp::Prelu,
     ];
 
     /// The `nki.language` name (`"add"`, `"exp"`, ...).
@@ -192,6 +198,9 @@ impl NlOp {
             NlOp::SiluDx => "silu_dx",
             NlOp::LogicalNot => "logical_not",
             NlOp::Invert => "invert",
+            NlOp::Average => "average",
+            NlOp::Bypass => "bypass",
+            NlOp::Prelu => "prelu",
         }
     }
 
@@ -243,6 +252,7 @@ impl NlOp {
                 | NlOp::SiluDx
                 | NlOp::LogicalNot
                 | NlOp::Invert
+                | NlOp::Prelu
         )
     }
 
@@ -283,6 +293,8 @@ impl NlOp {
             NlOp::BitwiseAnd | NlOp::BitwiseOr | NlOp::BitwiseXor | NlOp::LeftShift | NlOp::RightShift => {
                 self.apply_int(int_value(a), int_value(b)).map_or(f32::NAN, |r| r as f32)
             }
+            NlOp::Average => (a + b) * 0.5,
+            NlOp::Bypass => a,
             _ => f32::NAN,
         }
     }
@@ -358,6 +370,7 @@ impl NlOp {
                 }
             }
             NlOp::Invert => !int_value(x) as f32,
+            NlOp::Prelu => prelu_with_slope(x, 0.0),
             _ => f32::NAN,
         }
     }
@@ -403,6 +416,12 @@ impl NlOp {
             _ => f32::NAN,
         }
     }
+}
+
+/// PReLU: `x` where `x >= 0`, else `alpha * x` (the token alone has slope 0;
+/// `nisa.activate2` passes its `relu_param`).
+pub(crate) fn prelu_with_slope(x: f32, alpha: f32) -> f32 {
+    if x >= 0.0 { x } else { alpha * x }
 }
 
 /// Error function (Abramowitz–Stegun 7.1.26, |error| < 1.5e-7, below f32 resolution).

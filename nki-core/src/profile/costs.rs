@@ -168,6 +168,11 @@ fn tensor_cycles(c: &Costs, i: &Instr) -> (f64, f64) {
             let flops = 2.0 * moving.partitions as f64 * stationary.free as f64 * n;
             (n.max(c.min_cycles) * factor, flops)
         }
+        // As nc_matmul, each packed element contracting four values (nc_matmul_mx docs).
+        ("nisa.nc_matmul_mx", [stationary, moving, ..]) => {
+            let n = moving.free as f64;
+            (n.max(c.min_cycles), 2.0 * 4.0 * moving.partitions as f64 * stationary.free as f64 * n)
+        }
         (_, [data, ..]) => {
             let (p, f) = (data.partitions as f64, data.free as f64);
             (p.max(f.min(c.min_cycles)), 0.0)
@@ -204,6 +209,15 @@ fn elementwise_cycles(c: &Costs, unit: Unit, i: &Instr) -> f64 {
         "nisa.iota" | "nisa.affine_select" => 150.0 + n,
         // The accumulator read-out adds 64 cycles.
         "nisa.activation_reduce" => n + c.min_cycles,
+        // Four source elements per partition per cycle on trn3 (trn3 Vector Engine
+        // performance notes).
+        "nisa.quantize_mx" => n / 4.0,
+        // `4 n + K` per partition (topk docs), with n at the snake's capacity of
+        // 16 x src's columns: the profile sees the operands, not `n`.
+        "nisa.topk" => match (i.reads.first(), i.writes.first()) {
+            (Some(src), Some(vals)) => 4.0 * (nki_spec::constants::TOPK_SNAKE as f64) * src.free as f64 + vals.free as f64,
+            _ => n,
+        },
         _ => n,
     };
     let speedup = match unit {

@@ -3,6 +3,7 @@
 //! emitters need (types, resolved calls, dependencies) is recorded in [`Info`].
 
 mod bundles;
+mod activate2;
 mod call;
 mod collectives;
 mod dma_compute;
@@ -12,9 +13,11 @@ mod gather;
 mod kinds;
 mod limits;
 mod methods;
+mod mx;
 mod nl_tiles;
 mod random;
 mod regions;
+mod partition_reduce;
 pub mod rules;
 mod select;
 mod sendrecv;
@@ -23,6 +26,7 @@ pub mod split_views;
 mod stats;
 mod stmt;
 mod top8;
+mod topk;
 mod types;
 mod value;
 mod views;

@@ -12,8 +12,8 @@ use nki_spec::Rule;
 /// Bytes per element of an `nl` dtype.
 pub(super) fn dtype_bytes(name: &str) -> i64 {
     match name {
-        "float32" | "int32" | "uint32" => 4,
-        "bfloat16" | "float16" | "int16" | "uint16" => 2,
+        "float32" | "tfloat32" | "int32" | "uint32" | "float8_e5m2_x4" | "float8_e4m3fn_x4" => 4,
+        "bfloat16" | "float16" | "int16" | "uint16" | "float4_e2m1fn_x4" => 2,
         _ => 1,
     }
 }
@@ -67,6 +67,11 @@ pub fn rule(r: Rule) -> Check {
         Rule::FindIndex8 => super::top8::find_index8,
         Rule::MatchReplace8 => super::top8::match_replace8,
         Rule::TensorTensorScan => tensor_tensor_scan,
+        Rule::PartitionReduce => super::partition_reduce::check,
+        Rule::Topk => super::topk::check,
+        Rule::Activate2 => super::activate2::check,
+        Rule::QuantizeMx => super::mx::quantize,
+        Rule::MatmulMx => super::mx::matmul,
         Rule::CopyPredicated => super::select::copy_predicated,
         Rule::SelectReduce => super::select::select_reduce,
         Rule::Nonzero => super::gather::nonzero_with_count,

@@ -12,6 +12,9 @@ use std::time::Duration;
 /// The most ranks a launch holds.
 const MAX_RANKS: usize = 64;
 
+/// The most threads `--threads` takes (as the attention commands' flag).
+const MAX_THREADS: usize = u16::MAX as usize;
+
 /// What the command line gives one parameter.
 #[derive(Debug)]
 pub enum Given {
@@ -27,8 +30,12 @@ pub struct Invocation {
     pub kernel: &'static FunctionInfo,
     /// What was given for each parameter, in declaration order.
     pub params: Vec<(&'static ParamInfo, Option<Given>)>,
-    /// `--lnc`.
-    pub lnc: usize,
+    /// `--lnc` (default: the target's default LNC).
+    pub lnc: Option<usize>,
+    /// `--threads` (default: every core).
+    pub threads: Option<usize>,
+    /// `--target` of `nki run` (`nki profile` takes its own).
+    pub target: Option<nki::profile::Target>,
     /// `--ranks`.
     pub ranks: usize,
     /// `--precision`.
@@ -42,7 +49,9 @@ pub struct Invocation {
 /// The launch flags every kernel takes, with their help.
 pub const LAUNCH_FLAGS: &[(&str, &str)] = &[
     ("--out DIR", "write the outputs as DIR/out0.npy, DIR/out1.npy, ... (DIR/outI.rankR.npy with --ranks > 1)"),
-    ("--lnc 1|2", "logical NeuronCore degree (default 1)"),
+    ("--lnc 1|2", "logical NeuronCore degree (default: the target's, 2 on trn2)"),
+    ("--target trn1|trn2|trn3", "NeuronCore generation (default trn2)"),
+    ("--threads N", "emulator threads (default: every core; results do not depend on it)"),
     ("--ranks N", "emulated ranks (default 1); a tensor path holding {rank} names one file per rank"),
     ("--precision hardware|fp32", "numeric model (default hardware)"),
     ("--timeout SECS", "stop a run that takes longer"),
@@ -91,7 +100,9 @@ pub fn parse(kernel: &'static FunctionInfo, args: &[String]) -> Result<Option<In
     let mut inv = Invocation {
         kernel,
         params: kernel.params.iter().map(|p| (p, None)).collect(),
-        lnc: 1,
+        lnc: None,
+        threads: None,
+        target: None,
         ranks: 1,
         precision: Precision::Hardware,
         timeout: None,
@@ -126,7 +137,13 @@ pub fn parse(kernel: &'static FunctionInfo, args: &[String]) -> Result<Option<In
         match (slot, name.as_str()) {
             (Some((p, given)), _) => *given = Some(if p.kind == ParamKind::Tensor { Given::Path(value) } else { Given::Text(value) }),
             (None, "out") => inv.out = Some(PathBuf::from(value)),
-            (None, "lnc") => inv.lnc = parse_count(&flag, &value, 1, 2)?,
+            (None, "lnc") => inv.lnc = Some(parse_count(&flag, &value, 1, 2)?),
+            (None, "target") => {
+                inv.target = Some(
+                    nki::profile::Target::parse(&value).ok_or_else(|| format!("{flag} {value}: expected trn1, trn2 or trn3"))?,
+                )
+            }
+            (None, "threads") => inv.threads = Some(parse_count(&flag, &value, 1, MAX_THREADS)?),
             (None, "ranks") => inv.ranks = parse_count(&flag, &value, 1, MAX_RANKS)?,
             (None, "precision") => {
                 inv.precision = match value.as_str() {
@@ -162,7 +179,7 @@ fn parse_count(flag: &str, value: &str, lo: usize, hi: usize) -> Result<usize, S
 
 /// The error for a flag that is neither a parameter nor a launch flag.
 fn unknown_flag(kernel: &FunctionInfo, name: &str) -> String {
-    let launch = ["out", "lnc", "ranks", "precision", "timeout"];
+    let launch = ["out", "lnc", "threads", "target", "ranks", "precision", "timeout"];
     let names = kernel.params.iter().map(|p| p.name).chain(launch);
     let hint = nki::spec::did_you_mean(name, names).map(|s| format!("; did you mean {}?", flag_of(s))).unwrap_or_default();
     let params: Vec<String> = kernel.params.iter().map(|p| flag_of(p.name)).collect();
@@ -212,7 +229,7 @@ mod tests {
         let inv = parse(kernel("layernorm"), &args(&["--x", "x.npy", "--gamma=g.npy", "--beta", "b.npy", "--eps", "1e-3", "--lnc", "2"]))
             .unwrap()
             .unwrap();
-        assert_eq!(inv.lnc, 2);
+        assert_eq!(inv.lnc, Some(2));
         assert!(matches!(&inv.params[1].1, Some(Given::Path(p)) if p == "g.npy"));
         assert!(matches!(&inv.params[3].1, Some(Given::Text(t)) if t == "1e-3"));
         assert!(parse(kernel("tensor-add"), &args(&["--help"])).unwrap().is_none());

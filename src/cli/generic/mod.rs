@@ -63,7 +63,17 @@ pub fn run(command: &str, raw: &[String], out_required: bool) -> Result<bool, Cl
 
 /// The launch the flags describe (on the profiled base launch under `nki profile`).
 fn launch(inv: &Invocation) -> Launch {
-    let launch = BASE_LAUNCH.get().cloned().unwrap_or_default().lnc(inv.lnc).ranks(inv.ranks).precision(inv.precision);
+    let base = BASE_LAUNCH.get().cloned().unwrap_or_default();
+    let base = match inv.target {
+        Some(g) => base.generation(g),
+        None => base,
+    };
+    let lnc = inv.lnc.unwrap_or(base.hardware().limits().default_lnc);
+    let launch = base.lnc(lnc).ranks(inv.ranks).precision(inv.precision);
+    let launch = match inv.threads {
+        Some(n) => launch.threads(n),
+        None => launch,
+    };
     match inv.timeout {
         Some(limit) => launch.timeout(limit),
         None => launch,

@@ -16,6 +16,7 @@ from .ring_attention_bwd import ring_attention_spmd_bwd
 from .ring_attention_fwd import ring_attention_spmd_fwd
 from .rope import RoPE
 from .softmax import softmax
+from .temperature_softmax import temperature_softmax
 from .tensor_add import tensor_add
 from .topk import topk
 from .tp_matmul import tp_matmul
@@ -38,6 +39,7 @@ __all__ = [
     "ring_attention_spmd_fwd",
     "RoPE",
     "softmax",
+    "temperature_softmax",
     "tensor_add",
     "topk",
     "tp_matmul",

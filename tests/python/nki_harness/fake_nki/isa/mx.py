@@ -73,7 +73,8 @@ def _fp4(codes):
 def quantize_mx(dst, src, dst_scale, name=None):
     """Quantizes fp16 / bf16 `src` to MXFP8: per group, scale
     `X = 2^(floor(log2(max |v|)) - (E_max - 1))` (2^-127 for an all-zero group),
-    elements `v / X` rounded to nearest even in the x4 element type."""
+    elements `v / X` rounded to nearest even in the x4 element type. A group
+    holding NaN gets NaN elements and the NaN scale (0xFF)."""
     op = "nisa.quantize_mx"
     _needs_v4(op)
     s = _in(op, "src", src, SBUF)
@@ -90,15 +91,16 @@ def quantize_mx(dst, src, dst_scale, name=None):
     sc = _scale_tile(op, "dst_scale", dst_scale, s.np // GROUP_PARTITIONS, s.nf // GROUP_ELEMENTS)
     v = s.read().astype(np.float64).reshape(s.np // GROUP_PARTITIONS, GROUP_PARTITIONS, d.nf, GROUP_ELEMENTS)
     amax = np.abs(v).max(axis=(1, 3))
-    with np.errstate(divide="ignore"):
+    poisoned = np.isnan(amax)
+    with np.errstate(divide="ignore", invalid="ignore"):
         exp = np.where(amax > 0, np.floor(np.log2(np.where(amax > 0, amax, 1))) - (_EMAX[dst.dtype.name] - 1), -127)
-    exp = np.clip(exp, -127, 127).astype(np.int64)
-    scaled = v / np.exp2(exp)[:, None, :, None]
+    exp = np.clip(np.where(poisoned, 0, exp), -127, 127).astype(np.int64)
+    scaled = np.where(poisoned[:, None, :, None], np.nan, v / np.exp2(exp)[:, None, :, None])
     elem = PACKED[dst.dtype.name][0]
     codes = scaled.astype(np.float32).astype(elem).view(np.uint8).astype(np.uint64)
     packed = sum(codes[..., k] << np.uint64(8 * k) for k in range(GROUP_ELEMENTS))
     d.write_raw(packed.reshape(s.np, d.nf).astype(np.int64))
-    biased = exp + 127
+    biased = np.where(poisoned, 255, exp + 127)
     sc.write_raw(biased if not dst_scale.dtype.is_float else dst_scale.dtype.from_bits(biased))
 
 

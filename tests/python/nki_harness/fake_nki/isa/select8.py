@@ -114,6 +114,7 @@ def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None):
 
 
 _SNAKE = 16
+_K_MAX = 32767
 
 
 @instruction
@@ -131,8 +132,8 @@ def topk(val_dst, idx_dst, src, n, name=None):
     if s.np % _SNAKE or (vd.np, idd.np, idd.nf) != (s.np, s.np, k):
         raise NkiError(op, f"src, val_dst and idx_dst must share a partition count that is a multiple of 16, and "
                            f"val_dst / idx_dst must both be [P, K]; got {s.np}, {vd.np} x {k}, {idd.np} x {idd.nf}")
-    if not 8 <= n < 65536 or not 1 <= k <= n or s.nf * _SNAKE < n:
-        raise NkiError(op, f"n = {n}, K = {k}: need 8 <= n < 65536, 1 <= K <= n and src free size >= ceil(n / 16) "
+    if not 8 <= n < 65536 or not 1 <= k <= min(n, _K_MAX) or s.nf * _SNAKE < n:
+        raise NkiError(op, f"n = {n}, K = {k}: need 8 <= n < 65536, 1 <= K <= n, K <= {_K_MAX} and src free size >= ceil(n / 16) "
                            f"(it is {s.nf})")
     v = s.read()
     vals, idxs = np.zeros((s.np, k), dtype=np.float32), np.zeros((s.np, k), dtype=np.int64)
