@@ -128,7 +128,24 @@ fn example_kernels_profile_and_write_their_result() {
         write(&dir, &format!("{name}.npy"), &shape, 3);
     }
     write(&dir, "a.npy", &[128, 2], 4);
-    let flags = ["--delta", "delta.npy", "--u", "u.npy", "--a", "a.npy", "--b", "b.npy", "--c", "c.npy", "--seq-tile", "128", "--out", "y", "--lnc", "1"];
+    let flags = [
+        "--delta",
+        "delta.npy",
+        "--u",
+        "u.npy",
+        "--a",
+        "a.npy",
+        "--b",
+        "b.npy",
+        "--c",
+        "c.npy",
+        "--seq-tile",
+        "128",
+        "--out",
+        "y",
+        "--lnc",
+        "1",
+    ];
     std::fs::create_dir(dir.join("y")).unwrap();
     let o = nki_in(&dir, &[&["profile", "mamba-v3", "--json"][..], &flags].concat());
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -106,6 +106,7 @@ const CALLS: &[(&str, &str)] = &[
     (
         "nki.isa.sequence_bounds",
         "let s = nl::ndarray([1, 8], nl::float32, nl::sbuf); let d = nl::ndarray([1, 2, 8], nl::float32, nl::sbuf); nisa::sequence_bounds(d, s)",
+    ),
     (
         "nki.isa.tensor_partition_reduce",
         "let d = nl::ndarray([1, 8], nl::float32, nl::sbuf); nisa::tensor_partition_reduce(d, nl::add, sb)",

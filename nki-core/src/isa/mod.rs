@@ -34,8 +34,8 @@ mod stats;
 mod sync;
 mod tile;
 mod top8;
-mod xorwow;
 mod topk;
+mod xorwow;
 
 pub use activate2::{Activate2Opts, activate2};
 pub use activation::{ActivationOpts, ActivationReduceOpts, activation, activation_reduce};

@@ -5,8 +5,8 @@
 mod debug;
 pub mod elementwise;
 pub mod list_bounds;
-pub mod movement;
 pub mod loops;
+pub mod movement;
 mod ops;
 mod random;
 pub mod reductions;
@@ -16,8 +16,8 @@ mod tiles;
 pub use debug::device_print;
 pub use loops::WHILE_LOOP_MAX_ITERATIONS;
 pub use ops::NlOp;
-pub use random::{dropout, rand, random_seed};
 pub(crate) use ops::prelu_with_slope;
+pub use random::{dropout, rand, random_seed};
 pub use tensor_engine::{matmul, transpose};
 pub use tiles::{FillOpts, LikeOpts, empty_like, full, load, ones, shared_identity_matrix, store, zeros, zeros_like};
 

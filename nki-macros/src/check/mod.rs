@@ -2,8 +2,8 @@
 //! vocabulary, and the static hardware rules. Errors are accumulated; what the
 //! emitters need (types, resolved calls, dependencies) is recorded in [`Info`].
 
-mod bundles;
 mod activate2;
+mod bundles;
 mod call;
 mod collectives;
 mod dma_compute;
@@ -15,9 +15,9 @@ mod limits;
 mod methods;
 mod mx;
 mod nl_tiles;
+mod partition_reduce;
 mod random;
 mod regions;
-mod partition_reduce;
 pub mod rules;
 mod select;
 mod sendrecv;

@@ -139,9 +139,8 @@ pub fn parse(kernel: &'static FunctionInfo, args: &[String]) -> Result<Option<In
             (None, "out") => inv.out = Some(PathBuf::from(value)),
             (None, "lnc") => inv.lnc = Some(parse_count(&flag, &value, 1, 2)?),
             (None, "target") => {
-                inv.target = Some(
-                    nki::profile::Target::parse(&value).ok_or_else(|| format!("{flag} {value}: expected trn1, trn2 or trn3"))?,
-                )
+                inv.target =
+                    Some(nki::profile::Target::parse(&value).ok_or_else(|| format!("{flag} {value}: expected trn1, trn2 or trn3"))?)
             }
             (None, "threads") => inv.threads = Some(parse_count(&flag, &value, 1, MAX_THREADS)?),
             (None, "ranks") => inv.ranks = parse_count(&flag, &value, 1, MAX_RANKS)?,
