@@ -22,6 +22,9 @@ pub(crate) struct Storage {
     pub(crate) buffer: Buffer,
     pub(crate) shape: Vec<usize>,
     pub(crate) cells: RwLock<Vec<f32>>,
+    /// For a reinterpreted view (`.view(dtype)`): the storage whose bytes it
+    /// reads and writes; its own `cells` then stay empty.
+    pub(crate) base: Option<Arc<Storage>>,
     /// For PSUM: which instruction last wrote each cell since allocation.
     writes: Mutex<PsumWrites>,
     _lease: Option<Lease>,
@@ -37,7 +40,23 @@ impl Storage {
             shape: shape.to_vec(),
             writes: Mutex::new(if buffer == Buffer::Psum { PsumWrites::new(cells.len()) } else { PsumWrites::default() }),
             cells: RwLock::new(cells),
+            base: None,
             _lease: lease,
+        })
+    }
+
+    /// The bytes of `base` as `dtype` cells in `shape` (same id: the same memory).
+    pub(crate) fn alias(base: Arc<Storage>, dtype: Dtype, shape: &[usize]) -> Arc<Storage> {
+        Arc::new(Storage {
+            id: base.id,
+            name: base.name.clone(),
+            dtype,
+            buffer: base.buffer,
+            shape: shape.to_vec(),
+            writes: Mutex::new(PsumWrites::default()),
+            cells: RwLock::new(Vec::new()),
+            base: Some(base),
+            _lease: None,
         })
     }
 
@@ -51,7 +70,7 @@ impl Storage {
             s.name = name.to_string();
             return st;
         }
-        let cells = st.cells.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let cells = st.read_cells().clone();
         Storage::hbm(name, st.dtype, st.buffer, &st.shape, cells)
     }
 

@@ -4,7 +4,7 @@ use super::prelude::*;
 
 /// The rows, by name.
 pub static OPS: &[Op] = &[
-    method!("ap", [req("pattern", Pattern), opt("offset", Int), opt("scalar_offset", DynamicOffset), opt("vector_offset", Tensor(Spaces::Sbuf)), opt("indirect_dim", Int), opt("dtype", Planned)], summary: "a view from an explicit access pattern [[step, count], ...] and offsets", status: METHOD),
+    method!("ap", [req("pattern", Pattern), opt("offset", Int), opt("scalar_offset", DynamicOffset), opt("vector_offset", Tensor(Spaces::Sbuf)), opt("indirect_dim", Int), opt("dtype", Dtype)], summary: "a view from an explicit access pattern [[step, count], ...] and offsets (counted in elements of dtype)", status: METHOD),
     method!("broadcast", [req("dim", Int), req("size", Int)], summary: "a view repeating a size-1 dim", status: METHOD),
     method!("dtype", [], summary: "the dtype (property)", status: PROPERTY),
     method!("expand_dim", [req("dim", Int)], summary: "a view with a new size-1 dim", status: METHOD),
@@ -23,5 +23,5 @@ pub static OPS: &[Op] = &[
     method!("slice", [req("dim", Int), req("start", Int), req("end", Int), opt("step", Int)], summary: "a view of a range of one dim", status: METHOD),
     method!("squeeze_dim", [req("dim", Int)], summary: "a view without a size-1 dim", status: METHOD),
     method!("vector_select", [req("dim", Int), req("vector_offset", Tensor(Spaces::Sbuf))], summary: "a view choosing, per partition, an index of a dim from a tensor", status: METHOD),
-    method!("view", [req("dtype", Dtype)], summary: "the same bytes reinterpreted as another dtype"),
+    method!("view", [req("dtype", Dtype)], summary: "the same bytes reinterpreted as another dtype", status: METHOD),
 ];
