@@ -9,7 +9,8 @@ use common::{Arg, as_dtype, assert_close, tensor, uniform};
 use nki::prelude::*;
 
 /// `x` `[P, 8]` bfloat16, `y` `[P, 4]` float32:
-/// - `bits`: `x`'s bytes as int16 (an HBM view, copied by DMA);
+/// - `bits`: `x`'s bytes as int16 (an HBM view by `.reinterpret_cast`, the
+///   alias of `.view`, copied by DMA);
 /// - `bytes`: `y` loaded to SBUF, its bytes as uint8 `[P, 16]` (an SBUF view,
 ///   copied by the Vector engine);
 /// - `high`: the upper bfloat16 half of each `y` value, by `.ap(dtype=)` with
@@ -20,7 +21,7 @@ use nki::prelude::*;
 pub fn byte_views(x: Hbm, y: Hbm) -> (Hbm, Hbm, Hbm, Hbm) {
     let [p, f] = x.shape();
     let bits = nl::ndarray([p, f], nl::int16, buffer = nl::shared_hbm);
-    nisa::dma_copy(bits, x.view(nl::int16));
+    nisa::dma_copy(bits, x.reinterpret_cast(nl::int16));
     let ys = nl::ndarray([p, 4], nl::float32);
     nisa::dma_copy(ys, y);
     let yb = nl::ndarray([p, 16], nl::uint8);
@@ -49,10 +50,8 @@ fn byte_views_read_and_write_the_documented_bytes() {
     let want_bits: Vec<f64> = x.iter().map(|&v| f64::from(bf16_bits(v) as i16)).collect();
     let want_bytes: Vec<f64> = y.iter().flat_map(|&v| (v as f32).to_le_bytes()).map(f64::from).collect();
     let want_high: Vec<f64> = y.iter().map(|&v| f64::from(f32::from_bits((v as f32).to_bits() & 0xffff_0000))).collect();
-    let want_pairs: Vec<f64> = x
-        .chunks(2)
-        .map(|w| f64::from(f32::from_bits(u32::from(bf16_bits(w[0])) | (u32::from(bf16_bits(w[1])) << 16))))
-        .collect();
+    let want_pairs: Vec<f64> =
+        x.chunks(2).map(|w| f64::from(f32::from_bits(u32::from(bf16_bits(w[0])) | (u32::from(bf16_bits(w[1])) << 16)))).collect();
     let (xt, yt) = (tensor(&[p, 8], &x, Dtype::Bf16), tensor(&[p, 4], &y, Dtype::F32));
     for precision in [Precision::Hardware, Precision::Fp32] {
         let (bits, bytes, high, pairs) = byte_views::Call::new(&xt, &yt).launch(&Launch::new().precision(precision)).unwrap();
@@ -62,7 +61,7 @@ fn byte_views_read_and_write_the_documented_bytes() {
         assert_close("write through view", &pairs.to_f32_vec(), &want_pairs, 0.0, 0.0);
     }
     let src = byte_views::NKI_SOURCE;
-    assert!(src.contains("x.view(dtype=nl.int16)"), "{src}");
+    assert!(src.contains("x.reinterpret_cast(dtype=nl.int16)") && src.contains("ys.view(dtype=nl.uint8)"), "{src}");
     assert!(src.contains("dtype=nl.bfloat16)"), "{src}");
     let pkg = common::package_of("byte_views_pkg", &[&byte_views::INFO]);
     let args = vec![vec![Arg::Tensor(vec![p, 8], x.clone(), Dtype::Bf16), Arg::Tensor(vec![p, 4], y.clone(), Dtype::F32)]];

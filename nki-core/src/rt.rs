@@ -264,7 +264,14 @@ fn dim(d: i64, what: &str) -> Result<usize> {
 }
 
 /// `t.ap(pattern=..., offset=..., scalar_offset=..., indirect_dim=..., dtype=...)`.
-pub fn ap(t: &Tensor, pattern: &[[i64; 2]], offset: Option<i64>, dynamic: Option<i64>, indirect_dim: i64, dtype: Option<Dtype>) -> Result<Tensor> {
+pub fn ap(
+    t: &Tensor,
+    pattern: &[[i64; 2]],
+    offset: Option<i64>,
+    dynamic: Option<i64>,
+    indirect_dim: i64,
+    dtype: Option<Dtype>,
+) -> Result<Tensor> {
     as_dtype(t, dtype)?.ap(pattern, offset, dynamic, dim(indirect_dim, "indirect_dim")?).map_err(|e| e.in_op("ap"))
 }
 

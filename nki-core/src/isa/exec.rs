@@ -10,8 +10,8 @@
 use super::tile::{TileView, encode_in_place};
 use crate::emulator::Ctx;
 use crate::tensor::{Cells, Storage, Writer};
-use std::sync::Arc;
 use crate::{Buffer, Result, Tensor};
+use std::sync::Arc;
 
 enum Source {
     /// Index into the read guards.

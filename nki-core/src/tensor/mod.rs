@@ -32,8 +32,8 @@ pub(crate) use storage::Storage;
 
 use crate::{Dtype, ErrorKind, NkiError, Result};
 use ndarray::{ArrayD, IxDyn};
-use std::fmt;
 use reinterpret::CellsMut;
+use std::fmt;
 use std::sync::Arc;
 
 /// A view of a tensor in one of the NKI memory spaces.

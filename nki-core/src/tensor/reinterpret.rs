@@ -41,7 +41,11 @@ impl Tensor {
         }
         let l = &self.layout;
         if l.shape.last().is_some_and(|&n| n > 1) && l.strides.last() != Some(&1) {
-            return refuse(format!("the last dim of {} has stride {}; it must be contiguous to be reinterpreted", self.describe(), l.strides.last().copied().unwrap_or(0)));
+            return refuse(format!(
+                "the last dim of {} has stride {}; it must be contiguous to be reinterpreted",
+                self.describe(),
+                l.strides.last().copied().unwrap_or(0)
+            ));
         }
         let (a, b) = (self.dtype().size_bytes(), dtype.size_bytes());
         let parts = if self.buffer().is_on_chip() { self.st.shape.first().copied().unwrap_or(1) } else { 1 };
@@ -61,9 +65,8 @@ impl Tensor {
             }
         } else {
             let r = (b / a) as isize;
-            let whole = l.shape.last().is_none_or(|&n| n % r as usize == 0)
-                && l.strides[..last].iter().all(|s| s % r == 0)
-                && l.offset % r == 0;
+            let whole =
+                l.shape.last().is_none_or(|&n| n % r as usize == 0) && l.strides[..last].iter().all(|s| s % r == 0) && l.offset % r == 0;
             if !whole {
                 return refuse(format!(
                     "{} does not split into whole {dtype} elements (the last dim, the strides and the offset must be multiples of {r})",
@@ -225,7 +228,11 @@ fn fp8_value(dtype: Dtype, code: u8) -> f32 {
         return f32::NAN;
     }
     let scale = |exp: i32| 2f32.powi(exp);
-    if e == 0 { sign * m as f32 * scale(1 - bias - m_bits as i32) } else { sign * (1.0 + m as f32 / (1 << m_bits) as f32) * scale(e - bias) }
+    if e == 0 {
+        sign * m as f32 * scale(1 - bias - m_bits as i32)
+    } else {
+        sign * (1.0 + m as f32 / (1 << m_bits) as f32) * scale(e - bias)
+    }
 }
 
 /// The 8-bit float code of `c` rounded to `dtype` (NaN as the all-ones code).

@@ -170,8 +170,8 @@ pub fn tensor_method<'a>(
             };
             Ty::Tensor(TensorTy { shape, dtype, ..t.clone() })
         }
-        "view" => match arg("dtype") {
-            Some((Ty::Dtype(d), _)) => reinterpret(diag, t, *d, ".view()", span),
+        "view" | "reinterpret_cast" => match arg("dtype") {
+            Some((Ty::Dtype(d), _)) => reinterpret(diag, t, *d, &format!(".{name}()"), span),
             _ => Ty::Tensor(TensorTy { shape: None, dtype: None, ..t.clone() }),
         },
         "reshape" => {

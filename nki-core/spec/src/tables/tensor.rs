@@ -16,6 +16,7 @@ pub static OPS: &[Op] = &[
     method!("ndim", [], summary: "the number of dims (property)", status: PROPERTY),
     method!("permute", [req("dims", Ints)], summary: "a view with its dims reordered", status: METHOD),
     method!("rearrange", [req("src_pattern", Names), req("dst_pattern", Names), opt("fixed_sizes", Sizes)], summary: "a view rearranged by einops-style patterns", status: METHOD),
+    method!("reinterpret_cast", [req("dtype", Dtype)], summary: "the same bytes reinterpreted as another dtype (an alias of view)", status: METHOD),
     method!("reshape", [req("shape", Ints)], summary: "a view with a new shape", status: METHOD),
     method!("reshape_dim", [req("dim", Int), req("shape", Ints)], summary: "a view splitting one dim into a shape", status: METHOD),
     method!("select", [req("dim", Int), req("index", Int)], summary: "a view fixing one dim at an index", status: METHOD),

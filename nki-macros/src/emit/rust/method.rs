@@ -48,7 +48,7 @@ impl Rs<'_> {
                     let shape = a(0).map_or(quote!(&[]), |x| self.arg(Kind::Ints, x));
                     fallible(span, quote!(::nki::__rt::reshape(#r, #shape)))
                 }
-                "view" => {
+                "view" | "reinterpret_cast" => {
                     let dtype = a(0).map_or(quote!(::core::unreachable!()), |x| self.expr(x));
                     fallible(span, quote!(::nki::__rt::view(#r, #dtype)))
                 }
