@@ -50,7 +50,7 @@ impl Tensor {
         let (a, b) = (self.dtype().size_bytes(), dtype.size_bytes());
         let parts = if self.buffer().is_on_chip() { self.st.shape.first().copied().unwrap_or(1) } else { 1 };
         let bytes = self.st.len() / parts.max(1) * a;
-        if bytes % b != 0 {
+        if !bytes.is_multiple_of(b) {
             return refuse(format!("{} holds {bytes} bytes per partition, not a whole number of {dtype} elements", self.describe()));
         }
         let last = l.shape.len().saturating_sub(1);
