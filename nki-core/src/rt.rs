@@ -292,6 +292,21 @@ fn as_dtype(t: &Tensor, dtype: Option<Dtype>) -> Result<Tensor> {
     dtype.map_or_else(|| Ok(t.clone()), |d| t.reinterpreted("ap", d))
 }
 
+/// `t.indirect(index, num_elem)`, on the generations its spec row lists.
+pub fn indirect(ctx: &Ctx, t: &Tensor, index: &Tensor, num_elem: Option<i64>) -> Result<Tensor> {
+    let row = nki_spec::ops().find(|o| o.official_name() == "nki.language.NkiTensor.indirect");
+    if let Some(row) = row.filter(|r| !r.generations.contains(&ctx.generation())) {
+        let gens: Vec<String> = row.generations.iter().map(ToString::to_string).collect();
+        return Err(NkiError::constraint(
+            "indirect",
+            format!("tensor indirection exists on {} only; the launch targets {}", gens.join(", "), ctx.generation()),
+        ));
+    }
+    let n =
+        num_elem.map(|n| usize::try_from(n).map_err(|_| NkiError::argument("num_elem", n.to_string(), "a positive count"))).transpose()?;
+    t.indirect(index, n)
+}
+
 /// `t.view(dtype)`.
 pub fn view(t: &Tensor, dtype: Dtype) -> Result<Tensor> {
     t.view(dtype)

@@ -184,6 +184,18 @@ pub fn run_numpy_ranks(pkg: &Path, kernel: &str, args: &[Vec<Arg>], lnc: usize, 
 
 /// [`run_numpy_ranks`], with a failed run as `Err` holding the harness's output.
 pub fn try_run_numpy_ranks(pkg: &Path, kernel: &str, args: &[Vec<Arg>], lnc: usize, precision: &str) -> Result<Vec<Vec<Vec<f32>>>, String> {
+    try_run_numpy_on(pkg, kernel, args, lnc, precision, "trn2")
+}
+
+/// [`try_run_numpy_ranks`] on the NeuronCore `generation` (`trn1`, `trn2`, `trn3`).
+pub fn try_run_numpy_on(
+    pkg: &Path,
+    kernel: &str,
+    args: &[Vec<Arg>],
+    lnc: usize,
+    precision: &str,
+    generation: &str,
+) -> Result<Vec<Vec<Vec<f32>>>, String> {
     let dir = scratch(&format!("np_{kernel}"));
     let mut ranks_json = Vec::new();
     for (r, rank_args) in args.iter().enumerate() {
@@ -203,7 +215,7 @@ pub fn try_run_numpy_ranks(pkg: &Path, kernel: &str, args: &[Vec<Arg>], lnc: usi
         ranks_json.push(format!("[{}]", json_args.join(", ")));
     }
     let spec = format!(
-        "{{\"kernel\": \"{kernel}\", \"lnc\": {lnc}, \"ranks\": {}, \"precision\": \"{precision}\", \"generation\": \"trn2\", \"args\": [{}]}}",
+        "{{\"kernel\": \"{kernel}\", \"lnc\": {lnc}, \"ranks\": {}, \"precision\": \"{precision}\", \"generation\": \"{generation}\", \"args\": [{}]}}",
         args.len(),
         ranks_json.join(", ")
     );

@@ -15,6 +15,7 @@ mod rearrange;
 mod recycle;
 mod reinterpret;
 mod storage;
+mod tensor_indirection;
 mod view;
 
 pub use buffer::Buffer;
@@ -291,6 +292,9 @@ impl Tensor {
 
     /// Checks the view stays inside its storage.
     pub(crate) fn check_bounds(&self, what: &str) -> Result<()> {
+        if let Some(map) = &self.st.indirection {
+            map.check(what, self)?;
+        }
         if let Some((lo, hi)) = self.layout.cell_range() {
             let len = self.st.len() as isize;
             if lo < 0 || hi >= len {

@@ -37,7 +37,7 @@ impl Tensor {
             return refuse(format!("{} is in PSUM; only SBUF and HBM tensors can be reinterpreted", self.describe()));
         }
         if self.st.base.is_some() {
-            return refuse(format!("{} is already a reinterpreted view; reinterpret the original tensor", self.describe()));
+            return refuse(format!("{} is already a reinterpreted or indirect view; reinterpret the original tensor", self.describe()));
         }
         let l = &self.layout;
         if l.shape.last().is_some_and(|&n| n > 1) && l.strides.last() != Some(&1) {
@@ -103,11 +103,19 @@ impl Deref for Cells<'_> {
     }
 }
 
+/// What a decoded view held when it was taken, to write back only what changed.
+pub(crate) enum Before {
+    /// The base's bytes (a byte view).
+    Bytes(Vec<u8>),
+    /// The base cells of the view's elements and their values (an indirection).
+    Cells(Vec<usize>, Vec<f32>),
+}
+
 /// The cells of a storage for writing: its lock, or the decoded cells of a
 /// reinterpreted view, encoded back into the base when dropped.
 pub(crate) enum CellsMut<'a> {
     Locked(RwLockWriteGuard<'a, Vec<f32>>),
-    Decoded { st: &'a Storage, cells: Vec<f32>, before: Vec<u8> },
+    Decoded { st: &'a Storage, cells: Vec<f32>, before: Before },
 }
 
 impl Deref for CellsMut<'_> {
@@ -131,15 +139,25 @@ impl DerefMut for CellsMut<'_> {
 
 impl Drop for CellsMut<'_> {
     fn drop(&mut self) {
-        if let CellsMut::Decoded { st, cells, before } = self
-            && let Some(base) = &st.base
-        {
-            let after = to_bytes(st.dtype, cells);
-            let size = base.dtype.size_bytes();
-            let mut w = base.cells.write().unwrap_or_else(|e| e.into_inner());
-            for (i, (new, old)) in after.chunks_exact(size).zip(before.chunks_exact(size)).enumerate() {
-                if new != old {
-                    w[i] = from_bytes(base.dtype, new);
+        let CellsMut::Decoded { st, cells, before } = self else { return };
+        let Some(base) = &st.base else { return };
+        match before {
+            Before::Bytes(before) => {
+                let after = to_bytes(st.dtype, cells);
+                let size = base.dtype.size_bytes();
+                let mut w = base.cells.write().unwrap_or_else(|e| e.into_inner());
+                for (i, (new, old)) in after.chunks_exact(size).zip(before.chunks_exact(size)).enumerate() {
+                    if new != old {
+                        w[i] = from_bytes(base.dtype, new);
+                    }
+                }
+            }
+            Before::Cells(at, old) => {
+                let mut w = base.cells.write().unwrap_or_else(|e| e.into_inner());
+                for ((&c, new), old) in at.iter().zip(cells.iter()).zip(old.iter()) {
+                    if let Some(cell) = w.get_mut(c).filter(|_| new.to_bits() != old.to_bits()) {
+                        *cell = *new;
+                    }
                 }
             }
         }
@@ -149,19 +167,38 @@ impl Drop for CellsMut<'_> {
 impl Storage {
     /// The cells of this storage for reading (decoded from the base's bytes for a reinterpreted view).
     pub(crate) fn read_cells(&self) -> Cells<'_> {
-        match &self.base {
-            None => Cells::Locked(self.cells.read().unwrap_or_else(|e| e.into_inner())),
-            Some(base) => Cells::Decoded(decode(self.dtype, &to_bytes(base.dtype, &base.read_cells()))),
+        match (&self.base, &self.indirection) {
+            (None, _) => Cells::Locked(self.cells.read().unwrap_or_else(|e| e.into_inner())),
+            (Some(base), None) => Cells::Decoded(decode(self.dtype, &to_bytes(base.dtype, &base.read_cells()))),
+            (Some(base), Some(map)) => Cells::Decoded(self.gathered(base, map).1),
+        }
+    }
+
+    /// The base cells of an indirection's elements and their values; an offset
+    /// that moved outside the rows since the instruction checked its operands
+    /// reads NaN and writes nothing.
+    fn gathered(&self, base: &Storage, map: &super::tensor_indirection::Indirection) -> (Vec<usize>, Vec<f32>) {
+        match map.cells() {
+            Ok(at) => {
+                let b = base.read_cells();
+                let vals = at.iter().map(|&c| b.get(c).copied().unwrap_or(f32::NAN)).collect();
+                (at, vals)
+            }
+            Err(_) => (Vec::new(), vec![f32::NAN; self.len()]),
         }
     }
 
     /// The cells of this storage for writing (written back into the base when dropped).
     pub(crate) fn write_cells(&self) -> CellsMut<'_> {
-        match &self.base {
-            None => CellsMut::Locked(self.cells.write().unwrap_or_else(|e| e.into_inner())),
-            Some(base) => {
+        match (&self.base, &self.indirection) {
+            (None, _) => CellsMut::Locked(self.cells.write().unwrap_or_else(|e| e.into_inner())),
+            (Some(base), None) => {
                 let before = to_bytes(base.dtype, &base.read_cells());
-                CellsMut::Decoded { st: self, cells: decode(self.dtype, &before), before }
+                CellsMut::Decoded { st: self, cells: decode(self.dtype, &before), before: Before::Bytes(before) }
+            }
+            (Some(base), Some(map)) => {
+                let (at, vals) = self.gathered(base, map);
+                CellsMut::Decoded { st: self, cells: vals.clone(), before: Before::Cells(at, vals) }
             }
         }
     }

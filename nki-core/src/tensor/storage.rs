@@ -2,6 +2,7 @@
 
 use super::Buffer;
 use super::psum_writes::PsumWrites;
+use super::tensor_indirection::Indirection;
 use crate::Dtype;
 use crate::emulator::memory::Lease;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,6 +26,8 @@ pub(crate) struct Storage {
     /// For a reinterpreted view (`.view(dtype)`): the storage whose bytes it
     /// reads and writes; its own `cells` then stay empty.
     pub(crate) base: Option<Arc<Storage>>,
+    /// For a tensor-indirection view (`.indirect()`): where its cells are in `base`.
+    pub(crate) indirection: Option<Indirection>,
     /// For PSUM: which instruction last wrote each cell since allocation.
     writes: Mutex<PsumWrites>,
     _lease: Option<Lease>,
@@ -41,6 +44,7 @@ impl Storage {
             writes: Mutex::new(if buffer == Buffer::Psum { PsumWrites::new(cells.len()) } else { PsumWrites::default() }),
             cells: RwLock::new(cells),
             base: None,
+            indirection: None,
             _lease: lease,
         })
     }
@@ -56,8 +60,19 @@ impl Storage {
             writes: Mutex::new(PsumWrites::default()),
             cells: RwLock::new(Vec::new()),
             base: Some(base),
+            indirection: None,
             _lease: None,
         })
+    }
+
+    /// The cells of `base` that `map` selects, in `shape` (same id: the same memory).
+    pub(crate) fn indirection(base: Arc<Storage>, map: Indirection, shape: &[usize]) -> Arc<Storage> {
+        let dtype = base.dtype;
+        let mut st = Storage::alias(base, dtype, shape);
+        if let Some(s) = Arc::get_mut(&mut st) {
+            s.indirection = Some(map);
+        }
+        st
     }
 
     pub(crate) fn hbm(name: &str, dtype: Dtype, buffer: Buffer, shape: &[usize], cells: Vec<f32>) -> Arc<Storage> {

@@ -170,6 +170,25 @@ pub fn tensor_method<'a>(
             };
             Ty::Tensor(TensorTy { shape, dtype, ..t.clone() })
         }
+        "indirect" => {
+            if t.space.is_some_and(|s| s != Space::Sbuf) {
+                diag.error(span, "`.indirect()` views an SBUF tensor: tensor indirection reads the free elements of SBUF partitions");
+            }
+            let index = match arg("index") {
+                Some((Ty::Tensor(i), _)) => Some(i),
+                _ => None,
+            };
+            if let Some(i) = index
+                && i.dtype.is_some_and(|d| d.starts_with("float") || d.starts_with("bfloat"))
+            {
+                diag.error(span, "the index of `.indirect()` holds integer offsets; use an integer SBUF tile");
+            }
+            let size = index.and_then(|i| i.shape.as_ref()).and_then(|s| known_product(s)).and_then(Result::ok);
+            let n = int("num_elem").or(size);
+            let shape =
+                t.shape.as_ref().map(|s| vec![s.first().cloned().unwrap_or_else(Val::unknown), n.map_or(Val::unknown(), Val::konst)]);
+            Ty::Tensor(TensorTy { shape, ..t.clone() })
+        }
         "view" | "reinterpret_cast" => match arg("dtype") {
             Some((Ty::Dtype(d), _)) => reinterpret(diag, t, *d, &format!(".{name}()"), span),
             _ => Ty::Tensor(TensorTy { shape: None, dtype: None, ..t.clone() }),

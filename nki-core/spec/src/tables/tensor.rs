@@ -10,7 +10,7 @@ pub static OPS: &[Op] = &[
     method!("expand_dim", [req("dim", Int)], summary: "a view with a new size-1 dim", status: METHOD),
     method!("flatten_dims", [req("start_dim", Int), req("end_dim", Int)], summary: "a view merging a range of dims", status: METHOD),
     method!("get_pattern", [], summary: "the view's access pattern", status: METHOD),
-    method!("indirect", [req("index", Int), opt("num_elem", Int)], summary: "a view whose rows are chosen by an index tile"),
+    method!("indirect", [req("index", Tensor(Spaces::Sbuf)), opt("num_elem", Int)], summary: "a (P, num_elem) view whose column i is free element index[i % 16, i // 16] of each partition (tensor indirection)", generations: TRN3_ONLY, status: METHOD),
     method!("is_contiguous", [], summary: "whether the view is contiguous", status: METHOD),
     method!("is_indirect", [], summary: "whether the view is indexed indirectly", status: METHOD),
     method!("ndim", [], summary: "the number of dims (property)", status: PROPERTY),

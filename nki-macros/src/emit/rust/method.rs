@@ -48,6 +48,15 @@ impl Rs<'_> {
                     let shape = a(0).map_or(quote!(&[]), |x| self.arg(Kind::Ints, x));
                     fallible(span, quote!(::nki::__rt::reshape(#r, #shape)))
                 }
+                "indirect" => {
+                    let ctx = ctx_ident();
+                    let index = a(0).map_or(quote!(::core::unreachable!()), |x| self.by_ref(x));
+                    let num = a(1).map_or(quote!(::core::option::Option::None), |x| {
+                        let v = self.expr(x);
+                        quote!(::core::option::Option::Some(#v))
+                    });
+                    fallible(span, quote!(::nki::__rt::indirect(#ctx, #r, #index, #num)))
+                }
                 "view" | "reinterpret_cast" => {
                     let dtype = a(0).map_or(quote!(::core::unreachable!()), |x| self.expr(x));
                     fallible(span, quote!(::nki::__rt::view(#r, #dtype)))
