@@ -170,12 +170,12 @@ impl Tensor {
         Layout { offset: 0, shape: l.shape[skip..].to_vec(), strides: l.strides[skip..].to_vec() }.contiguous_start().is_some()
     }
 
-    /// Whether two views share storage (a reinterpreted view shares its base's).
+    /// Whether two views share storage (a `.view()` or `.indirect()` view shares its base's).
     pub fn same_storage(&self, other: &Tensor) -> bool {
         self.st.id == other.st.id
     }
 
-    /// Whether two views read the same cells: the same storage seen as the same dtype.
+    /// Whether two views read the same cells: the same storage, not a byte or indirect view of it.
     pub(crate) fn same_cells(&self, other: &Tensor) -> bool {
         Arc::ptr_eq(&self.st, &other.st)
     }

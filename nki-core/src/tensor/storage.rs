@@ -23,8 +23,9 @@ pub(crate) struct Storage {
     pub(crate) buffer: Buffer,
     pub(crate) shape: Vec<usize>,
     pub(crate) cells: RwLock<Vec<f32>>,
-    /// For a reinterpreted view (`.view(dtype)`): the storage whose bytes it
-    /// reads and writes; its own `cells` then stay empty.
+    /// For a byte view (`.view(dtype)`) or a tensor-indirection view
+    /// (`.indirect()`): the storage whose cells it reads and writes; its own
+    /// `cells` then stay empty.
     pub(crate) base: Option<Arc<Storage>>,
     /// For a tensor-indirection view (`.indirect()`): where its cells are in `base`.
     pub(crate) indirection: Option<Indirection>,
