@@ -80,3 +80,21 @@ fn the_documented_constraints_are_errors() {
     let odd = hbm(&[3], &[0.0; 3], Dtype::Bf16).view(Dtype::F32).unwrap_err().to_string();
     assert!(odd.contains("6 bytes per partition"), "{odd}");
 }
+
+#[test]
+fn in_fp32_precision_a_write_through_a_view_rounds_the_base_cells_to_their_dtype() {
+    // bfloat16 cells hold unrounded float32 values in fp32 precision; the view's
+    // write stores bytes, so the untouched cell reads back as its bfloat16 rounding.
+    let v = 1.0 + 2f64.powi(-10);
+    let got = launch(Precision::Fp32)
+        .run(|ctx| {
+            let t = alloc(ctx, &[2, 2], Dtype::Bf16, Buffer::Sbuf)?;
+            nisa::memset(ctx, &t, v, EngineOpts::default())?;
+            let before = t.to_f32_vec();
+            nisa::memset(ctx, &t.view(Dtype::I16)?.index(&s![.., 0..1])?, 0.0, EngineOpts::default())?;
+            Ok((before, t.to_f32_vec()))
+        })
+        .unwrap();
+    assert_eq!(got.0, vec![v as f32; 4], "fp32 precision keeps the unrounded value");
+    assert_eq!(got.1, vec![0.0, 1.0, 0.0, 1.0]);
+}

@@ -8,8 +8,9 @@
 //! changed. Tensors over a base storage keep the typed fast path: only views
 //! made by `.view()` pay for the translation. A float cell becomes bytes
 //! through its dtype (round to nearest even), so in fp32 precision an unrounded
-//! low-precision cell rounds when its bytes are read, and keeps its value when
-//! the write leaves its bytes unchanged.
+//! low-precision cell rounds when its bytes are read, and a write through the
+//! view leaves every base cell rounded to its dtype (as storing all the bytes
+//! back would).
 
 use super::{Layout, Storage, Tensor};
 use crate::{Buffer, Dtype, NkiError, Result};
@@ -149,6 +150,10 @@ impl Drop for CellsMut<'_> {
                 for (i, (new, old)) in after.chunks_exact(size).zip(before.chunks_exact(size)).enumerate() {
                     if new != old {
                         w[i] = from_bytes(base.dtype, new);
+                    } else if let Some(cell) = w.get_mut(i) {
+                        // Like a store of every cell's bytes, an untouched cell keeps
+                        // its value rounded to its dtype (unrounded only in fp32 precision).
+                        *cell = crate::dtype::round_f32(base.dtype, *cell);
                     }
                 }
             }
