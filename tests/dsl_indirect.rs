@@ -1,58 +1,60 @@
-//! Indirect DMA in a kernel: `.ap(vector_offset = ..)` on a sliced view as the
-//! source (a gather) and as the destination (a scatter) of `nisa::dma_copy`, with
-//! an out-of-bound row skipped; the emulator and the emitted kernel under the
-//! NumPy executor against the documented addressing.
+//! Tensor indirection in a kernel (trn3): `t.indirect(index, num_elem)` as the
+//! source of a compute-engine copy (a gather) and as its destination (a
+//! scatter), in the emulator and under the NumPy executor, against index
+//! arithmetic on the inputs.
 
 mod common;
 
-use common::{Arg, assert_close, package_of, run_numpy_ranks, tensor};
+use common::{Arg, assert_close, tensor};
+use nki::hw::Generation;
 use nki::prelude::*;
 
-/// Gathers rows of `table[:, 1:5]` at the offsets in `ids` (a `[2, 3]` tile, read
-/// column by column) and scatters them back into a copy of `table[:, 0:4]`; a row
-/// whose offset is outside the table is skipped by both DMAs.
-#[nki_kernel]
-pub fn gather_scatter(table: Hbm, ids: Hbm) -> (Hbm, Hbm) {
-    let [v, _] = table.shape();
-    let idx = nl::ndarray([2, 3], nl::int32);
-    nisa::dma_copy(idx, ids);
-    let rows = nl::ndarray([6, 4], nl::float32);
-    nisa::memset(rows, -3.0);
-    let cols = table[s![.., 1..5]];
-    nisa::dma_copy(rows, cols.ap([[1, 6], [1, 4]], vector_offset = idx), oob_mode = nisa::oob_mode::skip);
-    let gathered = nl::ndarray([6, 4], nl::float32, buffer = nl::shared_hbm);
-    nisa::dma_copy(gathered, rows);
-    let scattered = nl::ndarray([v, 4], nl::float32, buffer = nl::shared_hbm);
-    nisa::dma_copy(scattered, table[s![.., 0..4]]);
-    nisa::dma_copy(scattered.ap([[4, 6], [1, 4]], vector_offset = idx), rows, oob_mode = nisa::oob_mode::skip);
-    (gathered, scattered)
+/// `x` `[16, 8]`, `idx` `[16, 2]` int32 offsets: `g` `[16, 20]` gathers column
+/// `idx[i % 16, i // 16]` of `x` into column i; `u` is zeros with the first four
+/// gathered columns scattered back to their offsets.
+#[nki_kernel(target = "trn3")]
+pub fn tensor_indirection(x: Hbm, idx: Hbm) -> (Hbm, Hbm) {
+    let [p, f] = x.shape();
+    let t = nl::ndarray([p, f], nl::float32);
+    nisa::dma_copy(t, x);
+    let ix = nl::ndarray([p, 2], nl::int32);
+    nisa::dma_copy(ix, idx);
+    let g = nl::ndarray([p, 20], nl::float32);
+    nisa::tensor_copy(g, t.indirect(ix, num_elem = 20));
+    let u = nl::ndarray([p, f], nl::float32);
+    nisa::memset(u, 0.0);
+    nisa::tensor_copy(u.indirect(ix, num_elem = 4), g[s![.., 0..4]]);
+    let go = nl::ndarray([p, 20], nl::float32, buffer = nl::shared_hbm);
+    nisa::dma_copy(go, g);
+    let uo = nl::ndarray([p, f], nl::float32, buffer = nl::shared_hbm);
+    nisa::dma_copy(uo, u);
+    (go, uo)
 }
 
 #[test]
-fn gather_and_scatter_agree_with_the_numpy_executor_and_the_addressing() {
-    let (v, w) = (10usize, 6usize);
-    let table: Vec<f64> = (0..v * w).map(|k| k as f64 * 0.5 - 7.0).collect();
-    let ids = [7.0, 1.0, 12.0, 0.0, 4.0, 2.0];
-    // Column-major offsets; 12 is past the table's 10 rows.
-    let order = [7usize, 0, 1, 4, 12, 2];
-    let mut gathered = Vec::new();
-    for &r in &order {
-        gathered.extend((1..5).map(|j| if r < v { table[r * w + j] } else { -3.0 }));
-    }
-    let mut scattered: Vec<f64> = (0..v).flat_map(|r| table[r * w..r * w + 4].to_vec()).collect();
-    for (k, &r) in order.iter().enumerate() {
-        if r < v {
-            scattered[r * 4..r * 4 + 4].copy_from_slice(&gathered[k * 4..k * 4 + 4]);
+fn indirect_views_gather_and_scatter_the_snake_offsets() {
+    let (p, f) = (16usize, 8usize);
+    let x: Vec<f64> = (0..p * f).map(|k| k as f64 * 0.25 - 7.0).collect();
+    let off: Vec<f64> = (0..2 * p).map(|k| ((k * 5 + 3) % f) as f64).collect();
+    let col = |i: usize| off[(i % 16) * 2 + i / 16] as usize;
+    let want_g: Vec<f64> = (0..p).flat_map(|r| (0..20).map(move |i| (r, i))).map(|(r, i)| x[r * f + col(i)]).collect();
+    let mut want_u = vec![0.0; p * f];
+    for r in 0..p {
+        for i in 0..4 {
+            want_u[r * f + col(i)] = x[r * f + col(i)];
         }
     }
-    let (g, s) = gather_scatter::Call::new(&tensor(&[v, w], &table, Dtype::F32), &tensor(&[2, 3], &ids, Dtype::I32))
-        .launch(&Launch::new().precision(Precision::Fp32))
-        .unwrap();
-    assert_close("emulated gather", &g.to_f32_vec(), &gathered, 0.0, 0.0);
-    assert_close("emulated scatter", &s.to_f32_vec(), &scattered, 0.0, 0.0);
-    let pkg = package_of("gather_scatter_pkg", &[&gather_scatter::INFO]);
-    let args = vec![vec![Arg::Tensor(vec![v, w], table.clone(), Dtype::F32), Arg::Tensor(vec![2, 3], ids.to_vec(), Dtype::I32)]];
-    let np = run_numpy_ranks(&pkg, "gather_scatter", &args, 1, "fp32").swap_remove(0);
-    assert_close("numpy gather", &np[0], &gathered, 0.0, 0.0);
-    assert_close("numpy scatter", &np[1], &scattered, 0.0, 0.0);
+    let launch = Launch::new().generation(Generation::Trn3);
+    let (g, u) =
+        tensor_indirection::Call::new(&tensor(&[p, f], &x, Dtype::F32), &tensor(&[p, 2], &off, Dtype::I32)).launch(&launch).unwrap();
+    assert_close("gather", &g.to_f32_vec(), &want_g, 0.0, 0.0);
+    assert_close("scatter", &u.to_f32_vec(), &want_u, 0.0, 0.0);
+    let src = tensor_indirection::NKI_SOURCE;
+    assert!(src.contains("t.indirect(index=ix, num_elem=20)"), "{src}");
+    let pkg = common::package_of("tensor_indirection_pkg", &[&tensor_indirection::INFO]);
+    let args = vec![vec![Arg::Tensor(vec![p, f], x.clone(), Dtype::F32), Arg::Tensor(vec![p, 2], off.clone(), Dtype::I32)]];
+    let np =
+        common::try_run_numpy_ranks_on(&pkg, "tensor_indirection", &args, 1, "hardware", "trn3").unwrap_or_else(|e| panic!("{e}")).swap_remove(0);
+    assert_close("numpy gather", &np[0], &want_g, 0.0, 0.0);
+    assert_close("numpy scatter", &np[1], &want_u, 0.0, 0.0);
 }

@@ -263,14 +263,53 @@ fn dim(d: i64, what: &str) -> Result<usize> {
     usize::try_from(d).map_err(|_| NkiError::new(ErrorKind::Shape, format!("{what} must be non-negative, got {d}")))
 }
 
-/// `t.ap(pattern=..., offset=..., scalar_offset=..., indirect_dim=...)`.
-pub fn ap(t: &Tensor, pattern: &[[i64; 2]], offset: Option<i64>, dynamic: Option<i64>, indirect_dim: i64) -> Result<Tensor> {
-    t.ap(pattern, offset, dynamic, dim(indirect_dim, "indirect_dim")?).map_err(|e| e.in_op("ap"))
+/// `t.ap(pattern=..., offset=..., scalar_offset=..., indirect_dim=..., dtype=...)`.
+pub fn ap(
+    t: &Tensor,
+    pattern: &[[i64; 2]],
+    offset: Option<i64>,
+    dynamic: Option<i64>,
+    indirect_dim: i64,
+    dtype: Option<Dtype>,
+) -> Result<Tensor> {
+    as_dtype(t, dtype)?.ap(pattern, offset, dynamic, dim(indirect_dim, "indirect_dim")?).map_err(|e| e.in_op("ap"))
 }
 
-/// `t.ap(pattern=..., offset=..., vector_offset=..., indirect_dim=...)`.
-pub fn ap_vector_offset(t: &Tensor, pattern: &[[i64; 2]], offset: Option<i64>, vector: &Tensor, indirect_dim: i64) -> Result<Tensor> {
-    t.ap_vector_offset(pattern, offset, vector, dim(indirect_dim, "indirect_dim")?).map_err(|e| e.in_op("ap"))
+/// `t.ap(pattern=..., offset=..., vector_offset=..., indirect_dim=..., dtype=...)`.
+pub fn ap_vector_offset(
+    t: &Tensor,
+    pattern: &[[i64; 2]],
+    offset: Option<i64>,
+    vector: &Tensor,
+    indirect_dim: i64,
+    dtype: Option<Dtype>,
+) -> Result<Tensor> {
+    as_dtype(t, dtype)?.ap_vector_offset(pattern, offset, vector, dim(indirect_dim, "indirect_dim")?).map_err(|e| e.in_op("ap"))
+}
+
+/// The view `.ap(dtype=)` patterns count in: `t` reinterpreted as `dtype` when given.
+fn as_dtype(t: &Tensor, dtype: Option<Dtype>) -> Result<Tensor> {
+    dtype.map_or_else(|| Ok(t.clone()), |d| t.reinterpreted("ap", d))
+}
+
+/// `t.indirect(index, num_elem)`, on the generations its spec row lists.
+pub fn indirect(ctx: &Ctx, t: &Tensor, index: &Tensor, num_elem: Option<i64>) -> Result<Tensor> {
+    let row = nki_spec::ops().find(|o| o.official_name() == "nki.language.NkiTensor.indirect");
+    if let Some(row) = row.filter(|r| !r.generations.contains(&ctx.generation())) {
+        let gens: Vec<String> = row.generations.iter().map(ToString::to_string).collect();
+        return Err(NkiError::constraint(
+            "indirect",
+            format!("tensor indirection exists on {} only; the launch targets {}", gens.join(", "), ctx.generation()),
+        ));
+    }
+    let n =
+        num_elem.map(|n| usize::try_from(n).map_err(|_| NkiError::argument("num_elem", n.to_string(), "a positive count"))).transpose()?;
+    t.indirect(index, n)
+}
+
+/// `t.view(dtype)`.
+pub fn view(t: &Tensor, dtype: Dtype) -> Result<Tensor> {
+    t.view(dtype)
 }
 
 /// `t.reshape(shape)`.

@@ -129,9 +129,9 @@ fn a_ds_slice_can_be_bound_and_used_as_an_index() {
 
 #[test]
 fn planned_ops_are_refused_with_their_official_name() {
-    let errs = python_of("fn k() { let t = nl::ndarray([128, 4], nl::float32); nisa::dma_compute(t, [t, t], nl::add); }").unwrap_err();
+    let errs = python_of("fn k() { let c = nl::shared_constant(1.0); }").unwrap_err();
     assert_eq!(errs.len(), 1, "{errs:?}");
-    assert!(errs[0].contains("`nki.isa.dma_compute`") && errs[0].contains("does not implement it yet"), "{errs:?}");
+    assert!(errs[0].contains("`nki.language.shared_constant`") && errs[0].contains("does not implement it yet"), "{errs:?}");
 }
 
 #[test]

@@ -9,9 +9,9 @@
 
 use super::tile::{TileView, encode_in_place};
 use crate::emulator::Ctx;
-use crate::tensor::Writer;
+use crate::tensor::{Cells, Storage, Writer};
 use crate::{Buffer, Result, Tensor};
-use std::sync::RwLockReadGuard;
+use std::sync::Arc;
 
 enum Source {
     /// Index into the read guards.
@@ -38,17 +38,17 @@ pub(crate) fn rowwise(
     mut f: impl FnMut(usize, &[&[f32]], &mut [f32]),
 ) -> Result<()> {
     let mut sources = Vec::with_capacity(inputs.len());
-    let mut guards: Vec<(u64, RwLockReadGuard<'_, Vec<f32>>)> = Vec::new();
+    let mut guards: Vec<(*const Storage, Cells<'_>)> = Vec::new();
     for inp in inputs {
         if inp.tensor.same_storage(dst) {
-            if inp.tensor.layout() == dst.layout() {
+            if inp.tensor.same_cells(dst) && inp.tensor.layout() == dst.layout() {
                 sources.push(Source::SameAsDst);
             } else {
                 sources.push(Source::Snapshot(snapshot(inp)));
             }
             continue;
         }
-        let id = inp.tensor.storage().id;
+        let id = Arc::as_ptr(inp.tensor.storage());
         let idx = match guards.iter().position(|(g, _)| *g == id) {
             Some(i) => i,
             None => {

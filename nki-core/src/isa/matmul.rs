@@ -228,7 +228,7 @@ fn gemm_into(
     let (sbuf, so, sps, sfs) = as_matrix(stationary, st);
     let (mbuf, mo, mps, mfs) = as_matrix(moving, mv);
     let sguard = stationary.read();
-    let mguard = if moving.same_storage(stationary) { None } else { Some(moving.read()) };
+    let mguard = if moving.same_cells(stationary) { None } else { Some(moving.read()) };
     let s_cells: &[f32] = sbuf.as_deref().unwrap_or(&sguard);
     let m_cells: &[f32] = match (&mbuf, &mguard) {
         (Some(b), _) => b,

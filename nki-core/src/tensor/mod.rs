@@ -13,7 +13,9 @@ mod outputs;
 mod psum_writes;
 mod rearrange;
 mod recycle;
+mod reinterpret;
 mod storage;
+mod tensor_indirection;
 mod view;
 
 pub use buffer::Buffer;
@@ -26,12 +28,14 @@ pub use outputs::Outputs;
 pub(crate) use psum_writes::Writer;
 pub use rearrange::Pattern;
 pub(crate) use recycle::{filled, give_back, take};
+pub(crate) use reinterpret::Cells;
 pub(crate) use storage::Storage;
 
 use crate::{Dtype, ErrorKind, NkiError, Result};
 use ndarray::{ArrayD, IxDyn};
+use reinterpret::CellsMut;
 use std::fmt;
-use std::sync::{Arc, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::Arc;
 
 /// A view of a tensor in one of the NKI memory spaces.
 ///
@@ -166,8 +170,13 @@ impl Tensor {
         Layout { offset: 0, shape: l.shape[skip..].to_vec(), strides: l.strides[skip..].to_vec() }.contiguous_start().is_some()
     }
 
-    /// Whether two views share storage.
+    /// Whether two views share storage (a `.view()` or `.indirect()` view shares its base's).
     pub fn same_storage(&self, other: &Tensor) -> bool {
+        self.st.id == other.st.id
+    }
+
+    /// Whether two views read the same cells: the same storage, not a byte or indirect view of it.
+    pub(crate) fn same_cells(&self, other: &Tensor) -> bool {
         Arc::ptr_eq(&self.st, &other.st)
     }
 
@@ -180,12 +189,12 @@ impl Tensor {
         self.st.partition_cells()
     }
 
-    pub(crate) fn read(&self) -> RwLockReadGuard<'_, Vec<f32>> {
-        self.st.cells.read().unwrap_or_else(|e| e.into_inner())
+    pub(crate) fn read(&self) -> Cells<'_> {
+        self.st.read_cells()
     }
 
-    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, Vec<f32>> {
-        self.st.cells.write().unwrap_or_else(|e| e.into_inner())
+    pub(crate) fn write(&self) -> CellsMut<'_> {
+        self.st.write_cells()
     }
 
     /// The view's raw cells in logical order (one read lock, released on return),
@@ -283,6 +292,9 @@ impl Tensor {
 
     /// Checks the view stays inside its storage.
     pub(crate) fn check_bounds(&self, what: &str) -> Result<()> {
+        if let Some(map) = &self.st.indirection {
+            map.check(what, self)?;
+        }
         if let Some((lo, hi)) = self.layout.cell_range() {
             let len = self.st.len() as isize;
             if lo < 0 || hi >= len {

@@ -2,6 +2,7 @@
 
 use super::Buffer;
 use super::psum_writes::PsumWrites;
+use super::tensor_indirection::Indirection;
 use crate::Dtype;
 use crate::emulator::memory::Lease;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,6 +23,12 @@ pub(crate) struct Storage {
     pub(crate) buffer: Buffer,
     pub(crate) shape: Vec<usize>,
     pub(crate) cells: RwLock<Vec<f32>>,
+    /// For a byte view (`.view(dtype)`) or a tensor-indirection view
+    /// (`.indirect()`): the storage whose cells it reads and writes; its own
+    /// `cells` then stay empty.
+    pub(crate) base: Option<Arc<Storage>>,
+    /// For a tensor-indirection view (`.indirect()`): where its cells are in `base`.
+    pub(crate) indirection: Option<Indirection>,
     /// For PSUM: which instruction last wrote each cell since allocation.
     writes: Mutex<PsumWrites>,
     _lease: Option<Lease>,
@@ -37,8 +44,36 @@ impl Storage {
             shape: shape.to_vec(),
             writes: Mutex::new(if buffer == Buffer::Psum { PsumWrites::new(cells.len()) } else { PsumWrites::default() }),
             cells: RwLock::new(cells),
+            base: None,
+            indirection: None,
             _lease: lease,
         })
+    }
+
+    /// The bytes of `base` as `dtype` cells in `shape` (same id: the same memory).
+    pub(crate) fn alias(base: Arc<Storage>, dtype: Dtype, shape: &[usize]) -> Arc<Storage> {
+        Arc::new(Storage {
+            id: base.id,
+            name: base.name.clone(),
+            dtype,
+            buffer: base.buffer,
+            shape: shape.to_vec(),
+            writes: Mutex::new(PsumWrites::default()),
+            cells: RwLock::new(Vec::new()),
+            base: Some(base),
+            indirection: None,
+            _lease: None,
+        })
+    }
+
+    /// The cells of `base` that `map` selects, in `shape` (same id: the same memory).
+    pub(crate) fn indirection(base: Arc<Storage>, map: Indirection, shape: &[usize]) -> Arc<Storage> {
+        let dtype = base.dtype;
+        let mut st = Storage::alias(base, dtype, shape);
+        if let Some(s) = Arc::get_mut(&mut st) {
+            s.indirection = Some(map);
+        }
+        st
     }
 
     pub(crate) fn hbm(name: &str, dtype: Dtype, buffer: Buffer, shape: &[usize], cells: Vec<f32>) -> Arc<Storage> {
@@ -51,7 +86,7 @@ impl Storage {
             s.name = name.to_string();
             return st;
         }
-        let cells = st.cells.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let cells = st.read_cells().clone();
         Storage::hbm(name, st.dtype, st.buffer, &st.shape, cells)
     }
 

@@ -370,7 +370,7 @@ impl Tensor {
     }
 
     /// An indirect view is resolved by the instruction that uses it; it cannot be viewed again.
-    fn check_direct(&self, op: &str) -> Result<()> {
+    pub(super) fn check_direct(&self, op: &str) -> Result<()> {
         if self.is_indirect() {
             return Err(NkiError::shape(op, format!("'{}' is an indirect (vector_offset) view; it cannot be viewed again", self.name())));
         }

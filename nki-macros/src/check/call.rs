@@ -3,6 +3,22 @@
 use super::*;
 
 impl Checker<'_> {
+    /// An error at `span` when the kernel's target generation lacks `spec`.
+    pub(super) fn generation_check(&mut self, spec: &FnSpec, span: Spn) {
+        if !spec.generations.contains(&self.target) {
+            let gens: Vec<String> = spec.generations.iter().map(ToString::to_string).collect();
+            self.diag.error(
+                span,
+                format!(
+                    "`{}` exists on {} only, but the kernel targets {} (set `#[nki_kernel(target = \"...\")]`)",
+                    spec.official_name(),
+                    gens.join(", "),
+                    self.target
+                ),
+            );
+        }
+    }
+
     pub(super) fn call(&mut self, e: &Expr, path: &[String], path_span: Spn, args: &[Arg]) -> Ty {
         if path == ["nisa", "dma_copy"] || path == ["nisa", "dma_compute"] {
             self.dma_operands.extend(args.iter().map(|a| key(&a.value)));
@@ -30,18 +46,7 @@ impl Checker<'_> {
                 self.diag.error(path_span, planned(&spec.official_name(), spec.summary));
                 return Ty::Unknown;
             };
-            if !spec.generations.contains(&self.target) {
-                let gens: Vec<String> = spec.generations.iter().map(ToString::to_string).collect();
-                self.diag.error(
-                    path_span,
-                    format!(
-                        "`{}` exists on {} only, but the kernel targets {} (set `#[nki_kernel(target = \"...\")]`)",
-                        spec.official_name(),
-                        gens.join(", "),
-                        self.target
-                    ),
-                );
-            }
+            self.generation_check(spec, path_span);
             let slots = self.resolve(spec.py, spec.params, args, e.span);
             let site = self.site(spec, &slots, args, &arg_tys);
             let ret = spec.rule.map(|r| rules::rule(r)(self.diag, &site));

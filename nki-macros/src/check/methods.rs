@@ -34,6 +34,7 @@ impl Checker<'_> {
                     self.diag.error(name.span(), super::call::planned(&spec.official_name(), spec.summary));
                     return Ty::Unknown;
                 };
+                self.generation_check(spec, name.span().into());
                 let slots = self.resolve(&format!("`.{n}()`"), spec.params, args, e.span);
                 for (p, s) in spec.params.iter().zip(&slots) {
                     if let Some(i) = s {

@@ -1,7 +1,7 @@
 //! Static shapes of views: indexing (`t[s![..]]`) and the tensor methods
 //! (`.ap()`, `.reshape()`, `.permute()`, ...), with their rules.
 
-use super::rules::countable;
+use super::rules::{countable, dtype_bytes};
 use super::split_views;
 use super::types::{TensorTy, Ty, known_product};
 use super::value::{Val, slice_len};
@@ -99,6 +99,38 @@ pub fn vector_offset_view(diag: &mut Diagnostics, what: &str, direct_dma_operand
     }
 }
 
+/// `t` seen as `dtype` (`.view(dtype)`, `.ap(dtype=)`): PSUM is never
+/// reinterpreted, and the known last dim scales by the element size ratio (a
+/// wider dtype needs it to be a multiple of the ratio).
+fn reinterpret(diag: &mut Diagnostics, t: &TensorTy, dtype: Option<&'static str>, what: &str, span: Spn) -> Ty {
+    if t.space == Some(Space::Psum) {
+        diag.error(span, format!("`{what}` cannot reinterpret a PSUM tensor; only SBUF and HBM bytes can be viewed as another dtype"));
+    }
+    let (Some(from), Some(to)) = (t.dtype, dtype) else {
+        return Ty::Tensor(TensorTy { shape: None, dtype, ..t.clone() });
+    };
+    if from == to {
+        return Ty::Tensor(t.clone());
+    }
+    let (a, b) = (dtype_bytes(from), dtype_bytes(to));
+    let shape = t.shape.as_ref().map(|dims| {
+        let mut dims = dims.clone();
+        if let Some(last) = dims.last_mut() {
+            *last = match last.as_const() {
+                Some(n) if b <= a => n.checked_mul(a / b).map_or(Val::unknown(), Val::konst),
+                Some(n) if n % (b / a) != 0 => {
+                    diag.error(span, format!("`{what}` as {to} needs the last dim ({n} {from} elements) to be a multiple of {}", b / a));
+                    Val::unknown()
+                }
+                Some(n) => Val::konst(n / (b / a)),
+                None => Val::unknown(),
+            };
+        }
+        dims
+    });
+    Ty::Tensor(TensorTy { shape, dtype: Some(to), ..t.clone() })
+}
+
 /// The result of a tensor method, with its static checks.
 pub fn tensor_method<'a>(
     diag: &mut Diagnostics,
@@ -127,8 +159,40 @@ pub fn tensor_method<'a>(
                 ),
                 _ => None,
             });
+            // With `dtype`, the pattern counts elements of `t` seen as that dtype.
+            let dtype = match arg("dtype") {
+                Some((Ty::Dtype(d), _)) => {
+                    reinterpret(diag, t, *d, ".ap(dtype=)", span);
+                    *d
+                }
+                Some(_) => None,
+                None => t.dtype,
+            };
+            Ty::Tensor(TensorTy { shape, dtype, ..t.clone() })
+        }
+        "indirect" => {
+            if t.space.is_some_and(|s| s != Space::Sbuf) {
+                diag.error(span, "`.indirect()` views an SBUF tensor: tensor indirection reads the free elements of SBUF partitions");
+            }
+            let index = match arg("index") {
+                Some((Ty::Tensor(i), _)) => Some(i),
+                _ => None,
+            };
+            if let Some(i) = index
+                && i.dtype.is_some_and(|d| d.starts_with("float") || d.starts_with("bfloat"))
+            {
+                diag.error(span, "the index of `.indirect()` holds integer offsets; use an integer SBUF tile");
+            }
+            let size = index.and_then(|i| i.shape.as_ref()).and_then(|s| known_product(s)).and_then(Result::ok);
+            let n = int("num_elem").or(size);
+            let shape =
+                t.shape.as_ref().map(|s| vec![s.first().cloned().unwrap_or_else(Val::unknown), n.map_or(Val::unknown(), Val::konst)]);
             Ty::Tensor(TensorTy { shape, ..t.clone() })
         }
+        "view" | "reinterpret_cast" => match arg("dtype") {
+            Some((Ty::Dtype(d), _)) => reinterpret(diag, t, *d, &format!(".{name}()"), span),
+            _ => Ty::Tensor(TensorTy { shape: None, dtype: None, ..t.clone() }),
+        },
         "reshape" => {
             let shape = arg("shape").and_then(|(st, _)| match st {
                 Ty::Tuple(items) | Ty::List(items) => {

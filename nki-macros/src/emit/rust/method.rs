@@ -31,18 +31,35 @@ impl Rs<'_> {
                         quote!(::core::option::Option::Some(#v))
                     });
                     let indirect = a(4).map_or(quote!(0i64), |x| self.expr(x));
+                    let dtype = a(5).map_or(quote!(::core::option::Option::None), |x| {
+                        let v = self.expr(x);
+                        quote!(::core::option::Option::Some(#v))
+                    });
                     // The checker makes `scalar_offset` and `vector_offset` exclusive.
                     match a(3) {
                         Some(v) => {
                             let v = self.by_ref(v);
-                            fallible(span, quote!(::nki::__rt::ap_vector_offset(#r, #pattern, #offset, #v, #indirect)))
+                            fallible(span, quote!(::nki::__rt::ap_vector_offset(#r, #pattern, #offset, #v, #indirect, #dtype)))
                         }
-                        None => fallible(span, quote!(::nki::__rt::ap(#r, #pattern, #offset, #dynamic, #indirect))),
+                        None => fallible(span, quote!(::nki::__rt::ap(#r, #pattern, #offset, #dynamic, #indirect, #dtype))),
                     }
                 }
                 "reshape" => {
                     let shape = a(0).map_or(quote!(&[]), |x| self.arg(Kind::Ints, x));
                     fallible(span, quote!(::nki::__rt::reshape(#r, #shape)))
+                }
+                "indirect" => {
+                    let ctx = ctx_ident();
+                    let index = a(0).map_or(quote!(::core::unreachable!()), |x| self.by_ref(x));
+                    let num = a(1).map_or(quote!(::core::option::Option::None), |x| {
+                        let v = self.expr(x);
+                        quote!(::core::option::Option::Some(#v))
+                    });
+                    fallible(span, quote!(::nki::__rt::indirect(#ctx, #r, #index, #num)))
+                }
+                "view" | "reinterpret_cast" => {
+                    let dtype = a(0).map_or(quote!(::core::unreachable!()), |x| self.expr(x));
+                    fallible(span, quote!(::nki::__rt::view(#r, #dtype)))
                 }
                 "get_pattern" => quote_spanned!(span=> ::nki::Tensor::get_pattern(#r)),
                 "vector_select" => {

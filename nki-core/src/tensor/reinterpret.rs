@@ -1,0 +1,308 @@
+//! Byte views: `.view(dtype)` and `.ap(.., dtype=)`, the same bytes seen as
+//! another dtype.
+//!
+//! Cells hold one value per element of the storage's dtype, so a reinterpreted
+//! view gets its own [`Storage`] of the new dtype whose cells live in its base:
+//! a read decodes the base's bytes (little-endian) into cells of the view's
+//! dtype, a write encodes them back and stores the base cells whose bytes
+//! changed. Tensors over a base storage keep the typed fast path: only views
+//! made by `.view()` pay for the translation. A float cell becomes bytes
+//! through its dtype (round to nearest even), so in fp32 precision an unrounded
+//! low-precision cell rounds when its bytes are read, and a write through the
+//! view leaves every base cell rounded to its dtype (as storing all the bytes
+//! back would).
+
+use super::{Layout, Storage, Tensor};
+use crate::{Buffer, Dtype, NkiError, Result};
+use half::{bf16, f16};
+use std::ops::{Deref, DerefMut};
+use std::sync::{Arc, RwLockReadGuard, RwLockWriteGuard};
+
+impl Tensor {
+    /// `.view(dtype)`: the same bytes as `dtype`. The last dim must be
+    /// contiguous; its extent (and the other strides and the offset) scale by
+    /// the element size ratio, and a wider dtype needs them to be multiples of
+    /// the ratio. PSUM, indirect and already reinterpreted views are refused.
+    pub fn view(&self, dtype: Dtype) -> Result<Tensor> {
+        self.reinterpreted("view", dtype)
+    }
+
+    /// The view as `dtype` for `op` (`view` or `ap`); itself when the dtype is its own.
+    pub(crate) fn reinterpreted(&self, op: &str, dtype: Dtype) -> Result<Tensor> {
+        if dtype == self.dtype() {
+            return Ok(self.clone());
+        }
+        self.check_direct(op)?;
+        let refuse = |why: String| Err(NkiError::shape(op, why));
+        if self.buffer() == Buffer::Psum {
+            return refuse(format!("{} is in PSUM; only SBUF and HBM tensors can be reinterpreted", self.describe()));
+        }
+        if self.st.base.is_some() {
+            return refuse(format!("{} is already a reinterpreted or indirect view; reinterpret the original tensor", self.describe()));
+        }
+        let l = &self.layout;
+        if l.shape.last().is_some_and(|&n| n > 1) && l.strides.last() != Some(&1) {
+            return refuse(format!(
+                "the last dim of {} has stride {}; it must be contiguous to be reinterpreted",
+                self.describe(),
+                l.strides.last().copied().unwrap_or(0)
+            ));
+        }
+        let (a, b) = (self.dtype().size_bytes(), dtype.size_bytes());
+        let parts = if self.buffer().is_on_chip() { self.st.shape.first().copied().unwrap_or(1) } else { 1 };
+        let bytes = self.st.len() / parts.max(1) * a;
+        if !bytes.is_multiple_of(b) {
+            return refuse(format!("{} holds {bytes} bytes per partition, not a whole number of {dtype} elements", self.describe()));
+        }
+        let last = l.shape.len().saturating_sub(1);
+        let mut layout = Layout { offset: l.offset, shape: l.shape.clone(), strides: l.strides.clone() };
+        if b <= a {
+            let r = (a / b) as isize;
+            layout.offset *= r;
+            layout.strides.iter_mut().for_each(|s| *s *= r);
+            if let Some(n) = layout.shape.last_mut() {
+                *n *= r as usize;
+                layout.strides[last] = 1;
+            }
+        } else {
+            let r = (b / a) as isize;
+            let whole =
+                l.shape.last().is_none_or(|&n| n % r as usize == 0) && l.strides[..last].iter().all(|s| s % r == 0) && l.offset % r == 0;
+            if !whole {
+                return refuse(format!(
+                    "{} does not split into whole {dtype} elements (the last dim, the strides and the offset must be multiples of {r})",
+                    self.describe()
+                ));
+            }
+            layout.offset /= r;
+            layout.strides.iter_mut().for_each(|s| *s /= r);
+            if let Some(n) = layout.shape.last_mut() {
+                *n /= r as usize;
+                layout.strides[last] = 1;
+            }
+        }
+        let count = bytes / b * parts;
+        let shape = if self.buffer().is_on_chip() { vec![parts, count / parts.max(1)] } else { vec![count] };
+        let st = Storage::alias(Arc::clone(&self.st), dtype, &shape);
+        Ok(Tensor { st, layout, rows: None })
+    }
+}
+
+/// The cells of a storage for reading: its lock, or the decoded cells of a reinterpreted view.
+pub(crate) enum Cells<'a> {
+    Locked(RwLockReadGuard<'a, Vec<f32>>),
+    Decoded(Vec<f32>),
+}
+
+impl Deref for Cells<'_> {
+    type Target = Vec<f32>;
+    fn deref(&self) -> &Vec<f32> {
+        match self {
+            Cells::Locked(g) => g,
+            Cells::Decoded(v) => v,
+        }
+    }
+}
+
+/// What a decoded view held when it was taken, to write back only what changed.
+pub(crate) enum Before {
+    /// The base's bytes (a byte view).
+    Bytes(Vec<u8>),
+    /// The base cells of the view's elements and their values (an indirection).
+    Cells(Vec<usize>, Vec<f32>),
+}
+
+/// The cells of a storage for writing: its lock, or the decoded cells of a
+/// reinterpreted view, encoded back into the base when dropped.
+pub(crate) enum CellsMut<'a> {
+    Locked(RwLockWriteGuard<'a, Vec<f32>>),
+    Decoded { st: &'a Storage, cells: Vec<f32>, before: Before },
+}
+
+impl Deref for CellsMut<'_> {
+    type Target = Vec<f32>;
+    fn deref(&self) -> &Vec<f32> {
+        match self {
+            CellsMut::Locked(g) => g,
+            CellsMut::Decoded { cells, .. } => cells,
+        }
+    }
+}
+
+impl DerefMut for CellsMut<'_> {
+    fn deref_mut(&mut self) -> &mut Vec<f32> {
+        match self {
+            CellsMut::Locked(g) => g,
+            CellsMut::Decoded { cells, .. } => cells,
+        }
+    }
+}
+
+impl Drop for CellsMut<'_> {
+    fn drop(&mut self) {
+        let CellsMut::Decoded { st, cells, before } = self else { return };
+        let Some(base) = &st.base else { return };
+        match before {
+            Before::Bytes(before) => {
+                let after = to_bytes(st.dtype, cells);
+                let size = base.dtype.size_bytes();
+                let mut w = base.cells.write().unwrap_or_else(|e| e.into_inner());
+                for (i, (new, old)) in after.chunks_exact(size).zip(before.chunks_exact(size)).enumerate() {
+                    if new != old {
+                        w[i] = from_bytes(base.dtype, new);
+                    } else if let Some(cell) = w.get_mut(i) {
+                        // Like a store of every cell's bytes, an untouched cell keeps
+                        // its value rounded to its dtype (unrounded only in fp32 precision).
+                        *cell = crate::dtype::round_f32(base.dtype, *cell);
+                    }
+                }
+            }
+            Before::Cells(at, old) => {
+                let mut w = base.cells.write().unwrap_or_else(|e| e.into_inner());
+                for ((&c, new), old) in at.iter().zip(cells.iter()).zip(old.iter()) {
+                    if let Some(cell) = w.get_mut(c).filter(|_| new.to_bits() != old.to_bits()) {
+                        *cell = *new;
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Storage {
+    /// The cells of this storage for reading (decoded from the base's bytes for a reinterpreted view).
+    pub(crate) fn read_cells(&self) -> Cells<'_> {
+        match (&self.base, &self.indirection) {
+            (None, _) => Cells::Locked(self.cells.read().unwrap_or_else(|e| e.into_inner())),
+            (Some(base), None) => Cells::Decoded(decode(self.dtype, &to_bytes(base.dtype, &base.read_cells()))),
+            (Some(base), Some(map)) => Cells::Decoded(self.gathered(base, map).1),
+        }
+    }
+
+    /// The base cells of an indirection's elements and their values; an offset
+    /// that moved outside the rows since the instruction checked its operands
+    /// reads NaN and writes nothing.
+    fn gathered(&self, base: &Storage, map: &super::tensor_indirection::Indirection) -> (Vec<usize>, Vec<f32>) {
+        match map.cells() {
+            Ok(at) => {
+                let b = base.read_cells();
+                let vals = at.iter().map(|&c| b.get(c).copied().unwrap_or(f32::NAN)).collect();
+                (at, vals)
+            }
+            Err(_) => (Vec::new(), vec![f32::NAN; self.len()]),
+        }
+    }
+
+    /// The cells of this storage for writing (written back into the base when dropped).
+    pub(crate) fn write_cells(&self) -> CellsMut<'_> {
+        match (&self.base, &self.indirection) {
+            (None, _) => CellsMut::Locked(self.cells.write().unwrap_or_else(|e| e.into_inner())),
+            (Some(base), None) => {
+                let before = to_bytes(base.dtype, &base.read_cells());
+                CellsMut::Decoded { st: self, cells: decode(self.dtype, &before), before: Before::Bytes(before) }
+            }
+            (Some(base), Some(map)) => {
+                let (at, vals) = self.gathered(base, map);
+                CellsMut::Decoded { st: self, cells: vals.clone(), before: Before::Cells(at, vals) }
+            }
+        }
+    }
+}
+
+/// The little-endian bytes of `cells` of `dtype` (floats through their dtype's encoding).
+fn to_bytes(dtype: Dtype, cells: &[f32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(cells.len() * dtype.size_bytes());
+    for &c in cells {
+        match dtype {
+            Dtype::F32 => out.extend_from_slice(&c.to_le_bytes()),
+            Dtype::Bf16 => out.extend_from_slice(&bf16::from_f32(c).to_le_bytes()),
+            Dtype::F16 => out.extend_from_slice(&f16::from_f32(c).to_le_bytes()),
+            Dtype::Fp8E4m3 | Dtype::Fp8E4m3Fn | Dtype::Fp8E5m2 => out.push(fp8_code(dtype, c)),
+            _ => out.extend_from_slice(&dtype.cell_to_i64(c).to_le_bytes()[..dtype.size_bytes()]),
+        }
+    }
+    out
+}
+
+/// The cells of `dtype` whose little-endian bytes are `bytes`.
+fn decode(dtype: Dtype, bytes: &[u8]) -> Vec<f32> {
+    bytes.chunks_exact(dtype.size_bytes()).map(|b| from_bytes(dtype, b)).collect()
+}
+
+/// One cell of `dtype` from its little-endian bytes (integers sign- or zero-extended).
+fn from_bytes(dtype: Dtype, b: &[u8]) -> f32 {
+    let mut wide = [0u8; 8];
+    wide[..b.len()].copy_from_slice(b);
+    let bits = u64::from_le_bytes(wide);
+    match dtype {
+        Dtype::F32 => f32::from_bits(bits as u32),
+        Dtype::Bf16 => bf16::from_bits(bits as u16).to_f32(),
+        Dtype::F16 => f16::from_bits(bits as u16).to_f32(),
+        Dtype::Fp8E4m3 | Dtype::Fp8E4m3Fn | Dtype::Fp8E5m2 => fp8_value(dtype, bits as u8),
+        Dtype::I32 => dtype.i64_to_cell(i64::from(bits as u32 as i32)),
+        Dtype::I16 => dtype.i64_to_cell(i64::from(bits as u16 as i16)),
+        Dtype::I8 => dtype.i64_to_cell(i64::from(bits as u8 as i8)),
+        _ => dtype.i64_to_cell(bits as i64),
+    }
+}
+
+/// Exponent and mantissa widths of an 8-bit float, and whether its top exponent means inf/NaN.
+fn fp8_format(dtype: Dtype) -> (u32, u32, bool) {
+    match dtype {
+        Dtype::Fp8E5m2 => (5, 2, true),
+        Dtype::Fp8E4m3 => (4, 3, true),
+        _ => (4, 3, false),
+    }
+}
+
+/// The value of the 8-bit float code `code` of `dtype`.
+fn fp8_value(dtype: Dtype, code: u8) -> f32 {
+    let (e_bits, m_bits, ieee) = fp8_format(dtype);
+    let bias = (1i32 << (e_bits - 1)) - 1;
+    let sign = if code & 0x80 != 0 { -1.0f32 } else { 1.0 };
+    let e = i32::from((code >> m_bits) & ((1 << e_bits) - 1) as u8);
+    let m = i32::from(code & ((1 << m_bits) - 1) as u8);
+    let top = (1 << e_bits) - 1;
+    if ieee && e == top {
+        return if m == 0 { sign * f32::INFINITY } else { f32::NAN };
+    }
+    if !ieee && e == top && m == (1 << m_bits) - 1 {
+        return f32::NAN;
+    }
+    let scale = |exp: i32| 2f32.powi(exp);
+    if e == 0 {
+        sign * m as f32 * scale(1 - bias - m_bits as i32)
+    } else {
+        sign * (1.0 + m as f32 / (1 << m_bits) as f32) * scale(e - bias)
+    }
+}
+
+/// The 8-bit float code of `c` rounded to `dtype` (NaN as the all-ones code).
+fn fp8_code(dtype: Dtype, c: f32) -> u8 {
+    let v = crate::dtype::round_f32(dtype, c);
+    if v.is_nan() {
+        return 0x7f | if v.is_sign_negative() { 0x80 } else { 0 };
+    }
+    let sign = if v.is_sign_negative() { 0x80 } else { 0 };
+    (0u8..0x80).find(|&k| fp8_value(dtype, k) == v.abs()).map_or(0x7f, |k| k | sign)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_fp8_code_round_trips() {
+        for d in [Dtype::Fp8E4m3, Dtype::Fp8E4m3Fn, Dtype::Fp8E5m2] {
+            for k in 0u8..=255 {
+                let v = fp8_value(d, k);
+                if !v.is_nan() {
+                    assert_eq!(fp8_code(d, v), k, "{d} code {k:#x}");
+                }
+            }
+        }
+        assert_eq!(fp8_value(Dtype::Fp8E4m3Fn, 0x7e), 448.0);
+        assert_eq!(fp8_value(Dtype::Fp8E4m3, 0x77), 240.0);
+        assert_eq!(fp8_value(Dtype::Fp8E5m2, 0x7b), 57344.0);
+    }
+}
