@@ -48,7 +48,8 @@ pub use elementwise::{
     tensor_tensor,
 };
 pub use enums::{
-    DgeMode, DmaEngine, Engine, MatmulPerfMode, OobMode, ReduceCmd, dge_mode, dma_engine, engine, matmul_perf_mode, nc_version, oob_mode, reduce_cmd,
+    DgeMode, DmaEngine, Engine, MatmulPerfMode, OobMode, ReduceCmd, dge_mode, dma_engine, engine, matmul_perf_mode, nc_version, oob_mode,
+    reduce_cmd,
 };
 pub use exponential::{ExponentialOpts, exponential};
 pub use gather::{LocalGatherOpts, local_gather, nc_n_gather};
