@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use nki_core::hw::Generation;
-use nki_core::isa::{NameOpts, sendrecv};
+use nki_core::isa::{SendrecvOpts, sendrecv};
 use nki_core::{Buffer, Dtype, ErrorKind, Launch};
 
 /// The values of a program's two tiles.
@@ -27,7 +27,7 @@ fn swap_two(crossed: bool) -> nki_core::Result<Vec<Vec<Tiles>>> {
                 let pipes = if crossed && me == 1 { [2, 1] } else { [1, 2] };
                 for pipe in pipes {
                     let t = if pipe == 1 { &a } else { &b };
-                    sendrecv(ctx, t, t, other, other, pipe, NameOpts::default())?;
+                    sendrecv(ctx, t, t, other, other, pipe, SendrecvOpts::default())?;
                 }
                 Ok((a.to_f32_vec(), b.to_f32_vec()))
             })
@@ -60,7 +60,7 @@ fn refuses_what_the_docs_rule_out() {
                     let other = peer.unwrap_or(1 - ctx.program_id() as i64);
                     let s = alloc(ctx, &[2, 3], Dtype::F32, if psum { Buffer::Psum } else { Buffer::Sbuf })?;
                     let d = alloc(ctx, &shape, Dtype::F32, Buffer::Sbuf)?;
-                    sendrecv(ctx, &s, &d, other, other, 0, NameOpts::default())
+                    sendrecv(ctx, &s, &d, other, other, 0, SendrecvOpts::default())
                 })
                 .map(|_| ())
         }))

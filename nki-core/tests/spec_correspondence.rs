@@ -2,7 +2,7 @@
 //! operator tokens, `nl.tile_size`, the `nisa` enums. (Options structs are
 //! checked against their rows when the crate compiles, by `#[spec_options]`.)
 
-use nki_core::nisa::{DgeMode, Engine, MatmulPerfMode, OobMode, ReduceCmd};
+use nki_core::nisa::{DgeMode, DmaEngine, Engine, MatmulPerfMode, OobMode, ReduceCmd};
 use nki_core::nl::{NlOp, tile_size};
 use nki_core::{Dtype, nisa};
 use nki_spec::constants::{ACT_TOKENS, ALU_TOKENS, ENUMS, NC_VERSIONS, TILE_SIZE, implemented_dtypes};
@@ -66,7 +66,7 @@ fn tile_sizes_are_the_spec_values() {
 
 #[test]
 fn nisa_enums_have_the_spec_members() {
-    let ours: [(&str, Vec<String>); 5] = [
+    let ours: [(&str, Vec<String>); 6] = [
         (
             "engine",
             [Engine::Tensor, Engine::Vector, Engine::Scalar, Engine::Gpsimd, Engine::Dma, Engine::Sync, Engine::Unknown]
@@ -80,6 +80,7 @@ fn nisa_enums_have_the_spec_members() {
                 .to_vec(),
         ),
         ("dge_mode", [DgeMode::Unknown, DgeMode::Swdge, DgeMode::Hwdge, DgeMode::None].map(|e| snake(format!("{e:?}"))).to_vec()),
+        ("dma_engine", [DmaEngine::Dma, DmaEngine::GpsimdDma].map(|e| snake(format!("{e:?}"))).to_vec()),
         ("oob_mode", [OobMode::Error, OobMode::Skip].map(|e| snake(format!("{e:?}"))).to_vec()),
         ("matmul_perf_mode", [MatmulPerfMode::None, MatmulPerfMode::DoubleRow].map(|e| snake(format!("{e:?}"))).to_vec()),
     ];

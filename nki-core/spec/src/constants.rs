@@ -192,7 +192,7 @@ pub const ENUMS: &[EnumSpec] = &[
     },
     EnumSpec { name: "oob_mode", implemented: true, members: &[("error", Some(0)), ("skip", Some(1))] },
     EnumSpec { name: "matmul_perf_mode", implemented: true, members: &[("none", None), ("double_row", None)] },
-    EnumSpec { name: "dma_engine", implemented: false, members: &[("dma", Some(1)), ("gpsimd_dma", Some(2))] },
+    EnumSpec { name: "dma_engine", implemented: true, members: &[("dma", Some(1)), ("gpsimd_dma", Some(2))] },
 ];
 
 /// `nisa.nc_version` members: NeuronCore versions, comparable as integers.

@@ -57,6 +57,8 @@ pub enum Kind {
     Ints,
     /// A list of numbers (`dma_compute`'s scales).
     Floats,
+    /// A number or a rectangular nested list of number literals (`nl.shared_constant`).
+    Constant,
     /// An integer or a tuple of integers.
     Axis,
     /// A member of an `nisa` enum (`"engine"`, `"reduce_cmd"`, ...).

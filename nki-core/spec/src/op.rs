@@ -124,6 +124,7 @@ pub enum Rule {
     NlGatherFlattened,
     NlLoadTranspose2d,
     NlIdentity,
+    NlSharedConstant,
     Collective,
 }
 

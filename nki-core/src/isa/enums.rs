@@ -57,6 +57,15 @@ pub enum DgeMode {
     None,
 }
 
+/// `nisa.dma_engine`: the DMA queue that carries a `sendrecv`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[allow(missing_docs)]
+pub enum DmaEngine {
+    #[default]
+    Dma,
+    GpsimdDma,
+}
+
 /// `nisa.oob_mode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 #[allow(missing_docs)]
@@ -120,6 +129,15 @@ pub mod dge_mode {
     pub const hwdge: DgeMode = DgeMode::Hwdge;
     /// Host-generated descriptors.
     pub const none: DgeMode = DgeMode::None;
+}
+
+/// `nisa.dma_engine.*` members.
+pub mod dma_engine {
+    use super::DmaEngine;
+    /// The hardware DMA queues (default).
+    pub const dma: DmaEngine = DmaEngine::Dma;
+    /// DMA issued by the GpSimd engine: at most 1 KiB per partition.
+    pub const gpsimd_dma: DmaEngine = DmaEngine::GpsimdDma;
 }
 
 /// `nisa.oob_mode.*` members.

@@ -48,7 +48,8 @@ pub use elementwise::{
     tensor_tensor,
 };
 pub use enums::{
-    DgeMode, Engine, MatmulPerfMode, OobMode, ReduceCmd, dge_mode, engine, matmul_perf_mode, nc_version, oob_mode, reduce_cmd,
+    DgeMode, DmaEngine, Engine, MatmulPerfMode, OobMode, ReduceCmd, dge_mode, dma_engine, engine, matmul_perf_mode, nc_version, oob_mode,
+    reduce_cmd,
 };
 pub use exponential::{ExponentialOpts, exponential};
 pub use gather::{LocalGatherOpts, local_gather, nc_n_gather};
@@ -65,7 +66,7 @@ pub use reduce::{TensorReduceOpts, TensorScalarReduceOpts, tensor_reduce, tensor
 pub use scan::{TensorTensorScanOpts, tensor_tensor_scan};
 pub use select::{AffineSelectOpts, FLOAT32_MIN, IotaOpts, RangeSelectOpts, affine_select, iota, range_select};
 pub use select_reduce::{SelectReduceOpts, select_reduce};
-pub use sendrecv::sendrecv;
+pub use sendrecv::{SendrecvOpts, sendrecv};
 pub use shuffle::{ShuffleOpts, nc_stream_shuffle};
 pub use stats::{bn_aggr, bn_stats};
 pub use sync::{

@@ -5,11 +5,25 @@
 //! same `pipe_id`; every source is read before any destination is written. A
 //! partner that never issues it ends the launch with an error (never a hang).
 
-use super::elementwise::NameOpts;
+use super::enums::DmaEngine;
 use crate::collectives::CommEvent;
 use crate::emulator::Ctx;
 use crate::profile::{Instr, Rendezvous, Unit};
 use crate::{Buffer, NkiError, Result, Tensor};
+
+/// Bytes per partition a `dma_engine=gpsimd_dma` transfer moves at most.
+const GPSIMD_DMA_PARTITION_BYTES: usize = 1024;
+
+/// Optional arguments of `nisa.sendrecv`.
+#[nki_macros::spec_options]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SendrecvOpts<'a> {
+    /// DMA queue carrying the exchange (default `dma`); no numeric effect, but
+    /// `gpsimd_dma` moves at most 1 KiB per partition.
+    pub dma_engine: Option<DmaEngine>,
+    /// Instruction name.
+    pub name: Option<&'a str>,
+}
 
 /// One program's side of an exchange.
 struct Side {
@@ -20,7 +34,7 @@ struct Side {
     dst: Tensor,
 }
 
-/// `nisa.sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id)`: program p
+/// `nisa.sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine)`: program p
 /// sends `src` to program `send_to_rank` and receives program
 /// `recv_from_rank`'s `src` into `dst` (both the other program of the pair);
 /// `src` and `dst` are SBUF tiles of one dtype and shape. trn2 and later.
@@ -31,10 +45,9 @@ pub fn sendrecv(
     send_to_rank: i64,
     recv_from_rank: i64,
     pipe_id: i64,
-    opts: NameOpts<'_>,
+    opts: SendrecvOpts<'_>,
 ) -> Result<()> {
     const OP: &str = "nisa.sendrecv";
-    let _ = opts;
     ctx.begin_generation_op(OP)?;
     ctx.record_with(|| Instr::new(OP, Unit::Dma, &[src], &[dst]).waiting_for(Rendezvous::CoreBarrier));
     if ctx.num_programs() != 2 {
@@ -50,6 +63,18 @@ pub fn sendrecv(
     }
     if src.dtype() != dst.dtype() || src.shape() != dst.shape() {
         return Err(NkiError::shape(OP, format!("src {} and dst {} must have the same dtype and shape", src.describe(), dst.describe())));
+    }
+    if opts.dma_engine == Some(DmaEngine::GpsimdDma) {
+        let per_partition = src.shape().iter().skip(1).product::<usize>() * src.dtype().size_bytes();
+        if per_partition > GPSIMD_DMA_PARTITION_BYTES {
+            return Err(NkiError::constraint(
+                OP,
+                format!(
+                    "dma_engine=gpsimd_dma moves at most {GPSIMD_DMA_PARTITION_BYTES} bytes per partition; src {} holds {per_partition}",
+                    src.describe()
+                ),
+            ));
+        }
     }
     let me = ctx.program_id();
     let partner = |role: &str, r: i64| -> Result<usize> {

@@ -2,6 +2,7 @@
 //! buffers and operator tokens.
 #![allow(non_upper_case_globals)]
 
+mod constant;
 mod debug;
 pub mod elementwise;
 pub mod list_bounds;
@@ -13,6 +14,7 @@ pub mod reductions;
 mod tensor_engine;
 mod tiles;
 
+pub use constant::{Constant, shared_constant};
 pub use debug::device_print;
 pub use loops::WHILE_LOOP_MAX_ITERATIONS;
 pub use ops::NlOp;

@@ -69,6 +69,8 @@ impl Checker<'_> {
             (Kind::Floats, Ty::List(items) | Ty::Tuple(items))
                 if items.iter().all(|v| matches!(v, Ty::Int(_) | Ty::Float | Ty::Unknown)) => {}
             (Kind::Floats, _) => expect(self.diag, "a list of numbers"),
+            // Its shape is checked by the rule of nl.shared_constant.
+            (Kind::Constant, _) => {}
             (Kind::Axis, Ty::Int(_)) => {}
             (Kind::Axis, Ty::List(items) | Ty::Tuple(items)) if items.iter().all(|v| v.is_int() || v.is_unknown()) => {}
             (Kind::Axis, _) => expect(self.diag, "an axis or a tuple of axes"),

@@ -6,6 +6,7 @@ mod activate2;
 mod bundles;
 mod call;
 mod collectives;
+pub mod constant;
 mod dma_compute;
 pub mod dma_transpose;
 mod expr;

@@ -98,6 +98,7 @@ pub fn rule(r: Rule) -> Check {
         Rule::NlGatherFlattened => super::nl_tiles::gather_flattened,
         Rule::NlLoadTranspose2d => super::nl_tiles::load_transpose2d,
         Rule::NlIdentity => super::nl_tiles::identity,
+        Rule::NlSharedConstant => super::constant::check,
         Rule::Collective => super::collectives::collective,
     }
 }

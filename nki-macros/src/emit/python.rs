@@ -468,6 +468,11 @@ impl Py<'_> {
                     .collect();
                 tuple(parts)
             }
+            // Printed as float literals, so NumPy stores them as float32 (not int32).
+            (Kind::Constant, _) => match crate::check::constant::literal(v) {
+                Ok((_, values)) => constant_py(v, &mut values.into_iter()),
+                Err(_) => self.expr(v),
+            },
             (Kind::Ints | Kind::Axis, ExprKind::List(items)) if !items.is_empty() => tuple(items.iter().map(|x| self.expr(x)).collect()),
             // Rearrange patterns are tuples of names and of name tuples; their sizes a dict.
             (Kind::Names, ExprKind::List(items) | ExprKind::Tuple(items)) => tuple(
@@ -529,5 +534,15 @@ impl Py<'_> {
             (_, "len") => (format!("len({})", r(0)), P_ATOM),
             _ => (format!("{}.{n}()", r(P_ATOM)), P_ATOM),
         }
+    }
+}
+
+/// A constant literal with every number printed as a Python float.
+fn constant_py(e: &Expr, values: &mut impl Iterator<Item = f64>) -> String {
+    match &e.kind {
+        ExprKind::List(items) | ExprKind::Tuple(items) => {
+            format!("[{}]", items.iter().map(|x| constant_py(x, values)).collect::<Vec<_>>().join(", "))
+        }
+        _ => format!("{:?}", values.next().unwrap_or_default()),
     }
 }

@@ -43,6 +43,10 @@ impl Rs<'_> {
                 }
                 _ => self.by_ref(e),
             },
+            Kind::Constant => {
+                let (shape, values) = crate::check::constant::literal(e).unwrap_or_default();
+                quote!(::nki::nl::Constant { shape: &[#(#shape),*], values: &[#(#values),*] })
+            }
             Kind::Tensors => match &e.kind {
                 // Each tensor cloned through a reference, so owned tensors and the
                 // kernel's `&Tensor` parameters both work.
