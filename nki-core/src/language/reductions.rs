@@ -184,10 +184,11 @@ pub fn softmax(ctx: &Ctx, x: &Tensor, axis: Option<&[i64]>, dtype: Option<Dtype>
 /// `nl.rms_norm` defaults.
 const RMS_NORM_EPSILON: f64 = 1e-6;
 
-/// `nl.rms_norm(x, w, axis, n, epsilon=1e-6, dtype=None)`:
+/// `nl.rms_norm(x, w, axis, n, epsilon=1e-6, dtype=None, compute_dtype=None)`:
 /// `x / sqrt(sum(x²) / n + epsilon) * w` over the free dims of each partition (`w`
 /// of `x`'s shape, a `(P, 1)` column or a `(1, F)` row), in a new SBUF tile of
 /// `dtype` (default `x`'s). `n` is the count the sum of squares is divided by.
+/// The intermediates are float32, the only `compute_dtype` accepted.
 #[allow(clippy::too_many_arguments)]
 pub fn rms_norm(
     ctx: &Ctx,
@@ -200,7 +201,15 @@ pub fn rms_norm(
     compute_dtype: Option<Dtype>,
 ) -> Result<Tensor> {
     const PY: &str = "nl.rms_norm";
-    let _ = compute_dtype;
+    if let Some(d) = compute_dtype
+        && d != Dtype::F32
+    {
+        return Err(NkiError::argument(
+            "compute_dtype",
+            d,
+            "nl.rms_norm computes its intermediates in float32: compute_dtype must be nl.float32",
+        ));
+    }
     whole_rows(PY, x, axis)?;
     if n < 1 {
         return Err(NkiError::constraint(PY, format!("n = {n} must be at least 1 (the sum of squares is divided by it)")));

@@ -308,6 +308,17 @@ pub fn normalize(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
             );
         }
     }
+    // Both the emulator and the NumPy executor compute the intermediates in
+    // float32, so another compute dtype would be silently ignored: refuse it.
+    if let Some(a) = site.arg("compute_dtype")
+        && let Ty::Dtype(Some(d)) = a.ty
+        && d != "float32"
+    {
+        diag.error(
+            a.expr.span,
+            format!("compute_dtype of {} must be nl.float32, got nl.{d}: nki-rs computes its intermediates in float32", site.spec.py),
+        );
+    }
     let shape = dims.map(|d| {
         if site.spec.name == "var" {
             d.iter().enumerate().map(|(i, v)| if i == 0 { v.clone() } else { Val::konst(1) }).collect()

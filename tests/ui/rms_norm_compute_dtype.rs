@@ -4,7 +4,7 @@ use nki::prelude::*;
 fn k(x: Hbm, w: Hbm) {
     let t = nl::load(x);
     let s = nl::load(w);
-    let y = nl::rms_norm(t, s, 1, 8, compute_dtype = nl::float32);
+    let y = nl::rms_norm(t, s, 1, 8, compute_dtype = nl::bfloat16);
 }
 
 fn main() {}
