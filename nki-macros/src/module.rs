@@ -109,42 +109,33 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     for (c, k) in &parsed {
         let docs: String = doc_lines(&c.attrs).iter().map(|l| format!("#{l}\n")).collect();
         let source = format!("{docs}{}", python::module_const(k));
-        let (reg, name) = (const_registration(&c.ident), c.ident.to_string());
-        items.push(syn::parse_quote! {
-            /// Registration of this module constant for `nki emit`.
-            #[doc(hidden)]
-            pub static #reg: ::nki::emit::FunctionInfo = ::nki::emit::FunctionInfo {
-                name: #name,
-                kind: ::nki::emit::FunctionKind::Constant,
-                source: #source,
-                module_path: ::core::module_path!(),
-                file: ::core::file!(),
-                deps: &[],
-                uses_math: false,
-                params: &[],
-                entry: ::core::option::Option::None,
-            };
-        });
+        items.push(registration(&c.ident, quote!(Constant), &source));
     }
     for (s, o) in structs.iter().zip(&objects) {
         let source = python::object_class(o, &doc_lines(&s.attrs));
-        let (reg, name) = (const_registration(&s.ident), s.ident.to_string());
-        items.push(syn::parse_quote! {
-            /// Registration of this parameter bundle for `nki emit`.
-            #[doc(hidden)]
-            pub static #reg: ::nki::emit::FunctionInfo = ::nki::emit::FunctionInfo {
-                name: #name,
-                kind: ::nki::emit::FunctionKind::Object,
-                source: #source,
-                module_path: ::core::module_path!(),
-                file: ::core::file!(),
-                deps: &[],
-                uses_math: false,
-                params: &[],
-                entry: ::core::option::Option::None,
-            };
-        });
+        items.push(registration(&s.ident, quote!(Object), &source));
     }
     let errors = diag.to_tokens();
     quote!(#errors #m)
+}
+
+/// The `nki emit` registration of a module constant or parameter bundle named
+/// `ident`, of `FunctionKind::<kind>`, emitted as `source`.
+fn registration(ident: &syn::Ident, kind: TokenStream, source: &str) -> syn::Item {
+    let (reg, name) = (const_registration(ident), ident.to_string());
+    syn::parse_quote! {
+        /// Registration of this module item for `nki emit`.
+        #[doc(hidden)]
+        pub static #reg: ::nki::emit::FunctionInfo = ::nki::emit::FunctionInfo {
+            name: #name,
+            kind: ::nki::emit::FunctionKind::#kind,
+            source: #source,
+            module_path: ::core::module_path!(),
+            file: ::core::file!(),
+            deps: &[],
+            uses_math: false,
+            params: &[],
+            entry: ::core::option::Option::None,
+        };
+    }
 }
