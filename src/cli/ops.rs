@@ -1,8 +1,8 @@
 //! `nki ops`: the vocabulary kernels speak, from the spec tables.
 
 use clap::Args;
+use nki::io::json;
 use nki::spec::{self, Op, Status};
-use std::fmt::Write as _;
 
 /// Options of `nki ops`.
 #[derive(Args)]
@@ -30,27 +30,8 @@ fn generations(op: &Op) -> Vec<String> {
     op.generations.iter().map(ToString::to_string).collect()
 }
 
-/// `s` as a JSON string literal.
-fn json_str(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 fn json_list<S: AsRef<str>>(items: &[S]) -> String {
-    let parts: Vec<String> = items.iter().map(|s| json_str(s.as_ref())).collect();
+    let parts: Vec<String> = items.iter().map(|s| json::string(s.as_ref())).collect();
     format!("[{}]", parts.join(", "))
 }
 
@@ -60,11 +41,11 @@ pub fn to_json<'a>(ops: impl Iterator<Item = &'a Op>) -> String {
         .map(|op| {
             format!(
                 "  {{\"name\": {}, \"engines\": {}, \"generations\": {}, \"summary\": {}, \"status\": {}}}",
-                json_str(&op.official_name()),
+                json::string(&op.official_name()),
                 json_list(&engines(op)),
                 json_list(&generations(op)),
-                json_str(op.summary),
-                json_str(status(op))
+                json::string(op.summary),
+                json::string(status(op))
             )
         })
         .collect();

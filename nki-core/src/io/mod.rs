@@ -1,2 +1,3 @@
 //! File formats.
+pub mod json;
 pub mod npy;

@@ -10,7 +10,6 @@
 //! the timeline; [`trace_json`] writes it for ui.perfetto.dev.
 
 pub mod costs;
-mod json;
 pub mod record;
 pub mod report;
 pub mod schedule;

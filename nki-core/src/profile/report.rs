@@ -2,11 +2,11 @@
 //! path's heaviest instructions, achieved vs peak rates and on-chip memory peaks.
 
 use super::costs::Costs;
-use super::json;
 use super::record::Unit;
 use super::schedule::Timeline;
 use crate::emulator::MemoryReport;
 use crate::hw::Generation;
+use crate::io::json;
 use std::fmt;
 
 /// Instructions of one op on the critical path.

@@ -2,9 +2,9 @@
 //! thread (track) per unit of each LNC program, so DMA and collectives get tracks
 //! of their own; each instruction is a complete ("X") event in microseconds.
 
-use super::json;
 use super::record::Unit;
 use super::schedule::Timeline;
+use crate::io::json;
 
 /// The track id of `unit` of LNC program `program`.
 fn track(program: usize, unit: Unit) -> usize {

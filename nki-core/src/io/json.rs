@@ -1,5 +1,5 @@
-//! A minimal JSON writer for the report and the trace (no dependency needed for
-//! flat objects of numbers and strings).
+//! A minimal JSON writer for the profile report, its trace and `nki ops --json`
+//! (no dependency needed for flat objects of numbers and strings).
 
 use std::fmt::Write;
 
