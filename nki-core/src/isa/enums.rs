@@ -16,16 +16,24 @@ pub enum Engine {
 }
 
 impl Engine {
+    /// The spec's engine this member names (`None` for `unknown`, the compiler's choice).
+    pub const fn spec(self) -> Option<nki_spec::Engine> {
+        match self {
+            Engine::Tensor => Some(nki_spec::Engine::Tensor),
+            Engine::Vector => Some(nki_spec::Engine::Vector),
+            Engine::Scalar => Some(nki_spec::Engine::Scalar),
+            Engine::Gpsimd => Some(nki_spec::Engine::Gpsimd),
+            Engine::Dma => Some(nki_spec::Engine::Dma),
+            Engine::Sync => Some(nki_spec::Engine::Sync),
+            Engine::Unknown => None,
+        }
+    }
+
     /// The `nisa.engine` member name.
     pub const fn name(self) -> &'static str {
-        match self {
-            Engine::Tensor => "tensor",
-            Engine::Vector => "vector",
-            Engine::Scalar => "scalar",
-            Engine::Gpsimd => "gpsimd",
-            Engine::Dma => "dma",
-            Engine::Sync => "sync",
-            Engine::Unknown => "unknown",
+        match self.spec() {
+            Some(e) => e.name(),
+            None => "unknown",
         }
     }
 }

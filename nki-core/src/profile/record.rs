@@ -46,27 +46,24 @@ impl Unit {
     /// name (Vector when the spec names none).
     pub fn of_spec(op: &str) -> Unit {
         let engine = nki_spec::ops().find(|o| o.py == op).and_then(|o| o.engines.first().copied());
-        match engine {
-            Some(nki_spec::Engine::Tensor) => Unit::Tensor,
-            Some(nki_spec::Engine::Scalar) => Unit::Scalar,
-            Some(nki_spec::Engine::Gpsimd) => Unit::GpSimd,
-            Some(nki_spec::Engine::Dma) => Unit::Dma,
-            Some(nki_spec::Engine::Sync) => Unit::Sync,
-            Some(nki_spec::Engine::Vector) | None => Unit::Vector,
-        }
+        engine.map_or(Unit::Vector, Unit::of_engine)
     }
 
     /// The unit an op with an `engine=` argument runs on: the named engine, or
     /// `default` when the argument is absent or `unknown` (the compiler's choice).
     pub fn chosen(engine: Option<Engine>, default: Unit) -> Unit {
-        match engine.unwrap_or_default() {
-            Engine::Tensor => Unit::Tensor,
-            Engine::Vector => Unit::Vector,
-            Engine::Scalar => Unit::Scalar,
-            Engine::Gpsimd => Unit::GpSimd,
-            Engine::Dma => Unit::Dma,
-            Engine::Sync => Unit::Sync,
-            Engine::Unknown => default,
+        engine.and_then(Engine::spec).map_or(default, Unit::of_engine)
+    }
+
+    /// The unit of a spec engine.
+    fn of_engine(engine: nki_spec::Engine) -> Unit {
+        match engine {
+            nki_spec::Engine::Tensor => Unit::Tensor,
+            nki_spec::Engine::Vector => Unit::Vector,
+            nki_spec::Engine::Scalar => Unit::Scalar,
+            nki_spec::Engine::Gpsimd => Unit::GpSimd,
+            nki_spec::Engine::Dma => Unit::Dma,
+            nki_spec::Engine::Sync => Unit::Sync,
         }
     }
 }
