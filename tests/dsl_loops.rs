@@ -179,4 +179,10 @@ fn a_while_loop_that_never_ends_fails_naming_its_line() {
     assert!(err.contains(&nki::nl::WHILE_LOOP_MAX_ITERATIONS.to_string()), "{err}");
     let line = include_str!("dsl_loops.rs").lines().position(|l| l.trim() == "nl::while_loop(reg, |r| r);").unwrap() + 1;
     assert!(err.contains(&format!("dsl_loops.rs:{line})")), "{err}");
+    // The emitted kernel fails under the NumPy executor at the same bound.
+    let pkg = common::package_of("runaway_pkg", &[&runaway::INFO]);
+    let args = vec![Arg::Tensor(vec![1, 1], vec![-1.0], Dtype::I32)];
+    let np_err = common::try_run_numpy_ranks(&pkg, "runaway", &[args], 1, "fp32").unwrap_err();
+    let bound = format!("still nonzero after {} iterations", nki::nl::WHILE_LOOP_MAX_ITERATIONS);
+    assert!(err.contains(&bound) && np_err.contains(&bound), "emulator: {err}\nexecutor: {np_err}");
 }

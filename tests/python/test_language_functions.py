@@ -207,6 +207,22 @@ class ControlTest(unittest.TestCase):
         self.assertIn("acc", printed.getvalue())
         self.assertEqual(run(lambda: nl.tile_size.gemm_moving_fmax, generation="trn3"), 4096)
 
+    def test_a_while_loop_that_never_ends_fails_at_the_emulators_bound(self):
+        iterations = []
+
+        def k():
+            reg = nisa.register_alloc(1)
+
+            def forever(r):
+                iterations.append(1)
+                return r
+
+            nl.while_loop(reg, forever)
+
+        with self.assertRaisesRegex(Exception, "still nonzero after 1048576 iterations"):
+            run(k)
+        self.assertEqual(len(iterations), 1 << 20)
+
     def test_random_tiles_repeat_after_reseeding(self):
         def k():
             seed = nl.full((1, 1), 7, nl.int32)

@@ -18,6 +18,12 @@ from ..runtime import current
 from ..tensor import NkiTensor
 
 
+# The most iterations a `while_loop` runs: the emulator's bound on a device loop
+# (`nl::WHILE_LOOP_MAX_ITERATIONS`; a Rust test pins the two together). Past it
+# both executions fail instead of spinning.
+WHILE_LOOP_MAX_ITERATIONS = 1 << 20
+
+
 def _axis(op, axis):
     if axis != 0:
         raise NkiError(op, f"axis {axis} does not exist: the launch grid has {1 if current().grid else 0} dims")
@@ -88,7 +94,12 @@ def while_loop(init, body_fun):
     if not isinstance(init, VirtualRegister):
         raise NkiError(op, f"init must be a VirtualRegister, got {init!r}")
     reg = init
+    count = 0
     while reg.value != 0:
+        count += 1
+        if count > WHILE_LOOP_MAX_ITERATIONS:
+            raise NkiError(op, f"the condition register was still nonzero after {WHILE_LOOP_MAX_ITERATIONS} iterations "
+                               "(the emulator's bound on a device loop); the body must eventually return a zero register")
         current().begin_op()  # a loop that never ends still stops with its launch
         reg = body_fun(VirtualRegister(reg.value))
         if not isinstance(reg, VirtualRegister):
