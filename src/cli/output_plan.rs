@@ -24,7 +24,7 @@
 //! the error names the outputs left holding the new data.
 
 use nki::Tensor;
-use nki::io::npy::write_tensor_npy;
+use nki::io::npy::write_tensor_npy_threads;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -77,6 +77,8 @@ impl Declared {
 pub struct OutputPlan {
     inputs: Vec<Declared>,
     outputs: Vec<Declared>,
+    /// Threads that may read the inputs and write each output (0 counts as 1).
+    threads: usize,
 }
 
 /// The sibling of `target` named `.NAME.nki-PID-N.SUFFIX`.
@@ -97,6 +99,18 @@ impl OutputPlan {
     /// An empty plan.
     pub fn new() -> Self {
         OutputPlan::default()
+    }
+
+    /// Lets loading the inputs and writing each output use up to `threads`
+    /// threads (the launch's budget; the bytes are the same for every count).
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.threads = threads;
+        self
+    }
+
+    /// The threads inputs may be read with.
+    pub fn io_threads(&self) -> usize {
+        self.threads.max(1)
     }
 
     /// Declares the input file of `--flag`.
@@ -148,7 +162,7 @@ impl OutputPlan {
         let mut staged = Vec::with_capacity(tensors.len());
         for (i, (o, t)) in self.outputs.iter().zip(tensors).enumerate() {
             let tmp = sibling(&o.place.location, i, "tmp");
-            if let Err(e) = stage(&tmp, t) {
+            if let Err(e) = stage(&tmp, t, self.io_threads()) {
                 remove_all(&staged);
                 return Err(format!("{}: {e}; nothing was written", o.describe()));
             }
@@ -208,9 +222,10 @@ impl OutputPlan {
 
 /// Writes `t` to the new file `tmp` and flushes it to disk; on failure removes
 /// what it created (and nothing that was there before).
-fn stage(tmp: &Path, t: &Tensor) -> Result<(), String> {
+fn stage(tmp: &Path, t: &Tensor, threads: usize) -> Result<(), String> {
     let file = File::create_new(tmp).map_err(|e| e.to_string())?;
-    let written = write_tensor_npy(&file, t).map_err(|e| e.to_string()).and_then(|()| file.sync_all().map_err(|e| e.to_string()));
+    let written =
+        write_tensor_npy_threads(&file, t, threads).map_err(|e| e.to_string()).and_then(|()| file.sync_all().map_err(|e| e.to_string()));
     if written.is_err() {
         let _ = fs::remove_file(tmp);
     }

@@ -10,7 +10,7 @@ use super::{CliError, generic};
 use clap::{Args, Subcommand, ValueEnum};
 use nki::attention::dtypes::ParamDtypes;
 use nki::attention::shard::{SeqLayout, shard_bias, shard_ids};
-use nki::io::npy::read_tensor_npy;
+use nki::io::npy::read_tensor_npy_threads;
 use nki::{Dtype, Launch, Precision, Tensor};
 
 /// Per-rank `(q, kv)` segment ids.
@@ -189,7 +189,7 @@ impl RingArgs {
             return Ok(None);
         };
         declare_inputs(plan, &[("sinks", path.as_path())])?;
-        let t = load(path, "sinks", dtypes)?;
+        let t = load(plan, path, "sinks", dtypes)?;
         if t.shape().len() != 1 {
             return Err(format!("--sinks {}: shape {:?} must be [h], one logit per query head", path.display(), t.shape()));
         }
@@ -207,7 +207,7 @@ impl RingArgs {
         let mut parts = Vec::with_capacity(2);
         for (param, path) in files {
             let flag = flag_of(param);
-            let t = read_tensor_npy(path).map_err(|e| format!("--{flag} {e}"))?;
+            let t = read_tensor_npy_threads(path, plan.io_threads()).map_err(|e| format!("--{flag} {e}"))?;
             if t.dtype() != Dtype::I32 || t.shape() != [batch, s_total] {
                 return Err(format!(
                     "--{flag} {}: {} {:?} must be int32 [{batch}, {s_total}] ([b, S_total], one id per token)",
@@ -230,7 +230,7 @@ impl RingArgs {
             return Ok(None);
         };
         declare_inputs(plan, &[("bias", path.as_path())])?;
-        let t = read_tensor_npy(path).map_err(|e| format!("--bias {e}"))?;
+        let t = read_tensor_npy_threads(path, plan.io_threads()).map_err(|e| format!("--bias {e}"))?;
         let want = [batch, heads, s_total, s_total];
         if t.dtype() != Dtype::F32 || t.shape() != want {
             return Err(format!(
@@ -281,17 +281,18 @@ pub fn declare_inputs(plan: &mut OutputPlan, files: &[(&str, &Path)]) -> Result<
 }
 
 /// Loads the `.npy` file of kernel parameter `param` as a tensor of the dtype its
-/// element type loads as, refusing dtypes the kernel does not take for `param`.
-pub fn load(path: &Path, param: &str, dtypes: &ParamDtypes) -> Result<Tensor, String> {
+/// element type loads as, refusing dtypes the kernel does not take for `param`;
+/// reads with the threads `plan` allows.
+pub fn load(plan: &OutputPlan, path: &Path, param: &str, dtypes: &ParamDtypes) -> Result<Tensor, String> {
     let flag = flag_of(param);
-    let t = read_tensor_npy(path).map_err(|e| format!("--{flag} {e}"))?;
+    let t = read_tensor_npy_threads(path, plan.io_threads()).map_err(|e| format!("--{flag} {e}"))?;
     dtypes.check(param, &t).map_err(|e| format!("--{flag} {}: {e}", path.display()))?;
     Ok(t.named(param))
 }
 
 /// Loads whole-sequence inputs that must share the `[b, h, S_total, d]` shape of the first.
-pub fn load_alike(files: &[(&str, &Path)], dtypes: &ParamDtypes) -> Result<Vec<Tensor>, String> {
-    let tensors = files.iter().map(|(param, path)| load(path, param, dtypes)).collect::<Result<Vec<_>, _>>()?;
+pub fn load_alike(plan: &OutputPlan, files: &[(&str, &Path)], dtypes: &ParamDtypes) -> Result<Vec<Tensor>, String> {
+    let tensors = files.iter().map(|(param, path)| load(plan, path, param, dtypes)).collect::<Result<Vec<_>, _>>()?;
     for ((param, _), t) in files.iter().zip(&tensors).skip(1) {
         if t.shape() != tensors[0].shape() {
             return Err(format!(

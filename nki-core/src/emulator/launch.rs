@@ -160,8 +160,14 @@ impl Launch {
     /// assert_eq!(Launch::new().ranks(4).lnc(2).threads(2).helpers_per_program(), 0);
     /// ```
     pub fn helpers_per_program(&self) -> usize {
-        let threads = self.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-        (threads / (self.ranks * self.programs())).saturating_sub(1)
+        (self.thread_budget() / (self.ranks * self.programs())).saturating_sub(1)
+    }
+
+    /// The threads the launch may keep busy: [`Launch::threads`], else the
+    /// machine's available parallelism. Loading inputs and writing outputs
+    /// around a launch can use the same budget.
+    pub fn thread_budget(&self) -> usize {
+        self.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
     }
 
     /// Profiles the launch for `target` (whose limits the run also checks): each

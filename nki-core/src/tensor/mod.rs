@@ -255,6 +255,19 @@ impl Tensor {
         out
     }
 
+    /// Calls `f` with the view's values as `f32` in logical order: the storage's
+    /// own cells, under its read lock, when they are float values in consecutive
+    /// order; else a copy ([`Tensor::to_f32_vec`]).
+    pub(crate) fn with_f32_values<R>(&self, f: impl FnOnce(&[f32]) -> R) -> R {
+        if let (true, Some(start)) = (self.dtype().is_float(), self.layout.contiguous_start()) {
+            let cells = self.read();
+            if let Some(values) = cells.get(start..start + self.numel()) {
+                return f(values);
+            }
+        }
+        f(&self.to_f32_vec())
+    }
+
     /// The view's values as exact integers (floats truncate toward zero).
     pub fn to_i64_vec(&self) -> Vec<i64> {
         let mut out = Vec::new();

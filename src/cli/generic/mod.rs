@@ -15,7 +15,7 @@ use super::output_plan::OutputPlan;
 use super::run::BASE_LAUNCH;
 use args::{Given, Invocation, flag_of};
 use nki::emit::ArgValue;
-use nki::io::npy::read_tensor_npy;
+use nki::io::npy::read_tensor_npy_threads;
 use nki::{ErrorKind, Launch, NkiError, Tensor};
 use std::path::{Path, PathBuf};
 
@@ -41,9 +41,9 @@ pub fn run(command: &str, raw: &[String], out_required: bool) -> Result<bool, Cl
     {
         return Err(CliError::usage(format!("--out {}: not an existing directory", dir.display())));
     }
-    let mut plan = OutputPlan::new();
-    let per_rank = load_inputs(&inv, &mut plan)?;
     let launch = launch(&inv);
+    let mut plan = OutputPlan::new().threads(launch.thread_budget());
+    let per_rank = load_inputs(&inv, &mut plan)?;
     let entry = kernel.entry.ok_or_else(|| CliError::usage(format!("{} cannot be run from the command line", kernel.name)))?;
     let outputs = launch.run_ranks(|ctx| entry(ctx, &per_rank[ctx.rank()])).map_err(|e| refusal(&inv, &per_rank[0], e))?;
     let Some(dir) = &inv.out else {
@@ -110,7 +110,7 @@ fn load_inputs(inv: &Invocation, plan: &mut OutputPlan) -> Result<Vec<Vec<Option
 /// Declares and reads one tensor input.
 fn load(plan: &mut OutputPlan, flag: &str, path: &Path, param: &str) -> Result<Tensor, CliError> {
     plan.input(flag.trim_start_matches("--"), path).map_err(CliError::usage)?;
-    let t = read_tensor_npy(path).map_err(|e| CliError::usage(format!("{flag} {e}")))?;
+    let t = read_tensor_npy_threads(path, plan.io_threads()).map_err(|e| CliError::usage(format!("{flag} {e}")))?;
     Ok(t.named(param))
 }
 

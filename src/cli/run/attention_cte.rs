@@ -143,11 +143,11 @@ fn int32(shape: &[usize], n: i64) -> Result<Tensor, String> {
 pub fn run(a: &CteArgs) -> Result<(), String> {
     let cfg = a.config();
     cfg.validate().map_err(|e| e.to_string())?;
-    let mut plan = OutputPlan::new();
+    let mut plan = OutputPlan::new().threads(a.launch.launch().thread_budget());
     declare_inputs(&mut plan, &a.input_files())?;
     a.declare_outputs(&mut plan)?;
-    let input = |param: &str, path: &Option<PathBuf>| path.as_deref().map(|p| load(p, param, &DTYPES)).transpose();
-    let (q, k, v) = (load(&a.q, "q", &DTYPES)?, load(&a.k, "k", &DTYPES)?, load(&a.v, "v", &DTYPES)?);
+    let input = |param: &str, path: &Option<PathBuf>| path.as_deref().map(|p| load(&plan, p, param, &DTYPES)).transpose();
+    let (q, k, v) = (load(&plan, &a.q, "q", &DTYPES)?, load(&plan, &a.k, "k", &DTYPES)?, load(&plan, &a.v, "v", &DTYPES)?);
     let (k_prior, v_prior, sink) = (input("k_prior", &a.k_prior)?, input("v_prior", &a.v_prior)?, input("sink", &a.sink)?);
     let (bound_min, bound_max) = (input("bound_min", &a.bound_min)?, input("bound_max", &a.bound_max)?);
     let used = a.prior_used_len.map(|n| int32(&[1], n)).transpose()?;

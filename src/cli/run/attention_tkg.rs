@@ -55,7 +55,7 @@ fn dim(t: &Tensor, param: &str, i: usize, layout: &str) -> Result<i64, String> {
 /// Checks the files, infers the shapes, runs `attention_tkg` and writes its
 /// output (nothing on failure).
 pub fn run(a: &TkgArgs) -> Result<(), String> {
-    let mut plan = OutputPlan::new();
+    let mut plan = OutputPlan::new().threads(a.launch.launch().thread_budget());
     let mut files: Vec<(&str, &Path)> = vec![
         ("q", &a.q),
         ("k_active", &a.k_active),
@@ -67,7 +67,7 @@ pub fn run(a: &TkgArgs) -> Result<(), String> {
     files.extend(a.sink.as_deref().map(|p| ("sink", p)));
     declare_inputs(&mut plan, &files)?;
     plan.output("out", &a.out)?;
-    let t: Vec<Tensor> = files.iter().map(|(param, path)| load(path, param, &DTYPES)).collect::<Result<_, _>>()?;
+    let t: Vec<Tensor> = files.iter().map(|(param, path)| load(&plan, path, param, &DTYPES)).collect::<Result<_, _>>()?;
     let (v_active, v_prior, mask) = (&t[2], &t[4], &t[5]);
     let dims = TkgDims {
         bs: dim(v_active, "v_active", 0, "(bs, 1, s_active, d)")?,

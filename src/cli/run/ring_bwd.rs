@@ -69,12 +69,12 @@ pub fn run(a: &RingBwdArgs) -> Result<(), String> {
     }
     cfg.validate().map_err(|e| e.to_string())?;
     let files = [("q", a.q.as_path()), ("k", a.k.as_path()), ("v", a.v.as_path()), ("o", a.o.as_path()), ("dy", a.dy.as_path())];
-    let mut plan = OutputPlan::new();
+    let mut plan = OutputPlan::new().threads(a.launch.launch().thread_budget());
     declare_inputs(&mut plan, &files)?;
     declare_inputs(&mut plan, &[("lse", a.lse.as_path())])?;
     let sinks = a.ring.load_sinks(&mut plan, &DTYPES)?;
     // Q, O and dY share [b, h, S_total, d]; K and V [b, h_kv, S_total, d].
-    let mut inputs = load_alike(&[files[0], files[3], files[4]], &DTYPES)?;
+    let mut inputs = load_alike(&plan, &[files[0], files[3], files[4]], &DTYPES)?;
     let (batch, s_total) = (inputs[0].shape().first().copied().unwrap_or(0), inputs[0].shape().get(2).copied().unwrap_or(0));
     let ids = a.ring.load_segment_ids(&mut plan, batch, s_total)?;
     let bias = a.ring.load_bias(&mut plan, batch, inputs[0].shape().get(1).copied().unwrap_or(0), s_total)?;
@@ -84,9 +84,9 @@ pub fn run(a: &RingBwdArgs) -> Result<(), String> {
     if let Some(path) = &a.dsinks {
         plan.output("dsinks", path)?;
     }
-    let kv = load_alike(&files[1..3], &DTYPES)?;
+    let kv = load_alike(&plan, &files[1..3], &DTYPES)?;
     inputs.splice(1..1, kv);
-    let lse = load(&a.lse, "lse", &DTYPES)?;
+    let lse = load(&plan, &a.lse, "lse", &DTYPES)?;
     let err = |e: nki::NkiError| e.to_string();
     let w = a.ring.workers;
     let parts = inputs.iter().map(|t| shard(t, w, layout, true)).collect::<Result<Vec<_>, _>>().map_err(err)?;

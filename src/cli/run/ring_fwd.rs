@@ -56,10 +56,10 @@ pub fn run(a: &RingFwdArgs) -> Result<(), String> {
     }
     cfg.validate().map_err(|e| e.to_string())?;
     let files = [("q", a.q.as_path()), ("k", a.k.as_path()), ("v", a.v.as_path())];
-    let mut plan = OutputPlan::new();
+    let mut plan = OutputPlan::new().threads(a.launch.launch().thread_budget());
     declare_inputs(&mut plan, &files)?;
     let sinks = a.ring.load_sinks(&mut plan, &DTYPES)?;
-    let q = load(&a.q, "q", &DTYPES)?;
+    let q = load(&plan, &a.q, "q", &DTYPES)?;
     let (batch, s_total) = (q.shape().first().copied().unwrap_or(0), q.shape().get(2).copied().unwrap_or(0));
     let ids = a.ring.load_segment_ids(&mut plan, batch, s_total)?;
     let bias = a.ring.load_bias(&mut plan, batch, q.shape().get(1).copied().unwrap_or(0), s_total)?;
@@ -67,7 +67,7 @@ pub fn run(a: &RingFwdArgs) -> Result<(), String> {
     if a.training {
         plan.output("lse", required_path(&a.lse, "--lse", "with --training")?)?;
     }
-    let [k, v]: [Tensor; 2] = load_alike(&files[1..], &DTYPES)?.try_into().map_err(|_| "two inputs expected".to_string())?;
+    let [k, v]: [Tensor; 2] = load_alike(&plan, &files[1..], &DTYPES)?.try_into().map_err(|_| "two inputs expected".to_string())?;
     let err = |e: nki::NkiError| e.to_string();
     let w = a.ring.workers;
     let (qs, ks, vs) =

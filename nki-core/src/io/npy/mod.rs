@@ -5,11 +5,14 @@
 //! is checked against overflow ([`checked_numel`]) and the payload length must
 //! match it exactly before anything is allocated, and values the loaded dtype
 //! cannot hold are errors. [`read_tensor_npy`] streams the payload in chunks
-//! straight into the tensor's cells, so loading costs the tensor plus one chunk.
+//! straight into the tensor's cells, so loading costs the tensor plus one chunk;
+//! [`read_tensor_npy_threads`] and [`write_tensor_npy_threads`] split a large
+//! payload over threads that each read or write their own part in place.
 //! The element types read and the dtype each loads as are [`NpyType`]'s.
 
 mod elem;
 mod header;
+mod parts;
 
 pub use elem::NpyType;
 
@@ -18,6 +21,7 @@ use crate::{Dtype, ErrorKind, NkiError, Result, Tensor};
 use header::{Header, format_header, read_header};
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
+use std::mem::MaybeUninit;
 use std::path::Path;
 
 /// Bytes read or written per chunk.
@@ -44,6 +48,8 @@ struct Source {
     header: Header,
     ty: NpyType,
     numel: usize,
+    /// The file offset of the first element.
+    data_start: u64,
 }
 
 impl Source {
@@ -65,7 +71,7 @@ impl Source {
             let what = if have < need { "truncated" } else { "trailing bytes" };
             return Err(format!("{what}: the file holds {have} bytes of data, shape {:?} of {} needs {need}", header.shape, header.descr));
         }
-        Ok(Source { file, header, ty, numel })
+        Ok(Source { file, header, ty, numel, data_start: header_len as u64 })
     }
 
     /// Calls `f` with the raw bytes of each chunk of whole elements in order (and
@@ -105,33 +111,66 @@ pub fn read_npy(path: impl AsRef<Path>) -> Result<NpyArray> {
 }
 
 /// Loads a `.npy` file as a shared-HBM tensor of the dtype its element type maps
-/// to ([`NpyType::dtype`]), streaming the data into the tensor's cells.
+/// to ([`NpyType::dtype`]), streaming the data into the tensor's cells on one
+/// thread (see [`read_tensor_npy_threads`]).
 ///
 /// Peak memory is the tensor's cells (4 bytes per element, whatever the file's
 /// element size) plus one 1 MiB chunk.
 pub fn read_tensor_npy(path: impl AsRef<Path>) -> Result<Tensor> {
+    read_tensor_npy_threads(path, 1)
+}
+
+/// [`read_tensor_npy`] with up to `threads` threads, each reading and
+/// converting its own contiguous part of a large payload (one thread below
+/// 4 MiB per part); plus one chunk per thread of memory. The tensor is the same
+/// for every thread count.
+pub fn read_tensor_npy_threads(path: impl AsRef<Path>, threads: usize) -> Result<Tensor> {
     let path = path.as_ref();
     let load = || {
-        let mut src = Source::open(path)?;
+        let src = Source::open(path)?;
         let mut cells = reserve_cells(src.numel, "shape").map_err(|e| e.message)?;
-        let ty = src.ty;
-        let mut values = Vec::new();
-        src.stream(|first, bytes| {
-            // float32 data is its own cells: no widening, nothing to range-check.
-            if ty == NpyType::F32 {
-                cells.extend(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])));
-                return Ok(());
-            }
-            values.clear();
-            ty.decode(bytes, &mut values);
-            for (i, &v) in values.iter().enumerate() {
-                cells.push(ty.cell(v).map_err(|e| format!("element {}: {e}", first + i))?);
-            }
-            Ok(())
-        })?;
-        Tensor::from_cells(&src.header.shape, ty.dtype(), cells).map_err(|e| e.message)
+        let n = src.numel;
+        let per = n.div_ceil(parts::count(n.saturating_mul(src.ty.size()), threads));
+        parts::run(&mut cells.spare_capacity_mut()[..n], per, |first, part| src.read_cells(first, part))?;
+        // SAFETY: `read_cells` returned Ok for every part, so each of the first
+        // `n` slots of the reserved capacity holds an initialised value.
+        unsafe { cells.set_len(n) };
+        Tensor::from_cells(&src.header.shape, src.ty.dtype(), cells).map_err(|e| e.message)
     };
     load().map_err(|m: String| bad(path, m))
+}
+
+impl Source {
+    /// Reads elements `first..first + out.len()` as cells of the loaded dtype
+    /// into `out`, a chunk at a time; on `Ok` every slot of `out` is written.
+    fn read_cells(&self, first: usize, out: &mut [MaybeUninit<f32>]) -> std::result::Result<(), String> {
+        let (ty, size) = (self.ty, self.ty.size());
+        let per_chunk = CHUNK_BYTES / size;
+        let mut buf = vec![0u8; per_chunk.min(out.len()) * size];
+        let mut values = Vec::new();
+        for (c, dst) in out.chunks_mut(per_chunk).enumerate() {
+            let start = first + c * per_chunk;
+            let bytes = &mut buf[..dst.len() * size];
+            parts::read_at(&self.file, bytes, self.data_start + (start * size) as u64).map_err(|e| format!("reading the data: {e}"))?;
+            // float32 data is its own cells: no widening, nothing to range-check.
+            let written = if ty == NpyType::F32 {
+                dst.iter_mut().zip(bytes.chunks_exact(4)).map(|(d, b)| d.write(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))).count()
+            } else {
+                values.clear();
+                ty.decode(bytes, &mut values);
+                let mut written = 0;
+                for (i, (d, &v)) in dst.iter_mut().zip(&values).enumerate() {
+                    d.write(ty.cell(v).map_err(|e| format!("element {}: {e}", start + i))?);
+                    written += 1;
+                }
+                written
+            };
+            if written != dst.len() {
+                return Err(format!("decoded {written} of {} elements of a chunk", dst.len()));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The preamble and header of a `.npy` file of `ty` and `shape`, as NumPy writes
@@ -183,6 +222,52 @@ pub fn write_tensor_npy(out: impl Write, t: &Tensor) -> Result<()> {
     } else {
         write_values(out, t.shape(), t.to_i64_vec().into_iter(), NpyType::I64, |v, chunk| chunk.extend_from_slice(&v.to_le_bytes()))
     }
+}
+
+/// [`write_tensor_npy`] into the start of `file` with up to `threads` threads,
+/// each encoding its own contiguous part of a large payload and writing it at
+/// its offset (one thread below 4 MiB per part). The bytes are the same for
+/// every thread count.
+pub fn write_tensor_npy_threads(file: &File, t: &Tensor, threads: usize) -> Result<()> {
+    if t.dtype().is_float() {
+        t.with_f32_values(|values| write_parts(file, t.shape(), NpyType::F32, values, threads, |v: &f32| v.to_le_bytes()))
+    } else {
+        write_parts(file, t.shape(), NpyType::I64, &t.to_i64_vec(), threads, |v: &i64| v.to_le_bytes())
+    }
+}
+
+/// Writes the header of `ty` and `shape` and then `values`, each encoded as
+/// `encode` puts it, at their offsets in `file`.
+fn write_parts<T: Sync, const N: usize>(
+    file: &File,
+    shape: &[usize],
+    ty: NpyType,
+    values: &[T],
+    threads: usize,
+    encode: impl Fn(&T) -> [u8; N] + Sync,
+) -> Result<()> {
+    let n = checked_numel(shape)?;
+    if n != values.len() {
+        return Err(NkiError::argument("data", format!("{} values", values.len()), &format!("shape {shape:?} needs {n}")));
+    }
+    let header = header_bytes(ty, shape);
+    parts::write_at(file, &header, 0)?;
+    let start = header.len() as u64;
+    let per = n.div_ceil(parts::count(n.saturating_mul(N), threads));
+    // The parts only read `values`; `run` hands each its range as a slice of indices.
+    let mut ranges: Vec<&[T]> = values.chunks(per.max(1)).collect();
+    parts::run(&mut ranges, 1, |part, slices| {
+        let mut chunk = Vec::with_capacity(CHUNK_BYTES);
+        let mut offset = start + (part * per * N) as u64;
+        for run in slices[0].chunks(CHUNK_BYTES / N) {
+            chunk.clear();
+            run.iter().for_each(|v| chunk.extend_from_slice(&encode(v)));
+            parts::write_at(file, &chunk, offset).map_err(|e| e.to_string())?;
+            offset += chunk.len() as u64;
+        }
+        Ok(())
+    })
+    .map_err(|m| NkiError::new(ErrorKind::Io, m))
 }
 
 #[cfg(test)]
@@ -238,6 +323,44 @@ mod tests {
         write_npy(&p, &[n], &vals, NpyType::F32).unwrap();
         let t = read_tensor_npy(&p).unwrap();
         assert!(t.to_f32_vec().iter().enumerate().all(|(i, &v)| v == i as f32));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn threads_read_and_write_the_same_tensor_and_bytes_as_one() {
+        let dir = scratch("threads");
+        // Over 12 MiB (3 parts of 4 MiB): each value its own index (exact in f32).
+        let n = 7 * ((3 << 20) / 7 + 1);
+        let p = dir.join("big.npy");
+        write_npy(&p, &[n / 7, 7], &(0..n).map(|i| i as f64).collect::<Vec<_>>(), NpyType::F32).unwrap();
+        let one = read_tensor_npy(&p).unwrap();
+        let many = read_tensor_npy_threads(&p, 3).unwrap();
+        assert_eq!((many.shape(), many.dtype()), (one.shape(), one.dtype()));
+        assert!(many.to_f32_vec().iter().enumerate().all(|(i, &v)| v == i as f32));
+        // A value that does not fit is reported with its index from any part.
+        let mut vals: Vec<i64> = (0..n as i64 / 2).collect();
+        let bad = vals.len() - 3;
+        vals[bad] = 1 << 40;
+        let ints = file_with(&dir, "ints.npy", "<i8", &[vals.len()], &vals.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>());
+        let e = read_tensor_npy_threads(&ints, 4).unwrap_err().to_string();
+        assert!(e.contains(&format!("element {bad}: 1099511627776 does not fit int32")), "{e}");
+        // Writing: the bytes of one streamed writer, for a contiguous tensor, a
+        // strided view (gathered) and an integer tensor.
+        let stream = |t: &Tensor| {
+            let mut bytes = Vec::new();
+            write_tensor_npy(&mut bytes, t).unwrap();
+            bytes
+        };
+        let strided = one.permute(&[1, 0]).unwrap();
+        let int =
+            Tensor::from_array(&ndarray::ArrayD::from_shape_fn(ndarray::IxDyn(&[3000, 1000]), |i| (i[0] * 1000 + i[1]) as f32), Dtype::I32);
+        for (name, t) in [("contiguous", &one), ("strided", &strided), ("int", &int)] {
+            for threads in [1, 2, 5] {
+                let out = dir.join(format!("{name}{threads}.npy"));
+                write_tensor_npy_threads(&File::create(&out).unwrap(), t, threads).unwrap();
+                assert!(std::fs::read(&out).unwrap() == stream(t), "{name} with {threads} threads");
+            }
+        }
         std::fs::remove_dir_all(dir).unwrap();
     }
 
