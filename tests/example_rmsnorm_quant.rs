@@ -257,6 +257,29 @@ fn quantize_only_static_scale_and_lower_bound() {
     }
 }
 
+/// Without normalisation the row's absmax `M` is an input value, so the stored
+/// scale is exactly the fp32 product `M · fp32(1/240)` (the Scalar Engine's
+/// `data · scale` in fp32): its four bytes are compared exactly, NaN codes
+/// among them (the packed bytes are not float8 values).
+#[test]
+fn the_packed_scale_bytes_are_exact() {
+    let shape: &[usize] = &[1, 256, 96];
+    let p = Problem::new(shape, 70);
+    let a = Args { norm: false, ..ROW_RMS };
+    let mut nan_coded = 0;
+    for (dtype, precision) in [(Dtype::Bf16, Precision::Hardware), (Dtype::F32, Precision::Fp32)] {
+        let bytes = bytes_of(&p.run(dtype, &Launch::new().precision(precision), a).unwrap());
+        for (r, row) in as_dtype(&p.x, dtype).chunks(96).enumerate() {
+            let m = row.iter().fold(0.0f64, |m, v| m.max(v.abs())) as f32;
+            let want = (m * (1.0f64 / FP8_MAX) as f32).max(1e-6).to_le_bytes();
+            let got = &bytes[r * 100 + 96..r * 100 + 100];
+            assert_eq!(got, want, "{dtype} row {r}: scale bytes");
+            nan_coded += usize::from(want.iter().any(|&b| b & 0x7f > 0x78));
+        }
+    }
+    assert!(nan_coded > 10, "only {nan_coded} scales hold a float8 NaN code");
+}
+
 #[test]
 fn lnc2_splits_the_rows_with_the_remainder_on_the_last_program() {
     for shape in [&[1usize, 129, 512][..], &[3, 1000]] {
