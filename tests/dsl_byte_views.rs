@@ -111,7 +111,8 @@ pub fn float8_bytes(x: Hbm) -> Hbm {
 fn float8_views_keep_every_byte_nan_codes_included() {
     // Every byte value in the three low bytes of float32 words (NaN codes
     // 0x79..=0x7f and 0xf9..=0xff among them), the high byte 0x3f.
-    let bytes: Vec<u8> = (0..128).flat_map(|w: u32| [(w * 3 % 256) as u8, ((w * 3 + 1) % 256) as u8, ((w * 3 + 2) % 256) as u8, 0x3f]).collect();
+    let bytes: Vec<u8> =
+        (0..128).flat_map(|w: u32| [(w * 3 % 256) as u8, ((w * 3 + 1) % 256) as u8, ((w * 3 + 2) % 256) as u8, 0x3f]).collect();
     let words: Vec<f64> = bytes.chunks(4).map(|b| f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))).collect();
     let want: Vec<f64> = bytes.iter().map(|&b| f64::from(b)).collect();
     let x = tensor(&[2, 64], &words, Dtype::F32);

@@ -354,10 +354,11 @@ fn the_library_rules_are_refused_naming_the_parameter() {
 fn emitted_kernel_under_numpy_matches_the_emulator() {
     let shape = [1usize, 130, 600];
     let p = Problem::new(&shape, 60);
-    for (a, precision, mode) in [(ROW_RMS, Precision::Hardware, "hardware"), (ROW_RMS, Precision::Fp32, "fp32")]
-        .into_iter()
-        .chain([(Args { row: false, static_scale: 1.0 / 64.0, lower_bound: 0.0, ..ROW_RMS }, Precision::Hardware, "hardware")])
-    {
+    for (a, precision, mode) in [(ROW_RMS, Precision::Hardware, "hardware"), (ROW_RMS, Precision::Fp32, "fp32")].into_iter().chain([(
+        Args { row: false, static_scale: 1.0 / 64.0, lower_bound: 0.0, ..ROW_RMS },
+        Precision::Hardware,
+        "hardware",
+    )]) {
         let emu: Vec<f32> = p.run(Dtype::Bf16, &Launch::new().precision(precision), a).unwrap().to_f32_vec();
         let mut args = vec![
             Arg::Tensor(shape.to_vec(), p.x.clone(), Dtype::Bf16),

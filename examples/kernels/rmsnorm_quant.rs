@@ -434,10 +434,7 @@ pub mod kernel {
         let shards = if grid { nl::num_programs(0) } else { 1 };
         let shard = if grid { nl::program_id(0) } else { 0 };
         let nominal = od / shards;
-        assert!(
-            nominal > 0,
-            "rmsnorm_quant: hidden: the outer dim {od} is too small to give each of the {shards} programs a row"
-        );
+        assert!(nominal > 0, "rmsnorm_quant: hidden: the outer dim {od} is too small to give each of the {shards} programs a row");
         let r0 = shard * nominal;
         let rows = if shard == shards - 1 { od - nominal * (shards - 1) } else { nominal };
         rmsnorm_quant_rows(kargs, x2[s![r0..r0 + rows, ..]], gamma, input_dequant_scale, out2[s![r0..r0 + rows, ..]]);
