@@ -208,8 +208,12 @@ fn out_shape(shape: &[usize], row: bool) -> Vec<usize> {
 /// its absmax taken from those rounded values (2^-8), and fp32 steps.
 const HW_REL: f64 = 2.5 / 256.0;
 
+/// [`HW_REL`] for an input wider than bfloat16, rounded to it on load (2^-8 more).
+const HW_REL_WIDE: f64 = 3.5 / 256.0;
+
 /// Smallest, partial tiles in both dims, 2-D input, typical, and the largest
-/// `H` (16384) over a full 256-row `B·S`.
+/// `B` (2) and `H` (16384) over two full 128-row tiles (the library's largest
+/// `S`, 32768, is 256 times the work and beyond a test's time).
 const SHAPES: [&[usize]; 5] = [&[1, 1, 1], &[2, 100, 700], &[300, 1000], &[1, 256, 2048], &[2, 128, 16384]];
 
 #[test]
@@ -278,6 +282,22 @@ fn the_packed_scale_bytes_are_exact() {
         }
     }
     assert!(nan_coded > 10, "only {nan_coded} scales hold a float8 NaN code");
+}
+
+/// `ln_w` as `[1, H]` gives the bytes of `[H]`; float16 rows quantize like the others.
+#[test]
+fn ln_w_as_a_row_and_float16_inputs() {
+    let shape: &[usize] = &[2, 64, 300];
+    let p = Problem::new(shape, 80);
+    let x = tensor(shape, &p.x, Dtype::Bf16);
+    let (w, w_row) = (tensor(&[300], &p.w, Dtype::Bf16), tensor(&[1, 300], &p.w, Dtype::Bf16));
+    let launch = Launch::new();
+    let flat = rmsnorm_quant_kernel::Call::new(&x, &w).launch(&launch).unwrap();
+    let row = rmsnorm_quant_kernel::Call::new(&x, &w_row).launch(&launch).unwrap();
+    assert_eq!(bytes_of(&row), bytes_of(&flat));
+    let out = p.run(Dtype::F16, &launch, ROW_RMS).unwrap();
+    let want = p.reference(&as_dtype(&p.x, Dtype::F16), &as_dtype(&p.w, Dtype::F16), ROW_RMS);
+    check_codes("rmsnorm_quant float16", &out, &want, true, HW_REL_WIDE);
 }
 
 #[test]
