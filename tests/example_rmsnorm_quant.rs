@@ -332,6 +332,9 @@ fn the_library_rules_are_refused_naming_the_parameter() {
     let bad_sc = tensor(&[64, 1], &[1.0; 64], Dtype::F32);
     let e = err(rmsnorm_quant_kernel::Call::new(&x, &w).quantization_type(QUANTIZATION_TYPE_STATIC).input_dequant_scale(&bad_sc));
     assert!(e.contains("input_dequant_scale must be broadcast to [128, 1], got"), "{e}");
+    // With row quantization the static scale is not used (nor checked), as in the library.
+    let ok = rmsnorm_quant_kernel::Call::new(&x, &w).input_dequant_scale(&bad_sc).launch(&launch).unwrap();
+    assert_eq!(bytes_of(&ok), bytes_of(&rmsnorm_quant_kernel::Call::new(&x, &w).launch(&launch).unwrap()));
     let w_short = tensor(&[32], &p.w[..32], Dtype::F32);
     let e = err(rmsnorm_quant_kernel::Call::new(&x, &w_short));
     assert!(e.contains("ln_w must have H = 64 elements, got 32"), "{e}");

@@ -327,10 +327,13 @@ pub mod kernel {
         if kargs.norm_type == NORM_TYPE_RMS_NORM {
             nisa::dma_copy(g, gamma);
         }
+        // Static quantization: the reciprocal of the given scale, on every partition.
         let quant_scale = nl::ndarray([OUTER_TILE, 1], nl::float32, buffer = nl::sbuf);
-        if let Some(sc) = input_dequant_scale {
-            nisa::dma_copy(quant_scale, sc);
-            nisa::reciprocal(quant_scale, quant_scale);
+        if !row_quant {
+            if let Some(sc) = input_dequant_scale {
+                nisa::dma_copy(quant_scale, sc);
+                nisa::reciprocal(quant_scale, quant_scale);
+            }
         }
         for i in nl::affine_range(od.div_ceil(OUTER_TILE)) {
             let r0 = i * OUTER_TILE;
@@ -408,13 +411,13 @@ pub mod kernel {
         }
         if quantization_type == QUANTIZATION_TYPE_STATIC {
             assert!(input_dequant_scale.is_some(), "rmsnorm_quant: input_dequant_scale must be given for static quantization");
-        }
-        if let Some(sc) = input_dequant_scale {
-            let sc_shape = sc.shape();
-            assert!(
-                sc.ndim() == 2 && sc_shape[0] == OUTER_TILE && sc_shape[1] == 1,
-                "rmsnorm_quant: input_dequant_scale must be broadcast to [128, 1], got {sc_shape}"
-            );
+            if let Some(sc) = input_dequant_scale {
+                let sc_shape = sc.shape();
+                assert!(
+                    sc.ndim() == 2 && sc_shape[0] == OUTER_TILE && sc_shape[1] == 1,
+                    "rmsnorm_quant: input_dequant_scale must be broadcast to [128, 1], got {sc_shape}"
+                );
+            }
         }
 
         let row_quant = quantization_type == QUANTIZATION_TYPE_ROW;

@@ -145,10 +145,11 @@ def rmsnorm_quant_rows(kargs, x, gamma, input_dequant_scale, out):
     if kargs.norm_type == NORM_TYPE_RMS_NORM:
         nisa.dma_copy(dst=g, src=gamma)
     quant_scale = nl.ndarray(shape=(OUTER_TILE, 1), dtype=nl.float32, buffer=nl.sbuf)
-    if input_dequant_scale is not None:
-        sc = input_dequant_scale
-        nisa.dma_copy(dst=quant_scale, src=sc)
-        nisa.reciprocal(dst=quant_scale, data=quant_scale)
+    if not row_quant:
+        if input_dequant_scale is not None:
+            sc = input_dequant_scale
+            nisa.dma_copy(dst=quant_scale, src=sc)
+            nisa.reciprocal(dst=quant_scale, data=quant_scale)
     for i in nl.affine_range(start=0, stop=-(-od // OUTER_TILE)):
         r0 = i * OUTER_TILE
         rows = min(od - r0, OUTER_TILE)
@@ -204,10 +205,10 @@ def rmsnorm_quant_kernel(hidden, ln_w, lower_bound=0.0, norm_type=1, quantizatio
         assert w_rank == 1 or w_shape[0] == 1, f"rmsnorm_quant: ln_w must be [H] or [1, H], got [{w_shape[0]}, {h}]"
     if quantization_type == QUANTIZATION_TYPE_STATIC:
         assert input_dequant_scale is not None, "rmsnorm_quant: input_dequant_scale must be given for static quantization"
-    if input_dequant_scale is not None:
-        sc = input_dequant_scale
-        sc_shape = sc.shape
-        assert sc.ndim == 2 and sc_shape[0] == OUTER_TILE and sc_shape[1] == 1, f"rmsnorm_quant: input_dequant_scale must be broadcast to [128, 1], got {sc_shape}"
+        if input_dequant_scale is not None:
+            sc = input_dequant_scale
+            sc_shape = sc.shape
+            assert sc.ndim == 2 and sc_shape[0] == OUTER_TILE and sc_shape[1] == 1, f"rmsnorm_quant: input_dequant_scale must be broadcast to [128, 1], got {sc_shape}"
     row_quant = quantization_type == QUANTIZATION_TYPE_ROW
     out_h = h + DEQUANT_SCALE_SIZE if row_quant else h
     out = nl.ndarray(shape=(shape[0], shape[1], out_h), dtype=QUANT_DTYPE, buffer=nl.shared_hbm) if rank == 3 else nl.ndarray(shape=(od, out_h), dtype=QUANT_DTYPE, buffer=nl.shared_hbm)
