@@ -66,6 +66,7 @@ const CASES: &[Case] = &[
         params: &[("a_t", F32(&[128, 256])), ("b", F32(&[128, 512])), ("tiles_m", Text("2")), ("tiles_n", Text("1"))],
     },
     Case { kernel: "rmsnorm", ranks: 1, params: &[("x", F32(&[128, 64])), ("w", F32(&[1, 64]))] },
+    Case { kernel: "rmsnorm_quant_kernel", ranks: 1, params: &[("hidden", F32(&[1, 4, 64])), ("ln_w", F32(&[64])), ("eps", Text("1e-5"))] },
     Case {
         kernel: "RoPE",
         ranks: 1,

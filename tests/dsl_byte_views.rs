@@ -90,3 +90,40 @@ fn a_view_that_splits_an_element_is_an_error_naming_the_kernel_line() {
     let e = view_odd_columns::Call::new(&x, 3).launch(&Launch::new()).unwrap_err().to_string();
     assert!(e.contains("view") && e.contains("whole float32 elements") && e.contains("dsl_byte_views.rs"), "{e}");
 }
+
+/// `x` float32 `[P, F]` stored as `4·F` `float8_e4m3` elements per row (an
+/// `.ap(dtype=)` view of its SBUF tile, copied by DMA into a float8 HBM tensor,
+/// as a kernel packs an fp32 scale into fp8 output), returned as that tensor's
+/// bytes.
+#[nki_kernel]
+pub fn float8_bytes(x: Hbm) -> Hbm {
+    let [p, f] = x.shape();
+    let t = nl::ndarray([p, f], nl::float32);
+    nisa::dma_copy(t, x);
+    let out = nl::ndarray([p, 4 * f], nl::float8_e4m3, buffer = nl::shared_hbm);
+    nisa::dma_copy(out, t.ap([[4 * f, p], [1, 4 * f]], dtype = nl::float8_e4m3));
+    let bytes = nl::ndarray([p, 4 * f], nl::uint8, buffer = nl::shared_hbm);
+    nisa::dma_copy(bytes, out.view(nl::uint8));
+    bytes
+}
+
+#[test]
+fn float8_views_keep_every_byte_nan_codes_included() {
+    // Every byte value in the three low bytes of float32 words (NaN codes
+    // 0x79..=0x7f and 0xf9..=0xff among them), the high byte 0x3f.
+    let bytes: Vec<u8> =
+        (0..128).flat_map(|w: u32| [(w * 3 % 256) as u8, ((w * 3 + 1) % 256) as u8, ((w * 3 + 2) % 256) as u8, 0x3f]).collect();
+    let words: Vec<f64> = bytes.chunks(4).map(|b| f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))).collect();
+    let want: Vec<f64> = bytes.iter().map(|&b| f64::from(b)).collect();
+    let x = tensor(&[2, 64], &words, Dtype::F32);
+    for precision in [Precision::Hardware, Precision::Fp32] {
+        let got = float8_bytes::Call::new(&x).launch(&Launch::new().precision(precision)).unwrap();
+        assert_close("float8 bytes", &got.to_f32_vec(), &want, 0.0, 0.0);
+    }
+    let pkg = common::package_of("float8_bytes_pkg", &[&float8_bytes::INFO]);
+    let args = vec![vec![Arg::Tensor(vec![2, 64], words, Dtype::F32)]];
+    for precision in ["hardware", "fp32"] {
+        let np = common::run_numpy_ranks(&pkg, "float8_bytes", &args, 1, precision).swap_remove(0);
+        assert_close("numpy float8 bytes", &np[0], &want, 0.0, 0.0);
+    }
+}

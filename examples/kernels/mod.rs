@@ -16,6 +16,7 @@ pub mod masked_softmax;
 pub mod matmul;
 pub mod matmul_steps;
 pub mod rmsnorm;
+pub mod rmsnorm_quant;
 pub mod rope;
 pub mod softmax;
 pub mod temperature_softmax;
@@ -43,6 +44,7 @@ pub static KERNELS: &[&FunctionInfo] = &[
     &matmul_steps::matmul_hoisted::INFO,
     &matmul_steps::matmul_blocked::INFO,
     &rmsnorm::rmsnorm::INFO,
+    &rmsnorm_quant::rmsnorm_quant_kernel::INFO,
     &rope::RoPE::INFO,
     &softmax::softmax::INFO,
     &temperature_softmax::temperature_softmax::INFO,

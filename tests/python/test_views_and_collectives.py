@@ -85,6 +85,19 @@ class ViewTest(unittest.TestCase):
         np.testing.assert_array_equal(host(halves), want.view(ml_dtypes.bfloat16).astype(np.float64))
         np.testing.assert_array_equal(host(t), want)
 
+    def test_float8_views_keep_every_byte_nan_codes_included(self):
+        # Every byte as a float8_e4m3 element, copied by DMA into a float8 HBM
+        # tensor and read back as bytes: NaN codes (0x79..0x7f, 0xf9..0xff) too.
+        everything = np.arange(256, dtype=np.uint8).reshape(1, 256)
+
+        def k():
+            t = sbuf(everything.view(np.uint32).astype(np.float64), nl.uint32)
+            out = nl.ndarray((1, 256), nl.float8_e4m3, buffer=nl.shared_hbm)
+            nisa.dma_copy(dst=out, src=t.ap([[256, 1], [1, 256]], dtype=nl.float8_e4m3))
+            return out.view(nl.uint8)
+
+        np.testing.assert_array_equal(ints(run(k)), everything)
+
     def test_vector_select_and_vector_offset_gather_rows(self):
         table = RNG.standard_normal((10, 6)).astype(np.float32)
         rows = np.array([[7], [0], [3], [7]])

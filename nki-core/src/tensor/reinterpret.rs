@@ -264,10 +264,10 @@ fn fp8_value(dtype: Dtype, code: u8) -> f32 {
     let m = i32::from(code & ((1 << m_bits) - 1) as u8);
     let top = (1 << e_bits) - 1;
     if ieee && e == top {
-        return if m == 0 { sign * f32::INFINITY } else { f32::NAN };
+        return if m == 0 { sign * f32::INFINITY } else { nan_of_code(code) };
     }
     if !ieee && e == top && m == (1 << m_bits) - 1 {
-        return f32::NAN;
+        return nan_of_code(code);
     }
     let scale = |exp: i32| 2f32.powi(exp);
     if e == 0 {
@@ -277,10 +277,26 @@ fn fp8_value(dtype: Dtype, code: u8) -> f32 {
     }
 }
 
-/// The 8-bit float code of `c` rounded to `dtype` (NaN as the all-ones code).
+/// The quiet f32 NaN that carries the 8-bit NaN `code` in its low byte, so that
+/// bytes read through an 8-bit float view and written back unchanged (a DMA of
+/// packed bytes, such as an fp32 scale stored as four `float8_e4m3` elements)
+/// keep every NaN code rather than collapsing them to one.
+const fn nan_of_code(code: u8) -> f32 {
+    f32::from_bits(FP8_NAN_BITS | code as u32)
+}
+
+/// The high bits of [`nan_of_code`]'s NaNs.
+const FP8_NAN_BITS: u32 = 0x7fc0_0000;
+
+/// The 8-bit float code of `c` rounded to `dtype`: a NaN from [`nan_of_code`]
+/// gives back its code, any other NaN the all-ones code.
 fn fp8_code(dtype: Dtype, c: f32) -> u8 {
     let v = crate::dtype::round_f32(dtype, c);
     if v.is_nan() {
+        let (bits, carried) = (v.to_bits(), v.to_bits() as u8);
+        if bits & !0xff == FP8_NAN_BITS && fp8_value(dtype, carried).is_nan() {
+            return carried;
+        }
         return 0x7f | if v.is_sign_negative() { 0x80 } else { 0 };
     }
     let sign = if v.is_sign_negative() { 0x80 } else { 0 };
@@ -294,12 +310,11 @@ mod tests {
     #[test]
     fn every_fp8_code_round_trips() {
         for d in [Dtype::Fp8E4m3, Dtype::Fp8E4m3Fn, Dtype::Fp8E5m2] {
+            // NaN codes too: their NaN carries the code.
             for k in 0u8..=255 {
-                let v = fp8_value(d, k);
-                if !v.is_nan() {
-                    assert_eq!(fp8_code(d, v), k, "{d} code {k:#x}");
-                }
+                assert_eq!(fp8_code(d, fp8_value(d, k)), k, "{d} code {k:#x}");
             }
+            assert_eq!(fp8_code(d, f32::NAN), 0x7f, "{d}: a NaN of arithmetic is the all-ones code");
         }
         assert_eq!(fp8_value(Dtype::Fp8E4m3Fn, 0x7e), 448.0);
         assert_eq!(fp8_value(Dtype::Fp8E4m3, 0x77), 240.0);

@@ -18,6 +18,7 @@ from .matmul_steps import matmul_hoisted
 from .ring_attention_bwd import ring_attention_spmd_bwd
 from .ring_attention_fwd import ring_attention_spmd_fwd
 from .rmsnorm import rmsnorm
+from .rmsnorm_quant import rmsnorm_quant_kernel
 from .rope import RoPE
 from .softmax import softmax
 from .temperature_softmax import temperature_softmax
@@ -45,6 +46,7 @@ __all__ = [
     "ring_attention_spmd_bwd",
     "ring_attention_spmd_fwd",
     "rmsnorm",
+    "rmsnorm_quant_kernel",
     "RoPE",
     "softmax",
     "temperature_softmax",

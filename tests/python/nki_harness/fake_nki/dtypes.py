@@ -14,6 +14,13 @@ import numpy as np
 from .errors import NkiError
 
 
+# The high bits of the float32 NaN a cell of an 8-bit float dtype holds for a
+# NaN code: the code sits in its low byte, so bytes read through a float8 view
+# and written back unchanged (a DMA of packed bytes, such as an fp32 scale stored
+# as four float8_e4m3 elements) keep every NaN code instead of collapsing them.
+_FP8_NAN_BITS = np.uint32(0x7FC00000)
+
+
 def _round_tf32(values):
     """float32 values rounded (to nearest even) to 10 mantissa bits."""
     bits = np.asarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
@@ -49,7 +56,17 @@ class DType:
             return values
         if callable(self._rounding) and not isinstance(self._rounding, type):
             return self._rounding(values)
-        return values.astype(self._rounding).astype(np.float32)
+        rounded = values.astype(self._rounding).astype(np.float32)
+        if self.size == 1:
+            # A NaN carrying its 8-bit code stays that NaN.
+            return np.where(self._carried_nan(values), values, rounded)
+        return rounded
+
+    def _carried_nan(self, cells):
+        """Which float32 `cells` are NaNs carrying one of this 8-bit dtype's NaN codes."""
+        bits = np.asarray(cells, dtype=np.float32).view(np.uint32)
+        codes = (bits & np.uint32(0xFF)).astype(np.uint8)
+        return ((bits & ~np.uint32(0xFF)) == _FP8_NAN_BITS) & np.isnan(codes.view(self._rounding).astype(np.float32))
 
     def _not_packed(self):
         if self.packs:
@@ -98,6 +115,9 @@ class DType:
         if not self.is_float:
             return (cells.astype(np.int64) & ((1 << (8 * self.size)) - 1)).astype(self.bits_type)
         stored = _round_tf32(cells) if self.name == "tfloat32" else cells.astype(self._rounding or np.float32)
+        if self.size == 1:
+            codes = (np.asarray(cells, dtype=np.float32).view(np.uint32) & np.uint32(0xFF)).astype(np.uint8)
+            return np.where(self._carried_nan(cells), codes, stored.view(np.uint8))
         return stored.view(self.bits_type)
 
     def from_bits(self, bits):
@@ -105,7 +125,10 @@ class DType:
         bits = np.asarray(bits).astype(self.bits_type)
         if self.is_float:
             store = np.float32 if self.name == "tfloat32" else self._rounding or np.float32
-            return bits.view(store).astype(np.float32)
+            values = bits.view(store).astype(np.float32)
+            if self.size == 1:
+                return np.where(np.isnan(values), (bits.astype(np.uint32) | _FP8_NAN_BITS).view(np.float32), values)
+            return values
         if self.lo < 0:
             return bits.astype(np.int64) - ((bits.astype(np.int64) >> (8 * self.size - 1)) << (8 * self.size))
         return bits.astype(np.int64)

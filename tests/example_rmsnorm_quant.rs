@@ -1,0 +1,403 @@
+//! The library's `rmsnorm_quant_kernel` against a float64 RMSNorm and absmax
+//! quantization written from the library's documented math, in both precision
+//! modes, over the documented shapes, with row and static quantization, clipping
+//! bounds and LNC sharding; its emitted source under NumPy against the emulator.
+//!
+//! In `hardware` mode the output's bytes are checked: each element's
+//! `float8_e4m3` code equals the code of the float64 quantized value rounded to
+//! nearest even, wherever that value is farther than the kernel's rounding error
+//! (its bfloat16 intermediates) from a rounding boundary, and decodes within one
+//! fp8 step of it elsewhere; the four bytes after each row are its fp32
+//! dequantization scale.
+
+mod common;
+
+use common::{Arg, as_dtype, run_numpy, tensor, uniform};
+use nki::examples::rmsnorm_quant::{
+    NORM_TYPE_NO_NORM, NORM_TYPE_RMS_NORM, QUANTIZATION_TYPE_ROW, QUANTIZATION_TYPE_STATIC, RmsNormQuantRule, rmsnorm_quant_kernel,
+    rmsnorm_quant_violation,
+};
+use nki::{Dtype, Launch, Precision, Tensor};
+
+/// The largest finite `float8_e4m3`.
+const FP8_MAX: f64 = 240.0;
+
+/// The kernel's keyword arguments.
+#[derive(Clone, Copy)]
+struct Args {
+    lower_bound: f64,
+    norm: bool,
+    row: bool,
+    eps: f64,
+    /// The static dequantization scale (static quantization only).
+    static_scale: f64,
+}
+
+const ROW_RMS: Args = Args { lower_bound: 0.0, norm: true, row: true, eps: 1e-6, static_scale: 0.0 };
+
+/// A problem: `hidden` of `shape` (its last dim `H`) and `ln_w` `[H]`.
+struct Problem {
+    shape: Vec<usize>,
+    x: Vec<f64>,
+    w: Vec<f64>,
+}
+
+impl Problem {
+    fn new(shape: &[usize], seed: u64) -> Problem {
+        let h = shape[shape.len() - 1];
+        let n: usize = shape.iter().product();
+        // Rows of different magnitudes, so that the row scales differ.
+        let mut x = uniform(n, seed, -1.0, 1.0);
+        for (r, row) in x.chunks_mut(h).enumerate() {
+            let mag = 2f64.powi((r % 7) as i32 - 3);
+            row.iter_mut().for_each(|v| *v *= mag);
+        }
+        Problem { shape: shape.to_vec(), x, w: uniform(h, seed + 1, 0.5, 1.5) }
+    }
+
+    fn h(&self) -> usize {
+        self.shape[self.shape.len() - 1]
+    }
+
+    /// Per row: the float64 values `y · Q` before rounding to fp8, and the
+    /// dequantization scale `D` (row quantization) — from `x` and `w` as given
+    /// (already rounded to their dtypes):
+    ///
+    /// `y = x / sqrt(mean(x²) + eps) · w` (or `x`), then for row quantization
+    /// `M = max|y|`, with a lower bound `M = min(M, lb)` and `y` clipped to
+    /// `±lb`, `D = max(M / 240, 1e-6)`, values `y / D`; for static quantization
+    /// values `clip(y / s, ±240)`.
+    fn reference(&self, x: &[f64], w: &[f64], a: Args) -> Vec<(Vec<f64>, f64)> {
+        let h = self.h();
+        x.chunks(h)
+            .map(|row| {
+                let mut y: Vec<f64> = if a.norm {
+                    let rms = (row.iter().map(|v| v * v).sum::<f64>() / h as f64 + a.eps).sqrt();
+                    row.iter().zip(w).map(|(v, g)| v / rms * g).collect()
+                } else {
+                    row.to_vec()
+                };
+                if a.row {
+                    let mut m = y.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+                    if a.lower_bound > 1e-6 {
+                        m = m.min(a.lower_bound);
+                        y.iter_mut().for_each(|v| *v = v.clamp(-a.lower_bound, a.lower_bound));
+                    }
+                    let d = (m / FP8_MAX).max(1e-6);
+                    (y.iter().map(|v| v / d).collect(), d)
+                } else {
+                    (y.iter().map(|v| (v / a.static_scale).clamp(-FP8_MAX, FP8_MAX)).collect(), a.static_scale)
+                }
+            })
+            .collect()
+    }
+
+    /// The emulator's output with `hidden` and `ln_w` in `dtype`.
+    fn run(&self, dtype: Dtype, launch: &Launch, a: Args) -> nki::Result<Tensor> {
+        let x = tensor(&self.shape, &self.x, dtype);
+        let w = tensor(&[self.h()], &self.w, dtype);
+        let sc = tensor(&[128, 1], &[a.static_scale; 128], Dtype::F32);
+        let call = rmsnorm_quant_kernel::Call::new(&x, &w)
+            .lower_bound(a.lower_bound)
+            .norm_type(if a.norm { NORM_TYPE_RMS_NORM } else { NORM_TYPE_NO_NORM })
+            .quantization_type(if a.row { QUANTIZATION_TYPE_ROW } else { QUANTIZATION_TYPE_STATIC })
+            .eps(a.eps);
+        let call = if a.row { call } else { call.input_dequant_scale(&sc) };
+        call.launch(launch)
+    }
+}
+
+/// Rounds `v` to `float8_e4m3` (nearest, ties to even; 3 mantissa bits,
+/// normal exponents from -6, subnormal steps of 2^-9, above 240 infinity) and
+/// returns its code, the rounded value, and the distance of `v` from the
+/// nearest rounding boundary (the midpoint between two neighbouring values).
+fn fp8_e4m3(v: f64) -> (u8, f64, f64) {
+    let sign = if v < 0.0 { 0x80u8 } else { 0 };
+    let a = v.abs();
+    let e = if a == 0.0 { -6 } else { (a.log2().floor() as i32).max(-6) };
+    let step = 2f64.powi(e - 3);
+    let units = a / step;
+    let lower = units.floor();
+    let boundary = ((units - lower - 0.5).abs()) * step;
+    let mut k = units.round();
+    if (units - lower - 0.5).abs() == 0.0 && lower % 2.0 == 0.0 {
+        k = lower;
+    }
+    let q = k * step;
+    assert!(q <= FP8_MAX, "{v} overflows float8_e4m3");
+    let code = if q == 0.0 {
+        0
+    } else if q < 2f64.powi(-6) {
+        (q / 2f64.powi(-9)) as u8
+    } else {
+        let qe = q.log2().floor() as i32;
+        (((qe + 7) as u8) << 3) | ((q / 2f64.powi(qe) - 1.0) * 8.0) as u8
+    };
+    (sign | code, q.copysign(v), boundary)
+}
+
+/// The value of a `float8_e4m3` code.
+fn fp8_value(code: u8) -> f64 {
+    let (e, m) = (i32::from((code >> 3) & 0xf), f64::from(code & 7));
+    let mag = if e == 0 { m / 8.0 * 2f64.powi(-6) } else { (1.0 + m / 8.0) * 2f64.powi(e - 7) };
+    if code & 0x80 != 0 { -mag } else { mag }
+}
+
+/// The output's bytes per row (`H` codes, then 4 scale bytes with row quantization).
+fn bytes_of(out: &Tensor) -> Vec<u8> {
+    out.view(Dtype::U8).unwrap().to_f32_vec().into_iter().map(|b| b as u8).collect()
+}
+
+/// Checks a `hardware` run: codes exact away from rounding boundaries (farther
+/// than `rel · |v|`), within one fp8 step elsewhere; row scales within `rel`.
+fn check_codes(what: &str, out: &Tensor, want: &[(Vec<f64>, f64)], row: bool, rel: f64) {
+    let h = want[0].0.len();
+    let width = if row { h + 4 } else { h };
+    let bytes = bytes_of(out);
+    assert_eq!(bytes.len(), want.len() * width, "{what}: output size");
+    let (mut exact, mut near) = (0usize, 0usize);
+    for (r, (vals, d)) in want.iter().enumerate() {
+        let got = &bytes[r * width..(r + 1) * width];
+        for (j, &v) in vals.iter().enumerate() {
+            let (code, q, boundary) = fp8_e4m3(v);
+            if boundary > rel * v.abs() + 1e-9 {
+                assert_eq!(got[j], code, "{what}: row {r} col {j}: code {:#x} for {v} (want {code:#x} = {q})", got[j]);
+                exact += 1;
+            } else {
+                let step = 2f64.powi((v.abs().max(1e-30).log2().floor() as i32).max(-6) - 3);
+                let g = fp8_value(got[j]);
+                assert!((g - v).abs() <= step, "{what}: row {r} col {j}: {g} is not within one fp8 step {step} of {v}");
+                near += 1;
+            }
+        }
+        if row {
+            let scale = f64::from(f32::from_le_bytes(got[h..h + 4].try_into().unwrap()));
+            assert!((scale - d).abs() <= rel * d, "{what}: row {r}: scale {scale} vs {d}");
+        }
+    }
+    assert!(exact > 2 * near, "{what}: {exact} codes compared exactly, {near} near a boundary");
+}
+
+/// Checks an `fp32` run: the unrounded quantized values and the scales within `rel`.
+fn check_values(what: &str, out: &Tensor, want: &[(Vec<f64>, f64)], row: bool, rel: f64) {
+    let h = want[0].0.len();
+    let width = if row { h + 4 } else { h };
+    let vals = out.to_f32_vec();
+    let bytes = bytes_of(out);
+    for (r, (v, d)) in want.iter().enumerate() {
+        for (j, &w) in v.iter().enumerate() {
+            let g = f64::from(vals[r * width + j]);
+            assert!((g - w).abs() <= rel * w.abs() + 1e-6, "{what}: row {r} col {j}: {g} vs {w}");
+        }
+        if row {
+            let scale = f64::from(f32::from_le_bytes(bytes[r * width + h..r * width + h + 4].try_into().unwrap()));
+            assert!((scale - d).abs() <= rel * d, "{what}: row {r}: scale {scale} vs {d}");
+        }
+    }
+}
+
+/// The output shape: `hidden`'s, its last dim 4 longer with row quantization.
+fn out_shape(shape: &[usize], row: bool) -> Vec<usize> {
+    let mut s = shape.to_vec();
+    *s.last_mut().unwrap() += if row { 4 } else { 0 };
+    s
+}
+
+/// The kernel's relative error on a quantized value in `hardware` mode: the
+/// normalised row rounded to bfloat16 (half an ulp, at most 2^-8 of the value),
+/// its absmax taken from those rounded values (2^-8), and fp32 steps.
+const HW_REL: f64 = 2.5 / 256.0;
+
+/// [`HW_REL`] for an input wider than bfloat16, rounded to it on load (2^-8 more).
+const HW_REL_WIDE: f64 = 3.5 / 256.0;
+
+/// Smallest, partial tiles in both dims, 2-D input, typical, and the largest
+/// `B` (2) and `H` (16384) over two full 128-row tiles (the library's largest
+/// `S`, 32768, is 256 times the work and beyond a test's time).
+const SHAPES: [&[usize]; 5] = [&[1, 1, 1], &[2, 100, 700], &[300, 1000], &[1, 256, 2048], &[2, 128, 16384]];
+
+#[test]
+fn hardware_codes_and_scales_match_float64() {
+    for (i, shape) in SHAPES.into_iter().enumerate() {
+        let p = Problem::new(shape, 10 + i as u64);
+        let out = p.run(Dtype::Bf16, &Launch::new(), ROW_RMS).unwrap();
+        assert_eq!((out.shape(), out.dtype()), (&out_shape(shape, true)[..], Dtype::Fp8E4m3));
+        let want = p.reference(&as_dtype(&p.x, Dtype::Bf16), &as_dtype(&p.w, Dtype::Bf16), ROW_RMS);
+        check_codes(&format!("rmsnorm_quant bf16 {shape:?}"), &out, &want, true, HW_REL);
+    }
+}
+
+#[test]
+fn fp32_values_and_scales_match_float64() {
+    for (i, shape) in SHAPES.into_iter().enumerate() {
+        let p = Problem::new(shape, 20 + i as u64);
+        let out = p.run(Dtype::F32, &Launch::new().precision(Precision::Fp32), ROW_RMS).unwrap();
+        let want = p.reference(&as_dtype(&p.x, Dtype::F32), &as_dtype(&p.w, Dtype::F32), ROW_RMS);
+        check_values(&format!("rmsnorm_quant fp32 {shape:?}"), &out, &want, true, 1e-5);
+    }
+}
+
+#[test]
+fn quantize_only_static_scale_and_lower_bound() {
+    let shape: &[usize] = &[1, 200, 640];
+    let p = Problem::new(shape, 30);
+    let cases = [
+        ("no norm", Args { norm: false, ..ROW_RMS }),
+        // Clips the larger rows (magnitudes up to 8 before normalisation).
+        ("lower bound", Args { lower_bound: 0.75, norm: false, ..ROW_RMS }),
+        ("lower bound after norm", Args { lower_bound: 1.5, ..ROW_RMS }),
+        ("static", Args { row: false, static_scale: 1.0 / 64.0, ..ROW_RMS }),
+        ("static no norm", Args { norm: false, row: false, static_scale: 1.0 / 32.0, ..ROW_RMS }),
+        ("eps", Args { eps: 0.25, ..ROW_RMS }),
+    ];
+    for (name, a) in cases {
+        let out = p.run(Dtype::Bf16, &Launch::new(), a).unwrap();
+        assert_eq!(out.shape(), &out_shape(shape, a.row)[..], "{name}");
+        let want = p.reference(&as_dtype(&p.x, Dtype::Bf16), &as_dtype(&p.w, Dtype::Bf16), a);
+        check_codes(&format!("rmsnorm_quant {name}"), &out, &want, a.row, HW_REL);
+        let out = p.run(Dtype::F32, &Launch::new().precision(Precision::Fp32), a).unwrap();
+        let want = p.reference(&as_dtype(&p.x, Dtype::F32), &as_dtype(&p.w, Dtype::F32), a);
+        check_values(&format!("rmsnorm_quant fp32 {name}"), &out, &want, a.row, 1e-5);
+    }
+}
+
+/// Without normalisation the row's absmax `M` is an input value, so the stored
+/// scale is exactly the fp32 product `M · fp32(1/240)` (the Scalar Engine's
+/// `data · scale` in fp32): its four bytes are compared exactly, NaN codes
+/// among them (the packed bytes are not float8 values).
+#[test]
+fn the_packed_scale_bytes_are_exact() {
+    let shape: &[usize] = &[1, 256, 96];
+    let p = Problem::new(shape, 70);
+    let a = Args { norm: false, ..ROW_RMS };
+    let mut nan_coded = 0;
+    for (dtype, precision) in [(Dtype::Bf16, Precision::Hardware), (Dtype::F32, Precision::Fp32)] {
+        let bytes = bytes_of(&p.run(dtype, &Launch::new().precision(precision), a).unwrap());
+        for (r, row) in as_dtype(&p.x, dtype).chunks(96).enumerate() {
+            let m = row.iter().fold(0.0f64, |m, v| m.max(v.abs())) as f32;
+            let want = (m * (1.0f64 / FP8_MAX) as f32).max(1e-6).to_le_bytes();
+            let got = &bytes[r * 100 + 96..r * 100 + 100];
+            assert_eq!(got, want, "{dtype} row {r}: scale bytes");
+            nan_coded += usize::from(want.iter().any(|&b| b & 0x7f > 0x78));
+        }
+    }
+    assert!(nan_coded > 10, "only {nan_coded} scales hold a float8 NaN code");
+}
+
+/// `ln_w` as `[1, H]` gives the bytes of `[H]`; float16 rows quantize like the others.
+#[test]
+fn ln_w_as_a_row_and_float16_inputs() {
+    let shape: &[usize] = &[2, 64, 300];
+    let p = Problem::new(shape, 80);
+    let x = tensor(shape, &p.x, Dtype::Bf16);
+    let (w, w_row) = (tensor(&[300], &p.w, Dtype::Bf16), tensor(&[1, 300], &p.w, Dtype::Bf16));
+    let launch = Launch::new();
+    let flat = rmsnorm_quant_kernel::Call::new(&x, &w).launch(&launch).unwrap();
+    let row = rmsnorm_quant_kernel::Call::new(&x, &w_row).launch(&launch).unwrap();
+    assert_eq!(bytes_of(&row), bytes_of(&flat));
+    let out = p.run(Dtype::F16, &launch, ROW_RMS).unwrap();
+    let want = p.reference(&as_dtype(&p.x, Dtype::F16), &as_dtype(&p.w, Dtype::F16), ROW_RMS);
+    check_codes("rmsnorm_quant float16", &out, &want, true, HW_REL_WIDE);
+}
+
+#[test]
+fn lnc2_splits_the_rows_with_the_remainder_on_the_last_program() {
+    for shape in [&[1usize, 129, 512][..], &[3, 1000]] {
+        let p = Problem::new(shape, 40);
+        let single = p.run(Dtype::Bf16, &Launch::new(), ROW_RMS).unwrap();
+        let sharded = p.run(Dtype::Bf16, &Launch::new().lnc(2), ROW_RMS).unwrap();
+        assert_eq!(bytes_of(&sharded), bytes_of(&single), "{shape:?}: LNC2 and one program give the same bytes");
+        let want = p.reference(&as_dtype(&p.x, Dtype::Bf16), &as_dtype(&p.w, Dtype::Bf16), ROW_RMS);
+        check_codes(&format!("rmsnorm_quant lnc2 {shape:?}"), &sharded, &want, true, HW_REL);
+    }
+}
+
+#[test]
+fn the_library_rules_are_refused_naming_the_parameter() {
+    let launch = Launch::new();
+    let p = Problem::new(&[1, 4, 64], 50);
+    let x = tensor(&p.shape, &p.x, Dtype::F32);
+    let w = tensor(&[64], &p.w, Dtype::F32);
+    let err = |call: rmsnorm_quant_kernel::Call| call.launch(&launch).unwrap_err().message;
+    let e = err(rmsnorm_quant_kernel::Call::new(&x, &w).quantization_type(3));
+    assert!(e.contains("quantization_type must be ROW (2) or STATIC (1), got quantization_type = 3"), "{e}");
+    let e = err(rmsnorm_quant_kernel::Call::new(&x, &w).norm_type(2));
+    assert!(e.contains("norm_type must be NO_NORM (0) or RMS_NORM (1), got norm_type = 2"), "{e}");
+    let e = err(rmsnorm_quant_kernel::Call::new(&x, &w).lower_bound(-1.0));
+    assert!(e.contains("lower_bound must be non-negative, got lower_bound = -1.0"), "{e}");
+    let e = err(rmsnorm_quant_kernel::Call::new(&x, &w).eps(-1e-3));
+    assert!(e.contains("eps must be non-negative"), "{e}");
+    let e = err(rmsnorm_quant_kernel::Call::new(&x, &w).quantization_type(QUANTIZATION_TYPE_STATIC));
+    assert!(e.contains("input_dequant_scale must be given for static quantization"), "{e}");
+    let bad_sc = tensor(&[64, 1], &[1.0; 64], Dtype::F32);
+    let e = err(rmsnorm_quant_kernel::Call::new(&x, &w).quantization_type(QUANTIZATION_TYPE_STATIC).input_dequant_scale(&bad_sc));
+    assert!(e.contains("input_dequant_scale must be broadcast to [128, 1], got"), "{e}");
+    // With row quantization the static scale is not used (nor checked), as in the library.
+    let ok = rmsnorm_quant_kernel::Call::new(&x, &w).input_dequant_scale(&bad_sc).launch(&launch).unwrap();
+    assert_eq!(bytes_of(&ok), bytes_of(&rmsnorm_quant_kernel::Call::new(&x, &w).launch(&launch).unwrap()));
+    let w_short = tensor(&[32], &p.w[..32], Dtype::F32);
+    let e = err(rmsnorm_quant_kernel::Call::new(&x, &w_short));
+    assert!(e.contains("ln_w must have H = 64 elements, got 32"), "{e}");
+    let w_2 = tensor(&[2, 64], &[1.0; 128], Dtype::F32);
+    let e = err(rmsnorm_quant_kernel::Call::new(&x, &w_2));
+    assert!(e.contains("ln_w must be [H] or [1, H], got [2, 64]"), "{e}");
+    let big_b = tensor(&[3, 1, 64], &[1.0; 192], Dtype::F32);
+    let e = err(rmsnorm_quant_kernel::Call::new(&big_b, &w));
+    assert!(e.contains("hidden: B = 3 exceeds MAX_B = 2"), "{e}");
+    let big_h = tensor(&[1, 16385], &vec![1.0; 16385], Dtype::F32);
+    let e = err(rmsnorm_quant_kernel::Call::new(&big_h, &tensor(&[16385], &vec![1.0; 16385], Dtype::F32)));
+    assert!(e.contains("hidden: H = 16385 exceeds MAX_H = 16384"), "{e}");
+    let flat = tensor(&[64], &p.w, Dtype::F32);
+    let e = err(rmsnorm_quant_kernel::Call::new(&flat, &w));
+    assert!(e.contains("hidden must have 2 or 3 dims, got 1"), "{e}");
+    // One row cannot be split over two programs.
+    let one = tensor(&[1, 64], &p.w, Dtype::F32);
+    let e = rmsnorm_quant_kernel::Call::new(&one, &w).launch(&Launch::new().lnc(2)).unwrap_err().message;
+    assert!(e.contains("the outer dim 1 is too small to give each of the 2 programs a row"), "{e}");
+    // Integer tensors are refused by the declared dtypes.
+    let ints = Tensor::from_i64(&[1, 64], &[1; 64], Dtype::I32).unwrap();
+    let e = rmsnorm_quant_kernel::Call::new(&ints, &w).launch(&launch).unwrap_err();
+    assert_eq!(e.to_string(), "invalid hidden = int32: rmsnorm_quant_kernel takes hidden as float32, bfloat16 or float16");
+    // The same rules as `const fn`s, for compile-time checks.
+    assert_eq!(rmsnorm_quant_violation(0, 1, 2, 1, 3, [2, 32768, 16384]), None);
+    assert_eq!(rmsnorm_quant_violation(0, 1, 2, 1, 3, [2, 32769, 16384]), Some(RmsNormQuantRule::Seq));
+    assert_eq!(rmsnorm_quant_violation(0, 1, 2, 1, 2, [65537, 0, 64]), Some(RmsNormQuantRule::Outer));
+    assert_eq!(rmsnorm_quant_violation(0, 3, 2, 1, 3, [1, 1, 1]), Some(RmsNormQuantRule::NormType));
+    assert_eq!(rmsnorm_quant_violation(-1, 1, 1, 1, 3, [1, 1, 1]), Some(RmsNormQuantRule::LowerBound));
+    assert_eq!(rmsnorm_quant_violation(0, 1, 0, 1, 3, [1, 1, 1]), Some(RmsNormQuantRule::QuantizationType));
+    assert_eq!(rmsnorm_quant_violation(0, 1, 2, 1, 4, [1, 1, 1]), Some(RmsNormQuantRule::Rank));
+    let cfg =
+        nki::rmsnorm_quant_config!(lower_bound_micros = 0, norm_type = 1, quantization_type = 2, eps_micros = 1, hidden = [2, 160, 16384]);
+    assert_eq!(cfg, (1, 2, [2, 160, 16384]));
+}
+
+/// NumPy's run of the emitted kernel against the emulator's, value for value
+/// (NaN where the packed scale bytes are NaN codes, in both).
+#[test]
+fn emitted_kernel_under_numpy_matches_the_emulator() {
+    let shape = [1usize, 130, 600];
+    let p = Problem::new(&shape, 60);
+    for (a, precision, mode) in [(ROW_RMS, Precision::Hardware, "hardware"), (ROW_RMS, Precision::Fp32, "fp32")].into_iter().chain([(
+        Args { row: false, static_scale: 1.0 / 64.0, lower_bound: 0.0, ..ROW_RMS },
+        Precision::Hardware,
+        "hardware",
+    )]) {
+        let emu: Vec<f32> = p.run(Dtype::Bf16, &Launch::new().precision(precision), a).unwrap().to_f32_vec();
+        let mut args = vec![
+            Arg::Tensor(shape.to_vec(), p.x.clone(), Dtype::Bf16),
+            Arg::Tensor(vec![shape[2]], p.w.clone(), Dtype::Bf16),
+            Arg::Float(a.lower_bound),
+            Arg::Int(if a.norm { NORM_TYPE_RMS_NORM } else { NORM_TYPE_NO_NORM }),
+            Arg::Int(if a.row { QUANTIZATION_TYPE_ROW } else { QUANTIZATION_TYPE_STATIC }),
+            Arg::Float(a.eps),
+        ];
+        if !a.row {
+            args.push(Arg::Tensor(vec![128, 1], vec![a.static_scale; 128], Dtype::F32));
+        }
+        let np = &run_numpy("rmsnorm_quant_kernel", &args, 1, mode)[0];
+        assert_eq!(np.len(), emu.len());
+        for (i, (g, e)) in np.iter().zip(&emu).enumerate() {
+            assert!(g == e || (g.is_nan() && e.is_nan()), "{mode} row={}: element {i}: numpy {g} vs emulator {e}", a.row);
+        }
+    }
+}
