@@ -24,7 +24,7 @@
 //! the error names the outputs left holding the new data.
 
 use nki::Tensor;
-use nki::io::npy::write_tensor_npy_threads;
+use nki::io::npy::write_tensor_npy;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -77,7 +77,7 @@ impl Declared {
 pub struct OutputPlan {
     inputs: Vec<Declared>,
     outputs: Vec<Declared>,
-    /// Threads that may read the inputs and write each output (0 counts as 1).
+    /// Threads that may read each input (0 counts as 1).
     threads: usize,
 }
 
@@ -101,8 +101,8 @@ impl OutputPlan {
         OutputPlan::default()
     }
 
-    /// Lets loading the inputs and writing each output use up to `threads`
-    /// threads (the launch's budget; the bytes are the same for every count).
+    /// Lets loading each input use up to `threads` threads (the launch's
+    /// budget; the tensors are the same for every count).
     pub fn threads(mut self, threads: usize) -> Self {
         self.threads = threads;
         self
@@ -162,7 +162,7 @@ impl OutputPlan {
         let mut staged = Vec::with_capacity(tensors.len());
         for (i, (o, t)) in self.outputs.iter().zip(tensors).enumerate() {
             let tmp = sibling(&o.place.location, i, "tmp");
-            if let Err(e) = stage(&tmp, t, self.io_threads()) {
+            if let Err(e) = stage(&tmp, t) {
                 remove_all(&staged);
                 return Err(format!("{}: {e}; nothing was written", o.describe()));
             }
@@ -222,10 +222,9 @@ impl OutputPlan {
 
 /// Writes `t` to the new file `tmp` and flushes it to disk; on failure removes
 /// what it created (and nothing that was there before).
-fn stage(tmp: &Path, t: &Tensor, threads: usize) -> Result<(), String> {
+fn stage(tmp: &Path, t: &Tensor) -> Result<(), String> {
     let file = File::create_new(tmp).map_err(|e| e.to_string())?;
-    let written =
-        write_tensor_npy_threads(&file, t, threads).map_err(|e| e.to_string()).and_then(|()| file.sync_all().map_err(|e| e.to_string()));
+    let written = write_tensor_npy(&file, t).map_err(|e| e.to_string()).and_then(|()| file.sync_all().map_err(|e| e.to_string()));
     if written.is_err() {
         let _ = fs::remove_file(tmp);
     }

@@ -6,8 +6,8 @@
 //! match it exactly before anything is allocated, and values the loaded dtype
 //! cannot hold are errors. [`read_tensor_npy`] streams the payload in chunks
 //! straight into the tensor's cells, so loading costs the tensor plus one chunk;
-//! [`read_tensor_npy_threads`] and [`write_tensor_npy_threads`] split a large
-//! payload over threads that each read or write their own part in place.
+//! [`read_tensor_npy_threads`] splits a large payload over threads that each
+//! read their own part in place.
 //! The element types read and the dtype each loads as are [`NpyType`]'s.
 
 mod elem;
@@ -215,59 +215,16 @@ pub fn write_npy(path: impl AsRef<Path>, shape: &[usize], data: &[f64], ty: NpyT
 }
 
 /// Writes a tensor's values to `out` as a `.npy` stream: `<f4` for float dtypes
-/// (narrower floats widen exactly), `<i8` for integer dtypes (exact for all of them).
+/// (narrower floats widen exactly; a contiguous tensor is encoded straight from
+/// its cells), `<i8` for integer dtypes (exact for all of them).
 pub fn write_tensor_npy(out: impl Write, t: &Tensor) -> Result<()> {
     if t.dtype().is_float() {
-        write_values(out, t.shape(), t.to_f32_vec().into_iter(), NpyType::F32, |v, chunk| chunk.extend_from_slice(&v.to_le_bytes()))
+        t.with_f32_values(|values| {
+            write_values(out, t.shape(), values.iter(), NpyType::F32, |v, chunk| chunk.extend_from_slice(&v.to_le_bytes()))
+        })
     } else {
         write_values(out, t.shape(), t.to_i64_vec().into_iter(), NpyType::I64, |v, chunk| chunk.extend_from_slice(&v.to_le_bytes()))
     }
-}
-
-/// [`write_tensor_npy`] into the start of `file` with up to `threads` threads,
-/// each encoding its own contiguous part of a large payload and writing it at
-/// its offset (one thread below 4 MiB per part). The bytes are the same for
-/// every thread count.
-pub fn write_tensor_npy_threads(file: &File, t: &Tensor, threads: usize) -> Result<()> {
-    if t.dtype().is_float() {
-        t.with_f32_values(|values| write_parts(file, t.shape(), NpyType::F32, values, threads, |v: &f32| v.to_le_bytes()))
-    } else {
-        write_parts(file, t.shape(), NpyType::I64, &t.to_i64_vec(), threads, |v: &i64| v.to_le_bytes())
-    }
-}
-
-/// Writes the header of `ty` and `shape` and then `values`, each encoded as
-/// `encode` puts it, at their offsets in `file`.
-fn write_parts<T: Sync, const N: usize>(
-    file: &File,
-    shape: &[usize],
-    ty: NpyType,
-    values: &[T],
-    threads: usize,
-    encode: impl Fn(&T) -> [u8; N] + Sync,
-) -> Result<()> {
-    let n = checked_numel(shape)?;
-    if n != values.len() {
-        return Err(NkiError::argument("data", format!("{} values", values.len()), &format!("shape {shape:?} needs {n}")));
-    }
-    let header = header_bytes(ty, shape);
-    parts::write_at(file, &header, 0)?;
-    let start = header.len() as u64;
-    let per = n.div_ceil(parts::count(n.saturating_mul(N), threads));
-    // The parts only read `values`; `run` hands each its range as a slice of indices.
-    let mut ranges: Vec<&[T]> = values.chunks(per.max(1)).collect();
-    parts::run(&mut ranges, 1, |part, slices| {
-        let mut chunk = Vec::with_capacity(CHUNK_BYTES);
-        let mut offset = start + (part * per * N) as u64;
-        for run in slices[0].chunks(CHUNK_BYTES / N) {
-            chunk.clear();
-            run.iter().for_each(|v| chunk.extend_from_slice(&encode(v)));
-            parts::write_at(file, &chunk, offset).map_err(|e| e.to_string())?;
-            offset += chunk.len() as u64;
-        }
-        Ok(())
-    })
-    .map_err(|m| NkiError::new(ErrorKind::Io, m))
 }
 
 #[cfg(test)]
@@ -327,7 +284,7 @@ mod tests {
     }
 
     #[test]
-    fn threads_read_and_write_the_same_tensor_and_bytes_as_one() {
+    fn threads_read_the_same_tensor_as_one_and_views_write_their_values() {
         let dir = scratch("threads");
         // Over 12 MiB (3 parts of 4 MiB): each value its own index (exact in f32).
         let n = 7 * ((3 << 20) / 7 + 1);
@@ -344,22 +301,18 @@ mod tests {
         let ints = file_with(&dir, "ints.npy", "<i8", &[vals.len()], &vals.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>());
         let e = read_tensor_npy_threads(&ints, 4).unwrap_err().to_string();
         assert!(e.contains(&format!("element {bad}: 1099511627776 does not fit int32")), "{e}");
-        // Writing: the bytes of one streamed writer, for a contiguous tensor, a
-        // strided view (gathered) and an integer tensor.
-        let stream = |t: &Tensor| {
+        // Writing: a contiguous tensor (encoded from its cells) and a strided view
+        // of the same values (gathered) give NumPy's bytes for them.
+        let want: Vec<u8> =
+            header_bytes(NpyType::F32, &[n / 7, 7]).into_iter().chain((0..n).flat_map(|i| (i as f32).to_le_bytes())).collect();
+        let wide =
+            Tensor::from_array(&ndarray::ArrayD::from_shape_fn(ndarray::IxDyn(&[n / 7, 8]), |i| (i[0] * 7 + i[1]) as f32), Dtype::F32);
+        let strided = wide.slice(1, 0, 7, 1).unwrap();
+        assert!(!strided.is_contiguous());
+        for (name, t) in [("contiguous", &one), ("strided", &strided)] {
             let mut bytes = Vec::new();
             write_tensor_npy(&mut bytes, t).unwrap();
-            bytes
-        };
-        let strided = one.permute(&[1, 0]).unwrap();
-        let int =
-            Tensor::from_array(&ndarray::ArrayD::from_shape_fn(ndarray::IxDyn(&[3000, 1000]), |i| (i[0] * 1000 + i[1]) as f32), Dtype::I32);
-        for (name, t) in [("contiguous", &one), ("strided", &strided), ("int", &int)] {
-            for threads in [1, 2, 5] {
-                let out = dir.join(format!("{name}{threads}.npy"));
-                write_tensor_npy_threads(&File::create(&out).unwrap(), t, threads).unwrap();
-                assert!(std::fs::read(&out).unwrap() == stream(t), "{name} with {threads} threads");
-            }
+            assert!(bytes == want, "{name}");
         }
         std::fs::remove_dir_all(dir).unwrap();
     }

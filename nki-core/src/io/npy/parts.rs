@@ -1,12 +1,12 @@
-//! Splitting a `.npy` payload into parts that threads read or write at their own
-//! file offsets.
+//! Splitting a `.npy` payload into parts that threads read at their own file
+//! offsets.
 //!
-//! Each part is a contiguous run of whole elements. A thread reads or writes its
-//! part with positioned I/O (`pread`/`pwrite`), so the threads share no file
-//! offset and need no lock; the page-cache copies and the page faults of the
-//! destination buffer, which dominate loading a large file, then proceed in
-//! parallel. Where positioned I/O is missing (non-Unix) everything runs on one
-//! thread.
+//! Each part is a contiguous run of whole elements. A thread reads its part with
+//! positioned reads (`pread`), so the threads share no file offset and need no
+//! lock; the page-cache copies and the page faults of the destination buffer,
+//! which dominate loading a large file, then proceed in parallel. (Writing stays
+//! on one thread: buffered writes to one file serialise on its inode lock.)
+//! Where positioned reads are missing (non-Unix) everything runs on one thread.
 
 use std::fs::File;
 use std::io;
@@ -34,8 +34,7 @@ pub(super) fn run<T: Send>(items: &mut [T], per: usize, f: impl Fn(usize, &mut [
         let f = &f;
         let handles: Vec<_> = items.chunks_mut(per).enumerate().map(|(i, part)| s.spawn(move || f(i * per, part))).collect();
         // Join every thread before looking at the results, so none is left to the scope.
-        let results: Vec<_> =
-            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a reading or writing thread panicked".into()))).collect();
+        let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a reading thread panicked".into()))).collect();
         results.into_iter().collect()
     })
 }
@@ -46,26 +45,12 @@ pub(super) fn read_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()
     std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
 }
 
-/// Writes all of `buf` at `offset`.
-#[cfg(unix)]
-pub(super) fn write_at(file: &File, buf: &[u8], offset: u64) -> io::Result<()> {
-    std::os::unix::fs::FileExt::write_all_at(file, buf, offset)
-}
-
 /// Reads exactly `buf.len()` bytes at `offset` (one thread only: seeks the shared offset).
 #[cfg(not(unix))]
 pub(super) fn read_at(mut file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
     use std::io::{Read, Seek, SeekFrom};
     file.seek(SeekFrom::Start(offset))?;
     file.read_exact(buf)
-}
-
-/// Writes all of `buf` at `offset` (one thread only: seeks the shared offset).
-#[cfg(not(unix))]
-pub(super) fn write_at(mut file: &File, buf: &[u8], offset: u64) -> io::Result<()> {
-    use std::io::{Seek, SeekFrom, Write};
-    file.seek(SeekFrom::Start(offset))?;
-    file.write_all(buf)
 }
 
 #[cfg(test)]
