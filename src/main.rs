@@ -2,10 +2,15 @@
 //! attention kernels in the emulator, benchmark them, and demo everything.
 
 mod cli;
+mod host_memory;
+
+#[global_allocator]
+static ALLOC: host_memory::HugePageAlloc = host_memory::HugePageAlloc;
 
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    host_memory::tune_heaps();
     match cli::run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -130,8 +130,9 @@ fn time_jax(python: &Path, [bs, s, d]: [usize; 3], causal: bool, reps: u32) -> R
 }
 
 /// Whole `nki run attention-cte` processes (start, reading the inputs, the
-/// kernel, writing the output) on `bs × s × d` fp32 inputs: on one thread
-/// (`--lnc 1 --threads 1`) and with the defaults (the target's LNC, every core).
+/// kernel, writing the output to a new file) on `bs × s × d` fp32 inputs: on one
+/// thread (`--lnc 1 --threads 1`) and with the defaults (the target's LNC, every
+/// core).
 fn whole_process(args: &BenchArgs, reps: u32) -> Result<(), String> {
     let [bs, s, d] = if args.quick { [2, 1024, 128] } else { [8, 2048, 128] };
     let exe = std::env::current_exe().map_err(|e| format!("locating the nki binary: {e}"))?;
@@ -156,10 +157,21 @@ fn whole_process(args: &BenchArgs, reps: u32) -> Result<(), String> {
             if !causal {
                 cmd.arg("--no-causal");
             }
-            best_of(reps, || match cmd.status() {
-                Ok(st) if st.success() => Ok(()),
-                st => Err(nki::NkiError::argument("nki run", format!("{st:?}"), "the benchmarked run must succeed")),
-            })
+            // Each run writes a new file: the previous run's output is removed
+            // before the clock starts, so freeing it is not part of the run.
+            let mut secs = f64::INFINITY;
+            for _ in 0..reps {
+                match std::fs::remove_file(&out) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(format!("{}: {e}", out.display())),
+                    _ => {}
+                }
+                let start = Instant::now();
+                match cmd.status() {
+                    Ok(st) if st.success() => secs = secs.min(start.elapsed().as_secs_f64()),
+                    st => return Err(format!("the benchmarked `nki run` must succeed: {st:?}")),
+                }
+            }
+            Ok::<f64, String>(secs)
         };
         outln!();
         outln!(

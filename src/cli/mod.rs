@@ -20,6 +20,7 @@ mod ops;
 mod output_plan;
 mod profile;
 mod run;
+mod writeback;
 
 pub use error::CliError;
 

@@ -9,7 +9,8 @@
 //! directory is missing or cannot take new files.
 //!
 //! [`OutputPlan::commit`] then writes every output to a temporary file in the
-//! output's own directory and flushes it to disk; any failure up to there removes
+//! output's own directory and flushes it to disk (starting writeback while it
+//! writes, see [`EarlyWriteback`]); any failure up to there removes
 //! the temporaries and leaves every output path untouched. Only then are the
 //! temporaries renamed over their targets, one by one (a rename within a
 //! directory is atomic: a target is either its old file or the complete new
@@ -23,6 +24,7 @@
 //! `.NAME.nki-PID-N.tmp` / `.bak` next to them. If undoing a rename fails too,
 //! the error names the outputs left holding the new data.
 
+use super::writeback::EarlyWriteback;
 use nki::Tensor;
 use nki::io::npy::write_tensor_npy;
 use std::fs::{self, File};
@@ -224,7 +226,9 @@ impl OutputPlan {
 /// what it created (and nothing that was there before).
 fn stage(tmp: &Path, t: &Tensor) -> Result<(), String> {
     let file = File::create_new(tmp).map_err(|e| e.to_string())?;
-    let written = write_tensor_npy(&file, t).map_err(|e| e.to_string()).and_then(|()| file.sync_all().map_err(|e| e.to_string()));
+    let written = write_tensor_npy(EarlyWriteback::new(&file), t)
+        .map_err(|e| e.to_string())
+        .and_then(|()| file.sync_all().map_err(|e| e.to_string()));
     if written.is_err() {
         let _ = fs::remove_file(tmp);
     }

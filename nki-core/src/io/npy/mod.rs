@@ -179,6 +179,24 @@ pub fn header_bytes(ty: NpyType, shape: &[usize]) -> Vec<u8> {
     format_header(ty.descr(), shape)
 }
 
+/// Writes float32 `values` (C order) of `shape` to `out` as `<f4` straight from
+/// their memory, which on a little-endian target is their encoding.
+fn write_f32_le(mut out: impl Write, shape: &[usize], values: &[f32]) -> Result<()> {
+    let n = checked_numel(shape)?;
+    if n != values.len() {
+        return Err(NkiError::argument("data", format!("{} values", values.len()), &format!("shape {shape:?} needs {n}")));
+    }
+    out.write_all(&header_bytes(NpyType::F32, shape))?;
+    // SAFETY: `f32` has no padding and every byte of an initialised `f32` is
+    // initialised, so its memory may be read as bytes (`u8` needs no alignment).
+    let bytes = unsafe { std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), std::mem::size_of_val(values)) };
+    for run in bytes.chunks(CHUNK_BYTES) {
+        out.write_all(run)?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
 /// Writes `values` (C order) of `shape` to `out` as `ty`, each value as `encode` puts it.
 fn write_values<T>(
     out: impl Write,
@@ -220,7 +238,11 @@ pub fn write_npy(path: impl AsRef<Path>, shape: &[usize], data: &[f64], ty: NpyT
 pub fn write_tensor_npy(out: impl Write, t: &Tensor) -> Result<()> {
     if t.dtype().is_float() {
         t.with_f32_values(|values| {
-            write_values(out, t.shape(), values.iter(), NpyType::F32, |v, chunk| chunk.extend_from_slice(&v.to_le_bytes()))
+            if cfg!(target_endian = "little") {
+                write_f32_le(out, t.shape(), values)
+            } else {
+                write_values(out, t.shape(), values.iter(), NpyType::F32, |v, chunk| chunk.extend_from_slice(&v.to_le_bytes()))
+            }
         })
     } else {
         write_values(out, t.shape(), t.to_i64_vec().into_iter(), NpyType::I64, |v, chunk| chunk.extend_from_slice(&v.to_le_bytes()))
