@@ -197,7 +197,11 @@ fn check(what: &str, p: &Problem, flags: Flags, dtype: Dtype, got: &Got, tol: To
         for (r, &i) in idx.iter().enumerate() {
             assert!(i < e && !idx[..r].contains(&i), "{what} token {ti}: expert_index {idx:?}");
             let best = scores[order[r]];
-            assert!((scores[i] - best).abs() <= tol.score, "{what} token {ti} rank {r}: expert {i} scores {} but rank {r} is {best}", scores[i]);
+            assert!(
+                (scores[i] - best).abs() <= tol.score,
+                "{what} token {ti} rank {r}: expert {i} scores {} but rank {r} is {best}",
+                scores[i]
+            );
             let apart = |j: usize| (scores[order[j]] - best).abs() > 2.0 * tol.score;
             if (r == 0 || apart(r - 1)) && (r + 1 == order.len() || apart(r + 1)) {
                 assert_eq!(i, order[r], "{what} token {ti} rank {r}: {idx:?} vs {:?}", &order[..k]);
@@ -255,7 +259,11 @@ fn fp32_sigmoid_and_the_indirect_scatter_match_the_float64_router() {
     for (si, (t, h, e, k)) in [(1, 128, 8, 1), (4, 2048, 64, 2), (384, 1024, 128, 8), (2048, 512, 512, 8)].into_iter().enumerate() {
         let p = Problem::new(t, h, e, k, 200 + si as u64);
         let softmax_indirect = Flags { indirect: true, eager: t <= 128, ..Flags::POST_SOFTMAX };
-        for (name, flags) in [("post-sigmoid", Flags::POST_SIGMOID), ("pre-sigmoid-norm", Flags::PRE_SIGMOID_NORM), ("post-softmax-indirect", softmax_indirect)] {
+        for (name, flags) in [
+            ("post-sigmoid", Flags::POST_SIGMOID),
+            ("pre-sigmoid-norm", Flags::PRE_SIGMOID_NORM),
+            ("post-softmax-indirect", softmax_indirect),
+        ] {
             let flags = Flags { bias: true, x_hbm_layout: (si % 2) as i64, ..flags };
             run_and_check(&format!("{name} {:?}", (t, h, e, k)), &p, flags, Dtype::F32, Precision::Fp32, FP32);
         }
@@ -376,17 +384,47 @@ fn the_library_rules_are_refused_naming_the_parameter() {
     // Shapes: H not a multiple of 128, too many experts, outputs of the wrong shape.
     let launch = Launch::new();
     let z = |shape: &[usize], dtype| Tensor::zeros(shape, dtype).unwrap();
-    let e = router_topk::Call::new(&z(&[64, 4], Dtype::F32), &z(&[64, 8], Dtype::F32), &z(&[4, 8], Dtype::F32), &z(&[4, 8], Dtype::F32), &z(&[4, 1], Dtype::U32), 1, 1, 0, 0)
-        .launch(&launch)
-        .unwrap_err();
+    let e = router_topk::Call::new(
+        &z(&[64, 4], Dtype::F32),
+        &z(&[64, 8], Dtype::F32),
+        &z(&[4, 8], Dtype::F32),
+        &z(&[4, 8], Dtype::F32),
+        &z(&[4, 1], Dtype::U32),
+        1,
+        1,
+        0,
+        0,
+    )
+    .launch(&launch)
+    .unwrap_err();
     assert!(e.message.contains("H = 64 must be a multiple of 128"), "{e}");
-    let e = router_topk::Call::new(&z(&[128, 4], Dtype::F32), &z(&[128, 520], Dtype::F32), &z(&[4, 520], Dtype::F32), &z(&[4, 520], Dtype::F32), &z(&[4, 1], Dtype::U32), 1, 1, 0, 0)
-        .launch(&launch)
-        .unwrap_err();
+    let e = router_topk::Call::new(
+        &z(&[128, 4], Dtype::F32),
+        &z(&[128, 520], Dtype::F32),
+        &z(&[4, 520], Dtype::F32),
+        &z(&[4, 520], Dtype::F32),
+        &z(&[4, 1], Dtype::U32),
+        1,
+        1,
+        0,
+        0,
+    )
+    .launch(&launch)
+    .unwrap_err();
     assert!(e.message.contains("E = 520 must be within 8..=512"), "{e}");
-    let e = router_topk::Call::new(&z(&[128, 4], Dtype::F32), &z(&[128, 8], Dtype::F32), &z(&[4, 8], Dtype::F32), &z(&[4, 8], Dtype::F32), &z(&[4, 2], Dtype::U32), 1, 1, 0, 0)
-        .launch(&launch)
-        .unwrap_err();
+    let e = router_topk::Call::new(
+        &z(&[128, 4], Dtype::F32),
+        &z(&[128, 8], Dtype::F32),
+        &z(&[4, 8], Dtype::F32),
+        &z(&[4, 8], Dtype::F32),
+        &z(&[4, 2], Dtype::U32),
+        1,
+        1,
+        0,
+        0,
+    )
+    .launch(&launch)
+    .unwrap_err();
     assert!(e.message.contains("expert_index must be [T, k] = [4, 1]"), "{e}");
     // The same rules as a `const fn`, for compile-time checks.
     let ok = RouterShape {
@@ -408,7 +446,10 @@ fn the_library_rules_are_refused_naming_the_parameter() {
     assert_eq!(router_topk_violation(RouterShape { act_fn: ACT_SIGMOID, ..ok }), Some(RouterRule::SigmoidNeedsIndirectScatter));
     assert_eq!(router_topk_violation(RouterShape { t: 2047, ..ok }), Some(RouterRule::Sharding));
     assert_eq!(router_topk_violation(RouterShape { return_eager_affi: true, ..ok }), Some(RouterRule::EagerTokens));
-    assert_eq!(router_topk_violation(RouterShape { t: 400, use_indirect_dma_scatter: true, ..ok }), Some(RouterRule::IndirectScatterTokens));
+    assert_eq!(
+        router_topk_violation(RouterShape { t: 400, use_indirect_dma_scatter: true, ..ok }),
+        Some(RouterRule::IndirectScatterTokens)
+    );
     let c = nki::router_topk_config!(t = 64, h = 1024, e = 32, k = 4, act_fn = 0, use_indirect_dma_scatter = true);
     assert_eq!((c.t, c.h, c.e, c.k, c.programs), (64, 1024, 32, 4, 1));
 }
@@ -431,7 +472,11 @@ fn the_emitted_signature_is_the_librarys() {
 fn emitted_kernel_under_numpy_matches_the_emulator() {
     let cases = [
         ("one-hot softmax", Problem::new(130, 256, 32, 4, 900), Flags { bias: true, x_hbm_layout: 1, ..Flags::POST_SOFTMAX }),
-        ("pre-softmax norm, PE bias", Problem::new(20, 384, 16, 2, 901), Flags { bias: true, pe_bias: true, column_tiling: true, ..Flags::PRE_SOFTMAX_NORM }),
+        (
+            "pre-softmax norm, PE bias",
+            Problem::new(20, 384, 16, 2, 901),
+            Flags { bias: true, pe_bias: true, column_tiling: true, ..Flags::PRE_SOFTMAX_NORM },
+        ),
         ("sigmoid indirect, eager", Problem::new(64, 128, 64, 8, 902), Flags { bias: true, eager: true, ..Flags::POST_SIGMOID }),
         ("sharded", Problem::new(256, 128, 32, 2, 903), Flags { bias: true, shard: true, ..Flags::PRE_SIGMOID_NORM }),
     ];

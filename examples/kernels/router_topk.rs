@@ -330,10 +330,7 @@ pub mod kernel {
             "router_topk: x_hbm_layout must be 0 ([H, T]) or 1 ([T, H]), got {x_hbm_layout}"
         );
         assert!(x_sb_layout >= 0 && x_sb_layout <= 2, "router_topk: x_sb_layout must be 0, 1 or 2, got {x_sb_layout}");
-        assert!(
-            act_fn == ACT_SIGMOID || act_fn == ACT_SOFTMAX,
-            "router_topk: act_fn must be 0 (SIGMOID) or 1 (SOFTMAX), got {act_fn}"
-        );
+        assert!(act_fn == ACT_SIGMOID || act_fn == ACT_SOFTMAX, "router_topk: act_fn must be 0 (SIGMOID) or 1 (SOFTMAX), got {act_fn}");
         let (w_dims, x_dims) = (w.ndim(), x.ndim());
         assert!(w_dims == 2, "router_topk: w must be [H, E], got {w_dims} dims");
         assert!(x_dims == 2, "router_topk: x in HBM must be 2-D, got {x_dims} dims");
@@ -348,10 +345,7 @@ pub mod kernel {
         assert!(k >= 1 && k <= TOP8, "router_topk: k must be within 1..=8, got {k}");
         let (x_dtype, w_dtype) = (x.dtype(), w.dtype());
         assert!(x_dtype == w_dtype, "router_topk: x dtype {x_dtype} must match w dtype {w_dtype}");
-        assert!(
-            act_fn != ACT_SIGMOID || use_indirect_dma_scatter,
-            "router_topk: act_fn SIGMOID requires use_indirect_dma_scatter=True"
-        );
+        assert!(act_fn != ACT_SIGMOID || use_indirect_dma_scatter, "router_topk: act_fn SIGMOID requires use_indirect_dma_scatter=True");
         assert!(
             !return_eager_affi || router_pre_norm || t <= PE_COLUMN_TILE_128,
             "router_topk: return_eager_affi without router_pre_norm needs T <= 128, got T = {t}"
@@ -359,10 +353,7 @@ pub mod kernel {
         let rl = router_logits.shape();
         assert!(router_logits.ndim() == 2 && rl[0] == t && rl[1] == e, "router_topk: router_logits must be [T, E] = [{t}, {e}]");
         let ea = expert_affinities.shape();
-        assert!(
-            expert_affinities.ndim() == 2 && ea[0] == t && ea[1] == e,
-            "router_topk: expert_affinities must be [T, E] = [{t}, {e}]"
-        );
+        assert!(expert_affinities.ndim() == 2 && ea[0] == t && ea[1] == e, "router_topk: expert_affinities must be [T, E] = [{t}, {e}]");
         let ei = expert_index.shape();
         assert!(expert_index.ndim() == 2 && ei[0] == t && ei[1] == k, "router_topk: expert_index must be [T, k] = [{t}, {k}]");
 
@@ -416,8 +407,13 @@ pub mod kernel {
 
         // PE column tiling: a small token tile uses a 32- or 64-column slice of
         // the array, successive hidden tiles landing in successive slices.
-        let column_tile =
-            if !use_column_tiling || t_local > PE_COLUMN_TILE_64 { PE_COLUMN_TILE_128 } else if t_local > PE_COLUMN_TILE_32 { PE_COLUMN_TILE_64 } else { PE_COLUMN_TILE_32 };
+        let column_tile = if !use_column_tiling || t_local > PE_COLUMN_TILE_64 {
+            PE_COLUMN_TILE_128
+        } else if t_local > PE_COLUMN_TILE_32 {
+            PE_COLUMN_TILE_64
+        } else {
+            PE_COLUMN_TILE_32
+        };
         let num_column_tiles = PE_COLUMN_TILE_128 / column_tile;
 
         // Router logits, fp32, token-tiled.
