@@ -479,6 +479,8 @@ fn emitted_kernel_under_numpy_matches_the_emulator() {
         ),
         ("sigmoid indirect, eager", Problem::new(64, 128, 64, 8, 902), Flags { bias: true, eager: true, ..Flags::POST_SIGMOID }),
         ("sharded", Problem::new(256, 128, 32, 2, 903), Flags { bias: true, shard: true, ..Flags::PRE_SIGMOID_NORM }),
+        // Tied experts: the executor's max8 / nc_find_index8 pick the lowest index first too.
+        ("ties", tied_problem(8, 3), Flags { bias: true, ..Flags::POST_SOFTMAX }),
     ];
     for (name, p, flags) in cases {
         let got = p.run(flags, Dtype::F32, Precision::Fp32).unwrap();
