@@ -271,6 +271,23 @@ fn fp32_sigmoid_and_the_indirect_scatter_match_the_float64_router() {
 }
 
 #[test]
+fn model_router_shapes_in_both_precision_modes() {
+    // Mixtral-like (8 experts, top-2 softmax after the top-k), Qwen3-MoE-like
+    // (128 experts, top-8 softmax renormalised), DeepSeek-V3-like (256 experts,
+    // top-8 sigmoid renormalised, H = 7168).
+    let models = [
+        ("mixtral", (128, 4096, 8, 2), Flags { x_hbm_layout: 1, ..Flags::POST_SOFTMAX }),
+        ("qwen3-moe", (96, 2048, 128, 8), Flags { x_hbm_layout: 1, ..Flags::PRE_SOFTMAX_NORM }),
+        ("deepseek-v3", (32, 7168, 256, 8), Flags { bias: true, ..Flags::PRE_SIGMOID_NORM }),
+    ];
+    for (i, (name, (t, h, e, k), flags)) in models.into_iter().enumerate() {
+        let p = Problem::new(t, h, e, k, 1000 + i as u64);
+        run_and_check(&format!("{name} fp32"), &p, flags, Dtype::F32, Precision::Fp32, FP32);
+        run_and_check(&format!("{name} bf16"), &p, flags, Dtype::Bf16, Precision::Hardware, BF16);
+    }
+}
+
+#[test]
 fn hardware_mode_bf16_rounds_the_outputs_once() {
     for (si, (t, h, e, k)) in [(1, 128, 8, 1), (4, 2048, 64, 2), (256, 1024, 128, 8)].into_iter().enumerate() {
         let p = Problem::new(t, h, e, k, 300 + si as u64);
