@@ -18,6 +18,7 @@ pub mod matmul_steps;
 pub mod rmsnorm;
 pub mod rmsnorm_quant;
 pub mod rope;
+pub mod router_topk;
 pub mod softmax;
 pub mod temperature_softmax;
 pub mod tensor_add;
@@ -46,6 +47,7 @@ pub static KERNELS: &[&FunctionInfo] = &[
     &rmsnorm::rmsnorm::INFO,
     &rmsnorm_quant::rmsnorm_quant_kernel::INFO,
     &rope::RoPE::INFO,
+    &router_topk::router_topk::INFO,
     &softmax::softmax::INFO,
     &temperature_softmax::temperature_softmax::INFO,
     &tensor_add::tensor_add::INFO,

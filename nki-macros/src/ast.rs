@@ -75,11 +75,26 @@ pub struct Param {
 }
 
 impl Function {
-    /// Whether `p` may be omitted by callers: it has a `#[default]`, or it is an
-    /// `Option` parameter of a kernel (kernels' optional inputs default to `None`
-    /// in Python; helpers take every argument explicitly).
+    /// Whether `p` has a Python default: a `#[default]`, or, for an `Option`
+    /// parameter of a kernel in the trailing run of such parameters, `None`
+    /// (kernels' optional inputs default to `None` in Python; helpers take every
+    /// argument explicitly). An `Option` before a parameter without a default has
+    /// none: Python callers pass it positionally, `None` included.
     pub fn is_optional(&self, p: &Param) -> bool {
-        p.default.is_some() || (self.kind == FnKind::Kernel && matches!(p.ty, TypeAnn::Option(..)))
+        if p.default.is_some() {
+            return true;
+        }
+        if self.kind != FnKind::Kernel || !matches!(p.ty, TypeAnn::Option(..)) {
+            return false;
+        }
+        let mut later = self.params.iter().skip_while(|q| !std::ptr::eq(*q, p)).skip(1);
+        later.all(|q| q.default.is_some() || matches!(q.ty, TypeAnn::Option(..)))
+    }
+
+    /// Whether `p` may be left out by Rust and command-line callers: it has a
+    /// Python default, or it is a kernel's `Option` (left out: `None`).
+    pub fn may_omit(&self, p: &Param) -> bool {
+        self.is_optional(p) || (self.kind == FnKind::Kernel && matches!(p.ty, TypeAnn::Option(..)))
     }
 }
 

@@ -67,6 +67,16 @@ fn defaults_and_optional_parameters_form_the_python_signature() {
 }
 
 #[test]
+fn an_option_before_a_required_parameter_is_positional() {
+    // As the NKI library's `router_topk(x, w, w_bias, router_logits, ...)`: `None` is passed, not defaulted.
+    let py = python_of("fn k(x: Hbm, bias: Option<Hbm>, out: Hbm, extra: Option<Hbm>, #[default(2)] n: i64) {}").unwrap();
+    assert!(py.starts_with("@nki.jit\ndef k(x, bias, out, extra=None, n=2):\n"), "{py}");
+    // A defaulted parameter still cannot precede a required one.
+    let e = python_of("fn k(x: Hbm, #[default(1)] n: i64, out: Hbm) {}").unwrap_err();
+    assert!(e.iter().any(|m| m.contains("`out` has no default but follows a parameter with one")), "{e:?}");
+}
+
+#[test]
 fn affine_slice_extents_are_known_statically() {
     let errs = python_of(
         "fn k(i: i64) { let a = nl::ndarray([128, 512], nl::float32); let b = nl::ndarray([128, 256], nl::float32); nisa::tensor_copy(b, a[s![.., i * 256..(i + 1) * 256 + 1]]); }",

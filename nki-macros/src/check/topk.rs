@@ -82,7 +82,10 @@ pub fn check(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
     {
         diag.error(
             sp,
-            format!("n = {n} needs src to hold at least {} columns of the snake, it holds {f}", (n + TOPK_SNAKE - 1) / TOPK_SNAKE),
+            format!(
+                "n = {n} needs src to hold at least {} columns of the snake, it holds {f}",
+                n / TOPK_SNAKE + i64::from(n % TOPK_SNAKE != 0)
+            ),
         );
     }
     Ty::Unit

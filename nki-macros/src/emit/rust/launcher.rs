@@ -5,7 +5,7 @@ use super::*;
 /// The `Call` builder: required parameters in `new`, a setter per optional one.
 pub(super) fn builder(f: &Function, ret: &TokenStream) -> TokenStream {
     let name = &f.name;
-    let is_required = |p: &crate::ast::Param| !f.is_optional(p);
+    let is_required = |p: &crate::ast::Param| !f.may_omit(p);
     let fields = f.params.iter().map(|p| {
         let (n, t) = (&p.name, param_type(&p.ty));
         quote!(#n: #t)
@@ -155,7 +155,7 @@ pub(super) fn param_infos(f: &Function, info: &Info) -> Vec<TokenStream> {
         .filter_map(|(p, default)| {
             let kind = param_kind(&p.ty)?;
             let name = p.name.to_string();
-            let optional = f.is_optional(p);
+            let optional = f.may_omit(p);
             let default = match default {
                 Some(d) => quote!(::core::option::Option::Some(#d)),
                 None => quote!(::core::option::Option::None),
@@ -204,11 +204,11 @@ pub(super) fn entry(f: &Function) -> Option<TokenStream> {
         Some(_) => return None,
     };
     let args = syn::Ident::new("args", Span::mixed_site());
-    let required = f.params.iter().enumerate().filter(|(_, p)| !f.is_optional(p)).map(|(i, p)| {
+    let required = f.params.iter().enumerate().filter(|(_, p)| !f.may_omit(p)).map(|(i, p)| {
         let name = p.name.to_string();
         extract(quote!(::nki::emit::required(#args, #i, #name)?), &name, &p.ty)
     });
-    let optional = f.params.iter().enumerate().filter(|(_, p)| f.is_optional(p)).map(|(i, p)| {
+    let optional = f.params.iter().enumerate().filter(|(_, p)| f.may_omit(p)).map(|(i, p)| {
         let (n, name) = (&p.name, p.name.to_string());
         let v = extract(quote!(value), &name, &p.ty);
         quote! {

@@ -1,0 +1,591 @@
+//! The NKI library's `router_topk`: the Mixture-of-Experts router. For `T`
+//! tokens of hidden size `H` and `E` experts it computes the router logits
+//! `x @ w (+ w_bias)`, activates them (softmax or sigmoid over the experts),
+//! picks the `k <= 8` best experts of each token and writes their affinities,
+//! scattered back to `[T, E]` with zeros elsewhere, and their indices.
+//!
+//! Loop structure (each LNC program takes its share of the tokens with
+//! `shard_on_tokens`):
+//!
+//! ```text
+//! w_sb = load w as [128, H/128, E]                  # hidden rows on the partitions
+//! bias = w_bias broadcast to [min(T, 128), E]      # fp32
+//! for each tile of up to 128 tokens:
+//!     psum[t, E] = Σ_h-tiles x_tile[128, t]ᵀ · w_sb[:, h, :]     # nc_matmul
+//!     logits[t, E] = psum + bias                    # fp32, stored to router_logits
+//! ACT1 (router_pre_norm):   a = activation(logits)  over all E experts
+//! topK:                     top8 = max8(a or logits); idx = nc_find_index8(.., top8)
+//!                           keep the first k of each; store idx to expert_index
+//! ACT2 (not router_pre_norm): activation of the k selected logits
+//! Norm (router_pre_norm and norm_topk_prob): a_topk / Σ a_topk
+//! Scatter (ACT2, or ACT1 with Norm) into expert_affinities [T, E]:
+//!     one-hot: mask = Σ_j (iota(E) == idx_j); affinities = mask · a
+//!     indirect DMA: zero the rows, then DMA each a_topk[:, j] to the flat
+//!                   offset t·E + idx_j of each token
+//! ACT1 without Norm: the full activation a is stored as expert_affinities.
+//! ```
+//!
+//! The softmax is the Scalar Engine's: the row max negated by a Vector Engine
+//! reduction, `exp(v - max)` with its row sum accumulated by the same
+//! instruction, the sum's reciprocal, a multiply. In the one-hot ACT2 path the
+//! softmax of the `k` selected logits is formed over all `E` experts with the
+//! selected logits' max and sum, so that the mask leaves exactly the top-k
+//! softmax. Everything after the matmul stays in fp32; the outputs take the
+//! dtypes of the tensors the caller passes (`router_logits`, `expert_affinities`
+//! and `expert_index`, which the kernel writes and returns, as the library's
+//! `nt.mutable_tensor` parameters).
+//!
+//! **Ties.** `max8` returns the 8 largest values in descending order and
+//! `nc_find_index8` gives, for equal values, successive matches in ascending
+//! index order: among experts with equal scores the lowest index is selected
+//! (and listed) first.
+//!
+//! The library's rules are checked: `x_hbm_layout` 0 (`x` is `[H, T]`) or 1
+//! (`[T, H]`), `x_sb_layout` in 0..=2, `k` in 1..=8, `E` at most 512 (and at
+//! least 8, the width `max8` searches), `H` a multiple of 128, `SIGMOID` only
+//! with `use_indirect_dma_scatter`, with the indirect scatter a program's
+//! tokens at most 128 or a multiple of 128, `return_eager_affi` on the ACT2
+//! path only for `T <= 128`, `shard_on_tokens` only with several programs and
+//! `T` divisible by their number. The library documents the kernel for
+//! `T <= 2048`.
+//!
+//! Differences from the library, all in how arguments are given:
+//! - `act_fn` is the value of the library's `RouterActFnType` (`SIGMOID = 0`,
+//!   `SOFTMAX = 1`, [`ACT_SIGMOID`], [`ACT_SOFTMAX`]) rather than the enum;
+//! - `x`, `expert_affinities` and `expert_index` are HBM tensors (the DSL's
+//!   kernel parameters are), so `x_sb_layout` is checked but, as in the library
+//!   for an HBM `x`, the load layout follows `x_hbm_layout`;
+//! - the bias is broadcast over the tokens by a broadcast DMA instead of the
+//!   library's stream-shuffle helper (the same values), or with
+//!   `use_PE_broadcast_w_bias` by a ones-vector matmul as the library does;
+//! - the `return_eager_affi` output is an HBM `[T, k]` float32 tensor; on the
+//!   ACT1 path without Norm (where the library leaves it unwritten) it holds the
+//!   selected activations;
+//! - with `use_column_tiling`, only the PE column tiles some hidden tile was
+//!   accumulated into are summed.
+//!
+//! `norm_topk_prob` only applies with `router_pre_norm` (the library derives
+//! its pipeline from the two flags that way).
+
+// The kernel keeps the library's parameter names (`use_PE_broadcast_w_bias`).
+#![allow(non_snake_case)]
+
+use crate::prelude::*;
+
+pub use kernel::*;
+
+/// Why a `router_topk` call is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RouterRule {
+    /// `x_hbm_layout` is not 0 or 1.
+    XHbmLayout,
+    /// `x_sb_layout` is not 0, 1 or 2.
+    XSbLayout,
+    /// `act_fn` is not 0 (SIGMOID) or 1 (SOFTMAX).
+    ActFn,
+    /// `T` is not at least 1.
+    Tokens,
+    /// `H` is not a positive multiple of 128.
+    Hidden,
+    /// `E` is not within `8..=512`.
+    Experts,
+    /// `k` is not within `1..=8`.
+    TopK,
+    /// SIGMOID without `use_indirect_dma_scatter`.
+    SigmoidNeedsIndirectScatter,
+    /// With `use_indirect_dma_scatter`, a program's tokens are more than 128
+    /// and not a multiple of 128.
+    IndirectScatterTokens,
+    /// `return_eager_affi` without `router_pre_norm` for `T > 128`.
+    EagerTokens,
+    /// `shard_on_tokens` with one program, or `T` not divisible by the programs.
+    Sharding,
+}
+
+impl RouterRule {
+    /// The rule in words.
+    pub const fn message(self) -> &'static str {
+        match self {
+            RouterRule::XHbmLayout => "router_topk: x_hbm_layout must be 0 ([H, T]) or 1 ([T, H])",
+            RouterRule::XSbLayout => "router_topk: x_sb_layout must be 0, 1 or 2",
+            RouterRule::ActFn => "router_topk: act_fn must be 0 (SIGMOID) or 1 (SOFTMAX)",
+            RouterRule::Tokens => "router_topk: x must hold at least one token",
+            RouterRule::Hidden => "router_topk: H must be a positive multiple of 128",
+            RouterRule::Experts => "router_topk: E must be within 8..=512",
+            RouterRule::TopK => "router_topk: k must be within 1..=8",
+            RouterRule::SigmoidNeedsIndirectScatter => "router_topk: act_fn SIGMOID requires use_indirect_dma_scatter=True",
+            RouterRule::IndirectScatterTokens => {
+                "router_topk: with use_indirect_dma_scatter a program's tokens must be <= 128 or a multiple of 128"
+            }
+            RouterRule::EagerTokens => "router_topk: return_eager_affi without router_pre_norm needs T <= 128",
+            RouterRule::Sharding => "router_topk: shard_on_tokens needs several programs dividing T",
+        }
+    }
+}
+
+/// The shape and flags of one `router_topk` call, for [`router_topk_violation`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RouterShape {
+    /// Tokens `T`.
+    pub t: i64,
+    /// Hidden size `H`.
+    pub h: i64,
+    /// Experts `E`.
+    pub e: i64,
+    /// Experts selected per token.
+    pub k: i64,
+    /// `act_fn`: [`ACT_SIGMOID`] or [`ACT_SOFTMAX`].
+    pub act_fn: i64,
+    /// `x_hbm_layout`.
+    pub x_hbm_layout: i64,
+    /// `x_sb_layout`.
+    pub x_sb_layout: i64,
+    /// `router_pre_norm`.
+    pub router_pre_norm: bool,
+    /// `use_indirect_dma_scatter`.
+    pub use_indirect_dma_scatter: bool,
+    /// `return_eager_affi`.
+    pub return_eager_affi: bool,
+    /// LNC programs sharing the tokens (1 without `shard_on_tokens`).
+    pub programs: i64,
+}
+
+/// The first library rule a call breaks, or `None`.
+pub const fn router_topk_violation(c: RouterShape) -> Option<RouterRule> {
+    if c.x_hbm_layout != X_HBM_LAYOUT_H_T && c.x_hbm_layout != X_HBM_LAYOUT_T_H {
+        return Some(RouterRule::XHbmLayout);
+    }
+    if c.x_sb_layout < 0 || c.x_sb_layout > 2 {
+        return Some(RouterRule::XSbLayout);
+    }
+    if c.act_fn != ACT_SIGMOID && c.act_fn != ACT_SOFTMAX {
+        return Some(RouterRule::ActFn);
+    }
+    if c.t < 1 {
+        return Some(RouterRule::Tokens);
+    }
+    if c.h < P_MAX || c.h % P_MAX != 0 {
+        return Some(RouterRule::Hidden);
+    }
+    if c.e < TOP8 || c.e > F_MAX {
+        return Some(RouterRule::Experts);
+    }
+    if c.k < 1 || c.k > TOP8 {
+        return Some(RouterRule::TopK);
+    }
+    if c.act_fn == ACT_SIGMOID && !c.use_indirect_dma_scatter {
+        return Some(RouterRule::SigmoidNeedsIndirectScatter);
+    }
+    if c.return_eager_affi && !c.router_pre_norm && c.t > PE_COLUMN_TILE_128 {
+        return Some(RouterRule::EagerTokens);
+    }
+    if c.programs < 1 || c.t % c.programs != 0 {
+        return Some(RouterRule::Sharding);
+    }
+    let t_local = c.t / c.programs;
+    if c.use_indirect_dma_scatter && t_local > PE_COLUMN_TILE_128 && t_local % PE_COLUMN_TILE_128 != 0 {
+        return Some(RouterRule::IndirectScatterTokens);
+    }
+    None
+}
+
+/// A `router_topk` call checked at compile time: the [`RouterShape`] of the
+/// given fields (the flags default as in the library, `programs` to 1), or a
+/// compile error naming the rule it breaks.
+///
+/// ```
+/// let c = nki::router_topk_config!(t = 128, h = 4096, e = 128, k = 8, act_fn = 1);
+/// assert_eq!((c.t, c.e, c.k), (128, 128, 8));
+/// let c = nki::router_topk_config!(
+///     t = 256, h = 2048, e = 64, k = 2, act_fn = 0, use_indirect_dma_scatter = true, programs = 2
+/// );
+/// assert_eq!(c.programs, 2);
+/// ```
+///
+/// ```compile_fail
+/// // SIGMOID needs the indirect-DMA scatter.
+/// let c = nki::router_topk_config!(t = 128, h = 4096, e = 128, k = 8, act_fn = 0);
+/// ```
+///
+/// ```compile_fail
+/// // At most 8 experts per token.
+/// let c = nki::router_topk_config!(t = 128, h = 4096, e = 128, k = 9, act_fn = 1);
+/// ```
+#[macro_export]
+macro_rules! router_topk_config {
+    (t = $t:expr, h = $h:expr, e = $e:expr, k = $k:expr, act_fn = $act:expr $(, $field:ident = $value:expr)* $(,)?) => {{
+        const CALL: $crate::examples::router_topk::RouterShape = $crate::examples::router_topk::RouterShape {
+            $($field: $value,)*
+            ..$crate::examples::router_topk::RouterShape {
+                t: $t,
+                h: $h,
+                e: $e,
+                k: $k,
+                act_fn: $act,
+                x_hbm_layout: $crate::examples::router_topk::X_HBM_LAYOUT_H_T,
+                x_sb_layout: 0,
+                router_pre_norm: true,
+                use_indirect_dma_scatter: false,
+                return_eager_affi: false,
+                programs: 1,
+            }
+        };
+        const _: () = if let Some(rule) = $crate::examples::router_topk::router_topk_violation(CALL) {
+            panic!("{}", rule.message());
+        };
+        CALL
+    }};
+}
+
+/// The kernel with its constants and phase helpers.
+#[nki_module]
+pub mod kernel {
+    use crate::prelude::*;
+
+    /// Partitions: hidden rows contracted per matmul, tokens per tile.
+    pub const P_MAX: i64 = 128;
+    /// The most experts: one matmul's moving free size (`gemm_moving_fmax`).
+    pub const F_MAX: i64 = 512;
+    /// Tokens per tile (the free size of a stationary `x` tile).
+    pub const ST_F_MAX: i64 = 128;
+    /// Values `max8` and `nc_find_index8` return per token: the most experts `k`
+    /// may select, and the fewest experts they search.
+    pub const TOP8: i64 = 8;
+    /// PE column tile for at most 32 tokens (`use_column_tiling`).
+    pub const PE_COLUMN_TILE_32: i64 = 32;
+    /// PE column tile for at most 64 tokens.
+    pub const PE_COLUMN_TILE_64: i64 = 64;
+    /// The whole PE array: no column tiling.
+    pub const PE_COLUMN_TILE_128: i64 = 128;
+    /// `act_fn` for `RouterActFnType.SIGMOID`.
+    pub const ACT_SIGMOID: i64 = 0;
+    /// `act_fn` for `RouterActFnType.SOFTMAX`.
+    pub const ACT_SOFTMAX: i64 = 1;
+    /// `x_hbm_layout`: `x` is `[H, T]`.
+    pub const X_HBM_LAYOUT_H_T: i64 = 0;
+    /// `x_hbm_layout`: `x` is `[T, H]`.
+    pub const X_HBM_LAYOUT_T_H: i64 = 1;
+
+    /// The activation of each row of `src` (`[t, n]`, fp32) into `dst`: sigmoid,
+    /// or softmax along the row. For softmax, `negmax` (`[t, 1]`) receives the
+    /// negated row max and `inv_sum` the reciprocal of `Σ exp(v - max)`; with
+    /// `complete` false only those two are computed (the one-hot ACT2 path
+    /// applies them to all experts later).
+    #[nki_helper]
+    pub fn compute_activation(dst: Sbuf, src: Sbuf, act_fn: i64, negmax: Sbuf, inv_sum: Sbuf, complete: bool) {
+        if act_fn == ACT_SIGMOID {
+            nisa::activation(dst, nl::sigmoid, src);
+        } else {
+            let [t, n] = src.shape();
+            nisa::tensor_reduce(negmax, nl::maximum, src, 1, negate = true);
+            let exps = nl::ndarray([t, n], nl::float32, buffer = nl::sbuf);
+            nisa::activation(
+                exps,
+                nl::exp,
+                src,
+                bias = negmax,
+                reduce_op = nl::add,
+                reduce_res = inv_sum,
+                reduce_cmd = nisa::reduce_cmd::reset_reduce,
+            );
+            nisa::reciprocal(inv_sum, inv_sum);
+            if complete {
+                nisa::tensor_scalar(dst, exps, nl::multiply, inv_sum);
+            }
+        }
+    }
+
+    /// The router: `x @ w (+ w_bias)` into `router_logits` `[T, E]`, the `k`
+    /// best experts of each token into `expert_index` `[T, k]`, their affinities
+    /// into `expert_affinities` `[T, E]` (see the module docs for the pipeline
+    /// the flags select). Returns `[router_logits, expert_index,
+    /// expert_affinities]`, with the `[T, k]` float32 top-k affinities appended
+    /// when `return_eager_affi`.
+    #[nki_kernel]
+    #[allow(clippy::too_many_arguments)]
+    pub fn router_topk(
+        x: Hbm,
+        w: Hbm,
+        w_bias: Option<Hbm>,
+        router_logits: Hbm,
+        expert_affinities: Hbm,
+        expert_index: Hbm,
+        act_fn: i64,
+        k: i64,
+        x_hbm_layout: i64,
+        x_sb_layout: i64,
+        #[default(true)] router_pre_norm: bool,
+        #[default(false)] norm_topk_prob: bool,
+        #[default(false)] use_column_tiling: bool,
+        #[default(false)] use_indirect_dma_scatter: bool,
+        #[default(false)] return_eager_affi: bool,
+        #[default(false)] use_PE_broadcast_w_bias: bool,
+        #[default(false)] shard_on_tokens: bool,
+        #[default(false)] skip_store_expert_index: bool,
+        #[default(false)] skip_store_router_logits: bool,
+    ) -> Outputs {
+        // The library's rules (see `router_topk_violation`), checked when the kernel is traced.
+        assert!(
+            x_hbm_layout == X_HBM_LAYOUT_H_T || x_hbm_layout == X_HBM_LAYOUT_T_H,
+            "router_topk: x_hbm_layout must be 0 ([H, T]) or 1 ([T, H]), got {x_hbm_layout}"
+        );
+        assert!(x_sb_layout >= 0 && x_sb_layout <= 2, "router_topk: x_sb_layout must be 0, 1 or 2, got {x_sb_layout}");
+        assert!(act_fn == ACT_SIGMOID || act_fn == ACT_SOFTMAX, "router_topk: act_fn must be 0 (SIGMOID) or 1 (SOFTMAX), got {act_fn}");
+        let (w_dims, x_dims) = (w.ndim(), x.ndim());
+        assert!(w_dims == 2, "router_topk: w must be [H, E], got {w_dims} dims");
+        assert!(x_dims == 2, "router_topk: x in HBM must be 2-D, got {x_dims} dims");
+        let [h, e] = w.shape();
+        let xs = x.shape();
+        let x_h = if x_hbm_layout == X_HBM_LAYOUT_H_T { xs[0] } else { xs[1] };
+        let t = if x_hbm_layout == X_HBM_LAYOUT_H_T { xs[1] } else { xs[0] };
+        assert!(x_h == h, "router_topk: x has H = {x_h} (x_hbm_layout = {x_hbm_layout}) but w has H = {h}");
+        assert!(t >= 1, "router_topk: x must hold at least one token, got T = {t}");
+        assert!(h % P_MAX == 0, "router_topk: w: H = {h} must be a multiple of {P_MAX}");
+        assert!(e >= TOP8 && e <= F_MAX, "router_topk: w: E = {e} must be within 8..=512");
+        assert!(k >= 1 && k <= TOP8, "router_topk: k must be within 1..=8, got {k}");
+        let (x_dtype, w_dtype) = (x.dtype(), w.dtype());
+        assert!(x_dtype == w_dtype, "router_topk: x dtype {x_dtype} must match w dtype {w_dtype}");
+        assert!(act_fn != ACT_SIGMOID || use_indirect_dma_scatter, "router_topk: act_fn SIGMOID requires use_indirect_dma_scatter=True");
+        assert!(
+            !return_eager_affi || router_pre_norm || t <= PE_COLUMN_TILE_128,
+            "router_topk: return_eager_affi without router_pre_norm needs T <= 128, got T = {t}"
+        );
+        let rl = router_logits.shape();
+        assert!(router_logits.ndim() == 2 && rl[0] == t && rl[1] == e, "router_topk: router_logits must be [T, E] = [{t}, {e}]");
+        let ea = expert_affinities.shape();
+        assert!(expert_affinities.ndim() == 2 && ea[0] == t && ea[1] == e, "router_topk: expert_affinities must be [T, E] = [{t}, {e}]");
+        let ei = expert_index.shape();
+        assert!(expert_index.ndim() == 2 && ei[0] == t && ei[1] == k, "router_topk: expert_index must be [T, k] = [{t}, {k}]");
+
+        // Token sharding: program 0 takes the first T / programs tokens.
+        let grid = shard_on_tokens && nl::program_ndim() == 1;
+        let programs = if grid { nl::num_programs(0) } else { 1 };
+        assert!(!shard_on_tokens || programs > 1, "router_topk: shard_on_tokens needs more than one program, got {programs}");
+        assert!(t % programs == 0, "router_topk: shard_on_tokens needs T = {t} divisible by the {programs} programs");
+        let program = if grid { nl::program_id(0) } else { 0 };
+        let t_local = t / programs;
+        let t_offset = program * t_local;
+        assert!(
+            !use_indirect_dma_scatter || t_local <= PE_COLUMN_TILE_128 || t_local % PE_COLUMN_TILE_128 == 0,
+            "router_topk: with use_indirect_dma_scatter a program's tokens ({t_local}) must be <= 128 or a multiple of 128"
+        );
+
+        let num_h_tiles = h / P_MAX;
+        let num_t_tiles = t_local.div_ceil(ST_F_MAX);
+        // Partitions of the [t_p_dim, num_t_tiles, ·] token-tiled SBUF tensors.
+        let t_p_dim = if num_t_tiles == 1 { t_local } else { P_MAX };
+
+        // Load x and w with the hidden rows on the partitions. [H, T]: hidden
+        // row j·128 + p on partition p; [T, H]: hidden row p·(H/128) + j.
+        let x_sb = nl::ndarray([P_MAX, num_h_tiles, t_local], x.dtype(), buffer = nl::sbuf);
+        let w_sb = nl::ndarray([P_MAX, num_h_tiles, e], w.dtype(), buffer = nl::sbuf);
+        if x_hbm_layout == X_HBM_LAYOUT_H_T {
+            nisa::dma_copy(x_sb, x.reshape_dim(0, [num_h_tiles, P_MAX]).permute([1, 0, 2])[s![.., .., t_offset..t_offset + t_local]]);
+            nisa::dma_copy(w_sb, w.reshape_dim(0, [num_h_tiles, P_MAX]).permute([1, 0, 2]));
+        } else {
+            nisa::dma_copy(x_sb, x.reshape_dim(1, [P_MAX, num_h_tiles]).permute([1, 2, 0])[s![.., .., t_offset..t_offset + t_local]]);
+            nisa::dma_copy(w_sb, w.reshape([P_MAX, num_h_tiles, e]));
+        }
+
+        // The bias, in fp32, repeated on the partitions of one token tile.
+        let bias_rows = t_local.min(ST_F_MAX);
+        let bias_bc = nl::ndarray([bias_rows, e], nl::float32, buffer = nl::sbuf);
+        if let Some(b) = w_bias {
+            let bias_flat = b.reshape([1, e]);
+            if use_PE_broadcast_w_bias {
+                let bias_row = nl::ndarray([1, e], nl::float32, buffer = nl::sbuf);
+                nisa::dma_copy(bias_row, bias_flat);
+                let ones = nl::ndarray([1, bias_rows], nl::float32, buffer = nl::sbuf);
+                nisa::memset(ones, 1.0);
+                let bias_psum = nl::ndarray([bias_rows, e], nl::float32, buffer = nl::psum);
+                nisa::nc_matmul(bias_psum, ones, bias_row, is_stationary_onezero = true);
+                nisa::tensor_copy(bias_bc, bias_psum);
+            } else {
+                nisa::dma_copy(bias_bc, bias_flat.broadcast(0, bias_rows));
+            }
+        }
+
+        // PE column tiling: a small token tile uses a 32- or 64-column slice of
+        // the array, successive hidden tiles landing in successive slices.
+        let column_tile = if !use_column_tiling || t_local > PE_COLUMN_TILE_64 {
+            PE_COLUMN_TILE_128
+        } else if t_local > PE_COLUMN_TILE_32 {
+            PE_COLUMN_TILE_64
+        } else {
+            PE_COLUMN_TILE_32
+        };
+        let num_column_tiles = PE_COLUMN_TILE_128 / column_tile;
+
+        // Router logits, fp32, token-tiled.
+        let logits_sb = nl::ndarray([t_p_dim, num_t_tiles, e], nl::float32, buffer = nl::sbuf);
+        for ti in 0..num_t_tiles {
+            let t0 = ti * ST_F_MAX;
+            let tt = (t_local - t0).min(ST_F_MAX);
+            let psum = nl::ndarray([P_MAX, e], nl::float32, buffer = nl::psum);
+            for hi in 0..num_h_tiles {
+                let x_tile = x_sb[s![.., hi, t0..t0 + tt]];
+                if num_column_tiles == 1 {
+                    nisa::nc_matmul(psum[s![0..tt, ..]], x_tile, w_sb[s![.., hi, ..]]);
+                } else {
+                    let c0 = (hi % num_column_tiles) * column_tile;
+                    nisa::nc_matmul(
+                        psum[s![c0..c0 + tt, ..]],
+                        x_tile,
+                        w_sb[s![.., hi, ..]],
+                        tile_position = (0, c0),
+                        tile_size = (P_MAX, column_tile),
+                    );
+                }
+            }
+            let dst = logits_sb[s![0..tt, ti, ..]];
+            if w_bias.is_some() {
+                nisa::tensor_tensor(dst, psum[s![0..tt, ..]], bias_bc[s![0..tt, ..]], nl::add);
+            } else {
+                nisa::tensor_copy(dst, psum[s![0..tt, ..]]);
+            }
+            // The other column tiles' partial sums (those some hidden tile reached).
+            for c in 1..num_column_tiles.min(num_h_tiles) {
+                let c0 = c * column_tile;
+                nisa::tensor_tensor(dst, dst, psum[s![c0..c0 + tt, ..]], nl::add);
+            }
+            if !skip_store_router_logits {
+                nisa::dma_copy(router_logits[s![t_offset + t0..t_offset + t0 + tt, ..]], dst);
+            }
+        }
+
+        // The pipeline the flags select.
+        let act1 = router_pre_norm;
+        let act2 = !router_pre_norm;
+        let norm = act1 && norm_topk_prob;
+        let scatter = act2 || norm;
+
+        // ACT1: the activation over all experts.
+        let affinities_full = nl::ndarray([t_p_dim, num_t_tiles, e], nl::float32, buffer = nl::sbuf);
+        let row_negmax = nl::ndarray([t_p_dim, num_t_tiles, 1], nl::float32, buffer = nl::sbuf);
+        let row_inv_sum = nl::ndarray([t_p_dim, num_t_tiles, 1], nl::float32, buffer = nl::sbuf);
+        if act1 {
+            for ti in 0..num_t_tiles {
+                let t0 = ti * ST_F_MAX;
+                let tt = (t_local - t0).min(ST_F_MAX);
+                let full = affinities_full[s![0..tt, ti, ..]];
+                compute_activation(
+                    full,
+                    logits_sb[s![0..tt, ti, ..]],
+                    act_fn,
+                    row_negmax[s![0..tt, ti, ..]],
+                    row_inv_sum[s![0..tt, ti, ..]],
+                    true,
+                );
+                if !scatter {
+                    nisa::dma_copy(expert_affinities[s![t_offset + t0..t_offset + t0 + tt, ..]], full);
+                }
+            }
+        }
+
+        // topK: the 8 best scores of each token and their experts; the first k kept.
+        let topk_vals = nl::ndarray([t_p_dim, num_t_tiles, k], nl::float32, buffer = nl::sbuf);
+        let topk_idx = nl::ndarray([t_p_dim, num_t_tiles, k], nl::uint32, buffer = nl::sbuf);
+        let topk_idx_f32 = nl::ndarray([t_p_dim, num_t_tiles, k], nl::float32, buffer = nl::sbuf);
+        for ti in 0..num_t_tiles {
+            let t0 = ti * ST_F_MAX;
+            let tt = (t_local - t0).min(ST_F_MAX);
+            let scores = if act1 { affinities_full[s![0..tt, ti, ..]] } else { logits_sb[s![0..tt, ti, ..]] };
+            let top8 = nl::ndarray([tt, TOP8], nl::float32, buffer = nl::sbuf);
+            nisa::max8(top8, scores);
+            nisa::tensor_copy(topk_vals[s![0..tt, ti, ..]], top8[s![.., 0..k]]);
+            let idx8 = nl::ndarray([tt, TOP8], nl::uint32, buffer = nl::sbuf);
+            nisa::nc_find_index8(idx8, scores, top8);
+            nisa::tensor_copy(topk_idx[s![0..tt, ti, ..]], idx8[s![.., 0..k]]);
+            nisa::tensor_copy(topk_idx_f32[s![0..tt, ti, ..]], topk_idx[s![0..tt, ti, ..]]);
+            if !skip_store_expert_index {
+                nisa::dma_copy(expert_index[s![t_offset + t0..t_offset + t0 + tt, ..]], topk_idx[s![0..tt, ti, ..]]);
+            }
+        }
+
+        // ACT2 / Norm: the affinities of the selected experts.
+        let topk_aff = nl::ndarray([t_p_dim, num_t_tiles, k], nl::float32, buffer = nl::sbuf);
+        let topk_negmax = nl::ndarray([t_p_dim, num_t_tiles, 1], nl::float32, buffer = nl::sbuf);
+        let topk_inv_sum = nl::ndarray([t_p_dim, num_t_tiles, 1], nl::float32, buffer = nl::sbuf);
+        for ti in 0..num_t_tiles {
+            let t0 = ti * ST_F_MAX;
+            let tt = (t_local - t0).min(ST_F_MAX);
+            let vals = topk_vals[s![0..tt, ti, ..]];
+            let aff = topk_aff[s![0..tt, ti, ..]];
+            if act2 {
+                // Complete when the selected affinities themselves are needed;
+                // else (one-hot softmax) only the statistics.
+                let complete = return_eager_affi || use_indirect_dma_scatter;
+                compute_activation(aff, vals, act_fn, topk_negmax[s![0..tt, ti, ..]], topk_inv_sum[s![0..tt, ti, ..]], complete);
+            } else if norm {
+                let inv = topk_inv_sum[s![0..tt, ti, ..]];
+                nisa::tensor_reduce(inv, nl::add, vals, 1);
+                nisa::reciprocal(inv, inv);
+                nisa::tensor_scalar(aff, vals, nl::multiply, inv);
+            } else {
+                nisa::tensor_copy(aff, vals);
+            }
+        }
+
+        // Scatter the selected affinities to [T, E].
+        if scatter && !use_indirect_dma_scatter {
+            // The expert number of every column, compared with each selected index.
+            let expert_ids = nl::ndarray([t_p_dim, e], nl::uint32, buffer = nl::sbuf);
+            nisa::iota(expert_ids, [[1, e]], offset = 0, channel_multiplier = 0);
+            for ti in 0..num_t_tiles {
+                let t0 = ti * ST_F_MAX;
+                let tt = (t_local - t0).min(ST_F_MAX);
+                let mask = nl::ndarray([tt, e], nl::float32, buffer = nl::sbuf);
+                nisa::memset(mask, 0.0);
+                let hit = nl::ndarray([tt, e], nl::float32, buffer = nl::sbuf);
+                for j in 0..k {
+                    nisa::tensor_scalar(hit, expert_ids[s![0..tt, ..]], nl::equal, topk_idx_f32[s![0..tt, ti, j..j + 1]]);
+                    nisa::tensor_tensor(mask, mask, hit, nl::add);
+                }
+                let full = affinities_full[s![0..tt, ti, ..]];
+                if act2 {
+                    // exp(logit - max of the selected) / (their sum) over all experts.
+                    nisa::activation(full, nl::exp, logits_sb[s![0..tt, ti, ..]], bias = topk_negmax[s![0..tt, ti, ..]]);
+                    nisa::tensor_scalar(full, full, nl::multiply, topk_inv_sum[s![0..tt, ti, ..]]);
+                } else {
+                    nisa::tensor_scalar(full, full, nl::multiply, topk_inv_sum[s![0..tt, ti, ..]]);
+                }
+                let scattered = nl::ndarray([tt, e], nl::float32, buffer = nl::sbuf);
+                nisa::tensor_tensor(scattered, mask, full, nl::multiply);
+                nisa::dma_copy(expert_affinities[s![t_offset + t0..t_offset + t0 + tt, ..]], scattered);
+            }
+        }
+        if scatter && use_indirect_dma_scatter {
+            let zeros = nl::ndarray([t_p_dim, e], x.dtype(), buffer = nl::sbuf);
+            nisa::memset(zeros, 0.0);
+            let flat = expert_affinities.reshape([t * e]);
+            for ti in 0..num_t_tiles {
+                let t0 = ti * ST_F_MAX;
+                let tt = (t_local - t0).min(ST_F_MAX);
+                let r0 = t_offset + t0;
+                nisa::dma_copy(expert_affinities[s![r0..r0 + tt, ..]], zeros[s![0..tt, ..]]);
+                // Each token's flat row offset (t·E), added to its selected experts.
+                let row_offset = nl::ndarray([tt, 1], nl::float32, buffer = nl::sbuf);
+                nisa::iota(row_offset, [[1, 1]], offset = r0 * e, channel_multiplier = e);
+                let flat_idx = nl::ndarray([tt, k], nl::uint32, buffer = nl::sbuf);
+                nisa::tensor_scalar(flat_idx, topk_idx[s![0..tt, ti, ..]], nl::add, row_offset);
+                for j in 0..k {
+                    nisa::dma_copy(
+                        flat.ap([[1, tt], [1, 1]], vector_offset = flat_idx[s![.., j..j + 1]], indirect_dim = 0),
+                        topk_aff[s![0..tt, ti, j..j + 1]],
+                    );
+                }
+            }
+        }
+
+        if return_eager_affi {
+            let eager = nl::ndarray([t, k], nl::float32, buffer = nl::shared_hbm);
+            for ti in 0..num_t_tiles {
+                let t0 = ti * ST_F_MAX;
+                let tt = (t_local - t0).min(ST_F_MAX);
+                nisa::dma_copy(eager[s![t_offset + t0..t_offset + t0 + tt, ..]], topk_aff[s![0..tt, ti, ..]]);
+            }
+            return Outputs(router_logits, expert_index, expert_affinities, eager);
+        }
+        Outputs(router_logits, expert_index, expert_affinities)
+    }
+}
