@@ -17,6 +17,7 @@ pub mod matmul;
 pub mod matmul_steps;
 pub mod rmsnorm;
 pub mod rope;
+pub mod rotational_topk;
 pub mod softmax;
 pub mod temperature_softmax;
 pub mod tensor_add;
@@ -44,6 +45,7 @@ pub static KERNELS: &[&FunctionInfo] = &[
     &matmul_steps::matmul_blocked::INFO,
     &rmsnorm::rmsnorm::INFO,
     &rope::RoPE::INFO,
+    &rotational_topk::rotational_topk::INFO,
     &softmax::softmax::INFO,
     &temperature_softmax::temperature_softmax::INFO,
     &tensor_add::tensor_add::INFO,
