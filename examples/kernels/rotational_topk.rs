@@ -19,14 +19,14 @@
 //!         value, local = lk rounds of max8 / find_index8 / match_replace8 over values[:, :width]
 //!         global = nc_n_gather(indices, local)            # the found columns' global indices
 //!         if stage < n_stages - 1:
-//!             values[:, width:width+lk]  = R·value          # nc_matmul: the found values move one
-//!             indices[:, width:width+lk] = R·global         # partition along the row's ring
+//!             values[:, width:width+lk]  = Rᵀ·value         # nc_matmul: the found values move one
+//!             indices[:, width:width+lk] = Rᵀ·global        # partition along the row's ring
 //!     sorted:   flatten [tile·n_stages, lk] -> [tile, n_stages·lk] through HBM, sort it
 //!               by max8 rounds (gathering the global indices), store the first k
 //!     unsorted: store each row's n_stages groups of lk (padded_k == k)
 //! ```
 //!
-//! What a stage finds is knocked out (`-inf`) where it was, so after `n_stages`
+//! What a stage finds is knocked out (the lowest float) where it was, so after `n_stages`
 //! stages the candidates have travelled the whole ring and the `lk` values each
 //! partition finds last are, together, the row's `padded_k = n_stages·lk` largest.
 //!
@@ -89,6 +89,9 @@ pub mod rotational {
     pub const MOVING_FMAX: i64 = 512;
     /// What pads the last stage past `V` (the library's fill, below any bf16 logit it expects).
     pub const FILL_VALUE: f64 = -9948.0;
+    /// What a found value is replaced with: the lowest fp32 (the library writes
+    /// `-inf`, which the DSL has no literal for; in bf16 this rounds to `-inf`).
+    pub const KNOCKED_OUT: f64 = -3.4028234663852886e38;
 
     /// The library's `RotationalTopkConfig`: everything one call derives from
     /// the shape, `k`, `sorted` and the LNC grid.
@@ -181,7 +184,7 @@ pub mod rotational {
     }
 
     /// The `k` largest values of each partition of `data` (an SBUF tile it
-    /// knocks them out of, `-inf`), descending, and their columns (`uint32`):
+    /// knocks them out of, see [`KNOCKED_OUT`]), descending, and their columns (`uint32`):
     /// `ceil(k / 8)` rounds of `max8`, `nc_find_index8`, `nc_match_replace8`;
     /// equal values are located lowest column first.
     #[nki_helper]
@@ -204,7 +207,7 @@ pub mod rotational {
                 let cols = nl::ds(fold * TOPK_PER_STAGE, TOPK_PER_STAGE);
                 nisa::max8(out_vals[s![.., cols]], data);
                 nisa::nc_find_index8(out_inds[s![.., cols]], data, out_vals[s![.., cols]]);
-                nisa::nc_match_replace8(data, data, out_vals[s![.., cols]], f32::MIN);
+                nisa::nc_match_replace8(data, data, out_vals[s![.., cols]], KNOCKED_OUT);
             }
         }
         (out_vals, out_inds)
@@ -231,6 +234,7 @@ pub mod rotational {
     #[nki_helper]
     pub fn scanning_topk(cfg: RotationalTopkConfig, x: Hbm, values: Hbm, indices: Hbm) {
         let tile = cfg.per_lnc_bxs.min(P_MAX);
+        // The library pads bf16 with its fill and other dtypes with the lowest fp32.
         let fill = if x.dtype() == nl::bfloat16 { FILL_VALUE } else { f32::MIN };
         let end = (cfg.lnc_batch_start + cfg.per_lnc_bxs).min(cfg.bxs);
         for t in nl::sequential_range(cfg.per_lnc_bxs.div_ceil(tile)) {
@@ -254,16 +258,16 @@ pub mod rotational {
     pub fn shift_matrix(n_stages: i64, parts: i64) -> Sbuf {
         let col = nl::ndarray([parts, parts], nl::float32, buffer = nl::sbuf);
         nisa::iota(col, [[1, parts]]);
-        let next = nl::ndarray([parts, parts], nl::float32, buffer = nl::sbuf);
-        nisa::tensor_scalar(next, col, nl::add, 1.0, op1 = nl::r#mod, operand1 = n_stages as f64);
+        let target = nl::ndarray([parts, parts], nl::float32, buffer = nl::sbuf);
+        nisa::tensor_scalar(target, col, nl::add, 1.0, op1 = nl::r#mod, operand1 = n_stages as f64);
         let own = nl::ndarray([parts, parts], nl::float32, buffer = nl::sbuf);
         nisa::tensor_scalar(own, col, nl::r#mod, n_stages as f64);
-        nisa::tensor_tensor(next, next, own, nl::subtract);
-        nisa::tensor_tensor(next, next, col, nl::add);
+        nisa::tensor_tensor(target, target, own, nl::subtract);
+        nisa::tensor_tensor(target, target, col, nl::add);
         let row = nl::ndarray([parts, parts], nl::float32, buffer = nl::sbuf);
         nisa::iota(row, [[0, parts]], channel_multiplier = 1);
         let shift = nl::ndarray([parts, parts], nl::float32, buffer = nl::sbuf);
-        nisa::tensor_tensor(shift, row, next, nl::equal);
+        nisa::tensor_tensor(shift, row, target, nl::equal);
         shift
     }
 
@@ -359,11 +363,11 @@ pub mod rotational {
         let vals = nl::ndarray([m, width], data.dtype(), buffer = nl::sbuf);
         let pos = nl::ndarray([m, width], nl::uint32, buffer = nl::sbuf);
         let out = nl::ndarray([m, width], nl::uint32, buffer = nl::sbuf);
-        for round in nl::sequential_range(width / TOPK_PER_STAGE) {
-            let cols = nl::ds(round * TOPK_PER_STAGE, TOPK_PER_STAGE);
+        for step in nl::sequential_range(width / TOPK_PER_STAGE) {
+            let cols = nl::ds(step * TOPK_PER_STAGE, TOPK_PER_STAGE);
             nisa::max8(vals[s![.., cols]], data);
             nisa::nc_find_index8(pos[s![.., cols]], data, vals[s![.., cols]]);
-            nisa::nc_match_replace8(data, data, vals[s![.., cols]], f32::MIN);
+            nisa::nc_match_replace8(data, data, vals[s![.., cols]], KNOCKED_OUT);
             nisa::nc_n_gather(out[s![.., cols]], labels, pos[s![.., cols]]);
         }
         (vals, out)

@@ -19,6 +19,7 @@ from .ring_attention_bwd import ring_attention_spmd_bwd
 from .ring_attention_fwd import ring_attention_spmd_fwd
 from .rmsnorm import rmsnorm
 from .rope import RoPE
+from .rotational_topk import rotational_topk
 from .softmax import softmax
 from .temperature_softmax import temperature_softmax
 from .tensor_add import tensor_add
@@ -46,6 +47,7 @@ __all__ = [
     "ring_attention_spmd_fwd",
     "rmsnorm",
     "RoPE",
+    "rotational_topk",
     "softmax",
     "temperature_softmax",
     "tensor_add",
