@@ -289,10 +289,7 @@ pub mod rotational {
                 if rem > 0 {
                     nisa::dma_copy(dst[s![b * n..b * n + n, 0..rem]], flat.ap([[chunk, n], [1, rem]], offset = base));
                 }
-                nisa::dma_copy(
-                    dst[s![b * n..b * n + n - 1, rem..chunk]],
-                    flat.ap([[chunk, n - 1], [1, chunk - rem]], offset = base + rem),
-                );
+                nisa::dma_copy(dst[s![b * n..b * n + n - 1, rem..chunk]], flat.ap([[chunk, n - 1], [1, chunk - rem]], offset = base + rem));
             }
         }
     }
@@ -396,8 +393,7 @@ pub mod rotational {
         let n_prgs = if bxs == 1 { 1 } else { programs };
         let prg_id = if bxs == 1 { 0 } else { program };
         let per_lnc_bxs = bxs.div_ceil(n_prgs);
-        let tile_size: i64 =
-            if per_lnc_bxs > P_MAX { optimal_tile_size(vocab_size, k, sorted, per_lnc_bxs) } else { per_lnc_bxs };
+        let tile_size: i64 = if per_lnc_bxs > P_MAX { optimal_tile_size(vocab_size, k, sorted, per_lnc_bxs) } else { per_lnc_bxs };
         let n_stages: i64 = stages_for(vocab_size, k, tile_size);
         assert!(
             n_stages <= P_MAX / tile_size,
