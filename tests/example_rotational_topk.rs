@@ -109,13 +109,17 @@ fn fp32() -> Launch {
 }
 
 /// Smallest (one row, a vocabulary of 64 scanned in one stage), typical (32k
-/// and GPT-2's 50,257, not a multiple of the stages), the library's largest
-/// vocabulary with `k` 256 and its largest `k` (2,048), and more rows than one
-/// tile (`BxS` 1,024 over two programs, tiled by the cost model).
-const SHAPES: [(&[usize], usize, usize); 6] = [
+/// and GPT-2's 50,257, not a multiple of the stages), cases of the library's
+/// own tests (`k` 99 padded to 13 stages of 8; 256 rows over two programs,
+/// which scan), the library's largest vocabulary with `k` 256 and its largest
+/// `k` (2,048), and its largest batch (1,024 rows over two programs, tiled by
+/// the cost model).
+const SHAPES: [(&[usize], usize, usize); 8] = [
     (&[1, 64], 5, 1),
     (&[4, 32000], 64, 1),
     (&[2, 3, 50257], 50, 2),
+    (&[1, 3168], 99, 2),
+    (&[256, 3168], 256, 2),
     (&[8, 151936], 256, 2),
     (&[1, 151936], 2048, 1),
     (&[1024, 2048], 16, 2),
@@ -166,6 +170,13 @@ fn unsorted_output_holds_the_top_k_stage_by_stage() {
     let (vals, _) = &got;
     assert!(vals.chunks(8).all(|g| g.windows(2).all(|w| w[0] > w[1])));
     assert!(vals.chunks(64).any(|row| row.windows(2).any(|w| w[0] < w[1])), "the stages' groups interleave");
+    // The library's unsorted case: 32 stages of 8, V = 25,136 not a multiple of them.
+    let call = Call { shape: &[1, 25136], k: 256, sorted: false };
+    let plan = call.plan(2);
+    assert_eq!((plan.n_stages, plan.stage_free_size, plan.sorted), (32, 786, false));
+    let x = distinct(1, 25136, 5);
+    let got = call.run(&x, Dtype::F32, &fp32().lnc(2)).unwrap();
+    call.check("unsorted 25136", &x, &got, false);
     // A padded k (50 over 7 stages of 8) is sorted regardless.
     let padded = Call { shape: &[4, 50257], k: 50, sorted: false };
     assert!(padded.plan(1).sorted);

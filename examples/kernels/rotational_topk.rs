@@ -56,7 +56,8 @@
 //! library's `-9948.0`. Equal values: the single-stage scan returns them lowest
 //! column first; with several stages which of the equal values reach the output,
 //! and in which order, follows the ring (stage order, then arrival), as in the
-//! library, which documents no order.
+//! library, which documents no order (its own tests check the indices only by
+//! gathering the input at them).
 //!
 //! Deviations, none of them numeric: the config dataclass is not a kernel
 //! parameter (a DSL kernel takes tensors and scalars) — its inputs `k` and
