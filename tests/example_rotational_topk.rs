@@ -206,6 +206,15 @@ fn lnc_1_and_lnc_2_give_identical_results() {
         let two = call.run(&x, Dtype::Bf16, &Launch::new().lnc(2)).unwrap();
         assert_eq!(one, two, "{shape:?} k={k}");
     }
+    // Different stages per row (16 of 32 for 8-row tiles, 32 of 16 for 4-row
+    // ones): on distinct values the results still agree, with the reference too.
+    let call = Call { shape: &[8, 20000], k: 512, sorted: true };
+    let (p1, p2) = (call.plan(1), call.plan(2));
+    assert_eq!((p1.tile_size, p1.n_stages, p2.tile_size, p2.n_stages), (8, 16, 4, 32));
+    let x = distinct(8, 20000, 23);
+    let one = call.run(&x, Dtype::F32, &fp32().lnc(1)).unwrap();
+    assert_eq!(one, call.run(&x, Dtype::F32, &fp32().lnc(2)).unwrap());
+    call.check("LNC 1 and 2, different stages", &x, &one, true);
 }
 
 #[test]
