@@ -51,8 +51,8 @@
 //! 151,936, `k` up to 2,048 and `BxS` up to 1,024.
 //!
 //! Values are copies (the rotation multiplies by 0 and 1 in fp32), so they are
-//! exact; inputs must be finite (`0·inf` would poison the rotation, on the
-//! hardware as here). Padding (the last stage's columns past `V`) holds the
+//! exact; inputs must be finite (`0·inf` is NaN in the rotation's matmul).
+//! Padding (the last stage's columns past `V`) holds the
 //! library's `-9948.0`. Equal values: the single-stage scan returns them lowest
 //! column first; with several stages which of the equal values reach the output,
 //! and in which order, follows the ring (stage order, then arrival), as in the
@@ -67,7 +67,9 @@
 //! with `nc_find_index8` before `nc_match_replace8` (the library's sort does so;
 //! its top-k uses `match_replace8`'s `dst_idx`); the last stage's rotation, whose
 //! result nothing reads, is skipped; the folded tile is preset to the padding
-//! value as a whole, not column range by column range.
+//! value as a whole, not column range by column range; found values are knocked
+//! out with the lowest fp32 (see [`KNOCKED_OUT`]) rather than `-inf`; with
+//! `k == V` the rows are copied to a new output rather than the input returned.
 
 use crate::prelude::*;
 
