@@ -94,6 +94,7 @@ const CASES: &[Case] = &[
             ("router_pre_norm", Text("false")),
         ],
     },
+    Case { kernel: "rotational_topk", ranks: 1, params: &[("inp", F32(&[4, 1000])), ("k", Text("16"))] },
     Case { kernel: "softmax", ranks: 1, params: &[("x", F32(&[128, 96]))] },
     Case { kernel: "temperature_softmax", ranks: 1, params: &[("x", F32(&[128, 64])), ("inv_temp", Text("2.0"))] },
     Case { kernel: "tensor_add", ranks: 1, params: &[("a", F32(&[128, 64])), ("b", F32(&[128, 64]))] },

@@ -18,6 +18,7 @@ pub mod matmul_steps;
 pub mod rmsnorm;
 pub mod rmsnorm_quant;
 pub mod rope;
+pub mod rotational_topk;
 pub mod router_topk;
 pub mod softmax;
 pub mod temperature_softmax;
@@ -47,6 +48,7 @@ pub static KERNELS: &[&FunctionInfo] = &[
     &rmsnorm::rmsnorm::INFO,
     &rmsnorm_quant::rmsnorm_quant_kernel::INFO,
     &rope::RoPE::INFO,
+    &rotational_topk::rotational_topk::INFO,
     &router_topk::router_topk::INFO,
     &softmax::softmax::INFO,
     &temperature_softmax::temperature_softmax::INFO,

@@ -20,6 +20,7 @@ from .ring_attention_fwd import ring_attention_spmd_fwd
 from .rmsnorm import rmsnorm
 from .rmsnorm_quant import rmsnorm_quant_kernel
 from .rope import RoPE
+from .rotational_topk import rotational_topk
 from .router_topk import router_topk
 from .softmax import softmax
 from .temperature_softmax import temperature_softmax
@@ -49,6 +50,7 @@ __all__ = [
     "rmsnorm",
     "rmsnorm_quant_kernel",
     "RoPE",
+    "rotational_topk",
     "router_topk",
     "softmax",
     "temperature_softmax",
