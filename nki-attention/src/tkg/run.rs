@@ -1,7 +1,7 @@
 //! Running `attention_tkg` from Rust with a [`TkgConfig`]: inputs tied to the
 //! configuration, run-time checks with errors naming the parameter, and the output.
 
-use super::attention_tkg::attention_tkg;
+use super::attention_tkg::{AttnTKGConfig, attention_tkg};
 use super::config::{TkgConfig, TkgDims, TkgRule};
 use crate::dtypes::{FLOATS, ParamDtypes, UINT8};
 use nki::{Ctx, Launch, NkiError, Result, Tensor};
@@ -122,38 +122,40 @@ impl TkgConfig {
         Ok(())
     }
 
-    /// The kernel call for `inputs` under this configuration.
-    pub fn call<'a>(&self, inputs: &TkgInputs<'a>) -> attention_tkg::Call<'a> {
+    /// The library's `AttnTKGConfig` of this configuration: its shapes and
+    /// `tp_k_prior`, `q` and `k_active` in the `qk_in_sb` layouts, every other
+    /// field at its default.
+    pub fn attn_config(&self) -> AttnTKGConfig {
         let d = self.dims;
-        attention_tkg::Call::new(
-            inputs.q,
-            inputs.k_active,
-            inputs.v_active,
-            inputs.k_prior,
-            inputs.v_prior,
-            inputs.mask,
-            d.bs,
-            d.q_head,
-            d.s_active,
-            d.curr_sprior,
-            d.full_sprior,
-            d.d_head,
-        )
-        .tp_k_prior(self.tp_k_prior)
-        .sink(inputs.sink)
+        AttnTKGConfig {
+            bs: d.bs,
+            q_head: d.q_head,
+            s_active: d.s_active,
+            curr_sprior: d.curr_sprior,
+            full_sprior: d.full_sprior,
+            d_head: d.d_head,
+            tp_k_prior: self.tp_k_prior,
+            qk_in_sb: true,
+            ..AttnTKGConfig::default()
+        }
+    }
+
+    /// The kernel call for `inputs` under `cfg` (this configuration's [`attn_config`](Self::attn_config)).
+    fn call<'a>(inputs: &TkgInputs<'a>, cfg: &'a AttnTKGConfig) -> attention_tkg::Call<'a> {
+        attention_tkg::Call::new(inputs.q, inputs.k_active, inputs.v_active, inputs.k_prior, inputs.v_prior, inputs.mask, cfg).sink(inputs.sink)
     }
 
     /// Runs the kernel in the program `ctx` (inside a launch); returns `out`
     /// `(bs, q_head, d, s_active)`.
     pub fn run(&self, ctx: &Ctx, inputs: &TkgInputs<'_>) -> Result<Tensor> {
         self.check(inputs)?;
-        self.call(inputs).run(ctx)
+        Self::call(inputs, &self.attn_config()).run(ctx)
     }
 
     /// Checks, then runs the kernel in the emulator on every program of `launch`.
     pub fn launch(&self, launch: &Launch, inputs: &TkgInputs<'_>) -> Result<Tensor> {
         self.check(inputs)?;
-        self.call(inputs).launch(launch)
+        Self::call(inputs, &self.attn_config()).launch(launch)
     }
 }
 
