@@ -162,7 +162,7 @@ impl TkgConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tkg::{FA_TILE_SIZE, P_MAX, TkgDims};
+    use crate::tkg::{FA_TILE_SIZE, MM1_KEYS, P_MAX, PV_GROUP_KEYS, TkgDims};
     use nki::Dtype;
 
     const DIMS: TkgDims = TkgDims { bs: 2, q_head: 2, s_active: 1, curr_sprior: 128, full_sprior: 256, d_head: 8 };
@@ -211,13 +211,36 @@ mod tests {
     }
 
     #[test]
-    fn the_emitted_kernel_uses_the_configuration_constants() {
+    fn the_tile_sizes_are_module_constants_of_the_emitted_kernel() {
         let pkg = nki::emit::Package::new(&[&super::attention_tkg::INFO]).unwrap();
         let source = &pkg.files()["attention_tkg.py"];
-        for (helper, value) in [("p_max", P_MAX), ("fa_tile_size", FA_TILE_SIZE)] {
-            let body = source.split(&format!("def {helper}():")).nth(1).expect("the helper is emitted");
-            let returned = body.lines().find_map(|l| l.trim().strip_prefix("return ")).expect("it returns a constant");
-            assert_eq!(returned, value.to_string(), "{helper}() returns the configuration's constant");
+        for (name, value) in [("P_MAX", P_MAX), ("MM1_KEYS", MM1_KEYS), ("PV_GROUP_KEYS", PV_GROUP_KEYS), ("FA_TILE_SIZE", FA_TILE_SIZE)] {
+            assert!(source.contains(&format!("\n{name} = {value}\n")), "{name} is declared once:\n{source}");
+            assert!(source.matches(name).count() > 1, "{name} is used by name");
         }
+    }
+
+    #[test]
+    fn the_configuration_becomes_the_library_dataclass() {
+        let cfg = TkgConfig::new(DIMS).tp_k_prior(true).attn_config();
+        assert_eq!((cfg.bs, cfg.q_head, cfg.s_active, cfg.curr_sprior, cfg.full_sprior, cfg.d_head), (2, 2, 1, 128, 256, 8));
+        assert!(cfg.tp_k_prior && cfg.qk_in_sb);
+        // The rest keep the library's defaults.
+        let d = AttnTKGConfig::default();
+        assert_eq!((d.bs, d.block_len, d.tp_k_prior, d.qk_in_sb), (0, 0, false, false));
+        assert!(cfg.strided_mm1 && cfg.use_gpsimd_sb2sb && !cfg.fuse_rope && !cfg.use_pos_id && !cfg.out_in_sb && !cfg.k_out_in_sb);
+        assert_eq!(cfg.block_len, 0);
+    }
+
+    #[test]
+    fn a_field_it_does_not_implement_is_refused_by_name() {
+        let x = tensors();
+        let (i, cfg) = (inputs(&x), TkgConfig::new(DIMS).attn_config());
+        let call = |c: &AttnTKGConfig| TkgConfig::call(&i, c).launch(&Launch::new()).unwrap_err().to_string();
+        assert!(call(&AttnTKGConfig { fuse_rope: true, ..cfg.clone() }).contains("cfg.fuse_rope=True is not implemented"));
+        assert!(call(&AttnTKGConfig { block_len: 32, ..cfg.clone() }).contains("cfg.block_len=32"));
+        assert!(call(&AttnTKGConfig { qk_in_sb: false, ..cfg.clone() }).contains("cfg.qk_in_sb=False"));
+        let e = TkgConfig::call(&i, &cfg).k_out(&x[1]).launch(&Launch::new()).unwrap_err().to_string();
+        assert!(e.contains("k_out is written by fused RoPE"), "{e}");
     }
 }

@@ -84,9 +84,16 @@ pub fn help(kernel: &FunctionInfo, command: &str) -> String {
             (true, Some(d)) => format!("default {d}"),
             (true, None) => "optional".to_string(),
         };
-        let kind =
+        let mut kind =
             if p.dtypes.is_empty() { p.kind.describe().to_string() } else { format!("{} of {}", p.kind.describe(), p.dtypes.join("|")) };
+        if let Some(bundle) = p.bundle {
+            kind += &format!(", a field of {bundle}");
+        }
         text += &format!("  {:<32} {kind} ({note})\n", format!("{} {value}", flag_of(p.name)));
+    }
+    if let Some(p) = kernel.params.iter().find(|p| p.bundle.is_some()) {
+        let param = p.name.split('.').next().unwrap_or(p.name);
+        text += &format!("\nThe configuration object {param} is given field by field (--{param}.FIELD VALUE); fields left out keep their defaults.\n");
     }
     text += "\nLaunch flags:\n";
     for (flag, what) in LAUNCH_FLAGS {
