@@ -71,8 +71,9 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
             // The parser reads the fields' `#[default(..)]`s from this copy; Rust
             // gets them as an `impl Default` below.
             structs.push(s.clone());
+            // Rust keeps the fields' docs; the parser reports any other attribute.
             for f in s.fields.iter_mut() {
-                f.attrs.retain(|a| !a.path().is_ident("default"));
+                f.attrs.retain(|a| a.path().is_ident("doc"));
             }
             s.attrs.push(syn::parse_quote!(#[derive(Clone, Debug)]));
         }
@@ -125,7 +126,8 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         let field_docs: Vec<Vec<String>> = s.fields.iter().map(|f| doc_lines(&f.attrs)).collect();
         let source = python::object_class(o, &doc_lines(&s.attrs), &field_docs);
         items.push(registration(&s.ident, quote!(Object), &source));
-        if let Some(item) = default_impl(o) {
+        // A broken default was reported above; a stand-in would only repeat it.
+        if let Some(item) = default_impl(o).filter(|_| !diag.has_errors()) {
             items.push(item);
         }
     }

@@ -174,10 +174,12 @@ pub fn check_objects(objects: &[ObjectDef], diag: &mut Diagnostics) {
                 continue;
             };
             seen_default = true;
-            let (t, declared) = (c.expr(d), Ty::from_ann(ty));
             if !is_literal(d) || matches!(d.kind, ExprKind::None | ExprKind::Str(_)) {
                 c.diag.error(d.span, format!("the default of `{}.{name}` must be a number, bool or nl constant: it becomes the dataclass's default", o.name));
-            } else if !t.fits(&declared) {
+                continue;
+            }
+            let (t, declared) = (c.expr(d), Ty::from_ann(ty));
+            if !t.fits(&declared) {
                 c.diag.error(d.span, format!("`{}.{name}` holds {} but its default is {}", o.name, declared.describe(), t.describe()));
             }
         }
