@@ -333,7 +333,9 @@ fn a_configuration_object_is_given_field_by_field() {
     }
     let help = nki_in(&dir, &["run", "attention_tkg", "--help"]);
     let text = String::from_utf8_lossy(&help.stdout);
-    for w in ["--cfg.bs VALUE", "an int, a field of AttnTKGConfig (default 0)", "--cfg.strided-mm1 VALUE", "(default True)", "--cfg.FIELD VALUE"] {
+    for w in
+        ["--cfg.bs VALUE", "an int, a field of AttnTKGConfig (default 0)", "--cfg.strided-mm1 VALUE", "(default True)", "--cfg.FIELD VALUE"]
+    {
         assert!(help.status.success() && text.contains(w), "`{w}` missing from {text}");
     }
 }

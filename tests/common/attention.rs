@@ -289,7 +289,13 @@ pub type RankArgs<'a> = (Vec<PyArg>, Vec<(&'a str, PyArg)>);
 /// Writes the spec of `kernel` with `ranks`' arguments into a scratch directory
 /// and runs it under the NumPy executor: the directory, the outputs' directory,
 /// and whether it succeeded with its stdout and stderr.
-fn numpy_spec_run(pkg: &Path, kernel: &str, ranks: &[RankArgs<'_>], lnc: usize, precision: &str) -> (PathBuf, PathBuf, bool, String, String) {
+fn numpy_spec_run(
+    pkg: &Path,
+    kernel: &str,
+    ranks: &[RankArgs<'_>],
+    lnc: usize,
+    precision: &str,
+) -> (PathBuf, PathBuf, bool, String, String) {
     let dir = scratch(&format!("npk_{kernel}_{}", unique()));
     let mut n = 0usize;
     fn encode(a: &PyArg, dir: &Path, n: &mut usize) -> String {

@@ -177,7 +177,7 @@ pub mod decode {
     ) -> Sbuf {
         let [d, n] = q_sb.shape();
         let bs = mask.shape()[1];
-            let masked = nl::ndarray([n, width], nl::float32, buffer = nl::sbuf);
+        let masked = nl::ndarray([n, width], nl::float32, buffer = nl::sbuf);
         nisa::memset(masked, f32::MIN);
         for c in 0..(width + MM1_KEYS - 1) / MM1_KEYS {
             let c0 = c * MM1_KEYS;
@@ -201,7 +201,7 @@ pub mod decode {
     #[allow(clippy::too_many_arguments)]
     fn probs_times_values(probs: Sbuf, v_prior: Hbm, v_active: Hbm, b: i64, f0: i64, width: i64, split: i64, d: i64) -> Sbuf {
         let n = probs.shape()[0];
-                let pv = nl::ndarray([n, d], nl::float32, buffer = nl::sbuf);
+        let pv = nl::ndarray([n, d], nl::float32, buffer = nl::sbuf);
         nisa::memset(pv, 0.0);
         for g in 0..(width + PV_GROUP_KEYS - 1) / PV_GROUP_KEYS {
             let acc = nl::ndarray([n, d], nl::float32, buffer = nl::psum);
@@ -245,7 +245,7 @@ pub mod decode {
     ) {
         let n = q_head * s_a;
         let split = s_kv - s_a;
-                let q_sb = nl::ndarray([d, n], nl::bfloat16, buffer = nl::sbuf);
+        let q_sb = nl::ndarray([d, n], nl::bfloat16, buffer = nl::sbuf);
         nisa::dma_copy(q_sb, q[s![.., b * n..(b + 1) * n]]);
 
         // Running statistics: the negated max starts at -sink (sum exp(sink - sink) = 1)
@@ -345,7 +345,10 @@ pub mod decode {
     ) -> Hbm {
         // The configuration this kernel implements: every other field at its default.
         let block_len = cfg.block_len;
-        assert!(block_len == 0, "cfg.block_len={block_len} (a block KV cache) is not implemented: attention_tkg takes a flat cache, block_len=0");
+        assert!(
+            block_len == 0,
+            "cfg.block_len={block_len} (a block KV cache) is not implemented: attention_tkg takes a flat cache, block_len=0"
+        );
         assert!(cfg.strided_mm1, "cfg.strided_mm1=False is not implemented: attention_tkg keeps the default, True");
         assert!(!cfg.use_pos_id, "cfg.use_pos_id=True (an in-kernel mask) is not implemented: pass the mask, use_pos_id=False");
         assert!(!cfg.fuse_rope, "cfg.fuse_rope=True is not implemented: rotate q and k_active and scale q first, fuse_rope=False");
@@ -359,7 +362,10 @@ pub mod decode {
         assert!(inv_freqs.is_none(), "inv_freqs is for fused RoPE, which attention_tkg does not implement: pass None");
         assert!(rope_pos_ids.is_none(), "rope_pos_ids is for fused RoPE and use_pos_id, which attention_tkg does not implement: pass None");
         assert!(start_pos_ids.is_none(), "start_pos_ids (a per-query sliding window) is not implemented: pass None and window the mask");
-        assert!(active_blocks_table.is_none(), "active_blocks_table is for a block KV cache, which attention_tkg does not implement: pass None");
+        assert!(
+            active_blocks_table.is_none(),
+            "active_blocks_table is for a block KV cache, which attention_tkg does not implement: pass None"
+        );
         assert!(k_out.is_none(), "k_out is written by fused RoPE, which attention_tkg does not implement: pass None");
 
         let (bs, q_head, s_active, d_head) = (cfg.bs, cfg.q_head, cfg.s_active, cfg.d_head);

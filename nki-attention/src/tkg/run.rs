@@ -142,7 +142,8 @@ impl TkgConfig {
 
     /// The kernel call for `inputs` under `cfg` (this configuration's [`attn_config`](Self::attn_config)).
     fn call<'a>(inputs: &TkgInputs<'a>, cfg: &'a AttnTKGConfig) -> attention_tkg::Call<'a> {
-        attention_tkg::Call::new(inputs.q, inputs.k_active, inputs.v_active, inputs.k_prior, inputs.v_prior, inputs.mask, cfg).sink(inputs.sink)
+        attention_tkg::Call::new(inputs.q, inputs.k_active, inputs.v_active, inputs.k_prior, inputs.v_prior, inputs.mask, cfg)
+            .sink(inputs.sink)
     }
 
     /// Runs the kernel in the program `ctx` (inside a launch); returns `out`

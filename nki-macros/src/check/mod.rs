@@ -175,7 +175,10 @@ pub fn check_objects(objects: &[ObjectDef], diag: &mut Diagnostics) {
             };
             seen_default = true;
             if !is_literal(d) || matches!(d.kind, ExprKind::None | ExprKind::Str(_)) {
-                c.diag.error(d.span, format!("the default of `{}.{name}` must be a number, bool or nl constant: it becomes the dataclass's default", o.name));
+                c.diag.error(
+                    d.span,
+                    format!("the default of `{}.{name}` must be a number, bool or nl constant: it becomes the dataclass's default", o.name),
+                );
                 continue;
             }
             let (t, declared) = (c.expr(d), Ty::from_ann(ty));

@@ -93,7 +93,9 @@ pub fn help(kernel: &FunctionInfo, command: &str) -> String {
     }
     if let Some(p) = kernel.params.iter().find(|p| p.bundle.is_some()) {
         let param = p.name.split('.').next().unwrap_or(p.name);
-        text += &format!("\nThe configuration object {param} is given field by field (--{param}.FIELD VALUE); fields left out keep their defaults.\n");
+        text += &format!(
+            "\nThe configuration object {param} is given field by field (--{param}.FIELD VALUE); fields left out keep their defaults.\n"
+        );
     }
     text += "\nLaunch flags:\n";
     for (flag, what) in LAUNCH_FLAGS {

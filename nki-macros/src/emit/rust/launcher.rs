@@ -205,9 +205,8 @@ fn extract(value: TokenStream, name: &str, ty: &TypeAnn) -> TokenStream {
 /// from values chosen at run time, its outputs as a list. `None` for helpers and
 /// for kernels with a parameter or result a run-time value cannot stand for.
 pub(super) fn entry(f: &Function) -> Option<TokenStream> {
-    let runnable = |p: &crate::ast::Param| {
-        param_kind(&p.ty).is_some() || bundle_of(f, &p.ty).is_some_and(|o| o.kernel_param_error().is_none())
-    };
+    let runnable =
+        |p: &crate::ast::Param| param_kind(&p.ty).is_some() || bundle_of(f, &p.ty).is_some_and(|o| o.kernel_param_error().is_none());
     if f.kind != FnKind::Kernel || !f.params.iter().all(runnable) {
         return None;
     }
