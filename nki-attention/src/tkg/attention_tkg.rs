@@ -132,7 +132,7 @@ pub mod decode {
     }
 
     /// Loads values `[k0, k0 + rows)` of batch `b` (prior up to `split`, then active)
-    /// as rows of the `(128, d)` tile `dst`.
+    /// as rows of the `(P_MAX, d)` tile `dst`.
     #[nki_helper]
     fn load_values(dst: Sbuf, v_prior: Hbm, v_active: Hbm, b: i64, k0: i64, rows: i64, split: i64) {
         let prior_end = (k0 + rows).min(split);
@@ -195,7 +195,7 @@ pub mod decode {
     }
 
     /// `Σ_j p[:, j] · v[j, :]` over keys `[f0, f0 + width)` of batch `b`: the bf16
-    /// probabilities `(n, width)` PE-transposed per 128 keys and multiplied with the
+    /// probabilities `(n, width)` PE-transposed per [`P_MAX`] keys and multiplied with the
     /// value rows, accumulated in PSUM per [`PV_GROUP_KEYS`] keys. Returns `(n, d)` fp32.
     #[nki_helper]
     #[allow(clippy::too_many_arguments)]

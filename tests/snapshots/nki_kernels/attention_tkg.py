@@ -120,7 +120,7 @@ def masked_scores(q_sb, k_prior, k_active, mask, b, f0, width, split, s_a, tp_k_
 
 def load_values(dst, v_prior, v_active, b, k0, rows, split):
     """Loads values `[k0, k0 + rows)` of batch `b` (prior up to `split`, then active)
-    as rows of the `(128, d)` tile `dst`.
+    as rows of the `(P_MAX, d)` tile `dst`.
     """
     prior_end = min(k0 + rows, split)
     if prior_end > k0:
@@ -132,7 +132,7 @@ def load_values(dst, v_prior, v_active, b, k0, rows, split):
 
 def probs_times_values(probs, v_prior, v_active, b, f0, width, split, d):
     """`Σ_j p[:, j] · v[j, :]` over keys `[f0, f0 + width)` of batch `b`: the bf16
-    probabilities `(n, width)` PE-transposed per 128 keys and multiplied with the
+    probabilities `(n, width)` PE-transposed per [`P_MAX`] keys and multiplied with the
     value rows, accumulated in PSUM per [`PV_GROUP_KEYS`] keys. Returns `(n, d)` fp32.
     """
     n = probs.shape[0]
