@@ -116,12 +116,13 @@ const CASES: &[Case] = &[
             ("k_prior", F32(&[1, 1, 64, 128])),
             ("v_prior", F32(&[1, 1, 128, 64])),
             ("mask", Mask(&[128, 1, 2, 1])),
-            ("bs", Text("1")),
-            ("q_head", Text("2")),
-            ("s_active", Text("1")),
-            ("curr_sprior", Text("128")),
-            ("full_sprior", Text("128")),
-            ("d_head", Text("64")),
+            ("cfg.bs", Text("1")),
+            ("cfg.q_head", Text("2")),
+            ("cfg.s_active", Text("1")),
+            ("cfg.curr_sprior", Text("128")),
+            ("cfg.full_sprior", Text("128")),
+            ("cfg.d_head", Text("64")),
+            ("cfg.qk_in_sb", Text("true")),
         ],
     },
     Case {
@@ -316,6 +317,46 @@ fn the_registry_entry_runs_the_typed_api_with_defaults_and_overrides() {
     let e = launch.run(|ctx| (topk::INFO.entry.unwrap())(ctx, &[t(&x), Some(ArgValue::Float(4.5))])).unwrap_err();
     assert_eq!(e.to_string(), "invalid k = 4.5: k takes an int");
     assert_eq!(layernorm::INFO.params[3].default, Some("1e-5"));
+}
+
+#[test]
+fn a_configuration_object_is_given_field_by_field() {
+    let dir = common::scratch("cli_run_bundle");
+    std::fs::create_dir(dir.join("out")).unwrap();
+    let case = CASES.iter().find(|c| c.kernel == "attention_tkg").unwrap();
+    let flags = write_inputs(&dir, case);
+    let run = |extra: &[&str]| {
+        let mut args: Vec<&str> = vec!["run", "attention_tkg", "--out", "out"];
+        // The case's flag-value pairs, less those `extra` overrides.
+        let kept = flags.chunks(2).filter(|pair| !extra.iter().any(|e| e.split('=').next() == Some(pair[0].as_str())));
+        args.extend(kept.flatten().map(String::as_str));
+        args.extend(extra);
+        nki_in(&dir, &args)
+    };
+    let refusals: &[(&[&str], &[&str])] = &[
+        (&["--cfg.fuse-rope"], &["attention_tkg refused its inputs", "cfg.fuse_rope=True is not implemented"]),
+        (&["--cfg.block-len", "16"], &["cfg.block_len=16 (a block KV cache) is not implemented"]),
+        (&["--cfg.qk-in-sb=false"], &["cfg.qk_in_sb=False"]),
+        (&["--cfg.bss", "1"], &["--cfg.bss is not a parameter of attention_tkg", "did you mean --cfg.bs?"]),
+        (&["--cfg.q-head=two"], &["--cfg.q-head two: expected an int"]),
+    ];
+    for (extra, want) in refusals {
+        let before = files(&dir);
+        let o = run(extra);
+        let err = stderr(&o);
+        assert_eq!((o.status.code(), err.lines().count()), (Some(2), 1), "{extra:?}: {err}");
+        for w in *want {
+            assert!(err.contains(w), "{extra:?}: `{w}` missing from {err}");
+        }
+        assert!(files(&dir) == before && std::fs::read_dir(dir.join("out")).unwrap().count() == 0, "{extra:?} wrote something");
+    }
+    let help = nki_in(&dir, &["run", "attention_tkg", "--help"]);
+    let text = String::from_utf8_lossy(&help.stdout);
+    for w in
+        ["--cfg.bs VALUE", "an int, a field of AttnTKGConfig (default 0)", "--cfg.strided-mm1 VALUE", "(default True)", "--cfg.FIELD VALUE"]
+    {
+        assert!(help.status.success() && text.contains(w), "`{w}` missing from {text}");
+    }
 }
 
 /// Every file under `dir` with its bytes.

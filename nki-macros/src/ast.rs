@@ -48,6 +48,16 @@ pub struct Function {
 pub struct ObjectDef {
     pub name: syn::Ident,
     pub fields: Vec<(syn::Ident, TypeAnn)>,
+    /// Each field's `#[default(value)]`, the dataclass's default (aligned with `fields`).
+    pub defaults: Vec<Option<Expr>>,
+}
+
+impl ObjectDef {
+    /// Whether a kernel may take the bundle as a parameter: every field a scalar
+    /// its caller can give (an int, float or bool), the first offending field otherwise.
+    pub fn kernel_param_error(&self) -> Option<&(syn::Ident, TypeAnn)> {
+        self.fields.iter().find(|(_, t)| !matches!(t, TypeAnn::Int(_) | TypeAnn::Float(_) | TypeAnn::Bool(_)))
+    }
 }
 
 /// A `const` item of an `#[nki_module]`: a Python module constant.

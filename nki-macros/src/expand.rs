@@ -93,7 +93,13 @@ pub fn expand(kind: FnKind, attr: TokenStream, item: TokenStream) -> TokenStream
         }
     };
     // The module's constants and bundles were reported by `#[nki_module]`, once.
-    let objects = parse_objects(&structs, &mut Diagnostics::default());
+    let mut objects = parse_objects(&structs, &mut Diagnostics::default());
+    let mut quiet = Diagnostics::default();
+    crate::check::check_objects(&objects, &mut quiet);
+    if quiet.has_errors() {
+        // Broken field defaults: callers give every field, so nothing cascades.
+        objects.iter_mut().for_each(|o| o.defaults.iter_mut().for_each(|d| *d = None));
+    }
     let mut f = parse_function(&item_fn, kind, &objects, &mut diag);
     f.consts = parse_consts(&consts, &mut Diagnostics::default());
     f.objects = objects;

@@ -7,10 +7,13 @@
 //! receives the constants (as `__module { .. }`) so its body can use them by name
 //! with their types and values.
 
-use crate::ast::ModuleConst;
-use crate::check::check_consts;
+use crate::ast::{ModuleConst, ObjectDef};
+use crate::check::{check_consts, check_objects};
 use crate::diag::Diagnostics;
-use crate::emit::{python, rust::const_registration};
+use crate::emit::{
+    python,
+    rust::{const_registration, default_value},
+};
 use crate::parse::{parse_consts, parse_objects};
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -65,11 +68,18 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         let before = s.attrs.len();
         s.attrs.retain(|a| a.path().segments.last().is_none_or(|p| p.ident != "nki_object"));
         if s.attrs.len() != before {
-            s.attrs.push(syn::parse_quote!(#[derive(Clone, Debug)]));
+            // The parser reads the fields' `#[default(..)]`s from this copy; Rust
+            // gets them as an `impl Default` below.
             structs.push(s.clone());
+            // Rust keeps the fields' docs; the parser reports any other attribute.
+            for f in s.fields.iter_mut() {
+                f.attrs.retain(|a| a.path().is_ident("doc"));
+            }
+            s.attrs.push(syn::parse_quote!(#[derive(Clone, Debug)]));
         }
     }
     let objects = parse_objects(&structs, &mut diag);
+    check_objects(&objects, &mut diag);
     // Each function gets the constants and bundles without their docs and attributes.
     let bare: Vec<TokenStream> = consts
         .iter()
@@ -82,7 +92,8 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
                 &s.ident,
                 s.fields.iter().map(|f| {
                     let (n, t) = (&f.ident, &f.ty);
-                    quote!(#n: #t)
+                    let defaults = f.attrs.iter().filter(|a| a.path().is_ident("default"));
+                    quote!(#(#defaults)* #n: #t)
                 }),
             );
             quote!(struct #name { #(#fields),* })
@@ -112,11 +123,39 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         items.push(registration(&c.ident, quote!(Constant), &source));
     }
     for (s, o) in structs.iter().zip(&objects) {
-        let source = python::object_class(o, &doc_lines(&s.attrs));
+        let field_docs: Vec<Vec<String>> = s.fields.iter().map(|f| doc_lines(&f.attrs)).collect();
+        let source = python::object_class(o, &doc_lines(&s.attrs), &field_docs);
         items.push(registration(&s.ident, quote!(Object), &source));
+        // A broken default was reported above; a stand-in would only repeat it.
+        if let Some(item) = default_impl(o).filter(|_| !diag.has_errors()) {
+            items.push(item);
+        }
     }
     let errors = diag.to_tokens();
     quote!(#errors #m)
+}
+
+/// `impl Default` of a bundle whose every field has a `#[default(..)]`: the
+/// dataclass's defaults, in Rust.
+fn default_impl(o: &ObjectDef) -> Option<syn::Item> {
+    let fields = o
+        .fields
+        .iter()
+        .zip(&o.defaults)
+        .map(|((n, t), d)| {
+            let v = default_value(d.as_ref()?, t);
+            Some(quote!(#n: #v))
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let name = &o.name;
+    Some(syn::parse_quote! {
+        impl ::core::default::Default for #name {
+            /// The dataclass's defaults.
+            fn default() -> Self {
+                #name { #(#fields),* }
+            }
+        }
+    })
 }
 
 /// The `nki emit` registration of a module constant or parameter bundle named

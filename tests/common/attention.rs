@@ -10,7 +10,7 @@
 use super::{as_dtype, harness, scratch};
 use nki::Dtype;
 use nki::io::npy::{NpyType, read_npy, write_npy};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The prefix cache of a reference problem: `[bs_kv, len, d]` keys and values, of
 /// which the first `used` are visible (at positions `j - used`).
@@ -268,6 +268,9 @@ pub enum PyArg {
     Dtype(Dtype),
     /// A Python tuple (e.g. replica groups: a tuple of tuples of ints).
     Tuple(Vec<PyArg>),
+    /// An instance of the `nl.NKIObject` class the package exports under this
+    /// name, built from the fields given (the others keep their defaults).
+    Object(&'static str, Vec<(&'static str, PyArg)>),
 }
 
 /// Runs `kernel` of the emitted package `pkg` under the NumPy executor (one rank,
@@ -283,7 +286,16 @@ pub type RankArgs<'a> = (Vec<PyArg>, Vec<(&'a str, PyArg)>);
 /// Runs `kernel` of the emitted package `pkg` under the NumPy executor with one
 /// rank per entry of `ranks` (its positional arguments and keyword arguments),
 /// `lnc` programs each and `precision`; returns every rank's outputs' values.
-pub fn run_numpy_kwargs_ranks(pkg: &Path, kernel: &str, ranks: &[RankArgs<'_>], lnc: usize, precision: &str) -> Vec<Vec<Vec<f32>>> {
+/// Writes the spec of `kernel` with `ranks`' arguments into a scratch directory
+/// and runs it under the NumPy executor: the directory, the outputs' directory,
+/// and whether it succeeded with its stdout and stderr.
+fn numpy_spec_run(
+    pkg: &Path,
+    kernel: &str,
+    ranks: &[RankArgs<'_>],
+    lnc: usize,
+    precision: &str,
+) -> (PathBuf, PathBuf, bool, String, String) {
     let dir = scratch(&format!("npk_{kernel}_{}", unique()));
     let mut n = 0usize;
     fn encode(a: &PyArg, dir: &Path, n: &mut usize) -> String {
@@ -302,6 +314,10 @@ pub fn run_numpy_kwargs_ranks(pkg: &Path, kernel: &str, ranks: &[RankArgs<'_>], 
             PyArg::Tuple(items) => {
                 let items: Vec<String> = items.iter().map(|i| encode(i, dir, n)).collect();
                 format!("{{\"tuple\": [{}]}}", items.join(", "))
+            }
+            PyArg::Object(class, fields) => {
+                let fields: Vec<String> = fields.iter().map(|(k, v)| format!("\"{k}\": {}", encode(v, dir, n))).collect();
+                format!("{{\"object\": \"{class}\", \"fields\": {{{}}}}}", fields.join(", "))
             }
         }
     }
@@ -332,6 +348,20 @@ pub fn run_numpy_kwargs_ranks(pkg: &Path, kernel: &str, ranks: &[RankArgs<'_>], 
         "--out",
         &out_dir.display().to_string(),
     ]);
+    (dir, out_dir, ok, stdout, stderr)
+}
+
+/// Runs `kernel` of `pkg` under the NumPy executor with arguments it must refuse;
+/// returns the one-line error it printed.
+pub fn run_numpy_refused(pkg: &Path, kernel: &str, args: &[PyArg], kwargs: &[(&str, PyArg)]) -> String {
+    let (dir, _, ok, stdout, stderr) = numpy_spec_run(pkg, kernel, &[(args.to_vec(), kwargs.to_vec())], 1, "fp32");
+    assert!(!ok, "the NumPy run of {kernel} should have been refused:\n{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+    stderr
+}
+
+pub fn run_numpy_kwargs_ranks(pkg: &Path, kernel: &str, ranks: &[RankArgs<'_>], lnc: usize, precision: &str) -> Vec<Vec<Vec<f32>>> {
+    let (dir, out_dir, ok, stdout, stderr) = numpy_spec_run(pkg, kernel, ranks, lnc, precision);
     assert!(ok, "NumPy run of {kernel} failed:\n{stdout}\n{stderr}");
     let result = (0..ranks.len())
         .map(|r| {

@@ -810,7 +810,7 @@ class CheckerTest(unittest.TestCase):
 
 class CommandLineTest(unittest.TestCase):
     PACKAGE = {
-        "__init__.py": "from .kernels import scale, ring\n",
+        "__init__.py": "from .kernels import ScaleConfig, configured, scale, ring\n",
         "helpers.py": """
             import nki.language as nl
             import nki.isa as nisa
@@ -822,6 +822,8 @@ class CommandLineTest(unittest.TestCase):
                 return t
         """,
         "kernels.py": """
+            from dataclasses import dataclass
+
             import nki
             import nki.language as nl
             import nki.isa as nisa
@@ -838,6 +840,22 @@ class CommandLineTest(unittest.TestCase):
                 out = nl.ndarray(shape=(n, m), dtype=x.dtype, buffer=nl.shared_hbm)
                 nisa.dma_copy(dst=out, src=t)
                 return out, x
+
+
+            @dataclass
+            class ScaleConfig(nl.NKIObject):
+                factor: float = 1.0
+                rows: int = 0
+
+
+            @nki.jit
+            def configured(x, cfg):
+                assert x.shape[0] == cfg.rows, f"cfg.rows={cfg.rows} but x has {x.shape[0]} rows"
+                t = load(x, x.shape[0], x.shape[1])
+                nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=cfg.factor)
+                out = nl.ndarray(shape=x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+                nisa.dma_copy(dst=out, src=t)
+                return out
 
 
             @nki.jit
@@ -889,6 +907,27 @@ class CommandLineTest(unittest.TestCase):
         xb = x.astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
         np.testing.assert_array_equal(np.load(self.dir / "out" / "rank0_out0.npy"), xb)
         np.testing.assert_array_equal(np.load(self.dir / "out" / "rank0_out1.npy"), xb)
+
+    def test_configuration_objects(self):
+        np.save(self.dir / "x.npy", np.ones((2, 3)))
+        cfg = {"object": "ScaleConfig", "fields": {"factor": {"float": 2.5}, "rows": {"int": 2}}}
+        spec = self.spec(kernel="configured", args=[[{"npy": "x.npy", "dtype": "float32"}, cfg]])
+        r = self.harness("run", "--package", self.pkg, "--spec", spec, "--out", str(self.dir / "out"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        np.testing.assert_array_equal(np.load(self.dir / "out" / "rank0_out0.npy"), np.full((2, 3), 2.5, np.float32))
+        # A field left out keeps the dataclass's default, which the kernel refuses here.
+        spec = self.spec(kernel="configured", args=[[{"npy": "x.npy", "dtype": "float32"},
+                                                      {"object": "ScaleConfig", "fields": {}}]])
+        r = self.harness("run", "--package", self.pkg, "--spec", spec, "--out", str(self.dir / "out"))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("cfg.rows=0 but x has 2 rows", r.stderr)
+        for bad, want in [({"object": "Missing", "fields": {}}, "exports no class named 'Missing'"),
+                          ({"object": "ScaleConfig", "fields": {"factr": {"int": 1}}}, "cannot build ScaleConfig"),
+                          ({"object": "ScaleConfig", "extra": 1}, "malformed argument")]:
+            spec = self.spec(kernel="configured", args=[[{"npy": "x.npy", "dtype": "float32"}, bad]])
+            r = self.harness("run", "--package", self.pkg, "--spec", spec, "--out", str(self.dir / "out"))
+            self.assertEqual(r.returncode, 1, bad)
+            self.assertIn(want, r.stderr)
 
     def test_three_rank_run(self):
         for r in range(3):

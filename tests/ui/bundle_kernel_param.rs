@@ -7,6 +7,7 @@ mod k {
     #[nki_object]
     struct Cfg {
         tile: i64,
+        w: Tensor,
     }
 
     #[nki_kernel]

@@ -2,12 +2,7 @@
 //! fields this kernel implements), whose rules are checked at compile time when
 //! the configuration is a constant (see [`tkg_config!`](crate::tkg_config)).
 
-/// SBUF partitions (the kernel's `p_max()`): the cache length's granularity and
-/// the most query columns of one batch.
-pub const P_MAX: i64 = 128;
-
-/// Keys per flash-attention tile (the kernel's `fa_tile_size()`, the library's `_FA_TILE_SIZE`).
-pub const FA_TILE_SIZE: i64 = 8192;
+use super::attention_tkg::{FA_TILE_SIZE, P_MAX};
 
 /// The shapes of a decode step: the `AttnTKGConfig` shape fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,5 +6,6 @@ pub mod attention_tkg;
 mod config;
 mod run;
 
-pub use config::{FA_TILE_SIZE, P_MAX, TkgConfig, TkgDims, TkgRule};
+pub use attention_tkg::{AttnTKGConfig, FA_TILE_SIZE, MM1_KEYS, P_MAX, PV_GROUP_KEYS};
+pub use config::{TkgConfig, TkgDims, TkgRule};
 pub use run::{DTYPES, TkgInputs};

@@ -1,7 +1,7 @@
 //! Running `attention_tkg` from Rust with a [`TkgConfig`]: inputs tied to the
 //! configuration, run-time checks with errors naming the parameter, and the output.
 
-use super::attention_tkg::attention_tkg;
+use super::attention_tkg::{AttnTKGConfig, attention_tkg};
 use super::config::{TkgConfig, TkgDims, TkgRule};
 use crate::dtypes::{FLOATS, ParamDtypes, UINT8};
 use nki::{Ctx, Launch, NkiError, Result, Tensor};
@@ -122,45 +122,48 @@ impl TkgConfig {
         Ok(())
     }
 
-    /// The kernel call for `inputs` under this configuration.
-    pub fn call<'a>(&self, inputs: &TkgInputs<'a>) -> attention_tkg::Call<'a> {
+    /// The library's `AttnTKGConfig` of this configuration: its shapes and
+    /// `tp_k_prior`, `q` and `k_active` in the `qk_in_sb` layouts, every other
+    /// field at its default.
+    pub fn attn_config(&self) -> AttnTKGConfig {
         let d = self.dims;
-        attention_tkg::Call::new(
-            inputs.q,
-            inputs.k_active,
-            inputs.v_active,
-            inputs.k_prior,
-            inputs.v_prior,
-            inputs.mask,
-            d.bs,
-            d.q_head,
-            d.s_active,
-            d.curr_sprior,
-            d.full_sprior,
-            d.d_head,
-        )
-        .tp_k_prior(self.tp_k_prior)
-        .sink(inputs.sink)
+        AttnTKGConfig {
+            bs: d.bs,
+            q_head: d.q_head,
+            s_active: d.s_active,
+            curr_sprior: d.curr_sprior,
+            full_sprior: d.full_sprior,
+            d_head: d.d_head,
+            tp_k_prior: self.tp_k_prior,
+            qk_in_sb: true,
+            ..AttnTKGConfig::default()
+        }
+    }
+
+    /// The kernel call for `inputs` under `cfg` (this configuration's [`attn_config`](Self::attn_config)).
+    fn call<'a>(inputs: &TkgInputs<'a>, cfg: &'a AttnTKGConfig) -> attention_tkg::Call<'a> {
+        attention_tkg::Call::new(inputs.q, inputs.k_active, inputs.v_active, inputs.k_prior, inputs.v_prior, inputs.mask, cfg)
+            .sink(inputs.sink)
     }
 
     /// Runs the kernel in the program `ctx` (inside a launch); returns `out`
     /// `(bs, q_head, d, s_active)`.
     pub fn run(&self, ctx: &Ctx, inputs: &TkgInputs<'_>) -> Result<Tensor> {
         self.check(inputs)?;
-        self.call(inputs).run(ctx)
+        Self::call(inputs, &self.attn_config()).run(ctx)
     }
 
     /// Checks, then runs the kernel in the emulator on every program of `launch`.
     pub fn launch(&self, launch: &Launch, inputs: &TkgInputs<'_>) -> Result<Tensor> {
         self.check(inputs)?;
-        self.call(inputs).launch(launch)
+        Self::call(inputs, &self.attn_config()).launch(launch)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tkg::{FA_TILE_SIZE, P_MAX, TkgDims};
+    use crate::tkg::{FA_TILE_SIZE, MM1_KEYS, P_MAX, PV_GROUP_KEYS, TkgDims};
     use nki::Dtype;
 
     const DIMS: TkgDims = TkgDims { bs: 2, q_head: 2, s_active: 1, curr_sprior: 128, full_sprior: 256, d_head: 8 };
@@ -209,13 +212,36 @@ mod tests {
     }
 
     #[test]
-    fn the_emitted_kernel_uses_the_configuration_constants() {
+    fn the_tile_sizes_are_module_constants_of_the_emitted_kernel() {
         let pkg = nki::emit::Package::new(&[&super::attention_tkg::INFO]).unwrap();
         let source = &pkg.files()["attention_tkg.py"];
-        for (helper, value) in [("p_max", P_MAX), ("fa_tile_size", FA_TILE_SIZE)] {
-            let body = source.split(&format!("def {helper}():")).nth(1).expect("the helper is emitted");
-            let returned = body.lines().find_map(|l| l.trim().strip_prefix("return ")).expect("it returns a constant");
-            assert_eq!(returned, value.to_string(), "{helper}() returns the configuration's constant");
+        for (name, value) in [("P_MAX", P_MAX), ("MM1_KEYS", MM1_KEYS), ("PV_GROUP_KEYS", PV_GROUP_KEYS), ("FA_TILE_SIZE", FA_TILE_SIZE)] {
+            assert!(source.contains(&format!("\n{name} = {value}\n")), "{name} is declared once:\n{source}");
+            assert!(source.matches(name).count() > 1, "{name} is used by name");
         }
+    }
+
+    #[test]
+    fn the_configuration_becomes_the_library_dataclass() {
+        let cfg = TkgConfig::new(DIMS).tp_k_prior(true).attn_config();
+        assert_eq!((cfg.bs, cfg.q_head, cfg.s_active, cfg.curr_sprior, cfg.full_sprior, cfg.d_head), (2, 2, 1, 128, 256, 8));
+        assert!(cfg.tp_k_prior && cfg.qk_in_sb);
+        // The rest keep the library's defaults.
+        let d = AttnTKGConfig::default();
+        assert_eq!((d.bs, d.block_len, d.tp_k_prior, d.qk_in_sb), (0, 0, false, false));
+        assert!(cfg.strided_mm1 && cfg.use_gpsimd_sb2sb && !cfg.fuse_rope && !cfg.use_pos_id && !cfg.out_in_sb && !cfg.k_out_in_sb);
+        assert_eq!(cfg.block_len, 0);
+    }
+
+    #[test]
+    fn a_field_it_does_not_implement_is_refused_by_name() {
+        let x = tensors();
+        let (i, cfg) = (inputs(&x), TkgConfig::new(DIMS).attn_config());
+        let call = |c: &AttnTKGConfig| TkgConfig::call(&i, c).launch(&Launch::new()).unwrap_err().to_string();
+        assert!(call(&AttnTKGConfig { fuse_rope: true, ..cfg.clone() }).contains("cfg.fuse_rope=True is not implemented"));
+        assert!(call(&AttnTKGConfig { block_len: 32, ..cfg.clone() }).contains("cfg.block_len=32"));
+        assert!(call(&AttnTKGConfig { qk_in_sb: false, ..cfg.clone() }).contains("cfg.qk_in_sb=False"));
+        let e = TkgConfig::call(&i, &cfg).k_out(&x[1]).launch(&Launch::new()).unwrap_err().to_string();
+        assert!(e.contains("k_out is written by fused RoPE"), "{e}");
     }
 }

@@ -57,6 +57,9 @@ pub struct ParamInfo {
     /// For a tensor declared `#[dtypes(...)]`, the `nl` names of the dtypes it
     /// accepts (the kernel refuses others); empty: any.
     pub dtypes: &'static [&'static str],
+    /// For a field of a bundle parameter (registered as `cfg.field`), the
+    /// bundle's `nl.NKIObject` class, which the caller builds from the fields.
+    pub bundle: Option<&'static str>,
 }
 
 /// A value for one parameter.

@@ -38,8 +38,8 @@ pub use types::{TensorTy, Ty};
 pub use value::{EvalError, Val};
 
 use crate::ast::{
-    Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, FnKind, Function, IndexItem, ModuleConst, Pat, RangeKind, Region,
-    RegionForm, Space, Spn, Stmt, UnOp,
+    Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, FnKind, Function, IndexItem, ModuleConst, ObjectDef, Pat, RangeKind, Region,
+    RegionForm, Space, Spn, Stmt, TypeAnn, UnOp,
 };
 use crate::bounds::{MAX_ELEMENTS, MAX_NESTING};
 use crate::diag::{Diagnostics, did_you_mean};
@@ -150,6 +150,45 @@ pub fn check_consts(consts: &[&ModuleConst], diag: &mut Diagnostics) {
     c.declare_consts(consts.iter().copied());
 }
 
+/// Checks the bundles of an `#[nki_module]`: each field default a literal of the field's type.
+pub fn check_objects(objects: &[ObjectDef], diag: &mut Diagnostics) {
+    let mut c = Checker {
+        diag,
+        info: Info::default(),
+        scopes: vec![Vec::new()],
+        next_sym: 0,
+        ret: None,
+        target: Generation::Trn2,
+        dma_operands: Vec::new(),
+        closure: None,
+        no_reorder: false,
+        objects: Vec::new(),
+    };
+    for o in objects {
+        let mut seen_default = false;
+        for ((name, ty), default) in o.fields.iter().zip(&o.defaults) {
+            let Some(d) = default else {
+                if seen_default {
+                    c.diag.error(name.span(), format!("`{}.{name}` has no default but follows a field with one; a Python dataclass requires fields with defaults to come last", o.name));
+                }
+                continue;
+            };
+            seen_default = true;
+            if !is_literal(d) || matches!(d.kind, ExprKind::None | ExprKind::Str(_)) {
+                c.diag.error(
+                    d.span,
+                    format!("the default of `{}.{name}` must be a number, bool or nl constant: it becomes the dataclass's default", o.name),
+                );
+                continue;
+            }
+            let (t, declared) = (c.expr(d), Ty::from_ann(ty));
+            if !t.fits(&declared) {
+                c.diag.error(d.span, format!("`{}.{name}` holds {} but its default is {}", o.name, declared.describe(), t.describe()));
+            }
+        }
+    }
+}
+
 impl Checker<'_> {
     /// Binds the module constants, with their values, in the outermost scope.
     fn declare_consts<'k>(&mut self, consts: impl IntoIterator<Item = &'k ModuleConst>) {
@@ -222,11 +261,17 @@ pub fn check(f: &Function, target: Generation, diag: &mut Diagnostics) -> Info {
                 c.diag.error(d.span, format!("default {} does not fit the parameter type", t.describe()));
             }
         }
-        if f.kind == FnKind::Kernel && matches!(declared, Ty::Object(_)) {
-            c.diag.error(
-                p.ty.span(),
-                "a kernel takes tensors and scalars (its caller is Python or the launcher); build the bundle in the kernel and pass it to helpers",
-            );
+        if let (FnKind::Kernel, TypeAnn::Object(name, _)) = (f.kind, &p.ty) {
+            let bad = f.objects.iter().find(|o| o.name == *name).and_then(ObjectDef::kernel_param_error);
+            if let Some((field, ty)) = bad {
+                c.diag.error(
+                    p.ty.span(),
+                    format!(
+                        "a kernel's bundle parameter holds ints, floats and bools (its caller gives each field, as Python or as a command-line flag); `{name}.{field}` is {}: build such a bundle in the kernel and pass it to helpers",
+                        Ty::from_ann(ty).describe()
+                    ),
+                );
+            }
         }
         let ty = c.fresh(declared);
         c.declare(&p.name, ty, false, p.name.span());

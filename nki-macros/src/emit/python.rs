@@ -57,8 +57,9 @@ pub fn emit(f: &Function, info: &Info) -> String {
     p.out
 }
 
-/// The Python dataclass of a parameter bundle, after its doc comment lines.
-pub fn object_class(o: &crate::ast::ObjectDef, docs: &[String]) -> String {
+/// The Python dataclass of a parameter bundle, after its doc comment lines; each
+/// field with its default and, after it, its doc comment as a string (`field_docs`).
+pub fn object_class(o: &crate::ast::ObjectDef, docs: &[String], field_docs: &[Vec<String>]) -> String {
     use crate::ast::TypeAnn;
     let mut out = format!("@dataclass\nclass {}(nl.NKIObject):\n", o.name);
     match docs {
@@ -73,16 +74,43 @@ pub fn object_class(o: &crate::ast::ObjectDef, docs: &[String]) -> String {
             out.push_str("    \"\"\"\n\n");
         }
     }
-    for (name, ty) in &o.fields {
+    let info = Info::default();
+    let p = Py { info: &info, out: String::new(), depth: 0, bodies: 0 };
+    for (i, ((name, ty), default)) in o.fields.iter().zip(&o.defaults).enumerate() {
         let t = match ty {
             TypeAnn::Int(_) => "int",
             TypeAnn::Float(_) => "float",
             TypeAnn::Bool(_) => "bool",
             _ => "object",
         };
-        out.push_str(&format!("    {name}: {t}\n"));
+        let value = default.as_ref().map(|d| format!(" = {}", p.field_default(d, ty))).unwrap_or_default();
+        out.push_str(&format!("    {name}: {t}{value}\n"));
+        let doc: Vec<&str> = field_docs.get(i).into_iter().flatten().map(|l| l.trim()).collect();
+        if !doc.is_empty() {
+            let text = doc.join(" ").replace('\\', "\\\\").replace('"', "\\\"");
+            out.push_str(&format!("    \"{text}\"\n"));
+        }
     }
     out
+}
+
+/// Each field's Python default expression of a bundle (nothing for a field without one).
+pub fn field_defaults(o: &crate::ast::ObjectDef) -> Vec<Option<String>> {
+    let info = Info::default();
+    let p = Py { info: &info, out: String::new(), depth: 0, bodies: 0 };
+    o.fields.iter().zip(&o.defaults).map(|((_, ty), d)| d.as_ref().map(|d| p.field_default(d, ty))).collect()
+}
+
+impl Py<'_> {
+    /// A field default: a float field's integer default is written as a Python
+    /// float, like the Rust value.
+    fn field_default(&self, d: &Expr, ty: &crate::ast::TypeAnn) -> String {
+        let text = self.expr(d);
+        match (ty, &d.kind) {
+            (crate::ast::TypeAnn::Float(_), ExprKind::Int(_)) => format!("{text}.0"),
+            _ => text,
+        }
+    }
 }
 
 /// The Python line of a module constant: `TILE = 128`.

@@ -93,15 +93,26 @@ pub fn parse_objects(items: &[syn::ItemStruct], diag: &mut Diagnostics) -> Vec<O
             );
             continue;
         };
-        let fields = named
-            .named
-            .iter()
-            .filter_map(|f| {
-                cx.start_statement();
-                Some((f.ident.clone()?, parse_type(&f.ty, cx)?))
-            })
-            .collect();
-        out.push(ObjectDef { name: s.ident.clone(), fields });
+        let (mut fields, mut defaults) = (Vec::new(), Vec::new());
+        for f in &named.named {
+            cx.start_statement();
+            let mut default = None;
+            for a in &f.attrs {
+                if a.path().is_ident("default") {
+                    match a.parse_args::<syn::Expr>() {
+                        Ok(e) => default = Some(parse_expr(&e, cx)),
+                        Err(e) => cx.push(e),
+                    }
+                } else if !a.path().is_ident("doc") {
+                    cx.error(Spn::of(a), "the field attribute of a parameter bundle is #[default(value)], the dataclass's default");
+                }
+            }
+            if let (Some(name), Some(ty)) = (f.ident.clone(), parse_type(&f.ty, cx)) {
+                fields.push((name, ty));
+                defaults.push(default);
+            }
+        }
+        out.push(ObjectDef { name: s.ident.clone(), fields, defaults });
     }
     out
 }

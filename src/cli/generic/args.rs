@@ -84,9 +84,18 @@ pub fn help(kernel: &FunctionInfo, command: &str) -> String {
             (true, Some(d)) => format!("default {d}"),
             (true, None) => "optional".to_string(),
         };
-        let kind =
+        let mut kind =
             if p.dtypes.is_empty() { p.kind.describe().to_string() } else { format!("{} of {}", p.kind.describe(), p.dtypes.join("|")) };
+        if let Some(bundle) = p.bundle {
+            kind += &format!(", a field of {bundle}");
+        }
         text += &format!("  {:<32} {kind} ({note})\n", format!("{} {value}", flag_of(p.name)));
+    }
+    if let Some(p) = kernel.params.iter().find(|p| p.bundle.is_some()) {
+        let param = p.name.split('.').next().unwrap_or(p.name);
+        text += &format!(
+            "\nThe configuration object {param} is given field by field (--{param}.FIELD VALUE); fields left out keep their defaults.\n"
+        );
     }
     text += "\nLaunch flags:\n";
     for (flag, what) in LAUNCH_FLAGS {
@@ -246,7 +255,7 @@ mod tests {
 
     #[test]
     fn scalars_parse_by_kind() {
-        let p = |kind| ParamInfo { name: "v", kind, optional: false, default: None, dtypes: &[] };
+        let p = |kind| ParamInfo { name: "v", kind, optional: false, default: None, dtypes: &[], bundle: None };
         assert!(matches!(parse_scalar(&p(ParamKind::Dtype), "nl.bfloat16"), Ok(nki::emit::ArgValue::Dtype(Dtype::Bf16))));
         assert!(matches!(parse_scalar(&p(ParamKind::Groups), "0,1;2,3"), Ok(nki::emit::ArgValue::Groups(g)) if g == [[0, 1], [2, 3]]));
         assert_eq!(parse_scalar(&p(ParamKind::Float), "nan").unwrap_err(), "--v nan: expected a finite float");

@@ -54,11 +54,18 @@ def _real_nki():
 
 
 def _kernel(package_dir, spec):
+    """The spec's kernel, and a resolver of the classes the package exports (the
+    configuration objects some kernels take)."""
     package = load_package(package_dir)
     kernel = getattr(package, spec.kernel, None)
     if kernel is None:
         raise SpecError(f"the package exports no kernel named {spec.kernel!r}")
-    return kernel
+
+    def bundle(name):
+        cls = getattr(package, name, None)
+        return cls if isinstance(cls, type) else None
+
+    return kernel, bundle
 
 
 def _run_fake(package_dir, spec, timeout):
@@ -67,7 +74,7 @@ def _run_fake(package_dir, spec, timeout):
     from .fake_nki.tensor import SHARED_HBM, from_cells
 
     fake_nki.install()
-    kernel = _kernel(package_dir, spec)
+    kernel, bundle = _kernel(package_dir, spec)
     if not isinstance(kernel, fake_nki.Kernel):
         raise SpecError(f"{spec.kernel!r} is not an @nki.jit kernel")
 
@@ -87,8 +94,8 @@ def _run_fake(package_dir, spec, timeout):
             cells = d.saturate(array.astype(np.int64))
         return from_cells("input", d, SHARED_HBM, np.asarray(cells))
 
-    args = [[specs.decode(spec, a, tensor, dtype) for a in rank] for rank in spec.args]
-    kwargs = [{k: specs.decode(spec, a, tensor, dtype) for k, a in rank.items()} for rank in spec.kwargs]
+    args = [[specs.decode(spec, a, tensor, dtype, bundle) for a in rank] for rank in spec.args]
+    kwargs = [{k: specs.decode(spec, a, tensor, dtype, bundle) for k, a in rank.items()} for rank in spec.kwargs]
     target = kernel if spec.lnc == 1 else kernel[spec.lnc]
     results = fake_nki.launch(target, args, kwargs, spec.precision, spec.generation, timeout)
     return [[(t.read_cells(), t.dtype.name) for t in _outputs(r, nl.NkiTensor)] for r in results]
@@ -99,13 +106,13 @@ def _run_real(nki, package_dir, spec):
         raise SpecError("nki.simulate does not implement nki.collectives; run several ranks on the NumPy fake")
     import nki.language as nl
 
-    kernel = _kernel(package_dir, spec)
+    kernel, bundle = _kernel(package_dir, spec)
 
     def tensor(array, name):
         return array.astype(np.dtype(name))  # ml_dtypes registers bfloat16 and the float8 names
 
-    args = [specs.decode(spec, a, tensor, lambda n: getattr(nl, n)) for a in spec.args[0]]
-    kwargs = {k: specs.decode(spec, a, tensor, lambda n: getattr(nl, n)) for k, a in spec.kwargs[0].items()}
+    args = [specs.decode(spec, a, tensor, lambda n: getattr(nl, n), bundle) for a in spec.args[0]]
+    kwargs = {k: specs.decode(spec, a, tensor, lambda n: getattr(nl, n), bundle) for k, a in spec.kwargs[0].items()}
     target = kernel if spec.lnc == 1 else kernel[spec.lnc]
     result = nki.simulate(target)(*args, **kwargs)
     return [[(np.asarray(o), np.asarray(o).dtype.name) for o in _outputs(result, np.ndarray)]]

@@ -6,6 +6,7 @@
  "kwargs": [{"name": ARG}, ...]}     # optional, one dict per rank
 ARG = {"npy": PATH, "dtype": "bfloat16"} | {"int": 5} | {"float": 0.5} | {"bool": true}
     | {"none": true} | {"dtype": "float32"} | {"tuple": [ARG, ...]}
+    | {"object": "Cfg", "fields": {"name": ARG, ...}}   # an nl.NKIObject the package exports
 ```
 A relative `npy` path is taken from the spec file's directory.
 """
@@ -78,9 +79,12 @@ def load_npy(spec, path):
     return a
 
 
-def decode(spec, arg, tensor, dtype):
+def decode(spec, arg, tensor, dtype, bundle=None):
     """The Python value of one ARG: `tensor(array, dtype_name)` builds HBM inputs,
-    `dtype(name)` resolves dtype names."""
+    `dtype(name)` resolves dtype names, `bundle(name)` the package's `nl.NKIObject`
+    classes (a configuration dataclass built from its fields)."""
+    if isinstance(arg, dict) and "object" in arg:
+        return _bundle(spec, arg, tensor, dtype, bundle)
     if not isinstance(arg, dict) or len(arg.keys() - {"dtype"}) > 1:
         raise SpecError(f"malformed argument {arg!r}")
     if "npy" in arg:
@@ -99,3 +103,20 @@ def decode(spec, arg, tensor, dtype):
     if "dtype" in arg:
         return dtype(arg["dtype"])
     raise SpecError(f"malformed argument {arg!r}")
+
+
+def _bundle(spec, arg, tensor, dtype, bundle):
+    """An `{"object": NAME, "fields": {...}}` argument: the class NAME the package
+    exports, built with its fields as keyword arguments (the others keep their
+    defaults)."""
+    name, fields = arg.get("object"), arg.get("fields", {})
+    if arg.keys() - {"object", "fields"} or not isinstance(name, str) or not isinstance(fields, dict):
+        raise SpecError(f"malformed argument {arg!r}")
+    cls = bundle(name) if bundle else None
+    if cls is None:
+        raise SpecError(f"the package exports no class named {name!r}")
+    values = {k: decode(spec, v, tensor, dtype, bundle) for k, v in fields.items()}
+    try:
+        return cls(**values)
+    except TypeError as e:
+        raise SpecError(f"cannot build {name}: {e}") from None

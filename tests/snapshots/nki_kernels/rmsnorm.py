@@ -26,8 +26,11 @@ class RmsConfig(nl.NKIObject):
     """What the phases of one call share."""
 
     d: int
+    "Columns per row."
     w: object
+    "The weights, broadcast to `TILE` partitions."
     out_dtype: object
+    "The output's dtype (the input's)."
 
 
 def inverse_rms(cfg, t):

@@ -107,8 +107,8 @@ pub(super) fn builder(f: &Function, ret: &TokenStream) -> TokenStream {
     }
 }
 
-/// The Rust value of a parameter default.
-fn default_value(d: &Expr, ty: &TypeAnn) -> TokenStream {
+/// The Rust value of a parameter's (or bundle field's) default.
+pub fn default_value(d: &Expr, ty: &TypeAnn) -> TokenStream {
     let float = matches!(ty, TypeAnn::Float(_)) || matches!(ty, TypeAnn::Option(i, _) if matches!(**i, TypeAnn::Float(_)));
     match &d.kind {
         ExprKind::Int(v) if float => {
@@ -146,24 +146,42 @@ fn param_kind(ty: &TypeAnn) -> Option<TokenStream> {
     Some(quote!(::nki::emit::ParamKind::#kind))
 }
 
-/// The registry's `ParamInfo` of each parameter whose kind it can name.
+/// The bundle a parameter of type `ty` takes, if it takes one.
+fn bundle_of<'f>(f: &'f Function, ty: &TypeAnn) -> Option<&'f crate::ast::ObjectDef> {
+    match ty {
+        TypeAnn::Object(name, _) => f.objects.iter().find(|o| o.name == *name),
+        _ => None,
+    }
+}
+
+/// The registry's `ParamInfo` of each parameter whose kind it can name; a bundle
+/// parameter `cfg` is flattened into one per field, named `cfg.field`.
 pub(super) fn param_infos(f: &Function, info: &Info) -> Vec<TokenStream> {
+    let some_str = |d: Option<String>| match d {
+        Some(d) => quote!(::core::option::Option::Some(#d)),
+        None => quote!(::core::option::Option::None),
+    };
     let defaults = crate::emit::python::param_defaults(f, info);
-    f.params
-        .iter()
-        .zip(defaults)
-        .filter_map(|(p, default)| {
-            let kind = param_kind(&p.ty)?;
-            let name = p.name.to_string();
-            let optional = f.may_omit(p);
-            let default = match default {
-                Some(d) => quote!(::core::option::Option::Some(#d)),
-                None => quote!(::core::option::Option::None),
-            };
-            let dtypes = &p.dtypes;
-            Some(quote!(::nki::emit::ParamInfo { name: #name, kind: #kind, optional: #optional, default: #default, dtypes: &[#(#dtypes),*] }))
-        })
-        .collect()
+    let mut infos = Vec::new();
+    for (p, default) in f.params.iter().zip(defaults) {
+        if let Some(o) = bundle_of(f, &p.ty) {
+            let bundle = o.name.to_string();
+            for ((field, ty), default) in o.fields.iter().zip(crate::emit::python::field_defaults(o)) {
+                let Some(kind) = param_kind(ty) else { continue };
+                let (name, optional, default) = (format!("{}.{field}", p.name), default.is_some(), some_str(default));
+                infos.push(quote!(::nki::emit::ParamInfo {
+                    name: #name, kind: #kind, optional: #optional, default: #default, dtypes: &[], bundle: ::core::option::Option::Some(#bundle)
+                }));
+            }
+            continue;
+        }
+        let Some(kind) = param_kind(&p.ty) else { continue };
+        let (name, optional, default, dtypes) = (p.name.to_string(), f.may_omit(p), some_str(default), &p.dtypes);
+        infos.push(quote!(::nki::emit::ParamInfo {
+            name: #name, kind: #kind, optional: #optional, default: #default, dtypes: &[#(#dtypes),*], bundle: ::core::option::Option::None
+        }));
+    }
+    infos
 }
 
 /// `value` (an `&ArgValue`) as the Rust value of a parameter of type `ty`.
@@ -187,7 +205,9 @@ fn extract(value: TokenStream, name: &str, ty: &TypeAnn) -> TokenStream {
 /// from values chosen at run time, its outputs as a list. `None` for helpers and
 /// for kernels with a parameter or result a run-time value cannot stand for.
 pub(super) fn entry(f: &Function) -> Option<TokenStream> {
-    if f.kind != FnKind::Kernel || f.params.iter().any(|p| param_kind(&p.ty).is_none()) {
+    let runnable =
+        |p: &crate::ast::Param| param_kind(&p.ty).is_some() || bundle_of(f, &p.ty).is_some_and(|o| o.kernel_param_error().is_none());
+    if f.kind != FnKind::Kernel || !f.params.iter().all(runnable) {
         return None;
     }
     let outputs = match &f.ret {
@@ -204,23 +224,48 @@ pub(super) fn entry(f: &Function) -> Option<TokenStream> {
         Some(_) => return None,
     };
     let args = syn::Ident::new("args", Span::mixed_site());
-    let required = f.params.iter().enumerate().filter(|(_, p)| !f.may_omit(p)).map(|(i, p)| {
-        let name = p.name.to_string();
-        extract(quote!(::nki::emit::required(#args, #i, #name)?), &name, &p.ty)
-    });
-    let optional = f.params.iter().enumerate().filter(|(_, p)| f.may_omit(p)).map(|(i, p)| {
-        let (n, name) = (&p.name, p.name.to_string());
-        let v = extract(quote!(value), &name, &p.ty);
-        quote! {
-            if let ::core::option::Option::Some(value) = ::nki::emit::given(#args, #i) {
-                call = call.#n(#v);
-            }
+    // `args` follows the registry's `ParamInfo`s: a bundle takes one slot per field.
+    let (mut slot, mut bundles, mut required, mut optional) = (0usize, Vec::new(), Vec::new(), Vec::new());
+    for p in &f.params {
+        if let Some(o) = bundle_of(f, &p.ty) {
+            let fields = o.fields.iter().zip(&o.defaults).map(|((field, ty), default)| {
+                let (i, name) = (slot, format!("{}.{field}", p.name));
+                slot += 1;
+                let v = match default {
+                    None => extract(quote!(::nki::emit::required(#args, #i, #name)?), &name, ty),
+                    Some(d) => {
+                        let (given, fallback) = (extract(quote!(value), &name, ty), default_value(d, ty));
+                        quote!(match ::nki::emit::given(#args, #i) {
+                            ::core::option::Option::Some(value) => #given,
+                            ::core::option::Option::None => #fallback,
+                        })
+                    }
+                };
+                quote!(#field: #v)
+            });
+            let (var, name) = (format_ident!("__bundle_{}", p.name, span = Span::mixed_site()), &o.name);
+            bundles.push(quote!(let #var = #name { #(#fields),* };));
+            required.push(quote!(&#var));
+            continue;
         }
-    });
+        let (i, n, name) = (slot, &p.name, p.name.to_string());
+        slot += 1;
+        if f.may_omit(p) {
+            let v = extract(quote!(value), &name, &p.ty);
+            optional.push(quote! {
+                if let ::core::option::Option::Some(value) = ::nki::emit::given(#args, #i) {
+                    call = call.#n(#v);
+                }
+            });
+        } else {
+            required.push(extract(quote!(::nki::emit::required(#args, #i, #name)?), &name, &p.ty));
+        }
+    }
     let ctx = ctx_ident();
     Some(quote! {
         /// Runs the kernel in the program `ctx` with run-time values (the registry's entry).
         fn __entry(#ctx: &::nki::Ctx, #args: &[::core::option::Option<::nki::emit::ArgValue>]) -> ::nki::Result<::std::vec::Vec<::nki::Tensor>> {
+            #(#bundles)*
             #[allow(unused_mut)]
             let mut call = Call::new(#(#required),*);
             #(#optional)*

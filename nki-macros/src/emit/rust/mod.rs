@@ -7,6 +7,8 @@
 mod call;
 mod expr;
 mod launcher;
+
+pub use launcher::default_value;
 mod method;
 mod stmt;
 
