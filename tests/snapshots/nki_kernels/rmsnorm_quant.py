@@ -75,9 +75,13 @@ class RmsNormQuantKernelArgs(nl.NKIObject):
     """
 
     lower_bound: float
+    "Clip bound of the row values and of the row scale (row quantization); `0` for none."
     norm_type: int
+    "`NORM_TYPE_RMS_NORM` or `NORM_TYPE_NO_NORM`."
     quantization_type: int
+    "`QUANTIZATION_TYPE_ROW` or `QUANTIZATION_TYPE_STATIC`."
     eps: float
+    "Added to the mean square before the reciprocal square root."
 
 
 def rms_normalize_tile(kargs, t, gamma, rows):

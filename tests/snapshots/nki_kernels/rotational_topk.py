@@ -44,17 +44,29 @@ class RotationalTopkConfig(nl.NKIObject):
     """
 
     bxs: int
+    "Rows (`B·S`)."
     vocab_size: int
+    "Columns per row (`V`)."
     orig_k: int
+    "The `k` asked for."
     sorted: bool
+    "Whether the output is sorted (forced when `k` is padded)."
     lnc_batch_start: int
+    "This program's first row."
     per_lnc_bxs: int
+    "Rows per program."
     tile_size: int
+    "Rows per tile."
     n_bxs_tiles: int
+    "Tiles per program."
     n_stages: int
+    "Stages (partitions) each row is folded over."
     local_top_k_per_stage: int
+    "Values each stage finds (`lk`, a multiple of 8)."
     padded_k: int
+    "`n_stages · lk`, the values the stages find together."
     stage_free_size: int
+    "Columns of the row per stage (`chunk`)."
 
 
 def stages_for(vocab_size, k, tile):
