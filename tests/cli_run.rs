@@ -10,7 +10,7 @@ use nki::examples::{layernorm::layernorm, topk::topk};
 use nki::io::npy::{NpyType, read_npy, read_tensor_npy, write_npy};
 use nki::{Launch, Tensor};
 use serde_json::Value;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// A generated input: a float32 tensor of uniform values in `[-1, 1)`, an int32
@@ -66,7 +66,11 @@ const CASES: &[Case] = &[
         params: &[("a_t", F32(&[128, 256])), ("b", F32(&[128, 512])), ("tiles_m", Text("2")), ("tiles_n", Text("1"))],
     },
     Case { kernel: "rmsnorm", ranks: 1, params: &[("x", F32(&[128, 64])), ("w", F32(&[1, 64]))] },
-    Case { kernel: "rmsnorm_quant_kernel", ranks: 1, params: &[("hidden", F32(&[1, 4, 64])), ("ln_w", F32(&[64])), ("eps", Text("1e-5"))] },
+    Case {
+        kernel: "rmsnorm_quant_kernel",
+        ranks: 1,
+        params: &[("hidden", F32(&[1, 4, 64])), ("ln_w", F32(&[64])), ("kargs.eps", Text("1e-5")), ("kargs.lower_bound", Text("0.5"))],
+    },
     Case {
         kernel: "RoPE",
         ranks: 1,
@@ -319,27 +323,22 @@ fn the_registry_entry_runs_the_typed_api_with_defaults_and_overrides() {
     assert_eq!(layernorm::INFO.params[3].default, Some("1e-5"));
 }
 
-#[test]
-fn a_configuration_object_is_given_field_by_field() {
-    let dir = common::scratch("cli_run_bundle");
+/// Runs `kernel`'s case with each `(extra flags, expected error parts)` of
+/// `refusals` (an extra flag replaces the case's own): each is refused in one
+/// line with exit code 2 and writes nothing. Returns the scratch directory.
+fn assert_refused(kernel: &str, refusals: &[(&[&str], &[&str])]) -> PathBuf {
+    let dir = common::scratch(&format!("cli_run_bundle_{kernel}"));
     std::fs::create_dir(dir.join("out")).unwrap();
-    let case = CASES.iter().find(|c| c.kernel == "attention_tkg").unwrap();
+    let case = CASES.iter().find(|c| c.kernel == kernel).unwrap();
     let flags = write_inputs(&dir, case);
     let run = |extra: &[&str]| {
-        let mut args: Vec<&str> = vec!["run", "attention_tkg", "--out", "out"];
+        let mut args: Vec<&str> = vec!["run", kernel, "--out", "out"];
         // The case's flag-value pairs, less those `extra` overrides.
         let kept = flags.chunks(2).filter(|pair| !extra.iter().any(|e| e.split('=').next() == Some(pair[0].as_str())));
         args.extend(kept.flatten().map(String::as_str));
         args.extend(extra);
         nki_in(&dir, &args)
     };
-    let refusals: &[(&[&str], &[&str])] = &[
-        (&["--cfg.fuse-rope"], &["attention_tkg refused its inputs", "cfg.fuse_rope=True is not implemented"]),
-        (&["--cfg.block-len", "16"], &["cfg.block_len=16 (a block KV cache) is not implemented"]),
-        (&["--cfg.qk-in-sb=false"], &["cfg.qk_in_sb=False"]),
-        (&["--cfg.bss", "1"], &["--cfg.bss is not a parameter of attention_tkg", "did you mean --cfg.bs?"]),
-        (&["--cfg.q-head=two"], &["--cfg.q-head two: expected an int"]),
-    ];
     for (extra, want) in refusals {
         let before = files(&dir);
         let o = run(extra);
@@ -350,11 +349,44 @@ fn a_configuration_object_is_given_field_by_field() {
         }
         assert!(files(&dir) == before && std::fs::read_dir(dir.join("out")).unwrap().count() == 0, "{extra:?} wrote something");
     }
+    dir
+}
+
+#[test]
+fn a_configuration_object_is_given_field_by_field() {
+    let refusals: &[(&[&str], &[&str])] = &[
+        (&["--cfg.fuse-rope"], &["attention_tkg refused its inputs", "cfg.fuse_rope=True is not implemented"]),
+        (&["--cfg.block-len", "16"], &["cfg.block_len=16 (a block KV cache) is not implemented"]),
+        (&["--cfg.qk-in-sb=false"], &["cfg.qk_in_sb=False"]),
+        (&["--cfg.bss", "1"], &["--cfg.bss is not a parameter of attention_tkg", "did you mean --cfg.bs?"]),
+        (&["--cfg.q-head=two"], &["--cfg.q-head two: expected an int"]),
+    ];
+    let dir = assert_refused("attention_tkg", refusals);
     let help = nki_in(&dir, &["run", "attention_tkg", "--help"]);
     let text = String::from_utf8_lossy(&help.stdout);
     for w in
         ["--cfg.bs VALUE", "an int, a field of AttnTKGConfig (default 0)", "--cfg.strided-mm1 VALUE", "(default True)", "--cfg.FIELD VALUE"]
     {
+        assert!(help.status.success() && text.contains(w), "`{w}` missing from {text}");
+    }
+}
+
+#[test]
+fn a_refused_kargs_field_value_is_named() {
+    let refusals: &[(&[&str], &[&str])] = &[
+        (
+            &["--kargs.norm-type", "2"],
+            &["rmsnorm_quant_kernel refused its inputs", "kargs.norm_type must be NO_NORM (0) or RMS_NORM (1), got kargs.norm_type = 2"],
+        ),
+        (&["--kargs.lower-bound", "-0.5"], &["kargs.lower_bound must be non-negative, got kargs.lower_bound = -0.5"]),
+        (&["--kargs.quantization-type=1"], &["input_dequant_scale must be given for static quantization"]),
+        // The former keyword parameter: the fields are flags of `kargs` now.
+        (&["--eps", "1e-5"], &["--eps is not a parameter of rmsnorm_quant_kernel", "--kargs.lower-bound --kargs.norm-type"]),
+    ];
+    let dir = assert_refused("rmsnorm_quant_kernel", refusals);
+    let help = nki_in(&dir, &["run", "rmsnorm_quant_kernel", "--help"]);
+    let text = String::from_utf8_lossy(&help.stdout);
+    for w in ["--kargs.norm-type VALUE", "an int, a field of RmsNormQuantKernelArgs (default 1)", "--kargs.eps VALUE", "(default 1e-6)"] {
         assert!(help.status.success() && text.contains(w), "`{w}` missing from {text}");
     }
 }

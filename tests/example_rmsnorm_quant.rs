@@ -12,17 +12,18 @@
 
 mod common;
 
-use common::{Arg, as_dtype, run_numpy, tensor, uniform};
+use common::attention::{PyArg, run_numpy_kwargs, run_numpy_refused};
+use common::{as_dtype, emitted_package, tensor, uniform};
 use nki::examples::rmsnorm_quant::{
-    NORM_TYPE_NO_NORM, NORM_TYPE_RMS_NORM, QUANTIZATION_TYPE_ROW, QUANTIZATION_TYPE_STATIC, RmsNormQuantRule, rmsnorm_quant_kernel,
-    rmsnorm_quant_violation,
+    NORM_TYPE_NO_NORM, NORM_TYPE_RMS_NORM, QUANTIZATION_TYPE_ROW, QUANTIZATION_TYPE_STATIC, RmsNormQuantKernelArgs, RmsNormQuantRule,
+    rmsnorm_quant_kernel, rmsnorm_quant_violation,
 };
 use nki::{Dtype, Launch, Precision, Tensor};
 
 /// The largest finite `float8_e4m3`.
 const FP8_MAX: f64 = 240.0;
 
-/// The kernel's keyword arguments.
+/// A test case's configuration: the kernel's `kargs` and static scale.
 #[derive(Clone, Copy)]
 struct Args {
     lower_bound: f64,
@@ -34,6 +35,18 @@ struct Args {
 }
 
 const ROW_RMS: Args = Args { lower_bound: 0.0, norm: true, row: true, eps: 1e-6, static_scale: 0.0 };
+
+impl Args {
+    /// The kernel's `RmsNormQuantKernelArgs`.
+    fn kargs(&self) -> RmsNormQuantKernelArgs {
+        RmsNormQuantKernelArgs {
+            lower_bound: self.lower_bound,
+            norm_type: if self.norm { NORM_TYPE_RMS_NORM } else { NORM_TYPE_NO_NORM },
+            quantization_type: if self.row { QUANTIZATION_TYPE_ROW } else { QUANTIZATION_TYPE_STATIC },
+            eps: self.eps,
+        }
+    }
+}
 
 /// A problem: `hidden` of `shape` (its last dim `H`) and `ln_w` `[H]`.
 struct Problem {
@@ -97,11 +110,8 @@ impl Problem {
         let x = tensor(&self.shape, &self.x, dtype);
         let w = tensor(&[self.h()], &self.w, dtype);
         let sc = tensor(&[128, 1], &[a.static_scale; 128], Dtype::F32);
-        let call = rmsnorm_quant_kernel::Call::new(&x, &w)
-            .lower_bound(a.lower_bound)
-            .norm_type(if a.norm { NORM_TYPE_RMS_NORM } else { NORM_TYPE_NO_NORM })
-            .quantization_type(if a.row { QUANTIZATION_TYPE_ROW } else { QUANTIZATION_TYPE_STATIC })
-            .eps(a.eps);
+        let kargs = a.kargs();
+        let call = rmsnorm_quant_kernel::Call::new(&x, &w, &kargs);
         let call = if a.row { call } else { call.input_dequant_scale(&sc) };
         call.launch(launch)
     }
@@ -291,9 +301,9 @@ fn ln_w_as_a_row_and_float16_inputs() {
     let p = Problem::new(shape, 80);
     let x = tensor(shape, &p.x, Dtype::Bf16);
     let (w, w_row) = (tensor(&[300], &p.w, Dtype::Bf16), tensor(&[1, 300], &p.w, Dtype::Bf16));
-    let launch = Launch::new();
-    let flat = rmsnorm_quant_kernel::Call::new(&x, &w).launch(&launch).unwrap();
-    let row = rmsnorm_quant_kernel::Call::new(&x, &w_row).launch(&launch).unwrap();
+    let (launch, kargs) = (Launch::new(), RmsNormQuantKernelArgs::default());
+    let flat = rmsnorm_quant_kernel::Call::new(&x, &w, &kargs).launch(&launch).unwrap();
+    let row = rmsnorm_quant_kernel::Call::new(&x, &w_row, &kargs).launch(&launch).unwrap();
     assert_eq!(bytes_of(&row), bytes_of(&flat));
     let out = p.run(Dtype::F16, &launch, ROW_RMS).unwrap();
     let want = p.reference(&as_dtype(&p.x, Dtype::F16), &as_dtype(&p.w, Dtype::F16), ROW_RMS);
@@ -312,63 +322,101 @@ fn lnc2_splits_the_rows_with_the_remainder_on_the_last_program() {
     }
 }
 
+/// The library's `RmsNormQuantKernelArgs` defaults: `lower_bound=0.0`,
+/// `NormType.RMS_NORM`, `QuantizationType.ROW`, `eps=1e-6`.
+const LIBRARY_DEFAULTS: RmsNormQuantKernelArgs =
+    RmsNormQuantKernelArgs { lower_bound: 0.0, norm_type: NORM_TYPE_RMS_NORM, quantization_type: QUANTIZATION_TYPE_ROW, eps: 1e-6 };
+
+/// The Rust defaults and the emitted dataclass are the library's, and the
+/// emitted kernel takes the library's parameters.
 #[test]
-fn the_library_rules_are_refused_naming_the_parameter() {
+fn the_bundle_has_the_library_fields_and_defaults() {
+    let d = RmsNormQuantKernelArgs::default();
+    let l = LIBRARY_DEFAULTS;
+    assert_eq!((d.lower_bound, d.norm_type, d.quantization_type, d.eps), (l.lower_bound, l.norm_type, l.quantization_type, l.eps));
+    let pkg = emitted_package();
+    let src = std::fs::read_to_string(pkg.join("rmsnorm_quant.py")).expect("the package holds rmsnorm_quant.py");
+    let signature = "\n@nki.jit\ndef rmsnorm_quant_kernel(hidden, ln_w, kargs, input_dequant_scale=None):";
+    assert!(src.contains(signature), "rmsnorm_quant.py keeps the library's signature:\n{src}");
+    let class = src.split("class RmsNormQuantKernelArgs(nl.NKIObject):").nth(1).expect("the dataclass is emitted");
+    let declared: Vec<&str> =
+        class.lines().map(str::trim).take_while(|l| !l.starts_with("def ")).filter(|l| !l.starts_with('"') && l.contains(": ")).collect();
+    assert_eq!(declared, ["lower_bound: float = 0.0", "norm_type: int = 1", "quantization_type: int = 2", "eps: float = 1e-6"]);
+    let init = std::fs::read_to_string(pkg.join("__init__.py")).expect("the package holds __init__.py");
+    assert!(init.contains("from .rmsnorm_quant import RmsNormQuantKernelArgs\n"), "callers import the bundle:\n{init}");
+}
+
+#[test]
+fn the_library_rules_are_refused_naming_the_field() {
     let launch = Launch::new();
     let p = Problem::new(&[1, 4, 64], 50);
     let x = tensor(&p.shape, &p.x, Dtype::F32);
     let w = tensor(&[64], &p.w, Dtype::F32);
+    let kargs = RmsNormQuantKernelArgs::default();
     let err = |call: rmsnorm_quant_kernel::Call| call.launch(&launch).unwrap_err().message;
-    let e = err(rmsnorm_quant_kernel::Call::new(&x, &w).quantization_type(3));
-    assert!(e.contains("quantization_type must be ROW (2) or STATIC (1), got quantization_type = 3"), "{e}");
-    let e = err(rmsnorm_quant_kernel::Call::new(&x, &w).norm_type(2));
-    assert!(e.contains("norm_type must be NO_NORM (0) or RMS_NORM (1), got norm_type = 2"), "{e}");
-    let e = err(rmsnorm_quant_kernel::Call::new(&x, &w).lower_bound(-1.0));
-    assert!(e.contains("lower_bound must be non-negative, got lower_bound = -1.0"), "{e}");
-    let e = err(rmsnorm_quant_kernel::Call::new(&x, &w).eps(-1e-3));
-    assert!(e.contains("eps must be non-negative"), "{e}");
-    let e = err(rmsnorm_quant_kernel::Call::new(&x, &w).quantization_type(QUANTIZATION_TYPE_STATIC));
+    let with = |k: RmsNormQuantKernelArgs| err(rmsnorm_quant_kernel::Call::new(&x, &w, &k));
+    let e = with(RmsNormQuantKernelArgs { quantization_type: 3, ..kargs.clone() });
+    assert!(e.contains("kargs.quantization_type must be ROW (2) or STATIC (1), got kargs.quantization_type = 3"), "{e}");
+    let e = with(RmsNormQuantKernelArgs { norm_type: 2, ..kargs.clone() });
+    assert!(e.contains("kargs.norm_type must be NO_NORM (0) or RMS_NORM (1), got kargs.norm_type = 2"), "{e}");
+    let e = with(RmsNormQuantKernelArgs { lower_bound: -1.0, ..kargs.clone() });
+    assert!(e.contains("kargs.lower_bound must be non-negative, got kargs.lower_bound = -1.0"), "{e}");
+    let e = with(RmsNormQuantKernelArgs { eps: -1e-3, ..kargs.clone() });
+    assert!(e.contains("kargs.eps must be non-negative"), "{e}");
+    let static_kargs = RmsNormQuantKernelArgs { quantization_type: QUANTIZATION_TYPE_STATIC, ..kargs.clone() };
+    let e = with(static_kargs.clone());
     assert!(e.contains("input_dequant_scale must be given for static quantization"), "{e}");
     let bad_sc = tensor(&[64, 1], &[1.0; 64], Dtype::F32);
-    let e = err(rmsnorm_quant_kernel::Call::new(&x, &w).quantization_type(QUANTIZATION_TYPE_STATIC).input_dequant_scale(&bad_sc));
+    let e = err(rmsnorm_quant_kernel::Call::new(&x, &w, &static_kargs).input_dequant_scale(&bad_sc));
     assert!(e.contains("input_dequant_scale must be broadcast to [128, 1], got"), "{e}");
     // With row quantization the static scale is not used (nor checked), as in the library.
-    let ok = rmsnorm_quant_kernel::Call::new(&x, &w).input_dequant_scale(&bad_sc).launch(&launch).unwrap();
-    assert_eq!(bytes_of(&ok), bytes_of(&rmsnorm_quant_kernel::Call::new(&x, &w).launch(&launch).unwrap()));
+    let ok = rmsnorm_quant_kernel::Call::new(&x, &w, &kargs).input_dequant_scale(&bad_sc).launch(&launch).unwrap();
+    assert_eq!(bytes_of(&ok), bytes_of(&rmsnorm_quant_kernel::Call::new(&x, &w, &kargs).launch(&launch).unwrap()));
     let w_short = tensor(&[32], &p.w[..32], Dtype::F32);
-    let e = err(rmsnorm_quant_kernel::Call::new(&x, &w_short));
+    let e = err(rmsnorm_quant_kernel::Call::new(&x, &w_short, &kargs));
     assert!(e.contains("ln_w must have H = 64 elements, got 32"), "{e}");
     let w_2 = tensor(&[2, 64], &[1.0; 128], Dtype::F32);
-    let e = err(rmsnorm_quant_kernel::Call::new(&x, &w_2));
+    let e = err(rmsnorm_quant_kernel::Call::new(&x, &w_2, &kargs));
     assert!(e.contains("ln_w must be [H] or [1, H], got [2, 64]"), "{e}");
     let big_b = tensor(&[3, 1, 64], &[1.0; 192], Dtype::F32);
-    let e = err(rmsnorm_quant_kernel::Call::new(&big_b, &w));
+    let e = err(rmsnorm_quant_kernel::Call::new(&big_b, &w, &kargs));
     assert!(e.contains("hidden: B = 3 exceeds MAX_B = 2"), "{e}");
     let big_h = tensor(&[1, 16385], &vec![1.0; 16385], Dtype::F32);
-    let e = err(rmsnorm_quant_kernel::Call::new(&big_h, &tensor(&[16385], &vec![1.0; 16385], Dtype::F32)));
+    let e = err(rmsnorm_quant_kernel::Call::new(&big_h, &tensor(&[16385], &vec![1.0; 16385], Dtype::F32), &kargs));
     assert!(e.contains("hidden: H = 16385 exceeds MAX_H = 16384"), "{e}");
     let flat = tensor(&[64], &p.w, Dtype::F32);
-    let e = err(rmsnorm_quant_kernel::Call::new(&flat, &w));
+    let e = err(rmsnorm_quant_kernel::Call::new(&flat, &w, &kargs));
     assert!(e.contains("hidden must have 2 or 3 dims, got 1"), "{e}");
     // One row cannot be split over two programs.
     let one = tensor(&[1, 64], &p.w, Dtype::F32);
-    let e = rmsnorm_quant_kernel::Call::new(&one, &w).launch(&Launch::new().lnc(2)).unwrap_err().message;
+    let e = rmsnorm_quant_kernel::Call::new(&one, &w, &kargs).launch(&Launch::new().lnc(2)).unwrap_err().message;
     assert!(e.contains("the outer dim 1 is too small to give each of the 2 programs a row"), "{e}");
     // Integer tensors are refused by the declared dtypes.
     let ints = Tensor::from_i64(&[1, 64], &[1; 64], Dtype::I32).unwrap();
-    let e = rmsnorm_quant_kernel::Call::new(&ints, &w).launch(&launch).unwrap_err();
+    let e = rmsnorm_quant_kernel::Call::new(&ints, &w, &kargs).launch(&launch).unwrap_err();
     assert_eq!(e.to_string(), "invalid hidden = int32: rmsnorm_quant_kernel takes hidden as float32, bfloat16 or float16");
-    // The same rules as `const fn`s, for compile-time checks.
-    assert_eq!(rmsnorm_quant_violation(0, 1, 2, 1, 3, [2, 32768, 16384]), None);
-    assert_eq!(rmsnorm_quant_violation(0, 1, 2, 1, 3, [2, 32769, 16384]), Some(RmsNormQuantRule::Seq));
-    assert_eq!(rmsnorm_quant_violation(0, 1, 2, 1, 2, [65537, 0, 64]), Some(RmsNormQuantRule::Outer));
-    assert_eq!(rmsnorm_quant_violation(0, 3, 2, 1, 3, [1, 1, 1]), Some(RmsNormQuantRule::NormType));
-    assert_eq!(rmsnorm_quant_violation(-1, 1, 1, 1, 3, [1, 1, 1]), Some(RmsNormQuantRule::LowerBound));
-    assert_eq!(rmsnorm_quant_violation(0, 1, 0, 1, 3, [1, 1, 1]), Some(RmsNormQuantRule::QuantizationType));
-    assert_eq!(rmsnorm_quant_violation(0, 1, 2, 1, 4, [1, 1, 1]), Some(RmsNormQuantRule::Rank));
-    let cfg =
-        nki::rmsnorm_quant_config!(lower_bound_micros = 0, norm_type = 1, quantization_type = 2, eps_micros = 1, hidden = [2, 160, 16384]);
-    assert_eq!(cfg, (1, 2, [2, 160, 16384]));
+    // The same rules as a `const fn`, for compile-time checks.
+    let l = LIBRARY_DEFAULTS;
+    assert_eq!(rmsnorm_quant_violation(&l, 3, [2, 32768, 16384]), None);
+    assert_eq!(rmsnorm_quant_violation(&l, 3, [2, 32769, 16384]), Some(RmsNormQuantRule::Seq));
+    assert_eq!(rmsnorm_quant_violation(&l, 2, [65537, 0, 64]), Some(RmsNormQuantRule::Outer));
+    assert_eq!(rmsnorm_quant_violation(&l, 4, [1, 1, 1]), Some(RmsNormQuantRule::Rank));
+    for (k, rule, field) in [
+        (RmsNormQuantKernelArgs { norm_type: 3, ..l.clone() }, RmsNormQuantRule::NormType, "norm_type"),
+        (RmsNormQuantKernelArgs { lower_bound: -1.0, ..l.clone() }, RmsNormQuantRule::LowerBound, "lower_bound"),
+        (RmsNormQuantKernelArgs { lower_bound: f64::NAN, ..l.clone() }, RmsNormQuantRule::LowerBound, "lower_bound"),
+        (RmsNormQuantKernelArgs { eps: -1e-9, ..l.clone() }, RmsNormQuantRule::Eps, "eps"),
+        (RmsNormQuantKernelArgs { quantization_type: 0, ..l.clone() }, RmsNormQuantRule::QuantizationType, "quantization_type"),
+    ] {
+        assert_eq!(rmsnorm_quant_violation(&k, 3, [1, 1, 1]), Some(rule));
+        assert!(rule.message().contains(&format!("kargs.{field} must be")), "{}", rule.message());
+    }
+    let (k, hidden) = nki::rmsnorm_quant_config!(
+        kargs =
+            RmsNormQuantKernelArgs { lower_bound: 0.5, norm_type: NORM_TYPE_NO_NORM, quantization_type: QUANTIZATION_TYPE_ROW, eps: 0.0 },
+        hidden = [2, 160, 16384]
+    );
+    assert_eq!((k.lower_bound, k.norm_type, hidden), (0.5, NORM_TYPE_NO_NORM, [2, 160, 16384]));
 }
 
 /// NumPy's run of the emitted kernel against the emulator's, value for value
@@ -384,20 +432,36 @@ fn emitted_kernel_under_numpy_matches_the_emulator() {
     )]) {
         let emu: Vec<f32> = p.run(Dtype::Bf16, &Launch::new().precision(precision), a).unwrap().to_f32_vec();
         let mut args = vec![
-            Arg::Tensor(shape.to_vec(), p.x.clone(), Dtype::Bf16),
-            Arg::Tensor(vec![shape[2]], p.w.clone(), Dtype::Bf16),
-            Arg::Float(a.lower_bound),
-            Arg::Int(if a.norm { NORM_TYPE_RMS_NORM } else { NORM_TYPE_NO_NORM }),
-            Arg::Int(if a.row { QUANTIZATION_TYPE_ROW } else { QUANTIZATION_TYPE_STATIC }),
-            Arg::Float(a.eps),
+            PyArg::Tensor(shape.to_vec(), p.x.clone(), Dtype::Bf16),
+            PyArg::Tensor(vec![shape[2]], p.w.clone(), Dtype::Bf16),
+            kargs_arg(a.kargs()),
         ];
         if !a.row {
-            args.push(Arg::Tensor(vec![128, 1], vec![a.static_scale; 128], Dtype::F32));
+            args.push(PyArg::Tensor(vec![128, 1], vec![a.static_scale; 128], Dtype::F32));
         }
-        let np = &run_numpy("rmsnorm_quant_kernel", &args, 1, mode)[0];
+        let np = &run_numpy_kwargs(emitted_package(), "rmsnorm_quant_kernel", &args, &[], 1, mode)[0];
         assert_eq!(np.len(), emu.len());
         for (i, (g, e)) in np.iter().zip(&emu).enumerate() {
             assert!(g == e || (g.is_nan() && e.is_nan()), "{mode} row={}: element {i}: numpy {g} vs emulator {e}", a.row);
         }
     }
+    // A field value the library refuses is refused by the emitted kernel too, naming the field.
+    let x = PyArg::Tensor(shape.to_vec(), p.x.clone(), Dtype::Bf16);
+    let w = PyArg::Tensor(vec![shape[2]], p.w.clone(), Dtype::Bf16);
+    let bad = kargs_arg(RmsNormQuantKernelArgs { norm_type: 2, ..LIBRARY_DEFAULTS });
+    let e = run_numpy_refused(emitted_package(), "rmsnorm_quant_kernel", &[x, w], &[("kargs", bad)]);
+    assert!(e.contains("kargs.norm_type must be NO_NORM (0) or RMS_NORM (1), got kargs.norm_type = 2"), "{e}");
+}
+
+/// `kargs` as the NumPy executor's `RmsNormQuantKernelArgs` object.
+fn kargs_arg(k: RmsNormQuantKernelArgs) -> PyArg {
+    PyArg::Object(
+        "RmsNormQuantKernelArgs",
+        vec![
+            ("lower_bound", PyArg::Float(k.lower_bound)),
+            ("norm_type", PyArg::Int(k.norm_type)),
+            ("quantization_type", PyArg::Int(k.quantization_type)),
+            ("eps", PyArg::Float(k.eps)),
+        ],
+    )
 }

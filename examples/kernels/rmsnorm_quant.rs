@@ -39,16 +39,15 @@
 //! program taking the remainder, and each program runs the loop above on its
 //! rows.
 //!
-//! The library takes its configuration as an `RmsNormQuantKernelArgs` dataclass;
-//! a DSL kernel takes tensors and scalars, so its fields (`lower_bound`,
-//! `norm_type`, `quantization_type`, `eps`) are keyword parameters in the
-//! dataclass's order and with its defaults, in place of `kargs`, and the kernel
-//! builds the [`RmsNormQuantKernelArgs`] bundle its phases share. `norm_type`
-//! and `quantization_type` take the integer values of the library's `NormType`
-//! and `QuantizationType` enums ([`NORM_TYPE_RMS_NORM`], [`QUANTIZATION_TYPE_ROW`],
-//! ...). That is the one deviation from the library's signature. The library
-//! documents `B` up to 2, `S` up to 32768 and `H` up to 16384; inputs of rank 2
-//! and 3 are accepted.
+//! The kernel takes the library's signature, `hidden, ln_w, kargs,
+//! input_dequant_scale=None`, with `kargs` the [`RmsNormQuantKernelArgs`]
+//! bundle (the dataclass's fields, order and defaults); its `norm_type` and
+//! `quantization_type` take the integer values of the library's `NormType` and
+//! `QuantizationType` enums ([`NORM_TYPE_RMS_NORM`], [`QUANTIZATION_TYPE_ROW`],
+//! ...), the one deviation from the library's dataclass. The library's fused
+//! pre-norm and residual options (`pre_norm_gamma`, `residual`) and its
+//! `dtype_mode` are not taken. The library documents `B` up to 2, `S` up to
+//! 32768 and `H` up to 16384; inputs of rank 2 and 3 are accepted.
 
 use crate::prelude::*;
 
@@ -57,13 +56,13 @@ pub use kernel::*;
 /// Why an `rmsnorm_quant_kernel` configuration or shape is refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RmsNormQuantRule {
-    /// `quantization_type` is not `ROW` or `STATIC`.
+    /// `kargs.quantization_type` is not `ROW` or `STATIC`.
     QuantizationType,
-    /// `norm_type` is not `NO_NORM` or `RMS_NORM`.
+    /// `kargs.norm_type` is not `NO_NORM` or `RMS_NORM`.
     NormType,
-    /// `lower_bound` is negative.
+    /// `kargs.lower_bound` is negative.
     LowerBound,
-    /// `eps` is negative.
+    /// `kargs.eps` is negative.
     Eps,
     /// `hidden` has fewer than 2 or more than 3 dims.
     Rank,
@@ -81,10 +80,10 @@ impl RmsNormQuantRule {
     /// The rule in words.
     pub const fn message(self) -> &'static str {
         match self {
-            RmsNormQuantRule::QuantizationType => "rmsnorm_quant: quantization_type must be ROW (2) or STATIC (1)",
-            RmsNormQuantRule::NormType => "rmsnorm_quant: norm_type must be NO_NORM (0) or RMS_NORM (1)",
-            RmsNormQuantRule::LowerBound => "rmsnorm_quant: lower_bound must be non-negative",
-            RmsNormQuantRule::Eps => "rmsnorm_quant: eps must be non-negative",
+            RmsNormQuantRule::QuantizationType => "rmsnorm_quant: kargs.quantization_type must be ROW (2) or STATIC (1)",
+            RmsNormQuantRule::NormType => "rmsnorm_quant: kargs.norm_type must be NO_NORM (0) or RMS_NORM (1)",
+            RmsNormQuantRule::LowerBound => "rmsnorm_quant: kargs.lower_bound must be non-negative",
+            RmsNormQuantRule::Eps => "rmsnorm_quant: kargs.eps must be non-negative",
             RmsNormQuantRule::Rank => "rmsnorm_quant: hidden must have 2 or 3 dims",
             RmsNormQuantRule::Batch => "rmsnorm_quant: B must be at most MAX_B = 2",
             RmsNormQuantRule::Seq => "rmsnorm_quant: S must be at most MAX_S = 32768",
@@ -94,27 +93,21 @@ impl RmsNormQuantRule {
     }
 }
 
-/// The first rule the arguments (`lower_bound` and `eps` in millionths, as
-/// `const` floats cannot be compared in every context) and the shape of
-/// `hidden` (`dims` of `[B, S, H]`, `S` unused when `rank` is 2) break.
-pub const fn rmsnorm_quant_violation(
-    lower_bound_micros: i64,
-    norm_type: i64,
-    quantization_type: i64,
-    eps_micros: i64,
-    rank: i64,
-    dims: [i64; 3],
-) -> Option<RmsNormQuantRule> {
-    if quantization_type != QUANTIZATION_TYPE_ROW && quantization_type != QUANTIZATION_TYPE_STATIC {
+/// The first rule `kargs` and the shape of `hidden` (`dims` of `[B, S, H]`,
+/// `S` unused when `rank` is 2) break.
+pub const fn rmsnorm_quant_violation(kargs: &RmsNormQuantKernelArgs, rank: i64, dims: [i64; 3]) -> Option<RmsNormQuantRule> {
+    let (qt, nt) = (kargs.quantization_type, kargs.norm_type);
+    if qt != QUANTIZATION_TYPE_ROW && qt != QUANTIZATION_TYPE_STATIC {
         return Some(RmsNormQuantRule::QuantizationType);
     }
-    if norm_type != NORM_TYPE_NO_NORM && norm_type != NORM_TYPE_RMS_NORM {
+    if nt != NORM_TYPE_NO_NORM && nt != NORM_TYPE_RMS_NORM {
         return Some(RmsNormQuantRule::NormType);
     }
-    if lower_bound_micros < 0 {
+    // NaN is refused too, as by the kernel's `lower_bound >= 0` assertion.
+    if kargs.lower_bound.is_nan() || kargs.lower_bound < 0.0 {
         return Some(RmsNormQuantRule::LowerBound);
     }
-    if eps_micros < 0 {
+    if kargs.eps.is_nan() || kargs.eps < 0.0 {
         return Some(RmsNormQuantRule::Eps);
     }
     if rank != 2 && rank != 3 {
@@ -136,32 +129,35 @@ pub const fn rmsnorm_quant_violation(
     None
 }
 
-/// An `rmsnorm_quant_kernel` configuration checked at compile time: the
-/// arguments' tuple, or a compile error naming the rule they break.
-/// `lower_bound` and `eps` are given in millionths.
+/// An `rmsnorm_quant_kernel` configuration checked at compile time: `kargs`
+/// (a constant expression) and the `[B, S, H]` of `hidden`, or a compile error
+/// naming the rule they break.
 ///
 /// ```
-/// let cfg = nki::rmsnorm_quant_config!(
-///     lower_bound_micros = 0, norm_type = 1, quantization_type = 2, eps_micros = 1, hidden = [1, 2048, 8192]
+/// use nki::examples::rmsnorm_quant::RmsNormQuantKernelArgs;
+/// let (kargs, hidden) = nki::rmsnorm_quant_config!(
+///     kargs = RmsNormQuantKernelArgs { lower_bound: 0.0, norm_type: 1, quantization_type: 2, eps: 1e-6 },
+///     hidden = [1, 2048, 8192]
 /// );
-/// assert_eq!(cfg, (1, 2, [1, 2048, 8192]));
+/// assert_eq!((kargs.quantization_type, hidden), (2, [1, 2048, 8192]));
 /// ```
 ///
 /// ```compile_fail
 /// // B = 4 is above MAX_B = 2.
+/// use nki::examples::rmsnorm_quant::RmsNormQuantKernelArgs;
 /// let cfg = nki::rmsnorm_quant_config!(
-///     lower_bound_micros = 0, norm_type = 1, quantization_type = 2, eps_micros = 1, hidden = [4, 128, 1024]
+///     kargs = RmsNormQuantKernelArgs { lower_bound: 0.0, norm_type: 1, quantization_type: 2, eps: 1e-6 },
+///     hidden = [4, 128, 1024]
 /// );
 /// ```
 #[macro_export]
 macro_rules! rmsnorm_quant_config {
-    (
-        lower_bound_micros = $lb:expr,norm_type = $nt:expr,quantization_type = $qt:expr,eps_micros = $eps:expr,hidden = [$b:expr, $s:expr, $h:expr]
-    ) => {{
-        const _: () = if let Some(rule) = $crate::examples::rmsnorm_quant::rmsnorm_quant_violation($lb, $nt, $qt, $eps, 3, [$b, $s, $h]) {
+    (kargs = $kargs:expr,hidden = [$b:expr, $s:expr, $h:expr]) => {{
+        const KARGS: $crate::examples::rmsnorm_quant::RmsNormQuantKernelArgs = $kargs;
+        const _: () = if let Some(rule) = $crate::examples::rmsnorm_quant::rmsnorm_quant_violation(&KARGS, 3, [$b, $s, $h]) {
             panic!("{}", rule.message());
         };
-        ($nt, $qt, [$b, $s, $h])
+        (KARGS, [$b, $s, $h])
     }};
 }
 
@@ -201,17 +197,22 @@ pub mod kernel {
     /// A `lower_bound` at or below this is no bound (the library's `has_lower_bound`).
     pub const LOWER_BOUND_MIN: f64 = 1e-6;
 
-    /// The library's `RmsNormQuantKernelArgs`, built from the kernel's keyword
-    /// parameters and shared by the phases.
+    /// The library's `RmsNormQuantKernelArgs`: the kernel's configuration, with
+    /// the dataclass's field names, order and defaults (the enums as their
+    /// integer values), shared by the phases.
     #[nki_object]
     pub struct RmsNormQuantKernelArgs {
         /// Clip bound of the row values and of the row scale (row quantization); `0` for none.
+        #[default(0.0)]
         pub lower_bound: f64,
-        /// `NORM_TYPE_RMS_NORM` or `NORM_TYPE_NO_NORM`.
+        /// `NORM_TYPE_RMS_NORM` (1) or `NORM_TYPE_NO_NORM` (0).
+        #[default(1)]
         pub norm_type: i64,
-        /// `QUANTIZATION_TYPE_ROW` or `QUANTIZATION_TYPE_STATIC`.
+        /// `QUANTIZATION_TYPE_ROW` (2) or `QUANTIZATION_TYPE_STATIC` (1).
+        #[default(2)]
         pub quantization_type: i64,
         /// Added to the mean square before the reciprocal square root.
+        #[default(1e-6)]
         pub eps: f64,
     }
 
@@ -366,30 +367,30 @@ pub mod kernel {
     /// Row quantization returns `[B, S, H + 4]`: each row's `H` codes, then the
     /// four bytes of its fp32 dequantization scale; static quantization (with
     /// `input_dequant_scale` `[128, 1]`, the dequantization scale on every
-    /// partition) returns `[B, S, H]`. The library's `kargs` fields are the
-    /// keyword parameters `lower_bound`, `norm_type`, `quantization_type`, `eps`.
+    /// partition) returns `[B, S, H]`. `kargs` is the library's
+    /// `RmsNormQuantKernelArgs`; a field value the library refuses is refused
+    /// naming the field.
     #[nki_kernel]
     pub fn rmsnorm_quant_kernel(
         #[dtypes(float32, bfloat16, float16)] hidden: Hbm,
         #[dtypes(float32, bfloat16, float16)] ln_w: Hbm,
-        #[default(0.0)] lower_bound: f64,
-        #[default(1)] norm_type: i64,
-        #[default(2)] quantization_type: i64,
-        #[default(1e-6)] eps: f64,
+        kargs: RmsNormQuantKernelArgs,
         input_dequant_scale: Option<Hbm>,
     ) -> Hbm {
         // The rules of `rmsnorm_quant_violation`, checked when the kernel is traced.
+        let quantization_type = kargs.quantization_type;
         assert!(
             quantization_type == QUANTIZATION_TYPE_ROW || quantization_type == QUANTIZATION_TYPE_STATIC,
-            "rmsnorm_quant: quantization_type must be ROW (2) or STATIC (1), got quantization_type = {quantization_type}"
+            "rmsnorm_quant: kargs.quantization_type must be ROW (2) or STATIC (1), got kargs.quantization_type = {quantization_type}"
         );
+        let norm_type = kargs.norm_type;
         assert!(
             norm_type == NORM_TYPE_NO_NORM || norm_type == NORM_TYPE_RMS_NORM,
-            "rmsnorm_quant: norm_type must be NO_NORM (0) or RMS_NORM (1), got norm_type = {norm_type}"
+            "rmsnorm_quant: kargs.norm_type must be NO_NORM (0) or RMS_NORM (1), got kargs.norm_type = {norm_type}"
         );
-        assert!(lower_bound >= 0.0, "rmsnorm_quant: lower_bound must be non-negative, got lower_bound = {lower_bound}");
-        assert!(eps >= 0.0, "rmsnorm_quant: eps must be non-negative, got eps = {eps}");
-        let kargs = RmsNormQuantKernelArgs { lower_bound, norm_type, quantization_type, eps };
+        let (lower_bound, eps) = (kargs.lower_bound, kargs.eps);
+        assert!(lower_bound >= 0.0, "rmsnorm_quant: kargs.lower_bound must be non-negative, got kargs.lower_bound = {lower_bound}");
+        assert!(eps >= 0.0, "rmsnorm_quant: kargs.eps must be non-negative, got kargs.eps = {eps}");
         let rank = hidden.ndim();
         assert!(rank == 2 || rank == 3, "rmsnorm_quant: hidden must have 2 or 3 dims, got {rank}");
         let shape = hidden.shape();

@@ -19,6 +19,7 @@ from .matmul_steps import matmul_hoisted
 from .ring_attention_bwd import ring_attention_spmd_bwd
 from .ring_attention_fwd import ring_attention_spmd_fwd
 from .rmsnorm import rmsnorm
+from .rmsnorm_quant import RmsNormQuantKernelArgs
 from .rmsnorm_quant import rmsnorm_quant_kernel
 from .rope import RoPE
 from .rotational_topk import rotational_topk
@@ -50,6 +51,7 @@ __all__ = [
     "ring_attention_spmd_bwd",
     "ring_attention_spmd_fwd",
     "rmsnorm",
+    "RmsNormQuantKernelArgs",
     "rmsnorm_quant_kernel",
     "RoPE",
     "rotational_topk",

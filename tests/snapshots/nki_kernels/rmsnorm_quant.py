@@ -70,17 +70,18 @@ LOWER_BOUND_MIN = 1e-6
 
 @dataclass
 class RmsNormQuantKernelArgs(nl.NKIObject):
-    """The library's `RmsNormQuantKernelArgs`, built from the kernel's keyword
-    parameters and shared by the phases.
+    """The library's `RmsNormQuantKernelArgs`: the kernel's configuration, with
+    the dataclass's field names, order and defaults (the enums as their
+    integer values), shared by the phases.
     """
 
-    lower_bound: float
+    lower_bound: float = 0.0
     "Clip bound of the row values and of the row scale (row quantization); `0` for none."
-    norm_type: int
-    "`NORM_TYPE_RMS_NORM` or `NORM_TYPE_NO_NORM`."
-    quantization_type: int
-    "`QUANTIZATION_TYPE_ROW` or `QUANTIZATION_TYPE_STATIC`."
-    eps: float
+    norm_type: int = 1
+    "`NORM_TYPE_RMS_NORM` (1) or `NORM_TYPE_NO_NORM` (0)."
+    quantization_type: int = 2
+    "`QUANTIZATION_TYPE_ROW` (2) or `QUANTIZATION_TYPE_STATIC` (1)."
+    eps: float = 1e-6
     "Added to the mean square before the reciprocal square root."
 
 
@@ -173,23 +174,26 @@ def rmsnorm_quant_rows(kargs, x, gamma, input_dequant_scale, out):
 
 
 @nki.jit
-def rmsnorm_quant_kernel(hidden, ln_w, lower_bound=0.0, norm_type=1, quantization_type=2, eps=1e-6, input_dequant_scale=None):
+def rmsnorm_quant_kernel(hidden, ln_w, kargs, input_dequant_scale=None):
     """RMSNorm (optional) and `float8_e4m3` quantization of `hidden` `[B, S, H]`
     (or `[OD, H]`) along `H`, with `ln_w` `[H]` or `[1, H]`.
 
     Row quantization returns `[B, S, H + 4]`: each row's `H` codes, then the
     four bytes of its fp32 dequantization scale; static quantization (with
     `input_dequant_scale` `[128, 1]`, the dequantization scale on every
-    partition) returns `[B, S, H]`. The library's `kargs` fields are the
-    keyword parameters `lower_bound`, `norm_type`, `quantization_type`, `eps`.
+    partition) returns `[B, S, H]`. `kargs` is the library's
+    `RmsNormQuantKernelArgs`; a field value the library refuses is refused
+    naming the field.
     """
     assert hidden.dtype in (nl.float32, nl.bfloat16, nl.float16), "rmsnorm_quant_kernel takes hidden as float32, bfloat16 or float16"
     assert ln_w.dtype in (nl.float32, nl.bfloat16, nl.float16), "rmsnorm_quant_kernel takes ln_w as float32, bfloat16 or float16"
-    assert quantization_type == QUANTIZATION_TYPE_ROW or quantization_type == QUANTIZATION_TYPE_STATIC, f"rmsnorm_quant: quantization_type must be ROW (2) or STATIC (1), got quantization_type = {quantization_type}"
-    assert norm_type == NORM_TYPE_NO_NORM or norm_type == NORM_TYPE_RMS_NORM, f"rmsnorm_quant: norm_type must be NO_NORM (0) or RMS_NORM (1), got norm_type = {norm_type}"
-    assert lower_bound >= 0.0, f"rmsnorm_quant: lower_bound must be non-negative, got lower_bound = {lower_bound}"
-    assert eps >= 0.0, f"rmsnorm_quant: eps must be non-negative, got eps = {eps}"
-    kargs = RmsNormQuantKernelArgs(lower_bound=lower_bound, norm_type=norm_type, quantization_type=quantization_type, eps=eps)
+    quantization_type = kargs.quantization_type
+    assert quantization_type == QUANTIZATION_TYPE_ROW or quantization_type == QUANTIZATION_TYPE_STATIC, f"rmsnorm_quant: kargs.quantization_type must be ROW (2) or STATIC (1), got kargs.quantization_type = {quantization_type}"
+    norm_type = kargs.norm_type
+    assert norm_type == NORM_TYPE_NO_NORM or norm_type == NORM_TYPE_RMS_NORM, f"rmsnorm_quant: kargs.norm_type must be NO_NORM (0) or RMS_NORM (1), got kargs.norm_type = {norm_type}"
+    lower_bound, eps = (kargs.lower_bound, kargs.eps)
+    assert lower_bound >= 0.0, f"rmsnorm_quant: kargs.lower_bound must be non-negative, got kargs.lower_bound = {lower_bound}"
+    assert eps >= 0.0, f"rmsnorm_quant: kargs.eps must be non-negative, got kargs.eps = {eps}"
     rank = hidden.ndim
     assert rank == 2 or rank == 3, f"rmsnorm_quant: hidden must have 2 or 3 dims, got {rank}"
     shape = hidden.shape
