@@ -117,6 +117,25 @@ struct Checker<'d> {
     objects: Vec<(String, Vec<(String, Ty)>)>,
 }
 
+impl<'d> Checker<'d> {
+    /// A checker at the top scope of a function returning `ret` (`None` for module
+    /// items), for `target`, knowing the module's parameter bundles `objects`.
+    fn new(diag: &'d mut Diagnostics, ret: Option<Ty>, target: Generation, objects: Vec<(String, Vec<(String, Ty)>)>) -> Self {
+        Checker {
+            diag,
+            info: Info::default(),
+            scopes: vec![Vec::new()],
+            next_sym: 0,
+            ret,
+            target,
+            dma_operands: Vec::new(),
+            closure: None,
+            no_reorder: false,
+            objects,
+        }
+    }
+}
+
 /// Whether `e` is a literal Python can hold as a default or module constant:
 /// a number, bool, string, None or an `nl` constant (`Invalid` was reported by
 /// the parser, e.g. a float literal beyond f64).
@@ -135,35 +154,13 @@ fn is_literal(e: &Expr) -> bool {
 
 /// Checks the constants of an `#[nki_module]`: each a literal of its declared type.
 pub fn check_consts(consts: &[&ModuleConst], diag: &mut Diagnostics) {
-    let mut c = Checker {
-        diag,
-        info: Info::default(),
-        scopes: vec![Vec::new()],
-        next_sym: 0,
-        ret: None,
-        target: Generation::Trn2,
-        dma_operands: Vec::new(),
-        closure: None,
-        no_reorder: false,
-        objects: Vec::new(),
-    };
+    let mut c = Checker::new(diag, None, Generation::Trn2, Vec::new());
     c.declare_consts(consts.iter().copied());
 }
 
 /// Checks the bundles of an `#[nki_module]`: each field default a literal of the field's type.
 pub fn check_objects(objects: &[ObjectDef], diag: &mut Diagnostics) {
-    let mut c = Checker {
-        diag,
-        info: Info::default(),
-        scopes: vec![Vec::new()],
-        next_sym: 0,
-        ret: None,
-        target: Generation::Trn2,
-        dma_operands: Vec::new(),
-        closure: None,
-        no_reorder: false,
-        objects: Vec::new(),
-    };
+    let mut c = Checker::new(diag, None, Generation::Trn2, Vec::new());
     for o in objects {
         let mut seen_default = false;
         for ((name, ty), default) in o.fields.iter().zip(&o.defaults) {
@@ -211,22 +208,9 @@ impl Checker<'_> {
 
 /// Checks a function; returns what the emitters need.
 pub fn check(f: &Function, target: Generation, diag: &mut Diagnostics) -> Info {
-    let mut c = Checker {
-        diag,
-        info: Info::default(),
-        scopes: vec![Vec::new()],
-        next_sym: 0,
-        ret: f.ret.as_ref().map(Ty::from_ann),
-        target,
-        dma_operands: Vec::new(),
-        closure: None,
-        no_reorder: false,
-        objects: f
-            .objects
-            .iter()
-            .map(|o| (o.name.to_string(), o.fields.iter().map(|(n, t)| (n.to_string(), Ty::from_ann(t))).collect()))
-            .collect(),
-    };
+    let objects =
+        f.objects.iter().map(|o| (o.name.to_string(), o.fields.iter().map(|(n, t)| (n.to_string(), Ty::from_ann(t))).collect())).collect();
+    let mut c = Checker::new(diag, f.ret.as_ref().map(Ty::from_ann), target, objects);
     // The module's constants were checked, and reported, by `#[nki_module]`.
     let mut quiet = Diagnostics::default();
     std::mem::swap(c.diag, &mut quiet);
