@@ -94,7 +94,28 @@ const CASES: &[Case] = &[
             ("router_pre_norm", Text("false")),
         ],
     },
-    Case { kernel: "rotational_topk", ranks: 1, params: &[("inp", F32(&[4, 1000])), ("k", Text("16"))] },
+    Case {
+        kernel: "rotational_topk",
+        ranks: 1,
+        // k = 16 over trn2's 2 programs: 2 rows each, 2 stages of 500 columns finding 8 each.
+        params: &[
+            ("inp", F32(&[4, 1000])),
+            ("config.BxS", Text("4")),
+            ("config.vocab_size", Text("1000")),
+            ("config.orig_k", Text("16")),
+            ("config.padded_k", Text("16")),
+            ("config.n_prgs", Text("2")),
+            ("config.prg_id", Text("0")),
+            ("config.per_lnc_BxS", Text("2")),
+            ("config.local_top_k_per_stage", Text("8")),
+            ("config.n_stages", Text("2")),
+            ("config.stage_free_size", Text("500")),
+            ("config.padded_vocab_size", Text("1000")),
+            ("config.sorted", Text("true")),
+            ("config.tile_size", Text("2")),
+            ("config.n_bxs_tiles", Text("1")),
+        ],
+    },
     Case { kernel: "softmax", ranks: 1, params: &[("x", F32(&[128, 96]))] },
     Case { kernel: "temperature_softmax", ranks: 1, params: &[("x", F32(&[128, 64])), ("inv_temp", Text("2.0"))] },
     Case { kernel: "tensor_add", ranks: 1, params: &[("a", F32(&[128, 64])), ("b", F32(&[128, 64]))] },
@@ -356,6 +377,34 @@ fn a_configuration_object_is_given_field_by_field() {
         ["--cfg.bs VALUE", "an int, a field of AttnTKGConfig (default 0)", "--cfg.strided-mm1 VALUE", "(default True)", "--cfg.FIELD VALUE"]
     {
         assert!(help.status.success() && text.contains(w), "`{w}` missing from {text}");
+    }
+}
+
+#[test]
+fn a_config_that_is_not_the_plan_for_the_input_is_refused() {
+    let dir = common::scratch("cli_run_rtopk_config");
+    std::fs::create_dir(dir.join("out")).unwrap();
+    let case = CASES.iter().find(|c| c.kernel == "rotational_topk").unwrap();
+    let flags = write_inputs(&dir, case);
+    let with = |flag: &str, value: &str| {
+        let mut args: Vec<&str> = vec!["run", "rotational_topk", "--out", "out"];
+        for pair in flags.chunks(2) {
+            args.extend([pair[0].as_str(), if pair[0] == flag { value } else { pair[1].as_str() }]);
+        }
+        nki_in(&dir, &args)
+    };
+    let refusals = [
+        ("--config.n-stages", "4", "config.n_stages = 4, the plan for inp [BxS, V], orig_k, n_prgs is 2"),
+        ("--config.BxS", "8", "config.BxS = 8 disagrees with inp, which has 4 rows"),
+        ("--config.n-prgs", "1", "config.n_prgs = 1 disagrees with the launch, which runs 2 program(s)"),
+    ];
+    for (flag, value, want) in refusals {
+        let before = files(&dir);
+        let o = with(flag, value);
+        let err = stderr(&o);
+        assert_eq!((o.status.code(), err.lines().count()), (Some(2), 1), "{flag} {value}: {err}");
+        assert!(err.contains("rotational_topk refused its inputs") && err.contains(want), "{flag} {value}: {err}");
+        assert!(files(&dir) == before && std::fs::read_dir(dir.join("out")).unwrap().count() == 0, "{flag} {value} wrote something");
     }
 }
 

@@ -254,6 +254,24 @@ fn the_library_config_rules() {
     assert_eq!(rotational_topk_plan(4, 100, 0, true, 1), Err(TopkRule::K));
     assert_eq!(rotational_topk_plan(64, 40000, 8, true, 1), Err(TopkRule::StagesDoNotFit));
     assert_eq!(rotational_topk_plan(1, 100000, 100000, true, 1), Err(TopkRule::StageTooWide));
+    // A plan forced sorted (k padded) is the sorted=True plan, which is what
+    // the kernel checks a sorted config against.
+    let mut forced = 0;
+    for bxs in [1, 129, 300, 1024] {
+        for vocab in [2048, 32000, 151936] {
+            for k in 1..=300 {
+                for programs in [1, 2] {
+                    if let Ok(p) = rotational_topk_plan(bxs, vocab, k, false, programs)
+                        && p.sorted
+                    {
+                        assert_eq!(Ok(p), rotational_topk_plan(bxs, vocab, k, true, programs), "{bxs} {vocab} {k} {programs}");
+                        forced += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(forced > 1000, "{forced}");
     let compile_time = nki::rotational_topk_config!(bxs = 8, vocab = 151936, k = 256, sorted = true, programs = 2);
     assert_eq!(compile_time, plan(8, 151936, 256, true, 2));
 }
@@ -363,7 +381,11 @@ fn inconsistent_configs() -> Vec<(Vec<usize>, RotationalTopkConfig, String)> {
     // k = 50 is padded to 7 stages of 8: unsorted is not a plan.
     let padded = Call { shape: &[4, 50257], k: 50, sorted: false }.config(1);
     assert!(padded.sorted);
-    cases.push((vec![4, 50257], RotationalTopkConfig { sorted: false, ..padded }, "k = 50 is padded to 56, which forces sorted".to_string()));
+    cases.push((
+        vec![4, 50257],
+        RotationalTopkConfig { sorted: false, ..padded },
+        "k = 50 is padded to 56, which forces sorted".to_string(),
+    ));
     cases
 }
 

@@ -30,9 +30,16 @@
 //! stages the candidates have travelled the whole ring and the `lk` values each
 //! partition finds last are, together, the row's `padded_k = n_stages·lk` largest.
 //!
-//! The configuration is the library's `RotationalTopkConfig`, computed from the
-//! shape, `k`, `sorted` and the LNC programs ([`rotational_topk_plan`] is the
-//! same computation as a `const fn`):
+//! The kernel is the library's `rotational_topk(inp, config)`: `config` is its
+//! `RotationalTopkConfig` (the scalar fields, under the library's names), the
+//! plan the library's `create_topk_config` + `create_rotational_topk_config`
+//! derive from the shape, `k`, `sorted` and the LNC programs. The emitted
+//! module's `rotational_topk_config_for(BxS, V, k, sorted, n_prgs)` computes it
+//! on the host (a Rust caller uses [`rotational_topk_config`]; the same
+//! computation as a `const fn` is [`rotational_topk_plan`], checked at compile
+//! time by `rotational_topk_config!`). The kernel recomputes the plan from
+//! `inp` and the launch and refuses a config that differs, naming the field:
+//! it never trusts one. The plan:
 //! - rows are split over the programs (`per_lnc_BxS = ceil(BxS / programs)`,
 //!   one program when `BxS == 1`);
 //! - `tile_size = per_lnc_BxS` up to 128 rows, else the tile minimising the
@@ -59,9 +66,10 @@
 //! library, which documents no order (its own tests check the indices only by
 //! gathering the input at them).
 //!
-//! Deviations, none of them numeric: the config dataclass is not a kernel
-//! parameter (a DSL kernel takes tensors and scalars) — its inputs `k` and
-//! `sorted` are keyword parameters and the rest is derived in the kernel; the
+//! Deviations, none of them numeric: the config holds the library's scalar
+//! fields only (its shapes, dtypes, nested `TopkConfig` and constant cache are
+//! read from `inp` or not needed), and the library's own config object, which
+//! has these fields too, is accepted as well; `inp` may be `[B, S, V]`; the
 //! shift matrix and the global-index table are built in SBUF with `iota`
 //! instead of loaded from host-made `.npy` constants; equal values are located
 //! with `nc_find_index8` before `nc_match_replace8` (the library's sort does so;
@@ -466,16 +474,25 @@ pub mod rotational {
             "rotational_topk: config.n_prgs = {} disagrees with the launch, which runs {n_prgs} program(s) over {bxs} rows",
             config.n_prgs
         );
-        // The plan the config must be. A sorted config may come from sorted=False
-        // with k padded; the tile the cost model picks can depend on that flag.
-        let unsorted: RotationalTopkConfig = rotational_topk_config_for(bxs, vocab_size, k, false, n_prgs);
-        let asked_unsorted = config.sorted && unsorted.sorted && unsorted.tile_size == config.tile_size;
-        let plan: RotationalTopkConfig = rotational_topk_config_for(bxs, vocab_size, k, config.sorted && !asked_unsorted, n_prgs);
+        // The plan the config must be. A config forced sorted (sorted=False, k
+        // padded) is the sorted=True plan: the tile it was given costs the same
+        // under both flags and no tile costs less with the sort counted.
+        let plan: RotationalTopkConfig = rotational_topk_config_for(bxs, vocab_size, k, config.sorted, n_prgs);
         let planned = ", the plan for inp [BxS, V], orig_k, n_prgs is";
         assert!(config.prg_id == 0, "rotational_topk: config.prg_id = {} must be 0 (the program comes from the launch)", config.prg_id);
-        assert!(config.per_lnc_BxS == plan.per_lnc_BxS, "rotational_topk: config.per_lnc_BxS = {}{planned} {}", config.per_lnc_BxS, plan.per_lnc_BxS);
+        assert!(
+            config.per_lnc_BxS == plan.per_lnc_BxS,
+            "rotational_topk: config.per_lnc_BxS = {}{planned} {}",
+            config.per_lnc_BxS,
+            plan.per_lnc_BxS
+        );
         assert!(config.tile_size == plan.tile_size, "rotational_topk: config.tile_size = {}{planned} {}", config.tile_size, plan.tile_size);
-        assert!(config.n_bxs_tiles == plan.n_bxs_tiles, "rotational_topk: config.n_bxs_tiles = {}{planned} {}", config.n_bxs_tiles, plan.n_bxs_tiles);
+        assert!(
+            config.n_bxs_tiles == plan.n_bxs_tiles,
+            "rotational_topk: config.n_bxs_tiles = {}{planned} {}",
+            config.n_bxs_tiles,
+            plan.n_bxs_tiles
+        );
         assert!(config.n_stages == plan.n_stages, "rotational_topk: config.n_stages = {}{planned} {}", config.n_stages, plan.n_stages);
         assert!(
             config.local_top_k_per_stage == plan.local_top_k_per_stage,
@@ -496,7 +513,12 @@ pub mod rotational {
             config.padded_vocab_size,
             plan.padded_vocab_size
         );
-        assert!(config.sorted == plan.sorted, "rotational_topk: config.sorted = {}: k = {k} is padded to {}, which forces sorted", config.sorted, plan.padded_k);
+        assert!(
+            config.sorted == plan.sorted,
+            "rotational_topk: config.sorted = {}: k = {k} is padded to {}, which forces sorted",
+            config.sorted,
+            plan.padded_k
+        );
         let start = prg_id * config.per_lnc_BxS;
         let x = inp.reshape([bxs, vocab_size]);
         let topk_values = if rank == 3 {

@@ -21,6 +21,7 @@ from .ring_attention_fwd import ring_attention_spmd_fwd
 from .rmsnorm import rmsnorm
 from .rmsnorm_quant import rmsnorm_quant_kernel
 from .rope import RoPE
+from .rotational_topk import RotationalTopkConfig
 from .rotational_topk import rotational_topk
 from .router_topk import router_topk
 from .softmax import softmax
@@ -52,6 +53,7 @@ __all__ = [
     "rmsnorm",
     "rmsnorm_quant_kernel",
     "RoPE",
+    "RotationalTopkConfig",
     "rotational_topk",
     "router_topk",
     "softmax",
