@@ -407,6 +407,93 @@ fn the_emitted_kernel_refuses_the_same_configs_under_numpy() {
     }
 }
 
+/// What the emitted `rotational_topk_config_for` returns on the host (plain
+/// Python, the package imported over the harness's `nki`) for each call
+/// `(BxS, V, k, sorted, n_prgs)`: its fields in the bundle's order, or the
+/// refusal's message.
+fn python_configs(calls: &[(i64, i64, i64, bool, i64)]) -> Vec<Result<Vec<i64>, String>> {
+    let script = r#"
+import json, sys
+from nki_harness import fake_nki
+from nki_harness.runner import load_package
+fake_nki.install()
+package = load_package(sys.argv[1])
+module = sys.modules[package.__name__ + ".rotational_topk"]
+fields = [f for f in module.RotationalTopkConfig.__dataclass_fields__]
+out = []
+for bxs, v, k, s, p in json.loads(sys.argv[2]):
+    try:
+        c = module.rotational_topk_config_for(bxs, v, k, s, p)
+        out.append([int(getattr(c, f)) for f in fields])
+    except AssertionError as e:
+        out.append(str(e))
+print(json.dumps(out))
+"#;
+    let calls_json =
+        serde_json::to_string(&calls.iter().map(|&(b, v, k, s, p)| serde_json::json!([b, v, k, s, p])).collect::<Vec<_>>()).unwrap();
+    let o = std::process::Command::new(common::python())
+        .current_dir(common::repo_root().join("tests/python"))
+        .args(["-c", script, package().to_str().unwrap(), &calls_json])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    out.into_iter()
+        .map(|v| match v {
+            serde_json::Value::String(e) => Err(e),
+            v => Ok(serde_json::from_value(v).unwrap()),
+        })
+        .collect()
+}
+
+#[test]
+fn the_emitted_config_helper_computes_the_rust_config_on_the_host() {
+    let calls = [
+        (4, 1000, 16, true, 2),
+        (1, 151936, 256, true, 2),
+        (8, 151936, 256, false, 2),
+        (4, 50257, 50, false, 1),
+        (1024, 2048, 16, true, 2),
+        (300, 4096, 24, false, 1),
+        (5, 200, 7, true, 2),
+        (64, 40000, 8, true, 1),
+        (4, 100, 101, true, 1),
+    ];
+    for (call, got) in calls.iter().zip(python_configs(&calls)) {
+        let &(b, v, k, s, p) = call;
+        match (rotational_topk_config(b, v, k, s, p), got) {
+            (Ok(c), Ok(fields)) => {
+                let want = [
+                    c.BxS,
+                    c.vocab_size,
+                    c.orig_k,
+                    c.padded_k,
+                    c.n_prgs,
+                    c.prg_id,
+                    c.per_lnc_BxS,
+                    c.local_top_k_per_stage,
+                    c.n_stages,
+                    c.stage_free_size,
+                    c.padded_vocab_size,
+                    i64::from(c.sorted),
+                    c.tile_size,
+                    c.n_bxs_tiles,
+                ];
+                assert_eq!(fields, want, "{call:?}");
+            }
+            (Err(rule), Err(message)) => {
+                let named = match rule {
+                    TopkRule::K => "k must be within 1..=V",
+                    TopkRule::StagesDoNotFit => "stages of at most 2^14 columns but only",
+                    TopkRule::StageTooWide => "candidates it receives exceed 2^14",
+                };
+                assert!(message.contains(named), "{call:?}: {rule:?} vs {message}");
+            }
+            (want, got) => panic!("{call:?}: Rust {want:?}, Python {got:?}"),
+        }
+    }
+}
+
 #[test]
 fn emitted_kernel_under_numpy_matches_the_emulator() {
     // Folded rows padded (V = 1001 over 4 stages), sorted and unsorted, and one
