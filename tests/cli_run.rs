@@ -98,7 +98,28 @@ const CASES: &[Case] = &[
             ("router_pre_norm", Text("false")),
         ],
     },
-    Case { kernel: "rotational_topk", ranks: 1, params: &[("inp", F32(&[4, 1000])), ("k", Text("16"))] },
+    Case {
+        kernel: "rotational_topk",
+        ranks: 1,
+        // k = 16 over trn2's 2 programs: 2 rows each, 2 stages of 500 columns finding 8 each.
+        params: &[
+            ("inp", F32(&[4, 1000])),
+            ("config.BxS", Text("4")),
+            ("config.vocab_size", Text("1000")),
+            ("config.orig_k", Text("16")),
+            ("config.padded_k", Text("16")),
+            ("config.n_prgs", Text("2")),
+            ("config.prg_id", Text("0")),
+            ("config.per_lnc_BxS", Text("2")),
+            ("config.local_top_k_per_stage", Text("8")),
+            ("config.n_stages", Text("2")),
+            ("config.stage_free_size", Text("500")),
+            ("config.padded_vocab_size", Text("1000")),
+            ("config.sorted", Text("true")),
+            ("config.tile_size", Text("2")),
+            ("config.n_bxs_tiles", Text("1")),
+        ],
+    },
     Case { kernel: "softmax", ranks: 1, params: &[("x", F32(&[128, 96]))] },
     Case { kernel: "temperature_softmax", ranks: 1, params: &[("x", F32(&[128, 64])), ("inv_temp", Text("2.0"))] },
     Case { kernel: "tensor_add", ranks: 1, params: &[("a", F32(&[128, 64])), ("b", F32(&[128, 64]))] },
@@ -389,6 +410,19 @@ fn a_refused_kargs_field_value_is_named() {
     for w in ["--kargs.norm-type VALUE", "an int, a field of RmsNormQuantKernelArgs (default 1)", "--kargs.eps VALUE", "(default 1e-6)"] {
         assert!(help.status.success() && text.contains(w), "`{w}` missing from {text}");
     }
+}
+
+#[test]
+fn a_config_that_is_not_the_plan_for_the_input_is_refused() {
+    let refusals: &[(&[&str], &[&str])] = &[
+        (
+            &["--config.n-stages", "4"],
+            &["rotational_topk refused its inputs", "config.n_stages = 4, the plan for inp [BxS, V], orig_k, n_prgs is 2"],
+        ),
+        (&["--config.BxS", "8"], &["config.BxS = 8 disagrees with inp, which has 4 rows"]),
+        (&["--config.n-prgs", "1"], &["config.n_prgs = 1 disagrees with the launch, which runs 2 program(s)"]),
+    ];
+    assert_refused("rotational_topk", refusals);
 }
 
 /// Every file under `dir` with its bytes.

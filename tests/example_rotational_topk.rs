@@ -1,14 +1,19 @@
 //! The library's `rotational_topk` against a float64 sort of each row, in both
 //! precision modes, over the documented shapes (vocabularies to 151,936, `k` to
 //! 2,048, more rows than one tile), sorted and unsorted, with ties, with LNC 1
-//! and 2; its configuration rules; its emitted source under NumPy against the
-//! emulator.
+//! and 2; its configuration rules and the refusal of a config that is not the
+//! plan for its input; its emitted source under NumPy against the emulator.
 
 mod common;
 
-use common::{Arg, as_dtype, run_numpy, tensor, uniform};
-use nki::examples::rotational_topk::{RotationalPlan, TopkRule, rotational_topk, rotational_topk_plan};
+use common::attention::{PyArg, run_numpy_kwargs, run_numpy_refused};
+use common::{as_dtype, package_of, tensor, uniform};
+use nki::examples::rotational_topk::{
+    RotationalPlan, RotationalTopkConfig, TopkRule, rotational_topk, rotational_topk_config, rotational_topk_plan,
+};
 use nki::{Dtype, Launch, Precision};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// Per row of `v` columns, the `k` largest values and their columns: a stable
 /// float64 sort, descending (equal values: the lower column first).
@@ -60,9 +65,10 @@ impl Call<'_> {
         self.shape[self.shape.len() - 1]
     }
 
-    /// The emulator's values and indices.
+    /// The emulator's values and indices, under the config for the launch's programs.
     fn run(&self, x: &[f64], dtype: Dtype, launch: &Launch) -> nki::Result<(Vec<f64>, Vec<i64>)> {
-        let (v, i) = rotational_topk::Call::new(&tensor(self.shape, x, dtype), self.k as i64).sorted(self.sorted).launch(launch)?;
+        let cfg = self.config(launch.programs() as i64);
+        let (v, i) = rotational_topk::Call::new(&tensor(self.shape, x, dtype), &cfg).launch(launch)?;
         let mut out_shape = self.shape.to_vec();
         *out_shape.last_mut().unwrap() = self.k;
         assert_eq!((v.shape(), v.dtype(), i.shape(), i.dtype()), (&out_shape[..], dtype, &out_shape[..], Dtype::U32));
@@ -71,6 +77,11 @@ impl Call<'_> {
 
     fn plan(&self, programs: i64) -> RotationalPlan {
         rotational_topk_plan(self.rows() as i64, self.vocab() as i64, self.k as i64, self.sorted, programs).unwrap()
+    }
+
+    /// The kernel's `config` for `programs` LNC programs.
+    fn config(&self, programs: i64) -> RotationalTopkConfig {
+        rotational_topk_config(self.rows() as i64, self.vocab() as i64, self.k as i64, self.sorted, programs).unwrap()
     }
 
     /// Checks a result against the float64 reference: sorted values exactly
@@ -243,37 +254,256 @@ fn the_library_config_rules() {
     assert_eq!(rotational_topk_plan(4, 100, 0, true, 1), Err(TopkRule::K));
     assert_eq!(rotational_topk_plan(64, 40000, 8, true, 1), Err(TopkRule::StagesDoNotFit));
     assert_eq!(rotational_topk_plan(1, 100000, 100000, true, 1), Err(TopkRule::StageTooWide));
+    // A plan forced sorted (k padded) is the sorted=True plan, which is what
+    // the kernel checks a sorted config against.
+    let mut forced = 0;
+    for bxs in [1, 129, 300, 1024] {
+        for vocab in [2048, 32000, 151936] {
+            for k in 1..=300 {
+                for programs in [1, 2] {
+                    if let Ok(p) = rotational_topk_plan(bxs, vocab, k, false, programs)
+                        && p.sorted
+                    {
+                        assert_eq!(Ok(p), rotational_topk_plan(bxs, vocab, k, true, programs), "{bxs} {vocab} {k} {programs}");
+                        forced += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(forced > 1000, "{forced}");
     let compile_time = nki::rotational_topk_config!(bxs = 8, vocab = 151936, k = 256, sorted = true, programs = 2);
     assert_eq!(compile_time, plan(8, 151936, 256, true, 2));
+}
+
+/// A config naming `inp`'s shape, `k` and `programs`, its plan fields unset:
+/// what reaches the plan's own rules.
+fn asking(bxs: i64, vocab_size: i64, orig_k: i64, n_prgs: i64) -> RotationalTopkConfig {
+    RotationalTopkConfig {
+        BxS: bxs,
+        vocab_size,
+        orig_k,
+        padded_k: 0,
+        n_prgs,
+        prg_id: 0,
+        per_lnc_BxS: 0,
+        local_top_k_per_stage: 0,
+        n_stages: 0,
+        stage_free_size: 0,
+        padded_vocab_size: 0,
+        sorted: true,
+        tile_size: 0,
+        n_bxs_tiles: 0,
+    }
 }
 
 #[test]
 fn broken_rules_are_refused_naming_the_parameter() {
     let x = |shape: &[usize]| tensor(shape, &vec![0.0; shape.iter().product()], Dtype::F32);
-    let launch = Launch::new();
-    let e = rotational_topk::Call::new(&x(&[4, 100]), 101).launch(&launch).unwrap_err();
-    assert!(e.message.contains("k must be within 1..=V = 100, got k = 101"), "{e}");
-    let e = rotational_topk::Call::new(&x(&[64, 40000]), 8).launch(&launch).unwrap_err();
+    let launch = Launch::new().lnc(1);
+    let e = rotational_topk::Call::new(&x(&[4, 100]), &asking(4, 100, 101, 1)).launch(&launch).unwrap_err();
+    assert!(e.message.contains("config.orig_k = 101 must be within 1..=V = 100"), "{e}");
+    let e = rotational_topk::Call::new(&x(&[64, 40000]), &asking(64, 40000, 8, 1)).launch(&launch).unwrap_err();
     assert!(e.message.contains("inp: V = 40000 needs 3 stages of at most 2^14 columns but only 2 fit beside 64 rows per tile"), "{e}");
-    let e = rotational_topk::Call::new(&x(&[1, 100000]), 100000).launch(&launch).unwrap_err();
+    let e = rotational_topk::Call::new(&x(&[1, 100000]), &asking(1, 100000, 100000, 1)).launch(&launch).unwrap_err();
     assert!(e.message.contains("k = 100000: a stage's 782 columns plus the 128·784 candidates it receives exceed 2^14"), "{e}");
-    let e = rotational_topk::Call::new(&x(&[2, 2, 2, 64]), 8).launch(&launch).unwrap_err();
+    let e = rotational_topk::Call::new(&x(&[2, 2, 2, 64]), &asking(8, 64, 8, 1)).launch(&launch).unwrap_err();
     assert!(e.message.contains("inp must be [BxS, V] or [B, S, V], got 4 dims"), "{e}");
     let ints = nki::Tensor::from_i64(&[2, 64], &[1; 128], Dtype::I32).unwrap();
-    let e = rotational_topk::Call::new(&ints, 8).launch(&launch).unwrap_err();
+    let e = rotational_topk::Call::new(&ints, &asking(2, 64, 8, 1)).launch(&launch).unwrap_err();
     assert_eq!(e.to_string(), "invalid inp = int32: rotational_topk takes inp as float32 or bfloat16");
+}
+
+/// The emitted package with `rotational_topk` alone.
+fn package() -> &'static Path {
+    static PKG: OnceLock<PathBuf> = OnceLock::new();
+    PKG.get_or_init(|| package_of("rotational_topk_pkg", &[&rotational_topk::INFO]))
+}
+
+/// `cfg` as the NumPy executor's `RotationalTopkConfig` argument.
+fn py_config(cfg: &RotationalTopkConfig) -> PyArg {
+    let i = PyArg::Int;
+    PyArg::Object(
+        "RotationalTopkConfig",
+        vec![
+            ("BxS", i(cfg.BxS)),
+            ("vocab_size", i(cfg.vocab_size)),
+            ("orig_k", i(cfg.orig_k)),
+            ("padded_k", i(cfg.padded_k)),
+            ("n_prgs", i(cfg.n_prgs)),
+            ("prg_id", i(cfg.prg_id)),
+            ("per_lnc_BxS", i(cfg.per_lnc_BxS)),
+            ("local_top_k_per_stage", i(cfg.local_top_k_per_stage)),
+            ("n_stages", i(cfg.n_stages)),
+            ("stage_free_size", i(cfg.stage_free_size)),
+            ("padded_vocab_size", i(cfg.padded_vocab_size)),
+            ("sorted", PyArg::Bool(cfg.sorted)),
+            ("tile_size", i(cfg.tile_size)),
+            ("n_bxs_tiles", i(cfg.n_bxs_tiles)),
+        ],
+    )
+}
+
+/// Configs that disagree with their input or with the plan, each with the
+/// input shape it is passed with and what the refusal says.
+fn inconsistent_configs() -> Vec<(Vec<usize>, RotationalTopkConfig, String)> {
+    // [4, 1000], k = 16, one program: 2 stages of 500 columns, 8 values each.
+    let base = Call { shape: &[4, 1000], k: 16, sorted: true }.config(1);
+    assert_eq!(
+        (base.per_lnc_BxS, base.tile_size, base.n_stages, base.local_top_k_per_stage, base.stage_free_size, base.padded_vocab_size),
+        (4, 4, 2, 8, 500, 1000)
+    );
+    let mut cases = vec![
+        (vec![5, 1000], base.clone(), "config.BxS = 4 disagrees with inp, which has 5 rows".to_string()),
+        (vec![4, 1001], base.clone(), "config.vocab_size = 1000 disagrees with inp, whose rows have 1001 columns".to_string()),
+        (vec![4, 1000], RotationalTopkConfig { n_prgs: 2, ..base.clone() }, "config.n_prgs = 2 disagrees with the launch".to_string()),
+        (vec![4, 1000], RotationalTopkConfig { prg_id: 1, ..base.clone() }, "config.prg_id = 1 must be 0".to_string()),
+    ];
+    type Field = (&'static str, fn(&mut RotationalTopkConfig) -> &mut i64);
+    let fields: [Field; 8] = [
+        ("per_lnc_BxS", |c| &mut c.per_lnc_BxS),
+        ("tile_size", |c| &mut c.tile_size),
+        ("n_bxs_tiles", |c| &mut c.n_bxs_tiles),
+        ("n_stages", |c| &mut c.n_stages),
+        ("local_top_k_per_stage", |c| &mut c.local_top_k_per_stage),
+        ("padded_k", |c| &mut c.padded_k),
+        ("stage_free_size", |c| &mut c.stage_free_size),
+        ("padded_vocab_size", |c| &mut c.padded_vocab_size),
+    ];
+    for (name, field) in fields {
+        let mut cfg = base.clone();
+        let value = field(&mut cfg);
+        let planned = *value;
+        *value += 1;
+        let message = format!("config.{name} = {}, the plan for inp [BxS, V], orig_k, n_prgs is {planned}", planned + 1);
+        cases.push((vec![4, 1000], cfg, message));
+    }
+    // k = 50 is padded to 7 stages of 8: unsorted is not a plan.
+    let padded = Call { shape: &[4, 50257], k: 50, sorted: false }.config(1);
+    assert!(padded.sorted);
+    cases.push((
+        vec![4, 50257],
+        RotationalTopkConfig { sorted: false, ..padded },
+        "k = 50 is padded to 56, which forces sorted".to_string(),
+    ));
+    cases
+}
+
+#[test]
+fn a_config_that_is_not_the_plan_for_its_input_is_refused_naming_the_field() {
+    for (shape, cfg, message) in inconsistent_configs() {
+        let x = tensor(&shape, &vec![0.0; shape.iter().product()], Dtype::F32);
+        let e = rotational_topk::Call::new(&x, &cfg).launch(&Launch::new().lnc(1)).unwrap_err();
+        assert!(e.message.contains(&message), "{shape:?} {cfg:?}: {e}");
+    }
+}
+
+#[test]
+fn the_emitted_kernel_refuses_the_same_configs_under_numpy() {
+    for (shape, cfg, message) in inconsistent_configs() {
+        let inp = PyArg::Tensor(shape.clone(), vec![0.0; shape.iter().product()], Dtype::F32);
+        let stderr = run_numpy_refused(package(), "rotational_topk", &[inp, py_config(&cfg)], &[]);
+        assert!(stderr.contains(&message), "{shape:?} {cfg:?}: {stderr}");
+    }
+}
+
+/// What the emitted `rotational_topk_config_for` returns on the host (plain
+/// Python, the package imported over the harness's `nki`) for each call
+/// `(BxS, V, k, sorted, n_prgs)`: its fields in the bundle's order, or the
+/// refusal's message.
+fn python_configs(calls: &[(i64, i64, i64, bool, i64)]) -> Vec<Result<Vec<i64>, String>> {
+    let script = r#"
+import json, sys
+from nki_harness import fake_nki
+from nki_harness.runner import load_package
+fake_nki.install()
+package = load_package(sys.argv[1])
+module = sys.modules[package.__name__ + ".rotational_topk"]
+fields = [f for f in module.RotationalTopkConfig.__dataclass_fields__]
+out = []
+for bxs, v, k, s, p in json.loads(sys.argv[2]):
+    try:
+        c = module.rotational_topk_config_for(bxs, v, k, s, p)
+        out.append([int(getattr(c, f)) for f in fields])
+    except AssertionError as e:
+        out.append(str(e))
+print(json.dumps(out))
+"#;
+    let calls_json =
+        serde_json::to_string(&calls.iter().map(|&(b, v, k, s, p)| serde_json::json!([b, v, k, s, p])).collect::<Vec<_>>()).unwrap();
+    let o = std::process::Command::new(common::python())
+        .current_dir(common::repo_root().join("tests/python"))
+        .args(["-c", script, package().to_str().unwrap(), &calls_json])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    out.into_iter()
+        .map(|v| match v {
+            serde_json::Value::String(e) => Err(e),
+            v => Ok(serde_json::from_value(v).unwrap()),
+        })
+        .collect()
+}
+
+#[test]
+fn the_emitted_config_helper_computes_the_rust_config_on_the_host() {
+    let calls = [
+        (4, 1000, 16, true, 2),
+        (1, 151936, 256, true, 2),
+        (8, 151936, 256, false, 2),
+        (4, 50257, 50, false, 1),
+        (1024, 2048, 16, true, 2),
+        (300, 4096, 24, false, 1),
+        (5, 200, 7, true, 2),
+        (64, 40000, 8, true, 1),
+        (4, 100, 101, true, 1),
+    ];
+    for (call, got) in calls.iter().zip(python_configs(&calls)) {
+        let &(b, v, k, s, p) = call;
+        match (rotational_topk_config(b, v, k, s, p), got) {
+            (Ok(c), Ok(fields)) => {
+                let want = [
+                    c.BxS,
+                    c.vocab_size,
+                    c.orig_k,
+                    c.padded_k,
+                    c.n_prgs,
+                    c.prg_id,
+                    c.per_lnc_BxS,
+                    c.local_top_k_per_stage,
+                    c.n_stages,
+                    c.stage_free_size,
+                    c.padded_vocab_size,
+                    i64::from(c.sorted),
+                    c.tile_size,
+                    c.n_bxs_tiles,
+                ];
+                assert_eq!(fields, want, "{call:?}");
+            }
+            (Err(rule), Err(message)) => {
+                let named = match rule {
+                    TopkRule::K => "k must be within 1..=V",
+                    TopkRule::StagesDoNotFit => "stages of at most 2^14 columns but only",
+                    TopkRule::StageTooWide => "candidates it receives exceed 2^14",
+                };
+                assert!(message.contains(named), "{call:?}: {rule:?} vs {message}");
+            }
+            (want, got) => panic!("{call:?}: Rust {want:?}, Python {got:?}"),
+        }
+    }
 }
 
 #[test]
 fn emitted_kernel_under_numpy_matches_the_emulator() {
     // Folded rows padded (V = 1001 over 4 stages), sorted and unsorted, and one
-    // stage, with LNC 2.
-    for (shape, k, sorted) in [([6usize, 1001usize], 32usize, true), ([6, 1001], 32, false), ([5, 200], 7, true)] {
+    // stage with k padded (sorted whether or not asked), with LNC 2.
+    for (shape, k, sorted) in [([6usize, 1001usize], 32usize, true), ([6, 1001], 32, false), ([5, 200], 7, true), ([5, 200], 7, false)] {
         let call = Call { shape: &shape, k, sorted };
         let x = tied(call.rows(), call.vocab(), 31);
         let (v, i) = call.run(&x, Dtype::F32, &fp32().lnc(2)).unwrap();
-        let args = [Arg::Tensor(shape.to_vec(), x.clone(), Dtype::F32), Arg::Int(k as i64), Arg::Bool(sorted)];
-        let out = run_numpy("rotational_topk", &args, 2, "fp32");
+        let args = [PyArg::Tensor(shape.to_vec(), x.clone(), Dtype::F32), py_config(&call.config(2))];
+        let out = run_numpy_kwargs(package(), "rotational_topk", &args, &[], 2, "fp32");
         let np_v: Vec<f64> = out[0].iter().map(|&a| f64::from(a)).collect();
         let np_i: Vec<i64> = out[1].iter().map(|&a| a as i64).collect();
         assert_eq!((np_v, np_i), (v, i), "{shape:?} k={k} sorted={sorted}");

@@ -30,9 +30,16 @@
 //! stages the candidates have travelled the whole ring and the `lk` values each
 //! partition finds last are, together, the row's `padded_k = n_stages·lk` largest.
 //!
-//! The configuration is the library's `RotationalTopkConfig`, computed from the
-//! shape, `k`, `sorted` and the LNC programs ([`rotational_topk_plan`] is the
-//! same computation as a `const fn`):
+//! The kernel is the library's `rotational_topk(inp, config)`: `config` is its
+//! `RotationalTopkConfig` (the scalar fields, under the library's names), the
+//! plan the library's `create_topk_config` + `create_rotational_topk_config`
+//! derive from the shape, `k`, `sorted` and the LNC programs. The emitted
+//! module's `rotational_topk_config_for(BxS, V, k, sorted, n_prgs)` computes it
+//! on the host (a Rust caller uses [`rotational_topk_config`]; the same
+//! computation as a `const fn` is [`rotational_topk_plan`], checked at compile
+//! time by `rotational_topk_config!`). The kernel recomputes the plan from
+//! `inp` and the launch and refuses a config that differs, naming the field:
+//! it never trusts one. The plan:
 //! - rows are split over the programs (`per_lnc_BxS = ceil(BxS / programs)`,
 //!   one program when `BxS == 1`);
 //! - `tile_size = per_lnc_BxS` up to 128 rows, else the tile minimising the
@@ -59,9 +66,10 @@
 //! library, which documents no order (its own tests check the indices only by
 //! gathering the input at them).
 //!
-//! Deviations, none of them numeric: the config dataclass is not a kernel
-//! parameter (a DSL kernel takes tensors and scalars) — its inputs `k` and
-//! `sorted` are keyword parameters and the rest is derived in the kernel; the
+//! Deviations, none of them numeric: the config holds the library's scalar
+//! fields only (its shapes, dtypes, nested `TopkConfig` and constant cache are
+//! read from `inp` or not needed), and the library's own config object, which
+//! has these fields too, is accepted as well; `inp` may be `[B, S, V]`; the
 //! shift matrix and the global-index table are built in SBUF with `iota`
 //! instead of loaded from host-made `.npy` constants; equal values are located
 //! with `nc_find_index8` before `nc_match_replace8` (the library's sort does so;
@@ -96,34 +104,43 @@ pub mod rotational {
     /// `-inf`, which the DSL has no literal for; in bf16 this rounds to `-inf`).
     pub const KNOCKED_OUT: f64 = -3.4028234663852886e38;
 
-    /// The library's `RotationalTopkConfig`: everything one call derives from
-    /// the shape, `k`, `sorted` and the LNC grid.
+    /// The library's `RotationalTopkConfig`: the tile plan of one call, its
+    /// scalar fields under the library's names and in its order (the shapes,
+    /// dtypes, nested `TopkConfig` and constant cache have no counterpart: the
+    /// kernel reads them from `inp`). Get it from [`rotational_topk_config_for`]
+    /// (the library's `create_topk_config` + `create_rotational_topk_config`);
+    /// the kernel refuses a config that is not that plan for its `inp`.
     #[nki_object]
+    #[allow(non_snake_case)]
     pub struct RotationalTopkConfig {
         /// Rows (`B·S`).
-        pub bxs: i64,
+        pub BxS: i64,
         /// Columns per row (`V`).
         pub vocab_size: i64,
         /// The `k` asked for.
         pub orig_k: i64,
+        /// `n_stages · local_top_k_per_stage`, the values the stages find together.
+        pub padded_k: i64,
+        /// LNC programs the rows are split over (1 when `BxS == 1`).
+        pub n_prgs: i64,
+        /// The program of the config (always 0: the kernel asks the launch grid).
+        pub prg_id: i64,
+        /// Rows per program.
+        pub per_lnc_BxS: i64,
+        /// Values each stage finds (`lk`, a multiple of 8).
+        pub local_top_k_per_stage: i64,
+        /// Stages (partitions) each row is folded over.
+        pub n_stages: i64,
+        /// Columns of the row per stage (`chunk`).
+        pub stage_free_size: i64,
+        /// `n_stages · stage_free_size`, `V` padded to the stages.
+        pub padded_vocab_size: i64,
         /// Whether the output is sorted (forced when `k` is padded).
         pub sorted: bool,
-        /// This program's first row.
-        pub lnc_batch_start: i64,
-        /// Rows per program.
-        pub per_lnc_bxs: i64,
         /// Rows per tile.
         pub tile_size: i64,
         /// Tiles per program.
         pub n_bxs_tiles: i64,
-        /// Stages (partitions) each row is folded over.
-        pub n_stages: i64,
-        /// Values each stage finds (`lk`, a multiple of 8).
-        pub local_top_k_per_stage: i64,
-        /// `n_stages · lk`, the values the stages find together.
-        pub padded_k: i64,
-        /// Columns of the row per stage (`chunk`).
-        pub stage_free_size: i64,
     }
 
     /// The stages a `tile`-row tile folds its rows over: as many as `k / 8` asks
@@ -186,6 +203,52 @@ pub mod rotational {
         best
     }
 
+    /// The library's `RotationalTopkConfig` for `bxs` rows of `vocab_size`
+    /// columns, `k`, `sorted` and `n_prgs` LNC programs (its
+    /// `create_rotational_topk_config(shape, create_topk_config(shape, dtype, k,
+    /// sorted, n_prgs))`), refusing the library's asserts: `1 <= k <= V`, the
+    /// stages fit beside the tile's rows, a stage and the candidates it receives
+    /// fit in 2^14 columns. Plain integer arithmetic: the host calls it to build
+    /// the kernel's `config`, and the kernel to check the one it is given.
+    #[nki_helper]
+    pub fn rotational_topk_config_for(bxs: i64, vocab_size: i64, k: i64, sorted: bool, n_prgs: i64) -> RotationalTopkConfig {
+        assert!(bxs >= 1, "rotational_topk: BxS must be at least 1, got {bxs}");
+        assert!(n_prgs >= 1, "rotational_topk: n_prgs must be at least 1, got {n_prgs}");
+        assert!(k >= 1 && k <= vocab_size, "rotational_topk: k must be within 1..=V = {vocab_size}, got k = {k}");
+        // One row is never split over programs.
+        let programs = if bxs == 1 { 1 } else { n_prgs };
+        let per_lnc_bxs = bxs.div_ceil(programs);
+        let tile_size: i64 = if per_lnc_bxs > P_MAX { optimal_tile_size(vocab_size, k, sorted, per_lnc_bxs) } else { per_lnc_bxs };
+        let n_stages: i64 = stages_for(vocab_size, k, tile_size);
+        assert!(
+            n_stages <= P_MAX / tile_size,
+            "rotational_topk: inp: V = {vocab_size} needs {n_stages} stages of at most 2^14 columns but only {} fit beside {tile_size} rows per tile",
+            P_MAX / tile_size
+        );
+        let lk: i64 = local_k(k, n_stages);
+        let chunk = vocab_size.div_ceil(n_stages);
+        assert!(
+            chunk + n_stages * lk <= MAX_FREE_DIM,
+            "rotational_topk: k = {k}: a stage's {chunk} columns plus the {n_stages}·{lk} candidates it receives exceed 2^14"
+        );
+        RotationalTopkConfig {
+            BxS: bxs,
+            vocab_size,
+            orig_k: k,
+            padded_k: lk * n_stages,
+            n_prgs: programs,
+            prg_id: 0,
+            per_lnc_BxS: per_lnc_bxs,
+            local_top_k_per_stage: lk,
+            n_stages,
+            stage_free_size: chunk,
+            padded_vocab_size: chunk * n_stages,
+            sorted: sorted || lk * n_stages != k,
+            tile_size,
+            n_bxs_tiles: per_lnc_bxs.div_ceil(tile_size),
+        }
+    }
+
     /// The `k` largest values of each partition of `data` (an SBUF tile it
     /// knocks them out of, see [`KNOCKED_OUT`]), descending, and their columns (`uint32`):
     /// `ceil(k / 8)` rounds of `max8`, `nc_find_index8`, `nc_match_replace8`;
@@ -222,12 +285,12 @@ pub mod rotational {
     pub fn identity_topk(cfg: RotationalTopkConfig, x: Hbm, values: Hbm, indices: Hbm) {
         let k = cfg.orig_k;
         nisa::dma_copy(values, x);
-        let tile_rows = cfg.bxs.min(P_MAX);
+        let tile_rows = cfg.BxS.min(P_MAX);
         let idx = nl::ndarray([tile_rows, k], nl::uint32, buffer = nl::sbuf);
         nisa::iota(idx, [[1, k]]);
-        for t in 0..cfg.bxs.div_ceil(tile_rows) {
+        for t in 0..cfg.BxS.div_ceil(tile_rows) {
             let r0 = t * tile_rows;
-            let rows = (cfg.bxs - r0).min(tile_rows);
+            let rows = (cfg.BxS - r0).min(tile_rows);
             nisa::dma_copy(indices[s![r0..r0 + rows, ..]], idx[s![0..rows, ..]]);
         }
     }
@@ -235,13 +298,13 @@ pub mod rotational {
     /// One stage: the library's scan of whole rows, `tile_size = min(per_lnc_BxS, 128)`
     /// rows at a time, short tiles padded with the dtype's fill.
     #[nki_helper]
-    pub fn scanning_topk(cfg: RotationalTopkConfig, x: Hbm, values: Hbm, indices: Hbm) {
-        let tile = cfg.per_lnc_bxs.min(P_MAX);
+    pub fn scanning_topk(cfg: RotationalTopkConfig, x: Hbm, values: Hbm, indices: Hbm, start: i64) {
+        let tile = cfg.per_lnc_BxS.min(P_MAX);
         // The library pads bf16 with its fill and other dtypes with the lowest fp32.
         let fill = if x.dtype() == nl::bfloat16 { FILL_VALUE } else { f32::MIN };
-        let end = (cfg.lnc_batch_start + cfg.per_lnc_bxs).min(cfg.bxs);
-        for t in nl::sequential_range(cfg.per_lnc_bxs.div_ceil(tile)) {
-            let r0 = cfg.lnc_batch_start + t * tile;
+        let end = (start + cfg.per_lnc_BxS).min(cfg.BxS);
+        for t in nl::sequential_range(cfg.per_lnc_BxS.div_ceil(tile)) {
+            let r0 = start + t * tile;
             let rows = (end - r0).min(tile);
             let data = nl::ndarray([tile, cfg.vocab_size], x.dtype(), buffer = nl::sbuf);
             if rows < tile {
@@ -282,11 +345,11 @@ pub mod rotational {
     pub fn folded_load(cfg: RotationalTopkConfig, x: Hbm, dst: Sbuf, r0: i64, rows: i64) {
         let (n, chunk, v) = (cfg.n_stages, cfg.stage_free_size, cfg.vocab_size);
         if v == n * chunk {
-            let folded = x.reshape([cfg.bxs * n, chunk]);
+            let folded = x.reshape([cfg.BxS * n, chunk]);
             nisa::dma_copy(dst[s![0..rows * n, 0..chunk]], folded[s![r0 * n..(r0 + rows) * n, ..]]);
         } else {
             let rem = v % chunk;
-            let flat = x.reshape([cfg.bxs * v]);
+            let flat = x.reshape([cfg.BxS * v]);
             for b in nl::affine_range(rows) {
                 let base = (r0 + b) * v;
                 if rem > 0 {
@@ -373,56 +436,90 @@ pub mod rotational {
         (vals, out)
     }
 
-    /// The `k` largest values of each row of `inp` (`[BxS, V]` or `[B, S, V]`,
-    /// float32 or bfloat16) along its last dimension and their column indices
-    /// (`uint32`), shaped like `inp` with `k` for `V`. `sorted` orders each row
-    /// descending (it is forced when `k` is padded to the stages); otherwise
-    /// each row holds its stages' groups of candidates.
+    /// The `k = config.orig_k` largest values of each row of `inp` (`[BxS, V]`
+    /// or `[B, S, V]`, float32 or bfloat16) along its last dimension and their
+    /// column indices (`uint32`), shaped like `inp` with `k` for `V`.
+    /// `config.sorted` orders each row descending (the plan forces it when `k`
+    /// is padded to the stages); otherwise each row holds its stages' groups of
+    /// candidates.
     ///
-    /// Rows are split over the LNC programs; see the module docs for the stages.
+    /// `config` is the library's `RotationalTopkConfig`, as
+    /// [`rotational_topk_config_for`] computes it for `inp`'s shape, `k`,
+    /// `sorted` and the launch's LNC programs; a config that is not that plan
+    /// is refused naming the first field that differs. Rows are split over the
+    /// LNC programs; see the module docs for the stages.
     #[nki_kernel]
-    pub fn rotational_topk(#[dtypes(float32, bfloat16)] inp: Hbm, k: i64, #[default(true)] sorted: bool) -> (Hbm, Hbm) {
+    pub fn rotational_topk(#[dtypes(float32, bfloat16)] inp: Hbm, config: RotationalTopkConfig) -> (Hbm, Hbm) {
         let rank = inp.ndim();
         assert!(rank == 2 || rank == 3, "rotational_topk: inp must be [BxS, V] or [B, S, V], got {rank} dims");
         let shape = inp.shape();
         let vocab_size = shape[rank - 1];
         let bxs = if rank == 3 { shape[0] * shape[1] } else { shape[0] };
-        assert!(k >= 1 && k <= vocab_size, "rotational_topk: k must be within 1..=V = {vocab_size}, got k = {k}");
+        let k = config.orig_k;
+        assert!(config.BxS == bxs, "rotational_topk: config.BxS = {} disagrees with inp, which has {bxs} rows", config.BxS);
+        assert!(
+            config.vocab_size == vocab_size,
+            "rotational_topk: config.vocab_size = {} disagrees with inp, whose rows have {vocab_size} columns",
+            config.vocab_size
+        );
+        assert!(k >= 1 && k <= vocab_size, "rotational_topk: config.orig_k = {k} must be within 1..=V = {vocab_size}");
         let grid = nl::program_ndim() == 1;
         let programs = if grid { nl::num_programs(0) } else { 1 };
         let program = if grid { nl::program_id(0) } else { 0 };
-        // The library's RotationalTopkConfig, checking its rules. One row is
-        // never split: both programs compute it.
+        // One row is never split: both programs compute it.
         let n_prgs = if bxs == 1 { 1 } else { programs };
         let prg_id = if bxs == 1 { 0 } else { program };
-        let per_lnc_bxs = bxs.div_ceil(n_prgs);
-        let tile_size: i64 = if per_lnc_bxs > P_MAX { optimal_tile_size(vocab_size, k, sorted, per_lnc_bxs) } else { per_lnc_bxs };
-        let n_stages: i64 = stages_for(vocab_size, k, tile_size);
         assert!(
-            n_stages <= P_MAX / tile_size,
-            "rotational_topk: inp: V = {vocab_size} needs {n_stages} stages of at most 2^14 columns but only {} fit beside {tile_size} rows per tile",
-            P_MAX / tile_size
+            config.n_prgs == n_prgs,
+            "rotational_topk: config.n_prgs = {} disagrees with the launch, which runs {n_prgs} program(s) over {bxs} rows",
+            config.n_prgs
         );
-        let lk: i64 = local_k(k, n_stages);
-        let chunk = vocab_size.div_ceil(n_stages);
+        // The plan the config must be. A config forced sorted (sorted=False, k
+        // padded) is the sorted=True plan: the tile it was given costs the same
+        // under both flags and no tile costs less with the sort counted.
+        let plan: RotationalTopkConfig = rotational_topk_config_for(bxs, vocab_size, k, config.sorted, n_prgs);
+        let planned = ", the plan for inp [BxS, V], orig_k, n_prgs is";
+        assert!(config.prg_id == 0, "rotational_topk: config.prg_id = {} must be 0 (the program comes from the launch)", config.prg_id);
         assert!(
-            chunk + n_stages * lk <= MAX_FREE_DIM,
-            "rotational_topk: k = {k}: a stage's {chunk} columns plus the {n_stages}·{lk} candidates it receives exceed 2^14"
+            config.per_lnc_BxS == plan.per_lnc_BxS,
+            "rotational_topk: config.per_lnc_BxS = {}{planned} {}",
+            config.per_lnc_BxS,
+            plan.per_lnc_BxS
         );
-        let cfg = RotationalTopkConfig {
-            bxs,
-            vocab_size,
-            orig_k: k,
-            sorted: sorted || lk * n_stages != k,
-            lnc_batch_start: prg_id * per_lnc_bxs,
-            per_lnc_bxs,
-            tile_size,
-            n_bxs_tiles: per_lnc_bxs.div_ceil(tile_size),
-            n_stages,
-            local_top_k_per_stage: lk,
-            padded_k: lk * n_stages,
-            stage_free_size: chunk,
-        };
+        assert!(config.tile_size == plan.tile_size, "rotational_topk: config.tile_size = {}{planned} {}", config.tile_size, plan.tile_size);
+        assert!(
+            config.n_bxs_tiles == plan.n_bxs_tiles,
+            "rotational_topk: config.n_bxs_tiles = {}{planned} {}",
+            config.n_bxs_tiles,
+            plan.n_bxs_tiles
+        );
+        assert!(config.n_stages == plan.n_stages, "rotational_topk: config.n_stages = {}{planned} {}", config.n_stages, plan.n_stages);
+        assert!(
+            config.local_top_k_per_stage == plan.local_top_k_per_stage,
+            "rotational_topk: config.local_top_k_per_stage = {}{planned} {}",
+            config.local_top_k_per_stage,
+            plan.local_top_k_per_stage
+        );
+        assert!(config.padded_k == plan.padded_k, "rotational_topk: config.padded_k = {}{planned} {}", config.padded_k, plan.padded_k);
+        assert!(
+            config.stage_free_size == plan.stage_free_size,
+            "rotational_topk: config.stage_free_size = {}{planned} {}",
+            config.stage_free_size,
+            plan.stage_free_size
+        );
+        assert!(
+            config.padded_vocab_size == plan.padded_vocab_size,
+            "rotational_topk: config.padded_vocab_size = {}{planned} {}",
+            config.padded_vocab_size,
+            plan.padded_vocab_size
+        );
+        assert!(
+            config.sorted == plan.sorted,
+            "rotational_topk: config.sorted = {}: k = {k} is padded to {}, which forces sorted",
+            config.sorted,
+            plan.padded_k
+        );
+        let start = prg_id * config.per_lnc_BxS;
         let x = inp.reshape([bxs, vocab_size]);
         let topk_values = if rank == 3 {
             nl::ndarray([shape[0], shape[1], k], inp.dtype(), buffer = nl::shared_hbm)
@@ -437,23 +534,23 @@ pub mod rotational {
         let values = topk_values.reshape([bxs, k]);
         let indices = topk_indices.reshape([bxs, k]);
         if k == vocab_size {
-            identity_topk(cfg, x, values, indices);
-        } else if cfg.n_stages == 1 {
-            scanning_topk(cfg, x, values, indices);
+            identity_topk(config, x, values, indices);
+        } else if config.n_stages == 1 {
+            scanning_topk(config, x, values, indices, start);
         } else {
-            let n = cfg.n_stages;
-            let parts = cfg.tile_size * n;
+            let (n, lk) = (config.n_stages, config.local_top_k_per_stage);
+            let parts = config.tile_size * n;
             let shift = shift_matrix(n, parts);
             let shift_x = nl::ndarray([parts, parts], inp.dtype(), buffer = nl::sbuf);
             nisa::tensor_copy(shift_x, shift);
-            let end = (cfg.lnc_batch_start + cfg.per_lnc_bxs).min(bxs);
-            for t in nl::sequential_range(cfg.n_bxs_tiles) {
-                let r0 = cfg.lnc_batch_start + t * cfg.tile_size;
-                let rows = (end - r0).min(cfg.tile_size);
-                let (value, found_at) = rotated_core(cfg, x, shift, shift_x, r0, rows);
+            let end = (start + config.per_lnc_BxS).min(bxs);
+            for t in nl::sequential_range(config.n_bxs_tiles) {
+                let r0 = start + t * config.tile_size;
+                let rows = (end - r0).min(config.tile_size);
+                let (value, found_at) = rotated_core(config, x, shift, shift_x, r0, rows);
                 let global_int = nl::ndarray([parts, lk], nl::uint32, buffer = nl::sbuf);
                 nisa::tensor_copy(global_int, found_at);
-                if cfg.sorted {
+                if config.sorted {
                     let (sorted_val, sorted_idx) = sort(unfold(value, n), unfold(global_int, n));
                     nisa::dma_copy(values[s![r0..r0 + rows, ..]], sorted_val[s![0..rows, 0..k]]);
                     nisa::dma_copy(indices[s![r0..r0 + rows, ..]], sorted_idx[s![0..rows, 0..k]]);
@@ -600,6 +697,29 @@ pub const fn rotational_topk_plan(bxs: i64, vocab: i64, k: i64, sorted: bool, pr
         padded_k: lk * n_stages,
         stage_free_size: chunk,
         sorted: sorted || lk * n_stages != k,
+    })
+}
+
+/// The kernel's `config` for `bxs` rows of `vocab` columns, `k`, `sorted` and
+/// `programs` LNC programs (the launch's): [`rotational_topk_plan`] as the
+/// library's `RotationalTopkConfig`, or the first rule the call breaks.
+pub fn rotational_topk_config(bxs: i64, vocab: i64, k: i64, sorted: bool, programs: i64) -> Result<RotationalTopkConfig, TopkRule> {
+    let plan = rotational_topk_plan(bxs, vocab, k, sorted, programs)?;
+    Ok(RotationalTopkConfig {
+        BxS: bxs,
+        vocab_size: vocab,
+        orig_k: k,
+        padded_k: plan.padded_k,
+        n_prgs: if bxs == 1 { 1 } else { programs },
+        prg_id: 0,
+        per_lnc_BxS: plan.per_lnc_bxs,
+        local_top_k_per_stage: plan.local_top_k_per_stage,
+        n_stages: plan.n_stages,
+        stage_free_size: plan.stage_free_size,
+        padded_vocab_size: plan.stage_free_size * plan.n_stages,
+        sorted: plan.sorted,
+        tile_size: plan.tile_size,
+        n_bxs_tiles: plan.n_bxs_tiles,
     })
 }
 

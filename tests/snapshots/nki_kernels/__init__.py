@@ -22,6 +22,7 @@ from .rmsnorm import rmsnorm
 from .rmsnorm_quant import RmsNormQuantKernelArgs
 from .rmsnorm_quant import rmsnorm_quant_kernel
 from .rope import RoPE
+from .rotational_topk import RotationalTopkConfig
 from .rotational_topk import rotational_topk
 from .router_topk import router_topk
 from .softmax import softmax
@@ -54,6 +55,7 @@ __all__ = [
     "RmsNormQuantKernelArgs",
     "rmsnorm_quant_kernel",
     "RoPE",
+    "RotationalTopkConfig",
     "rotational_topk",
     "router_topk",
     "softmax",

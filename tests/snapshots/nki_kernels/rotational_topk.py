@@ -39,34 +39,42 @@ KNOCKED_OUT = -3.4028234663852886e38
 
 @dataclass
 class RotationalTopkConfig(nl.NKIObject):
-    """The library's `RotationalTopkConfig`: everything one call derives from
-    the shape, `k`, `sorted` and the LNC grid.
+    """The library's `RotationalTopkConfig`: the tile plan of one call, its
+    scalar fields under the library's names and in its order (the shapes,
+    dtypes, nested `TopkConfig` and constant cache have no counterpart: the
+    kernel reads them from `inp`). Get it from [`rotational_topk_config_for`]
+    (the library's `create_topk_config` + `create_rotational_topk_config`);
+    the kernel refuses a config that is not that plan for its `inp`.
     """
 
-    bxs: int
+    BxS: int
     "Rows (`B·S`)."
     vocab_size: int
     "Columns per row (`V`)."
     orig_k: int
     "The `k` asked for."
+    padded_k: int
+    "`n_stages · local_top_k_per_stage`, the values the stages find together."
+    n_prgs: int
+    "LNC programs the rows are split over (1 when `BxS == 1`)."
+    prg_id: int
+    "The program of the config (always 0: the kernel asks the launch grid)."
+    per_lnc_BxS: int
+    "Rows per program."
+    local_top_k_per_stage: int
+    "Values each stage finds (`lk`, a multiple of 8)."
+    n_stages: int
+    "Stages (partitions) each row is folded over."
+    stage_free_size: int
+    "Columns of the row per stage (`chunk`)."
+    padded_vocab_size: int
+    "`n_stages · stage_free_size`, `V` padded to the stages."
     sorted: bool
     "Whether the output is sorted (forced when `k` is padded)."
-    lnc_batch_start: int
-    "This program's first row."
-    per_lnc_bxs: int
-    "Rows per program."
     tile_size: int
     "Rows per tile."
     n_bxs_tiles: int
     "Tiles per program."
-    n_stages: int
-    "Stages (partitions) each row is folded over."
-    local_top_k_per_stage: int
-    "Values each stage finds (`lk`, a multiple of 8)."
-    padded_k: int
-    "`n_stages · lk`, the values the stages find together."
-    stage_free_size: int
-    "Columns of the row per stage (`chunk`)."
 
 
 def stages_for(vocab_size, k, tile):
@@ -121,18 +129,41 @@ def optimal_tile_size(vocab_size, k, sorted, per_lnc):
     return best
 
 
+def rotational_topk_config_for(bxs, vocab_size, k, sorted, n_prgs):
+    """The library's `RotationalTopkConfig` for `bxs` rows of `vocab_size`
+    columns, `k`, `sorted` and `n_prgs` LNC programs (its
+    `create_rotational_topk_config(shape, create_topk_config(shape, dtype, k,
+    sorted, n_prgs))`), refusing the library's asserts: `1 <= k <= V`, the
+    stages fit beside the tile's rows, a stage and the candidates it receives
+    fit in 2^14 columns. Plain integer arithmetic: the host calls it to build
+    the kernel's `config`, and the kernel to check the one it is given.
+    """
+    assert bxs >= 1, f"rotational_topk: BxS must be at least 1, got {bxs}"
+    assert n_prgs >= 1, f"rotational_topk: n_prgs must be at least 1, got {n_prgs}"
+    assert k >= 1 and k <= vocab_size, f"rotational_topk: k must be within 1..=V = {vocab_size}, got k = {k}"
+    programs = 1 if bxs == 1 else n_prgs
+    per_lnc_bxs = -(-bxs // programs)
+    tile_size = optimal_tile_size(vocab_size, k, sorted, per_lnc_bxs) if per_lnc_bxs > P_MAX else per_lnc_bxs
+    n_stages = stages_for(vocab_size, k, tile_size)
+    assert n_stages <= P_MAX // tile_size, f"rotational_topk: inp: V = {vocab_size} needs {n_stages} stages of at most 2^14 columns but only {P_MAX // tile_size} fit beside {tile_size} rows per tile"
+    lk = local_k(k, n_stages)
+    chunk = -(-vocab_size // n_stages)
+    assert chunk + n_stages * lk <= MAX_FREE_DIM, f"rotational_topk: k = {k}: a stage's {chunk} columns plus the {n_stages}·{lk} candidates it receives exceed 2^14"
+    return RotationalTopkConfig(BxS=bxs, vocab_size=vocab_size, orig_k=k, padded_k=lk * n_stages, n_prgs=programs, prg_id=0, per_lnc_BxS=per_lnc_bxs, local_top_k_per_stage=lk, n_stages=n_stages, stage_free_size=chunk, padded_vocab_size=chunk * n_stages, sorted=sorted or lk * n_stages != k, tile_size=tile_size, n_bxs_tiles=-(-per_lnc_bxs // tile_size))
+
+
 def identity_topk(cfg, x, values, indices):
     """`k == V`: the rows as they are, with indices `0..V` (the library returns
     its input unsorted in this case).
     """
     k = cfg.orig_k
     nisa.dma_copy(dst=values, src=x)
-    tile_rows = min(cfg.bxs, P_MAX)
+    tile_rows = min(cfg.BxS, P_MAX)
     idx = nl.ndarray(shape=(tile_rows, k), dtype=nl.uint32, buffer=nl.sbuf)
     nisa.iota(dst=idx, pattern=[[1, k]])
-    for t in range(-(-cfg.bxs // tile_rows)):
+    for t in range(-(-cfg.BxS // tile_rows)):
         r0 = t * tile_rows
-        rows = min(cfg.bxs - r0, tile_rows)
+        rows = min(cfg.BxS - r0, tile_rows)
         nisa.dma_copy(dst=indices[r0:r0 + rows, :], src=idx[0:rows, :])
 
 
@@ -163,15 +194,15 @@ def topk_core(data, k):
     return (out_vals, out_inds)
 
 
-def scanning_topk(cfg, x, values, indices):
+def scanning_topk(cfg, x, values, indices, start):
     """One stage: the library's scan of whole rows, `tile_size = min(per_lnc_BxS, 128)`
     rows at a time, short tiles padded with the dtype's fill.
     """
-    tile = min(cfg.per_lnc_bxs, P_MAX)
+    tile = min(cfg.per_lnc_BxS, P_MAX)
     fill = FILL_VALUE if x.dtype == nl.bfloat16 else -3.4028234663852886e38
-    end = min(cfg.lnc_batch_start + cfg.per_lnc_bxs, cfg.bxs)
-    for t in nl.sequential_range(start=0, stop=-(-cfg.per_lnc_bxs // tile)):
-        r0 = cfg.lnc_batch_start + t * tile
+    end = min(start + cfg.per_lnc_BxS, cfg.BxS)
+    for t in nl.sequential_range(start=0, stop=-(-cfg.per_lnc_BxS // tile)):
+        r0 = start + t * tile
         rows = min(end - r0, tile)
         data = nl.ndarray(shape=(tile, cfg.vocab_size), dtype=x.dtype, buffer=nl.sbuf)
         if rows < tile:
@@ -210,11 +241,11 @@ def folded_load(cfg, x, dst, r0, rows):
     """
     n, chunk, v = (cfg.n_stages, cfg.stage_free_size, cfg.vocab_size)
     if v == n * chunk:
-        folded = x.reshape(shape=(cfg.bxs * n, chunk))
+        folded = x.reshape(shape=(cfg.BxS * n, chunk))
         nisa.dma_copy(dst=dst[0:rows * n, 0:chunk], src=folded[r0 * n:(r0 + rows) * n, :])
     else:
         rem = v % chunk
-        flat = x.reshape(shape=(cfg.bxs * v,))
+        flat = x.reshape(shape=(cfg.BxS * v,))
         for b in nl.affine_range(start=0, stop=rows):
             base = (r0 + b) * v
             if rem > 0:
@@ -293,14 +324,19 @@ def sort(data, labels):
 
 
 @nki.jit
-def rotational_topk(inp, k, sorted=True):
-    """The `k` largest values of each row of `inp` (`[BxS, V]` or `[B, S, V]`,
-    float32 or bfloat16) along its last dimension and their column indices
-    (`uint32`), shaped like `inp` with `k` for `V`. `sorted` orders each row
-    descending (it is forced when `k` is padded to the stages); otherwise
-    each row holds its stages' groups of candidates.
+def rotational_topk(inp, config):
+    """The `k = config.orig_k` largest values of each row of `inp` (`[BxS, V]`
+    or `[B, S, V]`, float32 or bfloat16) along its last dimension and their
+    column indices (`uint32`), shaped like `inp` with `k` for `V`.
+    `config.sorted` orders each row descending (the plan forces it when `k`
+    is padded to the stages); otherwise each row holds its stages' groups of
+    candidates.
 
-    Rows are split over the LNC programs; see the module docs for the stages.
+    `config` is the library's `RotationalTopkConfig`, as
+    [`rotational_topk_config_for`] computes it for `inp`'s shape, `k`,
+    `sorted` and the launch's LNC programs; a config that is not that plan
+    is refused naming the first field that differs. Rows are split over the
+    LNC programs; see the module docs for the stages.
     """
     assert inp.dtype in (nl.float32, nl.bfloat16), "rotational_topk takes inp as float32 or bfloat16"
     rank = inp.ndim
@@ -308,43 +344,52 @@ def rotational_topk(inp, k, sorted=True):
     shape = inp.shape
     vocab_size = shape[rank - 1]
     bxs = shape[0] * shape[1] if rank == 3 else shape[0]
-    assert k >= 1 and k <= vocab_size, f"rotational_topk: k must be within 1..=V = {vocab_size}, got k = {k}"
+    k = config.orig_k
+    assert config.BxS == bxs, f"rotational_topk: config.BxS = {config.BxS} disagrees with inp, which has {bxs} rows"
+    assert config.vocab_size == vocab_size, f"rotational_topk: config.vocab_size = {config.vocab_size} disagrees with inp, whose rows have {vocab_size} columns"
+    assert k >= 1 and k <= vocab_size, f"rotational_topk: config.orig_k = {k} must be within 1..=V = {vocab_size}"
     grid = nl.program_ndim() == 1
     programs = nl.num_programs(axes=0) if grid else 1
     program = nl.program_id(axis=0) if grid else 0
     n_prgs = 1 if bxs == 1 else programs
     prg_id = 0 if bxs == 1 else program
-    per_lnc_bxs = -(-bxs // n_prgs)
-    tile_size = optimal_tile_size(vocab_size, k, sorted, per_lnc_bxs) if per_lnc_bxs > P_MAX else per_lnc_bxs
-    n_stages = stages_for(vocab_size, k, tile_size)
-    assert n_stages <= P_MAX // tile_size, f"rotational_topk: inp: V = {vocab_size} needs {n_stages} stages of at most 2^14 columns but only {P_MAX // tile_size} fit beside {tile_size} rows per tile"
-    lk = local_k(k, n_stages)
-    chunk = -(-vocab_size // n_stages)
-    assert chunk + n_stages * lk <= MAX_FREE_DIM, f"rotational_topk: k = {k}: a stage's {chunk} columns plus the {n_stages}·{lk} candidates it receives exceed 2^14"
-    cfg = RotationalTopkConfig(bxs=bxs, vocab_size=vocab_size, orig_k=k, sorted=sorted or lk * n_stages != k, lnc_batch_start=prg_id * per_lnc_bxs, per_lnc_bxs=per_lnc_bxs, tile_size=tile_size, n_bxs_tiles=-(-per_lnc_bxs // tile_size), n_stages=n_stages, local_top_k_per_stage=lk, padded_k=lk * n_stages, stage_free_size=chunk)
+    assert config.n_prgs == n_prgs, f"rotational_topk: config.n_prgs = {config.n_prgs} disagrees with the launch, which runs {n_prgs} program(s) over {bxs} rows"
+    plan = rotational_topk_config_for(bxs, vocab_size, k, config.sorted, n_prgs)
+    planned = ", the plan for inp [BxS, V], orig_k, n_prgs is"
+    assert config.prg_id == 0, f"rotational_topk: config.prg_id = {config.prg_id} must be 0 (the program comes from the launch)"
+    assert config.per_lnc_BxS == plan.per_lnc_BxS, f"rotational_topk: config.per_lnc_BxS = {config.per_lnc_BxS}{planned} {plan.per_lnc_BxS}"
+    assert config.tile_size == plan.tile_size, f"rotational_topk: config.tile_size = {config.tile_size}{planned} {plan.tile_size}"
+    assert config.n_bxs_tiles == plan.n_bxs_tiles, f"rotational_topk: config.n_bxs_tiles = {config.n_bxs_tiles}{planned} {plan.n_bxs_tiles}"
+    assert config.n_stages == plan.n_stages, f"rotational_topk: config.n_stages = {config.n_stages}{planned} {plan.n_stages}"
+    assert config.local_top_k_per_stage == plan.local_top_k_per_stage, f"rotational_topk: config.local_top_k_per_stage = {config.local_top_k_per_stage}{planned} {plan.local_top_k_per_stage}"
+    assert config.padded_k == plan.padded_k, f"rotational_topk: config.padded_k = {config.padded_k}{planned} {plan.padded_k}"
+    assert config.stage_free_size == plan.stage_free_size, f"rotational_topk: config.stage_free_size = {config.stage_free_size}{planned} {plan.stage_free_size}"
+    assert config.padded_vocab_size == plan.padded_vocab_size, f"rotational_topk: config.padded_vocab_size = {config.padded_vocab_size}{planned} {plan.padded_vocab_size}"
+    assert config.sorted == plan.sorted, f"rotational_topk: config.sorted = {config.sorted}: k = {k} is padded to {plan.padded_k}, which forces sorted"
+    start = prg_id * config.per_lnc_BxS
     x = inp.reshape(shape=(bxs, vocab_size))
     topk_values = nl.ndarray(shape=(shape[0], shape[1], k), dtype=inp.dtype, buffer=nl.shared_hbm) if rank == 3 else nl.ndarray(shape=(bxs, k), dtype=inp.dtype, buffer=nl.shared_hbm)
     topk_indices = nl.ndarray(shape=(shape[0], shape[1], k), dtype=nl.uint32, buffer=nl.shared_hbm) if rank == 3 else nl.ndarray(shape=(bxs, k), dtype=nl.uint32, buffer=nl.shared_hbm)
     values = topk_values.reshape(shape=(bxs, k))
     indices = topk_indices.reshape(shape=(bxs, k))
     if k == vocab_size:
-        identity_topk(cfg, x, values, indices)
-    elif cfg.n_stages == 1:
-        scanning_topk(cfg, x, values, indices)
+        identity_topk(config, x, values, indices)
+    elif config.n_stages == 1:
+        scanning_topk(config, x, values, indices, start)
     else:
-        n = cfg.n_stages
-        parts = cfg.tile_size * n
+        n, lk = (config.n_stages, config.local_top_k_per_stage)
+        parts = config.tile_size * n
         shift = shift_matrix(n, parts)
         shift_x = nl.ndarray(shape=(parts, parts), dtype=inp.dtype, buffer=nl.sbuf)
         nisa.tensor_copy(dst=shift_x, src=shift)
-        end = min(cfg.lnc_batch_start + cfg.per_lnc_bxs, bxs)
-        for t in nl.sequential_range(start=0, stop=cfg.n_bxs_tiles):
-            r0 = cfg.lnc_batch_start + t * cfg.tile_size
-            rows = min(end - r0, cfg.tile_size)
-            value, found_at = rotated_core(cfg, x, shift, shift_x, r0, rows)
+        end = min(start + config.per_lnc_BxS, bxs)
+        for t in nl.sequential_range(start=0, stop=config.n_bxs_tiles):
+            r0 = start + t * config.tile_size
+            rows = min(end - r0, config.tile_size)
+            value, found_at = rotated_core(config, x, shift, shift_x, r0, rows)
             global_int = nl.ndarray(shape=(parts, lk), dtype=nl.uint32, buffer=nl.sbuf)
             nisa.tensor_copy(dst=global_int, src=found_at)
-            if cfg.sorted:
+            if config.sorted:
                 sorted_val, sorted_idx = sort(unfold(value, n), unfold(global_int, n))
                 nisa.dma_copy(dst=values[r0:r0 + rows, :], src=sorted_val[0:rows, 0:k])
                 nisa.dma_copy(dst=indices[r0:r0 + rows, :], src=sorted_idx[0:rows, 0:k])

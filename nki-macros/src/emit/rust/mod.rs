@@ -113,16 +113,13 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, stub: bool) -> TokenStre
         Rs { info, ctx: ctx.clone() }.block(&f.body, true)
     };
     let call = launcher::builder(f, &ret);
-    // The launcher names the bundle types its parameters take.
-    let mut bundle_types: Vec<&syn::Ident> = f
-        .params
-        .iter()
-        .filter_map(|p| match &p.ty {
-            TypeAnn::Object(o, _) => Some(o),
-            _ => None,
-        })
-        .collect();
-    bundle_types.dedup_by(|a, b| a == b);
+    // The launcher names the bundle types its parameters take and it returns.
+    let mut bundle_types: Vec<&syn::Ident> = Vec::new();
+    for t in f.params.iter().map(|p| &p.ty).chain(f.ret.as_ref()) {
+        bundles_in(t, &mut bundle_types);
+    }
+    bundle_types.sort();
+    bundle_types.dedup();
     let bundles = bundle_types.iter().map(|o| quote!(#[allow(unused_imports)] use super::#o;));
     let info_item = info_static(f, info);
     let kind_doc = match f.kind {
@@ -148,6 +145,16 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, stub: bool) -> TokenStre
             #info_item
             #call
         }
+    }
+}
+
+/// The bundle types `t` names (itself, or inside a tuple or option).
+fn bundles_in<'t>(t: &'t TypeAnn, out: &mut Vec<&'t syn::Ident>) {
+    match t {
+        TypeAnn::Object(o, _) => out.push(o),
+        TypeAnn::Option(inner, _) => bundles_in(inner, out),
+        TypeAnn::Tuple(items, _) => items.iter().for_each(|i| bundles_in(i, out)),
+        _ => {}
     }
 }
 
