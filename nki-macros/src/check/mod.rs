@@ -115,6 +115,8 @@ struct Checker<'d> {
     no_reorder: bool,
     /// The parameter bundles of the enclosing `#[nki_module]`: name, fields.
     objects: Vec<(String, Vec<(String, Ty)>)>,
+    /// The enums of the enclosing `#[nki_module]`: name, members.
+    enums: Vec<(String, Vec<String>)>,
 }
 
 /// Whether `e` is a literal Python can hold as a default or module constant:
@@ -146,6 +148,7 @@ pub fn check_consts(consts: &[&ModuleConst], diag: &mut Diagnostics) {
         closure: None,
         no_reorder: false,
         objects: Vec::new(),
+        enums: Vec::new(),
     };
     c.declare_consts(consts.iter().copied());
 }
@@ -163,6 +166,7 @@ pub fn check_objects(objects: &[ObjectDef], diag: &mut Diagnostics) {
         closure: None,
         no_reorder: false,
         objects: Vec::new(),
+        enums: Vec::new(),
     };
     for o in objects {
         let mut seen_default = false;
@@ -226,6 +230,7 @@ pub fn check(f: &Function, target: Generation, diag: &mut Diagnostics) -> Info {
             .iter()
             .map(|o| (o.name.to_string(), o.fields.iter().map(|(n, t)| (n.to_string(), Ty::from_ann(t))).collect()))
             .collect(),
+        enums: f.enums.iter().map(|e| (e.name.to_string(), e.members.iter().map(|(m, _)| m.to_string()).collect())).collect(),
     };
     // The module's constants were checked, and reported, by `#[nki_module]`.
     let mut quiet = Diagnostics::default();

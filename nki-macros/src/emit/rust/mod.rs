@@ -50,7 +50,7 @@ pub fn local_type(t: &TypeAnn) -> TokenStream {
             quote!((#(#ts,)*))
         }
         TypeAnn::Outputs(_) => quote!(::nki::Outputs),
-        TypeAnn::Object(name, _) => quote!(#name),
+        TypeAnn::Object(name, _) | TypeAnn::PyEnum(name, _) => quote!(#name),
     };
     quote_spanned!(t.span().start=> #ty)
 }
@@ -113,15 +113,20 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, stub: bool) -> TokenStre
         Rs { info, ctx: ctx.clone() }.block(&f.body, true)
     };
     let call = launcher::builder(f, &ret);
-    // The launcher names the bundle types its parameters take.
+    // The launcher names the bundle and enum types its parameters take.
     let mut bundle_types: Vec<&syn::Ident> = f
         .params
         .iter()
         .filter_map(|p| match &p.ty {
-            TypeAnn::Object(o, _) => Some(o),
+            TypeAnn::Object(o, _) | TypeAnn::PyEnum(o, _) => Some(o),
+            TypeAnn::Option(inner, _) => match &**inner {
+                TypeAnn::PyEnum(o, _) => Some(o),
+                _ => None,
+            },
             _ => None,
         })
         .collect();
+    bundle_types.sort();
     bundle_types.dedup_by(|a, b| a == b);
     let bundles = bundle_types.iter().map(|o| quote!(#[allow(unused_imports)] use super::#o;));
     let info_item = info_static(f, info);
@@ -149,6 +154,13 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, stub: bool) -> TokenStre
             #call
         }
     }
+}
+
+/// A member of an `#[nki_enum]` (`RouterActFnType::SOFTMAX`), named as in the
+/// module that declares the enum.
+fn member_tokens(p: &[String]) -> TokenStream {
+    let segs = p.iter().map(|s| format_ident!("{}", s));
+    quote!(#(#segs)::*)
 }
 
 fn constant_tokens(p: &[String]) -> TokenStream {
@@ -188,7 +200,7 @@ fn info_static(f: &Function, info: &Info) -> TokenStream {
         }
         quote!(&#(#segs)::*::INFO)
     });
-    let consts = f.consts.iter().map(|k| &k.name).chain(f.objects.iter().map(|o| &o.name)).map(|name| {
+    let consts = f.consts.iter().map(|k| &k.name).chain(f.objects.iter().map(|o| &o.name)).chain(f.enums.iter().map(|e| &e.name)).map(|name| {
         let reg = const_registration(name);
         quote!(&super::#reg)
     });
