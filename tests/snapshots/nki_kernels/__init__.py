@@ -22,6 +22,7 @@ from .rmsnorm import rmsnorm
 from .rmsnorm_quant import rmsnorm_quant_kernel
 from .rope import RoPE
 from .rotational_topk import rotational_topk
+from .router_topk import RouterActFnType
 from .router_topk import router_topk
 from .softmax import softmax
 from .temperature_softmax import temperature_softmax
@@ -53,6 +54,7 @@ __all__ = [
     "rmsnorm_quant_kernel",
     "RoPE",
     "rotational_topk",
+    "RouterActFnType",
     "router_topk",
     "softmax",
     "temperature_softmax",
