@@ -49,7 +49,8 @@ impl Flags {
     /// Sigmoid of the selected logits, scattered by indirect DMA.
     const POST_SIGMOID: Flags = Flags { act_fn: RouterActFnType::SIGMOID, indirect: true, ..Flags::POST_SOFTMAX };
     /// Sigmoid before the top-k, renormalised, scattered by indirect DMA.
-    const PRE_SIGMOID_NORM: Flags = Flags { act_fn: RouterActFnType::SIGMOID, pre_norm: true, norm: true, indirect: true, ..Flags::POST_SOFTMAX };
+    const PRE_SIGMOID_NORM: Flags =
+        Flags { act_fn: RouterActFnType::SIGMOID, pre_norm: true, norm: true, indirect: true, ..Flags::POST_SOFTMAX };
 }
 
 /// A router problem: `x` `[T, H]`, `w` `[H, E]`, `bias` `[E]`, `k`.
@@ -460,7 +461,10 @@ fn the_library_rules_are_refused_naming_the_parameter() {
     assert_eq!(router_topk_violation(ok), None);
     assert_eq!(router_topk_violation(RouterShape { e: 513, ..ok }), Some(RouterRule::Experts));
     assert_eq!(router_topk_violation(RouterShape { h: 4000, ..ok }), Some(RouterRule::Hidden));
-    assert_eq!(router_topk_violation(RouterShape { act_fn: RouterActFnType::SIGMOID, ..ok }), Some(RouterRule::SigmoidNeedsIndirectScatter));
+    assert_eq!(
+        router_topk_violation(RouterShape { act_fn: RouterActFnType::SIGMOID, ..ok }),
+        Some(RouterRule::SigmoidNeedsIndirectScatter)
+    );
     assert_eq!(router_topk_violation(RouterShape { t: 2047, ..ok }), Some(RouterRule::Sharding));
     assert_eq!(router_topk_violation(RouterShape { return_eager_affi: true, ..ok }), Some(RouterRule::EagerTokens));
     assert_eq!(

@@ -346,7 +346,10 @@ pub mod kernel {
         assert!(k >= 1 && k <= TOP8, "router_topk: k must be within 1..=8, got {k}");
         let (x_dtype, w_dtype) = (x.dtype(), w.dtype());
         assert!(x_dtype == w_dtype, "router_topk: x dtype {x_dtype} must match w dtype {w_dtype}");
-        assert!(act_fn != RouterActFnType::SIGMOID || use_indirect_dma_scatter, "router_topk: act_fn SIGMOID requires use_indirect_dma_scatter=True");
+        assert!(
+            act_fn != RouterActFnType::SIGMOID || use_indirect_dma_scatter,
+            "router_topk: act_fn SIGMOID requires use_indirect_dma_scatter=True"
+        );
         assert!(
             !return_eager_affi || router_pre_norm || t <= PE_COLUMN_TILE_128,
             "router_topk: return_eager_affi without router_pre_norm needs T <= 128, got T = {t}"

@@ -113,10 +113,13 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
             quote!(struct #name { #(#fields),* })
         }))
         .chain(enum_items.iter().map(|e| {
-            let (name, variants) = (&e.ident, e.variants.iter().map(|v| {
-                let (n, d) = (&v.ident, v.discriminant.as_ref().map(|(eq, d)| quote!(#eq #d)));
-                quote!(#n #d)
-            }));
+            let (name, variants) = (
+                &e.ident,
+                e.variants.iter().map(|v| {
+                    let (n, d) = (&v.ident, v.discriminant.as_ref().map(|(eq, d)| quote!(#eq #d)));
+                    quote!(#n #d)
+                }),
+            );
             quote!(enum #name { #(#variants),* })
         }))
         .collect();

@@ -142,7 +142,8 @@ impl Checker<'_> {
             if members.contains(member) {
                 return Ty::PyEnum(class.clone());
             }
-            let hint = did_you_mean(member, members.iter().map(String::as_str)).map(|s| format!("; did you mean `{s}`?")).unwrap_or_default();
+            let hint =
+                did_you_mean(member, members.iter().map(String::as_str)).map(|s| format!("; did you mean `{s}`?")).unwrap_or_default();
             self.diag.error(span, format!("`{class}` has no member `{member}`; its members are {}{hint}", members.join(", ")));
             return Ty::Unknown;
         }

@@ -53,7 +53,11 @@ pub fn emit(f: &Function, info: &Info) -> String {
                 },
                 _ => continue,
             };
-            let members = f.enums.iter().find(|e| e.name == *class).map(|e| e.members.iter().map(|(m, _)| m.to_string()).collect::<Vec<_>>().join(", "));
+            let members = f
+                .enums
+                .iter()
+                .find(|e| e.name == *class)
+                .map(|e| e.members.iter().map(|(m, _)| m.to_string()).collect::<Vec<_>>().join(", "));
             let n = &prm.name;
             p.line(&format!(
                 "assert {guard}isinstance({n}, {class}), f\"{}: {n}={{{n}!r}} is not a {class} member ({})\"",

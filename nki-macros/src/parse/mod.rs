@@ -130,7 +130,10 @@ pub fn parse_enums(items: &[syn::ItemEnum], diag: &mut Diagnostics) -> Vec<EnumD
         let mut members = Vec::new();
         for v in &e.variants {
             if !matches!(v.fields, syn::Fields::Unit) {
-                diag.error(Spn::of(&v.fields), format!("`{}::{}` holds data; an #[nki_enum] has plain members, `{} = 0`", e.ident, v.ident, v.ident));
+                diag.error(
+                    Spn::of(&v.fields),
+                    format!("`{}::{}` holds data; an #[nki_enum] has plain members, `{} = 0`", e.ident, v.ident, v.ident),
+                );
                 continue;
             }
             match &v.discriminant {
@@ -266,7 +269,18 @@ pub fn parse_function(item: &syn::ItemFn, kind: FnKind, objects: &[ObjectDef], e
         syn::ReturnType::Type(_, ty) => parse_type(ty, cx),
     };
     let body = stmt::parse_block(&item.block, cx);
-    Function { kind, vis: item.vis.clone(), name: sig.ident.clone(), docs, params, ret, body, consts: Vec::new(), objects: Vec::new(), enums: Vec::new() }
+    Function {
+        kind,
+        vis: item.vis.clone(),
+        name: sig.ident.clone(),
+        docs,
+        params,
+        ret,
+        body,
+        consts: Vec::new(),
+        objects: Vec::new(),
+        enums: Vec::new(),
+    }
 }
 
 /// `#[dtypes(float32, nl::bfloat16)]`: the `nl` dtypes a tensor parameter accepts.

@@ -124,7 +124,9 @@ pub fn default_value(d: &Expr, ty: &TypeAnn) -> TokenStream {
             let inner = default_value(x, ty);
             quote!(-#inner)
         }
-        ExprKind::Path(p) if matches!(ty, TypeAnn::PyEnum(..)) || matches!(ty, TypeAnn::Option(i, _) if matches!(**i, TypeAnn::PyEnum(..))) => {
+        ExprKind::Path(p)
+            if matches!(ty, TypeAnn::PyEnum(..)) || matches!(ty, TypeAnn::Option(i, _) if matches!(**i, TypeAnn::PyEnum(..))) =>
+        {
             member_tokens(p)
         }
         ExprKind::Path(p) => constant_tokens(p),

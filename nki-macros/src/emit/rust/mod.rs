@@ -200,10 +200,11 @@ fn info_static(f: &Function, info: &Info) -> TokenStream {
         }
         quote!(&#(#segs)::*::INFO)
     });
-    let consts = f.consts.iter().map(|k| &k.name).chain(f.objects.iter().map(|o| &o.name)).chain(f.enums.iter().map(|e| &e.name)).map(|name| {
-        let reg = const_registration(name);
-        quote!(&super::#reg)
-    });
+    let consts =
+        f.consts.iter().map(|k| &k.name).chain(f.objects.iter().map(|o| &o.name)).chain(f.enums.iter().map(|e| &e.name)).map(|name| {
+            let reg = const_registration(name);
+            quote!(&super::#reg)
+        });
     let math = info.uses_math;
     let params = launcher::param_infos(f, info);
     let (entry_fn, entry) = match launcher::entry(f) {
