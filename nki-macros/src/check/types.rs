@@ -133,7 +133,7 @@ impl Ty {
             Ty::None => "None".into(),
             Ty::Outputs => "kernel outputs".into(),
             Ty::Object(name) => format!("a {name} bundle"),
-            Ty::PyEnum(name) => format!("a {name} member"),
+            Ty::PyEnum(name) => format!("a member of {name}"),
         }
     }
 
