@@ -275,24 +275,25 @@ pub mod kernel {
     /// applies them to all experts later).
     #[nki_helper]
     pub fn compute_activation(dst: Sbuf, src: Sbuf, act_fn: RouterActFnType, negmax: Sbuf, inv_sum: Sbuf, complete: bool) {
-        if act_fn == RouterActFnType::SIGMOID {
-            nisa::activation(dst, nl::sigmoid, src);
-        } else {
-            let [t, n] = src.shape();
-            nisa::tensor_reduce(negmax, nl::maximum, src, 1, negate = true);
-            let exps = nl::ndarray([t, n], nl::float32, buffer = nl::sbuf);
-            nisa::activation(
-                exps,
-                nl::exp,
-                src,
-                bias = negmax,
-                reduce_op = nl::add,
-                reduce_res = inv_sum,
-                reduce_cmd = nisa::reduce_cmd::reset_reduce,
-            );
-            nisa::reciprocal(inv_sum, inv_sum);
-            if complete {
-                nisa::tensor_scalar(dst, exps, nl::multiply, inv_sum);
+        match act_fn {
+            RouterActFnType::SIGMOID => nisa::activation(dst, nl::sigmoid, src),
+            RouterActFnType::SOFTMAX => {
+                let [t, n] = src.shape();
+                nisa::tensor_reduce(negmax, nl::maximum, src, 1, negate = true);
+                let exps = nl::ndarray([t, n], nl::float32, buffer = nl::sbuf);
+                nisa::activation(
+                    exps,
+                    nl::exp,
+                    src,
+                    bias = negmax,
+                    reduce_op = nl::add,
+                    reduce_res = inv_sum,
+                    reduce_cmd = nisa::reduce_cmd::reset_reduce,
+                );
+                nisa::reciprocal(inv_sum, inv_sum);
+                if complete {
+                    nisa::tensor_scalar(dst, exps, nl::multiply, inv_sum);
+                }
             }
         }
     }

@@ -24,8 +24,8 @@ pub struct Parser<'d> {
     too_deep_reported: bool,
     /// The parameter bundles a type may name.
     objects: Vec<String>,
-    /// The enums a type may name.
-    enums: Vec<String>,
+    /// The enums a type may name, with their members (a `match` covers them).
+    enums: Vec<(String, Vec<String>)>,
 }
 
 impl Parser<'_> {
@@ -181,7 +181,7 @@ fn int_literal(e: &syn::Expr) -> Option<i64> {
 /// `objects` and the enums `enums`.
 pub fn parse_function(item: &syn::ItemFn, kind: FnKind, objects: &[ObjectDef], enums: &[EnumDef], diag: &mut Diagnostics) -> Function {
     let objects = objects.iter().map(|o| o.name.to_string()).collect();
-    let enums = enums.iter().map(|e| e.name.to_string()).collect();
+    let enums = enums.iter().map(|e| (e.name.to_string(), e.members.iter().map(|(m, _)| m.to_string()).collect())).collect();
     let cx = &mut Parser { diag, depth: 0, too_deep_reported: false, objects, enums };
     let sig = &item.sig;
     let what = match kind {

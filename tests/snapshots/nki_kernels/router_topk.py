@@ -63,7 +63,7 @@ def compute_activation(dst, src, act_fn, negmax, inv_sum, complete):
     """
     if act_fn == RouterActFnType.SIGMOID:
         nisa.activation(dst=dst, op=nl.sigmoid, data=src)
-    else:
+    elif act_fn == RouterActFnType.SOFTMAX:
         t, n = src.shape
         nisa.tensor_reduce(dst=negmax, op=nl.maximum, data=src, axis=1, negate=True)
         exps = nl.ndarray(shape=(t, n), dtype=nl.float32, buffer=nl.sbuf)
