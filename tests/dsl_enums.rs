@@ -10,7 +10,9 @@ pub mod scaled {
     use nki::prelude::*;
 
     /// How `scale` scales (the values are the Python members').
+    // Derives of its own stay; `#[nki_enum]` adds the others kernels need.
     #[nki_enum]
+    #[derive(Debug, PartialEq, Hash)]
     pub enum Scaling {
         /// Halves.
         HALF = 2,

@@ -88,8 +88,21 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         e.attrs.retain(|a| a.path().segments.last().is_none_or(|p| p.ident != "nki_enum"));
         if e.attrs.len() != before {
             enum_items.push(e.clone());
+            // Kernels copy and compare members: the derives the enum lacks.
+            let derived: Vec<String> = e
+                .attrs
+                .iter()
+                .filter(|a| a.path().is_ident("derive"))
+                .filter_map(|a| a.parse_args_with(syn::punctuated::Punctuated::<syn::Path, syn::Token![,]>::parse_terminated).ok())
+                .flatten()
+                .filter_map(|p| p.segments.last().map(|s| s.ident.to_string()))
+                .collect();
+            let missing = ["Clone", "Copy", "Debug", "PartialEq", "Eq"]
+                .into_iter()
+                .filter(|d| !derived.iter().any(|x| x == d))
+                .map(|d| syn::Ident::new(d, proc_macro2::Span::call_site()));
+            e.attrs.push(syn::parse_quote!(#[derive(#(#missing),*)]));
             // Python's member names are the variants' names, verbatim (`GELU_Tanh_Approx`).
-            e.attrs.push(syn::parse_quote!(#[derive(Clone, Copy, Debug, PartialEq, Eq)]));
             e.attrs.push(syn::parse_quote!(#[allow(non_camel_case_types)]));
         }
     }
