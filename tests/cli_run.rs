@@ -91,7 +91,7 @@ const CASES: &[Case] = &[
             ("router_logits", F32(&[16, 32])),
             ("expert_affinities", F32(&[16, 32])),
             ("expert_index", Ids(&[16, 4], 32)),
-            ("act_fn", Text("1")),
+            ("act_fn", Text("SOFTMAX")),
             ("k", Text("4")),
             ("x_hbm_layout", Text("0")),
             ("x_sb_layout", Text("0")),
@@ -263,6 +263,7 @@ fn rust_outputs(dir: &Path, case: &Case, info: &FunctionInfo) -> Vec<Vec<Tensor>
                             nki::emit::ParamKind::Float => ArgValue::Float(t.parse().unwrap()),
                             nki::emit::ParamKind::Bool => ArgValue::Bool(t.parse().unwrap()),
                             nki::emit::ParamKind::Dtype => ArgValue::Dtype(nki::Dtype::from_python_name(t).unwrap()),
+                            nki::emit::ParamKind::Enum { .. } => ArgValue::Member(t.to_string()),
                             other => panic!("no text case for {other:?}"),
                         },
                         _ => {
@@ -460,6 +461,33 @@ fn refused_inputs_name_the_parameter_exit_2_and_write_nothing() {
         (&["run", "embedding", "--table", "x.npy", "--ids", "ids.npy", "--out", "out"], &["--ids ids.npy: float32 [128, 1]", "integer"]),
         (&["run", "topk", "--x", "x.npy", "--k", "two", "--out", "out"], &["--k two: expected an int"]),
         (
+            &[
+                "run",
+                "router_topk",
+                "--x",
+                "x.npy",
+                "--w",
+                "x.npy",
+                "--router-logits",
+                "x.npy",
+                "--expert-affinities",
+                "x.npy",
+                "--expert-index",
+                "x.npy",
+                "--act-fn",
+                "1",
+                "--k",
+                "4",
+                "--x-hbm-layout",
+                "0",
+                "--x-sb-layout",
+                "0",
+                "--out",
+                "out",
+            ],
+            &["--act-fn 1: expected a RouterActFnType member: SIGMOID, SOFTMAX"],
+        ),
+        (
             &["run", "RoPE", "--x-in", "xi.npy", "--cos", "angles.npy", "--sin", "angles.npy", "--out", "out"],
             &["--x-in xi.npy: int32 [64, 1, 1, 8]", "invalid x_in = int32: RoPE takes x_in as float32, bfloat16 or float16"],
         ),
@@ -483,4 +511,10 @@ fn refused_inputs_name_the_parameter_exit_2_and_write_nothing() {
     let help = nki_in(&dir, &["run", "layernorm", "--help"]);
     let text = String::from_utf8_lossy(&help.stdout);
     assert!(help.status.success() && text.contains("--eps VALUE") && text.contains("default 1e-5"), "{text}");
+    let help = nki_in(&dir, &["run", "router_topk", "--help"]);
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.status.success() && text.contains("--act-fn VALUE") && text.contains("a RouterActFnType member: SIGMOID|SOFTMAX"),
+        "{text}"
+    );
 }

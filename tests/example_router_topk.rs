@@ -9,13 +9,14 @@
 mod common;
 
 use common::{Arg, as_dtype, run_numpy, tensor, uniform};
-use nki::examples::router_topk::{ACT_SIGMOID, ACT_SOFTMAX, RouterRule, RouterShape, router_topk, router_topk_violation};
+use nki::emit::PyEnum;
+use nki::examples::router_topk::{RouterActFnType, RouterRule, RouterShape, router_topk, router_topk_violation};
 use nki::{Dtype, Launch, Precision, Tensor};
 
 /// The flags of one call (the library's keyword arguments).
 #[derive(Clone, Copy, Debug)]
 struct Flags {
-    act_fn: i64,
+    act_fn: RouterActFnType,
     pre_norm: bool,
     norm: bool,
     indirect: bool,
@@ -30,7 +31,7 @@ struct Flags {
 impl Flags {
     /// Softmax after the top-k, one-hot scatter (the library's defaults but `router_pre_norm`).
     const POST_SOFTMAX: Flags = Flags {
-        act_fn: ACT_SOFTMAX,
+        act_fn: RouterActFnType::SOFTMAX,
         pre_norm: false,
         norm: false,
         indirect: false,
@@ -46,9 +47,10 @@ impl Flags {
     /// Softmax before the top-k, the selected probabilities renormalised and scattered.
     const PRE_SOFTMAX_NORM: Flags = Flags { pre_norm: true, norm: true, ..Flags::POST_SOFTMAX };
     /// Sigmoid of the selected logits, scattered by indirect DMA.
-    const POST_SIGMOID: Flags = Flags { act_fn: ACT_SIGMOID, indirect: true, ..Flags::POST_SOFTMAX };
+    const POST_SIGMOID: Flags = Flags { act_fn: RouterActFnType::SIGMOID, indirect: true, ..Flags::POST_SOFTMAX };
     /// Sigmoid before the top-k, renormalised, scattered by indirect DMA.
-    const PRE_SIGMOID_NORM: Flags = Flags { act_fn: ACT_SIGMOID, pre_norm: true, norm: true, indirect: true, ..Flags::POST_SOFTMAX };
+    const PRE_SIGMOID_NORM: Flags =
+        Flags { act_fn: RouterActFnType::SIGMOID, pre_norm: true, norm: true, indirect: true, ..Flags::POST_SOFTMAX };
 }
 
 /// A router problem: `x` `[T, H]`, `w` `[H, E]`, `bias` `[E]`, `k`.
@@ -140,8 +142,8 @@ impl Problem {
 }
 
 /// The activation of one row of logits in float64.
-fn activate(act_fn: i64, row: &[f64]) -> Vec<f64> {
-    if act_fn == ACT_SIGMOID {
+fn activate(act_fn: RouterActFnType, row: &[f64]) -> Vec<f64> {
+    if act_fn == RouterActFnType::SIGMOID {
         return row.iter().map(|v| 1.0 / (1.0 + (-v).exp())).collect();
     }
     let max = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -363,7 +365,7 @@ fn skipped_stores_leave_the_callers_tensors_alone() {
     let w = tensor(&[128, 32], &p.w, Dtype::F32);
     let sentinel = |shape: &[usize], dtype| Tensor::from_i64(shape, &vec![7; shape.iter().product()], dtype).unwrap();
     let (logits, aff, idx) = (sentinel(&[16, 32], Dtype::F32), sentinel(&[16, 32], Dtype::F32), sentinel(&[16, 4], Dtype::U32));
-    let out = router_topk::Call::new(&x, &w, &logits, &aff, &idx, ACT_SOFTMAX, 4, 0, 0)
+    let out = router_topk::Call::new(&x, &w, &logits, &aff, &idx, RouterActFnType::SOFTMAX, 4, 0, 0)
         .router_pre_norm(false)
         .skip_store_router_logits(true)
         .skip_store_expert_index(true)
@@ -388,7 +390,6 @@ fn the_library_rules_are_refused_naming_the_parameter() {
     };
     refused(Flags::POST_SOFTMAX, 9, "k must be within 1..=8, got 9");
     refused(Flags { indirect: false, ..Flags::POST_SIGMOID }, 2, "act_fn SIGMOID requires use_indirect_dma_scatter=True");
-    refused(Flags { act_fn: 2, ..Flags::POST_SOFTMAX }, 2, "act_fn must be 0 (SIGMOID) or 1 (SOFTMAX), got 2");
     refused(Flags { x_hbm_layout: 2, ..Flags::POST_SOFTMAX }, 2, "x_hbm_layout must be 0 ([H, T]) or 1 ([T, H]), got 2");
     let shard_one = Flags { shard: true, ..Flags::POST_SOFTMAX };
     let e = Problem::new(3, 128, 8, 1, 1).run(shard_one, Dtype::F32, Precision::Fp32).err().expect("odd T refused");
@@ -407,7 +408,7 @@ fn the_library_rules_are_refused_naming_the_parameter() {
         &z(&[4, 8], Dtype::F32),
         &z(&[4, 8], Dtype::F32),
         &z(&[4, 1], Dtype::U32),
-        1,
+        RouterActFnType::SOFTMAX,
         1,
         0,
         0,
@@ -421,7 +422,7 @@ fn the_library_rules_are_refused_naming_the_parameter() {
         &z(&[4, 520], Dtype::F32),
         &z(&[4, 520], Dtype::F32),
         &z(&[4, 1], Dtype::U32),
-        1,
+        RouterActFnType::SOFTMAX,
         1,
         0,
         0,
@@ -435,7 +436,7 @@ fn the_library_rules_are_refused_naming_the_parameter() {
         &z(&[4, 8], Dtype::F32),
         &z(&[4, 8], Dtype::F32),
         &z(&[4, 2], Dtype::U32),
-        1,
+        RouterActFnType::SOFTMAX,
         1,
         0,
         0,
@@ -449,7 +450,7 @@ fn the_library_rules_are_refused_naming_the_parameter() {
         h: 4096,
         e: 512,
         k: 8,
-        act_fn: ACT_SOFTMAX,
+        act_fn: RouterActFnType::SOFTMAX,
         x_hbm_layout: 1,
         x_sb_layout: 0,
         router_pre_norm: false,
@@ -460,14 +461,18 @@ fn the_library_rules_are_refused_naming_the_parameter() {
     assert_eq!(router_topk_violation(ok), None);
     assert_eq!(router_topk_violation(RouterShape { e: 513, ..ok }), Some(RouterRule::Experts));
     assert_eq!(router_topk_violation(RouterShape { h: 4000, ..ok }), Some(RouterRule::Hidden));
-    assert_eq!(router_topk_violation(RouterShape { act_fn: ACT_SIGMOID, ..ok }), Some(RouterRule::SigmoidNeedsIndirectScatter));
+    assert_eq!(
+        router_topk_violation(RouterShape { act_fn: RouterActFnType::SIGMOID, ..ok }),
+        Some(RouterRule::SigmoidNeedsIndirectScatter)
+    );
     assert_eq!(router_topk_violation(RouterShape { t: 2047, ..ok }), Some(RouterRule::Sharding));
     assert_eq!(router_topk_violation(RouterShape { return_eager_affi: true, ..ok }), Some(RouterRule::EagerTokens));
     assert_eq!(
         router_topk_violation(RouterShape { t: 400, use_indirect_dma_scatter: true, ..ok }),
         Some(RouterRule::IndirectScatterTokens)
     );
-    let c = nki::router_topk_config!(t = 64, h = 1024, e = 32, k = 4, act_fn = 0, use_indirect_dma_scatter = true);
+    let c = nki::router_topk_config!(t = 64, h = 1024, e = 32, k = 4, act_fn = SIGMOID, use_indirect_dma_scatter = true);
+    assert_eq!(c.act_fn, RouterActFnType::SIGMOID);
     assert_eq!((c.t, c.h, c.e, c.k, c.programs), (64, 1024, 32, 4, 1));
 }
 
@@ -514,7 +519,7 @@ fn emitted_kernel_under_numpy_matches_the_emulator() {
             Arg::Tensor(vec![t, e], vec![0.0; t * e], Dtype::F32),
             Arg::Tensor(vec![t, e], vec![0.0; t * e], Dtype::F32),
             Arg::Tensor(vec![t, k], vec![0.0; t * k], Dtype::U32),
-            Arg::Int(flags.act_fn),
+            Arg::Member(RouterActFnType::CLASS, flags.act_fn.member()),
             Arg::Int(k as i64),
             Arg::Int(flags.x_hbm_layout),
             Arg::Int(0),
@@ -537,4 +542,35 @@ fn emitted_kernel_under_numpy_matches_the_emulator() {
             close(&format!("{name} numpy eager"), &np[3], &as_f64(eager), Tol { score: 0.0, abs: 1e-6, rel: 1e-6 });
         }
     }
+}
+
+#[test]
+fn the_emitted_kernel_takes_the_enum_and_refuses_its_values() {
+    let p = Problem::new(8, 128, 16, 2, 904);
+    let (t, h, e, k) = (p.t, p.h, p.e, p.k);
+    let args = |act_fn: Arg| {
+        vec![
+            Arg::Tensor(vec![h, t], (0..h * t).map(|i| p.x[(i % t) * h + i / t]).collect(), Dtype::F32),
+            Arg::Tensor(vec![h, e], p.w.clone(), Dtype::F32),
+            Arg::Tensor(vec![1, e], p.bias.clone(), Dtype::F32),
+            Arg::Tensor(vec![t, e], vec![0.0; t * e], Dtype::F32),
+            Arg::Tensor(vec![t, e], vec![0.0; t * e], Dtype::F32),
+            Arg::Tensor(vec![t, k], vec![0.0; t * k], Dtype::U32),
+            act_fn,
+            Arg::Int(k as i64),
+            Arg::Int(0),
+            Arg::Int(0),
+        ]
+    };
+    // The library's enum, with the library's values.
+    assert_eq!(RouterActFnType::MEMBERS, ["SIGMOID", "SOFTMAX"]);
+    let pkg = common::emitted_package();
+    let module = std::fs::read_to_string(pkg.join("router_topk.py")).unwrap();
+    assert!(module.contains("class RouterActFnType(Enum):\n"), "{module}");
+    assert!(module.contains("    SIGMOID = 0\n") && module.contains("    SOFTMAX = 1\n"), "{module}");
+    let ok = common::try_run_numpy_ranks(pkg, "router_topk", &[args(Arg::Member("RouterActFnType", "SOFTMAX"))], 1, "fp32");
+    assert_eq!(ok.map(|o| o[0].len()).ok(), Some(3));
+    // The member's value is not the member: the kernel names the parameter and what it got.
+    let e = common::try_run_numpy_ranks(pkg, "router_topk", &[args(Arg::Int(1))], 1, "fp32").unwrap_err();
+    assert!(e.contains("router_topk: act_fn=1 is not a RouterActFnType member (SIGMOID, SOFTMAX)"), "{e}");
 }

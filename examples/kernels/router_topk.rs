@@ -49,9 +49,11 @@
 //! `T` divisible by their number. The library documents the kernel for
 //! `T <= 2048`.
 //!
+//! `act_fn` is the library's enum, [`RouterActFnType`] (`SIGMOID = 0`,
+//! `SOFTMAX = 1`); the emitted kernel refuses anything that is not one of its
+//! members.
+//!
 //! Differences from the library, all in how arguments are given:
-//! - `act_fn` is the value of the library's `RouterActFnType` (`SIGMOID = 0`,
-//!   `SOFTMAX = 1`, [`ACT_SIGMOID`], [`ACT_SOFTMAX`]) rather than the enum;
 //! - `x`, `expert_affinities` and `expert_index` are HBM tensors (the DSL's
 //!   kernel parameters are), so `x_sb_layout` is checked but, as in the library
 //!   for an HBM `x`, the load layout follows `x_hbm_layout`;
@@ -81,8 +83,6 @@ pub enum RouterRule {
     XHbmLayout,
     /// `x_sb_layout` is not 0, 1 or 2.
     XSbLayout,
-    /// `act_fn` is not 0 (SIGMOID) or 1 (SOFTMAX).
-    ActFn,
     /// `T` is not at least 1.
     Tokens,
     /// `H` is not a positive multiple of 128.
@@ -108,7 +108,6 @@ impl RouterRule {
         match self {
             RouterRule::XHbmLayout => "router_topk: x_hbm_layout must be 0 ([H, T]) or 1 ([T, H])",
             RouterRule::XSbLayout => "router_topk: x_sb_layout must be 0, 1 or 2",
-            RouterRule::ActFn => "router_topk: act_fn must be 0 (SIGMOID) or 1 (SOFTMAX)",
             RouterRule::Tokens => "router_topk: x must hold at least one token",
             RouterRule::Hidden => "router_topk: H must be a positive multiple of 128",
             RouterRule::Experts => "router_topk: E must be within 8..=512",
@@ -134,8 +133,8 @@ pub struct RouterShape {
     pub e: i64,
     /// Experts selected per token.
     pub k: i64,
-    /// `act_fn`: [`ACT_SIGMOID`] or [`ACT_SOFTMAX`].
-    pub act_fn: i64,
+    /// `act_fn`.
+    pub act_fn: RouterActFnType,
     /// `x_hbm_layout`.
     pub x_hbm_layout: i64,
     /// `x_sb_layout`.
@@ -158,9 +157,6 @@ pub const fn router_topk_violation(c: RouterShape) -> Option<RouterRule> {
     if c.x_sb_layout < 0 || c.x_sb_layout > 2 {
         return Some(RouterRule::XSbLayout);
     }
-    if c.act_fn != ACT_SIGMOID && c.act_fn != ACT_SOFTMAX {
-        return Some(RouterRule::ActFn);
-    }
     if c.t < 1 {
         return Some(RouterRule::Tokens);
     }
@@ -173,7 +169,7 @@ pub const fn router_topk_violation(c: RouterShape) -> Option<RouterRule> {
     if c.k < 1 || c.k > TOP8 {
         return Some(RouterRule::TopK);
     }
-    if c.act_fn == ACT_SIGMOID && !c.use_indirect_dma_scatter {
+    if matches!(c.act_fn, RouterActFnType::SIGMOID) && !c.use_indirect_dma_scatter {
         return Some(RouterRule::SigmoidNeedsIndirectScatter);
     }
     if c.return_eager_affi && !c.router_pre_norm && c.t > PE_COLUMN_TILE_128 {
@@ -190,30 +186,31 @@ pub const fn router_topk_violation(c: RouterShape) -> Option<RouterRule> {
 }
 
 /// A `router_topk` call checked at compile time: the [`RouterShape`] of the
-/// given fields (the flags default as in the library, `programs` to 1), or a
-/// compile error naming the rule it breaks.
+/// given fields (`act_fn` a [`RouterActFnType`] member's name, the flags
+/// defaulting as in the library, `programs` to 1), or a compile error naming
+/// the rule it breaks.
 ///
 /// ```
-/// let c = nki::router_topk_config!(t = 128, h = 4096, e = 128, k = 8, act_fn = 1);
+/// let c = nki::router_topk_config!(t = 128, h = 4096, e = 128, k = 8, act_fn = SOFTMAX);
 /// assert_eq!((c.t, c.e, c.k), (128, 128, 8));
 /// let c = nki::router_topk_config!(
-///     t = 256, h = 2048, e = 64, k = 2, act_fn = 0, use_indirect_dma_scatter = true, programs = 2
+///     t = 256, h = 2048, e = 64, k = 2, act_fn = SIGMOID, use_indirect_dma_scatter = true, programs = 2
 /// );
 /// assert_eq!(c.programs, 2);
 /// ```
 ///
 /// ```compile_fail
 /// // SIGMOID needs the indirect-DMA scatter.
-/// let c = nki::router_topk_config!(t = 128, h = 4096, e = 128, k = 8, act_fn = 0);
+/// let c = nki::router_topk_config!(t = 128, h = 4096, e = 128, k = 8, act_fn = SIGMOID);
 /// ```
 ///
 /// ```compile_fail
 /// // At most 8 experts per token.
-/// let c = nki::router_topk_config!(t = 128, h = 4096, e = 128, k = 9, act_fn = 1);
+/// let c = nki::router_topk_config!(t = 128, h = 4096, e = 128, k = 9, act_fn = SOFTMAX);
 /// ```
 #[macro_export]
 macro_rules! router_topk_config {
-    (t = $t:expr, h = $h:expr, e = $e:expr, k = $k:expr, act_fn = $act:expr $(, $field:ident = $value:expr)* $(,)?) => {{
+    (t = $t:expr, h = $h:expr, e = $e:expr, k = $k:expr, act_fn = $act:ident $(, $field:ident = $value:expr)* $(,)?) => {{
         const CALL: $crate::examples::router_topk::RouterShape = $crate::examples::router_topk::RouterShape {
             $($field: $value,)*
             ..$crate::examples::router_topk::RouterShape {
@@ -221,7 +218,7 @@ macro_rules! router_topk_config {
                 h: $h,
                 e: $e,
                 k: $k,
-                act_fn: $act,
+                act_fn: $crate::examples::router_topk::RouterActFnType::$act,
                 x_hbm_layout: $crate::examples::router_topk::X_HBM_LAYOUT_H_T,
                 x_sb_layout: 0,
                 router_pre_norm: true,
@@ -257,14 +254,19 @@ pub mod kernel {
     pub const PE_COLUMN_TILE_64: i64 = 64;
     /// The whole PE array: no column tiling.
     pub const PE_COLUMN_TILE_128: i64 = 128;
-    /// `act_fn` for `RouterActFnType.SIGMOID`.
-    pub const ACT_SIGMOID: i64 = 0;
-    /// `act_fn` for `RouterActFnType.SOFTMAX`.
-    pub const ACT_SOFTMAX: i64 = 1;
     /// `x_hbm_layout`: `x` is `[H, T]`.
     pub const X_HBM_LAYOUT_H_T: i64 = 0;
     /// `x_hbm_layout`: `x` is `[T, H]`.
     pub const X_HBM_LAYOUT_T_H: i64 = 1;
+
+    /// The router's activation over the experts (the library's enum).
+    #[nki_enum]
+    pub enum RouterActFnType {
+        /// The sigmoid of each logit.
+        SIGMOID = 0,
+        /// The softmax along the experts.
+        SOFTMAX = 1,
+    }
 
     /// The activation of each row of `src` (`[t, n]`, fp32) into `dst`: sigmoid,
     /// or softmax along the row. For softmax, `negmax` (`[t, 1]`) receives the
@@ -272,25 +274,26 @@ pub mod kernel {
     /// `complete` false only those two are computed (the one-hot ACT2 path
     /// applies them to all experts later).
     #[nki_helper]
-    pub fn compute_activation(dst: Sbuf, src: Sbuf, act_fn: i64, negmax: Sbuf, inv_sum: Sbuf, complete: bool) {
-        if act_fn == ACT_SIGMOID {
-            nisa::activation(dst, nl::sigmoid, src);
-        } else {
-            let [t, n] = src.shape();
-            nisa::tensor_reduce(negmax, nl::maximum, src, 1, negate = true);
-            let exps = nl::ndarray([t, n], nl::float32, buffer = nl::sbuf);
-            nisa::activation(
-                exps,
-                nl::exp,
-                src,
-                bias = negmax,
-                reduce_op = nl::add,
-                reduce_res = inv_sum,
-                reduce_cmd = nisa::reduce_cmd::reset_reduce,
-            );
-            nisa::reciprocal(inv_sum, inv_sum);
-            if complete {
-                nisa::tensor_scalar(dst, exps, nl::multiply, inv_sum);
+    pub fn compute_activation(dst: Sbuf, src: Sbuf, act_fn: RouterActFnType, negmax: Sbuf, inv_sum: Sbuf, complete: bool) {
+        match act_fn {
+            RouterActFnType::SIGMOID => nisa::activation(dst, nl::sigmoid, src),
+            RouterActFnType::SOFTMAX => {
+                let [t, n] = src.shape();
+                nisa::tensor_reduce(negmax, nl::maximum, src, 1, negate = true);
+                let exps = nl::ndarray([t, n], nl::float32, buffer = nl::sbuf);
+                nisa::activation(
+                    exps,
+                    nl::exp,
+                    src,
+                    bias = negmax,
+                    reduce_op = nl::add,
+                    reduce_res = inv_sum,
+                    reduce_cmd = nisa::reduce_cmd::reset_reduce,
+                );
+                nisa::reciprocal(inv_sum, inv_sum);
+                if complete {
+                    nisa::tensor_scalar(dst, exps, nl::multiply, inv_sum);
+                }
             }
         }
     }
@@ -310,7 +313,7 @@ pub mod kernel {
         router_logits: Hbm,
         expert_affinities: Hbm,
         expert_index: Hbm,
-        act_fn: i64,
+        act_fn: RouterActFnType,
         k: i64,
         x_hbm_layout: i64,
         x_sb_layout: i64,
@@ -330,7 +333,6 @@ pub mod kernel {
             "router_topk: x_hbm_layout must be 0 ([H, T]) or 1 ([T, H]), got {x_hbm_layout}"
         );
         assert!(x_sb_layout >= 0 && x_sb_layout <= 2, "router_topk: x_sb_layout must be 0, 1 or 2, got {x_sb_layout}");
-        assert!(act_fn == ACT_SIGMOID || act_fn == ACT_SOFTMAX, "router_topk: act_fn must be 0 (SIGMOID) or 1 (SOFTMAX), got {act_fn}");
         let (w_dims, x_dims) = (w.ndim(), x.ndim());
         assert!(w_dims == 2, "router_topk: w must be [H, E], got {w_dims} dims");
         assert!(x_dims == 2, "router_topk: x in HBM must be 2-D, got {x_dims} dims");
@@ -345,7 +347,10 @@ pub mod kernel {
         assert!(k >= 1 && k <= TOP8, "router_topk: k must be within 1..=8, got {k}");
         let (x_dtype, w_dtype) = (x.dtype(), w.dtype());
         assert!(x_dtype == w_dtype, "router_topk: x dtype {x_dtype} must match w dtype {w_dtype}");
-        assert!(act_fn != ACT_SIGMOID || use_indirect_dma_scatter, "router_topk: act_fn SIGMOID requires use_indirect_dma_scatter=True");
+        assert!(
+            act_fn != RouterActFnType::SIGMOID || use_indirect_dma_scatter,
+            "router_topk: act_fn SIGMOID requires use_indirect_dma_scatter=True"
+        );
         assert!(
             !return_eager_affi || router_pre_norm || t <= PE_COLUMN_TILE_128,
             "router_topk: return_eager_affi without router_pre_norm needs T <= 128, got T = {t}"

@@ -31,12 +31,14 @@ pub use emulator::{Ctx, Launch, Precision};
 pub use error::{ErrorKind, NkiError, Origin, Result};
 pub use isa as nisa;
 pub use language as nl;
-pub use nki_macros::{nki_helper, nki_kernel, nki_module, nki_object};
+pub use nki_macros::{nki_enum, nki_helper, nki_kernel, nki_module, nki_object};
 /// The vocabulary as data: ops, enums, dtypes, hardware limits.
 pub use nki_spec as spec;
 pub use tensor::{Buffer, Idx, Outputs, Tensor};
 
 /// Everything a kernel file usually needs.
 pub mod prelude {
-    pub use crate::{Ctx, Dtype, Launch, Outputs, Precision, Tensor, ncc, nisa, nki_helper, nki_kernel, nki_module, nki_object, nl, s};
+    pub use crate::{
+        Ctx, Dtype, Launch, Outputs, Precision, Tensor, ncc, nisa, nki_enum, nki_helper, nki_kernel, nki_module, nki_object, nl, s,
+    };
 }

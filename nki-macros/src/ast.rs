@@ -42,6 +42,15 @@ pub struct Function {
     pub consts: Vec<ModuleConst>,
     /// The parameter bundles (`#[nki_object]` structs) of the enclosing `#[nki_module]`.
     pub objects: Vec<ObjectDef>,
+    /// The enums (`#[nki_enum]`) of the enclosing `#[nki_module]`.
+    pub enums: Vec<EnumDef>,
+}
+
+/// An `#[nki_enum]` enum: a Python `Enum` class, its members the variants by
+/// the same names with their integer discriminants as values.
+pub struct EnumDef {
+    pub name: syn::Ident,
+    pub members: Vec<(syn::Ident, i64)>,
 }
 
 /// An `#[nki_object]` struct: a parameter bundle, emitted as an `nl.NKIObject` dataclass.
@@ -127,6 +136,8 @@ pub enum TypeAnn {
     Outputs(Spn),
     /// A parameter bundle of the enclosing `#[nki_module]`.
     Object(syn::Ident, Spn),
+    /// An `#[nki_enum]` of the enclosing `#[nki_module]`.
+    PyEnum(syn::Ident, Spn),
 }
 
 impl TypeAnn {
@@ -142,7 +153,8 @@ impl TypeAnn {
             | TypeAnn::Option(_, s)
             | TypeAnn::Tuple(_, s)
             | TypeAnn::Outputs(s)
-            | TypeAnn::Object(_, s) => *s,
+            | TypeAnn::Object(_, s)
+            | TypeAnn::PyEnum(_, s) => *s,
         }
     }
 }

@@ -4,17 +4,25 @@ use crate::ast::FnKind;
 use crate::check::{self, Generation};
 use crate::diag::Diagnostics;
 use crate::emit::{python, rust};
-use crate::parse::{check_token_nesting, parse_consts, parse_function, parse_objects};
+use crate::parse::{check_token_nesting, parse_consts, parse_enums, parse_function, parse_objects};
 use proc_macro2::{Delimiter, Group, TokenStream, TokenTree};
 use syn::spanned::Spanned;
 
-/// Reads `#[nki_kernel]` / `#[nki_kernel(target = "trn3")]`, and the constants
-/// `#[nki_module]` passes in as `__module { const ..; }`.
-fn parse_attr(attr: TokenStream, diag: &mut Diagnostics) -> (Generation, Vec<syn::ItemConst>, Vec<syn::ItemStruct>) {
+/// The items `#[nki_module]` passes to each function: constants, bundles, enums.
+#[derive(Default)]
+struct ModuleItems {
+    consts: Vec<syn::ItemConst>,
+    structs: Vec<syn::ItemStruct>,
+    enums: Vec<syn::ItemEnum>,
+}
+
+/// Reads `#[nki_kernel]` / `#[nki_kernel(target = "trn3")]`, and the constants,
+/// bundles and enums `#[nki_module]` passes in as `__module { const ..; }`.
+fn parse_attr(attr: TokenStream, diag: &mut Diagnostics) -> (Generation, ModuleItems) {
     let mut target = Generation::Trn2;
-    let (mut consts, mut structs) = (Vec::new(), Vec::new());
+    let mut module = ModuleItems::default();
     if attr.is_empty() {
-        return (target, consts, structs);
+        return (target, module);
     }
     let parser = syn::meta::parser(|meta| {
         if meta.path.is_ident("target") {
@@ -31,9 +39,10 @@ fn parse_attr(attr: TokenStream, diag: &mut Diagnostics) -> (Generation, Vec<syn
             syn::braced!(content in meta.input);
             while !content.is_empty() {
                 match content.parse::<syn::Item>()? {
-                    syn::Item::Const(c) => consts.push(c),
-                    syn::Item::Struct(s) => structs.push(s),
-                    other => return Err(syn::Error::new(other.span(), "`__module` holds constants and bundles")),
+                    syn::Item::Const(c) => module.consts.push(c),
+                    syn::Item::Struct(s) => module.structs.push(s),
+                    syn::Item::Enum(e) => module.enums.push(e),
+                    other => return Err(syn::Error::new(other.span(), "`__module` holds constants, bundles and enums")),
                 }
             }
             Ok(())
@@ -44,7 +53,7 @@ fn parse_attr(attr: TokenStream, diag: &mut Diagnostics) -> (Generation, Vec<syn
     if let Err(e) = syn::parse::Parser::parse2(parser, attr) {
         diag.push(e);
     }
-    (target, consts, structs)
+    (target, module)
 }
 
 /// `item` with its body (the last brace group) emptied: what is left of a function
@@ -64,11 +73,11 @@ fn without_body(item: &TokenStream) -> TokenStream {
 /// Expands `#[nki_kernel]` (or `#[nki_helper]`) on `item`.
 pub fn expand(kind: FnKind, attr: TokenStream, item: TokenStream) -> TokenStream {
     let mut diag = Diagnostics::default();
-    let (target, consts, structs) = match check_token_nesting(&attr) {
+    let (target, module) = match check_token_nesting(&attr) {
         Ok(()) => parse_attr(attr, &mut diag),
         Err(e) => {
             diag.push(e);
-            (Generation::Trn2, Vec::new(), Vec::new())
+            (Generation::Trn2, ModuleItems::default())
         }
     };
     // Tokens nested past the bound are not handed to syn; a function whose
@@ -92,17 +101,19 @@ pub fn expand(kind: FnKind, attr: TokenStream, item: TokenStream) -> TokenStream
             return quote::quote!(#err #item);
         }
     };
-    // The module's constants and bundles were reported by `#[nki_module]`, once.
-    let mut objects = parse_objects(&structs, &mut Diagnostics::default());
+    // The module's constants, bundles and enums were reported by `#[nki_module]`, once.
+    let mut objects = parse_objects(&module.structs, &mut Diagnostics::default());
+    let enums = parse_enums(&module.enums, &mut Diagnostics::default());
     let mut quiet = Diagnostics::default();
     crate::check::check_objects(&objects, &mut quiet);
     if quiet.has_errors() {
         // Broken field defaults: callers give every field, so nothing cascades.
         objects.iter_mut().for_each(|o| o.defaults.iter_mut().for_each(|d| *d = None));
     }
-    let mut f = parse_function(&item_fn, kind, &objects, &mut diag);
-    f.consts = parse_consts(&consts, &mut Diagnostics::default());
+    let mut f = parse_function(&item_fn, kind, &objects, &enums, &mut diag);
+    f.consts = parse_consts(&module.consts, &mut Diagnostics::default());
     f.objects = objects;
+    f.enums = enums;
     let info = check::check(&f, target, &mut diag);
     if diag.has_errors() {
         let errors = diag.to_tokens();

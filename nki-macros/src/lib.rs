@@ -78,6 +78,17 @@ pub fn nki_object(_attr: TokenStream, item: TokenStream) -> TokenStream {
     quote::quote!(#err #item).into()
 }
 
+/// Marks an enum of an `#[nki_module]` as a Python `Enum` class: its variants,
+/// each with an explicit integer value (`SOFTMAX = 1`), are the class's members
+/// by the same names. A kernel may take it as a parameter and compare it with a
+/// member. `#[nki_module]` handles the attribute, so outside one it is an error.
+#[proc_macro_attribute]
+pub fn nki_enum(_attr: TokenStream, item: TokenStream) -> TokenStream {
+    let item = proc_macro2::TokenStream::from(item);
+    let err = syn::Error::new(syn::spanned::Spanned::span(&item), "#[nki_enum] marks an enum inside an #[nki_module]").to_compile_error();
+    quote::quote!(#err #item).into()
+}
+
 /// Checks an emulator options struct against the spec rows that name it: its
 /// fields must be exactly the rows' supported optional parameters.
 #[doc(hidden)]

@@ -14,7 +14,7 @@ use crate::emit::{
     python,
     rust::{const_registration, default_value},
 };
-use crate::parse::{parse_consts, parse_objects};
+use crate::parse::{parse_consts, parse_enums, parse_objects};
 use proc_macro2::TokenStream;
 use quote::quote;
 use syn::spanned::Spanned;
@@ -80,6 +80,33 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     }
     let objects = parse_objects(&structs, &mut diag);
     check_objects(&objects, &mut diag);
+    // The enums: `#[nki_enum]` enums, which stay Rust enums (copyable).
+    let mut enum_items: Vec<syn::ItemEnum> = Vec::new();
+    for item in items.iter_mut() {
+        let syn::Item::Enum(e) = item else { continue };
+        let before = e.attrs.len();
+        e.attrs.retain(|a| a.path().segments.last().is_none_or(|p| p.ident != "nki_enum"));
+        if e.attrs.len() != before {
+            enum_items.push(e.clone());
+            // Kernels copy and compare members: the derives the enum lacks.
+            let derived: Vec<String> = e
+                .attrs
+                .iter()
+                .filter(|a| a.path().is_ident("derive"))
+                .filter_map(|a| a.parse_args_with(syn::punctuated::Punctuated::<syn::Path, syn::Token![,]>::parse_terminated).ok())
+                .flatten()
+                .filter_map(|p| p.segments.last().map(|s| s.ident.to_string()))
+                .collect();
+            let missing = ["Clone", "Copy", "Debug", "PartialEq", "Eq"]
+                .into_iter()
+                .filter(|d| !derived.iter().any(|x| x == d))
+                .map(|d| syn::Ident::new(d, proc_macro2::Span::call_site()));
+            e.attrs.push(syn::parse_quote!(#[derive(#(#missing),*)]));
+            // Python's member names are the variants' names, verbatim (`GELU_Tanh_Approx`).
+            e.attrs.push(syn::parse_quote!(#[allow(non_camel_case_types)]));
+        }
+    }
+    let enums = parse_enums(&enum_items, &mut diag);
     // Each function gets the constants and bundles without their docs and attributes.
     let bare: Vec<TokenStream> = consts
         .iter()
@@ -97,6 +124,16 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
                 }),
             );
             quote!(struct #name { #(#fields),* })
+        }))
+        .chain(enum_items.iter().map(|e| {
+            let (name, variants) = (
+                &e.ident,
+                e.variants.iter().map(|v| {
+                    let (n, d) = (&v.ident, v.discriminant.as_ref().map(|(eq, d)| quote!(#eq #d)));
+                    quote!(#n #d)
+                }),
+            );
+            quote!(enum #name { #(#variants),* })
         }))
         .collect();
     for item in items.iter_mut() {
@@ -131,8 +168,37 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
             items.push(item);
         }
     }
+    for (item, e) in enum_items.iter().zip(&enums) {
+        let member_docs: Vec<Vec<String>> = item.variants.iter().map(|v| doc_lines(&v.attrs)).collect();
+        let source = python::enum_class(e, &doc_lines(&item.attrs), &member_docs);
+        items.push(registration(&item.ident, quote!(Enum), &source));
+        items.push(py_enum_impl(item));
+    }
     let errors = diag.to_tokens();
     quote!(#errors #m)
+}
+
+/// `impl nki::emit::PyEnum` of an `#[nki_enum]`: its Python class and members
+/// (its plain variants; one holding data was reported, and the wildcard arm
+/// keeps it from cascading).
+fn py_enum_impl(e: &syn::ItemEnum) -> syn::Item {
+    let (name, class) = (&e.ident, e.ident.to_string());
+    let members: Vec<&syn::Ident> = e.variants.iter().filter(|v| matches!(v.fields, syn::Fields::Unit)).map(|v| &v.ident).collect();
+    let rest = (members.len() != e.variants.len()).then(|| quote!(_ => "",));
+    let names = members.iter().map(|m| m.to_string());
+    syn::parse_quote! {
+        impl ::nki::emit::PyEnum for #name {
+            const CLASS: &'static str = #class;
+            const MEMBERS: &'static [&'static str] = &[#(#names),*];
+            const ALL: &'static [Self] = &[#(#name::#members),*];
+            fn member(self) -> &'static str {
+                match self {
+                    #(#name::#members => ::core::stringify!(#members),)*
+                    #rest
+                }
+            }
+        }
+    }
 }
 
 /// `impl Default` of a bundle whose every field has a `#[default(..)]`: the

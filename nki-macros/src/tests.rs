@@ -16,7 +16,7 @@ pub(crate) fn python_of(src: &str) -> Result<String, Vec<String>> {
 pub(crate) fn python_for(src: &str, target: Generation) -> Result<String, Vec<String>> {
     let item: syn::ItemFn = syn::parse_str(src).expect("test input is a function");
     let mut diag = Diagnostics::default();
-    let f = parse_function(&item, FnKind::Kernel, &[], &mut diag);
+    let f = parse_function(&item, FnKind::Kernel, &[], &[], &mut diag);
     let info = check::check(&f, target, &mut diag);
     if diag.has_errors() {
         return Err(diag.messages());

@@ -155,6 +155,8 @@ pub enum Arg {
     Int(i64),
     Float(f64),
     Bool(bool),
+    /// A member of a Python `Enum` class the package exports: class, member.
+    Member(&'static str, &'static str),
 }
 
 /// Runs the emitted `kernel` under the NumPy executor with one rank, `lnc`
@@ -172,6 +174,7 @@ impl Arg {
             Arg::Int(v) => Arg::Int(*v),
             Arg::Float(v) => Arg::Float(*v),
             Arg::Bool(v) => Arg::Bool(*v),
+            Arg::Member(c, m) => Arg::Member(c, m),
         }
     }
 }
@@ -224,6 +227,7 @@ pub fn try_run_numpy_on(
                 Arg::Int(v) => format!("{{\"int\": {v}}}"),
                 Arg::Float(v) => format!("{{\"float\": {v:?}}}"),
                 Arg::Bool(b) => format!("{{\"bool\": {b}}}"),
+                Arg::Member(class, member) => format!("{{\"enum\": \"{class}\", \"member\": \"{member}\"}}"),
             });
         }
         ranks_json.push(format!("[{}]", json_args.join(", ")));

@@ -810,7 +810,7 @@ class CheckerTest(unittest.TestCase):
 
 class CommandLineTest(unittest.TestCase):
     PACKAGE = {
-        "__init__.py": "from .kernels import ScaleConfig, configured, scale, ring\n",
+        "__init__.py": "from .kernels import Scaling, ScaleConfig, configured, scaled_by, scale, ring\n",
         "helpers.py": """
             import nki.language as nl
             import nki.isa as nisa
@@ -823,6 +823,7 @@ class CommandLineTest(unittest.TestCase):
         """,
         "kernels.py": """
             from dataclasses import dataclass
+            from enum import Enum
 
             import nki
             import nki.language as nl
@@ -853,6 +854,22 @@ class CommandLineTest(unittest.TestCase):
                 assert x.shape[0] == cfg.rows, f"cfg.rows={cfg.rows} but x has {x.shape[0]} rows"
                 t = load(x, x.shape[0], x.shape[1])
                 nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=cfg.factor)
+                out = nl.ndarray(shape=x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+                nisa.dma_copy(dst=out, src=t)
+                return out
+
+
+            class Scaling(Enum):
+                HALF = 0
+                TRIPLE = 1
+
+
+            @nki.jit
+            def scaled_by(x, how):
+                assert isinstance(how, Scaling), f"how={how!r} is not a Scaling member"
+                t = load(x, x.shape[0], x.shape[1])
+                factor = 0.5 if how == Scaling.HALF else 3.0
+                nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=factor)
                 out = nl.ndarray(shape=x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
                 nisa.dma_copy(dst=out, src=t)
                 return out
@@ -907,6 +924,26 @@ class CommandLineTest(unittest.TestCase):
         xb = x.astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
         np.testing.assert_array_equal(np.load(self.dir / "out" / "rank0_out0.npy"), xb)
         np.testing.assert_array_equal(np.load(self.dir / "out" / "rank0_out1.npy"), xb)
+
+    def test_enum_members(self):
+        np.save(self.dir / "x.npy", np.ones((2, 3)))
+        run = lambda how: self.harness("run", "--package", self.pkg, "--out", str(self.dir / "out"), "--spec",
+                                       self.spec(kernel="scaled_by", args=[[{"npy": "x.npy", "dtype": "float32"}, how]]))
+        for member, factor in (("HALF", 0.5), ("TRIPLE", 3.0)):
+            r = run({"enum": "Scaling", "member": member})
+            self.assertEqual(r.returncode, 0, r.stderr)
+            np.testing.assert_array_equal(np.load(self.dir / "out" / "rank0_out0.npy"), np.full((2, 3), factor, np.float32))
+        # The member's value is not the member: the kernel refuses it.
+        r = run({"int": 1})
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("how=1 is not a Scaling member", r.stderr)
+        for bad, want in [({"enum": "Scaling", "member": "DOUBLE"}, "Scaling has no member 'DOUBLE'; its members are HALF, TRIPLE"),
+                          ({"enum": "ScaleConfig", "member": "HALF"}, "exports no Enum class named 'ScaleConfig'"),
+                          ({"enum": "Missing", "member": "HALF"}, "exports no Enum class named 'Missing'"),
+                          ({"enum": "Scaling", "member": 0}, "malformed argument")]:
+            r = run(bad)
+            self.assertEqual(r.returncode, 1, bad)
+            self.assertIn(want, r.stderr)
 
     def test_configuration_objects(self):
         np.save(self.dir / "x.npy", np.ones((2, 3)))

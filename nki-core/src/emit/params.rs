@@ -26,6 +26,13 @@ pub enum ParamKind {
     Str,
     /// Replica groups: rings of ranks.
     Groups,
+    /// A member of an `#[nki_enum]` (a Python `Enum` class), given by name.
+    Enum {
+        /// The class's name.
+        class: &'static str,
+        /// Its members' names, in declaration order.
+        members: &'static [&'static str],
+    },
 }
 
 impl ParamKind {
@@ -39,6 +46,7 @@ impl ParamKind {
             ParamKind::Dtype => "a dtype",
             ParamKind::Str => "a string",
             ParamKind::Groups => "replica groups",
+            ParamKind::Enum { .. } => "an enum member",
         }
     }
 }
@@ -79,6 +87,28 @@ pub enum ArgValue {
     Str(String),
     /// Replica groups.
     Groups(Vec<Vec<i64>>),
+    /// The name of an enum member (`"SOFTMAX"`).
+    Member(String),
+}
+
+/// A Rust enum declared `#[nki_enum]`: a Python `Enum` class whose members are
+/// its variants, by the same names, with the same integer values.
+pub trait PyEnum: Copy + 'static {
+    /// The class's name.
+    const CLASS: &'static str;
+    /// The members' names, in declaration order.
+    const MEMBERS: &'static [&'static str];
+    /// The members, in declaration order (aligned with [`PyEnum::MEMBERS`]).
+    const ALL: &'static [Self];
+    /// The member's name.
+    fn member(self) -> &'static str;
+}
+
+/// An enum member shows as Python's `str()` of it: `RouterActFnType.SOFTMAX`.
+impl<T: PyEnum> std::fmt::Display for crate::__rt::Show<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", T::CLASS, self.0.member())
+    }
 }
 
 /// Runs a kernel in the program `ctx` with one value per parameter, in
@@ -91,19 +121,6 @@ fn mismatch(name: &str, want: ParamKind, got: &ArgValue) -> NkiError {
 }
 
 impl ArgValue {
-    /// The kind of the value.
-    pub fn kind(&self) -> ParamKind {
-        match self {
-            ArgValue::Tensor(_) => ParamKind::Tensor,
-            ArgValue::Int(_) => ParamKind::Int,
-            ArgValue::Float(_) => ParamKind::Float,
-            ArgValue::Bool(_) => ParamKind::Bool,
-            ArgValue::Dtype(_) => ParamKind::Dtype,
-            ArgValue::Str(_) => ParamKind::Str,
-            ArgValue::Groups(_) => ParamKind::Groups,
-        }
-    }
-
     fn describe(&self) -> String {
         match self {
             ArgValue::Tensor(t) => format!("a {} tensor {:?}", t.dtype(), t.shape()),
@@ -113,6 +130,7 @@ impl ArgValue {
             ArgValue::Dtype(d) => d.nl_name().to_string(),
             ArgValue::Str(s) => format!("{s:?}"),
             ArgValue::Groups(g) => format!("{g:?}"),
+            ArgValue::Member(m) => m.clone(),
         }
     }
 
@@ -170,6 +188,20 @@ impl ArgValue {
         match self {
             ArgValue::Groups(g) => Ok(g.clone()),
             other => Err(mismatch(name, ParamKind::Groups, other)),
+        }
+    }
+}
+
+impl ArgValue {
+    /// The member of enum `T` named by parameter `name`'s value.
+    pub fn member<T: PyEnum>(&self, name: &str) -> Result<T> {
+        let want = || format!("{name} takes a {} member: {}", T::CLASS, T::MEMBERS.join(", "));
+        match self {
+            ArgValue::Member(m) => match T::MEMBERS.iter().position(|n| n == m) {
+                Some(i) => Ok(T::ALL[i]),
+                None => Err(NkiError::argument(name, m, &want())),
+            },
+            other => Err(NkiError::argument(name, other.describe(), &want())),
         }
     }
 }

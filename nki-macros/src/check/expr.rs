@@ -136,6 +136,17 @@ impl Checker<'_> {
     }
 
     pub(super) fn constant(&mut self, p: &[String], span: Spn) -> Ty {
+        if let [class, member] = p
+            && let Some((_, members)) = self.enums.iter().find(|(n, _)| n == class)
+        {
+            if members.contains(member) {
+                return Ty::PyEnum(class.clone());
+            }
+            let hint =
+                did_you_mean(member, members.iter().map(String::as_str)).map(|s| format!("; did you mean `{s}`?")).unwrap_or_default();
+            self.diag.error(span, format!("`{class}` has no member `{member}`; its members are {}{hint}", members.join(", ")));
+            return Ty::Unknown;
+        }
         match vocab::lookup_constant(p) {
             Some(Constant::Dtype(d)) => Ty::Dtype(Some(d)),
             Some(Constant::Buffer(b)) => Ty::Buffer(Some(b)),
@@ -254,6 +265,7 @@ impl Checker<'_> {
             (Ty::Unknown | Ty::Opaque, _) | (_, Ty::Unknown | Ty::Opaque) => true,
             (Ty::Int(_) | Ty::Float, Ty::Int(_) | Ty::Float) => true,
             (Ty::Tensor(_), _) | (_, Ty::Tensor(_)) => false,
+            (Ty::PyEnum(x), Ty::PyEnum(y)) => matches!(op, BinOp::Eq | BinOp::Ne) && x == y,
             (x, y) => matches!(op, BinOp::Eq | BinOp::Ne) && std::mem::discriminant(x) == std::mem::discriminant(y),
         };
         if !comparable {

@@ -115,12 +115,21 @@ struct Checker<'d> {
     no_reorder: bool,
     /// The parameter bundles of the enclosing `#[nki_module]`: name, fields.
     objects: Vec<(String, Vec<(String, Ty)>)>,
+    /// The enums of the enclosing `#[nki_module]`: name, members.
+    enums: Vec<(String, Vec<String>)>,
 }
 
 impl<'d> Checker<'d> {
     /// A checker at the top scope of a function returning `ret` (`None` for module
-    /// items), for `target`, knowing the module's parameter bundles `objects`.
-    fn new(diag: &'d mut Diagnostics, ret: Option<Ty>, target: Generation, objects: Vec<(String, Vec<(String, Ty)>)>) -> Self {
+    /// items), for `target`, knowing the module's parameter bundles `objects` and
+    /// enums `enums` (name, members).
+    fn new(
+        diag: &'d mut Diagnostics,
+        ret: Option<Ty>,
+        target: Generation,
+        objects: Vec<(String, Vec<(String, Ty)>)>,
+        enums: Vec<(String, Vec<String>)>,
+    ) -> Self {
         Checker {
             diag,
             info: Info::default(),
@@ -132,6 +141,7 @@ impl<'d> Checker<'d> {
             closure: None,
             no_reorder: false,
             objects,
+            enums,
         }
     }
 }
@@ -154,13 +164,13 @@ fn is_literal(e: &Expr) -> bool {
 
 /// Checks the constants of an `#[nki_module]`: each a literal of its declared type.
 pub fn check_consts(consts: &[&ModuleConst], diag: &mut Diagnostics) {
-    let mut c = Checker::new(diag, None, Generation::Trn2, Vec::new());
+    let mut c = Checker::new(diag, None, Generation::Trn2, Vec::new(), Vec::new());
     c.declare_consts(consts.iter().copied());
 }
 
 /// Checks the bundles of an `#[nki_module]`: each field default a literal of the field's type.
 pub fn check_objects(objects: &[ObjectDef], diag: &mut Diagnostics) {
-    let mut c = Checker::new(diag, None, Generation::Trn2, Vec::new());
+    let mut c = Checker::new(diag, None, Generation::Trn2, Vec::new(), Vec::new());
     for o in objects {
         let mut seen_default = false;
         for ((name, ty), default) in o.fields.iter().zip(&o.defaults) {
@@ -210,7 +220,8 @@ impl Checker<'_> {
 pub fn check(f: &Function, target: Generation, diag: &mut Diagnostics) -> Info {
     let objects =
         f.objects.iter().map(|o| (o.name.to_string(), o.fields.iter().map(|(n, t)| (n.to_string(), Ty::from_ann(t))).collect())).collect();
-    let mut c = Checker::new(diag, f.ret.as_ref().map(Ty::from_ann), target, objects);
+    let enums = f.enums.iter().map(|e| (e.name.to_string(), e.members.iter().map(|(m, _)| m.to_string()).collect())).collect();
+    let mut c = Checker::new(diag, f.ret.as_ref().map(Ty::from_ann), target, objects, enums);
     // The module's constants were checked, and reported, by `#[nki_module]`.
     let mut quiet = Diagnostics::default();
     std::mem::swap(c.diag, &mut quiet);

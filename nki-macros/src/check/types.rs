@@ -80,6 +80,8 @@ pub enum Ty {
     Outputs,
     /// A parameter bundle, by its struct's name.
     Object(String),
+    /// A member of the named `#[nki_enum]`.
+    PyEnum(String),
 }
 
 impl Ty {
@@ -97,6 +99,7 @@ impl Ty {
             TypeAnn::Tuple(items, _) => Ty::Tuple(items.iter().map(Ty::from_ann).collect()),
             TypeAnn::Outputs(_) => Ty::Outputs,
             TypeAnn::Object(name, _) => Ty::Object(name.to_string()),
+            TypeAnn::PyEnum(name, _) => Ty::PyEnum(name.to_string()),
         }
     }
 
@@ -130,6 +133,7 @@ impl Ty {
             Ty::None => "None".into(),
             Ty::Outputs => "kernel outputs".into(),
             Ty::Object(name) => format!("a {name} bundle"),
+            Ty::PyEnum(name) => format!("a member of {name}"),
         }
     }
 
@@ -206,6 +210,7 @@ impl Ty {
             (Ty::ReplicaGroup, Ty::ReplicaGroup) => Ty::ReplicaGroup,
             (Ty::Groups, Ty::Groups) => Ty::Groups,
             (Ty::Enum(a), Ty::Enum(b)) if a == b => Ty::Enum(a),
+            (Ty::PyEnum(a), Ty::PyEnum(b)) if a == b => Ty::PyEnum(a.clone()),
             _ => Ty::Unknown,
         }
     }
@@ -222,7 +227,7 @@ impl Ty {
             (Ty::Tuple(a), Ty::Tuple(b)) => a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.fits(y)),
             (Ty::List(items), Ty::Groups) => items.iter().all(|i| matches!(i, Ty::List(_) | Ty::Tuple(_) | Ty::Unknown)),
             (Ty::Tuple(items), Ty::Groups) => items.iter().all(|i| matches!(i, Ty::List(_) | Ty::Tuple(_) | Ty::Unknown)),
-            (Ty::Object(a), Ty::Object(b)) => a == b,
+            (Ty::Object(a), Ty::Object(b)) | (Ty::PyEnum(a), Ty::PyEnum(b)) => a == b,
             (a, b) => std::mem::discriminant(a) == std::mem::discriminant(b),
         }
     }

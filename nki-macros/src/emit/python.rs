@@ -43,6 +43,29 @@ pub fn emit(f: &Function, info: &Info) -> String {
             p.line("\"\"\"");
         }
     }
+    if f.kind == FnKind::Kernel {
+        for prm in &f.params {
+            let (class, guard) = match &prm.ty {
+                crate::ast::TypeAnn::PyEnum(e, _) => (e, String::new()),
+                crate::ast::TypeAnn::Option(inner, _) => match &**inner {
+                    crate::ast::TypeAnn::PyEnum(e, _) => (e, format!("{} is None or ", prm.name)),
+                    _ => continue,
+                },
+                _ => continue,
+            };
+            let members = f
+                .enums
+                .iter()
+                .find(|e| e.name == *class)
+                .map(|e| e.members.iter().map(|(m, _)| m.to_string()).collect::<Vec<_>>().join(", "));
+            let n = &prm.name;
+            p.line(&format!(
+                "assert {guard}isinstance({n}, {class}), f\"{}: {n}={{{n}!r}} is not a {class} member ({})\"",
+                f.name,
+                members.unwrap_or_default()
+            ));
+        }
+    }
     for prm in f.params.iter().filter(|prm| !prm.dtypes.is_empty()) {
         let (n, names) = (&prm.name, &prm.dtypes);
         let tuple = tuple(names.iter().map(|d| format!("nl.{d}")).collect());
@@ -89,6 +112,24 @@ pub fn object_class(o: &crate::ast::ObjectDef, docs: &[String], field_docs: &[Ve
         if !doc.is_empty() {
             let text = doc.join(" ").replace('\\', "\\\\").replace('"', "\\\"");
             out.push_str(&format!("    \"{text}\"\n"));
+        }
+    }
+    out
+}
+
+/// The Python `Enum` class of an `#[nki_enum]`, after its doc comment lines;
+/// each member with its value and, after it, its doc comment as a string.
+pub fn enum_class(e: &crate::ast::EnumDef, docs: &[String], member_docs: &[Vec<String>]) -> String {
+    let mut out = format!("class {}(Enum):\n", e.name);
+    let doc: Vec<&str> = docs.iter().map(|l| l.trim()).collect();
+    if !doc.is_empty() {
+        out.push_str(&format!("    \"\"\"{}\"\"\"\n\n", doc.join(" ").replace('\\', "\\\\").replace('"', "\\\"")));
+    }
+    for (i, (name, value)) in e.members.iter().enumerate() {
+        out.push_str(&format!("    {name} = {value}\n"));
+        let doc: Vec<&str> = member_docs.get(i).into_iter().flatten().map(|l| l.trim()).collect();
+        if !doc.is_empty() {
+            out.push_str(&format!("    \"{}\"\n", doc.join(" ").replace('\\', "\\\\").replace('"', "\\\"")));
         }
     }
     out

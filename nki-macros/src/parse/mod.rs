@@ -9,7 +9,7 @@ mod types;
 
 pub use tokens::check_token_nesting;
 
-use crate::ast::{FnKind, Function, ModuleConst, ObjectDef, Param, Spn, TypeAnn};
+use crate::ast::{EnumDef, FnKind, Function, ModuleConst, ObjectDef, Param, Spn, TypeAnn};
 use crate::bounds::MAX_NESTING;
 use crate::diag::Diagnostics;
 use expr::parse_expr;
@@ -24,6 +24,8 @@ pub struct Parser<'d> {
     too_deep_reported: bool,
     /// The parameter bundles a type may name.
     objects: Vec<String>,
+    /// The enums a type may name, with their members (a `match` covers them).
+    enums: Vec<(String, Vec<String>)>,
 }
 
 impl Parser<'_> {
@@ -67,7 +69,7 @@ impl Parser<'_> {
 
 /// Parses the `const` items of an `#[nki_module]`: a DSL type and a literal value.
 pub fn parse_consts(items: &[syn::ItemConst], diag: &mut Diagnostics) -> Vec<ModuleConst> {
-    let cx = &mut Parser { diag, depth: 0, too_deep_reported: false, objects: Vec::new() };
+    let cx = &mut Parser { diag, depth: 0, too_deep_reported: false, objects: Vec::new(), enums: Vec::new() };
     items
         .iter()
         .filter_map(|c| {
@@ -80,7 +82,7 @@ pub fn parse_consts(items: &[syn::ItemConst], diag: &mut Diagnostics) -> Vec<Mod
 
 /// Parses the `#[nki_object]` structs of an `#[nki_module]`: named fields of kernel types.
 pub fn parse_objects(items: &[syn::ItemStruct], diag: &mut Diagnostics) -> Vec<ObjectDef> {
-    let cx = &mut Parser { diag, depth: 0, too_deep_reported: false, objects: Vec::new() };
+    let cx = &mut Parser { diag, depth: 0, too_deep_reported: false, objects: Vec::new(), enums: Vec::new() };
     let mut out = Vec::new();
     for s in items {
         if !s.generics.params.is_empty() {
@@ -117,10 +119,70 @@ pub fn parse_objects(items: &[syn::ItemStruct], diag: &mut Diagnostics) -> Vec<O
     out
 }
 
-/// Parses a kernel or helper function, whose types may name the bundles `objects`.
-pub fn parse_function(item: &syn::ItemFn, kind: FnKind, objects: &[ObjectDef], diag: &mut Diagnostics) -> Function {
+/// Parses the `#[nki_enum]` enums of an `#[nki_module]`: unit variants, each
+/// with an explicit integer discriminant (the Python member's value).
+pub fn parse_enums(items: &[syn::ItemEnum], diag: &mut Diagnostics) -> Vec<EnumDef> {
+    let mut out = Vec::new();
+    for e in items {
+        if !e.generics.params.is_empty() {
+            diag.error(Spn::of(&e.generics), "an #[nki_enum] takes no generic parameters");
+        }
+        let mut members = Vec::new();
+        for v in &e.variants {
+            if !matches!(v.fields, syn::Fields::Unit) {
+                diag.error(
+                    Spn::of(&v.fields),
+                    format!("`{}::{}` holds data; an #[nki_enum] has plain members, `{} = 0`", e.ident, v.ident, v.ident),
+                );
+                continue;
+            }
+            match &v.discriminant {
+                Some((_, d)) => match int_literal(d) {
+                    Some(value) => members.push((v.ident.clone(), value)),
+                    None => diag.error(
+                        Spn::of(d),
+                        format!("the value of `{}::{}` must be an integer literal: it becomes the Python member's value", e.ident, v.ident),
+                    ),
+                },
+                None => diag.error(
+                    Spn::of(&v.ident),
+                    format!(
+                        "`{}::{}` needs an explicit integer value (`{} = 0`): it becomes the Python member's value",
+                        e.ident, v.ident, v.ident
+                    ),
+                ),
+            }
+        }
+        if e.variants.is_empty() {
+            diag.error(Spn::of(&e.ident), format!("`{}` has no members; an #[nki_enum] needs at least one", e.ident));
+        }
+        out.push(EnumDef { name: e.ident.clone(), members });
+    }
+    out
+}
+
+/// The value of an integer literal, possibly negated, that fits an `i64`.
+fn int_literal(e: &syn::Expr) -> Option<i64> {
+    match e {
+        syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(i), .. }) if i.suffix().is_empty() || i.suffix() == "i64" => i.base10_parse().ok(),
+        syn::Expr::Unary(syn::ExprUnary { op: syn::UnOp::Neg(_), expr, .. }) => match &**expr {
+            syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(i), .. }) if i.suffix().is_empty() || i.suffix() == "i64" => {
+                i.base10_parse::<i128>().ok().and_then(|v| i64::try_from(-v).ok())
+            }
+            _ => None,
+        },
+        syn::Expr::Paren(p) => int_literal(&p.expr),
+        syn::Expr::Group(g) => int_literal(&g.expr),
+        _ => None,
+    }
+}
+
+/// Parses a kernel or helper function, whose types may name the bundles
+/// `objects` and the enums `enums`.
+pub fn parse_function(item: &syn::ItemFn, kind: FnKind, objects: &[ObjectDef], enums: &[EnumDef], diag: &mut Diagnostics) -> Function {
     let objects = objects.iter().map(|o| o.name.to_string()).collect();
-    let cx = &mut Parser { diag, depth: 0, too_deep_reported: false, objects };
+    let enums = enums.iter().map(|e| (e.name.to_string(), e.members.iter().map(|(m, _)| m.to_string()).collect())).collect();
+    let cx = &mut Parser { diag, depth: 0, too_deep_reported: false, objects, enums };
     let sig = &item.sig;
     let what = match kind {
         FnKind::Kernel => "an #[nki_kernel]",
@@ -207,7 +269,18 @@ pub fn parse_function(item: &syn::ItemFn, kind: FnKind, objects: &[ObjectDef], d
         syn::ReturnType::Type(_, ty) => parse_type(ty, cx),
     };
     let body = stmt::parse_block(&item.block, cx);
-    Function { kind, vis: item.vis.clone(), name: sig.ident.clone(), docs, params, ret, body, consts: Vec::new(), objects: Vec::new() }
+    Function {
+        kind,
+        vis: item.vis.clone(),
+        name: sig.ident.clone(),
+        docs,
+        params,
+        ret,
+        body,
+        consts: Vec::new(),
+        objects: Vec::new(),
+        enums: Vec::new(),
+    }
 }
 
 /// `#[dtypes(float32, nl::bfloat16)]`: the `nl` dtypes a tensor parameter accepts.

@@ -4,7 +4,7 @@ use super::Parser;
 use super::expr::{assign_op, parse_args, parse_expr, unsupported_message};
 use super::span::{block_span, expr_span};
 use super::types::parse_type;
-use crate::ast::{Arg, Block, Cond, Expr, ExprKind, FmtPiece, FmtString, Pat, RangeIter, RangeKind, Region, RegionForm, Spn, Stmt};
+use crate::ast::{Arg, BinOp, Block, Cond, Expr, ExprKind, FmtPiece, FmtString, Pat, RangeIter, RangeKind, Region, RegionForm, Spn, Stmt};
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 
@@ -31,7 +31,13 @@ fn parse_stmts(block: &syn::Block, cx: &mut Parser<'_>) -> Block {
 fn is_value(e: &syn::Expr) -> bool {
     !matches!(
         e,
-        syn::Expr::ForLoop(_) | syn::Expr::If(_) | syn::Expr::While(_) | syn::Expr::Loop(_) | syn::Expr::Block(_) | syn::Expr::Macro(_)
+        syn::Expr::ForLoop(_)
+            | syn::Expr::If(_)
+            | syn::Expr::Match(_)
+            | syn::Expr::While(_)
+            | syn::Expr::Loop(_)
+            | syn::Expr::Block(_)
+            | syn::Expr::Macro(_)
     ) && region_form(e).is_none()
 }
 
@@ -156,6 +162,11 @@ fn parse_expr_stmt(e: &syn::Expr, out: &mut Vec<Stmt>, cx: &mut Parser<'_>) {
                 out.push(s);
             }
         }
+        syn::Expr::Match(m) => {
+            if let Some(s) = parse_match(m, span, cx) {
+                out.push(s);
+            }
+        }
         syn::Expr::Block(b) => {
             if b.label.is_some() {
                 cx.error(span, "block labels are not supported in kernels");
@@ -194,9 +205,7 @@ fn parse_expr_stmt(e: &syn::Expr, out: &mut Vec<Stmt>, cx: &mut Parser<'_>) {
                 out.push(Stmt::Region(Box::new(r)));
             }
         }
-        syn::Expr::While(_) | syn::Expr::Loop(_) | syn::Expr::Match(_) | syn::Expr::Closure(_) | syn::Expr::Unsafe(_) => {
-            cx.error(span, unsupported_message(e))
-        }
+        syn::Expr::While(_) | syn::Expr::Loop(_) | syn::Expr::Closure(_) | syn::Expr::Unsafe(_) => cx.error(span, unsupported_message(e)),
         other => out.push(Stmt::Expr(parse_expr(other, cx))),
     }
 }
@@ -254,6 +263,121 @@ fn parse_if(e: &syn::Expr, cx: &mut Parser<'_>) -> Option<Stmt> {
             },
         }
     }
+}
+
+/// `match v { E::A => { .. } E::B | E::C => { .. } _ => { .. } }` on a variable
+/// holding an `#[nki_enum]` member: an `if` / `elif` chain comparing `v` with the
+/// members of each arm (`else` for `_`). Without `_` the arms must name every member.
+fn parse_match(m: &syn::ExprMatch, span: Spn, cx: &mut Parser<'_>) -> Option<Stmt> {
+    let (var, var_span) = match &*m.expr {
+        syn::Expr::Path(p)
+            if p.qself.is_none()
+                && let Some(v) = p.path.get_ident() =>
+        {
+            (v.clone(), expr_span(&m.expr))
+        }
+        other => {
+            cx.error(
+                expr_span(other),
+                "`match` in kernels matches a variable holding an #[nki_enum] member: bind the value with `let` first",
+            );
+            return None;
+        }
+    };
+    let (mut branches, mut otherwise, mut class, mut covered) = (Vec::new(), None, None::<String>, Vec::<String>::new());
+    for arm in &m.arms {
+        if let Some((_, g)) = &arm.guard {
+            cx.error(expr_span(g), "`match` arms in kernels take no guards: test inside the arm");
+            return None;
+        }
+        if otherwise.is_some() {
+            cx.error(Spn::of(&arm.pat), "this arm follows `_` and is never reached");
+            return None;
+        }
+        let body = match &*arm.body {
+            syn::Expr::Block(b) if b.label.is_none() => parse_block(&b.block, cx),
+            other => {
+                let mut out = Vec::new();
+                parse_expr_stmt(other, &mut out, cx);
+                Block { stmts: out, tail: None }
+            }
+        };
+        if let Some(t) = &body.tail {
+            cx.error(t.span, "a `match` arm in a kernel is a statement and cannot end in a value; add `;`");
+        }
+        let pats: Vec<&syn::Pat> = match &arm.pat {
+            syn::Pat::Or(o) => o.cases.iter().collect(),
+            p => vec![p],
+        };
+        if let [syn::Pat::Wild(_)] = pats.as_slice() {
+            otherwise = Some(body);
+            continue;
+        }
+        let mut cond: Option<Expr> = None;
+        for p in pats {
+            let syn::Pat::Path(path) = p else {
+                cx.error(Spn::of(p), "a `match` arm in a kernel names enum members (`Act::SOFTMAX`, `Act::A | Act::B`) or is `_`");
+                return None;
+            };
+            let segs: Vec<String> = path.path.segments.iter().map(|s| s.ident.to_string()).collect();
+            let pspan = Spn::of(p);
+            let [c, member] = segs.as_slice() else {
+                cx.error(pspan, "a `match` arm in a kernel names an enum member as `Enum::MEMBER`");
+                return None;
+            };
+            let Some((_, members)) = cx.enums.iter().find(|(n, _)| n == c) else {
+                cx.error(pspan, format!("`{c}` is not an #[nki_enum] of this module"));
+                return None;
+            };
+            if !members.contains(member) {
+                let msg = format!("`{c}` has no member `{member}`; its members are {}", members.join(", "));
+                cx.error(pspan, msg);
+                return None;
+            }
+            match &class {
+                Some(k) if k != c => {
+                    cx.error(pspan, format!("this arm names a member of `{c}`, the others of `{k}`"));
+                    return None;
+                }
+                _ => class = Some(c.clone()),
+            }
+            if covered.contains(member) {
+                cx.error(pspan, format!("`{c}::{member}` is matched twice"));
+                return None;
+            }
+            covered.push(member.clone());
+            let test = Expr {
+                kind: ExprKind::Binary(
+                    BinOp::Eq,
+                    Box::new(Expr { kind: ExprKind::Var(var.clone()), span: var_span }),
+                    Box::new(Expr { kind: ExprKind::Path(segs), span: pspan }),
+                ),
+                span: pspan,
+            };
+            cond = Some(match cond {
+                None => test,
+                Some(prev) => Expr { kind: ExprKind::Binary(BinOp::Or, Box::new(prev), Box::new(test)), span: pspan },
+            });
+        }
+        if let Some(c) = cond {
+            branches.push((Cond::Expr(c), body));
+        }
+    }
+    if otherwise.is_none()
+        && let Some(c) = &class
+        && let Some((_, members)) = cx.enums.iter().find(|(n, _)| n == c)
+    {
+        let missing: Vec<String> = members.iter().filter(|m| !covered.contains(m)).map(|m| format!("{c}::{m}")).collect();
+        if !missing.is_empty() {
+            cx.error(span, format!("this `match` does not cover {}: add an arm for each, or `_`", missing.join(", ")));
+            return None;
+        }
+    }
+    if branches.is_empty() {
+        cx.error(span, "a `match` in a kernel needs an arm naming an enum member");
+        return None;
+    }
+    Some(Stmt::If { branches, otherwise, span })
 }
 
 fn parse_pat(p: &syn::Pat, cx: &mut Parser<'_>) -> Pat {

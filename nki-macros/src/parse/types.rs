@@ -51,6 +51,7 @@ fn parse_node(ty: &syn::Type, span: Spn, cx: &mut Parser<'_>) -> Option<TypeAnn>
                     return None;
                 }
                 (n, None) if cx.objects.iter().any(|o| o == n) => TypeAnn::Object(seg.ident.clone(), span),
+                (n, None) if cx.enums.iter().any(|(o, _)| o == n) => TypeAnn::PyEnum(seg.ident.clone(), span),
                 ("f32", None) => {
                     cx.error(span, "use `f64` for trace-time floats (they are Python floats); tile element types are chosen with a Dtype such as nl::float32");
                     return None;

@@ -84,8 +84,11 @@ pub fn help(kernel: &FunctionInfo, command: &str) -> String {
             (true, Some(d)) => format!("default {d}"),
             (true, None) => "optional".to_string(),
         };
-        let mut kind =
-            if p.dtypes.is_empty() { p.kind.describe().to_string() } else { format!("{} of {}", p.kind.describe(), p.dtypes.join("|")) };
+        let mut kind = match p.kind {
+            ParamKind::Enum { class, members } => format!("a {class} member: {}", members.join("|")),
+            _ if p.dtypes.is_empty() => p.kind.describe().to_string(),
+            _ => format!("{} of {}", p.kind.describe(), p.dtypes.join("|")),
+        };
         if let Some(bundle) = p.bundle {
             kind += &format!(", a field of {bundle}");
         }
@@ -211,6 +214,10 @@ pub fn parse_scalar(p: &ParamInfo, text: &str) -> Result<nki::emit::ArgValue, St
         ParamKind::Dtype => ArgValue::Dtype(Dtype::from_python_name(t).ok_or_else(|| bad("an nl dtype name such as float32 or bfloat16"))?),
         ParamKind::Str => ArgValue::Str(text.to_string()),
         ParamKind::Groups => ArgValue::Groups(parse_groups(t).ok_or_else(|| bad("replica groups such as 0,1;2,3"))?),
+        ParamKind::Enum { class, members } => match members.iter().find(|m| **m == t) {
+            Some(m) => ArgValue::Member(m.to_string()),
+            None => return Err(bad(&format!("a {class} member: {}", members.join(", ")))),
+        },
         ParamKind::Tensor => return Err(bad("a .npy file")),
     })
 }
@@ -260,5 +267,8 @@ mod tests {
         assert!(matches!(parse_scalar(&p(ParamKind::Groups), "0,1;2,3"), Ok(nki::emit::ArgValue::Groups(g)) if g == [[0, 1], [2, 3]]));
         assert_eq!(parse_scalar(&p(ParamKind::Float), "nan").unwrap_err(), "--v nan: expected a finite float");
         assert!(parse_scalar(&p(ParamKind::Int), "1.5").is_err());
+        let act = p(ParamKind::Enum { class: "RouterActFnType", members: &["SIGMOID", "SOFTMAX"] });
+        assert!(matches!(parse_scalar(&act, "SOFTMAX"), Ok(nki::emit::ArgValue::Member(m)) if m == "SOFTMAX"));
+        assert_eq!(parse_scalar(&act, "1").unwrap_err(), "--v 1: expected a RouterActFnType member: SIGMOID, SOFTMAX");
     }
 }

@@ -14,9 +14,11 @@ SPEC.json names the kernel and its arguments, per rank:
    {"float": 0.5}]], "kwargs": [{}]}
 An argument is {"npy": PATH, "dtype": NAME} (an HBM input; a relative PATH is
 taken from the spec's directory), {"int": 5}, {"float": 0.5}, {"bool": true},
-{"none": true}, {"dtype": "bfloat16"}, {"tuple": [ARG, ...]} or
+{"none": true}, {"dtype": "bfloat16"}, {"tuple": [ARG, ...]},
 {"object": "Cfg", "fields": {"bs": ARG, ...}} (an nl.NKIObject class the package
-exports, built from the fields given, the others at their defaults). "lnc": 2 runs
+exports, built from the fields given, the others at their defaults) or
+{"enum": "Act", "member": "SOFTMAX"} (a member of an Enum class the package
+exports). "lnc": 2 runs
 kernel[2] (an LNC2 pair); "ranks" > 1 runs one copy per rank for
 nki.collectives; "precision": "hardware" rounds every result to its dtype;
 "generation" is trn1, trn2 or trn3.

@@ -7,10 +7,12 @@
 ARG = {"npy": PATH, "dtype": "bfloat16"} | {"int": 5} | {"float": 0.5} | {"bool": true}
     | {"none": true} | {"dtype": "float32"} | {"tuple": [ARG, ...]}
     | {"object": "Cfg", "fields": {"name": ARG, ...}}   # an nl.NKIObject the package exports
+    | {"enum": "Act", "member": "SOFTMAX"}              # a member of an Enum the package exports
 ```
 A relative `npy` path is taken from the spec file's directory.
 """
 
+import enum
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,10 +83,12 @@ def load_npy(spec, path):
 
 def decode(spec, arg, tensor, dtype, bundle=None):
     """The Python value of one ARG: `tensor(array, dtype_name)` builds HBM inputs,
-    `dtype(name)` resolves dtype names, `bundle(name)` the package's `nl.NKIObject`
-    classes (a configuration dataclass built from its fields)."""
+    `dtype(name)` resolves dtype names, `bundle(name)` the classes the package
+    exports (a configuration dataclass built from its fields, an `Enum`)."""
     if isinstance(arg, dict) and "object" in arg:
         return _bundle(spec, arg, tensor, dtype, bundle)
+    if isinstance(arg, dict) and "enum" in arg:
+        return _member(arg, bundle)
     if not isinstance(arg, dict) or len(arg.keys() - {"dtype"}) > 1:
         raise SpecError(f"malformed argument {arg!r}")
     if "npy" in arg:
@@ -120,3 +124,17 @@ def _bundle(spec, arg, tensor, dtype, bundle):
         return cls(**values)
     except TypeError as e:
         raise SpecError(f"cannot build {name}: {e}") from None
+
+
+def _member(arg, bundle):
+    """An `{"enum": NAME, "member": MEMBER}` argument: the member MEMBER of the
+    `Enum` class NAME the package exports."""
+    name, member = arg.get("enum"), arg.get("member")
+    if arg.keys() - {"enum", "member"} or not isinstance(name, str) or not isinstance(member, str):
+        raise SpecError(f"malformed argument {arg!r}")
+    cls = bundle(name) if bundle else None
+    if cls is None or not issubclass(cls, enum.Enum):
+        raise SpecError(f"the package exports no Enum class named {name!r}")
+    if member not in cls.__members__:
+        raise SpecError(f"{name} has no member {member!r}; its members are {', '.join(cls.__members__)}")
+    return cls[member]

@@ -24,6 +24,7 @@ from .rmsnorm_quant import rmsnorm_quant_kernel
 from .rope import RoPE
 from .rotational_topk import RotationalTopkConfig
 from .rotational_topk import rotational_topk
+from .router_topk import RouterActFnType
 from .router_topk import router_topk
 from .softmax import softmax
 from .temperature_softmax import temperature_softmax
@@ -57,6 +58,7 @@ __all__ = [
     "RoPE",
     "RotationalTopkConfig",
     "rotational_topk",
+    "RouterActFnType",
     "router_topk",
     "softmax",
     "temperature_softmax",

@@ -62,6 +62,7 @@ impl Rs<'_> {
             ExprKind::Str(s) => quote_spanned!(span=> ::std::string::String::from(#s)),
             ExprKind::None => quote_spanned!(span=> ::core::option::Option::None),
             ExprKind::Var(v) => quote_spanned!(span=> #v),
+            ExprKind::Path(p) if matches!(self.info.ty(e), Ty::PyEnum(_)) => member_tokens(p),
             ExprKind::Path(p) => constant_tokens(p),
             ExprKind::Unary(UnOp::Neg, x) => {
                 if self.info.ty(x).is_int() {

@@ -124,6 +124,11 @@ pub fn default_value(d: &Expr, ty: &TypeAnn) -> TokenStream {
             let inner = default_value(x, ty);
             quote!(-#inner)
         }
+        ExprKind::Path(p)
+            if matches!(ty, TypeAnn::PyEnum(..)) || matches!(ty, TypeAnn::Option(i, _) if matches!(**i, TypeAnn::PyEnum(..))) =>
+        {
+            member_tokens(p)
+        }
         ExprKind::Path(p) => constant_tokens(p),
         _ => quote!(::core::default::Default::default()),
     }
@@ -140,6 +145,12 @@ fn param_kind(ty: &TypeAnn) -> Option<TokenStream> {
         TypeAnn::Dtype(_) => quote!(Dtype),
         TypeAnn::Str(_) => quote!(Str),
         TypeAnn::Groups(_) => quote!(Groups),
+        TypeAnn::PyEnum(e, _) => {
+            return Some(quote!(::nki::emit::ParamKind::Enum {
+                class: <#e as ::nki::emit::PyEnum>::CLASS,
+                members: <#e as ::nki::emit::PyEnum>::MEMBERS,
+            }));
+        }
         TypeAnn::Option(inner, _) if !matches!(**inner, TypeAnn::Option(..)) => return param_kind(inner),
         _ => return None,
     };
@@ -194,6 +205,7 @@ fn extract(value: TokenStream, name: &str, ty: &TypeAnn) -> TokenStream {
         TypeAnn::Dtype(_) => quote!(#value.dtype(#name)?),
         TypeAnn::Str(_) => quote!(#value.str(#name)?),
         TypeAnn::Groups(_) => quote!(#value.groups(#name)?),
+        TypeAnn::PyEnum(e, _) => quote!(#value.member::<#e>(#name)?),
         // An `Option<&str>` is held as an owned string.
         TypeAnn::Option(inner, _) if matches!(**inner, TypeAnn::Str(_)) => quote!(::std::string::ToString::to_string(#value.str(#name)?)),
         TypeAnn::Option(inner, _) => extract(value, name, inner),

@@ -50,7 +50,7 @@ pub fn local_type(t: &TypeAnn) -> TokenStream {
             quote!((#(#ts,)*))
         }
         TypeAnn::Outputs(_) => quote!(::nki::Outputs),
-        TypeAnn::Object(name, _) => quote!(#name),
+        TypeAnn::Object(name, _) | TypeAnn::PyEnum(name, _) => quote!(#name),
     };
     quote_spanned!(t.span().start=> #ty)
 }
@@ -113,7 +113,7 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, stub: bool) -> TokenStre
         Rs { info, ctx: ctx.clone() }.block(&f.body, true)
     };
     let call = launcher::builder(f, &ret);
-    // The launcher names the bundle types its parameters take and it returns.
+    // The launcher names the bundle and enum types its parameters take and it returns.
     let mut bundle_types: Vec<&syn::Ident> = Vec::new();
     for t in f.params.iter().map(|p| &p.ty).chain(f.ret.as_ref()) {
         bundles_in(t, &mut bundle_types);
@@ -148,14 +148,21 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, stub: bool) -> TokenStre
     }
 }
 
-/// The bundle types `t` names (itself, or inside a tuple or option).
+/// The bundle and enum types `t` names (itself, or inside a tuple or option).
 fn bundles_in<'t>(t: &'t TypeAnn, out: &mut Vec<&'t syn::Ident>) {
     match t {
-        TypeAnn::Object(o, _) => out.push(o),
+        TypeAnn::Object(o, _) | TypeAnn::PyEnum(o, _) => out.push(o),
         TypeAnn::Option(inner, _) => bundles_in(inner, out),
         TypeAnn::Tuple(items, _) => items.iter().for_each(|i| bundles_in(i, out)),
         _ => {}
     }
+}
+
+/// A member of an `#[nki_enum]` (`RouterActFnType::SOFTMAX`), named as in the
+/// module that declares the enum.
+fn member_tokens(p: &[String]) -> TokenStream {
+    let segs = p.iter().map(|s| format_ident!("{}", s));
+    quote!(#(#segs)::*)
 }
 
 fn constant_tokens(p: &[String]) -> TokenStream {
@@ -195,10 +202,11 @@ fn info_static(f: &Function, info: &Info) -> TokenStream {
         }
         quote!(&#(#segs)::*::INFO)
     });
-    let consts = f.consts.iter().map(|k| &k.name).chain(f.objects.iter().map(|o| &o.name)).map(|name| {
-        let reg = const_registration(name);
-        quote!(&super::#reg)
-    });
+    let consts =
+        f.consts.iter().map(|k| &k.name).chain(f.objects.iter().map(|o| &o.name)).chain(f.enums.iter().map(|e| &e.name)).map(|name| {
+            let reg = const_registration(name);
+            quote!(&super::#reg)
+        });
     let math = info.uses_math;
     let params = launcher::param_infos(f, info);
     let (entry_fn, entry) = match launcher::entry(f) {
