@@ -1,6 +1,7 @@
 //! `#[nki_enum]` parameters beyond `router_topk`'s: a default member, an
-//! optional enum, a member passed to a helper, matched and shown in a message;
-//! the registry's view of them and the emitted Python.
+//! optional enum, a member passed to a helper, matched and shown in a message,
+//! an enum field of a bundle parameter; the registry's view of them and the
+//! emitted Python.
 
 use nki::emit::{ArgValue, ParamKind, PyEnum};
 use nki::prelude::*;
@@ -65,6 +66,33 @@ pub mod scaled {
         3.0
     }
 
+    /// A bundle with an enum field: `x * factor(how) + offset`.
+    #[nki_object]
+    pub struct ScaleArgs {
+        /// Added after scaling.
+        pub offset: f64,
+        /// How to scale.
+        #[default(Scaling::Keep)]
+        pub how: Scaling,
+    }
+
+    /// `x * factor(cfg.how) + cfg.offset`; `Triple_It` is refused.
+    #[nki_kernel]
+    pub fn shift(x: Hbm, cfg: ScaleArgs) -> Hbm {
+        let [p, f] = x.shape();
+        assert!(cfg.how != Scaling::Triple_It, "shift: cfg.how = {} is not implemented", cfg.how);
+        let t = nl::ndarray([p, f], nl::float32);
+        nisa::dma_copy(t, x);
+        match cfg.how {
+            Scaling::HALF => nisa::tensor_scalar(t, t, nl::multiply, 0.5),
+            _ => {}
+        }
+        nisa::tensor_scalar(t, t, nl::add, cfg.offset);
+        let out = nl::ndarray([p, f], x.dtype(), buffer = nl::shared_hbm);
+        nisa::dma_copy(out, t);
+        out
+    }
+
     /// `x * factor(how)`, then `x * factor(then)` if given.
     #[nki_kernel]
     pub fn scale(x: Hbm, #[default(Scaling::Triple_It)] how: Scaling, #[default(None)] then: Option<Scaling>) -> Hbm {
@@ -82,7 +110,7 @@ pub mod scaled {
     }
 }
 
-use scaled::{Scaling, repeat, scale};
+use scaled::{ScaleArgs, Scaling, repeat, scale, shift};
 
 fn ones(rows: usize) -> Tensor {
     Tensor::from_f32(&[rows, 4], &vec![1.0; rows * 4], Dtype::F32).unwrap()
@@ -143,4 +171,39 @@ fn the_emitted_python_declares_the_class_and_checks_the_arguments() {
     );
     assert!(kernel.contains("assert then is None or isinstance(then, Scaling)"), "{kernel}");
     assert!(scaled::factor::NKI_SOURCE.contains("if how == Scaling.HALF:"), "{}", scaled::factor::NKI_SOURCE);
+}
+
+#[test]
+fn a_bundle_field_takes_the_enum_in_rust_the_registry_and_python() {
+    let x = ones(1);
+    let run = |cfg: ScaleArgs| shift::Call::new(&x, &cfg).launch(&Launch::new()).map(|t| t.to_f32_vec());
+    assert_eq!(run(ScaleArgs { offset: 1.0, how: Scaling::HALF }).unwrap(), vec![1.5; 4]);
+    assert_eq!(run(ScaleArgs { offset: 1.0, how: Scaling::Keep }).unwrap(), vec![2.0; 4]);
+    let e = run(ScaleArgs { offset: 0.0, how: Scaling::Triple_It }).unwrap_err();
+    assert!(e.message.contains("shift: cfg.how = Scaling.Triple_It is not implemented"), "{e}");
+    // The registry flattens the bundle: the enum field by its members, its default the member.
+    let how = shift::INFO.params.iter().find(|p| p.name == "cfg.how").unwrap();
+    assert_eq!(how.kind, ParamKind::Enum { class: "Scaling", members: &["HALF", "Triple_It", "Keep"] });
+    assert_eq!((how.optional, how.default, how.bundle), (true, Some("Scaling.Keep"), Some("ScaleArgs")));
+    let entry = shift::INFO.entry.unwrap();
+    let args = |how: Option<ArgValue>| [Some(ArgValue::Tensor(ones(1))), Some(ArgValue::Float(0.25)), how];
+    let got = Launch::new().run(|ctx| entry(ctx, &args(Some(ArgValue::Member("HALF".into()))))).unwrap();
+    assert_eq!(got[0].to_f32_vec(), vec![0.75; 4]);
+    let got = Launch::new().run(|ctx| entry(ctx, &args(None))).unwrap();
+    assert_eq!(got[0].to_f32_vec(), vec![1.25; 4]);
+    let e = Launch::new().run(|ctx| entry(ctx, &args(Some(ArgValue::Member("DOUBLE".into()))))).unwrap_err();
+    assert_eq!(e.message, "invalid cfg.how = DOUBLE: cfg.how takes a Scaling member: HALF, Triple_It, Keep");
+    let e = Launch::new().run(|ctx| entry(ctx, &args(Some(ArgValue::Int(7))))).unwrap_err();
+    assert_eq!(e.message, "invalid cfg.how = 7: cfg.how takes a Scaling member: HALF, Triple_It, Keep");
+    // The dataclass types the field with the enum, its default the member; the kernel checks it.
+    let class = scaled::__NKI_CONST_SCALEARGS.source;
+    assert!(class.contains("    how: Scaling = Scaling.Keep\n"), "{class}");
+    let kernel = shift::NKI_SOURCE;
+    assert!(
+        kernel.contains(
+            "assert isinstance(cfg.how, Scaling), f\"shift: cfg.how={cfg.how!r} is not a Scaling member (HALF, Triple_It, Keep)\""
+        ),
+        "{kernel}"
+    );
+    assert!(kernel.contains("    if cfg.how == Scaling.HALF:\n"), "{kernel}");
 }

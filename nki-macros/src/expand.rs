@@ -102,10 +102,10 @@ pub fn expand(kind: FnKind, attr: TokenStream, item: TokenStream) -> TokenStream
         }
     };
     // The module's constants, bundles and enums were reported by `#[nki_module]`, once.
-    let mut objects = parse_objects(&module.structs, &mut Diagnostics::default());
     let enums = parse_enums(&module.enums, &mut Diagnostics::default());
+    let mut objects = parse_objects(&module.structs, &enums, &mut Diagnostics::default());
     let mut quiet = Diagnostics::default();
-    crate::check::check_objects(&objects, &mut quiet);
+    crate::check::check_objects(&objects, &enums, &mut quiet);
     if quiet.has_errors() {
         // Broken field defaults: callers give every field, so nothing cascades.
         objects.iter_mut().for_each(|o| o.defaults.iter_mut().for_each(|d| *d = None));

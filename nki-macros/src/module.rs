@@ -61,26 +61,8 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     let parsed: Vec<(&syn::ItemConst, ModuleConst)> =
         consts.iter().filter_map(|c| parse_consts(std::slice::from_ref(c), &mut diag).pop().map(|k| (c, k))).collect();
     check_consts(&parsed.iter().map(|(_, k)| k).collect::<Vec<_>>(), &mut diag);
-    // The bundles: `#[nki_object]` structs, which stay Rust structs (cloneable).
-    let mut structs: Vec<syn::ItemStruct> = Vec::new();
-    for item in items.iter_mut() {
-        let syn::Item::Struct(s) = item else { continue };
-        let before = s.attrs.len();
-        s.attrs.retain(|a| a.path().segments.last().is_none_or(|p| p.ident != "nki_object"));
-        if s.attrs.len() != before {
-            // The parser reads the fields' `#[default(..)]`s from this copy; Rust
-            // gets them as an `impl Default` below.
-            structs.push(s.clone());
-            // Rust keeps the fields' docs; the parser reports any other attribute.
-            for f in s.fields.iter_mut() {
-                f.attrs.retain(|a| a.path().is_ident("doc"));
-            }
-            s.attrs.push(syn::parse_quote!(#[derive(Clone, Debug)]));
-        }
-    }
-    let objects = parse_objects(&structs, &mut diag);
-    check_objects(&objects, &mut diag);
-    // The enums: `#[nki_enum]` enums, which stay Rust enums (copyable).
+    // The enums: `#[nki_enum]` enums, which stay Rust enums (copyable); bundle
+    // fields may hold them.
     let mut enum_items: Vec<syn::ItemEnum> = Vec::new();
     for item in items.iter_mut() {
         let syn::Item::Enum(e) = item else { continue };
@@ -107,6 +89,25 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         }
     }
     let enums = parse_enums(&enum_items, &mut diag);
+    // The bundles: `#[nki_object]` structs, which stay Rust structs (cloneable).
+    let mut structs: Vec<syn::ItemStruct> = Vec::new();
+    for item in items.iter_mut() {
+        let syn::Item::Struct(s) = item else { continue };
+        let before = s.attrs.len();
+        s.attrs.retain(|a| a.path().segments.last().is_none_or(|p| p.ident != "nki_object"));
+        if s.attrs.len() != before {
+            // The parser reads the fields' `#[default(..)]`s from this copy; Rust
+            // gets them as an `impl Default` below.
+            structs.push(s.clone());
+            // Rust keeps the fields' docs; the parser reports any other attribute.
+            for f in s.fields.iter_mut() {
+                f.attrs.retain(|a| a.path().is_ident("doc"));
+            }
+            s.attrs.push(syn::parse_quote!(#[derive(Clone, Debug)]));
+        }
+    }
+    let objects = parse_objects(&structs, &enums, &mut diag);
+    check_objects(&objects, &enums, &mut diag);
     // Each function gets the constants and bundles without their docs and attributes.
     let bare: Vec<TokenStream> = consts
         .iter()

@@ -38,8 +38,8 @@ pub use types::{TensorTy, Ty};
 pub use value::{EvalError, Val};
 
 use crate::ast::{
-    Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, FnKind, Function, IndexItem, ModuleConst, ObjectDef, Pat, RangeKind, Region,
-    RegionForm, Space, Spn, Stmt, TypeAnn, UnOp,
+    Arg, BinOp, Block, CastTo, Cond, EnumDef, Expr, ExprKind, FmtPiece, FnKind, Function, IndexItem, ModuleConst, ObjectDef, Pat,
+    RangeKind, Region, RegionForm, Space, Spn, Stmt, TypeAnn, UnOp,
 };
 use crate::bounds::{MAX_ELEMENTS, MAX_NESTING};
 use crate::diag::{Diagnostics, did_you_mean};
@@ -168,9 +168,10 @@ pub fn check_consts(consts: &[&ModuleConst], diag: &mut Diagnostics) {
     c.declare_consts(consts.iter().copied());
 }
 
-/// Checks the bundles of an `#[nki_module]`: each field default a literal of the field's type.
-pub fn check_objects(objects: &[ObjectDef], diag: &mut Diagnostics) {
-    let mut c = Checker::new(diag, None, Generation::Trn2, Vec::new(), Vec::new());
+/// Checks the bundles of an `#[nki_module]`: each field default a literal of the
+/// field's type (for an enum field, a member of the module's enum in `enums`).
+pub fn check_objects(objects: &[ObjectDef], enums: &[EnumDef], diag: &mut Diagnostics) {
+    let mut c = Checker::new(diag, None, Generation::Trn2, Vec::new(), crate::parse::enum_names(enums));
     for o in objects {
         let mut seen_default = false;
         for ((name, ty), default) in o.fields.iter().zip(&o.defaults) {
@@ -220,8 +221,7 @@ impl Checker<'_> {
 pub fn check(f: &Function, target: Generation, diag: &mut Diagnostics) -> Info {
     let objects =
         f.objects.iter().map(|o| (o.name.to_string(), o.fields.iter().map(|(n, t)| (n.to_string(), Ty::from_ann(t))).collect())).collect();
-    let enums = f.enums.iter().map(|e| (e.name.to_string(), e.members.iter().map(|(m, _)| m.to_string()).collect())).collect();
-    let mut c = Checker::new(diag, f.ret.as_ref().map(Ty::from_ann), target, objects, enums);
+    let mut c = Checker::new(diag, f.ret.as_ref().map(Ty::from_ann), target, objects, crate::parse::enum_names(&f.enums));
     // The module's constants were checked, and reported, by `#[nki_module]`.
     let mut quiet = Diagnostics::default();
     std::mem::swap(c.diag, &mut quiet);
@@ -262,7 +262,7 @@ pub fn check(f: &Function, target: Generation, diag: &mut Diagnostics) -> Info {
                 c.diag.error(
                     p.ty.span(),
                     format!(
-                        "a kernel's bundle parameter holds ints, floats and bools (its caller gives each field, as Python or as a command-line flag); `{name}.{field}` is {}: build such a bundle in the kernel and pass it to helpers",
+                        "a kernel's bundle parameter holds ints, floats, bools and enum members (its caller gives each field, as Python or as a command-line flag); `{name}.{field}` is {}: build such a bundle in the kernel and pass it to helpers",
                         Ty::from_ann(ty).describe()
                     ),
                 );

@@ -44,21 +44,34 @@ pub fn emit(f: &Function, info: &Info) -> String {
         }
     }
     if f.kind == FnKind::Kernel {
+        // Each enum the caller gives, a parameter or a field of a bundle
+        // parameter (`kargs.norm_type`): its value, class and `None` guard.
+        let mut given: Vec<(String, &syn::Ident, String)> = Vec::new();
         for prm in &f.params {
-            let (class, guard) = match &prm.ty {
-                crate::ast::TypeAnn::PyEnum(e, _) => (e, String::new()),
-                crate::ast::TypeAnn::Option(inner, _) => match &**inner {
-                    crate::ast::TypeAnn::PyEnum(e, _) => (e, format!("{} is None or ", prm.name)),
-                    _ => continue,
-                },
-                _ => continue,
-            };
+            let n = prm.name.to_string();
+            match &prm.ty {
+                crate::ast::TypeAnn::PyEnum(e, _) => given.push((n, e, String::new())),
+                crate::ast::TypeAnn::Option(inner, _) => {
+                    if let crate::ast::TypeAnn::PyEnum(e, _) = &**inner {
+                        given.push((n.clone(), e, format!("{n} is None or ")));
+                    }
+                }
+                crate::ast::TypeAnn::Object(o, _) => {
+                    for (field, ty) in f.objects.iter().filter(|x| x.name == *o).flat_map(|x| &x.fields) {
+                        if let crate::ast::TypeAnn::PyEnum(e, _) = ty {
+                            given.push((format!("{n}.{field}"), e, String::new()));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        for (n, class, guard) in given {
             let members = f
                 .enums
                 .iter()
                 .find(|e| e.name == *class)
                 .map(|e| e.members.iter().map(|(m, _)| m.to_string()).collect::<Vec<_>>().join(", "));
-            let n = &prm.name;
             p.line(&format!(
                 "assert {guard}isinstance({n}, {class}), f\"{}: {n}={{{n}!r}} is not a {class} member ({})\"",
                 f.name,
@@ -101,10 +114,11 @@ pub fn object_class(o: &crate::ast::ObjectDef, docs: &[String], field_docs: &[Ve
     let p = Py { info: &info, out: String::new(), depth: 0, bodies: 0 };
     for (i, ((name, ty), default)) in o.fields.iter().zip(&o.defaults).enumerate() {
         let t = match ty {
-            TypeAnn::Int(_) => "int",
-            TypeAnn::Float(_) => "float",
-            TypeAnn::Bool(_) => "bool",
-            _ => "object",
+            TypeAnn::Int(_) => "int".to_string(),
+            TypeAnn::Float(_) => "float".to_string(),
+            TypeAnn::Bool(_) => "bool".to_string(),
+            TypeAnn::PyEnum(e, _) => e.to_string(),
+            _ => "object".to_string(),
         };
         let value = default.as_ref().map(|d| format!(" = {}", p.field_default(d, ty))).unwrap_or_default();
         out.push_str(&format!("    {name}: {t}{value}\n"));

@@ -80,9 +80,10 @@ pub fn parse_consts(items: &[syn::ItemConst], diag: &mut Diagnostics) -> Vec<Mod
         .collect()
 }
 
-/// Parses the `#[nki_object]` structs of an `#[nki_module]`: named fields of kernel types.
-pub fn parse_objects(items: &[syn::ItemStruct], diag: &mut Diagnostics) -> Vec<ObjectDef> {
-    let cx = &mut Parser { diag, depth: 0, too_deep_reported: false, objects: Vec::new(), enums: Vec::new() };
+/// Parses the `#[nki_object]` structs of an `#[nki_module]`: named fields of
+/// kernel types, the module's enums `enums` among them.
+pub fn parse_objects(items: &[syn::ItemStruct], enums: &[EnumDef], diag: &mut Diagnostics) -> Vec<ObjectDef> {
+    let cx = &mut Parser { diag, depth: 0, too_deep_reported: false, objects: Vec::new(), enums: enum_names(enums) };
     let mut out = Vec::new();
     for s in items {
         if !s.generics.params.is_empty() {
@@ -161,6 +162,11 @@ pub fn parse_enums(items: &[syn::ItemEnum], diag: &mut Diagnostics) -> Vec<EnumD
     out
 }
 
+/// Each enum's name with its members' names, as the parser and checker know them.
+pub fn enum_names(enums: &[EnumDef]) -> Vec<(String, Vec<String>)> {
+    enums.iter().map(|e| (e.name.to_string(), e.members.iter().map(|(m, _)| m.to_string()).collect())).collect()
+}
+
 /// The value of an integer literal, possibly negated, that fits an `i64`.
 fn int_literal(e: &syn::Expr) -> Option<i64> {
     match e {
@@ -181,8 +187,7 @@ fn int_literal(e: &syn::Expr) -> Option<i64> {
 /// `objects` and the enums `enums`.
 pub fn parse_function(item: &syn::ItemFn, kind: FnKind, objects: &[ObjectDef], enums: &[EnumDef], diag: &mut Diagnostics) -> Function {
     let objects = objects.iter().map(|o| o.name.to_string()).collect();
-    let enums = enums.iter().map(|e| (e.name.to_string(), e.members.iter().map(|(m, _)| m.to_string()).collect())).collect();
-    let cx = &mut Parser { diag, depth: 0, too_deep_reported: false, objects, enums };
+    let cx = &mut Parser { diag, depth: 0, too_deep_reported: false, objects, enums: enum_names(enums) };
     let sig = &item.sig;
     let what = match kind {
         FnKind::Kernel => "an #[nki_kernel]",

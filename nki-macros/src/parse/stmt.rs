@@ -266,22 +266,34 @@ fn parse_if(e: &syn::Expr, cx: &mut Parser<'_>) -> Option<Stmt> {
 }
 
 /// `match v { E::A => { .. } E::B | E::C => { .. } _ => { .. } }` on a variable
-/// holding an `#[nki_enum]` member: an `if` / `elif` chain comparing `v` with the
-/// members of each arm (`else` for `_`). Without `_` the arms must name every member.
+/// holding an `#[nki_enum]` member, or a bundle's field (`match kargs.norm_type`):
+/// an `if` / `elif` chain comparing `v` with the members of each arm (`else` for
+/// `_`). Without `_` the arms must name every member.
 fn parse_match(m: &syn::ExprMatch, span: Spn, cx: &mut Parser<'_>) -> Option<Stmt> {
-    let (var, var_span) = match &*m.expr {
-        syn::Expr::Path(p)
-            if p.qself.is_none()
-                && let Some(v) = p.path.get_ident() =>
-        {
-            (v.clone(), expr_span(&m.expr))
-        }
-        other => {
-            cx.error(
-                expr_span(other),
-                "`match` in kernels matches a variable holding an #[nki_enum] member: bind the value with `let` first",
-            );
-            return None;
+    let var_span = expr_span(&m.expr);
+    let ident = |e: &syn::Expr| match e {
+        syn::Expr::Path(p) if p.qself.is_none() => p.path.get_ident().cloned(),
+        _ => None,
+    };
+    let (var, field) = match &*m.expr {
+        syn::Expr::Field(f) if let (Some(v), syn::Member::Named(n)) = (ident(&f.base), &f.member) => (v, Some(n.clone())),
+        other => match ident(other) {
+            Some(v) => (v, None),
+            None => {
+                cx.error(
+                    var_span,
+                    "`match` in kernels matches a variable or bundle field holding an #[nki_enum] member: bind the value with `let` first",
+                );
+                return None;
+            }
+        },
+    };
+    // The scrutinee, once per arm's test.
+    let scrutinee = || {
+        let v = Expr { kind: ExprKind::Var(var.clone()), span: var_span };
+        match &field {
+            Some(n) => Expr { kind: ExprKind::Attr(Box::new(v), n.clone()), span: var_span },
+            None => v,
         }
     };
     let (mut branches, mut otherwise, mut class, mut covered) = (Vec::new(), None, None::<String>, Vec::<String>::new());
@@ -347,11 +359,7 @@ fn parse_match(m: &syn::ExprMatch, span: Spn, cx: &mut Parser<'_>) -> Option<Stm
             }
             covered.push(member.clone());
             let test = Expr {
-                kind: ExprKind::Binary(
-                    BinOp::Eq,
-                    Box::new(Expr { kind: ExprKind::Var(var.clone()), span: var_span }),
-                    Box::new(Expr { kind: ExprKind::Path(segs), span: pspan }),
-                ),
+                kind: ExprKind::Binary(BinOp::Eq, Box::new(scrutinee()), Box::new(Expr { kind: ExprKind::Path(segs), span: pspan })),
                 span: pspan,
             };
             cond = Some(match cond {

@@ -113,10 +113,15 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, stub: bool) -> TokenStre
         Rs { info, ctx: ctx.clone() }.block(&f.body, true)
     };
     let call = launcher::builder(f, &ret);
-    // The launcher names the bundle and enum types its parameters take and it returns.
+    // The launcher names the bundle and enum types its parameters take and it
+    // returns, and the enums of those bundles' fields (the entry's defaults).
     let mut bundle_types: Vec<&syn::Ident> = Vec::new();
     for t in f.params.iter().map(|p| &p.ty).chain(f.ret.as_ref()) {
         bundles_in(t, &mut bundle_types);
+    }
+    let taken: Vec<&syn::Ident> = bundle_types.clone();
+    for o in f.objects.iter().filter(|o| taken.contains(&&o.name)) {
+        o.fields.iter().for_each(|(_, t)| bundles_in(t, &mut bundle_types));
     }
     bundle_types.sort();
     bundle_types.dedup();
