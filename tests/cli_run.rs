@@ -69,7 +69,13 @@ const CASES: &[Case] = &[
     Case {
         kernel: "rmsnorm_quant_kernel",
         ranks: 1,
-        params: &[("hidden", F32(&[1, 4, 64])), ("ln_w", F32(&[64])), ("kargs.eps", Text("1e-5")), ("kargs.lower_bound", Text("0.5"))],
+        params: &[
+            ("hidden", F32(&[1, 4, 64])),
+            ("ln_w", F32(&[64])),
+            ("kargs.eps", Text("1e-5")),
+            ("kargs.lower_bound", Text("0.5")),
+            ("kargs.norm_type", Text("RMS_NORM")),
+        ],
     },
     Case {
         kernel: "RoPE",
@@ -397,18 +403,33 @@ fn a_configuration_object_is_given_field_by_field() {
 fn a_refused_kargs_field_value_is_named() {
     let refusals: &[(&[&str], &[&str])] = &[
         (
-            &["--kargs.norm-type", "2"],
-            &["rmsnorm_quant_kernel refused its inputs", "kargs.norm_type must be NO_NORM (0) or RMS_NORM (1), got kargs.norm_type = 2"],
+            &["--kargs.norm-type", "LAYER_NORM"],
+            &[
+                "rmsnorm_quant_kernel refused its inputs",
+                "kargs.norm_type must be NormType.NO_NORM or NormType.RMS_NORM (the members implemented), got kargs.norm_type = NormType.LAYER_NORM",
+            ],
         ),
+        (&["--kargs.quantization-type=ROW_MX"], &["got kargs.quantization_type = QuantizationType.ROW_MX"]),
+        // A member's value, or a name the enum lacks, is no member: the members are listed.
+        (
+            &["--kargs.norm-type", "1"],
+            &["--kargs.norm-type 1: expected a NormType member: NO_NORM, RMS_NORM, LAYER_NORM, RMS_NORM_SKIP_GAMMA"],
+        ),
+        (&["--kargs.quantization-type=rows"], &["expected a QuantizationType member: NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX"]),
         (&["--kargs.lower-bound", "-0.5"], &["kargs.lower_bound must be non-negative, got kargs.lower_bound = -0.5"]),
-        (&["--kargs.quantization-type=1"], &["input_dequant_scale must be given for static quantization"]),
+        (&["--kargs.quantization-type=STATIC"], &["input_dequant_scale must be given for static quantization"]),
         // The former keyword parameter: the fields are flags of `kargs` now.
         (&["--eps", "1e-5"], &["--eps is not a parameter of rmsnorm_quant_kernel", "--kargs.lower-bound --kargs.norm-type"]),
     ];
     let dir = assert_refused("rmsnorm_quant_kernel", refusals);
     let help = nki_in(&dir, &["run", "rmsnorm_quant_kernel", "--help"]);
     let text = String::from_utf8_lossy(&help.stdout);
-    for w in ["--kargs.norm-type VALUE", "an int, a field of RmsNormQuantKernelArgs (default 1)", "--kargs.eps VALUE", "(default 1e-6)"] {
+    for w in [
+        "--kargs.norm-type VALUE",
+        "a NormType member: NO_NORM|RMS_NORM|LAYER_NORM|RMS_NORM_SKIP_GAMMA, a field of RmsNormQuantKernelArgs (default NormType.RMS_NORM)",
+        "--kargs.eps VALUE",
+        "(default 1e-6)",
+    ] {
         assert!(help.status.success() && text.contains(w), "`{w}` missing from {text}");
     }
 }

@@ -14,9 +14,9 @@ mod common;
 
 use common::attention::{PyArg, run_numpy_kwargs, run_numpy_refused};
 use common::{as_dtype, emitted_package, tensor, uniform};
+use nki::emit::PyEnum;
 use nki::examples::rmsnorm_quant::{
-    NORM_TYPE_NO_NORM, NORM_TYPE_RMS_NORM, QUANTIZATION_TYPE_ROW, QUANTIZATION_TYPE_STATIC, RmsNormQuantKernelArgs, RmsNormQuantRule,
-    rmsnorm_quant_kernel, rmsnorm_quant_violation,
+    NormType, QuantizationType, RmsNormQuantKernelArgs, RmsNormQuantRule, rmsnorm_quant_kernel, rmsnorm_quant_violation,
 };
 use nki::{Dtype, Launch, Precision, Tensor};
 
@@ -41,8 +41,8 @@ impl Args {
     fn kargs(&self) -> RmsNormQuantKernelArgs {
         RmsNormQuantKernelArgs {
             lower_bound: self.lower_bound,
-            norm_type: if self.norm { NORM_TYPE_RMS_NORM } else { NORM_TYPE_NO_NORM },
-            quantization_type: if self.row { QUANTIZATION_TYPE_ROW } else { QUANTIZATION_TYPE_STATIC },
+            norm_type: if self.norm { NormType::RMS_NORM } else { NormType::NO_NORM },
+            quantization_type: if self.row { QuantizationType::ROW } else { QuantizationType::STATIC },
             eps: self.eps,
         }
     }
@@ -325,7 +325,7 @@ fn lnc2_splits_the_rows_with_the_remainder_on_the_last_program() {
 /// The library's `RmsNormQuantKernelArgs` defaults: `lower_bound=0.0`,
 /// `NormType.RMS_NORM`, `QuantizationType.ROW`, `eps=1e-6`.
 const LIBRARY_DEFAULTS: RmsNormQuantKernelArgs =
-    RmsNormQuantKernelArgs { lower_bound: 0.0, norm_type: NORM_TYPE_RMS_NORM, quantization_type: QUANTIZATION_TYPE_ROW, eps: 1e-6 };
+    RmsNormQuantKernelArgs { lower_bound: 0.0, norm_type: NormType::RMS_NORM, quantization_type: QuantizationType::ROW, eps: 1e-6 };
 
 /// The Rust defaults and the emitted dataclass are the library's, and the
 /// emitted kernel takes the library's parameters.
@@ -341,9 +341,30 @@ fn the_bundle_has_the_library_fields_and_defaults() {
     let class = src.split("class RmsNormQuantKernelArgs(nl.NKIObject):").nth(1).expect("the dataclass is emitted");
     let declared: Vec<&str> =
         class.lines().map(str::trim).take_while(|l| !l.starts_with("def ")).filter(|l| !l.starts_with('"') && l.contains(": ")).collect();
-    assert_eq!(declared, ["lower_bound: float = 0.0", "norm_type: int = 1", "quantization_type: int = 2", "eps: float = 1e-6"]);
+    assert_eq!(
+        declared,
+        [
+            "lower_bound: float = 0.0",
+            "norm_type: NormType = NormType.RMS_NORM",
+            "quantization_type: QuantizationType = QuantizationType.ROW",
+            "eps: float = 1e-6"
+        ]
+    );
+    // The enums are the library's: its members, by name and value.
+    let values = |class: &str| -> Vec<String> {
+        let body = src.split(&format!("class {class}(Enum):\n")).nth(1).unwrap_or_default();
+        body.lines()
+            .take_while(|l| l.starts_with("    ") || l.is_empty())
+            .filter(|l| l.contains(" = "))
+            .map(|l| l.trim().to_string())
+            .collect()
+    };
+    assert_eq!(values("NormType"), ["NO_NORM = 0", "RMS_NORM = 1", "LAYER_NORM = 2", "RMS_NORM_SKIP_GAMMA = 3"]);
+    assert_eq!(values("QuantizationType"), ["NONE = 0", "STATIC = 1", "ROW = 2", "MX = 3", "STATIC_MX = 4", "ROW_MX = 5"]);
     let init = std::fs::read_to_string(pkg.join("__init__.py")).expect("the package holds __init__.py");
-    assert!(init.contains("from .rmsnorm_quant import RmsNormQuantKernelArgs\n"), "callers import the bundle:\n{init}");
+    for class in ["RmsNormQuantKernelArgs", "NormType", "QuantizationType"] {
+        assert!(init.contains(&format!("from .rmsnorm_quant import {class}\n")), "callers import {class}:\n{init}");
+    }
 }
 
 #[test]
@@ -355,15 +376,26 @@ fn the_library_rules_are_refused_naming_the_field() {
     let kargs = RmsNormQuantKernelArgs::default();
     let err = |call: rmsnorm_quant_kernel::Call| call.launch(&launch).unwrap_err().message;
     let with = |k: RmsNormQuantKernelArgs| err(rmsnorm_quant_kernel::Call::new(&x, &w, &k));
-    let e = with(RmsNormQuantKernelArgs { quantization_type: 3, ..kargs.clone() });
-    assert!(e.contains("kargs.quantization_type must be ROW (2) or STATIC (1), got kargs.quantization_type = 3"), "{e}");
-    let e = with(RmsNormQuantKernelArgs { norm_type: 2, ..kargs.clone() });
-    assert!(e.contains("kargs.norm_type must be NO_NORM (0) or RMS_NORM (1), got kargs.norm_type = 2"), "{e}");
+    // The members the kernel does not implement, named with the field.
+    for q in [QuantizationType::NONE, QuantizationType::MX, QuantizationType::STATIC_MX, QuantizationType::ROW_MX] {
+        let e = with(RmsNormQuantKernelArgs { quantization_type: q, ..kargs.clone() });
+        let want = format!(
+            "kargs.quantization_type must be QuantizationType.ROW or QuantizationType.STATIC (the members implemented), got kargs.quantization_type = QuantizationType.{q:?}"
+        );
+        assert!(e.contains(&want), "{e}");
+    }
+    for n in [NormType::LAYER_NORM, NormType::RMS_NORM_SKIP_GAMMA] {
+        let e = with(RmsNormQuantKernelArgs { norm_type: n, ..kargs.clone() });
+        let want = format!(
+            "kargs.norm_type must be NormType.NO_NORM or NormType.RMS_NORM (the members implemented), got kargs.norm_type = NormType.{n:?}"
+        );
+        assert!(e.contains(&want), "{e}");
+    }
     let e = with(RmsNormQuantKernelArgs { lower_bound: -1.0, ..kargs.clone() });
     assert!(e.contains("kargs.lower_bound must be non-negative, got kargs.lower_bound = -1.0"), "{e}");
     let e = with(RmsNormQuantKernelArgs { eps: -1e-3, ..kargs.clone() });
     assert!(e.contains("kargs.eps must be non-negative"), "{e}");
-    let static_kargs = RmsNormQuantKernelArgs { quantization_type: QUANTIZATION_TYPE_STATIC, ..kargs.clone() };
+    let static_kargs = RmsNormQuantKernelArgs { quantization_type: QuantizationType::STATIC, ..kargs.clone() };
     let e = with(static_kargs.clone());
     assert!(e.contains("input_dequant_scale must be given for static quantization"), "{e}");
     let bad_sc = tensor(&[64, 1], &[1.0; 64], Dtype::F32);
@@ -402,21 +434,31 @@ fn the_library_rules_are_refused_naming_the_field() {
     assert_eq!(rmsnorm_quant_violation(&l, 2, [65537, 0, 64]), Some(RmsNormQuantRule::Outer));
     assert_eq!(rmsnorm_quant_violation(&l, 4, [1, 1, 1]), Some(RmsNormQuantRule::Rank));
     for (k, rule, field) in [
-        (RmsNormQuantKernelArgs { norm_type: 3, ..l.clone() }, RmsNormQuantRule::NormType, "norm_type"),
+        (RmsNormQuantKernelArgs { norm_type: NormType::RMS_NORM_SKIP_GAMMA, ..l.clone() }, RmsNormQuantRule::NormType, "norm_type"),
+        (RmsNormQuantKernelArgs { norm_type: NormType::LAYER_NORM, ..l.clone() }, RmsNormQuantRule::NormType, "norm_type"),
         (RmsNormQuantKernelArgs { lower_bound: -1.0, ..l.clone() }, RmsNormQuantRule::LowerBound, "lower_bound"),
         (RmsNormQuantKernelArgs { lower_bound: f64::NAN, ..l.clone() }, RmsNormQuantRule::LowerBound, "lower_bound"),
         (RmsNormQuantKernelArgs { eps: -1e-9, ..l.clone() }, RmsNormQuantRule::Eps, "eps"),
-        (RmsNormQuantKernelArgs { quantization_type: 0, ..l.clone() }, RmsNormQuantRule::QuantizationType, "quantization_type"),
+        (
+            RmsNormQuantKernelArgs { quantization_type: QuantizationType::NONE, ..l.clone() },
+            RmsNormQuantRule::QuantizationType,
+            "quantization_type",
+        ),
+        (
+            RmsNormQuantKernelArgs { quantization_type: QuantizationType::ROW_MX, ..l.clone() },
+            RmsNormQuantRule::QuantizationType,
+            "quantization_type",
+        ),
     ] {
         assert_eq!(rmsnorm_quant_violation(&k, 3, [1, 1, 1]), Some(rule));
         assert!(rule.message().contains(&format!("kargs.{field} must be")), "{}", rule.message());
     }
     let (k, hidden) = nki::rmsnorm_quant_config!(
         kargs =
-            RmsNormQuantKernelArgs { lower_bound: 0.5, norm_type: NORM_TYPE_NO_NORM, quantization_type: QUANTIZATION_TYPE_ROW, eps: 0.0 },
+            RmsNormQuantKernelArgs { lower_bound: 0.5, norm_type: NormType::NO_NORM, quantization_type: QuantizationType::ROW, eps: 0.0 },
         hidden = [2, 160, 16384]
     );
-    assert_eq!((k.lower_bound, k.norm_type, hidden), (0.5, NORM_TYPE_NO_NORM, [2, 160, 16384]));
+    assert_eq!((k.lower_bound, k.norm_type, hidden), (0.5, NormType::NO_NORM, [2, 160, 16384]));
 }
 
 /// NumPy's run of the emitted kernel against the emulator's, value for value
@@ -448,9 +490,14 @@ fn emitted_kernel_under_numpy_matches_the_emulator() {
     // A field value the library refuses is refused by the emitted kernel too, naming the field.
     let x = PyArg::Tensor(shape.to_vec(), p.x.clone(), Dtype::Bf16);
     let w = PyArg::Tensor(vec![shape[2]], p.w.clone(), Dtype::Bf16);
-    let bad = kargs_arg(RmsNormQuantKernelArgs { norm_type: 2, ..LIBRARY_DEFAULTS });
-    let e = run_numpy_refused(emitted_package(), "rmsnorm_quant_kernel", &[x, w], &[("kargs", bad)]);
-    assert!(e.contains("kargs.norm_type must be NO_NORM (0) or RMS_NORM (1), got kargs.norm_type = 2"), "{e}");
+    let bad = kargs_arg(RmsNormQuantKernelArgs { norm_type: NormType::LAYER_NORM, ..LIBRARY_DEFAULTS });
+    let e = run_numpy_refused(emitted_package(), "rmsnorm_quant_kernel", &[x.clone(), w.clone()], &[("kargs", bad)]);
+    let want = "kargs.norm_type must be NormType.NO_NORM or NormType.RMS_NORM (the members implemented), got kargs.norm_type = NormType.LAYER_NORM";
+    assert!(e.contains(want), "{e}");
+    // The member's integer value is not the member: the emitted kernel checks the field's class.
+    let int = PyArg::Object("RmsNormQuantKernelArgs", vec![("norm_type", PyArg::Int(1))]);
+    let e = run_numpy_refused(emitted_package(), "rmsnorm_quant_kernel", &[x, w], &[("kargs", int)]);
+    assert!(e.contains("kargs.norm_type=1 is not a NormType member (NO_NORM, RMS_NORM, LAYER_NORM, RMS_NORM_SKIP_GAMMA)"), "{e}");
 }
 
 /// `kargs` as the NumPy executor's `RmsNormQuantKernelArgs` object.
@@ -459,8 +506,8 @@ fn kargs_arg(k: RmsNormQuantKernelArgs) -> PyArg {
         "RmsNormQuantKernelArgs",
         vec![
             ("lower_bound", PyArg::Float(k.lower_bound)),
-            ("norm_type", PyArg::Int(k.norm_type)),
-            ("quantization_type", PyArg::Int(k.quantization_type)),
+            ("norm_type", PyArg::Member(NormType::CLASS, k.norm_type.member())),
+            ("quantization_type", PyArg::Member(QuantizationType::CLASS, k.quantization_type.member())),
             ("eps", PyArg::Float(k.eps)),
         ],
     )

@@ -42,9 +42,10 @@
 //! The kernel takes the library's signature, `hidden, ln_w, kargs,
 //! input_dequant_scale=None`, with `kargs` the [`RmsNormQuantKernelArgs`]
 //! bundle (the dataclass's fields, order and defaults); its `norm_type` and
-//! `quantization_type` take the integer values of the library's `NormType` and
-//! `QuantizationType` enums ([`NORM_TYPE_RMS_NORM`], [`QUANTIZATION_TYPE_ROW`],
-//! ...), the one deviation from the library's dataclass. The library's fused
+//! `quantization_type` are members of the library's [`NormType`] and
+//! [`QuantizationType`] enums (same names and values). The kernel implements
+//! `NO_NORM` and `RMS_NORM`, `ROW` and `STATIC`, and refuses the other members
+//! naming the field and the member. The library's fused
 //! pre-norm and residual options (`pre_norm_gamma`, `residual`) and its
 //! `dtype_mode` are not taken. The library documents `B` up to 2, `S` up to
 //! 32768 and `H` up to 16384; inputs of rank 2 and 3 are accepted.
@@ -80,8 +81,12 @@ impl RmsNormQuantRule {
     /// The rule in words.
     pub const fn message(self) -> &'static str {
         match self {
-            RmsNormQuantRule::QuantizationType => "rmsnorm_quant: kargs.quantization_type must be ROW (2) or STATIC (1)",
-            RmsNormQuantRule::NormType => "rmsnorm_quant: kargs.norm_type must be NO_NORM (0) or RMS_NORM (1)",
+            RmsNormQuantRule::QuantizationType => {
+                "rmsnorm_quant: kargs.quantization_type must be QuantizationType.ROW or QuantizationType.STATIC (the members implemented)"
+            }
+            RmsNormQuantRule::NormType => {
+                "rmsnorm_quant: kargs.norm_type must be NormType.NO_NORM or NormType.RMS_NORM (the members implemented)"
+            }
             RmsNormQuantRule::LowerBound => "rmsnorm_quant: kargs.lower_bound must be non-negative",
             RmsNormQuantRule::Eps => "rmsnorm_quant: kargs.eps must be non-negative",
             RmsNormQuantRule::Rank => "rmsnorm_quant: hidden must have 2 or 3 dims",
@@ -96,11 +101,11 @@ impl RmsNormQuantRule {
 /// The first rule `kargs` and the shape of `hidden` (`dims` of `[B, S, H]`,
 /// `S` unused when `rank` is 2) break.
 pub const fn rmsnorm_quant_violation(kargs: &RmsNormQuantKernelArgs, rank: i64, dims: [i64; 3]) -> Option<RmsNormQuantRule> {
-    let (qt, nt) = (kargs.quantization_type, kargs.norm_type);
-    if qt != QUANTIZATION_TYPE_ROW && qt != QUANTIZATION_TYPE_STATIC {
+    // `matches!`, not `==`: comparing enums is not `const`.
+    if !matches!(kargs.quantization_type, QuantizationType::ROW | QuantizationType::STATIC) {
         return Some(RmsNormQuantRule::QuantizationType);
     }
-    if nt != NORM_TYPE_NO_NORM && nt != NORM_TYPE_RMS_NORM {
+    if !matches!(kargs.norm_type, NormType::NO_NORM | NormType::RMS_NORM) {
         return Some(RmsNormQuantRule::NormType);
     }
     // NaN is refused too, as by the kernel's `lower_bound >= 0` assertion.
@@ -134,19 +139,29 @@ pub const fn rmsnorm_quant_violation(kargs: &RmsNormQuantKernelArgs, rank: i64, 
 /// naming the rule they break.
 ///
 /// ```
-/// use nki::examples::rmsnorm_quant::RmsNormQuantKernelArgs;
+/// use nki::examples::rmsnorm_quant::{NormType, QuantizationType, RmsNormQuantKernelArgs};
 /// let (kargs, hidden) = nki::rmsnorm_quant_config!(
-///     kargs = RmsNormQuantKernelArgs { lower_bound: 0.0, norm_type: 1, quantization_type: 2, eps: 1e-6 },
+///     kargs = RmsNormQuantKernelArgs {
+///         lower_bound: 0.0,
+///         norm_type: NormType::RMS_NORM,
+///         quantization_type: QuantizationType::ROW,
+///         eps: 1e-6
+///     },
 ///     hidden = [1, 2048, 8192]
 /// );
-/// assert_eq!((kargs.quantization_type, hidden), (2, [1, 2048, 8192]));
+/// assert_eq!((kargs.quantization_type, hidden), (QuantizationType::ROW, [1, 2048, 8192]));
 /// ```
 ///
 /// ```compile_fail
 /// // B = 4 is above MAX_B = 2.
-/// use nki::examples::rmsnorm_quant::RmsNormQuantKernelArgs;
+/// use nki::examples::rmsnorm_quant::{NormType, QuantizationType, RmsNormQuantKernelArgs};
 /// let cfg = nki::rmsnorm_quant_config!(
-///     kargs = RmsNormQuantKernelArgs { lower_bound: 0.0, norm_type: 1, quantization_type: 2, eps: 1e-6 },
+///     kargs = RmsNormQuantKernelArgs {
+///         lower_bound: 0.0,
+///         norm_type: NormType::RMS_NORM,
+///         quantization_type: QuantizationType::ROW,
+///         eps: 1e-6
+///     },
 ///     hidden = [4, 128, 1024]
 /// );
 /// ```
@@ -166,14 +181,36 @@ macro_rules! rmsnorm_quant_config {
 pub mod kernel {
     use crate::prelude::*;
 
-    /// `NormType.NO_NORM` of the library: quantize only.
-    pub const NORM_TYPE_NO_NORM: i64 = 0;
-    /// `NormType.RMS_NORM` of the library: RMSNorm, then quantize.
-    pub const NORM_TYPE_RMS_NORM: i64 = 1;
-    /// `QuantizationType.STATIC` of the library: one given scale for every row.
-    pub const QUANTIZATION_TYPE_STATIC: i64 = 1;
-    /// `QuantizationType.ROW` of the library: a scale per row, stored with it.
-    pub const QUANTIZATION_TYPE_ROW: i64 = 2;
+    /// The library's `NormType`: the normalisation before quantizing.
+    #[nki_enum]
+    pub enum NormType {
+        /// Quantize only.
+        NO_NORM = 0,
+        /// RMSNorm, then quantize.
+        RMS_NORM = 1,
+        /// LayerNorm (not implemented here: refused).
+        LAYER_NORM = 2,
+        /// RMSNorm without gamma (not implemented here: refused).
+        RMS_NORM_SKIP_GAMMA = 3,
+    }
+
+    /// The library's `QuantizationType`: how the rows are quantized.
+    #[nki_enum]
+    pub enum QuantizationType {
+        /// No quantization (not implemented here: refused).
+        NONE = 0,
+        /// One given scale for every row.
+        STATIC = 1,
+        /// A scale per row, stored with it.
+        ROW = 2,
+        /// Microscaling (not implemented here: refused).
+        MX = 3,
+        /// Per-tensor microscaling (not implemented here: refused).
+        STATIC_MX = 4,
+        /// Per-row microscaling (not implemented here: refused).
+        ROW_MX = 5,
+    }
+
     /// The largest batch the library supports.
     pub const MAX_B: i64 = 2;
     /// The longest sequence the library supports.
@@ -198,19 +235,18 @@ pub mod kernel {
     pub const LOWER_BOUND_MIN: f64 = 1e-6;
 
     /// The library's `RmsNormQuantKernelArgs`: the kernel's configuration, with
-    /// the dataclass's field names, order and defaults (the enums as their
-    /// integer values), shared by the phases.
+    /// the dataclass's field names, types, order and defaults, shared by the phases.
     #[nki_object]
     pub struct RmsNormQuantKernelArgs {
         /// Clip bound of the row values and of the row scale (row quantization); `0` for none.
         #[default(0.0)]
         pub lower_bound: f64,
-        /// `NORM_TYPE_RMS_NORM` (1) or `NORM_TYPE_NO_NORM` (0).
-        #[default(1)]
-        pub norm_type: i64,
-        /// `QUANTIZATION_TYPE_ROW` (2) or `QUANTIZATION_TYPE_STATIC` (1).
-        #[default(2)]
-        pub quantization_type: i64,
+        /// `RMS_NORM` or `NO_NORM`.
+        #[default(NormType::RMS_NORM)]
+        pub norm_type: NormType,
+        /// `ROW` or `STATIC`.
+        #[default(QuantizationType::ROW)]
+        pub quantization_type: QuantizationType,
         /// Added to the mean square before the reciprocal square root.
         #[default(1e-6)]
         pub eps: f64,
@@ -323,9 +359,9 @@ pub mod kernel {
     #[nki_helper]
     pub fn rmsnorm_quant_rows(kargs: RmsNormQuantKernelArgs, x: Hbm, gamma: Hbm, input_dequant_scale: Option<Hbm>, out: Hbm) {
         let [od, h] = x.shape();
-        let row_quant = kargs.quantization_type == QUANTIZATION_TYPE_ROW;
+        let row_quant = kargs.quantization_type == QuantizationType::ROW;
         let g = nl::ndarray([1, h], gamma.dtype(), buffer = nl::sbuf);
-        if kargs.norm_type == NORM_TYPE_RMS_NORM {
+        if kargs.norm_type == NormType::RMS_NORM {
             nisa::dma_copy(g, gamma);
         }
         // Static quantization: the reciprocal of the given scale, on every partition.
@@ -341,7 +377,7 @@ pub mod kernel {
             let rows = (od - r0).min(OUTER_TILE);
             let t = nl::ndarray([OUTER_TILE, h], COMPUTE_DTYPE, buffer = nl::sbuf);
             nisa::dma_copy(t[s![0..rows, ..]], x[s![r0..r0 + rows, ..]]);
-            if kargs.norm_type == NORM_TYPE_RMS_NORM {
+            if kargs.norm_type == NormType::RMS_NORM {
                 rms_normalize_tile(kargs, t, g, rows);
             }
             let q = nl::ndarray([OUTER_TILE, h], QUANT_DTYPE, buffer = nl::sbuf);
@@ -380,13 +416,13 @@ pub mod kernel {
         // The rules of `rmsnorm_quant_violation`, checked when the kernel is traced.
         let quantization_type = kargs.quantization_type;
         assert!(
-            quantization_type == QUANTIZATION_TYPE_ROW || quantization_type == QUANTIZATION_TYPE_STATIC,
-            "rmsnorm_quant: kargs.quantization_type must be ROW (2) or STATIC (1), got kargs.quantization_type = {quantization_type}"
+            quantization_type == QuantizationType::ROW || quantization_type == QuantizationType::STATIC,
+            "rmsnorm_quant: kargs.quantization_type must be QuantizationType.ROW or QuantizationType.STATIC (the members implemented), got kargs.quantization_type = {quantization_type}"
         );
         let norm_type = kargs.norm_type;
         assert!(
-            norm_type == NORM_TYPE_NO_NORM || norm_type == NORM_TYPE_RMS_NORM,
-            "rmsnorm_quant: kargs.norm_type must be NO_NORM (0) or RMS_NORM (1), got kargs.norm_type = {norm_type}"
+            norm_type == NormType::NO_NORM || norm_type == NormType::RMS_NORM,
+            "rmsnorm_quant: kargs.norm_type must be NormType.NO_NORM or NormType.RMS_NORM (the members implemented), got kargs.norm_type = {norm_type}"
         );
         let (lower_bound, eps) = (kargs.lower_bound, kargs.eps);
         assert!(lower_bound >= 0.0, "rmsnorm_quant: kargs.lower_bound must be non-negative, got kargs.lower_bound = {lower_bound}");
@@ -403,14 +439,14 @@ pub mod kernel {
             assert!(od <= MAX_B * MAX_S, "rmsnorm_quant: hidden: the outer dim {od} exceeds MAX_B * MAX_S = {}", MAX_B * MAX_S);
         }
         assert!(h <= MAX_H, "rmsnorm_quant: hidden: H = {h} exceeds MAX_H = {MAX_H}");
-        if norm_type == NORM_TYPE_RMS_NORM {
+        if norm_type == NormType::RMS_NORM {
             let w_rank = ln_w.ndim();
             assert!(w_rank == 1 || w_rank == 2, "rmsnorm_quant: ln_w must be [H] or [1, H], got rank {w_rank}");
             let w_shape = ln_w.shape();
             assert!(w_shape[w_rank - 1] == h, "rmsnorm_quant: ln_w must have H = {h} elements, got {}", w_shape[w_rank - 1]);
             assert!(w_rank == 1 || w_shape[0] == 1, "rmsnorm_quant: ln_w must be [H] or [1, H], got [{}, {h}]", w_shape[0]);
         }
-        if quantization_type == QUANTIZATION_TYPE_STATIC {
+        if quantization_type == QuantizationType::STATIC {
             assert!(input_dequant_scale.is_some(), "rmsnorm_quant: input_dequant_scale must be given for static quantization");
             if let Some(sc) = input_dequant_scale {
                 let sc_shape = sc.shape();
@@ -421,7 +457,7 @@ pub mod kernel {
             }
         }
 
-        let row_quant = quantization_type == QUANTIZATION_TYPE_ROW;
+        let row_quant = quantization_type == QuantizationType::ROW;
         let out_h = if row_quant { h + DEQUANT_SCALE_SIZE } else { h };
         let out = if rank == 3 {
             nl::ndarray([shape[0], shape[1], out_h], QUANT_DTYPE, buffer = nl::shared_hbm)
@@ -430,7 +466,7 @@ pub mod kernel {
         };
         let x2 = hidden.reshape([od, h]);
         let out2 = out.reshape([od, out_h]);
-        let gamma = if norm_type == NORM_TYPE_RMS_NORM { ln_w.reshape([1, h]) } else { ln_w };
+        let gamma = if norm_type == NormType::RMS_NORM { ln_w.reshape([1, h]) } else { ln_w };
 
         // With a 1-D launch grid, each program takes a contiguous block of rows,
         // the last one the remainder.

@@ -271,6 +271,8 @@ pub enum PyArg {
     /// An instance of the `nl.NKIObject` class the package exports under this
     /// name, built from the fields given (the others keep their defaults).
     Object(&'static str, Vec<(&'static str, PyArg)>),
+    /// A member of a Python `Enum` class the package exports: class, member.
+    Member(&'static str, &'static str),
 }
 
 /// Runs `kernel` of the emitted package `pkg` under the NumPy executor (one rank,
@@ -319,6 +321,7 @@ fn numpy_spec_run(
                 let fields: Vec<String> = fields.iter().map(|(k, v)| format!("\"{k}\": {}", encode(v, dir, n))).collect();
                 format!("{{\"object\": \"{class}\", \"fields\": {{{}}}}}", fields.join(", "))
             }
+            PyArg::Member(class, member) => format!("{{\"enum\": \"{class}\", \"member\": \"{member}\"}}"),
         }
     }
     let mut positional = Vec::new();

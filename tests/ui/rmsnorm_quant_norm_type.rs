@@ -1,9 +1,14 @@
-use nki::examples::rmsnorm_quant::RmsNormQuantKernelArgs;
+use nki::examples::rmsnorm_quant::{NormType, QuantizationType, RmsNormQuantKernelArgs};
 
-/// Rejected at compile time: `kargs.norm_type` must be NO_NORM (0) or RMS_NORM (1).
+/// Rejected at compile time: the kernel implements `NormType.NO_NORM` and `NormType.RMS_NORM` only.
 fn main() {
     let cfg = nki::rmsnorm_quant_config!(
-        kargs = RmsNormQuantKernelArgs { lower_bound: 0.0, norm_type: 2, quantization_type: 2, eps: 1e-6 },
+        kargs = RmsNormQuantKernelArgs {
+            lower_bound: 0.0,
+            norm_type: NormType::LAYER_NORM,
+            quantization_type: QuantizationType::ROW,
+            eps: 1e-6
+        },
         hidden = [1, 128, 1024]
     );
     let _ = cfg;

@@ -207,8 +207,9 @@ fn info_static(f: &Function, info: &Info) -> TokenStream {
         }
         quote!(&#(#segs)::*::INFO)
     });
+    // Enums before bundles: a bundle's field may default to a member.
     let consts =
-        f.consts.iter().map(|k| &k.name).chain(f.objects.iter().map(|o| &o.name)).chain(f.enums.iter().map(|e| &e.name)).map(|name| {
+        f.consts.iter().map(|k| &k.name).chain(f.enums.iter().map(|e| &e.name)).chain(f.objects.iter().map(|o| &o.name)).map(|name| {
             let reg = const_registration(name);
             quote!(&super::#reg)
         });
