@@ -19,6 +19,8 @@ from .matmul_steps import matmul_hoisted
 from .ring_attention_bwd import ring_attention_spmd_bwd
 from .ring_attention_fwd import ring_attention_spmd_fwd
 from .rmsnorm import rmsnorm
+from .rmsnorm_quant import NormType
+from .rmsnorm_quant import QuantizationType
 from .rmsnorm_quant import RmsNormQuantKernelArgs
 from .rmsnorm_quant import rmsnorm_quant_kernel
 from .rope import RoPE
@@ -53,6 +55,8 @@ __all__ = [
     "ring_attention_spmd_bwd",
     "ring_attention_spmd_fwd",
     "rmsnorm",
+    "NormType",
+    "QuantizationType",
     "RmsNormQuantKernelArgs",
     "rmsnorm_quant_kernel",
     "RoPE",

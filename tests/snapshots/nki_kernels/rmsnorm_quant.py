@@ -2,26 +2,12 @@
 
 from dataclasses import dataclass
 
+from enum import Enum
+
 import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
-
-
-# `NormType.NO_NORM` of the library: quantize only.
-NORM_TYPE_NO_NORM = 0
-
-
-# `NormType.RMS_NORM` of the library: RMSNorm, then quantize.
-NORM_TYPE_RMS_NORM = 1
-
-
-# `QuantizationType.STATIC` of the library: one given scale for every row.
-QUANTIZATION_TYPE_STATIC = 1
-
-
-# `QuantizationType.ROW` of the library: a scale per row, stored with it.
-QUANTIZATION_TYPE_ROW = 2
 
 
 # The largest batch the library supports.
@@ -68,19 +54,48 @@ MIN_DEQUANT_SCALE = 1e-6
 LOWER_BOUND_MIN = 1e-6
 
 
+class NormType(Enum):
+    """The library's `NormType`: the normalisation before quantizing."""
+
+    NO_NORM = 0
+    "Quantize only."
+    RMS_NORM = 1
+    "RMSNorm, then quantize."
+    LAYER_NORM = 2
+    "LayerNorm (not implemented here: refused)."
+    RMS_NORM_SKIP_GAMMA = 3
+    "RMSNorm without gamma (not implemented here: refused)."
+
+
+class QuantizationType(Enum):
+    """The library's `QuantizationType`: how the rows are quantized."""
+
+    NONE = 0
+    "No quantization (not implemented here: refused)."
+    STATIC = 1
+    "One given scale for every row."
+    ROW = 2
+    "A scale per row, stored with it."
+    MX = 3
+    "Microscaling (not implemented here: refused)."
+    STATIC_MX = 4
+    "Per-tensor microscaling (not implemented here: refused)."
+    ROW_MX = 5
+    "Per-row microscaling (not implemented here: refused)."
+
+
 @dataclass
 class RmsNormQuantKernelArgs(nl.NKIObject):
     """The library's `RmsNormQuantKernelArgs`: the kernel's configuration, with
-    the dataclass's field names, order and defaults (the enums as their
-    integer values), shared by the phases.
+    the dataclass's field names, types, order and defaults, shared by the phases.
     """
 
     lower_bound: float = 0.0
     "Clip bound of the row values and of the row scale (row quantization); `0` for none."
-    norm_type: int = 1
-    "`NORM_TYPE_RMS_NORM` (1) or `NORM_TYPE_NO_NORM` (0)."
-    quantization_type: int = 2
-    "`QUANTIZATION_TYPE_ROW` (2) or `QUANTIZATION_TYPE_STATIC` (1)."
+    norm_type: NormType = NormType.RMS_NORM
+    "`RMS_NORM` or `NO_NORM`."
+    quantization_type: QuantizationType = QuantizationType.ROW
+    "`ROW` or `STATIC`."
     eps: float = 1e-6
     "Added to the mean square before the reciprocal square root."
 
@@ -145,9 +160,9 @@ def static_quantize_tile(t, quant_scale, q, rows):
 def rmsnorm_quant_rows(kargs, x, gamma, input_dequant_scale, out):
     """The tile loop over the rows of `x` `[OD, H]` into `out` `[OD, H (+4)]`."""
     od, h = x.shape
-    row_quant = kargs.quantization_type == QUANTIZATION_TYPE_ROW
+    row_quant = kargs.quantization_type == QuantizationType.ROW
     g = nl.ndarray(shape=(1, h), dtype=gamma.dtype, buffer=nl.sbuf)
-    if kargs.norm_type == NORM_TYPE_RMS_NORM:
+    if kargs.norm_type == NormType.RMS_NORM:
         nisa.dma_copy(dst=g, src=gamma)
     quant_scale = nl.ndarray(shape=(OUTER_TILE, 1), dtype=nl.float32, buffer=nl.sbuf)
     if not row_quant:
@@ -160,7 +175,7 @@ def rmsnorm_quant_rows(kargs, x, gamma, input_dequant_scale, out):
         rows = min(od - r0, OUTER_TILE)
         t = nl.ndarray(shape=(OUTER_TILE, h), dtype=COMPUTE_DTYPE, buffer=nl.sbuf)
         nisa.dma_copy(dst=t[0:rows, :], src=x[r0:r0 + rows, :])
-        if kargs.norm_type == NORM_TYPE_RMS_NORM:
+        if kargs.norm_type == NormType.RMS_NORM:
             rms_normalize_tile(kargs, t, g, rows)
         q = nl.ndarray(shape=(OUTER_TILE, h), dtype=QUANT_DTYPE, buffer=nl.sbuf)
         if row_quant:
@@ -185,12 +200,14 @@ def rmsnorm_quant_kernel(hidden, ln_w, kargs, input_dequant_scale=None):
     `RmsNormQuantKernelArgs`; a field value the library refuses is refused
     naming the field.
     """
+    assert isinstance(kargs.norm_type, NormType), f"rmsnorm_quant_kernel: kargs.norm_type={kargs.norm_type!r} is not a NormType member (NO_NORM, RMS_NORM, LAYER_NORM, RMS_NORM_SKIP_GAMMA)"
+    assert isinstance(kargs.quantization_type, QuantizationType), f"rmsnorm_quant_kernel: kargs.quantization_type={kargs.quantization_type!r} is not a QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)"
     assert hidden.dtype in (nl.float32, nl.bfloat16, nl.float16), "rmsnorm_quant_kernel takes hidden as float32, bfloat16 or float16"
     assert ln_w.dtype in (nl.float32, nl.bfloat16, nl.float16), "rmsnorm_quant_kernel takes ln_w as float32, bfloat16 or float16"
     quantization_type = kargs.quantization_type
-    assert quantization_type == QUANTIZATION_TYPE_ROW or quantization_type == QUANTIZATION_TYPE_STATIC, f"rmsnorm_quant: kargs.quantization_type must be ROW (2) or STATIC (1), got kargs.quantization_type = {quantization_type}"
+    assert quantization_type == QuantizationType.ROW or quantization_type == QuantizationType.STATIC, f"rmsnorm_quant: kargs.quantization_type must be QuantizationType.ROW or QuantizationType.STATIC (the members implemented), got kargs.quantization_type = {quantization_type}"
     norm_type = kargs.norm_type
-    assert norm_type == NORM_TYPE_NO_NORM or norm_type == NORM_TYPE_RMS_NORM, f"rmsnorm_quant: kargs.norm_type must be NO_NORM (0) or RMS_NORM (1), got kargs.norm_type = {norm_type}"
+    assert norm_type == NormType.NO_NORM or norm_type == NormType.RMS_NORM, f"rmsnorm_quant: kargs.norm_type must be NormType.NO_NORM or NormType.RMS_NORM (the members implemented), got kargs.norm_type = {norm_type}"
     lower_bound, eps = (kargs.lower_bound, kargs.eps)
     assert lower_bound >= 0.0, f"rmsnorm_quant: kargs.lower_bound must be non-negative, got kargs.lower_bound = {lower_bound}"
     assert eps >= 0.0, f"rmsnorm_quant: kargs.eps must be non-negative, got kargs.eps = {eps}"
@@ -205,24 +222,24 @@ def rmsnorm_quant_kernel(hidden, ln_w, kargs, input_dequant_scale=None):
     else:
         assert od <= MAX_B * MAX_S, f"rmsnorm_quant: hidden: the outer dim {od} exceeds MAX_B * MAX_S = {MAX_B * MAX_S}"
     assert h <= MAX_H, f"rmsnorm_quant: hidden: H = {h} exceeds MAX_H = {MAX_H}"
-    if norm_type == NORM_TYPE_RMS_NORM:
+    if norm_type == NormType.RMS_NORM:
         w_rank = ln_w.ndim
         assert w_rank == 1 or w_rank == 2, f"rmsnorm_quant: ln_w must be [H] or [1, H], got rank {w_rank}"
         w_shape = ln_w.shape
         assert w_shape[w_rank - 1] == h, f"rmsnorm_quant: ln_w must have H = {h} elements, got {w_shape[w_rank - 1]}"
         assert w_rank == 1 or w_shape[0] == 1, f"rmsnorm_quant: ln_w must be [H] or [1, H], got [{w_shape[0]}, {h}]"
-    if quantization_type == QUANTIZATION_TYPE_STATIC:
+    if quantization_type == QuantizationType.STATIC:
         assert input_dequant_scale is not None, "rmsnorm_quant: input_dequant_scale must be given for static quantization"
         if input_dequant_scale is not None:
             sc = input_dequant_scale
             sc_shape = sc.shape
             assert sc.ndim == 2 and sc_shape[0] == OUTER_TILE and sc_shape[1] == 1, f"rmsnorm_quant: input_dequant_scale must be broadcast to [128, 1], got {sc_shape}"
-    row_quant = quantization_type == QUANTIZATION_TYPE_ROW
+    row_quant = quantization_type == QuantizationType.ROW
     out_h = h + DEQUANT_SCALE_SIZE if row_quant else h
     out = nl.ndarray(shape=(shape[0], shape[1], out_h), dtype=QUANT_DTYPE, buffer=nl.shared_hbm) if rank == 3 else nl.ndarray(shape=(od, out_h), dtype=QUANT_DTYPE, buffer=nl.shared_hbm)
     x2 = hidden.reshape(shape=(od, h))
     out2 = out.reshape(shape=(od, out_h))
-    gamma = ln_w.reshape(shape=(1, h)) if norm_type == NORM_TYPE_RMS_NORM else ln_w
+    gamma = ln_w.reshape(shape=(1, h)) if norm_type == NormType.RMS_NORM else ln_w
     grid = nl.program_ndim() == 1
     shards = nl.num_programs(axes=0) if grid else 1
     shard = nl.program_id(axis=0) if grid else 0
