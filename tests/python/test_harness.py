@@ -810,7 +810,7 @@ class CheckerTest(unittest.TestCase):
 
 class CommandLineTest(unittest.TestCase):
     PACKAGE = {
-        "__init__.py": "from .kernels import Scaling, ScaleConfig, configured, scaled_by, scale, ring\n",
+        "__init__.py": "from .kernels import Scaling, ScaleConfig, ScalingConfig, configured, scaled_by, scaled_by_config, scale, ring\n",
         "helpers.py": """
             import nki.language as nl
             import nki.isa as nisa
@@ -873,6 +873,18 @@ class CommandLineTest(unittest.TestCase):
                 out = nl.ndarray(shape=x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
                 nisa.dma_copy(dst=out, src=t)
                 return out
+
+
+            @dataclass
+            class ScalingConfig(nl.NKIObject):
+                offset: float = 0.0
+                how: Scaling = Scaling.TRIPLE
+
+
+            @nki.jit
+            def scaled_by_config(x, cfg):
+                assert isinstance(cfg.how, Scaling), f"cfg.how={cfg.how!r} is not a Scaling member"
+                return scaled_by(x, cfg.how)
 
 
             @nki.jit
@@ -944,6 +956,24 @@ class CommandLineTest(unittest.TestCase):
             r = run(bad)
             self.assertEqual(r.returncode, 1, bad)
             self.assertIn(want, r.stderr)
+
+    def test_enum_fields_of_configuration_objects(self):
+        np.save(self.dir / "x.npy", np.ones((2, 3)))
+        run = lambda fields: self.harness("run", "--package", self.pkg, "--out", str(self.dir / "out"), "--spec",
+                                          self.spec(kernel="scaled_by_config", args=[[
+                                              {"npy": "x.npy", "dtype": "float32"},
+                                              {"object": "ScalingConfig", "fields": fields}]]))
+        # A field given as a member, and a field left at its default member.
+        for fields, factor in (({"how": {"enum": "Scaling", "member": "HALF"}}, 0.5), ({}, 3.0)):
+            r = run(fields)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            np.testing.assert_array_equal(np.load(self.dir / "out" / "rank0_out0.npy"), np.full((2, 3), factor, np.float32))
+        r = run({"how": {"int": 0}})
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("cfg.how=0 is not a Scaling member", r.stderr)
+        r = run({"how": {"enum": "Scaling", "member": "DOUBLE"}})
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("Scaling has no member 'DOUBLE'; its members are HALF, TRIPLE", r.stderr)
 
     def test_configuration_objects(self):
         np.save(self.dir / "x.npy", np.ones((2, 3)))
