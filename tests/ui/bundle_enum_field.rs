@@ -38,6 +38,10 @@ pub mod k {
         match cfg.act {
             Act::SIGMOID => {}
         }
+        match cfg.act.value {
+            Act::SIGMOID => {}
+            _ => {}
+        }
     }
 }
 
