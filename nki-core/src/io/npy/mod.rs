@@ -20,7 +20,7 @@ use crate::tensor::{checked_numel, reserve_cells};
 use crate::{Dtype, ErrorKind, NkiError, Result, Tensor};
 use header::{Header, format_header, read_header};
 use std::fs::File;
-use std::io::{BufWriter, Read, Write};
+use std::io::{BufWriter, Write};
 use std::mem::MaybeUninit;
 use std::path::Path;
 
@@ -74,18 +74,25 @@ impl Source {
         Ok(Source { file, header, ty, numel, data_start: header_len as u64 })
     }
 
-    /// Calls `f` with the raw bytes of each chunk of whole elements in order (and
-    /// the index of the chunk's first element), reading a chunk at a time.
-    fn stream(&mut self, mut f: impl FnMut(usize, &[u8]) -> std::result::Result<(), String>) -> std::result::Result<(), String> {
+    /// Calls `f` with the raw bytes of each chunk of whole elements of
+    /// `first..first + count` in order (and the index of the chunk's first
+    /// element), reading a chunk at a time at its offset (no shared file
+    /// position, so parts of one file can be read by several threads).
+    fn each_chunk(
+        &self,
+        first: usize,
+        count: usize,
+        mut f: impl FnMut(usize, &[u8]) -> std::result::Result<(), String>,
+    ) -> std::result::Result<(), String> {
         let size = self.ty.size();
         let per_chunk = CHUNK_BYTES / size;
-        let mut buf = vec![0u8; per_chunk.min(self.numel) * size];
+        let mut buf = vec![0u8; per_chunk.min(count) * size];
         let mut done = 0;
-        while done < self.numel {
-            let n = per_chunk.min(self.numel - done);
+        while done < count {
+            let (start, n) = (first + done, per_chunk.min(count - done));
             let bytes = &mut buf[..n * size];
-            self.file.read_exact(bytes).map_err(|e| format!("reading the data: {e}"))?;
-            f(done, bytes)?;
+            parts::read_at(&self.file, bytes, self.data_start + (start * size) as u64).map_err(|e| format!("reading the data: {e}"))?;
+            f(start, bytes)?;
             done += n;
         }
         Ok(())
@@ -97,11 +104,11 @@ impl Source {
 pub fn read_npy(path: impl AsRef<Path>) -> Result<NpyArray> {
     let path = path.as_ref();
     let load = || {
-        let mut src = Source::open(path)?;
+        let src = Source::open(path)?;
         let mut data = Vec::new();
         data.try_reserve_exact(src.numel).map_err(|_| format!("cannot allocate {} values", src.numel))?;
         let ty = src.ty;
-        src.stream(|_, bytes| {
+        src.each_chunk(0, src.numel, |_, bytes| {
             ty.decode(bytes, &mut data);
             Ok(())
         })?;
@@ -144,14 +151,10 @@ impl Source {
     /// Reads elements `first..first + out.len()` as cells of the loaded dtype
     /// into `out`, a chunk at a time; on `Ok` every slot of `out` is written.
     fn read_cells(&self, first: usize, out: &mut [MaybeUninit<f32>]) -> std::result::Result<(), String> {
-        let (ty, size) = (self.ty, self.ty.size());
-        let per_chunk = CHUNK_BYTES / size;
-        let mut buf = vec![0u8; per_chunk.min(out.len()) * size];
+        let ty = self.ty;
         let mut values = Vec::new();
-        for (c, dst) in out.chunks_mut(per_chunk).enumerate() {
-            let start = first + c * per_chunk;
-            let bytes = &mut buf[..dst.len() * size];
-            parts::read_at(&self.file, bytes, self.data_start + (start * size) as u64).map_err(|e| format!("reading the data: {e}"))?;
+        self.each_chunk(first, out.len(), |start, bytes| {
+            let dst = &mut out[start - first..][..bytes.len() / ty.size()];
             // float32 data is its own cells: no widening, nothing to range-check.
             let written = if ty == NpyType::F32 {
                 dst.iter_mut().zip(bytes.chunks_exact(4)).map(|(d, b)| d.write(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))).count()
@@ -168,8 +171,8 @@ impl Source {
             if written != dst.len() {
                 return Err(format!("decoded {written} of {} elements of a chunk", dst.len()));
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 }
 
@@ -179,14 +182,19 @@ pub fn header_bytes(ty: NpyType, shape: &[usize]) -> Vec<u8> {
     format_header(ty.descr(), shape)
 }
 
+/// The header of `len` values of `ty` and `shape`, or why they do not fill it.
+fn checked_header(ty: NpyType, shape: &[usize], len: usize) -> Result<Vec<u8>> {
+    let n = checked_numel(shape)?;
+    if n != len {
+        return Err(NkiError::argument("data", format!("{len} values"), &format!("shape {shape:?} needs {n}")));
+    }
+    Ok(header_bytes(ty, shape))
+}
+
 /// Writes float32 `values` (C order) of `shape` to `out` as `<f4` straight from
 /// their memory, which on a little-endian target is their encoding.
 fn write_f32_le(mut out: impl Write, shape: &[usize], values: &[f32]) -> Result<()> {
-    let n = checked_numel(shape)?;
-    if n != values.len() {
-        return Err(NkiError::argument("data", format!("{} values", values.len()), &format!("shape {shape:?} needs {n}")));
-    }
-    out.write_all(&header_bytes(NpyType::F32, shape))?;
+    out.write_all(&checked_header(NpyType::F32, shape, values.len())?)?;
     // SAFETY: `f32` has no padding and every byte of an initialised `f32` is
     // initialised, so its memory may be read as bytes (`u8` needs no alignment).
     let bytes = unsafe { std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), std::mem::size_of_val(values)) };
@@ -205,12 +213,9 @@ fn write_values<T>(
     ty: NpyType,
     encode: impl Fn(T, &mut Vec<u8>),
 ) -> Result<()> {
-    let n = checked_numel(shape)?;
-    if n != values.len() {
-        return Err(NkiError::argument("data", format!("{} values", values.len()), &format!("shape {shape:?} needs {n}")));
-    }
+    let header = checked_header(ty, shape, values.len())?;
     let mut out = BufWriter::with_capacity(CHUNK_BYTES, out);
-    out.write_all(&header_bytes(ty, shape))?;
+    out.write_all(&header)?;
     let mut chunk = Vec::with_capacity(CHUNK_BYTES + 8);
     for v in values {
         encode(v, &mut chunk);
