@@ -49,11 +49,21 @@ fn inputs(shape: &[usize], seed: u64, dtype: Dtype) -> Tensor {
 }
 
 /// The fastest of `reps` runs of `f`, in seconds.
-fn best_of(reps: u32, mut f: impl FnMut() -> nki::Result<()>) -> Result<f64, String> {
+fn best_of(reps: u32, f: impl Fn() -> nki::Result<()>) -> Result<f64, String> {
+    best_of_after(reps, || Ok(()), || f().map_err(|e| e.to_string()))
+}
+
+/// The fastest of `reps` runs of `f`, in seconds, each after an untimed `before`.
+fn best_of_after(
+    reps: u32,
+    mut before: impl FnMut() -> Result<(), String>,
+    mut f: impl FnMut() -> Result<(), String>,
+) -> Result<f64, String> {
     let mut secs = f64::INFINITY;
     for _ in 0..reps {
+        before()?;
         let start = Instant::now();
-        f().map_err(|e| e.to_string())?;
+        f()?;
         secs = secs.min(start.elapsed().as_secs_f64());
     }
     Ok(secs)
@@ -159,19 +169,14 @@ fn whole_process(args: &BenchArgs, reps: u32) -> Result<(), String> {
             }
             // Each run writes a new file: the previous run's output is removed
             // before the clock starts, so freeing it is not part of the run.
-            let mut secs = f64::INFINITY;
-            for _ in 0..reps {
-                match std::fs::remove_file(&out) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(format!("{}: {e}", out.display())),
-                    _ => {}
-                }
-                let start = Instant::now();
-                match cmd.status() {
-                    Ok(st) if st.success() => secs = secs.min(start.elapsed().as_secs_f64()),
-                    st => return Err(format!("the benchmarked `nki run` must succeed: {st:?}")),
-                }
-            }
-            Ok::<f64, String>(secs)
+            let remove_previous = || match std::fs::remove_file(&out) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(format!("{}: {e}", out.display())),
+                _ => Ok(()),
+            };
+            best_of_after(reps, remove_previous, || match cmd.status() {
+                Ok(st) if st.success() => Ok(()),
+                st => Err(format!("the benchmarked `nki run` must succeed: {st:?}")),
+            })
         };
         outln!();
         outln!(
