@@ -26,7 +26,7 @@
 
 use super::writeback::EarlyWriteback;
 use nki::Tensor;
-use nki::io::npy::write_tensor_npy;
+use nki::io::npy::{read_tensor_npy_threads, write_tensor_npy};
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -110,9 +110,9 @@ impl OutputPlan {
         self
     }
 
-    /// The threads inputs may be read with.
-    pub fn io_threads(&self) -> usize {
-        self.threads.max(1)
+    /// Reads an input `.npy` file as a tensor, with the plan's threads.
+    pub fn read(&self, path: &Path) -> nki::Result<Tensor> {
+        read_tensor_npy_threads(path, self.threads.max(1))
     }
 
     /// Declares the input file of `--flag`.

@@ -10,7 +10,6 @@ use super::{CliError, generic};
 use clap::{Args, Subcommand, ValueEnum};
 use nki::attention::dtypes::ParamDtypes;
 use nki::attention::shard::{SeqLayout, shard_bias, shard_ids};
-use nki::io::npy::read_tensor_npy_threads;
 use nki::{Dtype, Launch, Precision, Tensor};
 
 /// Per-rank `(q, kv)` segment ids.
@@ -207,7 +206,7 @@ impl RingArgs {
         let mut parts = Vec::with_capacity(2);
         for (param, path) in files {
             let flag = flag_of(param);
-            let t = read_tensor_npy_threads(path, plan.io_threads()).map_err(|e| format!("--{flag} {e}"))?;
+            let t = plan.read(path).map_err(|e| format!("--{flag} {e}"))?;
             if t.dtype() != Dtype::I32 || t.shape() != [batch, s_total] {
                 return Err(format!(
                     "--{flag} {}: {} {:?} must be int32 [{batch}, {s_total}] ([b, S_total], one id per token)",
@@ -230,7 +229,7 @@ impl RingArgs {
             return Ok(None);
         };
         declare_inputs(plan, &[("bias", path.as_path())])?;
-        let t = read_tensor_npy_threads(path, plan.io_threads()).map_err(|e| format!("--bias {e}"))?;
+        let t = plan.read(path).map_err(|e| format!("--bias {e}"))?;
         let want = [batch, heads, s_total, s_total];
         if t.dtype() != Dtype::F32 || t.shape() != want {
             return Err(format!(
@@ -285,7 +284,7 @@ pub fn declare_inputs(plan: &mut OutputPlan, files: &[(&str, &Path)]) -> Result<
 /// reads with the threads `plan` allows.
 pub fn load(plan: &OutputPlan, path: &Path, param: &str, dtypes: &ParamDtypes) -> Result<Tensor, String> {
     let flag = flag_of(param);
-    let t = read_tensor_npy_threads(path, plan.io_threads()).map_err(|e| format!("--{flag} {e}"))?;
+    let t = plan.read(path).map_err(|e| format!("--{flag} {e}"))?;
     dtypes.check(param, &t).map_err(|e| format!("--{flag} {}: {e}", path.display()))?;
     Ok(t.named(param))
 }

@@ -15,7 +15,6 @@ use super::output_plan::OutputPlan;
 use super::run::BASE_LAUNCH;
 use args::{Given, Invocation, flag_of};
 use nki::emit::ArgValue;
-use nki::io::npy::read_tensor_npy_threads;
 use nki::{ErrorKind, Launch, NkiError, Tensor};
 use std::path::{Path, PathBuf};
 
@@ -110,7 +109,7 @@ fn load_inputs(inv: &Invocation, plan: &mut OutputPlan) -> Result<Vec<Vec<Option
 /// Declares and reads one tensor input.
 fn load(plan: &mut OutputPlan, flag: &str, path: &Path, param: &str) -> Result<Tensor, CliError> {
     plan.input(flag.trim_start_matches("--"), path).map_err(CliError::usage)?;
-    let t = read_tensor_npy_threads(path, plan.io_threads()).map_err(|e| CliError::usage(format!("{flag} {e}")))?;
+    let t = plan.read(path).map_err(|e| CliError::usage(format!("{flag} {e}")))?;
     Ok(t.named(param))
 }
 

@@ -143,7 +143,8 @@ fn int32(shape: &[usize], n: i64) -> Result<Tensor, String> {
 pub fn run(a: &CteArgs) -> Result<(), String> {
     let cfg = a.config();
     cfg.validate().map_err(|e| e.to_string())?;
-    let mut plan = OutputPlan::new().threads(a.launch.launch().thread_budget());
+    let launch = a.launch.launch();
+    let mut plan = OutputPlan::new().threads(launch.thread_budget());
     declare_inputs(&mut plan, &a.input_files())?;
     a.declare_outputs(&mut plan)?;
     let input = |param: &str, path: &Option<PathBuf>| path.as_deref().map(|p| load(&plan, p, param, &DTYPES)).transpose();
@@ -163,7 +164,7 @@ pub fn run(a: &CteArgs) -> Result<(), String> {
         bounds: bound_min.as_ref().zip(bound_max.as_ref()),
         ..CteInputs::new(&q, &k, &v)
     };
-    let outs = cfg.launch(&a.launch.launch(), &inputs).map_err(|e| e.to_string())?;
+    let outs = cfg.launch(&launch, &inputs).map_err(|e| e.to_string())?;
     let written: Vec<&Tensor> = [Some(&outs.out), outs.neg_max.as_ref(), outs.sum.as_ref()].into_iter().flatten().collect();
     plan.commit(&written)
 }

@@ -55,7 +55,8 @@ fn dim(t: &Tensor, param: &str, i: usize, layout: &str) -> Result<i64, String> {
 /// Checks the files, infers the shapes, runs `attention_tkg` and writes its
 /// output (nothing on failure).
 pub fn run(a: &TkgArgs) -> Result<(), String> {
-    let mut plan = OutputPlan::new().threads(a.launch.launch().thread_budget());
+    let launch = a.launch.launch();
+    let mut plan = OutputPlan::new().threads(launch.thread_budget());
     let mut files: Vec<(&str, &Path)> = vec![
         ("q", &a.q),
         ("k_active", &a.k_active),
@@ -79,6 +80,6 @@ pub fn run(a: &TkgArgs) -> Result<(), String> {
     };
     let cfg = TkgConfig::new(dims).tp_k_prior(a.tp_k_prior).sink(a.sink.is_some());
     let inputs = TkgInputs { q: &t[0], k_active: &t[1], v_active, k_prior: &t[3], v_prior, mask, sink: t.get(6) };
-    let out = cfg.launch(&a.launch.launch(), &inputs).map_err(|e| e.to_string())?;
+    let out = cfg.launch(&launch, &inputs).map_err(|e| e.to_string())?;
     plan.commit(&[&out])
 }

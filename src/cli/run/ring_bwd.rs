@@ -69,7 +69,7 @@ pub fn run(a: &RingBwdArgs) -> Result<(), String> {
     }
     cfg.validate().map_err(|e| e.to_string())?;
     let files = [("q", a.q.as_path()), ("k", a.k.as_path()), ("v", a.v.as_path()), ("o", a.o.as_path()), ("dy", a.dy.as_path())];
-    let mut plan = OutputPlan::new().threads(a.launch.launch().thread_budget());
+    let mut plan = OutputPlan::new().threads(launch.thread_budget());
     declare_inputs(&mut plan, &files)?;
     declare_inputs(&mut plan, &[("lse", a.lse.as_path())])?;
     let sinks = a.ring.load_sinks(&mut plan, &DTYPES)?;

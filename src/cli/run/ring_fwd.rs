@@ -56,7 +56,8 @@ pub fn run(a: &RingFwdArgs) -> Result<(), String> {
     }
     cfg.validate().map_err(|e| e.to_string())?;
     let files = [("q", a.q.as_path()), ("k", a.k.as_path()), ("v", a.v.as_path())];
-    let mut plan = OutputPlan::new().threads(a.launch.launch().thread_budget());
+    let launch = a.launch.launch();
+    let mut plan = OutputPlan::new().threads(launch.thread_budget());
     declare_inputs(&mut plan, &files)?;
     let sinks = a.ring.load_sinks(&mut plan, &DTYPES)?;
     let q = load(&plan, &a.q, "q", &DTYPES)?;
@@ -74,7 +75,7 @@ pub fn run(a: &RingFwdArgs) -> Result<(), String> {
         (shard(&q, w, layout, true).map_err(err)?, shard(&k, w, layout, true).map_err(err)?, shard(&v, w, layout, false).map_err(err)?);
     let segment_ids = ids.as_ref().map(|(q, kv)| (q.as_slice(), kv.as_slice()));
     let inputs = RingFwdInputs { q: Queries::Raw(&qs), k: &ks, v: &vs, sinks: sinks.as_ref(), segment_ids, bias: bias.as_deref() };
-    let outs = cfg.launch(&a.launch.launch().ranks(w), &inputs).map_err(err)?;
+    let outs = cfg.launch(&launch.ranks(w), &inputs).map_err(err)?;
     let mut written = vec![unshard(&outs.out, layout, false).map_err(err)?];
     if let Some(lse) = &outs.lse {
         written.push(unshard_lse(lse, layout).map_err(err)?);
