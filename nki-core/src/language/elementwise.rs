@@ -19,7 +19,7 @@
 //! `condition`'s shape or numbers.
 
 use super::{FillOpts, full, ones};
-use super::{NdarrayOpts, NlOp, ndarray};
+use super::{NdarrayOpts, NlOp, ndarray, new_tile, on_chip};
 use crate::emulator::Ctx;
 use crate::isa::{self as nisa, ActivationOpts, CopyPredicatedOpts, EngineOpts, NcMatmulOpts, Operand, TensorScalarOpts};
 use crate::{Buffer, Dtype, NkiError, Result, Tensor};
@@ -50,19 +50,7 @@ pub(crate) fn result_dtype(tiles: &[&Tensor]) -> Dtype {
 
 /// A new SBUF tile shaped like `like` for the result of `op`.
 fn result_tile(ctx: &Ctx, op: &str, like: &Tensor, dtype: Dtype) -> Result<Tensor> {
-    let shape: Vec<i64> = like.shape().iter().map(|&d| d as i64).collect();
-    ndarray(ctx, &shape, dtype, NdarrayOpts { buffer: Some(Buffer::Sbuf), name: Some(op), ..Default::default() })
-}
-
-/// Refuses an HBM operand: compute engines read only SBUF and PSUM.
-fn on_chip(py: &str, role: &str, t: &Tensor) -> Result<()> {
-    if !t.buffer().is_on_chip() {
-        return Err(NkiError::constraint(
-            py,
-            format!("{role} {} must be in SBUF or PSUM: compute engines cannot access HBM (nl.load it first)", t.describe()),
-        ));
-    }
-    Ok(())
+    new_tile(ctx, op, like.shape(), dtype, Buffer::Sbuf)
 }
 
 /// Refuses a float operand of a token the docs define on integers only.

@@ -211,6 +211,23 @@ pub fn program_ndim(ctx: &Ctx) -> i64 {
     ctx.program_ndim() as i64
 }
 
+/// A new tile named `name` for the intermediate or result of an `nl` function.
+fn new_tile(ctx: &Ctx, name: &str, shape: &[usize], dtype: Dtype, buffer: Buffer) -> Result<Tensor> {
+    let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+    ndarray(ctx, &dims, dtype, NdarrayOpts { buffer: Some(buffer), name: Some(name), ..Default::default() })
+}
+
+/// Refuses an HBM operand `x` (its `role` in `py`): compute engines read only SBUF and PSUM.
+fn on_chip(py: &str, role: &str, x: &Tensor) -> Result<()> {
+    if !x.buffer().is_on_chip() {
+        return Err(NkiError::constraint(
+            py,
+            format!("{role} {} must be in SBUF or PSUM: compute engines cannot access HBM (nl.load it first)", x.describe()),
+        ));
+    }
+    Ok(())
+}
+
 fn check_axis(op: &str, ctx: &Ctx, axis: i64) -> Result<()> {
     if axis != 0 {
         return Err(NkiError::constraint(op, format!("axis {axis} does not exist: the launch grid has {} dims", ctx.program_ndim())));

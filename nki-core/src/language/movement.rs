@@ -11,27 +11,10 @@
 //!   `nisa.tensor_copy` when a different `dtype` is asked for.
 
 use super::elementwise::partition_broadcast;
-use super::{NdarrayOpts, ndarray};
+use super::{new_tile, on_chip};
 use crate::emulator::Ctx;
 use crate::isa::{self as nisa, DmaTransposeOpts, EngineOpts, NameOpts};
 use crate::{Buffer, Dtype, NkiError, Result, Tensor};
-
-/// A new tile of `shape` in `buffer` named for the op `py`.
-fn new_tile(ctx: &Ctx, py: &str, shape: &[usize], dtype: Dtype, buffer: Buffer) -> Result<Tensor> {
-    let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
-    ndarray(ctx, &dims, dtype, NdarrayOpts { buffer: Some(buffer), name: Some(&py[3..]), ..Default::default() })
-}
-
-/// Refuses an HBM tile.
-fn on_chip(py: &str, role: &str, x: &Tensor) -> Result<()> {
-    if !x.buffer().is_on_chip() {
-        return Err(NkiError::constraint(
-            py,
-            format!("{role} {} must be in SBUF or PSUM: compute engines cannot access HBM (nl.load it first)", x.describe()),
-        ));
-    }
-    Ok(())
-}
 
 /// `nl.expand_dims(x, axis)`: a view of `x` with a dim of size 1 inserted at
 /// `axis` (negative counts from the end of the result); never before the
@@ -70,7 +53,7 @@ pub fn broadcast_to(ctx: &Ctx, x: &Tensor, shape: &[i64], dtype: Option<Dtype>) 
             view = if have == 1 { view.broadcast(d, size)? } else { return Err(refuse()) };
         }
     }
-    let dst = new_tile(ctx, PY, &want, out, x.buffer())?;
+    let dst = new_tile(ctx, &PY[3..], &want, out, x.buffer())?;
     if want[0] == x.shape()[0] {
         nisa::tensor_copy(ctx, &dst, &view, EngineOpts::default())?;
         return Ok(dst);
@@ -78,7 +61,7 @@ pub fn broadcast_to(ctx: &Ctx, x: &Tensor, shape: &[i64], dtype: Option<Dtype>) 
     if x.shape()[0] != 1 || want.len() != 2 {
         return Err(NkiError::shape(PY, format!("x {} grows down the partitions only as a 2-d (1, F) row (to {shape:?})", x.describe())));
     }
-    let row = new_tile(ctx, PY, &[1, want[1]], x.dtype(), Buffer::Sbuf)?;
+    let row = new_tile(ctx, &PY[3..], &[1, want[1]], x.dtype(), Buffer::Sbuf)?;
     nisa::tensor_copy(ctx, &row, &view, EngineOpts::default())?;
     let wide = partition_broadcast(ctx, &row, want[0])?;
     nisa::tensor_copy(ctx, &dst, &wide, EngineOpts::default())?;
@@ -107,15 +90,15 @@ pub fn gather_flattened(ctx: &Ctx, data: &Tensor, indices: &Tensor, axis: Option
         if let Some(neg) = indices.to_f32_vec().into_iter().find(|&v| v < 0.0) {
             return Err(NkiError::constraint(PY, format!("indices {} holds {neg}; indices must be non-negative", indices.describe())));
         }
-        let u = new_tile(ctx, PY, indices.shape(), Dtype::U32, Buffer::Sbuf)?;
+        let u = new_tile(ctx, &PY[3..], indices.shape(), Dtype::U32, Buffer::Sbuf)?;
         nisa::tensor_copy(ctx, &u, indices, EngineOpts::default())?;
         u
     };
-    let gathered = new_tile(ctx, PY, indices.shape(), data.dtype(), Buffer::Sbuf)?;
+    let gathered = new_tile(ctx, &PY[3..], indices.shape(), data.dtype(), Buffer::Sbuf)?;
     nisa::nc_n_gather(ctx, &gathered, data, &idx, NameOpts::default())?;
     match dtype {
         Some(d) if d != data.dtype() => {
-            let dst = new_tile(ctx, PY, indices.shape(), d, Buffer::Sbuf)?;
+            let dst = new_tile(ctx, &PY[3..], indices.shape(), d, Buffer::Sbuf)?;
             nisa::tensor_copy(ctx, &dst, &gathered, EngineOpts::default())?;
             Ok(dst)
         }
@@ -131,11 +114,11 @@ pub fn load_transpose2d(ctx: &Ctx, src: &Tensor, dtype: Option<Dtype>) -> Result
         return Err(NkiError::constraint(PY, format!("src {} must be a 2-d HBM tensor", src.describe())));
     }
     let shape = [src.shape()[1], src.shape()[0]];
-    let t = new_tile(ctx, PY, &shape, src.dtype(), Buffer::Sbuf)?;
+    let t = new_tile(ctx, &PY[3..], &shape, src.dtype(), Buffer::Sbuf)?;
     nisa::dma_transpose(ctx, &t, src, DmaTransposeOpts::default())?;
     match dtype {
         Some(d) if d != src.dtype() => {
-            let dst = new_tile(ctx, PY, &shape, d, Buffer::Sbuf)?;
+            let dst = new_tile(ctx, &PY[3..], &shape, d, Buffer::Sbuf)?;
             nisa::tensor_copy(ctx, &dst, &t, EngineOpts::default())?;
             Ok(dst)
         }

@@ -11,7 +11,7 @@
 //! intermediate in float32, rounding once into the result.
 
 use super::elementwise::binary;
-use super::{NdarrayOpts, NlOp, ndarray};
+use super::{NdarrayOpts, NlOp, ndarray, new_tile, on_chip};
 use crate::emulator::Ctx;
 use crate::isa::{self as nisa, ActivationOpts, EngineOpts, Operand, TensorReduceOpts, TensorScalarOpts};
 use crate::{Buffer, Dtype, NkiError, Result, Tensor};
@@ -86,8 +86,7 @@ macro_rules! reductions {
 
 /// A new float32 SBUF tile of `shape` for an intermediate of `py`.
 fn f32_tile(ctx: &Ctx, py: &str, shape: &[usize]) -> Result<Tensor> {
-    let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
-    ndarray(ctx, &dims, Dtype::F32, NdarrayOpts { buffer: Some(Buffer::Sbuf), name: Some(&py[3..]), ..Default::default() })
+    new_tile(ctx, &py[3..], shape, Dtype::F32, Buffer::Sbuf)
 }
 
 /// Checks that `axis` names every free dim of the on-chip tile `x` (the
@@ -116,17 +115,6 @@ fn column_fold(ctx: &Ctx, py: &str, op: NlOp, x: &Tensor, axis: &[i64]) -> Resul
     let col = f32_tile(ctx, py, &shape)?;
     nisa::tensor_reduce(ctx, &col, op, x, axis, TensorReduceOpts { keepdims: Some(true), ..Default::default() })?;
     Ok(col)
-}
-
-/// Refuses an HBM tile.
-fn on_chip(py: &str, role: &str, x: &Tensor) -> Result<()> {
-    if !x.buffer().is_on_chip() {
-        return Err(NkiError::constraint(
-            py,
-            format!("{role} {} must be in SBUF or PSUM: compute engines cannot access HBM (nl.load it first)", x.describe()),
-        ));
-    }
-    Ok(())
 }
 
 /// `nl.var(x, axis, dtype=None, keepdims=False)`: the population variance (no
