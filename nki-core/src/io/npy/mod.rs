@@ -4,10 +4,11 @@
 //! Files are untrusted input. The header is parsed strictly, the element count
 //! is checked against overflow ([`checked_numel`]) and the payload length must
 //! match it exactly before anything is allocated, and values the loaded dtype
-//! cannot hold are errors. [`read_tensor_npy`] streams the payload in chunks
-//! straight into the tensor's cells, so loading costs the tensor plus one chunk;
-//! [`read_tensor_npy_threads`] splits a large payload over threads that each
-//! read their own part in place.
+//! cannot hold are errors. [`read_tensor_npy`] reads a little-endian float32
+//! payload straight into the tensor's cells (they are its bytes) and converts
+//! other element types a chunk at a time, so loading costs the tensor plus at
+//! most one chunk; [`read_tensor_npy_threads`] splits a large payload over
+//! threads that each read their own part in place.
 //! The element types read and the dtype each loads as are [`NpyType`]'s.
 
 mod elem;
@@ -152,13 +153,20 @@ impl Source {
     /// into `out`, a chunk at a time; on `Ok` every slot of `out` is written.
     fn read_cells(&self, first: usize, out: &mut [MaybeUninit<f32>]) -> std::result::Result<(), String> {
         let ty = self.ty;
+        // Little-endian float32 data is its own cells: read straight into them
+        // (no widening, nothing to range-check, no intermediate copy).
+        if ty == NpyType::F32 && cfg!(target_endian = "little") {
+            let len = std::mem::size_of_val(out);
+            // SAFETY: the same memory as `out`, viewed as bytes (alignment 1,
+            // 4 bytes per cell); any bytes written make valid `f32`s.
+            let bytes = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<MaybeUninit<u8>>(), len) };
+            let at = self.data_start + (first * 4) as u64;
+            return parts::read_uninit_at(&self.file, bytes, at).map_err(|e| format!("reading the data: {e}"));
+        }
         let mut values = Vec::new();
         self.each_chunk(first, out.len(), |start, bytes| {
             let dst = &mut out[start - first..][..bytes.len() / ty.size()];
-            // float32 data is its own cells: no widening, nothing to range-check.
-            let written = if ty == NpyType::F32 {
-                dst.iter_mut().zip(bytes.chunks_exact(4)).map(|(d, b)| d.write(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))).count()
-            } else {
+            let written = {
                 values.clear();
                 ty.decode(bytes, &mut values);
                 let mut written = 0;
@@ -341,6 +349,16 @@ mod tests {
             write_tensor_npy(&mut bytes, t).unwrap();
             assert!(bytes == want, "{name}");
         }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn float32_payloads_load_bit_for_bit() {
+        let dir = scratch("bits");
+        let bits: [u32; 6] = [0x7fc0_0001, 0xffff_ffff, 0x8000_0000, 0x0000_0001, 0x7f80_0000, 0x3f80_0000];
+        let p = file_with(&dir, "bits.npy", "<f4", &[bits.len()], &bits.iter().flat_map(|b| b.to_le_bytes()).collect::<Vec<_>>());
+        let t = read_tensor_npy(&p).unwrap();
+        assert_eq!(t.to_f32_vec().iter().map(|v| v.to_bits()).collect::<Vec<_>>(), bits);
         std::fs::remove_dir_all(dir).unwrap();
     }
 

@@ -10,6 +10,7 @@
 
 use std::fs::File;
 use std::io;
+use std::mem::MaybeUninit;
 
 /// Payload bytes per thread below which another thread costs more than it saves.
 const MIN_BYTES_PER_PART: usize = 4 << 20;
@@ -53,6 +54,46 @@ pub(super) fn read_at(mut file: &File, buf: &mut [u8], offset: u64) -> io::Resul
     file.read_exact(buf)
 }
 
+/// Reads exactly `buf.len()` bytes at `offset` into memory that need not be
+/// initialised: the file's bytes go straight to their destination, with no
+/// intermediate buffer and no zeroing pass.
+#[cfg(unix)]
+pub(super) fn read_uninit_at(file: &File, buf: &mut [MaybeUninit<u8>], offset: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut done = 0;
+    while done < buf.len() {
+        let rest = &mut buf[done..];
+        let at = offset
+            .checked_add(done as u64)
+            .and_then(|at| libc::off_t::try_from(at).ok())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "file offset out of range"))?;
+        // SAFETY: the kernel writes at most `rest.len()` bytes to `rest`, memory
+        // this function borrows exclusively; it never reads it.
+        let n = unsafe { libc::pread(file.as_raw_fd(), rest.as_mut_ptr().cast(), rest.len(), at) };
+        match usize::try_from(n) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => done += n,
+            Err(_) => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads exactly `buf.len()` bytes at `offset` into memory that need not be
+/// initialised (zeroed first here: without `pread` the bytes pass through a slice).
+#[cfg(not(unix))]
+pub(super) fn read_uninit_at(file: &File, buf: &mut [MaybeUninit<u8>], offset: u64) -> io::Result<()> {
+    buf.fill(MaybeUninit::new(0));
+    // SAFETY: every byte was just initialised.
+    let bytes = unsafe { &mut *(buf as *mut [MaybeUninit<u8>] as *mut [u8]) };
+    read_at(file, bytes, offset)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,6 +105,20 @@ mod tests {
         assert_eq!(count(3 * MIN_BYTES_PER_PART, 0), 1);
         assert_eq!(count(3 * MIN_BYTES_PER_PART, 2), if cfg!(unix) { 2 } else { 1 });
         assert_eq!(count(3 * MIN_BYTES_PER_PART, 8), if cfg!(unix) { 3 } else { 1 });
+    }
+
+    #[test]
+    fn uninitialised_reads_take_the_bytes_at_the_offset_and_refuse_to_run_past_the_end() {
+        let path = std::env::temp_dir().join(format!("nki-parts-{}", std::process::id()));
+        std::fs::write(&path, (0..100u8).collect::<Vec<_>>()).unwrap();
+        let file = File::open(&path).unwrap();
+        let mut buf = [MaybeUninit::<u8>::uninit(); 10];
+        read_uninit_at(&file, &mut buf, 90).unwrap();
+        // SAFETY: the read returned Ok, so every byte was written.
+        assert_eq!(buf.map(|b| unsafe { b.assume_init() }), std::array::from_fn(|i| 90 + i as u8));
+        let e = read_uninit_at(&file, &mut buf, 95).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+        std::fs::remove_file(path).unwrap();
     }
 
     #[test]
