@@ -280,6 +280,20 @@ fn bench_quick_prints_a_row_per_mask_and_precision() {
 }
 
 #[test]
+fn bench_only_prints_the_tables_asked_for() {
+    let o = nki_cmd(&["bench", "--quick", "--lnc", "1", "--only", "decode"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(text.starts_with("attention_tkg decode"), "{text}");
+    assert_eq!(text.lines().filter(|l| l.starts_with("8 x 1024 x 128")).count(), 2, "{text}");
+    for other in ["attention_cte emulator throughput", "whole `nki run", "ring_attention_spmd_fwd"] {
+        assert!(!text.contains(other), "{other} printed: {text}");
+    }
+    let o = nki_cmd(&["bench", "--quick", "--only", "everything"]);
+    assert!(!o.status.success() && stderr(&o).contains("possible values: prefill, decode, process, ring, ring-features"), "{}", stderr(&o));
+}
+
+#[test]
 fn demo_checks_every_kernel_in_both_modes_and_writes_the_package() {
     let out = common::scratch("cli_demo").join("nki_out");
     let o = nki_cmd(&["demo", "--out", &out.display().to_string()]);

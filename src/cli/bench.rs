@@ -31,6 +31,24 @@ pub struct BenchArgs {
     /// `jax.nn.dot_product_attention` (warm) on the whole-process shapes.
     #[arg(long, value_name = "PYTHON")]
     jax: Option<PathBuf>,
+    /// Only these tables (repeat or separate with commas; default: all).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    only: Vec<Table>,
+}
+
+/// The tables `nki bench` prints, in order.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Table {
+    /// `attention_cte` launches (GFLOP/s).
+    Prefill,
+    /// `attention_tkg` decode steps (tokens/s).
+    Decode,
+    /// Whole `nki run attention-cte` processes: one thread, the defaults, JAX.
+    Process,
+    /// The ring forward against one worker's `attention_cte`.
+    Ring,
+    /// The ring forward's features (GQA, window, layouts).
+    RingFeatures,
 }
 
 /// Deterministic inputs in [0, 1).
@@ -178,7 +196,6 @@ fn whole_process(args: &BenchArgs, reps: u32) -> Result<(), String> {
                 st => Err(format!("the benchmarked `nki run` must succeed: {st:?}")),
             })
         };
-        outln!();
         outln!(
             "whole `nki run attention-cte` processes, {bs} x {s} x {d}, fp32, best of {reps} ({} threads available)",
             std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -268,7 +285,6 @@ fn ring_features(st: usize, lnc: usize, reps: u32) -> Result<(), String> {
     let (h, d, w, window) = (8usize, 128usize, 4usize, st / 8);
     let dims = [h, st, d, w];
     let base = RingFwdConfig::new(w as i64).causal(true);
-    outln!();
     outln!("ring_attention_spmd_fwd features, h {h} x S_total {st} x d {d}, {w} workers, causal, fp32, LNC{lnc}, best of {reps}");
     outln!("{:<34} {:>9} {:>10} {:>12} {:>9}", "case", "seconds", "transfers", "bytes/step", "GFLOP/s");
     let row = |name: &str, r: &RingRun, flops: f64| {
@@ -289,11 +305,47 @@ fn ring_features(st: usize, lnc: usize, reps: u32) -> Result<(), String> {
     Ok(())
 }
 
-/// Runs the benchmark table.
+/// Runs the benchmark tables (those of `--only`, else all).
 pub fn run(args: &BenchArgs) -> Result<(), String> {
     let lnc = usize::from(args.lnc);
     let reps = if args.quick { 1 } else { args.reps };
-    let shapes: &[(usize, usize, usize)] = if args.quick { &[(2, 1024, 128)] } else { &[(8, 2048, 128), (2, 8192, 128)] };
+    let wanted = |t: Table| args.only.is_empty() || args.only.contains(&t);
+    let mut first = true;
+    let mut gap = || {
+        if !std::mem::take(&mut first) {
+            outln!();
+        }
+    };
+    if wanted(Table::Prefill) {
+        gap();
+        prefill(args.quick, lnc, reps)?;
+    }
+    if wanted(Table::Decode) {
+        gap();
+        decode(args.quick, lnc, reps)?;
+    }
+    if wanted(Table::Process) {
+        gap();
+        whole_process(args, reps)?;
+    }
+    if wanted(Table::Ring) {
+        gap();
+        let (bh, st, d, w) = if args.quick { (2, 2048, 128, 4) } else { (4, 16384, 128, 4) };
+        let (ring, single) = time_ring(bh, st, d, w, lnc, reps)?;
+        outln!("ring_attention_spmd_fwd over {w} workers vs one worker's attention_cte, causal, fp32, LNC{lnc}, best of {reps}");
+        outln!("{:<24} {:>12} {:>14} {:>7}", "b·h x S_total x d", "ring (s)", "one worker (s)", "ratio");
+        outln!("{:<24} {:>12.3} {:>14.3} {:>7.2}", format!("{bh} x {st} x {d}"), ring, single, ring / single);
+    }
+    if wanted(Table::RingFeatures) {
+        gap();
+        ring_features(if args.quick { 2048 } else { 16384 }, lnc, reps)?;
+    }
+    Ok(())
+}
+
+/// The `attention_cte` launch table.
+fn prefill(quick: bool, lnc: usize, reps: u32) -> Result<(), String> {
+    let shapes: &[(usize, usize, usize)] = if quick { &[(2, 1024, 128)] } else { &[(8, 2048, 128), (2, 8192, 128)] };
     outln!(
         "attention_cte emulator throughput, LNC{lnc}, best of {reps} ({} threads available)",
         std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -308,20 +360,17 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
             }
         }
     }
-    let (bs, kv, d) = if args.quick { (8, 1024, 128) } else { (8, 8192, 128) };
-    outln!();
+    Ok(())
+}
+
+/// The `attention_tkg` decode table.
+fn decode(quick: bool, lnc: usize, reps: u32) -> Result<(), String> {
+    let (bs, kv, d) = if quick { (8, 1024, 128) } else { (8, 8192, 128) };
     outln!("attention_tkg decode, {DECODE_HEADS} query heads on one KV head, {DECODE_TOKENS} token per step, LNC{lnc}, best of {reps}");
     outln!("{:<24} {:<10} {:>9} {:>9} {:>9}", "bs x KV length x d", "precision", "seconds", "tokens/s", "GFLOP/s");
     for precision in [Precision::Fp32, Precision::Hardware] {
         let (secs, tokens, gflops) = time_tkg(bs, kv, d, precision, lnc, reps)?;
         outln!("{:<24} {:<10} {:>9.4} {:>9.0} {:>9.1}", format!("{bs} x {kv} x {d}"), precision.to_string(), secs, tokens, gflops);
     }
-    whole_process(args, reps)?;
-    let (bh, st, d, w) = if args.quick { (2, 2048, 128, 4) } else { (4, 16384, 128, 4) };
-    let (ring, single) = time_ring(bh, st, d, w, lnc, reps)?;
-    outln!();
-    outln!("ring_attention_spmd_fwd over {w} workers vs one worker's attention_cte, causal, fp32, LNC{lnc}, best of {reps}");
-    outln!("{:<24} {:>12} {:>14} {:>7}", "b·h x S_total x d", "ring (s)", "one worker (s)", "ratio");
-    outln!("{:<24} {:>12.3} {:>14.3} {:>7.2}", format!("{bh} x {st} x {d}"), ring, single, ring / single);
-    ring_features(if args.quick { 2048 } else { 16384 }, lnc, reps)
+    Ok(())
 }
