@@ -68,21 +68,26 @@ fn inputs(shape: &[usize], seed: u64, dtype: Dtype) -> Tensor {
 
 /// The fastest of `reps` runs of `f`, in seconds.
 fn best_of(reps: u32, f: impl Fn() -> nki::Result<()>) -> Result<f64, String> {
-    best_of_after(reps, || Ok(()), || f().map_err(|e| e.to_string()))
+    let [secs] = best_of_each(reps, || Ok(()), [|| f().map_err(|e| e.to_string())])?;
+    Ok(secs)
 }
 
-/// The fastest of `reps` runs of `f`, in seconds, each after an untimed `before`.
-fn best_of_after(
+/// The fastest of `reps` runs of each of `fs`, in seconds. The runs take
+/// turns (one of each per round, each after an untimed `before`), so a slow
+/// spell of the machine falls on all of them alike rather than on one.
+fn best_of_each<const N: usize>(
     reps: u32,
     mut before: impl FnMut() -> Result<(), String>,
-    mut f: impl FnMut() -> Result<(), String>,
-) -> Result<f64, String> {
-    let mut secs = f64::INFINITY;
+    mut fs: [impl FnMut() -> Result<(), String>; N],
+) -> Result<[f64; N], String> {
+    let mut secs = [f64::INFINITY; N];
     for _ in 0..reps {
-        before()?;
-        let start = Instant::now();
-        f()?;
-        secs = secs.min(start.elapsed().as_secs_f64());
+        for (best, f) in secs.iter_mut().zip(fs.iter_mut()) {
+            before()?;
+            let start = Instant::now();
+            f()?;
+            *best = best.min(start.elapsed().as_secs_f64());
+        }
     }
     Ok(secs)
 }
@@ -160,7 +165,7 @@ fn time_jax(python: &Path, [bs, s, d]: [usize; 3], causal: bool, reps: u32) -> R
 /// Whole `nki run attention-cte` processes (start, reading the inputs, the
 /// kernel, writing the output to a new file) on `bs × s × d` fp32 inputs: on one
 /// thread (`--lnc 1 --threads 1`) and with the defaults (the target's LNC, every
-/// core).
+/// core), taking turns.
 fn whole_process(args: &BenchArgs, reps: u32) -> Result<(), String> {
     let [bs, s, d] = if args.quick { [2, 1024, 128] } else { [8, 2048, 128] };
     let exe = std::env::current_exe().map_err(|e| format!("locating the nki binary: {e}"))?;
@@ -176,7 +181,7 @@ fn whole_process(args: &BenchArgs, reps: u32) -> Result<(), String> {
         }
         let scale = (1.0 / (d as f64).sqrt()).to_string();
         let out = dir.join("o.npy");
-        let process = |causal: bool, extra: &[&str]| {
+        let command = |causal: bool, extra: &[&str]| {
             let mut cmd = Command::new(&exe);
             cmd.args(["run", "attention-cte", "--precision", "fp32", "--scale", &scale]).args(extra).stdout(Stdio::null());
             for (flag, path) in ["--q", "--k", "--v", "--out"].iter().zip(files.iter().chain([&out])) {
@@ -185,25 +190,31 @@ fn whole_process(args: &BenchArgs, reps: u32) -> Result<(), String> {
             if !causal {
                 cmd.arg("--no-causal");
             }
-            // Each run writes a new file: the previous run's output is removed
-            // before the clock starts, so freeing it is not part of the run.
-            let remove_previous = || match std::fs::remove_file(&out) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(format!("{}: {e}", out.display())),
-                _ => Ok(()),
-            };
-            best_of_after(reps, remove_previous, || match cmd.status() {
+            move || match cmd.status() {
                 Ok(st) if st.success() => Ok(()),
                 st => Err(format!("the benchmarked `nki run` must succeed: {st:?}")),
-            })
+            }
+        };
+        // Each run writes a new file: the previous run's output is removed
+        // before the clock starts, so freeing it is not part of the run.
+        let remove_previous = || match std::fs::remove_file(&out) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(format!("{}: {e}", out.display())),
+            _ => Ok(()),
         };
         outln!(
             "whole `nki run attention-cte` processes, {bs} x {s} x {d}, fp32, best of {reps} ({} threads available)",
             std::thread::available_parallelism().map_or(1, |n| n.get())
         );
         outln!("{:<8} {:>12} {:>12} {:>8} {:>9} {:>8}", "mask", "1 thread", "default", "speedup", "JAX", "vs JAX");
+        let mut emulator = Vec::new();
         for causal in [false, true] {
-            let one = process(causal, &["--lnc", "1", "--threads", "1"])?;
-            let default = process(causal, &[])?;
+            let one_thread = command(causal, &["--lnc", "1", "--threads", "1"]);
+            emulator.push((causal, best_of_each(reps, remove_previous, [one_thread, command(causal, &[])])?));
+        }
+        // JAX runs last: its multi-threaded burst can leave the machine slower
+        // for a few seconds (seen on virtual machines), which would fall on the
+        // multi-threaded runs only.
+        for (causal, [one, default]) in emulator {
             let jax = args.jax.as_deref().map(|py| time_jax(py, [bs, s, d], causal, reps)).transpose()?;
             let (jax_s, vs) = jax.map_or(("-".to_string(), "-".to_string()), |j| (format!("{j:.3}"), format!("{:.2}", j / default)));
             let mask = if causal { "causal" } else { "full" };
