@@ -422,6 +422,16 @@ fn a_shape_whose_product_wraps_is_refused_without_a_panic() {
 }
 
 #[test]
+fn a_broken_file_among_inputs_read_together_is_named_by_its_flag() {
+    let dir = common::scratch("cli_together");
+    cte_files(&dir);
+    // Half of k's payload: the header promises 16 × 128 float32 values.
+    raw_npy(&dir, "kt.npy", &[1, 16, 128], &[0; 16 * 128 * 2]);
+    let args = ["run", "attention-cte", "--q", "q.npy", "--k", "kt.npy", "--v", "v.npy", "--out", "out.npy"];
+    assert_refused(&dir, &args, 1, &["--k kt.npy", "truncated"]);
+}
+
+#[test]
 fn integer_and_bool_tensors_are_refused_for_float_parameters() {
     let dir = common::scratch("cli_dtypes");
     cte_files(&dir);

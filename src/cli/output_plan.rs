@@ -26,7 +26,7 @@
 
 use super::writeback::EarlyWriteback;
 use nki::Tensor;
-use nki::io::npy::{read_tensor_npy_threads, write_tensor_npy};
+use nki::io::npy::{read_tensor_npy_threads, read_tensors_npy_threads, write_tensor_npy};
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -113,6 +113,12 @@ impl OutputPlan {
     /// Reads an input `.npy` file as a tensor, with the plan's threads.
     pub fn read(&self, path: &Path) -> nki::Result<Tensor> {
         read_tensor_npy_threads(path, self.threads.max(1))
+    }
+
+    /// Reads several input `.npy` files together, with the plan's threads
+    /// (one result per path, in order).
+    pub fn read_all(&self, paths: &[&Path]) -> Vec<nki::Result<Tensor>> {
+        read_tensors_npy_threads(paths, self.threads.max(1))
     }
 
     /// Declares the input file of `--flag`.

@@ -283,15 +283,27 @@ pub fn declare_inputs(plan: &mut OutputPlan, files: &[(&str, &Path)]) -> Result<
 /// element type loads as, refusing dtypes the kernel does not take for `param`;
 /// reads with the threads `plan` allows.
 pub fn load(plan: &OutputPlan, path: &Path, param: &str, dtypes: &ParamDtypes) -> Result<Tensor, String> {
+    checked(param, path, plan.read(path), dtypes)
+}
+
+/// [`load`] for several files, read together (see [`OutputPlan::read_all`]);
+/// the first file in order that fails is the error.
+pub fn load_all(plan: &OutputPlan, files: &[(&str, &Path)], dtypes: &ParamDtypes) -> Result<Vec<Tensor>, String> {
+    let paths: Vec<&Path> = files.iter().map(|(_, path)| *path).collect();
+    files.iter().zip(plan.read_all(&paths)).map(|(&(param, path), read)| checked(param, path, read, dtypes)).collect()
+}
+
+/// The tensor read from `param`'s file, if it read and has a dtype `param` takes.
+fn checked(param: &str, path: &Path, read: nki::Result<Tensor>, dtypes: &ParamDtypes) -> Result<Tensor, String> {
     let flag = flag_of(param);
-    let t = plan.read(path).map_err(|e| format!("--{flag} {e}"))?;
+    let t = read.map_err(|e| format!("--{flag} {e}"))?;
     dtypes.check(param, &t).map_err(|e| format!("--{flag} {}: {e}", path.display()))?;
     Ok(t.named(param))
 }
 
 /// Loads whole-sequence inputs that must share the `[b, h, S_total, d]` shape of the first.
 pub fn load_alike(plan: &OutputPlan, files: &[(&str, &Path)], dtypes: &ParamDtypes) -> Result<Vec<Tensor>, String> {
-    let tensors = files.iter().map(|(param, path)| load(plan, path, param, dtypes)).collect::<Result<Vec<_>, _>>()?;
+    let tensors = load_all(plan, files, dtypes)?;
     for ((param, _), t) in files.iter().zip(&tensors).skip(1) {
         if t.shape() != tensors[0].shape() {
             return Err(format!(

@@ -1,6 +1,6 @@
 //! `nki run attention-cte`.
 
-use super::{LaunchArgs, declare_inputs, load, required_path};
+use super::{LaunchArgs, declare_inputs, load_all, required_path};
 use crate::cli::output_plan::OutputPlan;
 use clap::Args;
 use nki::attention::cte::{CteConfig, CteInputs, DTYPES, Prior};
@@ -145,25 +145,23 @@ pub fn run(a: &CteArgs) -> Result<(), String> {
     cfg.validate().map_err(|e| e.to_string())?;
     let launch = a.launch.launch();
     let mut plan = OutputPlan::new().threads(launch.thread_budget());
-    declare_inputs(&mut plan, &a.input_files())?;
+    let files = a.input_files();
+    declare_inputs(&mut plan, &files)?;
     a.declare_outputs(&mut plan)?;
-    let input = |param: &str, path: &Option<PathBuf>| path.as_deref().map(|p| load(&plan, p, param, &DTYPES)).transpose();
-    let (q, k, v) = (load(&plan, &a.q, "q", &DTYPES)?, load(&plan, &a.k, "k", &DTYPES)?, load(&plan, &a.v, "v", &DTYPES)?);
-    let (k_prior, v_prior, sink) = (input("k_prior", &a.k_prior)?, input("v_prior", &a.v_prior)?, input("sink", &a.sink)?);
-    let (bound_min, bound_max) = (input("bound_min", &a.bound_min)?, input("bound_max", &a.bound_max)?);
+    let loaded = load_all(&plan, &files, &DTYPES)?;
+    let input = |param: &str| files.iter().position(|(p, _)| *p == param).map(|i| &loaded[i]);
+    let (Some(q), Some(k), Some(v)) = (input("q"), input("k"), input("v")) else {
+        return Err("--q, --k and --v are required".into());
+    };
+    let (k_prior, v_prior, sink) = (input("k_prior"), input("v_prior"), input("sink"));
+    let (bound_min, bound_max) = (input("bound_min"), input("bound_max"));
     let used = a.prior_used_len.map(|n| int32(&[1], n)).transpose()?;
     let cp_offset = a.cp_offset.map(|n| int32(&[1, 1], n)).transpose()?;
-    let prior = match (&k_prior, &v_prior, &used) {
+    let prior = match (k_prior, v_prior, &used) {
         (Some(k), Some(v), Some(used_len)) => Some(Prior { k, v, used_len }),
         _ => None,
     };
-    let inputs = CteInputs {
-        prior,
-        sink: sink.as_ref(),
-        cp_offset: cp_offset.as_ref(),
-        bounds: bound_min.as_ref().zip(bound_max.as_ref()),
-        ..CteInputs::new(&q, &k, &v)
-    };
+    let inputs = CteInputs { prior, sink, cp_offset: cp_offset.as_ref(), bounds: bound_min.zip(bound_max), ..CteInputs::new(q, k, v) };
     let outs = cfg.launch(&launch, &inputs).map_err(|e| e.to_string())?;
     let written: Vec<&Tensor> = [Some(&outs.out), outs.neg_max.as_ref(), outs.sum.as_ref()].into_iter().flatten().collect();
     plan.commit(&written)

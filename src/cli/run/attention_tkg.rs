@@ -1,6 +1,6 @@
 //! `nki run attention-tkg`.
 
-use super::{LaunchArgs, declare_inputs, load};
+use super::{LaunchArgs, declare_inputs, load_all};
 use crate::cli::output_plan::OutputPlan;
 use clap::Args;
 use nki::Tensor;
@@ -68,7 +68,7 @@ pub fn run(a: &TkgArgs) -> Result<(), String> {
     files.extend(a.sink.as_deref().map(|p| ("sink", p)));
     declare_inputs(&mut plan, &files)?;
     plan.output("out", &a.out)?;
-    let t: Vec<Tensor> = files.iter().map(|(param, path)| load(&plan, path, param, &DTYPES)).collect::<Result<_, _>>()?;
+    let t = load_all(&plan, &files, &DTYPES)?;
     let (v_active, v_prior, mask) = (&t[2], &t[4], &t[5]);
     let dims = TkgDims {
         bs: dim(v_active, "v_active", 0, "(bs, 1, s_active, d)")?,

@@ -134,18 +134,56 @@ pub fn read_tensor_npy(path: impl AsRef<Path>) -> Result<Tensor> {
 /// for every thread count.
 pub fn read_tensor_npy_threads(path: impl AsRef<Path>, threads: usize) -> Result<Tensor> {
     let path = path.as_ref();
-    let load = || {
-        let src = Source::open(path)?;
-        let mut cells = reserve_cells(src.numel, "shape").map_err(|e| e.message)?;
+    read_tensors_npy_threads(&[path], threads).pop().unwrap_or_else(|| Err(bad(path, "nothing was read")))
+}
+
+/// Loads several `.npy` files as [`read_tensor_npy_threads`] does, in one pass:
+/// the parts of all their payloads go to up to `threads` threads together, so
+/// the files load side by side rather than one after another. One result per
+/// path, in order; the tensors are the same for every thread count.
+pub fn read_tensors_npy_threads(paths: &[&Path], threads: usize) -> Vec<Result<Tensor>> {
+    let mut opened: Vec<std::result::Result<(Source, Vec<f32>), String>> = paths
+        .iter()
+        .map(|path| {
+            let src = Source::open(path)?;
+            let cells = reserve_cells(src.numel, "shape").map_err(|e| e.message)?;
+            Ok((src, cells))
+        })
+        .collect();
+    // A job is one part of one file: (file, its source, first element, the part's cells).
+    let mut jobs = Vec::new();
+    for (file, (src, cells)) in opened.iter_mut().enumerate().filter_map(|(i, o)| o.as_mut().ok().map(|o| (i, o))) {
         let n = src.numel;
-        let per = n.div_ceil(parts::count(n.saturating_mul(src.ty.size()), threads));
-        parts::run(&mut cells.spare_capacity_mut()[..n], per, |first, part| src.read_cells(first, part))?;
-        // SAFETY: `read_cells` returned Ok for every part, so each of the first
-        // `n` slots of the reserved capacity holds an initialised value.
-        unsafe { cells.set_len(n) };
-        Tensor::from_cells(&src.header.shape, src.ty.dtype(), cells).map_err(|e| e.message)
-    };
-    load().map_err(|m: String| bad(path, m))
+        let per = n.div_ceil(parts::count(n.saturating_mul(src.ty.size()), threads)).max(1);
+        for (j, part) in cells.spare_capacity_mut()[..n].chunks_mut(per).enumerate() {
+            jobs.push((file, &*src, j * per, part));
+        }
+    }
+    let files: Vec<usize> = jobs.iter().map(|j| j.0).collect();
+    let results = parts::run_jobs(jobs, threads, |(_, src, first, part)| src.read_cells(first, part));
+    // The first failed part of each file (in part order) is its error.
+    let mut failed: Vec<Option<String>> = vec![None; paths.len()];
+    for (file, r) in files.into_iter().zip(results) {
+        if let (Err(e), f @ None) = (r, &mut failed[file]) {
+            *f = Some(e);
+        }
+    }
+    opened
+        .into_iter()
+        .zip(failed)
+        .zip(paths)
+        .map(|((o, failed), path)| {
+            let (src, mut cells) = o.map_err(|m| bad(path, m))?;
+            if let Some(m) = failed {
+                return Err(bad(path, m));
+            }
+            // SAFETY: `read_cells` returned Ok for every part of this file, so
+            // each of the first `numel` slots of the reserved capacity holds an
+            // initialised value.
+            unsafe { cells.set_len(src.numel) };
+            Tensor::from_cells(&src.header.shape, src.ty.dtype(), cells).map_err(|e| bad(path, e.message))
+        })
+        .collect()
 }
 
 impl Source {
@@ -348,6 +386,31 @@ mod tests {
             let mut bytes = Vec::new();
             write_tensor_npy(&mut bytes, t).unwrap();
             assert!(bytes == want, "{name}");
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn files_read_together_are_the_files_read_alone_and_keep_their_own_errors() {
+        let dir = scratch("together");
+        let n = 5 * ((5 << 20) / 5);
+        let big = dir.join("big.npy");
+        write_npy(&big, &[n / 5, 5], &(0..n).map(|i| (i % 1000) as f64 - 0.5).collect::<Vec<_>>(), NpyType::F32).unwrap();
+        let ints = file_with(&dir, "ints.npy", "<i4", &[3], &[1i32, -2, 3].iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>());
+        let short = file_with(&dir, "short.npy", "<f4", &[4], &[0u8; 12]);
+        for threads in [1, 2, 3] {
+            let got = read_tensors_npy_threads(&[&big, &short, &ints, &big], threads);
+            assert_eq!(got.len(), 4);
+            for (i, path) in [(0, &big), (2, &ints), (3, &big)] {
+                let (want, t) = (read_tensor_npy(path).unwrap(), got[i].as_ref().unwrap());
+                assert_eq!((t.shape(), t.dtype()), (want.shape(), want.dtype()), "{threads} threads, file {i}");
+                assert!(
+                    t.to_f32_vec().iter().zip(want.to_f32_vec()).all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{threads} threads, file {i}"
+                );
+            }
+            let e = got[1].as_ref().unwrap_err().to_string();
+            assert!(e.contains("short.npy") && e.contains("truncated"), "{e}");
         }
         std::fs::remove_dir_all(dir).unwrap();
     }

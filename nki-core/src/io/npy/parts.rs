@@ -23,21 +23,39 @@ pub(super) fn count(bytes: usize, threads: usize) -> usize {
     (bytes / MIN_BYTES_PER_PART).clamp(1, threads.max(1))
 }
 
-/// Runs `f(first_element, part)` for each `per`-element part of `items` — on
-/// scoped threads when there is more than one part — and returns the first
-/// error in part order.
-pub(super) fn run<T: Send>(items: &mut [T], per: usize, f: impl Fn(usize, &mut [T]) -> Result<(), String> + Sync) -> Result<(), String> {
-    let per = per.max(1);
-    if items.len() <= per {
-        return f(0, items);
+/// Runs `f` on every job — on up to `threads` scoped threads, each taking the
+/// next job until none is left, when there are several — and returns each
+/// job's result in job order.
+pub(super) fn run_jobs<J: Send>(jobs: Vec<J>, threads: usize, f: impl Fn(J) -> Result<(), String> + Sync) -> Vec<Result<(), String>> {
+    let workers = threads.clamp(1, jobs.len().max(1));
+    if workers == 1 {
+        return jobs.into_iter().map(f).collect();
     }
-    std::thread::scope(|s| {
-        let f = &f;
-        let handles: Vec<_> = items.chunks_mut(per).enumerate().map(|(i, part)| s.spawn(move || f(i * per, part))).collect();
+    let n = jobs.len();
+    let queue = std::sync::Mutex::new(jobs.into_iter().enumerate());
+    let mut results: Vec<Result<(), String>> = (0..n).map(|_| Err("a reading thread panicked".to_string())).collect();
+    let done: Vec<Vec<(usize, Result<(), String>)>> = std::thread::scope(|s| {
+        let (f, queue) = (&f, &queue);
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                s.spawn(move || {
+                    let mut done = Vec::new();
+                    loop {
+                        // The lock is released at the end of this statement, before the job runs.
+                        let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
+                        let Some((i, job)) = next else { return done };
+                        done.push((i, f(job)));
+                    }
+                })
+            })
+            .collect();
         // Join every thread before looking at the results, so none is left to the scope.
-        let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a reading thread panicked".into()))).collect();
-        results.into_iter().collect()
-    })
+        handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+    });
+    for (i, r) in done.into_iter().flatten() {
+        results[i] = r;
+    }
+    results
 }
 
 /// Reads exactly `buf.len()` bytes at `offset`.
@@ -122,15 +140,17 @@ mod tests {
     }
 
     #[test]
-    fn every_element_is_visited_once_with_its_index_and_errors_come_in_order() {
-        let mut items: Vec<usize> = vec![0; 10];
-        run(&mut items, 3, |first, part| {
-            part.iter_mut().enumerate().for_each(|(i, x)| *x = first + i);
-            Ok(())
-        })
-        .unwrap();
-        assert_eq!(items, (0..10).collect::<Vec<_>>());
-        let e = run(&mut items, 3, |first, _| if first >= 3 { Err(format!("part at {first}")) } else { Ok(()) });
-        assert_eq!(e, Err("part at 3".to_string()));
+    fn every_job_runs_once_and_results_come_in_job_order() {
+        for threads in [0, 1, 2, 5, 40] {
+            let mut items: Vec<usize> = vec![0; 10];
+            let jobs: Vec<(usize, &mut [usize])> = items.chunks_mut(3).enumerate().map(|(i, c)| (i * 3, c)).collect();
+            let results = run_jobs(jobs, threads, |(first, part)| {
+                part.iter_mut().enumerate().for_each(|(i, x)| *x += first + i);
+                if first >= 6 { Err(format!("part at {first}")) } else { Ok(()) }
+            });
+            assert_eq!(items, (0..10).collect::<Vec<_>>(), "{threads} threads");
+            assert_eq!(results, [Ok(()), Ok(()), Err("part at 6".to_string()), Err("part at 9".to_string())]);
+        }
+        assert!(run_jobs(Vec::<()>::new(), 4, |_| Ok(())).is_empty());
     }
 }
