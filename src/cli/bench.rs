@@ -337,7 +337,9 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     }
     if wanted(Table::Process) {
         gap();
-        whole_process(args, reps)?;
+        // A whole process is short and its start, I/O and page faults make it
+        // noisier than a launch: three times the runs.
+        whole_process(args, reps.saturating_mul(3))?;
     }
     if wanted(Table::Ring) {
         gap();
