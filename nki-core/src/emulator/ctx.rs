@@ -1,6 +1,7 @@
 //! The per-program execution context every emulated op receives.
 
 use super::Precision;
+use super::helpers::ThreadBudget;
 use super::launch::RankShared;
 use super::memory::{MemPool, MemoryReport};
 use super::world::{RvKey, Slot, World};
@@ -46,8 +47,9 @@ pub struct Ctx {
     unrecorded: Cell<Option<&'static str>>,
     /// The first `nisa` instruction that ran without being recorded.
     unmodeled: Cell<Option<&'static str>>,
-    /// Helper threads this program may split a large instruction over.
-    pub(crate) helpers: usize,
+    /// The launch's threads, whose share this program may split a large
+    /// instruction over.
+    pub(crate) threads: Arc<ThreadBudget>,
 }
 
 impl Ctx {
@@ -85,8 +87,13 @@ impl Ctx {
             recorder: None,
             unrecorded: Cell::new(None),
             unmodeled: Cell::new(None),
-            helpers: 0,
+            threads: Arc::new(ThreadBudget::new(1, 1)),
         }
+    }
+
+    /// Helper threads this program may split a large instruction over now.
+    pub(crate) fn helpers(&self) -> usize {
+        self.threads.helpers()
     }
 
     /// The rank (worker) this program belongs to.

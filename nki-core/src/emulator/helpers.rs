@@ -19,6 +19,36 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
+/// The threads a launch may keep busy, shared by its running programs: each
+/// runs on its own thread and may split a large instruction over its share of
+/// the rest. The share is recomputed as programs finish, so the core of a
+/// program that is done goes to those still running (an imbalanced tail, a
+/// program slowed by page faults) instead of idling; running programs and
+/// their helpers never exceed the budget.
+#[derive(Debug)]
+pub(crate) struct ThreadBudget {
+    threads: usize,
+    running: AtomicUsize,
+}
+
+impl ThreadBudget {
+    /// A budget of `threads` for `programs` programs, all running.
+    pub(crate) fn new(threads: usize, programs: usize) -> ThreadBudget {
+        ThreadBudget { threads, running: AtomicUsize::new(programs) }
+    }
+
+    /// Helper threads each running program may use now.
+    pub(crate) fn helpers(&self) -> usize {
+        (self.threads / self.running.load(Ordering::Relaxed).max(1)).saturating_sub(1)
+    }
+
+    /// One program is done: its share goes to the others.
+    pub(crate) fn finished(&self) {
+        // Saturating: a program reporting twice must not wrap the count.
+        let _ = self.running.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+    }
+}
+
 /// Work handed to a helper: it runs, then the helper returns itself to the idle
 /// list, then it signals the caller (so the caller's next split finds it idle).
 struct Job {
@@ -139,6 +169,25 @@ pub(crate) fn split(helpers: usize, parts: usize, part: &(dyn Fn(usize) + Sync))
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicU64;
+
+    #[test]
+    fn a_finished_program_lends_its_share_to_those_still_running() {
+        let budget = ThreadBudget::new(2, 2);
+        assert_eq!(budget.helpers(), 0, "two programs fill two threads");
+        budget.finished();
+        assert_eq!(budget.helpers(), 1, "the last program gets the freed thread");
+        budget.finished();
+        budget.finished();
+        assert_eq!(budget.helpers(), 1, "no wrap below zero running");
+        // 8 programs on 4 threads: none until only 2 run.
+        let ring = ThreadBudget::new(4, 8);
+        let mut seen = Vec::new();
+        for _ in 0..8 {
+            seen.push(ring.helpers());
+            ring.finished();
+        }
+        assert_eq!(seen, [0, 0, 0, 0, 0, 0, 1, 3]);
+    }
 
     #[test]
     fn every_part_runs_once_whatever_the_helpers() {

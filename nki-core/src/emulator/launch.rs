@@ -1,5 +1,6 @@
 //! Launch configuration and the multi-program runner.
 
+use super::helpers::ThreadBudget;
 use super::memory::MemoryReport;
 use super::world::World;
 use super::{Ctx, Precision};
@@ -149,9 +150,11 @@ impl Launch {
         self
     }
 
-    /// Helper threads per program: the thread budget left over by the
-    /// programs' own threads, shared evenly (none when the programs already
-    /// fill it, so a ring of LNC pairs never oversubscribes the cores).
+    /// Helper threads per program when a launch starts: the thread budget left
+    /// over by the programs' own threads, shared evenly (none when the
+    /// programs already fill it, so a ring of LNC pairs never oversubscribes the
+    /// cores). As programs finish, their threads are shared among those still
+    /// running.
     ///
     /// ```
     /// use nki_core::emulator::Launch;
@@ -160,7 +163,7 @@ impl Launch {
     /// assert_eq!(Launch::new().ranks(4).lnc(2).threads(2).helpers_per_program(), 0);
     /// ```
     pub fn helpers_per_program(&self) -> usize {
-        (self.thread_budget() / (self.ranks * self.programs())).saturating_sub(1)
+        ThreadBudget::new(self.thread_budget(), self.ranks * self.programs()).helpers()
     }
 
     /// The threads the launch may keep busy: [`Launch::threads`], else the
@@ -275,12 +278,12 @@ impl Launch {
         let programs = self.programs();
         let world = Arc::new(World::new(self.ranks, programs));
         let shared: Vec<Arc<RankShared>> = (0..self.ranks).map(|_| Arc::default()).collect();
-        let helpers = self.helpers_per_program();
+        let threads = Arc::new(ThreadBudget::new(self.thread_budget(), self.ranks * programs));
         let run_one = |rank: usize, program: usize| {
             let mut ctx =
                 Ctx::new(Arc::clone(&world), Arc::clone(&shared[rank]), rank, program, self.grid, self.precision, self.generation);
             ctx.recorder = self.profiling.as_ref().map(|_| Default::default());
-            ctx.helpers = helpers;
+            ctx.threads = Arc::clone(&threads);
             let out = catch_unwind(AssertUnwindSafe(|| f(&ctx))).unwrap_or_else(|p| {
                 let what =
                     p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
@@ -297,6 +300,7 @@ impl Launch {
             if let Err(e) = &out {
                 world.fail(e.clone());
             }
+            threads.finished();
             world.finish(ctx.slot());
             let instrs = ctx.recorder.take().map(|r| r.into_inner()).unwrap_or_default();
             (out, ctx.memory(), ctx.op_count(), Stream { rank, program, instrs })
@@ -384,5 +388,32 @@ impl Launch {
             *p.recording.lock().unwrap_or_else(|e| e.into_inner()) = Some(recording);
         }
         Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_program_still_running_gets_the_threads_of_those_done() {
+        let report = Launch::new()
+            .lnc(2)
+            .threads(2)
+            .run_all(|ctx| {
+                let at_start = ctx.helpers();
+                if ctx.program_id() == 1 {
+                    // Program 0 returns at once; its thread is then this program's helper.
+                    let deadline = Instant::now() + Duration::from_secs(20);
+                    while ctx.helpers() == 0 && Instant::now() < deadline {
+                        std::thread::yield_now();
+                    }
+                }
+                Ok((at_start, ctx.helpers()))
+            })
+            .unwrap();
+        assert_eq!(report.results[0][0].0, 0, "two programs fill two threads");
+        assert_eq!(report.results[0][1].1, 1, "the last program running has a helper");
     }
 }

@@ -242,7 +242,7 @@ fn gemm_into(
         Some((co, cps, cfs)) => {
             let beta = if matches!(state, Written::All) { 1.0 } else { 0.0 };
             let mut cells = dst.write();
-            sgemm_split(ctx.helpers, m, k, n, s_cells, a, m_cells, b, &mut cells, Mat { offset: co, rs: cps, cs: cfs }, beta);
+            sgemm_split(ctx.helpers(), m, k, n, s_cells, a, m_cells, b, &mut cells, Mat { offset: co, rs: cps, cs: cfs }, beta);
             if ctx.rounds() && dst.dtype() != Dtype::F32 {
                 let d = dst.dtype();
                 dst.layout().for_each_run(|start, len, step| {
@@ -255,7 +255,7 @@ fn gemm_into(
         }
         None => {
             let mut out = vec![0f32; m * n];
-            sgemm_split(ctx.helpers, m, k, n, s_cells, a, m_cells, b, &mut out, Mat { offset: 0, rs: n as isize, cs: 1 }, 0.0);
+            sgemm_split(ctx.helpers(), m, k, n, s_cells, a, m_cells, b, &mut out, Mat { offset: 0, rs: n as isize, cs: 1 }, 0.0);
             drop((sguard, mguard));
             write_accumulated(ctx, dst, dt, out, state);
             return Ok(());
