@@ -1,12 +1,14 @@
-//! Splitting a `.npy` payload into parts that threads read at their own file
+//! Splitting `.npy` payloads into parts that threads read at their own file
 //! offsets.
 //!
-//! Each part is a contiguous run of whole elements. A thread reads its part with
-//! positioned reads (`pread`), so the threads share no file offset and need no
-//! lock; the page-cache copies and the page faults of the destination buffer,
-//! which dominate loading a large file, then proceed in parallel. (Writing stays
-//! on one thread: buffered writes to one file serialise on its inode lock.)
-//! Where positioned reads are missing (non-Unix) everything runs on one thread.
+//! Each part is a contiguous run of whole elements of one file; the parts of
+//! all files being loaded form one queue that a few threads drain
+//! ([`run_jobs`]). A thread reads its part with positioned reads (`pread`), so
+//! the threads share no file offset and need no lock; the page-cache copies and
+//! the page faults of the destination buffer, which dominate loading a large
+//! file, then proceed in parallel. (Writing stays on one thread: buffered writes
+//! to one file serialise on its inode lock.) Where positioned reads are missing
+//! (non-Unix) each file is one part.
 
 use std::fs::File;
 use std::io;
