@@ -8,7 +8,8 @@
 //! payload straight into the tensor's cells (they are its bytes) and converts
 //! other element types a chunk at a time, so loading costs the tensor plus at
 //! most one chunk; [`read_tensor_npy_threads`] splits a large payload over
-//! threads that each read their own part in place.
+//! threads that each read their own part in place, and
+//! [`read_tensors_npy_threads`] does so for several files in one pass.
 //! The element types read and the dtype each loads as are [`NpyType`]'s.
 
 mod elem;
@@ -204,16 +205,13 @@ impl Source {
         let mut values = Vec::new();
         self.each_chunk(first, out.len(), |start, bytes| {
             let dst = &mut out[start - first..][..bytes.len() / ty.size()];
-            let written = {
-                values.clear();
-                ty.decode(bytes, &mut values);
-                let mut written = 0;
-                for (i, (d, &v)) in dst.iter_mut().zip(&values).enumerate() {
-                    d.write(ty.cell(v).map_err(|e| format!("element {}: {e}", start + i))?);
-                    written += 1;
-                }
-                written
-            };
+            values.clear();
+            ty.decode(bytes, &mut values);
+            let mut written = 0;
+            for (i, (d, &v)) in dst.iter_mut().zip(&values).enumerate() {
+                d.write(ty.cell(v).map_err(|e| format!("element {}: {e}", start + i))?);
+                written += 1;
+            }
             if written != dst.len() {
                 return Err(format!("decoded {written} of {} elements of a chunk", dst.len()));
             }
