@@ -193,7 +193,7 @@ class ControlTest(unittest.TestCase):
                 return r
 
             nl.while_loop(reg, again)
-            steps = [i for i in nl.dynamic_range(bound)]
+            steps = [(i.value, i.frozen) for i in nl.dynamic_range(bound)]
             with nl.no_reorder():
                 nl.device_print("acc", acc)
             return acc, steps, nl.tile_size.bn_stats_fmax, nl.tile_size.gemm_moving_fmax
@@ -202,10 +202,62 @@ class ControlTest(unittest.TestCase):
         with contextlib.redirect_stdout(printed):
             acc, steps, fmax, moving = run(k)
         self.assertEqual(host(acc).tolist(), [[7.0]])
-        self.assertEqual(steps, [0, 1, 2, 3, 4])
+        self.assertEqual(steps, [(i, True) for i in range(5)])
         self.assertEqual((fmax, moving), (512, 512))
         self.assertIn("acc", printed.getvalue())
         self.assertEqual(run(lambda: nl.tile_size.gemm_moving_fmax, generation="trn3"), 4096)
+
+    def test_a_device_loop_index_is_read_only_where_a_register_belongs(self):
+        from nki_harness.fake_nki.registers import ARITHMETIC, FROZEN, TESTED, TRACE_TIME
+
+        def k():
+            table = nl.ndarray((4, 3), nl.float32, buffer=nl.shared_hbm)
+            nisa.dma_copy(dst=table, src=nl.full((4, 3), 0.0, nl.float32))
+            row = nl.ndarray((1, 3), nl.float32)
+            seen = nl.ndarray((1, 1), nl.int32)
+            count = nl.full((1, 1), 0.0, nl.float32)
+            for i in nl.dynamic_range(4):
+                nisa.memset(dst=row, value=1.0)
+                nisa.register_store(seen, i)
+                nisa.tensor_copy(dst=row[0:1, 0:1], src=seen)
+                # The index moves a dynamic offset, bounds a nested device loop and
+                # selects dynamically; a register of one's own may copy it.
+                nisa.dma_copy(dst=table.ap([[3, 1], [1, 3]], scalar_offset=i, indirect_dim=0), src=row)
+                for j in nl.dynamic_range(i, 4):
+                    nisa.tensor_scalar(dst=count, data=count, op0=nl.add, operand0=1.0)
+                    own = nisa.register_alloc()
+                    nisa.register_move(own, j)
+                    nisa.dma_copy(dst=table.select(0, own)[2:3], src=count)
+            return table
+
+        want, count = [[float(i), 1.0, 1.0] for i in range(4)], 0
+        for i in range(4):
+            want[i] = [float(i), 1.0, 1.0]
+            for j in range(i, 4):
+                count += 1
+                want[j][2] = float(count)
+        np.testing.assert_array_equal(host(run(k)), want)
+        refused = {
+            TESTED: lambda i: i == 0,
+            ARITHMETIC: lambda i: i * 128 + 1,
+            TRACE_TIME: lambda i: nl.ndarray((i, 4), nl.float32),
+        }
+        refused_too = [
+            (TESTED, lambda i: bool(i)),
+            (TRACE_TIME, lambda i: nl.ndarray((4, 4), nl.float32)[i]),
+            (TRACE_TIME, lambda i: nl.ndarray((4, 4), nl.float32)[nl.ds(i, 2)]),
+            (TRACE_TIME, lambda i: f"{i}"),
+            (TRACE_TIME, lambda i: range(i)),
+            (FROZEN, lambda i: nisa.register_move(i, 3)),
+            (FROZEN, lambda i: nisa.register_load(i, nl.full((1, 1), 2, nl.int32))),
+        ]
+        for why, use in list(refused.items()) + refused_too:
+            def bad(use=use):
+                for i in nl.dynamic_range(2):
+                    use(i)
+            with self.assertRaises(NkiError) as caught:
+                run(bad)
+            self.assertIn(why, str(caught.exception))
 
     def test_a_while_loop_that_never_ends_fails_at_the_emulators_bound(self):
         iterations = []

@@ -16,6 +16,7 @@ pub mod constants;
 pub mod hw;
 mod kinds;
 mod op;
+pub mod registers;
 mod suggest;
 mod tables;
 

@@ -38,6 +38,11 @@ impl Checker<'_> {
                     }
                     (UnOp::Neg, Ty::Float) => Ty::Float,
                     (UnOp::Not, Ty::Bool) => Ty::Bool,
+                    (op, Ty::Register) => {
+                        let why = if *op == UnOp::Neg { registers::ARITHMETIC } else { registers::TESTED };
+                        self.diag.error(e.span, why);
+                        Ty::Unknown
+                    }
                     (_, t @ (Ty::Unknown | Ty::Opaque)) => t,
                     (op, t) => {
                         let what = if *op == UnOp::Neg { "negate" } else { "apply `!` to" };
@@ -84,6 +89,10 @@ impl Checker<'_> {
                     }
                     // An invalid length was reported already.
                     None if nt.is_unknown() => Ty::Unknown,
+                    None if matches!(nt, Ty::Register) => {
+                        self.diag.error(n.span, registers::TRACE_TIME);
+                        Ty::Unknown
+                    }
                     None => {
                         self.diag.error(n.span, "the length of `[x; n]` must be a constant");
                         Ty::Unknown
@@ -92,7 +101,9 @@ impl Checker<'_> {
             }
             ExprKind::Cast(x, to) => {
                 let t = self.expr(x);
-                if !matches!(t, Ty::Int(_) | Ty::Float | Ty::Bool | Ty::Unknown | Ty::Opaque) {
+                if matches!(t, Ty::Register) {
+                    self.diag.error(x.span, registers::TRACE_TIME);
+                } else if !matches!(t, Ty::Int(_) | Ty::Float | Ty::Bool | Ty::Unknown | Ty::Opaque) {
                     self.diag.error(x.span, format!("cannot cast {} to a number", t.describe()));
                 }
                 match (to, t) {
@@ -103,9 +114,7 @@ impl Checker<'_> {
             }
             ExprKind::If(c, a, b) => {
                 let tc = self.expr(c);
-                if !matches!(tc, Ty::Bool | Ty::Unknown | Ty::Opaque) {
-                    self.diag.error(c.span, format!("a condition must be a bool, this is {}", tc.describe()));
-                }
+                self.condition(&tc, c.span, "a condition");
                 let (ta, tb) = (self.expr(a), self.expr(b));
                 ta.join(&tb)
             }
@@ -223,6 +232,10 @@ impl Checker<'_> {
                 Ty::Unknown
             }
             (Ty::Opaque, _) | (_, Ty::Opaque) => Ty::Opaque,
+            (Ty::Register, _) | (_, Ty::Register) => {
+                self.diag.error(span, registers::ARITHMETIC);
+                Ty::Unknown
+            }
             (Ty::Int(x), Ty::Int(y)) => {
                 let r = match op {
                     BinOp::Add => x.add(y),
@@ -255,10 +268,12 @@ impl Checker<'_> {
         }
         if matches!(op, BinOp::And | BinOp::Or) {
             for t in [a, b] {
-                if !matches!(t, Ty::Bool | Ty::Unknown | Ty::Opaque) {
-                    self.diag.error(span, format!("`&&` and `||` take bools, not {}", t.describe()));
-                }
+                self.condition(t, span, "each side of `&&` and `||`");
             }
+            return Ty::Bool;
+        }
+        if matches!(a, Ty::Register) || matches!(b, Ty::Register) {
+            self.diag.error(span, registers::TESTED);
             return Ty::Bool;
         }
         let comparable = match (a, b) {
@@ -345,11 +360,25 @@ impl Checker<'_> {
         self.int_value(t, e.span)
     }
 
+    /// Reports a `condition` (`what` names its place: "an `if` condition") that
+    /// is not a bool, a register (read only on the device) in particular.
+    pub(super) fn condition(&mut self, t: &Ty, span: Spn, what: &str) {
+        match t {
+            Ty::Bool | Ty::Unknown | Ty::Opaque => {}
+            Ty::Register => self.diag.error(span, registers::TESTED),
+            other => self.diag.error(span, format!("{what} must be a bool, this is {}", other.describe())),
+        }
+    }
+
     /// The integer an index of type `t` holds, reporting other types at `span`.
     fn int_value(&mut self, t: Ty, span: Spn) -> Val {
         match t {
             Ty::Int(v) => v,
             Ty::Unknown => Val::unknown(),
+            Ty::Register => {
+                self.diag.error(span, registers::TRACE_TIME);
+                Val::unknown()
+            }
             other => {
                 self.diag.error(span, format!("indices are integers or nl::ds slices, this is {}", other.describe()));
                 Val::unknown()

@@ -9,6 +9,11 @@ impl Checker<'_> {
             return;
         }
         let name = p.name;
+        let takes_register = matches!(p.kind, Kind::RegisterSource | Kind::DynamicOffset | Kind::Register);
+        if !takes_register && t.holds_register() {
+            self.diag.error(e.span, format!("`{name}` of {what}: {}", nki_spec::registers::TRACE_TIME));
+            return;
+        }
         let expect = |d: &mut Diagnostics, want: &str| {
             d.error(e.span, format!("`{name}` of {what} must be {want}, but this is {}", t.describe()));
         };
@@ -80,6 +85,7 @@ impl Checker<'_> {
             (Kind::RegisterSource, _) => expect(self.diag, "a register or an integer"),
             (Kind::DynamicOffset, Ty::Register | Ty::Tensor(_)) => {}
             (Kind::DynamicOffset, _) => expect(self.diag, "a register or a one-element SBUF tensor"),
+            (Kind::Register, Ty::Register) if name == "dst" => self.frozen_write(e),
             (Kind::Register, Ty::Register) | (Kind::ReplicaGroup, Ty::ReplicaGroup) => {}
             (Kind::Register, _) => expect(self.diag, "a register"),
             (Kind::ReplicaGroup, _) => expect(self.diag, "a replica group (ncc::ReplicaGroup(...))"),

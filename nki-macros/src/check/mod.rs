@@ -44,6 +44,7 @@ use crate::ast::{
 use crate::bounds::{MAX_ELEMENTS, MAX_NESTING};
 use crate::diag::{Diagnostics, did_you_mean};
 use crate::vocab::{self, Binding, Constant, FnSpec, Kind, OpClass, Param, Returns, Spaces};
+use nki_spec::registers;
 use std::collections::HashMap;
 
 /// How a call was resolved.
@@ -96,6 +97,8 @@ struct Var {
     name: String,
     ty: Ty,
     mutable: bool,
+    /// The index of `nl::dynamic_range`: a register nothing may write.
+    frozen: bool,
 }
 
 struct Checker<'d> {
@@ -108,9 +111,10 @@ struct Checker<'d> {
     /// The argument expressions of `nisa::dma_copy` calls: the only places an
     /// `.ap(vector_offset=)` view may be written.
     dma_operands: Vec<usize>,
-    /// Inside the body closure of a device loop: the form and the number of scopes
-    /// outside it (the enclosing kernel's variables, which the body cannot assign).
-    closure: Option<(RegionForm, usize)>,
+    /// Inside the body of a device loop: the loop's official name (`fori_loop`,
+    /// `while_loop`, `dynamic_range`) and the number of scopes outside it (the
+    /// enclosing kernel's variables, which the body cannot assign).
+    device_body: Option<(&'static str, usize)>,
     /// Inside an `nl::no_reorder` region.
     no_reorder: bool,
     /// The parameter bundles of the enclosing `#[nki_module]`: name, fields.
@@ -138,7 +142,7 @@ impl<'d> Checker<'d> {
             ret,
             target,
             dma_operands: Vec::new(),
-            closure: None,
+            device_body: None,
             no_reorder: false,
             objects,
             enums,
@@ -318,7 +322,7 @@ impl Checker<'_> {
             );
         }
         if let Some(scope) = self.scopes.last_mut() {
-            scope.push(Var { name: n, ty, mutable });
+            scope.push(Var { name: n, ty, mutable, frozen: false });
         }
     }
 

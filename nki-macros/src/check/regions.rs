@@ -4,7 +4,60 @@
 
 use super::*;
 
+/// Why the body of the device loop `nl::<name>` cannot change the kernel's
+/// trace-time state.
+pub(super) fn device_body_why(name: &str) -> &'static str {
+    if name == "dynamic_range" {
+        "is traced once and run by the device, however many times the loop turns"
+    } else {
+        "runs as a function of its own"
+    }
+}
+
 impl Checker<'_> {
+    /// A `for` loop. A trace-time range's index is an integer; the index of
+    /// `nl::dynamic_range` is a frozen register (the loop runs on the device), and
+    /// its body, traced once, cannot assign the kernel's variables.
+    pub(super) fn for_loop(&mut self, var: &Pat, iter: &crate::ast::RangeIter, body: &Block) {
+        self.range_bounds(iter);
+        let dynamic = iter.kind == RangeKind::Nl("dynamic_range");
+        if dynamic && self.no_reorder {
+            self.diag.error(
+                iter.span,
+                "nl.dynamic_range cannot run inside nl::no_reorder (register-based loops are not allowed there; static ranges are): put the no_reorder region inside the loop's body",
+            );
+        }
+        let outer = self.device_body;
+        if dynamic {
+            self.device_body = Some(("dynamic_range", self.scopes.len()));
+        }
+        self.scoped(|c| {
+            if dynamic {
+                c.bind(var, Ty::Register);
+                if let (Pat::Ident(name, _), Some(v)) = (var, c.scopes.last_mut().and_then(|s| s.last_mut())) {
+                    v.frozen = v.name == name.to_string();
+                }
+            } else {
+                let t = c.fresh(Ty::Int(Val::unknown()));
+                c.bind(var, t);
+            }
+            if let Some((_, span)) = c.block(body) {
+                c.diag.error(span, "a loop body cannot end in a value");
+            }
+        });
+        self.device_body = outer;
+    }
+
+    /// Refuses a write (`register_move`, `register_load`) into the frozen index of
+    /// `nl::dynamic_range`.
+    pub(super) fn frozen_write(&mut self, e: &Expr) {
+        if let ExprKind::Var(name) = &e.kind
+            && self.lookup(&name.to_string()).is_some_and(|v| v.frozen)
+        {
+            self.diag.error(e.span, nki_spec::registers::FROZEN);
+        }
+    }
+
     /// The bounds of a `for` loop's range. Trace-time ranges take integers; a
     /// `nl::dynamic_range` bound may also be a register, read when the loop starts.
     /// Every step is a positive integer, and a device loop's must be known here.
@@ -94,10 +147,10 @@ impl Checker<'_> {
             );
         }
         self.info.regions.insert(r as *const Region as usize, (spec, slots));
-        let (closure, no_reorder) = (self.closure, self.no_reorder);
+        let (device_body, no_reorder) = (self.device_body, self.no_reorder);
         match r.form {
             RegionForm::NoReorder => self.no_reorder = true,
-            form => self.closure = Some((form, self.scopes.len())),
+            form => self.device_body = Some((form.name(), self.scopes.len())),
         }
         let tail = self.scoped(|c| {
             if let Some(var) = &r.var {
@@ -105,7 +158,7 @@ impl Checker<'_> {
             }
             c.block(&r.body)
         });
-        (self.closure, self.no_reorder) = (closure, no_reorder);
+        (self.device_body, self.no_reorder) = (device_body, no_reorder);
         match (r.form, tail) {
             (RegionForm::While, Some((t, _))) if matches!(t, Ty::Register) || t.is_unknown() => {}
             (RegionForm::While, Some((t, span))) => self
@@ -124,15 +177,15 @@ impl Checker<'_> {
 
     /// Refuses assigning a variable of the enclosing kernel inside a device loop's body.
     pub(super) fn outer_assignment(&mut self, name: &syn::Ident) {
-        let Some((form, outer)) = self.closure else { return };
+        let Some((loop_name, outer)) = self.device_body else { return };
         let n = name.to_string();
         let depth = self.scopes.iter().rposition(|s| s.iter().any(|v| v.name == n));
         if depth.is_some_and(|d| d < outer) {
             self.diag.error(
                 name.span(),
                 format!(
-                    "`{n}` belongs to the enclosing kernel: the body of nl::{} runs as a function of its own and cannot assign it; carry loop state through SBUF or HBM",
-                    form.name()
+                    "`{n}` belongs to the enclosing kernel: the body of nl::{loop_name} {} and cannot assign it; carry loop state through SBUF or HBM",
+                    device_body_why(loop_name)
                 ),
             );
         }

@@ -48,24 +48,13 @@ impl Checker<'_> {
             Stmt::Expr(e) => {
                 self.expr(e);
             }
-            Stmt::For { var, iter, body, .. } => {
-                self.range_bounds(iter);
-                self.scoped(|c| {
-                    let t = c.fresh(Ty::Int(Val::unknown()));
-                    c.bind(var, t);
-                    if let Some((_, span)) = c.block(body) {
-                        c.diag.error(span, "a loop body cannot end in a value");
-                    }
-                });
-            }
+            Stmt::For { var, iter, body, .. } => self.for_loop(var, iter, body),
             Stmt::If { branches, otherwise, .. } => {
                 for (cond, body) in branches {
                     match cond {
                         Cond::Expr(e) => {
                             let t = self.expr(e);
-                            if !matches!(t, Ty::Bool | Ty::Unknown | Ty::Opaque) {
-                                self.diag.error(e.span, format!("an `if` condition must be a bool, this is {}", t.describe()));
-                            }
+                            self.condition(&t, e.span, "an `if` condition");
                             self.scoped(|c| c.block(body));
                         }
                         Cond::LetSome(name, e) => {
@@ -85,7 +74,7 @@ impl Checker<'_> {
                             self.scoped(|c| {
                                 if same_name {
                                     if let Some(s) = c.scopes.last_mut() {
-                                        s.push(Var { name: name.to_string(), ty: inner, mutable: false });
+                                        s.push(Var { name: name.to_string(), ty: inner, mutable: false, frozen: false });
                                     }
                                 } else {
                                     c.declare(name, inner, false, name.span());
@@ -102,19 +91,18 @@ impl Checker<'_> {
             Stmt::Region(r) => self.region(r),
             Stmt::Assert { cond, msg, .. } => {
                 let t = self.expr(cond);
-                if !matches!(t, Ty::Bool | Ty::Unknown | Ty::Opaque) {
-                    self.diag.error(cond.span, format!("an assert condition must be a bool, this is {}", t.describe()));
-                }
+                self.condition(&t, cond.span, "an assert condition");
                 for p in msg.iter().flat_map(|m| &m.pieces) {
-                    if let FmtPiece::Arg(e) = p {
-                        self.expr(e);
+                    if let FmtPiece::Arg(e) = p
+                        && matches!(self.expr(e), Ty::Register)
+                    {
+                        self.diag.error(e.span, registers::TRACE_TIME);
                     }
                 }
             }
             Stmt::Return(e, span) => {
-                if let Some((form, _)) = self.closure {
-                    self.diag
-                        .error(*span, format!("`return` cannot leave the body of nl::{}: it runs as a function of its own", form.name()));
+                if let Some((name, _)) = self.device_body {
+                    self.diag.error(*span, format!("`return` cannot leave the body of nl::{name}: it {}", regions::device_body_why(name)));
                 }
                 let t = e.as_ref().map_or(Ty::Unit, |e| self.expr(e));
                 match &self.ret {

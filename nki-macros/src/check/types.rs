@@ -151,6 +151,16 @@ impl Ty {
             .fold((0, 1), |(n, d), (pn, pd)| (n.saturating_add(pn).saturating_add(1), d.max(pd.saturating_add(1))))
     }
 
+    /// Whether the value is a register or holds one (in a list, tuple or Option).
+    pub fn holds_register(&self) -> bool {
+        match self {
+            Ty::Register => true,
+            Ty::Tuple(items) | Ty::List(items) => items.iter().any(Ty::holds_register),
+            Ty::Option(inner) => inner.holds_register(),
+            _ => false,
+        }
+    }
+
     pub fn is_int(&self) -> bool {
         matches!(self, Ty::Int(_))
     }

@@ -148,6 +148,11 @@ impl Rs<'_> {
                 // Every iteration checks whether the launch must stop (failure, deadline).
                 let ctx = &self.ctx;
                 let check = fallible(span.start, quote!(::nki::__rt::iteration(#ctx)));
+                if iter.kind == RangeKind::Nl("dynamic_range") {
+                    // The device holds the index in a register; the body reads it as one.
+                    let i = syn::Ident::new("index", Span::mixed_site());
+                    return quote_spanned!(span.start=> for #i in #range { #check; let #p = ::nki::nisa::Register::new(#i); #b });
+                }
                 quote_spanned!(span.start=> for #p in #range { #check; #b })
             }
             Stmt::If { branches, otherwise, span } => {

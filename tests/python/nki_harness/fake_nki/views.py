@@ -12,6 +12,11 @@ from .layout import is_contiguous, row_major_strides
 from .rearrange import rearrange
 from .registers import VirtualRegister
 
+# Keep in step with nki-core/spec/src/registers.rs.
+OFFSETS_EXCLUSIVE = ("`scalar_offset` and `vector_offset` of `.ap()` are mutually exclusive (an access pattern takes one "
+                     "dynamic offset): add the scalar to every offset on the device (nisa.tensor_scalar on the index "
+                     "tile) and pass `vector_offset` alone")
+
 
 class TensorViews:
     """View methods, mixed into `NkiTensor`."""
@@ -56,7 +61,7 @@ class TensorViews:
             raise NkiError("ap", f"access pattern {pattern} on '{self.name}' needs at least one [step, count] pair "
                                  "with count >= 1")
         if scalar_offset is not None and vector_offset is not None:
-            raise NkiError("ap", "scalar_offset and vector_offset are mutually exclusive")
+            raise NkiError("ap", OFFSETS_EXCLUSIVE)
         base_view = self if dtype is None or dtype is self.dtype else self._reinterpreted("ap(dtype=)", dtype)
         base = base_view.offset + (0 if offset is None else _int("ap", "offset", offset))
         if scalar_offset is not None or vector_offset is not None:
@@ -207,13 +212,15 @@ class TensorViews:
         return reinterpret(op, self, dtype)
 
     def select(self, dim, index):
-        """Position `index` of `dim`, dropping the dim; a one-element tensor index
-        is read when the view is made (a dynamic select)."""
+        """Position `index` of `dim`, dropping the dim; a one-element tensor or a
+        register index is read when the view is made (a dynamic select)."""
         self._check_dim("select", dim)
         if self.buffer.on_chip and dim == 0:
             raise NkiError("select", f"the partition dim of '{self.name}' cannot be selected away")
         if isinstance(index, TensorViews):
             index = index.scalar_value("select", "a dynamic index")
+        elif isinstance(index, VirtualRegister):
+            index = index.value
         return self[(slice(None),) * dim + (index,)]
 
     def vector_select(self, dim, vector_offset):

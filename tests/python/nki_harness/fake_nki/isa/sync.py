@@ -37,25 +37,34 @@ def register_alloc(x=None):
     return VirtualRegister(0 if x is None else x)
 
 
+def _register(op, role, r):
+    if not isinstance(r, VirtualRegister):
+        raise NkiError(op, f"{role} must be a VirtualRegister, got {describe(r)}")
+    return r
+
+
 @instruction
 def register_move(dst, src):
     """`dst = src` (a register or an integer)."""
-    dst.set(src.value if isinstance(src, VirtualRegister) else src)
+    op = "nisa.register_move"
+    _register(op, "dst", dst).set(op, src.value if isinstance(src, VirtualRegister) else src)
 
 
 @instruction
 def register_load(dst, src):
     """Loads the integer held by the one-element SBUF / HBM tensor `src`."""
-    dst.set(src.scalar_value("nisa.register_load", "src"))
+    op = "nisa.register_load"
+    _register(op, "dst", dst).set(op, src.scalar_value(op, "src"))
 
 
 @instruction
 def register_store(dst, src):
     """Writes the register `src` into the one-element SBUF / HBM tensor `dst`."""
-    dst.check_single("nisa.register_store", "dst")
+    op = "nisa.register_store"
+    dst.check_single(op, "dst")
+    value = _register(op, "src", src).value
     t = dst.dtype
-    dst.write_cells(t.encode(float(src.value), current().rounds) if t.is_float else t.saturate(src.value),
-                    "nisa.register_store")
+    dst.write_cells(t.encode(float(value), current().rounds) if t.is_float else t.saturate(value), op)
 
 
 def get_nc_version():

@@ -2,9 +2,12 @@
 forms (the static ranges, `dynamic_range`, `fori_loop`, `while_loop`),
 `no_reorder` and `device_print`.
 
-Loops run as Python loops: the executor runs instructions in program order, so
-static and dynamic loops differ only in what bounds they accept (a dynamic
-bound may be a `VirtualRegister`, read when the loop starts).
+Loops run as Python loops: the executor runs instructions in program order.
+Static ranges yield Python ints. The device loops take `VirtualRegister`
+bounds (read when the loop starts) and hand their body the index as a register,
+as the device does: `dynamic_range` yields a frozen register per iteration and
+`fori_loop` passes a fresh one, so a kernel that reads the index at trace time
+(`if i == 0`, `i * 128`, a shape or a slice) fails here as it would when traced.
 """
 
 import contextlib
@@ -13,7 +16,7 @@ import operator
 import numpy as np
 
 from ..errors import NkiError
-from ..registers import VirtualRegister
+from ..registers import TRACE_TIME, VirtualRegister
 from ..runtime import current
 from ..tensor import NkiTensor
 
@@ -47,7 +50,10 @@ def program_ndim():
 
 
 def ds(start, size):
-    """`size` positions from `start`, for indexing: `t[nl.ds(s, n)]` is `t[s:s + n]`."""
+    """`size` positions from `start`, for indexing: `t[nl.ds(s, n)]` is `t[s:s + n]`.
+    Both are trace-time integers (a register's offset goes through `.ap(scalar_offset=)`)."""
+    if isinstance(start, VirtualRegister) or isinstance(size, VirtualRegister):
+        raise NkiError("nl.ds", TRACE_TIME)
     return slice(start, start + size)
 
 
@@ -75,10 +81,11 @@ def _step(op, step):
 
 
 def dynamic_range(start, stop=None, step=1):
-    """A run-time loop range; bounds may be registers (read when the loop starts)."""
+    """A run-time loop range; bounds may be registers (read when the loop starts).
+    Each index is a frozen register."""
     op = "nl.dynamic_range"
     lo, hi = (0, _bound(op, start)) if stop is None else (_bound(op, start), _bound(op, stop))
-    return range(lo, hi, _step(op, step))
+    return (VirtualRegister(i, frozen=True) for i in range(lo, hi, _step(op, step)))
 
 
 def fori_loop(lower, upper, body_fun, step=1):
