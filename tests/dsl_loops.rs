@@ -186,3 +186,145 @@ fn a_while_loop_that_never_ends_fails_naming_its_line() {
     let bound = format!("still nonzero after {} iterations", nki::nl::WHILE_LOOP_MAX_ITERATIONS);
     assert!(err.contains(&bound) && np_err.contains(&bound), "emulator: {err}\nexecutor: {np_err}");
 }
+
+/// Stores the `[1, 4]` row tile at row `at` (a register) of `out` `[rows, 4]`.
+#[nki_helper]
+pub fn store_row(out: Hbm, row: Sbuf, at: Register) {
+    nisa::dma_copy(out.ap([[4, 1], [1, 4]], scalar_offset = at), row);
+}
+
+/// `out` is `table` `[8, 4]` with row i, for i below the count `n` `[1, 1]`,
+/// replaced by `table[i] + [i, n - i, i, table[0..i, 3].sum()]`: the index of
+/// `nl::dynamic_range` read everywhere a register belongs — as the
+/// `scalar_offset` of a load, stored into a tile, as the bound of a nested
+/// `nl::dynamic_range` and `nl::fori_loop` (whose own index is a `scalar_offset`
+/// too), copied into a register passed to a helper.
+#[nki_kernel]
+pub fn index_uses(table: Hbm, n: Hbm) -> Hbm {
+    let n_sb = nl::ndarray([1, 1], nl::int32);
+    nisa::dma_copy(n_sb, n);
+    let count = nisa::register_alloc();
+    nisa::register_load(count, n_sb);
+    let out = nl::ndarray([8, 4], nl::float32, buffer = nl::shared_hbm);
+    let all = nl::ndarray([8, 4], nl::float32);
+    nisa::dma_copy(all, table);
+    nisa::dma_copy(out, all);
+    let idx = nl::ndarray([1, 1], nl::int32);
+    let idx_f = nl::ndarray([1, 1], nl::float32);
+    let cell = nl::ndarray([1, 1], nl::float32);
+    for i in nl::dynamic_range(count) {
+        let row = nl::ndarray([1, 4], nl::float32);
+        nisa::dma_copy(row, table.ap([[4, 1], [1, 4]], scalar_offset = i));
+        nisa::register_store(idx, i);
+        nisa::tensor_copy(idx_f, idx);
+        nisa::tensor_tensor(row[s![.., 0..1]], row[s![.., 0..1]], idx_f, nl::add);
+        for _ in nl::dynamic_range(i, count) {
+            nisa::tensor_scalar(row[s![.., 1..2]], row[s![.., 1..2]], nl::add, 1.0);
+        }
+        nl::fori_loop(0, i, |k| {
+            nisa::tensor_scalar(row[s![.., 2..3]], row[s![.., 2..3]], nl::add, 1.0);
+            nisa::dma_copy(cell, table.ap([[4, 1], [1, 1]], offset = 3, scalar_offset = k));
+            nisa::tensor_tensor(row[s![.., 3..4]], row[s![.., 3..4]], cell, nl::add);
+        });
+        let at = nisa::register_alloc();
+        nisa::register_move(at, i);
+        store_row(out, row, at);
+    }
+    out
+}
+
+#[test]
+fn a_device_loop_index_is_read_where_a_register_belongs() {
+    let table = uniform(32, 7, -2.0, 2.0);
+    for n in [0i64, 3, 8] {
+        let mut want = table.clone();
+        for i in 0..n as usize {
+            let before: f64 = (0..i).map(|k| table[k * 4 + 3]).sum();
+            for (c, add) in [i as f64, (n as usize - i) as f64, i as f64, before].into_iter().enumerate() {
+                want[i * 4 + c] = table[i * 4 + c] + add;
+            }
+        }
+        let (t, nt) = (tensor(&[8, 4], &table, Dtype::F32), tensor(&[1, 1], &[n as f64], Dtype::I32));
+        let got = index_uses::Call::new(&t, &nt).launch(&Launch::new()).unwrap();
+        assert_close(&format!("emulated n={n}"), &got.to_f32_vec(), &want, 1e-6, 1e-6);
+        let args = vec![Arg::Tensor(vec![8, 4], table.clone(), Dtype::F32), Arg::Tensor(vec![1, 1], vec![n as f64], Dtype::I32)];
+        assert_close(&format!("numpy n={n}"), &numpy(&index_uses::INFO, args)[0], &want, 1e-6, 1e-6);
+    }
+    let src = index_uses::NKI_SOURCE;
+    assert!(src.contains("for i in nl.dynamic_range(start=0, stop=count):"), "{src}");
+    assert!(src.contains("for _ in nl.dynamic_range(start=i, stop=count):"), "{src}");
+    assert!(src.contains("nl.fori_loop(lower=0, upper=i, body_fun=_loop_body_0)"), "{src}");
+}
+
+/// NKI kernels that read a device loop's index at trace time, as the macro
+/// emitted their DSL twins in `tests/ui/loop_index_*.rs` before the index was a
+/// register (a Python test, an immediate computed from it, a shape), write the
+/// frozen index, or give `.ap()` both dynamic offsets.
+const TRACE_TIME_READS: &str = r#"import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+@nki.jit
+def tested(x):
+    t = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+    for i in nl.dynamic_range(start=0, stop=4):
+        if i == 0:
+            nisa.dma_copy(dst=t, src=x)
+    return x
+
+
+@nki.jit
+def arithmetic(x):
+    t = nl.ndarray((1, 8), dtype=nl.float32, buffer=nl.sbuf)
+    for i in nl.dynamic_range(start=0, stop=4):
+        nisa.dma_copy(dst=t, src=x.ap(pattern=[[8, 1], [1, 8]], offset=i * 10 + 1))
+    return x
+
+
+@nki.jit
+def frozen(x):
+    for i in nl.dynamic_range(start=0, stop=4):
+        nisa.register_move(i, 3)
+    return x
+
+
+@nki.jit
+def offsets(x):
+    idx = nl.ndarray((128, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.memset(dst=idx, value=0)
+    one = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.memset(dst=one, value=0)
+    rows = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=rows, src=x.ap(pattern=[[8, 128], [1, 8]], scalar_offset=one, vector_offset=idx))
+    return x
+
+
+@nki.jit
+def trace_time(x):
+    for i in nl.dynamic_range(start=0, stop=4):
+        shaped = nl.ndarray((i, 8), dtype=nl.float32, buffer=nl.sbuf)
+    return x
+"#;
+
+#[test]
+fn reading_a_device_loop_index_at_trace_time_fails_in_both_executors_alike() {
+    let pkg = common::scratch("trace_time_reads").join("nki_kernels");
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::write(pkg.join("__init__.py"), TRACE_TIME_READS).unwrap();
+    let ui = |case: &str| std::fs::read_to_string(common::repo_root().join(format!("tests/ui/{case}.stderr"))).unwrap();
+    use nki::spec::registers::{ARITHMETIC, FROZEN, OFFSETS_EXCLUSIVE, TESTED, TRACE_TIME};
+    let cases = [
+        ("tested", "loop_index_tested", TESTED),
+        ("arithmetic", "loop_index_arithmetic", ARITHMETIC),
+        ("trace_time", "loop_index_trace_time", TRACE_TIME),
+        ("frozen", "loop_index_frozen", FROZEN),
+        ("offsets", "vector_offset_with_scalar_offset", OFFSETS_EXCLUSIVE),
+    ];
+    for (kernel, case, why) in cases {
+        let args = vec![Arg::Tensor(vec![128, 8], vec![0.0; 1024], Dtype::F32)];
+        let err = common::try_run_numpy_ranks(&pkg, kernel, &[args], 1, "fp32").unwrap_err();
+        assert!(err.contains(why), "the executor's refusal of {kernel}:\n{err}");
+        assert!(ui(case).contains(&format!("error: {why}")) || ui(case).contains(&format!(": {why}")), "the macro's refusal in {case}");
+    }
+}

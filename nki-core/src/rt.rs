@@ -58,6 +58,29 @@ impl<T: Clone> AsArg<'_, T> for T {
     }
 }
 
+/// A register passed to another kernel or helper: only a parameter declared
+/// `Register` takes it (a trace-time parameter cannot hold a run-time value).
+#[diagnostic::on_unimplemented(
+    message = "a register holds a run-time value, but this parameter is `{T}`, fixed when the kernel is traced; only a parameter declared `Register` takes a register",
+    label = "a register (a device loop's index is one)"
+)]
+pub trait RegisterArg<T> {
+    /// The argument for a parameter of type `T`.
+    fn register_arg(&self) -> T;
+}
+
+impl RegisterArg<crate::isa::Register> for crate::isa::Register {
+    fn register_arg(&self) -> crate::isa::Register {
+        self.clone()
+    }
+}
+
+impl RegisterArg<Option<crate::isa::Register>> for crate::isa::Register {
+    fn register_arg(&self) -> Option<crate::isa::Register> {
+        Some(self.clone())
+    }
+}
+
 fn outputs<const N: usize>(o: Outputs) -> Result<[Tensor; N]> {
     let n = o.len();
     o.into_vec().try_into().map_err(|_| NkiError::new(ErrorKind::Shape, format!("the callee returned {n} outputs, the `let` unpacks {N}")))

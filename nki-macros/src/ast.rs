@@ -139,6 +139,8 @@ pub enum TypeAnn {
     Object(syn::Ident, Spn),
     /// An `#[nki_enum]` of the enclosing `#[nki_module]`.
     PyEnum(syn::Ident, Spn),
+    /// A register (`nisa.VirtualRegister`): a helper's parameter or result.
+    Register(Spn),
 }
 
 impl TypeAnn {
@@ -155,7 +157,8 @@ impl TypeAnn {
             | TypeAnn::Tuple(_, s)
             | TypeAnn::Outputs(s)
             | TypeAnn::Object(_, s)
-            | TypeAnn::PyEnum(_, s) => *s,
+            | TypeAnn::PyEnum(_, s)
+            | TypeAnn::Register(s) => *s,
         }
     }
 }

@@ -260,6 +260,12 @@ pub fn check(f: &Function, target: Generation, diag: &mut Diagnostics) -> Info {
                 c.diag.error(d.span, format!("default {} does not fit the parameter type", t.describe()));
             }
         }
+        if f.kind == FnKind::Kernel && Ty::from_ann(&p.ty).holds_register() {
+            c.diag.error(
+                p.ty.span(),
+                "a kernel cannot take a register: its caller has none (registers live on the device); take the value in a tensor and nisa::register_load it",
+            );
+        }
         if let (FnKind::Kernel, TypeAnn::Object(name, _)) = (f.kind, &p.ty) {
             let bad = f.objects.iter().find(|o| o.name == *name).and_then(ObjectDef::kernel_param_error);
             if let Some((field, ty)) = bad {
@@ -274,6 +280,11 @@ pub fn check(f: &Function, target: Generation, diag: &mut Diagnostics) -> Info {
         }
         let ty = c.fresh(declared);
         c.declare(&p.name, ty, false, p.name.span());
+    }
+    if let (FnKind::Kernel, Some(ret)) = (f.kind, &f.ret)
+        && Ty::from_ann(ret).holds_register()
+    {
+        c.diag.error(ret.span(), "a kernel cannot return a register: its caller has none; nisa::register_store it into a tensor and return that");
     }
     let want = c.ret.clone();
     let tail = c.block(&f.body);

@@ -8,10 +8,17 @@ use super::*;
 /// trace-time state.
 pub(super) fn device_body_why(name: &str) -> &'static str {
     if name == "dynamic_range" {
-        "is traced once and run by the device, however many times the loop turns"
+        "is traced once (the device repeats it)"
     } else {
         "runs as a function of its own"
     }
+}
+
+/// The refusal of the device loop `op` inside an `nl::no_reorder` region.
+fn device_loop_in_no_reorder(op: &str) -> String {
+    format!(
+        "{op} cannot run inside nl::no_reorder (register-based loops are not allowed there; static ranges are): put the nl::no_reorder region inside the loop's body"
+    )
 }
 
 impl Checker<'_> {
@@ -22,10 +29,7 @@ impl Checker<'_> {
         self.range_bounds(iter);
         let dynamic = iter.kind == RangeKind::Nl("dynamic_range");
         if dynamic && self.no_reorder {
-            self.diag.error(
-                iter.span,
-                "nl.dynamic_range cannot run inside nl::no_reorder (register-based loops are not allowed there; static ranges are): put the no_reorder region inside the loop's body",
-            );
+            self.diag.error(iter.span, device_loop_in_no_reorder("nl.dynamic_range"));
         }
         let outer = self.device_body;
         if dynamic {
@@ -141,10 +145,7 @@ impl Checker<'_> {
             RegionForm::NoReorder => {}
         }
         if r.form != RegionForm::NoReorder && self.no_reorder {
-            self.diag.error(
-                r.path_span,
-                format!("{op} cannot run inside nl::no_reorder (register-based loops are not allowed there; static ranges are)"),
-            );
+            self.diag.error(r.path_span, device_loop_in_no_reorder(op));
         }
         self.info.regions.insert(r as *const Region as usize, (spec, slots));
         let (device_body, no_reorder) = (self.device_body, self.no_reorder);

@@ -100,6 +100,7 @@ impl Ty {
             TypeAnn::Outputs(_) => Ty::Outputs,
             TypeAnn::Object(name, _) => Ty::Object(name.to_string()),
             TypeAnn::PyEnum(name, _) => Ty::PyEnum(name.to_string()),
+            TypeAnn::Register(_) => Ty::Register,
         }
     }
 

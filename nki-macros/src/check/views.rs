@@ -95,7 +95,7 @@ pub fn vector_offset_view(diag: &mut Diagnostics, what: &str, direct_dma_operand
         );
     }
     if scalar_offset {
-        diag.error(span, "`scalar_offset` and `vector_offset` of `.ap()` are mutually exclusive");
+        diag.error(span, nki_spec::registers::OFFSETS_EXCLUSIVE);
     }
 }
 

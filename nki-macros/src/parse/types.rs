@@ -3,7 +3,7 @@
 use super::Parser;
 use crate::ast::{Space, Spn, TypeAnn};
 
-const KNOWN: &str = "Hbm, Sbuf, Psum, Tensor, i64, f64, bool, Dtype, Groups, Outputs, &str, Option<T> or a tuple of these";
+const KNOWN: &str = "Hbm, Sbuf, Psum, Tensor, i64, f64, bool, Dtype, Groups, Outputs, Register, &str, Option<T> or a tuple of these";
 
 /// Parses a type annotation, reporting unsupported types (and nesting past the bound).
 pub fn parse_type(ty: &syn::Type, cx: &mut Parser<'_>) -> Option<TypeAnn> {
@@ -40,6 +40,7 @@ fn parse_node(ty: &syn::Type, span: Spn, cx: &mut Parser<'_>) -> Option<TypeAnn>
                 ("Dtype", None) => TypeAnn::Dtype(span),
                 ("Groups", None) => TypeAnn::Groups(span),
                 ("Outputs", None) => TypeAnn::Outputs(span),
+                ("Register", None) => TypeAnn::Register(span),
                 ("Option", Some(syn::GenericArgument::Type(inner))) => TypeAnn::Option(Box::new(parse_type(inner, cx)?), span),
                 ("usize" | "u32" | "i32" | "u64" | "isize", None) => {
                     cx.error(

@@ -206,6 +206,10 @@ impl Rs<'_> {
                 let v = self.expr(e);
                 quote!(#v.as_ref())
             }
+            Ty::Register => {
+                let v = self.expr(e);
+                quote_spanned!(e.span.start=> ::nki::__rt::RegisterArg::register_arg(&(#v)))
+            }
             Ty::Str => match &e.kind {
                 ExprKind::Str(s) => quote!(#s),
                 _ => {

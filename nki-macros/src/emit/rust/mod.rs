@@ -52,6 +52,7 @@ pub fn local_type(t: &TypeAnn) -> TokenStream {
         }
         TypeAnn::Outputs(_) => quote!(::nki::Outputs),
         TypeAnn::Object(name, _) | TypeAnn::PyEnum(name, _) => quote!(#name),
+        TypeAnn::Register(_) => quote!(::nki::nisa::Register),
     };
     quote_spanned!(t.span().start=> #ty)
 }
