@@ -5,7 +5,7 @@
 mod common;
 
 use common::{Arg, as_dtype, assert_close, run_numpy, tensor, uniform};
-use nki::examples::{matmul::matmul, softmax::softmax, tensor_add::tensor_add, transpose::transpose};
+use nki::examples::{matmul::matmul, matmul_k_outer::matmul_k_outer, softmax::softmax, tensor_add::tensor_add, transpose::transpose};
 use nki::{Dtype, Launch, Precision};
 
 const FP32_RTOL: f64 = 1e-5;
@@ -112,7 +112,7 @@ mod tiled_matmul {
     use super::*;
 
     /// `a_tᵀ · b` for `a_t: [k, m]`, `b: [k, n]`.
-    fn reference(a_t: &[f64], b: &[f64], k: usize, m: usize, n: usize) -> Vec<f64> {
+    pub(super) fn reference(a_t: &[f64], b: &[f64], k: usize, m: usize, n: usize) -> Vec<f64> {
         let mut c = vec![0.0; m * n];
         for p in 0..k {
             for i in 0..m {
@@ -152,6 +152,40 @@ mod tiled_matmul {
         let emu_vals: Vec<f64> = emu.to_f32_vec().into_iter().map(f64::from).collect();
         let args = [Arg::Tensor(vec![k, m], a, Dtype::F32), Arg::Tensor(vec![k, n], b, Dtype::F32)];
         assert_close("matmul numpy vs emulator", &run_numpy("matmul", &args, 1, "fp32")[0], &emu_vals, FP32_ATOL, FP32_RTOL);
+    }
+}
+
+/// The K loop outermost, with one PSUM accumulator per output tile held in a list.
+mod k_outer_matmul {
+    use super::*;
+    use tiled_matmul::reference;
+
+    #[test]
+    fn list_of_psum_accumulators_matches_float64_in_both_executors() {
+        for (k, m, n) in [(384, 256, 1536), (128, 128, 4096)] {
+            let (a, b) = (uniform(k * m, 40, -1.0, 1.0), uniform(k * n, 41, -1.0, 1.0));
+            let want = reference(&a, &b, k, m, n);
+            let (ta, tb) = (tensor(&[k, m], &a, Dtype::F32), tensor(&[k, n], &b, Dtype::F32));
+            let out = matmul_k_outer::Call::new(&ta, &tb).launch(&fp32()).unwrap();
+            assert_close(&format!("matmul_k_outer {k}x{m}x{n}"), &out.to_f32_vec(), &want, FP32_ATOL, FP32_RTOL);
+            let args = [Arg::Tensor(vec![k, m], a, Dtype::F32), Arg::Tensor(vec![k, n], b, Dtype::F32)];
+            assert_close(&format!("numpy {k}x{m}x{n}"), &run_numpy("matmul_k_outer", &args, 1, "fp32")[0], &want, FP32_ATOL, FP32_RTOL);
+        }
+    }
+
+    #[test]
+    fn emits_the_accumulators_as_a_list_comprehension() {
+        let src = matmul_k_outer::NKI_SOURCE;
+        let list = "acc = [nl.ndarray(shape=(TILE_M, TILE_N), dtype=nl.float32, buffer=nl.psum) for _ in range(n // TILE_N)]";
+        assert!(src.contains(list), "{src}");
+        assert!(src.contains("block = RowBlock(row=mi * TILE_M, acc=acc)"), "{src}");
+    }
+
+    #[test]
+    fn more_column_tiles_than_psum_banks_are_refused() {
+        let (a, b) = (tensor(&[128, 128], &[0.0; 128 * 128], Dtype::F32), tensor(&[128, 4608], &vec![0.0; 128 * 4608], Dtype::F32));
+        let err = matmul_k_outer::Call::new(&a, &b).launch(&fp32()).unwrap_err().to_string();
+        assert!(err.contains("N must be a multiple of 512 up to 8 tiles, got 4608"), "{err}");
     }
 }
 

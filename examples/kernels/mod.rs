@@ -14,6 +14,7 @@ pub mod layernorm;
 pub mod mamba;
 pub mod masked_softmax;
 pub mod matmul;
+pub mod matmul_k_outer;
 pub mod matmul_steps;
 pub mod rmsnorm;
 pub mod rmsnorm_quant;
@@ -43,6 +44,7 @@ pub static KERNELS: &[&FunctionInfo] = &[
     &mamba::mamba_v3::INFO,
     &masked_softmax::masked_softmax::INFO,
     &matmul::matmul::INFO,
+    &matmul_k_outer::matmul_k_outer::INFO,
     &matmul_steps::matmul_hoisted::INFO,
     &matmul_steps::matmul_blocked::INFO,
     &rmsnorm::rmsnorm::INFO,

@@ -252,6 +252,18 @@ pub fn range(start: i64, stop: i64, step: i64) -> Result<impl Iterator<Item = i6
     Ok((start..stop.max(start)).step_by(step as usize))
 }
 
+/// The range of a list built as `(start..stop).map(..).collect()` (Python's
+/// `[x for i in range(start, stop, step)]`), refused past the most elements a
+/// kernel's list may hold before any element is built.
+pub fn list_range(start: i64, stop: i64, step: i64) -> Result<impl Iterator<Item = i64>> {
+    let iter = range(start, stop, step)?;
+    let n = if stop > start { (i128::from(stop) - i128::from(start) - 1) / i128::from(step) + 1 } else { 0 };
+    if n > MAX_LIST_ELEMENTS as i128 {
+        return Err(arith(&format!("a list of {n} elements is longer than the {MAX_LIST_ELEMENTS} elements a kernel's list may hold")));
+    }
+    Ok(iter)
+}
+
 /// Destructures a shape: `let [a, b] = t.shape();`.
 pub fn unpack<const N: usize>(shape: Vec<i64>) -> Result<[i64; N]> {
     let n = shape.len();

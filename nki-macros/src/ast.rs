@@ -128,6 +128,9 @@ pub enum TypeAnn {
     Bool(Spn),
     Dtype(Spn),
     Str(Spn),
+    /// `Vec<T>`: a list of values of one type (tiles, say) whose length is a
+    /// trace-time integer.
+    List(Box<TypeAnn>, Spn),
     /// Rings of ranks for a replica group.
     Groups(Spn),
     Option(Box<TypeAnn>, Spn),
@@ -152,6 +155,7 @@ impl TypeAnn {
             | TypeAnn::Bool(s)
             | TypeAnn::Dtype(s)
             | TypeAnn::Str(s)
+            | TypeAnn::List(_, s)
             | TypeAnn::Groups(s)
             | TypeAnn::Option(_, s)
             | TypeAnn::Tuple(_, s)
@@ -350,6 +354,9 @@ pub enum ExprKind {
     List(Vec<Expr>),
     /// `[x; n]`.
     Repeat(Box<Expr>, Box<Expr>),
+    /// `(a..b).map(|i| x).collect()`: one `x` per index of a trace-time range,
+    /// Python's `[x for i in range(a, b)]` (n tiles, each allocated afresh).
+    Comprehension { var: Pat, iter: Box<RangeIter>, body: Box<Expr> },
     Cast(Box<Expr>, CastTo),
     If(Box<Expr>, Box<Expr>, Box<Expr>),
     Some(Box<Expr>),

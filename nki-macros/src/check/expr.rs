@@ -99,6 +99,7 @@ impl Checker<'_> {
                     }
                 }
             }
+            ExprKind::Comprehension { var, iter, body } => self.comprehension(var, iter, body, e.span),
             ExprKind::Cast(x, to) => {
                 let t = self.expr(x);
                 if matches!(t, Ty::Register) {
@@ -323,7 +324,7 @@ impl Checker<'_> {
             Ty::Tensor(tt) => views::index_tensor(self.diag, &tt, &item_tys, span),
             // One ring of a replica group: a list of rank ids, typed like a shape.
             Ty::Groups if items.len() == 1 && matches!(items[0], IndexItem::At(_)) => Ty::Shape(None),
-            Ty::Shape(_) | Ty::Tuple(_) | Ty::List(_) if items.len() == 1 && matches!(items[0], IndexItem::At(_)) => {
+            Ty::Shape(_) | Ty::Tuple(_) | Ty::List(_) | Ty::Seq(_) if items.len() == 1 && matches!(items[0], IndexItem::At(_)) => {
                 let views::IndexTy::At(v, s) = &item_tys[0] else {
                     return Ty::Unknown;
                 };
@@ -339,7 +340,19 @@ impl Checker<'_> {
                         }
                     }
                     (Ty::Shape(_), _) => Ty::Int(Val::unknown()),
-                    (Ty::Tuple(ts) | Ty::List(ts), Some(i)) => ts.get(i as usize).cloned().unwrap_or(Ty::Unknown),
+                    (Ty::Tuple(ts) | Ty::List(ts), Some(i)) => {
+                        let at = if i < 0 { i.checked_add(ts.len() as i64) } else { Some(i) };
+                        match at.and_then(|k| usize::try_from(k).ok()).and_then(|k| ts.get(k)) {
+                            Some(t) => t.clone(),
+                            None => {
+                                self.diag.error(*s, format!("index {i} is out of range for {} of {} elements", bt.describe(), ts.len()));
+                                Ty::Unknown
+                            }
+                        }
+                    }
+                    // Any element, when they all have one type (a list built from a range).
+                    (Ty::List(ts), None) => ts.split_first().map_or(Ty::Unknown, |(t, rest)| rest.iter().fold(t.clone(), |a, b| a.join(b))),
+                    (Ty::Seq(t), _) => (**t).clone(),
                     _ => Ty::Unknown,
                 }
             }

@@ -95,6 +95,7 @@ impl Checker<'_> {
                 if chs.iter().all(|c| matches!(c, Ty::List(ts) | Ty::Tuple(ts) if ts.iter().all(|t| t.is_tensor() || t.is_unknown()))) => {}
             (Kind::TensorLists, _) => expect(self.diag, "one list of tensors per channel, e.g. [[buf]]"),
             (Kind::Tensors, Ty::List(ts) | Ty::Tuple(ts)) if ts.iter().all(|t| t.is_tensor() || t.is_unknown()) => {}
+            (Kind::Tensors, Ty::Seq(t)) if t.is_tensor() || t.is_unknown() => {}
             (Kind::Tensors, _) => expect(self.diag, "a list of tensors"),
             (Kind::Names, _) if split_views::literal_pattern(e).is_some() => {}
             (Kind::Names, _) => {

@@ -13,7 +13,7 @@ fn receiver(t: &Ty) -> Option<Receiver> {
         Ty::Int(_) => Some(Receiver::Int),
         Ty::Float => Some(Receiver::Float),
         Ty::Option(_) | Ty::None => Some(Receiver::Option),
-        Ty::Shape(_) | Ty::Groups => Some(Receiver::Sequence),
+        Ty::Shape(_) | Ty::Groups | Ty::List(_) | Ty::Seq(_) => Some(Receiver::Sequence),
         _ => None,
     }
 }
@@ -141,6 +141,7 @@ impl Checker<'_> {
             (Ty::None, _) => arg_tys.first().cloned().unwrap_or(Ty::Unknown),
             (Ty::Option(i), _) => (**i).clone(),
             (Ty::Shape(Some(d)), _) => Ty::Int(Val::konst(d.len() as i64)),
+            (Ty::List(items), _) => Ty::Int(Val::konst(items.len() as i64)),
             _ => Ty::Int(Val::unknown()),
         }
     }

@@ -13,6 +13,7 @@ mod expr;
 mod gather;
 mod kinds;
 mod limits;
+mod lists;
 mod methods;
 mod mx;
 mod nl_tiles;
@@ -260,6 +261,12 @@ pub fn check(f: &Function, target: Generation, diag: &mut Diagnostics) -> Info {
                 c.diag.error(d.span, format!("default {} does not fit the parameter type", t.describe()));
             }
         }
+        if f.kind == FnKind::Kernel && holds_list(&p.ty) {
+            c.diag.error(
+                p.ty.span(),
+                "a kernel takes its tensors one by one (its caller gives each); build a list of tiles inside the kernel, or take it in a #[nki_helper]",
+            );
+        }
         if f.kind == FnKind::Kernel && Ty::from_ann(&p.ty).holds_register() {
             c.diag.error(
                 p.ty.span(),
@@ -280,6 +287,11 @@ pub fn check(f: &Function, target: Generation, diag: &mut Diagnostics) -> Info {
         }
         let ty = c.fresh(declared);
         c.declare(&p.name, ty, false, p.name.span());
+    }
+    if let (FnKind::Kernel, Some(ret)) = (f.kind, &f.ret)
+        && holds_list(ret)
+    {
+        c.diag.error(ret.span(), "a kernel returns its tensors one by one: return a tuple, or `Outputs(..)` when their number varies");
     }
     if let (FnKind::Kernel, Some(ret)) = (f.kind, &f.ret)
         && Ty::from_ann(ret).holds_register()
@@ -342,6 +354,16 @@ impl Checker<'_> {
         let r = f(self);
         self.scopes.pop();
         r
+    }
+}
+
+/// Whether the annotated type is or holds a `Vec<T>`.
+fn holds_list(t: &TypeAnn) -> bool {
+    match t {
+        TypeAnn::List(..) => true,
+        TypeAnn::Option(inner, _) => holds_list(inner),
+        TypeAnn::Tuple(items, _) => items.iter().any(holds_list),
+        _ => false,
     }
 }
 

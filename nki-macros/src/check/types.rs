@@ -74,6 +74,9 @@ pub enum Ty {
     Slice(Val, Val),
     Tuple(Vec<Ty>),
     List(Vec<Ty>),
+    /// A list of unknown length whose elements all have this type (`Vec<T>`,
+    /// or a list built from a range whose length the checker does not know).
+    Seq(Box<Ty>),
     Option(Box<Ty>),
     None,
     /// `Outputs(a, b, ...)`: a variable number of returned tensors.
@@ -97,6 +100,7 @@ impl Ty {
             TypeAnn::Groups(_) => Ty::Groups,
             TypeAnn::Option(inner, _) => Ty::Option(Box::new(Ty::from_ann(inner))),
             TypeAnn::Tuple(items, _) => Ty::Tuple(items.iter().map(Ty::from_ann).collect()),
+            TypeAnn::List(item, _) => Ty::Seq(Box::new(Ty::from_ann(item))),
             TypeAnn::Outputs(_) => Ty::Outputs,
             TypeAnn::Object(name, _) => Ty::Object(name.to_string()),
             TypeAnn::PyEnum(name, _) => Ty::PyEnum(name.to_string()),
@@ -129,7 +133,7 @@ impl Ty {
             Ty::Shape(_) => "a shape".into(),
             Ty::Slice(..) => "a dynamic slice (nl::ds)".into(),
             Ty::Tuple(_) => "a tuple".into(),
-            Ty::List(_) => "a list".into(),
+            Ty::List(_) | Ty::Seq(_) => "a list".into(),
             Ty::Option(_) => "an Option".into(),
             Ty::None => "None".into(),
             Ty::Outputs => "kernel outputs".into(),
@@ -143,7 +147,7 @@ impl Ty {
     pub fn footprint(&self) -> (usize, usize) {
         let parts = match self {
             Ty::Tuple(items) | Ty::List(items) => items.as_slice(),
-            Ty::Option(inner) => std::slice::from_ref(&**inner),
+            Ty::Option(inner) | Ty::Seq(inner) => std::slice::from_ref(&**inner),
             _ => return (0, 0),
         };
         parts
@@ -157,7 +161,7 @@ impl Ty {
         match self {
             Ty::Register => true,
             Ty::Tuple(items) | Ty::List(items) => items.iter().any(Ty::holds_register),
-            Ty::Option(inner) => inner.holds_register(),
+            Ty::Option(inner) | Ty::Seq(inner) => inner.holds_register(),
             _ => false,
         }
     }
@@ -198,7 +202,7 @@ impl Ty {
             (Ty::Buffer(a), Ty::Buffer(b)) => Ty::Buffer(if a == b { *a } else { None }),
             (Ty::Tensor(a), Ty::Tensor(b)) => Ty::Tensor(TensorTy {
                 space: if a.space == b.space { a.space } else { None },
-                shape: None,
+                shape: if a.shape == b.shape { a.shape.clone() } else { None },
                 dtype: if a.dtype == b.dtype { a.dtype } else { None },
             }),
             (Ty::Op(c, a), Ty::Op(d, b)) if c == d => Ty::Op(*c, if a == b { *a } else { None }),
@@ -207,6 +211,8 @@ impl Ty {
             (Ty::None, t) | (t, Ty::None) if !matches!(t, Ty::Option(_)) => Ty::Option(Box::new(t.clone())),
             (Ty::Tuple(a), Ty::Tuple(b)) if a.len() == b.len() => Ty::Tuple(a.iter().zip(b).map(|(x, y)| x.join(y)).collect()),
             (Ty::List(a), Ty::List(b)) if a.len() == b.len() => Ty::List(a.iter().zip(b).map(|(x, y)| x.join(y)).collect()),
+            (Ty::Seq(a), Ty::Seq(b)) => Ty::Seq(Box::new(a.join(b))),
+            (Ty::Seq(a), Ty::List(items)) | (Ty::List(items), Ty::Seq(a)) => Ty::Seq(Box::new(items.iter().fold((**a).clone(), |t, i| t.join(i)))),
             (Ty::Shape(a), Ty::Shape(b)) => Ty::Shape(if a.as_ref().map(Vec::len) == b.as_ref().map(Vec::len) {
                 a.clone().map(|d| d.into_iter().map(|_| Val::unknown()).collect())
             } else {
@@ -236,6 +242,8 @@ impl Ty {
             (Ty::Option(a), Ty::Option(b)) => a.fits(b),
             (t, Ty::Option(b)) => t.fits(b),
             (Ty::Tuple(a), Ty::Tuple(b)) => a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.fits(y)),
+            (Ty::Seq(a), Ty::Seq(b)) => a.fits(b),
+            (Ty::List(items), Ty::Seq(b)) => items.iter().all(|i| i.fits(b)),
             (Ty::List(items), Ty::Groups) => items.iter().all(|i| matches!(i, Ty::List(_) | Ty::Tuple(_) | Ty::Unknown)),
             (Ty::Tuple(items), Ty::Groups) => items.iter().all(|i| matches!(i, Ty::List(_) | Ty::Tuple(_) | Ty::Unknown)),
             (Ty::Object(a), Ty::Object(b)) | (Ty::PyEnum(a), Ty::PyEnum(b)) => a == b,

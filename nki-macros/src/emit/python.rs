@@ -4,7 +4,8 @@
 //! division becomes `//`; Rust control flow becomes the Python it stands for.
 
 use crate::ast::{
-    Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, FnKind, Function, IndexItem, Pat, RangeKind, Region, RegionForm, Stmt, UnOp,
+    Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, FnKind, Function, IndexItem, Pat, RangeIter, RangeKind, Region, RegionForm, Stmt,
+    UnOp,
 };
 use crate::check::{Info, Resolved, Ty};
 use crate::vocab::{Constant, Kind, lookup_constant};
@@ -118,6 +119,7 @@ pub fn object_class(o: &crate::ast::ObjectDef, docs: &[String], field_docs: &[Ve
             TypeAnn::Float(_) => "float".to_string(),
             TypeAnn::Bool(_) => "bool".to_string(),
             TypeAnn::PyEnum(e, _) => e.to_string(),
+            TypeAnn::List(..) => "list".to_string(),
             _ => "object".to_string(),
         };
         let value = default.as_ref().map(|d| format!(" = {}", p.field_default(d, ty))).unwrap_or_default();
@@ -296,6 +298,23 @@ impl Py<'_> {
         self.line(&format!("{}({})", spec.py, parts.join(", ")));
     }
 
+    /// A loop's range: Python's `range(..)` or the `nl` range it names.
+    fn range(&self, iter: &RangeIter) -> String {
+        let (start, stop) = (self.expr(&iter.start), self.expr(&iter.stop));
+        let step = iter.step.as_ref().map(|s| self.expr(s));
+        match iter.kind {
+            RangeKind::Plain => match (start.as_str(), &step) {
+                ("0", None) => format!("range({stop})"),
+                (_, None) => format!("range({start}, {stop})"),
+                (_, Some(st)) => format!("range({start}, {stop}, {st})"),
+            },
+            RangeKind::Nl(name) => match &step {
+                None => format!("nl.{name}(start={start}, stop={stop})"),
+                Some(st) => format!("nl.{name}(start={start}, stop={stop}, step={st})"),
+            },
+        }
+    }
+
     fn indented(&mut self, b: &Block) {
         self.depth += 1;
         self.block(b, false);
@@ -337,20 +356,7 @@ impl Py<'_> {
                 self.line(&l);
             }
             Stmt::For { var, iter, body, .. } => {
-                let (start, stop) = (self.expr(&iter.start), self.expr(&iter.stop));
-                let step = iter.step.as_ref().map(|s| self.expr(s));
-                let head = match iter.kind {
-                    RangeKind::Plain => match (start.as_str(), &step) {
-                        ("0", None) => format!("range({stop})"),
-                        (_, None) => format!("range({start}, {stop})"),
-                        (_, Some(st)) => format!("range({start}, {stop}, {st})"),
-                    },
-                    RangeKind::Nl(name) => match &step {
-                        None => format!("nl.{name}(start={start}, stop={stop})"),
-                        Some(st) => format!("nl.{name}(start={start}, stop={stop}, step={st})"),
-                    },
-                };
-                let l = format!("for {} in {head}:", self.pat(var));
+                let l = format!("for {} in {}:", self.pat(var), self.range(iter));
                 self.line(&l);
                 self.indented(body);
             }
@@ -472,6 +478,9 @@ impl Py<'_> {
             ExprKind::Tuple(items) => (tuple(items.iter().map(|x| self.expr(x)).collect()), P_ATOM),
             ExprKind::List(items) => (format!("[{}]", items.iter().map(|x| self.expr(x)).collect::<Vec<_>>().join(", ")), P_ATOM),
             ExprKind::Repeat(x, n) => (format!("[{}] * {}", self.expr(x), self.prec(n, P_MUL + 1)), P_MUL),
+            ExprKind::Comprehension { var, iter, body } => {
+                (format!("[{} for {} in {}]", self.prec(body, P_TERNARY + 1), self.pat(var), self.range(iter)), P_ATOM)
+            }
             ExprKind::Cast(x, to) => {
                 let f = if *to == CastTo::Float { "float" } else { "int" };
                 (format!("{f}({})", self.expr(x)), P_ATOM)

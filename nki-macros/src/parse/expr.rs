@@ -91,6 +91,10 @@ fn parse_node(e: &syn::Expr, span: Spn, cx: &mut Parser<'_>) -> Expr {
                 ExprKind::Call { path, path_span: Spn::of(p), args }
             }
         }
+        syn::Expr::MethodCall(m) if m.method == "collect" => match parse_comprehension(m, cx) {
+            Some(k) => k,
+            None => return invalid(span),
+        },
         syn::Expr::MethodCall(m) => {
             if m.turbofish.is_some() {
                 cx.error(m.turbofish.span(), "turbofish type arguments are not supported in kernels");
@@ -168,6 +172,50 @@ fn parse_node(e: &syn::Expr, span: Spn, cx: &mut Parser<'_>) -> Expr {
         }
     };
     Expr { kind, span }
+}
+
+/// `(a..b).map(|i| x).collect()` (optionally `collect::<Vec<_>>()`): a list of
+/// one `x` per index of a trace-time range.
+fn parse_comprehension(m: &syn::ExprMethodCall, cx: &mut Parser<'_>) -> Option<ExprKind> {
+    const FORM: &str = "a list in kernels is built as `(0..n).map(|i| x).collect()` over a trace-time range (Python's `[x for i in range(n)]`)";
+    if let Some(t) = &m.turbofish
+        && !matches!(t.args.first(), Some(syn::GenericArgument::Type(syn::Type::Path(p))) if p.path.is_ident("Vec") || p.path.segments.last().is_some_and(|s| s.ident == "Vec"))
+    {
+        cx.error(t.span(), "a kernel's list collects into a `Vec`: `.collect::<Vec<_>>()` or `.collect()`");
+    }
+    let syn::Expr::MethodCall(map) = &*m.receiver else {
+        cx.error(expr_span(&m.receiver), FORM);
+        return None;
+    };
+    let (true, [syn::Expr::Closure(cl)], true) = (map.method == "map", map.args.iter().collect::<Vec<_>>().as_slice(), m.args.is_empty())
+    else {
+        cx.error(expr_span(&syn::Expr::MethodCall(m.clone())), FORM);
+        return None;
+    };
+    let iter = super::stmt::parse_range(&map.receiver, cx)?;
+    if iter.kind != crate::ast::RangeKind::Plain {
+        cx.error(iter.span, format!("{FORM}; the range is a Rust range `a..b` or `(a..b).step_by(s)`"));
+        return None;
+    }
+    if cl.inputs.len() != 1 || cl.capture.is_some() || cl.asyncness.is_some() || !matches!(cl.output, syn::ReturnType::Default) {
+        cx.error(cl.or1_token.span, "the closure of a list takes one parameter, the index (`|i|` or `|_|`), and no modifiers or return type");
+        return None;
+    }
+    let var = super::stmt::parse_pat(&cl.inputs[0], cx);
+    let body = match &*cl.body {
+        syn::Expr::Block(b) => match b.block.stmts.as_slice() {
+            [syn::Stmt::Expr(e, None)] if b.label.is_none() => parse_expr(e, cx),
+            _ => {
+                cx.error(
+                    expr_span(&cl.body),
+                    "each element of a list is one expression (`|i| nl::ndarray(..)`): Python writes it `[x for i in range(n)]`; put statements in a #[nki_helper] that returns the element",
+                );
+                return None;
+            }
+        },
+        other => parse_expr(other, cx),
+    };
+    Some(ExprKind::Comprehension { var, iter: Box::new(iter), body: Box::new(body) })
 }
 
 /// Why a loop form or scoped region cannot be used as a value.

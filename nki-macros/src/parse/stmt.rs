@@ -388,7 +388,7 @@ fn parse_match(m: &syn::ExprMatch, span: Spn, cx: &mut Parser<'_>) -> Option<Stm
     Some(Stmt::If { branches, otherwise, span })
 }
 
-fn parse_pat(p: &syn::Pat, cx: &mut Parser<'_>) -> Pat {
+pub(super) fn parse_pat(p: &syn::Pat, cx: &mut Parser<'_>) -> Pat {
     match p {
         syn::Pat::Ident(i) => {
             if i.by_ref.is_some() || i.subpat.is_some() {
@@ -407,7 +407,7 @@ fn parse_pat(p: &syn::Pat, cx: &mut Parser<'_>) -> Pat {
     }
 }
 
-fn parse_range(e: &syn::Expr, cx: &mut Parser<'_>) -> Option<RangeIter> {
+pub(super) fn parse_range(e: &syn::Expr, cx: &mut Parser<'_>) -> Option<RangeIter> {
     let span = expr_span(e);
     cx.nested(span, |cx| parse_range_node(e, span, cx)).flatten()
 }

@@ -3,7 +3,7 @@
 use super::Parser;
 use crate::ast::{Space, Spn, TypeAnn};
 
-const KNOWN: &str = "Hbm, Sbuf, Psum, Tensor, i64, f64, bool, Dtype, Groups, Outputs, Register, &str, Option<T> or a tuple of these";
+const KNOWN: &str = "Hbm, Sbuf, Psum, Tensor, i64, f64, bool, Dtype, Groups, Outputs, Register, &str, Option<T>, Vec<T> or a tuple of these";
 
 /// Parses a type annotation, reporting unsupported types (and nesting past the bound).
 pub fn parse_type(ty: &syn::Type, cx: &mut Parser<'_>) -> Option<TypeAnn> {
@@ -18,6 +18,7 @@ fn parse_node(ty: &syn::Type, span: Spn, cx: &mut Parser<'_>) -> Option<TypeAnn>
             inner => parse_type(inner, cx),
         },
         syn::Type::Paren(p) => parse_type(&p.elem, cx),
+        syn::Type::Slice(s) => Some(TypeAnn::List(Box::new(parse_type(&s.elem, cx)?), span)),
         syn::Type::Tuple(t) => {
             let items: Option<Vec<TypeAnn>> = t.elems.iter().map(|e| parse_type(e, cx)).collect();
             Some(TypeAnn::Tuple(items?, span))
@@ -42,6 +43,7 @@ fn parse_node(ty: &syn::Type, span: Spn, cx: &mut Parser<'_>) -> Option<TypeAnn>
                 ("Outputs", None) => TypeAnn::Outputs(span),
                 ("Register", None) => TypeAnn::Register(span),
                 ("Option", Some(syn::GenericArgument::Type(inner))) => TypeAnn::Option(Box::new(parse_type(inner, cx)?), span),
+                ("Vec", Some(syn::GenericArgument::Type(inner))) => TypeAnn::List(Box::new(parse_type(inner, cx)?), span),
                 ("usize" | "u32" | "i32" | "u64" | "isize", None) => {
                     cx.error(
                         span,

@@ -18,7 +18,7 @@ impl Receiver {
             Receiver::Int => "integers",
             Receiver::Float => "floats",
             Receiver::Option => "Options",
-            Receiver::Sequence => "shapes and replica groups",
+            Receiver::Sequence => "shapes, lists and replica groups",
         }
     }
 }

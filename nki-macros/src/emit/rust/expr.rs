@@ -115,6 +115,19 @@ impl Rs<'_> {
                 let vs: Vec<TokenStream> = items.iter().map(|x| self.list_elem(x)).collect();
                 quote!(::std::vec![#(#vs),*])
             }
+            ExprKind::Comprehension { var, iter, body } => {
+                let (start, stop) = (self.expr(&iter.start), self.expr(&iter.stop));
+                let step = iter.step.as_ref().map_or(quote!(1i64), |s| self.expr(s));
+                let range = fallible(span, quote!(::nki::__rt::list_range(#start, #stop, #step)));
+                let (p, v) = (self.pat(var), self.owned(body));
+                let (items, ctx) = (syn::Ident::new("items", Span::mixed_site()), &self.ctx);
+                let check = fallible(span, quote!(::nki::__rt::iteration(#ctx)));
+                quote_spanned!(span=> {
+                    let mut #items = ::std::vec::Vec::new();
+                    for #p in #range { #check; #items.push(#v); }
+                    #items
+                })
+            }
             ExprKind::Repeat(x, n) => {
                 let (v, k) = (self.owned(x), self.expr(n));
                 fallible(span, quote!(::nki::__rt::repeat(#v, #k)))
@@ -180,7 +193,7 @@ impl Rs<'_> {
 
     pub(super) fn index(&mut self, base: &Expr, items: &[IndexItem], span: Span) -> TokenStream {
         match self.info.ty(base).clone() {
-            Ty::Shape(_) | Ty::List(_) | Ty::Groups => {
+            Ty::Shape(_) | Ty::List(_) | Ty::Seq(_) | Ty::Groups => {
                 let b = self.expr(base);
                 let i = match items {
                     [IndexItem::At(x)] => self.expr(x),

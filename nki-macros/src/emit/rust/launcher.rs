@@ -65,7 +65,7 @@ pub(super) fn builder(f: &Function, ret: &TokenStream) -> TokenStream {
     let args = f.params.iter().map(|p| {
         let n = &p.name;
         match &p.ty {
-            TypeAnn::Groups(_) | TypeAnn::Register(_) => quote!(::core::clone::Clone::clone(&self.#n)),
+            TypeAnn::Groups(_) | TypeAnn::Register(_) | TypeAnn::List(..) => quote!(::core::clone::Clone::clone(&self.#n)),
             TypeAnn::Option(inner, _) if matches!(**inner, TypeAnn::Groups(_)) => quote!(::core::clone::Clone::clone(&self.#n)),
             _ => quote!(self.#n),
         }

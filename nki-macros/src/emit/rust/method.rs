@@ -131,7 +131,7 @@ impl Rs<'_> {
                 let b = args.first().map(|a| self.as_float(&a.value)).unwrap_or_default();
                 quote!(#r.#name(#b))
             }
-            (Ty::Shape(_) | Ty::Groups, "len") => quote!((#r.len() as i64)),
+            (Ty::Shape(_) | Ty::Groups | Ty::List(_) | Ty::Seq(_), "len") => quote!((#r.len() as i64)),
             (Ty::Option(_) | Ty::None, "unwrap_or") => {
                 let b = args.first().map(|a| self.owned(&a.value)).unwrap_or_default();
                 quote!(#r.unwrap_or(#b))

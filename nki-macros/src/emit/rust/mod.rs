@@ -42,6 +42,10 @@ pub fn local_type(t: &TypeAnn) -> TokenStream {
         TypeAnn::Dtype(_) => quote!(::nki::Dtype),
         TypeAnn::Str(_) => quote!(::std::string::String),
         TypeAnn::Groups(_) => quote!(::std::vec::Vec<::std::vec::Vec<i64>>),
+        TypeAnn::List(item, _) => {
+            let i = local_type(item);
+            quote!(::std::vec::Vec<#i>)
+        }
         TypeAnn::Option(inner, _) => {
             let i = local_type(inner);
             quote!(::core::option::Option<#i>)
