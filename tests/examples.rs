@@ -5,7 +5,9 @@
 mod common;
 
 use common::{Arg, as_dtype, assert_close, run_numpy, tensor, uniform};
-use nki::examples::{matmul::matmul, matmul_k_outer::matmul_k_outer, softmax::softmax, tensor_add::tensor_add, transpose::transpose};
+use nki::examples::{
+    logsumexp::logsumexp, matmul::matmul, matmul_k_outer::matmul_k_outer, softmax::softmax, tensor_add::tensor_add, transpose::transpose,
+};
 use nki::{Dtype, Launch, Precision};
 
 const FP32_RTOL: f64 = 1e-5;
@@ -186,6 +188,36 @@ mod k_outer_matmul {
         let (a, b) = (tensor(&[128, 128], &[0.0; 128 * 128], Dtype::F32), tensor(&[128, 4608], &vec![0.0; 128 * 4608], Dtype::F32));
         let err = matmul_k_outer::Call::new(&a, &b).launch(&fp32()).unwrap_err().to_string();
         assert!(err.contains("N must be a multiple of 512 up to 8 tiles, got 4608"), "{err}");
+    }
+}
+
+/// Per-block statistics kept in lists of tiles.
+mod blockwise_logsumexp {
+    use super::*;
+
+    /// `ln Σ_j exp(x[r, j])` per row, shifted by the row maximum.
+    fn reference(x: &[f64], m: usize) -> Vec<f64> {
+        x.chunks(m)
+            .map(|row| {
+                let mx = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                mx + row.iter().map(|v| (v - mx).exp()).sum::<f64>().ln()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn lists_of_blocks_and_statistics_match_float64_in_both_executors() {
+        let (n, m) = (256, 1536);
+        let x = uniform(n * m, 42, -8.0, 8.0);
+        let want = reference(&x, m);
+        let out = logsumexp::Call::new(&tensor(&[n, m], &x, Dtype::F32)).launch(&fp32()).unwrap();
+        assert_eq!(out.shape(), &[n, 1]);
+        assert_close("logsumexp", &out.to_f32_vec(), &want, 1e-5, 1e-5);
+        let np = run_numpy("logsumexp", &[Arg::Tensor(vec![n, m], x, Dtype::F32)], 1, "fp32");
+        assert_close("logsumexp numpy", &np[0], &want, 1e-5, 1e-5);
+        let src = logsumexp::NKI_SOURCE;
+        let blocks = "blocks = [load_block(x, i * TILE, b * BLOCK, TILE, BLOCK) for b in range(m // BLOCK)]";
+        assert!(src.contains(blocks), "{src}");
     }
 }
 

@@ -79,3 +79,39 @@ fn eight_live_psum_tiles_fit_and_a_ninth_fails_in_both_executors() {
         assert!(np_err.contains(part), "{part:?} missing from: {np_err}");
     }
 }
+
+/// [`psum_tiles`] with its `n` tiles in a list (`(0..n).map(..).collect()`):
+/// each element is an allocation of its own and leases its own bank.
+#[nki_kernel]
+pub fn psum_list(n: i64) -> Hbm {
+    let tiles: Vec<Psum> = (0..n).map(|k| nl::ndarray([128, 1], nl::float32, buffer = nl::psum, name = "listed")).collect();
+    for k in 0..n {
+        nisa::memset(tiles[k], k as f64);
+    }
+    let acc = nl::ndarray([128, 1], nl::float32);
+    nisa::memset(acc, 0.0);
+    for k in 0..n {
+        nisa::tensor_tensor(acc, acc, tiles[k], nl::add);
+    }
+    let out = nl::ndarray([128, 1], nl::float32, buffer = nl::shared_hbm);
+    nisa::dma_copy(out, acc);
+    out
+}
+
+#[test]
+fn psum_tiles_in_a_list_lease_a_bank_each_in_both_executors() {
+    let report = Launch::new().run_all(|ctx| psum_list::Call::new(8).run(ctx)).unwrap();
+    assert_eq!(report.results[0][0].to_f32_vec(), vec![28.0f32; 128]);
+    assert_eq!(report.memory[0][0].psum_peak_banks, 8);
+    let e = psum_list::Call::new(9).launch(&Launch::new()).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Capacity, "{e}");
+    let full = "8 of the 8 banks are in use: 'listed' (1 bank)";
+    assert!(e.to_string().contains(full), "{e}");
+
+    let pkg = common::package_of("psum_list_pkg", &[&psum_list::INFO]);
+    assert!(psum_list::NKI_SOURCE.contains("for k in range(n)]"), "{}", psum_list::NKI_SOURCE);
+    let np = common::run_numpy_ranks(&pkg, "psum_list", &[vec![common::Arg::Int(8)]], 1, "fp32");
+    assert_eq!(np[0][0], vec![28.0f32; 128]);
+    let np_err = common::try_run_numpy_ranks(&pkg, "psum_list", &[vec![common::Arg::Int(9)]], 1, "fp32").unwrap_err();
+    assert!(np_err.contains("PSUM capacity exceeded") && np_err.contains(full), "{np_err}");
+}

@@ -11,6 +11,7 @@ pub mod dropout;
 pub mod embedding;
 pub mod gemm_bias_gelu;
 pub mod layernorm;
+pub mod logsumexp;
 pub mod mamba;
 pub mod masked_softmax;
 pub mod matmul;
@@ -39,6 +40,7 @@ pub static KERNELS: &[&FunctionInfo] = &[
     &embedding::embedding::INFO,
     &gemm_bias_gelu::gemm_bias_gelu::INFO,
     &layernorm::layernorm::INFO,
+    &logsumexp::logsumexp::INFO,
     &mamba::mamba_v1::INFO,
     &mamba::mamba_v2::INFO,
     &mamba::mamba_v3::INFO,

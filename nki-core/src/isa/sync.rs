@@ -3,8 +3,8 @@
 use super::enums::Engine;
 use crate::emulator::Ctx;
 use crate::{Buffer, NkiError, Result, Tensor};
-use std::cell::Cell;
-use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 /// Optional arguments of [`core_barrier`].
 #[nki_macros::spec_options]
@@ -41,22 +41,23 @@ pub fn core_barrier(ctx: &Ctx, data: &Tensor, cores: &[i64], opts: CoreBarrierOp
 }
 
 /// A virtual register: a runtime 32-bit scalar of one program (`nisa.VirtualRegister`).
+/// Clones name the same register (as Python names one object).
 #[derive(Clone, Debug, Default)]
-pub struct Register(Rc<Cell<i64>>);
+pub struct Register(Arc<AtomicI64>);
 
 impl Register {
     /// A register holding `v`.
     pub fn new(v: i64) -> Register {
-        Register(Rc::new(Cell::new(v)))
+        Register(Arc::new(AtomicI64::new(v)))
     }
 
     /// The current value.
     pub fn value(&self) -> i64 {
-        self.0.get()
+        self.0.load(Ordering::Relaxed)
     }
 
     fn set(&self, v: i64) {
-        self.0.set(v as i32 as i64);
+        self.0.store(v as i32 as i64, Ordering::Relaxed);
     }
 }
 

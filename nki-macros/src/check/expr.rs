@@ -69,6 +69,13 @@ impl Checker<'_> {
             ExprKind::Repeat(x, n) => {
                 let t = self.expr(x);
                 let nt = self.expr(n);
+                if t.is_tensor() {
+                    self.diag.error(
+                        e.span,
+                        "`[t; n]` names one tile n times (Python's `[t] * n`): n tiles, each allocated afresh, are `(0..n).map(|_| nl::ndarray(..)).collect()`",
+                    );
+                    return Ty::Unknown;
+                }
                 match nt.const_int() {
                     Some(k) if k < 0 => {
                         self.diag.error(n.span, format!("the length of `[x; n]` cannot be negative, got {k}"));
