@@ -239,7 +239,7 @@ fn statement_form(path: &[String]) -> Option<String> {
 pub fn unsupported_message(e: &syn::Expr) -> &'static str {
     match e {
         syn::Expr::Closure(_) => {
-            "closures are only the bodies of nl::fori_loop, nl::while_loop and nl::no_reorder in kernels; write a #[nki_helper] function instead"
+            "closures are only the bodies of nl::fori_loop, nl::while_loop and nl::no_reorder and the element of a list, `(0..n).map(|i| x).collect()`, in kernels; write a #[nki_helper] function instead"
         }
         syn::Expr::While(_) => {
             "`while` loops are not supported in kernels: write `for i in 0..n` over a range (unrolled at trace time) or a device loop, nl::while_loop(reg, |r| { ..; r })"

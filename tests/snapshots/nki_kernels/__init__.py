@@ -9,11 +9,13 @@ from .dropout import dropout
 from .embedding import embedding
 from .gemm_bias_gelu import gemm_bias_gelu
 from .layernorm import layernorm
+from .logsumexp import logsumexp
 from .mamba import mamba_v1
 from .mamba import mamba_v2
 from .mamba import mamba_v3
 from .masked_softmax import masked_softmax
 from .matmul import matmul
+from .matmul_k_outer import matmul_k_outer
 from .matmul_steps import matmul_blocked
 from .matmul_steps import matmul_hoisted
 from .ring_attention_bwd import ring_attention_spmd_bwd
@@ -45,11 +47,13 @@ __all__ = [
     "embedding",
     "gemm_bias_gelu",
     "layernorm",
+    "logsumexp",
     "mamba_v1",
     "mamba_v2",
     "mamba_v3",
     "masked_softmax",
     "matmul",
+    "matmul_k_outer",
     "matmul_blocked",
     "matmul_hoisted",
     "ring_attention_spmd_bwd",
