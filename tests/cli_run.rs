@@ -54,11 +54,13 @@ const CASES: &[Case] = &[
         ranks: 1,
         params: &[("x", F32(&[128, 64])), ("gamma", F32(&[1, 64])), ("beta", F32(&[1, 64])), ("eps", Text("0.01"))],
     },
+    Case { kernel: "logsumexp", ranks: 1, params: &[("x", F32(&[128, 1024]))] },
     Case { kernel: "mamba_v1", ranks: 1, params: MAMBA },
     Case { kernel: "mamba_v2", ranks: 1, params: MAMBA },
     Case { kernel: "mamba_v3", ranks: 1, params: MAMBA_TILED },
     Case { kernel: "masked_softmax", ranks: 1, params: &[("x", F32(&[128, 64])), ("mask", F32(&[128, 64])), ("scale", Text("0.5"))] },
     Case { kernel: "matmul", ranks: 1, params: &[("a_t", F32(&[128, 128])), ("b", F32(&[128, 512]))] },
+    Case { kernel: "matmul_k_outer", ranks: 1, params: &[("a_t", F32(&[128, 128])), ("b", F32(&[128, 1024]))] },
     Case { kernel: "matmul_hoisted", ranks: 1, params: &[("a_t", F32(&[128, 128])), ("b", F32(&[128, 512]))] },
     Case {
         kernel: "matmul_blocked",

@@ -356,7 +356,11 @@ pub enum ExprKind {
     Repeat(Box<Expr>, Box<Expr>),
     /// `(a..b).map(|i| x).collect()`: one `x` per index of a trace-time range,
     /// Python's `[x for i in range(a, b)]` (n tiles, each allocated afresh).
-    Comprehension { var: Pat, iter: Box<RangeIter>, body: Box<Expr> },
+    Comprehension {
+        var: Pat,
+        iter: Box<RangeIter>,
+        body: Box<Expr>,
+    },
     Cast(Box<Expr>, CastTo),
     If(Box<Expr>, Box<Expr>, Box<Expr>),
     Some(Box<Expr>),

@@ -1,5 +1,6 @@
 //! The emulator's side of the device loops (`nl.dynamic_range`, `nl.fori_loop`,
-//! `nl.while_loop`), which the macro writes as Rust loops.
+//! `nl.while_loop`), which the macro writes as Rust loops whose index is an
+//! [`crate::isa::Register`], as on the device.
 
 use crate::{Ctx, NkiError, Result};
 

@@ -27,7 +27,9 @@ impl Checker<'_> {
         if elements > MAX_ELEMENTS as u128 {
             self.diag.error(
                 span,
-                format!("this list holds {elements} elements; lists and tuples in kernels hold at most {MAX_ELEMENTS} (nested ones counted)"),
+                format!(
+                    "this list holds {elements} elements; lists and tuples in kernels hold at most {MAX_ELEMENTS} (nested ones counted)"
+                ),
             );
             return Ty::Unknown;
         }

@@ -296,7 +296,10 @@ pub fn check(f: &Function, target: Generation, diag: &mut Diagnostics) -> Info {
     if let (FnKind::Kernel, Some(ret)) = (f.kind, &f.ret)
         && Ty::from_ann(ret).holds_register()
     {
-        c.diag.error(ret.span(), "a kernel cannot return a register: its caller has none; nisa::register_store it into a tensor and return that");
+        c.diag.error(
+            ret.span(),
+            "a kernel cannot return a register: its caller has none; nisa::register_store it into a tensor and return that",
+        );
     }
     let want = c.ret.clone();
     let tail = c.block(&f.body);

@@ -7,11 +7,7 @@ use super::*;
 /// Why the body of the device loop `nl::<name>` cannot change the kernel's
 /// trace-time state.
 pub(super) fn device_body_why(name: &str) -> &'static str {
-    if name == "dynamic_range" {
-        "is traced once (the device repeats it)"
-    } else {
-        "runs as a function of its own"
-    }
+    if name == "dynamic_range" { "is traced once (the device repeats it)" } else { "runs as a function of its own" }
 }
 
 /// The refusal of the device loop `op` inside an `nl::no_reorder` region.
@@ -39,7 +35,7 @@ impl Checker<'_> {
             if dynamic {
                 c.bind(var, Ty::Register);
                 if let (Pat::Ident(name, _), Some(v)) = (var, c.scopes.last_mut().and_then(|s| s.last_mut())) {
-                    v.frozen = v.name == name.to_string();
+                    v.frozen = *name == v.name;
                 }
             } else {
                 let t = c.fresh(Ty::Int(Val::unknown()));

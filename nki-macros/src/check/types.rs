@@ -212,7 +212,9 @@ impl Ty {
             (Ty::Tuple(a), Ty::Tuple(b)) if a.len() == b.len() => Ty::Tuple(a.iter().zip(b).map(|(x, y)| x.join(y)).collect()),
             (Ty::List(a), Ty::List(b)) if a.len() == b.len() => Ty::List(a.iter().zip(b).map(|(x, y)| x.join(y)).collect()),
             (Ty::Seq(a), Ty::Seq(b)) => Ty::Seq(Box::new(a.join(b))),
-            (Ty::Seq(a), Ty::List(items)) | (Ty::List(items), Ty::Seq(a)) => Ty::Seq(Box::new(items.iter().fold((**a).clone(), |t, i| t.join(i)))),
+            (Ty::Seq(a), Ty::List(items)) | (Ty::List(items), Ty::Seq(a)) => {
+                Ty::Seq(Box::new(items.iter().fold((**a).clone(), |t, i| t.join(i))))
+            }
             (Ty::Shape(a), Ty::Shape(b)) => Ty::Shape(if a.as_ref().map(Vec::len) == b.as_ref().map(Vec::len) {
                 a.clone().map(|d| d.into_iter().map(|_| Val::unknown()).collect())
             } else {

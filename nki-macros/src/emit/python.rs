@@ -4,8 +4,8 @@
 //! division becomes `//`; Rust control flow becomes the Python it stands for.
 
 use crate::ast::{
-    Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, FnKind, Function, IndexItem, Pat, RangeIter, RangeKind, Region, RegionForm, Stmt,
-    UnOp,
+    Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, FnKind, Function, IndexItem, Pat, RangeIter, RangeKind, Region, RegionForm,
+    Stmt, UnOp,
 };
 use crate::check::{Info, Resolved, Ty};
 use crate::vocab::{Constant, Kind, lookup_constant};

@@ -177,7 +177,8 @@ fn parse_node(e: &syn::Expr, span: Spn, cx: &mut Parser<'_>) -> Expr {
 /// `(a..b).map(|i| x).collect()` (optionally `collect::<Vec<_>>()`): a list of
 /// one `x` per index of a trace-time range.
 fn parse_comprehension(m: &syn::ExprMethodCall, cx: &mut Parser<'_>) -> Option<ExprKind> {
-    const FORM: &str = "a list in kernels is built as `(0..n).map(|i| x).collect()` over a trace-time range (Python's `[x for i in range(n)]`)";
+    const FORM: &str =
+        "a list in kernels is built as `(0..n).map(|i| x).collect()` over a trace-time range (Python's `[x for i in range(n)]`)";
     if let Some(t) = &m.turbofish
         && !matches!(t.args.first(), Some(syn::GenericArgument::Type(syn::Type::Path(p))) if p.path.is_ident("Vec") || p.path.segments.last().is_some_and(|s| s.ident == "Vec"))
     {
@@ -198,7 +199,10 @@ fn parse_comprehension(m: &syn::ExprMethodCall, cx: &mut Parser<'_>) -> Option<E
         return None;
     }
     if cl.inputs.len() != 1 || cl.capture.is_some() || cl.asyncness.is_some() || !matches!(cl.output, syn::ReturnType::Default) {
-        cx.error(cl.or1_token.span, "the closure of a list takes one parameter, the index (`|i|` or `|_|`), and no modifiers or return type");
+        cx.error(
+            cl.or1_token.span,
+            "the closure of a list takes one parameter, the index (`|i|` or `|_|`), and no modifiers or return type",
+        );
         return None;
     }
     let var = super::stmt::parse_pat(&cl.inputs[0], cx);

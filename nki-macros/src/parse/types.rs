@@ -3,7 +3,8 @@
 use super::Parser;
 use crate::ast::{Space, Spn, TypeAnn};
 
-const KNOWN: &str = "Hbm, Sbuf, Psum, Tensor, i64, f64, bool, Dtype, Groups, Outputs, Register, &str, Option<T>, Vec<T> or a tuple of these";
+const KNOWN: &str =
+    "Hbm, Sbuf, Psum, Tensor, i64, f64, bool, Dtype, Groups, Outputs, Register, &str, Option<T>, Vec<T> or a tuple of these";
 
 /// Parses a type annotation, reporting unsupported types (and nesting past the bound).
 pub fn parse_type(ty: &syn::Type, cx: &mut Parser<'_>) -> Option<TypeAnn> {

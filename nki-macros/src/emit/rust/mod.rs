@@ -13,8 +13,8 @@ mod method;
 mod stmt;
 
 use crate::ast::{
-    Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, FnKind, Function, IndexItem, Pat, RangeKind, Region, RegionForm, Stmt, TypeAnn,
-    UnOp,
+    Arg, BinOp, Block, CastTo, Cond, Expr, ExprKind, FmtPiece, FnKind, Function, IndexItem, Pat, RangeKind, Region, RegionForm, Stmt,
+    TypeAnn, UnOp,
 };
 use crate::check::{Info, Resolved, Ty};
 use crate::vocab::{Binding, Constant, FnSpec, Kind, lookup_constant};
