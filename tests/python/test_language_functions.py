@@ -248,6 +248,9 @@ class ControlTest(unittest.TestCase):
             (TRACE_TIME, lambda i: nl.ndarray((4, 4), nl.float32)[nl.ds(i, 2)]),
             (TRACE_TIME, lambda i: f"{i}"),
             (TRACE_TIME, lambda i: range(i)),
+            (TRACE_TIME, lambda i: nisa.memset(dst=nl.ndarray((4, 4), nl.float32), value=i)),
+            (TRACE_TIME, lambda i: nisa.tensor_scalar(dst=nl.ndarray((4, 4), nl.float32), data=nl.zeros((4, 4), nl.float32),
+                                                      op0=nl.add, operand0=i)),
             (FROZEN, lambda i: nisa.register_move(i, 3)),
             (FROZEN, lambda i: nisa.register_load(i, nl.full((1, 1), 2, nl.int32))),
         ]

@@ -12,6 +12,7 @@ import numpy as np
 
 from .errors import NkiError
 from .layout import cell_range
+from .registers import TRACE_TIME, VirtualRegister
 from .tensor import PSUM, NkiTensor
 
 
@@ -87,4 +88,6 @@ def column(op, role, operand, np_):
         return c.read()
     if isinstance(operand, (int, float, np.integer, np.floating)) and not isinstance(operand, bool):
         return np.float32(operand)
+    if isinstance(operand, VirtualRegister):
+        raise NkiError(op, f"{role}: {TRACE_TIME}")
     raise NkiError(op, f"{role} must be a number or a ({np_}, 1) tensor, got {operand!r}")
