@@ -261,6 +261,12 @@ class ControlTest(unittest.TestCase):
             with self.assertRaises(NkiError) as caught:
                 run(bad)
             self.assertIn(why, str(caught.exception))
+        # fori_loop's index is a copy its body may write, but no more readable by the trace.
+        for why, use in [(TESTED, lambda j: bool(j)), (ARITHMETIC, lambda j: j + 1), (TRACE_TIME, lambda j: int(j))]:
+            with self.assertRaises(NkiError) as caught:
+                run(lambda use=use: nl.fori_loop(0, 2, use))
+            self.assertIn(why, str(caught.exception))
+        run(lambda: nl.fori_loop(0, 2, lambda j: nisa.register_move(j, 5)))
 
     def test_a_while_loop_that_never_ends_fails_at_the_emulators_bound(self):
         iterations = []

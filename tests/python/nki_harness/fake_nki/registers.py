@@ -7,8 +7,9 @@ the macro uses for the same refusals (nki-spec's `registers` texts, pinned by a
 Rust test). It is read only where the docs take one: device-loop bounds,
 `while_loop` conditions, `scalar_offset`, a dynamic `select`, `register_move` /
 `register_store`. `while reg:` still tests it, as NKI's parser frontend and the
-library's kernels do, except for the index of `nl.dynamic_range`, which is
-frozen: it cannot be tested or written.
+library's kernels do, except for a device loop's index (`is_index`), which no
+trace-time test reads; the index of `nl.dynamic_range` is also frozen: nothing
+writes it.
 """
 
 from .errors import NkiError
@@ -41,14 +42,15 @@ def _refuse(why):
 class VirtualRegister(NKIObject):
     """A register; `value` is its current integer content (read by the
     instructions that take a register), `frozen` whether it is the index of
-    `nl.dynamic_range`."""
+    `nl.dynamic_range`, `is_index` whether it is a device loop's index."""
 
     def __init__(self, state=None, frozen=False):
         self.value = int(state or 0)
         self.frozen = frozen
+        self.is_index = frozen
 
     def __bool__(self):
-        if self.frozen:
+        if self.is_index:
             raise NkiError(_OP, TESTED)
         return self.value != 0
 

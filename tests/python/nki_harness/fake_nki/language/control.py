@@ -92,7 +92,9 @@ def fori_loop(lower, upper, body_fun, step=1):
     """Calls `body_fun(i)` for i in `range(lower, upper, step)`, `i` a fresh register."""
     op = "nl.fori_loop"
     for i in range(_bound(op, lower), _bound(op, upper), _step(op, step)):
-        body_fun(VirtualRegister(i))
+        index = VirtualRegister(i)
+        index.is_index = True
+        body_fun(index)
 
 
 def while_loop(init, body_fun):
