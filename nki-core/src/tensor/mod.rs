@@ -259,13 +259,21 @@ impl Tensor {
     /// own cells, under its read lock, when they are float values in consecutive
     /// order; else a copy ([`Tensor::to_f32_vec`]).
     pub(crate) fn with_f32_values<R>(&self, f: impl FnOnce(&[f32]) -> R) -> R {
-        if let (true, Some(start)) = (self.dtype().is_float(), self.layout.contiguous_start()) {
+        if self.dtype().is_float() { self.with_cells(f) } else { f(&self.to_f32_vec()) }
+    }
+
+    /// Calls `f` with the view's storage cells in logical order: the storage's
+    /// own, under its read lock, when they are consecutive; else a gathered copy.
+    pub(crate) fn with_cells<R>(&self, f: impl FnOnce(&[f32]) -> R) -> R {
+        if let Some(start) = self.layout.contiguous_start() {
             let cells = self.read();
             if let Some(values) = cells.get(start..start + self.numel()) {
                 return f(values);
             }
         }
-        f(&self.to_f32_vec())
+        let mut out = Vec::new();
+        self.layout.gather(&self.read(), &mut out);
+        f(&out)
     }
 
     /// The view's values as exact integers (floats truncate toward zero).

@@ -18,6 +18,14 @@ pub enum NpyType {
     I32,
     /// `<i8`, loads as int32; a value outside the int32 range is an error.
     I64,
+    /// `<u4`, loads as uint32.
+    U32,
+    /// `<i2`, loads as int16.
+    I16,
+    /// `<u2`, loads as uint16.
+    U16,
+    /// `|i1`, loads as int8.
+    I8,
     /// `|u1`, loads as uint8.
     U8,
     /// `|b1`, loads as uint8 0 or 1 (any non-zero byte is true, as in NumPy).
@@ -26,8 +34,20 @@ pub enum NpyType {
 
 impl NpyType {
     /// Every type, in a stable order.
-    pub const ALL: [NpyType; 8] =
-        [NpyType::F32, NpyType::F64, NpyType::F16, NpyType::Bf16, NpyType::I32, NpyType::I64, NpyType::U8, NpyType::Bool];
+    pub const ALL: [NpyType; 12] = [
+        NpyType::F32,
+        NpyType::F64,
+        NpyType::F16,
+        NpyType::Bf16,
+        NpyType::I32,
+        NpyType::I64,
+        NpyType::U32,
+        NpyType::I16,
+        NpyType::U16,
+        NpyType::I8,
+        NpyType::U8,
+        NpyType::Bool,
+    ];
 
     /// The `descr` string NumPy writes for this type.
     pub const fn descr(self) -> &'static str {
@@ -38,6 +58,10 @@ impl NpyType {
             NpyType::Bf16 => "<V2",
             NpyType::I32 => "<i4",
             NpyType::I64 => "<i8",
+            NpyType::U32 => "<u4",
+            NpyType::I16 => "<i2",
+            NpyType::U16 => "<u2",
+            NpyType::I8 => "|i1",
             NpyType::U8 => "|u1",
             NpyType::Bool => "|b1",
         }
@@ -50,8 +74,9 @@ impl NpyType {
         }
         match descr {
             "<u1" => Ok(NpyType::U8),
+            "<i1" => Ok(NpyType::I8),
             d if d.starts_with('>') => Err(format!("big-endian element type '{d}' is not supported; save with .astype('<{}')", &d[1..])),
-            d => Err(format!("unsupported element type '{d}' (float32, float64, float16, bfloat16, int32, int64, uint8 or bool are read)")),
+            d => Err(format!("unsupported element type '{d}' (float32, float64, float16, bfloat16, int32, int64, uint32, int16, uint16, int8, uint8 or bool are read)")),
         }
     }
 
@@ -59,9 +84,9 @@ impl NpyType {
     pub const fn size(self) -> usize {
         match self {
             NpyType::F64 | NpyType::I64 => 8,
-            NpyType::F32 | NpyType::I32 => 4,
-            NpyType::F16 | NpyType::Bf16 => 2,
-            NpyType::U8 | NpyType::Bool => 1,
+            NpyType::F32 | NpyType::I32 | NpyType::U32 => 4,
+            NpyType::F16 | NpyType::Bf16 | NpyType::I16 | NpyType::U16 => 2,
+            NpyType::I8 | NpyType::U8 | NpyType::Bool => 1,
         }
     }
 
@@ -72,7 +97,39 @@ impl NpyType {
             NpyType::F16 => Dtype::F16,
             NpyType::Bf16 => Dtype::Bf16,
             NpyType::I32 | NpyType::I64 => Dtype::I32,
+            NpyType::U32 => Dtype::U32,
+            NpyType::I16 => Dtype::I16,
+            NpyType::U16 => Dtype::U16,
+            NpyType::I8 => Dtype::I8,
             NpyType::U8 | NpyType::Bool => Dtype::U8,
+        }
+    }
+
+    /// The type a tensor of `dtype` is written as: its own element type where
+    /// `.npy` has one (bfloat16 as ml_dtypes stores it), float32 for the other
+    /// floats (float8, tfloat32: exact widening), and the unsigned integer of
+    /// the storage width for the packed MX dtypes (their raw codes).
+    pub const fn of_dtype(dtype: Dtype) -> NpyType {
+        match dtype {
+            Dtype::F16 => NpyType::F16,
+            Dtype::Bf16 => NpyType::Bf16,
+            Dtype::I32 => NpyType::I32,
+            Dtype::U32 | Dtype::Fp8E5m2x4 | Dtype::Fp8E4m3Fnx4 => NpyType::U32,
+            Dtype::I16 => NpyType::I16,
+            Dtype::U16 | Dtype::Fp4E2m1Fnx4 => NpyType::U16,
+            Dtype::I8 => NpyType::I8,
+            Dtype::U8 => NpyType::U8,
+            Dtype::F32 | Dtype::Tf32 | Dtype::Fp8E4m3 | Dtype::Fp8E4m3Fn | Dtype::Fp8E5m2 | Dtype::Fp8E8m0 => NpyType::F32,
+        }
+    }
+
+    /// The NumPy name of this type (`float32`, `bfloat16` for ml_dtypes' type, `bool`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            NpyType::F64 => "float64",
+            NpyType::I64 => "int64",
+            NpyType::Bool => "bool",
+            t => t.dtype().nl_name(),
         }
     }
 
@@ -89,6 +146,10 @@ impl NpyType {
             NpyType::Bf16 => each(bytes, out, |b| half::bf16::from_le_bytes(b).to_f64()),
             NpyType::I32 => each(bytes, out, |b| f64::from(i32::from_le_bytes(b))),
             NpyType::I64 => each(bytes, out, |b| i64::from_le_bytes(b) as f64),
+            NpyType::U32 => each(bytes, out, |b| f64::from(u32::from_le_bytes(b))),
+            NpyType::I16 => each(bytes, out, |b| f64::from(i16::from_le_bytes(b))),
+            NpyType::U16 => each(bytes, out, |b| f64::from(u16::from_le_bytes(b))),
+            NpyType::I8 => each(bytes, out, |b| f64::from(i8::from_le_bytes(b))),
             NpyType::U8 => each(bytes, out, |[b]: [u8; 1]| f64::from(b)),
             NpyType::Bool => each(bytes, out, |[b]: [u8; 1]| f64::from(u8::from(b != 0))),
         }
@@ -122,6 +183,10 @@ impl NpyType {
             NpyType::Bf16 => out.extend_from_slice(&half::bf16::from_f64(v).to_le_bytes()),
             NpyType::I32 => out.extend_from_slice(&(v as i32).to_le_bytes()),
             NpyType::I64 => out.extend_from_slice(&(v as i64).to_le_bytes()),
+            NpyType::U32 => out.extend_from_slice(&(v as u32).to_le_bytes()),
+            NpyType::I16 => out.extend_from_slice(&(v as i16).to_le_bytes()),
+            NpyType::U16 => out.extend_from_slice(&(v as u16).to_le_bytes()),
+            NpyType::I8 => out.extend_from_slice(&(v as i8).to_le_bytes()),
             NpyType::U8 => out.push(v as u8),
             NpyType::Bool => out.push(u8::from(v != 0.0)),
         }
@@ -137,8 +202,8 @@ mod tests {
         for t in NpyType::ALL {
             assert_eq!(NpyType::from_descr(t.descr()), Ok(t));
             let values: &[f64] = match t.dtype() {
-                Dtype::U8 => &[0.0, 1.0, 100.0],
-                Dtype::I32 => &[0.0, 1.0, -2.0, 100.0],
+                Dtype::U8 | Dtype::U16 | Dtype::U32 => &[0.0, 1.0, 100.0],
+                Dtype::I32 | Dtype::I16 | Dtype::I8 => &[0.0, 1.0, -2.0, 100.0],
                 _ => &[0.0, 1.0, -2.0, 3.5, 100.0],
             };
             for &v in values {

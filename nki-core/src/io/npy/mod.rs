@@ -11,6 +11,11 @@
 //! threads that each read their own part in place, and
 //! [`read_tensors_npy_threads`] does so for several files in one pass.
 //! The element types read and the dtype each loads as are [`NpyType`]'s.
+//! Only regular files are opened ([`NpyFile::open`] checks before opening, so a
+//! FIFO or a device never blocks or streams forever); [`NpyFile`] holds a file
+//! whose header was read, so a command can check every input's shape and dtype
+//! before it reads any payload ([`read_opened`]). Tensors are written as their
+//! own element type ([`write_tensor_npy`]).
 
 mod elem;
 mod header;
@@ -56,11 +61,8 @@ struct Source {
 
 impl Source {
     fn open(path: &Path) -> std::result::Result<Source, String> {
-        let mut file = File::open(path).map_err(|e| e.to_string())?;
+        let mut file = open_regular(path)?;
         let meta = file.metadata().map_err(|e| e.to_string())?;
-        if !meta.is_file() {
-            return Err("not a regular file".into());
-        }
         let (header, header_len) = read_header(&mut file)?;
         let ty = NpyType::from_descr(&header.descr)?;
         if header.fortran_order {
@@ -98,6 +100,98 @@ impl Source {
             done += n;
         }
         Ok(())
+    }
+}
+
+/// What a path that is not a regular file is, for the refusal.
+fn not_regular(meta: &std::fs::Metadata) -> String {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let t = meta.file_type();
+        let what = if t.is_dir() {
+            "a directory"
+        } else if t.is_fifo() {
+            "a FIFO"
+        } else if t.is_socket() {
+            "a socket"
+        } else if t.is_char_device() || t.is_block_device() {
+            "a device"
+        } else {
+            "not a regular file"
+        };
+        if what.starts_with("not") { what.to_string() } else { format!("not a regular file ({what})") }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        "not a regular file".to_string()
+    }
+}
+
+/// Opens `path` for reading only if it is a regular file: its type is checked
+/// before it is opened (a FIFO would block the open, a device could hand out
+/// endless data), and the file opened without blocking is checked again, so a
+/// path swapped for something else in between is refused too.
+fn open_regular(path: &Path) -> std::result::Result<File, String> {
+    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err(not_regular(&meta));
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+    }
+    let file = options.open(path).map_err(|e| e.to_string())?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err(not_regular(&meta));
+    }
+    Ok(file)
+}
+
+/// An opened `.npy` input: its header read and checked against the file's
+/// length, its payload not read yet. Commands open every input first, check the
+/// shapes and dtypes the headers declare, and only then read the payloads
+/// ([`read_opened`]).
+pub struct NpyFile {
+    src: Source,
+    path: std::path::PathBuf,
+}
+
+impl NpyFile {
+    /// Opens `path` (a regular file) and reads its header.
+    pub fn open(path: impl AsRef<Path>) -> Result<NpyFile> {
+        let path = path.as_ref();
+        Source::open(path).map(|src| NpyFile { src, path: path.to_path_buf() }).map_err(|m| bad(path, m))
+    }
+
+    /// The shape the header declares.
+    pub fn shape(&self) -> &[usize] {
+        &self.src.header.shape
+    }
+
+    /// The file's element type.
+    pub fn npy_type(&self) -> NpyType {
+        self.src.ty
+    }
+
+    /// The dtype the payload loads as.
+    pub fn dtype(&self) -> Dtype {
+        self.src.ty.dtype()
+    }
+
+    /// The path it was opened from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes of the tensor it loads as (4 per element).
+    pub fn tensor_bytes(&self) -> u64 {
+        self.src.numel as u64 * 4
     }
 }
 
@@ -143,12 +237,21 @@ pub fn read_tensor_npy_threads(path: impl AsRef<Path>, threads: usize) -> Result
 /// the files load side by side rather than one after another. One result per
 /// path, in order; the tensors are the same for every thread count.
 pub fn read_tensors_npy_threads(paths: &[&Path], threads: usize) -> Vec<Result<Tensor>> {
-    let mut opened: Vec<std::result::Result<(Source, Vec<f32>), String>> = paths
+    let files: Vec<Result<NpyFile>> = paths.iter().map(NpyFile::open).collect();
+    let opened: Vec<&NpyFile> = files.iter().filter_map(|f| f.as_ref().ok()).collect();
+    let mut read = read_opened(&opened, threads).into_iter();
+    files.into_iter().map(|f| f.and_then(|_| read.next().unwrap_or_else(|| Err(NkiError::new(ErrorKind::Io, "nothing was read"))))).collect()
+}
+
+/// Reads the payloads of opened files as [`read_tensors_npy_threads`] does: one
+/// result per file, in order.
+pub fn read_opened(files: &[&NpyFile], threads: usize) -> Vec<Result<Tensor>> {
+    let paths: Vec<&Path> = files.iter().map(|f| f.path.as_path()).collect();
+    let mut opened: Vec<std::result::Result<(&Source, Vec<f32>), String>> = files
         .iter()
-        .map(|path| {
-            let src = Source::open(path)?;
-            let cells = reserve_cells(src.numel, "shape").map_err(|e| e.message)?;
-            Ok((src, cells))
+        .map(|f| {
+            let cells = reserve_cells(f.src.numel, "shape").map_err(|e| e.message)?;
+            Ok((&f.src, cells))
         })
         .collect();
     // A job is one part of one file: (file, its source, first element, the part's cells).
@@ -157,7 +260,7 @@ pub fn read_tensors_npy_threads(paths: &[&Path], threads: usize) -> Vec<Result<T
         let n = src.numel;
         let per = n.div_ceil(parts::count(n.saturating_mul(src.ty.size()), threads)).max(1);
         for (j, part) in cells.spare_capacity_mut()[..n].chunks_mut(per).enumerate() {
-            jobs.push((file, &*src, j * per, part));
+            jobs.push((file, *src, j * per, part));
         }
     }
     let files: Vec<usize> = jobs.iter().map(|j| j.0).collect();
@@ -281,21 +384,32 @@ pub fn write_npy(path: impl AsRef<Path>, shape: &[usize], data: &[f64], ty: NpyT
     write_values(file, shape, data.iter().copied(), ty, |v, chunk| ty.encode(v, chunk)).map_err(|e| bad(path, e))
 }
 
-/// Writes a tensor's values to `out` as a `.npy` stream: `<f4` for float dtypes
-/// (narrower floats widen exactly; a contiguous tensor is encoded straight from
-/// its cells), `<i8` for integer dtypes (exact for all of them).
-pub fn write_tensor_npy(out: impl Write, t: &Tensor) -> Result<()> {
-    if t.dtype().is_float() {
-        t.with_f32_values(|values| {
-            if cfg!(target_endian = "little") {
-                write_f32_le(out, t.shape(), values)
-            } else {
-                write_values(out, t.shape(), values.iter(), NpyType::F32, |v, chunk| chunk.extend_from_slice(&v.to_le_bytes()))
-            }
-        })
-    } else {
-        write_values(out, t.shape(), t.to_i64_vec().into_iter(), NpyType::I64, |v, chunk| chunk.extend_from_slice(&v.to_le_bytes()))
+/// Writes a tensor's values to `out` as a `.npy` stream of its own element type
+/// ([`NpyType::of_dtype`]: float16 as `<f2`, bfloat16 as ml_dtypes' `<V2`,
+/// uint32 as `<u4`, ...). Returns the type written.
+pub fn write_tensor_npy(out: impl Write, t: &Tensor) -> Result<NpyType> {
+    let ty = NpyType::of_dtype(t.dtype());
+    write_tensor_npy_as(out, t, ty).map(|()| ty)
+}
+
+/// Writes a tensor's values to `out` as a `.npy` stream of element type `ty`: a
+/// float32 tensor that is contiguous is encoded straight from its cells; float
+/// values convert to `ty` rounding to nearest (exact when `ty` holds the
+/// tensor's dtype), integers convert exactly when `ty` holds their range and
+/// saturate otherwise.
+pub fn write_tensor_npy_as(out: impl Write, t: &Tensor, ty: NpyType) -> Result<()> {
+    let d = t.dtype();
+    if ty == NpyType::F32 && d.is_float() && cfg!(target_endian = "little") {
+        return t.with_f32_values(|values| write_f32_le(out, t.shape(), values));
     }
+    let shape = t.shape();
+    t.with_cells(|cells| {
+        if d.is_float() {
+            write_values(out, shape, cells.iter(), ty, |&v, chunk| ty.encode(f64::from(v), chunk))
+        } else {
+            write_values(out, shape, cells.iter(), ty, |&c, chunk| ty.encode(d.cell_to_i64(c) as f64, chunk))
+        }
+    })
 }
 
 #[cfg(test)]
@@ -325,8 +439,8 @@ mod tests {
         let values = [1.0f64, -2.5, 3.0, 0.0, 7.0, 6.25];
         for ty in NpyType::ALL {
             let vals: Vec<f64> = match ty.dtype() {
-                Dtype::I32 => values.iter().map(|v| v.trunc()).collect(),
-                Dtype::U8 => values.iter().map(|v| v.abs().trunc()).collect(),
+                Dtype::I32 | Dtype::I16 | Dtype::I8 => values.iter().map(|v| v.trunc()).collect(),
+                Dtype::U8 | Dtype::U16 | Dtype::U32 => values.iter().map(|v| v.abs().trunc()).collect(),
                 _ => values.to_vec(),
             };
             let p = dir.join(format!("{ty:?}.npy"));
@@ -461,7 +575,14 @@ mod tests {
         std::fs::write(&p, bytes).unwrap();
         assert!(read_tensor_npy(&p).unwrap_err().message.contains("Fortran-ordered"));
         assert!(read_tensor_npy(dir.join("missing.npy")).unwrap_err().message.contains("No such file"));
-        assert!(read_tensor_npy(&dir).unwrap_err().message.contains("not a regular file"));
+        assert!(read_tensor_npy(&dir).unwrap_err().message.contains("not a regular file (a directory)"));
+        // A FIFO with no writer would block an open or a read forever: refused before opening.
+        let fifo = dir.join("fifo.npy");
+        let c = std::ffi::CString::new(fifo.display().to_string()).unwrap();
+        // SAFETY: a plain system call on a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert!(NpyFile::open(&fifo).err().unwrap().message.contains("not a regular file (a FIFO)"));
+        assert!(NpyFile::open("/dev/zero").err().unwrap().message.contains("not a regular file (a device)"));
         std::fs::remove_dir_all(dir).unwrap();
     }
 
@@ -477,17 +598,38 @@ mod tests {
     }
 
     #[test]
-    fn tensors_write_as_f4_or_i8_and_read_back() {
+    fn tensors_write_as_their_own_element_type_and_read_back() {
         let dir = scratch("write");
         let t = Tensor::from_f32(&[2, 2], &[1.0, 1.5, -2.0, 1e-3], Dtype::Bf16).unwrap();
         let p = dir.join("t.npy");
-        write_tensor_npy(File::create(&p).unwrap(), &t).unwrap();
+        assert_eq!(write_tensor_npy(File::create(&p).unwrap(), &t).unwrap(), NpyType::Bf16);
         let back = read_npy(&p).unwrap();
-        assert_eq!((back.shape, back.dtype), (vec![2, 2], Dtype::F32));
+        assert_eq!((back.shape, back.dtype), (vec![2, 2], Dtype::Bf16));
         assert_eq!(back.data, t.to_f32_vec().into_iter().map(f64::from).collect::<Vec<_>>());
-        let i = Tensor::from_i64(&[3], &[-5, 0, i64::from(i32::MAX)], Dtype::I32).unwrap();
-        write_tensor_npy(File::create(&p).unwrap(), &i).unwrap();
-        assert_eq!(read_npy(&p).unwrap().data, vec![-5.0, 0.0, f64::from(i32::MAX)]);
+        // Every dtype is written as the element type that loads back as it, bit for bit.
+        let cases: [(Dtype, &[i64], NpyType); 6] = [
+            (Dtype::I32, &[-5, 0, i32::MAX as i64], NpyType::I32),
+            (Dtype::U32, &[0, 7, u32::MAX as i64], NpyType::U32),
+            (Dtype::I16, &[-300, 2, i16::MAX as i64], NpyType::I16),
+            (Dtype::U16, &[0, 9, u16::MAX as i64], NpyType::U16),
+            (Dtype::I8, &[-128, 0, 127], NpyType::I8),
+            (Dtype::U8, &[0, 1, 255], NpyType::U8),
+        ];
+        for (d, vals, ty) in cases {
+            let i = Tensor::from_i64(&[3], vals, d).unwrap();
+            assert_eq!(write_tensor_npy(File::create(&p).unwrap(), &i).unwrap(), ty, "{d}");
+            let back = read_tensor_npy(&p).unwrap();
+            assert_eq!((back.dtype(), back.to_i64_vec()), (d, vals.to_vec()), "{d}");
+        }
+        let h = Tensor::from_f32(&[3], &[1.5, -65504.0, 6.1e-5], Dtype::F16).unwrap();
+        assert_eq!(write_tensor_npy(File::create(&p).unwrap(), &h).unwrap(), NpyType::F16);
+        let back = read_tensor_npy(&p).unwrap();
+        assert_eq!((back.dtype(), back.to_f32_vec()), (Dtype::F16, h.to_f32_vec()));
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), header_bytes(NpyType::F16, &[3]).len() as u64 + 6, "2 bytes per element");
+        // float8 widens exactly to float32.
+        let f8 = Tensor::from_f32(&[2], &[0.5, -448.0], Dtype::Fp8E4m3Fn).unwrap();
+        assert_eq!(write_tensor_npy(File::create(&p).unwrap(), &f8).unwrap(), NpyType::F32);
+        assert_eq!(read_npy(&p).unwrap().data, vec![0.5, -448.0]);
         assert!(write_npy(&p, &[2, 2], &[1.0], NpyType::F32).unwrap_err().message.contains("needs 4"));
         std::fs::remove_dir_all(dir).unwrap();
     }
