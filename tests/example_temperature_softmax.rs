@@ -61,5 +61,5 @@ fn refuses_trn2_and_a_non_positive_inverse_temperature() {
     let e = temperature_softmax::Call::new(&x, 1.0).launch(&Launch::new()).unwrap_err();
     assert!(e.to_string().contains("trn3"), "{e}");
     let e = temperature_softmax::Call::new(&x, 0.0).launch(&trn3(Precision::Fp32)).unwrap_err();
-    assert!(e.message.contains("inv_temp must be positive"), "{e}");
+    assert!(e.message.contains("temperature_softmax takes inv_temp > 0"), "{e}");
 }

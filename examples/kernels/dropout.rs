@@ -7,7 +7,7 @@ use crate::prelude::*;
 /// is zeroed with probability `rate` (in `[0, 1)`) and the survivors are scaled
 /// by `1 / (1 - rate)`, so the output's expectation is `x`.
 ///
-/// 1. seed: the `[1, 1]` 32-bit `seed` is copied to SBUF and `nisa.set_rng_seed`
+/// 1. seed: the `[1, 1]` int32 or uint32 `seed` is copied to SBUF and `nisa.set_rng_seed`
 ///    seeds every Vector lane from it, so the mask depends on the seed alone;
 /// 2. per 128-row tile, in order: `nisa.dropout` zeroes the elements whose
 ///    uniform draw is below `rate` (row `p` draws from lane `p`, continuing where
@@ -15,7 +15,7 @@ use crate::prelude::*;
 /// 3. one `tensor_scalar` multiplies the survivors by `1 / (1 - rate)` into the
 ///    output, rounding once to `x`'s dtype.
 #[nki_kernel]
-pub fn dropout(x: Hbm, seed: Hbm, rate: f64) -> Hbm {
+pub fn dropout(x: Hbm, #[dtypes(int32, uint32)] seed: Hbm, #[range(>= 0.0, < 1.0)] rate: f64) -> Hbm {
     let [n, d] = x.shape();
     // Rows per tile: one SBUF partition per row.
     let rows = nl::tile_size::pmax;

@@ -2,8 +2,8 @@
 
 use crate::prelude::*;
 
-/// `out[t, :] = table[ids[t, 0], :]` for a `[V, D]` table and `[T, 1]` integer
-/// ids (`T` a multiple of 128).
+/// `out[t, :] = table[ids[t, 0], :]` for a `[V, D]` float table and `[T, 1]`
+/// int32 or uint32 ids (`T` a multiple of 128).
 ///
 /// Per tile of 128 tokens: the ids move into a `(128, 1)` SBUF column, then one
 /// `nisa.dma_copy` reads `table.ap([[D, 128], [1, D]], vector_offset = ids)`,
@@ -11,7 +11,7 @@ use crate::prelude::*;
 /// writes the gathered rows straight into the output's tile. An id outside
 /// `0..V` is an error (the DMA's default `oob_mode`).
 #[nki_kernel]
-pub fn embedding(table: Hbm, ids: Hbm) -> Hbm {
+pub fn embedding(table: Hbm, #[dtypes(int32, uint32)] ids: Hbm) -> Hbm {
     let p = 128; // tokens per gather: one id per SBUF partition
     let [_, d] = table.shape();
     let [t, _] = ids.shape();

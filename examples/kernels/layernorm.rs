@@ -17,7 +17,14 @@ use crate::prelude::*;
 ///
 /// Statistics stay in fp32; the output has `x`'s dtype.
 #[nki_kernel]
-pub fn layernorm(x: Hbm, gamma: Hbm, beta: Hbm, #[default(1e-5)] eps: f64) -> Hbm {
+pub fn layernorm(
+    x: Hbm,
+    gamma: Hbm,
+    beta: Hbm,
+    #[default(1e-5)]
+    #[range(>= 0.0)]
+    eps: f64,
+) -> Hbm {
     let [n, d] = x.shape();
     assert!(n % 128 == 0, "rows must be a multiple of 128, got {n}");
     let fmax = nl::tile_size::bn_stats_fmax;

@@ -167,12 +167,21 @@ pub fn mamba_v2(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm) -> Hbm {
 /// column 0 is zero, so each time tile's scan starts from the column before it:
 /// zero for the first, the previous tile's last value after that.
 #[nki_kernel]
-pub fn mamba_v3(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm, #[default(512)] seq_tile: i64) -> Hbm {
+pub fn mamba_v3(
+    delta: Hbm,
+    u: Hbm,
+    a: Hbm,
+    b: Hbm,
+    c: Hbm,
+    #[default(512)]
+    #[range(>= 1)]
+    seq_tile: i64,
+) -> Hbm {
     let pmax = nl::tile_size::pmax;
     check_shapes(delta, u, a, b, c);
     let [batch, channels, seq] = delta.shape();
     let [_channels, state] = a.shape();
-    assert!(seq_tile >= 1 && seq % seq_tile == 0, "seq_tile must divide seq ({seq}), got {seq_tile}");
+    assert!(seq % seq_tile == 0, "seq_tile must divide seq ({seq}), got {seq_tile}");
     let out = nl::ndarray([batch, channels, seq], delta.dtype(), buffer = nl::shared_hbm);
     for bi in 0..batch {
         for ti in 0..channels / pmax {

@@ -56,12 +56,11 @@ pub fn matmul_hoisted(a_t: Hbm, b: Hbm) -> Hbm {
 /// (the tutorial uses 2 by 2): a block column is loaded once per `k` and each of
 /// its stationary tiles feeds `tiles_n` matmuls, each moving tile `tiles_m`.
 #[nki_kernel]
-pub fn matmul_blocked(a_t: Hbm, b: Hbm, tiles_m: i64, tiles_n: i64) -> Hbm {
+pub fn matmul_blocked(a_t: Hbm, b: Hbm, #[range(>= 1)] tiles_m: i64, #[range(>= 1)] tiles_n: i64) -> Hbm {
     let [k, m] = a_t.shape();
     let [kb, n] = b.shape();
     assert_eq!(k, kb, "a_t is [K, M] and b is [K, N]: K differs ({k} vs {kb})");
     let (block_m, block_n) = (tiles_m * 128, tiles_n * 512);
-    assert!(tiles_m >= 1 && tiles_n >= 1, "tiles_m and tiles_n must be positive, got {tiles_m} and {tiles_n}");
     assert!(k % 128 == 0 && m % block_m == 0 && n % block_n == 0, "K must be a multiple of 128, M of {block_m} and N of {block_n}");
     let out = nl::ndarray([m, n], nl::float32, buffer = nl::shared_hbm);
     for mb in 0..m / block_m {

@@ -411,7 +411,7 @@ pub mod kernel {
         #[dtypes(float32, bfloat16, float16)] hidden: Hbm,
         #[dtypes(float32, bfloat16, float16)] ln_w: Hbm,
         kargs: RmsNormQuantKernelArgs,
-        input_dequant_scale: Option<Hbm>,
+        #[dtypes(float32)] input_dequant_scale: Option<Hbm>,
     ) -> Hbm {
         // The rules of `rmsnorm_quant_violation`, checked when the kernel is traced.
         let quantization_type = kargs.quantization_type;

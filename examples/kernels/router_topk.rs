@@ -312,7 +312,7 @@ pub mod kernel {
         w_bias: Option<Hbm>,
         router_logits: Hbm,
         expert_affinities: Hbm,
-        expert_index: Hbm,
+        #[dtypes(uint32, int32)] expert_index: Hbm,
         act_fn: RouterActFnType,
         k: i64,
         x_hbm_layout: i64,

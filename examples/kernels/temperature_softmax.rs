@@ -16,10 +16,9 @@ use crate::prelude::*;
 ///
 /// Statistics stay in fp32; only the probabilities take `x`'s dtype.
 #[nki_kernel(target = "trn3")]
-pub fn temperature_softmax(x: Hbm, inv_temp: f64) -> Hbm {
+pub fn temperature_softmax(x: Hbm, #[range(> 0.0)] inv_temp: f64) -> Hbm {
     let [n, m] = x.shape();
     assert!(n % 128 == 0, "rows must be a multiple of 128, got {n}");
-    assert!(inv_temp > 0.0, "inv_temp must be positive, got {inv_temp}");
     let out = nl::ndarray([n, m], x.dtype(), buffer = nl::shared_hbm);
     for i in 0..n / 128 {
         let t = load_block(x, i * 128, 0, 128, m);

@@ -16,10 +16,10 @@ use crate::prelude::*;
 ///
 /// Values keep `x`'s dtype; the search compares in fp32.
 #[nki_kernel]
-pub fn topk(x: Hbm, k: i64) -> (Hbm, Hbm) {
+pub fn topk(x: Hbm, #[range(> 0)] k: i64) -> (Hbm, Hbm) {
     let [n, d] = x.shape();
     assert!(n % 128 == 0, "rows must be a multiple of 128, got {n}");
-    assert!(k > 0 && k % 8 == 0 && k <= d, "k must be a positive multiple of 8 and at most the row length {d}, got {k}");
+    assert!(k % 8 == 0 && k <= d, "k must be a positive multiple of 8 and at most the row length {d}, got {k}");
     let values = nl::ndarray([n, k], x.dtype(), buffer = nl::shared_hbm);
     let indices = nl::ndarray([n, k], nl::uint32, buffer = nl::shared_hbm);
     for i in 0..n / 128 {

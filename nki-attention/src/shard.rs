@@ -69,7 +69,7 @@ impl SeqLayout {
 
 /// Tokens per rank when `s_total` tokens are split over `workers` ranks, each
 /// rank's share a multiple of `unit`.
-fn per_rank(s_total: usize, workers: usize, unit: usize) -> Result<usize> {
+pub fn per_rank(s_total: usize, workers: usize, unit: usize) -> Result<usize> {
     if workers == 0 {
         return Err(NkiError::argument("workers", 0, "a ring needs at least one worker"));
     }

@@ -404,18 +404,17 @@ pub fn rearrange(t: &Tensor, src: &crate::tensor::Pattern<'_>, dst: &crate::tens
     t.rearrange(src, dst, fixed)
 }
 
-/// The check of a tensor parameter declared `#[dtypes(...)]`: `t`'s dtype must be
-/// one of `accepted` (`nl` names); the error names the kernel, the parameter,
-/// its dtype and the accepted ones.
+/// The check of a kernel's tensor parameter against its dtype contract
+/// (`#[dtypes(...)]` or the float default): `t`'s dtype must be one of
+/// `accepted` (`nl` names); the error names the kernel, the parameter, its
+/// dtype and the accepted ones.
 pub fn check_dtype(t: &Tensor, kernel: &str, param: &str, accepted: &[&str]) -> Result<()> {
-    if accepted.contains(&t.dtype().nl_name()) {
-        return Ok(());
-    }
-    let list = match accepted.split_last() {
-        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
-        _ => accepted.concat(),
-    };
-    Err(NkiError::argument(param, t.dtype(), &format!("{kernel} takes {param} as {list}")))
+    crate::emit::check_dtype(kernel, param, t.dtype(), accepted)
+}
+
+/// The check of a scalar parameter declared `#[range(...)]`.
+pub fn check_range(value: f64, kernel: &str, param: &str, bounds: &[crate::spec::contract::Bound]) -> Result<()> {
+    crate::emit::check_range(kernel, param, value, bounds)
 }
 
 /// A failed kernel `assert!`.

@@ -85,13 +85,16 @@ pub enum FnKind {
     Helper,
 }
 
-/// A parameter, with its Python default when it has one and, for a tensor, the
-/// dtypes it accepts (`#[dtypes(float32, bfloat16)]`; empty: any).
+/// A parameter, with its Python default when it has one and its contract: for
+/// a tensor, the dtypes it accepts (`#[dtypes(float32, bfloat16)]`; a kernel's
+/// tensor without one takes `FLOAT_DATA`; empty: any), for an int or float,
+/// the bounds of its range (`#[range(>= 0.0, < 1.0)]`; empty: any).
 pub struct Param {
     pub name: syn::Ident,
     pub ty: TypeAnn,
     pub default: Option<Expr>,
     pub dtypes: Vec<&'static str>,
+    pub range: Vec<nki_spec::contract::Bound>,
 }
 
 impl Function {

@@ -241,6 +241,7 @@ fn registration(ident: &syn::Ident, kind: TokenStream, source: &str) -> syn::Ite
             deps: &[],
             uses_math: false,
             params: &[],
+            outputs: ::core::option::Option::None,
             entry: ::core::option::Option::None,
         };
     }

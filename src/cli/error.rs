@@ -28,6 +28,20 @@ impl CliError {
     }
 }
 
+impl CliError {
+    /// A kernel's or typed API's error: a usage error when the inputs caused it
+    /// (an argument, shape, dtype or bounds rule, or the kernel's asserts), a
+    /// failure otherwise.
+    pub fn from_nki(e: &nki::NkiError) -> Self {
+        use nki::ErrorKind::{Argument, Assertion, Bounds, Dtype, Shape};
+        if matches!(e.kind, Assertion | Argument | Shape | Dtype | Bounds) {
+            CliError::usage(e.to_string())
+        } else {
+            CliError::failure(e.to_string())
+        }
+    }
+}
+
 /// The commands' plain errors are failures.
 impl From<String> for CliError {
     fn from(message: String) -> Self {

@@ -10,6 +10,7 @@ macro_rules! outln {
 }
 
 mod bench;
+mod deadline;
 mod demo;
 mod demo_decode;
 mod emit;

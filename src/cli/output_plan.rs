@@ -24,9 +24,10 @@
 //! `.NAME.nki-PID-N.tmp` / `.bak` next to them. If undoing a rename fails too,
 //! the error names the outputs left holding the new data.
 
+use super::deadline;
 use super::writeback::EarlyWriteback;
 use nki::Tensor;
-use nki::io::npy::{read_tensor_npy_threads, read_tensors_npy_threads, write_tensor_npy};
+use nki::io::npy::{NpyFile, NpyType, read_opened, write_tensor_npy_as};
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -75,18 +76,54 @@ impl Declared {
 }
 
 /// A command's input files and output paths (see the module docs).
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct OutputPlan {
     inputs: Vec<Declared>,
+    /// Each input opened, its header read (in declaration order).
+    files: Vec<NpyFile>,
     outputs: Vec<Declared>,
     /// Threads that may read each input (0 counts as 1).
     threads: usize,
+    /// Write float outputs as float32 (the `fp32` numeric model keeps every
+    /// value in f32, whatever its tile's dtype).
+    widen_floats: bool,
 }
 
 /// The sibling of `target` named `.NAME.nki-PID-N.SUFFIX`.
 fn sibling(target: &Path, n: usize, suffix: &str) -> PathBuf {
     let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     target.with_file_name(format!(".{name}.nki-{}-{n}.{suffix}", std::process::id()))
+}
+
+/// Whether process `pid` is alive (on Linux: it has a `/proc` entry; elsewhere
+/// assumed alive, so nothing of it is removed).
+fn alive(pid: u32) -> bool {
+    !cfg!(target_os = "linux") || Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Removes the temporaries, backups and probes that commands which died
+/// (killed mid-write) left next to `target`: the files named
+/// `.NAME.nki-PID[-N].SUFFIX` whose process no longer runs.
+fn remove_stale(target: &Path) {
+    let (Some(dir), Some(name)) = (target.parent(), target.file_name()) else { return };
+    let prefix = format!(".{}.nki-", name.to_string_lossy());
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let file = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = file.strip_prefix(&prefix) else { continue };
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        let tail = &rest[digits.len()..];
+        let suffix_ok = [".tmp", ".bak", ".probe"].iter().any(|s| tail.ends_with(s));
+        let counter_ok = tail.trim_start_matches('-').split('.').next().is_some_and(|n| n.chars().all(|c| c.is_ascii_digit()));
+        if let Ok(pid) = digits.parse::<u32>()
+            && suffix_ok
+            && counter_ok
+            && pid != std::process::id()
+            && !alive(pid)
+        {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// Removes files this plan created (best effort: they are ours, and an error
@@ -96,6 +133,10 @@ fn remove_all<'a>(paths: impl IntoIterator<Item = &'a PathBuf>) {
         let _ = fs::remove_file(p);
     }
 }
+
+/// A declared input: its index in the plan.
+#[derive(Clone, Copy, Debug)]
+pub struct Input(usize);
 
 impl OutputPlan {
     /// An empty plan.
@@ -110,24 +151,59 @@ impl OutputPlan {
         self
     }
 
-    /// Reads an input `.npy` file as a tensor, with the plan's threads.
-    pub fn read(&self, path: &Path) -> nki::Result<Tensor> {
-        read_tensor_npy_threads(path, self.threads.max(1))
+    /// Writes float outputs as float32 when `widen` (the `fp32` numeric model).
+    pub fn widen_floats(mut self, widen: bool) -> Self {
+        self.widen_floats = widen;
+        self
     }
 
-    /// Reads several input `.npy` files together, with the plan's threads
-    /// (one result per path, in order).
-    pub fn read_all(&self, paths: &[&Path]) -> Vec<nki::Result<Tensor>> {
-        read_tensors_npy_threads(paths, self.threads.max(1))
+    /// The header of a declared input.
+    pub fn header(&self, input: Input) -> &NpyFile {
+        &self.files[input.0]
     }
 
-    /// Declares the input file of `--flag`.
-    pub fn input(&mut self, flag: &str, path: &Path) -> Result<(), String> {
+    /// The flag and path of a declared input, as messages name it.
+    pub fn describe(&self, input: Input) -> String {
+        self.inputs[input.0].describe()
+    }
+
+    /// Reads a declared input's payload as a tensor, with the plan's threads;
+    /// an error names the flag and the file.
+    pub fn read(&self, input: Input) -> Result<Tensor, String> {
+        self.read_all(&[input]).pop().unwrap_or_else(|| Err("nothing was read".into()))
+    }
+
+    /// Reads several declared inputs together, with the plan's threads (one
+    /// result per input, in order).
+    pub fn read_all(&self, inputs: &[Input]) -> Vec<Result<Tensor, String>> {
+        deadline::phase(deadline::READING);
+        let files: Vec<&NpyFile> = inputs.iter().map(|i| &self.files[i.0]).collect();
+        read_opened(&files, self.threads.max(1))
+            .into_iter()
+            .zip(inputs)
+            .map(|(r, i)| r.map_err(|e| format!("--{} {e}", self.inputs[i.0].flag)))
+            .collect()
+    }
+
+    /// Declares the input file of `--flag`: opens it if it is a regular file
+    /// and reads its header (not its payload).
+    pub fn input(&mut self, flag: &str, path: &Path) -> Result<Input, String> {
         let fail = |e: std::io::Error| format!("--{flag} {}: {e}", path.display());
+        deadline::phase(deadline::READING);
+        let file = NpyFile::open(path).map_err(|e| format!("--{flag} {e}"))?;
         let location = path.canonicalize().map_err(fail)?;
         let id = file_id(&fs::metadata(path).map_err(fail)?);
         self.inputs.push(Declared { flag: flag.into(), path: path.into(), place: Place { location, id } });
-        Ok(())
+        self.files.push(file);
+        Ok(Input(self.files.len() - 1))
+    }
+
+    /// Checks that `--flag DIR` takes new files (for outputs declared once a run
+    /// says how many there are).
+    pub fn check_dir(&self, flag: &str, dir: &Path) -> Result<(), String> {
+        let probe = sibling(&dir.join("out"), self.outputs.len(), "probe");
+        File::create_new(&probe).map_err(|e| format!("--{flag} {}: cannot create files: {e}", dir.display()))?;
+        fs::remove_file(&probe).map_err(|e| format!("--{flag} {}: {e}", dir.display()))
     }
 
     /// Declares the output path of `--flag`, refusing it if it is an input or
@@ -146,6 +222,7 @@ impl OutputPlan {
             Err(e) => return Err(format!("{what}: {e}")),
         };
         let place = Place { location: resolved.join(name), id: existing.as_ref().and_then(file_id) };
+        remove_stale(&place.location);
         if let Some(i) = self.inputs.iter().find(|i| i.place.same_file(&place)) {
             return Err(format!("{what} is the same file as {}: an output never overwrites an input", i.describe()));
         }
@@ -167,16 +244,37 @@ impl OutputPlan {
         if tensors.len() != self.outputs.len() {
             return Err(format!("{} outputs were declared but {} tensors are to be written", self.outputs.len(), tensors.len()));
         }
+        deadline::phase(deadline::WRITING);
+        let types: Vec<NpyType> = tensors.iter().map(|t| self.file_type(t)).collect();
         let mut staged = Vec::with_capacity(tensors.len());
-        for (i, (o, t)) in self.outputs.iter().zip(tensors).enumerate() {
+        for (i, ((o, t), &ty)) in self.outputs.iter().zip(tensors).zip(&types).enumerate() {
             let tmp = sibling(&o.place.location, i, "tmp");
-            if let Err(e) = stage(&tmp, t) {
+            deadline::staged(tmp.clone());
+            if let Err(e) = stage(&tmp, t, ty) {
                 remove_all(&staged);
                 return Err(format!("{}: {e}; nothing was written", o.describe()));
             }
             staged.push(tmp);
         }
-        let mut backups = Vec::with_capacity(tensors.len());
+        deadline::publishing(|| self.publish(&staged))?;
+        for ((o, t), ty) in self.outputs.iter().zip(tensors).zip(types) {
+            let line = format!("wrote {} {:?} {}", o.path.display(), t.shape(), ty.name());
+            if STATUS_TO_STDERR.load(Ordering::Relaxed) { eprintln!("{line}") } else { outln!("{line}") }
+        }
+        Ok(())
+    }
+
+    /// The element type an output tensor is written as: its own dtype's
+    /// (float16 as float16, uint32 as uint32, bfloat16 as ml_dtypes stores it),
+    /// float32 for floats under the `fp32` model.
+    fn file_type(&self, t: &Tensor) -> NpyType {
+        if self.widen_floats && t.dtype().is_float() { NpyType::F32 } else { NpyType::of_dtype(t.dtype()) }
+    }
+
+    /// Renames the staged temporaries over their targets (see the module docs),
+    /// undoing the earlier renames if one fails.
+    fn publish(&self, staged: &[PathBuf]) -> Result<(), String> {
+        let mut backups = Vec::with_capacity(staged.len());
         for (i, o) in self.outputs.iter().enumerate() {
             // A directory that appeared since planning is not backed up: its rename fails below.
             let backup =
@@ -189,7 +287,7 @@ impl OutputPlan {
             }
             backups.push(backup);
         }
-        for (i, (o, tmp)) in self.outputs.iter().zip(&staged).enumerate() {
+        for (i, (o, tmp)) in self.outputs.iter().zip(staged).enumerate() {
             if let Err(e) = fs::rename(tmp, &o.place.location) {
                 let left = self.roll_back(&backups[..i]);
                 remove_all(staged[i..].iter().chain(backups[i..].iter().flatten()));
@@ -203,10 +301,6 @@ impl OutputPlan {
         }
         remove_all(backups.iter().flatten());
         sync_dirs(&self.outputs);
-        for (o, t) in self.outputs.iter().zip(tensors) {
-            let line = format!("wrote {} {:?} {}", o.path.display(), t.shape(), t.dtype());
-            if STATUS_TO_STDERR.load(Ordering::Relaxed) { eprintln!("{line}") } else { outln!("{line}") }
-        }
         Ok(())
     }
 
@@ -230,9 +324,9 @@ impl OutputPlan {
 
 /// Writes `t` to the new file `tmp` and flushes it to disk; on failure removes
 /// what it created (and nothing that was there before).
-fn stage(tmp: &Path, t: &Tensor) -> Result<(), String> {
+fn stage(tmp: &Path, t: &Tensor, ty: NpyType) -> Result<(), String> {
     let file = File::create_new(tmp).map_err(|e| e.to_string())?;
-    let written = write_tensor_npy(EarlyWriteback::new(&file), t)
+    let written = write_tensor_npy_as(EarlyWriteback::new(&file), t, ty)
         .map_err(|e| e.to_string())
         .and_then(|()| file.sync_all().map_err(|e| e.to_string()));
     if written.is_err() {

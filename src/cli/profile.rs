@@ -131,7 +131,7 @@ pub fn run(args: &ProfileArgs) -> Result<(), CliError> {
     STATUS_TO_STDERR.store(report.json, Ordering::Relaxed);
     BASE_LAUNCH.set(base.clone()).map_err(|_| "a launch was already configured in this process".to_string())?;
     let ran = match &args.kernel {
-        Profiled::Attention(k) => run_kernel(k).map(|()| true)?,
+        Profiled::Attention(k) => run_kernel(k, false).map(|()| true)?,
         Profiled::Registered(_) => generic::run("profile", &raw, false)?,
     };
     if !ran {

@@ -5,15 +5,25 @@ mod attention_tkg;
 mod ring_bwd;
 mod ring_fwd;
 
-use super::output_plan::OutputPlan;
-use super::{CliError, generic};
+use super::output_plan::{Input, OutputPlan};
+use super::{CliError, deadline, generic};
 use clap::{Args, Subcommand, ValueEnum};
 use nki::attention::dtypes::ParamDtypes;
 use nki::attention::shard::{SeqLayout, shard_bias, shard_ids};
-use nki::{Dtype, Launch, Precision, Tensor};
+use nki::{Launch, Precision, Tensor};
 
 /// Per-rank `(q, kv)` segment ids.
 pub type SegmentIds = (Vec<Tensor>, Vec<Tensor>);
+
+/// The ring's optional inputs, declared: sinks, `(q, kv)` segment ids, bias.
+pub struct RingExtras {
+    sinks: Option<Input>,
+    ids: Option<(Input, Input)>,
+    bias: Option<Input>,
+}
+
+/// The ring's optional inputs, read: sinks, per-rank segment ids, per-rank bias.
+pub type ReadExtras = (Option<Tensor>, Option<SegmentIds>, Option<Vec<Tensor>>);
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -182,64 +192,93 @@ impl RingArgs {
         (self.sliding_window, self.chunk_size, self.soft_cap)
     }
 
-    /// `--sinks`, loaded and checked as float32 `[h]` by the kernel's table.
-    pub fn load_sinks(&self, plan: &mut OutputPlan, dtypes: &ParamDtypes) -> Result<Option<Tensor>, String> {
-        let Some(path) = &self.sinks else {
-            return Ok(None);
-        };
-        declare_inputs(plan, &[("sinks", path.as_path())])?;
-        let t = load(plan, path, "sinks", dtypes)?;
-        if t.shape().len() != 1 {
-            return Err(format!("--sinks {}: shape {:?} must be [h], one logit per query head", path.display(), t.shape()));
-        }
-        Ok(Some(t))
-    }
-
-    /// `--q-segment-ids` and `--kv-segment-ids`, each int32 `[batch, S_total]`,
-    /// sharded over the ring in its layout (None without them).
-    pub fn load_segment_ids(&self, plan: &mut OutputPlan, batch: usize, s_total: usize) -> Result<Option<SegmentIds>, String> {
-        let (Some(q_path), Some(kv_path)) = (&self.q_segment_ids, &self.kv_segment_ids) else {
-            return Ok(None);
-        };
-        let files = [("q_segment_ids", q_path.as_path()), ("kv_segment_ids", kv_path.as_path())];
-        declare_inputs(plan, &files)?;
-        let mut parts = Vec::with_capacity(2);
-        for (param, path) in files {
-            let flag = flag_of(param);
-            let t = plan.read(path).map_err(|e| format!("--{flag} {e}"))?;
-            if t.dtype() != Dtype::I32 || t.shape() != [batch, s_total] {
-                return Err(format!(
-                    "--{flag} {}: {} {:?} must be int32 [{batch}, {s_total}] ([b, S_total], one id per token)",
-                    path.display(),
-                    t.dtype(),
-                    t.shape()
-                ));
+    /// Declares the optional inputs of the ring (`--sinks`, the segment ids,
+    /// `--bias`) and checks their headers: dtypes by the kernel's contract,
+    /// sinks `[h]`, segment ids `[batch, S_total]`, bias `[batch, heads,
+    /// S_total, S_total]`.
+    pub fn declare_extras(
+        &self,
+        plan: &mut OutputPlan,
+        dtypes: &ParamDtypes,
+        [batch, heads, s_total]: [usize; 3],
+    ) -> Result<RingExtras, CliError> {
+        let sinks = match &self.sinks {
+            Some(path) => {
+                let [i] = declare_checked(plan, &[("sinks", path)], dtypes)?[..] else { unreachable!("one file declared") };
+                expect_shape(plan, i, &[heads], "[h], one logit per query head")?;
+                Some(i)
             }
-            parts.push(shard_ids(&t, self.workers, self.layout()).map_err(|e| format!("--{flag} {}: {e}", path.display()))?);
-        }
-        let kv = parts.pop().unwrap_or_default();
-        let q = parts.pop().unwrap_or_default();
-        Ok(Some((q, kv)))
+            None => None,
+        };
+        let ids = match (&self.q_segment_ids, &self.kv_segment_ids) {
+            (Some(q), Some(kv)) => {
+                let [qi, kvi] = declare_checked(plan, &[("q_segment_ids", q), ("kv_segment_ids", kv)], dtypes)?[..] else {
+                    unreachable!("two files declared")
+                };
+                for i in [qi, kvi] {
+                    expect_shape(plan, i, &[batch, s_total], "[b, S_total], one id per token")?;
+                }
+                Some((qi, kvi))
+            }
+            _ => None,
+        };
+        let bias = match &self.bias {
+            Some(path) => {
+                let [i] = declare_checked(plan, &[("bias", path)], dtypes)?[..] else { unreachable!("one file declared") };
+                expect_shape(plan, i, &[batch, heads, s_total, s_total], "[b, h, S_total, S_total], query rows by key columns")?;
+                Some(i)
+            }
+            None => None,
+        };
+        Ok(RingExtras { sinks, ids, bias })
     }
 
-    /// `--bias`, float32 `[batch, heads, S_total, S_total]`, sharded by query
-    /// rows over the ring (None without it).
-    pub fn load_bias(&self, plan: &mut OutputPlan, batch: usize, heads: usize, s_total: usize) -> Result<Option<Vec<Tensor>>, String> {
-        let Some(path) = &self.bias else {
-            return Ok(None);
+    /// Per-rank stand-ins of the declared optional inputs (see [`placeholder`]),
+    /// for the typed API's checks before any payload is read.
+    pub fn extra_stand_ins(
+        &self,
+        plan: &OutputPlan,
+        extras: &RingExtras,
+        [b, h, st]: [usize; 3],
+        sl: usize,
+    ) -> Result<ReadExtras, CliError> {
+        let sinks = extras.sinks.map(|i| placeholder(plan, i)).transpose()?;
+        let ids = match extras.ids {
+            Some((q, kv)) => Some((
+                stand_ins(&[b, sl], plan.header(q).dtype(), self.workers)?,
+                stand_ins(&[b, sl], plan.header(kv).dtype(), self.workers)?,
+            )),
+            None => None,
         };
-        declare_inputs(plan, &[("bias", path.as_path())])?;
-        let t = plan.read(path).map_err(|e| format!("--bias {e}"))?;
-        let want = [batch, heads, s_total, s_total];
-        if t.dtype() != Dtype::F32 || t.shape() != want {
-            return Err(format!(
-                "--bias {}: {} {:?} must be float32 {want:?} ([b, h, S_total, S_total], query rows by key columns)",
-                path.display(),
-                t.dtype(),
-                t.shape()
-            ));
-        }
-        shard_bias(&t, self.workers, self.layout()).map(Some).map_err(|e| format!("--bias {}: {e}", path.display()))
+        let bias = extras.bias.map(|i| stand_ins(&[b, h, sl, st], plan.header(i).dtype(), self.workers)).transpose()?;
+        Ok((sinks, ids, bias))
+    }
+
+    /// Reads the optional inputs declared by [`declare_extras`](Self::declare_extras),
+    /// the segment ids and the bias sharded over the ring in its layout.
+    pub fn read_extras(&self, plan: &OutputPlan, extras: &RingExtras) -> Result<ReadExtras, CliError> {
+        let sinks = extras.sinks.map(|i| plan.read(i).map(|t| t.named("sinks"))).transpose().map_err(CliError::usage)?;
+        let (w, layout) = (self.workers, self.layout());
+        let ids = match extras.ids {
+            Some((q, kv)) => {
+                let mut parts = Vec::with_capacity(2);
+                for i in [q, kv] {
+                    let t = plan.read(i).map_err(CliError::usage)?;
+                    parts.push(shard_ids(&t, w, layout).map_err(|e| CliError::usage(format!("{}: {e}", plan.describe(i))))?);
+                }
+                let kv = parts.pop().unwrap_or_default();
+                Some((parts.pop().unwrap_or_default(), kv))
+            }
+            None => None,
+        };
+        let bias = match extras.bias {
+            Some(i) => {
+                let t = plan.read(i).map_err(CliError::usage)?;
+                Some(shard_bias(&t, w, layout).map_err(|e| CliError::usage(format!("{}: {e}", plan.describe(i))))?)
+            }
+            None => None,
+        };
+        Ok((sinks, ids, bias))
     }
 
     /// `--workers` as the kernels' `num_workers`.
@@ -262,10 +301,20 @@ impl LaunchArgs {
             Some(n) => launch.threads(usize::from(n)),
             None => launch,
         };
-        match self.timeout {
-            Some(limit) => launch.timeout(limit),
-            None => launch,
-        }
+        // `--timeout` bounds the whole command: the launch gets what is left
+        // of it when it starts (see `deadline::bound`).
+        launch
+    }
+
+    /// Arms `--timeout` over the whole command (see [`deadline`]).
+    pub fn start_deadline(&self) {
+        deadline::start(self.timeout);
+    }
+
+    /// The output plan of a command with these options: the launch's threads
+    /// read the inputs; outputs are float32 under `--precision fp32`.
+    pub fn plan(&self, launch: &Launch) -> OutputPlan {
+        OutputPlan::new().threads(launch.thread_budget()).widen_floats(matches!(self.precision, PrecisionArg::Fp32))
     }
 }
 
@@ -274,68 +323,134 @@ pub fn flag_of(param: &str) -> String {
     param.replace('_', "-")
 }
 
-/// Declares the input files of a command, each under its parameter's flag.
-pub fn declare_inputs(plan: &mut OutputPlan, files: &[(&str, &Path)]) -> Result<(), String> {
-    files.iter().try_for_each(|(param, path)| plan.input(&flag_of(param), path))
+/// Declares the input files of a command, each under its parameter's flag:
+/// opens each (a regular file), reads its header and checks its dtype against
+/// the kernel's contract, before any payload is read.
+pub fn declare_checked(plan: &mut OutputPlan, files: &[(&str, &Path)], dtypes: &ParamDtypes) -> Result<Vec<Input>, CliError> {
+    let mut inputs = Vec::with_capacity(files.len());
+    for &(param, path) in files {
+        let i = plan.input(&flag_of(param), path).map_err(CliError::usage)?;
+        dtypes.check_dtype(param, param, plan.header(i).dtype()).map_err(|e| CliError::usage(format!("{}: {e}", plan.describe(i))))?;
+        inputs.push(i);
+    }
+    Ok(inputs)
 }
 
-/// Loads the `.npy` file of kernel parameter `param` as a tensor of the dtype its
-/// element type loads as, refusing dtypes the kernel does not take for `param`;
-/// reads with the threads `plan` allows.
-pub fn load(plan: &OutputPlan, path: &Path, param: &str, dtypes: &ParamDtypes) -> Result<Tensor, String> {
-    checked(param, path, plan.read(path), dtypes)
+/// Refuses a declared input whose header's shape is not `want` (`layout` says what it holds).
+pub fn expect_shape(plan: &OutputPlan, input: Input, want: &[usize], layout: &str) -> Result<(), CliError> {
+    let h = plan.header(input);
+    if h.shape() != want {
+        return Err(CliError::usage(format!("{}: {} {:?} must be {want:?} ({layout})", plan.describe(input), h.dtype(), h.shape())));
+    }
+    Ok(())
 }
 
-/// [`load`] for several files, read together (see [`OutputPlan::read_all`]);
-/// the first file in order that fails is the error.
-pub fn load_all(plan: &OutputPlan, files: &[(&str, &Path)], dtypes: &ParamDtypes) -> Result<Vec<Tensor>, String> {
-    let paths: Vec<&Path> = files.iter().map(|(_, path)| *path).collect();
-    files.iter().zip(plan.read_all(&paths)).map(|(&(param, path), read)| checked(param, path, read, dtypes)).collect()
-}
-
-/// The tensor read from `param`'s file, if it read and has a dtype `param` takes.
-fn checked(param: &str, path: &Path, read: nki::Result<Tensor>, dtypes: &ParamDtypes) -> Result<Tensor, String> {
-    let flag = flag_of(param);
-    let t = read.map_err(|e| format!("--{flag} {e}"))?;
-    dtypes.check(param, &t).map_err(|e| format!("--{flag} {}: {e}", path.display()))?;
-    Ok(t.named(param))
-}
-
-/// Loads whole-sequence inputs that must share the `[b, h, S_total, d]` shape of the first.
-pub fn load_alike(plan: &OutputPlan, files: &[(&str, &Path)], dtypes: &ParamDtypes) -> Result<Vec<Tensor>, String> {
-    let tensors = load_all(plan, files, dtypes)?;
-    for ((param, _), t) in files.iter().zip(&tensors).skip(1) {
-        if t.shape() != tensors[0].shape() {
-            return Err(format!(
-                "--{param} has shape {:?} but --{} has {:?}; all of them are [b, h, S_total, d]",
-                t.shape(),
-                files[0].0,
-                tensors[0].shape()
-            ));
+/// Refuses whole-sequence inputs whose headers do not all share the first one's
+/// shape (`[b, h, S_total, d]`).
+pub fn expect_alike(plan: &OutputPlan, files: &[(&str, Input)]) -> Result<(), CliError> {
+    let Some(&(first, i0)) = files.first() else { return Ok(()) };
+    let want = plan.header(i0).shape();
+    for &(param, i) in &files[1..] {
+        let got = plan.header(i).shape();
+        if got != want {
+            return Err(CliError::usage(format!(
+                "--{} has shape {got:?} but --{} has {want:?}; all of them are [b, h, S_total, d]",
+                flag_of(param),
+                flag_of(first)
+            )));
         }
     }
-    Ok(tensors)
+    Ok(())
+}
+
+/// Reads declared inputs together (after every check), each tensor named for its parameter.
+pub fn read_inputs(plan: &OutputPlan, files: &[(&str, Input)]) -> Result<Vec<Tensor>, CliError> {
+    let inputs: Vec<Input> = files.iter().map(|&(_, i)| i).collect();
+    files.iter().zip(plan.read_all(&inputs)).map(|(&(param, _), r)| r.map(|t| t.named(param)).map_err(CliError::usage)).collect()
+}
+
+/// A stand-in for a declared input with its header's shape and dtype and no
+/// data (one element broadcast over every dim), for the typed APIs' checks
+/// of shapes and dtypes before any payload is read.
+pub fn placeholder(plan: &OutputPlan, input: Input) -> Result<Tensor, CliError> {
+    let h = plan.header(input);
+    stand_in(h.shape(), h.dtype()).map_err(|e| CliError::usage(format!("{}: {e}", plan.describe(input))))
+}
+
+/// A tensor of `shape` and `dtype` holding one element broadcast over every dim.
+fn stand_in(shape: &[usize], dtype: nki::Dtype) -> nki::Result<Tensor> {
+    let mut t = Tensor::from_f32(&vec![1; shape.len()], &[0.0], dtype)?;
+    for (dim, &n) in shape.iter().enumerate() {
+        if n != 1 {
+            t = t.broadcast(dim, n)?;
+        }
+    }
+    Ok(t)
+}
+
+/// One [`stand_in`] per rank of a ring of `workers`.
+pub fn stand_ins(shape: &[usize], dtype: nki::Dtype, workers: usize) -> Result<Vec<Tensor>, CliError> {
+    (0..workers).map(|_| stand_in(shape, dtype).map_err(|e| CliError::usage(e.to_string()))).collect()
+}
+
+/// The `[b, h, S_total, d]` of whole-sequence queries `q` (and of `o`, `dy`),
+/// with `kv` (keys and values) alike and `[b, h_kv, S_total, d]`, `h` a
+/// multiple of `h_kv`: from the headers.
+pub fn whole_sequence(plan: &OutputPlan, q: (&str, Input), kv: &[(&str, Input)]) -> Result<[usize; 4], CliError> {
+    let shape = plan.header(q.1).shape();
+    let [b, h, st, d] = <[usize; 4]>::try_from(shape)
+        .map_err(|_| CliError::usage(format!("{}: shape {shape:?} must be [b, h, S_total, d]", plan.describe(q.1))))?;
+    expect_alike(plan, kv)?;
+    if let Some(&(param, i)) = kv.first() {
+        let got = plan.header(i).shape();
+        let fits = matches!(got, &[kb, kh, ks, kd] if kb == b && ks == st && kd == d && kh > 0 && h % kh == 0);
+        if !fits {
+            return Err(CliError::usage(format!(
+                "--{} has shape {got:?} but --{} has {shape:?}; keys and values are [b, h_kv, S_total, d] with h a multiple of h_kv",
+                flag_of(param),
+                flag_of(q.0)
+            )));
+        }
+    }
+    Ok([b, h, st, d])
+}
+
+/// A kernel's or typed API's error as the command reports it: one past the
+/// command's `--timeout` names the limit, others are usage errors or failures
+/// by their kind ([`CliError::from_nki`]).
+pub fn launch_error(e: &nki::NkiError) -> CliError {
+    match (e.kind, deadline::limit()) {
+        (nki::ErrorKind::Timeout, Some(limit)) => {
+            CliError::failure(format!("the command did not finish within {limit:?} (--timeout): {e}"))
+        }
+        _ => CliError::from_nki(e),
+    }
+}
+
+/// Declares an optional output (given for `nki run`, optional under `nki profile`).
+pub fn declare_output(plan: &mut OutputPlan, flag: &str, path: Option<&Path>, required: bool, because: &str) -> Result<(), CliError> {
+    match path {
+        Some(p) => plan.output(flag, p).map_err(CliError::usage),
+        None if required => Err(CliError::usage(format!("--{flag} FILE is required {because}"))),
+        None => Ok(()),
+    }
 }
 
 /// Runs the chosen kernel.
 pub fn run(args: &RunArgs) -> Result<(), CliError> {
     match &args.kernel {
-        Runnable::Attention(k) => Ok(run_kernel(k)?),
+        Runnable::Attention(k) => run_kernel(k, true),
         Runnable::Registered(raw) => generic::run("run", raw, true).map(drop),
     }
 }
 
-/// Runs `kernel` with its flags.
-pub fn run_kernel(kernel: &Kernel) -> Result<(), String> {
+/// Runs `kernel` with its flags; `nki run` requires its outputs (`outputs_required`),
+/// `nki profile` writes those given.
+pub fn run_kernel(kernel: &Kernel, outputs_required: bool) -> Result<(), CliError> {
     match kernel {
-        Kernel::AttentionCte(a) => attention_cte::run(a),
-        Kernel::AttentionTkg(a) => attention_tkg::run(a),
-        Kernel::RingFwd(a) => ring_fwd::run(a),
-        Kernel::RingBwd(a) => ring_bwd::run(a),
+        Kernel::AttentionCte(a) => attention_cte::run(a, outputs_required),
+        Kernel::AttentionTkg(a) => attention_tkg::run(a, outputs_required),
+        Kernel::RingFwd(a) => ring_fwd::run(a, outputs_required),
+        Kernel::RingBwd(a) => ring_bwd::run(a, outputs_required),
     }
-}
-
-/// An optional path that a flag requires.
-pub fn required_path<'a>(p: &'a Option<PathBuf>, flag: &str, because: &str) -> Result<&'a Path, String> {
-    p.as_deref().ok_or_else(|| format!("{flag} is required {because}"))
 }

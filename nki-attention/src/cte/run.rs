@@ -3,27 +3,14 @@
 
 use super::attention_cte::attention_cte;
 use super::config::{CteConfig, CteRule};
-use crate::dtypes::{FLOATS, INT32, POSITIONS, ParamDtypes};
+use crate::dtypes::ParamDtypes;
 use nki::{Ctx, Launch, NkiError, Result, Tensor};
 
-/// The dtypes each tensor parameter of `attention_cte` accepts: float data
-/// (bf16, fp16, fp32, the documented input dtypes), an int32 `prior_used_len`,
-/// and int32 or fp32 positions in `cp_offset` and the packing bounds.
-pub const DTYPES: ParamDtypes = ParamDtypes {
-    kernel: "attention_cte",
-    params: &[
-        ("q", FLOATS),
-        ("k", FLOATS),
-        ("v", FLOATS),
-        ("k_prior", FLOATS),
-        ("v_prior", FLOATS),
-        ("prior_used_len", INT32),
-        ("sink", FLOATS),
-        ("cp_offset", POSITIONS),
-        ("bound_min", POSITIONS),
-        ("bound_max", POSITIONS),
-    ],
-};
+/// The dtypes each tensor parameter of `attention_cte` accepts, as the kernel
+/// declares them: float data (bf16, fp16, fp32, the documented input dtypes),
+/// an int32 `prior_used_len`, int32 or fp32 positions in `cp_offset` and the
+/// packing bounds.
+pub const DTYPES: ParamDtypes = ParamDtypes { kernel: &attention_cte::INFO, aliases: &[] };
 
 /// The prefix cache: prior keys and values and how many of them are used.
 #[derive(Clone, Copy, Debug)]

@@ -769,28 +769,32 @@ fn sum_sink_parts(parts: Hbm, lnc: i64, lnc_id: i64) -> Hbm {
 #[nki_kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn ring_attention_spmd_bwd(
-    q_ref: Hbm,
-    k_ref: Hbm,
-    v_ref: Hbm,
-    o_ref: Hbm,
-    dy_ref: Hbm,
-    lse_ref: Hbm,
+    #[dtypes(float32, bfloat16, float16)] q_ref: Hbm,
+    #[dtypes(float32, bfloat16, float16)] k_ref: Hbm,
+    #[dtypes(float32, bfloat16, float16)] v_ref: Hbm,
+    #[dtypes(float32, bfloat16, float16)] o_ref: Hbm,
+    #[dtypes(float32, bfloat16, float16)] dy_ref: Hbm,
+    #[dtypes(float32, bfloat16, float16)] lse_ref: Hbm,
     #[default(false)] use_causal_mask: bool,
     #[default(true)] mixed_precision: bool,
     softmax_scale: Option<f64>,
-    #[default(1)] num_workers: i64,
-    #[default(1)] lnc_size: i64,
+    #[default(1)]
+    #[range(>= 1)]
+    num_workers: i64,
+    #[default(1)]
+    #[range(>= 1, <= 2)]
+    lnc_size: i64,
     replica_groups: Option<Groups>,
     #[default(false)] striped_attention: bool,
-    sinks: Option<Hbm>,
+    #[dtypes(float32)] sinks: Option<Hbm>,
     #[default(false)] zigzag_attention: bool,
-    window_left: Option<i64>,
-    window_right: Option<i64>,
-    chunk_size: Option<i64>,
-    soft_cap: Option<f64>,
-    q_segment_ids: Option<Hbm>,
-    kv_segment_ids: Option<Hbm>,
-    bias: Option<Hbm>,
+    #[range(>= 0)] window_left: Option<i64>,
+    #[range(>= 0)] window_right: Option<i64>,
+    #[range(>= 1)] chunk_size: Option<i64>,
+    #[range(> 0.0)] soft_cap: Option<f64>,
+    #[dtypes(int32)] q_segment_ids: Option<Hbm>,
+    #[dtypes(int32)] kv_segment_ids: Option<Hbm>,
+    #[dtypes(float32)] bias: Option<Hbm>,
 ) -> Outputs {
     assert!(!striped_attention || use_causal_mask, "striped_attention requires use_causal_mask");
     assert!(!zigzag_attention || use_causal_mask, "zigzag_attention requires use_causal_mask");

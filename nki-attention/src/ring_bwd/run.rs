@@ -4,17 +4,19 @@
 
 use super::config::{RingBwdConfig, RingBwdRule};
 use super::ring_attention_bwd::ring_attention_spmd_bwd;
-use crate::dtypes::{FLOAT32, FLOATS, ParamDtypes};
+use crate::dtypes::ParamDtypes;
 use crate::ring_fwd::RingDims;
 use crate::rings::{check_feature_inputs, check_ring_launch, shape_i64};
 use nki::collectives::CommEvent;
 use nki::{Dtype, Launch, NkiError, Result, Tensor};
 
-/// The dtypes each tensor parameter of `ring_attention_spmd_bwd` accepts: float
-/// data (bf16, fp16, fp32; q, k, v, o and dy also share one dtype) and fp32 sink logits.
+/// The dtypes each tensor parameter of `ring_attention_spmd_bwd` accepts, as
+/// the kernel declares them (under the typed API's names: `q` is the kernel's
+/// `q_ref`, ...): float data (bf16, fp16, fp32; q, k, v, o and dy also share
+/// one dtype) and fp32 sink logits.
 pub const DTYPES: ParamDtypes = ParamDtypes {
-    kernel: "ring_attention_spmd_bwd",
-    params: &[("q", FLOATS), ("k", FLOATS), ("v", FLOATS), ("o", FLOATS), ("dy", FLOATS), ("lse", FLOATS), ("sinks", FLOAT32)],
+    kernel: &ring_attention_spmd_bwd::INFO,
+    aliases: &[("q", "q_ref"), ("k", "k_ref"), ("v", "v_ref"), ("o", "o_ref"), ("dy", "dy_ref"), ("lse", "lse_ref")],
 };
 
 /// The per-rank tensors of one backward launch, all `[B, N, D, S]` (head-dim

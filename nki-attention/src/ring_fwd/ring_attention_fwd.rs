@@ -494,11 +494,13 @@ fn normalize_batch(
 #[nki_kernel]
 #[allow(clippy::too_many_arguments)]
 pub fn ring_attention_spmd_fwd(
-    q: Hbm,
-    k: Hbm,
-    v: Hbm,
+    #[dtypes(float32, bfloat16, float16)] q: Hbm,
+    #[dtypes(float32, bfloat16, float16)] k: Hbm,
+    #[dtypes(float32, bfloat16, float16)] v: Hbm,
     replica_groups: Option<Groups>,
-    #[default(1)] num_workers: i64,
+    #[default(1)]
+    #[range(>= 1)]
+    num_workers: i64,
     softmax_scale: Option<f64>,
     #[default(false)] use_causal_mask: bool,
     #[default(false)] striped_input: bool,
@@ -506,15 +508,15 @@ pub fn ring_attention_spmd_fwd(
     #[default(nl::float32)] lse_dtype: Dtype,
     #[default(false)] tp_q: bool,
     #[default(false)] tp_k: bool,
-    sinks: Option<Hbm>,
+    #[dtypes(float32)] sinks: Option<Hbm>,
     #[default(false)] zigzag_input: bool,
-    window_left: Option<i64>,
-    window_right: Option<i64>,
-    chunk_size: Option<i64>,
-    soft_cap: Option<f64>,
-    q_segment_ids: Option<Hbm>,
-    kv_segment_ids: Option<Hbm>,
-    bias: Option<Hbm>,
+    #[range(>= 0)] window_left: Option<i64>,
+    #[range(>= 0)] window_right: Option<i64>,
+    #[range(>= 1)] chunk_size: Option<i64>,
+    #[range(> 0.0)] soft_cap: Option<f64>,
+    #[dtypes(int32)] q_segment_ids: Option<Hbm>,
+    #[dtypes(int32)] kv_segment_ids: Option<Hbm>,
+    #[dtypes(float32)] bias: Option<Hbm>,
 ) -> Outputs {
     assert!(nisa::get_nc_version() > nisa::nc_version::gen2, "ring_attention_spmd_fwd not supported on trn1");
     assert!(q.ndim() == 4 && k.ndim() == 4 && v.ndim() == 4, "q, k and v must be 4-d, [b, h, d, seqlen] or [b, h, seqlen, d]");

@@ -4,15 +4,14 @@
 
 use super::config::{RingFwdConfig, RingFwdRule};
 use super::ring_attention_fwd::ring_attention_spmd_fwd;
-use crate::dtypes::{FLOAT32, FLOATS, ParamDtypes};
+use crate::dtypes::ParamDtypes;
 use crate::rings::{check_feature_inputs, check_ring_launch, shape_i64};
 use nki::collectives::CommEvent;
 use nki::{Launch, NkiError, Result, Tensor};
 
-/// The dtypes each tensor parameter of `ring_attention_spmd_fwd` accepts: float
-/// data (bf16, fp16, fp32) and fp32 sink logits.
-pub const DTYPES: ParamDtypes =
-    ParamDtypes { kernel: "ring_attention_spmd_fwd", params: &[("q", FLOATS), ("k", FLOATS), ("v", FLOATS), ("sinks", FLOAT32)] };
+/// The dtypes each tensor parameter of `ring_attention_spmd_fwd` accepts, as
+/// the kernel declares them: float data and fp32 sink logits.
+pub const DTYPES: ParamDtypes = ParamDtypes { kernel: &ring_attention_spmd_fwd::INFO, aliases: &[] };
 
 /// The queries of every rank, and whether the softmax scale is already in them.
 ///

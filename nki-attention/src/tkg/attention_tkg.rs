@@ -329,19 +329,19 @@ pub mod decode {
     #[nki_kernel]
     #[allow(clippy::too_many_arguments)]
     pub fn attention_tkg(
-        q: Hbm,
-        k_active: Hbm,
-        v_active: Hbm,
-        k_prior: Hbm,
-        v_prior: Hbm,
-        mask: Hbm,
+        #[dtypes(float32, bfloat16, float16)] q: Hbm,
+        #[dtypes(float32, bfloat16, float16)] k_active: Hbm,
+        #[dtypes(float32, bfloat16, float16)] v_active: Hbm,
+        #[dtypes(float32, bfloat16, float16)] k_prior: Hbm,
+        #[dtypes(float32, bfloat16, float16)] v_prior: Hbm,
+        #[dtypes(uint8)] mask: Hbm,
         cfg: AttnTKGConfig,
-        inv_freqs: Option<Hbm>,
-        rope_pos_ids: Option<Hbm>,
-        start_pos_ids: Option<Hbm>,
-        sink: Option<Hbm>,
-        active_blocks_table: Option<Hbm>,
-        k_out: Option<Hbm>,
+        #[dtypes(float32)] inv_freqs: Option<Hbm>,
+        #[dtypes(int32, float32)] rope_pos_ids: Option<Hbm>,
+        #[dtypes(int32, float32)] start_pos_ids: Option<Hbm>,
+        #[dtypes(float32, bfloat16, float16)] sink: Option<Hbm>,
+        #[dtypes(int32)] active_blocks_table: Option<Hbm>,
+        #[dtypes(float32, bfloat16, float16)] k_out: Option<Hbm>,
     ) -> Hbm {
         // The configuration this kernel implements: every other field at its default.
         let block_len = cfg.block_len;

@@ -3,23 +3,12 @@
 
 use super::attention_tkg::{AttnTKGConfig, attention_tkg};
 use super::config::{TkgConfig, TkgDims, TkgRule};
-use crate::dtypes::{FLOATS, ParamDtypes, UINT8};
+use crate::dtypes::ParamDtypes;
 use nki::{Ctx, Launch, NkiError, Result, Tensor};
 
-/// The dtypes each tensor parameter of `attention_tkg` accepts: float data and a
-/// uint8 mask.
-pub const DTYPES: ParamDtypes = ParamDtypes {
-    kernel: "attention_tkg",
-    params: &[
-        ("q", FLOATS),
-        ("k_active", FLOATS),
-        ("v_active", FLOATS),
-        ("k_prior", FLOATS),
-        ("v_prior", FLOATS),
-        ("mask", UINT8),
-        ("sink", FLOATS),
-    ],
-};
+/// The dtypes each tensor parameter of `attention_tkg` accepts, as the kernel
+/// declares them: float data and a uint8 mask.
+pub const DTYPES: ParamDtypes = ParamDtypes { kernel: &attention_tkg::INFO, aliases: &[] };
 
 /// The tensors of one decode step, in the kernel's layouts (see
 /// [`attention_tkg`](super::attention_tkg::attention_tkg)).

@@ -13,6 +13,7 @@
 //! ids resolved by the macro's checker, semantics live in `nki-core`.
 
 pub mod constants;
+pub mod contract;
 pub mod hw;
 mod kinds;
 mod op;

@@ -9,7 +9,7 @@
 
 mod params;
 
-pub use params::{ArgValue, Entry, ParamInfo, ParamKind, PyEnum, given, required};
+pub use params::{ArgValue, Entry, ParamInfo, ParamKind, PyEnum, check_dtype, check_range, given, required};
 
 use crate::{ErrorKind, NkiError, Result};
 use std::collections::BTreeMap;
@@ -49,6 +49,10 @@ pub struct FunctionInfo {
     pub uses_math: bool,
     /// Its parameters, in declaration order.
     pub params: &'static [ParamInfo],
+    /// How many tensors it returns, when its signature fixes the number (a
+    /// tensor, a tuple of tensors, nothing); `None` for a list of outputs
+    /// whose length the run decides.
+    pub outputs: Option<usize>,
     /// Runs it with values chosen at run time (kernels whose parameters and
     /// outputs are all of [`ParamKind`]s and tensors; `None` for helpers).
     pub entry: Option<Entry>,
@@ -231,6 +235,7 @@ mod tests {
         deps: &[],
         uses_math: false,
         params: &[],
+        outputs: None,
         entry: None,
     };
     static KER: FunctionInfo = FunctionInfo {
@@ -242,6 +247,7 @@ mod tests {
         deps: &[&HELP],
         uses_math: true,
         params: &[],
+        outputs: None,
         entry: None,
     };
 
@@ -265,6 +271,7 @@ mod tests {
         deps: &[],
         uses_math: false,
         params: &[],
+        outputs: None,
         entry: None,
     };
     static OTHER: FunctionInfo = FunctionInfo { name: "Other", ..CFG };
@@ -276,7 +283,16 @@ mod tests {
         file: "src/conf.rs",
         deps: &[&CFG, &OTHER],
         uses_math: false,
-        params: &[ParamInfo { name: "cfg.n", kind: ParamKind::Int, optional: true, default: Some("0"), dtypes: &[], bundle: Some("Cfg") }],
+        params: &[ParamInfo {
+            name: "cfg.n",
+            kind: ParamKind::Int,
+            optional: true,
+            default: Some("0"),
+            dtypes: &[],
+            range: &[],
+            bundle: Some("Cfg"),
+        }],
+        outputs: None,
         entry: None,
     };
 
@@ -302,6 +318,7 @@ mod tests {
         deps: &[],
         uses_math: false,
         params: &[],
+        outputs: None,
         entry: None,
     };
     static UNUSED: FunctionInfo = FunctionInfo { name: "Unused", ..ACT };
@@ -319,8 +336,10 @@ mod tests {
             optional: false,
             default: None,
             dtypes: &[],
+            range: &[],
             bundle: None,
         }],
+        outputs: None,
         entry: None,
     };
 

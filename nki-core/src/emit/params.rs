@@ -8,6 +8,7 @@
 //! works from these alone.
 
 use crate::{Ctx, Dtype, NkiError, Result, Tensor};
+use nki_spec::contract::{Bound, either, in_range, range_rule};
 
 /// What a parameter holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,8 +52,9 @@ impl ParamKind {
     }
 }
 
-/// One parameter of a kernel, as declared.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// One parameter of a kernel, as declared, with its contract (see
+/// [`nki_spec::contract`]): the dtypes a tensor takes, the range of a scalar.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ParamInfo {
     /// Its name (in Rust and Python).
     pub name: &'static str,
@@ -62,12 +64,52 @@ pub struct ParamInfo {
     pub optional: bool,
     /// The Python default expression, if it has one (`None` for options without one).
     pub default: Option<&'static str>,
-    /// For a tensor declared `#[dtypes(...)]`, the `nl` names of the dtypes it
-    /// accepts (the kernel refuses others); empty: any.
+    /// For a tensor, the `nl` names of the dtypes it accepts (the kernel
+    /// refuses others): its `#[dtypes(...)]`, or for a kernel's tensor that
+    /// declares none [`FLOAT_DATA`](nki_spec::contract::FLOAT_DATA); empty: any
+    /// (a helper's tensors).
     pub dtypes: &'static [&'static str],
+    /// For an int or float, the bounds of its documented range
+    /// (`#[range(>= 0.0, < 1.0)]`; empty: any value).
+    pub range: &'static [Bound],
     /// For a field of a bundle parameter (registered as `cfg.field`), the
     /// bundle's `nl.NKIObject` class, which the caller builds from the fields.
     pub bundle: Option<&'static str>,
+}
+
+impl ParamInfo {
+    /// Whether the tensor parameter accepts `dtype`.
+    pub fn accepts(&self, dtype: Dtype) -> bool {
+        self.dtypes.is_empty() || self.dtypes.contains(&dtype.nl_name())
+    }
+
+    /// Refuses a tensor of `dtype` the parameter does not accept: the error
+    /// names `kernel`, the parameter, the dtype and the accepted ones.
+    pub fn check_dtype(&self, kernel: &str, dtype: Dtype) -> Result<()> {
+        check_dtype(kernel, self.name, dtype, self.dtypes)
+    }
+
+    /// Refuses a value outside the parameter's documented range.
+    pub fn check_value(&self, kernel: &str, value: f64) -> Result<()> {
+        check_range(kernel, self.name, value, self.range)
+    }
+}
+
+/// The dtype check of a tensor parameter that accepts `accepted` (`nl` names;
+/// empty: any).
+pub fn check_dtype(kernel: &str, param: &str, dtype: Dtype, accepted: &[&str]) -> Result<()> {
+    if accepted.is_empty() || accepted.contains(&dtype.nl_name()) {
+        return Ok(());
+    }
+    Err(NkiError::argument(param, dtype, &format!("{kernel} takes {param} as {}", either(accepted))))
+}
+
+/// The range check of a scalar parameter bounded by `bounds`.
+pub fn check_range(kernel: &str, param: &str, value: f64, bounds: &[Bound]) -> Result<()> {
+    if in_range(bounds, value) {
+        return Ok(());
+    }
+    Err(NkiError::argument(param, value, &format!("{kernel} takes {param} {}", range_rule(bounds))))
 }
 
 /// A value for one parameter.

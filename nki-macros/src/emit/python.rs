@@ -80,15 +80,23 @@ pub fn emit(f: &Function, info: &Info) -> String {
             ));
         }
     }
-    for prm in f.params.iter().filter(|prm| !prm.dtypes.is_empty()) {
-        let (n, names) = (&prm.name, &prm.dtypes);
-        let tuple = tuple(names.iter().map(|d| format!("nl.{d}")).collect());
-        let list = match names.split_last() {
-            Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
-            _ => names.concat(),
-        };
+    for prm in &f.params {
+        let n = &prm.name;
         let guard = if matches!(prm.ty, crate::ast::TypeAnn::Option(..)) { format!("{n} is None or ") } else { String::new() };
-        p.line(&format!("assert {guard}{n}.dtype in {tuple}, \"{} takes {n} as {list}\"", f.name));
+        if !prm.dtypes.is_empty() {
+            let tuple = tuple(prm.dtypes.iter().map(|d| format!("nl.{d}")).collect());
+            let list = nki_spec::contract::either(&prm.dtypes);
+            p.line(&format!("assert {guard}{n}.dtype in {tuple}, \"{} takes {n} as {list}\"", f.name));
+        }
+        if !prm.range.is_empty() {
+            let int = matches!(&prm.ty, crate::ast::TypeAnn::Int(_))
+                || matches!(&prm.ty, crate::ast::TypeAnn::Option(inner, _) if matches!(**inner, crate::ast::TypeAnn::Int(_)));
+            let number = |v: f64| if int { format!("{}", v as i64) } else { format!("{v:?}") };
+            let tests: Vec<String> = prm.range.iter().map(|b| format!("{n} {} {}", b.operator(), number(b.value()))).collect();
+            let rule = nki_spec::contract::range_rule(&prm.range);
+            let cond = if guard.is_empty() || tests.len() == 1 { tests.join(" and ") } else { format!("({})", tests.join(" and ")) };
+            p.line(&format!("assert {guard}{cond}, f\"{} takes {n} {rule}, not {{{n}!r}}\"", f.name));
+        }
     }
     p.block(&f.body, true);
     p.out

@@ -244,6 +244,7 @@ pub fn parse_function(item: &syn::ItemFn, kind: FnKind, objects: &[ObjectDef], e
         };
         let mut default = None;
         let mut dtypes = Vec::new();
+        let mut range = Vec::new();
         for a in &pt.attrs {
             if a.path().is_ident("default") {
                 match a.parse_args::<syn::Expr>() {
@@ -252,21 +253,31 @@ pub fn parse_function(item: &syn::ItemFn, kind: FnKind, objects: &[ObjectDef], e
                 }
             } else if a.path().is_ident("dtypes") {
                 dtypes = parse_dtypes(a, cx);
+            } else if a.path().is_ident("range") {
+                range = parse_range(a, cx);
             } else {
                 cx.error(
                     Spn::of(a),
-                    "the parameter attributes are #[default(value)], the Python default, and #[dtypes(float32, ...)], the dtypes a tensor accepts",
+                    "the parameter attributes are #[default(value)], the Python default, #[dtypes(float32, ...)], the dtypes a tensor accepts, and #[range(>= 0.0, < 1.0)], the values an int or float takes",
                 );
             }
         }
         if let Some(ty) = parse_type(&pt.ty, cx) {
-            let tensor =
-                matches!(&ty, TypeAnn::Tensor(..)) || matches!(&ty, TypeAnn::Option(inner, _) if matches!(**inner, TypeAnn::Tensor(..)));
+            let is = |f: fn(&TypeAnn) -> bool| f(&ty) || matches!(&ty, TypeAnn::Option(inner, _) if f(inner));
+            let tensor = is(|t| matches!(t, TypeAnn::Tensor(..)));
             if !dtypes.is_empty() && !tensor {
                 cx.error(Spn::of(&pt.ty), "#[dtypes(...)] applies to tensor parameters only");
                 dtypes.clear();
             }
-            params.push(Param { name: id.ident.clone(), ty, default, dtypes });
+            if !range.is_empty() && !is(|t| matches!(t, TypeAnn::Int(_) | TypeAnn::Float(_))) {
+                cx.error(Spn::of(&pt.ty), "#[range(...)] applies to int and float parameters only");
+                range.clear();
+            }
+            // A kernel's tensor takes float data unless it declares otherwise.
+            if tensor && dtypes.is_empty() && kind == FnKind::Kernel {
+                dtypes = nki_spec::contract::FLOAT_DATA.to_vec();
+            }
+            params.push(Param { name: id.ident.clone(), ty, default, dtypes, range });
         }
     }
     let ret = match &sig.output {
@@ -285,6 +296,50 @@ pub fn parse_function(item: &syn::ItemFn, kind: FnKind, objects: &[ObjectDef], e
         consts: Vec::new(),
         objects: Vec::new(),
         enums: Vec::new(),
+    }
+}
+
+/// `#[range(>= 0.0, < 1.0)]`: the bounds of an int or float parameter, each a
+/// comparison with a number literal.
+fn parse_range(attr: &syn::Attribute, cx: &mut Parser<'_>) -> Vec<nki_spec::contract::Bound> {
+    use nki_spec::contract::Bound;
+    let bound = |input: syn::parse::ParseStream<'_>| -> syn::Result<Bound> {
+        let make: fn(f64) -> Bound = if input.peek(syn::Token![>=]) {
+            input.parse::<syn::Token![>=]>()?;
+            Bound::Ge
+        } else if input.peek(syn::Token![<=]) {
+            input.parse::<syn::Token![<=]>()?;
+            Bound::Le
+        } else if input.peek(syn::Token![>]) {
+            input.parse::<syn::Token![>]>()?;
+            Bound::Gt
+        } else if input.peek(syn::Token![<]) {
+            input.parse::<syn::Token![<]>()?;
+            Bound::Lt
+        } else {
+            return Err(input.error("a bound is `>=`, `>`, `<=` or `<` and a number, as in #[range(>= 0.0, < 1.0)]"));
+        };
+        let negative = input.parse::<Option<syn::Token![-]>>()?.is_some();
+        let lit: syn::Lit = input.parse()?;
+        let v = match &lit {
+            syn::Lit::Int(i) => i.base10_parse::<i64>()? as f64,
+            syn::Lit::Float(f) => f.base10_parse::<f64>()?,
+            _ => return Err(syn::Error::new(lit.span(), "a bound is a number literal")),
+        };
+        Ok(make(if negative { -v } else { v }))
+    };
+    match attr.parse_args_with(|input: syn::parse::ParseStream<'_>| {
+        syn::punctuated::Punctuated::<Bound, syn::Token![,]>::parse_terminated_with(input, bound)
+    }) {
+        Ok(b) if b.is_empty() => {
+            cx.error(Spn::of(attr), "#[range(...)] lists at least one bound");
+            Vec::new()
+        }
+        Ok(b) => b.into_iter().collect(),
+        Err(e) => {
+            cx.push(e);
+            Vec::new()
+        }
     }
 }
 

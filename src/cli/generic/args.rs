@@ -197,8 +197,27 @@ fn unknown_flag(kernel: &FunctionInfo, name: &str) -> String {
     format!("{} is not a parameter of {}{hint} (its parameters: {})", flag_of(name), kernel.name, params.join(" "))
 }
 
-/// A scalar parameter's value from its text.
-pub fn parse_scalar(p: &ParamInfo, text: &str) -> Result<nki::emit::ArgValue, String> {
+/// A scalar parameter's value from its text, within the parameter's range
+/// (`kernel` names the kernel in the refusal).
+pub fn parse_scalar(kernel: &str, p: &ParamInfo, text: &str) -> Result<nki::emit::ArgValue, String> {
+    use nki::emit::ArgValue;
+    let flag = flag_of(p.name);
+    let v = parse_value(p, text)?;
+    let number = match v {
+        ArgValue::Int(n) => Some(n as f64),
+        ArgValue::Float(x) => Some(x),
+        _ => None,
+    };
+    if let Some(x) = number
+        && !nki::spec::contract::in_range(p.range, x)
+    {
+        return Err(format!("{flag} {text}: {kernel} takes {} {}", p.name, nki::spec::contract::range_rule(p.range)));
+    }
+    Ok(v)
+}
+
+/// A scalar parameter's value from its text, as its kind reads it.
+fn parse_value(p: &ParamInfo, text: &str) -> Result<nki::emit::ArgValue, String> {
     use nki::emit::ArgValue;
     let flag = flag_of(p.name);
     let bad = |what: &str| format!("{flag} {text}: expected {what}");
@@ -262,13 +281,13 @@ mod tests {
 
     #[test]
     fn scalars_parse_by_kind() {
-        let p = |kind| ParamInfo { name: "v", kind, optional: false, default: None, dtypes: &[], bundle: None };
-        assert!(matches!(parse_scalar(&p(ParamKind::Dtype), "nl.bfloat16"), Ok(nki::emit::ArgValue::Dtype(Dtype::Bf16))));
-        assert!(matches!(parse_scalar(&p(ParamKind::Groups), "0,1;2,3"), Ok(nki::emit::ArgValue::Groups(g)) if g == [[0, 1], [2, 3]]));
-        assert_eq!(parse_scalar(&p(ParamKind::Float), "nan").unwrap_err(), "--v nan: expected a finite float");
-        assert!(parse_scalar(&p(ParamKind::Int), "1.5").is_err());
+        let p = |kind| ParamInfo { name: "v", kind, optional: false, default: None, dtypes: &[], range: &[], bundle: None };
+        assert!(matches!(parse_scalar("k", &p(ParamKind::Dtype), "nl.bfloat16"), Ok(nki::emit::ArgValue::Dtype(Dtype::Bf16))));
+        assert!(matches!(parse_scalar("k", &p(ParamKind::Groups), "0,1;2,3"), Ok(nki::emit::ArgValue::Groups(g)) if g == [[0, 1], [2, 3]]));
+        assert_eq!(parse_scalar("k", &p(ParamKind::Float), "nan").unwrap_err(), "--v nan: expected a finite float");
+        assert!(parse_scalar("k", &p(ParamKind::Int), "1.5").is_err());
         let act = p(ParamKind::Enum { class: "RouterActFnType", members: &["SIGMOID", "SOFTMAX"] });
-        assert!(matches!(parse_scalar(&act, "SOFTMAX"), Ok(nki::emit::ArgValue::Member(m)) if m == "SOFTMAX"));
-        assert_eq!(parse_scalar(&act, "1").unwrap_err(), "--v 1: expected a RouterActFnType member: SIGMOID, SOFTMAX");
+        assert!(matches!(parse_scalar("k", &act, "SOFTMAX"), Ok(nki::emit::ArgValue::Member(m)) if m == "SOFTMAX"));
+        assert_eq!(parse_scalar("k", &act, "1").unwrap_err(), "--v 1: expected a RouterActFnType member: SIGMOID, SOFTMAX");
     }
 }

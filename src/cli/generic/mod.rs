@@ -10,21 +10,23 @@
 
 pub mod args;
 
-use super::CliError;
-use super::output_plan::OutputPlan;
+use super::output_plan::{Input, OutputPlan};
 use super::run::BASE_LAUNCH;
+use super::{CliError, deadline};
 use args::{Given, Invocation, flag_of};
 use nki::emit::ArgValue;
-use nki::{ErrorKind, Launch, NkiError, Tensor};
-use std::path::{Path, PathBuf};
+use nki::{ErrorKind, Launch, NkiError, Precision, Tensor};
+use std::path::PathBuf;
 
 /// What a rank's placeholder looks like in a per-rank tensor path.
 const RANK_PLACEHOLDER: &str = "{rank}";
 
-/// Parses `raw` (the kernel's name, then its flags), loads the inputs, runs the
-/// kernel and writes its outputs to `--out` (required by `nki run`, optional for
-/// `nki profile`). Prints the kernel's help for `--help` instead, returning
-/// false (nothing ran).
+/// Parses `raw` (the kernel's name, then its flags), checks every tensor
+/// input's header against the parameter's dtype contract, every scalar against
+/// its range and every output path, then loads the inputs, runs the kernel and
+/// writes its outputs to `--out` (required by `nki run`, optional for `nki
+/// profile`). Prints the kernel's help for `--help` instead, returning false
+/// (nothing ran).
 pub fn run(command: &str, raw: &[String], out_required: bool) -> Result<bool, CliError> {
     let (name, flags) = raw.split_first().ok_or_else(|| CliError::usage("a kernel name is required (`nki list` shows them)"))?;
     let kernel = args::find_kernel(name).map_err(CliError::usage)?;
@@ -40,23 +42,36 @@ pub fn run(command: &str, raw: &[String], out_required: bool) -> Result<bool, Cl
     {
         return Err(CliError::usage(format!("--out {}: not an existing directory", dir.display())));
     }
-    let launch = launch(&inv);
-    let mut plan = OutputPlan::new().threads(launch.thread_budget());
-    let per_rank = load_inputs(&inv, &mut plan)?;
     let entry = kernel.entry.ok_or_else(|| CliError::usage(format!("{} cannot be run from the command line", kernel.name)))?;
-    let outputs = launch.run_ranks(|ctx| entry(ctx, &per_rank[ctx.rank()])).map_err(|e| refusal(&inv, &per_rank[0], e))?;
+    deadline::start(inv.timeout);
+    let launch = launch(&inv);
+    let mut plan = OutputPlan::new().threads(launch.thread_budget()).widen_floats(inv.precision == Precision::Fp32);
+    let declared = declare_inputs(&inv, &mut plan)?;
+    let per_rank = load_inputs(&inv, &plan, &declared)?;
+    // Outputs the signature fixes are declared before the launch; a list of
+    // outputs is declared once the run says how long it is (its directory checked now).
+    let files = |n: usize| -> Vec<String> {
+        (0..inv.ranks)
+            .flat_map(|rank| (0..n).map(move |i| if inv.ranks == 1 { format!("out{i}.npy") } else { format!("out{i}.rank{rank}.npy") }))
+            .collect()
+    };
+    if let Some(dir) = &inv.out {
+        match kernel.outputs {
+            Some(n) => files(n).iter().try_for_each(|f| plan.output("out", &dir.join(f))).map_err(CliError::usage)?,
+            None => plan.check_dir("out", dir).map_err(CliError::usage)?,
+        }
+    }
+    let outputs =
+        deadline::bound(launch).run_ranks(|ctx| entry(ctx, &per_rank[ctx.rank()])).map_err(|e| refusal(&inv, &plan, &declared, &e))?;
     let Some(dir) = &inv.out else {
         return Ok(true);
     };
-    let mut written = Vec::new();
-    for (rank, outs) in outputs.iter().enumerate() {
-        for (i, t) in outs.iter().enumerate() {
-            let file = if inv.ranks == 1 { format!("out{i}.npy") } else { format!("out{i}.rank{rank}.npy") };
-            plan.output("out", &dir.join(file))?;
-            written.push(t);
-        }
+    if kernel.outputs.is_none() {
+        let n = outputs.first().map_or(0, Vec::len);
+        files(n).iter().try_for_each(|f| plan.output("out", &dir.join(f))).map_err(CliError::usage)?;
     }
-    plan.commit(&written)?;
+    let written: Vec<&Tensor> = outputs.iter().flatten().collect();
+    plan.commit(&written).map_err(CliError::failure)?;
     Ok(true)
 }
 
@@ -69,68 +84,83 @@ fn launch(inv: &Invocation) -> Launch {
     };
     let lnc = inv.lnc.unwrap_or(base.hardware().limits().default_lnc);
     let launch = base.lnc(lnc).ranks(inv.ranks).precision(inv.precision);
-    let launch = match inv.threads {
+    match inv.threads {
         Some(n) => launch.threads(n),
-        None => launch,
-    };
-    match inv.timeout {
-        Some(limit) => launch.timeout(limit),
         None => launch,
     }
 }
 
-/// Each rank's argument list: tensors read from their files (declared as inputs
-/// of `plan`), the other values parsed from their text.
-fn load_inputs(inv: &Invocation, plan: &mut OutputPlan) -> Result<Vec<Vec<Option<ArgValue>>>, CliError> {
-    let mut per_rank: Vec<Vec<Option<ArgValue>>> = vec![Vec::with_capacity(inv.params.len()); inv.ranks];
+/// Each tensor parameter's declared input files (one per rank when its path
+/// holds `{rank}`, else one shared by every rank), by parameter index; each
+/// file's header checked against the parameter's dtype contract before any
+/// payload is read.
+fn declare_inputs(inv: &Invocation, plan: &mut OutputPlan) -> Result<Vec<Option<Vec<Input>>>, CliError> {
+    let mut declared = Vec::with_capacity(inv.params.len());
     for (p, given) in &inv.params {
-        let flag = flag_of(p.name);
-        match given {
-            None => per_rank.iter_mut().for_each(|a| a.push(None)),
-            Some(Given::Text(text)) => {
-                let v = args::parse_scalar(p, text).map_err(CliError::usage)?;
-                per_rank.iter_mut().for_each(|a| a.push(Some(v.clone())));
-            }
-            Some(Given::Path(pattern)) if pattern.contains(RANK_PLACEHOLDER) => {
+        let Some(Given::Path(pattern)) = given else {
+            declared.push(None);
+            continue;
+        };
+        let paths: Vec<PathBuf> = if pattern.contains(RANK_PLACEHOLDER) {
+            (0..inv.ranks).map(|rank| PathBuf::from(pattern.replace(RANK_PLACEHOLDER, &rank.to_string()))).collect()
+        } else {
+            vec![PathBuf::from(pattern)]
+        };
+        let mut inputs = Vec::with_capacity(paths.len());
+        for path in &paths {
+            let i = plan.input(flag_of(p.name).trim_start_matches("--"), path).map_err(CliError::usage)?;
+            p.check_dtype(inv.kernel.name, plan.header(i).dtype()).map_err(|e| CliError::usage(format!("{}: {e}", plan.describe(i))))?;
+            inputs.push(i);
+        }
+        declared.push(Some(inputs));
+    }
+    Ok(declared)
+}
+
+/// Each rank's argument list: the other values parsed from their text (each
+/// checked against its parameter's range), then the tensors read from their
+/// declared files.
+fn load_inputs(inv: &Invocation, plan: &OutputPlan, declared: &[Option<Vec<Input>>]) -> Result<Vec<Vec<Option<ArgValue>>>, CliError> {
+    let mut per_rank: Vec<Vec<Option<ArgValue>>> = vec![Vec::with_capacity(inv.params.len()); inv.ranks];
+    let mut values = Vec::with_capacity(inv.params.len());
+    for (p, given) in &inv.params {
+        values.push(match given {
+            Some(Given::Text(text)) => Some(args::parse_scalar(inv.kernel.name, p, text).map_err(CliError::usage)?),
+            _ => None,
+        });
+    }
+    for ((v, (p, _)), inputs) in values.into_iter().zip(&inv.params).zip(declared) {
+        match (v, inputs) {
+            (Some(v), _) => per_rank.iter_mut().for_each(|a| a.push(Some(v.clone()))),
+            (None, Some(inputs)) => {
+                let tensors = plan.read_all(inputs).into_iter().map(|r| r.map(|t| t.named(p.name))).collect::<Result<Vec<_>, _>>();
+                let tensors = tensors.map_err(CliError::usage)?;
                 for (rank, a) in per_rank.iter_mut().enumerate() {
-                    let path = PathBuf::from(pattern.replace(RANK_PLACEHOLDER, &rank.to_string()));
-                    a.push(Some(ArgValue::Tensor(load(plan, &flag, &path, p.name)?)));
+                    a.push(Some(ArgValue::Tensor(tensors[if tensors.len() == 1 { 0 } else { rank }].clone())));
                 }
             }
-            Some(Given::Path(path)) => {
-                let t = load(plan, &flag, Path::new(path), p.name)?;
-                per_rank.iter_mut().for_each(|a| a.push(Some(ArgValue::Tensor(t.clone()))));
-            }
+            (None, None) => per_rank.iter_mut().for_each(|a| a.push(None)),
         }
     }
     Ok(per_rank)
 }
 
-/// Declares and reads one tensor input.
-fn load(plan: &mut OutputPlan, flag: &str, path: &Path, param: &str) -> Result<Tensor, CliError> {
-    plan.input(flag.trim_start_matches("--"), path).map_err(CliError::usage)?;
-    let t = plan.read(path).map_err(|e| CliError::usage(format!("{flag} {e}")))?;
-    Ok(t.named(param))
-}
-
 /// A failed run as the command reports it: an error the inputs caused (the
 /// kernel's asserts, an argument, shape, dtype or bounds rule) is a usage error
 /// that lists the inputs it was given; anything else is a failure.
-fn refusal(inv: &Invocation, args: &[Option<ArgValue>], e: NkiError) -> CliError {
+fn refusal(inv: &Invocation, plan: &OutputPlan, declared: &[Option<Vec<Input>>], e: &NkiError) -> CliError {
     let caused_by_inputs =
         matches!(e.kind, ErrorKind::Assertion | ErrorKind::Argument | ErrorKind::Shape | ErrorKind::Dtype | ErrorKind::Bounds);
     if !caused_by_inputs {
-        return CliError::failure(e.to_string());
+        return super::run::launch_error(e);
     }
-    let inputs: Vec<String> = inv
-        .params
+    let inputs: Vec<String> = declared
         .iter()
-        .zip(args)
-        .filter_map(|((p, given), a)| match (given, a) {
-            (Some(Given::Path(path)), Some(ArgValue::Tensor(t))) => {
-                Some(format!("{} {path}: {} {:?}", flag_of(p.name), t.dtype(), t.shape()))
-            }
-            _ => None,
+        .flatten()
+        .flatten()
+        .map(|&i| {
+            let h = plan.header(i);
+            format!("{}: {} {:?}", plan.describe(i), h.dtype(), h.shape())
         })
         .collect();
     CliError::usage(format!("{} refused its inputs ({}): {e}", inv.kernel.name, inputs.join(", ")))

@@ -1,11 +1,11 @@
 //! `nki run ring-fwd`.
 
-use super::{LaunchArgs, RingArgs, declare_inputs, load, load_alike, required_path};
-use crate::cli::output_plan::OutputPlan;
+use super::{LaunchArgs, RingArgs, declare_checked, declare_output, launch_error, read_inputs, whole_sequence};
+use crate::cli::CliError;
+use crate::cli::deadline;
 use clap::Args;
-use nki::Tensor;
 use nki::attention::ring_fwd::{DTYPES, Queries, RingFwdConfig, RingFwdInputs};
-use nki::attention::shard::{shard, unshard, unshard_lse};
+use nki::attention::shard::{per_rank, shard, unshard, unshard_lse};
 use std::path::PathBuf;
 
 /// Arguments of `nki run ring-fwd`: whole-sequence inputs, sharded over the ring
@@ -28,19 +28,21 @@ pub struct RingFwdArgs {
     training: bool,
     #[command(flatten)]
     launch: LaunchArgs,
-    /// Output `[b, h, S_total, d]`.
+    /// Output `[b, h, S_total, d]` (required by `nki run`; `nki profile` writes it only if given).
     #[arg(long)]
-    out: PathBuf,
+    out: Option<PathBuf>,
     /// With `--training`: the log-sum-exp `[b, h, S_total]` (natural log).
     #[arg(long, requires = "training")]
     lse: Option<PathBuf>,
 }
 
-/// Checks the configuration and the files, shards the inputs, runs the ring and
-/// writes the gathered outputs all or nothing.
-pub fn run(a: &RingFwdArgs) -> Result<(), String> {
+/// Checks the configuration, the headers of the files (dtypes, shapes, the
+/// split over the ring) and the outputs, then shards the inputs, runs the ring
+/// and writes the gathered outputs all or nothing.
+pub fn run(a: &RingFwdArgs, outputs_required: bool) -> Result<(), CliError> {
     let layout = a.ring.layout();
-    let mut cfg = RingFwdConfig::new(a.ring.num_workers()?).causal(a.ring.causal).layout(layout).training(a.training);
+    let mut cfg =
+        RingFwdConfig::new(a.ring.num_workers().map_err(CliError::usage)?).causal(a.ring.causal).layout(layout).training(a.training);
     if let Some(s) = a.ring.scale {
         cfg = cfg.softmax_scale(s);
     }
@@ -54,31 +56,48 @@ pub fn run(a: &RingFwdArgs) -> Result<(), String> {
     if let Some(c) = cap {
         cfg = cfg.soft_cap(c);
     }
-    cfg.validate().map_err(|e| e.to_string())?;
-    let files = [("q", a.q.as_path()), ("k", a.k.as_path()), ("v", a.v.as_path())];
-    let launch = a.launch.launch();
-    let mut plan = OutputPlan::new().threads(launch.thread_budget());
-    declare_inputs(&mut plan, &files)?;
-    let sinks = a.ring.load_sinks(&mut plan, &DTYPES)?;
-    let q = load(&plan, &a.q, "q", &DTYPES)?;
-    let (batch, s_total) = (q.shape().first().copied().unwrap_or(0), q.shape().get(2).copied().unwrap_or(0));
-    let ids = a.ring.load_segment_ids(&mut plan, batch, s_total)?;
-    let bias = a.ring.load_bias(&mut plan, batch, q.shape().get(1).copied().unwrap_or(0), s_total)?;
-    plan.output("out", &a.out)?;
-    if a.training {
-        plan.output("lse", required_path(&a.lse, "--lse", "with --training")?)?;
-    }
-    let [k, v]: [Tensor; 2] = load_alike(&plan, &files[1..], &DTYPES)?.try_into().map_err(|_| "two inputs expected".to_string())?;
-    let err = |e: nki::NkiError| e.to_string();
+    cfg.validate().map_err(|e| CliError::from_nki(&e))?;
+    a.launch.start_deadline();
     let w = a.ring.workers;
-    let (qs, ks, vs) =
-        (shard(&q, w, layout, true).map_err(err)?, shard(&k, w, layout, true).map_err(err)?, shard(&v, w, layout, false).map_err(err)?);
+    let launch = a.launch.launch().ranks(w);
+    let mut plan = a.launch.plan(&launch);
+    let files = [("q", a.q.as_path()), ("k", a.k.as_path()), ("v", a.v.as_path())];
+    let ins = declare_checked(&mut plan, &files, &DTYPES)?;
+    let [b, h, st, d] = whole_sequence(&plan, ("q", ins[0]), &[("k", ins[1]), ("v", ins[2])])?;
+    let h_kv = plan.header(ins[1]).shape()[1];
+    let extras = a.ring.declare_extras(&mut plan, &DTYPES, [b, h, st])?;
+    // The typed API's checks on per-rank stand-ins of the headers' shapes, before any payload is read.
+    let sl = per_rank(st, w, layout.unit()).map_err(|e| CliError::usage(format!("--q: {e}")))?;
+    let dtype = |i: usize| plan.header(ins[i]).dtype();
+    let stand = |shape: &[usize], dt| super::stand_ins(shape, dt, w);
+    let (qs, ks, vs) = (stand(&[b, h, d, sl], dtype(0))?, stand(&[b, h_kv, d, sl], dtype(1))?, stand(&[b, h_kv, sl, d], dtype(2))?);
+    let (sinks, ids, bias) = a.ring.extra_stand_ins(&plan, &extras, [b, h, st], sl)?;
     let segment_ids = ids.as_ref().map(|(q, kv)| (q.as_slice(), kv.as_slice()));
     let inputs = RingFwdInputs { q: Queries::Raw(&qs), k: &ks, v: &vs, sinks: sinks.as_ref(), segment_ids, bias: bias.as_deref() };
-    let outs = cfg.launch(&launch.ranks(w), &inputs).map_err(err)?;
-    let mut written = vec![unshard(&outs.out, layout, false).map_err(err)?];
-    if let Some(lse) = &outs.lse {
+    cfg.check(&launch, &inputs).map_err(|e| CliError::from_nki(&e))?;
+    declare_output(&mut plan, "out", a.out.as_deref(), outputs_required, "(where the output is written)")?;
+    if a.training {
+        declare_output(&mut plan, "lse", a.lse.as_deref(), outputs_required, "with --training")?;
+    }
+    // One whole input at a time is read and sharded, then dropped.
+    let err = |e: nki::NkiError| CliError::from_nki(&e);
+    let mut parts = Vec::with_capacity(3);
+    for (i, (param, _)) in files.iter().enumerate() {
+        let whole = read_inputs(&plan, &[(param, ins[i])])?.remove(0);
+        parts.push(shard(&whole, w, layout, *param != "v").map_err(err)?);
+    }
+    let (sinks, ids, bias) = a.ring.read_extras(&plan, &extras)?;
+    let segment_ids = ids.as_ref().map(|(q, kv)| (q.as_slice(), kv.as_slice()));
+    let inputs =
+        RingFwdInputs { q: Queries::Raw(&parts[0]), k: &parts[1], v: &parts[2], sinks: sinks.as_ref(), segment_ids, bias: bias.as_deref() };
+    let outs = cfg.launch(&deadline::bound(launch), &inputs).map_err(|e| launch_error(&e))?;
+    drop(parts);
+    let mut written = Vec::new();
+    if a.out.is_some() {
+        written.push(unshard(&outs.out, layout, false).map_err(err)?);
+    }
+    if let (Some(lse), Some(_)) = (&outs.lse, &a.lse) {
         written.push(unshard_lse(lse, layout).map_err(err)?);
     }
-    plan.commit(&written.iter().collect::<Vec<_>>())
+    plan.commit(&written.iter().collect::<Vec<_>>()).map_err(CliError::failure)
 }

@@ -76,7 +76,9 @@ impl NpyType {
             "<u1" => Ok(NpyType::U8),
             "<i1" => Ok(NpyType::I8),
             d if d.starts_with('>') => Err(format!("big-endian element type '{d}' is not supported; save with .astype('<{}')", &d[1..])),
-            d => Err(format!("unsupported element type '{d}' (float32, float64, float16, bfloat16, int32, int64, uint32, int16, uint16, int8, uint8 or bool are read)")),
+            d => Err(format!(
+                "unsupported element type '{d}' (float32, float64, float16, bfloat16, int32, int64, uint32, int16, uint16, int8, uint8 or bool are read)"
+            )),
         }
     }
 

@@ -240,7 +240,10 @@ pub fn read_tensors_npy_threads(paths: &[&Path], threads: usize) -> Vec<Result<T
     let files: Vec<Result<NpyFile>> = paths.iter().map(NpyFile::open).collect();
     let opened: Vec<&NpyFile> = files.iter().filter_map(|f| f.as_ref().ok()).collect();
     let mut read = read_opened(&opened, threads).into_iter();
-    files.into_iter().map(|f| f.and_then(|_| read.next().unwrap_or_else(|| Err(NkiError::new(ErrorKind::Io, "nothing was read"))))).collect()
+    files
+        .into_iter()
+        .map(|f| f.and_then(|_| read.next().unwrap_or_else(|| Err(NkiError::new(ErrorKind::Io, "nothing was read")))))
+        .collect()
 }
 
 /// Reads the payloads of opened files as [`read_tensors_npy_threads`] does: one

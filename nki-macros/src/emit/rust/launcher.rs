@@ -181,15 +181,17 @@ pub(super) fn param_infos(f: &Function, info: &Info) -> Vec<TokenStream> {
                 let Some(kind) = param_kind(ty) else { continue };
                 let (name, optional, default) = (format!("{}.{field}", p.name), default.is_some(), some_str(default));
                 infos.push(quote!(::nki::emit::ParamInfo {
-                    name: #name, kind: #kind, optional: #optional, default: #default, dtypes: &[], bundle: ::core::option::Option::Some(#bundle)
+                    name: #name, kind: #kind, optional: #optional, default: #default, dtypes: &[], range: &[], bundle: ::core::option::Option::Some(#bundle)
                 }));
             }
             continue;
         }
         let Some(kind) = param_kind(&p.ty) else { continue };
         let (name, optional, default, dtypes) = (p.name.to_string(), f.may_omit(p), some_str(default), &p.dtypes);
+        let range = super::bound_tokens(&p.range);
         infos.push(quote!(::nki::emit::ParamInfo {
-            name: #name, kind: #kind, optional: #optional, default: #default, dtypes: &[#(#dtypes),*], bundle: ::core::option::Option::None
+            name: #name, kind: #kind, optional: #optional, default: #default, dtypes: &[#(#dtypes),*], range: &[#(#range),*],
+            bundle: ::core::option::Option::None
         }));
     }
     infos

@@ -113,6 +113,14 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, stub: bool) -> TokenStre
             _ => quote!({ let t = &#n; #check }),
         }
     });
+    let range_checks = f.params.iter().filter(|p| !p.range.is_empty()).map(|p| {
+        let (n, param, bounds) = (&p.name, p.name.to_string(), bound_tokens(&p.range));
+        let check = quote!(::nki::__rt::check_range(v as f64, #kernel, #param, &[#(#bounds),*])?;);
+        match &p.ty {
+            TypeAnn::Option(..) => quote!(if let ::core::option::Option::Some(v) = #n { #check }),
+            _ => quote!({ let v = #n; #check }),
+        }
+    });
     let body = if stub {
         quote!(::core::unimplemented!("this kernel did not compile"))
     } else {
@@ -145,6 +153,7 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, stub: bool) -> TokenStre
         #vis fn #name<'a>(#ctx: &::nki::Ctx, #(#params),*) -> ::nki::Result<#ret> {
             #(#rebinds)*
             #(#dtype_checks)*
+            #(#range_checks)*
             #body
         }
 
@@ -157,6 +166,24 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, stub: bool) -> TokenStre
             #call
         }
     }
+}
+
+/// The bounds of a parameter's range as `nki::spec::contract::Bound` values.
+pub(super) fn bound_tokens(bounds: &[nki_spec::contract::Bound]) -> Vec<TokenStream> {
+    use nki_spec::contract::Bound;
+    bounds
+        .iter()
+        .map(|b| {
+            let v = b.value();
+            let variant = match b {
+                Bound::Ge(_) => quote!(Ge),
+                Bound::Gt(_) => quote!(Gt),
+                Bound::Le(_) => quote!(Le),
+                Bound::Lt(_) => quote!(Lt),
+            };
+            quote!(::nki::spec::contract::Bound::#variant(#v))
+        })
+        .collect()
 }
 
 /// The bundle and enum types `t` names (itself, or inside a tuple or option).
@@ -221,6 +248,15 @@ fn info_static(f: &Function, info: &Info) -> TokenStream {
         });
     let math = info.uses_math;
     let params = launcher::param_infos(f, info);
+    let outputs = match &f.ret {
+        None => quote!(::core::option::Option::Some(0)),
+        Some(TypeAnn::Tensor(..)) => quote!(::core::option::Option::Some(1)),
+        Some(TypeAnn::Tuple(items, _)) if items.iter().all(|t| matches!(t, TypeAnn::Tensor(..))) => {
+            let n = items.len();
+            quote!(::core::option::Option::Some(#n))
+        }
+        Some(_) => quote!(::core::option::Option::None),
+    };
     let (entry_fn, entry) = match launcher::entry(f) {
         Some(body) => (body, quote!(::core::option::Option::Some(__entry))),
         None => (quote!(), quote!(::core::option::Option::None)),
@@ -238,6 +274,7 @@ fn info_static(f: &Function, info: &Info) -> TokenStream {
             deps: &[#(#deps,)* #(#consts),*],
             uses_math: #math,
             params: &[#(#params),*],
+            outputs: #outputs,
             entry: #entry,
         };
     }
