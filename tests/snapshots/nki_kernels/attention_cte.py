@@ -519,6 +519,22 @@ def attention_cte(q, k, v, scale=1.0, causal_mask=True, k_prior=None, v_prior=No
     seqlen_q, seqlen_kv)`) is added to the logits after the soft cap, before the
     masks.
     """
+    assert q.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_cte takes q as float32, bfloat16 or float16"
+    assert k.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_cte takes k as float32, bfloat16 or float16"
+    assert v.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_cte takes v as float32, bfloat16 or float16"
+    assert k_prior is None or k_prior.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_cte takes k_prior as float32, bfloat16 or float16"
+    assert v_prior is None or v_prior.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_cte takes v_prior as float32, bfloat16 or float16"
+    assert prior_used_len is None or prior_used_len.dtype in (nl.int32,), "attention_cte takes prior_used_len as int32"
+    assert sink is None or sink.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_cte takes sink as float32, bfloat16 or float16"
+    assert sliding_window is None or sliding_window >= 0, f"attention_cte takes sliding_window >= 0, not {sliding_window!r}"
+    assert cp_offset is None or cp_offset.dtype in (nl.int32, nl.float32), "attention_cte takes cp_offset as int32 or float32"
+    assert global_cp_deg is None or global_cp_deg >= 1, f"attention_cte takes global_cp_deg >= 1, not {global_cp_deg!r}"
+    assert bound_min is None or bound_min.dtype in (nl.int32, nl.float32), "attention_cte takes bound_min as int32 or float32"
+    assert bound_max is None or bound_max.dtype in (nl.int32, nl.float32), "attention_cte takes bound_max as int32 or float32"
+    assert soft_cap is None or soft_cap > 0.0, f"attention_cte takes soft_cap > 0, not {soft_cap!r}"
+    assert q_segment_ids is None or q_segment_ids.dtype in (nl.int32,), "attention_cte takes q_segment_ids as int32"
+    assert kv_segment_ids is None or kv_segment_ids.dtype in (nl.int32,), "attention_cte takes kv_segment_ids as int32"
+    assert bias is None or bias.dtype in (nl.float32,), "attention_cte takes bias as float32"
     sw = sliding_window if sliding_window is not None else 0
     cap = soft_cap if soft_cap is not None else 0.0
     assert soft_cap is None or (cap > 0.0 and cap <= 3.4028234663852886e38), f"soft_cap must be a positive finite float32, got {cap}"

@@ -225,6 +225,18 @@ def attention_tkg(q, k_active, v_active, k_prior, v_prior, mask, cfg, inv_freqs=
     argument; the library's `sbm` SBUF allocator has no counterpart: the kernel
     allocates its own tiles).
     """
+    assert q.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_tkg takes q as float32, bfloat16 or float16"
+    assert k_active.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_tkg takes k_active as float32, bfloat16 or float16"
+    assert v_active.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_tkg takes v_active as float32, bfloat16 or float16"
+    assert k_prior.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_tkg takes k_prior as float32, bfloat16 or float16"
+    assert v_prior.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_tkg takes v_prior as float32, bfloat16 or float16"
+    assert mask.dtype in (nl.uint8,), "attention_tkg takes mask as uint8"
+    assert inv_freqs is None or inv_freqs.dtype in (nl.float32,), "attention_tkg takes inv_freqs as float32"
+    assert rope_pos_ids is None or rope_pos_ids.dtype in (nl.int32, nl.float32), "attention_tkg takes rope_pos_ids as int32 or float32"
+    assert start_pos_ids is None or start_pos_ids.dtype in (nl.int32, nl.float32), "attention_tkg takes start_pos_ids as int32 or float32"
+    assert sink is None or sink.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_tkg takes sink as float32, bfloat16 or float16"
+    assert active_blocks_table is None or active_blocks_table.dtype in (nl.int32,), "attention_tkg takes active_blocks_table as int32"
+    assert k_out is None or k_out.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_tkg takes k_out as float32, bfloat16 or float16"
     block_len = cfg.block_len
     assert block_len == 0, f"cfg.block_len={block_len} (a block KV cache) is not implemented: attention_tkg takes a flat cache, block_len=0"
     assert cfg.strided_mm1, "cfg.strided_mm1=False is not implemented: attention_tkg keeps the default, True"

@@ -13,7 +13,7 @@ def dropout(x, seed, rate):
     is zeroed with probability `rate` (in `[0, 1)`) and the survivors are scaled
     by `1 / (1 - rate)`, so the output's expectation is `x`.
 
-    1. seed: the `[1, 1]` 32-bit `seed` is copied to SBUF and `nisa.set_rng_seed`
+    1. seed: the `[1, 1]` int32 or uint32 `seed` is copied to SBUF and `nisa.set_rng_seed`
        seeds every Vector lane from it, so the mask depends on the seed alone;
     2. per 128-row tile, in order: `nisa.dropout` zeroes the elements whose
        uniform draw is below `rate` (row `p` draws from lane `p`, continuing where
@@ -21,6 +21,9 @@ def dropout(x, seed, rate):
     3. one `tensor_scalar` multiplies the survivors by `1 / (1 - rate)` into the
        output, rounding once to `x`'s dtype.
     """
+    assert x.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "dropout takes x as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert seed.dtype in (nl.int32, nl.uint32), "dropout takes seed as int32 or uint32"
+    assert rate >= 0.0 and rate < 1.0, f"dropout takes rate in [0, 1), not {rate!r}"
     n, d = x.shape
     rows = nl.tile_size.pmax
     assert n % rows == 0, f"rows must be a multiple of 128, got {n}"

@@ -8,8 +8,8 @@ import nki.collectives as ncc
 
 @nki.jit
 def embedding(table, ids):
-    """`out[t, :] = table[ids[t, 0], :]` for a `[V, D]` table and `[T, 1]` integer
-    ids (`T` a multiple of 128).
+    """`out[t, :] = table[ids[t, 0], :]` for a `[V, D]` float table and `[T, 1]`
+    int32 or uint32 ids (`T` a multiple of 128).
 
     Per tile of 128 tokens: the ids move into a `(128, 1)` SBUF column, then one
     `nisa.dma_copy` reads `table.ap([[D, 128], [1, D]], vector_offset = ids)`,
@@ -17,6 +17,8 @@ def embedding(table, ids):
     writes the gathered rows straight into the output's tile. An id outside
     `0..V` is an error (the DMA's default `oob_mode`).
     """
+    assert table.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "embedding takes table as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert ids.dtype in (nl.int32, nl.uint32), "embedding takes ids as int32 or uint32"
     p = 128
     _, d = table.shape
     t, _ = ids.shape

@@ -62,6 +62,11 @@ def state_step(acc, scan, delta_t, u_t, a_col, b_row, c_row, carry):
 @nki.jit
 def mamba_v1(delta, u, a, b, c):
     """Version 1: `batch → state → channel tile`, `delta` and `u` loaded per state."""
+    assert delta.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "mamba_v1 takes delta as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert u.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "mamba_v1 takes u as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert a.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "mamba_v1 takes a as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert b.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "mamba_v1 takes b as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert c.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "mamba_v1 takes c as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     pmax = nl.tile_size.pmax
     check_shapes(delta, u, a, b, c)
     batch, channels, seq = delta.shape
@@ -95,6 +100,11 @@ def mamba_v1(delta, u, a, b, c):
 @nki.jit
 def mamba_v2(delta, u, a, b, c):
     """Version 2: `batch → channel tile → state`, `delta` and `u` loaded once per tile."""
+    assert delta.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "mamba_v2 takes delta as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert u.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "mamba_v2 takes u as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert a.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "mamba_v2 takes a as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert b.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "mamba_v2 takes b as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert c.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "mamba_v2 takes c as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     pmax = nl.tile_size.pmax
     check_shapes(delta, u, a, b, c)
     batch, channels, seq = delta.shape
@@ -130,11 +140,17 @@ def mamba_v3(delta, u, a, b, c, seq_tile=512):
     column 0 is zero, so each time tile's scan starts from the column before it:
     zero for the first, the previous tile's last value after that.
     """
+    assert delta.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "mamba_v3 takes delta as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert u.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "mamba_v3 takes u as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert a.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "mamba_v3 takes a as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert b.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "mamba_v3 takes b as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert c.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "mamba_v3 takes c as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert seq_tile >= 1, f"mamba_v3 takes seq_tile >= 1, not {seq_tile!r}"
     pmax = nl.tile_size.pmax
     check_shapes(delta, u, a, b, c)
     batch, channels, seq = delta.shape
     _channels, state = a.shape
-    assert seq_tile >= 1 and seq % seq_tile == 0, f"seq_tile must divide seq ({seq}), got {seq_tile}"
+    assert seq % seq_tile == 0, f"seq_tile must divide seq ({seq}), got {seq_tile}"
     out = nl.ndarray(shape=(batch, channels, seq), dtype=delta.dtype, buffer=nl.shared_hbm)
     for bi in range(batch):
         for ti in range(channels // pmax):

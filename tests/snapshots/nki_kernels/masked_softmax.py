@@ -9,13 +9,16 @@ import nki.collectives as ncc
 @nki.jit
 def masked_softmax(x, mask, scale=1.0):
     """`softmax(where(mask != 0, x * scale, -30000))` along the rows of an `[N, D]`
-    tensor (`N` a multiple of 128), with `mask` of `x`'s shape in any dtype; the
+    tensor (`N` a multiple of 128), with `mask` of `x`'s shape in any float or
+    integer dtype (a bool mask as uint8); the
     output has `x`'s dtype. A row the mask hides entirely comes out uniform.
 
     Per 128-row block: `nl.load` the scores as float32 and the mask, scale the
     scores with `nl.multiply`, replace the hidden ones with `nl.where`, then
     `nl.softmax` over the row into the output dtype and `nl.store`.
     """
+    assert x.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "masked_softmax takes x as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert mask.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.int32, nl.uint32, nl.int16, nl.uint16, nl.int8, nl.uint8), "masked_softmax takes mask as float32, bfloat16, float16, int32, uint32, int16, uint16, int8 or uint8"
     rows = nl.tile_size.pmax
     hidden = -30000.0
     n, d = x.shape

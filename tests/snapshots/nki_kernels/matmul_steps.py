@@ -20,6 +20,8 @@ def load_column(src, c0, cols):
 @nki.jit
 def matmul_hoisted(a_t, b):
     """Step 2: loads hoisted out of the accumulation loop."""
+    assert a_t.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "matmul_hoisted takes a_t as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert b.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "matmul_hoisted takes b as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     k, m = a_t.shape
     kb, n = b.shape
     assert k == kb, f"a_t is [K, M] and b is [K, N]: K differs ({k} vs {kb})"
@@ -44,11 +46,14 @@ def matmul_blocked(a_t, b, tiles_m, tiles_n):
     (the tutorial uses 2 by 2): a block column is loaded once per `k` and each of
     its stationary tiles feeds `tiles_n` matmuls, each moving tile `tiles_m`.
     """
+    assert a_t.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "matmul_blocked takes a_t as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert b.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "matmul_blocked takes b as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert tiles_m >= 1, f"matmul_blocked takes tiles_m >= 1, not {tiles_m!r}"
+    assert tiles_n >= 1, f"matmul_blocked takes tiles_n >= 1, not {tiles_n!r}"
     k, m = a_t.shape
     kb, n = b.shape
     assert k == kb, f"a_t is [K, M] and b is [K, N]: K differs ({k} vs {kb})"
     block_m, block_n = (tiles_m * 128, tiles_n * 512)
-    assert tiles_m >= 1 and tiles_n >= 1, f"tiles_m and tiles_n must be positive, got {tiles_m} and {tiles_n}"
     assert k % 128 == 0 and m % block_m == 0 and n % block_n == 0, f"K must be a multiple of 128, M of {block_m} and N of {block_n}"
     out = nl.ndarray(shape=(m, n), dtype=nl.float32, buffer=nl.shared_hbm)
     for mb in range(m // block_m):

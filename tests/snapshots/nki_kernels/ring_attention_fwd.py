@@ -376,6 +376,18 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
     key at its global position, added to the logits after the soft cap (each
     step reads the columns of the visiting keys).
     """
+    assert q.dtype in (nl.float32, nl.bfloat16, nl.float16), "ring_attention_spmd_fwd takes q as float32, bfloat16 or float16"
+    assert k.dtype in (nl.float32, nl.bfloat16, nl.float16), "ring_attention_spmd_fwd takes k as float32, bfloat16 or float16"
+    assert v.dtype in (nl.float32, nl.bfloat16, nl.float16), "ring_attention_spmd_fwd takes v as float32, bfloat16 or float16"
+    assert num_workers >= 1, f"ring_attention_spmd_fwd takes num_workers >= 1, not {num_workers!r}"
+    assert sinks is None or sinks.dtype in (nl.float32,), "ring_attention_spmd_fwd takes sinks as float32"
+    assert window_left is None or window_left >= 0, f"ring_attention_spmd_fwd takes window_left >= 0, not {window_left!r}"
+    assert window_right is None or window_right >= 0, f"ring_attention_spmd_fwd takes window_right >= 0, not {window_right!r}"
+    assert chunk_size is None or chunk_size >= 1, f"ring_attention_spmd_fwd takes chunk_size >= 1, not {chunk_size!r}"
+    assert soft_cap is None or soft_cap > 0.0, f"ring_attention_spmd_fwd takes soft_cap > 0, not {soft_cap!r}"
+    assert q_segment_ids is None or q_segment_ids.dtype in (nl.int32,), "ring_attention_spmd_fwd takes q_segment_ids as int32"
+    assert kv_segment_ids is None or kv_segment_ids.dtype in (nl.int32,), "ring_attention_spmd_fwd takes kv_segment_ids as int32"
+    assert bias is None or bias.dtype in (nl.float32,), "ring_attention_spmd_fwd takes bias as float32"
     assert nisa.get_nc_version() > nisa.nc_version.gen2, "ring_attention_spmd_fwd not supported on trn1"
     assert q.ndim == 4 and k.ndim == 4 and v.ndim == 4, "q, k and v must be 4-d, [b, h, d, seqlen] or [b, h, seqlen, d]"
     q_shape = q.shape

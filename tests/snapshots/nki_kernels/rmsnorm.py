@@ -66,6 +66,8 @@ def rmsnorm(x, w):
     power `-0.5`), [`scale_rows`], store. Statistics are computed in
     `STATS_DTYPE`; the output has `x`'s dtype.
     """
+    assert x.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "rmsnorm takes x as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert w.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "rmsnorm takes w as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     n, d = x.shape
     assert n % TILE == 0, f"rows must be a multiple of {TILE}, got {n}"
     out = nl.ndarray(shape=(n, d), dtype=x.dtype, buffer=nl.shared_hbm)

@@ -204,6 +204,7 @@ def rmsnorm_quant_kernel(hidden, ln_w, kargs, input_dequant_scale=None):
     assert isinstance(kargs.quantization_type, QuantizationType), f"rmsnorm_quant_kernel: kargs.quantization_type={kargs.quantization_type!r} is not a QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)"
     assert hidden.dtype in (nl.float32, nl.bfloat16, nl.float16), "rmsnorm_quant_kernel takes hidden as float32, bfloat16 or float16"
     assert ln_w.dtype in (nl.float32, nl.bfloat16, nl.float16), "rmsnorm_quant_kernel takes ln_w as float32, bfloat16 or float16"
+    assert input_dequant_scale is None or input_dequant_scale.dtype in (nl.float32,), "rmsnorm_quant_kernel takes input_dequant_scale as float32"
     quantization_type = kargs.quantization_type
     assert quantization_type == QuantizationType.ROW or quantization_type == QuantizationType.STATIC, f"rmsnorm_quant: kargs.quantization_type must be QuantizationType.ROW or QuantizationType.STATIC (the members implemented), got kargs.quantization_type = {quantization_type}"
     norm_type = kargs.norm_type

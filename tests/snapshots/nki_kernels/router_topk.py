@@ -83,6 +83,12 @@ def router_topk(x, w, w_bias, router_logits, expert_affinities, expert_index, ac
     when `return_eager_affi`.
     """
     assert isinstance(act_fn, RouterActFnType), f"router_topk: act_fn={act_fn!r} is not a RouterActFnType member (SIGMOID, SOFTMAX)"
+    assert x.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "router_topk takes x as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert w.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "router_topk takes w as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert w_bias is None or w_bias.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "router_topk takes w_bias as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert router_logits.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "router_topk takes router_logits as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert expert_affinities.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "router_topk takes expert_affinities as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert expert_index.dtype in (nl.uint32, nl.int32), "router_topk takes expert_index as uint32 or int32"
     assert x_hbm_layout == X_HBM_LAYOUT_H_T or x_hbm_layout == X_HBM_LAYOUT_T_H, f"router_topk: x_hbm_layout must be 0 ([H, T]) or 1 ([T, H]), got {x_hbm_layout}"
     assert x_sb_layout >= 0 and x_sb_layout <= 2, f"router_topk: x_sb_layout must be 0, 1 or 2, got {x_sb_layout}"
     w_dims, x_dims = (w.ndim, x.ndim)

@@ -15,6 +15,7 @@ def softmax(x):
     `exp(x - max)` with its row sums in one Scalar-engine pass, then a multiply by
     the reciprocal of the sums. Statistics stay in fp32.
     """
+    assert x.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "softmax takes x as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     n, m = x.shape
     assert n % 128 == 0, f"rows must be a multiple of 128, got {n}"
     out = nl.ndarray(shape=(n, m), dtype=x.dtype, buffer=nl.shared_hbm)

@@ -22,9 +22,11 @@ def topk(x, k):
 
     Values keep `x`'s dtype; the search compares in fp32.
     """
+    assert x.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "topk takes x as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert k > 0, f"topk takes k > 0, not {k!r}"
     n, d = x.shape
     assert n % 128 == 0, f"rows must be a multiple of 128, got {n}"
-    assert k > 0 and k % 8 == 0 and k <= d, f"k must be a positive multiple of 8 and at most the row length {d}, got {k}"
+    assert k % 8 == 0 and k <= d, f"k must be a positive multiple of 8 and at most the row length {d}, got {k}"
     values = nl.ndarray(shape=(n, k), dtype=x.dtype, buffer=nl.shared_hbm)
     indices = nl.ndarray(shape=(n, k), dtype=nl.uint32, buffer=nl.shared_hbm)
     for i in range(n // 128):
