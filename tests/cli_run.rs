@@ -5,10 +5,11 @@
 
 mod common;
 
-use nki::emit::{ArgValue, FunctionInfo};
+use nki::emit::{ArgValue, FunctionInfo, ParamInfo, ParamKind};
 use nki::examples::{layernorm::layernorm, topk::topk};
 use nki::io::npy::{NpyType, read_npy, read_tensor_npy, write_npy};
-use nki::{Launch, Tensor};
+use nki::spec::contract::{Bound, either, range_rule};
+use nki::{Dtype, Launch, Tensor};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -19,6 +20,8 @@ use std::process::{Command, Output};
 enum In {
     F32(&'static [usize]),
     Ids(&'static [usize], u32),
+    /// `Ids` as uint32, as the library's signatures take indices.
+    UIds(&'static [usize], u32),
     /// A uint8 mask of random 0s and 1s.
     Mask(&'static [usize]),
     Text(&'static str),
@@ -31,7 +34,7 @@ struct Case {
     params: &'static [(&'static str, In)],
 }
 
-use In::{F32, Ids, Mask, Text};
+use In::{F32, Ids, Mask, Text, UIds};
 
 const QKV: &[usize] = &[1, 1, 64, 128];
 
@@ -98,7 +101,7 @@ const CASES: &[Case] = &[
             ("w_bias", F32(&[1, 32])),
             ("router_logits", F32(&[16, 32])),
             ("expert_affinities", F32(&[16, 32])),
-            ("expert_index", Ids(&[16, 4], 32)),
+            ("expert_index", UIds(&[16, 4], 32)),
             ("act_fn", Text("SOFTMAX")),
             ("k", Text("4")),
             ("x_hbm_layout", Text("0")),
@@ -229,10 +232,11 @@ fn write_inputs(dir: &Path, case: &Case) -> Vec<String> {
             let path = dir.join(file_name(case.kernel, param, rank));
             match *input {
                 F32(shape) => write_npy(&path, shape, &common::uniform(shape.iter().product(), seed, -1.0, 1.0), NpyType::F32).unwrap(),
-                Ids(shape, max) => {
+                Ids(shape, max) | UIds(shape, max) => {
                     let ids: Vec<f64> =
                         common::uniform(shape.iter().product(), seed, 0.0, f64::from(max)).iter().map(|v| v.floor()).collect();
-                    write_npy(&path, shape, &ids, NpyType::I32).unwrap();
+                    let ty = if matches!(*input, UIds(..)) { NpyType::U32 } else { NpyType::I32 };
+                    write_npy(&path, shape, &ids, ty).unwrap();
                 }
                 Mask(shape) => {
                     let bits: Vec<f64> = common::uniform(shape.iter().product(), seed, 0.0, 2.0).iter().map(|v| v.floor()).collect();
@@ -449,12 +453,12 @@ fn a_config_that_is_not_the_plan_for_the_input_is_refused() {
     assert_refused("rotational_topk", refusals);
 }
 
-/// Every file under `dir` with its bytes.
+/// Every file under `dir` with its bytes (none for a directory, a FIFO or a socket).
 fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut all: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .map(|p| (p.display().to_string(), if p.is_dir() { Vec::new() } else { std::fs::read(&p).unwrap() }))
+        .map(|p| (p.display().to_string(), if p.is_file() { std::fs::read(&p).unwrap() } else { Vec::new() }))
         .collect();
     all.sort();
     all
@@ -467,6 +471,7 @@ fn refused_inputs_name_the_parameter_exit_2_and_write_nothing() {
     write_npy(dir.join("x.npy"), &[128, 64], &common::uniform(128 * 64, 1, -1.0, 1.0), NpyType::F32).unwrap();
     write_npy(dir.join("short.npy"), &[100, 64], &common::uniform(100 * 64, 2, -1.0, 1.0), NpyType::F32).unwrap();
     write_npy(dir.join("ids.npy"), &[128, 1], &[0.5; 128], NpyType::F32).unwrap();
+    write_npy(dir.join("idx.npy"), &[16, 4], &[0.0; 64], NpyType::U32).unwrap();
     std::fs::write(dir.join("junk.npy"), b"not an array").unwrap();
     write_npy(dir.join("xi.npy"), &[64, 1, 1, 8], &[1.0; 512], NpyType::I32).unwrap();
     write_npy(dir.join("angles.npy"), &[32, 1, 8], &[0.5; 256], NpyType::F32).unwrap();
@@ -481,7 +486,10 @@ fn refused_inputs_name_the_parameter_exit_2_and_write_nothing() {
             &["tensor_add refused its inputs", "--b short.npy: float32 [100, 64]", "same shape"],
         ),
         (&["run", "cumsum", "--x", "x.npy", "--axis", "0", "--out", "out"], &["cumsum refused its inputs", "got axis = 0"]),
-        (&["run", "embedding", "--table", "x.npy", "--ids", "ids.npy", "--out", "out"], &["--ids ids.npy: float32 [128, 1]", "integer"]),
+        (
+            &["run", "embedding", "--table", "x.npy", "--ids", "ids.npy", "--out", "out"],
+            &["--ids ids.npy: invalid ids = float32: embedding takes ids as int32 or uint32"],
+        ),
         (&["run", "topk", "--x", "x.npy", "--k", "two", "--out", "out"], &["--k two: expected an int"]),
         (
             &[
@@ -496,7 +504,7 @@ fn refused_inputs_name_the_parameter_exit_2_and_write_nothing() {
                 "--expert-affinities",
                 "x.npy",
                 "--expert-index",
-                "x.npy",
+                "idx.npy",
                 "--act-fn",
                 "1",
                 "--k",
@@ -512,7 +520,7 @@ fn refused_inputs_name_the_parameter_exit_2_and_write_nothing() {
         ),
         (
             &["run", "RoPE", "--x-in", "xi.npy", "--cos", "angles.npy", "--sin", "angles.npy", "--out", "out"],
-            &["--x-in xi.npy: int32 [64, 1, 1, 8]", "invalid x_in = int32: RoPE takes x_in as float32, bfloat16 or float16"],
+            &["--x-in xi.npy: invalid x_in = int32: RoPE takes x_in as float32, bfloat16 or float16"],
         ),
         (&["run", "cumsum", "--x", "x.npy"], &["cumsum requires --out DIR"]),
         (&["run", "cumsum", "--x", "x.npy", "--out", "nowhere"], &["--out nowhere: not an existing directory"]),
@@ -540,4 +548,272 @@ fn refused_inputs_name_the_parameter_exit_2_and_write_nothing() {
         help.status.success() && text.contains("--act-fn VALUE") && text.contains("a RouterActFnType member: SIGMOID|SOFTMAX"),
         "{text}"
     );
+}
+
+// ---- The parameters' contracts: dtypes and ranges, from the registry ----
+
+/// The `.npy` type that loads as the dtype named `nl` (its own element type).
+fn npy_of(nl: &str) -> NpyType {
+    NpyType::ALL.into_iter().find(|t| t.name() == nl).unwrap_or_else(|| panic!("no .npy type loads as {nl}"))
+}
+
+/// A `[2, 2]` file of `ty` holding small values every type can hold.
+fn small_file(dir: &Path, name: &str, ty: NpyType) -> String {
+    write_npy(dir.join(name), &[2, 2], &[0.0, 1.0, 1.0, 0.0], ty).unwrap();
+    name.to_string()
+}
+
+/// A value of a scalar parameter's kind (inside its range), as text.
+fn any_value(p: &ParamInfo) -> String {
+    match p.kind {
+        ParamKind::Int | ParamKind::Float => {
+            let lo = p.range.iter().find_map(|b| match *b {
+                Bound::Ge(x) => Some(x),
+                Bound::Gt(x) => Some(x + 1.0),
+                _ => None,
+            });
+            let v = lo.unwrap_or(1.0).max(1.0);
+            if p.kind == ParamKind::Int { format!("{}", v as i64) } else { format!("{v}") }
+        }
+        ParamKind::Bool => "false".into(),
+        ParamKind::Dtype => "float32".into(),
+        ParamKind::Str => "x".into(),
+        ParamKind::Groups => "0".into(),
+        ParamKind::Enum { members, .. } => members[0].into(),
+        ParamKind::Tensor => unreachable!("tensors are files"),
+    }
+}
+
+/// `nki run KERNEL` with every parameter given: tensors as files of a dtype
+/// they accept (or `bad` for the one named), scalars as values in range (or
+/// `value` for the one named).
+fn contract_args(dir: &Path, k: &FunctionInfo, bad: (&str, &str)) -> Vec<String> {
+    let mut args = vec!["run".to_string(), k.name.to_string(), "--out".into(), "out".into()];
+    for p in k.params {
+        let value = if p.name == bad.0 {
+            bad.1.to_string()
+        } else if p.kind == ParamKind::Tensor {
+            let ty = npy_of(p.dtypes.first().copied().unwrap_or("float32"));
+            small_file(dir, &format!("ok_{}.npy", ty.name()), ty)
+        } else if p.optional {
+            continue;
+        } else {
+            any_value(p)
+        };
+        args.extend([format!("--{}", p.name.replace('_', "-")), value]);
+    }
+    args
+}
+
+/// Runs `args` in `dir` and asserts a refusal: exit 2, one line holding `want`,
+/// no file under `dir` changed or added.
+fn assert_refused_line(dir: &Path, args: &[String], want: &str) {
+    let before = files(dir);
+    let o = Command::new(env!("CARGO_BIN_EXE_nki")).args(args).current_dir(dir).output().expect("running nki");
+    let err = stderr(&o);
+    assert_eq!((o.status.code(), err.lines().count()), (Some(2), 1), "{args:?}: {err}");
+    assert!(err.contains(want), "{args:?}: `{want}` missing from {err}");
+    assert!(files(dir) == before && std::fs::read_dir(dir.join("out")).unwrap().count() == 0, "{args:?} wrote something");
+}
+
+#[test]
+fn every_tensor_parameter_refuses_each_dtype_it_does_not_accept() {
+    let dir = common::scratch("cli_run_contracts");
+    std::fs::create_dir(dir.join("out")).unwrap();
+    let kernels: Vec<&FunctionInfo> = nki::registry().into_iter().filter(|k| k.entry.is_some()).collect();
+    let (mut refusals, mut tensor_params) = (0, 0);
+    for k in &kernels {
+        for p in k.params.iter().filter(|p| p.kind == ParamKind::Tensor) {
+            tensor_params += 1;
+            assert!(!p.dtypes.is_empty(), "{}: {} has no dtype contract", k.name, p.name);
+            // The emitted kernel asserts the same contract.
+            let tuple = p.dtypes.iter().map(|d| format!("nl.{d}")).collect::<Vec<_>>().join(", ");
+            let tuple = if p.dtypes.len() == 1 { format!("({tuple},)") } else { format!("({tuple})") };
+            let guard = if p.optional && p.default.is_none_or(|d| d == "None") { format!("{} is None or ", p.name) } else { String::new() };
+            let assert = format!("assert {guard}{}.dtype in {tuple}, \"{} takes {} as {}\"", p.name, k.name, p.name, either(p.dtypes));
+            assert!(k.source.contains(&assert), "{}: `{assert}` missing from the emitted kernel", k.name);
+            for ty in NpyType::ALL.into_iter().filter(|ty| !p.accepts(ty.dtype())) {
+                let rule = format!("invalid {} = {}: {} takes {} as {}", p.name, ty.dtype(), k.name, p.name, either(p.dtypes));
+                // The command line, from the header.
+                let file = small_file(&dir, &format!("bad_{}.npy", ty.name()), ty);
+                let flag = p.name.replace('_', "-");
+                assert_refused_line(&dir, &contract_args(&dir, k, (p.name, &file)), &format!("--{flag} {file}: {rule}"));
+                // The Rust API: the kernel's entry, every other argument given.
+                let t = read_tensor_npy(dir.join(&file)).unwrap();
+                let args: Vec<Option<ArgValue>> = k
+                    .params
+                    .iter()
+                    .map(|q| match q.kind {
+                        _ if q.name == p.name => Some(ArgValue::Tensor(t.clone())),
+                        ParamKind::Tensor => {
+                            let ty = npy_of(q.dtypes.first().copied().unwrap_or("float32"));
+                            Some(ArgValue::Tensor(read_tensor_npy(dir.join(format!("ok_{}.npy", ty.name()))).unwrap()))
+                        }
+                        _ if q.optional => None,
+                        ParamKind::Int => Some(ArgValue::Int(any_value(q).parse().unwrap())),
+                        ParamKind::Float => Some(ArgValue::Float(any_value(q).parse().unwrap())),
+                        ParamKind::Bool => Some(ArgValue::Bool(false)),
+                        ParamKind::Enum { members, .. } => Some(ArgValue::Member(members[0].to_string())),
+                        other => panic!("{}: no value for a required {other:?}", k.name),
+                    })
+                    .collect();
+                let e = Launch::new().run(|ctx| (k.entry.unwrap())(ctx, &args)).unwrap_err();
+                assert_eq!(e.to_string(), rule, "{} {} {}", k.name, p.name, ty.name());
+                refusals += 1;
+            }
+        }
+    }
+    assert!(kernels.len() >= 28 && tensor_params >= 90, "{} kernels, {tensor_params} tensor parameters", kernels.len());
+    eprintln!("{refusals} refusals over {tensor_params} tensor parameters of {} kernels", kernels.len());
+}
+
+#[test]
+fn every_declared_range_is_enforced_by_the_command_line_and_the_rust_api() {
+    let dir = common::scratch("cli_run_ranges");
+    std::fs::create_dir(dir.join("out")).unwrap();
+    let mut ranged = Vec::new();
+    for k in nki::registry().into_iter().filter(|k| k.entry.is_some()) {
+        for p in k.params.iter().filter(|p| !p.range.is_empty()) {
+            ranged.push(format!("{}.{}", k.name, p.name));
+            // Just outside each bound.
+            let step = if p.kind == ParamKind::Int { 1.0 } else { 0.5 };
+            for b in p.range {
+                let outside = match *b {
+                    Bound::Ge(x) => x - step,
+                    Bound::Gt(x) | Bound::Lt(x) => x,
+                    Bound::Le(x) => x + step,
+                };
+                let text = if p.kind == ParamKind::Int { format!("{}", outside as i64) } else { format!("{outside}") };
+                let want = format!("--{} {text}: {} takes {} {}", p.name.replace('_', "-"), k.name, p.name, range_rule(p.range));
+                assert_refused_line(&dir, &contract_args(&dir, k, (p.name, &text)), &want);
+            }
+            let rule = range_rule(p.range);
+            let assert = format!("{} takes {} {rule}, not {{{}!r}}", k.name, p.name, p.name);
+            assert!(k.source.contains(&assert), "{}: `{assert}` missing from the emitted kernel", k.name);
+        }
+    }
+    for must in ["dropout.rate", "topk.k", "temperature_softmax.inv_temp", "matmul_blocked.tiles_m", "ring_attention_spmd_fwd.num_workers"]
+    {
+        assert!(ranged.iter().any(|r| r == must), "{must} declares no range: {ranged:?}");
+    }
+    // Dropout's rate, the case: the Rust API refuses 1.0 (a division by zero) and -0.5.
+    let x = Tensor::from_f32(&[128, 4], &[1.0; 512], Dtype::F32).unwrap();
+    let seed = Tensor::from_i64(&[1, 1], &[7], Dtype::U32).unwrap();
+    for rate in [1.0, -0.5, 1.5] {
+        let e = nki::examples::dropout::dropout::Call::new(&x, &seed, rate).launch(&Launch::new()).unwrap_err();
+        assert_eq!(e.to_string(), format!("invalid rate = {rate}: dropout takes rate in [0, 1)"));
+    }
+}
+
+// ---- Files that are not regular, outputs, temporaries, the time limit ----
+
+#[test]
+fn a_fifo_a_socket_and_a_device_as_inputs_are_refused_within_a_second() {
+    let dir = common::scratch("cli_run_special");
+    std::fs::create_dir(dir.join("out")).unwrap();
+    let fifo = dir.join("fifo.npy");
+    let c = std::ffi::CString::new(fifo.display().to_string()).unwrap();
+    // SAFETY: a plain system call on a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let _socket = std::os::unix::net::UnixListener::bind(dir.join("socket.npy")).unwrap();
+    write_npy(dir.join("k.npy"), &[1, 16, 128], &[0.5; 2048], NpyType::F32).unwrap();
+    write_npy(dir.join("v.npy"), &[1, 128, 16], &[0.5; 2048], NpyType::F32).unwrap();
+    for (file, what) in [("fifo.npy", "a FIFO"), ("socket.npy", "a socket"), ("/dev/zero", "a device"), ("/dev/null", "a device")] {
+        let commands: [Vec<&str>; 2] = [
+            vec!["run", "softmax", "--x", file, "--out", "out", "--timeout", "60"],
+            vec!["run", "attention-cte", "--q", file, "--k", "k.npy", "--v", "v.npy", "--out", "out/o.npy"],
+        ];
+        for args in commands {
+            let args: Vec<String> = args.iter().map(ToString::to_string).collect();
+            let start = std::time::Instant::now();
+            let flag = if args[1] == "softmax" { "--x" } else { "--q" };
+            assert_refused_line(&dir, &args, &format!("{flag} {file}: not a regular file ({what})"));
+            assert!(start.elapsed() < std::time::Duration::from_secs(1), "{args:?} took {:?}", start.elapsed());
+        }
+    }
+}
+
+#[test]
+fn outputs_are_written_in_the_dtype_the_command_announces() {
+    let dir = common::scratch("cli_run_out_dtypes");
+    std::fs::create_dir(dir.join("out")).unwrap();
+    let vals = common::uniform(128 * 64, 3, -1.0, 1.0);
+    write_npy(dir.join("x16.npy"), &[128, 64], &vals, NpyType::F16).unwrap();
+    write_npy(dir.join("xbf.npy"), &[128, 64], &vals, NpyType::Bf16).unwrap();
+    write_npy(dir.join("x.npy"), &[128, 64], &vals, NpyType::F32).unwrap();
+    let descr = |name: &str| {
+        let bytes = std::fs::read(dir.join("out").join(name)).unwrap();
+        let header = String::from_utf8_lossy(&bytes[10..60]).into_owned();
+        header.split('\'').nth(3).unwrap().to_string()
+    };
+    for (args, files) in [
+        (vec!["--x", "x16.npy"], vec![("out0.npy", "<f2", Dtype::F16, "float16")]),
+        (vec!["--x", "xbf.npy"], vec![("out0.npy", "<V2", Dtype::Bf16, "bfloat16")]),
+        (vec!["--x", "x16.npy", "--precision", "fp32"], vec![("out0.npy", "<f4", Dtype::F32, "float32")]),
+        (vec!["--x", "x.npy", "--k", "8"], vec![("out0.npy", "<f4", Dtype::F32, "float32"), ("out1.npy", "<u4", Dtype::U32, "uint32")]),
+    ] {
+        let kernel = if args.contains(&"--k") { "topk" } else { "softmax" };
+        let mut all = vec!["run", kernel, "--out", "out"];
+        all.extend(&args);
+        let o = nki_in(&dir, &all);
+        assert!(o.status.success(), "{all:?}: {}", stderr(&o));
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        for (name, want_descr, dtype, announced) in files {
+            assert_eq!(descr(name), want_descr, "{all:?} {name}");
+            assert_eq!(read_tensor_npy(dir.join("out").join(name)).unwrap().dtype(), dtype, "{all:?} {name}");
+            assert!(stdout.contains(&format!("wrote out/{name} [128, ")) && stdout.contains(&format!("] {announced}\n")), "{stdout}");
+        }
+    }
+}
+
+#[test]
+fn an_unwritable_output_is_refused_before_the_launch_and_stale_temporaries_are_removed() {
+    let dir = common::scratch("cli_run_out_checks");
+    std::fs::create_dir_all(dir.join("out/out1.npy")).unwrap();
+    write_npy(dir.join("x.npy"), &[128, 64], &common::uniform(128 * 64, 4, -1.0, 1.0), NpyType::F32).unwrap();
+    // topk's second output is a directory: refused before the kernel runs, as a usage error.
+    let args: Vec<String> = ["run", "topk", "--x", "x.npy", "--k", "8", "--out", "out"].iter().map(ToString::to_string).collect();
+    let before = files(&dir);
+    let o = nki_in(&dir, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    let err = stderr(&o);
+    assert_eq!((o.status.code(), err.trim_end()), (Some(2), "error: --out out/out1.npy: is a directory"), "{err}");
+    assert!(files(&dir) == before && std::fs::read_dir(dir.join("out")).unwrap().count() == 1);
+    std::fs::remove_dir(dir.join("out/out1.npy")).unwrap();
+    // A temporary of a run that died (its process is gone) is removed; one of a live process is not.
+    let dead = Command::new("true").spawn().unwrap();
+    let dead_pid = dead.id();
+    let mut dead = dead;
+    dead.wait().unwrap();
+    let stale = [format!(".out0.npy.nki-{dead_pid}-0.tmp"), format!(".out1.npy.nki-{dead_pid}-1.bak")];
+    let live = format!(".out0.npy.nki-{}-0.tmp", std::process::id());
+    for name in stale.iter().chain([&live]) {
+        std::fs::write(dir.join("out").join(name), b"partial").unwrap();
+    }
+    let o = nki_in(&dir, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut left: Vec<String> =
+        std::fs::read_dir(dir.join("out")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    left.sort();
+    assert_eq!(left, [live, "out0.npy".to_string(), "out1.npy".to_string()]);
+}
+
+#[test]
+fn the_time_limit_bounds_reading_the_inputs() {
+    let dir = common::scratch("cli_run_read_limit");
+    std::fs::create_dir(dir.join("out")).unwrap();
+    // A 512 MiB float32 input (a sparse file: its zeros take no disk), far more than 1 ms of reading.
+    let (rows, cols) = (1usize << 17, 1usize << 10);
+    let bytes = nki::io::npy::header_bytes(NpyType::F32, &[rows, cols]);
+    let len = bytes.len() as u64 + (rows * cols * 4) as u64;
+    std::fs::write(dir.join("big.npy"), &bytes).unwrap();
+    std::fs::OpenOptions::new().write(true).open(dir.join("big.npy")).unwrap().set_len(len).unwrap();
+    let before = files(&dir);
+    let start = std::time::Instant::now();
+    let o = nki_in(&dir, &["run", "softmax", "--x", "big.npy", "--out", "out", "--timeout", "0.001"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.starts_with("error: the command did not finish within 1ms (--timeout): "), "{err}");
+    assert!(start.elapsed() < std::time::Duration::from_secs(5), "{:?}", start.elapsed());
+    assert!(files(&dir) == before && std::fs::read_dir(dir.join("out")).unwrap().count() == 0);
 }

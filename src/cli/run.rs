@@ -431,7 +431,7 @@ pub fn launch_error(e: &nki::NkiError) -> CliError {
 pub fn declare_output(plan: &mut OutputPlan, flag: &str, path: Option<&Path>, required: bool, because: &str) -> Result<(), CliError> {
     match path {
         Some(p) => plan.output(flag, p).map_err(CliError::usage),
-        None if required => Err(CliError::usage(format!("--{flag} FILE is required {because}"))),
+        None if required => Err(CliError::usage(format!("--{flag} is required {because}"))),
         None => Ok(()),
     }
 }
