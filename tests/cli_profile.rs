@@ -57,9 +57,12 @@ fn attention_cte_reports_json_and_writes_a_trace() {
         std::fs::read_dir(&dir).unwrap().filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().starts_with('.')).collect();
     assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
 
-    // The text report names the target and the engines.
-    let o = nki_in(&dir, &[&args[..], &["--target", "trn3"]].concat());
+    // The text report names the target and the engines; without --out nothing is written.
+    std::fs::remove_file(dir.join("o.npy")).unwrap();
+    let no_out: Vec<&str> = args.iter().copied().filter(|a| *a != "--out" && *a != "o.npy").collect();
+    let o = nki_in(&dir, &[&no_out[..], &["--target", "trn3"]].concat());
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!dir.join("o.npy").exists());
     let text = String::from_utf8_lossy(&o.stdout);
     for part in ["estimated time on trn3", "engine busy", "tensor engine", "critical path", "SBUF"] {
         assert!(text.contains(part), "{part} missing:\n{text}");
@@ -72,13 +75,15 @@ fn ring_kernels_report_a_collective_track() {
     for (i, n) in ["q.npy", "k.npy", "v.npy", "do.npy"].iter().enumerate() {
         write(&dir, n, &[1, 1, 512, 64], i as u64 + 10);
     }
-    let fwd = ["profile", "ring-fwd", "--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--out", "o.npy", "--workers", "4", "--json"];
+    // No outputs: `nki profile` writes only those given.
+    let fwd = ["profile", "ring-fwd", "--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--workers", "4", "--json"];
     let o = nki_in(&dir, &fwd);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let report: Value = serde_json::from_slice(&o.stdout).unwrap();
     // 4 ranks, each an LNC2 pair: trn2's default LNC.
     check_report(&report, 8);
     assert!(report["engine_busy"]["collective"].as_f64().unwrap() > 0.0);
+    assert!(!dir.join("o.npy").exists());
 }
 
 #[test]

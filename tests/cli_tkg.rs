@@ -87,14 +87,14 @@ fn bad_files_are_one_line_errors_naming_the_flag_and_write_nothing() {
     for (extra, want) in [
         (&["--mask", "q.npy"][..], "--mask q.npy: invalid mask = float32: attention_tkg takes mask as uint8"),
         (&["--tp-k-prior"][..], "invalid k_prior = shape [1, 1, 16, 128]"),
-        (&["--v-active", "ka.npy"][..], "--v-active has shape [16, 1]"),
+        (&["--v-active", "ka.npy"][..], "--v-active ka.npy: shape [16, 1]; attention_tkg takes it as (bs, 1, s_active, d)"),
         (&["--sink", "missing.npy"][..], "--sink"),
     ] {
         let mut args = with(extra);
         args.extend(["--out", "o.npy"]);
         let o = nki_in(&dir, &args);
         let err = String::from_utf8_lossy(&o.stderr).into_owned();
-        assert!(!o.status.success(), "{extra:?} succeeded");
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {err}");
         assert_eq!(err.lines().count(), 1, "{extra:?}: {err}");
         assert!(err.contains(want), "{extra:?}: `{want}` missing from {err}");
         assert!(!dir.join("o.npy").exists(), "{extra:?} wrote an output");
