@@ -7,7 +7,13 @@
 //! into 32-bit cells (every element of every dtype sits in a 32-bit slot), so its
 //! tensor is twice the file: the bound there is 1.5x the tensor, 3x the file.
 //!
-//! This file holds one test so the process's peak belongs to it alone.
+//! The commands keep to that: an attention command checks every header before
+//! it reads a payload, so a 256 MiB input whose shape does not match the others
+//! is refused without being read, and one that matches runs within 1.5x of its
+//! inputs plus outputs (the child's peak resident set, from `wait4`).
+//!
+//! The loading test is the file's only in-process measurement, so the process's
+//! peak belongs to it alone; the command test measures child processes.
 
 mod common;
 
@@ -80,5 +86,94 @@ fn loading_costs_the_tensor_and_one_chunk() {
             grown / MIB
         );
     }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A `.npy` file of `shape` float32 zeros that takes no disk (a sparse file).
+fn sparse_zeros(path: &Path, shape: &[usize]) -> u64 {
+    let header = header_bytes(NpyType::F32, shape);
+    let len = header.len() as u64 + 4 * shape.iter().product::<usize>() as u64;
+    std::fs::write(path, &header).unwrap();
+    std::fs::OpenOptions::new().write(true).open(path).unwrap().set_len(len).unwrap();
+    len
+}
+
+/// Runs `nki args` in `dir`; its exit code, stderr and peak resident set in bytes.
+#[cfg(target_os = "linux")]
+fn run_measured(dir: &Path, args: &[&str]) -> (Option<i32>, String, u64) {
+    use std::io::Read;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_nki"))
+        .args(args)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    let (mut status, mut usage) = (0i32, std::mem::MaybeUninit::<libc::rusage>::zeroed());
+    // SAFETY: waits for our own child; `usage` is written by the call.
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, usage.as_mut_ptr()) };
+    assert_eq!(pid, child.id() as i32, "wait4 failed");
+    // SAFETY: wait4 succeeded, so it filled `usage`.
+    let usage = unsafe { usage.assume_init() };
+    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    (code, err, usage.ru_maxrss as u64 * 1024)
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn an_attention_command_reads_no_payload_it_refuses_and_runs_within_its_data() {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("npy_memory_cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // Ring forward: a 256 MiB q whose sequence length is not k's and v's.
+    let q = sparse_zeros(&dir.join("q.npy"), &[1, 4, 131_072, 128]);
+    for name in ["k.npy", "v.npy"] {
+        sparse_zeros(&dir.join(name), &[1, 4, 256, 128]);
+    }
+    let fwd = ["run", "ring-fwd", "--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--workers", "2", "--out", "o.npy"];
+    let (code, err, peak) = run_measured(&dir, &fwd);
+    eprintln!("ring-fwd, mismatched {} MiB q: peak RSS {} MiB", q / MIB, peak / MIB);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.starts_with("error: --k has shape [1, 4, 256, 128] but --q has [1, 4, 131072, 128]") && err.lines().count() == 1, "{err}");
+    assert!(peak < q / 8, "refusing the mismatched input took {} MiB", peak / MIB);
+    assert!(!dir.join("o.npy").exists());
+    // Decode attention over a 2 x 128 MiB KV cache, of which the step reads 128 positions.
+    let (d, full) = (64usize, 1usize << 19);
+    let mut data = 0;
+    for (name, shape) in [
+        ("tq.npy", vec![d, 2]),
+        ("ka.npy", vec![d, 1]),
+        ("va.npy", vec![1, 1, 1, d]),
+        ("kp.npy", vec![1, 1, d, full]),
+        ("vp.npy", vec![1, 1, full, d]),
+    ] {
+        data += sparse_zeros(&dir.join(name), &shape);
+    }
+    std::fs::write(dir.join("mask.npy"), [header_bytes(NpyType::U8, &[128, 1, 2, 1]), vec![1u8; 256]].concat()).unwrap();
+    let out_bytes = 4 * 2 * d as u64;
+    let tkg = [
+        "run",
+        "attention-tkg",
+        "--q",
+        "tq.npy",
+        "--k-active",
+        "ka.npy",
+        "--v-active",
+        "va.npy",
+        "--k-prior",
+        "kp.npy",
+        "--v-prior",
+        "vp.npy",
+        "--mask",
+        "mask.npy",
+        "--out",
+        "to.npy",
+    ];
+    let (code, err, peak) = run_measured(&dir, &tkg);
+    let io = data + out_bytes;
+    eprintln!("attention-tkg: inputs + outputs {} MiB, peak RSS {} MiB ({:.2}x)", io / MIB, peak / MIB, peak as f64 / io as f64);
+    assert_eq!(code, Some(0), "{err}");
+    assert!((peak as f64) <= 1.5 * io as f64, "attention-tkg peaked at {} MiB for {} MiB of inputs and outputs", peak / MIB, io / MIB);
     std::fs::remove_dir_all(dir).unwrap();
 }
