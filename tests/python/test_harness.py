@@ -4,6 +4,7 @@ checker, and the command line. Run with `python -m unittest` from tests/python.
 """
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -1017,6 +1018,34 @@ class CommandLineTest(unittest.TestCase):
         r = self.harness("run", "--package", self.pkg, "--spec", spec, "--out", str(self.dir / "out"))
         self.assertEqual(r.returncode, 1)
         self.assertIn("rank 2 is not", r.stderr)
+
+    def test_outputs_never_overwrite_inputs_and_are_written_all_or_nothing(self):
+        out = self.dir / "out"
+        out.mkdir()
+        x = np.arange(12, dtype=np.float32).reshape(3, 4)
+        np.save(out / "rank0_out0.npy", x)
+        os.link(out / "rank0_out0.npy", self.dir / "x_link.npy")
+        for given in ("out/rank0_out0.npy", "x_link.npy"):
+            spec = self.spec(kernel="scale", args=[[{"npy": given, "dtype": "float32"}, {"float": 0.5}]])
+            before = sorted((p.name, p.read_bytes()) for p in out.iterdir())
+            r = self.harness("run", "--package", self.pkg, "--spec", spec, "--out", str(out))
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+            self.assertIn("rank0_out0.npy is the same file as the input", r.stderr)
+            self.assertIn("an output never overwrites an input", r.stderr)
+            self.assertEqual(sorted((p.name, p.read_bytes()) for p in out.iterdir()), before, given)
+        # The spec file itself is an input too.
+        spec = out / "result.json"
+        spec.write_text(json.dumps({"kernel": "scale", "args": [[{"npy": "rank0_out0.npy", "dtype": "float32"}, {"float": 0.5}]]}))
+        r = self.harness("run", "--package", self.pkg, "--spec", str(spec), "--out", str(out))
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("result.json is the same file as the input", r.stderr)
+        # A run that writes: every output in place, no temporary left.
+        np.save(self.dir / "x.npy", x)
+        spec = self.spec(kernel="scale", args=[[{"npy": "x.npy", "dtype": "float32"}, {"float": 0.5}]])
+        r = self.harness("run", "--package", self.pkg, "--spec", spec, "--out", str(self.dir / "fresh"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(sorted(p.name for p in (self.dir / "fresh").iterdir()), ["rank0_out0.npy", "rank0_out1.npy", "result.json"])
 
 
 if __name__ == "__main__":

@@ -5,6 +5,10 @@ For each rank r the kernel's return value (a tensor or a tuple of tensors) is
 written as `OUT/rank{r}_out{i}.npy` (float32 for float dtypes, int32 for
 integer dtypes: the values as stored), plus `OUT/result.json` =
 `{"ranks": [[{"file": ..., "shape": [...], "dtype": "bfloat16"}, ...], ...]}`.
+As `nki run` does, the outputs never overwrite an input (the spec or a file
+it names, under any name: a symlink, a hard link) and are written all or
+nothing: each to a temporary file next to it, renamed into place once all are
+written.
 
 The kernel runs on the NumPy fake `nki` unless a real `nki` package with
 `nki.simulate` is importable, in which case that simulator runs it (one rank only,
@@ -131,16 +135,61 @@ def run(package_dir, spec_path, out_dir, timeout=600.0):
     os.environ["NKI_PRECISE_FP"] = "1" if spec.precision == "hardware" else "0"
     os.environ["NEURON_PLATFORM_TARGET_OVERRIDE"] = spec.generation
     nki = _real_nki()
-    ranks = _run_real(nki, package_dir, spec) if nki else _run_fake(package_dir, spec, timeout)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    listing = []
+    inputs = [Path(spec_path)] + specs.input_paths(spec)
+    _refuse_inputs(out / "result.json", inputs)
+    ranks = _run_real(nki, package_dir, spec) if nki else _run_fake(package_dir, spec, timeout)
+    files, listing = {}, []
     for r, outputs in enumerate(ranks):
         entries = []
         for i, (cells, dtype) in enumerate(outputs):
             file = f"rank{r}_out{i}.npy"
             kind = np.int32 if np.issubdtype(cells.dtype, np.integer) else np.float32
-            np.save(out / file, np.asarray(cells).astype(kind))
+            files[file] = np.asarray(cells).astype(kind)
             entries.append({"file": file, "shape": list(cells.shape), "dtype": dtype})
         listing.append(entries)
-    (out / "result.json").write_text(json.dumps({"ranks": listing}))
+    files["result.json"] = json.dumps({"ranks": listing})
+    for file in files:
+        _refuse_inputs(out / file, inputs)
+    out.mkdir(parents=True, exist_ok=True)
+    _write_all(out, files)
+
+
+def _same_file(a, b):
+    """Whether paths `a` and `b` lead to one file (by location or identity)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _refuse_inputs(output, inputs):
+    """Refuses an output path that is one of the inputs."""
+    for i in inputs:
+        if _same_file(output, i):
+            raise SpecError(f"the output {output} is the same file as the input {i}: an output never overwrites an input")
+
+
+def _write_all(out, files):
+    """Writes `files` ({name: array or text}) into `out` all or nothing: each to a
+    temporary sibling first, then renamed over its target."""
+    staged = []
+    try:
+        for name, value in files.items():
+            tmp = out / f".{name}.nki-{os.getpid()}.tmp"
+            staged.append(tmp)
+            with open(tmp, "wb") as f:
+                if isinstance(value, str):
+                    f.write(value.encode())
+                else:
+                    np.save(f, value)
+                f.flush()
+                os.fsync(f.fileno())
+        for tmp, name in zip(staged, files):
+            os.replace(tmp, out / name)
+    finally:
+        for tmp in staged:
+            if tmp.exists():
+                tmp.unlink()

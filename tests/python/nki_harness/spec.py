@@ -69,6 +69,29 @@ def load(path):
     return spec
 
 
+def input_paths(spec):
+    """The `.npy` files the spec's arguments name, as given (relative to the spec's directory)."""
+    found = []
+
+    def walk(arg):
+        if isinstance(arg, dict):
+            if isinstance(arg.get("npy"), str):
+                p = Path(arg["npy"])
+                found.append(p if p.is_absolute() else spec.base_dir / p)
+            for v in arg.get("tuple", []) if isinstance(arg.get("tuple"), list) else []:
+                walk(v)
+            for v in arg.get("fields", {}).values() if isinstance(arg.get("fields"), dict) else []:
+                walk(v)
+
+    for rank in spec.args:
+        for a in rank:
+            walk(a)
+    for rank in spec.kwargs:
+        for a in rank.values():
+            walk(a)
+    return found
+
+
 def load_npy(spec, path):
     """The array of an `npy` argument (bfloat16 files saved by ml_dtypes read as bfloat16)."""
     p = Path(path) if Path(path).is_absolute() else spec.base_dir / path
