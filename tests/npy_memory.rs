@@ -100,6 +100,7 @@ fn sparse_zeros(path: &Path, shape: &[usize]) -> u64 {
 
 /// Runs `nki args` in `dir`; its exit code, stderr and peak resident set in bytes.
 #[cfg(target_os = "linux")]
+#[allow(clippy::zombie_processes, reason = "the child is reaped by wait4, which also reports its peak")]
 fn run_measured(dir: &Path, args: &[&str]) -> (Option<i32>, String, u64) {
     use std::io::Read;
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_nki"))
