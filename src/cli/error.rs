@@ -33,13 +33,15 @@ impl CliError {
     /// (an argument, shape, dtype or bounds rule, or the kernel's asserts), a
     /// failure otherwise.
     pub fn from_nki(e: &nki::NkiError) -> Self {
-        use nki::ErrorKind::{Argument, Assertion, Bounds, Dtype, Shape};
-        if matches!(e.kind, Assertion | Argument | Shape | Dtype | Bounds) {
-            CliError::usage(e.to_string())
-        } else {
-            CliError::failure(e.to_string())
-        }
+        if caused_by_inputs(e) { CliError::usage(e.to_string()) } else { CliError::failure(e.to_string()) }
     }
+}
+
+/// Whether the inputs caused `e`: an argument, shape, dtype or bounds rule, or
+/// the kernel's asserts.
+pub fn caused_by_inputs(e: &nki::NkiError) -> bool {
+    use nki::ErrorKind::{Argument, Assertion, Bounds, Dtype, Shape};
+    matches!(e.kind, Assertion | Argument | Shape | Dtype | Bounds)
 }
 
 /// The commands' plain errors are failures.

@@ -372,7 +372,8 @@ mod tests {
     fn the_same_file_under_another_name_is_refused() {
         let dir = scratch("same");
         let q = dir.join("q.npy");
-        fs::write(&q, b"input").unwrap();
+        let input = [nki::io::npy::header_bytes(NpyType::F32, &[1]), 1.0f32.to_le_bytes().to_vec()].concat();
+        fs::write(&q, &input).unwrap();
         fs::hard_link(&q, dir.join("hard.npy")).unwrap();
         std::os::unix::fs::symlink(&q, dir.join("soft.npy")).unwrap();
         fs::create_dir(dir.join("sub")).unwrap();
@@ -396,7 +397,7 @@ mod tests {
         let e = plan.output("lse", &dir.join("sub/../o.npy")).unwrap_err();
         assert!(e.contains("same file as --out") && e.contains("its own file"), "{e}");
         assert_eq!(entries(&dir), ["hard.npy", "q.npy", "soft.npy", "sub"], "planning writes nothing");
-        assert_eq!(fs::read(&q).unwrap(), b"input");
+        assert_eq!(fs::read(&q).unwrap(), input);
     }
 
     #[test]

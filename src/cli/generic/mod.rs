@@ -15,7 +15,7 @@ use super::run::BASE_LAUNCH;
 use super::{CliError, deadline};
 use args::{Given, Invocation, flag_of};
 use nki::emit::ArgValue;
-use nki::{ErrorKind, Launch, NkiError, Precision, Tensor};
+use nki::{Launch, NkiError, Precision, Tensor};
 use std::path::PathBuf;
 
 /// What a rank's placeholder looks like in a per-rank tensor path.
@@ -149,9 +149,7 @@ fn load_inputs(inv: &Invocation, plan: &OutputPlan, declared: &[Option<Vec<Input
 /// kernel's asserts, an argument, shape, dtype or bounds rule) is a usage error
 /// that lists the inputs it was given; anything else is a failure.
 fn refusal(inv: &Invocation, plan: &OutputPlan, declared: &[Option<Vec<Input>>], e: &NkiError) -> CliError {
-    let caused_by_inputs =
-        matches!(e.kind, ErrorKind::Assertion | ErrorKind::Argument | ErrorKind::Shape | ErrorKind::Dtype | ErrorKind::Bounds);
-    if !caused_by_inputs {
+    if !super::error::caused_by_inputs(e) {
         return super::run::launch_error(e);
     }
     let inputs: Vec<String> = declared
