@@ -144,7 +144,7 @@ fn source_target_pairs_and_rank_ids_in_the_emulator_and_under_numpy() {
 /// `x` exchanged in variable-size chunks over three ranks by the counts and
 /// displacements in `meta` (`[3, 3]` uint32; its receive counts come back).
 #[nki_kernel]
-pub fn variable_exchange(x: Hbm, meta: Hbm) -> (Hbm, Hbm) {
+pub fn variable_exchange(x: Hbm, #[dtypes(uint32)] meta: Hbm) -> (Hbm, Hbm) {
     let [n] = x.shape();
     let rg = ncc::ReplicaGroup([[2, 0, 1]]);
     let got = nl::ndarray([n], x.dtype(), buffer = nl::shared_hbm);
@@ -157,7 +157,7 @@ pub fn variable_exchange(x: Hbm, meta: Hbm) -> (Hbm, Hbm) {
 
 /// `x`'s first `count` elements gathered from four ranks of an LNC2 launch.
 #[nki_kernel]
-pub fn variable_gather(x: Hbm, meta: Hbm) -> Hbm {
+pub fn variable_gather(x: Hbm, #[dtypes(uint32)] meta: Hbm) -> Hbm {
     let [n] = x.shape();
     let got = nl::ndarray([4 * n], x.dtype(), buffer = nl::shared_hbm);
     ncc::all_gather_v([x], [got], ncc::ReplicaGroup([[0, 1, 2, 3]]), meta, recv_counts_known = true);

@@ -21,7 +21,7 @@ pub fn sum3(a: Hbm, b: Hbm, c: Hbm) -> Hbm {
 /// `table` with row `idx[r]` increased by `upd[r]` for each r; rows past the
 /// table are skipped.
 #[nki_kernel]
-pub fn scatter_add(table: Hbm, idx: Hbm, upd: Hbm) -> Hbm {
+pub fn scatter_add(table: Hbm, #[dtypes(int32)] idx: Hbm, upd: Hbm) -> Hbm {
     let [n, f] = table.shape();
     let [r, _] = upd.shape();
     let out = nl::ndarray([n, f], nl::float32, buffer = nl::shared_hbm);

@@ -9,7 +9,7 @@ use nki::prelude::*;
 /// Loads `x` `[32, 24]` and `idx` `[32, 2]` (uint16) into SBUF and gathers
 /// `valid` runs of 4 elements per partition at its core's indices.
 #[nki_kernel]
-pub fn runs(x: Hbm, idx: Hbm, valid: i64) -> Hbm {
+pub fn runs(x: Hbm, #[dtypes(uint16)] idx: Hbm, valid: i64) -> Hbm {
     let [p, f] = x.shape();
     let [_, ni] = idx.shape();
     let s = nl::ndarray([p, f], x.dtype());

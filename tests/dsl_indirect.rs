@@ -13,7 +13,7 @@ use nki::prelude::*;
 /// `idx[i % 16, i // 16]` of `x` into column i; `u` is zeros with the first four
 /// gathered columns scattered back to their offsets.
 #[nki_kernel(target = "trn3")]
-pub fn tensor_indirection(x: Hbm, idx: Hbm) -> (Hbm, Hbm) {
+pub fn tensor_indirection(x: Hbm, #[dtypes(int32)] idx: Hbm) -> (Hbm, Hbm) {
     let [p, f] = x.shape();
     let t = nl::ndarray([p, f], nl::float32);
     nisa::dma_copy(t, x);

@@ -65,7 +65,7 @@ fn trace_time_ranges_visit_pythons_range() {
 /// the sum of the indices `nl::fori_loop(lower, n, .., step)` passes its body,
 /// both read from the register loaded from `n` when the loops start.
 #[nki_kernel]
-pub fn device_loops(n: Hbm, #[default(1)] lower: i64, #[default(1)] step: i64) -> Hbm {
+pub fn device_loops(#[dtypes(int32)] n: Hbm, #[default(1)] lower: i64, #[default(1)] step: i64) -> Hbm {
     let n_sb = nl::ndarray([1, 1], nl::int32);
     nisa::dma_copy(n_sb, n);
     let reg = nisa::register_alloc();
@@ -116,7 +116,7 @@ fn dynamic_range_and_fori_loop_take_their_trip_count_from_a_register() {
 /// `count` `[1, 1]` (decremented by the body, which reloads the condition
 /// register from it) is nonzero; the adds run in a `no_reorder` region.
 #[nki_kernel]
-pub fn countdown(val: Hbm, count: Hbm) -> Hbm {
+pub fn countdown(val: Hbm, #[dtypes(int32)] count: Hbm) -> Hbm {
     let v = nl::ndarray([1, 1], nl::float32);
     nisa::dma_copy(v, val);
     let acc = nl::ndarray([1, 1], nl::float32);
@@ -160,7 +160,7 @@ fn while_loop_runs_until_the_returned_register_is_zero() {
 
 /// A loop whose condition never becomes zero (a negative count counts away from it).
 #[nki_kernel]
-pub fn runaway(count: Hbm) -> Hbm {
+pub fn runaway(#[dtypes(int32)] count: Hbm) -> Hbm {
     let c = nl::ndarray([1, 1], nl::int32);
     nisa::dma_copy(c, count);
     let reg = nisa::register_alloc();

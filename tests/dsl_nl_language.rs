@@ -19,7 +19,7 @@ const INT_CASES: usize = 7;
 /// counts 0..8). Float result `k` is rows `k * P..(k + 1) * P` of the first
 /// output, integer result `k` of the second.
 #[nki_kernel]
-pub fn more_elementwise(x: Hbm, y: Hbm, z: Hbm, i: Hbm, s: Hbm) -> (Hbm, Hbm) {
+pub fn more_elementwise(x: Hbm, y: Hbm, z: Hbm, #[dtypes(int32)] i: Hbm, #[dtypes(int32)] s: Hbm) -> (Hbm, Hbm) {
     let [p, f] = x.shape();
     let out = nl::ndarray([15 * p, f], nl::float32, buffer = nl::shared_hbm);
     let ints = nl::ndarray([7 * p, f], nl::int32, buffer = nl::shared_hbm);
@@ -412,7 +412,7 @@ fn like_constructors_and_buffer_predicates_in_the_emulator_and_under_numpy() {
 /// int32 `idx`, `nl.shared_identity_matrix`, `nl.expand_dims`, and a
 /// `nl.device_print` of the column.
 #[nki_kernel]
-pub fn movement_tiles(x: Hbm, col: Hbm, row: Hbm, idx: Hbm) -> (Hbm, Hbm, Hbm, Hbm, Hbm, Hbm, Hbm) {
+pub fn movement_tiles(x: Hbm, col: Hbm, row: Hbm, #[dtypes(int32)] idx: Hbm) -> (Hbm, Hbm, Hbm, Hbm, Hbm, Hbm, Hbm) {
     let [p, f] = x.shape();
     let [_p, k] = idx.shape();
     let tr = nl::ndarray([f, p], x.dtype(), buffer = nl::shared_hbm);
@@ -525,7 +525,7 @@ fn device_print_writes_the_prefix_kernel_line_rank_program_and_values_to_stderr(
 
 /// `nl.invert` of a uint8 and an int16 tile.
 #[nki_kernel]
-pub fn invert_widths(a: Hbm, b: Hbm) -> (Hbm, Hbm) {
+pub fn invert_widths(#[dtypes(uint8)] a: Hbm, #[dtypes(int16)] b: Hbm) -> (Hbm, Hbm) {
     let ua = nl::ndarray(a.shape(), nl::uint8, buffer = nl::shared_hbm);
     let ib = nl::ndarray(b.shape(), nl::int16, buffer = nl::shared_hbm);
     nl::store(ua, nl::invert(nl::load(a)));

@@ -14,7 +14,7 @@ use nki::prelude::*;
 /// per-partition probability, and reads the GpSimd state back; the segment
 /// bounds of `ids` and `10 * nc_version + sub_version`.
 #[nki_kernel]
-pub fn draws(x: Hbm, seed: Hbm, probs: Hbm, ids: Hbm) -> (Hbm, Hbm, Hbm, Hbm, Hbm, Hbm, Hbm) {
+pub fn draws(x: Hbm, #[dtypes(uint32)] seed: Hbm, probs: Hbm, #[dtypes(int32)] ids: Hbm) -> (Hbm, Hbm, Hbm, Hbm, Hbm, Hbm, Hbm) {
     let [p, f] = x.shape();
     let [_, n] = ids.shape();
     let bits = nl::ndarray([p, 16], nl::uint16);
@@ -64,7 +64,7 @@ pub fn draws(x: Hbm, seed: Hbm, probs: Hbm, ids: Hbm) -> (Hbm, Hbm, Hbm, Hbm, Hb
 /// trn3: uniform draws with scalar and per-partition bounds, then the Vector
 /// lanes loaded from `state`, 32-bit draws from them, and their state read back.
 #[nki_kernel(target = "trn3")]
-pub fn draws_trn3(state: Hbm, lo: Hbm, hi: Hbm) -> (Hbm, Hbm, Hbm, Hbm) {
+pub fn draws_trn3(#[dtypes(uint32)] state: Hbm, lo: Hbm, hi: Hbm) -> (Hbm, Hbm, Hbm, Hbm) {
     let [p, w] = state.shape();
     let u = nl::ndarray([p, 32], nl::bfloat16);
     nisa::rand2(u, -2.0, 3.0);
@@ -205,7 +205,7 @@ fn trn3_uniform_draws_and_vector_states_agree_bitwise_with_the_numpy_executor() 
 /// The tile-level forms: reseed from `seed`, a uniform SBUF tile and an HBM one,
 /// and `x` with elements dropped at rate 0.4, cast to bfloat16.
 #[nki_kernel]
-pub fn tile_draws(x: Hbm, seed: Hbm) -> (Hbm, Hbm, Hbm) {
+pub fn tile_draws(x: Hbm, #[dtypes(int32)] seed: Hbm) -> (Hbm, Hbm, Hbm) {
     let [p, f] = x.shape();
     let s = nl::load(seed);
     nl::random_seed(s);

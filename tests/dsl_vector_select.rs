@@ -9,7 +9,7 @@ use nki::prelude::*;
 
 /// Partition p of the result is row `idx[p]` of `table` `[N, A, B]` (flattened).
 #[nki_kernel]
-pub fn select_rows(table: Hbm, idx: Hbm) -> Hbm {
+pub fn select_rows(table: Hbm, #[dtypes(int32)] idx: Hbm) -> Hbm {
     let [_, a, b] = table.shape();
     let [p, _] = idx.shape();
     let i = nl::ndarray([p, 1], nl::int32);

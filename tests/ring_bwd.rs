@@ -714,7 +714,7 @@ fn rule_violations_are_errors() {
             "replica group 0 has 2 ranks but num_workers is 4",
             launch_err(4, 1, Args { groups: Some(vec![vec![0, 1], vec![2, 3]]), ..base(4) }, ok),
         ),
-        ("num_workers must be >= 1, got 0", launch_err(1, 1, base(0), ok)),
+        ("ring_attention_spmd_bwd takes num_workers >= 1", launch_err(1, 1, base(0), ok)),
     ];
     for (rule, err) in cases {
         eprintln!("{err}");

@@ -633,7 +633,7 @@ fn rule_violations_are_errors() {
         ),
         ("not supported on trn1", launch_err(1, Trn1, base(1), ok(d, sl, h))),
         ("causal ring attention supports at most 32 workers, got 33", launch_err(1, Trn2, base(33), ok(d, sl, h))),
-        ("num_workers must be >= 1, got 0", launch_err(1, Trn2, base(0), ok(d, sl, h))),
+        ("ring_attention_spmd_fwd takes num_workers >= 1", launch_err(1, Trn2, base(0), ok(d, sl, h))),
         (
             "v must be [1, 2, 128, 32] to match q and k, got (1, 2, 128, 33)",
             launch_err(1, Trn2, base(1), |_| (zeros(&[1, h, d, sl]), zeros(&[1, h, d, sl]), zeros(&[1, h, sl, d + 1]))),

@@ -71,10 +71,15 @@ pub fn range_rule(bounds: &[Bound]) -> String {
         [lo, hi] if lo.is_lower() && !hi.is_lower() => {
             let open = if matches!(lo, Bound::Ge(_)) { '[' } else { '(' };
             let close = if matches!(hi, Bound::Le(_)) { ']' } else { ')' };
-            format!("in {open}{}, {}{close}", lo.value(), hi.value())
+            format!("in {open}{}, {}{close}", number(lo.value()), number(hi.value()))
         }
-        _ => bounds.iter().map(|b| format!("{} {}", b.operator(), b.value())).collect::<Vec<_>>().join(" and "),
+        _ => bounds.iter().map(|b| format!("{} {}", b.operator(), number(b.value()))).collect::<Vec<_>>().join(" and "),
     }
+}
+
+/// A bound as messages show it: plainly, or in exponent form when very large or small.
+fn number(v: f64) -> String {
+    if v != 0.0 && !(1e-4..1e16).contains(&v.abs()) { format!("{v:e}") } else { format!("{v}") }
 }
 
 /// `names` as a list in prose: `a`, `a or b`, `a, b or c`.
@@ -95,6 +100,8 @@ mod tests {
         assert_eq!(range_rule(&[Bound::Gt(0.0), Bound::Le(1.0)]), "in (0, 1]");
         assert_eq!(range_rule(&[Bound::Ge(1.0)]), ">= 1");
         assert_eq!(range_rule(&[Bound::Gt(0.5)]), "> 0.5");
+        assert_eq!(range_rule(&[Bound::Gt(0.0), Bound::Le(f64::from(f32::MAX))]), "in (0, 3.4028234663852886e38]");
+        assert_eq!(range_rule(&[Bound::Ge(1e-30)]), ">= 1e-30");
         assert!(in_range(&[Bound::Ge(0.0), Bound::Lt(1.0)], 0.0) && !in_range(&[Bound::Ge(0.0), Bound::Lt(1.0)], 1.0));
         assert!(!in_range(&[Bound::Ge(0.0)], f64::NAN));
         assert_eq!(either(&["float32", "bfloat16", "float16"]), "float32, bfloat16 or float16");

@@ -384,7 +384,7 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
     assert window_left is None or window_left >= 0, f"ring_attention_spmd_fwd takes window_left >= 0, not {window_left!r}"
     assert window_right is None or window_right >= 0, f"ring_attention_spmd_fwd takes window_right >= 0, not {window_right!r}"
     assert chunk_size is None or chunk_size >= 1, f"ring_attention_spmd_fwd takes chunk_size >= 1, not {chunk_size!r}"
-    assert soft_cap is None or soft_cap > 0.0, f"ring_attention_spmd_fwd takes soft_cap > 0, not {soft_cap!r}"
+    assert soft_cap is None or (soft_cap > 0.0 and soft_cap <= 3.4028234663852886e38), f"ring_attention_spmd_fwd takes soft_cap in (0, 3.4028234663852886e38], not {soft_cap!r}"
     assert q_segment_ids is None or q_segment_ids.dtype in (nl.int32,), "ring_attention_spmd_fwd takes q_segment_ids as int32"
     assert kv_segment_ids is None or kv_segment_ids.dtype in (nl.int32,), "ring_attention_spmd_fwd takes kv_segment_ids as int32"
     assert bias is None or bias.dtype in (nl.float32,), "ring_attention_spmd_fwd takes bias as float32"
@@ -407,12 +407,7 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
     left = window_left if window_left is not None else -1
     right = window_right if window_right is not None else -1
     chunk = chunk_size if chunk_size is not None else 0
-    assert (window_left if window_left is not None else 0) >= 0 and (window_right if window_right is not None else 0) >= 0, "window_left and window_right must be >= 0"
-    assert (chunk_size if chunk_size is not None else 1) >= 1, "chunk_size must be >= 1"
-    cap = soft_cap if soft_cap is not None else 1.0
-    assert cap > 0.0 and cap <= 3.4028234663852886e38, f"soft_cap must be a positive finite float32, got {cap}"
     bounded = zigzag_input or left >= 0 or right >= 0 or chunk > 0
-    assert num_workers >= 1, f"num_workers must be >= 1, got {num_workers}"
     assert not use_causal_mask or num_workers <= 32, f"causal ring attention supports at most 32 workers, got {num_workers}"
     groups = replica_groups if replica_groups is not None else []
     for gi in range(len(groups)):

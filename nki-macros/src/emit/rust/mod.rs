@@ -107,7 +107,9 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, stub: bool) -> TokenStre
     let kernel = name.to_string();
     let dtype_checks = f.params.iter().filter(|p| !p.dtypes.is_empty()).map(|p| {
         let (n, param, accepted) = (&p.name, p.name.to_string(), &p.dtypes);
-        let check = quote!(::nki::__rt::check_dtype(t, #kernel, #param, &[#(#accepted),*])?;);
+        // The error points at the parameter's declaration, where its contract is.
+        let check = fallible(n.span(), quote!(::nki::__rt::check_dtype(t, #kernel, #param, &[#(#accepted),*])));
+        let check = quote!(#check;);
         match &p.ty {
             TypeAnn::Option(..) => quote!(if let ::core::option::Option::Some(t) = &#n { #check }),
             _ => quote!({ let t = &#n; #check }),
@@ -115,7 +117,8 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, stub: bool) -> TokenStre
     });
     let range_checks = f.params.iter().filter(|p| !p.range.is_empty()).map(|p| {
         let (n, param, bounds) = (&p.name, p.name.to_string(), bound_tokens(&p.range));
-        let check = quote!(::nki::__rt::check_range(v as f64, #kernel, #param, &[#(#bounds),*])?;);
+        let check = fallible(n.span(), quote!(::nki::__rt::check_range(v as f64, #kernel, #param, &[#(#bounds),*])));
+        let check = quote!(#check;);
         match &p.ty {
             TypeAnn::Option(..) => quote!(if let ::core::option::Option::Some(v) = #n { #check }),
             _ => quote!({ let v = #n; #check }),
