@@ -541,7 +541,7 @@ fn refused_inputs_name_the_parameter_exit_2_and_write_nothing() {
     }
     let help = nki_in(&dir, &["run", "layernorm", "--help"]);
     let text = String::from_utf8_lossy(&help.stdout);
-    assert!(help.status.success() && text.contains("--eps VALUE") && text.contains("default 1e-5"), "{text}");
+    assert!(help.status.success() && text.contains("--eps VALUE") && text.contains("a float >= 0 (default 1e-5)"), "{text}");
     let help = nki_in(&dir, &["run", "router_topk", "--help"]);
     let text = String::from_utf8_lossy(&help.stdout);
     assert!(

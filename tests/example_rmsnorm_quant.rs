@@ -426,7 +426,8 @@ fn the_library_rules_are_refused_naming_the_field() {
     // Integer tensors are refused by the declared dtypes.
     let ints = Tensor::from_i64(&[1, 64], &[1; 64], Dtype::I32).unwrap();
     let e = rmsnorm_quant_kernel::Call::new(&ints, &w, &kargs).launch(&launch).unwrap_err();
-    assert_eq!(e.to_string(), "invalid hidden = int32: rmsnorm_quant_kernel takes hidden as float32, bfloat16 or float16");
+    assert_eq!(e.message, "invalid hidden = int32: rmsnorm_quant_kernel takes hidden as float32, bfloat16 or float16");
+    assert!(e.to_string().contains("rmsnorm_quant.rs:"), "the error points at the declaration: {e}");
     // The same rules as a `const fn`, for compile-time checks.
     let l = LIBRARY_DEFAULTS;
     assert_eq!(rmsnorm_quant_violation(&l, 3, [2, 32768, 16384]), None);

@@ -119,7 +119,7 @@ fn the_library_limits_are_refused_naming_the_parameter() {
     let ints = nki::Tensor::from_i64(&[64, 1, 1, 8], &[1; 512], Dtype::I32).unwrap();
     let angles = tensor(&[32, 1, 8], &[0.0; 256], Dtype::F32);
     let e = RoPE::Call::new(&ints, &angles, &angles).launch(&launch).unwrap_err();
-    assert_eq!(e.to_string(), "invalid x_in = int32: RoPE takes x_in as float32, bfloat16 or float16");
+    assert_eq!(e.message, "invalid x_in = int32: RoPE takes x_in as float32, bfloat16 or float16");
     assert_eq!(RoPE::INFO.params[1].dtypes, ["float32", "bfloat16", "float16"]);
     // The same rules as `const fn`s, for compile-time checks.
     assert_eq!(rope_violation(128, 64, 16, 512, 2), None);

@@ -311,7 +311,7 @@ fn broken_rules_are_refused_naming_the_parameter() {
     assert!(e.message.contains("inp must be [BxS, V] or [B, S, V], got 4 dims"), "{e}");
     let ints = nki::Tensor::from_i64(&[2, 64], &[1; 128], Dtype::I32).unwrap();
     let e = rotational_topk::Call::new(&ints, &asking(2, 64, 8, 1)).launch(&launch).unwrap_err();
-    assert_eq!(e.to_string(), "invalid inp = int32: rotational_topk takes inp as float32 or bfloat16");
+    assert_eq!(e.message, "invalid inp = int32: rotational_topk takes inp as float32 or bfloat16");
 }
 
 /// The emitted package with `rotational_topk` alone.

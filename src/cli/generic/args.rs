@@ -89,6 +89,9 @@ pub fn help(kernel: &FunctionInfo, command: &str) -> String {
             _ if p.dtypes.is_empty() => p.kind.describe().to_string(),
             _ => format!("{} of {}", p.kind.describe(), p.dtypes.join("|")),
         };
+        if !p.range.is_empty() {
+            kind += &format!(" {}", nki::spec::contract::range_rule(p.range));
+        }
         if let Some(bundle) = p.bundle {
             kind += &format!(", a field of {bundle}");
         }
