@@ -200,7 +200,7 @@ pub fn store_row(out: Hbm, row: Sbuf, at: Register) {
 /// `nl::dynamic_range` and `nl::fori_loop` (whose own index is a `scalar_offset`
 /// too), copied into a register passed to a helper.
 #[nki_kernel]
-pub fn index_uses(table: Hbm, n: Hbm) -> Hbm {
+pub fn index_uses(table: Hbm, #[dtypes(int32)] n: Hbm) -> Hbm {
     let n_sb = nl::ndarray([1, 1], nl::int32);
     nisa::dma_copy(n_sb, n);
     let count = nisa::register_alloc();
