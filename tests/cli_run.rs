@@ -6,10 +6,10 @@
 mod common;
 
 use nki::emit::{ArgValue, FunctionInfo, ParamInfo, ParamKind};
-use nki::examples::{layernorm::layernorm, topk::topk};
 use nki::io::npy::{NpyType, read_npy, read_tensor_npy, write_npy};
 use nki::spec::contract::{Bound, either, range_rule};
 use nki::{Dtype, Launch, Tensor};
+use nki_examples::{layernorm::layernorm, topk::topk};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -702,7 +702,7 @@ fn every_declared_range_is_enforced_by_the_command_line_and_the_rust_api() {
     let x = Tensor::from_f32(&[128, 4], &[1.0; 512], Dtype::F32).unwrap();
     let seed = Tensor::from_i64(&[1, 1], &[7], Dtype::U32).unwrap();
     for rate in [1.0, -0.5, 1.5] {
-        let e = nki::examples::dropout::dropout::Call::new(&x, &seed, rate).launch(&Launch::new()).unwrap_err();
+        let e = nki_examples::dropout::dropout::Call::new(&x, &seed, rate).launch(&Launch::new()).unwrap_err();
         assert_eq!(e.message, format!("invalid rate = {rate}: dropout takes rate in [0, 1)"));
     }
 }

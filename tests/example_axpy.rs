@@ -4,8 +4,8 @@
 mod common;
 
 use common::{as_dtype, assert_close, tensor, uniform};
-use nki::examples::axpy::axpy;
 use nki::{Dtype, Launch, Precision};
+use nki_examples::axpy::axpy;
 
 #[test]
 fn matches_float64_in_both_precisions() {

@@ -10,8 +10,8 @@ mod common;
 mod xorwow;
 
 use common::{Arg, as_dtype, assert_close, run_numpy, tensor, uniform};
-use nki::examples::dropout::dropout;
 use nki::{Dtype, Launch, Precision, Tensor};
+use nki_examples::dropout::dropout;
 use xorwow::{draws, seeded_lanes, uniform01};
 
 /// Whether each element of an `[n, d]` tensor survives: 128-row tiles in order,

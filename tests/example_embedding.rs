@@ -4,8 +4,8 @@
 mod common;
 
 use common::{Arg, as_dtype, assert_close, run_numpy, tensor, uniform};
-use nki::examples::embedding::embedding;
 use nki::{Dtype, ErrorKind, Launch, Precision};
+use nki_examples::embedding::embedding;
 
 /// `out[t] = table[ids[t]]`, row by row.
 fn reference(table: &[f64], d: usize, ids: &[i64]) -> Vec<f64> {

@@ -4,8 +4,8 @@
 mod common;
 
 use common::{Arg, as_dtype, assert_close, run_numpy, tensor, uniform};
-use nki::examples::gemm_bias_gelu::gemm_bias_gelu;
 use nki::{Dtype, Launch, Precision};
+use nki_examples::gemm_bias_gelu::gemm_bias_gelu;
 
 /// `gelu_apprx_tanh(x @ w + bias)` in float64 (`x` `[m, k]`, `w` `[k, n]`, `bias` `[n]`).
 fn reference(x: &[f64], w: &[f64], bias: &[f64], m: usize, k: usize, n: usize) -> Vec<f64> {

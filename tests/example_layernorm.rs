@@ -4,8 +4,8 @@
 mod common;
 
 use common::{as_dtype, assert_close, tensor, uniform};
-use nki::examples::layernorm::layernorm;
 use nki::{Dtype, Launch, Precision};
+use nki_examples::layernorm::layernorm;
 
 /// LayerNorm of each row of an `[n, d]` matrix in float64 (population variance).
 fn reference(x: &[f64], gamma: &[f64], beta: &[f64], d: usize, eps: f64) -> Vec<f64> {

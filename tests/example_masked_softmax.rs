@@ -4,8 +4,8 @@
 mod common;
 
 use common::{Arg, as_dtype, assert_close, run_numpy, tensor, uniform};
-use nki::examples::masked_softmax::masked_softmax;
 use nki::{Dtype, Launch, Precision};
+use nki_examples::masked_softmax::masked_softmax;
 
 /// Row softmax of `x * scale` with the elements where `mask` is 0 at -30000 (`x`,
 /// `mask` `[n, d]`), in float64.

@@ -4,8 +4,8 @@
 mod common;
 
 use common::{Arg, as_dtype, assert_close, run_numpy, tensor, uniform};
-use nki::examples::rmsnorm::{EPS, TILE, rmsnorm};
 use nki::{Dtype, Launch, Precision};
+use nki_examples::rmsnorm::{EPS, TILE, rmsnorm};
 
 /// RMSNorm of each row of an `[n, d]` matrix in float64.
 fn reference(x: &[f64], w: &[f64], d: usize, eps: f64) -> Vec<f64> {

@@ -15,10 +15,10 @@ mod common;
 use common::attention::{PyArg, run_numpy_kwargs, run_numpy_refused};
 use common::{as_dtype, emitted_package, tensor, uniform};
 use nki::emit::PyEnum;
-use nki::examples::rmsnorm_quant::{
+use nki::{Dtype, Launch, Precision, Tensor};
+use nki_examples::rmsnorm_quant::{
     NormType, QuantizationType, RmsNormQuantKernelArgs, RmsNormQuantRule, rmsnorm_quant_kernel, rmsnorm_quant_violation,
 };
-use nki::{Dtype, Launch, Precision, Tensor};
 
 /// The largest finite `float8_e4m3`.
 const FP8_MAX: f64 = 240.0;
@@ -454,7 +454,7 @@ fn the_library_rules_are_refused_naming_the_field() {
         assert_eq!(rmsnorm_quant_violation(&k, 3, [1, 1, 1]), Some(rule));
         assert!(rule.message().contains(&format!("kargs.{field} must be")), "{}", rule.message());
     }
-    let (k, hidden) = nki::rmsnorm_quant_config!(
+    let (k, hidden) = nki_examples::rmsnorm_quant_config!(
         kargs =
             RmsNormQuantKernelArgs { lower_bound: 0.5, norm_type: NormType::NO_NORM, quantization_type: QuantizationType::ROW, eps: 0.0 },
         hidden = [2, 160, 16384]

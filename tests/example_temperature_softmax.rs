@@ -4,9 +4,9 @@
 mod common;
 
 use common::{Arg, as_dtype, assert_close, emitted_package, tensor, try_run_numpy_ranks_on, uniform};
-use nki::examples::temperature_softmax::temperature_softmax;
 use nki::hw::Generation;
 use nki::{Dtype, Launch, Precision};
+use nki_examples::temperature_softmax::temperature_softmax;
 
 fn reference(x: &[f64], m: usize, inv_temp: f64) -> Vec<f64> {
     x.chunks(m)

@@ -4,8 +4,8 @@
 mod common;
 
 use common::{tensor, uniform};
-use nki::examples::topk::topk;
 use nki::{Dtype, Launch, Precision};
+use nki_examples::topk::topk;
 
 /// Per row, the `k` largest values and their columns (ties: the lower column first).
 fn reference(x: &[f64], d: usize, k: usize) -> (Vec<f64>, Vec<i64>) {

@@ -5,9 +5,9 @@
 mod common;
 
 use common::{Arg, as_dtype, assert_close, emitted_package, run_numpy_ranks, tensor, uniform};
-use nki::examples::tp_matmul::tp_matmul;
 use nki::profile::{Target, Unit};
 use nki::{Dtype, Launch, Precision};
+use nki_examples::tp_matmul::tp_matmul;
 
 const RANKS: usize = 4;
 /// Input features.

@@ -5,10 +5,10 @@
 mod common;
 
 use common::{Arg, as_dtype, assert_close, run_numpy, tensor, uniform};
-use nki::examples::{
+use nki::{Dtype, Launch, Precision};
+use nki_examples::{
     logsumexp::logsumexp, matmul::matmul, matmul_k_outer::matmul_k_outer, softmax::softmax, tensor_add::tensor_add, transpose::transpose,
 };
-use nki::{Dtype, Launch, Precision};
 
 const FP32_RTOL: f64 = 1e-5;
 const FP32_ATOL: f64 = 1e-6;

@@ -5,9 +5,9 @@
 mod common;
 
 use common::{Arg, assert_close, run_numpy, tensor, uniform};
-use nki::examples::mamba::{mamba_v1, mamba_v2, mamba_v3};
 use nki::profile::Target;
 use nki::{Dtype, Launch, Precision, Tensor};
+use nki_examples::mamba::{mamba_v1, mamba_v2, mamba_v3};
 
 /// Shapes `(batch, channels, seq, state)`.
 type Shape = (usize, usize, usize, usize);

@@ -12,10 +12,10 @@
 mod common;
 
 use common::{Arg, assert_close, run_numpy, tensor, uniform};
-use nki::examples::matmul::matmul;
-use nki::examples::matmul_steps::{matmul_blocked, matmul_hoisted};
 use nki::profile::{Report, Target, Unit};
 use nki::{Dtype, Launch, Precision, Tensor};
+use nki_examples::matmul::matmul;
+use nki_examples::matmul_steps::{matmul_blocked, matmul_hoisted};
 
 /// Half the tutorial's contraction (32 matmuls per output tile), fewer output tiles.
 const SHAPE: (usize, usize, usize) = (4096, 512, 4096);

@@ -6,9 +6,9 @@
 mod common;
 
 use common::{tensor, uniform};
-use nki::examples::{cumsum::cumsum, dropout::dropout, embedding::embedding, layernorm::layernorm, topk::topk};
 use nki::profile::{Profile, Target, Unit};
 use nki::{Dtype, Launch, Tensor};
+use nki_examples::{cumsum::cumsum, dropout::dropout, embedding::embedding, layernorm::layernorm, topk::topk};
 
 /// The (op, unit) pairs of a profile's slices.
 fn ops(p: &Profile) -> Vec<(&'static str, Unit)> {

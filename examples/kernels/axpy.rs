@@ -1,6 +1,6 @@
 //! `alpha * x + y` written with `nki.language` tile functions.
 
-use crate::prelude::*;
+use nki::prelude::*;
 
 /// `alpha * x + y` over `[N, M]` tensors (`N` a multiple of 128), in fp32,
 /// output in `x`'s dtype.

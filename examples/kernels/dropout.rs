@@ -1,7 +1,7 @@
 //! Training-mode (inverted) dropout on the Vector Engine's seeded generator.
 
 use super::tiles::load_block;
-use crate::prelude::*;
+use nki::prelude::*;
 
 /// Inverted dropout of an `[N, D]` tensor (`N` a multiple of 128): each element
 /// is zeroed with probability `rate` (in `[0, 1)`) and the survivors are scaled

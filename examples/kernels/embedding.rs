@@ -1,6 +1,6 @@
 //! Embedding lookup: rows of a table gathered by token ids with an indirect DMA.
 
-use crate::prelude::*;
+use nki::prelude::*;
 
 /// `out[t, :] = table[ids[t, 0], :]` for a `[V, D]` float table and `[T, 1]`
 /// int32 or uint32 ids (`T` a multiple of 128).

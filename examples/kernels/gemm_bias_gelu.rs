@@ -1,6 +1,6 @@
 //! `gelu(x @ w + bias)` written with `nki.language` tile functions.
 
-use crate::prelude::*;
+use nki::prelude::*;
 
 /// `gelu_apprx_tanh(x @ w + bias)` for `x` `[M, K]`, `w` `[K, N]` and `bias`
 /// `[1, N]`, with `M` and `K` multiples of 128 and `N` at most 512; the output

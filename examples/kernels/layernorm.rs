@@ -1,7 +1,7 @@
 //! LayerNorm with the Vector Engine's batch-norm statistics.
 
 use super::tiles::load_block;
-use crate::prelude::*;
+use nki::prelude::*;
 
 /// `(x - mean) / sqrt(var + eps) * gamma + beta` along the rows of an `[N, D]`
 /// tensor (`N` a multiple of 128), with `gamma` and `beta` of shape `[1, D]`.

@@ -14,7 +14,7 @@
 //! Loops: row tiles (trace-time) › column blocks, once per pass. Tiling: `TILE`
 //! rows (partitions), `BLOCK` columns per block; statistics in fp32.
 
-use crate::prelude::*;
+use nki::prelude::*;
 
 pub use tiled::*;
 
@@ -22,7 +22,7 @@ pub use tiled::*;
 #[nki_module]
 pub mod tiled {
     use super::super::tiles::load_block;
-    use crate::prelude::*;
+    use nki::prelude::*;
 
     /// Rows per tile: the partitions of one SBUF tile.
     pub const TILE: i64 = 128;

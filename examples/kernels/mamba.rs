@@ -31,7 +31,7 @@
 //!   tile` of `seq_tile` (512 in the tutorial) columns; each time tile's scan
 //!   starts from the last column of the previous one's.
 
-use crate::prelude::*;
+use nki::prelude::*;
 
 /// Loads `src[bi, row, c0..c0 + cols]` into `dst: [128, cols]`, broadcast to all
 /// 128 partitions by the DMA.

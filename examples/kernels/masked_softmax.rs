@@ -1,6 +1,6 @@
 //! Masked softmax written with `nki.language` tile functions.
 
-use crate::prelude::*;
+use nki::prelude::*;
 
 /// `softmax(where(mask != 0, x * scale, -30000))` along the rows of an `[N, D]`
 /// tensor (`N` a multiple of 128), with `mask` of `x`'s shape in any float or

@@ -1,7 +1,7 @@
 //! Tiled matrix multiplication with K-accumulation in PSUM.
 
 use super::tiles::load_block;
-use crate::prelude::*;
+use nki::prelude::*;
 
 /// `a_tᵀ · b` for `a_t: [K, M]` (the left operand stored transposed, as the
 /// Tensor Engine consumes it) and `b: [K, N]`, with `K`, `M` multiples of 128 and

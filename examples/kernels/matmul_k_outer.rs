@@ -14,7 +14,7 @@
 //! contraction rows, `TILE_N` fp32 columns (one 2 KiB PSUM bank); a row block
 //! holds at most `MAX_TILES_N` accumulators, the PSUM banks of a program.
 
-use crate::prelude::*;
+use nki::prelude::*;
 
 pub use tiled::*;
 
@@ -22,7 +22,7 @@ pub use tiled::*;
 #[nki_module]
 pub mod tiled {
     use super::super::tiles::load_block;
-    use crate::prelude::*;
+    use nki::prelude::*;
 
     /// Output rows per tile: the partitions of a PSUM tile.
     pub const TILE_M: i64 = 128;

@@ -14,7 +14,7 @@
 //! `M` multiples of 128 (of 256 when blocked) and `N` of 512 (of 1024 when
 //! blocked), and return `a_tᵀ · b` as `[M, N]` fp32.
 
-use crate::prelude::*;
+use nki::prelude::*;
 
 /// Loads the 128-row tiles `[k·128.., c0..c0 + cols]` of `src` for every
 /// `k`, side by side: tile `k` lands in columns `k·cols..(k + 1)·cols`.

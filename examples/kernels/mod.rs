@@ -5,6 +5,8 @@
 //! the bottlenecks the tutorial measured; [`mamba`] holds the fused Mamba
 //! tutorial's versions, checked against its latency table by `tests/profile_mamba.rs`.
 
+extern crate nki_core as nki;
+
 pub mod axpy;
 pub mod cumsum;
 pub mod dropout;
@@ -29,35 +31,3 @@ pub mod tiles;
 pub mod topk;
 pub mod tp_matmul;
 pub mod transpose;
-
-use crate::emit::FunctionInfo;
-
-/// The example kernels.
-pub static KERNELS: &[&FunctionInfo] = &[
-    &axpy::axpy::INFO,
-    &cumsum::cumsum::INFO,
-    &dropout::dropout::INFO,
-    &embedding::embedding::INFO,
-    &gemm_bias_gelu::gemm_bias_gelu::INFO,
-    &layernorm::layernorm::INFO,
-    &logsumexp::logsumexp::INFO,
-    &mamba::mamba_v1::INFO,
-    &mamba::mamba_v2::INFO,
-    &mamba::mamba_v3::INFO,
-    &masked_softmax::masked_softmax::INFO,
-    &matmul::matmul::INFO,
-    &matmul_k_outer::matmul_k_outer::INFO,
-    &matmul_steps::matmul_hoisted::INFO,
-    &matmul_steps::matmul_blocked::INFO,
-    &rmsnorm::rmsnorm::INFO,
-    &rmsnorm_quant::rmsnorm_quant_kernel::INFO,
-    &rope::RoPE::INFO,
-    &rotational_topk::rotational_topk::INFO,
-    &router_topk::router_topk::INFO,
-    &softmax::softmax::INFO,
-    &temperature_softmax::temperature_softmax::INFO,
-    &tensor_add::tensor_add::INFO,
-    &topk::topk::INFO,
-    &tp_matmul::tp_matmul::INFO,
-    &transpose::transpose::INFO,
-];

@@ -7,7 +7,7 @@
 //! call share travels as one [`RmsConfig`] bundle (an `nl.NKIObject` dataclass
 //! in the emitted Python), so each helper takes `(cfg, tiles)`.
 
-use crate::prelude::*;
+use nki::prelude::*;
 
 pub use tiled::*;
 
@@ -15,7 +15,7 @@ pub use tiled::*;
 #[nki_module]
 pub mod tiled {
     use super::super::tiles::load_block;
-    use crate::prelude::*;
+    use nki::prelude::*;
 
     /// Rows per tile: the partitions of one SBUF tile.
     pub const TILE: i64 = 128;

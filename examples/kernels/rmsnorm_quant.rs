@@ -50,7 +50,7 @@
 //! `dtype_mode` are not taken. The library documents `B` up to 2, `S` up to
 //! 32768 and `H` up to 16384; inputs of rank 2 and 3 are accepted.
 
-use crate::prelude::*;
+use nki::prelude::*;
 
 pub use kernel::*;
 
@@ -139,8 +139,8 @@ pub const fn rmsnorm_quant_violation(kargs: &RmsNormQuantKernelArgs, rank: i64, 
 /// naming the rule they break.
 ///
 /// ```
-/// use nki::examples::rmsnorm_quant::{NormType, QuantizationType, RmsNormQuantKernelArgs};
-/// let (kargs, hidden) = nki::rmsnorm_quant_config!(
+/// use nki_examples::rmsnorm_quant::{NormType, QuantizationType, RmsNormQuantKernelArgs};
+/// let (kargs, hidden) = nki_examples::rmsnorm_quant_config!(
 ///     kargs = RmsNormQuantKernelArgs {
 ///         lower_bound: 0.0,
 ///         norm_type: NormType::RMS_NORM,
@@ -154,8 +154,8 @@ pub const fn rmsnorm_quant_violation(kargs: &RmsNormQuantKernelArgs, rank: i64, 
 ///
 /// ```compile_fail
 /// // B = 4 is above MAX_B = 2.
-/// use nki::examples::rmsnorm_quant::{NormType, QuantizationType, RmsNormQuantKernelArgs};
-/// let cfg = nki::rmsnorm_quant_config!(
+/// use nki_examples::rmsnorm_quant::{NormType, QuantizationType, RmsNormQuantKernelArgs};
+/// let cfg = nki_examples::rmsnorm_quant_config!(
 ///     kargs = RmsNormQuantKernelArgs {
 ///         lower_bound: 0.0,
 ///         norm_type: NormType::RMS_NORM,
@@ -168,8 +168,8 @@ pub const fn rmsnorm_quant_violation(kargs: &RmsNormQuantKernelArgs, rank: i64, 
 #[macro_export]
 macro_rules! rmsnorm_quant_config {
     (kargs = $kargs:expr,hidden = [$b:expr, $s:expr, $h:expr]) => {{
-        const KARGS: $crate::examples::rmsnorm_quant::RmsNormQuantKernelArgs = $kargs;
-        const _: () = if let Some(rule) = $crate::examples::rmsnorm_quant::rmsnorm_quant_violation(&KARGS, 3, [$b, $s, $h]) {
+        const KARGS: $crate::rmsnorm_quant::RmsNormQuantKernelArgs = $kargs;
+        const _: () = if let Some(rule) = $crate::rmsnorm_quant::rmsnorm_quant_violation(&KARGS, 3, [$b, $s, $h]) {
             panic!("{}", rule.message());
         };
         (KARGS, [$b, $s, $h])
@@ -179,7 +179,7 @@ macro_rules! rmsnorm_quant_config {
 /// The kernel, its constants, configuration bundle and phase helpers.
 #[nki_module]
 pub mod kernel {
-    use crate::prelude::*;
+    use nki::prelude::*;
 
     /// The library's `NormType`: the normalisation before quantizing.
     #[nki_enum]

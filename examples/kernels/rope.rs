@@ -31,7 +31,7 @@
 // The kernel keeps the library's Python name.
 #![allow(non_snake_case)]
 
-use crate::prelude::*;
+use nki::prelude::*;
 
 /// The head sizes the library supports.
 pub const HEAD_DIMS: [i64; 2] = [64, 128];
@@ -95,18 +95,18 @@ pub const fn rope_violation(d_head: i64, batch: i64, heads: i64, seq: i64, progr
 /// naming the rule it breaks.
 ///
 /// ```
-/// let shape = nki::rope_config!(d_head = 64, batch = 1, heads = 4, seq = 256, programs = 2);
+/// let shape = nki_examples::rope_config!(d_head = 64, batch = 1, heads = 4, seq = 256, programs = 2);
 /// assert_eq!(shape, (64, 1, 4, 256));
 /// ```
 ///
 /// ```compile_fail
 /// // d_head 96 is not supported.
-/// let shape = nki::rope_config!(d_head = 96, batch = 1, heads = 4, seq = 256, programs = 1);
+/// let shape = nki_examples::rope_config!(d_head = 96, batch = 1, heads = 4, seq = 256, programs = 1);
 /// ```
 #[macro_export]
 macro_rules! rope_config {
     (d_head = $d:expr, batch = $b:expr, heads = $h:expr, seq = $s:expr, programs = $p:expr) => {{
-        const _: () = if let Some(rule) = $crate::examples::rope::rope_violation($d, $b, $h, $s, $p) {
+        const _: () = if let Some(rule) = $crate::rope::rope_violation($d, $b, $h, $s, $p) {
             panic!("{}", rule.message());
         };
         ($d, $b, $h, $s)

@@ -72,7 +72,7 @@
 // The kernel keeps the library's parameter names (`use_PE_broadcast_w_bias`).
 #![allow(non_snake_case)]
 
-use crate::prelude::*;
+use nki::prelude::*;
 
 pub use kernel::*;
 
@@ -191,9 +191,9 @@ pub const fn router_topk_violation(c: RouterShape) -> Option<RouterRule> {
 /// the rule it breaks.
 ///
 /// ```
-/// let c = nki::router_topk_config!(t = 128, h = 4096, e = 128, k = 8, act_fn = SOFTMAX);
+/// let c = nki_examples::router_topk_config!(t = 128, h = 4096, e = 128, k = 8, act_fn = SOFTMAX);
 /// assert_eq!((c.t, c.e, c.k), (128, 128, 8));
-/// let c = nki::router_topk_config!(
+/// let c = nki_examples::router_topk_config!(
 ///     t = 256, h = 2048, e = 64, k = 2, act_fn = SIGMOID, use_indirect_dma_scatter = true, programs = 2
 /// );
 /// assert_eq!(c.programs, 2);
@@ -201,25 +201,25 @@ pub const fn router_topk_violation(c: RouterShape) -> Option<RouterRule> {
 ///
 /// ```compile_fail
 /// // SIGMOID needs the indirect-DMA scatter.
-/// let c = nki::router_topk_config!(t = 128, h = 4096, e = 128, k = 8, act_fn = SIGMOID);
+/// let c = nki_examples::router_topk_config!(t = 128, h = 4096, e = 128, k = 8, act_fn = SIGMOID);
 /// ```
 ///
 /// ```compile_fail
 /// // At most 8 experts per token.
-/// let c = nki::router_topk_config!(t = 128, h = 4096, e = 128, k = 9, act_fn = SOFTMAX);
+/// let c = nki_examples::router_topk_config!(t = 128, h = 4096, e = 128, k = 9, act_fn = SOFTMAX);
 /// ```
 #[macro_export]
 macro_rules! router_topk_config {
     (t = $t:expr, h = $h:expr, e = $e:expr, k = $k:expr, act_fn = $act:ident $(, $field:ident = $value:expr)* $(,)?) => {{
-        const CALL: $crate::examples::router_topk::RouterShape = $crate::examples::router_topk::RouterShape {
+        const CALL: $crate::router_topk::RouterShape = $crate::router_topk::RouterShape {
             $($field: $value,)*
-            ..$crate::examples::router_topk::RouterShape {
+            ..$crate::router_topk::RouterShape {
                 t: $t,
                 h: $h,
                 e: $e,
                 k: $k,
-                act_fn: $crate::examples::router_topk::RouterActFnType::$act,
-                x_hbm_layout: $crate::examples::router_topk::X_HBM_LAYOUT_H_T,
+                act_fn: $crate::router_topk::RouterActFnType::$act,
+                x_hbm_layout: $crate::router_topk::X_HBM_LAYOUT_H_T,
                 x_sb_layout: 0,
                 router_pre_norm: true,
                 use_indirect_dma_scatter: false,
@@ -227,7 +227,7 @@ macro_rules! router_topk_config {
                 programs: 1,
             }
         };
-        const _: () = if let Some(rule) = $crate::examples::router_topk::router_topk_violation(CALL) {
+        const _: () = if let Some(rule) = $crate::router_topk::router_topk_violation(CALL) {
             panic!("{}", rule.message());
         };
         CALL
@@ -237,7 +237,7 @@ macro_rules! router_topk_config {
 /// The kernel with its constants and phase helpers.
 #[nki_module]
 pub mod kernel {
-    use crate::prelude::*;
+    use nki::prelude::*;
 
     /// Partitions: hidden rows contracted per matmul, tokens per tile.
     pub const P_MAX: i64 = 128;

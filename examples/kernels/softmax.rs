@@ -1,7 +1,7 @@
 //! Row-wise softmax.
 
 use super::tiles::load_block;
-use crate::prelude::*;
+use nki::prelude::*;
 
 /// `softmax(x)` along the rows of an `[N, M]` tensor (`N` a multiple of 128).
 ///

@@ -1,7 +1,7 @@
 //! Row-wise softmax at a temperature, with the trn3 Scalar Engine's `activate2`.
 
 use super::tiles::load_block;
-use crate::prelude::*;
+use nki::prelude::*;
 
 /// `softmax(x / temperature)` along the rows of an `[N, M]` tensor (`N` a
 /// multiple of 128) on trn3, given `inv_temp = 1 / temperature > 0`.

@@ -1,6 +1,6 @@
 //! Element-wise addition of two `[N, M]` HBM tensors, tile by tile.
 
-use crate::prelude::*;
+use nki::prelude::*;
 
 /// Returns `a + b` for `[N, M]` tensors with `N` a multiple of 128: each
 /// 128-row tile is loaded into SBUF, added on the Vector engine and stored.

@@ -1,6 +1,6 @@
 //! Helpers shared by the example kernels.
 
-use crate::prelude::*;
+use nki::prelude::*;
 
 /// Loads the `[rows, cols]` block of `src` starting at `(r0, c0)` into a new SBUF tile.
 #[nki_helper]

@@ -1,7 +1,7 @@
 //! Top-k per row with the Vector Engine's top-8 search.
 
 use super::tiles::load_block;
-use crate::prelude::*;
+use nki::prelude::*;
 
 /// The `k` largest values of each row of an `[N, D]` tensor, in descending
 /// order, and their column indices (`uint32`); `N` a multiple of 128, `k` a

@@ -19,7 +19,7 @@
 //! are multiples of 128, `M` and `N` of 512).
 
 use super::matmul::matmul;
-use crate::prelude::*;
+use nki::prelude::*;
 
 /// `y`'s rows for this rank of a 4-rank group (see the module doc for the layout).
 #[nki_kernel]

@@ -1,7 +1,7 @@
 //! Matrix transpose through the Tensor Engine.
 
 use super::tiles::load_block;
-use crate::prelude::*;
+use nki::prelude::*;
 
 /// Transposes an `[N, M]` tensor (both multiples of 128) block by block: each
 /// `128 x 128` block goes through a PE transpose into PSUM (bit-exact, same

@@ -48,16 +48,6 @@ pub mod scale;
 pub mod shard;
 pub mod tkg;
 
-use nki::emit::FunctionInfo;
-
-/// The kernels this crate registers for `nki emit`.
-pub static KERNELS: &[&FunctionInfo] = &[
-    &cte::attention_cte::attention_cte::INFO,
-    &ring_fwd::ring_attention_fwd::ring_attention_spmd_fwd::INFO,
-    &ring_bwd::ring_attention_bwd::ring_attention_spmd_bwd::INFO,
-    &tkg::attention_tkg::attention_tkg::INFO,
-];
-
 /// A configuration constant whose `assert_valid` runs at compile time (the body of
 /// [`cte_config!`], [`ring_fwd_config!`] and [`ring_bwd_config!`]).
 #[doc(hidden)]

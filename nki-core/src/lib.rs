@@ -11,6 +11,9 @@
 #[doc(hidden)]
 #[path = "rt.rs"]
 pub mod __rt;
+/// The distributed-slice crate `#[nki_kernel]` registers kernels with (see [`emit::KERNELS`]).
+#[doc(hidden)]
+pub use linkme as __linkme;
 pub mod collectives;
 pub mod dtype;
 pub mod emit;

@@ -12,6 +12,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+// Linking the example kernels registers them, so `nki::registry()` (the
+// emitted package, the snapshots) holds them beside the attention kernels.
+use nki_examples as _;
+
 /// Deterministic uniform values in `[lo, hi)` (a 64-bit LCG; independent of the code under test).
 pub fn uniform(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1);

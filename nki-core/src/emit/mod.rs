@@ -1,7 +1,9 @@
 //! Assembling emitted NKI source into an importable Python package.
 //!
-//! Each `#[nki_kernel]` / `#[nki_helper]` registers a [`FunctionInfo`]: its Python
-//! definition and the functions it calls. [`Package::new`] groups them into one
+//! Each `#[nki_kernel]` / `#[nki_helper]` records a [`FunctionInfo`]: its Python
+//! definition and the functions it calls; a kernel also adds itself to
+//! [`KERNELS`], so [`registry`] lists every kernel linked into the program,
+//! from any crate, with no list kept by hand. [`Package::new`] groups them into one
 //! Python module per Rust source file, adds the imports every module needs
 //! (including `from .other import f` for calls across files), orders
 //! definitions so callees come first, and writes an `__init__.py` that re-exports
@@ -14,6 +16,22 @@ pub use params::{ArgValue, Entry, ParamInfo, ParamKind, PyEnum, check_dtype, che
 use crate::{ErrorKind, NkiError, Result};
 use std::collections::BTreeMap;
 use std::path::Path;
+
+/// Every `#[nki_kernel]` linked into the program: each kernel adds its
+/// [`FunctionInfo`] to this slice where it is defined, and the linker gathers
+/// them (a link section, no code run before `main`). A crate's kernels are
+/// linked when the program names the crate (a `mod` of the binary, a `use` of
+/// a library); [`registry`] reads the slice.
+#[linkme::distributed_slice]
+pub static KERNELS: [&'static FunctionInfo];
+
+/// Every kernel linked into the program ([`KERNELS`]), sorted by name (case
+/// ignored), then by Rust module path.
+pub fn registry() -> Vec<&'static FunctionInfo> {
+    let mut all: Vec<&'static FunctionInfo> = KERNELS.iter().copied().collect();
+    all.sort_by_cached_key(|k| (k.name.to_ascii_lowercase(), k.module_path));
+    all
+}
 
 /// Whether a function is a `@nki.jit` kernel or a plain helper.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -71,12 +71,13 @@ pub fn find_kernel(name: &str) -> Result<&'static FunctionInfo, String> {
     }
     let hint =
         nki::spec::did_you_mean(&wanted, kernels.iter().map(|k| k.name)).map(|s| format!("; did you mean '{s}'?")).unwrap_or_default();
-    Err(format!("unknown kernel '{name}'{hint} (`nki list` shows every kernel)"))
+    Err(format!("unknown kernel '{name}'{hint} (`{} list` shows every kernel)", super::super::program()))
 }
 
 /// The help of `nki run KERNEL --help`.
 pub fn help(kernel: &FunctionInfo, command: &str) -> String {
-    let mut text = format!("Usage: nki {command} {} [--PARAM VALUE]... [LAUNCH FLAGS]\n\nParameters:\n", kernel.name);
+    let mut text =
+        format!("Usage: {} {command} {} [--PARAM VALUE]... [LAUNCH FLAGS]\n\nParameters:\n", super::super::program(), kernel.name);
     for p in kernel.params {
         let value = if p.kind == ParamKind::Tensor { "FILE.npy" } else { "VALUE" };
         let note = match (p.optional, p.default) {

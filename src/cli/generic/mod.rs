@@ -28,7 +28,8 @@ const RANK_PLACEHOLDER: &str = "{rank}";
 /// profile`). Prints the kernel's help for `--help` instead, returning false
 /// (nothing ran).
 pub fn run(command: &str, raw: &[String], out_required: bool) -> Result<bool, CliError> {
-    let (name, flags) = raw.split_first().ok_or_else(|| CliError::usage("a kernel name is required (`nki list` shows them)"))?;
+    let (name, flags) =
+        raw.split_first().ok_or_else(|| CliError::usage(format!("a kernel name is required (`{} list` shows them)", super::program())))?;
     let kernel = args::find_kernel(name).map_err(CliError::usage)?;
     let Some(inv) = args::parse(kernel, flags).map_err(CliError::usage)? else {
         outln!("{}", args::help(kernel, command));

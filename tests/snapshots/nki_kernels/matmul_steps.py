@@ -18,29 +18,6 @@ def load_column(src, c0, cols):
 
 
 @nki.jit
-def matmul_hoisted(a_t, b):
-    """Step 2: loads hoisted out of the accumulation loop."""
-    assert a_t.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "matmul_hoisted takes a_t as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert b.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "matmul_hoisted takes b as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    k, m = a_t.shape
-    kb, n = b.shape
-    assert k == kb, f"a_t is [K, M] and b is [K, N]: K differs ({k} vs {kb})"
-    assert k % 128 == 0 and m % 128 == 0 and n % 512 == 0, "K, M must be multiples of 128 and N of 512"
-    out = nl.ndarray(shape=(m, n), dtype=nl.float32, buffer=nl.shared_hbm)
-    for mi in range(m // 128):
-        lhs = load_column(a_t, mi * 128, 128)
-        for ni in range(n // 512):
-            rhs = load_column(b, ni * 512, 512)
-            acc = nl.ndarray(shape=(128, 512), dtype=nl.float32, buffer=nl.psum)
-            for ki in range(k // 128):
-                nisa.nc_matmul(dst=acc, stationary=lhs[0:128, ki * 128:(ki + 1) * 128], moving=rhs[0:128, ki * 512:(ki + 1) * 512])
-            res = nl.ndarray(shape=(128, 512), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.tensor_copy(dst=res, src=acc)
-            nisa.dma_copy(dst=out[mi * 128:(mi + 1) * 128, ni * 512:(ni + 1) * 512], src=res)
-    return out
-
-
-@nki.jit
 def matmul_blocked(a_t, b, tiles_m, tiles_n):
     """Step 3: free dimensions blocked, `tiles_m` stationary by `tiles_n` moving tiles
     (the tutorial uses 2 by 2): a block column is loaded once per `k` and each of
@@ -70,4 +47,27 @@ def matmul_blocked(a_t, b, tiles_m, tiles_n):
                     nisa.tensor_copy(dst=res, src=acc)
                     r0, c0 = (mb * block_m + bm * 128, nb * block_n + bn * 512)
                     nisa.dma_copy(dst=out[r0:r0 + 128, c0:c0 + 512], src=res)
+    return out
+
+
+@nki.jit
+def matmul_hoisted(a_t, b):
+    """Step 2: loads hoisted out of the accumulation loop."""
+    assert a_t.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "matmul_hoisted takes a_t as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert b.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "matmul_hoisted takes b as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    k, m = a_t.shape
+    kb, n = b.shape
+    assert k == kb, f"a_t is [K, M] and b is [K, N]: K differs ({k} vs {kb})"
+    assert k % 128 == 0 and m % 128 == 0 and n % 512 == 0, "K, M must be multiples of 128 and N of 512"
+    out = nl.ndarray(shape=(m, n), dtype=nl.float32, buffer=nl.shared_hbm)
+    for mi in range(m // 128):
+        lhs = load_column(a_t, mi * 128, 128)
+        for ni in range(n // 512):
+            rhs = load_column(b, ni * 512, 512)
+            acc = nl.ndarray(shape=(128, 512), dtype=nl.float32, buffer=nl.psum)
+            for ki in range(k // 128):
+                nisa.nc_matmul(dst=acc, stationary=lhs[0:128, ki * 128:(ki + 1) * 128], moving=rhs[0:128, ki * 512:(ki + 1) * 512])
+            res = nl.ndarray(shape=(128, 512), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=res, src=acc)
+            nisa.dma_copy(dst=out[mi * 128:(mi + 1) * 128, ni * 512:(ni + 1) * 512], src=res)
     return out

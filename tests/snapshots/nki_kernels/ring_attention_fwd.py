@@ -14,40 +14,6 @@ from .ring_masks import row_positions
 from .ring_masks import step_needed
 
 
-def sink_rows(sinks, b, h):
-    """The per-batch sink logits `attention_cte` takes, `[b·h, 1]` fp32 in this
-    program's HBM: batch `bi` holds `sinks[bi mod h]` (None without sinks).
-    """
-    if sinks is not None:
-        sk = sinks
-        rows = nl.ndarray(shape=(b * h, 1), dtype=nl.float32, buffer=nl.private_hbm)
-        staged = nl.ndarray(shape=(1, h), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.dma_copy(dst=staged, src=sk.reshape(shape=(1, h)))
-        for bi in range(b):
-            nisa.dma_copy(dst=rows.ap(pattern=[[h, 1], [1, h]], offset=bi * h), src=staged)
-        return rows
-    return None
-
-
-def scaled_copy(q3, scale):
-    """`q3 · scale` in this program's HBM, in `q3`'s dtype (fp32 products): the
-    bounds path of `attention_cte` applies no scale.
-    """
-    shape = q3.shape
-    out = nl.ndarray(shape=shape, dtype=q3.dtype, buffer=nl.private_hbm)
-    cols = shape[0] * shape[1] * shape[2] // 128
-    src = q3.reshape(shape=(128, cols))
-    dst = out.reshape(shape=(128, cols))
-    for c0 in range(0, cols, 2048):
-        c1 = min(c0 + 2048, cols)
-        t = nl.ndarray(shape=(128, c1 - c0), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.dma_copy(dst=t, src=src[:, c0:c1])
-        r = nl.ndarray(shape=(128, c1 - c0), dtype=q3.dtype, buffer=nl.sbuf)
-        nisa.tensor_scalar(dst=r, data=t, op0=nl.multiply, operand0=scale)
-        nisa.dma_copy(dst=dst[:, c0:c1], src=r)
-    return out
-
-
 def fill_ring_positions(table, groups, num_workers):
     """Fills `table[0, rank] = position of rank in its ring` for every rank of the
     replica groups (`[0, 1, ..., num_workers)` when there are none): collectives
@@ -112,6 +78,40 @@ def bias_block(bias, first, count, kpos, striped, zigzag, w):
         for i in range(count):
             rows = (first + i) * s * total
             nisa.dma_copy(dst=out[i, :, :], src=blocks.ap(pattern=[[total, s], [1, s]], offset=rows, scalar_offset=at, indirect_dim=2))
+    return out
+
+
+def sink_rows(sinks, b, h):
+    """The per-batch sink logits `attention_cte` takes, `[b·h, 1]` fp32 in this
+    program's HBM: batch `bi` holds `sinks[bi mod h]` (None without sinks).
+    """
+    if sinks is not None:
+        sk = sinks
+        rows = nl.ndarray(shape=(b * h, 1), dtype=nl.float32, buffer=nl.private_hbm)
+        staged = nl.ndarray(shape=(1, h), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=staged, src=sk.reshape(shape=(1, h)))
+        for bi in range(b):
+            nisa.dma_copy(dst=rows.ap(pattern=[[h, 1], [1, h]], offset=bi * h), src=staged)
+        return rows
+    return None
+
+
+def scaled_copy(q3, scale):
+    """`q3 · scale` in this program's HBM, in `q3`'s dtype (fp32 products): the
+    bounds path of `attention_cte` applies no scale.
+    """
+    shape = q3.shape
+    out = nl.ndarray(shape=shape, dtype=q3.dtype, buffer=nl.private_hbm)
+    cols = shape[0] * shape[1] * shape[2] // 128
+    src = q3.reshape(shape=(128, cols))
+    dst = out.reshape(shape=(128, cols))
+    for c0 in range(0, cols, 2048):
+        c1 = min(c0 + 2048, cols)
+        t = nl.ndarray(shape=(128, c1 - c0), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=src[:, c0:c1])
+        r = nl.ndarray(shape=(128, c1 - c0), dtype=q3.dtype, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=r, data=t, op0=nl.multiply, operand0=scale)
+        nisa.dma_copy(dst=dst[:, c0:c1], src=r)
     return out
 
 

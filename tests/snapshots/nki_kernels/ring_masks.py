@@ -6,61 +6,6 @@ import nki.isa as nisa
 import nki.collectives as ncc
 
 
-def runs_meet(a1, b1, a2, b2, left, right, chunk):
-    """Whether the queries of ring position `me` see any key of position `p`, for
-    global runs `[a1, b1]` of queries and `[a2, b2]` of keys: the key offsets
-    `k - q` span `[a2 - b1, b2 - a1]`, which must meet `[-left, right]`, and the
-    runs must share a chunk.
-    """
-    offsets = a2 - b1 <= right and b2 - a1 >= -left
-    chunks = chunk == 0 or (a2 // chunk <= b1 // chunk and a1 // chunk <= b2 // chunk)
-    return offsets and chunks
-
-
-def step_needed(t, striped, zigzag, w, s, causal, left, right, chunk):
-    """Whether some rank sees some key at ring step `t` (the block of position
-    `(me - t) mod W` visiting position `me`), under the causal mask, a window
-    of `left` / `right` tokens (`-1`: unbounded) and chunks of `chunk` tokens (0:
-    none). Striped blocks interleave: the key offsets nearest 0 are
-    `p - me` and that minus or plus `W` (chunks are not used to skip there).
-    """
-    far = w * s
-    lft = far if left < 0 else left
-    rgt0 = far if right < 0 else right
-    rgt = 0 if causal else rgt0
-    half = s // 2
-    needed = False
-    for me in range(w):
-        p = (me - t + w) % w
-        if striped:
-            d0 = p - me
-            neg = d0 if d0 <= 0 else d0 - w
-            pos = d0 + w if d0 <= 0 else d0
-            if neg >= -lft or pos <= rgt:
-                needed = True
-        elif zigzag:
-            for qi in range(2):
-                qa = me * half if qi == 0 else (2 * w - 1 - me) * half
-                for ki in range(2):
-                    ka = p * half if ki == 0 else (2 * w - 1 - p) * half
-                    if runs_meet(qa, qa + half - 1, ka, ka + half - 1, lft, rgt, chunk):
-                        needed = True
-        elif runs_meet(me * s, me * s + s - 1, p * s, p * s + s - 1, lft, rgt, chunk):
-            needed = True
-    return needed
-
-
-def last_needed_step(striped, zigzag, w, s, causal, left, right, chunk):
-    """The last ring step any rank needs (0: only the local block), so the ring turns
-    that many times instead of `W - 1`.
-    """
-    last = 0
-    for t in range(1, w):
-        if step_needed(t, striped, zigzag, w, s, causal, left, right, chunk):
-            last = t
-    return last
-
-
 def row_positions(pos, striped, zigzag, w, s):
     """`[128, S / 128]` fp32 global positions of the local tokens of ring position
     `pos` (a `(128, 1)` column): row `128 g + p` at `[p, g]`.
@@ -165,3 +110,58 @@ def key_bounds(qg, kpos, striped, zigzag, w, s, causal, left, right, chunk):
         nisa.tensor_scalar(dst=lower, data=lo, op0=nl.subtract, operand0=start)
         nisa.tensor_scalar(dst=upper, data=hi, op0=nl.subtract, operand0=start, op1=nl.add, operand1=1.0)
     return (lower, upper)
+
+
+def runs_meet(a1, b1, a2, b2, left, right, chunk):
+    """Whether the queries of ring position `me` see any key of position `p`, for
+    global runs `[a1, b1]` of queries and `[a2, b2]` of keys: the key offsets
+    `k - q` span `[a2 - b1, b2 - a1]`, which must meet `[-left, right]`, and the
+    runs must share a chunk.
+    """
+    offsets = a2 - b1 <= right and b2 - a1 >= -left
+    chunks = chunk == 0 or (a2 // chunk <= b1 // chunk and a1 // chunk <= b2 // chunk)
+    return offsets and chunks
+
+
+def step_needed(t, striped, zigzag, w, s, causal, left, right, chunk):
+    """Whether some rank sees some key at ring step `t` (the block of position
+    `(me - t) mod W` visiting position `me`), under the causal mask, a window
+    of `left` / `right` tokens (`-1`: unbounded) and chunks of `chunk` tokens (0:
+    none). Striped blocks interleave: the key offsets nearest 0 are
+    `p - me` and that minus or plus `W` (chunks are not used to skip there).
+    """
+    far = w * s
+    lft = far if left < 0 else left
+    rgt0 = far if right < 0 else right
+    rgt = 0 if causal else rgt0
+    half = s // 2
+    needed = False
+    for me in range(w):
+        p = (me - t + w) % w
+        if striped:
+            d0 = p - me
+            neg = d0 if d0 <= 0 else d0 - w
+            pos = d0 + w if d0 <= 0 else d0
+            if neg >= -lft or pos <= rgt:
+                needed = True
+        elif zigzag:
+            for qi in range(2):
+                qa = me * half if qi == 0 else (2 * w - 1 - me) * half
+                for ki in range(2):
+                    ka = p * half if ki == 0 else (2 * w - 1 - p) * half
+                    if runs_meet(qa, qa + half - 1, ka, ka + half - 1, lft, rgt, chunk):
+                        needed = True
+        elif runs_meet(me * s, me * s + s - 1, p * s, p * s + s - 1, lft, rgt, chunk):
+            needed = True
+    return needed
+
+
+def last_needed_step(striped, zigzag, w, s, causal, left, right, chunk):
+    """The last ring step any rank needs (0: only the local block), so the ring turns
+    that many times instead of `W - 1`.
+    """
+    last = 0
+    for t in range(1, w):
+        if step_needed(t, striped, zigzag, w, s, causal, left, right, chunk):
+            last = t
+    return last

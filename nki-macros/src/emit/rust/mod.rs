@@ -264,8 +264,18 @@ fn info_static(f: &Function, info: &Info) -> TokenStream {
         Some(body) => (body, quote!(::core::option::Option::Some(__entry))),
         None => (quote!(), quote!(::core::option::Option::None)),
     };
+    // A kernel adds itself to the program's registry (`nki list`, `nki emit`, `nki run`).
+    let register = match f.kind {
+        FnKind::Kernel => quote! {
+            #[::nki::__linkme::distributed_slice(::nki::emit::KERNELS)]
+            #[linkme(crate = ::nki::__linkme)]
+            static __REGISTERED: &::nki::emit::FunctionInfo = &INFO;
+        },
+        FnKind::Helper => quote!(),
+    };
     quote! {
         #entry_fn
+        #register
 
         /// Registration of this function for `nki emit`.
         pub static INFO: ::nki::emit::FunctionInfo = ::nki::emit::FunctionInfo {

@@ -1,5 +1,5 @@
-//! The `nki` binary's memory allocator: mimalloc, told never to return freed
-//! memory to the OS.
+//! The memory allocator of a binary made by `nki::main!()`: mimalloc, told
+//! never to return freed memory to the OS.
 //!
 //! An emulator run allocates the inputs, every tile and output and the matmul
 //! kernels' buffers from one thread per LNC program and rank. glibc grows a
@@ -23,8 +23,8 @@
 
 use libmimalloc_sys::mi_option_t;
 
-/// The allocator.
-pub type Allocator = mimalloc::MiMalloc;
+/// The allocator `nki::main!()` installs as the binary's global allocator.
+pub use mimalloc::MiMalloc as Allocator;
 
 /// mimalloc's `purge_delay` option. The binding does not name it; in
 /// mimalloc's `mi_option_e` it is the option just before `use_numa_nodes`,

@@ -1,7 +1,7 @@
 //! `nki demo`: the attention kernels on random inputs, in both precision modes,
 //! each checked against float64 attention, and the emitted NKI package.
 
-use super::demo_decode;
+use crate::demo_decode;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use nki::attention::cte::{CteConfig, CteInputs};
@@ -9,6 +9,7 @@ use nki::attention::reference::{self, Attention, Gradients};
 use nki::attention::ring_bwd::{RingBwdConfig, RingBwdInputs};
 use nki::attention::ring_fwd::{Queries, RingFwdConfig, RingFwdInputs};
 use nki::attention::shard::{SeqLayout, shard, shard_lse, unshard, unshard_lse};
+use nki::outln;
 use nki::{Dtype, Launch, NkiError, Precision, Tensor};
 use std::path::PathBuf;
 use std::time::Instant;

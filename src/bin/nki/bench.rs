@@ -9,6 +9,7 @@ use nki::attention::ring_fwd::{Queries, RingFwdConfig, RingFwdInputs};
 use nki::attention::shard::{SeqLayout, shard};
 use nki::attention::tkg::{TkgConfig, TkgDims, TkgInputs};
 use nki::io::npy::write_tensor_npy;
+use nki::outln;
 use nki::{Dtype, Launch, Precision, Tensor};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
