@@ -6,6 +6,8 @@
 //! closed standard output ends a command with status 141, never a panic.
 
 mod common;
+#[path = "cli/user_crate.rs"]
+mod user_crate;
 
 use common::attention::Problem;
 use common::attention_grad::GradProblem;

@@ -87,9 +87,9 @@ impl Report {
             estimated_seconds: seconds,
             engine_busy,
             bottleneck,
-            flops: all().map(|s| s.cost.flops).sum(),
-            tensor_flops: all().filter(|s| s.unit == Unit::Tensor).map(|s| s.cost.flops).sum(),
-            bytes: all().map(|s| s.cost.bytes).sum(),
+            flops: total(all().map(|s| s.cost.flops)),
+            tensor_flops: total(all().filter(|s| s.unit == Unit::Tensor).map(|s| s.cost.flops)),
+            bytes: total(all().map(|s| s.cost.bytes)),
             peak_flops: costs.tensor_peak_flops * cores as f64,
             peak_bytes_per_second: costs.dma_peak_bytes_per_ns() * 1e9 * cores as f64,
             critical_path: critical,
@@ -152,6 +152,12 @@ fn human_time(s: f64) -> String {
         s if s >= 1e-3 => format!("{:.3} ms", s * 1e3),
         s => format!("{:.3} µs", s * 1e6),
     }
+}
+
+/// The sum of `values`, `0.0` when there are none: `Iterator::sum` of no `f64`s
+/// is `-0.0`, which the report would print as `-0.00 TFLOP/s (-0.0 %)`.
+fn total(values: impl Iterator<Item = f64>) -> f64 {
+    values.fold(0.0, |a, b| a + b)
 }
 
 impl fmt::Display for Report {

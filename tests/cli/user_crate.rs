@@ -1,0 +1,153 @@
+//! A crate of its own: `examples/user-crate` copied to a fresh directory outside
+//! the workspace, depending on it by path, built with cargo, and its binary —
+//! nothing but `nki::main!()` and a kernel module — driven through `list`,
+//! `run`, `profile` and `emit`, its outputs checked against float64 and the
+//! emitted package's NumPy run.
+
+use super::common::{self, Arg};
+use nki::Dtype;
+use nki::io::npy::{NpyType, read_npy, write_npy};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// The fixture crate: the README's set-up section in files.
+fn fixture() -> PathBuf {
+    common::repo_root().join("examples/user-crate")
+}
+
+/// The fresh crate's binary, built once per test binary.
+fn fresh_crate_binary() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(build_fresh_crate)
+}
+
+/// Copies the fixture to a fresh directory outside the workspace (its
+/// dependency on `nki` made an absolute path, the workspace's lock file beside
+/// it so the build needs no registry) and builds it; returns its binary.
+fn build_fresh_crate() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("nki-user-crate-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    let manifest = std::fs::read_to_string(fixture().join("Cargo.toml")).unwrap();
+    let root = common::repo_root().display().to_string();
+    assert!(manifest.contains("path = \"../..\""), "the fixture depends on the workspace by a relative path");
+    std::fs::write(dir.join("Cargo.toml"), manifest.replace("path = \"../..\"", &format!("path = {root:?}"))).unwrap();
+    std::fs::copy(common::repo_root().join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
+    for entry in std::fs::read_dir(fixture().join("src")).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, dir.join("src").join(path.file_name().unwrap())).unwrap();
+    }
+    // A target directory of its own that outlives the test, so a second run
+    // rebuilds only the crate (the test's cargo holds the workspace's). A debug
+    // build: it compiles in about half the time, and nothing checked here
+    // depends on optimization.
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("user-crate-target");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let o = Command::new(cargo)
+        .args(["build", "--offline", "--quiet", "--manifest-path"])
+        .arg(dir.join("Cargo.toml"))
+        .env("CARGO_TARGET_DIR", &target)
+        .output()
+        .expect("running cargo");
+    assert!(o.status.success(), "building the fresh crate failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
+    target.join("debug/my-kernels")
+}
+
+fn run_in(bin: &Path, dir: &Path, args: &[&str]) -> Output {
+    Command::new(bin).args(args).current_dir(dir).output().expect("running the crate's binary")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// `x` where `x >= 0`, `alpha * x` elsewhere, in float64.
+fn leaky_relu(x: &[f64], alpha: f64) -> Vec<f64> {
+    x.iter().map(|&v| if v >= 0.0 { v } else { alpha * v }).collect()
+}
+
+#[test]
+fn a_fresh_crate_with_nki_main_runs_profiles_emits_and_lists_its_kernel() {
+    let bin = fresh_crate_binary();
+    let dir = common::scratch("user-crate-run");
+    let shape = [256, 8];
+    let x = common::uniform(256 * 8, 71, -3.0, 3.0);
+    write_npy(dir.join("x.npy"), &shape, &x, NpyType::F32).unwrap();
+    let alpha = 0.125;
+
+    let o = run_in(bin, &dir, &["list"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let listed = text(&o.stdout);
+    let line = listed.lines().find(|l| l.starts_with("leaky_relu ")).unwrap_or_else(|| panic!("leaky_relu not listed:\n{listed}"));
+    assert_eq!(line.split_whitespace().collect::<Vec<_>>(), ["leaky_relu", "activations.py", "src/activations.rs"]);
+    assert!(listed.contains("attention_cte "), "the kernels of the crates it links are listed too:\n{listed}");
+    assert!(!listed.contains("tensor_add "), "the workspace's example kernels are not linked into a user's crate:\n{listed}");
+
+    let o = run_in(bin, &dir, &["run", "leaky_relu", "--help"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let help = text(&o.stdout);
+    assert!(help.starts_with("Usage: my-kernels run leaky_relu "), "{help}");
+    assert!(help.contains("--alpha VALUE") && help.contains("a float in [0, 1]"), "{help}");
+
+    std::fs::create_dir(dir.join("out")).unwrap();
+    let alpha_flag = alpha.to_string();
+    let o = run_in(bin, &dir, &["run", "leaky_relu", "--x", "x.npy", "--alpha", &alpha_flag, "--out", "out"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout).trim(), "wrote out/out0.npy [256, 8] float32");
+    let got = read_npy(dir.join("out/out0.npy")).unwrap();
+    assert_eq!(got.shape, shape);
+    let want = leaky_relu(&common::as_dtype(&x, Dtype::F32), alpha);
+    let got_f32: Vec<f32> = got.data.iter().map(|&v| v as f32).collect();
+    // Scaling by a power of two and a maximum are exact in fp32.
+    common::assert_close("leaky_relu", &got_f32, &want, 0.0, 0.0);
+
+    let o = run_in(bin, &dir, &["profile", "leaky_relu", "--x", "x.npy", "--alpha", &alpha_flag, "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    // Each program (one per core) runs both 128-row tiles: load, scale, maximum, store.
+    assert_eq!(report["instructions"], 2 * 4 * report["cores"].as_u64().unwrap(), "{report}");
+    assert_eq!(report["bottleneck"], "vector", "{report}");
+    assert_eq!(report["tensor_flops"], 0, "{report}");
+    assert!(report["estimated_seconds"].as_f64().unwrap() > 0.0, "{report}");
+    let o = run_in(bin, &dir, &["profile", "leaky_relu", "--x", "x.npy", "--alpha", &alpha_flag]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let report = text(&o.stdout);
+    assert!(report.contains("tensor engine: 0.00 TFLOP/s of 157.29 peak (0.0 %)"), "no matmul is no negative zero:\n{report}");
+
+    let o = run_in(bin, &dir, &["emit", "--out", "pkg"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let module = std::fs::read_to_string(dir.join("pkg/activations.py")).unwrap();
+    assert!(module.contains("def leaky_relu(x, alpha):"), "{module}");
+    let args = vec![Arg::Tensor(shape.to_vec(), x.clone(), Dtype::F32), Arg::Float(alpha)];
+    let numpy = common::run_numpy_ranks(&dir.join("pkg"), "leaky_relu", &[args], 2, "hardware");
+    assert_eq!(numpy[0][0], got_f32, "the emitted kernel under NumPy agrees with the emulator");
+}
+
+#[test]
+fn a_fresh_crate_refuses_bad_inputs_in_its_own_name() {
+    let bin = fresh_crate_binary();
+    let dir = common::scratch("user-crate-refuse");
+    write_npy(dir.join("x.npy"), &[256, 8], &[1.0; 256 * 8], NpyType::F32).unwrap();
+    write_npy(dir.join("odd.npy"), &[100, 8], &[1.0; 100 * 8], NpyType::F32).unwrap();
+    std::fs::create_dir(dir.join("out")).unwrap();
+    let cases: [(&[&str], &str); 4] = [
+        (&["run", "leaky_relu", "--x", "x.npy", "--alpha", "1.5", "--out", "out"], "error: --alpha 1.5: leaky_relu takes alpha in [0, 1]"),
+        (&["run", "leaky_relu", "--x", "odd.npy", "--alpha", "0.5", "--out", "out"], "rows must be a multiple of 128, got 100"),
+        (
+            &["run", "leaky_relux", "--x", "x.npy"],
+            "error: unknown kernel 'leaky_relux'; did you mean 'leaky_relu'? (`my-kernels list` shows every kernel)",
+        ),
+        (&["run", "leaky_relu", "--alpha", "0.5", "--out", "out"], "--x"),
+    ];
+    for (args, want) in cases {
+        let o = run_in(bin, &dir, args);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: one line: {err}");
+    }
+    assert_eq!(std::fs::read_dir(dir.join("out")).unwrap().count(), 0, "a refused run writes nothing");
+}
