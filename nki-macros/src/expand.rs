@@ -117,9 +117,9 @@ pub fn expand(kind: FnKind, attr: TokenStream, item: TokenStream) -> TokenStream
     let info = check::check(&f, target, &mut diag);
     if diag.has_errors() {
         let errors = diag.to_tokens();
-        let stub = rust::emit(&f, &info, "", true);
+        let stub = rust::emit(&f, &info, "", &[], true);
         return quote::quote!(#errors #stub);
     }
-    let py = python::emit(&f, &info);
-    rust::emit(&f, &info, &py, false)
+    let (py, lines) = python::emit(&f, &info);
+    rust::emit(&f, &info, &py, &lines, false)
 }

@@ -238,6 +238,7 @@ fn registration(ident: &syn::Ident, kind: TokenStream, source: &str) -> syn::Ite
             source: #source,
             module_path: ::core::module_path!(),
             file: ::core::file!(),
+            lines: &[],
             deps: &[],
             uses_math: false,
             params: &[],

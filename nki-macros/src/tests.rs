@@ -21,7 +21,7 @@ pub(crate) fn python_for(src: &str, target: Generation) -> Result<String, Vec<St
     if diag.has_errors() {
         return Err(diag.messages());
     }
-    Ok(python::emit(&f, &info))
+    Ok(python::emit(&f, &info).0)
 }
 
 /// The body of the kernel `src` emits, after the asserts of its tensor
@@ -190,4 +190,35 @@ fn reordering_views_are_typed_and_emitted_with_keywords() {
             .unwrap_err();
     assert!(errs.iter().any(|e| e.contains("keep the partition dim (0) first")), "{errs:?}");
     assert!(errs.iter().any(|e| e.contains("dim 2 has size 4")), "{errs:?}");
+}
+
+#[test]
+fn every_emitted_line_records_the_span_it_stands_for() {
+    let src = r#"
+        /// Doubles `x`.
+        ///
+        /// Row blocks of 128.
+        fn k(x: Hbm) -> Hbm {
+            let [n, d] = x.shape();
+            let out = nl::ndarray([n, d], x.dtype(), buffer = nl::shared_hbm);
+            for i in 0..n / 128 {
+                let t = nl::ndarray([128, d], x.dtype());
+                nisa::dma_copy(t, x[s![i * 128..(i + 1) * 128, ..]]);
+                if d > 1 {
+                    nisa::tensor_scalar(t, t, nl::multiply, 2.0);
+                } else {
+                    nisa::tensor_scalar(t, t, nl::add, 1.0);
+                }
+                nisa::dma_copy(out[s![i * 128..(i + 1) * 128, ..]], t);
+            }
+            out
+        }"#;
+    let item: syn::ItemFn = syn::parse_str(src).expect("test input is a function");
+    let mut diag = Diagnostics::default();
+    let f = parse_function(&item, FnKind::Kernel, &[], &[], &mut diag);
+    let info = check::check(&f, Generation::Trn2, &mut diag);
+    assert!(!diag.has_errors(), "{:?}", diag.messages());
+    let (py, spans) = python::emit(&f, &info);
+    assert!(py.contains("\n\n    Row blocks of 128.") && py.contains("    else:\n"), "{py}");
+    assert_eq!(spans.len(), py.lines().count(), "one span per line, docstring blanks included:\n{py}");
 }

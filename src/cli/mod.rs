@@ -1,5 +1,5 @@
-//! The `nki` command line as a library: `run`, `profile`, `emit`, `list`
-//! and `ops` over every kernel linked into the program.
+//! The `nki` command line as a library: `run`, `profile`, `emit`, `list`,
+//! `ops` and `traceback` over every kernel linked into the program.
 //!
 //! A crate of kernels gets the whole command with one line as its
 //! `src/main.rs` (beside the `mod` / `use` lines that name its kernel modules
@@ -58,6 +58,7 @@ mod ops;
 mod output_plan;
 mod profile;
 mod run;
+mod traceback;
 mod writeback;
 
 pub use allocator::Allocator;
@@ -102,6 +103,10 @@ enum Command {
     /// Estimate a kernel's time on Trainium from the instructions it executes
     /// (runs it like `nki run`, then reports the modelled timeline).
     Profile(Box<profile::ProfileArgs>),
+    /// Translate the output of a failed run of the emitted package (a Python
+    /// traceback, an `error:` line naming `module.py:LINE`) by printing the
+    /// kernel's Rust file and line under each line of the package it names.
+    Traceback(traceback::TracebackArgs),
 }
 
 /// No commands beyond the kernel commands (what `nki::main!()` adds).
@@ -194,6 +199,7 @@ fn dispatch(command: Command) -> Result<(), CliError> {
         Command::Ops(args) => ops::run(&args),
         Command::Run(args) => run::run(&args)?,
         Command::Profile(args) => profile::run(&args)?,
+        Command::Traceback(args) => traceback::run(&args)?,
     }
     Ok(())
 }

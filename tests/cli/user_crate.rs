@@ -1,15 +1,17 @@
 //! A crate of its own: `examples/user-crate` copied to a fresh directory outside
 //! the workspace, depending on it by path, built with cargo, and its binary —
 //! nothing but `nki::main!()` and a kernel module — driven through `list`,
-//! `run`, `profile` and `emit`, its outputs checked against float64 and the
-//! emitted package's NumPy run.
+//! `run`, `profile`, `emit` and `traceback`, its outputs checked against
+//! float64 and the emitted package's NumPy run, a Python traceback of that run
+//! mapped back to the kernel's Rust line.
 
 use super::common::{self, Arg};
 use nki::Dtype;
 use nki::io::npy::{NpyType, read_npy, write_npy};
 use serde_json::Value;
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
 /// The fixture crate: the README's set-up section in files.
@@ -150,4 +152,52 @@ fn a_fresh_crate_refuses_bad_inputs_in_its_own_name() {
         assert_eq!(err.lines().count(), 1, "{args:?}: one line: {err}");
     }
     assert_eq!(std::fs::read_dir(dir.join("out")).unwrap().count(), 0, "a refused run writes nothing");
+}
+
+#[test]
+fn a_traceback_of_the_emitted_kernel_maps_back_to_the_rust_line() {
+    let bin = fresh_crate_binary();
+    let dir = common::scratch("user-crate-traceback");
+    let o = run_in(bin, &dir, &["emit", "--out", "pkg"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    // 100 rows break the kernel's `assert!` under the NumPy executor.
+    write_npy(dir.join("odd.npy"), &[100, 8], &[1.0; 100 * 8], NpyType::F32).unwrap();
+    let spec = r#"{"kernel": "leaky_relu", "lnc": 1, "ranks": 1, "precision": "hardware", "generation": "trn2",
+        "args": [[{"npy": "odd.npy", "dtype": "float32"}, {"float": 0.5}]]}"#;
+    std::fs::write(dir.join("spec.json"), spec).unwrap();
+    let path = |name: &str| dir.join(name).display().to_string();
+    let (ok, _, err) =
+        common::harness(&["run", "--package", &path("pkg"), "--spec", &path("spec.json"), "--out", &path("np"), "--traceback"]);
+    assert!(!ok, "100 rows are refused by the emitted kernel");
+    let frame =
+        err.lines().position(|l| l.trim_start().starts_with("File \"") && l.contains("activations.py")).unwrap_or_else(|| panic!("{err}"));
+
+    let source = std::fs::read_to_string(fixture().join("src/activations.rs")).unwrap();
+    let rust_line = source.lines().position(|l| l.trim_start().starts_with("assert!(n % rows == 0")).unwrap() + 1;
+    let arrow = format!("--> src/activations.rs:{rust_line}");
+    let translate = |input: &str| {
+        let mut child =
+            Command::new(bin).args(["traceback", "-"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let o = translate(&err);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[frame + 1].trim(), arrow, "the frame in activations.py is followed by its Rust line:\n{out}");
+    let last = lines.last().unwrap();
+    assert_eq!(*last, arrow, "the executor's `error: activations.py:LINE` line maps too:\n{out}");
+    assert_eq!(lines.iter().filter(|l| l.contains("-->")).count(), 2, "only the package's lines are mapped:\n{out}");
+    assert!(out.starts_with(&err.lines().next().unwrap().to_string()), "the input is printed as it came:\n{out}");
+
+    // A frame whose code is not what this build emits there (an edited or older
+    // package) is not mapped; nothing mapped is an error.
+    let code = err.lines().nth(frame + 1).unwrap();
+    let stale: String =
+        err.lines().take(frame + 2).map(|l| if l == code { "    y = other(x)\n".to_string() } else { format!("{l}\n") }).collect();
+    let o = translate(&stale);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stdout));
+    assert!(!text(&o.stdout).contains("-->"), "{}", text(&o.stdout));
+    assert!(text(&o.stderr).contains("names no line of the modules `my-kernels emit` writes"), "{}", text(&o.stderr));
 }

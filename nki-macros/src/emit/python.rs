@@ -9,11 +9,14 @@ use crate::ast::{
 };
 use crate::check::{Info, Resolved, Ty};
 use crate::vocab::{Constant, Kind, lookup_constant};
+use proc_macro2::Span;
 use std::fmt::Write;
 
-/// The Python definition of `f`.
-pub fn emit(f: &Function, info: &Info) -> String {
-    let mut p = Py { info, out: String::new(), depth: 0, bodies: 0 };
+/// The Python definition of `f`, and for each of its lines the span of the Rust
+/// it stands for: the statement's, the signature's for the `def`, its docstring
+/// and the parameter checks (`nki traceback` maps a Python line back by it).
+pub fn emit(f: &Function, info: &Info) -> (String, Vec<Span>) {
+    let mut p = Py::new(info, f.name.span());
     if f.kind == FnKind::Kernel {
         p.line("@nki.jit");
     }
@@ -39,7 +42,7 @@ pub fn emit(f: &Function, info: &Info) -> String {
         } else {
             p.line(&format!("\"\"\"{first}"));
             for l in rest {
-                if l.is_empty() { p.out.push('\n') } else { p.line(l) }
+                if l.is_empty() { p.blank() } else { p.line(l) }
             }
             p.line("\"\"\"");
         }
@@ -99,7 +102,7 @@ pub fn emit(f: &Function, info: &Info) -> String {
         }
     }
     p.block(&f.body, true);
-    p.out
+    (p.out, p.spans)
 }
 
 /// The Python dataclass of a parameter bundle, after its doc comment lines; each
@@ -120,7 +123,7 @@ pub fn object_class(o: &crate::ast::ObjectDef, docs: &[String], field_docs: &[Ve
         }
     }
     let info = Info::default();
-    let p = Py { info: &info, out: String::new(), depth: 0, bodies: 0 };
+    let p = Py::new(&info, Span::call_site());
     for (i, ((name, ty), default)) in o.fields.iter().zip(&o.defaults).enumerate() {
         let t = match ty {
             TypeAnn::Int(_) => "int".to_string(),
@@ -162,7 +165,7 @@ pub fn enum_class(e: &crate::ast::EnumDef, docs: &[String], member_docs: &[Vec<S
 /// Each field's Python default expression of a bundle (nothing for a field without one).
 pub fn field_defaults(o: &crate::ast::ObjectDef) -> Vec<Option<String>> {
     let info = Info::default();
-    let p = Py { info: &info, out: String::new(), depth: 0, bodies: 0 };
+    let p = Py::new(&info, Span::call_site());
     o.fields.iter().zip(&o.defaults).map(|((_, ty), d)| d.as_ref().map(|d| p.field_default(d, ty))).collect()
 }
 
@@ -181,14 +184,14 @@ impl Py<'_> {
 /// The Python line of a module constant: `TILE = 128`.
 pub fn module_const(k: &crate::ast::ModuleConst) -> String {
     let info = Info::default();
-    let p = Py { info: &info, out: String::new(), depth: 0, bodies: 0 };
+    let p = Py::new(&info, Span::call_site());
     format!("{} = {}\n", k.name, p.expr(&k.init))
 }
 
 /// Each parameter's Python default expression (`None` for an omitted `Option`),
 /// or nothing for a required parameter.
 pub fn param_defaults(f: &Function, info: &Info) -> Vec<Option<String>> {
-    let p = Py { info, out: String::new(), depth: 0, bodies: 0 };
+    let p = Py::new(info, Span::call_site());
     f.params
         .iter()
         .map(|prm| match &prm.default {
@@ -205,6 +208,10 @@ struct Py<'a> {
     depth: usize,
     /// Device loop bodies emitted so far (they become `_loop_body_<n>` functions).
     bodies: usize,
+    /// The Rust the lines being emitted stand for.
+    at: Span,
+    /// The Rust span of each line of `out`.
+    spans: Vec<Span>,
 }
 
 // Python operator precedence, low to high.
@@ -256,24 +263,39 @@ fn py_float(v: f64) -> String {
     if s.contains(['.', 'e', 'E']) || s.contains("inf") || s.contains("NaN") { s } else { format!("{s}.0") }
 }
 
-impl Py<'_> {
+impl<'a> Py<'a> {
+    /// An emitter whose first lines stand for the Rust at `at`.
+    fn new(info: &'a Info, at: Span) -> Py<'a> {
+        Py { info, out: String::new(), depth: 0, bodies: 0, at, spans: Vec::new() }
+    }
+
     fn line(&mut self, s: &str) {
         for _ in 0..self.depth {
             self.out.push_str("    ");
         }
         self.out.push_str(s);
         self.out.push('\n');
+        self.spans.push(self.at);
+    }
+
+    /// An empty line (inside a docstring).
+    fn blank(&mut self) {
+        self.out.push('\n');
+        self.spans.push(self.at);
     }
 
     fn block(&mut self, b: &Block, is_fn: bool) {
-        let before = self.out.len();
+        let (before, outer) = (self.out.len(), self.at);
         for s in &b.stmts {
             self.stmt(s);
         }
         if let Some(t) = &b.tail {
+            self.at = t.span.start;
             let v = self.expr(t);
             if is_fn { self.line(&format!("return {v}")) } else { self.line(&v) }
         }
+        // The lines after a nested block (a loop's call, `else:`) stand for its statement.
+        self.at = outer;
         if self.out.len() == before {
             self.line("pass");
         }
@@ -341,6 +363,16 @@ impl Py<'_> {
     }
 
     fn stmt(&mut self, s: &Stmt) {
+        self.at = match s {
+            Stmt::Let { span, .. }
+            | Stmt::Assign { span, .. }
+            | Stmt::For { span, .. }
+            | Stmt::If { span, .. }
+            | Stmt::Assert { span, .. }
+            | Stmt::Return(_, span) => span.start,
+            Stmt::Expr(e) => e.span.start,
+            Stmt::Region(r) => r.span.start,
+        };
         match s {
             Stmt::Let { pat: Pat::Wild, init, .. } | Stmt::Expr(init) => {
                 let v = self.expr(init);

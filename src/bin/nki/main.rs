@@ -1,5 +1,5 @@
 //! The `nki` command: the kernel commands (`run`, `profile`, `emit`, `list`,
-//! `ops`) over this workspace's kernels — the attention kernels
+//! `ops`, `traceback`) over this workspace's kernels — the attention kernels
 //! and the example kernels — plus `demo` and `bench`.
 
 mod bench;

@@ -34,6 +34,7 @@ or hardware rule, or the spec is malformed."""
 
 import argparse
 import sys
+import traceback
 
 from . import checker, runner
 from .fake_nki.errors import NkiError
@@ -54,6 +55,8 @@ def main(argv=None):
     r.add_argument("--spec", required=True, help="SPEC.json: the kernel, its arguments and the launch")
     r.add_argument("--out", required=True, help="directory for rank{r}_out{i}.npy and result.json")
     r.add_argument("--timeout", type=float, default=600.0, help="seconds before the launch is abandoned")
+    r.add_argument("--traceback", action="store_true",
+                   help="on failure, print the Python traceback (the kernel's frames) before the error line")
     a = p.parse_args(argv)
     if a.command == "check":
         return checker.main(a.package_dir, a.signatures, a.names)
@@ -61,6 +64,8 @@ def main(argv=None):
         runner.run(a.package, a.spec, a.out, a.timeout)
     except Exception as e:  # any failure is one `error:` line and exit status 1
         msg = str(e) if isinstance(e, (NkiError, SpecError)) else f"{type(e).__name__}: {e}"
+        if a.traceback:
+            print(getattr(e, "traceback", None) or traceback.format_exc(), end="", file=sys.stderr)
         print("error: " + " ".join(msg.split()), file=sys.stderr)
         return 1
     return 0

@@ -76,7 +76,8 @@ fn param_type(t: &TypeAnn) -> TokenStream {
 
 /// Everything generated for one function. With `stub`, the body is replaced by an
 /// unreachable stand-in (used next to compile errors, so callers still type-check).
-pub fn emit(f: &Function, info: &Info, py_source: &str, stub: bool) -> TokenStream {
+/// `py_lines` holds the Rust span of each line of `py_source`.
+pub fn emit(f: &Function, info: &Info, py_source: &str, py_lines: &[Span], stub: bool) -> TokenStream {
     let ctx = ctx_ident();
     let name = &f.name;
     let vis = &f.vis;
@@ -143,7 +144,7 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, stub: bool) -> TokenStre
     bundle_types.sort();
     bundle_types.dedup();
     let bundles = bundle_types.iter().map(|o| quote!(#[allow(unused_imports)] use super::#o;));
-    let info_item = info_static(f, info);
+    let info_item = info_static(f, info, py_lines);
     let kind_doc = match f.kind {
         FnKind::Kernel => {
             format!("The NKI source of the kernel [`{name}`](fn@{name}), its registration, and a launcher with its Python defaults.")
@@ -222,7 +223,7 @@ pub fn const_registration(name: &syn::Ident) -> syn::Ident {
     format_ident!("__NKI_CONST_{}", name.to_string().to_uppercase())
 }
 
-fn info_static(f: &Function, info: &Info) -> TokenStream {
+fn info_static(f: &Function, info: &Info, py_lines: &[Span]) -> TokenStream {
     let name = f.name.to_string();
     let kind = match f.kind {
         FnKind::Kernel => quote!(::nki::emit::FunctionKind::Kernel),
@@ -273,6 +274,8 @@ fn info_static(f: &Function, info: &Info) -> TokenStream {
         },
         FnKind::Helper => quote!(),
     };
+    // `line!()` at each line's Rust span is that line's number in the user's file.
+    let lines = py_lines.iter().map(|&span| quote_spanned!(span=> ::core::line!()));
     quote! {
         #entry_fn
         #register
@@ -284,6 +287,7 @@ fn info_static(f: &Function, info: &Info) -> TokenStream {
             source: NKI_SOURCE,
             module_path: ::core::module_path!(),
             file: ::core::file!(),
+            lines: &[#(#lines),*],
             deps: &[#(#deps,)* #(#consts),*],
             uses_math: #math,
             params: &[#(#params),*],

@@ -161,6 +161,8 @@ def launch(target, args, kwargs=None, precision="fp32", generation="trn2", timeo
         except Exception as e:  # a kernel failure of any kind is reported, never re-raised in the thread
             err = e if isinstance(e, NkiError) else NkiError(None, f"{type(e).__name__}: {e}")
             err = _located(err, e.__traceback__)
+            # The kernel's own frames, for `python -m nki_harness run --traceback`.
+            err.traceback = "".join(traceback.format_exception(type(e), e, e.__traceback__))
             if ranks * programs > 1 and err.origin is None:
                 err.origin = (rank, program)
             world.fail(err)
