@@ -2,8 +2,9 @@
 public API documentation: it runs any NKI kernel (ours or hand-written) op by
 op on the CPU and checks the hardware rules each op documents.
 
-`install()` registers it as `nki`, `nki.language`, `nki.isa` and
-`nki.collectives` in `sys.modules`; `launch()` runs a `@nki.jit` kernel over
+`install()` registers it as `nki`, `nki.language`, `nki.isa` (with
+`nki.isa.constants`) and `nki.collectives` in `sys.modules`; `nki.dtype` is the
+class of the dtypes (`nl.float32`, ...); `launch()` runs a `@nki.jit` kernel over
 ranks and LNC programs; `simulate(kernel)(*arrays)` runs one rank on NumPy
 arrays as `nki.simulate` does. Semantic choices the docs leave open are listed
 in `../SEMANTICS.md`.
@@ -17,9 +18,10 @@ from enum import Enum  # noqa: F401
 import numpy as np
 
 from . import collectives, isa, language
+from .dtypes import DType as dtype
 from .runtime import _local, current, launch
 
-__all__ = ["jit", "simulate", "launch", "install", "Kernel", "language", "isa", "collectives"]
+__all__ = ["jit", "simulate", "launch", "install", "Kernel", "dtype", "language", "isa", "collectives"]
 
 # NEURON_PLATFORM_TARGET_OVERRIDE values (as `nki.jit` documents them) per generation.
 TARGETS = {"trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2", "gen3": "trn2", "trn3": "trn3",
@@ -105,4 +107,5 @@ def install():
     sys.modules["nki"] = me
     sys.modules["nki.language"] = language
     sys.modules["nki.isa"] = isa
+    sys.modules["nki.isa.constants"] = isa.constants
     sys.modules["nki.collectives"] = collectives

@@ -45,6 +45,11 @@ class DType:
     def __repr__(self):
         return f"nl.{self.name}"
 
+    def __str__(self):
+        # NKI's dtypes are named by their plain string (the stubs: `DType = str`), and
+        # kernels look dtypes up by it (`str(dtype) == "bfloat16"`).
+        return self.name
+
     @property
     def cell_type(self):
         """NumPy type of the cells that store this dtype."""

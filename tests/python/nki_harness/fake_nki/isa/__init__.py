@@ -14,6 +14,7 @@ from ..errors import NkiValidationError
 from ..objects import NKIObject, NkiInstruction
 from ..registers import VirtualRegister
 from ..tensor import NkiTensor
+from . import constants  # noqa: F401  (`nki.isa.constants`, a module of the enums)
 from .activation import activate2, activation, activation_reduce, exponential
 from .dma import dma_compute, dma_copy, dma_transpose
 from .elementwise import memset, reciprocal, scalar_tensor_tensor, tensor_copy, tensor_scalar, tensor_tensor
