@@ -115,6 +115,12 @@ pub const ACT_TOKENS: &[&str] = &[
     "prelu",
 ];
 
+/// The "Arithmetic Unary" rows of the docs' ALU operator table (`nki-aluop`):
+/// activation tokens the ALU instructions that combine data with a scalar
+/// operand also take as their op (`tensor_scalar_reduce(op0=nl.abs, operand0=0.0)`);
+/// the operand is then ignored and must be `None` or 0.
+pub const ALU_UNARY_TOKENS: &[&str] = &["abs", "square", "relu", "rsqrt", "reciprocal"];
+
 /// Tokens the docs define on integers only (`x`, `y`: "a tile or a scalar value
 /// of integer type"): the bitwise operators and shifts.
 pub const INTEGER_TOKENS: &[&str] = &["bitwise_and", "bitwise_or", "bitwise_xor", "invert", "left_shift", "right_shift"];

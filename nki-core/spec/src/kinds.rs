@@ -26,6 +26,9 @@ pub enum OpClass {
     Act,
     /// Either (e.g. `tensor_scalar`'s `op0` also takes unary ops).
     Any,
+    /// An op combining data with a scalar operand: a two-operand ALU op, or one of
+    /// the ALU table's unary ops (`ALU_UNARY_TOKENS`), whose operand must be `None` or 0.
+    AluScalar,
 }
 
 /// How a parameter is passed.

@@ -67,6 +67,37 @@ pub(crate) fn with_scalar(op: NlOp, a: &[f32], s: f32, reverse: bool, out: &mut 
     }
 }
 
+/// One tensor-scalar stage in place: a unary `op` maps each element (ignoring
+/// `s`), a two-operand one computes `x[i] op s` (or `s op x[i]` when `reverse`).
+pub(crate) fn stage(op: NlOp, x: &mut [f32], s: f32, reverse: bool) {
+    if op.is_unary() {
+        x.iter_mut().for_each(|v| *v = op.apply1(*v));
+    } else {
+        with_scalar_in_place(op, x, s, reverse);
+    }
+}
+
+/// Checks the op of an instruction that combines data with a scalar operand and
+/// takes ALU ops only: a two-operand ALU op, or one of the ALU table's unary ops,
+/// whose operand the docs require to be `None` or 0.
+pub(crate) fn check_alu_scalar_op(op: &str, role: &str, o: NlOp, operand_role: &str, operand: super::Operand<'_>) -> crate::Result<()> {
+    if o.is_unary() && !o.is_alu_unary() {
+        return Err(crate::NkiError::constraint(
+            op,
+            format!("{role}={o} is an activation function; this op takes an ALU op such as nl.add, or a unary ALU op ({})", alu_unary_list()),
+        ));
+    }
+    if o.is_alu_unary() && !matches!(operand, super::Operand::Scalar(v) if v == 0.0) {
+        return Err(crate::NkiError::constraint(op, format!("{operand_role} must be None or 0 when {role} is the unary op {o}")));
+    }
+    Ok(())
+}
+
+/// The ALU table's unary ops, as `nl.abs, nl.square, ...` for messages.
+fn alu_unary_list() -> String {
+    nki_spec::constants::ALU_UNARY_TOKENS.iter().map(|t| format!("nl.{t}")).collect::<Vec<_>>().join(", ")
+}
+
 /// Applies `op` in place: `x[i] = x[i] op s` (or `s op x[i]` when `reverse`).
 pub(crate) fn with_scalar_in_place(op: NlOp, x: &mut [f32], s: f32, reverse: bool) {
     let n = x.len();

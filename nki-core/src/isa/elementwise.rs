@@ -145,13 +145,6 @@ pub struct TensorScalarOpts<'a> {
 }
 
 /// Applies one tensor-scalar stage to a row in place.
-fn stage(op: NlOp, x: &mut [f32], s: f32, reverse: bool) {
-    if op.is_unary() {
-        x.iter_mut().for_each(|v| *v = op.apply1(*v));
-    } else {
-        alu::with_scalar_in_place(op, x, s, reverse);
-    }
-}
 
 /// `nisa.tensor_scalar(dst, data, op0, operand0, op1=, operand1=)`:
 /// `dst = (data op0 operand0) op1 operand1`, operands scalars or `(P,1)` columns.
@@ -173,9 +166,9 @@ pub fn tensor_scalar(ctx: &Ctx, dst: &Tensor, data: &Tensor, op0: NlOp, operand0
     let (r0, r1) = (opts.reverse0.unwrap_or(false), opts.reverse1.unwrap_or(false));
     rowwise(ctx, dst, &d, &[Input { tensor: data, tile: &x }], |p, rows, out| {
         out.copy_from_slice(rows[0]);
-        stage(op0, out, c0.at(p), r0);
+        alu::stage(op0, out, c0.at(p), r0);
         if let Some((op, c1)) = &second {
-            stage(*op, out, c1.at(p), r1);
+            alu::stage(*op, out, c1.at(p), r1);
         }
     })
 }

@@ -156,6 +156,7 @@ pub fn tensor_scalar_reduce(
     ctx.begin_op(OP)?;
     ctx.record(OP, crate::profile::Unit::Vector, &[data], &[dst]);
     reducible(OP, reduce_op)?;
+    alu::check_alu_scalar_op(OP, "op0", op0, "operand0", operand0)?;
     if opts.reverse0 == Some(true) {
         return Err(NkiError::constraint(OP, "reverse0=True is not supported by tensor_scalar_reduce"));
     }
@@ -169,7 +170,8 @@ pub fn tensor_scalar_reduce(
     let init = opts.reduce_init.map(|o| column(OP, "reduce_init", o, x.np)).transpose()?;
     let mut row_red = vec![0f32; x.np];
     rowwise(ctx, dst, &d, &[Input { tensor: data, tile: &x }], |p, rows, out| {
-        alu::with_scalar(op0, rows[0], c0.at(p), false, out);
+        out.copy_from_slice(&rows[0][..out.len()]);
+        alu::stage(op0, out, c0.at(p), false);
         row_red[p] = alu::reduce(reduce_op, out, reduce_op.identity());
     })?;
     let regs = accumulate(ctx, Accumulators::Vector, reduce_op, cmd, &row_red, init.as_ref());

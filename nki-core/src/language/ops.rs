@@ -375,6 +375,12 @@ impl NlOp {
         }
     }
 
+    /// Whether the token is one of the ALU table's unary ops (`nl.abs`, ...), which
+    /// the instructions combining data with a scalar operand take as their op.
+    pub fn is_alu_unary(self) -> bool {
+        nki_spec::constants::ALU_UNARY_TOKENS.contains(&self.name())
+    }
+
     /// Whether the docs define the token on integers only (bitwise ops and shifts).
     pub fn integer_only(self) -> bool {
         nki_spec::constants::INTEGER_TOKENS.contains(&self.name())

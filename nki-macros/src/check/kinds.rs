@@ -1,6 +1,7 @@
 //! Whether an argument's type suits its parameter's kind (and memory spaces).
 
 use super::*;
+use nki_spec::constants::ALU_UNARY_TOKENS;
 
 impl Checker<'_> {
     /// Checks that an argument's type suits its parameter kind.
@@ -33,12 +34,16 @@ impl Checker<'_> {
                     OpClass::Any => true,
                     OpClass::Alu => *c == OpClass::Alu,
                     OpClass::Act => *c == OpClass::Act,
+                    OpClass::AluScalar => *c == OpClass::Alu || n.is_some_and(|n| ALU_UNARY_TOKENS.contains(&n)),
                 };
                 if !ok {
-                    let want = if class == OpClass::Act {
-                        "an activation function such as nl::exp or nl::copy"
-                    } else {
-                        "an ALU op such as nl::add or nl::maximum"
+                    let want = match class {
+                        OpClass::Act => "an activation function such as nl::exp or nl::copy".to_string(),
+                        OpClass::AluScalar => {
+                            let unary: Vec<String> = ALU_UNARY_TOKENS.iter().map(|t| format!("nl::{t}")).collect();
+                            format!("an ALU op such as nl::add or nl::maximum, or a unary ALU op ({})", unary.join(", "))
+                        }
+                        _ => "an ALU op such as nl::add or nl::maximum".to_string(),
                     };
                     self.diag.error(e.span, format!("`{name}` of {what} must be {want}, but nl::{} is not", n.unwrap_or("?")));
                 }

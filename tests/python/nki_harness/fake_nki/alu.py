@@ -176,6 +176,11 @@ INT_OPS = {
     OPS["right_shift"]: np.right_shift, OPS["invert"]: np.invert,
 }
 
+# The "Arithmetic Unary" rows of the docs' ALU operator table: the unary tokens
+# that the ALU instructions combining data with a scalar operand also take as
+# their op (the operand is then ignored and must be None or 0).
+ALU_UNARY = tuple(OPS[n] for n in ("abs", "square", "relu", "rsqrt", "reciprocal"))
+
 COMPARISONS = {OPS[n] for n in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")}
 REDUCTIONS = {OPS[n]: v for n, v in (("add", 0.0), ("multiply", 1.0), ("maximum", -np.inf), ("minimum", np.inf))}
 
@@ -192,6 +197,18 @@ def check_op(op_name, role, value, arity=None):
     if arity == 1 and value.arity != 1:
         raise NkiError(op_name, f"{role}={value} is an ALU op; activation takes an activation function such as "
                                 "nl.exp or nl.copy")
+
+
+def check_alu_scalar_op(op_name, role, value, operand_role, operand):
+    """Raises unless `value` is an ALU op for an instruction with a scalar operand:
+    a two-operand ALU token, or one of `ALU_UNARY` with `operand` None or 0."""
+    check_op(op_name, role, value)
+    unary = ", ".join(repr(o) for o in ALU_UNARY)
+    if value.arity == 1 and value not in ALU_UNARY:
+        raise NkiError(op_name, f"{role}={value} is an activation function; this op takes an ALU op such as nl.add, "
+                                f"or a unary ALU op ({unary})")
+    if value in ALU_UNARY and not (operand is None or (isinstance(operand, (int, float)) and operand == 0)):
+        raise NkiError(op_name, f"{operand_role} must be None or 0 when {role} is the unary op {value}")
 
 
 def check_reduction(op_name, value):

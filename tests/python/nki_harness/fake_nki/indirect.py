@@ -1,5 +1,6 @@
-"""Indirect views: per-partition row offsets (`vector_select`, `.ap(vector_offset=)`)
-and tensor indirection (`.indirect(index)`).
+"""Indirect views: per-partition row offsets (`vector_select`, `.ap(vector_offset=)`),
+tensor indirection (`.indirect(index)`), and `.ap(scalar_offset=)` views whose
+dynamic start moves rows out of bounds.
 
 Their cells depend on offsets held in a tensor, so an indirect view resolves
 them each time an instruction uses it (the offsets an instruction sees are the
@@ -80,6 +81,24 @@ def by_vector_offset(op, view, vector_offset, stride):
         count = view.storage.cells.size
         return _rows_checked(op, idx, (flat.min(axis=1) >= 0) & (flat.max(axis=1) < count), skip,
                              lambda r: f"vector_offset {offs[r]} moves row {r} of the view of '{view.name}' outside "
+                                       f"its {count} cells")
+
+    return NkiTensor(view.storage, view.offset, view.shape, view.strides, resolve)
+
+
+def out_of_bounds_rows(op, view, value):
+    """`view` (a pattern moved by the dynamic `scalar_offset` `value`) some of whose
+    rows (elements of the first dim) lie outside the storage: using it is an error,
+    except in a DMA with `oob_mode=skip`, which leaves those rows out."""
+    count = view.storage.cells.size
+    rows = view.shape[0]
+    direct = NkiTensor(view.storage, view.offset, view.shape, view.strides)
+
+    def resolve(skip=False):
+        idx = direct.cell_index()
+        flat = idx.reshape(rows, -1)
+        return _rows_checked(op, idx, (flat.min(axis=1) >= 0) & (flat.max(axis=1) < count), skip,
+                             lambda r: f"scalar_offset {value} moves row {r} of the view of '{view.name}' outside "
                                        f"its {count} cells")
 
     return NkiTensor(view.storage, view.offset, view.shape, view.strides, resolve)

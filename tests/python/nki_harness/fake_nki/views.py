@@ -79,8 +79,19 @@ class TensorViews:
             from .indirect import by_vector_offset
 
             return by_vector_offset("ap(vector_offset=)", view, vector_offset, stride)
+        if scalar_offset is not None and not view.in_bounds():
+            from .indirect import out_of_bounds_rows
+
+            # A dynamic start out of bounds is checked when a DMA runs: an error, or
+            # under oob_mode=skip the rows it would move outside are not transferred.
+            return out_of_bounds_rows("ap(scalar_offset=)", view, value)
         view.check_bounds("access pattern")
         return view
+
+    def in_bounds(self):
+        """Whether every element of the (direct) view lies inside the storage."""
+        r = self.cell_range()
+        return r is None or (r[0] >= 0 and r[1] < self.storage.cells.size)
 
     def _direct(self, op):
         if self._resolve is not None:

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ..alu import check_op, check_reduction, combine, identity, reduce_rows
+from ..alu import check_alu_scalar_op, check_reduction, combine, identity, reduce_rows
 from ..errors import NkiError
 from ..runtime import current, instruction
 from ..tile import Tile, column, same_geometry
@@ -74,7 +74,7 @@ def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, r
     and `reduce_res` (if given) receives them."""
     op = "nisa.tensor_scalar_reduce"
     check_reduction(op, reduce_op)
-    check_op(op, "op0", op0, arity=2)
+    check_alu_scalar_op(op, "op0", op0, "operand0", operand0)
     if reverse0:
         raise NkiError(op, "reverse0=True is not supported by tensor_scalar_reduce")
     cmd = member(op, "reduce_cmd", reduce_cmd, _reduce_cmd, _reduce_cmd.reset_reduce)
@@ -82,7 +82,7 @@ def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, r
         raise NkiError(op, "reduce_init must be given exactly when reduce_cmd is load_reduce")
     x, d = Tile(op, "data", data), Tile(op, "dst", dst)
     same_geometry(op, "dst", d, "data", x)
-    out = op0(x.read(), column(op, "operand0", operand0, x.np))
+    out = op0(x.read()) if op0.arity == 1 else op0(x.read(), column(op, "operand0", operand0, x.np))
     init = None if reduce_init is None else column(op, "reduce_init", reduce_init, x.np)
     rows = reduce_rows(reduce_op, out, identity(reduce_op))
     d.write(out, current().rounds)
