@@ -3,25 +3,27 @@ public API documentation: it runs any NKI kernel (ours or hand-written) op by
 op on the CPU and checks the hardware rules each op documents.
 
 `install()` registers it as `nki`, `nki.language`, `nki.isa` (with
-`nki.isa.constants`) and `nki.collectives` in `sys.modules`; `nki.dtype` is the
+`nki.isa.constants`), `nki.collectives` and `nki.typing` in `sys.modules`; `nki.dtype` is the
 class of the dtypes (`nl.float32`, ...); `launch()` runs a `@nki.jit` kernel over
 ranks and LNC programs; `simulate(kernel)(*arrays)` runs one rank on NumPy
 arrays as `nki.simulate` does. Semantic choices the docs leave open are listed
 in `../SEMANTICS.md`.
 """
 
+import importlib.util
 import os
 import sys
+import types
 from dataclasses import dataclass  # noqa: F401  (re-exported, as nki does)
 from enum import Enum  # noqa: F401
 
 import numpy as np
 
-from . import collectives, isa, language
+from . import collectives, isa, language, typing
 from .dtypes import DType as dtype
 from .runtime import _local, current, launch
 
-__all__ = ["jit", "simulate", "launch", "install", "Kernel", "dtype", "language", "isa", "collectives"]
+__all__ = ["jit", "simulate", "launch", "install", "Kernel", "dtype", "language", "isa", "collectives", "typing"]
 
 # NEURON_PLATFORM_TARGET_OVERRIDE values (as `nki.jit` documents them) per generation.
 TARGETS = {"trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2", "gen3": "trn2", "trn3": "trn3",
@@ -109,3 +111,11 @@ def install():
     sys.modules["nki.isa"] = isa
     sys.modules["nki.isa.constants"] = isa.constants
     sys.modules["nki.collectives"] = collectives
+    sys.modules["nki.typing"] = typing
+    if "neuronxcc" not in sys.modules and importlib.util.find_spec("neuronxcc") is None:
+        # Kernels written against the compiler's package import the typing module by
+        # its older path (`import neuronxcc.nki.typing as nt`): without the compiler,
+        # that path names this one.
+        legacy, legacy_nki = types.ModuleType("neuronxcc"), types.ModuleType("neuronxcc.nki")
+        legacy.nki, legacy_nki.typing = legacy_nki, typing
+        sys.modules.update({"neuronxcc": legacy, "neuronxcc.nki": legacy_nki, "neuronxcc.nki.typing": typing})
