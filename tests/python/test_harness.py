@@ -128,7 +128,8 @@ class ViewTest(unittest.TestCase):
         self.assertEqual(vals(t[1].ap(pattern=[[1, 3]])).tolist(), [12, 13, 14])
         self.assertEqual(vals(t[1].ap(pattern=[[1, 2]], offset=0)).tolist(), [12, 13])
         self.assertEqual(vals(t[1].ap(pattern=[[1, 2]], offset=1)).tolist(), [13, 14])
-        self.assertRaises(NkiError, lambda: t.ap(pattern=[[1, 30]]))
+        wide = t.ap(pattern=[[1, 30]])  # an access pattern is checked when an instruction uses it
+        self.assertRaises(NkiError, lambda: vals(wide))
         idx = from_cells("i", nl.int32, SBUF, np.array([[1]], dtype=np.int64))
         self.assertEqual(vals(t.ap(pattern=[[1, 2]], offset=0, scalar_offset=idx, indirect_dim=0)).tolist(), [12, 13])
         s = self.iota((4, 8), SBUF)

@@ -30,13 +30,14 @@ def _offsets(op, t, rows, role):
     return t.dtype.to_int(t.read_cells()).reshape(rows)
 
 
-def _rows_checked(op, idx, valid, skip, what):
+def _rows_checked(op, idx, valid, skip, what, skippable=True):
     """`idx` (rows first) with the rows not `valid` set to -1 when `skip`, else an
-    error naming the first of them."""
+    error naming the first of them (and oob_mode=skip when it would apply)."""
     if valid.all():
         return idx
     if not skip:
-        raise NkiError(op, f"{what(int(np.flatnonzero(~valid)[0]))} (out of bounds; oob_mode=skip would skip it)")
+        hint = "; oob_mode=skip would skip it" if skippable else ""
+        raise NkiError(op, f"{what(int(np.flatnonzero(~valid)[0]))} (out of bounds{hint})")
     idx = idx.copy()
     idx[~valid] = -1
     return idx
@@ -86,10 +87,11 @@ def by_vector_offset(op, view, vector_offset, stride):
     return NkiTensor(view.storage, view.offset, view.shape, view.strides, resolve)
 
 
-def out_of_bounds_rows(op, view, value):
-    """`view` (a pattern moved by the dynamic `scalar_offset` `value`) some of whose
-    rows (elements of the first dim) lie outside the storage: using it is an error,
-    except in a DMA with `oob_mode=skip`, which leaves those rows out."""
+def out_of_bounds_rows(op, view, why, skippable):
+    """`view` (an access pattern) some of whose rows (elements of the first dim)
+    lie outside the storage, `why` naming the cause: using it is an error, except
+    in a DMA with `oob_mode=skip` when the rows moved out by a dynamic start are
+    `skippable`, which leaves those rows out."""
     count = view.storage.cells.size
     rows = view.shape[0]
     direct = NkiTensor(view.storage, view.offset, view.shape, view.strides)
@@ -97,9 +99,9 @@ def out_of_bounds_rows(op, view, value):
     def resolve(skip=False):
         idx = direct.cell_index()
         flat = idx.reshape(rows, -1)
-        return _rows_checked(op, idx, (flat.min(axis=1) >= 0) & (flat.max(axis=1) < count), skip,
-                             lambda r: f"scalar_offset {value} moves row {r} of the view of '{view.name}' outside "
-                                       f"its {count} cells")
+        return _rows_checked(op, idx, (flat.min(axis=1) >= 0) & (flat.max(axis=1) < count), skip and skippable,
+                             lambda r: f"{why} puts row {r} of the view of '{view.name}' outside its {count} cells",
+                             skippable)
 
     return NkiTensor(view.storage, view.offset, view.shape, view.strides, resolve)
 

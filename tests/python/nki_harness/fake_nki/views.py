@@ -79,13 +79,14 @@ class TensorViews:
             from .indirect import by_vector_offset
 
             return by_vector_offset("ap(vector_offset=)", view, vector_offset, stride)
-        if scalar_offset is not None and not view.in_bounds():
+        if not view.in_bounds():
             from .indirect import out_of_bounds_rows
 
-            # A dynamic start out of bounds is checked when a DMA runs: an error, or
-            # under oob_mode=skip the rows it would move outside are not transferred.
-            return out_of_bounds_rows("ap(scalar_offset=)", view, value)
-        view.check_bounds("access pattern")
+            # An access pattern only addresses memory when an instruction uses it, so
+            # bounds are checked then: an error, except that a DMA with oob_mode=skip
+            # leaves out the rows a dynamic start (scalar_offset) moves outside.
+            why = f"scalar_offset {value}" if scalar_offset is not None else f"access pattern {pattern}"
+            return out_of_bounds_rows("access pattern", view, why, skippable=scalar_offset is not None)
         return view
 
     def in_bounds(self):

@@ -31,11 +31,12 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     cells no write has touched since the PSUM tensor was allocated and adds onto
     the others; the docs' limits on what may be added onto are errors (see
     `_added_cells`). `is_transpose=True` writes `stationary^T` bit-exactly (dst
-    keeps the input dtype). The one-zero hints, tile position / size and perf mode
+    keeps the input dtype). `perf_mode=double_row` contracts over the partition
+    dim and the first free dim (of 2). The one-zero hints and tile position / size
     have no numeric effect.
     """
     op = "nisa.nc_matmul"
-    member(op, "perf_mode", perf_mode, _perf_mode, None)
+    rows = _double_row_pairs(op, member(op, "perf_mode", perf_mode, _perf_mode, None), stationary, moving)
     _in(op, "dst", dst, PSUM)
     _in(op, "stationary", stationary, SBUF)
     _in(op, "moving", moving, SBUF)
@@ -44,12 +45,12 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     if st.np != mv.np:
         raise NkiError(op, f"stationary {stationary.describe()} has {st.np} partitions but moving "
                            f"{moving.describe()} has {mv.np}: the contraction (partition) dims must match")
-    if st.nf > hw.gemm_stationary_fmax:
-        raise NkiError(op, f"stationary {stationary.describe()} has free size {st.nf} > gemm_stationary_fmax "
+    if st.nf // rows > hw.gemm_stationary_fmax:
+        raise NkiError(op, f"stationary {stationary.describe()} has free size {st.nf // rows} > gemm_stationary_fmax "
                            f"{hw.gemm_stationary_fmax}")
     moving_max = hw.gemm_moving_fmax_bf16_dst if dst.dtype is _BF16 and hw.gemm_moving_fmax_bf16_dst else \
         hw.gemm_moving_fmax
-    if mv.nf > moving_max:
+    if mv.nf // rows > moving_max:
         raise NkiError(op, f"moving {moving.describe()} has free size {mv.nf} > gemm_moving_fmax {moving_max} on "
                            f"{hw.name}")
     for role, t in (("stationary", stationary), ("moving", moving)):
@@ -58,8 +59,8 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     if (stationary.dtype is _F32) != (moving.dtype is _F32):
         raise NkiError(op, f"stationary is {stationary.dtype.name} and moving is {moving.dtype.name}: if either "
                            "operand is float32 both must be")
-    m, k = st.nf, st.np
-    n = k if is_transpose else mv.nf
+    m, k = st.nf // rows, st.np
+    n = k if is_transpose else mv.nf // rows
     if (dt.np, dt.nf) != (m, n):
         raise NkiError(op, f"dst {dst.describe()} is {dt.np} partitions x {dt.nf} elements but stationary^T.moving "
                            f"is {m} x {n} (stationary free x moving free)")
@@ -72,9 +73,27 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     if not (dst.dtype is _F32 or (dst.dtype is _BF16 and hw.has_bf16_psum)):
         raise NkiError(op, f"dst {dst.describe()} must be float32{' or bfloat16' if hw.has_bf16_psum else ''} on "
                            f"{hw.name}")
-    product = np.matmul(st.read().T, mv.read())
+    # double_row contracts over (partition, first free dim): row (p, j) of each operand
+    product = np.matmul(st.read().reshape(k * rows, m).T, mv.read().reshape(k * rows, n))
     added = _added_cells(op, dst, dt, accumulate, hw)
     dt.write(np.where(added, product + dt.read(), product), current().rounds, matmul=True)
+
+
+def _double_row_pairs(op, mode, stationary, moving):
+    """Rows of the contraction each partition holds: 2 in `double_row` mode (the
+    docs: the contraction is split between the partition dim and a first free dim
+    of 2, on float8 operands, from NeuronCore-v3), else 1."""
+    if mode is not _perf_mode.double_row:
+        return 1
+    hw = current().hw
+    if hw.nc_version < 3:
+        raise NkiError(op, f"perf_mode=double_row needs NeuronCore-v3 or later; the launch targets {hw.name}")
+    for role, t in (("stationary", stationary), ("moving", moving)):
+        if t.ndim < 3 or t.shape[1] != 2:
+            raise NkiError(op, f"with perf_mode=double_row, {role} {t.describe()} must have a first free dim of 2")
+        if t.dtype.name not in ("float8_e4m3", "float8_e5m2", "float8_e4m3fn"):
+            raise NkiError(op, f"with perf_mode=double_row, {role} {t.describe()} must be a float8 tile")
+    return 2
 
 
 def _first_element(dst, dt, hits):
