@@ -142,6 +142,13 @@ fn numpy_lnc2_contiguous_causal_w4_odd_batch() {
         .check();
 }
 
+/// 640 tokens per rank: a 512-key tile and a 128-key rest, in both artifacts.
+#[test]
+fn numpy_contiguous_causal_w2_partial_key_tile() {
+    Case { name: "contiguous causal W2 S640", ring: Ring { w: 2, b: 1, h: 1, sl: 640, d: 32, striped: false }, causal: true, lnc: 1 }
+        .check();
+}
+
 /// Non-causal, with two head-dim tiles (D = 192 → 2 × 96).
 #[test]
 fn numpy_contiguous_full_w4_wide_heads() {

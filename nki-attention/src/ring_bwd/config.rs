@@ -14,8 +14,8 @@ use nki::hw::Generation;
 /// ```compile_fail
 /// use nki_attention::{ring_bwd_config, ring_bwd::RingBwdConfig};
 /// use nki_attention::ring_fwd::RingDims;
-/// // 384 tokens per rank do not tile into 512-key sections.
-/// const DIMS: RingDims = RingDims { batch: 1, heads: 2, seqlen: 384, head_dim: 64 };
+/// // 200 tokens per rank are not a multiple of 128.
+/// const DIMS: RingDims = RingDims { batch: 1, heads: 2, seqlen: 200, head_dim: 64 };
 /// let cfg = ring_bwd_config!(RingBwdConfig::new(4).causal(true).dims(DIMS));
 /// ```
 ///
@@ -85,8 +85,6 @@ pub enum RingBwdRule {
     KvHeads,
     /// B2: tokens per rank a positive multiple of 128.
     SeqlenMultiple,
-    /// B5: tokens per rank tile into the 512-key tiles and KV sections (128, 256 or a multiple of 512).
-    SeqlenTiles,
     /// B4: the head dim splits into equal tiles of at most 128.
     HeadDimTiles,
     /// Not checked by the library: the softmax scale is a finite float32 value.
@@ -121,9 +119,6 @@ impl RingBwdRule {
             RingBwdRule::BatchHeads => "ring_attention_spmd_bwd: batch and heads must be positive",
             RingBwdRule::KvHeads => "ring_attention_spmd_bwd: kv_heads must be >= 1 and divide the query heads (GQA)",
             RingBwdRule::SeqlenMultiple => "ring_attention_spmd_bwd: the tokens per rank must be a positive multiple of 128",
-            RingBwdRule::SeqlenTiles => {
-                "ring_attention_spmd_bwd: the tokens per rank must be 128, 256 or a multiple of 512 (512-key tiles in 8192-key sections)"
-            }
             RingBwdRule::HeadDimTiles => {
                 "ring_attention_spmd_bwd: the head dim must split into equal tiles of at most 128 (e.g. 192 = 2 x 96; a prime above 128 cannot)"
             }
@@ -149,18 +144,6 @@ rules_of!(RingBwdConfig, RingBwdRule);
 pub(crate) const fn head_tiles(dh: i64) -> (i64, i64) {
     let n = (dh + 127) / 128;
     ((dh + n - 1) / n, n)
-}
-
-/// Whether `seqlen` tokens per rank (a multiple of 128) tile into the kernel's key
-/// tiles (all of them below 512, else 512) and its KV sections of `8192 / 2^k`
-/// keys for head-dim tile count up to `2^k`.
-pub(crate) const fn seqlen_tiles(seqlen: i64, head_dim: i64) -> bool {
-    let kts = if seqlen < 512 { seqlen } else { 512 };
-    let mut pow2 = 1;
-    while pow2 < head_tiles(head_dim).1 {
-        pow2 *= 2;
-    }
-    seqlen % kts == 0 && (8192 / pow2) % kts == 0
 }
 
 impl RingBwdConfig {
@@ -363,9 +346,6 @@ impl RingBwdConfig {
             }
             if d.head_dim < 1 || d.head_dim % head_tiles(d.head_dim).0 != 0 {
                 return Some(RingBwdRule::HeadDimTiles);
-            }
-            if !seqlen_tiles(d.seqlen, d.head_dim) {
-                return Some(RingBwdRule::SeqlenTiles);
             }
         }
         if let Some(bytes) = self.sbuf_bytes()

@@ -7,8 +7,8 @@
 //! `scale·dS·K` to the visiting queries' dQ, which travels one hop behind its Q:
 //! a reducing permute sums it on the way, so after the last step every rank holds
 //! the complete dQ of its own queries. Tiles follow the library's backward: 128
-//! query rows per tile in groups of 4, 512-key tiles, head dims in equal tiles of
-//! at most 128.
+//! query rows per tile in groups of 4, 512-key tiles (the last one holding the
+//! rest of the rank's keys), head dims in equal tiles of at most 128.
 //!
 //! Segment ids mask the scores of every tile like the other masks (the
 //! FLOAT32_MIN sentinel where the ids differ); the queries' ids travel with Q,
@@ -78,7 +78,7 @@ fn rowsum_dy_o(o_ref: Hbm, dy_ref: Hbm, bid: i64, hid: i64, dts: i64, dnt: i64, 
     dos
 }
 
-/// One 512-key tile against the query tiles `first..cg` of a group of up to 4:
+/// One key tile (512 keys, or the rest) against the query tiles `first..cg` of a group of up to 4:
 /// recomputes P, forms dS, and accumulates dQ (into `dq_grp`), dK and dV.
 #[nki_helper]
 #[allow(clippy::too_many_arguments)]
@@ -284,7 +284,9 @@ fn compute_step(
 ) {
     let kdt = k_ld.dtype();
     let qnt = sl / 128;
-    let kts = sl.min(512);
+    // Keys in tiles of 512 (as the library tiles them, min(512, S)), the last one
+    // holding the rest: any multiple of 128 tokens per rank tiles.
+    let key_tile = 512;
     for qg in (0..qnt).step_by(4) {
         let cg = (qnt - qg).min(4);
         let q_l: Sbuf = load_head_tiles(q_buf, dts, dnt, 128 * qg, 128 * cg, kdt);
@@ -293,8 +295,9 @@ fn compute_step(
         let tdy: Sbuf = transpose_blocks(dy_l, dts, dnt, cg);
         let dq_grp = nl::ndarray([dts, dnt, 128 * cg], mdt, buffer = nl::sbuf);
         nisa::memset(dq_grp, 0.0);
-        for kt in 0..sl / kts {
-            let k0 = kt * kts;
+        for kt in 0..(sl + key_tile - 1) / key_tile {
+            let k0 = kt * key_tile;
+            let kts = (sl - k0).min(key_tile);
             // Under the local causal pattern (`skip`) query tile `g` sees keys up to
             // 128 (g + 1) - 1, so the group's tiles `qg + first..qg + cg` see some of
             // the key tile at k0 and the ones before them none.
@@ -834,19 +837,6 @@ pub fn ring_attention_spmd_bwd(
     );
     let (dts, dnt): (i64, i64) = head_tiles(dh);
     assert!(dh % dts == 0, "Can not create tiles of equal size for given head dimension {dh}");
-    let kts = sl.min(512);
-    assert!(sl % kts == 0, "Key sequence length should be multiple of 512, got {sl}");
-    let mut pow2 = 1;
-    for _i in 0..dnt {
-        if pow2 < dnt {
-            pow2 *= 2;
-        }
-    }
-    let section = 8192 / pow2;
-    assert!(
-        section % kts == 0,
-        "Key section length should be multiple of {kts}, got {section} (valid seqlens: 128, 256 or a multiple of 512)"
-    );
     let lnc_n = if nl::program_ndim() == 1 { nl::num_programs(0) } else { 1 };
     let lnc_id = if nl::program_ndim() == 1 { nl::program_id(0) } else { 0 };
     assert!(lnc_size == lnc_n, "lnc_size is {lnc_size} but the kernel runs on {lnc_n} LNC program(s)");

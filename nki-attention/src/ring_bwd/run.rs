@@ -81,7 +81,7 @@ impl RingBwdConfig {
             RingBwdRule::KvHeads => {
                 ("kv_heads", format!("{} with {} query heads", self.kv_heads.unwrap_or(0), d.map_or("?".into(), |d| d.heads.to_string())))
             }
-            RingBwdRule::SeqlenMultiple | RingBwdRule::SeqlenTiles => ("S", d.map_or(0, |d| d.seqlen).to_string()),
+            RingBwdRule::SeqlenMultiple => ("S", d.map_or(0, |d| d.seqlen).to_string()),
             RingBwdRule::HeadDimTiles => ("D", d.map_or(0, |d| d.head_dim).to_string()),
             RingBwdRule::ScaleNotFinite | RingBwdRule::CausalScale => {
                 ("softmax_scale", self.softmax_scale.map_or_else(|| "None".into(), |s| s.to_string()))

@@ -2,7 +2,7 @@
 //! slice per rank it fits: K, V, dK and dV of the whole slice stay on chip for
 //! the whole ring.
 
-use super::config::{RingBwdConfig, head_tiles, seqlen_tiles};
+use super::config::{RingBwdConfig, head_tiles};
 use nki::Dtype;
 
 const fn min(a: i64, b: i64) -> i64 {
@@ -86,8 +86,7 @@ impl RingBwdConfig {
         self.target.limits().sbuf_bytes_per_partition as i64
     }
 
-    /// The longest sequence slice per rank (a tiling of 128, 256 or a multiple of
-    /// 512 tokens) whose tiles fit the target's SBUF, for the configured head dim,
+    /// The longest sequence slice per rank (a multiple of 128 tokens) whose tiles fit the target's SBUF, for the configured head dim,
     /// dtype, precision and ring; 0 when none does, `None` while the head dim or
     /// the dtype is unknown.
     ///
@@ -96,13 +95,13 @@ impl RingBwdConfig {
     /// use nki_core::{Dtype, hw::Generation};
     /// let dims = RingDims { batch: 1, heads: 8, seqlen: 4096, head_dim: 128 };
     /// let cfg = RingBwdConfig::new(8).dims(dims).dtype(Dtype::Bf16);
-    /// assert_eq!(cfg.max_seqlen(), Some(16896));
+    /// assert_eq!(cfg.max_seqlen(), Some(17280));
     /// assert!(cfg.target(Generation::Trn3).max_seqlen() > cfg.max_seqlen());
     /// ```
     pub const fn max_seqlen(&self) -> Option<i64> {
-        let Some(d) = self.dims else {
+        if self.dims.is_none() {
             return None;
-        };
+        }
         let mut best = 0;
         let mut s = 128;
         loop {
@@ -112,10 +111,8 @@ impl RingBwdConfig {
             if bytes > self.sbuf_capacity() {
                 return Some(best);
             }
-            if seqlen_tiles(s, d.head_dim) {
-                best = s;
-            }
-            s = if s < 512 { 2 * s } else { s + 512 };
+            best = s;
+            s += 128;
         }
     }
 }

@@ -84,7 +84,10 @@ pub(crate) fn check_alu_scalar_op(op: &str, role: &str, o: NlOp, operand_role: &
     if o.is_unary() && !o.is_alu_unary() {
         return Err(crate::NkiError::constraint(
             op,
-            format!("{role}={o} is an activation function; this op takes an ALU op such as nl.add, or a unary ALU op ({})", alu_unary_list()),
+            format!(
+                "{role}={o} is an activation function; this op takes an ALU op such as nl.add, or a unary ALU op ({})",
+                alu_unary_list()
+            ),
         ));
     }
     if o.is_alu_unary() && !matches!(operand, super::Operand::Scalar(v) if v == 0.0) {

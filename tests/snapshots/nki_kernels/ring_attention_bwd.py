@@ -184,7 +184,7 @@ def step_bounds(positions, groups, step, bounded, causal, striped, zigzag, nw, s
 
 
 def bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, bounds, lower, qg, cg, k0, kts, dts, dnt, scale, causal, first, cap, q_ids, k_ids, bias_blk):
-    """One 512-key tile against the query tiles `first..cg` of a group of up to 4:
+    """One key tile (512 keys, or the rest) against the query tiles `first..cg` of a group of up to 4:
     recomputes P, forms dS, and accumulates dQ (into `dq_grp`), dK and dV.
     """
     kdt = k_ld.dtype
@@ -283,7 +283,7 @@ def compute_step(q_buf, dy_buf, neg_lse, dos, dq_out, k_ld, v_ld, dk_r, dv_r, bo
     """
     kdt = k_ld.dtype
     qnt = sl // 128
-    kts = min(sl, 512)
+    key_tile = 512
     for qg in range(0, qnt, 4):
         cg = min(qnt - qg, 4)
         q_l = load_head_tiles(q_buf, dts, dnt, 128 * qg, 128 * cg, kdt)
@@ -292,8 +292,9 @@ def compute_step(q_buf, dy_buf, neg_lse, dos, dq_out, k_ld, v_ld, dk_r, dv_r, bo
         tdy = transpose_blocks(dy_l, dts, dnt, cg)
         dq_grp = nl.ndarray(shape=(dts, dnt, 128 * cg), dtype=mdt, buffer=nl.sbuf)
         nisa.memset(dst=dq_grp, value=0.0)
-        for kt in range(sl // kts):
-            k0 = kt * kts
+        for kt in range((sl + key_tile - 1) // key_tile):
+            k0 = kt * key_tile
+            kts = min(sl - k0, key_tile)
             first = min(max(k0 // 128 - qg, 0), cg) if skip else 0
             if first < cg:
                 bwd_tile(q_l, dy_l, tq, tdy, k_ld, v_ld, dk_r, dv_r, dq_grp, neg_lse, dos, bounds, lower, qg, cg, k0, kts, dts, dnt, scale, causal, first, cap, q_ids, k_ids, bias_blk)
@@ -503,14 +504,6 @@ def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_cau
     assert kt == kdt and vt == kdt and ot == kdt and dyt == kdt, f"q_ref, k_ref, v_ref, o_ref and dy_ref must share one dtype, got {kdt}, {kt}, {vt}, {ot}, {dyt}"
     dts, dnt = head_tiles(dh)
     assert dh % dts == 0, f"Can not create tiles of equal size for given head dimension {dh}"
-    kts = min(sl, 512)
-    assert sl % kts == 0, f"Key sequence length should be multiple of 512, got {sl}"
-    pow2 = 1
-    for _i in range(dnt):
-        if pow2 < dnt:
-            pow2 *= 2
-    section = 8192 // pow2
-    assert section % kts == 0, f"Key section length should be multiple of {kts}, got {section} (valid seqlens: 128, 256 or a multiple of 512)"
     lnc_n = nl.num_programs(axes=0) if nl.program_ndim() == 1 else 1
     lnc_id = nl.program_id(axis=0) if nl.program_ndim() == 1 else 0
     assert lnc_size == lnc_n, f"lnc_size is {lnc_size} but the kernel runs on {lnc_n} LNC program(s)"
