@@ -246,3 +246,101 @@ mod block_transpose {
         assert_close("transpose numpy vs emulator", &np[0], &emu_vals, 0.0, 0.0);
     }
 }
+
+/// Every generation: the emitted kernels run under NumPy on trn1, trn2 and trn3
+/// with each generation's limits and agree with the emulator launched for the same
+/// generation, on the generations each kernel supports; on the others (LNC2 has no
+/// trn1, `activate2` only trn3) both artifacts refuse it, naming the generation.
+mod generations {
+    use super::*;
+    use common::{emitted_package, try_run_numpy_ranks_on};
+    use nki::examples::{cumsum::cumsum, temperature_softmax::temperature_softmax};
+    use nki::hw::Generation;
+    use nki::{Result, Tensor};
+
+    const ALL: &[Generation] = &[Generation::Trn1, Generation::Trn2, Generation::Trn3];
+
+    fn name(g: Generation) -> &'static str {
+        match g {
+            Generation::Trn1 => "trn1",
+            Generation::Trn2 => "trn2",
+            Generation::Trn3 => "trn3",
+        }
+    }
+
+    /// Runs `kernel` in both artifacts on every generation: equal outputs where
+    /// `supported`, a refusal naming the generation (or what it lacks) elsewhere.
+    fn on_every_generation(
+        kernel: &str,
+        lnc: usize,
+        args: &[Arg],
+        supported: &[Generation],
+        lacks: &str,
+        emulate: impl Fn(&Launch) -> Result<Tensor>,
+    ) {
+        let args: Vec<Arg> = args.iter().map(Arg::clone_arg).collect();
+        for &g in ALL {
+            let launch = fp32().lnc(lnc).generation(g);
+            let np = try_run_numpy_ranks_on(emitted_package(), kernel, std::slice::from_ref(&args), lnc, "fp32", name(g));
+            if supported.contains(&g) {
+                let emu: Vec<f64> =
+                    emulate(&launch).unwrap_or_else(|e| panic!("{kernel} on {g:?}: {e}")).to_f32_vec().into_iter().map(f64::from).collect();
+                let np = np.unwrap_or_else(|e| panic!("{kernel} under NumPy on {g:?}: {e}"));
+                assert_close(&format!("{kernel} numpy vs emulator on {}", name(g)), &np[0][0], &emu, FP32_ATOL, FP32_RTOL);
+            } else {
+                let e = emulate(&launch).expect_err(&format!("{kernel} ran on {g:?}, which it does not support"));
+                assert!(e.to_string().contains(name(g)) || e.to_string().contains(lacks), "{kernel} on {g:?}: {e}");
+                let e = np.expect_err(&format!("{kernel} ran under NumPy on {g:?}, which it does not support"));
+                assert!(e.contains(name(g)) || e.contains(lacks), "{kernel} under NumPy on {g:?}: {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn one_program_kernels_run_on_every_generation() {
+        let (n, m) = (256, 96);
+        let (a, b) = (uniform(n * m, 81, -2.0, 2.0), uniform(n * m, 82, -2.0, 2.0));
+        let (ta, tb) = (tensor(&[n, m], &a, Dtype::F32), tensor(&[n, m], &b, Dtype::F32));
+        let args = [Arg::Tensor(vec![n, m], a.clone(), Dtype::F32), Arg::Tensor(vec![n, m], b.clone(), Dtype::F32)];
+        on_every_generation("tensor_add", 1, &args, ALL, "", |l| tensor_add::Call::new(&ta, &tb).launch(l));
+
+        let x = uniform(128 * 130, 83, -5.0, 5.0);
+        let tx = tensor(&[128, 130], &x, Dtype::F32);
+        on_every_generation("softmax", 1, &[Arg::Tensor(vec![128, 130], x.clone(), Dtype::F32)], ALL, "", |l| {
+            softmax::Call::new(&tx).launch(l)
+        });
+
+        let (k, mm, nn) = (256, 128, 512);
+        let (p, q) = (uniform(k * mm, 84, -1.0, 1.0), uniform(k * nn, 85, -1.0, 1.0));
+        let (tp, tq) = (tensor(&[k, mm], &p, Dtype::F32), tensor(&[k, nn], &q, Dtype::F32));
+        let args = [Arg::Tensor(vec![k, mm], p.clone(), Dtype::F32), Arg::Tensor(vec![k, nn], q.clone(), Dtype::F32)];
+        on_every_generation("matmul", 1, &args, ALL, "", |l| matmul::Call::new(&tp, &tq).launch(l));
+
+        let c = uniform(128 * 300, 86, -1.0, 1.0);
+        let tc = tensor(&[128, 300], &c, Dtype::F32);
+        on_every_generation("cumsum", 1, &[Arg::Tensor(vec![128, 300], c.clone(), Dtype::F32)], ALL, "", |l| {
+            cumsum::Call::new(&tc).launch(l)
+        });
+    }
+
+    #[test]
+    fn lnc2_kernels_run_on_trn2_and_trn3_and_are_refused_on_trn1() {
+        let (n, m) = (384, 64);
+        let (a, b) = (uniform(n * m, 87, -2.0, 2.0), uniform(n * m, 88, -2.0, 2.0));
+        let (ta, tb) = (tensor(&[n, m], &a, Dtype::F32), tensor(&[n, m], &b, Dtype::F32));
+        let args = [Arg::Tensor(vec![n, m], a.clone(), Dtype::F32), Arg::Tensor(vec![n, m], b.clone(), Dtype::F32)];
+        on_every_generation("tensor_add", 2, &args, &[Generation::Trn2, Generation::Trn3], "LNC", |l| {
+            tensor_add::Call::new(&ta, &tb).launch(l)
+        });
+    }
+
+    #[test]
+    fn trn3_kernels_are_refused_on_trn1_and_trn2() {
+        let x = uniform(128 * 64, 89, -3.0, 3.0);
+        let tx = tensor(&[128, 64], &x, Dtype::F32);
+        let args = [Arg::Tensor(vec![128, 64], x.clone(), Dtype::F32), Arg::Float(0.5)];
+        on_every_generation("temperature_softmax", 1, &args, &[Generation::Trn3], "NeuronCore-v4", |l| {
+            temperature_softmax::Call::new(&tx, 0.5).launch(l)
+        });
+    }
+}

@@ -131,9 +131,12 @@ pub fn harness(args: &[&str]) -> (bool, String, String) {
     (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
-/// A fresh scratch directory under the target dir.
+/// A fresh scratch directory under the target dir, one per call (tests of one
+/// binary run on parallel threads, and two of them may run the same kernel).
 pub fn scratch(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}-{call}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("creating a scratch dir");
     dir
@@ -172,7 +175,7 @@ pub fn run_numpy(kernel: &str, args: &[Arg], lnc: usize, precision: &str) -> Vec
 }
 
 impl Arg {
-    fn clone_arg(&self) -> Arg {
+    pub fn clone_arg(&self) -> Arg {
         match self {
             Arg::Tensor(s, v, d) => Arg::Tensor(s.clone(), v.clone(), *d),
             Arg::Int(v) => Arg::Int(*v),
