@@ -1,4 +1,5 @@
-//! `nisa::tensor_partition_reduce`, `nisa::topk` and `nisa::activate2` in
+//! `nisa::tensor_partition_reduce`, `nisa::topk`, `nisa::activate2` and a unary
+//! ALU op (`nl::abs`) in `nisa::tensor_scalar_reduce` in
 //! kernels: the emulator and the emitted kernels under the NumPy executor
 //! against float64 references written from the docs.
 
@@ -27,6 +28,22 @@ pub fn column_stats(x: Hbm) -> (Hbm, Hbm, Hbm) {
     nisa::dma_copy(outs.0, sum);
     nisa::dma_copy(outs.1, mean);
     nisa::dma_copy(outs.2, top);
+    outs
+}
+
+/// |x| and each row's largest |x|: `nl::abs` is a unary ALU op (the docs' ALU
+/// table), so tensor_scalar_reduce takes it as `op0` with operand 0.
+#[nki_kernel]
+pub fn row_abs_max(x: Hbm) -> (Hbm, Hbm) {
+    let [p, f] = x.shape();
+    let s = nl::ndarray([p, f], x.dtype());
+    nisa::dma_copy(s, x);
+    let mags = nl::ndarray([p, f], nl::float32);
+    let peak = nl::ndarray([p, 1], nl::float32);
+    nisa::tensor_scalar_reduce(mags, s, nl::abs, 0.0, nl::maximum, reduce_res = peak);
+    let outs = (nl::ndarray([p, f], nl::float32, buffer = nl::shared_hbm), nl::ndarray([p, 1], nl::float32, buffer = nl::shared_hbm));
+    nisa::dma_copy(outs.0, mags);
+    nisa::dma_copy(outs.1, peak);
     outs
 }
 
@@ -97,6 +114,22 @@ fn partition_reductions_agree_with_numpy_and_float64() {
     for ((what, want), got) in [("sum", &sum), ("mean", &mean), ("max", &max)].into_iter().zip(&outs) {
         assert_close(&format!("numpy {what}"), got, want, 0.0, 0.0);
     }
+}
+
+#[test]
+fn abs_as_an_alu_op_agrees_with_numpy_and_float64() {
+    let (p, f) = (128usize, 40usize);
+    let x = uniform(p * f, 94, -5.0, 5.0);
+    let x32: Vec<f64> = x.iter().map(|v| f64::from(*v as f32)).collect();
+    let mags: Vec<f64> = x32.iter().map(|v| v.abs()).collect();
+    let peaks: Vec<f64> = mags.chunks(f).map(|r| r.iter().copied().fold(0.0, f64::max)).collect();
+    let (m, pk) = row_abs_max::Call::new(&tensor(&[p, f], &x, Dtype::F32)).launch(&Launch::new()).unwrap();
+    assert_close("emulated |x|", &m.to_f32_vec(), &mags, 0.0, 0.0);
+    assert_close("emulated row max |x|", &pk.to_f32_vec(), &peaks, 0.0, 0.0);
+    let pkg = package_of("abs_alu_pkg", &[&row_abs_max::INFO]);
+    let outs = run_numpy_ranks(&pkg, "row_abs_max", &[vec![Arg::Tensor(vec![p, f], x, Dtype::F32)]], 1, "hardware").swap_remove(0);
+    assert_close("numpy |x|", &outs[0], &mags, 0.0, 0.0);
+    assert_close("numpy row max |x|", &outs[1], &peaks, 0.0, 0.0);
 }
 
 #[test]

@@ -172,6 +172,35 @@ fn tensor_scalar_reduce_result_and_register_chain() {
     assert_close(&got.1[4], &m, 0.0, 0.0);
 }
 
+/// The docs' ALU table lists abs, square, relu, rsqrt and reciprocal as unary ALU
+/// ops: tensor_scalar_reduce takes them as `op0` (operand 0) and maps each element;
+/// a nonzero operand, and an activation function outside the table, are refused.
+#[test]
+fn tensor_scalar_reduce_takes_the_unary_alu_ops() {
+    let x = [-2.0, 0.25, 4.0, -0.5, 1.0, 9.0, -3.0, 0.0];
+    let run = |op: NlOp, operand: f64| {
+        Launch::new().run(|ctx| {
+            let t = sbuf_with(ctx, &[2, 4], Dtype::F32, &x)?;
+            let d = alloc(ctx, &[2, 4], Dtype::F32, Buffer::Sbuf)?;
+            let r = alloc(ctx, &[2, 1], Dtype::F32, Buffer::Sbuf)?;
+            tsr(ctx, &d, &t, op, operand.into(), nl::maximum, TensorScalarReduceOpts { reduce_res: Some(&r), ..Default::default() })?;
+            Ok((d.to_f32_vec(), r.to_f32_vec()))
+        })
+    };
+    let cases: [(NlOp, fn(f64) -> f64); 3] = [(nl::abs, f64::abs), (nl::square, |v| v * v), (nl::relu, |v| v.max(0.0))];
+    for (op, f) in cases {
+        let (d, r) = run(op, 0.0).unwrap();
+        let want: Vec<f64> = x.iter().map(|&v| f(v)).collect();
+        assert_close(&d, &want, 0.0, 0.0);
+        let peaks: Vec<f64> = want.chunks(4).map(|row| row.iter().copied().fold(f64::NEG_INFINITY, f64::max)).collect();
+        assert_close(&r, &peaks, 0.0, 0.0);
+    }
+    let e = run(nl::abs, 2.0).unwrap_err();
+    assert!(e.to_string().contains("operand0 must be None or 0 when op0 is the unary op nl.abs"), "{e}");
+    let e = run(nl::exp, 0.0).unwrap_err();
+    assert!(e.to_string().contains("op0=nl.exp is an activation function") && e.to_string().contains("nl.abs, nl.square"), "{e}");
+}
+
 #[test]
 fn tensor_scalar_reduce_uses_fp32_values_before_the_cast() {
     // Each 1 + 2^-8 rounds to 1.0 in the bf16 dst, but the fp32 sum keeps it.

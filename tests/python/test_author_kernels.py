@@ -91,6 +91,103 @@ class AuthorKernelTest(unittest.TestCase):
             np.testing.assert_array_equal(host(stacked), np.concatenate(xs).astype(np.float32))
 
 
+class ConventionsTest(unittest.TestCase):
+    """The kernels of `hand_written/conventions.py`: module paths, dtype names and
+    instruction forms that production NKI code uses beyond the official stubs."""
+
+    def test_abs_is_an_alu_op_of_tensor_scalar_reduce(self):
+        x = RNG.standard_normal((128, 64))
+        mags, peak = fake.launch(ak.row_abs_max, [[hbm(x)]])[0]
+        x32 = x.astype(np.float32).astype(np.float64)
+        np.testing.assert_array_equal(host(mags), np.abs(x32))
+        np.testing.assert_array_equal(host(peak), np.abs(x32).max(axis=1, keepdims=True))
+
+    def test_a_unary_alu_op_takes_no_operand(self):
+        import nki.isa as nisa
+
+        @fake.jit
+        def bad(x):
+            t = nl.load(x)
+            out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_scalar_reduce(dst=out, data=t, op0=nl.abs, operand0=2.0, reduce_op=nl.add)
+            return x
+
+        with self.assertRaisesRegex(Exception, "operand0 must be None or 0 when op0 is the unary op nl.abs"):
+            fake.launch(bad, [[hbm(np.ones((4, 4)))]])
+
+    def test_dtypes_are_named_by_their_plain_string(self):
+        self.assertEqual(str(nl.bfloat16), "bfloat16")
+        self.assertEqual(f"{nl.float8_e4m3}", "float8_e4m3")
+        self.assertIsInstance(nl.int32, fake.dtype)
+        x = RNG.standard_normal((128, 16)) * 3
+        for dtype, np_type in ((nl.bfloat16, "bfloat16"), (nl.float16, np.float16)):
+            out = fake.launch(ak.cast_to, [[hbm(x), dtype]], precision="hardware")[0]
+            self.assertIs(out.dtype, dtype)
+            import ml_dtypes  # noqa: F401  (registers bfloat16)
+            want = x.astype(np.float32).astype(np_type).astype(np.float64)
+            np.testing.assert_array_equal(host(out), want)
+
+    def test_isa_constants_are_the_isa_enums(self):
+        import nki.isa as nisa
+        from nki.isa import constants
+        from nki.isa.constants import dge_mode, oob_mode
+
+        self.assertIs(oob_mode.skip, nisa.oob_mode.skip)
+        self.assertIs(dge_mode, nisa.dge_mode)
+        self.assertIs(constants.matmul_perf_mode, nisa.matmul_perf_mode)
+
+    def test_a_dynamic_start_out_of_bounds_is_skipped_under_oob_skip(self):
+        x = RNG.standard_normal((5, 8))
+        offsets = np.array([3, -1000000, 0, 7, 6])  # rows 1 and 3 fall outside an output of 7 rows
+        out = host(fake.launch(ak.place_rows, [[hbm(x), hbm(offsets, nl.int32), 7]])[0])
+        want = np.full((7, 8), -1.0)
+        for r, o in enumerate(offsets):
+            if 0 <= o < 7:
+                want[o] = x[r].astype(np.float32)
+        np.testing.assert_array_equal(out, want)
+
+    def test_a_dynamic_start_out_of_bounds_is_an_error_without_skip(self):
+        import nki.isa as nisa
+
+        @fake.jit
+        def strict(x, offset):
+            out = nl.ndarray((4, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+            reg = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=reg, src=offset)
+            nisa.dma_copy(dst=out.ap(pattern=[[8, 1], [1, 8]], scalar_offset=reg, indirect_dim=0), src=x)
+            return out
+
+        with self.assertRaisesRegex(Exception, "scalar_offset 9 puts row 0 .* outside"):
+            fake.launch(strict, [[hbm(np.ones((1, 8))), hbm(np.array([[9]]), nl.int32)]])
+
+    def test_a_pattern_past_the_end_is_refused_only_when_used(self):
+        x = RNG.standard_normal((128, 12))
+        out = host(fake.launch(ak.column_pairs, [[hbm(x), 3]])[0])
+        np.testing.assert_allclose(out, x.astype(np.float32).reshape(128, 4, 3).sum(axis=2), rtol=1e-6, atol=1e-6)
+
+        @fake.jit
+        def reads_past_the_end(x):
+            t = nl.load(x)
+            res = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_reduce(dst=res, op=nl.add, data=t.ap(pattern=[[12, 128], [1, 3]], offset=12), axis=1)
+            return x
+
+        import nki.isa as nisa
+        with self.assertRaisesRegex(Exception, "outside"):
+            fake.launch(reads_past_the_end, [[hbm(x)]])
+
+    def test_double_row_matmul_contracts_over_partitions_and_the_row_pair(self):
+        import ml_dtypes
+
+        a = RNG.standard_normal((256, 64)).astype(ml_dtypes.float8_e4m3).astype(np.float64)
+        b = RNG.standard_normal((256, 96)).astype(ml_dtypes.float8_e4m3).astype(np.float64)
+        out = fake.launch(ak.fp8_matmul_double_row, [[hbm(a, nl.float8_e4m3), hbm(b, nl.float8_e4m3)]])[0]
+        np.testing.assert_allclose(host(out), a.T @ b, rtol=1e-5, atol=1e-4)
+        with self.assertRaisesRegex(Exception, "double_row needs NeuronCore-v3"):
+            fake.launch(ak.fp8_matmul_double_row, [[hbm(a, nl.float8_e4m3), hbm(b, nl.float8_e4m3)]],
+                        generation="trn1")
+
+
 class CommandLineTest(unittest.TestCase):
     """`python -m nki_harness run` runs the hand-written package as it runs ours."""
 

@@ -7,7 +7,9 @@ Conventions exercised: a configuration `NKIObject` dataclass whose fields have
 no annotations, Ellipsis indexing, enum arguments given as their documented
 integers, the deprecated engine aliases, `shared_identity_matrix` transposes,
 `sendrecv` between the programs of an LNC2 pair, nested `@nki.jit` calls,
-tuple and list returns, tile-level `nl` functions and collectives.
+tuple and list returns, tile-level `nl` functions and collectives; and (in
+`conventions`) the module paths, dtype names and instruction forms production
+NKI code uses beyond the stubs.
 """
 
 from dataclasses import dataclass
@@ -16,6 +18,8 @@ import nki
 import nki.collectives as ncc
 import nki.isa as nisa
 import nki.language as nl
+
+from .conventions import cast_to, column_pairs, fp8_matmul_double_row, place_rows, row_abs_max  # noqa: F401
 
 
 @dataclass
