@@ -172,6 +172,9 @@ fn tensor_scalar_reduce_result_and_register_chain() {
     assert_close(&got.1[4], &m, 0.0, 0.0);
 }
 
+/// An element-wise float64 reference.
+type Unary = fn(f64) -> f64;
+
 /// The docs' ALU table lists abs, square, relu, rsqrt and reciprocal as unary ALU
 /// ops: tensor_scalar_reduce takes them as `op0` (operand 0) and maps each element;
 /// a nonzero operand, and an activation function outside the table, are refused.
@@ -187,7 +190,7 @@ fn tensor_scalar_reduce_takes_the_unary_alu_ops() {
             Ok((d.to_f32_vec(), r.to_f32_vec()))
         })
     };
-    let cases: [(NlOp, fn(f64) -> f64); 3] = [(nl::abs, f64::abs), (nl::square, |v| v * v), (nl::relu, |v| v.max(0.0))];
+    let cases: [(NlOp, Unary); 3] = [(nl::abs, f64::abs), (nl::square, |v| v * v), (nl::relu, |v| v.max(0.0))];
     for (op, f) in cases {
         let (d, r) = run(op, 0.0).unwrap();
         let want: Vec<f64> = x.iter().map(|&v| f(v)).collect();

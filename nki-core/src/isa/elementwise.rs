@@ -144,8 +144,6 @@ pub struct TensorScalarOpts<'a> {
     pub name: Option<&'a str>,
 }
 
-/// Applies one tensor-scalar stage to a row in place.
-
 /// `nisa.tensor_scalar(dst, data, op0, operand0, op1=, operand1=)`:
 /// `dst = (data op0 operand0) op1 operand1`, operands scalars or `(P,1)` columns.
 pub fn tensor_scalar(ctx: &Ctx, dst: &Tensor, data: &Tensor, op0: NlOp, operand0: Operand<'_>, opts: TensorScalarOpts<'_>) -> Result<()> {
