@@ -302,8 +302,8 @@ pub mod kernel {
     #[nki_helper]
     pub fn row_quantize_tile(kargs: RmsNormQuantKernelArgs, t: Sbuf, q: Sbuf, scales: Sbuf, rows: i64) {
         let h = t.shape()[1];
-        // |t| as `abs_max(t, 0)` (nl.abs is an activation function, not an ALU
-        // op, in the NKI 2.32 tables); its row maximum is the absmax.
+        // |t| as `abs_max(t, 0)` (the values of the unary ALU op `nl.abs`); its
+        // row maximum is the absmax.
         let abs_tile = nl::ndarray([OUTER_TILE, h], COMPUTE_DTYPE, buffer = nl::sbuf);
         nisa::tensor_scalar_reduce(abs_tile[s![0..rows, ..]], t[s![0..rows, ..]], nl::abs_max, 0.0, nl::maximum, scales[s![0..rows, ..]]);
         if kargs.lower_bound > LOWER_BOUND_MIN {
