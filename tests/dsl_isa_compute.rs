@@ -1,7 +1,7 @@
-//! `nisa::tensor_partition_reduce`, `nisa::topk`, `nisa::activate2` and a unary
-//! ALU op (`nl::abs`) in `nisa::tensor_scalar_reduce` in
-//! kernels: the emulator and the emitted kernels under the NumPy executor
-//! against float64 references written from the docs.
+//! `nisa::tensor_partition_reduce`, `nisa::topk`, `nisa::activate2`, a unary
+//! ALU op (`nl::abs`) in `nisa::tensor_scalar_reduce` and a PSUM tensor spanning
+//! banks in kernels: the emulator and the emitted kernels under the NumPy
+//! executor against float64 references written from the docs.
 
 mod common;
 
@@ -45,6 +45,29 @@ pub fn row_abs_max(x: Hbm) -> (Hbm, Hbm) {
     nisa::dma_copy(outs.0, mags);
     nisa::dma_copy(outs.1, peak);
     outs
+}
+
+/// `a.T @ b` (`a` `[K, M]`, `b` `[K, N]`, N a multiple of 512) in one PSUM tensor
+/// spanning N / 512 banks: one matmul per bank, one copy out of PSUM.
+#[nki_kernel]
+pub fn wide_psum_product(a: Hbm, b: Hbm) -> Hbm {
+    let [k, m] = a.shape();
+    let n = b.shape()[1];
+    let st = nl::ndarray([k, m], a.dtype());
+    let mv = nl::ndarray([k, n], b.dtype());
+    nisa::dma_copy(st, a);
+    nisa::dma_copy(mv, b);
+    // fp32 columns of one PSUM bank: what one matmul writes
+    let bank = nl::tile_size::psum_bank_fmax;
+    let acc = nl::ndarray([m, n], nl::float32, buffer = nl::psum);
+    for j in nl::static_range(n / bank) {
+        nisa::nc_matmul(acc[s![.., j * bank..(j + 1) * bank]], st, mv[s![.., j * bank..(j + 1) * bank]]);
+    }
+    let res = nl::ndarray([m, n], nl::float32);
+    nisa::tensor_copy(res, acc);
+    let out = nl::ndarray([m, n], nl::float32, buffer = nl::shared_hbm);
+    nisa::dma_copy(out, res);
+    out
 }
 
 /// The `k` largest of each 16-partition snake of `n` bf16 values in `x`.
@@ -130,6 +153,24 @@ fn abs_as_an_alu_op_agrees_with_numpy_and_float64() {
     let outs = run_numpy_ranks(&pkg, "row_abs_max", &[vec![Arg::Tensor(vec![p, f], x, Dtype::F32)]], 1, "hardware").swap_remove(0);
     assert_close("numpy |x|", &outs[0], &mags, 0.0, 0.0);
     assert_close("numpy row max |x|", &outs[1], &peaks, 0.0, 0.0);
+}
+
+#[test]
+fn a_psum_tensor_spanning_banks_agrees_with_numpy_and_float64() {
+    let (k, m, n) = (64usize, 96usize, 1024usize);
+    let a = uniform(k * m, 95, -1.0, 1.0);
+    let b = uniform(k * n, 96, -1.0, 1.0);
+    let (a32, b32): (Vec<f64>, Vec<f64>) =
+        (a.iter().map(|v| f64::from(*v as f32)).collect(), b.iter().map(|v| f64::from(*v as f32)).collect());
+    let want: Vec<f64> = (0..m * n).map(|i| (0..k).map(|p| a32[p * m + i / n] * b32[p * n + i % n]).sum()).collect();
+    let got =
+        wide_psum_product::Call::new(&tensor(&[k, m], &a, Dtype::F32), &tensor(&[k, n], &b, Dtype::F32)).launch(&Launch::new()).unwrap();
+    assert_close("emulated a.T @ b", &got.to_f32_vec(), &want, 1e-5, 1e-5);
+    let pkg = package_of("wide_psum_pkg", &[&wide_psum_product::INFO]);
+    let args = vec![Arg::Tensor(vec![k, m], a, Dtype::F32), Arg::Tensor(vec![k, n], b, Dtype::F32)];
+    let outs = run_numpy_ranks(&pkg, "wide_psum_product", &[args], 1, "hardware").swap_remove(0);
+    assert_close("numpy a.T @ b", &outs[0], &want, 1e-5, 1e-5);
+    assert_eq!(outs[0], got.to_f32_vec(), "the emulator and the executor agree bit for bit");
 }
 
 #[test]

@@ -345,6 +345,36 @@ fn matmul_limits_name_the_op_and_the_value() {
         .unwrap();
 }
 
+/// A PSUM tensor may span banks (the library's rotational_topk holds [128, 1024]
+/// fp32): each matmul writes one bank's 512 columns, the tensor takes whole banks,
+/// so four of them fill PSUM and a fifth tensor does not fit.
+#[test]
+fn a_psum_tensor_spans_banks_written_one_bank_per_matmul() {
+    let (k, m, n) = (32, 16, 1024);
+    let a = dyadic(k * m, 83, -2.0, 2.0, 4);
+    let b = dyadic(k * n, 84, -2.0, 2.0, 4);
+    let got = Launch::new()
+        .run(|ctx| {
+            let st = sbuf_with(ctx, &[k as i64, m as i64], Dtype::F32, &a)?;
+            let mv = sbuf_with(ctx, &[k as i64, n as i64], Dtype::F32, &b)?;
+            let ps = psum(ctx, &[m as i64, n as i64], Dtype::F32)?;
+            for j in 0..2 {
+                let cols = s![.., j * 512..(j + 1) * 512];
+                mm(ctx, &ps.index(&cols)?, &st, &mv.index(&cols)?)?;
+            }
+            let held: Vec<Tensor> = (0..3).map(|_| psum(ctx, &[128, 1024], Dtype::F32)).collect::<Result<_>>()?;
+            for t in &held {
+                nisa::memset(ctx, t, 1.0, EngineOpts::default())?;
+            }
+            let e = expect_err(psum(ctx, &[1, 1], Dtype::F32).and_then(|t| nisa::memset(ctx, &t, 0.0, EngineOpts::default())));
+            assert_err(&e, ErrorKind::Capacity, &["PSUM capacity exceeded"]);
+            assert!(held.iter().all(|t| t.to_f32_vec().iter().all(|&v| v == 1.0)));
+            Ok(ps.to_f32_vec())
+        })
+        .unwrap();
+    assert_close(&got, &reference(&a, &b, k, m, n), 0.0, 0.0);
+}
+
 #[test]
 fn trn3_accepts_a_wide_moving_operand() {
     let (k, m, n) = (4, 8, 1024);

@@ -10,7 +10,7 @@ use nki_core::nl::{self, NdarrayOpts};
 use nki_core::{Buffer, Dtype, ErrorKind, Launch, s};
 
 #[test]
-fn partition_dim_and_psum_bank_limits() {
+fn partition_dim_and_psum_size_limits() {
     Launch::new()
         .run(|ctx| {
             let e = expect_err(alloc(ctx, &[129, 4], Dtype::F32, Buffer::Sbuf));
@@ -19,14 +19,15 @@ fn partition_dim_and_psum_bank_limits() {
             assert_err(&e, ErrorKind::Constraint, &["partition dim 129"]);
             // HBM has no partition dim.
             alloc(ctx, &[129, 4], Dtype::F32, Buffer::PrivateHbm)?;
-            // One PSUM bank is 2 KiB per partition: 512 fp32 or 1024 bf16.
-            alloc(ctx, &[128, 512], Dtype::F32, Buffer::Psum)?;
-            alloc(ctx, &[128, 1024], Dtype::Bf16, Buffer::Psum)?;
-            alloc(ctx, &[128, 2, 256], Dtype::F32, Buffer::Psum)?;
-            let e = expect_err(alloc(ctx, &[128, 513], Dtype::F32, Buffer::Psum));
-            assert_err(&e, ErrorKind::Constraint, &["nl.ndarray", "2052 B", "2048 B"]);
-            let e = expect_err(alloc(ctx, &[1, 3, 200], Dtype::F32, Buffer::Psum));
-            assert_err(&e, ErrorKind::Constraint, &["2400 B"]);
+            // A PSUM tensor may span banks, up to all 8 of 2 KiB per partition:
+            // 4096 fp32 or 8192 bf16.
+            drop(alloc(ctx, &[128, 4096], Dtype::F32, Buffer::Psum)?);
+            drop(alloc(ctx, &[128, 8192], Dtype::Bf16, Buffer::Psum)?);
+            drop(alloc(ctx, &[128, 4, 1024], Dtype::F32, Buffer::Psum)?);
+            let e = expect_err(alloc(ctx, &[128, 4097], Dtype::F32, Buffer::Psum));
+            assert_err(&e, ErrorKind::Constraint, &["nl.ndarray", "16388 B", "8 banks of 2048 B", "trn2"]);
+            let e = expect_err(alloc(ctx, &[1, 3, 2000], Dtype::F32, Buffer::Psum));
+            assert_err(&e, ErrorKind::Constraint, &["24000 B"]);
             let e = expect_err(alloc(ctx, &[4, 0], Dtype::F32, Buffer::Sbuf));
             assert_eq!(e.kind, ErrorKind::Shape);
             let e = expect_err(alloc(ctx, &[], Dtype::F32, Buffer::Sbuf));

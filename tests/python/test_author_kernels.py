@@ -187,6 +187,39 @@ class ConventionsTest(unittest.TestCase):
             fake.launch(ak.fp8_matmul_double_row, [[hbm(a, nl.float8_e4m3), hbm(b, nl.float8_e4m3)]],
                         generation="trn1")
 
+    def test_a_psum_tensor_spans_banks_and_each_takes_its_banks(self):
+        a, b = RNG.standard_normal((128, 96)), RNG.standard_normal((128, 1024))
+        out = fake.launch(ak.wide_psum_matmul, [[hbm(a), hbm(b)]])[0]
+        want = a.astype(np.float32).astype(np.float64).T @ b.astype(np.float32).astype(np.float64)
+        np.testing.assert_allclose(host(out), want, rtol=1e-5, atol=1e-4)
+        import nki.isa as nisa
+
+        @fake.jit
+        def banks(x, tensors, width):
+            """`tensors` PSUM tensors of `width` fp32 columns, all written before any is read."""
+            t = nl.load(x)
+            held = []
+            for _ in range(tensors):
+                p = nl.ndarray((128, width), dtype=nl.float32, buffer=nl.psum)
+                nisa.memset(dst=p, value=1.0)
+                held.append(p)
+            total = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.memset(dst=total, value=0.0)
+            for p in held:
+                part = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+                nisa.tensor_reduce(dst=part, op=nl.add, data=p, axis=1)
+                nisa.tensor_tensor(dst=total, data1=total, data2=part, op=nl.add)
+            return t
+
+        x = hbm(np.zeros((128, 1)))
+        fake.launch(banks, [[x, 4, 1024]])  # 4 tensors of 2 banks: all 8 banks
+        fake.launch(banks, [[x, 1, 4096]])  # one tensor over all of PSUM
+        with self.assertRaisesRegex(Exception, "PSUM capacity"):
+            fake.launch(banks, [[x, 5, 1024]])
+        with self.assertRaisesRegex(Exception, r"needs 16388 B per partition, more than PSUM holds on trn2 "
+                                               r"\(8 banks of 2048 B\)"):
+            fake.launch(banks, [[x, 1, 4097]])
+
 
 class CommandLineTest(unittest.TestCase):
     """`python -m nki_harness run` runs the hand-written package as it runs ours."""

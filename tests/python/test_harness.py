@@ -606,9 +606,9 @@ class DmaAndRegisterTest(unittest.TestCase):
 class LanguageTest(unittest.TestCase):
     def test_allocation_limits(self):
         self.assertRaisesRegex(NkiError, "pmax 128", run, lambda: nl.ndarray(shape=(129, 2), dtype=nl.float32))
-        self.assertRaisesRegex(NkiError, "more than a PSUM tile holds on trn2", run,
-                               lambda: nl.ndarray(shape=(128, 513), dtype=nl.float32, buffer=nl.psum))
-        run(lambda: nl.ndarray(shape=(128, 1024), dtype=nl.bfloat16, buffer=nl.psum))
+        self.assertRaisesRegex(NkiError, "more than PSUM holds on trn2", run,
+                               lambda: nl.ndarray(shape=(128, 4097), dtype=nl.float32, buffer=nl.psum))
+        run(lambda: nl.ndarray(shape=(128, 4096), dtype=nl.float32, buffer=nl.psum))
 
     def test_grid_queries_and_nested_kernels(self):
         inner = nki.jit(lambda: (nl.program_id(axis=0), nl.num_programs(axes=0), nl.program_ndim()))

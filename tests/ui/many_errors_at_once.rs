@@ -4,7 +4,7 @@ use nki::prelude::*;
 #[nki_kernel]
 fn k(x: Hbm) {
     let big = nl::ndarray([512, 8], nl::float32);
-    let wide = nl::ndarray([128, 4096], nl::float32, buffer = nl::psum);
+    let wide = nl::ndarray([128, 4097], nl::float32, buffer = nl::psum);
     nisa::memset(big, undefined_value);
     nisa::dma_copy(x, wide);
 }

@@ -35,9 +35,6 @@ pub struct HwLimits {
     pub psum_banks: usize,
     /// Bytes per PSUM bank per partition (512 fp32, `psum_bank_fmax_bytes`).
     pub psum_bank_bytes: usize,
-    /// Largest PSUM tile per partition: one bank, or all eight on trn3 (whose
-    /// matmuls write up to 4096 fp32 columns).
-    pub psum_tile_max_bytes: usize,
     /// Largest free size of a matmul's stationary operand (`gemm_stationary_fmax`).
     pub gemm_stationary_fmax: usize,
     /// Largest free size of a matmul's moving operand with an fp32 destination.
@@ -79,7 +76,9 @@ impl HwLimits {
         bytes.div_ceil(self.psum_bank_bytes)
     }
 
-    /// PSUM bytes per partition.
+    /// PSUM bytes per partition, also the largest PSUM tensor per partition: a
+    /// tensor may span consecutive banks (`psum_bank_fmax` is a per-bank limit,
+    /// not a tensor's), while one matmul writes at most `gemm_moving_fmax` columns.
     pub const fn psum_bytes_per_partition(&self) -> usize {
         self.psum_banks * self.psum_bank_bytes
     }
@@ -96,7 +95,6 @@ impl Generation {
             sbuf_bytes_per_partition: 192 * 1024,
             psum_banks: 8,
             psum_bank_bytes: 2048,
-            psum_tile_max_bytes: 2048,
             gemm_stationary_fmax: 128,
             gemm_moving_fmax: 512,
             gemm_moving_fmax_bf16_dst: 0,
@@ -124,7 +122,6 @@ impl Generation {
             Generation::Trn3 => HwLimits {
                 sbuf_bytes_per_partition: 256 * 1024,
                 gemm_moving_fmax: 4096,
-                psum_tile_max_bytes: 8 * 2048,
                 gemm_moving_fmax_bf16_dst: 8192,
                 has_range_select: true,
                 has_core_barrier: true,

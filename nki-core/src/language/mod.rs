@@ -158,14 +158,14 @@ pub fn ndarray(ctx: &Ctx, shape: &[i64], dtype: Dtype, opts: NdarrayOpts<'_>) ->
             ));
         }
         let bytes = dims[1..].iter().product::<usize>() * dtype.size_bytes();
-        if buffer == Buffer::Psum && bytes > hw.psum_tile_max_bytes {
+        if buffer == Buffer::Psum && bytes > hw.psum_bytes_per_partition() {
             return Err(NkiError::constraint(
                 OP,
                 format!(
-                    "PSUM tensor '{name}' {shape:?} {dtype} needs {bytes} B per partition, more than a PSUM tile holds on {} ({} B = {} fp32)",
+                    "PSUM tensor '{name}' {shape:?} {dtype} needs {bytes} B per partition, more than PSUM holds on {} ({} banks of {} B)",
                     ctx.generation(),
-                    hw.psum_tile_max_bytes,
-                    hw.psum_tile_max_bytes / 4
+                    hw.psum_banks,
+                    hw.psum_bank_bytes
                 ),
             ));
         }

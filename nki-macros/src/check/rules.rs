@@ -149,16 +149,13 @@ pub fn ndarray(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
         let free: Option<i128> = dims.get(1..).and_then(known_product).and_then(Result::ok).map(i128::from);
         if let (Some(Space::Psum), Some(f), Some(dt)) = (space, free, dtype) {
             let bytes = f * i128::from(dtype_bytes(dt));
-            let bank = site.hw.psum_tile_max_bytes as i128;
-            if bytes > bank {
-                let what = if bank == site.hw.psum_bank_bytes as i128 { "one PSUM bank" } else { "a PSUM tile" };
+            let cap = site.hw.psum_bytes_per_partition() as i128;
+            if bytes > cap {
                 diag.error(
                     arg.expr.span,
                     format!(
-                        "PSUM tile of {f} {dt} elements per partition needs {bytes} bytes, but {what} holds {bank} bytes ({} float32) on {}: split it into tiles of at most {} columns",
-                        bank / 4,
-                        site.target,
-                        bank / i128::from(dtype_bytes(dt))
+                        "PSUM tensor of {f} {dt} elements per partition needs {bytes} bytes, more than the {cap} bytes of PSUM a partition holds on {} ({} banks of {} bytes)",
+                        site.target, site.hw.psum_banks, site.hw.psum_bank_bytes
                     ),
                 );
             }

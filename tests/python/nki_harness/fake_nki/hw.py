@@ -12,7 +12,6 @@ class Hardware:
     pmax: int = 128
     psum_banks: int = 8
     psum_bank_bytes: int = 2048
-    psum_tile_max_bytes: int = 2048
     gemm_stationary_fmax: int = 128
     gemm_moving_fmax: int = 512
     gemm_moving_fmax_bf16_dst: int = 0
@@ -35,6 +34,6 @@ _TRN1 = Hardware("trn1", 2)
 _TRN2 = replace(_TRN1, name="trn2", nc_version=3, has_range_select=True, has_core_barrier=True,
                 has_scalar_activation_bias=True)
 _TRN3 = replace(_TRN2, name="trn3", nc_version=4, gemm_moving_fmax=4096, gemm_moving_fmax_bf16_dst=8192,
-                psum_tile_max_bytes=8 * 2048, has_bf16_psum=True, has_accumulate_onto_non_matmul_psum=True)
+                has_bf16_psum=True, has_accumulate_onto_non_matmul_psum=True)
 
 GENERATIONS = {h.name: h for h in (_TRN1, _TRN2, _TRN3)}

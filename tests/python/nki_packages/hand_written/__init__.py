@@ -19,7 +19,8 @@ import nki.collectives as ncc
 import nki.isa as nisa
 import nki.language as nl
 
-from .conventions import cast_to, column_pairs, fp8_matmul_double_row, place_rows, row_abs_max  # noqa: F401
+from .conventions import (cast_to, column_pairs, fp8_matmul_double_row, place_rows, row_abs_max,  # noqa: F401
+                          wide_psum_matmul)
 
 
 @dataclass

@@ -4,7 +4,8 @@ and dtype lookups by `str()`, `nki.typing` annotations (also under its
 `neuronxcc.nki.typing` path), a unary ALU operator (`nl.abs`) as the op of a
 tensor-scalar instruction, DMA writes at a dynamic start that `oob_mode.skip`
 drops when out of bounds, access patterns built past the end but only used in
-range, and fp8 matmuls in `double_row` mode.
+range, fp8 matmuls in `double_row` mode, and PSUM tensors wider than a bank,
+written one bank per matmul.
 """
 
 import neuronxcc.nki.typing as legacy_nt
@@ -98,6 +99,27 @@ def fp8_matmul_double_row(a, b):
     nisa.dma_copy(dst=mv, src=b.reshape((k // 2, 2, n)))
     acc = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.psum)
     nisa.nc_matmul(dst=acc, stationary=st, moving=mv, perf_mode=isa_constants.matmul_perf_mode.double_row)
+    res = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=res, src=acc)
+    out = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, res)
+    return out
+
+
+@nki.jit
+def wide_psum_matmul(a, b):
+    """`a.T @ b` for a (K, M) and b (K, N), K <= 128 and N a multiple of 512: the
+    (M, N) fp32 result lives in one PSUM tensor spanning N / 512 banks, each bank
+    written by its own matmul (at most `gemm_moving_fmax` columns), and leaves PSUM
+    in one copy."""
+    k, m = a.shape
+    n = b.shape[1]
+    bank = nl.tile_size.psum_bank_fmax
+    st = nl.load(a)
+    mv = nl.load(b)
+    acc = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.psum)
+    for j in nl.static_range(n // bank):
+        nisa.nc_matmul(dst=acc[:, j * bank:(j + 1) * bank], stationary=st, moving=mv[:, j * bank:(j + 1) * bank])
     res = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.sbuf)
     nisa.tensor_copy(dst=res, src=acc)
     out = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.shared_hbm)

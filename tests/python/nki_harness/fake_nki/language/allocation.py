@@ -18,10 +18,11 @@ from .buffers import SBUF, as_buffer
 def ndarray(shape, dtype, buffer=SBUF, name="", address=None):
     """A new uninitialised tensor (floats read as NaN until written).
 
-    On-chip tensors hold at most `pmax` partitions and a PSUM tensor fits one 2 KiB
-    bank per partition; PSUM tensors take whole banks of their program's PSUM from
-    their first use (see `memory`). `address` is accepted; placement is not
-    emulated. The n-th `shared_hbm` allocation of a program is one tensor for every
+    On-chip tensors hold at most `pmax` partitions. A PSUM tensor may span several
+    2 KiB banks per partition, up to all of PSUM (a matmul still writes at most
+    `gemm_moving_fmax` columns), and takes whole banks of its program's PSUM from its
+    first use (see `memory`). `address` is accepted; placement is not emulated.
+    The n-th `shared_hbm` allocation of a program is one tensor for every
     program of its rank.
     """
     op = "nl.ndarray"
@@ -41,10 +42,10 @@ def ndarray(shape, dtype, buffer=SBUF, name="", address=None):
             raise NkiError(op, f"{buffer.label} tensor '{label}' has partition dim {dims[0]} > pmax {prog.hw.pmax} "
                                "(dim 0 of an on-chip tensor is the partition dim)")
         per_partition = math.prod(dims[1:]) * dtype.size
-        if buffer is PSUM and per_partition > prog.hw.psum_tile_max_bytes:
+        if buffer is PSUM and per_partition > prog.hw.psum_banks * prog.hw.psum_bank_bytes:
             raise NkiError(op, f"PSUM tensor '{label}' {list(dims)} {dtype.name} needs {per_partition} B per "
-                               f"partition, more than a PSUM tile holds on {prog.hw.name} "
-                               f"({prog.hw.psum_tile_max_bytes} B = {prog.hw.psum_tile_max_bytes // 4} fp32)")
+                               f"partition, more than PSUM holds on {prog.hw.name} "
+                               f"({prog.hw.psum_banks} banks of {prog.hw.psum_bank_bytes} B)")
     if buffer is not SHARED_HBM:
         return allocate(label, dtype, buffer, dims, prog.psum if buffer is PSUM else None)
 
