@@ -254,9 +254,9 @@ mod block_transpose {
 mod generations {
     use super::*;
     use common::{emitted_package, try_run_numpy_ranks_on};
-    use nki::examples::{cumsum::cumsum, temperature_softmax::temperature_softmax};
     use nki::hw::Generation;
     use nki::{Result, Tensor};
+    use nki_examples::{cumsum::cumsum, temperature_softmax::temperature_softmax};
 
     const ALL: &[Generation] = &[Generation::Trn1, Generation::Trn2, Generation::Trn3];
 
