@@ -1,11 +1,12 @@
 //! The macro pipeline: parse → check → emit, with a stand-in item on errors.
 
-use crate::ast::FnKind;
+use crate::ast::{EnumDef, FnKind, ObjectDef};
 use crate::check::{self, Generation};
 use crate::diag::Diagnostics;
 use crate::emit::{python, rust};
 use crate::parse::{check_token_nesting, parse_consts, parse_enums, parse_function, parse_objects};
 use proc_macro2::{Delimiter, Group, TokenStream, TokenTree};
+use quote::ToTokens;
 use syn::spanned::Spanned;
 
 /// The items `#[nki_module]` passes to each function: constants, bundles, enums.
@@ -70,6 +71,45 @@ fn without_body(item: &TokenStream) -> TokenStream {
     tokens.into_iter().collect()
 }
 
+/// Whether `tokens` hold a path segment that is a Rust keyword (`nl::where`),
+/// which rustc rejects, suggesting the raw identifier, before any macro runs.
+fn has_keyword_path(tokens: &TokenStream) -> bool {
+    let tokens: Vec<TokenTree> = tokens.clone().into_iter().collect();
+    tokens.iter().enumerate().any(|(i, t)| match t {
+        TokenTree::Group(g) => has_keyword_path(&g.stream()),
+        TokenTree::Ident(id) => {
+            i >= 2
+                && matches!(&tokens[i - 1], TokenTree::Punct(p) if p.as_char() == ':')
+                && matches!(&tokens[i - 2], TokenTree::Punct(p) if p.as_char() == ':')
+                && syn::parse2::<syn::Ident>(id.to_token_stream()).is_err()
+        }
+        _ => false,
+    })
+}
+
+/// The stand-in for a function whose body could not be parsed: its signature with
+/// an empty body, reporting only `diag` (the body's own errors are rustc's).
+fn expand_stand_in(
+    kind: FnKind,
+    signature: TokenStream,
+    objects: Vec<ObjectDef>,
+    enums: Vec<EnumDef>,
+    target: Generation,
+    diag: Diagnostics,
+) -> TokenStream {
+    let Ok(item_fn) = syn::parse2::<syn::ItemFn>(signature) else {
+        return diag.to_tokens();
+    };
+    let mut quiet = Diagnostics::default();
+    let mut f = parse_function(&item_fn, kind, &objects, &enums, &mut quiet);
+    f.objects = objects;
+    f.enums = enums;
+    let info = check::check(&f, target, &mut quiet);
+    let errors = diag.to_tokens();
+    let stub = rust::emit(&f, &info, "", &[], true);
+    quote::quote!(#errors #stub)
+}
+
 /// Expands `#[nki_kernel]` (or `#[nki_helper]`) on `item`.
 pub fn expand(kind: FnKind, attr: TokenStream, item: TokenStream) -> TokenStream {
     let mut diag = Diagnostics::default();
@@ -93,14 +133,6 @@ pub fn expand(kind: FnKind, attr: TokenStream, item: TokenStream) -> TokenStream
             signature
         }
     };
-    let item_fn: syn::ItemFn = match syn::parse2(item.clone()) {
-        Ok(f) => f,
-        Err(_) => {
-            let what = if kind == FnKind::Kernel { "#[nki_kernel]" } else { "#[nki_helper]" };
-            let err = syn::Error::new(item.span(), format!("{what} applies to a function")).to_compile_error();
-            return quote::quote!(#err #item);
-        }
-    };
     // The module's constants, bundles and enums were reported by `#[nki_module]`, once.
     let enums = parse_enums(&module.enums, &mut Diagnostics::default());
     let mut objects = parse_objects(&module.structs, &enums, &mut Diagnostics::default());
@@ -110,6 +142,25 @@ pub fn expand(kind: FnKind, attr: TokenStream, item: TokenStream) -> TokenStream
         // Broken field defaults: callers give every field, so nothing cascades.
         objects.iter_mut().for_each(|o| o.defaults.iter_mut().for_each(|d| *d = None));
     }
+    let item_fn: syn::ItemFn = match syn::parse2(item.clone()) {
+        Ok(f) => f,
+        Err(body_error) => {
+            // A function whose body alone fails to parse: rustc has already reported
+            // a keyword in a path (`nl::where`, with its `r#where` fix); anything
+            // else is syn's error. The stand-in keeps callers from cascading.
+            let signature = without_body(&item);
+            if syn::parse2::<syn::ItemFn>(signature.clone()).is_ok() {
+                let mut quiet = Diagnostics::default();
+                if !has_keyword_path(&item) {
+                    quiet.push(body_error);
+                }
+                return expand_stand_in(kind, signature, objects, enums, target, quiet);
+            }
+            let what = if kind == FnKind::Kernel { "#[nki_kernel]" } else { "#[nki_helper]" };
+            let err = syn::Error::new(item.span(), format!("{what} applies to a function")).to_compile_error();
+            return quote::quote!(#err #item);
+        }
+    };
     let mut f = parse_function(&item_fn, kind, &objects, &enums, &mut diag);
     f.consts = parse_consts(&module.consts, &mut Diagnostics::default());
     f.objects = objects;

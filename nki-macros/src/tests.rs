@@ -222,3 +222,19 @@ fn every_emitted_line_records_the_span_it_stands_for() {
     assert!(py.contains("\n\n    Row blocks of 128.") && py.contains("    else:\n"), "{py}");
     assert_eq!(spans.len(), py.lines().count(), "one span per line, docstring blanks included:\n{py}");
 }
+
+#[test]
+fn a_body_rustc_rejects_for_a_keyword_path_gets_a_stand_in_and_no_error_of_the_macros() {
+    let expand = |src: &str| {
+        let item: proc_macro2::TokenStream = src.parse().unwrap();
+        crate::expand::expand(FnKind::Kernel, proc_macro2::TokenStream::new(), item).to_string()
+    };
+    // rustc reports `nl::where` (suggesting `nl::r#where`); the macro adds nothing.
+    let keyword = expand("fn k(x: Hbm) -> Hbm { let v = nl::where(x, x, 0.0); x }");
+    assert!(!keyword.contains("compile_error"), "{keyword}");
+    assert!(keyword.contains("did not compile"), "{keyword}");
+    // Any other body syn cannot read is syn's one error, beside the same stand-in.
+    let other = expand("fn k(x: Hbm) -> Hbm { let v = x..=; x }");
+    assert_eq!(other.matches("compile_error").count(), 1, "{other}");
+    assert!(other.contains("did not compile"), "{other}");
+}

@@ -174,7 +174,13 @@ impl Checker<'_> {
             None => {
                 let joined = p.join("::");
                 if vocab::lookup_function(p).is_some() {
-                    self.diag.error(span, format!("`{joined}` is a function; call it with arguments"));
+                    // `nl::max` reduces; the two-operand ALU op is `nl::maximum`.
+                    let alu = [&p[..p.len() - 1], &[format!("{}imum", p[p.len() - 1])]].concat();
+                    let hint = match vocab::lookup_constant(&alu) {
+                        Some(Constant::Op(..)) => format!(", or for the ALU op write `{}`", alu.join("::")),
+                        _ => String::new(),
+                    };
+                    self.diag.error(span, format!("`{joined}` is a function; call it with arguments{hint}"));
                 } else {
                     let names = vocab::constant_names();
                     let hint = did_you_mean(&joined, names.iter().map(String::as_str))
