@@ -328,3 +328,89 @@ fn reading_a_device_loop_index_at_trace_time_fails_in_both_executors_alike() {
         assert!(ui(case).contains(&format!("error: {why}")) || ui(case).contains(&format!(": {why}")), "the macro's refusal in {case}");
     }
 }
+
+/// Rust's own loop and number forms at trace time, each column of the `[1, 8]`
+/// output one of them: the digits of `(1..5).rev()`, `(0..10).rev().step_by(3)`
+/// and of a loop that `continue`s past even indices and `break`s at 7; shifts
+/// (`1 << 10`, `-9 >> 1` and `1 << j` over a loop); `std::f64::consts::PI`;
+/// `f32::NEG_INFINITY`; and a list built over a reversed range.
+#[nki_kernel]
+pub fn rust_forms() -> Hbm {
+    let t = nl::ndarray([1, 8], nl::float32);
+    let mut order = 0;
+    for j in (1..5).rev() {
+        order = order * 10 + j;
+    }
+    let mut stepped = 0;
+    for j in (0..10).rev().step_by(3) {
+        stepped = stepped * 10 + j;
+    }
+    let mut odd = 0;
+    for j in 0..10 {
+        if j % 2 == 0 {
+            continue;
+        }
+        if j == 7 {
+            break;
+        }
+        odd = odd * 10 + j;
+    }
+    let mut powers = 0;
+    for j in 0..4 {
+        powers = powers + (1 << j);
+    }
+    let shifted = (1 << 10) + (-9 >> 1);
+    let tens: Vec<i64> = (0..4).rev().map(|i| i * 10).collect();
+    let values = [
+        order as f64,
+        stepped as f64,
+        odd as f64,
+        shifted as f64,
+        powers as f64,
+        std::f64::consts::PI,
+        f32::NEG_INFINITY,
+        (tens[0] + tens[3]) as f64,
+    ];
+    for k in 0..8 {
+        nisa::memset(t[s![.., k..k + 1]], values[k]);
+    }
+    let out = nl::ndarray([1, 8], nl::float32, buffer = nl::shared_hbm);
+    nisa::dma_copy(out, t);
+    out
+}
+
+#[test]
+fn reversed_ranges_continue_break_shifts_and_float_constants_run_as_in_rust() {
+    // Each value from Rust's own semantics of the form.
+    let digits = |js: Vec<i64>| js.into_iter().fold(0i64, |a, j| a * 10 + j) as f32;
+    let odd: Vec<i64> = (0..10).filter(|j| j % 2 == 1).take_while(|&j| j != 7).collect();
+    let want = [
+        digits((1..5).rev().collect()),
+        digits((0..10).rev().step_by(3).collect()),
+        digits(odd),
+        ((1i64 << 10) + (-9i64 >> 1)) as f32,
+        15.0,
+        std::f64::consts::PI as f32,
+        f32::NEG_INFINITY,
+        30.0,
+    ];
+    assert_eq!(want[..4], [4321.0, 9630.0, 135.0, 1019.0]);
+    let got = rust_forms::Call::new().launch(&Launch::new()).unwrap().to_f32_vec();
+    assert_eq!(got, want, "emulated");
+    let np = numpy(&rust_forms::INFO, vec![]);
+    assert_eq!(np[0], want, "numpy");
+    let src = rust_forms::NKI_SOURCE;
+    for line in [
+        "for j in range(4, 0, -1):",
+        "for j in range(9, -1, -3):",
+        "continue",
+        "break",
+        "powers = powers + (1 << j)",
+        "shifted = (1 << 10) + (-9 >> 1)",
+        "[i * 10 for i in range(3, -1, -1)]",
+        "3.141592653589793",
+        "float('-inf')",
+    ] {
+        assert!(src.contains(line), "{line} not in\n{src}");
+    }
+}

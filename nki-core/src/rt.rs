@@ -141,6 +141,27 @@ pub fn floordiv(a: i64, b: i64) -> Result<i64> {
     Ok(if (a % b != 0) && ((a < 0) != (b < 0)) { q - 1 } else { q })
 }
 
+/// Python `a << b`, refused past `i64`.
+pub fn shl(a: i64, b: i64) -> Result<i64> {
+    if b < 0 {
+        return Err(arith("negative shift count in <<"));
+    }
+    let r = u32::try_from(b).ok().filter(|&b| b < 64).and_then(|b| a.checked_shl(b));
+    match r {
+        _ if a == 0 => Ok(0),
+        Some(r) if r >> b == a => Ok(r),
+        _ => Err(arith("integer overflow in <<")),
+    }
+}
+
+/// Python `a >> b` (rounds toward negative infinity).
+pub fn shr(a: i64, b: i64) -> Result<i64> {
+    if b < 0 {
+        return Err(arith("negative shift count in >>"));
+    }
+    Ok(a >> b.min(63))
+}
+
 /// Python `a % b` (takes the sign of `b`).
 pub fn floormod(a: i64, b: i64) -> Result<i64> {
     if b == 0 {
@@ -244,21 +265,57 @@ pub fn iteration(ctx: &Ctx) -> Result<()> {
     ctx.loop_iteration()
 }
 
-/// Python `range(start, stop, step)` for a positive step.
-pub fn range(start: i64, stop: i64, step: i64) -> Result<impl Iterator<Item = i64>> {
+/// The integers of a kernel's range, in order: `left` more values from `next`, `delta` apart.
+pub struct Steps {
+    next: i64,
+    delta: i64,
+    left: u64,
+}
+
+impl Iterator for Steps {
+    type Item = i64;
+
+    fn next(&mut self) -> Option<i64> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let v = self.next;
+        // Past the last value the sum may leave i64; it is never read.
+        self.next = self.next.wrapping_add(self.delta);
+        Some(v)
+    }
+}
+
+/// How many values `range(start, stop, step)` holds for a positive `step`.
+fn steps_len(start: i64, stop: i64, step: i64) -> Result<u64> {
     if step <= 0 {
         return Err(arith("a kernel loop's step must be positive"));
     }
-    Ok((start..stop.max(start)).step_by(step as usize))
+    let span = i128::from(stop) - i128::from(start);
+    Ok(if span > 0 { ((span - 1) / i128::from(step) + 1) as u64 } else { 0 })
+}
+
+/// Python `range(start, stop, step)` for a positive step.
+pub fn range(start: i64, stop: i64, step: i64) -> Result<Steps> {
+    Ok(Steps { next: start, delta: step, left: steps_len(start, stop, step)? })
+}
+
+/// Rust's `(start..stop).rev().step_by(step)`, Python's
+/// `range(stop - 1, start - 1, -step)`: from `stop - 1` down to `start`.
+pub fn range_rev(start: i64, stop: i64, step: i64) -> Result<Steps> {
+    let left = steps_len(start, stop, step)?;
+    Ok(Steps { next: stop.wrapping_sub(1), delta: -step, left })
 }
 
 /// The range of a list built as `(start..stop).map(..).collect()` (Python's
-/// `[x for i in range(start, stop, step)]`), refused past the most elements a
-/// kernel's list may hold before any element is built.
-pub fn list_range(start: i64, stop: i64, step: i64) -> Result<impl Iterator<Item = i64>> {
-    let iter = range(start, stop, step)?;
-    let n = if stop > start { (i128::from(stop) - i128::from(start) - 1) / i128::from(step) + 1 } else { 0 };
-    if n > MAX_LIST_ELEMENTS as i128 {
+/// `[x for i in range(start, stop, step)]`; `rev`: counting down as
+/// [`range_rev`]), refused past the most elements a kernel's list may hold
+/// before any element is built.
+pub fn list_range(start: i64, stop: i64, step: i64, rev: bool) -> Result<Steps> {
+    let iter = if rev { range_rev(start, stop, step)? } else { range(start, stop, step)? };
+    if iter.left > MAX_LIST_ELEMENTS as u64 {
+        let n = iter.left;
         return Err(arith(&format!("a list of {n} elements is longer than the {MAX_LIST_ELEMENTS} elements a kernel's list may hold")));
     }
     Ok(iter)

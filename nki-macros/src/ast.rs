@@ -228,6 +228,25 @@ pub enum Stmt {
         span: Spn,
     },
     Return(Option<Expr>, Spn),
+    /// `break` or `continue` in a trace-time loop: Python's own.
+    Jump(Jump, Spn),
+}
+
+/// A jump out of a loop body.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Jump {
+    Break,
+    Continue,
+}
+
+impl Jump {
+    /// The keyword, the same in Rust and Python.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            Jump::Break => "break",
+            Jump::Continue => "continue",
+        }
+    }
 }
 
 /// The condition of an `if`.
@@ -243,6 +262,9 @@ pub struct RangeIter {
     pub start: Expr,
     pub stop: Expr,
     pub step: Option<Expr>,
+    /// `(a..b).rev()` (then maybe `.step_by(s)`): from `b - 1` down to `a`,
+    /// Python's `range(b - 1, a - 1, -s)`.
+    pub rev: bool,
     pub span: Spn,
 }
 
@@ -417,6 +439,9 @@ pub enum BinOp {
     Mul,
     Div,
     Rem,
+    /// `<<` and `>>` on trace-time integers (Python's, unbounded there; checked here).
+    Shl,
+    Shr,
     Eq,
     Ne,
     Lt,
@@ -436,6 +461,8 @@ impl BinOp {
             BinOp::Mul => "*",
             BinOp::Div => "/",
             BinOp::Rem => "%",
+            BinOp::Shl => "<<",
+            BinOp::Shr => ">>",
             BinOp::Eq => "==",
             BinOp::Ne => "!=",
             BinOp::Lt => "<",

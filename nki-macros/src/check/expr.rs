@@ -224,6 +224,10 @@ impl Checker<'_> {
                 self.diag.error(span, "division by zero");
                 Val::unknown()
             }
+            Err(EvalError::NegativeShift) => {
+                self.diag.error(span, format!("negative shift count in `{}`", what()));
+                Val::unknown()
+            }
             Err(EvalError::Overflow) => {
                 self.diag.error(
                     span,
@@ -276,7 +280,25 @@ impl Checker<'_> {
         }
     }
 
+    /// `a << b` / `a >> b`: trace-time integers only; a known result is folded.
+    fn shift(&mut self, op: BinOp, a: &Ty, b: &Ty, span: Spn) -> Ty {
+        match (a, b) {
+            (Ty::Int(x), Ty::Int(y)) => {
+                let r = if op == BinOp::Shl { x.shl(y) } else { x.shr(y) };
+                Ty::Int(self.evaluated(r, span, || format!("{} {} {}", show(x), op.symbol(), show(y))))
+            }
+            (Ty::Unknown | Ty::Opaque | Ty::Int(_), Ty::Unknown | Ty::Opaque | Ty::Int(_)) => Ty::Int(Val::unknown()),
+            _ => {
+                self.diag.error(span, format!("`{}` shifts trace-time integers, not {} and {}", op.symbol(), a.describe(), b.describe()));
+                Ty::Unknown
+            }
+        }
+    }
+
     pub(super) fn binary(&mut self, op: BinOp, a: &Ty, b: &Ty, span: Spn) -> Ty {
+        if matches!(op, BinOp::Shl | BinOp::Shr) {
+            return self.shift(op, a, b, span);
+        }
         if op.is_arith() {
             return self.arith(op, a, b, span);
         }

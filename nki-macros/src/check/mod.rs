@@ -118,6 +118,11 @@ struct Checker<'d> {
     device_body: Option<(&'static str, usize)>,
     /// Inside an `nl::no_reorder` region.
     no_reorder: bool,
+    /// The innermost loop body around the statement: `None` outside any,
+    /// `Some(None)` in a trace-time `for` loop, `Some(Some(name))` in the body
+    /// of `nl::<name>` (a device loop or `no_reorder`), which `break` and
+    /// `continue` cannot leave.
+    loop_body: Option<Option<&'static str>>,
     /// The parameter bundles of the enclosing `#[nki_module]`: name, fields.
     objects: Vec<(String, Vec<(String, Ty)>)>,
     /// The enums of the enclosing `#[nki_module]`: name, members.
@@ -145,6 +150,7 @@ impl<'d> Checker<'d> {
             dma_operands: Vec::new(),
             device_body: None,
             no_reorder: false,
+            loop_body: None,
             objects,
             enums,
         }

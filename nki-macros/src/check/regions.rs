@@ -27,7 +27,8 @@ impl Checker<'_> {
         if dynamic && self.no_reorder {
             self.diag.error(iter.span, device_loop_in_no_reorder("nl.dynamic_range"));
         }
-        let outer = self.device_body;
+        let (outer, outer_loop) = (self.device_body, self.loop_body);
+        self.loop_body = Some(dynamic.then_some("dynamic_range"));
         if dynamic {
             self.device_body = Some(("dynamic_range", self.scopes.len()));
         }
@@ -45,7 +46,7 @@ impl Checker<'_> {
                 c.diag.error(span, "a loop body cannot end in a value");
             }
         });
-        self.device_body = outer;
+        (self.device_body, self.loop_body) = (outer, outer_loop);
     }
 
     /// Refuses a write (`register_move`, `register_load`) into the frozen index of
@@ -144,7 +145,8 @@ impl Checker<'_> {
             self.diag.error(r.path_span, device_loop_in_no_reorder(op));
         }
         self.info.regions.insert(r as *const Region as usize, (spec, slots));
-        let (device_body, no_reorder) = (self.device_body, self.no_reorder);
+        let (device_body, no_reorder, loop_body) = (self.device_body, self.no_reorder, self.loop_body);
+        self.loop_body = Some(Some(r.form.name()));
         match r.form {
             RegionForm::NoReorder => self.no_reorder = true,
             form => self.device_body = Some((form.name(), self.scopes.len())),
@@ -155,7 +157,7 @@ impl Checker<'_> {
             }
             c.block(&r.body)
         });
-        (self.device_body, self.no_reorder) = (device_body, no_reorder);
+        (self.device_body, self.no_reorder, self.loop_body) = (device_body, no_reorder, loop_body);
         match (r.form, tail) {
             (RegionForm::While, Some((t, _))) if matches!(t, Ty::Register) || t.is_unknown() => {}
             (RegionForm::While, Some((t, span))) => self

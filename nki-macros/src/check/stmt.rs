@@ -100,6 +100,24 @@ impl Checker<'_> {
                     }
                 }
             }
+            Stmt::Jump(jump, span) => {
+                let kw = jump.keyword();
+                match self.loop_body {
+                    None => self.diag.error(*span, format!("`{kw}` belongs in the body of a `for` loop")),
+                    Some(None) => {}
+                    Some(Some("no_reorder")) => self.diag.error(
+                        *span,
+                        format!("`{kw}` cannot leave the body of nl::no_reorder: put the region inside an `if` in the loop's body instead"),
+                    ),
+                    Some(Some(name)) => self.diag.error(
+                        *span,
+                        format!(
+                            "`{kw}` cannot leave the body of nl::{name}: it {}, and NKI has no `{kw}` on the device; put the rest of the body under an `if`",
+                            regions::device_body_why(name)
+                        ),
+                    ),
+                }
+            }
             Stmt::Return(e, span) => {
                 if let Some((name, _)) = self.device_body {
                     self.diag.error(*span, format!("`return` cannot leave the body of nl::{name}: it {}", regions::device_body_why(name)));

@@ -20,6 +20,8 @@ struct Lin {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EvalError {
     DivisionByZero,
+    /// A shift by a negative count (Python's `ValueError`).
+    NegativeShift,
     /// The result does not fit an `i64`.
     Overflow,
 }
@@ -113,6 +115,22 @@ impl Val {
         self.arith(o, floormod, |_, _| None)
     }
 
+    /// Python's `a << b`.
+    pub fn shl(&self, o: &Val) -> Result<Val, EvalError> {
+        if o.as_const().is_some_and(|b| b < 0) {
+            return Err(EvalError::NegativeShift);
+        }
+        self.arith(o, shl, |_, _| None)
+    }
+
+    /// Python's `a >> b` (rounds toward negative infinity).
+    pub fn shr(&self, o: &Val) -> Result<Val, EvalError> {
+        if o.as_const().is_some_and(|b| b < 0) {
+            return Err(EvalError::NegativeShift);
+        }
+        self.arith(o, |a, b| Some(a >> b.min(63)), |_, _| None)
+    }
+
     /// `ceil(a / b)`, as the emulation computes it: `-((-a) // b)`.
     pub fn div_ceil(&self, o: &Val) -> Result<Val, EvalError> {
         self.neg()?.floordiv(o)?.neg()
@@ -132,6 +150,15 @@ fn floordiv(a: i64, b: i64) -> Option<i64> {
     let q = a.checked_div(b)?;
     // `checked_div` truncates; step down when the exact quotient is negative and inexact.
     if a.checked_rem(b)? != 0 && (a < 0) != (b < 0) { q.checked_sub(1) } else { Some(q) }
+}
+
+/// `a << b` for `b >= 0`; `None` when the result does not fit.
+fn shl(a: i64, b: i64) -> Option<i64> {
+    if a == 0 {
+        return Some(0);
+    }
+    let r = a.checked_shl(u32::try_from(b).ok().filter(|&b| b < 64)?)?;
+    (r >> b == a).then_some(r)
 }
 
 /// `a % b` with the sign of `b`; `None` when `a // b` does not fit (or `b` is 0).

@@ -220,16 +220,18 @@ const P_OR: u8 = 2;
 const P_AND: u8 = 3;
 const P_NOT: u8 = 4;
 const P_CMP: u8 = 5;
-const P_ADD: u8 = 6;
-const P_MUL: u8 = 7;
-const P_UNARY: u8 = 8;
-const P_POW: u8 = 9;
-const P_ATOM: u8 = 10;
+const P_SHIFT: u8 = 6;
+const P_ADD: u8 = 7;
+const P_MUL: u8 = 8;
+const P_UNARY: u8 = 9;
+const P_POW: u8 = 10;
+const P_ATOM: u8 = 11;
 
 fn bin_prec(op: BinOp) -> u8 {
     match op {
         BinOp::Or => P_OR,
         BinOp::And => P_AND,
+        BinOp::Shl | BinOp::Shr => P_SHIFT,
         BinOp::Add | BinOp::Sub => P_ADD,
         BinOp::Mul | BinOp::Div | BinOp::Rem => P_MUL,
         _ => P_CMP,
@@ -259,6 +261,13 @@ fn tuple(parts: Vec<String>) -> String {
 
 /// A Python float literal that round-trips.
 fn py_float(v: f64) -> String {
+    // Python has no literal for these; NKI kernels write `float('-inf')`.
+    if v.is_infinite() {
+        return if v > 0.0 { "float('inf')".into() } else { "float('-inf')".into() };
+    }
+    if v.is_nan() {
+        return "float('nan')".into();
+    }
     let s = format!("{v:?}");
     if s.contains(['.', 'e', 'E']) || s.contains("inf") || s.contains("NaN") { s } else { format!("{s}.0") }
 }
@@ -332,6 +341,15 @@ impl<'a> Py<'a> {
     fn range(&self, iter: &RangeIter) -> String {
         let (start, stop) = (self.expr(&iter.start), self.expr(&iter.stop));
         let step = iter.step.as_ref().map(|s| self.expr(s));
+        if iter.rev {
+            // Rust's `(a..b).rev().step_by(s)`: `b - 1` down to `a`.
+            let below = |e: &Expr| match e.kind {
+                ExprKind::Int(v) => v.checked_sub(1).map_or_else(|| format!("{} - 1", self.expr(e)), |v| v.to_string()),
+                _ => format!("{} - 1", self.prec(e, P_ADD)),
+            };
+            let step = iter.step.as_ref().map_or_else(|| "-1".to_string(), |s| format!("-{}", self.prec(s, P_UNARY + 1)));
+            return format!("range({}, {}, {step})", below(&iter.stop), below(&iter.start));
+        }
         match iter.kind {
             RangeKind::Plain => match (start.as_str(), &step) {
                 ("0", None) => format!("range({stop})"),
@@ -369,7 +387,8 @@ impl<'a> Py<'a> {
             | Stmt::For { span, .. }
             | Stmt::If { span, .. }
             | Stmt::Assert { span, .. }
-            | Stmt::Return(_, span) => span.start,
+            | Stmt::Return(_, span)
+            | Stmt::Jump(_, span) => span.start,
             Stmt::Expr(e) => e.span.start,
             Stmt::Region(r) => r.span.start,
         };
@@ -455,6 +474,7 @@ impl<'a> Py<'a> {
                     }
                 }
             }
+            Stmt::Jump(jump, _) => self.line(jump.keyword()),
             Stmt::Return(e, _) => match e {
                 Some(e) => {
                     let l = format!("return {}", self.expr(e));
@@ -479,7 +499,7 @@ impl<'a> Py<'a> {
         match &e.kind {
             ExprKind::Invalid => ("None".into(), P_ATOM),
             ExprKind::Int(v) => (v.to_string(), if *v < 0 { P_UNARY } else { P_ATOM }),
-            ExprKind::Float(v) => (py_float(*v), if *v < 0.0 { P_UNARY } else { P_ATOM }),
+            ExprKind::Float(v) => (py_float(*v), if *v < 0.0 && v.is_finite() { P_UNARY } else { P_ATOM }),
             ExprKind::Bool(b) => ((if *b { "True" } else { "False" }).into(), P_ATOM),
             ExprKind::Str(s) => (py_str(s), P_ATOM),
             ExprKind::None => ("None".into(), P_ATOM),

@@ -256,9 +256,7 @@ pub fn unsupported_message(e: &syn::Expr) -> &'static str {
         syn::Expr::Struct(_) => {
             "struct literals are not supported in kernels except for the #[nki_object] bundles of their #[nki_module]: pass tensors and scalars as parameters"
         }
-        syn::Expr::Break(_) | syn::Expr::Continue(_) => {
-            "`break` and `continue` are not supported in kernels: compute the loop range instead"
-        }
+        syn::Expr::Break(_) | syn::Expr::Continue(_) => "`break` and `continue` are statements of a loop body, not values",
         syn::Expr::Range(_) => "ranges only appear as a `for` loop's range or inside `s![...]`",
         syn::Expr::Block(_) => "a block is not a value in kernels; bind its result with `let` in the enclosing block",
         syn::Expr::Assign(_) => "assignment is a statement in kernels, not a value",
@@ -325,6 +323,8 @@ fn bin_op(op: &syn::BinOp) -> Option<BinOp> {
         syn::BinOp::Mul(_) => BinOp::Mul,
         syn::BinOp::Div(_) => BinOp::Div,
         syn::BinOp::Rem(_) => BinOp::Rem,
+        syn::BinOp::Shl(_) => BinOp::Shl,
+        syn::BinOp::Shr(_) => BinOp::Shr,
         syn::BinOp::Eq(_) => BinOp::Eq,
         syn::BinOp::Ne(_) => BinOp::Ne,
         syn::BinOp::Lt(_) => BinOp::Lt,

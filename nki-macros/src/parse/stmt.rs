@@ -4,7 +4,9 @@ use super::Parser;
 use super::expr::{assign_op, parse_args, parse_expr, unsupported_message};
 use super::span::{block_span, expr_span};
 use super::types::parse_type;
-use crate::ast::{Arg, BinOp, Block, Cond, Expr, ExprKind, FmtPiece, FmtString, Pat, RangeIter, RangeKind, Region, RegionForm, Spn, Stmt};
+use crate::ast::{
+    Arg, BinOp, Block, Cond, Expr, ExprKind, FmtPiece, FmtString, Jump, Pat, RangeIter, RangeKind, Region, RegionForm, Spn, Stmt,
+};
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 
@@ -38,6 +40,8 @@ fn is_value(e: &syn::Expr) -> bool {
             | syn::Expr::Loop(_)
             | syn::Expr::Block(_)
             | syn::Expr::Macro(_)
+            | syn::Expr::Break(_)
+            | syn::Expr::Continue(_)
     ) && region_form(e).is_none()
 }
 
@@ -196,6 +200,21 @@ fn parse_expr_stmt(e: &syn::Expr, out: &mut Vec<Stmt>, cx: &mut Parser<'_>) {
             }),
             other => cx.error(other.span(), "only plain variables can be assigned in kernels"),
         },
+        syn::Expr::Continue(c) => {
+            if let Some(l) = &c.label {
+                cx.error(l.span(), "loop labels are not supported in kernels");
+            }
+            out.push(Stmt::Jump(Jump::Continue, span));
+        }
+        syn::Expr::Break(b) => {
+            if let Some(l) = &b.label {
+                cx.error(l.span(), "loop labels are not supported in kernels");
+            }
+            if let Some(v) = &b.expr {
+                cx.error(v.span(), "`break` in a kernel's `for` loop carries no value");
+            }
+            out.push(Stmt::Jump(Jump::Break, span));
+        }
         syn::Expr::Return(r) => out.push(Stmt::Return(r.expr.as_deref().map(|x| parse_expr(x, cx)), span)),
         syn::Expr::Macro(m) => parse_macro_stmt(&m.mac, out, cx),
         syn::Expr::Call(c) if region_form(e).is_some() => {
@@ -416,7 +435,7 @@ fn parse_range_node(e: &syn::Expr, span: Spn, cx: &mut Parser<'_>) -> Option<Ran
     let bad = |cx: &mut Parser<'_>| {
         cx.error(
             span,
-            "a kernel `for` loop runs over `a..b`, `(a..b).step_by(s)`, nl::affine_range / nl::sequential_range / nl::static_range(...) (unrolled at trace time) or nl::dynamic_range(...) (a device loop)",
+            "a kernel `for` loop runs over `a..b`, `(a..b).step_by(s)`, `(a..b).rev()`, nl::affine_range / nl::sequential_range / nl::static_range(...) (unrolled at trace time) or nl::dynamic_range(...) (a device loop)",
         );
         None
     };
@@ -430,7 +449,30 @@ fn parse_range_node(e: &syn::Expr, span: Spn, cx: &mut Parser<'_>) -> Option<Ran
             let (Some(start), Some(stop)) = (&r.start, &r.end) else {
                 return bad(cx);
             };
-            Some(RangeIter { kind: RangeKind::Plain, start: parse_expr(start, cx), stop: parse_expr(stop, cx), step: None, span })
+            Some(RangeIter {
+                kind: RangeKind::Plain,
+                start: parse_expr(start, cx),
+                stop: parse_expr(stop, cx),
+                step: None,
+                rev: false,
+                span,
+            })
+        }
+        syn::Expr::MethodCall(m) if m.method == "rev" && m.args.is_empty() => {
+            let mut inner = parse_range(&m.receiver, cx)?;
+            if inner.step.is_some() {
+                cx.error(
+                    span,
+                    "`.rev()` goes before `.step_by(s)`: `(a..b).rev().step_by(s)` counts down from `b - 1` (Python's `range(b - 1, a - 1, -s)`)",
+                );
+                return None;
+            }
+            if inner.kind != RangeKind::Plain || inner.rev {
+                return bad(cx);
+            }
+            inner.rev = true;
+            inner.span = span;
+            Some(inner)
         }
         syn::Expr::MethodCall(m) if m.method == "step_by" && m.args.len() == 1 => {
             let mut inner = parse_range(&m.receiver, cx)?;
@@ -478,8 +520,8 @@ fn parse_range_node(e: &syn::Expr, span: Spn, cx: &mut Parser<'_>) -> Option<Ran
             }
             let zero = |s: Spn| Expr { kind: ExprKind::Int(0), span: s };
             match slots {
-                [Some(stop), None, step] => Some(RangeIter { kind: RangeKind::Nl(kind), start: zero(span), stop, step, span }),
-                [Some(start), Some(stop), step] => Some(RangeIter { kind: RangeKind::Nl(kind), start, stop, step, span }),
+                [Some(stop), None, step] => Some(RangeIter { kind: RangeKind::Nl(kind), start: zero(span), stop, step, rev: false, span }),
+                [Some(start), Some(stop), step] => Some(RangeIter { kind: RangeKind::Nl(kind), start, stop, step, rev: false, span }),
                 [None, ..] => {
                     cx.error(span, format!("nl.{kind} needs `start` (the stop when it is the only bound)"));
                     None

@@ -38,8 +38,41 @@ pub fn lookup_constant(path: &[String]) -> Option<Constant> {
             .filter(|en| en.implemented)
             .find(|en| en.name == *e)
             .and_then(|en| en.members.iter().find(|(x, _)| x == m).map(|(x, _)| Constant::Enum(en.name, x))),
-        ["f32", "MIN"] => Some(Constant::Float(f32::MIN as f64)),
-        ["f32", "MAX"] => Some(Constant::Float(f32::MAX as f64)),
+        ["std" | "core", rest @ ..] if matches!(rest.first(), Some(&"f32" | &"f64")) => float_constant(rest).map(Constant::Float),
+        ["f32" | "f64", ..] => float_constant(&p).map(Constant::Float),
+        _ => None,
+    }
+}
+
+/// Rust's float constants a kernel may name (`f32::NEG_INFINITY`,
+/// `std::f64::consts::PI`): trace-time floats (Python `float`), an `f32`
+/// constant taking its `f32` value.
+fn float_constant(path: &[&str]) -> Option<f64> {
+    macro_rules! table {
+        ($t:ident, $name:expr) => {
+            match $name {
+                ["INFINITY"] => Some($t::INFINITY as f64),
+                ["NEG_INFINITY"] => Some($t::NEG_INFINITY as f64),
+                ["MAX"] => Some($t::MAX as f64),
+                ["MIN"] => Some($t::MIN as f64),
+                ["MIN_POSITIVE"] => Some($t::MIN_POSITIVE as f64),
+                ["EPSILON"] => Some($t::EPSILON as f64),
+                ["consts", "PI"] => Some(std::$t::consts::PI as f64),
+                ["consts", "TAU"] => Some(std::$t::consts::TAU as f64),
+                ["consts", "E"] => Some(std::$t::consts::E as f64),
+                ["consts", "FRAC_PI_2"] => Some(std::$t::consts::FRAC_PI_2 as f64),
+                ["consts", "FRAC_1_SQRT_2"] => Some(std::$t::consts::FRAC_1_SQRT_2 as f64),
+                ["consts", "SQRT_2"] => Some(std::$t::consts::SQRT_2 as f64),
+                ["consts", "LN_2"] => Some(std::$t::consts::LN_2 as f64),
+                ["consts", "LN_10"] => Some(std::$t::consts::LN_10 as f64),
+                ["consts", "LOG2_E"] => Some(std::$t::consts::LOG2_E as f64),
+                _ => None,
+            }
+        };
+    }
+    match path {
+        ["f32", rest @ ..] => table!(f32, rest),
+        ["f64", rest @ ..] => table!(f64, rest),
         _ => None,
     }
 }

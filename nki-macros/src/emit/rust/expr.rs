@@ -30,6 +30,8 @@ impl Rs<'_> {
             BinOp::Sub => "sub",
             BinOp::Mul => "mul",
             BinOp::Div => "floordiv",
+            BinOp::Shl => "shl",
+            BinOp::Shr => "shr",
             _ => "floormod",
         };
         let f = format_ident!("{}", f);
@@ -57,7 +59,7 @@ impl Rs<'_> {
         match &e.kind {
             ExprKind::Invalid => quote!(::core::unreachable!()),
             ExprKind::Int(v) => quote_spanned!(span=> #v),
-            ExprKind::Float(v) => quote_spanned!(span=> #v),
+            ExprKind::Float(v) => float_tokens(*v),
             ExprKind::Bool(b) => quote_spanned!(span=> #b),
             ExprKind::Str(s) => quote_spanned!(span=> ::std::string::String::from(#s)),
             ExprKind::None => quote_spanned!(span=> ::core::option::Option::None),
@@ -81,7 +83,10 @@ impl Rs<'_> {
                 let (ta, tb) = (self.info.ty(a).clone(), self.info.ty(b).clone());
                 let ints = ta.is_int() && tb.is_int();
                 let numeric = matches!(ta, Ty::Int(_) | Ty::Float) && matches!(tb, Ty::Int(_) | Ty::Float);
-                if op.is_arith() {
+                if matches!(op, BinOp::Shl | BinOp::Shr) {
+                    let (x, y) = (self.expr(a), self.expr(b));
+                    self.int_op(*op, x, y, span)
+                } else if op.is_arith() {
                     if ints {
                         let (x, y) = (self.expr(a), self.expr(b));
                         self.int_op(*op, x, y, span)
@@ -118,7 +123,8 @@ impl Rs<'_> {
             ExprKind::Comprehension { var, iter, body } => {
                 let (start, stop) = (self.expr(&iter.start), self.expr(&iter.stop));
                 let step = iter.step.as_ref().map_or(quote!(1i64), |s| self.expr(s));
-                let range = fallible(span, quote!(::nki::__rt::list_range(#start, #stop, #step)));
+                let rev = iter.rev;
+                let range = fallible(span, quote!(::nki::__rt::list_range(#start, #stop, #step, #rev)));
                 let (p, v) = (self.pat(var), self.owned(body));
                 let (items, ctx) = (syn::Ident::new("items", Span::mixed_site()), &self.ctx);
                 let check = fallible(span, quote!(::nki::__rt::iteration(#ctx)));

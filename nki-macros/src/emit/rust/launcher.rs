@@ -116,7 +116,7 @@ pub fn default_value(d: &Expr, ty: &TypeAnn) -> TokenStream {
             quote!(#f)
         }
         ExprKind::Int(v) => quote!(#v),
-        ExprKind::Float(v) => quote!(#v),
+        ExprKind::Float(v) => super::float_tokens(*v),
         ExprKind::Bool(b) => quote!(#b),
         ExprKind::Str(s) => quote!(#s),
         ExprKind::None => quote!(::core::option::Option::None),

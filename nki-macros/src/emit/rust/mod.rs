@@ -207,9 +207,19 @@ fn member_tokens(p: &[String]) -> TokenStream {
     quote!(#(#segs)::*)
 }
 
+/// A trace-time float; the infinities have no literal.
+pub(super) fn float_tokens(v: f64) -> TokenStream {
+    match v {
+        f64::INFINITY => quote!(::core::f64::INFINITY),
+        f64::NEG_INFINITY => quote!(::core::f64::NEG_INFINITY),
+        v if v.is_nan() => quote!(::core::f64::NAN),
+        v => quote!(#v),
+    }
+}
+
 fn constant_tokens(p: &[String]) -> TokenStream {
     match lookup_constant(p) {
-        Some(Constant::Float(v)) => quote!(#v),
+        Some(Constant::Float(v)) => float_tokens(v),
         Some(Constant::Int(v)) => quote!(#v),
         _ => {
             let segs = p.iter().map(|s| format_ident!("{}", s));

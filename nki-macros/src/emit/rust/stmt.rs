@@ -142,7 +142,8 @@ impl Rs<'_> {
             Stmt::For { var, iter, body, span } => {
                 let (start, stop) = (self.bound(&iter.start), self.bound(&iter.stop));
                 let step = iter.step.as_ref().map_or(quote!(1i64), |s| self.expr(s));
-                let range = fallible(iter.span.start, quote!(::nki::__rt::range(#start, #stop, #step)));
+                let range = if iter.rev { quote!(range_rev) } else { quote!(range) };
+                let range = fallible(iter.span.start, quote!(::nki::__rt::#range(#start, #stop, #step)));
                 let p = self.pat(var);
                 let b = self.block(body, false);
                 // Every iteration checks whether the launch must stop (failure, deadline).
@@ -205,6 +206,8 @@ impl Rs<'_> {
                     return ::core::result::Result::Err(::nki::__rt::assertion(#message, ::core::file!(), ::core::line!()));
                 })
             }
+            Stmt::Jump(crate::ast::Jump::Break, span) => quote_spanned!(span.start=> break;),
+            Stmt::Jump(crate::ast::Jump::Continue, span) => quote_spanned!(span.start=> continue;),
             Stmt::Return(e, span) => {
                 let v = e.as_ref().map_or(quote!(()), |e| self.owned(e));
                 quote_spanned!(span.start=> return ::core::result::Result::Ok(#v);)
