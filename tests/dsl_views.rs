@@ -66,3 +66,27 @@ fn contiguity_and_indirection_flags_agree_with_the_numpy_executor() {
     let args = vec![vec![common::Arg::Tensor(vec![4, 5], vec![0.0; 20], Dtype::F32)]];
     assert_close("numpy flags", &common::run_numpy_ranks(&pkg, "contiguity", &args, 1, "fp32").swap_remove(0)[0], &want, 0.0, 0.0);
 }
+
+/// Every 8th row and 4th column of `x` `[128, 32]`, the rows stepped with the
+/// loop's spelling `(0..128).step_by(8)` and the columns with `0..32;4`.
+#[nki_kernel]
+pub fn stepped_view(x: Hbm) -> Hbm {
+    let t = nl::ndarray([16, 8], nl::float32);
+    nisa::dma_copy(t, x[s![(0..128).step_by(8), 0..32;4]]);
+    let out = nl::ndarray([16, 8], nl::float32, buffer = nl::shared_hbm);
+    nisa::dma_copy(out, t);
+    out
+}
+
+#[test]
+fn step_by_inside_s_is_a_stepped_slice() {
+    let xs = uniform(128 * 32, 7, -1.0, 1.0);
+    let want: Vec<f64> = (0..16).flat_map(|i| (0..8).map(move |j| (i * 8, j * 4))).map(|(r, c)| xs[r * 32 + c] as f32 as f64).collect();
+    let x = tensor(&[128, 32], &xs, Dtype::F32);
+    let got = stepped_view::Call::new(&x).launch(&Launch::new()).unwrap();
+    assert_close("emulated", &got.to_f32_vec(), &want, 0.0, 0.0);
+    let pkg = common::package_of("stepped_view_pkg", &[&stepped_view::INFO]);
+    let args = vec![vec![common::Arg::Tensor(vec![128, 32], xs, Dtype::F32)]];
+    assert_close("numpy", &common::run_numpy_ranks(&pkg, "stepped_view", &args, 1, "fp32").swap_remove(0)[0], &want, 0.0, 0.0);
+    assert!(stepped_view::NKI_SOURCE.contains("x[0:128:8, 0:32:4]"), "{}", stepped_view::NKI_SOURCE);
+}

@@ -401,9 +401,30 @@ fn parse_index(index: &syn::Expr, cx: &mut Parser<'_>) -> Vec<IndexItem> {
     vec![index_item(index, None, cx)]
 }
 
+/// `e` without the parentheses around it.
+fn strip_parens(e: &syn::Expr) -> &syn::Expr {
+    match e {
+        syn::Expr::Paren(p) => strip_parens(&p.expr),
+        other => other,
+    }
+}
+
 fn index_item(e: &syn::Expr, step: Option<&syn::Expr>, cx: &mut Parser<'_>) -> IndexItem {
     let span = expr_span(e);
     match e {
+        syn::Expr::Paren(p) => index_item(&p.expr, step, cx),
+        // `(a..b).step_by(s)`, the loop's spelling of `a..b;s`.
+        syn::Expr::MethodCall(m)
+            if m.method == "step_by" && m.args.len() == 1 && matches!(strip_parens(&m.receiver), syn::Expr::Range(_)) =>
+        {
+            if let Some(s) = step {
+                cx.error(s.span(), "this range already steps with `.step_by(..)`; give one step");
+            }
+            match index_item(strip_parens(&m.receiver), Some(&m.args[0]), cx) {
+                IndexItem::Range { start, stop, step, .. } => IndexItem::Range { start, stop, step, span },
+                other => other,
+            }
+        }
         syn::Expr::Range(r) => {
             let inclusive = matches!(r.limits, syn::RangeLimits::Closed(_));
             let stop = r.end.as_deref().map(|x| {
