@@ -56,7 +56,7 @@ pub use gather::{LocalGatherOpts, local_gather, nc_n_gather};
 pub use matmul::{NcMatmulOpts, NcTransposeOpts, nc_matmul, nc_transpose};
 pub use mx::{NcMatmulMxOpts, nc_matmul_mx, quantize_mx};
 pub use nonzero::{NonzeroOpts, nonzero_with_count};
-pub use operand::Operand;
+pub use operand::{AsOperand, Operand};
 pub use partition_reduce::tensor_partition_reduce;
 pub use predicated::{CopyPredicatedOpts, tensor_copy_predicated};
 pub(crate) use random::{RngState, dropout_into, fill_uniform, seed_vector_from};

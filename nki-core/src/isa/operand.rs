@@ -42,6 +42,38 @@ impl<'a> From<&'a Tensor> for Operand<'a> {
     }
 }
 
+/// A value that reads as an operand through a reference: what kernels pass
+/// where the macro cannot see the Rust type (a helper's result, a tile or a
+/// number).
+pub trait AsOperand {
+    /// The operand that reads `self`.
+    fn as_operand(&self) -> Operand<'_>;
+}
+
+impl AsOperand for Tensor {
+    fn as_operand(&self) -> Operand<'_> {
+        Operand::Tensor(self)
+    }
+}
+
+impl AsOperand for f64 {
+    fn as_operand(&self) -> Operand<'_> {
+        Operand::Scalar(*self)
+    }
+}
+
+impl AsOperand for i64 {
+    fn as_operand(&self) -> Operand<'_> {
+        Operand::Scalar(*self as f64)
+    }
+}
+
+impl<T: AsOperand + ?Sized> AsOperand for &T {
+    fn as_operand(&self) -> Operand<'_> {
+        (**self).as_operand()
+    }
+}
+
 /// The values of an operand for a tile of `np` partitions.
 #[derive(Clone, Debug)]
 pub(crate) enum Column {

@@ -8,6 +8,11 @@ impl Rs<'_> {
         let t = self.info.ty(e).clone();
         match kind {
             Kind::Tensor(_) | Kind::Register | Kind::ReplicaGroup => self.by_ref(e),
+            // A helper's result may be a tile or a number: borrowed either way.
+            Kind::Operand if matches!(t, Ty::Opaque) => {
+                let v = self.by_ref(e);
+                quote!(::nki::nisa::AsOperand::as_operand(#v))
+            }
             Kind::Operand => {
                 let v = if t.is_tensor() { self.by_ref(e) } else { self.expr(e) };
                 quote!(::nki::nisa::Operand::from(#v))
