@@ -63,7 +63,7 @@ fn parse_node(e: &syn::Expr, span: Spn, cx: &mut Parser<'_>) -> Expr {
         }
         syn::Expr::Binary(b) => {
             let Some(op) = bin_op(&b.op) else {
-                cx.error(b.op.span(), "this operator is not supported in kernel expressions (use + - * / % == != < <= > >= && ||; compound assignment only as a statement)");
+                cx.error(b.op.span(), "this operator is not supported in kernel expressions (use + - * / % << >> == != < <= > >= && ||; compound assignment only as a statement)");
                 return invalid(span);
             };
             ExprKind::Binary(op, Box::new(parse_expr(&b.left, cx)), Box::new(parse_expr(&b.right, cx)))
