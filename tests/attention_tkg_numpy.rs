@@ -51,8 +51,12 @@ fn emitted_package_passes_the_check_and_keeps_the_library_parameters() {
         "out_in_sb: bool = False",
     ];
     let class = src.split("class AttnTKGConfig(nl.NKIObject):").nth(1).expect("the dataclass is emitted");
-    let declared: Vec<&str> =
-        class.lines().map(str::trim).take_while(|l| !l.starts_with("def ")).filter(|l| !l.starts_with('"') && l.contains(": ")).collect();
+    let declared: Vec<&str> = class
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with("def ") && !l.starts_with('@'))
+        .filter(|l| !l.starts_with('"') && l.contains(": "))
+        .collect();
     assert_eq!(declared, fields);
     let init = std::fs::read_to_string(package().join("__init__.py")).expect("the package holds __init__.py");
     assert!(init.contains("from .attention_tkg import AttnTKGConfig\n"), "callers import the configuration:\n{init}");

@@ -108,16 +108,80 @@ pub mod decode {
         pub out_in_sb: bool,
     }
 
+    /// The call's HBM tensors: the inputs as given, the output as allocated.
+    #[nki_object]
+    pub struct AttnTensors {
+        /// Queries, `(d, bs·q_head·s_active)`.
+        pub q: Tensor,
+        /// Active keys, `(d, bs·s_active)`.
+        pub k_active: Tensor,
+        /// Active values, `(bs, 1, s_active, d)`.
+        pub v_active: Tensor,
+        /// The key cache.
+        pub k_prior: Tensor,
+        /// The value cache.
+        pub v_prior: Tensor,
+        /// The uint8 mask, `(curr_sprior, bs, q_head, s_active)`.
+        pub mask: Tensor,
+        /// A sink logit per head.
+        pub sink: Option<Tensor>,
+        /// The output, `(bs, q_head, d, s_active)`.
+        pub out: Tensor,
+    }
+
+    /// The library's `AttnTileParams` for this kernel: the shapes every phase reads.
+    #[nki_object]
+    pub struct AttnTileParams {
+        /// Query heads sharing the KV head.
+        pub q_head: i64,
+        /// Active tokens per sequence.
+        pub s_active: i64,
+        /// Cache positions in use (the keys attended to).
+        pub curr_sprior: i64,
+        /// Head dimension.
+        pub d_head: i64,
+        /// Query columns of one batch (`q_head · s_active`): the partitions of every score tile.
+        pub n_cols: i64,
+        /// The first active key: keys below it come from the cache tensors.
+        pub split: i64,
+        /// `k_prior` is `(B+, 1, full_sprior, d)` and is transposed while loading.
+        pub tp_k_prior: bool,
+    }
+
+    /// The library's `FATileContext`: one flash-attention tile of keys.
+    #[nki_object]
+    pub struct FATileContext {
+        /// Its first key.
+        pub tile_start: i64,
+        /// Its keys (at most `FA_TILE_SIZE`).
+        pub tile_len: i64,
+    }
+
+    /// The library's `AttnInternalBuffers` of one batch: the queries and the running state.
+    #[nki_object]
+    pub struct AttnInternalBuffers {
+        /// The batch.
+        pub batch_id: i64,
+        /// Queries, `(d, n_cols)` bf16: the stationary side of every QK matmul.
+        pub q_sb: Tensor,
+        /// Running negated max per query column.
+        pub running_negmax: Tensor,
+        /// Running row sum per query column.
+        pub running_sum: Tensor,
+        /// The unnormalised output, `(n_cols, d)` fp32.
+        pub acc: Tensor,
+    }
+
     /// Loads keys `[k0, k0 + cols)` of batch `b` of the cache sequence (prior up to
     /// `split`, then the active keys) as columns of the `(d, cols)` tile `dst`.
     #[nki_helper]
-    #[allow(clippy::too_many_arguments)]
-    fn load_keys(dst: Sbuf, k_prior: Hbm, k_active: Hbm, b: i64, k0: i64, cols: i64, split: i64, s_a: i64, tp_k_prior: bool) {
-        let d = dst.shape()[0];
+    fn load_keys(dst: Sbuf, atp: AttnTileParams, io: AttnTensors, b: i64, k0: i64, cols: i64) {
+        let (d, split, s_a) = (atp.d_head, atp.split, atp.s_active);
+        let (k_prior, k_active) = (io.k_prior, io.k_active);
         let prior_end = (k0 + cols).min(split);
         if prior_end > k0 {
             let n = prior_end - k0;
-            if tp_k_prior {
+            if atp.tp_k_prior {
                 // `(s_prior, d)` rows read transposed: partition = head dim, free = key.
                 let s_full = k_prior.shape()[2];
                 nisa::dma_copy(dst[s![.., 0..n]], k_prior.ap([[1, d], [d, n]], offset = (b * s_full + k0) * d));
@@ -134,14 +198,15 @@ pub mod decode {
     /// Loads values `[k0, k0 + rows)` of batch `b` (prior up to `split`, then active)
     /// as rows of the `(P_MAX, d)` tile `dst`.
     #[nki_helper]
-    fn load_values(dst: Sbuf, v_prior: Hbm, v_active: Hbm, b: i64, k0: i64, rows: i64, split: i64) {
+    fn load_values(dst: Sbuf, atp: AttnTileParams, io: AttnTensors, b: i64, k0: i64, rows: i64) {
+        let split = atp.split;
         let prior_end = (k0 + rows).min(split);
         if prior_end > k0 {
-            nisa::dma_copy(dst[s![0..prior_end - k0, ..]], v_prior[s![b, 0, k0..prior_end, ..]]);
+            nisa::dma_copy(dst[s![0..prior_end - k0, ..]], io.v_prior[s![b, 0, k0..prior_end, ..]]);
         }
         let a0 = k0.max(split);
         if k0 + rows > a0 {
-            nisa::dma_copy(dst[s![a0 - k0..rows, ..]], v_active[s![b, 0, a0 - split..k0 + rows - split, ..]]);
+            nisa::dma_copy(dst[s![a0 - k0..rows, ..]], io.v_active[s![b, 0, a0 - split..k0 + rows - split, ..]]);
         }
     }
 
@@ -159,23 +224,38 @@ pub mod decode {
         col
     }
 
-    /// Masked scores of keys `[f0, f0 + width)` of batch `b`: `(n, width)` fp32, the
-    /// raw `q·k` where the mask is nonzero and `FLOAT32_MIN` elsewhere.
+    /// The library's `_allocate_fa_buffers` and `_prep_sink` for batch `b`: the
+    /// queries loaded, the running statistics started — the negated max at `-sink`
+    /// (so the sum starts at `exp(sink - sink) = 1`) or at `+FLOAT32_MAX` (sum 0,
+    /// and the first correction `exp(-inf) = 0`) — and the output at zero.
     #[nki_helper]
-    #[allow(clippy::too_many_arguments)]
-    fn masked_scores(
-        q_sb: Sbuf,
-        k_prior: Hbm,
-        k_active: Hbm,
-        mask: Hbm,
-        b: i64,
-        f0: i64,
-        width: i64,
-        split: i64,
-        s_a: i64,
-        tp_k_prior: bool,
-    ) -> Sbuf {
-        let [d, n] = q_sb.shape();
+    fn allocate_fa_buffers(atp: AttnTileParams, io: AttnTensors, b: i64) -> AttnInternalBuffers {
+        let (n, d) = (atp.n_cols, atp.d_head);
+        let q_sb = nl::ndarray([d, n], nl::bfloat16, buffer = nl::sbuf);
+        nisa::dma_copy(q_sb, io.q[s![.., b * n..(b + 1) * n]]);
+        let run_negmax = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
+        let run_sum = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
+        let sink = io.sink;
+        if let Some(sk) = sink {
+            let sc: Sbuf = sink_column(sk, atp.q_head, atp.s_active);
+            nisa::tensor_scalar(run_negmax, sc, nl::multiply, -1.0);
+            nisa::memset(run_sum, 1.0);
+        } else {
+            nisa::memset(run_negmax, f32::MAX);
+            nisa::memset(run_sum, 0.0);
+        }
+        let acc = nl::ndarray([n, d], nl::float32, buffer = nl::sbuf);
+        nisa::memset(acc, 0.0);
+        AttnInternalBuffers { batch_id: b, q_sb, running_negmax: run_negmax, running_sum: run_sum, acc }
+    }
+
+    /// The library's `_compute_qk_matmul` with `_load_mask`: the scores of the FA
+    /// tile's keys, `(n, tile_len)` fp32, the raw `q·k` where the mask is nonzero and
+    /// `FLOAT32_MIN` elsewhere, per `MM1_KEYS` keys.
+    #[nki_helper]
+    fn compute_qk_matmul(atp: AttnTileParams, io: AttnTensors, bufs: AttnInternalBuffers, fa: FATileContext) -> Sbuf {
+        let (d, n, b, width, f0) = (atp.d_head, atp.n_cols, bufs.batch_id, fa.tile_len, fa.tile_start);
+        let mask = io.mask;
         let bs = mask.shape()[1];
         let masked = nl::ndarray([n, width], nl::float32, buffer = nl::sbuf);
         nisa::memset(masked, f32::MIN);
@@ -183,9 +263,9 @@ pub mod decode {
             let c0 = c * MM1_KEYS;
             let cols = (width - c0).min(MM1_KEYS);
             let k_sb = nl::ndarray([d, MM1_KEYS], nl::bfloat16, buffer = nl::sbuf);
-            load_keys(k_sb, k_prior, k_active, b, f0 + c0, cols, split, s_a, tp_k_prior);
+            load_keys(k_sb, atp, io, b, f0 + c0, cols);
             let scores = nl::ndarray([n, MM1_KEYS], nl::float32, buffer = nl::psum);
-            nisa::nc_matmul(scores[s![.., 0..cols]], q_sb, k_sb[s![.., 0..cols]]);
+            nisa::nc_matmul(scores[s![.., 0..cols]], bufs.q_sb, k_sb[s![.., 0..cols]]);
             // mask[key, b, h, t] for column p = h·s_a + t: partition stride 1, key stride bs·n.
             let visible = nl::ndarray([n, MM1_KEYS], mask.dtype(), buffer = nl::sbuf);
             nisa::dma_copy(visible[s![.., 0..cols]], mask.ap([[1, n], [bs * n, cols]], offset = (f0 + c0) * bs * n + b * n));
@@ -194,13 +274,65 @@ pub mod decode {
         masked
     }
 
-    /// `Σ_j p[:, j] · v[j, :]` over keys `[f0, f0 + width)` of batch `b`: the bf16
-    /// probabilities `(n, width)` PE-transposed per [`P_MAX`] keys and multiplied with the
-    /// value rows, accumulated in PSUM per [`PV_GROUP_KEYS`] keys. Returns `(n, d)` fp32.
+    /// The library's `_fa_update_running_max` and `_fa_update_correction_factor`: the
+    /// tile's negated max merged into the running one, and the correction
+    /// `exp(max_old - max_new)` of the state so far. Returns `(new_negmax, correction)`.
     #[nki_helper]
-    #[allow(clippy::too_many_arguments)]
-    fn probs_times_values(probs: Sbuf, v_prior: Hbm, v_active: Hbm, b: i64, f0: i64, width: i64, split: i64, d: i64) -> Sbuf {
-        let n = probs.shape()[0];
+    fn fa_update_running_max(atp: AttnTileParams, bufs: AttnInternalBuffers, masked: Sbuf) -> (Sbuf, Sbuf) {
+        let n = atp.n_cols;
+        let tile_negmax = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
+        nisa::tensor_reduce(tile_negmax, nl::maximum, masked, 1, negate = true);
+        let new_negmax = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
+        nisa::tensor_tensor(new_negmax, bufs.running_negmax, tile_negmax, nl::minimum);
+        let corr = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
+        nisa::tensor_tensor(corr, new_negmax, bufs.running_negmax, nl::subtract);
+        nisa::activation(corr, nl::exp, corr);
+        (new_negmax, corr)
+    }
+
+    /// The library's `_compute_exp_qk` and `_fa_update_running_sum`: `exp(s - max)`
+    /// in bf16 with fp32 row sums per QK tile, the running sum corrected and
+    /// increased by the tile's. Returns the probabilities, `(n, tile_len)`.
+    #[nki_helper]
+    fn compute_exp_qk(
+        atp: AttnTileParams,
+        bufs: AttnInternalBuffers,
+        fa: FATileContext,
+        masked: Sbuf,
+        new_negmax: Sbuf,
+        corr: Sbuf,
+    ) -> Sbuf {
+        let (n, width) = (atp.n_cols, fa.tile_len);
+        let chunks = (width + MM1_KEYS - 1) / MM1_KEYS;
+        let probs = nl::ndarray([n, width], nl::bfloat16, buffer = nl::sbuf);
+        let part_sum = nl::ndarray([n, chunks], nl::float32, buffer = nl::sbuf);
+        for c in 0..chunks {
+            let c0 = c * MM1_KEYS;
+            let cols = (width - c0).min(MM1_KEYS);
+            nisa::activation_reduce(
+                probs[s![.., c0..c0 + cols]],
+                nl::exp,
+                masked[s![.., c0..c0 + cols]],
+                nl::add,
+                part_sum[s![.., c..c + 1]],
+                bias = new_negmax,
+            );
+        }
+        let tile_sum = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
+        nisa::tensor_reduce(tile_sum, nl::add, part_sum, 1);
+        let run_sum = bufs.running_sum;
+        nisa::tensor_scalar(run_sum, run_sum, nl::multiply, corr);
+        nisa::tensor_tensor(run_sum, run_sum, tile_sum, nl::add);
+        probs
+    }
+
+    /// The library's `_compute_pv_matmul`: `Σ_j p[:, j] · v[j, :]` over the FA tile's
+    /// keys, the bf16 probabilities PE-transposed per [`P_MAX`] keys and multiplied
+    /// with the value rows, accumulated in PSUM per [`PV_GROUP_KEYS`] keys. Returns
+    /// `(n, d)` fp32.
+    #[nki_helper]
+    fn compute_pv_matmul(atp: AttnTileParams, io: AttnTensors, bufs: AttnInternalBuffers, fa: FATileContext, probs: Sbuf) -> Sbuf {
+        let (n, d, width) = (atp.n_cols, atp.d_head, fa.tile_len);
         let pv = nl::ndarray([n, d], nl::float32, buffer = nl::sbuf);
         nisa::memset(pv, 0.0);
         for g in 0..(width + PV_GROUP_KEYS - 1) / PV_GROUP_KEYS {
@@ -215,7 +347,7 @@ pub mod decode {
                 let p_t = nl::ndarray([P_MAX, n], nl::bfloat16, buffer = nl::sbuf);
                 nisa::tensor_copy(p_t[s![0..rows, ..]], flipped[s![0..rows, ..]]);
                 let v_sb = nl::ndarray([P_MAX, d], nl::bfloat16, buffer = nl::sbuf);
-                load_values(v_sb, v_prior, v_active, b, f0 + c0, rows, split);
+                load_values(v_sb, atp, io, bufs.batch_id, fa.tile_start + c0, rows);
                 nisa::nc_matmul(acc, p_t[s![0..rows, ..]], v_sb[s![0..rows, ..]]);
             }
             nisa::tensor_tensor(pv, pv, acc, nl::add);
@@ -223,97 +355,48 @@ pub mod decode {
         pv
     }
 
-    /// Decode attention of batch `b`: the flash-attention loop over the cache and
-    /// the normalised output stored into `out`.
+    /// The library's `_fa_accumulate_output`: the output so far times the correction
+    /// plus this tile's PV; the tile's max becomes the running one.
     #[nki_helper]
-    #[allow(clippy::too_many_arguments)]
-    fn attend_batch(
-        q: Hbm,
-        k_active: Hbm,
-        v_active: Hbm,
-        k_prior: Hbm,
-        v_prior: Hbm,
-        mask: Hbm,
-        sink: Option<Hbm>,
-        out: Hbm,
-        b: i64,
-        q_head: i64,
-        s_a: i64,
-        s_kv: i64,
-        d: i64,
-        tp_k_prior: bool,
-    ) {
-        let n = q_head * s_a;
-        let split = s_kv - s_a;
-        let q_sb = nl::ndarray([d, n], nl::bfloat16, buffer = nl::sbuf);
-        nisa::dma_copy(q_sb, q[s![.., b * n..(b + 1) * n]]);
+    fn fa_accumulate_output(bufs: AttnInternalBuffers, pv: Sbuf, new_negmax: Sbuf, corr: Sbuf) {
+        nisa::tensor_scalar(bufs.acc, bufs.acc, nl::multiply, corr);
+        nisa::tensor_tensor(bufs.acc, bufs.acc, pv, nl::add);
+        nisa::tensor_copy(bufs.running_negmax, new_negmax);
+    }
 
-        // Running statistics: the negated max starts at -sink (sum exp(sink - sink) = 1)
-        // or at +FLOAT32_MAX (sum 0, and the first correction exp(-inf) = 0).
-        let run_negmax = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
-        let run_sum = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
-        if let Some(sk) = sink {
-            let sc: Sbuf = sink_column(sk, q_head, s_a);
-            nisa::tensor_scalar(run_negmax, sc, nl::multiply, -1.0);
-            nisa::memset(run_sum, 1.0);
-        } else {
-            nisa::memset(run_negmax, f32::MAX);
-            nisa::memset(run_sum, 0.0);
-        }
-        let acc = nl::ndarray([n, d], nl::float32, buffer = nl::sbuf);
-        nisa::memset(acc, 0.0);
-
-        for f in 0..(s_kv + FA_TILE_SIZE - 1) / FA_TILE_SIZE {
-            let f0 = f * FA_TILE_SIZE;
-            let width = (s_kv - f0).min(FA_TILE_SIZE);
-            let masked: Sbuf = masked_scores(q_sb, k_prior, k_active, mask, b, f0, width, split, s_a, tp_k_prior);
-
-            // Max: the tile's (negated), the new running one, the correction of the old state.
-            let tile_negmax = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
-            nisa::tensor_reduce(tile_negmax, nl::maximum, masked, 1, negate = true);
-            let new_negmax = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
-            nisa::tensor_tensor(new_negmax, run_negmax, tile_negmax, nl::minimum);
-            let corr = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
-            nisa::tensor_tensor(corr, new_negmax, run_negmax, nl::subtract);
-            nisa::activation(corr, nl::exp, corr);
-
-            // exp(s - max) in bf16 with fp32 row sums per QK tile.
-            let chunks = (width + MM1_KEYS - 1) / MM1_KEYS;
-            let probs = nl::ndarray([n, width], nl::bfloat16, buffer = nl::sbuf);
-            let part_sum = nl::ndarray([n, chunks], nl::float32, buffer = nl::sbuf);
-            for c in 0..chunks {
-                let c0 = c * MM1_KEYS;
-                let cols = (width - c0).min(MM1_KEYS);
-                nisa::activation_reduce(
-                    probs[s![.., c0..c0 + cols]],
-                    nl::exp,
-                    masked[s![.., c0..c0 + cols]],
-                    nl::add,
-                    part_sum[s![.., c..c + 1]],
-                    bias = new_negmax,
-                );
-            }
-            let tile_sum = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
-            nisa::tensor_reduce(tile_sum, nl::add, part_sum, 1);
-            nisa::tensor_scalar(run_sum, run_sum, nl::multiply, corr);
-            nisa::tensor_tensor(run_sum, run_sum, tile_sum, nl::add);
-
-            let pv: Sbuf = probs_times_values(probs, v_prior, v_active, b, f0, width, split, d);
-            nisa::tensor_scalar(acc, acc, nl::multiply, corr);
-            nisa::tensor_tensor(acc, acc, pv, nl::add);
-            nisa::tensor_copy(run_negmax, new_negmax);
-        }
-
-        // Normalise and store head h's rows (h·s_a .. (h+1)·s_a) as out[b, h] = (d, s_a).
+    /// The library's `_fa_finalize_and_store`: the output divided by the running sum,
+    /// head `h`'s rows (`h·s_a .. (h+1)·s_a`) stored as `out[b, h]` = `(d, s_a)`.
+    #[nki_helper]
+    fn fa_finalize_and_store(atp: AttnTileParams, io: AttnTensors, bufs: AttnInternalBuffers) {
+        let (n, d, s_a, q_head, b) = (atp.n_cols, atp.d_head, atp.s_active, atp.q_head, bufs.batch_id);
+        let out = io.out;
         let recip = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
-        nisa::reciprocal(recip, run_sum);
+        nisa::reciprocal(recip, bufs.running_sum);
         let o_sb = nl::ndarray([n, d], out.dtype(), buffer = nl::sbuf);
-        nisa::tensor_scalar(o_sb, acc, nl::multiply, recip);
+        nisa::tensor_scalar(o_sb, bufs.acc, nl::multiply, recip);
         for h in 0..q_head {
             nisa::dma_copy(out.ap([[1, s_a], [s_a, d]], offset = (b * q_head + h) * d * s_a), o_sb[s![h * s_a..(h + 1) * s_a, ..]]);
         }
     }
 
+    /// Decode attention of batch `b`: the flash-attention loop over the cache, one
+    /// [`FATileContext`] of at most `FA_TILE_SIZE` keys at a time, then the
+    /// normalised output.
+    #[nki_helper]
+    fn attention_tkg_batch(atp: AttnTileParams, io: AttnTensors, b: i64) {
+        let s_kv = atp.curr_sprior;
+        let bufs: AttnInternalBuffers = allocate_fa_buffers(atp, io, b);
+        for f in 0..(s_kv + FA_TILE_SIZE - 1) / FA_TILE_SIZE {
+            let f0 = f * FA_TILE_SIZE;
+            let fa = FATileContext { tile_start: f0, tile_len: (s_kv - f0).min(FA_TILE_SIZE) };
+            let masked: Sbuf = compute_qk_matmul(atp, io, bufs, fa);
+            let (new_negmax, corr): (Sbuf, Sbuf) = fa_update_running_max(atp, bufs, masked);
+            let probs: Sbuf = compute_exp_qk(atp, bufs, fa, masked, new_negmax, corr);
+            let pv: Sbuf = compute_pv_matmul(atp, io, bufs, fa, probs);
+            fa_accumulate_output(bufs, pv, new_negmax, corr);
+        }
+        fa_finalize_and_store(atp, io, bufs);
+    }
     /// Token-generation attention over a flat KV cache: the library's
     /// `attention_tkg` with its `AttnTKGConfig` bundle, without fused RoPE, block KV,
     /// in-kernel masks or in-SBUF outputs (each refused by name when asked for).
@@ -327,7 +410,6 @@ pub mod decode {
     /// argument; the library's `sbm` SBUF allocator has no counterpart: the kernel
     /// allocates its own tiles).
     #[nki_kernel]
-    #[allow(clippy::too_many_arguments)]
     pub fn attention_tkg(
         #[dtypes(float32, bfloat16, float16)] q: Hbm,
         #[dtypes(float32, bfloat16, float16)] k_active: Hbm,
@@ -423,8 +505,10 @@ pub mod decode {
         let grid = nl::program_ndim() == 1;
         let shard = if grid { nl::program_id(0) } else { 0 };
         let shards = if grid { nl::num_programs(0) } else { 1 };
+        let io = AttnTensors { q, k_active, v_active, k_prior, v_prior, mask, sink, out };
+        let atp = AttnTileParams { q_head, s_active, curr_sprior, d_head, n_cols: n, split: curr_sprior - s_active, tp_k_prior };
         for b in (shard..bs).step_by(shards) {
-            attend_batch(q, k_active, v_active, k_prior, v_prior, mask, sink, out, b, q_head, s_active, curr_sprior, d_head, tp_k_prior);
+            attention_tkg_batch(atp, io, b);
         }
         out
     }

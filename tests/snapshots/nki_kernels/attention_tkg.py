@@ -67,6 +67,74 @@ class AttnTKGConfig(nl.NKIObject):
     "out kept in SBUF; not implemented (out is returned in HBM)."
 
 
+@dataclass
+class AttnTensors(nl.NKIObject):
+    """The call's HBM tensors: the inputs as given, the output as allocated."""
+
+    q: object
+    "Queries, `(d, bs·q_head·s_active)`."
+    k_active: object
+    "Active keys, `(d, bs·s_active)`."
+    v_active: object
+    "Active values, `(bs, 1, s_active, d)`."
+    k_prior: object
+    "The key cache."
+    v_prior: object
+    "The value cache."
+    mask: object
+    "The uint8 mask, `(curr_sprior, bs, q_head, s_active)`."
+    sink: object
+    "A sink logit per head."
+    out: object
+    "The output, `(bs, q_head, d, s_active)`."
+
+
+@dataclass
+class AttnTileParams(nl.NKIObject):
+    """The library's `AttnTileParams` for this kernel: the shapes every phase reads."""
+
+    q_head: int
+    "Query heads sharing the KV head."
+    s_active: int
+    "Active tokens per sequence."
+    curr_sprior: int
+    "Cache positions in use (the keys attended to)."
+    d_head: int
+    "Head dimension."
+    n_cols: int
+    "Query columns of one batch (`q_head · s_active`): the partitions of every score tile."
+    split: int
+    "The first active key: keys below it come from the cache tensors."
+    tp_k_prior: bool
+    "`k_prior` is `(B+, 1, full_sprior, d)` and is transposed while loading."
+
+
+@dataclass
+class FATileContext(nl.NKIObject):
+    """The library's `FATileContext`: one flash-attention tile of keys."""
+
+    tile_start: int
+    "Its first key."
+    tile_len: int
+    "Its keys (at most `FA_TILE_SIZE`)."
+
+
+@dataclass
+class AttnInternalBuffers(nl.NKIObject):
+    """The library's `AttnInternalBuffers` of one batch: the queries and the running state."""
+
+    batch_id: int
+    "The batch."
+    q_sb: object
+    "Queries, `(d, n_cols)` bf16: the stationary side of every QK matmul."
+    running_negmax: object
+    "Running negated max per query column."
+    running_sum: object
+    "Running row sum per query column."
+    acc: object
+    "The unnormalised output, `(n_cols, d)` fp32."
+
+
 def sink_column(sink, q_head, s_a):
     """The sink logit of each query column (`sink[h]` for the `s_a` columns of head
     `h`) as an `(n, 1)` fp32 column.
@@ -79,15 +147,41 @@ def sink_column(sink, q_head, s_a):
     return col
 
 
-def load_keys(dst, k_prior, k_active, b, k0, cols, split, s_a, tp_k_prior):
+def allocate_fa_buffers(atp, io, b):
+    """The library's `_allocate_fa_buffers` and `_prep_sink` for batch `b`: the
+    queries loaded, the running statistics started — the negated max at `-sink`
+    (so the sum starts at `exp(sink - sink) = 1`) or at `+FLOAT32_MAX` (sum 0,
+    and the first correction `exp(-inf) = 0`) — and the output at zero.
+    """
+    n, d = (atp.n_cols, atp.d_head)
+    q_sb = nl.ndarray(shape=(d, n), dtype=nl.bfloat16, buffer=nl.sbuf)
+    nisa.dma_copy(dst=q_sb, src=io.q[:, b * n:(b + 1) * n])
+    run_negmax = nl.ndarray(shape=(n, 1), dtype=nl.float32, buffer=nl.sbuf)
+    run_sum = nl.ndarray(shape=(n, 1), dtype=nl.float32, buffer=nl.sbuf)
+    sink = io.sink
+    if sink is not None:
+        sk = sink
+        sc = sink_column(sk, atp.q_head, atp.s_active)
+        nisa.tensor_scalar(dst=run_negmax, data=sc, op0=nl.multiply, operand0=-1.0)
+        nisa.memset(dst=run_sum, value=1.0)
+    else:
+        nisa.memset(dst=run_negmax, value=3.4028234663852886e38)
+        nisa.memset(dst=run_sum, value=0.0)
+    acc = nl.ndarray(shape=(n, d), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=acc, value=0.0)
+    return AttnInternalBuffers(batch_id=b, q_sb=q_sb, running_negmax=run_negmax, running_sum=run_sum, acc=acc)
+
+
+def load_keys(dst, atp, io, b, k0, cols):
     """Loads keys `[k0, k0 + cols)` of batch `b` of the cache sequence (prior up to
     `split`, then the active keys) as columns of the `(d, cols)` tile `dst`.
     """
-    d = dst.shape[0]
+    d, split, s_a = (atp.d_head, atp.split, atp.s_active)
+    k_prior, k_active = (io.k_prior, io.k_active)
     prior_end = min(k0 + cols, split)
     if prior_end > k0:
         n = prior_end - k0
-        if tp_k_prior:
+        if atp.tp_k_prior:
             s_full = k_prior.shape[2]
             nisa.dma_copy(dst=dst[:, 0:n], src=k_prior.ap(pattern=[[1, d], [d, n]], offset=(b * s_full + k0) * d))
         else:
@@ -97,11 +191,13 @@ def load_keys(dst, k_prior, k_active, b, k0, cols, split, s_a, tp_k_prior):
         nisa.dma_copy(dst=dst[:, a0 - k0:cols], src=k_active[:, b * s_a + a0 - split:b * s_a + k0 + cols - split])
 
 
-def masked_scores(q_sb, k_prior, k_active, mask, b, f0, width, split, s_a, tp_k_prior):
-    """Masked scores of keys `[f0, f0 + width)` of batch `b`: `(n, width)` fp32, the
-    raw `q·k` where the mask is nonzero and `FLOAT32_MIN` elsewhere.
+def compute_qk_matmul(atp, io, bufs, fa):
+    """The library's `_compute_qk_matmul` with `_load_mask`: the scores of the FA
+    tile's keys, `(n, tile_len)` fp32, the raw `q·k` where the mask is nonzero and
+    `FLOAT32_MIN` elsewhere, per `MM1_KEYS` keys.
     """
-    d, n = q_sb.shape
+    d, n, b, width, f0 = (atp.d_head, atp.n_cols, bufs.batch_id, fa.tile_len, fa.tile_start)
+    mask = io.mask
     bs = mask.shape[1]
     masked = nl.ndarray(shape=(n, width), dtype=nl.float32, buffer=nl.sbuf)
     nisa.memset(dst=masked, value=-3.4028234663852886e38)
@@ -109,33 +205,72 @@ def masked_scores(q_sb, k_prior, k_active, mask, b, f0, width, split, s_a, tp_k_
         c0 = c * MM1_KEYS
         cols = min(width - c0, MM1_KEYS)
         k_sb = nl.ndarray(shape=(d, MM1_KEYS), dtype=nl.bfloat16, buffer=nl.sbuf)
-        load_keys(k_sb, k_prior, k_active, b, f0 + c0, cols, split, s_a, tp_k_prior)
+        load_keys(k_sb, atp, io, b, f0 + c0, cols)
         scores = nl.ndarray(shape=(n, MM1_KEYS), dtype=nl.float32, buffer=nl.psum)
-        nisa.nc_matmul(dst=scores[:, 0:cols], stationary=q_sb, moving=k_sb[:, 0:cols])
+        nisa.nc_matmul(dst=scores[:, 0:cols], stationary=bufs.q_sb, moving=k_sb[:, 0:cols])
         visible = nl.ndarray(shape=(n, MM1_KEYS), dtype=mask.dtype, buffer=nl.sbuf)
         nisa.dma_copy(dst=visible[:, 0:cols], src=mask.ap(pattern=[[1, n], [bs * n, cols]], offset=(f0 + c0) * bs * n + b * n))
         nisa.tensor_copy_predicated(dst=masked[:, c0:c0 + cols], src=scores[:, 0:cols], predicate=visible[:, 0:cols])
     return masked
 
 
-def load_values(dst, v_prior, v_active, b, k0, rows, split):
+def fa_update_running_max(atp, bufs, masked):
+    """The library's `_fa_update_running_max` and `_fa_update_correction_factor`: the
+    tile's negated max merged into the running one, and the correction
+    `exp(max_old - max_new)` of the state so far. Returns `(new_negmax, correction)`.
+    """
+    n = atp.n_cols
+    tile_negmax = nl.ndarray(shape=(n, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_reduce(dst=tile_negmax, op=nl.maximum, data=masked, axis=1, negate=True)
+    new_negmax = nl.ndarray(shape=(n, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=new_negmax, data1=bufs.running_negmax, data2=tile_negmax, op=nl.minimum)
+    corr = nl.ndarray(shape=(n, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=corr, data1=new_negmax, data2=bufs.running_negmax, op=nl.subtract)
+    nisa.activation(dst=corr, op=nl.exp, data=corr)
+    return (new_negmax, corr)
+
+
+def compute_exp_qk(atp, bufs, fa, masked, new_negmax, corr):
+    """The library's `_compute_exp_qk` and `_fa_update_running_sum`: `exp(s - max)`
+    in bf16 with fp32 row sums per QK tile, the running sum corrected and
+    increased by the tile's. Returns the probabilities, `(n, tile_len)`.
+    """
+    n, width = (atp.n_cols, fa.tile_len)
+    chunks = (width + MM1_KEYS - 1) // MM1_KEYS
+    probs = nl.ndarray(shape=(n, width), dtype=nl.bfloat16, buffer=nl.sbuf)
+    part_sum = nl.ndarray(shape=(n, chunks), dtype=nl.float32, buffer=nl.sbuf)
+    for c in range(chunks):
+        c0 = c * MM1_KEYS
+        cols = min(width - c0, MM1_KEYS)
+        nisa.activation_reduce(dst=probs[:, c0:c0 + cols], op=nl.exp, data=masked[:, c0:c0 + cols], reduce_op=nl.add, reduce_res=part_sum[:, c:c + 1], bias=new_negmax)
+    tile_sum = nl.ndarray(shape=(n, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_reduce(dst=tile_sum, op=nl.add, data=part_sum, axis=1)
+    run_sum = bufs.running_sum
+    nisa.tensor_scalar(dst=run_sum, data=run_sum, op0=nl.multiply, operand0=corr)
+    nisa.tensor_tensor(dst=run_sum, data1=run_sum, data2=tile_sum, op=nl.add)
+    return probs
+
+
+def load_values(dst, atp, io, b, k0, rows):
     """Loads values `[k0, k0 + rows)` of batch `b` (prior up to `split`, then active)
     as rows of the `(P_MAX, d)` tile `dst`.
     """
+    split = atp.split
     prior_end = min(k0 + rows, split)
     if prior_end > k0:
-        nisa.dma_copy(dst=dst[0:prior_end - k0, :], src=v_prior[b, 0, k0:prior_end, :])
+        nisa.dma_copy(dst=dst[0:prior_end - k0, :], src=io.v_prior[b, 0, k0:prior_end, :])
     a0 = max(k0, split)
     if k0 + rows > a0:
-        nisa.dma_copy(dst=dst[a0 - k0:rows, :], src=v_active[b, 0, a0 - split:k0 + rows - split, :])
+        nisa.dma_copy(dst=dst[a0 - k0:rows, :], src=io.v_active[b, 0, a0 - split:k0 + rows - split, :])
 
 
-def probs_times_values(probs, v_prior, v_active, b, f0, width, split, d):
-    """`Σ_j p[:, j] · v[j, :]` over keys `[f0, f0 + width)` of batch `b`: the bf16
-    probabilities `(n, width)` PE-transposed per [`P_MAX`] keys and multiplied with the
-    value rows, accumulated in PSUM per [`PV_GROUP_KEYS`] keys. Returns `(n, d)` fp32.
+def compute_pv_matmul(atp, io, bufs, fa, probs):
+    """The library's `_compute_pv_matmul`: `Σ_j p[:, j] · v[j, :]` over the FA tile's
+    keys, the bf16 probabilities PE-transposed per [`P_MAX`] keys and multiplied
+    with the value rows, accumulated in PSUM per [`PV_GROUP_KEYS`] keys. Returns
+    `(n, d)` fp32.
     """
-    n = probs.shape[0]
+    n, d, width = (atp.n_cols, atp.d_head, fa.tile_len)
     pv = nl.ndarray(shape=(n, d), dtype=nl.float32, buffer=nl.sbuf)
     nisa.memset(dst=pv, value=0.0)
     for g in range((width + PV_GROUP_KEYS - 1) // PV_GROUP_KEYS):
@@ -150,64 +285,51 @@ def probs_times_values(probs, v_prior, v_active, b, f0, width, split, d):
             p_t = nl.ndarray(shape=(P_MAX, n), dtype=nl.bfloat16, buffer=nl.sbuf)
             nisa.tensor_copy(dst=p_t[0:rows, :], src=flipped[0:rows, :])
             v_sb = nl.ndarray(shape=(P_MAX, d), dtype=nl.bfloat16, buffer=nl.sbuf)
-            load_values(v_sb, v_prior, v_active, b, f0 + c0, rows, split)
+            load_values(v_sb, atp, io, bufs.batch_id, fa.tile_start + c0, rows)
             nisa.nc_matmul(dst=acc, stationary=p_t[0:rows, :], moving=v_sb[0:rows, :])
         nisa.tensor_tensor(dst=pv, data1=pv, data2=acc, op=nl.add)
     return pv
 
 
-def attend_batch(q, k_active, v_active, k_prior, v_prior, mask, sink, out, b, q_head, s_a, s_kv, d, tp_k_prior):
-    """Decode attention of batch `b`: the flash-attention loop over the cache and
-    the normalised output stored into `out`.
+def fa_accumulate_output(bufs, pv, new_negmax, corr):
+    """The library's `_fa_accumulate_output`: the output so far times the correction
+    plus this tile's PV; the tile's max becomes the running one.
     """
-    n = q_head * s_a
-    split = s_kv - s_a
-    q_sb = nl.ndarray(shape=(d, n), dtype=nl.bfloat16, buffer=nl.sbuf)
-    nisa.dma_copy(dst=q_sb, src=q[:, b * n:(b + 1) * n])
-    run_negmax = nl.ndarray(shape=(n, 1), dtype=nl.float32, buffer=nl.sbuf)
-    run_sum = nl.ndarray(shape=(n, 1), dtype=nl.float32, buffer=nl.sbuf)
-    if sink is not None:
-        sk = sink
-        sc = sink_column(sk, q_head, s_a)
-        nisa.tensor_scalar(dst=run_negmax, data=sc, op0=nl.multiply, operand0=-1.0)
-        nisa.memset(dst=run_sum, value=1.0)
-    else:
-        nisa.memset(dst=run_negmax, value=3.4028234663852886e38)
-        nisa.memset(dst=run_sum, value=0.0)
-    acc = nl.ndarray(shape=(n, d), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.memset(dst=acc, value=0.0)
-    for f in range((s_kv + FA_TILE_SIZE - 1) // FA_TILE_SIZE):
-        f0 = f * FA_TILE_SIZE
-        width = min(s_kv - f0, FA_TILE_SIZE)
-        masked = masked_scores(q_sb, k_prior, k_active, mask, b, f0, width, split, s_a, tp_k_prior)
-        tile_negmax = nl.ndarray(shape=(n, 1), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_reduce(dst=tile_negmax, op=nl.maximum, data=masked, axis=1, negate=True)
-        new_negmax = nl.ndarray(shape=(n, 1), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_tensor(dst=new_negmax, data1=run_negmax, data2=tile_negmax, op=nl.minimum)
-        corr = nl.ndarray(shape=(n, 1), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_tensor(dst=corr, data1=new_negmax, data2=run_negmax, op=nl.subtract)
-        nisa.activation(dst=corr, op=nl.exp, data=corr)
-        chunks = (width + MM1_KEYS - 1) // MM1_KEYS
-        probs = nl.ndarray(shape=(n, width), dtype=nl.bfloat16, buffer=nl.sbuf)
-        part_sum = nl.ndarray(shape=(n, chunks), dtype=nl.float32, buffer=nl.sbuf)
-        for c in range(chunks):
-            c0 = c * MM1_KEYS
-            cols = min(width - c0, MM1_KEYS)
-            nisa.activation_reduce(dst=probs[:, c0:c0 + cols], op=nl.exp, data=masked[:, c0:c0 + cols], reduce_op=nl.add, reduce_res=part_sum[:, c:c + 1], bias=new_negmax)
-        tile_sum = nl.ndarray(shape=(n, 1), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_reduce(dst=tile_sum, op=nl.add, data=part_sum, axis=1)
-        nisa.tensor_scalar(dst=run_sum, data=run_sum, op0=nl.multiply, operand0=corr)
-        nisa.tensor_tensor(dst=run_sum, data1=run_sum, data2=tile_sum, op=nl.add)
-        pv = probs_times_values(probs, v_prior, v_active, b, f0, width, split, d)
-        nisa.tensor_scalar(dst=acc, data=acc, op0=nl.multiply, operand0=corr)
-        nisa.tensor_tensor(dst=acc, data1=acc, data2=pv, op=nl.add)
-        nisa.tensor_copy(dst=run_negmax, src=new_negmax)
+    nisa.tensor_scalar(dst=bufs.acc, data=bufs.acc, op0=nl.multiply, operand0=corr)
+    nisa.tensor_tensor(dst=bufs.acc, data1=bufs.acc, data2=pv, op=nl.add)
+    nisa.tensor_copy(dst=bufs.running_negmax, src=new_negmax)
+
+
+def fa_finalize_and_store(atp, io, bufs):
+    """The library's `_fa_finalize_and_store`: the output divided by the running sum,
+    head `h`'s rows (`h·s_a .. (h+1)·s_a`) stored as `out[b, h]` = `(d, s_a)`.
+    """
+    n, d, s_a, q_head, b = (atp.n_cols, atp.d_head, atp.s_active, atp.q_head, bufs.batch_id)
+    out = io.out
     recip = nl.ndarray(shape=(n, 1), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.reciprocal(dst=recip, data=run_sum)
+    nisa.reciprocal(dst=recip, data=bufs.running_sum)
     o_sb = nl.ndarray(shape=(n, d), dtype=out.dtype, buffer=nl.sbuf)
-    nisa.tensor_scalar(dst=o_sb, data=acc, op0=nl.multiply, operand0=recip)
+    nisa.tensor_scalar(dst=o_sb, data=bufs.acc, op0=nl.multiply, operand0=recip)
     for h in range(q_head):
         nisa.dma_copy(dst=out.ap(pattern=[[1, s_a], [s_a, d]], offset=(b * q_head + h) * d * s_a), src=o_sb[h * s_a:(h + 1) * s_a, :])
+
+
+def attention_tkg_batch(atp, io, b):
+    """Decode attention of batch `b`: the flash-attention loop over the cache, one
+    [`FATileContext`] of at most `FA_TILE_SIZE` keys at a time, then the
+    normalised output.
+    """
+    s_kv = atp.curr_sprior
+    bufs = allocate_fa_buffers(atp, io, b)
+    for f in range((s_kv + FA_TILE_SIZE - 1) // FA_TILE_SIZE):
+        f0 = f * FA_TILE_SIZE
+        fa = FATileContext(tile_start=f0, tile_len=min(s_kv - f0, FA_TILE_SIZE))
+        masked = compute_qk_matmul(atp, io, bufs, fa)
+        new_negmax, corr = fa_update_running_max(atp, bufs, masked)
+        probs = compute_exp_qk(atp, bufs, fa, masked, new_negmax, corr)
+        pv = compute_pv_matmul(atp, io, bufs, fa, probs)
+        fa_accumulate_output(bufs, pv, new_negmax, corr)
+    fa_finalize_and_store(atp, io, bufs)
 
 
 @nki.jit
@@ -286,6 +408,8 @@ def attention_tkg(q, k_active, v_active, k_prior, v_prior, mask, cfg, inv_freqs=
     grid = nl.program_ndim() == 1
     shard = nl.program_id(axis=0) if grid else 0
     shards = nl.num_programs(axes=0) if grid else 1
+    io = AttnTensors(q=q, k_active=k_active, v_active=v_active, k_prior=k_prior, v_prior=v_prior, mask=mask, sink=sink, out=out)
+    atp = AttnTileParams(q_head=q_head, s_active=s_active, curr_sprior=curr_sprior, d_head=d_head, n_cols=n, split=curr_sprior - s_active, tp_k_prior=tp_k_prior)
     for b in range(shard, bs, shards):
-        attend_batch(q, k_active, v_active, k_prior, v_prior, mask, sink, out, b, q_head, s_active, curr_sprior, d_head, tp_k_prior)
+        attention_tkg_batch(atp, io, b)
     return out
