@@ -298,36 +298,103 @@ pub mod kernel {
         }
     }
 
-    /// The router: `x @ w (+ w_bias)` into `router_logits` `[T, E]`, the `k`
-    /// best experts of each token into `expert_index` `[T, k]`, their affinities
-    /// into `expert_affinities` `[T, E]` (see the module docs for the pipeline
-    /// the flags select). Returns `[router_logits, expert_index,
-    /// expert_affinities]`, with the `[T, k]` float32 top-k affinities appended
-    /// when `return_eager_affi`.
-    #[nki_kernel]
-    #[allow(clippy::too_many_arguments)]
-    pub fn router_topk(
-        x: Hbm,
-        w: Hbm,
-        w_bias: Option<Hbm>,
-        router_logits: Hbm,
-        expert_affinities: Hbm,
-        #[dtypes(uint32, int32)] expert_index: Hbm,
+    /// The call's HBM tensors: the inputs and the outputs the caller passes.
+    #[nki_object]
+    pub struct RouterTensors {
+        /// Tokens, `[H, T]` or `[T, H]` by `x_hbm_layout`.
+        pub x: Tensor,
+        /// Router weights, `[H, E]`.
+        pub w: Tensor,
+        /// Router bias, `[E]` or `[1, E]`.
+        pub w_bias: Option<Tensor>,
+        /// Logits out, `[T, E]`.
+        pub router_logits: Tensor,
+        /// Affinities out, `[T, E]`.
+        pub expert_affinities: Tensor,
+        /// Selected experts out, `[T, k]`.
+        pub expert_index: Tensor,
+    }
+
+    /// The shapes, this program's token share and the flags of one call.
+    #[nki_object]
+    pub struct RouterConfig {
+        /// Tokens.
+        pub t: i64,
+        /// Experts.
+        pub e: i64,
+        /// Experts selected per token.
+        pub k: i64,
+        /// The activation over the experts.
+        pub act_fn: RouterActFnType,
+        /// `x`'s HBM layout (`X_HBM_LAYOUT_H_T` or `X_HBM_LAYOUT_T_H`).
+        pub x_hbm_layout: i64,
+        /// This program's tokens.
+        pub t_local: i64,
+        /// This program's first token.
+        pub t_offset: i64,
+        /// Hidden tiles of `P_MAX` rows.
+        pub num_h_tiles: i64,
+        /// Token tiles of at most `ST_F_MAX` tokens.
+        pub num_t_tiles: i64,
+        /// Partitions of the token-tiled SBUF tensors.
+        pub t_p_dim: i64,
+        /// ACT1: activate all experts before the top-k (else ACT2: after it).
+        pub router_pre_norm: bool,
+        /// Norm: divide the selected affinities by their sum (with ACT1).
+        pub norm_topk_prob: bool,
+        /// Use a slice of the PE columns for small token tiles.
+        pub use_column_tiling: bool,
+        /// Scatter the affinities by indirect DMA (else by a one-hot mask).
+        pub use_indirect_dma_scatter: bool,
+        /// Also return the `[T, k]` selected affinities.
+        pub return_eager_affi: bool,
+        /// Broadcast the bias by a ones-vector matmul (else by DMA).
+        pub use_PE_broadcast_w_bias: bool,
+        /// Do not write `expert_index`.
+        pub skip_store_expert_index: bool,
+        /// Do not write `router_logits`.
+        pub skip_store_router_logits: bool,
+    }
+
+    /// The token-tiled fp32 SBUF state the phases pass on, `[t_p_dim, num_t_tiles, ·]`.
+    #[nki_object]
+    pub struct RouterBuffers {
+        /// Router logits, `[.., E]`.
+        pub logits_sb: Tensor,
+        /// Activations over all experts (ACT1) or the scatter's staging, `[.., E]`.
+        pub affinities_full: Tensor,
+        /// Negated row max of the ACT1 softmax, `[.., 1]`.
+        pub row_negmax: Tensor,
+        /// Reciprocal row sum of the ACT1 softmax, `[.., 1]`.
+        pub row_inv_sum: Tensor,
+        /// The `k` best scores, `[.., k]`.
+        pub topk_vals: Tensor,
+        /// Their experts, uint32, `[.., k]`.
+        pub topk_idx: Tensor,
+        /// Their experts as fp32, for comparisons, `[.., k]`.
+        pub topk_idx_f32: Tensor,
+        /// The selected experts' affinities, `[.., k]`.
+        pub topk_aff: Tensor,
+        /// Negated max of the selected logits (ACT2 softmax), `[.., 1]`.
+        pub topk_negmax: Tensor,
+        /// Reciprocal sum of the selected activations, `[.., 1]`.
+        pub topk_inv_sum: Tensor,
+    }
+
+    /// The library's rules on the arguments (see `router_topk_violation`), checked
+    /// when the kernel is traced.
+    #[nki_helper]
+    fn check_router_inputs(
+        io: RouterTensors,
         act_fn: RouterActFnType,
         k: i64,
         x_hbm_layout: i64,
         x_sb_layout: i64,
-        #[default(true)] router_pre_norm: bool,
-        #[default(false)] norm_topk_prob: bool,
-        #[default(false)] use_column_tiling: bool,
-        #[default(false)] use_indirect_dma_scatter: bool,
-        #[default(false)] return_eager_affi: bool,
-        #[default(false)] use_PE_broadcast_w_bias: bool,
-        #[default(false)] shard_on_tokens: bool,
-        #[default(false)] skip_store_expert_index: bool,
-        #[default(false)] skip_store_router_logits: bool,
-    ) -> Outputs {
-        // The library's rules (see `router_topk_violation`), checked when the kernel is traced.
+        router_pre_norm: bool,
+        use_indirect_dma_scatter: bool,
+        return_eager_affi: bool,
+    ) {
+        let (x, w) = (io.x, io.w);
         assert!(
             x_hbm_layout == X_HBM_LAYOUT_H_T || x_hbm_layout == X_HBM_LAYOUT_T_H,
             "router_topk: x_hbm_layout must be 0 ([H, T]) or 1 ([T, H]), got {x_hbm_layout}"
@@ -355,49 +422,72 @@ pub mod kernel {
             !return_eager_affi || router_pre_norm || t <= PE_COLUMN_TILE_128,
             "router_topk: return_eager_affi without router_pre_norm needs T <= 128, got T = {t}"
         );
+        let (router_logits, expert_affinities, expert_index) = (io.router_logits, io.expert_affinities, io.expert_index);
         let rl = router_logits.shape();
         assert!(router_logits.ndim() == 2 && rl[0] == t && rl[1] == e, "router_topk: router_logits must be [T, E] = [{t}, {e}]");
         let ea = expert_affinities.shape();
         assert!(expert_affinities.ndim() == 2 && ea[0] == t && ea[1] == e, "router_topk: expert_affinities must be [T, E] = [{t}, {e}]");
         let ei = expert_index.shape();
         assert!(expert_index.ndim() == 2 && ei[0] == t && ei[1] == k, "router_topk: expert_index must be [T, k] = [{t}, {k}]");
+    }
 
-        // Token sharding: program 0 takes the first T / programs tokens.
-        let grid = shard_on_tokens && nl::program_ndim() == 1;
-        let programs = if grid { nl::num_programs(0) } else { 1 };
-        assert!(!shard_on_tokens || programs > 1, "router_topk: shard_on_tokens needs more than one program, got {programs}");
-        assert!(t % programs == 0, "router_topk: shard_on_tokens needs T = {t} divisible by the {programs} programs");
-        let program = if grid { nl::program_id(0) } else { 0 };
-        let t_local = t / programs;
-        let t_offset = program * t_local;
-        assert!(
-            !use_indirect_dma_scatter || t_local <= PE_COLUMN_TILE_128 || t_local % PE_COLUMN_TILE_128 == 0,
-            "router_topk: with use_indirect_dma_scatter a program's tokens ({t_local}) must be <= 128 or a multiple of 128"
-        );
-
-        let num_h_tiles = h / P_MAX;
-        let num_t_tiles = t_local.div_ceil(ST_F_MAX);
-        // Partitions of the [t_p_dim, num_t_tiles, ·] token-tiled SBUF tensors.
-        let t_p_dim = if num_t_tiles == 1 { t_local } else { P_MAX };
-
-        // Load x and w with the hidden rows on the partitions. [H, T]: hidden
-        // row j·128 + p on partition p; [T, H]: hidden row p·(H/128) + j.
-        let x_sb = nl::ndarray([P_MAX, num_h_tiles, t_local], x.dtype(), buffer = nl::sbuf);
-        let w_sb = nl::ndarray([P_MAX, num_h_tiles, e], w.dtype(), buffer = nl::sbuf);
-        if x_hbm_layout == X_HBM_LAYOUT_H_T {
-            nisa::dma_copy(x_sb, x.reshape_dim(0, [num_h_tiles, P_MAX]).permute([1, 0, 2])[s![.., .., t_offset..t_offset + t_local]]);
-            nisa::dma_copy(w_sb, w.reshape_dim(0, [num_h_tiles, P_MAX]).permute([1, 0, 2]));
-        } else {
-            nisa::dma_copy(x_sb, x.reshape_dim(1, [P_MAX, num_h_tiles]).permute([1, 2, 0])[s![.., .., t_offset..t_offset + t_local]]);
-            nisa::dma_copy(w_sb, w.reshape([P_MAX, num_h_tiles, e]));
+    /// The token-tiled SBUF state of one call, `[t_p_dim, num_t_tiles, ·]`.
+    #[nki_helper]
+    fn allocate_router_buffers(cfg: RouterConfig) -> RouterBuffers {
+        let (p, n, e, k) = (cfg.t_p_dim, cfg.num_t_tiles, cfg.e, cfg.k);
+        RouterBuffers {
+            logits_sb: nl::ndarray([p, n, e], nl::float32, buffer = nl::sbuf),
+            affinities_full: nl::ndarray([p, n, e], nl::float32, buffer = nl::sbuf),
+            row_negmax: nl::ndarray([p, n, 1], nl::float32, buffer = nl::sbuf),
+            row_inv_sum: nl::ndarray([p, n, 1], nl::float32, buffer = nl::sbuf),
+            topk_vals: nl::ndarray([p, n, k], nl::float32, buffer = nl::sbuf),
+            topk_idx: nl::ndarray([p, n, k], nl::uint32, buffer = nl::sbuf),
+            topk_idx_f32: nl::ndarray([p, n, k], nl::float32, buffer = nl::sbuf),
+            topk_aff: nl::ndarray([p, n, k], nl::float32, buffer = nl::sbuf),
+            topk_negmax: nl::ndarray([p, n, 1], nl::float32, buffer = nl::sbuf),
+            topk_inv_sum: nl::ndarray([p, n, 1], nl::float32, buffer = nl::sbuf),
         }
+    }
 
-        // The bias, in fp32, repeated on the partitions of one token tile.
-        let bias_rows = t_local.min(ST_F_MAX);
+    /// The library's `router_topk_input_x_load` for an HBM `x`: this program's tokens
+    /// with the hidden rows on the partitions, `[P_MAX, num_h_tiles, t_local]`. `[H, T]`:
+    /// hidden row `j·P_MAX + p` on partition `p`; `[T, H]`: hidden row `p·num_h_tiles + j`.
+    #[nki_helper]
+    fn router_topk_input_x_load(cfg: RouterConfig, io: RouterTensors) -> Sbuf {
+        let (x, nh, t0, tl) = (io.x, cfg.num_h_tiles, cfg.t_offset, cfg.t_local);
+        let x_sb = nl::ndarray([P_MAX, nh, tl], x.dtype(), buffer = nl::sbuf);
+        if cfg.x_hbm_layout == X_HBM_LAYOUT_H_T {
+            nisa::dma_copy(x_sb, x.reshape_dim(0, [nh, P_MAX]).permute([1, 0, 2])[s![.., .., t0..t0 + tl]]);
+        } else {
+            nisa::dma_copy(x_sb, x.reshape_dim(1, [P_MAX, nh]).permute([1, 2, 0])[s![.., .., t0..t0 + tl]]);
+        }
+        x_sb
+    }
+
+    /// The library's `router_topk_input_w_load`: `w` as `[P_MAX, num_h_tiles, E]`, its
+    /// hidden rows split over the partitions as `x`'s are.
+    #[nki_helper]
+    fn router_topk_input_w_load(cfg: RouterConfig, io: RouterTensors) -> Sbuf {
+        let (w, nh) = (io.w, cfg.num_h_tiles);
+        let w_sb = nl::ndarray([P_MAX, nh, cfg.e], w.dtype(), buffer = nl::sbuf);
+        if cfg.x_hbm_layout == X_HBM_LAYOUT_H_T {
+            nisa::dma_copy(w_sb, w.reshape_dim(0, [nh, P_MAX]).permute([1, 0, 2]));
+        } else {
+            nisa::dma_copy(w_sb, w.reshape([P_MAX, nh, cfg.e]));
+        }
+        w_sb
+    }
+
+    /// The bias in fp32, repeated on the partitions of one token tile: by a
+    /// broadcast DMA, or with `use_PE_broadcast_w_bias` by a ones-vector matmul.
+    #[nki_helper]
+    fn broadcast_w_bias(cfg: RouterConfig, io: RouterTensors) -> Sbuf {
+        let (e, bias_rows) = (cfg.e, cfg.t_local.min(ST_F_MAX));
         let bias_bc = nl::ndarray([bias_rows, e], nl::float32, buffer = nl::sbuf);
+        let w_bias = io.w_bias;
         if let Some(b) = w_bias {
             let bias_flat = b.reshape([1, e]);
-            if use_PE_broadcast_w_bias {
+            if cfg.use_PE_broadcast_w_bias {
                 let bias_row = nl::ndarray([1, e], nl::float32, buffer = nl::sbuf);
                 nisa::dma_copy(bias_row, bias_flat);
                 let ones = nl::ndarray([1, bias_rows], nl::float32, buffer = nl::sbuf);
@@ -409,10 +499,17 @@ pub mod kernel {
                 nisa::dma_copy(bias_bc, bias_flat.broadcast(0, bias_rows));
             }
         }
+        bias_bc
+    }
 
-        // PE column tiling: a small token tile uses a 32- or 64-column slice of
-        // the array, successive hidden tiles landing in successive slices.
-        let column_tile = if !use_column_tiling || t_local > PE_COLUMN_TILE_64 {
+    /// The router logits `x @ w (+ bias)` per token tile into `logits_sb`, stored to
+    /// `router_logits`. With PE column tiling a small token tile uses a 32- or
+    /// 64-column slice of the array, successive hidden tiles landing in successive
+    /// slices, whose partial sums are added up.
+    #[nki_helper]
+    fn compute_router_logits(cfg: RouterConfig, io: RouterTensors, bufs: RouterBuffers, x_sb: Sbuf, w_sb: Sbuf, bias_bc: Sbuf) {
+        let (t_local, num_h_tiles) = (cfg.t_local, cfg.num_h_tiles);
+        let column_tile = if !cfg.use_column_tiling || t_local > PE_COLUMN_TILE_64 {
             PE_COLUMN_TILE_128
         } else if t_local > PE_COLUMN_TILE_32 {
             PE_COLUMN_TILE_64
@@ -420,30 +517,22 @@ pub mod kernel {
             PE_COLUMN_TILE_32
         };
         let num_column_tiles = PE_COLUMN_TILE_128 / column_tile;
-
-        // Router logits, fp32, token-tiled.
-        let logits_sb = nl::ndarray([t_p_dim, num_t_tiles, e], nl::float32, buffer = nl::sbuf);
-        for ti in 0..num_t_tiles {
+        for ti in 0..cfg.num_t_tiles {
             let t0 = ti * ST_F_MAX;
             let tt = (t_local - t0).min(ST_F_MAX);
-            let psum = nl::ndarray([P_MAX, e], nl::float32, buffer = nl::psum);
+            let psum = nl::ndarray([P_MAX, cfg.e], nl::float32, buffer = nl::psum);
             for hi in 0..num_h_tiles {
                 let x_tile = x_sb[s![.., hi, t0..t0 + tt]];
                 if num_column_tiles == 1 {
                     nisa::nc_matmul(psum[s![0..tt, ..]], x_tile, w_sb[s![.., hi, ..]]);
                 } else {
                     let c0 = (hi % num_column_tiles) * column_tile;
-                    nisa::nc_matmul(
-                        psum[s![c0..c0 + tt, ..]],
-                        x_tile,
-                        w_sb[s![.., hi, ..]],
-                        tile_position = (0, c0),
-                        tile_size = (P_MAX, column_tile),
-                    );
+                    let (pos, size) = ((0, c0), (P_MAX, column_tile));
+                    nisa::nc_matmul(psum[s![c0..c0 + tt, ..]], x_tile, w_sb[s![.., hi, ..]], tile_position = pos, tile_size = size);
                 }
             }
-            let dst = logits_sb[s![0..tt, ti, ..]];
-            if w_bias.is_some() {
+            let dst = bufs.logits_sb[s![0..tt, ti, ..]];
+            if io.w_bias.is_some() {
                 nisa::tensor_tensor(dst, psum[s![0..tt, ..]], bias_bc[s![0..tt, ..]], nl::add);
             } else {
                 nisa::tensor_copy(dst, psum[s![0..tt, ..]]);
@@ -453,76 +542,69 @@ pub mod kernel {
                 let c0 = c * column_tile;
                 nisa::tensor_tensor(dst, dst, psum[s![c0..c0 + tt, ..]], nl::add);
             }
-            if !skip_store_router_logits {
-                nisa::dma_copy(router_logits[s![t_offset + t0..t_offset + t0 + tt, ..]], dst);
+            if !cfg.skip_store_router_logits {
+                let r0 = cfg.t_offset + t0;
+                nisa::dma_copy(io.router_logits[s![r0..r0 + tt, ..]], dst);
             }
         }
+    }
 
-        // The pipeline the flags select.
-        let act1 = router_pre_norm;
-        let act2 = !router_pre_norm;
-        let norm = act1 && norm_topk_prob;
-        let scatter = act2 || norm;
-
-        // ACT1: the activation over all experts.
-        let affinities_full = nl::ndarray([t_p_dim, num_t_tiles, e], nl::float32, buffer = nl::sbuf);
-        let row_negmax = nl::ndarray([t_p_dim, num_t_tiles, 1], nl::float32, buffer = nl::sbuf);
-        let row_inv_sum = nl::ndarray([t_p_dim, num_t_tiles, 1], nl::float32, buffer = nl::sbuf);
-        if act1 {
-            for ti in 0..num_t_tiles {
-                let t0 = ti * ST_F_MAX;
-                let tt = (t_local - t0).min(ST_F_MAX);
-                let full = affinities_full[s![0..tt, ti, ..]];
-                compute_activation(
-                    full,
-                    logits_sb[s![0..tt, ti, ..]],
-                    act_fn,
-                    row_negmax[s![0..tt, ti, ..]],
-                    row_inv_sum[s![0..tt, ti, ..]],
-                    true,
-                );
-                if !scatter {
-                    nisa::dma_copy(expert_affinities[s![t_offset + t0..t_offset + t0 + tt, ..]], full);
-                }
-            }
-        }
-
-        // topK: the 8 best scores of each token and their experts; the first k kept.
-        let topk_vals = nl::ndarray([t_p_dim, num_t_tiles, k], nl::float32, buffer = nl::sbuf);
-        let topk_idx = nl::ndarray([t_p_dim, num_t_tiles, k], nl::uint32, buffer = nl::sbuf);
-        let topk_idx_f32 = nl::ndarray([t_p_dim, num_t_tiles, k], nl::float32, buffer = nl::sbuf);
-        for ti in 0..num_t_tiles {
+    /// ACT1 (`router_pre_norm`): the activation over all experts into
+    /// `affinities_full`, stored as `expert_affinities` when nothing is scattered.
+    #[nki_helper]
+    fn compute_act1(cfg: RouterConfig, io: RouterTensors, bufs: RouterBuffers, scatter: bool) {
+        for ti in 0..cfg.num_t_tiles {
             let t0 = ti * ST_F_MAX;
-            let tt = (t_local - t0).min(ST_F_MAX);
-            let scores = if act1 { affinities_full[s![0..tt, ti, ..]] } else { logits_sb[s![0..tt, ti, ..]] };
+            let tt = (cfg.t_local - t0).min(ST_F_MAX);
+            let full = bufs.affinities_full[s![0..tt, ti, ..]];
+            let (negmax, inv_sum) = (bufs.row_negmax[s![0..tt, ti, ..]], bufs.row_inv_sum[s![0..tt, ti, ..]]);
+            compute_activation(full, bufs.logits_sb[s![0..tt, ti, ..]], cfg.act_fn, negmax, inv_sum, true);
+            if !scatter {
+                let r0 = cfg.t_offset + t0;
+                nisa::dma_copy(io.expert_affinities[s![r0..r0 + tt, ..]], full);
+            }
+        }
+    }
+
+    /// topK: the 8 best scores of each token (activations with ACT1, else logits)
+    /// and their experts, the first `k` of each kept and stored to `expert_index`.
+    #[nki_helper]
+    fn select_topk(cfg: RouterConfig, io: RouterTensors, bufs: RouterBuffers) {
+        let k = cfg.k;
+        for ti in 0..cfg.num_t_tiles {
+            let t0 = ti * ST_F_MAX;
+            let tt = (cfg.t_local - t0).min(ST_F_MAX);
+            let scores = if cfg.router_pre_norm { bufs.affinities_full[s![0..tt, ti, ..]] } else { bufs.logits_sb[s![0..tt, ti, ..]] };
             let top8 = nl::ndarray([tt, TOP8], nl::float32, buffer = nl::sbuf);
             nisa::max8(top8, scores);
-            nisa::tensor_copy(topk_vals[s![0..tt, ti, ..]], top8[s![.., 0..k]]);
+            nisa::tensor_copy(bufs.topk_vals[s![0..tt, ti, ..]], top8[s![.., 0..k]]);
             let idx8 = nl::ndarray([tt, TOP8], nl::uint32, buffer = nl::sbuf);
             nisa::nc_find_index8(idx8, scores, top8);
-            nisa::tensor_copy(topk_idx[s![0..tt, ti, ..]], idx8[s![.., 0..k]]);
-            nisa::tensor_copy(topk_idx_f32[s![0..tt, ti, ..]], topk_idx[s![0..tt, ti, ..]]);
-            if !skip_store_expert_index {
-                nisa::dma_copy(expert_index[s![t_offset + t0..t_offset + t0 + tt, ..]], topk_idx[s![0..tt, ti, ..]]);
+            let idx = bufs.topk_idx[s![0..tt, ti, ..]];
+            nisa::tensor_copy(idx, idx8[s![.., 0..k]]);
+            nisa::tensor_copy(bufs.topk_idx_f32[s![0..tt, ti, ..]], idx);
+            if !cfg.skip_store_expert_index {
+                let r0 = cfg.t_offset + t0;
+                nisa::dma_copy(io.expert_index[s![r0..r0 + tt, ..]], idx);
             }
         }
+    }
 
-        // ACT2 / Norm: the affinities of the selected experts.
-        let topk_aff = nl::ndarray([t_p_dim, num_t_tiles, k], nl::float32, buffer = nl::sbuf);
-        let topk_negmax = nl::ndarray([t_p_dim, num_t_tiles, 1], nl::float32, buffer = nl::sbuf);
-        let topk_inv_sum = nl::ndarray([t_p_dim, num_t_tiles, 1], nl::float32, buffer = nl::sbuf);
-        for ti in 0..num_t_tiles {
+    /// ACT2 (the activation of the selected logits; complete when the selected
+    /// affinities themselves are needed, else only the one-hot softmax's
+    /// statistics) or Norm (the selected activations over their sum) into `topk_aff`.
+    #[nki_helper]
+    fn compute_topk_affinities(cfg: RouterConfig, bufs: RouterBuffers, norm: bool) {
+        for ti in 0..cfg.num_t_tiles {
             let t0 = ti * ST_F_MAX;
-            let tt = (t_local - t0).min(ST_F_MAX);
-            let vals = topk_vals[s![0..tt, ti, ..]];
-            let aff = topk_aff[s![0..tt, ti, ..]];
-            if act2 {
-                // Complete when the selected affinities themselves are needed;
-                // else (one-hot softmax) only the statistics.
-                let complete = return_eager_affi || use_indirect_dma_scatter;
-                compute_activation(aff, vals, act_fn, topk_negmax[s![0..tt, ti, ..]], topk_inv_sum[s![0..tt, ti, ..]], complete);
+            let tt = (cfg.t_local - t0).min(ST_F_MAX);
+            let vals = bufs.topk_vals[s![0..tt, ti, ..]];
+            let aff = bufs.topk_aff[s![0..tt, ti, ..]];
+            let inv = bufs.topk_inv_sum[s![0..tt, ti, ..]];
+            if !cfg.router_pre_norm {
+                let complete = cfg.return_eager_affi || cfg.use_indirect_dma_scatter;
+                compute_activation(aff, vals, cfg.act_fn, bufs.topk_negmax[s![0..tt, ti, ..]], inv, complete);
             } else if norm {
-                let inv = topk_inv_sum[s![0..tt, ti, ..]];
                 nisa::tensor_reduce(inv, nl::add, vals, 1);
                 nisa::reciprocal(inv, inv);
                 nisa::tensor_scalar(aff, vals, nl::multiply, inv);
@@ -530,56 +612,155 @@ pub mod kernel {
                 nisa::tensor_copy(aff, vals);
             }
         }
+    }
 
-        // Scatter the selected affinities to [T, E].
-        if scatter && !use_indirect_dma_scatter {
-            // The expert number of every column, compared with each selected index.
-            let expert_ids = nl::ndarray([t_p_dim, e], nl::uint32, buffer = nl::sbuf);
-            nisa::iota(expert_ids, [[1, e]], offset = 0, channel_multiplier = 0);
-            for ti in 0..num_t_tiles {
-                let t0 = ti * ST_F_MAX;
-                let tt = (t_local - t0).min(ST_F_MAX);
-                let mask = nl::ndarray([tt, e], nl::float32, buffer = nl::sbuf);
-                nisa::memset(mask, 0.0);
-                let hit = nl::ndarray([tt, e], nl::float32, buffer = nl::sbuf);
-                for j in 0..k {
-                    nisa::tensor_scalar(hit, expert_ids[s![0..tt, ..]], nl::equal, topk_idx_f32[s![0..tt, ti, j..j + 1]]);
-                    nisa::tensor_tensor(mask, mask, hit, nl::add);
-                }
-                let full = affinities_full[s![0..tt, ti, ..]];
-                if act2 {
-                    // exp(logit - max of the selected) / (their sum) over all experts.
-                    nisa::activation(full, nl::exp, logits_sb[s![0..tt, ti, ..]], bias = topk_negmax[s![0..tt, ti, ..]]);
-                    nisa::tensor_scalar(full, full, nl::multiply, topk_inv_sum[s![0..tt, ti, ..]]);
-                } else {
-                    nisa::tensor_scalar(full, full, nl::multiply, topk_inv_sum[s![0..tt, ti, ..]]);
-                }
-                let scattered = nl::ndarray([tt, e], nl::float32, buffer = nl::sbuf);
-                nisa::tensor_tensor(scattered, mask, full, nl::multiply);
-                nisa::dma_copy(expert_affinities[s![t_offset + t0..t_offset + t0 + tt, ..]], scattered);
+    /// The one-hot scatter: a mask of each token's selected experts times the
+    /// affinities over all experts — with ACT2 `exp(logit - max of the selected) /
+    /// (their sum)`, so the mask leaves exactly the top-k softmax.
+    #[nki_helper]
+    fn scatter_one_hot(cfg: RouterConfig, io: RouterTensors, bufs: RouterBuffers) {
+        let e = cfg.e;
+        // The expert number of every column, compared with each selected index.
+        let expert_ids = nl::ndarray([cfg.t_p_dim, e], nl::uint32, buffer = nl::sbuf);
+        nisa::iota(expert_ids, [[1, e]], offset = 0, channel_multiplier = 0);
+        for ti in 0..cfg.num_t_tiles {
+            let t0 = ti * ST_F_MAX;
+            let tt = (cfg.t_local - t0).min(ST_F_MAX);
+            let mask = nl::ndarray([tt, e], nl::float32, buffer = nl::sbuf);
+            nisa::memset(mask, 0.0);
+            let hit = nl::ndarray([tt, e], nl::float32, buffer = nl::sbuf);
+            for j in 0..cfg.k {
+                nisa::tensor_scalar(hit, expert_ids[s![0..tt, ..]], nl::equal, bufs.topk_idx_f32[s![0..tt, ti, j..j + 1]]);
+                nisa::tensor_tensor(mask, mask, hit, nl::add);
+            }
+            let full = bufs.affinities_full[s![0..tt, ti, ..]];
+            let inv = bufs.topk_inv_sum[s![0..tt, ti, ..]];
+            if !cfg.router_pre_norm {
+                nisa::activation(full, nl::exp, bufs.logits_sb[s![0..tt, ti, ..]], bias = bufs.topk_negmax[s![0..tt, ti, ..]]);
+                nisa::tensor_scalar(full, full, nl::multiply, inv);
+            } else {
+                nisa::tensor_scalar(full, full, nl::multiply, inv);
+            }
+            let scattered = nl::ndarray([tt, e], nl::float32, buffer = nl::sbuf);
+            nisa::tensor_tensor(scattered, mask, full, nl::multiply);
+            let r0 = cfg.t_offset + t0;
+            nisa::dma_copy(io.expert_affinities[s![r0..r0 + tt, ..]], scattered);
+        }
+    }
+
+    /// The indirect-DMA scatter: each token's rows zeroed, then each selected
+    /// affinity written to the flat offset `t·E + idx` of `expert_affinities`.
+    #[nki_helper]
+    fn scatter_indirect(cfg: RouterConfig, io: RouterTensors, bufs: RouterBuffers) {
+        let (e, k) = (cfg.e, cfg.k);
+        let expert_affinities = io.expert_affinities;
+        let zeros = nl::ndarray([cfg.t_p_dim, e], io.x.dtype(), buffer = nl::sbuf);
+        nisa::memset(zeros, 0.0);
+        let flat = expert_affinities.reshape([cfg.t * e]);
+        for ti in 0..cfg.num_t_tiles {
+            let t0 = ti * ST_F_MAX;
+            let tt = (cfg.t_local - t0).min(ST_F_MAX);
+            let r0 = cfg.t_offset + t0;
+            nisa::dma_copy(expert_affinities[s![r0..r0 + tt, ..]], zeros[s![0..tt, ..]]);
+            // Each token's flat row offset (t·E), added to its selected experts.
+            let row_offset = nl::ndarray([tt, 1], nl::float32, buffer = nl::sbuf);
+            nisa::iota(row_offset, [[1, 1]], offset = r0 * e, channel_multiplier = e);
+            let flat_idx = nl::ndarray([tt, k], nl::uint32, buffer = nl::sbuf);
+            nisa::tensor_scalar(flat_idx, bufs.topk_idx[s![0..tt, ti, ..]], nl::add, row_offset);
+            for j in 0..k {
+                nisa::dma_copy(
+                    flat.ap([[1, tt], [1, 1]], vector_offset = flat_idx[s![.., j..j + 1]], indirect_dim = 0),
+                    bufs.topk_aff[s![0..tt, ti, j..j + 1]],
+                );
             }
         }
+    }
+
+    /// The router: `x @ w (+ w_bias)` into `router_logits` `[T, E]`, the `k`
+    /// best experts of each token into `expert_index` `[T, k]`, their affinities
+    /// into `expert_affinities` `[T, E]` (see the module docs for the pipeline
+    /// the flags select). Returns `[router_logits, expert_index,
+    /// expert_affinities]`, with the `[T, k]` float32 top-k affinities appended
+    /// when `return_eager_affi`.
+    #[nki_kernel]
+    pub fn router_topk(
+        x: Hbm,
+        w: Hbm,
+        w_bias: Option<Hbm>,
+        router_logits: Hbm,
+        expert_affinities: Hbm,
+        #[dtypes(uint32, int32)] expert_index: Hbm,
+        act_fn: RouterActFnType,
+        k: i64,
+        x_hbm_layout: i64,
+        x_sb_layout: i64,
+        #[default(true)] router_pre_norm: bool,
+        #[default(false)] norm_topk_prob: bool,
+        #[default(false)] use_column_tiling: bool,
+        #[default(false)] use_indirect_dma_scatter: bool,
+        #[default(false)] return_eager_affi: bool,
+        #[default(false)] use_PE_broadcast_w_bias: bool,
+        #[default(false)] shard_on_tokens: bool,
+        #[default(false)] skip_store_expert_index: bool,
+        #[default(false)] skip_store_router_logits: bool,
+    ) -> Outputs {
+        let io = RouterTensors { x, w, w_bias, router_logits, expert_affinities, expert_index };
+        check_router_inputs(io, act_fn, k, x_hbm_layout, x_sb_layout, router_pre_norm, use_indirect_dma_scatter, return_eager_affi);
+        let [h, e] = w.shape();
+        let t = if x_hbm_layout == X_HBM_LAYOUT_H_T { x.shape()[1] } else { x.shape()[0] };
+
+        // Token sharding: program 0 takes the first T / programs tokens.
+        let grid = shard_on_tokens && nl::program_ndim() == 1;
+        let programs = if grid { nl::num_programs(0) } else { 1 };
+        assert!(!shard_on_tokens || programs > 1, "router_topk: shard_on_tokens needs more than one program, got {programs}");
+        assert!(t % programs == 0, "router_topk: shard_on_tokens needs T = {t} divisible by the {programs} programs");
+        let program = if grid { nl::program_id(0) } else { 0 };
+        let t_local = t / programs;
+        assert!(
+            !use_indirect_dma_scatter || t_local <= PE_COLUMN_TILE_128 || t_local % PE_COLUMN_TILE_128 == 0,
+            "router_topk: with use_indirect_dma_scatter a program's tokens ({t_local}) must be <= 128 or a multiple of 128"
+        );
+        let num_t_tiles = t_local.div_ceil(ST_F_MAX);
+        let cfg = RouterConfig {
+            t,
+            e,
+            k,
+            act_fn,
+            x_hbm_layout,
+            t_local,
+            t_offset: program * t_local,
+            num_h_tiles: h / P_MAX,
+            num_t_tiles,
+            t_p_dim: if num_t_tiles == 1 { t_local } else { P_MAX },
+            router_pre_norm,
+            norm_topk_prob,
+            use_column_tiling,
+            use_indirect_dma_scatter,
+            return_eager_affi,
+            use_PE_broadcast_w_bias,
+            skip_store_expert_index,
+            skip_store_router_logits,
+        };
+        let x_sb: Sbuf = router_topk_input_x_load(cfg, io);
+        let w_sb: Sbuf = router_topk_input_w_load(cfg, io);
+        let bias_bc: Sbuf = broadcast_w_bias(cfg, io);
+        let bufs: RouterBuffers = allocate_router_buffers(cfg);
+        compute_router_logits(cfg, io, bufs, x_sb, w_sb, bias_bc);
+
+        // The pipeline the flags select: ACT1 before the top-k or ACT2 after it,
+        // Norm with ACT1, and a scatter of the selected affinities to [T, E].
+        let norm = router_pre_norm && norm_topk_prob;
+        let scatter = !router_pre_norm || norm;
+        if router_pre_norm {
+            compute_act1(cfg, io, bufs, scatter);
+        }
+        select_topk(cfg, io, bufs);
+        compute_topk_affinities(cfg, bufs, norm);
+        if scatter && !use_indirect_dma_scatter {
+            scatter_one_hot(cfg, io, bufs);
+        }
         if scatter && use_indirect_dma_scatter {
-            let zeros = nl::ndarray([t_p_dim, e], x.dtype(), buffer = nl::sbuf);
-            nisa::memset(zeros, 0.0);
-            let flat = expert_affinities.reshape([t * e]);
-            for ti in 0..num_t_tiles {
-                let t0 = ti * ST_F_MAX;
-                let tt = (t_local - t0).min(ST_F_MAX);
-                let r0 = t_offset + t0;
-                nisa::dma_copy(expert_affinities[s![r0..r0 + tt, ..]], zeros[s![0..tt, ..]]);
-                // Each token's flat row offset (t·E), added to its selected experts.
-                let row_offset = nl::ndarray([tt, 1], nl::float32, buffer = nl::sbuf);
-                nisa::iota(row_offset, [[1, 1]], offset = r0 * e, channel_multiplier = e);
-                let flat_idx = nl::ndarray([tt, k], nl::uint32, buffer = nl::sbuf);
-                nisa::tensor_scalar(flat_idx, topk_idx[s![0..tt, ti, ..]], nl::add, row_offset);
-                for j in 0..k {
-                    nisa::dma_copy(
-                        flat.ap([[1, tt], [1, 1]], vector_offset = flat_idx[s![.., j..j + 1]], indirect_dim = 0),
-                        topk_aff[s![0..tt, ti, j..j + 1]],
-                    );
-                }
-            }
+            scatter_indirect(cfg, io, bufs);
         }
 
         if return_eager_affi {
@@ -587,7 +768,7 @@ pub mod kernel {
             for ti in 0..num_t_tiles {
                 let t0 = ti * ST_F_MAX;
                 let tt = (t_local - t0).min(ST_F_MAX);
-                nisa::dma_copy(eager[s![t_offset + t0..t_offset + t0 + tt, ..]], topk_aff[s![0..tt, ti, ..]]);
+                nisa::dma_copy(eager[s![cfg.t_offset + t0..cfg.t_offset + t0 + tt, ..]], bufs.topk_aff[s![0..tt, ti, ..]]);
             }
             return Outputs(router_logits, expert_index, expert_affinities, eager);
         }
