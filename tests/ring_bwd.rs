@@ -34,7 +34,7 @@ use common::ring::Ring;
 use common::{errors, seed_of, tensor, uniform};
 use nki::attention::ring_bwd::ring_attention_bwd::ring_attention_spmd_bwd;
 use nki::attention::ring_bwd::{RingBwdConfig, RingBwdInputs};
-use nki::attention::ring_fwd::RingDims;
+use nki::attention::ring_fwd::{RingDims, RingFeatures};
 use nki::hw::Generation;
 use nki::{Dtype, ErrorKind, Launch, Precision, Tensor};
 use std::time::{Duration, Instant};
@@ -870,7 +870,7 @@ fn the_longest_slice_that_fits_runs_and_the_next_is_rejected() {
         let max = probe.max_seqlen().expect("dims and dtype are set") as usize;
         let what = format!("{target} w {w} d {d} {dtype}: S_local <= {max}");
         eprintln!("{what}");
-        let at = |sl: usize| RingBwdConfig { dims: Some(RingDims { seqlen: sl as i64, ..probe.dims.unwrap() }), ..probe };
+        let at = |sl: usize| probe.dims(RingDims { seqlen: sl as i64, ..probe.ring.dims.unwrap() });
         assert!(at(max).violation().is_none(), "{what}");
 
         // The typed API takes the longest slice, and it runs within the target's SBUF.
@@ -878,7 +878,9 @@ fn the_longest_slice_that_fits_runs_and_the_next_is_rejected() {
         let inputs = sized_inputs(w, 1, d, max, dtype);
         let kinds = by_kind(&inputs);
         let views = typed_inputs(&kinds);
-        RingBwdConfig { dims: None, ..probe }.check(&launch, &views).unwrap_or_else(|e| panic!("{what}: {e}"));
+        RingBwdConfig { ring: RingFeatures { dims: None, ..probe.ring }, ..probe }
+            .check(&launch, &views)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
         let t0 = Instant::now();
         let peak =
             measured_sbuf_peak(&a, d, max, dtype, target).unwrap_or_else(|e| panic!("{what}: the longest accepted slice fails: {e}"));
@@ -891,7 +893,7 @@ fn the_longest_slice_that_fits_runs_and_the_next_is_rejected() {
         let bigger = sized_inputs(w, 1, d, next, dtype);
         let kinds = by_kind(&bigger);
         let views = typed_inputs(&kinds);
-        let e = RingBwdConfig { dims: None, ..probe }.launch(&launch, &views).unwrap_err();
+        let e = RingBwdConfig { ring: RingFeatures { dims: None, ..probe.ring }, ..probe }.launch(&launch, &views).unwrap_err();
         let bytes = at(next).sbuf_bytes().unwrap();
         assert_eq!(e.kind, ErrorKind::Argument, "{e}");
         for part in [

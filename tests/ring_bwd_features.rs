@@ -280,12 +280,11 @@ fn layout_window_and_chunk_rules_are_errors_naming_the_parameter() {
     let base = RingBwdConfig::new(2);
     assert_eq!(
         err(base.zigzag(true)),
-        "invalid zigzag_attention = true without use_causal_mask: ring_attention_spmd_bwd: zigzag_attention requires use_causal_mask"
+        "invalid zigzag_attention = true without use_causal_mask: ring_attention_spmd_bwd: zigzag input needs the causal mask (use_causal_mask)"
     );
-    assert_eq!(
-        err(base.causal(true).striped(true).zigzag(true)),
-        "invalid zigzag_attention = true with striped_attention: ring_attention_spmd_bwd: striped_attention and zigzag_attention exclude each other"
-    );
+    // The layout is one value: the last of striped and zigzag set wins.
+    assert_eq!(base.causal(true).striped(true).zigzag(true).seq_layout(), SeqLayout::Zigzag);
+    assert_eq!(base.causal(true).zigzag(true).striped(true).seq_layout(), SeqLayout::Striped);
     assert_eq!(
         err(base.sliding_window(-1, 0)),
         "invalid sliding_window = (-1, 0): ring_attention_spmd_bwd: the sliding window sizes (L, R) must be >= 0"

@@ -40,6 +40,7 @@ pub mod dtypes;
 pub mod reference;
 pub mod reference_tkg;
 pub mod ring_bwd;
+pub mod ring_config;
 pub mod ring_fwd;
 mod ring_inputs;
 mod ring_masks;

@@ -9,6 +9,7 @@ use super::output_plan::{Input, OutputPlan};
 use super::{CliError, deadline, generic};
 use clap::{Args, Subcommand, ValueEnum};
 use nki::attention::dtypes::ParamDtypes;
+use nki::attention::ring_config::RingFeatures;
 use nki::attention::shard::{SeqLayout, shard_bias, shard_ids};
 use nki::{Launch, Precision, Tensor};
 
@@ -187,9 +188,18 @@ impl RingArgs {
         }
     }
 
-    /// The sliding window `(L, R)`, the chunk size and the soft cap.
-    pub fn masks(&self) -> (Option<(i64, i64)>, Option<i64>, Option<f64>) {
-        (self.sliding_window, self.chunk_size, self.soft_cap)
+    /// The ring features both passes take: workers, mask, layout, window, chunks,
+    /// soft cap and scale (the shapes come from the files).
+    pub fn features(&self) -> Result<RingFeatures, String> {
+        Ok(RingFeatures {
+            causal: self.causal,
+            layout: self.layout(),
+            window: self.sliding_window,
+            chunk_size: self.chunk_size,
+            soft_cap: self.soft_cap,
+            softmax_scale: self.scale,
+            ..RingFeatures::new(self.num_workers()?)
+        })
     }
 
     /// Declares the optional inputs of the ring (`--sinks`, the segment ids,

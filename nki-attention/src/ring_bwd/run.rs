@@ -2,10 +2,10 @@
 //! [`RingBwdConfig`]: per-rank inputs, run-time checks naming the parameter, and
 //! typed outputs.
 
-use super::config::{RingBwdConfig, RingBwdRule};
+use super::config::{BWD_PARAMS, RingBwdConfig, RingBwdRule};
 use super::ring_attention_bwd::ring_attention_spmd_bwd;
 use crate::dtypes::ParamDtypes;
-use crate::ring_fwd::RingDims;
+use crate::ring_config::RingDims;
 use crate::rings::{check_feature_inputs, check_ring_launch, shape_i64};
 use nki::collectives::CommEvent;
 use nki::{Dtype, Launch, NkiError, Result, Tensor};
@@ -66,26 +66,12 @@ pub struct RingBwdOutputs {
 impl RingBwdConfig {
     /// The error for a broken rule: the parameter, its value and the rule.
     pub fn rule_error(&self, rule: RingBwdRule) -> NkiError {
-        let d = self.dims;
+        let ring = &self.ring;
         let (param, value): (&str, String) = match rule {
-            RingBwdRule::StripedNeedsCausal => ("striped_attention", "true without use_causal_mask".into()),
-            RingBwdRule::ZigzagNeedsCausal => ("zigzag_attention", "true without use_causal_mask".into()),
-            RingBwdRule::OneLayout => ("zigzag_attention", "true with striped_attention".into()),
-            RingBwdRule::WindowNegative => ("sliding_window", format!("{:?}", self.window.unwrap_or((0, 0)))),
-            RingBwdRule::ChunkPositive => ("chunk_size", self.chunk_size.unwrap_or(0).to_string()),
-            RingBwdRule::SoftCapPositive => ("soft_cap", self.soft_cap.map_or_else(|| "None".into(), |c| c.to_string())),
-            RingBwdRule::WorkersPositive => ("num_workers", self.num_workers.to_string()),
-            RingBwdRule::GroupSize | RingBwdRule::GroupRanks => ("replica_groups", format!("{:?}", self.replica_groups)),
+            RingBwdRule::Ring(r) => return ring.rule_error(r, &BWD_PARAMS, rule.message()),
             RingBwdRule::LncSize => ("lnc_size", self.lnc.to_string()),
-            RingBwdRule::BatchHeads => ("B, N", d.map_or(String::new(), |d| format!("{}, {}", d.batch, d.heads))),
-            RingBwdRule::KvHeads => {
-                ("kv_heads", format!("{} with {} query heads", self.kv_heads.unwrap_or(0), d.map_or("?".into(), |d| d.heads.to_string())))
-            }
-            RingBwdRule::SeqlenMultiple => ("S", d.map_or(0, |d| d.seqlen).to_string()),
-            RingBwdRule::HeadDimTiles => ("D", d.map_or(0, |d| d.head_dim).to_string()),
-            RingBwdRule::ScaleNotFinite | RingBwdRule::CausalScale => {
-                ("softmax_scale", self.softmax_scale.map_or_else(|| "None".into(), |s| s.to_string()))
-            }
+            RingBwdRule::CausalScale => ("softmax_scale", ring.scale_text()),
+            RingBwdRule::HeadDimTiles => ("D", ring.dims.map_or(0, |d| d.head_dim).to_string()),
             RingBwdRule::SbufCapacity => ("S", self.sbuf_shortfall()),
         };
         NkiError::argument(param, value, rule.message())
@@ -94,7 +80,7 @@ impl RingBwdConfig {
     /// The tokens per rank with their SBUF bytes, the target's capacity and the
     /// longest slice that fits (the value of a broken [`RingBwdRule::SbufCapacity`]).
     fn sbuf_shortfall(&self) -> String {
-        let (Some(d), Some(dtype), Some(bytes), Some(max)) = (self.dims, self.dtype, self.sbuf_bytes(), self.max_seqlen()) else {
+        let (Some(d), Some(dtype), Some(bytes), Some(max)) = (self.ring.dims, self.dtype, self.sbuf_bytes(), self.max_seqlen()) else {
             return String::new();
         };
         let acc = if self.mixed_precision { Dtype::F32 } else { dtype };
@@ -102,7 +88,7 @@ impl RingBwdConfig {
             "{}: its tiles take {bytes} B per SBUF partition, more than the {} B of {}; with D = {}, {dtype} inputs and {acc} accumulators at most {max} tokens per rank fit",
             d.seqlen,
             self.sbuf_capacity(),
-            self.target,
+            self.ring.target,
             d.head_dim
         )
     }
@@ -114,11 +100,15 @@ impl RingBwdConfig {
         if launch.lnc_degree() as i64 != self.lnc {
             return Err(NkiError::argument("lnc_size", self.lnc, &format!("must equal the launch's LNC degree {}", launch.lnc_degree())));
         }
-        if launch.hardware() != self.target {
-            return Err(NkiError::argument("target", self.target, &format!("must equal the launch's generation {}", launch.hardware())));
+        if launch.hardware() != self.ring.target {
+            return Err(NkiError::argument(
+                "target",
+                self.ring.target,
+                &format!("must equal the launch's generation {}", launch.hardware()),
+            ));
         }
         let all = [("q", inputs.q), ("k", inputs.k), ("v", inputs.v), ("o", inputs.o), ("dy", inputs.dy), ("lse", inputs.lse)];
-        check_ring_launch(launch, self.rings(), self.num_workers, &all)?;
+        check_ring_launch(launch, self.rings(), self.ring.num_workers, &all)?;
         for (param, list) in all {
             DTYPES.check_each(param, list)?;
         }
@@ -126,7 +116,7 @@ impl RingBwdConfig {
         let [b, h, d, s] = <[i64; 4]>::try_from(q0.as_slice())
             .map_err(|_| NkiError::argument("q", format!("shape {q0:?}"), "must be 4-d [B, N, D, S]"))?;
         let got = RingDims { batch: b, heads: h, seqlen: s, head_dim: d };
-        if let Some(dims) = self.dims.filter(|&dims| dims != got) {
+        if let Some(dims) = self.ring.dims.filter(|&dims| dims != got) {
             return Err(NkiError::argument("q", format!("shape {q0:?}"), &format!("the configuration's dims are {dims:?}")));
         }
         let dtype = inputs.q[0].dtype();
@@ -134,9 +124,8 @@ impl RingBwdConfig {
             return Err(NkiError::argument("q", format!("dtype {dtype}"), &format!("the configuration's dtype is {want}")));
         }
         let k0 = shape_i64(&inputs.k[0]);
-        let kv_h = self.kv_heads.unwrap_or(if k0.len() == 4 { k0[1] } else { h });
-        let derived =
-            RingBwdConfig { dims: Some(got), dtype: Some(dtype), kv_heads: Some(kv_h), segment_ids: inputs.segment_ids.is_some(), ..*self };
+        let kv_h = self.ring.kv_heads.unwrap_or(if k0.len() == 4 { k0[1] } else { h });
+        let derived = self.dims(got).kv_heads(kv_h).dtype(dtype).segment_ids(inputs.segment_ids.is_some());
         derived.validate()?;
         for (name, list) in all {
             let want = match name {
@@ -158,30 +147,30 @@ impl RingBwdConfig {
                 }
             }
         }
-        check_feature_inputs(inputs.sinks, inputs.segment_ids, inputs.bias, launch.num_ranks(), [b, h, s], self.num_workers)?;
+        check_feature_inputs(inputs.sinks, inputs.segment_ids, inputs.bias, launch.num_ranks(), [b, h, s], self.ring.num_workers)?;
         Ok(())
     }
 
     /// Checks, then runs the ring on every rank (and LNC program) of `launch`.
     pub fn launch(&self, launch: &Launch, inputs: &RingBwdInputs<'_>) -> Result<RingBwdOutputs> {
         self.check(launch, inputs)?;
-        let groups: Vec<Vec<i64>> = self.replica_groups.iter().map(|g| g.to_vec()).collect();
+        let groups: Vec<Vec<i64>> = self.ring.replica_groups.iter().map(|g| g.to_vec()).collect();
         let report = launch.run_all(|ctx| {
             let r = ctx.rank();
             ring_attention_spmd_bwd::Call::new(&inputs.q[r], &inputs.k[r], &inputs.v[r], &inputs.o[r], &inputs.dy[r], &inputs.lse[r])
-                .use_causal_mask(self.causal)
+                .use_causal_mask(self.ring.causal)
                 .mixed_precision(self.mixed_precision)
-                .softmax_scale(self.softmax_scale)
-                .num_workers(self.num_workers)
+                .softmax_scale(self.ring.softmax_scale)
+                .num_workers(self.ring.num_workers)
                 .lnc_size(self.lnc)
                 .replica_groups((!groups.is_empty()).then(|| groups.clone()))
-                .striped_attention(self.striped)
+                .striped_attention(self.ring.striped())
                 .sinks(inputs.sinks)
-                .zigzag_attention(self.zigzag)
-                .window_left(self.window.map(|w| w.0))
-                .window_right(self.window.map(|w| w.1))
-                .chunk_size(self.chunk_size)
-                .soft_cap(self.soft_cap)
+                .zigzag_attention(self.ring.zigzag())
+                .window_left(self.ring.window.map(|w| w.0))
+                .window_right(self.ring.window.map(|w| w.1))
+                .chunk_size(self.ring.chunk_size)
+                .soft_cap(self.ring.soft_cap)
                 .q_segment_ids(inputs.segment_ids.map(|(q, _)| &q[r]))
                 .kv_segment_ids(inputs.segment_ids.map(|(_, kv)| &kv[r]))
                 .bias(inputs.bias.map(|bias| &bias[r]))

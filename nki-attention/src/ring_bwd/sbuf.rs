@@ -56,13 +56,13 @@ impl RingBwdConfig {
     /// The kernel's SBUF bytes per partition for `seqlen` tokens per rank, when the
     /// head dim and the input dtype are known.
     pub const fn sbuf_bytes_at(&self, seqlen: i64) -> Option<i64> {
-        match (self.dims, self.dtype) {
+        match (self.ring.dims, self.dtype) {
             (Some(d), Some(dt)) => {
-                let ring = self.num_workers > 1;
+                let ring = self.ring.num_workers > 1;
                 // Step 0's bounds stay live through the visiting steps, which hold their own.
-                let bound_tiles = if self.zigzag || self.window.is_some() || self.chunk_size.is_some() {
+                let bound_tiles = if self.ring.zigzag() || self.ring.window.is_some() || self.ring.chunk_size.is_some() {
                     if ring { 4 } else { 2 }
-                } else if self.causal && ring {
+                } else if self.ring.causal && ring {
                     1
                 } else {
                     0
@@ -75,7 +75,7 @@ impl RingBwdConfig {
 
     /// The SBUF bytes per partition of the configured shapes, when they and the dtype are known.
     pub const fn sbuf_bytes(&self) -> Option<i64> {
-        match self.dims {
+        match self.ring.dims {
             Some(d) => self.sbuf_bytes_at(d.seqlen),
             None => None,
         }
@@ -83,7 +83,7 @@ impl RingBwdConfig {
 
     /// SBUF bytes per partition of the target generation.
     pub const fn sbuf_capacity(&self) -> i64 {
-        self.target.limits().sbuf_bytes_per_partition as i64
+        self.ring.target.limits().sbuf_bytes_per_partition as i64
     }
 
     /// The longest sequence slice per rank (a multiple of 128 tokens) whose tiles fit the target's SBUF, for the configured head dim,
@@ -99,7 +99,7 @@ impl RingBwdConfig {
     /// assert!(cfg.target(Generation::Trn3).max_seqlen() > cfg.max_seqlen());
     /// ```
     pub const fn max_seqlen(&self) -> Option<i64> {
-        if self.dims.is_none() {
+        if self.ring.dims.is_none() {
             return None;
         }
         let mut best = 0;

@@ -7,5 +7,6 @@ mod config;
 pub mod ring_attention_fwd;
 mod run;
 
-pub use config::{RingDims, RingFwdConfig, RingFwdRule};
+pub use crate::ring_config::{RingDims, RingFeatures, RingRule};
+pub use config::{RingFwdConfig, RingFwdRule};
 pub use run::{DTYPES, Queries, RingFwdInputs, RingFwdOutputs};

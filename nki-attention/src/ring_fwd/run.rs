@@ -2,7 +2,7 @@
 //! [`RingFwdConfig`]: per-rank inputs, the query-scaling contract made explicit,
 //! run-time checks naming the parameter, and typed outputs.
 
-use super::config::{RingFwdConfig, RingFwdRule};
+use super::config::{FWD_PARAMS, RingFwdConfig, RingFwdRule};
 use super::ring_attention_fwd::ring_attention_spmd_fwd;
 use crate::dtypes::ParamDtypes;
 use crate::rings::{check_feature_inputs, check_ring_launch, shape_i64};
@@ -68,31 +68,19 @@ pub struct RingFwdOutputs {
 impl RingFwdConfig {
     /// The error for a broken rule: the parameter, its value and the rule.
     pub fn rule_error(&self, rule: RingFwdRule) -> NkiError {
-        let d = self.dims;
+        let ring = &self.ring;
         let (param, value): (&str, String) = match rule {
-            RingFwdRule::NeedsTrn2 => ("target", self.target.to_string()),
-            RingFwdRule::WorkersPositive | RingFwdRule::TooManyCausalWorkers => ("num_workers", self.num_workers.to_string()),
-            RingFwdRule::StripedNeedsCausal => ("striped_input", "true without use_causal_mask".into()),
-            RingFwdRule::ZigzagNeedsCausal => ("zigzag_input", "true without use_causal_mask".into()),
-            RingFwdRule::OneLayout => ("zigzag_input", "true with striped_input".into()),
-            RingFwdRule::WindowNegative => ("sliding_window", format!("{:?}", self.window.unwrap_or((0, 0)))),
-            RingFwdRule::ChunkPositive => ("chunk_size", self.chunk_size.unwrap_or(0).to_string()),
-            RingFwdRule::SoftCapPositive => ("soft_cap", self.soft_cap.map_or_else(|| "None".into(), |c| c.to_string())),
-            RingFwdRule::GroupSize | RingFwdRule::GroupRanks => ("replica_groups", format!("{:?}", self.replica_groups)),
-            RingFwdRule::HeadDim => ("d", d.map_or(0, |d| d.head_dim).to_string()),
-            RingFwdRule::SeqlenMultiple => ("seqlen", d.map_or(0, |d| d.seqlen).to_string()),
-            RingFwdRule::BatchHeads => ("b, h", d.map_or(String::new(), |d| format!("{}, {}", d.batch, d.heads))),
-            RingFwdRule::KvHeads => {
-                ("kv_heads", format!("{} with {} query heads", self.kv_heads.unwrap_or(0), d.map_or("?".into(), |d| d.heads.to_string())))
-            }
-            RingFwdRule::ScaleNotFinite => ("softmax_scale", self.softmax_scale.map_or_else(|| "None".into(), |s| s.to_string())),
+            RingFwdRule::Ring(r) => return ring.rule_error(r, &FWD_PARAMS, rule.message()),
+            RingFwdRule::NeedsTrn2 => ("target", ring.target.to_string()),
+            RingFwdRule::TooManyCausalWorkers => ("num_workers", ring.num_workers.to_string()),
+            RingFwdRule::HeadDim => ("d", ring.dims.map_or(0, |d| d.head_dim).to_string()),
         };
         NkiError::argument(param, value, rule.message())
     }
 
     /// The softmax scale for head dim `d`: the configured one, else `1/sqrt(d)`.
     pub fn scale_for(&self, d: usize) -> f64 {
-        self.softmax_scale.unwrap_or(1.0 / (d as f64).sqrt())
+        self.ring.softmax_scale.unwrap_or(1.0 / (d as f64).sqrt())
     }
 
     /// Checks the rules, the launch and the inputs: one tensor of each kind per
@@ -105,7 +93,7 @@ impl RingFwdConfig {
             Queries::Prescaled { q, scale } => (q, Some(scale)),
         };
         let all = [("q", qs), ("k", inputs.k), ("v", inputs.v)];
-        check_ring_launch(launch, self.rings(), self.num_workers, &all)?;
+        check_ring_launch(launch, self.rings(), self.ring.num_workers, &all)?;
         for (param, list) in all {
             DTYPES.check_each(param, list)?;
         }
@@ -114,16 +102,15 @@ impl RingFwdConfig {
             return Err(NkiError::argument("q", format!("shape {q0:?}"), "must be 4-d"));
         }
         let [b, h, d, s] = if self.tp_q { [q0[0], q0[1], q0[3], q0[2]] } else { [q0[0], q0[1], q0[2], q0[3]] };
-        if let Some(dims) = self.dims {
+        if let Some(dims) = self.ring.dims {
             let got = super::RingDims { batch: b, heads: h, seqlen: s, head_dim: d };
             if got != dims {
                 return Err(NkiError::argument("q", format!("shape {q0:?}"), &format!("the configuration's dims are {dims:?}")));
             }
         }
         let k0 = shape_i64(&inputs.k[0]);
-        let kv_h = self.kv_heads.unwrap_or(if k0.len() == 4 { k0[1] } else { h });
-        let derived =
-            RingFwdConfig { dims: Some(super::RingDims { batch: b, heads: h, seqlen: s, head_dim: d }), kv_heads: Some(kv_h), ..*self };
+        let kv_h = self.ring.kv_heads.unwrap_or(if k0.len() == 4 { k0[1] } else { h });
+        let derived = self.dims(super::RingDims { batch: b, heads: h, seqlen: s, head_dim: d }).kv_heads(kv_h);
         derived.validate()?;
         let q_want = if self.tp_q { [b, h, s, d] } else { [b, h, d, s] };
         let k_want = if self.tp_k { [b, kv_h, s, d] } else { [b, kv_h, d, s] };
@@ -139,7 +126,7 @@ impl RingFwdConfig {
                 }
             }
         }
-        check_feature_inputs(inputs.sinks, inputs.segment_ids, inputs.bias, launch.num_ranks(), [b, h, s], self.num_workers)?;
+        check_feature_inputs(inputs.sinks, inputs.segment_ids, inputs.bias, launch.num_ranks(), [b, h, s], self.ring.num_workers)?;
         if let Some(given) = prescaled {
             let want = self.scale_for(d as usize);
             if (given - want).abs() > 1e-9 * want.abs() {
@@ -166,7 +153,7 @@ impl RingFwdConfig {
         let d = if self.tp_q { qs[0].shape()[3] } else { qs[0].shape()[2] };
         let scale = self.scale_for(d);
         let scaled: Vec<Tensor>;
-        let (q_run, kernel_scale) = match (prescaled, self.causal) {
+        let (q_run, kernel_scale) = match (prescaled, self.ring.causal) {
             (true, _) => (qs, 1.0),
             (false, false) => (qs, scale),
             (false, true) => {
@@ -174,25 +161,25 @@ impl RingFwdConfig {
                 (scaled.as_slice(), 1.0)
             }
         };
-        let groups: Vec<Vec<i64>> = self.replica_groups.iter().map(|g| g.to_vec()).collect();
+        let groups: Vec<Vec<i64>> = self.ring.replica_groups.iter().map(|g| g.to_vec()).collect();
         let report = launch.run_all(|ctx| {
             let r = ctx.rank();
             ring_attention_spmd_fwd::Call::new(&q_run[r], &inputs.k[r], &inputs.v[r])
                 .replica_groups((!groups.is_empty()).then(|| groups.clone()))
-                .num_workers(self.num_workers)
+                .num_workers(self.ring.num_workers)
                 .softmax_scale(kernel_scale)
-                .use_causal_mask(self.causal)
-                .striped_input(self.striped)
+                .use_causal_mask(self.ring.causal)
+                .striped_input(self.ring.striped())
                 .training(self.training)
                 .lse_dtype(self.lse_dtype)
                 .tp_q(self.tp_q)
                 .tp_k(self.tp_k)
                 .sinks(inputs.sinks)
-                .zigzag_input(self.zigzag)
-                .window_left(self.window.map(|w| w.0))
-                .window_right(self.window.map(|w| w.1))
-                .chunk_size(self.chunk_size)
-                .soft_cap(self.soft_cap)
+                .zigzag_input(self.ring.zigzag())
+                .window_left(self.ring.window.map(|w| w.0))
+                .window_right(self.ring.window.map(|w| w.1))
+                .chunk_size(self.ring.chunk_size)
+                .soft_cap(self.ring.soft_cap)
                 .q_segment_ids(inputs.segment_ids.map(|(q, _)| &q[r]))
                 .kv_segment_ids(inputs.segment_ids.map(|(_, kv)| &kv[r]))
                 .bias(inputs.bias.map(|bias| &bias[r]))

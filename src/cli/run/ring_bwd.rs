@@ -62,24 +62,9 @@ fn ring_inputs<'a>(parts: &'a [Vec<Tensor>], lse: &'a [Tensor]) -> RingBwdInputs
 pub fn run(a: &RingBwdArgs, outputs_required: bool) -> Result<(), CliError> {
     let w = a.ring.workers;
     let launch = a.launch.launch().ranks(w);
-    let layout = a.ring.layout();
-    let mut cfg = RingBwdConfig::new(a.ring.num_workers().map_err(CliError::usage)?)
-        .causal(a.ring.causal)
-        .layout(layout)
-        .lnc(launch.lnc_degree() as i64);
-    if let Some(s) = a.ring.scale {
-        cfg = cfg.softmax_scale(s);
-    }
-    let (window, chunk, cap) = a.ring.masks();
-    if let Some((l, r)) = window {
-        cfg = cfg.sliding_window(l, r);
-    }
-    if let Some(c) = chunk {
-        cfg = cfg.chunk_size(c);
-    }
-    if let Some(c) = cap {
-        cfg = cfg.soft_cap(c);
-    }
+    let ring = a.ring.features().map_err(CliError::usage)?;
+    let layout = ring.layout;
+    let cfg = RingBwdConfig::new(ring.num_workers).features(ring).lnc(launch.lnc_degree() as i64);
     cfg.validate().map_err(|e| CliError::from_nki(&e))?;
     a.launch.start_deadline();
     let files = [("q", a.q.as_path()), ("k", a.k.as_path()), ("v", a.v.as_path()), ("o", a.o.as_path()), ("dy", a.dy.as_path())];

@@ -40,22 +40,9 @@ pub struct RingFwdArgs {
 /// split over the ring) and the outputs, then shards the inputs, runs the ring
 /// and writes the gathered outputs all or nothing.
 pub fn run(a: &RingFwdArgs, outputs_required: bool) -> Result<(), CliError> {
-    let layout = a.ring.layout();
-    let mut cfg =
-        RingFwdConfig::new(a.ring.num_workers().map_err(CliError::usage)?).causal(a.ring.causal).layout(layout).training(a.training);
-    if let Some(s) = a.ring.scale {
-        cfg = cfg.softmax_scale(s);
-    }
-    let (window, chunk, cap) = a.ring.masks();
-    if let Some((l, r)) = window {
-        cfg = cfg.sliding_window(l, r);
-    }
-    if let Some(c) = chunk {
-        cfg = cfg.chunk_size(c);
-    }
-    if let Some(c) = cap {
-        cfg = cfg.soft_cap(c);
-    }
+    let ring = a.ring.features().map_err(CliError::usage)?;
+    let layout = ring.layout;
+    let cfg = RingFwdConfig::new(ring.num_workers).features(ring).training(a.training);
     cfg.validate().map_err(|e| CliError::from_nki(&e))?;
     a.launch.start_deadline();
     let w = a.ring.workers;
