@@ -8,7 +8,6 @@ use nki::prelude::*;
 /// this rank's query rows against every key) for `b` batches of `heads` query
 /// heads and `s` tokens per rank.
 #[nki_helper]
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn check_feature_inputs(
     sinks: Option<Hbm>,
     q_segment_ids: Option<Hbm>,

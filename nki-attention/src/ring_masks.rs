@@ -20,7 +20,6 @@ use nki::prelude::*;
 /// `k - q` span `[a2 - b1, b2 - a1]`, which must meet `[-left, right]`, and the
 /// runs must share a chunk.
 #[nki_helper]
-#[allow(clippy::too_many_arguments)]
 fn runs_meet(a1: i64, b1: i64, a2: i64, b2: i64, left: i64, right: i64, chunk: i64) -> bool {
     let offsets = a2 - b1 <= right && b2 - a1 >= -left;
     let chunks = chunk == 0 || (a2 / chunk <= b1 / chunk && a1 / chunk <= b2 / chunk);
@@ -33,7 +32,6 @@ fn runs_meet(a1: i64, b1: i64, a2: i64, b2: i64, left: i64, right: i64, chunk: i
 /// none). Striped blocks interleave: the key offsets nearest 0 are
 /// `p - me` and that minus or plus `W` (chunks are not used to skip there).
 #[nki_helper]
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn step_needed(t: i64, striped: bool, zigzag: bool, w: i64, s: i64, causal: bool, left: i64, right: i64, chunk: i64) -> bool {
     let far = w * s;
     let lft = if left < 0 { far } else { left };
@@ -71,7 +69,6 @@ pub(crate) fn step_needed(t: i64, striped: bool, zigzag: bool, w: i64, s: i64, c
 /// The last ring step any rank needs (0: only the local block), so the ring turns
 /// that many times instead of `W - 1`.
 #[nki_helper]
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn last_needed_step(striped: bool, zigzag: bool, w: i64, s: i64, causal: bool, left: i64, right: i64, chunk: i64) -> i64 {
     let mut last = 0;
     for t in 1..w {
@@ -139,7 +136,6 @@ fn blend(a: Sbuf, b: Sbuf, m: Sbuf) {
 /// causal mask, a window of `left` / `right` tokens (`-1`: unbounded) and chunks
 /// of `chunk` tokens (0: none).
 #[nki_helper]
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn key_bounds(
     qg: Sbuf,
     kpos: Sbuf,

@@ -57,7 +57,6 @@ fn transpose_blocks(src: Sbuf, dts: i64, dnt: i64, n: i64) -> Sbuf {
 /// `D = rowsum(dY ∘ O)` of the local queries of `(bid, hid)`, as `[128, S / 128]`
 /// (row `128 g + p` at `[p, g]`): both are PE-transposed to rows and multiplied in fp32.
 #[nki_helper]
-#[allow(clippy::too_many_arguments)]
 fn rowsum_dy_o(o_ref: Hbm, dy_ref: Hbm, bid: i64, hid: i64, dts: i64, dnt: i64, sl: i64, mdt: Dtype) -> Sbuf {
     let kdt = o_ref.dtype();
     let o_tiles: Sbuf = load_head_tiles(o_ref[s![bid, hid, .., ..]], dts, dnt, 0, sl, kdt);
@@ -81,7 +80,6 @@ fn rowsum_dy_o(o_ref: Hbm, dy_ref: Hbm, bid: i64, hid: i64, dts: i64, dnt: i64, 
 /// One key tile (512 keys, or the rest) against the query tiles `first..cg` of a group of up to 4:
 /// recomputes P, forms dS, and accumulates dQ (into `dq_grp`), dK and dV.
 #[nki_helper]
-#[allow(clippy::too_many_arguments)]
 fn bwd_tile(
     q_l: Sbuf,
     dy_l: Sbuf,
@@ -257,7 +255,6 @@ fn bwd_tile(
 /// `k_ids` (`[128, S]`, every partition alike) are the segment ids, if any;
 /// `bias_blk` (`[1, S, S]`) the bias of the visiting queries against the local keys.
 #[nki_helper]
-#[allow(clippy::too_many_arguments)]
 fn compute_step(
     q_buf: Hbm,
     dy_buf: Hbm,
@@ -321,7 +318,6 @@ fn compute_step(
 /// upper)` in local key coordinates, keeping `0 <= k <= row + offset` (contiguous
 /// offset `(q_pos - k_pos)·S`, striped `-min(max(k_pos - q_pos, 0), 1)`); else none.
 #[nki_helper]
-#[allow(clippy::too_many_arguments)]
 fn step_bounds(
     positions: Hbm,
     groups: Groups,
@@ -386,7 +382,6 @@ fn load_neg_lse(src: Hbm, mdt: Dtype, segmented: bool) -> Sbuf {
 /// (`[group, 2, 128, S / 128]`) and, with sinks, writes this rank's share of
 /// the head's sink gradient.
 #[nki_helper]
-#[allow(clippy::too_many_arguments)]
 fn stage_row_stats(
     lse_ref: Hbm,
     o_ref: Hbm,
@@ -416,7 +411,6 @@ fn stage_row_stats(
 /// `-Σ_i exp(sink - LSE_i)·D_i` over the local rows, written to
 /// `dsink_part[bid, hid]` (`neg_lse` and `dos` are the local `-LSE` and `D`).
 #[nki_helper]
-#[allow(clippy::too_many_arguments)]
 fn sink_grad(sinks: Hbm, neg_lse: Sbuf, dos: Sbuf, dsink_part: Hbm, bid: i64, hid: i64, qnt: i64) {
     let n = dsink_part.shape()[1];
     let sink: Sbuf = scalar_column(sinks.ap([[1, 1], [1, 1]], offset = hid));
@@ -437,7 +431,6 @@ fn sink_grad(sinks: Hbm, neg_lse: Sbuf, dos: Sbuf, dsink_part: Hbm, bid: i64, hi
 /// Sends Q, dY, LSE and D of every LNC slot to the ring successor, and the
 /// queries' segment ids and bias rows when there are any.
 #[nki_helper]
-#[allow(clippy::too_many_arguments)]
 fn permute_all(
     sq: Hbm,
     rq: Hbm,
@@ -475,7 +468,6 @@ fn permute_all(
 /// to the same dK/dV. Program `slot` uses slot `slot` of every ring buffer
 /// (`[lnc, ...]`), and every program issues the same collectives.
 #[nki_helper]
-#[allow(clippy::too_many_arguments)]
 fn ring_bwd_item(
     q_ref: Hbm,
     k_ref: Hbm,
@@ -720,7 +712,6 @@ fn ring_bwd_item(
 /// rows against every key at its global position) against this rank's keys,
 /// `[1, S, S]` (None without a bias).
 #[nki_helper]
-#[allow(clippy::too_many_arguments)]
 fn own_key_columns(rows: Option<Hbm>, slot: i64, positions: Hbm, groups: Groups, striped: bool, zigzag: bool, nw: i64) -> Option<Hbm> {
     if let Some(r) = rows {
         let [lnc, sl, total] = r.shape();
@@ -770,7 +761,6 @@ fn sum_sink_parts(parts: Hbm, lnc: i64, lnc_id: i64) -> Hbm {
 /// `kv_segment_ids` are int32 `[B, S]` (both or neither); `bias` is float32
 /// `[B, N, S, num_workers·S]`, the forward's (its rows travel with Q).
 #[nki_kernel]
-#[allow(clippy::too_many_arguments)]
 pub fn ring_attention_spmd_bwd(
     #[dtypes(float32, bfloat16, float16)] q_ref: Hbm,
     #[dtypes(float32, bfloat16, float16)] k_ref: Hbm,

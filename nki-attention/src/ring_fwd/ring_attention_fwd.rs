@@ -60,7 +60,6 @@ pub(crate) fn ring_positions_at(positions: Hbm, groups: Groups, step: i64) -> (S
 /// One ring step's `attention_cte`: the unnormalised output and the raw statistics
 /// (negated max, sum) of the local queries against `k` and `v`.
 #[nki_helper]
-#[allow(clippy::too_many_arguments)]
 fn step_attention(
     q3: Hbm,
     k: Hbm,
@@ -182,7 +181,6 @@ fn seq_half(src: Hbm, seq_major: bool, fixed: i64, sel: Option<Sbuf>) -> Hbm {
 /// 0 or 1 at run time in `sel`) and half-size buffers, for batches `b0..b1`:
 /// `to_half` copies the half out, else back in.
 #[nki_helper]
-#[allow(clippy::too_many_arguments)]
 fn swap_half(o_acc: Hbm, nm_acc: Hbm, sum_acc: Hbm, o_h: Hbm, nm_h: Hbm, sum_h: Hbm, sel: Sbuf, b0: i64, b1: i64, to_half: bool) {
     let [bs, s, d] = o_acc.shape();
     let n_grp = s / 128;
@@ -209,7 +207,6 @@ fn swap_half(o_acc: Hbm, nm_acc: Hbm, sum_acc: Hbm, o_h: Hbm, nm_h: Hbm, sum_h: 
 /// Merges one half-size `attention_cte` result (`o_cur`, `nm_cur`, `sum_cur`, for
 /// the query half in `sel`) into the running one, for batches `b0..b1`.
 #[nki_helper]
-#[allow(clippy::too_many_arguments)]
 fn merge_half(o_acc: Hbm, nm_acc: Hbm, sum_acc: Hbm, o_cur: Hbm, nm_cur: Hbm, sum_cur: Hbm, sel: Sbuf, b0: i64, b1: i64) {
     let [bs, s, d] = o_acc.shape();
     let hg = s / 256;
@@ -242,7 +239,6 @@ fn both_programs(a: Hbm, b: Hbm, c: Hbm, shards: i64) {
 /// halves of the second call at run time. Batches are merged whole by program
 /// `bi mod shards`, after barriers on `attention_cte`'s outputs.
 #[nki_helper]
-#[allow(clippy::too_many_arguments)]
 fn zigzag_step(
     q_second: Hbm,
     q_full: Hbm,
@@ -286,7 +282,6 @@ fn zigzag_step(
 /// from `kpos` (striped), or chunks `kpos` and `2W-1-kpos` of `S / 2` columns
 /// (zigzag), picked at run time by `scalar_offset`.
 #[nki_helper]
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn bias_block(bias: Hbm, first: i64, count: i64, kpos: Sbuf, striped: bool, zigzag: bool, w: i64) -> Hbm {
     let [b, h, s, total] = bias.shape();
     let bs = b * h;
@@ -340,7 +335,6 @@ fn step_bias(bias: Option<Hbm>, kpos: Sbuf, striped: bool, zigzag: bool, w: i64)
 /// Sends the keys and values that arrived to the ring successor, and their
 /// segment ids when there are any.
 #[nki_helper]
-#[allow(clippy::too_many_arguments)]
 fn pass_on(arrived_k: Hbm, free_k: Hbm, arrived_v: Hbm, free_v: Hbm, arrived_ids: Option<Hbm>, free_ids: Option<Hbm>, groups: Groups) {
     let rg = ncc::ReplicaGroup(groups);
     ncc::collective_permute_implicit([[arrived_k]], [[free_k]], rg);
@@ -365,7 +359,6 @@ fn load_stats(src: Hbm, b: i64, n_grp: i64) -> Sbuf {
 /// `O = O_acc c_acc + O_cur c_cur` (negated maxima; a row that saw no key this
 /// step has `n_cur = +FLOAT32_MAX` and weight 0).
 #[nki_helper]
-#[allow(clippy::too_many_arguments)]
 fn merge_batch(o_acc: Hbm, nm_acc: Hbm, sum_acc: Hbm, o_cur: Hbm, nm_cur: Hbm, sum_cur: Hbm, b: i64, g0: i64, g1: i64, s: i64, d: i64) {
     let n_grp = s / 128;
     let nm_a: Sbuf = load_stats(nm_acc, b, n_grp);
@@ -412,7 +405,6 @@ fn merge_batch(o_acc: Hbm, nm_acc: Hbm, sum_acc: Hbm, o_cur: Hbm, nm_cur: Hbm, s
 /// the sentinel there: without segment ids none exists; with them the row's
 /// output is 0 and its LSE `-inf`.
 #[nki_helper]
-#[allow(clippy::too_many_arguments)]
 fn normalize_batch(
     o_acc: Hbm,
     nm_acc: Hbm,
@@ -492,7 +484,6 @@ fn normalize_batch(
 /// key at its global position, added to the logits after the soft cap (each
 /// step reads the columns of the visiting keys).
 #[nki_kernel]
-#[allow(clippy::too_many_arguments)]
 pub fn ring_attention_spmd_fwd(
     #[dtypes(float32, bfloat16, float16)] q: Hbm,
     #[dtypes(float32, bfloat16, float16)] k: Hbm,
