@@ -29,6 +29,9 @@ pub enum ErrorKind {
     Arithmetic,
     /// Reading or writing a file.
     Io,
+    /// A read of on-chip bytes that another tile overwrote since this one wrote them
+    /// (tiles placed at overlapping addresses).
+    Hazard,
 }
 
 /// Where in the emulated launch an error happened.

@@ -18,7 +18,7 @@ fn operand(buffer: Buffer, dtype: Dtype, partitions: usize, free: usize) -> Oper
 }
 
 fn instr(op: &'static str, unit: Unit, reads: Vec<Operand>, writes: Vec<Operand>) -> Instr {
-    Instr { op, unit, reads, writes, rendezvous: Rendezvous::None }
+    Instr { op, unit, reads, writes, rendezvous: Rendezvous::None, deps: Vec::new() }
 }
 
 fn sb(dtype: Dtype, p: usize, f: usize) -> Operand {

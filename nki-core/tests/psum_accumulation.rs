@@ -3,10 +3,12 @@
 //! The `nc_matmul` docs: accumulating (`accumulate=True`) onto PSUM that nothing
 //! initialised is undefined behaviour on every target, and on NeuronCore-v2/-v3
 //! (trn1, trn2) so is a matmul accumulating onto PSUM values a non-matmul
-//! instruction such as `memset` or `tensor_copy` wrote. `accumulate=None` adds
-//! onto every cell any write touched since allocation, so a memset followed by a
-//! default matmul is the second case. The emulator reports both as errors naming
-//! the op, the tensor, the cells and the instruction that wrote them.
+//! instruction such as `memset` or `tensor_copy` wrote. The emulator reports both
+//! as errors naming the op, the tensor, the cells and the instruction that wrote
+//! them. `accumulate=None` lets the compiler infer the flag ("first write
+//! overwrites, subsequent writes accumulate"): it adds onto every cell any write
+//! touched since allocation, a memset's included, on every generation — the NKI
+//! library's `attention_bwd` zeroes its dQ tile that way.
 
 mod common;
 
@@ -65,33 +67,31 @@ fn on(g: Generation) -> Launch {
 
 /// The two ways a non-matmul value gets into PSUM in kernels: a memset (the dQ
 /// partial of the library's attention backward) and a copy (a bias pre-loaded
-/// into PSUM), each followed by the accumulating matmul.
-fn init_then_accumulate(ctx: &Ctx, x: &Operands, by_copy: bool) -> Result<Vec<f32>> {
+/// into PSUM), each followed by a matmul accumulating with `accumulate`.
+fn init_then_accumulate(ctx: &Ctx, x: &Operands, by_copy: bool, accumulate: Option<bool>) -> Result<Vec<f32>> {
     let ps = named_psum(ctx, "dq_psum", N)?;
     if by_copy {
         let bias = sbuf_with(ctx, &[M as i64, N as i64], Dtype::F32, &[0.25; M * N])?;
         nisa::tensor_copy(ctx, &ps, &bias, EngineOpts::default())?;
-        matmul(ctx, &ps, x, Some(true))?;
     } else {
         nisa::memset(ctx, &ps, 0.25, EngineOpts::default())?;
-        matmul(ctx, &ps, x, None)?;
     }
+    matmul(ctx, &ps, x, accumulate)?;
     Ok(ps.to_f32_vec())
 }
 
 #[test]
-fn accumulating_onto_memset_or_copied_psum_is_an_error_on_trn1_and_trn2() {
+fn explicit_accumulation_onto_memset_or_copied_psum_is_an_error_on_trn1_and_trn2() {
     let x = operands(1);
     for g in [Generation::Trn1, Generation::Trn2] {
-        for (by_copy, writer, mode) in [(false, "nisa.memset", "accumulate=None"), (true, "nisa.tensor_copy", "accumulate=True")] {
-            let e = expect_err(on(g).run(|ctx| init_then_accumulate(ctx, &x, by_copy)));
+        for (by_copy, writer) in [(false, "nisa.memset"), (true, "nisa.tensor_copy")] {
+            let e = expect_err(on(g).run(|ctx| init_then_accumulate(ctx, &x, by_copy, Some(true))));
             assert_err(
                 &e,
                 ErrorKind::Constraint,
                 &[
                     "nisa.nc_matmul",
-                    mode,
-                    "'dq_psum' [4, 6] float32 in PSUM",
+                    "accumulate=True adds onto 'dq_psum' [4, 6] float32 in PSUM",
                     &format!("{} of its {} elements (the first at [0, 0]) were last written by {writer}, not by a matmul", M * N, M * N),
                     &format!("on {g} a matmul accumulating onto PSUM that a non-matmul instruction initialised is undefined behaviour"),
                     "allowed only on trn3",
@@ -102,11 +102,36 @@ fn accumulating_onto_memset_or_copied_psum_is_an_error_on_trn1_and_trn2() {
 }
 
 #[test]
+fn default_accumulation_adds_onto_a_memset_or_copy_on_every_generation() {
+    let x = operands(2);
+    let want: Vec<f64> = x.product.iter().map(|v| v + 0.25).collect();
+    for g in Generation::ALL {
+        for by_copy in [false, true] {
+            let got = on(g).run(|ctx| init_then_accumulate(ctx, &x, by_copy, None)).unwrap();
+            assert_close(&got, &want, 0.0, 0.0);
+        }
+    }
+    // The library's pattern: zero the tile, then accumulate default matmuls onto it.
+    let (a, b) = (operands(4), operands(6));
+    let sum: Vec<f64> = a.product.iter().zip(&b.product).map(|(p, q)| p + q).collect();
+    let got = on(Generation::Trn2)
+        .run(|ctx| {
+            let ps = named_psum(ctx, "dq_psum", N)?;
+            nisa::memset(ctx, &ps, 0.0, EngineOpts::default())?;
+            matmul(ctx, &ps, &a, None)?;
+            matmul(ctx, &ps, &b, None)?;
+            Ok(ps.to_f32_vec())
+        })
+        .unwrap();
+    assert_close(&got, &sum, 0.0, 0.0);
+}
+
+#[test]
 fn trn3_accumulates_onto_memset_and_copied_psum() {
     let x = operands(3);
     let want: Vec<f64> = x.product.iter().map(|v| v + 0.25).collect();
     for by_copy in [false, true] {
-        let got = on(Generation::Trn3).run(|ctx| init_then_accumulate(ctx, &x, by_copy)).unwrap();
+        let got = on(Generation::Trn3).run(|ctx| init_then_accumulate(ctx, &x, by_copy, Some(true))).unwrap();
         assert_close(&got, &want, 0.0, 0.0);
     }
 }
@@ -132,8 +157,9 @@ fn matmul_initialised_accumulation_is_accepted_everywhere() {
     }
 }
 
-/// The rule is per cell: a memset of some columns only matters to a matmul whose
-/// destination covers them, and an overwriting matmul makes them matmul-initialised.
+/// The rule is per cell: a memset of some columns only matters to an explicitly
+/// accumulating matmul whose destination covers them, and an overwriting matmul
+/// makes them matmul-initialised.
 #[test]
 fn the_rule_is_per_cell() {
     let (a, b) = (operands(9), operands(11));
@@ -143,23 +169,26 @@ fn the_rule_is_per_cell() {
         .run(|ctx| {
             let ps = named_psum(ctx, "part", 2 * N)?;
             nisa::memset(ctx, &ps.index(&s![.., 0..2])?, 0.0, EngineOpts::default())?;
-            // Columns N..2N are untouched by the memset: a matmul there is fine.
+            // Columns N..2N are untouched by the memset: accumulating there is fine.
             matmul(ctx, &ps.index(&s![.., N..2 * N])?, &a, None)?;
-            matmul(ctx, &ps.index(&s![.., N..2 * N])?, &b, None)?;
-            // Columns 0..N and the whole tile overlap the memset in 2 columns.
-            let e = expect_err(matmul(ctx, &ps.index(&s![.., 0..N])?, &a, None));
+            matmul(ctx, &ps.index(&s![.., N..2 * N])?, &b, Some(true))?;
+            // Columns 2..N get a matmul; columns 0..N and the whole tile then overlap
+            // the memset in 2 columns.
+            let a_right: Vec<f64> = (0..K * (N - 2)).map(|i| a.mv[(i / (N - 2)) * N + 2 + i % (N - 2)]).collect();
+            mm(ctx, &ps.index(&s![.., 2..N])?, &a.st, &a_right, Some(false))?;
+            let e = expect_err(matmul(ctx, &ps.index(&s![.., 0..N])?, &a, Some(true)));
             assert_err(
                 &e,
                 ErrorKind::Constraint,
                 &["'part' [4, 6]", "8 of its 24 elements (the first at [0, 0]) were last written by nisa.memset"],
             );
-            let e = expect_err(mm(ctx, &ps, &b.st, &wide, None));
+            let e = expect_err(mm(ctx, &ps, &b.st, &wide, Some(true)));
             assert_err(&e, ErrorKind::Constraint, &["'part' [4, 12]", "8 of its 48 elements"]);
             // The rejected matmuls wrote nothing: columns N..2N still hold a + b.
             let right = ps.index(&s![.., N..2 * N])?.to_f32_vec();
             // accumulate=False re-initialises the memset cells by a matmul; then anything goes.
             matmul(ctx, &ps.index(&s![.., 0..N])?, &a, Some(false))?;
-            matmul(ctx, &ps.index(&s![.., 0..N])?, &b, None)?;
+            matmul(ctx, &ps.index(&s![.., 0..N])?, &b, Some(true))?;
             mm(ctx, &ps, &b.st, &wide, Some(true))?;
             Ok((right, ps.to_f32_vec()))
         })
@@ -179,7 +208,7 @@ fn a_vector_engine_transpose_into_psum_is_a_non_matmul_write() {
         let src = sbuf_with(ctx, &[N as i64, M as i64], Dtype::F32, &x.product)?;
         let ps = named_psum(ctx, "flipped", N)?;
         nisa::nc_transpose(ctx, &ps, &src, NcTransposeOpts { engine: Some(engine::vector), ..Default::default() })?;
-        matmul(ctx, &ps, &x, None)
+        matmul(ctx, &ps, &x, Some(true))
     }));
     assert_err(&e, ErrorKind::Constraint, &["'flipped'", "last written by nisa.nc_transpose, not by a matmul"]);
 }

@@ -12,7 +12,7 @@
 use super::{CommEvent, ReplicaGroup, check_buffer};
 use crate::emulator::Ctx;
 use crate::language::NlOp;
-use crate::profile::{Instr, Rendezvous, Unit};
+use crate::profile::{Rendezvous, Unit};
 use crate::{Dtype, NkiError, Result, Tensor};
 
 /// Optional arguments of the group collectives.
@@ -115,11 +115,9 @@ fn all_pairs(members: &[&[(Tensor, Tensor)]], bytes: usize) -> Traffic {
 pub(super) fn run(ctx: &Ctx, op: &'static str, group: &ReplicaGroup, pairs: Vec<(Tensor, Tensor)>, exchange: &Exchange<'_>) -> Result<()> {
     ctx.begin_op(op)?;
     let members = group.ring_of(ctx.rank(), ctx.num_ranks()).map_err(|e| e.in_op(op))?;
-    ctx.record_with(|| {
-        let reads: Vec<&Tensor> = pairs.iter().map(|(s, _)| s).collect();
-        let writes: Vec<&Tensor> = pairs.iter().map(|(_, d)| d).collect();
-        Instr::new(op, Unit::Collective, &reads, &writes).waiting_for(Rendezvous::Ranks(members.clone()))
-    });
+    let reads: Vec<&Tensor> = pairs.iter().map(|(s, _)| s).collect();
+    let writes: Vec<&Tensor> = pairs.iter().map(|(_, d)| d).collect();
+    ctx.record_waiting(op, Unit::Collective, &reads, &writes, Rendezvous::Ranks(members.clone()))?;
     let part = Part { rank: ctx.rank(), program: ctx.program_id(), pairs };
     let (world, round) = (ctx.world.clone(), ctx.rounds());
     let kind = op.trim_start_matches("ncc.");

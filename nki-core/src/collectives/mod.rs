@@ -141,11 +141,9 @@ fn run_permute(
 ) -> Result<()> {
     ctx.begin_op(op)?;
     let ring = group.ring_of(ctx.rank(), ctx.num_ranks()).map_err(|e| e.in_op(op))?;
-    ctx.record_with(|| {
-        let reads: Vec<&Tensor> = srcs.iter().flatten().collect();
-        crate::profile::Instr::new(op, crate::profile::Unit::Collective, &reads, &dsts.iter().collect::<Vec<_>>())
-            .waiting_for(crate::profile::Rendezvous::Ranks(ring.clone()))
-    });
+    let reads: Vec<&Tensor> = srcs.iter().flatten().collect();
+    let writes: Vec<&Tensor> = dsts.iter().collect();
+    ctx.record_waiting(op, crate::profile::Unit::Collective, &reads, &writes, crate::profile::Rendezvous::Ranks(ring.clone()))?;
     for (c, (ss, d)) in srcs.iter().zip(&dsts).enumerate() {
         check_buffer(op, "dst", d)?;
         for s in ss {
@@ -326,6 +324,6 @@ pub fn rank_id(ctx: &Ctx, name: Option<&str>) -> Result<Register> {
     const OP: &str = "ncc.rank_id";
     let _ = name;
     ctx.begin_op(OP)?;
-    ctx.record(OP, crate::profile::Unit::Sync, &[], &[]);
+    ctx.record(OP, crate::profile::Unit::Sync, &[], &[])?;
     Ok(Register::new(ctx.rank() as i64))
 }

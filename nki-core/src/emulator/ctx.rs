@@ -3,11 +3,11 @@
 use super::Precision;
 use super::helpers::ThreadBudget;
 use super::launch::RankShared;
-use super::memory::{MemPool, MemoryReport};
+use super::memory::{MemPool, MemoryReport, Site};
 use super::world::{RvKey, Slot, World};
 use crate::hw::{Generation, HwLimits};
 use crate::isa::{Accumulators, RngState};
-use crate::profile::{Instr, Unit};
+use crate::profile::{Instr, Rendezvous, Unit};
 use crate::{Origin, Result, Tensor};
 use std::cell::{Cell, RefCell, RefMut};
 use std::collections::HashMap;
@@ -41,8 +41,11 @@ pub struct Ctx {
     scalar_acc: RefCell<Vec<f32>>,
     /// The engines' random generators.
     rng: RefCell<RngState>,
-    /// The instructions executed so far, when the launch is profiled.
-    pub(crate) recorder: Option<RefCell<Vec<Instr>>>,
+    /// The instructions executed so far, with their positions in program order,
+    /// when the launch is profiled.
+    pub(crate) recorder: Option<RefCell<Vec<(u64, Instr)>>>,
+    /// The kernel line of the op being issued (set by the DSL's generated code).
+    line: Cell<Option<(&'static str, u32)>>,
     /// The `nisa` instruction begun last and not recorded yet (profiled launches).
     unrecorded: Cell<Option<&'static str>>,
     /// The first `nisa` instruction that ran without being recorded.
@@ -85,6 +88,7 @@ impl Ctx {
             scalar_acc: RefCell::new(vec![f32::NAN; hw.pmax]),
             rng: RefCell::new(RngState::new(hw.pmax)),
             recorder: None,
+            line: Cell::new(None),
             unrecorded: Cell::new(None),
             unmodeled: Cell::new(None),
             threads: Arc::new(ThreadBudget::new(1, 1)),
@@ -192,11 +196,24 @@ impl Ctx {
     /// Records an executed instruction for the profiler: `make` runs only when the
     /// launch is profiled, so an unprofiled launch pays one branch.
     #[inline]
-    pub(crate) fn record_with(&self, make: impl FnOnce() -> Instr) {
+    fn record_with(&self, make: impl FnOnce() -> Instr) {
         if let Some(r) = &self.recorder {
-            r.borrow_mut().push(make());
+            r.borrow_mut().push((self.ops.get(), make()));
             self.unrecorded.set(None);
         }
+    }
+
+    /// Notes the kernel line that issues the next op (called by `#[nki_kernel]`
+    /// code before each call, so memory hazards can name the lines involved).
+    #[doc(hidden)]
+    #[inline]
+    pub fn __at_line(&self, file: &'static str, line: u32) {
+        self.line.set(Some((file, line)));
+    }
+
+    /// Where the op `op` begun last stands: its position and kernel line.
+    pub(crate) fn site(&self, op: &'static str) -> Site {
+        Site { pos: self.ops.get(), op, line: self.line.get() }
     }
 
     /// Notes an instruction begun but never recorded: the profile of a launch that
@@ -213,21 +230,36 @@ impl Ctx {
         self.unmodeled.get()
     }
 
-    /// Records instruction `op` on `unit` reading `reads` and writing `writes`.
+    /// Records instruction `op` on `unit` reading `reads` and writing `writes`:
+    /// its on-chip operands in the program's memory (which checks capacity and
+    /// the hazards of placed tiles), and the instruction for the profiler.
     #[inline]
-    pub(crate) fn record(&self, op: &'static str, unit: Unit, reads: &[&Tensor], writes: &[&Tensor]) {
-        self.record_with(|| Instr::new(op, unit, reads, writes));
+    pub(crate) fn record(&self, op: &'static str, unit: Unit, reads: &[&Tensor], writes: &[&Tensor]) -> Result<()> {
+        self.record_waiting(op, unit, reads, writes, Rendezvous::None)
+    }
+
+    /// [`Ctx::record`] for an instruction that also waits for `who`.
+    pub(crate) fn record_waiting(
+        &self,
+        op: &'static str,
+        unit: Unit,
+        reads: &[&Tensor],
+        writes: &[&Tensor],
+        who: Rendezvous,
+    ) -> Result<()> {
+        self.pool.touch(self.site(op), reads, writes).map_err(|e| e.in_op(op))?;
+        self.record_with(|| Instr::new(op, unit, reads, writes).waiting_for(who));
+        Ok(())
     }
 
     /// Records instruction `op` on the engine its spec row names, reading the tiles
     /// of `reads` that are present (operands may be scalars) and writing `writes`.
     #[inline]
-    pub(crate) fn record_spec(&self, op: &'static str, reads: &[Option<&Tensor>], writes: &[Option<&Tensor>]) {
-        self.record_with(|| {
-            let (r, w): (Vec<&Tensor>, Vec<&Tensor>) =
-                (reads.iter().flatten().copied().collect(), writes.iter().flatten().copied().collect());
-            Instr::new(op, Unit::of_spec(op), &r, &w)
-        });
+    pub(crate) fn record_spec(&self, op: &'static str, reads: &[Option<&Tensor>], writes: &[Option<&Tensor>]) -> Result<()> {
+        let (r, w): (Vec<&Tensor>, Vec<&Tensor>) = (reads.iter().flatten().copied().collect(), writes.iter().flatten().copied().collect());
+        self.pool.touch(self.site(op), &r, &w).map_err(|e| e.in_op(op))?;
+        self.record_with(|| Instr::new(op, Unit::of_spec(op), &r, &w));
+        Ok(())
     }
 
     /// `begin_op` for an op the spec lists on some generations only: an error

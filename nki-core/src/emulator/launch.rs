@@ -302,8 +302,9 @@ impl Launch {
             }
             threads.finished();
             world.finish(ctx.slot());
-            let instrs = ctx.recorder.take().map(|r| r.into_inner()).unwrap_or_default();
-            (out, ctx.memory(), ctx.op_count(), Stream { rank, program, instrs })
+            let (memory, spills) = ctx.pool.summary();
+            let instrs = ctx.recorder.take().map(|r| crate::profile::with_spills(r.into_inner(), &spills)).unwrap_or_default();
+            (out, memory, ctx.op_count(), Stream { rank, program, instrs })
         };
         let outcomes: Vec<_> = std::thread::scope(|s| {
             // The watchdog sleeps until the programs are done (the sender drops) or

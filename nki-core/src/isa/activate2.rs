@@ -68,7 +68,7 @@ pub fn activate2(
         OP,
         &[Some(data), imm0.tensor(), imm1.tensor(), opts.relu_param.and_then(Operand::tensor)],
         &[Some(dst), opts.reduce_res],
-    );
+    )?;
     if !op.is_unary() {
         return Err(NkiError::constraint(OP, format!("op={op} is an ALU op; activate2 takes an activation function such as nl.exp")));
     }

@@ -72,11 +72,9 @@ pub fn activation_reduce(
 
 fn activate(name: &'static str, ctx: &Ctx, dst: &Tensor, op: NlOp, data: &Tensor, opts: ActivationOpts<'_>) -> Result<()> {
     ctx.begin_op(name)?;
-    ctx.record_with(|| {
-        let mut writes = vec![dst];
-        writes.extend(opts.reduce_res);
-        crate::profile::Instr::new(name, crate::profile::Unit::Scalar, &[data], &writes)
-    });
+    let mut writes = vec![dst];
+    writes.extend(opts.reduce_res);
+    ctx.record(name, crate::profile::Unit::Scalar, &[data], &writes)?;
     if !op.is_unary() {
         return Err(NkiError::constraint(
             name,

@@ -14,7 +14,7 @@ pub fn sequence_bounds(ctx: &Ctx, dst: &Tensor, segment_ids: &Tensor, opts: Name
     const OP: &str = "nisa.sequence_bounds";
     let _ = opts;
     ctx.begin_op(OP)?;
-    ctx.record_spec(OP, &[Some(segment_ids)], &[Some(dst)]);
+    ctx.record_spec(OP, &[Some(segment_ids)], &[Some(dst)])?;
     for (role, t) in [("segment_ids", segment_ids), ("dst", dst)] {
         if t.buffer() != Buffer::Sbuf {
             return Err(NkiError::constraint(OP, format!("{role} {} must be in SBUF: the GpSimd Engine cannot reach PSUM", t.describe())));

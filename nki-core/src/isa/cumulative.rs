@@ -50,7 +50,7 @@ pub fn tensor_scalar_cumulative(
 ) -> Result<()> {
     const OP: &str = "nisa.tensor_scalar_cumulative";
     ctx.begin_op(OP)?;
-    ctx.record_spec(OP, &[Some(src), imm0.tensor(), opts.imm1.and_then(Operand::tensor)], &[Some(dst)]);
+    ctx.record_spec(OP, &[Some(src), imm0.tensor(), opts.imm1.and_then(Operand::tensor)], &[Some(dst)])?;
     if !op0.is_binary() {
         return Err(NkiError::constraint(OP, format!("op0 {op0} is not a binary ALU operator")));
     }

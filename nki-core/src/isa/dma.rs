@@ -42,7 +42,7 @@ fn no_psum(op: &str, role: &str, t: &Tensor) -> Result<()> {
 pub fn dma_copy(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: DmaCopyOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.dma_copy";
     ctx.begin_op(OP)?;
-    ctx.record(OP, crate::profile::Unit::Dma, &[src], &[dst]);
+    ctx.record(OP, crate::profile::Unit::Dma, &[src], &[dst])?;
     no_psum(OP, "src", src)?;
     no_psum(OP, "dst", dst)?;
     let indirect = src.is_indirect() || dst.is_indirect();
@@ -113,7 +113,7 @@ fn transpose_error(rule: TransposeRule, values: &str) -> NkiError {
 pub fn dma_transpose(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: DmaTransposeOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.dma_transpose";
     ctx.begin_op(OP)?;
-    ctx.record(OP, crate::profile::Unit::Dma, &[src], &[dst]);
+    ctx.record(OP, crate::profile::Unit::Dma, &[src], &[dst])?;
     if dst.buffer() != Buffer::Sbuf {
         return Err(NkiError::constraint(OP, format!("dst {} must be in SBUF", dst.describe())));
     }

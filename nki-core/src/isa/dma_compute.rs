@@ -33,7 +33,7 @@ pub fn dma_compute(ctx: &Ctx, dst: &Tensor, srcs: &[Tensor], reduce_op: NlOp, op
     const OP: &str = "nisa.dma_compute";
     ctx.begin_op(OP)?;
     let reads: Vec<Option<&Tensor>> = srcs.iter().map(Some).collect();
-    ctx.record_spec(OP, &reads, &[Some(dst)]);
+    ctx.record_spec(OP, &reads, &[Some(dst)])?;
     if reduce_op != NlOp::Add {
         return Err(NkiError::constraint(OP, format!("reduce_op must be nl.add (the only one the DMA engines support), got {reduce_op}")));
     }

@@ -53,7 +53,7 @@ pub struct EngineOpts<'a> {
 pub fn tensor_copy(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: EngineOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.tensor_copy";
     ctx.begin_op(OP)?;
-    ctx.record(OP, crate::profile::Unit::chosen(opts.engine, crate::profile::Unit::Vector), &[src], &[dst]);
+    ctx.record(OP, crate::profile::Unit::chosen(opts.engine, crate::profile::Unit::Vector), &[src], &[dst])?;
     let (s, d) = (TileView::of(OP, "src", src)?, TileView::of(OP, "dst", dst)?);
     same_geometry(OP, ("dst", &d), ("src", &s), dst, src)?;
     engine_reach(OP, opts.engine, &[("src", src), ("dst", dst)])?;
@@ -71,7 +71,7 @@ pub fn tensor_copy(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: EngineOpts<'_>) 
 pub fn memset(ctx: &Ctx, dst: &Tensor, value: f64, opts: EngineOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.memset";
     ctx.begin_op(OP)?;
-    ctx.record(OP, crate::profile::Unit::chosen(opts.engine, crate::profile::Unit::Vector), &[], &[dst]);
+    ctx.record(OP, crate::profile::Unit::chosen(opts.engine, crate::profile::Unit::Vector), &[], &[dst])?;
     let d = TileView::of(OP, "dst", dst)?;
     engine_reach(OP, opts.engine, &[("dst", dst)])?;
     if !dst.dtype().is_float() && value.fract() != 0.0 {
@@ -99,7 +99,7 @@ fn all_int32(ts: &[&Tensor]) -> bool {
 pub fn tensor_tensor(ctx: &Ctx, dst: &Tensor, data1: &Tensor, data2: &Tensor, op: NlOp, opts: EngineOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.tensor_tensor";
     ctx.begin_op(OP)?;
-    ctx.record(OP, crate::profile::Unit::chosen(opts.engine, crate::profile::Unit::Vector), &[data1, data2], &[dst]);
+    ctx.record(OP, crate::profile::Unit::chosen(opts.engine, crate::profile::Unit::Vector), &[data1, data2], &[dst])?;
     binary_op(OP, "op", op)?;
     let (a, b, d) = (TileView::of(OP, "data1", data1)?, TileView::of(OP, "data2", data2)?, TileView::of(OP, "dst", dst)?);
     same_geometry(OP, ("data1", &a), ("data2", &b), data1, data2)?;
@@ -149,7 +149,7 @@ pub struct TensorScalarOpts<'a> {
 pub fn tensor_scalar(ctx: &Ctx, dst: &Tensor, data: &Tensor, op0: NlOp, operand0: Operand<'_>, opts: TensorScalarOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.tensor_scalar";
     ctx.begin_op(OP)?;
-    ctx.record(OP, crate::profile::Unit::chosen(opts.engine, crate::profile::Unit::Vector), &[data], &[dst]);
+    ctx.record(OP, crate::profile::Unit::chosen(opts.engine, crate::profile::Unit::Vector), &[data], &[dst])?;
     let (x, d) = (TileView::of(OP, "data", data)?, TileView::of(OP, "dst", dst)?);
     same_geometry(OP, ("dst", &d), ("data", &x), dst, data)?;
     engine_reach(OP, opts.engine, &[("data", data), ("dst", dst)])?;
@@ -199,7 +199,7 @@ pub fn scalar_tensor_tensor(
 ) -> Result<()> {
     const OP: &str = "nisa.scalar_tensor_tensor";
     ctx.begin_op(OP)?;
-    ctx.record(OP, crate::profile::Unit::Vector, &[data, operand1], &[dst]);
+    ctx.record(OP, crate::profile::Unit::Vector, &[data, operand1], &[dst])?;
     binary_op(OP, "op0", op0)?;
     binary_op(OP, "op1", op1)?;
     let (x, y, d) = (TileView::of(OP, "data", data)?, TileView::of(OP, "operand1", operand1)?, TileView::of(OP, "dst", dst)?);
@@ -234,7 +234,7 @@ pub fn reciprocal(ctx: &Ctx, dst: &Tensor, data: &Tensor, opts: NameOpts<'_>) ->
     const OP: &str = "nisa.reciprocal";
     let _ = opts;
     ctx.begin_op(OP)?;
-    ctx.record(OP, crate::profile::Unit::Vector, &[data], &[dst]);
+    ctx.record(OP, crate::profile::Unit::Vector, &[data], &[dst])?;
     let (x, d) = (TileView::of(OP, "data", data)?, TileView::of(OP, "dst", dst)?);
     same_geometry(OP, ("dst", &d), ("data", &x), dst, data)?;
     rowwise(ctx, dst, &d, &[Input { tensor: data, tile: &x }], |_, rows, out| {

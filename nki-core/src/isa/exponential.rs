@@ -37,7 +37,7 @@ pub fn exponential(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: ExponentialOpts<
         OP,
         &[Some(src), opts.max_value.and_then(Operand::tensor), opts.reduce_init.and_then(Operand::tensor)],
         &[Some(dst), opts.reduce_res],
-    );
+    )?;
     let cmd = opts.reduce_cmd.unwrap_or(ReduceCmd::Idle);
     if cmd == ReduceCmd::Reset {
         return Err(NkiError::constraint(OP, "reduce_cmd=reset is not supported; use reset_reduce, reduce, load_reduce or idle"));

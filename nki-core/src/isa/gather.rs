@@ -33,7 +33,7 @@ pub fn nc_n_gather(ctx: &Ctx, dst: &Tensor, data: &Tensor, indices: &Tensor, opt
     const OP: &str = "nisa.nc_n_gather";
     let _ = opts;
     ctx.begin_op(OP)?;
-    ctx.record_spec(OP, &[Some(data), Some(indices)], &[Some(dst)]);
+    ctx.record_spec(OP, &[Some(data), Some(indices)], &[Some(dst)])?;
     all_sbuf(OP, [("dst", dst), ("data", data), ("indices", indices)])?;
     if indices.dtype() != Dtype::U32 {
         return Err(NkiError::dtype(OP, format!("indices {} must be uint32, not {}", indices.describe(), indices.dtype())));
@@ -98,7 +98,7 @@ pub struct LocalGatherOpts<'a> {
 pub fn local_gather(ctx: &Ctx, dst: &Tensor, src_buffer: &Tensor, index: &Tensor, opts: LocalGatherOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.local_gather";
     ctx.begin_op(OP)?;
-    ctx.record_spec(OP, &[Some(src_buffer), Some(index)], &[Some(dst)]);
+    ctx.record_spec(OP, &[Some(src_buffer), Some(index)], &[Some(dst)])?;
     all_sbuf(OP, [("dst", dst), ("src_buffer", src_buffer), ("index", index)])?;
     if index.dtype() != Dtype::U16 {
         return Err(NkiError::dtype(OP, format!("index {} must be uint16, not {}", index.describe(), index.dtype())));

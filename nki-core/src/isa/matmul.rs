@@ -21,10 +21,11 @@ pub struct NcMatmulOpts<'a> {
     pub is_transpose: Option<bool>,
     /// `Some(true)` accumulates, `Some(false)` overwrites, `None` overwrites cells no
     /// write has touched since the PSUM tensor was allocated and accumulates onto the rest.
-    /// Accumulating onto never-written cells (`Some(true)`) is an error on every
-    /// generation, and onto cells a non-matmul instruction wrote (`Some(true)` or
-    /// `None`) an error where [`HwLimits::has_accumulate_onto_non_matmul_psum`] is
-    /// false: the docs call both undefined behaviour.
+    /// `Some(true)` onto never-written cells is an error on every generation, and
+    /// onto cells a non-matmul instruction wrote an error where
+    /// [`HwLimits::has_accumulate_onto_non_matmul_psum`] is false: the docs call
+    /// both undefined behaviour. `None` after a `memset` accumulates onto it (the
+    /// compiler infers the flag, and the NKI library relies on it).
     ///
     /// [`HwLimits::has_accumulate_onto_non_matmul_psum`]: crate::hw::HwLimits::has_accumulate_onto_non_matmul_psum
     pub accumulate: Option<bool>,
@@ -66,7 +67,7 @@ fn as_matrix(t: &Tensor, tile: &TileView) -> (Option<Vec<f32>>, isize, isize, is
 pub fn nc_matmul(ctx: &Ctx, dst: &Tensor, stationary: &Tensor, moving: &Tensor, opts: NcMatmulOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.nc_matmul";
     ctx.begin_op(OP)?;
-    ctx.record(OP, crate::profile::Unit::Tensor, &[stationary, moving], &[dst]);
+    ctx.record(OP, crate::profile::Unit::Tensor, &[stationary, moving], &[dst])?;
     in_buffer(OP, "dst", dst, Buffer::Psum)?;
     in_buffer(OP, "stationary", stationary, Buffer::Sbuf)?;
     in_buffer(OP, "moving", moving, Buffer::Sbuf)?;
@@ -155,10 +156,12 @@ pub(super) enum Written {
 
 /// The cells of `dst` the matmul adds onto, after the docs' accumulation rules:
 /// `accumulate=True` needs every cell initialised (adding onto PSUM no write has
-/// touched is undefined on every generation), and before trn3 a matmul may add only
-/// onto values a matmul wrote. `accumulate=None` adds onto every cell any write
-/// has touched since allocation, so a memset or copy into PSUM followed by a
-/// default matmul falls under the second rule too.
+/// touched is undefined on every generation), and before trn3 an explicit
+/// `accumulate=True` may add only onto values a matmul wrote. `accumulate=None`
+/// lets the compiler infer the flag ("first write overwrites, subsequent writes
+/// accumulate"): it overwrites the cells no write touched since allocation and
+/// adds onto every other one, a memset's or copy's included (the library's
+/// `attention_bwd` zeroes a PSUM tile, then accumulates default matmuls onto it).
 pub(super) fn accumulation(ctx: &Ctx, op: &str, dst: &Tensor, accumulate: Option<bool>) -> Result<Written> {
     if accumulate == Some(false) {
         return Ok(Written::None);
@@ -183,7 +186,8 @@ pub(super) fn accumulation(ctx: &Ctx, op: &str, dst: &Tensor, accumulate: Option
             ),
         ));
     }
-    if census.any_other
+    if accumulate == Some(true)
+        && census.any_other
         && !ctx.hw().has_accumulate_onto_non_matmul_psum
         && let Some(f) = writes.find(l, |w| matches!(w, Some(Writer::Other(_))))
     {
@@ -192,11 +196,10 @@ pub(super) fn accumulation(ctx: &Ctx, op: &str, dst: &Tensor, accumulate: Option
         return Err(NkiError::constraint(
             op,
             format!(
-                "accumulate={} adds onto {}, but {} of its {} elements (the first at {:?}) were last written by {}, not by a \
+                "accumulate=True adds onto {}, but {} of its {} elements (the first at {:?}) were last written by {}, not by a \
                  matmul: on {} a matmul accumulating onto PSUM that a non-matmul instruction initialised is undefined \
-                 behaviour (allowed only on {}); let a matmul write the cells first (accumulate=False, or accumulate=None \
-                 on fresh PSUM) and add other terms outside PSUM",
-                if accumulate == Some(true) { "True" } else { "None" },
+                 behaviour (allowed only on {}); let a matmul write the cells first (accumulate=False), or leave \
+                 accumulate=None for the compiler to infer",
                 dst.describe(),
                 f.count,
                 dst.numel(),
@@ -297,7 +300,7 @@ pub struct NcTransposeOpts<'a> {
 pub fn nc_transpose(ctx: &Ctx, dst: &Tensor, data: &Tensor, opts: NcTransposeOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.nc_transpose";
     ctx.begin_op(OP)?;
-    ctx.record(OP, crate::profile::Unit::chosen(opts.engine, crate::profile::Unit::Tensor), &[data], &[dst]);
+    ctx.record(OP, crate::profile::Unit::chosen(opts.engine, crate::profile::Unit::Tensor), &[data], &[dst])?;
     let (src, dt) = (TileView::of(OP, "data", data)?, TileView::of(OP, "dst", dst)?);
     if data.dtype() != dst.dtype() {
         return Err(NkiError::dtype(OP, format!("dst {} must have the dtype of data ({})", dst.describe(), data.dtype())));

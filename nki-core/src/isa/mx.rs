@@ -75,7 +75,7 @@ pub fn quantize_mx(ctx: &Ctx, dst: &Tensor, src: &Tensor, dst_scale: &Tensor, op
     const OP: &str = "nisa.quantize_mx";
     let _ = opts;
     ctx.begin_generation_op(OP)?;
-    ctx.record_spec(OP, &[Some(src)], &[Some(dst), Some(dst_scale)]);
+    ctx.record_spec(OP, &[Some(src)], &[Some(dst), Some(dst_scale)])?;
     for (role, t) in [("src", src), ("dst", dst)] {
         in_buffer(OP, role, t, Buffer::Sbuf)?;
     }
@@ -198,7 +198,7 @@ pub fn nc_matmul_mx(
 ) -> Result<()> {
     const OP: &str = "nisa.nc_matmul_mx";
     ctx.begin_generation_op(OP)?;
-    ctx.record_spec(OP, &[Some(stationary), Some(moving), Some(stationary_scale), Some(moving_scale)], &[Some(dst)]);
+    ctx.record_spec(OP, &[Some(stationary), Some(moving), Some(stationary_scale), Some(moving_scale)], &[Some(dst)])?;
     in_buffer(OP, "stationary", stationary, Buffer::Sbuf)?;
     in_buffer(OP, "moving", moving, Buffer::Sbuf)?;
     in_buffer(OP, "dst", dst, Buffer::Psum)?;

@@ -28,7 +28,7 @@ pub struct NonzeroOpts<'a> {
 pub fn nonzero_with_count(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: NonzeroOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.nonzero_with_count";
     ctx.begin_generation_op(OP)?;
-    ctx.record_spec(OP, &[Some(src)], &[Some(dst)]);
+    ctx.record_spec(OP, &[Some(src)], &[Some(dst)])?;
     for (role, t) in [("src", src), ("dst", dst)] {
         if t.buffer() != Buffer::Sbuf {
             return Err(NkiError::constraint(OP, format!("{role} {} must be in SBUF", t.describe())));

@@ -19,7 +19,7 @@ pub fn tensor_partition_reduce(ctx: &Ctx, dst: &Tensor, op: NlOp, data: &Tensor,
     const OP: &str = "nisa.tensor_partition_reduce";
     let _ = opts;
     ctx.begin_op(OP)?;
-    ctx.record_spec(OP, &[Some(data)], &[Some(dst)]);
+    ctx.record_spec(OP, &[Some(data)], &[Some(dst)])?;
     if !OPS.contains(&op) {
         return Err(NkiError::constraint(OP, format!("op={op} cannot reduce across partitions; use nl.add, nl.average or nl.maximum")));
     }

@@ -25,7 +25,7 @@ pub struct CopyPredicatedOpts<'a> {
 pub fn tensor_copy_predicated(ctx: &Ctx, dst: &Tensor, src: Operand<'_>, predicate: &Tensor, opts: CopyPredicatedOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.tensor_copy_predicated";
     ctx.begin_op(OP)?;
-    ctx.record_spec(OP, &[src.tensor(), Some(predicate)], &[Some(dst)]);
+    ctx.record_spec(OP, &[src.tensor(), Some(predicate)], &[Some(dst)])?;
     let (d, m) = (TileView::of(OP, "dst", dst)?, TileView::of(OP, "predicate", predicate)?);
     same_geometry(OP, ("dst", &d), ("predicate", &m), dst, predicate)?;
     if !matches!(predicate.dtype(), Dtype::U8 | Dtype::U16 | Dtype::U32) {

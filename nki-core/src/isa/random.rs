@@ -78,7 +78,7 @@ pub fn rng(ctx: &Ctx, dst: &Tensor, opts: EngineOpts<'_>) -> Result<()> {
     ctx.begin_op(OP)?;
     let engine =
         rng_engine(ctx, OP, opts.engine, Engine::Vector, &[(Engine::Vector, Generation::Trn1), (Engine::Gpsimd, Generation::Trn2)])?;
-    ctx.record(OP, unit(engine), &[], &[dst]);
+    ctx.record(OP, unit(engine), &[], &[dst])?;
     let d = TileView::of(OP, "dst", dst)?;
     if dst.dtype().is_float() {
         return Err(NkiError::dtype(OP, format!("dst {} must have an integer dtype (int8 .. uint32)", dst.describe())));
@@ -112,7 +112,7 @@ pub fn rand2(ctx: &Ctx, dst: &Tensor, min: Operand<'_>, max: Operand<'_>, opts: 
     const OP: &str = "nisa.rand2";
     let _ = opts;
     ctx.begin_generation_op(OP)?;
-    ctx.record_spec(OP, &[min.tensor(), max.tensor()], &[Some(dst)]);
+    ctx.record_spec(OP, &[min.tensor(), max.tensor()], &[Some(dst)])?;
     let d = TileView::of(OP, "dst", dst)?;
     let (lo, hi) = (column(OP, "min", min, d.np)?, column(OP, "max", max, d.np)?);
     if let Some(p) = (0..d.np).find(|&p| lo.at(p).partial_cmp(&hi.at(p)) != Some(std::cmp::Ordering::Less)) {
@@ -139,7 +139,7 @@ pub fn dropout(ctx: &Ctx, dst: &Tensor, data: &Tensor, prob: Operand<'_>, opts: 
     const OP: &str = "nisa.dropout";
     let _ = opts;
     ctx.begin_op(OP)?;
-    ctx.record_spec(OP, &[Some(data), prob.tensor()], &[Some(dst)]);
+    ctx.record_spec(OP, &[Some(data), prob.tensor()], &[Some(dst)])?;
     if dst.dtype() != data.dtype() {
         return Err(NkiError::dtype(OP, format!("dst {} must have data's dtype {}", dst.describe(), data.dtype())));
     }
@@ -185,7 +185,7 @@ pub fn set_rng_seed(ctx: &Ctx, src_seeds: &Tensor, opts: NameOpts<'_>) -> Result
     const OP: &str = "nisa.set_rng_seed";
     let _ = opts;
     ctx.begin_op(OP)?;
-    ctx.record_spec(OP, &[Some(src_seeds)], &[]);
+    ctx.record_spec(OP, &[Some(src_seeds)], &[])?;
     seed_vector_from(ctx, OP, "src_seeds", src_seeds)
 }
 
@@ -246,7 +246,7 @@ pub fn rand_set_state(ctx: &Ctx, src_seeds: &Tensor, opts: EngineOpts<'_>) -> Re
     const OP: &str = "nisa.rand_set_state";
     ctx.begin_op(OP)?;
     let engine = state_engine(ctx, OP, opts.engine)?;
-    ctx.record(OP, unit(engine), &[src_seeds], &[]);
+    ctx.record(OP, unit(engine), &[src_seeds], &[])?;
     let s = state_tile(OP, "src_seeds", src_seeds, engine)?;
     if src_seeds.buffer() != Buffer::Sbuf {
         return Err(NkiError::constraint(OP, format!("src_seeds {} must be in SBUF", src_seeds.describe())));
@@ -266,7 +266,7 @@ pub fn rand_get_state(ctx: &Ctx, dst: &Tensor, opts: EngineOpts<'_>) -> Result<(
     const OP: &str = "nisa.rand_get_state";
     ctx.begin_op(OP)?;
     let engine = state_engine(ctx, OP, opts.engine)?;
-    ctx.record(OP, unit(engine), &[], &[dst]);
+    ctx.record(OP, unit(engine), &[], &[dst])?;
     let d = state_tile(OP, "dst", dst, engine)?;
     let mut rng = ctx.rng();
     let lanes = rng.lanes(engine);

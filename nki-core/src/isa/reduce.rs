@@ -82,7 +82,7 @@ pub struct TensorReduceOpts<'a> {
 pub fn tensor_reduce(ctx: &Ctx, dst: &Tensor, op: NlOp, data: &Tensor, axis: &[i64], opts: TensorReduceOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.tensor_reduce";
     ctx.begin_op(OP)?;
-    ctx.record(OP, crate::profile::Unit::Vector, &[data], &[dst]);
+    ctx.record(OP, crate::profile::Unit::Vector, &[data], &[dst])?;
     reducible(OP, op)?;
     let (x, d) = (TileView::of(OP, "data", data)?, TileView::of(OP, "dst", dst)?);
     let nd = data.ndim() as i64;
@@ -154,7 +154,7 @@ pub fn tensor_scalar_reduce(
 ) -> Result<()> {
     const OP: &str = "nisa.tensor_scalar_reduce";
     ctx.begin_op(OP)?;
-    ctx.record(OP, crate::profile::Unit::Vector, &[data], &[dst]);
+    ctx.record(OP, crate::profile::Unit::Vector, &[data], &[dst])?;
     reducible(OP, reduce_op)?;
     alu::check_alu_scalar_op(OP, "op0", op0, "operand0", operand0)?;
     if opts.reverse0 == Some(true) {

@@ -38,7 +38,7 @@ pub fn tensor_tensor_scan(
 ) -> Result<()> {
     const OP: &str = "nisa.tensor_tensor_scan";
     ctx.begin_op(OP)?;
-    ctx.record_spec(OP, &[Some(data0), Some(data1), initial.tensor()], &[Some(dst)]);
+    ctx.record_spec(OP, &[Some(data0), Some(data1), initial.tensor()], &[Some(dst)])?;
     for (role, op) in [("op0", op0), ("op1", op1)] {
         if !op.is_binary() {
             return Err(NkiError::constraint(OP, format!("{role} {op} is not a binary ALU operator")));

@@ -61,7 +61,7 @@ pub struct IotaOpts<'a> {
 pub fn iota(ctx: &Ctx, dst: &Tensor, pattern: &[[i64; 2]], opts: IotaOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.iota";
     ctx.begin_op(OP)?;
-    ctx.record(OP, crate::profile::Unit::GpSimd, &[], &[dst]);
+    ctx.record(OP, crate::profile::Unit::GpSimd, &[], &[dst])?;
     in_sbuf(OP, "dst", dst)?;
     let d = TileView::of(OP, "dst", dst)?;
     let base = pattern_values(OP, pattern, d.nf)?;
@@ -118,7 +118,7 @@ pub fn affine_select(
 ) -> Result<()> {
     const OP: &str = "nisa.affine_select";
     ctx.begin_op(OP)?;
-    ctx.record(OP, crate::profile::Unit::GpSimd, &[on_true_tile], &[dst]);
+    ctx.record(OP, crate::profile::Unit::GpSimd, &[on_true_tile], &[dst])?;
     in_sbuf(OP, "dst", dst)?;
     in_sbuf(OP, "on_true_tile", on_true_tile)?;
     let cmp = opts.cmp_op.unwrap_or(NlOp::Equal);
@@ -226,7 +226,7 @@ pub fn range_select(
 ) -> Result<()> {
     const OP: &str = "nisa.range_select";
     ctx.begin_op(OP)?;
-    ctx.record(OP, crate::profile::Unit::Vector, &[on_true_tile, bound0, bound1], &[dst]);
+    ctx.record(OP, crate::profile::Unit::Vector, &[on_true_tile, bound0, bound1], &[dst])?;
     if !ctx.hw().has_range_select {
         return Err(NkiError::constraint(OP, format!("range_select needs trn2 or later; the launch targets {}", ctx.generation())));
     }

@@ -44,7 +44,7 @@ pub fn select_reduce(
 ) -> Result<()> {
     const OP: &str = "nisa.select_reduce";
     ctx.begin_op(OP)?;
-    ctx.record_spec(OP, &[Some(predicate), Some(on_true), on_false.tensor()], &[Some(dst), opts.reduce_res]);
+    ctx.record_spec(OP, &[Some(predicate), Some(on_true), on_false.tensor()], &[Some(dst), opts.reduce_res])?;
     let op = opts.reduce_op.unwrap_or(NlOp::Maximum);
     if op != NlOp::Maximum {
         return Err(NkiError::constraint(OP, format!("reduce_op must be nl.maximum, not {op}")));

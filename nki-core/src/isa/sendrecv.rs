@@ -8,7 +8,7 @@
 use super::enums::DmaEngine;
 use crate::collectives::CommEvent;
 use crate::emulator::Ctx;
-use crate::profile::{Instr, Rendezvous, Unit};
+use crate::profile::{Rendezvous, Unit};
 use crate::{Buffer, NkiError, Result, Tensor};
 
 /// Bytes per partition a `dma_engine=gpsimd_dma` transfer moves at most.
@@ -49,7 +49,7 @@ pub fn sendrecv(
 ) -> Result<()> {
     const OP: &str = "nisa.sendrecv";
     ctx.begin_generation_op(OP)?;
-    ctx.record_with(|| Instr::new(OP, Unit::Dma, &[src], &[dst]).waiting_for(Rendezvous::CoreBarrier));
+    ctx.record_waiting(OP, Unit::Dma, &[src], &[dst], Rendezvous::CoreBarrier)?;
     if ctx.num_programs() != 2 {
         return Err(NkiError::constraint(
             OP,

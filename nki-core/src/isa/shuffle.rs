@@ -20,7 +20,7 @@ pub fn nc_stream_shuffle(ctx: &Ctx, dst: &Tensor, src: &Tensor, shuffle_mask: &[
     const OP: &str = "nisa.nc_stream_shuffle";
     let _ = opts.name;
     ctx.begin_op(OP)?;
-    ctx.record(OP, crate::profile::Unit::Vector, &[src], &[dst]);
+    ctx.record(OP, crate::profile::Unit::Vector, &[src], &[dst])?;
     let (s, d) = (TileView::of(OP, "src", src)?, TileView::of(OP, "dst", dst)?);
     if src.dtype() != dst.dtype() || s.nf != d.nf {
         return Err(NkiError::shape(

@@ -51,7 +51,7 @@ pub fn bn_stats(ctx: &Ctx, dst: &Tensor, data: &Tensor, opts: NameOpts<'_>) -> R
     const OP: &str = "nisa.bn_stats";
     let _ = opts;
     ctx.begin_op(OP)?;
-    ctx.record_spec(OP, &[Some(data)], &[Some(dst)]);
+    ctx.record_spec(OP, &[Some(data)], &[Some(dst)])?;
     let (x, d) = (TileView::of(OP, "data", data)?, TileView::of(OP, "dst", dst)?);
     if x.nf as i64 > BN_STATS_FMAX {
         return Err(NkiError::constraint(
@@ -81,7 +81,7 @@ pub fn bn_aggr(ctx: &Ctx, dst: &Tensor, data: &Tensor, opts: NameOpts<'_>) -> Re
     const OP: &str = "nisa.bn_aggr";
     let _ = opts;
     ctx.begin_op(OP)?;
-    ctx.record_spec(OP, &[Some(data)], &[Some(dst)]);
+    ctx.record_spec(OP, &[Some(data)], &[Some(dst)])?;
     let (x, d) = (TileView::of(OP, "data", data)?, TileView::of(OP, "dst", dst)?);
     if x.nf == 0 || x.nf % 3 != 0 {
         return Err(NkiError::shape(

@@ -22,9 +22,7 @@ pub fn core_barrier(ctx: &Ctx, data: &Tensor, cores: &[i64], opts: CoreBarrierOp
     const OP: &str = "nisa.core_barrier";
     let _ = opts.engine;
     ctx.begin_op(OP)?;
-    ctx.record_with(|| {
-        crate::profile::Instr::new(OP, crate::profile::Unit::Sync, &[data], &[]).waiting_for(crate::profile::Rendezvous::CoreBarrier)
-    });
+    ctx.record_waiting(OP, crate::profile::Unit::Sync, &[data], &[], crate::profile::Rendezvous::CoreBarrier)?;
     if !ctx.hw().has_core_barrier {
         return Err(NkiError::constraint(OP, format!("core_barrier needs trn2 or later; the launch targets {}", ctx.generation())));
     }
@@ -64,7 +62,7 @@ impl Register {
 /// `nisa.register_alloc(x=None)`: a new register, set to `x` (0 when absent).
 pub fn register_alloc(ctx: &Ctx, x: Option<i64>) -> Result<Register> {
     ctx.begin_op("nisa.register_alloc")?;
-    ctx.record("nisa.register_alloc", crate::profile::Unit::Sync, &[], &[]);
+    ctx.record("nisa.register_alloc", crate::profile::Unit::Sync, &[], &[])?;
     Ok(Register::new(x.unwrap_or(0)))
 }
 
@@ -92,7 +90,7 @@ impl From<&Register> for RegisterSource {
 /// `nisa.register_move(dst, src)`: `dst = src`.
 pub fn register_move(ctx: &Ctx, dst: &Register, src: RegisterSource) -> Result<()> {
     ctx.begin_op("nisa.register_move")?;
-    ctx.record("nisa.register_move", crate::profile::Unit::Sync, &[], &[]);
+    ctx.record("nisa.register_move", crate::profile::Unit::Sync, &[], &[])?;
     dst.set(match src {
         RegisterSource::Register(r) => r.value(),
         RegisterSource::Immediate(v) => v,
@@ -115,7 +113,7 @@ fn single_element(op: &str, role: &str, t: &Tensor) -> Result<()> {
 pub fn register_load(ctx: &Ctx, dst: &Register, src: &Tensor) -> Result<()> {
     const OP: &str = "nisa.register_load";
     ctx.begin_op(OP)?;
-    ctx.record(OP, crate::profile::Unit::Sync, &[src], &[]);
+    ctx.record(OP, crate::profile::Unit::Sync, &[src], &[])?;
     single_element(OP, "src", src)?;
     dst.set(src.to_i64_vec()[0]);
     Ok(())
@@ -125,7 +123,7 @@ pub fn register_load(ctx: &Ctx, dst: &Register, src: &Tensor) -> Result<()> {
 pub fn register_store(ctx: &Ctx, dst: &Tensor, src: &Register) -> Result<()> {
     const OP: &str = "nisa.register_store";
     ctx.begin_op(OP)?;
-    ctx.record(OP, crate::profile::Unit::Sync, &[], &[dst]);
+    ctx.record(OP, crate::profile::Unit::Sync, &[], &[dst])?;
     single_element(OP, "dst", dst)?;
     let d = dst.dtype();
     let cell = if d.is_float() { d.f32_to_cell(src.value() as f32, ctx.rounds()) } else { d.i64_to_cell(src.value()) };

@@ -59,7 +59,7 @@ pub fn max8(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: NameOpts<'_>) -> Result
     const OP: &str = "nisa.max8";
     let _ = opts;
     ctx.begin_op(OP)?;
-    ctx.record_spec(OP, &[Some(src)], &[Some(dst)]);
+    ctx.record_spec(OP, &[Some(src)], &[Some(dst)])?;
     let (x, d) = (TileView::of(OP, "src", src)?, TileView::of(OP, "dst", dst)?);
     check(OP, "src", src, &x, &[("dst", dst, &d, Some(K))])?;
     let vals = read_tile(src, &x);
@@ -81,7 +81,7 @@ pub fn nc_find_index8(ctx: &Ctx, dst: &Tensor, data: &Tensor, vals: &Tensor, opt
     const OP: &str = "nisa.nc_find_index8";
     let _ = opts;
     ctx.begin_op(OP)?;
-    ctx.record_spec(OP, &[Some(data), Some(vals)], &[Some(dst)]);
+    ctx.record_spec(OP, &[Some(data), Some(vals)], &[Some(dst)])?;
     let (x, v, d) = (TileView::of(OP, "data", data)?, TileView::of(OP, "vals", vals)?, TileView::of(OP, "dst", dst)?);
     check(OP, "data", data, &x, &[("vals", vals, &v, Some(K)), ("dst", dst, &d, Some(K))])?;
     index_dtype(OP, "dst", dst)?;
@@ -122,7 +122,7 @@ pub struct MatchReplace8Opts<'a> {
 pub fn nc_match_replace8(ctx: &Ctx, dst: &Tensor, data: &Tensor, vals: &Tensor, imm: f64, opts: MatchReplace8Opts<'_>) -> Result<()> {
     const OP: &str = "nisa.nc_match_replace8";
     ctx.begin_op(OP)?;
-    ctx.record_spec(OP, &[Some(data), Some(vals)], &[Some(dst), opts.dst_idx]);
+    ctx.record_spec(OP, &[Some(data), Some(vals)], &[Some(dst), opts.dst_idx])?;
     let (x, v, d) = (TileView::of(OP, "data", data)?, TileView::of(OP, "vals", vals)?, TileView::of(OP, "dst", dst)?);
     check(OP, "data", data, &x, &[("vals", vals, &v, Some(K)), ("dst", dst, &d, None)])?;
     let idx_tile = match opts.dst_idx {

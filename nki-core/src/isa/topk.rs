@@ -36,7 +36,7 @@ pub fn topk(ctx: &Ctx, val_dst: &Tensor, idx_dst: &Tensor, src: &Tensor, n: i64,
     const OP: &str = "nisa.topk";
     let _ = opts;
     ctx.begin_op(OP)?;
-    ctx.record_spec(OP, &[Some(src)], &[Some(val_dst), Some(idx_dst)]);
+    ctx.record_spec(OP, &[Some(src)], &[Some(val_dst), Some(idx_dst)])?;
     let s = sbuf_of(OP, "src", src, Dtype::Bf16)?;
     let v = sbuf_of(OP, "val_dst", val_dst, Dtype::Bf16)?;
     let i = sbuf_of(OP, "idx_dst", idx_dst, Dtype::U32)?;

@@ -125,7 +125,9 @@ pub struct NdarrayOpts<'a> {
     pub buffer: Option<Buffer>,
     /// Tensor name.
     pub name: Option<&'a str>,
-    /// Explicit `(partition, byte)` address; accepted for fidelity, placement is not emulated.
+    /// Explicit `(partition, byte)` address of an on-chip tensor: tensors whose
+    /// bytes overlap share them (see [`crate::emulator::memory`]); PSUM tensors
+    /// start at a bank boundary.
     pub address: Option<(i64, i64)>,
     /// The kernel variable the allocation is bound to, used in messages when `name` is absent.
     pub var: Option<&'a str>,
@@ -135,7 +137,9 @@ pub struct NdarrayOpts<'a> {
 /// tensor (floats read as NaN until written).
 ///
 /// On-chip tensors are checked against the hardware: at most `pmax` partitions,
-/// PSUM tiles within one 2 KiB bank, and SBUF / PSUM capacity.
+/// PSUM tiles within one 2 KiB bank (all 8 on trn3), and an `address` inside the
+/// memory. Capacity is a matter of liveness, checked as instructions touch the
+/// tensor ([`crate::emulator::memory`]).
 pub fn ndarray(ctx: &Ctx, shape: &[i64], dtype: Dtype, opts: NdarrayOpts<'_>) -> Result<Tensor> {
     const OP: &str = "nl.ndarray";
     ctx.begin_op(OP)?;
@@ -170,9 +174,13 @@ pub fn ndarray(ctx: &Ctx, shape: &[i64], dtype: Dtype, opts: NdarrayOpts<'_>) ->
             ));
         }
         let kind = if buffer == Buffer::Psum { OnChip::Psum } else { OnChip::Sbuf };
-        let lease = ctx.pool.acquire(kind, bytes, name).map_err(|e| e.in_op(OP))?;
+        let lease = ctx.pool.allocate(kind, name, &dims, dtype, opts.address).map_err(|e| e.in_op(OP))?;
         let cells = crate::tensor::filled(numel, Storage::uninit_cell(dtype));
-        return Ok(Tensor::from_storage(Storage::new(name, dtype, buffer, &dims, cells, Some(lease))));
+        let st = Storage::new(name, dtype, buffer, &dims, cells, Some(lease));
+        if let Some(l) = st.lease() {
+            ctx.pool.bind(l, &st);
+        }
+        return Ok(Tensor::from_storage(st));
     }
     let make = || Tensor::from_storage(Storage::hbm(name, dtype, buffer, &dims, crate::tensor::filled(numel, Storage::uninit_cell(dtype))));
     if buffer == Buffer::SharedHbm {

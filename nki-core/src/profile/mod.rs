@@ -6,19 +6,24 @@
 //! storage region read or overwritten) and whom it waits for. [`schedule()`] places
 //! them on per-unit in-order queues of the target generation, each starting once
 //! its unit is free and the instructions whose tiles it depends on are done, with
-//! durations from the documented cost rules in [`costs`]. [`Report`] summarises
+//! durations from the documented cost rules in [`costs`]. The SBUF spills the
+//! compiler would insert (see [`crate::emulator::memory`]) are DMA instructions of
+//! the stream (`spill_save`, `spill_reload`). [`Report`] summarises
 //! the timeline; [`trace_json`] writes it for ui.perfetto.dev.
 
 pub mod costs;
 pub mod record;
 pub mod report;
 pub mod schedule;
+mod spills;
 pub mod trace;
 
 pub use costs::{Cost, Costs, cost};
 pub use record::{Instr, Operand, Region, Rendezvous, Unit};
 pub use report::{CriticalOp, Report};
 pub use schedule::{Slice, Stream, Timeline, schedule};
+pub(crate) use spills::with_spills;
+pub use spills::{SPILL_RELOAD, SPILL_SAVE};
 pub use trace::trace_json;
 
 /// The generation a profile models (trn1, trn2, trn3).

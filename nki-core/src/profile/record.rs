@@ -180,6 +180,9 @@ pub struct Instr {
     pub writes: Vec<Operand>,
     /// Whom it waits for.
     pub rendezvous: Rendezvous,
+    /// Earlier instructions of its stream it waits for beyond those its operands
+    /// depend on (the spill saves that make room for its tiles).
+    pub deps: Vec<usize>,
 }
 
 impl Instr {
@@ -191,6 +194,7 @@ impl Instr {
             reads: reads.iter().map(|t| Operand::of(t)).collect(),
             writes: writes.iter().map(|t| Operand::of(t)).collect(),
             rendezvous: Rendezvous::None,
+            deps: Vec::new(),
         }
     }
 

@@ -41,7 +41,7 @@ pub struct Report {
     pub flops: f64,
     /// The Tensor Engine's part of `flops`.
     pub tensor_flops: f64,
-    /// Bytes moved by DMA and collectives.
+    /// Bytes moved by DMA (spills included) and collectives.
     pub bytes: f64,
     /// Dense bf16 Tensor Engine peak of all cores (FLOP/s).
     pub peak_flops: f64,
@@ -53,6 +53,10 @@ pub struct Report {
     pub sbuf_peak_bytes: usize,
     /// Peak PSUM bytes per partition of any program.
     pub psum_peak_bytes: usize,
+    /// Bytes spilled from SBUF to HBM, all programs (the profiler's `spill_save_bytes`).
+    pub spill_save_bytes: usize,
+    /// Bytes reloaded from those spills (`spill_reload_bytes`).
+    pub spill_reload_bytes: usize,
 }
 
 /// How many ops of the critical path the report lists.
@@ -95,6 +99,8 @@ impl Report {
             critical_path: critical,
             sbuf_peak_bytes: memory.iter().map(|m| m.sbuf_peak).max().unwrap_or(0),
             psum_peak_bytes: memory.iter().map(|m| m.psum_peak_bytes).max().unwrap_or(0),
+            spill_save_bytes: memory.iter().map(|m| m.spill_save_bytes).sum(),
+            spill_reload_bytes: memory.iter().map(|m| m.spill_reload_bytes).sum(),
         }
     }
 
@@ -141,6 +147,8 @@ impl Report {
             ("critical_path", critical),
             ("sbuf_peak_bytes_per_partition", self.sbuf_peak_bytes.to_string()),
             ("psum_peak_bytes_per_partition", self.psum_peak_bytes.to_string()),
+            ("spill_save_bytes", self.spill_save_bytes.to_string()),
+            ("spill_reload_bytes", self.spill_reload_bytes.to_string()),
         ])
     }
 }
@@ -196,9 +204,18 @@ impl fmt::Display for Report {
         }
         write!(
             f,
-            "on-chip peaks per partition: SBUF {} KiB, PSUM {} KiB",
+            "on-chip peaks per partition: SBUF {} KiB live, PSUM {} KiB",
             self.sbuf_peak_bytes.div_ceil(1024),
             self.psum_peak_bytes.div_ceil(1024)
-        )
+        )?;
+        if self.spill_save_bytes + self.spill_reload_bytes > 0 {
+            write!(
+                f,
+                "\nSBUF spills: {:.2} MiB saved to HBM, {:.2} MiB reloaded",
+                self.spill_save_bytes as f64 / (1 << 20) as f64,
+                self.spill_reload_bytes as f64 / (1 << 20) as f64
+            )?;
+        }
+        Ok(())
     }
 }

@@ -221,7 +221,15 @@ pub fn schedule(costs: &Costs, streams: &[Stream]) -> Result<Timeline> {
             let cur = &mut cursors[si];
             while let Some(instr) = st.instrs.get(cur.next) {
                 let c = cost(costs, instr);
-                let (dep_ready, dep_after) = cur.hazards.ready(costs, instr);
+                let (mut dep_ready, mut dep_after) = cur.hazards.ready(costs, instr);
+                for &d in &instr.deps {
+                    if let Some(s) = slices[si].get(d) {
+                        let t = s.end_ns + costs.dependency_ns(s.unit, instr.unit);
+                        if t > dep_ready {
+                            (dep_ready, dep_after) = (t, Some(d));
+                        }
+                    }
+                }
                 let (unit_free, unit_after) = if instr.unit == Unit::Dma {
                     cur.dma.earliest(dep_ready, c.busy_ns)
                 } else {

@@ -28,7 +28,7 @@ pub use outputs::Outputs;
 pub(crate) use psum_writes::Writer;
 pub use rearrange::Pattern;
 pub(crate) use recycle::{filled, give_back, take};
-pub(crate) use reinterpret::Cells;
+pub(crate) use reinterpret::{Cells, bytes_of_cell, cell_of_bytes};
 pub(crate) use storage::Storage;
 
 use crate::{Dtype, ErrorKind, NkiError, Result};

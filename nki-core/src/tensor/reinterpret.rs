@@ -229,6 +229,16 @@ fn decode(dtype: Dtype, bytes: &[u8]) -> Vec<f32> {
     bytes.chunks_exact(dtype.size_bytes()).map(|b| from_bytes(dtype, b)).collect()
 }
 
+/// The little-endian bytes of one cell of `dtype`.
+pub(crate) fn bytes_of_cell(dtype: Dtype, cell: f32) -> Vec<u8> {
+    to_bytes(dtype, &[cell])
+}
+
+/// One cell of `dtype` from its little-endian bytes.
+pub(crate) fn cell_of_bytes(dtype: Dtype, bytes: &[u8]) -> f32 {
+    from_bytes(dtype, bytes)
+}
+
 /// One cell of `dtype` from its little-endian bytes (integers sign- or zero-extended).
 fn from_bytes(dtype: Dtype, b: &[u8]) -> f32 {
     let mut wide = [0u8; 8];

@@ -31,7 +31,8 @@ pub(crate) struct Storage {
     pub(crate) indirection: Option<Indirection>,
     /// For PSUM: which instruction last wrote each cell since allocation.
     writes: Mutex<PsumWrites>,
-    _lease: Option<Lease>,
+    /// An on-chip allocation's hold on its program's memory (dropped with it).
+    lease: Option<Lease>,
 }
 
 impl Storage {
@@ -46,7 +47,7 @@ impl Storage {
             cells: RwLock::new(cells),
             base: None,
             indirection: None,
-            _lease: lease,
+            lease,
         })
     }
 
@@ -62,7 +63,7 @@ impl Storage {
             cells: RwLock::new(Vec::new()),
             base: Some(base),
             indirection: None,
-            _lease: None,
+            lease: None,
         })
     }
 
@@ -88,6 +89,16 @@ impl Storage {
         }
         let cells = st.read_cells().clone();
         Storage::hbm(name, st.dtype, st.buffer, &st.shape, cells)
+    }
+
+    /// The memory lease of the on-chip allocation this storage is or views.
+    pub(crate) fn lease(&self) -> Option<&Lease> {
+        self.lease.as_ref().or_else(|| self.base.as_deref().and_then(Storage::lease))
+    }
+
+    /// Whether this is a tensor-indirection view (`.indirect()`).
+    pub(crate) fn is_indirection(&self) -> bool {
+        self.indirection.is_some()
     }
 
     /// The writers of the PSUM cells (an empty record for other buffers).

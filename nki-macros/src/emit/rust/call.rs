@@ -160,7 +160,10 @@ impl Rs<'_> {
             positional.push(quote!(#o { #(#fields,)* ..::core::default::Default::default() }));
         }
         let call = quote_spanned!(span=> #f(#(#positional),*));
-        if bind.fallible { fallible(span, call) } else { call }
+        let call = if bind.fallible { fallible(span, call) } else { call };
+        // The op's kernel line, for the memory model's hazard reports.
+        let ctx = &self.ctx;
+        if bind.ctx { quote_spanned!(span=> { #ctx.__at_line(::core::file!(), ::core::line!()); #call }) } else { call }
     }
 
     pub(super) fn call(&mut self, e: &Expr, path: &[String], args: &[Arg]) -> TokenStream {
