@@ -390,24 +390,25 @@ class MatmulTest(unittest.TestCase):
         np.testing.assert_allclose(mixed, np.concatenate([ab[:, :32] + 1, ab[:, 32:]], axis=1), rtol=1e-5,
                                    atol=1e-5)
 
-    def test_accumulating_onto_memset_or_copied_psum_fails_on_trn1_and_trn2(self):
+    def test_explicit_accumulation_onto_memset_or_copied_psum_fails_on_trn1_and_trn2(self):
         a, b = rand(32, 16), rand(32, 64)
 
-        def k(by_copy):
+        def k(by_copy, accumulate=True):
             st, mv = load(a), load(b)
             acc = nl.ndarray(shape=(16, 64), dtype=nl.float32, buffer=nl.psum, name="dq_psum")
             if by_copy:
                 nisa.tensor_copy(dst=acc[:, 8:24], src=load(np.full((16, 16), 0.5, np.float32)))
                 nisa.nc_matmul(dst=acc[:, 0:16], stationary=st, moving=mv[:, 0:16], accumulate=False)
-                nisa.nc_matmul(dst=acc[:, 0:24], stationary=st, moving=mv[:, 0:24], accumulate=True)
+                nisa.nc_matmul(dst=acc[:, 0:24], stationary=st, moving=mv[:, 0:24], accumulate=accumulate)
                 return vals(acc[:, 0:24])
-            nisa.memset(dst=acc, value=0.0)
-            nisa.nc_matmul(dst=acc, stationary=st, moving=mv)
+            nisa.memset(dst=acc, value=0.25)
+            nisa.nc_matmul(dst=acc, stationary=st, moving=mv, accumulate=accumulate)
             return vals(acc)
+        ab = a.T @ b
         for generation in ("trn1", "trn2"):
             self.assertRaisesRegex(
                 NkiError,
-                r"nisa\.nc_matmul .*accumulate=None adds onto 'dq_psum' \[16, 64\] float32 in PSUM, but 1024 of its "
+                r"nisa\.nc_matmul .*accumulate=True adds onto 'dq_psum' \[16, 64\] float32 in PSUM, but 1024 of its "
                 r"1024 elements \(the first at \[0, 0\]\) were last written by nisa\.memset, not by a matmul: a matmul "
                 r"accumulating onto PSUM that a non-matmul instruction initialised is undefined behaviour on "
                 + generation, run, k, False, generation=generation)
@@ -417,10 +418,14 @@ class MatmulTest(unittest.TestCase):
                 NkiError, r"accumulate=True adds onto 'dq_psum' \[16, 24\] .* 128 of its 384 elements \(the first at "
                 r"\[0, 16\]\) were last written by nisa\.tensor_copy, not by a matmul", run, k, True,
                 generation=generation)
-        ab = a.T @ b
-        np.testing.assert_allclose(run(k, False, generation="trn3"), ab, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(run(k, False, generation="trn3"), ab + 0.25, rtol=1e-5, atol=1e-5)
         want = np.concatenate([2 * ab[:, 0:16], ab[:, 16:24] + 0.5], axis=1)
         np.testing.assert_allclose(run(k, True, generation="trn3"), want, rtol=1e-5, atol=1e-5)
+        # accumulate=None is the compiler's inference: after a memset or copy it
+        # accumulates onto it on every generation.
+        for generation in ("trn1", "trn2", "trn3"):
+            np.testing.assert_allclose(run(k, False, None, generation=generation), ab + 0.25, rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(run(k, True, None, generation=generation), want, rtol=1e-5, atol=1e-5)
 
     def test_matmul_initialised_psum_accumulates_on_every_generation(self):
         a, b, c = rand(32, 16), rand(32, 64), rand(32, 64)
@@ -619,55 +624,123 @@ class LanguageTest(unittest.TestCase):
         self.assertTrue(nisa.nc_version.gen3 == 3 and nisa.nc_version.gen4 > 3)
 
 
-class PsumBanksTest(unittest.TestCase):
-    """PSUM tensors take whole banks (8 of 2 KiB per partition) from their first use until freed."""
+class MemoryTest(unittest.TestCase):
+    """The on-chip memory model (SEMANTICS.md): tiles hold PSUM banks and SBUF bytes
+    from their first to their last use; placed tiles share the bytes they overlap."""
 
     @staticmethod
-    def used(shape, value=0.0, dtype=nl.float32, name=""):
-        """Inside a kernel: a PSUM tensor that an instruction has touched."""
-        t = nl.ndarray(shape=shape, dtype=dtype, buffer=nl.psum, name=name)
+    def used(shape, value=0.0, dtype=nl.float32, name="", address=None):
+        """Inside a kernel: a PSUM tensor that an instruction has written."""
+        t = nl.ndarray(shape=shape, dtype=dtype, buffer=nl.psum, name=name, address=address)
         nisa.memset(dst=t, value=value)
         return t
 
-    def test_eight_one_column_tiles_fit_and_the_ninth_fails(self):
+    @staticmethod
+    def total(tiles):
+        """Inside a kernel: the sum of column 0 of `tiles` (each read by an instruction)."""
+        acc = nl.ndarray(shape=(128, 1), dtype=nl.float32)
+        nisa.memset(dst=acc, value=0.0)
+        for t in tiles:
+            nisa.tensor_tensor(dst=acc, data1=acc, data2=t[:, 0:1], op=nl.add)
+        return float(vals(acc)[0, 0])
+
+    def test_eight_live_tiles_fit_and_a_ninth_live_at_once_fails(self):
         def k(n):
             tiles = [self.used((128, 1), float(i), name=f"t{i}") for i in range(n)]
-            return fake.current().psum.peak, sum(float(vals(t)[0, 0]) for t in tiles)
-        self.assertEqual(run(k, 8), (8, 28.0))
+            return self.total(tiles), fake.current().memory.psum_peak
+        self.assertEqual(run(k, 8), (28.0, 8))
         with self.assertRaises(NkiError) as cm:
             run(k, 9)
         msg = str(cm.exception)
         for part in ("PSUM capacity exceeded: tensor 't8' needs 1 bank (4 B per partition",
-                     "8 of the 8 banks are in use: 't0' (1 bank), 't1' (1 bank)", "'t7' (1 bank)", "test_harness.py:"):
+                     "8 of the 8 banks are in use: 't0' (1 bank), 't1' (1 bank)", "'t7' (1 bank)",
+                     "'t8' is first used at nisa.memset (test_harness.py:", "test_harness.py:"):
             self.assertIn(part, msg)
 
-    def test_banks_are_taken_at_first_use_and_reusable_once_freed(self):
+    def test_more_tiles_than_banks_over_a_lifetime_run_when_at_most_eight_are_live(self):
         def k():
-            idle = [nl.ndarray(shape=(128, 512), dtype=nl.float32, buffer=nl.psum) for _ in range(20)]
-            held = [self.used((128, 512)) for _ in range(7)]
-            for i in range(50):
-                # Rebinding frees the previous tile before the memset takes a bank for this one.
-                acc = nl.ndarray(shape=(64, 3), dtype=nl.float32, buffer=nl.psum)
-                nisa.memset(dst=acc, value=float(i))
-            during = fake.current().psum.in_use
-            del held
-            return len(idle), during, fake.current().psum.in_use, fake.current().psum.peak
-        self.assertEqual(run(k), (20, 8, 1, 8))
+            held = [self.used((128, 512), 1.0) for _ in range(7)]
+            steps = []
+            for i in range(50):  # every handle kept: each tile is dead after its read
+                steps.append(self.used((128, 3), float(i)))
+                self.total([steps[-1]])
+            return self.total(held), len(steps), fake.current().memory.psum_peak
+        self.assertEqual(run(k), (7.0, 50, 8))
 
     def test_a_two_bank_tile_counts_two_on_trn3(self):
         def k(n):
             wide = self.used((128, 1024), name="wide")  # 4096 B per partition
-            rest = [self.used((128, 1)) for _ in range(n)]
-            return fake.current().psum.in_use
-        self.assertEqual(run(k, 6, generation="trn3"), 8)
-        self.assertRaisesRegex(NkiError, "needs 1 bank .* 8 of the 8 banks are in use: 'wide' \\(2 banks\\)", run, k, 7,
+            rest = [self.used((128, 1), name=f"c{i}") for i in range(n)]
+            return self.total([wide] + rest), fake.current().memory.psum_peak
+        self.assertEqual(run(k, 6, generation="trn3"), (0.0, 8))
+        self.assertRaisesRegex(NkiError, "'c6' needs 1 bank .* 8 of the 8 banks are in use: 'wide' \\(2 banks\\)", run, k, 7,
                                generation="trn3")
 
     def test_each_lnc_program_has_its_own_banks(self):
         def k(rank):
             tiles = [self.used((128, 1)) for _ in range(8)]
-            return fake.current().psum.peak
+            self.total(tiles)
+            return fake.current().memory.psum_peak
         self.assertEqual(run_ranks(k, 2, grid=2), [8, 8])
+
+    def test_placed_tiles_share_their_bank_and_count_it_once(self):
+        def k():
+            same = [nl.ndarray(shape=(128, 1), dtype=nl.float32, buffer=nl.psum, address=(0, 3 * 2048))
+                    for _ in range(10)]
+            nisa.memset(dst=same[0], value=5.0)
+            through_others = self.total(same[1:])  # a write through one tile is read through the others
+            autos = [self.used((128, 1), 1.0) for _ in range(7)]
+            return through_others, self.total(autos + same[9:]), fake.current().memory.psum_peak
+        self.assertEqual(run(k), (45.0, 12.0, 8))
+
+    def test_an_alias_read_sees_the_other_tiles_bytes_through_their_dtypes(self):
+        def k():
+            wide = nl.ndarray(shape=(2, 4), dtype=nl.float32, address=(0, 64))
+            halves = nl.ndarray(shape=(2, 4), dtype=nl.bfloat16, address=(0, 64))
+            nisa.memset(dst=wide, value=1.0)
+            out = nl.ndarray(shape=(2, 4), dtype=nl.float32)
+            nisa.tensor_copy(dst=out, src=halves)
+            return vals(out)
+        # 1.0f32 is 0x3F800000: little-endian bf16 halves 0x0000 (0.0) and 0x3F80 (1.0).
+        np.testing.assert_array_equal(run(k), [[0, 1, 0, 1]] * 2)
+
+    def test_a_write_over_bytes_another_tile_still_reads_is_a_hazard(self):
+        def k(clobber):
+            first = nl.ndarray(shape=(128, 512), dtype=nl.float32, buffer=nl.psum, name="first", address=(0, 2048))
+            second = nl.ndarray(shape=(64, 256), dtype=nl.float32, buffer=nl.psum, name="second", address=(0, 2048))
+            nisa.memset(dst=first, value=1.0)
+            nisa.memset(dst=second, value=2.0)
+            return self.total([first[:, 300:301] if not clobber else first])
+        self.assertEqual(run(k, False), 1.0)  # bytes the second tile did not cover stay the first's
+        with self.assertRaises(NkiError) as cm:
+            run(k, True)
+        msg = str(cm.exception)
+        for part in ("nisa.tensor_tensor (test_harness.py:", "reads 'first' (address (0, 2048)) [128, 512] float32, but "
+                     "bytes it wrote (at nisa.memset (test_harness.py:", "were overwritten through 'second' (address "
+                     "(0, 2048)) [64, 256] float32 (at nisa.memset (test_harness.py:",
+                     "finish reading 'first' (address (0, 2048)) before writing 'second'"):
+            self.assertIn(part, msg)
+
+    def test_placements_are_checked_against_the_memory(self):
+        def refused(shape, buffer, address):
+            return lambda: nl.ndarray(shape=shape, dtype=nl.float32, buffer=buffer, name="t", address=address)
+        for shape, buffer, address, part in [
+            ((128, 512), nl.psum, (0, 1024), "PSUM tensor 't' \\[128, 512\\] float32 at address \\(0, 1024\\): a PSUM "
+                                              "tensor must start at the beginning of a bank .*multiple of 2048 B"),
+            ((128, 512), nl.psum, (0, 8 * 2048), "end at byte 18432, past the 16384 B of a PSUM partition"),
+            ((64, 4), nl.sbuf, (65, 0), "64 partitions from partition 65 reach past the 128 partitions"),
+            ((1, 4), nl.sbuf, (-1, 0), "must be non-negative"),
+        ]:
+            self.assertRaisesRegex(NkiError, "nl.ndarray.*" + part, run, refused(shape, buffer, address))
+        run(lambda: nl.ndarray(shape=(128, 512), dtype=nl.float32, buffer=nl.psum, address=(0, 7 * 2048)))
+
+    def test_one_instructions_operands_must_fit_in_sbuf_together(self):
+        def k():
+            x, y = nl.ndarray(shape=(128, 30000), dtype=nl.float32), nl.ndarray(shape=(128, 30000), dtype=nl.float32)
+            nisa.memset(dst=x, value=1.0)
+            nisa.tensor_copy(dst=y, src=x)
+        self.assertRaisesRegex(NkiError, "SBUF capacity exceeded: nisa.tensor_copy \\(test_harness.py:.* works on "
+                               "240000 B per partition of SBUF at once \\('tensor' 120000 B, 'tensor' 120000 B\\)", run, k)
 
 
 class LaunchTest(unittest.TestCase):

@@ -10,7 +10,7 @@ when its bytes are read.
 import numpy as np
 
 from .errors import NkiError
-from .tensor import PSUM, NkiTensor
+from .tensor import PSUM, NkiTensor, cells_of
 
 
 class ReinterpretedStorage:
@@ -47,9 +47,12 @@ class ReinterpretedStorage:
         return self.shape[1] if self.buffer.on_chip else self.shape[0]
 
     def load(self, idx):
-        return self._all()[idx]
+        self.base.touched(idx, False, self.dtype.size, self.partition_cells)
+        return self._all()[cells_of(idx)]
 
     def store(self, idx, cells):
+        self.base.touched(idx, True, self.dtype.size, self.partition_cells)
+        idx = cells_of(idx)
         everything = self._all()
         everything[idx] = np.reshape(cells, np.shape(idx))
         raw = self.dtype.to_bits(everything).view(np.uint8)

@@ -17,7 +17,7 @@ import numpy as np
 from . import rng
 from .errors import Aborted, NkiError
 from .hw import GENERATIONS
-from .memory import PsumBanks
+from .memory import Memory
 from .objects import NkiInstruction
 from .world import MEMORY, World
 
@@ -35,12 +35,21 @@ def current():
     return prog
 
 
+def _op_name(fn):
+    """`nisa.memset`, `nl.ndarray`, `ncc.all_reduce`: the NKI name of an op function."""
+    module = fn.__module__
+    prefix = "nisa" if ".isa" in module else "ncc" if ".collectives" in module else "nl"
+    return f"{prefix}.{fn.__name__.lstrip('_')}"
+
+
 def instruction(fn):
     """Makes `fn` an op: it stops when the launch failed, runs atomically and
-    returns its result, or an `NkiInstruction` handle when it has none."""
+    returns its result, or an `NkiInstruction` handle when it has none. Each call
+    is the next instruction of the program's memory model (`memory.Memory`)."""
+    name = _op_name(fn)
 
     def op(*args, **kwargs):
-        current().begin_op()
+        current().begin_op(name)
         with MEMORY:
             result = fn(*args, **kwargs)
         return NkiInstruction(fn.__name__) if result is None else result
@@ -49,9 +58,10 @@ def instruction(fn):
 
 
 class Program:
-    """One program instance: its rank, LNC program id, precision, hardware, PSUM
-    banks, engine accumulator registers, random generator states (`rng`), and
-    its sequence counters for shared allocations, barriers and collectives."""
+    """One program instance: its rank, LNC program id, precision, hardware,
+    on-chip memory (`memory.Memory`), engine accumulator registers, random
+    generator states (`rng`), and its sequence counters for shared allocations,
+    barriers and collectives."""
 
     def __init__(self, world, rank_shared, rank, program, grid, precision, hw):
         self.world = world
@@ -61,7 +71,7 @@ class Program:
         self.grid = grid
         self.rounds = precision == "hardware"
         self.hw = hw
-        self.psum = PsumBanks(hw)
+        self.memory = Memory(hw)
         self.vector_acc = np.full(hw.pmax, np.nan, dtype=np.float32)
         self.scalar_acc = np.full(hw.pmax, np.nan, dtype=np.float32)
         self.rng = {engine: rng.seeded(0, hw.pmax, engine) for engine in rng.STREAMS}
@@ -77,10 +87,12 @@ class Program:
     def slot(self):
         return self.rank * self.world.programs + self.program
 
-    def begin_op(self):
-        """Stops this program when another one of the launch failed."""
+    def begin_op(self, op):
+        """Stops this program when another one of the launch failed; else `op` is
+        the program's next instruction."""
         if self.world.aborted:
             raise Aborted()
+        self.memory.begin(op)
 
     def shared_allocation(self, make, check):
         """The n-th shared-HBM allocation of this program: one tensor for every

@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from .errors import NkiError
+from .memory import Grid
 from .layout import as_int as _int
 from .layout import cell_range, row_major_strides
 from .views import TensorViews
@@ -51,21 +52,20 @@ class Storage:
     allocation (`writer`): UNWRITTEN, MATMUL (a Tensor Engine matmul), or a code
     for a named non-matmul instruction. `nc_matmul(accumulate=None)` overwrites the
     unwritten cells and accumulates onto the others, and what wrote a cell decides
-    whether a matmul may accumulate onto it. They hold their program's PSUM banks
-    (`memory.PsumBanks`) from the first access to their cells until they are freed.
+    whether a matmul may accumulate onto it. On-chip storages are tiles of their
+    program's memory (`memory.Memory`): every load and store is a touch.
     """
 
-    def __init__(self, name, dtype, buffer, shape, cells, banks=None):
+    def __init__(self, name, dtype, buffer, shape, cells, memory=None, address=None):
         self.id = next(_ids)
         self.name = name
         self.dtype = dtype
         self.buffer = buffer
         self.shape = tuple(shape)
         self._cells = cells
-        self._banks = banks
-        self._lease = None
         self.writer = np.zeros(cells.size, dtype=np.int16) if buffer is PSUM else None
         self._others = []
+        self.tile = memory.allocate(self, address) if memory is not None else None
 
     def record_write(self, idx, op, matmul=False):
         """Notes that instruction `op` (a Tensor Engine matmul when `matmul`) wrote PSUM cells `idx`."""
@@ -84,22 +84,29 @@ class Storage:
 
     @property
     def cells(self):
-        """The flat cells; the first access takes a PSUM storage's banks."""
-        if self._lease is None and self._banks is not None:
-            self._lease = self._banks.lease(self)
+        """The flat cells (no touch: for shapes, bounds and whole-storage byte views)."""
         return self._cells
 
     def __del__(self):
-        if getattr(self, "_lease", None) is not None:
-            self._banks.release(self._lease)
+        if getattr(self, "tile", None) is not None:
+            self.tile.close()
+
+    def touched(self, idx, write, size=None, row=None):
+        """Records an instruction's read (or write) of cells `idx` (cells of `size`
+        bytes in partitions of `row` cells: a byte view's; by default its own)."""
+        if self.tile is not None:
+            self.tile.memory.touch(self.tile, idx, write, size or self.dtype.size, row or self.partition_cells)
 
     def load(self, idx):
-        """The cells at flat indices `idx`."""
-        return self.cells[idx]
+        """The cells at flat indices `idx` (an array, or a `memory.Grid` of one)."""
+        self.touched(idx, False)
+        return self._cells[cells_of(idx)]
 
     def store(self, idx, cells):
-        """Writes `cells` at flat indices `idx`."""
-        self.cells[idx] = np.reshape(cells, np.shape(idx))
+        """Writes `cells` at flat indices `idx` (an array, or a `memory.Grid` of one)."""
+        self.touched(idx, True)
+        idx = cells_of(idx)
+        self._cells[idx] = np.reshape(cells, np.shape(idx))
 
     @property
     def partition_cells(self):
@@ -107,11 +114,17 @@ class Storage:
         return math.prod(self.shape[1:]) if self.buffer.on_chip else self._cells.size
 
 
-def allocate(name, dtype, buffer, shape, banks=None):
-    """A fresh row-major tensor filled with the dtype's uninitialised pattern
-    (a PSUM tensor accounted in `banks`, its program's `memory.PsumBanks`)."""
+def cells_of(idx):
+    """The index array of `idx` (an array or a `memory.Grid`)."""
+    return idx.cells if isinstance(idx, Grid) else idx
+
+
+def allocate(name, dtype, buffer, shape, memory=None, address=None):
+    """A fresh row-major tensor filled with the dtype's uninitialised pattern (an
+    on-chip one a tile of `memory`, its program's `memory.Memory`, placed at
+    `address` when given)."""
     cells = np.full(math.prod(shape), dtype.uninitialised(), dtype=dtype.cell_type)
-    return NkiTensor(Storage(name, dtype, buffer, shape, cells, banks))
+    return NkiTensor(Storage(name, dtype, buffer, shape, cells, memory, address))
 
 
 def from_cells(name, dtype, buffer, cells):

@@ -12,6 +12,7 @@ import numpy as np
 
 from .errors import NkiError
 from .layout import cell_range
+from .memory import Grid
 from .registers import TRACE_TIME, VirtualRegister
 from .tensor import PSUM, NkiTensor
 
@@ -40,6 +41,9 @@ class Tile:
         self.nf = math.prod(t.shape[1:])
         self.p0 = t.offset // pc
         self.index = t.cell_index().reshape(self.np, self.nf)
+        # A strided view's columns are the same in every partition; an indirect
+        # view's are not.
+        self.cells = Grid(self.index) if t._resolve is None else self.index
 
     @property
     def dtype(self):
@@ -51,7 +55,7 @@ class Tile:
 
     def read_raw(self):
         """The tile's cells, shape (np, nf)."""
-        return self.tensor.storage.load(self.index)
+        return self.tensor.storage.load(self.cells)
 
     def write(self, values, round_floats, matmul=False):
         """Encodes float32 `values` (np, nf) into the tile's dtype and stores them."""
@@ -61,7 +65,7 @@ class Tile:
         """Stores cells of the tile's own dtype (a bit-exact move), recording the
         tile's op, or a Tensor Engine matmul when `matmul`, as their PSUM writer."""
         st = self.tensor.storage
-        st.store(self.index, cells)
+        st.store(self.cells, cells)
         st.record_write(self.index, self.op, matmul)
 
 

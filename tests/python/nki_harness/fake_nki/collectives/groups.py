@@ -46,7 +46,7 @@ def group_of(op, replica_group):
     if not isinstance(replica_group, ReplicaGroup):
         raise NkiError(op, f"replica_group must be an ncc.ReplicaGroup, got {replica_group!r}")
     prog = current()
-    prog.begin_op()
+    prog.begin_op(op)
     return prog, replica_group.ring_of(op, prog.rank, prog.world.ranks)
 
 

@@ -105,7 +105,7 @@ def collective_permute(srcs, dsts, source_target_pairs, priority=None, name=None
     src = tensors(op, "srcs", srcs, 1, hbm_only=True)[0]
     dst = tensors(op, "dsts", dsts, 1, hbm_only=True)[0]
     prog = current()
-    prog.begin_op()
+    prog.begin_op(op)
     pairs = [(int(s), int(t)) for s, t in source_target_pairs]
     ranks = prog.world.ranks
     targets = [t for _, t in pairs]

@@ -27,12 +27,13 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     """`dst = stationary^T . moving` on the Tensor engine, contracting over the
     partition dim in float32 into PSUM.
 
-    `accumulate=False` overwrites, `True` adds onto dst, `None` overwrites the
-    cells no write has touched since the PSUM tensor was allocated and adds onto
-    the others; the docs' limits on what may be added onto are errors (see
-    `_added_cells`). `is_transpose=True` writes `stationary^T` bit-exactly (dst
-    keeps the input dtype). `perf_mode=double_row` contracts over the partition
-    dim and the first free dim (of 2). The one-zero hints and tile position / size
+    `accumulate=False` overwrites, `True` adds onto dst, `None` lets the compiler
+    infer the flag: it overwrites the cells no write has touched since the PSUM
+    tensor was allocated and adds onto the others (a memset's included); the
+    docs' limits on what `True` may add onto are errors (see `_added_cells`).
+    `is_transpose=True` writes `stationary^T` bit-exactly (dst keeps the input
+    dtype). `perf_mode=double_row` contracts over the partition dim and the first
+    free dim (of 2). The one-zero hints and tile position / size
     have no numeric effect.
     """
     op = "nisa.nc_matmul"
@@ -105,12 +106,14 @@ def _first_element(dst, dt, hits):
 def _added_cells(op, dst, dt, accumulate, hw):
     """The (np, nf) cells of `dst` the matmul adds its product onto.
 
-    The nc_matmul docs allow adding only onto what an earlier write initialised
-    (accumulate=True onto PSUM nothing wrote is undefined on every target), and on
+    The nc_matmul docs allow accumulate=True only onto what an earlier write
+    initialised (onto PSUM nothing wrote it is undefined on every target), and on
     NeuronCore-v2/-v3 only onto what a matmul wrote: onto values of a memset, a
     copy or any other non-matmul instruction it is undefined there. accumulate=None
-    adds onto every cell written since allocation, so it meets the second limit
-    after such a write just as accumulate=True does.
+    is the compiler's inference ("first write overwrites, subsequent writes
+    accumulate"): it adds onto every cell written since allocation, a memset's
+    included, on every target (the NKI library's attention_bwd zeroes its dQ tile
+    that way).
     """
     if accumulate is not None and not accumulate:
         return np.zeros(dt.index.shape, dtype=bool)
@@ -122,14 +125,14 @@ def _added_cells(op, dst, dt, accumulate, hw):
                            "the tensor was allocated: accumulating onto uninitialised PSUM is undefined behaviour on "
                            "every generation; begin the accumulation with accumulate=False or accumulate=None")
     other = (writer != UNWRITTEN) & (writer != MATMUL)
-    if other.any() and not hw.has_accumulate_onto_non_matmul_psum:
+    if accumulate and other.any() and not hw.has_accumulate_onto_non_matmul_psum:
         allowed = ", ".join(h.name for h in GENERATIONS.values() if h.has_accumulate_onto_non_matmul_psum)
-        raise NkiError(op, f"accumulate={accumulate} adds onto {dst.describe()}, but {int(other.sum())} of its "
+        raise NkiError(op, f"accumulate=True adds onto {dst.describe()}, but {int(other.sum())} of its "
                            f"{dst.size} elements (the first at {_first_element(dst, dt, other)}) were last written by "
                            f"{' and '.join(dst.storage.other_writers(writer[other]))}, not by a matmul: a matmul "
                            f"accumulating onto PSUM that a non-matmul instruction initialised is undefined behaviour "
-                           f"on {hw.name} (defined on {allowed}); let a matmul write those cells first and add other "
-                           "terms outside PSUM")
+                           f"on {hw.name} (defined on {allowed}); let a matmul write those cells first "
+                           "(accumulate=False), or leave accumulate=None for the compiler to infer")
     return ~unwritten
 
 

@@ -19,7 +19,7 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=None, n
     pipe_id, and every source is read before any destination is written."""
     op = "nisa.sendrecv"
     prog = current()
-    prog.begin_op()  # not an `instruction`: it must not hold the memory lock while it waits
+    prog.begin_op(op)  # not an `instruction`: it must not hold the memory lock while it waits
     engine = member(op, "dma_engine", dma_engine, _dma_engine, _dma_engine.dma)
     if prog.hw.nc_version < 3:
         raise NkiError(op, f"sendrecv needs NeuronCore-v3 (trn2) or later; the launch targets {prog.hw.name}")

@@ -13,7 +13,7 @@ def core_barrier(data, cores, engine=None, name=None):
     shared-HBM `data` before the barrier are visible to both after. trn2 and later."""
     op = "nisa.core_barrier"
     prog = current()
-    prog.begin_op()
+    prog.begin_op(op)
     member(op, "engine", engine, _engine, None)
     if not prog.hw.has_core_barrier:
         raise NkiError(op, f"core_barrier needs trn2 or later; the launch targets {prog.hw.name}")

@@ -20,9 +20,11 @@ def ndarray(shape, dtype, buffer=SBUF, name="", address=None):
 
     On-chip tensors hold at most `pmax` partitions. A PSUM tensor may span several
     2 KiB banks per partition, up to all of PSUM (a matmul still writes at most
-    `gemm_moving_fmax` columns), and takes whole banks of its program's PSUM from its
-    first use (see `memory`). `address` is accepted; placement is not emulated.
-    The n-th `shared_hbm` allocation of a program is one tensor for every
+    `gemm_moving_fmax` columns). They are tiles of their program's memory
+    (see `memory`): they hold SBUF bytes or PSUM banks from their first use to
+    their last, and `address=(partition, byte)` places one at fixed bytes, which
+    it shares with every tile whose placement overlaps (a PSUM address starts a
+    bank). The n-th `shared_hbm` allocation of a program is one tensor for every
     program of its rank.
     """
     op = "nl.ndarray"
@@ -46,8 +48,10 @@ def ndarray(shape, dtype, buffer=SBUF, name="", address=None):
             raise NkiError(op, f"PSUM tensor '{label}' {list(dims)} {dtype.name} needs {per_partition} B per "
                                f"partition, more than PSUM holds on {prog.hw.name} "
                                f"({prog.hw.psum_banks} banks of {prog.hw.psum_bank_bytes} B)")
+    if buffer.on_chip:
+        return allocate(label, dtype, buffer, dims, prog.memory, address)
     if buffer is not SHARED_HBM:
-        return allocate(label, dtype, buffer, dims, prog.psum if buffer is PSUM else None)
+        return allocate(label, dtype, buffer, dims)
 
     def check(t):
         if t.shape != dims or t.dtype is not dtype:

@@ -109,7 +109,7 @@ def while_loop(init, body_fun):
         if count > WHILE_LOOP_MAX_ITERATIONS:
             raise NkiError(op, f"the condition register was still nonzero after {WHILE_LOOP_MAX_ITERATIONS} iterations "
                                "(the emulator's bound on a device loop); the body must eventually return a zero register")
-        current().begin_op()  # a loop that never ends still stops with its launch
+        current().begin_op(op)  # a loop that never ends still stops with its launch
         reg = body_fun(VirtualRegister(reg.value))
         if not isinstance(reg, VirtualRegister):
             raise NkiError(op, f"body_fun must return the next condition register, returned {reg!r}")
