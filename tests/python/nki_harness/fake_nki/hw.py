@@ -1,6 +1,14 @@
-"""Per-generation hardware limits (the numbers the emulator's checks use)."""
+"""Per-generation hardware limits (the numbers the executor's checks use).
 
-from dataclasses import dataclass, replace
+The numbers are the spec's (`nki-core/spec/src/hw.rs`), rendered into
+`hw_limits.json` by the Rust test `executor_hw_limits_are_the_specs`
+(`tests/emit_snapshots.rs`), which fails when the two differ. Only the alignment
+constants of `nl.tile_size`, which the spec does not hold, are set here.
+"""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -9,31 +17,27 @@ class Hardware:
 
     name: str
     nc_version: int
-    pmax: int = 128
-    psum_banks: int = 8
-    psum_bank_bytes: int = 2048
-    gemm_stationary_fmax: int = 128
-    gemm_moving_fmax: int = 512
-    gemm_moving_fmax_bf16_dst: int = 0
-    bn_stats_fmax: int = 512
-    psum_min_align: int = 4
-    sbuf_min_align: int = 4
-    sbuf_partition_bytes: int = 192 * 1024
-    pe_transpose_max: int = 128
-    vector_transpose_max: int = 32
-    has_range_select: bool = False
-    has_core_barrier: bool = False
-    has_bf16_psum: bool = False
-    has_scalar_activation_bias: bool = False
+    pmax: int
+    sbuf_partition_bytes: int
+    psum_banks: int
+    psum_bank_bytes: int
+    gemm_stationary_fmax: int
+    gemm_moving_fmax: int
+    # 0 where bf16 PSUM does not exist.
+    gemm_moving_fmax_bf16_dst: int
+    bn_stats_fmax: int
+    pe_transpose_max: int
+    vector_transpose_max: int
+    has_range_select: bool
+    has_core_barrier: bool
+    has_bf16_psum: bool
+    has_scalar_activation_bias: bool
     # A matmul accumulating onto PSUM values a non-matmul instruction (memset,
     # tensor_copy, ...) wrote: undefined behaviour on NeuronCore-v2 and -v3 (nc_matmul docs).
-    has_accumulate_onto_non_matmul_psum: bool = False
+    has_accumulate_onto_non_matmul_psum: bool
+    psum_min_align: int = 4
+    sbuf_min_align: int = 4
 
 
-_TRN1 = Hardware("trn1", 2)
-_TRN2 = replace(_TRN1, name="trn2", nc_version=3, has_range_select=True, has_core_barrier=True,
-                has_scalar_activation_bias=True)
-_TRN3 = replace(_TRN2, name="trn3", nc_version=4, gemm_moving_fmax=4096, gemm_moving_fmax_bf16_dst=8192,
-                has_bf16_psum=True, has_accumulate_onto_non_matmul_psum=True)
-
-GENERATIONS = {h.name: h for h in (_TRN1, _TRN2, _TRN3)}
+_SPEC = json.loads((Path(__file__).resolve().parent / "hw_limits.json").read_text())
+GENERATIONS = {name: Hardware(name=name, **limits) for name, limits in _SPEC.items()}
