@@ -71,9 +71,5 @@ fn executor_hw_limits_are_the_specs() {
         std::fs::write(&path, &text).expect("writing the executor's limits");
     }
     let stored = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        stored == text,
-        "{} is not the spec's limits; run NKI_UPDATE_SNAPSHOTS=1 cargo test --test emit_snapshots",
-        path.display()
-    );
+    assert!(stored == text, "{} is not the spec's limits; run NKI_UPDATE_SNAPSHOTS=1 cargo test --test emit_snapshots", path.display());
 }
