@@ -171,10 +171,62 @@ pub fn ndarray(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
             }
         }
     }
+    address(diag, site, space, shape.as_deref(), dtype);
     // A shape whose element count overflowed is in error already: forget it, so
     // values built from the tensor stay small.
     let shape = shape.filter(|d| !matches!(known_product(d), Some(Err(_))));
     Ty::Tensor(TensorTy { space, shape, dtype })
+}
+
+/// The parts of an `address=(partition, byte)` known at compile time, checked as
+/// the emulator checks the whole placement: non-negative, a PSUM byte offset at a
+/// bank start, and the tensor inside the memory.
+fn address(diag: &mut Diagnostics, site: &CallSite<'_>, space: Option<Space>, dims: Option<&[Val]>, dtype: Option<&str>) {
+    let Some(arg) = site.arg("address") else { return };
+    let Ty::Tuple(items) = &arg.ty else { return };
+    let known = |i: usize| match items.get(i) {
+        Some(Ty::Int(v)) => v.as_const(),
+        _ => None,
+    };
+    let (p, b) = (known(0), known(1));
+    if p.is_some_and(|v| v < 0) || b.is_some_and(|v| v < 0) {
+        diag.error(arg.expr.span, "the partition and byte offsets of an address must be non-negative");
+        return;
+    }
+    let hw = site.hw;
+    let parts = dims.and_then(|d| d.first()).and_then(Val::as_const);
+    if let (Some(p), Some(n)) = (p, parts)
+        && p + n > hw.pmax as i64
+    {
+        diag.error(arg.expr.span, format!("the tensor's {n} partitions from partition {p} reach past the {} partitions", hw.pmax));
+    }
+    let (width, bank, memory) = match space {
+        Some(Space::Psum) => (hw.psum_bytes_per_partition() as i128, Some(hw.psum_bank_bytes as i64), "PSUM"),
+        Some(Space::Sbuf) => (hw.sbuf_bytes_per_partition as i128, None, "SBUF"),
+        _ => return,
+    };
+    let Some(b) = b else { return };
+    if let Some(bank) = bank.filter(|&k| b % k != 0) {
+        diag.error(
+            arg.expr.span,
+            format!(
+                "PSUM address byte {b} is not at a bank start: a PSUM tensor must start at the beginning of a bank (a multiple of {bank} B)"
+            ),
+        );
+    }
+    let free: Option<i128> = dims.and_then(|d| d.get(1..)).and_then(known_product).and_then(Result::ok).map(i128::from);
+    if let (Some(f), Some(dt)) = (free, dtype) {
+        let end = i128::from(b) + f * i128::from(dtype_bytes(dt));
+        if end > width {
+            diag.error(
+                arg.expr.span,
+                format!(
+                    "the tensor's bytes from byte {b} end at byte {end}, past the {width} B of a {memory} partition on {}",
+                    site.target
+                ),
+            );
+        }
+    }
 }
 
 fn geometry(t: &TensorTy) -> (Option<i64>, Option<i64>) {
