@@ -158,22 +158,29 @@ const STATE: usize = 16;
 /// does not name a generation; trn1 it is.
 const TARGET: Target = Target::Trn1;
 
-/// The estimated milliseconds of `kernel` at `[1, channels, seq, STATE]`, or the
-/// error the emulator refused it with.
-fn estimate_ms(kernel: Kernel, channels: usize, seq: usize) -> nki::Result<f64> {
+/// The estimated milliseconds of `kernel` at `[1, channels, seq, STATE]`, and the
+/// bytes it spills and reloads.
+fn estimate(kernel: Kernel, channels: usize, seq: usize) -> nki::Result<(f64, f64)> {
     let inputs = Inputs::new((1, channels, seq, STATE), 74);
     let launch = Launch::new().profile(TARGET);
     kernel(&launch, &inputs.tensors())?;
-    Ok(launch.profiled()?.report.estimated_seconds * 1e3)
+    let r = launch.profiled()?.report;
+    Ok((r.estimated_seconds * 1e3, (r.spill_save_bytes + r.spill_reload_bytes) as f64))
+}
+
+fn estimate_ms(kernel: Kernel, channels: usize, seq: usize) -> nki::Result<f64> {
+    Ok(estimate(kernel, channels, seq)?.0)
 }
 
 /// Channel tiles are independent and identical, and every version walks them in
 /// order, so the estimate is `T(1 tile) + (tiles - 1) · (T(2) - T(1))` once the
 /// pipeline is full: emulating 128 and 256 channels stands in for 4096 (the
-/// emulator would take minutes on 32 tiles of 8192 steps).
-fn estimate_at_channels(kernel: Kernel, channels: usize, seq: usize) -> nki::Result<f64> {
-    let (one, two) = (estimate_ms(kernel, 128, seq)?, estimate_ms(kernel, 256, seq)?);
-    Ok(one + (channels / 128 - 1) as f64 * (two - one))
+/// emulator would take minutes on 32 tiles of 8192 steps). The spill traffic
+/// scales the same way.
+fn estimate_at_channels(kernel: Kernel, channels: usize, seq: usize) -> nki::Result<(f64, f64)> {
+    let (one, two) = (estimate(kernel, 128, seq)?, estimate(kernel, 256, seq)?);
+    let tiles = (channels / 128 - 1) as f64;
+    Ok((one.0 + tiles * (two.0 - one.0), one.1 + tiles * (two.1 - one.1)))
 }
 
 fn within_2x(what: &str, estimate: f64, published: f64) {
@@ -194,38 +201,32 @@ fn estimates_grow_linearly_with_channel_tiles() {
 #[test]
 fn v1_lands_within_2x_of_the_published_latencies() {
     for (channels, published) in PUBLISHED_V1 {
-        let est = estimate_at_channels(v1, channels, 512).unwrap();
+        let (est, _) = estimate_at_channels(v1, channels, 512).unwrap();
         eprintln!("v1 channels {channels}: {est:.3} ms (published {published})");
         within_2x(&format!("v1 channels {channels}"), est, published);
     }
 }
 
-/// v2 and v3 against the table: within 2x wherever the kernel fits in SBUF, each
-/// version slower at every longer sequence. Beyond 5120 steps v2's whole-sequence
-/// tiles no longer fit in trn1's 192 KiB per partition, where the compiler
-/// spilled them (the tutorial's reason for v3) and the emulator refuses; v3 fits
-/// at every length.
+/// v2 and v3 against the table: within 2x at every length, each version slower
+/// at every longer sequence. Beyond 6144 steps v2's whole-sequence tiles no
+/// longer fit in trn1's 192 KiB per partition at once, and its estimate includes
+/// the spills and reloads the compiler makes (the tutorial's reason for v3, whose
+/// 512-step tiles never spill).
 #[test]
 fn v2_and_v3_land_within_2x_of_the_published_table() {
     let (mut last_v2, mut last_v3) = (0.0, 0.0);
     for (seq, pub_v2, pub_v3) in PUBLISHED {
-        let est_v3 = estimate_at_channels(v3, TABLE_CHANNELS, seq).unwrap();
-        eprintln!("seq {seq}: v3 {est_v3:.2} ms (published {pub_v3})");
+        let (est_v3, spill_v3) = estimate_at_channels(v3, TABLE_CHANNELS, seq).unwrap();
+        let (est_v2, spill_v2) = estimate_at_channels(v2, TABLE_CHANNELS, seq).unwrap();
+        eprintln!(
+            "seq {seq}: v2 {est_v2:.2} ms, {:.0} MiB spilled (published {pub_v2}); v3 {est_v3:.2} ms (published {pub_v3})",
+            spill_v2 / (1 << 20) as f64
+        );
         within_2x(&format!("v3 seq {seq}"), est_v3, pub_v3);
-        assert!(est_v3 > last_v3, "v3 at {seq} is not slower than at a shorter sequence");
-        last_v3 = est_v3;
-        match estimate_at_channels(v2, TABLE_CHANNELS, seq) {
-            Ok(est_v2) => {
-                assert!(seq <= 5120, "v2 at {seq} steps was expected not to fit in SBUF");
-                eprintln!("seq {seq}: v2 {est_v2:.2} ms (published {pub_v2})");
-                within_2x(&format!("v2 seq {seq}"), est_v2, pub_v2);
-                assert!(est_v2 > last_v2, "v2 at {seq} is not slower than at a shorter sequence");
-                last_v2 = est_v2;
-            }
-            Err(e) => {
-                assert!(seq > 5120, "v2 at {seq} steps: {e}");
-                assert!(e.to_string().contains("SBUF capacity exceeded"), "{e}");
-            }
-        }
+        within_2x(&format!("v2 seq {seq}"), est_v2, pub_v2);
+        assert!(est_v3 > last_v3 && est_v2 > last_v2, "seq {seq} is not slower than a shorter sequence");
+        (last_v2, last_v3) = (est_v2, est_v3);
+        assert_eq!(spill_v3, 0.0, "v3 at {seq} spills");
+        assert_eq!(spill_v2 > 0.0, seq > 6144, "v2 at {seq} steps spills {spill_v2} B");
     }
 }

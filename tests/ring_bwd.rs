@@ -813,13 +813,14 @@ fn measured_sbuf_peak(a: &Args, d: usize, sl: usize, dtype: Dtype, generation: G
     Ok(report.memory.iter().flatten().map(|m| m.sbuf_peak).max().expect("at least one program"))
 }
 
-/// The footprint the rule uses is the kernel's: `RingBwdConfig::sbuf_bytes` equals
-/// the emulator's measured SBUF peak (bytes per partition, the largest over the
-/// programs) for one key tile (S < 512) and several, one to three workers,
-/// causal, striped or neither, fp32 / bf16 / fp16 inputs with and without mixed
-/// precision, one to three head-dim tiles, and LNC2 with a spare program.
+/// The footprint the rule uses bounds the kernel's: `RingBwdConfig::sbuf_bytes`
+/// (every tile the kernel holds) is at least the emulator's measured SBUF peak
+/// (the bytes live at once, the largest over the programs) for one key tile
+/// (S < 512) and several, one to three workers, causal, striped or neither, fp32
+/// / bf16 / fp16 inputs with and without mixed precision, one to three head-dim
+/// tiles, and LNC2 with a spare program.
 #[test]
-fn sbuf_footprint_equals_the_measured_peak() {
+fn sbuf_footprint_bounds_the_measured_peak() {
     let mut cases = Vec::new();
     for (w, causal, striped, lnc, d, sl, dtype, mixed) in [
         (1, false, false, 1, 64, 128, Dtype::F32, true),
@@ -839,22 +840,25 @@ fn sbuf_footprint_equals_the_measured_peak() {
         let want = typed(&a, d, sl, dtype).sbuf_bytes().expect("dims and dtype are set") as usize;
         let got = measured_sbuf_peak(&a, d, sl, dtype, Generation::Trn2).unwrap_or_else(|e| panic!("{a:?} d {d} S {sl}: {e}"));
         eprintln!("{a:?} d {d} S {sl} {dtype}: footprint {want} B, measured {got} B");
-        assert_eq!(got, want, "{a:?} d {d} S {sl} {dtype}");
+        assert!(got <= want, "{a:?} d {d} S {sl} {dtype}: measured {got} B above the footprint {want} B");
     }
     let inputs: Vec<Inputs> = sized_inputs(2, 1, 64, 256, Dtype::F32);
     let launch = Launch::new().ranks(2).lnc(2).precision(Precision::Fp32);
     let report = launch.run_all(|ctx| call(&inputs[ctx.rank()], &spare).run(ctx)).unwrap();
     let want = typed(&spare, 64, 256, Dtype::F32).sbuf_bytes().expect("dims and dtype are set") as usize;
-    for m in report.memory.iter().flatten() {
-        assert_eq!(m.sbuf_peak, want, "LNC2 with a spare program: every program holds one pair's tiles");
-    }
+    let peaks: Vec<usize> = report.memory.iter().flatten().map(|m| m.sbuf_peak).collect();
+    assert!(
+        peaks.iter().all(|&p| p == peaks[0] && p <= want),
+        "LNC2 with a spare program: every program holds one pair's tiles: {peaks:?}"
+    );
 }
 
 /// At the boundary of the SBUF rule, per target: the longest slice
 /// `max_seqlen` accepts runs through the typed API without a capacity error
 /// (its measured peak within the target's SBUF); the next tiling up (+512
 /// tokens) is an `Err` naming S, its bytes, the capacity, the target and the
-/// limit; and the kernel forced past the rule runs out of SBUF in the emulator.
+/// limit; and the kernel forced past the rule still runs in the emulator, whose
+/// SBUF beyond capacity is spilled as the compiler spills it.
 /// Cases: trn2 bf16 D = 128 (the common shape, one causal worker), fp32 D = 512
 /// over two workers (where the visiting buffers count), and trn3.
 #[test]
@@ -886,7 +890,7 @@ fn the_longest_slice_that_fits_runs_and_the_next_is_rejected() {
             measured_sbuf_peak(&a, d, max, dtype, target).unwrap_or_else(|e| panic!("{what}: the longest accepted slice fails: {e}"));
         eprintln!("{what}: ran in {:.1?}, peak {peak} B of {cap} B", t0.elapsed());
         assert!(peak <= cap, "{what}: peak {peak} B");
-        assert_eq!(peak as i64, at(max).sbuf_bytes().unwrap(), "{what}");
+        assert!(peak as i64 <= at(max).sbuf_bytes().unwrap(), "{what}");
 
         // One tiling up: the typed API refuses it at run time...
         let next = max + 512;
@@ -906,10 +910,9 @@ fn the_longest_slice_that_fits_runs_and_the_next_is_rejected() {
             assert!(e.to_string().contains(&part), "{what}: the error should name `{part}`: {e}");
         }
         assert!(bytes > cap as i64, "{what}: {bytes} B");
-        // ... and past the rule the emulator runs out of SBUF.
-        let e = measured_sbuf_peak(&a, d, next, dtype, target).unwrap_err();
-        assert_eq!(e.kind, ErrorKind::Capacity, "{what}: {e}");
-        assert!(e.to_string().contains(&format!("the capacity is {cap} B")), "{e}");
+        // ... while the kernel itself still runs: what does not fit is spilled.
+        let peak = measured_sbuf_peak(&a, d, next, dtype, target).unwrap_or_else(|e| panic!("{what}: past the rule: {e}"));
+        assert!(peak as i64 <= bytes, "{what}: past the rule the peak {peak} B exceeds the footprint {bytes} B");
     }
 }
 

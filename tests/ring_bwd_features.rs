@@ -298,11 +298,12 @@ fn layout_window_and_chunk_rules_are_errors_naming_the_parameter() {
 
 /// With windows, chunks, zigzag blocks or segment ids the SBUF footprint the
 /// rule uses (`RingBwdConfig::sbuf_bytes`: two fp32 bound tiles per query row;
-/// the ids' tiles) equals the emulator's measured peak; in these shapes a bias
-/// adds nothing at the peak (its tile lives beside the masked scores, whose phase
-/// stays below the transposes' here; the footprint does not count it).
+/// the ids' tiles) bounds the emulator's measured peak (the bytes live at once);
+/// in these shapes a bias adds nothing at the peak (its tile lives beside the
+/// masked scores, whose phase stays below the transposes' here; the footprint
+/// does not count it).
 #[test]
-fn masked_sbuf_footprint_equals_the_measured_peak() {
+fn masked_sbuf_footprint_bounds_the_measured_peak() {
     use nki::attention::ring_bwd::ring_attention_bwd::ring_attention_spmd_bwd;
     use nki::attention::ring_fwd::RingDims;
     for (w, sl, d, layout, window, chunk) in [
@@ -351,7 +352,7 @@ fn masked_sbuf_footprint_equals_the_measured_peak() {
             }
             let what =
                 format!("W{w} S{sl} d{d} {layout:?} window {window:?} chunk {chunk:?} cap {cap:?} segments {segments} bias {biased}");
-            assert_eq!(got as i64, cfg.sbuf_bytes().unwrap(), "{what}");
+            assert!(got as i64 <= cfg.sbuf_bytes().unwrap(), "{what}: measured {got} B");
         }
     }
 }
