@@ -284,3 +284,32 @@ fn one_instructions_operands_must_fit_in_sbuf_together() {
         ],
     );
 }
+
+/// In a profile, tiles placed at shared bytes wait for each other: the load into
+/// the second waits until the first is read (its buffer is reused); without
+/// placements the two loads overlap.
+#[test]
+fn the_profile_orders_placed_tiles_that_share_bytes() {
+    let second_load_start = |placed: bool| {
+        let launch = Launch::new().profile(nki_core::profile::Target::Trn2);
+        launch
+            .run(|ctx| {
+                let input = hbm(&[128, 512], &vec![1.0; 128 * 512], Dtype::F32);
+                let at = placed.then_some((0, 0));
+                let (a, b) = (tile(ctx, Buffer::Sbuf, "a", &[128, 512], at)?, tile(ctx, Buffer::Sbuf, "b", &[128, 512], at)?);
+                let out = tile(ctx, Buffer::Sbuf, "out", &[128, 512], None)?;
+                nisa::dma_copy(ctx, &a, &input, Default::default())?;
+                nisa::activation(ctx, &out, NlOp::Exp, &a, Default::default())?;
+                nisa::dma_copy(ctx, &b, &input, Default::default())?;
+                nisa::activation(ctx, &out, NlOp::Exp, &b, Default::default())
+            })
+            .unwrap();
+        let p = launch.profiled().unwrap();
+        let s = &p.timeline.slices[0];
+        (s[2].start_ns, s[1].end_ns)
+    };
+    let (apart, read_end) = second_load_start(false);
+    assert!(apart < read_end, "unplaced tiles are separate buffers: the second load need not wait for the first read");
+    let (shared, first_read_end) = second_load_start(true);
+    assert!(shared >= first_read_end, "the shared buffer is reloaded at {shared} ns, before its read ends at {first_read_end} ns");
+}

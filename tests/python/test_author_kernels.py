@@ -221,6 +221,30 @@ class ConventionsTest(unittest.TestCase):
             fake.launch(banks, [[x, 1, 4097]])
 
 
+class PlacementTest(unittest.TestCase):
+    """Tiles placed at shared addresses, as the NKI library places its PSUM and SBUF
+    buffers: reuse is fine once a tile's data is read, and a write over data
+    another tile still needs is reported."""
+
+    def test_banked_matmul_reuses_banks_and_accumulates_onto_its_memset(self):
+        a, b = RNG.standard_normal((384, 128)), RNG.standard_normal((384, 2048))
+        want = a.astype(np.float32).astype(np.float64).T @ b.astype(np.float32).astype(np.float64)
+        for generation in ("trn1", "trn2", "trn3"):
+            for n_banks, ahead in ((1, False), (2, True), (3, False)):
+                out = fake.launch(ak.banked_matmul, [[hbm(a), hbm(b), n_banks, ahead]], generation=generation)[0]
+                np.testing.assert_allclose(host(out), want, rtol=1e-5, atol=1e-4)
+
+    def test_zeroing_the_next_block_in_the_bank_still_being_read_is_a_hazard(self):
+        a, b = RNG.standard_normal((128, 128)), RNG.standard_normal((128, 1024))
+        with self.assertRaises(Exception) as cm:
+            fake.launch(ak.banked_matmul, [[hbm(a), hbm(b), 1, True]])
+        msg = str(cm.exception)
+        for part in ("nisa.tensor_copy (__init__.py:", "reads 'tensor' (address (0, 0)) [128, 512] float32, but bytes "
+                     "it wrote (at nisa.nc_matmul (__init__.py:", "were overwritten through 'tensor' (address (0, 0)) "
+                     "[128, 512] float32 (at nisa.memset (__init__.py:"):
+            self.assertIn(part, msg)
+
+
 class CommandLineTest(unittest.TestCase):
     """`python -m nki_harness run` runs the hand-written package as it runs ours."""
 

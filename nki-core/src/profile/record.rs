@@ -2,6 +2,7 @@
 //! the unit that runs it, its operands (dtype, shape, bytes, the storage region
 //! it reads or overwrites) and, for barriers and collectives, who it waits for.
 
+use crate::emulator::memory::{Lease, OnChip};
 use crate::isa::Engine;
 use crate::tensor::Layout;
 use crate::{Buffer, Dtype, Tensor};
@@ -70,7 +71,9 @@ impl Unit {
 
 /// The part of a storage an operand touches, as a box of storage rows (partitions
 /// for on-chip tensors) by cells within a row; a conservative bound for views whose
-/// steps do not split that way.
+/// steps do not split that way. A tile placed with `address=` is seen in its
+/// memory instead (partitions by bytes of one [`PLACED_SBUF`] or [`PLACED_PSUM`]
+/// storage), so tiles sharing bytes depend on each other.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Region {
     /// Identity of the underlying storage.
@@ -92,6 +95,11 @@ impl Region {
     }
 }
 
+/// The storage id of a program's placed SBUF tiles in [`Region`]s.
+pub const PLACED_SBUF: u64 = u64::MAX - 1;
+/// The storage id of a program's placed PSUM tiles in [`Region`]s.
+pub const PLACED_PSUM: u64 = u64::MAX - 2;
+
 /// One operand of a recorded instruction.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Operand {
@@ -109,13 +117,11 @@ pub struct Operand {
     pub run_bytes: usize,
 }
 
-impl Operand {
-    /// The operand of view `t`.
-    pub fn of(t: &Tensor) -> Operand {
+impl Region {
+    /// The rows and cells within a row of its own storage that view `t` touches.
+    pub(crate) fn in_storage(t: &Tensor) -> Region {
         let l = t.layout();
         let row = t.storage().shape.iter().skip(1).product::<usize>().max(1) as isize;
-        let partitions = l.shape.first().copied().unwrap_or(1).max(1);
-        let free = l.numel() / partitions.max(1);
         let (mut rows, mut cols) = ((0isize, 0isize), (0isize, 0isize));
         for (&n, &s) in l.shape.iter().zip(&l.strides) {
             let span = (n.max(1) as isize - 1) * s;
@@ -124,12 +130,36 @@ impl Operand {
         }
         let (base_row, base_col) = (l.offset.div_euclid(row), l.offset.rem_euclid(row));
         let cols = (base_col + cols.0, base_col + cols.1);
-        let region = if cols.0 >= 0 && cols.1 < row {
+        if cols.0 >= 0 && cols.1 < row {
             Region { storage: t.storage().id, rows: (base_row + rows.0, base_row + rows.1), cols }
         } else {
             let (lo, hi) = l.cell_range().unwrap_or((l.offset, l.offset));
             Region { storage: t.storage().id, rows: (lo.div_euclid(row), hi.div_euclid(row)), cols: (0, row - 1) }
-        };
+        }
+    }
+
+    /// The region of view `t`: in its storage, or for a tile placed with
+    /// `address=` the partitions and bytes of its memory.
+    fn of(t: &Tensor) -> Region {
+        let region = Region::in_storage(t);
+        let Some((kind, place)) = t.storage().lease().and_then(Lease::placement) else { return region };
+        let size = t.dtype().size_bytes() as isize;
+        let (p, b) = (place.partition as isize, place.byte as isize);
+        Region {
+            storage: if kind == OnChip::Psum { PLACED_PSUM } else { PLACED_SBUF },
+            rows: (region.rows.0 + p, region.rows.1 + p),
+            cols: (b + region.cols.0 * size, b + (region.cols.1 + 1) * size - 1),
+        }
+    }
+}
+
+impl Operand {
+    /// The operand of view `t`.
+    pub fn of(t: &Tensor) -> Operand {
+        let l = t.layout();
+        let partitions = l.shape.first().copied().unwrap_or(1).max(1);
+        let free = l.numel() / partitions.max(1);
+        let region = Region::of(t);
         // A run never crosses a partition of an on-chip tensor.
         let inner = if t.buffer().is_on_chip() && l.shape.len() > 1 {
             Layout { offset: 0, shape: l.shape[1..].to_vec(), strides: l.strides[1..].to_vec() }

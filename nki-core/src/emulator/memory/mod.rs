@@ -30,7 +30,7 @@ mod sbuf;
 pub use sbuf::{Spill, SpillKind};
 
 use crate::hw::HwLimits;
-use crate::profile::Operand;
+use crate::profile::Region;
 use crate::tensor::Storage;
 use crate::{Dtype, ErrorKind, NkiError, Result, Tensor};
 use std::fmt;
@@ -175,6 +175,14 @@ pub struct MemPool {
 pub struct Lease {
     pool: Arc<MemPool>,
     tile: usize,
+    place: Option<(OnChip, Place)>,
+}
+
+impl Lease {
+    /// The tile's memory and explicit placement, if it was given an `address=`.
+    pub fn placement(&self) -> Option<(OnChip, Place)> {
+        self.place
+    }
 }
 
 impl fmt::Debug for Lease {
@@ -244,7 +252,7 @@ impl MemPool {
             let slot = arena.place(tiles, tile);
             tiles[tile].slot = slot;
         }
-        Ok(Lease { pool: Arc::clone(self), tile })
+        Ok(Lease { pool: Arc::clone(self), tile, place: place.map(|p| (kind, p)) })
     }
 
     /// Checks an explicit placement: non-negative, inside the memory, and for PSUM
@@ -323,7 +331,7 @@ impl MemPool {
         if view.storage().is_indirection() {
             return whole;
         }
-        let r = Operand::of(view).region;
+        let r = Region::in_storage(view);
         let size = view.dtype().size_bytes() as isize;
         let clamp = |v: isize, hi: usize| v.clamp(0, hi as isize) as usize;
         Span { bytes: (clamp(r.cols.0 * size, tile.bytes), clamp((r.cols.1 + 1) * size, tile.bytes)) }

@@ -7,9 +7,11 @@ Conventions exercised: a configuration `NKIObject` dataclass whose fields have
 no annotations, Ellipsis indexing, enum arguments given as their documented
 integers, the deprecated engine aliases, `shared_identity_matrix` transposes,
 `sendrecv` between the programs of an LNC2 pair, nested `@nki.jit` calls,
-tuple and list returns, tile-level `nl` functions and collectives; and (in
-`conventions`) the module paths, dtype names and instruction forms production
-NKI code uses beyond the stubs.
+tuple and list returns, tile-level `nl` functions and collectives, explicit
+placement (lists of tiles at `address=` offsets reused modulo a few banks or
+buffers, PSUM zeroed by `memset` and accumulated by default-flag matmuls); and
+(in `conventions`) the module paths, dtype names and instruction forms
+production NKI code uses beyond the stubs.
 """
 
 from dataclasses import dataclass
@@ -149,3 +151,43 @@ def all_reduce_then_gather(x):
     stacked = nl.ndarray((len(ranks) * x.shape[0],) + x.shape[1:], dtype=x.dtype, buffer=nl.shared_hbm)
     ncc.all_gather(srcs=[x], dsts=[stacked], replica_group=group, collective_dim=0)
     return total, stacked
+
+
+PSUM_BANK_BYTES = 2048
+
+
+@nki.jit
+def banked_matmul(a_t, b, n_banks, ahead):
+    """`a_t.T @ b` for `a_t` (K, 128) and `b` (K, N), K a multiple of 128 and N of
+    512, by 512-column blocks. Block j accumulates in PSUM tile `acc[j]`, placed
+    at bank `j % n_banks`: the list holds more tiles than there are banks, and a
+    bank is reused once its previous block was read. Each tile is zeroed by
+    `memset`, then every matmul accumulates onto it with the default flag. The
+    K tiles of `b` are loaded into SBUF buffers placed at `address=` offsets
+    reused modulo 2. With `ahead`, block j + 1 is zeroed before block j is read
+    (a software pipeline), which needs `n_banks >= 2`."""
+    K, M = a_t.shape
+    _, N = b.shape
+    k_tiles, blocks = K // 128, N // 512
+    out = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.shared_hbm)
+    lhs = nl.ndarray((128, k_tiles, M), dtype=nl.float32, buffer=nl.sbuf, address=(0, 0))
+    for k in range(k_tiles):
+        nisa.dma_copy(dst=lhs[:, k, :], src=a_t[k * 128:(k + 1) * 128, :])
+    rhs_base = k_tiles * M * 4
+    rhs = [nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf, address=(0, rhs_base + (k % 2) * 2048))
+           for k in range(k_tiles)]
+    acc = [nl.ndarray((M, 512), dtype=nl.float32, buffer=nl.psum, address=(0, (j % n_banks) * PSUM_BANK_BYTES))
+           for j in range(blocks)]
+    nisa.memset(dst=acc[0], value=0.0)
+    for j in range(blocks):
+        for k in range(k_tiles):
+            nisa.dma_copy(dst=rhs[k], src=b[k * 128:(k + 1) * 128, j * 512:(j + 1) * 512])
+            nisa.nc_matmul(dst=acc[j], stationary=lhs[:, k, :], moving=rhs[k])
+        if ahead and j + 1 < blocks:
+            nisa.memset(dst=acc[j + 1], value=0.0)
+        res = nl.ndarray((M, 512), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=res, src=acc[j])
+        nisa.dma_copy(dst=out[:, j * 512:(j + 1) * 512], src=res)
+        if not ahead and j + 1 < blocks:
+            nisa.memset(dst=acc[j + 1], value=0.0)
+    return out
