@@ -4,20 +4,20 @@
 //! it to the last one: its live interval, in the program's instruction order (a
 //! [`Site`]'s `pos`). The emulator runs eagerly and cannot know a tile's last use
 //! before the program ends, so every instruction reports what it touches
-//! ([`MemPool::touch`]) and the rules are checked over the intervals as they grow:
+//! (`MemPool::touch`) and the rules are checked over the intervals as they grow:
 //!
-//! * PSUM ([`psum`]): a tile takes whole banks, or the banks its `address=`
+//! * PSUM (`psum`): a tile takes whole banks, or the banks its `address=`
 //!   covers. When a touch extends a tile's interval, every position it newly
 //!   covers is checked: more banks live at once than the generation has is an
 //!   error (PSUM is not spilled), raised by the touch that proves the overlap and
 //!   naming the tiles live there.
-//! * SBUF ([`sbuf`]): touches are traced, down to the bytes of each partition an
+//! * SBUF (`sbuf`): touches are traced, down to the bytes of each partition an
 //!   instruction reads or writes. The one error is an instruction whose own
 //!   operands exceed a partition; whatever else does not fit is spilled to HBM
 //!   and reloaded, as the compiler does. The trace is replayed when a report is
 //!   asked for, evicting the span needed furthest in the future, which gives
 //!   the liveness peak and the spill traffic `nki profile` counts.
-//! * Placed tiles ([`arena`]): `address=(partition, byte)` pins a tile to fixed
+//! * Placed tiles (`arena`): `address=(partition, byte)` pins a tile to fixed
 //!   bytes. Tiles whose bytes overlap share them (a write through one is read
 //!   through the other), and reading bytes a tile wrote that another tile has
 //!   overwritten since is reported as the hazard it is, naming both tiles and
