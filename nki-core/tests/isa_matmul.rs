@@ -347,7 +347,7 @@ fn matmul_limits_name_the_op_and_the_value() {
 
 /// A PSUM tensor may span banks (the library's rotational_topk holds [128, 1024]
 /// fp32): each matmul writes one bank's 512 columns, the tensor takes whole banks,
-/// so four of them fill PSUM and a fifth tensor does not fit.
+/// so four of them fill PSUM and a fifth tensor live with them does not fit.
 #[test]
 fn a_psum_tensor_spans_banks_written_one_bank_per_matmul() {
     let (k, m, n) = (32, 16, 1024);
@@ -366,8 +366,18 @@ fn a_psum_tensor_spans_banks_written_one_bank_per_matmul() {
             for t in &held {
                 nisa::memset(ctx, t, 1.0, EngineOpts::default())?;
             }
-            let e = expect_err(psum(ctx, &[1, 1], Dtype::F32).and_then(|t| nisa::memset(ctx, &t, 0.0, EngineOpts::default())));
-            assert_err(&e, ErrorKind::Capacity, &["PSUM capacity exceeded"]);
+            let extra = psum(ctx, &[1, 1], Dtype::F32)?;
+            nisa::memset(ctx, &extra, 0.0, EngineOpts::default())?;
+            // Tiles hold banks from first to last use: reading the held tensors and
+            // `extra` again keeps them live together (7 banks), and reading `ps`
+            // again proves it live with them: 2 + 3 * 2 + 1 banks.
+            let col = alloc(ctx, &[128, 1], Dtype::F32, Buffer::Sbuf)?;
+            for t in held.iter().chain([&extra]) {
+                nisa::tensor_copy(ctx, &col.index(&s![0..t.shape()[0], ..])?, &t.index(&s![.., 0..1])?, EngineOpts::default())?;
+            }
+            let out = alloc(ctx, &[m as i64, n as i64], Dtype::F32, Buffer::Sbuf)?;
+            let e = expect_err(nisa::tensor_copy(ctx, &out, &ps, EngineOpts::default()));
+            assert_err(&e, ErrorKind::Capacity, &["PSUM capacity exceeded", "8 of the 8 banks are in use"]);
             assert!(held.iter().all(|t| t.to_f32_vec().iter().all(|&v| v == 1.0)));
             Ok(ps.to_f32_vec())
         })
