@@ -195,8 +195,9 @@ fn address(diag: &mut Diagnostics, site: &CallSite<'_>, space: Option<Space>, di
     }
     let hw = site.hw;
     let parts = dims.and_then(|d| d.first()).and_then(Val::as_const);
+    // In i128, two i64 offsets cannot overflow.
     if let (Some(p), Some(n)) = (p, parts)
-        && p + n > hw.pmax as i64
+        && i128::from(p) + i128::from(n) > hw.pmax as i128
     {
         diag.error(arg.expr.span, format!("the tensor's {n} partitions from partition {p} reach past the {} partitions", hw.pmax));
     }
