@@ -257,7 +257,7 @@ fn a_device_loop_index_is_read_where_a_register_belongs() {
 }
 
 /// NKI kernels that read a device loop's index at trace time, as the macro
-/// emitted their DSL twins in `tests/ui/loop_index_*.rs` before the index was a
+/// emitted their DSL twins in `tests/ui/macro/loop_index_*.rs` before the index was a
 /// register (a Python test, an immediate computed from it, a shape), write the
 /// frozen index, or give `.ap()` both dynamic offsets.
 const TRACE_TIME_READS: &str = r#"import nki
@@ -312,7 +312,7 @@ fn reading_a_device_loop_index_at_trace_time_fails_in_both_executors_alike() {
     let pkg = common::scratch("trace_time_reads").join("nki_kernels");
     std::fs::create_dir_all(&pkg).unwrap();
     std::fs::write(pkg.join("__init__.py"), TRACE_TIME_READS).unwrap();
-    let ui = |case: &str| std::fs::read_to_string(common::repo_root().join(format!("tests/ui/{case}.stderr"))).unwrap();
+    let ui = |case: &str| std::fs::read_to_string(common::repo_root().join(format!("tests/ui/macro/{case}.stderr"))).unwrap();
     use nki::spec::registers::{ARITHMETIC, FROZEN, OFFSETS_EXCLUSIVE, TESTED, TRACE_TIME};
     let cases = [
         ("tested", "loop_index_tested", TESTED),

@@ -49,7 +49,7 @@ pub fn load() -> Corpus {
     let mut files = Vec::new();
     rust_files(&root.join("examples/kernels"), false, &mut files);
     rust_files(&root.join("nki-attention/src"), true, &mut files);
-    rust_files(&root.join("tests/ui"), false, &mut files);
+    rust_files(&root.join("tests/ui"), true, &mut files);
     let mut corpus = Corpus { entries: Vec::new(), pool: Vec::new() };
     let mut seen = std::collections::HashSet::new();
     for path in files {
