@@ -38,8 +38,8 @@ impl Module {
     }
 }
 
-/// A NeuronCore engine that executes an op.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A NeuronCore engine that executes an op: the `nisa.engine` members.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Engine {
     /// Tensor Engine (PE array).
     Tensor,
@@ -53,6 +53,9 @@ pub enum Engine {
     Dma,
     /// Sync Engine.
     Sync,
+    /// `nisa.engine.unknown`: the compiler chooses (never an op row's engine).
+    #[default]
+    Unknown,
 }
 
 impl Engine {
@@ -65,6 +68,126 @@ impl Engine {
             Engine::Gpsimd => "gpsimd",
             Engine::Dma => "dma",
             Engine::Sync => "sync",
+            Engine::Unknown => "unknown",
+        }
+    }
+}
+
+/// The family of an `nki.isa` op: ops that share a file stem in every layer,
+/// `nki-macros/src/check/rules/<stem>.rs` (static rules), `nki-core/src/isa/<stem>.rs`
+/// (emulation) and `fake_nki/isa/<stem>.py` (executor).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Family {
+    /// `activation`, `activation_reduce`.
+    Activation,
+    /// `activate2`.
+    Activate2,
+    /// `exponential`.
+    Exponential,
+    /// `tensor_tensor`, `tensor_scalar`, `scalar_tensor_tensor`, `tensor_copy`, `memset`, `reciprocal`.
+    Elementwise,
+    /// `tensor_reduce`, `tensor_scalar_reduce`.
+    Reduce,
+    /// `tensor_scalar_cumulative`.
+    Cumulative,
+    /// `tensor_tensor_scan`.
+    Scan,
+    /// `tensor_partition_reduce`.
+    PartitionReduce,
+    /// `nc_matmul`, `nc_transpose`.
+    Matmul,
+    /// `nc_matmul_mx`, `quantize_mx`.
+    Mx,
+    /// `dma_copy`, `dma_transpose`.
+    Dma,
+    /// `dma_compute`.
+    DmaCompute,
+    /// `sendrecv`.
+    Sendrecv,
+    /// `affine_select`, `range_select`, `iota`.
+    Select,
+    /// `select_reduce`.
+    SelectReduce,
+    /// `tensor_copy_predicated`.
+    Predicated,
+    /// `nc_n_gather`, `local_gather`.
+    Gather,
+    /// `nonzero_with_count`.
+    Nonzero,
+    /// `sequence_bounds`.
+    SequenceBounds,
+    /// `rng`, `rand2`, `dropout`, `set_rng_seed`, `rand_get_state`, `rand_set_state`.
+    Random,
+    /// `bn_stats`, `bn_aggr`.
+    Stats,
+    /// `max8`, `nc_find_index8`, `nc_match_replace8`.
+    Top8,
+    /// `topk`.
+    Topk,
+    /// `nc_stream_shuffle`.
+    Shuffle,
+    /// `core_barrier`, the register ops, `get_nc_version`, `get_nc_sub_version`.
+    Sync,
+}
+
+impl Family {
+    /// Every family.
+    pub const ALL: &'static [Family] = &[
+        Family::Activation,
+        Family::Activate2,
+        Family::Exponential,
+        Family::Elementwise,
+        Family::Reduce,
+        Family::Cumulative,
+        Family::Scan,
+        Family::PartitionReduce,
+        Family::Matmul,
+        Family::Mx,
+        Family::Dma,
+        Family::DmaCompute,
+        Family::Sendrecv,
+        Family::Select,
+        Family::SelectReduce,
+        Family::Predicated,
+        Family::Gather,
+        Family::Nonzero,
+        Family::SequenceBounds,
+        Family::Random,
+        Family::Stats,
+        Family::Top8,
+        Family::Topk,
+        Family::Shuffle,
+        Family::Sync,
+    ];
+
+    /// The file stem the family has in every layer.
+    pub const fn stem(self) -> &'static str {
+        match self {
+            Family::Activation => "activation",
+            Family::Activate2 => "activate2",
+            Family::Exponential => "exponential",
+            Family::Elementwise => "elementwise",
+            Family::Reduce => "reduce",
+            Family::Cumulative => "cumulative",
+            Family::Scan => "scan",
+            Family::PartitionReduce => "partition_reduce",
+            Family::Matmul => "matmul",
+            Family::Mx => "mx",
+            Family::Dma => "dma",
+            Family::DmaCompute => "dma_compute",
+            Family::Sendrecv => "sendrecv",
+            Family::Select => "select",
+            Family::SelectReduce => "select_reduce",
+            Family::Predicated => "predicated",
+            Family::Gather => "gather",
+            Family::Nonzero => "nonzero",
+            Family::SequenceBounds => "sequence_bounds",
+            Family::Random => "random",
+            Family::Stats => "stats",
+            Family::Top8 => "top8",
+            Family::Topk => "topk",
+            Family::Shuffle => "shuffle",
+            Family::Sync => "sync",
         }
     }
 }
@@ -180,6 +303,8 @@ pub struct Op {
     pub generations: &'static [Generation],
     /// What it does, in one line.
     pub summary: &'static str,
+    /// Its family (`nki.isa` ops only).
+    pub family: Option<Family>,
     /// Its static rule, if any.
     pub rule: Option<Rule>,
     /// Whether nki-rs implements it.

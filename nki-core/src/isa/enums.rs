@@ -1,42 +1,7 @@
 //! The enums of `nki.isa`: engines, reduce commands, DMA modes, matmul modes.
 #![allow(non_upper_case_globals)]
 
-/// `nisa.engine`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-#[allow(missing_docs)]
-pub enum Engine {
-    Tensor,
-    Vector,
-    Scalar,
-    Gpsimd,
-    Dma,
-    Sync,
-    #[default]
-    Unknown,
-}
-
-impl Engine {
-    /// The spec's engine this member names (`None` for `unknown`, the compiler's choice).
-    pub const fn spec(self) -> Option<nki_spec::Engine> {
-        match self {
-            Engine::Tensor => Some(nki_spec::Engine::Tensor),
-            Engine::Vector => Some(nki_spec::Engine::Vector),
-            Engine::Scalar => Some(nki_spec::Engine::Scalar),
-            Engine::Gpsimd => Some(nki_spec::Engine::Gpsimd),
-            Engine::Dma => Some(nki_spec::Engine::Dma),
-            Engine::Sync => Some(nki_spec::Engine::Sync),
-            Engine::Unknown => None,
-        }
-    }
-
-    /// The `nisa.engine` member name.
-    pub const fn name(self) -> &'static str {
-        match self.spec() {
-            Some(e) => e.name(),
-            None => "unknown",
-        }
-    }
-}
+pub use nki_spec::Engine;
 
 /// `nisa.reduce_cmd`: how an instruction updates its engine's accumulator registers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

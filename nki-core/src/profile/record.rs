@@ -47,24 +47,25 @@ impl Unit {
     /// name (Vector when the spec names none).
     pub fn of_spec(op: &str) -> Unit {
         let engine = nki_spec::ops().find(|o| o.py == op).and_then(|o| o.engines.first().copied());
-        engine.map_or(Unit::Vector, Unit::of_engine)
+        engine.and_then(Unit::of_engine).unwrap_or(Unit::Vector)
     }
 
     /// The unit an op with an `engine=` argument runs on: the named engine, or
     /// `default` when the argument is absent or `unknown` (the compiler's choice).
     pub fn chosen(engine: Option<Engine>, default: Unit) -> Unit {
-        engine.and_then(Engine::spec).map_or(default, Unit::of_engine)
+        engine.and_then(Unit::of_engine).unwrap_or(default)
     }
 
-    /// The unit of a spec engine.
-    fn of_engine(engine: nki_spec::Engine) -> Unit {
+    /// The unit of an engine (`None` for `unknown`, the compiler's choice).
+    fn of_engine(engine: Engine) -> Option<Unit> {
         match engine {
-            nki_spec::Engine::Tensor => Unit::Tensor,
-            nki_spec::Engine::Vector => Unit::Vector,
-            nki_spec::Engine::Scalar => Unit::Scalar,
-            nki_spec::Engine::Gpsimd => Unit::GpSimd,
-            nki_spec::Engine::Dma => Unit::Dma,
-            nki_spec::Engine::Sync => Unit::Sync,
+            Engine::Tensor => Some(Unit::Tensor),
+            Engine::Vector => Some(Unit::Vector),
+            Engine::Scalar => Some(Unit::Scalar),
+            Engine::Gpsimd => Some(Unit::GpSimd),
+            Engine::Dma => Some(Unit::Dma),
+            Engine::Sync => Some(Unit::Sync),
+            Engine::Unknown => None,
         }
     }
 }

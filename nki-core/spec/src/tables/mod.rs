@@ -13,7 +13,7 @@ pub mod tensor;
 /// What the tables are written with.
 mod prelude {
     pub(crate) use crate::kinds::{Kind::*, OpClass, Param, Returns, Spaces};
-    pub(crate) use crate::op::{ALL_GENERATIONS, Binding, Engine, Module, Op, Rule, Status, TRN2_AND_NEWER, TRN3_ONLY};
+    pub(crate) use crate::op::{ALL_GENERATIONS, Binding, Engine, Family, Module, Op, Rule, Status, TRN2_AND_NEWER, TRN3_ONLY};
 
     /// Shorthand for a required parameter.
     pub(crate) const fn req(name: &'static str, kind: crate::Kind) -> Param {
@@ -53,6 +53,7 @@ mod prelude {
         engines: &[],
         generations: ALL_GENERATIONS,
         summary: "",
+        family: None,
         rule: None,
         status: Status::Planned,
     };
@@ -63,7 +64,7 @@ mod prelude {
         };
     }
     macro_rules! isa {
-        ($name:literal, $($rest:tt)*) => { row!(Isa, concat!("nisa.", $name), $name, $($rest)*) };
+        ($family:ident, $name:literal, $($rest:tt)*) => { row!(Isa, concat!("nisa.", $name), $name, $($rest)*, family: Some(Family::$family)) };
     }
     macro_rules! nl {
         ($name:literal, $($rest:tt)*) => { row!(Language, concat!("nl.", $name), $name, $($rest)*) };
