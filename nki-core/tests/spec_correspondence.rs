@@ -6,6 +6,7 @@ use nki_core::nisa::{DgeMode, DmaEngine, Engine, MatmulPerfMode, OobMode, Reduce
 use nki_core::nl::{NlOp, tile_size};
 use nki_core::{Dtype, nisa};
 use nki_spec::constants::{ACT_TOKENS, ALU_TOKENS, ENUMS, NC_VERSIONS, TILE_SIZE, implemented_dtypes};
+use nki_spec::{Family, Module, Op, Rule};
 use std::collections::BTreeSet;
 
 fn set<'a>(it: impl IntoIterator<Item = &'a str>) -> BTreeSet<String> {
@@ -89,5 +90,74 @@ fn nisa_enums_have_the_spec_members() {
     for e in implemented {
         let mine = ours.iter().find(|(n, _)| *n == e.name).map(|(_, m)| set(m.iter().map(String::as_str)));
         assert_eq!(mine, Some(set(e.members.iter().map(|(m, _)| *m))), "nisa.{}", e.name);
+    }
+}
+
+/// The layers' files, from the workspace root.
+const RULES: &str = "nki-macros/src/check/rules";
+const EMULATOR: &str = "nki-core/src/isa";
+const EXECUTOR: &str = "tests/python/nki_harness/fake_nki/isa";
+
+fn read(path: &std::path::Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The stems of a folder's files ending in `ext`.
+fn stems(dir: &std::path::Path, ext: &str) -> BTreeSet<String> {
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    entries.filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(ext).map(str::to_string)).collect()
+}
+
+/// The module a rule's dispatcher arm names (`top8` for `Rule::Max8 => top8::max8,`).
+fn dispatched_to(dispatcher: &str, rule: Rule) -> String {
+    let arm = format!("Rule::{rule:?} => ");
+    let line = dispatcher.lines().find_map(|l| l.trim().strip_prefix(arm.as_str())).unwrap_or_else(|| panic!("no arm for {arm}"));
+    line.rsplit_once("::").map_or("", |(module, _)| module).to_string()
+}
+
+/// Every `nki.isa` op family has one file stem in every layer: the emulator
+/// defines the family's ops in `isa/<family>.rs`, the executor in
+/// `fake_nki/isa/<family>.py`, and a static rule that only the family's ops use
+/// is dispatched to `check/rules/<family>.rs` (a rule several families share to
+/// the checker's shared `operands`). No layer holds a family file the spec does
+/// not name.
+#[test]
+fn every_op_family_has_one_file_stem_in_every_layer() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root");
+    let dispatcher = read(&root.join(RULES).join("mod.rs"));
+    let isa: Vec<&Op> = nki_spec::ops().filter(|o| o.module == Module::Isa).collect();
+    for op in &isa {
+        let family = op.family.unwrap_or_else(|| panic!("nisa.{} names no family", op.name));
+        let stem = family.stem();
+        if op.binding().is_some() {
+            let emulator = read(&root.join(EMULATOR).join(format!("{stem}.rs")));
+            assert!(emulator.contains(&format!("pub fn {}(", op.name)), "nisa.{} is not emulated in {EMULATOR}/{stem}.rs", op.name);
+            let executor = read(&root.join(EXECUTOR).join(format!("{stem}.py")));
+            assert!(executor.contains(&format!("\ndef {}(", op.name)), "nisa.{} is not executed in {EXECUTOR}/{stem}.py", op.name);
+        }
+        if let Some(rule) = op.rule {
+            let families: BTreeSet<&str> =
+                nki_spec::ops().filter(|o| o.rule == Some(rule)).filter_map(|o| o.family).map(Family::stem).collect();
+            let module = dispatched_to(&dispatcher, rule);
+            if families.len() == 1 {
+                assert_eq!(module, stem, "Rule::{rule:?} of nisa.{} belongs in {RULES}/{stem}.rs", op.name);
+                assert!(root.join(RULES).join(format!("{stem}.rs")).is_file(), "{RULES}/{stem}.rs");
+            } else {
+                assert_eq!(module, "operands", "Rule::{rule:?}, shared by {families:?}, belongs in check/operands.rs");
+            }
+        }
+    }
+    let named: BTreeSet<String> = Family::ALL.iter().map(|f| f.stem().to_string()).collect();
+    let used: BTreeSet<String> = isa.iter().filter_map(|o| o.family).map(|f| f.stem().to_string()).collect();
+    assert_eq!(used, named, "every family has an op");
+    // Files that are not families: the dispatcher and the rules of nl / ncc calls;
+    // the emulator's and the executor's shared machinery.
+    let rules: BTreeSet<String> =
+        stems(&root.join(RULES), ".rs").into_iter().filter(|s| s != "mod" && s != "collectives" && !s.starts_with("nl_")).collect();
+    assert!(rules.is_subset(&named), "rule files that are no family: {:?}", rules.difference(&named).collect::<Vec<_>>());
+    let machinery = set(["mod", "alu", "enums", "exec", "operand", "tile", "xorwow", "__init__", "constants"]);
+    for (dir, ext) in [(EMULATOR, ".rs"), (EXECUTOR, ".py")] {
+        let files: BTreeSet<String> = stems(&root.join(dir), ext).difference(&machinery).cloned().collect();
+        assert_eq!(files, named, "the op files of {dir} are the spec's families");
     }
 }

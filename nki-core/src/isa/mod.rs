@@ -8,7 +8,6 @@
 mod activate2;
 mod activation;
 mod alu;
-mod bounds;
 mod cumulative;
 mod dma;
 mod dma_compute;
@@ -29,6 +28,7 @@ mod scan;
 mod select;
 mod select_reduce;
 mod sendrecv;
+mod sequence_bounds;
 mod shuffle;
 mod stats;
 mod sync;
@@ -39,7 +39,6 @@ mod xorwow;
 
 pub use activate2::{Activate2Opts, activate2};
 pub use activation::{ActivationOpts, ActivationReduceOpts, activation, activation_reduce};
-pub use bounds::sequence_bounds;
 pub use cumulative::{TensorScalarCumulativeOpts, tensor_scalar_cumulative};
 pub use dma::{DmaCopyOpts, DmaTransposeOpts, dma_copy, dma_transpose, transpose_rules};
 pub use dma_compute::{DmaComputeOpts, dma_compute};
@@ -67,6 +66,7 @@ pub use scan::{TensorTensorScanOpts, tensor_tensor_scan};
 pub use select::{AffineSelectOpts, FLOAT32_MIN, IotaOpts, RangeSelectOpts, affine_select, iota, range_select};
 pub use select_reduce::{SelectReduceOpts, select_reduce};
 pub use sendrecv::{SendrecvOpts, sendrecv};
+pub use sequence_bounds::sequence_bounds;
 pub use shuffle::{ShuffleOpts, nc_stream_shuffle};
 pub use stats::{bn_aggr, bn_stats};
 pub use sync::{

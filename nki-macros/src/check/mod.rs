@@ -2,39 +2,26 @@
 //! vocabulary, and the static hardware rules. Errors are accumulated; what the
 //! emitters need (types, resolved calls, dependencies) is recorded in [`Info`].
 
-mod activate2;
 mod bundles;
 mod call;
-mod collectives;
 pub mod constant;
-mod dma_compute;
-pub mod dma_transpose;
 mod expr;
-mod gather;
 mod kinds;
 mod limits;
 mod lists;
 mod methods;
-mod mx;
-mod nl_tiles;
-mod partition_reduce;
-mod random;
+mod operands;
 mod regions;
 pub mod rules;
-mod select;
-mod sendrecv;
 mod site;
 pub mod split_views;
-mod stats;
 mod stmt;
-mod top8;
-mod topk;
 mod types;
 mod value;
 mod views;
 
 pub use limits::{Generation, HwLimits};
-pub use site::{ArgInfo, CallSite, Check};
+pub use site::{ArgInfo, CallSite};
 pub use types::{TensorTy, Ty};
 pub use value::{EvalError, Val};
 

@@ -1,7 +1,7 @@
 //! Static shapes of views: indexing (`t[s![..]]`) and the tensor methods
 //! (`.ap()`, `.reshape()`, `.permute()`, ...), with their rules.
 
-use super::rules::{countable, dtype_bytes};
+use super::operands::{countable, dtype_bytes};
 use super::split_views;
 use super::types::{TensorTy, Ty, known_product};
 use super::value::{Val, slice_len};

@@ -15,25 +15,34 @@ from ..objects import NKIObject, NkiInstruction
 from ..registers import VirtualRegister
 from ..tensor import NkiTensor
 from . import constants  # noqa: F401  (`nki.isa.constants`, a module of the enums)
-from .activation import activate2, activation, activation_reduce, exponential
-from .dma import dma_compute, dma_copy, dma_transpose
+from .activate2 import activate2
+from .activation import activation, activation_reduce
+from .cumulative import tensor_scalar_cumulative
+from .dma import dma_copy, dma_transpose
+from .dma_compute import dma_compute
 from .elementwise import memset, reciprocal, scalar_tensor_tensor, tensor_copy, tensor_scalar, tensor_tensor
 from .enums import (dge_mode, dma_engine, engine, gpsimd_engine, matmul_perf_mode, nc_version, oob_mode, reduce_cmd,
                     scalar_engine, tensor_engine, unknown_engine, vector_engine)
-from .gather import local_gather, nc_n_gather, nonzero_with_count, sequence_bounds
+from .exponential import exponential
+from .gather import local_gather, nc_n_gather
 from .matmul import nc_matmul, nc_transpose
 from .mx import nc_matmul_mx, quantize_mx
-from .predicated import select_reduce, tensor_copy_predicated
+from .nonzero import nonzero_with_count
+from .partition_reduce import tensor_partition_reduce
+from .predicated import tensor_copy_predicated
 from .random import dropout, rand2, rand_get_state, rand_set_state, rng, set_rng_seed
 from .reduce import tensor_reduce, tensor_scalar_reduce
-from .scan import tensor_partition_reduce, tensor_scalar_cumulative, tensor_tensor_scan
+from .scan import tensor_tensor_scan
 from .select import affine_select, iota, range_select
-from .select8 import max8, nc_find_index8, nc_match_replace8, topk
+from .select_reduce import select_reduce
 from .sendrecv import sendrecv
+from .sequence_bounds import sequence_bounds
 from .shuffle import nc_stream_shuffle
 from .stats import bn_aggr, bn_stats
 from .sync import (core_barrier, get_nc_sub_version, get_nc_version, register_alloc, register_load, register_move,
                    register_store)
+from .top8 import max8, nc_find_index8, nc_match_replace8
+from .topk import topk
 
 equal, maximum = _OPS["equal"], _OPS["maximum"]
 

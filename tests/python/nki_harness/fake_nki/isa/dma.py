@@ -14,7 +14,9 @@ from .enums import member
 from .enums import oob_mode as _oob_mode
 
 
-def _dma_operand(op, role, t, skip_oob=False):
+def dma_operand(op, role, t, skip_oob=False):
+    """Refuses `t` as a DMA operand of `op` unless it is a tensor outside PSUM
+    within its bounds (shared with `dma_compute`)."""
     if not isinstance(t, NkiTensor):
         raise NkiError(op, f"{role} must be a tensor, got {t!r}")
     if t.buffer is PSUM:
@@ -41,8 +43,8 @@ def dma_copy(dst, src, priority=None, oob_mode=None, dge_mode=None, engine=None,
     src or dst are not transferred."""
     op = "nisa.dma_copy"
     skip = member(op, "oob_mode", oob_mode, _oob_mode, _oob_mode.error) is _oob_mode.skip
-    _dma_operand(op, "src", src, skip)
-    _dma_operand(op, "dst", dst, skip)
+    dma_operand(op, "src", src, skip)
+    dma_operand(op, "dst", dst, skip)
     member(op, "engine", engine, _engine, None)
     if src.size != dst.size:
         raise NkiError(op, f"src {src.describe()} has {src.size} elements but dst {dst.describe()} has {dst.size}; "
@@ -92,7 +94,7 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=None, oob_mode=No
     if not isinstance(dst, NkiTensor) or dst.buffer is not SBUF:
         raise NkiError(op, f"dst {describe(dst)} must be in SBUF")
     oob = member(op, "oob_mode", oob_mode, _oob_mode, _oob_mode.error)
-    _dma_operand(op, "src", src, oob is _oob_mode.skip)
+    dma_operand(op, "src", src, oob is _oob_mode.skip)
     mode = member(op, "dge_mode", dge_mode, _dge_mode, _dge_mode.unknown)
     if src.dtype is not dst.dtype:
         raise NkiError(op, f"src is {src.dtype.name} but dst is {dst.dtype.name}; dma_transpose does not cast")
@@ -138,44 +140,3 @@ def _indirect_limits(op, src, mode):
                            "and src.shape[-1] <= 128")
     if src.ndim == 4 and 1 not in src.shape[1:3]:
         raise NkiError(op, f"src shape {list(src.shape)}: a 4-d indirect transpose needs dim 1 or 2 to be 1")
-
-
-_DMA_COMPUTE_MAX_SRCS = 16
-
-
-@instruction
-def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=None, name=None):
-    """`dst = srcs[0] * scales[0] + srcs[1] * scales[1] + ...` element by element in
-    float32, summed in list order (only nl.add and unit scales are documented).
-    Indirect views (vector_offset) give the scatter / gather read-modify-write forms;
-    with `oob_mode=skip` their out-of-bound rows are left out."""
-    from ..alu import OPS
-
-    op = "nisa.dma_compute"
-    skip = member(op, "oob_mode", oob_mode, _oob_mode, _oob_mode.error) is _oob_mode.skip
-    if reduce_op is not OPS["add"]:
-        raise NkiError(op, f"reduce_op must be nl.add, got {reduce_op!r}")
-    srcs = list(srcs)
-    if not 1 <= len(srcs) <= _DMA_COMPUTE_MAX_SRCS:
-        raise NkiError(op, f"srcs must hold 1..={_DMA_COMPUTE_MAX_SRCS} tensors, it holds {len(srcs)}")
-    scales = [1.0] * len(srcs) if scales is None else list(scales)
-    if len(scales) != len(srcs) or any(float(c) != 1.0 for c in scales):
-        raise NkiError(op, f"scales must be one 1.0 per source, got {scales}")
-    if not unique_indices:
-        raise NkiError(op, "unique_indices=False is not supported (non-unique scatter indices)")
-    _dma_operand(op, "dst", dst, skip)
-    for i, s in enumerate(srcs):
-        _dma_operand(op, f"srcs[{i}]", s, skip)
-        if s.size != dst.size:
-            raise NkiError(op, f"srcs[{i}] {s.describe()} has {s.size} elements but dst {dst.describe()} has "
-                               f"{dst.size}")
-    # Every index is resolved before any write: in the read-modify-write forms dst is also a source.
-    dst_idx = dst.cell_index(skip).reshape(-1)
-    src_idx = [s.cell_index(skip).reshape(-1) for s in srcs]
-    keep = (dst_idx >= 0) & np.logical_and.reduce([i >= 0 for i in src_idx])
-    total = None
-    for s, idx in zip(srcs, src_idx):
-        v = s.dtype.decode(s.storage.load(idx[keep]))
-        total = v if total is None else (total + v).astype(np.float32)
-    dst.storage.store(dst_idx[keep], dst.dtype.encode(total, current().rounds))
-    dst.storage.record_write(dst_idx[keep], op)

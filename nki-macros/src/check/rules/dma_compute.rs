@@ -1,9 +1,9 @@
 //! The rule of `nisa.dma_compute`: the documented `nl::add` reduction and unit
 //! scales, 1 to 16 sources, none in PSUM, each with `dst`'s element count.
 
-use super::CallSite;
-use super::types::{TensorTy, Ty, known_product};
 use crate::ast::Space;
+use crate::check::site::CallSite;
+use crate::check::types::{TensorTy, Ty, known_product};
 use crate::diag::Diagnostics;
 use nki_spec::constants::DMA_COMPUTE_MAX_SRCS;
 

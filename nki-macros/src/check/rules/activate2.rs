@@ -1,10 +1,10 @@
 //! Rule of `activate2`: the documented tensor-scalar stages, `reverse*` only on
 //! a set stage, a documented reduction, `dst` shaped like `data`.
 
-use super::CallSite;
-use super::rules::same_geometry;
-use super::types::Ty;
 use crate::ast::ExprKind;
+use crate::check::operands::same_geometry;
+use crate::check::site::CallSite;
+use crate::check::types::Ty;
 use crate::diag::Diagnostics;
 
 /// The `(op0, op1)` pairs the docs list.

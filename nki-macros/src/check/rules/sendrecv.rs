@@ -2,8 +2,8 @@
 //! tiles, so each names the other program (0 or 1) as both its peer to send to
 //! and to receive from, and `src` and `dst` have one shape and dtype.
 
-use super::CallSite;
-use super::types::Ty;
+use crate::check::site::CallSite;
+use crate::check::types::Ty;
 use crate::diag::Diagnostics;
 
 pub fn check(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
@@ -23,7 +23,8 @@ pub fn check(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
         diag.error(span, format!("send_to_rank {a} and recv_from_rank {b} of nisa.sendrecv differ, but each program of an LNC2 pair exchanges with the other one"));
     }
     if let (Some((s, _)), Some((d, ds))) = (site.tensor("src"), site.tensor("dst")) {
-        let known = |t: &super::types::TensorTy| t.shape.as_ref().and_then(|s| s.iter().map(|v| v.as_const()).collect::<Option<Vec<_>>>());
+        let known =
+            |t: &crate::check::types::TensorTy| t.shape.as_ref().and_then(|s| s.iter().map(|v| v.as_const()).collect::<Option<Vec<_>>>());
         if let (Some(a), Some(b)) = (known(s), known(d))
             && a != b
         {

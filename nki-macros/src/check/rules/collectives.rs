@@ -1,9 +1,9 @@
 //! Rules of the group collectives `all_reduce`, `all_gather`, `reduce_scatter`,
 //! `all_to_all` and `collective_permute`.
 
-use super::CallSite;
-use super::types::Ty;
 use crate::ast::Space;
+use crate::check::site::CallSite;
+use crate::check::types::Ty;
 use crate::diag::Diagnostics;
 
 /// The group collectives: a reducing one reduces with `nl::add`, `nl::maximum` or

@@ -1,9 +1,9 @@
-//! Rules of the predicated selections `tensor_copy_predicated` and `select_reduce`.
+//! Rules of the predicated copy `tensor_copy_predicated`.
 
-use super::CallSite;
-use super::rules::{same_geometry, two_inputs};
-use super::types::Ty;
 use crate::ast::Space;
+use crate::check::operands::same_geometry;
+use crate::check::site::CallSite;
+use crate::check::types::Ty;
 use crate::diag::Diagnostics;
 
 /// `tensor_copy_predicated`: `dst`, a tensor `src` and `predicate` of one
@@ -37,28 +37,6 @@ pub fn copy_predicated(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
         {
             diag.error(sm, "src and predicate of nisa.tensor_copy_predicated are both in PSUM; at most one may be in PSUM");
         }
-    }
-    Ty::Unit
-}
-
-/// `select_reduce`: `dst`, `on_true` and `predicate` of one geometry, a small
-/// integer predicate, `nl.maximum` as the reduction, not both inputs in PSUM.
-pub fn select_reduce(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
-    two_inputs(diag, site, "on_true", "predicate");
-    if let Some((m, sm)) = site.tensor("predicate")
-        && let Some(d) = m.dtype
-        && !matches!(d, "int8" | "uint8" | "int16" | "uint16")
-    {
-        diag.error(
-            sm,
-            format!("{} of nisa.select_reduce must be nl.int8, nl.uint8, nl.int16 or nl.uint16, not nl.{d}", site.label("predicate")),
-        );
-    }
-    if let Some(a) = site.arg("reduce_op")
-        && let Ty::Op(_, Some(n)) = &a.ty
-        && *n != "maximum"
-    {
-        diag.error(a.expr.span, format!("reduce_op of nisa.select_reduce must be nl::maximum, not nl::{n}"));
     }
     Ty::Unit
 }

@@ -2,8 +2,8 @@
 //! quadrant-multiple partitions, and the shapes the 8-partition x 4-element
 //! scale groups imply.
 
-use super::CallSite;
-use super::types::Ty;
+use crate::check::site::CallSite;
+use crate::check::types::Ty;
 use crate::diag::Diagnostics;
 
 const PACKED_FP8: [&str; 2] = ["float8_e5m2_x4", "float8_e4m3fn_x4"];

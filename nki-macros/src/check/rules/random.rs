@@ -1,11 +1,10 @@
 //! Rules of the random-number instructions (`rng`, `rand2`, `dropout`, the seed
-//! and state instructions) and of `sequence_bounds`.
+//! and state instructions) and of their `nl` twins `nl.dropout`, `nl.random_seed`.
 
-use super::rules::same_geometry;
-use super::types::{TensorTy, Ty};
-use super::value::Val;
-use super::{ArgInfo, CallSite};
 use crate::ast::{Expr, ExprKind, Space, UnOp};
+use crate::check::operands::same_geometry;
+use crate::check::site::{ArgInfo, CallSite};
+use crate::check::types::{TensorTy, Ty};
 use crate::diag::Diagnostics;
 use nki_spec::hw::Generation;
 
@@ -125,7 +124,7 @@ pub fn set_rng_seed(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
     let role = site.spec.params.first().map_or("src_seeds", |p| p.name);
     if let Some((t, sp)) = site.tensor(role) {
         let one = matches!((t.partitions(), t.free_size()), (Some(p), Some(f)) if p != 1 || f != 1);
-        let wide = t.dtype.is_some_and(|d| super::rules::dtype_bytes(d) != 4);
+        let wide = t.dtype.is_some_and(|d| crate::check::operands::dtype_bytes(d) != 4);
         if one || wide {
             diag.error(
                 sp,
@@ -181,38 +180,6 @@ pub fn rand_state(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
                     "{} of {} holds {f} elements per partition; a nisa.engine.{e} lane's XORWOW state is {want} words",
                     site.label(role),
                     site.spec.py
-                ),
-            );
-        }
-    }
-    Ty::Unit
-}
-
-/// `sequence_bounds`: float32 or int32 tiles, `segment_ids` one partition of `n`
-/// ids and `dst` of shape `[1, 2, n]`.
-pub fn sequence_bounds(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
-    for role in ["dst", "segment_ids"] {
-        if let Some((t, sp)) = site.tensor(role)
-            && let Some(d) = t.dtype.filter(|d| !matches!(*d, "float32" | "int32"))
-        {
-            diag.error(sp, format!("{} of nisa.sequence_bounds is nl.{d}; it must be nl.float32 or nl.int32", site.label(role)));
-        }
-    }
-    let Some((s, ss)) = site.tensor("segment_ids") else { return Ty::Unit };
-    if let Some(p) = s.partitions().filter(|&p| p != 1) {
-        diag.error(ss, format!("{} of nisa.sequence_bounds has {p} partitions; segment ids are one partition", site.label("segment_ids")));
-    }
-    if let (Some(n), Some((d, sd))) = (s.free_size(), site.tensor("dst"))
-        && let Some(dims) = &d.shape
-    {
-        let known: Option<Vec<i64>> = dims.iter().map(Val::as_const).collect();
-        if known.is_some_and(|k| k != [1, 2, n]) {
-            diag.error(
-                sd,
-                format!(
-                    "{} of nisa.sequence_bounds has shape {}; it must be [1, 2, {n}] (start and end per id)",
-                    site.label("dst"),
-                    d.shape_text()
                 ),
             );
         }

@@ -2,10 +2,10 @@
 //! calls on tiles (`nl.add(a, b)`, `nl.exp(x)`), `nl.matmul` and `nl.transpose`.
 //! Each returns a new tile whose shape and dtype later calls are checked against.
 
-use super::CallSite;
-use super::types::{TensorTy, Ty, dims_text};
-use super::value::Val;
 use crate::ast::Space;
+use crate::check::site::CallSite;
+use crate::check::types::{TensorTy, Ty, dims_text};
+use crate::check::value::Val;
 use crate::diag::Diagnostics;
 use nki_spec::Kind;
 
@@ -386,7 +386,7 @@ pub fn expand_dims(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
 /// `x`'s memory space.
 pub fn broadcast_to(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
     let x = site.tensor("x");
-    let shape = site.arg("shape").and_then(super::rules::shape_of);
+    let shape = site.arg("shape").and_then(crate::check::operands::shape_of);
     if let (Some((t, _)), Some(want), Some(arg)) = (x, &shape, site.arg("shape"))
         && let Some(have) = &t.shape
     {

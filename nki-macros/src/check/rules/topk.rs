@@ -1,8 +1,8 @@
 //! Rule of `topk`: bf16 snake in, bf16 values and uint32 indices out, the
 //! documented ranges of `n` and K.
 
-use super::CallSite;
-use super::types::Ty;
+use crate::check::site::CallSite;
+use crate::check::types::Ty;
 use crate::diag::Diagnostics;
 use nki_spec::constants::{TOPK_K_RANGE, TOPK_N_RANGE, TOPK_SNAKE};
 

@@ -1,7 +1,7 @@
 //! Rules of the batch-norm statistics instructions `bn_stats` and `bn_aggr`.
 
-use super::CallSite;
-use super::types::Ty;
+use crate::check::site::CallSite;
+use crate::check::types::Ty;
 use crate::diag::Diagnostics;
 use nki_spec::constants::{BN_AGGR_DIM, BN_STATS_DIM, BN_STATS_FMAX};
 

@@ -1,7 +1,7 @@
 //! Rules of the top-8 instructions `max8`, `nc_find_index8` and `nc_match_replace8`.
 
-use super::CallSite;
-use super::types::Ty;
+use crate::check::site::CallSite;
+use crate::check::types::Ty;
 use crate::diag::Diagnostics;
 use nki_spec::constants::{TOP8_DATA_RANGE, TOP8_K};
 
@@ -69,5 +69,5 @@ pub fn match_replace8(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
     eight(diag, site, "vals", "data");
     eight(diag, site, "dst_idx", "data");
     indices(diag, site, "dst_idx");
-    super::rules::same_tile_dst_data(diag, site)
+    crate::check::operands::same_tile_dst_data(diag, site)
 }

@@ -1,16 +1,17 @@
-//! `nisa.dma_transpose`: the op's documented rules, the emulator's own table
-//! (included by path), reported at the offending argument whenever the shapes,
-//! dtypes, axes and modes they need are known at compile time.
+//! Rules of the DMA moves. `dma_copy`: equal element counts. `dma_transpose`:
+//! the op's documented rules, the emulator's own table (included by path),
+//! reported at the offending argument whenever the shapes, dtypes, axes and
+//! modes they need are known at compile time.
 
-#[path = "../../../nki-core/src/isa/dma/transpose_rules.rs"]
+#[path = "../../../../nki-core/src/isa/dma/transpose_rules.rs"]
 #[allow(dead_code)]
 mod transpose_rules;
 
-use super::rules::dtype_bytes;
-use super::types::Ty;
-use super::value::Val;
-use super::{ArgInfo, CallSite};
 use crate::ast::ExprKind;
+use crate::check::operands::{dtype_bytes, same_count};
+use crate::check::site::{ArgInfo, CallSite};
+use crate::check::types::Ty;
+use crate::check::value::Val;
 use crate::diag::Diagnostics;
 use transpose_rules::{Axes, Dge, Dim, TransposeCall};
 
@@ -58,4 +59,9 @@ pub fn check(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
         diag.error(arg.expr.span, format!("nisa.dma_transpose {}: {values}; {}", site.label(operand), rule.message()));
     }
     Ty::Unit
+}
+
+/// `dma_copy`: equal element counts when known.
+pub fn dma_copy(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    same_count(diag, site, "src")
 }

@@ -1,8 +1,8 @@
 //! Rule of `tensor_partition_reduce`: a documented reduction token, a
 //! one-partition `dst` as wide as `data`.
 
-use super::CallSite;
-use super::types::Ty;
+use crate::check::site::CallSite;
+use crate::check::types::Ty;
 use crate::diag::Diagnostics;
 
 /// The reductions the docs list for `tensor_partition_reduce`.
