@@ -171,6 +171,29 @@ fn write_all(writes: Writes, round: bool) {
     }
 }
 
+/// The exchange of a group collective: `pair` collects the writes of the
+/// members' `i`-th tensor pairs and returns the bytes they move; every
+/// destination is written (rounding when `round`) once all pairs are collected,
+/// and every member sends to every other member.
+fn each_pair(members: &[&[(Tensor, Tensor)]], round: bool, pair: impl Fn(usize, &mut Writes) -> Result<usize>) -> Result<Traffic> {
+    let mut writes = Writes::new();
+    let mut bytes = 0;
+    for i in 0..members[0].len() {
+        bytes += pair(i, &mut writes)?;
+    }
+    write_all(writes, round);
+    Ok(all_pairs(members, bytes))
+}
+
+/// The rows of one of `n` equal chunks of `t` along dim 0.
+fn chunk_rows(op: &str, t: &Tensor, n: usize) -> Result<usize> {
+    let rows = t.shape().first().copied().unwrap_or(1);
+    if rows % n != 0 {
+        return Err(NkiError::shape(op, format!("src {}: dim 0 ({rows}) does not split into {n} equal chunks", t.describe())));
+    }
+    Ok(rows / n)
+}
+
 /// `ncc.all_reduce(srcs, dsts, replica_group, op)`: every member's `dsts[i]`
 /// receives the members' `srcs[i]` combined element-wise with `op` (`nl.add`,
 /// `nl.maximum` or `nl.minimum`), folded in fp32 in member order and rounded once
@@ -191,9 +214,7 @@ pub fn all_reduce(
         return Err(NkiError::shape(OP, format!("src {} and dst {} must have the same element count", s.describe(), d.describe())));
     }
     run(ctx, OP, replica_group, pairs, &|members, round| {
-        let mut writes = Writes::new();
-        let mut bytes = 0;
-        for i in 0..members[0].len() {
+        each_pair(members, round, |i, writes| {
             let srcs: Vec<&Tensor> = members.iter().map(|m| &m[i].0).collect();
             if let Some(s) = srcs.iter().find(|s| s.numel() != srcs[0].numel()) {
                 return Err(NkiError::shape(
@@ -202,11 +223,9 @@ pub fn all_reduce(
                 ));
             }
             let acc = fold(rop, &srcs);
-            bytes += srcs.iter().map(|s| bytes_of(s)).sum::<usize>();
             writes.extend(members.iter().map(|m| (m[i].1.clone(), acc.clone(), Dtype::F32)));
-        }
-        write_all(writes, round);
-        Ok(all_pairs(members, bytes))
+            Ok(srcs.iter().map(|s| bytes_of(s)).sum::<usize>())
+        })
     })
 }
 
@@ -232,12 +251,9 @@ pub fn all_gather(
         dim = check_dim(OP, collective_dim, allowed, s)?;
     }
     run(ctx, OP, replica_group, pairs, &|members, _| {
-        let mut writes = Writes::new();
-        let mut bytes = 0;
-        for i in 0..members[0].len() {
+        each_pair(members, false, |i, writes| {
             let srcs: Vec<&Tensor> = members.iter().map(|m| &m[i].0).collect();
             let (shape, cells) = concat(OP, &srcs, dim)?;
-            bytes += cells.len() * srcs[0].dtype().size_bytes();
             for m in members {
                 let d = &m[i].1;
                 if d.shape() != shape.as_slice() {
@@ -248,9 +264,8 @@ pub fn all_gather(
                 }
                 writes.push((d.clone(), cells.clone(), srcs[0].dtype()));
             }
-        }
-        write_all(writes, false);
-        Ok(all_pairs(members, bytes))
+            Ok(cells.len() * srcs[0].dtype().size_bytes())
+        })
     })
 }
 
@@ -300,26 +315,17 @@ pub fn reduce_scatter(
     }
     run(ctx, OP, replica_group, pairs, &|members, round| {
         let n = members.len();
-        let mut writes = Writes::new();
-        let mut bytes = 0;
-        for i in 0..members[0].len() {
+        each_pair(members, round, |i, writes| {
             let srcs: Vec<&Tensor> = members.iter().map(|m| &m[i].0).collect();
-            let rows = srcs[0].shape().first().copied().unwrap_or(1);
             if let Some(s) = srcs.iter().find(|s| s.shape() != srcs[0].shape()) {
                 return Err(NkiError::shape(
                     OP,
                     format!("the members' srcs {} and {} must have one shape", srcs[0].describe(), s.describe()),
                 ));
             }
-            if rows % n != 0 {
-                return Err(NkiError::shape(
-                    OP,
-                    format!("src {}: dim 0 ({rows}) does not split into {n} equal chunks", srcs[0].describe()),
-                ));
-            }
+            chunk_rows(OP, srcs[0], n)?;
             let acc = fold(rop, &srcs);
             let chunk = acc.len() / n;
-            bytes += srcs.iter().map(|s| bytes_of(s)).sum::<usize>();
             for (k, m) in members.iter().enumerate() {
                 let d = &m[i].1;
                 if d.numel() != chunk {
@@ -327,9 +333,8 @@ pub fn reduce_scatter(
                 }
                 writes.push((d.clone(), acc[k * chunk..(k + 1) * chunk].to_vec(), Dtype::F32));
             }
-        }
-        write_all(writes, round);
-        Ok(all_pairs(members, bytes))
+            Ok(srcs.iter().map(|s| bytes_of(s)).sum::<usize>())
+        })
     })
 }
 
@@ -354,25 +359,17 @@ pub fn all_to_all(
     }
     run(ctx, OP, replica_group, pairs, &|members, _| {
         let n = members.len();
-        let mut writes = Writes::new();
-        let mut bytes = 0;
-        for i in 0..members[0].len() {
+        each_pair(members, false, |i, writes| {
             let chunks = members
                 .iter()
                 .map(|m| {
                     let s = &m[i].0;
-                    let rows = s.shape().first().copied().unwrap_or(1);
-                    if rows % n != 0 {
-                        return Err(NkiError::shape(
-                            OP,
-                            format!("src {}: dim 0 ({rows}) does not split into {n} equal chunks", s.describe()),
-                        ));
-                    }
                     let mut shape = s.shape().to_vec();
-                    shape[0] = rows / n;
+                    shape[0] = chunk_rows(OP, s, n)?;
                     Ok((shape, s.gather_cells()))
                 })
                 .collect::<Result<Vec<_>>>()?;
+            let mut bytes = 0;
             for (k, m) in members.iter().enumerate() {
                 let mut shape = chunks[0].0.clone();
                 shape[0] = chunks.iter().map(|c| c.0[0]).sum();
@@ -397,9 +394,8 @@ pub fn all_to_all(
                 bytes += cells.len() * d.dtype().size_bytes();
                 writes.push((d.clone(), cells, d.dtype()));
             }
-        }
-        write_all(writes, false);
-        Ok(all_pairs(members, bytes))
+            Ok(bytes)
+        })
     })
 }
 

@@ -263,12 +263,13 @@ impl Package {
 mod tests {
     use super::*;
 
-    static HELP: FunctionInfo = FunctionInfo {
-        name: "helper",
-        kind: FunctionKind::Helper,
-        source: "def helper(x):\n    return x\n",
-        module_path: "k::util",
-        file: "src/util.rs",
+    /// A fixture's fields that the tests below do not vary.
+    const BASE: FunctionInfo = FunctionInfo {
+        name: "",
+        kind: FunctionKind::Kernel,
+        source: "",
+        module_path: "",
+        file: "",
         lines: &[],
         deps: &[],
         uses_math: false,
@@ -276,18 +277,24 @@ mod tests {
         outputs: None,
         entry: None,
     };
+
+    static HELP: FunctionInfo = FunctionInfo {
+        name: "helper",
+        kind: FunctionKind::Helper,
+        source: "def helper(x):\n    return x\n",
+        module_path: "k::util",
+        file: "src/util.rs",
+        ..BASE
+    };
     static KER: FunctionInfo = FunctionInfo {
         name: "kern",
         kind: FunctionKind::Kernel,
         source: "@nki.jit\ndef kern(a):\n    return helper(a)\n",
         module_path: "k::kern",
         file: "src/kern.rs",
-        lines: &[],
         deps: &[&HELP],
         uses_math: true,
-        params: &[],
-        outputs: None,
-        entry: None,
+        ..BASE
     };
 
     #[test]
@@ -334,12 +341,7 @@ mod tests {
         source: "@dataclass\nclass Cfg(nl.NKIObject):\n    n: int = 0\n",
         module_path: "k::conf",
         file: "src/conf.rs",
-        lines: &[],
-        deps: &[],
-        uses_math: false,
-        params: &[],
-        outputs: None,
-        entry: None,
+        ..BASE
     };
     static OTHER: FunctionInfo = FunctionInfo { name: "Other", ..CFG };
     static CONFIGURED: FunctionInfo = FunctionInfo {
@@ -348,9 +350,7 @@ mod tests {
         source: "@nki.jit\ndef configured(cfg):\n    pass\n",
         module_path: "k::conf",
         file: "src/conf.rs",
-        lines: &[],
         deps: &[&CFG, &OTHER],
-        uses_math: false,
         params: &[ParamInfo {
             name: "cfg.n",
             kind: ParamKind::Int,
@@ -360,8 +360,7 @@ mod tests {
             range: &[],
             bundle: Some("Cfg"),
         }],
-        outputs: None,
-        entry: None,
+        ..BASE
     };
 
     #[test]
@@ -383,12 +382,7 @@ mod tests {
         source: "class Act(Enum):\n    A = 0\n",
         module_path: "k::pick",
         file: "src/pick.rs",
-        lines: &[],
-        deps: &[],
-        uses_math: false,
-        params: &[],
-        outputs: None,
-        entry: None,
+        ..BASE
     };
     static UNUSED: FunctionInfo = FunctionInfo { name: "Unused", ..ACT };
     static PICK: FunctionInfo = FunctionInfo {
@@ -397,9 +391,7 @@ mod tests {
         source: "@nki.jit\ndef pick(act):\n    pass\n",
         module_path: "k::pick",
         file: "src/pick.rs",
-        lines: &[],
         deps: &[&ACT, &UNUSED],
-        uses_math: false,
         params: &[ParamInfo {
             name: "act",
             kind: ParamKind::Enum { class: "Act", members: &["A"] },
@@ -409,8 +401,7 @@ mod tests {
             range: &[],
             bundle: None,
         }],
-        outputs: None,
-        entry: None,
+        ..BASE
     };
 
     #[test]

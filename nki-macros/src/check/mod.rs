@@ -20,7 +20,7 @@ mod types;
 mod value;
 mod views;
 
-pub use limits::{Generation, HwLimits};
+pub use limits::Generation;
 pub use site::{ArgInfo, CallSite};
 pub use types::{TensorTy, Ty};
 pub use value::{EvalError, Val};

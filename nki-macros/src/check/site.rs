@@ -1,6 +1,10 @@
 //! A call as the rules see it: the arguments by parameter, the target's limits.
 
-use super::*;
+use super::limits::{Generation, HwLimits};
+use super::types::{TensorTy, Ty};
+use crate::ast::{Expr, ExprKind, Spn};
+use crate::diag::Diagnostics;
+use crate::vocab::FnSpec;
 
 /// A vocabulary function's static rule: reports violations, returns the result
 /// type for functions whose result depends on their arguments.

@@ -1,7 +1,7 @@
 //! Constants: dtypes, buffers, operator tokens, tile sizes and `nisa` enum
 //! members, as the spec tables list them.
 
-use super::OpClass;
+use nki_spec::OpClass;
 use nki_spec::constants::{ACT_TOKENS, ALU_TOKENS, BUFFERS, ENUMS, NC_VERSIONS, TILE_SIZE, implemented_dtypes};
 
 /// What a constant path denotes.

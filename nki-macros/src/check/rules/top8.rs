@@ -1,5 +1,6 @@
 //! Rules of the top-8 instructions `max8`, `nc_find_index8` and `nc_match_replace8`.
 
+use crate::check::operands::same_tile_dst_data;
 use crate::check::site::CallSite;
 use crate::check::types::Ty;
 use crate::diag::Diagnostics;
@@ -54,20 +55,23 @@ pub fn max8(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
     Ty::Unit
 }
 
-/// `nc_find_index8`: as `max8`, 8 values to find, uint indices.
-pub fn find_index8(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+/// The searches for 8 `vals` in `data` that write their positions to `idx`:
+/// searched as by `max8`, 8 values and 8 uint indices per partition.
+fn find_eight(diag: &mut Diagnostics, site: &CallSite<'_>, idx: &str) {
     searched(diag, site, "data");
     eight(diag, site, "vals", "data");
-    eight(diag, site, "dst", "data");
-    indices(diag, site, "dst");
+    eight(diag, site, idx, "data");
+    indices(diag, site, idx);
+}
+
+/// `nc_find_index8`: the indices of 8 values, in `dst`.
+pub fn find_index8(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
+    find_eight(diag, site, "dst");
     Ty::Unit
 }
 
-/// `nc_match_replace8`: `dst` shaped like `data`, 8 values, optional uint indices.
+/// `nc_match_replace8`: `dst` shaped like `data`, the optional indices in `dst_idx`.
 pub fn match_replace8(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
-    searched(diag, site, "data");
-    eight(diag, site, "vals", "data");
-    eight(diag, site, "dst_idx", "data");
-    indices(diag, site, "dst_idx");
-    crate::check::operands::same_tile_dst_data(diag, site)
+    find_eight(diag, site, "dst_idx");
+    same_tile_dst_data(diag, site)
 }
