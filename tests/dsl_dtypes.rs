@@ -60,3 +60,30 @@ fn tfloat32_and_e8m0_tiles_round_like_their_formats_in_the_emulator_and_under_nu
     assert_close("numpy tfloat32", &outs[0], &want_t, 0.0, 0.0);
     assert_close("numpy float8_e8m0fnu", &outs[1], &want_e, 0.0, 0.0);
 }
+
+/// PE-transposes `x` (`[P, F]`) into a PSUM tile of `like`'s dtype: dtypes the
+/// macro cannot see, so the emulator checks the spec's no-cast rule at run time.
+#[nki_kernel]
+pub fn transpose_into(x: Hbm, like: Hbm) {
+    let [p, f] = x.shape();
+    let t = nl::ndarray([p, f], x.dtype(), buffer = nl::sbuf);
+    nisa::dma_copy(t, x);
+    let acc = nl::ndarray([f, p], like.dtype(), buffer = nl::psum);
+    nisa::nc_transpose(acc, t, engine = nisa::engine::tensor);
+}
+
+#[test]
+fn a_pe_transpose_into_another_dtype_fails_at_run_time_naming_the_bound_variable() {
+    let x = tensor(&[4, 8], &[1.0; 32], Dtype::Bf16);
+    let line = include_str!("dsl_dtypes.rs").lines().position(|l| l.contains("nisa::nc_transpose(acc, t,")).unwrap() + 1;
+    let e = transpose_into::Call::new(&x, &tensor(&[1, 1], &[0.0], Dtype::F32)).launch(&Launch::new()).unwrap_err();
+    // The message the macro gives when it sees both dtypes (tests/ui/pe_transpose_dtype.stderr),
+    // naming the tile by its binding: the kernel passes no `name=`.
+    let want = format!(
+        "nisa.nc_transpose (tests/dsl_dtypes.rs:{line}): dst 'acc' is float32 but data is bfloat16; dst must have the dtype of data: the op does not cast"
+    );
+    assert_eq!(e.to_string(), want);
+    assert_eq!(e.kind, nki::ErrorKind::Dtype);
+    // Same dtypes transpose.
+    transpose_into::Call::new(&x, &tensor(&[1, 1], &[0.0], Dtype::Bf16)).launch(&Launch::new()).unwrap();
+}

@@ -103,17 +103,25 @@ pub struct Param {
     pub kind: Kind,
     /// Whether a call must pass it.
     pub required: bool,
+    /// An optional parameter's official default, as NKI writes it (`engine.unknown`,
+    /// `None`, `0`); `""` for a required parameter.
+    pub default: &'static str,
 }
 
 impl Param {
     /// A required parameter.
     pub const fn req(name: &'static str, kind: Kind) -> Param {
-        Param { name, kind, required: true }
+        Param { name, kind, required: true, default: "" }
     }
 
     /// An optional parameter.
     pub const fn opt(name: &'static str, kind: Kind) -> Param {
-        Param { name, kind, required: false }
+        Param { name, kind, required: false, default: "" }
+    }
+
+    /// The parameter with its official default.
+    pub const fn defaults_to(self, default: &'static str) -> Param {
+        Param { default, ..self }
     }
 }
 

@@ -22,7 +22,7 @@ mod suggest;
 mod tables;
 
 pub use kinds::{Kind, OpClass, Param, Returns, Spaces};
-pub use op::{Binding, Engine, Family, Module, Op, Rule, Status};
+pub use op::{Binding, Engine, Family, Module, Op, Rule, SameDtype, Status};
 pub use suggest::did_you_mean;
 
 /// Every op row: `nki.isa`, `nki.language`, `nki.collectives`, then the `NkiTensor` methods.

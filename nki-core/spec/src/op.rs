@@ -269,12 +269,43 @@ pub struct Binding {
     pub positional: bool,
     /// A property (`t.shape`) rather than a call.
     pub property: bool,
+    /// Whether the options struct takes `var`, the kernel variable a call's
+    /// result is bound to (`let acc = nl.ndarray(..)`), which names the tensor
+    /// in run-time messages when `name=` is absent.
+    pub var: bool,
 }
 
 impl Binding {
     /// A fallible op taking the program context, returning nothing, called with keywords.
     pub const BASE: Binding =
-        Binding { rt: "", opts: "", returns: Returns::Unit, ctx: true, fallible: true, positional: false, property: false };
+        Binding { rt: "", opts: "", returns: Returns::Unit, ctx: true, fallible: true, positional: false, property: false, var: false };
+}
+
+/// A documented rule that an op does not cast: its output keeps an input's dtype.
+#[derive(Clone, Copy, Debug)]
+pub struct SameDtype {
+    /// The output parameter (`dst`).
+    pub dst: &'static str,
+    /// The input parameter whose dtype it keeps (`data`).
+    pub src: &'static str,
+    /// The bool parameter that must be `True` for the rule to apply
+    /// (`nc_matmul`'s `is_transpose`), or `None`: always.
+    pub when: Option<&'static str>,
+}
+
+impl SameDtype {
+    /// The rule in words (`dst must have the dtype of data: the op does not cast`).
+    pub fn text(&self) -> String {
+        let when = self.when.map_or(String::new(), |w| format!("with {w}, "));
+        format!("{when}{} must have the dtype of {}: the op does not cast", self.dst, self.src)
+    }
+
+    /// The one message a call breaking the rule gets, after the op's name, from
+    /// the macro and the emulator alike: `dst` names the output tensor, then the
+    /// two dtypes as `nl` names.
+    pub fn message(&self, dst: &str, dst_dtype: &str, src_dtype: &str) -> String {
+        format!("{} {dst} is {dst_dtype} but {} is {src_dtype}; {}", self.dst, self.src, self.text())
+    }
 }
 
 /// Whether nki-rs implements an op.
@@ -307,8 +338,16 @@ pub struct Op {
     pub family: Option<Family>,
     /// Its static rule, if any.
     pub rule: Option<Rule>,
+    /// The output that keeps an input's dtype, if the docs require it; the
+    /// macro checks it when both dtypes are known, the emulator always.
+    pub same_dtype: Option<SameDtype>,
     /// Whether nki-rs implements it.
     pub status: Status,
+    /// The documented rules beyond the parameter kinds and [`Op::same_dtype`]
+    /// that nki-rs enforces, in words (`nki ops NAME` prints them).
+    pub rules: &'static [&'static str],
+    /// A short example call in the Rust DSL (`""`: the required parameters by name).
+    pub example: &'static str,
 }
 
 impl Op {

@@ -126,12 +126,7 @@ pub fn nc_matmul(ctx: &Ctx, dst: &Tensor, stationary: &Tensor, moving: &Tensor, 
         ));
     }
     if transpose {
-        if dst.dtype() != stationary.dtype() {
-            return Err(NkiError::dtype(
-                OP,
-                format!("with is_transpose, dst must have the input dtype {}, it is {}", stationary.dtype(), dst.dtype()),
-            ));
-        }
+        same_dtype("nc_matmul", dst, stationary)?;
         write_tile_raw(dst, &dt, &transposed(&read_tile_raw(stationary, &st), k, m));
         return Ok(());
     }
@@ -285,6 +280,18 @@ pub(super) fn write_accumulated(ctx: &Ctx, dst: &Tensor, dt: &TileView, mut out:
     write_tile(ctx, dst, dt, &out);
 }
 
+/// Checks the spec's rule that `nisa.<op>`'s output `dst` keeps the dtype of
+/// its input `src` (the caller applies the rule's condition).
+fn same_dtype(op: &str, dst: &Tensor, src: &Tensor) -> Result<()> {
+    let row = nki_spec::lookup("nisa", op);
+    match row.and_then(|r| Some((r.py, r.same_dtype?))) {
+        Some((py, rule)) if dst.dtype() != src.dtype() => {
+            Err(NkiError::dtype(py, rule.message(&format!("'{}'", dst.name()), &dst.dtype().to_string(), &src.dtype().to_string())))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Optional arguments of [`nc_transpose`].
 #[nki_macros::spec_options]
 #[derive(Clone, Copy, Debug, Default)]
@@ -302,9 +309,7 @@ pub fn nc_transpose(ctx: &Ctx, dst: &Tensor, data: &Tensor, opts: NcTransposeOpt
     ctx.begin_op(OP)?;
     ctx.record(OP, crate::profile::Unit::chosen(opts.engine, crate::profile::Unit::Tensor), &[data], &[dst])?;
     let (src, dt) = (TileView::of(OP, "data", data)?, TileView::of(OP, "dst", dst)?);
-    if data.dtype() != dst.dtype() {
-        return Err(NkiError::dtype(OP, format!("dst {} must have the dtype of data ({})", dst.describe(), data.dtype())));
-    }
+    same_dtype("nc_transpose", dst, data)?;
     if dt.np != src.nf || dt.nf != src.np {
         return Err(NkiError::shape(
             OP,

@@ -50,6 +50,7 @@ impl Checker<'_> {
             let slots = self.resolve(spec.py, spec.params, args, e.span);
             let site = self.site(spec, &slots, args, &arg_tys);
             let ret = spec.rule.map(|r| rules::rule(r)(self.diag, &site));
+            super::same_dtype::check(self.diag, &site);
             self.info.calls.insert(key(e), Resolved::Vocab { spec, bind, slots });
             return match bind.returns {
                 Returns::Unit => Ty::Unit,

@@ -13,6 +13,7 @@ mod methods;
 mod operands;
 mod regions;
 pub mod rules;
+mod same_dtype;
 mod site;
 pub mod split_views;
 mod stmt;

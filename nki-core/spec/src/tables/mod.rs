@@ -13,7 +13,7 @@ pub mod tensor;
 /// What the tables are written with.
 mod prelude {
     pub(crate) use crate::kinds::{Kind::*, OpClass, Param, Returns, Spaces};
-    pub(crate) use crate::op::{ALL_GENERATIONS, Binding, Engine, Family, Module, Op, Rule, Status, TRN2_AND_NEWER, TRN3_ONLY};
+    pub(crate) use crate::op::{ALL_GENERATIONS, Binding, Engine, Family, Module, Op, Rule, SameDtype, Status, TRN2_AND_NEWER, TRN3_ONLY};
 
     /// Shorthand for a required parameter.
     pub(crate) const fn req(name: &'static str, kind: crate::Kind) -> Param {
@@ -26,7 +26,7 @@ mod prelude {
     }
 
     /// The `name=` every instruction takes.
-    pub(crate) const NAME: Param = Param::opt("name", Str);
+    pub(crate) const NAME: Param = Param::opt("name", Str).defaults_to("None");
 
     /// Implemented by `::nki::<rt>(ctx, required..., <opts> { optional... })`.
     pub(crate) const fn with_opts(rt: &'static str, opts: &'static str) -> Status {
@@ -55,7 +55,10 @@ mod prelude {
         summary: "",
         family: None,
         rule: None,
+        same_dtype: None,
         status: Status::Planned,
+        rules: &[],
+        example: "",
     };
 
     macro_rules! row {
@@ -76,4 +79,34 @@ mod prelude {
         ($name:literal, $($rest:tt)*) => { row!(Tensor, $name, $name, $($rest)*) };
     }
     pub(crate) use {isa, method, ncc, nl, row};
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Kind, ops};
+
+    #[test]
+    fn every_optional_parameter_has_its_official_default_and_no_required_one_has() {
+        for op in ops() {
+            for p in op.params {
+                assert_eq!(p.required, p.default.is_empty(), "{}.{}: default {:?}", op.official_name(), p.name, p.default);
+            }
+        }
+    }
+
+    #[test]
+    fn same_dtype_rules_name_tensor_parameters_of_their_row() {
+        let mut seen = 0;
+        for op in ops() {
+            let Some(rule) = op.same_dtype else { continue };
+            seen += 1;
+            let kind = |name: &str| op.params.iter().find(|p| p.name == name).map(|p| p.kind);
+            assert!(matches!(kind(rule.dst), Some(Kind::Tensor(_))), "{}", op.official_name());
+            assert!(matches!(kind(rule.src), Some(Kind::Tensor(_))), "{}", op.official_name());
+            if let Some(flag) = rule.when {
+                assert_eq!(kind(flag), Some(Kind::Bool), "{}", op.official_name());
+            }
+        }
+        assert_eq!(seen, 2, "nc_transpose and nc_matmul(is_transpose=True)");
+    }
 }

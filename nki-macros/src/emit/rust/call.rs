@@ -134,6 +134,8 @@ impl Rs<'_> {
                 t
             })
             .collect();
+        // Only the bound call itself takes the variable's name, not calls in its arguments.
+        let var = self.var.take().filter(|_| bind.var);
         let ctx = &self.ctx;
         let mut positional = Vec::new();
         if bind.ctx {
@@ -154,6 +156,9 @@ impl Rs<'_> {
                 let val = self.opt_arg(p.kind, v);
                 fields.push(quote!(#n: #val));
             }
+        }
+        if let Some(v) = var {
+            fields.push(quote!(var: ::core::option::Option::Some(#v)));
         }
         if !bind.opts.is_empty() {
             let o = rt_path(bind.opts);

@@ -128,7 +128,7 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, py_lines: &[Span], stub:
     let body = if stub {
         quote!(::core::unimplemented!("this kernel did not compile"))
     } else {
-        Rs { info, ctx: ctx.clone() }.block(&f.body, true)
+        Rs { info, ctx: ctx.clone(), var: None }.block(&f.body, true)
     };
     let call = launcher::builder(f, &ret);
     // The launcher names the bundle and enum types its parameters take and it
@@ -310,6 +310,9 @@ fn info_static(f: &Function, info: &Info, py_lines: &[Span]) -> TokenStream {
 struct Rs<'a> {
     info: &'a Info,
     ctx: syn::Ident,
+    /// The variable the call being emitted is bound to (`let acc = nl::ndarray(..)`),
+    /// passed as `var` to ops whose binding takes it.
+    var: Option<String>,
 }
 
 /// Wraps a fallible call so its error records the user's file and line.

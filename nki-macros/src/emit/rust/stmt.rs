@@ -107,6 +107,12 @@ impl Rs<'_> {
                         let v = self.expr(init);
                         fallible(span.start, quote!(::nki::__rt::returned(#v)))
                     }
+                    (Pat::Ident(i, _), _) if matches!(init.kind, ExprKind::Call { .. }) => {
+                        self.var = Some(i.to_string());
+                        let v = self.owned(init);
+                        self.var = None;
+                        v
+                    }
                     _ => self.owned(init),
                 };
                 let t = ty.as_ref().map(|t| {
