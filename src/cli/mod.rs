@@ -196,7 +196,7 @@ fn dispatch(command: Command) -> Result<(), CliError> {
     match command {
         Command::Emit(args) => emit::run(&args)?,
         Command::List => list::run(),
-        Command::Ops(args) => ops::run(&args),
+        Command::Ops(args) => ops::run(&args)?,
         Command::Run(args) => run::run(&args)?,
         Command::Profile(args) => profile::run(&args)?,
         Command::Traceback(args) => traceback::run(&args)?,
