@@ -78,3 +78,67 @@ fn ops_rejects_an_unknown_flag_with_exit_code_2() {
     let o = nki(&["ops", "--jsn"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn ops_name_describes_one_op_with_its_defaults_rules_and_example() {
+    let o = nki(&["ops", "nonzero_with_count"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8(o.stdout).expect("utf-8");
+    assert!(text.starts_with("nki.isa.nonzero_with_count: "), "{text}");
+    // The official signature, with the stubs' defaults.
+    assert!(text.contains("nki.isa.nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None)"), "{text}");
+    assert!(text.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["src", "required", "tensor", "in", "SBUF"]), "{text}");
+    assert!(text.contains("engines:     gpsimd") && text.contains("generations: trn2, trn3"), "{text}");
+    assert!(text.contains("partitions 0, 16, ..., 112"), "{text}");
+    assert!(text.contains("nisa::nonzero_with_count(idx, mask"), "{text}");
+    // The kernel spelling and the official path name the same op; the no-cast rule is listed.
+    let a = nki(&["ops", "nisa::nc_transpose"]).stdout;
+    assert_eq!(a, nki(&["ops", "nki.isa.nc_transpose"]).stdout);
+    let a = String::from_utf8(a).expect("utf-8");
+    assert!(a.contains("engine=engine.unknown") && a.contains("dst must have the dtype of data"), "{a}");
+}
+
+#[test]
+fn ops_name_json_carries_params_defaults_rules_and_example() {
+    let o = nki(&["ops", "nc_matmul", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let script = r#"
+import json, sys
+o = json.load(sys.stdin)
+assert o["name"] == "nki.isa.nc_matmul" and o["engines"] == ["tensor"], o
+p = {q["name"]: q for q in o["params"]}
+assert list(p)[:3] == ["dst", "stationary", "moving"], p
+assert p["dst"]["required"] and p["dst"]["default"] is None and p["dst"]["kind"] == "tensor in PSUM", p
+assert p["is_transpose"]["default"] == "False" and not p["is_transpose"]["required"], p
+assert any("with is_transpose, dst must have the dtype of stationary" in r for r in o["rules"]), o["rules"]
+assert o["example"].startswith("nisa::nc_matmul("), o
+"#;
+    let mut py = Command::new(common::python())
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running python");
+    py.stdin.take().expect("stdin").write_all(&o.stdout).expect("writing the JSON");
+    let out = py.wait_with_output().expect("python finished");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn ops_name_refuses_an_unknown_or_ambiguous_name_on_one_line() {
+    let o = nki(&["ops", "nonzero_with_cnt"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8(o.stderr).expect("utf-8");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("no op named `nonzero_with_cnt`") && err.contains("did you mean `nonzero_with_count`?"), "{err}");
+    assert!(o.stdout.is_empty());
+    let o = nki(&["ops", "zzzzzz"]);
+    assert_eq!(o.status.code(), Some(2));
+    // nisa.dropout and nl.dropout: the bare name is ambiguous, the module path is not.
+    let o = nki(&["ops", "dropout"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8(o.stderr).expect("utf-8");
+    assert!(err.contains("nki.isa.dropout, nki.language.dropout"), "{err}");
+    assert!(nki(&["ops", "nl.dropout"]).status.success());
+}
