@@ -157,3 +157,15 @@ fn a_profiled_launch_places_both_collectives_on_the_collective_track() {
     }
     assert!(profile.report.estimated_seconds > 0.0);
 }
+
+/// The `tp_ranks` example of `nki-examples` (a 4-rank launch with per-rank
+/// inputs), compiled into this test and run as its `main` runs it.
+#[path = "../examples/examples/tp_ranks.rs"]
+mod tp_ranks;
+
+#[test]
+fn the_tp_ranks_example_runs_and_matches_float64() {
+    let worst = tp_ranks::run().unwrap();
+    assert!(worst < 1e-3, "largest error {worst}");
+    tp_ranks::main().unwrap();
+}
