@@ -548,6 +548,17 @@ fn refused_inputs_name_the_parameter_exit_2_and_write_nothing() {
         help.status.success() && text.contains("--act-fn VALUE") && text.contains("a RouterActFnType member: SIGMOID|SOFTMAX"),
         "{text}"
     );
+    // Shapes by the kernel's dim names, and its top-level asserts on them, constants shown by value.
+    let help = nki_in(&dir, &["run", "tp_matmul", "--help"]);
+    let text = String::from_utf8_lossy(&help.stdout);
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    let x = lines.iter().position(|l| l.starts_with("--x-t FILE.npy")).unwrap_or_else(|| panic!("{text}"));
+    assert!(lines[x].contains("a tensor [k_shard, m] of float32|"), "{text}");
+    assert_eq!(
+        lines[x + 1..x + 3],
+        ["- w1 is [K, H/R] and x_t [K/R, M]: K = {k} is not 4 x {k_shard}", "- M must be a multiple of 4 x 128, got {m}"]
+    );
+    assert!(lines[x + 3].starts_with("--w1 FILE.npy") && lines[x + 3].contains("a tensor [k, h_shard] of"), "{text}");
 }
 
 // ---- The parameters' contracts: dtypes and ranges, from the registry ----

@@ -359,6 +359,8 @@ mod tests {
             dtypes: &[],
             range: &[],
             bundle: Some("Cfg"),
+            shape: "",
+            checks: &[],
         }],
         ..BASE
     };
@@ -400,6 +402,8 @@ mod tests {
             dtypes: &[],
             range: &[],
             bundle: None,
+            shape: "",
+            checks: &[],
         }],
         ..BASE
     };

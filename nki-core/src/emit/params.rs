@@ -75,6 +75,12 @@ pub struct ParamInfo {
     /// For a field of a bundle parameter (registered as `cfg.field`), the
     /// bundle's `nl.NKIObject` class, which the caller builds from the fields.
     pub bundle: Option<&'static str>,
+    /// For a tensor, its shape as the kernel names its dims (`[n, d]`, from
+    /// `let [n, d] = x.shape();`); empty when the kernel names none.
+    pub shape: &'static str,
+    /// The kernel's own checks of the parameter: the messages of the asserts
+    /// at the top of its body that name the parameter or its dims.
+    pub checks: &'static [&'static str],
 }
 
 impl ParamInfo {

@@ -85,10 +85,11 @@ pub fn help(kernel: &FunctionInfo, command: &str) -> String {
             (true, Some(d)) => format!("default {d}"),
             (true, None) => "optional".to_string(),
         };
+        let what = if p.shape.is_empty() { p.kind.describe().to_string() } else { format!("{} {}", p.kind.describe(), p.shape) };
         let mut kind = match p.kind {
             ParamKind::Enum { class, members } => format!("a {class} member: {}", members.join("|")),
-            _ if p.dtypes.is_empty() => p.kind.describe().to_string(),
-            _ => format!("{} of {}", p.kind.describe(), p.dtypes.join("|")),
+            _ if p.dtypes.is_empty() => what,
+            _ => format!("{what} of {}", p.dtypes.join("|")),
         };
         if !p.range.is_empty() {
             kind += &format!(" {}", nki::spec::contract::range_rule(p.range));
@@ -97,6 +98,9 @@ pub fn help(kernel: &FunctionInfo, command: &str) -> String {
             kind += &format!(", a field of {bundle}");
         }
         text += &format!("  {:<32} {kind} ({note})\n", format!("{} {value}", flag_of(p.name)));
+        for check in p.checks {
+            text += &format!("  {:<32} - {check}\n", "");
+        }
     }
     if let Some(p) = kernel.params.iter().find(|p| p.bundle.is_some()) {
         let param = p.name.split('.').next().unwrap_or(p.name);
@@ -287,7 +291,17 @@ mod tests {
 
     #[test]
     fn scalars_parse_by_kind() {
-        let p = |kind| ParamInfo { name: "v", kind, optional: false, default: None, dtypes: &[], range: &[], bundle: None };
+        let p = |kind| ParamInfo {
+            name: "v",
+            kind,
+            optional: false,
+            default: None,
+            dtypes: &[],
+            range: &[],
+            bundle: None,
+            shape: "",
+            checks: &[],
+        };
         assert!(matches!(parse_scalar("k", &p(ParamKind::Dtype), "nl.bfloat16"), Ok(nki::emit::ArgValue::Dtype(Dtype::Bf16))));
         assert!(matches!(parse_scalar("k", &p(ParamKind::Groups), "0,1;2,3"), Ok(nki::emit::ArgValue::Groups(g)) if g == [[0, 1], [2, 3]]));
         assert_eq!(parse_scalar("k", &p(ParamKind::Float), "nan").unwrap_err(), "--v nan: expected a finite float");

@@ -181,7 +181,7 @@ pub(super) fn param_infos(f: &Function, info: &Info) -> Vec<TokenStream> {
                 let Some(kind) = param_kind(ty) else { continue };
                 let (name, optional, default) = (format!("{}.{field}", p.name), default.is_some(), some_str(default));
                 infos.push(quote!(::nki::emit::ParamInfo {
-                    name: #name, kind: #kind, optional: #optional, default: #default, dtypes: &[], range: &[], bundle: ::core::option::Option::Some(#bundle)
+                    name: #name, kind: #kind, optional: #optional, default: #default, dtypes: &[], range: &[], bundle: ::core::option::Option::Some(#bundle), shape: "", checks: &[]
                 }));
             }
             continue;
@@ -189,12 +189,74 @@ pub(super) fn param_infos(f: &Function, info: &Info) -> Vec<TokenStream> {
         let Some(kind) = param_kind(&p.ty) else { continue };
         let (name, optional, default, dtypes) = (p.name.to_string(), f.may_omit(p), some_str(default), &p.dtypes);
         let range = super::bound_tokens(&p.range);
+        let (shape, checks) = contract(f, info, &name);
         infos.push(quote!(::nki::emit::ParamInfo {
             name: #name, kind: #kind, optional: #optional, default: #default, dtypes: &[#(#dtypes),*], range: &[#(#range),*],
-            bundle: ::core::option::Option::None
+            bundle: ::core::option::Option::None, shape: #shape, checks: &[#(#checks),*]
         }));
     }
     infos
+}
+
+/// The shape contract of the parameter `param` as the kernel states it at the
+/// top of its body: the dims `let [n, d] = param.shape();` names (as `[n, d]`)
+/// and the messages of the top-level asserts that read `param` or those dims.
+fn contract(f: &Function, info: &Info, param: &str) -> (String, Vec<String>) {
+    let mut names = vec![param.to_string()];
+    let mut shape = String::new();
+    for s in &f.body.stmts {
+        if let Stmt::Let { pat: Pat::Slice(items, _), init, .. } = s
+            && let ExprKind::Method { recv, name, .. } = &init.kind
+            && name == "shape"
+            && matches!(&recv.kind, ExprKind::Var(v) if v == param)
+        {
+            let dims: Vec<String> = items.iter().map(|p| if let Pat::Ident(i, _) = p { i.to_string() } else { "_".into() }).collect();
+            shape = format!("[{}]", dims.join(", "));
+            names.extend(dims);
+        }
+    }
+    let checks = f
+        .body
+        .stmts
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::Assert { cond, msg: Some(msg), .. } if reads(cond, &names) => Some(message_text(info, msg)),
+            _ => None,
+        })
+        .collect();
+    (shape, checks)
+}
+
+/// Whether `e` reads any of the variables `names`.
+fn reads(e: &Expr, names: &[String]) -> bool {
+    let any = |es: &[Expr]| es.iter().any(|e| reads(e, names));
+    match &e.kind {
+        ExprKind::Var(v) => names.iter().any(|n| v == n),
+        ExprKind::Unary(_, x) | ExprKind::Cast(x, _) | ExprKind::Some(x) | ExprKind::Field(x, _) | ExprKind::Attr(x, _) => reads(x, names),
+        ExprKind::Binary(_, a, b) | ExprKind::Repeat(a, b) => reads(a, names) || reads(b, names),
+        ExprKind::If(c, a, b) => reads(c, names) || reads(a, names) || reads(b, names),
+        ExprKind::Call { args, .. } => args.iter().any(|a| reads(&a.value, names)),
+        ExprKind::Method { recv, args, .. } => reads(recv, names) || args.iter().any(|a| reads(&a.value, names)),
+        ExprKind::Index { base, .. } => reads(base, names),
+        ExprKind::Tuple(items) | ExprKind::List(items) => any(items),
+        _ => false,
+    }
+}
+
+/// An assert's message as written, its arguments shown by their value when it
+/// is a constant and as `{name}` otherwise.
+fn message_text(info: &Info, msg: &crate::ast::FmtString) -> String {
+    msg.pieces
+        .iter()
+        .map(|p| match p {
+            crate::ast::FmtPiece::Text(t) => t.clone(),
+            crate::ast::FmtPiece::Arg(e) => match (info.ty(e), &e.kind) {
+                (Ty::Int(v), _) if v.as_const().is_some() => v.as_const().map_or_else(String::new, |c| c.to_string()),
+                (_, ExprKind::Var(v)) => format!("{{{v}}}"),
+                _ => "{..}".to_string(),
+            },
+        })
+        .collect()
 }
 
 /// `value` (an `&ArgValue`) as the Rust value of a parameter of type `ty`.
