@@ -4,8 +4,10 @@
 //! parameters, so each implemented row's optional parameters (those nki-rs
 //! supports) and the fields of its options struct must be the same names. The
 //! attribute compares them when `nki-core` compiles and names the difference.
-//! Fields the macro fills itself (not official parameters) are listed in the
-//! attribute: `#[spec_options(var)]`.
+//! `var`, the variable the macro passes to rows whose binding takes it
+//! (`nki_spec::Binding::var`), is a field of those rows' structs; other fields
+//! the macro fills itself (not official parameters) are listed in the
+//! attribute: `#[spec_options(field)]`.
 
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -35,8 +37,12 @@ pub fn check(attr: TokenStream, item: TokenStream) -> TokenStream {
             continue;
         }
         rows += 1;
-        let params: BTreeSet<String> =
+        let mut params: BTreeSet<String> =
             op.optional_params().filter(|p| p.kind != nki_spec::Kind::Planned).map(|p| p.name.to_string()).collect();
+        // The variable a call is bound to, which the macro passes when the row says so.
+        if bind.var {
+            params.insert("var".to_string());
+        }
         if params != fields {
             let missing: Vec<&String> = params.difference(&fields).collect();
             let extra: Vec<&String> = fields.difference(&params).collect();

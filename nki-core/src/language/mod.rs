@@ -118,7 +118,7 @@ op_tokens! {
 }
 
 /// Optional arguments of [`ndarray`].
-#[nki_macros::spec_options(var)]
+#[nki_macros::spec_options]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NdarrayOpts<'a> {
     /// Memory space (default `nl.sbuf`).
