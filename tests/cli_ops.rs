@@ -9,6 +9,23 @@ fn nki(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_nki")).args(args).output().expect("running nki")
 }
 
+/// Runs the Python `script` with `args`, `stdin` on its standard input; asserts
+/// it succeeds and returns its standard output.
+fn python_on(script: &str, args: &[&str], stdin: &[u8]) -> Vec<u8> {
+    let mut py = Command::new(common::python())
+        .args(["-c", script])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running python");
+    py.stdin.take().expect("stdin").write_all(stdin).expect("writing the JSON");
+    let out = py.wait_with_output().expect("python finished");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    out.stdout
+}
+
 /// Python that reads `nki ops --json` on stdin and checks it against the official names.
 const CHECK: &str = r#"
 import json, sys
@@ -37,17 +54,8 @@ fn ops_json_lists_every_official_function_and_method_with_its_fields() {
     let o = nki(&["ops", "--json"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let sigs = common::repo_root().join("tests/data/nki-api-signatures.json");
-    let mut py = Command::new(common::python())
-        .args(["-c", CHECK, &sigs.display().to_string()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("running python");
-    py.stdin.take().expect("stdin").write_all(&o.stdout).expect("writing the JSON");
-    let out = py.wait_with_output().expect("python finished");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let counts = String::from_utf8_lossy(&out.stdout);
+    let out = python_on(CHECK, &[&sigs.display().to_string()], &o.stdout);
+    let counts = String::from_utf8_lossy(&out);
     let (total, implemented) = counts.trim().split_once(' ').expect("two counts");
     assert!(total.parse::<usize>().unwrap() > 180, "{counts}");
     assert!(implemented.parse::<usize>().unwrap() > 30, "{counts}");
@@ -113,16 +121,7 @@ assert p["is_transpose"]["default"] == "False" and not p["is_transpose"]["requir
 assert any("with is_transpose, dst must have the dtype of stationary" in r for r in o["rules"]), o["rules"]
 assert o["example"].startswith("nisa::nc_matmul("), o
 "#;
-    let mut py = Command::new(common::python())
-        .args(["-c", script])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("running python");
-    py.stdin.take().expect("stdin").write_all(&o.stdout).expect("writing the JSON");
-    let out = py.wait_with_output().expect("python finished");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    python_on(script, &[], &o.stdout);
 }
 
 #[test]
