@@ -1,6 +1,8 @@
 //! Replica groups of the ring kernels, checked in `const` context, and the
 //! launch checks both ring APIs share.
 
+use crate::dtypes::ParamDtypes;
+use crate::ring_config::{RingDims, RingFeatures};
 use nki::{Launch, NkiError, Result, Tensor};
 
 /// How a set of replica groups fails to describe rings of `num_workers` ranks.
@@ -73,6 +75,57 @@ pub(crate) fn check_ring_launch(launch: &Launch, rings: usize, workers: i64, lis
     }
     Ok(())
 }
+
+/// The checks both passes run first on a launch's per-rank inputs `lists`:
+/// the ranks and one tensor of each kind per rank ([`check_ring_launch`]) and
+/// every tensor's dtype against the kernel's contract `dtypes`.
+pub(crate) fn check_ring_tensors(launch: &Launch, ring: &RingFeatures, dtypes: &ParamDtypes, lists: &[(&str, &[Tensor])]) -> Result<()> {
+    check_ring_launch(launch, ring.rings(), ring.num_workers, lists)?;
+    for (param, list) in lists {
+        dtypes.check_each(param, list)?;
+    }
+    Ok(())
+}
+
+/// The shapes `got` of the first rank's `q` (`q0`) against the configuration's
+/// dims, when it has them.
+pub(crate) fn check_dims(ring: &RingFeatures, got: RingDims, q0: &[i64]) -> Result<()> {
+    match ring.dims {
+        Some(dims) if dims != got => {
+            Err(NkiError::argument("q", format!("shape {q0:?}"), &format!("the configuration's dims are {dims:?}")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The KV heads of a launch: the configured ones, else those of the first
+/// rank's `k` (`heads`, the query heads, when `k` is not 4-d; its check names it).
+pub(crate) fn kv_heads_of(ring: &RingFeatures, k: &Tensor, heads: i64) -> i64 {
+    let k0 = shape_i64(k);
+    ring.kv_heads.unwrap_or(if k0.len() == 4 { k0[1] } else { heads })
+}
+
+/// Sets the feature arguments both ring kernels' `Call` builders take alike on
+/// `$call` for rank `$r`: the ring, the causal mask, the sinks, the masks, the
+/// soft cap, the segment ids and the bias of `$inputs` under `$ring`'s features.
+macro_rules! ring_call_features {
+    ($call:expr, $ring:expr, $inputs:expr, $r:expr) => {{
+        let groups: Vec<Vec<i64>> = $ring.replica_groups.iter().map(|g| g.to_vec()).collect();
+        $call
+            .replica_groups((!groups.is_empty()).then_some(groups))
+            .num_workers($ring.num_workers)
+            .use_causal_mask($ring.causal)
+            .sinks($inputs.sinks)
+            .window_left($ring.window.map(|w| w.0))
+            .window_right($ring.window.map(|w| w.1))
+            .chunk_size($ring.chunk_size)
+            .soft_cap($ring.soft_cap)
+            .q_segment_ids($inputs.segment_ids.map(|(q, _)| &q[$r]))
+            .kv_segment_ids($inputs.segment_ids.map(|(_, kv)| &kv[$r]))
+            .bias($inputs.bias.map(|bias| &bias[$r]))
+    }};
+}
+pub(crate) use ring_call_features;
 
 /// Segment ids are exact in the kernels' fp32 comparisons below this magnitude.
 pub(crate) const SEGMENT_ID_LIMIT: i64 = 1 << 24;

@@ -1028,6 +1028,41 @@ pub mod ring_bwd {
         out
     }
 
+    /// The shapes and dtypes of the inputs (the library checks none but `q_ref`;
+    /// mismatches would read out of bounds).
+    #[nki_helper]
+    fn check_shapes(q_ref: Hbm, k_ref: Hbm, v_ref: Hbm, o_ref: Hbm, dy_ref: Hbm, lse_ref: Hbm) {
+        let q_shape = q_ref.shape();
+        assert!(q_ref.ndim() == 4, "q_ref must be [B, N, D, S], got {q_shape}");
+        let [b, n, dh, sl] = q_shape;
+        assert!(sl % Q_SEQ_TILE_SIZE == 0, "seqlen must be divisible by 128, got {sl}");
+        // The library checks none of the other inputs; mismatches would read out of bounds.
+        let k_shape = k_ref.shape();
+        let v_shape = v_ref.shape();
+        let o_shape = o_ref.shape();
+        let dy_shape = dy_ref.shape();
+        let n_kv = k_shape[1];
+        assert!(
+            k_ref.ndim() == 4 && k_shape[0] == b && n_kv >= 1 && n % n_kv == 0 && k_shape[2] == dh && k_shape[3] == sl,
+            "k_ref must be [B, N_kv, D, S] with N a multiple of N_kv (GQA), q_ref is {q_shape}, got {k_shape}"
+        );
+        assert!(v_shape == k_shape, "v_ref must have k_ref's shape {k_shape} ([B, N_kv, D, S]), got {v_shape}");
+        assert!(o_shape == q_shape, "o_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {o_shape}");
+        assert!(dy_shape == q_shape, "dy_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {dy_shape}");
+        let lse_shape = lse_ref.shape();
+        let n_grp = sl / P_MAX;
+        assert!(
+            lse_ref.ndim() == 4 && lse_shape[0] == b && lse_shape[1] == n && lse_shape[2] == P_MAX && lse_shape[3] == n_grp,
+            "lse_ref must be [B, N, 128, S / 128] = [{b}, {n}, 128, {n_grp}], got {lse_shape}"
+        );
+        let kdt = q_ref.dtype();
+        let (kt, vt, ot, dyt) = (k_ref.dtype(), v_ref.dtype(), o_ref.dtype(), dy_ref.dtype());
+        assert!(
+            kt == kdt && vt == kdt && ot == kdt && dyt == kdt,
+            "q_ref, k_ref, v_ref, o_ref and dy_ref must share one dtype, got {kdt}, {kt}, {vt}, {ot}, {dyt}"
+        );
+    }
+
     /// Ring attention backward, a drop-in for the NKI library's
     /// `ring_attention_spmd_bwd` (2.30): the gradients dQ, dK and dV of
     /// `ring_attention_spmd_fwd` over a ring of `num_workers` ranks.
@@ -1084,35 +1119,9 @@ pub mod ring_bwd {
         let right = window_right.unwrap_or(-1);
         let chunk = chunk_size.unwrap_or(0);
         let masked = use_causal_mask || zigzag_attention || left >= 0 || right >= 0 || chunk > 0;
-        let q_shape = q_ref.shape();
-        assert!(q_ref.ndim() == 4, "q_ref must be [B, N, D, S], got {q_shape}");
-        let [b, n, dh, sl] = q_shape;
-        assert!(sl % Q_SEQ_TILE_SIZE == 0, "seqlen must be divisible by 128, got {sl}");
-        // The library checks none of the other inputs; mismatches would read out of bounds.
-        let k_shape = k_ref.shape();
-        let v_shape = v_ref.shape();
-        let o_shape = o_ref.shape();
-        let dy_shape = dy_ref.shape();
-        let n_kv = k_shape[1];
-        assert!(
-            k_ref.ndim() == 4 && k_shape[0] == b && n_kv >= 1 && n % n_kv == 0 && k_shape[2] == dh && k_shape[3] == sl,
-            "k_ref must be [B, N_kv, D, S] with N a multiple of N_kv (GQA), q_ref is {q_shape}, got {k_shape}"
-        );
-        assert!(v_shape == k_shape, "v_ref must have k_ref's shape {k_shape} ([B, N_kv, D, S]), got {v_shape}");
-        assert!(o_shape == q_shape, "o_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {o_shape}");
-        assert!(dy_shape == q_shape, "dy_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {dy_shape}");
-        let lse_shape = lse_ref.shape();
-        let n_grp = sl / P_MAX;
-        assert!(
-            lse_ref.ndim() == 4 && lse_shape[0] == b && lse_shape[1] == n && lse_shape[2] == P_MAX && lse_shape[3] == n_grp,
-            "lse_ref must be [B, N, 128, S / 128] = [{b}, {n}, 128, {n_grp}], got {lse_shape}"
-        );
-        let kdt = q_ref.dtype();
-        let (kt, vt, ot, dyt) = (k_ref.dtype(), v_ref.dtype(), o_ref.dtype(), dy_ref.dtype());
-        assert!(
-            kt == kdt && vt == kdt && ot == kdt && dyt == kdt,
-            "q_ref, k_ref, v_ref, o_ref and dy_ref must share one dtype, got {kdt}, {kt}, {vt}, {ot}, {dyt}"
-        );
+        check_shapes(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref);
+        let [b, n, dh, sl] = q_ref.shape();
+        let (q_shape, k_shape, n_kv, kdt) = (q_ref.shape(), k_ref.shape(), k_ref.shape()[1], q_ref.dtype());
         let (dts, dnt): (i64, i64) = head_tiles(dh);
         assert!(dh % dts == 0, "Can not create tiles of equal size for given head dimension {dh}");
         let lnc_n = if nl::program_ndim() == 1 { nl::num_programs(0) } else { 1 };

@@ -6,7 +6,7 @@ use super::config::{BWD_PARAMS, RingBwdConfig, RingBwdRule};
 use super::ring_attention_bwd::ring_attention_spmd_bwd;
 use crate::dtypes::ParamDtypes;
 use crate::ring_config::RingDims;
-use crate::rings::{check_feature_inputs, check_ring_launch, shape_i64};
+use crate::rings::{check_dims, check_feature_inputs, check_ring_tensors, kv_heads_of, ring_call_features, shape_i64};
 use nki::collectives::CommEvent;
 use nki::{Dtype, Launch, NkiError, Result, Tensor};
 
@@ -108,23 +108,17 @@ impl RingBwdConfig {
             ));
         }
         let all = [("q", inputs.q), ("k", inputs.k), ("v", inputs.v), ("o", inputs.o), ("dy", inputs.dy), ("lse", inputs.lse)];
-        check_ring_launch(launch, self.rings(), self.ring.num_workers, &all)?;
-        for (param, list) in all {
-            DTYPES.check_each(param, list)?;
-        }
+        check_ring_tensors(launch, &self.ring, &DTYPES, &all)?;
         let q0 = shape_i64(&inputs.q[0]);
         let [b, h, d, s] = <[i64; 4]>::try_from(q0.as_slice())
             .map_err(|_| NkiError::argument("q", format!("shape {q0:?}"), "must be 4-d [B, N, D, S]"))?;
         let got = RingDims { batch: b, heads: h, seqlen: s, head_dim: d };
-        if let Some(dims) = self.ring.dims.filter(|&dims| dims != got) {
-            return Err(NkiError::argument("q", format!("shape {q0:?}"), &format!("the configuration's dims are {dims:?}")));
-        }
+        check_dims(&self.ring, got, &q0)?;
         let dtype = inputs.q[0].dtype();
         if let Some(want) = self.dtype.filter(|&want| want != dtype) {
             return Err(NkiError::argument("q", format!("dtype {dtype}"), &format!("the configuration's dtype is {want}")));
         }
-        let k0 = shape_i64(&inputs.k[0]);
-        let kv_h = self.ring.kv_heads.unwrap_or(if k0.len() == 4 { k0[1] } else { h });
+        let kv_h = kv_heads_of(&self.ring, &inputs.k[0], h);
         let derived = self.dims(got).kv_heads(kv_h).dtype(dtype).segment_ids(inputs.segment_ids.is_some());
         derived.validate()?;
         for (name, list) in all {
@@ -154,26 +148,16 @@ impl RingBwdConfig {
     /// Checks, then runs the ring on every rank (and LNC program) of `launch`.
     pub fn launch(&self, launch: &Launch, inputs: &RingBwdInputs<'_>) -> Result<RingBwdOutputs> {
         self.check(launch, inputs)?;
-        let groups: Vec<Vec<i64>> = self.ring.replica_groups.iter().map(|g| g.to_vec()).collect();
         let report = launch.run_all(|ctx| {
             let r = ctx.rank();
-            ring_attention_spmd_bwd::Call::new(&inputs.q[r], &inputs.k[r], &inputs.v[r], &inputs.o[r], &inputs.dy[r], &inputs.lse[r])
-                .use_causal_mask(self.ring.causal)
-                .mixed_precision(self.mixed_precision)
+            let call =
+                ring_attention_spmd_bwd::Call::new(&inputs.q[r], &inputs.k[r], &inputs.v[r], &inputs.o[r], &inputs.dy[r], &inputs.lse[r]);
+            ring_call_features!(call, self.ring, inputs, r)
                 .softmax_scale(self.ring.softmax_scale)
-                .num_workers(self.ring.num_workers)
-                .lnc_size(self.lnc)
-                .replica_groups((!groups.is_empty()).then(|| groups.clone()))
                 .striped_attention(self.ring.striped())
-                .sinks(inputs.sinks)
                 .zigzag_attention(self.ring.zigzag())
-                .window_left(self.ring.window.map(|w| w.0))
-                .window_right(self.ring.window.map(|w| w.1))
-                .chunk_size(self.ring.chunk_size)
-                .soft_cap(self.ring.soft_cap)
-                .q_segment_ids(inputs.segment_ids.map(|(q, _)| &q[r]))
-                .kv_segment_ids(inputs.segment_ids.map(|(_, kv)| &kv[r]))
-                .bias(inputs.bias.map(|bias| &bias[r]))
+                .mixed_precision(self.mixed_precision)
+                .lnc_size(self.lnc)
                 .run(ctx)
         })?;
         let (mut dq, mut dk, mut dv) = (Vec::new(), Vec::new(), Vec::new());

@@ -5,7 +5,7 @@
 use super::config::{FWD_PARAMS, RingFwdConfig, RingFwdRule};
 use super::ring_attention_fwd::ring_attention_spmd_fwd;
 use crate::dtypes::ParamDtypes;
-use crate::rings::{check_feature_inputs, check_ring_launch, shape_i64};
+use crate::rings::{check_dims, check_feature_inputs, check_ring_tensors, kv_heads_of, ring_call_features, shape_i64};
 use nki::collectives::CommEvent;
 use nki::{Launch, NkiError, Result, Tensor};
 
@@ -92,25 +92,16 @@ impl RingFwdConfig {
             Queries::Raw(q) => (q, None),
             Queries::Prescaled { q, scale } => (q, Some(scale)),
         };
-        let all = [("q", qs), ("k", inputs.k), ("v", inputs.v)];
-        check_ring_launch(launch, self.rings(), self.ring.num_workers, &all)?;
-        for (param, list) in all {
-            DTYPES.check_each(param, list)?;
-        }
+        check_ring_tensors(launch, &self.ring, &DTYPES, &[("q", qs), ("k", inputs.k), ("v", inputs.v)])?;
         let q0 = shape_i64(&qs[0]);
         if q0.len() != 4 {
             return Err(NkiError::argument("q", format!("shape {q0:?}"), "must be 4-d"));
         }
         let [b, h, d, s] = if self.tp_q { [q0[0], q0[1], q0[3], q0[2]] } else { [q0[0], q0[1], q0[2], q0[3]] };
-        if let Some(dims) = self.ring.dims {
-            let got = super::RingDims { batch: b, heads: h, seqlen: s, head_dim: d };
-            if got != dims {
-                return Err(NkiError::argument("q", format!("shape {q0:?}"), &format!("the configuration's dims are {dims:?}")));
-            }
-        }
-        let k0 = shape_i64(&inputs.k[0]);
-        let kv_h = self.ring.kv_heads.unwrap_or(if k0.len() == 4 { k0[1] } else { h });
-        let derived = self.dims(super::RingDims { batch: b, heads: h, seqlen: s, head_dim: d }).kv_heads(kv_h);
+        let got = super::RingDims { batch: b, heads: h, seqlen: s, head_dim: d };
+        check_dims(&self.ring, got, &q0)?;
+        let kv_h = kv_heads_of(&self.ring, &inputs.k[0], h);
+        let derived = self.dims(got).kv_heads(kv_h);
         derived.validate()?;
         let q_want = if self.tp_q { [b, h, s, d] } else { [b, h, d, s] };
         let k_want = if self.tp_k { [b, kv_h, s, d] } else { [b, kv_h, d, s] };
@@ -161,28 +152,17 @@ impl RingFwdConfig {
                 (scaled.as_slice(), 1.0)
             }
         };
-        let groups: Vec<Vec<i64>> = self.ring.replica_groups.iter().map(|g| g.to_vec()).collect();
         let report = launch.run_all(|ctx| {
             let r = ctx.rank();
-            ring_attention_spmd_fwd::Call::new(&q_run[r], &inputs.k[r], &inputs.v[r])
-                .replica_groups((!groups.is_empty()).then(|| groups.clone()))
-                .num_workers(self.ring.num_workers)
+            let call = ring_attention_spmd_fwd::Call::new(&q_run[r], &inputs.k[r], &inputs.v[r]);
+            ring_call_features!(call, self.ring, inputs, r)
                 .softmax_scale(kernel_scale)
-                .use_causal_mask(self.ring.causal)
                 .striped_input(self.ring.striped())
+                .zigzag_input(self.ring.zigzag())
                 .training(self.training)
                 .lse_dtype(self.lse_dtype)
                 .tp_q(self.tp_q)
                 .tp_k(self.tp_k)
-                .sinks(inputs.sinks)
-                .zigzag_input(self.ring.zigzag())
-                .window_left(self.ring.window.map(|w| w.0))
-                .window_right(self.ring.window.map(|w| w.1))
-                .chunk_size(self.ring.chunk_size)
-                .soft_cap(self.ring.soft_cap)
-                .q_segment_ids(inputs.segment_ids.map(|(q, _)| &q[r]))
-                .kv_segment_ids(inputs.segment_ids.map(|(_, kv)| &kv[r]))
-                .bias(inputs.bias.map(|bias| &bias[r]))
                 .run(ctx)
         })?;
         let mut out = Vec::with_capacity(report.results.len());

@@ -252,6 +252,31 @@ class TileProbs(nl.NKIObject):
     "Zeros `[P_MAX, 1]`: the lower bound of an inclusive range select."
 
 
+def check_shapes(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref):
+    """The shapes and dtypes of the inputs (the library checks none but `q_ref`;
+    mismatches would read out of bounds).
+    """
+    q_shape = q_ref.shape
+    assert q_ref.ndim == 4, f"q_ref must be [B, N, D, S], got {q_shape}"
+    b, n, dh, sl = q_shape
+    assert sl % Q_SEQ_TILE_SIZE == 0, f"seqlen must be divisible by 128, got {sl}"
+    k_shape = k_ref.shape
+    v_shape = v_ref.shape
+    o_shape = o_ref.shape
+    dy_shape = dy_ref.shape
+    n_kv = k_shape[1]
+    assert k_ref.ndim == 4 and k_shape[0] == b and n_kv >= 1 and n % n_kv == 0 and k_shape[2] == dh and k_shape[3] == sl, f"k_ref must be [B, N_kv, D, S] with N a multiple of N_kv (GQA), q_ref is {q_shape}, got {k_shape}"
+    assert v_shape == k_shape, f"v_ref must have k_ref's shape {k_shape} ([B, N_kv, D, S]), got {v_shape}"
+    assert o_shape == q_shape, f"o_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {o_shape}"
+    assert dy_shape == q_shape, f"dy_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {dy_shape}"
+    lse_shape = lse_ref.shape
+    n_grp = sl // P_MAX
+    assert lse_ref.ndim == 4 and lse_shape[0] == b and lse_shape[1] == n and lse_shape[2] == P_MAX and lse_shape[3] == n_grp, f"lse_ref must be [B, N, 128, S / 128] = [{b}, {n}, 128, {n_grp}], got {lse_shape}"
+    kdt = q_ref.dtype
+    kt, vt, ot, dyt = (k_ref.dtype, v_ref.dtype, o_ref.dtype, dy_ref.dtype)
+    assert kt == kdt and vt == kdt and ot == kdt and dyt == kdt, f"q_ref, k_ref, v_ref, o_ref and dy_ref must share one dtype, got {kdt}, {kt}, {vt}, {ot}, {dyt}"
+
+
 def head_tiles(dh):
     """Head dims split into equal tiles of at most D_HEAD_TILE_MAX: `(tile size, tile count)`."""
     n = (dh + D_HEAD_TILE_MAX - 1) // D_HEAD_TILE_MAX
@@ -840,25 +865,9 @@ def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_cau
     right = window_right if window_right is not None else -1
     chunk = chunk_size if chunk_size is not None else 0
     masked = use_causal_mask or zigzag_attention or left >= 0 or right >= 0 or chunk > 0
-    q_shape = q_ref.shape
-    assert q_ref.ndim == 4, f"q_ref must be [B, N, D, S], got {q_shape}"
-    b, n, dh, sl = q_shape
-    assert sl % Q_SEQ_TILE_SIZE == 0, f"seqlen must be divisible by 128, got {sl}"
-    k_shape = k_ref.shape
-    v_shape = v_ref.shape
-    o_shape = o_ref.shape
-    dy_shape = dy_ref.shape
-    n_kv = k_shape[1]
-    assert k_ref.ndim == 4 and k_shape[0] == b and n_kv >= 1 and n % n_kv == 0 and k_shape[2] == dh and k_shape[3] == sl, f"k_ref must be [B, N_kv, D, S] with N a multiple of N_kv (GQA), q_ref is {q_shape}, got {k_shape}"
-    assert v_shape == k_shape, f"v_ref must have k_ref's shape {k_shape} ([B, N_kv, D, S]), got {v_shape}"
-    assert o_shape == q_shape, f"o_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {o_shape}"
-    assert dy_shape == q_shape, f"dy_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {dy_shape}"
-    lse_shape = lse_ref.shape
-    n_grp = sl // P_MAX
-    assert lse_ref.ndim == 4 and lse_shape[0] == b and lse_shape[1] == n and lse_shape[2] == P_MAX and lse_shape[3] == n_grp, f"lse_ref must be [B, N, 128, S / 128] = [{b}, {n}, 128, {n_grp}], got {lse_shape}"
-    kdt = q_ref.dtype
-    kt, vt, ot, dyt = (k_ref.dtype, v_ref.dtype, o_ref.dtype, dy_ref.dtype)
-    assert kt == kdt and vt == kdt and ot == kdt and dyt == kdt, f"q_ref, k_ref, v_ref, o_ref and dy_ref must share one dtype, got {kdt}, {kt}, {vt}, {ot}, {dyt}"
+    check_shapes(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref)
+    b, n, dh, sl = q_ref.shape
+    q_shape, k_shape, n_kv, kdt = (q_ref.shape, k_ref.shape, k_ref.shape[1], q_ref.dtype)
     dts, dnt = head_tiles(dh)
     assert dh % dts == 0, f"Can not create tiles of equal size for given head dimension {dh}"
     lnc_n = nl.num_programs(axes=0) if nl.program_ndim() == 1 else 1
