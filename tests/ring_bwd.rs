@@ -698,7 +698,7 @@ fn rule_violations_are_errors() {
         }
     };
     let cases: Vec<(&str, String)> = vec![
-        ("striped_attention requires use_causal_mask", launch_err(2, 1, Args::new(2, false, true), ok)),
+        ("ring_attention_spmd_bwd: striped input needs the causal mask (use_causal_mask)", launch_err(2, 1, Args::new(2, false, true), ok)),
         ("seqlen must be divisible by 128, got 200", launch_err(2, 1, base(2), move |_| shapes(h, d, 200))),
         ("Can not create tiles of equal size for given head dimension 131", launch_err(1, 1, base(1), move |_| shapes(h, 131, sl))),
         ("lnc_size is 2 but the kernel runs on 1 LNC program(s)", launch_err(2, 1, Args { lnc: 2, ..base(2) }, ok)),

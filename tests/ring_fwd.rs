@@ -621,7 +621,7 @@ fn rule_violations_are_errors() {
     let base = |w: usize| Args { num_workers: w, causal: true, ..Args::default() };
     let cases: Vec<(&str, String)> = vec![
         (
-            "striped_input requires use_causal_mask=True",
+            "ring_attention_spmd_fwd: striped input needs the causal mask (use_causal_mask)",
             launch_err(2, Trn2, Args { causal: false, striped: true, ..base(2) }, ok(d, sl, h)),
         ),
         ("head_dim must be <= 128, got 160", launch_err(1, Trn2, base(1), ok(160, sl, h))),
@@ -632,7 +632,10 @@ fn rule_violations_are_errors() {
             launch_err(4, Trn2, Args { groups: Some(vec![vec![0, 1], vec![2, 3]]), ..base(4) }, ok(d, sl, h)),
         ),
         ("not supported on trn1", launch_err(1, Trn1, base(1), ok(d, sl, h))),
-        ("causal ring attention supports at most 32 workers, got 33", launch_err(1, Trn2, base(33), ok(d, sl, h))),
+        (
+            "ring_attention_spmd_fwd: the causal mask supports at most 32 workers (attention_cte's global_cp_deg)",
+            launch_err(1, Trn2, base(33), ok(d, sl, h)),
+        ),
         ("ring_attention_spmd_fwd takes num_workers >= 1", launch_err(1, Trn2, base(0), ok(d, sl, h))),
         (
             "v must be [1, 2, 128, 32] to match q and k, got (1, 2, 128, 33)",

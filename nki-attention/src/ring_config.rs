@@ -84,12 +84,14 @@ pub enum RingRule {
 
 /// The message of a [`RingRule`] `$rule`, prefixed by the kernel name `$kernel`
 /// (a literal): one text per rule for both passes, `const` for compile-time panics.
+/// The rules the kernel asserts take their message from its module `$module`'s
+/// constants, which its asserts name too.
 macro_rules! ring_rule_message {
-    ($kernel:literal, $rule:expr) => {
+    ($kernel:literal, $($module:ident)::+, $rule:expr) => {
         match $rule {
             RingRule::WorkersPositive => concat!($kernel, ": num_workers must be >= 1"),
-            RingRule::StripedNeedsCausal => concat!($kernel, ": striped input needs the causal mask (use_causal_mask)"),
-            RingRule::ZigzagNeedsCausal => concat!($kernel, ": zigzag input needs the causal mask (use_causal_mask)"),
+            RingRule::StripedNeedsCausal => $($module)::+::STRIPED_NEEDS_CAUSAL,
+            RingRule::ZigzagNeedsCausal => $($module)::+::ZIGZAG_NEEDS_CAUSAL,
             RingRule::WindowNegative => concat!($kernel, ": the sliding window sizes (L, R) must be >= 0"),
             RingRule::ChunkPositive => concat!($kernel, ": chunk_size must be >= 1"),
             RingRule::SoftCapPositive => concat!($kernel, ": soft_cap must be a positive finite float32 value"),

@@ -340,6 +340,9 @@ pub struct FmtString {
 pub enum FmtPiece {
     Text(String),
     Arg(Expr),
+    /// A module `&str` constant holding the whole message (`assert!(c, RULE)`),
+    /// so a rule's one message serves the kernel and the Rust that checks it.
+    Const(syn::Ident),
 }
 
 pub struct Expr {

@@ -238,3 +238,34 @@ fn a_body_rustc_rejects_for_a_keyword_path_gets_a_stand_in_and_no_error_of_the_m
     assert_eq!(other.matches("compile_error").count(), 1, "{other}");
     assert!(other.contains("did not compile"), "{other}");
 }
+
+/// Parses and checks `src` with the module constants `consts`; returns the
+/// emitted Python (module constants first) or the error messages.
+fn python_with_consts(consts: &[&str], src: &str) -> Result<String, Vec<String>> {
+    let item: syn::ItemFn = syn::parse_str(src).expect("test input is a function");
+    let items: Vec<syn::ItemConst> = consts.iter().map(|c| syn::parse_str(c).expect("test input is a constant")).collect();
+    let mut diag = Diagnostics::default();
+    let mut f = parse_function(&item, FnKind::Kernel, &[], &[], &mut diag);
+    f.consts = crate::parse::parse_consts(&items, &mut diag);
+    let info = check::check(&f, Generation::Trn2, &mut diag);
+    if diag.has_errors() {
+        return Err(diag.messages());
+    }
+    let consts: String = f.consts.iter().map(python::module_const).collect();
+    Ok(consts + &python::emit(&f, &info).0)
+}
+
+#[test]
+fn an_assert_message_may_name_a_module_str_constant() {
+    let rule = "const N_POSITIVE: &str = \"k: n must be >= 1\";";
+    let py = python_with_consts(&[rule], "fn k(n: i64) { assert!(n >= 1, N_POSITIVE); }").unwrap();
+    assert!(py.starts_with("N_POSITIVE = \"k: n must be >= 1\"\n"), "{py}");
+    assert!(py.contains("\n    assert n >= 1, N_POSITIVE\n"), "{py}");
+    // Anything else named as the message is refused, naming it.
+    let e = python_with_consts(&["const N_MIN: i64 = 1;"], "fn k(n: i64) { assert!(n >= N_MIN, N_MIN); }").unwrap_err();
+    assert!(e.iter().any(|m| m.contains("the assert message `N_MIN` holds the integer 1")), "{e:?}");
+    let e = python_with_consts(&[], "fn k(n: i64) { assert!(n >= 1, MISSING); }").unwrap_err();
+    assert!(e.iter().any(|m| m.contains("the assert message `MISSING` is not a module `&str` constant")), "{e:?}");
+    let e = python_with_consts(&[rule], "fn k(n: i64) { assert!(n >= 1, N_POSITIVE, n); }").unwrap_err();
+    assert!(e.iter().any(|m| m.contains("or the name of a module `&str` constant")), "{e:?}");
+}

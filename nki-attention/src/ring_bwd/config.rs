@@ -62,7 +62,7 @@ impl RingBwdRule {
     /// The rule in words (a `const` string, usable in compile-time panics).
     pub const fn message(self) -> &'static str {
         match self {
-            RingBwdRule::Ring(rule) => ring_rule_message!("ring_attention_spmd_bwd", rule),
+            RingBwdRule::Ring(rule) => ring_rule_message!("ring_attention_spmd_bwd", crate::ring_bwd::ring_attention_bwd, rule),
             RingBwdRule::LncSize => "ring_attention_spmd_bwd: lnc_size must be 1 or 2",
             RingBwdRule::CausalScale => {
                 "ring_attention_spmd_bwd: with a mask (causal, window, chunks) the softmax_scale must be at least 1e-30: masked scores are FLOAT32_MIN and exp(scale x score - lse) scales them too, so a zero, negative or smaller scale unmasks them"

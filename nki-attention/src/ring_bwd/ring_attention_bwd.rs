@@ -67,6 +67,11 @@ pub mod ring_bwd {
     pub const K_SEQ_TILE_SIZE_BACKWARD: i64 = 128;
     /// The widest head-dim tile: head dims are split into equal tiles of at most this.
     pub const D_HEAD_TILE_MAX: i64 = 128;
+    /// `RingRule::StripedNeedsCausal`: the one message of the kernel's assert, the
+    /// typed API's checks (compile time and run time) and the CLI.
+    pub const STRIPED_NEEDS_CAUSAL: &str = "ring_attention_spmd_bwd: striped input needs the causal mask (use_causal_mask)";
+    /// `RingRule::ZigzagNeedsCausal`, one message as above.
+    pub const ZIGZAG_NEEDS_CAUSAL: &str = "ring_attention_spmd_bwd: zigzag input needs the causal mask (use_causal_mask)";
 
     /// The shapes and flags of one call (the library's `AttentionBwdConfig`, with the ring's).
     #[nki_object]
@@ -1112,8 +1117,8 @@ pub mod ring_bwd {
         #[dtypes(int32)] kv_segment_ids: Option<Hbm>,
         #[dtypes(float32)] bias: Option<Hbm>,
     ) -> Outputs {
-        assert!(!striped_attention || use_causal_mask, "striped_attention requires use_causal_mask");
-        assert!(!zigzag_attention || use_causal_mask, "zigzag_attention requires use_causal_mask");
+        assert!(!striped_attention || use_causal_mask, STRIPED_NEEDS_CAUSAL);
+        assert!(!zigzag_attention || use_causal_mask, ZIGZAG_NEEDS_CAUSAL);
         assert!(!(zigzag_attention && striped_attention), "striped_attention and zigzag_attention exclude each other");
         let left = window_left.unwrap_or(-1);
         let right = window_right.unwrap_or(-1);

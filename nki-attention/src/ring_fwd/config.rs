@@ -54,11 +54,9 @@ impl RingFwdRule {
     /// The rule in words (a `const` string, usable in compile-time panics).
     pub const fn message(self) -> &'static str {
         match self {
-            RingFwdRule::Ring(rule) => ring_rule_message!("ring_attention_spmd_fwd", rule),
+            RingFwdRule::Ring(rule) => ring_rule_message!("ring_attention_spmd_fwd", crate::ring_fwd::ring_attention_fwd, rule),
             RingFwdRule::NeedsTrn2 => "ring_attention_spmd_fwd: needs Trainium2 or later (trn1 is not supported)",
-            RingFwdRule::TooManyCausalWorkers => {
-                "ring_attention_spmd_fwd: the causal mask supports at most 32 workers (attention_cte's global_cp_deg)"
-            }
+            RingFwdRule::TooManyCausalWorkers => crate::ring_fwd::ring_attention_fwd::TOO_MANY_CAUSAL_WORKERS,
             RingFwdRule::HeadDim => "ring_attention_spmd_fwd: the head dim must be within 1..=128",
         }
     }

@@ -70,6 +70,14 @@ pub mod ring_fwd {
     /// The statistics' negated-max sentinel of a row that saw no key is
     /// FLOAT32_MAX; anything below this saw one.
     pub const SEEN_THRESHOLD: f64 = 1.0e30;
+    /// `RingRule::StripedNeedsCausal`: the one message of the kernel's assert, the
+    /// typed API's checks (compile time and run time) and the CLI.
+    pub const STRIPED_NEEDS_CAUSAL: &str = "ring_attention_spmd_fwd: striped input needs the causal mask (use_causal_mask)";
+    /// `RingRule::ZigzagNeedsCausal`, one message as above.
+    pub const ZIGZAG_NEEDS_CAUSAL: &str = "ring_attention_spmd_fwd: zigzag input needs the causal mask (use_causal_mask)";
+    /// `RingFwdRule::TooManyCausalWorkers`, one message as above.
+    pub const TOO_MANY_CAUSAL_WORKERS: &str =
+        "ring_attention_spmd_fwd: the causal mask supports at most 32 workers (attention_cte's global_cp_deg)";
 
     /// The shapes and flags of one call, with the LNC shard plan.
     #[nki_object]
@@ -963,18 +971,15 @@ pub mod ring_fwd {
     ) -> Outputs {
         assert!(nisa::get_nc_version() > nisa::nc_version::gen2, "ring_attention_spmd_fwd not supported on trn1");
         let (b, q_h, k_h, d, s): (i64, i64, i64, i64, i64) = check_shapes(q, k, v, tp_q, tp_k);
-        assert!(!striped_input || use_causal_mask, "striped_input requires use_causal_mask=True");
-        assert!(!zigzag_input || use_causal_mask, "zigzag_input requires use_causal_mask=True");
+        assert!(!striped_input || use_causal_mask, STRIPED_NEEDS_CAUSAL);
+        assert!(!zigzag_input || use_causal_mask, ZIGZAG_NEEDS_CAUSAL);
         assert!(!(zigzag_input && striped_input), "striped_input and zigzag_input exclude each other");
         let left = window_left.unwrap_or(-1);
         let right = window_right.unwrap_or(-1);
         let chunk = chunk_size.unwrap_or(0);
         // Windows, chunks and zigzag blocks mask through per-row key bounds.
         let bounded = zigzag_input || left >= 0 || right >= 0 || chunk > 0;
-        assert!(
-            !use_causal_mask || num_workers <= MAX_CAUSAL_WORKERS,
-            "causal ring attention supports at most 32 workers, got {num_workers}"
-        );
+        assert!(!use_causal_mask || num_workers <= MAX_CAUSAL_WORKERS, TOO_MANY_CAUSAL_WORKERS);
         let groups = replica_groups.unwrap_or([]);
         for gi in 0..groups.len() {
             let size = groups[gi].len();

@@ -321,6 +321,22 @@ impl Checker<'_> {
         }
     }
 
+    /// The message of `assert!(cond, NAME)`: `NAME` must hold a string, a module
+    /// `&str` constant (a rule's one message, shared with the Rust that checks it).
+    fn const_message(&mut self, name: &syn::Ident) {
+        match self.lookup(&name.to_string()).map(|v| v.ty.clone()) {
+            Some(Ty::Str) => {}
+            Some(t) => self.diag.error(
+                name.span(),
+                format!("the assert message `{name}` holds {}: name a module `&str` constant or write a string literal", t.describe()),
+            ),
+            None => self.diag.error(
+                name.span(),
+                format!("the assert message `{name}` is not a module `&str` constant: declare `const {name}: &str = \"..\";` in the #[nki_module]"),
+            ),
+        }
+    }
+
     fn lookup(&self, name: &str) -> Option<&Var> {
         self.scopes.iter().rev().flat_map(|s| s.iter().rev()).find(|v| v.name == name)
     }

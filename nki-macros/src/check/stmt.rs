@@ -98,6 +98,9 @@ impl Checker<'_> {
                     {
                         self.diag.error(e.span, registers::TRACE_TIME);
                     }
+                    if let FmtPiece::Const(name) = p {
+                        self.const_message(name);
+                    }
                 }
             }
             Stmt::Jump(jump, span) => {

@@ -450,8 +450,14 @@ impl<'a> Py<'a> {
                 let c = self.prec(cond, P_TERNARY + 1);
                 match msg {
                     None => self.line(&format!("assert {c}")),
+                    // A module constant alone in its message: the constant itself.
+                    Some(m) if matches!(m.pieces.as_slice(), [FmtPiece::Const(_)]) => {
+                        let names: Vec<String> =
+                            m.pieces.iter().filter_map(|p| if let FmtPiece::Const(n) = p { Some(n.to_string()) } else { None }).collect();
+                        self.line(&format!("assert {c}, {}", names.join("")));
+                    }
                     Some(m) => {
-                        let has_args = m.pieces.iter().any(|p| matches!(p, FmtPiece::Arg(_)));
+                        let has_args = m.pieces.iter().any(|p| matches!(p, FmtPiece::Arg(_) | FmtPiece::Const(_)));
                         let mut f = String::from(if has_args { "f\"" } else { "\"" });
                         for piece in &m.pieces {
                             match piece {
@@ -466,6 +472,9 @@ impl<'a> Py<'a> {
                                 }
                                 FmtPiece::Arg(e) => {
                                     let _ = write!(f, "{{{}}}", self.expr(e));
+                                }
+                                FmtPiece::Const(name) => {
+                                    let _ = write!(f, "{{{name}}}");
                                 }
                             }
                         }

@@ -568,8 +568,14 @@ fn parse_macro_stmt(mac: &syn::Macro, out: &mut Vec<Stmt>, cx: &mut Parser<'_>) 
     let msg = match rest.split_first() {
         None => None,
         Some((syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. }), fmt_args)) => parse_format(s, fmt_args, cx),
+        Some((syn::Expr::Path(p), [])) if p.qself.is_none() && p.path.get_ident().is_some() => {
+            p.path.get_ident().map(|name| FmtString { pieces: vec![FmtPiece::Const(name.clone())] })
+        }
         Some((other, _)) => {
-            cx.error(other.span(), "the assert message must be a string literal, optionally with {} arguments");
+            cx.error(
+                other.span(),
+                "the assert message must be a string literal, optionally with {} arguments, or the name of a module `&str` constant",
+            );
             None
         }
     };

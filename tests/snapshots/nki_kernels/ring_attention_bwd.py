@@ -40,6 +40,15 @@ K_SEQ_TILE_SIZE_BACKWARD = 128
 D_HEAD_TILE_MAX = 128
 
 
+# `RingRule::StripedNeedsCausal`: the one message of the kernel's assert, the
+# typed API's checks (compile time and run time) and the CLI.
+STRIPED_NEEDS_CAUSAL = "ring_attention_spmd_bwd: striped input needs the causal mask (use_causal_mask)"
+
+
+# `RingRule::ZigzagNeedsCausal`, one message as above.
+ZIGZAG_NEEDS_CAUSAL = "ring_attention_spmd_bwd: zigzag input needs the causal mask (use_causal_mask)"
+
+
 @dataclass
 class RingBwdAttnConfig(nl.NKIObject):
     """The shapes and flags of one call (the library's `AttentionBwdConfig`, with the ring's)."""
@@ -858,8 +867,8 @@ def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_cau
     assert q_segment_ids is None or q_segment_ids.dtype in (nl.int32,), "ring_attention_spmd_bwd takes q_segment_ids as int32"
     assert kv_segment_ids is None or kv_segment_ids.dtype in (nl.int32,), "ring_attention_spmd_bwd takes kv_segment_ids as int32"
     assert bias is None or bias.dtype in (nl.float32,), "ring_attention_spmd_bwd takes bias as float32"
-    assert not striped_attention or use_causal_mask, "striped_attention requires use_causal_mask"
-    assert not zigzag_attention or use_causal_mask, "zigzag_attention requires use_causal_mask"
+    assert not striped_attention or use_causal_mask, STRIPED_NEEDS_CAUSAL
+    assert not zigzag_attention or use_causal_mask, ZIGZAG_NEEDS_CAUSAL
     assert not (zigzag_attention and striped_attention), "striped_attention and zigzag_attention exclude each other"
     left = window_left if window_left is not None else -1
     right = window_right if window_right is not None else -1

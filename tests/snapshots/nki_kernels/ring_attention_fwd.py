@@ -45,6 +45,19 @@ MAX_CAUSAL_WORKERS = 32
 SEEN_THRESHOLD = 1e30
 
 
+# `RingRule::StripedNeedsCausal`: the one message of the kernel's assert, the
+# typed API's checks (compile time and run time) and the CLI.
+STRIPED_NEEDS_CAUSAL = "ring_attention_spmd_fwd: striped input needs the causal mask (use_causal_mask)"
+
+
+# `RingRule::ZigzagNeedsCausal`, one message as above.
+ZIGZAG_NEEDS_CAUSAL = "ring_attention_spmd_fwd: zigzag input needs the causal mask (use_causal_mask)"
+
+
+# `RingFwdRule::TooManyCausalWorkers`, one message as above.
+TOO_MANY_CAUSAL_WORKERS = "ring_attention_spmd_fwd: the causal mask supports at most 32 workers (attention_cte's global_cp_deg)"
+
+
 @dataclass
 class RingFwdAttnConfig(nl.NKIObject):
     """The shapes and flags of one call, with the LNC shard plan."""
@@ -771,14 +784,14 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
     assert bias is None or bias.dtype in (nl.float32,), "ring_attention_spmd_fwd takes bias as float32"
     assert nisa.get_nc_version() > nisa.nc_version.gen2, "ring_attention_spmd_fwd not supported on trn1"
     b, q_h, k_h, d, s = check_shapes(q, k, v, tp_q, tp_k)
-    assert not striped_input or use_causal_mask, "striped_input requires use_causal_mask=True"
-    assert not zigzag_input or use_causal_mask, "zigzag_input requires use_causal_mask=True"
+    assert not striped_input or use_causal_mask, STRIPED_NEEDS_CAUSAL
+    assert not zigzag_input or use_causal_mask, ZIGZAG_NEEDS_CAUSAL
     assert not (zigzag_input and striped_input), "striped_input and zigzag_input exclude each other"
     left = window_left if window_left is not None else -1
     right = window_right if window_right is not None else -1
     chunk = chunk_size if chunk_size is not None else 0
     bounded = zigzag_input or left >= 0 or right >= 0 or chunk > 0
-    assert not use_causal_mask or num_workers <= MAX_CAUSAL_WORKERS, f"causal ring attention supports at most 32 workers, got {num_workers}"
+    assert not use_causal_mask or num_workers <= MAX_CAUSAL_WORKERS, TOO_MANY_CAUSAL_WORKERS
     groups = replica_groups if replica_groups is not None else []
     for gi in range(len(groups)):
         size = len(groups[gi])

@@ -198,6 +198,10 @@ impl Rs<'_> {
                         for p in &m.pieces {
                             match p {
                                 FmtPiece::Text(t) => fmt.push_str(&t.replace('{', "{{").replace('}', "}}")),
+                                FmtPiece::Const(name) => {
+                                    fmt.push_str("{}");
+                                    args.push(quote!(#name));
+                                }
                                 FmtPiece::Arg(e) => {
                                     fmt.push_str("{}");
                                     let v = self.expr(e);
