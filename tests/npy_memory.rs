@@ -153,24 +153,7 @@ fn an_attention_command_reads_no_payload_it_refuses_and_runs_within_its_data() {
     }
     std::fs::write(dir.join("mask.npy"), [header_bytes(NpyType::U8, &[128, 1, 2, 1]), vec![1u8; 256]].concat()).unwrap();
     let out_bytes = 4 * 2 * d as u64;
-    let tkg = [
-        "run",
-        "attention-tkg",
-        "--q",
-        "tq.npy",
-        "--k-active",
-        "ka.npy",
-        "--v-active",
-        "va.npy",
-        "--k-prior",
-        "kp.npy",
-        "--v-prior",
-        "vp.npy",
-        "--mask",
-        "mask.npy",
-        "--out",
-        "to.npy",
-    ];
+    let tkg = common::tkg::run_args(&["--q", "tq.npy", "--out", "to.npy"]);
     let (code, err, peak) = run_measured(&dir, &tkg);
     let io = data + out_bytes;
     eprintln!("attention-tkg: inputs + outputs {} MiB, peak RSS {} MiB ({:.2}x)", io / MIB, peak / MIB, peak as f64 / io as f64);

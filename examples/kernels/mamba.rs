@@ -1,6 +1,6 @@
 //! The selective scan of a Mamba layer, in the three versions of the NKI "fused
 //! Mamba" tutorial, written to be profiled (`nki::profile`) and compared with the
-//! latencies the tutorial measured (`tests/profile_mamba.rs`).
+//! latencies the tutorial measured (`tests/profile/mamba.rs`).
 //!
 //! Inputs: `delta`, `u`: `[batch, channels, seq]`; `a`: `[channels, state]`;
 //! `b`, `c`: `[batch, state, seq]`, all fp32, `channels` a multiple of 128. The

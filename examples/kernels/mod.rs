@@ -1,9 +1,9 @@
 //! Example kernels written with the DSL; each is verified against a float64
 //! reference, against its emitted NKI run under NumPy, and against a checked-in
 //! snapshot of that source. [`matmul_steps`] holds the kernel-optimization
-//! tutorial's steps, whose profiles `tests/profile_matmul.rs` also checks against
+//! tutorial's steps, whose profiles `tests/profile/matmul.rs` also checks against
 //! the bottlenecks the tutorial measured; [`mamba`] holds the fused Mamba
-//! tutorial's versions, checked against its latency table by `tests/profile_mamba.rs`.
+//! tutorial's versions, checked against its latency table by `tests/profile/mamba.rs`.
 
 extern crate nki_core as nki;
 

@@ -1,16 +1,14 @@
 //! An independent float64 reference of `attention_cte`'s math (the NKI library's
 //! torch reference, written from its semantics in natural layouts), layout
 //! helpers for the kernel's `tp_q` / `tp_k` / `tp_out` and statistics layouts, and
-//! a NumPy-harness runner that passes keyword arguments.
+//! NumPy-harness runners that pass keyword arguments.
 //!
 //! Natural layouts: `q` is `[bs, sq, d]`, `k` and `v` are `[bs_kv, sk, d]`, prior
 //! keys and values `[bs_kv, sp, d]`. Query batch `b` reads KV batch
 //! `b / (bs / bs_kv)` (repeat-interleave GQA).
 
-use super::{as_dtype, harness, scratch};
-use nki::Dtype;
-use nki::io::npy::{NpyType, read_npy, write_npy};
-use std::path::{Path, PathBuf};
+use super::{Arg, RankArgs, spec_run};
+use std::path::Path;
 
 /// The prefix cache of a reference problem: `[bs_kv, len, d]` keys and values, of
 /// which the first `used` are visible (at positions `j - used`).
@@ -255,138 +253,29 @@ pub fn stats_rows(t: &[f32], bs: usize, sq: usize) -> Vec<f32> {
     (0..bs * sq).map(|r| t[((r / sq) * 128 + (r % sq) % 128) * g_n + (r % sq) / 128]).collect()
 }
 
-/// A NumPy-harness argument (positional or keyword).
-#[derive(Clone, Debug)]
-pub enum PyArg {
-    /// An HBM tensor: shape, values (rounded to the dtype when written) and dtype.
-    Tensor(Vec<usize>, Vec<f64>, Dtype),
-    Int(i64),
-    Float(f64),
-    Bool(bool),
-    None,
-    /// An `nl` dtype (`nl.float32`, ...).
-    Dtype(Dtype),
-    /// A Python tuple (e.g. replica groups: a tuple of tuples of ints).
-    Tuple(Vec<PyArg>),
-    /// An instance of the `nl.NKIObject` class the package exports under this
-    /// name, built from the fields given (the others keep their defaults).
-    Object(&'static str, Vec<(&'static str, PyArg)>),
-    /// A member of a Python `Enum` class the package exports: class, member.
-    Member(&'static str, &'static str),
-}
-
 /// Runs `kernel` of the emitted package `pkg` under the NumPy executor (one rank,
 /// `lnc` programs, `precision` "fp32" or "hardware") with positional `args` and
 /// keyword `kwargs`; returns its outputs' values.
-pub fn run_numpy_kwargs(pkg: &Path, kernel: &str, args: &[PyArg], kwargs: &[(&str, PyArg)], lnc: usize, precision: &str) -> Vec<Vec<f32>> {
+pub fn run_numpy_kwargs(pkg: &Path, kernel: &str, args: &[Arg], kwargs: &[(&str, Arg)], lnc: usize, precision: &str) -> Vec<Vec<f32>> {
     run_numpy_kwargs_ranks(pkg, kernel, &[(args.to_vec(), kwargs.to_vec())], lnc, precision).swap_remove(0)
-}
-
-/// One rank's arguments for the NumPy run: positional and keyword.
-pub type RankArgs<'a> = (Vec<PyArg>, Vec<(&'a str, PyArg)>);
-
-/// Runs `kernel` of the emitted package `pkg` under the NumPy executor with one
-/// rank per entry of `ranks` (its positional arguments and keyword arguments),
-/// `lnc` programs each and `precision`; returns every rank's outputs' values.
-/// Writes the spec of `kernel` with `ranks`' arguments into a scratch directory
-/// and runs it under the NumPy executor: the directory, the outputs' directory,
-/// and whether it succeeded with its stdout and stderr.
-fn numpy_spec_run(
-    pkg: &Path,
-    kernel: &str,
-    ranks: &[RankArgs<'_>],
-    lnc: usize,
-    precision: &str,
-) -> (PathBuf, PathBuf, bool, String, String) {
-    let dir = scratch(&format!("npk_{kernel}_{}", unique()));
-    let mut n = 0usize;
-    fn encode(a: &PyArg, dir: &Path, n: &mut usize) -> String {
-        match a {
-            PyArg::Tensor(shape, vals, dtype) => {
-                let p = dir.join(format!("in{n}.npy"));
-                *n += 1;
-                write_npy(&p, shape, &as_dtype(vals, *dtype), NpyType::F64).expect("writing an input");
-                format!("{{\"npy\": \"{}\", \"dtype\": \"{}\"}}", p.display(), dtype.nl_name())
-            }
-            PyArg::Int(v) => format!("{{\"int\": {v}}}"),
-            PyArg::Float(v) => format!("{{\"float\": {v:?}}}"),
-            PyArg::Bool(b) => format!("{{\"bool\": {b}}}"),
-            PyArg::None => "{\"none\": true}".to_string(),
-            PyArg::Dtype(d) => format!("{{\"dtype\": \"{}\"}}", d.nl_name()),
-            PyArg::Tuple(items) => {
-                let items: Vec<String> = items.iter().map(|i| encode(i, dir, n)).collect();
-                format!("{{\"tuple\": [{}]}}", items.join(", "))
-            }
-            PyArg::Object(class, fields) => {
-                let fields: Vec<String> = fields.iter().map(|(k, v)| format!("\"{k}\": {}", encode(v, dir, n))).collect();
-                format!("{{\"object\": \"{class}\", \"fields\": {{{}}}}}", fields.join(", "))
-            }
-            PyArg::Member(class, member) => format!("{{\"enum\": \"{class}\", \"member\": \"{member}\"}}"),
-        }
-    }
-    let mut positional = Vec::new();
-    let mut keywords = Vec::new();
-    for (args, kwargs) in ranks {
-        let p: Vec<String> = args.iter().map(|a| encode(a, &dir, &mut n)).collect();
-        let k: Vec<String> = kwargs.iter().map(|(k, a)| format!("\"{k}\": {}", encode(a, &dir, &mut n))).collect();
-        positional.push(format!("[{}]", p.join(", ")));
-        keywords.push(format!("{{{}}}", k.join(", ")));
-    }
-    let spec = format!(
-        "{{\"kernel\": \"{kernel}\", \"lnc\": {lnc}, \"ranks\": {}, \"precision\": \"{precision}\", \"generation\": \"trn2\", \
-         \"args\": [{}], \"kwargs\": [{}]}}",
-        ranks.len(),
-        positional.join(", "),
-        keywords.join(", ")
-    );
-    let spec_path = dir.join("spec.json");
-    std::fs::write(&spec_path, spec).expect("writing the spec");
-    let out_dir = dir.join("out");
-    let (ok, stdout, stderr) = harness(&[
-        "run",
-        "--package",
-        &pkg.display().to_string(),
-        "--spec",
-        &spec_path.display().to_string(),
-        "--out",
-        &out_dir.display().to_string(),
-    ]);
-    (dir, out_dir, ok, stdout, stderr)
 }
 
 /// Runs `kernel` of `pkg` under the NumPy executor with arguments it must refuse;
 /// returns the one-line error it printed.
-pub fn run_numpy_refused(pkg: &Path, kernel: &str, args: &[PyArg], kwargs: &[(&str, PyArg)]) -> String {
-    let (dir, _, ok, stdout, stderr) = numpy_spec_run(pkg, kernel, &[(args.to_vec(), kwargs.to_vec())], 1, "fp32");
-    assert!(!ok, "the NumPy run of {kernel} should have been refused:\n{stdout}");
-    let _ = std::fs::remove_dir_all(&dir);
-    stderr
+pub fn run_numpy_refused(pkg: &Path, kernel: &str, args: &[Arg], kwargs: &[(&str, Arg)]) -> String {
+    let run = spec_run(pkg, kernel, &[(args.to_vec(), kwargs.to_vec())], 1, "fp32", "trn2");
+    assert!(!run.ok, "the NumPy run of {kernel} should have been refused:\n{}", run.stdout);
+    let _ = std::fs::remove_dir_all(&run.dir);
+    run.stderr
 }
 
+/// Runs `kernel` of the emitted package `pkg` under the NumPy executor with one
+/// rank per entry of `ranks` (its positional arguments and keyword arguments),
+/// `lnc` programs each and `precision`; returns every rank's outputs' values.
 pub fn run_numpy_kwargs_ranks(pkg: &Path, kernel: &str, ranks: &[RankArgs<'_>], lnc: usize, precision: &str) -> Vec<Vec<Vec<f32>>> {
-    let (dir, out_dir, ok, stdout, stderr) = numpy_spec_run(pkg, kernel, ranks, lnc, precision);
-    assert!(ok, "NumPy run of {kernel} failed:\n{stdout}\n{stderr}");
-    let result = (0..ranks.len())
-        .map(|r| {
-            let mut outs = Vec::new();
-            for i in 0.. {
-                let p = out_dir.join(format!("rank{r}_out{i}.npy"));
-                if !p.exists() {
-                    break;
-                }
-                outs.push(read_npy(&p).expect("reading an output").data.iter().map(|&v| v as f32).collect());
-            }
-            assert!(!outs.is_empty(), "the NumPy run of {kernel} wrote no outputs for rank {r}");
-            outs
-        })
-        .collect();
-    let _ = std::fs::remove_dir_all(&dir);
-    result
-}
-
-/// A process-wide counter, so parallel tests get distinct scratch dirs.
-fn unique() -> usize {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    static N: AtomicUsize = AtomicUsize::new(0);
-    N.fetch_add(1, Ordering::Relaxed)
+    let run = spec_run(pkg, kernel, ranks, lnc, precision, "trn2");
+    assert!(run.ok, "NumPy run of {kernel} failed:\n{}\n{}", run.stdout, run.stderr);
+    let outs = run.outputs(kernel, ranks.len());
+    let _ = std::fs::remove_dir_all(&run.dir);
+    outs.into_iter().map(|rank| rank.into_iter().map(|o| o.iter().map(|&v| v as f32).collect()).collect()).collect()
 }

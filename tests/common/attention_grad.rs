@@ -13,7 +13,7 @@
 //! (`matrixmultiply`), the blocks of each `(b, h)` dealt to two threads; a causal
 //! block only touches the keys up to its last row. The forward is cross-checked
 //! against the row-by-row `Problem` reference (common/attention.rs) in
-//! tests/ring_bwd.rs, and the gradients against finite differences of that forward.
+//! tests/ring/bwd.rs, and the gradients against finite differences of that forward.
 
 use super::attention::stats_layout;
 use super::ring::Ring;

@@ -3,8 +3,14 @@
 #![allow(dead_code)]
 pub mod attention;
 pub mod attention_grad;
+#[path = "../../nki-core/tests/common/lcg.rs"]
+mod lcg;
 pub mod ring;
 pub mod tkg;
+#[path = "../../nki-core/tests/common/xorwow.rs"]
+pub mod xorwow;
+
+pub use lcg::uniform;
 
 use nki::io::npy::{NpyType, read_npy, write_npy};
 use nki::{Dtype, Tensor};
@@ -15,17 +21,6 @@ use std::sync::OnceLock;
 // Linking the example kernels registers them, so `nki::registry()` (the
 // emitted package, the snapshots) holds them beside the attention kernels.
 use nki_examples as _;
-
-/// Deterministic uniform values in `[lo, hi)` (a 64-bit LCG; independent of the code under test).
-pub fn uniform(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1);
-    (0..n)
-        .map(|_| {
-            s = s.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-            lo + (hi - lo) * ((s >> 11) as f64 / (1u64 << 53) as f64)
-        })
-        .collect()
-}
 
 /// A seed derived from a case's name (FNV-1a), so every case draws its own inputs.
 pub fn seed_of(name: &str) -> u64 {
@@ -155,13 +150,22 @@ pub fn package_of(name: &str, kernels: &[&'static nki::emit::FunctionInfo]) -> P
     dir
 }
 
-/// A kernel argument for the NumPy run.
+/// A kernel argument for the NumPy run (positional or keyword).
+#[derive(Clone, Debug)]
 pub enum Arg {
-    /// An HBM tensor: values and dtype.
+    /// An HBM tensor: shape, values (rounded to the dtype when written) and dtype.
     Tensor(Vec<usize>, Vec<f64>, Dtype),
     Int(i64),
     Float(f64),
     Bool(bool),
+    None,
+    /// An `nl` dtype (`nl.float32`, ...).
+    Dtype(Dtype),
+    /// A Python tuple (e.g. replica groups: a tuple of tuples of ints).
+    Tuple(Vec<Arg>),
+    /// An instance of the `nl.NKIObject` class the package exports under this
+    /// name, built from the fields given (the others keep their defaults).
+    Object(&'static str, Vec<(&'static str, Arg)>),
     /// A member of a Python `Enum` class the package exports: class, member.
     Member(&'static str, &'static str),
 }
@@ -169,21 +173,8 @@ pub enum Arg {
 /// Runs the emitted `kernel` under the NumPy executor with one rank, `lnc`
 /// programs and `precision`, and returns its outputs' values.
 pub fn run_numpy(kernel: &str, args: &[Arg], lnc: usize, precision: &str) -> Vec<Vec<f32>> {
-    let mut ranks =
-        run_numpy_ranks(emitted_package(), kernel, std::slice::from_ref(&args.iter().map(Arg::clone_arg).collect()), lnc, precision);
+    let mut ranks = run_numpy_ranks(emitted_package(), kernel, &[args.to_vec()], lnc, precision);
     ranks.swap_remove(0)
-}
-
-impl Arg {
-    pub fn clone_arg(&self) -> Arg {
-        match self {
-            Arg::Tensor(s, v, d) => Arg::Tensor(s.clone(), v.clone(), *d),
-            Arg::Int(v) => Arg::Int(*v),
-            Arg::Float(v) => Arg::Float(*v),
-            Arg::Bool(v) => Arg::Bool(*v),
-            Arg::Member(c, m) => Arg::Member(c, m),
-        }
-    }
 }
 
 /// Runs `kernel` of the emitted package `pkg` under the NumPy executor with one
@@ -220,51 +211,100 @@ pub fn try_run_numpy_on(
     precision: &str,
     generation: &str,
 ) -> Result<Vec<Vec<Vec<f64>>>, String> {
-    let dir = scratch(&format!("np_{kernel}"));
-    let mut ranks_json = Vec::new();
-    for (r, rank_args) in args.iter().enumerate() {
-        let mut json_args = Vec::new();
-        for (i, a) in rank_args.iter().enumerate() {
-            json_args.push(match a {
-                Arg::Tensor(shape, vals, dtype) => {
-                    let p = dir.join(format!("in{r}_{i}.npy"));
-                    write_npy(&p, shape, &as_dtype(vals, *dtype), NpyType::F64).expect("writing an input");
-                    format!("{{\"npy\": \"{}\", \"dtype\": \"{}\"}}", p.display(), dtype.nl_name())
+    let ranks: Vec<RankArgs<'_>> = args.iter().map(|a| (a.clone(), Vec::new())).collect();
+    let run = spec_run(pkg, kernel, &ranks, lnc, precision, generation);
+    if !run.ok {
+        return Err(format!("NumPy run of {kernel} failed:\n{}\n{}", run.stdout, run.stderr));
+    }
+    let outs = run.outputs(kernel, ranks.len());
+    let _ = std::fs::remove_dir_all(&run.dir);
+    Ok(outs)
+}
+
+/// One rank's arguments for the NumPy run: positional and keyword.
+pub type RankArgs<'a> = (Vec<Arg>, Vec<(&'a str, Arg)>);
+
+/// A finished NumPy-executor run: its scratch directory, whether it
+/// succeeded, and what it printed.
+pub struct SpecRun {
+    pub dir: PathBuf,
+    pub ok: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl SpecRun {
+    /// Every rank's outputs (`rank{r}_out{i}.npy`, as many as the run wrote).
+    pub fn outputs(&self, kernel: &str, ranks: usize) -> Vec<Vec<Vec<f64>>> {
+        (0..ranks)
+            .map(|r| {
+                let mut outs = Vec::new();
+                for i in 0.. {
+                    let p = self.dir.join(format!("out/rank{r}_out{i}.npy"));
+                    if !p.exists() {
+                        break;
+                    }
+                    outs.push(read_npy(&p).expect("reading an output").data);
                 }
-                Arg::Int(v) => format!("{{\"int\": {v}}}"),
-                Arg::Float(v) => format!("{{\"float\": {v:?}}}"),
-                Arg::Bool(b) => format!("{{\"bool\": {b}}}"),
-                Arg::Member(class, member) => format!("{{\"enum\": \"{class}\", \"member\": \"{member}\"}}"),
-            });
+                assert!(!outs.is_empty(), "the NumPy run of {kernel} wrote no outputs for rank {r}");
+                outs
+            })
+            .collect()
+    }
+}
+
+/// The harness's JSON for one argument; tensors are written to `dir` as
+/// `in{n}.npy`, `n` counting up.
+fn encode(a: &Arg, dir: &Path, n: &mut usize) -> String {
+    match a {
+        Arg::Tensor(shape, vals, dtype) => {
+            let p = dir.join(format!("in{n}.npy"));
+            *n += 1;
+            write_npy(&p, shape, &as_dtype(vals, *dtype), NpyType::F64).expect("writing an input");
+            format!("{{\"npy\": \"{}\", \"dtype\": \"{}\"}}", p.display(), dtype.nl_name())
         }
-        ranks_json.push(format!("[{}]", json_args.join(", ")));
+        Arg::Int(v) => format!("{{\"int\": {v}}}"),
+        Arg::Float(v) => format!("{{\"float\": {v:?}}}"),
+        Arg::Bool(b) => format!("{{\"bool\": {b}}}"),
+        Arg::None => "{\"none\": true}".to_string(),
+        Arg::Dtype(d) => format!("{{\"dtype\": \"{}\"}}", d.nl_name()),
+        Arg::Tuple(items) => {
+            let items: Vec<String> = items.iter().map(|i| encode(i, dir, n)).collect();
+            format!("{{\"tuple\": [{}]}}", items.join(", "))
+        }
+        Arg::Object(class, fields) => {
+            let fields: Vec<String> = fields.iter().map(|(k, v)| format!("\"{k}\": {}", encode(v, dir, n))).collect();
+            format!("{{\"object\": \"{class}\", \"fields\": {{{}}}}}", fields.join(", "))
+        }
+        Arg::Member(class, member) => format!("{{\"enum\": \"{class}\", \"member\": \"{member}\"}}"),
+    }
+}
+
+/// Writes the spec of `kernel` with `ranks`' arguments (one rank per entry,
+/// `lnc` programs each) into a fresh scratch directory and runs it under the
+/// NumPy executor on `generation`; outputs land in the directory's `out/`.
+pub fn spec_run(pkg: &Path, kernel: &str, ranks: &[RankArgs<'_>], lnc: usize, precision: &str, generation: &str) -> SpecRun {
+    let dir = scratch(&format!("np_{kernel}"));
+    let mut n = 0usize;
+    let mut positional = Vec::new();
+    let mut keywords = Vec::new();
+    for (args, kwargs) in ranks {
+        let p: Vec<String> = args.iter().map(|a| encode(a, &dir, &mut n)).collect();
+        let k: Vec<String> = kwargs.iter().map(|(k, a)| format!("\"{k}\": {}", encode(a, &dir, &mut n))).collect();
+        positional.push(format!("[{}]", p.join(", ")));
+        keywords.push(format!("{{{}}}", k.join(", ")));
     }
     let spec = format!(
-        "{{\"kernel\": \"{kernel}\", \"lnc\": {lnc}, \"ranks\": {}, \"precision\": \"{precision}\", \"generation\": \"{generation}\", \"args\": [{}]}}",
-        args.len(),
-        ranks_json.join(", ")
+        "{{\"kernel\": \"{kernel}\", \"lnc\": {lnc}, \"ranks\": {}, \"precision\": \"{precision}\", \"generation\": \"{generation}\", \
+         \"args\": [{}], \"kwargs\": [{}]}}",
+        ranks.len(),
+        positional.join(", "),
+        keywords.join(", ")
     );
     let spec_path = dir.join("spec.json");
     std::fs::write(&spec_path, spec).expect("writing the spec");
-    let out_dir = dir.join("out");
     let pkg = pkg.display().to_string();
-    let (ok, stdout, stderr) =
-        harness(&["run", "--package", &pkg, "--spec", &spec_path.display().to_string(), "--out", &out_dir.display().to_string()]);
-    if !ok {
-        return Err(format!("NumPy run of {kernel} failed:\n{stdout}\n{stderr}"));
-    }
-    Ok((0..args.len())
-        .map(|r| {
-            let mut outs = Vec::new();
-            for i in 0.. {
-                let p = out_dir.join(format!("rank{r}_out{i}.npy"));
-                if !p.exists() {
-                    break;
-                }
-                outs.push(read_npy(&p).expect("reading an output").data);
-            }
-            assert!(!outs.is_empty(), "the NumPy run of {kernel} wrote no outputs for rank {r}");
-            outs
-        })
-        .collect())
+    let out = dir.join("out").display().to_string();
+    let (ok, stdout, stderr) = harness(&["run", "--package", &pkg, "--spec", &spec_path.display().to_string(), "--out", &out]);
+    SpecRun { dir, ok, stdout, stderr }
 }

@@ -12,7 +12,7 @@
 //! The reference is [`Problem`] (common/attention.rs): the queries of one rank
 //! attend to the whole global K/V with their global positions
 //! (`QueryPositions { offset, stride }`), which is the full-sequence attention
-//! restricted to that rank's rows (checked against the full solve in tests/ring_fwd.rs).
+//! restricted to that rank's rows (checked against the full solve in tests/ring/fwd.rs).
 
 use super::attention::{Problem, QueryPositions, stats_layout, stats_rows, transpose_last2};
 use std::ops::Range;

@@ -126,3 +126,36 @@ impl Tensors {
 pub const fn shape(bs: usize, q_head: usize, s_active: usize, curr_sprior: usize, full_sprior: usize, d: usize) -> Shape {
     Shape { bs, q_head, s_active, curr_sprior, full_sprior, d, cache_bs: bs }
 }
+
+/// The files of `nki run attention-tkg`'s required flags.
+const RUN_ARGS: [&str; 14] = [
+    "run",
+    "attention-tkg",
+    "--q",
+    "q.npy",
+    "--k-active",
+    "ka.npy",
+    "--v-active",
+    "va.npy",
+    "--k-prior",
+    "kp.npy",
+    "--v-prior",
+    "vp.npy",
+    "--mask",
+    "mask.npy",
+];
+
+/// `nki run attention-tkg` over `q.npy`, `ka.npy`, `va.npy`, `kp.npy`, `vp.npy`
+/// and `mask.npy`, with `extra` flags; a flag already in it gets the new value
+/// (`--tp-k-prior` takes none).
+pub fn run_args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args: Vec<&str> = RUN_ARGS.to_vec();
+    let mut rest = extra.iter().copied().peekable();
+    while let Some(flag) = rest.next() {
+        match args.iter().position(|a| *a == flag) {
+            Some(i) if flag != "--tp-k-prior" => args[i + 1] = rest.next().expect("a value"),
+            _ => args.push(flag),
+        }
+    }
+    args
+}

@@ -58,7 +58,7 @@ pub(crate) fn sgemm(m: usize, k: usize, n: usize, a: &[f32], am: Mat, b: &[f32],
 /// computes it (`matrixmultiply`'s kernels do not depend on an element's
 /// position, and `beta` is 0 or 1 here, which its edge and full kernels apply
 /// identically), so the result is bit-identical to the whole product;
-/// `tests/emulator_threads.rs` checks that on whole kernels.
+/// `tests/attention/threads.rs` checks that on whole kernels.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn sgemm_split(
     helpers: usize,

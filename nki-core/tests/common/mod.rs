@@ -4,23 +4,15 @@
 //! Each test binary includes this module and uses a subset of it.
 #![allow(dead_code)]
 
+pub mod lcg;
 pub mod xorwow;
 
-use nki_core::nl::{self, NdarrayOpts};
+pub use lcg::uniform;
+
+use nki_core::nl::{self, NdarrayOpts, NlOp};
 use nki_core::{Buffer, Ctx, Dtype, ErrorKind, Launch, NkiError, Precision, Result, Tensor};
 use std::sync::mpsc;
 use std::time::Duration;
-
-/// Deterministic values in `[lo, hi)` from a 64-bit LCG (independent of the code under test).
-pub fn uniform(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1);
-    (0..n)
-        .map(|_| {
-            s = s.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-            lo + (hi - lo) * ((s >> 11) as f64 / (1u64 << 53) as f64)
-        })
-        .collect()
-}
 
 /// Values `k / 2^bits` for integers `k` in `[lo * 2^bits, hi * 2^bits)`: dyadic
 /// numbers whose sums and small products are exact in f32 and f64.
@@ -32,6 +24,19 @@ pub fn dyadic(n: usize, seed: u64, lo: f64, hi: f64, bits: i32) -> Vec<f64> {
 /// `values` as the f32 cells that hold them, widened back to f64.
 pub fn f32_cells(values: &[f64]) -> Vec<f64> {
     values.iter().map(|&x| f64::from(x as f32)).collect()
+}
+
+/// The float64 meaning of an arithmetic ALU token, as its `nki.language`
+/// docstring defines it (`x + y`, `x - y`, `x * y`, `max(x, y)`, `min(x, y)`).
+pub fn alu(op: NlOp, x: f64, y: f64) -> f64 {
+    match op {
+        NlOp::Add => x + y,
+        NlOp::Subtract => x - y,
+        NlOp::Multiply => x * y,
+        NlOp::Maximum => x.max(y),
+        NlOp::Minimum => x.min(y),
+        other => panic!("{other} is not an arithmetic token"),
+    }
 }
 
 /// A launch with one program in the given precision.

@@ -2,7 +2,7 @@
 
 The numbers are the spec's (`nki-core/spec/src/hw.rs`), rendered into
 `hw_limits.json` by the Rust test `executor_hw_limits_are_the_specs`
-(`tests/emit_snapshots.rs`), which fails when the two differ. Only the alignment
+(`tests/emit/snapshots.rs`), which fails when the two differ. Only the alignment
 constants of `nl.tile_size`, which the spec does not hold, are set here.
 """
 

@@ -1,0 +1,132 @@
+//! `.ap(vector_offset=)` views moved by `nisa.dma_copy`: rows gathered from and
+//! scattered to offsets held in an SBUF tensor, checked against index arithmetic
+//! written from the documented meaning (row r of the view starts at
+//! `offsets[r] * stride(indirect_dim)`, offsets in column-major order).
+
+use crate::common::*;
+use nki_core::isa::{self as nisa, DmaCopyOpts, OobMode};
+use nki_core::{Buffer, Dtype, ErrorKind, Precision, Tensor};
+
+/// A `[10, 4]` HBM table whose entry (i, j) is `i + j / 8 + 1/3` (not exact in bf16).
+fn table() -> (Vec<f64>, Tensor) {
+    let v: Vec<f64> = (0..40).map(|k| (k / 4) as f64 + (k % 4) as f64 / 8.0 + 1.0 / 3.0).collect();
+    let t = hbm(&[10, 4], &v, Dtype::F32);
+    (v.iter().map(|&x| x as f32 as f64).collect(), t)
+}
+
+#[test]
+fn gathers_rows_at_column_major_offsets_in_both_precisions() {
+    let (values, table) = table();
+    // A (2, 3) offset tile read column by column: 7, 0, 1, 4, 9, 2.
+    let order = [7usize, 0, 1, 4, 9, 2];
+    for precision in [Precision::Fp32, Precision::Hardware] {
+        let got = launch(precision)
+            .run(|ctx| {
+                let idx = sbuf_with(ctx, &[2, 3], Dtype::I32, &[7.0, 1.0, 9.0, 0.0, 4.0, 2.0])?;
+                let dst = alloc(ctx, &[6, 4], Dtype::Bf16, Buffer::Sbuf)?;
+                let src = table.ap_vector_offset(&[[4, 6], [1, 4]], None, &idx, 0)?;
+                assert!(src.is_indirect());
+                nisa::dma_copy(ctx, &dst, &src, Default::default())?;
+                Ok(dst.to_f32_vec())
+            })
+            .unwrap();
+        let want: Vec<f64> = order.iter().flat_map(|&r| values[r * 4..r * 4 + 4].to_vec()).collect();
+        // The DMA casts to bf16: rounded once in hardware mode, float32 kept in fp32 mode.
+        let want: Vec<f64> = if precision == Precision::Hardware { want.iter().map(|&x| bf16(x as f32) as f64).collect() } else { want };
+        assert_eq!(got.iter().map(|&x| x as f64).collect::<Vec<_>>(), want, "{precision:?}");
+    }
+}
+
+#[test]
+fn scatters_rows_into_an_indirect_destination() {
+    let got = launch(Precision::Fp32)
+        .run(|ctx| {
+            let out = Tensor::from_f32(&[8, 3], &[-1.0; 24], Dtype::F32)?;
+            let idx = sbuf_with(ctx, &[4, 1], Dtype::U32, &[5.0, 0.0, 7.0, 2.0])?;
+            let src = sbuf_with(ctx, &[4, 3], Dtype::F32, &arange(12))?;
+            nisa::dma_copy(ctx, &out.ap_vector_offset(&[[3, 4], [1, 3]], None, &idx, 0)?, &src, Default::default())?;
+            Ok(out.to_f32_vec())
+        })
+        .unwrap();
+    let mut want = vec![-1.0f32; 24];
+    for (r, &row) in [5usize, 0, 7, 2].iter().enumerate() {
+        for j in 0..3 {
+            want[row * 3 + j] = (r * 3 + j) as f32;
+        }
+    }
+    assert_eq!(got, want);
+}
+
+#[test]
+fn offsets_count_in_the_views_own_stride() {
+    // Columns 1..3 of a [5, 4] table: the view starts at cell 1 and its dim 0 steps
+    // by 4 cells, so offset k moves k whole table rows (not k rows of 2).
+    let t = hbm(&[5, 4], &arange(20), Dtype::F32);
+    let view = t.index(&nki_core::s![.., 1..3]).unwrap();
+    let scalar = view.ap(&[[1, 2]], None, Some(3), 0).unwrap();
+    assert_eq!(scalar.to_f32_vec(), vec![13.0, 14.0]);
+    let got = launch(Precision::Fp32)
+        .run(|ctx| {
+            let idx = sbuf_with(ctx, &[2, 1], Dtype::I32, &[4.0, 2.0])?;
+            let dst = alloc(ctx, &[2, 2], Dtype::F32, Buffer::Sbuf)?;
+            nisa::dma_copy(ctx, &dst, &view.ap_vector_offset(&[[1, 2], [1, 2]], None, &idx, 0)?, Default::default())?;
+            Ok(dst.to_f32_vec())
+        })
+        .unwrap();
+    // Row r starts at cell 1 + idx[r] * 4 (the pattern's own step on dim 0 is not added).
+    assert_eq!(got, vec![17.0, 18.0, 9.0, 10.0]);
+}
+
+#[test]
+fn offsets_are_read_when_the_dma_runs() {
+    let (values, table) = table();
+    let got = launch(Precision::Fp32)
+        .run(|ctx| {
+            let idx = sbuf_with(ctx, &[2, 1], Dtype::I32, &[0.0, 0.0])?;
+            let src = table.ap_vector_offset(&[[4, 2], [1, 4]], None, &idx, 0)?;
+            nisa::dma_copy(ctx, &idx, &Tensor::from_i64(&[2, 1], &[8, 3], Dtype::I32)?, Default::default())?;
+            let dst = alloc(ctx, &[2, 4], Dtype::F32, Buffer::Sbuf)?;
+            nisa::dma_copy(ctx, &dst, &src, Default::default())?;
+            Ok(dst.to_f32_vec())
+        })
+        .unwrap();
+    let want: Vec<f32> = [8usize, 3].iter().flat_map(|&r| values[r * 4..r * 4 + 4].iter().map(|&x| x as f32)).collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn an_out_of_bound_row_is_an_error_or_skipped() {
+    let (values, table) = table();
+    let run = |oob: Option<OobMode>| {
+        launch(Precision::Fp32).run(|ctx| {
+            let idx = sbuf_with(ctx, &[3, 1], Dtype::I32, &[2.0, 10.0, -1.0])?;
+            let dst = sbuf_with(ctx, &[3, 4], Dtype::F32, &[-5.0; 12])?;
+            let opts = DmaCopyOpts { oob_mode: oob, ..Default::default() };
+            nisa::dma_copy(ctx, &dst, &table.ap_vector_offset(&[[4, 3], [1, 4]], None, &idx, 0)?, opts)?;
+            Ok(dst.to_f32_vec())
+        })
+    };
+    let e = expect_err(run(None));
+    assert_err(&e, ErrorKind::Bounds, &["nisa.dma_copy", "vector_offset 10", "row 1", "oob_mode=skip"]);
+    let got = run(Some(OobMode::Skip)).unwrap();
+    let mut want: Vec<f32> = values[8..12].iter().map(|&x| x as f32).collect();
+    want.extend([-5.0; 8]);
+    assert_eq!(got, want);
+}
+
+#[test]
+fn the_offset_tensor_must_be_integer_sbuf_with_a_value_per_row() {
+    let (_, table) = table();
+    launch(Precision::Fp32)
+        .run(|ctx| {
+            for bad in [alloc(ctx, &[2, 1], Dtype::I32, Buffer::Sbuf)?, alloc(ctx, &[4, 1], Dtype::F32, Buffer::Sbuf)?] {
+                let e = expect_err(table.ap_vector_offset(&[[4, 3], [1, 4]], None, &bad, 0));
+                assert_err(&e, ErrorKind::Shape, &["ap", "vector_offset", "integer SBUF", "at least 3"]);
+            }
+            let ok = alloc(ctx, &[4, 1], Dtype::I32, Buffer::Sbuf)?;
+            let e = expect_err(table.ap_vector_offset(&[[4, 3], [1, 4]], None, &ok, 2));
+            assert_err(&e, ErrorKind::Shape, &["indirect_dim 2"]);
+            Ok(())
+        })
+        .unwrap();
+}

@@ -1,0 +1,13 @@
+//! The attention kernels `attention_cte` and `attention_tkg`: float64 references,
+//! the emitted NKI under NumPy, and bit-identical results with helper threads.
+//!
+//! One test binary (one link) for the subject; each module below holds one
+//! topic's tests and keeps its public kernels public, as a crate root would.
+
+#[path = "../common/mod.rs"]
+mod common;
+pub mod cte;
+pub mod cte_numpy;
+pub mod threads;
+pub mod tkg;
+pub mod tkg_numpy;

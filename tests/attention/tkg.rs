@@ -1,0 +1,75 @@
+//! `attention_tkg` numerics: the emulated DSL kernel (through the typed
+//! `TkgConfig` API) against the independent float64 decode reference
+//! (`nki_attention::reference_tkg`) over the library's shape ranges — one token
+//! and one head up to the library test matrix's 24576-position cache streamed in
+//! three flash-attention tiles, GQA ratios 1 to 32, speculative decoding, both `k_prior` layouts, sinks,
+//! masks with holes, extra cache batches — in both precision modes.
+//!
+//! Tolerances: `Precision::Fp32` must hold `max|a-b| <= 1e-5 max|ref| + 1e-6`;
+//! `Precision::Hardware` the library test's `1e-5 + 2e-2 max|ref|` (inputs
+//! rounded to their dtype before the reference).
+
+use crate::common::assert_close;
+use crate::common::tkg::{config, data, reference, shape, tensors};
+use nki::attention::reference_tkg::Shape;
+use nki::{Dtype, Launch, Precision};
+
+const FP32_RTOL: f64 = 1e-5;
+const FP32_ATOL: f64 = 1e-6;
+const HW_RTOL: f64 = 2e-2;
+const HW_ATOL: f64 = 1e-5;
+
+/// Runs one case in both precision modes (bf16 data in hardware mode) and LNC 2.
+fn check(name: &str, s: Shape, tp_k_prior: bool, sink: bool, holes: bool) {
+    for (precision, dtype, atol, rtol) in
+        [(Precision::Fp32, Dtype::F32, FP32_ATOL, FP32_RTOL), (Precision::Hardware, Dtype::Bf16, HW_ATOL, HW_RTOL)]
+    {
+        let x = data(name, s, sink, holes, dtype);
+        let t = tensors(&x, tp_k_prior, dtype);
+        let out = config(s, tp_k_prior, sink).launch(&Launch::new().lnc(2).precision(precision), &t.inputs()).expect("attention_tkg runs");
+        assert_eq!(out.shape(), &[s.bs, s.q_head, s.d, s.s_active]);
+        assert_eq!(out.dtype(), dtype, "the output has q's dtype");
+        assert_close(&format!("{name} {precision:?}"), &out.to_f32_vec(), &reference(&x, tp_k_prior), atol, rtol);
+    }
+}
+
+#[test]
+fn smallest_one_token_one_head_one_tile() {
+    check("smallest", shape(1, 1, 1, 128, 128, 16), false, false, false);
+}
+
+#[test]
+fn typical_decode_gqa_8_and_both_k_prior_layouts() {
+    let s = shape(4, 8, 1, 2048, 4096, 128);
+    check("typical", s, false, false, false);
+    check("typical tp_k_prior", s, true, false, true);
+}
+
+#[test]
+fn speculative_tokens_sinks_holes_and_spare_cache_batches() {
+    check("speculative", shape(3, 4, 4, 1024, 1536, 64), false, true, true);
+    check("spare cache batch", Shape { cache_bs: 3, ..shape(2, 2, 3, 640, 640, 32) }, true, true, false);
+}
+
+#[test]
+fn gqa_ratios_from_1_to_32() {
+    for (q_head, s_active) in [(1, 2), (4, 1), (16, 2), (32, 4)] {
+        check(&format!("gqa {q_head}"), shape(2, q_head, s_active, 512, 512, 64), false, q_head == 16, q_head == 4);
+    }
+}
+
+#[test]
+fn largest_cache_streams_two_flash_attention_tiles() {
+    // 16384 positions: two 8192-key tiles with the running max and sum between them.
+    check("largest", shape(2, 8, 2, 16384, 16384, 128), true, true, true);
+}
+
+#[test]
+fn configurations_of_the_library_test_matrix() {
+    // AttnTKGConfig(bs, q_head, s_active, curr_sprior, full_sprior, d_head) rows of
+    // the library's tests (without fused RoPE): a ragged last tile of 512 keys,
+    // d 64 over two full tiles, and the largest cache, three tiles of 8192.
+    check("library 4,2,7,8704", shape(4, 2, 7, 8704, 10240, 128), true, false, false);
+    check("library 4,3,7,16384 d64", shape(4, 3, 7, 16384, 16384, 64), true, true, false);
+    check("library 4,1,5,24576", shape(4, 1, 5, 24576, 24576, 128), false, false, true);
+}

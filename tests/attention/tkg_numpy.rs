@@ -1,0 +1,152 @@
+//! The emitted `attention_tkg.py` (NKI 2.x Python): it passes the signature check
+//! against the official NKI tables, keeps the library's leading parameters, and
+//! run under the NumPy executor of `tests/python/nki_harness` (fp32, LNC 1 and 2)
+//! agrees with the emulator within `1e-5·max|emulator| + 1e-6` — and both agree
+//! with the float64 decode reference.
+
+use crate::common;
+
+use crate::common::attention::{run_numpy_kwargs, run_numpy_refused};
+use crate::common::tkg::{Data, config, data, reference, shape, tensors};
+use crate::common::{Arg, assert_close, errors};
+use nki::attention::reference_tkg::Shape;
+use nki::attention::tkg::attention_tkg::attention_tkg;
+use nki::{Dtype, Launch, Precision};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+const RTOL: f64 = 1e-5;
+const ATOL: f64 = 1e-6;
+
+fn package() -> &'static Path {
+    static PKG: OnceLock<PathBuf> = OnceLock::new();
+    PKG.get_or_init(|| common::package_of("tkg_pkg", &[&attention_tkg::INFO]))
+}
+
+#[test]
+fn emitted_package_passes_the_check_and_keeps_the_library_parameters() {
+    let (ok, out, err) = common::harness(&["check", &package().display().to_string()]);
+    assert!(ok, "signature check failed:\n{out}{err}");
+    let src = std::fs::read_to_string(package().join("attention_tkg.py")).expect("the package holds attention_tkg.py");
+    // The library's parameters in its order: `out` is returned and the library's
+    // `sbm` allocator and `DBG_TENSORS` have no counterpart.
+    let signature = "\n@nki.jit\ndef attention_tkg(q, k_active, v_active, k_prior, v_prior, mask, cfg, inv_freqs=None, rope_pos_ids=None, start_pos_ids=None, sink=None, active_blocks_table=None, k_out=None):";
+    assert!(src.contains(signature), "attention_tkg.py keeps the signature:\n{src}");
+    // `AttnTKGConfig` has the library's fields, in its order, with its defaults.
+    let fields = [
+        "bs: int = 0",
+        "q_head: int = 0",
+        "s_active: int = 0",
+        "curr_sprior: int = 0",
+        "full_sprior: int = 0",
+        "d_head: int = 0",
+        "block_len: int = 0",
+        "tp_k_prior: bool = False",
+        "strided_mm1: bool = True",
+        "use_pos_id: bool = False",
+        "fuse_rope: bool = False",
+        "use_gpsimd_sb2sb: bool = True",
+        "qk_in_sb: bool = False",
+        "k_out_in_sb: bool = False",
+        "out_in_sb: bool = False",
+    ];
+    let class = src.split("class AttnTKGConfig(nl.NKIObject):").nth(1).expect("the dataclass is emitted");
+    let declared: Vec<&str> = class
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with("def ") && !l.starts_with('@'))
+        .filter(|l| !l.starts_with('"') && l.contains(": "))
+        .collect();
+    assert_eq!(declared, fields);
+    let init = std::fs::read_to_string(package().join("__init__.py")).expect("the package holds __init__.py");
+    assert!(init.contains("from .attention_tkg import AttnTKGConfig\n"), "callers import the configuration:\n{init}");
+}
+
+/// The `AttnTKGConfig` of shape `s` (with `qk_in_sb`, the layout of `q` and
+/// `k_active`), plus `extra` fields.
+fn cfg_arg(s: Shape, tp_k_prior: bool, extra: &[(&'static str, Arg)]) -> Arg {
+    let i = |v: usize| Arg::Int(v as i64);
+    let mut fields = vec![
+        ("bs", i(s.bs)),
+        ("q_head", i(s.q_head)),
+        ("s_active", i(s.s_active)),
+        ("curr_sprior", i(s.curr_sprior)),
+        ("full_sprior", i(s.full_sprior)),
+        ("d_head", i(s.d)),
+        ("tp_k_prior", Arg::Bool(tp_k_prior)),
+        ("qk_in_sb", Arg::Bool(true)),
+    ];
+    fields.retain(|(k, _)| !extra.iter().any(|(e, _)| e == k));
+    fields.extend(extra.iter().cloned());
+    Arg::Object("AttnTKGConfig", fields)
+}
+
+/// The six leading tensors of `x` as NumPy-executor arguments.
+fn tensor_args(x: &Data, tp_k_prior: bool) -> Vec<Arg> {
+    let s = x.shape;
+    let n = s.bs * s.q_head * s.s_active;
+    let k_prior_shape = if tp_k_prior { vec![s.cache_bs, 1, s.full_sprior, s.d] } else { vec![s.cache_bs, 1, s.d, s.full_sprior] };
+    vec![
+        Arg::Tensor(vec![s.d, n], x.q.clone(), Dtype::F32),
+        Arg::Tensor(vec![s.d, s.bs * s.s_active], x.k_active.clone(), Dtype::F32),
+        Arg::Tensor(vec![s.bs, 1, s.s_active, s.d], x.v_active.clone(), Dtype::F32),
+        Arg::Tensor(k_prior_shape, x.k_prior.clone(), Dtype::F32),
+        Arg::Tensor(vec![s.cache_bs, 1, s.full_sprior, s.d], x.v_prior.clone(), Dtype::F32),
+        Arg::Tensor(vec![s.curr_sprior, s.bs, s.q_head, s.s_active], x.mask.clone(), Dtype::U8),
+    ]
+}
+
+fn np_case(name: &str, s: Shape, tp_k_prior: bool, sink: bool, lnc: usize) {
+    let x: Data = data(name, s, sink, true, Dtype::F32);
+    let t = tensors(&x, tp_k_prior, Dtype::F32);
+    let emulated = config(s, tp_k_prior, sink)
+        .launch(&Launch::new().lnc(lnc).precision(Precision::Fp32), &t.inputs())
+        .expect("the emulator runs")
+        .to_f32_vec();
+    let mut args = tensor_args(&x, tp_k_prior);
+    args.push(cfg_arg(s, tp_k_prior, &[]));
+    let mut kwargs = Vec::new();
+    if let Some(sk) = &x.sink {
+        kwargs.push(("sink", Arg::Tensor(vec![s.q_head, 1], sk.clone(), Dtype::F32)));
+    }
+    let numpy = run_numpy_kwargs(package(), "attention_tkg", &args, &kwargs, lnc, "fp32");
+    assert_eq!(numpy.len(), 1, "one output");
+    let emulated_f64: Vec<f64> = emulated.iter().map(|&v| f64::from(v)).collect();
+    let (err, scale) = errors(&numpy[0], &emulated_f64);
+    assert!(err <= ATOL + RTOL * scale, "{name}: NumPy vs emulator max abs error {err:.3e} (max|emulator| {scale:.3e})");
+    assert_close(&format!("{name} NumPy vs float64"), &numpy[0], &reference(&x, tp_k_prior), ATOL, RTOL);
+}
+
+#[test]
+fn numpy_executor_agrees_with_the_emulator() {
+    np_case("np small", shape(1, 1, 1, 128, 256, 16), false, false, 1);
+    np_case("np gqa sink tp", shape(2, 4, 2, 640, 768, 32), true, true, 2);
+    np_case("np spare batch", Shape { cache_bs: 3, ..shape(2, 8, 1, 256, 256, 64) }, false, true, 1);
+}
+
+#[test]
+fn configuration_fields_it_does_not_implement_are_refused_by_name() {
+    let s = shape(1, 1, 1, 128, 128, 16);
+    let x: Data = data("np refused", s, false, false, Dtype::F32);
+    let refused = |extra: &[(&'static str, Arg)], kwargs: &[(&str, Arg)]| {
+        let mut args = tensor_args(&x, false);
+        args.push(cfg_arg(s, false, extra));
+        run_numpy_refused(package(), "attention_tkg", &args, kwargs)
+    };
+    for (field, value) in [
+        ("block_len", Arg::Int(16)),
+        ("strided_mm1", Arg::Bool(false)),
+        ("use_pos_id", Arg::Bool(true)),
+        ("fuse_rope", Arg::Bool(true)),
+        ("use_gpsimd_sb2sb", Arg::Bool(false)),
+        ("qk_in_sb", Arg::Bool(false)),
+        ("k_out_in_sb", Arg::Bool(true)),
+        ("out_in_sb", Arg::Bool(true)),
+    ] {
+        let e = refused(&[(field, value)], &[]);
+        assert!(e.contains(&format!("AssertionError: cfg.{field}=")), "{field}: {e}");
+    }
+    let table = Arg::Tensor(vec![1, 1], vec![0.0], Dtype::I32);
+    let e = refused(&[], &[("active_blocks_table", table)]);
+    assert!(e.contains("AssertionError: active_blocks_table is for a block KV cache"), "{e}");
+}

@@ -1,0 +1,832 @@
+//! `nki run KERNEL` / `nki profile KERNEL`: every registered kernel runs from the
+//! command line on generated `.npy` inputs and writes exactly what the Rust API
+//! returns for the same inputs; every one profiles; refused inputs give one line
+//! naming the parameter, exit code 2 and no output.
+
+use crate::common;
+
+use nki::emit::{ArgValue, FunctionInfo, ParamInfo, ParamKind};
+use nki::io::npy::{NpyType, read_npy, read_tensor_npy, write_npy};
+use nki::spec::contract::{Bound, either, range_rule};
+use nki::{Dtype, Launch, Tensor};
+use nki_examples::{layernorm::layernorm, topk::topk};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A generated input: a float32 tensor of uniform values in `[-1, 1)`, an int32
+/// tensor of values in `[0, max)`, or a scalar as text.
+#[derive(Clone, Copy)]
+enum In {
+    F32(&'static [usize]),
+    Ids(&'static [usize], u32),
+    /// `Ids` as uint32, as the library's signatures take indices.
+    UIds(&'static [usize], u32),
+    /// A uint8 mask of random 0s and 1s.
+    Mask(&'static [usize]),
+    Text(&'static str),
+}
+
+/// One command-line case per registered kernel: its ranks and parameters.
+struct Case {
+    kernel: &'static str,
+    ranks: usize,
+    params: &'static [(&'static str, In)],
+}
+
+use In::{F32, Ids, Mask, Text, UIds};
+
+const QKV: &[usize] = &[1, 1, 64, 128];
+
+/// Kernels only trn3 has the instructions of: run with `--target trn3`.
+const TRN3_ONLY: &[&str] = &["temperature_softmax"];
+
+/// The generation a case runs on.
+fn target_of(case: &Case) -> &'static str {
+    if TRN3_ONLY.contains(&case.kernel) { "trn3" } else { "trn2" }
+}
+
+const CASES: &[Case] = &[
+    Case { kernel: "axpy", ranks: 1, params: &[("x", F32(&[128, 64])), ("y", F32(&[128, 64])), ("alpha", Text("0.5"))] },
+    Case { kernel: "cumsum", ranks: 1, params: &[("x", F32(&[128, 300]))] },
+    Case { kernel: "dropout", ranks: 1, params: &[("x", F32(&[128, 64])), ("seed", Ids(&[1, 1], 1000)), ("rate", Text("0.25"))] },
+    Case { kernel: "embedding", ranks: 1, params: &[("table", F32(&[200, 64])), ("ids", Ids(&[128, 1], 200))] },
+    Case { kernel: "gemm_bias_gelu", ranks: 1, params: &[("x", F32(&[128, 128])), ("w", F32(&[128, 128])), ("bias", F32(&[1, 128]))] },
+    Case {
+        kernel: "layernorm",
+        ranks: 1,
+        params: &[("x", F32(&[128, 64])), ("gamma", F32(&[1, 64])), ("beta", F32(&[1, 64])), ("eps", Text("0.01"))],
+    },
+    Case { kernel: "logsumexp", ranks: 1, params: &[("x", F32(&[128, 1024]))] },
+    Case { kernel: "mamba_v1", ranks: 1, params: MAMBA },
+    Case { kernel: "mamba_v2", ranks: 1, params: MAMBA },
+    Case { kernel: "mamba_v3", ranks: 1, params: MAMBA_TILED },
+    Case { kernel: "masked_softmax", ranks: 1, params: &[("x", F32(&[128, 64])), ("mask", F32(&[128, 64])), ("scale", Text("0.5"))] },
+    Case { kernel: "matmul", ranks: 1, params: &[("a_t", F32(&[128, 128])), ("b", F32(&[128, 512]))] },
+    Case { kernel: "matmul_k_outer", ranks: 1, params: &[("a_t", F32(&[128, 128])), ("b", F32(&[128, 1024]))] },
+    Case { kernel: "matmul_hoisted", ranks: 1, params: &[("a_t", F32(&[128, 128])), ("b", F32(&[128, 512]))] },
+    Case {
+        kernel: "matmul_blocked",
+        ranks: 1,
+        params: &[("a_t", F32(&[128, 256])), ("b", F32(&[128, 512])), ("tiles_m", Text("2")), ("tiles_n", Text("1"))],
+    },
+    Case { kernel: "rmsnorm", ranks: 1, params: &[("x", F32(&[128, 64])), ("w", F32(&[1, 64]))] },
+    Case {
+        kernel: "rmsnorm_quant_kernel",
+        ranks: 1,
+        params: &[
+            ("hidden", F32(&[1, 4, 64])),
+            ("ln_w", F32(&[64])),
+            ("kargs.eps", Text("1e-5")),
+            ("kargs.lower_bound", Text("0.5")),
+            ("kargs.norm_type", Text("RMS_NORM")),
+        ],
+    },
+    Case {
+        kernel: "RoPE",
+        ranks: 1,
+        params: &[
+            ("x_in", F32(&[64, 1, 2, 8])),
+            ("cos", F32(&[32, 1, 8])),
+            ("sin", F32(&[32, 1, 8])),
+            ("contiguous_layout", Text("false")),
+        ],
+    },
+    Case {
+        kernel: "router_topk",
+        ranks: 1,
+        params: &[
+            ("x", F32(&[128, 16])),
+            ("w", F32(&[128, 32])),
+            ("w_bias", F32(&[1, 32])),
+            ("router_logits", F32(&[16, 32])),
+            ("expert_affinities", F32(&[16, 32])),
+            ("expert_index", UIds(&[16, 4], 32)),
+            ("act_fn", Text("SOFTMAX")),
+            ("k", Text("4")),
+            ("x_hbm_layout", Text("0")),
+            ("x_sb_layout", Text("0")),
+            ("router_pre_norm", Text("false")),
+        ],
+    },
+    Case {
+        kernel: "rotational_topk",
+        ranks: 1,
+        // k = 16 over trn2's 2 programs: 2 rows each, 2 stages of 500 columns finding 8 each.
+        params: &[
+            ("inp", F32(&[4, 1000])),
+            ("config.BxS", Text("4")),
+            ("config.vocab_size", Text("1000")),
+            ("config.orig_k", Text("16")),
+            ("config.padded_k", Text("16")),
+            ("config.n_prgs", Text("2")),
+            ("config.prg_id", Text("0")),
+            ("config.per_lnc_BxS", Text("2")),
+            ("config.local_top_k_per_stage", Text("8")),
+            ("config.n_stages", Text("2")),
+            ("config.stage_free_size", Text("500")),
+            ("config.padded_vocab_size", Text("1000")),
+            ("config.sorted", Text("true")),
+            ("config.tile_size", Text("2")),
+            ("config.n_bxs_tiles", Text("1")),
+        ],
+    },
+    Case { kernel: "softmax", ranks: 1, params: &[("x", F32(&[128, 96]))] },
+    Case { kernel: "temperature_softmax", ranks: 1, params: &[("x", F32(&[128, 64])), ("inv_temp", Text("2.0"))] },
+    Case { kernel: "tensor_add", ranks: 1, params: &[("a", F32(&[128, 64])), ("b", F32(&[128, 64]))] },
+    Case { kernel: "topk", ranks: 1, params: &[("x", F32(&[128, 64])), ("k", Text("8"))] },
+    Case { kernel: "tp_matmul", ranks: 4, params: &[("x_t", F32(&[32, 512])), ("w1", F32(&[128, 128])), ("w2", F32(&[128, 512]))] },
+    Case { kernel: "transpose", ranks: 1, params: &[("x", F32(&[128, 256]))] },
+    Case {
+        kernel: "attention_cte",
+        ranks: 1,
+        params: &[("q", F32(&[1, 128, 16])), ("k", F32(&[1, 16, 128])), ("v", F32(&[1, 128, 16])), ("causal_mask", Text("false"))],
+    },
+    Case {
+        kernel: "attention_tkg",
+        ranks: 1,
+        params: &[
+            ("q", F32(&[64, 2])),
+            ("k_active", F32(&[64, 1])),
+            ("v_active", F32(&[1, 1, 1, 64])),
+            ("k_prior", F32(&[1, 1, 64, 128])),
+            ("v_prior", F32(&[1, 1, 128, 64])),
+            ("mask", Mask(&[128, 1, 2, 1])),
+            ("cfg.bs", Text("1")),
+            ("cfg.q_head", Text("2")),
+            ("cfg.s_active", Text("1")),
+            ("cfg.curr_sprior", Text("128")),
+            ("cfg.full_sprior", Text("128")),
+            ("cfg.d_head", Text("64")),
+            ("cfg.qk_in_sb", Text("true")),
+        ],
+    },
+    Case {
+        kernel: "ring_attention_spmd_fwd",
+        ranks: 2,
+        params: &[
+            ("q", F32(QKV)),
+            ("k", F32(QKV)),
+            ("v", F32(&[1, 1, 128, 64])),
+            ("num_workers", Text("2")),
+            ("training", Text("true")),
+            ("lse_dtype", Text("bfloat16")),
+        ],
+    },
+    Case {
+        kernel: "ring_attention_spmd_bwd",
+        ranks: 1,
+        params: &[
+            ("q_ref", F32(QKV)),
+            ("k_ref", F32(QKV)),
+            ("v_ref", F32(QKV)),
+            ("o_ref", F32(QKV)),
+            ("dy_ref", F32(QKV)),
+            ("lse_ref", F32(&[1, 1, 128, 1])),
+            ("lnc_size", Text("2")),
+        ],
+    },
+];
+
+const MAMBA: &[(&str, In)] = &[
+    ("delta", F32(&[1, 128, 256])),
+    ("u", F32(&[1, 128, 256])),
+    ("a", F32(&[128, 2])),
+    ("b", F32(&[1, 2, 256])),
+    ("c", F32(&[1, 2, 256])),
+];
+
+const MAMBA_TILED: &[(&str, In)] = &[
+    ("delta", F32(&[1, 128, 256])),
+    ("u", F32(&[1, 128, 256])),
+    ("a", F32(&[128, 2])),
+    ("b", F32(&[1, 2, 256])),
+    ("c", F32(&[1, 2, 256])),
+    ("seq_tile", Text("128")),
+];
+
+fn nki_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nki")).args(args).current_dir(dir).output().expect("running nki")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The file a generated tensor input is written to (`{rank}` in a per-rank pattern).
+fn file_name(kernel: &str, param: &str, rank: Option<usize>) -> String {
+    match rank {
+        Some(r) => format!("{kernel}.{param}.{r}.npy"),
+        None => format!("{kernel}.{param}.npy"),
+    }
+}
+
+/// Writes the case's inputs under `dir` (one file per rank for tensors of a
+/// multi-rank case) and returns the command-line flags naming them.
+fn write_inputs(dir: &Path, case: &Case) -> Vec<String> {
+    let mut flags = Vec::new();
+    for (i, (param, input)) in case.params.iter().enumerate() {
+        flags.push(format!("--{}", param.replace('_', "-")));
+        let seed = common::seed_of(case.kernel) + i as u64;
+        let write = |rank: Option<usize>, seed: u64| {
+            let path = dir.join(file_name(case.kernel, param, rank));
+            match *input {
+                F32(shape) => write_npy(&path, shape, &common::uniform(shape.iter().product(), seed, -1.0, 1.0), NpyType::F32).unwrap(),
+                Ids(shape, max) | UIds(shape, max) => {
+                    let ids: Vec<f64> =
+                        common::uniform(shape.iter().product(), seed, 0.0, f64::from(max)).iter().map(|v| v.floor()).collect();
+                    let ty = if matches!(*input, UIds(..)) { NpyType::U32 } else { NpyType::I32 };
+                    write_npy(&path, shape, &ids, ty).unwrap();
+                }
+                Mask(shape) => {
+                    let bits: Vec<f64> = common::uniform(shape.iter().product(), seed, 0.0, 2.0).iter().map(|v| v.floor()).collect();
+                    write_npy(&path, shape, &bits, NpyType::U8).unwrap();
+                }
+                Text(_) => unreachable!("scalars are not files"),
+            }
+        };
+        match *input {
+            Text(t) => flags.push(t.to_string()),
+            _ if case.ranks == 1 => {
+                write(None, seed);
+                flags.push(file_name(case.kernel, param, None));
+            }
+            _ => {
+                (0..case.ranks).for_each(|r| write(Some(r), seed + 100 * r as u64));
+                flags.push(format!("{}.{param}.{{rank}}.npy", case.kernel));
+            }
+        }
+    }
+    flags
+}
+
+/// The case's outputs per rank from the Rust API: the kernel's registry entry
+/// called in-process on the same files.
+fn rust_outputs(dir: &Path, case: &Case, info: &FunctionInfo) -> Vec<Vec<Tensor>> {
+    let args: Vec<Vec<Option<ArgValue>>> = (0..case.ranks)
+        .map(|rank| {
+            info.params
+                .iter()
+                .map(|p| {
+                    let (_, input) = case.params.iter().find(|(n, _)| *n == p.name)?;
+                    Some(match *input {
+                        Text(t) => match p.kind {
+                            nki::emit::ParamKind::Int => ArgValue::Int(t.parse().unwrap()),
+                            nki::emit::ParamKind::Float => ArgValue::Float(t.parse().unwrap()),
+                            nki::emit::ParamKind::Bool => ArgValue::Bool(t.parse().unwrap()),
+                            nki::emit::ParamKind::Dtype => ArgValue::Dtype(nki::Dtype::from_python_name(t).unwrap()),
+                            nki::emit::ParamKind::Enum { .. } => ArgValue::Member(t.to_string()),
+                            other => panic!("no text case for {other:?}"),
+                        },
+                        _ => {
+                            let r = (case.ranks > 1).then_some(rank);
+                            ArgValue::Tensor(read_tensor_npy(dir.join(file_name(case.kernel, p.name, r))).unwrap())
+                        }
+                    })
+                })
+                .collect()
+        })
+        .collect();
+    let entry = info.entry.expect("a kernel's entry");
+    let generation = nki::profile::Target::parse(target_of(case)).unwrap();
+    // `nki run` launches on the target's default LNC (2 on trn2 and trn3).
+    Launch::new().generation(generation).lnc(2).ranks(case.ranks).run_ranks(|ctx| entry(ctx, &args[ctx.rank()])).unwrap()
+}
+
+#[test]
+fn every_registered_kernel_runs_from_the_command_line_as_from_rust() {
+    let dir = common::scratch("cli_run_all");
+    let registered: Vec<&str> = nki::registry().iter().filter(|k| k.entry.is_some()).map(|k| k.name).collect();
+    let cased: Vec<&str> = CASES.iter().map(|c| c.kernel).collect();
+    assert_eq!(registered.iter().filter(|k| !cased.contains(k)).collect::<Vec<_>>(), Vec::<&&str>::new(), "kernels without a case");
+    for case in CASES {
+        let info = nki::registry().into_iter().find(|k| k.name == case.kernel).unwrap();
+        let flags = write_inputs(&dir, case);
+        let out = dir.join(case.kernel);
+        std::fs::create_dir(&out).unwrap();
+        let ranks = case.ranks.to_string();
+        let mut args = vec!["run", case.kernel, "--out", case.kernel, "--ranks", &ranks, "--target", target_of(case)];
+        args.extend(flags.iter().map(String::as_str));
+        let o = nki_in(&dir, &args);
+        assert!(o.status.success(), "{}: {}", case.kernel, stderr(&o));
+        let want = rust_outputs(&dir, case, info);
+        let mut files = 0;
+        for (rank, outs) in want.iter().enumerate() {
+            for (i, t) in outs.iter().enumerate() {
+                let name = if case.ranks == 1 { format!("out{i}.npy") } else { format!("out{i}.rank{rank}.npy") };
+                let got = read_npy(out.join(&name)).unwrap_or_else(|e| panic!("{}: {name}: {e}", case.kernel));
+                assert_eq!(got.shape, t.shape(), "{} {name}", case.kernel);
+                let want: Vec<f64> = t.to_f32_vec().into_iter().map(f64::from).collect();
+                assert!(got.data == want, "{} {name}: the file differs from the Rust API's result", case.kernel);
+                files += 1;
+            }
+        }
+        assert_eq!(std::fs::read_dir(&out).unwrap().count(), files, "{}: exactly the outputs are written", case.kernel);
+
+        // The same inputs profile.
+        let mut prof = vec!["profile", case.kernel, "--json", "--ranks", &ranks, "--target", target_of(case)];
+        prof.extend(flags.iter().map(String::as_str));
+        let o = nki_in(&dir, &prof);
+        assert!(o.status.success(), "profile {}: {}", case.kernel, stderr(&o));
+        let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert!(report["estimated_seconds"].as_f64().unwrap() > 0.0, "{}: {report}", case.kernel);
+        assert!(report["instructions"].as_u64().unwrap() > 0, "{}: {report}", case.kernel);
+    }
+}
+
+#[test]
+fn the_registry_entry_runs_the_typed_api_with_defaults_and_overrides() {
+    let x = common::tensor(&[128, 64], &common::uniform(128 * 64, 5, -1.0, 1.0), nki::Dtype::F32);
+    let row = common::tensor(&[1, 64], &common::uniform(64, 6, 0.5, 1.5), nki::Dtype::F32);
+    let launch = Launch::new();
+    let run = |info: &FunctionInfo, args: Vec<Option<ArgValue>>| launch.run(|ctx| (info.entry.unwrap())(ctx, &args)).unwrap();
+    let t = |t: &Tensor| Some(ArgValue::Tensor(t.clone()));
+    // `eps` omitted takes the Python default; given, it is passed on.
+    for (eps, want) in [(None, layernorm::Call::new(&x, &row, &row)), (Some(0.5), layernorm::Call::new(&x, &row, &row).eps(0.5))] {
+        let got = run(&layernorm::INFO, vec![t(&x), t(&row), t(&row), eps.map(ArgValue::Float)]);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].to_f32_vec(), want.launch(&launch).unwrap().to_f32_vec());
+    }
+    // A tuple result is the outputs in order.
+    let got = run(&topk::INFO, vec![t(&x), Some(ArgValue::Int(8))]);
+    let (values, indices) = topk::Call::new(&x, 8).launch(&launch).unwrap();
+    assert_eq!((got[0].to_f32_vec(), got[1].to_f32_vec()), (values.to_f32_vec(), indices.to_f32_vec()));
+    // A value of the wrong kind is refused naming the parameter.
+    let e = launch.run(|ctx| (topk::INFO.entry.unwrap())(ctx, &[t(&x), Some(ArgValue::Float(4.5))])).unwrap_err();
+    assert_eq!(e.to_string(), "invalid k = 4.5: k takes an int");
+    assert_eq!(layernorm::INFO.params[3].default, Some("1e-5"));
+}
+
+/// Runs `kernel`'s case with each `(extra flags, expected error parts)` of
+/// `refusals` (an extra flag replaces the case's own): each is refused in one
+/// line with exit code 2 and writes nothing. Returns the scratch directory.
+fn assert_refused(kernel: &str, refusals: &[(&[&str], &[&str])]) -> PathBuf {
+    let dir = common::scratch(&format!("cli_run_bundle_{kernel}"));
+    std::fs::create_dir(dir.join("out")).unwrap();
+    let case = CASES.iter().find(|c| c.kernel == kernel).unwrap();
+    let flags = write_inputs(&dir, case);
+    let run = |extra: &[&str]| {
+        let mut args: Vec<&str> = vec!["run", kernel, "--out", "out"];
+        // The case's flag-value pairs, less those `extra` overrides.
+        let kept = flags.chunks(2).filter(|pair| !extra.iter().any(|e| e.split('=').next() == Some(pair[0].as_str())));
+        args.extend(kept.flatten().map(String::as_str));
+        args.extend(extra);
+        nki_in(&dir, &args)
+    };
+    for (extra, want) in refusals {
+        let before = files(&dir);
+        let o = run(extra);
+        let err = stderr(&o);
+        assert_eq!((o.status.code(), err.lines().count()), (Some(2), 1), "{extra:?}: {err}");
+        for w in *want {
+            assert!(err.contains(w), "{extra:?}: `{w}` missing from {err}");
+        }
+        assert!(files(&dir) == before && std::fs::read_dir(dir.join("out")).unwrap().count() == 0, "{extra:?} wrote something");
+    }
+    dir
+}
+
+#[test]
+fn a_configuration_object_is_given_field_by_field() {
+    let refusals: &[(&[&str], &[&str])] = &[
+        (&["--cfg.fuse-rope"], &["attention_tkg refused its inputs", "cfg.fuse_rope=True is not implemented"]),
+        (&["--cfg.block-len", "16"], &["cfg.block_len=16 (a block KV cache) is not implemented"]),
+        (&["--cfg.qk-in-sb=false"], &["cfg.qk_in_sb=False"]),
+        (&["--cfg.bss", "1"], &["--cfg.bss is not a parameter of attention_tkg", "did you mean --cfg.bs?"]),
+        (&["--cfg.q-head=two"], &["--cfg.q-head two: expected an int"]),
+    ];
+    let dir = assert_refused("attention_tkg", refusals);
+    let help = nki_in(&dir, &["run", "attention_tkg", "--help"]);
+    let text = String::from_utf8_lossy(&help.stdout);
+    for w in
+        ["--cfg.bs VALUE", "an int, a field of AttnTKGConfig (default 0)", "--cfg.strided-mm1 VALUE", "(default True)", "--cfg.FIELD VALUE"]
+    {
+        assert!(help.status.success() && text.contains(w), "`{w}` missing from {text}");
+    }
+}
+
+#[test]
+fn a_refused_kargs_field_value_is_named() {
+    let refusals: &[(&[&str], &[&str])] = &[
+        (
+            &["--kargs.norm-type", "LAYER_NORM"],
+            &[
+                "rmsnorm_quant_kernel refused its inputs",
+                "kargs.norm_type must be NormType.NO_NORM or NormType.RMS_NORM (the members implemented), got kargs.norm_type = NormType.LAYER_NORM",
+            ],
+        ),
+        (&["--kargs.quantization-type=ROW_MX"], &["got kargs.quantization_type = QuantizationType.ROW_MX"]),
+        // A member's value, or a name the enum lacks, is no member: the members are listed.
+        (
+            &["--kargs.norm-type", "1"],
+            &["--kargs.norm-type 1: expected a NormType member: NO_NORM, RMS_NORM, LAYER_NORM, RMS_NORM_SKIP_GAMMA"],
+        ),
+        (&["--kargs.quantization-type=rows"], &["expected a QuantizationType member: NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX"]),
+        (&["--kargs.lower-bound", "-0.5"], &["kargs.lower_bound must be non-negative, got kargs.lower_bound = -0.5"]),
+        (&["--kargs.quantization-type=STATIC"], &["input_dequant_scale must be given for static quantization"]),
+        // The former keyword parameter: the fields are flags of `kargs` now.
+        (&["--eps", "1e-5"], &["--eps is not a parameter of rmsnorm_quant_kernel", "--kargs.lower-bound --kargs.norm-type"]),
+    ];
+    let dir = assert_refused("rmsnorm_quant_kernel", refusals);
+    let help = nki_in(&dir, &["run", "rmsnorm_quant_kernel", "--help"]);
+    let text = String::from_utf8_lossy(&help.stdout);
+    for w in [
+        "--kargs.norm-type VALUE",
+        "a NormType member: NO_NORM|RMS_NORM|LAYER_NORM|RMS_NORM_SKIP_GAMMA, a field of RmsNormQuantKernelArgs (default NormType.RMS_NORM)",
+        "--kargs.eps VALUE",
+        "(default 1e-6)",
+    ] {
+        assert!(help.status.success() && text.contains(w), "`{w}` missing from {text}");
+    }
+}
+
+#[test]
+fn a_config_that_is_not_the_plan_for_the_input_is_refused() {
+    let refusals: &[(&[&str], &[&str])] = &[
+        (
+            &["--config.n-stages", "4"],
+            &["rotational_topk refused its inputs", "config.n_stages = 4, the plan for inp [BxS, V], orig_k, n_prgs is 2"],
+        ),
+        (&["--config.BxS", "8"], &["config.BxS = 8 disagrees with inp, which has 4 rows"]),
+        (&["--config.n-prgs", "1"], &["config.n_prgs = 1 disagrees with the launch, which runs 2 program(s)"]),
+    ];
+    assert_refused("rotational_topk", refusals);
+}
+
+/// Every file under `dir` with its bytes (none for a directory, a FIFO or a socket).
+fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut all: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| (p.display().to_string(), if p.is_file() { std::fs::read(&p).unwrap() } else { Vec::new() }))
+        .collect();
+    all.sort();
+    all
+}
+
+#[test]
+fn refused_inputs_name_the_parameter_exit_2_and_write_nothing() {
+    let dir = common::scratch("cli_run_refused");
+    std::fs::create_dir(dir.join("out")).unwrap();
+    write_npy(dir.join("x.npy"), &[128, 64], &common::uniform(128 * 64, 1, -1.0, 1.0), NpyType::F32).unwrap();
+    write_npy(dir.join("short.npy"), &[100, 64], &common::uniform(100 * 64, 2, -1.0, 1.0), NpyType::F32).unwrap();
+    write_npy(dir.join("ids.npy"), &[128, 1], &[0.5; 128], NpyType::F32).unwrap();
+    write_npy(dir.join("idx.npy"), &[16, 4], &[0.0; 64], NpyType::U32).unwrap();
+    std::fs::write(dir.join("junk.npy"), b"not an array").unwrap();
+    write_npy(dir.join("xi.npy"), &[64, 1, 1, 8], &[1.0; 512], NpyType::I32).unwrap();
+    write_npy(dir.join("angles.npy"), &[32, 1, 8], &[0.5; 256], NpyType::F32).unwrap();
+    let cases: &[(&[&str], &[&str])] = &[
+        (&["run", "cumsum", "--xx", "x.npy", "--out", "out"], &["--xx is not a parameter of cumsum", "did you mean --x?"]),
+        (&["run", "cumsun", "--x", "x.npy", "--out", "out"], &["unknown kernel 'cumsun'", "did you mean 'cumsum'?"]),
+        (&["run", "tensor_add", "--a", "x.npy", "--out", "out"], &["tensor_add requires --b"]),
+        (&["run", "cumsum", "--x", "missing.npy", "--out", "out"], &["--x missing.npy"]),
+        (&["run", "cumsum", "--x", "junk.npy", "--out", "out"], &["--x", "junk.npy"]),
+        (
+            &["run", "tensor_add", "--a", "x.npy", "--b", "short.npy", "--out", "out"],
+            &["tensor_add refused its inputs", "--b short.npy: float32 [100, 64]", "same shape"],
+        ),
+        (&["run", "cumsum", "--x", "x.npy", "--axis", "0", "--out", "out"], &["cumsum refused its inputs", "got axis = 0"]),
+        (
+            &["run", "embedding", "--table", "x.npy", "--ids", "ids.npy", "--out", "out"],
+            &["--ids ids.npy: invalid ids = float32: embedding takes ids as int32 or uint32"],
+        ),
+        (&["run", "topk", "--x", "x.npy", "--k", "two", "--out", "out"], &["--k two: expected an int"]),
+        (
+            &[
+                "run",
+                "router_topk",
+                "--x",
+                "x.npy",
+                "--w",
+                "x.npy",
+                "--router-logits",
+                "x.npy",
+                "--expert-affinities",
+                "x.npy",
+                "--expert-index",
+                "idx.npy",
+                "--act-fn",
+                "1",
+                "--k",
+                "4",
+                "--x-hbm-layout",
+                "0",
+                "--x-sb-layout",
+                "0",
+                "--out",
+                "out",
+            ],
+            &["--act-fn 1: expected a RouterActFnType member: SIGMOID, SOFTMAX"],
+        ),
+        (
+            &["run", "RoPE", "--x-in", "xi.npy", "--cos", "angles.npy", "--sin", "angles.npy", "--out", "out"],
+            &["--x-in xi.npy: invalid x_in = int32: RoPE takes x_in as float32, bfloat16 or float16"],
+        ),
+        (&["run", "cumsum", "--x", "x.npy"], &["cumsum requires --out DIR"]),
+        (&["run", "cumsum", "--x", "x.npy", "--out", "nowhere"], &["--out nowhere: not an existing directory"]),
+        (&["run", "cumsum", "--x", "x.npy", "--out", "out", "--lnc", "4"], &["--lnc 4"]),
+        (&["run", "cumsum", "--x", "x.npy", "--out", "out", "--precision", "fp64"], &["--precision fp64"]),
+        (&["profile", "softmax", "--x", "short.npy", "--json"], &["--x short.npy"]),
+    ];
+    for (args, want) in cases {
+        let before = files(&dir);
+        let o = nki_in(&dir, args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        for w in *want {
+            assert!(err.contains(w), "{args:?}: `{w}` missing from {err}");
+        }
+        assert!(files(&dir) == before && std::fs::read_dir(dir.join("out")).unwrap().count() == 0, "{args:?} wrote something");
+    }
+    let help = nki_in(&dir, &["run", "layernorm", "--help"]);
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(help.status.success() && text.contains("--eps VALUE") && text.contains("a float >= 0 (default 1e-5)"), "{text}");
+    let help = nki_in(&dir, &["run", "router_topk", "--help"]);
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.status.success() && text.contains("--act-fn VALUE") && text.contains("a RouterActFnType member: SIGMOID|SOFTMAX"),
+        "{text}"
+    );
+    // Shapes by the kernel's dim names, and its top-level asserts on them, constants shown by value.
+    let help = nki_in(&dir, &["run", "tp_matmul", "--help"]);
+    let text = String::from_utf8_lossy(&help.stdout);
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    let x = lines.iter().position(|l| l.starts_with("--x-t FILE.npy")).unwrap_or_else(|| panic!("{text}"));
+    assert!(lines[x].contains("a tensor [k_shard, m] of float32|"), "{text}");
+    assert_eq!(
+        lines[x + 1..x + 3],
+        ["- w1 is [K, H/R] and x_t [K/R, M]: K = {k} is not 4 x {k_shard}", "- M must be a multiple of 4 x 128, got {m}"]
+    );
+    assert!(lines[x + 3].starts_with("--w1 FILE.npy") && lines[x + 3].contains("a tensor [k, h_shard] of"), "{text}");
+}
+
+// ---- The parameters' contracts: dtypes and ranges, from the registry ----
+
+/// The `.npy` type that loads as the dtype named `nl` (its own element type).
+fn npy_of(nl: &str) -> NpyType {
+    NpyType::ALL.into_iter().find(|t| t.name() == nl).unwrap_or_else(|| panic!("no .npy type loads as {nl}"))
+}
+
+/// A `[2, 2]` file of `ty` holding small values every type can hold.
+fn small_file(dir: &Path, name: &str, ty: NpyType) -> String {
+    write_npy(dir.join(name), &[2, 2], &[0.0, 1.0, 1.0, 0.0], ty).unwrap();
+    name.to_string()
+}
+
+/// A value of a scalar parameter's kind (inside its range), as text.
+fn any_value(p: &ParamInfo) -> String {
+    match p.kind {
+        ParamKind::Int | ParamKind::Float => {
+            let lo = p.range.iter().find_map(|b| match *b {
+                Bound::Ge(x) => Some(x),
+                Bound::Gt(x) => Some(x + 1.0),
+                _ => None,
+            });
+            let v = lo.unwrap_or(1.0).max(1.0);
+            if p.kind == ParamKind::Int { format!("{}", v as i64) } else { format!("{v}") }
+        }
+        ParamKind::Bool => "false".into(),
+        ParamKind::Dtype => "float32".into(),
+        ParamKind::Str => "x".into(),
+        ParamKind::Groups => "0".into(),
+        ParamKind::Enum { members, .. } => members[0].into(),
+        ParamKind::Tensor => unreachable!("tensors are files"),
+    }
+}
+
+/// `nki run KERNEL` with every parameter given: tensors as files of a dtype
+/// they accept (or `bad` for the one named), scalars as values in range (or
+/// `value` for the one named).
+fn contract_args(dir: &Path, k: &FunctionInfo, bad: (&str, &str)) -> Vec<String> {
+    let mut args = vec!["run".to_string(), k.name.to_string(), "--out".into(), "out".into()];
+    for p in k.params {
+        let value = if p.name == bad.0 {
+            bad.1.to_string()
+        } else if p.kind == ParamKind::Tensor {
+            let ty = npy_of(p.dtypes.first().copied().unwrap_or("float32"));
+            small_file(dir, &format!("ok_{}.npy", ty.name()), ty)
+        } else if p.optional {
+            continue;
+        } else {
+            any_value(p)
+        };
+        args.extend([format!("--{}", p.name.replace('_', "-")), value]);
+    }
+    args
+}
+
+/// Runs `args` in `dir` and asserts a refusal: exit 2, one line holding `want`,
+/// no file under `dir` changed or added.
+fn assert_refused_line(dir: &Path, args: &[String], want: &str) {
+    let before = files(dir);
+    let o = Command::new(env!("CARGO_BIN_EXE_nki")).args(args).current_dir(dir).output().expect("running nki");
+    let err = stderr(&o);
+    assert_eq!((o.status.code(), err.lines().count()), (Some(2), 1), "{args:?}: {err}");
+    assert!(err.contains(want), "{args:?}: `{want}` missing from {err}");
+    assert!(files(dir) == before && std::fs::read_dir(dir.join("out")).unwrap().count() == 0, "{args:?} wrote something");
+}
+
+#[test]
+fn every_tensor_parameter_refuses_each_dtype_it_does_not_accept() {
+    let dir = common::scratch("cli_run_contracts");
+    std::fs::create_dir(dir.join("out")).unwrap();
+    let kernels: Vec<&FunctionInfo> = nki::registry().into_iter().filter(|k| k.entry.is_some()).collect();
+    let (mut refusals, mut tensor_params) = (0, 0);
+    for k in &kernels {
+        for p in k.params.iter().filter(|p| p.kind == ParamKind::Tensor) {
+            tensor_params += 1;
+            assert!(!p.dtypes.is_empty(), "{}: {} has no dtype contract", k.name, p.name);
+            // The emitted kernel asserts the same contract.
+            let tuple = p.dtypes.iter().map(|d| format!("nl.{d}")).collect::<Vec<_>>().join(", ");
+            let tuple = if p.dtypes.len() == 1 { format!("({tuple},)") } else { format!("({tuple})") };
+            let guard = if p.optional && p.default.is_none_or(|d| d == "None") { format!("{} is None or ", p.name) } else { String::new() };
+            let assert = format!("assert {guard}{}.dtype in {tuple}, \"{} takes {} as {}\"", p.name, k.name, p.name, either(p.dtypes));
+            assert!(k.source.contains(&assert), "{}: `{assert}` missing from the emitted kernel", k.name);
+            for ty in NpyType::ALL.into_iter().filter(|ty| !p.accepts(ty.dtype())) {
+                let rule = format!("invalid {} = {}: {} takes {} as {}", p.name, ty.dtype(), k.name, p.name, either(p.dtypes));
+                // The command line, from the header.
+                let file = small_file(&dir, &format!("bad_{}.npy", ty.name()), ty);
+                let flag = p.name.replace('_', "-");
+                assert_refused_line(&dir, &contract_args(&dir, k, (p.name, &file)), &format!("--{flag} {file}: {rule}"));
+                // The Rust API: the kernel's entry, every other argument given.
+                let t = read_tensor_npy(dir.join(&file)).unwrap();
+                let args: Vec<Option<ArgValue>> = k
+                    .params
+                    .iter()
+                    .map(|q| match q.kind {
+                        _ if q.name == p.name => Some(ArgValue::Tensor(t.clone())),
+                        ParamKind::Tensor => {
+                            let ty = npy_of(q.dtypes.first().copied().unwrap_or("float32"));
+                            Some(ArgValue::Tensor(read_tensor_npy(dir.join(format!("ok_{}.npy", ty.name()))).unwrap()))
+                        }
+                        _ if q.optional => None,
+                        ParamKind::Int => Some(ArgValue::Int(any_value(q).parse().unwrap())),
+                        ParamKind::Float => Some(ArgValue::Float(any_value(q).parse().unwrap())),
+                        ParamKind::Bool => Some(ArgValue::Bool(false)),
+                        ParamKind::Enum { members, .. } => Some(ArgValue::Member(members[0].to_string())),
+                        other => panic!("{}: no value for a required {other:?}", k.name),
+                    })
+                    .collect();
+                let e = Launch::new().run(|ctx| (k.entry.unwrap())(ctx, &args)).unwrap_err();
+                assert_eq!(e.message, rule, "{} {} {}", k.name, p.name, ty.name());
+                let file = Path::new(k.file).file_name().unwrap().to_string_lossy();
+                assert!(e.to_string().contains(&*file), "{e}: the error points at the kernel's declaration");
+                refusals += 1;
+            }
+        }
+    }
+    assert!(kernels.len() >= 28 && tensor_params >= 90, "{} kernels, {tensor_params} tensor parameters", kernels.len());
+    eprintln!("{refusals} refusals over {tensor_params} tensor parameters of {} kernels", kernels.len());
+}
+
+#[test]
+fn every_declared_range_is_enforced_by_the_command_line_and_the_rust_api() {
+    let dir = common::scratch("cli_run_ranges");
+    std::fs::create_dir(dir.join("out")).unwrap();
+    let mut ranged = Vec::new();
+    for k in nki::registry().into_iter().filter(|k| k.entry.is_some()) {
+        for p in k.params.iter().filter(|p| !p.range.is_empty()) {
+            ranged.push(format!("{}.{}", k.name, p.name));
+            // Just outside each bound.
+            let step: f64 = if p.kind == ParamKind::Int { 1.0 } else { 0.5 };
+            for b in p.range {
+                let outside = match *b {
+                    Bound::Ge(x) => x - step.max(x.abs()),
+                    Bound::Gt(x) | Bound::Lt(x) => x,
+                    Bound::Le(x) => x + step.max(x.abs()),
+                };
+                let text = if p.kind == ParamKind::Int { format!("{}", outside as i64) } else { format!("{outside}") };
+                let want = format!("--{} {text}: {} takes {} {}", p.name.replace('_', "-"), k.name, p.name, range_rule(p.range));
+                assert_refused_line(&dir, &contract_args(&dir, k, (p.name, &text)), &want);
+            }
+            let rule = range_rule(p.range);
+            let assert = format!("{} takes {} {rule}, not {{{}!r}}", k.name, p.name, p.name);
+            assert!(k.source.contains(&assert), "{}: `{assert}` missing from the emitted kernel", k.name);
+        }
+    }
+    for must in ["dropout.rate", "topk.k", "temperature_softmax.inv_temp", "matmul_blocked.tiles_m", "ring_attention_spmd_fwd.num_workers"]
+    {
+        assert!(ranged.iter().any(|r| r == must), "{must} declares no range: {ranged:?}");
+    }
+    // Dropout's rate, the case: the Rust API refuses 1.0 (a division by zero) and -0.5.
+    let x = Tensor::from_f32(&[128, 4], &[1.0; 512], Dtype::F32).unwrap();
+    let seed = Tensor::from_i64(&[1, 1], &[7], Dtype::U32).unwrap();
+    for rate in [1.0, -0.5, 1.5] {
+        let e = nki_examples::dropout::dropout::Call::new(&x, &seed, rate).launch(&Launch::new()).unwrap_err();
+        assert_eq!(e.message, format!("invalid rate = {rate}: dropout takes rate in [0, 1)"));
+    }
+}
+
+// ---- Files that are not regular, outputs, temporaries, the time limit ----
+
+#[test]
+fn a_fifo_a_socket_and_a_device_as_inputs_are_refused_within_a_second() {
+    let dir = common::scratch("cli_run_special");
+    std::fs::create_dir(dir.join("out")).unwrap();
+    let fifo = dir.join("fifo.npy");
+    let c = std::ffi::CString::new(fifo.display().to_string()).unwrap();
+    // SAFETY: a plain system call on a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let _socket = std::os::unix::net::UnixListener::bind(dir.join("socket.npy")).unwrap();
+    write_npy(dir.join("k.npy"), &[1, 16, 128], &[0.5; 2048], NpyType::F32).unwrap();
+    write_npy(dir.join("v.npy"), &[1, 128, 16], &[0.5; 2048], NpyType::F32).unwrap();
+    for (file, what) in [("fifo.npy", "a FIFO"), ("socket.npy", "a socket"), ("/dev/zero", "a device"), ("/dev/null", "a device")] {
+        let commands: [Vec<&str>; 2] = [
+            vec!["run", "softmax", "--x", file, "--out", "out", "--timeout", "60"],
+            vec!["run", "attention-cte", "--q", file, "--k", "k.npy", "--v", "v.npy", "--out", "out/o.npy"],
+        ];
+        for args in commands {
+            let args: Vec<String> = args.iter().map(ToString::to_string).collect();
+            let start = std::time::Instant::now();
+            let flag = if args[1] == "softmax" { "--x" } else { "--q" };
+            assert_refused_line(&dir, &args, &format!("{flag} {file}: not a regular file ({what})"));
+            assert!(start.elapsed() < std::time::Duration::from_secs(1), "{args:?} took {:?}", start.elapsed());
+        }
+    }
+}
+
+#[test]
+fn outputs_are_written_in_the_dtype_the_command_announces() {
+    let dir = common::scratch("cli_run_out_dtypes");
+    std::fs::create_dir(dir.join("out")).unwrap();
+    let vals = common::uniform(128 * 64, 3, -1.0, 1.0);
+    write_npy(dir.join("x16.npy"), &[128, 64], &vals, NpyType::F16).unwrap();
+    write_npy(dir.join("xbf.npy"), &[128, 64], &vals, NpyType::Bf16).unwrap();
+    write_npy(dir.join("x.npy"), &[128, 64], &vals, NpyType::F32).unwrap();
+    let descr = |name: &str| {
+        let bytes = std::fs::read(dir.join("out").join(name)).unwrap();
+        let header = String::from_utf8_lossy(&bytes[10..60]).into_owned();
+        header.split('\'').nth(3).unwrap().to_string()
+    };
+    for (args, files) in [
+        (vec!["--x", "x16.npy"], vec![("out0.npy", "<f2", Dtype::F16, "float16")]),
+        (vec!["--x", "xbf.npy"], vec![("out0.npy", "<V2", Dtype::Bf16, "bfloat16")]),
+        (vec!["--x", "x16.npy", "--precision", "fp32"], vec![("out0.npy", "<f4", Dtype::F32, "float32")]),
+        (vec!["--x", "x.npy", "--k", "8"], vec![("out0.npy", "<f4", Dtype::F32, "float32"), ("out1.npy", "<u4", Dtype::U32, "uint32")]),
+    ] {
+        let kernel = if args.contains(&"--k") { "topk" } else { "softmax" };
+        let mut all = vec!["run", kernel, "--out", "out"];
+        all.extend(&args);
+        let o = nki_in(&dir, &all);
+        assert!(o.status.success(), "{all:?}: {}", stderr(&o));
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        for (name, want_descr, dtype, announced) in files {
+            assert_eq!(descr(name), want_descr, "{all:?} {name}");
+            assert_eq!(read_tensor_npy(dir.join("out").join(name)).unwrap().dtype(), dtype, "{all:?} {name}");
+            assert!(stdout.contains(&format!("wrote out/{name} [128, ")) && stdout.contains(&format!("] {announced}\n")), "{stdout}");
+        }
+    }
+}
+
+#[test]
+fn an_unwritable_output_is_refused_before_the_launch_and_stale_temporaries_are_removed() {
+    let dir = common::scratch("cli_run_out_checks");
+    std::fs::create_dir_all(dir.join("out/out1.npy")).unwrap();
+    write_npy(dir.join("x.npy"), &[128, 64], &common::uniform(128 * 64, 4, -1.0, 1.0), NpyType::F32).unwrap();
+    // topk's second output is a directory: refused before the kernel runs, as a usage error.
+    let args: Vec<String> = ["run", "topk", "--x", "x.npy", "--k", "8", "--out", "out"].iter().map(ToString::to_string).collect();
+    let before = files(&dir);
+    let o = nki_in(&dir, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    let err = stderr(&o);
+    assert_eq!((o.status.code(), err.trim_end()), (Some(2), "error: --out out/out1.npy: is a directory"), "{err}");
+    assert!(files(&dir) == before && std::fs::read_dir(dir.join("out")).unwrap().count() == 1);
+    std::fs::remove_dir(dir.join("out/out1.npy")).unwrap();
+    // A temporary of a run that died (its process is gone) is removed; one of a live process is not.
+    let dead = Command::new("true").spawn().unwrap();
+    let dead_pid = dead.id();
+    let mut dead = dead;
+    dead.wait().unwrap();
+    let stale = [format!(".out0.npy.nki-{dead_pid}-0.tmp"), format!(".out1.npy.nki-{dead_pid}-1.bak")];
+    let live = format!(".out0.npy.nki-{}-0.tmp", std::process::id());
+    for name in stale.iter().chain([&live]) {
+        std::fs::write(dir.join("out").join(name), b"partial").unwrap();
+    }
+    let o = nki_in(&dir, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut left: Vec<String> =
+        std::fs::read_dir(dir.join("out")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    left.sort();
+    assert_eq!(left, [live, "out0.npy".to_string(), "out1.npy".to_string()]);
+}
+
+#[test]
+fn the_time_limit_bounds_reading_the_inputs() {
+    let dir = common::scratch("cli_run_read_limit");
+    std::fs::create_dir(dir.join("out")).unwrap();
+    // A 512 MiB float32 input (a sparse file: its zeros take no disk), far more than 1 ms of reading.
+    let (rows, cols) = (1usize << 17, 1usize << 10);
+    let bytes = nki::io::npy::header_bytes(NpyType::F32, &[rows, cols]);
+    let len = bytes.len() as u64 + (rows * cols * 4) as u64;
+    std::fs::write(dir.join("big.npy"), &bytes).unwrap();
+    std::fs::OpenOptions::new().write(true).open(dir.join("big.npy")).unwrap().set_len(len).unwrap();
+    let before = files(&dir);
+    let start = std::time::Instant::now();
+    let o = nki_in(&dir, &["run", "softmax", "--x", "big.npy", "--out", "out", "--timeout", "0.001"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.starts_with("error: the command did not finish within 1ms (--timeout): "), "{err}");
+    assert!(start.elapsed() < std::time::Duration::from_secs(5), "{:?}", start.elapsed());
+    assert!(files(&dir) == before && std::fs::read_dir(dir.join("out")).unwrap().count() == 0);
+}
