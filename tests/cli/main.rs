@@ -1,5 +1,5 @@
 //! The `nki` command: its subcommands, their outputs against float64 references,
-//! refusals, timeouts, and a user crate built against the library.
+//! refusals, and a user crate built against the library.
 //!
 //! One test binary (one link) for the subject; each module below holds one
 //! topic's tests and keeps its public kernels public, as a crate root would.
@@ -10,6 +10,5 @@ mod common;
 pub mod ops;
 pub mod profile;
 pub mod run;
-pub mod timeout;
 pub mod tkg;
 pub mod user_crate;

@@ -12,11 +12,11 @@ use crate::common;
 use nki::ErrorKind;
 use nki::prelude::*;
 
-/// `psum_capacity.rs:N)`: where the first line of this file holding `code` is, as
-/// errors name kernel lines.
+/// `tests/dsl/psum_capacity.rs:N)`: where the first line of this file holding
+/// `code` is, as errors name kernel lines.
 fn line_of(code: &str) -> String {
     let n = include_str!("psum_capacity.rs").lines().position(|l| l.contains(code)).expect("the code is in this file");
-    format!("psum_capacity.rs:{})", n + 1)
+    format!("{}:{})", file!(), n + 1)
 }
 
 /// Sets PSUM tile `i` to `i` for `n` (8 or 9) one-column tiles that are all live at
@@ -81,8 +81,8 @@ fn eight_live_psum_tiles_fit_and_a_ninth_fails_in_both_executors() {
     // The kernel lines: where 't8' is first used, and where the overlap is proven
     // (the last early tile read again).
     let lines = [
-        format!("first used at nisa.memset (tests/{}", line_of("nisa::memset(t8, 8.0)")),
-        format!("nisa.tensor_tensor (tests/{}", line_of("acc, t7, nl::add")),
+        format!("first used at nisa.memset ({}", line_of("nisa::memset(t8, 8.0)")),
+        format!("nisa.tensor_tensor ({}", line_of("acc, t7, nl::add")),
     ];
     for part in capacity.iter().copied().chain(lines.iter().map(String::as_str)) {
         assert!(e.to_string().contains(part), "{part:?} missing from: {e}");
@@ -180,9 +180,9 @@ fn placed_psum_tiles_alias_and_a_clobber_is_a_hazard_in_both_executors() {
         "were overwritten through 'second' (address (0, 4096)) [128, 512] float32 (at nisa.memset (",
     ];
     let lines = [
-        format!("nisa.tensor_copy (tests/{} reads 'first'", line_of("first[s![.., 0..1]]);")),
-        format!("wrote (at nisa.memset (tests/{})", line_of("nisa::memset(first, 1.0)")),
-        format!("float32 (at nisa.memset (tests/{})", line_of("nisa::memset(second[s![.., 0..cols]], 2.0)")),
+        format!("nisa.tensor_copy ({} reads 'first'", line_of("first[s![.., 0..1]]);")),
+        format!("wrote (at nisa.memset ({})", line_of("nisa::memset(first, 1.0)")),
+        format!("float32 (at nisa.memset ({})", line_of("nisa::memset(second[s![.., 0..cols]], 2.0)")),
     ];
     let e = psum_placed::Call::new(4).launch(&Launch::new()).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Hazard, "{e}");

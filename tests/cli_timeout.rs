@@ -4,7 +4,7 @@
 //! program's op and kernel line; a limit that is not a
 //! positive, finite number of seconds is a usage error (exit 2) on one line.
 
-use crate::common;
+mod common;
 
 use nki::io::npy::{NpyType, read_npy, write_npy};
 use std::path::Path;
