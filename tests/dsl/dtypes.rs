@@ -73,12 +73,12 @@ pub fn transpose_into(x: Hbm, like: Hbm) {
 #[test]
 fn a_pe_transpose_into_another_dtype_fails_at_run_time_naming_the_bound_variable() {
     let x = tensor(&[4, 8], &[1.0; 32], Dtype::Bf16);
-    let line = include_str!("dsl_dtypes.rs").lines().position(|l| l.contains("nisa::nc_transpose(acc, t,")).unwrap() + 1;
+    let line = include_str!("dtypes.rs").lines().position(|l| l.contains("nisa::nc_transpose(acc, t,")).unwrap() + 1;
     let e = transpose_into::Call::new(&x, &tensor(&[1, 1], &[0.0], Dtype::F32)).launch(&Launch::new()).unwrap_err();
     // The message the macro gives when it sees both dtypes (tests/ui/macro/pe_transpose_dtype.stderr),
     // naming the tile by its binding: the kernel passes no `name=`.
     let want = format!(
-        "nisa.nc_transpose (tests/dsl_dtypes.rs:{line}): dst 'acc' is float32 but data is bfloat16; dst must have the dtype of data: the op does not cast"
+        "nisa.nc_transpose (tests/dsl/dtypes.rs:{line}): dst 'acc' is float32 but data is bfloat16; dst must have the dtype of data: the op does not cast"
     );
     assert_eq!(e.to_string(), want);
     assert_eq!(e.kind, nki::ErrorKind::Dtype);

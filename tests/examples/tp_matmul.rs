@@ -158,7 +158,7 @@ fn a_profiled_launch_places_both_collectives_on_the_collective_track() {
 
 /// The `tp_ranks` example of `nki-examples` (a 4-rank launch with per-rank
 /// inputs), compiled into this test and run as its `main` runs it.
-#[path = "../examples/examples/tp_ranks.rs"]
+#[path = "../../examples/examples/tp_ranks.rs"]
 mod tp_ranks;
 
 #[test]

@@ -201,7 +201,7 @@ pub(super) fn param_infos(f: &Function, info: &Info) -> Vec<TokenStream> {
 /// The shape contract of the parameter `param` as the kernel states it at the
 /// top of its body: the dims `let [n, d] = param.shape();` names (as `[n, d]`)
 /// and the messages of the top-level asserts that read `param` or those dims.
-fn contract(f: &Function, info: &Info, param: &str) -> (String, Vec<String>) {
+fn contract(f: &Function, info: &Info, param: &str) -> (String, Vec<TokenStream>) {
     let mut names = vec![param.to_string()];
     let mut shape = String::new();
     for s in &f.body.stmts {
@@ -244,19 +244,26 @@ fn reads(e: &Expr, names: &[String]) -> bool {
 }
 
 /// An assert's message as written, its arguments shown by their value when it
-/// is a constant and as `{name}` otherwise.
-fn message_text(info: &Info, msg: &crate::ast::FmtString) -> String {
-    msg.pieces
+/// is a constant and as `{name}` otherwise; a message held by a module `&str`
+/// constant is that constant, which lives beside the function (`super::`).
+fn message_text(info: &Info, msg: &crate::ast::FmtString) -> TokenStream {
+    if let [crate::ast::FmtPiece::Const(name)] = msg.pieces.as_slice() {
+        return quote!(super::#name);
+    }
+    let text: String = msg
+        .pieces
         .iter()
         .map(|p| match p {
             crate::ast::FmtPiece::Text(t) => t.clone(),
+            crate::ast::FmtPiece::Const(name) => format!("{{{name}}}"),
             crate::ast::FmtPiece::Arg(e) => match (info.ty(e), &e.kind) {
                 (Ty::Int(v), _) if v.as_const().is_some() => v.as_const().map_or_else(String::new, |c| c.to_string()),
                 (_, ExprKind::Var(v)) => format!("{{{v}}}"),
                 _ => "{..}".to_string(),
             },
         })
-        .collect()
+        .collect();
+    quote!(#text)
 }
 
 /// `value` (an `&ArgValue`) as the Rust value of a parameter of type `ty`.
