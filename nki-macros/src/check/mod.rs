@@ -57,6 +57,8 @@ pub struct Info {
     pub deps: Vec<Vec<String>>,
     /// Whether the emitted Python needs `import math`.
     pub uses_math: bool,
+    /// The module `&str` constants an assert names as its message, once checked.
+    pub message_consts: Vec<String>,
 }
 
 fn key(e: &Expr) -> usize {
@@ -325,7 +327,7 @@ impl Checker<'_> {
     /// `&str` constant (a rule's one message, shared with the Rust that checks it).
     fn const_message(&mut self, name: &syn::Ident) {
         match self.lookup(&name.to_string()).map(|v| v.ty.clone()) {
-            Some(Ty::Str) => {}
+            Some(Ty::Str) => self.info.message_consts.push(name.to_string()),
             Some(t) => self.diag.error(
                 name.span(),
                 format!("the assert message `{name}` holds {}: name a module `&str` constant or write a string literal", t.describe()),

@@ -247,7 +247,11 @@ fn reads(e: &Expr, names: &[String]) -> bool {
 /// is a constant and as `{name}` otherwise; a message held by a module `&str`
 /// constant is that constant, which lives beside the function (`super::`).
 fn message_text(info: &Info, msg: &crate::ast::FmtString) -> TokenStream {
-    if let [crate::ast::FmtPiece::Const(name)] = msg.pieces.as_slice() {
+    // Only a constant the checker accepted: naming any other would add rustc's
+    // errors to the checker's one.
+    if let [crate::ast::FmtPiece::Const(name)] = msg.pieces.as_slice()
+        && info.message_consts.iter().any(|c| name == c)
+    {
         return quote!(super::#name);
     }
     let text: String = msg
