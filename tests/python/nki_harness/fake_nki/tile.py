@@ -17,16 +17,22 @@ from .registers import TRACE_TIME, VirtualRegister
 from .tensor import PSUM, NkiTensor
 
 
+def on_chip_tensor(op, role, t, noun, hint):
+    """Raises unless `t` is an SBUF / PSUM tensor inside its storage; `noun`
+    names what `op` takes, `hint` how HBM data gets on chip."""
+    if not isinstance(t, NkiTensor):
+        raise NkiError(op, f"{role} must be {noun}, got {t!r}")
+    if not t.buffer.on_chip:
+        raise NkiError(op, f"{role} {t.describe()} must be in SBUF or PSUM: compute engines cannot access HBM "
+                           f"({hint})")
+    t.check_bounds(op)
+
+
 class Tile:
     """An on-chip tensor `t` seen as partitions x free elements; `role` names it in messages."""
 
     def __init__(self, op, role, t):
-        if not isinstance(t, NkiTensor):
-            raise NkiError(op, f"{role} must be a tensor, got {t!r}")
-        if not t.buffer.on_chip:
-            raise NkiError(op, f"{role} {t.describe()} must be in SBUF or PSUM: compute engines cannot access HBM "
-                               "(use nisa.dma_copy)")
-        t.check_bounds(op)
+        on_chip_tensor(op, role, t, "a tensor", "use nisa.dma_copy")
         pc = max(t.storage.partition_cells, 1)
         np_, pstride = (t.shape[0], t.strides[0]) if t.ndim else (1, 0)
         lo, hi = cell_range(0, t.shape[1:], t.strides[1:]) or (0, 0)
@@ -74,6 +80,14 @@ def same_geometry(op, ra, a, rb, b):
     if (a.np, a.nf) != (b.np, b.nf):
         raise NkiError(op, f"{ra} {a.tensor.describe()} is {a.np} partitions x {a.nf} elements but {rb} "
                            f"{b.tensor.describe()} is {b.np} x {b.nf}; they must match")
+
+
+def binary_tiles(op, dst, ra, a, rb, b):
+    """The tiles of inputs `a` and `b` and of `dst`, checked to share one geometry."""
+    ta, tb, td = Tile(op, ra, a), Tile(op, rb, b), Tile(op, "dst", dst)
+    same_geometry(op, ra, ta, rb, tb)
+    same_geometry(op, "dst", td, ra, ta)
+    return ta, tb, td
 
 
 def not_psum(op, role, t, why):

@@ -13,7 +13,7 @@ from ..dtypes import DTYPES
 from ..errors import NkiError
 from ..runtime import current, instruction
 from ..tensor import PSUM
-from ..tile import Tile, column, not_psum, same_geometry
+from ..tile import Tile, binary_tiles, column, not_psum, same_geometry
 from .enums import engine as _engine
 from .enums import member
 
@@ -70,9 +70,7 @@ def tensor_tensor(dst, data1, data2, op, engine=None, name=None):
     """`dst = data1 op data2` element-wise."""
     name_ = "nisa.tensor_tensor"
     check_op(name_, "op", op, arity=2)
-    a, b, d = Tile(name_, "data1", data1), Tile(name_, "data2", data2), Tile(name_, "dst", dst)
-    same_geometry(name_, "data1", a, "data2", b)
-    same_geometry(name_, "dst", d, "data1", a)
+    a, b, d = binary_tiles(name_, dst, "data1", data1, "data2", data2)
     _one_psum_input(name_, "data1", a, "data2", b)
     _reach(name_, member(name_, "engine", engine, _engine, _engine.unknown),
            [("data1", a), ("data2", b), ("dst", d)])
@@ -115,9 +113,7 @@ def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False
     op = "nisa.scalar_tensor_tensor"
     check_op(op, "op0", op0, arity=2)
     check_op(op, "op1", op1, arity=2)
-    x, y, d = Tile(op, "data", data), Tile(op, "operand1", operand1), Tile(op, "dst", dst)
-    same_geometry(op, "data", x, "operand1", y)
-    same_geometry(op, "dst", d, "data", x)
+    x, y, d = binary_tiles(op, dst, "data", data, "operand1", operand1)
     _one_psum_input(op, "data", x, "operand1", y)
     t = _stage(op0, x.read(), column(op, "operand0", operand0, x.np), reverse0)
     d.write(_stage(op1, t, y.read(), reverse1), current().rounds)

@@ -19,6 +19,17 @@ def sbuf_operand(op, role, t):
     return Tile(op, role, t)
 
 
+def _operands(op, dst, data_role, data, index_role, index, index_dtype):
+    """The (data, index, dst) tiles of a gather: all in SBUF, the index of
+    `index_dtype`, `dst` of the data's dtype (the move is bit-exact)."""
+    x, i, d = sbuf_operand(op, data_role, data), sbuf_operand(op, index_role, index), sbuf_operand(op, "dst", dst)
+    if index.dtype.name != index_dtype:
+        raise NkiError(op, f"{index_role} {index.describe()} must be {index_dtype}")
+    if dst.dtype is not data.dtype:
+        raise NkiError(op, f"dst is {dst.dtype.name} but {data_role} is {data.dtype.name}; they must match")
+    return x, i, d
+
+
 def _indices(op, role, tile, limit):
     idx = tile.read_raw().astype(np.int64)
     if idx.size and (idx.min() < 0 or idx.max() >= limit):
@@ -30,11 +41,7 @@ def _indices(op, role, tile, limit):
 def nc_n_gather(dst, data, indices, name=None):
     """dst[p, j] = data[p, indices[p, j]] (data's free dims flattened per partition)."""
     op = "nisa.nc_n_gather"
-    x, i, d = sbuf_operand(op, "data", data), sbuf_operand(op, "indices", indices), sbuf_operand(op, "dst", dst)
-    if indices.dtype.name != "uint32":
-        raise NkiError(op, f"indices {indices.describe()} must be uint32")
-    if dst.dtype is not data.dtype:
-        raise NkiError(op, f"dst is {dst.dtype.name} but data is {data.dtype.name}; they must match")
+    x, i, d = _operands(op, dst, "data", data, "indices", indices, "uint32")
     if not x.np == i.np == d.np or i.nf != d.nf:
         raise NkiError(op, "data, indices and dst must share the partition count, and dst must have as many "
                            "elements per partition as indices")
@@ -48,11 +55,7 @@ def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=N
     free-element offsets; every partition of the core copies `num_elem_per_idx`
     elements from each offset of its own row, in index order."""
     op = "nisa.local_gather"
-    s, i, d = sbuf_operand(op, "src_buffer", src_buffer), sbuf_operand(op, "index", index), sbuf_operand(op, "dst", dst)
-    if index.dtype.name != "uint16":
-        raise NkiError(op, f"index {index.describe()} must be uint16")
-    if dst.dtype is not src_buffer.dtype:
-        raise NkiError(op, f"dst is {dst.dtype.name} but src_buffer is {src_buffer.dtype.name}; they must match")
+    s, i, d = _operands(op, dst, "src_buffer", src_buffer, "index", index, "uint16")
     if s.np != i.np or s.np % GPSIMD_CORE:
         raise NkiError(op, f"src_buffer and index must share a partition count that is a multiple of 16 "
                            f"(got {s.np} and {i.np})")

@@ -7,7 +7,7 @@ from ..alu import check_op
 from ..errors import NkiError
 from ..runtime import current, instruction
 from ..tensor import PSUM
-from ..tile import Tile, column, same_geometry
+from ..tile import binary_tiles, column
 
 
 @instruction
@@ -17,9 +17,7 @@ def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, rev
     op = "nisa.tensor_tensor_scan"
     check_op(op, "op0", op0, arity=2)
     check_op(op, "op1", op1, arity=2)
-    a, b, d = Tile(op, "data0", data0), Tile(op, "data1", data1), Tile(op, "dst", dst)
-    same_geometry(op, "data0", a, "data1", b)
-    same_geometry(op, "dst", d, "data0", a)
+    a, b, d = binary_tiles(op, dst, "data0", data0, "data1", data1)
     if data0.buffer is PSUM and data1.buffer is PSUM:
         raise NkiError(op, "data0 and data1 cannot both be in PSUM")
     x, y = a.read(), b.read()

@@ -11,17 +11,13 @@ from ..dtypes import DTYPES
 from ..errors import NkiError
 from ..runtime import current
 from ..tensor import SBUF, NkiTensor
+from ..tile import on_chip_tensor
 from .allocation import ndarray
 
 
 def on_chip(op, role, x):
     """Raises unless `x` is an SBUF / PSUM tensor inside its storage."""
-    if not isinstance(x, NkiTensor):
-        raise NkiError(op, f"{role} must be a tile, got {x!r}")
-    if not x.buffer.on_chip:
-        raise NkiError(op, f"{role} {x.describe()} must be in SBUF or PSUM: compute engines cannot access HBM "
-                           "(nl.load it first)")
-    x.check_bounds(op)
+    on_chip_tensor(op, role, x, "a tile", "nl.load it first")
     return x
 
 
