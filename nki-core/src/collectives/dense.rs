@@ -71,6 +71,14 @@ fn same_dtypes(op: &str, pairs: &[(Tensor, Tensor)]) -> Result<()> {
     }
 }
 
+/// Element-wise collectives need equal element counts.
+fn same_sizes(op: &str, pairs: &[(Tensor, Tensor)]) -> Result<()> {
+    match pairs.iter().find(|(s, d)| s.numel() != d.numel()) {
+        Some((s, d)) => Err(NkiError::shape(op, format!("src {} and dst {} must have the same element count", s.describe(), d.describe()))),
+        None => Ok(()),
+    }
+}
+
 /// The reductions the collectives accept.
 fn reduce_op(op: &str, rop: NlOp) -> Result<NlOp> {
     match rop {
@@ -210,9 +218,7 @@ pub fn all_reduce(
     let _ = (opts.priority, opts.name);
     let rop = reduce_op(OP, op)?;
     let pairs = pairs(OP, srcs, dsts, false)?;
-    if let Some((s, d)) = pairs.iter().find(|(s, d)| s.numel() != d.numel()) {
-        return Err(NkiError::shape(OP, format!("src {} and dst {} must have the same element count", s.describe(), d.describe())));
-    }
+    same_sizes(OP, &pairs)?;
     run(ctx, OP, replica_group, pairs, &|members, round| {
         each_pair(members, round, |i, writes| {
             let srcs: Vec<&Tensor> = members.iter().map(|m| &m[i].0).collect();
@@ -418,9 +424,7 @@ pub fn collective_permute(
         return Err(NkiError::constraint(OP, format!("srcs and dsts must hold one tensor each, they hold {}", pairs.len())));
     }
     same_dtypes(OP, &pairs)?;
-    if let Some((s, d)) = pairs.iter().find(|(s, d)| s.numel() != d.numel()) {
-        return Err(NkiError::shape(OP, format!("src {} and dst {} must have the same element count", s.describe(), d.describe())));
-    }
+    same_sizes(OP, &pairs)?;
     let ranks = ctx.num_ranks();
     let mut moves = Vec::with_capacity(source_target_pairs.len());
     for p in &source_target_pairs {

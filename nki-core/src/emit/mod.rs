@@ -351,17 +351,7 @@ mod tests {
         module_path: "k::conf",
         file: "src/conf.rs",
         deps: &[&CFG, &OTHER],
-        params: &[ParamInfo {
-            name: "cfg.n",
-            kind: ParamKind::Int,
-            optional: true,
-            default: Some("0"),
-            dtypes: &[],
-            range: &[],
-            bundle: Some("Cfg"),
-            shape: "",
-            checks: &[],
-        }],
+        params: &[ParamInfo { optional: true, default: Some("0"), bundle: Some("Cfg"), ..ParamInfo::required("cfg.n", ParamKind::Int) }],
         ..BASE
     };
 
@@ -394,17 +384,7 @@ mod tests {
         module_path: "k::pick",
         file: "src/pick.rs",
         deps: &[&ACT, &UNUSED],
-        params: &[ParamInfo {
-            name: "act",
-            kind: ParamKind::Enum { class: "Act", members: &["A"] },
-            optional: false,
-            default: None,
-            dtypes: &[],
-            range: &[],
-            bundle: None,
-            shape: "",
-            checks: &[],
-        }],
+        params: &[ParamInfo::required("act", ParamKind::Enum { class: "Act", members: &["A"] })],
         ..BASE
     };
 

@@ -84,6 +84,13 @@ pub struct ParamInfo {
 }
 
 impl ParamInfo {
+    /// A required parameter `name` holding `kind`, with no default, dtype or
+    /// range limits, bundle, named shape or checks: the base the other fields
+    /// update.
+    pub const fn required(name: &'static str, kind: ParamKind) -> Self {
+        Self { name, kind, optional: false, default: None, dtypes: &[], range: &[], bundle: None, shape: "", checks: &[] }
+    }
+
     /// Whether the tensor parameter accepts `dtype`.
     pub fn accepts(&self, dtype: Dtype) -> bool {
         self.dtypes.is_empty() || self.dtypes.contains(&dtype.nl_name())

@@ -26,6 +26,13 @@ fn moments(vals: impl Iterator<Item = f32> + Clone) -> [f32; 3] {
     [n as f32, mean, m2]
 }
 
+/// Starts `op` reading `data` into `dst`; both as tiles `(data, dst)`.
+fn begin(ctx: &Ctx, op: &'static str, dst: &Tensor, data: &Tensor) -> Result<(TileView, TileView)> {
+    ctx.begin_op(op)?;
+    ctx.record_spec(op, &[Some(data)], &[Some(dst)])?;
+    Ok((TileView::of(op, "data", data)?, TileView::of(op, "dst", dst)?))
+}
+
 fn check_rows(op: &'static str, dst: &Tensor, d: &TileView, data: &Tensor, x: &TileView, want: usize) -> Result<()> {
     if d.np != x.np || d.nf != want {
         return Err(NkiError::shape(
@@ -50,9 +57,7 @@ fn check_rows(op: &'static str, dst: &Tensor, d: &TileView, data: &Tensor, x: &T
 pub fn bn_stats(ctx: &Ctx, dst: &Tensor, data: &Tensor, opts: NameOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.bn_stats";
     let _ = opts;
-    ctx.begin_op(OP)?;
-    ctx.record_spec(OP, &[Some(data)], &[Some(dst)])?;
-    let (x, d) = (TileView::of(OP, "data", data)?, TileView::of(OP, "dst", dst)?);
+    let (x, d) = begin(ctx, OP, dst, data)?;
     if x.nf as i64 > BN_STATS_FMAX {
         return Err(NkiError::constraint(
             OP,
@@ -80,9 +85,7 @@ pub fn bn_stats(ctx: &Ctx, dst: &Tensor, data: &Tensor, opts: NameOpts<'_>) -> R
 pub fn bn_aggr(ctx: &Ctx, dst: &Tensor, data: &Tensor, opts: NameOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.bn_aggr";
     let _ = opts;
-    ctx.begin_op(OP)?;
-    ctx.record_spec(OP, &[Some(data)], &[Some(dst)])?;
-    let (x, d) = (TileView::of(OP, "data", data)?, TileView::of(OP, "dst", dst)?);
+    let (x, d) = begin(ctx, OP, dst, data)?;
     if x.nf == 0 || x.nf % 3 != 0 {
         return Err(NkiError::shape(
             OP,

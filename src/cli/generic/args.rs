@@ -291,17 +291,7 @@ mod tests {
 
     #[test]
     fn scalars_parse_by_kind() {
-        let p = |kind| ParamInfo {
-            name: "v",
-            kind,
-            optional: false,
-            default: None,
-            dtypes: &[],
-            range: &[],
-            bundle: None,
-            shape: "",
-            checks: &[],
-        };
+        let p = |kind| ParamInfo::required("v", kind);
         assert!(matches!(parse_scalar("k", &p(ParamKind::Dtype), "nl.bfloat16"), Ok(nki::emit::ArgValue::Dtype(Dtype::Bf16))));
         assert!(matches!(parse_scalar("k", &p(ParamKind::Groups), "0,1;2,3"), Ok(nki::emit::ArgValue::Groups(g)) if g == [[0, 1], [2, 3]]));
         assert_eq!(parse_scalar("k", &p(ParamKind::Float), "nan").unwrap_err(), "--v nan: expected a finite float");

@@ -181,7 +181,7 @@ pub(super) fn param_infos(f: &Function, info: &Info) -> Vec<TokenStream> {
                 let Some(kind) = param_kind(ty) else { continue };
                 let (name, optional, default) = (format!("{}.{field}", p.name), default.is_some(), some_str(default));
                 infos.push(quote!(::nki::emit::ParamInfo {
-                    name: #name, kind: #kind, optional: #optional, default: #default, dtypes: &[], range: &[], bundle: ::core::option::Option::Some(#bundle), shape: "", checks: &[]
+                    optional: #optional, default: #default, bundle: ::core::option::Option::Some(#bundle), ..::nki::emit::ParamInfo::required(#name, #kind)
                 }));
             }
             continue;
