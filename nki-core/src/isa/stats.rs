@@ -33,6 +33,11 @@ fn begin(ctx: &Ctx, op: &'static str, dst: &Tensor, data: &Tensor) -> Result<(Ti
     Ok((TileView::of(op, "data", data)?, TileView::of(op, "dst", dst)?))
 }
 
+/// Refusal of `data`'s row length: how many elements a partition holds, then `rule`.
+fn row_length(data: &Tensor, x: &TileView, rule: &str) -> String {
+    format!("data {} holds {} elements per partition{rule}", data.describe(), x.nf)
+}
+
 fn check_rows(op: &'static str, dst: &Tensor, d: &TileView, data: &Tensor, x: &TileView, want: usize) -> Result<()> {
     if d.np != x.np || d.nf != want {
         return Err(NkiError::shape(
@@ -59,14 +64,9 @@ pub fn bn_stats(ctx: &Ctx, dst: &Tensor, data: &Tensor, opts: NameOpts<'_>) -> R
     let _ = opts;
     let (x, d) = begin(ctx, OP, dst, data)?;
     if x.nf as i64 > BN_STATS_FMAX {
-        return Err(NkiError::constraint(
-            OP,
-            format!(
-                "data {} holds {} elements per partition, more than nl.tile_size.bn_stats_fmax = {BN_STATS_FMAX}; split it and combine the statistics with nisa.bn_aggr",
-                data.describe(),
-                x.nf
-            ),
-        ));
+        let rule =
+            format!(", more than nl.tile_size.bn_stats_fmax = {BN_STATS_FMAX}; split it and combine the statistics with nisa.bn_aggr");
+        return Err(NkiError::constraint(OP, row_length(data, &x, &rule)));
     }
     check_rows(OP, dst, &d, data, &x, BN_STATS_DIM as usize)?;
     rowwise(ctx, dst, &d, &[Input { tensor: data, tile: &x }], |_, rows, out| {
@@ -89,11 +89,7 @@ pub fn bn_aggr(ctx: &Ctx, dst: &Tensor, data: &Tensor, opts: NameOpts<'_>) -> Re
     if x.nf == 0 || x.nf % 3 != 0 {
         return Err(NkiError::shape(
             OP,
-            format!(
-                "data {} holds {} elements per partition; it must hold whole (count, mean, variance*count) triples from nisa.bn_stats",
-                data.describe(),
-                x.nf
-            ),
+            row_length(data, &x, "; it must hold whole (count, mean, variance*count) triples from nisa.bn_stats"),
         ));
     }
     check_rows(OP, dst, &d, data, &x, BN_AGGR_DIM as usize)?;
