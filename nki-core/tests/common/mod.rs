@@ -57,6 +57,22 @@ pub fn sbuf_with(ctx: &Ctx, shape: &[i64], dtype: Dtype, values: &[f64]) -> Resu
     Ok(t)
 }
 
+/// Runs `f` on one program (default precision) with `values` in a fresh fp32
+/// SBUF tile of `shape`, and returns its result; an error fails the test.
+pub fn on_tile<R: Send>(shape: &[i64], values: &[f64], f: impl Fn(&Ctx, &Tensor) -> Result<R> + Sync) -> R {
+    Launch::new().run(|ctx| f(ctx, &sbuf_with(ctx, shape, Dtype::F32, values)?)).unwrap()
+}
+
+/// [`on_tile`] with one fp32 tile of `shape` per entry of `values`.
+pub fn on_tiles<R: Send>(shape: &[i64], values: &[Vec<f64>], f: impl Fn(&Ctx, &[Tensor]) -> Result<R> + Sync) -> R {
+    Launch::new()
+        .run(|ctx| {
+            let tiles = values.iter().map(|x| sbuf_with(ctx, shape, Dtype::F32, x)).collect::<Result<Vec<_>>>()?;
+            f(ctx, &tiles)
+        })
+        .unwrap()
+}
+
 /// A shared-HBM input tensor holding `values`.
 pub fn hbm(shape: &[usize], values: &[f64], dtype: Dtype) -> Tensor {
     let v: Vec<f32> = values.iter().map(|&x| x as f32).collect();

@@ -58,16 +58,13 @@ fn tensor_reduce_trailing_axes_every_op_and_negate() {
 fn tensor_reduce_rounds_once_and_reads_before_writing() {
     // Sums of dyadic values are exact in fp32; only the bf16 write rounds.
     let x = dyadic(4 * 16, 2, -4.0, 4.0, 8);
-    let got = Launch::new()
-        .run(|ctx| {
-            let data = sbuf_with(ctx, &[4, 16], Dtype::F32, &x)?;
-            let bf = alloc(ctx, &[4, 1], Dtype::Bf16, Buffer::Sbuf)?;
-            reduce(ctx, &bf, nl::add, &data, &[1])?;
-            // The destination overlaps the data (its first column).
-            reduce(ctx, &data.index(&s![.., 0..1])?, nl::add, &data, &[1])?;
-            Ok((bf.to_f32_vec(), data.index(&s![.., 0])?.to_f32_vec()))
-        })
-        .unwrap();
+    let got = on_tile(&[4, 16], &x, |ctx, data| {
+        let bf = alloc(ctx, &[4, 1], Dtype::Bf16, Buffer::Sbuf)?;
+        reduce(ctx, &bf, nl::add, data, &[1])?;
+        // The destination overlaps the data (its first column).
+        reduce(ctx, &data.index(&s![.., 0..1])?, nl::add, data, &[1])?;
+        Ok((bf.to_f32_vec(), data.index(&s![.., 0])?.to_f32_vec()))
+    });
     let sums: Vec<f64> = x.chunks(16).map(|c| c.iter().sum()).collect();
     assert_bits(&got.0, &sums.iter().map(|&v| bf16(v as f32)).collect::<Vec<_>>());
     assert_close(&got.1, &sums, 0.0, 0.0);
@@ -75,30 +72,27 @@ fn tensor_reduce_rounds_once_and_reads_before_writing() {
 
 #[test]
 fn tensor_reduce_axis_rules() {
-    Launch::new()
-        .run(|ctx| {
-            let data = sbuf_with(ctx, &[4, 3, 5], Dtype::F32, &arange(60))?;
-            let d = alloc(ctx, &[4, 3], Dtype::F32, Buffer::Sbuf)?;
-            let e = expect_err(reduce(ctx, &d, nl::add, &data, &[0]));
-            assert_err(&e, ErrorKind::Constraint, &["nisa.tensor_reduce", "axis [0]", "partition dim"]);
-            let e = expect_err(reduce(ctx, &d, nl::add, &data, &[1]));
-            assert_err(&e, ErrorKind::Constraint, &["axis [1]", "ending at dim 2"]);
-            let e = expect_err(reduce(ctx, &d, nl::add, &data, &[]));
-            assert_eq!(e.kind, ErrorKind::Constraint);
-            let e = expect_err(reduce(ctx, &d, nl::add, &data, &[2, 2]));
-            assert_eq!(e.kind, ErrorKind::Constraint);
-            let e = expect_err(reduce(ctx, &d, nl::subtract, &data, &[2]));
-            assert_err(&e, ErrorKind::Constraint, &["nl.subtract cannot reduce"]);
-            let e = expect_err(reduce(ctx, &d, nl::add, &data, &[1, 2]));
-            assert_err(&e, ErrorKind::Shape, &["4 partitions x 1 elements", "holds 4 x 3"]);
-            // Reducing axis 1 of a 2-d tile is the whole row.
-            let two = data.reshape(&[4, 15])?;
-            let col = alloc(ctx, &[4, 1], Dtype::F32, Buffer::Sbuf)?;
-            reduce(ctx, &col, nl::maximum, &two, &[1])?;
-            assert_eq!(col.to_f32_vec(), vec![14., 29., 44., 59.]);
-            Ok(())
-        })
-        .unwrap();
+    on_tile(&[4, 3, 5], &arange(60), |ctx, data| {
+        let d = alloc(ctx, &[4, 3], Dtype::F32, Buffer::Sbuf)?;
+        let e = expect_err(reduce(ctx, &d, nl::add, data, &[0]));
+        assert_err(&e, ErrorKind::Constraint, &["nisa.tensor_reduce", "axis [0]", "partition dim"]);
+        let e = expect_err(reduce(ctx, &d, nl::add, data, &[1]));
+        assert_err(&e, ErrorKind::Constraint, &["axis [1]", "ending at dim 2"]);
+        let e = expect_err(reduce(ctx, &d, nl::add, data, &[]));
+        assert_eq!(e.kind, ErrorKind::Constraint);
+        let e = expect_err(reduce(ctx, &d, nl::add, data, &[2, 2]));
+        assert_eq!(e.kind, ErrorKind::Constraint);
+        let e = expect_err(reduce(ctx, &d, nl::subtract, data, &[2]));
+        assert_err(&e, ErrorKind::Constraint, &["nl.subtract cannot reduce"]);
+        let e = expect_err(reduce(ctx, &d, nl::add, data, &[1, 2]));
+        assert_err(&e, ErrorKind::Shape, &["4 partitions x 1 elements", "holds 4 x 3"]);
+        // Reducing axis 1 of a 2-d tile is the whole row.
+        let two = data.reshape(&[4, 15])?;
+        let col = alloc(ctx, &[4, 1], Dtype::F32, Buffer::Sbuf)?;
+        reduce(ctx, &col, nl::maximum, &two, &[1])?;
+        assert_eq!(col.to_f32_vec(), vec![14., 29., 44., 59.]);
+        Ok(())
+    });
 }
 
 fn tsr<'a>(ctx: &Ctx, dst: &Tensor, data: &Tensor, op0: NlOp, o0: Operand<'a>, rop: NlOp, opts: TensorScalarReduceOpts<'a>) -> Result<()> {
@@ -206,103 +200,64 @@ fn tensor_scalar_reduce_takes_the_unary_alu_ops() {
 fn tensor_scalar_reduce_uses_fp32_values_before_the_cast() {
     // Each 1 + 2^-8 rounds to 1.0 in the bf16 dst, but the fp32 sum keeps it.
     let v = 1.0 + 2f64.powi(-8);
-    let got = Launch::new()
-        .run(|ctx| {
-            let x = sbuf_with(ctx, &[2, 16], Dtype::F32, &[v; 32])?;
-            let d = alloc(ctx, &[2, 16], Dtype::Bf16, Buffer::Sbuf)?;
-            let r = alloc(ctx, &[2, 1], Dtype::F32, Buffer::Sbuf)?;
-            tsr(ctx, &d, &x, nl::multiply, 1.0.into(), nl::add, TensorScalarReduceOpts { reduce_res: Some(&r), ..Default::default() })?;
-            Ok((d.to_f32_vec(), r.to_f32_vec()))
-        })
-        .unwrap();
+    let got = on_tile(&[2, 16], &[v; 32], |ctx, x| {
+        let d = alloc(ctx, &[2, 16], Dtype::Bf16, Buffer::Sbuf)?;
+        let r = alloc(ctx, &[2, 1], Dtype::F32, Buffer::Sbuf)?;
+        tsr(ctx, &d, x, nl::multiply, 1.0.into(), nl::add, TensorScalarReduceOpts { reduce_res: Some(&r), ..Default::default() })?;
+        Ok((d.to_f32_vec(), r.to_f32_vec()))
+    });
     assert!(got.0.iter().all(|&x| x == 1.0));
     assert_eq!(got.1, vec![(16.0 * v) as f32; 2]);
 }
 
 #[test]
 fn tensor_scalar_reduce_rules() {
-    Launch::new()
-        .run(|ctx| {
-            let x = sbuf_with(ctx, &[2, 4], Dtype::F32, &arange(8))?;
-            let d = alloc(ctx, &[2, 4], Dtype::F32, Buffer::Sbuf)?;
-            let e = expect_err(tsr(
-                ctx,
-                &d,
-                &x,
-                nl::add,
-                1.0.into(),
-                nl::add,
-                TensorScalarReduceOpts { reverse0: Some(true), ..Default::default() },
-            ));
-            assert_err(&e, ErrorKind::Constraint, &["nisa.tensor_scalar_reduce", "reverse0"]);
-            let e = expect_err(tsr(
-                ctx,
-                &d,
-                &x,
-                nl::add,
-                1.0.into(),
-                nl::add,
-                TensorScalarReduceOpts { reduce_init: Some(0.0.into()), ..Default::default() },
-            ));
-            assert_err(&e, ErrorKind::Constraint, &["reduce_init"]);
-            let e = expect_err(tsr(
-                ctx,
-                &d,
-                &x,
-                nl::add,
-                1.0.into(),
-                nl::add,
-                TensorScalarReduceOpts { reduce_cmd: Some(reduce_cmd::load_reduce), ..Default::default() },
-            ));
-            assert_err(&e, ErrorKind::Constraint, &["reduce_init"]);
-            let e = expect_err(tsr(ctx, &d, &x, nl::add, 1.0.into(), nl::subtract, Default::default()));
-            assert_err(&e, ErrorKind::Constraint, &["cannot reduce"]);
-            let wide = alloc(ctx, &[2, 2], Dtype::F32, Buffer::Sbuf)?;
-            let e = expect_err(tsr(
-                ctx,
-                &d,
-                &x,
-                nl::add,
-                1.0.into(),
-                nl::add,
-                TensorScalarReduceOpts { reduce_res: Some(&wide), ..Default::default() },
-            ));
-            assert_err(&e, ErrorKind::Shape, &["reduce_res", "(2, 1) column"]);
-            Ok(())
-        })
-        .unwrap();
+    on_tile(&[2, 4], &arange(8), |ctx, x| {
+        let d = alloc(ctx, &[2, 4], Dtype::F32, Buffer::Sbuf)?;
+        // x + 1 reduced by addition, with `opts`.
+        let refused = |opts| expect_err(tsr(ctx, &d, x, nl::add, 1.0.into(), nl::add, opts));
+        let e = refused(TensorScalarReduceOpts { reverse0: Some(true), ..Default::default() });
+        assert_err(&e, ErrorKind::Constraint, &["nisa.tensor_scalar_reduce", "reverse0"]);
+        let e = refused(TensorScalarReduceOpts { reduce_init: Some(0.0.into()), ..Default::default() });
+        assert_err(&e, ErrorKind::Constraint, &["reduce_init"]);
+        let e = refused(TensorScalarReduceOpts { reduce_cmd: Some(reduce_cmd::load_reduce), ..Default::default() });
+        assert_err(&e, ErrorKind::Constraint, &["reduce_init"]);
+        let e = expect_err(tsr(ctx, &d, x, nl::add, 1.0.into(), nl::subtract, Default::default()));
+        assert_err(&e, ErrorKind::Constraint, &["cannot reduce"]);
+        let wide = alloc(ctx, &[2, 2], Dtype::F32, Buffer::Sbuf)?;
+        let e = refused(TensorScalarReduceOpts { reduce_res: Some(&wide), ..Default::default() });
+        assert_err(&e, ErrorKind::Shape, &["reduce_res", "(2, 1) column"]);
+        Ok(())
+    });
 }
 
 #[test]
 fn vector_registers_are_shared_with_range_select_and_relative_to_the_first_partition() {
     let x = dyadic(8 * 6, 30, -4.0, 4.0, 4);
-    let got = Launch::new()
-        .run(|ctx| {
-            let t = sbuf_with(ctx, &[8, 6], Dtype::F32, &x)?;
-            let d = alloc(ctx, &[8, 6], Dtype::F32, Buffer::Sbuf)?;
-            let r = alloc(ctx, &[4, 1], Dtype::F32, Buffer::Sbuf)?;
-            // Max over partitions 0..4, then over partitions 4..8: register i sees
-            // row i of the first and row 4 + i of the second.
-            tsr(ctx, &d.index(&s![0..4])?, &t.index(&s![0..4])?, nl::add, 0.0.into(), nl::maximum, Default::default())?;
-            // A Scalar Engine reduction in between does not touch the Vector registers.
-            let act = alloc(ctx, &[4, 6], Dtype::F32, Buffer::Sbuf)?;
-            let junk = alloc(ctx, &[4, 1], Dtype::F32, Buffer::Sbuf)?;
-            nisa::activation_reduce(ctx, &act, nl::copy, &t.index(&s![0..4])?, nl::add, &junk, ActivationReduceOpts::default())?;
-            let lo = sbuf_with(ctx, &[4, 1], Dtype::F32, &[-1.0; 4])?;
-            let hi = sbuf_with(ctx, &[4, 1], Dtype::F32, &[100.0; 4])?;
-            nisa::range_select(
-                ctx,
-                &d.index(&s![4..8])?,
-                &t.index(&s![4..8])?,
-                nl::greater,
-                nl::less,
-                &lo,
-                &hi,
-                RangeSelectOpts { reduce_cmd: Some(reduce_cmd::reduce), reduce_res: Some(&r), ..Default::default() },
-            )?;
-            Ok(r.to_f32_vec())
-        })
-        .unwrap();
+    let got = on_tile(&[8, 6], &x, |ctx, t| {
+        let d = alloc(ctx, &[8, 6], Dtype::F32, Buffer::Sbuf)?;
+        let r = alloc(ctx, &[4, 1], Dtype::F32, Buffer::Sbuf)?;
+        // Max over partitions 0..4, then over partitions 4..8: register i sees
+        // row i of the first and row 4 + i of the second.
+        tsr(ctx, &d.index(&s![0..4])?, &t.index(&s![0..4])?, nl::add, 0.0.into(), nl::maximum, Default::default())?;
+        // A Scalar Engine reduction in between does not touch the Vector registers.
+        let act = alloc(ctx, &[4, 6], Dtype::F32, Buffer::Sbuf)?;
+        let junk = alloc(ctx, &[4, 1], Dtype::F32, Buffer::Sbuf)?;
+        nisa::activation_reduce(ctx, &act, nl::copy, &t.index(&s![0..4])?, nl::add, &junk, ActivationReduceOpts::default())?;
+        let lo = sbuf_with(ctx, &[4, 1], Dtype::F32, &[-1.0; 4])?;
+        let hi = sbuf_with(ctx, &[4, 1], Dtype::F32, &[100.0; 4])?;
+        nisa::range_select(
+            ctx,
+            &d.index(&s![4..8])?,
+            &t.index(&s![4..8])?,
+            nl::greater,
+            nl::less,
+            &lo,
+            &hi,
+            RangeSelectOpts { reduce_cmd: Some(reduce_cmd::reduce), reduce_res: Some(&r), ..Default::default() },
+        )?;
+        Ok(r.to_f32_vec())
+    });
     let want: Vec<f64> =
         (0..4).map(|i| fold(nl::maximum, &x[i * 6..i * 6 + 6]).max(fold(nl::maximum, &x[(4 + i) * 6..(4 + i) * 6 + 6]))).collect();
     assert_close(&got, &want, 0.0, 0.0);
@@ -375,23 +330,14 @@ fn activation_functions_with_scalar_and_column_scale_and_bias() {
 fn activation_rounds_once_to_the_destination_and_negation_idiom() {
     // x * 2 + 0.5 is exact in fp32 for these dyadic x; only the bf16 write rounds.
     let x = dyadic(4 * 32, 50, -8.0, 8.0, 10);
-    let got = Launch::new()
-        .run(|ctx| {
-            let data = sbuf_with(ctx, &[4, 32], Dtype::F32, &x)?;
-            let d = alloc(ctx, &[4, 32], Dtype::Bf16, Buffer::Sbuf)?;
-            act(ctx, &d, nl::copy, &data, ActivationOpts { scale: Some(2.0.into()), bias: Some(0.5.into()), ..Default::default() })?;
-            let zero = sbuf_with(ctx, &[4, 1], Dtype::F32, &[0.0; 4])?;
-            let neg = alloc(ctx, &[4, 32], Dtype::F32, Buffer::Sbuf)?;
-            act(
-                ctx,
-                &neg,
-                nl::copy,
-                &data,
-                ActivationOpts { scale: Some((-1.0).into()), bias: Some((&zero).into()), ..Default::default() },
-            )?;
-            Ok((d.to_f32_vec(), neg.to_f32_vec()))
-        })
-        .unwrap();
+    let got = on_tile(&[4, 32], &x, |ctx, data| {
+        let d = alloc(ctx, &[4, 32], Dtype::Bf16, Buffer::Sbuf)?;
+        act(ctx, &d, nl::copy, data, ActivationOpts { scale: Some(2.0.into()), bias: Some(0.5.into()), ..Default::default() })?;
+        let zero = sbuf_with(ctx, &[4, 1], Dtype::F32, &[0.0; 4])?;
+        let neg = alloc(ctx, &[4, 32], Dtype::F32, Buffer::Sbuf)?;
+        act(ctx, &neg, nl::copy, data, ActivationOpts { scale: Some((-1.0).into()), bias: Some((&zero).into()), ..Default::default() })?;
+        Ok((d.to_f32_vec(), neg.to_f32_vec()))
+    });
     let want: Vec<f32> = x.iter().map(|&v| bf16((v * 2.0 + 0.5) as f32)).collect();
     assert_bits(&got.0, &want);
     assert!(x.iter().any(|&v| f64::from(bf16((v * 2.0 + 0.5) as f32)) != v * 2.0 + 0.5));
@@ -424,43 +370,40 @@ fn activation_exp_saturates_and_propagates_nan() {
 fn activation_reduce_cmd_semantics() {
     let (p, f) = (4usize, 8usize);
     let xs: Vec<Vec<f64>> = (0..4).map(|i| dyadic(p * f, 60 + i, -2.0, 2.0, 6)).collect();
-    let got = Launch::new()
-        .run(|ctx| {
-            let t: Vec<Tensor> = xs.iter().map(|x| sbuf_with(ctx, &[p as i64, f as i64], Dtype::F32, x)).collect::<Result<_>>()?;
-            let d = alloc(ctx, &[p as i64, f as i64], Dtype::Bf16, Buffer::Sbuf)?;
-            let res = || alloc(ctx, &[p as i64, 1], Dtype::F32, Buffer::Sbuf);
-            let r: Vec<Tensor> = (0..6).map(|_| res()).collect::<Result<_>>()?;
-            fn with(cmd: ReduceCmd, rr: &Tensor) -> ActivationOpts<'_> {
-                ActivationOpts {
-                    scale: Some(3.0.into()),
-                    reduce_op: Some(nl::add),
-                    reduce_cmd: Some(cmd),
-                    reduce_res: Some(rr),
-                    ..Default::default()
-                }
+    let got = on_tiles(&[p as i64, f as i64], &xs, |ctx, t| {
+        let d = alloc(ctx, &[p as i64, f as i64], Dtype::Bf16, Buffer::Sbuf)?;
+        let res = || alloc(ctx, &[p as i64, 1], Dtype::F32, Buffer::Sbuf);
+        let r: Vec<Tensor> = (0..6).map(|_| res()).collect::<Result<_>>()?;
+        fn with(cmd: ReduceCmd, rr: &Tensor) -> ActivationOpts<'_> {
+            ActivationOpts {
+                scale: Some(3.0.into()),
+                reduce_op: Some(nl::add),
+                reduce_cmd: Some(cmd),
+                reduce_res: Some(rr),
+                ..Default::default()
             }
-            // reset_reduce: registers = this row's sum (of the fp32 outputs).
-            act(ctx, &d, nl::copy, &t[0], with(reduce_cmd::reset_reduce, &r[0]))?;
-            // reduce: += this row's sum.
-            act(ctx, &d, nl::copy, &t[1], with(reduce_cmd::reduce, &r[1]))?;
-            // idle: registers unchanged, reduce_res reads them out.
-            act(ctx, &d, nl::copy, &t[2], with(reduce_cmd::idle, &r[2]))?;
-            // reset: zero, without this row.
-            act(ctx, &d, nl::copy, &t[2], with(reduce_cmd::reset, &r[3]))?;
-            act(ctx, &d, nl::copy, &t[3], with(reduce_cmd::reduce, &r[4]))?;
-            // activation_reduce is reset_reduce.
-            nisa::activation_reduce(
-                ctx,
-                &d,
-                nl::copy,
-                &t[1],
-                nl::add,
-                &r[5],
-                ActivationReduceOpts { scale: Some(3.0.into()), ..Default::default() },
-            )?;
-            Ok(r.iter().map(|t| t.to_f32_vec()).collect::<Vec<_>>())
-        })
-        .unwrap();
+        }
+        // reset_reduce: registers = this row's sum (of the fp32 outputs).
+        act(ctx, &d, nl::copy, &t[0], with(reduce_cmd::reset_reduce, &r[0]))?;
+        // reduce: += this row's sum.
+        act(ctx, &d, nl::copy, &t[1], with(reduce_cmd::reduce, &r[1]))?;
+        // idle: registers unchanged, reduce_res reads them out.
+        act(ctx, &d, nl::copy, &t[2], with(reduce_cmd::idle, &r[2]))?;
+        // reset: zero, without this row.
+        act(ctx, &d, nl::copy, &t[2], with(reduce_cmd::reset, &r[3]))?;
+        act(ctx, &d, nl::copy, &t[3], with(reduce_cmd::reduce, &r[4]))?;
+        // activation_reduce is reset_reduce.
+        nisa::activation_reduce(
+            ctx,
+            &d,
+            nl::copy,
+            &t[1],
+            nl::add,
+            &r[5],
+            ActivationReduceOpts { scale: Some(3.0.into()), ..Default::default() },
+        )?;
+        Ok(r.iter().map(|t| t.to_f32_vec()).collect::<Vec<_>>())
+    });
     let sum = |x: &[f64]| -> Vec<f64> { x.chunks(f).map(|c| c.iter().map(|v| 3.0 * v).sum()).collect() };
     let (s0, s1, s3) = (sum(&xs[0]), sum(&xs[1]), sum(&xs[3]));
     let acc: Vec<f64> = (0..p).map(|i| s0[i] + s1[i]).collect();
@@ -475,24 +418,21 @@ fn activation_reduce_cmd_semantics() {
 #[test]
 fn activation_reduce_sums_unrounded_fp32_outputs_over_128_partitions() {
     let x = uniform(128 * 64, 70, -3.0, 1.0);
-    let got = Launch::new()
-        .run(|ctx| {
-            let data = sbuf_with(ctx, &[128, 64], Dtype::F32, &x)?;
-            let d = alloc(ctx, &[128, 64], Dtype::Bf16, Buffer::Sbuf)?;
-            let r = alloc(ctx, &[128, 1], Dtype::F32, Buffer::Sbuf)?;
-            let bias = sbuf_with(ctx, &[128, 1], Dtype::F32, &arange(128).iter().map(|v| -v / 128.0).collect::<Vec<_>>())?;
-            nisa::activation_reduce(
-                ctx,
-                &d,
-                nl::exp,
-                &data,
-                nl::add,
-                &r,
-                ActivationReduceOpts { bias: Some((&bias).into()), ..Default::default() },
-            )?;
-            Ok((d.to_f32_vec(), r.to_f32_vec()))
-        })
-        .unwrap();
+    let got = on_tile(&[128, 64], &x, |ctx, data| {
+        let d = alloc(ctx, &[128, 64], Dtype::Bf16, Buffer::Sbuf)?;
+        let r = alloc(ctx, &[128, 1], Dtype::F32, Buffer::Sbuf)?;
+        let bias = sbuf_with(ctx, &[128, 1], Dtype::F32, &arange(128).iter().map(|v| -v / 128.0).collect::<Vec<_>>())?;
+        nisa::activation_reduce(
+            ctx,
+            &d,
+            nl::exp,
+            data,
+            nl::add,
+            &r,
+            ActivationReduceOpts { bias: Some((&bias).into()), ..Default::default() },
+        )?;
+        Ok((d.to_f32_vec(), r.to_f32_vec()))
+    });
     let exps: Vec<f64> = x.iter().enumerate().map(|(i, &v)| (f64::from(v as f32) - (i / 64) as f64 / 128.0).exp()).collect();
     let sums: Vec<f64> = exps.chunks(64).map(|c| c.iter().sum()).collect();
     assert_close(&got.1, &sums, 2e-6, 0.0);
@@ -504,33 +444,29 @@ fn activation_reduce_sums_unrounded_fp32_outputs_over_128_partitions() {
 
 #[test]
 fn activation_rules() {
-    Launch::new()
-        .run(|ctx| {
-            let x = sbuf_with(ctx, &[4, 4], Dtype::F32, &arange(16))?;
-            let d = alloc(ctx, &[4, 4], Dtype::F32, Buffer::Sbuf)?;
-            let e = expect_err(act(ctx, &d, nl::add, &x, ActivationOpts::default()));
-            assert_err(&e, ErrorKind::Constraint, &["nisa.activation", "op=nl.add"]);
-            let r = alloc(ctx, &[4, 1], Dtype::F32, Buffer::Sbuf)?;
-            let e = expect_err(act(
-                ctx,
-                &d,
-                nl::exp,
-                &x,
-                ActivationOpts { reduce_op: Some(nl::maximum), reduce_res: Some(&r), ..Default::default() },
-            ));
-            assert_err(&e, ErrorKind::Constraint, &["reduce_op must be nl.add", "nl.maximum"]);
-            let e =
-                expect_err(act(ctx, &d, nl::exp, &x, ActivationOpts { reduce_cmd: Some(reduce_cmd::load_reduce), ..Default::default() }));
-            assert_err(&e, ErrorKind::Constraint, &["load_reduce"]);
-            let e = expect_err(act(ctx, &d, nl::exp, &x, ActivationOpts { scale: Some((&d).into()), ..Default::default() }));
-            assert_err(&e, ErrorKind::Shape, &["scale", "(4, 1) column"]);
-            let e = expect_err(act(ctx, &d.index(&s![0..2])?, nl::exp, &x, ActivationOpts::default()));
-            assert_eq!(e.kind, ErrorKind::Shape);
-            let e = expect_err(nisa::activation_reduce(ctx, &d, nl::exp, &x, nl::add, &d, ActivationReduceOpts::default()));
-            assert_err(&e, ErrorKind::Shape, &["nisa.activation_reduce", "reduce_res"]);
-            Ok(())
-        })
-        .unwrap();
+    on_tile(&[4, 4], &arange(16), |ctx, x| {
+        let d = alloc(ctx, &[4, 4], Dtype::F32, Buffer::Sbuf)?;
+        let e = expect_err(act(ctx, &d, nl::add, x, ActivationOpts::default()));
+        assert_err(&e, ErrorKind::Constraint, &["nisa.activation", "op=nl.add"]);
+        let r = alloc(ctx, &[4, 1], Dtype::F32, Buffer::Sbuf)?;
+        let e = expect_err(act(
+            ctx,
+            &d,
+            nl::exp,
+            x,
+            ActivationOpts { reduce_op: Some(nl::maximum), reduce_res: Some(&r), ..Default::default() },
+        ));
+        assert_err(&e, ErrorKind::Constraint, &["reduce_op must be nl.add", "nl.maximum"]);
+        let e = expect_err(act(ctx, &d, nl::exp, x, ActivationOpts { reduce_cmd: Some(reduce_cmd::load_reduce), ..Default::default() }));
+        assert_err(&e, ErrorKind::Constraint, &["load_reduce"]);
+        let e = expect_err(act(ctx, &d, nl::exp, x, ActivationOpts { scale: Some((&d).into()), ..Default::default() }));
+        assert_err(&e, ErrorKind::Shape, &["scale", "(4, 1) column"]);
+        let e = expect_err(act(ctx, &d.index(&s![0..2])?, nl::exp, x, ActivationOpts::default()));
+        assert_eq!(e.kind, ErrorKind::Shape);
+        let e = expect_err(nisa::activation_reduce(ctx, &d, nl::exp, x, nl::add, &d, ActivationReduceOpts::default()));
+        assert_err(&e, ErrorKind::Shape, &["nisa.activation_reduce", "reduce_res"]);
+        Ok(())
+    });
     // trn1: the bias must be a vector.
     Launch::new()
         .generation(Generation::Trn1)
@@ -550,15 +486,12 @@ fn activation_rules() {
 #[test]
 fn activation_in_place() {
     let x = dyadic(3 * 5, 80, -2.0, 2.0, 6);
-    let got = Launch::new()
-        .run(|ctx| {
-            let t = sbuf_with(ctx, &[3, 5], Dtype::F32, &x)?;
-            let col = t.index(&s![.., 0..1])?;
-            // data, dst and the bias column all alias one tile.
-            act(ctx, &t, nl::copy, &t, ActivationOpts { scale: Some(2.0.into()), bias: Some((&col).into()), ..Default::default() })?;
-            Ok(t.to_f32_vec())
-        })
-        .unwrap();
+    let got = on_tile(&[3, 5], &x, |ctx, t| {
+        let col = t.index(&s![.., 0..1])?;
+        // data, dst and the bias column all alias one tile.
+        act(ctx, t, nl::copy, t, ActivationOpts { scale: Some(2.0.into()), bias: Some((&col).into()), ..Default::default() })?;
+        Ok(t.to_f32_vec())
+    });
     let want: Vec<f64> = (0..15).map(|i| 2.0 * x[i] + x[i - i % 5]).collect();
     assert_close(&got, &want, 0.0, 0.0);
 }
@@ -567,37 +500,34 @@ fn activation_in_place() {
 fn vector_reset_and_idle_commands() {
     let (p, f) = (3usize, 5usize);
     let xs: Vec<Vec<f64>> = (0..3).map(|i| dyadic(p * f, 100 + i, -2.0, 2.0, 6)).collect();
-    let got = Launch::new()
-        .run(|ctx| {
-            let t: Vec<Tensor> = xs.iter().map(|x| sbuf_with(ctx, &[p as i64, f as i64], Dtype::F32, x)).collect::<Result<_>>()?;
-            let d = alloc(ctx, &[p as i64, f as i64], Dtype::F32, Buffer::Sbuf)?;
-            let r: Vec<Tensor> = (0..5).map(|_| alloc(ctx, &[p as i64, 1], Dtype::F32, Buffer::Sbuf)).collect::<Result<_>>()?;
-            fn opts(cmd: ReduceCmd, res: &Tensor) -> TensorScalarReduceOpts<'_> {
-                TensorScalarReduceOpts { reduce_cmd: Some(cmd), reduce_res: Some(res), ..Default::default() }
-            }
-            tsr(ctx, &d, &t[0], nl::add, 0.0.into(), nl::add, opts(reduce_cmd::reset_reduce, &r[0]))?;
-            // idle: the op still writes dst; the registers keep the previous sums.
-            tsr(ctx, &d, &t[1], nl::add, 1.0.into(), nl::add, opts(reduce_cmd::idle, &r[1]))?;
-            let idle_dst = d.to_f32_vec();
-            // reset: zero, without this row.
-            tsr(ctx, &d, &t[1], nl::add, 0.0.into(), nl::add, opts(reduce_cmd::reset, &r[2]))?;
-            tsr(ctx, &d, &t[2], nl::add, 0.0.into(), nl::add, opts(reduce_cmd::reduce, &r[3]))?;
-            // range_select shares the registers: idle reads them out unchanged.
-            let lo = sbuf_with(ctx, &[p as i64, 1], Dtype::F32, &vec![-1.0; p])?;
-            let hi = sbuf_with(ctx, &[p as i64, 1], Dtype::F32, &vec![100.0; p])?;
-            nisa::range_select(
-                ctx,
-                &d,
-                &t[0],
-                nl::greater,
-                nl::less,
-                &lo,
-                &hi,
-                RangeSelectOpts { reduce_cmd: Some(reduce_cmd::idle), reduce_res: Some(&r[4]), ..Default::default() },
-            )?;
-            Ok((idle_dst, r.iter().map(|t| t.to_f32_vec()).collect::<Vec<_>>()))
-        })
-        .unwrap();
+    let got = on_tiles(&[p as i64, f as i64], &xs, |ctx, t| {
+        let d = alloc(ctx, &[p as i64, f as i64], Dtype::F32, Buffer::Sbuf)?;
+        let r: Vec<Tensor> = (0..5).map(|_| alloc(ctx, &[p as i64, 1], Dtype::F32, Buffer::Sbuf)).collect::<Result<_>>()?;
+        fn opts(cmd: ReduceCmd, res: &Tensor) -> TensorScalarReduceOpts<'_> {
+            TensorScalarReduceOpts { reduce_cmd: Some(cmd), reduce_res: Some(res), ..Default::default() }
+        }
+        tsr(ctx, &d, &t[0], nl::add, 0.0.into(), nl::add, opts(reduce_cmd::reset_reduce, &r[0]))?;
+        // idle: the op still writes dst; the registers keep the previous sums.
+        tsr(ctx, &d, &t[1], nl::add, 1.0.into(), nl::add, opts(reduce_cmd::idle, &r[1]))?;
+        let idle_dst = d.to_f32_vec();
+        // reset: zero, without this row.
+        tsr(ctx, &d, &t[1], nl::add, 0.0.into(), nl::add, opts(reduce_cmd::reset, &r[2]))?;
+        tsr(ctx, &d, &t[2], nl::add, 0.0.into(), nl::add, opts(reduce_cmd::reduce, &r[3]))?;
+        // range_select shares the registers: idle reads them out unchanged.
+        let lo = sbuf_with(ctx, &[p as i64, 1], Dtype::F32, &vec![-1.0; p])?;
+        let hi = sbuf_with(ctx, &[p as i64, 1], Dtype::F32, &vec![100.0; p])?;
+        nisa::range_select(
+            ctx,
+            &d,
+            &t[0],
+            nl::greater,
+            nl::less,
+            &lo,
+            &hi,
+            RangeSelectOpts { reduce_cmd: Some(reduce_cmd::idle), reduce_res: Some(&r[4]), ..Default::default() },
+        )?;
+        Ok((idle_dst, r.iter().map(|t| t.to_f32_vec()).collect::<Vec<_>>()))
+    });
     let sums = |x: &[f64]| -> Vec<f64> { x.chunks(f).map(|c| c.iter().sum()).collect() };
     assert_close(&got.0, &xs[1].iter().map(|v| v + 1.0).collect::<Vec<_>>(), 0.0, 0.0);
     let r = &got.1;
