@@ -13,16 +13,13 @@ use crate::common;
 use crate::common::attention::{
     PriorRef, Problem, QueryPositions, Reference, groups, k_layout, out_layout, q_layout, stats_layout, stats_rows, transpose_last2,
 };
-use crate::common::{as_dtype, seed_of, tensor, uniform};
+use crate::common::{FP32_ATOL, FP32_RTOL, as_dtype, seed_of, tensor, uniform};
 use nki::attention::cte::attention_cte::attention_cte;
 use nki::attention::cte::{CteConfig, CteDims, CteInputs, CteOutputs, Prior};
 use nki::hw::Generation;
 use nki::{Dtype, ErrorKind, Launch, NkiError, Precision, Tensor};
 use std::ops::Range;
 
-/// fp32 mode: max abs error <= FP32_RTOL x max|ref| + FP32_ATOL.
-const FP32_RTOL: f64 = 1e-5;
-const FP32_ATOL: f64 = 1e-6;
 /// Hardware mode: the library test's tolerance.
 const HW_RTOL: f64 = 2e-2;
 const HW_ATOL: f64 = 1e-5;

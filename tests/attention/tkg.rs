@@ -9,13 +9,11 @@
 //! `Precision::Hardware` the library test's `1e-5 + 2e-2 max|ref|` (inputs
 //! rounded to their dtype before the reference).
 
-use crate::common::assert_close;
 use crate::common::tkg::{config, data, reference, shape, tensors};
+use crate::common::{FP32_ATOL, FP32_RTOL, assert_close};
 use nki::attention::reference_tkg::Shape;
 use nki::{Dtype, Launch, Precision};
 
-const FP32_RTOL: f64 = 1e-5;
-const FP32_ATOL: f64 = 1e-6;
 const HW_RTOL: f64 = 2e-2;
 const HW_ATOL: f64 = 1e-5;
 

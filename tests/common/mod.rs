@@ -6,6 +6,7 @@ pub mod attention_grad;
 #[path = "../../nki-core/tests/common/lcg.rs"]
 mod lcg;
 pub mod ring;
+pub mod ring_features;
 pub mod tkg;
 #[path = "../../nki-core/tests/common/xorwow.rs"]
 pub mod xorwow;
@@ -22,6 +23,11 @@ use std::sync::OnceLock;
 // emitted package, the snapshots) holds them beside the attention kernels.
 use nki_examples as _;
 
+/// The fp32 metric (the NKI tests'): `max|a-b| <= FP32_RTOL·max|ref| + FP32_ATOL`.
+pub const FP32_RTOL: f64 = 1e-5;
+/// See [`FP32_RTOL`].
+pub const FP32_ATOL: f64 = 1e-6;
+
 /// A seed derived from a case's name (FNV-1a), so every case draws its own inputs.
 pub fn seed_of(name: &str) -> u64 {
     name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
@@ -36,6 +42,21 @@ pub fn as_dtype(values: &[f64], dtype: Dtype) -> Vec<f64> {
 pub fn tensor(shape: &[usize], values: &[f64], dtype: Dtype) -> Tensor {
     let v: Vec<f32> = values.iter().map(|&x| x as f32).collect();
     Tensor::from_f32(shape, &v, dtype).expect("shape matches values")
+}
+
+/// `a_tᵀ · b` in float64, for row-major `a_t` `[k, m]` and `b` `[k, n]`: `[m, n]`.
+pub fn matmul_t(a_t: &[f64], b: &[f64], k: usize, m: usize, n: usize) -> Vec<f64> {
+    assert_eq!((a_t.len(), b.len()), (k * m, k * n), "a_t is [{k}, {m}], b [{k}, {n}]");
+    let mut c = vec![0.0; m * n];
+    for p in 0..k {
+        for i in 0..m {
+            let a = a_t[p * m + i];
+            for j in 0..n {
+                c[i * n + j] += a * b[p * n + j];
+            }
+        }
+    }
+    c
 }
 
 /// `max |got - want|` and `max |want|`.
@@ -185,20 +206,12 @@ pub fn run_numpy_ranks(pkg: &Path, kernel: &str, args: &[Vec<Arg>], lnc: usize, 
 
 /// [`run_numpy_ranks`], with a failed run as `Err` holding the harness's output.
 pub fn try_run_numpy_ranks(pkg: &Path, kernel: &str, args: &[Vec<Arg>], lnc: usize, precision: &str) -> Result<Vec<Vec<Vec<f32>>>, String> {
-    try_run_numpy_ranks_on(pkg, kernel, args, lnc, precision, "trn2")
+    try_run_numpy_on(pkg, kernel, args, lnc, precision, "trn2").map(as_f32)
 }
 
-/// [`try_run_numpy_ranks`] on the NeuronCore `generation` (`trn1`, `trn2`, `trn3`).
-pub fn try_run_numpy_ranks_on(
-    pkg: &Path,
-    kernel: &str,
-    args: &[Vec<Arg>],
-    lnc: usize,
-    precision: &str,
-    generation: &str,
-) -> Result<Vec<Vec<Vec<f32>>>, String> {
-    let outs = try_run_numpy_on(pkg, kernel, args, lnc, precision, generation)?;
-    Ok(outs.into_iter().map(|rank| rank.into_iter().map(|o| o.iter().map(|&v| v as f32).collect()).collect()).collect())
+/// Every rank's outputs (of [`try_run_numpy_on`]) as float32 values.
+pub fn as_f32(ranks: Vec<Vec<Vec<f64>>>) -> Vec<Vec<Vec<f32>>> {
+    ranks.into_iter().map(|rank| rank.into_iter().map(|o| o.iter().map(|&v| v as f32).collect()).collect()).collect()
 }
 
 /// [`try_run_numpy_ranks`] on `generation` (`trn1` .. `trn3`), with the outputs'

@@ -1,7 +1,7 @@
 //! The temperature softmax example (`activate2` on trn3) against float64, and
 //! its emitted kernel under the NumPy executor against the emulator.
 
-use crate::common::{Arg, as_dtype, assert_close, emitted_package, tensor, try_run_numpy_ranks_on, uniform};
+use crate::common::{Arg, as_dtype, as_f32, assert_close, emitted_package, tensor, try_run_numpy_on, uniform};
 use nki::hw::Generation;
 use nki::{Dtype, Launch, Precision};
 use nki_examples::temperature_softmax::temperature_softmax;
@@ -46,7 +46,7 @@ fn emitted_kernel_under_numpy_matches_the_emulator() {
     for (precision, mode) in [(Precision::Fp32, "fp32"), (Precision::Hardware, "hardware")] {
         let emu = temperature_softmax::Call::new(&tensor(&[n, m], &x, Dtype::F32), inv_temp).launch(&trn3(precision)).unwrap();
         let args = vec![Arg::Tensor(vec![n, m], x.clone(), Dtype::F32), Arg::Float(inv_temp)];
-        let np = try_run_numpy_ranks_on(emitted_package(), "temperature_softmax", &[args], 1, mode, "trn3").unwrap().swap_remove(0);
+        let np = try_run_numpy_on(emitted_package(), "temperature_softmax", &[args], 1, mode, "trn3").map(as_f32).unwrap().swap_remove(0);
         // fp32 outputs; the two exp implementations may differ in the last bits.
         let emu: Vec<f64> = emu.to_f32_vec().into_iter().map(f64::from).collect();
         assert_close(&format!("numpy vs emulator ({mode})"), &np[0], &emu, 1e-9, 1e-6);

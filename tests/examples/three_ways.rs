@@ -4,14 +4,11 @@
 
 use crate::common;
 
-use crate::common::{Arg, as_dtype, assert_close, run_numpy, tensor, uniform};
+use crate::common::{Arg, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, matmul_t, run_numpy, tensor, uniform};
 use nki::{Dtype, Launch, Precision};
 use nki_examples::{
     logsumexp::logsumexp, matmul::matmul, matmul_k_outer::matmul_k_outer, softmax::softmax, tensor_add::tensor_add, transpose::transpose,
 };
-
-const FP32_RTOL: f64 = 1e-5;
-const FP32_ATOL: f64 = 1e-6;
 
 fn fp32() -> Launch {
     Launch::new().precision(Precision::Fp32)
@@ -113,27 +110,13 @@ mod row_softmax {
 mod tiled_matmul {
     use super::*;
 
-    /// `a_tᵀ · b` for `a_t: [k, m]`, `b: [k, n]`.
-    pub(super) fn reference(a_t: &[f64], b: &[f64], k: usize, m: usize, n: usize) -> Vec<f64> {
-        let mut c = vec![0.0; m * n];
-        for p in 0..k {
-            for i in 0..m {
-                let a = a_t[p * m + i];
-                for j in 0..n {
-                    c[i * n + j] += a * b[p * n + j];
-                }
-            }
-        }
-        c
-    }
-
     #[test]
     fn accumulates_over_k_in_psum() {
         let (k, m, n) = (384, 256, 1024);
         let (a, b) = (uniform(k * m, 10, -1.0, 1.0), uniform(k * n, 11, -1.0, 1.0));
         let out = matmul::Call::new(&tensor(&[k, m], &a, Dtype::F32), &tensor(&[k, n], &b, Dtype::F32)).launch(&fp32()).unwrap();
         assert_eq!(out.shape(), &[m, n]);
-        assert_close("matmul", &out.to_f32_vec(), &reference(&a, &b, k, m, n), FP32_ATOL, FP32_RTOL);
+        assert_close("matmul", &out.to_f32_vec(), &matmul_t(&a, &b, k, m, n), FP32_ATOL, FP32_RTOL);
     }
 
     #[test]
@@ -143,7 +126,7 @@ mod tiled_matmul {
         let b = as_dtype(&uniform(k * n, 13, -1.0, 1.0), Dtype::Bf16);
         let out = matmul::Call::new(&tensor(&[k, m], &a, Dtype::Bf16), &tensor(&[k, n], &b, Dtype::Bf16)).launch(&Launch::new()).unwrap();
         // Products of bf16 values are exact in fp32; only fp32 summation error remains.
-        assert_close("matmul bf16", &out.to_f32_vec(), &reference(&a, &b, k, m, n), FP32_ATOL, FP32_RTOL);
+        assert_close("matmul bf16", &out.to_f32_vec(), &matmul_t(&a, &b, k, m, n), FP32_ATOL, FP32_RTOL);
     }
 
     #[test]
@@ -160,13 +143,12 @@ mod tiled_matmul {
 /// The K loop outermost, with one PSUM accumulator per output tile held in a list.
 mod k_outer_matmul {
     use super::*;
-    use tiled_matmul::reference;
 
     #[test]
     fn list_of_psum_accumulators_matches_float64_in_both_executors() {
         for (k, m, n) in [(384, 256, 1536), (128, 128, 4096)] {
             let (a, b) = (uniform(k * m, 40, -1.0, 1.0), uniform(k * n, 41, -1.0, 1.0));
-            let want = reference(&a, &b, k, m, n);
+            let want = matmul_t(&a, &b, k, m, n);
             let (ta, tb) = (tensor(&[k, m], &a, Dtype::F32), tensor(&[k, n], &b, Dtype::F32));
             let out = matmul_k_outer::Call::new(&ta, &tb).launch(&fp32()).unwrap();
             assert_close(&format!("matmul_k_outer {k}x{m}x{n}"), &out.to_f32_vec(), &want, FP32_ATOL, FP32_RTOL);
@@ -253,7 +235,7 @@ mod block_transpose {
 /// trn1, `activate2` only trn3) both artifacts refuse it, naming the generation.
 mod generations {
     use super::*;
-    use common::{emitted_package, try_run_numpy_ranks_on};
+    use common::{as_f32, emitted_package, try_run_numpy_on};
     use nki::hw::Generation;
     use nki::{Result, Tensor};
     use nki_examples::{cumsum::cumsum, temperature_softmax::temperature_softmax};
@@ -281,7 +263,7 @@ mod generations {
         let ranks = [args.to_vec()];
         for &g in ALL {
             let launch = fp32().lnc(lnc).generation(g);
-            let np = try_run_numpy_ranks_on(emitted_package(), kernel, &ranks, lnc, "fp32", name(g));
+            let np = try_run_numpy_on(emitted_package(), kernel, &ranks, lnc, "fp32", name(g)).map(as_f32);
             if supported.contains(&g) {
                 let emu: Vec<f64> =
                     emulate(&launch).unwrap_or_else(|e| panic!("{kernel} on {g:?}: {e}")).to_f32_vec().into_iter().map(f64::from).collect();

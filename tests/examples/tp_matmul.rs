@@ -2,7 +2,7 @@
 //! ranks) against `x · W1 · W2` in float64, in both precision modes, and its
 //! emitted NKI under the NumPy executor with ranks as threads; its profile.
 
-use crate::common::{Arg, as_dtype, assert_close, emitted_package, run_numpy_ranks, tensor, uniform};
+use crate::common::{Arg, as_dtype, assert_close, emitted_package, matmul_t, run_numpy_ranks, tensor, uniform};
 use nki::profile::{Target, Unit};
 use nki::{Dtype, Launch, Precision};
 use nki_examples::tp_matmul::tp_matmul;
@@ -46,15 +46,7 @@ impl Problem {
     /// `y = x · W1 · W2` (`[M, N]`), in float64, the hidden activations rounded
     /// to `hidden` (the kernel casts them to the weights' dtype between the matmuls).
     fn reference(&self, hidden: Dtype) -> Vec<f64> {
-        let mut hid = vec![0.0; M * H];
-        for i in 0..M {
-            for kk in 0..K {
-                let x = self.x_t[kk * M + i];
-                for j in 0..H {
-                    hid[i * H + j] += x * self.w1[kk * H + j];
-                }
-            }
-        }
+        let hid = matmul_t(&self.x_t, &self.w1, K, M, H);
         let hid = as_dtype(&hid, hidden);
         let mut y = vec![0.0; M * N];
         for i in 0..M {

@@ -11,7 +11,7 @@
 //! test runs the blocked kernel at the tutorial's own shape, where its blocks do
 //! not fit in SBUF and the profile counts the compiler's spills.
 
-use crate::common::{Arg, assert_close, run_numpy, tensor, uniform};
+use crate::common::{Arg, assert_close, matmul_t, run_numpy, tensor, uniform};
 use nki::profile::{Report, Target, Unit};
 use nki::{Dtype, Launch, Precision, Tensor};
 use nki_examples::matmul::matmul;
@@ -19,19 +19,6 @@ use nki_examples::matmul_steps::{matmul_blocked, matmul_hoisted};
 
 /// Half the tutorial's contraction (32 matmuls per output tile), fewer output tiles.
 const SHAPE: (usize, usize, usize) = (4096, 512, 4096);
-
-fn reference(a_t: &[f64], b: &[f64], k: usize, m: usize, n: usize) -> Vec<f64> {
-    let mut out = vec![0.0; m * n];
-    for kk in 0..k {
-        for i in 0..m {
-            let a = a_t[kk * m + i];
-            for j in 0..n {
-                out[i * n + j] += a * b[kk * n + j];
-            }
-        }
-    }
-    out
-}
 
 type Kernel = fn(&Launch, &Tensor, &Tensor) -> nki::Result<Tensor>;
 
@@ -42,7 +29,7 @@ fn profile(name: &str, kernel: Kernel, dtype: Dtype, (k, m, n): (usize, usize, u
     let launch = Launch::new().precision(Precision::Fp32).profile(Target::Trn2);
     let out = kernel(&launch, &ta, &tb).unwrap();
     let (ra, rb) = (ta.to_f32_vec(), tb.to_f32_vec());
-    let want = reference(&ra.iter().map(|&x| x as f64).collect::<Vec<_>>(), &rb.iter().map(|&x| x as f64).collect::<Vec<_>>(), k, m, n);
+    let want = matmul_t(&ra.iter().map(|&x| x as f64).collect::<Vec<_>>(), &rb.iter().map(|&x| x as f64).collect::<Vec<_>>(), k, m, n);
     assert_close(name, &out.to_f32_vec(), &want, 1e-3, 1e-4);
     let report = launch.profiled().unwrap().report;
     eprintln!("{name}:\n{report}");

@@ -15,42 +15,17 @@
 //! * errors: kv_heads that do not divide the heads are refused naming the parameter.
 
 use crate::common;
-
-use crate::common::{as_dtype, assert_close, packed_segment_ids, uniform};
-use nki::attention::reference::{Dims, Features, attend, attend_backward};
+use crate::common::ring_features::{self, FeatureCase, Inputs, Mask, PLAIN, dims};
+use crate::common::{as_dtype, assert_close, uniform};
+use nki::attention::reference::{Dims, attend, attend_backward};
 use nki::attention::ring_bwd::{RingBwdConfig, RingBwdInputs, RingBwdOutputs};
-use nki::attention::shard::{SeqLayout, shard, shard_bias, shard_ids, shard_lse, unshard};
+use nki::attention::shard::{SeqLayout, shard, shard_lse, unshard};
 use nki::{Dtype, Launch, Precision, Tensor};
 
-/// The layout and the masks of one run.
-#[derive(Clone, Copy, Debug)]
-struct Mask {
-    layout: SeqLayout,
-    causal: bool,
-    window: Option<(usize, usize)>,
-    chunk: Option<usize>,
-    cap: Option<f64>,
-}
-
-impl Mask {
-    const fn plain(layout: SeqLayout, causal: bool) -> Mask {
-        Mask { layout, causal, window: None, chunk: None, cap: None }
-    }
-}
-
-/// One global problem: `q`, `dy` `[b, h, S, d]`, `k`, `v` `[b, h_kv, S, d]`.
+/// One global problem and the output gradient `dy` `[b, h, S, d]`.
 struct Case {
-    dims: Dims,
-    q: Vec<f64>,
-    k: Vec<f64>,
-    v: Vec<f64>,
+    x: Inputs,
     dy: Vec<f64>,
-    sinks: Option<Vec<f64>>,
-    /// Global `(q, kv)` segment ids, `[b, S]` each.
-    segments: Option<(Vec<i32>, Vec<i32>)>,
-    /// Global bias `[b, h, S, S]`.
-    bias: Option<Vec<f64>>,
-    scale: f64,
 }
 
 /// The expected gradients.
@@ -62,66 +37,33 @@ struct Want {
 }
 
 impl Case {
+    /// q, k, v from `seed` .. `seed + 2`, dy from `seed + 3`, sinks from `seed + 4`.
     fn new(dims: Dims, sinks: bool, seed: u64) -> Case {
-        let nq = dims.batch * dims.heads * dims.seqlen * dims.head_dim;
-        let nk = dims.batch * dims.kv_heads * dims.seqlen * dims.head_dim;
-        Case {
-            dims,
-            q: uniform(nq, seed, -1.0, 1.0),
-            k: uniform(nk, seed + 1, -1.0, 1.0),
-            v: uniform(nk, seed + 2, -1.0, 1.0),
-            dy: uniform(nq, seed + 3, -1.0, 1.0),
-            sinks: sinks.then(|| uniform(dims.heads, seed + 4, -1.0, 3.0)),
-            segments: None,
-            bias: None,
-            scale: 0.4,
-        }
+        let x = Inputs::random(dims, seed, sinks.then_some(seed + 4));
+        let dy = uniform(x.q.len(), seed + 3, -1.0, 1.0);
+        Case { x, dy }
     }
 
     /// Runs the backward ring on inputs rounded to `dtype` and returns its outputs
     /// and the reference gradients of those rounded inputs.
     fn run(&self, w: usize, m: Mask, lnc: usize, precision: Precision, dtype: Dtype) -> (RingBwdOutputs, Want) {
-        let (layout, causal) = (m.layout, m.causal);
-        let Dims { batch: b, heads: h, kv_heads: hk, seqlen: s, head_dim: d } = self.dims;
+        let layout = m.layout;
+        let Dims { batch: b, heads: h, kv_heads: hk, seqlen: s, head_dim: d } = self.x.dims;
         let r = |x: &[f64]| as_dtype(x, dtype);
-        let (q, k, v, dy) = (r(&self.q), r(&self.k), r(&self.v), r(&self.dy));
-        let segments = self.segments.as_ref().map(|(q, kv)| (q.as_slice(), kv.as_slice()));
-        let f = Features {
-            causal,
-            window: m.window,
-            chunk: m.chunk,
-            soft_cap: m.cap,
-            sinks: self.sinks.as_deref(),
-            segments,
-            bias: self.bias.as_deref(),
-        };
-        let fwd = attend(&q, &k, &v, &self.dims, self.scale, &f);
+        let (q, k, v, dy) = (r(&self.x.q), r(&self.x.k), r(&self.x.v), r(&self.dy));
+        let f = m.features(&self.x);
+        let fwd = attend(&q, &k, &v, &self.x.dims, self.x.scale, &f);
         // The kernel receives O in the input dtype and the LSE in fp32.
         let fwd = nki::attention::reference::Attention { out: r(&fwd.out), lse: as_dtype(&fwd.lse, Dtype::F32) };
-        let g = attend_backward(&q, &k, &v, &dy, &fwd, &self.dims, self.scale, &f);
+        let g = attend_backward(&q, &k, &v, &dy, &fwd, &self.x.dims, self.x.scale, &f);
         let t = |x: &[f64], heads: usize| common::tensor(&[b, heads, s, d], x, dtype);
         let sh = |x: &[f64], heads: usize| shard(&t(x, heads), w, layout, true).unwrap();
         let (qs, ks, vs, os, dys) = (sh(&q, h), sh(&k, hk), sh(&v, hk), sh(&fwd.out, h), sh(&dy, h));
         let lse = shard_lse(&common::tensor(&[b, h, s], &fwd.lse, Dtype::F32), w, layout).unwrap();
-        let sinks = self.sinks.as_ref().map(|x| common::tensor(&[h], x, Dtype::F32));
-        let ids = |x: &[i32]| {
-            let t = Tensor::from_i64(&[b, s], &x.iter().map(|&i| i as i64).collect::<Vec<_>>(), Dtype::I32).unwrap();
-            shard_ids(&t, w, layout).unwrap()
-        };
-        let segs = self.segments.as_ref().map(|(q, kv)| (ids(q), ids(kv)));
-        let segment_ids = segs.as_ref().map(|(q, kv)| (q.as_slice(), kv.as_slice()));
-        let bias = self.bias.as_ref().map(|x| shard_bias(&common::tensor(&[b, h, s, s], x, Dtype::F32), w, layout).unwrap());
-        let mut cfg =
-            RingBwdConfig::new(w as i64).causal(causal).layout(layout).softmax_scale(self.scale).lnc(lnc as i64).kv_heads(hk as i64);
-        if let Some((l, r)) = m.window {
-            cfg = cfg.sliding_window(l as i64, r as i64);
-        }
-        if let Some(c) = m.chunk {
-            cfg = cfg.chunk_size(c as i64);
-        }
-        if let Some(c) = m.cap {
-            cfg = cfg.soft_cap(c);
-        }
+        let fs = self.x.feature_shards(w, layout);
+        let cfg = m.configure(
+            RingBwdConfig::new(w as i64).causal(m.causal).layout(layout).softmax_scale(self.x.scale).lnc(lnc as i64).kv_heads(hk as i64),
+        );
         let launch = Launch::new().ranks(w).lnc(lnc).precision(precision);
         let inputs = RingBwdInputs {
             q: &qs,
@@ -130,51 +72,48 @@ impl Case {
             o: &os,
             dy: &dys,
             lse: &lse,
-            sinks: sinks.as_ref(),
-            segment_ids,
-            bias: bias.as_deref(),
+            sinks: fs.sinks.as_ref(),
+            segment_ids: fs.segment_ids(),
+            bias: fs.bias.as_deref(),
         };
         let outs = cfg.launch(&launch, &inputs).unwrap();
         (outs, Want { dq: g.dq, dk: g.dk, dv: g.dv, dsinks: g.dsinks })
     }
+}
 
+impl FeatureCase for Case {
+    fn draw(dims: Dims, sinks: bool, seed: u64) -> Case {
+        Case::new(dims, sinks, seed)
+    }
+
+    fn inputs(&mut self) -> &mut Inputs {
+        &mut self.x
+    }
+
+    /// Runs the ring and checks dQ, dK, dV and dsinks against the reference.
     fn check(&self, w: usize, m: Mask, lnc: usize, precision: Precision) {
-        let layout = m.layout;
         let (dtype, atol, rtol) = match precision {
             Precision::Fp32 => (Dtype::F32, 1e-6, 1e-4),
             _ => (Dtype::Bf16, 1e-2, 1e-2),
         };
         let (outs, want) = self.run(w, m, lnc, precision, dtype);
-        let what = format!(
-            "W{w} {m:?} lnc{lnc} {precision:?} h{}:{} sinks={} segments={}",
-            self.dims.heads,
-            self.dims.kv_heads,
-            self.sinks.is_some(),
-            self.segments.is_some(),
-        ) + if self.bias.is_some() { " bias" } else { "" };
-        let global = |parts: &[Tensor]| unshard(parts, layout, true).unwrap().to_f32_vec();
+        let what = self.x.label(w, m, lnc, precision);
+        let global = |parts: &[Tensor]| unshard(parts, m.layout, true).unwrap().to_f32_vec();
         assert_close(&format!("{what} dQ"), &global(&outs.dq), &want.dq, atol, rtol);
         assert_close(&format!("{what} dK"), &global(&outs.dk), &want.dk, atol, rtol);
         assert_close(&format!("{what} dV"), &global(&outs.dv), &want.dv, atol, rtol);
         match &outs.dsinks {
             Some(ds) => assert_close(&format!("{what} dsinks"), &ds.to_f32_vec(), &want.dsinks, atol, rtol),
-            None => assert!(self.sinks.is_none(), "{what}: sinks given but no dsinks returned"),
+            None => assert!(self.x.sinks.is_none(), "{what}: sinks given but no dsinks returned"),
         }
     }
 }
-
-fn dims(w: usize, heads: usize, kv_heads: usize, s_local: usize, d: usize) -> Dims {
-    Dims { batch: 1, heads, kv_heads, seqlen: w * s_local, head_dim: d }
-}
-
-const LAYOUTS: [Mask; 3] =
-    [Mask::plain(SeqLayout::Contiguous, false), Mask::plain(SeqLayout::Contiguous, true), Mask::plain(SeqLayout::Striped, true)];
 
 #[test]
 fn grouped_query_gradients_match_the_reference_in_every_layout() {
     for (w, b, h, hk, lnc) in [(1, 1, 2, 1, 1), (2, 2, 4, 2, 2), (3, 1, 4, 1, 1), (4, 1, 8, 1, 2), (8, 1, 2, 1, 1)] {
         let case = Case::new(Dims { batch: b, ..dims(w, h, hk, 128, 32) }, false, 100 + w as u64);
-        for m in LAYOUTS {
+        for m in PLAIN {
             case.check(w, m, lnc, Precision::Fp32);
         }
     }
@@ -184,7 +123,7 @@ fn grouped_query_gradients_match_the_reference_in_every_layout() {
 fn sink_gradients_alone_and_with_grouped_queries_match_the_reference() {
     for (w, b, h, hk, lnc) in [(1, 1, 2, 2, 1), (2, 2, 2, 2, 2), (4, 1, 4, 2, 1), (3, 1, 3, 1, 2)] {
         let case = Case::new(Dims { batch: b, ..dims(w, h, hk, 128, 16) }, true, 200 + w as u64);
-        for m in LAYOUTS {
+        for m in PLAIN {
             case.check(w, m, lnc, Precision::Fp32);
         }
     }
@@ -216,7 +155,7 @@ fn bad_kv_heads_are_refused_naming_the_parameter() {
     let case = Case::new(dims(2, 4, 4, 128, 16), false, 501);
     let t = |x: &[f64], heads: usize| common::tensor(&[1, heads, 256, 16], &x[..heads * 256 * 16], Dtype::F32);
     let sh = |x: &[f64], heads: usize| shard(&t(x, heads), 2, SeqLayout::Contiguous, true).unwrap();
-    let (q, k, v, o, dy) = (sh(&case.q, 4), sh(&case.k, 3), sh(&case.v, 3), sh(&case.q, 4), sh(&case.dy, 4));
+    let (q, k, v, o, dy) = (sh(&case.x.q, 4), sh(&case.x.k, 3), sh(&case.x.v, 3), sh(&case.x.q, 4), sh(&case.dy, 4));
     let lse = shard_lse(&common::tensor(&[1, 4, 256], &[0.0; 1024], Dtype::F32), 2, SeqLayout::Contiguous).unwrap();
     let launch = Launch::new().ranks(2).precision(Precision::Fp32);
     let inputs = RingBwdInputs { q: &q, k: &k, v: &v, o: &o, dy: &dy, lse: &lse, sinks: None, segment_ids: None, bias: None };
@@ -231,27 +170,7 @@ fn bad_kv_heads_are_refused_naming_the_parameter() {
 
 #[test]
 fn windows_chunks_and_zigzag_gradients_match_the_reference() {
-    use SeqLayout::{Contiguous, Striped, Zigzag};
-    let masks = [
-        Mask::plain(Zigzag, true),
-        Mask { window: Some((100, 100)), ..Mask::plain(Contiguous, true) },
-        Mask { window: Some((300, 0)), ..Mask::plain(Striped, true) },
-        Mask { window: Some((77, 0)), ..Mask::plain(Zigzag, true) },
-        Mask { window: Some((130, 40)), ..Mask::plain(Contiguous, false) },
-        Mask { chunk: Some(96), ..Mask::plain(Contiguous, false) },
-        Mask { chunk: Some(200), ..Mask::plain(Zigzag, true) },
-        Mask { window: Some((50, 0)), chunk: Some(160), ..Mask::plain(Striped, true) },
-    ];
-    for (w, h, hk, lnc) in [(1, 2, 1, 1), (2, 2, 2, 2), (3, 4, 2, 1), (4, 2, 1, 2)] {
-        let case = Case::new(dims(w, h, hk, 128, 16), w % 2 == 0, 600 + w as u64);
-        for m in masks {
-            case.check(w, m, lnc, Precision::Fp32);
-        }
-    }
-    let case = Case::new(dims(8, 2, 1, 128, 16), true, 609);
-    for m in [masks[0], masks[1], masks[3], masks[4]] {
-        case.check(8, m, 1, Precision::Fp32);
-    }
+    ring_features::window_sweep::<Case>(599, (609, 128));
 }
 
 #[test]
@@ -272,7 +191,7 @@ fn a_causal_window_skips_the_steps_nobody_needs() {
 fn layout_window_and_chunk_rules_are_errors_naming_the_parameter() {
     let case = Case::new(dims(2, 2, 2, 128, 16), false, 801);
     let sh = |x: &[f64]| shard(&common::tensor(&[1, 2, 256, 16], x, Dtype::F32), 2, SeqLayout::Contiguous, true).unwrap();
-    let (q, k, v, dy) = (sh(&case.q), sh(&case.k), sh(&case.v), sh(&case.dy));
+    let (q, k, v, dy) = (sh(&case.x.q), sh(&case.x.k), sh(&case.x.v), sh(&case.dy));
     let lse = shard_lse(&common::tensor(&[1, 2, 256], &[2.0; 512], Dtype::F32), 2, SeqLayout::Contiguous).unwrap();
     let launch = Launch::new().ranks(2).precision(Precision::Fp32);
     let inputs = RingBwdInputs { q: &q, k: &k, v: &v, o: &q, dy: &dy, lse: &lse, sinks: None, segment_ids: None, bias: None };
@@ -359,73 +278,15 @@ fn masked_sbuf_footprint_bounds_the_measured_peak() {
 
 #[test]
 fn soft_capped_gradients_match_the_reference_alone_and_with_every_other_feature() {
-    use SeqLayout::{Contiguous, Striped, Zigzag};
-    let masks = [
-        Mask { cap: Some(1.5), ..Mask::plain(Contiguous, false) },
-        Mask { cap: Some(0.7), ..Mask::plain(Striped, true) },
-        Mask { cap: Some(2.0), ..Mask::plain(Zigzag, true) },
-        Mask { cap: Some(1.0), window: Some((90, 20)), chunk: Some(200), ..Mask::plain(Contiguous, false) },
-        Mask { cap: Some(3.0), window: Some((150, 0)), ..Mask::plain(Zigzag, true) },
-    ];
-    for (w, h, hk, sl, lnc) in [(1, 2, 1, 128, 1), (2, 2, 2, 256, 2), (3, 4, 2, 128, 1), (4, 2, 1, 256, 2)] {
-        let mut case = Case::new(dims(w, h, hk, sl, 16), w % 2 == 1, 941 + w as u64);
-        case.q.iter_mut().for_each(|x| *x *= 6.0);
-        for m in masks {
-            case.check(w, m, lnc, Precision::Fp32);
-        }
-    }
-    let mut case = Case::new(dims(4, 4, 2, 256, 64), true, 949);
-    case.q.iter_mut().for_each(|x| *x *= 6.0);
-    case.check(4, masks[2], 2, Precision::Hardware);
+    ring_features::soft_cap_sweep::<Case>(940);
 }
 
 #[test]
 fn segment_ids_alone_and_with_every_other_feature_match_the_reference() {
-    use SeqLayout::{Contiguous, Striped, Zigzag};
-    let masks = [
-        Mask::plain(Contiguous, false),
-        Mask::plain(Contiguous, true),
-        Mask::plain(Striped, true),
-        Mask::plain(Zigzag, true),
-        Mask { window: Some((150, 0)), ..Mask::plain(Zigzag, true) },
-        Mask { window: Some((90, 20)), chunk: Some(200), cap: Some(2.0), ..Mask::plain(Contiguous, false) },
-    ];
-    for (w, h, hk, sl, lnc, sinks) in [(1, 2, 1, 128, 1, false), (2, 2, 2, 256, 2, true), (3, 4, 2, 128, 1, false), (4, 2, 1, 128, 2, true)]
-    {
-        let mut case = Case::new(Dims { batch: 2, ..dims(w, h, hk, sl, 16) }, sinks, 261 + w as u64);
-        case.segments = Some(packed_segment_ids(2, w * sl, 271 + w as u64));
-        for m in masks {
-            case.check(w, m, lnc, Precision::Fp32);
-        }
-    }
-    let mut case = Case::new(Dims { batch: 2, ..dims(4, 4, 2, 256, 64) }, false, 279);
-    case.segments = Some(packed_segment_ids(2, 1024, 281));
-    case.check(4, masks[3], 2, Precision::Hardware);
+    ring_features::segment_sweep::<Case>(260);
 }
 
 #[test]
 fn a_bias_alone_and_with_every_other_feature_matches_the_reference() {
-    use SeqLayout::{Contiguous, Striped, Zigzag};
-    let masks = [
-        Mask::plain(Contiguous, false),
-        Mask::plain(Contiguous, true),
-        Mask::plain(Striped, true),
-        Mask::plain(Zigzag, true),
-        Mask { window: Some((150, 0)), cap: Some(2.0), ..Mask::plain(Zigzag, true) },
-        Mask { window: Some((90, 20)), chunk: Some(200), ..Mask::plain(Striped, true) },
-    ];
-    for (w, h, hk, sl, lnc, sinks) in [(1, 2, 1, 128, 1, false), (2, 2, 2, 256, 2, true), (3, 4, 2, 128, 1, false), (4, 2, 1, 128, 2, true)]
-    {
-        let mut case = Case::new(Dims { batch: 2, ..dims(w, h, hk, sl, 16) }, sinks, 461 + w as u64);
-        let s = w * sl;
-        case.bias = Some(uniform(2 * h * s * s, 467 + w as u64, -2.0, 2.0));
-        for m in masks {
-            case.check(w, m, lnc, Precision::Fp32);
-        }
-        case.segments = Some(packed_segment_ids(2, s, 471 + w as u64));
-        case.check(w, masks[3], lnc, Precision::Fp32);
-    }
-    let mut case = Case::new(Dims { batch: 1, ..dims(4, 4, 2, 256, 64) }, true, 479);
-    case.bias = Some(uniform(4 * 1024 * 1024, 483, -2.0, 2.0));
-    case.check(4, masks[2], 2, Precision::Hardware);
+    ring_features::bias_sweep::<Case>(460);
 }

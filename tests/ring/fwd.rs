@@ -18,15 +18,12 @@
 
 use crate::common::attention::Problem;
 use crate::common::ring::{Global, Ring, pick_lse, pick_out};
-use crate::common::{as_dtype, errors, seed_of, tensor, uniform};
+use crate::common::{FP32_ATOL, FP32_RTOL, as_dtype, errors, seed_of, tensor, uniform};
 use nki::attention::ring_fwd::ring_attention_fwd::ring_attention_spmd_fwd;
 use nki::{Dtype, Launch, Precision, Tensor};
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
-/// The fp32 metric: `max|a-b| <= FP32_RTOL·max|ref| + FP32_ATOL`.
-const FP32_RTOL: f64 = 1e-5;
-const FP32_ATOL: f64 = 1e-6;
 /// The hardware metric (the NKI test's): `max|a-b| <= HW_ATOL + HW_RTOL·max|ref|`.
 const HW_ATOL: f64 = 1e-3;
 const HW_RTOL: f64 = 1e-2;

@@ -5,7 +5,9 @@
 use crate::common;
 
 use crate::common::attention::Problem;
+use crate::common::ring_features::Inputs;
 use crate::common::{assert_close, uniform};
+use nki::attention::reference::Dims;
 use nki::attention::ring_fwd::{Queries, RingDims, RingFwdConfig, RingFwdInputs};
 use nki::attention::shard::{SeqLayout, shard, unshard, unshard_lse};
 use nki::{Dtype, ErrorKind, Launch, Precision, Tensor};
@@ -14,37 +16,30 @@ const BH: usize = 2;
 const ST: usize = 512;
 const D: usize = 32;
 
-struct Global {
-    q: Vec<f64>,
-    k: Vec<f64>,
-    v: Vec<f64>,
+/// The global problem: q, k and v `[1, BH, ST, D]`.
+fn global() -> Inputs {
+    Inputs::random(Dims { batch: 1, heads: BH, kv_heads: BH, seqlen: ST, head_dim: D }, 81, None)
 }
 
-impl Global {
-    fn new() -> Global {
-        let n = BH * ST * D;
-        Global { q: uniform(n, 81, -1.0, 1.0), k: uniform(n, 82, -1.0, 1.0), v: uniform(n, 83, -1.0, 1.0) }
-    }
+fn tensor(x: &[f64]) -> Tensor {
+    common::tensor(&[1, BH, ST, D], x, Dtype::F32)
+}
 
-    fn tensor(x: &[f64]) -> Tensor {
-        common::tensor(&[1, BH, ST, D], x, Dtype::F32)
-    }
+/// Per-rank q (times `q_factor`), k (both d-major) and v.
+fn shards(g: &Inputs, w: usize, layout: SeqLayout, q_factor: f64) -> (Vec<Tensor>, Vec<Tensor>, Vec<Tensor>) {
+    let q: Vec<f64> = g.q.iter().map(|x| x * q_factor).collect();
+    (
+        shard(&tensor(&q), w, layout, true).unwrap(),
+        shard(&tensor(&g.k), w, layout, true).unwrap(),
+        shard(&tensor(&g.v), w, layout, false).unwrap(),
+    )
+}
 
-    /// Per-rank q, k (both d-major) and v.
-    fn shards(&self, w: usize, layout: SeqLayout, q_factor: f64) -> (Vec<Tensor>, Vec<Tensor>, Vec<Tensor>) {
-        let q: Vec<f64> = self.q.iter().map(|x| x * q_factor).collect();
-        (
-            shard(&Self::tensor(&q), w, layout, true).unwrap(),
-            shard(&Self::tensor(&self.k), w, layout, true).unwrap(),
-            shard(&Self::tensor(&self.v), w, layout, false).unwrap(),
-        )
-    }
-
-    fn reference(&self, causal: bool, scale: f64) -> (Vec<f64>, Vec<f64>) {
-        let r = Problem { scale, causal, ..Problem::new(BH, BH, ST, ST, D, &self.q, &self.k, &self.v) }.solve(true);
-        let lse = r.max.iter().zip(&r.sum).map(|(m, s)| m + s.ln()).collect();
-        (r.out, lse)
-    }
+/// The float64 output and LSE.
+fn reference(g: &Inputs, causal: bool, scale: f64) -> (Vec<f64>, Vec<f64>) {
+    let r = Problem { scale, causal, ..Problem::new(BH, BH, ST, ST, D, &g.q, &g.k, &g.v) }.solve(true);
+    let lse = r.max.iter().zip(&r.sum).map(|(m, s)| m + s.ln()).collect();
+    (r.out, lse)
 }
 
 fn fp32(w: usize) -> Launch {
@@ -53,13 +48,13 @@ fn fp32(w: usize) -> Launch {
 
 #[test]
 fn raw_and_prescaled_queries_give_the_same_attention_in_both_masks() {
-    let g = Global::new();
+    let g = global();
     let (w, scale) = (4usize, 0.3);
     for (causal, layout) in [(true, SeqLayout::Striped), (true, SeqLayout::Contiguous), (false, SeqLayout::Contiguous)] {
         let cfg = RingFwdConfig::new(w as i64).causal(causal).striped(layout == SeqLayout::Striped).training(true).softmax_scale(scale);
-        let (want_o, want_l) = g.reference(causal, scale);
-        let (q_raw, k, v) = g.shards(w, layout, 1.0);
-        let (q_pre, _, _) = g.shards(w, layout, scale);
+        let (want_o, want_l) = reference(&g, causal, scale);
+        let (q_raw, k, v) = shards(&g, w, layout, 1.0);
+        let (q_pre, _, _) = shards(&g, w, layout, scale);
         for q in [Queries::Raw(&q_raw), Queries::Prescaled { q: &q_pre, scale }] {
             let outs = cfg.launch(&fp32(w), &RingFwdInputs { q, k: &k, v: &v, sinks: None, segment_ids: None, bias: None }).unwrap();
             let what = format!("causal={causal} {layout:?} {q:?}");
@@ -72,8 +67,8 @@ fn raw_and_prescaled_queries_give_the_same_attention_in_both_masks() {
 
 #[test]
 fn queries_prescaled_by_another_factor_are_rejected() {
-    let g = Global::new();
-    let (q, k, v) = g.shards(2, SeqLayout::Contiguous, 0.5);
+    let g = global();
+    let (q, k, v) = shards(&g, 2, SeqLayout::Contiguous, 0.5);
     let cfg = RingFwdConfig::new(2).causal(true);
     let e = cfg
         .launch(
@@ -88,8 +83,8 @@ fn queries_prescaled_by_another_factor_are_rejected() {
 
 #[test]
 fn inputs_that_do_not_fit_the_ring_name_the_parameter() {
-    let g = Global::new();
-    let (q, k, v) = g.shards(2, SeqLayout::Contiguous, 1.0);
+    let g = global();
+    let (q, k, v) = shards(&g, 2, SeqLayout::Contiguous, 1.0);
     let cfg = RingFwdConfig::new(2);
     let inputs = RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: None, segment_ids: None, bias: None };
     let expect = |e: nki::NkiError, parts: &[&str]| {

@@ -14,162 +14,76 @@
 //!   refused naming the parameter.
 
 use crate::common;
-
-use crate::common::{as_dtype, assert_close, assert_close_lse, packed_segment_ids, uniform};
+use crate::common::ring_features::{self, FeatureCase, Inputs as Case, Mask, PLAIN, dims};
+use crate::common::{as_dtype, assert_close, assert_close_lse, packed_segment_ids};
 use nki::attention::reference::{Dims, Features, attend};
 use nki::attention::ring_fwd::ring_attention_fwd::ring_attention_spmd_fwd;
 use nki::attention::ring_fwd::{Queries, RingFwdConfig, RingFwdInputs, RingFwdOutputs};
-use nki::attention::shard::{SeqLayout, shard, shard_bias, shard_ids, unshard, unshard_lse};
+use nki::attention::shard::{SeqLayout, shard, unshard, unshard_lse};
 use nki::{Dtype, Launch, Precision, Tensor};
 
-/// The layout and the masks of one run.
-#[derive(Clone, Copy, Debug)]
-struct Mask {
-    layout: SeqLayout,
-    causal: bool,
-    window: Option<(usize, usize)>,
-    chunk: Option<usize>,
-    cap: Option<f64>,
+/// The forward ring's outputs for `x` rounded to `dtype` (the LSE included).
+fn runs(x: &Case, w: usize, m: Mask, lnc: usize, precision: Precision, dtype: Dtype) -> RingFwdOutputs {
+    let Dims { batch: b, heads: h, kv_heads: hk, seqlen: s, head_dim: d } = x.dims;
+    let t = |v: &[f64], heads: usize| common::tensor(&[b, heads, s, d], v, dtype);
+    let (q, k, v) = (
+        shard(&t(&x.q, h), w, m.layout, true).unwrap(),
+        shard(&t(&x.k, hk), w, m.layout, true).unwrap(),
+        shard(&t(&x.v, hk), w, m.layout, false).unwrap(),
+    );
+    let f = x.feature_shards(w, m.layout);
+    let cfg = m.configure(
+        RingFwdConfig::new(w as i64).causal(m.causal).layout(m.layout).training(true).softmax_scale(x.scale).kv_heads(hk as i64),
+    );
+    let launch = Launch::new().ranks(w).lnc(lnc).precision(precision);
+    let inputs =
+        RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: f.sinks.as_ref(), segment_ids: f.segment_ids(), bias: f.bias.as_deref() };
+    cfg.launch(&launch, &inputs).unwrap()
 }
 
-impl Mask {
-    const fn plain(layout: SeqLayout, causal: bool) -> Mask {
-        Mask { layout, causal, window: None, chunk: None, cap: None }
-    }
+/// The float64 output and LSE of `x` with `m`.
+fn reference(x: &Case, m: Mask) -> (Vec<f64>, Vec<f64>) {
+    let r = attend(&x.q, &x.k, &x.v, &x.dims, x.scale, &m.features(x));
+    (r.out, r.lse)
 }
 
-/// One global problem: `q` `[b, h, S, d]`, `k` and `v` `[b, h_kv, S, d]`.
-struct Case {
-    dims: Dims,
-    q: Vec<f64>,
-    k: Vec<f64>,
-    v: Vec<f64>,
-    sinks: Option<Vec<f64>>,
-    /// Global `(q, kv)` segment ids, `[b, S]` each.
-    segments: Option<(Vec<i32>, Vec<i32>)>,
-    /// Global bias `[b, h, S, S]`.
-    bias: Option<Vec<f64>>,
-    scale: f64,
-}
-
-impl Case {
-    fn new(dims: Dims, sinks: bool, seed: u64) -> Case {
-        let nq = dims.batch * dims.heads * dims.seqlen * dims.head_dim;
-        let nk = dims.batch * dims.kv_heads * dims.seqlen * dims.head_dim;
-        Case {
-            dims,
-            q: uniform(nq, seed, -1.0, 1.0),
-            k: uniform(nk, seed + 1, -1.0, 1.0),
-            v: uniform(nk, seed + 2, -1.0, 1.0),
-            sinks: sinks.then(|| uniform(dims.heads, seed + 3, -1.0, 3.0)),
-            segments: None,
-            bias: None,
-            scale: 0.4,
-        }
+/// The forward ring's case is the problem itself.
+impl FeatureCase for Case {
+    fn draw(dims: Dims, sinks: bool, seed: u64) -> Case {
+        Case::random(dims, seed, sinks.then_some(seed + 3))
     }
 
-    /// The case with its data rounded to `dtype` (what the kernel sees).
-    fn rounded(&self, dtype: Dtype) -> Case {
-        Case {
-            q: as_dtype(&self.q, dtype),
-            k: as_dtype(&self.k, dtype),
-            v: as_dtype(&self.v, dtype),
-            sinks: self.sinks.clone(),
-            segments: self.segments.clone(),
-            bias: self.bias.clone(),
-            ..*self
-        }
-    }
-
-    fn runs(&self, w: usize, m: Mask, lnc: usize, precision: Precision, dtype: Dtype) -> RingFwdOutputs {
-        let (layout, causal) = (m.layout, m.causal);
-        let Dims { batch: b, heads: h, kv_heads: hk, seqlen: s, head_dim: d } = self.dims;
-        let t = |x: &[f64], heads: usize| common::tensor(&[b, heads, s, d], x, dtype);
-        let (q, k, v) = (
-            shard(&t(&self.q, h), w, layout, true).unwrap(),
-            shard(&t(&self.k, hk), w, layout, true).unwrap(),
-            shard(&t(&self.v, hk), w, layout, false).unwrap(),
-        );
-        let sinks = self.sinks.as_ref().map(|x| common::tensor(&[h], x, Dtype::F32));
-        let ids = |x: &[i32]| {
-            let t = Tensor::from_i64(&[b, s], &x.iter().map(|&i| i as i64).collect::<Vec<_>>(), Dtype::I32).unwrap();
-            shard_ids(&t, w, layout).unwrap()
-        };
-        let segs = self.segments.as_ref().map(|(q, kv)| (ids(q), ids(kv)));
-        let mut cfg =
-            RingFwdConfig::new(w as i64).causal(causal).layout(layout).training(true).softmax_scale(self.scale).kv_heads(hk as i64);
-        if let Some((l, r)) = m.window {
-            cfg = cfg.sliding_window(l as i64, r as i64);
-        }
-        if let Some(c) = m.chunk {
-            cfg = cfg.chunk_size(c as i64);
-        }
-        if let Some(c) = m.cap {
-            cfg = cfg.soft_cap(c);
-        }
-        let launch = Launch::new().ranks(w).lnc(lnc).precision(precision);
-        let segment_ids = segs.as_ref().map(|(q, kv)| (q.as_slice(), kv.as_slice()));
-        let bias = self.bias.as_ref().map(|x| shard_bias(&common::tensor(&[b, h, s, s], x, Dtype::F32), w, layout).unwrap());
-        let inputs = RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: sinks.as_ref(), segment_ids, bias: bias.as_deref() };
-        cfg.launch(&launch, &inputs).unwrap()
-    }
-
-    fn reference(&self, m: Mask) -> (Vec<f64>, Vec<f64>) {
-        let f = Features {
-            causal: m.causal,
-            window: m.window,
-            chunk: m.chunk,
-            soft_cap: m.cap,
-            sinks: self.sinks.as_deref(),
-            segments: self.segments.as_ref().map(|(q, kv)| (q.as_slice(), kv.as_slice())),
-            bias: self.bias.as_deref(),
-        };
-        let r = attend(&self.q, &self.k, &self.v, &self.dims, self.scale, &f);
-        (r.out, r.lse)
+    fn inputs(&mut self) -> &mut Case {
+        self
     }
 
     /// Runs the ring and checks the output and the LSE against the reference.
     fn check(&self, w: usize, m: Mask, lnc: usize, precision: Precision) {
-        let (layout, causal) = (m.layout, m.causal);
         let (dtype, atol, rtol) = match precision {
             Precision::Fp32 => (Dtype::F32, 1e-6, 1e-5),
             _ => (Dtype::Bf16, 1e-3, 1e-2),
         };
         let exact = self.rounded(dtype);
         // Causal queries are scaled in fp32 and rounded again by the API.
-        let seen = if causal && dtype != Dtype::F32 {
+        let seen = if m.causal && dtype != Dtype::F32 {
             let q: Vec<f64> = exact.q.iter().map(|&x| as_dtype(&[(x as f32 * self.scale as f32) as f64], dtype)[0] / self.scale).collect();
             Case { q, ..exact.rounded(Dtype::F32) }
         } else {
             exact
         };
-        let (want_o, want_l) = seen.reference(m);
-        let outs = self.runs(w, m, lnc, precision, dtype);
-        let what = format!(
-            "W{w} {m:?} lnc{lnc} {precision:?} h{}:{} sinks={} segments={}",
-            self.dims.heads,
-            self.dims.kv_heads,
-            self.sinks.is_some(),
-            self.segments.is_some(),
-        ) + if self.bias.is_some() { " bias" } else { "" };
-        assert_close(&what, &unshard(&outs.out, layout, false).unwrap().to_f32_vec(), &want_o, atol, rtol);
-        let lse = unshard_lse(&outs.lse.expect("training returns the LSE"), layout).unwrap().to_f32_vec();
+        let (want_o, want_l) = reference(&seen, m);
+        let outs = runs(self, w, m, lnc, precision, dtype);
+        let what = self.label(w, m, lnc, precision);
+        assert_close(&what, &unshard(&outs.out, m.layout, false).unwrap().to_f32_vec(), &want_o, atol, rtol);
+        let lse = unshard_lse(&outs.lse.expect("training returns the LSE"), m.layout).unwrap().to_f32_vec();
         assert_close_lse(&format!("{what} LSE"), &lse, &want_l, atol, rtol);
     }
-}
-
-/// Today's masks: contiguous non-causal and causal, striped causal.
-const PLAIN: [Mask; 3] =
-    [Mask::plain(SeqLayout::Contiguous, false), Mask::plain(SeqLayout::Contiguous, true), Mask::plain(SeqLayout::Striped, true)];
-
-fn dims(w: usize, heads: usize, kv_heads: usize, s_local: usize, d: usize) -> Dims {
-    Dims { batch: 1, heads, kv_heads, seqlen: w * s_local, head_dim: d }
 }
 
 #[test]
 fn grouped_query_rings_match_the_reference_in_every_layout() {
     for (w, h, hk, lnc) in [(1, 2, 1, 1), (2, 4, 2, 2), (3, 4, 1, 1), (4, 8, 1, 2), (8, 2, 1, 1)] {
-        let case = Case::new(dims(w, h, hk, 128, 32), false, 11 + w as u64);
+        let case = Case::draw(dims(w, h, hk, 128, 32), false, 11 + w as u64);
         for m in PLAIN {
             case.check(w, m, lnc, Precision::Fp32);
         }
@@ -179,7 +93,7 @@ fn grouped_query_rings_match_the_reference_in_every_layout() {
 #[test]
 fn sinks_alone_and_with_grouped_queries_match_the_reference() {
     for (w, h, hk, lnc) in [(1, 2, 2, 1), (2, 2, 2, 2), (4, 4, 2, 1), (3, 3, 1, 2)] {
-        let case = Case::new(dims(w, h, hk, 128, 16), true, 31 + w as u64);
+        let case = Case::draw(dims(w, h, hk, 128, 16), true, 31 + w as u64);
         for m in PLAIN {
             case.check(w, m, lnc, Precision::Fp32);
         }
@@ -188,7 +102,7 @@ fn sinks_alone_and_with_grouped_queries_match_the_reference() {
 
 #[test]
 fn hardware_precision_stays_within_the_bf16_bounds() {
-    let case = Case::new(dims(4, 8, 2, 128, 64), true, 51);
+    let case = Case::draw(dims(4, 8, 2, 128, 64), true, 51);
     case.check(4, Mask::plain(SeqLayout::Striped, true), 2, Precision::Hardware);
     case.check(4, Mask::plain(SeqLayout::Contiguous, false), 1, Precision::Hardware);
     case.check(4, Mask { window: Some((200, 0)), ..Mask::plain(SeqLayout::Zigzag, true) }, 1, Precision::Hardware);
@@ -197,10 +111,10 @@ fn hardware_precision_stays_within_the_bf16_bounds() {
 #[test]
 fn a_sink_counts_once_however_many_steps() {
     // The same global problem on 1 and 8 ranks; and a sink of 60 outweighs every score.
-    let mut case = Case::new(dims(8, 2, 1, 128, 16), true, 61);
+    let mut case = Case::draw(dims(8, 2, 1, 128, 16), true, 61);
     let lse = |w: usize, c: &Case| {
         unshard_lse(
-            &c.runs(w, Mask::plain(SeqLayout::Contiguous, true), 1, Precision::Fp32, Dtype::F32).lse.unwrap(),
+            &runs(&c, w, Mask::plain(SeqLayout::Contiguous, true), 1, Precision::Fp32, Dtype::F32).lse.unwrap(),
             SeqLayout::Contiguous,
         )
         .unwrap()
@@ -209,7 +123,7 @@ fn a_sink_counts_once_however_many_steps() {
     let (one, eight) = (lse(1, &case), lse(8, &case));
     assert!(one.iter().zip(&eight).all(|(a, b)| (a - b).abs() < 1e-5), "LSE differs between W=1 and W=8");
     case.sinks = Some(vec![60.0, 60.0]);
-    let outs = case.runs(8, Mask::plain(SeqLayout::Striped, true), 1, Precision::Fp32, Dtype::F32);
+    let outs = runs(&case, 8, Mask::plain(SeqLayout::Striped, true), 1, Precision::Fp32, Dtype::F32);
     let out = unshard(&outs.out, SeqLayout::Striped, false).unwrap().to_f32_vec();
     assert!(out.iter().all(|x| x.abs() < 1e-20), "a dominant sink leaves no weight on the values");
     let lse = unshard_lse(&outs.lse.unwrap(), SeqLayout::Striped).unwrap().to_f32_vec();
@@ -220,8 +134,14 @@ fn a_sink_counts_once_however_many_steps() {
 fn gqa_8_to_1_moves_an_eighth_of_the_bytes_per_step() {
     let w = 4;
     let bytes = |hk: usize| -> Vec<usize> {
-        let outs =
-            Case::new(dims(w, 8, hk, 128, 32), false, 71).runs(w, Mask::plain(SeqLayout::Contiguous, true), 1, Precision::Fp32, Dtype::F32);
+        let outs = runs(
+            &Case::draw(dims(w, 8, hk, 128, 32), false, 71),
+            w,
+            Mask::plain(SeqLayout::Contiguous, true),
+            1,
+            Precision::Fp32,
+            Dtype::F32,
+        );
         assert_eq!(outs.comm.len(), 2 * (w - 1), "one K and one V permute per transfer step");
         outs.comm.iter().map(|e| e.bytes).collect()
     };
@@ -233,7 +153,7 @@ fn gqa_8_to_1_moves_an_eighth_of_the_bytes_per_step() {
 
 #[test]
 fn bad_kv_heads_and_sinks_are_refused_naming_the_parameter() {
-    let case = Case::new(dims(2, 4, 4, 128, 16), false, 81);
+    let case = Case::draw(dims(2, 4, 4, 128, 16), false, 81);
     let t = |x: &[f64], heads: usize| common::tensor(&[1, heads, 256, 16], x, Dtype::F32);
     let (q, k, v) = (
         shard(&t(&case.q, 4), 2, SeqLayout::Contiguous, true).unwrap(),
@@ -263,27 +183,7 @@ fn bad_kv_heads_and_sinks_are_refused_naming_the_parameter() {
 
 #[test]
 fn windows_chunks_and_zigzag_match_the_reference() {
-    use SeqLayout::{Contiguous, Striped, Zigzag};
-    let masks = [
-        Mask::plain(Zigzag, true),
-        Mask { window: Some((100, 100)), ..Mask::plain(Contiguous, true) },
-        Mask { window: Some((300, 0)), ..Mask::plain(Striped, true) },
-        Mask { window: Some((77, 0)), ..Mask::plain(Zigzag, true) },
-        Mask { window: Some((130, 40)), ..Mask::plain(Contiguous, false) },
-        Mask { chunk: Some(96), ..Mask::plain(Contiguous, false) },
-        Mask { chunk: Some(200), ..Mask::plain(Zigzag, true) },
-        Mask { window: Some((50, 0)), chunk: Some(160), ..Mask::plain(Striped, true) },
-    ];
-    for (w, h, hk, lnc) in [(1, 2, 1, 1), (2, 2, 2, 2), (3, 4, 2, 1), (4, 2, 1, 2)] {
-        let case = Case::new(dims(w, h, hk, 128, 16), w % 2 == 0, 91 + w as u64);
-        for m in masks {
-            case.check(w, m, lnc, Precision::Fp32);
-        }
-    }
-    let case = Case::new(dims(8, 2, 1, 256, 16), true, 99);
-    for m in [masks[0], masks[1], masks[3], masks[4]] {
-        case.check(8, m, 1, Precision::Fp32);
-    }
+    ring_features::window_sweep::<Case>(90, (99, 256));
 }
 
 /// The ring steps some rank needs, from the reference mask by brute force: step
@@ -302,10 +202,10 @@ fn needed_steps(w: usize, sl: usize, layout: SeqLayout, f: &Features<'_>) -> Vec
 
 /// Permutes of a causal ring with a window of `l` tokens (K and V per transfer step).
 fn window_permutes(w: usize, sl: usize, layout: SeqLayout, l: usize) -> usize {
-    let mut case = Case::new(dims(w, 2, 1, sl, 16), false, 111);
+    let mut case = Case::draw(dims(w, 2, 1, sl, 16), false, 111);
     case.q.iter_mut().for_each(|x| *x *= 0.5);
     let m = Mask { window: Some((l, 0)), ..Mask::plain(layout, true) };
-    let outs = case.runs(w, m, 1, Precision::Fp32, Dtype::F32);
+    let outs = runs(&case, w, m, 1, Precision::Fp32, Dtype::F32);
     assert!(outs.comm.iter().all(|e| e.op == "collective_permute_implicit"), "only permutes");
     outs.comm.len()
 }
@@ -370,7 +270,7 @@ fn zigzag_gives_every_rank_the_same_visible_score_tiles() {
 
 #[test]
 fn layout_window_and_chunk_rules_are_errors_naming_the_parameter() {
-    let case = Case::new(dims(2, 2, 2, 128, 16), false, 121);
+    let case = Case::draw(dims(2, 2, 2, 128, 16), false, 121);
     let t = |x: &[f64]| shard(&common::tensor(&[1, 2, 256, 16], x, Dtype::F32), 2, SeqLayout::Contiguous, true).unwrap();
     let (q, k) = (t(&case.q), t(&case.k));
     let v = shard(&common::tensor(&[1, 2, 256, 16], &case.v, Dtype::F32), 2, SeqLayout::Contiguous, false).unwrap();
@@ -400,73 +300,26 @@ fn layout_window_and_chunk_rules_are_errors_naming_the_parameter() {
 fn zigzag_causal_half_size_steps_match_the_reference() {
     // 256 tokens per rank: after step 0 every step runs as two unmasked half-size calls.
     for (w, b, h, hk, lnc, sinks) in [(2, 1, 3, 3, 2, false), (3, 1, 2, 1, 1, true), (4, 3, 1, 1, 2, true), (4, 1, 4, 2, 1, false)] {
-        let case = Case::new(Dims { batch: b, ..dims(w, h, hk, 256, 16) }, sinks, 131 + w as u64);
+        let case = Case::draw(Dims { batch: b, ..dims(w, h, hk, 256, 16) }, sinks, 131 + w as u64);
         case.check(w, Mask::plain(SeqLayout::Zigzag, true), lnc, Precision::Fp32);
     }
-    let case = Case::new(dims(4, 2, 1, 512, 64), true, 139);
+    let case = Case::draw(dims(4, 2, 1, 512, 64), true, 139);
     case.check(4, Mask::plain(SeqLayout::Zigzag, true), 2, Precision::Hardware);
-}
-
-#[test]
-fn soft_capped_logits_match_the_reference_alone_and_with_every_other_feature() {
-    use SeqLayout::{Contiguous, Striped, Zigzag};
-    let masks = [
-        Mask { cap: Some(1.5), ..Mask::plain(Contiguous, false) },
-        Mask { cap: Some(0.7), ..Mask::plain(Striped, true) },
-        Mask { cap: Some(2.0), ..Mask::plain(Zigzag, true) },
-        Mask { cap: Some(1.0), window: Some((90, 20)), chunk: Some(200), ..Mask::plain(Contiguous, false) },
-        Mask { cap: Some(3.0), window: Some((150, 0)), ..Mask::plain(Zigzag, true) },
-    ];
-    for (w, h, hk, sl, lnc) in [(1, 2, 1, 128, 1), (2, 2, 2, 256, 2), (3, 4, 2, 128, 1), (4, 2, 1, 256, 2)] {
-        // Larger queries so that the cap bends the logits.
-        let mut case = Case::new(dims(w, h, hk, sl, 16), w % 2 == 1, 141 + w as u64);
-        case.q.iter_mut().for_each(|x| *x *= 6.0);
-        for m in masks {
-            case.check(w, m, lnc, Precision::Fp32);
-        }
-    }
-    let mut case = Case::new(dims(4, 4, 2, 256, 64), true, 149);
-    case.q.iter_mut().for_each(|x| *x *= 6.0);
-    case.check(4, masks[2], 2, Precision::Hardware);
-}
-
-#[test]
-fn segment_ids_alone_and_with_every_other_feature_match_the_reference() {
-    use SeqLayout::{Contiguous, Striped, Zigzag};
-    let masks = [
-        Mask::plain(Contiguous, false),
-        Mask::plain(Contiguous, true),
-        Mask::plain(Striped, true),
-        Mask::plain(Zigzag, true),
-        Mask { window: Some((150, 0)), ..Mask::plain(Zigzag, true) },
-        Mask { window: Some((90, 20)), chunk: Some(200), cap: Some(2.0), ..Mask::plain(Contiguous, false) },
-    ];
-    for (w, h, hk, sl, lnc, sinks) in [(1, 2, 1, 128, 1, false), (2, 2, 2, 256, 2, true), (3, 4, 2, 128, 1, false), (4, 2, 1, 128, 2, true)]
-    {
-        let mut case = Case::new(Dims { batch: 2, ..dims(w, h, hk, sl, 16) }, sinks, 161 + w as u64);
-        case.segments = Some(packed_segment_ids(2, w * sl, 171 + w as u64));
-        for m in masks {
-            case.check(w, m, lnc, Precision::Fp32);
-        }
-    }
-    let mut case = Case::new(Dims { batch: 2, ..dims(4, 4, 2, 256, 64) }, false, 179);
-    case.segments = Some(packed_segment_ids(2, 1024, 181));
-    case.check(4, masks[3], 2, Precision::Hardware);
 }
 
 #[test]
 fn key_segment_ids_travel_with_k_and_v_and_unseen_rows_are_zero() {
     let (w, b, sl) = (3, 2, 128);
-    let mut case = Case::new(Dims { batch: b, ..dims(w, 4, 2, sl, 16) }, false, 164);
+    let mut case = Case::draw(Dims { batch: b, ..dims(w, 4, 2, sl, 16) }, false, 164);
     case.segments = Some(packed_segment_ids(b, w * sl, 174));
     let m = Mask::plain(SeqLayout::Zigzag, true);
-    let outs = case.runs(w, m, 1, Precision::Fp32, Dtype::F32);
+    let outs = runs(&case, w, m, 1, Precision::Fp32, Dtype::F32);
     // Every step moves K, V, then the int32 ids of the visiting block.
     let kv_bytes = w * b * 2 * sl * 16 * 4;
     let sizes: Vec<usize> = outs.comm.iter().map(|e| e.bytes).collect();
     assert_eq!(sizes, [kv_bytes, kv_bytes, w * b * sl * 4].repeat(w - 1));
     // The rows whose id no key has: output 0 and LSE -inf, as in the reference.
-    let (_, want_l) = case.reference(m);
+    let (_, want_l) = reference(&case, m);
     let lse = unshard_lse(&outs.lse.unwrap(), m.layout).unwrap().to_f32_vec();
     let unseen: Vec<usize> = (0..lse.len()).filter(|&i| lse[i] == f32::NEG_INFINITY).collect();
     assert_eq!(unseen.len(), b * 4 * 20, "20 rows of every head see no key");
@@ -477,7 +330,7 @@ fn key_segment_ids_travel_with_k_and_v_and_unseen_rows_are_zero() {
 
 #[test]
 fn bad_segment_ids_are_refused_naming_the_parameter() {
-    let case = Case::new(dims(2, 2, 2, 128, 16), false, 83);
+    let case = Case::draw(dims(2, 2, 2, 128, 16), false, 83);
     let t = |x: &[f64]| common::tensor(&[1, 2, 256, 16], x, Dtype::F32);
     let (q, k, v) = (
         shard(&t(&case.q), 2, SeqLayout::Contiguous, true).unwrap(),
@@ -510,30 +363,16 @@ fn bad_segment_ids_are_refused_naming_the_parameter() {
 }
 
 #[test]
+fn soft_capped_logits_match_the_reference_alone_and_with_every_other_feature() {
+    ring_features::soft_cap_sweep::<Case>(140);
+}
+
+#[test]
+fn segment_ids_alone_and_with_every_other_feature_match_the_reference() {
+    ring_features::segment_sweep::<Case>(160);
+}
+
+#[test]
 fn a_bias_alone_and_with_every_other_feature_matches_the_reference() {
-    use SeqLayout::{Contiguous, Striped, Zigzag};
-    let masks = [
-        Mask::plain(Contiguous, false),
-        Mask::plain(Contiguous, true),
-        Mask::plain(Striped, true),
-        Mask::plain(Zigzag, true),
-        Mask { window: Some((150, 0)), cap: Some(2.0), ..Mask::plain(Zigzag, true) },
-        Mask { window: Some((90, 20)), chunk: Some(200), ..Mask::plain(Striped, true) },
-    ];
-    for (w, h, hk, sl, lnc, sinks) in [(1, 2, 1, 128, 1, false), (2, 2, 2, 256, 2, true), (3, 4, 2, 128, 1, false), (4, 2, 1, 128, 2, true)]
-    {
-        let d = Dims { batch: 2, ..dims(w, h, hk, sl, 16) };
-        let mut case = Case::new(d, sinks, 361 + w as u64);
-        let s = w * sl;
-        case.bias = Some(uniform(2 * h * s * s, 367 + w as u64, -2.0, 2.0));
-        for m in masks {
-            case.check(w, m, lnc, Precision::Fp32);
-        }
-        // With segment ids too.
-        case.segments = Some(packed_segment_ids(2, s, 371 + w as u64));
-        case.check(w, masks[3], lnc, Precision::Fp32);
-    }
-    let mut case = Case::new(Dims { batch: 1, ..dims(4, 4, 2, 256, 64) }, true, 379);
-    case.bias = Some(uniform(4 * 1024 * 1024, 383, -2.0, 2.0));
-    case.check(4, masks[2], 2, Precision::Hardware);
+    ring_features::bias_sweep::<Case>(360);
 }

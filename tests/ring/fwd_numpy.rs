@@ -63,6 +63,11 @@ struct Case {
 }
 
 impl Case {
+    /// A case on one ring of `ring.w` ranks.
+    fn new(name: &'static str, ring: Ring, causal: bool, lnc: usize, tp: bool) -> Case {
+        Case { name, ring, causal, lnc, tp, groups: None }
+    }
+
     fn check(&self) {
         let r = &self.ring;
         let rings: Vec<Vec<usize>> = self.groups.clone().unwrap_or_else(|| vec![(0..r.w).collect()]);
@@ -162,70 +167,29 @@ impl Case {
     }
 }
 
+/// Causal rings of four ranks, contiguous and striped.
 #[test]
-fn numpy_contiguous_causal_w4() {
-    Case {
-        name: "contiguous causal W4",
-        ring: Ring { w: 4, b: 1, h: 2, sl: 256, d: 32, striped: false },
-        causal: true,
-        lnc: 1,
-        tp: false,
-        groups: None,
+fn numpy_causal_w4_contiguous_and_striped() {
+    for (name, b, h, striped) in [("contiguous causal W4", 1, 2, false), ("striped causal W4", 2, 1, true)] {
+        Case::new(name, Ring { w: 4, b, h, sl: 256, d: 32, striped }, true, 1, false).check();
     }
-    .check();
 }
 
+/// LNC2 with an odd b·h: with S_local < 1024 the remainder batch is program 0's
+/// (non-causal W4); with S_local >= 1024 the two programs split it by query
+/// groups (causal W2).
 #[test]
-fn numpy_striped_causal_w4() {
-    Case {
-        name: "striped causal W4",
-        ring: Ring { w: 4, b: 2, h: 1, sl: 256, d: 32, striped: true },
-        causal: true,
-        lnc: 1,
-        tp: false,
-        groups: None,
-    }
-    .check();
-}
-
-/// LNC2 with an odd b·h: the remainder batch is program 0's (S_local < 1024).
-#[test]
-fn numpy_lnc2_non_causal_w4_odd_batch() {
-    Case {
-        name: "contiguous full W4 lnc2",
-        ring: Ring { w: 4, b: 1, h: 3, sl: 128, d: 32, striped: false },
-        causal: false,
-        lnc: 2,
-        tp: true,
-        groups: None,
-    }
-    .check();
-}
-
-/// LNC2, odd b·h, S_local >= 1024: the two programs split the remainder batch by query groups.
-#[test]
-fn numpy_lnc2_causal_w2_remainder_split() {
-    Case {
-        name: "contiguous causal W2 lnc2 split",
-        ring: Ring { w: 2, b: 1, h: 1, sl: 1024, d: 32, striped: false },
-        causal: true,
-        lnc: 2,
-        tp: false,
-        groups: None,
-    }
-    .check();
+fn numpy_lnc2_odd_batch() {
+    Case::new("contiguous full W4 lnc2", Ring { w: 4, b: 1, h: 3, sl: 128, d: 32, striped: false }, false, 2, true).check();
+    Case::new("contiguous causal W2 lnc2 split", Ring { w: 2, b: 1, h: 1, sl: 1024, d: 32, striped: false }, true, 2, false).check();
 }
 
 /// Two rings of two ranks in non-rank order: the position table built from the groups.
 #[test]
 fn numpy_replica_groups_causal() {
     Case {
-        name: "groups causal",
-        ring: Ring { w: 2, b: 1, h: 2, sl: 128, d: 32, striped: false },
-        causal: true,
-        lnc: 1,
-        tp: false,
         groups: Some(vec![vec![3, 1], vec![0, 2]]),
+        ..Case::new("groups causal", Ring { w: 2, b: 1, h: 2, sl: 128, d: 32, striped: false }, true, 1, false)
     }
     .check();
 }
@@ -239,10 +203,7 @@ fn numpy_gqa_with_sinks_striped_w3_lnc2() {
     let per_rank: Vec<[Shaped; 3]> = (0..w).map(|r| qkv([h, hk, sl, d], 960 + 3 * r as u64)).collect();
     let sink_t = tensor(&[h], &sinks, Dtype::F32);
     let tensors: Vec<_> = per_rank.iter().map(|[q, k, v]| [q, k, v].map(|(s, x)| tensor(s, x, Dtype::F32))).collect();
-    let emu = Launch::new()
-        .ranks(w)
-        .lnc(2)
-        .precision(Precision::Fp32)
+    let emu = lnc2_fp32(w)
         .run_ranks(|ctx| {
             let [q, k, v] = &tensors[ctx.rank()];
             ring_attention_spmd_fwd::Call::new(q, k, v)
@@ -296,10 +257,7 @@ fn numpy_striped_bias_w3_lnc2() {
         })
         .collect();
     let tensors: Vec<_> = per_rank.iter().map(|xs| xs.clone().map(|(s, x)| tensor(&s, &x, Dtype::F32))).collect();
-    let emu = Launch::new()
-        .ranks(w)
-        .lnc(2)
-        .precision(Precision::Fp32)
+    let emu = lnc2_fp32(w)
         .run_ranks(|ctx| {
             let [q, k, v, bias] = &tensors[ctx.rank()];
             ring_attention_spmd_fwd::Call::new(q, k, v)
@@ -330,6 +288,11 @@ fn numpy_zigzag_half_size_steps_w3_lnc2() {
     numpy_zigzag(&[], false);
 }
 
+/// The emulator's launch of `w` ranks on LNC 2 in fp32.
+fn lnc2_fp32(w: usize) -> Launch {
+    Launch::new().ranks(w).lnc(2).precision(Precision::Fp32)
+}
+
 /// A zigzag causal ring of 3 ranks (GQA 2:1, 256 tokens per rank, LNC 2) with
 /// `extra` integer keyword arguments and, with `segments`, segment ids (ids 0..3,
 /// the queries' first 10 tokens 7), NumPy against the emulator.
@@ -345,10 +308,7 @@ fn numpy_zigzag(extra: &[(&'static str, i64)], segments: bool) {
         })
         .collect();
     let id_tensors: Vec<[nki::Tensor; 2]> = ids.iter().map(|pair| pair.clone().map(|x| tensor(&[1, sl], &x, Dtype::I32))).collect();
-    let emu = Launch::new()
-        .ranks(w)
-        .lnc(2)
-        .precision(Precision::Fp32)
+    let emu = lnc2_fp32(w)
         .run_ranks(|ctx| {
             let [q, k, v] = &tensors[ctx.rank()];
             let [q_ids, kv_ids] = &id_tensors[ctx.rank()];
