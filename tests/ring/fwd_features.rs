@@ -114,7 +114,7 @@ fn a_sink_counts_once_however_many_steps() {
     let mut case = Case::draw(dims(8, 2, 1, 128, 16), true, 61);
     let lse = |w: usize, c: &Case| {
         unshard_lse(
-            &runs(&c, w, Mask::plain(SeqLayout::Contiguous, true), 1, Precision::Fp32, Dtype::F32).lse.unwrap(),
+            &runs(c, w, Mask::plain(SeqLayout::Contiguous, true), 1, Precision::Fp32, Dtype::F32).lse.unwrap(),
             SeqLayout::Contiguous,
         )
         .unwrap()
