@@ -44,6 +44,7 @@ pub mod ring_config;
 pub mod ring_fwd;
 mod ring_inputs;
 mod ring_masks;
+pub mod ring_rules;
 mod rings;
 pub mod scale;
 pub mod shard;

@@ -1,6 +1,6 @@
 //! The configuration both ring passes share: [`RingFeatures`] (the ring, the
 //! sequence layout, the masks, the scale, the shapes and the target), its rules
-//! ([`RingRule`], each with one message) and the builder methods both
+//! ([`RingRule`], each with one message, in [`ring_rules`](crate::ring_rules)) and the builder methods both
 //! [`RingFwdConfig`](crate::ring_fwd::RingFwdConfig) and
 //! [`RingBwdConfig`](crate::ring_bwd::RingBwdConfig) expose for it.
 
@@ -82,29 +82,28 @@ pub enum RingRule {
     SeqlenMultiple,
 }
 
-/// The message of a [`RingRule`] `$rule`, prefixed by the kernel name `$kernel`
-/// (a literal): one text per rule for both passes, `const` for compile-time panics.
-/// The rules the kernel asserts take their message from its module `$module`'s
-/// constants, which its asserts name too.
-macro_rules! ring_rule_message {
-    ($kernel:literal, $($module:ident)::+, $rule:expr) => {
-        match $rule {
-            RingRule::WorkersPositive => concat!($kernel, ": num_workers must be >= 1"),
-            RingRule::StripedNeedsCausal => $($module)::+::STRIPED_NEEDS_CAUSAL,
-            RingRule::ZigzagNeedsCausal => $($module)::+::ZIGZAG_NEEDS_CAUSAL,
-            RingRule::WindowNegative => concat!($kernel, ": the sliding window sizes (L, R) must be >= 0"),
-            RingRule::ChunkPositive => concat!($kernel, ": chunk_size must be >= 1"),
-            RingRule::SoftCapPositive => concat!($kernel, ": soft_cap must be a positive finite float32 value"),
-            RingRule::ScaleNotFinite => concat!($kernel, ": softmax_scale must be a finite float32 value"),
-            RingRule::GroupSize => concat!($kernel, ": every replica group must hold num_workers ranks"),
-            RingRule::GroupRanks => concat!($kernel, ": replica groups must name each rank 0..groups x num_workers exactly once"),
-            RingRule::KvHeads => concat!($kernel, ": kv_heads must be >= 1 and divide the query heads (GQA)"),
-            RingRule::BatchHeads => concat!($kernel, ": batch and heads must be positive"),
-            RingRule::SeqlenMultiple => concat!($kernel, ": the tokens per rank must be a positive multiple of 128"),
+impl RingRule {
+    /// The rule in words, one text for both passes (a `const` string, usable in
+    /// compile-time panics): the constant of [`ring_rules`](crate::ring_rules)
+    /// the kernels' asserts name too.
+    pub const fn message(self) -> &'static str {
+        use crate::ring_rules as m;
+        match self {
+            RingRule::WorkersPositive => m::WORKERS_POSITIVE,
+            RingRule::StripedNeedsCausal => m::STRIPED_NEEDS_CAUSAL,
+            RingRule::ZigzagNeedsCausal => m::ZIGZAG_NEEDS_CAUSAL,
+            RingRule::WindowNegative => m::WINDOW_NEGATIVE,
+            RingRule::ChunkPositive => m::CHUNK_POSITIVE,
+            RingRule::SoftCapPositive => m::SOFT_CAP_POSITIVE,
+            RingRule::ScaleNotFinite => m::SCALE_NOT_FINITE,
+            RingRule::GroupSize => m::GROUP_SIZE,
+            RingRule::GroupRanks => m::GROUP_RANKS,
+            RingRule::KvHeads => m::KV_HEADS,
+            RingRule::BatchHeads => m::BATCH_HEADS,
+            RingRule::SeqlenMultiple => m::SEQLEN_MULTIPLE,
         }
-    };
+    }
 }
-pub(crate) use ring_rule_message;
 
 /// The names one pass's kernel gives the parameters a [`RingRule`] error names.
 pub(crate) struct RingParamNames {

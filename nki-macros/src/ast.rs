@@ -343,6 +343,10 @@ pub enum FmtPiece {
     /// A module `&str` constant holding the whole message (`assert!(c, RULE)`),
     /// so a rule's one message serves the kernel and the Rust that checks it.
     Const(syn::Ident),
+    /// A `&str` constant of another `#[nki_module]` of the crate holding the whole
+    /// message (`assert!(c, crate::rules::RULE)`): a rule two kernels' modules
+    /// share. The Python imports it from the module that declares it.
+    Shared(syn::Path),
 }
 
 pub struct Expr {

@@ -267,5 +267,18 @@ fn an_assert_message_may_name_a_module_str_constant() {
     let e = python_with_consts(&[], "fn k(n: i64) { assert!(n >= 1, MISSING); }").unwrap_err();
     assert!(e.iter().any(|m| m.contains("the assert message `MISSING` is not a module `&str` constant")), "{e:?}");
     let e = python_with_consts(&[rule], "fn k(n: i64) { assert!(n >= 1, N_POSITIVE, n); }").unwrap_err();
-    assert!(e.iter().any(|m| m.contains("or the name of a module `&str` constant")), "{e:?}");
+    assert!(e.iter().any(|m| m.contains("the name of a module `&str` constant")), "{e:?}");
+}
+
+#[test]
+fn an_assert_message_may_name_a_str_constant_of_another_module() {
+    let py = python_with_consts(&[], "fn k(n: i64) { assert!(n >= 1, crate::rules::N_POSITIVE); }").unwrap();
+    assert!(py.contains("\n    assert n >= 1, N_POSITIVE\n"), "{py}");
+    // Imported under its own name, it may not meet a name of this module.
+    let clash = "const N_POSITIVE: &str = \"k: n must be >= 1\";";
+    let e = python_with_consts(&[clash], "fn k(n: i64) { assert!(n >= 1, crate::rules::N_POSITIVE); }").unwrap_err();
+    assert!(e.iter().any(|m| m.contains("`crate::rules::N_POSITIVE` is imported into the emitted module as `N_POSITIVE`")), "{e:?}");
+    // Only `crate::module::NAME`: a relative path is refused.
+    let e = python_with_consts(&[], "fn k(n: i64) { assert!(n >= 1, super::rules::N_POSITIVE); }").unwrap_err();
+    assert!(e.iter().any(|m| m.contains("or `crate::module::NAME` naming one of another #[nki_module]")), "{e:?}");
 }

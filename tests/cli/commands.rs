@@ -477,7 +477,7 @@ fn scales_that_are_not_finite_are_refused() {
         &["softmax_scale = 1000000000000000000000000000000000000000", "finite"],
     );
     let bwd = with(&RING_BWD, &["--dq", "dq.npy", "--dk", "dk.npy", "--dv", "dv.npy", "--scale", "NaN"]);
-    assert_refused(&dir, &bwd, 2, &["softmax_scale = NaN", "ring_attention_spmd_bwd: softmax_scale must be a finite float32"]);
+    assert_refused(&dir, &bwd, 2, &["softmax_scale = NaN", "ring attention: softmax_scale must be a finite float32"]);
 }
 
 #[test]
@@ -539,10 +539,10 @@ fn zero_workers_get_the_ring_rule_not_a_division_message() {
     ring_files(&dir);
     let mut fwd = with(&RING_FWD, &["--out", "out.npy"]);
     fwd[9] = "0";
-    assert_refused(&dir, &fwd, 2, &["invalid num_workers = 0", "ring_attention_spmd_fwd: num_workers must be >= 1"]);
+    assert_refused(&dir, &fwd, 2, &["invalid num_workers = 0", "ring attention: num_workers must be >= 1"]);
     let mut bwd = with(&RING_BWD, &["--dq", "dq.npy", "--dk", "dk.npy", "--dv", "dv.npy"]);
     bwd[15] = "0";
-    assert_refused(&dir, &bwd, 2, &["invalid num_workers = 0", "ring_attention_spmd_bwd: num_workers must be >= 1"]);
+    assert_refused(&dir, &bwd, 2, &["invalid num_workers = 0", "ring attention: num_workers must be >= 1"]);
 }
 
 #[test]

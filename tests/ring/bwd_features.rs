@@ -160,10 +160,7 @@ fn bad_kv_heads_are_refused_naming_the_parameter() {
     let launch = Launch::new().ranks(2).precision(Precision::Fp32);
     let inputs = RingBwdInputs { q: &q, k: &k, v: &v, o: &o, dy: &dy, lse: &lse, sinks: None, segment_ids: None, bias: None };
     let e = RingBwdConfig::new(2).launch(&launch, &inputs).unwrap_err().to_string();
-    assert_eq!(
-        e,
-        "invalid kv_heads = 3 with 4 query heads: ring_attention_spmd_bwd: kv_heads must be >= 1 and divide the query heads (GQA)"
-    );
+    assert_eq!(e, "invalid kv_heads = 3 with 4 query heads: ring attention: kv_heads must be >= 1 and divide the query heads (GQA)");
     let e = RingBwdConfig::new(2).kv_heads(2).launch(&launch, &inputs).unwrap_err().to_string();
     assert!(e.starts_with("invalid k[0] = shape [1, 3, 16, 128]: must be [1, 2, 16, 128]"), "{e}");
 }
@@ -199,19 +196,19 @@ fn layout_window_and_chunk_rules_are_errors_naming_the_parameter() {
     let base = RingBwdConfig::new(2);
     assert_eq!(
         err(base.zigzag(true)),
-        "invalid zigzag_attention = true without use_causal_mask: ring_attention_spmd_bwd: zigzag input needs the causal mask (use_causal_mask)"
+        "invalid zigzag_attention = true without use_causal_mask: ring attention: zigzag input needs the causal mask (use_causal_mask)"
     );
     // The layout is one value: the last of striped and zigzag set wins.
     assert_eq!(base.causal(true).striped(true).zigzag(true).seq_layout(), SeqLayout::Zigzag);
     assert_eq!(base.causal(true).zigzag(true).striped(true).seq_layout(), SeqLayout::Striped);
     assert_eq!(
         err(base.sliding_window(-1, 0)),
-        "invalid sliding_window = (-1, 0): ring_attention_spmd_bwd: the sliding window sizes (L, R) must be >= 0"
+        "invalid sliding_window = (-1, 0): ring attention: the sliding window sizes (L, R) must be >= 0"
     );
-    assert_eq!(err(base.chunk_size(0)), "invalid chunk_size = 0: ring_attention_spmd_bwd: chunk_size must be >= 1");
+    assert_eq!(err(base.chunk_size(0)), "invalid chunk_size = 0: ring attention: chunk_size must be >= 1");
     assert_eq!(
         err(base.soft_cap(f64::INFINITY)),
-        "invalid soft_cap = inf: ring_attention_spmd_bwd: soft_cap must be a positive finite float32 value"
+        "invalid soft_cap = inf: ring attention: soft_cap must be a positive finite float32 value"
     );
 }
 

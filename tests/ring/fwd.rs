@@ -607,37 +607,56 @@ fn a_failing_rank_aborts_the_launch() {
     assert!(err.contains("ring_attention_fwd.rs"), "the error names the kernel source: {err}");
 }
 
-/// Every rule of the kernel is an error naming it.
+/// Every rule of the kernel is an error naming it; a rule of the typed API is
+/// one message on both paths, the emulated kernel's assert and `validate`.
 #[test]
 fn rule_violations_are_errors() {
+    use nki::attention::ring_fwd::{RingDims, RingFwdConfig, RingFwdRule, RingRule};
     use nki::hw::Generation::{Trn1, Trn2};
     let (h, sl, d) = (2, 128, 32);
     let ok = |d: usize, sl: usize, kh: usize| move |_: usize| (zeros(&[1, h, d, sl]), zeros(&[1, kh, d, sl]), zeros(&[1, kh, sl, d]));
     let base = |w: usize| Args { num_workers: w, causal: true, ..Args::default() };
-    let cases: Vec<(&str, String)> = vec![
+    let cfg = |w: i64| RingFwdConfig::new(w).causal(true);
+    let dims = |head_dim: i64, seqlen: i64| RingDims { batch: 1, heads: h as i64, seqlen, head_dim };
+    let ring = RingFwdRule::Ring;
+    let ruled: Vec<(RingFwdConfig, RingFwdRule, String)> = vec![
         (
-            "ring_attention_spmd_fwd: striped input needs the causal mask (use_causal_mask)",
+            RingFwdConfig::new(2).striped(true),
+            ring(RingRule::StripedNeedsCausal),
             launch_err(2, Trn2, Args { causal: false, striped: true, ..base(2) }, ok(d, sl, h)),
         ),
-        ("head_dim must be <= 128, got 160", launch_err(1, Trn2, base(1), ok(160, sl, h))),
-        ("seqlen must be divisible by 128, got 200", launch_err(2, Trn2, base(2), ok(d, 200, h))),
-        ("q_heads must be a multiple of kv_heads (GQA), got q_heads=2, kv_heads=3", launch_err(1, Trn2, base(1), ok(d, sl, 3))),
+        (cfg(1).dims(dims(160, 128)), RingFwdRule::HeadDim, launch_err(1, Trn2, base(1), ok(160, sl, h))),
+        (cfg(2).dims(dims(32, 200)), ring(RingRule::SeqlenMultiple), launch_err(2, Trn2, base(2), ok(d, 200, h))),
+        (cfg(1).kv_heads(3).dims(dims(32, 128)), ring(RingRule::KvHeads), launch_err(1, Trn2, base(1), ok(d, sl, 3))),
         (
-            "replica group 0 has 2 ranks but num_workers is 4",
+            cfg(4).replica_groups(&[&[0, 1], &[2, 3]]),
+            ring(RingRule::GroupSize),
             launch_err(4, Trn2, Args { groups: Some(vec![vec![0, 1], vec![2, 3]]), ..base(4) }, ok(d, sl, h)),
         ),
-        ("not supported on trn1", launch_err(1, Trn1, base(1), ok(d, sl, h))),
+        (cfg(1).target(Trn1), RingFwdRule::NeedsTrn2, launch_err(1, Trn1, base(1), ok(d, sl, h))),
+        (cfg(33), RingFwdRule::TooManyCausalWorkers, launch_err(1, Trn2, base(33), ok(d, sl, h))),
         (
-            "ring_attention_spmd_fwd: the causal mask supports at most 32 workers (attention_cte's global_cp_deg)",
-            launch_err(1, Trn2, base(33), ok(d, sl, h)),
+            RingFwdConfig::new(1).softmax_scale(1e39),
+            ring(RingRule::ScaleNotFinite),
+            launch_err(1, Trn2, Args { causal: false, softmax_scale: Some(1e39), ..base(1) }, ok(d, sl, h)),
         ),
+    ];
+    for (config, rule, err) in ruled {
+        eprintln!("{err}");
+        assert_eq!(config.violation(), Some(rule), "{config:?}");
+        let api = config.validate().expect_err("the typed API refuses the configuration").to_string();
+        assert!(api.ends_with(&format!(": {}", rule.message())), "validate names {rule:?} by its message: {api}");
+        assert!(err.contains(rule.message()), "expected the kernel's error to be `{rule}`, got: {err}");
+        assert!(err.contains("ring_attention_fwd.rs"), "the error names the kernel source: {err}");
+    }
+    let unruled: Vec<(&str, String)> = vec![
         ("ring_attention_spmd_fwd takes num_workers >= 1", launch_err(1, Trn2, base(0), ok(d, sl, h))),
         (
             "v must be [1, 2, 128, 32] to match q and k, got (1, 2, 128, 33)",
             launch_err(1, Trn2, base(1), |_| (zeros(&[1, h, d, sl]), zeros(&[1, h, d, sl]), zeros(&[1, h, sl, d + 1]))),
         ),
     ];
-    for (rule, err) in cases {
+    for (rule, err) in unruled {
         eprintln!("{err}");
         assert!(err.contains(rule), "expected an error naming `{rule}`, got: {err}");
         assert!(err.contains("ring_attention_fwd.rs"), "the error names the kernel source: {err}");

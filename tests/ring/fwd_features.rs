@@ -163,10 +163,7 @@ fn bad_kv_heads_and_sinks_are_refused_naming_the_parameter() {
     let launch = Launch::new().ranks(2).precision(Precision::Fp32);
     let inputs = RingFwdInputs { q: Queries::Raw(&q), k: &k, v: &v, sinks: None, segment_ids: None, bias: None };
     let e = RingFwdConfig::new(2).launch(&launch, &inputs).unwrap_err().to_string();
-    assert_eq!(
-        e,
-        "invalid kv_heads = 3 with 4 query heads: ring_attention_spmd_fwd: kv_heads must be >= 1 and divide the query heads (GQA)"
-    );
+    assert_eq!(e, "invalid kv_heads = 3 with 4 query heads: ring attention: kv_heads must be >= 1 and divide the query heads (GQA)");
     let (k, v) =
         (shard(&t(&case.k, 4), 2, SeqLayout::Contiguous, true).unwrap(), shard(&t(&case.v, 4), 2, SeqLayout::Contiguous, false).unwrap());
     let bad = Tensor::from_f32(&[3], &[0.0; 3], Dtype::F32).unwrap();
@@ -280,19 +277,19 @@ fn layout_window_and_chunk_rules_are_errors_naming_the_parameter() {
     let base = RingFwdConfig::new(2);
     assert_eq!(
         err(base.zigzag(true)),
-        "invalid zigzag_input = true without use_causal_mask: ring_attention_spmd_fwd: zigzag input needs the causal mask (use_causal_mask)"
+        "invalid zigzag_input = true without use_causal_mask: ring attention: zigzag input needs the causal mask (use_causal_mask)"
     );
     // The layout is one value: the last of striped and zigzag set wins.
     assert_eq!(base.causal(true).striped(true).zigzag(true).seq_layout(), SeqLayout::Zigzag);
     assert_eq!(base.causal(true).zigzag(true).striped(true).seq_layout(), SeqLayout::Striped);
     assert_eq!(
         err(base.sliding_window(4, -2)),
-        "invalid sliding_window = (4, -2): ring_attention_spmd_fwd: the sliding window sizes (L, R) must be >= 0"
+        "invalid sliding_window = (4, -2): ring attention: the sliding window sizes (L, R) must be >= 0"
     );
-    assert_eq!(err(base.chunk_size(0)), "invalid chunk_size = 0: ring_attention_spmd_fwd: chunk_size must be >= 1");
+    assert_eq!(err(base.chunk_size(0)), "invalid chunk_size = 0: ring attention: chunk_size must be >= 1");
     assert_eq!(
         err(base.soft_cap(f64::INFINITY)),
-        "invalid soft_cap = inf: ring_attention_spmd_fwd: soft_cap must be a positive finite float32 value"
+        "invalid soft_cap = inf: ring attention: soft_cap must be a positive finite float32 value"
     );
 }
 

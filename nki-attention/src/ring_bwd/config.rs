@@ -2,7 +2,8 @@
 //! at compile time when the configuration is a constant (see
 //! [`ring_bwd_config!`](crate::ring_bwd_config)).
 
-use crate::ring_config::{RingFeatures, RingParamNames, RingRule, ring_features_api, ring_rule_message};
+use crate::ring_bwd::ring_attention_bwd as kernel;
+use crate::ring_config::{RingFeatures, RingParamNames, RingRule, ring_features_api};
 use crate::scale::keeps_masks;
 use nki::Dtype;
 
@@ -59,17 +60,14 @@ pub enum RingBwdRule {
 }
 
 impl RingBwdRule {
-    /// The rule in words (a `const` string, usable in compile-time panics).
+    /// The rule in words (a `const` string, usable in compile-time panics): the
+    /// message the kernel's assert of the rule names, where it asserts it.
     pub const fn message(self) -> &'static str {
         match self {
-            RingBwdRule::Ring(rule) => ring_rule_message!("ring_attention_spmd_bwd", crate::ring_bwd::ring_attention_bwd, rule),
+            RingBwdRule::Ring(rule) => rule.message(),
             RingBwdRule::LncSize => "ring_attention_spmd_bwd: lnc_size must be 1 or 2",
-            RingBwdRule::CausalScale => {
-                "ring_attention_spmd_bwd: with a mask (causal, window, chunks) the softmax_scale must be at least 1e-30: masked scores are FLOAT32_MIN and exp(scale x score - lse) scales them too, so a zero, negative or smaller scale unmasks them"
-            }
-            RingBwdRule::HeadDimTiles => {
-                "ring_attention_spmd_bwd: the head dim must split into equal tiles of at most 128 (e.g. 192 = 2 x 96; a prime above 128 cannot)"
-            }
+            RingBwdRule::CausalScale => kernel::CAUSAL_SCALE,
+            RingBwdRule::HeadDimTiles => kernel::HEAD_DIM_TILES,
             RingBwdRule::SbufCapacity => {
                 "ring_attention_spmd_bwd: K, V, dK and dV of the whole slice stay in SBUF, so the tokens per rank must fit the target's SBUF partition (see RingBwdConfig::max_seqlen)"
             }

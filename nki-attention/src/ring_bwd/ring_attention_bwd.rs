@@ -67,11 +67,13 @@ pub mod ring_bwd {
     pub const K_SEQ_TILE_SIZE_BACKWARD: i64 = 128;
     /// The widest head-dim tile: head dims are split into equal tiles of at most this.
     pub const D_HEAD_TILE_MAX: i64 = 128;
-    /// `RingRule::StripedNeedsCausal`: the one message of the kernel's assert, the
-    /// typed API's checks (compile time and run time) and the CLI.
-    pub const STRIPED_NEEDS_CAUSAL: &str = "ring_attention_spmd_bwd: striped input needs the causal mask (use_causal_mask)";
-    /// `RingRule::ZigzagNeedsCausal`, one message as above.
-    pub const ZIGZAG_NEEDS_CAUSAL: &str = "ring_attention_spmd_bwd: zigzag input needs the causal mask (use_causal_mask)";
+    /// `RingBwdRule::CausalScale`: the one message of the kernel's assert, the typed
+    /// API's checks (compile time and run time) and the CLI (the rules both passes
+    /// share have theirs in ring_rules).
+    pub const CAUSAL_SCALE: &str = "ring_attention_spmd_bwd: with a mask (causal, window, chunks) the softmax_scale must be at least 1e-30: masked scores are FLOAT32_MIN and exp(scale x score - lse) scales them too, so a zero, negative or smaller scale unmasks them";
+    /// `RingBwdRule::HeadDimTiles`, one message as above.
+    pub const HEAD_DIM_TILES: &str =
+        "ring_attention_spmd_bwd: the head dim must split into equal tiles of at most 128 (e.g. 192 = 2 x 96; a prime above 128 cannot)";
 
     /// The shapes and flags of one call (the library's `AttentionBwdConfig`, with the ring's).
     #[nki_object]
@@ -1040,7 +1042,7 @@ pub mod ring_bwd {
         let q_shape = q_ref.shape();
         assert!(q_ref.ndim() == 4, "q_ref must be [B, N, D, S], got {q_shape}");
         let [b, n, dh, sl] = q_shape;
-        assert!(sl % Q_SEQ_TILE_SIZE == 0, "seqlen must be divisible by 128, got {sl}");
+        assert!(sl >= Q_SEQ_TILE_SIZE && sl % Q_SEQ_TILE_SIZE == 0, crate::ring_rules::SEQLEN_MULTIPLE);
         // The library checks none of the other inputs; mismatches would read out of bounds.
         let k_shape = k_ref.shape();
         let v_shape = v_ref.shape();
@@ -1048,9 +1050,10 @@ pub mod ring_bwd {
         let dy_shape = dy_ref.shape();
         let n_kv = k_shape[1];
         assert!(
-            k_ref.ndim() == 4 && k_shape[0] == b && n_kv >= 1 && n % n_kv == 0 && k_shape[2] == dh && k_shape[3] == sl,
-            "k_ref must be [B, N_kv, D, S] with N a multiple of N_kv (GQA), q_ref is {q_shape}, got {k_shape}"
+            k_ref.ndim() == 4 && k_shape[0] == b && k_shape[2] == dh && k_shape[3] == sl,
+            "k_ref must be [B, N_kv, D, S], q_ref is {q_shape}, got {k_shape}"
         );
+        assert!(n_kv >= 1 && n % n_kv == 0, crate::ring_rules::KV_HEADS);
         assert!(v_shape == k_shape, "v_ref must have k_ref's shape {k_shape} ([B, N_kv, D, S]), got {v_shape}");
         assert!(o_shape == q_shape, "o_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {o_shape}");
         assert!(dy_shape == q_shape, "dy_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {dy_shape}");
@@ -1117,8 +1120,8 @@ pub mod ring_bwd {
         #[dtypes(int32)] kv_segment_ids: Option<Hbm>,
         #[dtypes(float32)] bias: Option<Hbm>,
     ) -> Outputs {
-        assert!(!striped_attention || use_causal_mask, STRIPED_NEEDS_CAUSAL);
-        assert!(!zigzag_attention || use_causal_mask, ZIGZAG_NEEDS_CAUSAL);
+        assert!(!striped_attention || use_causal_mask, crate::ring_rules::STRIPED_NEEDS_CAUSAL);
+        assert!(!zigzag_attention || use_causal_mask, crate::ring_rules::ZIGZAG_NEEDS_CAUSAL);
         assert!(!(zigzag_attention && striped_attention), "striped_attention and zigzag_attention exclude each other");
         let left = window_left.unwrap_or(-1);
         let right = window_right.unwrap_or(-1);
@@ -1128,22 +1131,20 @@ pub mod ring_bwd {
         let [b, n, dh, sl] = q_ref.shape();
         let (q_shape, k_shape, n_kv, kdt) = (q_ref.shape(), k_ref.shape(), k_ref.shape()[1], q_ref.dtype());
         let (dts, dnt): (i64, i64) = head_tiles(dh);
-        assert!(dh % dts == 0, "Can not create tiles of equal size for given head dimension {dh}");
+        assert!(dh % dts == 0, HEAD_DIM_TILES);
         let lnc_n = if nl::program_ndim() == 1 { nl::num_programs(0) } else { 1 };
         let lnc_id = if nl::program_ndim() == 1 { nl::program_id(0) } else { 0 };
         assert!(lnc_size == lnc_n, "lnc_size is {lnc_size} but the kernel runs on {lnc_n} LNC program(s)");
         let groups = replica_groups.unwrap_or([]);
         for gi in 0..groups.len() {
             let size = groups[gi].len();
-            assert!(size == num_workers, "replica group {gi} has {size} ranks but num_workers is {num_workers}");
+            assert!(size == num_workers, crate::ring_rules::GROUP_SIZE);
         }
 
         let scale = softmax_scale.unwrap_or(1.0 / (dh as f64).powf(0.5));
-        // RingBwdRule::ScaleNotFinite and RingBwdRule::CausalScale (crate::scale::MIN_MASKED_SCALE): masked scores are scaled in the exp.
-        assert!(
-            f32::MIN <= scale && scale <= f32::MAX && (!masked || scale >= 1e-30),
-            "softmax_scale must be a finite float32, and at least 1e-30 with a mask (masked scores are FLOAT32_MIN * scale), got {scale}"
-        );
+        assert!(f32::MIN <= scale && scale <= f32::MAX, crate::ring_rules::SCALE_NOT_FINITE);
+        // Masked scores are scaled in the exp: crate::scale::MIN_MASKED_SCALE keeps them masked.
+        assert!(!masked || scale >= 1e-30, CAUSAL_SCALE);
         check_feature_inputs(sinks, q_segment_ids, kv_segment_ids, bias, b, n, sl, num_workers);
         let biased = bias.is_some();
         let cfg = RingBwdAttnConfig {

@@ -2,7 +2,8 @@
 //! at compile time when the configuration is a constant (see
 //! [`ring_fwd_config!`](crate::ring_fwd_config)).
 
-use crate::ring_config::{RingFeatures, RingParamNames, RingRule, ring_features_api, ring_rule_message};
+use crate::ring_config::{RingFeatures, RingParamNames, RingRule, ring_features_api};
+use crate::ring_fwd::ring_attention_fwd as kernel;
 use nki::Dtype;
 use nki::hw::Generation;
 
@@ -51,13 +52,14 @@ pub enum RingFwdRule {
 }
 
 impl RingFwdRule {
-    /// The rule in words (a `const` string, usable in compile-time panics).
+    /// The rule in words (a `const` string, usable in compile-time panics): the
+    /// message the kernel's assert of the rule names.
     pub const fn message(self) -> &'static str {
         match self {
-            RingFwdRule::Ring(rule) => ring_rule_message!("ring_attention_spmd_fwd", crate::ring_fwd::ring_attention_fwd, rule),
-            RingFwdRule::NeedsTrn2 => "ring_attention_spmd_fwd: needs Trainium2 or later (trn1 is not supported)",
-            RingFwdRule::TooManyCausalWorkers => crate::ring_fwd::ring_attention_fwd::TOO_MANY_CAUSAL_WORKERS,
-            RingFwdRule::HeadDim => "ring_attention_spmd_fwd: the head dim must be within 1..=128",
+            RingFwdRule::Ring(rule) => rule.message(),
+            RingFwdRule::NeedsTrn2 => kernel::NEEDS_TRN2,
+            RingFwdRule::TooManyCausalWorkers => kernel::TOO_MANY_CAUSAL_WORKERS,
+            RingFwdRule::HeadDim => kernel::HEAD_DIM,
         }
     }
 }

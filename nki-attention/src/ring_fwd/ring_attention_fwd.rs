@@ -70,14 +70,15 @@ pub mod ring_fwd {
     /// The statistics' negated-max sentinel of a row that saw no key is
     /// FLOAT32_MAX; anything below this saw one.
     pub const SEEN_THRESHOLD: f64 = 1.0e30;
-    /// `RingRule::StripedNeedsCausal`: the one message of the kernel's assert, the
-    /// typed API's checks (compile time and run time) and the CLI.
-    pub const STRIPED_NEEDS_CAUSAL: &str = "ring_attention_spmd_fwd: striped input needs the causal mask (use_causal_mask)";
-    /// `RingRule::ZigzagNeedsCausal`, one message as above.
-    pub const ZIGZAG_NEEDS_CAUSAL: &str = "ring_attention_spmd_fwd: zigzag input needs the causal mask (use_causal_mask)";
+    /// `RingFwdRule::NeedsTrn2`: the one message of the kernel's assert, the typed
+    /// API's checks (compile time and run time) and the CLI (the rules both passes
+    /// share have theirs in ring_rules).
+    pub const NEEDS_TRN2: &str = "ring_attention_spmd_fwd: needs Trainium2 or later (trn1 is not supported)";
     /// `RingFwdRule::TooManyCausalWorkers`, one message as above.
     pub const TOO_MANY_CAUSAL_WORKERS: &str =
         "ring_attention_spmd_fwd: the causal mask supports at most 32 workers (attention_cte's global_cp_deg)";
+    /// `RingFwdRule::HeadDim`, one message as above.
+    pub const HEAD_DIM: &str = "ring_attention_spmd_fwd: the head dim must be within 1..=128";
 
     /// The shapes and flags of one call, with the LNC shard plan.
     #[nki_object]
@@ -896,9 +897,9 @@ pub mod ring_fwd {
         let [b, q_h, d, s] = if tp_q { [q_shape[0], q_shape[1], q_shape[3], q_shape[2]] } else { q_shape };
         let k_shape = k.shape();
         let k_h = k_shape[1];
-        assert!(k_h >= 1 && q_h % k_h == 0, "q_heads must be a multiple of kv_heads (GQA), got q_heads={q_h}, kv_heads={k_h}");
-        assert!(d <= MAX_HEAD_DIM, "head_dim must be <= 128, got {d}");
-        assert!(s % Q_GRP_SZ == 0, "seqlen must be divisible by 128, got {s}");
+        assert!(k_h >= 1 && q_h % k_h == 0, crate::ring_rules::KV_HEADS);
+        assert!(1 <= d && d <= MAX_HEAD_DIM, HEAD_DIM);
+        assert!(s >= Q_GRP_SZ && s % Q_GRP_SZ == 0, crate::ring_rules::SEQLEN_MULTIPLE);
         // The library leaves these to attention_cte's asserts, or to nothing.
         let want_k = if tp_k { [b, k_h, s, d] } else { [b, k_h, d, s] };
         assert!(
@@ -969,10 +970,10 @@ pub mod ring_fwd {
         #[dtypes(int32)] kv_segment_ids: Option<Hbm>,
         #[dtypes(float32)] bias: Option<Hbm>,
     ) -> Outputs {
-        assert!(nisa::get_nc_version() > nisa::nc_version::gen2, "ring_attention_spmd_fwd not supported on trn1");
+        assert!(nisa::get_nc_version() > nisa::nc_version::gen2, NEEDS_TRN2);
         let (b, q_h, k_h, d, s): (i64, i64, i64, i64, i64) = check_shapes(q, k, v, tp_q, tp_k);
-        assert!(!striped_input || use_causal_mask, STRIPED_NEEDS_CAUSAL);
-        assert!(!zigzag_input || use_causal_mask, ZIGZAG_NEEDS_CAUSAL);
+        assert!(!striped_input || use_causal_mask, crate::ring_rules::STRIPED_NEEDS_CAUSAL);
+        assert!(!zigzag_input || use_causal_mask, crate::ring_rules::ZIGZAG_NEEDS_CAUSAL);
         assert!(!(zigzag_input && striped_input), "striped_input and zigzag_input exclude each other");
         let left = window_left.unwrap_or(-1);
         let right = window_right.unwrap_or(-1);
@@ -983,7 +984,7 @@ pub mod ring_fwd {
         let groups = replica_groups.unwrap_or([]);
         for gi in 0..groups.len() {
             let size = groups[gi].len();
-            assert!(size == num_workers, "replica group {gi} has {size} ranks but num_workers is {num_workers}");
+            assert!(size == num_workers, crate::ring_rules::GROUP_SIZE);
         }
         check_feature_inputs(sinks, q_segment_ids, kv_segment_ids, bias, b, q_h, s, num_workers);
 
@@ -991,7 +992,7 @@ pub mod ring_fwd {
         let q3 = if tp_q { q.reshape([bs, s, d]) } else { q.reshape([bs, d, s]) };
         let sink: Option<Hbm> = sink_rows(sinks, b, q_h);
         let scale = softmax_scale.unwrap_or(1.0 / (d as f64).powf(0.5));
-        assert!(f32::MIN <= scale && scale <= f32::MAX, "softmax_scale must be a finite float32, got {scale}");
+        assert!(f32::MIN <= scale && scale <= f32::MAX, crate::ring_rules::SCALE_NOT_FINITE);
         // LNC2: each program copies, merges and normalises the batches attention_cte gives it;
         // attention_cte splits an odd last batch half and half in CP and non-causal mode.
         let grid = nl::program_ndim() == 1;

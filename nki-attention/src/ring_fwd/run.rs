@@ -207,7 +207,7 @@ mod tests {
         assert_eq!(e.to_string(), "invalid q[0] = int32: ring_attention_spmd_fwd takes q as float32, bfloat16 or float16");
         let ok = RingFwdInputs { q: Queries::Raw(std::slice::from_ref(&qf)), ..int_q };
         let e = RingFwdConfig::new(1).softmax_scale(f64::NAN).launch(&launch, &ok).unwrap_err();
-        assert_eq!(e.to_string(), "invalid softmax_scale = NaN: ring_attention_spmd_fwd: softmax_scale must be a finite float32 value");
+        assert_eq!(e.to_string(), "invalid softmax_scale = NaN: ring attention: softmax_scale must be a finite float32 value");
         // The emitted kernel checks it too, in both modes.
         for causal in [false, true] {
             let e = ring_attention_spmd_fwd::Call::new(&qf, &k, &v)

@@ -59,6 +59,9 @@ pub struct Info {
     pub uses_math: bool,
     /// The module `&str` constants an assert names as its message, once checked.
     pub message_consts: Vec<String>,
+    /// The `&str` constants of other `#[nki_module]`s an assert names as its
+    /// message (`crate::..::NAME`, as segments): the Python imports them.
+    pub message_imports: Vec<Vec<String>>,
 }
 
 fn key(e: &Expr) -> usize {
@@ -336,6 +339,25 @@ impl Checker<'_> {
                 name.span(),
                 format!("the assert message `{name}` is not a module `&str` constant: declare `const {name}: &str = \"..\";` in the #[nki_module]"),
             ),
+        }
+    }
+
+    /// The message of `assert!(cond, crate::path::NAME)`: a `&str` constant of
+    /// another `#[nki_module]` (rustc checks that it is one), imported into the
+    /// kernel's Python as `NAME`, so no name of this module may be `NAME`.
+    fn shared_message(&mut self, path: &syn::Path) {
+        let segs: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+        let Some(name) = path.segments.last().map(|s| &s.ident) else { return };
+        if self.lookup(&name.to_string()).is_some() {
+            self.diag.error(
+                name.span(),
+                format!(
+                    "the assert message `{}` is imported into the emitted module as `{name}`, a name this module already uses: rename one",
+                    segs.join("::")
+                ),
+            );
+        } else if !self.info.message_imports.contains(&segs) {
+            self.info.message_imports.push(segs);
         }
     }
 

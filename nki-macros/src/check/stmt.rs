@@ -101,6 +101,9 @@ impl Checker<'_> {
                     if let FmtPiece::Const(name) = p {
                         self.const_message(name);
                     }
+                    if let FmtPiece::Shared(path) = p {
+                        self.shared_message(path);
+                    }
                 }
             }
             Stmt::Jump(jump, span) => {

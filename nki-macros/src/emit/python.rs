@@ -456,8 +456,13 @@ impl<'a> Py<'a> {
                             m.pieces.iter().filter_map(|p| if let FmtPiece::Const(n) = p { Some(n.to_string()) } else { None }).collect();
                         self.line(&format!("assert {c}, {}", names.join("")));
                     }
+                    // Another module's constant: imported under its own name.
+                    Some(m) if matches!(m.pieces.as_slice(), [FmtPiece::Shared(_)]) => {
+                        let names: Vec<String> = m.pieces.iter().filter_map(shared_name).collect();
+                        self.line(&format!("assert {c}, {}", names.join("")));
+                    }
                     Some(m) => {
-                        let has_args = m.pieces.iter().any(|p| matches!(p, FmtPiece::Arg(_) | FmtPiece::Const(_)));
+                        let has_args = m.pieces.iter().any(|p| !matches!(p, FmtPiece::Text(_)));
                         let mut f = String::from(if has_args { "f\"" } else { "\"" });
                         for piece in &m.pieces {
                             match piece {
@@ -475,6 +480,9 @@ impl<'a> Py<'a> {
                                 }
                                 FmtPiece::Const(name) => {
                                     let _ = write!(f, "{{{name}}}");
+                                }
+                                FmtPiece::Shared(_) => {
+                                    let _ = write!(f, "{{{}}}", shared_name(piece).unwrap_or_default());
                                 }
                             }
                         }
@@ -705,5 +713,13 @@ fn constant_py(e: &Expr, values: &mut impl Iterator<Item = f64>) -> String {
             format!("[{}]", items.iter().map(|x| constant_py(x, values)).collect::<Vec<_>>().join(", "))
         }
         _ => format!("{:?}", values.next().unwrap_or_default()),
+    }
+}
+
+/// The Python name of a message constant of another module: its own name.
+fn shared_name(piece: &FmtPiece) -> Option<String> {
+    match piece {
+        FmtPiece::Shared(path) => path.segments.last().map(|s| s.ident.to_string()),
+        _ => None,
     }
 }

@@ -571,15 +571,27 @@ fn parse_macro_stmt(mac: &syn::Macro, out: &mut Vec<Stmt>, cx: &mut Parser<'_>) 
         Some((syn::Expr::Path(p), [])) if p.qself.is_none() && p.path.get_ident().is_some() => {
             p.path.get_ident().map(|name| FmtString { pieces: vec![FmtPiece::Const(name.clone())] })
         }
+        Some((syn::Expr::Path(p), [])) if p.qself.is_none() && crate_const_path(&p.path) => {
+            Some(FmtString { pieces: vec![FmtPiece::Shared(p.path.clone())] })
+        }
         Some((other, _)) => {
             cx.error(
                 other.span(),
-                "the assert message must be a string literal, optionally with {} arguments, or the name of a module `&str` constant",
+                "the assert message must be a string literal, optionally with {} arguments, the name of a module `&str` constant, or `crate::module::NAME` naming one of another #[nki_module]",
             );
             None
         }
     };
     out.push(Stmt::Assert { cond, msg, span });
+}
+
+/// Whether `path` is `crate::a::b::NAME`: plain segments below the crate root
+/// (a constant of another `#[nki_module]`, wherever the kernel sits).
+fn crate_const_path(path: &syn::Path) -> bool {
+    path.leading_colon.is_none()
+        && path.segments.len() >= 3
+        && path.segments.first().is_some_and(|s| s.ident == "crate")
+        && path.segments.iter().all(|s| s.arguments.is_none())
 }
 
 /// Parses a format string with `{}`, `{name}` and `{:?}` placeholders.

@@ -14,6 +14,12 @@ from .ring_inputs import check_feature_inputs
 from .ring_masks import key_bounds
 from .ring_masks import row_positions
 from .ring_masks import step_needed
+from .ring_rules import GROUP_SIZE
+from .ring_rules import KV_HEADS
+from .ring_rules import SCALE_NOT_FINITE
+from .ring_rules import SEQLEN_MULTIPLE
+from .ring_rules import STRIPED_NEEDS_CAUSAL
+from .ring_rules import ZIGZAG_NEEDS_CAUSAL
 
 
 # SBUF and PSUM partitions: one column of per-row statistics spans them.
@@ -40,13 +46,14 @@ K_SEQ_TILE_SIZE_BACKWARD = 128
 D_HEAD_TILE_MAX = 128
 
 
-# `RingRule::StripedNeedsCausal`: the one message of the kernel's assert, the
-# typed API's checks (compile time and run time) and the CLI.
-STRIPED_NEEDS_CAUSAL = "ring_attention_spmd_bwd: striped input needs the causal mask (use_causal_mask)"
+# `RingBwdRule::CausalScale`: the one message of the kernel's assert, the typed
+# API's checks (compile time and run time) and the CLI (the rules both passes
+# share have theirs in `crate::ring_rules`).
+CAUSAL_SCALE = "ring_attention_spmd_bwd: with a mask (causal, window, chunks) the softmax_scale must be at least 1e-30: masked scores are FLOAT32_MIN and exp(scale x score - lse) scales them too, so a zero, negative or smaller scale unmasks them"
 
 
-# `RingRule::ZigzagNeedsCausal`, one message as above.
-ZIGZAG_NEEDS_CAUSAL = "ring_attention_spmd_bwd: zigzag input needs the causal mask (use_causal_mask)"
+# `RingBwdRule::HeadDimTiles`, one message as above.
+HEAD_DIM_TILES = "ring_attention_spmd_bwd: the head dim must split into equal tiles of at most 128 (e.g. 192 = 2 x 96; a prime above 128 cannot)"
 
 
 @dataclass
@@ -268,13 +275,14 @@ def check_shapes(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref):
     q_shape = q_ref.shape
     assert q_ref.ndim == 4, f"q_ref must be [B, N, D, S], got {q_shape}"
     b, n, dh, sl = q_shape
-    assert sl % Q_SEQ_TILE_SIZE == 0, f"seqlen must be divisible by 128, got {sl}"
+    assert sl >= Q_SEQ_TILE_SIZE and sl % Q_SEQ_TILE_SIZE == 0, SEQLEN_MULTIPLE
     k_shape = k_ref.shape
     v_shape = v_ref.shape
     o_shape = o_ref.shape
     dy_shape = dy_ref.shape
     n_kv = k_shape[1]
-    assert k_ref.ndim == 4 and k_shape[0] == b and n_kv >= 1 and n % n_kv == 0 and k_shape[2] == dh and k_shape[3] == sl, f"k_ref must be [B, N_kv, D, S] with N a multiple of N_kv (GQA), q_ref is {q_shape}, got {k_shape}"
+    assert k_ref.ndim == 4 and k_shape[0] == b and k_shape[2] == dh and k_shape[3] == sl, f"k_ref must be [B, N_kv, D, S], q_ref is {q_shape}, got {k_shape}"
+    assert n_kv >= 1 and n % n_kv == 0, KV_HEADS
     assert v_shape == k_shape, f"v_ref must have k_ref's shape {k_shape} ([B, N_kv, D, S]), got {v_shape}"
     assert o_shape == q_shape, f"o_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {o_shape}"
     assert dy_shape == q_shape, f"dy_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {dy_shape}"
@@ -878,16 +886,17 @@ def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_cau
     b, n, dh, sl = q_ref.shape
     q_shape, k_shape, n_kv, kdt = (q_ref.shape, k_ref.shape, k_ref.shape[1], q_ref.dtype)
     dts, dnt = head_tiles(dh)
-    assert dh % dts == 0, f"Can not create tiles of equal size for given head dimension {dh}"
+    assert dh % dts == 0, HEAD_DIM_TILES
     lnc_n = nl.num_programs(axes=0) if nl.program_ndim() == 1 else 1
     lnc_id = nl.program_id(axis=0) if nl.program_ndim() == 1 else 0
     assert lnc_size == lnc_n, f"lnc_size is {lnc_size} but the kernel runs on {lnc_n} LNC program(s)"
     groups = replica_groups if replica_groups is not None else []
     for gi in range(len(groups)):
         size = len(groups[gi])
-        assert size == num_workers, f"replica group {gi} has {size} ranks but num_workers is {num_workers}"
+        assert size == num_workers, GROUP_SIZE
     scale = softmax_scale if softmax_scale is not None else 1.0 / float(dh) ** 0.5
-    assert -3.4028234663852886e38 <= scale and scale <= 3.4028234663852886e38 and (not masked or scale >= 1e-30), f"softmax_scale must be a finite float32, and at least 1e-30 with a mask (masked scores are FLOAT32_MIN * scale), got {scale}"
+    assert -3.4028234663852886e38 <= scale and scale <= 3.4028234663852886e38, SCALE_NOT_FINITE
+    assert not masked or scale >= 1e-30, CAUSAL_SCALE
     check_feature_inputs(sinks, q_segment_ids, kv_segment_ids, bias, b, n, sl, num_workers)
     biased = bias is not None
     cfg = RingBwdAttnConfig(kernel_dtype=kdt, mixed_dtype=nl.float32 if mixed_precision else kdt, nheads_per_kv_head=n // n_kv, d_head=dh, seqlen=sl, d_head_tile_size=dts, d_head_n_tiles=dnt, q_n_tiles=sl // Q_SEQ_TILE_SIZE, num_workers=num_workers, lnc=lnc_size, lnc_id=lnc_id, replica_groups=groups, causal=use_causal_mask, striped=striped_attention, zigzag=zigzag_attention, bounded=zigzag_attention or left >= 0 or right >= 0 or chunk > 0, segmented=q_segment_ids is not None, window_left=left, window_right=right, chunk=chunk, soft_cap=soft_cap if soft_cap is not None else 0.0, scale=scale)

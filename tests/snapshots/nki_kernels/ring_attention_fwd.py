@@ -14,6 +14,12 @@ from .ring_masks import key_bounds
 from .ring_masks import last_needed_step
 from .ring_masks import row_positions
 from .ring_masks import step_needed
+from .ring_rules import GROUP_SIZE
+from .ring_rules import KV_HEADS
+from .ring_rules import SCALE_NOT_FINITE
+from .ring_rules import SEQLEN_MULTIPLE
+from .ring_rules import STRIPED_NEEDS_CAUSAL
+from .ring_rules import ZIGZAG_NEEDS_CAUSAL
 
 
 # SBUF and PSUM partitions: one column of per-row statistics spans them.
@@ -45,17 +51,18 @@ MAX_CAUSAL_WORKERS = 32
 SEEN_THRESHOLD = 1e30
 
 
-# `RingRule::StripedNeedsCausal`: the one message of the kernel's assert, the
-# typed API's checks (compile time and run time) and the CLI.
-STRIPED_NEEDS_CAUSAL = "ring_attention_spmd_fwd: striped input needs the causal mask (use_causal_mask)"
-
-
-# `RingRule::ZigzagNeedsCausal`, one message as above.
-ZIGZAG_NEEDS_CAUSAL = "ring_attention_spmd_fwd: zigzag input needs the causal mask (use_causal_mask)"
+# `RingFwdRule::NeedsTrn2`: the one message of the kernel's assert, the typed
+# API's checks (compile time and run time) and the CLI (the rules both passes
+# share have theirs in `crate::ring_rules`).
+NEEDS_TRN2 = "ring_attention_spmd_fwd: needs Trainium2 or later (trn1 is not supported)"
 
 
 # `RingFwdRule::TooManyCausalWorkers`, one message as above.
 TOO_MANY_CAUSAL_WORKERS = "ring_attention_spmd_fwd: the causal mask supports at most 32 workers (attention_cte's global_cp_deg)"
+
+
+# `RingFwdRule::HeadDim`, one message as above.
+HEAD_DIM = "ring_attention_spmd_fwd: the head dim must be within 1..=128"
 
 
 @dataclass
@@ -292,9 +299,9 @@ def check_shapes(q, k, v, tp_q, tp_k):
     b, q_h, d, s = [q_shape[0], q_shape[1], q_shape[3], q_shape[2]] if tp_q else q_shape
     k_shape = k.shape
     k_h = k_shape[1]
-    assert k_h >= 1 and q_h % k_h == 0, f"q_heads must be a multiple of kv_heads (GQA), got q_heads={q_h}, kv_heads={k_h}"
-    assert d <= MAX_HEAD_DIM, f"head_dim must be <= 128, got {d}"
-    assert s % Q_GRP_SZ == 0, f"seqlen must be divisible by 128, got {s}"
+    assert k_h >= 1 and q_h % k_h == 0, KV_HEADS
+    assert 1 <= d and d <= MAX_HEAD_DIM, HEAD_DIM
+    assert s >= Q_GRP_SZ and s % Q_GRP_SZ == 0, SEQLEN_MULTIPLE
     want_k = [b, k_h, s, d] if tp_k else [b, k_h, d, s]
     assert k_shape[0] == b and k_shape[2] == want_k[2] and k_shape[3] == want_k[3], f"k must be {want_k} to match q's batch, seqlen and head dim, got {k_shape}"
     v_shape = v.shape
@@ -782,7 +789,7 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
     assert q_segment_ids is None or q_segment_ids.dtype in (nl.int32,), "ring_attention_spmd_fwd takes q_segment_ids as int32"
     assert kv_segment_ids is None or kv_segment_ids.dtype in (nl.int32,), "ring_attention_spmd_fwd takes kv_segment_ids as int32"
     assert bias is None or bias.dtype in (nl.float32,), "ring_attention_spmd_fwd takes bias as float32"
-    assert nisa.get_nc_version() > nisa.nc_version.gen2, "ring_attention_spmd_fwd not supported on trn1"
+    assert nisa.get_nc_version() > nisa.nc_version.gen2, NEEDS_TRN2
     b, q_h, k_h, d, s = check_shapes(q, k, v, tp_q, tp_k)
     assert not striped_input or use_causal_mask, STRIPED_NEEDS_CAUSAL
     assert not zigzag_input or use_causal_mask, ZIGZAG_NEEDS_CAUSAL
@@ -795,13 +802,13 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
     groups = replica_groups if replica_groups is not None else []
     for gi in range(len(groups)):
         size = len(groups[gi])
-        assert size == num_workers, f"replica group {gi} has {size} ranks but num_workers is {num_workers}"
+        assert size == num_workers, GROUP_SIZE
     check_feature_inputs(sinks, q_segment_ids, kv_segment_ids, bias, b, q_h, s, num_workers)
     bs, bs_kv, n_grp = (b * q_h, b * k_h, s // Q_GRP_SZ)
     q3 = q.reshape(shape=(bs, s, d)) if tp_q else q.reshape(shape=(bs, d, s))
     sink = sink_rows(sinks, b, q_h)
     scale = softmax_scale if softmax_scale is not None else 1.0 / float(d) ** 0.5
-    assert -3.4028234663852886e38 <= scale and scale <= 3.4028234663852886e38, f"softmax_scale must be a finite float32, got {scale}"
+    assert -3.4028234663852886e38 <= scale and scale <= 3.4028234663852886e38, SCALE_NOT_FINITE
     grid = nl.program_ndim() == 1
     shard = nl.program_id(axis=0) if grid else 0
     shards = nl.num_programs(axes=0) if grid else 1

@@ -254,12 +254,16 @@ fn message_text(info: &Info, msg: &crate::ast::FmtString) -> TokenStream {
     {
         return quote!(super::#name);
     }
+    if let [crate::ast::FmtPiece::Shared(path)] = msg.pieces.as_slice() {
+        return quote!(#path);
+    }
     let text: String = msg
         .pieces
         .iter()
         .map(|p| match p {
             crate::ast::FmtPiece::Text(t) => t.clone(),
             crate::ast::FmtPiece::Const(name) => format!("{{{name}}}"),
+            crate::ast::FmtPiece::Shared(path) => format!("{{{}}}", quote!(#path)),
             crate::ast::FmtPiece::Arg(e) => match (info.ty(e), &e.kind) {
                 (Ty::Int(v), _) if v.as_const().is_some() => v.as_const().map_or_else(String::new, |c| c.to_string()),
                 (_, ExprKind::Var(v)) => format!("{{{v}}}"),

@@ -260,6 +260,14 @@ fn info_static(f: &Function, info: &Info, py_lines: &[Span]) -> TokenStream {
             let reg = const_registration(name);
             quote!(&super::#reg)
         });
+    // The message constants of other modules: their registrations, so the
+    // Python imports them.
+    let imports = info.message_imports.iter().map(|path| {
+        let (module, name) = path.split_at(path.len() - 1);
+        let module = module.iter().map(|s| format_ident!("{}", s));
+        let reg = const_registration(&format_ident!("{}", name[0]));
+        quote!(&#(#module)::*::#reg)
+    });
     let math = info.uses_math;
     let params = launcher::param_infos(f, info);
     let outputs = match &f.ret {
@@ -298,7 +306,7 @@ fn info_static(f: &Function, info: &Info, py_lines: &[Span]) -> TokenStream {
             module_path: ::core::module_path!(),
             file: ::core::file!(),
             lines: &[#(#lines),*],
-            deps: &[#(#deps,)* #(#consts),*],
+            deps: &[#(#deps,)* #(#imports,)* #(#consts),*],
             uses_math: #math,
             params: &[#(#params),*],
             outputs: #outputs,

@@ -202,6 +202,11 @@ impl Rs<'_> {
                                     fmt.push_str("{}");
                                     args.push(quote!(#name));
                                 }
+                                // rustc checks that the path names a `&str`.
+                                FmtPiece::Shared(path) => {
+                                    fmt.push_str("{}");
+                                    args.push(quote!(::core::convert::identity::<&str>(#path)));
+                                }
                                 FmtPiece::Arg(e) => {
                                     fmt.push_str("{}");
                                     let v = self.expr(e);
