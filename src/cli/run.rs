@@ -117,6 +117,27 @@ pub enum LayoutArg {
     Zigzag,
 }
 
+/// The whole-sequence queries, keys and values both ring kernels take.
+#[derive(Args)]
+pub struct RingQkv {
+    /// Queries `[b, h, S_total, d]`, unscaled (the run applies the softmax scale).
+    #[arg(long)]
+    q: PathBuf,
+    /// Keys `[b, h_kv, S_total, d]`, `h` a multiple of `h_kv` (grouped-query attention).
+    #[arg(long)]
+    k: PathBuf,
+    /// Values `[b, h_kv, S_total, d]`.
+    #[arg(long)]
+    v: PathBuf,
+}
+
+impl RingQkv {
+    /// The files by their flag names, `q`, `k`, `v`.
+    pub fn files(&self) -> [(&'static str, &Path); 3] {
+        [("q", &self.q), ("k", &self.k), ("v", &self.v)]
+    }
+}
+
 /// The ring options shared by the ring kernels.
 #[derive(Args)]
 pub struct RingArgs {

@@ -1,6 +1,8 @@
 //! `nki run ring-bwd`.
 
-use super::{LaunchArgs, RingArgs, declare_checked, declare_output, expect_alike, expect_shape, launch_error, read_inputs, whole_sequence};
+use super::{
+    LaunchArgs, RingArgs, RingQkv, declare_checked, declare_output, expect_alike, expect_shape, launch_error, read_inputs, whole_sequence,
+};
 use crate::cli::CliError;
 use crate::cli::deadline;
 use clap::Args;
@@ -13,15 +15,8 @@ use std::path::PathBuf;
 /// and gathered back.
 #[derive(Args)]
 pub struct RingBwdArgs {
-    /// Queries `[b, h, S_total, d]` (unscaled).
-    #[arg(long)]
-    q: PathBuf,
-    /// Keys `[b, h_kv, S_total, d]`, `h` a multiple of `h_kv` (grouped-query attention).
-    #[arg(long)]
-    k: PathBuf,
-    /// Values `[b, h_kv, S_total, d]`.
-    #[arg(long)]
-    v: PathBuf,
+    #[command(flatten)]
+    qkv: RingQkv,
     /// The forward's output `[b, h, S_total, d]`.
     #[arg(long)]
     o: PathBuf,
@@ -67,7 +62,8 @@ pub fn run(a: &RingBwdArgs, outputs_required: bool) -> Result<(), CliError> {
     let cfg = RingBwdConfig::new(ring.num_workers).features(ring).lnc(launch.lnc_degree() as i64);
     cfg.validate().map_err(|e| CliError::from_nki(&e))?;
     a.launch.start_deadline();
-    let files = [("q", a.q.as_path()), ("k", a.k.as_path()), ("v", a.v.as_path()), ("o", a.o.as_path()), ("dy", a.dy.as_path())];
+    let [q, k, v] = a.qkv.files();
+    let files = [q, k, v, ("o", a.o.as_path()), ("dy", a.dy.as_path())];
     let mut plan = a.launch.plan(&launch);
     let mut ins = declare_checked(&mut plan, &files, &DTYPES)?;
     ins.extend(declare_checked(&mut plan, &[("lse", a.lse.as_path())], &DTYPES)?);

@@ -1,6 +1,6 @@
 //! `nki run ring-fwd`.
 
-use super::{LaunchArgs, RingArgs, declare_checked, declare_output, launch_error, read_inputs, whole_sequence};
+use super::{LaunchArgs, RingArgs, RingQkv, declare_checked, declare_output, launch_error, read_inputs, whole_sequence};
 use crate::cli::CliError;
 use crate::cli::deadline;
 use clap::Args;
@@ -12,15 +12,8 @@ use std::path::PathBuf;
 /// and gathered back.
 #[derive(Args)]
 pub struct RingFwdArgs {
-    /// Queries `[b, h, S_total, d]` (unscaled: with `--causal` the scale is applied before the ring).
-    #[arg(long)]
-    q: PathBuf,
-    /// Keys `[b, h_kv, S_total, d]`, `h` a multiple of `h_kv` (grouped-query attention).
-    #[arg(long)]
-    k: PathBuf,
-    /// Values `[b, h_kv, S_total, d]`.
-    #[arg(long)]
-    v: PathBuf,
+    #[command(flatten)]
+    qkv: RingQkv,
     #[command(flatten)]
     ring: RingArgs,
     /// Also write the log-sum-exp of the scaled scores (`--lse`).
@@ -48,7 +41,7 @@ pub fn run(a: &RingFwdArgs, outputs_required: bool) -> Result<(), CliError> {
     let w = a.ring.workers;
     let launch = a.launch.launch().ranks(w);
     let mut plan = a.launch.plan(&launch);
-    let files = [("q", a.q.as_path()), ("k", a.k.as_path()), ("v", a.v.as_path())];
+    let files = a.qkv.files();
     let ins = declare_checked(&mut plan, &files, &DTYPES)?;
     let [b, h, st, d] = whole_sequence(&plan, ("q", ins[0]), &[("k", ins[1]), ("v", ins[2])])?;
     let h_kv = plan.header(ins[1]).shape()[1];
