@@ -53,6 +53,16 @@ pub struct Expected {
 }
 
 impl Ring {
+    /// A numerics case of either pass: `W`, layout (striped or contiguous), causal
+    /// mask, `(b, h)`, `S_local`, `d` and LNC give the ring, the case's name and its seed.
+    pub fn case(w: usize, striped: bool, causal: bool, (b, h): (usize, usize), sl: usize, d: usize, lnc: usize) -> (Ring, String, u64) {
+        assert!(!striped || causal, "striped cases are causal");
+        let ring = Ring { w, b, h, sl, d, striped };
+        let name = ring.label(causal, lnc);
+        let seed = super::seed_of(&name);
+        (ring, name, seed)
+    }
+
     /// A case's name: workers, layout, mask, shapes and LNC degree.
     pub fn label(&self, causal: bool, lnc: usize) -> String {
         let layout = if self.striped { "striped" } else { "contiguous" };
@@ -202,4 +212,23 @@ pub fn pick_out(o: &[f32], bh: usize, sl: usize, d: usize, rows: &Range<usize>) 
 pub fn pick_lse(l: &[f32], bh: usize, sl: usize, rows: &Range<usize>) -> Vec<f32> {
     let all = stats_rows(l, bh, sl);
     (0..bh).flat_map(|b| all[b * sl + rows.start..b * sl + rows.end].iter().copied()).collect()
+}
+
+/// Runs `f` on a thread and fails if it takes longer than `secs` (a hang).
+pub fn within<R: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> R + Send + 'static) -> R {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(secs)).unwrap_or_else(|_| panic!("{what}: no result within {secs} s (hang?)"))
+}
+
+/// A rule of a ring pass's typed API is one message on both paths: `validated`
+/// (the configuration's `validate`) ends with `message`, and so does the error of
+/// the emulated kernel's assert (`kernel_err`), which names the kernel's `source` file.
+pub fn assert_one_message(validated: nki::Result<()>, message: &str, kernel_err: &str, source: &str) {
+    let api = validated.expect_err("the typed API refuses the configuration").to_string();
+    assert!(api.ends_with(&format!(": {message}")), "validate names the rule by its message `{message}`: {api}");
+    assert!(kernel_err.contains(message), "expected the kernel's error to be `{message}`, got: {kernel_err}");
+    assert!(kernel_err.contains(source), "the error names the kernel source: {kernel_err}");
 }

@@ -28,14 +28,14 @@
 
 use crate::common::attention::Problem;
 use crate::common::attention_grad::{GradData, GradProblem, Grads, bwd_shard, dmajor, grad_data, loss};
-use crate::common::ring::Ring;
-use crate::common::{errors, seed_of, tensor, uniform};
+use crate::common::ring::{Ring, assert_one_message, within};
+use crate::common::{errors, tensor, uniform};
 use nki::attention::ring_bwd::ring_attention_bwd::ring_attention_spmd_bwd;
 use nki::attention::ring_bwd::{RingBwdConfig, RingBwdInputs};
 use nki::attention::ring_fwd::{RingDims, RingFeatures};
 use nki::hw::Generation;
 use nki::{Dtype, ErrorKind, Launch, Precision, Tensor};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// The fp32 metric: `max|a-b| <= FP32_RTOL·max|ref| + FP32_ATOL`.
 const FP32_RTOL: f64 = 1e-4;
@@ -177,10 +177,7 @@ const S: bool = true; // striped
 
 /// `W`, layout, causal mask, `(b, h)`, `S_local`, `d`, LNC; fp32 inputs in fp32 precision.
 fn case(w: usize, striped: bool, causal: bool, (b, h): (usize, usize), sl: usize, d: usize, lnc: usize) -> Case {
-    assert!(!striped || causal, "striped cases are causal");
-    let ring = Ring { w, b, h, sl, d, striped };
-    let name = ring.label(causal, lnc);
-    let seed = seed_of(&name);
+    let (ring, name, seed) = Ring::case(w, striped, causal, (b, h), sl, d, lnc);
     Case {
         name,
         ring,
@@ -192,6 +189,13 @@ fn case(w: usize, striped: bool, causal: bool, (b, h): (usize, usize), sl: usize
         softmax_scale: None,
         generation: Generation::default(),
         seed,
+    }
+}
+
+/// Checks every case of a table.
+fn check_all(cases: &[Case]) {
+    for c in cases {
+        c.check();
     }
 }
 
@@ -356,7 +360,7 @@ fn finite_differences() {
 /// degrees, S_local ∈ {128, 256, 512}.
 #[test]
 fn fp32_small_and_medium() {
-    let cases = [
+    check_all(&[
         case(1, C, false, (1, 2), 512, 64, 1),
         case(1, C, true, (3, 3), 128, 32, 2),
         case(1, S, true, (2, 2), 256, 16, 1),
@@ -372,10 +376,7 @@ fn fp32_small_and_medium() {
         case(8, C, false, (2, 2), 128, 16, 2),
         case(8, C, true, (1, 2), 128, 64, 1),
         case(8, S, true, (3, 3), 128, 32, 2),
-    ];
-    for c in &cases {
-        c.check();
-    }
+    ]);
 }
 
 /// S_local = 2048 (four 512-key tiles, four query groups) with W = 1 and 2: the
@@ -383,15 +384,12 @@ fn fp32_small_and_medium() {
 /// steps >= 1 of a contiguous causal ring must not skip.
 #[test]
 fn fp32_long_local_sequences() {
-    let cases = [
+    check_all(&[
         case(1, C, true, (1, 2), 2048, 64, 2),
         case(2, C, false, (1, 2), 2048, 32, 1),
         case(2, C, true, (1, 2), 2048, 32, 1),
         case(2, S, true, (1, 2), 2048, 64, 2),
-    ];
-    for c in &cases {
-        c.check();
-    }
+    ]);
 }
 
 /// Tokens per rank that are a multiple of 128 but not of 512 beyond one tile
@@ -400,30 +398,24 @@ fn fp32_long_local_sequences() {
 /// not, contiguous and striped, both LNC degrees.
 #[test]
 fn fp32_seqlens_that_leave_a_partial_key_tile() {
-    let cases = [
+    check_all(&[
         case(2, C, true, (1, 2), 384, 64, 1),
         case(2, S, true, (1, 2), 384, 32, 2),
         case(1, C, false, (1, 2), 640, 32, 2),
         case(2, C, true, (1, 2), 640, 64, 1),
         case(2, S, true, (1, 2), 896, 32, 1),
-    ];
-    for c in &cases {
-        c.check();
-    }
+    ]);
 }
 
 /// D = 192 (two head-dim tiles of 96) and a non-default softmax_scale.
 #[test]
 fn fp32_wide_heads_and_explicit_scale() {
-    let cases = [
+    check_all(&[
         case(2, C, true, (1, 2), 256, 192, 1),
         case(3, S, true, (1, 1), 512, 192, 2),
         case(2, S, true, (1, 2), 256, 64, 1).scale(0.3),
         case(3, C, false, (2, 2), 128, 32, 2).scale(0.05),
-    ];
-    for c in &cases {
-        c.check();
-    }
+    ]);
 }
 
 /// fp16 inputs (the library test's dtype) and bf16 inputs in hardware precision,
@@ -431,7 +423,7 @@ fn fp32_wide_heads_and_explicit_scale() {
 /// LNC2, S_total = 8192) once.
 #[test]
 fn hardware_precision() {
-    let cases = [
+    check_all(&[
         case(4, C, true, (1, 2), 2048, 64, 2).hw(Dtype::F16),
         case(4, C, false, (3, 3), 128, 64, 2).hw(Dtype::F16),
         case(4, S, true, (1, 2), 512, 128, 2).hw(Dtype::F16),
@@ -441,10 +433,7 @@ fn hardware_precision() {
         case(3, C, true, (1, 2), 256, 64, 1).hw(Dtype::Bf16),
         case(2, S, true, (2, 2), 512, 64, 2).hw(Dtype::Bf16),
         case(8, C, false, (1, 2), 128, 32, 2).hw(Dtype::Bf16),
-    ];
-    for c in &cases {
-        c.check();
-    }
+    ]);
 }
 
 /// `mixed_precision=False`: fp16 accumulators, -LSE and D, within `NOMIX_*`; on
@@ -632,15 +621,6 @@ fn replica_groups() {
     check_groups(&[vec![3, 1], vec![0, 2]], ring(2, 128, true), 2);
 }
 
-/// Runs `f` on a thread and fails if it takes longer than `secs` (a hang).
-fn within<R: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> R + Send + 'static) -> R {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(Duration::from_secs(secs)).unwrap_or_else(|_| panic!("{what}: no result within {secs} s (hang?)"))
-}
-
 fn filled(shape: &[usize], dtype: Dtype) -> Tensor {
     tensor(shape, &vec![0.25; shape.iter().product()], dtype)
 }
@@ -719,12 +699,8 @@ fn rule_violations_are_errors() {
         (cfg(1).softmax_scale(0.0), RingBwdRule::CausalScale, launch_err(1, 1, Args { softmax_scale: Some(0.0), ..base(1) }, ok)),
     ];
     for (config, rule, err) in ruled {
-        eprintln!("{err}");
         assert_eq!(config.violation(), Some(rule), "{config:?}");
-        let api = config.validate().expect_err("the typed API refuses the configuration").to_string();
-        assert!(api.ends_with(&format!(": {}", rule.message())), "validate names {rule:?} by its message: {api}");
-        assert!(err.contains(rule.message()), "expected the kernel's error to be `{rule}`, got: {err}");
-        assert!(err.contains("ring_attention_bwd.rs"), "the error names the kernel source: {err}");
+        assert_one_message(config.validate(), rule.message(), &err, "ring_attention_bwd.rs");
     }
     let cases: Vec<(&str, String)> = vec![
         ("lnc_size is 2 but the kernel runs on 1 LNC program(s)", launch_err(2, 1, Args { lnc: 2, ..base(2) }, ok)),

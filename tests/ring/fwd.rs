@@ -17,12 +17,12 @@
 //! Every case prints its measured errors (`cargo test --release --test ring -- fwd:: --nocapture`).
 
 use crate::common::attention::Problem;
-use crate::common::ring::{Global, Ring, pick_lse, pick_out};
-use crate::common::{FP32_ATOL, FP32_RTOL, as_dtype, errors, seed_of, tensor, uniform};
+use crate::common::ring::{Global, Ring, assert_one_message, pick_lse, pick_out, within};
+use crate::common::{FP32_ATOL, FP32_RTOL, as_dtype, errors, tensor, uniform};
 use nki::attention::ring_fwd::ring_attention_fwd::ring_attention_spmd_fwd;
 use nki::{Dtype, Launch, Precision, Tensor};
 use std::ops::Range;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// The hardware metric (the NKI test's): `max|a-b| <= HW_ATOL + HW_RTOL·max|ref|`.
 const HW_ATOL: f64 = 1e-3;
@@ -151,11 +151,15 @@ impl Errs {
 
 /// `W`, layout (`C` contiguous, `S` striped), causal mask, `(b, h)`, `S_local`, `d`, LNC.
 fn case(w: usize, striped: bool, causal: bool, (b, h): (usize, usize), sl: usize, d: usize, lnc: usize) -> Case {
-    assert!(!striped || causal, "striped cases are causal");
-    let ring = Ring { w, b, h, sl, d, striped };
-    let name = ring.label(causal, lnc);
-    let seed = seed_of(&name);
+    let (ring, name, seed) = Ring::case(w, striped, causal, (b, h), sl, d, lnc);
     Case { name, ring, causal, lnc, tp_q: false, tp_k: false, softmax_scale: None, precision: Precision::Fp32, seed, sample: None }
+}
+
+/// Checks every case of a table.
+fn check_all(cases: &[Case]) {
+    for c in cases {
+        c.check();
+    }
 }
 
 impl Case {
@@ -262,7 +266,7 @@ const S: bool = true; // striped
 /// and even b·h, both LNC degrees, d ∈ {16, 64, 128}, tp flags, an explicit scale.
 #[test]
 fn fp32_small_and_medium() {
-    let cases = [
+    check_all(&[
         case(1, C, false, (1, 2), 512, 64, 1),
         case(1, C, true, (3, 1), 128, 128, 2),
         case(1, S, true, (1, 1), 256, 16, 1),
@@ -278,10 +282,7 @@ fn fp32_small_and_medium() {
         case(8, C, false, (1, 1), 128, 64, 2),
         case(8, C, true, (1, 2), 128, 16, 1),
         case(8, S, true, (2, 1), 128, 64, 1).tp(true, true),
-    ];
-    for c in &cases {
-        c.check();
-    }
+    ]);
 }
 
 /// S_local = 4096: the remainder batch of odd b·h split across LNC2 programs
@@ -289,15 +290,12 @@ fn fp32_small_and_medium() {
 #[test]
 fn fp32_long_local_sequences() {
     let edges = |sl: usize| vec![0..128, sl / 2 - 128..sl / 2 + 128, sl - 128..sl];
-    let cases = [
+    check_all(&[
         case(2, C, true, (1, 3), 4096, 64, 2).sample(&edges(4096)),
         case(2, C, false, (1, 1), 4096, 128, 1).sample(&edges(4096)),
         case(4, S, true, (1, 1), 4096, 16, 2).sample(&edges(4096)),
         case(8, C, true, (1, 1), 4096, 16, 2).sample(&[0..128, 4096 - 128..4096]),
-    ];
-    for c in &cases {
-        c.check();
-    }
+    ]);
 }
 
 /// The largest ring the causal kernel supports: 32 workers, both layouts.
@@ -318,16 +316,13 @@ fn fp32_kv_sections() {
 /// bf16 inputs in hardware precision, within the NKI test's bound.
 #[test]
 fn hardware_precision() {
-    let cases = [
+    check_all(&[
         case(2, C, false, (1, 2), 512, 128, 2).hw(),
         case(3, C, true, (1, 3), 512, 64, 1).hw(),
         case(4, S, true, (2, 1), 512, 128, 2).hw(),
         case(8, S, true, (1, 1), 128, 16, 1).hw().tp(true, true),
         case(2, S, true, (1, 1), 4096, 64, 2).hw().sample(&[0..128, 4096 - 128..4096]),
-    ];
-    for c in &cases {
-        c.check();
-    }
+    ]);
 }
 
 /// The same global data (S_total = 1024) split over W = 1, 2, 4, 8 ranks in
@@ -566,15 +561,6 @@ fn replica_groups() {
     check_groups(&[vec![5, 2, 7, 0], vec![3, 1, 6, 4]], ring(4, 128, true), true, false, 1);
 }
 
-/// Runs `f` on a thread and fails if it takes longer than `secs` (a hang).
-fn within<R: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> R + Send + 'static) -> R {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(Duration::from_secs(secs)).unwrap_or_else(|_| panic!("{what}: no result within {secs} s (hang?)"))
-}
-
 /// A launch of `w` ranks whose shards come from `make(rank)`; returns the error text.
 fn launch_err(w: usize, generation: nki::hw::Generation, a: Args, make: impl Fn(usize) -> (Tensor, Tensor, Tensor)) -> String {
     let sh: Shards = (0..w).map(&make).collect();
@@ -642,12 +628,8 @@ fn rule_violations_are_errors() {
         ),
     ];
     for (config, rule, err) in ruled {
-        eprintln!("{err}");
         assert_eq!(config.violation(), Some(rule), "{config:?}");
-        let api = config.validate().expect_err("the typed API refuses the configuration").to_string();
-        assert!(api.ends_with(&format!(": {}", rule.message())), "validate names {rule:?} by its message: {api}");
-        assert!(err.contains(rule.message()), "expected the kernel's error to be `{rule}`, got: {err}");
-        assert!(err.contains("ring_attention_fwd.rs"), "the error names the kernel source: {err}");
+        assert_one_message(config.validate(), rule.message(), &err, "ring_attention_fwd.rs");
     }
     let unruled: Vec<(&str, String)> = vec![
         ("ring_attention_spmd_fwd takes num_workers >= 1", launch_err(1, Trn2, base(0), ok(d, sl, h))),
