@@ -52,30 +52,26 @@ pub fn data(name: &str, s: Shape, sink: bool, holes: bool, dtype: Dtype) -> Data
     }
 }
 
-/// The kernel's tensors for `x`.
+/// The kernel's tensors for `x`: q, k_active, v_active, k_prior, v_prior and
+/// the mask, in parameter order, and the sink.
 pub struct Tensors {
-    pub q: Tensor,
-    pub k_active: Tensor,
-    pub v_active: Tensor,
-    pub k_prior: Tensor,
-    pub v_prior: Tensor,
-    pub mask: Tensor,
-    pub sink: Option<Tensor>,
+    data: [Tensor; 6],
+    sink: Option<Tensor>,
 }
 
 pub fn tensors(x: &Data, tp_k_prior: bool, dtype: Dtype) -> Tensors {
     let s = x.shape;
     let n = s.bs * s.q_head * s.s_active;
     let k_prior_shape = if tp_k_prior { [s.cache_bs, 1, s.full_sprior, s.d] } else { [s.cache_bs, 1, s.d, s.full_sprior] };
-    Tensors {
-        q: tensor(&[s.d, n], &x.q, dtype),
-        k_active: tensor(&[s.d, s.bs * s.s_active], &x.k_active, dtype),
-        v_active: tensor(&[s.bs, 1, s.s_active, s.d], &x.v_active, dtype),
-        k_prior: tensor(&k_prior_shape, &x.k_prior, dtype),
-        v_prior: tensor(&[s.cache_bs, 1, s.full_sprior, s.d], &x.v_prior, dtype),
-        mask: tensor(&[s.curr_sprior, s.bs, s.q_head, s.s_active], &x.mask, Dtype::U8),
-        sink: x.sink.as_ref().map(|v| tensor(&[s.q_head, 1], v, Dtype::F32)),
-    }
+    let data = [
+        tensor(&[s.d, n], &x.q, dtype),
+        tensor(&[s.d, s.bs * s.s_active], &x.k_active, dtype),
+        tensor(&[s.bs, 1, s.s_active, s.d], &x.v_active, dtype),
+        tensor(&k_prior_shape, &x.k_prior, dtype),
+        tensor(&[s.cache_bs, 1, s.full_sprior, s.d], &x.v_prior, dtype),
+        tensor(&[s.curr_sprior, s.bs, s.q_head, s.s_active], &x.mask, Dtype::U8),
+    ];
+    Tensors { data, sink: x.sink.as_ref().map(|v| tensor(&[s.q_head, 1], v, Dtype::F32)) }
 }
 
 /// The typed configuration of shape `s`.
@@ -110,15 +106,8 @@ pub fn reference(x: &Data, tp_k_prior: bool) -> Vec<f64> {
 impl Tensors {
     /// The typed API's view of the tensors.
     pub fn inputs(&self) -> TkgInputs<'_> {
-        TkgInputs {
-            q: &self.q,
-            k_active: &self.k_active,
-            v_active: &self.v_active,
-            k_prior: &self.k_prior,
-            v_prior: &self.v_prior,
-            mask: &self.mask,
-            sink: self.sink.as_ref(),
-        }
+        let [q, k_active, v_active, k_prior, v_prior, mask] = &self.data;
+        TkgInputs { q, k_active, v_active, k_prior, v_prior, mask, sink: self.sink.as_ref() }
     }
 }
 

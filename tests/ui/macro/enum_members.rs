@@ -8,6 +8,7 @@ pub mod k {
     pub enum Act {
         SIGMOID = 0,
         SOFTMAX = 1,
+        RELU = 2,
     }
 
     #[nki_enum]
@@ -30,7 +31,7 @@ pub mod k {
 
     /// A field compares with members of its enum; a field value is a member.
     #[nki_kernel]
-    pub fn pick(cfg: Cfg, dst: Hbm) {
+    pub fn pick_field(cfg: Cfg, dst: Hbm) {
         let ok = cfg.act == Act::SOFTMAX;
         let wrong = cfg.act == 1;
         let other = cfg.norm == Act::SIGMOID;
@@ -43,6 +44,34 @@ pub mod k {
             _ => {}
         }
     }
+
+    /// Takes a member of `Act`: the member's value is not the member.
+    #[nki_kernel]
+    pub fn pick(act: Act, dst: Hbm) {
+        let ok = act == Act::SOFTMAX;
+        let softmax = act == 1;
+        let tanh = act == Act::TANH;
+    }
+
+    /// `match` names every member, or ends with `_`.
+    #[nki_kernel]
+    pub fn pick_match(act: Act, dst: Sbuf) {
+        match act {
+            Act::SIGMOID => nisa::memset(dst, 0.0),
+            Act::SOFTMAX => nisa::memset(dst, 1.0),
+        }
+        match act {
+            Act::SIGMOID | Act::TANH => nisa::memset(dst, 0.0),
+            _ => {}
+        }
+        match act {
+            1 => nisa::memset(dst, 0.0),
+            _ => {}
+        }
+    }
 }
 
-fn main() {}
+fn main() {
+    let dst = nki::Tensor::zeros(&[1, 1], nki::Dtype::F32).unwrap();
+    let _ = k::pick::Call::new(1, &dst);
+}
