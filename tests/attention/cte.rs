@@ -28,7 +28,7 @@ const BF16_PSUM_RTOL: f64 = 5e-2;
 
 /// How the queries of a context-parallel rank sit in the global sequence.
 #[derive(Clone, Copy, Debug)]
-enum Cp {
+pub(crate) enum Cp {
     /// `cp_offset = rank * sq`; query `i` at `rank * sq + i`.
     Contiguous { deg: i64, rank: i64 },
     /// `cp_offset = rank`; query `i` at `rank + i * deg`.
@@ -41,22 +41,22 @@ enum Cp {
 
 /// One `attention_cte` run: shapes, dtype, configuration, data and launch.
 #[derive(Clone, Debug)]
-struct Case {
-    name: String,
-    bs: usize,
-    bs_kv: usize,
-    sq: usize,
-    sk: usize,
-    d: usize,
-    dtype: Dtype,
-    cfg: CteConfig,
+pub(crate) struct Case {
+    pub(crate) name: String,
+    pub(crate) bs: usize,
+    pub(crate) bs_kv: usize,
+    pub(crate) sq: usize,
+    pub(crate) sk: usize,
+    pub(crate) d: usize,
+    pub(crate) dtype: Dtype,
+    pub(crate) cfg: CteConfig,
     /// `(seqlen_prior, prior_used_len)`.
     prior: Option<(usize, usize)>,
     cp: Option<Cp>,
     /// Packed sequences per batch row (0: no packing).
     packed: usize,
-    lnc: usize,
-    precision: Precision,
+    pub(crate) lnc: usize,
+    pub(crate) precision: Precision,
     generation: Generation,
     seed: u64,
     /// Range of the uniform q, k, v values.
@@ -67,6 +67,47 @@ struct Case {
     rtol: Option<f64>,
     /// Dtype of the `cp_offset` tensor (int32 in the library tests, fp32 from ring attention).
     cp_offset_dtype: Dtype,
+}
+
+/// A tensor parameter a case gives: its name, shape, values and dtype, in the
+/// kernel's layout.
+pub(crate) struct Given {
+    pub(crate) name: &'static str,
+    pub(crate) shape: Vec<usize>,
+    pub(crate) values: Vec<f64>,
+    pub(crate) dtype: Dtype,
+}
+
+/// One case's seeded inputs: the natural-layout values the reference takes
+/// (`q [bs, sq, d]`, `k`, `v [bs_kv, sk, d]`, the prior's, the sinks, the packing
+/// bounds) and the tensor parameters the case gives (q, k, v, then the optional ones).
+pub(crate) struct CaseData {
+    q: Vec<f64>,
+    k: Vec<f64>,
+    v: Vec<f64>,
+    kp: Vec<f64>,
+    vp: Vec<f64>,
+    sink: Vec<f64>,
+    bounds: Option<(Vec<f64>, Vec<f64>)>,
+    pub(crate) tensors: Vec<Given>,
+}
+
+/// The emulator's tensors of `given`, by parameter name.
+pub(crate) fn emulator_tensors(given: &[Given]) -> Vec<(&'static str, Tensor)> {
+    given.iter().map(|g| (g.name, tensor(&g.shape, &g.values, g.dtype))).collect()
+}
+
+/// The typed API's inputs over `tensors` (by parameter name).
+pub(crate) fn cte_inputs<'t>(tensors: &'t [(&'static str, Tensor)]) -> CteInputs<'t> {
+    let get = |name: &str| tensors.iter().find(|(n, _)| *n == name).map(|(_, t)| t);
+    let given = |name: &str| get(name).unwrap_or_else(|| panic!("the case gives {name}"));
+    CteInputs {
+        prior: get("k_prior").map(|k| Prior { k, v: given("v_prior"), used_len: given("prior_used_len") }),
+        sink: get("sink"),
+        cp_offset: get("cp_offset"),
+        bounds: get("bound_min").zip(get("bound_max")),
+        ..CteInputs::new(given("q"), given("k"), given("v"))
+    }
 }
 
 /// A kernel run with its reference.
@@ -107,7 +148,7 @@ fn rank_of(deg: i64, seed: u64) -> i64 {
 }
 
 impl Case {
-    fn new(name: impl Into<String>, bs: usize, bs_kv: usize, sq: usize, sk: usize, d: usize) -> Case {
+    pub(crate) fn new(name: impl Into<String>, bs: usize, bs_kv: usize, sq: usize, sk: usize, d: usize) -> Case {
         let name = name.into();
         Case {
             seed: seed_of(&name),
@@ -132,23 +173,23 @@ impl Case {
         }
     }
 
-    fn with(mut self, f: impl FnOnce(CteConfig) -> CteConfig) -> Case {
+    pub(crate) fn with(mut self, f: impl FnOnce(CteConfig) -> CteConfig) -> Case {
         self.cfg = f(self.cfg);
         self
     }
 
-    fn dtype(mut self, dtype: Dtype) -> Case {
+    pub(crate) fn dtype(mut self, dtype: Dtype) -> Case {
         self.dtype = dtype;
         self
     }
 
     /// Hardware precision (rounding to every tile's dtype).
-    fn hw(mut self) -> Case {
+    pub(crate) fn hw(mut self) -> Case {
         self.precision = Precision::Hardware;
         self
     }
 
-    fn lnc(mut self, lnc: usize) -> Case {
+    pub(crate) fn lnc(mut self, lnc: usize) -> Case {
         self.lnc = lnc;
         self
     }
@@ -163,13 +204,13 @@ impl Case {
         self
     }
 
-    fn prior(mut self, sp: usize, used: usize) -> Case {
+    pub(crate) fn prior(mut self, sp: usize, used: usize) -> Case {
         self.prior = Some((sp, used));
         self.cfg = self.cfg.prefix_caching(true);
         self
     }
 
-    fn cp(mut self, cp: Cp) -> Case {
+    pub(crate) fn cp(mut self, cp: Cp) -> Case {
         self.cp = Some(cp);
         self.cfg = match cp {
             Cp::Contiguous { deg, .. } | Cp::Offset { deg, .. } => self.cfg.context_parallel(deg),
@@ -184,7 +225,7 @@ impl Case {
         self
     }
 
-    fn packed(mut self, segments: usize) -> Case {
+    pub(crate) fn packed(mut self, segments: usize) -> Case {
         self.packed = segments;
         self.cfg = self.cfg.packing(true);
         self
@@ -219,14 +260,20 @@ impl Case {
         Launch::new().lnc(self.lnc).precision(self.precision).generation(self.generation)
     }
 
+    /// Runs the emulated kernel through the typed API.
+    pub(crate) fn launch(&self, inputs: &CteInputs<'_>) -> CteOutputs {
+        self.cfg.launch(&self.launch_of(), inputs).unwrap_or_else(|e| panic!("{}: {e}", self.name))
+    }
+
     fn draw(&self, n: usize, k: u64) -> Vec<f64> {
         let seed = self.seed.wrapping_mul(16).wrapping_add(k);
         let x = if self.normal { normal(n, seed) } else { uniform(n, seed, self.range.0, self.range.1) };
         as_dtype(&x, self.dtype)
     }
 
-    /// Runs the kernel (typed API) and the reference on the same seeded inputs.
-    fn run(&self) -> Run {
+    /// The seeded inputs: the values the reference takes and the tensor
+    /// parameters the case gives.
+    pub(crate) fn data(&self) -> CaseData {
         let (bs, bs_kv, sq, sk, d) = (self.bs, self.bs_kv, self.sq, self.sk, self.d);
         let (q, k, v) = (self.draw(bs * sq * d, 1), self.draw(bs_kv * sk * d, 2), self.draw(bs_kv * sk * d, 3));
         let sp = self.prior.map_or(0, |p| p.0);
@@ -236,31 +283,37 @@ impl Case {
         let sink = as_dtype(&uniform(bs, self.seed.wrapping_mul(16).wrapping_add(6), 0.2 * sd, 0.35 * sd + 1.0), Dtype::F32);
         let bounds = (self.packed > 0).then(|| packing_bounds(bs, sq, self.packed, self.seed.wrapping_mul(16).wrapping_add(7)));
 
-        let (qs, qv) = q_layout(&q, bs, sq, d, self.cfg.tp_q);
-        let (ks, kv) = k_layout(&k, bs_kv, sk, d, self.cfg.tp_k);
-        let (kps, kpv) = k_layout(&kp, bs_kv, sp, d, self.cfg.tp_k);
-        let tq = tensor(&qs, &qv, self.dtype);
-        let tk = tensor(&ks, &kv, self.dtype);
-        let tv = tensor(&[bs_kv, sk, d], &v, self.dtype);
-        let tkp = tensor(&kps, &kpv, self.dtype);
-        let tvp = tensor(&[bs_kv, sp, d], &vp, self.dtype);
-        let tpul = Tensor::from_i64(&[1], &[self.prior.map_or(0, |p| p.1 as i64)], Dtype::I32).unwrap();
-        let tsink = tensor(&[bs, 1], &sink, Dtype::F32);
-        let tcp = Tensor::from_i64(&[1, 1], &[self.cp_offset().unwrap_or(0)], self.cp_offset_dtype).unwrap();
-        let tb = bounds.as_ref().map(|(lo, hi)| (tensor(&[bs, sq, 1], lo, Dtype::F32), tensor(&[bs, sq, 1], hi, Dtype::F32)));
-
-        let mut inputs = CteInputs::new(&tq, &tk, &tv);
-        if self.prior.is_some() {
-            inputs.prior = Some(Prior { k: &tkp, v: &tvp, used_len: &tpul });
+        let given = |name, (shape, values): (Vec<usize>, Vec<f64>), dtype| Given { name, shape, values, dtype };
+        let mut tensors = vec![
+            given("q", q_layout(&q, bs, sq, d, self.cfg.tp_q), self.dtype),
+            given("k", k_layout(&k, bs_kv, sk, d, self.cfg.tp_k), self.dtype),
+            given("v", (vec![bs_kv, sk, d], v.clone()), self.dtype),
+        ];
+        if let Some((_, used)) = self.prior {
+            tensors.push(given("k_prior", k_layout(&kp, bs_kv, sp, d, self.cfg.tp_k), self.dtype));
+            tensors.push(given("v_prior", (vec![bs_kv, sp, d], vp.clone()), self.dtype));
+            tensors.push(given("prior_used_len", (vec![1], vec![used as f64]), Dtype::I32));
         }
         if self.cfg.sink {
-            inputs.sink = Some(&tsink);
+            tensors.push(given("sink", (vec![bs, 1], sink.clone()), Dtype::F32));
         }
-        if self.cp.is_some() {
-            inputs.cp_offset = Some(&tcp);
+        if let Some(offset) = self.cp_offset() {
+            tensors.push(given("cp_offset", (vec![1, 1], vec![offset as f64]), self.cp_offset_dtype));
         }
-        inputs.bounds = tb.as_ref().map(|(a, b)| (a, b));
-        let outs = self.cfg.launch(&self.launch_of(), &inputs).unwrap_or_else(|e| panic!("{}: {e}", self.name));
+        if let Some((lo, hi)) = &bounds {
+            tensors.push(given("bound_min", (vec![bs, sq, 1], lo.clone()), Dtype::F32));
+            tensors.push(given("bound_max", (vec![bs, sq, 1], hi.clone()), Dtype::F32));
+        }
+        CaseData { q, k, v, kp, vp, sink, bounds, tensors }
+    }
+
+    /// Runs the kernel (typed API) and the reference on the same seeded inputs.
+    fn run(&self) -> Run {
+        let (bs, bs_kv, sq, sk, d) = (self.bs, self.bs_kv, self.sq, self.sk, self.d);
+        let CaseData { q, k, v, kp, vp, sink, bounds, tensors } = self.data();
+        let tensors = emulator_tensors(&tensors);
+        let inputs = cte_inputs(&tensors);
+        let outs = self.launch(&inputs);
 
         let mut p = Problem::new(bs, bs_kv, sq, sk, d, &q, &k, &v);
         p.scale = self.cfg.scale;
