@@ -47,7 +47,7 @@ pub use ring_bwd::*;
 #[nki_module]
 pub mod ring_bwd {
     use crate::cte::attention_cte::scalar_column;
-    use crate::ring_fwd::ring_attention_fwd::{bias_block, fill_ring_positions, ring_positions_at};
+    use crate::ring_fwd::ring_attention_fwd::{bias_block, fill_ring_positions, pass_optional, ring_positions_at};
     use crate::ring_inputs::check_feature_inputs;
     use crate::ring_masks::{key_bounds, row_positions, step_needed};
     use nki::prelude::*;
@@ -724,18 +724,8 @@ pub mod ring_bwd {
         ncc::collective_permute_implicit([[send.dy]], [[recv.dy]], rg);
         ncc::collective_permute_implicit([[send.lse]], [[recv.lse]], rg);
         ncc::collective_permute_implicit([[send.dos]], [[recv.dos]], rg);
-        let (send_ids, recv_ids) = (send.ids, recv.ids);
-        if let Some(si) = send_ids {
-            if let Some(ri) = recv_ids {
-                ncc::collective_permute_implicit([[si]], [[ri]], rg);
-            }
-        }
-        let (send_bias, recv_bias) = (send.bias, recv.bias);
-        if let Some(sb) = send_bias {
-            if let Some(rb) = recv_bias {
-                ncc::collective_permute_implicit([[sb]], [[rb]], rg);
-            }
-        }
+        pass_optional(send.ids, recv.ids, groups);
+        pass_optional(send.bias, recv.bias, groups);
     }
 
     /// The ring buffers of one side, one slot per LNC program.

@@ -570,10 +570,16 @@ pub mod ring_fwd {
         let rg = ncc::ReplicaGroup(groups);
         ncc::collective_permute_implicit([[arrived.k]], [[free.k]], rg);
         ncc::collective_permute_implicit([[arrived.v]], [[free.v]], rg);
-        let (arrived_ids, free_ids) = (arrived.ids, free.ids);
-        if let Some(a) = arrived_ids {
-            if let Some(f) = free_ids {
-                ncc::collective_permute_implicit([[a]], [[f]], rg);
+        pass_optional(arrived.ids, free.ids, groups);
+    }
+
+    /// Sends `send` to the ring successor's `recv` when the block has it (the
+    /// tensors that travel with some blocks only: segment ids, bias rows).
+    #[nki_helper]
+    pub fn pass_optional(send: Option<Tensor>, recv: Option<Tensor>, groups: Groups) {
+        if let Some(sent) = send {
+            if let Some(received) = recv {
+                ncc::collective_permute_implicit([[sent]], [[received]], ncc::ReplicaGroup(groups));
             }
         }
     }
@@ -616,21 +622,26 @@ pub mod ring_fwd {
         for t0 in (g0..g1).step_by(MERGE_GRP_TILES) {
             let t1 = (t0 + MERGE_GRP_TILES).min(g1);
             let tc = t1 - t0;
-            let pattern = [[d, P_MAX], [Q_GRP_SZ * d, tc], [1, d]];
-            let offset = (b * s + Q_GRP_SZ * t0) * d;
             let prev = nl::ndarray([P_MAX, tc, d], nl::bfloat16, buffer = nl::sbuf);
-            nisa::dma_copy(prev, acc.o.ap(pattern, offset = offset));
+            nisa::dma_copy(prev, group_rows(acc.o, b, s, d, t0, t1));
             let cur_o = nl::ndarray([P_MAX, tc, d], nl::bfloat16, buffer = nl::sbuf);
-            nisa::dma_copy(cur_o, cur.o.ap(pattern, offset = offset));
+            nisa::dma_copy(cur_o, group_rows(cur.o, b, s, d, t0, t1));
             let merged = nl::ndarray([P_MAX, tc, d], nl::bfloat16, buffer = nl::sbuf);
             nisa::tensor_tensor(merged, prev, c_acc[s![.., t0..t1]].expand_dim(2).broadcast(2, d), nl::multiply);
             let part = nl::ndarray([P_MAX, tc, d], nl::bfloat16, buffer = nl::sbuf);
             nisa::tensor_tensor(part, cur_o, c_cur[s![.., t0..t1]].expand_dim(2).broadcast(2, d), nl::multiply);
             nisa::tensor_tensor(merged, merged, part, nl::add);
-            nisa::dma_copy(acc.o.ap(pattern, offset = offset), merged);
+            nisa::dma_copy(group_rows(acc.o, b, s, d, t0, t1), merged);
         }
         nisa::dma_copy(acc.neg_max[s![b, .., g0..g1]], nm_new[s![.., g0..g1]]);
         nisa::dma_copy(acc.sum[s![b, .., g0..g1]], sum_new[s![.., g0..g1]]);
+    }
+
+    /// Query groups `[t0, t1)` of batch `b` of an `[.., S, d]` output as a
+    /// `[P_MAX, t1 - t0, d]` view: row `Q_GRP_SZ t + p` of the batch at `[p, t - t0, :]`.
+    #[nki_helper]
+    fn group_rows(o: Hbm, b: i64, s: i64, d: i64, t0: i64, t1: i64) -> Hbm {
+        o.ap([[d, P_MAX], [Q_GRP_SZ * d, t1 - t0], [1, d]], offset = (b * s + Q_GRP_SZ * t0) * d)
     }
 
     /// The library's `_write_back_impl` for the ring: the normalised output `O / S`
@@ -653,13 +664,10 @@ pub mod ring_fwd {
         }
         for t0 in (g0..g1).step_by(MERGE_GRP_TILES) {
             let t1 = (t0 + MERGE_GRP_TILES).min(g1);
-            let tc = t1 - t0;
-            let pattern = [[d, P_MAX], [Q_GRP_SZ * d, tc], [1, d]];
-            let offset = (b * s + Q_GRP_SZ * t0) * d;
-            let tile = nl::ndarray([P_MAX, tc, d], nl::bfloat16, buffer = nl::sbuf);
-            nisa::dma_copy(tile, acc.o.ap(pattern, offset = offset));
+            let tile = nl::ndarray([P_MAX, t1 - t0, d], nl::bfloat16, buffer = nl::sbuf);
+            nisa::dma_copy(tile, group_rows(acc.o, b, s, d, t0, t1));
             nisa::tensor_tensor(tile, tile, recip[s![.., t0..t1]].expand_dim(2).broadcast(2, d), nl::multiply);
-            nisa::dma_copy(io.o.ap(pattern, offset = offset), tile);
+            nisa::dma_copy(group_rows(io.o, b, s, d, t0, t1), tile);
         }
         let lse = io.lse;
         if let Some(l) = lse {

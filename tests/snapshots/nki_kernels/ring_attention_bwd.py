@@ -9,6 +9,7 @@ import nki.collectives as ncc
 from .attention_cte import scalar_column
 from .ring_attention_fwd import bias_block
 from .ring_attention_fwd import fill_ring_positions
+from .ring_attention_fwd import pass_optional
 from .ring_attention_fwd import ring_positions_at
 from .ring_inputs import check_feature_inputs
 from .ring_masks import key_bounds
@@ -48,7 +49,7 @@ D_HEAD_TILE_MAX = 128
 
 # `RingBwdRule::CausalScale`: the one message of the kernel's assert, the typed
 # API's checks (compile time and run time) and the CLI (the rules both passes
-# share have theirs in `crate::ring_rules`).
+# share have theirs in ring_rules).
 CAUSAL_SCALE = "ring_attention_spmd_bwd: with a mask (causal, window, chunks) the softmax_scale must be at least 1e-30: masked scores are FLOAT32_MIN and exp(scale x score - lse) scales them too, so a zero, negative or smaller scale unmasks them"
 
 
@@ -462,18 +463,8 @@ def permute_all(send, recv, groups):
     ncc.collective_permute_implicit(srcs_by_channel=[[send.dy]], dsts_by_channel=[[recv.dy]], replica_group=rg)
     ncc.collective_permute_implicit(srcs_by_channel=[[send.lse]], dsts_by_channel=[[recv.lse]], replica_group=rg)
     ncc.collective_permute_implicit(srcs_by_channel=[[send.dos]], dsts_by_channel=[[recv.dos]], replica_group=rg)
-    send_ids, recv_ids = (send.ids, recv.ids)
-    if send_ids is not None:
-        si = send_ids
-        if recv_ids is not None:
-            ri = recv_ids
-            ncc.collective_permute_implicit(srcs_by_channel=[[si]], dsts_by_channel=[[ri]], replica_group=rg)
-    send_bias, recv_bias = (send.bias, recv.bias)
-    if send_bias is not None:
-        sb = send_bias
-        if recv_bias is not None:
-            rb = recv_bias
-            ncc.collective_permute_implicit(srcs_by_channel=[[sb]], dsts_by_channel=[[rb]], replica_group=rg)
+    pass_optional(send.ids, recv.ids, groups)
+    pass_optional(send.bias, recv.bias, groups)
 
 
 def send_own_queries(cfg, io, kv, send, recv, dos, bid, hid):

@@ -53,7 +53,7 @@ SEEN_THRESHOLD = 1e30
 
 # `RingFwdRule::NeedsTrn2`: the one message of the kernel's assert, the typed
 # API's checks (compile time and run time) and the CLI (the rules both passes
-# share have theirs in `crate::ring_rules`).
+# share have theirs in ring_rules).
 NEEDS_TRN2 = "ring_attention_spmd_fwd: needs Trainium2 or later (trn1 is not supported)"
 
 
@@ -241,6 +241,17 @@ def fill_ring_positions(table, groups, num_workers):
                 r = ring[j]
                 nisa.memset(dst=positions[0:1, r:r + 1], value=float(j))
     nisa.dma_copy(dst=table, src=positions)
+
+
+def pass_optional(send, recv, groups):
+    """Sends `send` to the ring successor's `recv` when the block has it (the
+    tensors that travel with some blocks only: segment ids, bias rows).
+    """
+    if send is not None:
+        sent = send
+        if recv is not None:
+            received = recv
+            ncc.collective_permute_implicit(srcs_by_channel=[[sent]], dsts_by_channel=[[received]], replica_group=ncc.ReplicaGroup(groups))
 
 
 def ring_positions_at(positions, groups, step):
@@ -455,12 +466,7 @@ def pass_on(arrived, free, groups):
     rg = ncc.ReplicaGroup(groups)
     ncc.collective_permute_implicit(srcs_by_channel=[[arrived.k]], dsts_by_channel=[[free.k]], replica_group=rg)
     ncc.collective_permute_implicit(srcs_by_channel=[[arrived.v]], dsts_by_channel=[[free.v]], replica_group=rg)
-    arrived_ids, free_ids = (arrived.ids, free.ids)
-    if arrived_ids is not None:
-        a = arrived_ids
-        if free_ids is not None:
-            f = free_ids
-            ncc.collective_permute_implicit(srcs_by_channel=[[a]], dsts_by_channel=[[f]], replica_group=rg)
+    pass_optional(arrived.ids, free.ids, groups)
 
 
 def start_kv_ring(cfg, io, send, recv):
@@ -538,6 +544,13 @@ def load_stats(src, b, n_grp):
     return t
 
 
+def group_rows(o, b, s, d, t0, t1):
+    """Query groups `[t0, t1)` of batch `b` of an `[.., S, d]` output as a
+    `[P_MAX, t1 - t0, d]` view: row `Q_GRP_SZ t + p` of the batch at `[p, t - t0, :]`.
+    """
+    return o.ap(pattern=[[d, P_MAX], [Q_GRP_SZ * d, t1 - t0], [1, d]], offset=(b * s + Q_GRP_SZ * t0) * d)
+
+
 def merge_impl(acc, cur, b, g0, g1):
     """Merges a step's output `cur` into the running `acc` for query groups
     `[g0, g1)` of batch `b`: `n = min(n_acc, n_cur)`, `c = exp(n - n_x)`,
@@ -566,18 +579,16 @@ def merge_impl(acc, cur, b, g0, g1):
     for t0 in range(g0, g1, MERGE_GRP_TILES):
         t1 = min(t0 + MERGE_GRP_TILES, g1)
         tc = t1 - t0
-        pattern = [[d, P_MAX], [Q_GRP_SZ * d, tc], [1, d]]
-        offset = (b * s + Q_GRP_SZ * t0) * d
         prev = nl.ndarray(shape=(P_MAX, tc, d), dtype=nl.bfloat16, buffer=nl.sbuf)
-        nisa.dma_copy(dst=prev, src=acc.o.ap(pattern=pattern, offset=offset))
+        nisa.dma_copy(dst=prev, src=group_rows(acc.o, b, s, d, t0, t1))
         cur_o = nl.ndarray(shape=(P_MAX, tc, d), dtype=nl.bfloat16, buffer=nl.sbuf)
-        nisa.dma_copy(dst=cur_o, src=cur.o.ap(pattern=pattern, offset=offset))
+        nisa.dma_copy(dst=cur_o, src=group_rows(cur.o, b, s, d, t0, t1))
         merged = nl.ndarray(shape=(P_MAX, tc, d), dtype=nl.bfloat16, buffer=nl.sbuf)
         nisa.tensor_tensor(dst=merged, data1=prev, data2=c_acc[:, t0:t1].expand_dim(dim=2).broadcast(dim=2, size=d), op=nl.multiply)
         part = nl.ndarray(shape=(P_MAX, tc, d), dtype=nl.bfloat16, buffer=nl.sbuf)
         nisa.tensor_tensor(dst=part, data1=cur_o, data2=c_cur[:, t0:t1].expand_dim(dim=2).broadcast(dim=2, size=d), op=nl.multiply)
         nisa.tensor_tensor(dst=merged, data1=merged, data2=part, op=nl.add)
-        nisa.dma_copy(dst=acc.o.ap(pattern=pattern, offset=offset), src=merged)
+        nisa.dma_copy(dst=group_rows(acc.o, b, s, d, t0, t1), src=merged)
     nisa.dma_copy(dst=acc.neg_max[b, :, g0:g1], src=nm_new[:, g0:g1])
     nisa.dma_copy(dst=acc.sum[b, :, g0:g1], src=sum_new[:, g0:g1])
 
@@ -720,13 +731,10 @@ def write_back_impl(cfg, io, acc, b, g0, g1):
         nisa.tensor_tensor(dst=recip, data1=recip, data2=seen, op=nl.multiply)
     for t0 in range(g0, g1, MERGE_GRP_TILES):
         t1 = min(t0 + MERGE_GRP_TILES, g1)
-        tc = t1 - t0
-        pattern = [[d, P_MAX], [Q_GRP_SZ * d, tc], [1, d]]
-        offset = (b * s + Q_GRP_SZ * t0) * d
-        tile = nl.ndarray(shape=(P_MAX, tc, d), dtype=nl.bfloat16, buffer=nl.sbuf)
-        nisa.dma_copy(dst=tile, src=acc.o.ap(pattern=pattern, offset=offset))
+        tile = nl.ndarray(shape=(P_MAX, t1 - t0, d), dtype=nl.bfloat16, buffer=nl.sbuf)
+        nisa.dma_copy(dst=tile, src=group_rows(acc.o, b, s, d, t0, t1))
         nisa.tensor_tensor(dst=tile, data1=tile, data2=recip[:, t0:t1].expand_dim(dim=2).broadcast(dim=2, size=d), op=nl.multiply)
-        nisa.dma_copy(dst=io.o.ap(pattern=pattern, offset=offset), src=tile)
+        nisa.dma_copy(dst=group_rows(io.o, b, s, d, t0, t1), src=tile)
     lse = io.lse
     if lse is not None:
         l = lse
