@@ -6,7 +6,7 @@
 
 use crate::common;
 
-use crate::common::attention::run_numpy_kwargs_ranks;
+use crate::common::attention::{run_numpy_kwargs_ranks, run_numpy_refused};
 use crate::common::ring::{Global, Ring};
 use crate::common::{Arg, RankArgs, as_dtype, assert_close, assert_close_lse, errors, tensor, uniform};
 use nki::attention::ring_fwd::ring_attention_fwd::ring_attention_spmd_fwd;
@@ -46,6 +46,23 @@ fn emitted_package_passes_the_check_and_imports_attention_cte() {
     assert!(cte.contains("def attention_cte("), "attention_cte.py defines attention_cte");
     let init = std::fs::read_to_string(pkg.join("__init__.py")).expect("__init__.py");
     assert!(init.contains("ring_attention_spmd_fwd"), "__init__.py re-exports the kernel:\n{init}");
+}
+
+/// The emitted kernel refuses a broken rule with the message the typed API
+/// returns for it: its asserts name the constants of `ring_rules.py`.
+#[test]
+fn numpy_refusals_are_the_typed_rules_messages() {
+    use nki::attention::ring_fwd::{RingFwdRule, RingRule};
+    let tensors = |dims: [usize; 4]| qkv(dims, 7).map(|(shape, values)| Arg::Tensor(shape, values, Dtype::F32));
+    let cases: [(RingFwdRule, [usize; 4], &[(&str, Arg)]); 3] = [
+        (RingFwdRule::Ring(RingRule::StripedNeedsCausal), [2, 2, 128, 32], &[("striped_input", Arg::Bool(true))]),
+        (RingFwdRule::Ring(RingRule::SeqlenMultiple), [2, 2, 200, 32], &[]),
+        (RingFwdRule::Ring(RingRule::KvHeads), [2, 3, 128, 32], &[]),
+    ];
+    for (rule, dims, kwargs) in cases {
+        let err = run_numpy_refused(package(), "ring_attention_spmd_fwd", &tensors(dims), kwargs);
+        assert!(err.contains(rule.message()), "expected the emitted kernel to refuse with `{rule}`, got: {err}");
+    }
 }
 
 /// A tensor's shape and values.

@@ -208,14 +208,14 @@ mod tests {
         let ok = RingFwdInputs { q: Queries::Raw(std::slice::from_ref(&qf)), ..int_q };
         let e = RingFwdConfig::new(1).softmax_scale(f64::NAN).launch(&launch, &ok).unwrap_err();
         assert_eq!(e.to_string(), "invalid softmax_scale = NaN: ring attention: softmax_scale must be a finite float32 value");
-        // The emitted kernel checks it too, in both modes.
+        // The emitted kernel checks it too, with the same message, in both modes.
         for causal in [false, true] {
             let e = ring_attention_spmd_fwd::Call::new(&qf, &k, &v)
                 .softmax_scale(f64::NAN)
                 .use_causal_mask(causal)
                 .launch(&launch)
                 .unwrap_err();
-            assert!(e.kind == ErrorKind::Assertion && e.message.contains("softmax_scale must be a finite float32"), "{e}");
+            assert!(e.kind == ErrorKind::Assertion && e.message.contains(crate::ring_rules::SCALE_NOT_FINITE), "{e}");
         }
     }
 }
