@@ -53,16 +53,14 @@ fn emitted_package_passes_the_check_and_imports_attention_cte() {
 #[test]
 fn numpy_refusals_are_the_typed_rules_messages() {
     use nki::attention::ring_fwd::{RingFwdRule, RingRule};
-    let tensors = |dims: [usize; 4]| qkv(dims, 7).map(|(shape, values)| Arg::Tensor(shape, values, Dtype::F32));
-    let cases: [(RingFwdRule, [usize; 4], &[(&str, Arg)]); 3] = [
-        (RingFwdRule::Ring(RingRule::StripedNeedsCausal), [2, 2, 128, 32], &[("striped_input", Arg::Bool(true))]),
-        (RingFwdRule::Ring(RingRule::SeqlenMultiple), [2, 2, 200, 32], &[]),
-        (RingFwdRule::Ring(RingRule::KvHeads), [2, 3, 128, 32], &[]),
-    ];
-    for (rule, dims, kwargs) in cases {
-        let err = run_numpy_refused(package(), "ring_attention_spmd_fwd", &tensors(dims), kwargs);
+    let refused = |rule: RingFwdRule, dims: [usize; 4], kwargs: &[(&str, Arg)]| {
+        let tensors = qkv(dims, 7).map(|(shape, values)| Arg::Tensor(shape, values, Dtype::F32));
+        let err = run_numpy_refused(package(), "ring_attention_spmd_fwd", &tensors, kwargs);
         assert!(err.contains(rule.message()), "expected the emitted kernel to refuse with `{rule}`, got: {err}");
-    }
+    };
+    refused(RingFwdRule::Ring(RingRule::StripedNeedsCausal), [2, 2, 128, 32], &[("striped_input", Arg::Bool(true))]);
+    refused(RingFwdRule::Ring(RingRule::SeqlenMultiple), [2, 2, 200, 32], &[]);
+    refused(RingFwdRule::Ring(RingRule::KvHeads), [2, 3, 128, 32], &[]);
 }
 
 /// A tensor's shape and values.
