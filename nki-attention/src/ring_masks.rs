@@ -90,16 +90,15 @@ pub(crate) fn row_positions(pos: Sbuf, striped: bool, zigzag: bool, w: i64, s: i
     if striped {
         nisa::tensor_scalar(g, rows, nl::multiply, w as f64, op1 = nl::add, operand1 = pos);
     } else if zigzag {
-        // i + pos·S/2, plus (2W - 2 - 2 pos)·S/2 for the second chunk (i >= S/2).
+        // i + a0, plus b0 - a0 - S/2 for the second chunk (i >= S/2).
         let half = (s / 2) as f64;
-        let start = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
-        nisa::tensor_scalar(start, pos, nl::multiply, half);
+        let (a0, b0): (Sbuf, Sbuf) = zigzag_starts(pos, w, s);
         let jump = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
-        let jump0 = ((2 * w - 2) * (s / 2)) as f64;
-        nisa::tensor_scalar(jump, pos, nl::multiply, -2.0 * half, op1 = nl::add, operand1 = jump0);
+        nisa::tensor_tensor(jump, b0, a0, nl::subtract);
+        nisa::tensor_scalar(jump, jump, nl::subtract, half);
         let second = nl::ndarray([128, n_grp], nl::float32, buffer = nl::sbuf);
         nisa::tensor_scalar(second, rows, nl::greater_equal, half, op1 = nl::multiply, operand1 = jump);
-        nisa::tensor_scalar(g, rows, nl::add, start);
+        nisa::tensor_scalar(g, rows, nl::add, a0);
         nisa::tensor_tensor(g, g, second, nl::add);
     } else {
         let start = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
@@ -107,6 +106,18 @@ pub(crate) fn row_positions(pos: Sbuf, striped: bool, zigzag: bool, w: i64, s: i
         nisa::tensor_scalar(g, rows, nl::add, start);
     }
     g
+}
+
+/// The global positions where the two zigzag chunks of ring position `pos` (a
+/// `(128, 1)` column) start: `a0 = pos·S/2` and `b0 = (2W - 1 - pos)·S/2`.
+#[nki_helper]
+fn zigzag_starts(pos: Sbuf, w: i64, s: i64) -> (Sbuf, Sbuf) {
+    let half = (s / 2) as f64;
+    let a0 = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
+    nisa::tensor_scalar(a0, pos, nl::multiply, half);
+    let b0 = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
+    nisa::tensor_scalar(b0, pos, nl::multiply, -half, op1 = nl::add, operand1 = ((2 * w - 1) * (s / 2)) as f64);
+    (a0, b0)
 }
 
 /// `C·floor(x / C)` of non-negative integer-valued fp32 positions below 2^22:
@@ -180,12 +191,7 @@ pub(crate) fn key_bounds(
         nisa::tensor_scalar(upper, upper, nl::multiply, 1.0 / w as f64);
     } else if zigzag {
         let half = (s / 2) as f64;
-        // The two chunks start at a0 = kpos·S/2 and b0 = (2W - 1 - kpos)·S/2.
-        let a0 = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
-        nisa::tensor_scalar(a0, kpos, nl::multiply, half);
-        let b0 = nl::ndarray([128, 1], nl::float32, buffer = nl::sbuf);
-        let last_start = ((2 * w - 1) * (s / 2)) as f64;
-        nisa::tensor_scalar(b0, kpos, nl::multiply, -half, op1 = nl::add, operand1 = last_start);
+        let (a0, b0): (Sbuf, Sbuf) = zigzag_starts(kpos, w, s);
         let m = nl::ndarray(shape, nl::float32, buffer = nl::sbuf);
         let alt = nl::ndarray(shape, nl::float32, buffer = nl::sbuf);
         // lower: lo - a0 while lo is in the first chunk, else S/2 + max(lo - b0, 0).

@@ -6,6 +6,18 @@ import nki.isa as nisa
 import nki.collectives as ncc
 
 
+def zigzag_starts(pos, w, s):
+    """The global positions where the two zigzag chunks of ring position `pos` (a
+    `(128, 1)` column) start: `a0 = pos·S/2` and `b0 = (2W - 1 - pos)·S/2`.
+    """
+    half = float(s // 2)
+    a0 = nl.ndarray(shape=(128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=a0, data=pos, op0=nl.multiply, operand0=half)
+    b0 = nl.ndarray(shape=(128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=b0, data=pos, op0=nl.multiply, operand0=-half, op1=nl.add, operand1=float((2 * w - 1) * (s // 2)))
+    return (a0, b0)
+
+
 def row_positions(pos, striped, zigzag, w, s):
     """`[128, S / 128]` fp32 global positions of the local tokens of ring position
     `pos` (a `(128, 1)` column): row `128 g + p` at `[p, g]`.
@@ -18,14 +30,13 @@ def row_positions(pos, striped, zigzag, w, s):
         nisa.tensor_scalar(dst=g, data=rows, op0=nl.multiply, operand0=float(w), op1=nl.add, operand1=pos)
     elif zigzag:
         half = float(s // 2)
-        start = nl.ndarray(shape=(128, 1), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_scalar(dst=start, data=pos, op0=nl.multiply, operand0=half)
+        a0, b0 = zigzag_starts(pos, w, s)
         jump = nl.ndarray(shape=(128, 1), dtype=nl.float32, buffer=nl.sbuf)
-        jump0 = float((2 * w - 2) * (s // 2))
-        nisa.tensor_scalar(dst=jump, data=pos, op0=nl.multiply, operand0=-2.0 * half, op1=nl.add, operand1=jump0)
+        nisa.tensor_tensor(dst=jump, data1=b0, data2=a0, op=nl.subtract)
+        nisa.tensor_scalar(dst=jump, data=jump, op0=nl.subtract, operand0=half)
         second = nl.ndarray(shape=(128, n_grp), dtype=nl.float32, buffer=nl.sbuf)
         nisa.tensor_scalar(dst=second, data=rows, op0=nl.greater_equal, operand0=half, op1=nl.multiply, operand1=jump)
-        nisa.tensor_scalar(dst=g, data=rows, op0=nl.add, operand0=start)
+        nisa.tensor_scalar(dst=g, data=rows, op0=nl.add, operand0=a0)
         nisa.tensor_tensor(dst=g, data1=g, data2=second, op=nl.add)
     else:
         start = nl.ndarray(shape=(128, 1), dtype=nl.float32, buffer=nl.sbuf)
@@ -87,11 +98,7 @@ def key_bounds(qg, kpos, striped, zigzag, w, s, causal, left, right, chunk):
         nisa.tensor_scalar(dst=upper, data=upper, op0=nl.multiply, operand0=1.0 / float(w))
     elif zigzag:
         half = float(s // 2)
-        a0 = nl.ndarray(shape=(128, 1), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_scalar(dst=a0, data=kpos, op0=nl.multiply, operand0=half)
-        b0 = nl.ndarray(shape=(128, 1), dtype=nl.float32, buffer=nl.sbuf)
-        last_start = float((2 * w - 1) * (s // 2))
-        nisa.tensor_scalar(dst=b0, data=kpos, op0=nl.multiply, operand0=-half, op1=nl.add, operand1=last_start)
+        a0, b0 = zigzag_starts(kpos, w, s)
         m = nl.ndarray(shape=shape, dtype=nl.float32, buffer=nl.sbuf)
         alt = nl.ndarray(shape=shape, dtype=nl.float32, buffer=nl.sbuf)
         nisa.tensor_scalar(dst=lower, data=lo, op0=nl.subtract, operand0=a0)
