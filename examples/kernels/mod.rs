@@ -8,7 +8,6 @@
 extern crate nki_core as nki;
 
 pub mod axpy;
-pub mod cumsum;
 pub mod dropout;
 pub mod embedding;
 pub mod gemm_bias_gelu;
@@ -20,10 +19,6 @@ pub mod matmul;
 pub mod matmul_k_outer;
 pub mod matmul_steps;
 pub mod rmsnorm;
-pub mod rmsnorm_quant;
-pub mod rope;
-pub mod rotational_topk;
-pub mod router_topk;
 pub mod softmax;
 pub mod temperature_softmax;
 pub mod tensor_add;

@@ -19,9 +19,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-// Linking the example kernels registers them, so `nki::registry()` (the
-// emitted package, the snapshots) holds them beside the attention kernels.
+// Linking the example and library kernels registers them, so `nki::registry()`
+// (the emitted package, the snapshots) holds them beside the attention kernels.
 use nki_examples as _;
+use nkilib as _;
 
 /// The fp32 metric (the NKI tests'): `max|a-b| <= FP32_RTOL·max|ref| + FP32_ATOL`.
 pub const FP32_RTOL: f64 = 1e-5;

@@ -7,17 +7,12 @@
 pub mod axpy;
 #[path = "../common/mod.rs"]
 mod common;
-pub mod cumsum;
 pub mod dropout;
 pub mod embedding;
 pub mod gemm_bias_gelu;
 pub mod layernorm;
 pub mod masked_softmax;
 pub mod rmsnorm;
-pub mod rmsnorm_quant;
-pub mod rope;
-pub mod rotational_topk;
-pub mod router_topk;
 pub mod temperature_softmax;
 pub mod three_ways;
 pub mod topk;

@@ -238,7 +238,8 @@ mod generations {
     use common::{as_f32, emitted_package, try_run_numpy_on};
     use nki::hw::Generation;
     use nki::{Result, Tensor};
-    use nki_examples::{cumsum::cumsum, temperature_softmax::temperature_softmax};
+    use nki_examples::temperature_softmax::temperature_softmax;
+    use nkilib::cumsum::cumsum::cumsum;
 
     const ALL: &[Generation] = &[Generation::Trn1, Generation::Trn2, Generation::Trn3];
 

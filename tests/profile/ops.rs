@@ -6,7 +6,8 @@
 use crate::common::{tensor, uniform};
 use nki::profile::{Profile, Target, Unit};
 use nki::{Dtype, Launch, Tensor};
-use nki_examples::{cumsum::cumsum, dropout::dropout, embedding::embedding, layernorm::layernorm, topk::topk};
+use nki_examples::{dropout::dropout, embedding::embedding, layernorm::layernorm, topk::topk};
+use nkilib::cumsum::cumsum::cumsum;
 
 /// The (op, unit) pairs of a profile's slices.
 fn ops(p: &Profile) -> Vec<(&'static str, Unit)> {

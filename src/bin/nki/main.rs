@@ -1,13 +1,14 @@
 //! The `nki` command: the kernel commands (`run`, `profile`, `emit`, `list`,
-//! `ops`, `traceback`) over this workspace's kernels — the attention kernels
-//! and the example kernels — plus `demo` and `bench`.
+//! `ops`, `traceback`) over this workspace's kernels — the attention kernels,
+//! the library kernels of `nkilib` and the example kernels — plus `demo` and `bench`.
 
 mod bench;
 mod demo;
 mod demo_decode;
 
-// Linking the example kernels registers them.
+// Linking the library and example kernels registers them.
 use nki_examples as _;
+use nkilib as _;
 
 /// The `nki` binary's own commands.
 #[derive(clap::Subcommand)]

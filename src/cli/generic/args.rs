@@ -257,8 +257,9 @@ fn parse_groups(text: &str) -> Option<Vec<Vec<i64>>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    // Linking the example kernels registers them: the tests read theirs.
+    // Linking the example and library kernels registers them: the tests read theirs.
     use nki_examples as _;
+    use nkilib as _;
 
     fn kernel(name: &str) -> &'static FunctionInfo {
         find_kernel(name).unwrap()

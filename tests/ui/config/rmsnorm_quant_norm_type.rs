@@ -1,8 +1,8 @@
-use nki_examples::rmsnorm_quant::{NormType, QuantizationType, RmsNormQuantKernelArgs};
+use nkilib::rmsnorm::rmsnorm_quant::{NormType, QuantizationType, RmsNormQuantKernelArgs};
 
 /// Rejected at compile time: the kernel implements `NormType.NO_NORM` and `NormType.RMS_NORM` only.
 fn main() {
-    let cfg = nki_examples::rmsnorm_quant_config!(
+    let cfg = nkilib::rmsnorm_quant_config!(
         kargs = RmsNormQuantKernelArgs {
             lower_bound: 0.0,
             norm_type: NormType::LAYER_NORM,

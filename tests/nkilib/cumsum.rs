@@ -6,7 +6,7 @@ use crate::common;
 
 use crate::common::{Arg, as_dtype, assert_close, run_numpy, tensor, uniform};
 use nki::{Dtype, Launch, Precision};
-use nki_examples::cumsum::cumsum;
+use nkilib::cumsum::cumsum::cumsum;
 
 /// Inclusive prefix sums along the last dimension of length `h`, in float64.
 fn reference(x: &[f64], h: usize) -> Vec<f64> {
@@ -81,8 +81,8 @@ fn axis_must_be_the_last_dimension() {
     let e = cumsum::Call::new(&x).axis(0).launch(&launch).unwrap_err();
     assert!(e.message.contains("axis must be -1 or the last dim 1, got axis = 0"), "{e}");
     // The same rule at compile time for constant arguments.
-    assert_eq!(nki_examples::cumsum_config!(axis = -1, rank = 3), (-1, 3));
-    assert!(nki_examples::cumsum::axis_is_last(2, 3) && !nki_examples::cumsum::axis_is_last(0, 3));
+    assert_eq!(nkilib::cumsum_config!(axis = -1, rank = 3), (-1, 3));
+    assert!(nkilib::cumsum::cumsum::axis_is_last(2, 3) && !nkilib::cumsum::cumsum::axis_is_last(0, 3));
 }
 
 #[test]

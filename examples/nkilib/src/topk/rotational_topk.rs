@@ -728,21 +728,22 @@ pub fn rotational_topk_config(bxs: i64, vocab: i64, k: i64, sorted: bool, progra
 /// is its [`RotationalPlan`], or a compile error naming the rule it breaks.
 ///
 /// ```
-/// let plan = nki_examples::rotational_topk_config!(bxs = 1, vocab = 151936, k = 256, sorted = true, programs = 2);
+/// let plan = nkilib::rotational_topk_config!(bxs = 1, vocab = 151936, k = 256, sorted = true, programs = 2);
 /// assert_eq!((plan.n_stages, plan.local_top_k_per_stage, plan.stage_free_size), (32, 8, 4748));
 /// ```
 ///
 /// ```compile_fail
 /// // 64 rows per tile leave room for 2 stages of 2^14 columns; V = 40000 needs 3.
-/// let plan = nki_examples::rotational_topk_config!(bxs = 64, vocab = 40000, k = 8, sorted = true, programs = 1);
+/// let plan = nkilib::rotational_topk_config!(bxs = 64, vocab = 40000, k = 8, sorted = true, programs = 1);
 /// ```
 #[macro_export]
 macro_rules! rotational_topk_config {
     (bxs = $b:expr, vocab = $v:expr, k = $k:expr, sorted = $s:expr, programs = $p:expr) => {{
-        const PLAN: $crate::rotational_topk::RotationalPlan = match $crate::rotational_topk::rotational_topk_plan($b, $v, $k, $s, $p) {
-            Ok(plan) => plan,
-            Err(rule) => panic!("{}", rule.message()),
-        };
+        const PLAN: $crate::topk::rotational_topk::RotationalPlan =
+            match $crate::topk::rotational_topk::rotational_topk_plan($b, $v, $k, $s, $p) {
+                Ok(plan) => plan,
+                Err(rule) => panic!("{}", rule.message()),
+            };
         PLAN
     }};
 }

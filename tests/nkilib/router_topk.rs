@@ -11,7 +11,7 @@ use crate::common;
 use crate::common::{Arg, as_dtype, run_numpy, tensor, uniform};
 use nki::emit::PyEnum;
 use nki::{Dtype, Launch, Precision, Tensor};
-use nki_examples::router_topk::{RouterActFnType, RouterRule, RouterShape, router_topk, router_topk_violation};
+use nkilib::router_topk::router_topk::{RouterActFnType, RouterRule, RouterShape, router_topk, router_topk_violation};
 
 /// The flags of one call (the library's keyword arguments).
 #[derive(Clone, Copy, Debug)]
@@ -471,7 +471,7 @@ fn the_library_rules_are_refused_naming_the_parameter() {
         router_topk_violation(RouterShape { t: 400, use_indirect_dma_scatter: true, ..ok }),
         Some(RouterRule::IndirectScatterTokens)
     );
-    let c = nki_examples::router_topk_config!(t = 64, h = 1024, e = 32, k = 4, act_fn = SIGMOID, use_indirect_dma_scatter = true);
+    let c = nkilib::router_topk_config!(t = 64, h = 1024, e = 32, k = 4, act_fn = SIGMOID, use_indirect_dma_scatter = true);
     assert_eq!(c.act_fn, RouterActFnType::SIGMOID);
     assert_eq!((c.t, c.h, c.e, c.k, c.programs), (64, 1024, 32, 4, 1));
 }

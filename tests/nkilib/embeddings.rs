@@ -4,7 +4,7 @@
 
 use crate::common::{Arg, as_dtype, assert_close, run_numpy, tensor, uniform};
 use nki::{Dtype, Launch, Precision};
-use nki_examples::rope::{RoPE, RopeRule, rope_violation};
+use nkilib::embeddings::rope::{RoPE, RopeRule, rope_violation};
 
 /// A RoPE problem: `x` `[d, b, h, s]` and the angles `[d/2, b, s]`.
 struct Problem {
@@ -124,7 +124,7 @@ fn the_library_limits_are_refused_naming_the_parameter() {
     assert_eq!(rope_violation(128, 65, 16, 512, 1), Some(RopeRule::Batch));
     assert_eq!(rope_violation(128, 1, 1, 513, 1), Some(RopeRule::Seq));
     assert_eq!(rope_violation(128, 1, 1, 3, 2), Some(RopeRule::SeqNotDivisible));
-    assert_eq!(nki_examples::rope_config!(d_head = 128, batch = 2, heads = 8, seq = 256, programs = 2), (128, 2, 8, 256));
+    assert_eq!(nkilib::rope_config!(d_head = 128, batch = 2, heads = 8, seq = 256, programs = 2), (128, 2, 8, 256));
 }
 
 #[test]

@@ -9,7 +9,7 @@ use crate::common;
 use crate::common::attention::{run_numpy_kwargs, run_numpy_refused};
 use crate::common::{Arg, as_dtype, package_of, tensor, uniform};
 use nki::{Dtype, Launch, Precision};
-use nki_examples::rotational_topk::{
+use nkilib::topk::rotational_topk::{
     RotationalPlan, RotationalTopkConfig, TopkRule, rotational_topk, rotational_topk_config, rotational_topk_plan,
 };
 use std::path::{Path, PathBuf};
@@ -272,7 +272,7 @@ fn the_library_config_rules() {
         }
     }
     assert!(forced > 1000, "{forced}");
-    let compile_time = nki_examples::rotational_topk_config!(bxs = 8, vocab = 151936, k = 256, sorted = true, programs = 2);
+    let compile_time = nkilib::rotational_topk_config!(bxs = 8, vocab = 151936, k = 256, sorted = true, programs = 2);
     assert_eq!(compile_time, plan(8, 151936, 256, true, 2));
 }
 

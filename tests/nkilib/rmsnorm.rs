@@ -14,7 +14,7 @@ use crate::common::attention::{run_numpy_kwargs, run_numpy_refused};
 use crate::common::{Arg, as_dtype, emitted_package, tensor, uniform};
 use nki::emit::PyEnum;
 use nki::{Dtype, Launch, Precision, Tensor};
-use nki_examples::rmsnorm_quant::{
+use nkilib::rmsnorm::rmsnorm_quant::{
     NormType, QuantizationType, RmsNormQuantKernelArgs, RmsNormQuantRule, rmsnorm_quant_kernel, rmsnorm_quant_violation,
 };
 
@@ -452,7 +452,7 @@ fn the_library_rules_are_refused_naming_the_field() {
         assert_eq!(rmsnorm_quant_violation(&k, 3, [1, 1, 1]), Some(rule));
         assert!(rule.message().contains(&format!("kargs.{field} must be")), "{}", rule.message());
     }
-    let (k, hidden) = nki_examples::rmsnorm_quant_config!(
+    let (k, hidden) = nkilib::rmsnorm_quant_config!(
         kargs =
             RmsNormQuantKernelArgs { lower_bound: 0.5, norm_type: NormType::NO_NORM, quantization_type: QuantizationType::ROW, eps: 0.0 },
         hidden = [2, 160, 16384]

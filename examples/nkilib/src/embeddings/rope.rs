@@ -95,18 +95,18 @@ pub const fn rope_violation(d_head: i64, batch: i64, heads: i64, seq: i64, progr
 /// naming the rule it breaks.
 ///
 /// ```
-/// let shape = nki_examples::rope_config!(d_head = 64, batch = 1, heads = 4, seq = 256, programs = 2);
+/// let shape = nkilib::rope_config!(d_head = 64, batch = 1, heads = 4, seq = 256, programs = 2);
 /// assert_eq!(shape, (64, 1, 4, 256));
 /// ```
 ///
 /// ```compile_fail
 /// // d_head 96 is not supported.
-/// let shape = nki_examples::rope_config!(d_head = 96, batch = 1, heads = 4, seq = 256, programs = 1);
+/// let shape = nkilib::rope_config!(d_head = 96, batch = 1, heads = 4, seq = 256, programs = 1);
 /// ```
 #[macro_export]
 macro_rules! rope_config {
     (d_head = $d:expr, batch = $b:expr, heads = $h:expr, seq = $s:expr, programs = $p:expr) => {{
-        const _: () = if let Some(rule) = $crate::rope::rope_violation($d, $b, $h, $s, $p) {
+        const _: () = if let Some(rule) = $crate::embeddings::rope::rope_violation($d, $b, $h, $s, $p) {
             panic!("{}", rule.message());
         };
         ($d, $b, $h, $s)

@@ -191,9 +191,9 @@ pub const fn router_topk_violation(c: RouterShape) -> Option<RouterRule> {
 /// the rule it breaks.
 ///
 /// ```
-/// let c = nki_examples::router_topk_config!(t = 128, h = 4096, e = 128, k = 8, act_fn = SOFTMAX);
+/// let c = nkilib::router_topk_config!(t = 128, h = 4096, e = 128, k = 8, act_fn = SOFTMAX);
 /// assert_eq!((c.t, c.e, c.k), (128, 128, 8));
-/// let c = nki_examples::router_topk_config!(
+/// let c = nkilib::router_topk_config!(
 ///     t = 256, h = 2048, e = 64, k = 2, act_fn = SIGMOID, use_indirect_dma_scatter = true, programs = 2
 /// );
 /// assert_eq!(c.programs, 2);
@@ -201,25 +201,25 @@ pub const fn router_topk_violation(c: RouterShape) -> Option<RouterRule> {
 ///
 /// ```compile_fail
 /// // SIGMOID needs the indirect-DMA scatter.
-/// let c = nki_examples::router_topk_config!(t = 128, h = 4096, e = 128, k = 8, act_fn = SIGMOID);
+/// let c = nkilib::router_topk_config!(t = 128, h = 4096, e = 128, k = 8, act_fn = SIGMOID);
 /// ```
 ///
 /// ```compile_fail
 /// // At most 8 experts per token.
-/// let c = nki_examples::router_topk_config!(t = 128, h = 4096, e = 128, k = 9, act_fn = SOFTMAX);
+/// let c = nkilib::router_topk_config!(t = 128, h = 4096, e = 128, k = 9, act_fn = SOFTMAX);
 /// ```
 #[macro_export]
 macro_rules! router_topk_config {
     (t = $t:expr, h = $h:expr, e = $e:expr, k = $k:expr, act_fn = $act:ident $(, $field:ident = $value:expr)* $(,)?) => {{
-        const CALL: $crate::router_topk::RouterShape = $crate::router_topk::RouterShape {
+        const CALL: $crate::router_topk::router_topk::RouterShape = $crate::router_topk::router_topk::RouterShape {
             $($field: $value,)*
-            ..$crate::router_topk::RouterShape {
+            ..$crate::router_topk::router_topk::RouterShape {
                 t: $t,
                 h: $h,
                 e: $e,
                 k: $k,
-                act_fn: $crate::router_topk::RouterActFnType::$act,
-                x_hbm_layout: $crate::router_topk::X_HBM_LAYOUT_H_T,
+                act_fn: $crate::router_topk::router_topk::RouterActFnType::$act,
+                x_hbm_layout: $crate::router_topk::router_topk::X_HBM_LAYOUT_H_T,
                 x_sb_layout: 0,
                 router_pre_norm: true,
                 use_indirect_dma_scatter: false,
@@ -227,7 +227,7 @@ macro_rules! router_topk_config {
                 programs: 1,
             }
         };
-        const _: () = if let Some(rule) = $crate::router_topk::router_topk_violation(CALL) {
+        const _: () = if let Some(rule) = $crate::router_topk::router_topk::router_topk_violation(CALL) {
             panic!("{}", rule.message());
         };
         CALL

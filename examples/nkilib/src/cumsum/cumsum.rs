@@ -34,18 +34,18 @@ pub const fn axis_is_last(axis: i64, rank: i64) -> bool {
 /// constants.
 ///
 /// ```
-/// assert_eq!(nki_examples::cumsum_config!(axis = 1, rank = 2), (1, 2));
+/// assert_eq!(nkilib::cumsum_config!(axis = 1, rank = 2), (1, 2));
 /// ```
 ///
 /// ```compile_fail
 /// // Only the last dimension is supported.
-/// let cfg = nki_examples::cumsum_config!(axis = 0, rank = 2);
+/// let cfg = nkilib::cumsum_config!(axis = 0, rank = 2);
 /// ```
 #[macro_export]
 macro_rules! cumsum_config {
     (axis = $axis:expr, rank = $rank:expr) => {{
         const _: () = assert!(
-            $crate::cumsum::axis_is_last($axis, $rank),
+            $crate::cumsum::cumsum::axis_is_last($axis, $rank),
             "cumsum: only the last dimension is supported (axis must be -1 or rank - 1)"
         );
         ($axis, $rank)

@@ -139,8 +139,8 @@ pub const fn rmsnorm_quant_violation(kargs: &RmsNormQuantKernelArgs, rank: i64, 
 /// naming the rule they break.
 ///
 /// ```
-/// use nki_examples::rmsnorm_quant::{NormType, QuantizationType, RmsNormQuantKernelArgs};
-/// let (kargs, hidden) = nki_examples::rmsnorm_quant_config!(
+/// use nkilib::rmsnorm::rmsnorm_quant::{NormType, QuantizationType, RmsNormQuantKernelArgs};
+/// let (kargs, hidden) = nkilib::rmsnorm_quant_config!(
 ///     kargs = RmsNormQuantKernelArgs {
 ///         lower_bound: 0.0,
 ///         norm_type: NormType::RMS_NORM,
@@ -154,8 +154,8 @@ pub const fn rmsnorm_quant_violation(kargs: &RmsNormQuantKernelArgs, rank: i64, 
 ///
 /// ```compile_fail
 /// // B = 4 is above MAX_B = 2.
-/// use nki_examples::rmsnorm_quant::{NormType, QuantizationType, RmsNormQuantKernelArgs};
-/// let cfg = nki_examples::rmsnorm_quant_config!(
+/// use nkilib::rmsnorm::rmsnorm_quant::{NormType, QuantizationType, RmsNormQuantKernelArgs};
+/// let cfg = nkilib::rmsnorm_quant_config!(
 ///     kargs = RmsNormQuantKernelArgs {
 ///         lower_bound: 0.0,
 ///         norm_type: NormType::RMS_NORM,
@@ -168,8 +168,8 @@ pub const fn rmsnorm_quant_violation(kargs: &RmsNormQuantKernelArgs, rank: i64, 
 #[macro_export]
 macro_rules! rmsnorm_quant_config {
     (kargs = $kargs:expr,hidden = [$b:expr, $s:expr, $h:expr]) => {{
-        const KARGS: $crate::rmsnorm_quant::RmsNormQuantKernelArgs = $kargs;
-        const _: () = if let Some(rule) = $crate::rmsnorm_quant::rmsnorm_quant_violation(&KARGS, 3, [$b, $s, $h]) {
+        const KARGS: $crate::rmsnorm::rmsnorm_quant::RmsNormQuantKernelArgs = $kargs;
+        const _: () = if let Some(rule) = $crate::rmsnorm::rmsnorm_quant::rmsnorm_quant_violation(&KARGS, 3, [$b, $s, $h]) {
             panic!("{}", rule.message());
         };
         (KARGS, [$b, $s, $h])

@@ -1,0 +1,3 @@
+//! Scans: the library's `cumsum` folder.
+
+pub mod cumsum;

@@ -1,0 +1,3 @@
+//! Position embeddings: the library's `embeddings` folder.
+
+pub mod rope;

@@ -1,0 +1,29 @@
+//! Kernels of the AWS NKI library written in the nki-rs DSL.
+//!
+//! Each kernel keeps the library's name and Python signature (parameter names,
+//! order and defaults; its configuration dataclasses and enums as
+//! `#[nki_object]` bundles and `#[nki_enum]`s), so its emitted NKI is a drop-in
+//! for the library's function, and lives in the folder the library keeps it in
+//! (`nkilib/core/<folder>/<kernel>.py` is `nkilib::<folder>::<kernel>` here).
+//! Linking the crate registers the kernels with the `nki` command
+//! (`nki list`, `run`, `profile`, `emit`).
+//!
+//! | kernel | module | what it computes |
+//! |---|---|---|
+//! | `cumsum` | [`cumsum::cumsum`] | inclusive cumulative sum along the last dim |
+//! | `RoPE` | [`embeddings::rope`] | rotary position embedding, head dim on the partitions |
+//! | `rmsnorm_quant_kernel` | [`rmsnorm::rmsnorm_quant`] | RMSNorm then `float8_e4m3` row or static quantization |
+//! | `router_topk` | [`router_topk::router_topk`] | MoE router: logits, activation, top-k experts and affinities |
+//! | `rotational_topk` | [`topk::rotational_topk`] | top-k values and indices of vocabulary-sized rows |
+//!
+//! Every kernel's compile-time rules are `const fn`s beside it (with a
+//! `*_config!` macro that turns a broken rule into a compile error), and the
+//! same rules are checked when the kernel is traced.
+
+extern crate nki_core as nki;
+
+pub mod cumsum;
+pub mod embeddings;
+pub mod rmsnorm;
+pub mod router_topk;
+pub mod topk;

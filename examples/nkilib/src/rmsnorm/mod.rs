@@ -1,0 +1,3 @@
+//! Normalisation fused with quantization: the library's `rmsnorm` folder.
+
+pub mod rmsnorm_quant;

@@ -1,0 +1,4 @@
+//! Building blocks that larger kernels call on SBUF-resident data and that also
+//! run on their own from HBM: the library's `subkernels` folder.
+
+pub mod rmsnorm_tkg;

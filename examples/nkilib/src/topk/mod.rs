@@ -1,0 +1,3 @@
+//! Top-k selection over long rows: the library's `topk` folder.
+
+pub mod rotational_topk;

@@ -1,0 +1,13 @@
+//! The `nkilib` kernels against float64 references written from the library's
+//! documented semantics, their emitted NKI under NumPy, and their rules.
+//!
+//! One test binary (one link) for the crate; each module holds the tests of
+//! one folder of the library (`cumsum`, `embeddings`, ...), as `nkilib` does.
+
+#[path = "../common/mod.rs"]
+mod common;
+pub mod cumsum;
+pub mod embeddings;
+pub mod rmsnorm;
+pub mod router_topk;
+pub mod topk;
