@@ -83,6 +83,12 @@ const CASES: &[Case] = &[
         ],
     },
     Case {
+        kernel: "rmsnorm_tkg",
+        ranks: 1,
+        // 32 rows over trn2's 2 programs (above the sharding threshold), H = 512 in 2 hidden shards.
+        params: &[("input", F32(&[2, 16, 512])), ("gamma", F32(&[1, 512])), ("output", F32(&[128, 32, 4])), ("hidden_actual", Text("500"))],
+    },
+    Case {
         kernel: "RoPE",
         ranks: 1,
         params: &[

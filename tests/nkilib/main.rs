@@ -10,4 +10,5 @@ pub mod cumsum;
 pub mod embeddings;
 pub mod rmsnorm;
 pub mod router_topk;
+pub mod subkernels;
 pub mod topk;

@@ -15,6 +15,7 @@
 //! | `rmsnorm_quant_kernel` | [`rmsnorm::rmsnorm_quant`] | RMSNorm then `float8_e4m3` row or static quantization |
 //! | `router_topk` | [`router_topk::router_topk`] | MoE router: logits, activation, top-k experts and affinities |
 //! | `rotational_topk` | [`topk::rotational_topk`] | top-k values and indices of vocabulary-sized rows |
+//! | `rmsnorm_tkg` | [`subkernels::rmsnorm_tkg`] | decode-phase RMSNorm into the `[128, B·S, H/128]` layout |
 //!
 //! Every kernel's compile-time rules are `const fn`s beside it (with a
 //! `*_config!` macro that turns a broken rule into a compile error), and the
@@ -26,4 +27,5 @@ pub mod cumsum;
 pub mod embeddings;
 pub mod rmsnorm;
 pub mod router_topk;
+pub mod subkernels;
 pub mod topk;

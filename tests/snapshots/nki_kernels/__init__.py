@@ -25,6 +25,7 @@ from .rmsnorm_quant import NormType
 from .rmsnorm_quant import QuantizationType
 from .rmsnorm_quant import RmsNormQuantKernelArgs
 from .rmsnorm_quant import rmsnorm_quant_kernel
+from .rmsnorm_tkg import rmsnorm_tkg
 from .rope import RoPE
 from .rotational_topk import RotationalTopkConfig
 from .rotational_topk import rotational_topk
@@ -63,6 +64,7 @@ __all__ = [
     "QuantizationType",
     "RmsNormQuantKernelArgs",
     "rmsnorm_quant_kernel",
+    "rmsnorm_tkg",
     "RoPE",
     "RotationalTopkConfig",
     "rotational_topk",

@@ -1,0 +1,400 @@
+//! The NKI library's `rmsnorm_tkg`: RMSNorm of decode-phase hidden states
+//! `[B, S, H]`, written in the transposed `[128, B·S, H/128]` layout the
+//! sharded projections after it read.
+//!
+//! Each token row `x` of `H` values becomes `x · gamma / sqrt(Σx² / N + eps)`,
+//! `N` being `hidden_actual` when the row is padded (the padding's squares still
+//! count: the caller zero-pads) and `H` otherwise. The output holds token `t`'s
+//! element `h` of the row at `out[p, t, c]` with, for `n` hidden shards
+//! (`H2 = H/128/n`), `h = (c / H2)·(H/n) + p·H2 + c % H2`: the hidden dim is cut
+//! into `n` contiguous shards, each spread over the 128 partitions in runs of
+//! `H2`. `n` is the launch's LNC size (`nl.num_programs(0)`, 1 without a grid)
+//! unless `hidden_dim_tp` or `single_core_forced` make it 1; with
+//! `hidden_dim_tp` the layout is `h = c·128 + p` instead.
+//!
+//! ```text
+//! (shard_on_bxs, the default) each program takes BxS/2 rows when the launch
+//!     has two programs and BxS > SHARDING_THRESHOLD (and even), else all rows
+//! (shard_on_h) each of the two programs takes half of H and all rows
+//! gamma -> g [128, 1, H1]          # the output's layout, input dtype
+//! for each tile of up to BXS_FULL_TILE_SIZE rows:       (process_rmsnorm_tile)
+//!     t  = load rows in the layout  [128, rows, H1]     # input dtype
+//!     ss = Σ_H1 square(t)           [128, rows]         # fp32, per partition
+//!     (shard_on_h) ss += the other program's ss         # sendrecv
+//!     gt = t · g                    [128, rows, H1]     # fp32
+//!     ss = ones[128,128]ᵀ @ ss      [128, rows]         # PSUM: Σ over partitions, on each
+//!     r  = rsqrt(ss / N + eps)                          # fp32
+//!     t  = gt · r                                       # input dtype
+//!     store t
+//! ```
+//!
+//! The tiles are at most [`BXS_FULL_TILE_SIZE`] rows because the partition sum
+//! is one matmul whose moving operand is the `[128, rows]` partial sums (an
+//! fp32 PSUM bank holds 512 columns). Loads and the store are strided DMAs
+//! (the transposed layouts as access patterns); the library's contiguous load
+//! with on-chip transposes for `H <= 2048` moves the same values.
+//!
+//! The kernel takes the library's signature, `input, gamma, output, eps=1e-6,
+//! hidden_actual=None, hidden_dim_tp=False, single_core_forced=False,
+//! shard_on_h=False, use_heap_memory=False`, writes `output` (an HBM tensor
+//! the caller allocates) and returns it. `use_heap_memory` chooses the
+//! library's SBUF allocator's heap or stack: here tiles are placed by the
+//! compiler, so it has no effect; the library's `sbm` allocator has no
+//! counterpart. SBUF-resident inputs are served by the phase helper
+//! [`process_rmsnorm_tile`], which works on a loaded tile.
+
+use nki::prelude::*;
+
+pub use kernel::*;
+
+/// Why an `rmsnorm_tkg` configuration or shape is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RmsNormTkgRule {
+    /// `H` is not a multiple of the 128 partitions.
+    HiddenTiles,
+    /// `B·S` is zero.
+    Tokens,
+    /// `hidden_actual` is outside `1..=H`.
+    HiddenActual,
+    /// `eps` is negative or not finite.
+    Eps,
+    /// `shard_on_h` without a launch of two programs.
+    ShardOnHNeedsLnc2,
+    /// `shard_on_h` together with `hidden_dim_tp` or `single_core_forced`.
+    ShardOnHAlone,
+    /// The 128-column tiles of `H` do not split evenly over the hidden shards.
+    HiddenShards,
+}
+
+impl RmsNormTkgRule {
+    /// The rule in words.
+    pub const fn message(self) -> &'static str {
+        match self {
+            RmsNormTkgRule::HiddenTiles => "rmsnorm_tkg: H must be a multiple of 128 (the partitions)",
+            RmsNormTkgRule::Tokens => "rmsnorm_tkg: B * S must be positive",
+            RmsNormTkgRule::HiddenActual => "rmsnorm_tkg: hidden_actual must be in 1..=H",
+            RmsNormTkgRule::Eps => "rmsnorm_tkg: eps must be finite and non-negative",
+            RmsNormTkgRule::ShardOnHNeedsLnc2 => "rmsnorm_tkg: shard_on_h needs a launch of 2 programs (LNC2)",
+            RmsNormTkgRule::ShardOnHAlone => "rmsnorm_tkg: shard_on_h is incompatible with hidden_dim_tp and single_core_forced",
+            RmsNormTkgRule::HiddenShards => "rmsnorm_tkg: H / 128 must split evenly over the hidden shards (the LNC size)",
+        }
+    }
+}
+
+/// An `rmsnorm_tkg` call: the shape of `input` and the options the rules read.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RmsNormTkgShape {
+    /// `B · S`, the token rows.
+    pub bxs: i64,
+    /// `H`, the (padded) hidden size.
+    pub hidden: i64,
+    /// `hidden_actual`, 0 for none.
+    pub hidden_actual: i64,
+    /// `eps`.
+    pub eps: f64,
+    /// `hidden_dim_tp`.
+    pub hidden_dim_tp: bool,
+    /// `single_core_forced`.
+    pub single_core_forced: bool,
+    /// `shard_on_h`.
+    pub shard_on_h: bool,
+    /// The programs of the launch (its LNC size), 1 without a grid.
+    pub programs: i64,
+}
+
+/// The hidden shards of the output layout: the LNC size unless
+/// `hidden_dim_tp` or `single_core_forced` ask for the single-core layout.
+pub const fn hidden_shards(programs: i64, hidden_dim_tp: bool, single_core_forced: bool) -> i64 {
+    if hidden_dim_tp || single_core_forced { 1 } else { programs }
+}
+
+/// Whether the rows are split over the two programs (`shard_on_bxs`): a
+/// two-program launch, more than [`SHARDING_THRESHOLD`] rows, an even count.
+pub const fn shards_rows(bxs: i64, programs: i64, single_core_forced: bool) -> bool {
+    !single_core_forced && programs == 2 && bxs > SHARDING_THRESHOLD && bxs % programs == 0
+}
+
+/// The first rule `c` breaks.
+pub const fn rmsnorm_tkg_violation(c: RmsNormTkgShape) -> Option<RmsNormTkgRule> {
+    if c.hidden <= 0 || c.hidden % H0 != 0 {
+        return Some(RmsNormTkgRule::HiddenTiles);
+    }
+    if c.bxs <= 0 {
+        return Some(RmsNormTkgRule::Tokens);
+    }
+    if c.hidden_actual < 0 || c.hidden_actual > c.hidden {
+        return Some(RmsNormTkgRule::HiddenActual);
+    }
+    if !c.eps.is_finite() || c.eps < 0.0 {
+        return Some(RmsNormTkgRule::Eps);
+    }
+    if c.shard_on_h && c.programs != 2 {
+        return Some(RmsNormTkgRule::ShardOnHNeedsLnc2);
+    }
+    if c.shard_on_h && (c.hidden_dim_tp || c.single_core_forced) {
+        return Some(RmsNormTkgRule::ShardOnHAlone);
+    }
+    if (c.hidden / H0) % hidden_shards(c.programs, c.hidden_dim_tp, c.single_core_forced) != 0 {
+        return Some(RmsNormTkgRule::HiddenShards);
+    }
+    None
+}
+
+/// An `rmsnorm_tkg` call checked at compile time, or a compile error naming
+/// the rule it breaks.
+///
+/// ```
+/// let c = nkilib::rmsnorm_tkg_config!(bxs = 16, hidden = 8192, programs = 2);
+/// assert_eq!((c.bxs, c.hidden, c.programs), (16, 8192, 2));
+/// let c = nkilib::rmsnorm_tkg_config!(bxs = 1, hidden = 4096, programs = 1, hidden_actual = 3072, hidden_dim_tp = true);
+/// assert!(c.hidden_dim_tp);
+/// ```
+///
+/// ```compile_fail
+/// // shard_on_h splits H over the two programs of an LNC2 launch.
+/// let c = nkilib::rmsnorm_tkg_config!(bxs = 1, hidden = 8192, programs = 1, shard_on_h = true);
+/// ```
+#[macro_export]
+macro_rules! rmsnorm_tkg_config {
+    (bxs = $b:expr, hidden = $h:expr, programs = $p:expr $(, $field:ident = $v:expr)* $(,)?) => {{
+        const CALL: $crate::subkernels::rmsnorm_tkg::RmsNormTkgShape = $crate::subkernels::rmsnorm_tkg::RmsNormTkgShape {
+            bxs: $b,
+            hidden: $h,
+            programs: $p,
+            $($field: $v,)*
+            ..$crate::subkernels::rmsnorm_tkg::RmsNormTkgShape {
+                bxs: 0,
+                hidden: 0,
+                hidden_actual: 0,
+                eps: 1e-6,
+                hidden_dim_tp: false,
+                single_core_forced: false,
+                shard_on_h: false,
+                programs: 1,
+            }
+        };
+        const _: () = if let Some(rule) = $crate::subkernels::rmsnorm_tkg::rmsnorm_tkg_violation(CALL) {
+            panic!("{}", rule.message());
+        };
+        CALL
+    }};
+}
+
+/// The kernel, its tile constants and phase helpers.
+#[nki_module]
+pub mod kernel {
+    use nki::prelude::*;
+
+    /// Partitions of the output layout: `H` is spread over them.
+    pub const H0: i64 = 128;
+    /// Rows above which a two-program launch splits the rows (below, both
+    /// programs normalise every row: the split would not pay for itself).
+    pub const SHARDING_THRESHOLD: i64 = 18;
+    /// Rows per tile: the partition sum's matmul takes at most 512 fp32 columns.
+    pub const BXS_FULL_TILE_SIZE: i64 = 512;
+    /// The dtype of the squares, sums and scaled rows.
+    pub const INTER_DTYPE: Dtype = nl::float32;
+    /// The DMA queue `shard_on_h` exchanges the partial sums over.
+    pub const PIPE_ID: i64 = 0;
+
+    /// Where a program's rows and hidden columns sit: its rows `row0..row0 +
+    /// rows` of the `[B·S, H]` input, and the `shards` hidden shards of the
+    /// layout, of which it holds `held` starting at `first`.
+    #[nki_object]
+    pub struct RmsNormTkgPart {
+        /// First row of the program.
+        pub row0: i64,
+        /// Rows of the program.
+        pub rows: i64,
+        /// Hidden shards of the output layout.
+        pub shards: i64,
+        /// First hidden shard the program holds.
+        pub first: i64,
+        /// Hidden shards the program holds (all, or its one with `shard_on_h`).
+        pub held: i64,
+        /// The `hidden_dim_tp` layout (`h = c·128 + p`).
+        pub hidden_dim_tp: bool,
+        /// Whether the partial sums are exchanged with the other program.
+        pub shard_on_h: bool,
+    }
+
+    /// The tiles every row tile reads: gamma in the layout, `eps` and the ones
+    /// matrix of the partition sum.
+    #[nki_object]
+    pub struct RmsNormTkgConsts {
+        /// Gamma `[128, 1, H1]` in the output's layout.
+        pub gamma: Tensor,
+        /// `eps` on every partition `[128, 1]`.
+        pub eps: Tensor,
+        /// Ones `[128, 128]`: `onesᵀ @ s` sums `s` over the partitions onto each.
+        pub ones: Tensor,
+    }
+
+    /// Loads rows `row0..row0 + rows` of `src` (`[rows, H]` rows of the input
+    /// or of gamma) into `dst` `[128, rows, cols]` in the part's layout.
+    #[nki_helper]
+    pub fn load_input_to_sbuf(part: RmsNormTkgPart, src: Hbm, dst: Sbuf, row0: i64, rows: i64) {
+        let h = src.shape()[1];
+        if part.hidden_dim_tp {
+            let h1 = h / H0;
+            nisa::dma_copy(dst[s![.., 0..rows, ..]], src.ap([[1, H0], [h, rows], [H0, h1]], offset = row0 * h));
+        } else {
+            let shard = h / part.shards;
+            let h2 = shard / H0;
+            for i in nl::affine_range(part.held) {
+                nisa::dma_copy(
+                    dst[s![.., 0..rows, i * h2..(i + 1) * h2]],
+                    src.ap([[h2, H0], [h, rows], [1, h2]], offset = row0 * h + (part.first + i) * shard),
+                );
+            }
+        }
+    }
+
+    /// Gamma `[1, H]` in the part's layout, `[128, 1, H1]`.
+    #[nki_helper]
+    pub fn load_gamma_to_sbuf(part: RmsNormTkgPart, gamma: Hbm, cols: i64) -> Sbuf {
+        let g = nl::ndarray([H0, 1, cols], gamma.dtype(), buffer = nl::sbuf);
+        load_input_to_sbuf(part, gamma, g, 0, 1);
+        g
+    }
+
+    /// RMSNorm of the first `rows` rows of `t` `[128, BXS_FULL_TILE_SIZE,
+    /// cols]`, in place: the squares summed along the columns, then (one
+    /// matmul with ones) over the partitions, `rsqrt(sum / hidden_actual +
+    /// eps)` times `t · gamma`.
+    #[nki_helper]
+    pub fn process_rmsnorm_tile(part: RmsNormTkgPart, consts: RmsNormTkgConsts, t: Sbuf, rows: i64, hidden_actual: i64) {
+        let cols = t.shape()[2];
+        let squares = nl::ndarray([H0, BXS_FULL_TILE_SIZE, cols], INTER_DTYPE, buffer = nl::sbuf);
+        nisa::activation(squares[s![.., 0..rows, ..]], nl::square, t[s![.., 0..rows, ..]]);
+        let sums = nl::ndarray([H0, BXS_FULL_TILE_SIZE], INTER_DTYPE, buffer = nl::sbuf);
+        nisa::tensor_reduce(sums[s![.., 0..rows]], nl::add, squares[s![.., 0..rows, ..]], 2);
+        if part.shard_on_h {
+            let other = 1 - nl::program_id(0);
+            let remote = nl::ndarray([H0, BXS_FULL_TILE_SIZE], INTER_DTYPE, buffer = nl::sbuf);
+            nisa::sendrecv(sums[s![.., 0..rows]], remote[s![.., 0..rows]], other, other, PIPE_ID);
+            nisa::tensor_tensor(sums[s![.., 0..rows]], sums[s![.., 0..rows]], remote[s![.., 0..rows]], nl::add);
+        }
+        let scaled = nl::ndarray([H0, BXS_FULL_TILE_SIZE, cols], INTER_DTYPE, buffer = nl::sbuf);
+        nisa::tensor_tensor(scaled[s![.., 0..rows, ..]], t[s![.., 0..rows, ..]], consts.gamma.broadcast(1, rows), nl::multiply);
+        let total = nl::ndarray([H0, BXS_FULL_TILE_SIZE], INTER_DTYPE, buffer = nl::psum);
+        nisa::nc_matmul(total[s![.., 0..rows]], consts.ones, sums[s![.., 0..rows]]);
+        let rrms = nl::ndarray([H0, BXS_FULL_TILE_SIZE, 1], INTER_DTYPE, buffer = nl::sbuf);
+        nisa::activation(
+            rrms.reshape([H0, BXS_FULL_TILE_SIZE])[s![.., 0..rows]],
+            nl::rsqrt,
+            total[s![.., 0..rows]],
+            bias = consts.eps,
+            scale = 1.0 / hidden_actual as f64,
+        );
+        nisa::tensor_tensor(
+            t[s![.., 0..rows, ..]],
+            scaled[s![.., 0..rows, ..]],
+            rrms[s![.., 0..rows, ..]].broadcast(2, cols),
+            nl::multiply,
+        );
+    }
+
+    /// The part's rows, tile by tile: load, normalise, store into `output`.
+    #[nki_helper]
+    pub fn rmsnorm_tkg_llama_impl(part: RmsNormTkgPart, input: Hbm, gamma: Hbm, output: Hbm, eps: f64, hidden_actual: i64) {
+        let cols = output.shape()[2] / part.shards * part.held;
+        let c0 = part.first * cols;
+        let eps_sb = nl::ndarray([H0, 1], INTER_DTYPE, buffer = nl::sbuf);
+        nisa::memset(eps_sb, eps);
+        let ones = nl::ndarray([H0, H0], INTER_DTYPE, buffer = nl::sbuf);
+        nisa::memset(ones, 1.0);
+        let consts = RmsNormTkgConsts { gamma: load_gamma_to_sbuf(part, gamma, cols), eps: eps_sb, ones };
+        for i in nl::affine_range(part.rows.div_ceil(BXS_FULL_TILE_SIZE)) {
+            let r0 = part.row0 + i * BXS_FULL_TILE_SIZE;
+            let rows = (part.row0 + part.rows - r0).min(BXS_FULL_TILE_SIZE);
+            let t = nl::ndarray([H0, BXS_FULL_TILE_SIZE, cols], input.dtype(), buffer = nl::sbuf);
+            load_input_to_sbuf(part, input, t, r0, rows);
+            process_rmsnorm_tile(part, consts, t, rows, hidden_actual);
+            nisa::dma_copy(output[s![.., r0..r0 + rows, c0..c0 + cols]], t[s![.., 0..rows, ..]]);
+        }
+    }
+
+    /// The rows split over the programs (as `shards_rows` decides), each
+    /// program holding every hidden shard of the layout.
+    #[nki_helper]
+    pub fn rmsnorm_tkg_shard_on_bxs(
+        input: Hbm,
+        gamma: Hbm,
+        output: Hbm,
+        eps: f64,
+        hidden_actual: i64,
+        hidden_dim_tp: bool,
+        single_core_forced: bool,
+    ) {
+        let [bxs, _] = input.shape();
+        let programs = if nl::program_ndim() == 1 { nl::num_programs(0) } else { 1 };
+        let split = !single_core_forced && programs == 2 && bxs > SHARDING_THRESHOLD && bxs % programs == 0;
+        let shards = if hidden_dim_tp || single_core_forced { 1 } else { programs };
+        let rows = if split { bxs / programs } else { bxs };
+        let row0 = if split { nl::program_id(0) * rows } else { 0 };
+        let part = RmsNormTkgPart { row0, rows, shards, first: 0, held: shards, hidden_dim_tp, shard_on_h: false };
+        rmsnorm_tkg_llama_impl(part, input, gamma, output, eps, hidden_actual);
+    }
+
+    /// Every row on each of the two programs, the hidden dim split in two:
+    /// program `p` holds hidden shard `p` and the partial sums are exchanged.
+    #[nki_helper]
+    pub fn rmsnorm_tkg_shard_on_h(input: Hbm, gamma: Hbm, output: Hbm, eps: f64, hidden_actual: i64) {
+        let [bxs, _] = input.shape();
+        let part =
+            RmsNormTkgPart { row0: 0, rows: bxs, shards: 2, first: nl::program_id(0), held: 1, hidden_dim_tp: false, shard_on_h: true };
+        rmsnorm_tkg_llama_impl(part, input, gamma, output, eps, hidden_actual);
+    }
+
+    /// RMSNorm of `input` `[B, S, H]` with `gamma` `[1, H]` into `output`
+    /// `[128, B·S, H/128]` (the layout of the module docs), which it returns.
+    /// `hidden_actual` (when the rows are zero-padded to `H`) is the count the
+    /// mean square divides by.
+    #[nki_kernel]
+    pub fn rmsnorm_tkg(
+        #[dtypes(float32, bfloat16, float16)] input: Hbm,
+        #[dtypes(float32, bfloat16, float16)] gamma: Hbm,
+        #[dtypes(float32, bfloat16, float16)] output: Hbm,
+        #[default(1e-6)] eps: f64,
+        hidden_actual: Option<i64>,
+        #[default(false)] hidden_dim_tp: bool,
+        #[default(false)] single_core_forced: bool,
+        #[default(false)] shard_on_h: bool,
+        #[default(false)] use_heap_memory: bool,
+    ) -> Hbm {
+        let _ = use_heap_memory;
+        assert!(input.ndim() == 3, "rmsnorm_tkg: input must be [B, S, H], got {} dims", input.ndim());
+        let [b, sl, h] = input.shape();
+        let bxs = b * sl;
+        let grid = nl::program_ndim() == 1;
+        let programs = if grid { nl::num_programs(0) } else { 1 };
+        let ha = hidden_actual.unwrap_or(h);
+        // The rules of `rmsnorm_tkg_violation`, checked when the kernel is traced.
+        assert!(h % H0 == 0, "rmsnorm_tkg: input: H = {h} must be a multiple of 128 (the partitions)");
+        assert!(bxs > 0, "rmsnorm_tkg: input: B * S = {bxs} must be positive");
+        assert!(0 < ha && ha <= h, "rmsnorm_tkg: hidden_actual must be in 1..=H = {h}, got hidden_actual = {ha}");
+        assert!(eps >= 0.0 && eps < f64::INFINITY, "rmsnorm_tkg: eps must be finite and non-negative, got eps = {eps}");
+        assert!(!shard_on_h || programs == 2, "rmsnorm_tkg: shard_on_h needs a launch of 2 programs (LNC2), got {programs}");
+        assert!(!shard_on_h || !hidden_dim_tp, "rmsnorm_tkg: shard_on_h is incompatible with hidden_dim_tp");
+        assert!(!shard_on_h || !single_core_forced, "rmsnorm_tkg: shard_on_h is incompatible with single_core_forced");
+        let shards = if hidden_dim_tp || single_core_forced { 1 } else { programs };
+        assert!((h / H0) % shards == 0, "rmsnorm_tkg: H / 128 = {} must split evenly over the {shards} hidden shards", h / H0);
+        let g_shape = gamma.shape();
+        assert!(gamma.ndim() == 2 && g_shape[0] == 1 && g_shape[1] == h, "rmsnorm_tkg: gamma must be [1, H] = [1, {h}], got {g_shape}");
+        let o_shape = output.shape();
+        assert!(
+            output.ndim() == 3 && o_shape[0] == H0 && o_shape[1] == bxs && o_shape[2] == h / H0,
+            "rmsnorm_tkg: output must be [128, B*S, H/128] = [128, {bxs}, {}], got {o_shape}",
+            h / H0
+        );
+
+        let x = input.reshape([bxs, h]);
+        if shard_on_h {
+            rmsnorm_tkg_shard_on_h(x, gamma, output, eps, ha);
+        } else {
+            rmsnorm_tkg_shard_on_bxs(x, gamma, output, eps, ha, hidden_dim_tp, single_core_forced);
+        }
+        output
+    }
+}
