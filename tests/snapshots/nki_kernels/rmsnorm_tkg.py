@@ -6,10 +6,8 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
-
-
-# Partitions of the output layout: `H` is spread over them.
-H0 = 128
+from .norm_tkg_utils import load_gamma_to_sbuf
+from .norm_tkg_utils import load_input_to_sbuf
 
 
 # Rows above which a two-program launch splits the rows (below, both
@@ -66,67 +64,46 @@ class RmsNormTkgConsts(nl.NKIObject):
     "Ones `[128, 128]`: `onesᵀ @ s` sums `s` over the partitions onto each."
 
 
-def load_input_to_sbuf(part, src, dst, row0, rows):
-    """Loads rows `row0..row0 + rows` of `src` (`[rows, H]` rows of the input
-    or of gamma) into `dst` `[128, rows, cols]` in the part's layout.
-    """
-    h = src.shape[1]
-    if part.hidden_dim_tp:
-        h1 = h // H0
-        nisa.dma_copy(dst=dst[:, 0:rows, :], src=src.ap(pattern=[[1, H0], [h, rows], [H0, h1]], offset=row0 * h))
-    else:
-        shard = h // part.shards
-        h2 = shard // H0
-        for i in nl.affine_range(start=0, stop=part.held):
-            nisa.dma_copy(dst=dst[:, 0:rows, i * h2:(i + 1) * h2], src=src.ap(pattern=[[h2, H0], [h, rows], [1, h2]], offset=row0 * h + (part.first + i) * shard))
-
-
-def load_gamma_to_sbuf(part, gamma, cols):
-    """Gamma `[1, H]` in the part's layout, `[128, 1, H1]`."""
-    g = nl.ndarray(shape=(H0, 1, cols), dtype=gamma.dtype, buffer=nl.sbuf)
-    load_input_to_sbuf(part, gamma, g, 0, 1)
-    return g
-
-
 def process_rmsnorm_tile(part, consts, t, rows, hidden_actual):
     """RMSNorm of the first `rows` rows of `t` `[128, BXS_FULL_TILE_SIZE,
     cols]`, in place: the squares summed along the columns, then (one
     matmul with ones) over the partitions, `rsqrt(sum / hidden_actual +
     eps)` times `t · gamma`.
     """
-    cols = t.shape[2]
-    squares = nl.ndarray(shape=(H0, BXS_FULL_TILE_SIZE, cols), dtype=INTER_DTYPE, buffer=nl.sbuf)
+    pmax, cols = (nl.tile_size.pmax, t.shape[2])
+    squares = nl.ndarray(shape=(pmax, BXS_FULL_TILE_SIZE, cols), dtype=INTER_DTYPE, buffer=nl.sbuf)
     nisa.activation(dst=squares[:, 0:rows, :], op=nl.square, data=t[:, 0:rows, :])
-    sums = nl.ndarray(shape=(H0, BXS_FULL_TILE_SIZE), dtype=INTER_DTYPE, buffer=nl.sbuf)
+    sums = nl.ndarray(shape=(pmax, BXS_FULL_TILE_SIZE), dtype=INTER_DTYPE, buffer=nl.sbuf)
     nisa.tensor_reduce(dst=sums[:, 0:rows], op=nl.add, data=squares[:, 0:rows, :], axis=2)
     if part.shard_on_h:
         other = 1 - nl.program_id(axis=0)
-        remote = nl.ndarray(shape=(H0, BXS_FULL_TILE_SIZE), dtype=INTER_DTYPE, buffer=nl.sbuf)
+        remote = nl.ndarray(shape=(pmax, BXS_FULL_TILE_SIZE), dtype=INTER_DTYPE, buffer=nl.sbuf)
         nisa.sendrecv(src=sums[:, 0:rows], dst=remote[:, 0:rows], send_to_rank=other, recv_from_rank=other, pipe_id=PIPE_ID)
         nisa.tensor_tensor(dst=sums[:, 0:rows], data1=sums[:, 0:rows], data2=remote[:, 0:rows], op=nl.add)
-    scaled = nl.ndarray(shape=(H0, BXS_FULL_TILE_SIZE, cols), dtype=INTER_DTYPE, buffer=nl.sbuf)
+    scaled = nl.ndarray(shape=(pmax, BXS_FULL_TILE_SIZE, cols), dtype=INTER_DTYPE, buffer=nl.sbuf)
     nisa.tensor_tensor(dst=scaled[:, 0:rows, :], data1=t[:, 0:rows, :], data2=consts.gamma.broadcast(dim=1, size=rows), op=nl.multiply)
-    total = nl.ndarray(shape=(H0, BXS_FULL_TILE_SIZE), dtype=INTER_DTYPE, buffer=nl.psum)
+    total = nl.ndarray(shape=(pmax, BXS_FULL_TILE_SIZE), dtype=INTER_DTYPE, buffer=nl.psum)
     nisa.nc_matmul(dst=total[:, 0:rows], stationary=consts.ones, moving=sums[:, 0:rows])
-    rrms = nl.ndarray(shape=(H0, BXS_FULL_TILE_SIZE, 1), dtype=INTER_DTYPE, buffer=nl.sbuf)
-    nisa.activation(dst=rrms.reshape(shape=(H0, BXS_FULL_TILE_SIZE))[:, 0:rows], op=nl.rsqrt, data=total[:, 0:rows], bias=consts.eps, scale=1.0 / float(hidden_actual))
+    rrms = nl.ndarray(shape=(pmax, BXS_FULL_TILE_SIZE, 1), dtype=INTER_DTYPE, buffer=nl.sbuf)
+    nisa.activation(dst=rrms.reshape(shape=(pmax, BXS_FULL_TILE_SIZE))[:, 0:rows], op=nl.rsqrt, data=total[:, 0:rows], bias=consts.eps, scale=1.0 / float(hidden_actual))
     nisa.tensor_tensor(dst=t[:, 0:rows, :], data1=scaled[:, 0:rows, :], data2=rrms[:, 0:rows, :].broadcast(dim=2, size=cols), op=nl.multiply)
 
 
 def rmsnorm_tkg_llama_impl(part, input, gamma, output, eps, hidden_actual):
     """The part's rows, tile by tile: load, normalise, store into `output`."""
+    pmax = nl.tile_size.pmax
     cols = output.shape[2] // part.shards * part.held
     c0 = part.first * cols
-    eps_sb = nl.ndarray(shape=(H0, 1), dtype=INTER_DTYPE, buffer=nl.sbuf)
+    eps_sb = nl.ndarray(shape=(pmax, 1), dtype=INTER_DTYPE, buffer=nl.sbuf)
     nisa.memset(dst=eps_sb, value=eps)
-    ones = nl.ndarray(shape=(H0, H0), dtype=INTER_DTYPE, buffer=nl.sbuf)
+    ones = nl.ndarray(shape=(pmax, pmax), dtype=INTER_DTYPE, buffer=nl.sbuf)
     nisa.memset(dst=ones, value=1.0)
-    consts = RmsNormTkgConsts(gamma=load_gamma_to_sbuf(part, gamma, cols), eps=eps_sb, ones=ones)
+    consts = RmsNormTkgConsts(gamma=load_gamma_to_sbuf(gamma, cols, part.shards, part.first, part.held, part.hidden_dim_tp), eps=eps_sb, ones=ones)
     for i in nl.affine_range(start=0, stop=-(-part.rows // BXS_FULL_TILE_SIZE)):
         r0 = part.row0 + i * BXS_FULL_TILE_SIZE
         rows = min(part.row0 + part.rows - r0, BXS_FULL_TILE_SIZE)
-        t = nl.ndarray(shape=(H0, BXS_FULL_TILE_SIZE, cols), dtype=input.dtype, buffer=nl.sbuf)
-        load_input_to_sbuf(part, input, t, r0, rows)
+        t = nl.ndarray(shape=(pmax, BXS_FULL_TILE_SIZE, cols), dtype=input.dtype, buffer=nl.sbuf)
+        load_input_to_sbuf(input, t, r0, rows, part.shards, part.first, part.held, part.hidden_dim_tp)
         process_rmsnorm_tile(part, consts, t, rows, hidden_actual)
         nisa.dma_copy(dst=output[:, r0:r0 + rows, c0:c0 + cols], src=t[:, 0:rows, :])
 
@@ -167,11 +144,12 @@ def rmsnorm_tkg(input, gamma, output, eps=1e-6, hidden_actual=None, hidden_dim_t
     use_heap_memory
     assert input.ndim == 3, f"rmsnorm_tkg: input must be [B, S, H], got {input.ndim} dims"
     b, sl, h = input.shape
+    pmax = nl.tile_size.pmax
     bxs = b * sl
     grid = nl.program_ndim() == 1
     programs = nl.num_programs(axes=0) if grid else 1
     ha = hidden_actual if hidden_actual is not None else h
-    assert h % H0 == 0, f"rmsnorm_tkg: input: H = {h} must be a multiple of 128 (the partitions)"
+    assert h % pmax == 0, f"rmsnorm_tkg: input: H = {h} must be a multiple of 128 (the partitions)"
     assert bxs > 0, f"rmsnorm_tkg: input: B * S = {bxs} must be positive"
     assert 0 < ha and ha <= h, f"rmsnorm_tkg: hidden_actual must be in 1..=H = {h}, got hidden_actual = {ha}"
     assert eps >= 0.0 and eps < float('inf'), f"rmsnorm_tkg: eps must be finite and non-negative, got eps = {eps}"
@@ -179,11 +157,11 @@ def rmsnorm_tkg(input, gamma, output, eps=1e-6, hidden_actual=None, hidden_dim_t
     assert not shard_on_h or not hidden_dim_tp, "rmsnorm_tkg: shard_on_h is incompatible with hidden_dim_tp"
     assert not shard_on_h or not single_core_forced, "rmsnorm_tkg: shard_on_h is incompatible with single_core_forced"
     shards = 1 if hidden_dim_tp or single_core_forced else programs
-    assert h // H0 % shards == 0, f"rmsnorm_tkg: H / 128 = {h // H0} must split evenly over the {shards} hidden shards"
+    assert h // pmax % shards == 0, f"rmsnorm_tkg: H / 128 = {h // pmax} must split evenly over the {shards} hidden shards"
     g_shape = gamma.shape
     assert gamma.ndim == 2 and g_shape[0] == 1 and g_shape[1] == h, f"rmsnorm_tkg: gamma must be [1, H] = [1, {h}], got {g_shape}"
     o_shape = output.shape
-    assert output.ndim == 3 and o_shape[0] == H0 and o_shape[1] == bxs and o_shape[2] == h // H0, f"rmsnorm_tkg: output must be [128, B*S, H/128] = [128, {bxs}, {h // H0}], got {o_shape}"
+    assert output.ndim == 3 and o_shape[0] == pmax and o_shape[1] == bxs and o_shape[2] == h // pmax, f"rmsnorm_tkg: output must be [128, B*S, H/128] = [128, {bxs}, {h // pmax}], got {o_shape}"
     x = input.reshape(shape=(bxs, h))
     if shard_on_h:
         rmsnorm_tkg_shard_on_h(x, gamma, output, eps, ha)

@@ -43,6 +43,7 @@
 //! counterpart. SBUF-resident inputs are served by the phase helper
 //! [`process_rmsnorm_tile`], which works on a loaded tile.
 
+use crate::subkernels::norm_tkg_utils::H0;
 use nki::prelude::*;
 
 pub use kernel::*;
@@ -183,10 +184,9 @@ macro_rules! rmsnorm_tkg_config {
 /// The kernel, its tile constants and phase helpers.
 #[nki_module]
 pub mod kernel {
+    use crate::subkernels::norm_tkg_utils::{load_gamma_to_sbuf, load_input_to_sbuf};
     use nki::prelude::*;
 
-    /// Partitions of the output layout: `H` is spread over them.
-    pub const H0: i64 = 128;
     /// Rows above which a two-program launch splits the rows (below, both
     /// programs normalise every row: the split would not pay for itself).
     pub const SHARDING_THRESHOLD: i64 = 18;
@@ -230,58 +230,30 @@ pub mod kernel {
         pub ones: Tensor,
     }
 
-    /// Loads rows `row0..row0 + rows` of `src` (`[rows, H]` rows of the input
-    /// or of gamma) into `dst` `[128, rows, cols]` in the part's layout.
-    #[nki_helper]
-    pub fn load_input_to_sbuf(part: RmsNormTkgPart, src: Hbm, dst: Sbuf, row0: i64, rows: i64) {
-        let h = src.shape()[1];
-        if part.hidden_dim_tp {
-            let h1 = h / H0;
-            nisa::dma_copy(dst[s![.., 0..rows, ..]], src.ap([[1, H0], [h, rows], [H0, h1]], offset = row0 * h));
-        } else {
-            let shard = h / part.shards;
-            let h2 = shard / H0;
-            for i in nl::affine_range(part.held) {
-                nisa::dma_copy(
-                    dst[s![.., 0..rows, i * h2..(i + 1) * h2]],
-                    src.ap([[h2, H0], [h, rows], [1, h2]], offset = row0 * h + (part.first + i) * shard),
-                );
-            }
-        }
-    }
-
-    /// Gamma `[1, H]` in the part's layout, `[128, 1, H1]`.
-    #[nki_helper]
-    pub fn load_gamma_to_sbuf(part: RmsNormTkgPart, gamma: Hbm, cols: i64) -> Sbuf {
-        let g = nl::ndarray([H0, 1, cols], gamma.dtype(), buffer = nl::sbuf);
-        load_input_to_sbuf(part, gamma, g, 0, 1);
-        g
-    }
-
     /// RMSNorm of the first `rows` rows of `t` `[128, BXS_FULL_TILE_SIZE,
     /// cols]`, in place: the squares summed along the columns, then (one
     /// matmul with ones) over the partitions, `rsqrt(sum / hidden_actual +
     /// eps)` times `t · gamma`.
     #[nki_helper]
     pub fn process_rmsnorm_tile(part: RmsNormTkgPart, consts: RmsNormTkgConsts, t: Sbuf, rows: i64, hidden_actual: i64) {
-        let cols = t.shape()[2];
-        let squares = nl::ndarray([H0, BXS_FULL_TILE_SIZE, cols], INTER_DTYPE, buffer = nl::sbuf);
+        let (pmax, cols) = (nl::tile_size::pmax, t.shape()[2]);
+        let squares = nl::ndarray([pmax, BXS_FULL_TILE_SIZE, cols], INTER_DTYPE, buffer = nl::sbuf);
         nisa::activation(squares[s![.., 0..rows, ..]], nl::square, t[s![.., 0..rows, ..]]);
-        let sums = nl::ndarray([H0, BXS_FULL_TILE_SIZE], INTER_DTYPE, buffer = nl::sbuf);
+        let sums = nl::ndarray([pmax, BXS_FULL_TILE_SIZE], INTER_DTYPE, buffer = nl::sbuf);
         nisa::tensor_reduce(sums[s![.., 0..rows]], nl::add, squares[s![.., 0..rows, ..]], 2);
         if part.shard_on_h {
             let other = 1 - nl::program_id(0);
-            let remote = nl::ndarray([H0, BXS_FULL_TILE_SIZE], INTER_DTYPE, buffer = nl::sbuf);
+            let remote = nl::ndarray([pmax, BXS_FULL_TILE_SIZE], INTER_DTYPE, buffer = nl::sbuf);
             nisa::sendrecv(sums[s![.., 0..rows]], remote[s![.., 0..rows]], other, other, PIPE_ID);
             nisa::tensor_tensor(sums[s![.., 0..rows]], sums[s![.., 0..rows]], remote[s![.., 0..rows]], nl::add);
         }
-        let scaled = nl::ndarray([H0, BXS_FULL_TILE_SIZE, cols], INTER_DTYPE, buffer = nl::sbuf);
+        let scaled = nl::ndarray([pmax, BXS_FULL_TILE_SIZE, cols], INTER_DTYPE, buffer = nl::sbuf);
         nisa::tensor_tensor(scaled[s![.., 0..rows, ..]], t[s![.., 0..rows, ..]], consts.gamma.broadcast(1, rows), nl::multiply);
-        let total = nl::ndarray([H0, BXS_FULL_TILE_SIZE], INTER_DTYPE, buffer = nl::psum);
+        let total = nl::ndarray([pmax, BXS_FULL_TILE_SIZE], INTER_DTYPE, buffer = nl::psum);
         nisa::nc_matmul(total[s![.., 0..rows]], consts.ones, sums[s![.., 0..rows]]);
-        let rrms = nl::ndarray([H0, BXS_FULL_TILE_SIZE, 1], INTER_DTYPE, buffer = nl::sbuf);
+        let rrms = nl::ndarray([pmax, BXS_FULL_TILE_SIZE, 1], INTER_DTYPE, buffer = nl::sbuf);
         nisa::activation(
-            rrms.reshape([H0, BXS_FULL_TILE_SIZE])[s![.., 0..rows]],
+            rrms.reshape([pmax, BXS_FULL_TILE_SIZE])[s![.., 0..rows]],
             nl::rsqrt,
             total[s![.., 0..rows]],
             bias = consts.eps,
@@ -298,18 +270,23 @@ pub mod kernel {
     /// The part's rows, tile by tile: load, normalise, store into `output`.
     #[nki_helper]
     pub fn rmsnorm_tkg_llama_impl(part: RmsNormTkgPart, input: Hbm, gamma: Hbm, output: Hbm, eps: f64, hidden_actual: i64) {
+        let pmax = nl::tile_size::pmax;
         let cols = output.shape()[2] / part.shards * part.held;
         let c0 = part.first * cols;
-        let eps_sb = nl::ndarray([H0, 1], INTER_DTYPE, buffer = nl::sbuf);
+        let eps_sb = nl::ndarray([pmax, 1], INTER_DTYPE, buffer = nl::sbuf);
         nisa::memset(eps_sb, eps);
-        let ones = nl::ndarray([H0, H0], INTER_DTYPE, buffer = nl::sbuf);
+        let ones = nl::ndarray([pmax, pmax], INTER_DTYPE, buffer = nl::sbuf);
         nisa::memset(ones, 1.0);
-        let consts = RmsNormTkgConsts { gamma: load_gamma_to_sbuf(part, gamma, cols), eps: eps_sb, ones };
+        let consts = RmsNormTkgConsts {
+            gamma: load_gamma_to_sbuf(gamma, cols, part.shards, part.first, part.held, part.hidden_dim_tp),
+            eps: eps_sb,
+            ones,
+        };
         for i in nl::affine_range(part.rows.div_ceil(BXS_FULL_TILE_SIZE)) {
             let r0 = part.row0 + i * BXS_FULL_TILE_SIZE;
             let rows = (part.row0 + part.rows - r0).min(BXS_FULL_TILE_SIZE);
-            let t = nl::ndarray([H0, BXS_FULL_TILE_SIZE, cols], input.dtype(), buffer = nl::sbuf);
-            load_input_to_sbuf(part, input, t, r0, rows);
+            let t = nl::ndarray([pmax, BXS_FULL_TILE_SIZE, cols], input.dtype(), buffer = nl::sbuf);
+            load_input_to_sbuf(input, t, r0, rows, part.shards, part.first, part.held, part.hidden_dim_tp);
             process_rmsnorm_tile(part, consts, t, rows, hidden_actual);
             nisa::dma_copy(output[s![.., r0..r0 + rows, c0..c0 + cols]], t[s![.., 0..rows, ..]]);
         }
@@ -366,12 +343,13 @@ pub mod kernel {
         let _ = use_heap_memory;
         assert!(input.ndim() == 3, "rmsnorm_tkg: input must be [B, S, H], got {} dims", input.ndim());
         let [b, sl, h] = input.shape();
+        let pmax = nl::tile_size::pmax;
         let bxs = b * sl;
         let grid = nl::program_ndim() == 1;
         let programs = if grid { nl::num_programs(0) } else { 1 };
         let ha = hidden_actual.unwrap_or(h);
         // The rules of `rmsnorm_tkg_violation`, checked when the kernel is traced.
-        assert!(h % H0 == 0, "rmsnorm_tkg: input: H = {h} must be a multiple of 128 (the partitions)");
+        assert!(h % pmax == 0, "rmsnorm_tkg: input: H = {h} must be a multiple of 128 (the partitions)");
         assert!(bxs > 0, "rmsnorm_tkg: input: B * S = {bxs} must be positive");
         assert!(0 < ha && ha <= h, "rmsnorm_tkg: hidden_actual must be in 1..=H = {h}, got hidden_actual = {ha}");
         assert!(eps >= 0.0 && eps < f64::INFINITY, "rmsnorm_tkg: eps must be finite and non-negative, got eps = {eps}");
@@ -379,14 +357,14 @@ pub mod kernel {
         assert!(!shard_on_h || !hidden_dim_tp, "rmsnorm_tkg: shard_on_h is incompatible with hidden_dim_tp");
         assert!(!shard_on_h || !single_core_forced, "rmsnorm_tkg: shard_on_h is incompatible with single_core_forced");
         let shards = if hidden_dim_tp || single_core_forced { 1 } else { programs };
-        assert!((h / H0) % shards == 0, "rmsnorm_tkg: H / 128 = {} must split evenly over the {shards} hidden shards", h / H0);
+        assert!((h / pmax) % shards == 0, "rmsnorm_tkg: H / 128 = {} must split evenly over the {shards} hidden shards", h / pmax);
         let g_shape = gamma.shape();
         assert!(gamma.ndim() == 2 && g_shape[0] == 1 && g_shape[1] == h, "rmsnorm_tkg: gamma must be [1, H] = [1, {h}], got {g_shape}");
         let o_shape = output.shape();
         assert!(
-            output.ndim() == 3 && o_shape[0] == H0 && o_shape[1] == bxs && o_shape[2] == h / H0,
+            output.ndim() == 3 && o_shape[0] == pmax && o_shape[1] == bxs && o_shape[2] == h / pmax,
             "rmsnorm_tkg: output must be [128, B*S, H/128] = [128, {bxs}, {}], got {o_shape}",
-            h / H0
+            h / pmax
         );
 
         let x = input.reshape([bxs, h]);
