@@ -57,6 +57,12 @@ const CASES: &[Case] = &[
         ranks: 1,
         params: &[("x", F32(&[128, 64])), ("gamma", F32(&[1, 64])), ("beta", F32(&[1, 64])), ("eps", Text("0.01"))],
     },
+    Case {
+        kernel: "layernorm_tkg",
+        ranks: 1,
+        // 32 rows over trn2's 2 programs (above the sharding threshold), H = 512 in 2 hidden shards.
+        params: &[("input", F32(&[2, 16, 512])), ("gamma", F32(&[1, 512])), ("output", F32(&[128, 32, 4])), ("beta", F32(&[1, 512]))],
+    },
     Case { kernel: "logsumexp", ranks: 1, params: &[("x", F32(&[128, 1024]))] },
     Case { kernel: "mamba_v1", ranks: 1, params: MAMBA },
     Case { kernel: "mamba_v2", ranks: 1, params: MAMBA },

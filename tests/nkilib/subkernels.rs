@@ -1,15 +1,17 @@
-//! The library's `rmsnorm_tkg` against a float64 RMSNorm written from its
-//! documented semantics (`x · gamma / sqrt(Σx² / N + eps)`, `N` the
+//! The library's `rmsnorm_tkg` and `layernorm_tkg` against float64 norms
+//! written from their documented semantics (`x · gamma / sqrt(Σx² / N + eps)`, `N` the
 //! `hidden_actual` of padded rows, laid out as `[128, B·S, H/128]` with the
 //! hidden dim cut into one shard per LNC program, or `h = c·128 + p` with
-//! `hidden_dim_tp`), over the library's own test configurations, in both
-//! precision modes; its emitted source under NumPy against the emulator; its
-//! rules.
+//! `hidden_dim_tp`; LayerNorm `(x - μ)·gamma/sqrt(σ² + eps) + beta` in the same
+//! layout), over the library's own test configurations, in both precision
+//! modes; their emitted source under NumPy against the emulator; their rules.
 
 use crate::common::attention::run_numpy_kwargs;
 use crate::common::{Arg, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, emitted_package, seed_of, tensor, uniform};
 use nki::{Dtype, Launch, Precision};
-use nkilib::subkernels::rmsnorm_tkg::{RmsNormTkgRule, RmsNormTkgShape, rmsnorm_tkg, rmsnorm_tkg_violation};
+use nkilib::subkernels::layernorm_tkg::layernorm_tkg;
+use nkilib::subkernels::norm_tkg_utils::{NormTkgRule, NormTkgShape, norm_tkg_violation};
+use nkilib::subkernels::rmsnorm_tkg::rmsnorm_tkg;
 
 /// One of the library's test configurations.
 #[derive(Clone, Copy, Debug)]
@@ -86,15 +88,24 @@ impl Config {
 
     /// `[128, B·S, H/128]`: the float64 RMSNorm of each row, placed as documented.
     fn reference(&self, x: &[f64], g: &[f64]) -> Vec<f64> {
+        let n = self.hidden_actual.unwrap_or(self.h) as f64;
+        let y: Vec<f64> = x
+            .chunks(self.h)
+            .flat_map(|row| {
+                let rms = (row.iter().map(|v| v * v).sum::<f64>() / n + EPS).sqrt();
+                row.iter().zip(g).map(move |(v, w)| v * w / rms)
+            })
+            .collect();
+        self.place(&y)
+    }
+
+    /// Row-major `[B·S, H]` values in the documented `[128, B·S, H/128]` layout.
+    fn place(&self, y: &[f64]) -> Vec<f64> {
         let (bxs, h) = (self.bxs(), self.h);
         let h1 = h / P;
-        let n = self.hidden_actual.unwrap_or(h) as f64;
         let mut out = vec![0.0; P * bxs * h1];
         for t in 0..bxs {
-            let row = &x[t * h..(t + 1) * h];
-            let rms = (row.iter().map(|v| v * v).sum::<f64>() / n + EPS).sqrt();
             for col in 0..h {
-                let y = row[col] * g[col] / rms;
                 let (p, c) = if self.hidden_dim_tp {
                     (col % P, col / P)
                 } else {
@@ -102,7 +113,7 @@ impl Config {
                     let (shard, within) = (col / shard_len, col % shard_len);
                     (within / h2, shard * h2 + within % h2)
                 };
-                out[(p * bxs + t) * h1 + c] = y;
+                out[(p * bxs + t) * h1 + c] = y[t * h + col];
             }
         }
         out
@@ -234,7 +245,7 @@ fn single_core_forced_and_eps() {
 /// The rules, as `const fn` and when the kernel is traced.
 #[test]
 fn rules_refuse_by_name() {
-    let ok = RmsNormTkgShape {
+    let ok = NormTkgShape {
         bxs: 16,
         hidden: 8192,
         hidden_actual: 0,
@@ -244,22 +255,22 @@ fn rules_refuse_by_name() {
         shard_on_h: false,
         programs: 2,
     };
-    assert_eq!(rmsnorm_tkg_violation(ok), None);
+    assert_eq!(norm_tkg_violation(ok), None);
     let cases = [
-        (RmsNormTkgShape { hidden: 1000, ..ok }, RmsNormTkgRule::HiddenTiles),
-        (RmsNormTkgShape { bxs: 0, ..ok }, RmsNormTkgRule::Tokens),
-        (RmsNormTkgShape { hidden_actual: 9000, ..ok }, RmsNormTkgRule::HiddenActual),
-        (RmsNormTkgShape { eps: -1.0, ..ok }, RmsNormTkgRule::Eps),
-        (RmsNormTkgShape { eps: f64::NAN, ..ok }, RmsNormTkgRule::Eps),
-        (RmsNormTkgShape { shard_on_h: true, programs: 1, ..ok }, RmsNormTkgRule::ShardOnHNeedsLnc2),
-        (RmsNormTkgShape { shard_on_h: true, hidden_dim_tp: true, ..ok }, RmsNormTkgRule::ShardOnHAlone),
-        (RmsNormTkgShape { hidden: 128 * 3, ..ok }, RmsNormTkgRule::HiddenShards),
+        (NormTkgShape { hidden: 1000, ..ok }, NormTkgRule::HiddenTiles),
+        (NormTkgShape { bxs: 0, ..ok }, NormTkgRule::Tokens),
+        (NormTkgShape { hidden_actual: 9000, ..ok }, NormTkgRule::HiddenActual),
+        (NormTkgShape { eps: -1.0, ..ok }, NormTkgRule::Eps),
+        (NormTkgShape { eps: f64::NAN, ..ok }, NormTkgRule::Eps),
+        (NormTkgShape { shard_on_h: true, programs: 1, ..ok }, NormTkgRule::ShardOnHNeedsLnc2),
+        (NormTkgShape { shard_on_h: true, hidden_dim_tp: true, ..ok }, NormTkgRule::ShardOnHAlone),
+        (NormTkgShape { hidden: 128 * 3, ..ok }, NormTkgRule::HiddenShards),
     ];
     for (shape, rule) in cases {
-        assert_eq!(rmsnorm_tkg_violation(shape), Some(rule), "{shape:?}");
+        assert_eq!(norm_tkg_violation(shape), Some(rule), "{shape:?}");
     }
-    assert_eq!(rmsnorm_tkg_violation(RmsNormTkgShape { hidden: 128 * 3, hidden_dim_tp: true, ..ok }), None);
-    assert_eq!(nkilib::rmsnorm_tkg_config!(bxs = 4, hidden = 384, programs = 2, single_core_forced = true).hidden, 384);
+    assert_eq!(norm_tkg_violation(NormTkgShape { hidden: 128 * 3, hidden_dim_tp: true, ..ok }), None);
+    assert_eq!(nkilib::norm_tkg_config!(bxs = 4, hidden = 384, programs = 2, single_core_forced = true).hidden, 384);
 
     let x = tensor(&[1, 2, 384], &[1.0; 768], Dtype::F32);
     let g = tensor(&[1, 384], &[1.0; 384], Dtype::F32);
@@ -273,4 +284,143 @@ fn rules_refuse_by_name() {
     let bad_out = tensor(&[P, 3, 3], &[0.0; 1152], Dtype::F32);
     let e = rmsnorm_tkg::Call::new(&x, &g, &bad_out).launch(&Launch::new()).unwrap_err();
     assert!(e.to_string().contains("output must be [128, B*S, H/128] = [128, 2, 3]"), "{e}");
+}
+
+/// The configurations of the library's `test_layernorm_tkg.py` (all float16
+/// there; `hidden_actual` and `hidden_dim_tp` are not layernorm options).
+const LAYERNORM_CONFIGS: &[Config] = &[
+    c(1, 1, 1, 8192, None, false, false),
+    c(1, 1, 8, 8192, None, false, false),
+    c(2, 1, 1, 5120, None, false, false),
+    c(2, 1, 1, 8192, None, false, false),
+    c(2, 2, 8, 8192, None, false, false),
+    c(2, 4, 8, 8192, None, false, false),
+    c(2, 128, 1, 8192, None, false, false),
+    c(2, 128, 1, 8192, None, false, true),
+    c(2, 4, 1, 5120, None, false, false),
+    c(2, 128, 5, 3072, None, false, false),
+    c(2, 256, 5, 3072, None, false, false),
+    c(2, 63, 32, 3072, None, false, false),
+    c(2, 1, 1, 16384, None, false, false),
+    c(2, 2, 5, 16384, None, false, false),
+    c(2, 1, 1, 8192, None, false, true),
+    c(2, 2, 8, 8192, None, false, true),
+    c(2, 1, 1, 5120, None, false, true),
+    c(2, 4, 1, 3072, None, false, true),
+    c(2, 1, 1, 16384, None, false, true),
+];
+
+/// A layernorm case: a [`Config`] and its beta (gamma's seed + 1).
+impl Config {
+    fn beta(&self) -> Vec<f64> {
+        let r = 3f64.sqrt();
+        uniform(self.h, seed_of(&self.name()) + 2, -r, r)
+    }
+
+    /// `[128, B·S, H/128]`: the float64 LayerNorm of each row (biased variance), placed as documented.
+    fn layernorm_reference(&self, x: &[f64], g: &[f64], beta: Option<&[f64]>) -> Vec<f64> {
+        let h = self.h as f64;
+        let y: Vec<f64> = x
+            .chunks(self.h)
+            .flat_map(|row| {
+                let mean = row.iter().sum::<f64>() / h;
+                let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / h;
+                let rstd = 1.0 / (var + EPS).sqrt();
+                row.iter().enumerate().map(move |(i, v)| (v - mean) * g[i] * rstd + beta.map_or(0.0, |b| b[i]))
+            })
+            .collect();
+        self.place(&y)
+    }
+
+    /// The emulator's layernorm output for inputs in `dtype`.
+    fn run_layernorm(&self, x: &[f64], g: &[f64], beta: Option<&[f64]>, dtype: Dtype, precision: Precision) -> Vec<f32> {
+        let xt = tensor(&[self.b, self.s, self.h], x, dtype);
+        let gt = tensor(&[1, self.h], g, dtype);
+        let out = tensor(&[P, self.bxs(), self.h / P], &vec![0.0; self.bxs() * self.h], dtype);
+        let bt = beta.map(|b| tensor(&[1, self.h], b, dtype));
+        let mut call = layernorm_tkg::Call::new(&xt, &gt, &out).shard_on_h(self.shard_on_h);
+        if let Some(bt) = &bt {
+            call = call.beta(bt);
+        }
+        let launch = Launch::new().lnc(self.lnc).precision(precision);
+        call.launch(&launch).unwrap_or_else(|e| panic!("layernorm {}: {e}", self.name())).to_f32_vec()
+    }
+}
+
+/// Every library configuration of `layernorm_tkg`, fp32 inputs in `fp32`
+/// precision: the fp32 metric (with beta, and without on every third).
+#[test]
+fn layernorm_library_configs_in_fp32_match_float64() {
+    for (i, cfg) in LAYERNORM_CONFIGS.iter().enumerate() {
+        let (x, g) = cfg.inputs();
+        let beta = cfg.beta();
+        let beta = (i % 3 != 2).then_some(beta.as_slice());
+        let got = cfg.run_layernorm(&x, &g, beta, Dtype::F32, Precision::Fp32);
+        let want = cfg.layernorm_reference(&x, &g, beta);
+        assert_close(&format!("layernorm {} fp32 beta={}", cfg.name(), beta.is_some()), &got, &want, FP32_ATOL, FP32_RTOL);
+    }
+}
+
+/// Every library configuration of `layernorm_tkg`, float16 inputs (the
+/// library's tests') in hardware precision: the library's rtol 2e-2, and an
+/// absolute allowance of 8 float16 roundings of the output's scale, since the
+/// kernel rounds the centred, scaled and shifted rows to float16 in turn (a
+/// sum whose terms cancel keeps their rounding error).
+#[test]
+fn layernorm_library_configs_in_float16_match_float64() {
+    for cfg in LAYERNORM_CONFIGS {
+        let (x, g) = cfg.inputs();
+        let (x, g, beta) = (as_dtype(&x, Dtype::F16), as_dtype(&g, Dtype::F16), as_dtype(&cfg.beta(), Dtype::F16));
+        let got = cfg.run_layernorm(&x, &g, Some(&beta), Dtype::F16, Precision::Hardware);
+        let want = cfg.layernorm_reference(&x, &g, Some(&beta));
+        let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        assert_elementwise(&format!("layernorm {} float16", cfg.name()), &got, &want, 8.0 * 2f64.powi(-11) * scale, 2e-2);
+    }
+}
+
+/// The emitted `layernorm_tkg` under NumPy equals the emulator: one program;
+/// rows split over two with two row tiles each; `shard_on_h`; without beta.
+#[test]
+fn layernorm_emitted_under_numpy_equals_emulator() {
+    let paths = [
+        (c(1, 1, 8, 1024, None, false, false), true),
+        (c(2, 128, 5, 3072, None, false, false), true),
+        (c(2, 4, 1, 3072, None, false, true), true),
+        (c(2, 2, 8, 1024, None, false, false), false),
+    ];
+    for (cfg, with_beta) in paths {
+        for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::F16, Precision::Hardware, "hardware")] {
+            let (x, g) = cfg.inputs();
+            let (x, g, beta) = (as_dtype(&x, dtype), as_dtype(&g, dtype), as_dtype(&cfg.beta(), dtype));
+            let beta = with_beta.then_some(beta.as_slice());
+            let emu = cfg.run_layernorm(&x, &g, beta, dtype, precision);
+            let args = vec![
+                Arg::Tensor(vec![cfg.b, cfg.s, cfg.h], x.clone(), dtype),
+                Arg::Tensor(vec![1, cfg.h], g.clone(), dtype),
+                Arg::Tensor(vec![P, cfg.bxs(), cfg.h / P], vec![0.0; cfg.bxs() * cfg.h], dtype),
+            ];
+            let beta_arg = beta.map_or(Arg::None, |b| Arg::Tensor(vec![1, cfg.h], b.to_vec(), dtype));
+            let kwargs = vec![("beta", beta_arg), ("shard_on_h", Arg::Bool(cfg.shard_on_h))];
+            let np = &run_numpy_kwargs(emitted_package(), "layernorm_tkg", &args, &kwargs, cfg.lnc, mode)[0];
+            assert_eq!(np.len(), emu.len(), "layernorm {} {mode}", cfg.name());
+            for (i, (n, e)) in np.iter().zip(&emu).enumerate() {
+                assert!(n == e, "layernorm {} {mode}: element {i}: numpy {n} vs emulator {e}", cfg.name());
+            }
+        }
+    }
+}
+
+/// `layernorm_tkg` refuses what the rules refuse, naming the parameter.
+#[test]
+fn layernorm_refuses_by_name() {
+    let x = tensor(&[1, 2, 384], &[1.0; 768], Dtype::F32);
+    let g = tensor(&[1, 384], &[1.0; 384], Dtype::F32);
+    let out = tensor(&[P, 2, 3], &[0.0; 768], Dtype::F32);
+    let e = layernorm_tkg::Call::new(&x, &g, &out).launch(&Launch::new().lnc(2)).unwrap_err();
+    assert!(e.to_string().contains("H / 128 = 3 must split evenly over the 2 hidden shards"), "{e}");
+    let e = layernorm_tkg::Call::new(&x, &g, &out).shard_on_h(true).launch(&Launch::new()).unwrap_err();
+    assert!(e.to_string().contains("shard_on_h needs a launch of 2 programs (LNC2), got 1"), "{e}");
+    let short = tensor(&[1, 256], &[1.0; 256], Dtype::F32);
+    let e = layernorm_tkg::Call::new(&x, &g, &out).beta(&short).launch(&Launch::new()).unwrap_err();
+    assert!(e.to_string().contains("beta must be [1, H] = [1, 384], got"), "{e}");
 }

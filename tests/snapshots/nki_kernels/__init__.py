@@ -9,6 +9,7 @@ from .dropout import dropout
 from .embedding import embedding
 from .gemm_bias_gelu import gemm_bias_gelu
 from .layernorm import layernorm
+from .layernorm_tkg import layernorm_tkg
 from .logsumexp import logsumexp
 from .mamba import mamba_v1
 from .mamba import mamba_v2
@@ -48,6 +49,7 @@ __all__ = [
     "embedding",
     "gemm_bias_gelu",
     "layernorm",
+    "layernorm_tkg",
     "logsumexp",
     "mamba_v1",
     "mamba_v2",

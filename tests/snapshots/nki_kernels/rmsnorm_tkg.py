@@ -118,8 +118,9 @@ def rmsnorm_tkg_shard_on_h(input, gamma, output, eps, hidden_actual):
 
 
 def rmsnorm_tkg_shard_on_bxs(input, gamma, output, eps, hidden_actual, hidden_dim_tp, single_core_forced):
-    """The rows split over the programs (as `shards_rows` decides), each
-    program holding every hidden shard of the layout.
+    """The rows split over a two-program launch when there are more than
+    `SHARDING_THRESHOLD` of them (an even count), each program holding
+    every hidden shard of the layout.
     """
     bxs, _ = input.shape
     programs = nl.num_programs(axes=0) if nl.program_ndim() == 1 else 1

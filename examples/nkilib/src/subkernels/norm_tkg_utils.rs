@@ -7,11 +7,141 @@
 //! `hidden_dim_tp` (one shard) `h = c·128 + p`. A program holds `held` shards
 //! starting at `first`: all of them, or its own one when the hidden dim is
 //! split over the programs (`shard_on_h`). The loads are strided DMAs whose
-//! access patterns are these layouts.
+//! access patterns are these layouts. The kernels' shared rules are
+//! [`norm_tkg_violation`], checked at compile time by [`norm_tkg_config!`](crate::norm_tkg_config).
 
 use nki::prelude::*;
 
 pub use helpers::*;
+
+/// Why an `rmsnorm_tkg` or `layernorm_tkg` configuration or shape is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NormTkgRule {
+    /// `H` is not a multiple of the 128 partitions.
+    HiddenTiles,
+    /// `B·S` is zero.
+    Tokens,
+    /// `hidden_actual` is outside `1..=H`.
+    HiddenActual,
+    /// `eps` is negative or not finite.
+    Eps,
+    /// `shard_on_h` without a launch of two programs.
+    ShardOnHNeedsLnc2,
+    /// `shard_on_h` together with `hidden_dim_tp` or `single_core_forced`.
+    ShardOnHAlone,
+    /// The 128-column tiles of `H` do not split evenly over the hidden shards.
+    HiddenShards,
+}
+
+impl NormTkgRule {
+    /// The rule in words.
+    pub const fn message(self) -> &'static str {
+        match self {
+            NormTkgRule::HiddenTiles => "H must be a multiple of 128 (the partitions)",
+            NormTkgRule::Tokens => "B * S must be positive",
+            NormTkgRule::HiddenActual => "hidden_actual must be in 1..=H",
+            NormTkgRule::Eps => "eps must be finite and non-negative",
+            NormTkgRule::ShardOnHNeedsLnc2 => "shard_on_h needs a launch of 2 programs (LNC2)",
+            NormTkgRule::ShardOnHAlone => "shard_on_h is incompatible with hidden_dim_tp and single_core_forced",
+            NormTkgRule::HiddenShards => "H / 128 must split evenly over the hidden shards (the LNC size)",
+        }
+    }
+}
+
+/// A tkg norm call: the shape of `input` and the options the rules read
+/// (`layernorm_tkg` has no `hidden_actual`, `hidden_dim_tp` or
+/// `single_core_forced`: 0 and false).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NormTkgShape {
+    /// `B · S`, the token rows.
+    pub bxs: i64,
+    /// `H`, the (padded) hidden size.
+    pub hidden: i64,
+    /// `hidden_actual`, 0 for none.
+    pub hidden_actual: i64,
+    /// `eps`.
+    pub eps: f64,
+    /// `hidden_dim_tp`.
+    pub hidden_dim_tp: bool,
+    /// `single_core_forced`.
+    pub single_core_forced: bool,
+    /// `shard_on_h`.
+    pub shard_on_h: bool,
+    /// The programs of the launch (its LNC size), 1 without a grid.
+    pub programs: i64,
+}
+
+/// The hidden shards of the output layout: the LNC size unless
+/// `hidden_dim_tp` or `single_core_forced` ask for the single-core layout.
+pub const fn hidden_shards(programs: i64, hidden_dim_tp: bool, single_core_forced: bool) -> i64 {
+    if hidden_dim_tp || single_core_forced { 1 } else { programs }
+}
+
+/// The first rule `c` breaks.
+pub const fn norm_tkg_violation(c: NormTkgShape) -> Option<NormTkgRule> {
+    if c.hidden <= 0 || c.hidden % H0 != 0 {
+        return Some(NormTkgRule::HiddenTiles);
+    }
+    if c.bxs <= 0 {
+        return Some(NormTkgRule::Tokens);
+    }
+    if c.hidden_actual < 0 || c.hidden_actual > c.hidden {
+        return Some(NormTkgRule::HiddenActual);
+    }
+    if !c.eps.is_finite() || c.eps < 0.0 {
+        return Some(NormTkgRule::Eps);
+    }
+    if c.shard_on_h && c.programs != 2 {
+        return Some(NormTkgRule::ShardOnHNeedsLnc2);
+    }
+    if c.shard_on_h && (c.hidden_dim_tp || c.single_core_forced) {
+        return Some(NormTkgRule::ShardOnHAlone);
+    }
+    if (c.hidden / H0) % hidden_shards(c.programs, c.hidden_dim_tp, c.single_core_forced) != 0 {
+        return Some(NormTkgRule::HiddenShards);
+    }
+    None
+}
+
+/// An `rmsnorm_tkg` or `layernorm_tkg` call checked at compile time, or a
+/// compile error naming the rule it breaks.
+///
+/// ```
+/// let c = nkilib::norm_tkg_config!(bxs = 16, hidden = 8192, programs = 2);
+/// assert_eq!((c.bxs, c.hidden, c.programs), (16, 8192, 2));
+/// let c = nkilib::norm_tkg_config!(bxs = 1, hidden = 4096, programs = 1, hidden_actual = 3072, hidden_dim_tp = true);
+/// assert!(c.hidden_dim_tp);
+/// ```
+///
+/// ```compile_fail
+/// // shard_on_h splits H over the two programs of an LNC2 launch.
+/// let c = nkilib::norm_tkg_config!(bxs = 1, hidden = 8192, programs = 1, shard_on_h = true);
+/// ```
+#[macro_export]
+macro_rules! norm_tkg_config {
+    (bxs = $b:expr, hidden = $h:expr, programs = $p:expr $(, $field:ident = $v:expr)* $(,)?) => {{
+        const CALL: $crate::subkernels::norm_tkg_utils::NormTkgShape = $crate::subkernels::norm_tkg_utils::NormTkgShape {
+            bxs: $b,
+            hidden: $h,
+            programs: $p,
+            $($field: $v,)*
+            ..$crate::subkernels::norm_tkg_utils::NormTkgShape {
+                bxs: 0,
+                hidden: 0,
+                hidden_actual: 0,
+                eps: 1e-6,
+                hidden_dim_tp: false,
+                single_core_forced: false,
+                shard_on_h: false,
+                programs: 1,
+            }
+        };
+        const _: () = if let Some(rule) = $crate::subkernels::norm_tkg_utils::norm_tkg_violation(CALL) {
+            panic!("{}", rule.message());
+        };
+        CALL
+    }};
+}
 
 /// The loads into the layout.
 #[nki_module]

@@ -41,145 +41,12 @@
 //! library's SBUF allocator's heap or stack: here tiles are placed by the
 //! compiler, so it has no effect; the library's `sbm` allocator has no
 //! counterpart. SBUF-resident inputs are served by the phase helper
-//! [`process_rmsnorm_tile`], which works on a loaded tile.
+//! [`process_rmsnorm_tile`], which works on a loaded tile. The rules are
+//! [`norm_tkg_violation`](super::norm_tkg_utils::norm_tkg_violation)'s.
 
-use crate::subkernels::norm_tkg_utils::H0;
 use nki::prelude::*;
 
 pub use kernel::*;
-
-/// Why an `rmsnorm_tkg` configuration or shape is refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RmsNormTkgRule {
-    /// `H` is not a multiple of the 128 partitions.
-    HiddenTiles,
-    /// `B·S` is zero.
-    Tokens,
-    /// `hidden_actual` is outside `1..=H`.
-    HiddenActual,
-    /// `eps` is negative or not finite.
-    Eps,
-    /// `shard_on_h` without a launch of two programs.
-    ShardOnHNeedsLnc2,
-    /// `shard_on_h` together with `hidden_dim_tp` or `single_core_forced`.
-    ShardOnHAlone,
-    /// The 128-column tiles of `H` do not split evenly over the hidden shards.
-    HiddenShards,
-}
-
-impl RmsNormTkgRule {
-    /// The rule in words.
-    pub const fn message(self) -> &'static str {
-        match self {
-            RmsNormTkgRule::HiddenTiles => "rmsnorm_tkg: H must be a multiple of 128 (the partitions)",
-            RmsNormTkgRule::Tokens => "rmsnorm_tkg: B * S must be positive",
-            RmsNormTkgRule::HiddenActual => "rmsnorm_tkg: hidden_actual must be in 1..=H",
-            RmsNormTkgRule::Eps => "rmsnorm_tkg: eps must be finite and non-negative",
-            RmsNormTkgRule::ShardOnHNeedsLnc2 => "rmsnorm_tkg: shard_on_h needs a launch of 2 programs (LNC2)",
-            RmsNormTkgRule::ShardOnHAlone => "rmsnorm_tkg: shard_on_h is incompatible with hidden_dim_tp and single_core_forced",
-            RmsNormTkgRule::HiddenShards => "rmsnorm_tkg: H / 128 must split evenly over the hidden shards (the LNC size)",
-        }
-    }
-}
-
-/// An `rmsnorm_tkg` call: the shape of `input` and the options the rules read.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct RmsNormTkgShape {
-    /// `B · S`, the token rows.
-    pub bxs: i64,
-    /// `H`, the (padded) hidden size.
-    pub hidden: i64,
-    /// `hidden_actual`, 0 for none.
-    pub hidden_actual: i64,
-    /// `eps`.
-    pub eps: f64,
-    /// `hidden_dim_tp`.
-    pub hidden_dim_tp: bool,
-    /// `single_core_forced`.
-    pub single_core_forced: bool,
-    /// `shard_on_h`.
-    pub shard_on_h: bool,
-    /// The programs of the launch (its LNC size), 1 without a grid.
-    pub programs: i64,
-}
-
-/// The hidden shards of the output layout: the LNC size unless
-/// `hidden_dim_tp` or `single_core_forced` ask for the single-core layout.
-pub const fn hidden_shards(programs: i64, hidden_dim_tp: bool, single_core_forced: bool) -> i64 {
-    if hidden_dim_tp || single_core_forced { 1 } else { programs }
-}
-
-/// Whether the rows are split over the two programs (`shard_on_bxs`): a
-/// two-program launch, more than [`SHARDING_THRESHOLD`] rows, an even count.
-pub const fn shards_rows(bxs: i64, programs: i64, single_core_forced: bool) -> bool {
-    !single_core_forced && programs == 2 && bxs > SHARDING_THRESHOLD && bxs % programs == 0
-}
-
-/// The first rule `c` breaks.
-pub const fn rmsnorm_tkg_violation(c: RmsNormTkgShape) -> Option<RmsNormTkgRule> {
-    if c.hidden <= 0 || c.hidden % H0 != 0 {
-        return Some(RmsNormTkgRule::HiddenTiles);
-    }
-    if c.bxs <= 0 {
-        return Some(RmsNormTkgRule::Tokens);
-    }
-    if c.hidden_actual < 0 || c.hidden_actual > c.hidden {
-        return Some(RmsNormTkgRule::HiddenActual);
-    }
-    if !c.eps.is_finite() || c.eps < 0.0 {
-        return Some(RmsNormTkgRule::Eps);
-    }
-    if c.shard_on_h && c.programs != 2 {
-        return Some(RmsNormTkgRule::ShardOnHNeedsLnc2);
-    }
-    if c.shard_on_h && (c.hidden_dim_tp || c.single_core_forced) {
-        return Some(RmsNormTkgRule::ShardOnHAlone);
-    }
-    if (c.hidden / H0) % hidden_shards(c.programs, c.hidden_dim_tp, c.single_core_forced) != 0 {
-        return Some(RmsNormTkgRule::HiddenShards);
-    }
-    None
-}
-
-/// An `rmsnorm_tkg` call checked at compile time, or a compile error naming
-/// the rule it breaks.
-///
-/// ```
-/// let c = nkilib::rmsnorm_tkg_config!(bxs = 16, hidden = 8192, programs = 2);
-/// assert_eq!((c.bxs, c.hidden, c.programs), (16, 8192, 2));
-/// let c = nkilib::rmsnorm_tkg_config!(bxs = 1, hidden = 4096, programs = 1, hidden_actual = 3072, hidden_dim_tp = true);
-/// assert!(c.hidden_dim_tp);
-/// ```
-///
-/// ```compile_fail
-/// // shard_on_h splits H over the two programs of an LNC2 launch.
-/// let c = nkilib::rmsnorm_tkg_config!(bxs = 1, hidden = 8192, programs = 1, shard_on_h = true);
-/// ```
-#[macro_export]
-macro_rules! rmsnorm_tkg_config {
-    (bxs = $b:expr, hidden = $h:expr, programs = $p:expr $(, $field:ident = $v:expr)* $(,)?) => {{
-        const CALL: $crate::subkernels::rmsnorm_tkg::RmsNormTkgShape = $crate::subkernels::rmsnorm_tkg::RmsNormTkgShape {
-            bxs: $b,
-            hidden: $h,
-            programs: $p,
-            $($field: $v,)*
-            ..$crate::subkernels::rmsnorm_tkg::RmsNormTkgShape {
-                bxs: 0,
-                hidden: 0,
-                hidden_actual: 0,
-                eps: 1e-6,
-                hidden_dim_tp: false,
-                single_core_forced: false,
-                shard_on_h: false,
-                programs: 1,
-            }
-        };
-        const _: () = if let Some(rule) = $crate::subkernels::rmsnorm_tkg::rmsnorm_tkg_violation(CALL) {
-            panic!("{}", rule.message());
-        };
-        CALL
-    }};
-}
 
 /// The kernel, its tile constants and phase helpers.
 #[nki_module]
@@ -292,8 +159,9 @@ pub mod kernel {
         }
     }
 
-    /// The rows split over the programs (as `shards_rows` decides), each
-    /// program holding every hidden shard of the layout.
+    /// The rows split over a two-program launch when there are more than
+    /// `SHARDING_THRESHOLD` of them (an even count), each program holding
+    /// every hidden shard of the layout.
     #[nki_helper]
     pub fn rmsnorm_tkg_shard_on_bxs(
         input: Hbm,
