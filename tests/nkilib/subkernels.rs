@@ -132,17 +132,23 @@ impl Config {
         call.launch(&launch).unwrap_or_else(|e| panic!("{}: {e}", self.name())).to_f32_vec()
     }
 
-    /// The kernel's arguments for the NumPy executor.
-    fn numpy_args(&self, x: &[f64], g: &[f64], dtype: Dtype) -> (Vec<Arg>, Vec<(&'static str, Arg)>) {
-        let args = vec![
+    /// The positional arguments both kernels share (`input, gamma, output`) for the NumPy executor.
+    fn numpy_args(&self, x: &[f64], g: &[f64], dtype: Dtype) -> Vec<Arg> {
+        vec![
             Arg::Tensor(vec![self.b, self.s, self.h], x.to_vec(), dtype),
             Arg::Tensor(vec![1, self.h], g.to_vec(), dtype),
             Arg::Tensor(vec![P, self.bxs(), self.h / P], vec![0.0; self.bxs() * self.h], dtype),
-        ];
-        let ha = self.hidden_actual.map_or(Arg::None, |v| Arg::Int(v as i64));
-        let kwargs =
-            vec![("hidden_actual", ha), ("hidden_dim_tp", Arg::Bool(self.hidden_dim_tp)), ("shard_on_h", Arg::Bool(self.shard_on_h))];
-        (args, kwargs)
+        ]
+    }
+
+    /// Runs `kernel` of the emitted package under NumPy and asserts its output
+    /// equals the emulator's, `emu`, element for element.
+    fn assert_numpy_equals(&self, kernel: &str, args: &[Arg], kwargs: &[(&str, Arg)], mode: &str, emu: &[f32]) {
+        let np = &run_numpy_kwargs(emitted_package(), kernel, args, kwargs, self.lnc, mode)[0];
+        assert_eq!(np.len(), emu.len(), "{kernel} {} {mode}", self.name());
+        for (i, (n, e)) in np.iter().zip(emu).enumerate() {
+            assert!(n == e, "{kernel} {} {mode}: element {i}: numpy {n} vs emulator {e}", self.name());
+        }
     }
 }
 
@@ -205,12 +211,10 @@ fn emitted_kernel_under_numpy_equals_emulator() {
             let (x, g) = cfg.inputs();
             let (x, g) = (as_dtype(&x, dtype), as_dtype(&g, dtype));
             let emu = cfg.run(&x, &g, dtype, precision);
-            let (args, kwargs) = cfg.numpy_args(&x, &g, dtype);
-            let np = &run_numpy_kwargs(emitted_package(), "rmsnorm_tkg", &args, &kwargs, cfg.lnc, mode)[0];
-            assert_eq!(np.len(), emu.len(), "{} {mode}", cfg.name());
-            for (i, (n, e)) in np.iter().zip(&emu).enumerate() {
-                assert!(n == e, "{} {mode}: element {i}: numpy {n} vs emulator {e}", cfg.name());
-            }
+            let ha = cfg.hidden_actual.map_or(Arg::None, |v| Arg::Int(v as i64));
+            let kwargs =
+                [("hidden_actual", ha), ("hidden_dim_tp", Arg::Bool(cfg.hidden_dim_tp)), ("shard_on_h", Arg::Bool(cfg.shard_on_h))];
+            cfg.assert_numpy_equals("rmsnorm_tkg", &cfg.numpy_args(&x, &g, dtype), &kwargs, mode, &emu);
         }
     }
 }
@@ -394,18 +398,9 @@ fn layernorm_emitted_under_numpy_equals_emulator() {
             let (x, g, beta) = (as_dtype(&x, dtype), as_dtype(&g, dtype), as_dtype(&cfg.beta(), dtype));
             let beta = with_beta.then_some(beta.as_slice());
             let emu = cfg.run_layernorm(&x, &g, beta, dtype, precision);
-            let args = vec![
-                Arg::Tensor(vec![cfg.b, cfg.s, cfg.h], x.clone(), dtype),
-                Arg::Tensor(vec![1, cfg.h], g.clone(), dtype),
-                Arg::Tensor(vec![P, cfg.bxs(), cfg.h / P], vec![0.0; cfg.bxs() * cfg.h], dtype),
-            ];
             let beta_arg = beta.map_or(Arg::None, |b| Arg::Tensor(vec![1, cfg.h], b.to_vec(), dtype));
-            let kwargs = vec![("beta", beta_arg), ("shard_on_h", Arg::Bool(cfg.shard_on_h))];
-            let np = &run_numpy_kwargs(emitted_package(), "layernorm_tkg", &args, &kwargs, cfg.lnc, mode)[0];
-            assert_eq!(np.len(), emu.len(), "layernorm {} {mode}", cfg.name());
-            for (i, (n, e)) in np.iter().zip(&emu).enumerate() {
-                assert!(n == e, "layernorm {} {mode}: element {i}: numpy {n} vs emulator {e}", cfg.name());
-            }
+            let kwargs = [("beta", beta_arg), ("shard_on_h", Arg::Bool(cfg.shard_on_h))];
+            cfg.assert_numpy_equals("layernorm_tkg", &cfg.numpy_args(&x, &g, dtype), &kwargs, mode, &emu);
         }
     }
 }
