@@ -3,8 +3,8 @@
 //! sharded projections after it read.
 //!
 //! Each token row `x` of `H` values becomes `x · gamma / sqrt(Σx² / N + eps)`,
-//! `N` being `hidden_actual` when the row is padded (the padding's squares still
-//! count: the caller zero-pads) and `H` otherwise. The output holds token `t`'s
+//! `N` being `hidden_actual` when the row is padded and `H` otherwise (the sum
+//! runs over all `H` columns: padding is expected to be zeros). The output holds token `t`'s
 //! element `h` of the row at `out[p, t, c]` with, for `n` hidden shards
 //! (`H2 = H/128/n`), `h = (c / H2)·(H/n) + p·H2 + c % H2`: the hidden dim is cut
 //! into `n` contiguous shards, each spread over the 128 partitions in runs of
@@ -14,9 +14,10 @@
 //!
 //! ```text
 //! (shard_on_bxs, the default) each program takes BxS/2 rows when the launch
-//!     has two programs and BxS > SHARDING_THRESHOLD (and even), else all rows
+//!     has two programs, BxS > SHARDING_THRESHOLD (and even) and
+//!     single_core_forced is off, else all rows
 //! (shard_on_h) each of the two programs takes half of H and all rows
-//! gamma -> g [128, 1, H1]          # the output's layout, input dtype
+//! gamma -> g [128, 1, H1]          # the output's layout, gamma's dtype
 //! for each tile of up to BXS_FULL_TILE_SIZE rows:       (process_rmsnorm_tile)
 //!     t  = load rows in the layout  [128, rows, H1]     # input dtype
 //!     ss = Σ_H1 square(t)           [128, rows]         # fp32, per partition
