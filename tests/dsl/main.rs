@@ -4,6 +4,7 @@
 //! One test binary (one link) for the subject; each module below holds one
 //! topic's tests and keeps its public kernels public, as a crate root would.
 
+pub mod binding_names;
 pub mod byte_views;
 pub mod collectives;
 #[path = "../common/mod.rs"]

@@ -521,8 +521,7 @@ fn device_print_writes_the_prefix_kernel_line_rank_program_and_values_to_stderr(
     assert!(out.status.success(), "the child failed: {}", String::from_utf8_lossy(&out.stderr));
     let err = String::from_utf8_lossy(&out.stderr);
     let line = include_str!("nl_language.rs").lines().position(|l| l.contains("nl::device_print(\"the tile\"")).unwrap() + 1;
-    let want =
-        format!("the tile [tests/dsl/nl_language.rs:{line} rank 0 program 0] 'tensor' [2, 3] float32 in SBUF:\n[1 2 3]\n[4.5 5 -6]\n");
+    let want = format!("the tile [tests/dsl/nl_language.rs:{line} rank 0 program 0] 't' [2, 3] float32 in SBUF:\n[1 2 3]\n[4.5 5 -6]\n");
     assert!(err.contains(&want), "stderr lacks\n{want}\ngot\n{err}");
 }
 

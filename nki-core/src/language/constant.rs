@@ -26,7 +26,7 @@ pub fn shared_constant(ctx: &Ctx, constant: Constant<'_>) -> Result<Tensor> {
         ));
     }
     let dims: Vec<i64> = constant.shape.iter().map(|&d| i64::try_from(d).unwrap_or(i64::MAX)).collect();
-    let opts = NdarrayOpts { buffer: Some(Buffer::SharedHbm), name: Some("constant"), ..Default::default() };
+    let opts = NdarrayOpts { buffer: Some(Buffer::SharedHbm), var: Some("constant"), ..Default::default() };
     let t = ndarray(ctx, &dims, Dtype::F32, opts).map_err(|e| e.in_op(OP))?;
     let values: Vec<f32> = constant.values.iter().map(|&v| v as f32).collect();
     t.fill_from_f32(&values).map_err(|e| e.in_op(OP))?;

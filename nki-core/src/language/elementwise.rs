@@ -101,7 +101,7 @@ fn is_row_of(row: &Tensor, full: &Tensor) -> bool {
 pub(crate) fn partition_broadcast(ctx: &Ctx, row: &Tensor, partitions: usize) -> Result<Tensor> {
     let ones = ones(ctx, &[1, partitions as i64], row.dtype(), FillOpts::default())?;
     let shape = [partitions as i64, row.shape()[1] as i64];
-    let dst = ndarray(ctx, &shape, Dtype::F32, NdarrayOpts { buffer: Some(Buffer::Psum), name: Some("broadcast"), ..Default::default() })?;
+    let dst = ndarray(ctx, &shape, Dtype::F32, NdarrayOpts { buffer: Some(Buffer::Psum), var: Some("broadcast"), ..Default::default() })?;
     nisa::nc_matmul(ctx, &dst, &ones, row, NcMatmulOpts { accumulate: Some(false), ..Default::default() })?;
     Ok(dst)
 }

@@ -129,7 +129,9 @@ pub struct NdarrayOpts<'a> {
     /// bytes overlap share them (see [`crate::emulator::memory`]); PSUM tensors
     /// start at a bank boundary.
     pub address: Option<(i64, i64)>,
-    /// The kernel variable the allocation is bound to, used in messages when `name` is absent.
+    /// The name messages use when `name` is absent: the kernel variable the
+    /// allocation is bound to, or the default of the op making it. Unlike `name`,
+    /// a later binding of the tensor renames it (see [`Tensor::bound`]).
     pub var: Option<&'a str>,
 }
 
@@ -144,7 +146,8 @@ pub fn ndarray(ctx: &Ctx, shape: &[i64], dtype: Dtype, opts: NdarrayOpts<'_>) ->
     const OP: &str = "nl.ndarray";
     ctx.begin_op(OP)?;
     let buffer = opts.buffer.unwrap_or(Buffer::Sbuf);
-    let name = opts.name.filter(|n| !n.is_empty()).or(opts.var).unwrap_or("tensor");
+    let explicit = opts.name.filter(|n| !n.is_empty());
+    let name = explicit.or(opts.var).unwrap_or("tensor");
     if shape.is_empty() || shape.iter().any(|&d| d < 1) {
         return Err(NkiError::shape(OP, format!("tensor '{name}' has shape {shape:?}; every dim must be at least 1")));
     }
@@ -176,13 +179,16 @@ pub fn ndarray(ctx: &Ctx, shape: &[i64], dtype: Dtype, opts: NdarrayOpts<'_>) ->
         let kind = if buffer == Buffer::Psum { OnChip::Psum } else { OnChip::Sbuf };
         let lease = ctx.pool.allocate(kind, name, &dims, dtype, opts.address).map_err(|e| e.in_op(OP))?;
         let cells = crate::tensor::filled(numel, Storage::uninit_cell(dtype));
-        let st = Storage::new(name, dtype, buffer, &dims, cells, Some(lease));
+        let st = Storage::new((name, explicit.is_some()), dtype, buffer, &dims, cells, Some(lease));
         if let Some(l) = st.lease() {
             ctx.pool.bind(l, &st);
         }
         return Ok(Tensor::from_storage(st));
     }
-    let make = || Tensor::from_storage(Storage::hbm(name, dtype, buffer, &dims, crate::tensor::filled(numel, Storage::uninit_cell(dtype))));
+    let make = || {
+        let cells = crate::tensor::filled(numel, Storage::uninit_cell(dtype));
+        Tensor::from_storage(Storage::new((name, explicit.is_some()), dtype, buffer, &dims, cells, None))
+    };
     if buffer == Buffer::SharedHbm {
         ctx.shared_allocation(make, |t| {
             if t.shape() != dims.as_slice() || t.dtype() != dtype {
@@ -222,7 +228,7 @@ pub fn program_ndim(ctx: &Ctx) -> i64 {
 /// A new tile named `name` for the intermediate or result of an `nl` function.
 fn new_tile(ctx: &Ctx, name: &str, shape: &[usize], dtype: Dtype, buffer: Buffer) -> Result<Tensor> {
     let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
-    ndarray(ctx, &dims, dtype, NdarrayOpts { buffer: Some(buffer), name: Some(name), ..Default::default() })
+    ndarray(ctx, &dims, dtype, NdarrayOpts { buffer: Some(buffer), var: Some(name), ..Default::default() })
 }
 
 /// Refuses an HBM operand `x` (its `role` in `py`): compute engines read only SBUF and PSUM.

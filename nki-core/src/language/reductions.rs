@@ -54,7 +54,7 @@ fn reduce(ctx: &Ctx, py: &str, fold: Fold, x: &Tensor, axis: &[i64], dtype: Opti
     let kept: Vec<i64> =
         x.shape().iter().enumerate().filter_map(|(d, &n)| if !axes.contains(&d) { Some(n as i64) } else { keep.then_some(1) }).collect();
     let out = dtype.unwrap_or(x.dtype());
-    let alloc = |dtype| ndarray(ctx, &kept, dtype, NdarrayOpts { buffer: Some(Buffer::Sbuf), name: Some(&py[3..]), ..Default::default() });
+    let alloc = |dtype| ndarray(ctx, &kept, dtype, NdarrayOpts { buffer: Some(Buffer::Sbuf), var: Some(&py[3..]), ..Default::default() });
     if let Fold::Op(op) = fold {
         let dst = alloc(out)?;
         nisa::tensor_reduce(ctx, &dst, op, x, axis, TensorReduceOpts::default())?;
@@ -140,7 +140,7 @@ pub fn var(ctx: &Ctx, x: &Tensor, axis: &[i64], dtype: Option<Dtype>, keepdims: 
         ctx,
         &dims,
         dtype.unwrap_or(x.dtype()),
-        NdarrayOpts { buffer: Some(Buffer::Sbuf), name: Some("var"), ..Default::default() },
+        NdarrayOpts { buffer: Some(Buffer::Sbuf), var: Some("var"), ..Default::default() },
     )?;
     per_count(&sq_sum, &dst)?;
     Ok(dst)
@@ -163,7 +163,7 @@ pub fn softmax(ctx: &Ctx, x: &Tensor, axis: Option<&[i64]>, dtype: Option<Dtype>
         ctx,
         &dims,
         dtype.unwrap_or(x.dtype()),
-        NdarrayOpts { buffer: Some(Buffer::Sbuf), name: Some("softmax"), ..Default::default() },
+        NdarrayOpts { buffer: Some(Buffer::Sbuf), var: Some("softmax"), ..Default::default() },
     )?;
     nisa::tensor_scalar(ctx, &dst, &e, NlOp::Divide, Operand::Tensor(&sum), TensorScalarOpts::default())?;
     Ok(dst)

@@ -14,7 +14,7 @@ use crate::{Buffer, Dtype, NkiError, Result, Tensor};
 
 /// A new tile of `shape` in `buffer`.
 fn tile(ctx: &Ctx, name: &str, shape: [usize; 2], dtype: Dtype, buffer: Buffer) -> Result<Tensor> {
-    ndarray(ctx, &[shape[0] as i64, shape[1] as i64], dtype, NdarrayOpts { buffer: Some(buffer), name: Some(name), ..Default::default() })
+    ndarray(ctx, &[shape[0] as i64, shape[1] as i64], dtype, NdarrayOpts { buffer: Some(buffer), var: Some(name), ..Default::default() })
 }
 
 /// The (partitions, free) of a 2-d SBUF operand of the Tensor engine.

@@ -92,7 +92,7 @@ pub fn shared_identity_matrix(ctx: &Ctx, n: i64, dtype: Option<Dtype>, dst: Opti
             ctx,
             &[n, n],
             dtype.unwrap_or(Dtype::U8),
-            NdarrayOpts { buffer: Some(Buffer::Sbuf), name: Some("identity"), ..Default::default() },
+            NdarrayOpts { buffer: Some(Buffer::Sbuf), var: Some("identity"), ..Default::default() },
         )?,
     };
     let ones = filled(ctx, &[n, n], 1.0, out.dtype(), FillOpts::default())?;

@@ -152,9 +152,20 @@ impl Tensor {
         self.st.buffer
     }
 
-    /// Name given at allocation.
+    /// The name messages use: an explicit `name=`, else the kernel variable
+    /// bound to the tensor most recently (see [`Tensor::bound`]), else the
+    /// name given at allocation.
     pub fn name(&self) -> &str {
-        &self.st.name
+        self.st.name()
+    }
+
+    /// Names this tensor after the kernel variable `var` it is bound to
+    /// (`let x = nl::load(..)`), in place: no cells are copied and views keep
+    /// sharing them. Only a tensor no other handle holds takes the name, and an
+    /// explicit `name=` is kept.
+    pub fn bound(self, var: &'static str) -> Tensor {
+        Storage::bind(&self.st, var);
+        self
     }
 
     /// The view's layout over its storage.

@@ -18,7 +18,14 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 /// another one, which keeps multi-program runs free of lock-order deadlocks.
 pub(crate) struct Storage {
     pub(crate) id: u64,
-    pub(crate) name: String,
+    /// The name given at allocation (`name=`, the `let` binding of an
+    /// `nl.ndarray`, or a default of the op that made it).
+    name: String,
+    /// Whether `name` is an explicit `name=`, which later bindings keep.
+    explicit: bool,
+    /// The kernel variable most recently bound to this storage alone (see
+    /// [`Storage::bind`]); it names the storage in messages when set.
+    bound: Mutex<Option<&'static str>>,
     pub(crate) dtype: Dtype,
     pub(crate) buffer: Buffer,
     pub(crate) shape: Vec<usize>,
@@ -36,10 +43,20 @@ pub(crate) struct Storage {
 }
 
 impl Storage {
-    pub(crate) fn new(name: &str, dtype: Dtype, buffer: Buffer, shape: &[usize], cells: Vec<f32>, lease: Option<Lease>) -> Arc<Storage> {
+    /// A new allocation named `name`; an `explicit` name is kept by later bindings.
+    pub(crate) fn new(
+        (name, explicit): (&str, bool),
+        dtype: Dtype,
+        buffer: Buffer,
+        shape: &[usize],
+        cells: Vec<f32>,
+        lease: Option<Lease>,
+    ) -> Arc<Storage> {
         Arc::new(Storage {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             name: name.to_string(),
+            explicit,
+            bound: Mutex::new(None),
             dtype,
             buffer,
             shape: shape.to_vec(),
@@ -56,6 +73,8 @@ impl Storage {
         Arc::new(Storage {
             id: base.id,
             name: base.name.clone(),
+            explicit: base.explicit,
+            bound: Mutex::new(None),
             dtype,
             buffer: base.buffer,
             shape: shape.to_vec(),
@@ -78,13 +97,40 @@ impl Storage {
     }
 
     pub(crate) fn hbm(name: &str, dtype: Dtype, buffer: Buffer, shape: &[usize], cells: Vec<f32>) -> Arc<Storage> {
-        Storage::new(name, dtype, buffer, shape, cells, None)
+        Storage::new((name, false), dtype, buffer, shape, cells, None)
+    }
+
+    /// The name messages use: the newest binding, else the allocation's name (a
+    /// view's, its base's).
+    pub(crate) fn name(&self) -> &str {
+        if let Some(b) = *self.bound.lock().unwrap_or_else(|e| e.into_inner()) {
+            return b;
+        }
+        match &self.base {
+            Some(base) => base.name(),
+            None => &self.name,
+        }
+    }
+
+    /// Names `st` after the kernel variable `var` bound to it, in place: storage,
+    /// views and memory accounting are untouched. Only a storage that `var` alone
+    /// holds takes the name (a view or a second handle of a tile another variable
+    /// holds keeps that variable's name), and an explicit `name=` is kept.
+    pub(crate) fn bind(st: &Arc<Storage>, var: &'static str) {
+        if st.explicit || Arc::strong_count(st) != 1 {
+            return;
+        }
+        *st.bound.lock().unwrap_or_else(|e| e.into_inner()) = Some(var);
+        if let Some(l) = &st.lease {
+            l.bind(var);
+        }
     }
 
     /// Renames `st` in place when this is its only handle, else renames a copy.
     pub(crate) fn renamed(mut st: Arc<Storage>, name: &str) -> Arc<Storage> {
         if let Some(s) = Arc::get_mut(&mut st) {
             s.name = name.to_string();
+            *s.bound.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
             return st;
         }
         let cells = st.read_cells().clone();

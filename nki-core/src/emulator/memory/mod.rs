@@ -87,6 +87,8 @@ pub struct Place {
 /// One on-chip tensor of the program.
 pub(super) struct Tile {
     name: String,
+    /// The kernel variable its storage was last bound to (see `Storage::bind`).
+    bound: Option<&'static str>,
     shape: Vec<usize>,
     kind: OnChip,
     /// Partitions (dim 0 of the allocation).
@@ -108,11 +110,16 @@ pub(super) struct Tile {
 }
 
 impl Tile {
+    /// The name messages use: its newest binding, else its allocation's name.
+    fn name(&self) -> &str {
+        self.bound.unwrap_or(&self.name)
+    }
+
     /// `'name'`, with its placement when it has one.
     fn label(&self) -> String {
         match self.place {
-            Some(p) => format!("'{}' (address ({}, {}))", self.name, p.partition, p.byte),
-            None => format!("'{}'", self.name),
+            Some(p) => format!("'{}' (address ({}, {}))", self.name(), p.partition, p.byte),
+            None => format!("'{}'", self.name()),
         }
     }
 }
@@ -179,6 +186,13 @@ pub struct Lease {
 }
 
 impl Lease {
+    /// Records the kernel variable the tile's storage was bound to, for messages.
+    pub(crate) fn bind(&self, var: &'static str) {
+        if let Some(t) = self.pool.lock().tiles.get_mut(self.tile) {
+            t.bound = Some(var);
+        }
+    }
+
     /// The tile's memory and explicit placement, if it was given an `address=`.
     pub fn placement(&self) -> Option<(OnChip, Place)> {
         self.place
@@ -224,6 +238,7 @@ impl MemPool {
         let tile = st.tiles.len();
         st.tiles.push(Tile {
             name: name.to_string(),
+            bound: None,
             shape: shape.to_vec(),
             kind,
             partitions,

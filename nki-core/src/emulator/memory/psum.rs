@@ -105,7 +105,7 @@ fn exceeded(tiles: &[Tile], live: &[usize], hw: &HwLimits) -> NkiError {
     let newest = live.iter().copied().max_by_key(|&i| (tiles[i].first.map(|f| f.pos), i)).unwrap_or_default();
     let others: Vec<usize> = live.iter().copied().filter(|&i| i != newest).collect();
     let (n, held) = (&tiles[newest], occupancy(tiles, &others, hw));
-    let list: Vec<String> = others.iter().map(|&i| format!("'{}' ({})", tiles[i].name, describe(&tiles[i], hw))).collect();
+    let list: Vec<String> = others.iter().map(|&i| format!("'{}' ({})", tiles[i].name(), describe(&tiles[i], hw))).collect();
     let first = n.first.map_or_else(String::new, |s| format!(" at {s}"));
     let need = match n.place {
         None => {
@@ -119,10 +119,10 @@ fn exceeded(tiles: &[Tile], live: &[usize], hw: &HwLimits) -> NkiError {
             "PSUM capacity exceeded: tensor '{}' needs {need}, but {held} of the {} banks are in use: {}; all are live at \
              once: '{}' is first used{first} while each of the others is used again later (a PSUM tile holds its banks from \
              its first to its last use, and PSUM is not spilled)",
-            n.name,
+            n.name(),
             hw.psum_banks,
             list.join(", "),
-            n.name
+            n.name()
         ),
     )
 }

@@ -182,6 +182,12 @@ impl Rs<'_> {
                 self.vocab_call(spec, bind, &slots, args, e.span.start)
             }
             _ => {
+                // Only the bound call itself takes the variable's name, not calls in its arguments.
+                let ctx = self.ctx.clone();
+                let run = match self.var.take() {
+                    Some(v) => quote!(__run_bound(#ctx, #v)),
+                    None => quote!(run(#ctx)),
+                };
                 let segs = path.iter().map(|s| format_ident!("{}", s));
                 let mut pos = Vec::new();
                 let mut kws = Vec::new();
@@ -192,8 +198,7 @@ impl Rs<'_> {
                         Some(n) => kws.push(quote!(.#n(#v))),
                     }
                 }
-                let ctx = &self.ctx;
-                fallible(e.span.start, quote_spanned!(e.span.start=> #(#segs)::*::Call::new(#(#pos),*) #(#kws)* .run(#ctx)))
+                fallible(e.span.start, quote_spanned!(e.span.start=> #(#segs)::*::Call::new(#(#pos),*) #(#kws)* .#run))
             }
         }
     }

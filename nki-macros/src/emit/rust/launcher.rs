@@ -80,6 +80,14 @@ pub(super) fn builder(f: &Function, ret: &TokenStream) -> TokenStream {
             }
         }
     });
+    // A returned tile takes the name of the caller's variable bound to it.
+    let bound = match f.ret {
+        Some(TypeAnn::Tensor(..)) => quote!(self.run(#ctx).map(|t| ::nki::Tensor::bound(t, var))),
+        _ => quote!({
+            let _ = var;
+            self.run(#ctx)
+        }),
+    };
     quote! {
         /// Arguments of one call, with the Python defaults of the optional ones.
         #[derive(Clone)]
@@ -100,6 +108,13 @@ pub(super) fn builder(f: &Function, ret: &TokenStream) -> TokenStream {
             /// Runs the function in the program `ctx`.
             pub fn run(&self, #ctx: &::nki::Ctx) -> ::nki::Result<#ret> {
                 super::#name(#ctx, #(#args),*)
+            }
+
+            /// Runs the function in the program `ctx` for the kernel variable `var`
+            /// bound to its result, which names a returned tile in messages.
+            #[doc(hidden)]
+            pub fn __run_bound(&self, #ctx: &::nki::Ctx, var: &'static str) -> ::nki::Result<#ret> {
+                #bound
             }
 
             #launch

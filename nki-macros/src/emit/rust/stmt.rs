@@ -1,6 +1,7 @@
 //! Statements and blocks of the emulation: bindings, loops, conditionals, assertions.
 
 use super::*;
+use syn::ext::IdentExt;
 
 impl Rs<'_> {
     pub(super) fn block(&mut self, b: &Block, is_fn: bool) -> TokenStream {
@@ -107,11 +108,19 @@ impl Rs<'_> {
                         let v = self.expr(init);
                         fallible(span.start, quote!(::nki::__rt::returned(#v)))
                     }
-                    (Pat::Ident(i, _), _) if matches!(init.kind, ExprKind::Call { .. }) => {
-                        self.var = Some(i.to_string());
+                    // A call's tile is named by the variable bound to it (a helper's
+                    // `Call` names what it returns when that is a tile).
+                    (Pat::Ident(i, _), ty) if matches!(init.kind, ExprKind::Call { .. }) => {
+                        let name = i.unraw().to_string();
+                        self.var = Some(name.clone());
                         let v = self.owned(init);
                         self.var = None;
-                        v
+                        match self.info.call(init) {
+                            Some(Resolved::Vocab { bind, .. }) if !bind.var && matches!(ty, Ty::Tensor(_)) => {
+                                quote!(::nki::Tensor::bound(#v, #name))
+                            }
+                            _ => v,
+                        }
                     }
                     _ => self.owned(init),
                 };
