@@ -164,6 +164,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         let field_docs: Vec<Vec<String>> = s.fields.iter().map(|f| doc_lines(&f.attrs)).collect();
         let source = python::object_class(o, &doc_lines(&s.attrs), &field_docs);
         items.push(registration(&s.ident, quote!(Object), &source));
+        items.push(as_arg_impl(&s.ident));
         // A broken default was reported above; a stand-in would only repeat it.
         if let Some(item) = default_impl(o).filter(|_| !diag.has_errors()) {
             items.push(item);
@@ -177,6 +178,19 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     }
     let errors = diag.to_tokens();
     quote!(#errors #m)
+}
+
+/// A bundle a call returns, passed straight to a helper (`apply(t, make(..))`):
+/// the macro cannot type the result, so the callee's parameter, a bundle by
+/// reference, picks this conversion as it does a tensor's.
+fn as_arg_impl(name: &syn::Ident) -> syn::Item {
+    syn::parse_quote! {
+        impl<'a> ::nki::__rt::AsArg<'a, &'a #name> for #name {
+            fn as_arg(&'a self) -> &'a #name {
+                self
+            }
+        }
+    }
 }
 
 /// `impl nki::emit::PyEnum` of an `#[nki_enum]`: its Python class and members

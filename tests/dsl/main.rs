@@ -5,6 +5,7 @@
 //! topic's tests and keeps its public kernels public, as a crate root would.
 
 pub mod binding_names;
+pub mod bundle_values;
 pub mod byte_views;
 pub mod collectives;
 #[path = "../common/mod.rs"]

@@ -124,7 +124,21 @@ impl Checker<'_> {
                 let tc = self.expr(c);
                 self.condition(&tc, c.span, "a condition");
                 let (ta, tb) = (self.expr(a), self.expr(b));
-                ta.join(&tb)
+                let joined = ta.join(&tb);
+                // A bundle's branches must agree (other types are joined loosely and
+                // left to Rust).
+                let bundle = matches!(ta, Ty::Object(_)) || matches!(tb, Ty::Object(_));
+                if bundle && matches!(joined, Ty::Unknown) && !ta.is_unknown() && !tb.is_unknown() {
+                    self.diag.error(
+                        e.span,
+                        format!(
+                            "the branches of this `if` give {} and {}; both branches of an `if` used as a value must give the same type",
+                            ta.describe(),
+                            tb.describe()
+                        ),
+                    );
+                }
+                joined
             }
             ExprKind::Some(x) => {
                 let t = Ty::Option(Box::new(self.expr(x)));

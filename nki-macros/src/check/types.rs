@@ -230,6 +230,9 @@ impl Ty {
             (Ty::Groups, Ty::Groups) => Ty::Groups,
             (Ty::Enum(a), Ty::Enum(b)) if a == b => Ty::Enum(a),
             (Ty::PyEnum(a), Ty::PyEnum(b)) if a == b => Ty::PyEnum(a.clone()),
+            (Ty::Object(a), Ty::Object(b)) if a == b => Ty::Object(a.clone()),
+            // A helper's result beside a bundle: Rust holds both branches to one type.
+            (Ty::Object(a), Ty::Opaque) | (Ty::Opaque, Ty::Object(a)) => Ty::Object(a.clone()),
             _ => Ty::Unknown,
         }
     }

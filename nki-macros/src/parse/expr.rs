@@ -270,7 +270,10 @@ fn single_value(stmts: &[syn::Stmt], span: Spn, cx: &mut Parser<'_>) -> Expr {
     match stmts {
         [syn::Stmt::Expr(e, None)] => parse_expr(e, cx),
         _ => {
-            cx.error(span, "each branch of an `if` used as a value must be a single expression");
+            cx.error(
+                span,
+                "each branch of an `if` used as a value is one expression (it becomes Python's `a if cond else b`): bind what a branch needs with `let` before the `if`, or build the value in a #[nki_helper]",
+            );
             invalid(span)
         }
     }
