@@ -2,6 +2,8 @@
 //! at its span.
 
 mod expr;
+mod parser;
+mod pat;
 mod span;
 mod stmt;
 mod tokens;
@@ -10,66 +12,14 @@ mod types;
 pub use tokens::check_token_nesting;
 
 use crate::ast::{EnumDef, FnKind, Function, ModuleConst, ObjectDef, Param, Spn, TypeAnn};
-use crate::bounds::MAX_NESTING;
 use crate::diag::Diagnostics;
 use expr::parse_expr;
+use parser::Parser;
 use types::parse_type;
-
-/// The parser's state: where errors go, and how deeply the node being parsed is
-/// nested in blocks, expressions and types.
-pub struct Parser<'d> {
-    diag: &'d mut Diagnostics,
-    depth: usize,
-    /// Whether the current statement already reported nesting past the bound.
-    too_deep_reported: bool,
-    /// The parameter bundles a type may name.
-    objects: Vec<String>,
-    /// The enums a type may name, with their members (a `match` covers them).
-    enums: Vec<(String, Vec<String>)>,
-}
-
-impl Parser<'_> {
-    /// Records an error underlining `span`.
-    pub fn error(&mut self, span: impl Into<Spn>, msg: impl std::fmt::Display) {
-        self.diag.error(span, msg);
-    }
-
-    /// Records an error from syn.
-    pub fn push(&mut self, e: syn::Error) {
-        self.diag.push(e);
-    }
-
-    /// Runs `parse` on a node one level deeper than the current one; past
-    /// [`MAX_NESTING`] levels it reports the node (once per statement) and
-    /// returns `None` without descending, so recursion stays bounded.
-    pub fn nested<R>(&mut self, span: Spn, parse: impl FnOnce(&mut Self) -> R) -> Option<R> {
-        if self.depth >= MAX_NESTING {
-            if !self.too_deep_reported {
-                self.too_deep_reported = true;
-                self.error(
-                    span,
-                    format!(
-                        "this is nested more than {MAX_NESTING} levels deep (counting enclosing blocks and expressions, and every operator of a chain such as `a + b + c`); bind inner parts to variables with `let`"
-                    ),
-                );
-            }
-            return None;
-        }
-        self.depth += 1;
-        let r = parse(self);
-        self.depth -= 1;
-        Some(r)
-    }
-
-    /// Starts a statement: its nesting is reported on its own.
-    pub fn start_statement(&mut self) {
-        self.too_deep_reported = false;
-    }
-}
 
 /// Parses the `const` items of an `#[nki_module]`: a DSL type and a literal value.
 pub fn parse_consts(items: &[syn::ItemConst], diag: &mut Diagnostics) -> Vec<ModuleConst> {
-    let cx = &mut Parser { diag, depth: 0, too_deep_reported: false, objects: Vec::new(), enums: Vec::new() };
+    let cx = &mut Parser::new(diag, Vec::new(), Vec::new());
     items
         .iter()
         .filter_map(|c| {
@@ -83,7 +33,7 @@ pub fn parse_consts(items: &[syn::ItemConst], diag: &mut Diagnostics) -> Vec<Mod
 /// Parses the `#[nki_object]` structs of an `#[nki_module]`: named fields of
 /// kernel types, the module's enums `enums` among them.
 pub fn parse_objects(items: &[syn::ItemStruct], enums: &[EnumDef], diag: &mut Diagnostics) -> Vec<ObjectDef> {
-    let cx = &mut Parser { diag, depth: 0, too_deep_reported: false, objects: Vec::new(), enums: enum_names(enums) };
+    let cx = &mut Parser::new(diag, Vec::new(), enum_names(enums));
     let mut out = Vec::new();
     for s in items {
         if !s.generics.params.is_empty() {
@@ -187,7 +137,7 @@ fn int_literal(e: &syn::Expr) -> Option<i64> {
 /// `objects` and the enums `enums`.
 pub fn parse_function(item: &syn::ItemFn, kind: FnKind, objects: &[ObjectDef], enums: &[EnumDef], diag: &mut Diagnostics) -> Function {
     let objects = objects.iter().map(|o| o.name.to_string()).collect();
-    let cx = &mut Parser { diag, depth: 0, too_deep_reported: false, objects, enums: enum_names(enums) };
+    let cx = &mut Parser::new(diag, objects, enum_names(enums));
     let sig = &item.sig;
     let what = match kind {
         FnKind::Kernel => "an #[nki_kernel]",

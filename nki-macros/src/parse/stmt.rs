@@ -1,12 +1,11 @@
 //! syn statements → DSL statements.
 
-use super::Parser;
-use super::expr::{assign_op, parse_args, parse_expr, unsupported_message};
+use super::expr::{assign_op, parse_args, parse_expr, parse_range, unsupported_message};
+use super::parser::Parser;
+use super::pat::parse_pat;
 use super::span::{block_span, expr_span};
 use super::types::parse_type;
-use crate::ast::{
-    Arg, BinOp, Block, Cond, Expr, ExprKind, FmtPiece, FmtString, Jump, Pat, RangeIter, RangeKind, Region, RegionForm, Spn, Stmt,
-};
+use crate::ast::{Arg, BinOp, Block, Cond, Expr, ExprKind, FmtPiece, FmtString, Jump, Region, RegionForm, Spn, Stmt};
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 
@@ -405,131 +404,6 @@ fn parse_match(m: &syn::ExprMatch, span: Spn, cx: &mut Parser<'_>) -> Option<Stm
         return None;
     }
     Some(Stmt::If { branches, otherwise, span })
-}
-
-pub(super) fn parse_pat(p: &syn::Pat, cx: &mut Parser<'_>) -> Pat {
-    match p {
-        syn::Pat::Ident(i) => {
-            if i.by_ref.is_some() || i.subpat.is_some() {
-                cx.error(p.span(), "only plain names can be bound in kernels");
-            }
-            Pat::Ident(i.ident.clone(), i.mutability.is_some())
-        }
-        syn::Pat::Tuple(t) => Pat::Tuple(t.elems.iter().map(|x| parse_pat(x, cx)).collect(), Spn::of(p)),
-        syn::Pat::Slice(s) => Pat::Slice(s.elems.iter().map(|x| parse_pat(x, cx)).collect(), Spn::of(p)),
-        syn::Pat::Wild(_) => Pat::Wild,
-        syn::Pat::Paren(x) => parse_pat(&x.pat, cx),
-        other => {
-            cx.error(other.span(), "only names, `_`, tuples `(a, b)` and shape lists `[a, b]` can be bound in kernels");
-            Pat::Wild
-        }
-    }
-}
-
-pub(super) fn parse_range(e: &syn::Expr, cx: &mut Parser<'_>) -> Option<RangeIter> {
-    let span = expr_span(e);
-    cx.nested(span, |cx| parse_range_node(e, span, cx)).flatten()
-}
-
-fn parse_range_node(e: &syn::Expr, span: Spn, cx: &mut Parser<'_>) -> Option<RangeIter> {
-    let bad = |cx: &mut Parser<'_>| {
-        cx.error(
-            span,
-            "a kernel `for` loop runs over `a..b`, `(a..b).step_by(s)`, `(a..b).rev()`, nl::affine_range / nl::sequential_range / nl::static_range(...) (unrolled at trace time) or nl::dynamic_range(...) (a device loop)",
-        );
-        None
-    };
-    match e {
-        syn::Expr::Paren(p) => parse_range(&p.expr, cx),
-        syn::Expr::Range(r) => {
-            if matches!(r.limits, syn::RangeLimits::Closed(_)) {
-                cx.error(span, "use a half-open range `a..b` (Python's range excludes its end)");
-                return None;
-            }
-            let (Some(start), Some(stop)) = (&r.start, &r.end) else {
-                return bad(cx);
-            };
-            Some(RangeIter {
-                kind: RangeKind::Plain,
-                start: parse_expr(start, cx),
-                stop: parse_expr(stop, cx),
-                step: None,
-                rev: false,
-                span,
-            })
-        }
-        syn::Expr::MethodCall(m) if m.method == "rev" && m.args.is_empty() => {
-            let mut inner = parse_range(&m.receiver, cx)?;
-            if inner.step.is_some() {
-                cx.error(
-                    span,
-                    "`.rev()` goes before `.step_by(s)`: `(a..b).rev().step_by(s)` counts down from `b - 1` (Python's `range(b - 1, a - 1, -s)`)",
-                );
-                return None;
-            }
-            if inner.kind != RangeKind::Plain || inner.rev {
-                return bad(cx);
-            }
-            inner.rev = true;
-            inner.span = span;
-            Some(inner)
-        }
-        syn::Expr::MethodCall(m) if m.method == "step_by" && m.args.len() == 1 => {
-            let mut inner = parse_range(&m.receiver, cx)?;
-            if inner.kind != RangeKind::Plain || inner.step.is_some() {
-                return bad(cx);
-            }
-            inner.step = Some(parse_expr(&m.args[0], cx));
-            inner.span = span;
-            Some(inner)
-        }
-        syn::Expr::Call(c) => {
-            let syn::Expr::Path(p) = &*c.func else {
-                return bad(cx);
-            };
-            let segs: Vec<String> = p.path.segments.iter().map(|s| s.ident.to_string()).collect();
-            let kind = match segs.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
-                ["nl", "affine_range"] => "affine_range",
-                ["nl", "sequential_range"] => "sequential_range",
-                ["nl", "static_range"] => "static_range",
-                ["nl", "dynamic_range"] => "dynamic_range",
-                _ => return bad(cx),
-            };
-            // Positional in the official order (start, stop, step), then keywords by name.
-            let mut slots: [Option<Expr>; 3] = [None, None, None];
-            let mut positional = 0;
-            for a in parse_args(&c.args, cx) {
-                let at = match &a.name {
-                    None => {
-                        positional += 1;
-                        positional - 1
-                    }
-                    Some(n) => match ["start", "stop", "step"].iter().position(|p| n == p) {
-                        Some(i) => i,
-                        None => {
-                            cx.error(n.span(), format!("nl.{kind} has no parameter `{n}`; its parameters are start, stop, step"));
-                            continue;
-                        }
-                    },
-                };
-                match slots.get_mut(at) {
-                    Some(s @ None) => *s = Some(a.value),
-                    Some(Some(_)) => cx.error(a.value.span, format!("nl.{kind} got two values for one parameter")),
-                    None => cx.error(a.value.span, format!("nl.{kind} takes at most 3 arguments (start, stop, step)")),
-                }
-            }
-            let zero = |s: Spn| Expr { kind: ExprKind::Int(0), span: s };
-            match slots {
-                [Some(stop), None, step] => Some(RangeIter { kind: RangeKind::Nl(kind), start: zero(span), stop, step, rev: false, span }),
-                [Some(start), Some(stop), step] => Some(RangeIter { kind: RangeKind::Nl(kind), start, stop, step, rev: false, span }),
-                [None, ..] => {
-                    cx.error(span, format!("nl.{kind} needs `start` (the stop when it is the only bound)"));
-                    None
-                }
-            }
-        }
-        _ => bad(cx),
-    }
 }
 
 fn parse_macro_stmt(mac: &syn::Macro, out: &mut Vec<Stmt>, cx: &mut Parser<'_>) {

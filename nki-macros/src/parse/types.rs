@@ -1,6 +1,6 @@
 //! Parameter and `let` type annotations.
 
-use super::Parser;
+use super::parser::Parser;
 use crate::ast::{Space, Spn, TypeAnn};
 
 const KNOWN: &str =

@@ -1,6 +1,10 @@
 //! The `Call` launcher of a kernel: its Python defaults as builder methods.
 
-use super::*;
+use super::tokens::{bound_tokens, constant_tokens, ctx_ident, float_tokens, local_type, member_tokens, param_type};
+use crate::ast::{Expr, ExprKind, FnKind, Function, Pat, Stmt, TypeAnn, UnOp};
+use crate::check::{Info, Ty};
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote};
 
 /// The `Call` builder: required parameters in `new`, a setter per optional one.
 pub(super) fn builder(f: &Function, ret: &TokenStream) -> TokenStream {
@@ -131,7 +135,7 @@ pub fn default_value(d: &Expr, ty: &TypeAnn) -> TokenStream {
             quote!(#f)
         }
         ExprKind::Int(v) => quote!(#v),
-        ExprKind::Float(v) => super::float_tokens(*v),
+        ExprKind::Float(v) => float_tokens(*v),
         ExprKind::Bool(b) => quote!(#b),
         ExprKind::Str(s) => quote!(#s),
         ExprKind::None => quote!(::core::option::Option::None),
@@ -203,7 +207,7 @@ pub(super) fn param_infos(f: &Function, info: &Info) -> Vec<TokenStream> {
         }
         let Some(kind) = param_kind(&p.ty) else { continue };
         let (name, optional, default, dtypes) = (p.name.to_string(), f.may_omit(p), some_str(default), &p.dtypes);
-        let range = super::bound_tokens(&p.range);
+        let range = bound_tokens(&p.range);
         let (shape, checks) = contract(f, info, &name);
         infos.push(quote!(::nki::emit::ParamInfo {
             name: #name, kind: #kind, optional: #optional, default: #default, dtypes: &[#(#dtypes),*], range: &[#(#range),*],
