@@ -276,6 +276,9 @@ fn parse_range(attr: &syn::Attribute, cx: &mut Parser<'_>) -> Vec<nki_spec::cont
             syn::Lit::Float(f) => f.base10_parse::<f64>()?,
             _ => return Err(syn::Error::new(lit.span(), "a bound is a number literal")),
         };
+        if !v.is_finite() {
+            return Err(syn::Error::new(lit.span(), "a bound is a finite number (this literal overflows f64)"));
+        }
         Ok(make(if negative { -v } else { v }))
     };
     match attr.parse_args_with(|input: syn::parse::ParseStream<'_>| {
