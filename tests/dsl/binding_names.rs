@@ -1,6 +1,6 @@
 //! Run-time messages name a tile by the `let` binding that holds it, whichever
 //! call made it: `nl.load`, `nl` arithmetic, a helper; the newest binding of a
-//! rebound name; in capacity errors too. An explicit `name=` is kept, and a second
+//! rebound name, an assignment; in capacity errors too. An explicit `name=` is kept, and a second
 //! variable holding a tile another variable holds does not rename it.
 
 use crate::common::tensor;
@@ -51,6 +51,23 @@ pub fn store_helper(x: Hbm, k: i64) -> Hbm {
     let out = nl::ndarray([k, f], x.dtype(), buffer = nl::shared_hbm);
     let scaled = doubled(x);
     nl::store(out, scaled);
+    out
+}
+
+/// Stores `exp(x)`, assigned to a variable declared for `x`, and a helper's tile
+/// bound with a declared type, into `[k, F]` rows.
+#[nki_kernel]
+pub fn store_assigned(x: Hbm, k: i64, typed: bool) -> Hbm {
+    let [_p, f] = x.shape();
+    let out = nl::ndarray([k, f], x.dtype(), buffer = nl::shared_hbm);
+    if typed {
+        let twice: Sbuf = doubled(x);
+        nl::store(out, twice);
+    } else {
+        let mut acc = nl::load(x);
+        acc = nl::exp(acc);
+        nl::store(out, acc);
+    }
     out
 }
 
@@ -122,6 +139,10 @@ fn a_tile_from_nl_load_arithmetic_or_a_helper_is_named_by_its_binding() {
     assert_eq!(ok(store_helper::Call::new(&x, 4).launch(&Launch::new())), vec![1.0; 32]);
     assert_eq!(ok(store_named::Call::new(&x, 4).launch(&Launch::new())), vec![0.0; 32]);
     assert_eq!(ok(store_alias::Call::new(&x, 4).launch(&Launch::new())), vec![0.5; 32]);
+    for v in ok(store_assigned::Call::new(&x, 4, false).launch(&Launch::new())) {
+        assert!((v - 0.5f32.exp()).abs() <= 1e-6, "{v}");
+    }
+    assert_eq!(ok(store_assigned::Call::new(&x, 4, true).launch(&Launch::new())), vec![1.0; 32]);
 
     let err = |r: nki::Result<Tensor>| r.unwrap_err().to_string();
     assert_eq!(err(store_loaded::Call::new(&x, 3).launch(&Launch::new())), mismatch("nl::store(out, rows)", "rows"));
@@ -130,6 +151,9 @@ fn a_tile_from_nl_load_arithmetic_or_a_helper_is_named_by_its_binding() {
     // The caller's variable, not the helper's.
     assert_eq!(err(store_helper::Call::new(&x, 3).launch(&Launch::new())), mismatch("nl::store(out, scaled)", "scaled"));
     assert_eq!(err(store_named::Call::new(&x, 3).launch(&Launch::new())), mismatch("nl::store(out, zeros)", "staging"));
+    // An assignment names the new tile; so does a `let` with a declared type.
+    assert_eq!(err(store_assigned::Call::new(&x, 3, false).launch(&Launch::new())), mismatch("nl::store(out, acc)", "acc"));
+    assert_eq!(err(store_assigned::Call::new(&x, 3, true).launch(&Launch::new())), mismatch("nl::store(out, twice)", "twice"));
     // `rows` still holds the tile `alias` names: the tile keeps the name `rows`.
     assert_eq!(err(store_alias::Call::new(&x, 3).launch(&Launch::new())), mismatch("nl::store(out, alias)", "rows"));
 }

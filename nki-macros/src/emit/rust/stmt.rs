@@ -92,6 +92,22 @@ impl Rs<'_> {
         }
     }
 
+    /// The value of `call` for the variable `var` it is bound or assigned to: a
+    /// tile the call makes is named by the variable (an `nl.ndarray` as it is
+    /// allocated, a helper's tile by its `Call`, any other op's after the call).
+    fn bound_call(&mut self, var: &syn::Ident, call: &Expr) -> TokenStream {
+        let name = var.unraw().to_string();
+        self.var = Some(name.clone());
+        let v = self.owned(call);
+        self.var = None;
+        match self.info.call(call) {
+            Some(Resolved::Vocab { bind, .. }) if !bind.var && matches!(self.info.ty(call), Ty::Tensor(_)) => {
+                quote!(::nki::Tensor::bound(#v, #name))
+            }
+            _ => v,
+        }
+    }
+
     pub(super) fn stmt(&mut self, s: &Stmt) -> TokenStream {
         match s {
             Stmt::Let { pat, ty, init, span } => {
@@ -103,25 +119,20 @@ impl Rs<'_> {
                         fallible(span.start, quote!(::nki::__rt::unpack::<#n>(#shape)))
                     }
                     // Another function's result takes the declared type: a kernel's
-                    // `Outputs` unpack into a tuple of tensors.
+                    // `Outputs` unpack into a tuple of tensors; a tile is named by
+                    // the variable.
                     (_, _) if ty.is_some() && matches!(self.info.call(init), Some(Resolved::User)) => {
                         let v = self.expr(init);
-                        fallible(span.start, quote!(::nki::__rt::returned(#v)))
-                    }
-                    // A call's tile is named by the variable bound to it (a helper's
-                    // `Call` names what it returns when that is a tile).
-                    (Pat::Ident(i, _), ty) if matches!(init.kind, ExprKind::Call { .. }) => {
-                        let name = i.unraw().to_string();
-                        self.var = Some(name.clone());
-                        let v = self.owned(init);
-                        self.var = None;
-                        match self.info.call(init) {
-                            Some(Resolved::Vocab { bind, .. }) if !bind.var && matches!(ty, Ty::Tensor(_)) => {
+                        let v = fallible(span.start, quote!(::nki::__rt::returned(#v)));
+                        match (pat, ty) {
+                            (Pat::Ident(i, _), Some(TypeAnn::Tensor(..))) => {
+                                let name = i.unraw().to_string();
                                 quote!(::nki::Tensor::bound(#v, #name))
                             }
                             _ => v,
                         }
                     }
+                    (Pat::Ident(i, _), _) if matches!(init.kind, ExprKind::Call { .. }) => self.bound_call(i, init),
                     _ => self.owned(init),
                 };
                 let t = ty.as_ref().map(|t| {
@@ -131,7 +142,10 @@ impl Rs<'_> {
                 quote_spanned!(span.start=> let #p #t = #v;)
             }
             Stmt::Assign { name, op, value, span } => {
-                let v = self.expr(value);
+                let v = match (op, &value.kind) {
+                    (None, ExprKind::Call { .. }) => self.bound_call(name, value),
+                    _ => self.expr(value),
+                };
                 match op {
                     None => quote_spanned!(span.start=> #name = #v;),
                     Some(o) => {
