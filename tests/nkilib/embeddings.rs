@@ -6,6 +6,8 @@ use crate::common::{Arg, as_dtype, assert_close, run_numpy, tensor, uniform};
 use nki::{Dtype, Launch, Precision};
 use nkilib::embeddings::rope::{RoPE, RopeRule, rope_violation};
 
+mod rope_hf;
+
 /// A RoPE problem: `x` `[d, b, h, s]` and the angles `[d/2, b, s]`.
 struct Problem {
     shape: [usize; 4],
