@@ -8,6 +8,7 @@
 mod common;
 pub mod cumsum;
 pub mod embeddings;
+pub mod max;
 pub mod rmsnorm;
 pub mod router_topk;
 pub mod subkernels;

@@ -12,6 +12,8 @@
 //! |---|---|---|
 //! | `cumsum` | [`cumsum::cumsum`] | inclusive cumulative sum along the last dim |
 //! | `RoPE` | [`embeddings::rope`] | rotary position embedding, head dim on the partitions |
+//! | `rope_hf` | [`embeddings::rope_hf`] | rotary position embedding of q and k, `[batch, heads, seq, head_dim]` |
+//! | `cascaded_max` | [`max::cascaded_max`] | each row's maximum and its column, in two stages |
 //! | `rmsnorm_quant_kernel` | [`rmsnorm::rmsnorm_quant`] | RMSNorm then `float8_e4m3` row or static quantization |
 //! | `router_topk` | [`router_topk::router_topk`] | MoE router: logits, activation, top-k experts and affinities |
 //! | `rotational_topk` | [`topk::rotational_topk`] | top-k values and indices of vocabulary-sized rows |
@@ -29,6 +31,7 @@ extern crate nki_core as nki;
 
 pub mod cumsum;
 pub mod embeddings;
+pub mod max;
 pub mod rmsnorm;
 pub mod router_topk;
 pub mod subkernels;

@@ -1,0 +1,45 @@
+//! The library's `cascaded_max_utils`: the folded load that spreads each row
+//! of a `[B, N]` HBM tensor over several partitions.
+
+use nki::prelude::*;
+
+pub use kernel::*;
+
+/// The folded load.
+#[nki_module]
+pub mod kernel {
+    use nki::prelude::*;
+
+    /// Rows `[b0, b0 + rows)` of `data_hbm` `[B, N]` folded `fold_factor` ways
+    /// into a new SBUF tile `[tile_rows · fold_factor, ceil(N / fold_factor)]`
+    /// (`tile_rows >= rows`): fold `f` of row `b0 + i` (its columns
+    /// `[f·c, (f+1)·c)`, `c = ceil(N / fold_factor)`) lands on partition
+    /// `i·fold_factor + f`. Everything the rows do not cover (the last fold's
+    /// tail past `N`, the partitions of missing rows) holds `fill_value`. With
+    /// `N` a multiple of `fold_factor` the rows are one reshaped DMA; otherwise
+    /// two per row: the first `N % c` columns of every fold, then the rest of
+    /// every fold but the last.
+    #[nki_helper]
+    pub fn predicated_folded_load(data_hbm: Hbm, fold_factor: i64, b0: i64, rows: i64, tile_rows: i64, fill_value: f64) -> Sbuf {
+        let [batch, n] = data_hbm.shape();
+        let c = n.div_ceil(fold_factor);
+        let data_sb = nl::ndarray([tile_rows * fold_factor, c], data_hbm.dtype(), buffer = nl::sbuf);
+        nisa::memset(data_sb, fill_value);
+        if n == fold_factor * c {
+            let folded = data_hbm.reshape([batch * fold_factor, c]);
+            nisa::dma_copy(data_sb[s![0..rows * fold_factor, ..]], folded[s![b0 * fold_factor..(b0 + rows) * fold_factor, ..]]);
+        } else {
+            let rem = n % c;
+            let flat = data_hbm.reshape([batch * n]);
+            for i in nl::affine_range(rows) {
+                let (p0, base) = (i * fold_factor, (b0 + i) * n);
+                nisa::dma_copy(data_sb[s![p0..p0 + fold_factor, 0..rem]], flat.ap([[c, fold_factor], [1, rem]], offset = base));
+                nisa::dma_copy(
+                    data_sb[s![p0..p0 + fold_factor - 1, rem..c]],
+                    flat.ap([[c, fold_factor - 1], [1, c - rem]], offset = base + rem),
+                );
+            }
+        }
+        data_sb
+    }
+}
