@@ -4,6 +4,7 @@ from .attention_cte import attention_cte
 from .attention_tkg import AttnTKGConfig
 from .attention_tkg import attention_tkg
 from .axpy import axpy
+from .cascaded_max import cascaded_max
 from .cumsum import cumsum
 from .dropout import dropout
 from .embedding import embedding
@@ -28,6 +29,7 @@ from .rmsnorm_quant import RmsNormQuantKernelArgs
 from .rmsnorm_quant import rmsnorm_quant_kernel
 from .rmsnorm_tkg import rmsnorm_tkg
 from .rope import RoPE
+from .rope_hf import rope_hf
 from .rotational_topk import RotationalTopkConfig
 from .rotational_topk import rotational_topk
 from .router_topk import RouterActFnType
@@ -44,6 +46,7 @@ __all__ = [
     "AttnTKGConfig",
     "attention_tkg",
     "axpy",
+    "cascaded_max",
     "cumsum",
     "dropout",
     "embedding",
@@ -68,6 +71,7 @@ __all__ = [
     "rmsnorm_quant_kernel",
     "rmsnorm_tkg",
     "RoPE",
+    "rope_hf",
     "RotationalTopkConfig",
     "rotational_topk",
     "RouterActFnType",
