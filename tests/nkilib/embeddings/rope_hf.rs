@@ -176,6 +176,10 @@ impl Config {
     }
 }
 
+/// A small call (two batches of separate angles, one program) the edge cases vary.
+const SMALL: Config =
+    Config { b: 2, qh: 2, kh: 1, s: 256, d: 64, dtype: Dtype::Bf16, backward: false, lnc: 1, packed: false, batched: true, rope_seq: 256 };
+
 /// Every library call with fp32 inputs in `fp32` precision (the bf16 ones too,
 /// their inputs given in fp32): the fp32 metric.
 #[test]
@@ -198,19 +202,7 @@ fn library_configs_in_hardware_precision_match_float64() {
 /// a sequence of more than eight tiles per program (two DMA groups).
 #[test]
 fn longer_angles_batched_cache_and_two_groups() {
-    let base = Config {
-        b: 2,
-        qh: 3,
-        kh: 1,
-        s: 256,
-        d: 64,
-        dtype: Dtype::Bf16,
-        backward: false,
-        lnc: 1,
-        packed: true,
-        batched: true,
-        rope_seq: 384,
-    };
+    let base = Config { qh: 3, packed: true, rope_seq: 384, ..SMALL };
     for cfg in [
         base,
         Config { backward: true, ..base },
@@ -227,19 +219,7 @@ fn longer_angles_batched_cache_and_two_groups() {
 /// (LNC2), in both precision modes.
 #[test]
 fn emitted_kernel_under_numpy_equals_emulator() {
-    let base = Config {
-        b: 2,
-        qh: 2,
-        kh: 1,
-        s: 256,
-        d: 64,
-        dtype: Dtype::Bf16,
-        backward: false,
-        lnc: 1,
-        packed: false,
-        batched: true,
-        rope_seq: 256,
-    };
+    let base = SMALL;
     for cfg in [base, Config { lnc: 2, packed: true, batched: false, backward: true, rope_seq: 320, ..base }] {
         for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
             let cfg = Config { dtype, ..cfg };
@@ -285,8 +265,7 @@ fn rules_refuse_by_name() {
     assert_eq!((c.rope_ndim, c.rope), (2, [1, 512, 256]));
 
     // The library's negative test: 64 positions are less than a tile.
-    let short =
-        Config { b: 1, qh: 2, kh: 1, s: 64, d: 64, dtype: Dtype::F32, backward: false, lnc: 1, packed: false, batched: true, rope_seq: 64 };
+    let short = Config { b: 1, s: 64, dtype: Dtype::F32, rope_seq: 64, ..SMALL };
     let e = short.run(&short.inputs(), Precision::Fp32).unwrap_err();
     assert!(e.to_string().contains("q: seq = 64 must be a multiple of 128 * 1 programs"), "{e}");
     let lnc2 = Config { s: 128, rope_seq: 128, lnc: 2, ..short };
