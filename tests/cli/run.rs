@@ -105,6 +105,25 @@ const CASES: &[Case] = &[
         ],
     },
     Case {
+        kernel: "rope_hf",
+        ranks: 1,
+        // 256 positions over trn2's 2 programs, a packed cache shared by the batches, backward.
+        params: &[
+            ("q", F32(&[2, 2, 256, 64])),
+            ("k", F32(&[2, 1, 256, 64])),
+            ("q_out", F32(&[2, 2, 256, 64])),
+            ("k_out", F32(&[2, 1, 256, 64])),
+            ("rope_cache", F32(&[256, 128])),
+            ("backward", Text("true")),
+        ],
+    },
+    Case {
+        kernel: "cascaded_max",
+        ranks: 1,
+        // 5 rows over trn2's 2 programs (3 and 2), V = 1000 folded over 7 stages of 143 columns.
+        params: &[("input_tensor", F32(&[5, 1000]))],
+    },
+    Case {
         kernel: "router_topk",
         ranks: 1,
         params: &[
