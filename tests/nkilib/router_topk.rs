@@ -298,6 +298,12 @@ fn hardware_mode_bf16_rounds_the_outputs_once() {
             run_and_check(&format!("bf16 {:?} {flags:?}", (t, h, e, k)), &p, flags, Dtype::Bf16, Precision::Hardware, BF16);
         }
     }
+    // The library's T = 5 over two programs (2 and 3 tokens), both x layouts.
+    let p = Problem::new(5, 512, 128, 4, 310);
+    for x_hbm_layout in [0, 1] {
+        let flags = Flags { shard: true, x_hbm_layout, ..Flags::POST_SOFTMAX };
+        run_and_check(&format!("bf16 sharded T = 5 {flags:?}"), &p, flags, Dtype::Bf16, Precision::Hardware, BF16);
+    }
 }
 
 #[test]
@@ -310,11 +316,13 @@ fn column_tiling_pe_bias_broadcast_and_token_sharding_keep_the_results() {
             run_and_check(&format!("column tiling {:?} {flags:?}", (t, h, e, k)), &p, flags, Dtype::F32, Precision::Fp32, FP32);
         }
     }
-    // Token sharding over 2 programs, one-hot and indirect scatter, partial token tiles.
-    for (t, h, e, k) in [(2, 128, 8, 2), (300, 512, 64, 4), (512, 256, 128, 8)] {
+    // Token sharding over 2 programs, one-hot and indirect scatter, partial token
+    // tiles; odd T splits unevenly (program 0 takes T / 2 rounded down, program 1 the rest).
+    for (t, h, e, k) in [(2, 128, 8, 2), (5, 512, 128, 4), (300, 512, 64, 4), (301, 256, 32, 2), (512, 256, 128, 8)] {
         let p = Problem::new(t, h, e, k, 500 + t as u64);
         for flags in [Flags::POST_SOFTMAX, Flags::PRE_SOFTMAX, Flags::POST_SIGMOID, Flags::PRE_SIGMOID_NORM] {
-            if flags.indirect && t / 2 > 128 && (t / 2) % 128 != 0 {
+            let (first, last) = (t / 2, t - t / 2);
+            if flags.indirect && [first, last].iter().any(|&n| n > 128 && n % 128 != 0) {
                 continue;
             }
             let flags = Flags { shard: true, bias: true, x_hbm_layout: (t % 2) as i64, ..flags };
@@ -392,8 +400,14 @@ fn the_library_rules_are_refused_naming_the_parameter() {
     refused(Flags { indirect: false, ..Flags::POST_SIGMOID }, 2, "act_fn SIGMOID requires use_indirect_dma_scatter=True");
     refused(Flags { x_hbm_layout: 2, ..Flags::POST_SOFTMAX }, 2, "x_hbm_layout must be 0 ([H, T]) or 1 ([T, H]), got 2");
     let shard_one = Flags { shard: true, ..Flags::POST_SOFTMAX };
-    let e = Problem::new(3, 128, 8, 1, 1).run(shard_one, Dtype::F32, Precision::Fp32).err().expect("odd T refused");
-    assert!(e.message.contains("T = 3 divisible by the 2 programs"), "{e}");
+    let e = Problem::new(1, 128, 8, 1, 1).run(shard_one, Dtype::F32, Precision::Fp32).err().expect("T = 1 sharded refused");
+    assert!(e.message.contains("at least one token per program, got T = 1 for 2 programs"), "{e}");
+    // The uneven shards each meet the indirect-scatter rule: 257 tokens are 128 + 129.
+    let e = Problem::new(257, 128, 8, 1, 3)
+        .run(Flags { shard: true, ..Flags::POST_SIGMOID }, Dtype::F32, Precision::Fp32)
+        .err()
+        .expect("T = 257 sharded refused");
+    assert!(e.message.contains("tokens (129) must be <= 128 or a multiple of 128"), "{e}");
     let big = Problem::new(200, 128, 8, 1, 2);
     let e = big.run(Flags::POST_SIGMOID, Dtype::F32, Precision::Fp32).err().expect("T = 200 refused");
     assert!(e.message.contains("tokens (200) must be <= 128 or a multiple of 128"), "{e}");
@@ -465,7 +479,13 @@ fn the_library_rules_are_refused_naming_the_parameter() {
         router_topk_violation(RouterShape { act_fn: RouterActFnType::SIGMOID, ..ok }),
         Some(RouterRule::SigmoidNeedsIndirectScatter)
     );
-    assert_eq!(router_topk_violation(RouterShape { t: 2047, ..ok }), Some(RouterRule::Sharding));
+    assert_eq!(router_topk_violation(RouterShape { t: 5, ..ok }), None);
+    assert_eq!(router_topk_violation(RouterShape { t: 1, ..ok }), Some(RouterRule::Sharding));
+    assert_eq!(
+        router_topk_violation(RouterShape { t: 257, act_fn: RouterActFnType::SIGMOID, use_indirect_dma_scatter: true, ..ok }),
+        Some(RouterRule::IndirectScatterTokens)
+    );
+    assert_eq!(router_topk_violation(RouterShape { t: 255, act_fn: RouterActFnType::SIGMOID, use_indirect_dma_scatter: true, ..ok }), None);
     assert_eq!(router_topk_violation(RouterShape { return_eager_affi: true, ..ok }), Some(RouterRule::EagerTokens));
     assert_eq!(
         router_topk_violation(RouterShape { t: 400, use_indirect_dma_scatter: true, ..ok }),
@@ -501,11 +521,14 @@ fn emitted_kernel_under_numpy_matches_the_emulator() {
         ),
         ("sigmoid indirect, eager", Problem::new(64, 128, 64, 8, 902), Flags { bias: true, eager: true, ..Flags::POST_SIGMOID }),
         ("sharded", Problem::new(256, 128, 32, 2, 903), Flags { bias: true, shard: true, ..Flags::PRE_SIGMOID_NORM }),
+        // The library's uneven shard: 2 and 3 of 5 tokens.
+        ("sharded T = 5", Problem::new(5, 512, 128, 4, 905), Flags { bias: true, shard: true, ..Flags::POST_SOFTMAX }),
         // Tied experts: the executor's max8 / nc_find_index8 pick the lowest index first too.
         ("ties", tied_problem(8, 3), Flags { bias: true, ..Flags::POST_SOFTMAX }),
     ];
     for (name, p, flags) in cases {
         let got = p.run(flags, Dtype::F32, Precision::Fp32).unwrap();
+        check(name, &p, flags, Dtype::F32, &got, FP32);
         let (t, h, e, k) = (p.t, p.h, p.e, p.k);
         let x = if flags.x_hbm_layout == 0 {
             Arg::Tensor(vec![h, t], (0..h * t).map(|i| p.x[(i % t) * h + i / t]).collect(), Dtype::F32)

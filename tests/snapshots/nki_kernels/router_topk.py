@@ -417,12 +417,13 @@ def router_topk(x, w, w_bias, router_logits, expert_affinities, expert_index, ac
     grid = shard_on_tokens and nl.program_ndim() == 1
     programs = nl.num_programs(axes=0) if grid else 1
     assert not shard_on_tokens or programs > 1, f"router_topk: shard_on_tokens needs more than one program, got {programs}"
-    assert t % programs == 0, f"router_topk: shard_on_tokens needs T = {t} divisible by the {programs} programs"
+    assert t >= programs, f"router_topk: shard_on_tokens needs at least one token per program, got T = {t} for {programs} programs"
     program = nl.program_id(axis=0) if grid else 0
-    t_local = t // programs
+    t_first = t // programs
+    t_local = t - t_first * (programs - 1) if program == programs - 1 else t_first
     assert not use_indirect_dma_scatter or t_local <= PE_COLUMN_TILE_128 or t_local % PE_COLUMN_TILE_128 == 0, f"router_topk: with use_indirect_dma_scatter a program's tokens ({t_local}) must be <= 128 or a multiple of 128"
     num_t_tiles = -(-t_local // ST_F_MAX)
-    cfg = RouterConfig(t=t, e=e, k=k, act_fn=act_fn, x_hbm_layout=x_hbm_layout, t_local=t_local, t_offset=program * t_local, num_h_tiles=h // P_MAX, num_t_tiles=num_t_tiles, t_p_dim=t_local if num_t_tiles == 1 else P_MAX, router_pre_norm=router_pre_norm, norm_topk_prob=norm_topk_prob, use_column_tiling=use_column_tiling, use_indirect_dma_scatter=use_indirect_dma_scatter, return_eager_affi=return_eager_affi, use_PE_broadcast_w_bias=use_PE_broadcast_w_bias, skip_store_expert_index=skip_store_expert_index, skip_store_router_logits=skip_store_router_logits)
+    cfg = RouterConfig(t=t, e=e, k=k, act_fn=act_fn, x_hbm_layout=x_hbm_layout, t_local=t_local, t_offset=program * t_first, num_h_tiles=h // P_MAX, num_t_tiles=num_t_tiles, t_p_dim=t_local if num_t_tiles == 1 else P_MAX, router_pre_norm=router_pre_norm, norm_topk_prob=norm_topk_prob, use_column_tiling=use_column_tiling, use_indirect_dma_scatter=use_indirect_dma_scatter, return_eager_affi=return_eager_affi, use_PE_broadcast_w_bias=use_PE_broadcast_w_bias, skip_store_expert_index=skip_store_expert_index, skip_store_router_logits=skip_store_router_logits)
     x_sb = router_topk_input_x_load(cfg, io)
     w_sb = router_topk_input_w_load(cfg, io)
     bias_bc = broadcast_w_bias(cfg, io)

@@ -46,8 +46,11 @@
 //! with `use_indirect_dma_scatter`, with the indirect scatter a program's
 //! tokens at most 128 or a multiple of 128, `return_eager_affi` on the ACT2
 //! path only for `T <= 128`, `shard_on_tokens` only with several programs and
-//! `T` divisible by their number. The library documents the kernel for
-//! `T <= 2048`.
+//! at least one token each. The shards are the library's: each program but the
+//! last takes `T / programs` tokens (rounded down), the last the rest, so odd
+//! `T` splits unevenly (`T = 5` over two programs: 2 and 3 tokens), and the
+//! indirect-scatter rule applies to every shard. The library documents the
+//! kernel for `T <= 2048`.
 //!
 //! `act_fn` is the library's enum, [`RouterActFnType`] (`SIGMOID = 0`,
 //! `SOFTMAX = 1`); the emitted kernel refuses anything that is not one of its
@@ -98,7 +101,7 @@ pub enum RouterRule {
     IndirectScatterTokens,
     /// `return_eager_affi` without `router_pre_norm` for `T > 128`.
     EagerTokens,
-    /// `shard_on_tokens` with one program, or `T` not divisible by the programs.
+    /// `shard_on_tokens` with one program, or fewer tokens than programs.
     Sharding,
 }
 
@@ -117,7 +120,7 @@ impl RouterRule {
                 "router_topk: with use_indirect_dma_scatter a program's tokens must be <= 128 or a multiple of 128"
             }
             RouterRule::EagerTokens => "router_topk: return_eager_affi without router_pre_norm needs T <= 128",
-            RouterRule::Sharding => "router_topk: shard_on_tokens needs several programs dividing T",
+            RouterRule::Sharding => "router_topk: shard_on_tokens needs several programs and at least one token each",
         }
     }
 }
@@ -175,14 +178,22 @@ pub const fn router_topk_violation(c: RouterShape) -> Option<RouterRule> {
     if c.return_eager_affi && !c.router_pre_norm && c.t > PE_COLUMN_TILE_128 {
         return Some(RouterRule::EagerTokens);
     }
-    if c.programs < 1 || c.t % c.programs != 0 {
+    if c.programs < 1 || c.t < c.programs {
         return Some(RouterRule::Sharding);
     }
-    let t_local = c.t / c.programs;
-    if c.use_indirect_dma_scatter && t_local > PE_COLUMN_TILE_128 && t_local % PE_COLUMN_TILE_128 != 0 {
+    // The first shard (every program's but the last) and the last one.
+    let first = c.t / c.programs;
+    let last = c.t - first * (c.programs - 1);
+    if c.use_indirect_dma_scatter && (!indirect_scatter_fits(first) || !indirect_scatter_fits(last)) {
         return Some(RouterRule::IndirectScatterTokens);
     }
     None
+}
+
+/// Whether the indirect-DMA scatter takes a program's `t_local` tokens: at most
+/// 128, or whole tiles of 128.
+const fn indirect_scatter_fits(t_local: i64) -> bool {
+    t_local <= PE_COLUMN_TILE_128 || t_local % PE_COLUMN_TILE_128 == 0
 }
 
 /// A `router_topk` call checked at compile time: the [`RouterShape`] of the
@@ -709,13 +720,15 @@ pub mod kernel {
         let [h, e] = w.shape();
         let t = if x_hbm_layout == X_HBM_LAYOUT_H_T { x.shape()[1] } else { x.shape()[0] };
 
-        // Token sharding: program 0 takes the first T / programs tokens.
+        // Token sharding: every program but the last takes T / programs tokens
+        // (rounded down), the last the rest.
         let grid = shard_on_tokens && nl::program_ndim() == 1;
         let programs = if grid { nl::num_programs(0) } else { 1 };
         assert!(!shard_on_tokens || programs > 1, "router_topk: shard_on_tokens needs more than one program, got {programs}");
-        assert!(t % programs == 0, "router_topk: shard_on_tokens needs T = {t} divisible by the {programs} programs");
+        assert!(t >= programs, "router_topk: shard_on_tokens needs at least one token per program, got T = {t} for {programs} programs");
         let program = if grid { nl::program_id(0) } else { 0 };
-        let t_local = t / programs;
+        let t_first = t / programs;
+        let t_local = if program == programs - 1 { t - t_first * (programs - 1) } else { t_first };
         assert!(
             !use_indirect_dma_scatter || t_local <= PE_COLUMN_TILE_128 || t_local % PE_COLUMN_TILE_128 == 0,
             "router_topk: with use_indirect_dma_scatter a program's tokens ({t_local}) must be <= 128 or a multiple of 128"
@@ -728,7 +741,7 @@ pub mod kernel {
             act_fn,
             x_hbm_layout,
             t_local,
-            t_offset: program * t_local,
+            t_offset: program * t_first,
             num_h_tiles: h / P_MAX,
             num_t_tiles,
             t_p_dim: if num_t_tiles == 1 { t_local } else { P_MAX },
