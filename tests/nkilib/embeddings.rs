@@ -1,6 +1,8 @@
 //! The library's `RoPE` against a float64 rotation of each pair by its angle, in
-//! both layouts and precision modes, over the documented shapes, with and
-//! without LNC sharding; its emitted source under NumPy against the emulator.
+//! both layouts and precision modes, over small shapes and the library's own
+//! large test configurations (chunked over batches, heads and sequence), with
+//! and without LNC sharding; its emitted source under NumPy against the
+//! emulator.
 
 use crate::common::{Arg, as_dtype, assert_close, run_numpy, tensor, uniform};
 use nki::{Dtype, Launch, Precision};
@@ -63,16 +65,20 @@ impl Problem {
     }
 }
 
-/// Smallest, typical (with LNC sharding), and the largest bf16 tile that fits
-/// SBUF (`B·n_heads·S` = 16384); d_head 64 and 128.
+/// Smallest, typical (with LNC sharding), uneven, and one of several chunks
+/// (`B·n_heads·S` = 16384 per program); d_head 64 and 128.
 const SHAPES: [([usize; 4], bool); 4] =
     [([64, 1, 1, 1], false), ([128, 2, 8, 256], true), ([64, 3, 5, 40], false), ([128, 4, 8, 512], true)];
+
+/// The library's test configurations beyond `B <= 64`, `S <= 512`,
+/// `n_heads <= 16` (each `B·n_heads·S` = 65536, several chunks per program with
+/// LNC sharding), with their layouts.
+const LIBRARY_SHAPES: [([usize; 4], bool); 5] =
+    [([128, 8192, 1, 8], true), ([64, 1, 1, 8192], true), ([128, 1, 512, 128], true), ([128, 4, 8, 1024], true), ([64, 255, 8, 6], false)];
 
 #[test]
 fn fp32_rotates_every_pair_in_both_layouts() {
     for (i, (shape, shard)) in SHAPES.into_iter().enumerate() {
-        // fp32 holds the largest shape at half the bf16 size.
-        let shape = if i == 3 { [128, 2, 8, 512] } else { shape };
         let p = Problem::new(shape, 10 + i as u64);
         for contiguous in [true, false] {
             let launch = Launch::new().precision(Precision::Fp32).lnc(if shard { 2 } else { 1 });
@@ -102,12 +108,22 @@ fn bf16_rounds_each_product_and_each_result() {
 }
 
 #[test]
+fn the_library_test_configurations_run_in_both_precision_modes() {
+    for (i, (shape, contiguous)) in LIBRARY_SHAPES.into_iter().enumerate() {
+        let p = Problem::new(shape, 40 + i as u64);
+        for (dtype, precision, atol) in [(Dtype::F32, Precision::Fp32, 1e-6), (Dtype::Bf16, Precision::Hardware, 4.0 / 512.0)] {
+            let got = p.run(dtype, &Launch::new().precision(precision).lnc(2), contiguous, true).unwrap();
+            let want = p.reference(&as_dtype(&p.x, dtype), &as_dtype(&p.cos(), dtype), &as_dtype(&p.sin(), dtype), contiguous);
+            assert_close(&format!("RoPE {dtype:?} {shape:?} contiguous={contiguous}"), &got, &want, atol, 0.0);
+        }
+    }
+}
+
+#[test]
 fn the_library_limits_are_refused_naming_the_parameter() {
     let launch = Launch::new();
-    for (shape, says) in [([96, 1, 1, 8], "d_head must be 64 or 128, got 96"), ([64, 1, 17, 8], "n_heads must be within 1..=16, got 17")] {
-        let e = Problem::new(shape, 1).run(Dtype::F32, &launch, true, false).unwrap_err();
-        assert!(e.message.contains(says) && e.message.contains("x_in"), "{e}");
-    }
+    let e = Problem::new([96, 1, 1, 8], 1).run(Dtype::F32, &launch, true, false).unwrap_err();
+    assert!(e.message.contains("d_head must be 64 or 128, got 96") && e.message.contains("x_in"), "{e}");
     let p = Problem::new([64, 1, 1, 3], 2);
     let e = p.run(Dtype::F32, &Launch::new().lnc(2), true, true).unwrap_err();
     assert!(e.message.contains("S = 3 must be a multiple of the 2 programs"), "{e}");
@@ -123,26 +139,38 @@ fn the_library_limits_are_refused_naming_the_parameter() {
     assert_eq!(RoPE::INFO.params[1].dtypes, ["float32", "bfloat16", "float16"]);
     // The same rules as `const fn`s, for compile-time checks.
     assert_eq!(rope_violation(128, 64, 16, 512, 2), None);
-    assert_eq!(rope_violation(128, 65, 16, 512, 1), Some(RopeRule::Batch));
-    assert_eq!(rope_violation(128, 1, 1, 513, 1), Some(RopeRule::Seq));
+    assert_eq!(rope_violation(128, 8192, 512, 8192, 2), None);
+    assert_eq!(rope_violation(96, 1, 1, 8, 1), Some(RopeRule::HeadDim));
+    assert_eq!(rope_violation(128, 0, 1, 8, 1), Some(RopeRule::Batch));
+    assert_eq!(rope_violation(128, 1, 0, 8, 1), Some(RopeRule::Heads));
+    assert_eq!(rope_violation(128, 1, 1, 0, 1), Some(RopeRule::Seq));
     assert_eq!(rope_violation(128, 1, 1, 3, 2), Some(RopeRule::SeqNotDivisible));
     assert_eq!(nkilib::rope_config!(d_head = 128, batch = 2, heads = 8, seq = 256, programs = 2), (128, 2, 8, 256));
 }
 
 #[test]
 fn emitted_kernel_under_numpy_matches_the_emulator() {
-    let p = Problem::new([64, 2, 3, 16], 30);
+    // Small, and chunked: two sequence chunks (4096 + 4), then one head and one batch per chunk.
+    for shape in [[64, 2, 3, 16], [64, 2, 3, 4100]] {
+        numpy_matches_the_emulator(&Problem::new(shape, 30), 1, [true, false]);
+    }
+    // A library configuration, two batch chunks per program.
+    numpy_matches_the_emulator(&Problem::new(LIBRARY_SHAPES[4].0, 31), 2, [false]);
+}
+
+fn numpy_matches_the_emulator(p: &Problem, lnc: usize, layouts: impl IntoIterator<Item = bool>) {
     let [d, b, _, s] = p.shape;
-    for contiguous in [true, false] {
-        let emu: Vec<f64> =
-            p.run(Dtype::F32, &Launch::new().precision(Precision::Fp32), contiguous, false).unwrap().into_iter().map(f64::from).collect();
+    for contiguous in layouts {
+        let launch = Launch::new().precision(Precision::Fp32).lnc(lnc);
+        let emu: Vec<f64> = p.run(Dtype::F32, &launch, contiguous, lnc > 1).unwrap().into_iter().map(f64::from).collect();
         let args = [
             Arg::Tensor(p.shape.to_vec(), p.x.clone(), Dtype::F32),
             Arg::Tensor(vec![d / 2, b, s], p.cos(), Dtype::F32),
             Arg::Tensor(vec![d / 2, b, s], p.sin(), Dtype::F32),
-            Arg::Bool(false),
+            Arg::Bool(lnc > 1),
             Arg::Bool(contiguous),
         ];
-        assert_close(&format!("RoPE numpy vs emulator contiguous={contiguous}"), &run_numpy("RoPE", &args, 1, "fp32")[0], &emu, 1e-6, 0.0);
+        let np = &run_numpy("RoPE", &args, lnc, "fp32")[0];
+        assert_close(&format!("RoPE numpy vs emulator {:?} contiguous={contiguous}", p.shape), np, &emu, 0.0, 0.0);
     }
 }

@@ -6,6 +6,47 @@ import nki.isa as nisa
 import nki.collectives as ncc
 
 
+# The most elements per partition a chunk's tile holds (16 KiB in float32).
+FREE_TILE = 4096
+
+
+def rope_chunk(x_in, cos, sin, x_out, contiguous_layout):
+    """Rotates one chunk: `x` and `out` `[d_head, B_c, heads_c, S_c]` HBM views,
+    `cos` and `sin` `[d_head/2, B_c, heads_c, S_c]` HBM views (the angles
+    repeated over the heads).
+    """
+    d_head, bb, hh, sl = x_in.shape
+    half = d_head // 2
+    dt = x_in.dtype
+    x = nl.ndarray(shape=(d_head, bb, hh, sl), dtype=dt, buffer=nl.sbuf)
+    if contiguous_layout:
+        nisa.dma_copy(dst=x, src=x_in)
+    else:
+        nisa.dma_copy(dst=x[0:half, :, :, :], src=x_in[0:d_head:2, :, :, :])
+        nisa.dma_copy(dst=x[half:d_head, :, :, :], src=x_in[1:d_head:2, :, :, :])
+    c = nl.ndarray(shape=(half, bb, hh, sl), dtype=cos.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=c, src=cos)
+    sn = nl.ndarray(shape=(half, bb, hh, sl), dtype=sin.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=sn, src=sin)
+    odd = nl.ndarray(shape=(half, bb, hh, sl), dtype=dt, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=odd, src=x[half:d_head, :, :, :])
+    even_new = nl.ndarray(shape=(half, bb, hh, sl), dtype=dt, buffer=nl.sbuf)
+    prod = nl.ndarray(shape=(half, bb, hh, sl), dtype=dt, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=even_new, data1=x[0:half, :, :, :], data2=c, op=nl.multiply)
+    nisa.tensor_tensor(dst=prod, data1=odd, data2=sn, op=nl.multiply)
+    nisa.tensor_tensor(dst=even_new, data1=even_new, data2=prod, op=nl.subtract)
+    nisa.tensor_tensor(dst=prod, data1=odd, data2=c, op=nl.multiply)
+    nisa.tensor_tensor(dst=odd, data1=x[0:half, :, :, :], data2=sn, op=nl.multiply)
+    nisa.tensor_tensor(dst=x[half:d_head, :, :, :], data1=prod, data2=odd, op=nl.add)
+    odd_new = x[half:d_head, :, :, :]
+    if contiguous_layout:
+        nisa.dma_copy(dst=x_out[0:half, :, :, :], src=even_new)
+        nisa.dma_copy(dst=x_out[half:d_head, :, :, :], src=odd_new)
+    else:
+        nisa.dma_copy(dst=x_out[0:d_head:2, :, :, :], src=even_new)
+        nisa.dma_copy(dst=x_out[1:d_head:2, :, :, :], src=odd_new)
+
+
 @nki.jit
 def RoPE(x_in, cos, sin, lnc_shard=False, contiguous_layout=True, relayout_in_sbuf=False):
     """Applies rotary position embedding to `x_in` `[d_head, B, n_heads, S]` with
@@ -21,9 +62,9 @@ def RoPE(x_in, cos, sin, lnc_shard=False, contiguous_layout=True, relayout_in_sb
     d_head, batch, heads, seq = x_in.shape
     half = d_head // 2
     assert d_head == 64 or d_head == 128, f"RoPE: x_in: d_head must be 64 or 128, got {d_head}"
-    assert batch >= 1 and batch <= 64, f"RoPE: x_in: B must be within 1..=64, got {batch}"
-    assert heads >= 1 and heads <= 16, f"RoPE: x_in: n_heads must be within 1..=16, got {heads}"
-    assert seq >= 1 and seq <= 512, f"RoPE: x_in: S must be within 1..=512, got {seq}"
+    assert batch >= 1, f"RoPE: x_in: B must be positive, got {batch}"
+    assert heads >= 1, f"RoPE: x_in: n_heads must be positive, got {heads}"
+    assert seq >= 1, f"RoPE: x_in: S must be positive, got {seq}"
     ch, cb, cs = cos.shape
     assert ch == half and cb == batch and cs == seq, f"RoPE: cos must be [d_head/2, B, S] = [{half}, {batch}, {seq}], got [{ch}, {cb}, {cs}]"
     sh, sb, ss = sin.shape
@@ -35,33 +76,22 @@ def RoPE(x_in, cos, sin, lnc_shard=False, contiguous_layout=True, relayout_in_sb
     assert seq % programs == 0, f"RoPE: x_in: S = {seq} must be a multiple of the {programs} programs with lnc_shard"
     tile = seq // programs
     t0 = tile * program
-    dt = x_in.dtype
-    x = nl.ndarray(shape=(d_head, batch, heads, tile), dtype=dt, buffer=nl.sbuf)
-    if contiguous_layout:
-        nisa.dma_copy(dst=x, src=x_in[:, :, :, t0:t0 + tile])
-    else:
-        nisa.dma_copy(dst=x[0:half, :, :, :], src=x_in[0:d_head:2, :, :, t0:t0 + tile])
-        nisa.dma_copy(dst=x[half:d_head, :, :, :], src=x_in[1:d_head:2, :, :, t0:t0 + tile])
-    c = nl.ndarray(shape=(half, batch, heads, tile), dtype=cos.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=c, src=cos.reshape(shape=(half, batch, 1, seq)).broadcast(dim=2, size=heads)[:, :, :, t0:t0 + tile])
-    sn = nl.ndarray(shape=(half, batch, heads, tile), dtype=sin.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=sn, src=sin.reshape(shape=(half, batch, 1, seq)).broadcast(dim=2, size=heads)[:, :, :, t0:t0 + tile])
-    odd = nl.ndarray(shape=(half, batch, heads, tile), dtype=dt, buffer=nl.sbuf)
-    nisa.tensor_copy(dst=odd, src=x[half:d_head, :, :, :])
-    even_new = nl.ndarray(shape=(half, batch, heads, tile), dtype=dt, buffer=nl.sbuf)
-    prod = nl.ndarray(shape=(half, batch, heads, tile), dtype=dt, buffer=nl.sbuf)
-    nisa.tensor_tensor(dst=even_new, data1=x[0:half, :, :, :], data2=c, op=nl.multiply)
-    nisa.tensor_tensor(dst=prod, data1=odd, data2=sn, op=nl.multiply)
-    nisa.tensor_tensor(dst=even_new, data1=even_new, data2=prod, op=nl.subtract)
-    nisa.tensor_tensor(dst=prod, data1=odd, data2=c, op=nl.multiply)
-    nisa.tensor_tensor(dst=odd, data1=x[0:half, :, :, :], data2=sn, op=nl.multiply)
-    nisa.tensor_tensor(dst=x[half:d_head, :, :, :], data1=prod, data2=odd, op=nl.add)
-    x_out = nl.ndarray(shape=(d_head, batch, heads, seq), dtype=dt, buffer=nl.shared_hbm)
-    odd_new = x[half:d_head, :, :, :]
-    if contiguous_layout:
-        nisa.dma_copy(dst=x_out[0:half, :, :, t0:t0 + tile], src=even_new)
-        nisa.dma_copy(dst=x_out[half:d_head, :, :, t0:t0 + tile], src=odd_new)
-    else:
-        nisa.dma_copy(dst=x_out[0:d_head:2, :, :, t0:t0 + tile], src=even_new)
-        nisa.dma_copy(dst=x_out[1:d_head:2, :, :, t0:t0 + tile], src=odd_new)
+    s_chunk = min(tile, FREE_TILE)
+    h_chunk = min(heads, FREE_TILE // s_chunk)
+    b_chunk = min(batch, FREE_TILE // (s_chunk * h_chunk))
+    x_out = nl.ndarray(shape=(d_head, batch, heads, seq), dtype=x_in.dtype, buffer=nl.shared_hbm)
+    for bi in range(-(-batch // b_chunk)):
+        b0 = bi * b_chunk
+        bb = min(batch - b0, b_chunk)
+        for hi in range(-(-heads // h_chunk)):
+            h0 = hi * h_chunk
+            hh = min(heads - h0, h_chunk)
+            for si in range(-(-tile // s_chunk)):
+                s0 = t0 + si * s_chunk
+                sl = min(tile - si * s_chunk, s_chunk)
+                x = x_in[:, b0:b0 + bb, h0:h0 + hh, s0:s0 + sl]
+                out = x_out[:, b0:b0 + bb, h0:h0 + hh, s0:s0 + sl]
+                c = cos.reshape(shape=(half, batch, 1, seq)).broadcast(dim=2, size=hh)[:, b0:b0 + bb, :, s0:s0 + sl]
+                sn = sin.reshape(shape=(half, batch, 1, seq)).broadcast(dim=2, size=hh)[:, b0:b0 + bb, :, s0:s0 + sl]
+                rope_chunk(x, c, sn, out, contiguous_layout)
     return x_out
