@@ -265,6 +265,9 @@ fn fp32_sigmoid_and_the_indirect_scatter_match_the_float64_router() {
             ("post-sigmoid", Flags::POST_SIGMOID),
             ("pre-sigmoid-norm", Flags::PRE_SIGMOID_NORM),
             ("post-softmax-indirect", softmax_indirect),
+            // Sigmoid before the top-k needs no indirect scatter (the library refuses only ACT2 sigmoid).
+            ("pre-sigmoid-norm one-hot", Flags { indirect: false, ..Flags::PRE_SIGMOID_NORM }),
+            ("pre-sigmoid", Flags { indirect: false, norm: false, ..Flags::PRE_SIGMOID_NORM }),
         ] {
             let flags = Flags { bias: true, x_hbm_layout: (si % 2) as i64, ..flags };
             run_and_check(&format!("{name} {:?}", (t, h, e, k)), &p, flags, Dtype::F32, Precision::Fp32, FP32);
@@ -293,7 +296,15 @@ fn model_router_shapes_in_both_precision_modes() {
 fn hardware_mode_bf16_rounds_the_outputs_once() {
     for (si, (t, h, e, k)) in [(1, 128, 8, 1), (4, 2048, 64, 2), (256, 1024, 128, 8)].into_iter().enumerate() {
         let p = Problem::new(t, h, e, k, 300 + si as u64);
-        for flags in [Flags::POST_SOFTMAX, Flags::PRE_SOFTMAX, Flags::PRE_SOFTMAX_NORM, Flags::POST_SIGMOID, Flags::PRE_SIGMOID_NORM] {
+        let pre_sigmoid_one_hot = Flags { indirect: false, ..Flags::PRE_SIGMOID_NORM };
+        for flags in [
+            Flags::POST_SOFTMAX,
+            Flags::PRE_SOFTMAX,
+            Flags::PRE_SOFTMAX_NORM,
+            Flags::POST_SIGMOID,
+            Flags::PRE_SIGMOID_NORM,
+            pre_sigmoid_one_hot,
+        ] {
             let flags = Flags { bias: true, x_hbm_layout: (si % 2) as i64, eager: flags.indirect && t <= 128, ..flags };
             run_and_check(&format!("bf16 {:?} {flags:?}", (t, h, e, k)), &p, flags, Dtype::Bf16, Precision::Hardware, BF16);
         }
@@ -397,7 +408,11 @@ fn the_library_rules_are_refused_naming_the_parameter() {
         assert!(e.message.contains(says), "{e}");
     };
     refused(Flags::POST_SOFTMAX, 9, "k must be within 1..=8, got 9");
-    refused(Flags { indirect: false, ..Flags::POST_SIGMOID }, 2, "act_fn SIGMOID requires use_indirect_dma_scatter=True");
+    refused(
+        Flags { indirect: false, ..Flags::POST_SIGMOID },
+        2,
+        "act_fn SIGMOID without router_pre_norm requires use_indirect_dma_scatter=True",
+    );
     refused(Flags { x_hbm_layout: 2, ..Flags::POST_SOFTMAX }, 2, "x_hbm_layout must be 0 ([H, T]) or 1 ([T, H]), got 2");
     let shard_one = Flags { shard: true, ..Flags::POST_SOFTMAX };
     let e = Problem::new(1, 128, 8, 1, 1).run(shard_one, Dtype::F32, Precision::Fp32).err().expect("T = 1 sharded refused");
@@ -479,6 +494,7 @@ fn the_library_rules_are_refused_naming_the_parameter() {
         router_topk_violation(RouterShape { act_fn: RouterActFnType::SIGMOID, ..ok }),
         Some(RouterRule::SigmoidNeedsIndirectScatter)
     );
+    assert_eq!(router_topk_violation(RouterShape { act_fn: RouterActFnType::SIGMOID, router_pre_norm: true, ..ok }), None);
     assert_eq!(router_topk_violation(RouterShape { t: 5, ..ok }), None);
     assert_eq!(router_topk_violation(RouterShape { t: 1, ..ok }), Some(RouterRule::Sharding));
     assert_eq!(
@@ -523,6 +539,7 @@ fn emitted_kernel_under_numpy_matches_the_emulator() {
         ("sharded", Problem::new(256, 128, 32, 2, 903), Flags { bias: true, shard: true, ..Flags::PRE_SIGMOID_NORM }),
         // The library's uneven shard: 2 and 3 of 5 tokens.
         ("sharded T = 5", Problem::new(5, 512, 128, 4, 905), Flags { bias: true, shard: true, ..Flags::POST_SOFTMAX }),
+        ("pre-sigmoid one-hot", Problem::new(20, 256, 32, 4, 906), Flags { bias: true, indirect: false, ..Flags::PRE_SIGMOID_NORM }),
         // Tied experts: the executor's max8 / nc_find_index8 pick the lowest index first too.
         ("ties", tied_problem(8, 3), Flags { bias: true, ..Flags::POST_SOFTMAX }),
     ];

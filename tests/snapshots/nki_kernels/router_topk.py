@@ -163,7 +163,7 @@ def check_router_inputs(io, act_fn, k, x_hbm_layout, x_sb_layout, router_pre_nor
     assert k >= 1 and k <= TOP8, f"router_topk: k must be within 1..=8, got {k}"
     x_dtype, w_dtype = (x.dtype, w.dtype)
     assert x_dtype == w_dtype, f"router_topk: x dtype {x_dtype} must match w dtype {w_dtype}"
-    assert act_fn != RouterActFnType.SIGMOID or use_indirect_dma_scatter, "router_topk: act_fn SIGMOID requires use_indirect_dma_scatter=True"
+    assert act_fn != RouterActFnType.SIGMOID or router_pre_norm or use_indirect_dma_scatter, "router_topk: act_fn SIGMOID without router_pre_norm requires use_indirect_dma_scatter=True"
     assert not return_eager_affi or router_pre_norm or t <= PE_COLUMN_TILE_128, f"router_topk: return_eager_affi without router_pre_norm needs T <= 128, got T = {t}"
     router_logits, expert_affinities, expert_index = (io.router_logits, io.expert_affinities, io.expert_index)
     rl = router_logits.shape

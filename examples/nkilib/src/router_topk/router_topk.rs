@@ -42,8 +42,8 @@
 //!
 //! The library's rules are checked: `x_hbm_layout` 0 (`x` is `[H, T]`) or 1
 //! (`[T, H]`), `x_sb_layout` in 0..=2, `k` in 1..=8, `E` at most 512 (and at
-//! least 8, the width `max8` searches), `H` a multiple of 128, `SIGMOID` only
-//! with `use_indirect_dma_scatter`, with the indirect scatter a program's
+//! least 8, the width `max8` searches), `H` a multiple of 128, `SIGMOID` after
+//! the top-k (without `router_pre_norm`) only with `use_indirect_dma_scatter`, with the indirect scatter a program's
 //! tokens at most 128 or a multiple of 128, `return_eager_affi` on the ACT2
 //! path only for `T <= 128`, `shard_on_tokens` only with several programs and
 //! at least one token each. The shards are the library's: each program but the
@@ -94,7 +94,7 @@ pub enum RouterRule {
     Experts,
     /// `k` is not within `1..=8`.
     TopK,
-    /// SIGMOID without `use_indirect_dma_scatter`.
+    /// SIGMOID after the top-k (without `router_pre_norm`) and without `use_indirect_dma_scatter`.
     SigmoidNeedsIndirectScatter,
     /// With `use_indirect_dma_scatter`, a program's tokens are more than 128
     /// and not a multiple of 128.
@@ -115,7 +115,9 @@ impl RouterRule {
             RouterRule::Hidden => "router_topk: H must be a positive multiple of 128",
             RouterRule::Experts => "router_topk: E must be within 8..=512",
             RouterRule::TopK => "router_topk: k must be within 1..=8",
-            RouterRule::SigmoidNeedsIndirectScatter => "router_topk: act_fn SIGMOID requires use_indirect_dma_scatter=True",
+            RouterRule::SigmoidNeedsIndirectScatter => {
+                "router_topk: act_fn SIGMOID without router_pre_norm requires use_indirect_dma_scatter=True"
+            }
             RouterRule::IndirectScatterTokens => {
                 "router_topk: with use_indirect_dma_scatter a program's tokens must be <= 128 or a multiple of 128"
             }
@@ -172,7 +174,7 @@ pub const fn router_topk_violation(c: RouterShape) -> Option<RouterRule> {
     if c.k < 1 || c.k > TOP8 {
         return Some(RouterRule::TopK);
     }
-    if matches!(c.act_fn, RouterActFnType::SIGMOID) && !c.use_indirect_dma_scatter {
+    if matches!(c.act_fn, RouterActFnType::SIGMOID) && !c.router_pre_norm && !c.use_indirect_dma_scatter {
         return Some(RouterRule::SigmoidNeedsIndirectScatter);
     }
     if c.return_eager_affi && !c.router_pre_norm && c.t > PE_COLUMN_TILE_128 {
@@ -211,8 +213,8 @@ const fn indirect_scatter_fits(t_local: i64) -> bool {
 /// ```
 ///
 /// ```compile_fail
-/// // SIGMOID needs the indirect-DMA scatter.
-/// let c = nkilib::router_topk_config!(t = 128, h = 4096, e = 128, k = 8, act_fn = SIGMOID);
+/// // SIGMOID after the top-k needs the indirect-DMA scatter.
+/// let c = nkilib::router_topk_config!(t = 128, h = 4096, e = 128, k = 8, act_fn = SIGMOID, router_pre_norm = false);
 /// ```
 ///
 /// ```compile_fail
@@ -426,8 +428,8 @@ pub mod kernel {
         let (x_dtype, w_dtype) = (x.dtype(), w.dtype());
         assert!(x_dtype == w_dtype, "router_topk: x dtype {x_dtype} must match w dtype {w_dtype}");
         assert!(
-            act_fn != RouterActFnType::SIGMOID || use_indirect_dma_scatter,
-            "router_topk: act_fn SIGMOID requires use_indirect_dma_scatter=True"
+            act_fn != RouterActFnType::SIGMOID || router_pre_norm || use_indirect_dma_scatter,
+            "router_topk: act_fn SIGMOID without router_pre_norm requires use_indirect_dma_scatter=True"
         );
         assert!(
             !return_eager_affi || router_pre_norm || t <= PE_COLUMN_TILE_128,
