@@ -393,6 +393,9 @@ impl<'a> Py<'a> {
             Stmt::Region(r) => r.span.start,
         };
         match s {
+            // `let _ = param;` only silences Rust's unused warning for a parameter kept
+            // for the library's signature; Python needs no statement for it.
+            Stmt::Let { pat: Pat::Wild, init, .. } if matches!(init.kind, ExprKind::Var(_)) => {}
             Stmt::Let { pat: Pat::Wild, init, .. } | Stmt::Expr(init) => {
                 let v = self.expr(init);
                 self.line(&v);

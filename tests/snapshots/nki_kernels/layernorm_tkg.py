@@ -162,7 +162,6 @@ def layernorm_tkg(input, gamma, output, beta=None, eps=1e-6, shard_on_h=False, u
     assert gamma.dtype in (nl.float32, nl.bfloat16, nl.float16), "layernorm_tkg takes gamma as float32, bfloat16 or float16"
     assert output.dtype in (nl.float32, nl.bfloat16, nl.float16), "layernorm_tkg takes output as float32, bfloat16 or float16"
     assert beta is None or beta.dtype in (nl.float32, nl.bfloat16, nl.float16), "layernorm_tkg takes beta as float32, bfloat16 or float16"
-    use_heap_memory
     assert input.ndim == 3, f"layernorm_tkg: input must be [B, S, H], got {input.ndim} dims"
     b, sl, h = input.shape
     pmax, bxs = (nl.tile_size.pmax, b * sl)

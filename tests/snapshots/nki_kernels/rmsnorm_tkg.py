@@ -142,7 +142,6 @@ def rmsnorm_tkg(input, gamma, output, eps=1e-6, hidden_actual=None, hidden_dim_t
     assert input.dtype in (nl.float32, nl.bfloat16, nl.float16), "rmsnorm_tkg takes input as float32, bfloat16 or float16"
     assert gamma.dtype in (nl.float32, nl.bfloat16, nl.float16), "rmsnorm_tkg takes gamma as float32, bfloat16 or float16"
     assert output.dtype in (nl.float32, nl.bfloat16, nl.float16), "rmsnorm_tkg takes output as float32, bfloat16 or float16"
-    use_heap_memory
     assert input.ndim == 3, f"rmsnorm_tkg: input must be [B, S, H], got {input.ndim} dims"
     b, sl, h = input.shape
     pmax = nl.tile_size.pmax
