@@ -1,6 +1,6 @@
 //! Row-wise softmax.
 
-use super::tiles::load_block;
+use super::tiles::{divide_rows, load_block, neg_row_max};
 use nki::prelude::*;
 
 /// `softmax(x)` along the rows of an `[N, M]` tensor (`N` a multiple of 128).
@@ -15,15 +15,11 @@ pub fn softmax(x: Hbm) -> Hbm {
     let out = nl::ndarray([n, m], x.dtype(), buffer = nl::shared_hbm);
     for i in 0..n / 128 {
         let t = load_block(x, i * 128, 0, 128, m);
-        let neg_max = nl::ndarray([128, 1], nl::float32);
-        nisa::tensor_reduce(neg_max, nl::maximum, t, 1, negate = true);
+        let neg_max = neg_row_max(t);
         let e = nl::ndarray([128, m], nl::float32);
         let sums = nl::ndarray([128, 1], nl::float32);
         nisa::activation_reduce(e, nl::exp, t, nl::add, sums, bias = neg_max);
-        let inv = nl::ndarray([128, 1], nl::float32);
-        nisa::reciprocal(inv, sums);
-        let y = nl::ndarray([128, m], x.dtype());
-        nisa::tensor_scalar(y, e, nl::multiply, inv);
+        let y = divide_rows(e, sums, x.dtype());
         nisa::dma_copy(out[s![i * 128..(i + 1) * 128, ..]], y);
     }
     out

@@ -1,6 +1,6 @@
 //! Row-wise softmax at a temperature, with the trn3 Scalar Engine's `activate2`.
 
-use super::tiles::load_block;
+use super::tiles::{divide_rows, load_block, neg_row_max};
 use nki::prelude::*;
 
 /// `softmax(x / temperature)` along the rows of an `[N, M]` tensor (`N` a
@@ -22,8 +22,7 @@ pub fn temperature_softmax(x: Hbm, #[range(> 0.0)] inv_temp: f64) -> Hbm {
     let out = nl::ndarray([n, m], x.dtype(), buffer = nl::shared_hbm);
     for i in 0..n / 128 {
         let t = load_block(x, i * 128, 0, 128, m);
-        let neg_max = nl::ndarray([128, 1], nl::float32);
-        nisa::tensor_reduce(neg_max, nl::maximum, t, 1, negate = true);
+        let neg_max = neg_row_max(t);
         let bias = nl::ndarray([128, 1], nl::float32);
         nisa::tensor_scalar(bias, neg_max, nl::multiply, inv_temp);
         let e = nl::ndarray([128, m], nl::float32);
@@ -40,10 +39,7 @@ pub fn temperature_softmax(x: Hbm, #[range(> 0.0)] inv_temp: f64) -> Hbm {
             reduce_res = sums,
             reduce_cmd = nisa::reduce_cmd::reset_reduce,
         );
-        let inv = nl::ndarray([128, 1], nl::float32);
-        nisa::reciprocal(inv, sums);
-        let y = nl::ndarray([128, m], x.dtype());
-        nisa::tensor_scalar(y, e, nl::multiply, inv);
+        let y = divide_rows(e, sums, x.dtype());
         nisa::dma_copy(out[s![i * 128..(i + 1) * 128, ..]], y);
     }
     out

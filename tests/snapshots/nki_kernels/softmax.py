@@ -4,7 +4,9 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .tiles import divide_rows
 from .tiles import load_block
+from .tiles import neg_row_max
 
 
 @nki.jit
@@ -21,14 +23,10 @@ def softmax(x):
     out = nl.ndarray(shape=(n, m), dtype=x.dtype, buffer=nl.shared_hbm)
     for i in range(n // 128):
         t = load_block(x, i * 128, 0, 128, m)
-        neg_max = nl.ndarray(shape=(128, 1), dtype=nl.float32)
-        nisa.tensor_reduce(dst=neg_max, op=nl.maximum, data=t, axis=1, negate=True)
+        neg_max = neg_row_max(t)
         e = nl.ndarray(shape=(128, m), dtype=nl.float32)
         sums = nl.ndarray(shape=(128, 1), dtype=nl.float32)
         nisa.activation_reduce(dst=e, op=nl.exp, data=t, reduce_op=nl.add, reduce_res=sums, bias=neg_max)
-        inv = nl.ndarray(shape=(128, 1), dtype=nl.float32)
-        nisa.reciprocal(dst=inv, data=sums)
-        y = nl.ndarray(shape=(128, m), dtype=x.dtype)
-        nisa.tensor_scalar(dst=y, data=e, op0=nl.multiply, operand0=inv)
+        y = divide_rows(e, sums, x.dtype)
         nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, :], src=y)
     return out

@@ -4,7 +4,9 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .tiles import divide_rows
 from .tiles import load_block
+from .tiles import neg_row_max
 
 
 @nki.jit
@@ -29,16 +31,12 @@ def temperature_softmax(x, inv_temp):
     out = nl.ndarray(shape=(n, m), dtype=x.dtype, buffer=nl.shared_hbm)
     for i in range(n // 128):
         t = load_block(x, i * 128, 0, 128, m)
-        neg_max = nl.ndarray(shape=(128, 1), dtype=nl.float32)
-        nisa.tensor_reduce(dst=neg_max, op=nl.maximum, data=t, axis=1, negate=True)
+        neg_max = neg_row_max(t)
         bias = nl.ndarray(shape=(128, 1), dtype=nl.float32)
         nisa.tensor_scalar(dst=bias, data=neg_max, op0=nl.multiply, operand0=inv_temp)
         e = nl.ndarray(shape=(128, m), dtype=nl.float32)
         sums = nl.ndarray(shape=(128, 1), dtype=nl.float32)
         nisa.activate2(dst=e, op=nl.exp, data=t, imm0=inv_temp, imm1=bias, op0=nl.multiply, op1=nl.add, reduce_op=nl.add, reduce_res=sums, reduce_cmd=nisa.reduce_cmd.reset_reduce)
-        inv = nl.ndarray(shape=(128, 1), dtype=nl.float32)
-        nisa.reciprocal(dst=inv, data=sums)
-        y = nl.ndarray(shape=(128, m), dtype=x.dtype)
-        nisa.tensor_scalar(dst=y, data=e, op0=nl.multiply, operand0=inv)
+        y = divide_rows(e, sums, x.dtype)
         nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, :], src=y)
     return out

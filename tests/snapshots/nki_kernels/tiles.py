@@ -11,3 +11,23 @@ def load_block(src, r0, c0, rows, cols):
     tile = nl.ndarray(shape=(rows, cols), dtype=src.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=tile, src=src[r0:r0 + rows, c0:c0 + cols])
     return tile
+
+
+def neg_row_max(t):
+    """The negated maximum of each row of an SBUF tile, `[rows, 1]` in fp32: the
+    bias that shifts a row's exponentials below 1 before a softmax.
+    """
+    neg_max = nl.ndarray(shape=(t.shape[0], 1), dtype=nl.float32)
+    nisa.tensor_reduce(dst=neg_max, op=nl.maximum, data=t, axis=1, negate=True)
+    return neg_max
+
+
+def divide_rows(e, sums, dtype):
+    """`e / sums` row by row in `dtype`: one reciprocal of the `[rows, 1]` sums, then
+    one multiply, as a softmax finishes.
+    """
+    inv = nl.ndarray(shape=(e.shape[0], 1), dtype=nl.float32)
+    nisa.reciprocal(dst=inv, data=sums)
+    y = nl.ndarray(shape=e.shape, dtype=dtype)
+    nisa.tensor_scalar(dst=y, data=e, op0=nl.multiply, operand0=inv)
+    return y
