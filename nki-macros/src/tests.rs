@@ -71,7 +71,7 @@ fn control_flow_maps_to_python() {
     );
     assert_eq!(
         b,
-        "for i in range(2, n, 3):\n    if i == 4:\n        assert n > 1, f\"n = {n}\"\n    elif i > 9:\n        pass\n    else:\n        i\nif p is not None:\n    q = p\n    t = q"
+        "for i in range(2, n, 3):\n    if i == 4:\n        assert n > 1, f\"n = {n}\"\n    elif i > 9:\n        pass\n    else:\n        pass\nif p is not None:\n    q = p\n    t = q"
     );
 }
 
