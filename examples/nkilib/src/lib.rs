@@ -17,6 +17,7 @@
 //! | `rmsnorm_quant_kernel` | [`rmsnorm::rmsnorm_quant`] | RMSNorm then `float8_e4m3` row or static quantization |
 //! | `router_topk` | [`router_topk::router_topk`] | MoE router: logits, activation, top-k experts and affinities |
 //! | `rotational_topk` | [`topk::rotational_topk`] | top-k values and indices of vocabulary-sized rows |
+//! | `mlp` | [`mlp::mlp`] | gate/up projection, gated activation, down projection (decode path) |
 //! | `rmsnorm_tkg` | [`subkernels::rmsnorm_tkg`] | decode-phase RMSNorm into the `[128, B·S, H/128]` layout |
 //!
 //! Every kernel's compile-time rules are `const fn`s beside it (with a
@@ -32,6 +33,7 @@ extern crate nki_core as nki;
 pub mod cumsum;
 pub mod embeddings;
 pub mod max;
+pub mod mlp;
 pub mod rmsnorm;
 pub mod router_topk;
 pub mod subkernels;

@@ -1,0 +1,169 @@
+//! What `mlp` is configured with: the library's activation enum, the bundle of
+//! scalar options the phases share, and the call's rules as `const fn`s.
+//!
+//! The rules follow the library's argument validation: `H` a multiple of 128,
+//! positive sizes, bias shapes, normalization bias only with `LAYER_NORM`, the
+//! optimized down-projection layout only without down column tiling, the clamps,
+//! SBUF output and the optimized layout only in token generation. On top of
+//! them, the members this port does not implement are refused by name (see
+//! [`MlpRule`]).
+
+use crate::mlp::mlp::{H0, NormType, QuantizationType, TKG_BS_SEQLEN_THRESHOLD};
+
+
+/// Why an `mlp` call is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MlpRule {
+    /// `H` is not a positive multiple of 128.
+    HiddenTiles,
+    /// `B·S` or `I` is not positive.
+    Sizes,
+    /// `B·S` is above `TKG_BS_SEQLEN_THRESHOLD` or `force_cte_mode` is set:
+    /// the context-encoding path is not implemented here.
+    CteMode,
+    /// `quantization_type` is not `NONE` (fp8 and MX weights are not implemented here).
+    Quantization,
+    /// `normalization_type` is `RMS_NORM_SKIP_GAMMA` (not implemented here).
+    NormSkipGamma,
+    /// A normalization bias with a norm other than `LAYER_NORM`.
+    NormBias,
+    /// `use_tkg_down_proj_optimized_layout` together with down column tiling.
+    OptimizedLayout,
+    /// `use_tkg_down_proj_optimized_layout` (not implemented here).
+    OptimizedLayoutUnsupported,
+    /// `store_output_in_sbuf` (the output is an HBM tensor here).
+    SbufOutput,
+    /// `H / 128` does not split evenly over the programs of the launch.
+    HiddenShards,
+}
+
+impl MlpRule {
+    /// The rule in words.
+    pub const fn message(self) -> &'static str {
+        match self {
+            MlpRule::HiddenTiles => "mlp: H must be a positive multiple of 128",
+            MlpRule::Sizes => "mlp: B * S and I must be positive",
+            MlpRule::CteMode => {
+                "mlp: B * S must be at most TKG_BS_SEQLEN_THRESHOLD = 96 and force_cte_mode off (the context-encoding path is not implemented)"
+            }
+            MlpRule::Quantization => "mlp: quantization_type must be QuantizationType.NONE (the member implemented)",
+            MlpRule::NormSkipGamma => "mlp: normalization_type RMS_NORM_SKIP_GAMMA is not implemented",
+            MlpRule::NormBias => "mlp: normalization_bias_tensor is only supported with NormType.LAYER_NORM",
+            MlpRule::OptimizedLayout => "mlp: use_tkg_down_proj_optimized_layout needs use_tkg_down_proj_column_tiling=False",
+            MlpRule::OptimizedLayoutUnsupported => "mlp: use_tkg_down_proj_optimized_layout is not implemented",
+            MlpRule::SbufOutput => "mlp: store_output_in_sbuf is not implemented (the output is an HBM tensor)",
+            MlpRule::HiddenShards => "mlp: H / 128 must split evenly over the programs of the launch (the LNC size)",
+        }
+    }
+}
+
+/// An `mlp` call as the rules read it: the sizes and the options.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MlpCall {
+    /// `B · S`, the tokens.
+    pub tokens: i64,
+    /// `H`, the hidden size.
+    pub hidden: i64,
+    /// `I`, the intermediate size.
+    pub intermediate: i64,
+    /// The programs of the launch (its LNC size), 1 without a grid.
+    pub programs: i64,
+    /// `normalization_type`.
+    pub normalization_type: NormType,
+    /// Whether `normalization_bias_tensor` is given.
+    pub has_norm_bias: bool,
+    /// `quantization_type`.
+    pub quantization_type: QuantizationType,
+    /// `store_output_in_sbuf`.
+    pub store_output_in_sbuf: bool,
+    /// `use_tkg_down_proj_column_tiling`.
+    pub use_tkg_down_proj_column_tiling: bool,
+    /// `use_tkg_down_proj_optimized_layout`.
+    pub use_tkg_down_proj_optimized_layout: bool,
+    /// `force_cte_mode`.
+    pub force_cte_mode: bool,
+}
+
+/// Whether a call of `tokens` tokens runs the token-generation path (the
+/// library's `is_mlp_tkg`).
+pub const fn is_mlp_tkg(tokens: i64, force_cte_mode: bool) -> bool {
+    tokens <= TKG_BS_SEQLEN_THRESHOLD && !force_cte_mode
+}
+
+/// The first rule `c` breaks.
+pub const fn mlp_violation(c: MlpCall) -> Option<MlpRule> {
+    if c.hidden <= 0 || c.hidden % H0 != 0 {
+        return Some(MlpRule::HiddenTiles);
+    }
+    if c.tokens <= 0 || c.intermediate <= 0 {
+        return Some(MlpRule::Sizes);
+    }
+    let has_norm = !matches!(c.normalization_type, NormType::NO_NORM);
+    if has_norm && c.has_norm_bias && !matches!(c.normalization_type, NormType::LAYER_NORM) {
+        return Some(MlpRule::NormBias);
+    }
+    if c.use_tkg_down_proj_optimized_layout && c.use_tkg_down_proj_column_tiling {
+        return Some(MlpRule::OptimizedLayout);
+    }
+    if !is_mlp_tkg(c.tokens, c.force_cte_mode) {
+        return Some(MlpRule::CteMode);
+    }
+    if !matches!(c.quantization_type, QuantizationType::NONE) {
+        return Some(MlpRule::Quantization);
+    }
+    if matches!(c.normalization_type, NormType::RMS_NORM_SKIP_GAMMA) {
+        return Some(MlpRule::NormSkipGamma);
+    }
+    if c.use_tkg_down_proj_optimized_layout {
+        return Some(MlpRule::OptimizedLayoutUnsupported);
+    }
+    if c.store_output_in_sbuf {
+        return Some(MlpRule::SbufOutput);
+    }
+    if c.programs <= 0 || (c.hidden / H0) % c.programs != 0 {
+        return Some(MlpRule::HiddenShards);
+    }
+    None
+}
+
+/// An `mlp` call checked at compile time, or a compile error naming the rule
+/// it breaks. Options not given take the kernel's defaults.
+///
+/// ```
+/// let c = nkilib::mlp_config!(tokens = 8, hidden = 4096, intermediate = 896, programs = 2);
+/// assert_eq!((c.tokens, c.intermediate), (8, 896));
+/// ```
+///
+/// ```compile_fail
+/// // 128 tokens take the context-encoding path.
+/// let c = nkilib::mlp_config!(tokens = 128, hidden = 4096, intermediate = 896, programs = 1);
+/// ```
+#[macro_export]
+macro_rules! mlp_config {
+    (tokens = $t:expr, hidden = $h:expr, intermediate = $i:expr, programs = $p:expr $(, $field:ident = $v:expr)* $(,)?) => {{
+        const CALL: $crate::mlp::mlp_parameters::MlpCall = $crate::mlp::mlp_parameters::MlpCall {
+            tokens: $t,
+            hidden: $h,
+            intermediate: $i,
+            programs: $p,
+            $($field: $v,)*
+            ..$crate::mlp::mlp_parameters::MlpCall {
+                tokens: 0,
+                hidden: 0,
+                intermediate: 0,
+                programs: 1,
+                normalization_type: $crate::mlp::mlp::NormType::NO_NORM,
+                has_norm_bias: false,
+                quantization_type: $crate::mlp::mlp::QuantizationType::NONE,
+                store_output_in_sbuf: false,
+                use_tkg_down_proj_column_tiling: true,
+                use_tkg_down_proj_optimized_layout: false,
+                force_cte_mode: false,
+            }
+        };
+        const _: () = if let Some(rule) = $crate::mlp::mlp_parameters::mlp_violation(CALL) {
+            panic!("{}", rule.message());
+        };
+        CALL
+    }};
+}
