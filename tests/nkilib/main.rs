@@ -9,6 +9,7 @@ mod common;
 pub mod cumsum;
 pub mod embeddings;
 pub mod max;
+pub mod mlp;
 pub mod rmsnorm;
 pub mod router_topk;
 pub mod subkernels;

@@ -65,8 +65,15 @@ def _kernel(package_dir, spec):
     if kernel is None:
         raise SpecError(f"the package exports no kernel named {spec.kernel!r}")
 
+    # The kernel's own module first: two modules of a package may each define a
+    # class of the same name (an enum both kernels take), and the package
+    # exports only one of them under that name.
+    home = sys.modules.get(getattr(getattr(kernel, "fn", kernel), "__module__", ""), None)
+
     def bundle(name):
-        cls = getattr(package, name, None)
+        cls = getattr(home, name, None) if home is not None else None
+        if not isinstance(cls, type):
+            cls = getattr(package, name, None)
         return cls if isinstance(cls, type) else None
 
     return kernel, bundle

@@ -1,0 +1,412 @@
+//! The library's `mlp` (its decode path) against a float64 MLP written from
+//! its documented computation — residual add, RMSNorm or LayerNorm, gate and
+//! up projections with biases and clamps, `act(gate) · up` (or `act(up)`
+//! without the gate), down projection with bias — at a subset of the
+//! library's `test_mlp_tkg.py` configurations, in both precision modes; its
+//! emitted source under NumPy against the emulator; its rules.
+
+use crate::common::attention::run_numpy_kwargs;
+use crate::common::{Arg, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, emitted_package, seed_of, tensor, uniform};
+use nki::{Dtype, Launch, Precision};
+use nkilib::mlp::mlp::{ActFnType, NormType, QuantizationType, mlp};
+use nkilib::mlp::mlp_parameters::{MlpCall, MlpRule, mlp_violation};
+
+/// One configuration: launch, sizes and options.
+#[derive(Clone, Copy, Debug)]
+struct Config {
+    lnc: usize,
+    b: usize,
+    s: usize,
+    h: usize,
+    i: usize,
+    norm: NormType,
+    fused_add: bool,
+    store_add: bool,
+    act: ActFnType,
+    skip_gate: bool,
+    bias: bool,
+    norm_bias: bool,
+    clamp: bool,
+}
+
+const fn c(lnc: usize, b: usize, s: usize, h: usize, i: usize, norm: NormType) -> Config {
+    Config {
+        lnc,
+        b,
+        s,
+        h,
+        i,
+        norm,
+        fused_add: false,
+        store_add: false,
+        act: ActFnType::SiLU,
+        skip_gate: false,
+        bias: false,
+        norm_bias: false,
+        clamp: false,
+    }
+}
+
+impl Config {
+    const fn fused(mut self, store: bool) -> Self {
+        self.fused_add = true;
+        self.store_add = store;
+        self
+    }
+    const fn biased(mut self) -> Self {
+        self.bias = true;
+        self
+    }
+    const fn clamped(mut self) -> Self {
+        self.clamp = true;
+        self
+    }
+    const fn skip(mut self) -> Self {
+        self.skip_gate = true;
+        self
+    }
+    const fn act(mut self, a: ActFnType) -> Self {
+        self.act = a;
+        self
+    }
+    const fn with_norm_bias(mut self) -> Self {
+        self.norm_bias = true;
+        self
+    }
+}
+
+use NormType::{LAYER_NORM, NO_NORM, RMS_NORM};
+
+/// A CI-sized subset of the library's configurations (`[lnc, B, S, H, I]`,
+/// norm and options as there), plus the options its list leaves out
+/// (activations, LayerNorm bias, clamps).
+const CONFIGS: &[Config] = &[
+    c(1, 1, 1, 256, 448, NO_NORM),
+    c(2, 4, 2, 4096, 1024, LAYER_NORM),
+    c(2, 1, 1, 8192, 448, RMS_NORM),
+    c(2, 4, 1, 5120, 128, NO_NORM),
+    c(2, 64, 1, 3072, 135, RMS_NORM),
+    c(2, 4, 1, 2048, 512, RMS_NORM).fused(false),
+    c(2, 4, 1, 2048, 512, LAYER_NORM).fused(true),
+    c(2, 8, 5, 2048, 512, RMS_NORM).biased(),
+    c(2, 4, 1, 2048, 832, NO_NORM).skip(),
+    c(1, 3, 8, 1024, 832, LAYER_NORM).with_norm_bias(),
+    c(1, 2, 2, 1024, 300, RMS_NORM).act(ActFnType::GELU).clamped(),
+    c(2, 2, 2, 1024, 300, NO_NORM).act(ActFnType::GELU_Tanh_Approx).clamped().biased(),
+    c(1, 2, 2, 1024, 300, NO_NORM).act(ActFnType::Swish).skip().clamped(),
+];
+
+const EPS: f64 = 1e-6;
+/// The clamps of the clamped configurations (gate upper, gate lower, up upper, up lower).
+const CLAMPS: [f64; 4] = [0.5, -0.4, 0.3, -0.6];
+
+/// The inputs of one configuration, row-major.
+struct Inputs {
+    hidden: Vec<f64>,
+    residual: Vec<f64>,
+    gamma: Vec<f64>,
+    beta: Vec<f64>,
+    gate_w: Vec<f64>,
+    up_w: Vec<f64>,
+    down_w: Vec<f64>,
+    gate_b: Vec<f64>,
+    up_b: Vec<f64>,
+    down_b: Vec<f64>,
+}
+
+/// `erf` by Abramowitz and Stegun 7.1.26 (absolute error below 1.5e-7).
+fn erf(x: f64) -> f64 {
+    let t = 1.0 / (1.0 + 0.327_591_1 * x.abs());
+    let poly = t * (0.254_829_592 + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+    (1.0 - poly * (-x * x).exp()).copysign(x)
+}
+
+/// The activations as the NKI docs define them.
+fn activation(a: ActFnType, x: f64) -> f64 {
+    let sigmoid = |v: f64| 1.0 / (1.0 + (-v).exp());
+    match a {
+        ActFnType::SiLU => x * sigmoid(x),
+        ActFnType::GELU => 0.5 * x * (1.0 + erf(x / 2f64.sqrt())),
+        ActFnType::GELU_Tanh_Approx => {
+            0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh())
+        }
+        ActFnType::Swish => x * sigmoid(1.702 * x),
+    }
+}
+
+impl Config {
+    fn t(&self) -> usize {
+        self.b * self.s
+    }
+
+    fn name(&self) -> String {
+        format!("{self:?}")
+    }
+
+    /// Unit-variance hidden rows; weights scaled by `1/sqrt(fan_in)` so the
+    /// projections stay of order one.
+    fn inputs(&self) -> Inputs {
+        let seed = seed_of(&self.name());
+        let (t, h, i) = (self.t(), self.h, self.i);
+        let r = 3f64.sqrt();
+        let (wh, wi) = (r / (h as f64).sqrt(), r / (i as f64).sqrt());
+        Inputs {
+            hidden: uniform(t * h, seed, -r, r),
+            residual: uniform(t * h, seed + 1, -r, r),
+            gamma: uniform(h, seed + 2, 0.5, 1.5),
+            beta: uniform(h, seed + 3, -0.5, 0.5),
+            gate_w: uniform(h * i, seed + 4, -wh, wh),
+            up_w: uniform(h * i, seed + 5, -wh, wh),
+            down_w: uniform(i * h, seed + 6, -wi, wi),
+            gate_b: uniform(i, seed + 7, -0.5, 0.5),
+            up_b: uniform(i, seed + 8, -0.5, 0.5),
+            down_b: uniform(h, seed + 9, -0.5, 0.5),
+        }
+    }
+
+    /// The float64 MLP: `(output [T, H], residual sum [T, H])`.
+    fn reference(&self, x: &Inputs) -> (Vec<f64>, Vec<f64>) {
+        let (t, h, i) = (self.t(), self.h, self.i);
+        let sum: Vec<f64> =
+            if self.fused_add { x.hidden.iter().zip(&x.residual).map(|(a, b)| a + b).collect() } else { x.hidden.clone() };
+        let mut normed = sum.clone();
+        for row in normed.chunks_mut(h) {
+            match self.norm {
+                RMS_NORM => {
+                    let rms = (row.iter().map(|v| v * v).sum::<f64>() / h as f64 + EPS).sqrt();
+                    row.iter_mut().zip(&x.gamma).for_each(|(v, g)| *v = *v / rms * g);
+                }
+                LAYER_NORM => {
+                    let mean = row.iter().sum::<f64>() / h as f64;
+                    let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / h as f64;
+                    let sd = (var + EPS).sqrt();
+                    for (k, v) in row.iter_mut().enumerate() {
+                        *v = (*v - mean) / sd * x.gamma[k] + if self.norm_bias { x.beta[k] } else { 0.0 };
+                    }
+                }
+                _ => {}
+            }
+        }
+        let proj = |w: &[f64], b: &[f64], tok: usize, col: usize| {
+            let dot: f64 = (0..h).map(|k| normed[tok * h + k] * w[k * i + col]).sum();
+            dot + if self.bias { b[col] } else { 0.0 }
+        };
+        let clamp = |v: f64, hi: f64, lo: f64| if self.clamp { v.min(hi).max(lo) } else { v };
+        let mut inter = vec![0.0; t * i];
+        for tok in 0..t {
+            for col in 0..i {
+                let up = clamp(proj(&x.up_w, &x.up_b, tok, col), CLAMPS[2], CLAMPS[3]);
+                inter[tok * i + col] = if self.skip_gate {
+                    activation(self.act, up)
+                } else {
+                    let gate = clamp(proj(&x.gate_w, &x.gate_b, tok, col), CLAMPS[0], CLAMPS[1]);
+                    activation(self.act, gate) * up
+                };
+            }
+        }
+        let mut out = vec![0.0; t * h];
+        for tok in 0..t {
+            for col in 0..h {
+                let dot: f64 = (0..i).map(|k| inter[tok * i + k] * x.down_w[k * h + col]).sum();
+                out[tok * h + col] = dot + if self.bias { x.down_b[col] } else { 0.0 };
+            }
+        }
+        (out, sum)
+    }
+
+    /// The emulator's outputs (the MLP output, and the stored sum if any).
+    fn run(&self, x: &Inputs, dtype: Dtype, precision: Precision) -> Vec<Vec<f32>> {
+        let (b, s, h, i) = (self.b, self.s, self.h, self.i);
+        let ts = |shape: &[usize], v: &[f64]| tensor(shape, v, dtype);
+        let (hid, gw, uw, dw) = (ts(&[b, s, h], &x.hidden), ts(&[h, i], &x.gate_w), ts(&[h, i], &x.up_w), ts(&[i, h], &x.down_w));
+        let (res, gamma, beta) = (ts(&[b, s, h], &x.residual), ts(&[1, h], &x.gamma), ts(&[1, h], &x.beta));
+        let (gb, ub, db) = (ts(&[1, i], &x.gate_b), ts(&[1, i], &x.up_b), ts(&[1, h], &x.down_b));
+        let mut call = mlp::Call::new(&hid, &gw, &uw, &dw)
+            .normalization_type(self.norm)
+            .activation_fn(self.act)
+            .skip_gate_proj(self.skip_gate)
+            .eps(EPS)
+            .store_fused_add_result(self.store_add);
+        if self.norm != NO_NORM {
+            call = call.normalization_weights_tensor(&gamma);
+        }
+        if self.norm_bias {
+            call = call.normalization_bias_tensor(&beta);
+        }
+        if self.fused_add {
+            call = call.fused_add_tensor(&res);
+        }
+        if self.bias {
+            call = call.gate_proj_bias_tensor(&gb).up_proj_bias_tensor(&ub).down_proj_bias_tensor(&db);
+        }
+        if self.clamp {
+            call = call
+                .gate_clamp_upper_limit(CLAMPS[0])
+                .gate_clamp_lower_limit(CLAMPS[1])
+                .up_clamp_upper_limit(CLAMPS[2])
+                .up_clamp_lower_limit(CLAMPS[3]);
+        }
+        let launch = Launch::new().lnc(self.lnc).precision(precision);
+        let out = call.launch(&launch).unwrap_or_else(|e| panic!("{}: {e}", self.name()));
+        assert_eq!(out.len(), if self.store_add { 2 } else { 1 }, "{}", self.name());
+        out.0.iter().map(|o| o.to_f32_vec()).collect()
+    }
+
+    /// The arguments for the NumPy executor, by keyword (the library's names).
+    fn numpy_kwargs(&self, x: &Inputs, dtype: Dtype) -> Vec<(&'static str, Arg)> {
+        let (b, s, h, i) = (self.b, self.s, self.h, self.i);
+        let ts = |shape: Vec<usize>, v: &[f64]| Arg::Tensor(shape, v.to_vec(), dtype);
+        let opt = |on: bool, a: Arg| if on { a } else { Arg::None };
+        let norm = match self.norm {
+            RMS_NORM => "RMS_NORM",
+            LAYER_NORM => "LAYER_NORM",
+            _ => "NO_NORM",
+        };
+        let act = match self.act {
+            ActFnType::SiLU => "SiLU",
+            ActFnType::GELU => "GELU",
+            ActFnType::GELU_Tanh_Approx => "GELU_Tanh_Approx",
+            ActFnType::Swish => "Swish",
+        };
+        let clamp = |k: usize| if self.clamp { Arg::Float(CLAMPS[k]) } else { Arg::None };
+        vec![
+            ("hidden_tensor", ts(vec![b, s, h], &x.hidden)),
+            ("gate_proj_weights_tensor", ts(vec![h, i], &x.gate_w)),
+            ("up_proj_weights_tensor", ts(vec![h, i], &x.up_w)),
+            ("down_proj_weights_tensor", ts(vec![i, h], &x.down_w)),
+            ("normalization_weights_tensor", opt(self.norm != NO_NORM, ts(vec![1, h], &x.gamma))),
+            ("gate_proj_bias_tensor", opt(self.bias, ts(vec![1, i], &x.gate_b))),
+            ("up_proj_bias_tensor", opt(self.bias, ts(vec![1, i], &x.up_b))),
+            ("down_proj_bias_tensor", opt(self.bias, ts(vec![1, h], &x.down_b))),
+            ("normalization_bias_tensor", opt(self.norm_bias, ts(vec![1, h], &x.beta))),
+            ("fused_add_tensor", opt(self.fused_add, ts(vec![b, s, h], &x.residual))),
+            ("store_fused_add_result", Arg::Bool(self.store_add)),
+            ("activation_fn", Arg::Member("ActFnType", act)),
+            ("normalization_type", Arg::Member("NormType", norm)),
+            ("eps", Arg::Float(EPS)),
+            ("skip_gate_proj", Arg::Bool(self.skip_gate)),
+            ("gate_clamp_upper_limit", clamp(0)),
+            ("gate_clamp_lower_limit", clamp(1)),
+            ("up_clamp_upper_limit", clamp(2)),
+            ("up_clamp_lower_limit", clamp(3)),
+        ]
+    }
+}
+
+/// Every configuration, fp32 inputs in fp32 precision: the fp32 metric on
+/// the output and on the stored residual sum.
+#[test]
+fn configs_in_fp32_match_float64() {
+    for cfg in CONFIGS {
+        let x = cfg.inputs();
+        let got = cfg.run(&x, Dtype::F32, Precision::Fp32);
+        let (want, sum) = cfg.reference(&x);
+        assert_close(&format!("{} fp32", cfg.name()), &got[0], &want, 1e-4, 1e-4);
+        if cfg.store_add {
+            assert_close(&format!("{} fp32 sum", cfg.name()), &got[1], &sum, FP32_ATOL, FP32_RTOL);
+        }
+    }
+}
+
+/// Rounds every input to `dtype`.
+fn rounded(x: &Inputs, dtype: Dtype) -> Inputs {
+    let r = |v: &[f64]| as_dtype(v, dtype);
+    Inputs {
+        hidden: r(&x.hidden),
+        residual: r(&x.residual),
+        gamma: r(&x.gamma),
+        beta: r(&x.beta),
+        gate_w: r(&x.gate_w),
+        up_w: r(&x.up_w),
+        down_w: r(&x.down_w),
+        gate_b: r(&x.gate_b),
+        up_b: r(&x.up_b),
+        down_b: r(&x.down_b),
+    }
+}
+
+/// bfloat16 inputs (the library's tests') in hardware precision: the output
+/// within the library's bfloat16 tolerance of the float64 MLP of the rounded
+/// inputs (the activations pass through bfloat16 twice: the normed rows and
+/// the gated product).
+#[test]
+fn configs_in_bfloat16_match_float64() {
+    for cfg in CONFIGS {
+        let x = rounded(&cfg.inputs(), Dtype::Bf16);
+        let got = cfg.run(&x, Dtype::Bf16, Precision::Hardware);
+        let (want, _) = cfg.reference(&x);
+        assert_close(&format!("{} bfloat16", cfg.name()), &got[0], &want, 2e-2, 2e-2);
+    }
+}
+
+/// The emitted kernel under NumPy equals the emulator up to the order of the
+/// matmuls' float32 sums (NumPy's `matmul` against the emulator's): one
+/// program and LNC2, with every option on between them, both modes. In
+/// hardware precision a sum that lands on the other side of a bfloat16
+/// rounding boundary moves an element by one bfloat16 step.
+#[test]
+fn emitted_mlp_under_numpy_equals_emulator() {
+    for cfg in [CONFIGS[9], CONFIGS[6], CONFIGS[11]] {
+        for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
+            let x = rounded(&cfg.inputs(), dtype);
+            let emu = cfg.run(&x, dtype, precision);
+            let np = run_numpy_kwargs(emitted_package(), "mlp", &[], &cfg.numpy_kwargs(&x, dtype), cfg.lnc, mode);
+            assert_eq!(np.len(), emu.len(), "{} {mode}: outputs", cfg.name());
+            for (k, (n, e)) in np.iter().zip(&emu).enumerate() {
+                assert_eq!(n.len(), e.len(), "{} {mode}: output {k}", cfg.name());
+                let rtol = if mode == "fp32" { 1e-5 } else { 2f64.powi(-7) };
+                assert_close(&format!("{} {mode}: output {k}", cfg.name()), n, &e.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), 1e-6, rtol);
+            }
+        }
+    }
+}
+
+/// A call the rules accept, to vary one field at a time.
+const OK: MlpCall = MlpCall {
+    tokens: 8,
+    hidden: 4096,
+    intermediate: 896,
+    programs: 2,
+    normalization_type: RMS_NORM,
+    has_norm_bias: false,
+    quantization_type: QuantizationType::NONE,
+    store_output_in_sbuf: false,
+    use_tkg_down_proj_column_tiling: true,
+    use_tkg_down_proj_optimized_layout: false,
+    force_cte_mode: false,
+};
+
+/// Each rule refuses what it names, and the kernel refuses the same at trace time.
+#[test]
+fn rules_refuse_what_they_name() {
+    assert_eq!(mlp_violation(OK), None);
+    let cases = [
+        (MlpCall { hidden: 4000, ..OK }, MlpRule::HiddenTiles),
+        (MlpCall { intermediate: 0, ..OK }, MlpRule::Sizes),
+        (MlpCall { tokens: 97, ..OK }, MlpRule::CteMode),
+        (MlpCall { force_cte_mode: true, ..OK }, MlpRule::CteMode),
+        (MlpCall { quantization_type: QuantizationType::ROW, ..OK }, MlpRule::Quantization),
+        (MlpCall { normalization_type: NormType::RMS_NORM_SKIP_GAMMA, ..OK }, MlpRule::NormSkipGamma),
+        (MlpCall { has_norm_bias: true, ..OK }, MlpRule::NormBias),
+        (MlpCall { use_tkg_down_proj_optimized_layout: true, ..OK }, MlpRule::OptimizedLayout),
+        (
+            MlpCall { use_tkg_down_proj_optimized_layout: true, use_tkg_down_proj_column_tiling: false, ..OK },
+            MlpRule::OptimizedLayoutUnsupported,
+        ),
+        (MlpCall { store_output_in_sbuf: true, ..OK }, MlpRule::SbufOutput),
+        (MlpCall { hidden: 128 * 3, ..OK }, MlpRule::HiddenShards),
+    ];
+    for (call, rule) in cases {
+        assert_eq!(mlp_violation(call), Some(rule), "{call:?}");
+    }
+    // The traced kernel: 97 tokens, and a quantization type.
+    let (h, i) = (256, 128);
+    let w = tensor(&[h, i], &vec![0.0; h * i], Dtype::F32);
+    let d = tensor(&[i, h], &vec![0.0; h * i], Dtype::F32);
+    let x = tensor(&[97, h], &vec![0.0; 97 * h], Dtype::F32);
+    let e = mlp::Call::new(&x, &w, &w, &d).launch(&Launch::new()).unwrap_err().to_string();
+    assert!(e.contains("TKG_BS_SEQLEN_THRESHOLD"), "{e}");
+    let x = tensor(&[4, h], &vec![0.0; 4 * h], Dtype::F32);
+    let e = mlp::Call::new(&x, &w, &w, &d).quantization_type(QuantizationType::ROW).launch(&Launch::new()).unwrap_err().to_string();
+    assert!(e.contains("quantization_type"), "{e}");
+}
