@@ -20,6 +20,10 @@ from .matmul import matmul
 from .matmul_k_outer import matmul_k_outer
 from .matmul_steps import matmul_blocked
 from .matmul_steps import matmul_hoisted
+from .mlp import ActFnType
+from .mlp import NormType
+from .mlp import QuantizationType
+from .mlp import mlp
 from .ring_attention_bwd import ring_attention_spmd_bwd
 from .ring_attention_fwd import ring_attention_spmd_fwd
 from .rmsnorm import rmsnorm
@@ -62,6 +66,10 @@ __all__ = [
     "matmul_k_outer",
     "matmul_blocked",
     "matmul_hoisted",
+    "ActFnType",
+    "NormType",
+    "QuantizationType",
+    "mlp",
     "ring_attention_spmd_bwd",
     "ring_attention_spmd_fwd",
     "rmsnorm",
