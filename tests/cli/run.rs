@@ -95,6 +95,24 @@ const CASES: &[Case] = &[
         params: &[("input", F32(&[2, 16, 512])), ("gamma", F32(&[1, 512])), ("output", F32(&[128, 32, 4])), ("hidden_actual", Text("500"))],
     },
     Case {
+        kernel: "mlp",
+        ranks: 1,
+        // 6 tokens over trn2's 2 programs (H split in two), RMSNorm, a residual add
+        // stored beside the output, GELU with a clamped gate and a partial I tile.
+        params: &[
+            ("hidden_tensor", F32(&[2, 3, 256])),
+            ("gate_proj_weights_tensor", F32(&[256, 200])),
+            ("up_proj_weights_tensor", F32(&[256, 200])),
+            ("down_proj_weights_tensor", F32(&[200, 256])),
+            ("normalization_weights_tensor", F32(&[1, 256])),
+            ("fused_add_tensor", F32(&[2, 3, 256])),
+            ("store_fused_add_result", Text("true")),
+            ("normalization_type", Text("RMS_NORM")),
+            ("activation_fn", Text("GELU")),
+            ("gate_clamp_upper_limit", Text("0.5")),
+        ],
+    },
+    Case {
         kernel: "RoPE",
         ranks: 1,
         params: &[

@@ -885,7 +885,16 @@ class CheckerTest(unittest.TestCase):
 
 class CommandLineTest(unittest.TestCase):
     PACKAGE = {
-        "__init__.py": "from .kernels import Scaling, ScaleConfig, ScalingConfig, configured, scaled_by, scaled_by_config, scale, ring\n",
+        # `other` defines another `Scaling`, which the package exports under that name.
+        "__init__.py": "from .kernels import Scaling, ScaleConfig, ScalingConfig, configured, scaled_by, scaled_by_config, scale, ring\n"
+                       "from .other import Scaling\n",
+        "other.py": """
+            from enum import Enum
+
+
+            class Scaling(Enum):
+                DOUBLE = 0
+        """,
         "helpers.py": """
             import nki.language as nl
             import nki.isa as nisa
@@ -1031,6 +1040,20 @@ class CommandLineTest(unittest.TestCase):
             r = run(bad)
             self.assertEqual(r.returncode, 1, bad)
             self.assertIn(want, r.stderr)
+
+    def test_an_enum_resolves_in_the_kernels_own_module_first(self):
+        # Two modules of a package each define a `Scaling` (as two emitted kernel
+        # modules each define the library's enum they take); the package exports
+        # `other`'s. A kernel's member names its own module's class.
+        np.save(self.dir / "x.npy", np.ones((2, 3)))
+        spec = self.spec(kernel="scaled_by", args=[[{"npy": "x.npy", "dtype": "float32"}, {"enum": "Scaling", "member": "HALF"}]])
+        r = self.harness("run", "--package", self.pkg, "--out", str(self.dir / "out"), "--spec", spec)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        np.testing.assert_array_equal(np.load(self.dir / "out" / "rank0_out0.npy"), np.full((2, 3), 0.5, np.float32))
+        spec = self.spec(kernel="scaled_by", args=[[{"npy": "x.npy", "dtype": "float32"}, {"enum": "Scaling", "member": "DOUBLE"}]])
+        r = self.harness("run", "--package", self.pkg, "--out", str(self.dir / "out"), "--spec", spec)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("Scaling has no member 'DOUBLE'; its members are HALF, TRIPLE", r.stderr)
 
     def test_enum_fields_of_configuration_objects(self):
         np.save(self.dir / "x.npy", np.ones((2, 3)))

@@ -9,7 +9,10 @@ ARG = {"npy": PATH, "dtype": "bfloat16"} | {"int": 5} | {"float": 0.5} | {"bool"
     | {"object": "Cfg", "fields": {"name": ARG, ...}}   # an nl.NKIObject the package exports
     | {"enum": "Act", "member": "SOFTMAX"}              # a member of an Enum the package exports
 ```
-A relative `npy` path is taken from the spec file's directory.
+A relative `npy` path is taken from the spec file's directory. An `object` or
+`enum` class is looked up in the kernel's own module first, then in the
+package: two modules may each define a class of one name (two emitted kernels
+each taking the library's `NormType`), and the package exports only one.
 """
 
 import enum
