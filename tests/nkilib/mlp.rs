@@ -127,9 +127,7 @@ fn activation(a: ActFnType, x: f64) -> f64 {
     match a {
         ActFnType::SiLU => x * sigmoid(x),
         ActFnType::GELU => 0.5 * x * (1.0 + erf(x / 2f64.sqrt())),
-        ActFnType::GELU_Tanh_Approx => {
-            0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh())
-        }
+        ActFnType::GELU_Tanh_Approx => 0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh()),
         ActFnType::Swish => x * sigmoid(1.702 * x),
     }
 }
@@ -167,8 +165,7 @@ impl Config {
     /// The float64 MLP: `(output [T, H], residual sum [T, H])`.
     fn reference(&self, x: &Inputs) -> (Vec<f64>, Vec<f64>) {
         let (t, h, i) = (self.t(), self.h, self.i);
-        let sum: Vec<f64> =
-            if self.fused_add { x.hidden.iter().zip(&x.residual).map(|(a, b)| a + b).collect() } else { x.hidden.clone() };
+        let sum: Vec<f64> = if self.fused_add { x.hidden.iter().zip(&x.residual).map(|(a, b)| a + b).collect() } else { x.hidden.clone() };
         let mut normed = sum.clone();
         for row in normed.chunks_mut(h) {
             match self.norm {
@@ -355,7 +352,13 @@ fn emitted_mlp_under_numpy_equals_emulator() {
             for (k, (n, e)) in np.iter().zip(&emu).enumerate() {
                 assert_eq!(n.len(), e.len(), "{} {mode}: output {k}", cfg.name());
                 let rtol = if mode == "fp32" { 1e-5 } else { 2f64.powi(-7) };
-                assert_close(&format!("{} {mode}: output {k}", cfg.name()), n, &e.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), 1e-6, rtol);
+                assert_close(
+                    &format!("{} {mode}: output {k}", cfg.name()),
+                    n,
+                    &e.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(),
+                    1e-6,
+                    rtol,
+                );
             }
         }
     }

@@ -1,34 +1,69 @@
 //! The NKI library's `mlp` kernel: `down(act(gate(x)) · up(x))` of
-//! (optionally residual-added and normalised) hidden rows, dispatched on the
-//! token count like the library: `B·S <= TKG_BS_SEQLEN_THRESHOLD` (and
-//! `force_cte_mode` off) runs the decode-phase path of
-//! [`mlp_tkg`](crate::mlp::mlp_tkg::mlp_tkg), whose module docs give the
-//! algorithm, loops and tiling.
+//! (optionally residual-added and normalised) hidden rows. Like the library it
+//! dispatches on the token count: `B·S <= TKG_BS_SEQLEN_THRESHOLD` (and
+//! `force_cte_mode` off) runs the decode-phase (token generation) path,
+//! [`mlp_tkg`], the library's `mlp_tkg/` folder; its context-encoding path
+//! (`mlp_cte/`) is not implemented, and larger calls are refused.
+//!
+//! With `T = B·S` tokens (at most 96: they fit on the partitions), `H` hidden
+//! and `I` intermediate columns, and `n` programs in the launch (LNC), program
+//! `k` holds hidden shard `k` (`H/n` columns) of the normalised rows in the
+//! `[128, T, H1s]` layout of `rmsnorm_tkg` (`H1s = H/128/n`; element `h` of
+//! the shard at partition `h / H1s`, column `h % H1s`):
+//!
+//! ```text
+//! (fused add)   x = hidden + fused_add            [T, H], in hidden's dtype
+//!               (store_fused_add_result) stored[:, shard k] = x
+//! (norm)        x = norm(x) in the layout, into a private HBM scratch
+//! x_sb = shard k of x                              [128, T, H1s]
+//! for each I tile of up to 128 columns:           (process_gate_up_projection)
+//!     gate[:, i, :] = Σ_c W_gate[shard rows at column c, I tile]ᵀ @ x_sb[:, :, c]   # PSUM, fp32
+//!     up[:, i, :]   = the same with W_up
+//! (n = 2) gate, up += the other program's partial sums   # sendrecv
+//! gate += gate bias; up += up bias                 # fp32, per partition
+//! gate = act(clamp(gate)); up = clamp(up)
+//! gu = gate · up   (skip_gate_proj: act(clamp(up)))  [128, I/128, T], hidden's dtype
+//! for each 512-column chunk of the shard's H/n output columns:   (process_down_projection)
+//!     out[T, chunk] = Σ_i gu[:, i, :]ᵀ @ W_down[I tile, chunk]   # PSUM, fp32
+//! out (+ down bias) -> output[:, shard k]          # hidden's dtype, then output_dtype
+//! ```
+//!
+//! The intermediates of the projections are fp32, as in the library; the
+//! product `gu` and the output are rounded to the hidden dtype. The library's
+//! two matmul arrangements (`use_tkg_gate_up_proj_column_tiling`,
+//! `use_tkg_down_proj_column_tiling`: the hidden rows or the weights as the
+//! stationary operand) compute the same sums in the same precision; this port
+//! implements one, the weights stationary for gate/up (the product lands with
+//! `I` on the partitions, as the down projection contracts it) and `gu`
+//! stationary for the down projection (the output lands as `[T, H]` rows),
+//! and takes both flags without changing the result.
 //!
 //! The kernel takes the library's signature, parameter names, order and
 //! defaults (`activation_fn` a member of the library's [`ActFnType`],
-//! `normalization_type` of `NormType`, `quantization_type` of
-//! `QuantizationType`), except the trailing `sbm` (the library's SBUF
+//! `normalization_type` of [`NormType`], `quantization_type` of
+//! [`QuantizationType`]), except the trailing `sbm` (the library's SBUF
 //! allocator; tiles are placed by the compiler here). It allocates the output
 //! `[B, S, H]` (in `output_dtype`, hidden's dtype by default) and, with a
 //! stored residual add, the sum, and returns them (a tuple where the library
 //! returns a list). Implemented: `NO_NORM`, `RMS_NORM`, `LAYER_NORM` (with or
 //! without bias), the four activations, `skip_gate_proj`, the three projection
 //! biases, the four clamps, the fused residual add (stored or not), 2-D `[T,
-//! H]` or 3-D hidden, one program or an LNC2 launch (the hidden dim split over
-//! the programs, partial projections exchanged). Refused with a message
-//! naming the option: more than 96 tokens or `force_cte_mode` (the
-//! context-encoding path), quantized weights (`QuantizationType` other than
-//! `NONE`), `RMS_NORM_SKIP_GAMMA`, `store_output_in_sbuf`, SBUF input and
+//! H]` or 3-D hidden in HBM, one program or an LNC2 launch. Refused with a
+//! message naming the option: more than 96 tokens or `force_cte_mode`,
+//! quantized weights (`QuantizationType` other than `NONE`),
+//! `RMS_NORM_SKIP_GAMMA`, `store_output_in_sbuf` and
 //! `use_tkg_down_proj_optimized_layout`. The rules are
 //! [`mlp_violation`](crate::mlp::mlp_parameters::mlp_violation).
+//!
+//! The enums, bundles and helpers live in this one module, `NormType` and
+//! `QuantizationType` declared again beside `rmsnorm_quant`'s (same names and
+//! values): the macro shares helpers across modules, not enums or bundles.
 
 use nki::prelude::*;
 
 pub use kernel::*;
 
-/// The kernel, its enums, bundles, tile constants and phase helpers (one
-/// module: the macro shares helpers, not bundles or enums, across modules).
+/// The kernel, its enums, bundles, tile constants and phase helpers.
 #[nki_module]
 pub mod kernel {
     use crate::subkernels::layernorm_tkg::{layernorm_tkg_shard_on_bxs, layernorm_tkg_shard_on_h};
@@ -464,7 +499,10 @@ pub mod kernel {
         let us = up_proj_weights_tensor.shape();
         assert!(up_proj_weights_tensor.ndim() == 2 && us[0] == h && us[1] == i, "mlp: up_proj_weights_tensor must be [{h}, {i}], got {us}");
         let ds = down_proj_weights_tensor.shape();
-        assert!(down_proj_weights_tensor.ndim() == 2 && ds[0] == i && ds[1] == h, "mlp: down_proj_weights_tensor must be [{i}, {h}], got {ds}");
+        assert!(
+            down_proj_weights_tensor.ndim() == 2 && ds[0] == i && ds[1] == h,
+            "mlp: down_proj_weights_tensor must be [{i}, {h}], got {ds}"
+        );
         check_row(gate_proj_bias_tensor, "gate_proj_bias_tensor", i);
         check_row(up_proj_bias_tensor, "up_proj_bias_tensor", i);
         check_row(down_proj_bias_tensor, "down_proj_bias_tensor", h);
@@ -490,7 +528,10 @@ pub mod kernel {
         assert!(!store_output_in_sbuf, "mlp: store_output_in_sbuf is not implemented (the output is an HBM tensor)");
         assert!((h / H0) % programs == 0, "mlp: H / 128 = {} must split evenly over the {programs} programs of the launch", h / H0);
         if has_norm {
-            assert!(normalization_weights_tensor.is_some(), "mlp: normalization_type {normalization_type} needs normalization_weights_tensor");
+            assert!(
+                normalization_weights_tensor.is_some(),
+                "mlp: normalization_type {normalization_type} needs normalization_weights_tensor"
+            );
             check_row(normalization_weights_tensor, "normalization_weights_tensor", h);
             check_row(normalization_bias_tensor, "normalization_bias_tensor", h);
         }

@@ -10,7 +10,6 @@
 
 use crate::mlp::mlp::{H0, NormType, QuantizationType, TKG_BS_SEQLEN_THRESHOLD};
 
-
 /// Why an `mlp` call is refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MlpRule {

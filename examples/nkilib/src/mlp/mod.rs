@@ -1,6 +1,5 @@
 //! The library's `mlp` folder: the `mlp` kernel (a dispatcher on the token
-//! count), its parameters and the decode-phase (`mlp_tkg`) implementation.
+//! count), its decode-phase (`mlp_tkg`) helpers in the same module, and its rules.
 
 pub mod mlp;
 pub mod mlp_parameters;
-
