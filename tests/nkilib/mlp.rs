@@ -27,6 +27,8 @@ struct Config {
     bias: bool,
     norm_bias: bool,
     clamp: bool,
+    /// `use_tkg_down_proj_optimized_layout` (with both column tilings off).
+    optimized: bool,
 }
 
 const fn c(lnc: usize, b: usize, s: usize, h: usize, i: usize, norm: NormType) -> Config {
@@ -44,6 +46,7 @@ const fn c(lnc: usize, b: usize, s: usize, h: usize, i: usize, norm: NormType) -
         bias: false,
         norm_bias: false,
         clamp: false,
+        optimized: false,
     }
 }
 
@@ -69,13 +72,17 @@ impl Config {
         self.act = a;
         self
     }
+    const fn optimized(mut self) -> Self {
+        self.optimized = true;
+        self
+    }
     const fn with_norm_bias(mut self) -> Self {
         self.norm_bias = true;
         self
     }
 }
 
-use NormType::{LAYER_NORM, NO_NORM, RMS_NORM};
+use NormType::{LAYER_NORM, NO_NORM, RMS_NORM, RMS_NORM_SKIP_GAMMA};
 
 /// A CI-sized subset of the library's configurations (`[lnc, B, S, H, I]`,
 /// norm and options as there), plus the options its list leaves out
@@ -94,6 +101,9 @@ const CONFIGS: &[Config] = &[
     c(1, 2, 2, 1024, 300, RMS_NORM).act(ActFnType::GELU).clamped(),
     c(2, 2, 2, 1024, 300, NO_NORM).act(ActFnType::GELU_Tanh_Approx).clamped().biased(),
     c(1, 2, 2, 1024, 300, NO_NORM).act(ActFnType::Swish).skip().clamped(),
+    c(1, 4, 1, 2048, 512, RMS_NORM).optimized(),
+    c(2, 4, 1, 2048, 512, RMS_NORM).optimized().biased(),
+    c(2, 3, 2, 1024, 256, RMS_NORM_SKIP_GAMMA),
 ];
 
 const EPS: f64 = 1e-6;
@@ -169,9 +179,10 @@ impl Config {
         let mut normed = sum.clone();
         for row in normed.chunks_mut(h) {
             match self.norm {
-                RMS_NORM => {
+                RMS_NORM | RMS_NORM_SKIP_GAMMA => {
                     let rms = (row.iter().map(|v| v * v).sum::<f64>() / h as f64 + EPS).sqrt();
-                    row.iter_mut().zip(&x.gamma).for_each(|(v, g)| *v = *v / rms * g);
+                    let skip = self.norm == RMS_NORM_SKIP_GAMMA;
+                    row.iter_mut().zip(&x.gamma).for_each(|(v, g)| *v = *v / rms * if skip { 1.0 } else { *g });
                 }
                 LAYER_NORM => {
                     let mean = row.iter().sum::<f64>() / h as f64;
@@ -211,11 +222,34 @@ impl Config {
         (out, sum)
     }
 
+    /// The down weights as the kernel takes them: with the optimized layout
+    /// the `[I, H]` weight stored as `[I, lnc, H/128/lnc, 128]`, element `(s,
+    /// c, p)` of a row holding logical column `s·H/lnc + p·(H/128/lnc) + c`.
+    fn down_as_passed(&self, down: &[f64]) -> Vec<f64> {
+        if !self.optimized {
+            return down.to_vec();
+        }
+        let (h, lnc) = (self.h, self.lnc);
+        let (shard, h2) = (h / lnc, h / 128 / lnc);
+        let mut stored = vec![0.0; down.len()];
+        for (row_in, row_out) in down.chunks(h).zip(stored.chunks_mut(h)) {
+            for s in 0..lnc {
+                for p in 0..128 {
+                    for c in 0..h2 {
+                        row_out[s * shard + c * 128 + p] = row_in[s * shard + p * h2 + c];
+                    }
+                }
+            }
+        }
+        stored
+    }
+
     /// The emulator's outputs (the MLP output, and the stored sum if any).
     fn run(&self, x: &Inputs, dtype: Dtype, precision: Precision) -> Vec<Vec<f32>> {
         let (b, s, h, i) = (self.b, self.s, self.h, self.i);
         let ts = |shape: &[usize], v: &[f64]| tensor(shape, v, dtype);
-        let (hid, gw, uw, dw) = (ts(&[b, s, h], &x.hidden), ts(&[h, i], &x.gate_w), ts(&[h, i], &x.up_w), ts(&[i, h], &x.down_w));
+        let (hid, gw, uw, dw) =
+            (ts(&[b, s, h], &x.hidden), ts(&[h, i], &x.gate_w), ts(&[h, i], &x.up_w), ts(&[i, h], &self.down_as_passed(&x.down_w)));
         let (res, gamma, beta) = (ts(&[b, s, h], &x.residual), ts(&[1, h], &x.gamma), ts(&[1, h], &x.beta));
         let (gb, ub, db) = (ts(&[1, i], &x.gate_b), ts(&[1, i], &x.up_b), ts(&[1, h], &x.down_b));
         let mut call = mlp::Call::new(&hid, &gw, &uw, &dw)
@@ -223,8 +257,11 @@ impl Config {
             .activation_fn(self.act)
             .skip_gate_proj(self.skip_gate)
             .eps(EPS)
-            .store_fused_add_result(self.store_add);
-        if self.norm != NO_NORM {
+            .store_fused_add_result(self.store_add)
+            .use_tkg_gate_up_proj_column_tiling(!self.optimized)
+            .use_tkg_down_proj_column_tiling(!self.optimized)
+            .use_tkg_down_proj_optimized_layout(self.optimized);
+        if self.norm == RMS_NORM || self.norm == LAYER_NORM {
             call = call.normalization_weights_tensor(&gamma);
         }
         if self.norm_bias {
@@ -256,6 +293,7 @@ impl Config {
         let opt = |on: bool, a: Arg| if on { a } else { Arg::None };
         let norm = match self.norm {
             RMS_NORM => "RMS_NORM",
+            RMS_NORM_SKIP_GAMMA => "RMS_NORM_SKIP_GAMMA",
             LAYER_NORM => "LAYER_NORM",
             _ => "NO_NORM",
         };
@@ -270,8 +308,8 @@ impl Config {
             ("hidden_tensor", ts(vec![b, s, h], &x.hidden)),
             ("gate_proj_weights_tensor", ts(vec![h, i], &x.gate_w)),
             ("up_proj_weights_tensor", ts(vec![h, i], &x.up_w)),
-            ("down_proj_weights_tensor", ts(vec![i, h], &x.down_w)),
-            ("normalization_weights_tensor", opt(self.norm != NO_NORM, ts(vec![1, h], &x.gamma))),
+            ("down_proj_weights_tensor", ts(vec![i, h], &self.down_as_passed(&x.down_w))),
+            ("normalization_weights_tensor", opt(self.norm == RMS_NORM || self.norm == LAYER_NORM, ts(vec![1, h], &x.gamma))),
             ("gate_proj_bias_tensor", opt(self.bias, ts(vec![1, i], &x.gate_b))),
             ("up_proj_bias_tensor", opt(self.bias, ts(vec![1, i], &x.up_b))),
             ("down_proj_bias_tensor", opt(self.bias, ts(vec![1, h], &x.down_b))),
@@ -286,6 +324,9 @@ impl Config {
             ("gate_clamp_lower_limit", clamp(1)),
             ("up_clamp_upper_limit", clamp(2)),
             ("up_clamp_lower_limit", clamp(3)),
+            ("use_tkg_gate_up_proj_column_tiling", Arg::Bool(!self.optimized)),
+            ("use_tkg_down_proj_column_tiling", Arg::Bool(!self.optimized)),
+            ("use_tkg_down_proj_optimized_layout", Arg::Bool(self.optimized)),
         ]
     }
 }
@@ -343,7 +384,7 @@ fn configs_in_bfloat16_match_float64() {
 /// rounding boundary moves an element by one bfloat16 step.
 #[test]
 fn emitted_mlp_under_numpy_equals_emulator() {
-    for cfg in [CONFIGS[9], CONFIGS[6], CONFIGS[11]] {
+    for cfg in [CONFIGS[9], CONFIGS[6], CONFIGS[11], CONFIGS[14], CONFIGS[15]] {
         for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
             let x = rounded(&cfg.inputs(), dtype);
             let emu = cfg.run(&x, dtype, precision);
@@ -383,18 +424,26 @@ const OK: MlpCall = MlpCall {
 #[test]
 fn rules_refuse_what_they_name() {
     assert_eq!(mlp_violation(OK), None);
+    let optimized = MlpCall { use_tkg_down_proj_optimized_layout: true, use_tkg_down_proj_column_tiling: false, ..OK };
+    assert_eq!(mlp_violation(optimized), None);
+    assert_eq!(mlp_violation(MlpCall { normalization_type: RMS_NORM_SKIP_GAMMA, ..OK }), None);
     let cases = [
         (MlpCall { hidden: 4000, ..OK }, MlpRule::HiddenTiles),
         (MlpCall { intermediate: 0, ..OK }, MlpRule::Sizes),
         (MlpCall { tokens: 97, ..OK }, MlpRule::CteMode),
         (MlpCall { force_cte_mode: true, ..OK }, MlpRule::CteMode),
         (MlpCall { quantization_type: QuantizationType::ROW, ..OK }, MlpRule::Quantization),
-        (MlpCall { normalization_type: NormType::RMS_NORM_SKIP_GAMMA, ..OK }, MlpRule::NormSkipGamma),
         (MlpCall { has_norm_bias: true, ..OK }, MlpRule::NormBias),
         (MlpCall { use_tkg_down_proj_optimized_layout: true, ..OK }, MlpRule::OptimizedLayout),
         (
-            MlpCall { use_tkg_down_proj_optimized_layout: true, use_tkg_down_proj_column_tiling: false, ..OK },
-            MlpRule::OptimizedLayoutUnsupported,
+            MlpCall {
+                hidden: 128 * 1026,
+                programs: 2,
+                use_tkg_down_proj_optimized_layout: true,
+                use_tkg_down_proj_column_tiling: false,
+                ..OK
+            },
+            MlpRule::OptimizedLayoutRuns,
         ),
         (MlpCall { store_output_in_sbuf: true, ..OK }, MlpRule::SbufOutput),
         (MlpCall { hidden: 128 * 3, ..OK }, MlpRule::HiddenShards),

@@ -58,7 +58,7 @@ class NormType(Enum):
     LAYER_NORM = 2
     "LayerNorm with gamma and an optional beta."
     RMS_NORM_SKIP_GAMMA = 3
-    "RMSNorm without gamma (not implemented here: refused)."
+    "RMSNorm without gamma."
 
 
 class QuantizationType(Enum):
@@ -179,29 +179,50 @@ def input_fused_add(hidden, fused_add_tensor, fused_output, stored, dims):
         nisa.dma_copy(dst=out[:, c0:c0 + hs], src=cast)
 
 
+def normalize_rows(hidden, gamma, beta, normed, layer, eps, dims):
+    """The rows of `hidden` `[T, H]` normalised into `normed` `[128, T, H1]`
+    (the layout of `n` hidden shards) with the norm kernels' helpers: one
+    program normalises every shard; two split the hidden dim
+    (`shard_on_h`), each writing its own shard, the partial sums exchanged.
+    """
+    n = dims.num_shards
+    if layer and n > 1:
+        layernorm_tkg_shard_on_h(hidden, gamma, beta, normed, eps)
+    elif layer:
+        layernorm_tkg_shard_on_bxs(hidden, gamma, beta, normed, eps)
+    elif n > 1:
+        rmsnorm_tkg_shard_on_h(hidden, gamma, normed, eps, dims.h)
+    else:
+        rmsnorm_tkg_shard_on_bxs(hidden, gamma, normed, eps, dims.h, False, False)
+
+
+def unit_gamma(dtype, h):
+    """A `[1, H]` gamma of ones in `dtype` (private HBM): `RMS_NORM_SKIP_GAMMA`
+    is RMSNorm with it.
+    """
+    ones_sb = nl.ndarray(shape=(1, h), dtype=dtype, buffer=nl.sbuf)
+    nisa.memset(dst=ones_sb, value=1.0)
+    ones = nl.ndarray(shape=(1, h), dtype=dtype, buffer=nl.private_hbm)
+    nisa.dma_copy(dst=ones, src=ones_sb)
+    return ones
+
+
 def input_norm_load(hidden, x_sb, normalization_type, norm_weights, norm_bias, eps, dims):
     """This program's hidden shard of the (normalised) rows of `hidden` `[T,
     H]` into `x_sb` `[128, T, H1s]`. A norm writes every row into a
-    private `[128, T, H1]` scratch first with the norm kernels' helpers:
-    one program normalises all shards; two split the hidden dim
-    (`shard_on_h`), each writing its own shard.
+    private `[128, T, H1]` scratch first ([`normalize_rows`]).
     """
-    t, n = (dims.t, dims.num_shards)
+    t = dims.t
     if normalization_type == NormType.NO_NORM:
-        load_input_to_sbuf(hidden, x_sb, 0, t, n, dims.shard_id, 1, False)
+        load_input_to_sbuf(hidden, x_sb, 0, t, dims.num_shards, dims.shard_id, 1, False)
     else:
         normed = nl.ndarray(shape=(H0, t, dims.h1), dtype=hidden.dtype, buffer=nl.private_hbm)
         layer = normalization_type == NormType.LAYER_NORM
         if norm_weights is not None:
             gamma = norm_weights
-            if layer and n > 1:
-                layernorm_tkg_shard_on_h(hidden, gamma, norm_bias, normed, eps)
-            elif layer:
-                layernorm_tkg_shard_on_bxs(hidden, gamma, norm_bias, normed, eps)
-            elif n > 1:
-                rmsnorm_tkg_shard_on_h(hidden, gamma, normed, eps, dims.h)
-            else:
-                rmsnorm_tkg_shard_on_bxs(hidden, gamma, normed, eps, dims.h, False, False)
+            normalize_rows(hidden, gamma, norm_bias, normed, layer, eps, dims)
+        else:
+            normalize_rows(hidden, unit_gamma(hidden.dtype, dims.h), norm_bias, normed, layer, eps, dims)
         c0 = dims.shard_id * dims.h1_shard
         nisa.dma_copy(dst=x_sb, src=normed[:, :, c0:c0 + dims.h1_shard])
 
@@ -290,23 +311,31 @@ def process_gate_up_projection(x_sb, gate_w, up_w, gate_b, up_b, gu, act, dims):
         nisa.tensor_tensor(dst=gu, data1=gate, data2=up, op=nl.multiply)
 
 
-def process_down_projection(gu, down_w, down_b, output, dims):
+def process_down_projection(gu, down_w, down_b, output, optimized_layout, dims):
     """The down projection of `gu` onto this program's hidden shard of
-    `output` `[T, H]`: per 512-column chunk, `Σ_i gu[:, i, :]ᵀ @ W_down[I
-    tile, chunk]` in PSUM, rounded to hidden's dtype, plus the bias (in that
-    dtype, as the library adds it), then cast to the output's dtype.
+    `output` `[T, H]`: per chunk of up to 512 columns, `Σ_i gu[:, i, :]ᵀ @
+    W_down[I tile, chunk]` in PSUM, rounded to hidden's dtype, plus the bias
+    (in that dtype, as the library adds it), then cast to the output's
+    dtype. With `optimized_layout` the weight is stored `[I, n, H1s, 128]`
+    (logical column `k·H/n + p·H1s + c` at `k·H/n + c·128 + p`): a chunk
+    is whole runs of `H1s` columns, gathered by a 3-level access pattern.
     """
-    t, i, h = (dims.t, dims.i, dims.h)
+    t, i, h, h2 = (dims.t, dims.i, dims.h, dims.h1_shard)
     c_shard = dims.shard_id * dims.h_per_shard
-    for ch in nl.affine_range(start=0, stop=-(-dims.h_per_shard // PSUM_FMAX)):
-        c0 = c_shard + ch * PSUM_FMAX
-        cols = min(c_shard + dims.h_per_shard - c0, PSUM_FMAX)
+    chunk = PSUM_FMAX // h2 * h2 if optimized_layout else PSUM_FMAX
+    for ch in nl.affine_range(start=0, stop=-(-dims.h_per_shard // chunk)):
+        c0 = c_shard + ch * chunk
+        cols = min(c_shard + dims.h_per_shard - c0, chunk)
         acc = nl.ndarray(shape=(t, PSUM_FMAX), dtype=INTER_DTYPE, buffer=nl.psum)
         for it in nl.sequential_range(start=0, stop=dims.i_tiles):
             i0 = it * H0
             isz = min(i - i0, H0)
             w_sb = nl.ndarray(shape=(H0, PSUM_FMAX), dtype=down_w.dtype, buffer=nl.sbuf)
-            nisa.dma_copy(dst=w_sb[0:isz, 0:cols], src=down_w.ap(pattern=[[h, isz], [1, cols]], offset=i0 * h + c0))
+            if optimized_layout:
+                p0, runs = (ch * chunk // h2, cols // h2)
+                nisa.dma_copy(dst=w_sb.ap(pattern=[[PSUM_FMAX, isz], [h2, runs], [1, h2]]), src=down_w.ap(pattern=[[h, isz], [1, runs], [H0, h2]], offset=i0 * h + c_shard + p0))
+            else:
+                nisa.dma_copy(dst=w_sb[0:isz, 0:cols], src=down_w.ap(pattern=[[h, isz], [1, cols]], offset=i0 * h + c0))
             nisa.nc_matmul(dst=acc[:, 0:cols], stationary=gu[0:isz, it, :], moving=w_sb[0:isz, 0:cols])
         o = nl.ndarray(shape=(t, PSUM_FMAX), dtype=gu.dtype, buffer=nl.sbuf)
         nisa.tensor_copy(dst=o[:, 0:cols], src=acc[:, 0:cols])
@@ -320,7 +349,7 @@ def process_down_projection(gu, down_w, down_b, output, dims):
         nisa.dma_copy(dst=output[:, c0:c0 + cols], src=cast[:, 0:cols])
 
 
-def mlp_tkg(hidden, w, output, stored, normalization_type, eps, act):
+def mlp_tkg(hidden, w, output, stored, normalization_type, eps, act, optimized_layout):
     """The decode-phase MLP of `hidden` `[T, H]` into `output` `[T, H]` (and,
     when given, the residual sum into `stored`): the phases of the module
     docs in order.
@@ -341,7 +370,7 @@ def mlp_tkg(hidden, w, output, stored, normalization_type, eps, act):
     input_norm_load(x, x_sb, normalization_type, w.normalization_weights_tensor, w.normalization_bias_tensor, eps, dims)
     gu = nl.ndarray(shape=(H0, dims.i_tiles, t), dtype=hidden.dtype, buffer=nl.sbuf)
     process_gate_up_projection(x_sb, w.gate_proj_weights_tensor, w.up_proj_weights_tensor, w.gate_proj_bias_tensor, w.up_proj_bias_tensor, gu, act, dims)
-    process_down_projection(gu, w.down_proj_weights_tensor, w.down_proj_bias_tensor, output, dims)
+    process_down_projection(gu, w.down_proj_weights_tensor, w.down_proj_bias_tensor, output, optimized_layout, dims)
 
 
 @nki.jit
@@ -394,12 +423,11 @@ def mlp(hidden_tensor, gate_proj_weights_tensor, up_proj_weights_tensor, down_pr
     assert not use_tkg_down_proj_optimized_layout or not use_tkg_down_proj_column_tiling, "mlp: use_tkg_down_proj_optimized_layout needs use_tkg_down_proj_column_tiling=False"
     assert t <= TKG_BS_SEQLEN_THRESHOLD and not force_cte_mode, f"mlp: B * S = {t} must be at most TKG_BS_SEQLEN_THRESHOLD = 96 and force_cte_mode off (the context-encoding path is not implemented)"
     assert quantization_type == QuantizationType.NONE, f"mlp: quantization_type must be QuantizationType.NONE (the member implemented), got {quantization_type}"
-    assert normalization_type != NormType.RMS_NORM_SKIP_GAMMA, "mlp: normalization_type RMS_NORM_SKIP_GAMMA is not implemented"
-    assert not use_tkg_down_proj_optimized_layout, "mlp: use_tkg_down_proj_optimized_layout is not implemented"
     assert not store_output_in_sbuf, "mlp: store_output_in_sbuf is not implemented (the output is an HBM tensor)"
     assert h // H0 % programs == 0, f"mlp: H / 128 = {h // H0} must split evenly over the {programs} programs of the launch"
+    assert not use_tkg_down_proj_optimized_layout or h // H0 // programs <= PSUM_FMAX, f"mlp: use_tkg_down_proj_optimized_layout needs H / 128 / programs <= 512, got {h // H0 // programs}"
     if has_norm:
-        assert normalization_weights_tensor is not None, f"mlp: normalization_type {normalization_type} needs normalization_weights_tensor"
+        assert normalization_type == NormType.RMS_NORM_SKIP_GAMMA or normalization_weights_tensor is not None, f"mlp: normalization_type {normalization_type} needs normalization_weights_tensor"
         check_row(normalization_weights_tensor, "normalization_weights_tensor", h)
         check_row(normalization_bias_tensor, "normalization_bias_tensor", h)
     if fused_add_tensor is not None:
@@ -412,7 +440,7 @@ def mlp(hidden_tensor, gate_proj_weights_tensor, up_proj_weights_tensor, down_pr
     w = MLPTensors(gate_proj_weights_tensor=gate_proj_weights_tensor, up_proj_weights_tensor=up_proj_weights_tensor, down_proj_weights_tensor=down_proj_weights_tensor, normalization_weights_tensor=normalization_weights_tensor if has_norm else None, normalization_bias_tensor=normalization_bias_tensor if has_norm else None, gate_proj_bias_tensor=gate_proj_bias_tensor, up_proj_bias_tensor=up_proj_bias_tensor, down_proj_bias_tensor=down_proj_bias_tensor, fused_add_tensor=fused_add_tensor)
     act = MLPActivationParameters(activation_fn=activation_fn, skip_gate_proj=skip_gate_proj, gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
     stored_2d = stored.reshape(shape=(t, h)) if store else None
-    mlp_tkg(hidden_tensor.reshape(shape=(t, h)), w, out.reshape(shape=(t, h)), stored_2d, normalization_type, eps, act)
+    mlp_tkg(hidden_tensor.reshape(shape=(t, h)), w, out.reshape(shape=(t, h)), stored_2d, normalization_type, eps, act, use_tkg_down_proj_optimized_layout)
     if store:
         return (out, stored)
     return out

@@ -45,14 +45,14 @@
 //! allocator; tiles are placed by the compiler here). It allocates the output
 //! `[B, S, H]` (in `output_dtype`, hidden's dtype by default) and, with a
 //! stored residual add, the sum, and returns them (a tuple where the library
-//! returns a list). Implemented: `NO_NORM`, `RMS_NORM`, `LAYER_NORM` (with or
-//! without bias), the four activations, `skip_gate_proj`, the three projection
+//! returns a list). Implemented: `NO_NORM`, `RMS_NORM`, `RMS_NORM_SKIP_GAMMA`,
+//! `LAYER_NORM` (with or without bias), the four activations, `skip_gate_proj`, the three projection
 //! biases, the four clamps, the fused residual add (stored or not), 2-D `[T,
-//! H]` or 3-D hidden in HBM, one program or an LNC2 launch. Refused with a
-//! message naming the option: more than 96 tokens or `force_cte_mode`,
-//! quantized weights (`QuantizationType` other than `NONE`),
-//! `RMS_NORM_SKIP_GAMMA`, `store_output_in_sbuf` and
-//! `use_tkg_down_proj_optimized_layout`. The rules are
+//! H]` or 3-D hidden in HBM, the down weights in the
+//! `use_tkg_down_proj_optimized_layout` layout, one program or an LNC2
+//! launch. Refused with a message naming the option: more than 96 tokens or
+//! `force_cte_mode`, quantized weights (`QuantizationType` other than
+//! `NONE`) and `store_output_in_sbuf`. The rules are
 //! [`mlp_violation`](crate::mlp::mlp_parameters::mlp_violation).
 //!
 //! The enums, bundles and helpers live in this one module, `NormType` and
@@ -140,7 +140,7 @@ pub mod kernel {
         RMS_NORM = 1,
         /// LayerNorm with gamma and an optional beta.
         LAYER_NORM = 2,
-        /// RMSNorm without gamma (not implemented here: refused).
+        /// RMSNorm without gamma.
         RMS_NORM_SKIP_GAMMA = 3,
     }
 
@@ -213,11 +213,38 @@ pub mod kernel {
         }
     }
 
+    /// The rows of `hidden` `[T, H]` normalised into `normed` `[128, T, H1]`
+    /// (the layout of `n` hidden shards) with the norm kernels' helpers: one
+    /// program normalises every shard; two split the hidden dim
+    /// (`shard_on_h`), each writing its own shard, the partial sums exchanged.
+    #[nki_helper]
+    pub fn normalize_rows(hidden: Hbm, gamma: Hbm, beta: Option<Hbm>, normed: Hbm, layer: bool, eps: f64, dims: MLPTKGConstants) {
+        let n = dims.num_shards;
+        if layer && n > 1 {
+            layernorm_tkg_shard_on_h(hidden, gamma, beta, normed, eps);
+        } else if layer {
+            layernorm_tkg_shard_on_bxs(hidden, gamma, beta, normed, eps);
+        } else if n > 1 {
+            rmsnorm_tkg_shard_on_h(hidden, gamma, normed, eps, dims.h);
+        } else {
+            rmsnorm_tkg_shard_on_bxs(hidden, gamma, normed, eps, dims.h, false, false);
+        }
+    }
+
+    /// A `[1, H]` gamma of ones in `dtype` (private HBM): `RMS_NORM_SKIP_GAMMA`
+    /// is RMSNorm with it.
+    #[nki_helper]
+    pub fn unit_gamma(dtype: Dtype, h: i64) -> Hbm {
+        let ones_sb = nl::ndarray([1, h], dtype, buffer = nl::sbuf);
+        nisa::memset(ones_sb, 1.0);
+        let ones = nl::ndarray([1, h], dtype, buffer = nl::private_hbm);
+        nisa::dma_copy(ones, ones_sb);
+        ones
+    }
+
     /// This program's hidden shard of the (normalised) rows of `hidden` `[T,
     /// H]` into `x_sb` `[128, T, H1s]`. A norm writes every row into a
-    /// private `[128, T, H1]` scratch first with the norm kernels' helpers:
-    /// one program normalises all shards; two split the hidden dim
-    /// (`shard_on_h`), each writing its own shard.
+    /// private `[128, T, H1]` scratch first ([`normalize_rows`]).
     #[nki_helper]
     pub fn input_norm_load(
         hidden: Hbm,
@@ -228,23 +255,16 @@ pub mod kernel {
         eps: f64,
         dims: MLPTKGConstants,
     ) {
-        let (t, n) = (dims.t, dims.num_shards);
+        let t = dims.t;
         if normalization_type == NormType::NO_NORM {
-            load_input_to_sbuf(hidden, x_sb, 0, t, n, dims.shard_id, 1, false);
+            load_input_to_sbuf(hidden, x_sb, 0, t, dims.num_shards, dims.shard_id, 1, false);
         } else {
-            // One program: every shard; two: each its own, sums exchanged.
             let normed = nl::ndarray([H0, t, dims.h1], hidden.dtype(), buffer = nl::private_hbm);
             let layer = normalization_type == NormType::LAYER_NORM;
             if let Some(gamma) = norm_weights {
-                if layer && n > 1 {
-                    layernorm_tkg_shard_on_h(hidden, gamma, norm_bias, normed, eps);
-                } else if layer {
-                    layernorm_tkg_shard_on_bxs(hidden, gamma, norm_bias, normed, eps);
-                } else if n > 1 {
-                    rmsnorm_tkg_shard_on_h(hidden, gamma, normed, eps, dims.h);
-                } else {
-                    rmsnorm_tkg_shard_on_bxs(hidden, gamma, normed, eps, dims.h, false, false);
-                }
+                normalize_rows(hidden, gamma, norm_bias, normed, layer, eps, dims);
+            } else {
+                normalize_rows(hidden, unit_gamma(hidden.dtype(), dims.h), norm_bias, normed, layer, eps, dims);
             }
             let c0 = dims.shard_id * dims.h1_shard;
             nisa::dma_copy(x_sb, normed[s![.., .., c0..c0 + dims.h1_shard]]);
@@ -351,22 +371,34 @@ pub mod kernel {
     }
 
     /// The down projection of `gu` onto this program's hidden shard of
-    /// `output` `[T, H]`: per 512-column chunk, `Σ_i gu[:, i, :]ᵀ @ W_down[I
-    /// tile, chunk]` in PSUM, rounded to hidden's dtype, plus the bias (in that
-    /// dtype, as the library adds it), then cast to the output's dtype.
+    /// `output` `[T, H]`: per chunk of up to 512 columns, `Σ_i gu[:, i, :]ᵀ @
+    /// W_down[I tile, chunk]` in PSUM, rounded to hidden's dtype, plus the bias
+    /// (in that dtype, as the library adds it), then cast to the output's
+    /// dtype. With `optimized_layout` the weight is stored `[I, n, H1s, 128]`
+    /// (logical column `k·H/n + p·H1s + c` at `k·H/n + c·128 + p`): a chunk
+    /// is whole runs of `H1s` columns, gathered by a 3-level access pattern.
     #[nki_helper]
-    pub fn process_down_projection(gu: Sbuf, down_w: Hbm, down_b: Option<Hbm>, output: Hbm, dims: MLPTKGConstants) {
-        let (t, i, h) = (dims.t, dims.i, dims.h);
+    pub fn process_down_projection(gu: Sbuf, down_w: Hbm, down_b: Option<Hbm>, output: Hbm, optimized_layout: bool, dims: MLPTKGConstants) {
+        let (t, i, h, h2) = (dims.t, dims.i, dims.h, dims.h1_shard);
         let c_shard = dims.shard_id * dims.h_per_shard;
-        for ch in nl::affine_range(dims.h_per_shard.div_ceil(PSUM_FMAX)) {
-            let c0 = c_shard + ch * PSUM_FMAX;
-            let cols = (c_shard + dims.h_per_shard - c0).min(PSUM_FMAX);
+        let chunk = if optimized_layout { PSUM_FMAX / h2 * h2 } else { PSUM_FMAX };
+        for ch in nl::affine_range(dims.h_per_shard.div_ceil(chunk)) {
+            let c0 = c_shard + ch * chunk;
+            let cols = (c_shard + dims.h_per_shard - c0).min(chunk);
             let acc = nl::ndarray([t, PSUM_FMAX], INTER_DTYPE, buffer = nl::psum);
             for it in nl::sequential_range(dims.i_tiles) {
                 let i0 = it * H0;
                 let isz = (i - i0).min(H0);
                 let w_sb = nl::ndarray([H0, PSUM_FMAX], down_w.dtype(), buffer = nl::sbuf);
-                nisa::dma_copy(w_sb[s![0..isz, 0..cols]], down_w.ap([[h, isz], [1, cols]], offset = i0 * h + c0));
+                if optimized_layout {
+                    let (p0, runs) = (ch * chunk / h2, cols / h2);
+                    nisa::dma_copy(
+                        w_sb.ap([[PSUM_FMAX, isz], [h2, runs], [1, h2]]),
+                        down_w.ap([[h, isz], [1, runs], [H0, h2]], offset = i0 * h + c_shard + p0),
+                    );
+                } else {
+                    nisa::dma_copy(w_sb[s![0..isz, 0..cols]], down_w.ap([[h, isz], [1, cols]], offset = i0 * h + c0));
+                }
                 nisa::nc_matmul(acc[s![.., 0..cols]], gu[s![0..isz, it, ..]], w_sb[s![0..isz, 0..cols]]);
             }
             let o = nl::ndarray([t, PSUM_FMAX], gu.dtype(), buffer = nl::sbuf);
@@ -394,6 +426,7 @@ pub mod kernel {
         normalization_type: NormType,
         eps: f64,
         act: MLPActivationParameters,
+        optimized_layout: bool,
     ) {
         let [t, h] = hidden.shape();
         let i = w.down_proj_weights_tensor.shape()[0];
@@ -430,7 +463,7 @@ pub mod kernel {
             act,
             dims,
         );
-        process_down_projection(gu, w.down_proj_weights_tensor, w.down_proj_bias_tensor, output, dims);
+        process_down_projection(gu, w.down_proj_weights_tensor, w.down_proj_bias_tensor, output, optimized_layout, dims);
     }
 
     /// Asserts that an optional `[1, n]` tensor has that shape.
@@ -523,13 +556,16 @@ pub mod kernel {
             quantization_type == QuantizationType::NONE,
             "mlp: quantization_type must be QuantizationType.NONE (the member implemented), got {quantization_type}"
         );
-        assert!(normalization_type != NormType::RMS_NORM_SKIP_GAMMA, "mlp: normalization_type RMS_NORM_SKIP_GAMMA is not implemented");
-        assert!(!use_tkg_down_proj_optimized_layout, "mlp: use_tkg_down_proj_optimized_layout is not implemented");
         assert!(!store_output_in_sbuf, "mlp: store_output_in_sbuf is not implemented (the output is an HBM tensor)");
         assert!((h / H0) % programs == 0, "mlp: H / 128 = {} must split evenly over the {programs} programs of the launch", h / H0);
+        assert!(
+            !use_tkg_down_proj_optimized_layout || h / H0 / programs <= PSUM_FMAX,
+            "mlp: use_tkg_down_proj_optimized_layout needs H / 128 / programs <= 512, got {}",
+            h / H0 / programs
+        );
         if has_norm {
             assert!(
-                normalization_weights_tensor.is_some(),
+                normalization_type == NormType::RMS_NORM_SKIP_GAMMA || normalization_weights_tensor.is_some(),
                 "mlp: normalization_type {normalization_type} needs normalization_weights_tensor"
             );
             check_row(normalization_weights_tensor, "normalization_weights_tensor", h);
@@ -563,7 +599,16 @@ pub mod kernel {
             up_clamp_lower_limit,
         };
         let stored_2d = if store { Some(stored.reshape([t, h])) } else { None };
-        mlp_tkg(hidden_tensor.reshape([t, h]), w, out.reshape([t, h]), stored_2d, normalization_type, eps, act);
+        mlp_tkg(
+            hidden_tensor.reshape([t, h]),
+            w,
+            out.reshape([t, h]),
+            stored_2d,
+            normalization_type,
+            eps,
+            act,
+            use_tkg_down_proj_optimized_layout,
+        );
         if store {
             return Outputs(out, stored);
         }

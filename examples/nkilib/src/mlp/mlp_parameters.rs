@@ -8,7 +8,7 @@
 //! them, the members this port does not implement are refused by name (see
 //! [`MlpRule`]).
 
-use crate::mlp::mlp::{H0, NormType, QuantizationType, TKG_BS_SEQLEN_THRESHOLD};
+use crate::mlp::mlp::{H0, NormType, PSUM_FMAX, QuantizationType, TKG_BS_SEQLEN_THRESHOLD};
 
 /// Why an `mlp` call is refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,14 +22,13 @@ pub enum MlpRule {
     CteMode,
     /// `quantization_type` is not `NONE` (fp8 and MX weights are not implemented here).
     Quantization,
-    /// `normalization_type` is `RMS_NORM_SKIP_GAMMA` (not implemented here).
-    NormSkipGamma,
     /// A normalization bias with a norm other than `LAYER_NORM`.
     NormBias,
     /// `use_tkg_down_proj_optimized_layout` together with down column tiling.
     OptimizedLayout,
-    /// `use_tkg_down_proj_optimized_layout` (not implemented here).
-    OptimizedLayoutUnsupported,
+    /// `use_tkg_down_proj_optimized_layout` with more than 512 layout columns
+    /// per program (`H / 128 / programs`): a down-projection chunk is whole runs of them.
+    OptimizedLayoutRuns,
     /// `store_output_in_sbuf` (the output is an HBM tensor here).
     SbufOutput,
     /// `H / 128` does not split evenly over the programs of the launch.
@@ -46,10 +45,9 @@ impl MlpRule {
                 "mlp: B * S must be at most TKG_BS_SEQLEN_THRESHOLD = 96 and force_cte_mode off (the context-encoding path is not implemented)"
             }
             MlpRule::Quantization => "mlp: quantization_type must be QuantizationType.NONE (the member implemented)",
-            MlpRule::NormSkipGamma => "mlp: normalization_type RMS_NORM_SKIP_GAMMA is not implemented",
             MlpRule::NormBias => "mlp: normalization_bias_tensor is only supported with NormType.LAYER_NORM",
             MlpRule::OptimizedLayout => "mlp: use_tkg_down_proj_optimized_layout needs use_tkg_down_proj_column_tiling=False",
-            MlpRule::OptimizedLayoutUnsupported => "mlp: use_tkg_down_proj_optimized_layout is not implemented",
+            MlpRule::OptimizedLayoutRuns => "mlp: use_tkg_down_proj_optimized_layout needs H / 128 / programs <= 512",
             MlpRule::SbufOutput => "mlp: store_output_in_sbuf is not implemented (the output is an HBM tensor)",
             MlpRule::HiddenShards => "mlp: H / 128 must split evenly over the programs of the launch (the LNC size)",
         }
@@ -110,17 +108,14 @@ pub const fn mlp_violation(c: MlpCall) -> Option<MlpRule> {
     if !matches!(c.quantization_type, QuantizationType::NONE) {
         return Some(MlpRule::Quantization);
     }
-    if matches!(c.normalization_type, NormType::RMS_NORM_SKIP_GAMMA) {
-        return Some(MlpRule::NormSkipGamma);
-    }
-    if c.use_tkg_down_proj_optimized_layout {
-        return Some(MlpRule::OptimizedLayoutUnsupported);
-    }
     if c.store_output_in_sbuf {
         return Some(MlpRule::SbufOutput);
     }
     if c.programs <= 0 || (c.hidden / H0) % c.programs != 0 {
         return Some(MlpRule::HiddenShards);
+    }
+    if c.use_tkg_down_proj_optimized_layout && c.hidden / H0 / c.programs > PSUM_FMAX {
+        return Some(MlpRule::OptimizedLayoutRuns);
     }
     None
 }
