@@ -397,8 +397,6 @@ def mlp(hidden_tensor, gate_proj_weights_tensor, up_proj_weights_tensor, down_pr
     assert down_w_scale is None or down_w_scale.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "mlp takes down_w_scale as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     assert gate_up_in_scale is None or gate_up_in_scale.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "mlp takes gate_up_in_scale as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     assert down_in_scale is None or down_in_scale.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "mlp takes down_in_scale as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    (use_tkg_gate_up_proj_column_tiling, quant_clipping_bound)
-    (gate_w_scale, up_w_scale, down_w_scale, gate_up_in_scale, down_in_scale)
     rank = hidden_tensor.ndim
     assert rank == 2 or rank == 3, f"mlp: hidden_tensor must be [B, S, H] or [T, H], got {rank} dims"
     hs = hidden_tensor.shape

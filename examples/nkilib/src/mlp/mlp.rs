@@ -513,9 +513,15 @@ pub mod kernel {
         up_clamp_lower_limit: Option<f64>,
         #[default(false)] force_cte_mode: bool,
     ) -> Outputs {
-        // Both arrangements of the projections compute the same sums (module docs).
-        let _ = (use_tkg_gate_up_proj_column_tiling, quant_clipping_bound);
-        let _ = (gate_w_scale, up_w_scale, down_w_scale, gate_up_in_scale, down_in_scale);
+        // Both arrangements of the projections compute the same sums (module
+        // docs); the quantization inputs belong to the refused quantized paths.
+        let _ = use_tkg_gate_up_proj_column_tiling;
+        let _ = quant_clipping_bound;
+        let _ = gate_w_scale;
+        let _ = up_w_scale;
+        let _ = down_w_scale;
+        let _ = gate_up_in_scale;
+        let _ = down_in_scale;
         let rank = hidden_tensor.ndim();
         assert!(rank == 2 || rank == 3, "mlp: hidden_tensor must be [B, S, H] or [T, H], got {rank} dims");
         let hs = hidden_tensor.shape();
