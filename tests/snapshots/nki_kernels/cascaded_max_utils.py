@@ -6,29 +6,40 @@ import nki.isa as nisa
 import nki.collectives as ncc
 
 
-def predicated_folded_load(data_hbm, fold_factor, b0, rows, tile_rows, fill_value):
+def predicated_folded_load_into(data_hbm, fold_factor, data_sb, b0, rows, fill_value):
     """Rows `[b0, b0 + rows)` of `data_hbm` `[B, N]` folded `fold_factor` ways
-    into a new SBUF tile `[tile_rows · fold_factor, ceil(N / fold_factor)]`
-    (`tile_rows >= rows`): fold `f` of row `b0 + i` (its columns
-    `[f·c, (f+1)·c)`, `c = ceil(N / fold_factor)`) lands on partition
-    `i·fold_factor + f`. Everything the rows do not cover (the last fold's
-    tail past `N`, the partitions of missing rows) holds `fill_value`. With
-    `N` a multiple of `fold_factor` the rows are one reshaped DMA; otherwise
-    two per row: the first `N % c` columns of every fold, then the rest of
-    every fold but the last.
+    into the SBUF tile `data_sb` (the library's `data_sb` argument; at least
+    `rows · fold_factor` partitions and `c = ceil(N / fold_factor)` columns):
+    fold `f` of row `b0 + i` (its columns `[f·c, (f+1)·c)`) lands on
+    partition `i·fold_factor + f`, columns `[0, c)`. Everything the rows do
+    not cover (the last fold's tail past `N`, the partitions of missing rows,
+    columns past `c`) holds `fill_value`. With `N` a multiple of
+    `fold_factor` the rows are one reshaped DMA; otherwise two per row: the
+    first `N % c` columns of every fold (none when the last fold is empty),
+    then the rest of every fold but the last.
     """
     batch, n = data_hbm.shape
     c = -(-n // fold_factor)
-    data_sb = nl.ndarray(shape=(tile_rows * fold_factor, c), dtype=data_hbm.dtype, buffer=nl.sbuf)
     nisa.memset(dst=data_sb, value=fill_value)
     if n == fold_factor * c:
         folded = data_hbm.reshape(shape=(batch * fold_factor, c))
-        nisa.dma_copy(dst=data_sb[0:rows * fold_factor, :], src=folded[b0 * fold_factor:(b0 + rows) * fold_factor, :])
+        nisa.dma_copy(dst=data_sb[0:rows * fold_factor, 0:c], src=folded[b0 * fold_factor:(b0 + rows) * fold_factor, :])
     else:
         rem = n % c
         flat = data_hbm.reshape(shape=(batch * n,))
         for i in nl.affine_range(start=0, stop=rows):
             p0, base = (i * fold_factor, (b0 + i) * n)
-            nisa.dma_copy(dst=data_sb[p0:p0 + fold_factor, 0:rem], src=flat.ap(pattern=[[c, fold_factor], [1, rem]], offset=base))
+            if rem > 0:
+                nisa.dma_copy(dst=data_sb[p0:p0 + fold_factor, 0:rem], src=flat.ap(pattern=[[c, fold_factor], [1, rem]], offset=base))
             nisa.dma_copy(dst=data_sb[p0:p0 + fold_factor - 1, rem:c], src=flat.ap(pattern=[[c, fold_factor - 1], [1, c - rem]], offset=base + rem))
+
+
+def predicated_folded_load(data_hbm, fold_factor, b0, rows, tile_rows, fill_value):
+    """Rows `[b0, b0 + rows)` of `data_hbm` `[B, N]` folded `fold_factor` ways
+    into a new SBUF tile `[tile_rows · fold_factor, ceil(N / fold_factor)]`
+    (`tile_rows >= rows`), as [`predicated_folded_load_into`] fills it.
+    """
+    n = data_hbm.shape[1]
+    data_sb = nl.ndarray(shape=(tile_rows * fold_factor, -(-n // fold_factor)), dtype=data_hbm.dtype, buffer=nl.sbuf)
+    predicated_folded_load_into(data_hbm, fold_factor, data_sb, b0, rows, fill_value)
     return data_sb

@@ -6,6 +6,7 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .cascaded_max_utils import predicated_folded_load_into
 
 
 # Values one `max8` pass finds (the Vector Engine's ALUs).
@@ -233,26 +234,6 @@ def shift_matrix(n_stages, parts):
     return shift
 
 
-def folded_load(cfg, x, dst, r0, rows):
-    """The folded load of rows `[r0, r0 + rows)`: stage `s` of row `b` (columns
-    `[s·chunk, (s+1)·chunk)`) lands on partition `b·n_stages + s`. With `V` a
-    multiple of `n_stages` this is one reshaped DMA; otherwise per row, the
-    last stage takes only the columns left (`V % chunk`).
-    """
-    n, chunk, v = (cfg.n_stages, cfg.stage_free_size, cfg.vocab_size)
-    if v == n * chunk:
-        folded = x.reshape(shape=(cfg.BxS * n, chunk))
-        nisa.dma_copy(dst=dst[0:rows * n, 0:chunk], src=folded[r0 * n:(r0 + rows) * n, :])
-    else:
-        rem = v % chunk
-        flat = x.reshape(shape=(cfg.BxS * v,))
-        for b in nl.affine_range(start=0, stop=rows):
-            base = (r0 + b) * v
-            if rem > 0:
-                nisa.dma_copy(dst=dst[b * n:b * n + n, 0:rem], src=flat.ap(pattern=[[chunk, n], [1, rem]], offset=base))
-            nisa.dma_copy(dst=dst[b * n:b * n + n - 1, rem:chunk], src=flat.ap(pattern=[[chunk, n - 1], [1, chunk - rem]], offset=base + rem))
-
-
 def rotate(dst, src, shift):
     """`dst = Rᵀ·src` per [`MOVING_FMAX`] columns on the Tensor Engine."""
     _, width = src.shape
@@ -271,8 +252,7 @@ def rotated_core(cfg, x, shift, shift_x, r0, rows):
     parts = cfg.tile_size * n
     width = chunk + n * lk
     values = nl.ndarray(shape=(parts, width), dtype=x.dtype, buffer=nl.sbuf)
-    nisa.memset(dst=values, value=FILL_VALUE)
-    folded_load(cfg, x, values, r0, rows)
+    predicated_folded_load_into(x, n, values, r0, rows, FILL_VALUE)
     indices = nl.ndarray(shape=(parts, width), dtype=nl.float32, buffer=nl.sbuf)
     nisa.memset(dst=indices, value=0.0)
     nisa.iota(dst=indices[:, 0:chunk], pattern=[[1, chunk]], channel_multiplier=chunk)

@@ -86,6 +86,7 @@ pub use rotational::*;
 /// The kernel with its constants, config bundle and phase helpers.
 #[nki_module]
 pub mod rotational {
+    use crate::max::cascaded_max_utils::predicated_folded_load_into;
     use nki::prelude::*;
 
     /// Values one `max8` pass finds (the Vector Engine's ALUs).
@@ -337,29 +338,6 @@ pub mod rotational {
         shift
     }
 
-    /// The folded load of rows `[r0, r0 + rows)`: stage `s` of row `b` (columns
-    /// `[s·chunk, (s+1)·chunk)`) lands on partition `b·n_stages + s`. With `V` a
-    /// multiple of `n_stages` this is one reshaped DMA; otherwise per row, the
-    /// last stage takes only the columns left (`V % chunk`).
-    #[nki_helper]
-    pub fn folded_load(cfg: RotationalTopkConfig, x: Hbm, dst: Sbuf, r0: i64, rows: i64) {
-        let (n, chunk, v) = (cfg.n_stages, cfg.stage_free_size, cfg.vocab_size);
-        if v == n * chunk {
-            let folded = x.reshape([cfg.BxS * n, chunk]);
-            nisa::dma_copy(dst[s![0..rows * n, 0..chunk]], folded[s![r0 * n..(r0 + rows) * n, ..]]);
-        } else {
-            let rem = v % chunk;
-            let flat = x.reshape([cfg.BxS * v]);
-            for b in nl::affine_range(rows) {
-                let base = (r0 + b) * v;
-                if rem > 0 {
-                    nisa::dma_copy(dst[s![b * n..b * n + n, 0..rem]], flat.ap([[chunk, n], [1, rem]], offset = base));
-                }
-                nisa::dma_copy(dst[s![b * n..b * n + n - 1, rem..chunk]], flat.ap([[chunk, n - 1], [1, chunk - rem]], offset = base + rem));
-            }
-        }
-    }
-
     /// `dst = Rᵀ·src` per [`MOVING_FMAX`] columns on the Tensor Engine.
     #[nki_helper]
     pub fn rotate(dst: Psum, src: Sbuf, shift: Sbuf) {
@@ -380,8 +358,9 @@ pub mod rotational {
         let parts = cfg.tile_size * n;
         let width = chunk + n * lk;
         let values = nl::ndarray([parts, width], x.dtype(), buffer = nl::sbuf);
-        nisa::memset(values, FILL_VALUE);
-        folded_load(cfg, x, values, r0, rows);
+        // Stage `s` of row `b` on partition `b·n_stages + s`; the columns
+        // past the stage (where the rotation lands) hold the fill too.
+        predicated_folded_load_into(x, n, values, r0, rows, FILL_VALUE);
         // Global column of partition p, column j: (p % n)·chunk + j.
         let indices = nl::ndarray([parts, width], nl::float32, buffer = nl::sbuf);
         nisa::memset(indices, 0.0);
