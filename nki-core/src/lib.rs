@@ -34,6 +34,8 @@ pub use emulator::{Ctx, Launch, Precision};
 pub use error::{ErrorKind, NkiError, Origin, Result};
 pub use isa as nisa;
 pub use language as nl;
+#[doc(hidden)]
+pub use nki_macros::__nki_import;
 pub use nki_macros::{nki_enum, nki_helper, nki_kernel, nki_module, nki_object};
 /// The vocabulary as data: ops, enums, dtypes, hardware limits.
 pub use nki_spec as spec;

@@ -44,6 +44,9 @@ pub struct Function {
     pub objects: Vec<ObjectDef>,
     /// The enums (`#[nki_enum]`) of the enclosing `#[nki_module]`.
     pub enums: Vec<EnumDef>,
+    /// Which of `consts`, `objects` and `enums` another `#[nki_module]` declares
+    /// (imported by `use crate::..::NAME`): name and that module's path.
+    pub imports: Vec<(String, syn::Path)>,
 }
 
 /// An `#[nki_enum]` enum: a Python `Enum` class, its members the variants by

@@ -9,12 +9,28 @@ use proc_macro2::{Delimiter, Group, TokenStream, TokenTree};
 use quote::ToTokens;
 use syn::spanned::Spanned;
 
-/// The items `#[nki_module]` passes to each function: constants, bundles, enums.
+/// The items `#[nki_module]` passes to each function: constants, bundles, enums,
+/// its own and those it imports from other modules.
 #[derive(Default)]
 struct ModuleItems {
     consts: Vec<syn::ItemConst>,
     structs: Vec<syn::ItemStruct>,
     enums: Vec<syn::ItemEnum>,
+    /// The imported ones among the above: name and declaring module.
+    imports: Vec<(String, syn::Path)>,
+}
+
+impl ModuleItems {
+    /// Adds a constant, bundle or enum; anything else is an error at it.
+    fn push(&mut self, item: syn::Item) -> syn::Result<()> {
+        match item {
+            syn::Item::Const(c) => self.consts.push(c),
+            syn::Item::Struct(s) => self.structs.push(s),
+            syn::Item::Enum(e) => self.enums.push(e),
+            other => return Err(syn::Error::new(other.span(), "`__module` holds constants, bundles and enums")),
+        }
+        Ok(())
+    }
 }
 
 /// Reads `#[nki_kernel]` / `#[nki_kernel(target = "trn3")]`, and the constants,
@@ -39,11 +55,27 @@ fn parse_attr(attr: TokenStream, diag: &mut Diagnostics) -> (Generation, ModuleI
             let content;
             syn::braced!(content in meta.input);
             while !content.is_empty() {
-                match content.parse::<syn::Item>()? {
-                    syn::Item::Const(c) => module.consts.push(c),
-                    syn::Item::Struct(s) => module.structs.push(s),
-                    syn::Item::Enum(e) => module.enums.push(e),
-                    other => return Err(syn::Error::new(other.span(), "`__module` holds constants, bundles and enums")),
+                module.push(content.parse::<syn::Item>()?)?;
+            }
+            Ok(())
+        } else if meta.path.is_ident("__imports") {
+            // `(crate::a::b) { items }` per module imported from.
+            let content;
+            syn::braced!(content in meta.input);
+            while !content.is_empty() {
+                let (path, items);
+                syn::parenthesized!(path in content);
+                let path: syn::Path = path.parse()?;
+                syn::braced!(items in content);
+                while !items.is_empty() {
+                    let item: syn::Item = items.parse()?;
+                    if let syn::Item::Const(syn::ItemConst { ident, .. })
+                    | syn::Item::Struct(syn::ItemStruct { ident, .. })
+                    | syn::Item::Enum(syn::ItemEnum { ident, .. }) = &item
+                    {
+                        module.imports.push((ident.to_string(), path.clone()));
+                    }
+                    module.push(item)?;
                 }
             }
             Ok(())
@@ -94,6 +126,7 @@ fn expand_stand_in(
     signature: TokenStream,
     objects: Vec<ObjectDef>,
     enums: Vec<EnumDef>,
+    imports: Vec<(String, syn::Path)>,
     target: Generation,
     diag: Diagnostics,
 ) -> TokenStream {
@@ -104,6 +137,7 @@ fn expand_stand_in(
     let mut f = parse_function(&item_fn, kind, &objects, &enums, &mut quiet);
     f.objects = objects;
     f.enums = enums;
+    f.imports = imports;
     let info = check::check(&f, target, &mut quiet);
     let errors = diag.to_tokens();
     let stub = rust::emit(&f, &info, "", &[], true);
@@ -135,7 +169,7 @@ pub fn expand(kind: FnKind, attr: TokenStream, item: TokenStream) -> TokenStream
     };
     // The module's constants, bundles and enums were reported by `#[nki_module]`, once.
     let enums = parse_enums(&module.enums, &mut Diagnostics::default());
-    let mut objects = parse_objects(&module.structs, &enums, &mut Diagnostics::default());
+    let mut objects = parse_objects(&module.structs, &[], &enums, &mut Diagnostics::default());
     let mut quiet = Diagnostics::default();
     crate::check::check_objects(&objects, &enums, &mut quiet);
     if quiet.has_errors() {
@@ -154,7 +188,7 @@ pub fn expand(kind: FnKind, attr: TokenStream, item: TokenStream) -> TokenStream
                 if !has_keyword_path(&item) {
                     quiet.push(body_error);
                 }
-                return expand_stand_in(kind, signature, objects, enums, target, quiet);
+                return expand_stand_in(kind, signature, objects, enums, module.imports, target, quiet);
             }
             let what = if kind == FnKind::Kernel { "#[nki_kernel]" } else { "#[nki_helper]" };
             let err = syn::Error::new(item.span(), format!("{what} applies to a function")).to_compile_error();
@@ -165,6 +199,7 @@ pub fn expand(kind: FnKind, attr: TokenStream, item: TokenStream) -> TokenStream
     f.consts = parse_consts(&module.consts, &mut Diagnostics::default());
     f.objects = objects;
     f.enums = enums;
+    f.imports = module.imports;
     let info = check::check(&f, target, &mut diag);
     if diag.has_errors() {
         let errors = diag.to_tokens();

@@ -60,10 +60,20 @@ pub fn nki_helper(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// A module of kernels with module-level constants: each `const` of a kernel
 /// type (`i64`, `f64`, `bool`, `Dtype`) holding a literal is emitted as a Python
 /// module constant and usable by name in the module's kernels and helpers (and,
-/// being a Rust `const`, in ordinary Rust).
+/// being a Rust `const`, in ordinary Rust). `use crate::a::b::{NAME, Cfg};`
+/// imports the constants, bundles and enums of the `#[nki_module]` `crate::a::b`
+/// for them; the emitted Python imports them from that module.
 #[proc_macro_attribute]
 pub fn nki_module(attr: TokenStream, item: TokenStream) -> TokenStream {
     module::expand(attr.into(), item.into()).into()
+}
+
+/// A step of `#[nki_module]`'s imports from other modules (each module's
+/// `__nki_module_items!` answers through it); not for direct use.
+#[doc(hidden)]
+#[proc_macro]
+pub fn __nki_import(input: TokenStream) -> TokenStream {
+    module::import_step(input.into()).into()
 }
 
 /// A parameter bundle: a struct of an `#[nki_module]` whose named fields (kernel

@@ -7,6 +7,8 @@
 //! receives the constants (as `__module { .. }`) so its body can use them by name
 //! with their types and values.
 
+mod imports;
+
 use crate::ast::{ModuleConst, ObjectDef};
 use crate::check::{check_consts, check_objects};
 use crate::diag::Diagnostics;
@@ -33,23 +35,71 @@ fn doc_lines(attrs: &[syn::Attribute]) -> Vec<String> {
         .collect()
 }
 
-/// Expands `#[nki_module]` on `item`.
+/// Expands `#[nki_module]` on `item`. A module that imports constants, bundles
+/// or enums of other `#[nki_module]`s first asks each of them for its items
+/// (see [`import_step`]); the module is expanded once all have answered.
 pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     let mut diag = Diagnostics::default();
     if !attr.is_empty() {
         diag.error(attr.span(), "#[nki_module] takes no arguments");
     }
-    let mut m: syn::ItemMod = match syn::parse2(item.clone()) {
+    let m: syn::ItemMod = match syn::parse2(item.clone()) {
         Ok(m) => m,
         Err(_) => {
             let err = syn::Error::new(item.span(), "#[nki_module] applies to a module").to_compile_error();
             return quote!(#err #item);
         }
     };
-    let Some((_, items)) = &mut m.content else {
+    let Some((_, items)) = &m.content else {
         let err = syn::Error::new(m.span(), "#[nki_module] applies to an inline module, `mod name { .. }`").to_compile_error();
         return quote!(#err #m);
     };
+    let wanted = imports::wanted(items, &mut diag);
+    if wanted.is_empty() {
+        return expand_with(m, &[], diag);
+    }
+    let errors = diag.to_tokens();
+    let ask = imports::ask(&wanted, &[], quote!(#m));
+    quote!(#errors #ask)
+}
+
+/// The last step of `#[nki_module]`'s imports, `__nki_import!`: one module's
+/// answer. Checks the names asked of it, then asks the next module or, when
+/// none is left, expands the importing module with everything imported.
+pub fn import_step(input: TokenStream) -> TokenStream {
+    let mut diag = Diagnostics::default();
+    let Some(step) = imports::Step::parse(input, &mut diag) else {
+        return diag.to_tokens();
+    };
+    let (got, pending, module) = step.answer(&mut diag);
+    if !pending.is_empty() {
+        let errors = diag.to_tokens();
+        let ask = imports::ask(&pending, &got, module);
+        return quote!(#errors #ask);
+    }
+    match syn::parse2::<syn::ItemMod>(module.clone()) {
+        Ok(m) if m.content.is_some() => expand_with(m, &got, diag),
+        _ => {
+            let errors = diag.to_tokens();
+            quote!(#errors #module)
+        }
+    }
+}
+
+/// Expands the `#[nki_module]` `m` with the items `imported` from other modules
+/// (each with the path of the module that declares it).
+fn expand_with(mut m: syn::ItemMod, imported: &[(syn::Path, Vec<syn::Item>)], mut diag: Diagnostics) -> TokenStream {
+    let Some((_, items)) = &mut m.content else { return quote!(#m) };
+    let (mut imported_enums, mut imported_structs) = (Vec::new(), Vec::new());
+    for (_, list) in imported {
+        for item in list {
+            match item {
+                syn::Item::Enum(e) => imported_enums.push(e.clone()),
+                syn::Item::Struct(s) => imported_structs.push(s.ident.to_string()),
+                _ => {}
+            }
+        }
+    }
     let consts: Vec<syn::ItemConst> = items
         .iter()
         .filter_map(|i| match i {
@@ -89,6 +139,11 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         }
     }
     let enums = parse_enums(&enum_items, &mut diag);
+    // Bundles' fields may hold imported enums and bundles, checked where declared.
+    let all_enums: Vec<crate::ast::EnumDef> = parse_enums(&imported_enums, &mut Diagnostics::default())
+        .into_iter()
+        .chain(parse_enums(&enum_items, &mut Diagnostics::default()))
+        .collect();
     // The bundles: `#[nki_object]` structs, which stay Rust structs (cloneable).
     let mut structs: Vec<syn::ItemStruct> = Vec::new();
     for item in items.iter_mut() {
@@ -106,8 +161,8 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
             s.attrs.push(syn::parse_quote!(#[derive(Clone, Debug)]));
         }
     }
-    let objects = parse_objects(&structs, &enums, &mut diag);
-    check_objects(&objects, &enums, &mut diag);
+    let objects = parse_objects(&structs, &imported_structs, &all_enums, &mut diag);
+    check_objects(&objects, &all_enums, &mut diag);
     // Each function gets the constants and bundles without their docs and attributes.
     let bare: Vec<TokenStream> = consts
         .iter()
@@ -137,6 +192,10 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
             quote!(enum #name { #(#variants),* })
         }))
         .collect();
+    // What other modules import: this module's own items, as functions get them.
+    items.extend(imports::answer_macro(&bare));
+    let imported_args = imported.iter().map(|(path, list)| quote!((#path) { #(#list)* }));
+    let imported_args = quote!(__imports { #(#imported_args)* });
     for item in items.iter_mut() {
         let syn::Item::Fn(f) = item else { continue };
         for a in &mut f.attrs {
@@ -148,9 +207,9 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
             let args = match &a.meta {
                 syn::Meta::List(l) => {
                     let t = &l.tokens;
-                    quote!(#t, __module { #(#bare)* })
+                    quote!(#t, __module { #(#bare)* }, #imported_args)
                 }
-                _ => quote!(__module { #(#bare)* }),
+                _ => quote!(__module { #(#bare)* }, #imported_args),
             };
             *a = syn::parse_quote!(#[#path(#args)]);
         }
@@ -158,12 +217,12 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     for (c, k) in &parsed {
         let docs: String = doc_lines(&c.attrs).iter().map(|l| format!("#{l}\n")).collect();
         let source = format!("{docs}{}", python::module_const(k));
-        items.push(registration(&c.ident, quote!(Constant), &source));
+        items.push(registration(&c.ident, quote!(Constant), &source, &[]));
     }
     for (s, o) in structs.iter().zip(&objects) {
         let field_docs: Vec<Vec<String>> = s.fields.iter().map(|f| doc_lines(&f.attrs)).collect();
         let source = python::object_class(o, &doc_lines(&s.attrs), &field_docs);
-        items.push(registration(&s.ident, quote!(Object), &source));
+        items.push(registration(&s.ident, quote!(Object), &source, &field_types(o, imported)));
         items.push(as_arg_impl(&s.ident));
         // A broken default was reported above; a stand-in would only repeat it.
         if let Some(item) = default_impl(o).filter(|_| !diag.has_errors()) {
@@ -173,7 +232,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     for (item, e) in enum_items.iter().zip(&enums) {
         let member_docs: Vec<Vec<String>> = item.variants.iter().map(|v| doc_lines(&v.attrs)).collect();
         let source = python::enum_class(e, &doc_lines(&item.attrs), &member_docs);
-        items.push(registration(&item.ident, quote!(Enum), &source));
+        items.push(registration(&item.ident, quote!(Enum), &source, &[]));
         items.push(py_enum_impl(item));
     }
     let errors = diag.to_tokens();
@@ -239,9 +298,29 @@ fn default_impl(o: &ObjectDef) -> Option<syn::Item> {
     })
 }
 
+/// The registrations of the bundles and enums the fields of `o` hold: the
+/// Python defines (or imports) them before the dataclass.
+fn field_types(o: &ObjectDef, imported: &[(syn::Path, Vec<syn::Item>)]) -> Vec<TokenStream> {
+    let mut names: Vec<&syn::Ident> = Vec::new();
+    for (_, t) in &o.fields {
+        crate::emit::rust::bundles_in(t, &mut names);
+    }
+    names.dedup();
+    names
+        .into_iter()
+        .map(|name| {
+            let reg = const_registration(name);
+            match imports::declared_in(imported, name) {
+                Some(path) => quote!(&#path::#reg),
+                None => quote!(&#reg),
+            }
+        })
+        .collect()
+}
+
 /// The `nki emit` registration of a module constant or parameter bundle named
-/// `ident`, of `FunctionKind::<kind>`, emitted as `source`.
-fn registration(ident: &syn::Ident, kind: TokenStream, source: &str) -> syn::Item {
+/// `ident`, of `FunctionKind::<kind>`, emitted as `source`, after `deps`.
+fn registration(ident: &syn::Ident, kind: TokenStream, source: &str, deps: &[TokenStream]) -> syn::Item {
     let (reg, name) = (const_registration(ident), ident.to_string());
     syn::parse_quote! {
         /// Registration of this module item for `nki emit`.
@@ -253,7 +332,7 @@ fn registration(ident: &syn::Ident, kind: TokenStream, source: &str) -> syn::Ite
             module_path: ::core::module_path!(),
             file: ::core::file!(),
             lines: &[],
-            deps: &[],
+            deps: &[#(#deps),*],
             uses_math: false,
             params: &[],
             outputs: ::core::option::Option::None,

@@ -10,6 +10,7 @@ pub mod byte_views;
 pub mod collectives;
 #[path = "../common/mod.rs"]
 mod common;
+pub mod cross_module;
 pub mod dma_compute;
 pub mod dtypes;
 pub mod enums;

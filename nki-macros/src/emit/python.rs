@@ -129,7 +129,7 @@ pub fn object_class(o: &crate::ast::ObjectDef, docs: &[String], field_docs: &[Ve
             TypeAnn::Int(_) => "int".to_string(),
             TypeAnn::Float(_) => "float".to_string(),
             TypeAnn::Bool(_) => "bool".to_string(),
-            TypeAnn::PyEnum(e, _) => e.to_string(),
+            TypeAnn::PyEnum(e, _) | TypeAnn::Object(e, _) => e.to_string(),
             TypeAnn::List(..) => "list".to_string(),
             _ => "object".to_string(),
         };

@@ -31,9 +31,11 @@ pub fn parse_consts(items: &[syn::ItemConst], diag: &mut Diagnostics) -> Vec<Mod
 }
 
 /// Parses the `#[nki_object]` structs of an `#[nki_module]`: named fields of
-/// kernel types, the module's enums `enums` among them.
-pub fn parse_objects(items: &[syn::ItemStruct], enums: &[EnumDef], diag: &mut Diagnostics) -> Vec<ObjectDef> {
-    let cx = &mut Parser::new(diag, Vec::new(), enum_names(enums));
+/// kernel types, the module's enums `enums` and bundles among them.
+pub fn parse_objects(items: &[syn::ItemStruct], others: &[String], enums: &[EnumDef], diag: &mut Diagnostics) -> Vec<ObjectDef> {
+    // A field may hold another bundle: one of these or of `others` (imported).
+    let names = items.iter().map(|s| s.ident.to_string()).chain(others.iter().cloned()).collect();
+    let cx = &mut Parser::new(diag, names, enum_names(enums));
     let mut out = Vec::new();
     for s in items {
         if !s.generics.params.is_empty() {
@@ -246,6 +248,7 @@ pub fn parse_function(item: &syn::ItemFn, kind: FnKind, objects: &[ObjectDef], e
         consts: Vec::new(),
         objects: Vec::new(),
         enums: Vec::new(),
+        imports: Vec::new(),
     }
 }
 

@@ -122,7 +122,7 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, py_lines: &[Span], stub:
 }
 
 /// The bundle and enum types `t` names (itself, or inside a tuple or option).
-fn bundles_in<'t>(t: &'t TypeAnn, out: &mut Vec<&'t syn::Ident>) {
+pub fn bundles_in<'t>(t: &'t TypeAnn, out: &mut Vec<&'t syn::Ident>) {
     match t {
         TypeAnn::Object(o, _) | TypeAnn::PyEnum(o, _) => out.push(o),
         TypeAnn::Option(inner, _) => bundles_in(inner, out),
@@ -158,10 +158,14 @@ fn info_static(f: &Function, info: &Info, py_lines: &[Span]) -> TokenStream {
         quote!(&#(#segs)::*::INFO)
     });
     // Enums before bundles: a bundle's field may default to a member.
+    // Those of another module: by its path (the Python imports them).
     let consts =
         f.consts.iter().map(|k| &k.name).chain(f.enums.iter().map(|e| &e.name)).chain(f.objects.iter().map(|o| &o.name)).map(|name| {
             let reg = const_registration(name);
-            quote!(&super::#reg)
+            match f.imports.iter().find(|(n, _)| *name == n) {
+                Some((_, module)) => quote!(&#module::#reg),
+                None => quote!(&super::#reg),
+            }
         });
     // The message constants of other modules: their registrations, so the
     // Python imports them.
