@@ -6,6 +6,9 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .norm_tkg_utils import NormTkgPart
+from .norm_tkg_utils import bxs_part
+from .norm_tkg_utils import h_part
 from .norm_tkg_utils import load_gamma_to_sbuf
 from .norm_tkg_utils import load_input_to_sbuf
 
@@ -26,27 +29,6 @@ INTER_DTYPE = nl.float32
 
 # The DMA queue `shard_on_h` exchanges the partial sums over.
 PIPE_ID = 0
-
-
-@dataclass
-class LayerNormTkgPart(nl.NKIObject):
-    """Where a program's rows and hidden columns sit: its rows `row0..row0 +
-    rows` of the `[B·S, H]` input, and of the `shards` hidden shards of the
-    layout the `held` starting at `first`.
-    """
-
-    row0: int
-    "First row of the program."
-    rows: int
-    "Rows of the program."
-    shards: int
-    "Hidden shards of the output layout."
-    first: int
-    "First hidden shard the program holds."
-    held: int
-    "Hidden shards the program holds (all, or its one with `shard_on_h`)."
-    shard_on_h: bool
-    "Whether the partial sums are exchanged with the other program."
 
 
 @dataclass
@@ -133,9 +115,7 @@ def layernorm_tkg_shard_on_h(input, gamma, beta, output, eps):
     """Every row on each of the two programs, the hidden dim split in two:
     program `p` holds hidden shard `p` and the partial sums are exchanged.
     """
-    bxs, _ = input.shape
-    part = LayerNormTkgPart(row0=0, rows=bxs, shards=2, first=nl.program_id(axis=0), held=1, shard_on_h=True)
-    layernorm_tkg_impl(part, input, gamma, beta, output, eps)
+    layernorm_tkg_impl(h_part(input.shape[0]), input, gamma, beta, output, eps)
 
 
 def layernorm_tkg_shard_on_bxs(input, gamma, beta, output, eps):
@@ -143,12 +123,8 @@ def layernorm_tkg_shard_on_bxs(input, gamma, beta, output, eps):
     `SHARDING_THRESHOLD` of them (an even count), each program holding every
     hidden shard of the layout.
     """
-    bxs, _ = input.shape
     programs = nl.num_programs(axes=0) if nl.program_ndim() == 1 else 1
-    split = programs == 2 and bxs > SHARDING_THRESHOLD and bxs % programs == 0
-    rows = bxs // programs if split else bxs
-    row0 = nl.program_id(axis=0) * rows if split else 0
-    part = LayerNormTkgPart(row0=row0, rows=rows, shards=programs, first=0, held=programs, shard_on_h=False)
+    part = bxs_part(input.shape[0], programs, SHARDING_THRESHOLD, True, programs, False)
     layernorm_tkg_impl(part, input, gamma, beta, output, eps)
 
 

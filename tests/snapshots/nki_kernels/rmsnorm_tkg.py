@@ -6,6 +6,9 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .norm_tkg_utils import NormTkgPart
+from .norm_tkg_utils import bxs_part
+from .norm_tkg_utils import h_part
 from .norm_tkg_utils import load_gamma_to_sbuf
 from .norm_tkg_utils import load_input_to_sbuf
 
@@ -25,29 +28,6 @@ INTER_DTYPE = nl.float32
 
 # The DMA queue `shard_on_h` exchanges the partial sums over.
 PIPE_ID = 0
-
-
-@dataclass
-class RmsNormTkgPart(nl.NKIObject):
-    """Where a program's rows and hidden columns sit: its rows `row0..row0 +
-    rows` of the `[B·S, H]` input, and the `shards` hidden shards of the
-    layout, of which it holds `held` starting at `first`.
-    """
-
-    row0: int
-    "First row of the program."
-    rows: int
-    "Rows of the program."
-    shards: int
-    "Hidden shards of the output layout."
-    first: int
-    "First hidden shard the program holds."
-    held: int
-    "Hidden shards the program holds (all, or its one with `shard_on_h`)."
-    hidden_dim_tp: bool
-    "The `hidden_dim_tp` layout (`h = c·128 + p`)."
-    shard_on_h: bool
-    "Whether the partial sums are exchanged with the other program."
 
 
 @dataclass
@@ -112,9 +92,7 @@ def rmsnorm_tkg_shard_on_h(input, gamma, output, eps, hidden_actual):
     """Every row on each of the two programs, the hidden dim split in two:
     program `p` holds hidden shard `p` and the partial sums are exchanged.
     """
-    bxs, _ = input.shape
-    part = RmsNormTkgPart(row0=0, rows=bxs, shards=2, first=nl.program_id(axis=0), held=1, hidden_dim_tp=False, shard_on_h=True)
-    rmsnorm_tkg_llama_impl(part, input, gamma, output, eps, hidden_actual)
+    rmsnorm_tkg_llama_impl(h_part(input.shape[0]), input, gamma, output, eps, hidden_actual)
 
 
 def rmsnorm_tkg_shard_on_bxs(input, gamma, output, eps, hidden_actual, hidden_dim_tp, single_core_forced):
@@ -122,13 +100,9 @@ def rmsnorm_tkg_shard_on_bxs(input, gamma, output, eps, hidden_actual, hidden_di
     `SHARDING_THRESHOLD` of them (an even count), each program holding
     every hidden shard of the layout.
     """
-    bxs, _ = input.shape
     programs = nl.num_programs(axes=0) if nl.program_ndim() == 1 else 1
-    split = not single_core_forced and programs == 2 and bxs > SHARDING_THRESHOLD and bxs % programs == 0
     shards = 1 if hidden_dim_tp or single_core_forced else programs
-    rows = bxs // programs if split else bxs
-    row0 = nl.program_id(axis=0) * rows if split else 0
-    part = RmsNormTkgPart(row0=row0, rows=rows, shards=shards, first=0, held=shards, hidden_dim_tp=hidden_dim_tp, shard_on_h=False)
+    part = bxs_part(input.shape[0], programs, SHARDING_THRESHOLD, not single_core_forced, shards, hidden_dim_tp)
     rmsnorm_tkg_llama_impl(part, input, gamma, output, eps, hidden_actual)
 
 

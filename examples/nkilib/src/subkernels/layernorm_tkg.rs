@@ -44,7 +44,7 @@ pub use kernel::*;
 /// The kernel, its tile constants and phase helpers.
 #[nki_module]
 pub mod kernel {
-    use crate::subkernels::norm_tkg_utils::{load_gamma_to_sbuf, load_input_to_sbuf};
+    use crate::subkernels::norm_tkg_utils::{NormTkgPart, bxs_part, h_part, load_gamma_to_sbuf, load_input_to_sbuf};
     use nki::prelude::*;
 
     /// Rows above which a two-program launch splits the rows (below, both
@@ -57,25 +57,6 @@ pub mod kernel {
     pub const INTER_DTYPE: Dtype = nl::float32;
     /// The DMA queue `shard_on_h` exchanges the partial sums over.
     pub const PIPE_ID: i64 = 0;
-
-    /// Where a program's rows and hidden columns sit: its rows `row0..row0 +
-    /// rows` of the `[B·S, H]` input, and of the `shards` hidden shards of the
-    /// layout the `held` starting at `first`.
-    #[nki_object]
-    pub struct LayerNormTkgPart {
-        /// First row of the program.
-        pub row0: i64,
-        /// Rows of the program.
-        pub rows: i64,
-        /// Hidden shards of the output layout.
-        pub shards: i64,
-        /// First hidden shard the program holds.
-        pub first: i64,
-        /// Hidden shards the program holds (all, or its one with `shard_on_h`).
-        pub held: i64,
-        /// Whether the partial sums are exchanged with the other program.
-        pub shard_on_h: bool,
-    }
 
     /// The tiles every row tile reads: gamma and beta in the layout, `eps`, and
     /// the `1/H` matrix whose product with partial sums is their mean.
@@ -97,7 +78,7 @@ pub mod kernel {
     /// partition: `E[x²]` into `mean_sq` `[128, rows]`, `μ` into `mean`
     /// `[128, rows, 1]`.
     #[nki_helper]
-    pub fn row_moments(part: LayerNormTkgPart, consts: LayerNormTkgConsts, t: Sbuf, rows: i64, mean_sq: Psum, mean: Psum) {
+    pub fn row_moments(part: NormTkgPart, consts: LayerNormTkgConsts, t: Sbuf, rows: i64, mean_sq: Psum, mean: Psum) {
         let (pmax, cols) = (nl::tile_size::pmax, t.shape()[2]);
         let squares = nl::ndarray([pmax, BXS_FULL_TILE_SIZE, cols], INTER_DTYPE, buffer = nl::sbuf);
         nisa::activation(squares[s![.., 0..rows, ..]], nl::square, t[s![.., 0..rows, ..]]);
@@ -119,7 +100,7 @@ pub mod kernel {
     /// cols]`, in place: centred by the mean, scaled by gamma and by
     /// `rsqrt(E[x²] - μ² + eps)`, shifted by beta.
     #[nki_helper]
-    pub fn process_layernorm_tile(part: LayerNormTkgPart, consts: LayerNormTkgConsts, t: Sbuf, rows: i64) {
+    pub fn process_layernorm_tile(part: NormTkgPart, consts: LayerNormTkgConsts, t: Sbuf, rows: i64) {
         let (pmax, cols) = (nl::tile_size::pmax, t.shape()[2]);
         let mean_sq = nl::ndarray([pmax, BXS_FULL_TILE_SIZE], INTER_DTYPE, buffer = nl::psum);
         let mean = nl::ndarray([pmax, BXS_FULL_TILE_SIZE, 1], INTER_DTYPE, buffer = nl::psum);
@@ -139,7 +120,7 @@ pub mod kernel {
 
     /// The part's rows, tile by tile: load, normalise, store into `output`.
     #[nki_helper]
-    pub fn layernorm_tkg_impl(part: LayerNormTkgPart, input: Hbm, gamma: Hbm, beta: Option<Hbm>, output: Hbm, eps: f64) {
+    pub fn layernorm_tkg_impl(part: NormTkgPart, input: Hbm, gamma: Hbm, beta: Option<Hbm>, output: Hbm, eps: f64) {
         let (pmax, h) = (nl::tile_size::pmax, input.shape()[1]);
         let cols = output.shape()[2] / part.shards * part.held;
         let c0 = part.first * cols;
@@ -166,12 +147,8 @@ pub mod kernel {
     /// hidden shard of the layout.
     #[nki_helper]
     pub fn layernorm_tkg_shard_on_bxs(input: Hbm, gamma: Hbm, beta: Option<Hbm>, output: Hbm, eps: f64) {
-        let [bxs, _] = input.shape();
         let programs = if nl::program_ndim() == 1 { nl::num_programs(0) } else { 1 };
-        let split = programs == 2 && bxs > SHARDING_THRESHOLD && bxs % programs == 0;
-        let rows = if split { bxs / programs } else { bxs };
-        let row0 = if split { nl::program_id(0) * rows } else { 0 };
-        let part = LayerNormTkgPart { row0, rows, shards: programs, first: 0, held: programs, shard_on_h: false };
+        let part = bxs_part(input.shape()[0], programs, SHARDING_THRESHOLD, true, programs, false);
         layernorm_tkg_impl(part, input, gamma, beta, output, eps);
     }
 
@@ -179,9 +156,7 @@ pub mod kernel {
     /// program `p` holds hidden shard `p` and the partial sums are exchanged.
     #[nki_helper]
     pub fn layernorm_tkg_shard_on_h(input: Hbm, gamma: Hbm, beta: Option<Hbm>, output: Hbm, eps: f64) {
-        let [bxs, _] = input.shape();
-        let part = LayerNormTkgPart { row0: 0, rows: bxs, shards: 2, first: nl::program_id(0), held: 1, shard_on_h: true };
-        layernorm_tkg_impl(part, input, gamma, beta, output, eps);
+        layernorm_tkg_impl(h_part(input.shape()[0]), input, gamma, beta, output, eps);
     }
 
     /// LayerNorm of `input` `[B, S, H]` with `gamma` and `beta` `[1, H]` into

@@ -151,6 +151,47 @@ pub mod helpers {
     /// Partitions of the output layout: `H` is spread over them.
     pub const H0: i64 = 128;
 
+    /// Where a program's rows and hidden columns sit: its rows `row0..row0 +
+    /// rows` of the `[B·S, H]` input, and the `shards` hidden shards of the
+    /// layout, of which it holds `held` starting at `first`.
+    #[nki_object]
+    pub struct NormTkgPart {
+        /// First row of the program.
+        pub row0: i64,
+        /// Rows of the program.
+        pub rows: i64,
+        /// Hidden shards of the output layout.
+        pub shards: i64,
+        /// First hidden shard the program holds.
+        pub first: i64,
+        /// Hidden shards the program holds (all, or its one with `shard_on_h`).
+        pub held: i64,
+        /// The `hidden_dim_tp` layout (`h = c·128 + p`).
+        pub hidden_dim_tp: bool,
+        /// Whether the partial sums are exchanged with the other program.
+        pub shard_on_h: bool,
+    }
+
+    /// This program's part when the rows are split (`shard_on_bxs`): over a
+    /// launch of two `programs` when `split_allowed` and there are more than
+    /// `threshold` rows of the `bxs`, an even count (else every row), each
+    /// program holding all `shards` hidden shards.
+    #[nki_helper]
+    pub fn bxs_part(bxs: i64, programs: i64, threshold: i64, split_allowed: bool, shards: i64, hidden_dim_tp: bool) -> NormTkgPart {
+        let split = split_allowed && programs == 2 && bxs > threshold && bxs % programs == 0;
+        let rows = if split { bxs / programs } else { bxs };
+        let row0 = if split { nl::program_id(0) * rows } else { 0 };
+        NormTkgPart { row0, rows, shards, first: 0, held: shards, hidden_dim_tp, shard_on_h: false }
+    }
+
+    /// This program's part when the hidden dim is split (`shard_on_h`): every
+    /// one of the `bxs` rows on each of the two programs, program `p` holding
+    /// hidden shard `p` and exchanging the partial sums.
+    #[nki_helper]
+    pub fn h_part(bxs: i64) -> NormTkgPart {
+        NormTkgPart { row0: 0, rows: bxs, shards: 2, first: nl::program_id(0), held: 1, hidden_dim_tp: false, shard_on_h: true }
+    }
+
     /// Loads rows `row0..row0 + rows` of `src` (`[rows, H]`: the input's rows,
     /// or gamma's one) into `dst` `[128, rows, cols]`: in the `hidden_dim_tp`
     /// layout, or the `held` hidden shards from `first` of a layout of `shards`.

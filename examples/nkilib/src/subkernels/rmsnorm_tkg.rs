@@ -52,7 +52,7 @@ pub use kernel::*;
 /// The kernel, its tile constants and phase helpers.
 #[nki_module]
 pub mod kernel {
-    use crate::subkernels::norm_tkg_utils::{load_gamma_to_sbuf, load_input_to_sbuf};
+    use crate::subkernels::norm_tkg_utils::{NormTkgPart, bxs_part, h_part, load_gamma_to_sbuf, load_input_to_sbuf};
     use nki::prelude::*;
 
     /// Rows above which a two-program launch splits the rows (below, both
@@ -64,27 +64,6 @@ pub mod kernel {
     pub const INTER_DTYPE: Dtype = nl::float32;
     /// The DMA queue `shard_on_h` exchanges the partial sums over.
     pub const PIPE_ID: i64 = 0;
-
-    /// Where a program's rows and hidden columns sit: its rows `row0..row0 +
-    /// rows` of the `[B·S, H]` input, and the `shards` hidden shards of the
-    /// layout, of which it holds `held` starting at `first`.
-    #[nki_object]
-    pub struct RmsNormTkgPart {
-        /// First row of the program.
-        pub row0: i64,
-        /// Rows of the program.
-        pub rows: i64,
-        /// Hidden shards of the output layout.
-        pub shards: i64,
-        /// First hidden shard the program holds.
-        pub first: i64,
-        /// Hidden shards the program holds (all, or its one with `shard_on_h`).
-        pub held: i64,
-        /// The `hidden_dim_tp` layout (`h = c·128 + p`).
-        pub hidden_dim_tp: bool,
-        /// Whether the partial sums are exchanged with the other program.
-        pub shard_on_h: bool,
-    }
 
     /// The tiles every row tile reads: gamma in the layout, `eps` and the ones
     /// matrix of the partition sum.
@@ -103,7 +82,7 @@ pub mod kernel {
     /// matmul with ones) over the partitions, `rsqrt(sum / hidden_actual +
     /// eps)` times `t · gamma`.
     #[nki_helper]
-    pub fn process_rmsnorm_tile(part: RmsNormTkgPart, consts: RmsNormTkgConsts, t: Sbuf, rows: i64, hidden_actual: i64) {
+    pub fn process_rmsnorm_tile(part: NormTkgPart, consts: RmsNormTkgConsts, t: Sbuf, rows: i64, hidden_actual: i64) {
         let (pmax, cols) = (nl::tile_size::pmax, t.shape()[2]);
         let squares = nl::ndarray([pmax, BXS_FULL_TILE_SIZE, cols], INTER_DTYPE, buffer = nl::sbuf);
         nisa::activation(squares[s![.., 0..rows, ..]], nl::square, t[s![.., 0..rows, ..]]);
@@ -137,7 +116,7 @@ pub mod kernel {
 
     /// The part's rows, tile by tile: load, normalise, store into `output`.
     #[nki_helper]
-    pub fn rmsnorm_tkg_llama_impl(part: RmsNormTkgPart, input: Hbm, gamma: Hbm, output: Hbm, eps: f64, hidden_actual: i64) {
+    pub fn rmsnorm_tkg_llama_impl(part: NormTkgPart, input: Hbm, gamma: Hbm, output: Hbm, eps: f64, hidden_actual: i64) {
         let pmax = nl::tile_size::pmax;
         let cols = output.shape()[2] / part.shards * part.held;
         let c0 = part.first * cols;
@@ -173,13 +152,9 @@ pub mod kernel {
         hidden_dim_tp: bool,
         single_core_forced: bool,
     ) {
-        let [bxs, _] = input.shape();
         let programs = if nl::program_ndim() == 1 { nl::num_programs(0) } else { 1 };
-        let split = !single_core_forced && programs == 2 && bxs > SHARDING_THRESHOLD && bxs % programs == 0;
         let shards = if hidden_dim_tp || single_core_forced { 1 } else { programs };
-        let rows = if split { bxs / programs } else { bxs };
-        let row0 = if split { nl::program_id(0) * rows } else { 0 };
-        let part = RmsNormTkgPart { row0, rows, shards, first: 0, held: shards, hidden_dim_tp, shard_on_h: false };
+        let part = bxs_part(input.shape()[0], programs, SHARDING_THRESHOLD, !single_core_forced, shards, hidden_dim_tp);
         rmsnorm_tkg_llama_impl(part, input, gamma, output, eps, hidden_actual);
     }
 
@@ -187,10 +162,7 @@ pub mod kernel {
     /// program `p` holds hidden shard `p` and the partial sums are exchanged.
     #[nki_helper]
     pub fn rmsnorm_tkg_shard_on_h(input: Hbm, gamma: Hbm, output: Hbm, eps: f64, hidden_actual: i64) {
-        let [bxs, _] = input.shape();
-        let part =
-            RmsNormTkgPart { row0: 0, rows: bxs, shards: 2, first: nl::program_id(0), held: 1, hidden_dim_tp: false, shard_on_h: true };
-        rmsnorm_tkg_llama_impl(part, input, gamma, output, eps, hidden_actual);
+        rmsnorm_tkg_llama_impl(h_part(input.shape()[0]), input, gamma, output, eps, hidden_actual);
     }
 
     /// RMSNorm of `input` `[B, S, H]` with `gamma` `[1, H]` into `output`
