@@ -12,6 +12,20 @@ import nki.collectives as ncc
 H0 = 128
 
 
+# Rows per tile: a tile's row sums over the partitions are one matmul
+# whose moving operand, `[128, rows]` fp32, fills at most one PSUM bank
+# (512 columns).
+BXS_FULL_TILE_SIZE = 512
+
+
+# The dtype of the squares, sums, moments and scaled rows.
+INTER_DTYPE = nl.float32
+
+
+# The DMA queue `shard_on_h` exchanges the partial sums over.
+PIPE_ID = 0
+
+
 @dataclass
 class NormTkgPart(nl.NKIObject):
     """Where a program's rows and hidden columns sit: its rows `row0..row0 +

@@ -6,7 +6,10 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .norm_tkg_utils import BXS_FULL_TILE_SIZE
+from .norm_tkg_utils import INTER_DTYPE
 from .norm_tkg_utils import NormTkgPart
+from .norm_tkg_utils import PIPE_ID
 from .norm_tkg_utils import bxs_part
 from .norm_tkg_utils import h_part
 from .norm_tkg_utils import load_gamma_to_sbuf
@@ -16,18 +19,6 @@ from .norm_tkg_utils import load_input_to_sbuf
 # Rows above which a two-program launch splits the rows (below, both
 # programs normalise every row: the split would not pay for itself).
 SHARDING_THRESHOLD = 18
-
-
-# Rows per tile: the partition sum's matmul takes at most 512 fp32 columns.
-BXS_FULL_TILE_SIZE = 512
-
-
-# The dtype of the squares, sums and scaled rows.
-INTER_DTYPE = nl.float32
-
-
-# The DMA queue `shard_on_h` exchanges the partial sums over.
-PIPE_ID = 0
 
 
 @dataclass

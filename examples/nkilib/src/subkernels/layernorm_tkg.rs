@@ -26,7 +26,7 @@
 //!
 //! As in the library the centred, scaled and shifted rows are held in the
 //! input's dtype between the steps (each step rounds); the sums, moments and
-//! `r` are fp32. The row tiles are at most [`BXS_FULL_TILE_SIZE`] rows
+//! `r` are fp32. The row tiles are at most `BXS_FULL_TILE_SIZE` rows
 //! because each moment is one matmul over the `[128, rows]` partial sums.
 //!
 //! The kernel takes the library's signature, `input, gamma, output, beta=None,
@@ -44,19 +44,14 @@ pub use kernel::*;
 /// The kernel, its tile constants and phase helpers.
 #[nki_module]
 pub mod kernel {
-    use crate::subkernels::norm_tkg_utils::{NormTkgPart, bxs_part, h_part, load_gamma_to_sbuf, load_input_to_sbuf};
+    use crate::subkernels::norm_tkg_utils::{
+        BXS_FULL_TILE_SIZE, INTER_DTYPE, NormTkgPart, PIPE_ID, bxs_part, h_part, load_gamma_to_sbuf, load_input_to_sbuf,
+    };
     use nki::prelude::*;
 
     /// Rows above which a two-program launch splits the rows (below, both
     /// programs normalise every row: the split would not pay for its exchange).
     pub const SHARDING_THRESHOLD: i64 = 10;
-    /// Rows per tile: each moment is one matmul whose moving operand, `[128,
-    /// rows]` fp32, fills at most one PSUM bank (512 columns).
-    pub const BXS_FULL_TILE_SIZE: i64 = 512;
-    /// The dtype of the sums, moments and the reciprocal deviation.
-    pub const INTER_DTYPE: Dtype = nl::float32;
-    /// The DMA queue `shard_on_h` exchanges the partial sums over.
-    pub const PIPE_ID: i64 = 0;
 
     /// The tiles every row tile reads: gamma and beta in the layout, `eps`, and
     /// the `1/H` matrix whose product with partial sums is their mean.

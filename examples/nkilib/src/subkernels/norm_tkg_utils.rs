@@ -150,6 +150,14 @@ pub mod helpers {
 
     /// Partitions of the output layout: `H` is spread over them.
     pub const H0: i64 = 128;
+    /// Rows per tile: a tile's row sums over the partitions are one matmul
+    /// whose moving operand, `[128, rows]` fp32, fills at most one PSUM bank
+    /// (512 columns).
+    pub const BXS_FULL_TILE_SIZE: i64 = 512;
+    /// The dtype of the squares, sums, moments and scaled rows.
+    pub const INTER_DTYPE: Dtype = nl::float32;
+    /// The DMA queue `shard_on_h` exchanges the partial sums over.
+    pub const PIPE_ID: i64 = 0;
 
     /// Where a program's rows and hidden columns sit: its rows `row0..row0 +
     /// rows` of the `[B·S, H]` input, and the `shards` hidden shards of the

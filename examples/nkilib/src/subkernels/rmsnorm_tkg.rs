@@ -29,7 +29,7 @@
 //!     store t
 //! ```
 //!
-//! The tiles are at most [`BXS_FULL_TILE_SIZE`] rows because the partition sum
+//! The tiles are at most `BXS_FULL_TILE_SIZE` rows because the partition sum
 //! is one matmul whose moving operand is the `[128, rows]` partial sums (an
 //! fp32 PSUM bank holds 512 columns). Loads and the store are strided DMAs
 //! (the transposed layouts as access patterns); the library's contiguous load
@@ -52,18 +52,14 @@ pub use kernel::*;
 /// The kernel, its tile constants and phase helpers.
 #[nki_module]
 pub mod kernel {
-    use crate::subkernels::norm_tkg_utils::{NormTkgPart, bxs_part, h_part, load_gamma_to_sbuf, load_input_to_sbuf};
+    use crate::subkernels::norm_tkg_utils::{
+        BXS_FULL_TILE_SIZE, INTER_DTYPE, NormTkgPart, PIPE_ID, bxs_part, h_part, load_gamma_to_sbuf, load_input_to_sbuf,
+    };
     use nki::prelude::*;
 
     /// Rows above which a two-program launch splits the rows (below, both
     /// programs normalise every row: the split would not pay for itself).
     pub const SHARDING_THRESHOLD: i64 = 18;
-    /// Rows per tile: the partition sum's matmul takes at most 512 fp32 columns.
-    pub const BXS_FULL_TILE_SIZE: i64 = 512;
-    /// The dtype of the squares, sums and scaled rows.
-    pub const INTER_DTYPE: Dtype = nl::float32;
-    /// The DMA queue `shard_on_h` exchanges the partial sums over.
-    pub const PIPE_ID: i64 = 0;
 
     /// The tiles every row tile reads: gamma in the layout, `eps` and the ones
     /// matrix of the partition sum.
