@@ -282,3 +282,22 @@ fn an_assert_message_may_name_a_str_constant_of_another_module() {
     let e = python_with_consts(&[], "fn k(n: i64) { assert!(n >= 1, super::rules::N_POSITIVE); }").unwrap_err();
     assert!(e.iter().any(|m| m.contains("or `crate::module::NAME` naming one of another #[nki_module]")), "{e:?}");
 }
+
+#[test]
+fn an_import_step_answers_or_refuses_without_panicking() {
+    let step = |s: &str| crate::module::import_step(s.parse().expect("test input tokenizes")).to_string();
+    // Not the step's shape: one error, no panic.
+    for bad in ["", "{}", "{ const X: i64 = 1; } (crate::a) [X]", "{ const X: i64 = 1; } (crate::a) [1] {} []"] {
+        assert!(step(bad).contains("is a step of #[nki_module]'s imports"), "{bad}");
+    }
+    // A function is no item to import (its call needs no import).
+    let out = step("{ fn X() {} } (crate::a) [X] {} []");
+    assert!(out.contains("`X` is not a constant, #[nki_object] or #[nki_enum]"), "{out}");
+    // A known constant passes on to the module; an unknown name is refused, naming it.
+    let out = step("{ const X: i64 = 1; } (crate::a) [X Y] {} [] mod m { #[nki_helper] fn f() {} }");
+    assert!(out.contains("`Y` is not a constant, #[nki_object] or #[nki_enum] of the #[nki_module] `crate::a`"), "{out}");
+    assert!(out.contains("__imports { (crate :: a) { const X : i64 = 1 ; } }"), "{out}");
+    // A module still to ask is asked next, carrying what was got.
+    let out = step("{ const X: i64 = 1; } (crate::a) [X] {} [(crate::b) [Z]] mod m {}");
+    assert!(out.starts_with("crate :: b :: __nki_module_items ! { (crate :: b) [Z] { (crate :: a) { const X : i64 = 1 ; } } [] mod m { } }"), "{out}");
+}

@@ -17,6 +17,10 @@ use crate::parse::parse_consts;
 use proc_macro2::{Delimiter, TokenStream, TokenTree};
 use quote::quote;
 
+/// Items imported from other modules, grouped by the path of the module that
+/// declares them.
+pub type Imported = Vec<(syn::Path, Vec<syn::Item>)>;
+
 /// The names a module imports from one other module.
 pub struct Wanted {
     module: syn::Path,
@@ -124,7 +128,7 @@ pub struct Step {
     items: Vec<syn::Item>,
     module: syn::Path,
     names: Vec<syn::Ident>,
-    got: Vec<(syn::Path, Vec<syn::Item>)>,
+    got: Imported,
     pending: Vec<Wanted>,
     rest: TokenStream,
 }
@@ -187,7 +191,7 @@ impl Step {
     /// Checks that every name asked is a constant, bundle or enum kernels can
     /// use: what was got so far with this module's items, the modules still
     /// to ask, the importing module.
-    pub fn answer(self, diag: &mut Diagnostics) -> (Vec<(syn::Path, Vec<syn::Item>)>, Vec<Wanted>, TokenStream) {
+    pub fn answer(self, diag: &mut Diagnostics) -> (Imported, Vec<Wanted>, TokenStream) {
         let path = path_text(&self.module);
         let mut mine = Vec::new();
         for name in &self.names {
