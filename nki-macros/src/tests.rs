@@ -299,5 +299,8 @@ fn an_import_step_answers_or_refuses_without_panicking() {
     assert!(out.contains("__imports { (crate :: a) { const X : i64 = 1 ; } }"), "{out}");
     // A module still to ask is asked next, carrying what was got.
     let out = step("{ const X: i64 = 1; } (crate::a) [X] {} [(crate::b) [Z]] mod m {}");
-    assert!(out.starts_with("crate :: b :: __nki_module_items ! { (crate :: b) [Z] { (crate :: a) { const X : i64 = 1 ; } } [] mod m { } }"), "{out}");
+    assert!(
+        out.starts_with("crate :: b :: __nki_module_items ! { (crate :: b) [Z] { (crate :: a) { const X : i64 = 1 ; } } [] mod m { } }"),
+        "{out}"
+    );
 }
