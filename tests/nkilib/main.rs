@@ -10,6 +10,7 @@ pub mod cumsum;
 pub mod embeddings;
 pub mod max;
 pub mod mlp;
+pub mod output_projection;
 pub mod rmsnorm;
 pub mod router_topk;
 pub mod subkernels;

@@ -1,0 +1,5 @@
+//! The projection after an attention block, `attention @ weight + bias`:
+//! the library's `output_projection` folder (decode and context encoding).
+
+pub mod output_projection_tkg;
+pub mod output_projection_utils;
