@@ -11,6 +11,10 @@
 use crate::common::attention::run_numpy_kwargs;
 use crate::common::{Arg, as_dtype, emitted_package, seed_of, tensor, uniform};
 use nki::{Dtype, Launch, Precision, Tensor};
+use nkilib::output_projection::output_projection_cte::output_projection_cte::{
+    OutputProjectionCteRule, OutputProjectionCteShape, QuantizationType as CteQuantizationType, output_projection_cte,
+    output_projection_cte_violation,
+};
 use nkilib::output_projection::output_projection_tkg::{
     OutputProjectionTkgRule, OutputProjectionTkgShape, QuantizationType, output_projection_tkg, output_projection_tkg_violation,
 };
@@ -366,4 +370,234 @@ fn tkg_rules_refuse_by_name() {
     let short_bias = tensor(&[1, 128], &[0.0; 128], Dtype::F32);
     let e = refused(output_projection_tkg::Call::new(&attn, &w).bias(&short_bias));
     assert!(e.contains("bias must be [1, H] = [1, 384]"), "{e}");
+}
+
+/// One prefill configuration: `(B, S, H, N, D, bias)` as the library's test
+/// lists them, the LNC size and the quantization.
+#[derive(Clone, Copy, Debug)]
+struct Cte {
+    lnc: usize,
+    b: usize,
+    s: usize,
+    h: usize,
+    n: usize,
+    d: usize,
+    bias: bool,
+    quant: Quant,
+}
+
+#[allow(clippy::too_many_arguments)]
+const fn cte(lnc: usize, b: usize, s: usize, h: usize, n: usize, d: usize, bias: bool, quant: Quant) -> Cte {
+    Cte { lnc, b, s, h, n, d, bias, quant }
+}
+
+/// A CI-sized subset of `test_output_proj_cte.py`'s configurations (LNC 2
+/// there), covering head packing (`D` 10, 32, 64; 17 heads that cannot
+/// pack), several sequence tiles, a ragged last tile over two batches, the
+/// weights split into blocks (`H = 20480` with 16 heads of 128 on one
+/// program) and `STATIC` quantization.
+const CTE_CONFIGS: &[Cte] = &[
+    cte(2, 1, 16, 5120, 10, 128, true, Quant::None),
+    cte(2, 1, 128, 3072, 16, 10, true, Quant::None),
+    cte(2, 1, 128, 3072, 17, 10, true, Quant::None),
+    cte(2, 1, 128, 3072, 8, 32, true, Quant::None),
+    cte(2, 1, 512, 8192, 2, 128, false, Quant::None),
+    cte(2, 2, 600, 1024, 4, 64, true, Quant::None),
+    cte(1, 1, 16, 20480, 16, 128, true, Quant::None),
+    cte(2, 1, 256, 2048, 4, 128, true, Quant::Static),
+    cte(1, 2, 640, 1024, 3, 64, false, Quant::Static),
+];
+
+impl Cte {
+    fn name(&self) -> String {
+        let Cte { lnc, b, s, h, n, d, bias, quant } = *self;
+        format!("lnc{lnc}_b{b}_s{s}_h{h}_n{n}_d{d}_bias{bias}_{}", quant.name())
+    }
+
+    fn weight_dtype(&self, io: Dtype) -> Dtype {
+        if self.quant == Quant::Static { Dtype::Fp8E4m3 } else { io }
+    }
+
+    /// Activations in `[-1, 1]` (`[-5, 5]` for `STATIC`), weights in `[-1,
+    /// 1]` (fp8 codes in `[-200, 200]`), bias in `[-1, 1]`.
+    fn inputs(&self, io: Dtype) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+        let seed = seed_of(&self.name());
+        let (a_range, w_range) = if self.quant == Quant::Static { (5.0, 200.0) } else { (1.0, 1.0) };
+        (
+            as_dtype(&uniform(self.b * self.n * self.d * self.s, seed, -a_range, a_range), io),
+            as_dtype(&uniform(self.n * self.d * self.h, seed + 1, -w_range, w_range), self.weight_dtype(io)),
+            as_dtype(&uniform(self.h, seed + 2, -1.0, 1.0), io),
+        )
+    }
+
+    /// `[B, S, H]`: the dequantized sum before the bias, with it, and
+    /// `Σ|a·w|·scale`; `fp8_activations` as for the decode kernel.
+    fn reference(&self, a: &[f64], w: &[f64], bias: &[f64], fp8_activations: bool) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+        let (b, s, h, nd) = (self.b, self.s, self.h, self.n * self.d);
+        let len = b * s * h;
+        let (mut pre, mut fin, mut mag) = (vec![0.0; len], vec![0.0; len], vec![0.0; len]);
+        let scale = if self.quant == Quant::Static { INPUT_SCALE * WEIGHT_SCALE } else { 1.0 };
+        for bi in 0..b {
+            for si in 0..s {
+                // attention [B, N, D, S]: row n·D + d of batch bi at position si.
+                let mut row: Vec<f64> = (0..nd).map(|k| a[(bi * nd + k) * s + si]).collect();
+                if self.quant == Quant::Static {
+                    row.iter_mut().for_each(|v| *v = (*v / INPUT_SCALE).clamp(-FP8_MAX, FP8_MAX));
+                    if fp8_activations {
+                        row = as_dtype(&row, Dtype::Fp8E4m3);
+                    }
+                }
+                let o = (bi * s + si) * h;
+                for (k, av) in row.iter().enumerate() {
+                    for c in 0..h {
+                        pre[o + c] += av * w[k * h + c];
+                        mag[o + c] += (av * w[k * h + c]).abs();
+                    }
+                }
+                for c in 0..h {
+                    pre[o + c] *= scale;
+                    mag[o + c] *= scale;
+                    fin[o + c] = pre[o + c] + if self.bias { bias[c] } else { 0.0 };
+                }
+            }
+        }
+        (pre, fin, mag)
+    }
+
+    fn run(&self, (a, w, bias): &(Vec<f64>, Vec<f64>, Vec<f64>), io: Dtype, precision: Precision, output_dtype: Option<Dtype>) -> Tensor {
+        let at = tensor(&[self.b, self.n, self.d, self.s], a, io);
+        let wt = tensor(&[self.n * self.d, self.h], w, self.weight_dtype(io));
+        let bt = tensor(&[1, self.h], bias, io);
+        let (ist, wst) = (tensor(&[P, 1], &[INPUT_SCALE; P], Dtype::F32), tensor(&[P, 1], &[WEIGHT_SCALE; P], Dtype::F32));
+        let mut call = output_projection_cte::Call::new(&at, &wt).quantization_type(self.quant.member_cte());
+        if self.bias {
+            call = call.bias(&bt);
+        }
+        if self.quant == Quant::Static {
+            call = call.input_scales(&ist).weight_scales(&wst);
+        }
+        if let Some(dt) = output_dtype {
+            call = call.output_dtype(dt);
+        }
+        call.launch(&Launch::new().lnc(self.lnc).precision(precision)).unwrap_or_else(|e| panic!("{}: {e}", self.name()))
+    }
+
+    fn numpy_args(&self, (a, w, bias): &(Vec<f64>, Vec<f64>, Vec<f64>), io: Dtype) -> (Vec<Arg>, Vec<(&'static str, Arg)>) {
+        let args = vec![
+            Arg::Tensor(vec![self.b, self.n, self.d, self.s], a.clone(), io),
+            Arg::Tensor(vec![self.n * self.d, self.h], w.clone(), self.weight_dtype(io)),
+        ];
+        let mut kwargs = vec![("quantization_type", Arg::Member("QuantizationType", self.quant.name()))];
+        if self.bias {
+            kwargs.push(("bias", Arg::Tensor(vec![1, self.h], bias.clone(), io)));
+        }
+        if self.quant == Quant::Static {
+            kwargs.push(("input_scales", Arg::Tensor(vec![P, 1], vec![INPUT_SCALE; P], Dtype::F32)));
+            kwargs.push(("weight_scales", Arg::Tensor(vec![P, 1], vec![WEIGHT_SCALE; P], Dtype::F32)));
+        }
+        (args, kwargs)
+    }
+}
+
+impl Quant {
+    fn member_cte(self) -> CteQuantizationType {
+        match self {
+            Quant::None => CteQuantizationType::NONE,
+            Quant::Static => CteQuantizationType::STATIC,
+            Quant::Row => CteQuantizationType::ROW,
+        }
+    }
+}
+
+/// Every prefill configuration in `fp32` precision (fp32 inputs, fp32 values
+/// on chip): within fp32 rounding of the float64 projection.
+#[test]
+fn cte_configs_in_fp32_match_float64() {
+    for cfg in CTE_CONFIGS {
+        let x = cfg.inputs(Dtype::F32);
+        let got = cfg.run(&x, Dtype::F32, Precision::Fp32, None).to_f32_vec();
+        assert_within(&format!("{} fp32", cfg.name()), &got, &cfg.reference(&x.0, &x.1, &x.2, false), 2f64.powi(-23), 1e-6);
+    }
+}
+
+/// Every prefill configuration with bfloat16 inputs in hardware precision.
+#[test]
+fn cte_configs_in_bfloat16_match_float64() {
+    for cfg in CTE_CONFIGS {
+        let x = cfg.inputs(Dtype::Bf16);
+        let got = cfg.run(&x, Dtype::Bf16, Precision::Hardware, None).to_f32_vec();
+        assert_within(&format!("{} bfloat16", cfg.name()), &got, &cfg.reference(&x.0, &x.1, &x.2, true), 2f64.powi(-8), 1e-6);
+    }
+}
+
+/// `output_dtype` sets the output's dtype; the values are the results
+/// rounded to `attention`'s dtype (bfloat16 here), then widened.
+#[test]
+fn cte_output_dtype() {
+    let cfg = cte(2, 1, 130, 1024, 4, 64, true, Quant::None);
+    let x = cfg.inputs(Dtype::Bf16);
+    let out = cfg.run(&x, Dtype::Bf16, Precision::Hardware, Some(Dtype::F32));
+    assert_eq!((out.shape(), out.dtype()), (&[1, 130, 1024][..], Dtype::F32));
+    let got = out.to_f32_vec();
+    assert!(got.iter().all(|v| f64::from(*v) == as_dtype(&[f64::from(*v)], Dtype::Bf16)[0]), "values are bfloat16 results");
+    assert_within("output_dtype float32", &got, &cfg.reference(&x.0, &x.1, &x.2, true), 2f64.powi(-8), 1e-6);
+}
+
+/// The emitted kernel under NumPy equals the emulator: packed heads with a
+/// ragged sequence tile over two batches, 17 unpacked heads, weight blocks,
+/// `STATIC`, in both modes.
+#[test]
+fn cte_emitted_under_numpy_equals_emulator() {
+    let paths = [
+        cte(2, 2, 600, 1024, 4, 64, true, Quant::None),
+        cte(2, 1, 64, 1024, 17, 10, false, Quant::None),
+        cte(1, 1, 8, 20480, 16, 128, true, Quant::None),
+        cte(2, 1, 200, 1024, 3, 64, true, Quant::Static),
+    ];
+    for cfg in paths {
+        for (precision, mode) in [(Precision::Fp32, "fp32"), (Precision::Hardware, "hardware")] {
+            let io = if precision == Precision::Fp32 { Dtype::F32 } else { Dtype::Bf16 };
+            let x = cfg.inputs(io);
+            let emu = cfg.run(&x, io, precision, None).to_f32_vec();
+            let (args, kwargs) = cfg.numpy_args(&x, io);
+            let np = &run_numpy_kwargs(emitted_package(), "output_projection_cte", &args, &kwargs, cfg.lnc, mode)[0];
+            assert_eq!(np.len(), emu.len(), "{} {mode}", cfg.name());
+            for (i, (a, e)) in np.iter().zip(&emu).enumerate() {
+                assert!(a == e, "{} {mode}: element {i}: numpy {a} vs emulator {e}", cfg.name());
+            }
+        }
+    }
+}
+
+/// The rules, as `const fn` and when the kernel is traced.
+#[test]
+fn cte_rules_refuse_by_name() {
+    let ok = OutputProjectionCteShape { b: 1, n: 16, d: 64, s: 2048, h: 3072, programs: 2 };
+    assert_eq!(output_projection_cte_violation(ok), None);
+    let cases = [
+        (OutputProjectionCteShape { b: 0, ..ok }, OutputProjectionCteRule::Positive),
+        (OutputProjectionCteShape { b: 2, s: 65537, ..ok }, OutputProjectionCteRule::Tokens),
+        (OutputProjectionCteShape { d: 256, ..ok }, OutputProjectionCteRule::HeadDim),
+        (OutputProjectionCteShape { h: 20706, programs: 1, ..ok }, OutputProjectionCteRule::Hidden),
+        (OutputProjectionCteShape { n: 18, ..ok }, OutputProjectionCteRule::Heads),
+        (OutputProjectionCteShape { h: 3071, ..ok }, OutputProjectionCteRule::HiddenShards),
+    ];
+    for (shape, rule) in cases {
+        assert_eq!(output_projection_cte_violation(shape), Some(rule), "{shape:?}");
+    }
+    let cfg = cte(2, 1, 8, 256, 2, 64, false, Quant::None);
+    let (a, w, _) = cfg.inputs(Dtype::F32);
+    let (at, wt) = (tensor(&[1, 2, 64, 8], &a, Dtype::F32), tensor(&[128, 256], &w, Dtype::F32));
+    let launch = Launch::new().lnc(2);
+    let e = output_projection_cte::Call::new(&at, &wt).quantization_type(CteQuantizationType::MX).launch(&launch).unwrap_err().to_string();
+    assert!(
+        e.contains("quantization_type must be QuantizationType.NONE or STATIC (the members implemented), got QuantizationType.MX"),
+        "{e}"
+    );
+    let e =
+        output_projection_cte::Call::new(&at, &wt).quantization_type(CteQuantizationType::STATIC).launch(&launch).unwrap_err().to_string();
+    assert!(e.contains("STATIC quantization takes float8_e4m3 weights"), "{e}");
+    let odd = tensor(&[128, 255], &w[..128 * 255], Dtype::F32);
+    let e = output_projection_cte::Call::new(&at, &odd).launch(&launch).unwrap_err().to_string();
+    assert!(e.contains("H must be a multiple of the LNC size, got H = 255, LNC = 2"), "{e}");
 }

@@ -1,0 +1,4 @@
+//! The context-encoding output projection: the library's
+//! `output_projection_cte` folder.
+
+pub mod output_projection_cte;
