@@ -142,6 +142,23 @@ const CASES: &[Case] = &[
         params: &[("input_tensor", F32(&[5, 1000]))],
     },
     Case {
+        kernel: "output_projection_tkg",
+        ranks: 1,
+        // 4 heads of 64 packed in pairs, H = 512 over trn2's 2 programs, the transposed layout.
+        params: &[
+            ("attention", F32(&[64, 2, 4, 3])),
+            ("weight", F32(&[256, 512])),
+            ("bias", F32(&[1, 512])),
+            ("TRANSPOSE_OUT", Text("true")),
+        ],
+    },
+    Case {
+        kernel: "output_projection_cte",
+        ranks: 1,
+        // 3 heads of 64 (no packing), a ragged 600-position sequence, H = 640 over 2 programs.
+        params: &[("attention", F32(&[1, 3, 64, 600])), ("weight", F32(&[192, 640])), ("bias", F32(&[1, 640]))],
+    },
+    Case {
         kernel: "router_topk",
         ranks: 1,
         params: &[

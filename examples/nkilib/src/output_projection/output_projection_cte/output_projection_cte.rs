@@ -132,9 +132,18 @@ pub const fn output_projection_cte_violation(shape: OutputProjectionCteShape) ->
 #[macro_export]
 macro_rules! output_projection_cte_config {
     (b = $b:expr,n = $n:expr,d = $d:expr,s = $s:expr,h = $h:expr,programs = $p:expr) => {{
-        const SHAPE: $crate::output_projection::output_projection_cte::OutputProjectionCteShape =
-            $crate::output_projection::output_projection_cte::OutputProjectionCteShape { b: $b, n: $n, d: $d, s: $s, h: $h, programs: $p };
-        const _: () = if let Some(rule) = $crate::output_projection::output_projection_cte::output_projection_cte_violation(SHAPE) {
+        const SHAPE: $crate::output_projection::output_projection_cte::output_projection_cte::OutputProjectionCteShape =
+            $crate::output_projection::output_projection_cte::output_projection_cte::OutputProjectionCteShape {
+                b: $b,
+                n: $n,
+                d: $d,
+                s: $s,
+                h: $h,
+                programs: $p,
+            };
+        const _: () = if let Some(rule) =
+            $crate::output_projection::output_projection_cte::output_projection_cte::output_projection_cte_violation(SHAPE)
+        {
             panic!("{}", rule.message());
         };
         SHAPE
