@@ -278,6 +278,16 @@ fn assert_within(what: &str, got: &[f32], (pre, fin, mag): &(Vec<f64>, Vec<f64>,
     }
 }
 
+/// Runs `kernel` of the emitted package under NumPy and asserts its output
+/// equals the emulator's, `emu`, element for element.
+fn assert_numpy_equals(kernel: &str, name: &str, (args, kwargs): (&[Arg], &[(&str, Arg)]), lnc: usize, mode: &str, emu: &[f32]) {
+    let np = &run_numpy_kwargs(emitted_package(), kernel, args, kwargs, lnc, mode)[0];
+    assert_eq!(np.len(), emu.len(), "{kernel} {name} {mode}");
+    for (i, (a, e)) in np.iter().zip(emu).enumerate() {
+        assert!(a == e, "{kernel} {name} {mode}: element {i}: numpy {a} vs emulator {e}");
+    }
+}
+
 /// The io dtype of a precision mode's run: fp32 in `fp32` mode (bf16 with
 /// fp8 weights, as a matmul takes two fp32 operands or none), bf16 in hardware mode.
 fn io_dtype(cfg: &Tkg, precision: Precision) -> Dtype {
@@ -327,11 +337,7 @@ fn tkg_emitted_under_numpy_equals_emulator() {
             let x = cfg.inputs(io);
             let emu = cfg.run(&x, io, precision);
             let (args, kwargs) = cfg.numpy_args(&x, io);
-            let np = &run_numpy_kwargs(emitted_package(), "output_projection_tkg", &args, &kwargs, cfg.lnc, mode)[0];
-            assert_eq!(np.len(), emu.len(), "{} {mode}", cfg.name());
-            for (i, (a, e)) in np.iter().zip(&emu).enumerate() {
-                assert!(a == e, "{} {mode}: element {i}: numpy {a} vs emulator {e}", cfg.name());
-            }
+            assert_numpy_equals("output_projection_tkg", &cfg.name(), (&args, &kwargs), cfg.lnc, mode, &emu);
         }
     }
 }
@@ -560,11 +566,7 @@ fn cte_emitted_under_numpy_equals_emulator() {
             let x = cfg.inputs(io);
             let emu = cfg.run(&x, io, precision, None).to_f32_vec();
             let (args, kwargs) = cfg.numpy_args(&x, io);
-            let np = &run_numpy_kwargs(emitted_package(), "output_projection_cte", &args, &kwargs, cfg.lnc, mode)[0];
-            assert_eq!(np.len(), emu.len(), "{} {mode}", cfg.name());
-            for (i, (a, e)) in np.iter().zip(&emu).enumerate() {
-                assert!(a == e, "{} {mode}: element {i}: numpy {a} vs emulator {e}", cfg.name());
-            }
+            assert_numpy_equals("output_projection_cte", &cfg.name(), (&args, &kwargs), cfg.lnc, mode, &emu);
         }
     }
 }
