@@ -1041,7 +1041,6 @@ class CommandLineTest(unittest.TestCase):
             self.assertEqual(r.returncode, 1, bad)
             self.assertIn(want, r.stderr)
 
-<<<<<<< HEAD
     def test_an_enum_resolves_in_the_kernels_own_module_first(self):
         # Two modules of a package each define a `Scaling` (as two emitted kernel
         # modules each define the library's enum they take); the package exports
@@ -1055,43 +1054,6 @@ class CommandLineTest(unittest.TestCase):
         r = self.harness("run", "--package", self.pkg, "--out", str(self.dir / "out"), "--spec", spec)
         self.assertEqual(r.returncode, 1)
         self.assertIn("Scaling has no member 'DOUBLE'; its members are HALF, TRIPLE", r.stderr)
-=======
-    def test_enum_class_of_the_kernels_own_module(self):
-        # Two modules each declare a `Scaling`; the package exports the first.
-        # A kernel of the second gets the member of its own module's class.
-        pkg = Path(self.pkg)
-        (pkg / "other.py").write_text(textwrap.dedent("""
-            from enum import Enum
-
-            import nki
-            import nki.language as nl
-            import nki.isa as nisa
-            from .helpers import load
-
-
-            class Scaling(Enum):
-                HALF = 0
-                TRIPLE = 1
-
-
-            @nki.jit
-            def scaled_by_other(x, how):
-                assert isinstance(how, Scaling), f"how={how!r} is not a Scaling member of other"
-                t = load(x, x.shape[0], x.shape[1])
-                nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=0.5 if how == Scaling.HALF else 3.0)
-                out = nl.ndarray(shape=x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
-                nisa.dma_copy(dst=out, src=t)
-                return out
-        """))
-        with open(pkg / "__init__.py", "a") as f:
-            f.write("from .other import scaled_by_other\n")
-        np.save(self.dir / "x.npy", np.ones((2, 3)))
-        for kernel in ("scaled_by_other", "scaled_by"):
-            spec = self.spec(kernel=kernel, args=[[{"npy": "x.npy", "dtype": "float32"}, {"enum": "Scaling", "member": "HALF"}]])
-            r = self.harness("run", "--package", self.pkg, "--out", str(self.dir / "out"), "--spec", spec)
-            self.assertEqual(r.returncode, 0, r.stderr)
-            np.testing.assert_array_equal(np.load(self.dir / "out" / "rank0_out0.npy"), np.full((2, 3), 0.5, np.float32))
->>>>>>> ca66711 (harness test: an enum class of the kernel's own module; one NumPy-equality helper in the projection tests)
 
     def test_enum_fields_of_configuration_objects(self):
         np.save(self.dir / "x.npy", np.ones((2, 3)))
