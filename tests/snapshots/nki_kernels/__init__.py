@@ -24,6 +24,10 @@ from .mlp import ActFnType
 from .mlp import NormType
 from .mlp import QuantizationType
 from .mlp import mlp
+from .output_projection_cte import QuantizationType
+from .output_projection_cte import output_projection_cte
+from .output_projection_tkg import QuantizationType
+from .output_projection_tkg import output_projection_tkg
 from .ring_attention_bwd import ring_attention_spmd_bwd
 from .ring_attention_fwd import ring_attention_spmd_fwd
 from .rmsnorm import rmsnorm
@@ -70,6 +74,10 @@ __all__ = [
     "NormType",
     "QuantizationType",
     "mlp",
+    "QuantizationType",
+    "output_projection_cte",
+    "QuantizationType",
+    "output_projection_tkg",
     "ring_attention_spmd_bwd",
     "ring_attention_spmd_fwd",
     "rmsnorm",
