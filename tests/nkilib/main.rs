@@ -11,6 +11,7 @@ pub mod embeddings;
 pub mod max;
 pub mod mlp;
 pub mod output_projection;
+pub mod qkv;
 pub mod rmsnorm;
 pub mod router_topk;
 pub mod subkernels;

@@ -1,0 +1,318 @@
+//! The library's `qkv_tkg` against a float64 projection written from its
+//! documented semantics (`x = hidden (+ attn_prev + mlp_prev)`, RMSNorm
+//! `x·gamma/sqrt(Σx²/N + eps)` or LayerNorm `(x-μ)·gamma/sqrt(σ²+eps) (+ beta)`,
+//! `out = x @ W (+ bias)` stored `[B, S, I]` or `[I/d, B, S, d]`), at the
+//! library's test configurations (a fast subset), in both precision modes;
+//! its emitted source under NumPy against the emulator; its rules.
+
+use crate::common::attention::run_numpy_kwargs;
+use crate::common::{Arg, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, package_of, seed_of, tensor, uniform};
+use nki::{Dtype, Launch, Outputs, Precision};
+use nkilib::qkv::qkv_tkg::{NormType, QKVOutputLayout, QkvTkgRule, QkvTkgShape, qkv_tkg, qkv_tkg_violation};
+
+/// The norm of a case.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Norm {
+    None,
+    Rms,
+    Layer,
+}
+
+/// One configuration of the library's `test_qkv_tkg.py`.
+#[derive(Clone, Copy, Debug)]
+struct Config {
+    lnc: usize,
+    b: usize,
+    s: usize,
+    h: usize,
+    hidden_actual: Option<usize>,
+    i: usize,
+    d_head: usize,
+    norm: Norm,
+    fused_add: bool,
+    norm_bias: bool,
+    qkv_bias: bool,
+    eps: f64,
+    nbsd: bool,
+}
+
+#[allow(clippy::too_many_arguments)]
+const fn c(
+    lnc: usize,
+    b: usize,
+    s: usize,
+    h: usize,
+    ha: Option<usize>,
+    i: usize,
+    d_head: usize,
+    norm: Norm,
+    fused_add: bool,
+    norm_bias: bool,
+    qkv_bias: bool,
+    eps: f64,
+    nbsd: bool,
+) -> Config {
+    Config { lnc, b, s, h, hidden_actual: ha, i, d_head, norm, fused_add, norm_bias, qkv_bias, eps, nbsd }
+}
+
+/// A fast subset of the library's unquantized configurations: every norm,
+/// fused add, both biases, both layouts, one and two programs, an H with a
+/// remainder block (3840 = 30 tiles, 15 per program), several I blocks
+/// (I = 10240), array tiles of 32 and 64 columns.
+const LIBRARY_CONFIGS: &[Config] = &[
+    c(1, 1, 4, 4096, None, 512, 128, Norm::None, true, false, false, 1e-6, false),
+    c(1, 4, 1, 4096, Some(3072), 896, 128, Norm::Rms, true, false, false, 1e-6, false),
+    c(2, 2, 1, 3840, None, 10240, 128, Norm::None, false, false, false, 1e-6, false),
+    c(1, 1, 1, 128, None, 512, 128, Norm::None, false, false, false, 1e-6, false),
+    c(1, 1, 7, 8192, None, 384, 128, Norm::Rms, false, false, false, 1e-5, false),
+    c(1, 1, 5, 8192, None, 384, 128, Norm::Layer, false, true, false, 1e-6, false),
+    c(1, 1, 5, 8192, None, 384, 128, Norm::Layer, false, false, false, 1e-6, false),
+    c(2, 8, 5, 3072, None, 640, 64, Norm::Rms, false, false, true, 1e-6, false),
+    c(2, 1, 1, 8192, None, 768, 128, Norm::None, false, false, false, 1e-6, true),
+    c(1, 1, 1, 8192, None, 5120, 128, Norm::Rms, false, false, false, 1e-6, true),
+    c(2, 1, 1, 8192, None, 512, 128, Norm::Rms, true, false, false, 77.0, false),
+];
+
+impl Config {
+    fn bxs(&self) -> usize {
+        self.b * self.s
+    }
+
+    fn name(&self) -> String {
+        format!("{self:?}")
+    }
+
+    /// Inputs: hidden, attn_prev, mlp_prev `[B·S·H]`, weights `[H·I]`, gamma,
+    /// beta `[H]`, bias `[I]`; the weights scaled by `1/sqrt(H)` to keep the
+    /// outputs near one.
+    fn inputs(&self) -> Vec<Vec<f64>> {
+        let seed = seed_of(&self.name());
+        let (n, h, i) = (self.bxs() * self.h, self.h, self.i);
+        let w = 1.0 / (h as f64).sqrt();
+        vec![
+            uniform(n, seed, -1.0, 1.0),
+            uniform(n, seed + 1, -1.0, 1.0),
+            uniform(n, seed + 2, -1.0, 1.0),
+            uniform(h * i, seed + 3, -w, w),
+            uniform(h, seed + 4, 0.5, 1.5),
+            uniform(h, seed + 5, -0.5, 0.5),
+            uniform(i, seed + 6, -1.0, 1.0),
+        ]
+    }
+
+    /// The float64 projection in the output layout, and the residual sum.
+    fn reference(&self, v: &[Vec<f64>]) -> (Vec<f64>, Vec<f64>) {
+        let (bxs, h, i, d) = (self.bxs(), self.h, self.i, self.d_head);
+        let x: Vec<f64> = if self.fused_add { (0..bxs * h).map(|k| v[0][k] + v[1][k] + v[2][k]).collect() } else { v[0].clone() };
+        let mut out = vec![0.0; bxs * i];
+        for t in 0..bxs {
+            let row = &x[t * h..(t + 1) * h];
+            let y: Vec<f64> = match self.norm {
+                Norm::None => row.to_vec(),
+                Norm::Rms => {
+                    let n = self.hidden_actual.unwrap_or(h) as f64;
+                    let r = 1.0 / (row.iter().map(|a| a * a).sum::<f64>() / n + self.eps).sqrt();
+                    row.iter().zip(&v[4]).map(|(a, g)| a * g * r).collect()
+                }
+                Norm::Layer => {
+                    let mean = row.iter().sum::<f64>() / h as f64;
+                    let var = row.iter().map(|a| (a - mean) * (a - mean)).sum::<f64>() / h as f64;
+                    let r = 1.0 / (var + self.eps).sqrt();
+                    (0..h).map(|k| (row[k] - mean) * v[4][k] * r + if self.norm_bias { v[5][k] } else { 0.0 }).collect()
+                }
+            };
+            for col in 0..i {
+                let dot: f64 = (0..h).map(|k| y[k] * v[3][k * i + col]).sum();
+                let val = dot + if self.qkv_bias { v[6][col] } else { 0.0 };
+                let at = if self.nbsd { ((col / d) * bxs + t) * d + col % d } else { t * i + col };
+                out[at] = val;
+            }
+        }
+        (out, x)
+    }
+
+    /// The emulator's outputs (projection, and the residual sum with fused add).
+    fn run(&self, v: &[Vec<f64>], dtype: Dtype, precision: Precision) -> Vec<Vec<f32>> {
+        let (b, s, h, i) = (self.b, self.s, self.h, self.i);
+        let hidden = tensor(&[b, s, h], &v[0], dtype);
+        let attn = tensor(&[b, s, h], &v[1], dtype);
+        let mlp = tensor(&[b, s, h], &v[2], dtype);
+        let w = tensor(&[h, i], &v[3], dtype);
+        let gamma = tensor(&[1, h], &v[4], dtype);
+        let beta = tensor(&[1, h], &v[5], dtype);
+        let bias = tensor(&[1, i], &v[6], dtype);
+        let norm_type = match self.norm {
+            Norm::None => NormType::NO_NORM,
+            Norm::Rms => NormType::RMS_NORM,
+            Norm::Layer => NormType::LAYER_NORM,
+        };
+        let layout = if self.nbsd { QKVOutputLayout::NBSd } else { QKVOutputLayout::BSD };
+        let mut call = qkv_tkg::Call::new(&hidden, &w).norm_type(norm_type).eps(self.eps).output_layout(layout).d_head(self.d_head as i64);
+        if self.norm != Norm::None {
+            call = call.norm_w(&gamma);
+        }
+        if self.fused_add {
+            call = call.fused_add(true).attn_prev(&attn).mlp_prev(&mlp);
+        }
+        if self.norm_bias {
+            call = call.norm_bias(&beta);
+        }
+        if self.qkv_bias {
+            call = call.qkv_bias(&bias);
+        }
+        if let Some(ha) = self.hidden_actual {
+            call = call.hidden_actual(ha as i64);
+        }
+        let out: Outputs =
+            call.launch(&Launch::new().lnc(self.lnc).precision(precision)).unwrap_or_else(|e| panic!("{}: {e}", self.name()));
+        let want_shape: Vec<usize> = if self.nbsd { vec![i / self.d_head, b, s, self.d_head] } else { vec![b, s, i] };
+        assert_eq!(out.0[0].shape(), &want_shape[..], "{}", self.name());
+        assert_eq!(out.len(), if self.fused_add { 2 } else { 1 }, "{}", self.name());
+        out.0.iter().map(|t| t.to_f32_vec()).collect()
+    }
+
+    /// The kernel's arguments for the NumPy executor.
+    fn numpy_call(&self, v: &[Vec<f64>], dtype: Dtype) -> (Vec<Arg>, Vec<(&'static str, Arg)>) {
+        let (b, s, h, i) = (self.b, self.s, self.h, self.i);
+        let t = |shape: Vec<usize>, k: usize| Arg::Tensor(shape, v[k].clone(), dtype);
+        let norm = match self.norm {
+            Norm::None => "NO_NORM",
+            Norm::Rms => "RMS_NORM",
+            Norm::Layer => "LAYER_NORM",
+        };
+        let mut kw = vec![
+            ("norm_type", Arg::Member("NormType", norm)),
+            ("eps", Arg::Float(self.eps)),
+            ("d_head", Arg::Int(self.d_head as i64)),
+            ("output_layout", Arg::Member("QKVOutputLayout", if self.nbsd { "NBSd" } else { "BSD" })),
+            ("fused_add", Arg::Bool(self.fused_add)),
+        ];
+        if self.norm != Norm::None {
+            kw.push(("norm_w", t(vec![1, h], 4)));
+        }
+        if self.fused_add {
+            kw.push(("attn_prev", t(vec![b, s, h], 1)));
+            kw.push(("mlp_prev", t(vec![b, s, h], 2)));
+        }
+        if self.norm_bias {
+            kw.push(("norm_bias", t(vec![1, h], 5)));
+        }
+        if self.qkv_bias {
+            kw.push(("qkv_bias", t(vec![1, i], 6)));
+        }
+        if let Some(ha) = self.hidden_actual {
+            kw.push(("hidden_actual", Arg::Int(ha as i64)));
+        }
+        (vec![t(vec![b, s, h], 0), t(vec![h, i], 3)], kw)
+    }
+}
+
+/// Every configuration, fp32 inputs in fp32 precision: the fp32 metric on the
+/// projection and the residual sum.
+#[test]
+fn qkv_tkg_library_configs_in_fp32_match_float64() {
+    for cfg in LIBRARY_CONFIGS {
+        let v = cfg.inputs();
+        let got = cfg.run(&v, Dtype::F32, Precision::Fp32);
+        let (want, fused) = cfg.reference(&v);
+        assert_close(&format!("{} fp32", cfg.name()), &got[0], &want, FP32_ATOL, FP32_RTOL);
+        if cfg.fused_add {
+            assert_close(&format!("{} fp32 fused hidden", cfg.name()), &got[1], &fused, FP32_ATOL, FP32_RTOL);
+        }
+    }
+}
+
+/// Every configuration, bfloat16 inputs (the library's tests') in hardware
+/// precision, against float64 on the rounded inputs: each output within a
+/// few bfloat16 steps of the output's scale (the normalised rows and the
+/// output are rounded to bfloat16, the products summed in fp32).
+#[test]
+fn qkv_tkg_library_configs_in_bfloat16_match_float64() {
+    for cfg in LIBRARY_CONFIGS {
+        let v: Vec<Vec<f64>> = cfg.inputs().iter().map(|x| as_dtype(x, Dtype::Bf16)).collect();
+        let got = cfg.run(&v, Dtype::Bf16, Precision::Hardware);
+        let (want, fused) = cfg.reference(&v);
+        let scale = want.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+        assert_close(&format!("{} bf16", cfg.name()), &got[0], &want, 4.0 * 2f64.powi(-8) * scale, 2f64.powi(-7));
+        if cfg.fused_add {
+            assert_close(&format!("{} bf16 fused hidden", cfg.name()), &got[1], &fused, 0.0, 2f64.powi(-8));
+        }
+    }
+}
+
+/// The emitted `qkv_tkg` under NumPy equals the emulator, element for
+/// element, on one configuration per path, in both modes. (A package of
+/// `qkv_tkg` and its callees: the crate's package also exports
+/// `rmsnorm_quant`'s `NormType` under the same name.)
+#[test]
+fn qkv_tkg_emitted_under_numpy_equals_emulator() {
+    let pkg = package_of("qkv_tkg_pkg", &[&qkv_tkg::INFO]);
+    let paths = [
+        c(1, 4, 1, 2304, Some(2000), 640, 128, Norm::Rms, true, false, true, 1e-6, false),
+        c(2, 2, 1, 3840, None, 4608, 128, Norm::None, false, false, false, 1e-6, false),
+        c(2, 8, 5, 1024, None, 640, 64, Norm::Layer, true, true, true, 1e-6, true),
+    ];
+    for cfg in paths {
+        for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
+            let v: Vec<Vec<f64>> = cfg.inputs().iter().map(|x| as_dtype(x, dtype)).collect();
+            let emu = cfg.run(&v, dtype, precision);
+            let (args, kwargs) = cfg.numpy_call(&v, dtype);
+            let np = run_numpy_kwargs(&pkg, "qkv_tkg", &args, &kwargs, cfg.lnc, mode);
+            assert_eq!(np.len(), emu.len(), "{} {mode}", cfg.name());
+            for (o, (n, e)) in np.iter().zip(&emu).enumerate() {
+                assert_eq!(n.len(), e.len(), "{} {mode} output {o}", cfg.name());
+                for (k, (a, b)) in n.iter().zip(e).enumerate() {
+                    assert!(a == b, "{} {mode} output {o} element {k}: numpy {a} vs emulator {b}", cfg.name());
+                }
+            }
+        }
+    }
+}
+
+/// The rules, as `const fn` and when the kernel is traced.
+#[test]
+fn qkv_tkg_rules_refuse_by_name() {
+    let ok = QkvTkgShape {
+        bxs: 4,
+        hidden: 4096,
+        fused_qkv: 896,
+        d_head: 128,
+        hidden_actual: 0,
+        nbsd: true,
+        quantized: false,
+        stray_norm_bias: false,
+        programs: 2,
+    };
+    assert_eq!(qkv_tkg_violation(ok), None);
+    let cases = [
+        (QkvTkgShape { hidden: 1000, ..ok }, QkvTkgRule::HiddenTiles),
+        (QkvTkgShape { bxs: 129, ..ok }, QkvTkgRule::Tokens),
+        (QkvTkgShape { bxs: 0, ..ok }, QkvTkgRule::Tokens),
+        (QkvTkgShape { hidden: 128 * 3, ..ok }, QkvTkgRule::HiddenShards),
+        (QkvTkgShape { d_head: 0, ..ok }, QkvTkgRule::HeadDim),
+        (QkvTkgShape { d_head: 100, ..ok }, QkvTkgRule::HeadDim),
+        (QkvTkgShape { hidden_actual: 5000, ..ok }, QkvTkgRule::HiddenActual),
+        (QkvTkgShape { quantized: true, ..ok }, QkvTkgRule::Quantization),
+        (QkvTkgShape { stray_norm_bias: true, ..ok }, QkvTkgRule::NormBias),
+    ];
+    for (shape, rule) in cases {
+        assert_eq!(qkv_tkg_violation(shape), Some(rule), "{shape:?}");
+    }
+    assert_eq!(nkilib::qkv_tkg_config!(bxs = 128, hidden = 256, fused_qkv = 384, programs = 2).bxs, 128);
+
+    let z = |shape: &[usize]| tensor(shape, &vec![0.0; shape.iter().product()], Dtype::F32);
+    let (x, w) = (z(&[1, 2, 384]), z(&[384, 256]));
+    let e = qkv_tkg::Call::new(&x, &w).norm_type(NormType::NO_NORM).launch(&Launch::new().lnc(2)).unwrap_err();
+    assert!(e.to_string().contains("H / 128 = 3 must split evenly over the 2 LNC programs"), "{e}");
+    let e = qkv_tkg::Call::new(&x, &w).launch(&Launch::new()).unwrap_err();
+    assert!(e.to_string().contains("norm_w must be given for RMS_NORM and LAYER_NORM"), "{e}");
+    let e =
+        qkv_tkg::Call::new(&x, &w).norm_type(NormType::NO_NORM).output_layout(QKVOutputLayout::NBSd).launch(&Launch::new()).unwrap_err();
+    assert!(e.to_string().contains("d_head must be given and divide I = 256"), "{e}");
+    let e = qkv_tkg::Call::new(&z(&[2, 65, 384]), &w).norm_type(NormType::NO_NORM).launch(&Launch::new()).unwrap_err();
+    assert!(e.to_string().contains("B * S = 130 must be in 1..=128"), "{e}");
+    let e = qkv_tkg::Call::new(&x, &w).norm_type(NormType::NO_NORM).fused_add(true).launch(&Launch::new()).unwrap_err();
+    assert!(e.to_string().contains("fused_add needs mlp_prev and attn_prev"), "{e}");
+    let e = qkv_tkg::Call::new(&x, &w).norm_type(NormType::NO_NORM).norm_bias(&z(&[1, 384])).launch(&Launch::new()).unwrap_err();
+    assert!(e.to_string().contains("norm_bias is only used with norm_type=LAYER_NORM"), "{e}");
+}
