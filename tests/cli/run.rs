@@ -110,6 +110,30 @@ const CASES: &[Case] = &[
             ("normalization_type", Text("RMS_NORM")),
             ("activation_fn", Text("GELU")),
             ("gate_clamp_upper_limit", Text("0.5")),
+        kernel: "qkv_tkg",
+        ranks: 1,
+        // 4 tokens over trn2's 2 programs (H split in two), RMSNorm with fused add, 4 heads of 64 stored head by head.
+        params: &[
+            ("hidden", F32(&[2, 2, 512])),
+            ("qkv_w", F32(&[512, 256])),
+            ("norm_w", F32(&[1, 512])),
+            ("fused_add", Text("true")),
+            ("mlp_prev", F32(&[2, 2, 512])),
+            ("attn_prev", F32(&[2, 2, 512])),
+            ("d_head", Text("64")),
+            ("output_layout", Text("NBSd")),
+            ("qkv_bias", F32(&[1, 256])),
+        ],
+    },
+    Case {
+        kernel: "qkv",
+        ranks: 1,
+        params: &[
+            ("input", F32(&[1, 3, 256])),
+            ("fused_qkv_weights", F32(&[256, 384])),
+            ("fused_norm_type", Text("LAYER_NORM")),
+            ("gamma_norm_weights", F32(&[1, 256])),
+            ("layer_norm_bias", F32(&[1, 256])),
         ],
     },
     Case {

@@ -28,6 +28,12 @@ from .output_projection_cte import QuantizationType
 from .output_projection_cte import output_projection_cte
 from .output_projection_tkg import QuantizationType
 from .output_projection_tkg import output_projection_tkg
+from .qkv_tkg import NormType
+from .qkv_tkg import QKVOutputLayout
+from .qkv_tkg import QKVWeightLayout
+from .qkv_tkg import QuantizationType
+from .qkv_tkg import qkv
+from .qkv_tkg import qkv_tkg
 from .ring_attention_bwd import ring_attention_spmd_bwd
 from .ring_attention_fwd import ring_attention_spmd_fwd
 from .rmsnorm import rmsnorm
@@ -78,6 +84,12 @@ __all__ = [
     "output_projection_cte",
     "QuantizationType",
     "output_projection_tkg",
+    "NormType",
+    "QKVOutputLayout",
+    "QKVWeightLayout",
+    "QuantizationType",
+    "qkv",
+    "qkv_tkg",
     "ring_attention_spmd_bwd",
     "ring_attention_spmd_fwd",
     "rmsnorm",

@@ -1,6 +1,7 @@
 //! The library's `qkv` folder: the fused QKV projection before attention,
 //! its decode-phase kernel `qkv_tkg` and the `qkv` entry that picks a kernel
-//! by the token count.
+//! by the token count. Both kernels are in `qkv_tkg` (the library keeps the
+//! entry in `qkv.py`): a kernel's enum parameters must be declared in its own
+//! module, and the two take the same enums.
 
-pub mod qkv;
 pub mod qkv_tkg;

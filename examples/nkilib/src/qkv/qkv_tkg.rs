@@ -44,6 +44,9 @@
 //! `output_in_sbuf` and SBUF-resident input are refused by name. The rules
 //! are [`qkv_tkg_violation`].
 
+// The library's parameter `load_input_with_DMA_transpose` keeps its spelling.
+#![allow(non_snake_case)]
+
 use nki::prelude::*;
 
 pub use kernel::*;
@@ -622,5 +625,89 @@ pub mod kernel {
         }
         let hidden_sb = fused_norm_and_load(cfg, hidden.reshape([cfg.bxs, h]), norm_type, norm_w, norm_bias, eps, ha);
         Outputs(qkv_projection_hbm_output(cfg, hidden_sb, qkv_w, qkv_bias, nbsd))
+    }
+
+    /// Tokens per sequence above which the library's `qkv` uses `qkv_cte`.
+    pub const SEQLEN_THRESHOLD_FOR_QKV_CTE: i64 = 96;
+
+    /// The library's `qkv` entry: the fused QKV projection of `input` `[B, S,
+    /// H]` with `fused_qkv_weights` `[H, I]`, by `qkv_tkg` when the call is a
+    /// decode-phase one (`S <= SEQLEN_THRESHOLD_FOR_QKV_CTE`, `B·S <= 128`, no
+    /// fused RoPE). The context-encoding kernel `qkv_cte` (long sequences,
+    /// fused RoPE, the KV-cache options) is not ported: those calls are
+    /// refused. The parameters only `qkv_cte` reads are taken and, as in the
+    /// library on the `qkv_tkg` path, not used.
+    #[nki_kernel]
+    pub fn qkv(
+        #[dtypes(float32, bfloat16, float16)] input: Hbm,
+        #[dtypes(float32, bfloat16, float16)] fused_qkv_weights: Hbm,
+        #[default(QKVOutputLayout::BSD)] output_layout: QKVOutputLayout,
+        #[dtypes(float32, bfloat16, float16)] bias: Option<Hbm>,
+        #[default(QuantizationType::NONE)] quantization_type: QuantizationType,
+        qkv_w_scale: Option<Hbm>,
+        qkv_in_scale: Option<Hbm>,
+        #[default(false)] fused_residual_add: bool,
+        #[dtypes(float32, bfloat16, float16)] mlp_prev: Option<Hbm>,
+        #[dtypes(float32, bfloat16, float16)] attention_prev: Option<Hbm>,
+        #[default(NormType::NO_NORM)] fused_norm_type: NormType,
+        #[dtypes(float32, bfloat16, float16)] gamma_norm_weights: Option<Hbm>,
+        #[dtypes(float32, bfloat16, float16)] layer_norm_bias: Option<Hbm>,
+        #[default(1e-6)] norm_eps: f64,
+        hidden_actual: Option<i64>,
+        #[default(false)] fused_rope: bool,
+        cos_cache: Option<Hbm>,
+        sin_cache: Option<Hbm>,
+        d_head: Option<i64>,
+        num_q_heads: Option<i64>,
+        num_kv_heads: Option<i64>,
+        k_cache: Option<Hbm>,
+        v_cache: Option<Hbm>,
+        k_scale: Option<Hbm>,
+        v_scale: Option<Hbm>,
+        fp8_max: Option<f64>,
+        fp8_min: Option<f64>,
+        kv_dtype: Option<Dtype>,
+        #[default(false)] use_block_kv: bool,
+        block_size: Option<i64>,
+        slot_mapping: Option<Hbm>,
+        #[default(false)] store_output_in_sbuf: bool,
+        #[default(false)] use_auto_allocation: bool,
+        #[default(true)] load_input_with_DMA_transpose: bool,
+        #[default(false)] is_h_dim_4h_transposed: bool,
+        #[default(QKVWeightLayout::CONTIGUOUS)] weight_layout: QKVWeightLayout,
+    ) -> Outputs {
+        let _ = (cos_cache, sin_cache, k_cache, v_cache, k_scale, v_scale, fp8_max, fp8_min, kv_dtype, use_block_kv, block_size);
+        let _ = (slot_mapping, use_auto_allocation, load_input_with_DMA_transpose, weight_layout);
+        assert!(input.ndim() == 3, "qkv: input must be [B, S, H] in HBM, got {} dims", input.ndim());
+        let [b, s, _] = input.shape();
+        let cte_only = fused_rope || s > SEQLEN_THRESHOLD_FOR_QKV_CTE || b * s > P_MAX;
+        assert!(
+            !cte_only,
+            "qkv: fused_rope, S > {SEQLEN_THRESHOLD_FOR_QKV_CTE} or B * S > 128 (got S = {s}, B * S = {}) need qkv_cte, which is not ported",
+            b * s
+        );
+        let out: Outputs = qkv_tkg(
+            input,
+            fused_qkv_weights,
+            norm_w = gamma_norm_weights,
+            fused_add = fused_residual_add,
+            mlp_prev = mlp_prev,
+            attn_prev = attention_prev,
+            d_head = d_head,
+            num_kv_heads = num_kv_heads,
+            num_q_heads = num_q_heads,
+            output_layout = output_layout,
+            eps = norm_eps,
+            norm_type = fused_norm_type,
+            quantization_type = quantization_type,
+            is_h_dim_4h_transposed = is_h_dim_4h_transposed,
+            qkv_w_scale = qkv_w_scale,
+            qkv_in_scale = qkv_in_scale,
+            output_in_sbuf = store_output_in_sbuf,
+            qkv_bias = bias,
+            norm_bias = layer_norm_bias,
+            hidden_actual = hidden_actual,
+        );
+        out
     }
 }
