@@ -8,7 +8,7 @@
 use crate::common::attention::run_numpy_kwargs;
 use crate::common::{Arg, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, package_of, seed_of, tensor, uniform};
 use nki::{Dtype, Launch, Outputs, Precision};
-use nkilib::qkv::qkv_tkg::{NormType, QKVOutputLayout, QkvTkgRule, QkvTkgShape, qkv_tkg, qkv_tkg_violation};
+use nkilib::qkv::qkv_tkg::{NormType, QKVOutputLayout, QkvTkgRule, QkvTkgShape, QuantizationType, qkv_tkg, qkv_tkg_violation};
 
 /// The norm of a case.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -16,6 +16,16 @@ enum Norm {
     None,
     Rms,
     Layer,
+}
+
+/// The quantization of a case: float weights, or `float8_e4m3` weights with
+/// per-tensor Q/K/V scales (and a quantized input) or per-column scales,
+/// given as one row or pre-broadcast to 128.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Quant {
+    None,
+    Static { scale_rows: usize },
+    Row { scale_rows: usize },
 }
 
 /// One configuration of the library's `test_qkv_tkg.py`.
@@ -34,6 +44,9 @@ struct Config {
     qkv_bias: bool,
     eps: f64,
     nbsd: bool,
+    quant: Quant,
+    /// Query heads (the key and value heads are the rest, evenly).
+    nq: usize,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -52,8 +65,24 @@ const fn c(
     eps: f64,
     nbsd: bool,
 ) -> Config {
-    Config { lnc, b, s, h, hidden_actual: ha, i, d_head, norm, fused_add, norm_bias, qkv_bias, eps, nbsd }
+    Config { lnc, b, s, h, hidden_actual: ha, i, d_head, norm, fused_add, norm_bias, qkv_bias, eps, nbsd, quant: Quant::None, nq: 0 }
 }
+
+/// A quantized configuration with `nq` query heads.
+const fn q(cfg: Config, quant: Quant, nq: usize) -> Config {
+    Config { quant, nq, ..cfg }
+}
+
+/// The library's quantized configurations that fit a fast test (H = 16384
+/// with I = 4352 is left to the library comparison).
+const QUANT_CONFIGS: &[Config] = &[
+    q(c(2, 1, 5, 8192, None, 1280, 128, Norm::Rms, false, false, false, 1e-6, false), Quant::Static { scale_rows: 128 }, 8),
+    q(c(1, 1, 1, 8192, None, 5120, 128, Norm::Rms, false, false, false, 1e-6, true), Quant::Static { scale_rows: 1 }, 32),
+    q(c(1, 2, 1, 2048, None, 640, 64, Norm::None, false, false, true, 1e-6, true), Quant::Static { scale_rows: 1 }, 6),
+    q(c(2, 1, 5, 8192, None, 1280, 128, Norm::Rms, false, false, false, 1e-6, false), Quant::Row { scale_rows: 128 }, 8),
+    q(c(2, 1, 3, 8192, None, 1280, 128, Norm::Rms, true, false, false, 1e-6, false), Quant::Row { scale_rows: 1 }, 8),
+    q(c(2, 2, 1, 16384, None, 512, 128, Norm::None, false, false, true, 1e-6, false), Quant::Row { scale_rows: 128 }, 2),
+];
 
 /// A fast subset of the library's unquantized configurations: every norm,
 /// fused add, both biases, both layouts, one and two programs, an H with a
@@ -89,7 +118,7 @@ impl Config {
         let seed = seed_of(&self.name());
         let (n, h, i) = (self.bxs() * self.h, self.h, self.i);
         let w = 1.0 / (h as f64).sqrt();
-        vec![
+        let mut v = vec![
             uniform(n, seed, -1.0, 1.0),
             uniform(n, seed + 1, -1.0, 1.0),
             uniform(n, seed + 2, -1.0, 1.0),
@@ -97,7 +126,21 @@ impl Config {
             uniform(h, seed + 4, 0.5, 1.5),
             uniform(h, seed + 5, -0.5, 0.5),
             uniform(i, seed + 6, -1.0, 1.0),
-        ]
+        ];
+        // fp8 weights in [-1, 1] and scales near 1/240 (the library's test's), one row of them.
+        match self.quant {
+            Quant::None => {}
+            Quant::Static { .. } => {
+                v[3] = as_dtype(&uniform(h * i, seed + 3, -1.0, 1.0), Dtype::Fp8E4m3);
+                v.push(uniform(3, seed + 7, 0.995 / 240.0, 1.005 / 240.0));
+                v.push(uniform(1, seed + 8, 0.995 / 240.0, 1.005 / 240.0));
+            }
+            Quant::Row { .. } => {
+                v[3] = as_dtype(&uniform(h * i, seed + 3, -1.0, 1.0), Dtype::Fp8E4m3);
+                v.push(uniform(i, seed + 7, 0.5 / 240.0, 1.5 / 240.0));
+            }
+        }
+        v
     }
 
     /// The float64 projection in the output layout, and the residual sum.
@@ -121,8 +164,19 @@ impl Config {
                     (0..h).map(|k| (row[k] - mean) * v[4][k] * r + if self.norm_bias { v[5][k] } else { 0.0 }).collect()
                 }
             };
+            // STATIC: the input divided by the input scale and clipped to ±240.
+            let y: Vec<f64> = match self.quant {
+                Quant::Static { .. } => y.iter().map(|a| (a / v[8][0]).clamp(-240.0, 240.0)).collect(),
+                _ => y,
+            };
+            let (q_end, k_end) = (self.nq * d, (self.nq + self.nkv()) * d);
             for col in 0..i {
                 let dot: f64 = (0..h).map(|k| y[k] * v[3][k * i + col]).sum();
+                let dot = match self.quant {
+                    Quant::None => dot,
+                    Quant::Static { .. } => dot * v[7][usize::from(col >= q_end) + usize::from(col >= k_end)] * v[8][0],
+                    Quant::Row { .. } => dot * v[7][col],
+                };
                 let val = dot + if self.qkv_bias { v[6][col] } else { 0.0 };
                 let at = if self.nbsd { ((col / d) * bxs + t) * d + col % d } else { t * i + col };
                 out[at] = val;
@@ -131,13 +185,30 @@ impl Config {
         (out, x)
     }
 
+    /// Key (and value) heads: the heads of `I` after the query heads, halved.
+    fn nkv(&self) -> usize {
+        (self.i / self.d_head).saturating_sub(self.nq) / 2
+    }
+
+    /// The scale tensors' shapes and values: `qkv_w_scale`, and `qkv_in_scale` for STATIC.
+    fn scales(&self, v: &[Vec<f64>]) -> Vec<(Vec<usize>, Vec<f64>)> {
+        let rows = |r: usize, x: &[f64]| (vec![r, x.len()], x.iter().cycle().take(r * x.len()).copied().collect::<Vec<f64>>());
+        match self.quant {
+            Quant::None => vec![],
+            Quant::Static { scale_rows } => vec![rows(scale_rows, &v[7]), rows(scale_rows, &v[8])],
+            Quant::Row { scale_rows } => vec![rows(scale_rows, &v[7])],
+        }
+    }
+
     /// The emulator's outputs (projection, and the residual sum with fused add).
     fn run(&self, v: &[Vec<f64>], dtype: Dtype, precision: Precision) -> Vec<Vec<f32>> {
         let (b, s, h, i) = (self.b, self.s, self.h, self.i);
         let hidden = tensor(&[b, s, h], &v[0], dtype);
         let attn = tensor(&[b, s, h], &v[1], dtype);
         let mlp = tensor(&[b, s, h], &v[2], dtype);
-        let w = tensor(&[h, i], &v[3], dtype);
+        let w_dtype = if self.quant == Quant::None { dtype } else { Dtype::Fp8E4m3 };
+        let w = tensor(&[h, i], &v[3], w_dtype);
+        let scales: Vec<nki::Tensor> = self.scales(v).iter().map(|(shape, x)| tensor(shape, x, Dtype::F32)).collect();
         let gamma = tensor(&[1, h], &v[4], dtype);
         let beta = tensor(&[1, h], &v[5], dtype);
         let bias = tensor(&[1, i], &v[6], dtype);
@@ -163,6 +234,16 @@ impl Config {
         if let Some(ha) = self.hidden_actual {
             call = call.hidden_actual(ha as i64);
         }
+        call = match self.quant {
+            Quant::None => call,
+            Quant::Static { .. } => call
+                .quantization_type(QuantizationType::STATIC)
+                .qkv_w_scale(&scales[0])
+                .qkv_in_scale(&scales[1])
+                .num_q_heads(self.nq as i64)
+                .num_kv_heads(self.nkv() as i64),
+            Quant::Row { .. } => call.quantization_type(QuantizationType::ROW).qkv_w_scale(&scales[0]),
+        };
         let out: Outputs =
             call.launch(&Launch::new().lnc(self.lnc).precision(precision)).unwrap_or_else(|e| panic!("{}: {e}", self.name()));
         let want_shape: Vec<usize> = if self.nbsd { vec![i / self.d_head, b, s, self.d_head] } else { vec![b, s, i] };
@@ -203,7 +284,22 @@ impl Config {
         if let Some(ha) = self.hidden_actual {
             kw.push(("hidden_actual", Arg::Int(ha as i64)));
         }
-        (vec![t(vec![b, s, h], 0), t(vec![h, i], 3)], kw)
+        let scales = self.scales(v);
+        let w_arg = match self.quant {
+            Quant::None => t(vec![h, i], 3),
+            Quant::Static { .. } | Quant::Row { .. } => Arg::Tensor(vec![h, i], v[3].clone(), Dtype::Fp8E4m3),
+        };
+        if let Quant::Static { .. } | Quant::Row { .. } = self.quant {
+            let kind = if matches!(self.quant, Quant::Static { .. }) { "STATIC" } else { "ROW" };
+            kw.push(("quantization_type", Arg::Member("QuantizationType", kind)));
+            kw.push(("qkv_w_scale", Arg::Tensor(scales[0].0.clone(), scales[0].1.clone(), Dtype::F32)));
+            kw.push(("num_q_heads", Arg::Int(self.nq as i64)));
+            kw.push(("num_kv_heads", Arg::Int(self.nkv() as i64)));
+        }
+        if let Some((shape, x)) = scales.get(1) {
+            kw.push(("qkv_in_scale", Arg::Tensor(shape.clone(), x.clone(), Dtype::F32)));
+        }
+        (vec![t(vec![b, s, h], 0), w_arg], kw)
     }
 }
 
@@ -240,6 +336,45 @@ fn qkv_tkg_library_configs_in_bfloat16_match_float64() {
     }
 }
 
+/// The quantized configurations in fp32 precision (where the quantized input
+/// is not rounded to fp8): the fp32 metric. ROW multiplies the input itself
+/// with the fp8 weights, which takes a 16-bit input: bfloat16 values there.
+#[test]
+fn qkv_tkg_quantized_in_fp32_match_float64() {
+    for cfg in QUANT_CONFIGS {
+        let row = matches!(cfg.quant, Quant::Row { .. });
+        let dtype = if row { Dtype::Bf16 } else { Dtype::F32 };
+        let v: Vec<Vec<f64>> =
+            cfg.inputs().iter().enumerate().map(|(k, x)| if k == 3 || k > 6 { x.clone() } else { as_dtype(x, dtype) }).collect();
+        let got = cfg.run(&v, dtype, Precision::Fp32);
+        let (want, fused) = cfg.reference(&v);
+        assert_close(&format!("{} fp32", cfg.name()), &got[0], &want, FP32_ATOL, FP32_RTOL);
+        if cfg.fused_add {
+            assert_close(&format!("{} fp32 fused hidden", cfg.name()), &got[1], &fused, FP32_ATOL, FP32_RTOL);
+        }
+    }
+}
+
+/// The quantized configurations, bfloat16 inputs in hardware precision. ROW
+/// keeps the input in bfloat16: the bfloat16 metric. STATIC rounds the input
+/// to fp8 (a relative error up to 2^-4 per element, of random sign), so its
+/// outputs are held to 2^-4 of the output's scale.
+#[test]
+fn qkv_tkg_quantized_in_bfloat16_match_float64() {
+    for cfg in QUANT_CONFIGS {
+        let mut v = cfg.inputs();
+        // The float inputs (not the fp8 weights, index 3, nor the fp32 scales) in bfloat16.
+        for k in [0, 1, 2, 4, 5, 6] {
+            v[k] = as_dtype(&v[k], Dtype::Bf16);
+        }
+        let got = cfg.run(&v, Dtype::Bf16, Precision::Hardware);
+        let (want, _) = cfg.reference(&v);
+        let scale = want.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+        let atol = if matches!(cfg.quant, Quant::Static { .. }) { 2f64.powi(-4) * scale } else { 4.0 * 2f64.powi(-8) * scale };
+        assert_close(&format!("{} bf16", cfg.name()), &got[0], &want, atol, 2f64.powi(-7));
+    }
+}
+
 /// The emitted `qkv_tkg` under NumPy equals the emulator, element for
 /// element, on one configuration per path, in both modes. (A package of
 /// `qkv_tkg` and its callees: the crate's package also exports
@@ -251,10 +386,15 @@ fn qkv_tkg_emitted_under_numpy_equals_emulator() {
         c(1, 4, 1, 2304, Some(2000), 640, 128, Norm::Rms, true, false, true, 1e-6, false),
         c(2, 2, 1, 3840, None, 4608, 128, Norm::None, false, false, false, 1e-6, false),
         c(2, 8, 5, 1024, None, 640, 64, Norm::Layer, true, true, true, 1e-6, true),
+        q(c(2, 1, 5, 2048, None, 1280, 128, Norm::Rms, false, false, true, 1e-6, false), Quant::Static { scale_rows: 128 }, 6),
+        q(c(1, 2, 1, 2048, None, 640, 64, Norm::None, false, false, true, 1e-6, true), Quant::Static { scale_rows: 1 }, 6),
+        q(c(2, 1, 3, 2048, None, 640, 128, Norm::Rms, true, false, true, 1e-6, false), Quant::Row { scale_rows: 1 }, 3),
     ];
     for cfg in paths {
         for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
-            let v: Vec<Vec<f64>> = cfg.inputs().iter().map(|x| as_dtype(x, dtype)).collect();
+            let dtype = if matches!(cfg.quant, Quant::Row { .. }) { Dtype::Bf16 } else { dtype };
+            let v: Vec<Vec<f64>> =
+                cfg.inputs().iter().enumerate().map(|(k, x)| if k == 3 || k > 6 { x.clone() } else { as_dtype(x, dtype) }).collect();
             let emu = cfg.run(&v, dtype, precision);
             let (args, kwargs) = cfg.numpy_call(&v, dtype);
             let np = run_numpy_kwargs(&pkg, "qkv_tkg", &args, &kwargs, cfg.lnc, mode);
@@ -279,7 +419,7 @@ fn qkv_tkg_rules_refuse_by_name() {
         d_head: 128,
         hidden_actual: 0,
         nbsd: true,
-        quantized: false,
+        mx_quant: false,
         stray_norm_bias: false,
         programs: 2,
     };
@@ -292,7 +432,7 @@ fn qkv_tkg_rules_refuse_by_name() {
         (QkvTkgShape { d_head: 0, ..ok }, QkvTkgRule::HeadDim),
         (QkvTkgShape { d_head: 100, ..ok }, QkvTkgRule::HeadDim),
         (QkvTkgShape { hidden_actual: 5000, ..ok }, QkvTkgRule::HiddenActual),
-        (QkvTkgShape { quantized: true, ..ok }, QkvTkgRule::Quantization),
+        (QkvTkgShape { mx_quant: true, ..ok }, QkvTkgRule::Quantization),
         (QkvTkgShape { stray_norm_bias: true, ..ok }, QkvTkgRule::NormBias),
     ];
     for (shape, rule) in cases {

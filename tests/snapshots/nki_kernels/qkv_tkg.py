@@ -42,6 +42,10 @@ H_BLOCK_SIZE = 2048
 NUM_TILES_PER_H_BLOCK = 16
 
 
+# The largest finite `float8_e4m3`: STATIC quantization clips the input to ±this.
+FP8_E4M3_MAX = 240.0
+
+
 # The DMA queue the LNC2 partial outputs are exchanged over.
 PIPE_ID = 0
 
@@ -118,6 +122,14 @@ class QkvTkgConfig(nl.NKIObject):
     "Fused QKV width `(num_q_heads + 2·num_kv_heads)·d_head`."
     d_head: int
     "Head size (0 when not given)."
+    n_q_heads: int
+    "Query heads (0 when not given; read by STATIC dequantization)."
+    n_kv_heads: int
+    "Key (and value) heads (0 when not given)."
+    static_quant: bool
+    "fp8 weights with per-tensor Q, K, V scales and a quantized input."
+    row_quant: bool
+    "fp8 weights with a scale per output column."
     num_shards: int
     "LNC programs: hidden shards."
     shard_id: int
@@ -159,7 +171,32 @@ def validate_qkv_tkg(hidden, qkv_w, fused_add, mlp_prev, attn_prev, norm_type, n
         assert bias.ndim == 2 and bs[0] == 1 and bs[1] == i, f"qkv_tkg: qkv_bias must be [1, I] = [1, {i}], got {bs}"
 
 
-def qkv_tkg_config(hidden, qkv_w, d_head):
+def validate_quantization(hidden_dtype, qkv_w, quantization_type, qkv_w_scale, qkv_in_scale, d_head, n_q_heads, n_kv_heads):
+    """The quantization inputs the library requires, by parameter name."""
+    i = qkv_w.shape[1]
+    is_static = quantization_type == QuantizationType.STATIC
+    is_row = quantization_type == QuantizationType.ROW
+    assert quantization_type == QuantizationType.NONE or is_static or is_row, "qkv_tkg: quantization_type must be NONE, STATIC or ROW (the MX forms are not implemented)"
+    quantized = is_static or is_row
+    assert quantized == (qkv_w.dtype == nl.float8_e4m3), "qkv_tkg: qkv_w must be float8_e4m3 exactly when quantization_type is STATIC or ROW"
+    assert not is_row or hidden_dtype != nl.float32, "qkv_tkg: hidden must be bfloat16 or float16 for ROW quantization (the input multiplies the fp8 weights), got float32"
+    assert not quantized or qkv_w_scale is not None, "qkv_tkg: qkv_w_scale must be given for STATIC and ROW quantization"
+    assert not is_static or qkv_in_scale is not None, "qkv_tkg: qkv_in_scale must be given for STATIC quantization"
+    assert not is_static or (d_head > 0 and n_q_heads > 0 and n_kv_heads >= 0), "qkv_tkg: d_head, num_q_heads and num_kv_heads must be given for STATIC quantization"
+    if qkv_w_scale is not None:
+        ws = qkv_w_scale
+        cols = 3 if is_static else i
+        r = ws.shape[0]
+        if quantized:
+            assert ws.ndim == 2 and (r == 1 or r == P_MAX) and ws.shape[1] == cols, f"qkv_tkg: qkv_w_scale must be [1, {cols}] or [128, {cols}], got {ws.shape}"
+    if qkv_in_scale is not None:
+        ins = qkv_in_scale
+        r = ins.shape[0]
+        if is_static:
+            assert ins.ndim == 2 and (r == 1 or r == P_MAX) and ins.shape[1] == 1, f"qkv_tkg: qkv_in_scale must be [1, 1] or [128, 1], got {ins.shape}"
+
+
+def qkv_tkg_config(hidden, qkv_w, d_head, n_q_heads, n_kv_heads, quantization_type):
     """The config of a `[B, S, H]` input and `[H, I]` weights on this launch."""
     b, s, h = hidden.shape
     i = qkv_w.shape[1]
@@ -173,7 +210,7 @@ def qkv_tkg_config(hidden, qkv_w, d_head):
     factor = P_MAX // dim
     rem_tiles = h1_shard % NUM_TILES_PER_H_BLOCK
     whole = rem_tiles % factor != 0
-    return QkvTkgConfig(b=b, s=s, bxs=b * s, h=h, i=i, d_head=d_head, num_shards=num_shards, shard_id=shard_id, h1_shard=h1_shard, array_tiling_dim=dim, array_tiling_factor=factor, remainder_array_tiling_dim=P_MAX if whole else dim, remainder_array_tiling_factor=1 if whole else factor)
+    return QkvTkgConfig(b=b, s=s, bxs=b * s, h=h, i=i, d_head=d_head, n_q_heads=n_q_heads, n_kv_heads=n_kv_heads, static_quant=quantization_type == QuantizationType.STATIC, row_quant=quantization_type == QuantizationType.ROW, num_shards=num_shards, shard_id=shard_id, h1_shard=h1_shard, array_tiling_dim=dim, array_tiling_factor=factor, remainder_array_tiling_dim=P_MAX if whole else dim, remainder_array_tiling_factor=1 if whole else factor)
 
 
 def fused_residual_add_hbm2hbm(cfg, hidden, attn_prev, mlp_prev):
@@ -226,6 +263,38 @@ def fused_norm_and_load(cfg, x, norm_type, norm_w, norm_bias, eps, hidden_actual
     return hidden_sb
 
 
+def load_static_quant_scales(qkv_w_scale, qkv_in_scale):
+    """STATIC quantization's scales on every partition, `[128, 4]` fp32:
+    columns 0..3 the Q, K and V weight scales times the input scale (the
+    dequantization factors), column 3 the input scale's reciprocal. Scales
+    given as one row are broadcast.
+    """
+    scales = nl.ndarray(shape=(P_MAX, 4), dtype=nl.float32, buffer=nl.sbuf)
+    if qkv_w_scale.shape[0] == 1:
+        nisa.dma_copy(dst=scales[:, 0:3], src=qkv_w_scale.broadcast(dim=0, size=P_MAX))
+    else:
+        nisa.dma_copy(dst=scales[:, 0:3], src=qkv_w_scale)
+    if qkv_in_scale.shape[0] == 1:
+        nisa.dma_copy(dst=scales[:, 3:4], src=qkv_in_scale.broadcast(dim=0, size=P_MAX))
+    else:
+        nisa.dma_copy(dst=scales[:, 3:4], src=qkv_in_scale)
+    nisa.activation(dst=scales[:, 0:3], op=nl.copy, data=scales[:, 0:3], scale=scales[:, 3:4])
+    nisa.reciprocal(dst=scales[:, 3:4], data=scales[:, 3:4])
+    return scales
+
+
+def quantize_input_static(hidden_sb, scales, quant_dtype):
+    """STATIC quantization of the input: `hidden_sb / in_scale` (rounded to
+    its dtype, in place), clipped to ±`FP8_E4M3_MAX` into a new tile of
+    the weights' dtype.
+    """
+    p, bxs, h2 = hidden_sb.shape
+    nisa.activation(dst=hidden_sb, op=nl.copy, data=hidden_sb, scale=scales[:, 3:4])
+    q = nl.ndarray(shape=(p, bxs, h2), dtype=quant_dtype, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=q, data=hidden_sb, op0=nl.minimum, operand0=FP8_E4M3_MAX, op1=nl.maximum, operand1=-FP8_E4M3_MAX)
+    return q
+
+
 def process_h_block(cfg, hidden_sb, w, psum, t0, tiles, dim, factor):
     """One H block: its weight rows loaded (`[128, tiles, I block]` in one
     DMA; 32-bit weights, which do not fit a partition at 16 tiles of 4096
@@ -263,14 +332,61 @@ def accumulate_psum_to_output(cfg, out_sb, psum):
             nisa.tensor_tensor(dst=o, data1=o, data2=psum[r0:r0 + cfg.bxs, it, 0:c1 - c0], op=nl.add)
 
 
-def compute_qkv_i_block(cfg, hidden_sb, w, qkv_bias, i0, width):
+def static_dequantize(cfg, out_sb, scales, i0):
+    """STATIC dequantization of columns `i0..` of the projection in `out_sb`:
+    the Q, K and V columns times their factors (`scales` columns 0, 1, 2).
+    """
+    bxs, width, d = (cfg.bxs, out_sb.shape[1], cfg.d_head)
+    q_end = min(d * cfg.n_q_heads, i0 + width) - i0
+    if q_end > 0:
+        o = out_sb[:, 0:q_end]
+        nisa.tensor_scalar(dst=o, data=o, op0=nl.multiply, operand0=scales[0:bxs, 0:1], engine=nisa.engine.vector)
+    k_start = max(d * cfg.n_q_heads, i0) - i0
+    k_end = min(d * (cfg.n_q_heads + cfg.n_kv_heads), i0 + width) - i0
+    if k_start < k_end:
+        o = out_sb[:, k_start:k_end]
+        nisa.activation(dst=o, op=nl.copy, data=o, scale=scales[0:bxs, 1:2])
+    v_start = max(d * (cfg.n_q_heads + cfg.n_kv_heads), i0) - i0
+    v_end = min(d * (cfg.n_q_heads + 2 * cfg.n_kv_heads), i0 + width) - i0
+    if v_start < v_end:
+        o = out_sb[:, v_start:v_end]
+        nisa.activation(dst=o, op=nl.copy, data=o, scale=scales[0:bxs, 2:3])
+
+
+def row_dequantize(cfg, out_sb, w_scale):
+    """ROW dequantization: `out_sb` times the weight scales of its columns
+    (`w_scale` `[1, width]`, broadcast, or `[128, width]`).
+    """
+    width = out_sb.shape[1]
+    scale_sb = nl.ndarray(shape=(P_MAX, width), dtype=w_scale.dtype, buffer=nl.sbuf)
+    if w_scale.shape[0] == 1:
+        nisa.dma_copy(dst=scale_sb, src=w_scale.broadcast(dim=0, size=P_MAX))
+    else:
+        nisa.dma_copy(dst=scale_sb, src=w_scale)
+    nisa.tensor_tensor(dst=out_sb, data1=out_sb, data2=scale_sb[0:cfg.bxs, :], op=nl.multiply)
+
+
+def apply_bias(out_sb, bias):
+    """`out_sb` += the bias `[1, width]`, broadcast on its rows (the
+    quantized forms add it after dequantizing).
+    """
+    bxs, width = out_sb.shape
+    bias_sb = nl.ndarray(shape=(bxs, width), dtype=bias.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=bias_sb, src=bias.broadcast(dim=0, size=bxs))
+    nisa.tensor_tensor(dst=out_sb, data1=out_sb, data2=bias_sb, op=nl.add)
+
+
+def compute_qkv_i_block(cfg, hidden_sb, w, qkv_bias, quant_scales, w_scale, dtype, i0, width):
     """One I block `[i0, i0 + width)` of the projection into a new SBUF tile
-    `[B·S, width]`: bias (on program 0) or zeros, every H block's
-    products, and with two programs the other program's partial sums.
+    `[B·S, width]` of `dtype`: bias (on program 0) or zeros, every H
+    block's products, (quantized) the dequantization and then the bias, and
+    with two programs the other program's partial sums. `quant_scales` are
+    STATIC quantization's (read only with it).
     """
     bxs = cfg.bxs
-    out_sb = nl.ndarray(shape=(bxs, width), dtype=hidden_sb.dtype, buffer=nl.sbuf)
-    bias_here = qkv_bias is not None and cfg.shard_id == 0
+    out_sb = nl.ndarray(shape=(bxs, width), dtype=dtype, buffer=nl.sbuf)
+    quantized = cfg.static_quant or cfg.row_quant
+    bias_here = qkv_bias is not None and cfg.shard_id == 0 and not quantized
     if not bias_here:
         nisa.memset(dst=out_sb, value=0.0)
     if qkv_bias is not None:
@@ -287,6 +403,16 @@ def compute_qkv_i_block(cfg, hidden_sb, w, qkv_bias, i0, width):
         dim, factor = (cfg.remainder_array_tiling_dim, cfg.remainder_array_tiling_factor)
         process_h_block(cfg, hidden_sb, wb, psum, full * NUM_TILES_PER_H_BLOCK, rem, dim, factor)
     accumulate_psum_to_output(cfg, out_sb, psum)
+    if cfg.static_quant:
+        static_dequantize(cfg, out_sb, quant_scales, i0)
+    if w_scale is not None:
+        ws = w_scale
+        if cfg.row_quant:
+            row_dequantize(cfg, out_sb, ws[:, i0:i0 + width])
+    if qkv_bias is not None:
+        bias = qkv_bias
+        if quantized and cfg.shard_id == 0:
+            apply_bias(out_sb, bias[:, i0:i0 + width])
     if cfg.num_shards > 1:
         recv = nl.ndarray(shape=(bxs, width), dtype=out_sb.dtype, buffer=nl.sbuf)
         other = 1 - cfg.shard_id
@@ -308,23 +434,31 @@ def store_qkv_output_to_hbm(cfg, output, out_sb, i0, width, nbsd):
         nisa.dma_copy(dst=output[:, i0:i0 + width], src=out_sb)
 
 
-def qkv_projection_hbm_output(cfg, hidden_sb, qkv_w, qkv_bias, nbsd):
-    """The projection of this program's `hidden_sb` into a new HBM output, I
-    block by I block, in `output_layout`.
+def qkv_projection_hbm_output(cfg, hidden_sb, qkv_w, qkv_bias, quant_scales, w_scale, dtype, nbsd):
+    """The projection of this program's `hidden_sb` into a new HBM output of
+    `dtype`, I block by I block, in `output_layout`.
     """
     bxs, i, d = (cfg.bxs, cfg.i, cfg.d_head)
-    dtype = hidden_sb.dtype
     output = nl.ndarray(shape=(i // d, bxs, d), dtype=dtype, buffer=nl.shared_hbm) if nbsd else nl.ndarray(shape=(bxs, i), dtype=dtype, buffer=nl.shared_hbm)
     h2 = cfg.h1_shard
     w = qkv_w.reshape(shape=(cfg.num_shards, P_MAX, h2, i))[cfg.shard_id, :, :, :]
     for ib in range(-(-i // I_BLOCK_SIZE)):
         i0 = ib * I_BLOCK_SIZE
         width = min(i - i0, I_BLOCK_SIZE)
-        out_sb = compute_qkv_i_block(cfg, hidden_sb, w, qkv_bias, i0, width)
+        out_sb = compute_qkv_i_block(cfg, hidden_sb, w, qkv_bias, quant_scales, w_scale, dtype, i0, width)
         store_qkv_output_to_hbm(cfg, output, out_sb, i0, width, nbsd)
     if nbsd:
         return output.reshape(shape=(i // d, cfg.b, cfg.s, d))
     return output.reshape(shape=(cfg.b, cfg.s, i))
+
+
+def qkv_projection_static(cfg, hidden_sb, qkv_w, qkv_bias, qkv_w_scale, qkv_in_scale, dtype, nbsd):
+    """STATIC quantization around the projection: the scales loaded, the
+    input quantized, the projection dequantized block by block.
+    """
+    scales = load_static_quant_scales(qkv_w_scale, qkv_in_scale)
+    hidden_q = quantize_input_static(hidden_sb, scales, qkv_w.dtype)
+    return qkv_projection_hbm_output(cfg, hidden_q, qkv_w, qkv_bias, scales, None, dtype, nbsd)
 
 
 @nki.jit
@@ -338,30 +472,29 @@ def qkv_tkg(hidden, qkv_w, norm_w=None, fused_add=False, mlp_prev=None, attn_pre
     assert isinstance(norm_type, NormType), f"qkv_tkg: norm_type={norm_type!r} is not a NormType member (NO_NORM, RMS_NORM, LAYER_NORM, RMS_NORM_SKIP_GAMMA)"
     assert isinstance(quantization_type, QuantizationType), f"qkv_tkg: quantization_type={quantization_type!r} is not a QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)"
     assert hidden.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_tkg takes hidden as float32, bfloat16 or float16"
-    assert qkv_w.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_tkg takes qkv_w as float32, bfloat16 or float16"
+    assert qkv_w.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "qkv_tkg takes qkv_w as float32, bfloat16, float16 or float8_e4m3"
     assert norm_w is None or norm_w.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_tkg takes norm_w as float32, bfloat16 or float16"
     assert mlp_prev is None or mlp_prev.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_tkg takes mlp_prev as float32, bfloat16 or float16"
     assert attn_prev is None or attn_prev.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_tkg takes attn_prev as float32, bfloat16 or float16"
-    assert qkv_w_scale is None or qkv_w_scale.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "qkv_tkg takes qkv_w_scale as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert qkv_in_scale is None or qkv_in_scale.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "qkv_tkg takes qkv_in_scale as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert qkv_w_scale is None or qkv_w_scale.dtype in (nl.float32,), "qkv_tkg takes qkv_w_scale as float32"
+    assert qkv_in_scale is None or qkv_in_scale.dtype in (nl.float32,), "qkv_tkg takes qkv_in_scale as float32"
     assert qkv_bias is None or qkv_bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_tkg takes qkv_bias as float32, bfloat16 or float16"
     assert norm_bias is None or norm_bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_tkg takes norm_bias as float32, bfloat16 or float16"
-    (num_kv_heads, num_q_heads, is_h_dim_4h_transposed, qkv_w_scale, qkv_in_scale)
-    assert quantization_type == QuantizationType.NONE, "qkv_tkg: quantization_type: only NONE is implemented"
+    is_h_dim_4h_transposed
     assert not output_in_sbuf, "qkv_tkg: output_in_sbuf is not supported (the output is stored to HBM)"
-    dh = d_head if d_head is not None else 0
+    dh, nq, nkv = (d_head if d_head is not None else 0, num_q_heads if num_q_heads is not None else 0, num_kv_heads if num_kv_heads is not None else 0)
     h = hidden.shape[2]
     ha = hidden_actual if hidden_actual is not None else h
     validate_qkv_tkg(hidden, qkv_w, fused_add, mlp_prev, attn_prev, norm_type, norm_w, norm_bias, qkv_bias, output_layout, dh, ha)
-    cfg = qkv_tkg_config(hidden, qkv_w, dh)
-    nbsd = output_layout == QKVOutputLayout.NBSd
+    validate_quantization(hidden.dtype, qkv_w, quantization_type, qkv_w_scale, qkv_in_scale, dh, nq, nkv)
+    cfg = qkv_tkg_config(hidden, qkv_w, dh, nq, nkv, quantization_type)
+    x = fused_residual_add_hbm2hbm(cfg, hidden, attn_prev if attn_prev is not None else hidden, mlp_prev if mlp_prev is not None else hidden) if fused_add else hidden.reshape(shape=(cfg.bxs, h))
+    hidden_sb = fused_norm_and_load(cfg, x.reshape(shape=(cfg.bxs, h)), norm_type, norm_w, norm_bias, eps, ha)
+    dtype, nbsd = (hidden.dtype, output_layout == QKVOutputLayout.NBSd)
+    output = qkv_projection_static(cfg, hidden_sb, qkv_w, qkv_bias, qkv_w_scale if qkv_w_scale is not None else qkv_w, qkv_in_scale if qkv_in_scale is not None else qkv_w, dtype, nbsd) if cfg.static_quant else qkv_projection_hbm_output(cfg, hidden_sb, qkv_w, qkv_bias, hidden_sb, qkv_w_scale, dtype, nbsd)
     if fused_add:
-        fused = fused_residual_add_hbm2hbm(cfg, hidden, attn_prev if attn_prev is not None else hidden, mlp_prev if mlp_prev is not None else hidden)
-        hidden_sb = fused_norm_and_load(cfg, fused.reshape(shape=(cfg.bxs, h)), norm_type, norm_w, norm_bias, eps, ha)
-        output = qkv_projection_hbm_output(cfg, hidden_sb, qkv_w, qkv_bias, nbsd)
-        return (output, fused)
-    hidden_sb = fused_norm_and_load(cfg, hidden.reshape(shape=(cfg.bxs, h)), norm_type, norm_w, norm_bias, eps, ha)
-    return qkv_projection_hbm_output(cfg, hidden_sb, qkv_w, qkv_bias, nbsd)
+        return (output, x)
+    return output
 
 
 @nki.jit
@@ -379,10 +512,10 @@ def qkv(input, fused_qkv_weights, output_layout=QKVOutputLayout.BSD, bias=None, 
     assert isinstance(fused_norm_type, NormType), f"qkv: fused_norm_type={fused_norm_type!r} is not a NormType member (NO_NORM, RMS_NORM, LAYER_NORM, RMS_NORM_SKIP_GAMMA)"
     assert isinstance(weight_layout, QKVWeightLayout), f"qkv: weight_layout={weight_layout!r} is not a QKVWeightLayout member (CONTIGUOUS, MX_CONTIGUOUS, MX_INTERLEAVED)"
     assert input.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv takes input as float32, bfloat16 or float16"
-    assert fused_qkv_weights.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv takes fused_qkv_weights as float32, bfloat16 or float16"
+    assert fused_qkv_weights.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "qkv takes fused_qkv_weights as float32, bfloat16, float16 or float8_e4m3"
     assert bias is None or bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv takes bias as float32, bfloat16 or float16"
-    assert qkv_w_scale is None or qkv_w_scale.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "qkv takes qkv_w_scale as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert qkv_in_scale is None or qkv_in_scale.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "qkv takes qkv_in_scale as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert qkv_w_scale is None or qkv_w_scale.dtype in (nl.float32,), "qkv takes qkv_w_scale as float32"
+    assert qkv_in_scale is None or qkv_in_scale.dtype in (nl.float32,), "qkv takes qkv_in_scale as float32"
     assert mlp_prev is None or mlp_prev.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv takes mlp_prev as float32, bfloat16 or float16"
     assert attention_prev is None or attention_prev.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv takes attention_prev as float32, bfloat16 or float16"
     assert gamma_norm_weights is None or gamma_norm_weights.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv takes gamma_norm_weights as float32, bfloat16 or float16"

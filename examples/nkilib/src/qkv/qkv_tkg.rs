@@ -5,7 +5,11 @@
 //! x   = hidden [B·S, H]
 //! (fused_add)  x = hidden + attn_prev + mlp_prev       # also returned, [B, S, H]
 //! (norm_type)  x = RMSNorm(x) · gamma  or  LayerNorm(x) · gamma (+ beta)
-//! out = x @ qkv_w (+ qkv_bias)                          # [B·S, I]
+//! (STATIC)     x = fp8(clip(x / in_scale, ±240))
+//! out = x @ qkv_w                                       # [B·S, I], fp32 sums
+//! (STATIC)     out[Q | K | V columns] *= w_scale[0 | 1 | 2] · in_scale
+//! (ROW)        out *= w_scale                           # per column
+//! (qkv_bias)   out += qkv_bias
 //! BSD: out as [B, S, I];  NBSd: out as [I / d_head, B, S, d_head]
 //! ```
 //!
@@ -39,8 +43,11 @@
 //! allocator has no counterpart: tiles are placed by the compiler). The fused
 //! norms are the ports of `rmsnorm_tkg` and `layernorm_tkg`, called through
 //! their HBM-output helpers into a scratch tensor the projection loads
-//! (`fused_norm_and_load`). Supported here: `quantization_type=NONE` with
-//! HBM input and output; `STATIC`, `ROW` and `MX` quantization,
+//! (`fused_norm_and_load`). Quantization: `NONE`, `STATIC` (fp8 weights,
+//! the input divided by `qkv_in_scale` and clipped to ±240 in fp8, the Q, K
+//! and V columns dequantized by their weight scale times the input scale) and
+//! `ROW` (fp8 weights, the 16-bit input as is, each column dequantized by its
+//! scale); the bias is added after dequantizing. The MX forms (trn3's),
 //! `output_in_sbuf` and SBUF-resident input are refused by name. The rules
 //! are [`qkv_tkg_violation`].
 
@@ -64,7 +71,7 @@ pub enum QkvTkgRule {
     HeadDim,
     /// `hidden_actual` is outside `1..=H`.
     HiddenActual,
-    /// A quantization type this port does not implement.
+    /// A quantization type this port does not implement (the MX forms).
     Quantization,
     /// `norm_bias` with a norm other than LayerNorm.
     NormBias,
@@ -79,7 +86,7 @@ impl QkvTkgRule {
             QkvTkgRule::HiddenShards => "H / 128 must split evenly over the LNC programs",
             QkvTkgRule::HeadDim => "the NBSd layout needs a positive d_head dividing I",
             QkvTkgRule::HiddenActual => "hidden_actual must be in 1..=H",
-            QkvTkgRule::Quantization => "only quantization_type=NONE is implemented",
+            QkvTkgRule::Quantization => "quantization_type must be NONE, STATIC or ROW (the MX forms are not implemented)",
             QkvTkgRule::NormBias => "norm_bias is only used with norm_type=LAYER_NORM",
         }
     }
@@ -100,8 +107,8 @@ pub struct QkvTkgShape {
     pub hidden_actual: i64,
     /// Whether the output layout is NBSd.
     pub nbsd: bool,
-    /// Whether a quantization type other than NONE was asked for.
-    pub quantized: bool,
+    /// Whether an MX quantization type was asked for.
+    pub mx_quant: bool,
     /// Whether `norm_bias` is given with a norm other than LayerNorm.
     pub stray_norm_bias: bool,
     /// The programs of the launch (its LNC size).
@@ -125,7 +132,7 @@ pub const fn qkv_tkg_violation(c: QkvTkgShape) -> Option<QkvTkgRule> {
     if c.hidden_actual < 0 || c.hidden_actual > c.hidden {
         return Some(QkvTkgRule::HiddenActual);
     }
-    if c.quantized {
+    if c.mx_quant {
         return Some(QkvTkgRule::Quantization);
     }
     if c.stray_norm_bias {
@@ -174,7 +181,7 @@ macro_rules! qkv_tkg_config {
                 d_head: 0,
                 hidden_actual: 0,
                 nbsd: false,
-                quantized: false,
+                mx_quant: false,
                 stray_norm_bias: false,
                 programs: 1,
             }
@@ -261,6 +268,8 @@ pub mod kernel {
     pub const H_BLOCK_SIZE: i64 = 2048;
     /// 128-row hidden tiles per weight load.
     pub const NUM_TILES_PER_H_BLOCK: i64 = 16;
+    /// The largest finite `float8_e4m3`: STATIC quantization clips the input to ±this.
+    pub const FP8_E4M3_MAX: f64 = 240.0;
     /// The DMA queue the LNC2 partial outputs are exchanged over.
     pub const PIPE_ID: i64 = 0;
 
@@ -279,6 +288,14 @@ pub mod kernel {
         pub i: i64,
         /// Head size (0 when not given).
         pub d_head: i64,
+        /// Query heads (0 when not given; read by STATIC dequantization).
+        pub n_q_heads: i64,
+        /// Key (and value) heads (0 when not given).
+        pub n_kv_heads: i64,
+        /// fp8 weights with per-tensor Q, K, V scales and a quantized input.
+        pub static_quant: bool,
+        /// fp8 weights with a scale per output column.
+        pub row_quant: bool,
         /// LNC programs: hidden shards.
         pub num_shards: i64,
         /// This program's shard.
@@ -297,7 +314,14 @@ pub mod kernel {
 
     /// The config of a `[B, S, H]` input and `[H, I]` weights on this launch.
     #[nki_helper]
-    pub fn qkv_tkg_config(hidden: Hbm, qkv_w: Hbm, d_head: i64) -> QkvTkgConfig {
+    pub fn qkv_tkg_config(
+        hidden: Hbm,
+        qkv_w: Hbm,
+        d_head: i64,
+        n_q_heads: i64,
+        n_kv_heads: i64,
+        quantization_type: QuantizationType,
+    ) -> QkvTkgConfig {
         let [b, s, h] = hidden.shape();
         let i = qkv_w.shape()[1];
         let grid = nl::program_ndim() == 1;
@@ -324,6 +348,10 @@ pub mod kernel {
             h,
             i,
             d_head,
+            n_q_heads,
+            n_kv_heads,
+            static_quant: quantization_type == QuantizationType::STATIC,
+            row_quant: quantization_type == QuantizationType::ROW,
             num_shards,
             shard_id,
             h1_shard,
@@ -399,6 +427,88 @@ pub mod kernel {
         hidden_sb
     }
 
+    /// STATIC quantization's scales on every partition, `[128, 4]` fp32:
+    /// columns 0..3 the Q, K and V weight scales times the input scale (the
+    /// dequantization factors), column 3 the input scale's reciprocal. Scales
+    /// given as one row are broadcast.
+    #[nki_helper]
+    pub fn load_static_quant_scales(qkv_w_scale: Hbm, qkv_in_scale: Hbm) -> Sbuf {
+        let scales = nl::ndarray([P_MAX, 4], nl::float32, buffer = nl::sbuf);
+        if qkv_w_scale.shape()[0] == 1 {
+            nisa::dma_copy(scales[s![.., 0..3]], qkv_w_scale.broadcast(0, P_MAX));
+        } else {
+            nisa::dma_copy(scales[s![.., 0..3]], qkv_w_scale);
+        }
+        if qkv_in_scale.shape()[0] == 1 {
+            nisa::dma_copy(scales[s![.., 3..4]], qkv_in_scale.broadcast(0, P_MAX));
+        } else {
+            nisa::dma_copy(scales[s![.., 3..4]], qkv_in_scale);
+        }
+        nisa::activation(scales[s![.., 0..3]], nl::copy, scales[s![.., 0..3]], scale = scales[s![.., 3..4]]);
+        nisa::reciprocal(scales[s![.., 3..4]], scales[s![.., 3..4]]);
+        scales
+    }
+
+    /// STATIC quantization of the input: `hidden_sb / in_scale` (rounded to
+    /// its dtype, in place), clipped to ±`FP8_E4M3_MAX` into a new tile of
+    /// the weights' dtype.
+    #[nki_helper]
+    pub fn quantize_input_static(hidden_sb: Sbuf, scales: Sbuf, quant_dtype: Dtype) -> Sbuf {
+        let [p, bxs, h2] = hidden_sb.shape();
+        nisa::activation(hidden_sb, nl::copy, hidden_sb, scale = scales[s![.., 3..4]]);
+        let q = nl::ndarray([p, bxs, h2], quant_dtype, buffer = nl::sbuf);
+        nisa::tensor_scalar(q, hidden_sb, nl::minimum, FP8_E4M3_MAX, op1 = nl::maximum, operand1 = -FP8_E4M3_MAX);
+        q
+    }
+
+    /// STATIC dequantization of columns `i0..` of the projection in `out_sb`:
+    /// the Q, K and V columns times their factors (`scales` columns 0, 1, 2).
+    #[nki_helper]
+    pub fn static_dequantize(cfg: QkvTkgConfig, out_sb: Sbuf, scales: Sbuf, i0: i64) {
+        let (bxs, width, d) = (cfg.bxs, out_sb.shape()[1], cfg.d_head);
+        let q_end = (d * cfg.n_q_heads).min(i0 + width) - i0;
+        if q_end > 0 {
+            let o = out_sb[s![.., 0..q_end]];
+            nisa::tensor_scalar(o, o, nl::multiply, scales[s![0..bxs, 0..1]], engine = nisa::engine::vector);
+        }
+        let k_start = (d * cfg.n_q_heads).max(i0) - i0;
+        let k_end = (d * (cfg.n_q_heads + cfg.n_kv_heads)).min(i0 + width) - i0;
+        if k_start < k_end {
+            let o = out_sb[s![.., k_start..k_end]];
+            nisa::activation(o, nl::copy, o, scale = scales[s![0..bxs, 1..2]]);
+        }
+        let v_start = (d * (cfg.n_q_heads + cfg.n_kv_heads)).max(i0) - i0;
+        let v_end = (d * (cfg.n_q_heads + 2 * cfg.n_kv_heads)).min(i0 + width) - i0;
+        if v_start < v_end {
+            let o = out_sb[s![.., v_start..v_end]];
+            nisa::activation(o, nl::copy, o, scale = scales[s![0..bxs, 2..3]]);
+        }
+    }
+
+    /// ROW dequantization: `out_sb` times the weight scales of its columns
+    /// (`w_scale` `[1, width]`, broadcast, or `[128, width]`).
+    #[nki_helper]
+    pub fn row_dequantize(cfg: QkvTkgConfig, out_sb: Sbuf, w_scale: Hbm) {
+        let width = out_sb.shape()[1];
+        let scale_sb = nl::ndarray([P_MAX, width], w_scale.dtype(), buffer = nl::sbuf);
+        if w_scale.shape()[0] == 1 {
+            nisa::dma_copy(scale_sb, w_scale.broadcast(0, P_MAX));
+        } else {
+            nisa::dma_copy(scale_sb, w_scale);
+        }
+        nisa::tensor_tensor(out_sb, out_sb, scale_sb[s![0..cfg.bxs, ..]], nl::multiply);
+    }
+
+    /// `out_sb` += the bias `[1, width]`, broadcast on its rows (the
+    /// quantized forms add it after dequantizing).
+    #[nki_helper]
+    pub fn apply_bias(out_sb: Sbuf, bias: Hbm) {
+        let [bxs, width] = out_sb.shape();
+        let bias_sb = nl::ndarray([bxs, width], bias.dtype(), buffer = nl::sbuf);
+        nisa::dma_copy(bias_sb, bias.broadcast(0, bxs));
+        nisa::tensor_tensor(out_sb, out_sb, bias_sb, nl::add);
+    }
+
     /// One H block: its weight rows loaded (`[128, tiles, I block]` in one
     /// DMA; 32-bit weights, which do not fit a partition at 16 tiles of 4096
     /// columns, in two), then every hidden tile times every I tile into `psum`
@@ -450,13 +560,26 @@ pub mod kernel {
     }
 
     /// One I block `[i0, i0 + width)` of the projection into a new SBUF tile
-    /// `[B·S, width]`: bias (on program 0) or zeros, every H block's
-    /// products, and with two programs the other program's partial sums.
+    /// `[B·S, width]` of `dtype`: bias (on program 0) or zeros, every H
+    /// block's products, (quantized) the dequantization and then the bias, and
+    /// with two programs the other program's partial sums. `quant_scales` are
+    /// STATIC quantization's (read only with it).
     #[nki_helper]
-    pub fn compute_qkv_i_block(cfg: QkvTkgConfig, hidden_sb: Sbuf, w: Hbm, qkv_bias: Option<Hbm>, i0: i64, width: i64) -> Sbuf {
+    pub fn compute_qkv_i_block(
+        cfg: QkvTkgConfig,
+        hidden_sb: Sbuf,
+        w: Hbm,
+        qkv_bias: Option<Hbm>,
+        quant_scales: Sbuf,
+        w_scale: Option<Hbm>,
+        dtype: Dtype,
+        i0: i64,
+        width: i64,
+    ) -> Sbuf {
         let bxs = cfg.bxs;
-        let out_sb = nl::ndarray([bxs, width], hidden_sb.dtype(), buffer = nl::sbuf);
-        let bias_here = qkv_bias.is_some() && cfg.shard_id == 0;
+        let out_sb = nl::ndarray([bxs, width], dtype, buffer = nl::sbuf);
+        let quantized = cfg.static_quant || cfg.row_quant;
+        let bias_here = qkv_bias.is_some() && cfg.shard_id == 0 && !quantized;
         if !bias_here {
             nisa::memset(out_sb, 0.0);
         }
@@ -487,6 +610,19 @@ pub mod kernel {
             process_h_block(cfg, hidden_sb, wb, psum, full * NUM_TILES_PER_H_BLOCK, rem, dim, factor);
         }
         accumulate_psum_to_output(cfg, out_sb, psum);
+        if cfg.static_quant {
+            static_dequantize(cfg, out_sb, quant_scales, i0);
+        }
+        if let Some(ws) = w_scale {
+            if cfg.row_quant {
+                row_dequantize(cfg, out_sb, ws[s![.., i0..i0 + width]]);
+            }
+        }
+        if let Some(bias) = qkv_bias {
+            if quantized && cfg.shard_id == 0 {
+                apply_bias(out_sb, bias[s![.., i0..i0 + width]]);
+            }
+        }
         if cfg.num_shards > 1 {
             let recv = nl::ndarray([bxs, width], out_sb.dtype(), buffer = nl::sbuf);
             let other = 1 - cfg.shard_id;
@@ -511,12 +647,20 @@ pub mod kernel {
         }
     }
 
-    /// The projection of this program's `hidden_sb` into a new HBM output, I
-    /// block by I block, in `output_layout`.
+    /// The projection of this program's `hidden_sb` into a new HBM output of
+    /// `dtype`, I block by I block, in `output_layout`.
     #[nki_helper]
-    pub fn qkv_projection_hbm_output(cfg: QkvTkgConfig, hidden_sb: Sbuf, qkv_w: Hbm, qkv_bias: Option<Hbm>, nbsd: bool) -> Hbm {
+    pub fn qkv_projection_hbm_output(
+        cfg: QkvTkgConfig,
+        hidden_sb: Sbuf,
+        qkv_w: Hbm,
+        qkv_bias: Option<Hbm>,
+        quant_scales: Sbuf,
+        w_scale: Option<Hbm>,
+        dtype: Dtype,
+        nbsd: bool,
+    ) -> Hbm {
         let (bxs, i, d) = (cfg.bxs, cfg.i, cfg.d_head);
-        let dtype = hidden_sb.dtype();
         let output = if nbsd {
             nl::ndarray([i / d, bxs, d], dtype, buffer = nl::shared_hbm)
         } else {
@@ -528,13 +672,31 @@ pub mod kernel {
         for ib in 0..i.div_ceil(I_BLOCK_SIZE) {
             let i0 = ib * I_BLOCK_SIZE;
             let width = (i - i0).min(I_BLOCK_SIZE);
-            let out_sb = compute_qkv_i_block(cfg, hidden_sb, w, qkv_bias, i0, width);
+            let out_sb = compute_qkv_i_block(cfg, hidden_sb, w, qkv_bias, quant_scales, w_scale, dtype, i0, width);
             store_qkv_output_to_hbm(cfg, output, out_sb, i0, width, nbsd);
         }
         if nbsd {
             return output.reshape([i / d, cfg.b, cfg.s, d]);
         }
         output.reshape([cfg.b, cfg.s, i])
+    }
+
+    /// STATIC quantization around the projection: the scales loaded, the
+    /// input quantized, the projection dequantized block by block.
+    #[nki_helper]
+    pub fn qkv_projection_static(
+        cfg: QkvTkgConfig,
+        hidden_sb: Sbuf,
+        qkv_w: Hbm,
+        qkv_bias: Option<Hbm>,
+        qkv_w_scale: Hbm,
+        qkv_in_scale: Hbm,
+        dtype: Dtype,
+        nbsd: bool,
+    ) -> Hbm {
+        let scales = load_static_quant_scales(qkv_w_scale, qkv_in_scale);
+        let hidden_q = quantize_input_static(hidden_sb, scales, qkv_w.dtype());
+        qkv_projection_hbm_output(cfg, hidden_q, qkv_w, qkv_bias, scales, None, dtype, nbsd)
     }
 
     /// The library's checks, by parameter name, when the kernel is traced.
@@ -580,6 +742,63 @@ pub mod kernel {
         }
     }
 
+    /// The quantization inputs the library requires, by parameter name.
+    #[nki_helper]
+    pub fn validate_quantization(
+        hidden_dtype: Dtype,
+        qkv_w: Hbm,
+        quantization_type: QuantizationType,
+        qkv_w_scale: Option<Hbm>,
+        qkv_in_scale: Option<Hbm>,
+        d_head: i64,
+        n_q_heads: i64,
+        n_kv_heads: i64,
+    ) {
+        let i = qkv_w.shape()[1];
+        let is_static = quantization_type == QuantizationType::STATIC;
+        let is_row = quantization_type == QuantizationType::ROW;
+        assert!(
+            quantization_type == QuantizationType::NONE || is_static || is_row,
+            "qkv_tkg: quantization_type must be NONE, STATIC or ROW (the MX forms are not implemented)"
+        );
+        let quantized = is_static || is_row;
+        assert!(
+            quantized == (qkv_w.dtype() == nl::float8_e4m3),
+            "qkv_tkg: qkv_w must be float8_e4m3 exactly when quantization_type is STATIC or ROW"
+        );
+        assert!(
+            !is_row || hidden_dtype != nl::float32,
+            "qkv_tkg: hidden must be bfloat16 or float16 for ROW quantization (the input multiplies the fp8 weights), got float32"
+        );
+        assert!(!quantized || qkv_w_scale.is_some(), "qkv_tkg: qkv_w_scale must be given for STATIC and ROW quantization");
+        assert!(!is_static || qkv_in_scale.is_some(), "qkv_tkg: qkv_in_scale must be given for STATIC quantization");
+        assert!(
+            !is_static || (d_head > 0 && n_q_heads > 0 && n_kv_heads >= 0),
+            "qkv_tkg: d_head, num_q_heads and num_kv_heads must be given for STATIC quantization"
+        );
+        if let Some(ws) = qkv_w_scale {
+            let cols = if is_static { 3 } else { i };
+            let r = ws.shape()[0];
+            if quantized {
+                assert!(
+                    ws.ndim() == 2 && (r == 1 || r == P_MAX) && ws.shape()[1] == cols,
+                    "qkv_tkg: qkv_w_scale must be [1, {cols}] or [128, {cols}], got {}",
+                    ws.shape()
+                );
+            }
+        }
+        if let Some(ins) = qkv_in_scale {
+            let r = ins.shape()[0];
+            if is_static {
+                assert!(
+                    ins.ndim() == 2 && (r == 1 || r == P_MAX) && ins.shape()[1] == 1,
+                    "qkv_tkg: qkv_in_scale must be [1, 1] or [128, 1], got {}",
+                    ins.shape()
+                );
+            }
+        }
+    }
+
     /// The fused QKV projection of `hidden` `[B, S, H]` with `qkv_w` `[H, I]`
     /// (see the module docs). Returns the projection, `[B, S, I]` (BSD) or
     /// `[I/d_head, B, S, d_head]` (NBSd), and with `fused_add` also the
@@ -587,7 +806,7 @@ pub mod kernel {
     #[nki_kernel]
     pub fn qkv_tkg(
         #[dtypes(float32, bfloat16, float16)] hidden: Hbm,
-        #[dtypes(float32, bfloat16, float16)] qkv_w: Hbm,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3)] qkv_w: Hbm,
         #[dtypes(float32, bfloat16, float16)] norm_w: Option<Hbm>,
         #[default(false)] fused_add: bool,
         #[dtypes(float32, bfloat16, float16)] mlp_prev: Option<Hbm>,
@@ -600,31 +819,39 @@ pub mod kernel {
         #[default(NormType::RMS_NORM)] norm_type: NormType,
         #[default(QuantizationType::NONE)] quantization_type: QuantizationType,
         #[default(false)] is_h_dim_4h_transposed: bool,
-        qkv_w_scale: Option<Hbm>,
-        qkv_in_scale: Option<Hbm>,
+        #[dtypes(float32)] qkv_w_scale: Option<Hbm>,
+        #[dtypes(float32)] qkv_in_scale: Option<Hbm>,
         #[default(false)] output_in_sbuf: bool,
         #[dtypes(float32, bfloat16, float16)] qkv_bias: Option<Hbm>,
         #[dtypes(float32, bfloat16, float16)] norm_bias: Option<Hbm>,
         hidden_actual: Option<i64>,
     ) -> Outputs {
-        // The head counts only matter to the quantized forms.
-        let _ = (num_kv_heads, num_q_heads, is_h_dim_4h_transposed, qkv_w_scale, qkv_in_scale);
-        assert!(quantization_type == QuantizationType::NONE, "qkv_tkg: quantization_type: only NONE is implemented");
+        let _ = is_h_dim_4h_transposed;
         assert!(!output_in_sbuf, "qkv_tkg: output_in_sbuf is not supported (the output is stored to HBM)");
-        let dh = d_head.unwrap_or(0);
+        let (dh, nq, nkv) = (d_head.unwrap_or(0), num_q_heads.unwrap_or(0), num_kv_heads.unwrap_or(0));
         let h = hidden.shape()[2];
         let ha = hidden_actual.unwrap_or(h);
         validate_qkv_tkg(hidden, qkv_w, fused_add, mlp_prev, attn_prev, norm_type, norm_w, norm_bias, qkv_bias, output_layout, dh, ha);
-        let cfg = qkv_tkg_config(hidden, qkv_w, dh);
-        let nbsd = output_layout == QKVOutputLayout::NBSd;
+        validate_quantization(hidden.dtype(), qkv_w, quantization_type, qkv_w_scale, qkv_in_scale, dh, nq, nkv);
+        let cfg = qkv_tkg_config(hidden, qkv_w, dh, nq, nkv, quantization_type);
+        let x: Hbm = if fused_add {
+            fused_residual_add_hbm2hbm(cfg, hidden, attn_prev.unwrap_or(hidden), mlp_prev.unwrap_or(hidden))
+        } else {
+            hidden.reshape([cfg.bxs, h])
+        };
+        let hidden_sb = fused_norm_and_load(cfg, x.reshape([cfg.bxs, h]), norm_type, norm_w, norm_bias, eps, ha);
+        let (dtype, nbsd) = (hidden.dtype(), output_layout == QKVOutputLayout::NBSd);
+        // Validated: both scales are given for STATIC quantization.
+        let output: Hbm = if cfg.static_quant {
+            qkv_projection_static(cfg, hidden_sb, qkv_w, qkv_bias, qkv_w_scale.unwrap_or(qkv_w), qkv_in_scale.unwrap_or(qkv_w), dtype, nbsd)
+        } else {
+            // Without STATIC quantization `quant_scales` is not read: hidden_sb stands in.
+            qkv_projection_hbm_output(cfg, hidden_sb, qkv_w, qkv_bias, hidden_sb, qkv_w_scale, dtype, nbsd)
+        };
         if fused_add {
-            let fused: Hbm = fused_residual_add_hbm2hbm(cfg, hidden, attn_prev.unwrap_or(hidden), mlp_prev.unwrap_or(hidden));
-            let hidden_sb = fused_norm_and_load(cfg, fused.reshape([cfg.bxs, h]), norm_type, norm_w, norm_bias, eps, ha);
-            let output = qkv_projection_hbm_output(cfg, hidden_sb, qkv_w, qkv_bias, nbsd);
-            return Outputs(output, fused);
+            return Outputs(output, x);
         }
-        let hidden_sb = fused_norm_and_load(cfg, hidden.reshape([cfg.bxs, h]), norm_type, norm_w, norm_bias, eps, ha);
-        Outputs(qkv_projection_hbm_output(cfg, hidden_sb, qkv_w, qkv_bias, nbsd))
+        Outputs(output)
     }
 
     /// Tokens per sequence above which the library's `qkv` uses `qkv_cte`.
@@ -640,12 +867,12 @@ pub mod kernel {
     #[nki_kernel]
     pub fn qkv(
         #[dtypes(float32, bfloat16, float16)] input: Hbm,
-        #[dtypes(float32, bfloat16, float16)] fused_qkv_weights: Hbm,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3)] fused_qkv_weights: Hbm,
         #[default(QKVOutputLayout::BSD)] output_layout: QKVOutputLayout,
         #[dtypes(float32, bfloat16, float16)] bias: Option<Hbm>,
         #[default(QuantizationType::NONE)] quantization_type: QuantizationType,
-        qkv_w_scale: Option<Hbm>,
-        qkv_in_scale: Option<Hbm>,
+        #[dtypes(float32)] qkv_w_scale: Option<Hbm>,
+        #[dtypes(float32)] qkv_in_scale: Option<Hbm>,
         #[default(false)] fused_residual_add: bool,
         #[dtypes(float32, bfloat16, float16)] mlp_prev: Option<Hbm>,
         #[dtypes(float32, bfloat16, float16)] attention_prev: Option<Hbm>,
