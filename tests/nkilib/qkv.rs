@@ -8,7 +8,9 @@
 use crate::common::attention::run_numpy_kwargs;
 use crate::common::{Arg, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, package_of, seed_of, tensor, uniform};
 use nki::{Dtype, Launch, Outputs, Precision};
-use nkilib::qkv::qkv_tkg::{NormType, QKVOutputLayout, QkvTkgRule, QkvTkgShape, QuantizationType, qkv_tkg, qkv_tkg_violation};
+use nkilib::qkv::qkv_tkg::{
+    NormType, QKVOutputLayout, QkvTkgRule, QkvTkgShape, QuantizationType, qkv as qkv_entry, qkv_tkg, qkv_tkg_violation,
+};
 
 /// The norm of a case.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -455,4 +457,48 @@ fn qkv_tkg_rules_refuse_by_name() {
     assert!(e.to_string().contains("fused_add needs mlp_prev and attn_prev"), "{e}");
     let e = qkv_tkg::Call::new(&x, &w).norm_type(NormType::NO_NORM).norm_bias(&z(&[1, 384])).launch(&Launch::new()).unwrap_err();
     assert!(e.to_string().contains("norm_bias is only used with norm_type=LAYER_NORM"), "{e}");
+}
+
+/// The library's `qkv` entry runs `qkv_tkg` on decode-phase calls (its own
+/// defaults: no norm) with the same results, and refuses the calls the
+/// library sends to `qkv_cte`.
+#[test]
+fn qkv_entry_dispatches_decode_calls_to_qkv_tkg() {
+    let cfg = c(2, 2, 3, 1024, None, 768, 128, Norm::Layer, true, true, true, 1e-6, true);
+    let v = cfg.inputs();
+    let want = cfg.run(&v, Dtype::F32, Precision::Fp32);
+    let (b, s, h, i) = (cfg.b, cfg.s, cfg.h, cfg.i);
+    let t = |shape: &[usize], k: usize| tensor(shape, &v[k], Dtype::F32);
+    let (x, attn, mlp, w, gamma, beta, bias) =
+        (t(&[b, s, h], 0), t(&[b, s, h], 1), t(&[b, s, h], 2), t(&[h, i], 3), t(&[1, h], 4), t(&[1, h], 5), t(&[1, i], 6));
+    let launch = Launch::new().lnc(2).precision(Precision::Fp32);
+    let got = qkv_entry::Call::new(&x, &w)
+        .output_layout(QKVOutputLayout::NBSd)
+        .d_head(128)
+        .bias(&bias)
+        .fused_residual_add(true)
+        .mlp_prev(&mlp)
+        .attention_prev(&attn)
+        .fused_norm_type(NormType::LAYER_NORM)
+        .gamma_norm_weights(&gamma)
+        .layer_norm_bias(&beta)
+        .launch(&launch)
+        .unwrap();
+    assert_eq!(got.len(), 2);
+    for (o, (g, w)) in got.0.iter().zip(&want).enumerate() {
+        assert!(&g.to_f32_vec() == w, "qkv output {o} differs from qkv_tkg's");
+    }
+    // The entry's default is no norm (qkv_tkg's is RMSNorm).
+    let plain = qkv_entry::Call::new(&x, &w).launch(&Launch::new().precision(Precision::Fp32)).unwrap();
+    let direct = qkv_tkg::Call::new(&x, &w).norm_type(NormType::NO_NORM).launch(&Launch::new().precision(Precision::Fp32)).unwrap();
+    assert_eq!(plain.0[0].to_f32_vec(), direct.0[0].to_f32_vec());
+
+    let z = |shape: &[usize]| tensor(shape, &vec![0.0; shape.iter().product()], Dtype::F32);
+    let w = z(&[256, 384]);
+    let e = qkv_entry::Call::new(&z(&[1, 97, 256]), &w).launch(&Launch::new()).unwrap_err();
+    assert!(e.to_string().contains("need qkv_cte, which is not ported"), "{e}");
+    let e = qkv_entry::Call::new(&z(&[3, 64, 256]), &w).launch(&Launch::new()).unwrap_err();
+    assert!(e.to_string().contains("B * S = 192"), "{e}");
+    let e = qkv_entry::Call::new(&z(&[1, 4, 256]), &w).fused_rope(true).launch(&Launch::new()).unwrap_err();
+    assert!(e.to_string().contains("need qkv_cte"), "{e}");
 }

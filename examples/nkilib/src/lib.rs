@@ -20,6 +20,8 @@
 //! | `router_topk` | [`router_topk::router_topk`] | MoE router: logits, activation, top-k experts and affinities |
 //! | `rotational_topk` | [`topk::rotational_topk`] | top-k values and indices of vocabulary-sized rows |
 //! | `mlp` | [`mlp::mlp`] | gate/up projection, gated activation, down projection (decode path) |
+//! | `qkv_tkg` | [`qkv::qkv_tkg`] | decode-phase fused QKV projection: residual add, norm, fp8 dequantization, bias, BSD/NBSd |
+//! | `qkv` | [`qkv::qkv_tkg`] | the library's QKV entry (its `qkv_tkg` path; `qkv_cte` calls refused) |
 //! | `rmsnorm_tkg` | [`subkernels::rmsnorm_tkg`] | decode-phase RMSNorm into the `[128, B·S, H/128]` layout |
 //!
 //! Every kernel's compile-time rules are `const fn`s beside it (with a
