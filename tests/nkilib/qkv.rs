@@ -305,36 +305,59 @@ impl Config {
     }
 }
 
+/// A tolerance: `|got - want| <= atol + scaled · max|want| + rtol · |want|`.
+#[derive(Clone, Copy)]
+struct Tol {
+    atol: f64,
+    scaled: f64,
+    rtol: f64,
+}
+
+const FP32: Tol = Tol { atol: FP32_ATOL, scaled: 0.0, rtol: FP32_RTOL };
+/// A few bfloat16 steps of the output's scale: the normalised rows and the
+/// output are rounded to bfloat16, the products summed in fp32.
+const BF16: Tol = Tol { atol: 0.0, scaled: 4.0 * 1.0 / 256.0, rtol: 1.0 / 128.0 };
+/// STATIC rounds the input to fp8 (a relative error up to 2^-4 per element,
+/// of random sign): 2^-4 of the output's scale.
+const BF16_STATIC: Tol = Tol { atol: 0.0, scaled: 1.0 / 16.0, rtol: 1.0 / 128.0 };
+
+/// Runs `cfg` on `v` in `dtype` and `precision` and checks the projection
+/// against the float64 reference within `tol`, and the residual sum (one
+/// rounding to `dtype` at most).
+fn check(cfg: &Config, v: &[Vec<f64>], dtype: Dtype, precision: Precision, tol: Tol) {
+    let what = format!("{} {dtype:?} {precision:?}", cfg.name());
+    let got = cfg.run(v, dtype, precision);
+    let (want, fused) = cfg.reference(v);
+    let scale = want.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    assert_close(&what, &got[0], &want, tol.atol + tol.scaled * scale, tol.rtol);
+    if cfg.fused_add {
+        let rtol = if precision == Precision::Fp32 { FP32_RTOL } else { 1.0 / 256.0 };
+        assert_close(&format!("{what} fused hidden"), &got[1], &fused, FP32_ATOL, rtol);
+    }
+}
+
+/// `cfg`'s inputs with the float ones (not the fp8 weights, index 3, nor the
+/// fp32 scales after index 6) rounded to `dtype`.
+fn inputs_in(cfg: &Config, dtype: Dtype) -> Vec<Vec<f64>> {
+    let quantized = cfg.quant != Quant::None;
+    cfg.inputs().iter().enumerate().map(|(k, x)| if (quantized && k == 3) || k > 6 { x.clone() } else { as_dtype(x, dtype) }).collect()
+}
+
 /// Every configuration, fp32 inputs in fp32 precision: the fp32 metric on the
 /// projection and the residual sum.
 #[test]
 fn qkv_tkg_library_configs_in_fp32_match_float64() {
     for cfg in LIBRARY_CONFIGS {
-        let v = cfg.inputs();
-        let got = cfg.run(&v, Dtype::F32, Precision::Fp32);
-        let (want, fused) = cfg.reference(&v);
-        assert_close(&format!("{} fp32", cfg.name()), &got[0], &want, FP32_ATOL, FP32_RTOL);
-        if cfg.fused_add {
-            assert_close(&format!("{} fp32 fused hidden", cfg.name()), &got[1], &fused, FP32_ATOL, FP32_RTOL);
-        }
+        check(cfg, &inputs_in(cfg, Dtype::F32), Dtype::F32, Precision::Fp32, FP32);
     }
 }
 
 /// Every configuration, bfloat16 inputs (the library's tests') in hardware
-/// precision, against float64 on the rounded inputs: each output within a
-/// few bfloat16 steps of the output's scale (the normalised rows and the
-/// output are rounded to bfloat16, the products summed in fp32).
+/// precision, against float64 on the rounded inputs.
 #[test]
 fn qkv_tkg_library_configs_in_bfloat16_match_float64() {
     for cfg in LIBRARY_CONFIGS {
-        let v: Vec<Vec<f64>> = cfg.inputs().iter().map(|x| as_dtype(x, Dtype::Bf16)).collect();
-        let got = cfg.run(&v, Dtype::Bf16, Precision::Hardware);
-        let (want, fused) = cfg.reference(&v);
-        let scale = want.iter().fold(0.0f64, |m, x| m.max(x.abs()));
-        assert_close(&format!("{} bf16", cfg.name()), &got[0], &want, 4.0 * 2f64.powi(-8) * scale, 2f64.powi(-7));
-        if cfg.fused_add {
-            assert_close(&format!("{} bf16 fused hidden", cfg.name()), &got[1], &fused, 0.0, 2f64.powi(-8));
-        }
+        check(cfg, &inputs_in(cfg, Dtype::Bf16), Dtype::Bf16, Precision::Hardware, BF16);
     }
 }
 
@@ -344,36 +367,18 @@ fn qkv_tkg_library_configs_in_bfloat16_match_float64() {
 #[test]
 fn qkv_tkg_quantized_in_fp32_match_float64() {
     for cfg in QUANT_CONFIGS {
-        let row = matches!(cfg.quant, Quant::Row { .. });
-        let dtype = if row { Dtype::Bf16 } else { Dtype::F32 };
-        let v: Vec<Vec<f64>> =
-            cfg.inputs().iter().enumerate().map(|(k, x)| if k == 3 || k > 6 { x.clone() } else { as_dtype(x, dtype) }).collect();
-        let got = cfg.run(&v, dtype, Precision::Fp32);
-        let (want, fused) = cfg.reference(&v);
-        assert_close(&format!("{} fp32", cfg.name()), &got[0], &want, FP32_ATOL, FP32_RTOL);
-        if cfg.fused_add {
-            assert_close(&format!("{} fp32 fused hidden", cfg.name()), &got[1], &fused, FP32_ATOL, FP32_RTOL);
-        }
+        let dtype = if matches!(cfg.quant, Quant::Row { .. }) { Dtype::Bf16 } else { Dtype::F32 };
+        check(cfg, &inputs_in(cfg, dtype), dtype, Precision::Fp32, FP32);
     }
 }
 
-/// The quantized configurations, bfloat16 inputs in hardware precision. ROW
-/// keeps the input in bfloat16: the bfloat16 metric. STATIC rounds the input
-/// to fp8 (a relative error up to 2^-4 per element, of random sign), so its
-/// outputs are held to 2^-4 of the output's scale.
+/// The quantized configurations, bfloat16 inputs in hardware precision: ROW
+/// keeps the input in bfloat16 (the bfloat16 metric), STATIC rounds it to fp8.
 #[test]
 fn qkv_tkg_quantized_in_bfloat16_match_float64() {
     for cfg in QUANT_CONFIGS {
-        let mut v = cfg.inputs();
-        // The float inputs (not the fp8 weights, index 3, nor the fp32 scales) in bfloat16.
-        for k in [0, 1, 2, 4, 5, 6] {
-            v[k] = as_dtype(&v[k], Dtype::Bf16);
-        }
-        let got = cfg.run(&v, Dtype::Bf16, Precision::Hardware);
-        let (want, _) = cfg.reference(&v);
-        let scale = want.iter().fold(0.0f64, |m, x| m.max(x.abs()));
-        let atol = if matches!(cfg.quant, Quant::Static { .. }) { 2f64.powi(-4) * scale } else { 4.0 * 2f64.powi(-8) * scale };
-        assert_close(&format!("{} bf16", cfg.name()), &got[0], &want, atol, 2f64.powi(-7));
+        let tol = if matches!(cfg.quant, Quant::Static { .. }) { BF16_STATIC } else { BF16 };
+        check(cfg, &inputs_in(cfg, Dtype::Bf16), Dtype::Bf16, Precision::Hardware, tol);
     }
 }
 
@@ -395,8 +400,7 @@ fn qkv_tkg_emitted_under_numpy_equals_emulator() {
     for cfg in paths {
         for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
             let dtype = if matches!(cfg.quant, Quant::Row { .. }) { Dtype::Bf16 } else { dtype };
-            let v: Vec<Vec<f64>> =
-                cfg.inputs().iter().enumerate().map(|(k, x)| if k == 3 || k > 6 { x.clone() } else { as_dtype(x, dtype) }).collect();
+            let v = inputs_in(&cfg, dtype);
             let emu = cfg.run(&v, dtype, precision);
             let (args, kwargs) = cfg.numpy_call(&v, dtype);
             let np = run_numpy_kwargs(&pkg, "qkv_tkg", &args, &kwargs, cfg.lnc, mode);
