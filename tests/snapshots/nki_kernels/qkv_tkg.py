@@ -480,7 +480,6 @@ def qkv_tkg(hidden, qkv_w, norm_w=None, fused_add=False, mlp_prev=None, attn_pre
     assert qkv_in_scale is None or qkv_in_scale.dtype in (nl.float32,), "qkv_tkg takes qkv_in_scale as float32"
     assert qkv_bias is None or qkv_bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_tkg takes qkv_bias as float32, bfloat16 or float16"
     assert norm_bias is None or norm_bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_tkg takes norm_bias as float32, bfloat16 or float16"
-    is_h_dim_4h_transposed
     assert not output_in_sbuf, "qkv_tkg: output_in_sbuf is not supported (the output is stored to HBM)"
     dh, nq, nkv = (d_head if d_head is not None else 0, num_q_heads if num_q_heads is not None else 0, num_kv_heads if num_kv_heads is not None else 0)
     h = hidden.shape[2]
