@@ -110,6 +110,9 @@ const CASES: &[Case] = &[
             ("normalization_type", Text("RMS_NORM")),
             ("activation_fn", Text("GELU")),
             ("gate_clamp_upper_limit", Text("0.5")),
+        ],
+    },
+    Case {
         kernel: "qkv_tkg",
         ranks: 1,
         // 4 tokens over trn2's 2 programs (H split in two), RMSNorm with fused add, 4 heads of 64 stored head by head.
