@@ -24,7 +24,7 @@ fn check(name: &str, s: Shape, tp_k_prior: bool, sink: bool, holes: bool) {
     {
         let x = data(name, s, sink, holes, dtype);
         let t = tensors(&x, tp_k_prior, dtype);
-        let out = config(s, tp_k_prior, sink).launch(&Launch::new().lnc(2).precision(precision), &t.inputs()).expect("attention_tkg runs");
+        let (out, _) = config(s, tp_k_prior, sink).launch(&Launch::new().lnc(2).precision(precision), &t.inputs()).expect("attention_tkg runs");
         assert_eq!(out.shape(), &[s.bs, s.q_head, s.d, s.s_active]);
         assert_eq!(out.dtype(), dtype, "the output has q's dtype");
         assert_close(&format!("{name} {precision:?}"), &out.to_f32_vec(), &reference(&x, tp_k_prior), atol, rtol);

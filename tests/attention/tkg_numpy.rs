@@ -102,6 +102,7 @@ fn np_case(name: &str, s: Shape, tp_k_prior: bool, sink: bool, lnc: usize) {
     let emulated = config(s, tp_k_prior, sink)
         .launch(&Launch::new().lnc(lnc).precision(Precision::Fp32), &t.inputs())
         .expect("the emulator runs")
+        .0
         .to_f32_vec();
     let mut args = tensor_args(&x, tp_k_prior);
     args.push(cfg_arg(s, tp_k_prior, &[]));

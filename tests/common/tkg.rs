@@ -107,7 +107,7 @@ impl Tensors {
     /// The typed API's view of the tensors.
     pub fn inputs(&self) -> TkgInputs<'_> {
         let [q, k_active, v_active, k_prior, v_prior, mask] = &self.data;
-        TkgInputs { q, k_active, v_active, k_prior, v_prior, mask, sink: self.sink.as_ref() }
+        TkgInputs { sink: self.sink.as_ref(), ..TkgInputs::new(q, k_active, v_active, k_prior, v_prior, mask) }
     }
 }
 

@@ -54,11 +54,25 @@ pub mod decode {
     /// are streamed tile by tile with a running max and sum.
     pub const FA_TILE_SIZE: i64 = 8192;
 
+    /// `TkgRule::QkLayout`: q and k_active arrive in HBM layouts only for fused RoPE.
+    pub const QK_LAYOUT: &str = "attention_tkg: without fuse_rope, q and k_active come in the qk_in_sb layouts (d, bs*q_head*s_active) and (d, bs*s_active): qk_in_sb must be True";
+    /// `TkgRule::RopeHeadEven`: RoPE rotates the two halves of the head dimension.
+    pub const ROPE_HEAD_EVEN: &str = "attention_tkg: fuse_rope rotates the halves of the head dimension: d_head must be even";
+    /// `TkgRule::RopeSprior`: the RoPE angles are range-reduced in float32.
+    pub const ROPE_SPRIOR: &str = "attention_tkg: fuse_rope range-reduces its angles in float32: curr_sprior must be at most 131072";
+    /// `TkgRule::BlockKv`: only the flat cache is implemented.
+    pub const BLOCK_KV: &str = "attention_tkg: a block KV cache (block_len > 0, active_blocks_table) is not implemented: block_len must be 0";
+    /// `TkgRule::WindowNeedsPosId`: the sliding window is part of the generated mask.
+    pub const WINDOW_NEEDS_POS_ID: &str = "attention_tkg: a sliding window (start_pos_ids) is part of the generated mask: it needs use_pos_id=True";
+    /// The largest `curr_sprior` with fused RoPE (the library's `_MAX_S_PRIOR_ACCURATE_ROPE`).
+    pub const MAX_SPRIOR_ROPE: i64 = 131072;
+
     /// The library's `AttnTKGConfig`: shapes and flags of one call, with the
-    /// library's field names, order and defaults. The kernel implements a flat KV
-    /// cache with `q` and `k_active` in the layouts the library keeps in SBUF
-    /// (`qk_in_sb=True`, read from HBM here); every other field must keep its
-    /// default, and the kernel refuses it by name otherwise.
+    /// library's field names, order and defaults. A block KV cache
+    /// (`block_len > 0`) is refused by name; `strided_mm1` and `use_gpsimd_sb2sb`
+    /// choose DMA patterns and engines of the library's layout and are accepted
+    /// with no effect on the result. The in-SBUF layouts (`qk_in_sb`,
+    /// `k_out_in_sb`, `out_in_sb`) are the tensors' layouts, in HBM here.
     #[nki_object]
     pub struct AttnTKGConfig {
         /// Batch size.
@@ -85,47 +99,55 @@ pub mod decode {
         /// k_prior is (B+, 1, full_sprior, d) and is transposed while loading (else (B+, 1, d, full_sprior)).
         #[default(false)]
         pub tp_k_prior: bool,
-        /// The library's strided K load for QK (a DMA pattern); only the default is accepted.
+        /// The library's strided K load for QK (a DMA pattern; no effect on the result).
         #[default(true)]
         pub strided_mm1: bool,
-        /// Mask generated from position IDs; not implemented (the mask is an input).
+        /// The cached keys' mask is generated from rope_pos_ids (and start_pos_ids); the mask input is then the (s_active, bs, q_head, s_active) active block.
         #[default(false)]
         pub use_pos_id: bool,
-        /// Fused RoPE; not implemented (rotate and pre-scale q and k_active first).
+        /// RoPE of q and k_active by inv_freqs and rope_pos_ids inside the kernel, q scaled by 1/sqrt(d_head); the rotated keys are returned as k_out.
         #[default(false)]
         pub fuse_rope: bool,
-        /// GPSIMD SBUF-to-SBUF copies between LNC2 programs; only the default is accepted.
+        /// GPSIMD SBUF-to-SBUF copies between LNC2 programs (an engine choice; no effect on the result).
         #[default(true)]
         pub use_gpsimd_sb2sb: bool,
-        /// q is (d, bs*q_head*s_active) and k_active (d, bs*s_active); required without fused RoPE, as in the library.
+        /// q is (d, bs*q_head*s_active) and k_active (d, bs*s_active), else (bs, q_head, s_active, d) and (bs, 1, s_active, d).
         #[default(false)]
         pub qk_in_sb: bool,
-        /// k_out kept in SBUF; not implemented (k_out is for fused RoPE).
+        /// k_out is (d, bs*s_active), else (bs, 1, d, s_active).
         #[default(false)]
         pub k_out_in_sb: bool,
-        /// out kept in SBUF; not implemented (out is returned in HBM).
+        /// out is (d, bs*q_head*s_active), else (bs, q_head, d, s_active).
         #[default(false)]
         pub out_in_sb: bool,
+        /// Longer caches are streamed in FA_TILE_SIZE-key tiles with a running max and sum (else one pass over every key).
+        #[default(true)]
+        pub enable_fa_s_prior_tiling: bool,
     }
 
-    /// The call's HBM tensors: the inputs as given, the output as allocated.
+    /// The call's tensors: the cache, values and mask from HBM as given, the
+    /// queries and active keys staged in SBUF (after RoPE when fused), the output.
     #[nki_object]
     pub struct AttnTensors {
-        /// Queries, `(d, bs·q_head·s_active)`.
-        pub q: Tensor,
-        /// Active keys, `(d, bs·s_active)`.
-        pub k_active: Tensor,
+        /// Queries of every batch, `(d, bs·q_head·s_active)` bf16 (scaled by `1/sqrt(d)` with fused RoPE).
+        pub q_sb: Tensor,
+        /// Active keys of every batch, `(d, bs·s_active)` (after RoPE when fused).
+        pub k_active_sb: Tensor,
         /// Active values, `(bs, 1, s_active, d)`.
         pub v_active: Tensor,
         /// The key cache.
         pub k_prior: Tensor,
         /// The value cache.
         pub v_prior: Tensor,
-        /// The uint8 mask, `(curr_sprior, bs, q_head, s_active)`.
+        /// The uint8 mask: `(curr_sprior, bs, q_head, s_active)`, or its active block `(s_active, ...)` with `use_pos_id`.
         pub mask: Tensor,
+        /// Position of each active token, `(bs, s_active)`.
+        pub rope_pos_ids: Option<Tensor>,
+        /// First visible cache position of each active token, `(bs, s_active)` (a sliding window).
+        pub start_pos_ids: Option<Tensor>,
         /// A sink logit per head.
         pub sink: Option<Tensor>,
-        /// The output, `(bs, q_head, d, s_active)`.
+        /// The output, `(bs, q_head, d, s_active)` or `(d, bs·q_head·s_active)` with `out_in_sb`.
         pub out: Tensor,
     }
 
@@ -144,8 +166,16 @@ pub mod decode {
         pub n_cols: i64,
         /// The first active key: keys below it come from the cache tensors.
         pub split: i64,
+        /// Keys per flash-attention tile.
+        pub fa_tile: i64,
         /// `k_prior` is `(B+, 1, full_sprior, d)` and is transposed while loading.
         pub tp_k_prior: bool,
+        /// The cached keys' mask comes from the position ids.
+        pub use_pos_id: bool,
+        /// The mask is a per-query sliding window (`start_pos_ids` given).
+        pub window: bool,
+        /// `out` is `(d, bs·q_head·s_active)`.
+        pub out_in_sb: bool,
     }
 
     /// The library's `FATileContext`: one flash-attention tile of keys.
@@ -153,17 +183,21 @@ pub mod decode {
     pub struct FATileContext {
         /// Its first key.
         pub tile_start: i64,
-        /// Its keys (at most `FA_TILE_SIZE`).
+        /// Its keys (at most `fa_tile`).
         pub tile_len: i64,
     }
 
-    /// The library's `AttnInternalBuffers` of one batch: the queries and the running state.
+    /// The library's `AttnInternalBuffers` of one batch: the queries, the positions and the running state.
     #[nki_object]
     pub struct AttnInternalBuffers {
         /// The batch.
         pub batch_id: i64,
         /// Queries, `(d, n_cols)` bf16: the stationary side of every QK matmul.
         pub q_sb: Tensor,
+        /// Per query column, the end of its visible cache positions (`rope_pos_ids`), `(n_cols, 1)` fp32 (with `use_pos_id`).
+        pub pos_end: Tensor,
+        /// Per query column, the start of its sliding window (`start_pos_ids`), `(n_cols, 1)` fp32 (with a window).
+        pub pos_start: Tensor,
         /// Running negated max per query column.
         pub running_negmax: Tensor,
         /// Running row sum per query column.
@@ -172,12 +206,145 @@ pub mod decode {
         pub acc: Tensor,
     }
 
+    /// `ids` as an fp32 tile of its shape (position ids may come as int32 or fp32).
+    #[nki_helper]
+    fn as_float32(ids: Sbuf) -> Sbuf {
+        let f = nl::ndarray(ids.shape(), nl::float32, buffer = nl::sbuf);
+        nisa::tensor_copy(f, ids);
+        f
+    }
+
+    /// `sin(emb + shift)` with the argument first reduced to `[-π, π)` (the
+    /// Scalar Engine's sine domain) as the library does: `r = x - 2π·int(x/2π - 1/2)`
+    /// for `x = emb + shift + π`, then `sin(r - π)`.
+    #[nki_helper]
+    fn reduced_sin(emb: Sbuf, shift: f64) -> Sbuf {
+        let two_pi = 2.0 * std::f64::consts::PI;
+        let shape = emb.shape();
+        let x = nl::ndarray(shape, nl::float32, buffer = nl::sbuf);
+        nisa::tensor_scalar(x, emb, nl::add, shift + std::f64::consts::PI);
+        let turns = nl::ndarray(shape, nl::float32, buffer = nl::sbuf);
+        nisa::tensor_scalar(turns, x, nl::multiply, 1.0 / two_pi, op1 = nl::add, operand1 = -0.5);
+        let whole = nl::ndarray(shape, nl::int32, buffer = nl::sbuf);
+        nisa::tensor_copy(whole, turns);
+        let span = nl::ndarray(shape, nl::float32, buffer = nl::sbuf);
+        nisa::tensor_scalar(span, whole, nl::multiply, two_pi);
+        nisa::tensor_tensor(x, x, span, nl::subtract);
+        nisa::tensor_scalar(x, x, nl::add, -std::f64::consts::PI);
+        let out = nl::ndarray(shape, nl::float32, buffer = nl::sbuf);
+        nisa::activation(out, nl::sin, x);
+        out
+    }
+
+    /// The library's `_rope`: `(cos, sin)` of the angles `inv_freqs[j mod d/2] ·
+    /// rope_pos_ids[b, t]`, each `(d, bs·s_active)` fp32 (row `j`, column `b·s_a + t`).
+    #[nki_helper]
+    fn rope(inv_freqs: Hbm, rope_pos_ids: Hbm, d: i64, cols: i64) -> (Sbuf, Sbuf) {
+        let half = d / 2;
+        let inv = nl::ndarray([d, 1], nl::float32, buffer = nl::sbuf);
+        nisa::dma_copy(inv[s![0..half, ..]], inv_freqs);
+        nisa::dma_copy(inv[s![half..d, ..]], inv_freqs);
+        // Every partition reads the whole (bs, s_active) position row.
+        let pos_raw = nl::ndarray([d, cols], rope_pos_ids.dtype(), buffer = nl::sbuf);
+        nisa::dma_copy(pos_raw, rope_pos_ids.ap([[0, d], [1, cols]]));
+        let pos: Sbuf = as_float32(pos_raw);
+        let emb = nl::ndarray([d, cols], nl::float32, buffer = nl::sbuf);
+        nisa::tensor_scalar(emb, pos, nl::multiply, inv);
+        let sin: Sbuf = reduced_sin(emb, 0.0);
+        let cos: Sbuf = reduced_sin(emb, 0.5 * std::f64::consts::PI);
+        (cos, sin)
+    }
+
+    /// The library's `_apply_rope` on `x` `(d, bs·heads·s_a)` (column
+    /// `(b·heads + h)·s_a + t`): `x·cos + rotate_half(x)·sin`, where
+    /// `rotate_half(x)` is `(-x[d/2..], x[..d/2])`, loaded as `rot`.
+    #[nki_helper]
+    fn apply_rope(dst: Sbuf, x: Sbuf, rot: Sbuf, cos: Sbuf, sin: Sbuf, heads: i64, s_a: i64) {
+        let (d, cols) = (x.shape()[0], x.shape()[1]);
+        nisa::tensor_scalar(rot[s![0..d / 2, ..]], rot[s![0..d / 2, ..]], nl::multiply, -1.0);
+        let x_cos = nl::ndarray([d, cols], nl::float32, buffer = nl::sbuf);
+        for c in 0..cols / s_a {
+            let (c0, t0) = (c * s_a, c / heads * s_a);
+            nisa::tensor_tensor(x_cos[s![.., c0..c0 + s_a]], x[s![.., c0..c0 + s_a]], cos[s![.., t0..t0 + s_a]], nl::multiply);
+            nisa::tensor_tensor(rot[s![.., c0..c0 + s_a]], rot[s![.., c0..c0 + s_a]], sin[s![.., t0..t0 + s_a]], nl::multiply);
+        }
+        nisa::tensor_tensor(dst, x_cos, rot, nl::add);
+    }
+
+    /// Loads `(d, cols)` columns of `src` (the `qk_in_sb` layout, or rows of `d`
+    /// read transposed from the HBM layout) into `dst`, the head dimension's two
+    /// halves swapped when `swap`.
+    #[nki_helper]
+    fn load_columns(dst: Sbuf, src: Hbm, in_sb_layout: bool, swap: bool) {
+        let (d, cols) = (dst.shape()[0], dst.shape()[1]);
+        let half = d / 2;
+        let lo = if swap { half } else { 0 };
+        let hi = if swap { 0 } else { half };
+        if in_sb_layout {
+            nisa::dma_copy(dst[s![0..half, ..]], src[s![lo..lo + half, ..]]);
+            nisa::dma_copy(dst[s![half..d, ..]], src[s![hi..hi + d - half, ..]]);
+        } else {
+            nisa::dma_copy(dst[s![0..half, ..]], src.ap([[1, half], [d, cols]], offset = lo));
+            nisa::dma_copy(dst[s![half..d, ..]], src.ap([[1, d - half], [d, cols]], offset = hi));
+        }
+    }
+
+    /// Loads `src` (`heads` columns per active token) into the `(d, cols)` tile
+    /// `dst`, rotated by RoPE.
+    #[nki_helper]
+    fn load_rotated(dst: Sbuf, src: Hbm, in_sb_layout: bool, cos: Sbuf, sin: Sbuf, heads: i64, s_a: i64) {
+        let (d, cols) = (dst.shape()[0], dst.shape()[1]);
+        let x = nl::ndarray([d, cols], nl::float32, buffer = nl::sbuf);
+        load_columns(x, src, in_sb_layout, false);
+        let rot = nl::ndarray([d, cols], nl::float32, buffer = nl::sbuf);
+        load_columns(rot, src, in_sb_layout, true);
+        apply_rope(dst, x, rot, cos, sin, heads, s_a);
+    }
+
+    /// Stores the active keys `k_sb` `(d, bs·s_a)` as `k_out`: `(d, bs·s_a)` with
+    /// `k_out_in_sb`, else `(bs, 1, d, s_a)`.
+    #[nki_helper]
+    fn store_k_out(k_out: Hbm, k_sb: Sbuf, cfg: AttnTKGConfig) {
+        let s_a = cfg.s_active;
+        if cfg.k_out_in_sb {
+            nisa::dma_copy(k_out, k_sb);
+        } else {
+            for b in 0..cfg.bs {
+                nisa::dma_copy(k_out[s![b, 0, .., ..]], k_sb[s![.., b * s_a..(b + 1) * s_a]]);
+            }
+        }
+    }
+
+    /// The library's `_perform_rope` (or, without fused RoPE, the `qk_in_sb`
+    /// inputs taken as they are): the queries of every batch `(d, bs·n)` in bf16,
+    /// scaled by `1/sqrt(d)` after RoPE, and the active keys `(d, bs·s_a)` in
+    /// `k_active`'s dtype. Returns `(q_sb, k_active_sb)`.
+    #[nki_helper]
+    fn perform_rope(q: Hbm, k_active: Hbm, cfg: AttnTKGConfig, inv_freqs: Option<Hbm>, rope_pos_ids: Option<Hbm>) -> (Sbuf, Sbuf) {
+        let (d, bs, q_head, s_a) = (cfg.d_head, cfg.bs, cfg.q_head, cfg.s_active);
+        let q_sb = nl::ndarray([d, bs * q_head * s_a], nl::bfloat16, buffer = nl::sbuf);
+        let k_sb = nl::ndarray([d, bs * s_a], k_active.dtype(), buffer = nl::sbuf);
+        if let Some(inv) = inv_freqs {
+            if let Some(pos) = rope_pos_ids {
+                let (cos, sin): (Sbuf, Sbuf) = rope(inv, pos, d, bs * s_a);
+                let q_rot = nl::ndarray([d, bs * q_head * s_a], q.dtype(), buffer = nl::sbuf);
+                load_rotated(q_rot, q, cfg.qk_in_sb, cos, sin, q_head, s_a);
+                nisa::activation(q_sb, nl::copy, q_rot, scale = 1.0 / (d as f64).sqrt());
+                load_rotated(k_sb, k_active, cfg.qk_in_sb, cos, sin, 1, s_a);
+            }
+        } else {
+            nisa::dma_copy(q_sb, q);
+            nisa::dma_copy(k_sb, k_active);
+        }
+        (q_sb, k_sb)
+    }
+
     /// Loads keys `[k0, k0 + cols)` of batch `b` of the cache sequence (prior up to
     /// `split`, then the active keys) as columns of the `(d, cols)` tile `dst`.
     #[nki_helper]
     fn load_keys(dst: Sbuf, atp: AttnTileParams, io: AttnTensors, b: i64, k0: i64, cols: i64) {
         let (d, split, s_a) = (atp.d_head, atp.split, atp.s_active);
-        let (k_prior, k_active) = (io.k_prior, io.k_active);
+        let k_prior = io.k_prior;
         let prior_end = (k0 + cols).min(split);
         if prior_end > k0 {
             let n = prior_end - k0;
@@ -191,7 +358,7 @@ pub mod decode {
         }
         let a0 = k0.max(split);
         if k0 + cols > a0 {
-            nisa::dma_copy(dst[s![.., a0 - k0..cols]], k_active[s![.., b * s_a + a0 - split..b * s_a + k0 + cols - split]]);
+            nisa::tensor_copy(dst[s![.., a0 - k0..cols]], io.k_active_sb[s![.., b * s_a + a0 - split..b * s_a + k0 + cols - split]]);
         }
     }
 
@@ -210,34 +377,48 @@ pub mod decode {
         }
     }
 
-    /// The sink logit of each query column (`sink[h]` for the `s_a` columns of head
-    /// `h`) as an `(n, 1)` fp32 column.
+    /// One value per query column of batch `b` from a `(rows, s_stride·…)` table:
+    /// column `h·s_a + t` takes `src[row(b), t·s_stride]` — the sink (`row = h`,
+    /// stride 0) or a position id (`row = b`, stride 1 per token, 0 for the
+    /// first token's) — into the `(n, 1)` fp32 column `dst`.
     #[nki_helper]
-    fn sink_column(sink: Hbm, q_head: i64, s_a: i64) -> Sbuf {
-        let col = nl::ndarray([q_head * s_a, 1], nl::float32, buffer = nl::sbuf);
+    fn query_column(dst: Sbuf, src: Hbm, q_head: i64, s_a: i64, b: i64, per_head: bool, t_stride: i64) {
+        let raw = nl::ndarray([q_head * s_a, 1], src.dtype(), buffer = nl::sbuf);
+        let row_len = src.shape()[1];
         for h in 0..q_head {
-            for t in 0..s_a {
-                let p = h * s_a + t;
-                nisa::dma_copy(col[s![p..p + 1, ..]], sink[s![h..h + 1, ..]]);
-            }
+            let row = if per_head { h } else { b };
+            nisa::dma_copy(raw[s![h * s_a..(h + 1) * s_a, ..]], src.ap([[t_stride, s_a], [1, 1]], offset = row * row_len));
         }
-        col
+        nisa::tensor_copy(dst, raw);
     }
 
-    /// The library's `_allocate_fa_buffers` and `_prep_sink` for batch `b`: the
-    /// queries loaded, the running statistics started — the negated max at `-sink`
-    /// (so the sum starts at `exp(sink - sink) = 1`) or at `+FLOAT32_MAX` (sum 0,
-    /// and the first correction `exp(-inf) = 0`) — and the output at zero.
+    /// The library's `_allocate_fa_buffers`, `_load_position_ids` and `_prep_sink`
+    /// for batch `b`: the queries, the position columns, the running statistics
+    /// started — the negated max at `-sink` (so the sum starts at
+    /// `exp(sink - sink) = 1`) or at `+FLOAT32_MAX` (sum 0, and the first
+    /// correction `exp(-inf) = 0`) — and the output at zero.
     #[nki_helper]
     fn allocate_fa_buffers(atp: AttnTileParams, io: AttnTensors, b: i64) -> AttnInternalBuffers {
-        let (n, d) = (atp.n_cols, atp.d_head);
+        let (n, d, q_head, s_a) = (atp.n_cols, atp.d_head, atp.q_head, atp.s_active);
         let q_sb = nl::ndarray([d, n], nl::bfloat16, buffer = nl::sbuf);
-        nisa::dma_copy(q_sb, io.q[s![.., b * n..(b + 1) * n]]);
+        nisa::tensor_copy(q_sb, io.q_sb[s![.., b * n..(b + 1) * n]]);
+        let (starts, ends) = (io.start_pos_ids, io.rope_pos_ids);
+        let pos_end = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
+        let pos_start = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
+        if let Some(en) = ends {
+            // A sliding window ends at each token's own position; else every token sees the first token's prefix.
+            let per_token = if atp.window { 1 } else { 0 };
+            query_column(pos_end, en, q_head, s_a, b, false, per_token);
+        }
+        if let Some(st) = starts {
+            query_column(pos_start, st, q_head, s_a, b, false, 1);
+        }
         let run_negmax = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
         let run_sum = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
         let sink = io.sink;
         if let Some(sk) = sink {
-            let sc: Sbuf = sink_column(sk, atp.q_head, atp.s_active);
+            let sc = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
+            query_column(sc, sk, q_head, s_a, b, true, 0);
             nisa::tensor_scalar(run_negmax, sc, nl::multiply, -1.0);
             nisa::memset(run_sum, 1.0);
         } else {
@@ -246,7 +427,60 @@ pub mod decode {
         }
         let acc = nl::ndarray([n, d], nl::float32, buffer = nl::sbuf);
         nisa::memset(acc, 0.0);
-        AttnInternalBuffers { batch_id: b, q_sb, running_negmax: run_negmax, running_sum: run_sum, acc }
+        AttnInternalBuffers { batch_id: b, q_sb, pos_end, pos_start, running_negmax: run_negmax, running_sum: run_sum, acc }
+    }
+
+    /// The library's `gen_mask_tkg` for keys `[k0, k0 + cols)` of one batch into
+    /// `visible` `(n, MM1_KEYS)` uint8: key `k` is visible when `k < end`, or with a
+    /// sliding window when `start <= k < end` (`start <= end`) or `k >= start or
+    /// k < end` (a window wrapping around the cache). The active keys are
+    /// overwritten by the caller.
+    #[nki_helper]
+    fn gen_mask_tkg(visible: Sbuf, bufs: AttnInternalBuffers, window: bool, k0: i64, cols: i64) {
+        let n = visible.shape()[0];
+        let keys = nl::ndarray([n, MM1_KEYS], nl::float32, buffer = nl::sbuf);
+        nisa::iota(keys[s![.., 0..cols]], [[1, cols]], offset = k0);
+        let (start, end) = (bufs.pos_start, bufs.pos_end);
+        if window {
+            let ge = nl::ndarray([n, MM1_KEYS], nl::uint8, buffer = nl::sbuf);
+            nisa::tensor_scalar(ge[s![.., 0..cols]], keys[s![.., 0..cols]], nl::greater_equal, start);
+            let lt = nl::ndarray([n, MM1_KEYS], nl::uint8, buffer = nl::sbuf);
+            nisa::tensor_scalar(lt[s![.., 0..cols]], keys[s![.., 0..cols]], nl::less, end);
+            let wraps = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
+            nisa::tensor_tensor(wraps, start, end, nl::greater);
+            let inside = nl::ndarray([n, MM1_KEYS], nl::uint8, buffer = nl::sbuf);
+            nisa::tensor_tensor(inside[s![.., 0..cols]], ge[s![.., 0..cols]], lt[s![.., 0..cols]], nl::multiply);
+            // either = max(ge, lt) >= inside: add (either - inside) where the window wraps.
+            nisa::tensor_tensor(ge[s![.., 0..cols]], ge[s![.., 0..cols]], lt[s![.., 0..cols]], nl::maximum);
+            nisa::tensor_tensor(ge[s![.., 0..cols]], ge[s![.., 0..cols]], inside[s![.., 0..cols]], nl::subtract);
+            nisa::tensor_scalar(ge[s![.., 0..cols]], ge[s![.., 0..cols]], nl::multiply, wraps);
+            nisa::tensor_tensor(visible[s![.., 0..cols]], inside[s![.., 0..cols]], ge[s![.., 0..cols]], nl::add);
+        } else {
+            nisa::tensor_scalar(visible[s![.., 0..cols]], keys[s![.., 0..cols]], nl::less, end);
+        }
+    }
+
+    /// The library's `_load_mask` for keys `[k0, k0 + cols)` of batch `b`:
+    /// `(n, MM1_KEYS)` uint8, nonzero where visible — from the mask input, or
+    /// generated from the positions with the active keys' block from the mask input.
+    #[nki_helper]
+    fn load_mask(atp: AttnTileParams, io: AttnTensors, bufs: AttnInternalBuffers, k0: i64, cols: i64) -> Sbuf {
+        let (n, b, split) = (atp.n_cols, bufs.batch_id, atp.split);
+        let mask = io.mask;
+        let bs = mask.shape()[1];
+        let visible = nl::ndarray([n, MM1_KEYS], nl::uint8, buffer = nl::sbuf);
+        // mask[key, b, h, t] for column p = h·s_a + t: partition stride 1, key stride bs·n.
+        if atp.use_pos_id {
+            gen_mask_tkg(visible, bufs, atp.window, k0, cols);
+            let a0 = k0.max(split);
+            if k0 + cols > a0 {
+                let src = mask.ap([[1, n], [bs * n, k0 + cols - a0]], offset = (a0 - split) * bs * n + b * n);
+                nisa::dma_copy(visible[s![.., a0 - k0..cols]], src);
+            }
+        } else {
+            nisa::dma_copy(visible[s![.., 0..cols]], mask.ap([[1, n], [bs * n, cols]], offset = k0 * bs * n + b * n));
+        }
+        visible
     }
 
     /// The library's `_compute_qk_matmul` with `_load_mask`: the scores of the FA
@@ -255,8 +489,6 @@ pub mod decode {
     #[nki_helper]
     fn compute_qk_matmul(atp: AttnTileParams, io: AttnTensors, bufs: AttnInternalBuffers, fa: FATileContext) -> Sbuf {
         let (d, n, b, width, f0) = (atp.d_head, atp.n_cols, bufs.batch_id, fa.tile_len, fa.tile_start);
-        let mask = io.mask;
-        let bs = mask.shape()[1];
         let masked = nl::ndarray([n, width], nl::float32, buffer = nl::sbuf);
         nisa::memset(masked, f32::MIN);
         for c in 0..(width + MM1_KEYS - 1) / MM1_KEYS {
@@ -266,9 +498,7 @@ pub mod decode {
             load_keys(k_sb, atp, io, b, f0 + c0, cols);
             let scores = nl::ndarray([n, MM1_KEYS], nl::float32, buffer = nl::psum);
             nisa::nc_matmul(scores[s![.., 0..cols]], bufs.q_sb, k_sb[s![.., 0..cols]]);
-            // mask[key, b, h, t] for column p = h·s_a + t: partition stride 1, key stride bs·n.
-            let visible = nl::ndarray([n, MM1_KEYS], mask.dtype(), buffer = nl::sbuf);
-            nisa::dma_copy(visible[s![.., 0..cols]], mask.ap([[1, n], [bs * n, cols]], offset = (f0 + c0) * bs * n + b * n));
+            let visible: Sbuf = load_mask(atp, io, bufs, f0 + c0, cols);
             nisa::tensor_copy_predicated(masked[s![.., c0..c0 + cols]], scores[s![.., 0..cols]], visible[s![.., 0..cols]]);
         }
         masked
@@ -364,8 +594,9 @@ pub mod decode {
         nisa::tensor_copy(bufs.running_negmax, new_negmax);
     }
 
-    /// The library's `_fa_finalize_and_store`: the output divided by the running sum,
-    /// head `h`'s rows (`h·s_a .. (h+1)·s_a`) stored as `out[b, h]` = `(d, s_a)`.
+    /// The library's `_fa_finalize_and_store`: the output divided by the running
+    /// sum; column `p = h·s_a + t` of batch `b` stored as `out[b, h, :, t]`, or as
+    /// column `b·n + p` of `out` `(d, bs·n)` with `out_in_sb`.
     #[nki_helper]
     fn fa_finalize_and_store(atp: AttnTileParams, io: AttnTensors, bufs: AttnInternalBuffers) {
         let (n, d, s_a, q_head, b) = (atp.n_cols, atp.d_head, atp.s_active, atp.q_head, bufs.batch_id);
@@ -374,21 +605,26 @@ pub mod decode {
         nisa::reciprocal(recip, bufs.running_sum);
         let o_sb = nl::ndarray([n, d], out.dtype(), buffer = nl::sbuf);
         nisa::tensor_scalar(o_sb, bufs.acc, nl::multiply, recip);
-        for h in 0..q_head {
-            nisa::dma_copy(out.ap([[1, s_a], [s_a, d]], offset = (b * q_head + h) * d * s_a), o_sb[s![h * s_a..(h + 1) * s_a, ..]]);
+        if atp.out_in_sb {
+            let cols = out.shape()[1];
+            nisa::dma_copy(out.ap([[1, n], [cols, d]], offset = b * n), o_sb);
+        } else {
+            for h in 0..q_head {
+                nisa::dma_copy(out.ap([[1, s_a], [s_a, d]], offset = (b * q_head + h) * d * s_a), o_sb[s![h * s_a..(h + 1) * s_a, ..]]);
+            }
         }
     }
 
     /// Decode attention of batch `b`: the flash-attention loop over the cache, one
-    /// [`FATileContext`] of at most `FA_TILE_SIZE` keys at a time, then the
-    /// normalised output.
+    /// [`FATileContext`] of at most `fa_tile` keys at a time, then the normalised
+    /// output.
     #[nki_helper]
     fn attention_tkg_batch(atp: AttnTileParams, io: AttnTensors, b: i64) {
-        let s_kv = atp.curr_sprior;
+        let (s_kv, fa_tile) = (atp.curr_sprior, atp.fa_tile);
         let bufs: AttnInternalBuffers = allocate_fa_buffers(atp, io, b);
-        for f in 0..(s_kv + FA_TILE_SIZE - 1) / FA_TILE_SIZE {
-            let f0 = f * FA_TILE_SIZE;
-            let fa = FATileContext { tile_start: f0, tile_len: (s_kv - f0).min(FA_TILE_SIZE) };
+        for f in 0..(s_kv + fa_tile - 1) / fa_tile {
+            let f0 = f * fa_tile;
+            let fa = FATileContext { tile_start: f0, tile_len: (s_kv - f0).min(fa_tile) };
             let masked: Sbuf = compute_qk_matmul(atp, io, bufs, fa);
             let (new_negmax, corr): (Sbuf, Sbuf) = fa_update_running_max(atp, bufs, masked);
             let probs: Sbuf = compute_exp_qk(atp, bufs, fa, masked, new_negmax, corr);
@@ -397,61 +633,14 @@ pub mod decode {
         }
         fa_finalize_and_store(atp, io, bufs);
     }
-    /// Token-generation attention over a flat KV cache: the library's
-    /// `attention_tkg` with its `AttnTKGConfig` bundle, without fused RoPE, block KV,
-    /// in-kernel masks or in-SBUF outputs (each refused by name when asked for).
-    ///
-    /// `q` is `(d, bs·q_head·s_active)` (column `(b·q_head + h)·s_active + t`) and
-    /// `k_active` `(d, bs·s_active)` (the library's `qk_in_sb=True` layouts), `v_active`
-    /// `(bs, 1, s_active, d)`, `k_prior` `(B+, 1, d, full_sprior)` (or
-    /// `(B+, 1, full_sprior, d)` with `cfg.tp_k_prior`), `v_prior` `(B+, 1, full_sprior, d)`,
-    /// `mask` uint8 `(curr_sprior, bs, q_head, s_active)`, `sink` `(q_head, 1)`.
-    /// Returns `out` `(bs, q_head, d, s_active)` in `q`'s dtype (the library's `out`
-    /// argument; the library's `sbm` SBUF allocator has no counterpart: the kernel
-    /// allocates its own tiles).
-    #[nki_kernel]
-    pub fn attention_tkg(
-        #[dtypes(float32, bfloat16, float16)] q: Hbm,
-        #[dtypes(float32, bfloat16, float16)] k_active: Hbm,
-        #[dtypes(float32, bfloat16, float16)] v_active: Hbm,
-        #[dtypes(float32, bfloat16, float16)] k_prior: Hbm,
-        #[dtypes(float32, bfloat16, float16)] v_prior: Hbm,
-        #[dtypes(uint8)] mask: Hbm,
-        cfg: AttnTKGConfig,
-        #[dtypes(float32)] inv_freqs: Option<Hbm>,
-        #[dtypes(int32, float32)] rope_pos_ids: Option<Hbm>,
-        #[dtypes(int32, float32)] start_pos_ids: Option<Hbm>,
-        #[dtypes(float32, bfloat16, float16)] sink: Option<Hbm>,
-        #[dtypes(int32)] active_blocks_table: Option<Hbm>,
-        #[dtypes(float32, bfloat16, float16)] k_out: Option<Hbm>,
-    ) -> Hbm {
-        // The configuration this kernel implements: every other field at its default.
-        let block_len = cfg.block_len;
-        assert!(
-            block_len == 0,
-            "cfg.block_len={block_len} (a block KV cache) is not implemented: attention_tkg takes a flat cache, block_len=0"
-        );
-        assert!(cfg.strided_mm1, "cfg.strided_mm1=False is not implemented: attention_tkg keeps the default, True");
-        assert!(!cfg.use_pos_id, "cfg.use_pos_id=True (an in-kernel mask) is not implemented: pass the mask, use_pos_id=False");
-        assert!(!cfg.fuse_rope, "cfg.fuse_rope=True is not implemented: rotate q and k_active and scale q first, fuse_rope=False");
-        assert!(cfg.use_gpsimd_sb2sb, "cfg.use_gpsimd_sb2sb=False is not implemented: attention_tkg keeps the default, True");
-        assert!(
-            cfg.qk_in_sb,
-            "cfg.qk_in_sb=False: without fused RoPE q and k_active come in the qk_in_sb layouts, (d, bs*q_head*s_active) and (d, bs*s_active); set qk_in_sb=True"
-        );
-        assert!(!cfg.k_out_in_sb, "cfg.k_out_in_sb=True is not implemented (k_out is written by fused RoPE only)");
-        assert!(!cfg.out_in_sb, "cfg.out_in_sb=True is not implemented: out is returned in HBM");
-        assert!(inv_freqs.is_none(), "inv_freqs is for fused RoPE, which attention_tkg does not implement: pass None");
-        assert!(rope_pos_ids.is_none(), "rope_pos_ids is for fused RoPE and use_pos_id, which attention_tkg does not implement: pass None");
-        assert!(start_pos_ids.is_none(), "start_pos_ids (a per-query sliding window) is not implemented: pass None and window the mask");
-        assert!(
-            active_blocks_table.is_none(),
-            "active_blocks_table is for a block KV cache, which attention_tkg does not implement: pass None"
-        );
-        assert!(k_out.is_none(), "k_out is written by fused RoPE, which attention_tkg does not implement: pass None");
 
+    /// The library's `AttnTKGConfig` asserts, and the rules of what this kernel
+    /// implements; returns the keys per flash-attention tile.
+    #[nki_helper]
+    fn check_config(cfg: AttnTKGConfig) -> i64 {
         let (bs, q_head, s_active, d_head) = (cfg.bs, cfg.q_head, cfg.s_active, cfg.d_head);
-        let (curr_sprior, full_sprior, tp_k_prior) = (cfg.curr_sprior, cfg.full_sprior, cfg.tp_k_prior);
+        let (curr_sprior, full_sprior, block_len) = (cfg.curr_sprior, cfg.full_sprior, cfg.block_len);
+        assert!(block_len == 0, BLOCK_KV);
         assert!(0 < bs, "Batch size must be strictly positive, got bs={bs}.");
         assert!(0 < q_head, "Number of Q heads must be strictly positive, got q_head={q_head}.");
         assert!(0 < s_active, "Number of decode tokens must be strictly positive, got s_active={s_active}.");
@@ -462,16 +651,40 @@ pub mod decode {
         assert!(0 < d_head && d_head <= P_MAX, "Unsupported d_head. Got d_head={d_head}, must be between 1 and {P_MAX}, inclusive.");
         assert!(curr_sprior % P_MAX == 0, "s_prior must be divisible by p_max. Got curr_sprior={curr_sprior}, p_max={P_MAX}.");
         assert!(q_head * s_active <= P_MAX, "q_head * s_active must fit the {P_MAX} partitions, got {q_head} * {s_active}.");
-        let last_tile = curr_sprior - (curr_sprior - 1) / FA_TILE_SIZE * FA_TILE_SIZE;
+        assert!(cfg.qk_in_sb || cfg.fuse_rope, QK_LAYOUT);
+        assert!(!cfg.fuse_rope || d_head % 2 == 0, ROPE_HEAD_EVEN);
+        assert!(!cfg.fuse_rope || curr_sprior <= MAX_SPRIOR_ROPE, ROPE_SPRIOR);
+        let fa_tile = if cfg.enable_fa_s_prior_tiling { FA_TILE_SIZE } else { curr_sprior };
+        let last_tile = curr_sprior - (curr_sprior - 1) / fa_tile * fa_tile;
         assert!(last_tile >= s_active, "Last FA tile size ({last_tile}) must be >= s_active ({s_active})");
+        fa_tile
+    }
+
+    /// The shapes of the tensors `cfg` describes.
+    #[nki_helper]
+    fn check_shapes(cfg: AttnTKGConfig, q: Hbm, k_active: Hbm, v_active: Hbm, k_prior: Hbm, v_prior: Hbm, mask: Hbm) {
+        let (bs, q_head, s_active, d_head) = (cfg.bs, cfg.q_head, cfg.s_active, cfg.d_head);
+        let (full_sprior, tp_k_prior) = (cfg.full_sprior, cfg.tp_k_prior);
         let n = q_head * s_active;
         let q_shape = q.shape();
-        assert!(q.ndim() == 2 && q_shape[0] == d_head && q_shape[1] == bs * n, "q must be (d_head, bs * q_head * s_active), got {q_shape}");
-        let ka_shape = k_active.shape();
-        assert!(
-            k_active.ndim() == 2 && ka_shape[0] == d_head && ka_shape[1] == bs * s_active,
-            "k_active must be (d_head, bs * s_active), got {ka_shape}"
-        );
+        if cfg.qk_in_sb {
+            assert!(q.ndim() == 2 && q_shape[0] == d_head && q_shape[1] == bs * n, "q must be (d_head, bs * q_head * s_active) with qk_in_sb, got {q_shape}");
+            let ka_shape = k_active.shape();
+            assert!(
+                k_active.ndim() == 2 && ka_shape[0] == d_head && ka_shape[1] == bs * s_active,
+                "k_active must be (d_head, bs * s_active) with qk_in_sb, got {ka_shape}"
+            );
+        } else {
+            assert!(
+                q.ndim() == 4 && q_shape[0] == bs && q_shape[1] == q_head && q_shape[2] == s_active && q_shape[3] == d_head,
+                "q must be (bs, q_head, s_active, d_head), got {q_shape}"
+            );
+            let ka_shape = k_active.shape();
+            assert!(
+                k_active.ndim() == 4 && ka_shape[0] == bs && ka_shape[1] == 1 && ka_shape[2] == s_active && ka_shape[3] == d_head,
+                "k_active must be (bs, 1, s_active, d_head), got {ka_shape}"
+            );
+        }
         let va_shape = v_active.shape();
         assert!(
             v_active.ndim() == 4 && va_shape[0] == bs && va_shape[1] == 1 && va_shape[2] == s_active && va_shape[3] == d_head,
@@ -490,26 +703,117 @@ pub mod decode {
             "v_prior must be (B+, 1, full_sprior, d_head), got {vp_shape}"
         );
         let m_shape = mask.shape();
+        let m_keys = if cfg.use_pos_id { s_active } else { cfg.curr_sprior };
         assert!(
-            mask.ndim() == 4 && m_shape[0] == curr_sprior && m_shape[1] == bs && m_shape[2] == q_head && m_shape[3] == s_active,
-            "mask must be (curr_sprior, bs, q_head, s_active), got {m_shape}"
+            mask.ndim() == 4 && m_shape[0] == m_keys && m_shape[1] == bs && m_shape[2] == q_head && m_shape[3] == s_active,
+            "mask must be (curr_sprior, bs, q_head, s_active), or (s_active, bs, q_head, s_active) with use_pos_id, got {m_shape}"
         );
         assert!(mask.dtype() == nl::uint8, "mask must be uint8 (nonzero: visible)");
+    }
+
+    /// The optional inputs: present exactly when `cfg` uses them, and their shapes.
+    #[nki_helper]
+    fn check_optional(cfg: AttnTKGConfig, inv_freqs: Option<Hbm>, rope_pos_ids: Option<Hbm>, start_pos_ids: Option<Hbm>, sink: Option<Hbm>) {
+        let (bs, s_active, q_head, d_head) = (cfg.bs, cfg.s_active, cfg.q_head, cfg.d_head);
+        assert!(inv_freqs.is_some() == cfg.fuse_rope, "inv_freqs (d_head // 2, 1) must be given exactly when cfg.fuse_rope=True");
+        if let Some(inv) = inv_freqs {
+            let shape = inv.shape();
+            assert!(inv.ndim() == 2 && shape[0] == d_head / 2 && shape[1] == 1, "inv_freqs must be (d_head // 2, 1), got {shape}");
+        }
+        let needs_pos = cfg.fuse_rope || cfg.use_pos_id;
+        assert!(rope_pos_ids.is_some() == needs_pos, "rope_pos_ids (bs, s_active) must be given exactly when cfg.fuse_rope or cfg.use_pos_id");
+        assert!(start_pos_ids.is_none() || cfg.use_pos_id, WINDOW_NEEDS_POS_ID);
+        if let Some(t) = rope_pos_ids {
+            let shape = t.shape();
+            assert!(t.ndim() == 2 && shape[0] == bs && shape[1] == s_active, "rope_pos_ids must be (bs, s_active), got {shape}");
+        }
+        if let Some(t) = start_pos_ids {
+            let shape = t.shape();
+            assert!(t.ndim() == 2 && shape[0] == bs && shape[1] == s_active, "start_pos_ids must be (bs, s_active), got {shape}");
+        }
         if let Some(sk) = sink {
             let sk_shape = sk.shape();
             assert!(sk.ndim() == 2 && sk_shape[0] == q_head && sk_shape[1] == 1, "sink must be (q_head, 1), got {sk_shape}");
         }
+    }
 
-        let out = nl::ndarray([bs, q_head, d_head, s_active], q.dtype(), buffer = nl::shared_hbm);
+    /// Token-generation attention over a flat KV cache: the library's
+    /// `attention_tkg` with its `AttnTKGConfig` bundle, fused RoPE, in-kernel masks
+    /// from position ids (with a per-query sliding window) and every tensor
+    /// layout; a block KV cache is refused by name.
+    ///
+    /// `q` is `(d, bs·q_head·s_active)` (column `(b·q_head + h)·s_active + t`) and
+    /// `k_active` `(d, bs·s_active)` with `cfg.qk_in_sb`, else `(bs, q_head,
+    /// s_active, d)` and `(bs, 1, s_active, d)` (fused RoPE only); `v_active`
+    /// `(bs, 1, s_active, d)`, `k_prior` `(B+, 1, d, full_sprior)` (or
+    /// `(B+, 1, full_sprior, d)` with `cfg.tp_k_prior`), `v_prior` `(B+, 1, full_sprior, d)`,
+    /// `mask` uint8 `(curr_sprior, bs, q_head, s_active)` (its last `s_active` keys
+    /// only with `cfg.use_pos_id`), `inv_freqs` `(d/2, 1)`, `rope_pos_ids` and
+    /// `start_pos_ids` `(bs, s_active)`, `sink` `(q_head, 1)`. With fused RoPE `q`
+    /// is scaled by `1/sqrt(d)`, else it comes scaled.
+    ///
+    /// Returns `(out, k_out)` in `q`'s and `k_active`'s dtypes: `out`
+    /// `(bs, q_head, d, s_active)` (`(d, bs·q_head·s_active)` with `cfg.out_in_sb`) and
+    /// the active keys attended to (after RoPE when fused) `(bs, 1, d, s_active)`
+    /// (`(d, bs·s_active)` with `cfg.k_out_in_sb`). The library's caller-allocated
+    /// `out` / `k_out` and its `sbm` SBUF allocator have no counterpart: the kernel
+    /// allocates its outputs and tiles.
+    #[nki_kernel]
+    pub fn attention_tkg(
+        #[dtypes(float32, bfloat16, float16)] q: Hbm,
+        #[dtypes(float32, bfloat16, float16)] k_active: Hbm,
+        #[dtypes(float32, bfloat16, float16)] v_active: Hbm,
+        #[dtypes(float32, bfloat16, float16)] k_prior: Hbm,
+        #[dtypes(float32, bfloat16, float16)] v_prior: Hbm,
+        #[dtypes(uint8)] mask: Hbm,
+        cfg: AttnTKGConfig,
+        #[dtypes(float32)] inv_freqs: Option<Hbm>,
+        #[dtypes(int32, float32)] rope_pos_ids: Option<Hbm>,
+        #[dtypes(int32, float32)] start_pos_ids: Option<Hbm>,
+        #[dtypes(float32, bfloat16, float16)] sink: Option<Hbm>,
+        #[dtypes(int32)] active_blocks_table: Option<Hbm>,
+    ) -> (Hbm, Hbm) {
+        assert!(active_blocks_table.is_none(), BLOCK_KV);
+        let fa_tile = check_config(cfg);
+        check_shapes(cfg, q, k_active, v_active, k_prior, v_prior, mask);
+        check_optional(cfg, inv_freqs, rope_pos_ids, start_pos_ids, sink);
+        let (bs, q_head, s_active, d_head) = (cfg.bs, cfg.q_head, cfg.s_active, cfg.d_head);
+        let n = q_head * s_active;
+        let out = if cfg.out_in_sb {
+            nl::ndarray([d_head, bs * n], q.dtype(), buffer = nl::shared_hbm)
+        } else {
+            nl::ndarray([bs, q_head, d_head, s_active], q.dtype(), buffer = nl::shared_hbm)
+        };
+        let k_out = if cfg.k_out_in_sb {
+            nl::ndarray([d_head, bs * s_active], k_active.dtype(), buffer = nl::shared_hbm)
+        } else {
+            nl::ndarray([bs, 1, d_head, s_active], k_active.dtype(), buffer = nl::shared_hbm)
+        };
         // LNC sharding: whole batches, alternating between the programs.
         let grid = nl::program_ndim() == 1;
         let shard = if grid { nl::program_id(0) } else { 0 };
         let shards = if grid { nl::num_programs(0) } else { 1 };
-        let io = AttnTensors { q, k_active, v_active, k_prior, v_prior, mask, sink, out };
-        let atp = AttnTileParams { q_head, s_active, curr_sprior, d_head, n_cols: n, split: curr_sprior - s_active, tp_k_prior };
+        let (q_sb, k_active_sb): (Sbuf, Sbuf) = perform_rope(q, k_active, cfg, inv_freqs, rope_pos_ids);
+        if shard == 0 {
+            store_k_out(k_out, k_active_sb, cfg);
+        }
+        let io = AttnTensors { q_sb, k_active_sb, v_active, k_prior, v_prior, mask, rope_pos_ids, start_pos_ids, sink, out };
+        let atp = AttnTileParams {
+            q_head,
+            s_active,
+            curr_sprior: cfg.curr_sprior,
+            d_head,
+            n_cols: n,
+            split: cfg.curr_sprior - s_active,
+            fa_tile,
+            tp_k_prior: cfg.tp_k_prior,
+            use_pos_id: cfg.use_pos_id,
+            window: start_pos_ids.is_some(),
+            out_in_sb: cfg.out_in_sb,
+        };
         for b in (shard..bs).step_by(shards) {
             attention_tkg_batch(atp, io, b);
         }
-        out
+        (out, k_out)
     }
 }

@@ -2,7 +2,7 @@
 //! fields this kernel implements), whose rules are checked at compile time when
 //! the configuration is a constant (see [`tkg_config!`](crate::tkg_config)).
 
-use super::attention_tkg::{FA_TILE_SIZE, P_MAX};
+use super::attention_tkg::{FA_TILE_SIZE, MAX_SPRIOR_ROPE, P_MAX, QK_LAYOUT, ROPE_HEAD_EVEN, ROPE_SPRIOR, WINDOW_NEEDS_POS_ID};
 
 /// The shapes of a decode step: the `AttnTKGConfig` shape fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +48,27 @@ pub struct TkgConfig {
     pub tp_k_prior: bool,
     /// A sink logit per query head is given.
     pub sink: bool,
+    /// RoPE of `q` and `k_active` by `inv_freqs` and `rope_pos_ids` in the kernel
+    /// (and `q` scaled by `1/sqrt(d_head)`); `k_out` holds the rotated keys.
+    pub fuse_rope: bool,
+    /// The cached keys' mask is generated from `rope_pos_ids` (key `j` visible
+    /// when `j < rope_pos_ids[b, 0]`); the mask input is the active keys' block.
+    pub use_pos_id: bool,
+    /// A per-query sliding window (with `use_pos_id`): `start_pos_ids` is given and
+    /// key `j` is visible when `start <= j < end` (`end = rope_pos_ids[b, t]`),
+    /// or `j >= start or j < end` when the window wraps (`start > end`).
+    pub window: bool,
+    /// `q` is `(d, bs·q_head·s_active)` and `k_active` `(d, bs·s_active)` (the
+    /// library's SBUF layouts), else `(bs, q_head, s_active, d)` and `(bs, 1, s_active, d)`.
+    pub qk_in_sb: bool,
+    /// `out` is `(d, bs·q_head·s_active)`, else `(bs, q_head, d, s_active)`.
+    pub out_in_sb: bool,
+    /// `k_out` is `(d, bs·s_active)`, else `(bs, 1, d, s_active)`.
+    pub k_out_in_sb: bool,
+    /// The library's strided K load for QK (a DMA pattern; the result does not depend on it).
+    pub strided_mm1: bool,
+    /// Caches longer than `FA_TILE_SIZE` keys are streamed tile by tile (else one pass).
+    pub fa_tiling: bool,
 }
 
 /// One rule of `attention_tkg` (the library's asserts, and this kernel's layout).
@@ -69,6 +90,14 @@ pub enum TkgRule {
     LastTileActive,
     /// `q_head * s_active <= 128`: a batch's query columns fit the partitions.
     ColumnsFit,
+    /// Without fused RoPE, `q` and `k_active` come in the `qk_in_sb` layouts.
+    QkLayout,
+    /// Fused RoPE rotates the halves of the head dimension: `d_head` even.
+    RopeHeadEven,
+    /// Fused RoPE reduces its angles in float32: `curr_sprior <= 131072`.
+    RopeSprior,
+    /// A sliding window (`start_pos_ids`) is part of the generated mask: it needs `use_pos_id`.
+    WindowNeedsPosId,
 }
 
 impl TkgRule {
@@ -83,6 +112,10 @@ impl TkgRule {
             TkgRule::SpriorTiles => "attention_tkg: curr_sprior must be a multiple of 128 (p_max)",
             TkgRule::LastTileActive => "attention_tkg: the last 8192-key flash-attention tile must hold at least s_active keys",
             TkgRule::ColumnsFit => "attention_tkg: q_head * s_active must be at most 128 (one batch's query columns on the partitions)",
+            TkgRule::QkLayout => QK_LAYOUT,
+            TkgRule::RopeHeadEven => ROPE_HEAD_EVEN,
+            TkgRule::RopeSprior => ROPE_SPRIOR,
+            TkgRule::WindowNeedsPosId => WINDOW_NEEDS_POS_ID,
         }
     }
 }
@@ -90,9 +123,76 @@ impl TkgRule {
 rules_of!(TkgConfig, TkgRule);
 
 impl TkgConfig {
-    /// The library's defaults for the flags: `k_prior` not transposed, no sink.
+    /// The flags' defaults: `k_prior` not transposed, no sink, no fused RoPE, the
+    /// mask given, `q` / `k_active` / `out` / `k_out` in the `*_in_sb` layouts, the
+    /// library's `strided_mm1` and flash-attention tiling.
     pub const fn new(dims: TkgDims) -> TkgConfig {
-        TkgConfig { dims, tp_k_prior: false, sink: false }
+        TkgConfig {
+            dims,
+            tp_k_prior: false,
+            sink: false,
+            fuse_rope: false,
+            use_pos_id: false,
+            window: false,
+            qk_in_sb: true,
+            out_in_sb: false,
+            k_out_in_sb: false,
+            strided_mm1: true,
+            fa_tiling: true,
+        }
+    }
+
+    /// Sets [`TkgConfig::fuse_rope`].
+    pub const fn fuse_rope(mut self, on: bool) -> Self {
+        self.fuse_rope = on;
+        self
+    }
+
+    /// Sets [`TkgConfig::use_pos_id`].
+    pub const fn use_pos_id(mut self, on: bool) -> Self {
+        self.use_pos_id = on;
+        self
+    }
+
+    /// Sets [`TkgConfig::window`].
+    pub const fn window(mut self, on: bool) -> Self {
+        self.window = on;
+        self
+    }
+
+    /// Sets [`TkgConfig::qk_in_sb`].
+    pub const fn qk_in_sb(mut self, on: bool) -> Self {
+        self.qk_in_sb = on;
+        self
+    }
+
+    /// Sets [`TkgConfig::out_in_sb`].
+    pub const fn out_in_sb(mut self, on: bool) -> Self {
+        self.out_in_sb = on;
+        self
+    }
+
+    /// Sets [`TkgConfig::k_out_in_sb`].
+    pub const fn k_out_in_sb(mut self, on: bool) -> Self {
+        self.k_out_in_sb = on;
+        self
+    }
+
+    /// Sets [`TkgConfig::strided_mm1`].
+    pub const fn strided_mm1(mut self, on: bool) -> Self {
+        self.strided_mm1 = on;
+        self
+    }
+
+    /// Sets [`TkgConfig::fa_tiling`].
+    pub const fn fa_tiling(mut self, on: bool) -> Self {
+        self.fa_tiling = on;
+        self
+    }
+
+    /// Keys per flash-attention tile: [`FA_TILE_SIZE`], or the whole cache without tiling.
+    pub const fn fa_tile(&self) -> i64 {
+        if self.fa_tiling { FA_TILE_SIZE } else { self.dims.curr_sprior }
     }
 
     /// Sets [`TkgConfig::tp_k_prior`].
@@ -128,13 +228,26 @@ impl TkgConfig {
         if d.curr_sprior % P_MAX != 0 {
             return Some(TkgRule::SpriorTiles);
         }
-        let last = d.curr_sprior - (d.curr_sprior - 1) / FA_TILE_SIZE * FA_TILE_SIZE;
+        let tile = self.fa_tile();
+        let last = d.curr_sprior - (d.curr_sprior - 1) / tile * tile;
         if last < d.s_active {
             return Some(TkgRule::LastTileActive);
         }
         // Both at most 128 by now unless q_head is huge: compare without overflow.
         if d.q_head > P_MAX || d.q_head * d.s_active > P_MAX {
             return Some(TkgRule::ColumnsFit);
+        }
+        if !self.qk_in_sb && !self.fuse_rope {
+            return Some(TkgRule::QkLayout);
+        }
+        if self.fuse_rope && d.d_head % 2 != 0 {
+            return Some(TkgRule::RopeHeadEven);
+        }
+        if self.fuse_rope && d.curr_sprior > MAX_SPRIOR_ROPE {
+            return Some(TkgRule::RopeSprior);
+        }
+        if self.window && !self.use_pos_id {
+            return Some(TkgRule::WindowNeedsPosId);
         }
         None
     }

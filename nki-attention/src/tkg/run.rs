@@ -14,9 +14,9 @@ pub const DTYPES: ParamDtypes = ParamDtypes { kernel: &attention_tkg::INFO, alia
 /// [`attention_tkg`](super::attention_tkg::attention_tkg)).
 #[derive(Clone, Copy, Debug)]
 pub struct TkgInputs<'a> {
-    /// Queries `(d, bs·q_head·s_active)`.
+    /// Queries `(d, bs·q_head·s_active)`, or `(bs, q_head, s_active, d)` without [`TkgConfig::qk_in_sb`].
     pub q: &'a Tensor,
-    /// Active keys `(d, bs·s_active)`.
+    /// Active keys `(d, bs·s_active)`, or `(bs, 1, s_active, d)` without [`TkgConfig::qk_in_sb`].
     pub k_active: &'a Tensor,
     /// Active values `(bs, 1, s_active, d)`.
     pub v_active: &'a Tensor,
@@ -24,13 +24,25 @@ pub struct TkgInputs<'a> {
     pub k_prior: &'a Tensor,
     /// Cached values `(B+, 1, full_sprior, d)`.
     pub v_prior: &'a Tensor,
-    /// Visibility `(curr_sprior, bs, q_head, s_active)`, uint8.
+    /// Visibility `(curr_sprior, bs, q_head, s_active)` uint8 (the first dimension
+    /// `s_active` with [`TkgConfig::use_pos_id`]).
     pub mask: &'a Tensor,
     /// Sink logits `(q_head, 1)` (with [`TkgConfig::sink`]).
     pub sink: Option<&'a Tensor>,
+    /// RoPE inverse frequencies `(d/2, 1)` (with [`TkgConfig::fuse_rope`]).
+    pub inv_freqs: Option<&'a Tensor>,
+    /// Positions of the active tokens `(bs, s_active)` (with fused RoPE or `use_pos_id`).
+    pub rope_pos_ids: Option<&'a Tensor>,
+    /// Sliding-window starts `(bs, s_active)` (with [`TkgConfig::window`]).
+    pub start_pos_ids: Option<&'a Tensor>,
 }
 
 impl<'a> TkgInputs<'a> {
+    /// The six tensors every configuration takes; the optional ones absent.
+    pub fn new(q: &'a Tensor, k_active: &'a Tensor, v_active: &'a Tensor, k_prior: &'a Tensor, v_prior: &'a Tensor, mask: &'a Tensor) -> Self {
+        TkgInputs { q, k_active, v_active, k_prior, v_prior, mask, sink: None, inv_freqs: None, rope_pos_ids: None, start_pos_ids: None }
+    }
+
     /// Every tensor given, with its parameter name.
     pub fn tensors(&self) -> Vec<(&'static str, &'a Tensor)> {
         let mut all = vec![
@@ -41,7 +53,8 @@ impl<'a> TkgInputs<'a> {
             ("v_prior", self.v_prior),
             ("mask", self.mask),
         ];
-        all.extend(self.sink.map(|t| ("sink", t)));
+        let optional = [("sink", self.sink), ("inv_freqs", self.inv_freqs), ("rope_pos_ids", self.rope_pos_ids), ("start_pos_ids", self.start_pos_ids)];
+        all.extend(optional.into_iter().filter_map(|(name, t)| t.map(|t| (name, t))));
         all
     }
 }
@@ -58,23 +71,42 @@ impl TkgConfig {
             TkgRule::SpriorTiles => ("curr_sprior", d.curr_sprior.to_string()),
             TkgRule::DHeadRange => ("d_head", d.d_head.to_string()),
             TkgRule::ColumnsFit => ("q_head", format!("{} with s_active = {}", d.q_head, d.s_active)),
+            TkgRule::QkLayout => ("qk_in_sb", "false without fuse_rope".to_string()),
+            TkgRule::RopeHeadEven => ("d_head", d.d_head.to_string()),
+            TkgRule::RopeSprior => ("curr_sprior", d.curr_sprior.to_string()),
+            TkgRule::WindowNeedsPosId => ("start_pos_ids", "given without use_pos_id".to_string()),
         };
         NkiError::argument(param, value, rule.message())
     }
 
     /// The shape each tensor must have under this configuration; `k_prior` and
     /// `v_prior` may have more cache batches than `bs` (the first `bs` are used).
-    fn expected_shapes(&self) -> [(&'static str, [i64; 4], usize); 7] {
+    fn expected_shapes(&self) -> [(&'static str, [i64; 4], usize); 10] {
         let TkgDims { bs, q_head: h, s_active: sa, curr_sprior: sk, full_sprior: full, d_head: d } = self.dims;
         let k_prior = if self.tp_k_prior { [bs, 1, full, d] } else { [bs, 1, d, full] };
+        let (q, k_active) = if self.qk_in_sb { (([d, bs * h * sa, 0, 0], 2), ([d, bs * sa, 0, 0], 2)) } else { (([bs, h, sa, d], 4), ([bs, 1, sa, d], 4)) };
+        let mask_keys = if self.use_pos_id { sa } else { sk };
         [
-            ("q", [d, bs * h * sa, 0, 0], 2),
-            ("k_active", [d, bs * sa, 0, 0], 2),
+            ("q", q.0, q.1),
+            ("k_active", k_active.0, k_active.1),
             ("v_active", [bs, 1, sa, d], 4),
             ("k_prior", k_prior, 4),
             ("v_prior", [bs, 1, full, d], 4),
-            ("mask", [sk, bs, h, sa], 4),
+            ("mask", [mask_keys, bs, h, sa], 4),
             ("sink", [h, 1, 0, 0], 2),
+            ("inv_freqs", [d / 2, 1, 0, 0], 2),
+            ("rope_pos_ids", [bs, sa, 0, 0], 2),
+            ("start_pos_ids", [bs, sa, 0, 0], 2),
+        ]
+    }
+
+    /// Each optional tensor with whether this configuration takes it.
+    fn optional_inputs<'a>(&self, inputs: &TkgInputs<'a>) -> [(&'static str, Option<&'a Tensor>, bool, &'static str); 4] {
+        [
+            ("sink", inputs.sink, self.sink, "the configuration's sink"),
+            ("inv_freqs", inputs.inv_freqs, self.fuse_rope, "fuse_rope"),
+            ("rope_pos_ids", inputs.rope_pos_ids, self.fuse_rope || self.use_pos_id, "fuse_rope or use_pos_id"),
+            ("start_pos_ids", inputs.start_pos_ids, self.window, "the configuration's sliding window"),
         ]
     }
 
@@ -82,13 +114,15 @@ impl TkgConfig {
     /// sink present exactly when configured, shapes).
     pub fn check(&self, inputs: &TkgInputs<'_>) -> Result<()> {
         self.validate()?;
-        if inputs.sink.is_some() != self.sink {
-            let (value, rule) = if self.sink {
-                ("None", "the configuration has a sink, so sink must be given")
-            } else {
-                ("a tensor", "sink is given but the configuration has no sink")
-            };
-            return Err(NkiError::argument("sink", value, rule));
+        for (name, given, wanted, why) in self.optional_inputs(inputs) {
+            if given.is_some() != wanted {
+                let (value, rule) = if wanted {
+                    ("None", format!("{name} must be given with {why}"))
+                } else {
+                    ("a tensor", format!("{name} is given but the configuration has no {why}"))
+                };
+                return Err(NkiError::argument(name, value, &rule));
+            }
         }
         for (param, t) in inputs.tensors() {
             DTYPES.check(param, t)?;
@@ -111,9 +145,8 @@ impl TkgConfig {
         Ok(())
     }
 
-    /// The library's `AttnTKGConfig` of this configuration: its shapes and
-    /// `tp_k_prior`, `q` and `k_active` in the `qk_in_sb` layouts, every other
-    /// field at its default.
+    /// The library's `AttnTKGConfig` of this configuration: its shapes and flags,
+    /// a flat cache (`block_len` 0) and `use_gpsimd_sb2sb` at its default.
     pub fn attn_config(&self) -> AttnTKGConfig {
         let d = self.dims;
         AttnTKGConfig {
@@ -124,7 +157,13 @@ impl TkgConfig {
             full_sprior: d.full_sprior,
             d_head: d.d_head,
             tp_k_prior: self.tp_k_prior,
-            qk_in_sb: true,
+            strided_mm1: self.strided_mm1,
+            use_pos_id: self.use_pos_id,
+            fuse_rope: self.fuse_rope,
+            qk_in_sb: self.qk_in_sb,
+            k_out_in_sb: self.k_out_in_sb,
+            out_in_sb: self.out_in_sb,
+            enable_fa_s_prior_tiling: self.fa_tiling,
             ..AttnTKGConfig::default()
         }
     }
@@ -133,17 +172,22 @@ impl TkgConfig {
     fn call<'a>(inputs: &TkgInputs<'a>, cfg: &'a AttnTKGConfig) -> attention_tkg::Call<'a> {
         attention_tkg::Call::new(inputs.q, inputs.k_active, inputs.v_active, inputs.k_prior, inputs.v_prior, inputs.mask, cfg)
             .sink(inputs.sink)
+            .inv_freqs(inputs.inv_freqs)
+            .rope_pos_ids(inputs.rope_pos_ids)
+            .start_pos_ids(inputs.start_pos_ids)
     }
 
-    /// Runs the kernel in the program `ctx` (inside a launch); returns `out`
-    /// `(bs, q_head, d, s_active)`.
-    pub fn run(&self, ctx: &Ctx, inputs: &TkgInputs<'_>) -> Result<Tensor> {
+    /// Runs the kernel in the program `ctx` (inside a launch); returns `(out,
+    /// k_out)`: `out` `(bs, q_head, d, s_active)` (`(d, bs·q_head·s_active)` with
+    /// `out_in_sb`) and the active keys attended to, after RoPE when fused,
+    /// `(bs, 1, d, s_active)` (`(d, bs·s_active)` with `k_out_in_sb`).
+    pub fn run(&self, ctx: &Ctx, inputs: &TkgInputs<'_>) -> Result<(Tensor, Tensor)> {
         self.check(inputs)?;
         Self::call(inputs, &self.attn_config()).run(ctx)
     }
 
     /// Checks, then runs the kernel in the emulator on every program of `launch`.
-    pub fn launch(&self, launch: &Launch, inputs: &TkgInputs<'_>) -> Result<Tensor> {
+    pub fn launch(&self, launch: &Launch, inputs: &TkgInputs<'_>) -> Result<(Tensor, Tensor)> {
         self.check(inputs)?;
         Self::call(inputs, &self.attn_config()).launch(launch)
     }
@@ -174,7 +218,7 @@ mod tests {
     }
 
     fn inputs(x: &[Tensor; 6]) -> TkgInputs<'_> {
-        TkgInputs { q: &x[0], k_active: &x[1], v_active: &x[2], k_prior: &x[3], v_prior: &x[4], mask: &x[5], sink: None }
+        TkgInputs::new(&x[0], &x[1], &x[2], &x[3], &x[4], &x[5])
     }
 
     #[test]
@@ -183,7 +227,8 @@ mod tests {
         let x = tensors();
         let cfg = TkgConfig::new(DIMS);
         // All ones: every visible value row is 1, so the output is 1.
-        let out = cfg.launch(&launch, &inputs(&x)).unwrap();
+        let (out, k_out) = cfg.launch(&launch, &inputs(&x)).unwrap();
+        assert_eq!(k_out.shape(), [2, 1, 8, 1], "the active keys as given, in the k_out layout");
         assert!(out.to_f32_vec().iter().all(|&v| (v - 1.0).abs() < 1e-6));
 
         let float_mask = t(&[128, 2, 2, 1], Dtype::F32);
@@ -196,6 +241,10 @@ mod tests {
         assert!(e.to_string().starts_with("invalid k_prior = shape [3, 1, 8, 256]"), "{e}");
         let e = cfg.sink(true).launch(&launch, &inputs(&x)).unwrap_err();
         assert!(e.to_string().starts_with("invalid sink = None"), "{e}");
+        let e = cfg.fuse_rope(true).launch(&launch, &inputs(&x)).unwrap_err();
+        assert_eq!(e.to_string(), "invalid inv_freqs = None: inv_freqs must be given with fuse_rope");
+        let e = cfg.window(true).launch(&launch, &inputs(&x)).unwrap_err();
+        assert_eq!(e.to_string(), format!("invalid start_pos_ids = given without use_pos_id: {}", TkgRule::WindowNeedsPosId.message()));
         let e = TkgConfig::new(TkgDims { curr_sprior: 100, ..DIMS }).launch(&launch, &inputs(&x)).unwrap_err();
         assert_eq!(e.to_string(), "invalid curr_sprior = 100: attention_tkg: curr_sprior must be a multiple of 128 (p_max)");
     }
@@ -215,22 +264,27 @@ mod tests {
         let cfg = TkgConfig::new(DIMS).tp_k_prior(true).attn_config();
         assert_eq!((cfg.bs, cfg.q_head, cfg.s_active, cfg.curr_sprior, cfg.full_sprior, cfg.d_head), (2, 2, 1, 128, 256, 8));
         assert!(cfg.tp_k_prior && cfg.qk_in_sb);
-        // The rest keep the library's defaults.
+        assert!(cfg.strided_mm1 && cfg.use_gpsimd_sb2sb && !cfg.fuse_rope && !cfg.use_pos_id && !cfg.out_in_sb && !cfg.k_out_in_sb);
+        assert!(cfg.enable_fa_s_prior_tiling);
+        assert_eq!(cfg.block_len, 0);
+        let flags = TkgConfig::new(DIMS).fuse_rope(true).use_pos_id(true).qk_in_sb(false).out_in_sb(true).k_out_in_sb(true);
+        let cfg = flags.strided_mm1(false).fa_tiling(false).attn_config();
+        assert!(cfg.fuse_rope && cfg.use_pos_id && !cfg.qk_in_sb && cfg.out_in_sb && cfg.k_out_in_sb);
+        assert!(!cfg.strided_mm1 && !cfg.enable_fa_s_prior_tiling);
+        // The library's defaults.
         let d = AttnTKGConfig::default();
         assert_eq!((d.bs, d.block_len, d.tp_k_prior, d.qk_in_sb), (0, 0, false, false));
-        assert!(cfg.strided_mm1 && cfg.use_gpsimd_sb2sb && !cfg.fuse_rope && !cfg.use_pos_id && !cfg.out_in_sb && !cfg.k_out_in_sb);
-        assert_eq!(cfg.block_len, 0);
+        assert!(d.strided_mm1 && d.use_gpsimd_sb2sb && d.enable_fa_s_prior_tiling && !d.fuse_rope && !d.out_in_sb);
     }
 
     #[test]
-    fn a_field_it_does_not_implement_is_refused_by_name() {
+    fn a_block_cache_is_refused_by_name() {
         let x = tensors();
         let (i, cfg) = (inputs(&x), TkgConfig::new(DIMS).attn_config());
         let call = |c: &AttnTKGConfig| TkgConfig::call(&i, c).launch(&Launch::new()).unwrap_err().to_string();
-        assert!(call(&AttnTKGConfig { fuse_rope: true, ..cfg.clone() }).contains("cfg.fuse_rope=True is not implemented"));
-        assert!(call(&AttnTKGConfig { block_len: 32, ..cfg.clone() }).contains("cfg.block_len=32"));
-        assert!(call(&AttnTKGConfig { qk_in_sb: false, ..cfg.clone() }).contains("cfg.qk_in_sb=False"));
-        let e = TkgConfig::call(&i, &cfg).k_out(&x[1]).launch(&Launch::new()).unwrap_err().to_string();
-        assert!(e.contains("k_out is written by fused RoPE"), "{e}");
+        assert!(call(&AttnTKGConfig { block_len: 32, ..cfg.clone() }).contains(crate::tkg::attention_tkg::BLOCK_KV));
+        assert!(call(&AttnTKGConfig { qk_in_sb: false, ..cfg.clone() }).contains(TkgRule::QkLayout.message()));
+        let e = TkgConfig::call(&i, &cfg).active_blocks_table(Some(&x[5])).launch(&Launch::new()).unwrap_err().to_string();
+        assert!(e.contains(crate::tkg::attention_tkg::BLOCK_KV), "{e}");
     }
 }

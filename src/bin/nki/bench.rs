@@ -125,7 +125,7 @@ fn time_tkg(bs: usize, s: usize, d: usize, precision: Precision, lnc: usize, rep
     ];
     let i = |v: usize| v as i64;
     let cfg = TkgConfig::new(TkgDims { bs: i(bs), q_head: i(h), s_active: i(sa), curr_sprior: i(s), full_sprior: i(s), d_head: i(d) });
-    let x = TkgInputs { q: &t[0], k_active: &t[1], v_active: &t[2], k_prior: &t[3], v_prior: &t[4], mask: &mask, sink: None };
+    let x = TkgInputs::new(&t[0], &t[1], &t[2], &t[3], &t[4], &mask);
     let launch = Launch::new().lnc(lnc).precision(precision);
     let secs = best_of(reps, || cfg.launch(&launch, &x).map(drop))?;
     Ok((secs, (bs * sa) as f64 / secs, 4.0 * (bs * h * sa * s * d) as f64 / secs / 1e9))

@@ -101,9 +101,9 @@ pub fn run(q: &[f64], k: &[f64], v: &[f64], dtype: Dtype, precision: Precision) 
         full_sprior: CAPACITY as i64,
         d_head: D as i64,
     });
-    let inputs = TkgInputs { q: &t[0], k_active: &t[1], v_active: &t[2], k_prior: &t[3], v_prior: &t[4], mask: &t[5], sink: None };
+    let inputs = TkgInputs::new(&t[0], &t[1], &t[2], &t[3], &t[4], &t[5]);
     let start = Instant::now();
-    let out = cfg.launch(&launch, &inputs)?;
+    let (out, _) = cfg.launch(&launch, &inputs)?;
     let secs = start.elapsed().as_secs_f64();
     // out is (BATCH, HEADS, D, 1): row PROMPT of each head of the reference.
     let want_d: Vec<f64> = (0..BATCH * HEADS * D).map(|i| want[((i / D) * s + PROMPT) * D + i % D]).collect();
