@@ -8,6 +8,10 @@
 //! the plain dot product `q·k` (the caller scales `q`); a sink adds
 //! `exp(sink[h])` to the softmax denominator. Inputs use the kernel's layouts
 //! (see [`Shape`]); the output is `[bs, q_head, d, s_active]`.
+//!
+//! With the library's fused RoPE, [`rope`] rotates `q` and `k_active` first (and
+//! `q` is scaled by `1/sqrt(d)`); with its `use_pos_id`, [`position_mask`] makes
+//! the mask from the positions.
 
 /// The sizes of one decode step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,6 +106,58 @@ pub fn decode(x: &Inputs<'_>, s: Shape) -> Vec<f64> {
     out
 }
 
+/// Rotary position embedding of columns `x` `(d, cols)` (column `c` belongs to
+/// active token `token_of(c)`, an index into `pos`): the pair `(e, e + d/2)` is
+/// rotated by the angle `inv_freqs[e] · pos[token]`, as `x·cos + rotate_half(x)·sin`
+/// with `rotate_half(x) = (-x[d/2..], x[..d/2])`.
+pub fn rope(x: &[f64], d: usize, inv_freqs: &[f64], pos: &[f64], token_of: impl Fn(usize) -> usize) -> Vec<f64> {
+    let cols = x.len() / d;
+    let half = d / 2;
+    let mut out = vec![0.0; x.len()];
+    for c in 0..cols {
+        let p = pos[token_of(c)];
+        for e in 0..half {
+            let (sin, cos) = (inv_freqs[e] * p).sin_cos();
+            let (lo, hi) = (x[e * cols + c], x[(e + half) * cols + c]);
+            out[e * cols + c] = lo * cos - hi * sin;
+            out[(e + half) * cols + c] = hi * cos + lo * sin;
+        }
+    }
+    out
+}
+
+/// The `(curr_sprior, bs, q_head, s_active)` mask the library's `use_pos_id`
+/// describes: cached key `j < curr_sprior - s_active` is visible to token `t` of
+/// batch `b` when `j < end[b, 0]` — or, with a sliding window `start`, when
+/// `start[b, t] <= j < end[b, t]` (a window wrapping around the cache,
+/// `start > end`: `j >= start or j < end`); the active keys keep `active`,
+/// `(s_active, bs, q_head, s_active)`.
+pub fn position_mask(s: Shape, end: &[f64], start: Option<&[f64]>, active: &[f64]) -> Vec<f64> {
+    let Shape { bs, q_head, s_active: sa, curr_sprior: sk, .. } = s;
+    let split = sk - sa;
+    let mut mask = vec![0.0; sk * bs * q_head * sa];
+    for j in 0..sk {
+        for b in 0..bs {
+            for h in 0..q_head {
+                for t in 0..sa {
+                    let i = ((j * bs + b) * q_head + h) * sa + t;
+                    let k = j as f64;
+                    mask[i] = if j >= split {
+                        active[(((j - split) * bs + b) * q_head + h) * sa + t]
+                    } else if let Some(st) = start {
+                        let (lo, hi) = (st[b * sa + t], end[b * sa + t]);
+                        let seen = if lo <= hi { lo <= k && k < hi } else { k >= lo || k < hi };
+                        f64::from(u8::from(seen))
+                    } else {
+                        f64::from(u8::from(k < end[b * sa]))
+                    };
+                }
+            }
+        }
+    }
+    mask
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,5 +183,20 @@ mod tests {
         // A sink logit of 0 next to the visible logit 0 halves the output.
         let half = decode(&Inputs { sink: Some(&[0.0]), ..x }, s);
         assert_eq!(half, vec![1.5, -0.5]);
+    }
+
+    #[test]
+    fn rope_turns_each_pair_by_its_angle_and_masks_follow_positions() {
+        // d 2, one column at position 2 with inverse frequency pi/4: a quarter turn.
+        let r = rope(&[1.0, 0.0], 2, &[std::f64::consts::FRAC_PI_4], &[2.0], |_| 0);
+        assert!((r[0] - 0.0).abs() < 1e-15 && (r[1] - 1.0).abs() < 1e-15, "{r:?}");
+        // 128 positions, one active token: the prefix [0, 3), or the window [126, 3) wrapping around.
+        let s = Shape { bs: 1, q_head: 1, s_active: 1, curr_sprior: 128, full_sprior: 128, d: 2, cache_bs: 1 };
+        let m = position_mask(s, &[3.0], None, &[1.0]);
+        let seen: Vec<usize> = (0..128).filter(|&j| m[j] != 0.0).collect();
+        assert_eq!(seen, [0, 1, 2, 127]);
+        let m = position_mask(s, &[3.0], Some(&[126.0]), &[0.0]);
+        let seen: Vec<usize> = (0..128).filter(|&j| m[j] != 0.0).collect();
+        assert_eq!(seen, [0, 1, 2, 126]);
     }
 }

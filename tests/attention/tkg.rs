@@ -3,15 +3,21 @@
 //! (`nki_attention::reference_tkg`) over the library's shape ranges — one token
 //! and one head up to the library test matrix's 24576-position cache streamed in
 //! three flash-attention tiles, GQA ratios 1 to 32, speculative decoding, both `k_prior` layouts, sinks,
-//! masks with holes, extra cache batches — in both precision modes.
+//! masks with holes, extra cache batches — in both precision modes; and the
+//! library's features at its test configurations: fused RoPE (float64 rotation
+//! in `reference_tkg::rope`), masks from positions with sliding windows
+//! (`reference_tkg::position_mask`), the in-SBUF tensor layouts, one pass
+//! without flash-attention tiles.
 //!
 //! Tolerances: `Precision::Fp32` must hold `max|a-b| <= 1e-5 max|ref| + 1e-6`;
 //! `Precision::Hardware` the library test's `1e-5 + 2e-2 max|ref|` (inputs
 //! rounded to their dtype before the reference).
 
 use crate::common::tkg::{config, data, reference, shape, tensors};
+use crate::common::tkg_features::{Features, case};
 use crate::common::{FP32_ATOL, FP32_RTOL, assert_close};
 use nki::attention::reference_tkg::Shape;
+use nki::attention::tkg::TkgInputs;
 use nki::{Dtype, Launch, Precision};
 
 const HW_RTOL: f64 = 2e-2;
@@ -70,4 +76,63 @@ fn configurations_of_the_library_test_matrix() {
     check("library 4,2,7,8704", shape(4, 2, 7, 8704, 10240, 128), true, false, false);
     check("library 4,3,7,16384 d64", shape(4, 3, 7, 16384, 16384, 64), true, true, false);
     check("library 4,1,5,24576", shape(4, 1, 5, 24576, 24576, 128), false, false, true);
+}
+
+/// Runs a case of the library's features in both precision modes on LNC 2 and
+/// checks `out` and `k_out`. The RoPE angles are formed and range-reduced in
+/// float32, so both bounds grow by `8·2⁻²⁴·max_angle` relative.
+fn check_features(name: &str, s: Shape, f: Features) {
+    for (precision, dtype, atol, rtol) in
+        [(Precision::Fp32, Dtype::F32, FP32_ATOL, FP32_RTOL), (Precision::Hardware, Dtype::Bf16, HW_ATOL, HW_RTOL)]
+    {
+        let c = case(name, s, f, dtype);
+        let t = c.tensors();
+        let get = |n: &str| t.iter().find(|(name, _)| *name == n).map(|(_, t)| t);
+        let inputs = TkgInputs {
+            sink: get("sink"),
+            inv_freqs: get("inv_freqs"),
+            rope_pos_ids: get("rope_pos_ids"),
+            start_pos_ids: get("start_pos_ids"),
+            ..TkgInputs::new(&t[0].1, &t[1].1, &t[2].1, &t[3].1, &t[4].1, &t[5].1)
+        };
+        let (out, k_out) = c.config().launch(&Launch::new().lnc(2).precision(precision), &inputs).expect("attention_tkg runs");
+        let rtol = rtol + 8.0 * 2f64.powi(-24) * c.max_angle;
+        assert_close(&format!("{name} {precision:?} out"), &out.to_f32_vec(), &c.out, atol, rtol);
+        assert_close(&format!("{name} {precision:?} k_out"), &k_out.to_f32_vec(), &c.k_out, atol, rtol);
+        let (d, cols) = (s.d, s.bs * s.q_head * s.s_active);
+        let want = if f.out_in_sb { vec![d, cols] } else { vec![s.bs, s.q_head, d, s.s_active] };
+        assert_eq!(out.shape(), want.as_slice());
+        let want = if f.k_out_in_sb { vec![d, s.bs * s.s_active] } else { vec![s.bs, 1, d, s.s_active] };
+        assert_eq!(k_out.shape(), want.as_slice());
+    }
+}
+
+#[test]
+fn fused_rope_with_the_mask_from_positions() {
+    // AttnTKGConfig(4, 2, 7, 512, 16384, 64) with use_pos_id and fuse_rope, q / k in HBM.
+    let f = Features { rope: true, pos_id: true, qk_hbm: true, ..Features::default() };
+    check_features("rope pid", shape(4, 2, 7, 512, 16384, 64), f);
+    // (8, 8, 1, 1024, 10240, 64) with k_prior transposed and a sink.
+    let f = Features { tp_k_prior: true, sink: true, ..f };
+    check_features("rope pid tp sink", shape(8, 8, 1, 1024, 10240, 64), f);
+}
+
+#[test]
+fn sliding_windows_from_start_positions_wrap_around_the_cache() {
+    // (4, 1, 5, 1024, 10240, 128), a 128-position window: every token's window starts
+    // inside the cache; with a window longer than the positions it wraps around.
+    let f = Features { tp_k_prior: true, rope: true, pos_id: true, window: Some(128), qk_hbm: true, ..Features::default() };
+    check_features("window", shape(4, 1, 5, 1024, 10240, 128), f);
+    let f = Features { rope: false, qk_hbm: false, window: Some(900), sink: true, ..f };
+    check_features("window wraps", shape(2, 4, 3, 1024, 1024, 64), f);
+}
+
+#[test]
+fn in_sbuf_layouts_and_one_pass_without_flash_attention_tiles() {
+    // (4, 1, 5, 10240, 10240, 128) with q, k, out and k_out in the in-SBUF layouts: two FA tiles.
+    let f = Features { rope: true, out_in_sb: true, k_out_in_sb: true, ..Features::default() };
+    check_features("rope sb layouts", shape(4, 1, 5, 10240, 10240, 128), f);
+    // The same cache in one pass (enable_fa_s_prior_tiling=False), k_out the active keys as given.
+    let f = Features { sink: true, no_fa_tiling: true, out_in_sb: true, ..Features::default() };
+    check_features("one pass", shape(2, 2, 5, 10240, 10240, 64), f);
 }

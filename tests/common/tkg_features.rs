@@ -1,0 +1,163 @@
+//! Decode-attention data for the library's `AttnTKGConfig` features: fused RoPE
+//! (`inv_freqs`, `rope_pos_ids`), masks from positions (`use_pos_id`, with a
+//! sliding window from `start_pos_ids`) and the tensor layouts (`qk_in_sb`,
+//! `out_in_sb`, `k_out_in_sb`); the expected `out` and `k_out` in float64.
+
+use super::tkg::{Data, data};
+use super::{as_dtype, seed_of, uniform};
+use nki::attention::reference_tkg::{Shape, position_mask, rope};
+use nki::attention::tkg::{TkgConfig, TkgDims};
+use nki::{Dtype, Tensor};
+
+/// The features one case exercises.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Features {
+    pub tp_k_prior: bool,
+    pub sink: bool,
+    pub rope: bool,
+    pub pos_id: bool,
+    /// A sliding window of this many positions (with `pos_id`).
+    pub window: Option<usize>,
+    /// `q` / `k_active` in the HBM layouts (`qk_in_sb=False`; with `rope`).
+    pub qk_hbm: bool,
+    pub out_in_sb: bool,
+    pub k_out_in_sb: bool,
+    pub no_fa_tiling: bool,
+}
+
+/// One case: the kernel's inputs (each `(name, shape, values, dtype)`, in
+/// parameter order, optional ones by name) and the expected outputs.
+pub struct Case {
+    pub shape: Shape,
+    pub features: Features,
+    pub inputs: Vec<(&'static str, Vec<usize>, Vec<f64>, Dtype)>,
+    pub out: Vec<f64>,
+    pub k_out: Vec<f64>,
+    /// The largest RoPE angle (0 without RoPE): its float32 range reduction bounds the error.
+    pub max_angle: f64,
+}
+
+/// `(d, cols)` columns as `(cols, d)` rows (the HBM layouts of `q` and `k_active`).
+fn rows_of(cols_major: &[f64], d: usize) -> Vec<f64> {
+    let cols = cols_major.len() / d;
+    (0..cols * d).map(|i| cols_major[(i % d) * cols + i / d]).collect()
+}
+
+/// Column `(b·heads + h)·s_a + t` of a `(d, cols)` tensor as `[b, h, :, t]` blocks
+/// (the `(bs, heads, d, s_a)` layout of `out` and `k_out`).
+fn blocks_of(cols_major: &[f64], d: usize, s_a: usize) -> Vec<f64> {
+    let cols = cols_major.len() / d;
+    (0..cols * d)
+        .map(|i| {
+            let (bh, e, t) = (i / (d * s_a), i / s_a % d, i % s_a);
+            cols_major[e * cols + bh * s_a + t]
+        })
+        .collect()
+}
+
+/// The case `name` of shape `s` with features `f`, values rounded to `dtype`.
+pub fn case(name: &str, s: Shape, f: Features, dtype: Dtype) -> Case {
+    let x: Data = data(name, s, f.sink, false, dtype);
+    let seed = seed_of(name) + 10;
+    let (bs, sa, d, n) = (s.bs, s.s_active, s.d, s.bs * s.q_head * s.s_active);
+    let split = s.curr_sprior - sa;
+    // Each batch's own position, as the library's tests draw them; a window moves with each token.
+    let pos: Vec<f64> = (0..bs * sa)
+        .map(|i| {
+            let p = (i / sa * 3 + split / 4 * 3) % split;
+            (p + if f.window.is_some() { i % sa } else { 0 }) as f64
+        })
+        .collect();
+    let start: Option<Vec<f64>> = f.window.map(|w| pos.iter().map(|&p| (p - w as f64 + 1.0).rem_euclid(s.curr_sprior as f64)).collect());
+    let active: Vec<f64> = (0..sa * n).map(|i| f64::from(u8::from(i / n <= i % sa))).collect();
+    let mask = if f.pos_id { position_mask(s, &pos, start.as_deref(), &active) } else { x.mask.clone() };
+    let inv: Vec<f64> = as_dtype(&uniform(d / 2, seed, 0.0, 1.0), Dtype::F32);
+    // With RoPE, q comes unscaled: the kernel scales it after rotating.
+    let scale = if f.rope { (d as f64).sqrt() } else { 1.0 };
+    let q_in = as_dtype(&x.q.iter().map(|v| v * scale).collect::<Vec<_>>(), dtype);
+    let (q_att, k_att, max_angle) = if f.rope {
+        let q_r = rope(&q_in, d, &inv, &pos, |c| c / (s.q_head * sa) * sa + c % sa);
+        let k_r = rope(&x.k_active, d, &inv, &pos, |c| c);
+        let max_angle = inv.iter().fold(0.0, |a: f64, &v| a.max(v)) * pos.iter().fold(0.0, |a: f64, &v| a.max(v));
+        (q_r.iter().map(|v| v / (d as f64).sqrt()).collect(), k_r, max_angle)
+    } else {
+        (q_in.clone(), x.k_active.clone(), 0.0)
+    };
+    let reference = Data { q: q_att, k_active: k_att.clone(), mask, ..clone_data(&x) };
+    let out = super::tkg::reference(&reference, f.tp_k_prior);
+    let out = if f.out_in_sb { cols_of_blocks(&out, s) } else { out };
+    let k_out = if f.k_out_in_sb { k_att } else { blocks_of(&k_att, d, sa) };
+
+    let k_prior_shape = if f.tp_k_prior { vec![s.cache_bs, 1, s.full_sprior, d] } else { vec![s.cache_bs, 1, d, s.full_sprior] };
+    let (q_shape, k_shape, q_vals, k_vals) = if f.qk_hbm {
+        (vec![bs, s.q_head, sa, d], vec![bs, 1, sa, d], rows_of(&q_in, d), rows_of(&x.k_active, d))
+    } else {
+        (vec![d, n], vec![d, bs * sa], q_in, x.k_active.clone())
+    };
+    let mask_in = if f.pos_id { active } else { x.mask.clone() };
+    let mask_keys = if f.pos_id { sa } else { s.curr_sprior };
+    let mut inputs = vec![
+        ("q", q_shape, q_vals, dtype),
+        ("k_active", k_shape, k_vals, dtype),
+        ("v_active", vec![bs, 1, sa, d], x.v_active.clone(), dtype),
+        ("k_prior", k_prior_shape, x.k_prior.clone(), dtype),
+        ("v_prior", vec![s.cache_bs, 1, s.full_sprior, d], x.v_prior.clone(), dtype),
+        ("mask", vec![mask_keys, bs, s.q_head, sa], mask_in, Dtype::U8),
+    ];
+    if let Some(sk) = &x.sink {
+        inputs.push(("sink", vec![s.q_head, 1], sk.clone(), Dtype::F32));
+    }
+    if f.rope {
+        inputs.push(("inv_freqs", vec![d / 2, 1], inv, Dtype::F32));
+    }
+    if f.rope || f.pos_id {
+        inputs.push(("rope_pos_ids", vec![bs, sa], pos, Dtype::F32));
+    }
+    if let Some(st) = start {
+        inputs.push(("start_pos_ids", vec![bs, sa], st, Dtype::F32));
+    }
+    Case { shape: s, features: f, inputs, out, k_out, max_angle }
+}
+
+/// `[b, h, :, t]` blocks as columns `(d, bs·q_head·s_a)` (the `out_in_sb` layout).
+fn cols_of_blocks(blocks: &[f64], s: Shape) -> Vec<f64> {
+    let (d, sa, cols) = (s.d, s.s_active, s.bs * s.q_head * s.s_active);
+    (0..d * cols).map(|i| blocks[((i % cols) / sa * d + i / cols) * sa + i % cols % sa]).collect()
+}
+
+fn clone_data(x: &Data) -> Data {
+    Data {
+        shape: x.shape,
+        q: x.q.clone(),
+        k_active: x.k_active.clone(),
+        v_active: x.v_active.clone(),
+        k_prior: x.k_prior.clone(),
+        v_prior: x.v_prior.clone(),
+        mask: x.mask.clone(),
+        sink: x.sink.clone(),
+    }
+}
+
+impl Case {
+    /// The typed configuration.
+    pub fn config(&self) -> TkgConfig {
+        let (s, f) = (self.shape, self.features);
+        let i = |v: usize| v as i64;
+        let dims = TkgDims { bs: i(s.bs), q_head: i(s.q_head), s_active: i(s.s_active), curr_sprior: i(s.curr_sprior), full_sprior: i(s.full_sprior), d_head: i(s.d) };
+        TkgConfig::new(dims)
+            .tp_k_prior(f.tp_k_prior)
+            .sink(f.sink)
+            .fuse_rope(f.rope)
+            .use_pos_id(f.pos_id)
+            .window(f.window.is_some())
+            .qk_in_sb(!f.qk_hbm)
+            .out_in_sb(f.out_in_sb)
+            .k_out_in_sb(f.k_out_in_sb)
+            .fa_tiling(!f.no_fa_tiling)
+    }
+
+    /// The input tensors, by name.
+    pub fn tensors(&self) -> Vec<(&'static str, Tensor)> {
+        self.inputs.iter().map(|(name, shape, v, dt)| (*name, super::tensor(shape, v, *dt))).collect()
+    }
+}
