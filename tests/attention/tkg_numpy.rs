@@ -2,15 +2,18 @@
 //! against the official NKI tables, keeps the library's leading parameters, and
 //! run under the NumPy executor of `tests/python/nki_harness` (fp32, LNC 1 and 2)
 //! agrees with the emulator within `1e-5·max|emulator| + 1e-6` — and both agree
-//! with the float64 decode reference.
+//! with the float64 decode reference — also with fused RoPE, masks from
+//! positions, sliding windows, the in-SBUF layouts and one pass over the cache.
 
 use crate::common;
 
 use crate::common::attention::{run_numpy_kwargs, run_numpy_refused};
 use crate::common::tkg::{Data, config, data, reference, shape, tensors};
+use crate::common::tkg_features::{Features, case};
 use crate::common::{Arg, assert_close, errors};
 use nki::attention::reference_tkg::Shape;
-use nki::attention::tkg::attention_tkg::attention_tkg;
+use nki::attention::tkg::TkgInputs;
+use nki::attention::tkg::attention_tkg::{BLOCK_KV, QK_LAYOUT, attention_tkg};
 use nki::{Dtype, Launch, Precision};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -30,7 +33,8 @@ fn emitted_package_passes_the_check_and_keeps_the_library_parameters() {
     let src = std::fs::read_to_string(package().join("attention_tkg.py")).expect("the package holds attention_tkg.py");
     // The library's parameters in its order: `out` is returned and the library's
     // `sbm` allocator and `DBG_TENSORS` have no counterpart.
-    let signature = "\n@nki.jit\ndef attention_tkg(q, k_active, v_active, k_prior, v_prior, mask, cfg, inv_freqs=None, rope_pos_ids=None, start_pos_ids=None, sink=None, active_blocks_table=None, k_out=None):";
+    // `out` and `k_out` are returned, as the library returns them.
+    let signature = "\n@nki.jit\ndef attention_tkg(q, k_active, v_active, k_prior, v_prior, mask, cfg, inv_freqs=None, rope_pos_ids=None, start_pos_ids=None, sink=None, active_blocks_table=None):";
     assert!(src.contains(signature), "attention_tkg.py keeps the signature:\n{src}");
     // `AttnTKGConfig` has the library's fields, in its order, with its defaults.
     let fields = [
@@ -49,6 +53,7 @@ fn emitted_package_passes_the_check_and_keeps_the_library_parameters() {
         "qk_in_sb: bool = False",
         "k_out_in_sb: bool = False",
         "out_in_sb: bool = False",
+        "enable_fa_s_prior_tiling: bool = True",
     ];
     let class = src.split("class AttnTKGConfig(nl.NKIObject):").nth(1).expect("the dataclass is emitted");
     let declared: Vec<&str> = class
@@ -111,7 +116,7 @@ fn np_case(name: &str, s: Shape, tp_k_prior: bool, sink: bool, lnc: usize) {
         kwargs.push(("sink", Arg::Tensor(vec![s.q_head, 1], sk.clone(), Dtype::F32)));
     }
     let numpy = run_numpy_kwargs(package(), "attention_tkg", &args, &kwargs, lnc, "fp32");
-    assert_eq!(numpy.len(), 1, "one output");
+    assert_eq!(numpy.len(), 2, "out and k_out");
     let emulated_f64: Vec<f64> = emulated.iter().map(|&v| f64::from(v)).collect();
     let (err, scale) = errors(&numpy[0], &emulated_f64);
     assert!(err <= ATOL + RTOL * scale, "{name}: NumPy vs emulator max abs error {err:.3e} (max|emulator| {scale:.3e})");
@@ -125,8 +130,60 @@ fn numpy_executor_agrees_with_the_emulator() {
     np_case("np spare batch", Shape { cache_bs: 3, ..shape(2, 8, 1, 256, 256, 64) }, false, true, 1);
 }
 
+/// A case of the library's features under the NumPy executor (fp32) against the
+/// emulator, both outputs, and the NumPy `out` against float64.
+fn np_features(name: &str, s: Shape, f: Features, lnc: usize) {
+    let c = case(name, s, f, Dtype::F32);
+    let t = c.tensors();
+    let get = |n: &str| t.iter().find(|(name, _)| *name == n).map(|(_, t)| t);
+    let inputs = TkgInputs {
+        sink: get("sink"),
+        inv_freqs: get("inv_freqs"),
+        rope_pos_ids: get("rope_pos_ids"),
+        start_pos_ids: get("start_pos_ids"),
+        ..TkgInputs::new(&t[0].1, &t[1].1, &t[2].1, &t[3].1, &t[4].1, &t[5].1)
+    };
+    let (out, k_out) = c.config().launch(&Launch::new().lnc(lnc).precision(Precision::Fp32), &inputs).expect("the emulator runs");
+    let cfg = c.config().attn_config();
+    let flags = [
+        ("tp_k_prior", cfg.tp_k_prior),
+        ("use_pos_id", cfg.use_pos_id),
+        ("fuse_rope", cfg.fuse_rope),
+        ("qk_in_sb", cfg.qk_in_sb),
+        ("out_in_sb", cfg.out_in_sb),
+        ("k_out_in_sb", cfg.k_out_in_sb),
+        ("enable_fa_s_prior_tiling", cfg.enable_fa_s_prior_tiling),
+        // No effect on the result: the library's own test flips it.
+        ("strided_mm1", false),
+    ];
+    let extra: Vec<(&'static str, Arg)> = flags.iter().map(|&(k, v)| (k, Arg::Bool(v))).collect();
+    let arg = |(_, shape, v, dt): &(&str, Vec<usize>, Vec<f64>, Dtype)| Arg::Tensor(shape.clone(), v.clone(), *dt);
+    let mut args: Vec<Arg> = c.inputs[..6].iter().map(arg).collect();
+    args.push(cfg_arg(s, f.tp_k_prior, &extra));
+    let kwargs: Vec<(&str, Arg)> = c.inputs[6..].iter().map(|x| (x.0, arg(x))).collect();
+    let numpy = run_numpy_kwargs(package(), "attention_tkg", &args, &kwargs, lnc, "fp32");
+    assert_eq!(numpy.len(), 2, "out and k_out");
+    for (what, np, em) in [("out", &numpy[0], &out), ("k_out", &numpy[1], &k_out)] {
+        let em: Vec<f64> = em.to_f32_vec().iter().map(|&v| f64::from(v)).collect();
+        let (err, scale) = errors(np, &em);
+        assert!(err <= ATOL + RTOL * scale, "{name} {what}: NumPy vs emulator max abs error {err:.3e} (max|emulator| {scale:.3e})");
+    }
+    let rtol = RTOL + 8.0 * 2f64.powi(-24) * c.max_angle;
+    assert_close(&format!("{name} NumPy vs float64"), &numpy[0], &c.out, ATOL, rtol);
+}
+
 #[test]
-fn configuration_fields_it_does_not_implement_are_refused_by_name() {
+fn numpy_executor_agrees_with_the_emulator_on_the_library_features() {
+    let f = Features { rope: true, pos_id: true, qk_hbm: true, tp_k_prior: true, sink: true, ..Features::default() };
+    np_features("np rope pid", shape(2, 2, 3, 640, 1024, 64), f, 2);
+    let f = Features { pos_id: true, window: Some(200), out_in_sb: true, k_out_in_sb: true, ..Features::default() };
+    np_features("np window sb", shape(2, 4, 2, 384, 384, 32), f, 1);
+    let f = Features { rope: true, no_fa_tiling: true, k_out_in_sb: true, ..Features::default() };
+    np_features("np rope one pass", shape(1, 2, 2, 256, 256, 64), f, 1);
+}
+
+#[test]
+fn a_block_kv_cache_is_refused_by_name() {
     let s = shape(1, 1, 1, 128, 128, 16);
     let x: Data = data("np refused", s, false, false, Dtype::F32);
     let refused = |extra: &[(&'static str, Arg)], kwargs: &[(&str, Arg)]| {
@@ -134,20 +191,12 @@ fn configuration_fields_it_does_not_implement_are_refused_by_name() {
         args.push(cfg_arg(s, false, extra));
         run_numpy_refused(package(), "attention_tkg", &args, kwargs)
     };
-    for (field, value) in [
-        ("block_len", Arg::Int(16)),
-        ("strided_mm1", Arg::Bool(false)),
-        ("use_pos_id", Arg::Bool(true)),
-        ("fuse_rope", Arg::Bool(true)),
-        ("use_gpsimd_sb2sb", Arg::Bool(false)),
-        ("qk_in_sb", Arg::Bool(false)),
-        ("k_out_in_sb", Arg::Bool(true)),
-        ("out_in_sb", Arg::Bool(true)),
-    ] {
-        let e = refused(&[(field, value)], &[]);
-        assert!(e.contains(&format!("AssertionError: cfg.{field}=")), "{field}: {e}");
-    }
+    let e = refused(&[("block_len", Arg::Int(16))], &[]);
+    assert!(e.contains(&format!("AssertionError: {BLOCK_KV}")), "{e}");
     let table = Arg::Tensor(vec![1, 1], vec![0.0], Dtype::I32);
     let e = refused(&[], &[("active_blocks_table", table)]);
-    assert!(e.contains("AssertionError: active_blocks_table is for a block KV cache"), "{e}");
+    assert!(e.contains(&format!("AssertionError: {BLOCK_KV}")), "{e}");
+    // A rule of the typed configuration, with its message.
+    let e = refused(&[("qk_in_sb", Arg::Bool(false))], &[]);
+    assert!(e.contains(&format!("AssertionError: {QK_LAYOUT}")), "{e}");
 }

@@ -771,7 +771,7 @@ pub mod decode {
         #[dtypes(int32, float32)] rope_pos_ids: Option<Hbm>,
         #[dtypes(int32, float32)] start_pos_ids: Option<Hbm>,
         #[dtypes(float32, bfloat16, float16)] sink: Option<Hbm>,
-        #[dtypes(int32)] active_blocks_table: Option<Hbm>,
+        #[dtypes(int32, uint32)] active_blocks_table: Option<Hbm>,
     ) -> (Hbm, Hbm) {
         assert!(active_blocks_table.is_none(), BLOCK_KV);
         let fa_tile = check_config(cfg);

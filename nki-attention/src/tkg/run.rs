@@ -284,7 +284,8 @@ mod tests {
         let call = |c: &AttnTKGConfig| TkgConfig::call(&i, c).launch(&Launch::new()).unwrap_err().to_string();
         assert!(call(&AttnTKGConfig { block_len: 32, ..cfg.clone() }).contains(crate::tkg::attention_tkg::BLOCK_KV));
         assert!(call(&AttnTKGConfig { qk_in_sb: false, ..cfg.clone() }).contains(TkgRule::QkLayout.message()));
-        let e = TkgConfig::call(&i, &cfg).active_blocks_table(Some(&x[5])).launch(&Launch::new()).unwrap_err().to_string();
+        let table = t(&[1, 1], Dtype::U32);
+        let e = TkgConfig::call(&i, &cfg).active_blocks_table(Some(&table)).launch(&Launch::new()).unwrap_err().to_string();
         assert!(e.contains(crate::tkg::attention_tkg::BLOCK_KV), "{e}");
     }
 }

@@ -680,7 +680,7 @@ def attention_tkg(q, k_active, v_active, k_prior, v_prior, mask, cfg, inv_freqs=
     assert rope_pos_ids is None or rope_pos_ids.dtype in (nl.int32, nl.float32), "attention_tkg takes rope_pos_ids as int32 or float32"
     assert start_pos_ids is None or start_pos_ids.dtype in (nl.int32, nl.float32), "attention_tkg takes start_pos_ids as int32 or float32"
     assert sink is None or sink.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_tkg takes sink as float32, bfloat16 or float16"
-    assert active_blocks_table is None or active_blocks_table.dtype in (nl.int32,), "attention_tkg takes active_blocks_table as int32"
+    assert active_blocks_table is None or active_blocks_table.dtype in (nl.int32, nl.uint32), "attention_tkg takes active_blocks_table as int32 or uint32"
     assert active_blocks_table is None, BLOCK_KV
     fa_tile = check_config(cfg)
     check_shapes(cfg, q, k_active, v_active, k_prior, v_prior, mask)
