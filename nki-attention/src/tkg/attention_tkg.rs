@@ -7,32 +7,44 @@
 //! `s_active` slots are the active tokens: key `j < curr_sprior - s_active` comes
 //! from `k_prior` / `v_prior`, the rest from `k_active` / `v_active`. A `uint8`
 //! mask `[curr_sprior, bs, q_head, s_active]` says which keys each query sees
-//! (nonzero: visible); an optional sink logit per head joins every softmax
-//! denominator. `q` is not scaled by the kernel (pre-scale it, as the library
-//! does without fused RoPE).
+//! (nonzero: visible) — or, with `use_pos_id`, only the active keys' block, the
+//! cached keys' visibility generated from `rope_pos_ids` (and a per-query sliding
+//! window from `start_pos_ids`); an optional sink logit per head joins every
+//! softmax denominator. With `fuse_rope` the kernel rotates `q` and `k_active` by
+//! `inv_freqs · rope_pos_ids` and scales `q` by `1/sqrt(d)`; without it `q` comes
+//! scaled.
 //!
-//! Loop structure, per batch (with LNC2 the batches alternate between the two
-//! programs, as the library's batch sharding splits them):
+//! Phases (the library's names):
 //!
-//! 1. Load the batch's `q_head · s_active` query columns `(d, n)` as bf16; they
-//!    stay on the stationary side of every QK matmul, so queries land on
-//!    partitions and every softmax reduction runs along the free axis.
-//! 2. For every flash-attention tile of [`FA_TILE_SIZE`] keys (one tile up to
-//!    that length, the library's threshold):
-//!    - QK per [`MM1_KEYS`] keys into PSUM, copied under the mask predicate onto
-//!      a tile preset to `FLOAT32_MIN`;
-//!    - the tile max (negated), merged into the running max, the correction
-//!      `exp(max_old - max_new)`;
-//!    - `exp(s - max)` into bf16 probabilities with fp32 row sums per 512 keys;
-//!    - PV per 128 keys: probabilities PE-transposed to `(keys, n)`, accumulated
-//!      in PSUM, added to the running output after scaling it by the correction.
-//! 3. Normalise by the running sum (which starts at `exp(sink - sink) = 1` with
-//!    the running max at the sink, so the sink needs no separate pass) and store
-//!    each head's `(s_active, d)` rows as its `(d, s_active)` block of `out`.
+//! 0. `perform_rope`: the queries `(d, bs·q_head·s_active)` and active keys
+//!    `(d, bs·s_active)` of every batch staged in SBUF in `q`'s / `k_active`'s
+//!    dtype, rotated when RoPE is fused (`rope`: the angles range-reduced to the
+//!    sine's `[-π, π]` domain in fp32, as the library does); the active keys are
+//!    the `k_out` output.
+//! 1. Per batch (with LNC2 the batches alternate between the two programs, as the
+//!    library's batch sharding splits them), `allocate_fa_buffers`: the batch's
+//!    `q_head · s_active` query columns `(d, n)`, stationary in every QK matmul so
+//!    queries land on partitions and every softmax reduction runs along the free
+//!    axis; the position columns; the running statistics.
+//! 2. For every flash-attention tile of [`FA_TILE_SIZE`] keys (the whole cache in
+//!    one tile without `enable_fa_s_prior_tiling`):
+//!    - `compute_qk_matmul`: QK per [`MM1_KEYS`] keys into PSUM, copied under the
+//!      mask predicate (`load_mask`, or `gen_mask_tkg` from positions) onto a tile
+//!      preset to `FLOAT32_MIN`;
+//!    - `fa_update_running_max`: the tile max (negated), merged into the running
+//!      max, the correction `exp(max_old - max_new)`;
+//!    - `compute_exp_qk`: `exp(s - max)` in `q`'s dtype with fp32 row sums per 512 keys;
+//!    - `compute_pv_matmul`: PV per 128 keys, probabilities PE-transposed to
+//!      `(keys, n)`, accumulated in PSUM; `fa_accumulate_output` adds it to the
+//!      running output after scaling that by the correction.
+//! 3. `fa_finalize_and_store`: normalise by the running sum (which starts at
+//!    `exp(sink - sink) = 1` with the running max at the sink, so the sink needs no
+//!    separate pass) and store each column as `out[b, h, :, t]` (or column
+//!    `b·n + p` of the `out_in_sb` layout).
 //!
 //! The library puts the keys on partitions for QK (`KQᵀ`) and transposes the
 //! statistics instead; the numerics are the same (fp32 scores and statistics,
-//! bf16 matmul operands, fp32 accumulation).
+//! matmul operands in `q`'s dtype, fp32 accumulation).
 
 use nki::prelude::*;
 
@@ -129,7 +141,7 @@ pub mod decode {
     /// queries and active keys staged in SBUF (after RoPE when fused), the output.
     #[nki_object]
     pub struct AttnTensors {
-        /// Queries of every batch, `(d, bs·q_head·s_active)` bf16 (scaled by `1/sqrt(d)` with fused RoPE).
+        /// Queries of every batch, `(d, bs·q_head·s_active)` in `q`'s dtype (scaled by `1/sqrt(d)` with fused RoPE).
         pub q_sb: Tensor,
         /// Active keys of every batch, `(d, bs·s_active)` (after RoPE when fused).
         pub k_active_sb: Tensor,
@@ -192,7 +204,7 @@ pub mod decode {
     pub struct AttnInternalBuffers {
         /// The batch.
         pub batch_id: i64,
-        /// Queries, `(d, n_cols)` bf16: the stationary side of every QK matmul.
+        /// Queries, `(d, n_cols)` in `q`'s dtype: the stationary side of every QK matmul.
         pub q_sb: Tensor,
         /// Per query column, the end of its visible cache positions (`rope_pos_ids`), `(n_cols, 1)` fp32 (with `use_pos_id`).
         pub pos_end: Tensor,
@@ -316,13 +328,13 @@ pub mod decode {
     }
 
     /// The library's `_perform_rope` (or, without fused RoPE, the `qk_in_sb`
-    /// inputs taken as they are): the queries of every batch `(d, bs·n)` in bf16,
+    /// inputs taken as they are): the queries of every batch `(d, bs·n)` in `q`'s dtype,
     /// scaled by `1/sqrt(d)` after RoPE, and the active keys `(d, bs·s_a)` in
     /// `k_active`'s dtype. Returns `(q_sb, k_active_sb)`.
     #[nki_helper]
     fn perform_rope(q: Hbm, k_active: Hbm, cfg: AttnTKGConfig, inv_freqs: Option<Hbm>, rope_pos_ids: Option<Hbm>) -> (Sbuf, Sbuf) {
         let (d, bs, q_head, s_a) = (cfg.d_head, cfg.bs, cfg.q_head, cfg.s_active);
-        let q_sb = nl::ndarray([d, bs * q_head * s_a], nl::bfloat16, buffer = nl::sbuf);
+        let q_sb = nl::ndarray([d, bs * q_head * s_a], q.dtype(), buffer = nl::sbuf);
         let k_sb = nl::ndarray([d, bs * s_a], k_active.dtype(), buffer = nl::sbuf);
         if let Some(inv) = inv_freqs {
             if let Some(pos) = rope_pos_ids {
@@ -400,7 +412,7 @@ pub mod decode {
     #[nki_helper]
     fn allocate_fa_buffers(atp: AttnTileParams, io: AttnTensors, b: i64) -> AttnInternalBuffers {
         let (n, d, q_head, s_a) = (atp.n_cols, atp.d_head, atp.q_head, atp.s_active);
-        let q_sb = nl::ndarray([d, n], nl::bfloat16, buffer = nl::sbuf);
+        let q_sb = nl::ndarray([d, n], io.q_sb.dtype(), buffer = nl::sbuf);
         nisa::tensor_copy(q_sb, io.q_sb[s![.., b * n..(b + 1) * n]]);
         let (starts, ends) = (io.start_pos_ids, io.rope_pos_ids);
         let pos_end = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
@@ -494,7 +506,7 @@ pub mod decode {
         for c in 0..(width + MM1_KEYS - 1) / MM1_KEYS {
             let c0 = c * MM1_KEYS;
             let cols = (width - c0).min(MM1_KEYS);
-            let k_sb = nl::ndarray([d, MM1_KEYS], nl::bfloat16, buffer = nl::sbuf);
+            let k_sb = nl::ndarray([d, MM1_KEYS], bufs.q_sb.dtype(), buffer = nl::sbuf);
             load_keys(k_sb, atp, io, b, f0 + c0, cols);
             let scores = nl::ndarray([n, MM1_KEYS], nl::float32, buffer = nl::psum);
             nisa::nc_matmul(scores[s![.., 0..cols]], bufs.q_sb, k_sb[s![.., 0..cols]]);
@@ -521,7 +533,7 @@ pub mod decode {
     }
 
     /// The library's `_compute_exp_qk` and `_fa_update_running_sum`: `exp(s - max)`
-    /// in bf16 with fp32 row sums per QK tile, the running sum corrected and
+    /// in `q`'s dtype with fp32 row sums per QK tile, the running sum corrected and
     /// increased by the tile's. Returns the probabilities, `(n, tile_len)`.
     #[nki_helper]
     fn compute_exp_qk(
@@ -534,7 +546,7 @@ pub mod decode {
     ) -> Sbuf {
         let (n, width) = (atp.n_cols, fa.tile_len);
         let chunks = (width + MM1_KEYS - 1) / MM1_KEYS;
-        let probs = nl::ndarray([n, width], nl::bfloat16, buffer = nl::sbuf);
+        let probs = nl::ndarray([n, width], bufs.q_sb.dtype(), buffer = nl::sbuf);
         let part_sum = nl::ndarray([n, chunks], nl::float32, buffer = nl::sbuf);
         for c in 0..chunks {
             let c0 = c * MM1_KEYS;
@@ -557,7 +569,7 @@ pub mod decode {
     }
 
     /// The library's `_compute_pv_matmul`: `Σ_j p[:, j] · v[j, :]` over the FA tile's
-    /// keys, the bf16 probabilities PE-transposed per [`P_MAX`] keys and multiplied
+    /// keys, the probabilities PE-transposed per [`P_MAX`] keys and multiplied
     /// with the value rows, accumulated in PSUM per [`PV_GROUP_KEYS`] keys. Returns
     /// `(n, d)` fp32.
     #[nki_helper]
@@ -572,11 +584,11 @@ pub mod decode {
             for v in 0..(keys + P_MAX - 1) / P_MAX {
                 let c0 = g0 + v * P_MAX;
                 let rows = (width - c0).min(P_MAX);
-                let flipped = nl::ndarray([P_MAX, n], nl::bfloat16, buffer = nl::psum);
+                let flipped = nl::ndarray([P_MAX, n], probs.dtype(), buffer = nl::psum);
                 nisa::nc_transpose(flipped[s![0..rows, ..]], probs[s![.., c0..c0 + rows]]);
-                let p_t = nl::ndarray([P_MAX, n], nl::bfloat16, buffer = nl::sbuf);
+                let p_t = nl::ndarray([P_MAX, n], probs.dtype(), buffer = nl::sbuf);
                 nisa::tensor_copy(p_t[s![0..rows, ..]], flipped[s![0..rows, ..]]);
-                let v_sb = nl::ndarray([P_MAX, d], nl::bfloat16, buffer = nl::sbuf);
+                let v_sb = nl::ndarray([P_MAX, d], probs.dtype(), buffer = nl::sbuf);
                 load_values(v_sb, atp, io, bufs.batch_id, fa.tile_start + c0, rows);
                 nisa::nc_matmul(acc, p_t[s![0..rows, ..]], v_sb[s![0..rows, ..]]);
             }

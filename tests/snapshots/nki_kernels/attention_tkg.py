@@ -103,7 +103,7 @@ class AttnTensors(nl.NKIObject):
     """
 
     q_sb: object
-    "Queries of every batch, `(d, bs·q_head·s_active)` bf16 (scaled by `1/sqrt(d)` with fused RoPE)."
+    "Queries of every batch, `(d, bs·q_head·s_active)` in `q`'s dtype (scaled by `1/sqrt(d)` with fused RoPE)."
     k_active_sb: object
     "Active keys of every batch, `(d, bs·s_active)` (after RoPE when fused)."
     v_active: object
@@ -169,7 +169,7 @@ class AttnInternalBuffers(nl.NKIObject):
     batch_id: int
     "The batch."
     q_sb: object
-    "Queries, `(d, n_cols)` bf16: the stationary side of every QK matmul."
+    "Queries, `(d, n_cols)` in `q`'s dtype: the stationary side of every QK matmul."
     pos_end: object
     "Per query column, the end of its visible cache positions (`rope_pos_ids`), `(n_cols, 1)` fp32 (with `use_pos_id`)."
     pos_start: object
@@ -351,12 +351,12 @@ def load_rotated(dst, src, in_sb_layout, cos, sin, heads, s_a):
 
 def perform_rope(q, k_active, cfg, inv_freqs, rope_pos_ids):
     """The library's `_perform_rope` (or, without fused RoPE, the `qk_in_sb`
-    inputs taken as they are): the queries of every batch `(d, bs·n)` in bf16,
+    inputs taken as they are): the queries of every batch `(d, bs·n)` in `q`'s dtype,
     scaled by `1/sqrt(d)` after RoPE, and the active keys `(d, bs·s_a)` in
     `k_active`'s dtype. Returns `(q_sb, k_active_sb)`.
     """
     d, bs, q_head, s_a = (cfg.d_head, cfg.bs, cfg.q_head, cfg.s_active)
-    q_sb = nl.ndarray(shape=(d, bs * q_head * s_a), dtype=nl.bfloat16, buffer=nl.sbuf)
+    q_sb = nl.ndarray(shape=(d, bs * q_head * s_a), dtype=q.dtype, buffer=nl.sbuf)
     k_sb = nl.ndarray(shape=(d, bs * s_a), dtype=k_active.dtype, buffer=nl.sbuf)
     if inv_freqs is not None:
         inv = inv_freqs
@@ -407,7 +407,7 @@ def allocate_fa_buffers(atp, io, b):
     correction `exp(-inf) = 0`) — and the output at zero.
     """
     n, d, q_head, s_a = (atp.n_cols, atp.d_head, atp.q_head, atp.s_active)
-    q_sb = nl.ndarray(shape=(d, n), dtype=nl.bfloat16, buffer=nl.sbuf)
+    q_sb = nl.ndarray(shape=(d, n), dtype=io.q_sb.dtype, buffer=nl.sbuf)
     nisa.tensor_copy(dst=q_sb, src=io.q_sb[:, b * n:(b + 1) * n])
     starts, ends = (io.start_pos_ids, io.rope_pos_ids)
     pos_end = nl.ndarray(shape=(n, 1), dtype=nl.float32, buffer=nl.sbuf)
@@ -514,7 +514,7 @@ def compute_qk_matmul(atp, io, bufs, fa):
     for c in range((width + MM1_KEYS - 1) // MM1_KEYS):
         c0 = c * MM1_KEYS
         cols = min(width - c0, MM1_KEYS)
-        k_sb = nl.ndarray(shape=(d, MM1_KEYS), dtype=nl.bfloat16, buffer=nl.sbuf)
+        k_sb = nl.ndarray(shape=(d, MM1_KEYS), dtype=bufs.q_sb.dtype, buffer=nl.sbuf)
         load_keys(k_sb, atp, io, b, f0 + c0, cols)
         scores = nl.ndarray(shape=(n, MM1_KEYS), dtype=nl.float32, buffer=nl.psum)
         nisa.nc_matmul(dst=scores[:, 0:cols], stationary=bufs.q_sb, moving=k_sb[:, 0:cols])
@@ -541,12 +541,12 @@ def fa_update_running_max(atp, bufs, masked):
 
 def compute_exp_qk(atp, bufs, fa, masked, new_negmax, corr):
     """The library's `_compute_exp_qk` and `_fa_update_running_sum`: `exp(s - max)`
-    in bf16 with fp32 row sums per QK tile, the running sum corrected and
+    in `q`'s dtype with fp32 row sums per QK tile, the running sum corrected and
     increased by the tile's. Returns the probabilities, `(n, tile_len)`.
     """
     n, width = (atp.n_cols, fa.tile_len)
     chunks = (width + MM1_KEYS - 1) // MM1_KEYS
-    probs = nl.ndarray(shape=(n, width), dtype=nl.bfloat16, buffer=nl.sbuf)
+    probs = nl.ndarray(shape=(n, width), dtype=bufs.q_sb.dtype, buffer=nl.sbuf)
     part_sum = nl.ndarray(shape=(n, chunks), dtype=nl.float32, buffer=nl.sbuf)
     for c in range(chunks):
         c0 = c * MM1_KEYS
@@ -575,7 +575,7 @@ def load_values(dst, atp, io, b, k0, rows):
 
 def compute_pv_matmul(atp, io, bufs, fa, probs):
     """The library's `_compute_pv_matmul`: `Σ_j p[:, j] · v[j, :]` over the FA tile's
-    keys, the bf16 probabilities PE-transposed per [`P_MAX`] keys and multiplied
+    keys, the probabilities PE-transposed per [`P_MAX`] keys and multiplied
     with the value rows, accumulated in PSUM per [`PV_GROUP_KEYS`] keys. Returns
     `(n, d)` fp32.
     """
@@ -589,11 +589,11 @@ def compute_pv_matmul(atp, io, bufs, fa, probs):
         for v in range((keys + P_MAX - 1) // P_MAX):
             c0 = g0 + v * P_MAX
             rows = min(width - c0, P_MAX)
-            flipped = nl.ndarray(shape=(P_MAX, n), dtype=nl.bfloat16, buffer=nl.psum)
+            flipped = nl.ndarray(shape=(P_MAX, n), dtype=probs.dtype, buffer=nl.psum)
             nisa.nc_transpose(dst=flipped[0:rows, :], data=probs[:, c0:c0 + rows])
-            p_t = nl.ndarray(shape=(P_MAX, n), dtype=nl.bfloat16, buffer=nl.sbuf)
+            p_t = nl.ndarray(shape=(P_MAX, n), dtype=probs.dtype, buffer=nl.sbuf)
             nisa.tensor_copy(dst=p_t[0:rows, :], src=flipped[0:rows, :])
-            v_sb = nl.ndarray(shape=(P_MAX, d), dtype=nl.bfloat16, buffer=nl.sbuf)
+            v_sb = nl.ndarray(shape=(P_MAX, d), dtype=probs.dtype, buffer=nl.sbuf)
             load_values(v_sb, atp, io, bufs.batch_id, fa.tile_start + c0, rows)
             nisa.nc_matmul(dst=acc, stationary=p_t[0:rows, :], moving=v_sb[0:rows, :])
         nisa.tensor_tensor(dst=pv, data1=pv, data2=acc, op=nl.add)
