@@ -33,7 +33,8 @@
 //!      preset to `FLOAT32_MIN`;
 //!    - `fa_update_running_max`: the tile max (negated), merged into the running
 //!      max, the correction `exp(max_old - max_new)`;
-//!    - `compute_exp_qk`: `exp(s - max)` in `q`'s dtype with fp32 row sums per 512 keys;
+//!    - `compute_exp_qk`: `exp(s - max)` in `q`'s dtype and the fp32 row sums of
+//!      those rounded values (what the PV matmul weighs);
 //!    - `compute_pv_matmul`: PV per 128 keys, probabilities PE-transposed to
 //!      `(keys, n)`, accumulated in PSUM; `fa_accumulate_output` adds it to the
 //!      running output after scaling that by the correction.
@@ -76,6 +77,10 @@ pub mod decode {
     pub const BLOCK_KV: &str = "attention_tkg: a block KV cache (block_len > 0, active_blocks_table) is not implemented: block_len must be 0";
     /// `TkgRule::WindowNeedsPosId`: the sliding window is part of the generated mask.
     pub const WINDOW_NEEDS_POS_ID: &str = "attention_tkg: a sliding window (start_pos_ids) is part of the generated mask: it needs use_pos_id=True";
+    /// An fp8 KV cache is all four KV tensors in `float8_e4m3`.
+    pub const FP8_KV_ALL: &str = "attention_tkg: an fp8 KV cache has k_prior, v_prior, k_active and v_active all in float8_e4m3 (q in float8_e4m3 only with it)";
+    /// An fp8 KV cache's queries: not float32, no fused RoPE, the `qk_in_sb` layouts.
+    pub const FP8_KV_QUERY: &str = "attention_tkg: with an fp8 KV cache q must not be float32, fuse_rope must be False and qk_in_sb True";
     /// The largest `curr_sprior` with fused RoPE (the library's `_MAX_S_PRIOR_ACCURATE_ROPE`).
     pub const MAX_SPRIOR_ROPE: i64 = 131072;
 
@@ -532,36 +537,18 @@ pub mod decode {
         (new_negmax, corr)
     }
 
-    /// The library's `_compute_exp_qk` and `_fa_update_running_sum`: `exp(s - max)`
-    /// in `q`'s dtype with fp32 row sums per QK tile, the running sum corrected and
-    /// increased by the tile's. Returns the probabilities, `(n, tile_len)`.
+    /// The library's `_compute_exp_qk`, `_cascaded_sum_reduction` and
+    /// `_fa_update_running_sum`: `exp(s - max)` in `q`'s dtype, and the fp32 row
+    /// sums of those rounded probabilities (the library sums the tile the PV
+    /// matmul reads); the running sum corrected and increased by the tile's.
+    /// Returns the probabilities, `(n, tile_len)`.
     #[nki_helper]
-    fn compute_exp_qk(
-        atp: AttnTileParams,
-        bufs: AttnInternalBuffers,
-        fa: FATileContext,
-        masked: Sbuf,
-        new_negmax: Sbuf,
-        corr: Sbuf,
-    ) -> Sbuf {
+    fn compute_exp_qk(atp: AttnTileParams, bufs: AttnInternalBuffers, fa: FATileContext, masked: Sbuf, new_negmax: Sbuf, corr: Sbuf) -> Sbuf {
         let (n, width) = (atp.n_cols, fa.tile_len);
-        let chunks = (width + MM1_KEYS - 1) / MM1_KEYS;
         let probs = nl::ndarray([n, width], bufs.q_sb.dtype(), buffer = nl::sbuf);
-        let part_sum = nl::ndarray([n, chunks], nl::float32, buffer = nl::sbuf);
-        for c in 0..chunks {
-            let c0 = c * MM1_KEYS;
-            let cols = (width - c0).min(MM1_KEYS);
-            nisa::activation_reduce(
-                probs[s![.., c0..c0 + cols]],
-                nl::exp,
-                masked[s![.., c0..c0 + cols]],
-                nl::add,
-                part_sum[s![.., c..c + 1]],
-                bias = new_negmax,
-            );
-        }
+        nisa::activation(probs, nl::exp, masked, bias = new_negmax);
         let tile_sum = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
-        nisa::tensor_reduce(tile_sum, nl::add, part_sum, 1);
+        nisa::tensor_reduce(tile_sum, nl::add, probs, 1);
         let run_sum = bufs.running_sum;
         nisa::tensor_scalar(run_sum, run_sum, nl::multiply, corr);
         nisa::tensor_tensor(run_sum, run_sum, tile_sum, nl::add);
@@ -723,6 +710,19 @@ pub mod decode {
         assert!(mask.dtype() == nl::uint8, "mask must be uint8 (nonzero: visible)");
     }
 
+    /// The library's fp8 KV cache rules: `k_prior`, `v_prior`, `k_active` and
+    /// `v_active` all `float8_e4m3` or none, and with them `q` not float32, no
+    /// fused RoPE and the `qk_in_sb` layouts.
+    #[nki_helper]
+    fn check_fp8_kv(cfg: AttnTKGConfig, q: Hbm, k_active: Hbm, v_active: Hbm, k_prior: Hbm, v_prior: Hbm) {
+        let fp8 = nl::float8_e4m3;
+        let count = (k_prior.dtype() == fp8) as i64 + (v_prior.dtype() == fp8) as i64 + (k_active.dtype() == fp8) as i64 + (v_active.dtype() == fp8) as i64;
+        assert!(count == 0 || count == 4, FP8_KV_ALL);
+        let fp8_kv = count == 4;
+        assert!(!fp8_kv || (q.dtype() != nl::float32 && !cfg.fuse_rope && cfg.qk_in_sb), FP8_KV_QUERY);
+        assert!(fp8_kv || q.dtype() != fp8, FP8_KV_ALL);
+    }
+
     /// The optional inputs: present exactly when `cfg` uses them, and their shapes.
     #[nki_helper]
     fn check_optional(cfg: AttnTKGConfig, inv_freqs: Option<Hbm>, rope_pos_ids: Option<Hbm>, start_pos_ids: Option<Hbm>, sink: Option<Hbm>) {
@@ -772,11 +772,11 @@ pub mod decode {
     /// allocates its outputs and tiles.
     #[nki_kernel]
     pub fn attention_tkg(
-        #[dtypes(float32, bfloat16, float16)] q: Hbm,
-        #[dtypes(float32, bfloat16, float16)] k_active: Hbm,
-        #[dtypes(float32, bfloat16, float16)] v_active: Hbm,
-        #[dtypes(float32, bfloat16, float16)] k_prior: Hbm,
-        #[dtypes(float32, bfloat16, float16)] v_prior: Hbm,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3)] q: Hbm,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3)] k_active: Hbm,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3)] v_active: Hbm,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3)] k_prior: Hbm,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3)] v_prior: Hbm,
         #[dtypes(uint8)] mask: Hbm,
         cfg: AttnTKGConfig,
         #[dtypes(float32)] inv_freqs: Option<Hbm>,
@@ -789,12 +789,15 @@ pub mod decode {
         let fa_tile = check_config(cfg);
         check_shapes(cfg, q, k_active, v_active, k_prior, v_prior, mask);
         check_optional(cfg, inv_freqs, rope_pos_ids, start_pos_ids, sink);
+        check_fp8_kv(cfg, q, k_active, v_active, k_prior, v_prior);
+        // The library's callers take an fp8 query's output in bfloat16.
+        let out_dtype = if q.dtype() == nl::float8_e4m3 { nl::bfloat16 } else { q.dtype() };
         let (bs, q_head, s_active, d_head) = (cfg.bs, cfg.q_head, cfg.s_active, cfg.d_head);
         let n = q_head * s_active;
         let out = if cfg.out_in_sb {
-            nl::ndarray([d_head, bs * n], q.dtype(), buffer = nl::shared_hbm)
+            nl::ndarray([d_head, bs * n], out_dtype, buffer = nl::shared_hbm)
         } else {
-            nl::ndarray([bs, q_head, d_head, s_active], q.dtype(), buffer = nl::shared_hbm)
+            nl::ndarray([bs, q_head, d_head, s_active], out_dtype, buffer = nl::shared_hbm)
         };
         let k_out = if cfg.k_out_in_sb {
             nl::ndarray([d_head, bs * s_active], k_active.dtype(), buffer = nl::shared_hbm)

@@ -48,6 +48,14 @@ BLOCK_KV = "attention_tkg: a block KV cache (block_len > 0, active_blocks_table)
 WINDOW_NEEDS_POS_ID = "attention_tkg: a sliding window (start_pos_ids) is part of the generated mask: it needs use_pos_id=True"
 
 
+# An fp8 KV cache is all four KV tensors in `float8_e4m3`.
+FP8_KV_ALL = "attention_tkg: an fp8 KV cache has k_prior, v_prior, k_active and v_active all in float8_e4m3 (q in float8_e4m3 only with it)"
+
+
+# An fp8 KV cache's queries: not float32, no fused RoPE, the `qk_in_sb` layouts.
+FP8_KV_QUERY = "attention_tkg: with an fp8 KV cache q must not be float32, fuse_rope must be False and qk_in_sb True"
+
+
 # The largest `curr_sprior` with fused RoPE (the library's `_MAX_S_PRIOR_ACCURATE_ROPE`).
 MAX_SPRIOR_ROPE = 131072
 
@@ -256,6 +264,19 @@ def check_optional(cfg, inv_freqs, rope_pos_ids, start_pos_ids, sink):
         sk = sink
         sk_shape = sk.shape
         assert sk.ndim == 2 and sk_shape[0] == q_head and sk_shape[1] == 1, f"sink must be (q_head, 1), got {sk_shape}"
+
+
+def check_fp8_kv(cfg, q, k_active, v_active, k_prior, v_prior):
+    """The library's fp8 KV cache rules: `k_prior`, `v_prior`, `k_active` and
+    `v_active` all `float8_e4m3` or none, and with them `q` not float32, no
+    fused RoPE and the `qk_in_sb` layouts.
+    """
+    fp8 = nl.float8_e4m3
+    count = int(k_prior.dtype == fp8) + int(v_prior.dtype == fp8) + int(k_active.dtype == fp8) + int(v_active.dtype == fp8)
+    assert count == 0 or count == 4, FP8_KV_ALL
+    fp8_kv = count == 4
+    assert not fp8_kv or (q.dtype != nl.float32 and not cfg.fuse_rope and cfg.qk_in_sb), FP8_KV_QUERY
+    assert fp8_kv or q.dtype != fp8, FP8_KV_ALL
 
 
 def as_float32(ids):
@@ -540,20 +561,17 @@ def fa_update_running_max(atp, bufs, masked):
 
 
 def compute_exp_qk(atp, bufs, fa, masked, new_negmax, corr):
-    """The library's `_compute_exp_qk` and `_fa_update_running_sum`: `exp(s - max)`
-    in `q`'s dtype with fp32 row sums per QK tile, the running sum corrected and
-    increased by the tile's. Returns the probabilities, `(n, tile_len)`.
+    """The library's `_compute_exp_qk`, `_cascaded_sum_reduction` and
+    `_fa_update_running_sum`: `exp(s - max)` in `q`'s dtype, and the fp32 row
+    sums of those rounded probabilities (the library sums the tile the PV
+    matmul reads); the running sum corrected and increased by the tile's.
+    Returns the probabilities, `(n, tile_len)`.
     """
     n, width = (atp.n_cols, fa.tile_len)
-    chunks = (width + MM1_KEYS - 1) // MM1_KEYS
     probs = nl.ndarray(shape=(n, width), dtype=bufs.q_sb.dtype, buffer=nl.sbuf)
-    part_sum = nl.ndarray(shape=(n, chunks), dtype=nl.float32, buffer=nl.sbuf)
-    for c in range(chunks):
-        c0 = c * MM1_KEYS
-        cols = min(width - c0, MM1_KEYS)
-        nisa.activation_reduce(dst=probs[:, c0:c0 + cols], op=nl.exp, data=masked[:, c0:c0 + cols], reduce_op=nl.add, reduce_res=part_sum[:, c:c + 1], bias=new_negmax)
+    nisa.activation(dst=probs, op=nl.exp, data=masked, bias=new_negmax)
     tile_sum = nl.ndarray(shape=(n, 1), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_reduce(dst=tile_sum, op=nl.add, data=part_sum, axis=1)
+    nisa.tensor_reduce(dst=tile_sum, op=nl.add, data=probs, axis=1)
     run_sum = bufs.running_sum
     nisa.tensor_scalar(dst=run_sum, data=run_sum, op0=nl.multiply, operand0=corr)
     nisa.tensor_tensor(dst=run_sum, data1=run_sum, data2=tile_sum, op=nl.add)
@@ -670,11 +688,11 @@ def attention_tkg(q, k_active, v_active, k_prior, v_prior, mask, cfg, inv_freqs=
     `out` / `k_out` and its `sbm` SBUF allocator have no counterpart: the kernel
     allocates its outputs and tiles.
     """
-    assert q.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_tkg takes q as float32, bfloat16 or float16"
-    assert k_active.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_tkg takes k_active as float32, bfloat16 or float16"
-    assert v_active.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_tkg takes v_active as float32, bfloat16 or float16"
-    assert k_prior.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_tkg takes k_prior as float32, bfloat16 or float16"
-    assert v_prior.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_tkg takes v_prior as float32, bfloat16 or float16"
+    assert q.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "attention_tkg takes q as float32, bfloat16, float16 or float8_e4m3"
+    assert k_active.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "attention_tkg takes k_active as float32, bfloat16, float16 or float8_e4m3"
+    assert v_active.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "attention_tkg takes v_active as float32, bfloat16, float16 or float8_e4m3"
+    assert k_prior.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "attention_tkg takes k_prior as float32, bfloat16, float16 or float8_e4m3"
+    assert v_prior.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "attention_tkg takes v_prior as float32, bfloat16, float16 or float8_e4m3"
     assert mask.dtype in (nl.uint8,), "attention_tkg takes mask as uint8"
     assert inv_freqs is None or inv_freqs.dtype in (nl.float32,), "attention_tkg takes inv_freqs as float32"
     assert rope_pos_ids is None or rope_pos_ids.dtype in (nl.int32, nl.float32), "attention_tkg takes rope_pos_ids as int32 or float32"
@@ -685,9 +703,11 @@ def attention_tkg(q, k_active, v_active, k_prior, v_prior, mask, cfg, inv_freqs=
     fa_tile = check_config(cfg)
     check_shapes(cfg, q, k_active, v_active, k_prior, v_prior, mask)
     check_optional(cfg, inv_freqs, rope_pos_ids, start_pos_ids, sink)
+    check_fp8_kv(cfg, q, k_active, v_active, k_prior, v_prior)
+    out_dtype = nl.bfloat16 if q.dtype == nl.float8_e4m3 else q.dtype
     bs, q_head, s_active, d_head = (cfg.bs, cfg.q_head, cfg.s_active, cfg.d_head)
     n = q_head * s_active
-    out = nl.ndarray(shape=(d_head, bs * n), dtype=q.dtype, buffer=nl.shared_hbm) if cfg.out_in_sb else nl.ndarray(shape=(bs, q_head, d_head, s_active), dtype=q.dtype, buffer=nl.shared_hbm)
+    out = nl.ndarray(shape=(d_head, bs * n), dtype=out_dtype, buffer=nl.shared_hbm) if cfg.out_in_sb else nl.ndarray(shape=(bs, q_head, d_head, s_active), dtype=out_dtype, buffer=nl.shared_hbm)
     k_out = nl.ndarray(shape=(d_head, bs * s_active), dtype=k_active.dtype, buffer=nl.shared_hbm) if cfg.k_out_in_sb else nl.ndarray(shape=(bs, 1, d_head, s_active), dtype=k_active.dtype, buffer=nl.shared_hbm)
     grid = nl.program_ndim() == 1
     shard = nl.program_id(axis=0) if grid else 0
