@@ -73,8 +73,10 @@ pub mod decode {
     pub const ROPE_HEAD_EVEN: &str = "attention_tkg: fuse_rope rotates the halves of the head dimension: d_head must be even";
     /// `TkgRule::RopeSprior`: the RoPE angles are range-reduced in float32.
     pub const ROPE_SPRIOR: &str = "attention_tkg: fuse_rope range-reduces its angles in float32: curr_sprior must be at most 131072";
-    /// `TkgRule::BlockKv`: only the flat cache is implemented.
-    pub const BLOCK_KV: &str = "attention_tkg: a block KV cache (block_len > 0, active_blocks_table) is not implemented: block_len must be 0";
+    /// `TkgRule::BlockKv`: a block cache comes with its table and the library's layouts.
+    pub const BLOCK_KV: &str = "attention_tkg: a block KV cache (block_len > 0) needs active_blocks_table (bs, curr_sprior / block_len), tp_k_prior=True, qk_in_sb=True and curr_sprior a multiple of block_len";
+    /// `TkgRule::BlockFolds`: the library's folds of `P_MAX` blocks tile each core's cache.
+    pub const BLOCK_FOLDS: &str = "attention_tkg: with a block KV cache each core's curr_sprior must be whole folds of 128 blocks of the reduced block length, which must divide 512";
     /// `TkgRule::WindowNeedsPosId`: the sliding window is part of the generated mask.
     pub const WINDOW_NEEDS_POS_ID: &str = "attention_tkg: a sliding window (start_pos_ids) is part of the generated mask: it needs use_pos_id=True";
     /// An fp8 KV cache is all four KV tensors in `float8_e4m3`.
@@ -85,8 +87,7 @@ pub mod decode {
     pub const MAX_SPRIOR_ROPE: i64 = 131072;
 
     /// The library's `AttnTKGConfig`: shapes and flags of one call, with the
-    /// library's field names, order and defaults. A block KV cache
-    /// (`block_len > 0`) is refused by name; `strided_mm1` and `use_gpsimd_sb2sb`
+    /// library's field names, order and defaults. `strided_mm1` and `use_gpsimd_sb2sb`
     /// choose DMA patterns and engines of the library's layout and are accepted
     /// with no effect on the result. The in-SBUF layouts (`qk_in_sb`,
     /// `k_out_in_sb`, `out_in_sb`) are the tensors' layouts, in HBM here.
@@ -110,7 +111,7 @@ pub mod decode {
         /// Head dimension.
         #[default(0)]
         pub d_head: i64,
-        /// Block length of a block KV cache; 0 (a flat cache) is the one implemented.
+        /// Block length of a block KV cache (k_prior / v_prior (blocks, block_len, d), active_blocks_table); 0: a flat cache.
         #[default(0)]
         pub block_len: i64,
         /// k_prior is (B+, 1, full_sprior, d) and is transposed while loading (else (B+, 1, d, full_sprior)).
@@ -164,6 +165,8 @@ pub mod decode {
         pub start_pos_ids: Option<Tensor>,
         /// A sink logit per head.
         pub sink: Option<Tensor>,
+        /// The blocks of each batch's cache, `(bs, curr_sprior / block_len)` (a block cache).
+        pub active_blocks_table: Option<Tensor>,
         /// The output, `(bs, q_head, d, s_active)` or `(d, bs·q_head·s_active)` with `out_in_sb`.
         pub out: Tensor,
     }
@@ -185,6 +188,13 @@ pub mod decode {
         pub split: i64,
         /// Keys per flash-attention tile.
         pub fa_tile: i64,
+        /// Block length of a block cache (0: flat).
+        pub block_len: i64,
+        /// The library's reduced block length: a block cache's mask lists each fold of
+        /// `P_MAX · fold_len` keys block offset by block offset (see `load_mask`).
+        pub fold_len: i64,
+        /// Keys per core in the library's s_prior sharding (the mask's fold order restarts there).
+        pub shard_len: i64,
         /// `k_prior` is `(B+, 1, full_sprior, d)` and is transposed while loading.
         pub tp_k_prior: bool,
         /// The cached keys' mask comes from the position ids.
@@ -213,6 +223,8 @@ pub mod decode {
         pub q_sb: Tensor,
         /// Per query column, the end of its visible cache positions (`rope_pos_ids`), `(n_cols, 1)` fp32 (with `use_pos_id`).
         pub pos_end: Tensor,
+        /// The batch's row of the block table, `(1, blocks)` int32 (a one-element stand-in for a flat cache).
+        pub blocks: Tensor,
         /// Per query column, the start of its sliding window (`start_pos_ids`), `(n_cols, 1)` fp32 (with a window).
         pub pos_start: Tensor,
         /// Running negated max per query column.
@@ -356,14 +368,21 @@ pub mod decode {
         (q_sb, k_sb)
     }
 
-    /// Loads keys `[k0, k0 + cols)` of batch `b` of the cache sequence (prior up to
-    /// `split`, then the active keys) as columns of the `(d, cols)` tile `dst`.
+    /// Loads keys `[k0, k0 + cols)` of the batch (prior up to `split`, then the
+    /// active keys) as columns of the `(d, cols)` tile `dst`; from a block cache
+    /// block by block, at the table's block read at run time.
     #[nki_helper]
-    fn load_keys(dst: Sbuf, atp: AttnTileParams, io: AttnTensors, b: i64, k0: i64, cols: i64) {
-        let (d, split, s_a) = (atp.d_head, atp.split, atp.s_active);
+    fn load_keys(dst: Sbuf, atp: AttnTileParams, io: AttnTensors, bufs: AttnInternalBuffers, k0: i64, cols: i64) {
+        let (d, split, s_a, b, bl) = (atp.d_head, atp.split, atp.s_active, bufs.batch_id, atp.block_len);
         let k_prior = io.k_prior;
         let prior_end = (k0 + cols).min(split);
-        if prior_end > k0 {
+        if prior_end > k0 && bl > 0 {
+            for i in k0 / bl..(prior_end + bl - 1) / bl {
+                let (j0, j1) = (k0.max(i * bl), prior_end.min((i + 1) * bl));
+                let src = k_prior.ap([[1, d], [d, j1 - j0]], offset = (j0 - i * bl) * d, scalar_offset = bufs.blocks[s![.., i..i + 1]], indirect_dim = 0);
+                nisa::dma_copy(dst[s![.., j0 - k0..j1 - k0]], src);
+            }
+        } else if prior_end > k0 {
             let n = prior_end - k0;
             if atp.tp_k_prior {
                 // `(s_prior, d)` rows read transposed: partition = head dim, free = key.
@@ -379,13 +398,19 @@ pub mod decode {
         }
     }
 
-    /// Loads values `[k0, k0 + rows)` of batch `b` (prior up to `split`, then active)
-    /// as rows of the `(P_MAX, d)` tile `dst`.
+    /// Loads values `[k0, k0 + rows)` of the batch (prior up to `split`, then
+    /// active) as rows of the `(P_MAX, d)` tile `dst`.
     #[nki_helper]
-    fn load_values(dst: Sbuf, atp: AttnTileParams, io: AttnTensors, b: i64, k0: i64, rows: i64) {
-        let split = atp.split;
+    fn load_values(dst: Sbuf, atp: AttnTileParams, io: AttnTensors, bufs: AttnInternalBuffers, k0: i64, rows: i64) {
+        let (d, split, b, bl) = (atp.d_head, atp.split, bufs.batch_id, atp.block_len);
         let prior_end = (k0 + rows).min(split);
-        if prior_end > k0 {
+        if prior_end > k0 && bl > 0 {
+            for i in k0 / bl..(prior_end + bl - 1) / bl {
+                let (j0, j1) = (k0.max(i * bl), prior_end.min((i + 1) * bl));
+                let src = io.v_prior.ap([[d, j1 - j0], [1, d]], offset = (j0 - i * bl) * d, scalar_offset = bufs.blocks[s![.., i..i + 1]], indirect_dim = 0);
+                nisa::dma_copy(dst[s![j0 - k0..j1 - k0, ..]], src);
+            }
+        } else if prior_end > k0 {
             nisa::dma_copy(dst[s![0..prior_end - k0, ..]], io.v_prior[s![b, 0, k0..prior_end, ..]]);
         }
         let a0 = k0.max(split);
@@ -444,7 +469,15 @@ pub mod decode {
         }
         let acc = nl::ndarray([n, d], nl::float32, buffer = nl::sbuf);
         nisa::memset(acc, 0.0);
-        AttnInternalBuffers { batch_id: b, q_sb, pos_end, pos_start, running_negmax: run_negmax, running_sum: run_sum, acc }
+        let table = io.active_blocks_table;
+        let n_blocks = if atp.block_len > 0 { atp.curr_sprior / atp.block_len } else { 1 };
+        let blocks = nl::ndarray([1, n_blocks], nl::int32, buffer = nl::sbuf);
+        if let Some(t) = table {
+            let raw = nl::ndarray([1, n_blocks], t.dtype(), buffer = nl::sbuf);
+            nisa::dma_copy(raw, t[s![b..b + 1, ..]]);
+            nisa::tensor_copy(blocks, raw);
+        }
+        AttnInternalBuffers { batch_id: b, q_sb, blocks, pos_end, pos_start, running_negmax: run_negmax, running_sum: run_sum, acc }
     }
 
     /// The library's `gen_mask_tkg` for keys `[k0, k0 + cols)` of one batch into
@@ -478,8 +511,9 @@ pub mod decode {
     }
 
     /// The library's `_load_mask` for keys `[k0, k0 + cols)` of batch `b`:
-    /// `(n, MM1_KEYS)` uint8, nonzero where visible — from the mask input, or
-    /// generated from the positions with the active keys' block from the mask input.
+    /// `(n, MM1_KEYS)` uint8, nonzero where visible — from the mask input (for a
+    /// block cache in the library's fold order), or generated from the positions
+    /// with the active keys' block from the mask input.
     #[nki_helper]
     fn load_mask(atp: AttnTileParams, io: AttnTensors, bufs: AttnInternalBuffers, k0: i64, cols: i64) -> Sbuf {
         let (n, b, split) = (atp.n_cols, bufs.batch_id, atp.split);
@@ -493,6 +527,16 @@ pub mod decode {
             if k0 + cols > a0 {
                 let src = mask.ap([[1, n], [bs * n, k0 + cols - a0]], offset = (a0 - split) * bs * n + b * n);
                 nisa::dma_copy(visible[s![.., a0 - k0..cols]], src);
+            }
+        } else if atp.fold_len > 1 {
+            // Key k = fold start + p·fold_len + r sits at position fold start + r·P_MAX + p.
+            let (fl, per) = (atp.fold_len, atp.shard_len);
+            for row in 0..cols / fl {
+                let k = k0 + row * fl;
+                let fold = (k / per) * per + (k % per) / (P_MAX * fl) * (P_MAX * fl);
+                let p = (k - fold) / fl;
+                let src = mask.ap([[1, n], [P_MAX * bs * n, fl]], offset = (fold + p) * bs * n + b * n);
+                nisa::dma_copy(visible[s![.., row * fl..(row + 1) * fl]], src);
             }
         } else {
             nisa::dma_copy(visible[s![.., 0..cols]], mask.ap([[1, n], [bs * n, cols]], offset = k0 * bs * n + b * n));
@@ -512,7 +556,7 @@ pub mod decode {
             let c0 = c * MM1_KEYS;
             let cols = (width - c0).min(MM1_KEYS);
             let k_sb = nl::ndarray([d, MM1_KEYS], bufs.q_sb.dtype(), buffer = nl::sbuf);
-            load_keys(k_sb, atp, io, b, f0 + c0, cols);
+            load_keys(k_sb, atp, io, bufs, f0 + c0, cols);
             let scores = nl::ndarray([n, MM1_KEYS], nl::float32, buffer = nl::psum);
             nisa::nc_matmul(scores[s![.., 0..cols]], bufs.q_sb, k_sb[s![.., 0..cols]]);
             let visible: Sbuf = load_mask(atp, io, bufs, f0 + c0, cols);
@@ -576,7 +620,7 @@ pub mod decode {
                 let p_t = nl::ndarray([P_MAX, n], probs.dtype(), buffer = nl::sbuf);
                 nisa::tensor_copy(p_t[s![0..rows, ..]], flipped[s![0..rows, ..]]);
                 let v_sb = nl::ndarray([P_MAX, d], probs.dtype(), buffer = nl::sbuf);
-                load_values(v_sb, atp, io, bufs.batch_id, fa.tile_start + c0, rows);
+                load_values(v_sb, atp, io, bufs, fa.tile_start + c0, rows);
                 nisa::nc_matmul(acc, p_t[s![0..rows, ..]], v_sb[s![0..rows, ..]]);
             }
             nisa::tensor_tensor(pv, pv, acc, nl::add);
@@ -633,13 +677,53 @@ pub mod decode {
         fa_finalize_and_store(atp, io, bufs);
     }
 
+    /// The greatest common divisor of two positive sizes.
+    #[nki_helper]
+    fn gcd(a: i64, b: i64) -> i64 {
+        let mut g = 1;
+        for r in 1..a.min(b) + 1 {
+            if a % r == 0 && b % r == 0 {
+                g = r;
+            }
+        }
+        g
+    }
+
+    /// The layout of a block cache's mask (the library's
+    /// `resize_cache_block_len_for_attention_tkg_kernel` and LNC sharding): the
+    /// reduced block length, a divisor of `block_len` so that each core's keys —
+    /// all of them, split in two when LNC2 shards `s_prior` — and its
+    /// flash-attention tiles are whole folds of `P_MAX` blocks; and the keys per
+    /// core. Returns `(fold_len, shard_len)`, `(1, curr_sprior)` for a flat cache.
+    #[nki_helper]
+    fn mask_folds(cfg: AttnTKGConfig, programs: i64) -> (i64, i64) {
+        let (bs, sp) = (cfg.bs, cfg.curr_sprior);
+        let batch_sharded = bs % 2 == 0 && (bs * cfg.q_head * cfg.s_active > P_MAX || sp < 2 * P_MAX);
+        let shards = if programs > 1 && !batch_sharded && sp >= 2 * P_MAX { programs } else { 1 };
+        let per = sp / shards;
+        let mut fold_len = 1;
+        if cfg.block_len > 0 {
+            assert!(sp % (shards * P_MAX) == 0, BLOCK_FOLDS);
+            let mut div = per / P_MAX;
+            if cfg.enable_fa_s_prior_tiling && per > FA_TILE_SIZE {
+                div = gcd(div, FA_TILE_SIZE / P_MAX);
+                if per % FA_TILE_SIZE > 0 {
+                    div = gcd(div, per % FA_TILE_SIZE / P_MAX);
+                }
+            }
+            fold_len = gcd(cfg.block_len, div);
+            assert!(MM1_KEYS % fold_len == 0, BLOCK_FOLDS);
+        }
+        (fold_len, per)
+    }
+
     /// The library's `AttnTKGConfig` asserts, and the rules of what this kernel
     /// implements; returns the keys per flash-attention tile.
     #[nki_helper]
     fn check_config(cfg: AttnTKGConfig) -> i64 {
         let (bs, q_head, s_active, d_head) = (cfg.bs, cfg.q_head, cfg.s_active, cfg.d_head);
         let (curr_sprior, full_sprior, block_len) = (cfg.curr_sprior, cfg.full_sprior, cfg.block_len);
-        assert!(block_len == 0, BLOCK_KV);
+        assert!(block_len == 0 || (cfg.tp_k_prior && cfg.qk_in_sb && curr_sprior % block_len == 0), BLOCK_KV);
         assert!(0 < bs, "Batch size must be strictly positive, got bs={bs}.");
         assert!(0 < q_head, "Number of Q heads must be strictly positive, got q_head={q_head}.");
         assert!(0 < s_active, "Number of decode tokens must be strictly positive, got s_active={s_active}.");
@@ -690,17 +774,23 @@ pub mod decode {
             "v_active must be (bs, 1, s_active, d_head), got {va_shape}"
         );
         let kp_shape = k_prior.shape();
-        let kp_seq = if tp_k_prior { kp_shape[2] } else { kp_shape[3] };
-        let kp_d = if tp_k_prior { kp_shape[3] } else { kp_shape[2] };
-        assert!(
-            k_prior.ndim() == 4 && kp_shape[0] >= bs && kp_shape[1] == 1 && kp_seq == full_sprior && kp_d == d_head,
-            "k_prior must be (B+, 1, d_head, full_sprior), or (B+, 1, full_sprior, d_head) with tp_k_prior, got {kp_shape}"
-        );
         let vp_shape = v_prior.shape();
-        assert!(
-            v_prior.ndim() == 4 && vp_shape[0] >= bs && vp_shape[1] == 1 && vp_shape[2] == full_sprior && vp_shape[3] == d_head,
-            "v_prior must be (B+, 1, full_sprior, d_head), got {vp_shape}"
-        );
+        let bl = cfg.block_len;
+        if bl > 0 {
+            assert!(k_prior.ndim() == 3 && kp_shape[1] == bl && kp_shape[2] == d_head, "k_prior must be (blocks, block_len, d_head), got {kp_shape}");
+            assert!(v_prior.ndim() == 3 && vp_shape[1] == bl && vp_shape[2] == d_head, "v_prior must be (blocks, block_len, d_head), got {vp_shape}");
+        } else {
+            let kp_seq = if tp_k_prior { kp_shape[2] } else { kp_shape[3] };
+            let kp_d = if tp_k_prior { kp_shape[3] } else { kp_shape[2] };
+            assert!(
+                k_prior.ndim() == 4 && kp_shape[0] >= bs && kp_shape[1] == 1 && kp_seq == full_sprior && kp_d == d_head,
+                "k_prior must be (B+, 1, d_head, full_sprior), or (B+, 1, full_sprior, d_head) with tp_k_prior, got {kp_shape}"
+            );
+            assert!(
+                v_prior.ndim() == 4 && vp_shape[0] >= bs && vp_shape[1] == 1 && vp_shape[2] == full_sprior && vp_shape[3] == d_head,
+                "v_prior must be (B+, 1, full_sprior, d_head), got {vp_shape}"
+            );
+        }
         let m_shape = mask.shape();
         let m_keys = if cfg.use_pos_id { s_active } else { cfg.curr_sprior };
         assert!(
@@ -725,7 +815,7 @@ pub mod decode {
 
     /// The optional inputs: present exactly when `cfg` uses them, and their shapes.
     #[nki_helper]
-    fn check_optional(cfg: AttnTKGConfig, inv_freqs: Option<Hbm>, rope_pos_ids: Option<Hbm>, start_pos_ids: Option<Hbm>, sink: Option<Hbm>) {
+    fn check_optional(cfg: AttnTKGConfig, inv_freqs: Option<Hbm>, rope_pos_ids: Option<Hbm>, start_pos_ids: Option<Hbm>, sink: Option<Hbm>, table: Option<Hbm>) {
         let (bs, s_active, q_head, d_head) = (cfg.bs, cfg.s_active, cfg.q_head, cfg.d_head);
         assert!(inv_freqs.is_some() == cfg.fuse_rope, "inv_freqs (d_head // 2, 1) must be given exactly when cfg.fuse_rope=True");
         if let Some(inv) = inv_freqs {
@@ -742,6 +832,12 @@ pub mod decode {
         if let Some(t) = start_pos_ids {
             let shape = t.shape();
             assert!(t.ndim() == 2 && shape[0] == bs && shape[1] == s_active, "start_pos_ids must be (bs, s_active), got {shape}");
+        }
+        assert!(table.is_some() == (cfg.block_len > 0), BLOCK_KV);
+        if let Some(t) = table {
+            let shape = t.shape();
+            let blocks = cfg.curr_sprior / cfg.block_len;
+            assert!(t.ndim() == 2 && shape[0] == bs && shape[1] == blocks, "active_blocks_table must be (bs, curr_sprior / block_len), got {shape}");
         }
         if let Some(sk) = sink {
             let sk_shape = sk.shape();
@@ -785,10 +881,9 @@ pub mod decode {
         #[dtypes(float32, bfloat16, float16)] sink: Option<Hbm>,
         #[dtypes(int32, uint32)] active_blocks_table: Option<Hbm>,
     ) -> (Hbm, Hbm) {
-        assert!(active_blocks_table.is_none(), BLOCK_KV);
         let fa_tile = check_config(cfg);
         check_shapes(cfg, q, k_active, v_active, k_prior, v_prior, mask);
-        check_optional(cfg, inv_freqs, rope_pos_ids, start_pos_ids, sink);
+        check_optional(cfg, inv_freqs, rope_pos_ids, start_pos_ids, sink, active_blocks_table);
         check_fp8_kv(cfg, q, k_active, v_active, k_prior, v_prior);
         // The library's callers take an fp8 query's output in bfloat16.
         let out_dtype = if q.dtype() == nl::float8_e4m3 { nl::bfloat16 } else { q.dtype() };
@@ -812,7 +907,8 @@ pub mod decode {
         if shard == 0 {
             store_k_out(k_out, k_active_sb, cfg);
         }
-        let io = AttnTensors { q_sb, k_active_sb, v_active, k_prior, v_prior, mask, rope_pos_ids, start_pos_ids, sink, out };
+        let io = AttnTensors { q_sb, k_active_sb, v_active, k_prior, v_prior, mask, rope_pos_ids, start_pos_ids, sink, active_blocks_table, out };
+        let (fold_len, shard_len) = mask_folds(cfg, shards);
         let atp = AttnTileParams {
             q_head,
             s_active,
@@ -821,6 +917,9 @@ pub mod decode {
             n_cols: n,
             split: cfg.curr_sprior - s_active,
             fa_tile,
+            block_len: cfg.block_len,
+            fold_len,
+            shard_len,
             tp_k_prior: cfg.tp_k_prior,
             use_pos_id: cfg.use_pos_id,
             window: start_pos_ids.is_some(),

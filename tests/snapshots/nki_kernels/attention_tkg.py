@@ -40,8 +40,12 @@ ROPE_HEAD_EVEN = "attention_tkg: fuse_rope rotates the halves of the head dimens
 ROPE_SPRIOR = "attention_tkg: fuse_rope range-reduces its angles in float32: curr_sprior must be at most 131072"
 
 
-# `TkgRule::BlockKv`: only the flat cache is implemented.
-BLOCK_KV = "attention_tkg: a block KV cache (block_len > 0, active_blocks_table) is not implemented: block_len must be 0"
+# `TkgRule::BlockKv`: a block cache comes with its table and the library's layouts.
+BLOCK_KV = "attention_tkg: a block KV cache (block_len > 0) needs active_blocks_table (bs, curr_sprior / block_len), tp_k_prior=True, qk_in_sb=True and curr_sprior a multiple of block_len"
+
+
+# `TkgRule::BlockFolds`: the library's folds of `P_MAX` blocks tile each core's cache.
+BLOCK_FOLDS = "attention_tkg: with a block KV cache each core's curr_sprior must be whole folds of 128 blocks of the reduced block length, which must divide 512"
 
 
 # `TkgRule::WindowNeedsPosId`: the sliding window is part of the generated mask.
@@ -63,8 +67,7 @@ MAX_SPRIOR_ROPE = 131072
 @dataclass
 class AttnTKGConfig(nl.NKIObject):
     """The library's `AttnTKGConfig`: shapes and flags of one call, with the
-    library's field names, order and defaults. A block KV cache
-    (`block_len > 0`) is refused by name; `strided_mm1` and `use_gpsimd_sb2sb`
+    library's field names, order and defaults. `strided_mm1` and `use_gpsimd_sb2sb`
     choose DMA patterns and engines of the library's layout and are accepted
     with no effect on the result. The in-SBUF layouts (`qk_in_sb`,
     `k_out_in_sb`, `out_in_sb`) are the tensors' layouts, in HBM here.
@@ -83,7 +86,7 @@ class AttnTKGConfig(nl.NKIObject):
     d_head: int = 0
     "Head dimension."
     block_len: int = 0
-    "Block length of a block KV cache; 0 (a flat cache) is the one implemented."
+    "Block length of a block KV cache (k_prior / v_prior (blocks, block_len, d), active_blocks_table); 0: a flat cache."
     tp_k_prior: bool = False
     "k_prior is (B+, 1, full_sprior, d) and is transposed while loading (else (B+, 1, d, full_sprior))."
     strided_mm1: bool = True
@@ -128,6 +131,8 @@ class AttnTensors(nl.NKIObject):
     "First visible cache position of each active token, `(bs, s_active)` (a sliding window)."
     sink: object
     "A sink logit per head."
+    active_blocks_table: object
+    "The blocks of each batch's cache, `(bs, curr_sprior / block_len)` (a block cache)."
     out: object
     "The output, `(bs, q_head, d, s_active)` or `(d, bs·q_head·s_active)` with `out_in_sb`."
 
@@ -150,6 +155,12 @@ class AttnTileParams(nl.NKIObject):
     "The first active key: keys below it come from the cache tensors."
     fa_tile: int
     "Keys per flash-attention tile."
+    block_len: int
+    "Block length of a block cache (0: flat)."
+    fold_len: int
+    "The library's reduced block length: a block cache's mask lists each fold of `P_MAX · fold_len` keys block offset by block offset (see `load_mask`)."
+    shard_len: int
+    "Keys per core in the library's s_prior sharding (the mask's fold order restarts there)."
     tp_k_prior: bool
     "`k_prior` is `(B+, 1, full_sprior, d)` and is transposed while loading."
     use_pos_id: bool
@@ -180,6 +191,8 @@ class AttnInternalBuffers(nl.NKIObject):
     "Queries, `(d, n_cols)` in `q`'s dtype: the stationary side of every QK matmul."
     pos_end: object
     "Per query column, the end of its visible cache positions (`rope_pos_ids`), `(n_cols, 1)` fp32 (with `use_pos_id`)."
+    blocks: object
+    "The batch's row of the block table, `(1, blocks)` int32 (a one-element stand-in for a flat cache)."
     pos_start: object
     "Per query column, the start of its sliding window (`start_pos_ids`), `(n_cols, 1)` fp32 (with a window)."
     running_negmax: object
@@ -196,7 +209,7 @@ def check_config(cfg):
     """
     bs, q_head, s_active, d_head = (cfg.bs, cfg.q_head, cfg.s_active, cfg.d_head)
     curr_sprior, full_sprior, block_len = (cfg.curr_sprior, cfg.full_sprior, cfg.block_len)
-    assert block_len == 0, BLOCK_KV
+    assert block_len == 0 or (cfg.tp_k_prior and cfg.qk_in_sb and curr_sprior % block_len == 0), BLOCK_KV
     assert 0 < bs, f"Batch size must be strictly positive, got bs={bs}."
     assert 0 < q_head, f"Number of Q heads must be strictly positive, got q_head={q_head}."
     assert 0 < s_active, f"Number of decode tokens must be strictly positive, got s_active={s_active}."
@@ -230,18 +243,23 @@ def check_shapes(cfg, q, k_active, v_active, k_prior, v_prior, mask):
     va_shape = v_active.shape
     assert v_active.ndim == 4 and va_shape[0] == bs and va_shape[1] == 1 and va_shape[2] == s_active and va_shape[3] == d_head, f"v_active must be (bs, 1, s_active, d_head), got {va_shape}"
     kp_shape = k_prior.shape
-    kp_seq = kp_shape[2] if tp_k_prior else kp_shape[3]
-    kp_d = kp_shape[3] if tp_k_prior else kp_shape[2]
-    assert k_prior.ndim == 4 and kp_shape[0] >= bs and kp_shape[1] == 1 and kp_seq == full_sprior and kp_d == d_head, f"k_prior must be (B+, 1, d_head, full_sprior), or (B+, 1, full_sprior, d_head) with tp_k_prior, got {kp_shape}"
     vp_shape = v_prior.shape
-    assert v_prior.ndim == 4 and vp_shape[0] >= bs and vp_shape[1] == 1 and vp_shape[2] == full_sprior and vp_shape[3] == d_head, f"v_prior must be (B+, 1, full_sprior, d_head), got {vp_shape}"
+    bl = cfg.block_len
+    if bl > 0:
+        assert k_prior.ndim == 3 and kp_shape[1] == bl and kp_shape[2] == d_head, f"k_prior must be (blocks, block_len, d_head), got {kp_shape}"
+        assert v_prior.ndim == 3 and vp_shape[1] == bl and vp_shape[2] == d_head, f"v_prior must be (blocks, block_len, d_head), got {vp_shape}"
+    else:
+        kp_seq = kp_shape[2] if tp_k_prior else kp_shape[3]
+        kp_d = kp_shape[3] if tp_k_prior else kp_shape[2]
+        assert k_prior.ndim == 4 and kp_shape[0] >= bs and kp_shape[1] == 1 and kp_seq == full_sprior and kp_d == d_head, f"k_prior must be (B+, 1, d_head, full_sprior), or (B+, 1, full_sprior, d_head) with tp_k_prior, got {kp_shape}"
+        assert v_prior.ndim == 4 and vp_shape[0] >= bs and vp_shape[1] == 1 and vp_shape[2] == full_sprior and vp_shape[3] == d_head, f"v_prior must be (B+, 1, full_sprior, d_head), got {vp_shape}"
     m_shape = mask.shape
     m_keys = s_active if cfg.use_pos_id else cfg.curr_sprior
     assert mask.ndim == 4 and m_shape[0] == m_keys and m_shape[1] == bs and m_shape[2] == q_head and m_shape[3] == s_active, f"mask must be (curr_sprior, bs, q_head, s_active), or (s_active, bs, q_head, s_active) with use_pos_id, got {m_shape}"
     assert mask.dtype == nl.uint8, "mask must be uint8 (nonzero: visible)"
 
 
-def check_optional(cfg, inv_freqs, rope_pos_ids, start_pos_ids, sink):
+def check_optional(cfg, inv_freqs, rope_pos_ids, start_pos_ids, sink, table):
     """The optional inputs: present exactly when `cfg` uses them, and their shapes."""
     bs, s_active, q_head, d_head = (cfg.bs, cfg.s_active, cfg.q_head, cfg.d_head)
     assert (inv_freqs is not None) == cfg.fuse_rope, "inv_freqs (d_head // 2, 1) must be given exactly when cfg.fuse_rope=True"
@@ -260,6 +278,12 @@ def check_optional(cfg, inv_freqs, rope_pos_ids, start_pos_ids, sink):
         t = start_pos_ids
         shape = t.shape
         assert t.ndim == 2 and shape[0] == bs and shape[1] == s_active, f"start_pos_ids must be (bs, s_active), got {shape}"
+    assert (table is not None) == (cfg.block_len > 0), BLOCK_KV
+    if table is not None:
+        t = table
+        shape = t.shape
+        blocks = cfg.curr_sprior // cfg.block_len
+        assert t.ndim == 2 and shape[0] == bs and shape[1] == blocks, f"active_blocks_table must be (bs, curr_sprior / block_len), got {shape}"
     if sink is not None:
         sk = sink
         sk_shape = sk.shape
@@ -406,6 +430,40 @@ def store_k_out(k_out, k_sb, cfg):
             nisa.dma_copy(dst=k_out[b, 0, :, :], src=k_sb[:, b * s_a:(b + 1) * s_a])
 
 
+def gcd(a, b):
+    """The greatest common divisor of two positive sizes."""
+    g = 1
+    for r in range(1, min(a, b) + 1):
+        if a % r == 0 and b % r == 0:
+            g = r
+    return g
+
+
+def mask_folds(cfg, programs):
+    """The layout of a block cache's mask (the library's
+    `resize_cache_block_len_for_attention_tkg_kernel` and LNC sharding): the
+    reduced block length, a divisor of `block_len` so that each core's keys —
+    all of them, split in two when LNC2 shards `s_prior` — and its
+    flash-attention tiles are whole folds of `P_MAX` blocks; and the keys per
+    core. Returns `(fold_len, shard_len)`, `(1, curr_sprior)` for a flat cache.
+    """
+    bs, sp = (cfg.bs, cfg.curr_sprior)
+    batch_sharded = bs % 2 == 0 and (bs * cfg.q_head * cfg.s_active > P_MAX or sp < 2 * P_MAX)
+    shards = programs if programs > 1 and not batch_sharded and sp >= 2 * P_MAX else 1
+    per = sp // shards
+    fold_len = 1
+    if cfg.block_len > 0:
+        assert sp % (shards * P_MAX) == 0, BLOCK_FOLDS
+        div = per // P_MAX
+        if cfg.enable_fa_s_prior_tiling and per > FA_TILE_SIZE:
+            div = gcd(div, FA_TILE_SIZE // P_MAX)
+            if per % FA_TILE_SIZE > 0:
+                div = gcd(div, per % FA_TILE_SIZE // P_MAX)
+        fold_len = gcd(cfg.block_len, div)
+        assert MM1_KEYS % fold_len == 0, BLOCK_FOLDS
+    return (fold_len, per)
+
+
 def query_column(dst, src, q_head, s_a, b, per_head, t_stride):
     """One value per query column of batch `b` from a `(rows, s_stride·…)` table:
     column `h·s_a + t` takes `src[row(b), t·s_stride]` — the sink (`row = h`,
@@ -454,17 +512,31 @@ def allocate_fa_buffers(atp, io, b):
         nisa.memset(dst=run_sum, value=0.0)
     acc = nl.ndarray(shape=(n, d), dtype=nl.float32, buffer=nl.sbuf)
     nisa.memset(dst=acc, value=0.0)
-    return AttnInternalBuffers(batch_id=b, q_sb=q_sb, pos_end=pos_end, pos_start=pos_start, running_negmax=run_negmax, running_sum=run_sum, acc=acc)
+    table = io.active_blocks_table
+    n_blocks = atp.curr_sprior // atp.block_len if atp.block_len > 0 else 1
+    blocks = nl.ndarray(shape=(1, n_blocks), dtype=nl.int32, buffer=nl.sbuf)
+    if table is not None:
+        t = table
+        raw = nl.ndarray(shape=(1, n_blocks), dtype=t.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=raw, src=t[b:b + 1, :])
+        nisa.tensor_copy(dst=blocks, src=raw)
+    return AttnInternalBuffers(batch_id=b, q_sb=q_sb, blocks=blocks, pos_end=pos_end, pos_start=pos_start, running_negmax=run_negmax, running_sum=run_sum, acc=acc)
 
 
-def load_keys(dst, atp, io, b, k0, cols):
-    """Loads keys `[k0, k0 + cols)` of batch `b` of the cache sequence (prior up to
-    `split`, then the active keys) as columns of the `(d, cols)` tile `dst`.
+def load_keys(dst, atp, io, bufs, k0, cols):
+    """Loads keys `[k0, k0 + cols)` of the batch (prior up to `split`, then the
+    active keys) as columns of the `(d, cols)` tile `dst`; from a block cache
+    block by block, at the table's block read at run time.
     """
-    d, split, s_a = (atp.d_head, atp.split, atp.s_active)
+    d, split, s_a, b, bl = (atp.d_head, atp.split, atp.s_active, bufs.batch_id, atp.block_len)
     k_prior = io.k_prior
     prior_end = min(k0 + cols, split)
-    if prior_end > k0:
+    if prior_end > k0 and bl > 0:
+        for i in range(k0 // bl, (prior_end + bl - 1) // bl):
+            j0, j1 = (max(k0, i * bl), min(prior_end, (i + 1) * bl))
+            src = k_prior.ap(pattern=[[1, d], [d, j1 - j0]], offset=(j0 - i * bl) * d, scalar_offset=bufs.blocks[:, i:i + 1], indirect_dim=0)
+            nisa.dma_copy(dst=dst[:, j0 - k0:j1 - k0], src=src)
+    elif prior_end > k0:
         n = prior_end - k0
         if atp.tp_k_prior:
             s_full = k_prior.shape[2]
@@ -506,8 +578,9 @@ def gen_mask_tkg(visible, bufs, window, k0, cols):
 
 def load_mask(atp, io, bufs, k0, cols):
     """The library's `_load_mask` for keys `[k0, k0 + cols)` of batch `b`:
-    `(n, MM1_KEYS)` uint8, nonzero where visible — from the mask input, or
-    generated from the positions with the active keys' block from the mask input.
+    `(n, MM1_KEYS)` uint8, nonzero where visible — from the mask input (for a
+    block cache in the library's fold order), or generated from the positions
+    with the active keys' block from the mask input.
     """
     n, b, split = (atp.n_cols, bufs.batch_id, atp.split)
     mask = io.mask
@@ -519,6 +592,14 @@ def load_mask(atp, io, bufs, k0, cols):
         if k0 + cols > a0:
             src = mask.ap(pattern=[[1, n], [bs * n, k0 + cols - a0]], offset=(a0 - split) * bs * n + b * n)
             nisa.dma_copy(dst=visible[:, a0 - k0:cols], src=src)
+    elif atp.fold_len > 1:
+        fl, per = (atp.fold_len, atp.shard_len)
+        for row in range(cols // fl):
+            k = k0 + row * fl
+            fold = k // per * per + k % per // (P_MAX * fl) * (P_MAX * fl)
+            p = (k - fold) // fl
+            src = mask.ap(pattern=[[1, n], [P_MAX * bs * n, fl]], offset=(fold + p) * bs * n + b * n)
+            nisa.dma_copy(dst=visible[:, row * fl:(row + 1) * fl], src=src)
     else:
         nisa.dma_copy(dst=visible[:, 0:cols], src=mask.ap(pattern=[[1, n], [bs * n, cols]], offset=k0 * bs * n + b * n))
     return visible
@@ -536,7 +617,7 @@ def compute_qk_matmul(atp, io, bufs, fa):
         c0 = c * MM1_KEYS
         cols = min(width - c0, MM1_KEYS)
         k_sb = nl.ndarray(shape=(d, MM1_KEYS), dtype=bufs.q_sb.dtype, buffer=nl.sbuf)
-        load_keys(k_sb, atp, io, b, f0 + c0, cols)
+        load_keys(k_sb, atp, io, bufs, f0 + c0, cols)
         scores = nl.ndarray(shape=(n, MM1_KEYS), dtype=nl.float32, buffer=nl.psum)
         nisa.nc_matmul(dst=scores[:, 0:cols], stationary=bufs.q_sb, moving=k_sb[:, 0:cols])
         visible = load_mask(atp, io, bufs, f0 + c0, cols)
@@ -578,13 +659,18 @@ def compute_exp_qk(atp, bufs, fa, masked, new_negmax, corr):
     return probs
 
 
-def load_values(dst, atp, io, b, k0, rows):
-    """Loads values `[k0, k0 + rows)` of batch `b` (prior up to `split`, then active)
-    as rows of the `(P_MAX, d)` tile `dst`.
+def load_values(dst, atp, io, bufs, k0, rows):
+    """Loads values `[k0, k0 + rows)` of the batch (prior up to `split`, then
+    active) as rows of the `(P_MAX, d)` tile `dst`.
     """
-    split = atp.split
+    d, split, b, bl = (atp.d_head, atp.split, bufs.batch_id, atp.block_len)
     prior_end = min(k0 + rows, split)
-    if prior_end > k0:
+    if prior_end > k0 and bl > 0:
+        for i in range(k0 // bl, (prior_end + bl - 1) // bl):
+            j0, j1 = (max(k0, i * bl), min(prior_end, (i + 1) * bl))
+            src = io.v_prior.ap(pattern=[[d, j1 - j0], [1, d]], offset=(j0 - i * bl) * d, scalar_offset=bufs.blocks[:, i:i + 1], indirect_dim=0)
+            nisa.dma_copy(dst=dst[j0 - k0:j1 - k0, :], src=src)
+    elif prior_end > k0:
         nisa.dma_copy(dst=dst[0:prior_end - k0, :], src=io.v_prior[b, 0, k0:prior_end, :])
     a0 = max(k0, split)
     if k0 + rows > a0:
@@ -612,7 +698,7 @@ def compute_pv_matmul(atp, io, bufs, fa, probs):
             p_t = nl.ndarray(shape=(P_MAX, n), dtype=probs.dtype, buffer=nl.sbuf)
             nisa.tensor_copy(dst=p_t[0:rows, :], src=flipped[0:rows, :])
             v_sb = nl.ndarray(shape=(P_MAX, d), dtype=probs.dtype, buffer=nl.sbuf)
-            load_values(v_sb, atp, io, bufs.batch_id, fa.tile_start + c0, rows)
+            load_values(v_sb, atp, io, bufs, fa.tile_start + c0, rows)
             nisa.nc_matmul(dst=acc, stationary=p_t[0:rows, :], moving=v_sb[0:rows, :])
         nisa.tensor_tensor(dst=pv, data1=pv, data2=acc, op=nl.add)
     return pv
@@ -699,10 +785,9 @@ def attention_tkg(q, k_active, v_active, k_prior, v_prior, mask, cfg, inv_freqs=
     assert start_pos_ids is None or start_pos_ids.dtype in (nl.int32, nl.float32), "attention_tkg takes start_pos_ids as int32 or float32"
     assert sink is None or sink.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_tkg takes sink as float32, bfloat16 or float16"
     assert active_blocks_table is None or active_blocks_table.dtype in (nl.int32, nl.uint32), "attention_tkg takes active_blocks_table as int32 or uint32"
-    assert active_blocks_table is None, BLOCK_KV
     fa_tile = check_config(cfg)
     check_shapes(cfg, q, k_active, v_active, k_prior, v_prior, mask)
-    check_optional(cfg, inv_freqs, rope_pos_ids, start_pos_ids, sink)
+    check_optional(cfg, inv_freqs, rope_pos_ids, start_pos_ids, sink, active_blocks_table)
     check_fp8_kv(cfg, q, k_active, v_active, k_prior, v_prior)
     out_dtype = nl.bfloat16 if q.dtype == nl.float8_e4m3 else q.dtype
     bs, q_head, s_active, d_head = (cfg.bs, cfg.q_head, cfg.s_active, cfg.d_head)
@@ -715,8 +800,9 @@ def attention_tkg(q, k_active, v_active, k_prior, v_prior, mask, cfg, inv_freqs=
     q_sb, k_active_sb = perform_rope(q, k_active, cfg, inv_freqs, rope_pos_ids)
     if shard == 0:
         store_k_out(k_out, k_active_sb, cfg)
-    io = AttnTensors(q_sb=q_sb, k_active_sb=k_active_sb, v_active=v_active, k_prior=k_prior, v_prior=v_prior, mask=mask, rope_pos_ids=rope_pos_ids, start_pos_ids=start_pos_ids, sink=sink, out=out)
-    atp = AttnTileParams(q_head=q_head, s_active=s_active, curr_sprior=cfg.curr_sprior, d_head=d_head, n_cols=n, split=cfg.curr_sprior - s_active, fa_tile=fa_tile, tp_k_prior=cfg.tp_k_prior, use_pos_id=cfg.use_pos_id, window=start_pos_ids is not None, out_in_sb=cfg.out_in_sb)
+    io = AttnTensors(q_sb=q_sb, k_active_sb=k_active_sb, v_active=v_active, k_prior=k_prior, v_prior=v_prior, mask=mask, rope_pos_ids=rope_pos_ids, start_pos_ids=start_pos_ids, sink=sink, active_blocks_table=active_blocks_table, out=out)
+    fold_len, shard_len = mask_folds(cfg, shards)
+    atp = AttnTileParams(q_head=q_head, s_active=s_active, curr_sprior=cfg.curr_sprior, d_head=d_head, n_cols=n, split=cfg.curr_sprior - s_active, fa_tile=fa_tile, block_len=cfg.block_len, fold_len=fold_len, shard_len=shard_len, tp_k_prior=cfg.tp_k_prior, use_pos_id=cfg.use_pos_id, window=start_pos_ids is not None, out_in_sb=cfg.out_in_sb)
     for b in range(shard, bs, shards):
         attention_tkg_batch(atp, io, b)
     return (out, k_out)
