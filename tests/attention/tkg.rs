@@ -14,10 +14,9 @@
 //! rounded to their dtype before the reference).
 
 use crate::common::tkg::{config, data, reference, shape, tensors};
-use crate::common::tkg_features::{Features, case};
+use crate::common::tkg_features::{Blocks, Case, Features, as_block_cache, case};
 use crate::common::{FP32_ATOL, FP32_RTOL, assert_close};
 use nki::attention::reference_tkg::Shape;
-use nki::attention::tkg::TkgInputs;
 use nki::{Dtype, Launch, Precision};
 
 const HW_RTOL: f64 = 2e-2;
@@ -30,7 +29,8 @@ fn check(name: &str, s: Shape, tp_k_prior: bool, sink: bool, holes: bool) {
     {
         let x = data(name, s, sink, holes, dtype);
         let t = tensors(&x, tp_k_prior, dtype);
-        let (out, _) = config(s, tp_k_prior, sink).launch(&Launch::new().lnc(2).precision(precision), &t.inputs()).expect("attention_tkg runs");
+        let (out, _) =
+            config(s, tp_k_prior, sink).launch(&Launch::new().lnc(2).precision(precision), &t.inputs()).expect("attention_tkg runs");
         assert_eq!(out.shape(), &[s.bs, s.q_head, s.d, s.s_active]);
         assert_eq!(out.dtype(), dtype, "the output has q's dtype");
         assert_close(&format!("{name} {precision:?}"), &out.to_f32_vec(), &reference(&x, tp_k_prior), atol, rtol);
@@ -82,20 +82,21 @@ fn configurations_of_the_library_test_matrix() {
 /// checks `out` and `k_out`. The RoPE angles are formed and range-reduced in
 /// float32, so both bounds grow by `8·2⁻²⁴·max_angle` relative.
 fn check_features(name: &str, s: Shape, f: Features) {
+    check_cache(name, s, f, None);
+}
+
+/// [`check_features`] with the cache as a block cache when `blocks` says so.
+fn check_cache(name: &str, s: Shape, f: Features, blocks: Option<Blocks>) {
     for (precision, dtype, atol, rtol) in
         [(Precision::Fp32, Dtype::F32, FP32_ATOL, FP32_RTOL), (Precision::Hardware, Dtype::Bf16, HW_ATOL, HW_RTOL)]
     {
         let c = case(name, s, f, dtype);
-        let t = c.tensors();
-        let get = |n: &str| t.iter().find(|(name, _)| *name == n).map(|(_, t)| t);
-        let inputs = TkgInputs {
-            sink: get("sink"),
-            inv_freqs: get("inv_freqs"),
-            rope_pos_ids: get("rope_pos_ids"),
-            start_pos_ids: get("start_pos_ids"),
-            ..TkgInputs::new(&t[0].1, &t[1].1, &t[2].1, &t[3].1, &t[4].1, &t[5].1)
+        let c = match blocks {
+            Some(b) => as_block_cache(c, b),
+            None => c,
         };
-        let (out, k_out) = c.config().launch(&Launch::new().lnc(2).precision(precision), &inputs).expect("attention_tkg runs");
+        let t = c.tensors();
+        let (out, k_out) = c.config().launch(&Launch::new().lnc(2).precision(precision), &Case::inputs(&t)).expect("attention_tkg runs");
         let rtol = rtol + 8.0 * 2f64.powi(-24) * c.max_angle;
         assert_close(&format!("{name} {precision:?} out"), &out.to_f32_vec(), &c.out, atol, rtol);
         assert_close(&format!("{name} {precision:?} k_out"), &k_out.to_f32_vec(), &c.k_out, atol, rtol);
@@ -135,4 +136,18 @@ fn in_sbuf_layouts_and_one_pass_without_flash_attention_tiles() {
     // The same cache in one pass (enable_fa_s_prior_tiling=False), k_out the active keys as given.
     let f = Features { sink: true, no_fa_tiling: true, out_in_sb: true, ..Features::default() };
     check_features("one pass", shape(2, 2, 5, 10240, 10240, 64), f);
+}
+
+#[test]
+fn block_caches_read_through_the_table_with_the_mask_in_fold_order() {
+    // (4, 8, 7, 3072, 10240, 64) with 16-position blocks and a sink: 4·8·7 > 128 query
+    // columns shard batches on LNC2, so one core holds all 3072 keys and the library
+    // reduces the block length to gcd(16, 3072 / 128) = 8.
+    let f = Features { tp_k_prior: true, sink: true, ..Features::default() };
+    check_cache("block", shape(4, 8, 7, 3072, 10240, 64), f, Some(Blocks { block_len: 16, folds: (3072, 8) }));
+    // (2, 1, 5, 1024) on LNC2: s_prior sharded (512 keys a core), reduced block length
+    // gcd(32, 512 / 128) = 4; and a block cache with the mask from positions and a window.
+    check_cache("block sharded", shape(2, 1, 5, 1024, 1024, 64), f, Some(Blocks { block_len: 32, folds: (512, 4) }));
+    let f = Features { tp_k_prior: true, pos_id: true, window: Some(300), ..Features::default() };
+    check_cache("block window", shape(2, 2, 3, 1024, 1024, 64), f, Some(Blocks { block_len: 16, folds: (0, 0) }));
 }

@@ -9,10 +9,9 @@ use crate::common;
 
 use crate::common::attention::{run_numpy_kwargs, run_numpy_refused};
 use crate::common::tkg::{Data, config, data, reference, shape, tensors};
-use crate::common::tkg_features::{Features, case};
+use crate::common::tkg_features::{Blocks, Case, Features, as_block_cache, case};
 use crate::common::{Arg, assert_close, errors};
 use nki::attention::reference_tkg::Shape;
-use nki::attention::tkg::TkgInputs;
 use nki::attention::tkg::attention_tkg::{BLOCK_KV, QK_LAYOUT, attention_tkg};
 use nki::{Dtype, Launch, Precision};
 use std::path::{Path, PathBuf};
@@ -132,18 +131,10 @@ fn numpy_executor_agrees_with_the_emulator() {
 
 /// A case of the library's features under the NumPy executor (fp32) against the
 /// emulator, both outputs, and the NumPy `out` against float64.
-fn np_features(name: &str, s: Shape, f: Features, lnc: usize) {
-    let c = case(name, s, f, Dtype::F32);
+fn np_features(name: &str, c: Case, lnc: usize) {
+    let (s, f) = (c.shape, c.features);
     let t = c.tensors();
-    let get = |n: &str| t.iter().find(|(name, _)| *name == n).map(|(_, t)| t);
-    let inputs = TkgInputs {
-        sink: get("sink"),
-        inv_freqs: get("inv_freqs"),
-        rope_pos_ids: get("rope_pos_ids"),
-        start_pos_ids: get("start_pos_ids"),
-        ..TkgInputs::new(&t[0].1, &t[1].1, &t[2].1, &t[3].1, &t[4].1, &t[5].1)
-    };
-    let (out, k_out) = c.config().launch(&Launch::new().lnc(lnc).precision(Precision::Fp32), &inputs).expect("the emulator runs");
+    let (out, k_out) = c.config().launch(&Launch::new().lnc(lnc).precision(Precision::Fp32), &Case::inputs(&t)).expect("the emulator runs");
     let cfg = c.config().attn_config();
     let flags = [
         ("tp_k_prior", cfg.tp_k_prior),
@@ -156,7 +147,8 @@ fn np_features(name: &str, s: Shape, f: Features, lnc: usize) {
         // No effect on the result: the library's own test flips it.
         ("strided_mm1", false),
     ];
-    let extra: Vec<(&'static str, Arg)> = flags.iter().map(|&(k, v)| (k, Arg::Bool(v))).collect();
+    let mut extra: Vec<(&'static str, Arg)> = flags.iter().map(|&(k, v)| (k, Arg::Bool(v))).collect();
+    extra.push(("block_len", Arg::Int(cfg.block_len)));
     let arg = |(_, shape, v, dt): &(&str, Vec<usize>, Vec<f64>, Dtype)| Arg::Tensor(shape.clone(), v.clone(), *dt);
     let mut args: Vec<Arg> = c.inputs[..6].iter().map(arg).collect();
     args.push(cfg_arg(s, f.tp_k_prior, &extra));
@@ -174,16 +166,21 @@ fn np_features(name: &str, s: Shape, f: Features, lnc: usize) {
 
 #[test]
 fn numpy_executor_agrees_with_the_emulator_on_the_library_features() {
+    let f32 = Dtype::F32;
     let f = Features { rope: true, pos_id: true, qk_hbm: true, tp_k_prior: true, sink: true, ..Features::default() };
-    np_features("np rope pid", shape(2, 2, 3, 640, 1024, 64), f, 2);
+    np_features("np rope pid", case("np rope pid", shape(2, 2, 3, 640, 1024, 64), f, f32), 2);
     let f = Features { pos_id: true, window: Some(200), out_in_sb: true, k_out_in_sb: true, ..Features::default() };
-    np_features("np window sb", shape(2, 4, 2, 384, 384, 32), f, 1);
+    np_features("np window sb", case("np window sb", shape(2, 4, 2, 384, 384, 32), f, f32), 1);
     let f = Features { rope: true, no_fa_tiling: true, k_out_in_sb: true, ..Features::default() };
-    np_features("np rope one pass", shape(1, 2, 2, 256, 256, 64), f, 1);
+    np_features("np rope one pass", case("np rope one pass", shape(1, 2, 2, 256, 256, 64), f, f32), 1);
+    // A block cache on LNC2 with s_prior sharded: 256 keys a core, reduced block length gcd(16, 2) = 2.
+    let f = Features { tp_k_prior: true, sink: true, ..Features::default() };
+    let c = as_block_cache(case("np block", shape(2, 2, 2, 512, 512, 32), f, f32), Blocks { block_len: 16, folds: (256, 2) });
+    np_features("np block", c, 2);
 }
 
 #[test]
-fn a_block_kv_cache_is_refused_by_name() {
+fn a_block_kv_cache_without_its_table_is_refused_by_name() {
     let s = shape(1, 1, 1, 128, 128, 16);
     let x: Data = data("np refused", s, false, false, Dtype::F32);
     let refused = |extra: &[(&'static str, Arg)], kwargs: &[(&str, Arg)]| {

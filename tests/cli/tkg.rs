@@ -5,6 +5,7 @@
 use crate::common;
 
 use crate::common::tkg::{Data, data, reference, run_args, shape};
+use crate::common::tkg_features::{Blocks, Case, Features, as_block_cache, case};
 use nki::Dtype;
 use nki::io::npy::{NpyType, read_npy, write_npy};
 use std::path::Path;
@@ -69,4 +70,47 @@ fn bad_files_are_one_line_errors_naming_the_flag_and_write_nothing() {
         assert!(err.contains(want), "{extra:?}: `{want}` missing from {err}");
         assert!(!dir.join("o.npy").exists(), "{extra:?} wrote an output");
     }
+}
+
+/// Writes a case's inputs as `NAME.npy` files, by parameter name.
+fn write_case(dir: &Path, c: &Case) {
+    for (name, shape, vals, dtype) in &c.inputs {
+        let ty = match dtype {
+            Dtype::U8 => NpyType::U8,
+            Dtype::U32 => NpyType::U32,
+            _ => NpyType::F32,
+        };
+        write_npy(dir.join(format!("{name}.npy")), shape, vals, ty).unwrap();
+    }
+}
+
+#[test]
+fn fused_rope_position_masks_layouts_and_block_caches_from_files() {
+    let dir = common::scratch("cli_tkg_features");
+    let tensors = ["--q", "q.npy", "--k-active", "k_active.npy", "--v-active", "v_active.npy", "--k-prior", "k_prior.npy"];
+    let rest = ["--v-prior", "v_prior.npy", "--mask", "mask.npy", "--precision", "fp32", "--out", "o.npy", "--k-out", "k.npy"];
+    // Fused RoPE with q / k in the HBM layouts, the mask from positions, k_out in the in-SBUF layout.
+    let f = Features { rope: true, pos_id: true, qk_hbm: true, tp_k_prior: true, k_out_in_sb: true, ..Features::default() };
+    let c = case("cli rope", shape(2, 2, 3, 384, 512, 32), f, Dtype::F32);
+    write_case(&dir, &c);
+    let flags = ["--inv-freqs", "inv_freqs.npy", "--rope-pos-ids", "rope_pos_ids.npy", "--use-pos-id", "--curr-sprior", "384"];
+    let more = ["--qk-in-hbm-layout", "--k-out-in-sb", "--tp-k-prior"];
+    let args: Vec<&str> = ["run", "attention-tkg"].iter().chain(&tensors).chain(&rest).chain(&flags).chain(&more).copied().collect();
+    let o = nki_in(&dir, &args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let bound = 1e-5 + 8.0 * 2f64.powi(-24) * c.max_angle;
+    for (file, want) in [("o.npy", &c.out), ("k.npy", &c.k_out)] {
+        let got: Vec<f32> = read_npy(dir.join(file)).unwrap().data.iter().map(|&v| v as f32).collect();
+        common::assert_close(&format!("nki run attention-tkg {file}"), &got, want, 1e-6, bound);
+    }
+    // A block cache, the mask in the library's fold order (LNC 1: 384 keys, gcd(16, 3) = 1).
+    let f = Features { tp_k_prior: true, out_in_sb: true, ..Features::default() };
+    let c = as_block_cache(case("cli block", shape(2, 2, 1, 384, 384, 32), f, Dtype::F32), Blocks { block_len: 16, folds: (384, 1) });
+    write_case(&dir, &c);
+    let flags = ["--active-blocks-table", "active_blocks_table.npy", "--tp-k-prior", "--out-in-sb", "--lnc", "1"];
+    let args: Vec<&str> = ["run", "attention-tkg"].iter().chain(&tensors).chain(&rest).chain(&flags).copied().collect();
+    let o = nki_in(&dir, &args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let got: Vec<f32> = read_npy(dir.join("o.npy")).unwrap().data.iter().map(|&v| v as f32).collect();
+    common::assert_close("nki run attention-tkg block cache", &got, &c.out, 1e-6, 1e-5);
 }

@@ -6,7 +6,7 @@
 use super::tkg::{Data, data};
 use super::{as_dtype, seed_of, uniform};
 use nki::attention::reference_tkg::{Shape, position_mask, rope};
-use nki::attention::tkg::{TkgConfig, TkgDims};
+use nki::attention::tkg::{TkgConfig, TkgDims, TkgInputs};
 use nki::{Dtype, Tensor};
 
 /// The features one case exercises.
@@ -23,6 +23,8 @@ pub struct Features {
     pub out_in_sb: bool,
     pub k_out_in_sb: bool,
     pub no_fa_tiling: bool,
+    /// A block cache of this block length (see [`as_block_cache`]); 0: flat.
+    pub block_len: usize,
 }
 
 /// One case: the kernel's inputs (each `(name, shape, values, dtype)`, in
@@ -143,7 +145,14 @@ impl Case {
     pub fn config(&self) -> TkgConfig {
         let (s, f) = (self.shape, self.features);
         let i = |v: usize| v as i64;
-        let dims = TkgDims { bs: i(s.bs), q_head: i(s.q_head), s_active: i(s.s_active), curr_sprior: i(s.curr_sprior), full_sprior: i(s.full_sprior), d_head: i(s.d) };
+        let dims = TkgDims {
+            bs: i(s.bs),
+            q_head: i(s.q_head),
+            s_active: i(s.s_active),
+            curr_sprior: i(s.curr_sprior),
+            full_sprior: i(s.full_sprior),
+            d_head: i(s.d),
+        };
         TkgConfig::new(dims)
             .tp_k_prior(f.tp_k_prior)
             .sink(f.sink)
@@ -154,10 +163,75 @@ impl Case {
             .out_in_sb(f.out_in_sb)
             .k_out_in_sb(f.k_out_in_sb)
             .fa_tiling(!f.no_fa_tiling)
+            .block_len(f.block_len as i64)
     }
 
     /// The input tensors, by name.
     pub fn tensors(&self) -> Vec<(&'static str, Tensor)> {
         self.inputs.iter().map(|(name, shape, v, dt)| (*name, super::tensor(shape, v, *dt))).collect()
     }
+
+    /// The typed API's view of `t` (this case's [`tensors`](Self::tensors)).
+    pub fn inputs<'a>(t: &'a [(&'static str, Tensor)]) -> TkgInputs<'a> {
+        let get = |n: &str| t.iter().find(|(name, _)| *name == n).map(|(_, t)| t);
+        TkgInputs {
+            sink: get("sink"),
+            inv_freqs: get("inv_freqs"),
+            rope_pos_ids: get("rope_pos_ids"),
+            start_pos_ids: get("start_pos_ids"),
+            active_blocks_table: get("active_blocks_table"),
+            ..TkgInputs::new(&t[0].1, &t[1].1, &t[2].1, &t[3].1, &t[4].1, &t[5].1)
+        }
+    }
+}
+
+/// The block-cache layout of a case.
+#[derive(Clone, Copy, Debug)]
+pub struct Blocks {
+    pub block_len: usize,
+    /// The mask's fold order, as the library documents it for the run's LNC:
+    /// `(keys per core, reduced block length)` — within each core's keys, fold
+    /// `f` of `128·len` keys lists key `f·128·len + p·len + r` at `f·128·len + r·128 + p`.
+    pub folds: (usize, usize),
+}
+
+/// `c` (a flat cache with `tp_k_prior`) as a block cache: each batch's first
+/// `curr_sprior` positions cut into blocks stored in a shuffled order, the table
+/// naming them; a given mask moved into the fold order. The attended keys and
+/// values are unchanged, so are the expected outputs.
+pub fn as_block_cache(mut c: Case, blocks: Blocks) -> Case {
+    let (s, bl) = (c.shape, blocks.block_len);
+    assert!(c.features.tp_k_prior, "a block cache is read transposed, as tp_k_prior");
+    let (per_batch, d) = (s.curr_sprior / bl, s.d);
+    let total = s.bs * per_batch;
+    // A shuffled placement: block i of the sequence order is stored at order[i].
+    let keys = uniform(total, seed_of("blocks") + total as u64, 0.0, 1.0);
+    let mut order: Vec<usize> = (0..total).collect();
+    order.sort_by(|&a, &b| keys[a].total_cmp(&keys[b]));
+    for cache in [3, 4] {
+        let flat = &c.inputs[cache].2;
+        let mut stored = vec![0.0; total * bl * d];
+        for (i, &slot) in order.iter().enumerate() {
+            let (b, blk) = (i / per_batch, i % per_batch);
+            let src = (b * s.full_sprior + blk * bl) * d;
+            stored[slot * bl * d..(slot + 1) * bl * d].copy_from_slice(&flat[src..src + bl * d]);
+        }
+        c.inputs[cache].1 = vec![total, bl, d];
+        c.inputs[cache].2 = stored;
+    }
+    if !c.features.pos_id {
+        let (per, len) = blocks.folds;
+        let row = s.bs * s.q_head * s.s_active;
+        let old = c.inputs[5].2.clone();
+        for k in 0..s.curr_sprior {
+            let fold = k / per * per + k % per / (128 * len) * (128 * len);
+            let (p, r) = ((k - fold) / len, (k - fold) % len);
+            let at = fold + r * 128 + p;
+            c.inputs[5].2[at * row..(at + 1) * row].copy_from_slice(&old[k * row..(k + 1) * row]);
+        }
+    }
+    let table: Vec<f64> = order.iter().map(|&o| o as f64).collect();
+    c.inputs.push(("active_blocks_table", vec![s.bs, per_batch], table, Dtype::U32));
+    c.features.block_len = bl;
+    c
 }

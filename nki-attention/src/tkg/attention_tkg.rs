@@ -78,9 +78,11 @@ pub mod decode {
     /// `TkgRule::BlockFolds`: the library's folds of `P_MAX` blocks tile each core's cache.
     pub const BLOCK_FOLDS: &str = "attention_tkg: with a block KV cache each core's curr_sprior must be whole folds of 128 blocks of the reduced block length, which must divide 512";
     /// `TkgRule::WindowNeedsPosId`: the sliding window is part of the generated mask.
-    pub const WINDOW_NEEDS_POS_ID: &str = "attention_tkg: a sliding window (start_pos_ids) is part of the generated mask: it needs use_pos_id=True";
+    pub const WINDOW_NEEDS_POS_ID: &str =
+        "attention_tkg: a sliding window (start_pos_ids) is part of the generated mask: it needs use_pos_id=True";
     /// An fp8 KV cache is all four KV tensors in `float8_e4m3`.
-    pub const FP8_KV_ALL: &str = "attention_tkg: an fp8 KV cache has k_prior, v_prior, k_active and v_active all in float8_e4m3 (q in float8_e4m3 only with it)";
+    pub const FP8_KV_ALL: &str =
+        "attention_tkg: an fp8 KV cache has k_prior, v_prior, k_active and v_active all in float8_e4m3 (q in float8_e4m3 only with it)";
     /// An fp8 KV cache's queries: not float32, no fused RoPE, the `qk_in_sb` layouts.
     pub const FP8_KV_QUERY: &str = "attention_tkg: with an fp8 KV cache q must not be float32, fuse_rope must be False and qk_in_sb True";
     /// The largest `curr_sprior` with fused RoPE (the library's `_MAX_S_PRIOR_ACCURATE_ROPE`).
@@ -379,7 +381,12 @@ pub mod decode {
         if prior_end > k0 && bl > 0 {
             for i in k0 / bl..(prior_end + bl - 1) / bl {
                 let (j0, j1) = (k0.max(i * bl), prior_end.min((i + 1) * bl));
-                let src = k_prior.ap([[1, d], [d, j1 - j0]], offset = (j0 - i * bl) * d, scalar_offset = bufs.blocks[s![.., i..i + 1]], indirect_dim = 0);
+                let src = k_prior.ap(
+                    [[1, d], [d, j1 - j0]],
+                    offset = (j0 - i * bl) * d,
+                    scalar_offset = bufs.blocks[s![.., i..i + 1]],
+                    indirect_dim = 0,
+                );
                 nisa::dma_copy(dst[s![.., j0 - k0..j1 - k0]], src);
             }
         } else if prior_end > k0 {
@@ -407,7 +414,12 @@ pub mod decode {
         if prior_end > k0 && bl > 0 {
             for i in k0 / bl..(prior_end + bl - 1) / bl {
                 let (j0, j1) = (k0.max(i * bl), prior_end.min((i + 1) * bl));
-                let src = io.v_prior.ap([[d, j1 - j0], [1, d]], offset = (j0 - i * bl) * d, scalar_offset = bufs.blocks[s![.., i..i + 1]], indirect_dim = 0);
+                let src = io.v_prior.ap(
+                    [[d, j1 - j0], [1, d]],
+                    offset = (j0 - i * bl) * d,
+                    scalar_offset = bufs.blocks[s![.., i..i + 1]],
+                    indirect_dim = 0,
+                );
                 nisa::dma_copy(dst[s![j0 - k0..j1 - k0, ..]], src);
             }
         } else if prior_end > k0 {
@@ -587,7 +599,14 @@ pub mod decode {
     /// matmul reads); the running sum corrected and increased by the tile's.
     /// Returns the probabilities, `(n, tile_len)`.
     #[nki_helper]
-    fn compute_exp_qk(atp: AttnTileParams, bufs: AttnInternalBuffers, fa: FATileContext, masked: Sbuf, new_negmax: Sbuf, corr: Sbuf) -> Sbuf {
+    fn compute_exp_qk(
+        atp: AttnTileParams,
+        bufs: AttnInternalBuffers,
+        fa: FATileContext,
+        masked: Sbuf,
+        new_negmax: Sbuf,
+        corr: Sbuf,
+    ) -> Sbuf {
         let (n, width) = (atp.n_cols, fa.tile_len);
         let probs = nl::ndarray([n, width], bufs.q_sb.dtype(), buffer = nl::sbuf);
         nisa::activation(probs, nl::exp, masked, bias = new_negmax);
@@ -751,7 +770,10 @@ pub mod decode {
         let n = q_head * s_active;
         let q_shape = q.shape();
         if cfg.qk_in_sb {
-            assert!(q.ndim() == 2 && q_shape[0] == d_head && q_shape[1] == bs * n, "q must be (d_head, bs * q_head * s_active) with qk_in_sb, got {q_shape}");
+            assert!(
+                q.ndim() == 2 && q_shape[0] == d_head && q_shape[1] == bs * n,
+                "q must be (d_head, bs * q_head * s_active) with qk_in_sb, got {q_shape}"
+            );
             let ka_shape = k_active.shape();
             assert!(
                 k_active.ndim() == 2 && ka_shape[0] == d_head && ka_shape[1] == bs * s_active,
@@ -777,8 +799,14 @@ pub mod decode {
         let vp_shape = v_prior.shape();
         let bl = cfg.block_len;
         if bl > 0 {
-            assert!(k_prior.ndim() == 3 && kp_shape[1] == bl && kp_shape[2] == d_head, "k_prior must be (blocks, block_len, d_head), got {kp_shape}");
-            assert!(v_prior.ndim() == 3 && vp_shape[1] == bl && vp_shape[2] == d_head, "v_prior must be (blocks, block_len, d_head), got {vp_shape}");
+            assert!(
+                k_prior.ndim() == 3 && kp_shape[1] == bl && kp_shape[2] == d_head,
+                "k_prior must be (blocks, block_len, d_head), got {kp_shape}"
+            );
+            assert!(
+                v_prior.ndim() == 3 && vp_shape[1] == bl && vp_shape[2] == d_head,
+                "v_prior must be (blocks, block_len, d_head), got {vp_shape}"
+            );
         } else {
             let kp_seq = if tp_k_prior { kp_shape[2] } else { kp_shape[3] };
             let kp_d = if tp_k_prior { kp_shape[3] } else { kp_shape[2] };
@@ -806,7 +834,10 @@ pub mod decode {
     #[nki_helper]
     fn check_fp8_kv(cfg: AttnTKGConfig, q: Hbm, k_active: Hbm, v_active: Hbm, k_prior: Hbm, v_prior: Hbm) {
         let fp8 = nl::float8_e4m3;
-        let count = (k_prior.dtype() == fp8) as i64 + (v_prior.dtype() == fp8) as i64 + (k_active.dtype() == fp8) as i64 + (v_active.dtype() == fp8) as i64;
+        let count = (k_prior.dtype() == fp8) as i64
+            + (v_prior.dtype() == fp8) as i64
+            + (k_active.dtype() == fp8) as i64
+            + (v_active.dtype() == fp8) as i64;
         assert!(count == 0 || count == 4, FP8_KV_ALL);
         let fp8_kv = count == 4;
         assert!(!fp8_kv || (q.dtype() != nl::float32 && !cfg.fuse_rope && cfg.qk_in_sb), FP8_KV_QUERY);
@@ -815,7 +846,14 @@ pub mod decode {
 
     /// The optional inputs: present exactly when `cfg` uses them, and their shapes.
     #[nki_helper]
-    fn check_optional(cfg: AttnTKGConfig, inv_freqs: Option<Hbm>, rope_pos_ids: Option<Hbm>, start_pos_ids: Option<Hbm>, sink: Option<Hbm>, table: Option<Hbm>) {
+    fn check_optional(
+        cfg: AttnTKGConfig,
+        inv_freqs: Option<Hbm>,
+        rope_pos_ids: Option<Hbm>,
+        start_pos_ids: Option<Hbm>,
+        sink: Option<Hbm>,
+        table: Option<Hbm>,
+    ) {
         let (bs, s_active, q_head, d_head) = (cfg.bs, cfg.s_active, cfg.q_head, cfg.d_head);
         assert!(inv_freqs.is_some() == cfg.fuse_rope, "inv_freqs (d_head // 2, 1) must be given exactly when cfg.fuse_rope=True");
         if let Some(inv) = inv_freqs {
@@ -823,7 +861,10 @@ pub mod decode {
             assert!(inv.ndim() == 2 && shape[0] == d_head / 2 && shape[1] == 1, "inv_freqs must be (d_head // 2, 1), got {shape}");
         }
         let needs_pos = cfg.fuse_rope || cfg.use_pos_id;
-        assert!(rope_pos_ids.is_some() == needs_pos, "rope_pos_ids (bs, s_active) must be given exactly when cfg.fuse_rope or cfg.use_pos_id");
+        assert!(
+            rope_pos_ids.is_some() == needs_pos,
+            "rope_pos_ids (bs, s_active) must be given exactly when cfg.fuse_rope or cfg.use_pos_id"
+        );
         assert!(start_pos_ids.is_none() || cfg.use_pos_id, WINDOW_NEEDS_POS_ID);
         if let Some(t) = rope_pos_ids {
             let shape = t.shape();
@@ -837,7 +878,10 @@ pub mod decode {
         if let Some(t) = table {
             let shape = t.shape();
             let blocks = cfg.curr_sprior / cfg.block_len;
-            assert!(t.ndim() == 2 && shape[0] == bs && shape[1] == blocks, "active_blocks_table must be (bs, curr_sprior / block_len), got {shape}");
+            assert!(
+                t.ndim() == 2 && shape[0] == bs && shape[1] == blocks,
+                "active_blocks_table must be (bs, curr_sprior / block_len), got {shape}"
+            );
         }
         if let Some(sk) = sink {
             let sk_shape = sk.shape();
@@ -907,7 +951,19 @@ pub mod decode {
         if shard == 0 {
             store_k_out(k_out, k_active_sb, cfg);
         }
-        let io = AttnTensors { q_sb, k_active_sb, v_active, k_prior, v_prior, mask, rope_pos_ids, start_pos_ids, sink, active_blocks_table, out };
+        let io = AttnTensors {
+            q_sb,
+            k_active_sb,
+            v_active,
+            k_prior,
+            v_prior,
+            mask,
+            rope_pos_ids,
+            start_pos_ids,
+            sink,
+            active_blocks_table,
+            out,
+        };
         let (fold_len, shard_len) = mask_folds(cfg, shards);
         let atp = AttnTileParams {
             q_head,

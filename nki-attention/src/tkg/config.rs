@@ -2,7 +2,7 @@
 //! fields this kernel implements), whose rules are checked at compile time when
 //! the configuration is a constant (see [`tkg_config!`](crate::tkg_config)).
 
-use super::attention_tkg::{FA_TILE_SIZE, MAX_SPRIOR_ROPE, P_MAX, QK_LAYOUT, ROPE_HEAD_EVEN, ROPE_SPRIOR, WINDOW_NEEDS_POS_ID};
+use super::attention_tkg::{BLOCK_KV, FA_TILE_SIZE, MAX_SPRIOR_ROPE, P_MAX, QK_LAYOUT, ROPE_HEAD_EVEN, ROPE_SPRIOR, WINDOW_NEEDS_POS_ID};
 
 /// The shapes of a decode step: the `AttnTKGConfig` shape fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,6 +69,9 @@ pub struct TkgConfig {
     pub strided_mm1: bool,
     /// Caches longer than `FA_TILE_SIZE` keys are streamed tile by tile (else one pass).
     pub fa_tiling: bool,
+    /// Block length of a block KV cache (`k_prior` / `v_prior` `(blocks, block_len, d)`
+    /// and `active_blocks_table`); 0: a flat cache.
+    pub block_len: i64,
 }
 
 /// One rule of `attention_tkg` (the library's asserts, and this kernel's layout).
@@ -98,6 +101,8 @@ pub enum TkgRule {
     RopeSprior,
     /// A sliding window (`start_pos_ids`) is part of the generated mask: it needs `use_pos_id`.
     WindowNeedsPosId,
+    /// A block cache: `tp_k_prior`, `qk_in_sb`, `curr_sprior` whole blocks.
+    BlockKv,
 }
 
 impl TkgRule {
@@ -116,6 +121,7 @@ impl TkgRule {
             TkgRule::RopeHeadEven => ROPE_HEAD_EVEN,
             TkgRule::RopeSprior => ROPE_SPRIOR,
             TkgRule::WindowNeedsPosId => WINDOW_NEEDS_POS_ID,
+            TkgRule::BlockKv => BLOCK_KV,
         }
     }
 }
@@ -139,7 +145,14 @@ impl TkgConfig {
             k_out_in_sb: false,
             strided_mm1: true,
             fa_tiling: true,
+            block_len: 0,
         }
+    }
+
+    /// Sets [`TkgConfig::block_len`].
+    pub const fn block_len(mut self, len: i64) -> Self {
+        self.block_len = len;
+        self
     }
 
     /// Sets [`TkgConfig::fuse_rope`].
@@ -248,6 +261,9 @@ impl TkgConfig {
         }
         if self.window && !self.use_pos_id {
             return Some(TkgRule::WindowNeedsPosId);
+        }
+        if self.block_len < 0 || (self.block_len > 0 && !(self.tp_k_prior && self.qk_in_sb && d.curr_sprior % self.block_len == 0)) {
+            return Some(TkgRule::BlockKv);
         }
         None
     }

@@ -35,12 +35,34 @@ pub struct TkgInputs<'a> {
     pub rope_pos_ids: Option<&'a Tensor>,
     /// Sliding-window starts `(bs, s_active)` (with [`TkgConfig::window`]).
     pub start_pos_ids: Option<&'a Tensor>,
+    /// Each batch's cache blocks `(bs, curr_sprior / block_len)` (with [`TkgConfig::block_len`]).
+    pub active_blocks_table: Option<&'a Tensor>,
 }
 
 impl<'a> TkgInputs<'a> {
     /// The six tensors every configuration takes; the optional ones absent.
-    pub fn new(q: &'a Tensor, k_active: &'a Tensor, v_active: &'a Tensor, k_prior: &'a Tensor, v_prior: &'a Tensor, mask: &'a Tensor) -> Self {
-        TkgInputs { q, k_active, v_active, k_prior, v_prior, mask, sink: None, inv_freqs: None, rope_pos_ids: None, start_pos_ids: None }
+    pub fn new(
+        q: &'a Tensor,
+        k_active: &'a Tensor,
+        v_active: &'a Tensor,
+        k_prior: &'a Tensor,
+        v_prior: &'a Tensor,
+        mask: &'a Tensor,
+    ) -> Self {
+        let none = None;
+        TkgInputs {
+            q,
+            k_active,
+            v_active,
+            k_prior,
+            v_prior,
+            mask,
+            sink: none,
+            inv_freqs: none,
+            rope_pos_ids: none,
+            start_pos_ids: none,
+            active_blocks_table: none,
+        }
     }
 
     /// Every tensor given, with its parameter name.
@@ -53,7 +75,13 @@ impl<'a> TkgInputs<'a> {
             ("v_prior", self.v_prior),
             ("mask", self.mask),
         ];
-        let optional = [("sink", self.sink), ("inv_freqs", self.inv_freqs), ("rope_pos_ids", self.rope_pos_ids), ("start_pos_ids", self.start_pos_ids)];
+        let optional = [
+            ("sink", self.sink),
+            ("inv_freqs", self.inv_freqs),
+            ("rope_pos_ids", self.rope_pos_ids),
+            ("start_pos_ids", self.start_pos_ids),
+            ("active_blocks_table", self.active_blocks_table),
+        ];
         all.extend(optional.into_iter().filter_map(|(name, t)| t.map(|t| (name, t))));
         all
     }
@@ -75,38 +103,48 @@ impl TkgConfig {
             TkgRule::RopeHeadEven => ("d_head", d.d_head.to_string()),
             TkgRule::RopeSprior => ("curr_sprior", d.curr_sprior.to_string()),
             TkgRule::WindowNeedsPosId => ("start_pos_ids", "given without use_pos_id".to_string()),
+            TkgRule::BlockKv => ("block_len", self.block_len.to_string()),
         };
         NkiError::argument(param, value, rule.message())
     }
 
     /// The shape each tensor must have under this configuration; `k_prior` and
     /// `v_prior` may have more cache batches than `bs` (the first `bs` are used).
-    fn expected_shapes(&self) -> [(&'static str, [i64; 4], usize); 10] {
+    /// A block cache's first dimension (its block count) is free: -1.
+    fn expected_shapes(&self) -> [(&'static str, [i64; 4], usize); 11] {
         let TkgDims { bs, q_head: h, s_active: sa, curr_sprior: sk, full_sprior: full, d_head: d } = self.dims;
-        let k_prior = if self.tp_k_prior { [bs, 1, full, d] } else { [bs, 1, d, full] };
-        let (q, k_active) = if self.qk_in_sb { (([d, bs * h * sa, 0, 0], 2), ([d, bs * sa, 0, 0], 2)) } else { (([bs, h, sa, d], 4), ([bs, 1, sa, d], 4)) };
+        let bl = self.block_len;
+        let (k_prior, v_prior, cache_rank) = match (bl > 0, self.tp_k_prior) {
+            (true, _) => ([-1, bl, d, 0], [-1, bl, d, 0], 3),
+            (false, true) => ([bs, 1, full, d], [bs, 1, full, d], 4),
+            (false, false) => ([bs, 1, d, full], [bs, 1, full, d], 4),
+        };
+        let (q, k_active) =
+            if self.qk_in_sb { (([d, bs * h * sa, 0, 0], 2), ([d, bs * sa, 0, 0], 2)) } else { (([bs, h, sa, d], 4), ([bs, 1, sa, d], 4)) };
         let mask_keys = if self.use_pos_id { sa } else { sk };
         [
             ("q", q.0, q.1),
             ("k_active", k_active.0, k_active.1),
             ("v_active", [bs, 1, sa, d], 4),
-            ("k_prior", k_prior, 4),
-            ("v_prior", [bs, 1, full, d], 4),
+            ("k_prior", k_prior, cache_rank),
+            ("v_prior", v_prior, cache_rank),
             ("mask", [mask_keys, bs, h, sa], 4),
             ("sink", [h, 1, 0, 0], 2),
             ("inv_freqs", [d / 2, 1, 0, 0], 2),
             ("rope_pos_ids", [bs, sa, 0, 0], 2),
             ("start_pos_ids", [bs, sa, 0, 0], 2),
+            ("active_blocks_table", [bs, if bl > 0 { sk / bl } else { 0 }, 0, 0], 2),
         ]
     }
 
     /// Each optional tensor with whether this configuration takes it.
-    fn optional_inputs<'a>(&self, inputs: &TkgInputs<'a>) -> [(&'static str, Option<&'a Tensor>, bool, &'static str); 4] {
+    fn optional_inputs<'a>(&self, inputs: &TkgInputs<'a>) -> [(&'static str, Option<&'a Tensor>, bool, &'static str); 5] {
         [
             ("sink", inputs.sink, self.sink, "the configuration's sink"),
             ("inv_freqs", inputs.inv_freqs, self.fuse_rope, "fuse_rope"),
             ("rope_pos_ids", inputs.rope_pos_ids, self.fuse_rope || self.use_pos_id, "fuse_rope or use_pos_id"),
             ("start_pos_ids", inputs.start_pos_ids, self.window, "the configuration's sliding window"),
+            ("active_blocks_table", inputs.active_blocks_table, self.block_len > 0, "block cache (block_len > 0)"),
         ]
     }
 
@@ -146,7 +184,7 @@ impl TkgConfig {
     }
 
     /// The library's `AttnTKGConfig` of this configuration: its shapes and flags,
-    /// a flat cache (`block_len` 0) and `use_gpsimd_sb2sb` at its default.
+    /// `use_gpsimd_sb2sb` at its default.
     pub fn attn_config(&self) -> AttnTKGConfig {
         let d = self.dims;
         AttnTKGConfig {
@@ -164,6 +202,7 @@ impl TkgConfig {
             k_out_in_sb: self.k_out_in_sb,
             out_in_sb: self.out_in_sb,
             enable_fa_s_prior_tiling: self.fa_tiling,
+            block_len: self.block_len,
             ..AttnTKGConfig::default()
         }
     }
@@ -175,6 +214,7 @@ impl TkgConfig {
             .inv_freqs(inputs.inv_freqs)
             .rope_pos_ids(inputs.rope_pos_ids)
             .start_pos_ids(inputs.start_pos_ids)
+            .active_blocks_table(inputs.active_blocks_table)
     }
 
     /// Runs the kernel in the program `ctx` (inside a launch); returns `(out,
@@ -278,7 +318,7 @@ mod tests {
     }
 
     #[test]
-    fn a_block_cache_is_refused_by_name() {
+    fn a_block_cache_needs_its_table() {
         let x = tensors();
         let (i, cfg) = (inputs(&x), TkgConfig::new(DIMS).attn_config());
         let call = |c: &AttnTKGConfig| TkgConfig::call(&i, c).launch(&Launch::new()).unwrap_err().to_string();

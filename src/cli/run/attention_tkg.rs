@@ -25,10 +25,11 @@ pub struct TkgArgs {
     /// Active values `(bs, 1, s_active, d)`.
     #[arg(long)]
     v_active: PathBuf,
-    /// Cached keys `(B+, 1, d, full_sprior)`, or `(B+, 1, full_sprior, d)` with `--tp-k-prior`.
+    /// Cached keys `(B+, 1, d, full_sprior)`, or `(B+, 1, full_sprior, d)` with `--tp-k-prior`,
+    /// or `(blocks, block_len, d)` with `--active-blocks-table`.
     #[arg(long)]
     k_prior: PathBuf,
-    /// Cached values `(B+, 1, full_sprior, d)`.
+    /// Cached values `(B+, 1, full_sprior, d)`, or `(blocks, block_len, d)` with `--active-blocks-table`.
     #[arg(long)]
     v_prior: PathBuf,
     /// uint8 visibility `(curr_sprior, bs, q_head, s_active)`, nonzero: visible; with
@@ -47,6 +48,11 @@ pub struct TkgArgs {
     /// Sliding-window starts `(bs, s_active)` (with `--use-pos-id`).
     #[arg(long)]
     start_pos_ids: Option<PathBuf>,
+    /// A block KV cache: each batch's blocks `(bs, curr_sprior / block_len)` int32 or
+    /// uint32, `--k-prior` / `--v-prior` `(blocks, block_len, d)` (with `--tp-k-prior`);
+    /// the mask, if given in full, in the library's fold order.
+    #[arg(long, requires = "tp_k_prior")]
+    active_blocks_table: Option<PathBuf>,
     /// The cached keys' mask is generated from `--rope-pos-ids` (`use_pos_id`).
     #[arg(long, requires = "curr_sprior")]
     use_pos_id: bool,
@@ -99,6 +105,7 @@ fn inputs<'a>(t: &'a [Tensor], names: &[&str]) -> TkgInputs<'a> {
         inv_freqs: find("inv_freqs"),
         rope_pos_ids: find("rope_pos_ids"),
         start_pos_ids: find("start_pos_ids"),
+        active_blocks_table: find("active_blocks_table"),
         ..TkgInputs::new(&t[0], &t[1], &t[2], &t[3], &t[4], &t[5])
     }
 }
@@ -118,20 +125,38 @@ pub fn run(a: &TkgArgs, outputs_required: bool) -> Result<(), CliError> {
         ("v_prior", &a.v_prior),
         ("mask", &a.mask),
     ];
-    let optional = [("sink", &a.sink), ("inv_freqs", &a.inv_freqs), ("rope_pos_ids", &a.rope_pos_ids), ("start_pos_ids", &a.start_pos_ids)];
+    let optional = [
+        ("sink", &a.sink),
+        ("inv_freqs", &a.inv_freqs),
+        ("rope_pos_ids", &a.rope_pos_ids),
+        ("start_pos_ids", &a.start_pos_ids),
+        ("active_blocks_table", &a.active_blocks_table),
+    ];
     files.extend(optional.into_iter().filter_map(|(name, p)| p.as_deref().map(|p| (name, p))));
     let names: Vec<&str> = files.iter().map(|&(n, _)| n).collect();
     let ins = declare_checked(&mut plan, &files, &DTYPES)?;
     let (v_active, v_prior, mask) = (ins[2], ins[4], ins[5]);
+    let curr_sprior = match a.curr_sprior {
+        Some(n) if a.use_pos_id => n,
+        _ => dim(&plan, mask, 0, "(curr_sprior, bs, q_head, s_active)")?,
+    };
+    let block_len = match a.active_blocks_table {
+        Some(_) => Some(match plan.header(v_prior).shape() {
+            s if s.len() == 3 => s[1] as i64,
+            s => return Err(CliError::usage(format!("{}: shape {s:?}; a block cache is (blocks, block_len, d)", plan.describe(v_prior)))),
+        }),
+        None => None,
+    };
     let dims = TkgDims {
         bs: dim(&plan, v_active, 0, "(bs, 1, s_active, d)")?,
         q_head: dim(&plan, mask, 2, "(curr_sprior, bs, q_head, s_active)")?,
         s_active: dim(&plan, v_active, 2, "(bs, 1, s_active, d)")?,
-        curr_sprior: match a.curr_sprior {
-            Some(n) if a.use_pos_id => n,
-            _ => dim(&plan, mask, 0, "(curr_sprior, bs, q_head, s_active)")?,
+        curr_sprior,
+        full_sprior: match block_len {
+            // A block cache holds the whole sequence: the positions in use are its capacity.
+            Some(_) => curr_sprior,
+            None => dim(&plan, v_prior, 2, "(B+, 1, full_sprior, d)")?,
         },
-        full_sprior: dim(&plan, v_prior, 2, "(B+, 1, full_sprior, d)")?,
         d_head: dim(&plan, v_active, 3, "(bs, 1, s_active, d)")?,
     };
     let cfg = TkgConfig::new(dims)
@@ -144,7 +169,8 @@ pub fn run(a: &TkgArgs, outputs_required: bool) -> Result<(), CliError> {
         .out_in_sb(a.out_in_sb)
         .k_out_in_sb(a.k_out_in_sb)
         .strided_mm1(!a.no_strided_mm1)
-        .fa_tiling(!a.no_fa_tiling);
+        .fa_tiling(!a.no_fa_tiling)
+        .block_len(block_len.unwrap_or(0));
     let stand_ins = ins.iter().map(|&i| placeholder(&plan, i)).collect::<Result<Vec<_>, _>>()?;
     cfg.check(&inputs(&stand_ins, &names)).map_err(|e| CliError::from_nki(&e))?;
     drop(stand_ins);
