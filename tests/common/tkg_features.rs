@@ -6,7 +6,7 @@
 use super::tkg::{Data, data};
 use super::{as_dtype, seed_of, uniform};
 use nki::attention::reference_tkg::{Shape, position_mask, rope};
-use nki::attention::tkg::{TkgConfig, TkgDims, TkgInputs};
+use nki::attention::tkg::{TkgConfig, TkgInputs};
 use nki::{Dtype, Tensor};
 
 /// The features one case exercises.
@@ -143,19 +143,8 @@ fn clone_data(x: &Data) -> Data {
 impl Case {
     /// The typed configuration.
     pub fn config(&self) -> TkgConfig {
-        let (s, f) = (self.shape, self.features);
-        let i = |v: usize| v as i64;
-        let dims = TkgDims {
-            bs: i(s.bs),
-            q_head: i(s.q_head),
-            s_active: i(s.s_active),
-            curr_sprior: i(s.curr_sprior),
-            full_sprior: i(s.full_sprior),
-            d_head: i(s.d),
-        };
-        TkgConfig::new(dims)
-            .tp_k_prior(f.tp_k_prior)
-            .sink(f.sink)
+        let f = self.features;
+        super::tkg::config(self.shape, f.tp_k_prior, f.sink)
             .fuse_rope(f.rope)
             .use_pos_id(f.pos_id)
             .window(f.window.is_some())
