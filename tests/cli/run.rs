@@ -482,9 +482,12 @@ fn assert_refused(kernel: &str, refusals: &[(&[&str], &[&str])]) -> PathBuf {
 #[test]
 fn a_configuration_object_is_given_field_by_field() {
     let refusals: &[(&[&str], &[&str])] = &[
-        (&["--cfg.fuse-rope"], &["attention_tkg refused its inputs", "cfg.fuse_rope=True is not implemented"]),
-        (&["--cfg.block-len", "16"], &["cfg.block_len=16 (a block KV cache) is not implemented"]),
-        (&["--cfg.qk-in-sb=false"], &["cfg.qk_in_sb=False"]),
+        (
+            &["--cfg.fuse-rope"],
+            &["attention_tkg refused its inputs", "inv_freqs (d_head // 2, 1) must be given exactly when cfg.fuse_rope=True"],
+        ),
+        (&["--cfg.block-len", "16"], &["a block KV cache (block_len > 0) needs active_blocks_table"]),
+        (&["--cfg.qk-in-sb=false"], &["without fuse_rope, q and k_active come in the qk_in_sb layouts"]),
         (&["--cfg.bss", "1"], &["--cfg.bss is not a parameter of attention_tkg", "did you mean --cfg.bs?"]),
         (&["--cfg.q-head=two"], &["--cfg.q-head two: expected an int"]),
     ];
