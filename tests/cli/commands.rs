@@ -277,6 +277,14 @@ fn bench_quick_prints_a_row_per_mask_and_precision() {
         assert!(secs.iter().all(|s| *s > 0.0 && s.is_finite()), "{row}");
         assert_eq!(&cols[4..], ["-", "-"], "{row}");
     }
+    // The decoder layer: prefill and decode tokens per second in each precision mode.
+    assert!(text.contains("decoder layer (nki demo)"), "{text}");
+    for precision in ["fp32", "hardware"] {
+        let row =
+            text.lines().find(|l| l.starts_with(&format!("{precision} "))).unwrap_or_else(|| panic!("no layer {precision} row: {text}"));
+        let rates: Vec<f64> = row.split_whitespace().skip(1).map(|c| c.parse().unwrap_or_else(|_| panic!("{row}"))).collect();
+        assert!(rates.len() == 3 && rates.iter().all(|r| *r > 0.0 && r.is_finite()), "{row}");
+    }
 }
 
 #[test]
@@ -290,7 +298,11 @@ fn bench_only_prints_the_tables_asked_for() {
         assert!(!text.contains(other), "{other} printed: {text}");
     }
     let o = nki_cmd(&["bench", "--quick", "--only", "everything"]);
-    assert!(!o.status.success() && stderr(&o).contains("possible values: prefill, decode, process, ring, ring-features"), "{}", stderr(&o));
+    assert!(
+        !o.status.success() && stderr(&o).contains("possible values: prefill, decode, process, ring, ring-features, layer"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -308,17 +320,47 @@ fn demo_checks_every_kernel_in_both_modes_and_writes_the_package() {
             assert!(err <= bound && cols[6] == "ok", "{row}");
         }
     }
-    // The prefill and the decode step after it: two-word names, so the columns shift by one.
-    for kernel in ["attention_cte prefill", "attention_tkg decode"] {
-        for precision in ["fp32", "hardware"] {
-            let row = text.lines().find(|l| l.starts_with(kernel) && l.split_whitespace().nth(2) == Some(precision));
-            let cols: Vec<&str> = row.unwrap_or_else(|| panic!("no {kernel} {precision} row in:\n{text}")).split_whitespace().collect();
-            let (err, bound): (f64, f64) = (cols[3].parse().unwrap(), cols[4].parse().unwrap());
-            assert!(err <= bound && cols[7] == "ok", "{cols:?}");
-        }
-    }
+    assert_layer_rows(&text);
     let (ok, stdout, stderr) = common::harness(&["check", &out.display().to_string()]);
     assert!(ok, "the demo's package fails the signature check:\n{stdout}{stderr}");
+}
+
+/// The decoder layer's rows of `nki demo`: the prefill and every decode step
+/// checked in both precision modes, and each library kernel's trn2 estimate.
+fn assert_layer_rows(text: &str) {
+    let mut outputs = vec!["prefill, 128 tokens".to_string()];
+    outputs.extend((1..=4).map(|t| format!("decode step {t}, position {}", 127 + t)));
+    for output in &outputs {
+        for precision in ["fp32", "hardware"] {
+            let row = text.lines().find(|l| l.starts_with(output.as_str()) && l.contains(&format!(" {precision} ")));
+            let row = row.unwrap_or_else(|| panic!("no '{output}' {precision} row in:\n{text}"));
+            let cols: Vec<&str> = row[output.len()..].split_whitespace().collect();
+            let (err, bound): (f64, f64) = (cols[1].parse().unwrap(), cols[2].parse().unwrap());
+            assert!(err <= bound && cols[4] == "ok", "{row}");
+        }
+    }
+    for (phase, kernels) in [
+        ("prefill", &["qkv_tkg", "rope_hf", "attention_cte", "output_projection_cte", "mlp"][..]),
+        ("decode", &["qkv_tkg", "attention_tkg", "output_projection_tkg", "mlp"][..]),
+    ] {
+        for kernel in kernels.iter().chain(&["layer total"]) {
+            let row = text.lines().find(|l| l.starts_with(phase) && l[phase.len()..].trim_start().starts_with(kernel));
+            let row = row.unwrap_or_else(|| panic!("no {phase} {kernel} estimate in:\n{text}"));
+            let us: f64 =
+                row.split(" µs").next().and_then(|r| r.split_whitespace().last()?.parse().ok()).unwrap_or_else(|| panic!("{row}"));
+            assert!(us > 0.0 && us.is_finite(), "{row}");
+        }
+    }
+}
+
+#[test]
+fn demo_quick_runs_the_decoder_layer_only() {
+    let out = common::scratch("cli_demo_quick").join("nki_out");
+    let o = nki_cmd(&["demo", "--quick", "--out", &out.display().to_string()]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{text}{}", stderr(&o));
+    assert_layer_rows(&text);
+    assert!(!text.contains("ring_attention_spmd_fwd"), "{text}");
 }
 
 // ---- Refused inputs: one line on stderr, nothing written, inputs intact ----

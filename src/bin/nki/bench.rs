@@ -1,8 +1,9 @@
 //! `nki bench`: emulator throughput of the attention kernels (decode in tokens
 //! per second), whole `nki run` processes on one thread and on every core
 //! (optionally against warm JAX CPU attention), and the ring's overhead over one
-//! worker.
+//! worker; and the decoder layer of `nki demo` (prefill and decode tokens/s).
 
+use crate::layer;
 use clap::Args;
 use nki::attention::cte::{CteConfig, CteInputs};
 use nki::attention::ring_fwd::{Queries, RingFwdConfig, RingFwdInputs};
@@ -50,6 +51,8 @@ pub enum Table {
     Ring,
     /// The ring forward's features (GQA, window, layouts).
     RingFeatures,
+    /// The decoder layer of `nki demo`: prefill and decode tokens/s.
+    Layer,
 }
 
 /// Deterministic inputs in [0, 1).
@@ -353,6 +356,41 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     if wanted(Table::RingFeatures) {
         gap();
         ring_features(if args.quick { 2048 } else { 16384 }, lnc, reps)?;
+    }
+    if wanted(Table::Layer) {
+        gap();
+        layer(reps)?;
+    }
+    Ok(())
+}
+
+/// The decoder layer table: its kernels' emulator time per prompt and per
+/// decode token, the fastest of `reps` runs in each precision mode.
+fn layer(reps: u32) -> Result<(), String> {
+    let d = layer::DIMS;
+    outln!(
+        "decoder layer (nki demo): hidden {}, {} query heads on {} KV heads of {}, SwiGLU {}; a {}-token prompt, {} decode steps, best of {reps}",
+        d.hidden,
+        d.q_heads,
+        d.kv_heads,
+        d.head_dim,
+        d.intermediate,
+        layer::PROMPT,
+        layer::STEPS
+    );
+    outln!("{:<10} {:>11} {:>16} {:>15}", "precision", "prefill (s)", "prefill tokens/s", "decode tokens/s");
+    for (dtype, precision) in [(Dtype::F32, Precision::Fp32), (Dtype::Bf16, Precision::Hardware)] {
+        let (mut prefill, mut decode) = (f64::INFINITY, f64::INFINITY);
+        for _ in 0..reps {
+            let run = layer::run(dtype, precision, false).map_err(|e| e.to_string())?;
+            if let Some(c) = run.checks.iter().find(|c| c.err > c.bound) {
+                return Err(format!("decoder layer, {precision}: {} is off by {:.3e} (bound {:.3e})", c.what, c.err, c.bound));
+            }
+            prefill = prefill.min(run.prefill_secs);
+            decode = decode.min(run.decode_secs);
+        }
+        let (p, steps) = (layer::PROMPT as f64, layer::STEPS as f64);
+        outln!("{:<10} {prefill:>11.3} {:>16.0} {:>15.1}", precision.to_string(), p / prefill, steps / decode);
     }
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! `nki demo`: the attention kernels on random inputs, in both precision modes,
 //! each checked against float64 attention, and the emitted NKI package.
 
-use crate::demo_decode;
+use crate::layer::{self, LayerRun};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use nki::attention::cte::{CteConfig, CteInputs};
@@ -20,6 +20,9 @@ pub struct DemoArgs {
     /// Where to write the emitted NKI package.
     #[arg(long, default_value = "nki_out")]
     out: PathBuf,
+    /// Only the decoder layer (prefill and decode steps, both precision modes).
+    #[arg(long)]
+    quick: bool,
 }
 
 /// Heads, whole-sequence tokens, head dim and ring workers of the demo.
@@ -40,7 +43,7 @@ struct Row {
 }
 
 /// Deterministic standard-normal values (xorshift and Box–Muller), rounded to f32.
-fn normal(n: usize, seed: u64) -> Vec<f64> {
+pub fn normal(n: usize, seed: u64) -> Vec<f64> {
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut uniform = move || {
         s ^= s << 13;
@@ -52,7 +55,7 @@ fn normal(n: usize, seed: u64) -> Vec<f64> {
 }
 
 /// `x` as the device would hold it in `dtype`.
-fn rounded(x: &[f64], dtype: Dtype) -> Vec<f64> {
+pub fn rounded(x: &[f64], dtype: Dtype) -> Vec<f64> {
     x.iter().map(|&v| f64::from(nki::dtype::round_f32(dtype, v as f32))).collect()
 }
 
@@ -203,25 +206,34 @@ fn run_ring_features(dtype: Dtype, precision: Precision) -> Result<Row, NkiError
     Ok(Row { kernel: "ring fwd GQA+SWA+sinks", precision, err, bound, secs, flops: 4.0 * (FEAT_H * visible * D) as f64 })
 }
 
-/// A prompt prefilled with `attention_cte`, then one token decoded with
-/// `attention_tkg` over its KV cache, both checked against float64 attention.
-fn run_decode(dtype: Dtype, precision: Precision) -> Result<[Row; 2], NkiError> {
-    use demo_decode::{BATCH, D as DD, HEADS, PROMPT};
-    let s = PROMPT + 1;
-    let (q, k, v) = (
-        rounded(&normal(BATCH * HEADS * s * DD, 21), dtype),
-        rounded(&normal(BATCH * s * DD, 22), dtype),
-        rounded(&normal(BATCH * s * DD, 23), dtype),
-    );
-    let r = demo_decode::run(&q, &k, &v, dtype, precision)?;
-    let row = |kernel, c: demo_decode::Checked| Row { kernel, precision, err: c.err, bound: c.bound, secs: c.secs, flops: c.flops };
-    Ok([row("attention_cte prefill", r.prefill), row("attention_tkg decode", r.decode)])
+/// The attention kernels' rows: each kernel in both precision modes.
+fn attention_rows(step: &dyn Fn(&str)) -> Result<Vec<Row>, NkiError> {
+    let scale = 1.0 / (D as f64).sqrt();
+    let raw = [normal(BH * S * D, 1), normal(BH * S * D, 2), normal(BH * S * D, 3), normal(BH * S * D, 4)];
+    let (exact, bf16, f16) = (Case::new(&raw, Dtype::F32, scale), Case::new(&raw, Dtype::Bf16, scale), Case::new(&raw, Dtype::F16, scale));
+    let mut rows = Vec::new();
+    step("attention_cte, fp32");
+    rows.push(run_cte(&exact, Dtype::F32, Precision::Fp32, scale)?);
+    step("attention_cte, hardware (bf16 inputs)");
+    rows.push(run_cte(&bf16, Dtype::Bf16, Precision::Hardware, scale)?);
+    step("ring forward, fp32");
+    rows.push(run_ring_fwd(&exact, Dtype::F32, Precision::Fp32)?);
+    step("ring forward, hardware (bf16 inputs)");
+    rows.push(run_ring_fwd(&bf16, Dtype::Bf16, Precision::Hardware)?);
+    step("ring forward with GQA, a window and sinks, fp32");
+    rows.push(run_ring_features(Dtype::F32, Precision::Fp32)?);
+    step("ring forward with GQA, a window and sinks, hardware (bf16 inputs)");
+    rows.push(run_ring_features(Dtype::Bf16, Precision::Hardware)?);
+    step("ring backward, fp32");
+    rows.push(run_ring_bwd(&exact, Dtype::F32, Precision::Fp32, scale)?);
+    step("ring backward, hardware (fp16 inputs)");
+    rows.push(run_ring_bwd(&f16, Dtype::F16, Precision::Hardware, scale)?);
+    Ok(rows)
 }
 
 /// Runs the demo: exits with an error unless every check passed.
 pub fn run(args: &DemoArgs) -> Result<(), String> {
-    let scale = 1.0 / (D as f64).sqrt();
-    let bar = ProgressBar::new(13);
+    let bar = ProgressBar::new(if args.quick { 4 } else { 12 });
     bar.set_style(
         ProgressStyle::with_template("{spinner} [{bar:30}] {pos}/{len} {msg} ({elapsed})")
             .map_err(|e| e.to_string())?
@@ -232,29 +244,11 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         bar.inc(1);
     };
     let err = |e: NkiError| e.to_string();
-    bar.set_message("float64 references");
-    let raw = [normal(BH * S * D, 1), normal(BH * S * D, 2), normal(BH * S * D, 3), normal(BH * S * D, 4)];
-    let (exact, bf16, f16) = (Case::new(&raw, Dtype::F32, scale), Case::new(&raw, Dtype::Bf16, scale), Case::new(&raw, Dtype::F16, scale));
-    let mut rows = Vec::new();
-    step("attention_cte, fp32");
-    rows.push(run_cte(&exact, Dtype::F32, Precision::Fp32, scale).map_err(err)?);
-    step("attention_cte, hardware (bf16 inputs)");
-    rows.push(run_cte(&bf16, Dtype::Bf16, Precision::Hardware, scale).map_err(err)?);
-    step("ring forward, fp32");
-    rows.push(run_ring_fwd(&exact, Dtype::F32, Precision::Fp32).map_err(err)?);
-    step("ring forward, hardware (bf16 inputs)");
-    rows.push(run_ring_fwd(&bf16, Dtype::Bf16, Precision::Hardware).map_err(err)?);
-    step("ring forward with GQA, a window and sinks, fp32");
-    rows.push(run_ring_features(Dtype::F32, Precision::Fp32).map_err(err)?);
-    step("ring forward with GQA, a window and sinks, hardware (bf16 inputs)");
-    rows.push(run_ring_features(Dtype::Bf16, Precision::Hardware).map_err(err)?);
-    step("ring backward, fp32");
-    rows.push(run_ring_bwd(&exact, Dtype::F32, Precision::Fp32, scale).map_err(err)?);
-    step("ring backward, hardware (fp16 inputs)");
-    rows.push(run_ring_bwd(&f16, Dtype::F16, Precision::Hardware, scale).map_err(err)?);
+    let rows = if args.quick { Vec::new() } else { attention_rows(&step).map_err(err)? };
+    let mut layers = Vec::new();
     for (dtype, precision) in [(Dtype::F32, Precision::Fp32), (Dtype::Bf16, Precision::Hardware)] {
-        step(&format!("prefill and one decode step, {precision}"));
-        rows.extend(run_decode(dtype, precision).map_err(err)?);
+        step(&format!("decoder layer: prefill and {} decode steps, {precision}", layer::STEPS));
+        layers.push((precision, layer::run(dtype, precision, precision == Precision::Hardware).map_err(err)?));
     }
     step("writing the NKI package");
     let pkg = nki::emit::Package::new(&nki::registry()).map_err(err)?;
@@ -262,19 +256,25 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     step("done");
     bar.finish_and_clear();
 
+    let mut failed = if rows.is_empty() { 0 } else { print_attention(&rows) };
+    let checks = rows.len() + layers.iter().map(|(_, l)| l.checks.len()).sum::<usize>();
+    failed += print_layer(&layers);
+    outln!("wrote the NKI package of {} kernels to {}", nki::registry().len(), args.out.display());
+    if failed > 0 {
+        return Err(format!("{failed} of {checks} checks failed"));
+    }
+    Ok(())
+}
+
+/// Prints the attention kernels' rows; returns how many checks failed.
+fn print_attention(rows: &[Row]) -> usize {
     outln!("b·h = {BH}, S = {S}, d = {D}, causal; rings of {W} workers, striped; LNC2; checked against float64 attention");
     outln!(
         "GQA+window+sinks ring: h = {FEAT_H} on {FEAT_H_KV} KV heads, S = {FEAT_S}, causal window {FEAT_WINDOW}, zigzag, one sink per head"
     );
-    outln!(
-        "prefill + decode: {} sequences, {} query heads on 1 KV head, a {}-token prompt, then one token over the KV cache",
-        demo_decode::BATCH,
-        demo_decode::HEADS,
-        demo_decode::PROMPT
-    );
     outln!("{:<24} {:<9} {:>11} {:>11} {:>8} {:>8}  check", "kernel", "precision", "max |err|", "bound", "seconds", "GFLOP/s");
     let mut failed = 0;
-    for r in &rows {
+    for r in rows {
         let ok = r.err <= r.bound;
         failed += usize::from(!ok);
         outln!(
@@ -288,9 +288,52 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
             if ok { "ok" } else { "FAILED" }
         );
     }
-    outln!("wrote the NKI package of {} kernels to {}", nki::registry().len(), args.out.display());
-    if failed > 0 {
-        return Err(format!("{failed} of {} checks failed", rows.len()));
+    failed
+}
+
+/// Prints the decoder layer's checks and, from its hardware-mode run, each
+/// kernel's trn2 estimate; returns how many checks failed.
+fn print_layer(layers: &[(Precision, LayerRun)]) -> usize {
+    let d = layer::DIMS;
+    outln!();
+    outln!(
+        "decoder layer from library kernels: hidden {}, {} query heads on {} KV heads of {}, SwiGLU {}; a {}-token prompt, then {} decode steps; checked against a float64 layer",
+        d.hidden,
+        d.q_heads,
+        d.kv_heads,
+        d.head_dim,
+        d.intermediate,
+        layer::PROMPT,
+        layer::STEPS
+    );
+    outln!("{:<30} {:<9} {:>11} {:>11} {:>8}  check", "output", "precision", "max |err|", "bound", "seconds");
+    let mut failed = 0;
+    for (precision, run) in layers {
+        for c in &run.checks {
+            let ok = c.err <= c.bound;
+            failed += usize::from(!ok);
+            let verdict = if ok { "ok" } else { "FAILED" };
+            outln!("{:<30} {:<9} {:>11.3e} {:>11.3e} {:>8.3}  {verdict}", c.what, precision.to_string(), c.err, c.bound, c.secs);
+        }
     }
-    Ok(())
+    if let Some((_, run)) = layers.iter().find(|(p, _)| *p == Precision::Hardware) {
+        outln!("{:<8} {:<22} {:>6} {:>12} {:>14}", "phase", "kernel", "calls", "emulator s", "trn2 estimate");
+        for phase in ["prefill", "decode"] {
+            let mut kernels: Vec<&str> = Vec::new();
+            for s in run.stages.iter().filter(|s| s.phase == phase) {
+                if !kernels.contains(&s.kernel) {
+                    kernels.push(s.kernel);
+                }
+            }
+            for kernel in kernels {
+                let calls: Vec<_> = run.stages.iter().filter(|s| s.phase == phase && s.kernel == kernel).collect();
+                let (secs, trn2): (f64, f64) = (calls.iter().map(|s| s.secs).sum(), calls.iter().filter_map(|s| s.trn2_secs).sum());
+                outln!("{phase:<8} {kernel:<22} {:>6} {secs:>12.3} {:>11.1} µs", calls.len(), trn2 * 1e6);
+            }
+            let total: f64 = run.stages.iter().filter(|s| s.phase == phase).filter_map(|s| s.trn2_secs).sum();
+            let per = if phase == "decode" { format!(" ({:.1} µs per token)", total * 1e6 / layer::STEPS as f64) } else { String::new() };
+            outln!("{phase:<8} {:<22} {:>6} {:>12} {:>11.1} µs{per}", "layer total", "", "", total * 1e6);
+        }
+    }
+    failed
 }

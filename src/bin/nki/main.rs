@@ -4,7 +4,7 @@
 
 mod bench;
 mod demo;
-mod demo_decode;
+mod layer;
 
 // Linking the library and example kernels registers them.
 use nki_examples as _;
