@@ -367,17 +367,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
 /// The decoder layer table: its kernels' emulator time per prompt and per
 /// decode token, the fastest of `reps` runs in each precision mode.
 fn layer(reps: u32) -> Result<(), String> {
-    let d = layer::DIMS;
-    outln!(
-        "decoder layer (nki demo): hidden {}, {} query heads on {} KV heads of {}, SwiGLU {}; a {}-token prompt, {} decode steps, best of {reps}",
-        d.hidden,
-        d.q_heads,
-        d.kv_heads,
-        d.head_dim,
-        d.intermediate,
-        layer::PROMPT,
-        layer::STEPS
-    );
+    outln!("decoder layer (nki demo): {}, LNC2, best of {reps}", layer::describe());
     outln!("{:<10} {:>11} {:>16} {:>15}", "precision", "prefill (s)", "prefill tokens/s", "decode tokens/s");
     for (dtype, precision) in [(Dtype::F32, Precision::Fp32), (Dtype::Bf16, Precision::Hardware)] {
         let (mut prefill, mut decode) = (f64::INFINITY, f64::INFINITY);

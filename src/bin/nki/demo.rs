@@ -294,18 +294,8 @@ fn print_attention(rows: &[Row]) -> usize {
 /// Prints the decoder layer's checks and, from its hardware-mode run, each
 /// kernel's trn2 estimate; returns how many checks failed.
 fn print_layer(layers: &[(Precision, LayerRun)]) -> usize {
-    let d = layer::DIMS;
     outln!();
-    outln!(
-        "decoder layer from library kernels: hidden {}, {} query heads on {} KV heads of {}, SwiGLU {}; a {}-token prompt, then {} decode steps; checked against a float64 layer",
-        d.hidden,
-        d.q_heads,
-        d.kv_heads,
-        d.head_dim,
-        d.intermediate,
-        layer::PROMPT,
-        layer::STEPS
-    );
+    outln!("decoder layer from library kernels: {}; checked against a float64 layer", layer::describe());
     outln!("{:<30} {:<9} {:>11} {:>11} {:>8}  check", "output", "precision", "max |err|", "bound", "seconds");
     let mut failed = 0;
     for (precision, run) in layers {

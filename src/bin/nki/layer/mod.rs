@@ -31,6 +31,14 @@ pub const DIMS: Dims = Dims { hidden: 2048, q_heads: 16, kv_heads: 4, head_dim: 
 pub const PROMPT: usize = 128;
 pub const STEPS: usize = 4;
 
+/// The layer's shape and run in words, for the tables that report it.
+pub fn describe() -> String {
+    let Dims { hidden, q_heads, kv_heads, head_dim, intermediate } = DIMS;
+    format!(
+        "hidden {hidden}, {q_heads} query heads on {kv_heads} KV heads of {head_dim}, SwiGLU {intermediate}; a {PROMPT}-token prompt, then {STEPS} decode steps"
+    )
+}
+
 /// One checked output: its largest error, the bound it must stay under, and the
 /// emulator's seconds for the kernels that produced it.
 pub struct Checked {
