@@ -44,3 +44,4 @@ pub mod rmsnorm;
 pub mod router_topk;
 pub mod subkernels;
 pub mod topk;
+pub mod utils;

@@ -69,25 +69,13 @@ pub mod kernel {
     use crate::subkernels::layernorm_tkg::{layernorm_tkg_shard_on_bxs, layernorm_tkg_shard_on_h};
     use crate::subkernels::norm_tkg_utils::load_input_to_sbuf;
     use crate::subkernels::rmsnorm_tkg::{rmsnorm_tkg_shard_on_bxs, rmsnorm_tkg_shard_on_h};
+    pub use crate::utils::common_types::{ActFnType, NormType, QuantizationType};
     use nki::prelude::*;
 
     /// Partitions: the hidden and intermediate dims are tiled by them.
     pub const H0: i64 = 128;
     /// Token counts up to this run the token-generation path.
     pub const TKG_BS_SEQLEN_THRESHOLD: i64 = 96;
-
-    /// The library's `ActFnType`: the gate's activation.
-    #[nki_enum]
-    pub enum ActFnType {
-        /// `x · sigmoid(x)` (SwiGLU when gated).
-        SiLU = 0,
-        /// `x · Φ(x)`, the exact GELU.
-        GELU = 1,
-        /// GELU with the tanh approximation.
-        GELU_Tanh_Approx = 2,
-        /// GELU with the sigmoid approximation, `x · sigmoid(1.702 x)`.
-        Swish = 3,
-    }
 
     /// The tensors of an `mlp` call, as the phases read them (the library
     /// keeps them in its `MLPParameters` and its bias and norm bundles).
@@ -129,36 +117,6 @@ pub mod kernel {
         pub up_clamp_upper_limit: Option<f64>,
         /// Lower clamp of the up projection.
         pub up_clamp_lower_limit: Option<f64>,
-    }
-
-    /// The library's `NormType`: the normalization of the hidden rows.
-    #[nki_enum]
-    pub enum NormType {
-        /// No normalization.
-        NO_NORM = 0,
-        /// RMSNorm with gamma.
-        RMS_NORM = 1,
-        /// LayerNorm with gamma and an optional beta.
-        LAYER_NORM = 2,
-        /// RMSNorm without gamma.
-        RMS_NORM_SKIP_GAMMA = 3,
-    }
-
-    /// The library's `QuantizationType`: how the weights are quantized.
-    #[nki_enum]
-    pub enum QuantizationType {
-        /// Weights in the hidden dtype.
-        NONE = 0,
-        /// fp8 weights, one scale per tensor (not implemented here: refused).
-        STATIC = 1,
-        /// fp8 weights, one scale per row (not implemented here: refused).
-        ROW = 2,
-        /// Microscaling (not implemented here: refused).
-        MX = 3,
-        /// Per-tensor microscaling (not implemented here: refused).
-        STATIC_MX = 4,
-        /// Per-row microscaling (not implemented here: refused).
-        ROW_MX = 5,
     }
 
     /// Output columns per down-projection chunk: one fp32 PSUM bank.

@@ -169,24 +169,8 @@ macro_rules! output_projection_tkg_config {
 #[nki_module]
 pub mod kernel {
     use crate::output_projection::output_projection_utils::calculate_head_packing;
+    pub use crate::utils::common_types::QuantizationType;
     use nki::prelude::*;
-
-    /// The library's `QuantizationType`: how the weights (and activations) are quantized.
-    #[nki_enum]
-    pub enum QuantizationType {
-        /// Float weights.
-        NONE = 0,
-        /// `float8_e4m3` weights and activations, one scale each.
-        STATIC = 1,
-        /// `float8_e4m3` weights with a scale per output column.
-        ROW = 2,
-        /// Microscaling (refused, as by the library).
-        MX = 3,
-        /// Per-tensor microscaling (refused, as by the library).
-        STATIC_MX = 4,
-        /// Per-row microscaling (refused, as by the library).
-        ROW_MX = 5,
-    }
 
     /// Partitions of an SBUF tile: token rows per tile, contraction rows per matmul.
     pub const P_MAX: i64 = 128;

@@ -198,61 +198,8 @@ macro_rules! qkv_tkg_config {
 pub mod kernel {
     use crate::subkernels::layernorm_tkg::{layernorm_tkg_shard_on_bxs, layernorm_tkg_shard_on_h};
     use crate::subkernels::rmsnorm_tkg::{rmsnorm_tkg_shard_on_bxs, rmsnorm_tkg_shard_on_h};
+    pub use crate::utils::common_types::{NormType, QKVOutputLayout, QKVWeightLayout, QuantizationType};
     use nki::prelude::*;
-
-    /// The library's `QKVOutputLayout`: how the `[B·S, I]` projection is stored.
-    #[nki_enum]
-    pub enum QKVOutputLayout {
-        /// `[B, S, I]`.
-        BSD = 0,
-        /// `[I / d_head, B, S, d_head]`: head by head.
-        NBSd = 1,
-        /// `[I / d_head, B, d_head, S]` (a `qkv_cte` layout: refused here).
-        NBdS = 2,
-    }
-
-    /// The library's `NormType`: the norm before the projection. (Declared
-    /// here as well as in `rmsnorm_quant`: a kernel's enum parameters must be
-    /// declared in its own module.)
-    #[nki_enum]
-    pub enum NormType {
-        /// No norm.
-        NO_NORM = 0,
-        /// RMSNorm with gamma.
-        RMS_NORM = 1,
-        /// LayerNorm with gamma and optional beta.
-        LAYER_NORM = 2,
-        /// RMSNorm with gamma folded into the weights (a `qkv_cte` form: refused here).
-        RMS_NORM_SKIP_GAMMA = 3,
-    }
-
-    /// The library's `QuantizationType` (only `NONE` is implemented here).
-    #[nki_enum]
-    pub enum QuantizationType {
-        /// Float weights.
-        NONE = 0,
-        /// fp8 weights with per-tensor scales (refused).
-        STATIC = 1,
-        /// fp8 weights with per-column scales (refused).
-        ROW = 2,
-        /// Microscaling (trn3; refused).
-        MX = 3,
-        /// Per-tensor microscaling (refused).
-        STATIC_MX = 4,
-        /// Per-row microscaling (refused).
-        ROW_MX = 5,
-    }
-
-    /// The library's `QKVWeightLayout`: how `fused_qkv_weights` is packed.
-    #[nki_enum]
-    pub enum QKVWeightLayout {
-        /// `[H, I]` as in the checkpoint.
-        CONTIGUOUS = 0,
-        /// MX: four H rows packed per element (not implemented here).
-        MX_CONTIGUOUS = 1,
-        /// MX packed in the DMA-transpose order (not implemented here).
-        MX_INTERLEAVED = 2,
-    }
 
     /// Partitions: the hidden dim is laid on them.
     pub const P_MAX: i64 = 128;

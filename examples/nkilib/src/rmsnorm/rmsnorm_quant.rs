@@ -179,37 +179,8 @@ macro_rules! rmsnorm_quant_config {
 /// The kernel, its constants, configuration bundle and phase helpers.
 #[nki_module]
 pub mod kernel {
+    pub use crate::utils::common_types::{NormType, QuantizationType};
     use nki::prelude::*;
-
-    /// The library's `NormType`: the normalisation before quantizing.
-    #[nki_enum]
-    pub enum NormType {
-        /// Quantize only.
-        NO_NORM = 0,
-        /// RMSNorm, then quantize.
-        RMS_NORM = 1,
-        /// LayerNorm (not implemented here: refused).
-        LAYER_NORM = 2,
-        /// RMSNorm without gamma (not implemented here: refused).
-        RMS_NORM_SKIP_GAMMA = 3,
-    }
-
-    /// The library's `QuantizationType`: how the rows are quantized.
-    #[nki_enum]
-    pub enum QuantizationType {
-        /// No quantization (not implemented here: refused).
-        NONE = 0,
-        /// One given scale for every row.
-        STATIC = 1,
-        /// A scale per row, stored with it.
-        ROW = 2,
-        /// Microscaling (not implemented here: refused).
-        MX = 3,
-        /// Per-tensor microscaling (not implemented here: refused).
-        STATIC_MX = 4,
-        /// Per-row microscaling (not implemented here: refused).
-        ROW_MX = 5,
-    }
 
     /// The largest batch the library supports.
     pub const MAX_B: i64 = 2;

@@ -250,6 +250,7 @@ macro_rules! router_topk_config {
 /// The kernel with its constants and phase helpers.
 #[nki_module]
 pub mod kernel {
+    pub use crate::utils::common_types::RouterActFnType;
     use nki::prelude::*;
 
     /// Partitions: hidden rows contracted per matmul, tokens per tile.
@@ -271,15 +272,6 @@ pub mod kernel {
     pub const X_HBM_LAYOUT_H_T: i64 = 0;
     /// `x_hbm_layout`: `x` is `[T, H]`.
     pub const X_HBM_LAYOUT_T_H: i64 = 1;
-
-    /// The router's activation over the experts (the library's enum).
-    #[nki_enum]
-    pub enum RouterActFnType {
-        /// The sigmoid of each logit.
-        SIGMOID = 0,
-        /// The softmax along the experts.
-        SOFTMAX = 1,
-    }
 
     /// The activation of each row of `src` (`[t, n]`, fp32) into `dst`: sigmoid,
     /// or softmax along the row. For softmax, `negmax` (`[t, 1]`) receives the

@@ -154,24 +154,8 @@ macro_rules! output_projection_cte_config {
 #[nki_module]
 pub mod kernel {
     use crate::output_projection::output_projection_utils::calculate_head_packing;
+    pub use crate::utils::common_types::QuantizationType;
     use nki::prelude::*;
-
-    /// The library's `QuantizationType`: how the weights (and activations) are quantized.
-    #[nki_enum]
-    pub enum QuantizationType {
-        /// Float weights.
-        NONE = 0,
-        /// `float8_e4m3` weights and activations, one scale each.
-        STATIC = 1,
-        /// A scale per output column (refused here).
-        ROW = 2,
-        /// Microscaling (refused here).
-        MX = 3,
-        /// Per-tensor microscaling (refused here).
-        STATIC_MX = 4,
-        /// Per-row microscaling (refused, as by the library).
-        ROW_MX = 5,
-    }
 
     /// Partitions of an SBUF tile: sequence rows per matmul, contraction rows.
     pub const P_MAX: i64 = 128;

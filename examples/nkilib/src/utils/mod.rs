@@ -1,0 +1,3 @@
+//! What the library's kernels share: its `utils` folder.
+
+pub mod common_types;
