@@ -225,6 +225,18 @@ impl Package {
         let mut exported: Vec<(String, &str)> = kernels.chain(bundles).chain(enums).map(|f| f.id()).collect();
         exported.sort();
         exported.dedup();
+        // `from .a import X` then `from .b import X` would leave `X` the last
+        // module's: a caller of the first module's kernel would build the wrong class.
+        for (i, (m, n)) in exported.iter().enumerate() {
+            if let Some((other, _)) = exported[i + 1..].iter().find(|(_, o)| o == n) {
+                return Err(NkiError::new(
+                    ErrorKind::Argument,
+                    format!(
+                        "`__init__.py` would export `{n}` from two Python modules, `{m}` and `{other}`: a package name must be unique (declare a shared enum or bundle once and import it with `use crate::..::{n};`)"
+                    ),
+                ));
+            }
+        }
         for (m, n) in &exported {
             init.push_str(&format!("from .{m} import {n}\n"));
         }
@@ -395,6 +407,40 @@ mod tests {
         assert!(init.contains("from .pick import Act\nfrom .pick import pick\n"), "{init}");
         assert!(!init.contains("Unused"), "{init}");
         assert!(p.files()["pick.py"].contains("\n\nfrom enum import Enum\n"), "{}", p.files()["pick.py"]);
+    }
+
+    static ACT_ELSEWHERE: FunctionInfo = FunctionInfo { module_path: "k::choose", file: "src/choose.rs", ..ACT };
+    static CHOOSE: FunctionInfo = FunctionInfo {
+        name: "choose",
+        source: "@nki.jit\ndef choose(act):\n    pass\n",
+        module_path: "k::choose",
+        file: "src/choose.rs",
+        deps: &[&ACT_ELSEWHERE],
+        ..PICK
+    };
+
+    #[test]
+    fn two_modules_exporting_one_name_are_refused() {
+        let e = Package::new(&[&PICK, &CHOOSE]).unwrap_err().to_string();
+        assert!(e.contains("export `Act` from two Python modules, `choose` and `pick`"), "{e}");
+        // Two kernels of one name in two modules collide the same way.
+        static PICK_TOO: FunctionInfo = FunctionInfo { module_path: "k::choose", file: "src/choose.rs", deps: &[&ACT], ..PICK };
+        let e = Package::new(&[&PICK, &PICK_TOO]).unwrap_err().to_string();
+        assert!(e.contains("export `pick` from two Python modules, `choose` and `pick`"), "{e}");
+    }
+
+    static SHARED_ACT: FunctionInfo = FunctionInfo { module_path: "k::types", file: "src/types.rs", ..ACT };
+    static PICK_SHARED: FunctionInfo = FunctionInfo { deps: &[&SHARED_ACT], ..PICK };
+    static CHOOSE_SHARED: FunctionInfo = FunctionInfo { deps: &[&SHARED_ACT], ..CHOOSE };
+
+    #[test]
+    fn an_enum_shared_by_two_modules_is_exported_once() {
+        let p = Package::new(&[&PICK_SHARED, &CHOOSE_SHARED]).unwrap();
+        let init = &p.files()["__init__.py"];
+        assert_eq!(init.matches("from .types import Act\n").count(), 1, "{init}");
+        assert_eq!(init.matches("\"Act\",").count(), 1, "{init}");
+        assert!(!init.contains("from .pick import Act") && !init.contains("from .choose import Act"), "{init}");
+        assert!(p.files()["pick.py"].contains("from .types import Act\n"), "{}", p.files()["pick.py"]);
     }
 
     #[test]
