@@ -5,6 +5,12 @@ from .attention_tkg import AttnTKGConfig
 from .attention_tkg import attention_tkg
 from .axpy import axpy
 from .cascaded_max import cascaded_max
+from .common_types import ActFnType
+from .common_types import NormType
+from .common_types import QKVOutputLayout
+from .common_types import QKVWeightLayout
+from .common_types import QuantizationType
+from .common_types import RouterActFnType
 from .cumsum import cumsum
 from .dropout import dropout
 from .embedding import embedding
@@ -20,25 +26,14 @@ from .matmul import matmul
 from .matmul_k_outer import matmul_k_outer
 from .matmul_steps import matmul_blocked
 from .matmul_steps import matmul_hoisted
-from .mlp import ActFnType
-from .mlp import NormType
-from .mlp import QuantizationType
 from .mlp import mlp
-from .output_projection_cte import QuantizationType
 from .output_projection_cte import output_projection_cte
-from .output_projection_tkg import QuantizationType
 from .output_projection_tkg import output_projection_tkg
-from .qkv_tkg import NormType
-from .qkv_tkg import QKVOutputLayout
-from .qkv_tkg import QKVWeightLayout
-from .qkv_tkg import QuantizationType
 from .qkv_tkg import qkv
 from .qkv_tkg import qkv_tkg
 from .ring_attention_bwd import ring_attention_spmd_bwd
 from .ring_attention_fwd import ring_attention_spmd_fwd
 from .rmsnorm import rmsnorm
-from .rmsnorm_quant import NormType
-from .rmsnorm_quant import QuantizationType
 from .rmsnorm_quant import RmsNormQuantKernelArgs
 from .rmsnorm_quant import rmsnorm_quant_kernel
 from .rmsnorm_tkg import rmsnorm_tkg
@@ -46,7 +41,6 @@ from .rope import RoPE
 from .rope_hf import rope_hf
 from .rotational_topk import RotationalTopkConfig
 from .rotational_topk import rotational_topk
-from .router_topk import RouterActFnType
 from .router_topk import router_topk
 from .softmax import softmax
 from .temperature_softmax import temperature_softmax
@@ -61,6 +55,12 @@ __all__ = [
     "attention_tkg",
     "axpy",
     "cascaded_max",
+    "ActFnType",
+    "NormType",
+    "QKVOutputLayout",
+    "QKVWeightLayout",
+    "QuantizationType",
+    "RouterActFnType",
     "cumsum",
     "dropout",
     "embedding",
@@ -76,25 +76,14 @@ __all__ = [
     "matmul_k_outer",
     "matmul_blocked",
     "matmul_hoisted",
-    "ActFnType",
-    "NormType",
-    "QuantizationType",
     "mlp",
-    "QuantizationType",
     "output_projection_cte",
-    "QuantizationType",
     "output_projection_tkg",
-    "NormType",
-    "QKVOutputLayout",
-    "QKVWeightLayout",
-    "QuantizationType",
     "qkv",
     "qkv_tkg",
     "ring_attention_spmd_bwd",
     "ring_attention_spmd_fwd",
     "rmsnorm",
-    "NormType",
-    "QuantizationType",
     "RmsNormQuantKernelArgs",
     "rmsnorm_quant_kernel",
     "rmsnorm_tkg",
@@ -102,7 +91,6 @@ __all__ = [
     "rope_hf",
     "RotationalTopkConfig",
     "rotational_topk",
-    "RouterActFnType",
     "router_topk",
     "softmax",
     "temperature_softmax",

@@ -2,12 +2,13 @@
 
 from dataclasses import dataclass
 
-from enum import Enum
-
 import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .common_types import ActFnType
+from .common_types import NormType
+from .common_types import QuantizationType
 from .layernorm_tkg import layernorm_tkg_shard_on_bxs
 from .layernorm_tkg import layernorm_tkg_shard_on_h
 from .norm_tkg_utils import load_input_to_sbuf
@@ -33,49 +34,6 @@ INTER_DTYPE = nl.float32
 
 # The DMA queue the two programs exchange partial sums over.
 PIPE_ID = 0
-
-
-class ActFnType(Enum):
-    """The library's `ActFnType`: the gate's activation."""
-
-    SiLU = 0
-    "`x · sigmoid(x)` (SwiGLU when gated)."
-    GELU = 1
-    "`x · Φ(x)`, the exact GELU."
-    GELU_Tanh_Approx = 2
-    "GELU with the tanh approximation."
-    Swish = 3
-    "GELU with the sigmoid approximation, `x · sigmoid(1.702 x)`."
-
-
-class NormType(Enum):
-    """The library's `NormType`: the normalization of the hidden rows."""
-
-    NO_NORM = 0
-    "No normalization."
-    RMS_NORM = 1
-    "RMSNorm with gamma."
-    LAYER_NORM = 2
-    "LayerNorm with gamma and an optional beta."
-    RMS_NORM_SKIP_GAMMA = 3
-    "RMSNorm without gamma."
-
-
-class QuantizationType(Enum):
-    """The library's `QuantizationType`: how the weights are quantized."""
-
-    NONE = 0
-    "Weights in the hidden dtype."
-    STATIC = 1
-    "fp8 weights, one scale per tensor (not implemented here: refused)."
-    ROW = 2
-    "fp8 weights, one scale per row (not implemented here: refused)."
-    MX = 3
-    "Microscaling (not implemented here: refused)."
-    STATIC_MX = 4
-    "Per-tensor microscaling (not implemented here: refused)."
-    ROW_MX = 5
-    "Per-row microscaling (not implemented here: refused)."
 
 
 @dataclass

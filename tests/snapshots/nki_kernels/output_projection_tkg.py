@@ -2,12 +2,11 @@
 
 from dataclasses import dataclass
 
-from enum import Enum
-
 import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .common_types import QuantizationType
 from .output_projection_utils import calculate_head_packing
 
 
@@ -41,23 +40,6 @@ FP8_MAX = 240.0
 
 # The dtype of statically quantized activations.
 QUANT_DTYPE = nl.float8_e4m3
-
-
-class QuantizationType(Enum):
-    """The library's `QuantizationType`: how the weights (and activations) are quantized."""
-
-    NONE = 0
-    "Float weights."
-    STATIC = 1
-    "`float8_e4m3` weights and activations, one scale each."
-    ROW = 2
-    "`float8_e4m3` weights with a scale per output column."
-    MX = 3
-    "Microscaling (refused, as by the library)."
-    STATIC_MX = 4
-    "Per-tensor microscaling (refused, as by the library)."
-    ROW_MX = 5
-    "Per-row microscaling (refused, as by the library)."
 
 
 @dataclass

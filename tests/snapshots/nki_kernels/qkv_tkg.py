@@ -2,12 +2,14 @@
 
 from dataclasses import dataclass
 
-from enum import Enum
-
 import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .common_types import NormType
+from .common_types import QKVOutputLayout
+from .common_types import QKVWeightLayout
+from .common_types import QuantizationType
 from .layernorm_tkg import layernorm_tkg_shard_on_bxs
 from .layernorm_tkg import layernorm_tkg_shard_on_h
 from .rmsnorm_tkg import rmsnorm_tkg_shard_on_bxs
@@ -52,58 +54,6 @@ PIPE_ID = 0
 
 # Tokens per sequence above which the library's `qkv` uses `qkv_cte`.
 SEQLEN_THRESHOLD_FOR_QKV_CTE = 96
-
-
-class QKVOutputLayout(Enum):
-    """The library's `QKVOutputLayout`: how the `[B·S, I]` projection is stored."""
-
-    BSD = 0
-    "`[B, S, I]`."
-    NBSd = 1
-    "`[I / d_head, B, S, d_head]`: head by head."
-    NBdS = 2
-    "`[I / d_head, B, d_head, S]` (a `qkv_cte` layout: refused here)."
-
-
-class NormType(Enum):
-    """The library's `NormType`: the norm before the projection. (Declared here as well as in `rmsnorm_quant`: a kernel's enum parameters must be declared in its own module.)"""
-
-    NO_NORM = 0
-    "No norm."
-    RMS_NORM = 1
-    "RMSNorm with gamma."
-    LAYER_NORM = 2
-    "LayerNorm with gamma and optional beta."
-    RMS_NORM_SKIP_GAMMA = 3
-    "RMSNorm with gamma folded into the weights (a `qkv_cte` form: refused here)."
-
-
-class QuantizationType(Enum):
-    """The library's `QuantizationType` (only `NONE` is implemented here)."""
-
-    NONE = 0
-    "Float weights."
-    STATIC = 1
-    "fp8 weights with per-tensor scales (refused)."
-    ROW = 2
-    "fp8 weights with per-column scales (refused)."
-    MX = 3
-    "Microscaling (trn3; refused)."
-    STATIC_MX = 4
-    "Per-tensor microscaling (refused)."
-    ROW_MX = 5
-    "Per-row microscaling (refused)."
-
-
-class QKVWeightLayout(Enum):
-    """The library's `QKVWeightLayout`: how `fused_qkv_weights` is packed."""
-
-    CONTIGUOUS = 0
-    "`[H, I]` as in the checkpoint."
-    MX_CONTIGUOUS = 1
-    "MX: four H rows packed per element (not implemented here)."
-    MX_INTERLEAVED = 2
-    "MX packed in the DMA-transpose order (not implemented here)."
 
 
 @dataclass

@@ -2,12 +2,12 @@
 
 from dataclasses import dataclass
 
-from enum import Enum
-
 import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .common_types import NormType
+from .common_types import QuantizationType
 
 
 # The largest batch the library supports.
@@ -52,36 +52,6 @@ MIN_DEQUANT_SCALE = 1e-6
 
 # A `lower_bound` at or below this is no bound (the library's `has_lower_bound`).
 LOWER_BOUND_MIN = 1e-6
-
-
-class NormType(Enum):
-    """The library's `NormType`: the normalisation before quantizing."""
-
-    NO_NORM = 0
-    "Quantize only."
-    RMS_NORM = 1
-    "RMSNorm, then quantize."
-    LAYER_NORM = 2
-    "LayerNorm (not implemented here: refused)."
-    RMS_NORM_SKIP_GAMMA = 3
-    "RMSNorm without gamma (not implemented here: refused)."
-
-
-class QuantizationType(Enum):
-    """The library's `QuantizationType`: how the rows are quantized."""
-
-    NONE = 0
-    "No quantization (not implemented here: refused)."
-    STATIC = 1
-    "One given scale for every row."
-    ROW = 2
-    "A scale per row, stored with it."
-    MX = 3
-    "Microscaling (not implemented here: refused)."
-    STATIC_MX = 4
-    "Per-tensor microscaling (not implemented here: refused)."
-    ROW_MX = 5
-    "Per-row microscaling (not implemented here: refused)."
 
 
 @dataclass

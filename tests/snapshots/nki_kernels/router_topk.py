@@ -2,12 +2,11 @@
 
 from dataclasses import dataclass
 
-from enum import Enum
-
 import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .common_types import RouterActFnType
 
 
 # Partitions: hidden rows contracted per matmul, tokens per tile.
@@ -45,15 +44,6 @@ X_HBM_LAYOUT_H_T = 0
 
 # `x_hbm_layout`: `x` is `[T, H]`.
 X_HBM_LAYOUT_T_H = 1
-
-
-class RouterActFnType(Enum):
-    """The router's activation over the experts (the library's enum)."""
-
-    SIGMOID = 0
-    "The sigmoid of each logit."
-    SOFTMAX = 1
-    "The softmax along the experts."
 
 
 @dataclass
