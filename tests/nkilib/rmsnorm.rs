@@ -348,9 +348,11 @@ fn the_bundle_has_the_library_fields_and_defaults() {
             "eps: float = 1e-6"
         ]
     );
-    // The enums are the library's: its members, by name and value.
+    // The enums are the library's, declared once for every kernel (as in its
+    // `common_types.py`): its members, by name and value.
+    let types = std::fs::read_to_string(pkg.join("common_types.py")).expect("the package holds common_types.py");
     let values = |class: &str| -> Vec<String> {
-        let body = src.split(&format!("class {class}(Enum):\n")).nth(1).unwrap_or_default();
+        let body = types.split(&format!("class {class}(Enum):\n")).nth(1).unwrap_or_default();
         body.lines()
             .take_while(|l| l.starts_with("    ") || l.is_empty())
             .filter(|l| l.contains(" = "))
@@ -360,8 +362,11 @@ fn the_bundle_has_the_library_fields_and_defaults() {
     assert_eq!(values("NormType"), ["NO_NORM = 0", "RMS_NORM = 1", "LAYER_NORM = 2", "RMS_NORM_SKIP_GAMMA = 3"]);
     assert_eq!(values("QuantizationType"), ["NONE = 0", "STATIC = 1", "ROW = 2", "MX = 3", "STATIC_MX = 4", "ROW_MX = 5"]);
     let init = std::fs::read_to_string(pkg.join("__init__.py")).expect("the package holds __init__.py");
-    for class in ["RmsNormQuantKernelArgs", "NormType", "QuantizationType"] {
-        assert!(init.contains(&format!("from .rmsnorm_quant import {class}\n")), "callers import {class}:\n{init}");
+    assert!(init.contains("from .rmsnorm_quant import RmsNormQuantKernelArgs\n"), "callers import the bundle:\n{init}");
+    for class in ["NormType", "QuantizationType"] {
+        assert!(src.contains(&format!("from .common_types import {class}\n")), "the kernel's module imports {class}:\n{src}");
+        assert!(init.contains(&format!("from .common_types import {class}\n")), "callers import {class}:\n{init}");
+        assert_eq!(init.matches(&format!("import {class}\n")).count(), 1, "one {class} in the package:\n{init}");
     }
 }
 
