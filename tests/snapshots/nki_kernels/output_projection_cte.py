@@ -7,15 +7,11 @@ import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
 from .common_types import QuantizationType
+from .output_projection_utils import FP8_MAX
+from .output_projection_utils import F_MAX
+from .output_projection_utils import P_MAX
+from .output_projection_utils import QUANT_DTYPE
 from .output_projection_utils import calculate_head_packing
-
-
-# Partitions of an SBUF tile: sequence rows per matmul, contraction rows.
-P_MAX = 128
-
-
-# Columns of one fp32 PSUM bank: a matmul's moving free size.
-F_MAX = 512
 
 
 # Sequence positions loaded per attention tile.
@@ -40,14 +36,6 @@ MAX_VALIDATED_H_SIZE = 20705
 
 # The largest validated `N`.
 MAX_VALIDATED_N_SIZE = 17
-
-
-# The largest finite `float8_e4m3`: statically quantized activations span `±240`.
-FP8_MAX = 240.0
-
-
-# The dtype of statically quantized activations and weights.
-QUANT_DTYPE = nl.float8_e4m3
 
 
 @dataclass

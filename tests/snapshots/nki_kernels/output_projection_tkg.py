@@ -7,15 +7,11 @@ import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
 from .common_types import QuantizationType
+from .output_projection_utils import FP8_MAX
+from .output_projection_utils import F_MAX
+from .output_projection_utils import P_MAX
+from .output_projection_utils import QUANT_DTYPE
 from .output_projection_utils import calculate_head_packing
-
-
-# Partitions of an SBUF tile: token rows per tile, contraction rows per matmul.
-P_MAX = 128
-
-
-# Columns of one fp32 PSUM bank: a matmul's moving free size.
-F_MAX = 512
 
 
 # Weight columns per load when a program's share is a multiple of it.
@@ -32,14 +28,6 @@ MAX_VALIDATED_N_TIMES_H_SIZE = 163840
 
 # The largest `N · H` validated with `TRANSPOSE_OUT` (float32 weights).
 MAX_VALIDATED_N_TIMES_H_SIZE_FP32 = 81920
-
-
-# The largest finite `float8_e4m3`: statically quantized activations span `±240`.
-FP8_MAX = 240.0
-
-
-# The dtype of statically quantized activations.
-QUANT_DTYPE = nl.float8_e4m3
 
 
 @dataclass

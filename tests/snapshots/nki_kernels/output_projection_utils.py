@@ -6,6 +6,22 @@ import nki.isa as nisa
 import nki.collectives as ncc
 
 
+# Columns of one fp32 PSUM bank: a matmul's moving free size.
+F_MAX = 512
+
+
+# The largest finite `float8_e4m3`: statically quantized activations span `±240`.
+FP8_MAX = 240.0
+
+
+# Partitions of an SBUF tile: rows per tile, contraction rows per matmul.
+P_MAX = 128
+
+
+# The dtype of statically quantized activations and weights.
+QUANT_DTYPE = nl.float8_e4m3
+
+
 def calculate_head_packing(n, d, partition_size):
     """The library's `calculate_head_packing`: `(N', D', G)` with `G` the most
     heads dividing `N` whose rows fit in `partition_size` (`G·D <=

@@ -169,13 +169,10 @@ macro_rules! output_projection_tkg_config {
 #[nki_module]
 pub mod kernel {
     use crate::output_projection::output_projection_utils::calculate_head_packing;
+    pub use crate::output_projection::output_projection_utils::{F_MAX, FP8_MAX, P_MAX, QUANT_DTYPE};
     pub use crate::utils::common_types::QuantizationType;
     use nki::prelude::*;
 
-    /// Partitions of an SBUF tile: token rows per tile, contraction rows per matmul.
-    pub const P_MAX: i64 = 128;
-    /// Columns of one fp32 PSUM bank: a matmul's moving free size.
-    pub const F_MAX: i64 = 512;
     /// Weight columns per load when a program's share is a multiple of it.
     pub const H_BLOCK_SIZE: i64 = 2048;
     /// Head dims that are a multiple of this pack several heads on the partitions.
@@ -184,10 +181,6 @@ pub mod kernel {
     pub const MAX_VALIDATED_N_TIMES_H_SIZE: i64 = 163840;
     /// The largest `N · H` validated with `TRANSPOSE_OUT` (float32 weights).
     pub const MAX_VALIDATED_N_TIMES_H_SIZE_FP32: i64 = 81920;
-    /// The largest finite `float8_e4m3`: statically quantized activations span `±240`.
-    pub const FP8_MAX: f64 = 240.0;
-    /// The dtype of statically quantized activations.
-    pub const QUANT_DTYPE: Dtype = nl::float8_e4m3;
 
     /// The library's `OutputProjectionTkgConfig`: the call's sizes, its
     /// program's share and the head packing.

@@ -1,5 +1,5 @@
 //! What both output projections share: the library's
-//! `output_projection_utils`, head packing.
+//! `output_projection_utils`, head packing, and the tile and fp8 constants.
 //!
 //! A head dim below the 128 partitions leaves the PE array's rows idle; with
 //! `G` heads stacked on the partitions one matmul contracts `G·D` rows. The
@@ -9,10 +9,19 @@
 
 pub use kernel::*;
 
-/// The head-packing helper.
+/// The head-packing helper and the shared constants.
 #[nki::nki_module]
 pub mod kernel {
     use nki::prelude::*;
+
+    /// Partitions of an SBUF tile: rows per tile, contraction rows per matmul.
+    pub const P_MAX: i64 = 128;
+    /// Columns of one fp32 PSUM bank: a matmul's moving free size.
+    pub const F_MAX: i64 = 512;
+    /// The largest finite `float8_e4m3`: statically quantized activations span `±240`.
+    pub const FP8_MAX: f64 = 240.0;
+    /// The dtype of statically quantized activations and weights.
+    pub const QUANT_DTYPE: Dtype = nl::float8_e4m3;
 
     /// The library's `calculate_head_packing`: `(N', D', G)` with `G` the most
     /// heads dividing `N` whose rows fit in `partition_size` (`G·D <=

@@ -154,13 +154,10 @@ macro_rules! output_projection_cte_config {
 #[nki_module]
 pub mod kernel {
     use crate::output_projection::output_projection_utils::calculate_head_packing;
+    pub use crate::output_projection::output_projection_utils::{F_MAX, FP8_MAX, P_MAX, QUANT_DTYPE};
     pub use crate::utils::common_types::QuantizationType;
     use nki::prelude::*;
 
-    /// Partitions of an SBUF tile: sequence rows per matmul, contraction rows.
-    pub const P_MAX: i64 = 128;
-    /// Columns of one fp32 PSUM bank: a matmul's moving free size.
-    pub const F_MAX: i64 = 512;
     /// Sequence positions loaded per attention tile.
     pub const S_TILE_SIZE: i64 = 512;
     /// The SBUF bytes a weight block may take (10 MiB).
@@ -173,10 +170,6 @@ pub mod kernel {
     pub const MAX_VALIDATED_H_SIZE: i64 = 20705;
     /// The largest validated `N`.
     pub const MAX_VALIDATED_N_SIZE: i64 = 17;
-    /// The largest finite `float8_e4m3`: statically quantized activations span `±240`.
-    pub const FP8_MAX: f64 = 240.0;
-    /// The dtype of statically quantized activations and weights.
-    pub const QUANT_DTYPE: Dtype = nl::float8_e4m3;
 
     /// The library's `TilingConfig`: the sizes after head packing, the
     /// program's columns and their blocks.
