@@ -104,9 +104,8 @@ fn silu(x: f64) -> f64 {
 }
 
 /// Runs `x` (`[tokens, hidden]`, at positions `cache.len()..`) through the layer,
-/// appending the tokens' keys and values to `cache`; returns the layer's output
-/// and, for checking the stages, the attention block's output `h`.
-pub fn layer(x: &[f64], w: &Weights, dims: &Dims, cache: &mut KvCache) -> (Vec<f64>, Vec<f64>) {
+/// appending the tokens' keys and values to `cache`; returns the layer's output.
+pub fn layer(x: &[f64], w: &Weights, dims: &Dims, cache: &mut KvCache) -> Vec<f64> {
     let Dims { hidden, q_heads, kv_heads, head_dim: d, intermediate } = *dims;
     let tokens = x.len() / hidden;
     let start = cache.len();
@@ -140,6 +139,5 @@ pub fn layer(x: &[f64], w: &Weights, dims: &Dims, cache: &mut KvCache) -> (Vec<f
     let gate = matmul(&hn, &w.w_gate, hidden, intermediate);
     let up = matmul(&hn, &w.w_up, hidden, intermediate);
     let act: Vec<f64> = gate.iter().zip(&up).map(|(g, u)| silu(*g) * u).collect();
-    let out = h.iter().zip(matmul(&act, &w.w_down, intermediate, hidden)).map(|(a, b)| a + b).collect();
-    (out, h)
+    h.iter().zip(matmul(&act, &w.w_down, intermediate, hidden)).map(|(a, b)| a + b).collect()
 }
