@@ -1,6 +1,6 @@
 //! Attention kernels written in the nki-rs DSL: `attention_cte` (prefill flash
-//! attention), the ring-attention kernels built on it, and `attention_tkg`
-//! (decode attention over a KV cache).
+//! attention) and `attention_bwd` (its gradients), the ring-attention kernels
+//! built on them, and `attention_tkg` (decode attention over a KV cache).
 
 extern crate nki_core as nki;
 
@@ -35,6 +35,7 @@ macro_rules! rules_of {
     };
 }
 
+pub mod bwd;
 pub mod cte;
 pub mod dtypes;
 pub mod reference;

@@ -1,4 +1,4 @@
-//! The attention kernels `attention_cte` and `attention_tkg`: float64 references,
+//! The attention kernels `attention_cte`, `attention_bwd` and `attention_tkg`: float64 references,
 //! the emitted NKI under NumPy, and bit-identical results with helper threads.
 //!
 //! One test binary (one link) for the subject; each module below holds one
@@ -6,6 +6,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+pub mod bwd;
 pub mod cte;
 pub mod cte_numpy;
 pub mod threads;

@@ -8,4 +8,5 @@ mod run;
 mod sbuf;
 
 pub use config::{RingBwdConfig, RingBwdRule};
+pub(crate) use config::head_tiles;
 pub use run::{DTYPES, RingBwdInputs, RingBwdOutputs};

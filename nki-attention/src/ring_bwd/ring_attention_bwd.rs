@@ -286,7 +286,7 @@ pub mod ring_bwd {
     /// Loads `width` columns from `c0` of a `[dh, S]` HBM view as `[dts, dnt, len]`
     /// (head-dim tile `t` at `[.., t, ..]`).
     #[nki_helper]
-    fn load_head_tiles(src: Hbm, dts: i64, dnt: i64, c0: i64, width: i64, dtype: Dtype) -> Sbuf {
+    pub(crate) fn load_head_tiles(src: Hbm, dts: i64, dnt: i64, c0: i64, width: i64, dtype: Dtype) -> Sbuf {
         let t = nl::ndarray([dts, dnt, width], dtype, buffer = nl::sbuf);
         for dt in 0..dnt {
             nisa::dma_copy(t[s![.., dt, ..]], src[s![dt * dts..(dt + 1) * dts, c0..c0 + width]]);
@@ -310,15 +310,15 @@ pub mod ring_bwd {
         out
     }
 
-    /// The library's `compute_rowsum`: `D = rowsum(dY ∘ O)` of the local queries of
-    /// `(bid, hid)`, as `[P_MAX, S / P_MAX]`; both are PE-transposed to rows and
-    /// multiplied in fp32.
+    /// The library's `compute_rowsum`: `D = rowsum(dY ∘ O)` of one head's queries
+    /// (`o` and `dy` its `[D, S]` HBM views), as `[P_MAX, S / P_MAX]`; both are
+    /// PE-transposed to rows and multiplied in fp32.
     #[nki_helper]
-    fn compute_rowsum(cfg: RingBwdAttnConfig, io: RingBwdTensors, bid: i64, hid: i64) -> Sbuf {
+    pub(crate) fn compute_rowsum(cfg: RingBwdAttnConfig, o: Hbm, dy: Hbm) -> Sbuf {
         let (dts, dnt, sl, qnt) = (cfg.d_head_tile_size, cfg.d_head_n_tiles, cfg.seqlen, cfg.q_n_tiles);
-        let kdt = io.o_ref.dtype();
-        let o_tiles: Sbuf = load_head_tiles(io.o_ref[s![bid, hid, .., ..]], dts, dnt, 0, sl, kdt);
-        let dy_tiles: Sbuf = load_head_tiles(io.dy_ref[s![bid, hid, .., ..]], dts, dnt, 0, sl, kdt);
+        let kdt = o.dtype();
+        let o_tiles: Sbuf = load_head_tiles(o, dts, dnt, 0, sl, kdt);
+        let dy_tiles: Sbuf = load_head_tiles(dy, dts, dnt, 0, sl, kdt);
         let dy_rows: Sbuf = transpose_tiles(dy_tiles, dts, dnt, qnt);
         let dos = nl::ndarray([P_MAX, qnt], cfg.mixed_dtype, buffer = nl::sbuf);
         for g in 0..qnt {
@@ -568,7 +568,7 @@ pub mod ring_bwd {
     /// One key tile against the query tiles `first..cg` of a group: recomputes P,
     /// forms dS, and accumulates dQ (into the group's), dK and dV.
     #[nki_helper]
-    fn bwd_tile(cfg: RingBwdAttnConfig, kv: KvTiles, st: StepQueries, grp: QueryGroup, kt: KeyTile) {
+    pub(crate) fn bwd_tile(cfg: RingBwdAttnConfig, kv: KvTiles, st: StepQueries, grp: QueryGroup, kt: KeyTile) {
         let kdt = kv.k.dtype();
         let probs = TileProbs {
             p: nl::ndarray([P_MAX, grp.cg, kt.kts], kdt, buffer = nl::sbuf),
@@ -587,7 +587,7 @@ pub mod ring_bwd {
     /// The library's `load_q_dy`: query tiles `qg..qg + cg` of the visiting Q and
     /// dY, their transposes, and a zeroed dQ.
     #[nki_helper]
-    fn load_q_dy(cfg: RingBwdAttnConfig, st: StepQueries, qg: i64, cg: i64) -> QueryGroup {
+    pub(crate) fn load_q_dy(cfg: RingBwdAttnConfig, st: StepQueries, qg: i64, cg: i64) -> QueryGroup {
         let (dts, dnt, kdt) = (cfg.d_head_tile_size, cfg.d_head_n_tiles, cfg.kernel_dtype);
         let q: Sbuf = load_head_tiles(st.q, dts, dnt, Q_SEQ_TILE_SIZE * qg, Q_SEQ_TILE_SIZE * cg, kdt);
         let dy: Sbuf = load_head_tiles(st.dy, dts, dnt, Q_SEQ_TILE_SIZE * qg, Q_SEQ_TILE_SIZE * cg, kdt);
@@ -664,7 +664,7 @@ pub mod ring_bwd {
     /// With segment ids a row that saw no key has LSE `-inf`: its `-LSE` becomes
     /// FLOAT32_MIN, so its P (every score masked) is 0 instead of `exp(inf)`.
     #[nki_helper]
-    fn load_neg_lse(src: Hbm, mdt: Dtype, segmented: bool) -> Sbuf {
+    pub(crate) fn load_neg_lse(src: Hbm, mdt: Dtype, segmented: bool) -> Sbuf {
         let t = nl::ndarray(src.shape(), mdt, buffer = nl::sbuf);
         nisa::dma_copy(t, src);
         nisa::tensor_scalar(t, t, nl::multiply, -1.0);
@@ -685,7 +685,7 @@ pub mod ring_bwd {
     #[nki_helper]
     fn stage_row_stats(cfg: RingBwdAttnConfig, io: RingBwdTensors, stats: Hbm, dsink_part: Hbm, bid: i64, hid: i64) {
         let neg_lse: Sbuf = load_neg_lse(io.lse_ref[s![bid, hid, .., ..]], cfg.mixed_dtype, cfg.segmented);
-        let dos: Sbuf = compute_rowsum(cfg, io, bid, hid);
+        let dos: Sbuf = compute_rowsum(cfg, io.o_ref[s![bid, hid, .., ..]], io.dy_ref[s![bid, hid, .., ..]]);
         nisa::dma_copy(stats[s![0, .., ..]], neg_lse);
         nisa::dma_copy(stats[s![1, .., ..]], dos);
         let sinks = io.sinks;
@@ -698,7 +698,7 @@ pub mod ring_bwd {
     /// `-Σ_i exp(sink - LSE_i)·D_i` over the local rows, written to
     /// `dsink_part[bid, hid]` (`neg_lse` and `dos` are the local `-LSE` and `D`).
     #[nki_helper]
-    fn sink_grad(sinks: Hbm, neg_lse: Sbuf, dos: Sbuf, dsink_part: Hbm, bid: i64, hid: i64) {
+    pub(crate) fn sink_grad(sinks: Hbm, neg_lse: Sbuf, dos: Sbuf, dsink_part: Hbm, bid: i64, hid: i64) {
         let n = dsink_part.shape()[1];
         let sink: Sbuf = scalar_column(sinks.ap([[1, 1], [1, 1]], offset = hid));
         let weighted = nl::ndarray(neg_lse.shape(), nl::float32, buffer = nl::sbuf);
