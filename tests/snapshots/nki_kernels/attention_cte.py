@@ -288,6 +288,22 @@ class KvTile(nl.NKIObject):
     "How many keys it holds (0 past the end)."
 
 
+def broadcast_partition0(t):
+    """Copies partition 0 of the `(P_MAX, n)` tile `t` to all partitions, one
+    32-partition quadrant at a time.
+    """
+    for quad in range(P_MAX // 32):
+        nisa.nc_stream_shuffle(dst=t[quad * 32:(quad + 1) * 32, :], src=t[0:1, :], shuffle_mask=[0] * 32)
+
+
+def scalar_column(src):
+    """A `(P_MAX, 1)` fp32 column holding element `[0, 0]` of the HBM view `src` on every partition."""
+    col = nl.ndarray(shape=(P_MAX, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=col[0:1, 0:1], src=src)
+    broadcast_partition0(col)
+    return col
+
+
 def kv_len(t, tp_k):
     """The sequence length of a K tensor (`(bs, d, L)`, or `(bs, L, d)` with `tp_k`); 0 when absent."""
     n = 0
@@ -468,22 +484,6 @@ def load_row_bounds(dst, src, b, s_q):
         nisa.dma_copy(dst=dst[:, 0:full], src=src.ap(pattern=[[1, Q_GRP_SZ], [Q_GRP_SZ, full]], offset=b * s_q))
     if tail > 0:
         nisa.dma_copy(dst=dst[0:tail, full:full + 1], src=src.ap(pattern=[[1, tail], [1, 1]], offset=b * s_q + Q_GRP_SZ * full))
-
-
-def broadcast_partition0(t):
-    """Copies partition 0 of the `(P_MAX, n)` tile `t` to all partitions, one
-    32-partition quadrant at a time.
-    """
-    for quad in range(P_MAX // 32):
-        nisa.nc_stream_shuffle(dst=t[quad * 32:(quad + 1) * 32, :], src=t[0:1, :], shuffle_mask=[0] * 32)
-
-
-def scalar_column(src):
-    """A `(P_MAX, 1)` fp32 column holding element `[0, 0]` of the HBM view `src` on every partition."""
-    col = nl.ndarray(shape=(P_MAX, 1), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.dma_copy(dst=col[0:1, 0:1], src=src)
-    broadcast_partition0(col)
-    return col
 
 
 def setup_range_select_bounds(ac, atp, bufs, io, k_off_reg):

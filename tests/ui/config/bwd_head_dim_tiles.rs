@@ -1,0 +1,10 @@
+use nki::attention::bwd::{BwdConfig, BwdDims};
+use nki::attention::bwd_config;
+
+const DIMS: BwdDims = BwdDims { batch: 1, heads: 8, kv_heads: 2, seqlen_q: 1024, seqlen_k: 1024, head_dim: 64 };
+
+/// Rejected at compile time: a head dim of 131 has no equal tiles of at most 128.
+fn main() {
+    let cfg = bwd_config!(BwdConfig::new().dims(BwdDims { head_dim: 131, ..DIMS }));
+    let _ = (cfg, DIMS);
+}
