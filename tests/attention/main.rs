@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 pub mod bwd;
+pub mod bwd_numpy;
 pub mod cte;
 pub mod cte_numpy;
 pub mod threads;
