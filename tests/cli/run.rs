@@ -255,6 +255,21 @@ const CASES: &[Case] = &[
         ],
     },
     Case {
+        kernel: "attention_bwd",
+        ranks: 1,
+        params: &[
+            ("q_ref", F32(QKV)),
+            ("k_ref", F32(QKV)),
+            ("v_ref", F32(QKV)),
+            ("o_ref", F32(QKV)),
+            ("dy_ref", F32(QKV)),
+            ("lse_ref", F32(&[1, 1, 128, 1])),
+            ("sinks_ref", F32(&[1, 1, 2])),
+            ("use_causal_mask", Text("true")),
+            ("sliding_window", Text("64")),
+        ],
+    },
+    Case {
         kernel: "ring_attention_spmd_fwd",
         ranks: 2,
         params: &[
