@@ -122,7 +122,11 @@ impl Case {
             }
             for hd in 0..h {
                 let total: f64 = (0..b).map(|bi| dsinks[(bi * h + hd) * ns..(bi * h + hd + 1) * ns].iter().sum::<f64>()).sum();
-                assert!((total - g.dsinks[hd]).abs() <= 1e-9 * (1.0 + total.abs()), "{name}: sink gradients {total} vs reference {}", g.dsinks[hd]);
+                assert!(
+                    (total - g.dsinks[hd]).abs() <= 1e-9 * (1.0 + total.abs()),
+                    "{name}: sink gradients {total} vs reference {}",
+                    g.dsinks[hd]
+                );
             }
             let shape = if self.num_sinks == 1 { vec![b, h] } else { vec![b, h, ns] };
             let logits: Vec<f64> = (0..b).flat_map(|_| sink_logits.iter().copied()).collect();
@@ -164,7 +168,9 @@ pub fn outputs(out: &BwdOutputs) -> Vec<Vec<f32>> {
 
 /// Runs `case` at LNC 2 in both precision modes against the reference.
 fn check(name: &str, case: &Case) {
-    for (precision, dtype, atol, rtol) in [(Precision::Fp32, Dtype::F32, FP32_ATOL, FP32_RTOL), (Precision::Hardware, Dtype::Bf16, HW_ATOL, HW_RTOL)] {
+    for (precision, dtype, atol, rtol) in
+        [(Precision::Fp32, Dtype::F32, FP32_ATOL, FP32_RTOL), (Precision::Hardware, Dtype::Bf16, HW_ATOL, HW_RTOL)]
+    {
         check_one(name, case, precision, dtype, atol, rtol);
     }
 }

@@ -4,10 +4,10 @@
 //! One test binary (one link) for the subject; each module below holds one
 //! topic's tests and keeps its public kernels public, as a crate root would.
 
-#[path = "../common/mod.rs"]
-mod common;
 pub mod bwd;
 pub mod bwd_numpy;
+#[path = "../common/mod.rs"]
+mod common;
 pub mod cte;
 pub mod cte_numpy;
 pub mod threads;

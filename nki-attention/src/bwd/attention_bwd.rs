@@ -56,8 +56,8 @@ pub use flash_bwd::*;
 #[nki_module]
 pub mod flash_bwd {
     use crate::ring_bwd::ring_attention_bwd::{
-        K_SEQ_TILE_SIZE, KeyTile, KvTiles, P_MAX, Q_SEQ_TILE_SIZE, Q_TILE_GROUP_SIZE, RingBwdAttnConfig, StepQueries,
-        bwd_tile, compute_rowsum, head_tiles, load_head_tiles, load_neg_lse, load_q_dy, sink_grad,
+        K_SEQ_TILE_SIZE, KeyTile, KvTiles, P_MAX, Q_SEQ_TILE_SIZE, Q_TILE_GROUP_SIZE, RingBwdAttnConfig, StepQueries, bwd_tile,
+        compute_rowsum, head_tiles, load_head_tiles, load_neg_lse, load_q_dy, sink_grad,
     };
     use nki::prelude::*;
 
@@ -250,7 +250,16 @@ pub mod flash_bwd {
     /// in `kv` (from global key `k_start`): dQ continues from the previous
     /// sections' (written to `dq` in HBM, `[D, Sq]`), dK and dV accumulate in `kv`.
     #[nki_helper]
-    fn flash_attn_bwd_group(cfg: AttentionBwdConfig, blk: RingBwdAttnConfig, kv: KvTiles, st: StepQueries, dq: Hbm, k_start: i64, qg: i64, cg: i64) {
+    fn flash_attn_bwd_group(
+        cfg: AttentionBwdConfig,
+        blk: RingBwdAttnConfig,
+        kv: KvTiles,
+        st: StepQueries,
+        dq: Hbm,
+        k_start: i64,
+        qg: i64,
+        cg: i64,
+    ) {
         let (dts, dnt) = (blk.d_head_tile_size, blk.d_head_n_tiles);
         let (q0, q1) = (Q_SEQ_TILE_SIZE * qg, Q_SEQ_TILE_SIZE * (qg + cg));
         let grp = load_q_dy(blk, st, qg, cg);
@@ -327,7 +336,14 @@ pub mod flash_bwd {
     /// Every gradient of KV head `kvh` of batch `bid`: the row statistics of its
     /// query heads staged before K and V take their SBUF, then section by section.
     #[nki_helper]
-    fn flash_attn_bwd_item(cfg: AttentionBwdConfig, blk: RingBwdAttnConfig, io: AttentionBwdTensors, grads: AttentionBwdGrads, bid: i64, kvh: i64) {
+    fn flash_attn_bwd_item(
+        cfg: AttentionBwdConfig,
+        blk: RingBwdAttnConfig,
+        io: AttentionBwdTensors,
+        grads: AttentionBwdGrads,
+        bid: i64,
+        kvh: i64,
+    ) {
         let group = cfg.nheads_per_kv_head;
         let stats = nl::ndarray([group, 2, P_MAX, blk.q_n_tiles], blk.mixed_dtype, buffer = nl::private_hbm);
         for qh in 0..group {
@@ -366,7 +382,10 @@ pub mod flash_bwd {
         assert!(io.q_ref.ndim() == 4, "q_ref must be [bs, nheads, d_head, seqlen_q], got {q_shape}");
         let [b, n, dh, sq] = q_shape;
         let k_shape = io.k_ref.shape();
-        assert!(io.k_ref.ndim() == 4 && k_shape[0] == b && k_shape[2] == dh, "k_ref must be [bs, nheads_kv, d_head, seqlen_k], q_ref is {q_shape}, got {k_shape}");
+        assert!(
+            io.k_ref.ndim() == 4 && k_shape[0] == b && k_shape[2] == dh,
+            "k_ref must be [bs, nheads_kv, d_head, seqlen_k], q_ref is {q_shape}, got {k_shape}"
+        );
         let [_, n_kv, _, sk] = k_shape;
         assert!(n_kv >= 1 && n % n_kv == 0, KV_HEADS);
         let (v_shape, o_shape, dy_shape) = (io.v_ref.shape(), io.o_ref.shape(), io.dy_ref.shape());
@@ -383,7 +402,10 @@ pub mod flash_bwd {
         assert!(!use_causal_mask || sq == sk, CAUSAL_SEQLENS);
         let kdt = io.q_ref.dtype();
         let (kt, vt, ot, dyt) = (io.k_ref.dtype(), io.v_ref.dtype(), io.o_ref.dtype(), io.dy_ref.dtype());
-        assert!(kt == kdt && vt == kdt && ot == kdt && dyt == kdt, "q_ref, k_ref, v_ref, o_ref and dy_ref must share one dtype, got {kdt}, {kt}, {vt}, {ot}, {dyt}");
+        assert!(
+            kt == kdt && vt == kdt && ot == kdt && dyt == kdt,
+            "q_ref, k_ref, v_ref, o_ref and dy_ref must share one dtype, got {kdt}, {kt}, {vt}, {ot}, {dyt}"
+        );
         let sinks = io.sinks_ref;
         if let Some(sk_ref) = sinks {
             let shape = sk_ref.shape();

@@ -11,7 +11,15 @@ use nki::{Launch, NkiError, Result, Tensor};
 /// declares them (under the typed API's names: `q` is the kernel's `q_ref`, ...).
 pub const DTYPES: ParamDtypes = ParamDtypes {
     kernel: &attention_bwd::INFO,
-    aliases: &[("q", "q_ref"), ("k", "k_ref"), ("v", "v_ref"), ("o", "o_ref"), ("dy", "dy_ref"), ("lse", "lse_ref"), ("sinks", "sinks_ref")],
+    aliases: &[
+        ("q", "q_ref"),
+        ("k", "k_ref"),
+        ("v", "v_ref"),
+        ("o", "o_ref"),
+        ("dy", "dy_ref"),
+        ("lse", "lse_ref"),
+        ("sinks", "sinks_ref"),
+    ],
 };
 
 /// The tensors of one call, in the kernel's layouts (see

@@ -7,6 +7,6 @@ pub mod ring_attention_bwd;
 mod run;
 mod sbuf;
 
-pub use config::{RingBwdConfig, RingBwdRule};
 pub(crate) use config::head_tiles;
+pub use config::{RingBwdConfig, RingBwdRule};
 pub use run::{DTYPES, RingBwdInputs, RingBwdOutputs};
