@@ -232,3 +232,55 @@ fn keys_in_two_sections_causal_d256() {
     let case = Case { seqlen: 8192, head_dim: 256, ..base(1, 1, true, 0) };
     check_one("sections d256", &case, Precision::Fp32, Dtype::F32, FP32_ATOL, FP32_RTOL);
 }
+
+/// Every rule is one message: the typed API's `validate` ends with it, and the
+/// emitted kernel's assert (called directly, past the typed API) raises it.
+#[test]
+fn each_rule_is_one_message_in_the_api_and_the_kernel() {
+    use nki::attention::bwd::attention_bwd::attention_bwd;
+    use nki::attention::bwd::{BwdDims, BwdRule};
+    let t = |shape: &[usize]| Tensor::from_f32(shape, &vec![0.25; shape.iter().product()], Dtype::F32).unwrap();
+    let (q, k3, k_short, lse) = (t(&[1, 2, 64, 256]), t(&[1, 3, 64, 256]), t(&[1, 2, 64, 200]), t(&[1, 2, 128, 2]));
+    let k_long = t(&[1, 2, 64, 512]);
+    let dims = BwdDims { batch: 1, heads: 2, kv_heads: 2, seqlen_q: 256, seqlen_k: 256, head_dim: 64 };
+    fn call<'a>(q: &'a Tensor, k: &'a Tensor, lse: &'a Tensor) -> attention_bwd::Call<'a> {
+        attention_bwd::Call::new(q, k, k, q, q, lse)
+    }
+    let cases: Vec<(BwdConfig, BwdRule, attention_bwd::Call<'_>)> = vec![
+        (BwdConfig::new().dims(BwdDims { kv_heads: 3, ..dims }), BwdRule::KvHeads, call(&q, &k3, &lse)),
+        (BwdConfig::new().dims(BwdDims { seqlen_k: 200, ..dims }), BwdRule::SeqlenTiles, call(&q, &k_short, &lse)),
+        (
+            BwdConfig::new().causal(true).dims(BwdDims { seqlen_k: 512, ..dims }),
+            BwdRule::CausalSeqlens,
+            call(&q, &k_long, &lse).use_causal_mask(true),
+        ),
+        (BwdConfig::new().sliding_window(64), BwdRule::WindowNeedsCausal, call(&q, &q, &lse).sliding_window(Some(64))),
+        (BwdConfig::new().softmax_scale(f64::INFINITY), BwdRule::ScaleNotFinite, call(&q, &q, &lse).softmax_scale(Some(f64::INFINITY))),
+        (
+            BwdConfig::new().causal(true).softmax_scale(-0.5),
+            BwdRule::MaskedScale,
+            call(&q, &q, &lse).use_causal_mask(true).softmax_scale(Some(-0.5)),
+        ),
+    ];
+    for (config, rule, kernel_call) in cases {
+        assert_eq!(config.violation(), Some(rule), "{config:?}");
+        let api = config.validate().expect_err("the typed API refuses it").to_string();
+        assert!(api.ends_with(&format!(": {}", rule.message())), "{api}");
+        let err = kernel_call.launch(&Launch::new()).expect_err("the kernel refuses it").to_string();
+        assert!(err.contains(rule.message()) && err.contains("attention_bwd.rs"), "{rule:?}: {err}");
+    }
+    // A head dim of 131 has no equal tiles of at most 128.
+    assert_eq!(BwdConfig::new().dims(BwdDims { head_dim: 131, ..dims }).violation(), Some(BwdRule::HeadDimTiles));
+    // Zero is the default scale (the library's `softmax_scale or ...`), so it unmasks nothing.
+    assert_eq!(BwdConfig::new().causal(true).softmax_scale(0.0).violation(), None);
+    // The bounds come together, and exactly with `packed`.
+    let bound = t(&[256]);
+    let err = call(&q, &q, &lse).bound_min(Some(&bound)).launch(&Launch::new()).unwrap_err().to_string();
+    assert!(err.contains("bound_min and bound_max must both be given"), "{err}");
+    let inputs = BwdInputs { q: &q, k: &q, v: &q, o: &q, dy: &q, lse: &lse, sinks: None, bounds: Some((&bound, &bound)) };
+    let err = BwdConfig::new().launch(&Launch::new(), &inputs).unwrap_err().to_string();
+    assert!(err.starts_with("invalid bound_min, bound_max = given: must be given exactly with"), "{err}");
+    let sinks = t(&[2, 2]);
+    let err = BwdConfig::new().packed(true).launch(&Launch::new(), &BwdInputs { sinks: Some(&sinks), ..inputs }).unwrap_err().to_string();
+    assert!(err.starts_with("invalid sinks = shape [2, 2]: must be [1, 2] or [1, 2, num_sinks]"), "{err}");
+}

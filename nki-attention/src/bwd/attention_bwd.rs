@@ -57,7 +57,7 @@ pub use flash_bwd::*;
 pub mod flash_bwd {
     use crate::ring_bwd::ring_attention_bwd::{
         K_SEQ_TILE_SIZE, KeyTile, KvTiles, P_MAX, Q_SEQ_TILE_SIZE, Q_TILE_GROUP_SIZE, RingBwdAttnConfig, StepQueries, bwd_tile,
-        compute_rowsum, head_tiles, load_head_tiles, load_neg_lse, load_q_dy, sink_grad,
+        check_grad_shapes, compute_rowsum, head_tiles, load_head_tiles, load_neg_lse, load_q_dy, sink_grad,
     };
     use nki::prelude::*;
 
@@ -380,32 +380,13 @@ pub mod flash_bwd {
     fn validate_inputs(io: AttentionBwdTensors, use_causal_mask: bool, sliding_window: i64) {
         let q_shape = io.q_ref.shape();
         assert!(io.q_ref.ndim() == 4, "q_ref must be [bs, nheads, d_head, seqlen_q], got {q_shape}");
-        let [b, n, dh, sq] = q_shape;
-        let k_shape = io.k_ref.shape();
-        assert!(
-            io.k_ref.ndim() == 4 && k_shape[0] == b && k_shape[2] == dh,
-            "k_ref must be [bs, nheads_kv, d_head, seqlen_k], q_ref is {q_shape}, got {k_shape}"
-        );
-        let [_, n_kv, _, sk] = k_shape;
+        let [b, n, _dh, sq] = q_shape;
+        let n_kv = io.k_ref.shape()[1];
         assert!(n_kv >= 1 && n % n_kv == 0, KV_HEADS);
-        let (v_shape, o_shape, dy_shape) = (io.v_ref.shape(), io.o_ref.shape(), io.dy_ref.shape());
-        assert!(v_shape == k_shape, "v_ref must have k_ref's shape {k_shape}, got {v_shape}");
-        assert!(o_shape == q_shape, "o_ref must have q_ref's shape {q_shape}, got {o_shape}");
-        assert!(dy_shape == q_shape, "dy_ref must have q_ref's shape {q_shape}, got {dy_shape}");
+        check_grad_shapes(io.q_ref, io.k_ref, io.v_ref, io.o_ref, io.dy_ref, io.lse_ref, false);
+        let sk = io.k_ref.shape()[3];
         assert!(sq >= Q_SEQ_TILE_SIZE && sq % Q_SEQ_TILE_SIZE == 0 && sk >= P_MAX && sk % P_MAX == 0, SEQLEN_TILES);
-        let lse_shape = io.lse_ref.shape();
-        let qnt = sq / P_MAX;
-        assert!(
-            io.lse_ref.ndim() == 4 && lse_shape[0] == b && lse_shape[1] == n && lse_shape[2] == P_MAX && lse_shape[3] == qnt,
-            "lse_ref must be [bs, nheads, 128, seqlen_q / 128] = [{b}, {n}, 128, {qnt}], got {lse_shape}"
-        );
         assert!(!use_causal_mask || sq == sk, CAUSAL_SEQLENS);
-        let kdt = io.q_ref.dtype();
-        let (kt, vt, ot, dyt) = (io.k_ref.dtype(), io.v_ref.dtype(), io.o_ref.dtype(), io.dy_ref.dtype());
-        assert!(
-            kt == kdt && vt == kdt && ot == kdt && dyt == kdt,
-            "q_ref, k_ref, v_ref, o_ref and dy_ref must share one dtype, got {kdt}, {kt}, {vt}, {ot}, {dyt}"
-        );
         let sinks = io.sinks_ref;
         if let Some(sk_ref) = sinks {
             let shape = sk_ref.shape();

@@ -1031,19 +1031,29 @@ pub mod ring_bwd {
     fn check_shapes(q_ref: Hbm, k_ref: Hbm, v_ref: Hbm, o_ref: Hbm, dy_ref: Hbm, lse_ref: Hbm) {
         let q_shape = q_ref.shape();
         assert!(q_ref.ndim() == 4, "q_ref must be [B, N, D, S], got {q_shape}");
-        let [b, n, dh, sl] = q_shape;
+        let [_b, n, _dh, sl] = q_shape;
         assert!(sl >= Q_SEQ_TILE_SIZE && sl % Q_SEQ_TILE_SIZE == 0, crate::ring_rules::SEQLEN_MULTIPLE);
-        // The library checks none of the other inputs; mismatches would read out of bounds.
+        let n_kv = k_ref.shape()[1];
+        assert!(n_kv >= 1 && n % n_kv == 0, crate::ring_rules::KV_HEADS);
+        check_grad_shapes(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, true);
+    }
+
+    /// The shapes and dtypes every attention backward's inputs share, `q_ref`
+    /// being 4-d: K `[B, N_kv, D, S]` (its `S` q's when `same_seqlen`), V like K,
+    /// O and dY like Q, the log-sum-exp `[B, N, 128, S / 128]` of the queries, one
+    /// dtype for all but the log-sum-exp.
+    #[nki_helper]
+    pub(crate) fn check_grad_shapes(q_ref: Hbm, k_ref: Hbm, v_ref: Hbm, o_ref: Hbm, dy_ref: Hbm, lse_ref: Hbm, same_seqlen: bool) {
+        let q_shape = q_ref.shape();
+        let [b, n, dh, sl] = q_shape;
         let k_shape = k_ref.shape();
         let v_shape = v_ref.shape();
         let o_shape = o_ref.shape();
         let dy_shape = dy_ref.shape();
-        let n_kv = k_shape[1];
         assert!(
-            k_ref.ndim() == 4 && k_shape[0] == b && k_shape[2] == dh && k_shape[3] == sl,
+            k_ref.ndim() == 4 && k_shape[0] == b && k_shape[2] == dh && (!same_seqlen || k_shape[3] == sl),
             "k_ref must be [B, N_kv, D, S], q_ref is {q_shape}, got {k_shape}"
         );
-        assert!(n_kv >= 1 && n % n_kv == 0, crate::ring_rules::KV_HEADS);
         assert!(v_shape == k_shape, "v_ref must have k_ref's shape {k_shape} ([B, N_kv, D, S]), got {v_shape}");
         assert!(o_shape == q_shape, "o_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {o_shape}");
         assert!(dy_shape == q_shape, "dy_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {dy_shape}");

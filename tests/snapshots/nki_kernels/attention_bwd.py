@@ -15,6 +15,7 @@ from .ring_attention_bwd import Q_TILE_GROUP_SIZE
 from .ring_attention_bwd import RingBwdAttnConfig
 from .ring_attention_bwd import StepQueries
 from .ring_attention_bwd import bwd_tile
+from .ring_attention_bwd import check_grad_shapes
 from .ring_attention_bwd import compute_rowsum
 from .ring_attention_bwd import head_tiles
 from .ring_attention_bwd import load_head_tiles
@@ -124,23 +125,13 @@ def validate_inputs(io, use_causal_mask, sliding_window):
     """The library's `validate_inputs`: shapes and dtypes of the inputs."""
     q_shape = io.q_ref.shape
     assert io.q_ref.ndim == 4, f"q_ref must be [bs, nheads, d_head, seqlen_q], got {q_shape}"
-    b, n, dh, sq = q_shape
-    k_shape = io.k_ref.shape
-    assert io.k_ref.ndim == 4 and k_shape[0] == b and k_shape[2] == dh, f"k_ref must be [bs, nheads_kv, d_head, seqlen_k], q_ref is {q_shape}, got {k_shape}"
-    _, n_kv, _, sk = k_shape
+    b, n, _dh, sq = q_shape
+    n_kv = io.k_ref.shape[1]
     assert n_kv >= 1 and n % n_kv == 0, KV_HEADS
-    v_shape, o_shape, dy_shape = (io.v_ref.shape, io.o_ref.shape, io.dy_ref.shape)
-    assert v_shape == k_shape, f"v_ref must have k_ref's shape {k_shape}, got {v_shape}"
-    assert o_shape == q_shape, f"o_ref must have q_ref's shape {q_shape}, got {o_shape}"
-    assert dy_shape == q_shape, f"dy_ref must have q_ref's shape {q_shape}, got {dy_shape}"
+    check_grad_shapes(io.q_ref, io.k_ref, io.v_ref, io.o_ref, io.dy_ref, io.lse_ref, False)
+    sk = io.k_ref.shape[3]
     assert sq >= Q_SEQ_TILE_SIZE and sq % Q_SEQ_TILE_SIZE == 0 and sk >= P_MAX and sk % P_MAX == 0, SEQLEN_TILES
-    lse_shape = io.lse_ref.shape
-    qnt = sq // P_MAX
-    assert io.lse_ref.ndim == 4 and lse_shape[0] == b and lse_shape[1] == n and lse_shape[2] == P_MAX and lse_shape[3] == qnt, f"lse_ref must be [bs, nheads, 128, seqlen_q / 128] = [{b}, {n}, 128, {qnt}], got {lse_shape}"
     assert not use_causal_mask or sq == sk, CAUSAL_SEQLENS
-    kdt = io.q_ref.dtype
-    kt, vt, ot, dyt = (io.k_ref.dtype, io.v_ref.dtype, io.o_ref.dtype, io.dy_ref.dtype)
-    assert kt == kdt and vt == kdt and ot == kdt and dyt == kdt, f"q_ref, k_ref, v_ref, o_ref and dy_ref must share one dtype, got {kdt}, {kt}, {vt}, {ot}, {dyt}"
     sinks = io.sinks_ref
     if sinks is not None:
         sk_ref = sinks

@@ -23,10 +23,6 @@ from .ring_rules import STRIPED_NEEDS_CAUSAL
 from .ring_rules import ZIGZAG_NEEDS_CAUSAL
 
 
-# Keys per tile (`k_seq_tile_size`, `min(512, S)`); the last tile holds the rest.
-K_SEQ_TILE_SIZE = 512
-
-
 # SBUF and PSUM partitions: one column of per-row statistics spans them.
 P_MAX = 128
 
@@ -39,34 +35,26 @@ Q_SEQ_TILE_SIZE = 128
 Q_TILE_GROUP_SIZE = 4
 
 
-@dataclass
-class KeyTile(nl.NKIObject):
-    """One key tile and the group's first query tile that sees it."""
-
-    k0: int
-    "First key."
-    kts: int
-    "Keys."
-    first: int
-    "The group's first query tile that sees the tile (the earlier ones see none)."
+# Keys per tile (`k_seq_tile_size`, `min(512, S)`); the last tile holds the rest.
+K_SEQ_TILE_SIZE = 512
 
 
-@dataclass
-class KvTiles(nl.NKIObject):
-    """The local keys in SBUF with their gradient accumulators (the library's `load_kv`)."""
+# Keys per PE transpose of K and dS (`k_seq_tile_size_backward`): the contracted partitions of dQ.
+K_SEQ_TILE_SIZE_BACKWARD = 128
 
-    k: object
-    "K as `[d_head_tile_size, d_head_n_tiles, S]`."
-    v: object
-    "V as `[d_head_tile_size, d_head_n_tiles, S]`."
-    dk: object
-    "dK accumulator, like K."
-    dv: object
-    "dV accumulator, like V."
-    k_ids: object
-    "The keys' segment ids in fp32 on every partition, `[P_MAX, S]`."
-    own_q_ids: object
-    "The local queries' segment ids, `[P_MAX, S / P_MAX]`."
+
+# The widest head-dim tile: head dims are split into equal tiles of at most this.
+D_HEAD_TILE_MAX = 128
+
+
+# `RingBwdRule::CausalScale`: the one message of the kernel's assert, the typed
+# API's checks (compile time and run time) and the CLI (the rules both passes
+# share have theirs in ring_rules).
+CAUSAL_SCALE = "ring_attention_spmd_bwd: with a mask (causal, window, chunks) the softmax_scale must be at least 1e-30: masked scores are FLOAT32_MIN and exp(scale x score - lse) scales them too, so a zero, negative or smaller scale unmasks them"
+
+
+# `RingBwdRule::HeadDimTiles`, one message as above.
+HEAD_DIM_TILES = "ring_attention_spmd_bwd: the head dim must split into equal tiles of at most 128 (e.g. 192 = 2 x 96; a prime above 128 cannot)"
 
 
 @dataclass
@@ -117,50 +105,6 @@ class RingBwdAttnConfig(nl.NKIObject):
     "Logit soft cap (0: off)."
     scale: float
     "Softmax scale."
-
-
-@dataclass
-class StepQueries(nl.NKIObject):
-    """The visiting queries of one ring step and how they are masked."""
-
-    q: object
-    "Q `[D, S]`."
-    dy: object
-    "dY `[D, S]`."
-    neg_lse: object
-    "`-LSE`, `[P_MAX, S / P_MAX]`."
-    dos: object
-    "`D`, `[P_MAX, S / P_MAX]`."
-    q_ids: object
-    "Their segment ids, `[P_MAX, S / P_MAX]`."
-    bias: object
-    "Their bias against the local keys, `[1, S, S]`."
-    lower: object
-    "Range-select lower bound per row (with windows, chunks, zigzag)."
-    upper: object
-    "Range-select upper bound per row: exclusive with `lower`, else inclusive."
-    causal: bool
-    "Static causal mask (without bounds)."
-    skip: bool
-    "The local causal pattern: query tile `g` sees no key past `Q_SEQ_TILE_SIZE (g + 1) - 1`."
-
-
-# Keys per PE transpose of K and dS (`k_seq_tile_size_backward`): the contracted partitions of dQ.
-K_SEQ_TILE_SIZE_BACKWARD = 128
-
-
-# The widest head-dim tile: head dims are split into equal tiles of at most this.
-D_HEAD_TILE_MAX = 128
-
-
-# `RingBwdRule::CausalScale`: the one message of the kernel's assert, the typed
-# API's checks (compile time and run time) and the CLI (the rules both passes
-# share have theirs in ring_rules).
-CAUSAL_SCALE = "ring_attention_spmd_bwd: with a mask (causal, window, chunks) the softmax_scale must be at least 1e-30: masked scores are FLOAT32_MIN and exp(scale x score - lse) scales them too, so a zero, negative or smaller scale unmasks them"
-
-
-# `RingBwdRule::HeadDimTiles`, one message as above.
-HEAD_DIM_TILES = "ring_attention_spmd_bwd: the head dim must split into equal tiles of at most 128 (e.g. 192 = 2 x 96; a prime above 128 cannot)"
 
 
 @dataclass
@@ -238,6 +182,50 @@ class DqRing(nl.NKIObject):
 
 
 @dataclass
+class KvTiles(nl.NKIObject):
+    """The local keys in SBUF with their gradient accumulators (the library's `load_kv`)."""
+
+    k: object
+    "K as `[d_head_tile_size, d_head_n_tiles, S]`."
+    v: object
+    "V as `[d_head_tile_size, d_head_n_tiles, S]`."
+    dk: object
+    "dK accumulator, like K."
+    dv: object
+    "dV accumulator, like V."
+    k_ids: object
+    "The keys' segment ids in fp32 on every partition, `[P_MAX, S]`."
+    own_q_ids: object
+    "The local queries' segment ids, `[P_MAX, S / P_MAX]`."
+
+
+@dataclass
+class StepQueries(nl.NKIObject):
+    """The visiting queries of one ring step and how they are masked."""
+
+    q: object
+    "Q `[D, S]`."
+    dy: object
+    "dY `[D, S]`."
+    neg_lse: object
+    "`-LSE`, `[P_MAX, S / P_MAX]`."
+    dos: object
+    "`D`, `[P_MAX, S / P_MAX]`."
+    q_ids: object
+    "Their segment ids, `[P_MAX, S / P_MAX]`."
+    bias: object
+    "Their bias against the local keys, `[1, S, S]`."
+    lower: object
+    "Range-select lower bound per row (with windows, chunks, zigzag)."
+    upper: object
+    "Range-select upper bound per row: exclusive with `lower`, else inclusive."
+    causal: bool
+    "Static causal mask (without bounds)."
+    skip: bool
+    "The local causal pattern: query tile `g` sees no key past `Q_SEQ_TILE_SIZE (g + 1) - 1`."
+
+
+@dataclass
 class QueryGroup(nl.NKIObject):
     """A group of up to Q_TILE_GROUP_SIZE query tiles in SBUF (the library's `load_q_dy`)."""
 
@@ -258,6 +246,18 @@ class QueryGroup(nl.NKIObject):
 
 
 @dataclass
+class KeyTile(nl.NKIObject):
+    """One key tile and the group's first query tile that sees it."""
+
+    k0: int
+    "First key."
+    kts: int
+    "Keys."
+    first: int
+    "The group's first query tile that sees the tile (the earlier ones see none)."
+
+
+@dataclass
 class TileProbs(nl.NKIObject):
     """One key tile's P and dS for the query tiles of a group."""
 
@@ -267,6 +267,30 @@ class TileProbs(nl.NKIObject):
     "dS, like P."
     zero: object
     "Zeros `[P_MAX, 1]`: the lower bound of an inclusive range select."
+
+
+def check_grad_shapes(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, same_seqlen):
+    """The shapes and dtypes every attention backward's inputs share, `q_ref`
+    being 4-d: K `[B, N_kv, D, S]` (its `S` q's when `same_seqlen`), V like K,
+    O and dY like Q, the log-sum-exp `[B, N, 128, S / 128]` of the queries, one
+    dtype for all but the log-sum-exp.
+    """
+    q_shape = q_ref.shape
+    b, n, dh, sl = q_shape
+    k_shape = k_ref.shape
+    v_shape = v_ref.shape
+    o_shape = o_ref.shape
+    dy_shape = dy_ref.shape
+    assert k_ref.ndim == 4 and k_shape[0] == b and k_shape[2] == dh and (not same_seqlen or k_shape[3] == sl), f"k_ref must be [B, N_kv, D, S], q_ref is {q_shape}, got {k_shape}"
+    assert v_shape == k_shape, f"v_ref must have k_ref's shape {k_shape} ([B, N_kv, D, S]), got {v_shape}"
+    assert o_shape == q_shape, f"o_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {o_shape}"
+    assert dy_shape == q_shape, f"dy_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {dy_shape}"
+    lse_shape = lse_ref.shape
+    n_grp = sl // P_MAX
+    assert lse_ref.ndim == 4 and lse_shape[0] == b and lse_shape[1] == n and lse_shape[2] == P_MAX and lse_shape[3] == n_grp, f"lse_ref must be [B, N, 128, S / 128] = [{b}, {n}, 128, {n_grp}], got {lse_shape}"
+    kdt = q_ref.dtype
+    kt, vt, ot, dyt = (k_ref.dtype, v_ref.dtype, o_ref.dtype, dy_ref.dtype)
+    assert kt == kdt and vt == kdt and ot == kdt and dyt == kdt, f"q_ref, k_ref, v_ref, o_ref and dy_ref must share one dtype, got {kdt}, {kt}, {vt}, {ot}, {dyt}"
 
 
 def head_tiles(dh):
@@ -527,24 +551,11 @@ def check_shapes(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref):
     """
     q_shape = q_ref.shape
     assert q_ref.ndim == 4, f"q_ref must be [B, N, D, S], got {q_shape}"
-    b, n, dh, sl = q_shape
+    _b, n, _dh, sl = q_shape
     assert sl >= Q_SEQ_TILE_SIZE and sl % Q_SEQ_TILE_SIZE == 0, SEQLEN_MULTIPLE
-    k_shape = k_ref.shape
-    v_shape = v_ref.shape
-    o_shape = o_ref.shape
-    dy_shape = dy_ref.shape
-    n_kv = k_shape[1]
-    assert k_ref.ndim == 4 and k_shape[0] == b and k_shape[2] == dh and k_shape[3] == sl, f"k_ref must be [B, N_kv, D, S], q_ref is {q_shape}, got {k_shape}"
+    n_kv = k_ref.shape[1]
     assert n_kv >= 1 and n % n_kv == 0, KV_HEADS
-    assert v_shape == k_shape, f"v_ref must have k_ref's shape {k_shape} ([B, N_kv, D, S]), got {v_shape}"
-    assert o_shape == q_shape, f"o_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {o_shape}"
-    assert dy_shape == q_shape, f"dy_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {dy_shape}"
-    lse_shape = lse_ref.shape
-    n_grp = sl // P_MAX
-    assert lse_ref.ndim == 4 and lse_shape[0] == b and lse_shape[1] == n and lse_shape[2] == P_MAX and lse_shape[3] == n_grp, f"lse_ref must be [B, N, 128, S / 128] = [{b}, {n}, 128, {n_grp}], got {lse_shape}"
-    kdt = q_ref.dtype
-    kt, vt, ot, dyt = (k_ref.dtype, v_ref.dtype, o_ref.dtype, dy_ref.dtype)
-    assert kt == kdt and vt == kdt and ot == kdt and dyt == kdt, f"q_ref, k_ref, v_ref, o_ref and dy_ref must share one dtype, got {kdt}, {kt}, {vt}, {ot}, {dyt}"
+    check_grad_shapes(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, True)
 
 
 def allocate_query_block(cfg, biased):
