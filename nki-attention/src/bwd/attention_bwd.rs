@@ -46,7 +46,9 @@
 //!
 //! Unlike the library, Q is not multiplied by the scale in the input dtype before
 //! QKᵀ: the scale enters the exp and dK in fp32, so a mask needs a scale of at
-//! least [`MIN_MASKED_SCALE`](crate::scale::MIN_MASKED_SCALE).
+//! least [`MIN_MASKED_SCALE`](crate::scale::MIN_MASKED_SCALE); and the products
+//! `dY ∘ O` of `D` are fp32 (the library rounds them to the input dtype). Both
+//! keep a bf16 call within one bf16 step of the library's results.
 
 use nki::prelude::*;
 
@@ -85,8 +87,6 @@ pub mod flash_bwd {
     /// The shapes and flags of one call (the library's `AttentionBwdConfig`).
     #[nki_object]
     pub struct AttentionBwdConfig {
-        /// Key/value heads.
-        pub nheads_kv: i64,
         /// Query heads per KV head (GQA).
         pub nheads_per_kv_head: i64,
         /// Query sequence length.
@@ -459,7 +459,6 @@ pub mod flash_bwd {
         assert!(!(use_causal_mask || packed) || scale >= 1e-30, MASKED_SCALE);
         let section: i64 = section_len(dnt);
         let cfg = AttentionBwdConfig {
-            nheads_kv: n_kv,
             nheads_per_kv_head: n / n_kv,
             seqlen_q: sq,
             seqlen_k: sk,

@@ -65,8 +65,6 @@ BOUNDS_TOGETHER = "attention_bwd: bound_min and bound_max must both be given (se
 class AttentionBwdConfig(nl.NKIObject):
     """The shapes and flags of one call (the library's `AttentionBwdConfig`)."""
 
-    nheads_kv: int
-    "Key/value heads."
     nheads_per_kv_head: int
     "Query heads per KV head (GQA)."
     seqlen_q: int
@@ -375,7 +373,7 @@ def attention_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, sinks_ref=None, b
     window = min(window_arg, sk) if window_arg > 0 else 0
     assert not (use_causal_mask or packed) or scale >= 1e-30, MASKED_SCALE
     section = section_len(dnt)
-    cfg = AttentionBwdConfig(nheads_kv=n_kv, nheads_per_kv_head=n // n_kv, seqlen_q=sq, seqlen_k=sk, k_seq_section_len=section, causal=use_causal_mask, sliding_window=window, bounded=packed or window > 0 or (use_causal_mask and sk > section))
+    cfg = AttentionBwdConfig(nheads_per_kv_head=n // n_kv, seqlen_q=sq, seqlen_k=sk, k_seq_section_len=section, causal=use_causal_mask, sliding_window=window, bounded=packed or window > 0 or (use_causal_mask and sk > section))
     blk = RingBwdAttnConfig(kernel_dtype=kdt, mixed_dtype=nl.float32 if mixed_precision else kdt, nheads_per_kv_head=n // n_kv, d_head=dh, seqlen=sq, d_head_tile_size=dts, d_head_n_tiles=dnt, q_n_tiles=sq // Q_SEQ_TILE_SIZE, num_workers=1, lnc=1, lnc_id=0, replica_groups=[], causal=use_causal_mask, striped=False, zigzag=False, bounded=cfg.bounded, segmented=False, window_left=-1, window_right=-1, chunk=0, soft_cap=0.0, scale=scale)
     out_dq = nl.ndarray(shape=q_ref.shape, dtype=kdt, buffer=nl.shared_hbm)
     out_dk = nl.ndarray(shape=k_shape, dtype=kdt, buffer=nl.shared_hbm)
