@@ -8,7 +8,65 @@
 //! them, the members this port does not implement are refused by name (see
 //! [`MlpRule`]).
 
-use crate::mlp::mlp::{H0, NormType, PSUM_FMAX, QuantizationType, TKG_BS_SEQLEN_THRESHOLD};
+use crate::mlp::mlp_tkg::mlp_tkg_constants::PSUM_FMAX;
+use crate::utils::common_types::{NormType, QuantizationType};
+
+pub use kernel::*;
+
+/// The call's tensors and options as the phases read them, and the sizes
+/// both paths tile by.
+#[nki::nki_module]
+pub mod kernel {
+    pub use crate::utils::common_types::ActFnType;
+    use nki::prelude::*;
+
+    /// Partitions: the hidden and intermediate dims are tiled by them.
+    pub const H0: i64 = 128;
+    /// Token counts up to this run the token-generation path.
+    pub const TKG_BS_SEQLEN_THRESHOLD: i64 = 96;
+
+    /// The tensors of an `mlp` call, as the phases read them (the library
+    /// keeps them in its `MLPParameters` and its bias and norm bundles).
+    #[nki_object]
+    pub struct MLPTensors {
+        /// Gate projection weights `[H, I]`.
+        pub gate_proj_weights_tensor: Tensor,
+        /// Up projection weights `[H, I]`.
+        pub up_proj_weights_tensor: Tensor,
+        /// Down projection weights `[I, H]`.
+        pub down_proj_weights_tensor: Tensor,
+        /// Gamma `[1, H]` of the norm.
+        pub normalization_weights_tensor: Option<Tensor>,
+        /// Beta `[1, H]` of a LayerNorm.
+        pub normalization_bias_tensor: Option<Tensor>,
+        /// Gate projection bias `[1, I]`.
+        pub gate_proj_bias_tensor: Option<Tensor>,
+        /// Up projection bias `[1, I]`.
+        pub up_proj_bias_tensor: Option<Tensor>,
+        /// Down projection bias `[1, H]`.
+        pub down_proj_bias_tensor: Option<Tensor>,
+        /// The residual added to the hidden rows first.
+        pub fused_add_tensor: Option<Tensor>,
+    }
+
+    /// The scalar options the gate/up phase reads (the library keeps them in
+    /// its `MLPParameters`).
+    #[nki_object]
+    pub struct MLPActivationParameters {
+        /// The activation of the gate (or of the up projection with `skip_gate_proj`).
+        pub activation_fn: ActFnType,
+        /// Only the up projection, activated, feeds the down projection.
+        pub skip_gate_proj: bool,
+        /// Upper clamp of the gate projection, before its activation.
+        pub gate_clamp_upper_limit: Option<f64>,
+        /// Lower clamp of the gate projection.
+        pub gate_clamp_lower_limit: Option<f64>,
+        /// Upper clamp of the up projection.
+        pub up_clamp_upper_limit: Option<f64>,
+        /// Lower clamp of the up projection.
+        pub up_clamp_lower_limit: Option<f64>,
+    }
+}
 
 /// Why an `mlp` call is refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

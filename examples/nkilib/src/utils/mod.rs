@@ -1,3 +1,4 @@
 //! What the library's kernels share: its `utils` folder.
 
 pub mod common_types;
+pub mod kernel_helpers;

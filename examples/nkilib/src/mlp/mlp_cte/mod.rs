@@ -1,0 +1,1 @@
+//! The context-encoding path of `mlp`: the library's `mlp_cte` folder.

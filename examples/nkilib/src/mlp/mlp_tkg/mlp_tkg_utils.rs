@@ -1,0 +1,95 @@
+//! The decode path's input phases: the library's `mlp_tkg_utils`, the fused
+//! residual add and the (normalised) load of this program's hidden shard.
+
+pub use kernel::*;
+
+/// The input helpers.
+#[nki::nki_module]
+pub mod kernel {
+    use crate::mlp::mlp_parameters::H0;
+    use crate::mlp::mlp_tkg::mlp_tkg_constants::MLPTKGConstants;
+    use crate::subkernels::layernorm_tkg::{layernorm_tkg_shard_on_bxs, layernorm_tkg_shard_on_h};
+    use crate::subkernels::norm_tkg_utils::load_input_to_sbuf;
+    use crate::subkernels::rmsnorm_tkg::{rmsnorm_tkg_shard_on_bxs, rmsnorm_tkg_shard_on_h};
+    pub use crate::utils::common_types::NormType;
+    use nki::prelude::*;
+
+    /// The residual add `x = hidden + fused_add_tensor` (`[T, H]` each, tokens
+    /// on the partitions) in hidden's dtype, written to `fused_output` for the
+    /// phases after it and, when `stored` is given, this program's hidden shard
+    /// of it to `stored` (in its dtype).
+    #[nki_helper]
+    pub fn input_fused_add(hidden: Hbm, fused_add_tensor: Hbm, fused_output: Hbm, stored: Option<Hbm>, dims: MLPTKGConstants) {
+        let (t, h) = (dims.t, dims.h);
+        let x = nl::ndarray([t, h], hidden.dtype(), buffer = nl::sbuf);
+        nisa::dma_copy(x, hidden);
+        let r = nl::ndarray([t, h], fused_add_tensor.dtype(), buffer = nl::sbuf);
+        nisa::dma_copy(r, fused_add_tensor);
+        nisa::tensor_tensor(x, x, r, nl::add);
+        nisa::dma_copy(fused_output, x);
+        if let Some(out) = stored {
+            let (c0, hs) = (dims.shard_id * dims.h_per_shard, dims.h_per_shard);
+            let cast = nl::ndarray([t, hs], out.dtype(), buffer = nl::sbuf);
+            nisa::tensor_copy(cast, x[s![.., c0..c0 + hs]]);
+            nisa::dma_copy(out[s![.., c0..c0 + hs]], cast);
+        }
+    }
+
+    /// The rows of `hidden` `[T, H]` normalised into `normed` `[128, T, H1]`
+    /// (the layout of `n` hidden shards) with the norm kernels' helpers: one
+    /// program normalises every shard; two split the hidden dim
+    /// (`shard_on_h`), each writing its own shard, the partial sums exchanged.
+    #[nki_helper]
+    pub fn normalize_rows(hidden: Hbm, gamma: Hbm, beta: Option<Hbm>, normed: Hbm, layer: bool, eps: f64, dims: MLPTKGConstants) {
+        let n = dims.num_shards;
+        if layer && n > 1 {
+            layernorm_tkg_shard_on_h(hidden, gamma, beta, normed, eps);
+        } else if layer {
+            layernorm_tkg_shard_on_bxs(hidden, gamma, beta, normed, eps);
+        } else if n > 1 {
+            rmsnorm_tkg_shard_on_h(hidden, gamma, normed, eps, dims.h);
+        } else {
+            rmsnorm_tkg_shard_on_bxs(hidden, gamma, normed, eps, dims.h, false, false);
+        }
+    }
+
+    /// A `[1, H]` gamma of ones in `dtype` (private HBM): `RMS_NORM_SKIP_GAMMA`
+    /// is RMSNorm with it.
+    #[nki_helper]
+    pub fn unit_gamma(dtype: Dtype, h: i64) -> Hbm {
+        let ones_sb = nl::ndarray([1, h], dtype, buffer = nl::sbuf);
+        nisa::memset(ones_sb, 1.0);
+        let ones = nl::ndarray([1, h], dtype, buffer = nl::private_hbm);
+        nisa::dma_copy(ones, ones_sb);
+        ones
+    }
+
+    /// This program's hidden shard of the (normalised) rows of `hidden` `[T,
+    /// H]` into `x_sb` `[128, T, H1s]`. A norm writes every row into a
+    /// private `[128, T, H1]` scratch first ([`normalize_rows`]).
+    #[nki_helper]
+    pub fn input_norm_load(
+        hidden: Hbm,
+        x_sb: Sbuf,
+        normalization_type: NormType,
+        norm_weights: Option<Hbm>,
+        norm_bias: Option<Hbm>,
+        eps: f64,
+        dims: MLPTKGConstants,
+    ) {
+        let t = dims.t;
+        if normalization_type == NormType::NO_NORM {
+            load_input_to_sbuf(hidden, x_sb, 0, t, dims.num_shards, dims.shard_id, 1, false);
+        } else {
+            let normed = nl::ndarray([H0, t, dims.h1], hidden.dtype(), buffer = nl::private_hbm);
+            let layer = normalization_type == NormType::LAYER_NORM;
+            if let Some(gamma) = norm_weights {
+                normalize_rows(hidden, gamma, norm_bias, normed, layer, eps, dims);
+            } else {
+                normalize_rows(hidden, unit_gamma(hidden.dtype(), dims.h), norm_bias, normed, layer, eps, dims);
+            }
+            let c0 = dims.shard_id * dims.h1_shard;
+            nisa::dma_copy(x_sb, normed[s![.., .., c0..c0 + dims.h1_shard]]);
+        }
+    }
+}

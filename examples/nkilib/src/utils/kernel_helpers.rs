@@ -1,0 +1,33 @@
+//! Elementwise helpers the library's kernels share (its `kernel_helpers`):
+//! the activation of an `ActFnType` member and the optional clamps.
+
+pub use kernel::*;
+
+/// The helpers.
+#[nki::nki_module]
+pub mod kernel {
+    pub use crate::utils::common_types::ActFnType;
+    use nki::prelude::*;
+
+    /// Clamps `p` in place to `[lower, upper]` (each bound optional).
+    #[nki_helper]
+    pub fn clamp(p: Sbuf, upper: Option<f64>, lower: Option<f64>) {
+        if let Some(u) = upper {
+            nisa::tensor_scalar(p, p, nl::minimum, u);
+        }
+        if let Some(l) = lower {
+            nisa::tensor_scalar(p, p, nl::maximum, l);
+        }
+    }
+
+    /// `p = act(p)` in place for the library's activation enum.
+    #[nki_helper]
+    pub fn apply_activation(p: Sbuf, activation_fn: ActFnType) {
+        match activation_fn {
+            ActFnType::SiLU => nisa::activation(p, nl::silu, p),
+            ActFnType::GELU => nisa::activation(p, nl::gelu, p),
+            ActFnType::GELU_Tanh_Approx => nisa::activation(p, nl::gelu_apprx_tanh, p),
+            ActFnType::Swish => nisa::activation(p, nl::gelu_apprx_sigmoid, p),
+        }
+    }
+}
