@@ -17,13 +17,15 @@ def clamp(p, upper, lower):
         nisa.tensor_scalar(dst=p, data=p, op0=nl.maximum, operand0=l)
 
 
-def apply_activation(p, activation_fn):
-    """`p = act(p)` in place for the library's activation enum."""
+def apply_activation(dst, data, activation_fn):
+    """`dst = act(data)` for the library's activation enum (`data` in SBUF
+    or PSUM; computed in fp32, rounded to `dst`'s dtype).
+    """
     if activation_fn == ActFnType.SiLU:
-        nisa.activation(dst=p, op=nl.silu, data=p)
+        nisa.activation(dst=dst, op=nl.silu, data=data)
     elif activation_fn == ActFnType.GELU:
-        nisa.activation(dst=p, op=nl.gelu, data=p)
+        nisa.activation(dst=dst, op=nl.gelu, data=data)
     elif activation_fn == ActFnType.GELU_Tanh_Approx:
-        nisa.activation(dst=p, op=nl.gelu_apprx_tanh, data=p)
+        nisa.activation(dst=dst, op=nl.gelu_apprx_tanh, data=data)
     elif activation_fn == ActFnType.Swish:
-        nisa.activation(dst=p, op=nl.gelu_apprx_sigmoid, data=p)
+        nisa.activation(dst=dst, op=nl.gelu_apprx_sigmoid, data=data)

@@ -7,6 +7,8 @@ import nki.collectives as ncc
 from .common_types import ActFnType
 from .common_types import NormType
 from .common_types import QuantizationType
+from .mlp_cte import mlp_cte
+from .mlp_cte_sharding import shard_on_intermediate
 from .mlp_parameters import H0
 from .mlp_parameters import MLPActivationParameters
 from .mlp_parameters import MLPTensors
@@ -21,6 +23,28 @@ def check_row(t, name, n):
         v = t
         shape = v.shape
         assert v.ndim == 2 and shape[0] == 1 and shape[1] == n, f"mlp: {name} must be [1, {n}], got {shape}"
+
+
+def validate_mlp_tkg(h, programs, optimized_layout):
+    """The decode path's own rules: the hidden dim splits evenly over the
+    programs, and the optimized layout's chunk holds whole runs.
+    """
+    assert h // H0 % programs == 0, f"mlp: H / 128 = {h // H0} must split evenly over the {programs} programs of the launch"
+    assert not optimized_layout or h // H0 // programs <= PSUM_FMAX, f"mlp: use_tkg_down_proj_optimized_layout needs H / 128 / programs <= 512, got {h // H0 // programs}"
+
+
+def validate_mlp_cte(t, h, i, programs, has_bias, clamped, optimized_layout):
+    """The context-encoding path's own rules: no clamps and no optimized
+    layout (the library's decode-path options), one or two programs, and
+    the sharded dim (tokens or `I`) splitting evenly over them.
+    """
+    assert not clamped, "mlp: the gate/up clamp limits are only supported in token generation (B * S <= 96, force_cte_mode off)"
+    assert not optimized_layout, "mlp: use_tkg_down_proj_optimized_layout is only supported in token generation (B * S <= 96, force_cte_mode off)"
+    assert programs <= 2, f"mlp: the context-encoding path runs on 1 or 2 programs (LNC1 or LNC2), got {programs}"
+    if shard_on_intermediate(t, h, i, programs, has_bias):
+        assert i % programs == 0, f"mlp: I = {i} must split evenly over the {programs} programs (this call shards I)"
+    else:
+        assert t % programs == 0, f"mlp: B * S = {t} must split evenly over the {programs} programs (this call shards the tokens)"
 
 
 @nki.jit
@@ -69,11 +93,15 @@ def mlp(hidden_tensor, gate_proj_weights_tensor, up_proj_weights_tensor, down_pr
     has_norm = normalization_type != NormType.NO_NORM
     assert not has_norm or normalization_bias_tensor is None or normalization_type == NormType.LAYER_NORM, "mlp: normalization_bias_tensor is only supported with NormType.LAYER_NORM"
     assert not use_tkg_down_proj_optimized_layout or not use_tkg_down_proj_column_tiling, "mlp: use_tkg_down_proj_optimized_layout needs use_tkg_down_proj_column_tiling=False"
-    assert t <= TKG_BS_SEQLEN_THRESHOLD and not force_cte_mode, f"mlp: B * S = {t} must be at most TKG_BS_SEQLEN_THRESHOLD = 96 and force_cte_mode off (the context-encoding path is not implemented)"
     assert quantization_type == QuantizationType.NONE, f"mlp: quantization_type must be QuantizationType.NONE (the member implemented), got {quantization_type}"
     assert not store_output_in_sbuf, "mlp: store_output_in_sbuf is not implemented (the output is an HBM tensor)"
-    assert h // H0 % programs == 0, f"mlp: H / 128 = {h // H0} must split evenly over the {programs} programs of the launch"
-    assert not use_tkg_down_proj_optimized_layout or h // H0 // programs <= PSUM_FMAX, f"mlp: use_tkg_down_proj_optimized_layout needs H / 128 / programs <= 512, got {h // H0 // programs}"
+    is_tkg = t <= TKG_BS_SEQLEN_THRESHOLD and not force_cte_mode
+    if is_tkg:
+        validate_mlp_tkg(h, programs, use_tkg_down_proj_optimized_layout)
+    else:
+        has_bias = gate_proj_bias_tensor is not None or up_proj_bias_tensor is not None or down_proj_bias_tensor is not None
+        clamped = gate_clamp_upper_limit is not None or gate_clamp_lower_limit is not None or up_clamp_upper_limit is not None or up_clamp_lower_limit is not None
+        validate_mlp_cte(t, h, i, programs, has_bias, clamped, use_tkg_down_proj_optimized_layout)
     if has_norm:
         assert normalization_type == NormType.RMS_NORM_SKIP_GAMMA or normalization_weights_tensor is not None, f"mlp: normalization_type {normalization_type} needs normalization_weights_tensor"
         check_row(normalization_weights_tensor, "normalization_weights_tensor", h)
@@ -88,7 +116,11 @@ def mlp(hidden_tensor, gate_proj_weights_tensor, up_proj_weights_tensor, down_pr
     w = MLPTensors(gate_proj_weights_tensor=gate_proj_weights_tensor, up_proj_weights_tensor=up_proj_weights_tensor, down_proj_weights_tensor=down_proj_weights_tensor, normalization_weights_tensor=normalization_weights_tensor if has_norm else None, normalization_bias_tensor=normalization_bias_tensor if has_norm else None, gate_proj_bias_tensor=gate_proj_bias_tensor, up_proj_bias_tensor=up_proj_bias_tensor, down_proj_bias_tensor=down_proj_bias_tensor, fused_add_tensor=fused_add_tensor)
     act = MLPActivationParameters(activation_fn=activation_fn, skip_gate_proj=skip_gate_proj, gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
     stored_2d = stored.reshape(shape=(t, h)) if store else None
-    mlp_tkg(hidden_tensor.reshape(shape=(t, h)), w, out.reshape(shape=(t, h)), stored_2d, normalization_type, eps, act, use_tkg_down_proj_optimized_layout)
+    hidden_2d, out_2d = (hidden_tensor.reshape(shape=(t, h)), out.reshape(shape=(t, h)))
+    if is_tkg:
+        mlp_tkg(hidden_2d, w, out_2d, stored_2d, normalization_type, eps, act, use_tkg_down_proj_optimized_layout)
+    else:
+        mlp_cte(hidden_2d, w, out_2d, stored_2d, normalization_type, eps, act)
     if store:
         return (out, stored)
     return out

@@ -64,7 +64,7 @@ def process_gate_up_projection(x_sb, gate_w, up_w, gate_b, up_b, gu, act, dims):
     finish_projection(up, up_b, dims)
     clamp(up, act.up_clamp_upper_limit, act.up_clamp_lower_limit)
     if act.skip_gate_proj:
-        apply_activation(up, act.activation_fn)
+        apply_activation(up, up, act.activation_fn)
         nisa.tensor_copy(dst=gu, src=up)
     else:
         gate = nl.ndarray(shape=shape, dtype=INTER_DTYPE, buffer=nl.sbuf)
@@ -72,5 +72,5 @@ def process_gate_up_projection(x_sb, gate_w, up_w, gate_b, up_b, gu, act, dims):
         gate_up_projection_lhs_rhs_swap(x_sb, gate_w, gate, dims)
         finish_projection(gate, gate_b, dims)
         clamp(gate, act.gate_clamp_upper_limit, act.gate_clamp_lower_limit)
-        apply_activation(gate, act.activation_fn)
+        apply_activation(gate, gate, act.activation_fn)
         nisa.tensor_tensor(dst=gu, data1=gate, data2=up, op=nl.multiply)

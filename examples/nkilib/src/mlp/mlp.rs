@@ -31,6 +31,8 @@ pub use kernel::*;
 /// The kernel (the dispatcher) and its argument checks.
 #[nki_module]
 pub mod kernel {
+    use crate::mlp::mlp_cte::mlp_cte::mlp_cte;
+    use crate::mlp::mlp_cte::mlp_cte_sharding::shard_on_intermediate;
     use crate::mlp::mlp_parameters::{H0, MLPActivationParameters, MLPTensors, TKG_BS_SEQLEN_THRESHOLD};
     use crate::mlp::mlp_tkg::mlp_tkg::mlp_tkg;
     use crate::mlp::mlp_tkg::mlp_tkg_constants::PSUM_FMAX;
@@ -43,6 +45,36 @@ pub mod kernel {
         if let Some(v) = t {
             let shape = v.shape();
             assert!(v.ndim() == 2 && shape[0] == 1 && shape[1] == n, "mlp: {name} must be [1, {n}], got {shape}");
+        }
+    }
+
+    /// The decode path's own rules: the hidden dim splits evenly over the
+    /// programs, and the optimized layout's chunk holds whole runs.
+    #[nki_helper]
+    pub fn validate_mlp_tkg(h: i64, programs: i64, optimized_layout: bool) {
+        assert!((h / H0) % programs == 0, "mlp: H / 128 = {} must split evenly over the {programs} programs of the launch", h / H0);
+        assert!(
+            !optimized_layout || h / H0 / programs <= PSUM_FMAX,
+            "mlp: use_tkg_down_proj_optimized_layout needs H / 128 / programs <= 512, got {}",
+            h / H0 / programs
+        );
+    }
+
+    /// The context-encoding path's own rules: no clamps and no optimized
+    /// layout (the library's decode-path options), one or two programs, and
+    /// the sharded dim (tokens or `I`) splitting evenly over them.
+    #[nki_helper]
+    pub fn validate_mlp_cte(t: i64, h: i64, i: i64, programs: i64, has_bias: bool, clamped: bool, optimized_layout: bool) {
+        assert!(!clamped, "mlp: the gate/up clamp limits are only supported in token generation (B * S <= 96, force_cte_mode off)");
+        assert!(
+            !optimized_layout,
+            "mlp: use_tkg_down_proj_optimized_layout is only supported in token generation (B * S <= 96, force_cte_mode off)"
+        );
+        assert!(programs <= 2, "mlp: the context-encoding path runs on 1 or 2 programs (LNC1 or LNC2), got {programs}");
+        if shard_on_intermediate(t, h, i, programs, has_bias) {
+            assert!(i % programs == 0, "mlp: I = {i} must split evenly over the {programs} programs (this call shards I)");
+        } else {
+            assert!(t % programs == 0, "mlp: B * S = {t} must split evenly over the {programs} programs (this call shards the tokens)");
         }
     }
 
@@ -126,20 +158,21 @@ pub mod kernel {
             "mlp: use_tkg_down_proj_optimized_layout needs use_tkg_down_proj_column_tiling=False"
         );
         assert!(
-            t <= TKG_BS_SEQLEN_THRESHOLD && !force_cte_mode,
-            "mlp: B * S = {t} must be at most TKG_BS_SEQLEN_THRESHOLD = 96 and force_cte_mode off (the context-encoding path is not implemented)"
-        );
-        assert!(
             quantization_type == QuantizationType::NONE,
             "mlp: quantization_type must be QuantizationType.NONE (the member implemented), got {quantization_type}"
         );
         assert!(!store_output_in_sbuf, "mlp: store_output_in_sbuf is not implemented (the output is an HBM tensor)");
-        assert!((h / H0) % programs == 0, "mlp: H / 128 = {} must split evenly over the {programs} programs of the launch", h / H0);
-        assert!(
-            !use_tkg_down_proj_optimized_layout || h / H0 / programs <= PSUM_FMAX,
-            "mlp: use_tkg_down_proj_optimized_layout needs H / 128 / programs <= 512, got {}",
-            h / H0 / programs
-        );
+        let is_tkg = t <= TKG_BS_SEQLEN_THRESHOLD && !force_cte_mode;
+        if is_tkg {
+            validate_mlp_tkg(h, programs, use_tkg_down_proj_optimized_layout);
+        } else {
+            let has_bias = gate_proj_bias_tensor.is_some() || up_proj_bias_tensor.is_some() || down_proj_bias_tensor.is_some();
+            let clamped = gate_clamp_upper_limit.is_some()
+                || gate_clamp_lower_limit.is_some()
+                || up_clamp_upper_limit.is_some()
+                || up_clamp_lower_limit.is_some();
+            validate_mlp_cte(t, h, i, programs, has_bias, clamped, use_tkg_down_proj_optimized_layout);
+        }
         if has_norm {
             assert!(
                 normalization_type == NormType::RMS_NORM_SKIP_GAMMA || normalization_weights_tensor.is_some(),
@@ -176,16 +209,12 @@ pub mod kernel {
             up_clamp_lower_limit,
         };
         let stored_2d = if store { Some(stored.reshape([t, h])) } else { None };
-        mlp_tkg(
-            hidden_tensor.reshape([t, h]),
-            w,
-            out.reshape([t, h]),
-            stored_2d,
-            normalization_type,
-            eps,
-            act,
-            use_tkg_down_proj_optimized_layout,
-        );
+        let (hidden_2d, out_2d) = (hidden_tensor.reshape([t, h]), out.reshape([t, h]));
+        if is_tkg {
+            mlp_tkg(hidden_2d, w, out_2d, stored_2d, normalization_type, eps, act, use_tkg_down_proj_optimized_layout);
+        } else {
+            mlp_cte(hidden_2d, w, out_2d, stored_2d, normalization_type, eps, act);
+        }
         if store {
             return Outputs(out, stored);
         }

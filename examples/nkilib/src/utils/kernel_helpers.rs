@@ -20,14 +20,15 @@ pub mod kernel {
         }
     }
 
-    /// `p = act(p)` in place for the library's activation enum.
+    /// `dst = act(data)` for the library's activation enum (`data` in SBUF
+    /// or PSUM; computed in fp32, rounded to `dst`'s dtype).
     #[nki_helper]
-    pub fn apply_activation(p: Sbuf, activation_fn: ActFnType) {
+    pub fn apply_activation(dst: Sbuf, data: Tensor, activation_fn: ActFnType) {
         match activation_fn {
-            ActFnType::SiLU => nisa::activation(p, nl::silu, p),
-            ActFnType::GELU => nisa::activation(p, nl::gelu, p),
-            ActFnType::GELU_Tanh_Approx => nisa::activation(p, nl::gelu_apprx_tanh, p),
-            ActFnType::Swish => nisa::activation(p, nl::gelu_apprx_sigmoid, p),
+            ActFnType::SiLU => nisa::activation(dst, nl::silu, data),
+            ActFnType::GELU => nisa::activation(dst, nl::gelu, data),
+            ActFnType::GELU_Tanh_Approx => nisa::activation(dst, nl::gelu_apprx_tanh, data),
+            ActFnType::Swish => nisa::activation(dst, nl::gelu_apprx_sigmoid, data),
         }
     }
 }

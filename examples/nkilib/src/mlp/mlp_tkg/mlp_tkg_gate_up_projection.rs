@@ -77,7 +77,7 @@ pub mod kernel {
         finish_projection(up, up_b, dims);
         clamp(up, act.up_clamp_upper_limit, act.up_clamp_lower_limit);
         if act.skip_gate_proj {
-            apply_activation(up, act.activation_fn);
+            apply_activation(up, up, act.activation_fn);
             nisa::tensor_copy(gu, up);
         } else {
             let gate = nl::ndarray(shape, INTER_DTYPE, buffer = nl::sbuf);
@@ -85,7 +85,7 @@ pub mod kernel {
             gate_up_projection_lhs_rhs_swap(x_sb, gate_w, gate, dims);
             finish_projection(gate, gate_b, dims);
             clamp(gate, act.gate_clamp_upper_limit, act.gate_clamp_lower_limit);
-            apply_activation(gate, act.activation_fn);
+            apply_activation(gate, gate, act.activation_fn);
             nisa::tensor_tensor(gu, gate, up, nl::multiply);
         }
     }
