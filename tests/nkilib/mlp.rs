@@ -29,6 +29,8 @@ struct Config {
     clamp: bool,
     /// `use_tkg_down_proj_optimized_layout` (with both column tilings off).
     optimized: bool,
+    /// `force_cte_mode`.
+    force_cte: bool,
 }
 
 const fn c(lnc: usize, b: usize, s: usize, h: usize, i: usize, norm: NormType) -> Config {
@@ -47,6 +49,7 @@ const fn c(lnc: usize, b: usize, s: usize, h: usize, i: usize, norm: NormType) -
         norm_bias: false,
         clamp: false,
         optimized: false,
+        force_cte: false,
     }
 }
 
@@ -80,6 +83,10 @@ impl Config {
         self.norm_bias = true;
         self
     }
+    const fn forced_cte(mut self) -> Self {
+        self.force_cte = true;
+        self
+    }
 }
 
 use NormType::{LAYER_NORM, NO_NORM, RMS_NORM, RMS_NORM_SKIP_GAMMA};
@@ -104,6 +111,21 @@ const CONFIGS: &[Config] = &[
     c(1, 4, 1, 2048, 512, RMS_NORM).optimized(),
     c(2, 4, 1, 2048, 512, RMS_NORM).optimized().biased(),
     c(2, 3, 2, 1024, 256, RMS_NORM_SKIP_GAMMA),
+];
+
+/// Context-encoding configurations (more than 96 tokens, or
+/// `force_cte_mode`), CI-sized after the library's `test_mlp_cte.py`: both
+/// launches, a token count that leaves a partial row tile, the tokens split
+/// over two programs and (`H >= 7168`, `I >= 1024`, at most 256 tokens, no
+/// bias) `I` split over them, and every option the path takes.
+const CTE_CONFIGS: &[Config] = &[
+    c(1, 1, 200, 512, 384, RMS_NORM).fused(true),
+    c(2, 2, 100, 1024, 448, LAYER_NORM).with_norm_bias().biased(),
+    c(1, 1, 578, 1408, 352, NO_NORM).act(ActFnType::GELU).skip().biased(),
+    c(2, 1, 160, 1024, 640, RMS_NORM_SKIP_GAMMA).fused(false),
+    c(2, 1, 256, 2048, 512, LAYER_NORM).act(ActFnType::GELU_Tanh_Approx).biased(),
+    c(1, 2, 4, 512, 256, RMS_NORM).act(ActFnType::Swish).forced_cte(),
+    c(2, 1, 128, 7168, 1024, RMS_NORM).fused(true),
 ];
 
 const EPS: f64 = 1e-6;
@@ -147,8 +169,10 @@ impl Config {
         self.b * self.s
     }
 
+    /// The configuration in words (also its inputs' seed; `force_cte` is
+    /// named only when set, so the decode configurations keep their inputs).
     fn name(&self) -> String {
-        format!("{self:?}")
+        format!("{self:?}").replace(", force_cte: false", "")
     }
 
     /// Unit-variance hidden rows; weights scaled by `1/sqrt(fan_in)` so the
@@ -260,7 +284,8 @@ impl Config {
             .store_fused_add_result(self.store_add)
             .use_tkg_gate_up_proj_column_tiling(!self.optimized)
             .use_tkg_down_proj_column_tiling(!self.optimized)
-            .use_tkg_down_proj_optimized_layout(self.optimized);
+            .use_tkg_down_proj_optimized_layout(self.optimized)
+            .force_cte_mode(self.force_cte);
         if self.norm == RMS_NORM || self.norm == LAYER_NORM {
             call = call.normalization_weights_tensor(&gamma);
         }
@@ -327,6 +352,7 @@ impl Config {
             ("use_tkg_gate_up_proj_column_tiling", Arg::Bool(!self.optimized)),
             ("use_tkg_down_proj_column_tiling", Arg::Bool(!self.optimized)),
             ("use_tkg_down_proj_optimized_layout", Arg::Bool(self.optimized)),
+            ("force_cte_mode", Arg::Bool(self.force_cte)),
         ]
     }
 }
@@ -335,7 +361,7 @@ impl Config {
 /// the output and on the stored residual sum.
 #[test]
 fn configs_in_fp32_match_float64() {
-    for cfg in CONFIGS {
+    for cfg in CONFIGS.iter().chain(CTE_CONFIGS) {
         let x = cfg.inputs();
         let got = cfg.run(&x, Dtype::F32, Precision::Fp32);
         let (want, sum) = cfg.reference(&x);
@@ -369,7 +395,7 @@ fn rounded(x: &Inputs, dtype: Dtype) -> Inputs {
 /// the gated product).
 #[test]
 fn configs_in_bfloat16_match_float64() {
-    for cfg in CONFIGS {
+    for cfg in CONFIGS.iter().chain(CTE_CONFIGS) {
         let x = rounded(&cfg.inputs(), Dtype::Bf16);
         let got = cfg.run(&x, Dtype::Bf16, Precision::Hardware);
         let (want, _) = cfg.reference(&x);
@@ -384,7 +410,9 @@ fn configs_in_bfloat16_match_float64() {
 /// rounding boundary moves an element by one bfloat16 step.
 #[test]
 fn emitted_mlp_under_numpy_equals_emulator() {
-    for cfg in [CONFIGS[9], CONFIGS[6], CONFIGS[11], CONFIGS[14], CONFIGS[15]] {
+    let decode = [CONFIGS[9], CONFIGS[6], CONFIGS[11], CONFIGS[14], CONFIGS[15]];
+    let cte = [CTE_CONFIGS[0], CTE_CONFIGS[1], CTE_CONFIGS[3], CTE_CONFIGS[5], CTE_CONFIGS[6]];
+    for cfg in decode.into_iter().chain(cte) {
         for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
             let x = rounded(&cfg.inputs(), dtype);
             let emu = cfg.run(&x, dtype, precision);
@@ -418,6 +446,8 @@ const OK: MlpCall = MlpCall {
     use_tkg_down_proj_column_tiling: true,
     use_tkg_down_proj_optimized_layout: false,
     force_cte_mode: false,
+    has_projection_bias: false,
+    clamped: false,
 };
 
 /// Each rule refuses what it names, and the kernel refuses the same at trace time.
@@ -427,11 +457,24 @@ fn rules_refuse_what_they_name() {
     let optimized = MlpCall { use_tkg_down_proj_optimized_layout: true, use_tkg_down_proj_column_tiling: false, ..OK };
     assert_eq!(mlp_violation(optimized), None);
     assert_eq!(mlp_violation(MlpCall { normalization_type: RMS_NORM_SKIP_GAMMA, ..OK }), None);
+    // The context-encoding path: clamps belong to token generation only; an
+    // odd token count is fine when the call shards I (or runs on one program).
+    assert_eq!(mlp_violation(MlpCall { tokens: 98, ..OK }), None);
+    assert_eq!(mlp_violation(MlpCall { clamped: true, ..OK }), None);
+    assert_eq!(mlp_violation(MlpCall { tokens: 201, hidden: 8192, intermediate: 1024, ..OK }), None);
+    assert_eq!(mlp_violation(MlpCall { tokens: 201, programs: 1, ..OK }), None);
     let cases = [
         (MlpCall { hidden: 4000, ..OK }, MlpRule::HiddenTiles),
         (MlpCall { intermediate: 0, ..OK }, MlpRule::Sizes),
-        (MlpCall { tokens: 97, ..OK }, MlpRule::CteMode),
-        (MlpCall { force_cte_mode: true, ..OK }, MlpRule::CteMode),
+        (MlpCall { tokens: 97, clamped: true, ..OK }, MlpRule::CteClamp),
+        (MlpCall { force_cte_mode: true, clamped: true, ..OK }, MlpRule::CteClamp),
+        (
+            MlpCall { force_cte_mode: true, use_tkg_down_proj_optimized_layout: true, use_tkg_down_proj_column_tiling: false, ..OK },
+            MlpRule::CteOptimizedLayout,
+        ),
+        (MlpCall { tokens: 300, programs: 4, ..OK }, MlpRule::CtePrograms),
+        (MlpCall { tokens: 301, ..OK }, MlpRule::CteShards),
+        (MlpCall { tokens: 200, hidden: 8192, intermediate: 1025, ..OK }, MlpRule::CteShards),
         (MlpCall { quantization_type: QuantizationType::ROW, ..OK }, MlpRule::Quantization),
         (MlpCall { has_norm_bias: true, ..OK }, MlpRule::NormBias),
         (MlpCall { use_tkg_down_proj_optimized_layout: true, ..OK }, MlpRule::OptimizedLayout),
@@ -451,13 +494,13 @@ fn rules_refuse_what_they_name() {
     for (call, rule) in cases {
         assert_eq!(mlp_violation(call), Some(rule), "{call:?}");
     }
-    // The traced kernel: 97 tokens, and a quantization type.
+    // The traced kernel: 97 tokens with a clamp, and a quantization type.
     let (h, i) = (256, 128);
     let w = tensor(&[h, i], &vec![0.0; h * i], Dtype::F32);
     let d = tensor(&[i, h], &vec![0.0; h * i], Dtype::F32);
     let x = tensor(&[97, h], &vec![0.0; 97 * h], Dtype::F32);
-    let e = mlp::Call::new(&x, &w, &w, &d).launch(&Launch::new()).unwrap_err().to_string();
-    assert!(e.contains("TKG_BS_SEQLEN_THRESHOLD"), "{e}");
+    let e = mlp::Call::new(&x, &w, &w, &d).gate_clamp_upper_limit(1.0).launch(&Launch::new()).unwrap_err().to_string();
+    assert!(e.contains("clamp limits are only supported in token generation"), "{e}");
     let x = tensor(&[4, h], &vec![0.0; 4 * h], Dtype::F32);
     let e = mlp::Call::new(&x, &w, &w, &d).quantization_type(QuantizationType::ROW).launch(&Launch::new()).unwrap_err().to_string();
     assert!(e.contains("quantization_type"), "{e}");

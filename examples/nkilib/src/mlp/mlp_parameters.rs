@@ -4,7 +4,8 @@
 //! The rules follow the library's argument validation: `H` a multiple of 128,
 //! positive sizes, bias shapes, normalization bias only with `LAYER_NORM`, the
 //! optimized down-projection layout only without down column tiling, the clamps,
-//! SBUF output and the optimized layout only in token generation. On top of
+//! SBUF output and the optimized layout only in token generation, and the
+//! sharded dim of each path splitting evenly over the programs. On top of
 //! them, the members this port does not implement are refused by name (see
 //! [`MlpRule`]).
 
@@ -75,9 +76,17 @@ pub enum MlpRule {
     HiddenTiles,
     /// `B·S` or `I` is not positive.
     Sizes,
-    /// `B·S` is above `TKG_BS_SEQLEN_THRESHOLD` or `force_cte_mode` is set:
-    /// the context-encoding path is not implemented here.
-    CteMode,
+    /// A gate/up clamp limit on the context-encoding path (the library takes
+    /// them in token generation only).
+    CteClamp,
+    /// `use_tkg_down_proj_optimized_layout` on the context-encoding path.
+    CteOptimizedLayout,
+    /// More than two programs on the context-encoding path (it pairs them).
+    CtePrograms,
+    /// The dim the context-encoding path shards (the tokens, or `I` for the
+    /// calls [`cte_shards_on_intermediate`] names) does not split evenly over
+    /// the programs.
+    CteShards,
     /// `quantization_type` is not `NONE` (fp8 and MX weights are not implemented here).
     Quantization,
     /// A normalization bias with a norm other than `LAYER_NORM`.
@@ -99,15 +108,20 @@ impl MlpRule {
         match self {
             MlpRule::HiddenTiles => "mlp: H must be a positive multiple of 128",
             MlpRule::Sizes => "mlp: B * S and I must be positive",
-            MlpRule::CteMode => {
-                "mlp: B * S must be at most TKG_BS_SEQLEN_THRESHOLD = 96 and force_cte_mode off (the context-encoding path is not implemented)"
+            MlpRule::CteClamp => "mlp: the gate/up clamp limits are only supported in token generation (B * S <= 96, force_cte_mode off)",
+            MlpRule::CteOptimizedLayout => {
+                "mlp: use_tkg_down_proj_optimized_layout is only supported in token generation (B * S <= 96, force_cte_mode off)"
+            }
+            MlpRule::CtePrograms => "mlp: the context-encoding path runs on 1 or 2 programs (LNC1 or LNC2)",
+            MlpRule::CteShards => {
+                "mlp: the context-encoding path's sharded dim (B * S, or I when it shards I) must split evenly over the programs"
             }
             MlpRule::Quantization => "mlp: quantization_type must be QuantizationType.NONE (the member implemented)",
             MlpRule::NormBias => "mlp: normalization_bias_tensor is only supported with NormType.LAYER_NORM",
             MlpRule::OptimizedLayout => "mlp: use_tkg_down_proj_optimized_layout needs use_tkg_down_proj_column_tiling=False",
             MlpRule::OptimizedLayoutRuns => "mlp: use_tkg_down_proj_optimized_layout needs H / 128 / programs <= 512",
             MlpRule::SbufOutput => "mlp: store_output_in_sbuf is not implemented (the output is an HBM tensor)",
-            MlpRule::HiddenShards => "mlp: H / 128 must split evenly over the programs of the launch (the LNC size)",
+            MlpRule::HiddenShards => "mlp: H / 128 must split evenly over the programs of the launch (the LNC size) in token generation",
         }
     }
 }
@@ -137,12 +151,33 @@ pub struct MlpCall {
     pub use_tkg_down_proj_optimized_layout: bool,
     /// `force_cte_mode`.
     pub force_cte_mode: bool,
+    /// Whether any of the gate, up or down projection biases is given.
+    pub has_projection_bias: bool,
+    /// Whether any of the four clamp limits is given.
+    pub clamped: bool,
 }
 
 /// Whether a call of `tokens` tokens runs the token-generation path (the
 /// library's `is_mlp_tkg`).
 pub const fn is_mlp_tkg(tokens: i64, force_cte_mode: bool) -> bool {
     tokens <= TKG_BS_SEQLEN_THRESHOLD && !force_cte_mode
+}
+
+/// Whether a context-encoding call splits `I` (rather than the tokens) over
+/// its programs: the library's choice, which the kernel makes with
+/// [`shard_on_intermediate`](crate::mlp::mlp_cte::mlp_cte_sharding::shard_on_intermediate)
+/// (two programs with at most 256 tokens and no projection bias, or `I >
+/// 2048` a multiple of 256; never below `H = 7168` or `I = 1024`; always
+/// above `I = 4096`).
+pub const fn cte_shards_on_intermediate(tokens: i64, hidden: i64, intermediate: i64, programs: i64, has_projection_bias: bool) -> bool {
+    let mut inter = (programs == 2 && tokens <= 256 && !has_projection_bias) || (intermediate > 2048 && intermediate % 256 == 0);
+    if hidden < 7168 || intermediate < 1024 {
+        inter = false;
+    }
+    if intermediate > 4096 {
+        inter = true;
+    }
+    programs > 1 && inter
 }
 
 /// The first rule `c` breaks.
@@ -160,20 +195,40 @@ pub const fn mlp_violation(c: MlpCall) -> Option<MlpRule> {
     if c.use_tkg_down_proj_optimized_layout && c.use_tkg_down_proj_column_tiling {
         return Some(MlpRule::OptimizedLayout);
     }
-    if !is_mlp_tkg(c.tokens, c.force_cte_mode) {
-        return Some(MlpRule::CteMode);
-    }
     if !matches!(c.quantization_type, QuantizationType::NONE) {
         return Some(MlpRule::Quantization);
     }
     if c.store_output_in_sbuf {
         return Some(MlpRule::SbufOutput);
     }
-    if c.programs <= 0 || (c.hidden / H0) % c.programs != 0 {
+    if c.programs <= 0 {
         return Some(MlpRule::HiddenShards);
     }
-    if c.use_tkg_down_proj_optimized_layout && c.hidden / H0 / c.programs > PSUM_FMAX {
-        return Some(MlpRule::OptimizedLayoutRuns);
+    if is_mlp_tkg(c.tokens, c.force_cte_mode) {
+        if (c.hidden / H0) % c.programs != 0 {
+            return Some(MlpRule::HiddenShards);
+        }
+        if c.use_tkg_down_proj_optimized_layout && c.hidden / H0 / c.programs > PSUM_FMAX {
+            return Some(MlpRule::OptimizedLayoutRuns);
+        }
+        return None;
+    }
+    if c.clamped {
+        return Some(MlpRule::CteClamp);
+    }
+    if c.use_tkg_down_proj_optimized_layout {
+        return Some(MlpRule::CteOptimizedLayout);
+    }
+    if c.programs > 2 {
+        return Some(MlpRule::CtePrograms);
+    }
+    let sharded = if cte_shards_on_intermediate(c.tokens, c.hidden, c.intermediate, c.programs, c.has_projection_bias) {
+        c.intermediate
+    } else {
+        c.tokens
+    };
+    if sharded % c.programs != 0 {
+        return Some(MlpRule::CteShards);
     }
     None
 }
@@ -187,8 +242,8 @@ pub const fn mlp_violation(c: MlpCall) -> Option<MlpRule> {
 /// ```
 ///
 /// ```compile_fail
-/// // 128 tokens take the context-encoding path.
-/// let c = nkilib::mlp_config!(tokens = 128, hidden = 4096, intermediate = 896, programs = 1);
+/// // 128 tokens take the context-encoding path, which has no clamps.
+/// let c = nkilib::mlp_config!(tokens = 128, hidden = 4096, intermediate = 896, programs = 1, clamped = true);
 /// ```
 #[macro_export]
 macro_rules! mlp_config {
@@ -211,6 +266,8 @@ macro_rules! mlp_config {
                 use_tkg_down_proj_column_tiling: true,
                 use_tkg_down_proj_optimized_layout: false,
                 force_cte_mode: false,
+                has_projection_bias: false,
+                clamped: false,
             }
         };
         const _: () = if let Some(rule) = $crate::mlp::mlp_parameters::mlp_violation(CALL) {
