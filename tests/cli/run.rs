@@ -402,44 +402,76 @@ fn rust_outputs(dir: &Path, case: &Case, info: &FunctionInfo) -> Vec<Vec<Tensor>
 }
 
 #[test]
+fn mlp_context_encoding_runs_from_the_command_line_as_from_rust() {
+    // 130 tokens (above the decode threshold, a partial row tile) split over
+    // trn2's 2 programs, LayerNorm with beta, a stored residual add, biases.
+    let case = Case {
+        kernel: "mlp",
+        ranks: 1,
+        params: &[
+            ("hidden_tensor", F32(&[2, 65, 256])),
+            ("gate_proj_weights_tensor", F32(&[256, 200])),
+            ("up_proj_weights_tensor", F32(&[256, 200])),
+            ("down_proj_weights_tensor", F32(&[200, 256])),
+            ("normalization_weights_tensor", F32(&[1, 256])),
+            ("normalization_bias_tensor", F32(&[1, 256])),
+            ("gate_proj_bias_tensor", F32(&[1, 200])),
+            ("up_proj_bias_tensor", F32(&[1, 200])),
+            ("down_proj_bias_tensor", F32(&[1, 256])),
+            ("fused_add_tensor", F32(&[2, 65, 256])),
+            ("store_fused_add_result", Text("true")),
+            ("normalization_type", Text("LAYER_NORM")),
+        ],
+    };
+    runs_as_from_rust(&common::scratch("cli_run_mlp_cte"), &case);
+}
+
+#[test]
 fn every_registered_kernel_runs_from_the_command_line_as_from_rust() {
     let dir = common::scratch("cli_run_all");
     let registered: Vec<&str> = nki::registry().iter().filter(|k| k.entry.is_some()).map(|k| k.name).collect();
     let cased: Vec<&str> = CASES.iter().map(|c| c.kernel).collect();
     assert_eq!(registered.iter().filter(|k| !cased.contains(k)).collect::<Vec<_>>(), Vec::<&&str>::new(), "kernels without a case");
     for case in CASES {
-        let info = nki::registry().into_iter().find(|k| k.name == case.kernel).unwrap();
-        let flags = write_inputs(&dir, case);
-        let out = dir.join(case.kernel);
-        std::fs::create_dir(&out).unwrap();
-        let ranks = case.ranks.to_string();
-        let mut args = vec!["run", case.kernel, "--out", case.kernel, "--ranks", &ranks, "--target", target_of(case)];
-        args.extend(flags.iter().map(String::as_str));
-        let o = nki_in(&dir, &args);
-        assert!(o.status.success(), "{}: {}", case.kernel, stderr(&o));
-        let want = rust_outputs(&dir, case, info);
-        let mut files = 0;
-        for (rank, outs) in want.iter().enumerate() {
-            for (i, t) in outs.iter().enumerate() {
-                let name = if case.ranks == 1 { format!("out{i}.npy") } else { format!("out{i}.rank{rank}.npy") };
-                let got = read_npy(out.join(&name)).unwrap_or_else(|e| panic!("{}: {name}: {e}", case.kernel));
-                assert_eq!(got.shape, t.shape(), "{} {name}", case.kernel);
-                let want: Vec<f64> = t.to_f32_vec().into_iter().map(f64::from).collect();
-                assert!(got.data == want, "{} {name}: the file differs from the Rust API's result", case.kernel);
-                files += 1;
-            }
-        }
-        assert_eq!(std::fs::read_dir(&out).unwrap().count(), files, "{}: exactly the outputs are written", case.kernel);
-
-        // The same inputs profile.
-        let mut prof = vec!["profile", case.kernel, "--json", "--ranks", &ranks, "--target", target_of(case)];
-        prof.extend(flags.iter().map(String::as_str));
-        let o = nki_in(&dir, &prof);
-        assert!(o.status.success(), "profile {}: {}", case.kernel, stderr(&o));
-        let report: Value = serde_json::from_slice(&o.stdout).unwrap();
-        assert!(report["estimated_seconds"].as_f64().unwrap() > 0.0, "{}: {report}", case.kernel);
-        assert!(report["instructions"].as_u64().unwrap() > 0, "{}: {report}", case.kernel);
+        runs_as_from_rust(&dir, case);
     }
+}
+
+/// Runs `case` through `nki run` and `nki profile` in `dir`: the output files
+/// equal the Rust API's results, exactly the outputs are written, and the
+/// profile counts instructions.
+fn runs_as_from_rust(dir: &Path, case: &Case) {
+    let info = nki::registry().into_iter().find(|k| k.name == case.kernel).unwrap();
+    let flags = write_inputs(dir, case);
+    let out = dir.join(case.kernel);
+    std::fs::create_dir(&out).unwrap();
+    let ranks = case.ranks.to_string();
+    let mut args = vec!["run", case.kernel, "--out", case.kernel, "--ranks", &ranks, "--target", target_of(case)];
+    args.extend(flags.iter().map(String::as_str));
+    let o = nki_in(dir, &args);
+    assert!(o.status.success(), "{}: {}", case.kernel, stderr(&o));
+    let want = rust_outputs(dir, case, info);
+    let mut files = 0;
+    for (rank, outs) in want.iter().enumerate() {
+        for (i, t) in outs.iter().enumerate() {
+            let name = if case.ranks == 1 { format!("out{i}.npy") } else { format!("out{i}.rank{rank}.npy") };
+            let got = read_npy(out.join(&name)).unwrap_or_else(|e| panic!("{}: {name}: {e}", case.kernel));
+            assert_eq!(got.shape, t.shape(), "{} {name}", case.kernel);
+            let want: Vec<f64> = t.to_f32_vec().into_iter().map(f64::from).collect();
+            assert!(got.data == want, "{} {name}: the file differs from the Rust API's result", case.kernel);
+            files += 1;
+        }
+    }
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), files, "{}: exactly the outputs are written", case.kernel);
+
+    // The same inputs profile.
+    let mut prof = vec!["profile", case.kernel, "--json", "--ranks", &ranks, "--target", target_of(case)];
+    prof.extend(flags.iter().map(String::as_str));
+    let o = nki_in(dir, &prof);
+    assert!(o.status.success(), "profile {}: {}", case.kernel, stderr(&o));
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(report["estimated_seconds"].as_f64().unwrap() > 0.0, "{}: {report}", case.kernel);
+    assert!(report["instructions"].as_u64().unwrap() > 0, "{}: {report}", case.kernel);
 }
 
 #[test]

@@ -19,7 +19,7 @@
 //! | `rmsnorm_quant_kernel` | [`rmsnorm::rmsnorm_quant`] | RMSNorm then `float8_e4m3` row or static quantization |
 //! | `router_topk` | [`router_topk::router_topk`] | MoE router: logits, activation, top-k experts and affinities |
 //! | `rotational_topk` | [`topk::rotational_topk`] | top-k values and indices of vocabulary-sized rows |
-//! | `mlp` | [`mlp::mlp`] | gate/up projection, gated activation, down projection (decode path) |
+//! | `mlp` | [`mlp::mlp`] | gate/up projection, gated activation, down projection (decode and context-encoding paths) |
 //! | `qkv_tkg` | [`qkv::qkv_tkg`] | decode-phase fused QKV projection: residual add, norm, fp8 dequantization, bias, BSD/NBSd |
 //! | `qkv` | [`qkv::qkv_tkg`] | the library's QKV entry (its `qkv_tkg` path; `qkv_cte` calls refused) |
 //! | `rmsnorm_tkg` | [`subkernels::rmsnorm_tkg`] | decode-phase RMSNorm into the `[128, B·S, H/128]` layout |

@@ -13,8 +13,8 @@
 //!
 //! Between kernels the host only reshapes (heads to the layout the next kernel
 //! takes), writes the KV cache and adds the last residual. The prompt is as long
-//! as the library's decode-phase projections take (`qkv_tkg`: 128 tokens; the
-//! `mlp` decode path: 96, so the prompt's MLP runs in two calls).
+//! as the library's decode-phase QKV projection takes (`qkv_tkg`: 128 tokens);
+//! its MLP is one `mlp` call, which takes the context-encoding path.
 
 mod reference;
 mod stages;

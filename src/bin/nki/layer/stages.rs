@@ -16,8 +16,6 @@ use std::time::Instant;
 /// Cache positions `attention_tkg` attends over (a multiple of 128; the last
 /// one is the active token's).
 const CACHE: usize = 256;
-/// Tokens per `mlp` call: its decode path takes at most 96.
-const MLP_TOKENS: usize = 64;
 /// LNC of every kernel but `rope_hf`, whose sequence must split into 128-row
 /// tiles per program.
 const LNC: usize = 2;
@@ -105,26 +103,23 @@ impl Device {
     }
 
     /// `mlp` with the residual add and RMSNorm fused: `x + o + mlp(norm(x + o))`
-    /// (the last add on the host), in calls of at most `MLP_TOKENS` tokens.
+    /// (the last add on the host), one call for every token (the prompt's
+    /// take the context-encoding path, a decode step's the decode path).
     fn mlp(&mut self, phase: &'static str, o: &[f64], x: &[f64]) -> Result<Vec<f64>, NkiError> {
         let h = DIMS.hidden;
-        let mut out = Vec::with_capacity(x.len());
-        for (oc, xc) in o.chunks(MLP_TOKENS * h).zip(x.chunks(MLP_TOKENS * h)) {
-            let shape = [1, oc.len() / h, h];
-            let (hidden, residual) = (self.tensor(&shape, oc)?, self.tensor(&shape, xc)?);
-            let (g, wg, wu, wd) = (self.mlp_norm.clone(), self.w_gate.clone(), self.w_up.clone(), self.w_down.clone());
-            let outs = self.call(phase, "mlp", LNC, |l| {
-                mlp::Call::new(&hidden, &wg, &wu, &wd)
-                    .normalization_weights_tensor(&g)
-                    .normalization_type(NormType::RMS_NORM)
-                    .fused_add_tensor(&residual)
-                    .store_fused_add_result(true)
-                    .eps(EPS)
-                    .launch(l)
-            })?;
-            out.extend(values(&outs.0[0]).iter().zip(values(&outs.0[1])).map(|(m, r)| m + r));
-        }
-        Ok(out)
+        let shape = [1, o.len() / h, h];
+        let (hidden, residual) = (self.tensor(&shape, o)?, self.tensor(&shape, x)?);
+        let (g, wg, wu, wd) = (self.mlp_norm.clone(), self.w_gate.clone(), self.w_up.clone(), self.w_down.clone());
+        let outs = self.call(phase, "mlp", LNC, |l| {
+            mlp::Call::new(&hidden, &wg, &wu, &wd)
+                .normalization_weights_tensor(&g)
+                .normalization_type(NormType::RMS_NORM)
+                .fused_add_tensor(&residual)
+                .store_fused_add_result(true)
+                .eps(EPS)
+                .launch(l)
+        })?;
+        Ok(values(&outs.0[0]).iter().zip(values(&outs.0[1])).map(|(m, r)| m + r).collect())
     }
 
     /// The prompt through the layer; writes the KV cache.
