@@ -7,7 +7,7 @@
 
 use crate::common::attention::run_numpy_kwargs;
 use crate::common::{Arg, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, emitted_package, seed_of, tensor, uniform};
-use nki::{Dtype, Launch, Precision};
+use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::mlp::mlp::{ActFnType, NormType, QuantizationType, mlp};
 use nkilib::mlp::mlp_parameters::{MlpCall, MlpRule, mlp_violation};
 
@@ -270,6 +270,11 @@ impl Config {
 
     /// The emulator's outputs (the MLP output, and the stored sum if any).
     fn run(&self, x: &Inputs, dtype: Dtype, precision: Precision) -> Vec<Vec<f32>> {
+        self.run_into(x, dtype, precision, None).iter().map(|o| o.to_f32_vec()).collect()
+    }
+
+    /// [`Config::run`] with the outputs in `output_dtype` when given.
+    fn run_into(&self, x: &Inputs, dtype: Dtype, precision: Precision, output_dtype: Option<Dtype>) -> Vec<Tensor> {
         let (b, s, h, i) = (self.b, self.s, self.h, self.i);
         let ts = |shape: &[usize], v: &[f64]| tensor(shape, v, dtype);
         let (hid, gw, uw, dw) =
@@ -305,10 +310,13 @@ impl Config {
                 .up_clamp_upper_limit(CLAMPS[2])
                 .up_clamp_lower_limit(CLAMPS[3]);
         }
+        if let Some(d) = output_dtype {
+            call = call.output_dtype(d);
+        }
         let launch = Launch::new().lnc(self.lnc).precision(precision);
         let out = call.launch(&launch).unwrap_or_else(|e| panic!("{}: {e}", self.name()));
         assert_eq!(out.len(), if self.store_add { 2 } else { 1 }, "{}", self.name());
-        out.0.iter().map(|o| o.to_f32_vec()).collect()
+        out.0
     }
 
     /// The arguments for the NumPy executor, by keyword (the library's names).
@@ -430,6 +438,20 @@ fn emitted_mlp_under_numpy_equals_emulator() {
                 );
             }
         }
+    }
+}
+
+/// The context-encoding path rounds its results to the compute dtype and the
+/// store casts them to `output_dtype`: an fp32 output of bfloat16 inputs
+/// holds exactly the bfloat16 output's values (and the stored sum's).
+#[test]
+fn cte_output_dtype_casts_the_rounded_result() {
+    for cfg in [CTE_CONFIGS[0], CTE_CONFIGS[1]] {
+        let x = rounded(&cfg.inputs(), Dtype::Bf16);
+        let narrow = cfg.run(&x, Dtype::Bf16, Precision::Hardware);
+        let wide = cfg.run_into(&x, Dtype::Bf16, Precision::Hardware, Some(Dtype::F32));
+        assert!(wide.iter().all(|o| o.dtype() == Dtype::F32), "{}: the outputs are fp32", cfg.name());
+        assert_eq!(narrow, wide.iter().map(|o| o.to_f32_vec()).collect::<Vec<_>>(), "{}", cfg.name());
     }
 }
 
