@@ -16,12 +16,14 @@
 //! stored residual add, the sum, and returns them (a tuple where the library
 //! returns a list). Implemented on both paths: `NO_NORM`, `RMS_NORM`,
 //! `RMS_NORM_SKIP_GAMMA`, `LAYER_NORM` (with or without bias), the four
-//! activations, `skip_gate_proj`, the three projection biases, the four
-//! clamps, the fused residual add (stored or not), 2-D `[T, H]` or 3-D hidden
-//! in HBM, one program or an LNC2 launch; on the decode path the down weights
-//! in the `use_tkg_down_proj_optimized_layout` layout. Refused with a message
-//! naming the option: quantized weights (`QuantizationType` other than
-//! `NONE`) and `store_output_in_sbuf`. The rules are
+//! activations, `skip_gate_proj`, the three projection biases, the fused
+//! residual add (stored or not), 2-D `[T, H]` or 3-D hidden in HBM, one
+//! program or an LNC2 launch; on the decode path only (as in the library) the
+//! four clamps and the down weights in the
+//! `use_tkg_down_proj_optimized_layout` layout. Refused with a message naming
+//! the option: quantized weights (`QuantizationType` other than `NONE`, the
+//! MX forms included), `store_output_in_sbuf`, and the decode-only options on
+//! the context-encoding path. The rules are
 //! [`mlp_violation`](crate::mlp::mlp_parameters::mlp_violation).
 
 use nki::prelude::*;
