@@ -131,10 +131,10 @@ pub fn rope(x: &[f64], d: usize, inv_freqs: &[f64], pos: &[f64], token_of: impl 
 /// batch `b` when `j < end[b, 0]` — or, with a sliding window `start`, when
 /// `start[b, t] <= j < end[b, t]` (a window wrapping around the cache,
 /// `start > end`: `j >= start or j < end`); the active keys keep `active`,
-/// `(s_active, bs, q_head, s_active)`.
-pub fn position_mask(s: Shape, end: &[f64], start: Option<&[f64]>, active: &[f64]) -> Vec<f64> {
+/// `(s_active, bs, q_head, s_active)`, when it is given (else the rule covers them too).
+pub fn position_mask(s: Shape, end: &[f64], start: Option<&[f64]>, active: Option<&[f64]>) -> Vec<f64> {
     let Shape { bs, q_head, s_active: sa, curr_sprior: sk, .. } = s;
-    let split = sk - sa;
+    let split = if active.is_some() { sk - sa } else { sk };
     let mut mask = vec![0.0; sk * bs * q_head * sa];
     for j in 0..sk {
         for b in 0..bs {
@@ -142,8 +142,8 @@ pub fn position_mask(s: Shape, end: &[f64], start: Option<&[f64]>, active: &[f64
                 for t in 0..sa {
                     let i = ((j * bs + b) * q_head + h) * sa + t;
                     let k = j as f64;
-                    mask[i] = if j >= split {
-                        active[(((j - split) * bs + b) * q_head + h) * sa + t]
+                    mask[i] = if let Some(a) = active.filter(|_| j >= split) {
+                        a[(((j - split) * bs + b) * q_head + h) * sa + t]
                     } else if let Some(st) = start {
                         let (lo, hi) = (st[b * sa + t], end[b * sa + t]);
                         let seen = if lo <= hi { lo <= k && k < hi } else { k >= lo || k < hi };
@@ -192,10 +192,10 @@ mod tests {
         assert!((r[0] - 0.0).abs() < 1e-15 && (r[1] - 1.0).abs() < 1e-15, "{r:?}");
         // 128 positions, one active token: the prefix [0, 3), or the window [126, 3) wrapping around.
         let s = Shape { bs: 1, q_head: 1, s_active: 1, curr_sprior: 128, full_sprior: 128, d: 2, cache_bs: 1 };
-        let m = position_mask(s, &[3.0], None, &[1.0]);
+        let m = position_mask(s, &[3.0], None, Some(&[1.0]));
         let seen: Vec<usize> = (0..128).filter(|&j| m[j] != 0.0).collect();
         assert_eq!(seen, [0, 1, 2, 127]);
-        let m = position_mask(s, &[3.0], Some(&[126.0]), &[0.0]);
+        let m = position_mask(s, &[3.0], Some(&[126.0]), Some(&[0.0]));
         let seen: Vec<usize> = (0..128).filter(|&j| m[j] != 0.0).collect();
         assert_eq!(seen, [0, 1, 2, 126]);
     }

@@ -10,6 +10,7 @@ pub mod bwd_numpy;
 mod common;
 pub mod cte;
 pub mod cte_numpy;
+pub mod gen_mask;
 pub mod threads;
 pub mod tkg;
 pub mod tkg_numpy;

@@ -72,7 +72,7 @@ pub fn case(name: &str, s: Shape, f: Features, dtype: Dtype) -> Case {
         .collect();
     let start: Option<Vec<f64>> = f.window.map(|w| pos.iter().map(|&p| (p - w as f64 + 1.0).rem_euclid(s.curr_sprior as f64)).collect());
     let active: Vec<f64> = (0..sa * n).map(|i| f64::from(u8::from(i / n <= i % sa))).collect();
-    let mask = if f.pos_id { position_mask(s, &pos, start.as_deref(), &active) } else { x.mask.clone() };
+    let mask = if f.pos_id { position_mask(s, &pos, start.as_deref(), Some(&active)) } else { x.mask.clone() };
     let inv: Vec<f64> = as_dtype(&uniform(d / 2, seed, 0.0, 1.0), Dtype::F32);
     // With RoPE, q comes unscaled: the kernel scales it after rotating.
     let scale = if f.rope { (d as f64).sqrt() } else { 1.0 };

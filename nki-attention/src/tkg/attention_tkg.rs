@@ -239,7 +239,7 @@ pub mod decode {
 
     /// `ids` as an fp32 tile of its shape (position ids may come as int32 or fp32).
     #[nki_helper]
-    fn as_float32(ids: Sbuf) -> Sbuf {
+    pub fn as_float32(ids: Sbuf) -> Sbuf {
         let f = nl::ndarray(ids.shape(), nl::float32, buffer = nl::sbuf);
         nisa::tensor_copy(f, ids);
         f
@@ -493,32 +493,44 @@ pub mod decode {
     }
 
     /// The library's `gen_mask_tkg` for keys `[k0, k0 + cols)` of one batch into
-    /// `visible` `(n, MM1_KEYS)` uint8: key `k` is visible when `k < end`, or with a
-    /// sliding window when `start <= k < end` (`start <= end`) or `k >= start or
-    /// k < end` (a window wrapping around the cache). The active keys are
-    /// overwritten by the caller.
+    /// `visible` `(n, MM1_KEYS)` uint8: the keys' indices along the free axis
+    /// compared with each query column's positions by [`prior_mask`]. The active
+    /// keys are overwritten by the caller.
     #[nki_helper]
     fn gen_mask_tkg(visible: Sbuf, bufs: AttnInternalBuffers, window: bool, k0: i64, cols: i64) {
         let n = visible.shape()[0];
         let keys = nl::ndarray([n, MM1_KEYS], nl::float32, buffer = nl::sbuf);
         nisa::iota(keys[s![.., 0..cols]], [[1, cols]], offset = k0);
-        let (start, end) = (bufs.pos_start, bufs.pos_end);
+        prior_mask(visible[s![.., 0..cols]], keys[s![.., 0..cols]], bufs.pos_start, bufs.pos_end, window);
+    }
+
+    /// The comparison of the library's `gen_mask_tkg` (shared with the standalone
+    /// [`gen_mask_tkg_hbm`](crate::tkg::gen_mask_tkg::gen_mask_tkg_hbm)): `dst`, of
+    /// `keys`' shape, is 1 where the key index `keys[p, j]` is visible to the query
+    /// of partition `p` and 0 elsewhere. Key `k` is visible when `k < end[p]`, or
+    /// with a sliding window when `start[p] <= k < end[p]` (`start <= end`) or
+    /// `k >= start[p] or k < end[p]` (a window wrapping around the cache), the two
+    /// window cases selected without a branch. `start` and `end` are `(P, 1)` fp32
+    /// columns (`start` is not read without a window).
+    #[nki_helper]
+    pub fn prior_mask(dst: Sbuf, keys: Sbuf, start: Sbuf, end: Sbuf, window: bool) {
         if window {
-            let ge = nl::ndarray([n, MM1_KEYS], nl::uint8, buffer = nl::sbuf);
-            nisa::tensor_scalar(ge[s![.., 0..cols]], keys[s![.., 0..cols]], nl::greater_equal, start);
-            let lt = nl::ndarray([n, MM1_KEYS], nl::uint8, buffer = nl::sbuf);
-            nisa::tensor_scalar(lt[s![.., 0..cols]], keys[s![.., 0..cols]], nl::less, end);
-            let wraps = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
+            let shape = keys.shape();
+            let ge = nl::ndarray(shape, nl::uint8, buffer = nl::sbuf);
+            nisa::tensor_scalar(ge, keys, nl::greater_equal, start);
+            let lt = nl::ndarray(shape, nl::uint8, buffer = nl::sbuf);
+            nisa::tensor_scalar(lt, keys, nl::less, end);
+            let wraps = nl::ndarray([shape[0], 1], nl::float32, buffer = nl::sbuf);
             nisa::tensor_tensor(wraps, start, end, nl::greater);
-            let inside = nl::ndarray([n, MM1_KEYS], nl::uint8, buffer = nl::sbuf);
-            nisa::tensor_tensor(inside[s![.., 0..cols]], ge[s![.., 0..cols]], lt[s![.., 0..cols]], nl::multiply);
+            let inside = nl::ndarray(shape, nl::uint8, buffer = nl::sbuf);
+            nisa::tensor_tensor(inside, ge, lt, nl::multiply);
             // either = max(ge, lt) >= inside: add (either - inside) where the window wraps.
-            nisa::tensor_tensor(ge[s![.., 0..cols]], ge[s![.., 0..cols]], lt[s![.., 0..cols]], nl::maximum);
-            nisa::tensor_tensor(ge[s![.., 0..cols]], ge[s![.., 0..cols]], inside[s![.., 0..cols]], nl::subtract);
-            nisa::tensor_scalar(ge[s![.., 0..cols]], ge[s![.., 0..cols]], nl::multiply, wraps);
-            nisa::tensor_tensor(visible[s![.., 0..cols]], inside[s![.., 0..cols]], ge[s![.., 0..cols]], nl::add);
+            nisa::tensor_tensor(ge, ge, lt, nl::maximum);
+            nisa::tensor_tensor(ge, ge, inside, nl::subtract);
+            nisa::tensor_scalar(ge, ge, nl::multiply, wraps);
+            nisa::tensor_tensor(dst, inside, ge, nl::add);
         } else {
-            nisa::tensor_scalar(visible[s![.., 0..cols]], keys[s![.., 0..cols]], nl::less, end);
+            nisa::tensor_scalar(dst, keys, nl::less, end);
         }
     }
 
@@ -708,30 +720,37 @@ pub mod decode {
         g
     }
 
+    /// The library's `is_batch_sharded`: with two LNC programs the batches are
+    /// split between them (rather than `s_prior`) when the batch splits evenly and
+    /// either its query columns exceed the partitions or `s_prior` is too short to split.
+    #[nki_helper]
+    pub fn is_batch_sharded(bs: i64, q_head: i64, s_active: i64, curr_sprior: i64) -> bool {
+        bs % 2 == 0 && (bs * q_head * s_active > P_MAX || curr_sprior < 2 * P_MAX)
+    }
+
     /// The layout of a block cache's mask (the library's
     /// `resize_cache_block_len_for_attention_tkg_kernel` and LNC sharding): the
     /// reduced block length, a divisor of `block_len` so that each core's keys —
     /// all of them, split in two when LNC2 shards `s_prior` — and its
-    /// flash-attention tiles are whole folds of `P_MAX` blocks; and the keys per
-    /// core. Returns `(fold_len, shard_len)`, `(1, curr_sprior)` for a flat cache.
+    /// flash-attention tiles (`fa_tiling`) are whole folds of `P_MAX` blocks; and the keys per
+    /// core. Returns `(fold_len, shard_len)`, `(1, curr_sprior)` for a flat cache
+    /// without s_prior sharding. The caller checks that `curr_sprior` is whole
+    /// folds of each core.
     #[nki_helper]
-    fn mask_folds(cfg: AttnTKGConfig, programs: i64) -> (i64, i64) {
-        let (bs, sp) = (cfg.bs, cfg.curr_sprior);
-        let batch_sharded = bs % 2 == 0 && (bs * cfg.q_head * cfg.s_active > P_MAX || sp < 2 * P_MAX);
-        let shards = if programs > 1 && !batch_sharded && sp >= 2 * P_MAX { programs } else { 1 };
+    pub fn mask_folds(bs: i64, q_head: i64, s_active: i64, sp: i64, block_len: i64, fa_tiling: bool, programs: i64) -> (i64, i64) {
+        let split = programs > 1 && !is_batch_sharded(bs, q_head, s_active, sp) && sp >= 2 * P_MAX;
+        let shards = if split { programs } else { 1 };
         let per = sp / shards;
         let mut fold_len = 1;
-        if cfg.block_len > 0 {
-            assert!(sp % (shards * P_MAX) == 0, BLOCK_FOLDS);
+        if block_len > 0 {
             let mut div = per / P_MAX;
-            if cfg.enable_fa_s_prior_tiling && per > FA_TILE_SIZE {
+            if fa_tiling && per > FA_TILE_SIZE {
                 div = gcd(div, FA_TILE_SIZE / P_MAX);
                 if per % FA_TILE_SIZE > 0 {
                     div = gcd(div, per % FA_TILE_SIZE / P_MAX);
                 }
             }
-            fold_len = gcd(cfg.block_len, div);
-            assert!(MM1_KEYS % fold_len == 0, BLOCK_FOLDS);
+            fold_len = gcd(block_len, div);
         }
         (fold_len, per)
     }
@@ -964,7 +983,9 @@ pub mod decode {
             active_blocks_table,
             out,
         };
-        let (fold_len, shard_len) = mask_folds(cfg, shards);
+        let sp = cfg.curr_sprior;
+        let (fold_len, shard_len): (i64, i64) = mask_folds(bs, q_head, s_active, sp, cfg.block_len, cfg.enable_fa_s_prior_tiling, shards);
+        assert!(cfg.block_len == 0 || (sp % (sp / shard_len * P_MAX) == 0 && MM1_KEYS % fold_len == 0), BLOCK_FOLDS);
         let atp = AttnTileParams {
             q_head,
             s_active,

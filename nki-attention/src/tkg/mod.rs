@@ -4,6 +4,7 @@
 
 pub mod attention_tkg;
 mod config;
+pub mod gen_mask_tkg;
 mod run;
 
 pub use attention_tkg::{AttnTKGConfig, FA_TILE_SIZE, MM1_KEYS, P_MAX, PV_GROUP_KEYS};
