@@ -270,6 +270,21 @@ const CASES: &[Case] = &[
         ],
     },
     Case {
+        kernel: "gen_mask_tkg_hbm",
+        ranks: 1,
+        // 256 keys split over trn2's 2 programs, a block cache, a sliding window and an active block.
+        params: &[
+            ("pos_ids_hbm", Ids(&[1, 6], 256)),
+            ("bs", Text("2")),
+            ("q_head", Text("2")),
+            ("s_active", Text("3")),
+            ("s_prior", Text("256")),
+            ("start_pos_hbm", Ids(&[1, 6], 256)),
+            ("block_len", Text("16")),
+            ("active_mask", F32(&[3, 2, 2, 3])),
+        ],
+    },
+    Case {
         kernel: "ring_attention_spmd_fwd",
         ranks: 2,
         params: &[

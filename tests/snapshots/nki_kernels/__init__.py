@@ -16,6 +16,7 @@ from .cumsum import cumsum
 from .dropout import dropout
 from .embedding import embedding
 from .gemm_bias_gelu import gemm_bias_gelu
+from .gen_mask_tkg import gen_mask_tkg_hbm
 from .layernorm import layernorm
 from .layernorm_tkg import layernorm_tkg
 from .logsumexp import logsumexp
@@ -67,6 +68,7 @@ __all__ = [
     "dropout",
     "embedding",
     "gemm_bias_gelu",
+    "gen_mask_tkg_hbm",
     "layernorm",
     "layernorm_tkg",
     "logsumexp",

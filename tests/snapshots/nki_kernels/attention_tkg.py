@@ -430,6 +430,14 @@ def store_k_out(k_out, k_sb, cfg):
             nisa.dma_copy(dst=k_out[b, 0, :, :], src=k_sb[:, b * s_a:(b + 1) * s_a])
 
 
+def is_batch_sharded(bs, q_head, s_active, curr_sprior):
+    """The library's `is_batch_sharded`: with two LNC programs the batches are
+    split between them (rather than `s_prior`) when the batch splits evenly and
+    either its query columns exceed the partitions or `s_prior` is too short to split.
+    """
+    return bs % 2 == 0 and (bs * q_head * s_active > P_MAX or curr_sprior < 2 * P_MAX)
+
+
 def gcd(a, b):
     """The greatest common divisor of two positive sizes."""
     g = 1
@@ -439,28 +447,27 @@ def gcd(a, b):
     return g
 
 
-def mask_folds(cfg, programs):
+def mask_folds(bs, q_head, s_active, sp, block_len, fa_tiling, programs):
     """The layout of a block cache's mask (the library's
     `resize_cache_block_len_for_attention_tkg_kernel` and LNC sharding): the
     reduced block length, a divisor of `block_len` so that each core's keys —
     all of them, split in two when LNC2 shards `s_prior` — and its
-    flash-attention tiles are whole folds of `P_MAX` blocks; and the keys per
-    core. Returns `(fold_len, shard_len)`, `(1, curr_sprior)` for a flat cache.
+    flash-attention tiles (`fa_tiling`) are whole folds of `P_MAX` blocks; and the keys per
+    core. Returns `(fold_len, shard_len)`, `(1, curr_sprior)` for a flat cache
+    without s_prior sharding. The caller checks that `curr_sprior` is whole
+    folds of each core.
     """
-    bs, sp = (cfg.bs, cfg.curr_sprior)
-    batch_sharded = bs % 2 == 0 and (bs * cfg.q_head * cfg.s_active > P_MAX or sp < 2 * P_MAX)
-    shards = programs if programs > 1 and not batch_sharded and sp >= 2 * P_MAX else 1
+    split = programs > 1 and not is_batch_sharded(bs, q_head, s_active, sp) and sp >= 2 * P_MAX
+    shards = programs if split else 1
     per = sp // shards
     fold_len = 1
-    if cfg.block_len > 0:
-        assert sp % (shards * P_MAX) == 0, BLOCK_FOLDS
+    if block_len > 0:
         div = per // P_MAX
-        if cfg.enable_fa_s_prior_tiling and per > FA_TILE_SIZE:
+        if fa_tiling and per > FA_TILE_SIZE:
             div = gcd(div, FA_TILE_SIZE // P_MAX)
             if per % FA_TILE_SIZE > 0:
                 div = gcd(div, per % FA_TILE_SIZE // P_MAX)
-        fold_len = gcd(cfg.block_len, div)
-        assert MM1_KEYS % fold_len == 0, BLOCK_FOLDS
+        fold_len = gcd(block_len, div)
     return (fold_len, per)
 
 
@@ -548,32 +555,44 @@ def load_keys(dst, atp, io, bufs, k0, cols):
         nisa.tensor_copy(dst=dst[:, a0 - k0:cols], src=io.k_active_sb[:, b * s_a + a0 - split:b * s_a + k0 + cols - split])
 
 
+def prior_mask(dst, keys, start, end, window):
+    """The comparison of the library's `gen_mask_tkg` (shared with the standalone
+    [`gen_mask_tkg_hbm`](crate::tkg::gen_mask_tkg::gen_mask_tkg_hbm)): `dst`, of
+    `keys`' shape, is 1 where the key index `keys[p, j]` is visible to the query
+    of partition `p` and 0 elsewhere. Key `k` is visible when `k < end[p]`, or
+    with a sliding window when `start[p] <= k < end[p]` (`start <= end`) or
+    `k >= start[p] or k < end[p]` (a window wrapping around the cache), the two
+    window cases selected without a branch. `start` and `end` are `(P, 1)` fp32
+    columns (`start` is not read without a window).
+    """
+    if window:
+        shape = keys.shape
+        ge = nl.ndarray(shape=shape, dtype=nl.uint8, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=ge, data=keys, op0=nl.greater_equal, operand0=start)
+        lt = nl.ndarray(shape=shape, dtype=nl.uint8, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=lt, data=keys, op0=nl.less, operand0=end)
+        wraps = nl.ndarray(shape=(shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=wraps, data1=start, data2=end, op=nl.greater)
+        inside = nl.ndarray(shape=shape, dtype=nl.uint8, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=inside, data1=ge, data2=lt, op=nl.multiply)
+        nisa.tensor_tensor(dst=ge, data1=ge, data2=lt, op=nl.maximum)
+        nisa.tensor_tensor(dst=ge, data1=ge, data2=inside, op=nl.subtract)
+        nisa.tensor_scalar(dst=ge, data=ge, op0=nl.multiply, operand0=wraps)
+        nisa.tensor_tensor(dst=dst, data1=inside, data2=ge, op=nl.add)
+    else:
+        nisa.tensor_scalar(dst=dst, data=keys, op0=nl.less, operand0=end)
+
+
 def gen_mask_tkg(visible, bufs, window, k0, cols):
     """The library's `gen_mask_tkg` for keys `[k0, k0 + cols)` of one batch into
-    `visible` `(n, MM1_KEYS)` uint8: key `k` is visible when `k < end`, or with a
-    sliding window when `start <= k < end` (`start <= end`) or `k >= start or
-    k < end` (a window wrapping around the cache). The active keys are
-    overwritten by the caller.
+    `visible` `(n, MM1_KEYS)` uint8: the keys' indices along the free axis
+    compared with each query column's positions by [`prior_mask`]. The active
+    keys are overwritten by the caller.
     """
     n = visible.shape[0]
     keys = nl.ndarray(shape=(n, MM1_KEYS), dtype=nl.float32, buffer=nl.sbuf)
     nisa.iota(dst=keys[:, 0:cols], pattern=[[1, cols]], offset=k0)
-    start, end = (bufs.pos_start, bufs.pos_end)
-    if window:
-        ge = nl.ndarray(shape=(n, MM1_KEYS), dtype=nl.uint8, buffer=nl.sbuf)
-        nisa.tensor_scalar(dst=ge[:, 0:cols], data=keys[:, 0:cols], op0=nl.greater_equal, operand0=start)
-        lt = nl.ndarray(shape=(n, MM1_KEYS), dtype=nl.uint8, buffer=nl.sbuf)
-        nisa.tensor_scalar(dst=lt[:, 0:cols], data=keys[:, 0:cols], op0=nl.less, operand0=end)
-        wraps = nl.ndarray(shape=(n, 1), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_tensor(dst=wraps, data1=start, data2=end, op=nl.greater)
-        inside = nl.ndarray(shape=(n, MM1_KEYS), dtype=nl.uint8, buffer=nl.sbuf)
-        nisa.tensor_tensor(dst=inside[:, 0:cols], data1=ge[:, 0:cols], data2=lt[:, 0:cols], op=nl.multiply)
-        nisa.tensor_tensor(dst=ge[:, 0:cols], data1=ge[:, 0:cols], data2=lt[:, 0:cols], op=nl.maximum)
-        nisa.tensor_tensor(dst=ge[:, 0:cols], data1=ge[:, 0:cols], data2=inside[:, 0:cols], op=nl.subtract)
-        nisa.tensor_scalar(dst=ge[:, 0:cols], data=ge[:, 0:cols], op0=nl.multiply, operand0=wraps)
-        nisa.tensor_tensor(dst=visible[:, 0:cols], data1=inside[:, 0:cols], data2=ge[:, 0:cols], op=nl.add)
-    else:
-        nisa.tensor_scalar(dst=visible[:, 0:cols], data=keys[:, 0:cols], op0=nl.less, operand0=end)
+    prior_mask(visible[:, 0:cols], keys[:, 0:cols], bufs.pos_start, bufs.pos_end, window)
 
 
 def load_mask(atp, io, bufs, k0, cols):
@@ -801,7 +820,9 @@ def attention_tkg(q, k_active, v_active, k_prior, v_prior, mask, cfg, inv_freqs=
     if shard == 0:
         store_k_out(k_out, k_active_sb, cfg)
     io = AttnTensors(q_sb=q_sb, k_active_sb=k_active_sb, v_active=v_active, k_prior=k_prior, v_prior=v_prior, mask=mask, rope_pos_ids=rope_pos_ids, start_pos_ids=start_pos_ids, sink=sink, active_blocks_table=active_blocks_table, out=out)
-    fold_len, shard_len = mask_folds(cfg, shards)
+    sp = cfg.curr_sprior
+    fold_len, shard_len = mask_folds(bs, q_head, s_active, sp, cfg.block_len, cfg.enable_fa_s_prior_tiling, shards)
+    assert cfg.block_len == 0 or (sp % (sp // shard_len * P_MAX) == 0 and MM1_KEYS % fold_len == 0), BLOCK_FOLDS
     atp = AttnTileParams(q_head=q_head, s_active=s_active, curr_sprior=cfg.curr_sprior, d_head=d_head, n_cols=n, split=cfg.curr_sprior - s_active, fa_tile=fa_tile, block_len=cfg.block_len, fold_len=fold_len, shard_len=shard_len, tp_k_prior=cfg.tp_k_prior, use_pos_id=cfg.use_pos_id, window=start_pos_ids is not None, out_in_sb=cfg.out_in_sb)
     for b in range(shard, bs, shards):
         attention_tkg_batch(atp, io, b)
