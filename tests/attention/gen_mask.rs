@@ -7,12 +7,18 @@
 //! order — row `T·128 + p` holds key `p·N + T` of a flat cache (`N = s_prior /
 //! 128`), key `F·L·128 + p·L + r` (`T = F·L + r`) of a block cache re-tiled to
 //! block length `L` by the library's `resize_cache_block_len_for_attention_tkg_kernel`.
-//! A mask is exact: every value must equal the reference's 0 or 1.
+//! A mask is exact: every value must equal the reference's 0 or 1. The emitted
+//! kernel under the NumPy executor (LNC 1 and 2) gives the emulator's values.
 
-use crate::common::{seed_of, tensor, uniform};
+use crate::common;
+
+use crate::common::attention::{run_numpy_kwargs, run_numpy_refused};
+use crate::common::{Arg, seed_of, tensor, uniform};
 use nki::attention::reference_tkg::{Shape, position_mask};
 use nki::attention::tkg::gen_mask_tkg::{ACTIVE_FITS, BLOCK_LEN, CHUNK_FITS, SPRIOR_TILES, gen_mask_tkg_hbm};
 use nki::{Dtype, Launch, Precision};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 const P: usize = 128;
 /// The library's flash-attention tile (`_FA_TILE_SIZE`), which block re-tiling respects.
@@ -93,28 +99,40 @@ fn expected(c: Case, ends: &[f64], starts: Option<&[f64]>, active: Option<&[f64]
     out
 }
 
+/// The emulated kernel's output for `c` on these inputs.
+fn launch(c: Case, ends: &[f64], starts: Option<&[f64]>, active: Option<&[f64]>, precision: Precision) -> Vec<f32> {
+    let cols = c.bs * c.s_active;
+    let pos = tensor(&[1, cols], ends, Dtype::F32);
+    let start = starts.map(|v| tensor(&[1, cols], v, Dtype::F32));
+    let act = active.map(|v| tensor(&[c.s_active, c.bs, c.q_head, c.s_active], v, Dtype::F32));
+    let mut call =
+        gen_mask_tkg_hbm::Call::new(&pos, c.bs as i64, c.q_head as i64, c.s_active as i64, c.s_prior as i64).block_len(c.block_len as i64);
+    if let Some(t) = &start {
+        call = call.start_pos_hbm(t);
+    }
+    if let Some(t) = &act {
+        call = call.active_mask(t);
+    }
+    let out = call.launch(&Launch::new().lnc(c.lnc).precision(precision)).expect("gen_mask_tkg_hbm runs");
+    assert_eq!((out.shape(), out.dtype()), (&[c.s_prior, c.bs, c.q_head, c.s_active][..], Dtype::F32));
+    out.to_f32_vec()
+}
+
+/// Asserts that every value of `got` equals the reference's.
+fn assert_exact(what: &str, c: Case, got: &[f32], want: &[f64]) {
+    assert_eq!(got.len(), want.len(), "{what}: output size");
+    let bad = got.iter().zip(want).position(|(&g, &w)| f64::from(g) != w);
+    let row = c.bs * c.q_head * c.s_active;
+    assert!(bad.is_none(), "{what} {c:?}: row {} differs", bad.unwrap_or(0) / row);
+}
+
 /// Runs `c` in both precision modes and checks every value.
 fn check(name: &str, c: Case) {
     let (ends, starts, active) = inputs(c, name);
     let want = expected(c, &ends, starts.as_deref(), active.as_deref());
-    let cols = c.bs * c.s_active;
-    let pos = tensor(&[1, cols], &ends, Dtype::F32);
-    let start = starts.as_ref().map(|v| tensor(&[1, cols], v, Dtype::F32));
-    let act = active.as_ref().map(|v| tensor(&[c.s_active, c.bs, c.q_head, c.s_active], v, Dtype::F32));
     for precision in [Precision::Fp32, Precision::Hardware] {
-        let mut call = gen_mask_tkg_hbm::Call::new(&pos, c.bs as i64, c.q_head as i64, c.s_active as i64, c.s_prior as i64)
-            .block_len(c.block_len as i64);
-        if let Some(t) = &start {
-            call = call.start_pos_hbm(t);
-        }
-        if let Some(t) = &act {
-            call = call.active_mask(t);
-        }
-        let out = call.launch(&Launch::new().lnc(c.lnc).precision(precision)).expect("gen_mask_tkg_hbm runs");
-        assert_eq!((out.shape(), out.dtype()), (&[c.s_prior, c.bs, c.q_head, c.s_active][..], Dtype::F32));
-        let got = out.to_f32_vec();
-        let bad = got.iter().zip(&want).position(|(&g, &w)| f64::from(g) != w);
-        assert!(bad.is_none(), "{name} {precision:?} {c:?}: row {} differs", bad.unwrap_or(0) / (cols * c.q_head));
+        let got = launch(c, &ends, starts.as_deref(), active.as_deref(), precision);
+        assert_exact(&format!("{name} {precision:?}"), c, &got, &want);
     }
 }
 
@@ -217,6 +235,14 @@ fn flash_attention_tiled_caches_of_the_library_tests() {
 }
 
 #[test]
+fn many_query_columns_take_several_chunks() {
+    // 256 query columns: 64 tiles a chunk (two chunks of 128 tiles on each of two programs for
+    // the flat cache; two folds of 32 a chunk for the block cache).
+    check("chunks flat", Case { window: 300, active: true, ..case(2, 32, 32768, 8, 0, 2) });
+    check("chunks block", Case { active: true, ..case(1, 32, 16384, 8, 32, 1) });
+}
+
+#[test]
 fn int32_positions_and_an_odd_tile_count_split_over_two_programs() {
     // 384 keys on LNC2: three tiles, two for program 0 and one for program 1.
     let c = Case { active: true, ..case(1, 2, 384, 3, 0, 2) };
@@ -241,4 +267,50 @@ fn broken_rules_are_refused_by_name() {
     assert!(refused(2, 256, 48, 1).contains(BLOCK_LEN));
     assert!(refused(129, 128, 0, 1).contains(ACTIVE_FITS));
     assert!(refused(2, 8192, 256, 64).contains(CHUNK_FITS));
+}
+
+/// The emitted package holding `gen_mask_tkg_hbm` and the `attention_tkg` helpers it imports.
+fn package() -> &'static Path {
+    static PKG: OnceLock<PathBuf> = OnceLock::new();
+    PKG.get_or_init(|| common::package_of("gen_mask_pkg", &[&gen_mask_tkg_hbm::INFO]))
+}
+
+/// `c` under the NumPy executor: the same values as the emulator and the reference.
+fn np_case(name: &str, c: Case) {
+    let (ends, starts, active) = inputs(c, name);
+    let want = expected(c, &ends, starts.as_deref(), active.as_deref());
+    let emulated = launch(c, &ends, starts.as_deref(), active.as_deref(), Precision::Fp32);
+    let int = |v: usize| Arg::Int(v as i64);
+    let args = [Arg::Tensor(vec![1, c.bs * c.s_active], ends, Dtype::F32), int(c.bs), int(c.q_head), int(c.s_active), int(c.s_prior)];
+    let mut kwargs = vec![("block_len", int(c.block_len))];
+    if let Some(v) = starts {
+        kwargs.push(("start_pos_hbm", Arg::Tensor(vec![1, c.bs * c.s_active], v, Dtype::F32)));
+    }
+    if let Some(v) = active {
+        kwargs.push(("active_mask", Arg::Tensor(vec![c.s_active, c.bs, c.q_head, c.s_active], v, Dtype::F32)));
+    }
+    let numpy = run_numpy_kwargs(package(), "gen_mask_tkg_hbm", &args, &kwargs, c.lnc, "fp32");
+    assert_eq!(numpy.len(), 1, "{name}: one output");
+    assert_eq!(numpy[0], emulated, "{name}: NumPy and the emulator differ");
+    assert_exact(&format!("{name} NumPy"), c, &numpy[0], &want);
+}
+
+#[test]
+fn numpy_executor_agrees_with_the_emulator() {
+    // Flat, s_prior split over two programs, a window and an active block.
+    np_case("np flat window", Case { window: 128, active: true, ..case(4, 2, 1024, 5, 0, 2) });
+    // Block cache re-tiled to 2 on LNC2 (s_prior split), active block.
+    np_case("np block", Case { active: true, ..case(4, 1, 512, 3, 16, 2) });
+    // Batches split over two programs, a window over a block cache.
+    np_case("np batch split", Case { window: 100, ..case(8, 8, 512, 3, 16, 2) });
+    // Two chunks of 64 tiles (two folds of 32) for 256 query columns, the active keys in the second.
+    np_case("np chunks", Case { active: true, ..case(1, 32, 16384, 8, 32, 1) });
+}
+
+#[test]
+fn the_emitted_kernel_refuses_a_broken_rule_by_name() {
+    let pos = Arg::Tensor(vec![1, 2], vec![5.0, 5.0], Dtype::F32);
+    let args = [pos, Arg::Int(1), Arg::Int(1), Arg::Int(2), Arg::Int(200)];
+    let e = run_numpy_refused(package(), "gen_mask_tkg_hbm", &args, &[]);
+    assert!(e.contains(&format!("AssertionError: {SPRIOR_TILES}")), "{e}");
 }
