@@ -26,12 +26,15 @@
 //!    partitions as fp32 columns, one per query token.
 //! 2. For each batch of the program (the library's batch sharding gives each of
 //!    two programs half the batches, its s_prior sharding half the tiles) and
-//!    each chunk of at most [`MASK_CHUNK_ELEMS`] values a partition (whole folds):
+//!    each chunk of at most [`MASK_CHUNK_ELEMS`] values a partition (whole folds),
+//!    `gen_mask_tkg`:
 //!    - `generate_iota_tensor`: the chunk's key indices `(128, cols)` by `nisa.iota`;
 //!    - `create_batch_masks`: the comparison of
-//!      [`prior_mask`](crate::tkg::attention_tkg::prior_mask) (shared with `attention_tkg`) per token, copied to the query columns it serves;
+//!      [`prior_mask`](crate::tkg::attention_tkg::prior_mask) (shared with
+//!      `attention_tkg`) per token, copied to the query columns it serves;
 //!    - `load_active_mask`: the active keys' cells that fall in the chunk, by DMA;
-//!    - the chunk stored to its rows of the output, tile-major.
+//!
+//!    then `store_mask`: the chunk to its rows of the output, tile-major.
 
 use nki::prelude::*;
 
@@ -181,6 +184,28 @@ pub mod masks {
         }
     }
 
+    /// The library's `gen_mask_tkg` for batch `b` and the tiles `[t0, t0 + cols)`
+    /// of `mask_out` `(P_MAX, cols, q_head·s_active)`: the key indices, their
+    /// comparison with the positions `pos_ids` (and window starts `start_pos`,
+    /// with `window`), then the active keys' cells from `active_mask`.
+    #[nki_helper]
+    pub fn gen_mask_tkg(
+        pos_ids: Sbuf,
+        mask_out: Sbuf,
+        start_pos: Sbuf,
+        window: bool,
+        active_mask: Option<Hbm>,
+        layout: MaskLayout,
+        b: i64,
+        t0: i64,
+    ) {
+        let keys: Sbuf = generate_iota_tensor(layout, t0, mask_out.shape()[1]);
+        create_batch_masks(mask_out, keys, pos_ids, start_pos, window, layout, b);
+        if let Some(am) = active_mask {
+            load_active_mask(mask_out, am, layout, b, t0);
+        }
+    }
+
     /// Stores batch `b`'s chunk of tiles `[t0, t0 + cols)` to rows `T·P_MAX + p`
     /// of `out` `(s_prior, bs, q_head, s_active)`.
     #[nki_helper]
@@ -247,12 +272,8 @@ pub mod masks {
         for b in b_begin..b_begin + batches {
             for t0 in (t_begin..t_end).step_by(step) {
                 let cols = (t_end - t0).min(step);
-                let keys: Sbuf = generate_iota_tensor(layout, t0, cols);
                 let mask = nl::ndarray([P_MAX, cols, n], nl::float32, buffer = nl::sbuf);
-                create_batch_masks(mask, keys, ends, starts, start_pos_hbm.is_some(), layout, b);
-                if let Some(am) = active_mask {
-                    load_active_mask(mask, am, layout, b, t0);
-                }
+                gen_mask_tkg(ends, mask, starts, start_pos_hbm.is_some(), active_mask, layout, b, t0);
                 store_mask(out, mask, layout, b, t0);
             }
         }

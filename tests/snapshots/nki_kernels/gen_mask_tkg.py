@@ -148,6 +148,19 @@ def load_active_mask(mask, active_mask, layout, b, t0):
             nisa.dma_copy(dst=mask[p:p + 1, t - t0:t - t0 + 1, :], src=src)
 
 
+def gen_mask_tkg(pos_ids, mask_out, start_pos, window, active_mask, layout, b, t0):
+    """The library's `gen_mask_tkg` for batch `b` and the tiles `[t0, t0 + cols)`
+    of `mask_out` `(P_MAX, cols, q_head·s_active)`: the key indices, their
+    comparison with the positions `pos_ids` (and window starts `start_pos`,
+    with `window`), then the active keys' cells from `active_mask`.
+    """
+    keys = generate_iota_tensor(layout, t0, mask_out.shape[1])
+    create_batch_masks(mask_out, keys, pos_ids, start_pos, window, layout, b)
+    if active_mask is not None:
+        am = active_mask
+        load_active_mask(mask_out, am, layout, b, t0)
+
+
 def store_mask(out, mask, layout, b, t0):
     """Stores batch `b`'s chunk of tiles `[t0, t0 + cols)` to rows `T·P_MAX + p`
     of `out` `(s_prior, bs, q_head, s_active)`.
@@ -205,11 +218,7 @@ def gen_mask_tkg_hbm(pos_ids_hbm, bs, q_head, s_active, s_prior, start_pos_hbm=N
     for b in range(b_begin, b_begin + batches):
         for t0 in range(t_begin, t_end, step):
             cols = min(t_end - t0, step)
-            keys = generate_iota_tensor(layout, t0, cols)
             mask = nl.ndarray(shape=(P_MAX, cols, n), dtype=nl.float32, buffer=nl.sbuf)
-            create_batch_masks(mask, keys, ends, starts, start_pos_hbm is not None, layout, b)
-            if active_mask is not None:
-                am = active_mask
-                load_active_mask(mask, am, layout, b, t0)
+            gen_mask_tkg(ends, mask, starts, start_pos_hbm is not None, active_mask, layout, b, t0)
             store_mask(out, mask, layout, b, t0)
     return out
