@@ -50,13 +50,13 @@ fn gcd(a: usize, b: usize) -> usize {
 /// unless the batch is split: an even batch of more than 128 query columns, or
 /// fewer than 256 keys), its 8192-key flash-attention tiles and their remainder.
 fn reduced_block_len(c: Case) -> usize {
-    let batch_split = c.bs % 2 == 0 && (c.bs * c.q_head * c.s_active > P || c.s_prior < 2 * P);
+    let batch_split = c.bs.is_multiple_of(2) && (c.bs * c.q_head * c.s_active > P || c.s_prior < 2 * P);
     let cores = if c.lnc == 2 && !batch_split && c.s_prior >= 2 * P { 2 } else { 1 };
     let per = c.s_prior / cores;
     let mut div = per / P;
     if per > FA_TILE {
         div = gcd(div, FA_TILE / P);
-        if per % FA_TILE > 0 {
+        if !per.is_multiple_of(FA_TILE) {
             div = gcd(div, per % FA_TILE / P);
         }
     }

@@ -84,15 +84,18 @@ pub mod masks {
         pub fold_len: i64,
     }
 
-    /// The library's argument checks, and this kernel's chunk limit.
+    /// The library's argument checks, and this kernel's chunk limit, on the
+    /// shapes of `dims` (its fold length is not read).
     #[nki_helper]
-    fn check_args(pos_ids: Hbm, start_pos: Option<Hbm>, active_mask: Option<Hbm>, layout: MaskLayout, block_len: i64) {
-        let (bs, q_head, s_active, s_prior) = (layout.bs, layout.q_head, layout.s_active, layout.s_prior);
+    fn check_args(pos_ids: Hbm, start_pos: Option<Hbm>, active_mask: Option<Hbm>, dims: MaskLayout, block_len: i64) {
+        let (bs, q_head, s_active, s_prior) = (dims.bs, dims.q_head, dims.s_active, dims.s_prior);
         assert!(bs > 0 && q_head > 0 && s_active > 0, DIMS_POSITIVE);
         assert!(s_prior > 0 && s_prior % P_MAX == 0, SPRIOR_TILES);
         assert!(s_active <= s_prior, ACTIVE_FITS);
         assert!(block_len == 0 || (block_len > 0 && s_prior % block_len == 0), BLOCK_LEN);
-        assert!(q_head * s_active * block_len.max(1) <= MASK_CHUNK_ELEMS, CHUNK_FITS);
+        // Each factor within the limit first, so the product cannot overflow.
+        let fits = q_head <= MASK_CHUNK_ELEMS && s_active <= MASK_CHUNK_ELEMS && block_len <= MASK_CHUNK_ELEMS;
+        assert!(fits && q_head * s_active * block_len.max(1) <= MASK_CHUNK_ELEMS, CHUNK_FITS);
         let shape = pos_ids.shape();
         assert!(pos_ids.ndim() == 2 && shape[0] == 1 && shape[1] == bs * s_active, "pos_ids_hbm must be (1, bs * s_active), got {shape}");
         if let Some(st) = start_pos {
@@ -243,11 +246,13 @@ pub mod masks {
         let grid = nl::program_ndim() == 1;
         let shard = if grid { nl::program_id(0) } else { 0 };
         let programs = if grid { nl::num_programs(0) } else { 1 };
-        let (fold_len, per): (i64, i64) = mask_folds(bs, q_head, s_active, s_prior, block_len, enable_fa_s_prior_tiling, programs);
         let n_tiles = s_prior / P_MAX;
+        // The shapes are checked before the block re-tiling searches its divisors.
+        let dims = MaskLayout { bs, q_head, s_active, s_prior, n_tiles, fold_len: 0 };
+        check_args(pos_ids_hbm, start_pos_hbm, active_mask, dims, block_len);
+        let (fold_len, per): (i64, i64) = mask_folds(bs, q_head, s_active, s_prior, block_len, enable_fa_s_prior_tiling, programs);
         let fl = if block_len > 0 { fold_len } else { 0 };
         let layout = MaskLayout { bs, q_head, s_active, s_prior, n_tiles, fold_len: fl };
-        check_args(pos_ids_hbm, start_pos_hbm, active_mask, layout, block_len);
         let sprior_sharded = per < s_prior;
         assert!(fl == 0 || !sprior_sharded || per % P_MAX == 0, BLOCK_SHARDS);
         let n = q_head * s_active;

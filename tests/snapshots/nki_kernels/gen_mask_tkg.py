@@ -60,14 +60,17 @@ class MaskLayout(nl.NKIObject):
     "The reduced block length of a block cache (tiles per fold); 0 for a flat cache."
 
 
-def check_args(pos_ids, start_pos, active_mask, layout, block_len):
-    """The library's argument checks, and this kernel's chunk limit."""
-    bs, q_head, s_active, s_prior = (layout.bs, layout.q_head, layout.s_active, layout.s_prior)
+def check_args(pos_ids, start_pos, active_mask, dims, block_len):
+    """The library's argument checks, and this kernel's chunk limit, on the
+    shapes of `dims` (its fold length is not read).
+    """
+    bs, q_head, s_active, s_prior = (dims.bs, dims.q_head, dims.s_active, dims.s_prior)
     assert bs > 0 and q_head > 0 and s_active > 0, DIMS_POSITIVE
     assert s_prior > 0 and s_prior % P_MAX == 0, SPRIOR_TILES
     assert s_active <= s_prior, ACTIVE_FITS
     assert block_len == 0 or (block_len > 0 and s_prior % block_len == 0), BLOCK_LEN
-    assert q_head * s_active * max(block_len, 1) <= MASK_CHUNK_ELEMS, CHUNK_FITS
+    fits = q_head <= MASK_CHUNK_ELEMS and s_active <= MASK_CHUNK_ELEMS and block_len <= MASK_CHUNK_ELEMS
+    assert fits and q_head * s_active * max(block_len, 1) <= MASK_CHUNK_ELEMS, CHUNK_FITS
     shape = pos_ids.shape
     assert pos_ids.ndim == 2 and shape[0] == 1 and shape[1] == bs * s_active, f"pos_ids_hbm must be (1, bs * s_active), got {shape}"
     if start_pos is not None:
@@ -192,11 +195,12 @@ def gen_mask_tkg_hbm(pos_ids_hbm, bs, q_head, s_active, s_prior, start_pos_hbm=N
     grid = nl.program_ndim() == 1
     shard = nl.program_id(axis=0) if grid else 0
     programs = nl.num_programs(axes=0) if grid else 1
-    fold_len, per = mask_folds(bs, q_head, s_active, s_prior, block_len, enable_fa_s_prior_tiling, programs)
     n_tiles = s_prior // P_MAX
+    dims = MaskLayout(bs=bs, q_head=q_head, s_active=s_active, s_prior=s_prior, n_tiles=n_tiles, fold_len=0)
+    check_args(pos_ids_hbm, start_pos_hbm, active_mask, dims, block_len)
+    fold_len, per = mask_folds(bs, q_head, s_active, s_prior, block_len, enable_fa_s_prior_tiling, programs)
     fl = fold_len if block_len > 0 else 0
     layout = MaskLayout(bs=bs, q_head=q_head, s_active=s_active, s_prior=s_prior, n_tiles=n_tiles, fold_len=fl)
-    check_args(pos_ids_hbm, start_pos_hbm, active_mask, layout, block_len)
     sprior_sharded = per < s_prior
     assert fl == 0 or not sprior_sharded or per % P_MAX == 0, BLOCK_SHARDS
     n = q_head * s_active
