@@ -85,10 +85,10 @@ pub mod masks {
     }
 
     /// The library's argument checks, and this kernel's chunk limit, on the
-    /// shapes of `dims` (its fold length is not read).
+    /// shapes of `layout` (its fold length is not read).
     #[nki_helper]
-    fn check_args(pos_ids: Hbm, start_pos: Option<Hbm>, active_mask: Option<Hbm>, dims: MaskLayout, block_len: i64) {
-        let (bs, q_head, s_active, s_prior) = (dims.bs, dims.q_head, dims.s_active, dims.s_prior);
+    fn check_args(pos_ids: Hbm, start_pos: Option<Hbm>, active_mask: Option<Hbm>, layout: MaskLayout, block_len: i64) {
+        let (bs, q_head, s_active, s_prior) = (layout.bs, layout.q_head, layout.s_active, layout.s_prior);
         assert!(bs > 0 && q_head > 0 && s_active > 0, DIMS_POSITIVE);
         assert!(s_prior > 0 && s_prior % P_MAX == 0, SPRIOR_TILES);
         assert!(s_active <= s_prior, ACTIVE_FITS);
