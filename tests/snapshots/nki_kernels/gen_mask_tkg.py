@@ -60,11 +60,11 @@ class MaskLayout(nl.NKIObject):
     "The reduced block length of a block cache (tiles per fold); 0 for a flat cache."
 
 
-def check_args(pos_ids, start_pos, active_mask, dims, block_len):
+def check_args(pos_ids, start_pos, active_mask, layout, block_len):
     """The library's argument checks, and this kernel's chunk limit, on the
-    shapes of `dims` (its fold length is not read).
+    shapes of `layout` (its fold length is not read).
     """
-    bs, q_head, s_active, s_prior = (dims.bs, dims.q_head, dims.s_active, dims.s_prior)
+    bs, q_head, s_active, s_prior = (layout.bs, layout.q_head, layout.s_active, layout.s_prior)
     assert bs > 0 and q_head > 0 and s_active > 0, DIMS_POSITIVE
     assert s_prior > 0 and s_prior % P_MAX == 0, SPRIOR_TILES
     assert s_active <= s_prior, ACTIVE_FITS
