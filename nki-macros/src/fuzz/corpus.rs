@@ -1,7 +1,8 @@
 //! The fuzz corpus: every `#[nki_kernel]` / `#[nki_helper]` item of the
-//! workspace's example kernels, attention kernels and UI cases, read from disk
+//! workspace's example kernels, library kernels, attention kernels and UI cases, read from disk
 //! at test time, plus a pool of the tokens those files use.
 
+use super::imports::{self, Answers};
 use crate::ast::FnKind;
 use proc_macro2::{Delimiter, TokenStream, TokenTree};
 use std::path::{Path, PathBuf};
@@ -48,15 +49,39 @@ pub fn load() -> Corpus {
     let root = workspace();
     let mut files = Vec::new();
     rust_files(&root.join("examples/kernels"), false, &mut files);
+    rust_files(&root.join("examples/nkilib/src"), true, &mut files);
     rust_files(&root.join("nki-attention/src"), true, &mut files);
     rust_files(&root.join("tests/ui"), true, &mut files);
+    let sources: Vec<(PathBuf, TokenStream)> = files
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+            let tokens = TokenStream::from_str(&text).unwrap_or_else(|e| panic!("lexing {}: {e}", path.display()));
+            (path, tokens)
+        })
+        .collect();
+    // A module answers imports once it is expanded, and may itself import:
+    // expand until no new answer appears (one pass per level of imports).
+    let mut answers = Answers::default();
+    let mut expanded: Vec<Option<(TokenStream, bool)>> = vec![None; sources.len()];
+    for _ in 0..=sources.len() {
+        let mut new = false;
+        for ((path, tokens), done) in sources.iter().zip(expanded.iter_mut()) {
+            if done.as_ref().is_some_and(|(_, complete)| *complete) {
+                continue;
+            }
+            let (out, complete) = expand_modules(tokens.clone(), path, &mut answers, &mut new);
+            *done = Some((out, complete));
+        }
+        if !new {
+            break;
+        }
+    }
     let mut corpus = Corpus { entries: Vec::new(), pool: Vec::new() };
     let mut seen = std::collections::HashSet::new();
-    for path in files {
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-        let tokens = TokenStream::from_str(&text).unwrap_or_else(|e| panic!("lexing {}: {e}", path.display()));
-        let tokens = expand_modules(tokens);
-        let label = path.strip_prefix(&root).unwrap_or(&path).display().to_string();
+    for ((path, _), out) in sources.iter().zip(expanded) {
+        let Some((tokens, _)) = out else { continue };
+        let label = path.strip_prefix(&root).unwrap_or(path).display().to_string();
         let ui = label.starts_with("tests/ui");
         collect(tokens, &label, ui, &mut corpus.entries, &mut |t| {
             if seen.insert(t.to_string()) {
@@ -85,15 +110,20 @@ fn is_nki_attr(group: &TokenTree) -> Option<(FnKind, TokenStream)> {
     Some((kind, args))
 }
 
-/// `tokens` with each top-level `#[nki_module] mod m { .. }` expanded, so that its
-/// kernels and helpers carry the module's constants as the compiler passes them.
-fn expand_modules(tokens: TokenStream) -> TokenStream {
+/// `tokens` (the file at `path`) with each top-level `#[nki_module] mod m { .. }`
+/// expanded, so that its kernels and helpers carry the module's constants as
+/// the compiler passes them; imports from other modules are answered from
+/// `answers`, and this file's modules' answers are added to them (`new` set
+/// when one is new). The flag says whether every import was answered.
+fn expand_modules(tokens: TokenStream, path: &Path, answers: &mut Answers, new: &mut bool) -> (TokenStream, bool) {
     let toks: Vec<TokenTree> = tokens.into_iter().collect();
+    let place = imports::module_path(path);
     let mut out: Vec<TokenTree> = Vec::new();
+    let mut complete = true;
     let mut i = 0;
     while i < toks.len() {
         let is_module = is_hash(&toks[i])
-            && matches!(toks.get(i + 1), Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Bracket && g.stream().to_string() == "nki_module");
+            && matches!(toks.get(i + 1), Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Bracket && is_module_attr(&g.stream()));
         if !is_module {
             out.push(toks[i].clone());
             i += 1;
@@ -104,10 +134,29 @@ fn expand_modules(tokens: TokenStream) -> TokenStream {
             .position(|t| matches!(t, TokenTree::Group(g) if g.delimiter() == Delimiter::Brace))
             .map_or(toks.len(), |p| i + 3 + p);
         let item: TokenStream = toks[i + 2..end].iter().cloned().collect();
-        out.extend(crate::module::expand(TokenStream::new(), item));
+        let name = toks[i + 2..end].windows(2).find_map(|w| match w {
+            [TokenTree::Ident(m), TokenTree::Ident(name)] if m == "mod" => Some(name.to_string()),
+            _ => None,
+        });
+        let mut expanded = crate::module::expand(TokenStream::new(), item);
+        if let Some(place) = &place {
+            match imports::resolve(expanded.clone(), &place.krate, answers) {
+                Some(resolved) => {
+                    expanded = resolved;
+                    *new |= answers.record(place, name.as_deref().unwrap_or_default(), &expanded);
+                }
+                None => complete = false,
+            }
+        }
+        out.extend(expanded);
         i = end;
     }
-    out.into_iter().collect()
+    (out.into_iter().collect(), complete)
+}
+
+/// `nki_module` or `nki::nki_module`.
+fn is_module_attr(attr: &TokenStream) -> bool {
+    matches!(attr.to_string().as_str(), "nki_module" | "nki :: nki_module")
 }
 
 fn is_hash(t: &TokenTree) -> bool {

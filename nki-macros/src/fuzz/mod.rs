@@ -1,5 +1,5 @@
 //! Seeded fuzzing of the whole expansion (parse, check, both emitters): every
-//! `#[nki_kernel]` / `#[nki_helper]` item of the workspace's example kernels,
+//! `#[nki_kernel]` / `#[nki_helper]` item of the workspace's example kernels, library kernels,
 //! attention kernels and UI cases, mutated, plus token soup. Each case runs under
 //! `catch_unwind` and must neither panic nor take more than [`MAX_CASE_TIME`]
 //! of its thread's CPU time (wall time where that is not available);
@@ -12,6 +12,7 @@
 //! alone. A failing case is printed with its seed and the mutated source.
 
 mod corpus;
+mod imports;
 mod mutate;
 mod rng;
 mod soup;
@@ -175,7 +176,7 @@ fn fuzz() {
     let cases = env_u64("NKI_FUZZ_CASES").unwrap_or(CI_CASES);
     let only = env_u64("NKI_FUZZ_CASE");
     let corpus = corpus::load();
-    for dir in ["examples/kernels/", "nki-attention/src/", "tests/ui/"] {
+    for dir in ["examples/kernels/", "examples/nkilib/src/", "nki-attention/src/", "tests/ui/"] {
         assert!(corpus.entries.iter().any(|e| e.origin.starts_with(dir)), "no #[nki_kernel] / #[nki_helper] item found under {dir}");
     }
     let mut failures = Vec::new();
