@@ -1,6 +1,7 @@
 //! The library's `qkv` folder: the fused QKV projection before attention,
-//! its decode-phase kernel `qkv_tkg` and the `qkv` entry that picks a kernel
-//! by the token count. Both kernels are in `qkv_tkg` (the library keeps the
-//! entry in `qkv.py`); the two share their rules and helpers.
+//! its decode-phase kernel `qkv_tkg`, its context-encoding kernel `qkv_cte`
+//! and the `qkv` entry that picks one by the token count.
 
+pub mod qkv;
+pub mod qkv_cte;
 pub mod qkv_tkg;

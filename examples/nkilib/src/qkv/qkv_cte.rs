@@ -1,0 +1,961 @@
+//! The NKI library's `qkv_cte`: the fused QKV projection of context-encoding
+//! (prefill) hidden states, for long sequences (`B·S` of 128 and more).
+//!
+//! ```text
+//! x   = input [B, S, H]                          # in the compute dtype (bf16 for fp32 input)
+//! (fused_residual_add)  x = input + mlp_prev + attention_prev
+//! (RMS_NORM)            x = x / sqrt(Σx²/hidden_actual + eps) · gamma   (SKIP_GAMMA: no gamma)
+//! (LAYER_NORM)          x = (x - mean) / sqrt(var + eps) · gamma (+ beta)
+//! out = x @ fused_qkv_weights (+ bias)           # [B·S, I], fp32 sums, rounded to the compute dtype
+//! (fused_rope)  each Q and K head X = [X1, X2]:  X·cos + [-X2, X1]·sin
+//! BSD: out as [B, S, I];  NBSd: out as [I / d_head, B, S, d_head]
+//! ```
+//!
+//! Loops and tiling. Short sequences (`S < 640` per program) are folded into
+//! one batch of `B·S` rows. With two programs (LNC2) each program takes half
+//! of the (folded) sequence, the second the odd row. Each program's rows go
+//! in S tiles of 128, grouped in blocks of up to `MAX_S_MULTI_BUFFER_DEGREE`
+//! tiles (as many as the PSUM banks hold: one bank per S tile and 512 output
+//! columns):
+//!
+//! ```text
+//! for each batch b, each S block:                            (qkv_cte_block)
+//!     for each S tile of <= 128 rows:                         (load_and_transpose_input)
+//!         input_sb = the rows [rows, H] (+ residuals: one DMA reduction)
+//!         RMS: input_sb *= 1/rms (per row)  |  LAYER: mean, 1/sqrt(var + eps) per row
+//!         for each 512 columns of H:
+//!             LAYER: input_sb[:, cols] = (input_sb - mean) · rstd
+//!             psum = the four 128-column pieces transposed on the PE array
+//!             input_sb[:, cols] = psum (· gamma (+ beta) per partition)  # now [128 h, tile·128 + s]
+//!     for each 1024 rows of H:                                (qkv_projection)
+//!         w_sb = the weight rows [128, 8, I]                  # one DMA
+//!         for each S tile, 128-row piece of the block, 512 columns of I:
+//!             psum[tile, i tile] += input_sbᵀ piece @ w_sb piece
+//!     for each S tile: out_sb = psum (+ bias) | RoPE on Q, K (+ bias)   (evict_psum_to_sbuf_apply_bias,
+//!                                                         copy_psum_to_sbuf_apply_rope_and_bias)
+//!         store out_sb in the output layout                  (store_output)
+//! ```
+//!
+//! The kernel takes the library's signature (the library's `sbm` SBUF
+//! allocator has no counterpart: tiles are placed by the compiler, so
+//! `use_auto_allocation` is taken and not read). The input is always
+//! transposed on the PE array: the library's DMA transpose (chosen by
+//! `load_input_with_DMA_transpose` for 16-bit input without norm or residual
+//! add) moves the same values, and the library documents the option as one it
+//! may ignore. The weights are loaded block by block (the library prefetches
+//! them all when SBUF space allows: the same values). Quantization other than
+//! `NONE` (`STATIC`, `ROW`, the MX forms), the fp8 KV-cache outputs (`k_scale`,
+//! `v_scale`), the block KV cache, `store_output_in_sbuf`, `is_input_swizzled`
+//! and weight layouts other than `CONTIGUOUS` are refused by name. The rules
+//! are [`qkv_cte_violation`].
+
+// The library's parameter `load_input_with_DMA_transpose` keeps its spelling.
+#![allow(non_snake_case)]
+
+use nki::prelude::*;
+
+pub use kernel::*;
+
+/// Why a `qkv_cte` call is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QkvCteRule {
+    /// `B`, `S` or `I` is not positive.
+    Positive,
+    /// `H` is above 24576 or not a multiple of 128.
+    Hidden,
+    /// `I` is above 4096 (the 8 PSUM banks of 512 columns).
+    FusedQkv,
+    /// The NBSd layout without `d_head = 128`.
+    HeadDim,
+    /// `(num_q_heads + 2·num_kv_heads)·d_head` differs from `I`.
+    Heads,
+    /// `hidden_actual` is outside `1..=H`.
+    HiddenActual,
+    /// Fused RoPE without heads, or with a `d_head` that is odd or does not divide 512.
+    RopeHeads,
+}
+
+impl QkvCteRule {
+    /// The rule in words.
+    pub const fn message(self) -> &'static str {
+        match self {
+            QkvCteRule::Positive => "qkv_cte: B, S and I must be positive",
+            QkvCteRule::Hidden => "qkv_cte: H must be a multiple of 128 and at most 24576",
+            QkvCteRule::FusedQkv => "qkv_cte: I (fused_qkv_weights.shape[1]) must be at most 4096",
+            QkvCteRule::HeadDim => "qkv_cte: the NBSd output layout needs d_head = 128",
+            QkvCteRule::Heads => "qkv_cte: (num_q_heads + 2 * num_kv_heads) * d_head must equal I",
+            QkvCteRule::HiddenActual => "qkv_cte: hidden_actual must be in 1..=H",
+            QkvCteRule::RopeHeads => "qkv_cte: fused_rope needs num_q_heads, num_kv_heads and an even d_head dividing 512",
+        }
+    }
+}
+
+/// A `qkv_cte` call as the rules see it (`d_head`, the head counts and
+/// `hidden_actual` 0 for none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QkvCteShape {
+    /// `B · S`.
+    pub bxs: i64,
+    /// `H`.
+    pub hidden: i64,
+    /// `I`, the fused QKV width.
+    pub fused_qkv: i64,
+    /// `d_head`, 0 for none.
+    pub d_head: i64,
+    /// Query heads, 0 for none.
+    pub num_q_heads: i64,
+    /// Key (and value) heads, 0 for none.
+    pub num_kv_heads: i64,
+    /// `hidden_actual`, 0 for none.
+    pub hidden_actual: i64,
+    /// Whether the output layout is NBSd.
+    pub nbsd: bool,
+    /// Whether RoPE is fused.
+    pub fused_rope: bool,
+}
+
+/// The first rule `c` breaks.
+pub const fn qkv_cte_violation(c: QkvCteShape) -> Option<QkvCteRule> {
+    if c.bxs <= 0 || c.fused_qkv <= 0 {
+        return Some(QkvCteRule::Positive);
+    }
+    if c.hidden <= 0 || c.hidden % P_MAX != 0 || c.hidden > MAX_H {
+        return Some(QkvCteRule::Hidden);
+    }
+    if c.fused_qkv > MAX_I {
+        return Some(QkvCteRule::FusedQkv);
+    }
+    if c.nbsd && c.d_head != NBSD_D_HEAD {
+        return Some(QkvCteRule::HeadDim);
+    }
+    let heads_given = c.d_head > 0 && c.num_q_heads > 0 && c.num_kv_heads > 0;
+    if heads_given && (c.num_q_heads + 2 * c.num_kv_heads) * c.d_head != c.fused_qkv {
+        return Some(QkvCteRule::Heads);
+    }
+    if c.hidden_actual < 0 || c.hidden_actual > c.hidden {
+        return Some(QkvCteRule::HiddenActual);
+    }
+    if c.fused_rope {
+        if c.num_q_heads <= 0 || c.num_kv_heads <= 0 {
+            return Some(QkvCteRule::RopeHeads);
+        }
+        let d = if c.d_head > 0 { c.d_head } else { c.fused_qkv / (c.num_q_heads + 2 * c.num_kv_heads) };
+        if d <= 0 || d % 2 != 0 || PSUM_FMAX % d != 0 {
+            return Some(QkvCteRule::RopeHeads);
+        }
+    }
+    None
+}
+
+/// A `qkv_cte` call checked at compile time, or a compile error naming the
+/// rule it breaks.
+///
+/// ```
+/// let c = nkilib::qkv_cte_config!(bxs = 1024, hidden = 8192, fused_qkv = 1280, d_head = 128);
+/// assert_eq!(c.fused_qkv, 1280);
+/// ```
+///
+/// ```compile_fail
+/// // I = 5120 columns do not fit the 8 PSUM banks of 512.
+/// let c = nkilib::qkv_cte_config!(bxs = 1024, hidden = 8192, fused_qkv = 5120);
+/// ```
+#[macro_export]
+macro_rules! qkv_cte_config {
+    (bxs = $b:expr, hidden = $h:expr, fused_qkv = $i:expr $(, $field:ident = $v:expr)* $(,)?) => {{
+        const CALL: $crate::qkv::qkv_cte::QkvCteShape = $crate::qkv::qkv_cte::QkvCteShape {
+            bxs: $b,
+            hidden: $h,
+            fused_qkv: $i,
+            $($field: $v,)*
+            ..$crate::qkv::qkv_cte::QkvCteShape {
+                bxs: 0,
+                hidden: 0,
+                fused_qkv: 0,
+                d_head: 0,
+                num_q_heads: 0,
+                num_kv_heads: 0,
+                hidden_actual: 0,
+                nbsd: false,
+                fused_rope: false,
+            }
+        };
+        const _: () = if let Some(rule) = $crate::qkv::qkv_cte::qkv_cte_violation(CALL) {
+            panic!("{}", rule.message());
+        };
+        CALL
+    }};
+}
+
+/// The kernel, its tile constants, configuration bundles and phase helpers.
+#[nki_module]
+pub mod kernel {
+    pub use crate::utils::common_types::{NormType, QKVOutputLayout, QKVWeightLayout, QuantizationType};
+    use nki::prelude::*;
+
+    /// Partitions: S tiles of rows, and the 128-row pieces of H after the transpose.
+    pub const P_MAX: i64 = 128;
+    /// Columns of one fp32 PSUM bank: one matmul's moving free size.
+    pub const PSUM_FMAX: i64 = 512;
+    /// PSUM banks: one per S tile and 512 output columns of an S block.
+    pub const NUM_HW_PSUM_BANKS: i64 = 8;
+    /// The largest `H`.
+    pub const MAX_H: i64 = 24576;
+    /// The largest `I`: every PSUM bank of one S tile.
+    pub const MAX_I: i64 = 4096;
+    /// The head size of the NBSd layout.
+    pub const NBSD_D_HEAD: i64 = 128;
+    /// Hidden rows per weight load (one DMA of `[128, 8, I]`).
+    pub const WEIGHT_LOAD_BLOCK_SIZE_PER_H: i64 = 1024;
+    /// 128-row pieces of H per weight load.
+    pub const NUM_128_TILES_PER_WEIGHT_LOAD: i64 = 8;
+    /// S tiles per block at most.
+    pub const MAX_S_MULTI_BUFFER_DEGREE: i64 = 5;
+    /// Sequences shorter than this per program are folded into one `B·S` batch.
+    pub const S_THRESHOLD_FOR_RESHAPE: i64 = 640;
+    /// Columns per `bn_stats` instruction.
+    pub const BN_STATS_TILE_SIZE: i64 = 512;
+    /// Statistics per `bn_stats` instruction.
+    pub const BN_STATS_DST_SIZE: i64 = 6;
+
+    /// The library's `QKV_CTE_UserInput`: the call's tensors and options the
+    /// checks and the configuration read.
+    #[nki_object]
+    pub struct QkvCteUserInput {
+        /// `[B, S, H]`.
+        pub input: Tensor,
+        /// `[H, I]`.
+        pub fused_qkv_weights: Tensor,
+        /// BSD or NBSd.
+        pub output_layout: QKVOutputLayout,
+        /// `[1, I]`.
+        pub bias: Option<Tensor>,
+        /// Whether `mlp_prev` and `attention_prev` are added to the input.
+        pub fused_residual_add: bool,
+        /// `[B, S, H]`.
+        pub mlp_prev: Option<Tensor>,
+        /// `[B, S, H]`.
+        pub attention_prev: Option<Tensor>,
+        /// The norm.
+        pub fused_norm_type: NormType,
+        /// `[1, H]`.
+        pub gamma_norm_weights: Option<Tensor>,
+        /// `[1, H]`.
+        pub layer_norm_bias: Option<Tensor>,
+        /// `hidden_actual`, 0 for none.
+        pub hidden_actual: i64,
+        /// Whether RoPE is fused.
+        pub fused_rope: bool,
+        /// `[B, S, d_head]`.
+        pub cos_cache: Option<Tensor>,
+        /// `[B, S, d_head]`.
+        pub sin_cache: Option<Tensor>,
+        /// `d_head`, 0 for none.
+        pub d_head: i64,
+        /// Query heads, 0 for none.
+        pub num_q_heads: i64,
+        /// Key (and value) heads, 0 for none.
+        pub num_kv_heads: i64,
+    }
+
+    /// The library's `QKV_CTE_Config`: what the call asks for and the dtypes
+    /// the kernel computes in.
+    #[nki_object]
+    pub struct QkvCteConfig {
+        /// BSD or NBSd.
+        pub output_layout: QKVOutputLayout,
+        /// A bias is added to the projection.
+        pub add_bias: bool,
+        /// The residuals are added to the input.
+        pub fused_residual_add: bool,
+        /// The norm.
+        pub fused_norm_type: NormType,
+        /// The norm multiplies by gamma (RMS_NORM, LAYER_NORM).
+        pub apply_gamma: bool,
+        /// LayerNorm adds beta.
+        pub add_layer_norm_bias: bool,
+        /// RoPE on the Q and K heads.
+        pub fused_rope: bool,
+        /// The matmul operands' and the rows' dtype: bfloat16 for fp32 input, else the input's.
+        pub compute_mm_dtype: Dtype,
+        /// The norms' statistics: fp32.
+        pub act_dtype: Dtype,
+        /// The PE transposes' PSUM dtype: the compute dtype from NeuronCore-v3 on, fp32 before.
+        pub psum_transpose_dtype: Dtype,
+        /// `[B, S]` folded into one batch of `B·S` rows.
+        pub use_BxS_input_reshape: bool,
+    }
+
+    /// The library's `QKV_CTE_Dims`: the (folded) sizes, this program's share
+    /// of the sequence and the tile counts.
+    #[nki_object]
+    pub struct QkvCteDims {
+        /// The input's batch.
+        pub b_orig: i64,
+        /// The input's sequence length.
+        pub s_orig: i64,
+        /// The batches the kernel loops over (1 when folded).
+        pub b: i64,
+        /// The rows per batch (`B·S` when folded).
+        pub s: i64,
+        /// This program's rows.
+        pub s_shard: i64,
+        /// This program's first row.
+        pub s_shard_offset: i64,
+        /// Hidden size.
+        pub h: i64,
+        /// Fused QKV width.
+        pub i: i64,
+        /// The RMSNorm divisor.
+        pub h_actual: i64,
+        /// Head size (0 when not known).
+        pub d_head: i64,
+        /// Query heads (0 when not given).
+        pub num_q_heads: i64,
+        /// Key (and value) heads (0 when not given).
+        pub num_kv_heads: i64,
+        /// Heads of `I` (0 when `d_head` is not known).
+        pub num_heads: i64,
+        /// 128-column pieces of H.
+        pub num_128_tiles_per_h: i64,
+        /// 512-column tiles of H.
+        pub num_512_tiles_per_h: i64,
+        /// 512-column tiles of I: PSUM banks per S tile.
+        pub num_512_tiles_per_i: i64,
+    }
+
+    /// The HBM tensors the phases read and write; input and output in the kernel's (folded) shapes.
+    #[nki_object]
+    pub struct QkvCteTensors {
+        /// `[B, S, H]`.
+        pub input: Tensor,
+        /// `[H, I]`.
+        pub weights: Tensor,
+        /// `[B, S, I]` or `[N, B, S, d_head]`.
+        pub output: Tensor,
+        /// `[B, S, H]` as given (with the residual add).
+        pub mlp_prev: Option<Tensor>,
+        /// `[B, S, H]` as given (with the residual add).
+        pub attention_prev: Option<Tensor>,
+        /// `[B, S, d_head]` as given (with RoPE).
+        pub cos_cache: Option<Tensor>,
+        /// `[B, S, d_head]` as given (with RoPE).
+        pub sin_cache: Option<Tensor>,
+    }
+
+    /// The SBUF tiles loaded once: the activation constants, the bias broadcast
+    /// on every partition and the norm weights one 128-row piece per column.
+    #[nki_object]
+    pub struct QkvCteGlobals {
+        /// Zeros `[128, 1]`: the sum of squares' activation bias.
+        pub zero_bias_sb: Tensor,
+        /// `eps` `[128, 1]`, in the compute dtype.
+        pub norm_eps_sb: Tensor,
+        /// `[128, I]` in the compute dtype (read with `add_bias`).
+        pub bias_sb: Tensor,
+        /// `[128, H/128]` fp32: element `[p, t]` is gamma's `t·128 + p` (read with `apply_gamma`).
+        pub gamma_norm_weights_sb: Tensor,
+        /// `[128, H/128]` fp32, as gamma (read with `add_layer_norm_bias`).
+        pub layer_norm_bias_sb: Tensor,
+    }
+
+    /// The library's `_validate_user_inputs`: its checks, by parameter name,
+    /// when the kernel is traced.
+    #[nki_helper]
+    pub fn validate_user_inputs(args: QkvCteUserInput) {
+        let x = args.input;
+        assert!(x.ndim() == 3, "qkv_cte: input must be [B, S, H] in HBM, got {} dims", x.ndim());
+        let [b, s, h] = x.shape();
+        let w_shape = args.fused_qkv_weights.shape();
+        assert!(
+            args.fused_qkv_weights.ndim() == 2 && w_shape[0] == h,
+            "qkv_cte: fused_qkv_weights must be [H, I] with H = input.shape[2] = {h}, got {w_shape}"
+        );
+        let i = w_shape[1];
+        // The rules of `qkv_cte_violation`.
+        assert!(b * s >= 1 && i >= 1, "qkv_cte: B, S and I must be positive, got input {} and I = {i}", x.shape());
+        assert!(h % P_MAX == 0 && h <= MAX_H, "qkv_cte: H must be a multiple of 128 and at most 24576, got H = {h}");
+        assert!(i <= MAX_I, "qkv_cte: I (fused_qkv_weights.shape[1]) must be at most 4096, got I = {i}");
+        let layout = args.output_layout;
+        assert!(layout != QKVOutputLayout::NBdS, "qkv_cte: output_layout must be BSD or NBSd, got NBdS");
+        let nbsd = layout == QKVOutputLayout::NBSd;
+        assert!(!nbsd || args.d_head == NBSD_D_HEAD, "qkv_cte: the NBSd output layout needs d_head = 128, got d_head = {}", args.d_head);
+        let (d, nq, nkv) = (args.d_head, args.num_q_heads, args.num_kv_heads);
+        assert!(
+            d == 0 || nq == 0 || nkv == 0 || (nq + 2 * nkv) * d == i,
+            "qkv_cte: (num_q_heads + 2 * num_kv_heads) * d_head must equal I = {i}, got ({nq} + 2 * {nkv}) * {d}"
+        );
+        let ha = args.hidden_actual;
+        assert!(ha >= 1 && ha <= h, "qkv_cte: hidden_actual must be in 1..=H = {h}, got hidden_actual = {ha}");
+        let bias = args.bias;
+        if let Some(bias_row) = bias {
+            let bs = bias_row.shape();
+            assert!(bias_row.ndim() == 2 && bs[0] == 1 && bs[1] == i, "qkv_cte: bias must be [1, I] = [1, {i}], got {bs}");
+        }
+        validate_fused_inputs(args, h);
+    }
+
+    /// The residual add's, the norms' and RoPE's checks.
+    #[nki_helper]
+    pub fn validate_fused_inputs(args: QkvCteUserInput, h: i64) {
+        let x = args.input;
+        let residuals = args.mlp_prev.is_some() && args.attention_prev.is_some();
+        assert!(!args.fused_residual_add || residuals, "qkv_cte: fused_residual_add needs mlp_prev and attention_prev");
+        let stray = args.mlp_prev.is_some() || args.attention_prev.is_some();
+        assert!(args.fused_residual_add || !stray, "qkv_cte: mlp_prev or attention_prev given without fused_residual_add=True");
+        let (mlp_prev, attention_prev) = (args.mlp_prev, args.attention_prev);
+        if let Some(mlp) = mlp_prev {
+            assert!(mlp.shape() == x.shape(), "qkv_cte: mlp_prev must be shaped as input {}, got {}", x.shape(), mlp.shape());
+        }
+        if let Some(attn) = attention_prev {
+            assert!(attn.shape() == x.shape(), "qkv_cte: attention_prev must be shaped as input {}, got {}", x.shape(), attn.shape());
+        }
+        let norm = args.fused_norm_type;
+        let with_gamma = norm == NormType::RMS_NORM || norm == NormType::LAYER_NORM;
+        assert!(!with_gamma || args.gamma_norm_weights.is_some(), "qkv_cte: gamma_norm_weights must be given for RMS_NORM and LAYER_NORM");
+        assert!(with_gamma || args.gamma_norm_weights.is_none(), "qkv_cte: gamma_norm_weights is only used with RMS_NORM and LAYER_NORM");
+        assert!(
+            norm == NormType::LAYER_NORM || args.layer_norm_bias.is_none(),
+            "qkv_cte: layer_norm_bias is only used with fused_norm_type=LAYER_NORM"
+        );
+        let (gamma_norm_weights, layer_norm_bias) = (args.gamma_norm_weights, args.layer_norm_bias);
+        if let Some(gamma) = gamma_norm_weights {
+            let gs = gamma.shape();
+            assert!(gamma.ndim() == 2 && gs[0] == 1 && gs[1] == h, "qkv_cte: gamma_norm_weights must be [1, H] = [1, {h}], got {gs}");
+        }
+        if let Some(beta) = layer_norm_bias {
+            let bs = beta.shape();
+            assert!(beta.ndim() == 2 && bs[0] == 1 && bs[1] == h, "qkv_cte: layer_norm_bias must be [1, H] = [1, {h}], got {bs}");
+        }
+        let caches = args.cos_cache.is_some() || args.sin_cache.is_some();
+        assert!(args.fused_rope || !caches, "qkv_cte: cos_cache or sin_cache given without fused_rope=True");
+        if args.fused_rope {
+            let (nq, nkv) = (args.num_q_heads, args.num_kv_heads);
+            assert!(
+                args.cos_cache.is_some() && args.sin_cache.is_some() && nq > 0 && nkv > 0,
+                "qkv_cte: fused_rope needs cos_cache, sin_cache, num_q_heads and num_kv_heads"
+            );
+            let i = args.fused_qkv_weights.shape()[1];
+            let d = if args.d_head > 0 { args.d_head } else { i / (nq + 2 * nkv) };
+            assert!(d % 2 == 0 && PSUM_FMAX % d == 0, "qkv_cte: fused_rope needs an even d_head dividing 512, got d_head = {d}");
+            let [b, s, _] = x.shape();
+            let (cos_cache, sin_cache) = (args.cos_cache, args.sin_cache);
+            if let Some(cos) = cos_cache {
+                let cs = cos.shape();
+                assert!(cos.ndim() == 3 && cs[0] == b && cs[1] == s && cs[2] == d, "qkv_cte: cos_cache must be [B, S, d_head] = [{b}, {s}, {d}], got {cs}");
+            }
+            if let Some(sin) = sin_cache {
+                let ss = sin.shape();
+                assert!(sin.ndim() == 3 && ss[0] == b && ss[1] == s && ss[2] == d, "qkv_cte: sin_cache must be [B, S, d_head] = [{b}, {s}, {d}], got {ss}");
+            }
+        }
+    }
+
+    /// The options this port does not implement, refused by name.
+    #[nki_helper]
+    pub fn validate_unsupported_options(
+        quantization_type: QuantizationType,
+        kv_quantization: bool,
+        use_block_kv: bool,
+        store_output_in_sbuf: bool,
+        is_input_swizzled: bool,
+        weight_layout: QKVWeightLayout,
+    ) {
+        assert!(
+            quantization_type == QuantizationType::NONE,
+            "qkv_cte: quantization_type must be NONE (STATIC, ROW and the MX forms are not implemented), got {quantization_type}"
+        );
+        assert!(!kv_quantization, "qkv_cte: k_scale and v_scale (the fp8 KV-cache outputs) are not implemented");
+        assert!(!use_block_kv, "qkv_cte: use_block_kv (the block KV cache) is not implemented");
+        assert!(!store_output_in_sbuf, "qkv_cte: store_output_in_sbuf is not supported (the output is stored to HBM)");
+        assert!(!is_input_swizzled, "qkv_cte: is_input_swizzled is only used with MX quantization, which is not implemented");
+        assert!(
+            weight_layout == QKVWeightLayout::CONTIGUOUS,
+            "qkv_cte: weight_layout must be CONTIGUOUS without MX quantization, got {weight_layout}"
+        );
+    }
+
+    /// The library's `_build_config`.
+    #[nki_helper]
+    pub fn build_config(args: QkvCteUserInput, num_shards: i64) -> QkvCteConfig {
+        let dtype = args.input.dtype();
+        let compute_mm_dtype = if dtype == nl::float32 { nl::bfloat16 } else { dtype };
+        let gen2 = nisa::get_nc_version() == nisa::nc_version::gen2;
+        let psum_transpose_dtype = if gen2 { nl::float32 } else { compute_mm_dtype };
+        let norm = args.fused_norm_type;
+        QkvCteConfig {
+            output_layout: args.output_layout,
+            add_bias: args.bias.is_some(),
+            fused_residual_add: args.fused_residual_add,
+            fused_norm_type: norm,
+            apply_gamma: norm == NormType::RMS_NORM || norm == NormType::LAYER_NORM,
+            add_layer_norm_bias: args.layer_norm_bias.is_some(),
+            fused_rope: args.fused_rope,
+            compute_mm_dtype,
+            act_dtype: nl::float32,
+            psum_transpose_dtype,
+            use_BxS_input_reshape: args.input.shape()[1] < S_THRESHOLD_FOR_RESHAPE * num_shards,
+        }
+    }
+
+    /// The library's `_get_tensor_dimensions`: with LNC2 the first program
+    /// takes `S / 2` rows and the second the rest.
+    #[nki_helper]
+    pub fn get_tensor_dimensions(args: QkvCteUserInput, cfg: QkvCteConfig, num_shards: i64, shard_id: i64) -> QkvCteDims {
+        let [b_orig, s_orig, h] = args.input.shape();
+        let i = args.fused_qkv_weights.shape()[1];
+        let (nq, nkv) = (args.num_q_heads, args.num_kv_heads);
+        let inferred = if nq > 0 && nkv > 0 { i / (nq + 2 * nkv) } else { 0 };
+        let d_head = if args.d_head > 0 { args.d_head } else { inferred };
+        let (b, s): (i64, i64) = if cfg.use_BxS_input_reshape { (1, b_orig * s_orig) } else { (b_orig, s_orig) };
+        let base = s / num_shards;
+        let last = shard_id == num_shards - 1;
+        QkvCteDims {
+            b_orig,
+            s_orig,
+            b,
+            s,
+            s_shard: if last { s - base * (num_shards - 1) } else { base },
+            s_shard_offset: shard_id * base,
+            h,
+            i,
+            h_actual: args.hidden_actual,
+            d_head,
+            num_q_heads: nq,
+            num_kv_heads: nkv,
+            num_heads: if d_head > 0 { i / d_head } else { 0 },
+            num_128_tiles_per_h: h.div_ceil(P_MAX),
+            num_512_tiles_per_h: h.div_ceil(PSUM_FMAX),
+            num_512_tiles_per_i: i.div_ceil(PSUM_FMAX),
+        }
+    }
+
+    /// The library's `_multi_buffering_degree_for_seqlen`: S tiles per block,
+    /// as many as the program's rows need up to `MAX_S_MULTI_BUFFER_DEGREE`,
+    /// and as the PSUM banks hold (the library also bounds it by its SBUF
+    /// budget; here the compiler places the tiles).
+    #[nki_helper]
+    pub fn multi_buffering_degree_for_seqlen(dims: QkvCteDims) -> i64 {
+        let tiles = dims.s_shard.div_ceil(P_MAX).min(MAX_S_MULTI_BUFFER_DEGREE);
+        tiles.min(NUM_HW_PSUM_BANKS / dims.num_512_tiles_per_i)
+    }
+
+    /// The library's `_load_and_broadcast_bias`: `[1, I]` on every partition
+    /// of `bias_sb`, in its dtype (the compute dtype).
+    #[nki_helper]
+    pub fn load_and_broadcast_bias(bias: Hbm, bias_sb: Sbuf) {
+        nisa::dma_copy(bias_sb, bias.broadcast(0, P_MAX));
+    }
+
+    /// The library's `_load_norm_weights`: `[1, H]` into `w_sb` `[128, H/128]`
+    /// (fp32), element `[p, t]` = `w[t·128 + p]` (the transposed input's layout).
+    #[nki_helper]
+    pub fn load_norm_weights(norm_weights: Hbm, w_sb: Sbuf) {
+        let tiles = w_sb.shape()[1];
+        nisa::dma_copy(w_sb, norm_weights.ap([[1, P_MAX], [P_MAX, tiles]], offset = 0));
+    }
+
+    /// The library's global SBUF allocations.
+    #[nki_helper]
+    pub fn load_globals(cfg: QkvCteConfig, dims: QkvCteDims, args: QkvCteUserInput, norm_eps: f64) -> QkvCteGlobals {
+        let zero_bias_sb = nl::ndarray([P_MAX, 1], cfg.compute_mm_dtype, buffer = nl::sbuf);
+        nisa::memset(zero_bias_sb, 0.0);
+        let norm_eps_sb = nl::ndarray([P_MAX, 1], cfg.compute_mm_dtype, buffer = nl::sbuf);
+        nisa::memset(norm_eps_sb, norm_eps);
+        // Tiles of the options not taken are allocated and not read (cfg says which are).
+        let bias_sb = nl::ndarray([P_MAX, dims.i], cfg.compute_mm_dtype, buffer = nl::sbuf);
+        let (bias, gamma_norm_weights, layer_norm_bias) = (args.bias, args.gamma_norm_weights, args.layer_norm_bias);
+        if let Some(bias_row) = bias {
+            load_and_broadcast_bias(bias_row, bias_sb);
+        }
+        let gamma_norm_weights_sb = nl::ndarray([P_MAX, dims.num_128_tiles_per_h], cfg.act_dtype, buffer = nl::sbuf);
+        if let Some(gamma) = gamma_norm_weights {
+            load_norm_weights(gamma, gamma_norm_weights_sb);
+        }
+        let layer_norm_bias_sb = nl::ndarray([P_MAX, dims.num_128_tiles_per_h], cfg.act_dtype, buffer = nl::sbuf);
+        if let Some(beta) = layer_norm_bias {
+            load_norm_weights(beta, layer_norm_bias_sb);
+        }
+        QkvCteGlobals { zero_bias_sb, norm_eps_sb, bias_sb, gamma_norm_weights_sb, layer_norm_bias_sb }
+    }
+
+    /// Step 1: rows `s0..s0 + rows` of batch `b` into `input_sb` `[rows, H]`
+    /// in the compute dtype, with the residuals added (one DMA reduction).
+    #[nki_helper]
+    pub fn load_input_tile(cfg: QkvCteConfig, dims: QkvCteDims, io: QkvCteTensors, input_sb: Sbuf, b: i64, s0: i64, rows: i64) {
+        let dst = input_sb[s![0..rows, ..]];
+        let x = io.input[s![b, s0..s0 + rows, ..]];
+        let shape = [dims.b, dims.s, dims.h];
+        if cfg.fused_residual_add {
+            let (mlp_prev, attention_prev) = (io.mlp_prev, io.attention_prev);
+            if let Some(mlp) = mlp_prev {
+                if let Some(attn) = attention_prev {
+                    let (mlp_rows, attn_rows) = (mlp.reshape(shape), attn.reshape(shape));
+                    let srcs = [x, mlp_rows[s![b, s0..s0 + rows, ..]], attn_rows[s![b, s0..s0 + rows, ..]]];
+                    nisa::dma_compute(dst, srcs, nl::add, scales = [1.0, 1.0, 1.0]);
+                }
+            }
+        } else {
+            nisa::dma_copy(dst, x);
+        }
+    }
+
+    /// The library's `_apply_rms_normalization` (step 2): the rows of
+    /// `input_sb` times `1 / sqrt(Σx²/hidden_actual + eps)`, in place (gamma
+    /// is applied after the transpose).
+    #[nki_helper]
+    pub fn apply_rms_normalization(cfg: QkvCteConfig, dims: QkvCteDims, g: QkvCteGlobals, input_sb: Sbuf, rows: i64) {
+        let h = dims.h;
+        let square_sum = nl::ndarray([P_MAX, 1], cfg.act_dtype, buffer = nl::sbuf);
+        // Only the row sums are kept: the squares go to one column, stride 0.
+        let act = nl::ndarray([P_MAX, 1], cfg.act_dtype, buffer = nl::sbuf);
+        let x = input_sb[s![0..rows, ..]];
+        let ss = square_sum[s![0..rows, ..]];
+        nisa::activation_reduce(
+            act.ap([[1, rows], [0, h]], offset = 0),
+            nl::square,
+            x,
+            nl::add,
+            ss,
+            bias = g.zero_bias_sb[s![0..rows, ..]],
+        );
+        let inv_h = 1.0 / dims.h_actual as f64;
+        nisa::activation(ss, nl::rsqrt, ss, bias = g.norm_eps_sb[s![0..rows, ..]], scale = inv_h);
+        nisa::tensor_scalar(x, x, nl::multiply, ss, engine = nisa::engine::vector);
+    }
+
+    /// The library's `_compute_layer_norm_stats` (step 2): each row's mean
+    /// (column 0) and `1 / sqrt(var + eps)` (column 1) into `mean_rstd` `[128, 2]` fp32.
+    #[nki_helper]
+    pub fn compute_layer_norm_stats(cfg: QkvCteConfig, dims: QkvCteDims, g: QkvCteGlobals, input_sb: Sbuf, mean_rstd: Sbuf, rows: i64) {
+        let n = dims.h.div_ceil(BN_STATS_TILE_SIZE);
+        let stats = nl::ndarray([P_MAX, BN_STATS_DST_SIZE * n], cfg.act_dtype, buffer = nl::sbuf);
+        for t in 0..n {
+            let c0 = t * BN_STATS_TILE_SIZE;
+            let c1 = (c0 + BN_STATS_TILE_SIZE).min(dims.h);
+            let d0 = t * BN_STATS_DST_SIZE;
+            nisa::bn_stats(stats[s![0..rows, d0..d0 + BN_STATS_DST_SIZE]], input_sb[s![0..rows, c0..c1]]);
+        }
+        nisa::bn_aggr(mean_rstd[s![0..rows, ..]], stats[s![0..rows, ..]]);
+        let var = mean_rstd[s![0..rows, 1..2]];
+        nisa::activation(var, nl::rsqrt, var, bias = g.norm_eps_sb[s![0..rows, ..]]);
+    }
+
+    /// Step 3 on one 512-column tile of H at `h0`: LayerNorm's `(x - mean)·rstd`,
+    /// the four 128-column pieces transposed on the PE array into one PSUM tile,
+    /// then copied back over the same columns (`[128 h, piece·128 + s]`), times
+    /// gamma (plus beta) per partition with a norm.
+    #[nki_helper]
+    pub fn transpose_h_tile(cfg: QkvCteConfig, g: QkvCteGlobals, input_sb: Sbuf, mean_rstd: Sbuf, h0: i64, width: i64, rows: i64) {
+        if cfg.fused_norm_type == NormType::LAYER_NORM {
+            let x = input_sb[s![0..rows, h0..h0 + width]];
+            let (mean, rstd) = (mean_rstd[s![0..rows, 0..1]], mean_rstd[s![0..rows, 1..2]]);
+            nisa::tensor_scalar(x, x, nl::subtract, mean, op1 = nl::multiply, operand1 = rstd);
+        }
+        let tp = nl::ndarray([P_MAX, PSUM_FMAX], cfg.psum_transpose_dtype, buffer = nl::psum);
+        let pieces = width.div_ceil(P_MAX);
+        for j in 0..pieces {
+            let c0 = h0 + j * P_MAX;
+            nisa::nc_transpose(tp[s![.., j * P_MAX..j * P_MAX + rows]], input_sb[s![0..rows, c0..c0 + P_MAX]]);
+        }
+        for j in 0..pieces {
+            let c0 = h0 + j * P_MAX;
+            let t = (h0 + j * P_MAX) / P_MAX;
+            let dst = input_sb[s![.., c0..c0 + rows]];
+            let src = tp[s![.., j * P_MAX..j * P_MAX + rows]];
+            if cfg.apply_gamma {
+                let gamma = g.gamma_norm_weights_sb[s![.., t..t + 1]];
+                if cfg.add_layer_norm_bias {
+                    nisa::tensor_scalar(dst, src, nl::multiply, gamma, op1 = nl::add, operand1 = g.layer_norm_bias_sb[s![.., t..t + 1]]);
+                } else {
+                    nisa::tensor_scalar(dst, src, nl::multiply, gamma);
+                }
+            } else {
+                nisa::tensor_copy(dst, src);
+            }
+        }
+    }
+
+    /// Steps 1 to 3 for one S tile: the rows loaded (with the residuals),
+    /// normalised, and transposed in place, `[128 h, piece·128 + s]`.
+    #[nki_helper]
+    pub fn load_and_transpose_input(cfg: QkvCteConfig, dims: QkvCteDims, io: QkvCteTensors, g: QkvCteGlobals, input_sb: Sbuf, b: i64, s0: i64, rows: i64) {
+        load_input_tile(cfg, dims, io, input_sb, b, s0, rows);
+        let norm = cfg.fused_norm_type;
+        if norm == NormType::RMS_NORM || norm == NormType::RMS_NORM_SKIP_GAMMA {
+            apply_rms_normalization(cfg, dims, g, input_sb, rows);
+        }
+        let mean_rstd = nl::ndarray([P_MAX, 2], cfg.act_dtype, buffer = nl::sbuf);
+        if norm == NormType::LAYER_NORM {
+            compute_layer_norm_stats(cfg, dims, g, input_sb, mean_rstd, rows);
+        }
+        for t in 0..dims.num_512_tiles_per_h {
+            let h0 = t * PSUM_FMAX;
+            transpose_h_tile(cfg, g, input_sb, mean_rstd, h0, (dims.h - h0).min(PSUM_FMAX), rows);
+        }
+    }
+
+    /// Step 4: the block's transposed S tiles (`input_sb` `[128, tiles, H]`)
+    /// times the weights, 1024 rows of H per weight load (`[128, 8, I]`:
+    /// element `[p, j, c]` is row `j·128 + p` of the load), each S tile and
+    /// 512 columns of I accumulating in its own PSUM bank, `psum[:, tile · I tiles + i tile, :]`.
+    #[nki_helper]
+    pub fn qkv_projection(cfg: QkvCteConfig, dims: QkvCteDims, io: QkvCteTensors, input_sb: Sbuf, psum: Psum, rows: i64) {
+        let (h, i, ni) = (dims.h, dims.i, dims.num_512_tiles_per_i);
+        for wl in 0..h.div_ceil(WEIGHT_LOAD_BLOCK_SIZE_PER_H) {
+            let off = wl * WEIGHT_LOAD_BLOCK_SIZE_PER_H;
+            let n = ((h - off) / P_MAX).min(NUM_128_TILES_PER_WEIGHT_LOAD);
+            let w_sb = nl::ndarray([P_MAX, NUM_128_TILES_PER_WEIGHT_LOAD, i], cfg.compute_mm_dtype, buffer = nl::sbuf);
+            nisa::dma_copy(w_sb[s![.., 0..n, ..]], io.weights.ap([[i, P_MAX], [P_MAX * i, n], [1, i]], offset = off * i));
+            for t in 0..rows.div_ceil(P_MAX) {
+                let r = (rows - t * P_MAX).min(P_MAX);
+                for j in 0..n {
+                    let c0 = off + j * P_MAX;
+                    for k in 0..ni {
+                        let (i0, iw) = (k * PSUM_FMAX, (i - k * PSUM_FMAX).min(PSUM_FMAX));
+                        nisa::nc_matmul(psum[s![0..r, t * ni + k, 0..iw]], input_sb[s![.., t, c0..c0 + r]], w_sb[s![.., j, i0..i0 + iw]]);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The library's `_evict_psum_to_sbuf_apply_bias` (step 5): S tile `t`'s
+    /// PSUM banks into `out_sb` `[rows, I]` (the compute dtype), plus the bias.
+    #[nki_helper]
+    pub fn evict_psum_to_sbuf_apply_bias(cfg: QkvCteConfig, dims: QkvCteDims, g: QkvCteGlobals, out_sb: Sbuf, psum: Psum, t: i64, rows: i64) {
+        let (i, ni) = (dims.i, dims.num_512_tiles_per_i);
+        for k in 0..ni {
+            let (i0, iw) = (k * PSUM_FMAX, (i - k * PSUM_FMAX).min(PSUM_FMAX));
+            let dst = out_sb[s![0..rows, i0..i0 + iw]];
+            let src = psum[s![0..rows, t * ni + k, 0..iw]];
+            if cfg.add_bias {
+                nisa::tensor_tensor(dst, src, g.bias_sb[s![0..rows, i0..i0 + iw]], nl::add);
+            } else {
+                nisa::tensor_copy(dst, src);
+            }
+        }
+    }
+
+    /// One head of S tile `t` from PSUM into `dst` `[rows, d_head]`, plus its bias columns.
+    #[nki_helper]
+    pub fn copy_head_from_psum(cfg: QkvCteConfig, dims: QkvCteDims, g: QkvCteGlobals, dst: Sbuf, psum: Psum, t: i64, head: i64, rows: i64) {
+        let d = dims.d_head;
+        let heads_per_bank = PSUM_FMAX / d;
+        let bank = t * dims.num_512_tiles_per_i + head / heads_per_bank;
+        let c0 = (head % heads_per_bank) * d;
+        let src = psum[s![0..rows, bank, c0..c0 + d]];
+        if cfg.add_bias {
+            nisa::tensor_tensor(dst, src, g.bias_sb[s![0..rows, head * d..(head + 1) * d]], nl::add);
+        } else {
+            nisa::tensor_copy(dst, src);
+        }
+    }
+
+    /// The library's `_copy_psum_to_sbuf_apply_rope_and_bias` (step 5 with
+    /// RoPE): rows `s0..s0 + rows` of the caches loaded (cos whole, sin's
+    /// first half, both halves being equal), then each Q and K head `X =
+    /// [X1, X2]` (plus bias) becomes `X·cos + [-X2·sin, X1·sin]`, each
+    /// product rounded to the compute dtype; the V heads are copied (plus bias).
+    #[nki_helper]
+    pub fn copy_psum_to_sbuf_apply_rope_and_bias(
+        cfg: QkvCteConfig,
+        dims: QkvCteDims,
+        io: QkvCteTensors,
+        g: QkvCteGlobals,
+        out_sb: Sbuf,
+        psum: Psum,
+        t: i64,
+        b: i64,
+        s0: i64,
+        rows: i64,
+    ) {
+        let (d, half) = (dims.d_head, dims.d_head / 2);
+        let dt = cfg.compute_mm_dtype;
+        let cos_sb = nl::ndarray([P_MAX, d], dt, buffer = nl::sbuf);
+        let sin_sb = nl::ndarray([P_MAX, half], dt, buffer = nl::sbuf);
+        let shape = [dims.b, dims.s, d];
+        let (cos_cache, sin_cache) = (io.cos_cache, io.sin_cache);
+        if let Some(cos) = cos_cache {
+            nisa::dma_copy(cos_sb[s![0..rows, ..]], cos.reshape(shape)[s![b, s0..s0 + rows, ..]]);
+        }
+        if let Some(sin) = sin_cache {
+            nisa::dma_copy(sin_sb[s![0..rows, ..]], sin.reshape(shape)[s![b, s0..s0 + rows, 0..half]]);
+        }
+        let (cos, sin) = (cos_sb[s![0..rows, ..]], sin_sb[s![0..rows, ..]]);
+        // [X (then X·cos) | -X2·sin, X1·sin]
+        let rope_sb = nl::ndarray([P_MAX, 2 * d], dt, buffer = nl::sbuf);
+        let x = rope_sb[s![0..rows, 0..d]];
+        let (x1, x2) = (rope_sb[s![0..rows, 0..half]], rope_sb[s![0..rows, half..d]]);
+        let (rot1, rot2) = (rope_sb[s![0..rows, d..d + half]], rope_sb[s![0..rows, d + half..2 * d]]);
+        for head in 0..dims.num_q_heads + dims.num_kv_heads {
+            copy_head_from_psum(cfg, dims, g, x, psum, t, head, rows);
+            nisa::tensor_tensor(rot1, x2, sin, nl::multiply);
+            nisa::tensor_scalar(rot1, rot1, nl::multiply, -1.0);
+            nisa::tensor_tensor(rot2, x1, sin, nl::multiply);
+            nisa::tensor_tensor(x, x, cos, nl::multiply);
+            nisa::tensor_tensor(out_sb[s![0..rows, head * d..(head + 1) * d]], x, rope_sb[s![0..rows, d..2 * d]], nl::add);
+        }
+        for head in dims.num_q_heads + dims.num_kv_heads..dims.num_heads {
+            copy_head_from_psum(cfg, dims, g, out_sb[s![0..rows, head * d..(head + 1) * d]], psum, t, head, rows);
+        }
+    }
+
+    /// Step 6: `out_sb` (rows `s0..s0 + rows` of batch `b`) into the output,
+    /// `[B, S, I]` (BSD) or head by head into `[N, B, S, d_head]` (NBSd).
+    #[nki_helper]
+    pub fn store_output(cfg: QkvCteConfig, dims: QkvCteDims, io: QkvCteTensors, out_sb: Sbuf, b: i64, s0: i64, rows: i64) {
+        if cfg.output_layout == QKVOutputLayout::NBSd {
+            let d = dims.d_head;
+            for head in 0..dims.num_heads {
+                nisa::dma_copy(io.output[s![head, b, s0..s0 + rows, ..]], out_sb[s![0..rows, head * d..(head + 1) * d]]);
+            }
+        } else {
+            nisa::dma_copy(io.output[s![b, s0..s0 + rows, ..]], out_sb[s![0..rows, ..]]);
+        }
+    }
+
+    /// One S block of batch `b`: `rows` rows from this program's row `r0`
+    /// (steps 1 to 6 for each of its S tiles).
+    #[nki_helper]
+    pub fn qkv_cte_block(cfg: QkvCteConfig, dims: QkvCteDims, io: QkvCteTensors, g: QkvCteGlobals, b: i64, r0: i64, rows: i64) {
+        let (h, i) = (dims.h, dims.i);
+        let tiles = rows.div_ceil(P_MAX);
+        let s0 = dims.s_shard_offset + r0;
+        let input_sb = nl::ndarray([P_MAX, tiles, h], cfg.compute_mm_dtype, buffer = nl::sbuf);
+        for t in 0..tiles {
+            let r = (rows - t * P_MAX).min(P_MAX);
+            load_and_transpose_input(cfg, dims, io, g, input_sb[s![.., t, ..]], b, s0 + t * P_MAX, r);
+        }
+        let psum = nl::ndarray([P_MAX, NUM_HW_PSUM_BANKS, PSUM_FMAX], nl::float32, buffer = nl::psum);
+        qkv_projection(cfg, dims, io, input_sb, psum, rows);
+        let out_sb = nl::ndarray([P_MAX, tiles, i], cfg.compute_mm_dtype, buffer = nl::sbuf);
+        for t in 0..tiles {
+            let r = (rows - t * P_MAX).min(P_MAX);
+            let o = out_sb[s![.., t, ..]];
+            if cfg.fused_rope {
+                copy_psum_to_sbuf_apply_rope_and_bias(cfg, dims, io, g, o, psum, t, b, s0 + t * P_MAX, r);
+            } else {
+                evict_psum_to_sbuf_apply_bias(cfg, dims, g, o, psum, t, r);
+            }
+            store_output(cfg, dims, io, o, b, s0 + t * P_MAX, r);
+        }
+    }
+
+    /// The library's `_qkv_cte_impl`: the globals loaded, then this
+    /// program's rows, batch by batch, in S blocks.
+    #[nki_helper]
+    pub fn qkv_cte_impl(cfg: QkvCteConfig, dims: QkvCteDims, io: QkvCteTensors, args: QkvCteUserInput, norm_eps: f64) {
+        if dims.s_shard == 0 {
+            return;
+        }
+        let g = load_globals(cfg, dims, args, norm_eps);
+        let degree: i64 = multi_buffering_degree_for_seqlen(dims);
+        let block = degree * P_MAX;
+        for b in 0..dims.b {
+            for blk in 0..dims.s_shard.div_ceil(block) {
+                let r0 = blk * block;
+                let rows = (dims.s_shard - r0).min(block);
+                qkv_cte_block(cfg, dims, io, g, b, r0, rows);
+            }
+        }
+    }
+
+    /// The fused QKV projection of `input` `[B, S, H]` with
+    /// `fused_qkv_weights` `[H, I]` for prefill (see the module docs).
+    /// Returns `[B, S, I]` (BSD) or `[I/d_head, B, S, d_head]` (NBSd) in the
+    /// input's dtype.
+    #[nki_kernel]
+    pub fn qkv_cte(
+        #[dtypes(float32, bfloat16, float16)] input: Hbm,
+        #[dtypes(float32, bfloat16, float16)] fused_qkv_weights: Hbm,
+        #[default(QKVOutputLayout::BSD)] output_layout: QKVOutputLayout,
+        #[dtypes(float32, bfloat16, float16)] bias: Option<Hbm>,
+        #[default(false)] fused_residual_add: bool,
+        #[dtypes(float32, bfloat16, float16)] mlp_prev: Option<Hbm>,
+        #[dtypes(float32, bfloat16, float16)] attention_prev: Option<Hbm>,
+        #[default(NormType::NO_NORM)] fused_norm_type: NormType,
+        #[dtypes(float32, bfloat16, float16)] gamma_norm_weights: Option<Hbm>,
+        #[dtypes(float32, bfloat16, float16)] layer_norm_bias: Option<Hbm>,
+        #[default(1e-6)] norm_eps: f64,
+        hidden_actual: Option<i64>,
+        #[default(false)] fused_rope: bool,
+        #[dtypes(float32, bfloat16, float16)] cos_cache: Option<Hbm>,
+        #[dtypes(float32, bfloat16, float16)] sin_cache: Option<Hbm>,
+        d_head: Option<i64>,
+        num_q_heads: Option<i64>,
+        num_kv_heads: Option<i64>,
+        k_cache: Option<Hbm>,
+        v_cache: Option<Hbm>,
+        k_scale: Option<Hbm>,
+        v_scale: Option<Hbm>,
+        fp8_max: Option<f64>,
+        fp8_min: Option<f64>,
+        kv_dtype: Option<Dtype>,
+        #[default(false)] use_block_kv: bool,
+        block_size: Option<i64>,
+        slot_mapping: Option<Hbm>,
+        #[default(false)] store_output_in_sbuf: bool,
+        #[default(false)] use_auto_allocation: bool,
+        #[default(true)] load_input_with_DMA_transpose: bool,
+        #[default(QuantizationType::NONE)] quantization_type: QuantizationType,
+        #[dtypes(float32)] qkv_w_scale: Option<Hbm>,
+        #[dtypes(float32)] qkv_in_scale: Option<Hbm>,
+        #[default(false)] is_input_swizzled: bool,
+        #[default(QKVWeightLayout::CONTIGUOUS)] weight_layout: QKVWeightLayout,
+    ) -> Hbm {
+        let _ = (k_cache, v_cache, fp8_max, fp8_min, kv_dtype, block_size, slot_mapping, use_auto_allocation);
+        let _ = (load_input_with_DMA_transpose, qkv_w_scale, qkv_in_scale);
+        let kv_quantization = k_scale.is_some() && v_scale.is_some();
+        validate_unsupported_options(quantization_type, kv_quantization, use_block_kv, store_output_in_sbuf, is_input_swizzled, weight_layout);
+        assert!(input.ndim() == 3, "qkv_cte: input must be [B, S, H] in HBM, got {} dims", input.ndim());
+        let args = QkvCteUserInput {
+            input,
+            fused_qkv_weights,
+            output_layout,
+            bias,
+            fused_residual_add,
+            mlp_prev,
+            attention_prev,
+            fused_norm_type,
+            gamma_norm_weights,
+            layer_norm_bias,
+            hidden_actual: hidden_actual.unwrap_or(input.shape()[2]),
+            fused_rope,
+            cos_cache,
+            sin_cache,
+            d_head: d_head.unwrap_or(0),
+            num_q_heads: num_q_heads.unwrap_or(0),
+            num_kv_heads: num_kv_heads.unwrap_or(0),
+        };
+        validate_user_inputs(args);
+        let grid = nl::program_ndim() == 1;
+        let num_shards = if grid { nl::num_programs(0) } else { 1 };
+        let shard_id = if grid { nl::program_id(0) } else { 0 };
+        let cfg = build_config(args, num_shards);
+        let dims = get_tensor_dimensions(args, cfg, num_shards, shard_id);
+        let (b, s, h, i, d) = (dims.b, dims.s, dims.h, dims.i, dims.d_head);
+        let nbsd = output_layout == QKVOutputLayout::NBSd;
+        let output = if nbsd {
+            nl::ndarray([dims.num_heads, dims.b_orig, dims.s_orig, d], input.dtype(), buffer = nl::shared_hbm)
+        } else {
+            nl::ndarray([dims.b_orig, dims.s_orig, i], input.dtype(), buffer = nl::shared_hbm)
+        };
+        // The kernel's view: [B, S] folded into [1, B·S] when the config says so
+        // (the optional tensors are folded where they are read).
+        let io = QkvCteTensors {
+            input: input.reshape([b, s, h]),
+            weights: fused_qkv_weights,
+            output: if nbsd { output.reshape([dims.num_heads, b, s, d]) } else { output.reshape([b, s, i]) },
+            mlp_prev,
+            attention_prev,
+            cos_cache,
+            sin_cache,
+        };
+        qkv_cte_impl(cfg, dims, io, args, norm_eps);
+        if num_shards == 2 {
+            // Both programs' rows are stored before the output is read.
+            nisa::core_barrier(output, [0, 1]);
+        }
+        output
+    }
+}
