@@ -31,7 +31,8 @@ from .matmul_steps import matmul_hoisted
 from .mlp import mlp
 from .output_projection_cte import output_projection_cte
 from .output_projection_tkg import output_projection_tkg
-from .qkv_tkg import qkv
+from .qkv import qkv
+from .qkv_cte import qkv_cte
 from .qkv_tkg import qkv_tkg
 from .ring_attention_bwd import ring_attention_spmd_bwd
 from .ring_attention_fwd import ring_attention_spmd_fwd
@@ -84,6 +85,7 @@ __all__ = [
     "output_projection_cte",
     "output_projection_tkg",
     "qkv",
+    "qkv_cte",
     "qkv_tkg",
     "ring_attention_spmd_bwd",
     "ring_attention_spmd_fwd",

@@ -52,10 +52,6 @@ FP8_E4M3_MAX = 240.0
 PIPE_ID = 0
 
 
-# Tokens per sequence above which the library's `qkv` uses `qkv_cte`.
-SEQLEN_THRESHOLD_FOR_QKV_CTE = 96
-
-
 @dataclass
 class QkvTkgConfig(nl.NKIObject):
     """The call's dimensions, its program's hidden shard and the array tiling."""
@@ -444,43 +440,3 @@ def qkv_tkg(hidden, qkv_w, norm_w=None, fused_add=False, mlp_prev=None, attn_pre
     if fused_add:
         return (output, x)
     return output
-
-
-@nki.jit
-def qkv(input, fused_qkv_weights, output_layout=QKVOutputLayout.BSD, bias=None, quantization_type=QuantizationType.NONE, qkv_w_scale=None, qkv_in_scale=None, fused_residual_add=False, mlp_prev=None, attention_prev=None, fused_norm_type=NormType.NO_NORM, gamma_norm_weights=None, layer_norm_bias=None, norm_eps=1e-6, hidden_actual=None, fused_rope=False, cos_cache=None, sin_cache=None, d_head=None, num_q_heads=None, num_kv_heads=None, k_cache=None, v_cache=None, k_scale=None, v_scale=None, fp8_max=None, fp8_min=None, kv_dtype=None, use_block_kv=False, block_size=None, slot_mapping=None, store_output_in_sbuf=False, use_auto_allocation=False, load_input_with_DMA_transpose=True, is_h_dim_4h_transposed=False, weight_layout=QKVWeightLayout.CONTIGUOUS):
-    """The library's `qkv` entry: the fused QKV projection of `input` `[B, S,
-    H]` with `fused_qkv_weights` `[H, I]`, by `qkv_tkg` when the call is a
-    decode-phase one (`S <= SEQLEN_THRESHOLD_FOR_QKV_CTE`, `B·S <= 128`, no
-    fused RoPE). The context-encoding kernel `qkv_cte` (long sequences,
-    fused RoPE, the KV-cache options) is not ported: those calls are
-    refused. The parameters only `qkv_cte` reads are taken and, as in the
-    library on the `qkv_tkg` path, not used.
-    """
-    assert isinstance(output_layout, QKVOutputLayout), f"qkv: output_layout={output_layout!r} is not a QKVOutputLayout member (BSD, NBSd, NBdS)"
-    assert isinstance(quantization_type, QuantizationType), f"qkv: quantization_type={quantization_type!r} is not a QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)"
-    assert isinstance(fused_norm_type, NormType), f"qkv: fused_norm_type={fused_norm_type!r} is not a NormType member (NO_NORM, RMS_NORM, LAYER_NORM, RMS_NORM_SKIP_GAMMA)"
-    assert isinstance(weight_layout, QKVWeightLayout), f"qkv: weight_layout={weight_layout!r} is not a QKVWeightLayout member (CONTIGUOUS, MX_CONTIGUOUS, MX_INTERLEAVED)"
-    assert input.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv takes input as float32, bfloat16 or float16"
-    assert fused_qkv_weights.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "qkv takes fused_qkv_weights as float32, bfloat16, float16 or float8_e4m3"
-    assert bias is None or bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv takes bias as float32, bfloat16 or float16"
-    assert qkv_w_scale is None or qkv_w_scale.dtype in (nl.float32,), "qkv takes qkv_w_scale as float32"
-    assert qkv_in_scale is None or qkv_in_scale.dtype in (nl.float32,), "qkv takes qkv_in_scale as float32"
-    assert mlp_prev is None or mlp_prev.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv takes mlp_prev as float32, bfloat16 or float16"
-    assert attention_prev is None or attention_prev.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv takes attention_prev as float32, bfloat16 or float16"
-    assert gamma_norm_weights is None or gamma_norm_weights.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv takes gamma_norm_weights as float32, bfloat16 or float16"
-    assert layer_norm_bias is None or layer_norm_bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv takes layer_norm_bias as float32, bfloat16 or float16"
-    assert cos_cache is None or cos_cache.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "qkv takes cos_cache as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert sin_cache is None or sin_cache.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "qkv takes sin_cache as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert k_cache is None or k_cache.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "qkv takes k_cache as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert v_cache is None or v_cache.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "qkv takes v_cache as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert k_scale is None or k_scale.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "qkv takes k_scale as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert v_scale is None or v_scale.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "qkv takes v_scale as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert slot_mapping is None or slot_mapping.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "qkv takes slot_mapping as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    (cos_cache, sin_cache, k_cache, v_cache, k_scale, v_scale, fp8_max, fp8_min, kv_dtype, use_block_kv, block_size)
-    (slot_mapping, use_auto_allocation, load_input_with_DMA_transpose, weight_layout)
-    assert input.ndim == 3, f"qkv: input must be [B, S, H] in HBM, got {input.ndim} dims"
-    b, s, _ = input.shape
-    cte_only = fused_rope or s > SEQLEN_THRESHOLD_FOR_QKV_CTE or b * s > P_MAX
-    assert not cte_only, f"qkv: fused_rope, S > {SEQLEN_THRESHOLD_FOR_QKV_CTE} or B * S > 128 (got S = {s}, B * S = {b * s}) need qkv_cte, which is not ported"
-    out = qkv_tkg(input, fused_qkv_weights, norm_w=gamma_norm_weights, fused_add=fused_residual_add, mlp_prev=mlp_prev, attn_prev=attention_prev, d_head=d_head, num_kv_heads=num_kv_heads, num_q_heads=num_q_heads, output_layout=output_layout, eps=norm_eps, norm_type=fused_norm_type, quantization_type=quantization_type, is_h_dim_4h_transposed=is_h_dim_4h_transposed, qkv_w_scale=qkv_w_scale, qkv_in_scale=qkv_in_scale, output_in_sbuf=store_output_in_sbuf, qkv_bias=bias, norm_bias=layer_norm_bias, hidden_actual=hidden_actual)
-    return out
