@@ -140,6 +140,27 @@ const CASES: &[Case] = &[
         ],
     },
     Case {
+        kernel: "qkv_cte",
+        ranks: 1,
+        // 130 rows over trn2's 2 programs (65 each), RMSNorm with a residual add,
+        // a bias and RoPE on 2 query and 1 key head of 64 (one value head), BSD.
+        params: &[
+            ("input", F32(&[1, 130, 256])),
+            ("fused_qkv_weights", F32(&[256, 256])),
+            ("bias", F32(&[1, 256])),
+            ("fused_residual_add", Text("true")),
+            ("mlp_prev", F32(&[1, 130, 256])),
+            ("attention_prev", F32(&[1, 130, 256])),
+            ("fused_norm_type", Text("RMS_NORM")),
+            ("gamma_norm_weights", F32(&[1, 256])),
+            ("fused_rope", Text("true")),
+            ("cos_cache", F32(&[1, 130, 64])),
+            ("sin_cache", F32(&[1, 130, 64])),
+            ("num_q_heads", Text("2")),
+            ("num_kv_heads", Text("1")),
+        ],
+    },
+    Case {
         kernel: "RoPE",
         ranks: 1,
         params: &[

@@ -12,6 +12,7 @@ pub mod max;
 pub mod mlp;
 pub mod output_projection;
 pub mod qkv;
+pub mod qkv_cte;
 pub mod rmsnorm;
 pub mod router_topk;
 pub mod subkernels;

@@ -21,7 +21,8 @@
 //! | `rotational_topk` | [`topk::rotational_topk`] | top-k values and indices of vocabulary-sized rows |
 //! | `mlp` | [`mlp::mlp`] | gate/up projection, gated activation, down projection (decode and context-encoding paths) |
 //! | `qkv_tkg` | [`qkv::qkv_tkg`] | decode-phase fused QKV projection: residual add, norm, fp8 dequantization, bias, BSD/NBSd |
-//! | `qkv` | [`qkv::qkv_tkg`] | the library's QKV entry (its `qkv_tkg` path; `qkv_cte` calls refused) |
+//! | `qkv_cte` | [`qkv::qkv_cte`] | prefill fused QKV projection: residual add, norm, bias, RoPE, BSD/NBSd |
+//! | `qkv` | [`qkv::qkv`] | the library's QKV entry: `qkv_cte` or `qkv_tkg` by the token count |
 //! | `rmsnorm_tkg` | [`subkernels::rmsnorm_tkg`] | decode-phase RMSNorm into the `[128, B·S, H/128]` layout |
 //!
 //! Every kernel's compile-time rules are `const fn`s beside it (with a

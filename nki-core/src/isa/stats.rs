@@ -6,24 +6,27 @@
 //! side by side) into the row's mean and (population) variance. Both compute in
 //! fp32 and round only when writing `dst`.
 
+use super::alu::reduce;
 use super::elementwise::NameOpts;
 use super::exec::{Input, rowwise};
 use super::tile::TileView;
 use crate::emulator::Ctx;
+use crate::language::NlOp;
 use crate::{NkiError, Result, Tensor};
 use nki_spec::constants::{BN_AGGR_DIM, BN_STATS_DIM, BN_STATS_FMAX};
 
 /// `(count, mean, sum of squared deviations)` of `vals`, in fp32: the mean
 /// first, then the deviations from it (two passes, as stable as Welford's).
 fn moments(vals: impl Iterator<Item = f32> + Clone) -> [f32; 3] {
-    let (n, sum) = vals.clone().fold((0usize, 0f32), |(n, s), v| (n + 1, s + v));
-    if n == 0 {
+    let xs: Vec<f32> = vals.collect();
+    if xs.is_empty() {
         // An empty group contributes nothing to bn_aggr: count 0, mean 0, m2 0.
         return [0.0, 0.0, 0.0];
     }
-    let mean = sum / n as f32;
-    let m2 = vals.map(|v| (v - mean) * (v - mean)).sum();
-    [n as f32, mean, m2]
+    // Sums in the Vector Engine's reduction order (`reduce`), as every row sum.
+    let mean = reduce(NlOp::Add, &xs, 0.0) / xs.len() as f32;
+    let squares: Vec<f32> = xs.iter().map(|v| (v - mean) * (v - mean)).collect();
+    [xs.len() as f32, mean, reduce(NlOp::Add, &squares, 0.0)]
 }
 
 /// Starts `op` reading `data` into `dst`; both as tiles `(data, dst)`.
@@ -95,10 +98,11 @@ pub fn bn_aggr(ctx: &Ctx, dst: &Tensor, data: &Tensor, opts: NameOpts<'_>) -> Re
     check_rows(OP, dst, &d, data, &x, BN_AGGR_DIM as usize)?;
     rowwise(ctx, dst, &d, &[Input { tensor: data, tile: &x }], |_, rows, out| {
         let triples = rows[0].chunks_exact(3);
-        let n: f32 = triples.clone().map(|t| t[0]).sum();
-        let mean = triples.clone().map(|t| t[0] * t[1]).sum::<f32>() / n;
+        let sum = |f: &dyn Fn(&[f32]) -> f32| reduce(NlOp::Add, &triples.clone().map(f).collect::<Vec<f32>>(), 0.0);
+        let n = sum(&|t| t[0]);
+        let mean = sum(&|t| t[0] * t[1]) / n;
         // Chan et al.: the groups' own spread plus the spread of their means.
-        let m2: f32 = triples.map(|t| t[2] + t[0] * (t[1] - mean) * (t[1] - mean)).sum();
+        let m2 = sum(&|t| t[2] + t[0] * ((t[1] - mean) * (t[1] - mean)));
         out[0] = mean;
         out[1] = m2 / n;
     })

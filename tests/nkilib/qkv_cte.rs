@@ -1,0 +1,420 @@
+//! The library's `qkv_cte` against a float64 projection written from its
+//! documented semantics (`x = input (+ mlp_prev + attention_prev)`, RMSNorm
+//! `x·gamma/sqrt(Σx²/N + eps)` (without gamma for `RMS_NORM_SKIP_GAMMA`) or
+//! LayerNorm `(x-μ)·gamma/sqrt(σ²+eps) (+ beta)`, `out = x @ W (+ bias)`, RoPE
+//! `[X1, X2]·cos + [-X2, X1]·sin` on each Q and K head, stored `[B, S, I]` or
+//! `[I/d, B, S, d]`), at the library's test configurations (a fast subset),
+//! in both precision modes; its emitted source under NumPy against the
+//! emulator; its rules; and the `qkv` entry's dispatch to it.
+
+use crate::common::attention::run_numpy_kwargs;
+use crate::common::{Arg, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, package_of, seed_of, tensor, uniform};
+use nki::{Dtype, Launch, Precision};
+use nkilib::qkv::qkv::qkv as qkv_entry;
+use nkilib::qkv::qkv_cte::{NormType, QKVOutputLayout, QkvCteRule, QkvCteShape, QuantizationType, qkv_cte, qkv_cte_violation};
+
+/// The norm of a case.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Norm {
+    None,
+    Rms,
+    RmsSkipGamma,
+    Layer,
+}
+
+/// One configuration of the library's `test_qkv_cte.py`.
+#[derive(Clone, Copy, Debug)]
+struct Config {
+    lnc: usize,
+    b: usize,
+    s: usize,
+    h: usize,
+    hidden_actual: Option<usize>,
+    i: usize,
+    d_head: usize,
+    nq: usize,
+    nkv: usize,
+    norm: Norm,
+    fused_add: bool,
+    norm_bias: bool,
+    qkv_bias: bool,
+    nbsd: bool,
+    rope: bool,
+    eps: f64,
+}
+
+/// A configuration: `I = (nq + 2·nkv)·d_head`, BSD, no bias, no RoPE, eps 1e-6.
+#[allow(clippy::too_many_arguments)]
+const fn c(lnc: usize, b: usize, s: usize, h: usize, d_head: usize, nq: usize, nkv: usize, norm: Norm, fused_add: bool) -> Config {
+    Config {
+        lnc,
+        b,
+        s,
+        h,
+        hidden_actual: None,
+        i: (nq + 2 * nkv) * d_head,
+        d_head,
+        nq,
+        nkv,
+        norm,
+        fused_add,
+        norm_bias: false,
+        qkv_bias: false,
+        nbsd: false,
+        rope: false,
+        eps: 1e-6,
+    }
+}
+
+/// `cfg` with the biases, layout and RoPE set.
+const fn with(cfg: Config, norm_bias: bool, qkv_bias: bool, nbsd: bool, rope: bool) -> Config {
+    Config { norm_bias, qkv_bias, nbsd, rope, ..cfg }
+}
+
+/// The library's configurations scaled to a fast test (its sizes, H to 16384
+/// and RoPE at H = 8192, are compared with the library kernel itself under
+/// the NumPy executor): every norm, the residual add, both biases, both
+/// layouts, RoPE with heads of 128 and 64, one and two programs (an odd row
+/// split), folded and unfolded batches, S blocks of several tiles, every
+/// PSUM bank (I = 4096), H with a partial weight load.
+const LIBRARY_CONFIGS: &[Config] = &[
+    c(1, 1, 128, 512, 128, 2, 1, Norm::Rms, true),
+    c(1, 1, 1000, 512, 128, 2, 1, Norm::Rms, true),
+    Config { hidden_actual: Some(768), ..c(1, 1, 512, 1024, 128, 0, 1, Norm::Rms, true) },
+    with(c(2, 1, 320, 2048, 128, 3, 1, Norm::Layer, false), true, false, false, false),
+    with(c(2, 1, 128, 2048, 128, 6, 1, Norm::None, false), false, false, false, true),
+    with(c(2, 1, 128, 2304, 64, 8, 1, Norm::None, true), false, true, false, true),
+    with(c(2, 2, 257, 1024, 128, 2, 2, Norm::Layer, true), true, true, true, false),
+    with(c(1, 2, 640, 512, 128, 3, 1, Norm::RmsSkipGamma, false), false, true, false, false),
+    c(2, 1, 1290, 512, 128, 1, 1, Norm::None, false),
+    with(c(1, 1, 200, 512, 128, 28, 2, Norm::None, false), false, true, false, false),
+    Config { eps: 77.0, ..with(c(1, 1, 384, 1024, 128, 2, 1, Norm::Rms, false), false, false, true, true) },
+];
+
+impl Config {
+    fn bxs(&self) -> usize {
+        self.b * self.s
+    }
+
+    fn name(&self) -> String {
+        format!("{self:?}")
+    }
+
+    /// Inputs: input, mlp_prev, attention_prev `[B·S·H]`, weights `[H·I]`,
+    /// gamma, beta `[H]`, bias `[I]`, RoPE angles `[B·S·d/2]`; the weights
+    /// scaled by `1/sqrt(H)` to keep the outputs near one.
+    fn inputs(&self) -> Vec<Vec<f64>> {
+        let seed = seed_of(&self.name());
+        let (n, h, i) = (self.bxs() * self.h, self.h, self.i);
+        let w = 1.0 / (h as f64).sqrt();
+        vec![
+            uniform(n, seed, -1.0, 1.0),
+            uniform(n, seed + 1, -1.0, 1.0),
+            uniform(n, seed + 2, -1.0, 1.0),
+            uniform(h * i, seed + 3, -w, w),
+            uniform(h, seed + 4, 0.5, 1.5),
+            uniform(h, seed + 5, -0.5, 0.5),
+            uniform(i, seed + 6, -1.0, 1.0),
+            uniform(self.bxs() * self.d_head / 2, seed + 7, -std::f64::consts::PI, std::f64::consts::PI),
+        ]
+    }
+
+    /// The RoPE caches `[B·S, d]`: cos and sin of each angle, both halves equal.
+    fn caches(&self, v: &[Vec<f64>]) -> (Vec<f64>, Vec<f64>) {
+        let half = self.d_head / 2;
+        let at = |k: usize| v[7][(k / self.d_head) * half + k % self.d_head % half];
+        let n = self.bxs() * self.d_head;
+        ((0..n).map(|k| at(k).cos()).collect(), (0..n).map(|k| at(k).sin()).collect())
+    }
+
+    /// The normalised row `row` of `[H]`.
+    fn norm_row(&self, row: &[f64], v: &[Vec<f64>]) -> Vec<f64> {
+        let h = self.h;
+        match self.norm {
+            Norm::None => row.to_vec(),
+            Norm::Rms | Norm::RmsSkipGamma => {
+                let n = self.hidden_actual.unwrap_or(h) as f64;
+                let r = 1.0 / (row.iter().map(|a| a * a).sum::<f64>() / n + self.eps).sqrt();
+                let gamma = |k: usize| if self.norm == Norm::Rms { v[4][k] } else { 1.0 };
+                (0..h).map(|k| row[k] * r * gamma(k)).collect()
+            }
+            Norm::Layer => {
+                let mean = row.iter().sum::<f64>() / h as f64;
+                let var = row.iter().map(|a| (a - mean) * (a - mean)).sum::<f64>() / h as f64;
+                let r = 1.0 / (var + self.eps).sqrt();
+                (0..h).map(|k| (row[k] - mean) * v[4][k] * r + if self.norm_bias { v[5][k] } else { 0.0 }).collect()
+            }
+        }
+    }
+
+    /// The float64 projection in the output layout. `cache` is the rounded
+    /// RoPE caches (cos, sin) the kernel is given.
+    fn reference(&self, v: &[Vec<f64>], cache: &(Vec<f64>, Vec<f64>)) -> Vec<f64> {
+        let (bxs, h, i, d) = (self.bxs(), self.h, self.i, self.d_head);
+        let mut out = vec![0.0; bxs * i];
+        for t in 0..bxs {
+            let x: Vec<f64> = (0..h).map(|k| v[0][t * h + k] + if self.fused_add { v[1][t * h + k] + v[2][t * h + k] } else { 0.0 }).collect();
+            let y = self.norm_row(&x, v);
+            let mut row: Vec<f64> =
+                (0..i).map(|col| (0..h).map(|k| y[k] * v[3][k * i + col]).sum::<f64>() + if self.qkv_bias { v[6][col] } else { 0.0 }).collect();
+            if self.rope {
+                let (cos, sin) = (&cache.0[t * d..(t + 1) * d], &cache.1[t * d..(t + 1) * d]);
+                for head in 0..self.nq + self.nkv {
+                    let x: Vec<f64> = row[head * d..(head + 1) * d].to_vec();
+                    for e in 0..d {
+                        let rot = if e < d / 2 { -x[e + d / 2] } else { x[e - d / 2] };
+                        row[head * d + e] = x[e] * cos[e] + rot * sin[e];
+                    }
+                }
+            }
+            for (col, val) in row.into_iter().enumerate() {
+                let at = if self.nbsd { ((col / d) * bxs + t) * d + col % d } else { t * i + col };
+                out[at] = val;
+            }
+        }
+        out
+    }
+
+    fn norm_type(&self) -> (NormType, &'static str) {
+        match self.norm {
+            Norm::None => (NormType::NO_NORM, "NO_NORM"),
+            Norm::Rms => (NormType::RMS_NORM, "RMS_NORM"),
+            Norm::RmsSkipGamma => (NormType::RMS_NORM_SKIP_GAMMA, "RMS_NORM_SKIP_GAMMA"),
+            Norm::Layer => (NormType::LAYER_NORM, "LAYER_NORM"),
+        }
+    }
+
+    /// The emulator's projection.
+    fn run(&self, v: &[Vec<f64>], cache: &(Vec<f64>, Vec<f64>), dtype: Dtype, precision: Precision) -> Vec<f32> {
+        let (b, s, h, i, d) = (self.b, self.s, self.h, self.i, self.d_head);
+        let t = |shape: &[usize], x: &[f64]| tensor(shape, x, dtype);
+        let (x, mlp, attn, w) = (t(&[b, s, h], &v[0]), t(&[b, s, h], &v[1]), t(&[b, s, h], &v[2]), t(&[h, i], &v[3]));
+        let (gamma, beta, bias) = (t(&[1, h], &v[4]), t(&[1, h], &v[5]), t(&[1, i], &v[6]));
+        let (cos, sin) = (t(&[b, s, d], &cache.0), t(&[b, s, d], &cache.1));
+        let layout = if self.nbsd { QKVOutputLayout::NBSd } else { QKVOutputLayout::BSD };
+        let mut call = qkv_cte::Call::new(&x, &w).fused_norm_type(self.norm_type().0).norm_eps(self.eps).output_layout(layout);
+        call = call.d_head(d as i64).num_q_heads(self.nq as i64).num_kv_heads(self.nkv as i64);
+        if matches!(self.norm, Norm::Rms | Norm::Layer) {
+            call = call.gamma_norm_weights(&gamma);
+        }
+        if self.fused_add {
+            call = call.fused_residual_add(true).mlp_prev(&mlp).attention_prev(&attn);
+        }
+        if self.norm_bias {
+            call = call.layer_norm_bias(&beta);
+        }
+        if self.qkv_bias {
+            call = call.bias(&bias);
+        }
+        if let Some(ha) = self.hidden_actual {
+            call = call.hidden_actual(ha as i64);
+        }
+        if self.rope {
+            call = call.fused_rope(true).cos_cache(&cos).sin_cache(&sin);
+        }
+        let out = call.launch(&Launch::new().lnc(self.lnc).precision(precision)).unwrap_or_else(|e| panic!("{}: {e}", self.name()));
+        let want: Vec<usize> = if self.nbsd { vec![i / d, b, s, d] } else { vec![b, s, i] };
+        assert_eq!(out.shape(), &want[..], "{}", self.name());
+        out.to_f32_vec()
+    }
+
+    /// The kernel's arguments for the NumPy executor.
+    fn numpy_call(&self, v: &[Vec<f64>], cache: &(Vec<f64>, Vec<f64>), dtype: Dtype) -> (Vec<Arg>, Vec<(&'static str, Arg)>) {
+        let (b, s, h, i, d) = (self.b, self.s, self.h, self.i, self.d_head);
+        let t = |shape: Vec<usize>, x: &[f64]| Arg::Tensor(shape, x.to_vec(), dtype);
+        let mut kw = vec![
+            ("fused_norm_type", Arg::Member("NormType", self.norm_type().1)),
+            ("norm_eps", Arg::Float(self.eps)),
+            ("d_head", Arg::Int(d as i64)),
+            ("num_q_heads", Arg::Int(self.nq as i64)),
+            ("num_kv_heads", Arg::Int(self.nkv as i64)),
+            ("output_layout", Arg::Member("QKVOutputLayout", if self.nbsd { "NBSd" } else { "BSD" })),
+        ];
+        if matches!(self.norm, Norm::Rms | Norm::Layer) {
+            kw.push(("gamma_norm_weights", t(vec![1, h], &v[4])));
+        }
+        if self.fused_add {
+            kw.push(("fused_residual_add", Arg::Bool(true)));
+            kw.push(("mlp_prev", t(vec![b, s, h], &v[1])));
+            kw.push(("attention_prev", t(vec![b, s, h], &v[2])));
+        }
+        if self.norm_bias {
+            kw.push(("layer_norm_bias", t(vec![1, h], &v[5])));
+        }
+        if self.qkv_bias {
+            kw.push(("bias", t(vec![1, i], &v[6])));
+        }
+        if let Some(ha) = self.hidden_actual {
+            kw.push(("hidden_actual", Arg::Int(ha as i64)));
+        }
+        if self.rope {
+            kw.push(("fused_rope", Arg::Bool(true)));
+            kw.push(("cos_cache", t(vec![b, s, d], &cache.0)));
+            kw.push(("sin_cache", t(vec![b, s, d], &cache.1)));
+        }
+        (vec![t(vec![b, s, h], &v[0]), t(vec![h, i], &v[3])], kw)
+    }
+
+    /// Inputs and caches rounded to `dtype`.
+    fn inputs_in(&self, dtype: Dtype) -> (Vec<Vec<f64>>, (Vec<f64>, Vec<f64>)) {
+        let v: Vec<Vec<f64>> = self.inputs().iter().map(|x| as_dtype(x, dtype)).collect();
+        let (cos, sin) = self.caches(&self.inputs());
+        (v, (as_dtype(&cos, dtype), as_dtype(&sin, dtype)))
+    }
+}
+
+/// Runs `cfg` in `dtype` and `precision` and checks the projection against
+/// the float64 reference: `|got - want| <= atol + scaled · max|want|`.
+fn check(cfg: &Config, dtype: Dtype, precision: Precision, atol: f64, scaled: f64) {
+    let (v, cache) = cfg.inputs_in(dtype);
+    let got = cfg.run(&v, &cache, dtype, precision);
+    let want = cfg.reference(&v, &cache);
+    assert_close(&format!("{} {dtype:?} {precision:?}", cfg.name()), &got, &want, atol, scaled);
+}
+
+/// Every configuration, fp32 inputs in fp32 precision (every value kept in
+/// fp32, the kernel's bfloat16 compute tiles included): the fp32 metric.
+#[test]
+fn qkv_cte_library_configs_in_fp32_match_float64() {
+    for cfg in LIBRARY_CONFIGS {
+        check(cfg, Dtype::F32, Precision::Fp32, FP32_ATOL, FP32_RTOL);
+    }
+}
+
+/// Every configuration, bfloat16 inputs (the library's tests') in hardware
+/// precision, against float64 on the rounded inputs: the normalised rows,
+/// the outputs and RoPE's products are rounded to bfloat16 (sums in fp32),
+/// a few bfloat16 steps of the output's scale.
+#[test]
+fn qkv_cte_library_configs_in_bfloat16_match_float64() {
+    for cfg in LIBRARY_CONFIGS {
+        check(cfg, Dtype::Bf16, Precision::Hardware, 0.0, 4.0 / 256.0);
+    }
+}
+
+/// A float32 input is computed in bfloat16 (the library's compute dtype for
+/// it) in hardware precision: the bfloat16 metric, not the fp32 one.
+#[test]
+fn qkv_cte_float32_input_computes_in_bfloat16() {
+    let cfg = LIBRARY_CONFIGS[0];
+    check(&cfg, Dtype::F32, Precision::Hardware, 0.0, 4.0 / 256.0);
+    let (v, cache) = cfg.inputs_in(Dtype::F32);
+    let got = cfg.run(&v, &cache, Dtype::F32, Precision::Hardware);
+    // Stored from a bfloat16 tile: every value is a bfloat16.
+    assert!(got.iter().all(|&x| f64::from(x) == as_dtype(&[f64::from(x)], Dtype::Bf16)[0]), "outputs are not bfloat16 values");
+}
+
+/// The emitted `qkv_cte` under NumPy equals the emulator, element for
+/// element, on one configuration per path, in both modes.
+#[test]
+fn qkv_cte_emitted_under_numpy_equals_emulator() {
+    let pkg = package_of("qkv_cte_pkg", &[&qkv_cte::INFO]);
+    let paths = [
+        with(Config { hidden_actual: Some(300), ..c(2, 1, 200, 512, 64, 4, 2, Norm::Rms, true) }, false, true, false, true),
+        with(c(2, 2, 129, 1024, 128, 2, 1, Norm::Layer, true), true, true, true, false),
+        with(c(1, 2, 700, 256, 128, 1, 1, Norm::RmsSkipGamma, false), false, false, false, false),
+        c(1, 1, 300, 1152, 128, 5, 1, Norm::None, false),
+    ];
+    for cfg in paths {
+        for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
+            let (v, cache) = cfg.inputs_in(dtype);
+            let emu = cfg.run(&v, &cache, dtype, precision);
+            let (args, kwargs) = cfg.numpy_call(&v, &cache, dtype);
+            let np = run_numpy_kwargs(&pkg, "qkv_cte", &args, &kwargs, cfg.lnc, mode);
+            assert_eq!(np.len(), 1, "{} {mode}", cfg.name());
+            assert_eq!(np[0].len(), emu.len(), "{} {mode}", cfg.name());
+            for (k, (a, b)) in np[0].iter().zip(&emu).enumerate() {
+                assert!(a == b, "{} {mode} element {k}: numpy {a} vs emulator {b}", cfg.name());
+            }
+        }
+    }
+}
+
+/// The rules, as `const fn` and when the kernel is traced; the options not
+/// implemented are refused by name.
+#[test]
+fn qkv_cte_rules_refuse_by_name() {
+    let ok = QkvCteShape {
+        bxs: 1024,
+        hidden: 8192,
+        fused_qkv: 1280,
+        d_head: 128,
+        num_q_heads: 8,
+        num_kv_heads: 1,
+        hidden_actual: 0,
+        nbsd: true,
+        fused_rope: true,
+    };
+    assert_eq!(qkv_cte_violation(ok), None);
+    let cases = [
+        (QkvCteShape { bxs: 0, ..ok }, QkvCteRule::Positive),
+        (QkvCteShape { hidden: 1000, ..ok }, QkvCteRule::Hidden),
+        (QkvCteShape { hidden: 24576 + 128, ..ok }, QkvCteRule::Hidden),
+        (QkvCteShape { fused_qkv: 5120, ..ok }, QkvCteRule::FusedQkv),
+        (QkvCteShape { d_head: 64, num_q_heads: 18, ..ok }, QkvCteRule::HeadDim),
+        (QkvCteShape { num_q_heads: 7, ..ok }, QkvCteRule::Heads),
+        (QkvCteShape { hidden_actual: 9000, ..ok }, QkvCteRule::HiddenActual),
+        (QkvCteShape { num_kv_heads: 0, d_head: 0, nbsd: false, ..ok }, QkvCteRule::RopeHeads),
+        (QkvCteShape { fused_qkv: 1920, d_head: 192, nbsd: false, ..ok }, QkvCteRule::RopeHeads),
+    ];
+    for (shape, rule) in cases {
+        assert_eq!(qkv_cte_violation(shape), Some(rule), "{shape:?}");
+    }
+    assert_eq!(nkilib::qkv_cte_config!(bxs = 128, hidden = 256, fused_qkv = 384, d_head = 128).bxs, 128);
+
+    let z = |shape: &[usize]| tensor(shape, &vec![0.0; shape.iter().product()], Dtype::F32);
+    let (x, w) = (z(&[1, 130, 384]), z(&[384, 256]));
+    let err = |call: qkv_cte::Call| call.launch(&Launch::new()).unwrap_err().to_string();
+    let e = err(qkv_cte::Call::new(&z(&[1, 130, 300]), &z(&[300, 256])));
+    assert!(e.contains("H must be a multiple of 128 and at most 24576, got H = 300"), "{e}");
+    let e = err(qkv_cte::Call::new(&x, &z(&[384, 4608])));
+    assert!(e.contains("I (fused_qkv_weights.shape[1]) must be at most 4096"), "{e}");
+    let e = err(qkv_cte::Call::new(&x, &w).output_layout(QKVOutputLayout::NBSd).d_head(64));
+    assert!(e.contains("the NBSd output layout needs d_head = 128"), "{e}");
+    let e = err(qkv_cte::Call::new(&x, &w).fused_norm_type(NormType::RMS_NORM));
+    assert!(e.contains("gamma_norm_weights must be given for RMS_NORM and LAYER_NORM"), "{e}");
+    let e = err(qkv_cte::Call::new(&x, &w).fused_residual_add(true));
+    assert!(e.contains("fused_residual_add needs mlp_prev and attention_prev"), "{e}");
+    let e = err(qkv_cte::Call::new(&x, &w).fused_rope(true));
+    assert!(e.contains("fused_rope needs cos_cache, sin_cache, num_q_heads and num_kv_heads"), "{e}");
+    let e = err(qkv_cte::Call::new(&x, &w).quantization_type(QuantizationType::STATIC));
+    assert!(e.contains("quantization_type must be NONE (STATIC, ROW and the MX forms are not implemented), got QuantizationType.STATIC"), "{e}");
+    let e = err(qkv_cte::Call::new(&x, &w).k_scale(&z(&[128, 1])).v_scale(&z(&[128, 1])));
+    assert!(e.contains("k_scale and v_scale (the fp8 KV-cache outputs) are not implemented"), "{e}");
+    let e = err(qkv_cte::Call::new(&x, &w).use_block_kv(true));
+    assert!(e.contains("use_block_kv (the block KV cache) is not implemented"), "{e}");
+    let e = err(qkv_cte::Call::new(&x, &w).store_output_in_sbuf(true));
+    assert!(e.contains("store_output_in_sbuf is not supported"), "{e}");
+}
+
+/// The library's `qkv` entry sends context-encoding calls (S > 96, B·S >
+/// 128, or fused RoPE) to `qkv_cte`, with the same results.
+#[test]
+fn qkv_entry_dispatches_context_calls_to_qkv_cte() {
+    let fp32 = Launch::new().precision(Precision::Fp32);
+    for (b, s, rope) in [(1, 97, false), (3, 64, false), (1, 4, true)] {
+        let cfg = with(c(1, b, s, 256, 64, 2, 1, Norm::Rms, true), false, true, false, rope);
+        let (v, cache) = cfg.inputs_in(Dtype::F32);
+        let want = cfg.run(&v, &cache, Dtype::F32, Precision::Fp32);
+        let t = |shape: &[usize], x: &[f64]| tensor(shape, x, Dtype::F32);
+        let (h, i, d) = (cfg.h, cfg.i, cfg.d_head);
+        let (x, mlp, attn, w) = (t(&[b, s, h], &v[0]), t(&[b, s, h], &v[1]), t(&[b, s, h], &v[2]), t(&[h, i], &v[3]));
+        let (gamma, bias, cos, sin) = (t(&[1, h], &v[4]), t(&[1, i], &v[6]), t(&[b, s, d], &cache.0), t(&[b, s, d], &cache.1));
+        let mut call = qkv_entry::Call::new(&x, &w)
+            .bias(&bias)
+            .fused_residual_add(true)
+            .mlp_prev(&mlp)
+            .attention_prev(&attn)
+            .fused_norm_type(NormType::RMS_NORM)
+            .gamma_norm_weights(&gamma)
+            .d_head(d as i64)
+            .num_q_heads(2)
+            .num_kv_heads(1);
+        if rope {
+            call = call.fused_rope(true).cos_cache(&cos).sin_cache(&sin);
+        }
+        let got = call.launch(&fp32).unwrap_or_else(|e| panic!("qkv {b}x{s}: {e}"));
+        assert_eq!(got.len(), 1, "qkv_cte returns the projection alone");
+        assert!(got.0[0].to_f32_vec() == want, "qkv {b}x{s} rope={rope} differs from qkv_cte's");
+    }
+}
