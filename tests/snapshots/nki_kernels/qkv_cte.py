@@ -60,6 +60,22 @@ BN_STATS_TILE_SIZE = 512
 BN_STATS_DST_SIZE = 6
 
 
+# STATIC quantization's weight and input dtype.
+QUANT_DTYPE = nl.float8_e4m3
+
+
+# The largest finite `float8_e4m3` before NeuronCore-v4: STATIC clips the input to ±this.
+FP8_E4M3_MAX = 240.0
+
+
+# The same on NeuronCore-v4.
+FP8_E4M3_MAX_GEN4 = 448.0
+
+
+# Q, K and V: STATIC's weight scales.
+NUM_QKV_SEGMENTS = 3
+
+
 @dataclass
 class QkvCteUserInput(nl.NKIObject):
     """The library's `QKV_CTE_UserInput`: the call's tensors and options the
@@ -122,8 +138,18 @@ class QkvCteConfig(nl.NKIObject):
     "LayerNorm adds beta."
     fused_rope: bool
     "RoPE on the Q and K heads."
+    static_quant: bool
+    "STATIC quantization: fp8 weights and input, Q/K/V dequantized by their scales."
+    input_dtype: object
+    "The input's dtype."
     compute_mm_dtype: object
-    "The matmul operands' and the rows' dtype: bfloat16 for fp32 input, else the input's."
+    "The matmul operands' dtype: bfloat16 for fp32 input, else the input's (float8_e4m3 with STATIC)."
+    input_sb_dtype: object
+    "The transposed rows' dtype: the compute dtype, the input's with STATIC."
+    output_sb_dtype: object
+    "The projection's SBUF dtype: the compute dtype, bfloat16 with STATIC (stored in HBM as the input's dtype, bfloat16 with STATIC)."
+    fp8_max: float
+    "STATIC's clip bound: the largest finite float8_e4m3 (448 on NeuronCore-v4, else 240)."
     act_dtype: object
     "The norms' statistics: fp32."
     psum_transpose_dtype: object
@@ -208,11 +234,25 @@ class QkvCteGlobals(nl.NKIObject):
     "`[128, H/128]` fp32: element `[p, t]` is gamma's `t·128 + p` (read with `apply_gamma`)."
     layer_norm_bias_sb: object
     "`[128, H/128]` fp32, as gamma (read with `add_layer_norm_bias`)."
+    w_scale_sb: object
+    "STATIC: the Q, K and V weight scales times the input scale, `[128, 3]` fp32."
+    in_scale_sb: object
+    "STATIC: the input scale's reciprocal, `[128, 1]` fp32."
+
+
+@dataclass
+class QkvQuantScales(nl.NKIObject):
+    """The library's `QKV_Quant_Config`: STATIC quantization's scale tensors."""
+
+    qkv_w_scale: object
+    "`[1, 3]` or `[128, 3]`: the Q, K and V weight scales."
+    qkv_in_scale: object
+    "`[1, 1]` or `[128, 1]`: the input scale."
 
 
 def validate_unsupported_options(quantization_type, kv_quantization, use_block_kv, store_output_in_sbuf, is_input_swizzled, weight_layout):
     """The options this port does not implement, refused by name."""
-    assert quantization_type == QuantizationType.NONE, f"qkv_cte: quantization_type must be NONE (STATIC, ROW and the MX forms are not implemented), got {quantization_type}"
+    assert quantization_type == QuantizationType.NONE or quantization_type == QuantizationType.STATIC, f"qkv_cte: quantization_type must be NONE or STATIC (ROW and the MX forms are not implemented), got {quantization_type}"
     assert not kv_quantization, "qkv_cte: k_scale and v_scale (the fp8 KV-cache outputs) are not implemented"
     assert not use_block_kv, "qkv_cte: use_block_kv (the block KV cache) is not implemented"
     assert not store_output_in_sbuf, "qkv_cte: store_output_in_sbuf is not supported (the output is stored to HBM)"
@@ -297,14 +337,39 @@ def validate_user_inputs(args):
     validate_fused_inputs(args, h)
 
 
-def build_config(args, num_shards):
+def validate_static_quantization(args, quantization_type, scales):
+    """STATIC quantization's inputs, by parameter name; float weights without it."""
+    is_static = quantization_type == QuantizationType.STATIC
+    w = args.fused_qkv_weights
+    assert is_static == (w.dtype == QUANT_DTYPE), f"qkv_cte: fused_qkv_weights must be float8_e4m3 exactly when quantization_type is STATIC, got {w.dtype}"
+    if is_static:
+        w_scale, in_scale = (scales.qkv_w_scale, scales.qkv_in_scale)
+        assert w_scale is not None and in_scale is not None, "qkv_cte: STATIC quantization needs qkv_w_scale and qkv_in_scale"
+        assert args.num_q_heads > 0 and args.num_kv_heads > 0, "qkv_cte: STATIC quantization needs num_q_heads and num_kv_heads"
+        assert args.input.dtype != nl.float32, "qkv_cte: STATIC quantization takes a bfloat16 or float16 input, got float32"
+        h = args.input.shape[2]
+        assert h // P_MAX % 2 == 0, f"qkv_cte: STATIC quantization needs H / 128 even (pairs of 128-row pieces), got H = {h}"
+        if w_scale is not None:
+            ws = w_scale
+            r = ws.shape[0]
+            assert ws.ndim == 2 and (r == 1 or r == P_MAX) and ws.shape[1] == NUM_QKV_SEGMENTS, f"qkv_cte: qkv_w_scale must be [1, 3] or [128, 3], got {ws.shape}"
+        if in_scale is not None:
+            ins = in_scale
+            r = ins.shape[0]
+            assert ins.ndim == 2 and (r == 1 or r == P_MAX) and ins.shape[1] == 1, f"qkv_cte: qkv_in_scale must be [1, 1] or [128, 1], got {ins.shape}"
+
+
+def build_config(args, quantization_type, num_shards):
     """The library's `_build_config`."""
     dtype = args.input.dtype
-    compute_mm_dtype = nl.bfloat16 if dtype == nl.float32 else dtype
+    static_quant = quantization_type == QuantizationType.STATIC
+    float_dtype = nl.bfloat16 if dtype == nl.float32 else dtype
+    compute_mm_dtype = QUANT_DTYPE if static_quant else float_dtype
     gen2 = nisa.get_nc_version() == nisa.nc_version.gen2
-    psum_transpose_dtype = nl.float32 if gen2 else compute_mm_dtype
+    psum_transpose_dtype = nl.float32 if gen2 else nl.bfloat16 if static_quant else compute_mm_dtype
+    gen4 = nisa.get_nc_version() == nisa.nc_version.gen4
     norm = args.fused_norm_type
-    return QkvCteConfig(output_layout=args.output_layout, add_bias=args.bias is not None, fused_residual_add=args.fused_residual_add, fused_norm_type=norm, apply_gamma=norm == NormType.RMS_NORM or norm == NormType.LAYER_NORM, add_layer_norm_bias=args.layer_norm_bias is not None, fused_rope=args.fused_rope, compute_mm_dtype=compute_mm_dtype, act_dtype=nl.float32, psum_transpose_dtype=psum_transpose_dtype, use_BxS_input_reshape=args.input.shape[1] < S_THRESHOLD_FOR_RESHAPE * num_shards)
+    return QkvCteConfig(output_layout=args.output_layout, add_bias=args.bias is not None, fused_residual_add=args.fused_residual_add, fused_norm_type=norm, apply_gamma=norm == NormType.RMS_NORM or norm == NormType.LAYER_NORM, add_layer_norm_bias=args.layer_norm_bias is not None, fused_rope=args.fused_rope, static_quant=static_quant, input_dtype=dtype, compute_mm_dtype=compute_mm_dtype, input_sb_dtype=dtype if static_quant else compute_mm_dtype, output_sb_dtype=nl.bfloat16 if static_quant else compute_mm_dtype, fp8_max=FP8_E4M3_MAX_GEN4 if gen4 else FP8_E4M3_MAX, act_dtype=nl.float32, psum_transpose_dtype=psum_transpose_dtype, use_BxS_input_reshape=args.input.shape[1] < S_THRESHOLD_FOR_RESHAPE * num_shards)
 
 
 def get_tensor_dimensions(args, cfg, num_shards, shard_id):
@@ -337,7 +402,24 @@ def load_norm_weights(norm_weights, w_sb):
     nisa.dma_copy(dst=w_sb, src=norm_weights.ap(pattern=[[1, P_MAX], [P_MAX, tiles]], offset=0))
 
 
-def load_globals(cfg, dims, args, norm_eps):
+def load_static_quant_scales(qkv_w_scale, qkv_in_scale, w_scale_sb, in_scale_sb):
+    """STATIC's scales on every partition (one row given is broadcast): the
+    weight scales times the input scale (the dequantization factors), and
+    the input scale's reciprocal.
+    """
+    if qkv_w_scale.shape[0] == 1:
+        nisa.dma_copy(dst=w_scale_sb, src=qkv_w_scale.broadcast(dim=0, size=P_MAX))
+    else:
+        nisa.dma_copy(dst=w_scale_sb, src=qkv_w_scale)
+    if qkv_in_scale.shape[0] == 1:
+        nisa.dma_copy(dst=in_scale_sb, src=qkv_in_scale.broadcast(dim=0, size=P_MAX))
+    else:
+        nisa.dma_copy(dst=in_scale_sb, src=qkv_in_scale)
+    nisa.activation(dst=w_scale_sb, op=nl.copy, data=w_scale_sb, scale=in_scale_sb)
+    nisa.reciprocal(dst=in_scale_sb, data=in_scale_sb)
+
+
+def load_globals(cfg, dims, args, scales, norm_eps):
     """The library's global SBUF allocations."""
     zero_bias_sb = nl.ndarray(shape=(P_MAX, 1), dtype=cfg.compute_mm_dtype, buffer=nl.sbuf)
     nisa.memset(dst=zero_bias_sb, value=0.0)
@@ -356,7 +438,15 @@ def load_globals(cfg, dims, args, norm_eps):
     if layer_norm_bias is not None:
         beta = layer_norm_bias
         load_norm_weights(beta, layer_norm_bias_sb)
-    return QkvCteGlobals(zero_bias_sb=zero_bias_sb, norm_eps_sb=norm_eps_sb, bias_sb=bias_sb, gamma_norm_weights_sb=gamma_norm_weights_sb, layer_norm_bias_sb=layer_norm_bias_sb)
+    w_scale_sb = nl.ndarray(shape=(P_MAX, NUM_QKV_SEGMENTS), dtype=nl.float32, buffer=nl.sbuf)
+    in_scale_sb = nl.ndarray(shape=(P_MAX, 1), dtype=nl.float32, buffer=nl.sbuf)
+    qkv_w_scale, qkv_in_scale = (scales.qkv_w_scale, scales.qkv_in_scale)
+    if qkv_w_scale is not None:
+        w_scale = qkv_w_scale
+        if qkv_in_scale is not None:
+            in_scale = qkv_in_scale
+            load_static_quant_scales(w_scale, in_scale, w_scale_sb, in_scale_sb)
+    return QkvCteGlobals(zero_bias_sb=zero_bias_sb, norm_eps_sb=norm_eps_sb, bias_sb=bias_sb, gamma_norm_weights_sb=gamma_norm_weights_sb, layer_norm_bias_sb=layer_norm_bias_sb, w_scale_sb=w_scale_sb, in_scale_sb=in_scale_sb)
 
 
 def multi_buffering_degree_for_seqlen(dims):
@@ -421,7 +511,15 @@ def compute_layer_norm_stats(cfg, dims, g, input_sb, mean_rstd, rows):
     nisa.activation(dst=var, op=nl.rsqrt, data=var, bias=g.norm_eps_sb[0:rows, :])
 
 
-def transpose_h_tile(cfg, g, input_sb, mean_rstd, h0, width, rows):
+def quantize_input_static(cfg, g, dst, data):
+    """STATIC: `data / in_scale` rounded into `dst` (float8_e4m3), then
+    clipped there to ±`fp8_max`.
+    """
+    nisa.tensor_scalar(dst=dst, data=data, op0=nl.multiply, operand0=g.in_scale_sb)
+    nisa.tensor_scalar(dst=dst, data=dst, op0=nl.minimum, operand0=cfg.fp8_max, op1=nl.maximum, operand1=-cfg.fp8_max)
+
+
+def transpose_h_tile(cfg, g, input_sb, input_q, mean_rstd, h0, width, rows):
     """Step 3 on one 512-column tile of H at `h0`: LayerNorm's `(x - mean)·rstd`,
     the four 128-column pieces transposed on the PE array into one PSUM tile,
     then copied back over the same columns (`[128 h, piece·128 + s]`), times
@@ -449,11 +547,15 @@ def transpose_h_tile(cfg, g, input_sb, mean_rstd, h0, width, rows):
                 nisa.tensor_scalar(dst=dst, data=src, op0=nl.multiply, operand0=gamma)
         else:
             nisa.tensor_copy(dst=dst, src=src)
+        if cfg.static_quant:
+            data = dst if cfg.apply_gamma else src
+            quantize_input_static(cfg, g, input_q[:, c0:c0 + rows], data)
 
 
-def load_and_transpose_input(cfg, dims, io, g, input_sb, b, s0, rows):
+def load_and_transpose_input(cfg, dims, io, g, input_sb, input_q, b, s0, rows):
     """Steps 1 to 3 for one S tile: the rows loaded (with the residuals),
-    normalised, and transposed in place, `[128 h, piece·128 + s]`.
+    normalised, and transposed in place, `[128 h, piece·128 + s]`
+    (STATIC: also quantized into `input_q`).
     """
     load_input_tile(cfg, dims, io, input_sb, b, s0, rows)
     norm = cfg.fused_norm_type
@@ -464,7 +566,24 @@ def load_and_transpose_input(cfg, dims, io, g, input_sb, b, s0, rows):
         compute_layer_norm_stats(cfg, dims, g, input_sb, mean_rstd, rows)
     for t in range(dims.num_512_tiles_per_h):
         h0 = t * PSUM_FMAX
-        transpose_h_tile(cfg, g, input_sb, mean_rstd, h0, min(dims.h - h0, PSUM_FMAX), rows)
+        transpose_h_tile(cfg, g, input_sb, input_q, mean_rstd, h0, min(dims.h - h0, PSUM_FMAX), rows)
+
+
+def project_double_row(dims, input_q, w_sb, psum, off, n, t, r):
+    """STATIC's fp8 products of one weight load: pairs of 128-row pieces
+    (`n` of them from row `off`) contracted in one `double_row` matmul,
+    S tile `t`'s `r` quantized rows (`input_q` `[128, tiles, H]`) against
+    `w_sb` `[128, 8, I]`.
+    """
+    h, i, ni = (dims.h, dims.i, dims.num_512_tiles_per_i)
+    tiles = input_q.shape[1]
+    per_partition = NUM_128_TILES_PER_WEIGHT_LOAD * i
+    for j in range(n // 2):
+        for k in range(ni):
+            i0, iw = (k * PSUM_FMAX, min(i - k * PSUM_FMAX, PSUM_FMAX))
+            stationary = input_q.ap(pattern=[[tiles * h, P_MAX], [P_MAX, 2], [1, r]], offset=t * h + off + 2 * j * P_MAX)
+            moving = w_sb.ap(pattern=[[per_partition, P_MAX], [i, 2], [1, iw]], offset=2 * j * i + i0)
+            nisa.nc_matmul(dst=psum[0:r, t * ni + k, 0:iw], stationary=stationary, moving=moving, perf_mode=nisa.matmul_perf_mode.double_row)
 
 
 def qkv_projection(cfg, dims, io, input_sb, psum, rows):
@@ -481,11 +600,28 @@ def qkv_projection(cfg, dims, io, input_sb, psum, rows):
         nisa.dma_copy(dst=w_sb[:, 0:n, :], src=io.weights.ap(pattern=[[i, P_MAX], [P_MAX * i, n], [1, i]], offset=off * i))
         for t in range(-(-rows // P_MAX)):
             r = min(rows - t * P_MAX, P_MAX)
-            for j in range(n):
-                c0 = off + j * P_MAX
-                for k in range(ni):
-                    i0, iw = (k * PSUM_FMAX, min(i - k * PSUM_FMAX, PSUM_FMAX))
-                    nisa.nc_matmul(dst=psum[0:r, t * ni + k, 0:iw], stationary=input_sb[:, t, c0:c0 + r], moving=w_sb[:, j, i0:i0 + iw])
+            if cfg.static_quant:
+                project_double_row(dims, input_sb, w_sb, psum, off, n, t, r)
+            else:
+                for j in range(n):
+                    c0 = off + j * P_MAX
+                    for k in range(ni):
+                        i0, iw = (k * PSUM_FMAX, min(i - k * PSUM_FMAX, PSUM_FMAX))
+                        nisa.nc_matmul(dst=psum[0:r, t * ni + k, 0:iw], stationary=input_sb[:, t, c0:c0 + r], moving=w_sb[:, j, i0:i0 + iw])
+
+
+def dequantize_apply_bias(cfg, g, dst, data, seg, c0, rows):
+    """STATIC's dequantization (the library's
+    `_evict_psum_to_sbuf_static_dequant_apply_bias`): `data` (columns
+    `c0..` of Q, K or V, `seg` 0, 1 or 2) times that segment's factor, plus
+    the bias, into `dst`.
+    """
+    scale = g.w_scale_sb[0:rows, seg:seg + 1]
+    width = dst.shape[1]
+    if cfg.add_bias:
+        nisa.scalar_tensor_tensor(dst=dst, data=data, op0=nl.multiply, operand0=scale, op1=nl.add, operand1=g.bias_sb[0:rows, c0:c0 + width])
+    else:
+        nisa.tensor_scalar(dst=dst, data=data, op0=nl.multiply, operand0=scale)
 
 
 def copy_head_from_psum(cfg, dims, g, dst, psum, t, head, rows):
@@ -495,7 +631,10 @@ def copy_head_from_psum(cfg, dims, g, dst, psum, t, head, rows):
     bank = t * dims.num_512_tiles_per_i + head // heads_per_bank
     c0 = head % heads_per_bank * d
     src = psum[0:rows, bank, c0:c0 + d]
-    if cfg.add_bias:
+    if cfg.static_quant:
+        seg = 0 if head < dims.num_q_heads else 1 if head < dims.num_q_heads + dims.num_kv_heads else 2
+        dequantize_apply_bias(cfg, g, dst, src, seg, head * d, rows)
+    elif cfg.add_bias:
         nisa.tensor_tensor(dst=dst, data1=src, data2=g.bias_sb[0:rows, head * d:(head + 1) * d], op=nl.add)
     else:
         nisa.tensor_copy(dst=dst, src=src)
@@ -545,10 +684,17 @@ def evict_psum_to_sbuf_apply_bias(cfg, dims, g, out_sb, psum, t, rows):
         i0, iw = (k * PSUM_FMAX, min(i - k * PSUM_FMAX, PSUM_FMAX))
         dst = out_sb[0:rows, i0:i0 + iw]
         src = psum[0:rows, t * ni + k, 0:iw]
-        if cfg.add_bias:
+        if cfg.add_bias and not cfg.static_quant:
             nisa.tensor_tensor(dst=dst, data1=src, data2=g.bias_sb[0:rows, i0:i0 + iw], op=nl.add)
         else:
             nisa.tensor_copy(dst=dst, src=src)
+    if cfg.static_quant:
+        q, kv = (dims.num_q_heads * dims.d_head, dims.num_kv_heads * dims.d_head)
+        for seg in range(NUM_QKV_SEGMENTS):
+            c0 = 0 if seg == 0 else q + (seg - 1) * kv
+            c1 = q + seg * kv
+            cols = out_sb[0:rows, c0:c1]
+            dequantize_apply_bias(cfg, g, cols, cols, seg, c0, rows)
 
 
 def store_output(cfg, dims, io, out_sb, b, s0, rows):
@@ -570,13 +716,15 @@ def qkv_cte_block(cfg, dims, io, g, b, r0, rows):
     h, i = (dims.h, dims.i)
     tiles = -(-rows // P_MAX)
     s0 = dims.s_shard_offset + r0
-    input_sb = nl.ndarray(shape=(P_MAX, tiles, h), dtype=cfg.compute_mm_dtype, buffer=nl.sbuf)
+    input_sb = nl.ndarray(shape=(P_MAX, tiles, h), dtype=cfg.input_sb_dtype, buffer=nl.sbuf)
+    input_q = nl.ndarray(shape=(P_MAX, tiles, h), dtype=QUANT_DTYPE, buffer=nl.sbuf)
     for t in range(tiles):
         r = min(rows - t * P_MAX, P_MAX)
-        load_and_transpose_input(cfg, dims, io, g, input_sb[:, t, :], b, s0 + t * P_MAX, r)
+        load_and_transpose_input(cfg, dims, io, g, input_sb[:, t, :], input_q[:, t, :], b, s0 + t * P_MAX, r)
     psum = nl.ndarray(shape=(P_MAX, NUM_HW_PSUM_BANKS, PSUM_FMAX), dtype=nl.float32, buffer=nl.psum)
-    qkv_projection(cfg, dims, io, input_sb, psum, rows)
-    out_sb = nl.ndarray(shape=(P_MAX, tiles, i), dtype=cfg.compute_mm_dtype, buffer=nl.sbuf)
+    mm_input = input_q if cfg.static_quant else input_sb
+    qkv_projection(cfg, dims, io, mm_input, psum, rows)
+    out_sb = nl.ndarray(shape=(P_MAX, tiles, i), dtype=cfg.output_sb_dtype, buffer=nl.sbuf)
     for t in range(tiles):
         r = min(rows - t * P_MAX, P_MAX)
         o = out_sb[:, t, :]
@@ -587,13 +735,13 @@ def qkv_cte_block(cfg, dims, io, g, b, r0, rows):
         store_output(cfg, dims, io, o, b, s0 + t * P_MAX, r)
 
 
-def qkv_cte_impl(cfg, dims, io, args, norm_eps):
+def qkv_cte_impl(cfg, dims, io, args, scales, norm_eps):
     """The library's `_qkv_cte_impl`: the globals loaded, then this
     program's rows, batch by batch, in S blocks.
     """
     if dims.s_shard == 0:
         return
-    g = load_globals(cfg, dims, args, norm_eps)
+    g = load_globals(cfg, dims, args, scales, norm_eps)
     degree = multi_buffering_degree_for_seqlen(dims)
     block = degree * P_MAX
     for b in range(dims.b):
@@ -615,7 +763,7 @@ def qkv_cte(input, fused_qkv_weights, output_layout=QKVOutputLayout.BSD, bias=No
     assert isinstance(quantization_type, QuantizationType), f"qkv_cte: quantization_type={quantization_type!r} is not a QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)"
     assert isinstance(weight_layout, QKVWeightLayout), f"qkv_cte: weight_layout={weight_layout!r} is not a QKVWeightLayout member (CONTIGUOUS, MX_CONTIGUOUS, MX_INTERLEAVED)"
     assert input.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_cte takes input as float32, bfloat16 or float16"
-    assert fused_qkv_weights.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_cte takes fused_qkv_weights as float32, bfloat16 or float16"
+    assert fused_qkv_weights.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "qkv_cte takes fused_qkv_weights as float32, bfloat16, float16 or float8_e4m3"
     assert bias is None or bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_cte takes bias as float32, bfloat16 or float16"
     assert mlp_prev is None or mlp_prev.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_cte takes mlp_prev as float32, bfloat16 or float16"
     assert attention_prev is None or attention_prev.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_cte takes attention_prev as float32, bfloat16 or float16"
@@ -631,22 +779,24 @@ def qkv_cte(input, fused_qkv_weights, output_layout=QKVOutputLayout.BSD, bias=No
     assert qkv_w_scale is None or qkv_w_scale.dtype in (nl.float32,), "qkv_cte takes qkv_w_scale as float32"
     assert qkv_in_scale is None or qkv_in_scale.dtype in (nl.float32,), "qkv_cte takes qkv_in_scale as float32"
     (k_cache, v_cache, fp8_max, fp8_min, kv_dtype, block_size, slot_mapping, use_auto_allocation)
-    (load_input_with_DMA_transpose, qkv_w_scale, qkv_in_scale)
     kv_quantization = k_scale is not None and v_scale is not None
     validate_unsupported_options(quantization_type, kv_quantization, use_block_kv, store_output_in_sbuf, is_input_swizzled, weight_layout)
     assert input.ndim == 3, f"qkv_cte: input must be [B, S, H] in HBM, got {input.ndim} dims"
     args = QkvCteUserInput(input=input, fused_qkv_weights=fused_qkv_weights, output_layout=output_layout, bias=bias, fused_residual_add=fused_residual_add, mlp_prev=mlp_prev, attention_prev=attention_prev, fused_norm_type=fused_norm_type, gamma_norm_weights=gamma_norm_weights, layer_norm_bias=layer_norm_bias, hidden_actual=hidden_actual if hidden_actual is not None else input.shape[2], fused_rope=fused_rope, cos_cache=cos_cache, sin_cache=sin_cache, d_head=d_head if d_head is not None else 0, num_q_heads=num_q_heads if num_q_heads is not None else 0, num_kv_heads=num_kv_heads if num_kv_heads is not None else 0)
     validate_user_inputs(args)
+    scales = QkvQuantScales(qkv_w_scale=qkv_w_scale, qkv_in_scale=qkv_in_scale)
+    validate_static_quantization(args, quantization_type, scales)
     grid = nl.program_ndim() == 1
     num_shards = nl.num_programs(axes=0) if grid else 1
     shard_id = nl.program_id(axis=0) if grid else 0
-    cfg = build_config(args, num_shards)
+    cfg = build_config(args, quantization_type, num_shards)
     dims = get_tensor_dimensions(args, cfg, num_shards, shard_id)
     b, s, h, i, d = (dims.b, dims.s, dims.h, dims.i, dims.d_head)
     nbsd = output_layout == QKVOutputLayout.NBSd
-    output = nl.ndarray(shape=(dims.num_heads, dims.b_orig, dims.s_orig, d), dtype=input.dtype, buffer=nl.shared_hbm) if nbsd else nl.ndarray(shape=(dims.b_orig, dims.s_orig, i), dtype=input.dtype, buffer=nl.shared_hbm)
+    out_dtype = nl.bfloat16 if cfg.static_quant else input.dtype
+    output = nl.ndarray(shape=(dims.num_heads, dims.b_orig, dims.s_orig, d), dtype=out_dtype, buffer=nl.shared_hbm) if nbsd else nl.ndarray(shape=(dims.b_orig, dims.s_orig, i), dtype=out_dtype, buffer=nl.shared_hbm)
     io = QkvCteTensors(input=input.reshape(shape=(b, s, h)), weights=fused_qkv_weights, output=output.reshape(shape=(dims.num_heads, b, s, d)) if nbsd else output.reshape(shape=(b, s, i)), mlp_prev=mlp_prev, attention_prev=attention_prev, cos_cache=cos_cache, sin_cache=sin_cache)
-    qkv_cte_impl(cfg, dims, io, args, norm_eps)
+    qkv_cte_impl(cfg, dims, io, args, scales, norm_eps)
     if num_shards == 2:
         nisa.core_barrier(data=output, cores=(0, 1))
     return output

@@ -216,6 +216,14 @@ pub mod kernel {
     pub const BN_STATS_TILE_SIZE: i64 = 512;
     /// Statistics per `bn_stats` instruction.
     pub const BN_STATS_DST_SIZE: i64 = 6;
+    /// STATIC quantization's weight and input dtype.
+    pub const QUANT_DTYPE: Dtype = nl::float8_e4m3;
+    /// The largest finite `float8_e4m3` before NeuronCore-v4: STATIC clips the input to ±this.
+    pub const FP8_E4M3_MAX: f64 = 240.0;
+    /// The same on NeuronCore-v4.
+    pub const FP8_E4M3_MAX_GEN4: f64 = 448.0;
+    /// Q, K and V: STATIC's weight scales.
+    pub const NUM_QKV_SEGMENTS: i64 = 3;
 
     /// The library's `QKV_CTE_UserInput`: the call's tensors and options the
     /// checks and the configuration read.
@@ -275,8 +283,20 @@ pub mod kernel {
         pub add_layer_norm_bias: bool,
         /// RoPE on the Q and K heads.
         pub fused_rope: bool,
-        /// The matmul operands' and the rows' dtype: bfloat16 for fp32 input, else the input's.
+        /// STATIC quantization: fp8 weights and input, Q/K/V dequantized by their scales.
+        pub static_quant: bool,
+        /// The input's dtype.
+        pub input_dtype: Dtype,
+        /// The matmul operands' dtype: bfloat16 for fp32 input, else the input's
+        /// (float8_e4m3 with STATIC).
         pub compute_mm_dtype: Dtype,
+        /// The transposed rows' dtype: the compute dtype, the input's with STATIC.
+        pub input_sb_dtype: Dtype,
+        /// The projection's SBUF dtype: the compute dtype, bfloat16 with STATIC
+        /// (stored in HBM as the input's dtype, bfloat16 with STATIC).
+        pub output_sb_dtype: Dtype,
+        /// STATIC's clip bound: the largest finite float8_e4m3 (448 on NeuronCore-v4, else 240).
+        pub fp8_max: f64,
         /// The norms' statistics: fp32.
         pub act_dtype: Dtype,
         /// The PE transposes' PSUM dtype: the compute dtype from NeuronCore-v3 on, fp32 before.
@@ -356,6 +376,19 @@ pub mod kernel {
         pub gamma_norm_weights_sb: Tensor,
         /// `[128, H/128]` fp32, as gamma (read with `add_layer_norm_bias`).
         pub layer_norm_bias_sb: Tensor,
+        /// STATIC: the Q, K and V weight scales times the input scale, `[128, 3]` fp32.
+        pub w_scale_sb: Tensor,
+        /// STATIC: the input scale's reciprocal, `[128, 1]` fp32.
+        pub in_scale_sb: Tensor,
+    }
+
+    /// The library's `QKV_Quant_Config`: STATIC quantization's scale tensors.
+    #[nki_object]
+    pub struct QkvQuantScales {
+        /// `[1, 3]` or `[128, 3]`: the Q, K and V weight scales.
+        pub qkv_w_scale: Option<Tensor>,
+        /// `[1, 1]` or `[128, 1]`: the input scale.
+        pub qkv_in_scale: Option<Tensor>,
     }
 
     /// The library's `_validate_user_inputs`: its checks, by parameter name,
@@ -450,6 +483,34 @@ pub mod kernel {
         }
     }
 
+    /// STATIC quantization's inputs, by parameter name; float weights without it.
+    #[nki_helper]
+    pub fn validate_static_quantization(args: QkvCteUserInput, quantization_type: QuantizationType, scales: QkvQuantScales) {
+        let is_static = quantization_type == QuantizationType::STATIC;
+        let w = args.fused_qkv_weights;
+        assert!(
+            is_static == (w.dtype() == QUANT_DTYPE),
+            "qkv_cte: fused_qkv_weights must be float8_e4m3 exactly when quantization_type is STATIC, got {}",
+            w.dtype()
+        );
+        if is_static {
+            let (w_scale, in_scale) = (scales.qkv_w_scale, scales.qkv_in_scale);
+            assert!(w_scale.is_some() && in_scale.is_some(), "qkv_cte: STATIC quantization needs qkv_w_scale and qkv_in_scale");
+            assert!(args.num_q_heads > 0 && args.num_kv_heads > 0, "qkv_cte: STATIC quantization needs num_q_heads and num_kv_heads");
+            assert!(args.input.dtype() != nl::float32, "qkv_cte: STATIC quantization takes a bfloat16 or float16 input, got float32");
+            let h = args.input.shape()[2];
+            assert!((h / P_MAX) % 2 == 0, "qkv_cte: STATIC quantization needs H / 128 even (pairs of 128-row pieces), got H = {h}");
+            if let Some(ws) = w_scale {
+                let r = ws.shape()[0];
+                assert!(ws.ndim() == 2 && (r == 1 || r == P_MAX) && ws.shape()[1] == NUM_QKV_SEGMENTS, "qkv_cte: qkv_w_scale must be [1, 3] or [128, 3], got {}", ws.shape());
+            }
+            if let Some(ins) = in_scale {
+                let r = ins.shape()[0];
+                assert!(ins.ndim() == 2 && (r == 1 || r == P_MAX) && ins.shape()[1] == 1, "qkv_cte: qkv_in_scale must be [1, 1] or [128, 1], got {}", ins.shape());
+            }
+        }
+    }
+
     /// The options this port does not implement, refused by name.
     #[nki_helper]
     pub fn validate_unsupported_options(
@@ -461,8 +522,8 @@ pub mod kernel {
         weight_layout: QKVWeightLayout,
     ) {
         assert!(
-            quantization_type == QuantizationType::NONE,
-            "qkv_cte: quantization_type must be NONE (STATIC, ROW and the MX forms are not implemented), got {quantization_type}"
+            quantization_type == QuantizationType::NONE || quantization_type == QuantizationType::STATIC,
+            "qkv_cte: quantization_type must be NONE or STATIC (ROW and the MX forms are not implemented), got {quantization_type}"
         );
         assert!(!kv_quantization, "qkv_cte: k_scale and v_scale (the fp8 KV-cache outputs) are not implemented");
         assert!(!use_block_kv, "qkv_cte: use_block_kv (the block KV cache) is not implemented");
@@ -476,11 +537,20 @@ pub mod kernel {
 
     /// The library's `_build_config`.
     #[nki_helper]
-    pub fn build_config(args: QkvCteUserInput, num_shards: i64) -> QkvCteConfig {
+    pub fn build_config(args: QkvCteUserInput, quantization_type: QuantizationType, num_shards: i64) -> QkvCteConfig {
         let dtype = args.input.dtype();
-        let compute_mm_dtype = if dtype == nl::float32 { nl::bfloat16 } else { dtype };
+        let static_quant = quantization_type == QuantizationType::STATIC;
+        let float_dtype = if dtype == nl::float32 { nl::bfloat16 } else { dtype };
+        let compute_mm_dtype = if static_quant { QUANT_DTYPE } else { float_dtype };
         let gen2 = nisa::get_nc_version() == nisa::nc_version::gen2;
-        let psum_transpose_dtype = if gen2 { nl::float32 } else { compute_mm_dtype };
+        let psum_transpose_dtype = if gen2 {
+            nl::float32
+        } else if static_quant {
+            nl::bfloat16
+        } else {
+            compute_mm_dtype
+        };
+        let gen4 = nisa::get_nc_version() == nisa::nc_version::gen4;
         let norm = args.fused_norm_type;
         QkvCteConfig {
             output_layout: args.output_layout,
@@ -490,7 +560,12 @@ pub mod kernel {
             apply_gamma: norm == NormType::RMS_NORM || norm == NormType::LAYER_NORM,
             add_layer_norm_bias: args.layer_norm_bias.is_some(),
             fused_rope: args.fused_rope,
+            static_quant,
+            input_dtype: dtype,
             compute_mm_dtype,
+            input_sb_dtype: if static_quant { dtype } else { compute_mm_dtype },
+            output_sb_dtype: if static_quant { nl::bfloat16 } else { compute_mm_dtype },
+            fp8_max: if gen4 { FP8_E4M3_MAX_GEN4 } else { FP8_E4M3_MAX },
             act_dtype: nl::float32,
             psum_transpose_dtype,
             use_BxS_input_reshape: args.input.shape()[1] < S_THRESHOLD_FOR_RESHAPE * num_shards,
@@ -554,9 +629,28 @@ pub mod kernel {
         nisa::dma_copy(w_sb, norm_weights.ap([[1, P_MAX], [P_MAX, tiles]], offset = 0));
     }
 
+    /// STATIC's scales on every partition (one row given is broadcast): the
+    /// weight scales times the input scale (the dequantization factors), and
+    /// the input scale's reciprocal.
+    #[nki_helper]
+    pub fn load_static_quant_scales(qkv_w_scale: Hbm, qkv_in_scale: Hbm, w_scale_sb: Sbuf, in_scale_sb: Sbuf) {
+        if qkv_w_scale.shape()[0] == 1 {
+            nisa::dma_copy(w_scale_sb, qkv_w_scale.broadcast(0, P_MAX));
+        } else {
+            nisa::dma_copy(w_scale_sb, qkv_w_scale);
+        }
+        if qkv_in_scale.shape()[0] == 1 {
+            nisa::dma_copy(in_scale_sb, qkv_in_scale.broadcast(0, P_MAX));
+        } else {
+            nisa::dma_copy(in_scale_sb, qkv_in_scale);
+        }
+        nisa::activation(w_scale_sb, nl::copy, w_scale_sb, scale = in_scale_sb);
+        nisa::reciprocal(in_scale_sb, in_scale_sb);
+    }
+
     /// The library's global SBUF allocations.
     #[nki_helper]
-    pub fn load_globals(cfg: QkvCteConfig, dims: QkvCteDims, args: QkvCteUserInput, norm_eps: f64) -> QkvCteGlobals {
+    pub fn load_globals(cfg: QkvCteConfig, dims: QkvCteDims, args: QkvCteUserInput, scales: QkvQuantScales, norm_eps: f64) -> QkvCteGlobals {
         let zero_bias_sb = nl::ndarray([P_MAX, 1], cfg.compute_mm_dtype, buffer = nl::sbuf);
         nisa::memset(zero_bias_sb, 0.0);
         let norm_eps_sb = nl::ndarray([P_MAX, 1], cfg.compute_mm_dtype, buffer = nl::sbuf);
@@ -575,7 +669,15 @@ pub mod kernel {
         if let Some(beta) = layer_norm_bias {
             load_norm_weights(beta, layer_norm_bias_sb);
         }
-        QkvCteGlobals { zero_bias_sb, norm_eps_sb, bias_sb, gamma_norm_weights_sb, layer_norm_bias_sb }
+        let w_scale_sb = nl::ndarray([P_MAX, NUM_QKV_SEGMENTS], nl::float32, buffer = nl::sbuf);
+        let in_scale_sb = nl::ndarray([P_MAX, 1], nl::float32, buffer = nl::sbuf);
+        let (qkv_w_scale, qkv_in_scale) = (scales.qkv_w_scale, scales.qkv_in_scale);
+        if let Some(w_scale) = qkv_w_scale {
+            if let Some(in_scale) = qkv_in_scale {
+                load_static_quant_scales(w_scale, in_scale, w_scale_sb, in_scale_sb);
+            }
+        }
+        QkvCteGlobals { zero_bias_sb, norm_eps_sb, bias_sb, gamma_norm_weights_sb, layer_norm_bias_sb, w_scale_sb, in_scale_sb }
     }
 
     /// Step 1: rows `s0..s0 + rows` of batch `b` into `input_sb` `[rows, H]`
@@ -645,7 +747,7 @@ pub mod kernel {
     /// then copied back over the same columns (`[128 h, piece·128 + s]`), times
     /// gamma (plus beta) per partition with a norm.
     #[nki_helper]
-    pub fn transpose_h_tile(cfg: QkvCteConfig, g: QkvCteGlobals, input_sb: Sbuf, mean_rstd: Sbuf, h0: i64, width: i64, rows: i64) {
+    pub fn transpose_h_tile(cfg: QkvCteConfig, g: QkvCteGlobals, input_sb: Sbuf, input_q: Sbuf, mean_rstd: Sbuf, h0: i64, width: i64, rows: i64) {
         if cfg.fused_norm_type == NormType::LAYER_NORM {
             let x = input_sb[s![0..rows, h0..h0 + width]];
             let (mean, rstd) = (mean_rstd[s![0..rows, 0..1]], mean_rstd[s![0..rows, 1..2]]);
@@ -672,13 +774,37 @@ pub mod kernel {
             } else {
                 nisa::tensor_copy(dst, src);
             }
+            if cfg.static_quant {
+                // After a norm the quantized rows are the normalised ones, else the transposed input.
+                let data = if cfg.apply_gamma { dst } else { src };
+                quantize_input_static(cfg, g, input_q[s![.., c0..c0 + rows]], data);
+            }
         }
     }
 
-    /// Steps 1 to 3 for one S tile: the rows loaded (with the residuals),
-    /// normalised, and transposed in place, `[128 h, piece·128 + s]`.
+    /// STATIC: `data / in_scale` rounded into `dst` (float8_e4m3), then
+    /// clipped there to ±`fp8_max`.
     #[nki_helper]
-    pub fn load_and_transpose_input(cfg: QkvCteConfig, dims: QkvCteDims, io: QkvCteTensors, g: QkvCteGlobals, input_sb: Sbuf, b: i64, s0: i64, rows: i64) {
+    pub fn quantize_input_static(cfg: QkvCteConfig, g: QkvCteGlobals, dst: Sbuf, data: Sbuf) {
+        nisa::tensor_scalar(dst, data, nl::multiply, g.in_scale_sb);
+        nisa::tensor_scalar(dst, dst, nl::minimum, cfg.fp8_max, op1 = nl::maximum, operand1 = -cfg.fp8_max);
+    }
+
+    /// Steps 1 to 3 for one S tile: the rows loaded (with the residuals),
+    /// normalised, and transposed in place, `[128 h, piece·128 + s]`
+    /// (STATIC: also quantized into `input_q`).
+    #[nki_helper]
+    pub fn load_and_transpose_input(
+        cfg: QkvCteConfig,
+        dims: QkvCteDims,
+        io: QkvCteTensors,
+        g: QkvCteGlobals,
+        input_sb: Sbuf,
+        input_q: Sbuf,
+        b: i64,
+        s0: i64,
+        rows: i64,
+    ) {
         load_input_tile(cfg, dims, io, input_sb, b, s0, rows);
         let norm = cfg.fused_norm_type;
         if norm == NormType::RMS_NORM || norm == NormType::RMS_NORM_SKIP_GAMMA {
@@ -690,7 +816,7 @@ pub mod kernel {
         }
         for t in 0..dims.num_512_tiles_per_h {
             let h0 = t * PSUM_FMAX;
-            transpose_h_tile(cfg, g, input_sb, mean_rstd, h0, (dims.h - h0).min(PSUM_FMAX), rows);
+            transpose_h_tile(cfg, g, input_sb, input_q, mean_rstd, h0, (dims.h - h0).min(PSUM_FMAX), rows);
         }
     }
 
@@ -708,13 +834,36 @@ pub mod kernel {
             nisa::dma_copy(w_sb[s![.., 0..n, ..]], io.weights.ap([[i, P_MAX], [P_MAX * i, n], [1, i]], offset = off * i));
             for t in 0..rows.div_ceil(P_MAX) {
                 let r = (rows - t * P_MAX).min(P_MAX);
-                for j in 0..n {
-                    let c0 = off + j * P_MAX;
-                    for k in 0..ni {
-                        let (i0, iw) = (k * PSUM_FMAX, (i - k * PSUM_FMAX).min(PSUM_FMAX));
-                        nisa::nc_matmul(psum[s![0..r, t * ni + k, 0..iw]], input_sb[s![.., t, c0..c0 + r]], w_sb[s![.., j, i0..i0 + iw]]);
+                if cfg.static_quant {
+                    project_double_row(dims, input_sb, w_sb, psum, off, n, t, r);
+                } else {
+                    for j in 0..n {
+                        let c0 = off + j * P_MAX;
+                        for k in 0..ni {
+                            let (i0, iw) = (k * PSUM_FMAX, (i - k * PSUM_FMAX).min(PSUM_FMAX));
+                            nisa::nc_matmul(psum[s![0..r, t * ni + k, 0..iw]], input_sb[s![.., t, c0..c0 + r]], w_sb[s![.., j, i0..i0 + iw]]);
+                        }
                     }
                 }
+            }
+        }
+    }
+
+    /// STATIC's fp8 products of one weight load: pairs of 128-row pieces
+    /// (`n` of them from row `off`) contracted in one `double_row` matmul,
+    /// S tile `t`'s `r` quantized rows (`input_q` `[128, tiles, H]`) against
+    /// `w_sb` `[128, 8, I]`.
+    #[nki_helper]
+    pub fn project_double_row(dims: QkvCteDims, input_q: Sbuf, w_sb: Sbuf, psum: Psum, off: i64, n: i64, t: i64, r: i64) {
+        let (h, i, ni) = (dims.h, dims.i, dims.num_512_tiles_per_i);
+        let tiles = input_q.shape()[1];
+        let per_partition = NUM_128_TILES_PER_WEIGHT_LOAD * i;
+        for j in 0..n / 2 {
+            for k in 0..ni {
+                let (i0, iw) = (k * PSUM_FMAX, (i - k * PSUM_FMAX).min(PSUM_FMAX));
+                let stationary = input_q.ap([[tiles * h, P_MAX], [P_MAX, 2], [1, r]], offset = t * h + off + 2 * j * P_MAX);
+                let moving = w_sb.ap([[per_partition, P_MAX], [i, 2], [1, iw]], offset = 2 * j * i + i0);
+                nisa::nc_matmul(psum[s![0..r, t * ni + k, 0..iw]], stationary, moving, perf_mode = nisa::matmul_perf_mode::double_row);
             }
         }
     }
@@ -728,11 +877,35 @@ pub mod kernel {
             let (i0, iw) = (k * PSUM_FMAX, (i - k * PSUM_FMAX).min(PSUM_FMAX));
             let dst = out_sb[s![0..rows, i0..i0 + iw]];
             let src = psum[s![0..rows, t * ni + k, 0..iw]];
-            if cfg.add_bias {
+            if cfg.add_bias && !cfg.static_quant {
                 nisa::tensor_tensor(dst, src, g.bias_sb[s![0..rows, i0..i0 + iw]], nl::add);
             } else {
                 nisa::tensor_copy(dst, src);
             }
+        }
+        if cfg.static_quant {
+            let (q, kv) = (dims.num_q_heads * dims.d_head, dims.num_kv_heads * dims.d_head);
+            for seg in 0..NUM_QKV_SEGMENTS {
+                let c0 = if seg == 0 { 0 } else { q + (seg - 1) * kv };
+                let c1 = q + seg * kv;
+                let cols = out_sb[s![0..rows, c0..c1]];
+                dequantize_apply_bias(cfg, g, cols, cols, seg, c0, rows);
+            }
+        }
+    }
+
+    /// STATIC's dequantization (the library's
+    /// `_evict_psum_to_sbuf_static_dequant_apply_bias`): `data` (columns
+    /// `c0..` of Q, K or V, `seg` 0, 1 or 2) times that segment's factor, plus
+    /// the bias, into `dst`.
+    #[nki_helper]
+    pub fn dequantize_apply_bias(cfg: QkvCteConfig, g: QkvCteGlobals, dst: Sbuf, data: Sbuf, seg: i64, c0: i64, rows: i64) {
+        let scale = g.w_scale_sb[s![0..rows, seg..seg + 1]];
+        let width = dst.shape()[1];
+        if cfg.add_bias {
+            nisa::scalar_tensor_tensor(dst, data, nl::multiply, scale, nl::add, g.bias_sb[s![0..rows, c0..c0 + width]]);
+        } else {
+            nisa::tensor_scalar(dst, data, nl::multiply, scale);
         }
     }
 
@@ -744,7 +917,16 @@ pub mod kernel {
         let bank = t * dims.num_512_tiles_per_i + head / heads_per_bank;
         let c0 = (head % heads_per_bank) * d;
         let src = psum[s![0..rows, bank, c0..c0 + d]];
-        if cfg.add_bias {
+        if cfg.static_quant {
+            let seg: i64 = if head < dims.num_q_heads {
+                0
+            } else if head < dims.num_q_heads + dims.num_kv_heads {
+                1
+            } else {
+                2
+            };
+            dequantize_apply_bias(cfg, g, dst, src, seg, head * d, rows);
+        } else if cfg.add_bias {
             nisa::tensor_tensor(dst, src, g.bias_sb[s![0..rows, head * d..(head + 1) * d]], nl::add);
         } else {
             nisa::tensor_copy(dst, src);
@@ -821,14 +1003,17 @@ pub mod kernel {
         let (h, i) = (dims.h, dims.i);
         let tiles = rows.div_ceil(P_MAX);
         let s0 = dims.s_shard_offset + r0;
-        let input_sb = nl::ndarray([P_MAX, tiles, h], cfg.compute_mm_dtype, buffer = nl::sbuf);
+        let input_sb = nl::ndarray([P_MAX, tiles, h], cfg.input_sb_dtype, buffer = nl::sbuf);
+        // STATIC's quantized rows (else not written).
+        let input_q = nl::ndarray([P_MAX, tiles, h], QUANT_DTYPE, buffer = nl::sbuf);
         for t in 0..tiles {
             let r = (rows - t * P_MAX).min(P_MAX);
-            load_and_transpose_input(cfg, dims, io, g, input_sb[s![.., t, ..]], b, s0 + t * P_MAX, r);
+            load_and_transpose_input(cfg, dims, io, g, input_sb[s![.., t, ..]], input_q[s![.., t, ..]], b, s0 + t * P_MAX, r);
         }
         let psum = nl::ndarray([P_MAX, NUM_HW_PSUM_BANKS, PSUM_FMAX], nl::float32, buffer = nl::psum);
-        qkv_projection(cfg, dims, io, input_sb, psum, rows);
-        let out_sb = nl::ndarray([P_MAX, tiles, i], cfg.compute_mm_dtype, buffer = nl::sbuf);
+        let mm_input = if cfg.static_quant { input_q } else { input_sb };
+        qkv_projection(cfg, dims, io, mm_input, psum, rows);
+        let out_sb = nl::ndarray([P_MAX, tiles, i], cfg.output_sb_dtype, buffer = nl::sbuf);
         for t in 0..tiles {
             let r = (rows - t * P_MAX).min(P_MAX);
             let o = out_sb[s![.., t, ..]];
@@ -844,11 +1029,11 @@ pub mod kernel {
     /// The library's `_qkv_cte_impl`: the globals loaded, then this
     /// program's rows, batch by batch, in S blocks.
     #[nki_helper]
-    pub fn qkv_cte_impl(cfg: QkvCteConfig, dims: QkvCteDims, io: QkvCteTensors, args: QkvCteUserInput, norm_eps: f64) {
+    pub fn qkv_cte_impl(cfg: QkvCteConfig, dims: QkvCteDims, io: QkvCteTensors, args: QkvCteUserInput, scales: QkvQuantScales, norm_eps: f64) {
         if dims.s_shard == 0 {
             return;
         }
-        let g = load_globals(cfg, dims, args, norm_eps);
+        let g = load_globals(cfg, dims, args, scales, norm_eps);
         let degree: i64 = multi_buffering_degree_for_seqlen(dims);
         let block = degree * P_MAX;
         for b in 0..dims.b {
@@ -867,7 +1052,7 @@ pub mod kernel {
     #[nki_kernel]
     pub fn qkv_cte(
         #[dtypes(float32, bfloat16, float16)] input: Hbm,
-        #[dtypes(float32, bfloat16, float16)] fused_qkv_weights: Hbm,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3)] fused_qkv_weights: Hbm,
         #[default(QKVOutputLayout::BSD)] output_layout: QKVOutputLayout,
         #[dtypes(float32, bfloat16, float16)] bias: Option<Hbm>,
         #[default(false)] fused_residual_add: bool,
@@ -904,7 +1089,7 @@ pub mod kernel {
         #[default(QKVWeightLayout::CONTIGUOUS)] weight_layout: QKVWeightLayout,
     ) -> Hbm {
         let _ = (k_cache, v_cache, fp8_max, fp8_min, kv_dtype, block_size, slot_mapping, use_auto_allocation);
-        let _ = (load_input_with_DMA_transpose, qkv_w_scale, qkv_in_scale);
+        let _ = load_input_with_DMA_transpose;
         let kv_quantization = k_scale.is_some() && v_scale.is_some();
         validate_unsupported_options(quantization_type, kv_quantization, use_block_kv, store_output_in_sbuf, is_input_swizzled, weight_layout);
         assert!(input.ndim() == 3, "qkv_cte: input must be [B, S, H] in HBM, got {} dims", input.ndim());
@@ -928,17 +1113,20 @@ pub mod kernel {
             num_kv_heads: num_kv_heads.unwrap_or(0),
         };
         validate_user_inputs(args);
+        let scales = QkvQuantScales { qkv_w_scale, qkv_in_scale };
+        validate_static_quantization(args, quantization_type, scales);
         let grid = nl::program_ndim() == 1;
         let num_shards = if grid { nl::num_programs(0) } else { 1 };
         let shard_id = if grid { nl::program_id(0) } else { 0 };
-        let cfg = build_config(args, num_shards);
+        let cfg = build_config(args, quantization_type, num_shards);
         let dims = get_tensor_dimensions(args, cfg, num_shards, shard_id);
         let (b, s, h, i, d) = (dims.b, dims.s, dims.h, dims.i, dims.d_head);
         let nbsd = output_layout == QKVOutputLayout::NBSd;
+        let out_dtype = if cfg.static_quant { nl::bfloat16 } else { input.dtype() };
         let output = if nbsd {
-            nl::ndarray([dims.num_heads, dims.b_orig, dims.s_orig, d], input.dtype(), buffer = nl::shared_hbm)
+            nl::ndarray([dims.num_heads, dims.b_orig, dims.s_orig, d], out_dtype, buffer = nl::shared_hbm)
         } else {
-            nl::ndarray([dims.b_orig, dims.s_orig, i], input.dtype(), buffer = nl::shared_hbm)
+            nl::ndarray([dims.b_orig, dims.s_orig, i], out_dtype, buffer = nl::shared_hbm)
         };
         // The kernel's view: [B, S] folded into [1, B·S] when the config says so
         // (the optional tensors are folded where they are read).
@@ -951,7 +1139,7 @@ pub mod kernel {
             cos_cache,
             sin_cache,
         };
-        qkv_cte_impl(cfg, dims, io, args, norm_eps);
+        qkv_cte_impl(cfg, dims, io, args, scales, norm_eps);
         if num_shards == 2 {
             // Both programs' rows are stored before the output is read.
             nisa::core_barrier(output, [0, 1]);
