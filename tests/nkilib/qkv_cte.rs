@@ -41,6 +41,9 @@ struct Config {
     nbsd: bool,
     rope: bool,
     eps: f64,
+    /// STATIC quantization: float8_e4m3 weights, Q/K/V weight scales and an
+    /// input scale, given as this many rows (1 or 128); 0 for none.
+    static_scale_rows: usize,
 }
 
 /// A configuration: `I = (nq + 2·nkv)·d_head`, BSD, no bias, no RoPE, eps 1e-6.
@@ -63,8 +66,23 @@ const fn c(lnc: usize, b: usize, s: usize, h: usize, d_head: usize, nq: usize, n
         nbsd: false,
         rope: false,
         eps: 1e-6,
+        static_scale_rows: 0,
     }
 }
+
+/// `cfg` with STATIC quantization, its scales given as `rows` rows.
+const fn quant(cfg: Config, rows: usize) -> Config {
+    Config { static_scale_rows: rows, ..cfg }
+}
+
+/// STATIC configurations: test_qkv_cte.py's 8 query and 1 key/value heads of
+/// 128 (at smaller H and S), with and without a norm, the residual add and
+/// both layouts. Without a bias: STATIC rounds the bias to float8_e4m3.
+const STATIC_CONFIGS: &[Config] = &[
+    quant(c(2, 1, 256, 2048, 128, 8, 1, Norm::None, false), 128),
+    quant(with(c(1, 1, 200, 1024, 128, 8, 1, Norm::Rms, true), false, false, true, false), 1),
+    quant(with(c(2, 1, 130, 1024, 128, 8, 1, Norm::Layer, false), true, false, false, false), 128),
+];
 
 /// `cfg` with the biases, layout and RoPE set.
 const fn with(cfg: Config, norm_bias: bool, qkv_bias: bool, nbsd: bool, rope: bool) -> Config {
@@ -107,15 +125,23 @@ impl Config {
         let seed = seed_of(&self.name());
         let (n, h, i) = (self.bxs() * self.h, self.h, self.i);
         let w = 1.0 / (h as f64).sqrt();
+        // STATIC: fp8 weights in [-1, 1], scales near 1/240 (the library's test's).
+        let weights = if self.static_scale_rows > 0 {
+            as_dtype(&uniform(h * i, seed + 3, -1.0, 1.0), Dtype::Fp8E4m3)
+        } else {
+            uniform(h * i, seed + 3, -w, w)
+        };
         vec![
             uniform(n, seed, -1.0, 1.0),
             uniform(n, seed + 1, -1.0, 1.0),
             uniform(n, seed + 2, -1.0, 1.0),
-            uniform(h * i, seed + 3, -w, w),
+            weights,
             uniform(h, seed + 4, 0.5, 1.5),
             uniform(h, seed + 5, -0.5, 0.5),
             uniform(i, seed + 6, -1.0, 1.0),
             uniform(self.bxs() * self.d_head / 2, seed + 7, -std::f64::consts::PI, std::f64::consts::PI),
+            uniform(3, seed + 8, 0.995 / 240.0, 1.005 / 240.0),
+            uniform(1, seed + 9, 0.995 / 240.0, 1.005 / 240.0),
         ]
     }
 
@@ -153,10 +179,21 @@ impl Config {
         let (bxs, h, i, d) = (self.bxs(), self.h, self.i, self.d_head);
         let mut out = vec![0.0; bxs * i];
         for t in 0..bxs {
-            let x: Vec<f64> = (0..h).map(|k| v[0][t * h + k] + if self.fused_add { v[1][t * h + k] + v[2][t * h + k] } else { 0.0 }).collect();
+            let x: Vec<f64> =
+                (0..h).map(|k| v[0][t * h + k] + if self.fused_add { v[1][t * h + k] + v[2][t * h + k] } else { 0.0 }).collect();
             let y = self.norm_row(&x, v);
-            let mut row: Vec<f64> =
-                (0..i).map(|col| (0..h).map(|k| y[k] * v[3][k * i + col]).sum::<f64>() + if self.qkv_bias { v[6][col] } else { 0.0 }).collect();
+            // STATIC: the input divided by its scale and clipped, the sums times the weight and input scales.
+            let quantized = self.static_scale_rows > 0;
+            let y: Vec<f64> = if quantized { y.iter().map(|a| (a / v[9][0]).clamp(-240.0, 240.0)).collect() } else { y };
+            let factor = |col: usize| {
+                let seg = usize::from(col >= self.nq * d) + usize::from(col >= (self.nq + self.nkv) * d);
+                if quantized { v[8][seg] * v[9][0] } else { 1.0 }
+            };
+            let mut row: Vec<f64> = (0..i)
+                .map(|col| {
+                    (0..h).map(|k| y[k] * v[3][k * i + col]).sum::<f64>() * factor(col) + if self.qkv_bias { v[6][col] } else { 0.0 }
+                })
+                .collect();
             if self.rope {
                 let (cos, sin) = (&cache.0[t * d..(t + 1) * d], &cache.1[t * d..(t + 1) * d]);
                 for head in 0..self.nq + self.nkv {
@@ -188,9 +225,11 @@ impl Config {
     fn run(&self, v: &[Vec<f64>], cache: &(Vec<f64>, Vec<f64>), dtype: Dtype, precision: Precision) -> Vec<f32> {
         let (b, s, h, i, d) = (self.b, self.s, self.h, self.i, self.d_head);
         let t = |shape: &[usize], x: &[f64]| tensor(shape, x, dtype);
-        let (x, mlp, attn, w) = (t(&[b, s, h], &v[0]), t(&[b, s, h], &v[1]), t(&[b, s, h], &v[2]), t(&[h, i], &v[3]));
+        let (x, mlp, attn) = (t(&[b, s, h], &v[0]), t(&[b, s, h], &v[1]), t(&[b, s, h], &v[2]));
+        let w = tensor(&[h, i], &v[3], if self.static_scale_rows > 0 { Dtype::Fp8E4m3 } else { dtype });
         let (gamma, beta, bias) = (t(&[1, h], &v[4]), t(&[1, h], &v[5]), t(&[1, i], &v[6]));
         let (cos, sin) = (t(&[b, s, d], &cache.0), t(&[b, s, d], &cache.1));
+        let scales: Vec<nki::Tensor> = self.scales(v).iter().map(|(shape, x)| tensor(shape, x, Dtype::F32)).collect();
         let layout = if self.nbsd { QKVOutputLayout::NBSd } else { QKVOutputLayout::BSD };
         let mut call = qkv_cte::Call::new(&x, &w).fused_norm_type(self.norm_type().0).norm_eps(self.eps).output_layout(layout);
         call = call.d_head(d as i64).num_q_heads(self.nq as i64).num_kv_heads(self.nkv as i64);
@@ -212,10 +251,20 @@ impl Config {
         if self.rope {
             call = call.fused_rope(true).cos_cache(&cos).sin_cache(&sin);
         }
+        if self.static_scale_rows > 0 {
+            call = call.quantization_type(QuantizationType::STATIC).qkv_w_scale(&scales[0]).qkv_in_scale(&scales[1]);
+        }
         let out = call.launch(&Launch::new().lnc(self.lnc).precision(precision)).unwrap_or_else(|e| panic!("{}: {e}", self.name()));
         let want: Vec<usize> = if self.nbsd { vec![i / d, b, s, d] } else { vec![b, s, i] };
         assert_eq!(out.shape(), &want[..], "{}", self.name());
         out.to_f32_vec()
+    }
+
+    /// STATIC's scale tensors' shapes and values: `qkv_w_scale`, `qkv_in_scale`.
+    fn scales(&self, v: &[Vec<f64>]) -> Vec<(Vec<usize>, Vec<f64>)> {
+        let r = self.static_scale_rows;
+        let rows = |x: &[f64]| (vec![r, x.len()], x.iter().cycle().take(r * x.len()).copied().collect::<Vec<f64>>());
+        if r == 0 { vec![] } else { vec![rows(&v[8]), rows(&v[9])] }
     }
 
     /// The kernel's arguments for the NumPy executor.
@@ -252,12 +301,21 @@ impl Config {
             kw.push(("cos_cache", t(vec![b, s, d], &cache.0)));
             kw.push(("sin_cache", t(vec![b, s, d], &cache.1)));
         }
-        (vec![t(vec![b, s, h], &v[0]), t(vec![h, i], &v[3])], kw)
+        let w_dtype = if self.static_scale_rows > 0 { Dtype::Fp8E4m3 } else { dtype };
+        for ((shape, x), name) in self.scales(v).into_iter().zip(["qkv_w_scale", "qkv_in_scale"]) {
+            kw.push((name, Arg::Tensor(shape, x, Dtype::F32)));
+        }
+        if self.static_scale_rows > 0 {
+            kw.push(("quantization_type", Arg::Member("QuantizationType", "STATIC")));
+        }
+        (vec![t(vec![b, s, h], &v[0]), Arg::Tensor(vec![h, i], v[3].clone(), w_dtype)], kw)
     }
 
-    /// Inputs and caches rounded to `dtype`.
+    /// Inputs and caches rounded to `dtype` (not the fp8 weights nor the fp32 scales).
     fn inputs_in(&self, dtype: Dtype) -> (Vec<Vec<f64>>, (Vec<f64>, Vec<f64>)) {
-        let v: Vec<Vec<f64>> = self.inputs().iter().map(|x| as_dtype(x, dtype)).collect();
+        let keep = |k: usize| (k == 3 && self.static_scale_rows > 0) || k > 7;
+        let v: Vec<Vec<f64>> =
+            self.inputs().iter().enumerate().map(|(k, x)| if keep(k) { x.clone() } else { as_dtype(x, dtype) }).collect();
         let (cos, sin) = self.caches(&self.inputs());
         (v, (as_dtype(&cos, dtype), as_dtype(&sin, dtype)))
     }
@@ -292,6 +350,18 @@ fn qkv_cte_library_configs_in_bfloat16_match_float64() {
     }
 }
 
+/// STATIC configurations in fp32 precision (the quantized input not rounded
+/// to fp8): the fp32 metric; bfloat16 inputs in hardware precision, the
+/// input rounded to fp8 (a relative error up to 2^-4 per element, of random
+/// sign): 2^-4 of the output's scale.
+#[test]
+fn qkv_cte_static_quantization_matches_float64() {
+    for cfg in STATIC_CONFIGS {
+        check(cfg, Dtype::Bf16, Precision::Fp32, FP32_ATOL, FP32_RTOL);
+        check(cfg, Dtype::Bf16, Precision::Hardware, 0.0, 1.0 / 16.0);
+    }
+}
+
 /// A float32 input is computed in bfloat16 (the library's compute dtype for
 /// it) in hardware precision: the bfloat16 metric, not the fp32 one.
 #[test]
@@ -305,18 +375,22 @@ fn qkv_cte_float32_input_computes_in_bfloat16() {
 }
 
 /// The emitted `qkv_cte` under NumPy equals the emulator, element for
-/// element, on one configuration per path, in both modes.
+/// element, on one configuration per path, in both modes. (No S tile of one
+/// row: a one-column matmul sums its products in another order under NumPy.)
 #[test]
 fn qkv_cte_emitted_under_numpy_equals_emulator() {
     let pkg = package_of("qkv_cte_pkg", &[&qkv_cte::INFO]);
     let paths = [
         with(Config { hidden_actual: Some(300), ..c(2, 1, 200, 512, 64, 4, 2, Norm::Rms, true) }, false, true, false, true),
-        with(c(2, 2, 129, 1024, 128, 2, 1, Norm::Layer, true), true, true, true, false),
+        with(c(2, 2, 130, 1024, 128, 2, 1, Norm::Layer, true), true, true, true, false),
         with(c(1, 2, 700, 256, 128, 1, 1, Norm::RmsSkipGamma, false), false, false, false, false),
         c(1, 1, 300, 1152, 128, 5, 1, Norm::None, false),
+        quant(with(c(2, 1, 260, 512, 128, 2, 1, Norm::Rms, true), false, true, false, true), 1),
     ];
     for cfg in paths {
         for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
+            // STATIC takes a 16-bit input.
+            let dtype = if cfg.static_scale_rows > 0 { Dtype::Bf16 } else { dtype };
             let (v, cache) = cfg.inputs_in(dtype);
             let emu = cfg.run(&v, &cache, dtype, precision);
             let (args, kwargs) = cfg.numpy_call(&v, &cache, dtype);
@@ -377,8 +451,13 @@ fn qkv_cte_rules_refuse_by_name() {
     assert!(e.contains("fused_residual_add needs mlp_prev and attention_prev"), "{e}");
     let e = err(qkv_cte::Call::new(&x, &w).fused_rope(true));
     assert!(e.contains("fused_rope needs cos_cache, sin_cache, num_q_heads and num_kv_heads"), "{e}");
+    let e = err(qkv_cte::Call::new(&x, &w).quantization_type(QuantizationType::ROW));
+    assert!(
+        e.contains("quantization_type must be NONE or STATIC (ROW and the MX forms are not implemented), got QuantizationType.ROW"),
+        "{e}"
+    );
     let e = err(qkv_cte::Call::new(&x, &w).quantization_type(QuantizationType::STATIC));
-    assert!(e.contains("quantization_type must be NONE (STATIC, ROW and the MX forms are not implemented), got QuantizationType.STATIC"), "{e}");
+    assert!(e.contains("fused_qkv_weights must be float8_e4m3 exactly when quantization_type is STATIC"), "{e}");
     let e = err(qkv_cte::Call::new(&x, &w).k_scale(&z(&[128, 1])).v_scale(&z(&[128, 1])));
     assert!(e.contains("k_scale and v_scale (the fp8 KV-cache outputs) are not implemented"), "{e}");
     let e = err(qkv_cte::Call::new(&x, &w).use_block_kv(true));

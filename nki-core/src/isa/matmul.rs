@@ -87,6 +87,9 @@ pub fn nc_matmul(ctx: &Ctx, dst: &Tensor, stationary: &Tensor, moving: &Tensor, 
             ),
         ));
     }
+    if opts.perf_mode == Some(MatmulPerfMode::DoubleRow) {
+        return double_row(ctx, dst, &dt, (stationary, &st), (moving, &mv), opts.accumulate);
+    }
     if st.nf > hw.gemm_stationary_fmax {
         return Err(NkiError::constraint(
             OP,
@@ -139,6 +142,58 @@ pub fn nc_matmul(ctx: &Ctx, dst: &Tensor, stationary: &Tensor, moving: &Tensor, 
     }
     let state = accumulation(ctx, OP, dst, opts.accumulate)?;
     gemm_into(ctx, dst, &dt, (stationary, &st), (moving, &mv), state)
+}
+
+/// `nc_matmul(perf_mode=double_row)`: the contraction runs over the partition
+/// dim and a first free dim of 2 (element `(p, j, c)` of the stationary meets
+/// `(p, j, c')` of the moving), on float8 operands from NeuronCore-v3; the
+/// free-size limits apply to the dims after the pair. The sums are a
+/// `2·K`-row matmul's, as the NumPy executor computes them.
+fn double_row(
+    ctx: &Ctx,
+    dst: &Tensor,
+    dt: &TileView,
+    (stationary, st): (&Tensor, &TileView),
+    (moving, mv): (&Tensor, &TileView),
+    accumulate: Option<bool>,
+) -> Result<()> {
+    const OP: &str = "nisa.nc_matmul";
+    let hw = ctx.hw();
+    if ctx.generation().nc_version() < 3 {
+        return Err(NkiError::constraint(OP, format!("perf_mode=double_row needs NeuronCore-v3 or later, not {}", ctx.generation())));
+    }
+    for (role, t) in [("stationary", stationary), ("moving", moving)] {
+        if !matches!(t.dtype(), Dtype::Fp8E4m3 | Dtype::Fp8E5m2) || t.shape().get(1) != Some(&2) {
+            return Err(NkiError::shape(
+                OP,
+                format!("perf_mode=double_row takes float8 operands whose first free dim is 2; {role} is {}", t.describe()),
+            ));
+        }
+    }
+    let (k, m, n) = (st.np, st.nf / 2, mv.nf / 2);
+    if m > hw.gemm_stationary_fmax || n > hw.gemm_moving_fmax {
+        return Err(NkiError::constraint(
+            OP,
+            format!(
+                "double_row operands {} and {} have free sizes {m} and {n} after the pair > gemm_stationary_fmax {} or gemm_moving_fmax {}",
+                stationary.describe(),
+                moving.describe(),
+                hw.gemm_stationary_fmax,
+                hw.gemm_moving_fmax
+            ),
+        ));
+    }
+    if dst.dtype() != Dtype::F32 || dt.np != m || dt.nf != n {
+        return Err(NkiError::shape(OP, format!("dst {} must be float32, {m} partitions x {n} elements", dst.describe())));
+    }
+    // Row `p` of either operand is its pair (j = 0, then 1): as [2·K, free] the rows are `2p + j`.
+    let (a, b) = (read_tile(stationary, st), read_tile(moving, mv));
+    let mut out = vec![0f32; m * n];
+    let (am, bm) = (Mat { offset: 0, rs: 1, cs: m as isize }, Mat { offset: 0, rs: n as isize, cs: 1 });
+    sgemm_split(ctx.helpers(), m, 2 * k, n, &a, am, &b, bm, &mut out, Mat { offset: 0, rs: n as isize, cs: 1 }, 0.0);
+    let state = accumulation(ctx, OP, dst, accumulate)?;
+    write_accumulated(ctx, dst, dt, out, state);
+    Ok(())
 }
 
 /// Which cells of the destination a matmul adds onto.

@@ -474,11 +474,17 @@ pub mod kernel {
             let (cos_cache, sin_cache) = (args.cos_cache, args.sin_cache);
             if let Some(cos) = cos_cache {
                 let cs = cos.shape();
-                assert!(cos.ndim() == 3 && cs[0] == b && cs[1] == s && cs[2] == d, "qkv_cte: cos_cache must be [B, S, d_head] = [{b}, {s}, {d}], got {cs}");
+                assert!(
+                    cos.ndim() == 3 && cs[0] == b && cs[1] == s && cs[2] == d,
+                    "qkv_cte: cos_cache must be [B, S, d_head] = [{b}, {s}, {d}], got {cs}"
+                );
             }
             if let Some(sin) = sin_cache {
                 let ss = sin.shape();
-                assert!(sin.ndim() == 3 && ss[0] == b && ss[1] == s && ss[2] == d, "qkv_cte: sin_cache must be [B, S, d_head] = [{b}, {s}, {d}], got {ss}");
+                assert!(
+                    sin.ndim() == 3 && ss[0] == b && ss[1] == s && ss[2] == d,
+                    "qkv_cte: sin_cache must be [B, S, d_head] = [{b}, {s}, {d}], got {ss}"
+                );
             }
         }
     }
@@ -502,11 +508,19 @@ pub mod kernel {
             assert!((h / P_MAX) % 2 == 0, "qkv_cte: STATIC quantization needs H / 128 even (pairs of 128-row pieces), got H = {h}");
             if let Some(ws) = w_scale {
                 let r = ws.shape()[0];
-                assert!(ws.ndim() == 2 && (r == 1 || r == P_MAX) && ws.shape()[1] == NUM_QKV_SEGMENTS, "qkv_cte: qkv_w_scale must be [1, 3] or [128, 3], got {}", ws.shape());
+                assert!(
+                    ws.ndim() == 2 && (r == 1 || r == P_MAX) && ws.shape()[1] == NUM_QKV_SEGMENTS,
+                    "qkv_cte: qkv_w_scale must be [1, 3] or [128, 3], got {}",
+                    ws.shape()
+                );
             }
             if let Some(ins) = in_scale {
                 let r = ins.shape()[0];
-                assert!(ins.ndim() == 2 && (r == 1 || r == P_MAX) && ins.shape()[1] == 1, "qkv_cte: qkv_in_scale must be [1, 1] or [128, 1], got {}", ins.shape());
+                assert!(
+                    ins.ndim() == 2 && (r == 1 || r == P_MAX) && ins.shape()[1] == 1,
+                    "qkv_cte: qkv_in_scale must be [1, 1] or [128, 1], got {}",
+                    ins.shape()
+                );
             }
         }
     }
@@ -650,7 +664,13 @@ pub mod kernel {
 
     /// The library's global SBUF allocations.
     #[nki_helper]
-    pub fn load_globals(cfg: QkvCteConfig, dims: QkvCteDims, args: QkvCteUserInput, scales: QkvQuantScales, norm_eps: f64) -> QkvCteGlobals {
+    pub fn load_globals(
+        cfg: QkvCteConfig,
+        dims: QkvCteDims,
+        args: QkvCteUserInput,
+        scales: QkvQuantScales,
+        norm_eps: f64,
+    ) -> QkvCteGlobals {
         let zero_bias_sb = nl::ndarray([P_MAX, 1], cfg.compute_mm_dtype, buffer = nl::sbuf);
         nisa::memset(zero_bias_sb, 0.0);
         let norm_eps_sb = nl::ndarray([P_MAX, 1], cfg.compute_mm_dtype, buffer = nl::sbuf);
@@ -747,7 +767,16 @@ pub mod kernel {
     /// then copied back over the same columns (`[128 h, piece·128 + s]`), times
     /// gamma (plus beta) per partition with a norm.
     #[nki_helper]
-    pub fn transpose_h_tile(cfg: QkvCteConfig, g: QkvCteGlobals, input_sb: Sbuf, input_q: Sbuf, mean_rstd: Sbuf, h0: i64, width: i64, rows: i64) {
+    pub fn transpose_h_tile(
+        cfg: QkvCteConfig,
+        g: QkvCteGlobals,
+        input_sb: Sbuf,
+        input_q: Sbuf,
+        mean_rstd: Sbuf,
+        h0: i64,
+        width: i64,
+        rows: i64,
+    ) {
         if cfg.fused_norm_type == NormType::LAYER_NORM {
             let x = input_sb[s![0..rows, h0..h0 + width]];
             let (mean, rstd) = (mean_rstd[s![0..rows, 0..1]], mean_rstd[s![0..rows, 1..2]]);
@@ -841,7 +870,11 @@ pub mod kernel {
                         let c0 = off + j * P_MAX;
                         for k in 0..ni {
                             let (i0, iw) = (k * PSUM_FMAX, (i - k * PSUM_FMAX).min(PSUM_FMAX));
-                            nisa::nc_matmul(psum[s![0..r, t * ni + k, 0..iw]], input_sb[s![.., t, c0..c0 + r]], w_sb[s![.., j, i0..i0 + iw]]);
+                            nisa::nc_matmul(
+                                psum[s![0..r, t * ni + k, 0..iw]],
+                                input_sb[s![.., t, c0..c0 + r]],
+                                w_sb[s![.., j, i0..i0 + iw]],
+                            );
                         }
                     }
                 }
@@ -871,7 +904,15 @@ pub mod kernel {
     /// The library's `_evict_psum_to_sbuf_apply_bias` (step 5): S tile `t`'s
     /// PSUM banks into `out_sb` `[rows, I]` (the compute dtype), plus the bias.
     #[nki_helper]
-    pub fn evict_psum_to_sbuf_apply_bias(cfg: QkvCteConfig, dims: QkvCteDims, g: QkvCteGlobals, out_sb: Sbuf, psum: Psum, t: i64, rows: i64) {
+    pub fn evict_psum_to_sbuf_apply_bias(
+        cfg: QkvCteConfig,
+        dims: QkvCteDims,
+        g: QkvCteGlobals,
+        out_sb: Sbuf,
+        psum: Psum,
+        t: i64,
+        rows: i64,
+    ) {
         let (i, ni) = (dims.i, dims.num_512_tiles_per_i);
         for k in 0..ni {
             let (i0, iw) = (k * PSUM_FMAX, (i - k * PSUM_FMAX).min(PSUM_FMAX));
@@ -1029,7 +1070,14 @@ pub mod kernel {
     /// The library's `_qkv_cte_impl`: the globals loaded, then this
     /// program's rows, batch by batch, in S blocks.
     #[nki_helper]
-    pub fn qkv_cte_impl(cfg: QkvCteConfig, dims: QkvCteDims, io: QkvCteTensors, args: QkvCteUserInput, scales: QkvQuantScales, norm_eps: f64) {
+    pub fn qkv_cte_impl(
+        cfg: QkvCteConfig,
+        dims: QkvCteDims,
+        io: QkvCteTensors,
+        args: QkvCteUserInput,
+        scales: QkvQuantScales,
+        norm_eps: f64,
+    ) {
         if dims.s_shard == 0 {
             return;
         }
@@ -1091,7 +1139,14 @@ pub mod kernel {
         let _ = (k_cache, v_cache, fp8_max, fp8_min, kv_dtype, block_size, slot_mapping, use_auto_allocation);
         let _ = load_input_with_DMA_transpose;
         let kv_quantization = k_scale.is_some() && v_scale.is_some();
-        validate_unsupported_options(quantization_type, kv_quantization, use_block_kv, store_output_in_sbuf, is_input_swizzled, weight_layout);
+        validate_unsupported_options(
+            quantization_type,
+            kv_quantization,
+            use_block_kv,
+            store_output_in_sbuf,
+            is_input_swizzled,
+            weight_layout,
+        );
         assert!(input.ndim() == 3, "qkv_cte: input must be [B, S, H] in HBM, got {} dims", input.ndim());
         let args = QkvCteUserInput {
             input,
