@@ -13,6 +13,9 @@ use nki::{Dtype, Launch, Precision};
 use nkilib::qkv::qkv::qkv as qkv_entry;
 use nkilib::qkv::qkv_cte::{NormType, QKVOutputLayout, QkvCteRule, QkvCteShape, QuantizationType, qkv_cte, qkv_cte_violation};
 
+/// The RoPE caches `(cos, sin)`, `[B·S·d_head]` each.
+type Caches = (Vec<f64>, Vec<f64>);
+
 /// The norm of a case.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Norm {
@@ -146,7 +149,7 @@ impl Config {
     }
 
     /// The RoPE caches `[B·S, d]`: cos and sin of each angle, both halves equal.
-    fn caches(&self, v: &[Vec<f64>]) -> (Vec<f64>, Vec<f64>) {
+    fn caches(&self, v: &[Vec<f64>]) -> Caches {
         let half = self.d_head / 2;
         let at = |k: usize| v[7][(k / self.d_head) * half + k % self.d_head % half];
         let n = self.bxs() * self.d_head;
@@ -175,7 +178,7 @@ impl Config {
 
     /// The float64 projection in the output layout. `cache` is the rounded
     /// RoPE caches (cos, sin) the kernel is given.
-    fn reference(&self, v: &[Vec<f64>], cache: &(Vec<f64>, Vec<f64>)) -> Vec<f64> {
+    fn reference(&self, v: &[Vec<f64>], cache: &Caches) -> Vec<f64> {
         let (bxs, h, i, d) = (self.bxs(), self.h, self.i, self.d_head);
         let mut out = vec![0.0; bxs * i];
         for t in 0..bxs {
@@ -222,7 +225,7 @@ impl Config {
     }
 
     /// The emulator's projection.
-    fn run(&self, v: &[Vec<f64>], cache: &(Vec<f64>, Vec<f64>), dtype: Dtype, precision: Precision) -> Vec<f32> {
+    fn run(&self, v: &[Vec<f64>], cache: &Caches, dtype: Dtype, precision: Precision) -> Vec<f32> {
         let (b, s, h, i, d) = (self.b, self.s, self.h, self.i, self.d_head);
         let t = |shape: &[usize], x: &[f64]| tensor(shape, x, dtype);
         let (x, mlp, attn) = (t(&[b, s, h], &v[0]), t(&[b, s, h], &v[1]), t(&[b, s, h], &v[2]));
@@ -268,7 +271,7 @@ impl Config {
     }
 
     /// The kernel's arguments for the NumPy executor.
-    fn numpy_call(&self, v: &[Vec<f64>], cache: &(Vec<f64>, Vec<f64>), dtype: Dtype) -> (Vec<Arg>, Vec<(&'static str, Arg)>) {
+    fn numpy_call(&self, v: &[Vec<f64>], cache: &Caches, dtype: Dtype) -> (Vec<Arg>, Vec<(&'static str, Arg)>) {
         let (b, s, h, i, d) = (self.b, self.s, self.h, self.i, self.d_head);
         let t = |shape: Vec<usize>, x: &[f64]| Arg::Tensor(shape, x.to_vec(), dtype);
         let mut kw = vec![
@@ -312,7 +315,7 @@ impl Config {
     }
 
     /// Inputs and caches rounded to `dtype` (not the fp8 weights nor the fp32 scales).
-    fn inputs_in(&self, dtype: Dtype) -> (Vec<Vec<f64>>, (Vec<f64>, Vec<f64>)) {
+    fn inputs_in(&self, dtype: Dtype) -> (Vec<Vec<f64>>, Caches) {
         let keep = |k: usize| (k == 3 && self.static_scale_rows > 0) || k > 7;
         let v: Vec<Vec<f64>> =
             self.inputs().iter().enumerate().map(|(k, x)| if keep(k) { x.clone() } else { as_dtype(x, dtype) }).collect();
