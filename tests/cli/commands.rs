@@ -328,8 +328,8 @@ fn demo_checks_every_kernel_in_both_modes_and_writes_the_package() {
 /// The decoder layer's rows of `nki demo`: the prefill and every decode step
 /// checked in both precision modes, and each library kernel's trn2 estimate.
 fn assert_layer_rows(text: &str) {
-    let mut outputs = vec!["prefill, 128 tokens".to_string()];
-    outputs.extend((1..=4).map(|t| format!("decode step {t}, position {}", 127 + t)));
+    let mut outputs = vec!["prefill, 256 tokens".to_string()];
+    outputs.extend((1..=4).map(|t| format!("decode step {t}, position {}", 255 + t)));
     for output in &outputs {
         for precision in ["fp32", "hardware"] {
             let row = text.lines().find(|l| l.starts_with(output.as_str()) && l.contains(&format!(" {precision} ")));
@@ -340,7 +340,7 @@ fn assert_layer_rows(text: &str) {
         }
     }
     for (phase, kernels) in [
-        ("prefill", &["qkv_tkg", "rope_hf", "attention_cte", "output_projection_cte", "mlp"][..]),
+        ("prefill", &["qkv_cte", "rope_hf", "attention_cte", "output_projection_cte", "mlp"][..]),
         ("decode", &["qkv_tkg", "attention_tkg", "output_projection_tkg", "mlp"][..]),
     ] {
         for kernel in kernels.iter().chain(&["layer total"]) {

@@ -5,16 +5,16 @@
 //! [`reference`].
 //!
 //! ```text
-//! prefill, PROMPT tokens:  qkv_tkg (fused RMSNorm) → rope_hf → attention_cte (causal, GQA)
+//! prefill, PROMPT tokens:  qkv_cte (fused RMSNorm) → rope_hf → attention_cte (causal, GQA)
 //!                          → output_projection_cte → mlp (fused residual add + RMSNorm, SwiGLU)
 //! decode, one token/step:  qkv_tkg → attention_tkg (fused RoPE, over the cache the prefill
 //!                          wrote) → output_projection_tkg → mlp
 //! ```
 //!
 //! Between kernels the host only reshapes (heads to the layout the next kernel
-//! takes), writes the KV cache and adds the last residual. The prompt is as long
-//! as the library's decode-phase QKV projection takes (`qkv_tkg`: 128 tokens);
-//! its MLP is one `mlp` call, which takes the context-encoding path.
+//! takes), writes the KV cache and adds the last residual. The prompt's QKV
+//! projection and MLP are the library's context-encoding kernels (`qkv_cte`,
+//! `mlp` on its `mlp_cte` path), a decode step's its token-generation ones.
 
 mod reference;
 mod stages;
@@ -28,7 +28,7 @@ use stages::{Device, Stage};
 /// The layer: hidden 2048, 16 query heads on 4 KV heads of 128, SwiGLU of 5632.
 pub const DIMS: Dims = Dims { hidden: 2048, q_heads: 16, kv_heads: 4, head_dim: 128, intermediate: 5632 };
 /// Prompt tokens (one sequence) and decode steps after it.
-pub const PROMPT: usize = 128;
+pub const PROMPT: usize = 256;
 pub const STEPS: usize = 4;
 
 /// The layer's shape and run in words, for the tables that report it.

@@ -10,12 +10,13 @@ use nkilib::embeddings::rope_hf::rope_hf;
 use nkilib::mlp::mlp::{NormType, mlp};
 use nkilib::output_projection::output_projection_cte::output_projection_cte::output_projection_cte;
 use nkilib::output_projection::output_projection_tkg::output_projection_tkg;
+use nkilib::qkv::qkv_cte::qkv_cte;
 use nkilib::qkv::qkv_tkg::qkv_tkg;
 use std::time::Instant;
 
 /// Cache positions `attention_tkg` attends over (a multiple of 128; the last
 /// one is the active token's).
-const CACHE: usize = 256;
+const CACHE: usize = 384;
 /// LNC of every kernel but `rope_hf`, whose sequence must split into 128-row
 /// tiles per program.
 const LNC: usize = 2;
@@ -94,10 +95,18 @@ impl Device {
         tensor(shape, values, self.dtype)
     }
 
-    /// `qkv_tkg` with its fused RMSNorm: `[tokens, (q_heads + 2·kv_heads)·d]`.
+    /// The QKV projection with its fused RMSNorm, `[tokens, (q_heads + 2·kv_heads)·d]`:
+    /// `qkv_cte` for the prompt, `qkv_tkg` for a decode step (the library's
+    /// `qkv` entry chooses the same way).
     fn qkv(&mut self, phase: &'static str, x: &[f64]) -> Result<Vec<f64>, NkiError> {
         let hidden = self.tensor(&[1, x.len() / DIMS.hidden, DIMS.hidden], x)?;
         let (w, g) = (self.w_qkv.clone(), self.attn_norm.clone());
+        if phase == "prefill" {
+            let out = self.call(phase, "qkv_cte", LNC, |l| {
+                qkv_cte::Call::new(&hidden, &w).fused_norm_type(NormType::RMS_NORM).gamma_norm_weights(&g).norm_eps(EPS).launch(l)
+            })?;
+            return Ok(values(&out));
+        }
         let out = self.call(phase, "qkv_tkg", LNC, |l| qkv_tkg::Call::new(&hidden, &w).norm_w(&g).eps(EPS).launch(l))?;
         Ok(values(&out.0[0]))
     }
