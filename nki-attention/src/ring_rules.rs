@@ -1,4 +1,5 @@
-//! The messages of the rules both ring passes share ([`RingRule`](crate::ring_config::RingRule)),
+//! The messages of the rules both ring passes share ([`RingRule`](crate::ring_config::RingRule)
+//! and the kernels' one layout flag),
 //! one constant each: the kernels' asserts name them (`crate::ring_rules::NAME`,
 //! which their emitted Python imports from this module), and the typed API's
 //! checks, at compile time and at run time, and the CLI return them.
@@ -16,6 +17,9 @@ pub mod rules {
     pub const STRIPED_NEEDS_CAUSAL: &str = "ring attention: striped input needs the causal mask (use_causal_mask)";
     /// `RingRule::ZigzagNeedsCausal`.
     pub const ZIGZAG_NEEDS_CAUSAL: &str = "ring attention: zigzag input needs the causal mask (use_causal_mask)";
+    /// The kernels' striped and zigzag flags both set (the typed API's
+    /// `SeqLayout` holds one layout, so it has no rule for this).
+    pub const ONE_LAYOUT: &str = "ring attention: the striped and zigzag layouts exclude each other";
     /// `RingRule::WindowNegative`.
     pub const WINDOW_NEGATIVE: &str = "ring attention: the sliding window sizes (L, R) must be >= 0";
     /// `RingRule::ChunkPositive`.

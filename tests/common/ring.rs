@@ -223,9 +223,23 @@ pub fn within<R: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> R + 
     rx.recv_timeout(std::time::Duration::from_secs(secs)).unwrap_or_else(|_| panic!("{what}: no result within {secs} s (hang?)"))
 }
 
+/// The source file whose assert states a rule: the shared ring module for the
+/// shared rules it checks on the keyword arguments, else the pass's `kernel` file
+/// (also for the shared rules on shapes, which each kernel checks with its own).
+pub fn rule_source(shared: Option<nki::attention::ring_fwd::RingRule>, kernel: &'static str) -> &'static str {
+    use nki::attention::ring_fwd::RingRule;
+    match shared {
+        Some(RingRule::StripedNeedsCausal | RingRule::ZigzagNeedsCausal | RingRule::GroupSize | RingRule::ScaleNotFinite) => {
+            "ring_features.rs"
+        }
+        _ => kernel,
+    }
+}
+
 /// A rule of a ring pass's typed API is one message on both paths: `validated`
 /// (the configuration's `validate`) ends with `message`, and so does the error of
-/// the emulated kernel's assert (`kernel_err`), which names the kernel's `source` file.
+/// the emulated kernel's assert (`kernel_err`), which names the `source` file of
+/// the assert ([`rule_source`]).
 pub fn assert_one_message(validated: nki::Result<()>, message: &str, kernel_err: &str, source: &str) {
     let api = validated.expect_err("the typed API refuses the configuration").to_string();
     assert!(api.ends_with(&format!(": {message}")), "validate names the rule by its message `{message}`: {api}");

@@ -28,7 +28,7 @@
 
 use crate::common::attention::Problem;
 use crate::common::attention_grad::{GradData, GradProblem, Grads, bwd_shard, dmajor, grad_data, loss};
-use crate::common::ring::{Ring, assert_one_message, within};
+use crate::common::ring::{Ring, assert_one_message, rule_source, within};
 use crate::common::{errors, tensor, uniform};
 use nki::attention::ring_bwd::ring_attention_bwd::ring_attention_spmd_bwd;
 use nki::attention::ring_bwd::{RingBwdConfig, RingBwdInputs};
@@ -700,7 +700,8 @@ fn rule_violations_are_errors() {
     ];
     for (config, rule, err) in ruled {
         assert_eq!(config.violation(), Some(rule), "{config:?}");
-        assert_one_message(config.validate(), rule.message(), &err, "ring_attention_bwd.rs");
+        let shared = if let RingBwdRule::Ring(r) = rule { Some(r) } else { None };
+        assert_one_message(config.validate(), rule.message(), &err, rule_source(shared, "ring_attention_bwd.rs"));
     }
     let cases: Vec<(&str, String)> = vec![
         ("lnc_size is 2 but the kernel runs on 1 LNC program(s)", launch_err(2, 1, Args { lnc: 2, ..base(2) }, ok)),

@@ -17,7 +17,7 @@
 //! Every case prints its measured errors (`cargo test --release --test ring -- fwd:: --nocapture`).
 
 use crate::common::attention::Problem;
-use crate::common::ring::{Global, Ring, assert_one_message, pick_lse, pick_out, within};
+use crate::common::ring::{Global, Ring, assert_one_message, pick_lse, pick_out, rule_source, within};
 use crate::common::{FP32_ATOL, FP32_RTOL, as_dtype, errors, tensor, uniform};
 use nki::attention::ring_fwd::ring_attention_fwd::ring_attention_spmd_fwd;
 use nki::{Dtype, Launch, Precision, Tensor};
@@ -629,7 +629,8 @@ fn rule_violations_are_errors() {
     ];
     for (config, rule, err) in ruled {
         assert_eq!(config.violation(), Some(rule), "{config:?}");
-        assert_one_message(config.validate(), rule.message(), &err, "ring_attention_fwd.rs");
+        let shared = if let RingFwdRule::Ring(r) = rule { Some(r) } else { None };
+        assert_one_message(config.validate(), rule.message(), &err, rule_source(shared, "ring_attention_fwd.rs"));
     }
     let unruled: Vec<(&str, String)> = vec![
         ("ring_attention_spmd_fwd takes num_workers >= 1", launch_err(1, Trn2, base(0), ok(d, sl, h))),

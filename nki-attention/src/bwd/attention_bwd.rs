@@ -61,6 +61,7 @@ pub mod flash_bwd {
         K_SEQ_TILE_SIZE, KeyTile, KvTiles, P_MAX, Q_SEQ_TILE_SIZE, Q_TILE_GROUP_SIZE, RingBwdAttnConfig, StepQueries, bwd_tile,
         check_grad_shapes, compute_rowsum, head_tiles, load_head_tiles, load_neg_lse, load_q_dy, sink_grad,
     };
+    use crate::ring_features::RingAttnFeatures;
     use nki::prelude::*;
 
     /// Keys per section with one head-dim tile (`k_seq_section_len`); with `n`
@@ -477,19 +478,21 @@ pub mod flash_bwd {
             d_head_tile_size: dts,
             d_head_n_tiles: dnt,
             q_n_tiles: sq / Q_SEQ_TILE_SIZE,
-            num_workers: 1,
             lnc: 1,
             lnc_id: 0,
-            replica_groups: [],
-            causal: use_causal_mask,
-            striped: false,
-            zigzag: false,
-            bounded: cfg.bounded,
-            segmented: false,
-            window_left: -1,
-            window_right: -1,
-            chunk: 0,
-            soft_cap: 0.0,
+            ring: RingAttnFeatures {
+                num_workers: 1,
+                replica_groups: [],
+                causal: use_causal_mask,
+                striped: false,
+                zigzag: false,
+                bounded: cfg.bounded,
+                segmented: false,
+                window_left: -1,
+                window_right: -1,
+                chunk: 0,
+                soft_cap: None,
+            },
             scale,
         };
         let out_dq = nl::ndarray(q_ref.shape(), kdt, buffer = nl::shared_hbm);

@@ -47,8 +47,10 @@ pub use ring_bwd::*;
 #[nki_module]
 pub mod ring_bwd {
     use crate::cte::attention_cte::scalar_column;
-    use crate::ring_fwd::ring_attention_fwd::{bias_block, fill_ring_positions, pass_optional, ring_positions_at};
-    use crate::ring_inputs::check_feature_inputs;
+    use crate::ring_features::{
+        RingAttnFeatures, bias_block, check_feature_inputs, pass_optional, ring_features, ring_positions, ring_positions_at,
+        softmax_scale_of,
+    };
     use crate::ring_masks::{key_bounds, row_positions, step_needed};
     use nki::prelude::*;
 
@@ -94,32 +96,12 @@ pub mod ring_bwd {
         pub d_head_n_tiles: i64,
         /// Query tiles per rank.
         pub q_n_tiles: i64,
-        /// Ranks in the ring.
-        pub num_workers: i64,
         /// LNC programs (the launch's LNC degree).
         pub lnc: i64,
         /// This program's slot in every ring buffer.
         pub lnc_id: i64,
-        /// The rings (empty: one ring of every rank).
-        pub replica_groups: Groups,
-        /// Causal mask over global positions.
-        pub causal: bool,
-        /// Striped layout.
-        pub striped: bool,
-        /// Zigzag layout.
-        pub zigzag: bool,
-        /// Windows, chunks or zigzag blocks: masks through per-row key bounds.
-        pub bounded: bool,
-        /// Segment ids are given.
-        pub segmented: bool,
-        /// Sliding window left size (-1: unbounded).
-        pub window_left: i64,
-        /// Sliding window right size (-1: unbounded).
-        pub window_right: i64,
-        /// Chunk size (0: none).
-        pub chunk: i64,
-        /// Logit soft cap (0: off).
-        pub soft_cap: f64,
+        /// The ring and its masks (shared with the forward).
+        pub ring: RingAttnFeatures,
         /// Softmax scale.
         pub scale: f64,
     }
@@ -349,7 +331,9 @@ pub mod ring_bwd {
         zero: Sbuf,
         j: i64,
     ) -> (Sbuf, Tensor) {
-        let (k0, kts, cap, scale) = (kt.k0, kt.kts, cfg.soft_cap, cfg.scale);
+        let (k0, kts, scale) = (kt.k0, kt.kts, cfg.scale);
+        let soft_cap = cfg.ring.soft_cap;
+        let cap = soft_cap.unwrap_or(0.0);
         let g = grp.qg + j;
         let biased = st.bias.is_some();
         let scores = nl::ndarray([P_MAX, kts], nl::float32, buffer = nl::psum);
@@ -431,7 +415,7 @@ pub mod ring_bwd {
     /// the bias has scaled them.
     #[nki_helper]
     fn exp_scale(cfg: RingBwdAttnConfig, st: StepQueries) -> f64 {
-        let unscaled = st.bias.is_some() || cfg.soft_cap > 0.0;
+        let unscaled = st.bias.is_some() || cfg.ring.soft_cap.is_some();
         let scale = if unscaled { 1.0 } else { cfg.scale };
         scale
     }
@@ -468,7 +452,9 @@ pub mod ring_bwd {
         j: i64,
         scores: Tensor,
     ) {
-        let (k0, kts, cap) = (kt.k0, kt.kts, cfg.soft_cap);
+        let (k0, kts) = (kt.k0, kt.kts);
+        let soft_cap = cfg.ring.soft_cap;
+        let cap = soft_cap.unwrap_or(0.0);
         let g = grp.qg + j;
         let dp = nl::ndarray([P_MAX, kts], nl::float32, buffer = nl::psum);
         for dt in 0..cfg.d_head_n_tiles {
@@ -632,21 +618,19 @@ pub mod ring_bwd {
     /// offset `(q_pos - k_pos)·S`, striped `-min(max(k_pos - q_pos, 0), 1)`); else none.
     #[nki_helper]
     fn step_bounds(cfg: RingBwdAttnConfig, positions: Hbm, step: i64) -> (Option<Sbuf>, Option<Sbuf>) {
-        let (nw, sl, groups) = (cfg.num_workers, cfg.seqlen, cfg.replica_groups);
-        let (striped, zigzag, causal) = (cfg.striped, cfg.zigzag, cfg.causal);
-        if cfg.bounded {
+        let (sl, groups) = (cfg.seqlen, cfg.ring.replica_groups);
+        if cfg.ring.bounded {
             let (my_pos, q_pos): (Sbuf, Sbuf) = ring_positions_at(positions, groups, step);
-            let rows: Sbuf = row_positions(q_pos, striped, zigzag, nw, sl);
-            let (lower, upper): (Sbuf, Sbuf) =
-                key_bounds(rows, my_pos, striped, zigzag, nw, sl, causal, cfg.window_left, cfg.window_right, cfg.chunk);
+            let rows: Sbuf = row_positions(q_pos, cfg.ring, sl);
+            let (lower, upper): (Sbuf, Sbuf) = key_bounds(rows, my_pos, cfg.ring, sl);
             return (Some(lower), Some(upper));
         }
-        if causal && step > 0 {
+        if cfg.ring.causal && step > 0 {
             let (my_pos, q_pos): (Sbuf, Sbuf) = ring_positions_at(positions, groups, step);
             let ub = nl::ndarray([P_MAX, cfg.q_n_tiles], nl::float32, buffer = nl::sbuf);
             nisa::iota(ub, [[P_MAX, cfg.q_n_tiles]], channel_multiplier = 1);
             let off = nl::ndarray([P_MAX, 1], nl::float32, buffer = nl::sbuf);
-            if striped {
+            if cfg.ring.striped {
                 nisa::tensor_tensor(off, my_pos, q_pos, nl::subtract);
                 nisa::tensor_scalar(off, off, nl::maximum, 0.0, op1 = nl::minimum, operand1 = 1.0);
                 nisa::tensor_scalar(ub, ub, nl::subtract, off);
@@ -684,7 +668,7 @@ pub mod ring_bwd {
     /// and, with sinks, writes this rank's share of the head's sink gradient.
     #[nki_helper]
     fn stage_row_stats(cfg: RingBwdAttnConfig, io: RingBwdTensors, stats: Hbm, dsink_part: Hbm, bid: i64, hid: i64) {
-        let neg_lse: Sbuf = load_neg_lse(io.lse_ref[s![bid, hid, .., ..]], cfg.mixed_dtype, cfg.segmented);
+        let neg_lse: Sbuf = load_neg_lse(io.lse_ref[s![bid, hid, .., ..]], cfg.mixed_dtype, cfg.ring.segmented);
         let dos: Sbuf = compute_rowsum(cfg, io.o_ref[s![bid, hid, .., ..]], io.dy_ref[s![bid, hid, .., ..]]);
         nisa::dma_copy(stats[s![0, .., ..]], neg_lse);
         nisa::dma_copy(stats[s![1, .., ..]], dos);
@@ -738,9 +722,13 @@ pub mod ring_bwd {
             dy: nl::ndarray([lnc, dh, sl], kdt, buffer = nl::shared_hbm),
             lse: nl::ndarray([lnc, P_MAX, cfg.q_n_tiles], nl::float32, buffer = nl::shared_hbm),
             dos: nl::ndarray([lnc, P_MAX, cfg.q_n_tiles], nl::float32, buffer = nl::shared_hbm),
-            ids: if cfg.segmented { Some(nl::ndarray([lnc, P_MAX, cfg.q_n_tiles], nl::float32, buffer = nl::shared_hbm)) } else { None },
+            ids: if cfg.ring.segmented {
+                Some(nl::ndarray([lnc, P_MAX, cfg.q_n_tiles], nl::float32, buffer = nl::shared_hbm))
+            } else {
+                None
+            },
             // The bias rows travel with their queries.
-            bias: if biased { Some(nl::ndarray([lnc, sl, cfg.num_workers * sl], nl::float32, buffer = nl::shared_hbm)) } else { None },
+            bias: if biased { Some(nl::ndarray([lnc, sl, cfg.ring.num_workers * sl], nl::float32, buffer = nl::shared_hbm)) } else { None },
         }
     }
 
@@ -750,8 +738,8 @@ pub mod ring_bwd {
     #[nki_helper]
     fn load_kv(cfg: RingBwdAttnConfig, io: RingBwdTensors, bid: i64, kvh: i64) -> KvTiles {
         let (dts, dnt, sl, qnt, mdt) = (cfg.d_head_tile_size, cfg.d_head_n_tiles, cfg.seqlen, cfg.q_n_tiles, cfg.mixed_dtype);
-        let k_ids = if cfg.segmented { Some(nl::ndarray([P_MAX, sl], nl::float32, buffer = nl::sbuf)) } else { None };
-        let own_q_ids = if cfg.segmented { Some(nl::ndarray([P_MAX, qnt], nl::float32, buffer = nl::sbuf)) } else { None };
+        let k_ids = if cfg.ring.segmented { Some(nl::ndarray([P_MAX, sl], nl::float32, buffer = nl::sbuf)) } else { None };
+        let own_q_ids = if cfg.ring.segmented { Some(nl::ndarray([P_MAX, qnt], nl::float32, buffer = nl::sbuf)) } else { None };
         let kv_seg = io.kv_segment_ids;
         if let Some(ks) = kv_seg {
             if let Some(ki) = k_ids {
@@ -823,8 +811,8 @@ pub mod ring_bwd {
             }
         }
         barrier_query_block(cfg, send);
-        if cfg.num_workers > 1 {
-            permute_all(send, recv, cfg.replica_groups);
+        if cfg.ring.num_workers > 1 {
+            permute_all(send, recv, cfg.ring.replica_groups);
         }
     }
 
@@ -835,9 +823,9 @@ pub mod ring_bwd {
     fn own_key_columns(cfg: RingBwdAttnConfig, rows: Option<Hbm>, positions: Hbm) -> Option<Hbm> {
         if let Some(r) = rows {
             let [lnc, sl, total] = r.shape();
-            let (mine, _same): (Sbuf, Sbuf) = ring_positions_at(positions, cfg.replica_groups, 0);
+            let (mine, _same): (Sbuf, Sbuf) = ring_positions_at(positions, cfg.ring.replica_groups, 0);
             let slots = r.reshape([lnc, 1, sl, total]);
-            return Some(bias_block(slots, cfg.lnc_id, 1, mine, cfg.striped, cfg.zigzag, cfg.num_workers));
+            return Some(bias_block(slots, cfg.lnc_id, 1, mine, cfg.ring));
         }
         None
     }
@@ -850,7 +838,7 @@ pub mod ring_bwd {
         let own_bias: Option<Hbm> = own_key_columns(cfg, send.bias, io.positions);
         let dq_slot = dqr.scratch[s![slot, .., ..]];
         let (lower, upper): (Option<Sbuf>, Option<Sbuf>) = step_bounds(cfg, io.positions, 0);
-        let local_causal = cfg.causal && !cfg.bounded;
+        let local_causal = cfg.ring.causal && !cfg.ring.bounded;
         let st = StepQueries {
             q: send.q[s![slot, .., ..]],
             dy: send.dy[s![slot, .., ..]],
@@ -868,7 +856,7 @@ pub mod ring_bwd {
         if cfg.lnc > 1 {
             nisa::core_barrier(dqr.send, [0, 1]);
         }
-        ncc::collective_permute_implicit([[dqr.send]], [[dqr.recv]], ncc::ReplicaGroup(cfg.replica_groups));
+        ncc::collective_permute_implicit([[dqr.send]], [[dqr.recv]], ncc::ReplicaGroup(cfg.ring.replica_groups));
     }
 
     /// Ring step `step >= 1` for one query head: the queries that arrived in `cur`
@@ -886,13 +874,13 @@ pub mod ring_bwd {
         step: i64,
         odd: bool,
     ) {
-        let (slot, nw, groups) = (cfg.lnc_id, cfg.num_workers, cfg.replica_groups);
+        let (slot, nw, groups) = (cfg.lnc_id, cfg.ring.num_workers, cfg.ring.replica_groups);
         let rg = ncc::ReplicaGroup(groups);
         let dq_in = if odd { dqr.recv } else { dqr.send };
         let dq_fwd = if odd { dqr.send } else { dqr.recv };
         let step_bias: Option<Hbm> = own_key_columns(cfg, cur.bias, io.positions);
-        let neg_lse: Sbuf = load_neg_lse(cur.lse[s![slot, .., ..]], cfg.mixed_dtype, cfg.segmented);
-        let q_ids = if cfg.segmented { Some(nl::ndarray([P_MAX, cfg.q_n_tiles], nl::float32, buffer = nl::sbuf)) } else { None };
+        let neg_lse: Sbuf = load_neg_lse(cur.lse[s![slot, .., ..]], cfg.mixed_dtype, cfg.ring.segmented);
+        let q_ids = if cfg.ring.segmented { Some(nl::ndarray([P_MAX, cfg.q_n_tiles], nl::float32, buffer = nl::sbuf)) } else { None };
         let cur_ids = cur.ids;
         if let Some(ci) = cur_ids {
             if let Some(qi) = q_ids {
@@ -908,8 +896,7 @@ pub mod ring_bwd {
         }
         // Step t shows position me - t's queries this rank's keys: the keys t
         // positions ahead of the queries, the forward's step W - t.
-        let needed: bool = !cfg.bounded
-            || step_needed(nw - step, cfg.striped, cfg.zigzag, nw, cfg.seqlen, cfg.causal, cfg.window_left, cfg.window_right, cfg.chunk);
+        let needed: bool = !cfg.ring.bounded || step_needed(nw - step, cfg.ring, cfg.seqlen);
         if needed {
             let st = StepQueries {
                 q: cur.q[s![slot, .., ..]],
@@ -920,8 +907,8 @@ pub mod ring_bwd {
                 bias: step_bias,
                 lower,
                 upper,
-                causal: cfg.causal,
-                skip: cfg.causal && cfg.striped && !cfg.bounded,
+                causal: cfg.ring.causal,
+                skip: cfg.ring.causal && cfg.ring.striped && !cfg.ring.bounded,
             };
             compute_step(cfg, kv, st, dqr.scratch[s![slot, .., ..]]);
             if cfg.lnc > 1 {
@@ -957,7 +944,7 @@ pub mod ring_bwd {
         // The local queries start around the ring; step 0 runs on them meanwhile.
         send_own_queries(cfg, io, kv, send, recv, dos, bid, hid);
         ring_bwd_own_step(cfg, io, kv, send, dqr, neg_lse, dos);
-        for step in nl::sequential_range(1, cfg.num_workers) {
+        for step in nl::sequential_range(1, cfg.ring.num_workers) {
             // Odd steps find the visiting data in the receive buffers, even steps in the send ones.
             let odd = step % 2 == 1;
             if odd {
@@ -967,7 +954,7 @@ pub mod ring_bwd {
             }
         }
         // After the last exchange the complete dQ of the local queries is back here.
-        let dq_home = if cfg.num_workers % 2 == 0 { dqr.send } else { dqr.recv };
+        let dq_home = if cfg.ring.num_workers % 2 == 0 { dqr.send } else { dqr.recv };
         nisa::dma_copy(grads.dq[s![bid, hid, .., ..]], dq_home[s![cfg.lnc_id, .., ..]]);
     }
 
@@ -1120,13 +1107,18 @@ pub mod ring_bwd {
         #[dtypes(int32)] kv_segment_ids: Option<Hbm>,
         #[dtypes(float32)] bias: Option<Hbm>,
     ) -> Outputs {
-        assert!(!striped_attention || use_causal_mask, crate::ring_rules::STRIPED_NEEDS_CAUSAL);
-        assert!(!zigzag_attention || use_causal_mask, crate::ring_rules::ZIGZAG_NEEDS_CAUSAL);
-        assert!(!(zigzag_attention && striped_attention), "striped_attention and zigzag_attention exclude each other");
-        let left = window_left.unwrap_or(-1);
-        let right = window_right.unwrap_or(-1);
-        let chunk = chunk_size.unwrap_or(0);
-        let masked = use_causal_mask || zigzag_attention || left >= 0 || right >= 0 || chunk > 0;
+        let ring: RingAttnFeatures = ring_features(
+            replica_groups,
+            num_workers,
+            use_causal_mask,
+            striped_attention,
+            zigzag_attention,
+            window_left,
+            window_right,
+            chunk_size,
+            soft_cap,
+            q_segment_ids.is_some(),
+        );
         check_shapes(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref);
         let [b, n, dh, sl] = q_ref.shape();
         let (q_shape, k_shape, n_kv, kdt) = (q_ref.shape(), k_ref.shape(), k_ref.shape()[1], q_ref.dtype());
@@ -1135,16 +1127,10 @@ pub mod ring_bwd {
         let lnc_n = if nl::program_ndim() == 1 { nl::num_programs(0) } else { 1 };
         let lnc_id = if nl::program_ndim() == 1 { nl::program_id(0) } else { 0 };
         assert!(lnc_size == lnc_n, "lnc_size is {lnc_size} but the kernel runs on {lnc_n} LNC program(s)");
-        let groups = replica_groups.unwrap_or([]);
-        for gi in 0..groups.len() {
-            let size = groups[gi].len();
-            assert!(size == num_workers, crate::ring_rules::GROUP_SIZE);
-        }
 
-        let scale = softmax_scale.unwrap_or(1.0 / (dh as f64).powf(0.5));
-        assert!(f32::MIN <= scale && scale <= f32::MAX, crate::ring_rules::SCALE_NOT_FINITE);
+        let scale: f64 = softmax_scale_of(softmax_scale, dh);
         // Masked scores are scaled in the exp: crate::scale::MIN_MASKED_SCALE keeps them masked.
-        assert!(!masked || scale >= 1e-30, CAUSAL_SCALE);
+        assert!(!(ring.causal || ring.bounded) || scale >= 1e-30, CAUSAL_SCALE);
         check_feature_inputs(sinks, q_segment_ids, kv_segment_ids, bias, b, n, sl, num_workers);
         let biased = bias.is_some();
         let cfg = RingBwdAttnConfig {
@@ -1156,20 +1142,9 @@ pub mod ring_bwd {
             d_head_tile_size: dts,
             d_head_n_tiles: dnt,
             q_n_tiles: sl / Q_SEQ_TILE_SIZE,
-            num_workers,
             lnc: lnc_size,
             lnc_id,
-            replica_groups: groups,
-            causal: use_causal_mask,
-            striped: striped_attention,
-            zigzag: zigzag_attention,
-            // Windows, chunks and zigzag blocks mask through per-row key bounds.
-            bounded: zigzag_attention || left >= 0 || right >= 0 || chunk > 0,
-            segmented: q_segment_ids.is_some(),
-            window_left: left,
-            window_right: right,
-            chunk,
-            soft_cap: soft_cap.unwrap_or(0.0),
+            ring,
             scale,
         };
         let out_dq = nl::ndarray(q_shape, nl::float32, buffer = nl::shared_hbm);
@@ -1186,11 +1161,7 @@ pub mod ring_bwd {
             recv: nl::ndarray([lnc_size, dh, sl], nl::float32, buffer = nl::shared_hbm),
             scratch: nl::ndarray([lnc_size, dh, sl], nl::float32, buffer = nl::shared_hbm),
         };
-        let n_rings = if groups.len() == 0 { 1 } else { groups.len() };
-        let positions = nl::ndarray([1, n_rings * num_workers], nl::float32, buffer = nl::shared_hbm);
-        if masked || biased {
-            fill_ring_positions(positions, groups, num_workers);
-        }
+        let positions: Hbm = ring_positions(ring, biased);
         let io = RingBwdTensors { q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, sinks, q_segment_ids, kv_segment_ids, bias, positions };
 
         let pairs = b * n_kv;

@@ -47,8 +47,11 @@ pub use ring_fwd::*;
 /// The kernel with its tile constants, its state bundles and its phase helpers.
 #[nki_module]
 pub mod ring_fwd {
-    use crate::cte::attention_cte::{attention_cte, remainder_groups, scalar_column};
-    use crate::ring_inputs::check_feature_inputs;
+    use crate::cte::attention_cte::{attention_cte, remainder_groups};
+    use crate::ring_features::{
+        RingAttnFeatures, bias_block, check_feature_inputs, pass_optional, ring_features, ring_positions, ring_positions_at,
+        softmax_scale_of,
+    };
     use crate::ring_masks::{key_bounds, last_needed_step, row_positions, step_needed};
     use nki::prelude::*;
 
@@ -93,28 +96,8 @@ pub mod ring_fwd {
         pub d: i64,
         /// Query groups per batch.
         pub n_grp: i64,
-        /// Ranks in the ring.
-        pub num_workers: i64,
-        /// The rings (empty: one ring of every rank).
-        pub replica_groups: Groups,
-        /// Causal mask over global positions.
-        pub causal: bool,
-        /// Striped layout.
-        pub striped: bool,
-        /// Zigzag layout.
-        pub zigzag: bool,
-        /// Windows, chunks or zigzag blocks: masks through per-row key bounds.
-        pub bounded: bool,
-        /// Segment ids are given.
-        pub segmented: bool,
-        /// Sliding window left size (-1: unbounded).
-        pub window_left: i64,
-        /// Sliding window right size (-1: unbounded).
-        pub window_right: i64,
-        /// Chunk size (0: none).
-        pub chunk: i64,
-        /// Logit soft cap.
-        pub soft_cap: Option<f64>,
+        /// The ring and its masks (shared with the backward).
+        pub ring: RingAttnFeatures,
         /// `q` is `[b, h, seqlen, d]` (else `[b, h, d, seqlen]`).
         pub tp_q: bool,
         /// `k` is `[b, h_kv, seqlen, d]` (else `[b, h_kv, d, seqlen]`).
@@ -234,39 +217,6 @@ pub mod ring_fwd {
         pub bias: Option<Tensor>,
     }
 
-    /// Fills `table[0, rank] = position of rank in its ring` for every rank of the
-    /// replica groups (`[0, 1, ..., num_workers)` when there are none): collectives
-    /// name ranks by id, causal masking needs their positions.
-    #[nki_helper]
-    pub(crate) fn fill_ring_positions(table: Hbm, groups: Groups, num_workers: i64) {
-        let ranks = table.shape()[1];
-        let positions = nl::ndarray([1, ranks], nl::float32, buffer = nl::sbuf);
-        if groups.len() == 0 {
-            nisa::iota(positions, [[1, ranks]]);
-        } else {
-            for gi in 0..groups.len() {
-                let ring = groups[gi];
-                for j in 0..num_workers {
-                    let r = ring[j];
-                    nisa::memset(positions[s![0..1, r..r + 1]], j as f64);
-                }
-            }
-        }
-        nisa::dma_copy(table, positions);
-    }
-
-    /// `(P_MAX, 1)` columns holding this rank's ring position and the position of the
-    /// rank whose data it holds after `step` steps.
-    #[nki_helper]
-    pub(crate) fn ring_positions_at(positions: Hbm, groups: Groups, step: i64) -> (Sbuf, Sbuf) {
-        let rg = ncc::ReplicaGroup(groups);
-        let me = ncc::collective_permute_implicit_current_processing_rank_id(0, rg);
-        let mine: Sbuf = scalar_column(positions.ap([[1, 1], [1, 1]], offset = 0, scalar_offset = me, indirect_dim = 1));
-        let them = ncc::collective_permute_implicit_current_processing_rank_id(step, rg);
-        let theirs: Sbuf = scalar_column(positions.ap([[1, 1], [1, 1]], offset = 0, scalar_offset = them, indirect_dim = 1));
-        (mine, theirs)
-    }
-
     /// One ring step's `attention_cte`: the unnormalised output and the raw statistics
     /// (negated max, sum) of the queries `q` against `k` and `v`.
     #[nki_helper]
@@ -288,7 +238,7 @@ pub mod ring_fwd {
             bound_min = m.bound_min,
             bound_max = m.bound_max,
             skip_output_normalization = true,
-            soft_cap = cfg.soft_cap,
+            soft_cap = cfg.ring.soft_cap,
             q_segment_ids = m.q_segment_ids,
             kv_segment_ids = m.kv_segment_ids,
             bias = m.bias,
@@ -311,8 +261,8 @@ pub mod ring_fwd {
             scale: cfg.attn_scale,
             causal: cfg.cte_causal,
             cp_offset: st.cp_offset,
-            cp_deg: if cfg.cte_causal { Some(cfg.num_workers) } else { None },
-            striped: cfg.striped && !cfg.bounded,
+            cp_deg: if cfg.cte_causal { Some(cfg.ring.num_workers) } else { None },
+            striped: cfg.ring.striped && !cfg.ring.bounded,
             sink,
             bound_min: st.bound_min,
             bound_max: st.bound_max,
@@ -368,9 +318,8 @@ pub mod ring_fwd {
         let (bound_min, bound_max) = (st.bound_min, st.bound_max);
         if let Some(bmin) = bound_min {
             if let Some(bmax) = bound_max {
-                let (nw, s) = (cfg.num_workers, cfg.seqlen);
-                let (lower, upper): (Sbuf, Sbuf) =
-                    key_bounds(st.q_pos, k_pos, cfg.striped, cfg.zigzag, nw, s, cfg.causal, cfg.window_left, cfg.window_right, cfg.chunk);
+                let s = cfg.seqlen;
+                let (lower, upper): (Sbuf, Sbuf) = key_bounds(st.q_pos, k_pos, cfg.ring, s);
                 for bi in 0..cfg.bs {
                     nisa::dma_copy(bmin.ap([[1, Q_GRP_SZ], [Q_GRP_SZ, cfg.n_grp]], offset = bi * s), lower);
                     nisa::dma_copy(bmax.ap([[1, Q_GRP_SZ], [Q_GRP_SZ, cfg.n_grp]], offset = bi * s), upper);
@@ -505,60 +454,13 @@ pub mod ring_fwd {
         merge_half(acc, cross, sel, b0, b1);
     }
 
-    /// The columns of `bias` (`[b, h, S, W·S]`, global key positions) of the keys of
-    /// ring position `kpos` (a `(P_MAX, 1)` fp32 column), in their local order, for
-    /// the `count` (batch, head) pairs from `first`, as `[count, S, S]` in this
-    /// program's HBM: one block of `S` columns (contiguous), every `W`-th column
-    /// from `kpos` (striped), or chunks `kpos` and `2W-1-kpos` of `S / 2` columns
-    /// (zigzag), picked at run time by `scalar_offset`.
-    #[nki_helper]
-    pub(crate) fn bias_block(bias: Hbm, first: i64, count: i64, kpos: Sbuf, striped: bool, zigzag: bool, w: i64) -> Hbm {
-        let [b, h, s, total] = bias.shape();
-        let bs = b * h;
-        let out = nl::ndarray([count, s, s], nl::float32, buffer = nl::private_hbm);
-        let at = nl::ndarray([1, 1], nl::int32, buffer = nl::sbuf);
-        nisa::tensor_copy(at, kpos[s![0..1, 0..1]]);
-        if zigzag {
-            let half = s / 2;
-            let mirror = nl::ndarray([P_MAX, 1], nl::float32, buffer = nl::sbuf);
-            nisa::tensor_scalar(mirror, kpos, nl::multiply, -1.0, op1 = nl::add, operand1 = (2 * w - 1) as f64);
-            let at_mirror = nl::ndarray([1, 1], nl::int32, buffer = nl::sbuf);
-            nisa::tensor_copy(at_mirror, mirror[s![0..1, 0..1]]);
-            let chunks = bias.reshape([bs, s, 2 * w, half]);
-            for i in 0..count {
-                let rows = (first + i) * s * total;
-                nisa::dma_copy(
-                    out[s![i, .., 0..half]],
-                    chunks.ap([[total, s], [1, half]], offset = rows, scalar_offset = at, indirect_dim = 2),
-                );
-                nisa::dma_copy(
-                    out[s![i, .., half..s]],
-                    chunks.ap([[total, s], [1, half]], offset = rows, scalar_offset = at_mirror, indirect_dim = 2),
-                );
-            }
-        } else if striped {
-            let cols = bias.reshape([bs, s, s, w]);
-            for i in 0..count {
-                let rows = (first + i) * s * total;
-                nisa::dma_copy(out[s![i, .., ..]], cols.ap([[total, s], [w, s]], offset = rows, scalar_offset = at, indirect_dim = 3));
-            }
-        } else {
-            let blocks = bias.reshape([bs, s, w, s]);
-            for i in 0..count {
-                let rows = (first + i) * s * total;
-                nisa::dma_copy(out[s![i, .., ..]], blocks.ap([[total, s], [1, s]], offset = rows, scalar_offset = at, indirect_dim = 2));
-            }
-        }
-        out
-    }
-
     /// [`bias_block`] of the keys of ring position `kpos`, when there is a bias.
     #[nki_helper]
     fn step_bias(cfg: RingFwdAttnConfig, io: RingFwdTensors, kpos: Sbuf) -> Option<Hbm> {
         let bias = io.bias;
         if let Some(bi) = bias {
             let [b, h, _s, _total] = bi.shape();
-            return Some(bias_block(bi, 0, b * h, kpos, cfg.striped, cfg.zigzag, cfg.num_workers));
+            return Some(bias_block(bi, 0, b * h, kpos, cfg.ring));
         }
         None
     }
@@ -571,17 +473,6 @@ pub mod ring_fwd {
         ncc::collective_permute_implicit([[arrived.k]], [[free.k]], rg);
         ncc::collective_permute_implicit([[arrived.v]], [[free.v]], rg);
         pass_optional(arrived.ids, free.ids, groups);
-    }
-
-    /// Sends `send` to the ring successor's `recv` when the block has it (the
-    /// tensors that travel with some blocks only: segment ids, bias rows).
-    #[nki_helper]
-    pub fn pass_optional(send: Option<Tensor>, recv: Option<Tensor>, groups: Groups) {
-        if let Some(sent) = send {
-            if let Some(received) = recv {
-                ncc::collective_permute_implicit([[sent]], [[received]], ncc::ReplicaGroup(groups));
-            }
-        }
     }
 
     /// Loads the `(P_MAX, n_grp)` statistics of batch `b`.
@@ -657,7 +548,7 @@ pub mod ring_fwd {
         // With segment ids a row may see no key at all (negated max still the
         // sentinel): 0 there, 1 elsewhere, so its output is 0 and its LSE -inf.
         let seen = nl::ndarray([P_MAX, n_grp], nl::float32, buffer = nl::sbuf);
-        if cfg.segmented {
+        if cfg.ring.segmented {
             let nm: Sbuf = load_stats(acc.neg_max, b, n_grp);
             nisa::tensor_scalar(seen, nm, nl::less, SEEN_THRESHOLD);
             nisa::tensor_tensor(recip, recip, seen, nl::multiply);
@@ -678,7 +569,7 @@ pub mod ring_fwd {
             nisa::activation(log_sum, nl::log, sums);
             nisa::tensor_tensor(out, out, log_sum, nl::add);
             nisa::scalar_tensor_tensor(out, out, nl::greater, -SEEN_THRESHOLD, nl::multiply, out);
-            if cfg.segmented {
+            if cfg.ring.segmented {
                 let none = nl::ndarray([P_MAX, n_grp], lse_dtype, buffer = nl::sbuf);
                 nisa::activation(none, nl::log, seen);
                 nisa::tensor_tensor(out, out, none, nl::add);
@@ -707,29 +598,25 @@ pub mod ring_fwd {
         (b, g0, g1)
     }
 
-    /// The ring's masking state before step 0: the ring positions (when a mask or
-    /// the bias needs them), a zeroed cp_offset, the queries' global positions, the
-    /// zigzag queries' second half, and step 0's key bounds.
+    /// The ring's masking state before step 0: a zeroed cp_offset, the queries'
+    /// global positions, the zigzag queries' second half, and step 0's key bounds.
     #[nki_helper]
     fn setup_ring_impl(cfg: RingFwdAttnConfig, io: RingFwdTensors) -> RingFwdState {
-        let (bs, s, nw) = (cfg.bs, cfg.seqlen, cfg.num_workers);
+        let (bs, s) = (cfg.bs, cfg.seqlen);
         let cp_offset = if cfg.cte_causal { Some(nl::ndarray([1, 1], nl::float32, buffer = nl::shared_hbm)) } else { None };
-        if cfg.causal || cfg.bounded || io.bias.is_some() {
-            fill_ring_positions(io.positions, cfg.replica_groups, nw);
-        }
         if let Some(cpo) = cp_offset {
             let zero = nl::ndarray([1, 1], nl::float32, buffer = nl::sbuf);
             nisa::memset(zero, 0.0);
             nisa::dma_copy(cpo, zero);
         }
-        let (home_pos, own_pos): (Sbuf, Sbuf) = ring_positions_at(io.positions, cfg.replica_groups, 0);
+        let (home_pos, own_pos): (Sbuf, Sbuf) = ring_positions_at(io.positions, cfg.ring.replica_groups, 0);
         let st = RingFwdState {
-            q_pos: row_positions(home_pos, cfg.striped, cfg.zigzag, nw, s),
+            q_pos: row_positions(home_pos, cfg.ring, s),
             own_pos,
             q_second: if cfg.zigzag_fast { seq_half(io.q, cfg.tp_q, 1, None) } else { io.q },
             cp_offset,
-            bound_min: if cfg.bounded { Some(nl::ndarray([bs, s, 1], nl::float32, buffer = nl::private_hbm)) } else { None },
-            bound_max: if cfg.bounded { Some(nl::ndarray([bs, s, 1], nl::float32, buffer = nl::private_hbm)) } else { None },
+            bound_min: if cfg.ring.bounded { Some(nl::ndarray([bs, s, 1], nl::float32, buffer = nl::private_hbm)) } else { None },
+            bound_max: if cfg.ring.bounded { Some(nl::ndarray([bs, s, 1], nl::float32, buffer = nl::private_hbm)) } else { None },
         };
         // A rank's zigzag chunks are in global order, so on its own block the causal
         // mask is the local one: attention_cte's static causal mask skips the tiles
@@ -796,7 +683,7 @@ pub mod ring_fwd {
                     nisa::core_barrier(ids, [0, 1]);
                 }
             }
-            pass_on(send, recv, cfg.replica_groups);
+            pass_on(send, recv, cfg.ring.replica_groups);
         }
     }
 
@@ -806,9 +693,9 @@ pub mod ring_fwd {
     fn write_cp_offset(cfg: RingFwdAttnConfig, io: RingFwdTensors, st: RingFwdState, step: i64) {
         let cp_offset = st.cp_offset;
         if let Some(cpo) = cp_offset {
-            let (my_pos, their_pos): (Sbuf, Sbuf) = ring_positions_at(io.positions, cfg.replica_groups, step);
+            let (my_pos, their_pos): (Sbuf, Sbuf) = ring_positions_at(io.positions, cfg.ring.replica_groups, step);
             let off = nl::ndarray([P_MAX, 1], nl::float32, buffer = nl::sbuf);
-            if cfg.striped {
+            if cfg.ring.striped {
                 nisa::tensor_tensor(off, my_pos, their_pos, nl::less);
                 nisa::tensor_scalar(off, off, nl::multiply, -1.0);
             } else {
@@ -835,14 +722,14 @@ pub mod ring_fwd {
             // Whole batches merge from here on, whichever program's attention_cte wrote them.
             both_programs(acc, cfg.shards);
         }
-        let (here, there): (Sbuf, Sbuf) = ring_positions_at(io.positions, cfg.replica_groups, step);
+        let (here, there): (Sbuf, Sbuf) = ring_positions_at(io.positions, cfg.ring.replica_groups, step);
         let later = nl::ndarray([P_MAX, 1], nl::float32, buffer = nl::sbuf);
         nisa::tensor_tensor(later, there, here, nl::greater);
         let sel = nl::ndarray([1, 1], nl::int32, buffer = nl::sbuf);
         nisa::tensor_copy(sel, later[s![0..1, 0..1]]);
         zigzag_step(cfg, io, st, arrived, acc, sel);
         if step < cfg.last {
-            pass_on(arrived, free, cfg.replica_groups);
+            pass_on(arrived, free, cfg.ring.replica_groups);
         }
     }
 
@@ -859,30 +746,28 @@ pub mod ring_fwd {
         acc: RunningStats,
         step: i64,
     ) {
-        let nw = cfg.num_workers;
         // A step no rank needs computes nothing (its block still travels on when a later one is needed).
-        let needed: bool = !cfg.bounded
-            || step_needed(step, cfg.striped, cfg.zigzag, nw, cfg.seqlen, cfg.causal, cfg.window_left, cfg.window_right, cfg.chunk);
+        let needed: bool = !cfg.ring.bounded || step_needed(step, cfg.ring, cfg.seqlen);
         if cfg.zigzag_fast {
             zigzag_ring_step(cfg, io, st, arrived, free, acc, step);
         }
         write_cp_offset(cfg, io, st, step);
         if needed && !cfg.zigzag_fast {
-            let (_here, k_pos): (Sbuf, Sbuf) = ring_positions_at(io.positions, cfg.replica_groups, step);
+            let (_here, k_pos): (Sbuf, Sbuf) = ring_positions_at(io.positions, cfg.ring.replica_groups, step);
             let visiting_bias: Option<Hbm> = step_bias(cfg, io, k_pos);
             store_bounds(cfg, st, k_pos);
             let m: StepMasks = ring_masks(cfg, io, st, None, arrived.ids, visiting_bias);
             let cur: RunningStats = step_attention(cfg, io.q, arrived.k, arrived.v, m);
             // The next transfer goes out before this step's merge.
             if step < cfg.last {
-                pass_on(arrived, free, cfg.replica_groups);
+                pass_on(arrived, free, cfg.ring.replica_groups);
             }
             for item in 0..batch_items(cfg) {
                 let (b, g0, g1): (i64, i64, i64) = batch_item(cfg, item);
                 merge_impl(acc, cur, b, g0, g1);
             }
         } else if step < cfg.last && !cfg.zigzag_fast {
-            pass_on(arrived, free, cfg.replica_groups);
+            pass_on(arrived, free, cfg.ring.replica_groups);
         }
     }
 
@@ -893,7 +778,7 @@ pub mod ring_fwd {
         KvBlock {
             k: nl::ndarray(io.k.shape(), io.k.dtype(), buffer = nl::shared_hbm),
             v: nl::ndarray(io.v.shape(), io.v.dtype(), buffer = nl::shared_hbm),
-            ids: if cfg.segmented { Some(nl::ndarray([batch, s], nl::int32, buffer = nl::shared_hbm)) } else { None },
+            ids: if cfg.ring.segmented { Some(nl::ndarray([batch, s], nl::int32, buffer = nl::shared_hbm)) } else { None },
         }
     }
 
@@ -980,27 +865,26 @@ pub mod ring_fwd {
     ) -> Outputs {
         assert!(nisa::get_nc_version() > nisa::nc_version::gen2, NEEDS_TRN2);
         let (b, q_h, k_h, d, s): (i64, i64, i64, i64, i64) = check_shapes(q, k, v, tp_q, tp_k);
-        assert!(!striped_input || use_causal_mask, crate::ring_rules::STRIPED_NEEDS_CAUSAL);
-        assert!(!zigzag_input || use_causal_mask, crate::ring_rules::ZIGZAG_NEEDS_CAUSAL);
-        assert!(!(zigzag_input && striped_input), "striped_input and zigzag_input exclude each other");
-        let left = window_left.unwrap_or(-1);
-        let right = window_right.unwrap_or(-1);
-        let chunk = chunk_size.unwrap_or(0);
-        // Windows, chunks and zigzag blocks mask through per-row key bounds.
-        let bounded = zigzag_input || left >= 0 || right >= 0 || chunk > 0;
+        let ring: RingAttnFeatures = ring_features(
+            replica_groups,
+            num_workers,
+            use_causal_mask,
+            striped_input,
+            zigzag_input,
+            window_left,
+            window_right,
+            chunk_size,
+            soft_cap,
+            q_segment_ids.is_some(),
+        );
         assert!(!use_causal_mask || num_workers <= MAX_CAUSAL_WORKERS, TOO_MANY_CAUSAL_WORKERS);
-        let groups = replica_groups.unwrap_or([]);
-        for gi in 0..groups.len() {
-            let size = groups[gi].len();
-            assert!(size == num_workers, crate::ring_rules::GROUP_SIZE);
-        }
         check_feature_inputs(sinks, q_segment_ids, kv_segment_ids, bias, b, q_h, s, num_workers);
+        let bounded = ring.bounded;
 
         let (bs, bs_kv, n_grp) = (b * q_h, b * k_h, s / Q_GRP_SZ);
         let q3 = if tp_q { q.reshape([bs, s, d]) } else { q.reshape([bs, d, s]) };
         let sink: Option<Hbm> = sink_rows(sinks, b, q_h);
-        let scale = softmax_scale.unwrap_or(1.0 / (d as f64).powf(0.5));
-        assert!(f32::MIN <= scale && scale <= f32::MAX, crate::ring_rules::SCALE_NOT_FINITE);
+        let scale: f64 = softmax_scale_of(softmax_scale, d);
         // LNC2: each program copies, merges and normalises the batches attention_cte gives it;
         // attention_cte splits an odd last batch half and half in CP and non-causal mode.
         let grid = nl::program_ndim() == 1;
@@ -1010,24 +894,14 @@ pub mod ring_fwd {
         // On its own block a zigzag rank's causal mask is the local one; its other
         // steps split into two unmasked half-size calls (halves of Q_GRP_SZ-row
         // groups; segment ids mask every step, so they take the bounds path).
-        let local_causal = zigzag_input && left < 0 && chunk == 0;
+        let local_causal = zigzag_input && ring.window_left < 0 && ring.chunk == 0;
         let cfg = RingFwdAttnConfig {
             bs,
             bs_kv,
             seqlen: s,
             d,
             n_grp,
-            num_workers,
-            replica_groups: groups,
-            causal: use_causal_mask,
-            striped: striped_input,
-            zigzag: zigzag_input,
-            bounded,
-            segmented: q_segment_ids.is_some(),
-            window_left: left,
-            window_right: right,
-            chunk,
-            soft_cap,
+            ring,
             tp_q,
             tp_k,
             // attention_cte takes scale 1.0 in CP mode: causal callers pre-scale q.
@@ -1036,11 +910,7 @@ pub mod ring_fwd {
             local_causal,
             zigzag_fast: local_causal && s % (2 * Q_GRP_SZ) == 0 && q_segment_ids.is_none() && bias.is_none(),
             // The ring turns only as far as some rank needs keys.
-            last: if bounded {
-                last_needed_step(striped_input, zigzag_input, num_workers, s, use_causal_mask, left, right, chunk)
-            } else {
-                num_workers - 1
-            },
+            last: if bounded { last_needed_step(ring, s) } else { num_workers - 1 },
             lse_dtype,
             shard,
             shards,
@@ -1048,7 +918,6 @@ pub mod ring_fwd {
             rem_g0,
             rem_g1,
         };
-        let n_rings = if groups.len() == 0 { 1 } else { groups.len() };
         let io = RingFwdTensors {
             q: if bounded && !use_causal_mask { scaled_copy(q3, scale) } else { q3 },
             k: if tp_k { k.reshape([bs_kv, s, d]) } else { k.reshape([bs_kv, d, s]) },
@@ -1059,7 +928,7 @@ pub mod ring_fwd {
             q_segment_ids,
             kv_segment_ids,
             bias,
-            positions: nl::ndarray([1, n_rings * num_workers], nl::float32, buffer = nl::shared_hbm),
+            positions: ring_positions(ring, bias.is_some()),
         };
         let send: KvBlock = allocate_kv_block(cfg, io, b);
         let recv: KvBlock = allocate_kv_block(cfg, io, b);

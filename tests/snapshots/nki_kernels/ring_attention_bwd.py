@@ -7,20 +7,19 @@ import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
 from .attention_cte import scalar_column
-from .ring_attention_fwd import bias_block
-from .ring_attention_fwd import fill_ring_positions
-from .ring_attention_fwd import pass_optional
-from .ring_attention_fwd import ring_positions_at
-from .ring_inputs import check_feature_inputs
+from .ring_features import RingAttnFeatures
+from .ring_features import bias_block
+from .ring_features import check_feature_inputs
+from .ring_features import pass_optional
+from .ring_features import ring_features
+from .ring_features import ring_positions
+from .ring_features import ring_positions_at
+from .ring_features import softmax_scale_of
 from .ring_masks import key_bounds
 from .ring_masks import row_positions
 from .ring_masks import step_needed
-from .ring_rules import GROUP_SIZE
 from .ring_rules import KV_HEADS
-from .ring_rules import SCALE_NOT_FINITE
 from .ring_rules import SEQLEN_MULTIPLE
-from .ring_rules import STRIPED_NEEDS_CAUSAL
-from .ring_rules import ZIGZAG_NEEDS_CAUSAL
 
 
 # SBUF and PSUM partitions: one column of per-row statistics spans them.
@@ -77,32 +76,12 @@ class RingBwdAttnConfig(nl.NKIObject):
     "Head-dim tiles."
     q_n_tiles: int
     "Query tiles per rank."
-    num_workers: int
-    "Ranks in the ring."
     lnc: int
     "LNC programs (the launch's LNC degree)."
     lnc_id: int
     "This program's slot in every ring buffer."
-    replica_groups: object
-    "The rings (empty: one ring of every rank)."
-    causal: bool
-    "Causal mask over global positions."
-    striped: bool
-    "Striped layout."
-    zigzag: bool
-    "Zigzag layout."
-    bounded: bool
-    "Windows, chunks or zigzag blocks: masks through per-row key bounds."
-    segmented: bool
-    "Segment ids are given."
-    window_left: int
-    "Sliding window left size (-1: unbounded)."
-    window_right: int
-    "Sliding window right size (-1: unbounded)."
-    chunk: int
-    "Chunk size (0: none)."
-    soft_cap: float
-    "Logit soft cap (0: off)."
+    ring: RingAttnFeatures
+    "The ring and its masks (shared with the forward)."
     scale: float
     "Softmax scale."
 
@@ -269,19 +248,21 @@ class TileProbs(nl.NKIObject):
     "Zeros `[P_MAX, 1]`: the lower bound of an inclusive range select."
 
 
-def check_grad_shapes(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, same_seqlen):
-    """The shapes and dtypes every attention backward's inputs share, `q_ref`
-    being 4-d: K `[B, N_kv, D, S]` (its `S` q's when `same_seqlen`), V like K,
-    O and dY like Q, the log-sum-exp `[B, N, 128, S / 128]` of the queries, one
-    dtype for all but the log-sum-exp.
+def check_shapes(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref):
+    """The shapes and dtypes of the inputs (the library checks none but `q_ref`;
+    mismatches would read out of bounds).
     """
     q_shape = q_ref.shape
+    assert q_ref.ndim == 4, f"q_ref must be [B, N, D, S], got {q_shape}"
     b, n, dh, sl = q_shape
+    assert sl >= Q_SEQ_TILE_SIZE and sl % Q_SEQ_TILE_SIZE == 0, SEQLEN_MULTIPLE
     k_shape = k_ref.shape
     v_shape = v_ref.shape
     o_shape = o_ref.shape
     dy_shape = dy_ref.shape
-    assert k_ref.ndim == 4 and k_shape[0] == b and k_shape[2] == dh and (not same_seqlen or k_shape[3] == sl), f"k_ref must be [B, N_kv, D, S], q_ref is {q_shape}, got {k_shape}"
+    n_kv = k_shape[1]
+    assert k_ref.ndim == 4 and k_shape[0] == b and k_shape[2] == dh and k_shape[3] == sl, f"k_ref must be [B, N_kv, D, S], q_ref is {q_shape}, got {k_shape}"
+    assert n_kv >= 1 and n % n_kv == 0, KV_HEADS
     assert v_shape == k_shape, f"v_ref must have k_ref's shape {k_shape} ([B, N_kv, D, S]), got {v_shape}"
     assert o_shape == q_shape, f"o_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {o_shape}"
     assert dy_shape == q_shape, f"dy_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {dy_shape}"
@@ -297,6 +278,13 @@ def head_tiles(dh):
     """Head dims split into equal tiles of at most D_HEAD_TILE_MAX: `(tile size, tile count)`."""
     n = (dh + D_HEAD_TILE_MAX - 1) // D_HEAD_TILE_MAX
     return ((dh + n - 1) // n, n)
+
+
+def allocate_query_block(cfg, biased):
+    """The ring buffers of one side, one slot per LNC program."""
+    lnc, dh, sl = (cfg.lnc, cfg.d_head, cfg.seqlen)
+    kdt = cfg.kernel_dtype
+    return QueryBlock(q=nl.ndarray(shape=(lnc, dh, sl), dtype=kdt, buffer=nl.shared_hbm), dy=nl.ndarray(shape=(lnc, dh, sl), dtype=kdt, buffer=nl.shared_hbm), lse=nl.ndarray(shape=(lnc, P_MAX, cfg.q_n_tiles), dtype=nl.float32, buffer=nl.shared_hbm), dos=nl.ndarray(shape=(lnc, P_MAX, cfg.q_n_tiles), dtype=nl.float32, buffer=nl.shared_hbm), ids=nl.ndarray(shape=(lnc, P_MAX, cfg.q_n_tiles), dtype=nl.float32, buffer=nl.shared_hbm) if cfg.ring.segmented else None, bias=nl.ndarray(shape=(lnc, sl, cfg.ring.num_workers * sl), dtype=nl.float32, buffer=nl.shared_hbm) if biased else None)
 
 
 def load_neg_lse(src, mdt, segmented):
@@ -341,15 +329,15 @@ def transpose_tiles(src, dts, dnt, n):
     return out
 
 
-def compute_rowsum(cfg, o, dy):
-    """The library's `compute_rowsum`: `D = rowsum(dY ∘ O)` of one head's queries
-    (`o` and `dy` its `[D, S]` HBM views), as `[P_MAX, S / P_MAX]`; both are
-    PE-transposed to rows and multiplied in fp32.
+def compute_rowsum(cfg, io, bid, hid):
+    """The library's `compute_rowsum`: `D = rowsum(dY ∘ O)` of the local queries of
+    `(bid, hid)`, as `[P_MAX, S / P_MAX]`; both are PE-transposed to rows and
+    multiplied in fp32.
     """
     dts, dnt, sl, qnt = (cfg.d_head_tile_size, cfg.d_head_n_tiles, cfg.seqlen, cfg.q_n_tiles)
-    kdt = o.dtype
-    o_tiles = load_head_tiles(o, dts, dnt, 0, sl, kdt)
-    dy_tiles = load_head_tiles(dy, dts, dnt, 0, sl, kdt)
+    kdt = io.o_ref.dtype
+    o_tiles = load_head_tiles(io.o_ref[bid, hid, :, :], dts, dnt, 0, sl, kdt)
+    dy_tiles = load_head_tiles(io.dy_ref[bid, hid, :, :], dts, dnt, 0, sl, kdt)
     dy_rows = transpose_tiles(dy_tiles, dts, dnt, qnt)
     dos = nl.ndarray(shape=(P_MAX, qnt), dtype=cfg.mixed_dtype, buffer=nl.sbuf)
     for g in range(qnt):
@@ -385,192 +373,12 @@ def sink_grad(sinks, neg_lse, dos, dsink_part, bid, hid):
     nisa.dma_copy(dst=dsink_part.ap(pattern=[[1, 1], [1, 1]], offset=bid * n + hid), src=out)
 
 
-def load_q_dy(cfg, st, qg, cg):
-    """The library's `load_q_dy`: query tiles `qg..qg + cg` of the visiting Q and
-    dY, their transposes, and a zeroed dQ.
-    """
-    dts, dnt, kdt = (cfg.d_head_tile_size, cfg.d_head_n_tiles, cfg.kernel_dtype)
-    q = load_head_tiles(st.q, dts, dnt, Q_SEQ_TILE_SIZE * qg, Q_SEQ_TILE_SIZE * cg, kdt)
-    dy = load_head_tiles(st.dy, dts, dnt, Q_SEQ_TILE_SIZE * qg, Q_SEQ_TILE_SIZE * cg, kdt)
-    q_t = transpose_tiles(q, dts, dnt, cg)
-    dy_t = transpose_tiles(dy, dts, dnt, cg)
-    dq = nl.ndarray(shape=(dts, dnt, Q_SEQ_TILE_SIZE * cg), dtype=cfg.mixed_dtype, buffer=nl.sbuf)
-    nisa.memset(dst=dq, value=0.0)
-    return QueryGroup(q=q, dy=dy, q_t=q_t, dy_t=dy_t, dq=dq, qg=qg, cg=cg)
-
-
-def masked_scores(cfg, kv, st, grp, kt, zero, j):
-    """The scaled scores of query tile `j` of the group against the key tile, soft
-    capped (`cap·tanh(scale·s / cap)`, before the masks), plus the bias, then
-    masked with the FLOAT32_MIN sentinel (bounds, the static causal mask,
-    segment ids). Returns the masked tile and the raw scores in PSUM.
-    """
-    k0, kts, cap, scale = (kt.k0, kt.kts, cfg.soft_cap, cfg.scale)
-    g = grp.qg + j
-    biased = st.bias is not None
-    scores = nl.ndarray(shape=(P_MAX, kts), dtype=nl.float32, buffer=nl.psum)
-    for dt in range(cfg.d_head_n_tiles):
-        nisa.nc_matmul(dst=scores, stationary=grp.q[:, dt, Q_SEQ_TILE_SIZE * j:Q_SEQ_TILE_SIZE * (j + 1)], moving=kv.k[:, dt, k0:k0 + kts])
-    masked = nl.ndarray(shape=(P_MAX, kts), dtype=nl.float32, buffer=nl.sbuf)
-    if cap > 0.0:
-        nisa.activation(dst=masked, op=nl.tanh, data=scores, scale=scale / cap)
-        nisa.tensor_scalar(dst=masked, data=masked, op0=nl.multiply, operand0=cap)
-    capped = masked if cap > 0.0 else scores
-    cap_scale = 1.0 if cap > 0.0 else scale
-    bias_blk = st.bias
-    if bias_blk is not None:
-        bb = bias_blk
-        bt = nl.ndarray(shape=(P_MAX, kts), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.dma_copy(dst=bt, src=bb[0, Q_SEQ_TILE_SIZE * g:Q_SEQ_TILE_SIZE * (g + 1), k0:k0 + kts])
-        nisa.scalar_tensor_tensor(dst=masked, data=capped, op0=nl.multiply, operand0=cap_scale, op1=nl.add, operand1=bt)
-    src = masked if biased else capped
-    bounds = st.upper
-    if bounds is not None:
-        ub = bounds
-        lower = st.lower
-        if lower is not None:
-            lb = lower
-            nisa.range_select(dst=masked, on_true_tile=src, comp_op0=nl.greater_equal, comp_op1=nl.less, bound0=lb[:, g:g + 1], bound1=ub[:, g:g + 1], range_start=k0, on_false_value=-3.4028234663852886e38)
-        else:
-            nisa.range_select(dst=masked, on_true_tile=src, comp_op0=nl.greater_equal, comp_op1=nl.less_equal, bound0=zero, bound1=ub[:, g:g + 1], range_start=k0, on_false_value=-3.4028234663852886e38)
-    else:
-        nisa.tensor_copy(dst=masked, src=src)
-        if st.causal and Q_SEQ_TILE_SIZE * g < k0 + kts - 1:
-            nisa.affine_select(dst=masked, pattern=[[-1, kts]], channel_multiplier=1, on_true_tile=masked, on_false_value=-3.4028234663852886e38, cmp_op=nl.greater_equal, offset=Q_SEQ_TILE_SIZE * g - k0)
-    k_ids = kv.k_ids
-    if k_ids is not None:
-        ki = k_ids
-        q_ids = st.q_ids
-        if q_ids is not None:
-            qi = q_ids
-            same = nl.ndarray(shape=(P_MAX, kts), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.tensor_scalar(dst=same, data=ki[:, k0:k0 + kts], op0=nl.equal, operand0=qi[:, g:g + 1])
-            nisa.tensor_tensor(dst=masked, data1=masked, data2=same, op=nl.multiply)
-            nisa.tensor_scalar(dst=same, data=same, op0=nl.subtract, operand0=1.0, op1=nl.multiply, operand1=3.4028234663852886e38)
-            nisa.tensor_tensor(dst=masked, data1=masked, data2=same, op=nl.add)
-    return (masked, scores)
-
-
-def exp_scale(cfg, st):
-    """The scale the exp applies to the masked scores: none once the soft cap or
-    the bias has scaled them.
-    """
-    unscaled = st.bias is not None or cfg.soft_cap > 0.0
-    scale = 1.0 if unscaled else cfg.scale
-    return scale
-
-
-def recompute_qk_softmax(cfg, kv, st, grp, kt, probs, j):
-    """The library's `recompute_qk_softmax` for query tile `j` of the group:
-    `P = exp(masked scores − LSE)` into `probs.p[:, j]`; returns the raw scores.
-    """
-    g = grp.qg + j
-    masked, scores = masked_scores(cfg, kv, st, grp, kt, probs.zero, j)
-    scale = exp_scale(cfg, st)
-    nisa.activation(dst=probs.p[:, j, :], op=nl.exp, data=masked, bias=st.neg_lse[:, g:g + 1], scale=scale)
-    return scores
-
-
-def compute_softmax_backward_dx(cfg, kv, st, grp, kt, probs, j, scores):
-    """The library's `compute_softmax_backward_dx` for query tile `j`:
-    `dS = P ∘ (dY·Vᵀ − D)`, through the soft cap `dS ∘ (1 - tanh²(scale·s / cap))`.
-    """
-    k0, kts, cap = (kt.k0, kt.kts, cfg.soft_cap)
-    g = grp.qg + j
-    dp = nl.ndarray(shape=(P_MAX, kts), dtype=nl.float32, buffer=nl.psum)
-    for dt in range(cfg.d_head_n_tiles):
-        nisa.nc_matmul(dst=dp, stationary=grp.dy[:, dt, Q_SEQ_TILE_SIZE * j:Q_SEQ_TILE_SIZE * (j + 1)], moving=kv.v[:, dt, k0:k0 + kts])
-    nisa.scalar_tensor_tensor(dst=probs.ds[:, j, :], data=dp, op0=nl.subtract, operand0=st.dos[:, g:g + 1], op1=nl.multiply, operand1=probs.p[:, j, :])
-    if cap > 0.0:
-        slope = nl.ndarray(shape=(P_MAX, kts), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.activation(dst=slope, op=nl.tanh, data=scores, scale=cfg.scale / cap)
-        nisa.tensor_tensor(dst=slope, data1=slope, data2=slope, op=nl.multiply)
-        nisa.tensor_scalar(dst=slope, data=slope, op0=nl.multiply, operand0=-1.0, op1=nl.add, operand1=1.0)
-        nisa.tensor_tensor(dst=probs.ds[:, j, :], data1=probs.ds[:, j, :], data2=slope, op=nl.multiply)
-
-
-def accumulate_dq(cfg, kv, grp, kt, probs):
-    """dQ += scale · dS·K for the group's computed query tiles, contracting over
-    keys: Kᵀ and dSᵀ in K_SEQ_TILE_SIZE_BACKWARD-key blocks.
-    """
-    k0, first, cg, dts, dnt = (kt.k0, kt.first, grp.cg, cfg.d_head_tile_size, cfg.d_head_n_tiles)
-    kdt = kv.k.dtype
-    kb_sz = K_SEQ_TILE_SIZE_BACKWARD
-    nb = kt.kts // kb_sz
-    k_rows = nl.ndarray(shape=(P_MAX, dnt, nb, dts), dtype=kdt, buffer=nl.sbuf)
-    for dt in range(dnt):
-        for kb in range(nb):
-            flipped = nl.ndarray(shape=(P_MAX, dts), dtype=kdt, buffer=nl.psum)
-            nisa.nc_transpose(dst=flipped, data=kv.k[:, dt, k0 + kb_sz * kb:k0 + kb_sz * (kb + 1)])
-            nisa.tensor_copy(dst=k_rows[:, dt, kb, :], src=flipped)
-    ds_t = nl.ndarray(shape=(P_MAX, nb, cg, Q_SEQ_TILE_SIZE), dtype=kdt, buffer=nl.sbuf)
-    for kb in range(nb):
-        for j in range(first, cg):
-            flipped = nl.ndarray(shape=(P_MAX, Q_SEQ_TILE_SIZE), dtype=kdt, buffer=nl.psum)
-            nisa.nc_transpose(dst=flipped, data=probs.ds[:, j, kb_sz * kb:kb_sz * (kb + 1)])
-            nisa.tensor_copy(dst=ds_t[:, kb, j, :], src=flipped)
-    c0, c1 = (Q_SEQ_TILE_SIZE * first, Q_SEQ_TILE_SIZE * cg)
-    for dt in range(dnt):
-        dq_ps = nl.ndarray(shape=(dts, Q_SEQ_TILE_SIZE * cg), dtype=nl.float32, buffer=nl.psum)
-        for kb in range(nb):
-            for j in range(first, cg):
-                nisa.nc_matmul(dst=dq_ps[:, Q_SEQ_TILE_SIZE * j:Q_SEQ_TILE_SIZE * (j + 1)], stationary=k_rows[:, dt, kb, :], moving=ds_t[:, kb, j, :])
-        nisa.scalar_tensor_tensor(dst=grp.dq[:, dt, c0:c1], data=dq_ps[:, c0:c1], op0=nl.multiply, operand0=cfg.scale, op1=nl.add, operand1=grp.dq[:, dt, c0:c1])
-
-
-def accumulate_dk_dv(cfg, kv, grp, kt, probs):
-    """dV += Pᵀ·dY and dK += scale · dSᵀ·Q, contracting over the group's queries."""
-    k0, kts, first, dts = (kt.k0, kt.kts, kt.first, cfg.d_head_tile_size)
-    for dt in range(cfg.d_head_n_tiles):
-        dv_ps = nl.ndarray(shape=(dts, kts), dtype=nl.float32, buffer=nl.psum)
-        dk_ps = nl.ndarray(shape=(dts, kts), dtype=nl.float32, buffer=nl.psum)
-        for j in range(first, grp.cg):
-            nisa.nc_matmul(dst=dv_ps, stationary=grp.dy_t[:, dt, j, :], moving=probs.p[:, j, :])
-            nisa.nc_matmul(dst=dk_ps, stationary=grp.q_t[:, dt, j, :], moving=probs.ds[:, j, :])
-        nisa.tensor_tensor(dst=kv.dv[:, dt, k0:k0 + kts], data1=kv.dv[:, dt, k0:k0 + kts], data2=dv_ps, op=nl.add)
-        nisa.scalar_tensor_tensor(dst=kv.dk[:, dt, k0:k0 + kts], data=dk_ps, op0=nl.multiply, operand0=cfg.scale, op1=nl.add, operand1=kv.dk[:, dt, k0:k0 + kts])
-
-
-def bwd_tile(cfg, kv, st, grp, kt):
-    """One key tile against the query tiles `first..cg` of a group: recomputes P,
-    forms dS, and accumulates dQ (into the group's), dK and dV.
-    """
-    kdt = kv.k.dtype
-    probs = TileProbs(p=nl.ndarray(shape=(P_MAX, grp.cg, kt.kts), dtype=kdt, buffer=nl.sbuf), ds=nl.ndarray(shape=(P_MAX, grp.cg, kt.kts), dtype=kdt, buffer=nl.sbuf), zero=nl.ndarray(shape=(P_MAX, 1), dtype=nl.float32, buffer=nl.sbuf))
-    nisa.memset(dst=probs.zero, value=0.0)
-    for j in range(kt.first, grp.cg):
-        scores = recompute_qk_softmax(cfg, kv, st, grp, kt, probs, j)
-        compute_softmax_backward_dx(cfg, kv, st, grp, kt, probs, j, scores)
-    accumulate_dq(cfg, kv, grp, kt, probs)
-    accumulate_dk_dv(cfg, kv, grp, kt, probs)
-
-
-def check_shapes(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref):
-    """The shapes and dtypes of the inputs (the library checks none but `q_ref`;
-    mismatches would read out of bounds).
-    """
-    q_shape = q_ref.shape
-    assert q_ref.ndim == 4, f"q_ref must be [B, N, D, S], got {q_shape}"
-    _b, n, _dh, sl = q_shape
-    assert sl >= Q_SEQ_TILE_SIZE and sl % Q_SEQ_TILE_SIZE == 0, SEQLEN_MULTIPLE
-    n_kv = k_ref.shape[1]
-    assert n_kv >= 1 and n % n_kv == 0, KV_HEADS
-    check_grad_shapes(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, True)
-
-
-def allocate_query_block(cfg, biased):
-    """The ring buffers of one side, one slot per LNC program."""
-    lnc, dh, sl = (cfg.lnc, cfg.d_head, cfg.seqlen)
-    kdt = cfg.kernel_dtype
-    return QueryBlock(q=nl.ndarray(shape=(lnc, dh, sl), dtype=kdt, buffer=nl.shared_hbm), dy=nl.ndarray(shape=(lnc, dh, sl), dtype=kdt, buffer=nl.shared_hbm), lse=nl.ndarray(shape=(lnc, P_MAX, cfg.q_n_tiles), dtype=nl.float32, buffer=nl.shared_hbm), dos=nl.ndarray(shape=(lnc, P_MAX, cfg.q_n_tiles), dtype=nl.float32, buffer=nl.shared_hbm), ids=nl.ndarray(shape=(lnc, P_MAX, cfg.q_n_tiles), dtype=nl.float32, buffer=nl.shared_hbm) if cfg.segmented else None, bias=nl.ndarray(shape=(lnc, sl, cfg.num_workers * sl), dtype=nl.float32, buffer=nl.shared_hbm) if biased else None)
-
-
 def stage_row_stats(cfg, io, stats, dsink_part, bid, hid):
     """Stages `-LSE` and `D` of query head `hid` in `stats` (`[2, P_MAX, S / P_MAX]`)
     and, with sinks, writes this rank's share of the head's sink gradient.
     """
-    neg_lse = load_neg_lse(io.lse_ref[bid, hid, :, :], cfg.mixed_dtype, cfg.segmented)
-    dos = compute_rowsum(cfg, io.o_ref[bid, hid, :, :], io.dy_ref[bid, hid, :, :])
+    neg_lse = load_neg_lse(io.lse_ref[bid, hid, :, :], cfg.mixed_dtype, cfg.ring.segmented)
+    dos = compute_rowsum(cfg, io, bid, hid)
     nisa.dma_copy(dst=stats[0, :, :], src=neg_lse)
     nisa.dma_copy(dst=stats[1, :, :], src=dos)
     sinks = io.sinks
@@ -585,8 +393,8 @@ def load_kv(cfg, io, bid, kvh):
     partition, the local queries' as `[P_MAX, S / P_MAX]` rows (they travel with Q).
     """
     dts, dnt, sl, qnt, mdt = (cfg.d_head_tile_size, cfg.d_head_n_tiles, cfg.seqlen, cfg.q_n_tiles, cfg.mixed_dtype)
-    k_ids = nl.ndarray(shape=(P_MAX, sl), dtype=nl.float32, buffer=nl.sbuf) if cfg.segmented else None
-    own_q_ids = nl.ndarray(shape=(P_MAX, qnt), dtype=nl.float32, buffer=nl.sbuf) if cfg.segmented else None
+    k_ids = nl.ndarray(shape=(P_MAX, sl), dtype=nl.float32, buffer=nl.sbuf) if cfg.ring.segmented else None
+    own_q_ids = nl.ndarray(shape=(P_MAX, qnt), dtype=nl.float32, buffer=nl.sbuf) if cfg.ring.segmented else None
     kv_seg = io.kv_segment_ids
     if kv_seg is not None:
         ks = kv_seg
@@ -660,8 +468,8 @@ def send_own_queries(cfg, io, kv, send, recv, dos, bid, hid):
             sb = send_bias
             nisa.dma_copy(dst=sb[slot, :, :], src=bi[bid, hid, :, :])
     barrier_query_block(cfg, send)
-    if cfg.num_workers > 1:
-        permute_all(send, recv, cfg.replica_groups)
+    if cfg.ring.num_workers > 1:
+        permute_all(send, recv, cfg.ring.replica_groups)
 
 
 def own_key_columns(cfg, rows, positions):
@@ -672,9 +480,9 @@ def own_key_columns(cfg, rows, positions):
     if rows is not None:
         r = rows
         lnc, sl, total = r.shape
-        mine, _same = ring_positions_at(positions, cfg.replica_groups, 0)
+        mine, _same = ring_positions_at(positions, cfg.ring.replica_groups, 0)
         slots = r.reshape(shape=(lnc, 1, sl, total))
-        return bias_block(slots, cfg.lnc_id, 1, mine, cfg.striped, cfg.zigzag, cfg.num_workers)
+        return bias_block(slots, cfg.lnc_id, 1, mine, cfg.ring)
     return None
 
 
@@ -685,19 +493,18 @@ def step_bounds(cfg, positions, step):
     upper)` in local key coordinates, keeping `0 <= k <= row + offset` (contiguous
     offset `(q_pos - k_pos)·S`, striped `-min(max(k_pos - q_pos, 0), 1)`); else none.
     """
-    nw, sl, groups = (cfg.num_workers, cfg.seqlen, cfg.replica_groups)
-    striped, zigzag, causal = (cfg.striped, cfg.zigzag, cfg.causal)
-    if cfg.bounded:
+    sl, groups = (cfg.seqlen, cfg.ring.replica_groups)
+    if cfg.ring.bounded:
         my_pos, q_pos = ring_positions_at(positions, groups, step)
-        rows = row_positions(q_pos, striped, zigzag, nw, sl)
-        lower, upper = key_bounds(rows, my_pos, striped, zigzag, nw, sl, causal, cfg.window_left, cfg.window_right, cfg.chunk)
+        rows = row_positions(q_pos, cfg.ring, sl)
+        lower, upper = key_bounds(rows, my_pos, cfg.ring, sl)
         return (lower, upper)
-    if causal and step > 0:
+    if cfg.ring.causal and step > 0:
         my_pos, q_pos = ring_positions_at(positions, groups, step)
         ub = nl.ndarray(shape=(P_MAX, cfg.q_n_tiles), dtype=nl.float32, buffer=nl.sbuf)
         nisa.iota(dst=ub, pattern=[[P_MAX, cfg.q_n_tiles]], channel_multiplier=1)
         off = nl.ndarray(shape=(P_MAX, 1), dtype=nl.float32, buffer=nl.sbuf)
-        if striped:
+        if cfg.ring.striped:
             nisa.tensor_tensor(dst=off, data1=my_pos, data2=q_pos, op=nl.subtract)
             nisa.tensor_scalar(dst=off, data=off, op0=nl.maximum, operand0=0.0, op1=nl.minimum, operand1=1.0)
             nisa.tensor_scalar(dst=ub, data=ub, op0=nl.subtract, operand0=off)
@@ -707,6 +514,170 @@ def step_bounds(cfg, positions, step):
             nisa.tensor_scalar(dst=ub, data=ub, op0=nl.add, operand0=off)
         return (None, ub)
     return (None, None)
+
+
+def load_q_dy(cfg, st, qg, cg):
+    """The library's `load_q_dy`: query tiles `qg..qg + cg` of the visiting Q and
+    dY, their transposes, and a zeroed dQ.
+    """
+    dts, dnt, kdt = (cfg.d_head_tile_size, cfg.d_head_n_tiles, cfg.kernel_dtype)
+    q = load_head_tiles(st.q, dts, dnt, Q_SEQ_TILE_SIZE * qg, Q_SEQ_TILE_SIZE * cg, kdt)
+    dy = load_head_tiles(st.dy, dts, dnt, Q_SEQ_TILE_SIZE * qg, Q_SEQ_TILE_SIZE * cg, kdt)
+    q_t = transpose_tiles(q, dts, dnt, cg)
+    dy_t = transpose_tiles(dy, dts, dnt, cg)
+    dq = nl.ndarray(shape=(dts, dnt, Q_SEQ_TILE_SIZE * cg), dtype=cfg.mixed_dtype, buffer=nl.sbuf)
+    nisa.memset(dst=dq, value=0.0)
+    return QueryGroup(q=q, dy=dy, q_t=q_t, dy_t=dy_t, dq=dq, qg=qg, cg=cg)
+
+
+def masked_scores(cfg, kv, st, grp, kt, zero, j):
+    """The scaled scores of query tile `j` of the group against the key tile, soft
+    capped (`cap·tanh(scale·s / cap)`, before the masks), plus the bias, then
+    masked with the FLOAT32_MIN sentinel (bounds, the static causal mask,
+    segment ids). Returns the masked tile and the raw scores in PSUM.
+    """
+    k0, kts, scale = (kt.k0, kt.kts, cfg.scale)
+    soft_cap = cfg.ring.soft_cap
+    cap = soft_cap if soft_cap is not None else 0.0
+    g = grp.qg + j
+    biased = st.bias is not None
+    scores = nl.ndarray(shape=(P_MAX, kts), dtype=nl.float32, buffer=nl.psum)
+    for dt in range(cfg.d_head_n_tiles):
+        nisa.nc_matmul(dst=scores, stationary=grp.q[:, dt, Q_SEQ_TILE_SIZE * j:Q_SEQ_TILE_SIZE * (j + 1)], moving=kv.k[:, dt, k0:k0 + kts])
+    masked = nl.ndarray(shape=(P_MAX, kts), dtype=nl.float32, buffer=nl.sbuf)
+    if cap > 0.0:
+        nisa.activation(dst=masked, op=nl.tanh, data=scores, scale=scale / cap)
+        nisa.tensor_scalar(dst=masked, data=masked, op0=nl.multiply, operand0=cap)
+    capped = masked if cap > 0.0 else scores
+    cap_scale = 1.0 if cap > 0.0 else scale
+    bias_blk = st.bias
+    if bias_blk is not None:
+        bb = bias_blk
+        bt = nl.ndarray(shape=(P_MAX, kts), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=bt, src=bb[0, Q_SEQ_TILE_SIZE * g:Q_SEQ_TILE_SIZE * (g + 1), k0:k0 + kts])
+        nisa.scalar_tensor_tensor(dst=masked, data=capped, op0=nl.multiply, operand0=cap_scale, op1=nl.add, operand1=bt)
+    src = masked if biased else capped
+    bounds = st.upper
+    if bounds is not None:
+        ub = bounds
+        lower = st.lower
+        if lower is not None:
+            lb = lower
+            nisa.range_select(dst=masked, on_true_tile=src, comp_op0=nl.greater_equal, comp_op1=nl.less, bound0=lb[:, g:g + 1], bound1=ub[:, g:g + 1], range_start=k0, on_false_value=-3.4028234663852886e38)
+        else:
+            nisa.range_select(dst=masked, on_true_tile=src, comp_op0=nl.greater_equal, comp_op1=nl.less_equal, bound0=zero, bound1=ub[:, g:g + 1], range_start=k0, on_false_value=-3.4028234663852886e38)
+    else:
+        nisa.tensor_copy(dst=masked, src=src)
+        if st.causal and Q_SEQ_TILE_SIZE * g < k0 + kts - 1:
+            nisa.affine_select(dst=masked, pattern=[[-1, kts]], channel_multiplier=1, on_true_tile=masked, on_false_value=-3.4028234663852886e38, cmp_op=nl.greater_equal, offset=Q_SEQ_TILE_SIZE * g - k0)
+    k_ids = kv.k_ids
+    if k_ids is not None:
+        ki = k_ids
+        q_ids = st.q_ids
+        if q_ids is not None:
+            qi = q_ids
+            same = nl.ndarray(shape=(P_MAX, kts), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_scalar(dst=same, data=ki[:, k0:k0 + kts], op0=nl.equal, operand0=qi[:, g:g + 1])
+            nisa.tensor_tensor(dst=masked, data1=masked, data2=same, op=nl.multiply)
+            nisa.tensor_scalar(dst=same, data=same, op0=nl.subtract, operand0=1.0, op1=nl.multiply, operand1=3.4028234663852886e38)
+            nisa.tensor_tensor(dst=masked, data1=masked, data2=same, op=nl.add)
+    return (masked, scores)
+
+
+def exp_scale(cfg, st):
+    """The scale the exp applies to the masked scores: none once the soft cap or
+    the bias has scaled them.
+    """
+    unscaled = st.bias is not None or cfg.ring.soft_cap is not None
+    scale = 1.0 if unscaled else cfg.scale
+    return scale
+
+
+def recompute_qk_softmax(cfg, kv, st, grp, kt, probs, j):
+    """The library's `recompute_qk_softmax` for query tile `j` of the group:
+    `P = exp(masked scores − LSE)` into `probs.p[:, j]`; returns the raw scores.
+    """
+    g = grp.qg + j
+    masked, scores = masked_scores(cfg, kv, st, grp, kt, probs.zero, j)
+    scale = exp_scale(cfg, st)
+    nisa.activation(dst=probs.p[:, j, :], op=nl.exp, data=masked, bias=st.neg_lse[:, g:g + 1], scale=scale)
+    return scores
+
+
+def compute_softmax_backward_dx(cfg, kv, st, grp, kt, probs, j, scores):
+    """The library's `compute_softmax_backward_dx` for query tile `j`:
+    `dS = P ∘ (dY·Vᵀ − D)`, through the soft cap `dS ∘ (1 - tanh²(scale·s / cap))`.
+    """
+    k0, kts = (kt.k0, kt.kts)
+    soft_cap = cfg.ring.soft_cap
+    cap = soft_cap if soft_cap is not None else 0.0
+    g = grp.qg + j
+    dp = nl.ndarray(shape=(P_MAX, kts), dtype=nl.float32, buffer=nl.psum)
+    for dt in range(cfg.d_head_n_tiles):
+        nisa.nc_matmul(dst=dp, stationary=grp.dy[:, dt, Q_SEQ_TILE_SIZE * j:Q_SEQ_TILE_SIZE * (j + 1)], moving=kv.v[:, dt, k0:k0 + kts])
+    nisa.scalar_tensor_tensor(dst=probs.ds[:, j, :], data=dp, op0=nl.subtract, operand0=st.dos[:, g:g + 1], op1=nl.multiply, operand1=probs.p[:, j, :])
+    if cap > 0.0:
+        slope = nl.ndarray(shape=(P_MAX, kts), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activation(dst=slope, op=nl.tanh, data=scores, scale=cfg.scale / cap)
+        nisa.tensor_tensor(dst=slope, data1=slope, data2=slope, op=nl.multiply)
+        nisa.tensor_scalar(dst=slope, data=slope, op0=nl.multiply, operand0=-1.0, op1=nl.add, operand1=1.0)
+        nisa.tensor_tensor(dst=probs.ds[:, j, :], data1=probs.ds[:, j, :], data2=slope, op=nl.multiply)
+
+
+def accumulate_dq(cfg, kv, grp, kt, probs):
+    """dQ += scale · dS·K for the group's computed query tiles, contracting over
+    keys: Kᵀ and dSᵀ in K_SEQ_TILE_SIZE_BACKWARD-key blocks.
+    """
+    k0, first, cg, dts, dnt = (kt.k0, kt.first, grp.cg, cfg.d_head_tile_size, cfg.d_head_n_tiles)
+    kdt = kv.k.dtype
+    kb_sz = K_SEQ_TILE_SIZE_BACKWARD
+    nb = kt.kts // kb_sz
+    k_rows = nl.ndarray(shape=(P_MAX, dnt, nb, dts), dtype=kdt, buffer=nl.sbuf)
+    for dt in range(dnt):
+        for kb in range(nb):
+            flipped = nl.ndarray(shape=(P_MAX, dts), dtype=kdt, buffer=nl.psum)
+            nisa.nc_transpose(dst=flipped, data=kv.k[:, dt, k0 + kb_sz * kb:k0 + kb_sz * (kb + 1)])
+            nisa.tensor_copy(dst=k_rows[:, dt, kb, :], src=flipped)
+    ds_t = nl.ndarray(shape=(P_MAX, nb, cg, Q_SEQ_TILE_SIZE), dtype=kdt, buffer=nl.sbuf)
+    for kb in range(nb):
+        for j in range(first, cg):
+            flipped = nl.ndarray(shape=(P_MAX, Q_SEQ_TILE_SIZE), dtype=kdt, buffer=nl.psum)
+            nisa.nc_transpose(dst=flipped, data=probs.ds[:, j, kb_sz * kb:kb_sz * (kb + 1)])
+            nisa.tensor_copy(dst=ds_t[:, kb, j, :], src=flipped)
+    c0, c1 = (Q_SEQ_TILE_SIZE * first, Q_SEQ_TILE_SIZE * cg)
+    for dt in range(dnt):
+        dq_ps = nl.ndarray(shape=(dts, Q_SEQ_TILE_SIZE * cg), dtype=nl.float32, buffer=nl.psum)
+        for kb in range(nb):
+            for j in range(first, cg):
+                nisa.nc_matmul(dst=dq_ps[:, Q_SEQ_TILE_SIZE * j:Q_SEQ_TILE_SIZE * (j + 1)], stationary=k_rows[:, dt, kb, :], moving=ds_t[:, kb, j, :])
+        nisa.scalar_tensor_tensor(dst=grp.dq[:, dt, c0:c1], data=dq_ps[:, c0:c1], op0=nl.multiply, operand0=cfg.scale, op1=nl.add, operand1=grp.dq[:, dt, c0:c1])
+
+
+def accumulate_dk_dv(cfg, kv, grp, kt, probs):
+    """dV += Pᵀ·dY and dK += scale · dSᵀ·Q, contracting over the group's queries."""
+    k0, kts, first, dts = (kt.k0, kt.kts, kt.first, cfg.d_head_tile_size)
+    for dt in range(cfg.d_head_n_tiles):
+        dv_ps = nl.ndarray(shape=(dts, kts), dtype=nl.float32, buffer=nl.psum)
+        dk_ps = nl.ndarray(shape=(dts, kts), dtype=nl.float32, buffer=nl.psum)
+        for j in range(first, grp.cg):
+            nisa.nc_matmul(dst=dv_ps, stationary=grp.dy_t[:, dt, j, :], moving=probs.p[:, j, :])
+            nisa.nc_matmul(dst=dk_ps, stationary=grp.q_t[:, dt, j, :], moving=probs.ds[:, j, :])
+        nisa.tensor_tensor(dst=kv.dv[:, dt, k0:k0 + kts], data1=kv.dv[:, dt, k0:k0 + kts], data2=dv_ps, op=nl.add)
+        nisa.scalar_tensor_tensor(dst=kv.dk[:, dt, k0:k0 + kts], data=dk_ps, op0=nl.multiply, operand0=cfg.scale, op1=nl.add, operand1=kv.dk[:, dt, k0:k0 + kts])
+
+
+def bwd_tile(cfg, kv, st, grp, kt):
+    """One key tile against the query tiles `first..cg` of a group: recomputes P,
+    forms dS, and accumulates dQ (into the group's), dK and dV.
+    """
+    kdt = kv.k.dtype
+    probs = TileProbs(p=nl.ndarray(shape=(P_MAX, grp.cg, kt.kts), dtype=kdt, buffer=nl.sbuf), ds=nl.ndarray(shape=(P_MAX, grp.cg, kt.kts), dtype=kdt, buffer=nl.sbuf), zero=nl.ndarray(shape=(P_MAX, 1), dtype=nl.float32, buffer=nl.sbuf))
+    nisa.memset(dst=probs.zero, value=0.0)
+    for j in range(kt.first, grp.cg):
+        scores = recompute_qk_softmax(cfg, kv, st, grp, kt, probs, j)
+        compute_softmax_backward_dx(cfg, kv, st, grp, kt, probs, j, scores)
+    accumulate_dq(cfg, kv, grp, kt, probs)
+    accumulate_dk_dv(cfg, kv, grp, kt, probs)
 
 
 def compute_step(cfg, kv, st, dq_out):
@@ -734,13 +705,13 @@ def ring_bwd_own_step(cfg, io, kv, send, dqr, neg_lse, dos):
     own_bias = own_key_columns(cfg, send.bias, io.positions)
     dq_slot = dqr.scratch[slot, :, :]
     lower, upper = step_bounds(cfg, io.positions, 0)
-    local_causal = cfg.causal and not cfg.bounded
+    local_causal = cfg.ring.causal and not cfg.ring.bounded
     st = StepQueries(q=send.q[slot, :, :], dy=send.dy[slot, :, :], neg_lse=neg_lse, dos=dos, q_ids=kv.own_q_ids, bias=own_bias, lower=lower, upper=upper, causal=local_causal, skip=local_causal)
     compute_step(cfg, kv, st, dq_slot)
     nisa.dma_copy(dst=dqr.send[slot, :, :], src=dq_slot)
     if cfg.lnc > 1:
         nisa.core_barrier(data=dqr.send, cores=(0, 1))
-    ncc.collective_permute_implicit(srcs_by_channel=[[dqr.send]], dsts_by_channel=[[dqr.recv]], replica_group=ncc.ReplicaGroup(cfg.replica_groups))
+    ncc.collective_permute_implicit(srcs_by_channel=[[dqr.send]], dsts_by_channel=[[dqr.recv]], replica_group=ncc.ReplicaGroup(cfg.ring.replica_groups))
 
 
 def ring_bwd_step(cfg, io, kv, cur, nxt, dqr, step, odd):
@@ -749,13 +720,13 @@ def ring_bwd_step(cfg, io, kv, cur, nxt, dqr, step, odd):
     before the compute, and this rank's part of their dQ joins the partial sum
     (arriving in `dq_in`, leaving from `dq_fwd`) on its way home.
     """
-    slot, nw, groups = (cfg.lnc_id, cfg.num_workers, cfg.replica_groups)
+    slot, nw, groups = (cfg.lnc_id, cfg.ring.num_workers, cfg.ring.replica_groups)
     rg = ncc.ReplicaGroup(groups)
     dq_in = dqr.recv if odd else dqr.send
     dq_fwd = dqr.send if odd else dqr.recv
     step_bias = own_key_columns(cfg, cur.bias, io.positions)
-    neg_lse = load_neg_lse(cur.lse[slot, :, :], cfg.mixed_dtype, cfg.segmented)
-    q_ids = nl.ndarray(shape=(P_MAX, cfg.q_n_tiles), dtype=nl.float32, buffer=nl.sbuf) if cfg.segmented else None
+    neg_lse = load_neg_lse(cur.lse[slot, :, :], cfg.mixed_dtype, cfg.ring.segmented)
+    q_ids = nl.ndarray(shape=(P_MAX, cfg.q_n_tiles), dtype=nl.float32, buffer=nl.sbuf) if cfg.ring.segmented else None
     cur_ids = cur.ids
     if cur_ids is not None:
         ci = cur_ids
@@ -767,9 +738,9 @@ def ring_bwd_step(cfg, io, kv, cur, nxt, dqr, step, odd):
     lower, upper = step_bounds(cfg, io.positions, step)
     if step + 1 < nw:
         permute_all(cur, nxt, groups)
-    needed = not cfg.bounded or step_needed(nw - step, cfg.striped, cfg.zigzag, nw, cfg.seqlen, cfg.causal, cfg.window_left, cfg.window_right, cfg.chunk)
+    needed = not cfg.ring.bounded or step_needed(nw - step, cfg.ring, cfg.seqlen)
     if needed:
-        st = StepQueries(q=cur.q[slot, :, :], dy=cur.dy[slot, :, :], neg_lse=neg_lse, dos=dos, q_ids=q_ids, bias=step_bias, lower=lower, upper=upper, causal=cfg.causal, skip=cfg.causal and cfg.striped and not cfg.bounded)
+        st = StepQueries(q=cur.q[slot, :, :], dy=cur.dy[slot, :, :], neg_lse=neg_lse, dos=dos, q_ids=q_ids, bias=step_bias, lower=lower, upper=upper, causal=cfg.ring.causal, skip=cfg.ring.causal and cfg.ring.striped and not cfg.ring.bounded)
         compute_step(cfg, kv, st, dqr.scratch[slot, :, :])
         if cfg.lnc > 1:
             nisa.core_barrier(data=dqr.scratch, cores=(0, 1))
@@ -789,13 +760,13 @@ def ring_bwd_head(cfg, io, grads, kv, send, recv, dqr, stats, bid, hid):
     nisa.dma_copy(dst=dos, src=stats[1, :, :])
     send_own_queries(cfg, io, kv, send, recv, dos, bid, hid)
     ring_bwd_own_step(cfg, io, kv, send, dqr, neg_lse, dos)
-    for step in nl.sequential_range(start=1, stop=cfg.num_workers):
+    for step in nl.sequential_range(start=1, stop=cfg.ring.num_workers):
         odd = step % 2 == 1
         if odd:
             ring_bwd_step(cfg, io, kv, recv, send, dqr, step, odd)
         else:
             ring_bwd_step(cfg, io, kv, send, recv, dqr, step, odd)
-    dq_home = dqr.send if cfg.num_workers % 2 == 0 else dqr.recv
+    dq_home = dqr.send if cfg.ring.num_workers % 2 == 0 else dqr.recv
     nisa.dma_copy(dst=grads.dq[bid, hid, :, :], src=dq_home[cfg.lnc_id, :, :])
 
 
@@ -877,13 +848,7 @@ def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_cau
     assert q_segment_ids is None or q_segment_ids.dtype in (nl.int32,), "ring_attention_spmd_bwd takes q_segment_ids as int32"
     assert kv_segment_ids is None or kv_segment_ids.dtype in (nl.int32,), "ring_attention_spmd_bwd takes kv_segment_ids as int32"
     assert bias is None or bias.dtype in (nl.float32,), "ring_attention_spmd_bwd takes bias as float32"
-    assert not striped_attention or use_causal_mask, STRIPED_NEEDS_CAUSAL
-    assert not zigzag_attention or use_causal_mask, ZIGZAG_NEEDS_CAUSAL
-    assert not (zigzag_attention and striped_attention), "striped_attention and zigzag_attention exclude each other"
-    left = window_left if window_left is not None else -1
-    right = window_right if window_right is not None else -1
-    chunk = chunk_size if chunk_size is not None else 0
-    masked = use_causal_mask or zigzag_attention or left >= 0 or right >= 0 or chunk > 0
+    ring = ring_features(replica_groups, num_workers, use_causal_mask, striped_attention, zigzag_attention, window_left, window_right, chunk_size, soft_cap, q_segment_ids is not None)
     check_shapes(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref)
     b, n, dh, sl = q_ref.shape
     q_shape, k_shape, n_kv, kdt = (q_ref.shape, k_ref.shape, k_ref.shape[1], q_ref.dtype)
@@ -892,16 +857,11 @@ def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_cau
     lnc_n = nl.num_programs(axes=0) if nl.program_ndim() == 1 else 1
     lnc_id = nl.program_id(axis=0) if nl.program_ndim() == 1 else 0
     assert lnc_size == lnc_n, f"lnc_size is {lnc_size} but the kernel runs on {lnc_n} LNC program(s)"
-    groups = replica_groups if replica_groups is not None else []
-    for gi in range(len(groups)):
-        size = len(groups[gi])
-        assert size == num_workers, GROUP_SIZE
-    scale = softmax_scale if softmax_scale is not None else 1.0 / float(dh) ** 0.5
-    assert -3.4028234663852886e38 <= scale and scale <= 3.4028234663852886e38, SCALE_NOT_FINITE
-    assert not masked or scale >= 1e-30, CAUSAL_SCALE
+    scale = softmax_scale_of(softmax_scale, dh)
+    assert not (ring.causal or ring.bounded) or scale >= 1e-30, CAUSAL_SCALE
     check_feature_inputs(sinks, q_segment_ids, kv_segment_ids, bias, b, n, sl, num_workers)
     biased = bias is not None
-    cfg = RingBwdAttnConfig(kernel_dtype=kdt, mixed_dtype=nl.float32 if mixed_precision else kdt, nheads_per_kv_head=n // n_kv, d_head=dh, seqlen=sl, d_head_tile_size=dts, d_head_n_tiles=dnt, q_n_tiles=sl // Q_SEQ_TILE_SIZE, num_workers=num_workers, lnc=lnc_size, lnc_id=lnc_id, replica_groups=groups, causal=use_causal_mask, striped=striped_attention, zigzag=zigzag_attention, bounded=zigzag_attention or left >= 0 or right >= 0 or chunk > 0, segmented=q_segment_ids is not None, window_left=left, window_right=right, chunk=chunk, soft_cap=soft_cap if soft_cap is not None else 0.0, scale=scale)
+    cfg = RingBwdAttnConfig(kernel_dtype=kdt, mixed_dtype=nl.float32 if mixed_precision else kdt, nheads_per_kv_head=n // n_kv, d_head=dh, seqlen=sl, d_head_tile_size=dts, d_head_n_tiles=dnt, q_n_tiles=sl // Q_SEQ_TILE_SIZE, lnc=lnc_size, lnc_id=lnc_id, ring=ring, scale=scale)
     out_dq = nl.ndarray(shape=q_shape, dtype=nl.float32, buffer=nl.shared_hbm)
     out_dk = nl.ndarray(shape=k_shape, dtype=nl.float32, buffer=nl.shared_hbm)
     out_dv = nl.ndarray(shape=k_shape, dtype=nl.float32, buffer=nl.shared_hbm)
@@ -909,10 +869,7 @@ def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_cau
     send = allocate_query_block(cfg, biased)
     recv = allocate_query_block(cfg, biased)
     dqr = DqRing(send=nl.ndarray(shape=(lnc_size, dh, sl), dtype=nl.float32, buffer=nl.shared_hbm), recv=nl.ndarray(shape=(lnc_size, dh, sl), dtype=nl.float32, buffer=nl.shared_hbm), scratch=nl.ndarray(shape=(lnc_size, dh, sl), dtype=nl.float32, buffer=nl.shared_hbm))
-    n_rings = 1 if len(groups) == 0 else len(groups)
-    positions = nl.ndarray(shape=(1, n_rings * num_workers), dtype=nl.float32, buffer=nl.shared_hbm)
-    if masked or biased:
-        fill_ring_positions(positions, groups, num_workers)
+    positions = ring_positions(ring, biased)
     io = RingBwdTensors(q_ref=q_ref, k_ref=k_ref, v_ref=v_ref, o_ref=o_ref, dy_ref=dy_ref, lse_ref=lse_ref, sinks=sinks, q_segment_ids=q_segment_ids, kv_segment_ids=kv_segment_ids, bias=bias, positions=positions)
     pairs = b * n_kv
     rounds = (pairs + lnc_size - 1) // lnc_size

@@ -8,18 +8,20 @@ import nki.isa as nisa
 import nki.collectives as ncc
 from .attention_cte import attention_cte
 from .attention_cte import remainder_groups
-from .attention_cte import scalar_column
-from .ring_inputs import check_feature_inputs
+from .ring_features import RingAttnFeatures
+from .ring_features import bias_block
+from .ring_features import check_feature_inputs
+from .ring_features import pass_optional
+from .ring_features import ring_features
+from .ring_features import ring_positions
+from .ring_features import ring_positions_at
+from .ring_features import softmax_scale_of
 from .ring_masks import key_bounds
 from .ring_masks import last_needed_step
 from .ring_masks import row_positions
 from .ring_masks import step_needed
-from .ring_rules import GROUP_SIZE
 from .ring_rules import KV_HEADS
-from .ring_rules import SCALE_NOT_FINITE
 from .ring_rules import SEQLEN_MULTIPLE
-from .ring_rules import STRIPED_NEEDS_CAUSAL
-from .ring_rules import ZIGZAG_NEEDS_CAUSAL
 
 
 # SBUF and PSUM partitions: one column of per-row statistics spans them.
@@ -79,28 +81,8 @@ class RingFwdAttnConfig(nl.NKIObject):
     "Head dimension."
     n_grp: int
     "Query groups per batch."
-    num_workers: int
-    "Ranks in the ring."
-    replica_groups: object
-    "The rings (empty: one ring of every rank)."
-    causal: bool
-    "Causal mask over global positions."
-    striped: bool
-    "Striped layout."
-    zigzag: bool
-    "Zigzag layout."
-    bounded: bool
-    "Windows, chunks or zigzag blocks: masks through per-row key bounds."
-    segmented: bool
-    "Segment ids are given."
-    window_left: int
-    "Sliding window left size (-1: unbounded)."
-    window_right: int
-    "Sliding window right size (-1: unbounded)."
-    chunk: int
-    "Chunk size (0: none)."
-    soft_cap: object
-    "Logit soft cap."
+    ring: RingAttnFeatures
+    "The ring and its masks (shared with the backward)."
     tp_q: bool
     "`q` is `[b, h, seqlen, d]` (else `[b, h, d, seqlen]`)."
     tp_k: bool
@@ -225,84 +207,6 @@ class StepMasks(nl.NKIObject):
     "Bias of the local queries against the step's keys."
 
 
-def fill_ring_positions(table, groups, num_workers):
-    """Fills `table[0, rank] = position of rank in its ring` for every rank of the
-    replica groups (`[0, 1, ..., num_workers)` when there are none): collectives
-    name ranks by id, causal masking needs their positions.
-    """
-    ranks = table.shape[1]
-    positions = nl.ndarray(shape=(1, ranks), dtype=nl.float32, buffer=nl.sbuf)
-    if len(groups) == 0:
-        nisa.iota(dst=positions, pattern=[[1, ranks]])
-    else:
-        for gi in range(len(groups)):
-            ring = groups[gi]
-            for j in range(num_workers):
-                r = ring[j]
-                nisa.memset(dst=positions[0:1, r:r + 1], value=float(j))
-    nisa.dma_copy(dst=table, src=positions)
-
-
-def pass_optional(send, recv, groups):
-    """Sends `send` to the ring successor's `recv` when the block has it (the
-    tensors that travel with some blocks only: segment ids, bias rows).
-    """
-    if send is not None:
-        sent = send
-        if recv is not None:
-            received = recv
-            ncc.collective_permute_implicit(srcs_by_channel=[[sent]], dsts_by_channel=[[received]], replica_group=ncc.ReplicaGroup(groups))
-
-
-def ring_positions_at(positions, groups, step):
-    """`(P_MAX, 1)` columns holding this rank's ring position and the position of the
-    rank whose data it holds after `step` steps.
-    """
-    rg = ncc.ReplicaGroup(groups)
-    me = ncc.collective_permute_implicit_current_processing_rank_id(iteration_id=0, replica_group=rg)
-    mine = scalar_column(positions.ap(pattern=[[1, 1], [1, 1]], offset=0, scalar_offset=me, indirect_dim=1))
-    them = ncc.collective_permute_implicit_current_processing_rank_id(iteration_id=step, replica_group=rg)
-    theirs = scalar_column(positions.ap(pattern=[[1, 1], [1, 1]], offset=0, scalar_offset=them, indirect_dim=1))
-    return (mine, theirs)
-
-
-def bias_block(bias, first, count, kpos, striped, zigzag, w):
-    """The columns of `bias` (`[b, h, S, W·S]`, global key positions) of the keys of
-    ring position `kpos` (a `(P_MAX, 1)` fp32 column), in their local order, for
-    the `count` (batch, head) pairs from `first`, as `[count, S, S]` in this
-    program's HBM: one block of `S` columns (contiguous), every `W`-th column
-    from `kpos` (striped), or chunks `kpos` and `2W-1-kpos` of `S / 2` columns
-    (zigzag), picked at run time by `scalar_offset`.
-    """
-    b, h, s, total = bias.shape
-    bs = b * h
-    out = nl.ndarray(shape=(count, s, s), dtype=nl.float32, buffer=nl.private_hbm)
-    at = nl.ndarray(shape=(1, 1), dtype=nl.int32, buffer=nl.sbuf)
-    nisa.tensor_copy(dst=at, src=kpos[0:1, 0:1])
-    if zigzag:
-        half = s // 2
-        mirror = nl.ndarray(shape=(P_MAX, 1), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_scalar(dst=mirror, data=kpos, op0=nl.multiply, operand0=-1.0, op1=nl.add, operand1=float(2 * w - 1))
-        at_mirror = nl.ndarray(shape=(1, 1), dtype=nl.int32, buffer=nl.sbuf)
-        nisa.tensor_copy(dst=at_mirror, src=mirror[0:1, 0:1])
-        chunks = bias.reshape(shape=(bs, s, 2 * w, half))
-        for i in range(count):
-            rows = (first + i) * s * total
-            nisa.dma_copy(dst=out[i, :, 0:half], src=chunks.ap(pattern=[[total, s], [1, half]], offset=rows, scalar_offset=at, indirect_dim=2))
-            nisa.dma_copy(dst=out[i, :, half:s], src=chunks.ap(pattern=[[total, s], [1, half]], offset=rows, scalar_offset=at_mirror, indirect_dim=2))
-    elif striped:
-        cols = bias.reshape(shape=(bs, s, s, w))
-        for i in range(count):
-            rows = (first + i) * s * total
-            nisa.dma_copy(dst=out[i, :, :], src=cols.ap(pattern=[[total, s], [w, s]], offset=rows, scalar_offset=at, indirect_dim=3))
-    else:
-        blocks = bias.reshape(shape=(bs, s, w, s))
-        for i in range(count):
-            rows = (first + i) * s * total
-            nisa.dma_copy(dst=out[i, :, :], src=blocks.ap(pattern=[[total, s], [1, s]], offset=rows, scalar_offset=at, indirect_dim=2))
-    return out
-
-
 def check_shapes(q, k, v, tp_q, tp_k):
     """The shapes of `q`, `k` and `v`, checked: `(b, q_h, k_h, d, seqlen)`."""
     assert q.ndim == 4 and k.ndim == 4 and v.ndim == 4, "q, k and v must be 4-d, [b, h, d, seqlen] or [b, h, seqlen, d]"
@@ -357,7 +261,7 @@ def scaled_copy(q3, scale):
 def allocate_kv_block(cfg, io, batch):
     """One side of the KV ring buffers, shaped like the own keys and values."""
     s = cfg.seqlen
-    return KvBlock(k=nl.ndarray(shape=io.k.shape, dtype=io.k.dtype, buffer=nl.shared_hbm), v=nl.ndarray(shape=io.v.shape, dtype=io.v.dtype, buffer=nl.shared_hbm), ids=nl.ndarray(shape=(batch, s), dtype=nl.int32, buffer=nl.shared_hbm) if cfg.segmented else None)
+    return KvBlock(k=nl.ndarray(shape=io.k.shape, dtype=io.k.dtype, buffer=nl.shared_hbm), v=nl.ndarray(shape=io.v.shape, dtype=io.v.dtype, buffer=nl.shared_hbm), ids=nl.ndarray(shape=(batch, s), dtype=nl.int32, buffer=nl.shared_hbm) if cfg.ring.segmented else None)
 
 
 def seq_half(src, seq_major, fixed, sel):
@@ -394,29 +298,26 @@ def store_bounds(cfg, st, k_pos):
         bmin = bound_min
         if bound_max is not None:
             bmax = bound_max
-            nw, s = (cfg.num_workers, cfg.seqlen)
-            lower, upper = key_bounds(st.q_pos, k_pos, cfg.striped, cfg.zigzag, nw, s, cfg.causal, cfg.window_left, cfg.window_right, cfg.chunk)
+            s = cfg.seqlen
+            lower, upper = key_bounds(st.q_pos, k_pos, cfg.ring, s)
             for bi in range(cfg.bs):
                 nisa.dma_copy(dst=bmin.ap(pattern=[[1, Q_GRP_SZ], [Q_GRP_SZ, cfg.n_grp]], offset=bi * s), src=lower)
                 nisa.dma_copy(dst=bmax.ap(pattern=[[1, Q_GRP_SZ], [Q_GRP_SZ, cfg.n_grp]], offset=bi * s), src=upper)
 
 
 def setup_ring_impl(cfg, io):
-    """The ring's masking state before step 0: the ring positions (when a mask or
-    the bias needs them), a zeroed cp_offset, the queries' global positions, the
-    zigzag queries' second half, and step 0's key bounds.
+    """The ring's masking state before step 0: a zeroed cp_offset, the queries'
+    global positions, the zigzag queries' second half, and step 0's key bounds.
     """
-    bs, s, nw = (cfg.bs, cfg.seqlen, cfg.num_workers)
+    bs, s = (cfg.bs, cfg.seqlen)
     cp_offset = nl.ndarray(shape=(1, 1), dtype=nl.float32, buffer=nl.shared_hbm) if cfg.cte_causal else None
-    if cfg.causal or cfg.bounded or io.bias is not None:
-        fill_ring_positions(io.positions, cfg.replica_groups, nw)
     if cp_offset is not None:
         cpo = cp_offset
         zero = nl.ndarray(shape=(1, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.memset(dst=zero, value=0.0)
         nisa.dma_copy(dst=cpo, src=zero)
-    home_pos, own_pos = ring_positions_at(io.positions, cfg.replica_groups, 0)
-    st = RingFwdState(q_pos=row_positions(home_pos, cfg.striped, cfg.zigzag, nw, s), own_pos=own_pos, q_second=seq_half(io.q, cfg.tp_q, 1, None) if cfg.zigzag_fast else io.q, cp_offset=cp_offset, bound_min=nl.ndarray(shape=(bs, s, 1), dtype=nl.float32, buffer=nl.private_hbm) if cfg.bounded else None, bound_max=nl.ndarray(shape=(bs, s, 1), dtype=nl.float32, buffer=nl.private_hbm) if cfg.bounded else None)
+    home_pos, own_pos = ring_positions_at(io.positions, cfg.ring.replica_groups, 0)
+    st = RingFwdState(q_pos=row_positions(home_pos, cfg.ring, s), own_pos=own_pos, q_second=seq_half(io.q, cfg.tp_q, 1, None) if cfg.zigzag_fast else io.q, cp_offset=cp_offset, bound_min=nl.ndarray(shape=(bs, s, 1), dtype=nl.float32, buffer=nl.private_hbm) if cfg.ring.bounded else None, bound_max=nl.ndarray(shape=(bs, s, 1), dtype=nl.float32, buffer=nl.private_hbm) if cfg.ring.bounded else None)
     if not cfg.local_causal:
         store_bounds(cfg, st, own_pos)
     return st
@@ -428,7 +329,7 @@ def step_bias(cfg, io, kpos):
     if bias is not None:
         bi = bias
         b, h, _s, _total = bi.shape
-        return bias_block(bi, 0, b * h, kpos, cfg.striped, cfg.zigzag, cfg.num_workers)
+        return bias_block(bi, 0, b * h, kpos, cfg.ring)
     return None
 
 
@@ -436,14 +337,14 @@ def ring_masks(cfg, io, st, sink, kv_ids, bias):
     """The masks of a step on the ring's layout: `attention_cte`'s CP causal mask
     or the key bounds, the query ids, and the step's sink, key ids and bias.
     """
-    return StepMasks(scale=cfg.attn_scale, causal=cfg.cte_causal, cp_offset=st.cp_offset, cp_deg=cfg.num_workers if cfg.cte_causal else None, striped=cfg.striped and not cfg.bounded, sink=sink, bound_min=st.bound_min, bound_max=st.bound_max, q_segment_ids=io.q_segment_ids, kv_segment_ids=kv_ids, bias=bias)
+    return StepMasks(scale=cfg.attn_scale, causal=cfg.cte_causal, cp_offset=st.cp_offset, cp_deg=cfg.ring.num_workers if cfg.cte_causal else None, striped=cfg.ring.striped and not cfg.ring.bounded, sink=sink, bound_min=st.bound_min, bound_max=st.bound_max, q_segment_ids=io.q_segment_ids, kv_segment_ids=kv_ids, bias=bias)
 
 
 def step_attention(cfg, q, k, v, m):
     """One ring step's `attention_cte`: the unnormalised output and the raw statistics
     (negated max, sum) of the queries `q` against `k` and `v`.
     """
-    o, neg_max, sum = attention_cte(q, k, v, scale=m.scale, causal_mask=m.causal, tp_q=cfg.tp_q, tp_k=cfg.tp_k, sink=m.sink, tp_out=False, cache_softmax=True, cp_offset=m.cp_offset, global_cp_deg=m.cp_deg, cp_striped_input=m.striped, bound_min=m.bound_min, bound_max=m.bound_max, skip_output_normalization=True, soft_cap=cfg.soft_cap, q_segment_ids=m.q_segment_ids, kv_segment_ids=m.kv_segment_ids, bias=m.bias)
+    o, neg_max, sum = attention_cte(q, k, v, scale=m.scale, causal_mask=m.causal, tp_q=cfg.tp_q, tp_k=cfg.tp_k, sink=m.sink, tp_out=False, cache_softmax=True, cp_offset=m.cp_offset, global_cp_deg=m.cp_deg, cp_striped_input=m.striped, bound_min=m.bound_min, bound_max=m.bound_max, skip_output_normalization=True, soft_cap=cfg.ring.soft_cap, q_segment_ids=m.q_segment_ids, kv_segment_ids=m.kv_segment_ids, bias=m.bias)
     return RunningStats(o=o, neg_max=neg_max, sum=sum)
 
 
@@ -496,7 +397,7 @@ def start_kv_ring(cfg, io, send, recv):
             if send_ids is not None:
                 ids = send_ids
                 nisa.core_barrier(data=ids, cores=(0, 1))
-        pass_on(send, recv, cfg.replica_groups)
+        pass_on(send, recv, cfg.ring.replica_groups)
 
 
 def both_programs(stats, shards):
@@ -642,14 +543,14 @@ def zigzag_ring_step(cfg, io, st, arrived, free, acc, step):
     """
     if step == 1:
         both_programs(acc, cfg.shards)
-    here, there = ring_positions_at(io.positions, cfg.replica_groups, step)
+    here, there = ring_positions_at(io.positions, cfg.ring.replica_groups, step)
     later = nl.ndarray(shape=(P_MAX, 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.tensor_tensor(dst=later, data1=there, data2=here, op=nl.greater)
     sel = nl.ndarray(shape=(1, 1), dtype=nl.int32, buffer=nl.sbuf)
     nisa.tensor_copy(dst=sel, src=later[0:1, 0:1])
     zigzag_step(cfg, io, st, arrived, acc, sel)
     if step < cfg.last:
-        pass_on(arrived, free, cfg.replica_groups)
+        pass_on(arrived, free, cfg.ring.replica_groups)
 
 
 def write_cp_offset(cfg, io, st, step):
@@ -659,9 +560,9 @@ def write_cp_offset(cfg, io, st, step):
     cp_offset = st.cp_offset
     if cp_offset is not None:
         cpo = cp_offset
-        my_pos, their_pos = ring_positions_at(io.positions, cfg.replica_groups, step)
+        my_pos, their_pos = ring_positions_at(io.positions, cfg.ring.replica_groups, step)
         off = nl.ndarray(shape=(P_MAX, 1), dtype=nl.float32, buffer=nl.sbuf)
-        if cfg.striped:
+        if cfg.ring.striped:
             nisa.tensor_tensor(dst=off, data1=my_pos, data2=their_pos, op=nl.less)
             nisa.tensor_scalar(dst=off, data=off, op0=nl.multiply, operand0=-1.0)
         else:
@@ -694,24 +595,23 @@ def ring_step_impl(cfg, io, st, arrived, free, acc, step):
     (when some rank needs it), the next transfer from `arrived` to `free` issued
     before the merge into `acc`.
     """
-    nw = cfg.num_workers
-    needed = not cfg.bounded or step_needed(step, cfg.striped, cfg.zigzag, nw, cfg.seqlen, cfg.causal, cfg.window_left, cfg.window_right, cfg.chunk)
+    needed = not cfg.ring.bounded or step_needed(step, cfg.ring, cfg.seqlen)
     if cfg.zigzag_fast:
         zigzag_ring_step(cfg, io, st, arrived, free, acc, step)
     write_cp_offset(cfg, io, st, step)
     if needed and not cfg.zigzag_fast:
-        _here, k_pos = ring_positions_at(io.positions, cfg.replica_groups, step)
+        _here, k_pos = ring_positions_at(io.positions, cfg.ring.replica_groups, step)
         visiting_bias = step_bias(cfg, io, k_pos)
         store_bounds(cfg, st, k_pos)
         m = ring_masks(cfg, io, st, None, arrived.ids, visiting_bias)
         cur = step_attention(cfg, io.q, arrived.k, arrived.v, m)
         if step < cfg.last:
-            pass_on(arrived, free, cfg.replica_groups)
+            pass_on(arrived, free, cfg.ring.replica_groups)
         for item in range(batch_items(cfg)):
             b, g0, g1 = batch_item(cfg, item)
             merge_impl(acc, cur, b, g0, g1)
     elif step < cfg.last and not cfg.zigzag_fast:
-        pass_on(arrived, free, cfg.replica_groups)
+        pass_on(arrived, free, cfg.ring.replica_groups)
 
 
 def write_back_impl(cfg, io, acc, b, g0, g1):
@@ -725,7 +625,7 @@ def write_back_impl(cfg, io, acc, b, g0, g1):
     recip = nl.ndarray(shape=(P_MAX, n_grp), dtype=nl.float32, buffer=nl.sbuf)
     nisa.reciprocal(dst=recip, data=sums)
     seen = nl.ndarray(shape=(P_MAX, n_grp), dtype=nl.float32, buffer=nl.sbuf)
-    if cfg.segmented:
+    if cfg.ring.segmented:
         nm = load_stats(acc.neg_max, b, n_grp)
         nisa.tensor_scalar(dst=seen, data=nm, op0=nl.less, operand0=SEEN_THRESHOLD)
         nisa.tensor_tensor(dst=recip, data1=recip, data2=seen, op=nl.multiply)
@@ -745,7 +645,7 @@ def write_back_impl(cfg, io, acc, b, g0, g1):
         nisa.activation(dst=log_sum, op=nl.log, data=sums)
         nisa.tensor_tensor(dst=out, data1=out, data2=log_sum, op=nl.add)
         nisa.scalar_tensor_tensor(dst=out, data=out, op0=nl.greater, operand0=-SEEN_THRESHOLD, op1=nl.multiply, operand1=out)
-        if cfg.segmented:
+        if cfg.ring.segmented:
             none = nl.ndarray(shape=(P_MAX, n_grp), dtype=lse_dtype, buffer=nl.sbuf)
             nisa.activation(dst=none, op=nl.log, data=seen)
             nisa.tensor_tensor(dst=out, data1=out, data2=none, op=nl.add)
@@ -799,32 +699,21 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
     assert bias is None or bias.dtype in (nl.float32,), "ring_attention_spmd_fwd takes bias as float32"
     assert nisa.get_nc_version() > nisa.nc_version.gen2, NEEDS_TRN2
     b, q_h, k_h, d, s = check_shapes(q, k, v, tp_q, tp_k)
-    assert not striped_input or use_causal_mask, STRIPED_NEEDS_CAUSAL
-    assert not zigzag_input or use_causal_mask, ZIGZAG_NEEDS_CAUSAL
-    assert not (zigzag_input and striped_input), "striped_input and zigzag_input exclude each other"
-    left = window_left if window_left is not None else -1
-    right = window_right if window_right is not None else -1
-    chunk = chunk_size if chunk_size is not None else 0
-    bounded = zigzag_input or left >= 0 or right >= 0 or chunk > 0
+    ring = ring_features(replica_groups, num_workers, use_causal_mask, striped_input, zigzag_input, window_left, window_right, chunk_size, soft_cap, q_segment_ids is not None)
     assert not use_causal_mask or num_workers <= MAX_CAUSAL_WORKERS, TOO_MANY_CAUSAL_WORKERS
-    groups = replica_groups if replica_groups is not None else []
-    for gi in range(len(groups)):
-        size = len(groups[gi])
-        assert size == num_workers, GROUP_SIZE
     check_feature_inputs(sinks, q_segment_ids, kv_segment_ids, bias, b, q_h, s, num_workers)
+    bounded = ring.bounded
     bs, bs_kv, n_grp = (b * q_h, b * k_h, s // Q_GRP_SZ)
     q3 = q.reshape(shape=(bs, s, d)) if tp_q else q.reshape(shape=(bs, d, s))
     sink = sink_rows(sinks, b, q_h)
-    scale = softmax_scale if softmax_scale is not None else 1.0 / float(d) ** 0.5
-    assert -3.4028234663852886e38 <= scale and scale <= 3.4028234663852886e38, SCALE_NOT_FINITE
+    scale = softmax_scale_of(softmax_scale, d)
     grid = nl.program_ndim() == 1
     shard = nl.program_id(axis=0) if grid else 0
     shards = nl.num_programs(axes=0) if grid else 1
     rem_g0, rem_g1 = remainder_groups(shard, s, n_grp, 0.5)
-    local_causal = zigzag_input and left < 0 and chunk == 0
-    cfg = RingFwdAttnConfig(bs=bs, bs_kv=bs_kv, seqlen=s, d=d, n_grp=n_grp, num_workers=num_workers, replica_groups=groups, causal=use_causal_mask, striped=striped_input, zigzag=zigzag_input, bounded=bounded, segmented=q_segment_ids is not None, window_left=left, window_right=right, chunk=chunk, soft_cap=soft_cap, tp_q=tp_q, tp_k=tp_k, attn_scale=1.0 if use_causal_mask or bounded else scale, cte_causal=use_causal_mask and not bounded, local_causal=local_causal, zigzag_fast=local_causal and s % (2 * Q_GRP_SZ) == 0 and q_segment_ids is None and bias is None, last=last_needed_step(striped_input, zigzag_input, num_workers, s, use_causal_mask, left, right, chunk) if bounded else num_workers - 1, lse_dtype=lse_dtype, shard=shard, shards=shards, per_shard=bs // shards, rem_g0=rem_g0, rem_g1=rem_g1)
-    n_rings = 1 if len(groups) == 0 else len(groups)
-    io = RingFwdTensors(q=scaled_copy(q3, scale) if bounded and not use_causal_mask else q3, k=k.reshape(shape=(bs_kv, s, d)) if tp_k else k.reshape(shape=(bs_kv, d, s)), v=v.reshape(shape=(bs_kv, s, d)), o=nl.ndarray(shape=(bs, s, d), dtype=q.dtype, buffer=nl.shared_hbm), lse=nl.ndarray(shape=(bs, P_MAX, n_grp), dtype=lse_dtype, buffer=nl.shared_hbm) if training else None, sink=sink, q_segment_ids=q_segment_ids, kv_segment_ids=kv_segment_ids, bias=bias, positions=nl.ndarray(shape=(1, n_rings * num_workers), dtype=nl.float32, buffer=nl.shared_hbm))
+    local_causal = zigzag_input and ring.window_left < 0 and ring.chunk == 0
+    cfg = RingFwdAttnConfig(bs=bs, bs_kv=bs_kv, seqlen=s, d=d, n_grp=n_grp, ring=ring, tp_q=tp_q, tp_k=tp_k, attn_scale=1.0 if use_causal_mask or bounded else scale, cte_causal=use_causal_mask and not bounded, local_causal=local_causal, zigzag_fast=local_causal and s % (2 * Q_GRP_SZ) == 0 and q_segment_ids is None and bias is None, last=last_needed_step(ring, s) if bounded else num_workers - 1, lse_dtype=lse_dtype, shard=shard, shards=shards, per_shard=bs // shards, rem_g0=rem_g0, rem_g1=rem_g1)
+    io = RingFwdTensors(q=scaled_copy(q3, scale) if bounded and not use_causal_mask else q3, k=k.reshape(shape=(bs_kv, s, d)) if tp_k else k.reshape(shape=(bs_kv, d, s)), v=v.reshape(shape=(bs_kv, s, d)), o=nl.ndarray(shape=(bs, s, d), dtype=q.dtype, buffer=nl.shared_hbm), lse=nl.ndarray(shape=(bs, P_MAX, n_grp), dtype=lse_dtype, buffer=nl.shared_hbm) if training else None, sink=sink, q_segment_ids=q_segment_ids, kv_segment_ids=kv_segment_ids, bias=bias, positions=ring_positions(ring, bias is not None))
     send = allocate_kv_block(cfg, io, b)
     recv = allocate_kv_block(cfg, io, b)
     st = setup_ring_impl(cfg, io)

@@ -4,6 +4,7 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .ring_features import RingAttnFeatures
 
 
 def zigzag_starts(pos, w, s):
@@ -18,10 +19,11 @@ def zigzag_starts(pos, w, s):
     return (a0, b0)
 
 
-def row_positions(pos, striped, zigzag, w, s):
+def row_positions(pos, ring, s):
     """`[128, S / 128]` fp32 global positions of the local tokens of ring position
-    `pos` (a `(128, 1)` column): row `128 g + p` at `[p, g]`.
+    `pos` (a `(128, 1)` column) in the layout of `ring`: row `128 g + p` at `[p, g]`.
     """
+    striped, zigzag, w = (ring.striped, ring.zigzag, ring.num_workers)
     n_grp = s // 128
     rows = nl.ndarray(shape=(128, n_grp), dtype=nl.float32, buffer=nl.sbuf)
     nisa.iota(dst=rows, pattern=[[128, n_grp]], channel_multiplier=1)
@@ -66,12 +68,13 @@ def blend(a, b, m):
     nisa.tensor_tensor(dst=a, data1=a, data2=d, op=nl.add)
 
 
-def key_bounds(qg, kpos, striped, zigzag, w, s, causal, left, right, chunk):
+def key_bounds(qg, kpos, ring, s):
     """The local key indices `[lower, upper)` of ring position `kpos` (a `(128, 1)`
     column) visible to queries at global positions `qg` (`[128, n]`), under the
-    causal mask, a window of `left` / `right` tokens (`-1`: unbounded) and chunks
-    of `chunk` tokens (0: none).
+    masks of `ring` (the causal mask, its window, its chunks) for `s` tokens per rank.
     """
+    striped, zigzag, w, causal = (ring.striped, ring.zigzag, ring.num_workers, ring.causal)
+    left, right, chunk = (ring.window_left, ring.window_right, ring.chunk)
     shape = qg.shape
     lo = nl.ndarray(shape=shape, dtype=nl.float32, buffer=nl.sbuf)
     hi = nl.ndarray(shape=shape, dtype=nl.float32, buffer=nl.sbuf)
@@ -130,13 +133,15 @@ def runs_meet(a1, b1, a2, b2, left, right, chunk):
     return offsets and chunks
 
 
-def step_needed(t, striped, zigzag, w, s, causal, left, right, chunk):
+def step_needed(t, ring, s):
     """Whether some rank sees some key at ring step `t` (the block of position
-    `(me - t) mod W` visiting position `me`), under the causal mask, a window
-    of `left` / `right` tokens (`-1`: unbounded) and chunks of `chunk` tokens (0:
-    none). Striped blocks interleave: the key offsets nearest 0 are
-    `p - me` and that minus or plus `W` (chunks are not used to skip there).
+    `(me - t) mod W` visiting position `me`), under the masks of `ring` (the
+    causal mask, its window, its chunks) for `s` tokens per rank. Striped
+    blocks interleave: the key offsets nearest 0 are `p - me` and that minus
+    or plus `W` (chunks are not used to skip there).
     """
+    striped, zigzag, w, causal = (ring.striped, ring.zigzag, ring.num_workers, ring.causal)
+    left, right, chunk = (ring.window_left, ring.window_right, ring.chunk)
     far = w * s
     lft = far if left < 0 else left
     rgt0 = far if right < 0 else right
@@ -163,12 +168,12 @@ def step_needed(t, striped, zigzag, w, s, causal, left, right, chunk):
     return needed
 
 
-def last_needed_step(striped, zigzag, w, s, causal, left, right, chunk):
+def last_needed_step(ring, s):
     """The last ring step any rank needs (0: only the local block), so the ring turns
     that many times instead of `W - 1`.
     """
     last = 0
-    for t in range(1, w):
-        if step_needed(t, striped, zigzag, w, s, causal, left, right, chunk):
+    for t in range(1, ring.num_workers):
+        if step_needed(t, ring, s):
             last = t
     return last

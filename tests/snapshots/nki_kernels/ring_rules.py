@@ -6,14 +6,6 @@ import nki.isa as nisa
 import nki.collectives as ncc
 
 
-# `RingRule::SeqlenMultiple`.
-SEQLEN_MULTIPLE = "ring attention: the tokens per rank must be a positive multiple of 128"
-
-
-# `RingRule::KvHeads`.
-KV_HEADS = "ring attention: kv_heads must be >= 1 and divide the query heads (GQA)"
-
-
 # `RingRule::StripedNeedsCausal`.
 STRIPED_NEEDS_CAUSAL = "ring attention: striped input needs the causal mask (use_causal_mask)"
 
@@ -22,8 +14,21 @@ STRIPED_NEEDS_CAUSAL = "ring attention: striped input needs the causal mask (use
 ZIGZAG_NEEDS_CAUSAL = "ring attention: zigzag input needs the causal mask (use_causal_mask)"
 
 
+# The kernels' striped and zigzag flags both set (the typed API's
+# `SeqLayout` holds one layout, so it has no rule for this).
+ONE_LAYOUT = "ring attention: the striped and zigzag layouts exclude each other"
+
+
 # `RingRule::GroupSize`.
 GROUP_SIZE = "ring attention: every replica group must hold num_workers ranks"
+
+
+# `RingRule::SeqlenMultiple`.
+SEQLEN_MULTIPLE = "ring attention: the tokens per rank must be a positive multiple of 128"
+
+
+# `RingRule::KvHeads`.
+KV_HEADS = "ring attention: kv_heads must be >= 1 and divide the query heads (GQA)"
 
 
 # `RingRule::ScaleNotFinite`.
