@@ -2,7 +2,7 @@
 //! one bundle ([`RingAttnFeatures`], which each pass's configuration embeds as
 //! its `ring` field), built and checked by [`ring_features`] from the keyword
 //! arguments both kernels share; the checks of the optional feature inputs; and
-//! the ring's plumbing both passes use (ring positions, the bias columns of a
+//! the ring's tensors ([`RingTensors`]) and plumbing both passes use (ring positions, the bias columns of a
 //! ring position, the optional tensors that travel with a block).
 
 use nki::prelude::*;
@@ -18,7 +18,8 @@ pub mod ring {
     /// Replica groups as a bundle field holds them: the rings' rank ids.
     pub type Groups = Vec<Vec<i64>>;
 
-    /// SBUF partitions: a ring position column spans them.
+    /// SBUF and PSUM partitions: a ring position column, and one column of
+    /// per-row statistics, spans them.
     pub const P_MAX: i64 = 128;
 
     /// The ring and its masks, as both passes hold them (the kernel-side
@@ -47,6 +48,19 @@ pub mod ring {
         pub chunk: i64,
         /// Logit soft cap.
         pub soft_cap: Option<f64>,
+    }
+
+    /// The ring's HBM tensors, as both passes hold them.
+    #[nki_object]
+    pub struct RingTensors {
+        /// Query segment ids `[b, S]`.
+        pub q_segment_ids: Option<Tensor>,
+        /// This rank's key segment ids `[b, S]`.
+        pub kv_segment_ids: Option<Tensor>,
+        /// Bias `[b, h, S, W·S]`: this rank's query rows against every key.
+        pub bias: Option<Tensor>,
+        /// Ring position of every rank, `[1, rings·W]`.
+        pub positions: Tensor,
     }
 
     /// The ring features of a call from the keyword arguments both kernels take
@@ -143,17 +157,17 @@ pub mod ring {
         }
     }
 
-    /// The table of every rank's ring position, `[1, rings·W]` in shared HBM,
-    /// filled when a mask or the bias (`biased`) reads it.
+    /// The ring's tensors of a call: the mask inputs as given and the table of
+    /// every rank's ring position, filled when a mask or the bias reads it.
     #[nki_helper]
-    pub fn ring_positions(ring: RingAttnFeatures, biased: bool) -> Hbm {
+    pub fn ring_tensors(ring: RingAttnFeatures, q_segment_ids: Option<Hbm>, kv_segment_ids: Option<Hbm>, bias: Option<Hbm>) -> RingTensors {
         let groups = ring.replica_groups;
         let n_rings = if groups.len() == 0 { 1 } else { groups.len() };
-        let table = nl::ndarray([1, n_rings * ring.num_workers], nl::float32, buffer = nl::shared_hbm);
-        if ring.causal || ring.bounded || biased {
-            fill_ring_positions(table, groups, ring.num_workers);
+        let positions = nl::ndarray([1, n_rings * ring.num_workers], nl::float32, buffer = nl::shared_hbm);
+        if ring.causal || ring.bounded || bias.is_some() {
+            fill_ring_positions(positions, groups, ring.num_workers);
         }
-        table
+        RingTensors { q_segment_ids, kv_segment_ids, bias, positions }
     }
 
     /// Fills `table[0, rank] = position of rank in its ring` for every rank of the

@@ -40,7 +40,7 @@ fn emitted_package_passes_the_check_with_the_library_signature() {
         ),
         "ring_attention_bwd.py must keep the library's signature as a prefix:\n{src}"
     );
-    assert!(src.contains("\nfrom .ring_features import ring_positions\n"), "imports its helpers from the package");
+    assert!(src.contains("\nfrom .ring_features import ring_tensors\n"), "imports its helpers from the package");
     let init = std::fs::read_to_string(pkg.join("__init__.py")).expect("__init__.py");
     assert!(init.contains("ring_attention_spmd_bwd"), "__init__.py re-exports the kernel:\n{init}");
 }

@@ -48,8 +48,8 @@ pub use ring_bwd::*;
 pub mod ring_bwd {
     use crate::cte::attention_cte::scalar_column;
     use crate::ring_features::{
-        RingAttnFeatures, bias_block, check_feature_inputs, pass_optional, ring_features, ring_positions, ring_positions_at,
-        softmax_scale_of,
+        P_MAX, RingAttnFeatures, RingTensors, bias_block, check_feature_inputs, pass_optional, ring_features, ring_positions_at,
+        ring_tensors, softmax_scale_of,
     };
     use crate::ring_masks::{key_bounds, row_positions, step_needed};
     use nki::prelude::*;
@@ -57,8 +57,6 @@ pub mod ring_bwd {
     /// Replica groups as a bundle field holds them: the rings' rank ids.
     pub type Groups = Vec<Vec<i64>>;
 
-    /// SBUF and PSUM partitions: one column of per-row statistics spans them.
-    pub const P_MAX: i64 = 128;
     /// Query rows per tile (the library's `q_seq_tile_size`).
     pub const Q_SEQ_TILE_SIZE: i64 = 128;
     /// Query tiles processed together (`q_tile_group_size`).
@@ -123,14 +121,8 @@ pub mod ring_bwd {
         pub lse_ref: Tensor,
         /// Sink logits `[N]`.
         pub sinks: Option<Tensor>,
-        /// Query segment ids `[B, S]`.
-        pub q_segment_ids: Option<Tensor>,
-        /// Key segment ids `[B, S]`.
-        pub kv_segment_ids: Option<Tensor>,
-        /// Bias `[B, N, S, W·S]`.
-        pub bias: Option<Tensor>,
-        /// Ring position of every rank, `[1, rings·W]`.
-        pub positions: Tensor,
+        /// The segment ids, the bias and the ring positions (as the forward's).
+        pub ring: RingTensors,
     }
 
     /// Where one (batch, KV head) pair writes its gradients.
@@ -740,13 +732,13 @@ pub mod ring_bwd {
         let (dts, dnt, sl, qnt, mdt) = (cfg.d_head_tile_size, cfg.d_head_n_tiles, cfg.seqlen, cfg.q_n_tiles, cfg.mixed_dtype);
         let k_ids = if cfg.ring.segmented { Some(nl::ndarray([P_MAX, sl], nl::float32, buffer = nl::sbuf)) } else { None };
         let own_q_ids = if cfg.ring.segmented { Some(nl::ndarray([P_MAX, qnt], nl::float32, buffer = nl::sbuf)) } else { None };
-        let kv_seg = io.kv_segment_ids;
+        let kv_seg = io.ring.kv_segment_ids;
         if let Some(ks) = kv_seg {
             if let Some(ki) = k_ids {
                 nisa::dma_copy(ki, ks.ap([[0, P_MAX], [1, sl]], offset = bid * sl));
             }
         }
-        let q_seg = io.q_segment_ids;
+        let q_seg = io.ring.q_segment_ids;
         if let Some(qs) = q_seg {
             if let Some(qi) = own_q_ids {
                 nisa::dma_copy(qi, qs.ap([[1, P_MAX], [P_MAX, qnt]], offset = bid * sl));
@@ -804,7 +796,7 @@ pub mod ring_bwd {
                 nisa::dma_copy(si[s![slot, .., ..]], qi);
             }
         }
-        let (bias, send_bias) = (io.bias, send.bias);
+        let (bias, send_bias) = (io.ring.bias, send.bias);
         if let Some(bi) = bias {
             if let Some(sb) = send_bias {
                 nisa::dma_copy(sb[s![slot, .., ..]], bi[s![bid, hid, .., ..]]);
@@ -835,9 +827,9 @@ pub mod ring_bwd {
     #[nki_helper]
     fn ring_bwd_own_step(cfg: RingBwdAttnConfig, io: RingBwdTensors, kv: KvTiles, send: QueryBlock, dqr: DqRing, neg_lse: Sbuf, dos: Sbuf) {
         let slot = cfg.lnc_id;
-        let own_bias: Option<Hbm> = own_key_columns(cfg, send.bias, io.positions);
+        let own_bias: Option<Hbm> = own_key_columns(cfg, send.bias, io.ring.positions);
         let dq_slot = dqr.scratch[s![slot, .., ..]];
-        let (lower, upper): (Option<Sbuf>, Option<Sbuf>) = step_bounds(cfg, io.positions, 0);
+        let (lower, upper): (Option<Sbuf>, Option<Sbuf>) = step_bounds(cfg, io.ring.positions, 0);
         let local_causal = cfg.ring.causal && !cfg.ring.bounded;
         let st = StepQueries {
             q: send.q[s![slot, .., ..]],
@@ -878,7 +870,7 @@ pub mod ring_bwd {
         let rg = ncc::ReplicaGroup(groups);
         let dq_in = if odd { dqr.recv } else { dqr.send };
         let dq_fwd = if odd { dqr.send } else { dqr.recv };
-        let step_bias: Option<Hbm> = own_key_columns(cfg, cur.bias, io.positions);
+        let step_bias: Option<Hbm> = own_key_columns(cfg, cur.bias, io.ring.positions);
         let neg_lse: Sbuf = load_neg_lse(cur.lse[s![slot, .., ..]], cfg.mixed_dtype, cfg.ring.segmented);
         let q_ids = if cfg.ring.segmented { Some(nl::ndarray([P_MAX, cfg.q_n_tiles], nl::float32, buffer = nl::sbuf)) } else { None };
         let cur_ids = cur.ids;
@@ -889,7 +881,7 @@ pub mod ring_bwd {
         }
         let dos = nl::ndarray([P_MAX, cfg.q_n_tiles], cfg.mixed_dtype, buffer = nl::sbuf);
         nisa::dma_copy(dos, cur.dos[s![slot, .., ..]]);
-        let (lower, upper): (Option<Sbuf>, Option<Sbuf>) = step_bounds(cfg, io.positions, step);
+        let (lower, upper): (Option<Sbuf>, Option<Sbuf>) = step_bounds(cfg, io.ring.positions, step);
         // The next step's data goes out before this step's compute.
         if step + 1 < nw {
             permute_all(cur, nxt, groups);
@@ -1161,8 +1153,8 @@ pub mod ring_bwd {
             recv: nl::ndarray([lnc_size, dh, sl], nl::float32, buffer = nl::shared_hbm),
             scratch: nl::ndarray([lnc_size, dh, sl], nl::float32, buffer = nl::shared_hbm),
         };
-        let positions: Hbm = ring_positions(ring, biased);
-        let io = RingBwdTensors { q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, sinks, q_segment_ids, kv_segment_ids, bias, positions };
+        let tensors: RingTensors = ring_tensors(ring, q_segment_ids, kv_segment_ids, bias);
+        let io = RingBwdTensors { q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, sinks, ring: tensors };
 
         let pairs = b * n_kv;
         let rounds = (pairs + lnc_size - 1) / lnc_size;

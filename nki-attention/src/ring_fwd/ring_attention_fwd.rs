@@ -11,8 +11,9 @@
 //! overlaps the merge.
 //!
 //! ```text
-//! checks, RingFwdAttnConfig, LNC shard plan             (check_shapes, ring_fwd_config)
-//! ring positions, cp_offset, key bounds of step 0       (setup_ring_impl)
+//! checks, the ring's features and positions            (check_shapes, ring_features, ring_tensors)
+//! RingFwdAttnConfig with the LNC shard plan
+//! cp_offset, query positions, key bounds of step 0      (setup_ring_impl)
 //! step 0: the own keys                                  (own_step_impl -> step_attention)
 //! own K, V (and key ids) into the send buffers, permute (start_kv_ring)
 //! for each ring step 1..=last:                          (ring_step_impl)
@@ -49,8 +50,8 @@ pub use ring_fwd::*;
 pub mod ring_fwd {
     use crate::cte::attention_cte::{attention_cte, remainder_groups};
     use crate::ring_features::{
-        RingAttnFeatures, bias_block, check_feature_inputs, pass_optional, ring_features, ring_positions, ring_positions_at,
-        softmax_scale_of,
+        P_MAX, RingAttnFeatures, RingTensors, bias_block, check_feature_inputs, pass_optional, ring_features, ring_positions_at,
+        ring_tensors, softmax_scale_of,
     };
     use crate::ring_masks::{key_bounds, last_needed_step, row_positions, step_needed};
     use nki::prelude::*;
@@ -58,8 +59,6 @@ pub mod ring_fwd {
     /// Replica groups as a bundle field holds them: the rings' rank ids.
     pub type Groups = Vec<Vec<i64>>;
 
-    /// SBUF and PSUM partitions: one column of per-row statistics spans them.
-    pub const P_MAX: i64 = 128;
     /// Query rows per group of `attention_cte`'s statistics (its `Q_GRP_SZ`).
     pub const Q_GRP_SZ: i64 = 128;
     /// Query groups merged or normalised per tile (`[P_MAX, MERGE_GRP_TILES, d]` bf16).
@@ -141,14 +140,8 @@ pub mod ring_fwd {
         pub lse: Option<Tensor>,
         /// Sink logits per query batch, `[bs, 1]`.
         pub sink: Option<Tensor>,
-        /// Query segment ids `[b, S]`.
-        pub q_segment_ids: Option<Tensor>,
-        /// Own key segment ids `[b, S]`.
-        pub kv_segment_ids: Option<Tensor>,
-        /// Bias `[b, h, S, W·S]`.
-        pub bias: Option<Tensor>,
-        /// Ring position of every rank, `[1, rings·W]`.
-        pub positions: Tensor,
+        /// The segment ids, the bias and the ring positions (as the backward's).
+        pub ring: RingTensors,
     }
 
     /// The per-step inputs of the ring: masks written before each step.
@@ -266,7 +259,7 @@ pub mod ring_fwd {
             sink,
             bound_min: st.bound_min,
             bound_max: st.bound_max,
-            q_segment_ids: io.q_segment_ids,
+            q_segment_ids: io.ring.q_segment_ids,
             kv_segment_ids: kv_ids,
             bias,
         }
@@ -457,7 +450,7 @@ pub mod ring_fwd {
     /// [`bias_block`] of the keys of ring position `kpos`, when there is a bias.
     #[nki_helper]
     fn step_bias(cfg: RingFwdAttnConfig, io: RingFwdTensors, kpos: Sbuf) -> Option<Hbm> {
-        let bias = io.bias;
+        let bias = io.ring.bias;
         if let Some(bi) = bias {
             let [b, h, _s, _total] = bi.shape();
             return Some(bias_block(bi, 0, b * h, kpos, cfg.ring));
@@ -609,7 +602,7 @@ pub mod ring_fwd {
             nisa::memset(zero, 0.0);
             nisa::dma_copy(cpo, zero);
         }
-        let (home_pos, own_pos): (Sbuf, Sbuf) = ring_positions_at(io.positions, cfg.ring.replica_groups, 0);
+        let (home_pos, own_pos): (Sbuf, Sbuf) = ring_positions_at(io.ring.positions, cfg.ring.replica_groups, 0);
         let st = RingFwdState {
             q_pos: row_positions(home_pos, cfg.ring, s),
             own_pos,
@@ -632,7 +625,7 @@ pub mod ring_fwd {
     #[nki_helper]
     fn own_step_impl(cfg: RingFwdAttnConfig, io: RingFwdTensors, st: RingFwdState) -> RunningStats {
         let own_bias: Option<Hbm> = step_bias(cfg, io, st.own_pos);
-        let ring: StepMasks = ring_masks(cfg, io, st, io.sink, io.kv_segment_ids, own_bias);
+        let ring: StepMasks = ring_masks(cfg, io, st, io.sink, io.ring.kv_segment_ids, own_bias);
         let local = cfg.local_causal;
         let m = StepMasks {
             scale: ring.scale,
@@ -666,7 +659,7 @@ pub mod ring_fwd {
             nisa::dma_copy(send.k[s![bs_kv - 1, .., ..]], io.k[s![bs_kv - 1, .., ..]]);
             nisa::dma_copy(send.v[s![bs_kv - 1, .., ..]], io.v[s![bs_kv - 1, .., ..]]);
         }
-        let (kv_ids, send_ids) = (io.kv_segment_ids, send.ids);
+        let (kv_ids, send_ids) = (io.ring.kv_segment_ids, send.ids);
         if let Some(ks) = kv_ids {
             if let Some(ids) = send_ids {
                 if shard == 0 {
@@ -693,7 +686,7 @@ pub mod ring_fwd {
     fn write_cp_offset(cfg: RingFwdAttnConfig, io: RingFwdTensors, st: RingFwdState, step: i64) {
         let cp_offset = st.cp_offset;
         if let Some(cpo) = cp_offset {
-            let (my_pos, their_pos): (Sbuf, Sbuf) = ring_positions_at(io.positions, cfg.ring.replica_groups, step);
+            let (my_pos, their_pos): (Sbuf, Sbuf) = ring_positions_at(io.ring.positions, cfg.ring.replica_groups, step);
             let off = nl::ndarray([P_MAX, 1], nl::float32, buffer = nl::sbuf);
             if cfg.ring.striped {
                 nisa::tensor_tensor(off, my_pos, their_pos, nl::less);
@@ -722,7 +715,7 @@ pub mod ring_fwd {
             // Whole batches merge from here on, whichever program's attention_cte wrote them.
             both_programs(acc, cfg.shards);
         }
-        let (here, there): (Sbuf, Sbuf) = ring_positions_at(io.positions, cfg.ring.replica_groups, step);
+        let (here, there): (Sbuf, Sbuf) = ring_positions_at(io.ring.positions, cfg.ring.replica_groups, step);
         let later = nl::ndarray([P_MAX, 1], nl::float32, buffer = nl::sbuf);
         nisa::tensor_tensor(later, there, here, nl::greater);
         let sel = nl::ndarray([1, 1], nl::int32, buffer = nl::sbuf);
@@ -753,7 +746,7 @@ pub mod ring_fwd {
         }
         write_cp_offset(cfg, io, st, step);
         if needed && !cfg.zigzag_fast {
-            let (_here, k_pos): (Sbuf, Sbuf) = ring_positions_at(io.positions, cfg.ring.replica_groups, step);
+            let (_here, k_pos): (Sbuf, Sbuf) = ring_positions_at(io.ring.positions, cfg.ring.replica_groups, step);
             let visiting_bias: Option<Hbm> = step_bias(cfg, io, k_pos);
             store_bounds(cfg, st, k_pos);
             let m: StepMasks = ring_masks(cfg, io, st, None, arrived.ids, visiting_bias);
@@ -925,10 +918,7 @@ pub mod ring_fwd {
             o: nl::ndarray([bs, s, d], q.dtype(), buffer = nl::shared_hbm),
             lse: if training { Some(nl::ndarray([bs, P_MAX, n_grp], lse_dtype, buffer = nl::shared_hbm)) } else { None },
             sink,
-            q_segment_ids,
-            kv_segment_ids,
-            bias,
-            positions: ring_positions(ring, bias.is_some()),
+            ring: ring_tensors(ring, q_segment_ids, kv_segment_ids, bias),
         };
         let send: KvBlock = allocate_kv_block(cfg, io, b);
         let recv: KvBlock = allocate_kv_block(cfg, io, b);

@@ -7,23 +7,21 @@ import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
 from .attention_cte import scalar_column
+from .ring_features import P_MAX
 from .ring_features import RingAttnFeatures
+from .ring_features import RingTensors
 from .ring_features import bias_block
 from .ring_features import check_feature_inputs
 from .ring_features import pass_optional
 from .ring_features import ring_features
-from .ring_features import ring_positions
 from .ring_features import ring_positions_at
+from .ring_features import ring_tensors
 from .ring_features import softmax_scale_of
 from .ring_masks import key_bounds
 from .ring_masks import row_positions
 from .ring_masks import step_needed
 from .ring_rules import KV_HEADS
 from .ring_rules import SEQLEN_MULTIPLE
-
-
-# SBUF and PSUM partitions: one column of per-row statistics spans them.
-P_MAX = 128
 
 
 # Query rows per tile (the library's `q_seq_tile_size`).
@@ -104,14 +102,8 @@ class RingBwdTensors(nl.NKIObject):
     "The forward's log-sum-exp `[B, N, P_MAX, S / P_MAX]`."
     sinks: object
     "Sink logits `[N]`."
-    q_segment_ids: object
-    "Query segment ids `[B, S]`."
-    kv_segment_ids: object
-    "Key segment ids `[B, S]`."
-    bias: object
-    "Bias `[B, N, S, W·S]`."
-    positions: object
-    "Ring position of every rank, `[1, rings·W]`."
+    ring: RingTensors
+    "The segment ids, the bias and the ring positions (as the forward's)."
 
 
 @dataclass
@@ -395,13 +387,13 @@ def load_kv(cfg, io, bid, kvh):
     dts, dnt, sl, qnt, mdt = (cfg.d_head_tile_size, cfg.d_head_n_tiles, cfg.seqlen, cfg.q_n_tiles, cfg.mixed_dtype)
     k_ids = nl.ndarray(shape=(P_MAX, sl), dtype=nl.float32, buffer=nl.sbuf) if cfg.ring.segmented else None
     own_q_ids = nl.ndarray(shape=(P_MAX, qnt), dtype=nl.float32, buffer=nl.sbuf) if cfg.ring.segmented else None
-    kv_seg = io.kv_segment_ids
+    kv_seg = io.ring.kv_segment_ids
     if kv_seg is not None:
         ks = kv_seg
         if k_ids is not None:
             ki = k_ids
             nisa.dma_copy(dst=ki, src=ks.ap(pattern=[[0, P_MAX], [1, sl]], offset=bid * sl))
-    q_seg = io.q_segment_ids
+    q_seg = io.ring.q_segment_ids
     if q_seg is not None:
         qs = q_seg
         if own_q_ids is not None:
@@ -461,7 +453,7 @@ def send_own_queries(cfg, io, kv, send, recv, dos, bid, hid):
         if own_q_ids is not None:
             qi = own_q_ids
             nisa.dma_copy(dst=si[slot, :, :], src=qi)
-    bias, send_bias = (io.bias, send.bias)
+    bias, send_bias = (io.ring.bias, send.bias)
     if bias is not None:
         bi = bias
         if send_bias is not None:
@@ -702,9 +694,9 @@ def ring_bwd_own_step(cfg, io, kv, send, dqr, neg_lse, dos):
     against the own keys, under the local masks; their dQ starts around the ring.
     """
     slot = cfg.lnc_id
-    own_bias = own_key_columns(cfg, send.bias, io.positions)
+    own_bias = own_key_columns(cfg, send.bias, io.ring.positions)
     dq_slot = dqr.scratch[slot, :, :]
-    lower, upper = step_bounds(cfg, io.positions, 0)
+    lower, upper = step_bounds(cfg, io.ring.positions, 0)
     local_causal = cfg.ring.causal and not cfg.ring.bounded
     st = StepQueries(q=send.q[slot, :, :], dy=send.dy[slot, :, :], neg_lse=neg_lse, dos=dos, q_ids=kv.own_q_ids, bias=own_bias, lower=lower, upper=upper, causal=local_causal, skip=local_causal)
     compute_step(cfg, kv, st, dq_slot)
@@ -724,7 +716,7 @@ def ring_bwd_step(cfg, io, kv, cur, nxt, dqr, step, odd):
     rg = ncc.ReplicaGroup(groups)
     dq_in = dqr.recv if odd else dqr.send
     dq_fwd = dqr.send if odd else dqr.recv
-    step_bias = own_key_columns(cfg, cur.bias, io.positions)
+    step_bias = own_key_columns(cfg, cur.bias, io.ring.positions)
     neg_lse = load_neg_lse(cur.lse[slot, :, :], cfg.mixed_dtype, cfg.ring.segmented)
     q_ids = nl.ndarray(shape=(P_MAX, cfg.q_n_tiles), dtype=nl.float32, buffer=nl.sbuf) if cfg.ring.segmented else None
     cur_ids = cur.ids
@@ -735,7 +727,7 @@ def ring_bwd_step(cfg, io, kv, cur, nxt, dqr, step, odd):
             nisa.dma_copy(dst=qi, src=ci[slot, :, :])
     dos = nl.ndarray(shape=(P_MAX, cfg.q_n_tiles), dtype=cfg.mixed_dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=dos, src=cur.dos[slot, :, :])
-    lower, upper = step_bounds(cfg, io.positions, step)
+    lower, upper = step_bounds(cfg, io.ring.positions, step)
     if step + 1 < nw:
         permute_all(cur, nxt, groups)
     needed = not cfg.ring.bounded or step_needed(nw - step, cfg.ring, cfg.seqlen)
@@ -869,8 +861,8 @@ def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_cau
     send = allocate_query_block(cfg, biased)
     recv = allocate_query_block(cfg, biased)
     dqr = DqRing(send=nl.ndarray(shape=(lnc_size, dh, sl), dtype=nl.float32, buffer=nl.shared_hbm), recv=nl.ndarray(shape=(lnc_size, dh, sl), dtype=nl.float32, buffer=nl.shared_hbm), scratch=nl.ndarray(shape=(lnc_size, dh, sl), dtype=nl.float32, buffer=nl.shared_hbm))
-    positions = ring_positions(ring, biased)
-    io = RingBwdTensors(q_ref=q_ref, k_ref=k_ref, v_ref=v_ref, o_ref=o_ref, dy_ref=dy_ref, lse_ref=lse_ref, sinks=sinks, q_segment_ids=q_segment_ids, kv_segment_ids=kv_segment_ids, bias=bias, positions=positions)
+    tensors = ring_tensors(ring, q_segment_ids, kv_segment_ids, bias)
+    io = RingBwdTensors(q_ref=q_ref, k_ref=k_ref, v_ref=v_ref, o_ref=o_ref, dy_ref=dy_ref, lse_ref=lse_ref, sinks=sinks, ring=tensors)
     pairs = b * n_kv
     rounds = (pairs + lnc_size - 1) // lnc_size
     for round in range(rounds):

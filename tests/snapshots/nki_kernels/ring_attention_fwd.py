@@ -8,13 +8,15 @@ import nki.isa as nisa
 import nki.collectives as ncc
 from .attention_cte import attention_cte
 from .attention_cte import remainder_groups
+from .ring_features import P_MAX
 from .ring_features import RingAttnFeatures
+from .ring_features import RingTensors
 from .ring_features import bias_block
 from .ring_features import check_feature_inputs
 from .ring_features import pass_optional
 from .ring_features import ring_features
-from .ring_features import ring_positions
 from .ring_features import ring_positions_at
+from .ring_features import ring_tensors
 from .ring_features import softmax_scale_of
 from .ring_masks import key_bounds
 from .ring_masks import last_needed_step
@@ -22,10 +24,6 @@ from .ring_masks import row_positions
 from .ring_masks import step_needed
 from .ring_rules import KV_HEADS
 from .ring_rules import SEQLEN_MULTIPLE
-
-
-# SBUF and PSUM partitions: one column of per-row statistics spans them.
-P_MAX = 128
 
 
 # Query rows per group of `attention_cte`'s statistics (its `Q_GRP_SZ`).
@@ -127,14 +125,8 @@ class RingFwdTensors(nl.NKIObject):
     "The log-sum-exp `[bs, P_MAX, S / Q_GRP_SZ]` (training)."
     sink: object
     "Sink logits per query batch, `[bs, 1]`."
-    q_segment_ids: object
-    "Query segment ids `[b, S]`."
-    kv_segment_ids: object
-    "Own key segment ids `[b, S]`."
-    bias: object
-    "Bias `[b, h, S, W·S]`."
-    positions: object
-    "Ring position of every rank, `[1, rings·W]`."
+    ring: RingTensors
+    "The segment ids, the bias and the ring positions (as the backward's)."
 
 
 @dataclass
@@ -316,7 +308,7 @@ def setup_ring_impl(cfg, io):
         zero = nl.ndarray(shape=(1, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.memset(dst=zero, value=0.0)
         nisa.dma_copy(dst=cpo, src=zero)
-    home_pos, own_pos = ring_positions_at(io.positions, cfg.ring.replica_groups, 0)
+    home_pos, own_pos = ring_positions_at(io.ring.positions, cfg.ring.replica_groups, 0)
     st = RingFwdState(q_pos=row_positions(home_pos, cfg.ring, s), own_pos=own_pos, q_second=seq_half(io.q, cfg.tp_q, 1, None) if cfg.zigzag_fast else io.q, cp_offset=cp_offset, bound_min=nl.ndarray(shape=(bs, s, 1), dtype=nl.float32, buffer=nl.private_hbm) if cfg.ring.bounded else None, bound_max=nl.ndarray(shape=(bs, s, 1), dtype=nl.float32, buffer=nl.private_hbm) if cfg.ring.bounded else None)
     if not cfg.local_causal:
         store_bounds(cfg, st, own_pos)
@@ -325,7 +317,7 @@ def setup_ring_impl(cfg, io):
 
 def step_bias(cfg, io, kpos):
     """[`bias_block`] of the keys of ring position `kpos`, when there is a bias."""
-    bias = io.bias
+    bias = io.ring.bias
     if bias is not None:
         bi = bias
         b, h, _s, _total = bi.shape
@@ -337,7 +329,7 @@ def ring_masks(cfg, io, st, sink, kv_ids, bias):
     """The masks of a step on the ring's layout: `attention_cte`'s CP causal mask
     or the key bounds, the query ids, and the step's sink, key ids and bias.
     """
-    return StepMasks(scale=cfg.attn_scale, causal=cfg.cte_causal, cp_offset=st.cp_offset, cp_deg=cfg.ring.num_workers if cfg.cte_causal else None, striped=cfg.ring.striped and not cfg.ring.bounded, sink=sink, bound_min=st.bound_min, bound_max=st.bound_max, q_segment_ids=io.q_segment_ids, kv_segment_ids=kv_ids, bias=bias)
+    return StepMasks(scale=cfg.attn_scale, causal=cfg.cte_causal, cp_offset=st.cp_offset, cp_deg=cfg.ring.num_workers if cfg.cte_causal else None, striped=cfg.ring.striped and not cfg.ring.bounded, sink=sink, bound_min=st.bound_min, bound_max=st.bound_max, q_segment_ids=io.ring.q_segment_ids, kv_segment_ids=kv_ids, bias=bias)
 
 
 def step_attention(cfg, q, k, v, m):
@@ -353,7 +345,7 @@ def own_step_impl(cfg, io, st):
     else the ring's masks; the sinks enter here only.
     """
     own_bias = step_bias(cfg, io, st.own_pos)
-    ring = ring_masks(cfg, io, st, io.sink, io.kv_segment_ids, own_bias)
+    ring = ring_masks(cfg, io, st, io.sink, io.ring.kv_segment_ids, own_bias)
     local = cfg.local_causal
     m = StepMasks(scale=ring.scale, causal=ring.causal or local, cp_offset=ring.cp_offset, cp_deg=ring.cp_deg, striped=ring.striped, sink=ring.sink, bound_min=None if local else ring.bound_min, bound_max=None if local else ring.bound_max, q_segment_ids=ring.q_segment_ids, kv_segment_ids=ring.kv_segment_ids, bias=ring.bias)
     acc = step_attention(cfg, io.q, io.k, io.v, m)
@@ -383,7 +375,7 @@ def start_kv_ring(cfg, io, send, recv):
     if bs_kv % shards != 0 and shard == 0:
         nisa.dma_copy(dst=send.k[bs_kv - 1, :, :], src=io.k[bs_kv - 1, :, :])
         nisa.dma_copy(dst=send.v[bs_kv - 1, :, :], src=io.v[bs_kv - 1, :, :])
-    kv_ids, send_ids = (io.kv_segment_ids, send.ids)
+    kv_ids, send_ids = (io.ring.kv_segment_ids, send.ids)
     if kv_ids is not None:
         ks = kv_ids
         if send_ids is not None:
@@ -543,7 +535,7 @@ def zigzag_ring_step(cfg, io, st, arrived, free, acc, step):
     """
     if step == 1:
         both_programs(acc, cfg.shards)
-    here, there = ring_positions_at(io.positions, cfg.ring.replica_groups, step)
+    here, there = ring_positions_at(io.ring.positions, cfg.ring.replica_groups, step)
     later = nl.ndarray(shape=(P_MAX, 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.tensor_tensor(dst=later, data1=there, data2=here, op=nl.greater)
     sel = nl.ndarray(shape=(1, 1), dtype=nl.int32, buffer=nl.sbuf)
@@ -560,7 +552,7 @@ def write_cp_offset(cfg, io, st, step):
     cp_offset = st.cp_offset
     if cp_offset is not None:
         cpo = cp_offset
-        my_pos, their_pos = ring_positions_at(io.positions, cfg.ring.replica_groups, step)
+        my_pos, their_pos = ring_positions_at(io.ring.positions, cfg.ring.replica_groups, step)
         off = nl.ndarray(shape=(P_MAX, 1), dtype=nl.float32, buffer=nl.sbuf)
         if cfg.ring.striped:
             nisa.tensor_tensor(dst=off, data1=my_pos, data2=their_pos, op=nl.less)
@@ -600,7 +592,7 @@ def ring_step_impl(cfg, io, st, arrived, free, acc, step):
         zigzag_ring_step(cfg, io, st, arrived, free, acc, step)
     write_cp_offset(cfg, io, st, step)
     if needed and not cfg.zigzag_fast:
-        _here, k_pos = ring_positions_at(io.positions, cfg.ring.replica_groups, step)
+        _here, k_pos = ring_positions_at(io.ring.positions, cfg.ring.replica_groups, step)
         visiting_bias = step_bias(cfg, io, k_pos)
         store_bounds(cfg, st, k_pos)
         m = ring_masks(cfg, io, st, None, arrived.ids, visiting_bias)
@@ -713,7 +705,7 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
     rem_g0, rem_g1 = remainder_groups(shard, s, n_grp, 0.5)
     local_causal = zigzag_input and ring.window_left < 0 and ring.chunk == 0
     cfg = RingFwdAttnConfig(bs=bs, bs_kv=bs_kv, seqlen=s, d=d, n_grp=n_grp, ring=ring, tp_q=tp_q, tp_k=tp_k, attn_scale=1.0 if use_causal_mask or bounded else scale, cte_causal=use_causal_mask and not bounded, local_causal=local_causal, zigzag_fast=local_causal and s % (2 * Q_GRP_SZ) == 0 and q_segment_ids is None and bias is None, last=last_needed_step(ring, s) if bounded else num_workers - 1, lse_dtype=lse_dtype, shard=shard, shards=shards, per_shard=bs // shards, rem_g0=rem_g0, rem_g1=rem_g1)
-    io = RingFwdTensors(q=scaled_copy(q3, scale) if bounded and not use_causal_mask else q3, k=k.reshape(shape=(bs_kv, s, d)) if tp_k else k.reshape(shape=(bs_kv, d, s)), v=v.reshape(shape=(bs_kv, s, d)), o=nl.ndarray(shape=(bs, s, d), dtype=q.dtype, buffer=nl.shared_hbm), lse=nl.ndarray(shape=(bs, P_MAX, n_grp), dtype=lse_dtype, buffer=nl.shared_hbm) if training else None, sink=sink, q_segment_ids=q_segment_ids, kv_segment_ids=kv_segment_ids, bias=bias, positions=ring_positions(ring, bias is not None))
+    io = RingFwdTensors(q=scaled_copy(q3, scale) if bounded and not use_causal_mask else q3, k=k.reshape(shape=(bs_kv, s, d)) if tp_k else k.reshape(shape=(bs_kv, d, s)), v=v.reshape(shape=(bs_kv, s, d)), o=nl.ndarray(shape=(bs, s, d), dtype=q.dtype, buffer=nl.shared_hbm), lse=nl.ndarray(shape=(bs, P_MAX, n_grp), dtype=lse_dtype, buffer=nl.shared_hbm) if training else None, sink=sink, ring=ring_tensors(ring, q_segment_ids, kv_segment_ids, bias))
     send = allocate_kv_block(cfg, io, b)
     recv = allocate_kv_block(cfg, io, b)
     st = setup_ring_impl(cfg, io)

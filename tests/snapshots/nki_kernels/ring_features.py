@@ -14,7 +14,8 @@ from .ring_rules import STRIPED_NEEDS_CAUSAL
 from .ring_rules import ZIGZAG_NEEDS_CAUSAL
 
 
-# SBUF partitions: a ring position column spans them.
+# SBUF and PSUM partitions: a ring position column, and one column of
+# per-row statistics, spans them.
 P_MAX = 128
 
 
@@ -46,6 +47,20 @@ class RingAttnFeatures(nl.NKIObject):
     "Chunk size (0: none)."
     soft_cap: object
     "Logit soft cap."
+
+
+@dataclass
+class RingTensors(nl.NKIObject):
+    """The ring's HBM tensors, as both passes hold them."""
+
+    q_segment_ids: object
+    "Query segment ids `[b, S]`."
+    kv_segment_ids: object
+    "This rank's key segment ids `[b, S]`."
+    bias: object
+    "Bias `[b, h, S, W·S]`: this rank's query rows against every key."
+    positions: object
+    "Ring position of every rank, `[1, rings·W]`."
 
 
 def ring_features(replica_groups, num_workers, use_causal_mask, striped, zigzag, window_left, window_right, chunk_size, soft_cap, segmented):
@@ -123,16 +138,16 @@ def fill_ring_positions(table, groups, num_workers):
     nisa.dma_copy(dst=table, src=positions)
 
 
-def ring_positions(ring, biased):
-    """The table of every rank's ring position, `[1, rings·W]` in shared HBM,
-    filled when a mask or the bias (`biased`) reads it.
+def ring_tensors(ring, q_segment_ids, kv_segment_ids, bias):
+    """The ring's tensors of a call: the mask inputs as given and the table of
+    every rank's ring position, filled when a mask or the bias reads it.
     """
     groups = ring.replica_groups
     n_rings = 1 if len(groups) == 0 else len(groups)
-    table = nl.ndarray(shape=(1, n_rings * ring.num_workers), dtype=nl.float32, buffer=nl.shared_hbm)
-    if ring.causal or ring.bounded or biased:
-        fill_ring_positions(table, groups, ring.num_workers)
-    return table
+    positions = nl.ndarray(shape=(1, n_rings * ring.num_workers), dtype=nl.float32, buffer=nl.shared_hbm)
+    if ring.causal or ring.bounded or bias is not None:
+        fill_ring_positions(positions, groups, ring.num_workers)
+    return RingTensors(q_segment_ids=q_segment_ids, kv_segment_ids=kv_segment_ids, bias=bias, positions=positions)
 
 
 def pass_optional(send, recv, groups):
