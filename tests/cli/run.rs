@@ -727,7 +727,8 @@ fn refused_inputs_name_the_parameter_exit_2_and_write_nothing() {
         help.status.success() && text.contains("--act-fn VALUE") && text.contains("a RouterActFnType member: SIGMOID|SOFTMAX"),
         "{text}"
     );
-    // Shapes by the kernel's dim names, and its top-level asserts on them, constants shown by value.
+    // Shapes by the kernel's dim names, and its top-level asserts on them, constants shown by value,
+    // the values they format as `<name>` placeholders (never the format string's raw `{name}`).
     let help = nki_in(&dir, &["run", "tp_matmul", "--help"]);
     let text = String::from_utf8_lossy(&help.stdout);
     let lines: Vec<&str> = text.lines().map(str::trim).collect();
@@ -735,7 +736,7 @@ fn refused_inputs_name_the_parameter_exit_2_and_write_nothing() {
     assert!(lines[x].contains("a tensor [k_shard, m] of float32|"), "{text}");
     assert_eq!(
         lines[x + 1..x + 3],
-        ["- w1 is [K, H/R] and x_t [K/R, M]: K = {k} is not 4 x {k_shard}", "- M must be a multiple of 4 x 128, got {m}"]
+        ["- w1 is [K, H/R] and x_t [K/R, M]: K = <k> is not 4 x <k_shard>", "- M must be a multiple of 4 x 128, got <m>"]
     );
     assert!(lines[x + 3].starts_with("--w1 FILE.npy") && lines[x + 3].contains("a tensor [k, h_shard] of"), "{text}");
 }

@@ -79,7 +79,8 @@ pub struct ParamInfo {
     /// `let [n, d] = x.shape();`); empty when the kernel names none.
     pub shape: &'static str,
     /// The kernel's own checks of the parameter: the messages of the asserts
-    /// at the top of its body that name the parameter or its dims.
+    /// at the top of its body that name the parameter or its dims, as its help
+    /// shows them (the values they format as `<name>` placeholders).
     pub checks: &'static [&'static str],
 }
 

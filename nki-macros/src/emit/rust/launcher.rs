@@ -262,8 +262,10 @@ fn reads(e: &Expr, names: &[String]) -> bool {
     }
 }
 
-/// An assert's message as written, its arguments shown by their value when it
-/// is a constant and as `{name}` otherwise; a message held by a module `&str`
+/// An assert's message as the help shows it: its arguments by their value when
+/// it is a constant, else as placeholders the reader fills in (`<name>`, or
+/// `<value>` for an expression), the constants it formats by name (not as the
+/// raw `{name}` of the format string); a message held by a module `&str`
 /// constant is that constant, which lives beside the function (`super::`).
 fn message_text(info: &Info, msg: &crate::ast::FmtString) -> TokenStream {
     // Only a constant the checker accepted: naming any other would add rustc's
@@ -281,12 +283,12 @@ fn message_text(info: &Info, msg: &crate::ast::FmtString) -> TokenStream {
         .iter()
         .map(|p| match p {
             crate::ast::FmtPiece::Text(t) => t.clone(),
-            crate::ast::FmtPiece::Const(name) => format!("{{{name}}}"),
-            crate::ast::FmtPiece::Shared(path) => format!("{{{}}}", quote!(#path)),
+            crate::ast::FmtPiece::Const(name) => name.to_string(),
+            crate::ast::FmtPiece::Shared(path) => path.segments.last().map_or_else(String::new, |s| s.ident.to_string()),
             crate::ast::FmtPiece::Arg(e) => match (info.ty(e), &e.kind) {
                 (Ty::Int(v), _) if v.as_const().is_some() => v.as_const().map_or_else(String::new, |c| c.to_string()),
-                (_, ExprKind::Var(v)) => format!("{{{v}}}"),
-                _ => "{..}".to_string(),
+                (_, ExprKind::Var(v)) => format!("<{v}>"),
+                _ => "<value>".to_string(),
             },
         })
         .collect();
