@@ -33,27 +33,48 @@
 
 use nki::prelude::*;
 
-/// Loads `src[bi, row, c0..c0 + cols]` into `dst: [128, cols]`, broadcast to all
+/// `src[bi, row, c0..c0 + cols]` as a `[128, cols]` fp32 tile, broadcast to all
 /// 128 partitions by the DMA.
 #[nki_helper]
-fn load_row_broadcast(dst: Sbuf, src: Hbm, bi: i64, row: i64, c0: i64) {
+fn load_row_broadcast(src: Hbm, bi: i64, row: i64, c0: i64, cols: i64) -> Sbuf {
     let pmax = nl::tile_size::pmax;
-    let [_p, cols] = dst.shape();
+    let dst = nl::ndarray([pmax, cols], nl::float32, buffer = nl::sbuf);
     nisa::dma_copy(dst, src[s![bi, row..row + 1, c0..c0 + cols]].broadcast(0, pmax));
+    dst
 }
 
-/// Loads the channel tile `ch0..ch0 + 128` of `src[bi]` (every time step) into `dst`.
+/// The channel tile `ch0..ch0 + 128` of `src[bi]` (every time step) as a
+/// `[128, seq]` fp32 tile.
 #[nki_helper]
-fn load_channels(dst: Sbuf, src: Hbm, bi: i64, ch0: i64) {
+fn load_channels(src: Hbm, bi: i64, ch0: i64) -> Sbuf {
     let pmax = nl::tile_size::pmax;
+    let [_batch, _channels, seq] = src.shape();
+    let dst = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
     nisa::dma_copy(dst, src[s![bi, ch0..ch0 + pmax, ..]]);
+    dst
 }
 
-/// Loads column `n` of `a` for the channel tile `ch0..ch0 + 128` into `dst: [128, 1]`.
+/// The inputs of channel tile `ch0..ch0 + 128` of batch `bi` that every state
+/// reads, `delta` and `u` (`[128, seq]` each), with a zeroed fp32 accumulator
+/// of their shape: `(acc, delta_t, u_t)`.
 #[nki_helper]
-fn load_state_column(dst: Sbuf, a: Hbm, ch0: i64, n: i64) {
+fn channel_tile(delta: Hbm, u: Hbm, bi: i64, ch0: i64) -> (Sbuf, Sbuf, Sbuf) {
     let pmax = nl::tile_size::pmax;
+    let [_batch, _channels, seq] = delta.shape();
+    let acc = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
+    nisa::memset(acc, 0.0);
+    let delta_t: Sbuf = load_channels(delta, bi, ch0);
+    let u_t: Sbuf = load_channels(u, bi, ch0);
+    (acc, delta_t, u_t)
+}
+
+/// Column `n` of `a` for the channel tile `ch0..ch0 + 128` as a `[128, 1]` fp32 tile.
+#[nki_helper]
+fn load_state_column(a: Hbm, ch0: i64, n: i64) -> Sbuf {
+    let pmax = nl::tile_size::pmax;
+    let dst = nl::ndarray([pmax, 1], nl::float32, buffer = nl::sbuf);
     nisa::dma_copy(dst, a[s![ch0..ch0 + pmax, n..n + 1]]);
+    dst
 }
 
 /// The tutorial's steps 1–6 for one state on one tile of channels and columns:
@@ -107,16 +128,11 @@ pub fn mamba_v1(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm) -> Hbm {
         nisa::memset(acc, 0.0);
         for n in 0..state {
             for ti in 0..tiles {
-                let delta_t = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
-                load_channels(delta_t, delta, bi, ti * pmax);
-                let u_t = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
-                load_channels(u_t, u, bi, ti * pmax);
-                let a_col = nl::ndarray([pmax, 1], nl::float32, buffer = nl::sbuf);
-                load_state_column(a_col, a, ti * pmax, n);
-                let b_row = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
-                load_row_broadcast(b_row, b, bi, n, 0);
-                let c_row = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
-                load_row_broadcast(c_row, c, bi, n, 0);
+                let delta_t: Sbuf = load_channels(delta, bi, ti * pmax);
+                let u_t: Sbuf = load_channels(u, bi, ti * pmax);
+                let a_col: Sbuf = load_state_column(a, ti * pmax, n);
+                let b_row: Sbuf = load_row_broadcast(b, bi, n, 0, seq);
+                let c_row: Sbuf = load_row_broadcast(c, bi, n, 0, seq);
                 let scan = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
                 state_step(acc[s![.., ti * seq..(ti + 1) * seq]], scan, delta_t, u_t, a_col, b_row, c_row, zero);
             }
@@ -140,19 +156,11 @@ pub fn mamba_v2(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm) -> Hbm {
     nisa::memset(zero, 0.0);
     for bi in 0..batch {
         for ti in 0..channels / pmax {
-            let acc = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
-            nisa::memset(acc, 0.0);
-            let delta_t = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
-            load_channels(delta_t, delta, bi, ti * pmax);
-            let u_t = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
-            load_channels(u_t, u, bi, ti * pmax);
+            let (acc, delta_t, u_t): (Sbuf, Sbuf, Sbuf) = channel_tile(delta, u, bi, ti * pmax);
             for n in 0..state {
-                let a_col = nl::ndarray([pmax, 1], nl::float32, buffer = nl::sbuf);
-                load_state_column(a_col, a, ti * pmax, n);
-                let b_row = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
-                load_row_broadcast(b_row, b, bi, n, 0);
-                let c_row = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
-                load_row_broadcast(c_row, c, bi, n, 0);
+                let a_col: Sbuf = load_state_column(a, ti * pmax, n);
+                let b_row: Sbuf = load_row_broadcast(b, bi, n, 0, seq);
+                let c_row: Sbuf = load_row_broadcast(c, bi, n, 0, seq);
                 let scan = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
                 state_step(acc, scan, delta_t, u_t, a_col, b_row, c_row, zero);
             }
@@ -185,23 +193,15 @@ pub fn mamba_v3(
     let out = nl::ndarray([batch, channels, seq], delta.dtype(), buffer = nl::shared_hbm);
     for bi in 0..batch {
         for ti in 0..channels / pmax {
-            let acc = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
-            nisa::memset(acc, 0.0);
-            let delta_t = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
-            load_channels(delta_t, delta, bi, ti * pmax);
-            let u_t = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
-            load_channels(u_t, u, bi, ti * pmax);
+            let (acc, delta_t, u_t): (Sbuf, Sbuf, Sbuf) = channel_tile(delta, u, bi, ti * pmax);
             for n in 0..state {
-                let a_col = nl::ndarray([pmax, 1], nl::float32, buffer = nl::sbuf);
-                load_state_column(a_col, a, ti * pmax, n);
+                let a_col: Sbuf = load_state_column(a, ti * pmax, n);
                 let history = nl::ndarray([pmax, 1 + seq], nl::float32, buffer = nl::sbuf);
                 nisa::memset(history[s![.., 0..1]], 0.0);
                 for si in 0..seq / seq_tile {
                     let (t0, t1) = (si * seq_tile, (si + 1) * seq_tile);
-                    let b_row = nl::ndarray([pmax, seq_tile], nl::float32, buffer = nl::sbuf);
-                    load_row_broadcast(b_row, b, bi, n, t0);
-                    let c_row = nl::ndarray([pmax, seq_tile], nl::float32, buffer = nl::sbuf);
-                    load_row_broadcast(c_row, c, bi, n, t0);
+                    let b_row: Sbuf = load_row_broadcast(b, bi, n, t0, seq_tile);
+                    let c_row: Sbuf = load_row_broadcast(c, bi, n, t0, seq_tile);
                     state_step(
                         acc[s![.., t0..t1]],
                         history[s![.., t0 + 1..t1 + 1]],

@@ -21,25 +21,33 @@ def check_shapes(delta, u, a, b, c):
     assert cb == batch and cs == state and cl == seq, "c must be [batch, state, seq]"
 
 
-def load_channels(dst, src, bi, ch0):
-    """Loads the channel tile `ch0..ch0 + 128` of `src[bi]` (every time step) into `dst`."""
+def load_channels(src, bi, ch0):
+    """The channel tile `ch0..ch0 + 128` of `src[bi]` (every time step) as a
+    `[128, seq]` fp32 tile.
+    """
     pmax = nl.tile_size.pmax
+    _batch, _channels, seq = src.shape
+    dst = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
     nisa.dma_copy(dst=dst, src=src[bi, ch0:ch0 + pmax, :])
+    return dst
 
 
-def load_state_column(dst, a, ch0, n):
-    """Loads column `n` of `a` for the channel tile `ch0..ch0 + 128` into `dst: [128, 1]`."""
+def load_state_column(a, ch0, n):
+    """Column `n` of `a` for the channel tile `ch0..ch0 + 128` as a `[128, 1]` fp32 tile."""
     pmax = nl.tile_size.pmax
+    dst = nl.ndarray(shape=(pmax, 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.dma_copy(dst=dst, src=a[ch0:ch0 + pmax, n:n + 1])
+    return dst
 
 
-def load_row_broadcast(dst, src, bi, row, c0):
-    """Loads `src[bi, row, c0..c0 + cols]` into `dst: [128, cols]`, broadcast to all
+def load_row_broadcast(src, bi, row, c0, cols):
+    """`src[bi, row, c0..c0 + cols]` as a `[128, cols]` fp32 tile, broadcast to all
     128 partitions by the DMA.
     """
     pmax = nl.tile_size.pmax
-    _p, cols = dst.shape
+    dst = nl.ndarray(shape=(pmax, cols), dtype=nl.float32, buffer=nl.sbuf)
     nisa.dma_copy(dst=dst, src=src[bi, row:row + 1, c0:c0 + cols].broadcast(dim=0, size=pmax))
+    return dst
 
 
 def state_step(acc, scan, delta_t, u_t, a_col, b_row, c_row, carry):
@@ -80,21 +88,30 @@ def mamba_v1(delta, u, a, b, c):
         nisa.memset(dst=acc, value=0.0)
         for n in range(state):
             for ti in range(tiles):
-                delta_t = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
-                load_channels(delta_t, delta, bi, ti * pmax)
-                u_t = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
-                load_channels(u_t, u, bi, ti * pmax)
-                a_col = nl.ndarray(shape=(pmax, 1), dtype=nl.float32, buffer=nl.sbuf)
-                load_state_column(a_col, a, ti * pmax, n)
-                b_row = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
-                load_row_broadcast(b_row, b, bi, n, 0)
-                c_row = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
-                load_row_broadcast(c_row, c, bi, n, 0)
+                delta_t = load_channels(delta, bi, ti * pmax)
+                u_t = load_channels(u, bi, ti * pmax)
+                a_col = load_state_column(a, ti * pmax, n)
+                b_row = load_row_broadcast(b, bi, n, 0, seq)
+                c_row = load_row_broadcast(c, bi, n, 0, seq)
                 scan = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
                 state_step(acc[:, ti * seq:(ti + 1) * seq], scan, delta_t, u_t, a_col, b_row, c_row, zero)
         for ti in range(tiles):
             nisa.dma_copy(dst=out[bi, ti * pmax:(ti + 1) * pmax, :], src=acc[:, ti * seq:(ti + 1) * seq])
     return out
+
+
+def channel_tile(delta, u, bi, ch0):
+    """The inputs of channel tile `ch0..ch0 + 128` of batch `bi` that every state
+    reads, `delta` and `u` (`[128, seq]` each), with a zeroed fp32 accumulator
+    of their shape: `(acc, delta_t, u_t)`.
+    """
+    pmax = nl.tile_size.pmax
+    _batch, _channels, seq = delta.shape
+    acc = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=acc, value=0.0)
+    delta_t = load_channels(delta, bi, ch0)
+    u_t = load_channels(u, bi, ch0)
+    return (acc, delta_t, u_t)
 
 
 @nki.jit
@@ -114,19 +131,11 @@ def mamba_v2(delta, u, a, b, c):
     nisa.memset(dst=zero, value=0.0)
     for bi in range(batch):
         for ti in range(channels // pmax):
-            acc = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.memset(dst=acc, value=0.0)
-            delta_t = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
-            load_channels(delta_t, delta, bi, ti * pmax)
-            u_t = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
-            load_channels(u_t, u, bi, ti * pmax)
+            acc, delta_t, u_t = channel_tile(delta, u, bi, ti * pmax)
             for n in range(state):
-                a_col = nl.ndarray(shape=(pmax, 1), dtype=nl.float32, buffer=nl.sbuf)
-                load_state_column(a_col, a, ti * pmax, n)
-                b_row = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
-                load_row_broadcast(b_row, b, bi, n, 0)
-                c_row = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
-                load_row_broadcast(c_row, c, bi, n, 0)
+                a_col = load_state_column(a, ti * pmax, n)
+                b_row = load_row_broadcast(b, bi, n, 0, seq)
+                c_row = load_row_broadcast(c, bi, n, 0, seq)
                 scan = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
                 state_step(acc, scan, delta_t, u_t, a_col, b_row, c_row, zero)
             nisa.dma_copy(dst=out[bi, ti * pmax:(ti + 1) * pmax, :], src=acc)
@@ -154,23 +163,15 @@ def mamba_v3(delta, u, a, b, c, seq_tile=512):
     out = nl.ndarray(shape=(batch, channels, seq), dtype=delta.dtype, buffer=nl.shared_hbm)
     for bi in range(batch):
         for ti in range(channels // pmax):
-            acc = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.memset(dst=acc, value=0.0)
-            delta_t = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
-            load_channels(delta_t, delta, bi, ti * pmax)
-            u_t = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
-            load_channels(u_t, u, bi, ti * pmax)
+            acc, delta_t, u_t = channel_tile(delta, u, bi, ti * pmax)
             for n in range(state):
-                a_col = nl.ndarray(shape=(pmax, 1), dtype=nl.float32, buffer=nl.sbuf)
-                load_state_column(a_col, a, ti * pmax, n)
+                a_col = load_state_column(a, ti * pmax, n)
                 history = nl.ndarray(shape=(pmax, 1 + seq), dtype=nl.float32, buffer=nl.sbuf)
                 nisa.memset(dst=history[:, 0:1], value=0.0)
                 for si in range(seq // seq_tile):
                     t0, t1 = (si * seq_tile, (si + 1) * seq_tile)
-                    b_row = nl.ndarray(shape=(pmax, seq_tile), dtype=nl.float32, buffer=nl.sbuf)
-                    load_row_broadcast(b_row, b, bi, n, t0)
-                    c_row = nl.ndarray(shape=(pmax, seq_tile), dtype=nl.float32, buffer=nl.sbuf)
-                    load_row_broadcast(c_row, c, bi, n, t0)
+                    b_row = load_row_broadcast(b, bi, n, t0, seq_tile)
+                    c_row = load_row_broadcast(c, bi, n, t0, seq_tile)
                     state_step(acc[:, t0:t1], history[:, t0 + 1:t1 + 1], delta_t[:, t0:t1], u_t[:, t0:t1], a_col, b_row, c_row, history[:, t0:t0 + 1])
             nisa.dma_copy(dst=out[bi, ti * pmax:(ti + 1) * pmax, :], src=acc)
     return out
