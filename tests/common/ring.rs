@@ -52,17 +52,63 @@ pub struct Expected {
     pub lse: Vec<f64>,
 }
 
-impl Ring {
-    /// A numerics case of either pass: `W`, layout (striped or contiguous), causal
-    /// mask, `(b, h)`, `S_local`, `d` and LNC give the ring, the case's name and its seed.
-    pub fn case(w: usize, striped: bool, causal: bool, (b, h): (usize, usize), sl: usize, d: usize, lnc: usize) -> (Ring, String, u64) {
+/// `case(..)`'s layout flag: contiguous.
+pub const C: bool = false;
+/// `case(..)`'s layout flag: striped.
+pub const S: bool = true;
+
+/// What a numerics case of either pass holds: its name, ring, mask, LNC degree,
+/// softmax scale (None: `1/sqrt(d)`), precision and seed.
+#[derive(Clone, Debug)]
+pub struct CaseBase {
+    pub name: String,
+    pub ring: Ring,
+    pub causal: bool,
+    pub lnc: usize,
+    pub softmax_scale: Option<f64>,
+    pub precision: nki::Precision,
+    pub seed: u64,
+}
+
+/// Runs `check` on every case of a table.
+pub fn check_all<T, R>(cases: &[T], check: impl Fn(&T) -> R) {
+    for c in cases {
+        check(c);
+    }
+}
+
+impl CaseBase {
+    /// `W`, layout (striped or contiguous), causal mask, `(b, h)`, `S_local`, `d`
+    /// and LNC, in fp32 precision with the default scale; the seed follows the name.
+    pub fn new(w: usize, striped: bool, causal: bool, (b, h): (usize, usize), sl: usize, d: usize, lnc: usize) -> CaseBase {
         assert!(!striped || causal, "striped cases are causal");
         let ring = Ring { w, b, h, sl, d, striped };
         let name = ring.label(causal, lnc);
         let seed = super::seed_of(&name);
-        (ring, name, seed)
+        CaseBase { name, ring, causal, lnc, softmax_scale: None, precision: nki::Precision::Fp32, seed }
     }
 
+    /// With an explicit softmax scale.
+    pub fn scale(mut self, s: f64) -> CaseBase {
+        self.softmax_scale = Some(s);
+        self.name += &format!(" softmax_scale={s}");
+        self
+    }
+
+    /// In hardware precision, `what` (the inputs' dtype, if named) in the name.
+    pub fn hw(mut self, what: &str) -> CaseBase {
+        self.precision = nki::Precision::Hardware;
+        self.name += &format!(" hardware{what}");
+        self
+    }
+
+    /// The softmax scale the case runs with: the explicit one, else `1/sqrt(d)`.
+    pub fn scale_value(&self) -> f64 {
+        self.softmax_scale.unwrap_or(1.0 / (self.ring.d as f64).sqrt())
+    }
+}
+
+impl Ring {
     /// A case's name: workers, layout, mask, shapes and LNC degree.
     pub fn label(&self, causal: bool, lnc: usize) -> String {
         let layout = if self.striped { "striped" } else { "contiguous" };

@@ -28,7 +28,7 @@
 
 use crate::common::attention::Problem;
 use crate::common::attention_grad::{GradData, GradProblem, Grads, bwd_shard, dmajor, grad_data, loss};
-use crate::common::ring::{Ring, assert_one_message, rule_source, within};
+use crate::common::ring::{C, CaseBase, Ring, S, assert_one_message, check_all, rule_source, within};
 use crate::common::{errors, tensor, uniform};
 use nki::attention::ring_bwd::ring_attention_bwd::ring_attention_spmd_bwd;
 use nki::attention::ring_bwd::{RingBwdConfig, RingBwdInputs};
@@ -157,116 +157,88 @@ impl Errs {
     }
 }
 
-/// One numerics case.
+/// One numerics case: the shared part, the inputs' dtype, the accumulators'
+/// precision and the target.
 #[derive(Clone, Debug)]
 struct Case {
-    name: String,
-    ring: Ring,
-    causal: bool,
-    lnc: usize,
+    base: CaseBase,
     dtype: Dtype,
-    precision: Precision,
     mixed_precision: bool,
-    softmax_scale: Option<f64>,
     generation: Generation,
-    seed: u64,
 }
-
-const C: bool = false; // contiguous
-const S: bool = true; // striped
 
 /// `W`, layout, causal mask, `(b, h)`, `S_local`, `d`, LNC; fp32 inputs in fp32 precision.
 fn case(w: usize, striped: bool, causal: bool, (b, h): (usize, usize), sl: usize, d: usize, lnc: usize) -> Case {
-    let (ring, name, seed) = Ring::case(w, striped, causal, (b, h), sl, d, lnc);
     Case {
-        name,
-        ring,
-        causal,
-        lnc,
+        base: CaseBase::new(w, striped, causal, (b, h), sl, d, lnc),
         dtype: Dtype::F32,
-        precision: Precision::Fp32,
         mixed_precision: true,
-        softmax_scale: None,
         generation: Generation::default(),
-        seed,
-    }
-}
-
-/// Checks every case of a table.
-fn check_all(cases: &[Case]) {
-    for c in cases {
-        c.check();
     }
 }
 
 impl Case {
     /// Hardware precision with `dtype` inputs.
     fn hw(mut self, dtype: Dtype) -> Case {
-        self.precision = Precision::Hardware;
+        self.base = self.base.hw(&format!(" {}", dtype.nl_name()));
         self.dtype = dtype;
-        self.name += &format!(" hardware {}", dtype.nl_name());
         self
     }
 
     fn no_mixed_precision(mut self) -> Case {
         self.mixed_precision = false;
-        self.name += " mixed_precision=False";
+        self.base.name += " mixed_precision=False";
         self
     }
 
     fn scale(mut self, s: f64) -> Case {
-        self.softmax_scale = Some(s);
-        self.name += &format!(" softmax_scale={s}");
+        self.base = self.base.scale(s);
         self
     }
 
     /// The launch targets generation `g`.
     fn on(mut self, g: Generation) -> Case {
         self.generation = g;
-        self.name += &format!(" on {g}");
+        self.base.name += &format!(" on {g}");
         self
     }
 
     fn args(&self) -> Args {
         Args {
-            num_workers: self.ring.w,
-            lnc: self.lnc,
-            causal: self.causal,
-            striped: self.ring.striped,
+            num_workers: self.base.ring.w,
+            lnc: self.base.lnc,
+            causal: self.base.causal,
+            striped: self.base.ring.striped,
             mixed_precision: self.mixed_precision,
-            softmax_scale: self.softmax_scale,
+            softmax_scale: self.base.softmax_scale,
             groups: None,
         }
-    }
-
-    fn ref_scale(&self) -> f64 {
-        self.softmax_scale.unwrap_or(1.0 / (self.ring.d as f64).sqrt())
     }
 
     /// Runs the case and measures its errors against the reference.
     fn measure(&self) -> Errs {
         let t0 = Instant::now();
-        let x = grad_data(&self.ring, self.seed, self.dtype, self.causal, self.ref_scale());
+        let x = grad_data(&self.base.ring, self.base.seed, self.dtype, self.base.causal, self.base.scale_value());
         let t_ref = t0.elapsed();
-        let inputs = shard_inputs(&self.ring, &x, self.dtype);
-        let launch = Launch::new().ranks(self.ring.w).lnc(self.lnc).precision(self.precision).generation(self.generation);
+        let inputs = shard_inputs(&self.base.ring, &x, self.dtype);
+        let launch = Launch::new().ranks(self.base.ring.w).lnc(self.base.lnc).precision(self.base.precision).generation(self.generation);
         let t1 = Instant::now();
-        let outs = run_kernel(&launch, &inputs, &self.args()).unwrap_or_else(|e| panic!("{}: {e}", self.name));
+        let outs = run_kernel(&launch, &inputs, &self.args()).unwrap_or_else(|e| panic!("{}: {e}", self.base.name));
         let t_kernel = t1.elapsed();
-        let e = Errs::measure(&self.ring, &outs, &x.g);
-        eprintln!("{}: {}; reference {t_ref:.2?}, kernel {t_kernel:.2?}", self.name, e.show());
+        let e = Errs::measure(&self.base.ring, &outs, &x.g);
+        eprintln!("{}: {}; reference {t_ref:.2?}, kernel {t_kernel:.2?}", self.base.name, e.show());
         e
     }
 
     /// Measures and asserts the mode's bound.
     fn check(&self) -> Errs {
         let e = self.measure();
-        let (atol, rtol) = match (self.precision, self.mixed_precision) {
+        let (atol, rtol) = match (self.base.precision, self.mixed_precision) {
             (Precision::Fp32, _) => (FP32_ATOL, FP32_RTOL),
             (_, true) => (HW_ATOL, HW_RTOL),
             (_, false) => (NOMIX_ATOL, NOMIX_RTOL),
         };
-        e.check(&self.name, atol, rtol);
+        e.check(&self.base.name, atol, rtol);
         e
     }
 }
@@ -360,23 +332,26 @@ fn finite_differences() {
 /// degrees, S_local ∈ {128, 256, 512}.
 #[test]
 fn fp32_small_and_medium() {
-    check_all(&[
-        case(1, C, false, (1, 2), 512, 64, 1),
-        case(1, C, true, (3, 3), 128, 32, 2),
-        case(1, S, true, (2, 2), 256, 16, 1),
-        case(2, C, false, (2, 2), 512, 32, 2),
-        case(2, C, true, (1, 2), 256, 128, 1),
-        case(2, S, true, (3, 3), 128, 16, 2),
-        case(3, C, false, (1, 2), 512, 64, 1),
-        case(3, C, true, (3, 3), 128, 32, 2),
-        case(3, S, true, (2, 2), 256, 64, 1),
-        case(4, C, false, (3, 3), 128, 32, 2),
-        case(4, C, true, (2, 2), 512, 64, 1),
-        case(4, S, true, (1, 2), 512, 128, 2),
-        case(8, C, false, (2, 2), 128, 16, 2),
-        case(8, C, true, (1, 2), 128, 64, 1),
-        case(8, S, true, (3, 3), 128, 32, 2),
-    ]);
+    check_all(
+        &[
+            case(1, C, false, (1, 2), 512, 64, 1),
+            case(1, C, true, (3, 3), 128, 32, 2),
+            case(1, S, true, (2, 2), 256, 16, 1),
+            case(2, C, false, (2, 2), 512, 32, 2),
+            case(2, C, true, (1, 2), 256, 128, 1),
+            case(2, S, true, (3, 3), 128, 16, 2),
+            case(3, C, false, (1, 2), 512, 64, 1),
+            case(3, C, true, (3, 3), 128, 32, 2),
+            case(3, S, true, (2, 2), 256, 64, 1),
+            case(4, C, false, (3, 3), 128, 32, 2),
+            case(4, C, true, (2, 2), 512, 64, 1),
+            case(4, S, true, (1, 2), 512, 128, 2),
+            case(8, C, false, (2, 2), 128, 16, 2),
+            case(8, C, true, (1, 2), 128, 64, 1),
+            case(8, S, true, (3, 3), 128, 32, 2),
+        ],
+        Case::check,
+    );
 }
 
 /// S_local = 2048 (four 512-key tiles, four query groups) with W = 1 and 2: the
@@ -384,12 +359,15 @@ fn fp32_small_and_medium() {
 /// steps >= 1 of a contiguous causal ring must not skip.
 #[test]
 fn fp32_long_local_sequences() {
-    check_all(&[
-        case(1, C, true, (1, 2), 2048, 64, 2),
-        case(2, C, false, (1, 2), 2048, 32, 1),
-        case(2, C, true, (1, 2), 2048, 32, 1),
-        case(2, S, true, (1, 2), 2048, 64, 2),
-    ]);
+    check_all(
+        &[
+            case(1, C, true, (1, 2), 2048, 64, 2),
+            case(2, C, false, (1, 2), 2048, 32, 1),
+            case(2, C, true, (1, 2), 2048, 32, 1),
+            case(2, S, true, (1, 2), 2048, 64, 2),
+        ],
+        Case::check,
+    );
 }
 
 /// Tokens per rank that are a multiple of 128 but not of 512 beyond one tile
@@ -398,24 +376,30 @@ fn fp32_long_local_sequences() {
 /// not, contiguous and striped, both LNC degrees.
 #[test]
 fn fp32_seqlens_that_leave_a_partial_key_tile() {
-    check_all(&[
-        case(2, C, true, (1, 2), 384, 64, 1),
-        case(2, S, true, (1, 2), 384, 32, 2),
-        case(1, C, false, (1, 2), 640, 32, 2),
-        case(2, C, true, (1, 2), 640, 64, 1),
-        case(2, S, true, (1, 2), 896, 32, 1),
-    ]);
+    check_all(
+        &[
+            case(2, C, true, (1, 2), 384, 64, 1),
+            case(2, S, true, (1, 2), 384, 32, 2),
+            case(1, C, false, (1, 2), 640, 32, 2),
+            case(2, C, true, (1, 2), 640, 64, 1),
+            case(2, S, true, (1, 2), 896, 32, 1),
+        ],
+        Case::check,
+    );
 }
 
 /// D = 192 (two head-dim tiles of 96) and a non-default softmax_scale.
 #[test]
 fn fp32_wide_heads_and_explicit_scale() {
-    check_all(&[
-        case(2, C, true, (1, 2), 256, 192, 1),
-        case(3, S, true, (1, 1), 512, 192, 2),
-        case(2, S, true, (1, 2), 256, 64, 1).scale(0.3),
-        case(3, C, false, (2, 2), 128, 32, 2).scale(0.05),
-    ]);
+    check_all(
+        &[
+            case(2, C, true, (1, 2), 256, 192, 1),
+            case(3, S, true, (1, 1), 512, 192, 2),
+            case(2, S, true, (1, 2), 256, 64, 1).scale(0.3),
+            case(3, C, false, (2, 2), 128, 32, 2).scale(0.05),
+        ],
+        Case::check,
+    );
 }
 
 /// fp16 inputs (the library test's dtype) and bf16 inputs in hardware precision,
@@ -423,17 +407,20 @@ fn fp32_wide_heads_and_explicit_scale() {
 /// LNC2, S_total = 8192) once.
 #[test]
 fn hardware_precision() {
-    check_all(&[
-        case(4, C, true, (1, 2), 2048, 64, 2).hw(Dtype::F16),
-        case(4, C, false, (3, 3), 128, 64, 2).hw(Dtype::F16),
-        case(4, S, true, (1, 2), 512, 128, 2).hw(Dtype::F16),
-        case(2, C, true, (1, 1), 2048, 128, 1).hw(Dtype::F16),
-        case(8, S, true, (1, 2), 128, 64, 1).hw(Dtype::F16),
-        case(1, C, false, (2, 2), 512, 32, 1).hw(Dtype::F16),
-        case(3, C, true, (1, 2), 256, 64, 1).hw(Dtype::Bf16),
-        case(2, S, true, (2, 2), 512, 64, 2).hw(Dtype::Bf16),
-        case(8, C, false, (1, 2), 128, 32, 2).hw(Dtype::Bf16),
-    ]);
+    check_all(
+        &[
+            case(4, C, true, (1, 2), 2048, 64, 2).hw(Dtype::F16),
+            case(4, C, false, (3, 3), 128, 64, 2).hw(Dtype::F16),
+            case(4, S, true, (1, 2), 512, 128, 2).hw(Dtype::F16),
+            case(2, C, true, (1, 1), 2048, 128, 1).hw(Dtype::F16),
+            case(8, S, true, (1, 2), 128, 64, 1).hw(Dtype::F16),
+            case(1, C, false, (2, 2), 512, 32, 1).hw(Dtype::F16),
+            case(3, C, true, (1, 2), 256, 64, 1).hw(Dtype::Bf16),
+            case(2, S, true, (2, 2), 512, 64, 2).hw(Dtype::Bf16),
+            case(8, C, false, (1, 2), 128, 32, 2).hw(Dtype::Bf16),
+        ],
+        Case::check,
+    );
 }
 
 /// `mixed_precision=False`: fp16 accumulators, -LSE and D, within `NOMIX_*`; on
@@ -442,14 +429,18 @@ fn hardware_precision() {
 #[test]
 fn hardware_without_mixed_precision() {
     for c in [case(4, C, true, (1, 2), 512, 64, 2).hw(Dtype::F16), case(2, C, true, (1, 1), 2048, 64, 1).hw(Dtype::F16)] {
-        let lse = grad_data(&c.ring, c.seed, c.dtype, c.causal, c.ref_scale()).g.lse.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+        let lse = grad_data(&c.base.ring, c.base.seed, c.dtype, c.base.causal, c.base.scale_value())
+            .g
+            .lse
+            .iter()
+            .fold(0.0f64, |m, x| m.max(x.abs()));
         let em = c.check();
         let e = c.clone().no_mixed_precision().check();
-        eprintln!("{}: max|LSE| {lse:.2}; mixed_precision=False: {} vs True: {}", c.name, e.show(), em.show());
+        eprintln!("{}: max|LSE| {lse:.2}; mixed_precision=False: {} vs True: {}", c.base.name, e.show(), em.show());
         assert!(
             (0..3).all(|i| e.err[i] >= em.err[i]) && (0..3).any(|i| e.err[i] > 1.5 * em.err[i]),
             "{}: mixed_precision=False should lose accuracy: {} vs {}",
-            c.name,
+            c.base.name,
             e.show(),
             em.show()
         );

@@ -17,7 +17,7 @@
 //! Every case prints its measured errors (`cargo test --release --test ring -- fwd:: --nocapture`).
 
 use crate::common::attention::Problem;
-use crate::common::ring::{Global, Ring, assert_one_message, pick_lse, pick_out, rule_source, within};
+use crate::common::ring::{C, CaseBase, Global, Ring, S, assert_one_message, check_all, pick_lse, pick_out, rule_source, within};
 use crate::common::{FP32_ATOL, FP32_RTOL, as_dtype, errors, tensor, uniform};
 use nki::attention::ring_fwd::ring_attention_fwd::ring_attention_spmd_fwd;
 use nki::{Dtype, Launch, Precision, Tensor};
@@ -115,18 +115,12 @@ fn shards(ring: &Ring, x: &Data, dtype: Dtype, tp_q: bool, tp_k: bool) -> Shards
         .collect()
 }
 
-/// One numerics case.
+/// One numerics case: the shared part, the layout flags and the rows checked.
 #[derive(Clone, Debug)]
 struct Case {
-    name: String,
-    ring: Ring,
-    causal: bool,
-    lnc: usize,
+    base: CaseBase,
     tp_q: bool,
     tp_k: bool,
-    softmax_scale: Option<f64>,
-    precision: Precision,
-    seed: u64,
     /// Local row ranges checked on every rank (all rows when `None`).
     sample: Option<Vec<Range<usize>>>,
 }
@@ -151,34 +145,24 @@ impl Errs {
 
 /// `W`, layout (`C` contiguous, `S` striped), causal mask, `(b, h)`, `S_local`, `d`, LNC.
 fn case(w: usize, striped: bool, causal: bool, (b, h): (usize, usize), sl: usize, d: usize, lnc: usize) -> Case {
-    let (ring, name, seed) = Ring::case(w, striped, causal, (b, h), sl, d, lnc);
-    Case { name, ring, causal, lnc, tp_q: false, tp_k: false, softmax_scale: None, precision: Precision::Fp32, seed, sample: None }
-}
-
-/// Checks every case of a table.
-fn check_all(cases: &[Case]) {
-    for c in cases {
-        c.check();
-    }
+    Case { base: CaseBase::new(w, striped, causal, (b, h), sl, d, lnc), tp_q: false, tp_k: false, sample: None }
 }
 
 impl Case {
     fn tp(mut self, tp_q: bool, tp_k: bool) -> Case {
         self.tp_q = tp_q;
         self.tp_k = tp_k;
-        self.name += &format!(" tp_q={tp_q} tp_k={tp_k}");
+        self.base.name += &format!(" tp_q={tp_q} tp_k={tp_k}");
         self
     }
 
     fn hw(mut self) -> Case {
-        self.precision = Precision::Hardware;
-        self.name += " hardware";
+        self.base = self.base.hw("");
         self
     }
 
     fn scale(mut self, s: f64) -> Case {
-        self.softmax_scale = Some(s);
-        self.name += &format!(" softmax_scale={s}");
+        self.base = self.base.scale(s);
         self
     }
 
@@ -189,27 +173,27 @@ impl Case {
     }
 
     fn dtype(&self) -> Dtype {
-        if self.precision == Precision::Hardware { Dtype::Bf16 } else { Dtype::F32 }
+        if self.base.precision == Precision::Hardware { Dtype::Bf16 } else { Dtype::F32 }
     }
 
     fn args(&self) -> Args {
         Args {
-            num_workers: self.ring.w,
-            causal: self.causal,
-            striped: self.ring.striped,
+            num_workers: self.base.ring.w,
+            causal: self.base.causal,
+            striped: self.base.ring.striped,
             tp_q: self.tp_q,
             tp_k: self.tp_k,
-            softmax_scale: self.softmax_scale,
+            softmax_scale: self.base.softmax_scale,
             groups: None,
         }
     }
 
     /// Runs the kernel; returns the data it ran on and every rank's (output, LSE).
     fn run(&self) -> (Data, Results) {
-        let x = data(&self.ring, self.seed, self.dtype(), self.causal, self.softmax_scale);
-        let sh = shards(&self.ring, &x, self.dtype(), self.tp_q, self.tp_k);
-        let launch = Launch::new().ranks(self.ring.w).lnc(self.lnc).precision(self.precision);
-        let outs = run_kernel(&launch, &sh, &self.args()).unwrap_or_else(|e| panic!("{}: {e}", self.name));
+        let x = data(&self.base.ring, self.base.seed, self.dtype(), self.base.causal, self.base.softmax_scale);
+        let sh = shards(&self.base.ring, &x, self.dtype(), self.tp_q, self.tp_k);
+        let launch = Launch::new().ranks(self.base.ring.w).lnc(self.base.lnc).precision(self.base.precision);
+        let outs = run_kernel(&launch, &sh, &self.args()).unwrap_or_else(|e| panic!("{}: {e}", self.base.name));
         (x, outs)
     }
 
@@ -218,14 +202,14 @@ impl Case {
         let t0 = Instant::now();
         let (x, outs) = self.run();
         let t_kernel = t0.elapsed();
-        let r = &self.ring;
+        let r = &self.base.ring;
         let (bh, sl, d) = (r.bh(), r.sl, r.d);
         let rows = self.sample.clone().unwrap_or_else(|| std::iter::once(0..sl).collect());
         let want = r.expected_sampled(&x.global(), &rows);
         let mut e = Errs::default();
         for (rank, ((o, l), exps)) in outs.iter().zip(&want).enumerate() {
-            assert_eq!(o.len(), bh * sl * d, "{}: rank {rank} output size", self.name);
-            assert_eq!(l.len(), bh * 128 * r.groups(), "{}: rank {rank} LSE size", self.name);
+            assert_eq!(o.len(), bh * sl * d, "{}: rank {rank} output size", self.base.name);
+            assert_eq!(l.len(), bh * 128 * r.groups(), "{}: rank {rank} LSE size", self.base.name);
             for ex in exps {
                 let got_o = pick_out(o, bh, sl, d, &ex.rows);
                 let got_l = pick_lse(l, bh, sl, &ex.rows);
@@ -234,7 +218,7 @@ impl Case {
         }
         eprintln!(
             "{}: out max err {:.2e} (max|ref| {:.2e}), lse max err {:.2e} (max|ref| {:.2e}); kernel {:.2?}, total {:.2?}",
-            self.name,
+            self.base.name,
             e.out,
             e.out_ref,
             e.lse,
@@ -248,41 +232,41 @@ impl Case {
     /// Measures and asserts the precision mode's bound.
     fn check(&self) -> Errs {
         let e = self.measure();
-        let (atol, rtol) = match self.precision {
+        let (atol, rtol) = match self.base.precision {
             Precision::Fp32 => (FP32_ATOL, FP32_RTOL),
             _ => (HW_ATOL, HW_RTOL),
         };
         let (bo, bl) = (atol + rtol * e.out_ref, atol + rtol * e.lse_ref);
-        assert!(e.out <= bo, "{}: output max abs error {:.3e} > {bo:.3e}", self.name, e.out);
-        assert!(e.lse <= bl, "{}: LSE max abs error {:.3e} > {bl:.3e}", self.name, e.lse);
+        assert!(e.out <= bo, "{}: output max abs error {:.3e} > {bo:.3e}", self.base.name, e.out);
+        assert!(e.lse <= bl, "{}: LSE max abs error {:.3e} > {bl:.3e}", self.base.name, e.lse);
         e
     }
 }
-
-const C: bool = false; // contiguous
-const S: bool = true; // striped
 
 /// The fp32 covering set at small and medium sizes: every W, layout and mask, odd
 /// and even b·h, both LNC degrees, d ∈ {16, 64, 128}, tp flags, an explicit scale.
 #[test]
 fn fp32_small_and_medium() {
-    check_all(&[
-        case(1, C, false, (1, 2), 512, 64, 1),
-        case(1, C, true, (3, 1), 128, 128, 2),
-        case(1, S, true, (1, 1), 256, 16, 1),
-        case(2, C, false, (1, 3), 512, 128, 2).tp(true, true),
-        case(2, C, true, (2, 1), 128, 16, 1).tp(false, true),
-        case(2, S, true, (1, 2), 512, 64, 2).tp(true, false),
-        case(3, C, false, (1, 1), 128, 64, 1).scale(0.3),
-        case(3, C, true, (3, 1), 128, 16, 2),
-        case(3, S, true, (1, 2), 512, 64, 1).tp(false, true),
-        case(4, C, false, (2, 1), 128, 128, 1),
-        case(4, C, true, (1, 1), 512, 64, 2).scale(0.3), // ignored: q is pre-scaled
-        case(4, S, true, (3, 1), 512, 128, 2),
-        case(8, C, false, (1, 1), 128, 64, 2),
-        case(8, C, true, (1, 2), 128, 16, 1),
-        case(8, S, true, (2, 1), 128, 64, 1).tp(true, true),
-    ]);
+    check_all(
+        &[
+            case(1, C, false, (1, 2), 512, 64, 1),
+            case(1, C, true, (3, 1), 128, 128, 2),
+            case(1, S, true, (1, 1), 256, 16, 1),
+            case(2, C, false, (1, 3), 512, 128, 2).tp(true, true),
+            case(2, C, true, (2, 1), 128, 16, 1).tp(false, true),
+            case(2, S, true, (1, 2), 512, 64, 2).tp(true, false),
+            case(3, C, false, (1, 1), 128, 64, 1).scale(0.3),
+            case(3, C, true, (3, 1), 128, 16, 2),
+            case(3, S, true, (1, 2), 512, 64, 1).tp(false, true),
+            case(4, C, false, (2, 1), 128, 128, 1),
+            case(4, C, true, (1, 1), 512, 64, 2).scale(0.3), // ignored: q is pre-scaled
+            case(4, S, true, (3, 1), 512, 128, 2),
+            case(8, C, false, (1, 1), 128, 64, 2),
+            case(8, C, true, (1, 2), 128, 16, 1),
+            case(8, S, true, (2, 1), 128, 64, 1).tp(true, true),
+        ],
+        Case::check,
+    );
 }
 
 /// S_local = 4096: the remainder batch of odd b·h split across LNC2 programs
@@ -290,12 +274,15 @@ fn fp32_small_and_medium() {
 #[test]
 fn fp32_long_local_sequences() {
     let edges = |sl: usize| vec![0..128, sl / 2 - 128..sl / 2 + 128, sl - 128..sl];
-    check_all(&[
-        case(2, C, true, (1, 3), 4096, 64, 2).sample(&edges(4096)),
-        case(2, C, false, (1, 1), 4096, 128, 1).sample(&edges(4096)),
-        case(4, S, true, (1, 1), 4096, 16, 2).sample(&edges(4096)),
-        case(8, C, true, (1, 1), 4096, 16, 2).sample(&[0..128, 4096 - 128..4096]),
-    ]);
+    check_all(
+        &[
+            case(2, C, true, (1, 3), 4096, 64, 2).sample(&edges(4096)),
+            case(2, C, false, (1, 1), 4096, 128, 1).sample(&edges(4096)),
+            case(4, S, true, (1, 1), 4096, 16, 2).sample(&edges(4096)),
+            case(8, C, true, (1, 1), 4096, 16, 2).sample(&[0..128, 4096 - 128..4096]),
+        ],
+        Case::check,
+    );
 }
 
 /// The largest ring the causal kernel supports: 32 workers, both layouts.
@@ -316,13 +303,16 @@ fn fp32_kv_sections() {
 /// bf16 inputs in hardware precision, within the NKI test's bound.
 #[test]
 fn hardware_precision() {
-    check_all(&[
-        case(2, C, false, (1, 2), 512, 128, 2).hw(),
-        case(3, C, true, (1, 3), 512, 64, 1).hw(),
-        case(4, S, true, (2, 1), 512, 128, 2).hw(),
-        case(8, S, true, (1, 1), 128, 16, 1).hw().tp(true, true),
-        case(2, S, true, (1, 1), 4096, 64, 2).hw().sample(&[0..128, 4096 - 128..4096]),
-    ]);
+    check_all(
+        &[
+            case(2, C, false, (1, 2), 512, 128, 2).hw(),
+            case(3, C, true, (1, 3), 512, 64, 1).hw(),
+            case(4, S, true, (2, 1), 512, 128, 2).hw(),
+            case(8, S, true, (1, 1), 128, 16, 1).hw().tp(true, true),
+            case(2, S, true, (1, 1), 4096, 64, 2).hw().sample(&[0..128, 4096 - 128..4096]),
+        ],
+        Case::check,
+    );
 }
 
 /// The same global data (S_total = 1024) split over W = 1, 2, 4, 8 ranks in
@@ -335,7 +325,7 @@ fn hardware_error_grows_at_most_linearly_in_w() {
         let mut errs = Vec::new();
         for w in [1usize, 2, 4, 8] {
             let mut c = case(w, striped, causal, (1, 2), 1024 / w, 64, 1).hw();
-            c.seed = 4242; // same global data for every W
+            c.base.seed = 4242; // same global data for every W
             errs.push((w, c.check()));
         }
         let (_, e1) = errs[0];
