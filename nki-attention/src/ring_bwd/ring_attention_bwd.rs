@@ -1122,7 +1122,8 @@ pub mod ring_bwd {
 
         let scale: f64 = softmax_scale_of(softmax_scale, dh);
         // Masked scores are scaled in the exp: crate::scale::MIN_MASKED_SCALE keeps them masked.
-        assert!(!(ring.causal || ring.bounded) || scale >= 1e-30, CAUSAL_SCALE);
+        let masked = ring.causal || ring.bounded;
+        assert!(!masked || scale >= 1e-30, CAUSAL_SCALE);
         check_feature_inputs(sinks, q_segment_ids, kv_segment_ids, bias, b, n, sl, num_workers);
         let biased = bias.is_some();
         let cfg = RingBwdAttnConfig {

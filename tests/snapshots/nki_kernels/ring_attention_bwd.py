@@ -850,7 +850,8 @@ def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_cau
     lnc_id = nl.program_id(axis=0) if nl.program_ndim() == 1 else 0
     assert lnc_size == lnc_n, f"lnc_size is {lnc_size} but the kernel runs on {lnc_n} LNC program(s)"
     scale = softmax_scale_of(softmax_scale, dh)
-    assert not (ring.causal or ring.bounded) or scale >= 1e-30, CAUSAL_SCALE
+    masked = ring.causal or ring.bounded
+    assert not masked or scale >= 1e-30, CAUSAL_SCALE
     check_feature_inputs(sinks, q_segment_ids, kv_segment_ids, bias, b, n, sl, num_workers)
     biased = bias is not None
     cfg = RingBwdAttnConfig(kernel_dtype=kdt, mixed_dtype=nl.float32 if mixed_precision else kdt, nheads_per_kv_head=n // n_kv, d_head=dh, seqlen=sl, d_head_tile_size=dts, d_head_n_tiles=dnt, q_n_tiles=sl // Q_SEQ_TILE_SIZE, lnc=lnc_size, lnc_id=lnc_id, ring=ring, scale=scale)
