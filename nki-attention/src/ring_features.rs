@@ -2,8 +2,9 @@
 //! one bundle ([`RingAttnFeatures`], which each pass's configuration embeds as
 //! its `ring` field), built and checked by [`ring_features`] from the keyword
 //! arguments both kernels share; the checks of the optional feature inputs; and
-//! the ring's tensors ([`RingTensors`]) and plumbing both passes use (ring positions, the bias columns of a
-//! ring position, the optional tensors that travel with a block).
+//! the ring's tensors ([`RingTensors`]) and plumbing both passes use (ring
+//! positions, the bias columns of a ring position, the optional tensors that
+//! travel with a block).
 
 use nki::prelude::*;
 
