@@ -58,10 +58,10 @@ pub use flash_bwd::*;
 #[nki_module]
 pub mod flash_bwd {
     use crate::ring_bwd::ring_attention_bwd::{
-        K_SEQ_TILE_SIZE, KeyTile, KvTiles, P_MAX, Q_SEQ_TILE_SIZE, Q_TILE_GROUP_SIZE, RingBwdAttnConfig, StepQueries, bwd_tile,
-        check_grad_shapes, compute_rowsum, head_tiles, load_head_tiles, load_neg_lse, load_q_dy, sink_grad,
+        K_SEQ_TILE_SIZE, KeyTile, KvTiles, Q_SEQ_TILE_SIZE, Q_TILE_GROUP_SIZE, RingBwdAttnConfig, StepQueries, bwd_tile, check_grad_shapes,
+        compute_rowsum, head_tiles, load_head_tiles, load_neg_lse, load_q_dy, sink_grad,
     };
-    use crate::ring_features::RingAttnFeatures;
+    use crate::ring_features::{P_MAX, RingAttnFeatures};
     use nki::prelude::*;
 
     /// Keys per section with one head-dim tile (`k_seq_section_len`); with `n`

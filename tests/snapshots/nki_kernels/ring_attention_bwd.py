@@ -240,21 +240,19 @@ class TileProbs(nl.NKIObject):
     "Zeros `[P_MAX, 1]`: the lower bound of an inclusive range select."
 
 
-def check_shapes(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref):
-    """The shapes and dtypes of the inputs (the library checks none but `q_ref`;
-    mismatches would read out of bounds).
+def check_grad_shapes(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, same_seqlen):
+    """The shapes and dtypes every attention backward's inputs share, `q_ref`
+    being 4-d: K `[B, N_kv, D, S]` (its `S` q's when `same_seqlen`), V like K,
+    O and dY like Q, the log-sum-exp `[B, N, 128, S / 128]` of the queries, one
+    dtype for all but the log-sum-exp.
     """
     q_shape = q_ref.shape
-    assert q_ref.ndim == 4, f"q_ref must be [B, N, D, S], got {q_shape}"
     b, n, dh, sl = q_shape
-    assert sl >= Q_SEQ_TILE_SIZE and sl % Q_SEQ_TILE_SIZE == 0, SEQLEN_MULTIPLE
     k_shape = k_ref.shape
     v_shape = v_ref.shape
     o_shape = o_ref.shape
     dy_shape = dy_ref.shape
-    n_kv = k_shape[1]
-    assert k_ref.ndim == 4 and k_shape[0] == b and k_shape[2] == dh and k_shape[3] == sl, f"k_ref must be [B, N_kv, D, S], q_ref is {q_shape}, got {k_shape}"
-    assert n_kv >= 1 and n % n_kv == 0, KV_HEADS
+    assert k_ref.ndim == 4 and k_shape[0] == b and k_shape[2] == dh and (not same_seqlen or k_shape[3] == sl), f"k_ref must be [B, N_kv, D, S], q_ref is {q_shape}, got {k_shape}"
     assert v_shape == k_shape, f"v_ref must have k_ref's shape {k_shape} ([B, N_kv, D, S]), got {v_shape}"
     assert o_shape == q_shape, f"o_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {o_shape}"
     assert dy_shape == q_shape, f"dy_ref must have q_ref's shape {q_shape} ([B, N, D, S]), got {dy_shape}"
@@ -270,13 +268,6 @@ def head_tiles(dh):
     """Head dims split into equal tiles of at most D_HEAD_TILE_MAX: `(tile size, tile count)`."""
     n = (dh + D_HEAD_TILE_MAX - 1) // D_HEAD_TILE_MAX
     return ((dh + n - 1) // n, n)
-
-
-def allocate_query_block(cfg, biased):
-    """The ring buffers of one side, one slot per LNC program."""
-    lnc, dh, sl = (cfg.lnc, cfg.d_head, cfg.seqlen)
-    kdt = cfg.kernel_dtype
-    return QueryBlock(q=nl.ndarray(shape=(lnc, dh, sl), dtype=kdt, buffer=nl.shared_hbm), dy=nl.ndarray(shape=(lnc, dh, sl), dtype=kdt, buffer=nl.shared_hbm), lse=nl.ndarray(shape=(lnc, P_MAX, cfg.q_n_tiles), dtype=nl.float32, buffer=nl.shared_hbm), dos=nl.ndarray(shape=(lnc, P_MAX, cfg.q_n_tiles), dtype=nl.float32, buffer=nl.shared_hbm), ids=nl.ndarray(shape=(lnc, P_MAX, cfg.q_n_tiles), dtype=nl.float32, buffer=nl.shared_hbm) if cfg.ring.segmented else None, bias=nl.ndarray(shape=(lnc, sl, cfg.ring.num_workers * sl), dtype=nl.float32, buffer=nl.shared_hbm) if biased else None)
 
 
 def load_neg_lse(src, mdt, segmented):
@@ -321,15 +312,15 @@ def transpose_tiles(src, dts, dnt, n):
     return out
 
 
-def compute_rowsum(cfg, io, bid, hid):
-    """The library's `compute_rowsum`: `D = rowsum(dY ∘ O)` of the local queries of
-    `(bid, hid)`, as `[P_MAX, S / P_MAX]`; both are PE-transposed to rows and
-    multiplied in fp32.
+def compute_rowsum(cfg, o, dy):
+    """The library's `compute_rowsum`: `D = rowsum(dY ∘ O)` of one head's queries
+    (`o` and `dy` its `[D, S]` HBM views), as `[P_MAX, S / P_MAX]`; both are
+    PE-transposed to rows and multiplied in fp32.
     """
     dts, dnt, sl, qnt = (cfg.d_head_tile_size, cfg.d_head_n_tiles, cfg.seqlen, cfg.q_n_tiles)
-    kdt = io.o_ref.dtype
-    o_tiles = load_head_tiles(io.o_ref[bid, hid, :, :], dts, dnt, 0, sl, kdt)
-    dy_tiles = load_head_tiles(io.dy_ref[bid, hid, :, :], dts, dnt, 0, sl, kdt)
+    kdt = o.dtype
+    o_tiles = load_head_tiles(o, dts, dnt, 0, sl, kdt)
+    dy_tiles = load_head_tiles(dy, dts, dnt, 0, sl, kdt)
     dy_rows = transpose_tiles(dy_tiles, dts, dnt, qnt)
     dos = nl.ndarray(shape=(P_MAX, qnt), dtype=cfg.mixed_dtype, buffer=nl.sbuf)
     for g in range(qnt):
@@ -363,149 +354,6 @@ def sink_grad(sinks, neg_lse, dos, dsink_part, bid, hid):
     out = nl.ndarray(shape=(1, 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.tensor_copy(dst=out, src=total)
     nisa.dma_copy(dst=dsink_part.ap(pattern=[[1, 1], [1, 1]], offset=bid * n + hid), src=out)
-
-
-def stage_row_stats(cfg, io, stats, dsink_part, bid, hid):
-    """Stages `-LSE` and `D` of query head `hid` in `stats` (`[2, P_MAX, S / P_MAX]`)
-    and, with sinks, writes this rank's share of the head's sink gradient.
-    """
-    neg_lse = load_neg_lse(io.lse_ref[bid, hid, :, :], cfg.mixed_dtype, cfg.ring.segmented)
-    dos = compute_rowsum(cfg, io, bid, hid)
-    nisa.dma_copy(dst=stats[0, :, :], src=neg_lse)
-    nisa.dma_copy(dst=stats[1, :, :], src=dos)
-    sinks = io.sinks
-    if sinks is not None:
-        sk = sinks
-        sink_grad(sk, neg_lse, dos, dsink_part, bid, hid)
-
-
-def load_kv(cfg, io, bid, kvh):
-    """The library's `load_kv`: K, V and zeroed dK, dV of KV head `kvh` of batch
-    `bid` in SBUF, with the segment ids in fp32: the local keys' on every
-    partition, the local queries' as `[P_MAX, S / P_MAX]` rows (they travel with Q).
-    """
-    dts, dnt, sl, qnt, mdt = (cfg.d_head_tile_size, cfg.d_head_n_tiles, cfg.seqlen, cfg.q_n_tiles, cfg.mixed_dtype)
-    k_ids = nl.ndarray(shape=(P_MAX, sl), dtype=nl.float32, buffer=nl.sbuf) if cfg.ring.segmented else None
-    own_q_ids = nl.ndarray(shape=(P_MAX, qnt), dtype=nl.float32, buffer=nl.sbuf) if cfg.ring.segmented else None
-    kv_seg = io.ring.kv_segment_ids
-    if kv_seg is not None:
-        ks = kv_seg
-        if k_ids is not None:
-            ki = k_ids
-            nisa.dma_copy(dst=ki, src=ks.ap(pattern=[[0, P_MAX], [1, sl]], offset=bid * sl))
-    q_seg = io.ring.q_segment_ids
-    if q_seg is not None:
-        qs = q_seg
-        if own_q_ids is not None:
-            qi = own_q_ids
-            nisa.dma_copy(dst=qi, src=qs.ap(pattern=[[1, P_MAX], [P_MAX, qnt]], offset=bid * sl))
-    k = load_head_tiles(io.k_ref[bid, kvh, :, :], dts, dnt, 0, sl, cfg.kernel_dtype)
-    v = load_head_tiles(io.v_ref[bid, kvh, :, :], dts, dnt, 0, sl, cfg.kernel_dtype)
-    dk = nl.ndarray(shape=(dts, dnt, sl), dtype=mdt, buffer=nl.sbuf)
-    dv = nl.ndarray(shape=(dts, dnt, sl), dtype=mdt, buffer=nl.sbuf)
-    nisa.memset(dst=dk, value=0.0)
-    nisa.memset(dst=dv, value=0.0)
-    return KvTiles(k=k, v=v, dk=dk, dv=dv, k_ids=k_ids, own_q_ids=own_q_ids)
-
-
-def barrier_query_block(cfg, send):
-    """Waits for both LNC programs' writes to the ring buffers of `send` (no-op on one program)."""
-    if cfg.lnc > 1:
-        nisa.core_barrier(data=send.q, cores=(0, 1))
-        nisa.core_barrier(data=send.dy, cores=(0, 1))
-        nisa.core_barrier(data=send.lse, cores=(0, 1))
-        nisa.core_barrier(data=send.dos, cores=(0, 1))
-        ids = send.ids
-        if ids is not None:
-            si = ids
-            nisa.core_barrier(data=si, cores=(0, 1))
-        bias = send.bias
-        if bias is not None:
-            sb = bias
-            nisa.core_barrier(data=sb, cores=(0, 1))
-
-
-def permute_all(send, recv, groups):
-    """Sends Q, dY, LSE and D of every LNC slot of `send` to the ring successor's
-    `recv`, and the queries' segment ids and bias rows when there are any.
-    """
-    rg = ncc.ReplicaGroup(groups)
-    ncc.collective_permute_implicit(srcs_by_channel=[[send.q]], dsts_by_channel=[[recv.q]], replica_group=rg)
-    ncc.collective_permute_implicit(srcs_by_channel=[[send.dy]], dsts_by_channel=[[recv.dy]], replica_group=rg)
-    ncc.collective_permute_implicit(srcs_by_channel=[[send.lse]], dsts_by_channel=[[recv.lse]], replica_group=rg)
-    ncc.collective_permute_implicit(srcs_by_channel=[[send.dos]], dsts_by_channel=[[recv.dos]], replica_group=rg)
-    pass_optional(send.ids, recv.ids, groups)
-    pass_optional(send.bias, recv.bias, groups)
-
-
-def send_own_queries(cfg, io, kv, send, recv, dos, bid, hid):
-    """Copies the own queries of head `hid` (Q, dY, LSE, `D`, ids and bias rows)
-    into this program's slot of `send` and sends them around the ring.
-    """
-    slot = cfg.lnc_id
-    nisa.dma_copy(dst=send.q[slot, :, :], src=io.q_ref[bid, hid, :, :])
-    nisa.dma_copy(dst=send.dy[slot, :, :], src=io.dy_ref[bid, hid, :, :])
-    nisa.dma_copy(dst=send.lse[slot, :, :], src=io.lse_ref[bid, hid, :, :])
-    nisa.dma_copy(dst=send.dos[slot, :, :], src=dos)
-    send_ids, own_q_ids = (send.ids, kv.own_q_ids)
-    if send_ids is not None:
-        si = send_ids
-        if own_q_ids is not None:
-            qi = own_q_ids
-            nisa.dma_copy(dst=si[slot, :, :], src=qi)
-    bias, send_bias = (io.ring.bias, send.bias)
-    if bias is not None:
-        bi = bias
-        if send_bias is not None:
-            sb = send_bias
-            nisa.dma_copy(dst=sb[slot, :, :], src=bi[bid, hid, :, :])
-    barrier_query_block(cfg, send)
-    if cfg.ring.num_workers > 1:
-        permute_all(send, recv, cfg.ring.replica_groups)
-
-
-def own_key_columns(cfg, rows, positions):
-    """The bias of the queries in this program's slot of `rows` (`[lnc, S, W·S]`,
-    their rows against every key at its global position) against this rank's
-    keys, `[1, S, S]` (None without a bias).
-    """
-    if rows is not None:
-        r = rows
-        lnc, sl, total = r.shape
-        mine, _same = ring_positions_at(positions, cfg.ring.replica_groups, 0)
-        slots = r.reshape(shape=(lnc, 1, sl, total))
-        return bias_block(slots, cfg.lnc_id, 1, mine, cfg.ring)
-    return None
-
-
-def step_bounds(cfg, positions, step):
-    """The range-select bounds of ring step `step` per query row (`[P_MAX, S / P_MAX]`):
-    `(lower, exclusive upper)` from the masks with windows, chunks or zigzag
-    blocks (`bounded`); else, with the causal mask after step 0, `(None, inclusive
-    upper)` in local key coordinates, keeping `0 <= k <= row + offset` (contiguous
-    offset `(q_pos - k_pos)·S`, striped `-min(max(k_pos - q_pos, 0), 1)`); else none.
-    """
-    sl, groups = (cfg.seqlen, cfg.ring.replica_groups)
-    if cfg.ring.bounded:
-        my_pos, q_pos = ring_positions_at(positions, groups, step)
-        rows = row_positions(q_pos, cfg.ring, sl)
-        lower, upper = key_bounds(rows, my_pos, cfg.ring, sl)
-        return (lower, upper)
-    if cfg.ring.causal and step > 0:
-        my_pos, q_pos = ring_positions_at(positions, groups, step)
-        ub = nl.ndarray(shape=(P_MAX, cfg.q_n_tiles), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.iota(dst=ub, pattern=[[P_MAX, cfg.q_n_tiles]], channel_multiplier=1)
-        off = nl.ndarray(shape=(P_MAX, 1), dtype=nl.float32, buffer=nl.sbuf)
-        if cfg.ring.striped:
-            nisa.tensor_tensor(dst=off, data1=my_pos, data2=q_pos, op=nl.subtract)
-            nisa.tensor_scalar(dst=off, data=off, op0=nl.maximum, operand0=0.0, op1=nl.minimum, operand1=1.0)
-            nisa.tensor_scalar(dst=ub, data=ub, op0=nl.subtract, operand0=off)
-        else:
-            nisa.tensor_tensor(dst=off, data1=q_pos, data2=my_pos, op=nl.subtract)
-            nisa.tensor_scalar(dst=off, data=off, op0=nl.multiply, operand0=float(sl))
-            nisa.tensor_scalar(dst=ub, data=ub, op0=nl.add, operand0=off)
-        return (None, ub)
-    return (None, None)
 
 
 def load_q_dy(cfg, st, qg, cg):
@@ -670,6 +518,169 @@ def bwd_tile(cfg, kv, st, grp, kt):
         compute_softmax_backward_dx(cfg, kv, st, grp, kt, probs, j, scores)
     accumulate_dq(cfg, kv, grp, kt, probs)
     accumulate_dk_dv(cfg, kv, grp, kt, probs)
+
+
+def check_shapes(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref):
+    """The shapes and dtypes of the inputs (the library checks none but `q_ref`;
+    mismatches would read out of bounds).
+    """
+    q_shape = q_ref.shape
+    assert q_ref.ndim == 4, f"q_ref must be [B, N, D, S], got {q_shape}"
+    _b, n, _dh, sl = q_shape
+    assert sl >= Q_SEQ_TILE_SIZE and sl % Q_SEQ_TILE_SIZE == 0, SEQLEN_MULTIPLE
+    n_kv = k_ref.shape[1]
+    assert n_kv >= 1 and n % n_kv == 0, KV_HEADS
+    check_grad_shapes(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, True)
+
+
+def allocate_query_block(cfg, biased):
+    """The ring buffers of one side, one slot per LNC program."""
+    lnc, dh, sl = (cfg.lnc, cfg.d_head, cfg.seqlen)
+    kdt = cfg.kernel_dtype
+    return QueryBlock(q=nl.ndarray(shape=(lnc, dh, sl), dtype=kdt, buffer=nl.shared_hbm), dy=nl.ndarray(shape=(lnc, dh, sl), dtype=kdt, buffer=nl.shared_hbm), lse=nl.ndarray(shape=(lnc, P_MAX, cfg.q_n_tiles), dtype=nl.float32, buffer=nl.shared_hbm), dos=nl.ndarray(shape=(lnc, P_MAX, cfg.q_n_tiles), dtype=nl.float32, buffer=nl.shared_hbm), ids=nl.ndarray(shape=(lnc, P_MAX, cfg.q_n_tiles), dtype=nl.float32, buffer=nl.shared_hbm) if cfg.ring.segmented else None, bias=nl.ndarray(shape=(lnc, sl, cfg.ring.num_workers * sl), dtype=nl.float32, buffer=nl.shared_hbm) if biased else None)
+
+
+def stage_row_stats(cfg, io, stats, dsink_part, bid, hid):
+    """Stages `-LSE` and `D` of query head `hid` in `stats` (`[2, P_MAX, S / P_MAX]`)
+    and, with sinks, writes this rank's share of the head's sink gradient.
+    """
+    neg_lse = load_neg_lse(io.lse_ref[bid, hid, :, :], cfg.mixed_dtype, cfg.ring.segmented)
+    dos = compute_rowsum(cfg, io.o_ref[bid, hid, :, :], io.dy_ref[bid, hid, :, :])
+    nisa.dma_copy(dst=stats[0, :, :], src=neg_lse)
+    nisa.dma_copy(dst=stats[1, :, :], src=dos)
+    sinks = io.sinks
+    if sinks is not None:
+        sk = sinks
+        sink_grad(sk, neg_lse, dos, dsink_part, bid, hid)
+
+
+def load_kv(cfg, io, bid, kvh):
+    """The library's `load_kv`: K, V and zeroed dK, dV of KV head `kvh` of batch
+    `bid` in SBUF, with the segment ids in fp32: the local keys' on every
+    partition, the local queries' as `[P_MAX, S / P_MAX]` rows (they travel with Q).
+    """
+    dts, dnt, sl, qnt, mdt = (cfg.d_head_tile_size, cfg.d_head_n_tiles, cfg.seqlen, cfg.q_n_tiles, cfg.mixed_dtype)
+    k_ids = nl.ndarray(shape=(P_MAX, sl), dtype=nl.float32, buffer=nl.sbuf) if cfg.ring.segmented else None
+    own_q_ids = nl.ndarray(shape=(P_MAX, qnt), dtype=nl.float32, buffer=nl.sbuf) if cfg.ring.segmented else None
+    kv_seg = io.ring.kv_segment_ids
+    if kv_seg is not None:
+        ks = kv_seg
+        if k_ids is not None:
+            ki = k_ids
+            nisa.dma_copy(dst=ki, src=ks.ap(pattern=[[0, P_MAX], [1, sl]], offset=bid * sl))
+    q_seg = io.ring.q_segment_ids
+    if q_seg is not None:
+        qs = q_seg
+        if own_q_ids is not None:
+            qi = own_q_ids
+            nisa.dma_copy(dst=qi, src=qs.ap(pattern=[[1, P_MAX], [P_MAX, qnt]], offset=bid * sl))
+    k = load_head_tiles(io.k_ref[bid, kvh, :, :], dts, dnt, 0, sl, cfg.kernel_dtype)
+    v = load_head_tiles(io.v_ref[bid, kvh, :, :], dts, dnt, 0, sl, cfg.kernel_dtype)
+    dk = nl.ndarray(shape=(dts, dnt, sl), dtype=mdt, buffer=nl.sbuf)
+    dv = nl.ndarray(shape=(dts, dnt, sl), dtype=mdt, buffer=nl.sbuf)
+    nisa.memset(dst=dk, value=0.0)
+    nisa.memset(dst=dv, value=0.0)
+    return KvTiles(k=k, v=v, dk=dk, dv=dv, k_ids=k_ids, own_q_ids=own_q_ids)
+
+
+def barrier_query_block(cfg, send):
+    """Waits for both LNC programs' writes to the ring buffers of `send` (no-op on one program)."""
+    if cfg.lnc > 1:
+        nisa.core_barrier(data=send.q, cores=(0, 1))
+        nisa.core_barrier(data=send.dy, cores=(0, 1))
+        nisa.core_barrier(data=send.lse, cores=(0, 1))
+        nisa.core_barrier(data=send.dos, cores=(0, 1))
+        ids = send.ids
+        if ids is not None:
+            si = ids
+            nisa.core_barrier(data=si, cores=(0, 1))
+        bias = send.bias
+        if bias is not None:
+            sb = bias
+            nisa.core_barrier(data=sb, cores=(0, 1))
+
+
+def permute_all(send, recv, groups):
+    """Sends Q, dY, LSE and D of every LNC slot of `send` to the ring successor's
+    `recv`, and the queries' segment ids and bias rows when there are any.
+    """
+    rg = ncc.ReplicaGroup(groups)
+    ncc.collective_permute_implicit(srcs_by_channel=[[send.q]], dsts_by_channel=[[recv.q]], replica_group=rg)
+    ncc.collective_permute_implicit(srcs_by_channel=[[send.dy]], dsts_by_channel=[[recv.dy]], replica_group=rg)
+    ncc.collective_permute_implicit(srcs_by_channel=[[send.lse]], dsts_by_channel=[[recv.lse]], replica_group=rg)
+    ncc.collective_permute_implicit(srcs_by_channel=[[send.dos]], dsts_by_channel=[[recv.dos]], replica_group=rg)
+    pass_optional(send.ids, recv.ids, groups)
+    pass_optional(send.bias, recv.bias, groups)
+
+
+def send_own_queries(cfg, io, kv, send, recv, dos, bid, hid):
+    """Copies the own queries of head `hid` (Q, dY, LSE, `D`, ids and bias rows)
+    into this program's slot of `send` and sends them around the ring.
+    """
+    slot = cfg.lnc_id
+    nisa.dma_copy(dst=send.q[slot, :, :], src=io.q_ref[bid, hid, :, :])
+    nisa.dma_copy(dst=send.dy[slot, :, :], src=io.dy_ref[bid, hid, :, :])
+    nisa.dma_copy(dst=send.lse[slot, :, :], src=io.lse_ref[bid, hid, :, :])
+    nisa.dma_copy(dst=send.dos[slot, :, :], src=dos)
+    send_ids, own_q_ids = (send.ids, kv.own_q_ids)
+    if send_ids is not None:
+        si = send_ids
+        if own_q_ids is not None:
+            qi = own_q_ids
+            nisa.dma_copy(dst=si[slot, :, :], src=qi)
+    bias, send_bias = (io.ring.bias, send.bias)
+    if bias is not None:
+        bi = bias
+        if send_bias is not None:
+            sb = send_bias
+            nisa.dma_copy(dst=sb[slot, :, :], src=bi[bid, hid, :, :])
+    barrier_query_block(cfg, send)
+    if cfg.ring.num_workers > 1:
+        permute_all(send, recv, cfg.ring.replica_groups)
+
+
+def own_key_columns(cfg, rows, positions):
+    """The bias of the queries in this program's slot of `rows` (`[lnc, S, W·S]`,
+    their rows against every key at its global position) against this rank's
+    keys, `[1, S, S]` (None without a bias).
+    """
+    if rows is not None:
+        r = rows
+        lnc, sl, total = r.shape
+        mine, _same = ring_positions_at(positions, cfg.ring.replica_groups, 0)
+        slots = r.reshape(shape=(lnc, 1, sl, total))
+        return bias_block(slots, cfg.lnc_id, 1, mine, cfg.ring)
+    return None
+
+
+def step_bounds(cfg, positions, step):
+    """The range-select bounds of ring step `step` per query row (`[P_MAX, S / P_MAX]`):
+    `(lower, exclusive upper)` from the masks with windows, chunks or zigzag
+    blocks (`bounded`); else, with the causal mask after step 0, `(None, inclusive
+    upper)` in local key coordinates, keeping `0 <= k <= row + offset` (contiguous
+    offset `(q_pos - k_pos)·S`, striped `-min(max(k_pos - q_pos, 0), 1)`); else none.
+    """
+    sl, groups = (cfg.seqlen, cfg.ring.replica_groups)
+    if cfg.ring.bounded:
+        my_pos, q_pos = ring_positions_at(positions, groups, step)
+        rows = row_positions(q_pos, cfg.ring, sl)
+        lower, upper = key_bounds(rows, my_pos, cfg.ring, sl)
+        return (lower, upper)
+    if cfg.ring.causal and step > 0:
+        my_pos, q_pos = ring_positions_at(positions, groups, step)
+        ub = nl.ndarray(shape=(P_MAX, cfg.q_n_tiles), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.iota(dst=ub, pattern=[[P_MAX, cfg.q_n_tiles]], channel_multiplier=1)
+        off = nl.ndarray(shape=(P_MAX, 1), dtype=nl.float32, buffer=nl.sbuf)
+        if cfg.ring.striped:
+            nisa.tensor_tensor(dst=off, data1=my_pos, data2=q_pos, op=nl.subtract)
+            nisa.tensor_scalar(dst=off, data=off, op0=nl.maximum, operand0=0.0, op1=nl.minimum, operand1=1.0)
+            nisa.tensor_scalar(dst=ub, data=ub, op0=nl.subtract, operand0=off)
+        else:
+            nisa.tensor_tensor(dst=off, data1=q_pos, data2=my_pos, op=nl.subtract)
+            nisa.tensor_scalar(dst=off, data=off, op0=nl.multiply, operand0=float(sl))
+            nisa.tensor_scalar(dst=ub, data=ub, op0=nl.add, operand0=off)
+        return (None, ub)
+    return (None, None)
 
 
 def compute_step(cfg, kv, st, dq_out):
