@@ -21,7 +21,7 @@ pub mod ring {
 
     /// SBUF and PSUM partitions: a ring position column, and one column of
     /// per-row statistics, spans them.
-    pub const P_MAX: i64 = 128;
+    pub const P_MAX: i64 = nl::tile_size::pmax;
 
     /// The ring and its masks, as both passes hold them (the kernel-side
     /// counterpart of the typed API's `RingFeatures`).

@@ -38,13 +38,13 @@ pub mod flash {
     use nki::prelude::*;
 
     /// SBUF and PSUM partitions: one column of per-row statistics spans them.
-    pub const P_MAX: i64 = 128;
+    pub const P_MAX: i64 = nl::tile_size::pmax;
     /// Query rows per group (the library's `_Q_GRP_SZ`): the partitions of one QK result.
-    pub const Q_GRP_SZ: i64 = 128;
+    pub const Q_GRP_SZ: i64 = nl::tile_size::pmax;
     /// Keys per QK matmul, mask and exp instruction (`_K_TILE_SZ`): one 2 KiB PSUM bank of fp32.
-    pub const K_TILE_SZ: i64 = 512;
+    pub const K_TILE_SZ: i64 = nl::tile_size::psum_fmax;
     /// Keys per V tile and per PV matmul (`_V_TILE_SZ`): the contracted partitions.
-    pub const V_TILE_SZ: i64 = 128;
+    pub const V_TILE_SZ: i64 = nl::tile_size::pmax;
     /// Keys per PV accumulation in one PSUM tile (`_LARGE_TILE_SZ`, four K tiles).
     pub const LARGE_TILE_SZ: i64 = 2048;
     /// Above this many keys the KV sequence is split into sections (`_FLASH_ATTENTION_THRESHOLD`).
@@ -56,7 +56,7 @@ pub mod flash {
     /// The longest query or key sequence, and the widest sliding window (`_MAX_SEQLEN`).
     pub const MAX_SEQLEN: i64 = 131072;
     /// The largest head dimension (`_MAX_HEAD_DIM`): it sits on the partitions of Q and K.
-    pub const MAX_HEAD_DIM: i64 = 128;
+    pub const MAX_HEAD_DIM: i64 = nl::tile_size::pmax;
     /// The largest context-parallel degree (`_MAX_GLOBAL_CP_DEGREE`).
     pub const MAX_GLOBAL_CP_DEGREE: i64 = 32;
     /// From this many query rows an odd last batch is split between the LNC programs.

@@ -48,7 +48,7 @@ pub use ring_fwd::*;
 /// The kernel with its tile constants, its state bundles and its phase helpers.
 #[nki_module]
 pub mod ring_fwd {
-    use crate::cte::attention_cte::{attention_cte, remainder_groups};
+    use crate::cte::attention_cte::{MAX_HEAD_DIM, Q_GRP_SZ, attention_cte, remainder_groups};
     use crate::ring_features::{
         P_MAX, RingAttnFeatures, RingTensors, bias_block, check_feature_inputs, pass_optional, ring_features, ring_positions_at,
         ring_tensors, softmax_scale_of,
@@ -59,14 +59,10 @@ pub mod ring_fwd {
     /// Replica groups as a bundle field holds them: the rings' rank ids.
     pub type Groups = Vec<Vec<i64>>;
 
-    /// Query rows per group of `attention_cte`'s statistics (its `Q_GRP_SZ`).
-    pub const Q_GRP_SZ: i64 = 128;
     /// Query groups merged or normalised per tile (`[P_MAX, MERGE_GRP_TILES, d]` bf16).
     pub const MERGE_GRP_TILES: i64 = 128;
     /// Columns of `[P_MAX, ..]` per tile of the pre-scaled copy of Q.
     pub const SCALE_COPY_COLS: i64 = 2048;
-    /// The largest head dimension: it sits on the partitions of Q and K.
-    pub const MAX_HEAD_DIM: i64 = 128;
     /// The most workers a causal ring supports (`attention_cte`'s CP degree limit).
     pub const MAX_CAUSAL_WORKERS: i64 = 32;
     /// The statistics' negated-max sentinel of a row that saw no key is

@@ -58,7 +58,7 @@ pub mod decode {
 
     /// SBUF and PSUM partitions: the cache length's granularity, the most query
     /// columns of one batch, and the keys contracted by one PV matmul.
-    pub const P_MAX: i64 = 128;
+    pub const P_MAX: i64 = nl::tile_size::pmax;
     /// Keys per QK matmul: one 2 KiB PSUM bank holds 512 fp32 columns.
     pub const MM1_KEYS: i64 = 512;
     /// Keys per PV accumulation group in one PSUM tile (four QK tiles).

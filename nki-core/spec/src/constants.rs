@@ -149,14 +149,25 @@ pub const TOPK_N_RANGE: (i64, i64) = (8, 65_535);
 /// Inclusive range of `nisa.topk`'s K (the docs: 1 <= K < 32768, and K <= n).
 pub const TOPK_K_RANGE: (i64, i64) = (1, 32_767);
 
+/// Partitions of SBUF and PSUM (`nl.tile_size.pmax`).
+pub const PMAX: i64 = 128;
+/// fp32 elements per PSUM bank per partition (`nl.tile_size.psum_fmax`, also `psum_bank_fmax`).
+pub const PSUM_FMAX: i64 = 512;
+/// Bytes per PSUM bank per partition (`nl.tile_size.psum_bank_fmax_bytes`).
+pub const PSUM_BANK_FMAX_BYTES: i64 = 2048;
+/// Largest free size of a matmul's stationary operand (`nl.tile_size.gemm_stationary_fmax`).
+pub const GEMM_STATIONARY_FMAX: i64 = 128;
+/// Largest free size of a matmul's moving operand (`nl.tile_size.gemm_moving_fmax`).
+pub const GEMM_MOVING_FMAX: i64 = 512;
+
 /// `nl.tile_size` members.
 pub const TILE_SIZE: &[(&str, i64)] = &[
-    ("pmax", 128),
-    ("psum_fmax", 512),
-    ("psum_bank_fmax", 512),
-    ("psum_bank_fmax_bytes", 2048),
-    ("gemm_stationary_fmax", 128),
-    ("gemm_moving_fmax", 512),
+    ("pmax", PMAX),
+    ("psum_fmax", PSUM_FMAX),
+    ("psum_bank_fmax", PSUM_FMAX),
+    ("psum_bank_fmax_bytes", PSUM_BANK_FMAX_BYTES),
+    ("gemm_stationary_fmax", GEMM_STATIONARY_FMAX),
+    ("gemm_moving_fmax", GEMM_MOVING_FMAX),
     ("bn_stats_fmax", BN_STATS_FMAX),
 ];
 

@@ -28,22 +28,23 @@ use crate::emulator::memory::OnChip;
 use crate::tensor::Storage;
 use crate::{Buffer, Dtype, ErrorKind, Idx, NkiError, Result, Tensor};
 
-/// `nl.tile_size`: hardware tile constants.
+/// `nl.tile_size`: hardware tile constants (the spec's).
 pub mod tile_size {
+    use nki_spec::constants as spec;
     /// Partitions of SBUF / PSUM.
-    pub const pmax: i64 = 128;
+    pub const pmax: i64 = spec::PMAX;
     /// fp32 elements per PSUM bank per partition.
-    pub const psum_fmax: i64 = 512;
+    pub const psum_fmax: i64 = spec::PSUM_FMAX;
     /// fp32 elements per PSUM bank per partition.
-    pub const psum_bank_fmax: i64 = 512;
+    pub const psum_bank_fmax: i64 = spec::PSUM_FMAX;
     /// Bytes per PSUM bank per partition.
-    pub const psum_bank_fmax_bytes: i64 = 2048;
+    pub const psum_bank_fmax_bytes: i64 = spec::PSUM_BANK_FMAX_BYTES;
     /// Largest free size of a matmul's stationary operand.
-    pub const gemm_stationary_fmax: i64 = 128;
+    pub const gemm_stationary_fmax: i64 = spec::GEMM_STATIONARY_FMAX;
     /// Largest free size of a matmul's moving operand.
-    pub const gemm_moving_fmax: i64 = 512;
+    pub const gemm_moving_fmax: i64 = spec::GEMM_MOVING_FMAX;
     /// Largest free size of `nisa.bn_stats`'s input.
-    pub const bn_stats_fmax: i64 = nki_spec::constants::BN_STATS_FMAX;
+    pub const bn_stats_fmax: i64 = spec::BN_STATS_FMAX;
 }
 
 /// `nl.float32`.

@@ -182,7 +182,18 @@ impl Py<'_> {
 }
 
 /// The Python line of a module constant: `TILE = 128`.
+///
+/// A constant set to an `nl.tile_size` member (`P_MAX = nl::tile_size::pmax`)
+/// is written as its number: module constants are evaluated when the module is
+/// imported, before tracing, and the library keeps its tile constants Python
+/// ints because `nl.tile_size` members are not ints there (shapes need ints).
 pub fn module_const(k: &crate::ast::ModuleConst) -> String {
+    if let ExprKind::Path(path) = &k.init.kind
+        && path.get(1).is_some_and(|m| m == "tile_size")
+        && let Some(Constant::Int(v)) = lookup_constant(path)
+    {
+        return format!("{} = {v}\n", k.name);
+    }
     let info = Info::default();
     let p = Py::new(&info, Span::call_site());
     format!("{} = {}\n", k.name, p.expr(&k.init))

@@ -6,6 +6,8 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .attention_cte import MAX_HEAD_DIM
+from .attention_cte import Q_GRP_SZ
 from .attention_cte import attention_cte
 from .attention_cte import remainder_groups
 from .ring_features import P_MAX
@@ -26,20 +28,12 @@ from .ring_rules import KV_HEADS
 from .ring_rules import SEQLEN_MULTIPLE
 
 
-# Query rows per group of `attention_cte`'s statistics (its `Q_GRP_SZ`).
-Q_GRP_SZ = 128
-
-
 # Query groups merged or normalised per tile (`[P_MAX, MERGE_GRP_TILES, d]` bf16).
 MERGE_GRP_TILES = 128
 
 
 # Columns of `[P_MAX, ..]` per tile of the pre-scaled copy of Q.
 SCALE_COPY_COLS = 2048
-
-
-# The largest head dimension: it sits on the partitions of Q and K.
-MAX_HEAD_DIM = 128
 
 
 # The most workers a causal ring supports (`attention_cte`'s CP degree limit).

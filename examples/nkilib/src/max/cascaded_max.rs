@@ -117,7 +117,7 @@ pub mod kernel {
     use nki::prelude::*;
 
     /// Partitions a row tile and its stages share.
-    pub const P_MAX: i64 = 128;
+    pub const P_MAX: i64 = nl::tile_size::pmax;
     /// Columns a stage may hold on one partition (128 KiB of `float32`).
     pub const MAX_STAGE_FREE: i64 = 32768;
     /// The dtype columns and global indices are computed in: exact integers

@@ -15,9 +15,9 @@ pub mod kernel {
     use nki::prelude::*;
 
     /// Partitions of an SBUF tile: rows per tile, contraction rows per matmul.
-    pub const P_MAX: i64 = 128;
+    pub const P_MAX: i64 = nl::tile_size::pmax;
     /// Columns of one fp32 PSUM bank: a matmul's moving free size.
-    pub const F_MAX: i64 = 512;
+    pub const F_MAX: i64 = nl::tile_size::psum_fmax;
     /// The largest finite `float8_e4m3`: statically quantized activations span `±240`.
     pub const FP8_MAX: f64 = 240.0;
     /// The dtype of statically quantized activations and weights.

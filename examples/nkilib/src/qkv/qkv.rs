@@ -32,7 +32,7 @@ pub mod kernel {
     /// Tokens per sequence above which `qkv_cte` is used.
     pub const SEQLEN_THRESHOLD_FOR_QKV_CTE: i64 = 96;
     /// Token rows above which `qkv_cte` is used (`qkv_tkg` holds one matmul's 128 rows).
-    pub const P_MAX: i64 = 128;
+    pub const P_MAX: i64 = nl::tile_size::pmax;
 
     /// The library's `qkv`: `qkv_cte` for context encoding (fused RoPE, `S >
     /// SEQLEN_THRESHOLD_FOR_QKV_CTE` or `B·S > 128`), else `qkv_tkg` (see the

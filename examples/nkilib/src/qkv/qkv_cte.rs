@@ -193,9 +193,9 @@ pub mod kernel {
     use nki::prelude::*;
 
     /// Partitions: S tiles of rows, and the 128-row pieces of H after the transpose.
-    pub const P_MAX: i64 = 128;
+    pub const P_MAX: i64 = nl::tile_size::pmax;
     /// Columns of one fp32 PSUM bank: one matmul's moving free size.
-    pub const PSUM_FMAX: i64 = 512;
+    pub const PSUM_FMAX: i64 = nl::tile_size::psum_fmax;
     /// PSUM banks: one per S tile and 512 output columns of an S block.
     pub const NUM_HW_PSUM_BANKS: i64 = 8;
     /// The largest `H`.

@@ -202,9 +202,9 @@ pub mod kernel {
     use nki::prelude::*;
 
     /// Partitions: the hidden dim is laid on them.
-    pub const P_MAX: i64 = 128;
+    pub const P_MAX: i64 = nl::tile_size::pmax;
     /// Columns of one fp32 PSUM bank: one matmul's moving free size.
-    pub const F_MAX: i64 = 512;
+    pub const F_MAX: i64 = nl::tile_size::psum_fmax;
     /// PSUM banks: one I block holds one bank per I tile.
     pub const NUM_PSUM_BANKS: i64 = 8;
     /// Output columns per matmul.

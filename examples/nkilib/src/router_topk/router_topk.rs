@@ -254,9 +254,9 @@ pub mod kernel {
     use nki::prelude::*;
 
     /// Partitions: hidden rows contracted per matmul, tokens per tile.
-    pub const P_MAX: i64 = 128;
+    pub const P_MAX: i64 = nl::tile_size::pmax;
     /// The most experts: one matmul's moving free size (`gemm_moving_fmax`).
-    pub const F_MAX: i64 = 512;
+    pub const F_MAX: i64 = nl::tile_size::gemm_moving_fmax;
     /// Tokens per tile (the free size of a stationary `x` tile).
     pub const ST_F_MAX: i64 = 128;
     /// Values `max8` and `nc_find_index8` return per token: the most experts `k`

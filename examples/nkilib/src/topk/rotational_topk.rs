@@ -96,9 +96,9 @@ pub mod rotational {
     /// The fixed cost of one DVE instruction, in cycles (the library's cost model).
     pub const FIXED_DVE_INST_OVERHEAD: i64 = 144;
     /// SBUF partitions (`nl.tile_size.pmax`).
-    pub const P_MAX: i64 = 128;
+    pub const P_MAX: i64 = nl::tile_size::pmax;
     /// Columns per rotation matmul (`nl.tile_size.gemm_moving_fmax`).
-    pub const MOVING_FMAX: i64 = 512;
+    pub const MOVING_FMAX: i64 = nl::tile_size::gemm_moving_fmax;
     /// What pads the last stage past `V` (the library's fill, below any bf16 logit it expects).
     pub const FILL_VALUE: f64 = -9948.0;
     /// What a found value is replaced with: the lowest fp32 (the library writes

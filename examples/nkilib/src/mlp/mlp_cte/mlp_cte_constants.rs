@@ -10,12 +10,12 @@ pub mod kernel {
     use nki::prelude::*;
 
     /// Partitions: token rows per tile, contraction rows per matmul.
-    pub const P_MAX: i64 = 128;
+    pub const P_MAX: i64 = nl::tile_size::pmax;
     /// Columns of one fp32 PSUM bank: the `I` chunk of a gate/up sum and
     /// the `H` chunk of a down-projection sum.
-    pub const PSUM_FMAX: i64 = 512;
+    pub const PSUM_FMAX: i64 = nl::tile_size::psum_fmax;
     /// Columns per `bn_stats` (LayerNorm statistics).
-    pub const BN_STATS_FMAX: i64 = 512;
+    pub const BN_STATS_FMAX: i64 = nl::tile_size::bn_stats_fmax;
     /// Elements `bn_stats` writes per chunk and `bn_aggr` per row.
     pub const BN_STATS_ELEMENTS: i64 = 6;
     /// Hidden rows of one gate/up weight load (8 partition tiles).

@@ -10,7 +10,7 @@ pub mod kernel {
     use nki::prelude::*;
 
     /// Output columns per down-projection chunk: one fp32 PSUM bank.
-    pub const PSUM_FMAX: i64 = 512;
+    pub const PSUM_FMAX: i64 = nl::tile_size::psum_fmax;
     /// The dtype of the projections' sums and of the activation.
     pub const INTER_DTYPE: Dtype = nl::float32;
     /// The DMA queue the two programs exchange partial sums over.
