@@ -59,7 +59,7 @@ pub use flash_bwd::*;
 pub mod flash_bwd {
     use crate::ring_bwd::ring_attention_bwd::{
         K_SEQ_TILE_SIZE, KeyTile, KvTiles, Q_SEQ_TILE_SIZE, Q_TILE_GROUP_SIZE, RingBwdAttnConfig, StepQueries, bwd_tile, check_grad_shapes,
-        compute_rowsum, head_tiles, load_head_tiles, load_neg_lse, load_q_dy, sink_grad,
+        compute_rowsum, head_tiles, load_kv_tiles, load_neg_lse, load_q_dy, sink_grad,
     };
     use crate::ring_features::{P_MAX, RingAttnFeatures};
     use nki::prelude::*;
@@ -216,14 +216,7 @@ pub mod flash_bwd {
     /// `k_start` of KV head `kvh` of batch `bid`.
     #[nki_helper]
     fn load_kv(blk: RingBwdAttnConfig, io: AttentionBwdTensors, bid: i64, kvh: i64, k_start: i64, width: i64) -> KvTiles {
-        let (dts, dnt, kdt, mdt) = (blk.d_head_tile_size, blk.d_head_n_tiles, blk.kernel_dtype, blk.mixed_dtype);
-        let k: Sbuf = load_head_tiles(io.k_ref[s![bid, kvh, .., ..]], dts, dnt, k_start, width, kdt);
-        let v: Sbuf = load_head_tiles(io.v_ref[s![bid, kvh, .., ..]], dts, dnt, k_start, width, kdt);
-        let dk = nl::ndarray([dts, dnt, width], mdt, buffer = nl::sbuf);
-        let dv = nl::ndarray([dts, dnt, width], mdt, buffer = nl::sbuf);
-        nisa::memset(dk, 0.0);
-        nisa::memset(dv, 0.0);
-        KvTiles { k, v, dk, dv, k_ids: None, own_q_ids: None }
+        load_kv_tiles(blk, io.k_ref[s![bid, kvh, .., ..]], io.v_ref[s![bid, kvh, .., ..]], k_start, width, None, None)
     }
 
     /// Stages `-LSE` and `D` of query head `hid` of batch `bid` in `stats`

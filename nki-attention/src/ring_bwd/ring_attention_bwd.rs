@@ -58,15 +58,15 @@ pub mod ring_bwd {
     pub type Groups = Vec<Vec<i64>>;
 
     /// Query rows per tile (the library's `q_seq_tile_size`).
-    pub const Q_SEQ_TILE_SIZE: i64 = 128;
+    pub const Q_SEQ_TILE_SIZE: i64 = nl::tile_size::pmax;
     /// Query tiles processed together (`q_tile_group_size`).
     pub const Q_TILE_GROUP_SIZE: i64 = 4;
     /// Keys per tile (`k_seq_tile_size`, `min(512, S)`); the last tile holds the rest.
-    pub const K_SEQ_TILE_SIZE: i64 = 512;
+    pub const K_SEQ_TILE_SIZE: i64 = nl::tile_size::psum_fmax;
     /// Keys per PE transpose of K and dS (`k_seq_tile_size_backward`): the contracted partitions of dQ.
-    pub const K_SEQ_TILE_SIZE_BACKWARD: i64 = 128;
+    pub const K_SEQ_TILE_SIZE_BACKWARD: i64 = nl::tile_size::pmax;
     /// The widest head-dim tile: head dims are split into equal tiles of at most this.
-    pub const D_HEAD_TILE_MAX: i64 = 128;
+    pub const D_HEAD_TILE_MAX: i64 = nl::tile_size::pmax;
     /// `RingBwdRule::CausalScale`: the one message of the kernel's assert, the typed
     /// API's checks (compile time and run time) and the CLI (the rules both passes
     /// share have theirs in ring_rules).
@@ -729,7 +729,7 @@ pub mod ring_bwd {
     /// partition, the local queries' as `[P_MAX, S / P_MAX]` rows (they travel with Q).
     #[nki_helper]
     fn load_kv(cfg: RingBwdAttnConfig, io: RingBwdTensors, bid: i64, kvh: i64) -> KvTiles {
-        let (dts, dnt, sl, qnt, mdt) = (cfg.d_head_tile_size, cfg.d_head_n_tiles, cfg.seqlen, cfg.q_n_tiles, cfg.mixed_dtype);
+        let (sl, qnt) = (cfg.seqlen, cfg.q_n_tiles);
         let k_ids = if cfg.ring.segmented { Some(nl::ndarray([P_MAX, sl], nl::float32, buffer = nl::sbuf)) } else { None };
         let own_q_ids = if cfg.ring.segmented { Some(nl::ndarray([P_MAX, qnt], nl::float32, buffer = nl::sbuf)) } else { None };
         let kv_seg = io.ring.kv_segment_ids;
@@ -744,10 +744,27 @@ pub mod ring_bwd {
                 nisa::dma_copy(qi, qs.ap([[1, P_MAX], [P_MAX, qnt]], offset = bid * sl));
             }
         }
-        let k: Sbuf = load_head_tiles(io.k_ref[s![bid, kvh, .., ..]], dts, dnt, 0, sl, cfg.kernel_dtype);
-        let v: Sbuf = load_head_tiles(io.v_ref[s![bid, kvh, .., ..]], dts, dnt, 0, sl, cfg.kernel_dtype);
-        let dk = nl::ndarray([dts, dnt, sl], mdt, buffer = nl::sbuf);
-        let dv = nl::ndarray([dts, dnt, sl], mdt, buffer = nl::sbuf);
+        load_kv_tiles(cfg, io.k_ref[s![bid, kvh, .., ..]], io.v_ref[s![bid, kvh, .., ..]], 0, sl, k_ids, own_q_ids)
+    }
+
+    /// K and V of the `width` keys from `k_start` of one KV head's `[D, S]` views
+    /// in SBUF with zeroed dK, dV accumulators and the given segment ids: what the
+    /// library's `load_kv` leaves in SBUF, in both backward kernels.
+    #[nki_helper]
+    pub(crate) fn load_kv_tiles(
+        cfg: RingBwdAttnConfig,
+        k_ref: Hbm,
+        v_ref: Hbm,
+        k_start: i64,
+        width: i64,
+        k_ids: Option<Tensor>,
+        own_q_ids: Option<Tensor>,
+    ) -> KvTiles {
+        let (dts, dnt, mdt) = (cfg.d_head_tile_size, cfg.d_head_n_tiles, cfg.mixed_dtype);
+        let k: Sbuf = load_head_tiles(k_ref, dts, dnt, k_start, width, cfg.kernel_dtype);
+        let v: Sbuf = load_head_tiles(v_ref, dts, dnt, k_start, width, cfg.kernel_dtype);
+        let dk = nl::ndarray([dts, dnt, width], mdt, buffer = nl::sbuf);
+        let dv = nl::ndarray([dts, dnt, width], mdt, buffer = nl::sbuf);
         nisa::memset(dk, 0.0);
         nisa::memset(dv, 0.0);
         KvTiles { k, v, dk, dv, k_ids, own_q_ids }

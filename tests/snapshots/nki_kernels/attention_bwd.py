@@ -17,7 +17,7 @@ from .ring_attention_bwd import bwd_tile
 from .ring_attention_bwd import check_grad_shapes
 from .ring_attention_bwd import compute_rowsum
 from .ring_attention_bwd import head_tiles
-from .ring_attention_bwd import load_head_tiles
+from .ring_attention_bwd import load_kv_tiles
 from .ring_attention_bwd import load_neg_lse
 from .ring_attention_bwd import load_q_dy
 from .ring_attention_bwd import sink_grad
@@ -241,14 +241,7 @@ def load_kv(blk, io, bid, kvh, k_start, width):
     """The library's `load_kv`: K, V and zeroed dK, dV of the `width` keys from
     `k_start` of KV head `kvh` of batch `bid`.
     """
-    dts, dnt, kdt, mdt = (blk.d_head_tile_size, blk.d_head_n_tiles, blk.kernel_dtype, blk.mixed_dtype)
-    k = load_head_tiles(io.k_ref[bid, kvh, :, :], dts, dnt, k_start, width, kdt)
-    v = load_head_tiles(io.v_ref[bid, kvh, :, :], dts, dnt, k_start, width, kdt)
-    dk = nl.ndarray(shape=(dts, dnt, width), dtype=mdt, buffer=nl.sbuf)
-    dv = nl.ndarray(shape=(dts, dnt, width), dtype=mdt, buffer=nl.sbuf)
-    nisa.memset(dst=dk, value=0.0)
-    nisa.memset(dst=dv, value=0.0)
-    return KvTiles(k=k, v=v, dk=dk, dv=dv, k_ids=None, own_q_ids=None)
+    return load_kv_tiles(blk, io.k_ref[bid, kvh, :, :], io.v_ref[bid, kvh, :, :], k_start, width, None, None)
 
 
 def get_required_tiles_mask(cfg, qg, cg, k0, kts):

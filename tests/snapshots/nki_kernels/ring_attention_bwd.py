@@ -356,6 +356,21 @@ def sink_grad(sinks, neg_lse, dos, dsink_part, bid, hid):
     nisa.dma_copy(dst=dsink_part.ap(pattern=[[1, 1], [1, 1]], offset=bid * n + hid), src=out)
 
 
+def load_kv_tiles(cfg, k_ref, v_ref, k_start, width, k_ids, own_q_ids):
+    """K and V of the `width` keys from `k_start` of one KV head's `[D, S]` views
+    in SBUF with zeroed dK, dV accumulators and the given segment ids: what the
+    library's `load_kv` leaves in SBUF, in both backward kernels.
+    """
+    dts, dnt, mdt = (cfg.d_head_tile_size, cfg.d_head_n_tiles, cfg.mixed_dtype)
+    k = load_head_tiles(k_ref, dts, dnt, k_start, width, cfg.kernel_dtype)
+    v = load_head_tiles(v_ref, dts, dnt, k_start, width, cfg.kernel_dtype)
+    dk = nl.ndarray(shape=(dts, dnt, width), dtype=mdt, buffer=nl.sbuf)
+    dv = nl.ndarray(shape=(dts, dnt, width), dtype=mdt, buffer=nl.sbuf)
+    nisa.memset(dst=dk, value=0.0)
+    nisa.memset(dst=dv, value=0.0)
+    return KvTiles(k=k, v=v, dk=dk, dv=dv, k_ids=k_ids, own_q_ids=own_q_ids)
+
+
 def load_q_dy(cfg, st, qg, cg):
     """The library's `load_q_dy`: query tiles `qg..qg + cg` of the visiting Q and
     dY, their transposes, and a zeroed dQ.
@@ -559,7 +574,7 @@ def load_kv(cfg, io, bid, kvh):
     `bid` in SBUF, with the segment ids in fp32: the local keys' on every
     partition, the local queries' as `[P_MAX, S / P_MAX]` rows (they travel with Q).
     """
-    dts, dnt, sl, qnt, mdt = (cfg.d_head_tile_size, cfg.d_head_n_tiles, cfg.seqlen, cfg.q_n_tiles, cfg.mixed_dtype)
+    sl, qnt = (cfg.seqlen, cfg.q_n_tiles)
     k_ids = nl.ndarray(shape=(P_MAX, sl), dtype=nl.float32, buffer=nl.sbuf) if cfg.ring.segmented else None
     own_q_ids = nl.ndarray(shape=(P_MAX, qnt), dtype=nl.float32, buffer=nl.sbuf) if cfg.ring.segmented else None
     kv_seg = io.ring.kv_segment_ids
@@ -574,13 +589,7 @@ def load_kv(cfg, io, bid, kvh):
         if own_q_ids is not None:
             qi = own_q_ids
             nisa.dma_copy(dst=qi, src=qs.ap(pattern=[[1, P_MAX], [P_MAX, qnt]], offset=bid * sl))
-    k = load_head_tiles(io.k_ref[bid, kvh, :, :], dts, dnt, 0, sl, cfg.kernel_dtype)
-    v = load_head_tiles(io.v_ref[bid, kvh, :, :], dts, dnt, 0, sl, cfg.kernel_dtype)
-    dk = nl.ndarray(shape=(dts, dnt, sl), dtype=mdt, buffer=nl.sbuf)
-    dv = nl.ndarray(shape=(dts, dnt, sl), dtype=mdt, buffer=nl.sbuf)
-    nisa.memset(dst=dk, value=0.0)
-    nisa.memset(dst=dv, value=0.0)
-    return KvTiles(k=k, v=v, dk=dk, dv=dv, k_ids=k_ids, own_q_ids=own_q_ids)
+    return load_kv_tiles(cfg, io.k_ref[bid, kvh, :, :], io.v_ref[bid, kvh, :, :], 0, sl, k_ids, own_q_ids)
 
 
 def barrier_query_block(cfg, send):
