@@ -115,3 +115,58 @@ fn helper_results_are_operands() {
     assert_eq!(np[0], want, "numpy");
     assert!(helper_operands::NKI_SOURCE.contains("operand0=doubled_column(t)"), "{}", helper_operands::NKI_SOURCE);
 }
+
+/// `(t, 3 t)` for a tile `t`: a helper returning two tiles.
+#[nki_helper]
+fn with_tripled(t: Sbuf) -> (Sbuf, Sbuf) {
+    let three = nl::ndarray([128, 64], nl::float32);
+    nisa::tensor_scalar(three, t, nl::multiply, 3.0);
+    (t, three)
+}
+
+/// `x + bias` when a bias is given, else a copy of `x`.
+#[nki_helper]
+fn plus_optional(x: Sbuf, bias: Option<Sbuf>) -> Sbuf {
+    let out = nl::ndarray([128, 64], nl::float32);
+    nisa::tensor_copy(out, x);
+    if let Some(b) = bias {
+        nisa::tensor_tensor(out, out, b, nl::add);
+    }
+    out
+}
+
+/// Optional tiles a helper made: `Some(part of a helper's result)`,
+/// `Some(helper call)` and an `if` choosing between `Some(helper call)` and
+/// `None`, each passed to a helper's `Option` parameter. With `twice`:
+/// `x + 3x + x + 3x = 8x`; without: `x + 3x + x = 5x`.
+#[nki_kernel]
+pub fn optional_helper_tiles(x: Hbm, twice: bool) -> Hbm {
+    let (t, three) = with_tripled(load_rows(x));
+    let a = plus_optional(t, Some(three));
+    let b = plus_optional(a, Some(load_rows(x)));
+    let c = plus_optional(b, if twice { Some(with_tripled(t).1) } else { None });
+    let out = nl::ndarray([128, 64], x.dtype(), buffer = nl::shared_hbm);
+    nisa::dma_copy(out, c);
+    out
+}
+
+#[test]
+fn helper_results_pass_as_optional_tiles() {
+    let xs: Vec<f32> = (0..128 * 64).map(|i| (i % 9) as f32 - 4.0).collect();
+    let x = Tensor::from_f32(&[128, 64], &xs, Dtype::F32).unwrap();
+    for (twice, k) in [(true, 8.0), (false, 5.0)] {
+        let want: Vec<f32> = xs.iter().map(|v| k * v).collect();
+        let y = optional_helper_tiles::Call::new(&x, twice).launch(&Launch::new()).unwrap();
+        assert_eq!(y.to_f32_vec(), want, "emulated, twice = {twice}");
+        let pkg = common::package_of(
+            "optional_helper_tiles_pkg",
+            &[&optional_helper_tiles::INFO, &with_tripled::INFO, &plus_optional::INFO, &load_rows::INFO],
+        );
+        let args = vec![vec![
+            common::Arg::Tensor(vec![128, 64], xs.iter().map(|&v| f64::from(v)).collect(), Dtype::F32),
+            common::Arg::Bool(twice),
+        ]];
+        let np = common::run_numpy_ranks(&pkg, "optional_helper_tiles", &args, 1, "fp32").swap_remove(0);
+        assert_eq!(np[0], want, "numpy, twice = {twice}");
+    }
+}

@@ -224,6 +224,13 @@ impl Rs<'_> {
                 let v = self.expr(e);
                 quote!(#v.as_ref())
             }
+            // `Some(x)` with `x` typed by rustc alone (a helper's result, a part
+            // of one): the callee's parameter picks a tensor by reference or a
+            // plain value, as for an untyped argument above.
+            Ty::Option(inner) if inner.is_unknown() => {
+                let v = self.expr(e);
+                quote!(::nki::__rt::AsArg::as_arg(&(#v)))
+            }
             Ty::Register => {
                 let v = self.expr(e);
                 quote_spanned!(e.span.start=> ::nki::__rt::RegisterArg::register_arg(&(#v)))
