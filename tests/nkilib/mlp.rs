@@ -2,8 +2,9 @@
 //! its documented computation — residual add, RMSNorm or LayerNorm, gate and
 //! up projections with biases and clamps, `act(gate) · up` (or `act(up)`
 //! without the gate), down projection with bias — at a subset of the
-//! library's `test_mlp_tkg.py` configurations, in both precision modes; its
-//! emitted source under NumPy against the emulator; its rules.
+//! library's `test_mlp_tkg.py` configurations (its fp8 `STATIC` and `ROW`
+//! weight quantization among them), in both precision modes; its emitted
+//! source under NumPy against the emulator; its rules.
 
 use crate::common::attention::run_numpy_kwargs;
 use crate::common::{Arg, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, emitted_package, seed_of, tensor, uniform};
@@ -31,6 +32,8 @@ struct Config {
     optimized: bool,
     /// `force_cte_mode`.
     force_cte: bool,
+    /// `quantization_type`: `STATIC` and `ROW` take `float8_e4m3` weights.
+    quant: QuantizationType,
 }
 
 const fn c(lnc: usize, b: usize, s: usize, h: usize, i: usize, norm: NormType) -> Config {
@@ -50,6 +53,7 @@ const fn c(lnc: usize, b: usize, s: usize, h: usize, i: usize, norm: NormType) -
         clamp: false,
         optimized: false,
         force_cte: false,
+        quant: QuantizationType::NONE,
     }
 }
 
@@ -85,6 +89,10 @@ impl Config {
     }
     const fn forced_cte(mut self) -> Self {
         self.force_cte = true;
+        self
+    }
+    const fn quant(mut self, q: QuantizationType) -> Self {
+        self.quant = q;
         self
     }
 }
@@ -128,6 +136,19 @@ const CTE_CONFIGS: &[Config] = &[
     c(2, 1, 128, 7168, 1024, RMS_NORM).fused(true),
 ];
 
+/// fp8 weight quantization at the library's `test_mlp_tkg.py` quantized
+/// sizes (`ROW` and `STATIC`, its column-tiling minimal case `[2, 4, 5,
+/// 1024, 512]`, its `I = 893` case with the three biases, its `[2, 14, 5,
+/// 8192, 128]` case, and `ROW` with the optimized down layout).
+const QUANT_CONFIGS: &[Config] = &[
+    c(2, 4, 5, 1024, 512, RMS_NORM).quant(QuantizationType::ROW),
+    c(2, 4, 5, 1024, 512, RMS_NORM).quant(QuantizationType::STATIC),
+    c(2, 4, 1, 8192, 893, RMS_NORM).biased().quant(QuantizationType::ROW),
+    c(2, 14, 5, 8192, 128, NO_NORM).quant(QuantizationType::STATIC),
+    c(1, 4, 1, 8192, 1024, RMS_NORM).optimized().quant(QuantizationType::ROW),
+    c(1, 2, 3, 1024, 300, LAYER_NORM).fused(true).skip().quant(QuantizationType::STATIC),
+];
+
 const EPS: f64 = 1e-6;
 /// The clamps of the clamped configurations (gate upper, gate lower, up upper, up lower).
 const CLAMPS: [f64; 4] = [0.5, -0.4, 0.3, -0.6];
@@ -144,6 +165,13 @@ struct Inputs {
     gate_b: Vec<f64>,
     up_b: Vec<f64>,
     down_b: Vec<f64>,
+    /// The weights' dequantization scales, `[128, n]` each (`n` = 1, `I`,
+    /// `I`, `H` with `ROW`), and `STATIC`'s input scales `[128, 1]`.
+    gate_s: Vec<f64>,
+    up_s: Vec<f64>,
+    down_s: Vec<f64>,
+    gate_up_in_s: Vec<f64>,
+    down_in_s: Vec<f64>,
 }
 
 /// `erf` by Abramowitz and Stegun 7.1.26 (absolute error below 1.5e-7).
@@ -172,7 +200,26 @@ impl Config {
     /// The configuration in words (also its inputs' seed; `force_cte` is
     /// named only when set, so the decode configurations keep their inputs).
     fn name(&self) -> String {
-        format!("{self:?}").replace(", force_cte: false", "")
+        format!("{self:?}").replace(", force_cte: false", "").replace(", quant: NONE", "")
+    }
+
+    fn quantized(&self) -> bool {
+        self.quant != QuantizationType::NONE
+    }
+
+    /// Columns of a scale of a projection with `cols` output columns.
+    fn scale_cols(&self, cols: usize) -> usize {
+        if self.quant == QuantizationType::ROW { cols } else { 1 }
+    }
+
+    /// The dequantization scale of token `tok`, output column `col`: row
+    /// `tok` of the `[128, n]` scale (column 0 with `STATIC`).
+    fn scale_of(&self, scale: &[f64], cols: usize, tok: usize, col: usize) -> f64 {
+        if !self.quantized() {
+            return 1.0;
+        }
+        let n = self.scale_cols(cols);
+        scale[tok * n + if n == 1 { 0 } else { col }]
     }
 
     /// Unit-variance hidden rows; weights scaled by `1/sqrt(fan_in)` so the
@@ -182,14 +229,26 @@ impl Config {
         let (t, h, i) = (self.t(), self.h, self.i);
         let r = 3f64.sqrt();
         let (wh, wi) = (r / (h as f64).sqrt(), r / (i as f64).sqrt());
+        // fp8 weights: codes of order 16 (exact in float8_e4m3), scales that
+        // bring them back to the float weights' size, every row its own.
+        let q = self.quantized();
+        let weight = |n: usize, seed: u64, bound: f64| {
+            if q { as_dtype(&uniform(n, seed, -16.0, 16.0), Dtype::Fp8E4m3) } else { uniform(n, seed, -bound, bound) }
+        };
+        let scale = |cols: usize, seed: u64, bound: f64| uniform(128 * self.scale_cols(cols), seed, 0.5 * bound / 16.0, 1.5 * bound / 16.0);
         Inputs {
+            gate_s: scale(i, seed + 10, wh),
+            up_s: scale(i, seed + 11, wh),
+            down_s: scale(h, seed + 12, wi),
+            gate_up_in_s: uniform(128, seed + 13, 0.5, 2.0),
+            down_in_s: uniform(128, seed + 14, 0.5, 2.0),
             hidden: uniform(t * h, seed, -r, r),
             residual: uniform(t * h, seed + 1, -r, r),
             gamma: uniform(h, seed + 2, 0.5, 1.5),
             beta: uniform(h, seed + 3, -0.5, 0.5),
-            gate_w: uniform(h * i, seed + 4, -wh, wh),
-            up_w: uniform(h * i, seed + 5, -wh, wh),
-            down_w: uniform(i * h, seed + 6, -wi, wi),
+            gate_w: weight(h * i, seed + 4, wh),
+            up_w: weight(h * i, seed + 5, wh),
+            down_w: weight(i * h, seed + 6, wi),
             gate_b: uniform(i, seed + 7, -0.5, 0.5),
             up_b: uniform(i, seed + 8, -0.5, 0.5),
             down_b: uniform(h, seed + 9, -0.5, 0.5),
@@ -219,19 +278,19 @@ impl Config {
                 _ => {}
             }
         }
-        let proj = |w: &[f64], b: &[f64], tok: usize, col: usize| {
+        let proj = |w: &[f64], scale: &[f64], b: &[f64], tok: usize, col: usize| {
             let dot: f64 = (0..h).map(|k| normed[tok * h + k] * w[k * i + col]).sum();
-            dot + if self.bias { b[col] } else { 0.0 }
+            dot * self.scale_of(scale, i, tok, col) + if self.bias { b[col] } else { 0.0 }
         };
         let clamp = |v: f64, hi: f64, lo: f64| if self.clamp { v.min(hi).max(lo) } else { v };
         let mut inter = vec![0.0; t * i];
         for tok in 0..t {
             for col in 0..i {
-                let up = clamp(proj(&x.up_w, &x.up_b, tok, col), CLAMPS[2], CLAMPS[3]);
+                let up = clamp(proj(&x.up_w, &x.up_s, &x.up_b, tok, col), CLAMPS[2], CLAMPS[3]);
                 inter[tok * i + col] = if self.skip_gate {
                     activation(self.act, up)
                 } else {
-                    let gate = clamp(proj(&x.gate_w, &x.gate_b, tok, col), CLAMPS[0], CLAMPS[1]);
+                    let gate = clamp(proj(&x.gate_w, &x.gate_s, &x.gate_b, tok, col), CLAMPS[0], CLAMPS[1]);
                     activation(self.act, gate) * up
                 };
             }
@@ -240,7 +299,7 @@ impl Config {
         for tok in 0..t {
             for col in 0..h {
                 let dot: f64 = (0..i).map(|k| inter[tok * i + k] * x.down_w[k * h + col]).sum();
-                out[tok * h + col] = dot + if self.bias { x.down_b[col] } else { 0.0 };
+                out[tok * h + col] = dot * self.scale_of(&x.down_s, h, tok, col) + if self.bias { x.down_b[col] } else { 0.0 };
             }
         }
         (out, sum)
@@ -277,8 +336,13 @@ impl Config {
     fn run_into(&self, x: &Inputs, dtype: Dtype, precision: Precision, output_dtype: Option<Dtype>) -> Vec<Tensor> {
         let (b, s, h, i) = (self.b, self.s, self.h, self.i);
         let ts = |shape: &[usize], v: &[f64]| tensor(shape, v, dtype);
+        let wdt = self.weight_dtype(dtype);
+        let tw = |shape: &[usize], v: &[f64]| tensor(shape, v, wdt);
         let (hid, gw, uw, dw) =
-            (ts(&[b, s, h], &x.hidden), ts(&[h, i], &x.gate_w), ts(&[h, i], &x.up_w), ts(&[i, h], &self.down_as_passed(&x.down_w)));
+            (ts(&[b, s, h], &x.hidden), tw(&[h, i], &x.gate_w), tw(&[h, i], &x.up_w), tw(&[i, h], &self.down_as_passed(&x.down_w)));
+        let f32s = |cols: usize, v: &[f64]| tensor(&[128, self.scale_cols(cols)], v, Dtype::F32);
+        let (gs, us, ds) = (f32s(i, &x.gate_s), f32s(i, &x.up_s), f32s(h, &x.down_s));
+        let (gis, dis) = (tensor(&[128, 1], &x.gate_up_in_s, Dtype::F32), tensor(&[128, 1], &x.down_in_s, Dtype::F32));
         let (res, gamma, beta) = (ts(&[b, s, h], &x.residual), ts(&[1, h], &x.gamma), ts(&[1, h], &x.beta));
         let (gb, ub, db) = (ts(&[1, i], &x.gate_b), ts(&[1, i], &x.up_b), ts(&[1, h], &x.down_b));
         let mut call = mlp::Call::new(&hid, &gw, &uw, &dw)
@@ -313,17 +377,37 @@ impl Config {
         if let Some(d) = output_dtype {
             call = call.output_dtype(d);
         }
+        if self.quantized() {
+            call = call.quantization_type(self.quant).gate_w_scale(&gs).up_w_scale(&us).down_w_scale(&ds);
+            if self.quant == QuantizationType::STATIC {
+                call = call.gate_up_in_scale(&gis).down_in_scale(&dis);
+            }
+        }
         let launch = Launch::new().lnc(self.lnc).precision(precision);
         let out = call.launch(&launch).unwrap_or_else(|e| panic!("{}: {e}", self.name()));
         assert_eq!(out.len(), if self.store_add { 2 } else { 1 }, "{}", self.name());
         out.0
     }
 
+    /// The weights' dtype: `float8_e4m3` when quantized, else the inputs'.
+    fn weight_dtype(&self, dtype: Dtype) -> Dtype {
+        if self.quantized() { Dtype::Fp8E4m3 } else { dtype }
+    }
+
     /// The arguments for the NumPy executor, by keyword (the library's names).
     fn numpy_kwargs(&self, x: &Inputs, dtype: Dtype) -> Vec<(&'static str, Arg)> {
         let (b, s, h, i) = (self.b, self.s, self.h, self.i);
         let ts = |shape: Vec<usize>, v: &[f64]| Arg::Tensor(shape, v.to_vec(), dtype);
-        let opt = |on: bool, a: Arg| if on { a } else { Arg::None };
+        let wdt = self.weight_dtype(dtype);
+        let tw = |shape: Vec<usize>, v: &[f64]| Arg::Tensor(shape, v.to_vec(), wdt);
+        let (q, stat) = (self.quantized(), self.quant == QuantizationType::STATIC);
+        let scale = |on: bool, cols: usize, v: &[f64]| opt_arg(on, Arg::Tensor(vec![128, cols], v.to_vec(), Dtype::F32));
+        let quant = match self.quant {
+            QuantizationType::STATIC => "STATIC",
+            QuantizationType::ROW => "ROW",
+            _ => "NONE",
+        };
+        let opt = opt_arg;
         let norm = match self.norm {
             RMS_NORM => "RMS_NORM",
             RMS_NORM_SKIP_GAMMA => "RMS_NORM_SKIP_GAMMA",
@@ -339,9 +423,15 @@ impl Config {
         let clamp = |k: usize| if self.clamp { Arg::Float(CLAMPS[k]) } else { Arg::None };
         vec![
             ("hidden_tensor", ts(vec![b, s, h], &x.hidden)),
-            ("gate_proj_weights_tensor", ts(vec![h, i], &x.gate_w)),
-            ("up_proj_weights_tensor", ts(vec![h, i], &x.up_w)),
-            ("down_proj_weights_tensor", ts(vec![i, h], &self.down_as_passed(&x.down_w))),
+            ("gate_proj_weights_tensor", tw(vec![h, i], &x.gate_w)),
+            ("up_proj_weights_tensor", tw(vec![h, i], &x.up_w)),
+            ("down_proj_weights_tensor", tw(vec![i, h], &self.down_as_passed(&x.down_w))),
+            ("quantization_type", Arg::Member("QuantizationType", quant)),
+            ("gate_w_scale", scale(q, self.scale_cols(i), &x.gate_s)),
+            ("up_w_scale", scale(q, self.scale_cols(i), &x.up_s)),
+            ("down_w_scale", scale(q, self.scale_cols(h), &x.down_s)),
+            ("gate_up_in_scale", scale(stat, 1, &x.gate_up_in_s)),
+            ("down_in_scale", scale(stat, 1, &x.down_in_s)),
             ("normalization_weights_tensor", opt(self.norm == RMS_NORM || self.norm == LAYER_NORM, ts(vec![1, h], &x.gamma))),
             ("gate_proj_bias_tensor", opt(self.bias, ts(vec![1, i], &x.gate_b))),
             ("up_proj_bias_tensor", opt(self.bias, ts(vec![1, i], &x.up_b))),
@@ -363,6 +453,11 @@ impl Config {
             ("force_cte_mode", Arg::Bool(self.force_cte)),
         ]
     }
+}
+
+/// `a` when `on`, else `None`.
+fn opt_arg(on: bool, a: Arg) -> Arg {
+    if on { a } else { Arg::None }
 }
 
 /// Every configuration, fp32 inputs in fp32 precision: the fp32 metric on
@@ -394,6 +489,30 @@ fn rounded(x: &Inputs, dtype: Dtype) -> Inputs {
         gate_b: r(&x.gate_b),
         up_b: r(&x.up_b),
         down_b: r(&x.down_b),
+        gate_s: as_dtype(&x.gate_s, Dtype::F32),
+        up_s: as_dtype(&x.up_s, Dtype::F32),
+        down_s: as_dtype(&x.down_s, Dtype::F32),
+        gate_up_in_s: as_dtype(&x.gate_up_in_s, Dtype::F32),
+        down_in_s: as_dtype(&x.down_in_s, Dtype::F32),
+    }
+}
+
+/// fp8 weights (the library's `STATIC` and `ROW` at its quantized sizes)
+/// multiply bfloat16 activations: in fp32 precision the float64 MLP of the
+/// rounded inputs (fp8 codes times their scales) to the fp32 metric; in
+/// hardware precision within the library's bfloat16 tolerance.
+#[test]
+fn quantized_configs_match_float64() {
+    for cfg in QUANT_CONFIGS {
+        let x = rounded(&cfg.inputs(), Dtype::Bf16);
+        let (want, sum) = cfg.reference(&x);
+        let got = cfg.run(&x, Dtype::Bf16, Precision::Fp32);
+        assert_close(&format!("{} fp32", cfg.name()), &got[0], &want, 1e-4, 1e-4);
+        if cfg.store_add {
+            assert_close(&format!("{} fp32 sum", cfg.name()), &got[1], &sum, FP32_ATOL, FP32_RTOL);
+        }
+        let got = cfg.run(&x, Dtype::Bf16, Precision::Hardware);
+        assert_close(&format!("{} bfloat16", cfg.name()), &got[0], &want, 2e-2, 2e-2);
     }
 }
 
@@ -420,8 +539,11 @@ fn configs_in_bfloat16_match_float64() {
 fn emitted_mlp_under_numpy_equals_emulator() {
     let decode = [CONFIGS[9], CONFIGS[6], CONFIGS[11], CONFIGS[14], CONFIGS[15]];
     let cte = [CTE_CONFIGS[0], CTE_CONFIGS[1], CTE_CONFIGS[3], CTE_CONFIGS[5], CTE_CONFIGS[6]];
-    for cfg in decode.into_iter().chain(cte) {
-        for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
+    let quant = [QUANT_CONFIGS[0], QUANT_CONFIGS[1], QUANT_CONFIGS[5]];
+    for cfg in decode.into_iter().chain(cte).chain(quant) {
+        // fp8 weights take 16-bit activations in both modes.
+        let wide = if cfg.quantized() { Dtype::Bf16 } else { Dtype::F32 };
+        for (dtype, precision, mode) in [(wide, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
             let x = rounded(&cfg.inputs(), dtype);
             let emu = cfg.run(&x, dtype, precision);
             let np = run_numpy_kwargs(emitted_package(), "mlp", &[], &cfg.numpy_kwargs(&x, dtype), cfg.lnc, mode);
@@ -455,6 +577,11 @@ fn cte_output_dtype_casts_the_rounded_result() {
     }
 }
 
+/// A `ROW`-quantized call of `x` with gate/up weights `w` and down weights `d`.
+fn row<'a>(x: &'a Tensor, w: &'a Tensor, d: &'a Tensor) -> mlp::Call<'a> {
+    mlp::Call::new(x, w, w, d).quantization_type(QuantizationType::ROW)
+}
+
 /// A call the rules accept, to vary one field at a time.
 const OK: MlpCall = MlpCall {
     tokens: 8,
@@ -479,6 +606,8 @@ fn rules_refuse_what_they_name() {
     let optimized = MlpCall { use_tkg_down_proj_optimized_layout: true, use_tkg_down_proj_column_tiling: false, ..OK };
     assert_eq!(mlp_violation(optimized), None);
     assert_eq!(mlp_violation(MlpCall { normalization_type: RMS_NORM_SKIP_GAMMA, ..OK }), None);
+    assert_eq!(mlp_violation(MlpCall { quantization_type: QuantizationType::STATIC, ..OK }), None);
+    assert_eq!(mlp_violation(MlpCall { quantization_type: QuantizationType::ROW, ..OK }), None);
     // The context-encoding path: clamps belong to token generation only; an
     // odd token count is fine when the call shards I (or runs on one program).
     assert_eq!(mlp_violation(MlpCall { tokens: 98, ..OK }), None);
@@ -497,7 +626,11 @@ fn rules_refuse_what_they_name() {
         (MlpCall { tokens: 300, programs: 4, ..OK }, MlpRule::CtePrograms),
         (MlpCall { tokens: 301, ..OK }, MlpRule::CteShards),
         (MlpCall { tokens: 200, hidden: 8192, intermediate: 1025, ..OK }, MlpRule::CteShards),
-        (MlpCall { quantization_type: QuantizationType::ROW, ..OK }, MlpRule::Quantization),
+        (MlpCall { quantization_type: QuantizationType::MX, ..OK }, MlpRule::Quantization),
+        (MlpCall { quantization_type: QuantizationType::STATIC_MX, ..OK }, MlpRule::Quantization),
+        (MlpCall { quantization_type: QuantizationType::ROW_MX, ..OK }, MlpRule::Quantization),
+        (MlpCall { tokens: 200, quantization_type: QuantizationType::ROW, ..OK }, MlpRule::CteQuantization),
+        (MlpCall { force_cte_mode: true, quantization_type: QuantizationType::STATIC, ..OK }, MlpRule::CteQuantization),
         (MlpCall { has_norm_bias: true, ..OK }, MlpRule::NormBias),
         (MlpCall { use_tkg_down_proj_optimized_layout: true, ..OK }, MlpRule::OptimizedLayout),
         (
@@ -523,7 +656,29 @@ fn rules_refuse_what_they_name() {
     let x = tensor(&[97, h], &vec![0.0; 97 * h], Dtype::F32);
     let e = mlp::Call::new(&x, &w, &w, &d).gate_clamp_upper_limit(1.0).launch(&Launch::new()).unwrap_err().to_string();
     assert!(e.contains("clamp limits are only supported in token generation"), "{e}");
-    let x = tensor(&[4, h], &vec![0.0; 4 * h], Dtype::F32);
-    let e = mlp::Call::new(&x, &w, &w, &d).quantization_type(QuantizationType::ROW).launch(&Launch::new()).unwrap_err().to_string();
-    assert!(e.contains("quantization_type"), "{e}");
+    let x = tensor(&[4, h], &vec![0.0; 4 * h], Dtype::Bf16);
+    let e = mlp::Call::new(&x, &w, &w, &d).quantization_type(QuantizationType::MX).launch(&Launch::new()).unwrap_err().to_string();
+    assert!(e.contains("the MX forms are not implemented"), "{e}");
+    // fp8 weights: float weights, a float32 hidden, a missing or misshapen
+    // scale, and the context-encoding path are each refused by name.
+    let (w8, d8) = (tensor(&[h, i], &vec![0.0; h * i], Dtype::Fp8E4m3), tensor(&[i, h], &vec![0.0; h * i], Dtype::Fp8E4m3));
+    let (s_i, s_h) = (tensor(&[128, i], &vec![1.0; 128 * i], Dtype::F32), tensor(&[128, h], &vec![1.0; 128 * h], Dtype::F32));
+    let ok = row(&x, &w8, &d8).gate_w_scale(&s_i).up_w_scale(&s_i).down_w_scale(&s_h).launch(&Launch::new());
+    assert!(ok.is_ok(), "{:?}", ok.err());
+    let e = row(&x, &w, &d).launch(&Launch::new()).unwrap_err().to_string();
+    assert!(e.contains("must be float8_e4m3 exactly when"), "{e}");
+    let x32 = tensor(&[4, h], &vec![0.0; 4 * h], Dtype::F32);
+    let e = row(&x32, &w8, &d8).gate_w_scale(&s_i).up_w_scale(&s_i).down_w_scale(&s_h).launch(&Launch::new()).unwrap_err().to_string();
+    assert!(e.contains("hidden_tensor must be bfloat16 or float16"), "{e}");
+    let e = row(&x, &w8, &d8).gate_w_scale(&s_i).up_w_scale(&s_i).launch(&Launch::new()).unwrap_err().to_string();
+    assert!(e.contains("down_w_scale must be given"), "{e}");
+    let e = row(&x, &w8, &d8).gate_w_scale(&s_i).up_w_scale(&s_h).down_w_scale(&s_h).launch(&Launch::new()).unwrap_err().to_string();
+    assert!(e.contains("up_w_scale must be [128, 128]"), "{e}");
+    let s1 = tensor(&[128, 1], &[1.0; 128], Dtype::F32);
+    let stat = mlp::Call::new(&x, &w8, &w8, &d8).quantization_type(QuantizationType::STATIC).gate_w_scale(&s1).up_w_scale(&s1);
+    let e = stat.down_w_scale(&s1).gate_up_in_scale(&s1).launch(&Launch::new()).unwrap_err().to_string();
+    assert!(e.contains("down_in_scale must be given"), "{e}");
+    let x_cte = tensor(&[97, h], &vec![0.0; 97 * h], Dtype::Bf16);
+    let e = row(&x_cte, &w8, &d8).gate_w_scale(&s_i).up_w_scale(&s_i).down_w_scale(&s_h).launch(&Launch::new()).unwrap_err().to_string();
+    assert!(e.contains("implemented in token generation only"), "{e}");
 }

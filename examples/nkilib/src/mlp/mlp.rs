@@ -20,10 +20,13 @@
 //! residual add (stored or not), 2-D `[T, H]` or 3-D hidden in HBM, one
 //! program or an LNC2 launch; on the decode path only (as in the library) the
 //! four clamps and the down weights in the
-//! `use_tkg_down_proj_optimized_layout` layout. Refused with a message naming
-//! the option: quantized weights (`QuantizationType` other than `NONE`, the
-//! MX forms included), `store_output_in_sbuf`, and the decode-only options on
-//! the context-encoding path. The rules are
+//! `use_tkg_down_proj_optimized_layout` layout, and fp8 weights
+//! (`QuantizationType.STATIC` and `ROW`, `float8_e4m3` gate, up and down
+//! weights with float32 `gate_w_scale`, `up_w_scale`, `down_w_scale`; see
+//! [`mlp_tkg`](crate::mlp::mlp_tkg::mlp_tkg)). Refused with a message naming
+//! the option: the MX quantization forms, fp8 weights on the
+//! context-encoding path, `store_output_in_sbuf`, and the decode-only options
+//! on the context-encoding path. The rules are
 //! [`mlp_violation`](crate::mlp::mlp_parameters::mlp_violation).
 
 use nki::prelude::*;
@@ -35,7 +38,7 @@ pub use kernel::*;
 pub mod kernel {
     use crate::mlp::mlp_cte::mlp_cte::mlp_cte;
     use crate::mlp::mlp_cte::mlp_cte_sharding::shard_on_intermediate;
-    use crate::mlp::mlp_parameters::{H0, MLPActivationParameters, MLPTensors, TKG_BS_SEQLEN_THRESHOLD};
+    use crate::mlp::mlp_parameters::{H0, MLPActivationParameters, MLPQuantizationParameters, MLPTensors, TKG_BS_SEQLEN_THRESHOLD};
     use crate::mlp::mlp_tkg::mlp_tkg::mlp_tkg;
     use crate::mlp::mlp_tkg::mlp_tkg_constants::PSUM_FMAX;
     pub use crate::utils::common_types::{ActFnType, NormType, QuantizationType};
@@ -80,15 +83,66 @@ pub mod kernel {
         }
     }
 
+    /// Asserts that a quantization scale is given as a float32 `[128, n]` tensor.
+    #[nki_helper]
+    pub fn check_scale(t: Option<Hbm>, name: &str, quantization_type: QuantizationType, n: i64) {
+        assert!(t.is_some(), "mlp: {name} must be given for quantization_type {quantization_type}");
+        if let Some(v) = t {
+            let shape = v.shape();
+            assert!(v.dtype() == nl::float32, "mlp: {name} must be float32, got {}", v.dtype());
+            assert!(v.ndim() == 2 && shape[0] == H0 && shape[1] == n, "mlp: {name} must be [128, {n}], got {shape}");
+        }
+    }
+
+    /// The fp8 quantization's rules (`STATIC` or `ROW`): the three weights
+    /// `float8_e4m3` (and only then), 16-bit hidden rows (a float32 operand
+    /// cannot multiply an fp8 one), and the scales of the library's shapes.
+    #[nki_helper]
+    pub fn validate_quantization(
+        quantization_type: QuantizationType,
+        hidden: Hbm,
+        w: MLPTensors,
+        q: MLPQuantizationParameters,
+        gate_up_in_scale: Option<Hbm>,
+        down_in_scale: Option<Hbm>,
+    ) {
+        let quantized = quantization_type != QuantizationType::NONE;
+        let fp8 = nl::float8_e4m3;
+        let (gw, uw, dw) = (w.gate_proj_weights_tensor, w.up_proj_weights_tensor, w.down_proj_weights_tensor);
+        assert!(
+            quantized == (gw.dtype() == fp8) && quantized == (uw.dtype() == fp8) && quantized == (dw.dtype() == fp8),
+            "mlp: the gate, up and down weights must be float8_e4m3 exactly when quantization_type is STATIC or ROW, got {} with {}, {}, {}",
+            quantization_type,
+            gw.dtype(),
+            uw.dtype(),
+            dw.dtype()
+        );
+        if quantized {
+            assert!(
+                hidden.dtype() != nl::float32,
+                "mlp: hidden_tensor must be bfloat16 or float16 with fp8 weights (they multiply it as it is), got float32"
+            );
+            let row = quantization_type == QuantizationType::ROW;
+            let (i, h) = (gw.shape()[1], gw.shape()[0]);
+            check_scale(q.gate_w_scale, "gate_w_scale", quantization_type, if row { i } else { 1 });
+            check_scale(q.up_w_scale, "up_w_scale", quantization_type, if row { i } else { 1 });
+            check_scale(q.down_w_scale, "down_w_scale", quantization_type, if row { h } else { 1 });
+            if !row {
+                check_scale(gate_up_in_scale, "gate_up_in_scale", quantization_type, 1);
+                check_scale(down_in_scale, "down_in_scale", quantization_type, 1);
+            }
+        }
+    }
+
     /// The MLP of `hidden_tensor` `[B, S, H]` (or `[T, H]`) with gate and up
     /// weights `[H, I]` and down weights `[I, H]`; returns the output `[B, S,
     /// H]`, and the residual sum when `store_fused_add_result` is set.
     #[nki_kernel]
     pub fn mlp(
         #[dtypes(float32, bfloat16, float16)] hidden_tensor: Hbm,
-        #[dtypes(float32, bfloat16, float16)] gate_proj_weights_tensor: Hbm,
-        #[dtypes(float32, bfloat16, float16)] up_proj_weights_tensor: Hbm,
-        #[dtypes(float32, bfloat16, float16)] down_proj_weights_tensor: Hbm,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3)] gate_proj_weights_tensor: Hbm,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3)] up_proj_weights_tensor: Hbm,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3)] down_proj_weights_tensor: Hbm,
         #[dtypes(float32, bfloat16, float16)] normalization_weights_tensor: Option<Hbm>,
         #[dtypes(float32, bfloat16, float16)] gate_proj_bias_tensor: Option<Hbm>,
         #[dtypes(float32, bfloat16, float16)] up_proj_bias_tensor: Option<Hbm>,
@@ -119,14 +173,10 @@ pub mod kernel {
         #[default(false)] force_cte_mode: bool,
     ) -> Outputs {
         // Both arrangements of the projections compute the same sums (module
-        // docs); the quantization inputs belong to the refused quantized paths.
+        // docs); the clipping bound belongs to the context-encoding path's
+        // row quantization, which is refused.
         let _ = use_tkg_gate_up_proj_column_tiling;
         let _ = quant_clipping_bound;
-        let _ = gate_w_scale;
-        let _ = up_w_scale;
-        let _ = down_w_scale;
-        let _ = gate_up_in_scale;
-        let _ = down_in_scale;
         let rank = hidden_tensor.ndim();
         assert!(rank == 2 || rank == 3, "mlp: hidden_tensor must be [B, S, H] or [T, H], got {rank} dims");
         let hs = hidden_tensor.shape();
@@ -160,8 +210,10 @@ pub mod kernel {
             "mlp: use_tkg_down_proj_optimized_layout needs use_tkg_down_proj_column_tiling=False"
         );
         assert!(
-            quantization_type == QuantizationType::NONE,
-            "mlp: quantization_type must be QuantizationType.NONE (the member implemented), got {quantization_type}"
+            quantization_type == QuantizationType::NONE
+                || quantization_type == QuantizationType::STATIC
+                || quantization_type == QuantizationType::ROW,
+            "mlp: quantization_type must be QuantizationType.NONE, STATIC or ROW (the MX forms are not implemented), got {quantization_type}"
         );
         assert!(!store_output_in_sbuf, "mlp: store_output_in_sbuf is not implemented (the output is an HBM tensor)");
         let is_tkg = t <= TKG_BS_SEQLEN_THRESHOLD && !force_cte_mode;
@@ -174,6 +226,10 @@ pub mod kernel {
                 || up_clamp_upper_limit.is_some()
                 || up_clamp_lower_limit.is_some();
             validate_mlp_cte(t, h, i, programs, has_bias, clamped, use_tkg_down_proj_optimized_layout);
+            assert!(
+                quantization_type == QuantizationType::NONE,
+                "mlp: quantization_type STATIC and ROW are implemented in token generation only (B * S <= 96, force_cte_mode off), got B * S = {t}"
+            );
         }
         if has_norm {
             assert!(
@@ -210,10 +266,12 @@ pub mod kernel {
             up_clamp_upper_limit,
             up_clamp_lower_limit,
         };
+        let quant = MLPQuantizationParameters { quantization_type, gate_w_scale, up_w_scale, down_w_scale };
+        validate_quantization(quantization_type, hidden_tensor, w, quant, gate_up_in_scale, down_in_scale);
         let stored_2d = if store { Some(stored.reshape([t, h])) } else { None };
         let (hidden_2d, out_2d) = (hidden_tensor.reshape([t, h]), out.reshape([t, h]));
         if is_tkg {
-            mlp_tkg(hidden_2d, w, out_2d, stored_2d, normalization_type, eps, act, use_tkg_down_proj_optimized_layout);
+            mlp_tkg(hidden_2d, w, out_2d, stored_2d, normalization_type, eps, act, quant, use_tkg_down_proj_optimized_layout);
         } else {
             mlp_cte(hidden_2d, w, out_2d, stored_2d, normalization_type, eps, act);
         }

@@ -7,10 +7,11 @@
 //! SBUF output and the optimized layout only in token generation, and the
 //! sharded dim of each path splitting evenly over the programs. On top of
 //! them, the members this port does not implement are refused by name (see
-//! [`MlpRule`]).
+//! [`MlpRule`]): the MX quantization forms, and fp8 quantization on the
+//! context-encoding path.
 
 use crate::mlp::mlp_tkg::mlp_tkg_constants::PSUM_FMAX;
-use crate::utils::common_types::{NormType, QuantizationType};
+use crate::utils::common_types::NormType;
 
 pub use kernel::*;
 
@@ -18,7 +19,7 @@ pub use kernel::*;
 /// both paths tile by.
 #[nki::nki_module]
 pub mod kernel {
-    pub use crate::utils::common_types::ActFnType;
+    pub use crate::utils::common_types::{ActFnType, QuantizationType};
     use nki::prelude::*;
 
     /// Partitions: the hidden and intermediate dims are tiled by them.
@@ -67,6 +68,26 @@ pub mod kernel {
         /// Lower clamp of the up projection.
         pub up_clamp_lower_limit: Option<f64>,
     }
+
+    /// The fp8 weight quantization the projections undo (the library's
+    /// `MLPQuantizationParameters`, less the input scales the decode path
+    /// does not read). Each scale is a float32 `[128, n]` tensor whose rows
+    /// are meant as copies of one scale (the library's partition-broadcast
+    /// layout): `n = 1` for `STATIC` (one scale per weight tensor), the
+    /// projection's output columns (`I`, or `H` for the down weights) for
+    /// `ROW`. Token `t` of a call reads row `t`, as the library's default
+    /// (column-tiled) arrangement does.
+    #[nki_object]
+    pub struct MLPQuantizationParameters {
+        /// `NONE`, `STATIC` or `ROW`.
+        pub quantization_type: QuantizationType,
+        /// Dequantization scales of the gate weights.
+        pub gate_w_scale: Option<Tensor>,
+        /// Dequantization scales of the up weights.
+        pub up_w_scale: Option<Tensor>,
+        /// Dequantization scales of the down weights.
+        pub down_w_scale: Option<Tensor>,
+    }
 }
 
 /// Why an `mlp` call is refused.
@@ -87,8 +108,11 @@ pub enum MlpRule {
     /// calls [`cte_shards_on_intermediate`] names) does not split evenly over
     /// the programs.
     CteShards,
-    /// `quantization_type` is not `NONE` (fp8 and MX weights are not implemented here).
+    /// `quantization_type` is an MX form (`MX`, `STATIC_MX`, `ROW_MX`; not implemented here).
     Quantization,
+    /// `STATIC` or `ROW` quantization on the context-encoding path (implemented
+    /// in token generation only).
+    CteQuantization,
     /// A normalization bias with a norm other than `LAYER_NORM`.
     NormBias,
     /// `use_tkg_down_proj_optimized_layout` together with down column tiling.
@@ -116,7 +140,12 @@ impl MlpRule {
             MlpRule::CteShards => {
                 "mlp: the context-encoding path's sharded dim (B * S, or I when it shards I) must split evenly over the programs"
             }
-            MlpRule::Quantization => "mlp: quantization_type must be QuantizationType.NONE (the member implemented)",
+            MlpRule::Quantization => {
+                "mlp: quantization_type must be QuantizationType.NONE, STATIC or ROW (the MX forms are not implemented)"
+            }
+            MlpRule::CteQuantization => {
+                "mlp: quantization_type STATIC and ROW are implemented in token generation only (B * S <= 96, force_cte_mode off)"
+            }
             MlpRule::NormBias => "mlp: normalization_bias_tensor is only supported with NormType.LAYER_NORM",
             MlpRule::OptimizedLayout => "mlp: use_tkg_down_proj_optimized_layout needs use_tkg_down_proj_column_tiling=False",
             MlpRule::OptimizedLayoutRuns => "mlp: use_tkg_down_proj_optimized_layout needs H / 128 / programs <= 512",
@@ -195,7 +224,7 @@ pub const fn mlp_violation(c: MlpCall) -> Option<MlpRule> {
     if c.use_tkg_down_proj_optimized_layout && c.use_tkg_down_proj_column_tiling {
         return Some(MlpRule::OptimizedLayout);
     }
-    if !matches!(c.quantization_type, QuantizationType::NONE) {
+    if !matches!(c.quantization_type, QuantizationType::NONE | QuantizationType::STATIC | QuantizationType::ROW) {
         return Some(MlpRule::Quantization);
     }
     if c.store_output_in_sbuf {
@@ -215,6 +244,9 @@ pub const fn mlp_violation(c: MlpCall) -> Option<MlpRule> {
     }
     if c.clamped {
         return Some(MlpRule::CteClamp);
+    }
+    if !matches!(c.quantization_type, QuantizationType::NONE) {
+        return Some(MlpRule::CteQuantization);
     }
     if c.use_tkg_down_proj_optimized_layout {
         return Some(MlpRule::CteOptimizedLayout);

@@ -16,11 +16,13 @@
 //!     gate[:, i, :] = Σ_c W_gate[shard rows at column c, I tile]ᵀ @ x_sb[:, :, c]   # PSUM, fp32
 //!     up[:, i, :]   = the same with W_up
 //! (n = 2) gate, up += the other program's partial sums   # sendrecv
+//! (STATIC, ROW) gate, up *= their weights' scales  # fp32
 //! gate += gate bias; up += up bias                 # fp32, per partition
 //! gate = act(clamp(gate)); up = clamp(up)
 //! gu = gate · up   (skip_gate_proj: act(clamp(up)))  [128, I/128, T], hidden's dtype
 //! for each 512-column chunk of the shard's H/n output columns:   (process_down_projection)
 //!     out[T, chunk] = Σ_i gu[:, i, :]ᵀ @ W_down[I tile, chunk]   # PSUM, fp32
+//!     (STATIC, ROW) out *= the down weights' scales
 //! out (+ down bias) -> output[:, shard k]          # hidden's dtype, then output_dtype
 //! ```
 //!
@@ -35,13 +37,21 @@
 //! and takes both flags without changing the result. With
 //! `use_tkg_down_proj_optimized_layout` the down weights are read in the
 //! library's optimized layout.
+//!
+//! Quantized weights (`STATIC`, `ROW`: `float8_e4m3`, the library's fp8
+//! forms) multiply the 16-bit activations as they are, as in the library's
+//! decode path (which quantizes no activation): each projection's fp32 sums
+//! are multiplied by its weights' dequantization scale, one per tensor
+//! (`STATIC`) or per output column (`ROW`), before its bias. The input
+//! scales `STATIC` takes belong to the library's context-encoding path and
+//! are checked but not read here.
 
 pub use kernel::*;
 
 /// The decode path.
 #[nki::nki_module]
 pub mod kernel {
-    use crate::mlp::mlp_parameters::{H0, MLPActivationParameters, MLPTensors};
+    use crate::mlp::mlp_parameters::{H0, MLPActivationParameters, MLPQuantizationParameters, MLPTensors};
     use crate::mlp::mlp_tkg::mlp_tkg_constants::MLPTKGConstants;
     use crate::mlp::mlp_tkg::mlp_tkg_down_projection::process_down_projection;
     use crate::mlp::mlp_tkg::mlp_tkg_gate_up_projection::process_gate_up_projection;
@@ -61,6 +71,7 @@ pub mod kernel {
         normalization_type: NormType,
         eps: f64,
         act: MLPActivationParameters,
+        quant: MLPQuantizationParameters,
         optimized_layout: bool,
     ) {
         let [t, h] = hidden.shape();
@@ -96,8 +107,9 @@ pub mod kernel {
             w.up_proj_bias_tensor,
             gu,
             act,
+            quant,
             dims,
         );
-        process_down_projection(gu, w.down_proj_weights_tensor, w.down_proj_bias_tensor, output, optimized_layout, dims);
+        process_down_projection(gu, w.down_proj_weights_tensor, w.down_proj_bias_tensor, output, optimized_layout, quant, dims);
     }
 }
