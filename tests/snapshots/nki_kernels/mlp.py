@@ -11,6 +11,7 @@ from .mlp_cte import mlp_cte
 from .mlp_cte_sharding import shard_on_intermediate
 from .mlp_parameters import H0
 from .mlp_parameters import MLPActivationParameters
+from .mlp_parameters import MLPQuantizationParameters
 from .mlp_parameters import MLPTensors
 from .mlp_parameters import TKG_BS_SEQLEN_THRESHOLD
 from .mlp_tkg import mlp_tkg
@@ -47,6 +48,37 @@ def validate_mlp_cte(t, h, i, programs, has_bias, clamped, optimized_layout):
         assert t % programs == 0, f"mlp: B * S = {t} must split evenly over the {programs} programs (this call shards the tokens)"
 
 
+def check_scale(t, name, quantization_type, n):
+    """Asserts that a quantization scale is given as a float32 `[128, n]` tensor."""
+    assert t is not None, f"mlp: {name} must be given for quantization_type {quantization_type}"
+    if t is not None:
+        v = t
+        shape = v.shape
+        assert v.dtype == nl.float32, f"mlp: {name} must be float32, got {v.dtype}"
+        assert v.ndim == 2 and shape[0] == H0 and shape[1] == n, f"mlp: {name} must be [128, {n}], got {shape}"
+
+
+def validate_quantization(quantization_type, hidden, w, q, gate_up_in_scale, down_in_scale):
+    """The fp8 quantization's rules (`STATIC` or `ROW`): the three weights
+    `float8_e4m3` (and only then), 16-bit hidden rows (a float32 operand
+    cannot multiply an fp8 one), and the scales of the library's shapes.
+    """
+    quantized = quantization_type != QuantizationType.NONE
+    fp8 = nl.float8_e4m3
+    gw, uw, dw = (w.gate_proj_weights_tensor, w.up_proj_weights_tensor, w.down_proj_weights_tensor)
+    assert quantized == (gw.dtype == fp8) and quantized == (uw.dtype == fp8) and quantized == (dw.dtype == fp8), f"mlp: the gate, up and down weights must be float8_e4m3 exactly when quantization_type is STATIC or ROW, got {quantization_type} with {gw.dtype}, {uw.dtype}, {dw.dtype}"
+    if quantized:
+        assert hidden.dtype != nl.float32, "mlp: hidden_tensor must be bfloat16 or float16 with fp8 weights (they multiply it as it is), got float32"
+        row = quantization_type == QuantizationType.ROW
+        i, h = (gw.shape[1], gw.shape[0])
+        check_scale(q.gate_w_scale, "gate_w_scale", quantization_type, i if row else 1)
+        check_scale(q.up_w_scale, "up_w_scale", quantization_type, i if row else 1)
+        check_scale(q.down_w_scale, "down_w_scale", quantization_type, h if row else 1)
+        if not row:
+            check_scale(gate_up_in_scale, "gate_up_in_scale", quantization_type, 1)
+            check_scale(down_in_scale, "down_in_scale", quantization_type, 1)
+
+
 @nki.jit
 def mlp(hidden_tensor, gate_proj_weights_tensor, up_proj_weights_tensor, down_proj_weights_tensor, normalization_weights_tensor=None, gate_proj_bias_tensor=None, up_proj_bias_tensor=None, down_proj_bias_tensor=None, normalization_bias_tensor=None, fused_add_tensor=None, store_fused_add_result=False, activation_fn=ActFnType.SiLU, normalization_type=NormType.NO_NORM, quantization_type=QuantizationType.NONE, gate_w_scale=None, up_w_scale=None, down_w_scale=None, gate_up_in_scale=None, down_in_scale=None, quant_clipping_bound=0.0, output_dtype=None, store_output_in_sbuf=False, eps=1e-6, skip_gate_proj=False, use_tkg_gate_up_proj_column_tiling=True, use_tkg_down_proj_column_tiling=True, use_tkg_down_proj_optimized_layout=False, gate_clamp_upper_limit=None, gate_clamp_lower_limit=None, up_clamp_upper_limit=None, up_clamp_lower_limit=None, force_cte_mode=False):
     """The MLP of `hidden_tensor` `[B, S, H]` (or `[T, H]`) with gate and up
@@ -57,9 +89,9 @@ def mlp(hidden_tensor, gate_proj_weights_tensor, up_proj_weights_tensor, down_pr
     assert isinstance(normalization_type, NormType), f"mlp: normalization_type={normalization_type!r} is not a NormType member (NO_NORM, RMS_NORM, LAYER_NORM, RMS_NORM_SKIP_GAMMA)"
     assert isinstance(quantization_type, QuantizationType), f"mlp: quantization_type={quantization_type!r} is not a QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)"
     assert hidden_tensor.dtype in (nl.float32, nl.bfloat16, nl.float16), "mlp takes hidden_tensor as float32, bfloat16 or float16"
-    assert gate_proj_weights_tensor.dtype in (nl.float32, nl.bfloat16, nl.float16), "mlp takes gate_proj_weights_tensor as float32, bfloat16 or float16"
-    assert up_proj_weights_tensor.dtype in (nl.float32, nl.bfloat16, nl.float16), "mlp takes up_proj_weights_tensor as float32, bfloat16 or float16"
-    assert down_proj_weights_tensor.dtype in (nl.float32, nl.bfloat16, nl.float16), "mlp takes down_proj_weights_tensor as float32, bfloat16 or float16"
+    assert gate_proj_weights_tensor.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "mlp takes gate_proj_weights_tensor as float32, bfloat16, float16 or float8_e4m3"
+    assert up_proj_weights_tensor.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "mlp takes up_proj_weights_tensor as float32, bfloat16, float16 or float8_e4m3"
+    assert down_proj_weights_tensor.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "mlp takes down_proj_weights_tensor as float32, bfloat16, float16 or float8_e4m3"
     assert normalization_weights_tensor is None or normalization_weights_tensor.dtype in (nl.float32, nl.bfloat16, nl.float16), "mlp takes normalization_weights_tensor as float32, bfloat16 or float16"
     assert gate_proj_bias_tensor is None or gate_proj_bias_tensor.dtype in (nl.float32, nl.bfloat16, nl.float16), "mlp takes gate_proj_bias_tensor as float32, bfloat16 or float16"
     assert up_proj_bias_tensor is None or up_proj_bias_tensor.dtype in (nl.float32, nl.bfloat16, nl.float16), "mlp takes up_proj_bias_tensor as float32, bfloat16 or float16"
@@ -93,7 +125,7 @@ def mlp(hidden_tensor, gate_proj_weights_tensor, up_proj_weights_tensor, down_pr
     has_norm = normalization_type != NormType.NO_NORM
     assert not has_norm or normalization_bias_tensor is None or normalization_type == NormType.LAYER_NORM, "mlp: normalization_bias_tensor is only supported with NormType.LAYER_NORM"
     assert not use_tkg_down_proj_optimized_layout or not use_tkg_down_proj_column_tiling, "mlp: use_tkg_down_proj_optimized_layout needs use_tkg_down_proj_column_tiling=False"
-    assert quantization_type == QuantizationType.NONE, f"mlp: quantization_type must be QuantizationType.NONE (the member implemented), got {quantization_type}"
+    assert quantization_type == QuantizationType.NONE or quantization_type == QuantizationType.STATIC or quantization_type == QuantizationType.ROW, f"mlp: quantization_type must be QuantizationType.NONE, STATIC or ROW (the MX forms are not implemented), got {quantization_type}"
     assert not store_output_in_sbuf, "mlp: store_output_in_sbuf is not implemented (the output is an HBM tensor)"
     is_tkg = t <= TKG_BS_SEQLEN_THRESHOLD and not force_cte_mode
     if is_tkg:
@@ -102,6 +134,7 @@ def mlp(hidden_tensor, gate_proj_weights_tensor, up_proj_weights_tensor, down_pr
         has_bias = gate_proj_bias_tensor is not None or up_proj_bias_tensor is not None or down_proj_bias_tensor is not None
         clamped = gate_clamp_upper_limit is not None or gate_clamp_lower_limit is not None or up_clamp_upper_limit is not None or up_clamp_lower_limit is not None
         validate_mlp_cte(t, h, i, programs, has_bias, clamped, use_tkg_down_proj_optimized_layout)
+        assert quantization_type == QuantizationType.NONE, f"mlp: quantization_type STATIC and ROW are implemented in token generation only (B * S <= 96, force_cte_mode off), got B * S = {t}"
     if has_norm:
         assert normalization_type == NormType.RMS_NORM_SKIP_GAMMA or normalization_weights_tensor is not None, f"mlp: normalization_type {normalization_type} needs normalization_weights_tensor"
         check_row(normalization_weights_tensor, "normalization_weights_tensor", h)
@@ -115,10 +148,12 @@ def mlp(hidden_tensor, gate_proj_weights_tensor, up_proj_weights_tensor, down_pr
     stored = nl.ndarray(shape=(b, sl, h), dtype=out_dtype, buffer=nl.shared_hbm)
     w = MLPTensors(gate_proj_weights_tensor=gate_proj_weights_tensor, up_proj_weights_tensor=up_proj_weights_tensor, down_proj_weights_tensor=down_proj_weights_tensor, normalization_weights_tensor=normalization_weights_tensor if has_norm else None, normalization_bias_tensor=normalization_bias_tensor if has_norm else None, gate_proj_bias_tensor=gate_proj_bias_tensor, up_proj_bias_tensor=up_proj_bias_tensor, down_proj_bias_tensor=down_proj_bias_tensor, fused_add_tensor=fused_add_tensor)
     act = MLPActivationParameters(activation_fn=activation_fn, skip_gate_proj=skip_gate_proj, gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
+    quant = MLPQuantizationParameters(quantization_type=quantization_type, gate_w_scale=gate_w_scale, up_w_scale=up_w_scale, down_w_scale=down_w_scale)
+    validate_quantization(quantization_type, hidden_tensor, w, quant, gate_up_in_scale, down_in_scale)
     stored_2d = stored.reshape(shape=(t, h)) if store else None
     hidden_2d, out_2d = (hidden_tensor.reshape(shape=(t, h)), out.reshape(shape=(t, h)))
     if is_tkg:
-        mlp_tkg(hidden_2d, w, out_2d, stored_2d, normalization_type, eps, act, use_tkg_down_proj_optimized_layout)
+        mlp_tkg(hidden_2d, w, out_2d, stored_2d, normalization_type, eps, act, quant, use_tkg_down_proj_optimized_layout)
     else:
         mlp_cte(hidden_2d, w, out_2d, stored_2d, normalization_type, eps, act)
     if store:

@@ -7,6 +7,7 @@ import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
 from .common_types import ActFnType
+from .common_types import QuantizationType
 
 
 # Partitions: the hidden and intermediate dims are tiled by them.
@@ -35,6 +36,28 @@ class MLPActivationParameters(nl.NKIObject):
     "Upper clamp of the up projection."
     up_clamp_lower_limit: object
     "Lower clamp of the up projection."
+
+
+@dataclass
+class MLPQuantizationParameters(nl.NKIObject):
+    """The fp8 weight quantization the projections undo (the library's
+    `MLPQuantizationParameters`, less the input scales the decode path
+    does not read). Each scale is a float32 `[128, n]` tensor whose rows
+    are meant as copies of one scale (the library's partition-broadcast
+    layout): `n = 1` for `STATIC` (one scale per weight tensor), the
+    projection's output columns (`I`, or `H` for the down weights) for
+    `ROW`. Token `t` of a call reads row `t`, as the library's default
+    (column-tiled) arrangement does.
+    """
+
+    quantization_type: QuantizationType
+    "`NONE`, `STATIC` or `ROW`."
+    gate_w_scale: object
+    "Dequantization scales of the gate weights."
+    up_w_scale: object
+    "Dequantization scales of the up weights."
+    down_w_scale: object
+    "Dequantization scales of the down weights."
 
 
 @dataclass

@@ -7,6 +7,7 @@ import nki.collectives as ncc
 from .common_types import NormType
 from .mlp_parameters import H0
 from .mlp_parameters import MLPActivationParameters
+from .mlp_parameters import MLPQuantizationParameters
 from .mlp_parameters import MLPTensors
 from .mlp_tkg_constants import MLPTKGConstants
 from .mlp_tkg_down_projection import process_down_projection
@@ -15,7 +16,7 @@ from .mlp_tkg_utils import input_fused_add
 from .mlp_tkg_utils import input_norm_load
 
 
-def mlp_tkg(hidden, w, output, stored, normalization_type, eps, act, optimized_layout):
+def mlp_tkg(hidden, w, output, stored, normalization_type, eps, act, quant, optimized_layout):
     """The decode-phase MLP of `hidden` `[T, H]` into `output` `[T, H]` (and,
     when given, the residual sum into `stored`): the phases of the module
     docs in order.
@@ -35,5 +36,5 @@ def mlp_tkg(hidden, w, output, stored, normalization_type, eps, act, optimized_l
     x_sb = nl.ndarray(shape=(H0, t, dims.h1_shard), dtype=hidden.dtype, buffer=nl.sbuf)
     input_norm_load(x, x_sb, normalization_type, w.normalization_weights_tensor, w.normalization_bias_tensor, eps, dims)
     gu = nl.ndarray(shape=(H0, dims.i_tiles, t), dtype=hidden.dtype, buffer=nl.sbuf)
-    process_gate_up_projection(x_sb, w.gate_proj_weights_tensor, w.up_proj_weights_tensor, w.gate_proj_bias_tensor, w.up_proj_bias_tensor, gu, act, dims)
-    process_down_projection(gu, w.down_proj_weights_tensor, w.down_proj_bias_tensor, output, optimized_layout, dims)
+    process_gate_up_projection(x_sb, w.gate_proj_weights_tensor, w.up_proj_weights_tensor, w.gate_proj_bias_tensor, w.up_proj_bias_tensor, gu, act, quant, dims)
+    process_down_projection(gu, w.down_proj_weights_tensor, w.down_proj_bias_tensor, output, optimized_layout, quant, dims)

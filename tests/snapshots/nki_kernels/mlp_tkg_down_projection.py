@@ -4,21 +4,39 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .common_types import QuantizationType
 from .mlp_parameters import H0
+from .mlp_parameters import MLPQuantizationParameters
 from .mlp_tkg_constants import INTER_DTYPE
 from .mlp_tkg_constants import MLPTKGConstants
 from .mlp_tkg_constants import PSUM_FMAX
 
 
-def process_down_projection(gu, down_w, down_b, output, optimized_layout, dims):
+def load_down_scales(w_scale, row, t, c0, cols):
+    """The dequantization scales of output columns `c0 .. c0 + cols` for the
+    `t` token rows, `[T, 512]` fp32: `w_scale[t, c]` (`ROW`) or
+    `w_scale[t, 0]` (`STATIC`, broadcast along the row).
+    """
+    scale_sb = nl.ndarray(shape=(t, PSUM_FMAX), dtype=w_scale.dtype, buffer=nl.sbuf)
+    if row:
+        nisa.dma_copy(dst=scale_sb[:, 0:cols], src=w_scale[0:t, c0:c0 + cols])
+    else:
+        nisa.dma_copy(dst=scale_sb[:, 0:cols], src=w_scale.ap(pattern=[[1, t], [0, cols]], offset=0))
+    return scale_sb
+
+
+def process_down_projection(gu, down_w, down_b, output, optimized_layout, quant, dims):
     """The down projection of `gu` onto this program's hidden shard of
     `output` `[T, H]`: per chunk of up to 512 columns, `Σ_i gu[:, i, :]ᵀ @
-    W_down[I tile, chunk]` in PSUM, rounded to hidden's dtype, plus the bias
+    W_down[I tile, chunk]` in PSUM, times the fp8 weights' dequantization
+    scales when `quant` has them, rounded to hidden's dtype, plus the bias
     (in that dtype, as the library adds it), then cast to the output's
     dtype. With `optimized_layout` the weight is stored `[I, n, H1s, 128]`
     (logical column `k·H/n + p·H1s + c` at `k·H/n + c·128 + p`): a chunk
     is whole runs of `H1s` columns, gathered by a 3-level access pattern.
     """
+    row = quant.quantization_type == QuantizationType.ROW
+    down_w_scale = quant.down_w_scale
     t, i, h, h2 = (dims.t, dims.i, dims.h, dims.h1_shard)
     c_shard = dims.shard_id * dims.h_per_shard
     chunk = PSUM_FMAX // h2 * h2 if optimized_layout else PSUM_FMAX
@@ -37,7 +55,12 @@ def process_down_projection(gu, down_w, down_b, output, optimized_layout, dims):
                 nisa.dma_copy(dst=w_sb[0:isz, 0:cols], src=down_w.ap(pattern=[[h, isz], [1, cols]], offset=i0 * h + c0))
             nisa.nc_matmul(dst=acc[:, 0:cols], stationary=gu[0:isz, it, :], moving=w_sb[0:isz, 0:cols])
         o = nl.ndarray(shape=(t, PSUM_FMAX), dtype=gu.dtype, buffer=nl.sbuf)
-        nisa.tensor_copy(dst=o[:, 0:cols], src=acc[:, 0:cols])
+        if down_w_scale is not None:
+            w_scale = down_w_scale
+            scale_sb = load_down_scales(w_scale, row, t, c0, cols)
+            nisa.tensor_tensor(dst=o[:, 0:cols], data1=acc[:, 0:cols], data2=scale_sb[:, 0:cols], op=nl.multiply)
+        else:
+            nisa.tensor_copy(dst=o[:, 0:cols], src=acc[:, 0:cols])
         if down_b is not None:
             b = down_b
             b_sb = nl.ndarray(shape=(t, PSUM_FMAX), dtype=b.dtype, buffer=nl.sbuf)

@@ -5,10 +5,12 @@ import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
 from .common_types import ActFnType
+from .common_types import QuantizationType
 from .kernel_helpers import apply_activation
 from .kernel_helpers import clamp
 from .mlp_parameters import H0
 from .mlp_parameters import MLPActivationParameters
+from .mlp_parameters import MLPQuantizationParameters
 from .mlp_tkg_constants import INTER_DTYPE
 from .mlp_tkg_constants import MLPTKGConstants
 from .mlp_tkg_constants import PIPE_ID
@@ -33,15 +35,37 @@ def gate_up_projection_lhs_rhs_swap(x_sb, w, dst, dims):
         nisa.tensor_copy(dst=dst[0:isz, it, :], src=acc[0:isz, :])
 
 
-def finish_projection(p, bias, dims):
-    """Adds the other program's partial sums of `p` (two programs), then the
-    bias `[1, I]` (one value per partition of each tile), in fp32.
+def dequantize_projection(p, w_scale, row, dims):
+    """`p` `[128, I/128, T]` times the dequantization scale of each element:
+    `w_scale[t, i]` (`ROW`) or `w_scale[t, 0]` (`STATIC`) for token `t`
+    of column `i`, gathered transposed (`I` on the partitions) by one
+    access pattern per tile, in fp32.
+    """
+    t, i = (dims.t, dims.i)
+    for it in nl.affine_range(start=0, stop=dims.i_tiles):
+        i0 = it * H0
+        isz = min(i - i0, H0)
+        scale_sb = nl.ndarray(shape=(H0, t), dtype=w_scale.dtype, buffer=nl.sbuf)
+        if row:
+            nisa.dma_copy(dst=scale_sb[0:isz, :], src=w_scale.ap(pattern=[[1, isz], [i, t]], offset=i0))
+        else:
+            nisa.dma_copy(dst=scale_sb[0:isz, :], src=w_scale.ap(pattern=[[0, isz], [1, t]], offset=0))
+        nisa.tensor_tensor(dst=p[0:isz, it, :], data1=p[0:isz, it, :], data2=scale_sb[0:isz, :], op=nl.multiply)
+
+
+def finish_projection(p, w_scale, row, bias, dims):
+    """Adds the other program's partial sums of `p` (two programs), undoes
+    the weights' fp8 quantization when given its scale, then adds the bias
+    `[1, I]` (one value per partition of each tile), in fp32.
     """
     if dims.num_shards > 1:
         other = 1 - dims.shard_id
         remote = nl.ndarray(shape=(H0, dims.i_tiles, dims.t), dtype=INTER_DTYPE, buffer=nl.sbuf)
         nisa.sendrecv(src=p, dst=remote, send_to_rank=other, recv_from_rank=other, pipe_id=PIPE_ID)
         nisa.tensor_tensor(dst=p, data1=p, data2=remote, op=nl.add)
+    if w_scale is not None:
+        scale = w_scale
+        dequantize_projection(p, scale, row, dims)
     if bias is not None:
         b = bias
         for it in nl.affine_range(start=0, stop=dims.i_tiles):
@@ -52,16 +76,19 @@ def finish_projection(p, bias, dims):
             nisa.tensor_scalar(dst=p[0:isz, it, :], data=p[0:isz, it, :], op0=nl.add, operand0=b_sb[0:isz, :])
 
 
-def process_gate_up_projection(x_sb, gate_w, up_w, gate_b, up_b, gu, act, dims):
+def process_gate_up_projection(x_sb, gate_w, up_w, gate_b, up_b, gu, act, quant, dims):
     """The gate and up projections of `x_sb`, their gated activation, into
     `gu` `[128, I/128, T]` (hidden's dtype): `act(clamp(gate)) · clamp(up)`,
-    or `act(clamp(up))` with `skip_gate_proj`.
+    or `act(clamp(up))` with `skip_gate_proj`; fp8 weights dequantized by
+    `quant`'s scales.
     """
+    row = quant.quantization_type == QuantizationType.ROW
+    gate_w_scale, up_w_scale = (quant.gate_w_scale, quant.up_w_scale)
     shape = [H0, dims.i_tiles, dims.t]
     up = nl.ndarray(shape=shape, dtype=INTER_DTYPE, buffer=nl.sbuf)
     nisa.memset(dst=up, value=0.0)
     gate_up_projection_lhs_rhs_swap(x_sb, up_w, up, dims)
-    finish_projection(up, up_b, dims)
+    finish_projection(up, up_w_scale, row, up_b, dims)
     clamp(up, act.up_clamp_upper_limit, act.up_clamp_lower_limit)
     if act.skip_gate_proj:
         apply_activation(up, up, act.activation_fn)
@@ -70,7 +97,7 @@ def process_gate_up_projection(x_sb, gate_w, up_w, gate_b, up_b, gu, act, dims):
         gate = nl.ndarray(shape=shape, dtype=INTER_DTYPE, buffer=nl.sbuf)
         nisa.memset(dst=gate, value=0.0)
         gate_up_projection_lhs_rhs_swap(x_sb, gate_w, gate, dims)
-        finish_projection(gate, gate_b, dims)
+        finish_projection(gate, gate_w_scale, row, gate_b, dims)
         clamp(gate, act.gate_clamp_upper_limit, act.gate_clamp_lower_limit)
         apply_activation(gate, gate, act.activation_fn)
         nisa.tensor_tensor(dst=gu, data1=gate, data2=up, op=nl.multiply)
