@@ -47,6 +47,52 @@ struct Config {
     /// STATIC quantization: float8_e4m3 weights, Q/K/V weight scales and an
     /// input scale, given as this many rows (1 or 128); 0 for none.
     static_scale_rows: usize,
+    /// The fp8 KV-cache outputs.
+    kv: Option<KvCache>,
+}
+
+/// The fp8 KV-cache outputs of a configuration: K and V divided by their
+/// scales, clipped and stored as float8_e4m3 into caches prefilled with other
+/// values (the rows not written must keep them).
+#[derive(Clone, Copy, Debug)]
+struct KvCache {
+    k_scale: f64,
+    v_scale: f64,
+    /// `fp8_max`, `fp8_min` given (else ±240, float8_e4m3's largest finite value).
+    clip: Option<(f64, f64)>,
+    /// `[B, max_seq_len, kv_dim]` caches: max_seq_len; or block caches
+    /// `[num_blocks, block_size, kv_dim]`, the rows placed in slots `B·S - 1 - row`.
+    layout: KvLayout,
+}
+
+/// The caches' layout.
+#[derive(Clone, Copy, Debug)]
+enum KvLayout {
+    Rows { max_seq_len: usize },
+    Blocks { num_blocks: usize, block_size: usize },
+}
+
+impl KvCache {
+    /// The caches' shape for `b` batches of `kv_dim` columns.
+    fn shape(&self, b: usize, kv_dim: usize) -> Vec<usize> {
+        match self.layout {
+            KvLayout::Rows { max_seq_len } => vec![b, max_seq_len, kv_dim],
+            KvLayout::Blocks { num_blocks, block_size } => vec![num_blocks, block_size, kv_dim],
+        }
+    }
+
+    /// The cache row (in `[rows, kv_dim]`) of token row `t` (`b·S + s`).
+    fn row_of(&self, t: usize, s: usize, bxs: usize) -> usize {
+        match self.layout {
+            KvLayout::Rows { max_seq_len } => (t / s) * max_seq_len + t % s,
+            KvLayout::Blocks { .. } => bxs - 1 - t,
+        }
+    }
+
+    /// The slot mapping `[B·S]`: row `t` in slot `B·S - 1 - t`.
+    fn slots(&self, bxs: usize) -> Vec<f64> {
+        (0..bxs).map(|t| (bxs - 1 - t) as f64).collect()
+    }
 }
 
 /// A configuration: `I = (nq + 2·nkv)·d_head`, BSD, no bias, no RoPE, eps 1e-6.
@@ -70,8 +116,54 @@ const fn c(lnc: usize, b: usize, s: usize, h: usize, d_head: usize, nq: usize, n
         rope: false,
         eps: 1e-6,
         static_scale_rows: 0,
+        kv: None,
     }
 }
+
+/// `cfg` with the fp8 KV-cache outputs.
+const fn kv(cfg: Config, k_scale: f64, v_scale: f64, clip: Option<(f64, f64)>, layout: KvLayout) -> Config {
+    Config { kv: Some(KvCache { k_scale, v_scale, clip, layout }), ..cfg }
+}
+
+/// The library's fp8 KV-cache configurations (test_qkv_cte.py's one query
+/// and one key/value head of 128, H = 2048, two programs; S 512 and 1024
+/// here, the library's 2048 in the comparison with the library kernel):
+/// scales 1.67, 1.0 and 2.5, tiny scales that clip to ±240, block caches of
+/// 64 blocks of 128 and 128 of 64 (the rows in reverse slot order); and two
+/// batches, a residual add, RMSNorm, RoPE and a bias.
+const KV_CONFIGS: &[Config] = &[
+    kv(c(2, 1, 512, 2048, 128, 1, 1, Norm::None, false), 1.67, 1.67, None, KvLayout::Rows { max_seq_len: 4096 }),
+    kv(c(2, 1, 1024, 2048, 128, 1, 1, Norm::None, false), 2.5, 1.0, None, KvLayout::Rows { max_seq_len: 1100 }),
+    kv(c(2, 1, 512, 2048, 128, 1, 1, Norm::None, false), 0.001, 0.002, Some((240.0, -240.0)), KvLayout::Rows { max_seq_len: 512 }),
+    kv(
+        c(2, 1, 512, 2048, 128, 1, 1, Norm::None, false),
+        1.67,
+        1.67,
+        Some((240.0, -240.0)),
+        KvLayout::Blocks { num_blocks: 64, block_size: 128 },
+    ),
+    kv(
+        c(2, 1, 512, 2048, 128, 1, 1, Norm::None, false),
+        1.0,
+        1.0,
+        Some((240.0, -240.0)),
+        KvLayout::Blocks { num_blocks: 128, block_size: 64 },
+    ),
+    kv(
+        with(c(1, 2, 200, 512, 64, 4, 2, Norm::Rms, true), false, true, false, true),
+        0.5,
+        0.25,
+        Some((100.0, -50.0)),
+        KvLayout::Rows { max_seq_len: 300 },
+    ),
+    kv(
+        with(c(2, 2, 130, 512, 64, 2, 1, Norm::None, false), false, true, false, false),
+        0.01,
+        0.02,
+        None,
+        KvLayout::Blocks { num_blocks: 5, block_size: 64 },
+    ),
+];
 
 /// `cfg` with STATIC quantization, its scales given as `rows` rows.
 const fn quant(cfg: Config, rows: usize) -> Config {
@@ -145,7 +237,34 @@ impl Config {
             uniform(self.bxs() * self.d_head / 2, seed + 7, -std::f64::consts::PI, std::f64::consts::PI),
             uniform(3, seed + 8, 0.995 / 240.0, 1.005 / 240.0),
             uniform(1, seed + 9, 0.995 / 240.0, 1.005 / 240.0),
+            as_dtype(&uniform(self.cache_len(), seed + 10, -8.0, 8.0), Dtype::Fp8E4m3),
+            as_dtype(&uniform(self.cache_len(), seed + 11, -8.0, 8.0), Dtype::Fp8E4m3),
         ]
+    }
+
+    /// Elements of one KV cache (0 without the KV-cache outputs).
+    fn cache_len(&self) -> usize {
+        self.kv.map_or(0, |kv| kv.shape(self.b, self.nkv * self.d_head).iter().product())
+    }
+
+    /// The KV-cache outputs' float64 values: Q `[B·S, q_dim]` of the
+    /// projection, and the caches with each row's K (V) divided by its scale
+    /// and clipped, the other rows as prefilled.
+    fn kv_reference(&self, v: &[Vec<f64>], cache: &Caches, kv: &KvCache) -> Vec<Vec<f64>> {
+        let (bxs, i, d) = (self.bxs(), self.i, self.d_head);
+        let (q_dim, kv_dim) = (self.nq * d, self.nkv * d);
+        let proj = self.reference(v, cache);
+        let (hi, lo) = kv.clip.unwrap_or((240.0, -240.0));
+        let q: Vec<f64> = (0..bxs).flat_map(|t| proj[t * i..t * i + q_dim].to_vec()).collect();
+        let (mut k_cache, mut v_cache) = (v[10].clone(), v[11].clone());
+        for t in 0..bxs {
+            let row = kv.row_of(t, self.s, bxs);
+            for e in 0..kv_dim {
+                k_cache[row * kv_dim + e] = (proj[t * i + q_dim + e] / kv.k_scale).clamp(lo, hi);
+                v_cache[row * kv_dim + e] = (proj[t * i + q_dim + kv_dim + e] / kv.v_scale).clamp(lo, hi);
+            }
+        }
+        vec![q, k_cache, v_cache]
     }
 
     /// The RoPE caches `[B·S, d]`: cos and sin of each angle, both halves equal.
@@ -226,6 +345,16 @@ impl Config {
 
     /// The emulator's projection.
     fn run(&self, v: &[Vec<f64>], cache: &Caches, dtype: Dtype, precision: Precision) -> Vec<f32> {
+        let mut outs = self.run_outputs(v, cache, dtype, precision);
+        let (b, s, i, d) = (self.b, self.s, self.i, self.d_head);
+        let want: Vec<usize> = if self.nbsd { vec![i / d, b, s, d] } else { vec![b, s, i] };
+        assert_eq!(outs.len(), 1, "{}", self.name());
+        assert_eq!(outs[0].shape(), &want[..], "{}", self.name());
+        outs.swap_remove(0).to_f32_vec()
+    }
+
+    /// The emulator's outputs: the projection, or Q and the two caches.
+    fn run_outputs(&self, v: &[Vec<f64>], cache: &Caches, dtype: Dtype, precision: Precision) -> Vec<nki::Tensor> {
         let (b, s, h, i, d) = (self.b, self.s, self.h, self.i, self.d_head);
         let t = |shape: &[usize], x: &[f64]| tensor(shape, x, dtype);
         let (x, mlp, attn) = (t(&[b, s, h], &v[0]), t(&[b, s, h], &v[1]), t(&[b, s, h], &v[2]));
@@ -257,10 +386,43 @@ impl Config {
         if self.static_scale_rows > 0 {
             call = call.quantization_type(QuantizationType::STATIC).qkv_w_scale(&scales[0]).qkv_in_scale(&scales[1]);
         }
+        let kv_tensors = self.kv_tensors(v);
+        if let (Some(kv), Some([k_cache, v_cache, k_scale, v_scale, slots])) = (self.kv, kv_tensors.as_ref()) {
+            call = call.k_cache(k_cache).v_cache(v_cache).k_scale(k_scale).v_scale(v_scale).kv_dtype(Dtype::Fp8E4m3);
+            if let Some((hi, lo)) = kv.clip {
+                call = call.fp8_max(hi).fp8_min(lo);
+            }
+            if let KvLayout::Blocks { block_size, .. } = kv.layout {
+                call = call.use_block_kv(true).block_size(block_size as i64).slot_mapping(slots);
+            }
+        }
         let out = call.launch(&Launch::new().lnc(self.lnc).precision(precision)).unwrap_or_else(|e| panic!("{}: {e}", self.name()));
-        let want: Vec<usize> = if self.nbsd { vec![i / d, b, s, d] } else { vec![b, s, i] };
-        assert_eq!(out.shape(), &want[..], "{}", self.name());
-        out.to_f32_vec()
+        out.0
+    }
+
+    /// The KV-cache outputs' tensors: the caches (float8_e4m3), the scales
+    /// `[128, 1]` and the slot mapping `[B, S]` int32.
+    fn kv_tensors(&self, v: &[Vec<f64>]) -> Option<[nki::Tensor; 5]> {
+        self.kv_args(v).map(|args| {
+            args.map(|a| match a {
+                Arg::Tensor(shape, x, dtype) => tensor(&shape, &x, dtype),
+                _ => unreachable!("the KV-cache arguments are tensors"),
+            })
+        })
+    }
+
+    /// The KV-cache outputs' arguments: k_cache, v_cache, k_scale, v_scale, slot_mapping.
+    fn kv_args(&self, v: &[Vec<f64>]) -> Option<[Arg; 5]> {
+        let kv = self.kv?;
+        let shape = kv.shape(self.b, self.nkv * self.d_head);
+        let scale = |x: f64| Arg::Tensor(vec![128, 1], vec![x; 128], Dtype::F32);
+        Some([
+            Arg::Tensor(shape.clone(), v[10].clone(), Dtype::Fp8E4m3),
+            Arg::Tensor(shape, v[11].clone(), Dtype::Fp8E4m3),
+            scale(kv.k_scale),
+            scale(kv.v_scale),
+            Arg::Tensor(vec![self.b, self.s], kv.slots(self.bxs()), Dtype::I32),
+        ])
     }
 
     /// STATIC's scale tensors' shapes and values: `qkv_w_scale`, `qkv_in_scale`.
@@ -310,6 +472,16 @@ impl Config {
         }
         if self.static_scale_rows > 0 {
             kw.push(("quantization_type", Arg::Member("QuantizationType", "STATIC")));
+        }
+        if let (Some(kv), Some([k_cache, v_cache, k_scale, v_scale, slots])) = (self.kv, self.kv_args(v)) {
+            kw.extend([("k_cache", k_cache), ("v_cache", v_cache), ("k_scale", k_scale), ("v_scale", v_scale)]);
+            kw.push(("kv_dtype", Arg::Dtype(Dtype::Fp8E4m3)));
+            if let Some((hi, lo)) = kv.clip {
+                kw.extend([("fp8_max", Arg::Float(hi)), ("fp8_min", Arg::Float(lo))]);
+            }
+            if let KvLayout::Blocks { block_size, .. } = kv.layout {
+                kw.extend([("use_block_kv", Arg::Bool(true)), ("block_size", Arg::Int(block_size as i64)), ("slot_mapping", slots)]);
+            }
         }
         (vec![t(vec![b, s, h], &v[0]), Arg::Tensor(vec![h, i], v[3].clone(), w_dtype)], kw)
     }
@@ -365,6 +537,41 @@ fn qkv_cte_static_quantization_matches_float64() {
     }
 }
 
+/// Runs `cfg`'s KV-cache outputs in `dtype` and `precision` against the
+/// float64 reference: Q within `atol + q_scaled · max|Q|`, each cache within
+/// `atol + kv_scaled · max|cache|`, and the cache rows not written exactly
+/// as prefilled.
+fn check_kv(cfg: &Config, dtype: Dtype, precision: Precision, atol: f64, q_scaled: f64, kv_scaled: f64) {
+    let kv = cfg.kv.expect("a KV-cache configuration");
+    let (v, cache) = cfg.inputs_in(dtype);
+    let got: Vec<Vec<f32>> = cfg.run_outputs(&v, &cache, dtype, precision).iter().map(|t| t.to_f32_vec()).collect();
+    let want = cfg.kv_reference(&v, &cache, &kv);
+    let name = format!("{} {dtype:?} {precision:?}", cfg.name());
+    assert_eq!(got.len(), 3, "{name}: Q, k_cache and v_cache");
+    assert_close(&format!("{name} Q"), &got[0], &want[0], atol, q_scaled);
+    let kv_dim = cfg.nkv * cfg.d_head;
+    let written: std::collections::HashSet<usize> = (0..cfg.bxs()).map(|t| kv.row_of(t, cfg.s, cfg.bxs())).collect();
+    for (k, what) in [(1, "k_cache"), (2, "v_cache")] {
+        assert_close(&format!("{name} {what}"), &got[k], &want[k], atol, kv_scaled);
+        for (e, (&g, &p)) in got[k].iter().zip(&v[9 + k]).enumerate() {
+            assert!(written.contains(&(e / kv_dim)) || f64::from(g) == p, "{name} {what} element {e} not written: {g} vs {p}");
+        }
+    }
+}
+
+/// The fp8 KV-cache outputs: fp32 inputs in fp32 precision (the quantized
+/// values not rounded to fp8) to the fp32 metric; bfloat16 inputs in hardware
+/// precision, Q to the bfloat16 metric and the caches, rounded to
+/// float8_e4m3 (2^-4 relative) from bfloat16 K and V, to 2^-4 + 2^-7 of
+/// their scale.
+#[test]
+fn qkv_cte_fp8_kv_cache_matches_float64() {
+    for cfg in KV_CONFIGS {
+        check_kv(cfg, Dtype::F32, Precision::Fp32, FP32_ATOL, FP32_RTOL, FP32_RTOL);
+        check_kv(cfg, Dtype::Bf16, Precision::Hardware, 0.0, 4.0 / 256.0, 1.0 / 16.0 + 1.0 / 128.0);
+    }
+}
+
 /// A float32 input is computed in bfloat16 (the library's compute dtype for
 /// it) in hardware precision: the bfloat16 metric, not the fp32 one.
 #[test]
@@ -389,19 +596,25 @@ fn qkv_cte_emitted_under_numpy_equals_emulator() {
         with(c(1, 2, 700, 256, 128, 1, 1, Norm::RmsSkipGamma, false), false, false, false, false),
         c(1, 1, 300, 1152, 128, 5, 1, Norm::None, false),
         quant(with(c(2, 1, 260, 512, 128, 2, 1, Norm::Rms, true), false, true, false, true), 1),
+        KV_CONFIGS[2],
+        KV_CONFIGS[5],
+        KV_CONFIGS[6],
     ];
     for cfg in paths {
         for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
             // STATIC takes a 16-bit input.
             let dtype = if cfg.static_scale_rows > 0 { Dtype::Bf16 } else { dtype };
             let (v, cache) = cfg.inputs_in(dtype);
-            let emu = cfg.run(&v, &cache, dtype, precision);
+            let emu = cfg.run_outputs(&v, &cache, dtype, precision);
             let (args, kwargs) = cfg.numpy_call(&v, &cache, dtype);
             let np = run_numpy_kwargs(&pkg, "qkv_cte", &args, &kwargs, cfg.lnc, mode);
-            assert_eq!(np.len(), 1, "{} {mode}", cfg.name());
-            assert_eq!(np[0].len(), emu.len(), "{} {mode}", cfg.name());
-            for (k, (a, b)) in np[0].iter().zip(&emu).enumerate() {
-                assert!(a == b, "{} {mode} element {k}: numpy {a} vs emulator {b}", cfg.name());
+            assert_eq!(np.len(), emu.len(), "{} {mode}", cfg.name());
+            for (out, (np_out, emu_out)) in np.iter().zip(&emu).enumerate() {
+                let emu_out = emu_out.to_f32_vec();
+                assert_eq!(np_out.len(), emu_out.len(), "{} {mode} output {out}", cfg.name());
+                for (k, (a, b)) in np_out.iter().zip(&emu_out).enumerate() {
+                    assert!(a == b, "{} {mode} output {out} element {k}: numpy {a} vs emulator {b}", cfg.name());
+                }
             }
         }
     }
@@ -456,15 +669,32 @@ fn qkv_cte_rules_refuse_by_name() {
     assert!(e.contains("fused_rope needs cos_cache, sin_cache, num_q_heads and num_kv_heads"), "{e}");
     let e = err(qkv_cte::Call::new(&x, &w).quantization_type(QuantizationType::ROW));
     assert!(
-        e.contains("quantization_type must be NONE or STATIC (ROW and the MX forms are not implemented), got QuantizationType.ROW"),
+        e.contains("quantization_type must be NONE or STATIC (the library's qkv_cte has no ROW path, and the MX forms are not implemented), got QuantizationType.ROW"),
         "{e}"
     );
     let e = err(qkv_cte::Call::new(&x, &w).quantization_type(QuantizationType::STATIC));
     assert!(e.contains("fused_qkv_weights must be float8_e4m3 exactly when quantization_type is STATIC"), "{e}");
-    let e = err(qkv_cte::Call::new(&x, &w).k_scale(&z(&[128, 1])).v_scale(&z(&[128, 1])));
-    assert!(e.contains("k_scale and v_scale (the fp8 KV-cache outputs) are not implemented"), "{e}");
+    let e = err(qkv_cte::Call::new(&x, &w).k_scale(&z(&[128, 1])));
+    assert!(e.contains("k_scale and v_scale must be given together"), "{e}");
     let e = err(qkv_cte::Call::new(&x, &w).use_block_kv(true));
-    assert!(e.contains("use_block_kv (the block KV cache) is not implemented"), "{e}");
+    assert!(e.contains("use_block_kv needs k_scale and v_scale"), "{e}");
+    let scale = z(&[128, 1]);
+    fn scaled<'a>(call: qkv_cte::Call<'a>, scale: &'a nki::Tensor) -> qkv_cte::Call<'a> {
+        call.d_head(128).k_scale(scale).v_scale(scale)
+    }
+    let e = err(scaled(qkv_cte::Call::new(&x, &w), &scale));
+    assert!(e.contains("the fp8 KV-cache outputs need d_head, num_q_heads and num_kv_heads"), "{e}");
+    let (x3, w3) = (z(&[1, 130, 384]), z(&[384, 384]));
+    let e = err(scaled(qkv_cte::Call::new(&x3, &w3), &scale).num_q_heads(1).num_kv_heads(1));
+    assert!(e.contains("the fp8 KV-cache outputs need k_cache and v_cache"), "{e}");
+    let (short, cache) = (z(&[1, 100, 128]), z(&[1, 200, 128]));
+    let full = scaled(qkv_cte::Call::new(&x3, &w3), &scale).num_q_heads(1).num_kv_heads(1).k_cache(&cache).v_cache(&cache);
+    let e = err(full.clone().k_cache(&short));
+    assert!(e.contains("k_cache and v_cache must be [B, max_seq_len >= S, kv_dim] = [1, >= 130, 128], got (1, 100, 128)"), "{e}");
+    let e = err(full.clone().use_block_kv(true));
+    assert!(e.contains("use_block_kv needs slot_mapping and block_size"), "{e}");
+    let e = err(full.kv_dtype(Dtype::Bf16));
+    assert!(e.contains("fp8_max and fp8_min must be given when kv_dtype is not float8_e4m3 or float8_e5m2"), "{e}");
     let e = err(qkv_cte::Call::new(&x, &w).store_output_in_sbuf(true));
     assert!(e.contains("store_output_in_sbuf is not supported"), "{e}");
 }

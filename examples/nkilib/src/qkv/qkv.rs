@@ -12,7 +12,8 @@
 //! library's `is_h_dim_4h_transposed` is `qkv_cte`'s `is_input_swizzled`);
 //! the parameters only one kernel reads are taken and, on the other path, not
 //! used. `qkv_tkg` also returns the fused residual sum with
-//! `fused_residual_add`; `qkv_cte` returns the projection alone.
+//! `fused_residual_add`; `qkv_cte` returns the projection alone, or with the
+//! fp8 KV-cache outputs Q and the updated K and V caches.
 
 // The library's parameter `load_input_with_DMA_transpose` keeps its spelling.
 #![allow(non_snake_case)]
@@ -80,7 +81,7 @@ pub mod kernel {
         let [b, s, _] = input.shape();
         let cte = fused_rope || s > SEQLEN_THRESHOLD_FOR_QKV_CTE || b * s > P_MAX;
         if cte {
-            let out: Hbm = qkv_cte(
+            let out: Outputs = qkv_cte(
                 input,
                 fused_qkv_weights,
                 output_layout = output_layout,
@@ -118,7 +119,7 @@ pub mod kernel {
                 is_input_swizzled = is_h_dim_4h_transposed,
                 weight_layout = weight_layout,
             );
-            return Outputs(out);
+            return out;
         }
         let _ = (cos_cache, sin_cache, k_cache, v_cache, k_scale, v_scale, fp8_max, fp8_min, kv_dtype, use_block_kv, block_size);
         let _ = (slot_mapping, use_auto_allocation, load_input_with_DMA_transpose, weight_layout);

@@ -224,6 +224,8 @@ pub mod kernel {
     pub const FP8_E4M3_MAX_GEN4: f64 = 448.0;
     /// Q, K and V: STATIC's weight scales.
     pub const NUM_QKV_SEGMENTS: i64 = 3;
+    /// The largest finite `float8_e5m2`: the KV caches' default clip bound in that dtype.
+    pub const FP8_E5M2_MAX: f64 = 57344.0;
 
     /// The library's `QKV_CTE_UserInput`: the call's tensors and options the
     /// checks and the configuration read.
@@ -303,6 +305,16 @@ pub mod kernel {
         pub psum_transpose_dtype: Dtype,
         /// `[B, S]` folded into one batch of `B·S` rows.
         pub use_BxS_input_reshape: bool,
+        /// The fp8 KV-cache outputs: Q stored alone, K and V quantized into the caches.
+        pub use_kv_quantization: bool,
+        /// The caches are blocks of slots `[num_blocks, block_size, kv_dim]`, rows placed by `slot_mapping`.
+        pub use_block_kv: bool,
+        /// The quantized K and V tiles' dtype (`kv_dtype`, by default the input's).
+        pub kv_dtype: Dtype,
+        /// The quantized K and V's upper clip bound (`fp8_max`, by default `kv_dtype`'s largest finite value).
+        pub kv_max: f64,
+        /// The lower clip bound (`fp8_min`, by default `-kv_max`).
+        pub kv_min: f64,
     }
 
     /// The library's `QKV_CTE_Dims`: the (folded) sizes, this program's share
@@ -335,6 +347,10 @@ pub mod kernel {
         pub num_kv_heads: i64,
         /// Heads of `I` (0 when `d_head` is not known).
         pub num_heads: i64,
+        /// Q's columns, `num_q_heads · d_head`.
+        pub q_dim: i64,
+        /// K's (and V's) columns, `num_kv_heads · d_head`.
+        pub kv_dim: i64,
         /// 128-column pieces of H.
         pub num_128_tiles_per_h: i64,
         /// 512-column tiles of H.
@@ -360,6 +376,12 @@ pub mod kernel {
         pub cos_cache: Option<Tensor>,
         /// `[B, S, d_head]` as given (with RoPE).
         pub sin_cache: Option<Tensor>,
+        /// The K cache, `[B, max_seq_len, kv_dim]` or `[num_blocks, block_size, kv_dim]`.
+        pub k_cache: Option<Tensor>,
+        /// The V cache, shaped as the K cache.
+        pub v_cache: Option<Tensor>,
+        /// `[B, S]` int32: each row's slot in the block caches.
+        pub slot_mapping: Option<Tensor>,
     }
 
     /// The SBUF tiles loaded once: the activation constants, the bias broadcast
@@ -380,6 +402,30 @@ pub mod kernel {
         pub w_scale_sb: Tensor,
         /// STATIC: the input scale's reciprocal, `[128, 1]` fp32.
         pub in_scale_sb: Tensor,
+        /// The K cache's scale, `[128, 1]` fp32 (read with the KV-cache outputs).
+        pub k_scale_sb: Tensor,
+        /// The V cache's scale, `[128, 1]` fp32.
+        pub v_scale_sb: Tensor,
+    }
+
+    /// The fp8 KV-cache outputs' tensors and options (the library's
+    /// `QKV_CTE_UserInput` fields for them).
+    #[nki_object]
+    pub struct QkvKvCacheArgs {
+        /// The K cache, updated in place.
+        pub k_cache: Option<Tensor>,
+        /// The V cache, updated in place.
+        pub v_cache: Option<Tensor>,
+        /// `[128, 1]` fp32: K is divided by it.
+        pub k_scale: Option<Tensor>,
+        /// `[128, 1]` fp32: V is divided by it.
+        pub v_scale: Option<Tensor>,
+        /// The block caches.
+        pub use_block_kv: bool,
+        /// Slots per block, 0 for none.
+        pub block_size: i64,
+        /// `[B, S]` int32 slots.
+        pub slot_mapping: Option<Tensor>,
     }
 
     /// The library's `QKV_Quant_Config`: STATIC quantization's scale tensors.
@@ -525,22 +571,93 @@ pub mod kernel {
         }
     }
 
+    /// The fp8 KV-cache outputs' checks, by parameter name.
+    #[nki_helper]
+    pub fn validate_kv_cache(args: QkvCteUserInput, kv: QkvKvCacheArgs) {
+        let (k_scale, v_scale) = (kv.k_scale, kv.v_scale);
+        let enabled = k_scale.is_some() && v_scale.is_some();
+        assert!(k_scale.is_some() == v_scale.is_some(), "qkv_cte: k_scale and v_scale must be given together (the fp8 KV-cache outputs)");
+        assert!(!kv.use_block_kv || enabled, "qkv_cte: use_block_kv needs k_scale and v_scale (the fp8 KV-cache outputs)");
+        if enabled {
+            assert!(args.output_layout == QKVOutputLayout::BSD, "qkv_cte: the fp8 KV-cache outputs need the BSD output layout");
+            let (d, nq, nkv) = (args.d_head, args.num_q_heads, args.num_kv_heads);
+            assert!(d > 0 && nq > 0 && nkv > 0, "qkv_cte: the fp8 KV-cache outputs need d_head, num_q_heads and num_kv_heads");
+            assert!(kv.k_cache.is_some() && kv.v_cache.is_some(), "qkv_cte: the fp8 KV-cache outputs need k_cache and v_cache");
+            if let Some(ks) = k_scale {
+                validate_kv_scale(ks);
+            }
+            if let Some(vs) = v_scale {
+                validate_kv_scale(vs);
+            }
+            let [b, s, _] = args.input.shape();
+            let slot_mapping = kv.slot_mapping;
+            if kv.use_block_kv {
+                assert!(slot_mapping.is_some() && kv.block_size > 0, "qkv_cte: use_block_kv needs slot_mapping and block_size");
+                if let Some(slots) = slot_mapping {
+                    let ss = slots.shape();
+                    assert!(slots.ndim() == 2 && ss[0] == b && ss[1] == s, "qkv_cte: slot_mapping must be [B, S] = [{b}, {s}], got {ss}");
+                }
+            }
+            let (k_cache, v_cache) = (kv.k_cache, kv.v_cache);
+            if let Some(kc) = k_cache {
+                validate_kv_cache_shape(kv, kc, b, s, nkv * d);
+            }
+            if let Some(vc) = v_cache {
+                validate_kv_cache_shape(kv, vc, b, s, nkv * d);
+            }
+        }
+    }
+
+    /// `k_scale` or `v_scale`: `[128, 1]`.
+    #[nki_helper]
+    pub fn validate_kv_scale(scale: Hbm) {
+        let ss = scale.shape();
+        assert!(scale.ndim() == 2 && ss[0] == P_MAX && ss[1] == 1, "qkv_cte: k_scale and v_scale must be [128, 1], got {ss}");
+    }
+
+    /// `k_cache` or `v_cache`: `[num_blocks, block_size, kv_dim]` (block
+    /// caches) or `[B, max_seq_len, kv_dim]` with room for the `S` rows.
+    #[nki_helper]
+    pub fn validate_kv_cache_shape(kv: QkvKvCacheArgs, cache: Hbm, b: i64, s: i64, kv_dim: i64) {
+        let cs = cache.shape();
+        if kv.use_block_kv {
+            assert!(
+                cache.ndim() == 3 && cs[1] == kv.block_size && cs[2] == kv_dim,
+                "qkv_cte: k_cache and v_cache must be [num_blocks, block_size, kv_dim] = [_, {}, {kv_dim}], got {cs}",
+                kv.block_size
+            );
+        } else {
+            assert!(
+                cache.ndim() == 3 && cs[0] == b && cs[1] >= s && cs[2] == kv_dim,
+                "qkv_cte: k_cache and v_cache must be [B, max_seq_len >= S, kv_dim] = [{b}, >= {s}, {kv_dim}], got {cs}"
+            );
+        }
+    }
+
+    /// `dtype`'s largest finite value for the fp8 dtypes, 0 for the others.
+    #[nki_helper]
+    pub fn max_positive_value_for_dtype(dtype: Dtype) -> f64 {
+        if dtype == nl::float8_e4m3 {
+            return FP8_E4M3_MAX;
+        }
+        if dtype == nl::float8_e5m2 {
+            return FP8_E5M2_MAX;
+        }
+        0.0
+    }
+
     /// The options this port does not implement, refused by name.
     #[nki_helper]
     pub fn validate_unsupported_options(
         quantization_type: QuantizationType,
-        kv_quantization: bool,
-        use_block_kv: bool,
         store_output_in_sbuf: bool,
         is_input_swizzled: bool,
         weight_layout: QKVWeightLayout,
     ) {
         assert!(
             quantization_type == QuantizationType::NONE || quantization_type == QuantizationType::STATIC,
-            "qkv_cte: quantization_type must be NONE or STATIC (ROW and the MX forms are not implemented), got {quantization_type}"
+            "qkv_cte: quantization_type must be NONE or STATIC (the library's qkv_cte has no ROW path, and the MX forms are not implemented), got {quantization_type}"
         );
-        assert!(!kv_quantization, "qkv_cte: k_scale and v_scale (the fp8 KV-cache outputs) are not implemented");
-        assert!(!use_block_kv, "qkv_cte: use_block_kv (the block KV cache) is not implemented");
         assert!(!store_output_in_sbuf, "qkv_cte: store_output_in_sbuf is not supported (the output is stored to HBM)");
         assert!(!is_input_swizzled, "qkv_cte: is_input_swizzled is only used with MX quantization, which is not implemented");
         assert!(
@@ -549,9 +666,19 @@ pub mod kernel {
         );
     }
 
-    /// The library's `_build_config`.
+    /// The library's `_build_config`. `kv_dtype`, `kv_max` and `kv_min` are
+    /// the KV-cache outputs' tile dtype and clip bounds. Non-block caches are
+    /// `[B, max_seq_len, kv_dim]`: their batches are not folded.
     #[nki_helper]
-    pub fn build_config(args: QkvCteUserInput, quantization_type: QuantizationType, num_shards: i64) -> QkvCteConfig {
+    pub fn build_config(
+        args: QkvCteUserInput,
+        kv: QkvKvCacheArgs,
+        quantization_type: QuantizationType,
+        num_shards: i64,
+        kv_dtype: Dtype,
+        kv_max: f64,
+        kv_min: f64,
+    ) -> QkvCteConfig {
         let dtype = args.input.dtype();
         let static_quant = quantization_type == QuantizationType::STATIC;
         let float_dtype = if dtype == nl::float32 { nl::bfloat16 } else { dtype };
@@ -566,6 +693,8 @@ pub mod kernel {
         };
         let gen4 = nisa::get_nc_version() == nisa::nc_version::gen4;
         let norm = args.fused_norm_type;
+        let use_kv_quantization = kv.k_scale.is_some() && kv.v_scale.is_some();
+        let fold = args.input.shape()[1] < S_THRESHOLD_FOR_RESHAPE * num_shards;
         QkvCteConfig {
             output_layout: args.output_layout,
             add_bias: args.bias.is_some(),
@@ -582,7 +711,12 @@ pub mod kernel {
             fp8_max: if gen4 { FP8_E4M3_MAX_GEN4 } else { FP8_E4M3_MAX },
             act_dtype: nl::float32,
             psum_transpose_dtype,
-            use_BxS_input_reshape: args.input.shape()[1] < S_THRESHOLD_FOR_RESHAPE * num_shards,
+            use_BxS_input_reshape: fold && (kv.use_block_kv || !use_kv_quantization),
+            use_kv_quantization,
+            use_block_kv: kv.use_block_kv,
+            kv_dtype,
+            kv_max,
+            kv_min,
         }
     }
 
@@ -612,6 +746,8 @@ pub mod kernel {
             num_q_heads: nq,
             num_kv_heads: nkv,
             num_heads: if d_head > 0 { i / d_head } else { 0 },
+            q_dim: nq * d_head,
+            kv_dim: nkv * d_head,
             num_128_tiles_per_h: h.div_ceil(P_MAX),
             num_512_tiles_per_h: h.div_ceil(PSUM_FMAX),
             num_512_tiles_per_i: i.div_ceil(PSUM_FMAX),
@@ -669,6 +805,7 @@ pub mod kernel {
         dims: QkvCteDims,
         args: QkvCteUserInput,
         scales: QkvQuantScales,
+        kv: QkvKvCacheArgs,
         norm_eps: f64,
     ) -> QkvCteGlobals {
         let zero_bias_sb = nl::ndarray([P_MAX, 1], cfg.compute_mm_dtype, buffer = nl::sbuf);
@@ -697,7 +834,26 @@ pub mod kernel {
                 load_static_quant_scales(w_scale, in_scale, w_scale_sb, in_scale_sb);
             }
         }
-        QkvCteGlobals { zero_bias_sb, norm_eps_sb, bias_sb, gamma_norm_weights_sb, layer_norm_bias_sb, w_scale_sb, in_scale_sb }
+        let k_scale_sb = nl::ndarray([P_MAX, 1], nl::float32, buffer = nl::sbuf);
+        let v_scale_sb = nl::ndarray([P_MAX, 1], nl::float32, buffer = nl::sbuf);
+        let (k_scale, v_scale) = (kv.k_scale, kv.v_scale);
+        if let Some(ks) = k_scale {
+            nisa::dma_copy(k_scale_sb, ks);
+        }
+        if let Some(vs) = v_scale {
+            nisa::dma_copy(v_scale_sb, vs);
+        }
+        QkvCteGlobals {
+            zero_bias_sb,
+            norm_eps_sb,
+            bias_sb,
+            gamma_norm_weights_sb,
+            layer_norm_bias_sb,
+            w_scale_sb,
+            in_scale_sb,
+            k_scale_sb,
+            v_scale_sb,
+        }
     }
 
     /// Step 1: rows `s0..s0 + rows` of batch `b` into `input_sb` `[rows, H]`
@@ -1037,6 +1193,69 @@ pub mod kernel {
         }
     }
 
+    /// The KV-cache outputs' step 6: Q's columns of `out_sb` (rows `s0..s0 +
+    /// rows` of batch `b`) into the output `[B, S, q_dim]`, K's and V's
+    /// quantized into their caches (the block caches' slots loaded first).
+    #[nki_helper]
+    pub fn store_q_and_quantize_kv(
+        cfg: QkvCteConfig,
+        dims: QkvCteDims,
+        io: QkvCteTensors,
+        g: QkvCteGlobals,
+        out_sb: Sbuf,
+        b: i64,
+        s0: i64,
+        rows: i64,
+    ) {
+        nisa::dma_copy(io.output[s![b, s0..s0 + rows, ..]], out_sb[s![0..rows, 0..dims.q_dim]]);
+        // The block caches' slots of these rows (else not written).
+        let slots_sb = nl::ndarray([P_MAX, 1], nl::int32, buffer = nl::sbuf);
+        let (slot_mapping, k_cache, v_cache) = (io.slot_mapping, io.k_cache, io.v_cache);
+        if let Some(slots) = slot_mapping {
+            nisa::dma_copy(slots_sb[s![0..rows, ..]], slots.reshape([dims.b, dims.s, 1])[s![b, s0..s0 + rows, ..]]);
+        }
+        if let Some(kc) = k_cache {
+            quantize_and_store_kv(cfg, dims, kc, g.k_scale_sb, out_sb, slots_sb, dims.q_dim, b, s0, rows);
+        }
+        if let Some(vc) = v_cache {
+            quantize_and_store_kv(cfg, dims, vc, g.v_scale_sb, out_sb, slots_sb, dims.q_dim + dims.kv_dim, b, s0, rows);
+        }
+    }
+
+    /// The library's `_quantize_and_store_kv`: columns `off..off + kv_dim` of
+    /// `out_sb` (K or V) times the reciprocal of `scale_sb`, rounded to
+    /// `kv_dtype`, clipped to `[kv_min, kv_max]`, into `cache`: rows `s0..s0 +
+    /// rows` of batch `b` (`[B, max_seq_len, kv_dim]`), or the slots
+    /// `slots_sb` names (`[num_blocks, block_size, kv_dim]` seen as one row per slot).
+    #[nki_helper]
+    pub fn quantize_and_store_kv(
+        cfg: QkvCteConfig,
+        dims: QkvCteDims,
+        cache: Hbm,
+        scale_sb: Sbuf,
+        out_sb: Sbuf,
+        slots_sb: Sbuf,
+        off: i64,
+        b: i64,
+        s0: i64,
+        rows: i64,
+    ) {
+        let kv = dims.kv_dim;
+        let inv_scale_sb = nl::ndarray([P_MAX, 1], nl::float32, buffer = nl::sbuf);
+        nisa::reciprocal(inv_scale_sb[s![0..rows, ..]], scale_sb[s![0..rows, ..]]);
+        let clamped_sb = nl::ndarray([P_MAX, kv], cfg.kv_dtype, buffer = nl::sbuf);
+        let c = clamped_sb[s![0..rows, ..]];
+        nisa::tensor_scalar(c, out_sb[s![0..rows, off..off + kv]], nl::multiply, inv_scale_sb[s![0..rows, ..]]);
+        nisa::tensor_scalar(c, c, nl::maximum, cfg.kv_min, op1 = nl::minimum, operand1 = cfg.kv_max);
+        if cfg.use_block_kv {
+            let [num_blocks, block_size, _] = cache.shape();
+            let slots = cache.reshape([num_blocks * block_size, kv]);
+            nisa::dma_copy(slots.ap([[kv, rows], [1, kv]], offset = 0, vector_offset = slots_sb[s![0..rows, ..]], indirect_dim = 0), c);
+        } else {
+            nisa::dma_copy(cache[s![b, s0..s0 + rows, ..]], c);
+        }
+    }
+
     /// One S block of batch `b`: `rows` rows from this program's row `r0`
     /// (steps 1 to 6 for each of its S tiles).
     #[nki_helper]
@@ -1063,7 +1282,11 @@ pub mod kernel {
             } else {
                 evict_psum_to_sbuf_apply_bias(cfg, dims, g, o, psum, t, r);
             }
-            store_output(cfg, dims, io, o, b, s0 + t * P_MAX, r);
+            if cfg.use_kv_quantization {
+                store_q_and_quantize_kv(cfg, dims, io, g, o, b, s0 + t * P_MAX, r);
+            } else {
+                store_output(cfg, dims, io, o, b, s0 + t * P_MAX, r);
+            }
         }
     }
 
@@ -1076,12 +1299,13 @@ pub mod kernel {
         io: QkvCteTensors,
         args: QkvCteUserInput,
         scales: QkvQuantScales,
+        kv: QkvKvCacheArgs,
         norm_eps: f64,
     ) {
         if dims.s_shard == 0 {
             return;
         }
-        let g = load_globals(cfg, dims, args, scales, norm_eps);
+        let g = load_globals(cfg, dims, args, scales, kv, norm_eps);
         let degree: i64 = multi_buffering_degree_for_seqlen(dims);
         let block = degree * P_MAX;
         for b in 0..dims.b {
@@ -1119,14 +1343,14 @@ pub mod kernel {
         num_kv_heads: Option<i64>,
         k_cache: Option<Hbm>,
         v_cache: Option<Hbm>,
-        k_scale: Option<Hbm>,
-        v_scale: Option<Hbm>,
+        #[dtypes(float32)] k_scale: Option<Hbm>,
+        #[dtypes(float32)] v_scale: Option<Hbm>,
         fp8_max: Option<f64>,
         fp8_min: Option<f64>,
         kv_dtype: Option<Dtype>,
         #[default(false)] use_block_kv: bool,
         block_size: Option<i64>,
-        slot_mapping: Option<Hbm>,
+        #[dtypes(int32)] slot_mapping: Option<Hbm>,
         #[default(false)] store_output_in_sbuf: bool,
         #[default(false)] use_auto_allocation: bool,
         #[default(true)] load_input_with_DMA_transpose: bool,
@@ -1135,18 +1359,9 @@ pub mod kernel {
         #[dtypes(float32)] qkv_in_scale: Option<Hbm>,
         #[default(false)] is_input_swizzled: bool,
         #[default(QKVWeightLayout::CONTIGUOUS)] weight_layout: QKVWeightLayout,
-    ) -> Hbm {
-        let _ = (k_cache, v_cache, fp8_max, fp8_min, kv_dtype, block_size, slot_mapping, use_auto_allocation);
-        let _ = load_input_with_DMA_transpose;
-        let kv_quantization = k_scale.is_some() && v_scale.is_some();
-        validate_unsupported_options(
-            quantization_type,
-            kv_quantization,
-            use_block_kv,
-            store_output_in_sbuf,
-            is_input_swizzled,
-            weight_layout,
-        );
+    ) -> Outputs {
+        let _ = (use_auto_allocation, load_input_with_DMA_transpose);
+        validate_unsupported_options(quantization_type, store_output_in_sbuf, is_input_swizzled, weight_layout);
         assert!(input.ndim() == 3, "qkv_cte: input must be [B, S, H] in HBM, got {} dims", input.ndim());
         let args = QkvCteUserInput {
             input,
@@ -1170,35 +1385,59 @@ pub mod kernel {
         validate_user_inputs(args);
         let scales = QkvQuantScales { qkv_w_scale, qkv_in_scale };
         validate_static_quantization(args, quantization_type, scales);
+        let kv = QkvKvCacheArgs { k_cache, v_cache, k_scale, v_scale, use_block_kv, block_size: block_size.unwrap_or(0), slot_mapping };
+        validate_kv_cache(args, kv);
+        // The KV caches' tile dtype and clip bounds (by default the dtype's largest finite value).
+        let kv_tile_dtype = kv_dtype.unwrap_or(input.dtype());
+        let kv_dtype_max = max_positive_value_for_dtype(kv_tile_dtype);
+        assert!(
+            kv_dtype_max > 0.0 || k_scale.is_none() || (fp8_max.is_some() && fp8_min.is_some()),
+            "qkv_cte: fp8_max and fp8_min must be given when kv_dtype is not float8_e4m3 or float8_e5m2, got kv_dtype {kv_tile_dtype}"
+        );
+        let (kv_max, kv_min) = (fp8_max.unwrap_or(kv_dtype_max), fp8_min.unwrap_or(-kv_dtype_max));
         let grid = nl::program_ndim() == 1;
         let num_shards = if grid { nl::num_programs(0) } else { 1 };
         let shard_id = if grid { nl::program_id(0) } else { 0 };
-        let cfg = build_config(args, quantization_type, num_shards);
+        let cfg = build_config(args, kv, quantization_type, num_shards, kv_tile_dtype, kv_max, kv_min);
         let dims = get_tensor_dimensions(args, cfg, num_shards, shard_id);
         let (b, s, h, i, d) = (dims.b, dims.s, dims.h, dims.i, dims.d_head);
         let nbsd = output_layout == QKVOutputLayout::NBSd;
         let out_dtype = if cfg.static_quant { nl::bfloat16 } else { input.dtype() };
-        let output = if nbsd {
+        // With the KV-cache outputs the output is Q alone, in the input's dtype.
+        let output = if cfg.use_kv_quantization {
+            nl::ndarray([dims.b_orig, dims.s_orig, dims.q_dim], input.dtype(), buffer = nl::shared_hbm)
+        } else if nbsd {
             nl::ndarray([dims.num_heads, dims.b_orig, dims.s_orig, d], out_dtype, buffer = nl::shared_hbm)
         } else {
             nl::ndarray([dims.b_orig, dims.s_orig, i], out_dtype, buffer = nl::shared_hbm)
         };
+        let out_cols = if cfg.use_kv_quantization { dims.q_dim } else { i };
         // The kernel's view: [B, S] folded into [1, B·S] when the config says so
         // (the optional tensors are folded where they are read).
         let io = QkvCteTensors {
             input: input.reshape([b, s, h]),
             weights: fused_qkv_weights,
-            output: if nbsd { output.reshape([dims.num_heads, b, s, d]) } else { output.reshape([b, s, i]) },
+            output: if nbsd { output.reshape([dims.num_heads, b, s, d]) } else { output.reshape([b, s, out_cols]) },
             mlp_prev,
             attention_prev,
             cos_cache,
             sin_cache,
+            k_cache,
+            v_cache,
+            slot_mapping,
         };
-        qkv_cte_impl(cfg, dims, io, args, scales, norm_eps);
+        qkv_cte_impl(cfg, dims, io, args, scales, kv, norm_eps);
         if num_shards == 2 {
             // Both programs' rows are stored before the output is read.
             nisa::core_barrier(output, [0, 1]);
         }
-        output
+        if let Some(kc) = k_cache {
+            if let Some(vc) = v_cache {
+                if cfg.use_kv_quantization {
+                    return Outputs(output, kc, vc);
+                }
+            }
+        }
+        Outputs(output)
     }
 }

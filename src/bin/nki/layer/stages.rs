@@ -105,7 +105,7 @@ impl Device {
             let out = self.call(phase, "qkv_cte", LNC, |l| {
                 qkv_cte::Call::new(&hidden, &w).fused_norm_type(NormType::RMS_NORM).gamma_norm_weights(&g).norm_eps(EPS).launch(l)
             })?;
-            return Ok(values(&out));
+            return Ok(values(&out.0[0]));
         }
         let out = self.call(phase, "qkv_tkg", LNC, |l| qkv_tkg::Call::new(&hidden, &w).norm_w(&g).eps(EPS).launch(l))?;
         Ok(values(&out.0[0]))
