@@ -634,6 +634,7 @@ fn qkv_cte_rules_refuse_by_name() {
         hidden_actual: 0,
         nbsd: true,
         fused_rope: true,
+        kv_cache: false,
     };
     assert_eq!(qkv_cte_violation(ok), None);
     let cases = [
@@ -646,6 +647,8 @@ fn qkv_cte_rules_refuse_by_name() {
         (QkvCteShape { hidden_actual: 9000, ..ok }, QkvCteRule::HiddenActual),
         (QkvCteShape { num_kv_heads: 0, d_head: 0, nbsd: false, ..ok }, QkvCteRule::RopeHeads),
         (QkvCteShape { fused_qkv: 1920, d_head: 192, nbsd: false, ..ok }, QkvCteRule::RopeHeads),
+        (QkvCteShape { kv_cache: true, ..ok }, QkvCteRule::KvCacheLayout),
+        (QkvCteShape { kv_cache: true, nbsd: false, fused_rope: false, num_q_heads: 0, ..ok }, QkvCteRule::KvCacheHeads),
     ];
     for (shape, rule) in cases {
         assert_eq!(qkv_cte_violation(shape), Some(rule), "{shape:?}");

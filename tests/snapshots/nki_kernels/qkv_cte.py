@@ -76,6 +76,10 @@ FP8_E4M3_MAX_GEN4 = 448.0
 NUM_QKV_SEGMENTS = 3
 
 
+# The largest finite `float8_e5m2`: the KV caches' default clip bound in that dtype.
+FP8_E5M2_MAX = 57344.0
+
+
 @dataclass
 class QkvCteUserInput(nl.NKIObject):
     """The library's `QKV_CTE_UserInput`: the call's tensors and options the
@@ -156,6 +160,16 @@ class QkvCteConfig(nl.NKIObject):
     "The PE transposes' PSUM dtype: the compute dtype from NeuronCore-v3 on, fp32 before."
     use_BxS_input_reshape: bool
     "`[B, S]` folded into one batch of `B·S` rows."
+    use_kv_quantization: bool
+    "The fp8 KV-cache outputs: Q stored alone, K and V quantized into the caches."
+    use_block_kv: bool
+    "The caches are blocks of slots `[num_blocks, block_size, kv_dim]`, rows placed by `slot_mapping`."
+    kv_dtype: object
+    "The quantized K and V tiles' dtype (`kv_dtype`, by default the input's)."
+    kv_max: float
+    "The quantized K and V's upper clip bound (`fp8_max`, by default `kv_dtype`'s largest finite value)."
+    kv_min: float
+    "The lower clip bound (`fp8_min`, by default `-kv_max`)."
 
 
 @dataclass
@@ -190,6 +204,10 @@ class QkvCteDims(nl.NKIObject):
     "Key (and value) heads (0 when not given)."
     num_heads: int
     "Heads of `I` (0 when `d_head` is not known)."
+    q_dim: int
+    "Q's columns, `num_q_heads · d_head`."
+    kv_dim: int
+    "K's (and V's) columns, `num_kv_heads · d_head`."
     num_128_tiles_per_h: int
     "128-column pieces of H."
     num_512_tiles_per_h: int
@@ -216,6 +234,12 @@ class QkvCteTensors(nl.NKIObject):
     "`[B, S, d_head]` as given (with RoPE)."
     sin_cache: object
     "`[B, S, d_head]` as given (with RoPE)."
+    k_cache: object
+    "The K cache, `[B, max_seq_len, kv_dim]` or `[num_blocks, block_size, kv_dim]`."
+    v_cache: object
+    "The V cache, shaped as the K cache."
+    slot_mapping: object
+    "`[B, S]` int32: each row's slot in the block caches."
 
 
 @dataclass
@@ -238,6 +262,32 @@ class QkvCteGlobals(nl.NKIObject):
     "STATIC: the Q, K and V weight scales times the input scale, `[128, 3]` fp32."
     in_scale_sb: object
     "STATIC: the input scale's reciprocal, `[128, 1]` fp32."
+    k_scale_sb: object
+    "The K cache's scale, `[128, 1]` fp32 (read with the KV-cache outputs)."
+    v_scale_sb: object
+    "The V cache's scale, `[128, 1]` fp32."
+
+
+@dataclass
+class QkvKvCacheArgs(nl.NKIObject):
+    """The fp8 KV-cache outputs' tensors and options (the library's
+    `QKV_CTE_UserInput` fields for them).
+    """
+
+    k_cache: object
+    "The K cache, updated in place."
+    v_cache: object
+    "The V cache, updated in place."
+    k_scale: object
+    "`[128, 1]` fp32: K is divided by it."
+    v_scale: object
+    "`[128, 1]` fp32: V is divided by it."
+    use_block_kv: bool
+    "The block caches."
+    block_size: int
+    "Slots per block, 0 for none."
+    slot_mapping: object
+    "`[B, S]` int32 slots."
 
 
 @dataclass
@@ -250,11 +300,9 @@ class QkvQuantScales(nl.NKIObject):
     "`[1, 1]` or `[128, 1]`: the input scale."
 
 
-def validate_unsupported_options(quantization_type, kv_quantization, use_block_kv, store_output_in_sbuf, is_input_swizzled, weight_layout):
+def validate_unsupported_options(quantization_type, store_output_in_sbuf, is_input_swizzled, weight_layout):
     """The options this port does not implement, refused by name."""
-    assert quantization_type == QuantizationType.NONE or quantization_type == QuantizationType.STATIC, f"qkv_cte: quantization_type must be NONE or STATIC (ROW and the MX forms are not implemented), got {quantization_type}"
-    assert not kv_quantization, "qkv_cte: k_scale and v_scale (the fp8 KV-cache outputs) are not implemented"
-    assert not use_block_kv, "qkv_cte: use_block_kv (the block KV cache) is not implemented"
+    assert quantization_type == QuantizationType.NONE or quantization_type == QuantizationType.STATIC, f"qkv_cte: quantization_type must be NONE or STATIC (the library's qkv_cte has no ROW path, and the MX forms are not implemented), got {quantization_type}"
     assert not store_output_in_sbuf, "qkv_cte: store_output_in_sbuf is not supported (the output is stored to HBM)"
     assert not is_input_swizzled, "qkv_cte: is_input_swizzled is only used with MX quantization, which is not implemented"
     assert weight_layout == QKVWeightLayout.CONTIGUOUS, f"qkv_cte: weight_layout must be CONTIGUOUS without MX quantization, got {weight_layout}"
@@ -359,8 +407,71 @@ def validate_static_quantization(args, quantization_type, scales):
             assert ins.ndim == 2 and (r == 1 or r == P_MAX) and ins.shape[1] == 1, f"qkv_cte: qkv_in_scale must be [1, 1] or [128, 1], got {ins.shape}"
 
 
-def build_config(args, quantization_type, num_shards):
-    """The library's `_build_config`."""
+def validate_kv_scale(scale):
+    """`k_scale` or `v_scale`: `[128, 1]`."""
+    ss = scale.shape
+    assert scale.ndim == 2 and ss[0] == P_MAX and ss[1] == 1, f"qkv_cte: k_scale and v_scale must be [128, 1], got {ss}"
+
+
+def validate_kv_cache_shape(kv, cache, b, s, kv_dim):
+    """`k_cache` or `v_cache`: `[num_blocks, block_size, kv_dim]` (block
+    caches) or `[B, max_seq_len, kv_dim]` with room for the `S` rows.
+    """
+    cs = cache.shape
+    if kv.use_block_kv:
+        assert cache.ndim == 3 and cs[1] == kv.block_size and cs[2] == kv_dim, f"qkv_cte: k_cache and v_cache must be [num_blocks, block_size, kv_dim] = [_, {kv.block_size}, {kv_dim}], got {cs}"
+    else:
+        assert cache.ndim == 3 and cs[0] == b and cs[1] >= s and cs[2] == kv_dim, f"qkv_cte: k_cache and v_cache must be [B, max_seq_len >= S, kv_dim] = [{b}, >= {s}, {kv_dim}], got {cs}"
+
+
+def validate_kv_cache(args, kv):
+    """The fp8 KV-cache outputs' checks, by parameter name."""
+    k_scale, v_scale = (kv.k_scale, kv.v_scale)
+    enabled = k_scale is not None and v_scale is not None
+    assert (k_scale is not None) == (v_scale is not None), "qkv_cte: k_scale and v_scale must be given together (the fp8 KV-cache outputs)"
+    assert not kv.use_block_kv or enabled, "qkv_cte: use_block_kv needs k_scale and v_scale (the fp8 KV-cache outputs)"
+    if enabled:
+        assert args.output_layout == QKVOutputLayout.BSD, "qkv_cte: the fp8 KV-cache outputs need the BSD output layout"
+        d, nq, nkv = (args.d_head, args.num_q_heads, args.num_kv_heads)
+        assert d > 0 and nq > 0 and nkv > 0, "qkv_cte: the fp8 KV-cache outputs need d_head, num_q_heads and num_kv_heads"
+        assert kv.k_cache is not None and kv.v_cache is not None, "qkv_cte: the fp8 KV-cache outputs need k_cache and v_cache"
+        if k_scale is not None:
+            ks = k_scale
+            validate_kv_scale(ks)
+        if v_scale is not None:
+            vs = v_scale
+            validate_kv_scale(vs)
+        b, s, _ = args.input.shape
+        slot_mapping = kv.slot_mapping
+        if kv.use_block_kv:
+            assert slot_mapping is not None and kv.block_size > 0, "qkv_cte: use_block_kv needs slot_mapping and block_size"
+            if slot_mapping is not None:
+                slots = slot_mapping
+                ss = slots.shape
+                assert slots.ndim == 2 and ss[0] == b and ss[1] == s, f"qkv_cte: slot_mapping must be [B, S] = [{b}, {s}], got {ss}"
+        k_cache, v_cache = (kv.k_cache, kv.v_cache)
+        if k_cache is not None:
+            kc = k_cache
+            validate_kv_cache_shape(kv, kc, b, s, nkv * d)
+        if v_cache is not None:
+            vc = v_cache
+            validate_kv_cache_shape(kv, vc, b, s, nkv * d)
+
+
+def max_positive_value_for_dtype(dtype):
+    """`dtype`'s largest finite value for the fp8 dtypes, 0 for the others."""
+    if dtype == nl.float8_e4m3:
+        return FP8_E4M3_MAX
+    if dtype == nl.float8_e5m2:
+        return FP8_E5M2_MAX
+    return 0.0
+
+
+def build_config(args, kv, quantization_type, num_shards, kv_dtype, kv_max, kv_min):
+    """The library's `_build_config`. `kv_dtype`, `kv_max` and `kv_min` are
+    the KV-cache outputs' tile dtype and clip bounds. Non-block caches are
+    `[B, max_seq_len, kv_dim]`: their batches are not folded.
+    """
     dtype = args.input.dtype
     static_quant = quantization_type == QuantizationType.STATIC
     float_dtype = nl.bfloat16 if dtype == nl.float32 else dtype
@@ -369,7 +480,9 @@ def build_config(args, quantization_type, num_shards):
     psum_transpose_dtype = nl.float32 if gen2 else nl.bfloat16 if static_quant else compute_mm_dtype
     gen4 = nisa.get_nc_version() == nisa.nc_version.gen4
     norm = args.fused_norm_type
-    return QkvCteConfig(output_layout=args.output_layout, add_bias=args.bias is not None, fused_residual_add=args.fused_residual_add, fused_norm_type=norm, apply_gamma=norm == NormType.RMS_NORM or norm == NormType.LAYER_NORM, add_layer_norm_bias=args.layer_norm_bias is not None, fused_rope=args.fused_rope, static_quant=static_quant, input_dtype=dtype, compute_mm_dtype=compute_mm_dtype, input_sb_dtype=dtype if static_quant else compute_mm_dtype, output_sb_dtype=nl.bfloat16 if static_quant else compute_mm_dtype, fp8_max=FP8_E4M3_MAX_GEN4 if gen4 else FP8_E4M3_MAX, act_dtype=nl.float32, psum_transpose_dtype=psum_transpose_dtype, use_BxS_input_reshape=args.input.shape[1] < S_THRESHOLD_FOR_RESHAPE * num_shards)
+    use_kv_quantization = kv.k_scale is not None and kv.v_scale is not None
+    fold = args.input.shape[1] < S_THRESHOLD_FOR_RESHAPE * num_shards
+    return QkvCteConfig(output_layout=args.output_layout, add_bias=args.bias is not None, fused_residual_add=args.fused_residual_add, fused_norm_type=norm, apply_gamma=norm == NormType.RMS_NORM or norm == NormType.LAYER_NORM, add_layer_norm_bias=args.layer_norm_bias is not None, fused_rope=args.fused_rope, static_quant=static_quant, input_dtype=dtype, compute_mm_dtype=compute_mm_dtype, input_sb_dtype=dtype if static_quant else compute_mm_dtype, output_sb_dtype=nl.bfloat16 if static_quant else compute_mm_dtype, fp8_max=FP8_E4M3_MAX_GEN4 if gen4 else FP8_E4M3_MAX, act_dtype=nl.float32, psum_transpose_dtype=psum_transpose_dtype, use_BxS_input_reshape=fold and (kv.use_block_kv or not use_kv_quantization), use_kv_quantization=use_kv_quantization, use_block_kv=kv.use_block_kv, kv_dtype=kv_dtype, kv_max=kv_max, kv_min=kv_min)
 
 
 def get_tensor_dimensions(args, cfg, num_shards, shard_id):
@@ -384,7 +497,7 @@ def get_tensor_dimensions(args, cfg, num_shards, shard_id):
     b, s = (1, b_orig * s_orig) if cfg.use_BxS_input_reshape else (b_orig, s_orig)
     base = s // num_shards
     last = shard_id == num_shards - 1
-    return QkvCteDims(b_orig=b_orig, s_orig=s_orig, b=b, s=s, s_shard=s - base * (num_shards - 1) if last else base, s_shard_offset=shard_id * base, h=h, i=i, h_actual=args.hidden_actual, d_head=d_head, num_q_heads=nq, num_kv_heads=nkv, num_heads=i // d_head if d_head > 0 else 0, num_128_tiles_per_h=-(-h // P_MAX), num_512_tiles_per_h=-(-h // PSUM_FMAX), num_512_tiles_per_i=-(-i // PSUM_FMAX))
+    return QkvCteDims(b_orig=b_orig, s_orig=s_orig, b=b, s=s, s_shard=s - base * (num_shards - 1) if last else base, s_shard_offset=shard_id * base, h=h, i=i, h_actual=args.hidden_actual, d_head=d_head, num_q_heads=nq, num_kv_heads=nkv, num_heads=i // d_head if d_head > 0 else 0, q_dim=nq * d_head, kv_dim=nkv * d_head, num_128_tiles_per_h=-(-h // P_MAX), num_512_tiles_per_h=-(-h // PSUM_FMAX), num_512_tiles_per_i=-(-i // PSUM_FMAX))
 
 
 def load_and_broadcast_bias(bias, bias_sb):
@@ -419,7 +532,7 @@ def load_static_quant_scales(qkv_w_scale, qkv_in_scale, w_scale_sb, in_scale_sb)
     nisa.reciprocal(dst=in_scale_sb, data=in_scale_sb)
 
 
-def load_globals(cfg, dims, args, scales, norm_eps):
+def load_globals(cfg, dims, args, scales, kv, norm_eps):
     """The library's global SBUF allocations."""
     zero_bias_sb = nl.ndarray(shape=(P_MAX, 1), dtype=cfg.compute_mm_dtype, buffer=nl.sbuf)
     nisa.memset(dst=zero_bias_sb, value=0.0)
@@ -446,7 +559,16 @@ def load_globals(cfg, dims, args, scales, norm_eps):
         if qkv_in_scale is not None:
             in_scale = qkv_in_scale
             load_static_quant_scales(w_scale, in_scale, w_scale_sb, in_scale_sb)
-    return QkvCteGlobals(zero_bias_sb=zero_bias_sb, norm_eps_sb=norm_eps_sb, bias_sb=bias_sb, gamma_norm_weights_sb=gamma_norm_weights_sb, layer_norm_bias_sb=layer_norm_bias_sb, w_scale_sb=w_scale_sb, in_scale_sb=in_scale_sb)
+    k_scale_sb = nl.ndarray(shape=(P_MAX, 1), dtype=nl.float32, buffer=nl.sbuf)
+    v_scale_sb = nl.ndarray(shape=(P_MAX, 1), dtype=nl.float32, buffer=nl.sbuf)
+    k_scale, v_scale = (kv.k_scale, kv.v_scale)
+    if k_scale is not None:
+        ks = k_scale
+        nisa.dma_copy(dst=k_scale_sb, src=ks)
+    if v_scale is not None:
+        vs = v_scale
+        nisa.dma_copy(dst=v_scale_sb, src=vs)
+    return QkvCteGlobals(zero_bias_sb=zero_bias_sb, norm_eps_sb=norm_eps_sb, bias_sb=bias_sb, gamma_norm_weights_sb=gamma_norm_weights_sb, layer_norm_bias_sb=layer_norm_bias_sb, w_scale_sb=w_scale_sb, in_scale_sb=in_scale_sb, k_scale_sb=k_scale_sb, v_scale_sb=v_scale_sb)
 
 
 def multi_buffering_degree_for_seqlen(dims):
@@ -697,6 +819,47 @@ def evict_psum_to_sbuf_apply_bias(cfg, dims, g, out_sb, psum, t, rows):
             dequantize_apply_bias(cfg, g, cols, cols, seg, c0, rows)
 
 
+def quantize_and_store_kv(cfg, dims, cache, scale_sb, out_sb, slots_sb, off, b, s0, rows):
+    """The library's `_quantize_and_store_kv`: columns `off..off + kv_dim` of
+    `out_sb` (K or V) times the reciprocal of `scale_sb`, rounded to
+    `kv_dtype`, clipped to `[kv_min, kv_max]`, into `cache`: rows `s0..s0 +
+    rows` of batch `b` (`[B, max_seq_len, kv_dim]`), or the slots
+    `slots_sb` names (`[num_blocks, block_size, kv_dim]` seen as one row per slot).
+    """
+    kv = dims.kv_dim
+    inv_scale_sb = nl.ndarray(shape=(P_MAX, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.reciprocal(dst=inv_scale_sb[0:rows, :], data=scale_sb[0:rows, :])
+    clamped_sb = nl.ndarray(shape=(P_MAX, kv), dtype=cfg.kv_dtype, buffer=nl.sbuf)
+    c = clamped_sb[0:rows, :]
+    nisa.tensor_scalar(dst=c, data=out_sb[0:rows, off:off + kv], op0=nl.multiply, operand0=inv_scale_sb[0:rows, :])
+    nisa.tensor_scalar(dst=c, data=c, op0=nl.maximum, operand0=cfg.kv_min, op1=nl.minimum, operand1=cfg.kv_max)
+    if cfg.use_block_kv:
+        num_blocks, block_size, _ = cache.shape
+        slots = cache.reshape(shape=(num_blocks * block_size, kv))
+        nisa.dma_copy(dst=slots.ap(pattern=[[kv, rows], [1, kv]], offset=0, vector_offset=slots_sb[0:rows, :], indirect_dim=0), src=c)
+    else:
+        nisa.dma_copy(dst=cache[b, s0:s0 + rows, :], src=c)
+
+
+def store_q_and_quantize_kv(cfg, dims, io, g, out_sb, b, s0, rows):
+    """The KV-cache outputs' step 6: Q's columns of `out_sb` (rows `s0..s0 +
+    rows` of batch `b`) into the output `[B, S, q_dim]`, K's and V's
+    quantized into their caches (the block caches' slots loaded first).
+    """
+    nisa.dma_copy(dst=io.output[b, s0:s0 + rows, :], src=out_sb[0:rows, 0:dims.q_dim])
+    slots_sb = nl.ndarray(shape=(P_MAX, 1), dtype=nl.int32, buffer=nl.sbuf)
+    slot_mapping, k_cache, v_cache = (io.slot_mapping, io.k_cache, io.v_cache)
+    if slot_mapping is not None:
+        slots = slot_mapping
+        nisa.dma_copy(dst=slots_sb[0:rows, :], src=slots.reshape(shape=(dims.b, dims.s, 1))[b, s0:s0 + rows, :])
+    if k_cache is not None:
+        kc = k_cache
+        quantize_and_store_kv(cfg, dims, kc, g.k_scale_sb, out_sb, slots_sb, dims.q_dim, b, s0, rows)
+    if v_cache is not None:
+        vc = v_cache
+        quantize_and_store_kv(cfg, dims, vc, g.v_scale_sb, out_sb, slots_sb, dims.q_dim + dims.kv_dim, b, s0, rows)
+
+
 def store_output(cfg, dims, io, out_sb, b, s0, rows):
     """Step 6: `out_sb` (rows `s0..s0 + rows` of batch `b`) into the output,
     `[B, S, I]` (BSD) or head by head into `[N, B, S, d_head]` (NBSd).
@@ -732,16 +895,19 @@ def qkv_cte_block(cfg, dims, io, g, b, r0, rows):
             copy_psum_to_sbuf_apply_rope_and_bias(cfg, dims, io, g, o, psum, t, b, s0 + t * P_MAX, r)
         else:
             evict_psum_to_sbuf_apply_bias(cfg, dims, g, o, psum, t, r)
-        store_output(cfg, dims, io, o, b, s0 + t * P_MAX, r)
+        if cfg.use_kv_quantization:
+            store_q_and_quantize_kv(cfg, dims, io, g, o, b, s0 + t * P_MAX, r)
+        else:
+            store_output(cfg, dims, io, o, b, s0 + t * P_MAX, r)
 
 
-def qkv_cte_impl(cfg, dims, io, args, scales, norm_eps):
+def qkv_cte_impl(cfg, dims, io, args, scales, kv, norm_eps):
     """The library's `_qkv_cte_impl`: the globals loaded, then this
     program's rows, batch by batch, in S blocks.
     """
     if dims.s_shard == 0:
         return
-    g = load_globals(cfg, dims, args, scales, norm_eps)
+    g = load_globals(cfg, dims, args, scales, kv, norm_eps)
     degree = multi_buffering_degree_for_seqlen(dims)
     block = degree * P_MAX
     for b in range(dims.b):
@@ -756,7 +922,8 @@ def qkv_cte(input, fused_qkv_weights, output_layout=QKVOutputLayout.BSD, bias=No
     """The fused QKV projection of `input` `[B, S, H]` with
     `fused_qkv_weights` `[H, I]` for prefill (see the module docs).
     Returns `[B, S, I]` (BSD) or `[I/d_head, B, S, d_head]` (NBSd) in the
-    input's dtype.
+    input's dtype (bfloat16 with STATIC); with the fp8 KV-cache outputs,
+    Q `[B, S, q_dim]` in the input's dtype and the updated caches.
     """
     assert isinstance(output_layout, QKVOutputLayout), f"qkv_cte: output_layout={output_layout!r} is not a QKVOutputLayout member (BSD, NBSd, NBdS)"
     assert isinstance(fused_norm_type, NormType), f"qkv_cte: fused_norm_type={fused_norm_type!r} is not a NormType member (NO_NORM, RMS_NORM, LAYER_NORM, RMS_NORM_SKIP_GAMMA)"
@@ -773,30 +940,42 @@ def qkv_cte(input, fused_qkv_weights, output_layout=QKVOutputLayout.BSD, bias=No
     assert sin_cache is None or sin_cache.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_cte takes sin_cache as float32, bfloat16 or float16"
     assert k_cache is None or k_cache.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "qkv_cte takes k_cache as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     assert v_cache is None or v_cache.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "qkv_cte takes v_cache as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert k_scale is None or k_scale.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "qkv_cte takes k_scale as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert v_scale is None or v_scale.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "qkv_cte takes v_scale as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert slot_mapping is None or slot_mapping.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "qkv_cte takes slot_mapping as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert k_scale is None or k_scale.dtype in (nl.float32,), "qkv_cte takes k_scale as float32"
+    assert v_scale is None or v_scale.dtype in (nl.float32,), "qkv_cte takes v_scale as float32"
+    assert slot_mapping is None or slot_mapping.dtype in (nl.int32,), "qkv_cte takes slot_mapping as int32"
     assert qkv_w_scale is None or qkv_w_scale.dtype in (nl.float32,), "qkv_cte takes qkv_w_scale as float32"
     assert qkv_in_scale is None or qkv_in_scale.dtype in (nl.float32,), "qkv_cte takes qkv_in_scale as float32"
-    (k_cache, v_cache, fp8_max, fp8_min, kv_dtype, block_size, slot_mapping, use_auto_allocation)
-    kv_quantization = k_scale is not None and v_scale is not None
-    validate_unsupported_options(quantization_type, kv_quantization, use_block_kv, store_output_in_sbuf, is_input_swizzled, weight_layout)
+    (use_auto_allocation, load_input_with_DMA_transpose)
+    validate_unsupported_options(quantization_type, store_output_in_sbuf, is_input_swizzled, weight_layout)
     assert input.ndim == 3, f"qkv_cte: input must be [B, S, H] in HBM, got {input.ndim} dims"
     args = QkvCteUserInput(input=input, fused_qkv_weights=fused_qkv_weights, output_layout=output_layout, bias=bias, fused_residual_add=fused_residual_add, mlp_prev=mlp_prev, attention_prev=attention_prev, fused_norm_type=fused_norm_type, gamma_norm_weights=gamma_norm_weights, layer_norm_bias=layer_norm_bias, hidden_actual=hidden_actual if hidden_actual is not None else input.shape[2], fused_rope=fused_rope, cos_cache=cos_cache, sin_cache=sin_cache, d_head=d_head if d_head is not None else 0, num_q_heads=num_q_heads if num_q_heads is not None else 0, num_kv_heads=num_kv_heads if num_kv_heads is not None else 0)
     validate_user_inputs(args)
     scales = QkvQuantScales(qkv_w_scale=qkv_w_scale, qkv_in_scale=qkv_in_scale)
     validate_static_quantization(args, quantization_type, scales)
+    kv = QkvKvCacheArgs(k_cache=k_cache, v_cache=v_cache, k_scale=k_scale, v_scale=v_scale, use_block_kv=use_block_kv, block_size=block_size if block_size is not None else 0, slot_mapping=slot_mapping)
+    validate_kv_cache(args, kv)
+    kv_tile_dtype = kv_dtype if kv_dtype is not None else input.dtype
+    kv_dtype_max = max_positive_value_for_dtype(kv_tile_dtype)
+    assert kv_dtype_max > 0.0 or k_scale is None or (fp8_max is not None and fp8_min is not None), f"qkv_cte: fp8_max and fp8_min must be given when kv_dtype is not float8_e4m3 or float8_e5m2, got kv_dtype {kv_tile_dtype}"
+    kv_max, kv_min = (fp8_max if fp8_max is not None else kv_dtype_max, fp8_min if fp8_min is not None else -kv_dtype_max)
     grid = nl.program_ndim() == 1
     num_shards = nl.num_programs(axes=0) if grid else 1
     shard_id = nl.program_id(axis=0) if grid else 0
-    cfg = build_config(args, quantization_type, num_shards)
+    cfg = build_config(args, kv, quantization_type, num_shards, kv_tile_dtype, kv_max, kv_min)
     dims = get_tensor_dimensions(args, cfg, num_shards, shard_id)
     b, s, h, i, d = (dims.b, dims.s, dims.h, dims.i, dims.d_head)
     nbsd = output_layout == QKVOutputLayout.NBSd
     out_dtype = nl.bfloat16 if cfg.static_quant else input.dtype
-    output = nl.ndarray(shape=(dims.num_heads, dims.b_orig, dims.s_orig, d), dtype=out_dtype, buffer=nl.shared_hbm) if nbsd else nl.ndarray(shape=(dims.b_orig, dims.s_orig, i), dtype=out_dtype, buffer=nl.shared_hbm)
-    io = QkvCteTensors(input=input.reshape(shape=(b, s, h)), weights=fused_qkv_weights, output=output.reshape(shape=(dims.num_heads, b, s, d)) if nbsd else output.reshape(shape=(b, s, i)), mlp_prev=mlp_prev, attention_prev=attention_prev, cos_cache=cos_cache, sin_cache=sin_cache)
-    qkv_cte_impl(cfg, dims, io, args, scales, norm_eps)
+    output = nl.ndarray(shape=(dims.b_orig, dims.s_orig, dims.q_dim), dtype=input.dtype, buffer=nl.shared_hbm) if cfg.use_kv_quantization else nl.ndarray(shape=(dims.num_heads, dims.b_orig, dims.s_orig, d), dtype=out_dtype, buffer=nl.shared_hbm) if nbsd else nl.ndarray(shape=(dims.b_orig, dims.s_orig, i), dtype=out_dtype, buffer=nl.shared_hbm)
+    out_cols = dims.q_dim if cfg.use_kv_quantization else i
+    io = QkvCteTensors(input=input.reshape(shape=(b, s, h)), weights=fused_qkv_weights, output=output.reshape(shape=(dims.num_heads, b, s, d)) if nbsd else output.reshape(shape=(b, s, out_cols)), mlp_prev=mlp_prev, attention_prev=attention_prev, cos_cache=cos_cache, sin_cache=sin_cache, k_cache=k_cache, v_cache=v_cache, slot_mapping=slot_mapping)
+    qkv_cte_impl(cfg, dims, io, args, scales, kv, norm_eps)
     if num_shards == 2:
         nisa.core_barrier(data=output, cores=(0, 1))
+    if k_cache is not None:
+        kc = k_cache
+        if v_cache is not None:
+            vc = v_cache
+            if cfg.use_kv_quantization:
+                return (output, kc, vc)
     return output

@@ -9,6 +9,9 @@
 //! out = x @ fused_qkv_weights (+ bias)           # [B·S, I], fp32 sums, rounded to the compute dtype
 //! (fused_rope)  each Q and K head X = [X1, X2]:  X·cos + [-X2, X1]·sin
 //! BSD: out as [B, S, I];  NBSd: out as [I / d_head, B, S, d_head]
+//! (k_scale, v_scale)  Q = out[.., :q_dim] as [B, S, q_dim];  K, V = their columns
+//!     k_cache[b, s] = clip(K / k_scale, fp8_min, fp8_max) in kv_dtype   (V likewise)
+//!     (use_block_kv)  k_cache[slot // block_size, slot % block_size], slot = slot_mapping[b, s]
 //! ```
 //!
 //! Loops and tiling. Short sequences (`S < 640` per program) are folded into
@@ -34,6 +37,7 @@
 //!     for each S tile: out_sb = psum (+ bias) | RoPE on Q, K (+ bias)   (evict_psum_to_sbuf_apply_bias,
 //!                                                         copy_psum_to_sbuf_apply_rope_and_bias)
 //!         store out_sb in the output layout                  (store_output)
+//!         | Q stored, K and V quantized into the caches      (store_q_and_quantize_kv)
 //! ```
 //!
 //! The kernel takes the library's signature (the library's `sbm` SBUF
@@ -43,11 +47,20 @@
 //! `load_input_with_DMA_transpose` for 16-bit input without norm or residual
 //! add) moves the same values, and the library documents the option as one it
 //! may ignore. The weights are loaded block by block (the library prefetches
-//! them all when SBUF space allows: the same values). Quantization other than
-//! `NONE` (`STATIC`, `ROW`, the MX forms), the fp8 KV-cache outputs (`k_scale`,
-//! `v_scale`), the block KV cache, `store_output_in_sbuf`, `is_input_swizzled`
-//! and weight layouts other than `CONTIGUOUS` are refused by name. The rules
-//! are [`qkv_cte_violation`].
+//! them all when SBUF space allows: the same values).
+//!
+//! `STATIC` quantization takes float8_e4m3 weights, the Q/K/V weight scales
+//! and an input scale. The fp8 KV-cache outputs (`k_scale` and `v_scale`
+//! `[128, 1]`, BSD, the heads given) return `(Q, k_cache, v_cache)`, the
+//! caches updated in place: `[B, max_seq_len, kv_dim]` row caches (whose
+//! batches are not folded: row `s` of batch `b` is cache row `[b, s]`), or
+//! with `use_block_kv` `[num_blocks, block_size, kv_dim]` slots. The clip
+//! bounds default to `kv_dtype`'s largest finite value (240 for
+//! float8_e4m3, 57344 for float8_e5m2; other dtypes need `fp8_max` and
+//! `fp8_min`). `ROW` (the library's `qkv_cte` has no path for it: a `ROW`
+//! call runs its float path without the scales), the MX forms,
+//! `store_output_in_sbuf`, `is_input_swizzled` and weight layouts other than
+//! `CONTIGUOUS` are refused by name. The rules are [`qkv_cte_violation`].
 
 // The library's parameter `load_input_with_DMA_transpose` keeps its spelling.
 #![allow(non_snake_case)]
@@ -73,6 +86,10 @@ pub enum QkvCteRule {
     HiddenActual,
     /// Fused RoPE without heads, or with a `d_head` that is odd or does not divide 512.
     RopeHeads,
+    /// The fp8 KV-cache outputs with the NBSd layout.
+    KvCacheLayout,
+    /// The fp8 KV-cache outputs without `d_head` and the head counts.
+    KvCacheHeads,
 }
 
 impl QkvCteRule {
@@ -86,6 +103,8 @@ impl QkvCteRule {
             QkvCteRule::Heads => "qkv_cte: (num_q_heads + 2 * num_kv_heads) * d_head must equal I",
             QkvCteRule::HiddenActual => "qkv_cte: hidden_actual must be in 1..=H",
             QkvCteRule::RopeHeads => "qkv_cte: fused_rope needs num_q_heads, num_kv_heads and an even d_head dividing 512",
+            QkvCteRule::KvCacheLayout => "qkv_cte: the fp8 KV-cache outputs need the BSD output layout",
+            QkvCteRule::KvCacheHeads => "qkv_cte: the fp8 KV-cache outputs need d_head, num_q_heads and num_kv_heads",
         }
     }
 }
@@ -112,6 +131,8 @@ pub struct QkvCteShape {
     pub nbsd: bool,
     /// Whether RoPE is fused.
     pub fused_rope: bool,
+    /// Whether the fp8 KV-cache outputs are asked for (`k_scale` and `v_scale`).
+    pub kv_cache: bool,
 }
 
 /// The first rule `c` breaks.
@@ -143,6 +164,12 @@ pub const fn qkv_cte_violation(c: QkvCteShape) -> Option<QkvCteRule> {
         if d <= 0 || d % 2 != 0 || PSUM_FMAX % d != 0 {
             return Some(QkvCteRule::RopeHeads);
         }
+    }
+    if c.kv_cache && c.nbsd {
+        return Some(QkvCteRule::KvCacheLayout);
+    }
+    if c.kv_cache && (c.d_head <= 0 || c.num_q_heads <= 0 || c.num_kv_heads <= 0) {
+        return Some(QkvCteRule::KvCacheHeads);
     }
     None
 }
@@ -177,6 +204,7 @@ macro_rules! qkv_cte_config {
                 hidden_actual: 0,
                 nbsd: false,
                 fused_rope: false,
+                kv_cache: false,
             }
         };
         const _: () = if let Some(rule) = $crate::qkv::qkv_cte::qkv_cte_violation(CALL) {
@@ -579,6 +607,7 @@ pub mod kernel {
         assert!(k_scale.is_some() == v_scale.is_some(), "qkv_cte: k_scale and v_scale must be given together (the fp8 KV-cache outputs)");
         assert!(!kv.use_block_kv || enabled, "qkv_cte: use_block_kv needs k_scale and v_scale (the fp8 KV-cache outputs)");
         if enabled {
+            // The rules of `qkv_cte_violation`.
             assert!(args.output_layout == QKVOutputLayout::BSD, "qkv_cte: the fp8 KV-cache outputs need the BSD output layout");
             let (d, nq, nkv) = (args.d_head, args.num_q_heads, args.num_kv_heads);
             assert!(d > 0 && nq > 0 && nkv > 0, "qkv_cte: the fp8 KV-cache outputs need d_head, num_q_heads and num_kv_heads");
@@ -1320,7 +1349,8 @@ pub mod kernel {
     /// The fused QKV projection of `input` `[B, S, H]` with
     /// `fused_qkv_weights` `[H, I]` for prefill (see the module docs).
     /// Returns `[B, S, I]` (BSD) or `[I/d_head, B, S, d_head]` (NBSd) in the
-    /// input's dtype.
+    /// input's dtype (bfloat16 with STATIC); with the fp8 KV-cache outputs,
+    /// Q `[B, S, q_dim]` in the input's dtype and the updated caches.
     #[nki_kernel]
     pub fn qkv_cte(
         #[dtypes(float32, bfloat16, float16)] input: Hbm,
