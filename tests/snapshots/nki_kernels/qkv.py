@@ -43,9 +43,9 @@ def qkv(input, fused_qkv_weights, output_layout=QKVOutputLayout.BSD, bias=None, 
     assert sin_cache is None or sin_cache.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv takes sin_cache as float32, bfloat16 or float16"
     assert k_cache is None or k_cache.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "qkv takes k_cache as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     assert v_cache is None or v_cache.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "qkv takes v_cache as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert k_scale is None or k_scale.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "qkv takes k_scale as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert v_scale is None or v_scale.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "qkv takes v_scale as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert slot_mapping is None or slot_mapping.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "qkv takes slot_mapping as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert k_scale is None or k_scale.dtype in (nl.float32,), "qkv takes k_scale as float32"
+    assert v_scale is None or v_scale.dtype in (nl.float32,), "qkv takes v_scale as float32"
+    assert slot_mapping is None or slot_mapping.dtype in (nl.int32,), "qkv takes slot_mapping as int32"
     assert input.ndim == 3, f"qkv: input must be [B, S, H] in HBM, got {input.ndim} dims"
     b, s, _ = input.shape
     cte = fused_rope or s > SEQLEN_THRESHOLD_FOR_QKV_CTE or b * s > P_MAX
