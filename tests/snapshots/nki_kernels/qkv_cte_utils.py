@@ -242,11 +242,9 @@ class QkvCteGlobals(nl.NKIObject):
 
 def max_positive_value_for_dtype(dtype):
     """`dtype`'s largest finite value for the fp8 dtypes, 0 for the others."""
-    if dtype == nl.float8_e4m3:
-        return FP8_E4M3_MAX
-    if dtype == nl.float8_e5m2:
-        return FP8_E5M2_MAX
-    return 0.0
+    fp8_e4m3 = FP8_E4M3_MAX if dtype == nl.float8_e4m3 else 0.0
+    fp8_e5m2 = FP8_E5M2_MAX if dtype == nl.float8_e5m2 else 0.0
+    return fp8_e4m3 + fp8_e5m2
 
 
 def build_config(args, kv, quantization_type, num_shards, kv_dtype, kv_max, kv_min):

@@ -227,13 +227,9 @@ pub mod kernel {
     /// `dtype`'s largest finite value for the fp8 dtypes, 0 for the others.
     #[nki_helper]
     pub fn max_positive_value_for_dtype(dtype: Dtype) -> f64 {
-        if dtype == nl::float8_e4m3 {
-            return FP8_E4M3_MAX;
-        }
-        if dtype == nl::float8_e5m2 {
-            return FP8_E5M2_MAX;
-        }
-        0.0
+        let fp8_e4m3 = if dtype == nl::float8_e4m3 { FP8_E4M3_MAX } else { 0.0 };
+        let fp8_e5m2 = if dtype == nl::float8_e5m2 { FP8_E5M2_MAX } else { 0.0 };
+        fp8_e4m3 + fp8_e5m2
     }
 
     /// The library's `_build_config`. `kv_dtype`, `kv_max` and `kv_min` are
