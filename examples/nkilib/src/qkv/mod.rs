@@ -1,6 +1,7 @@
 //! The library's `qkv` folder: the fused QKV projection before attention,
 //! its decode-phase kernel `qkv_tkg`, its context-encoding kernel `qkv_cte`
-//! and the `qkv` entry that picks one by the token count.
+//! (its phases in `qkv_cte/`) and the `qkv` entry that picks one by the
+//! token count.
 
 pub mod qkv;
 pub mod qkv_cte;
