@@ -18,8 +18,9 @@ pub fn mx_product(a: Hbm, b: Hbm) -> Hbm {
     nisa::dma_copy(sb, b);
     let qa = nl::ndarray([k, fa / 4], nl::float8_e4m3fn_x4);
     let qb = nl::ndarray([k, fb / 4], nl::float8_e5m2_x4);
-    let ea = nl::ndarray([k / 8, fa / 4], nl::float8_e8m0fnu);
-    let eb = nl::ndarray([k / 8, fb / 4], nl::uint8);
+    // Scales of data over several quadrants keep the data's partitions (4 of each 32 used).
+    let ea = nl::ndarray([k, fa / 4], nl::float8_e8m0fnu);
+    let eb = nl::ndarray([k, fb / 4], nl::uint8);
     nisa::quantize_mx(qa, sa, ea);
     nisa::quantize_mx(dst = qb, src = sb, dst_scale = eb);
     let acc = nl::ndarray([fa / 4, fb / 4], nl::float32, buffer = nl::psum);

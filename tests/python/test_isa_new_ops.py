@@ -397,6 +397,59 @@ class MxTest(unittest.TestCase):
         np.testing.assert_allclose(host(out), np.einsum("kmj,knj->mn", ra, rb), rtol=1e-5, atol=1e-4)
         np.testing.assert_allclose(host(twice), 2 * np.einsum("kmj,knj->mn", ra, rb), rtol=1e-5, atol=1e-4)
 
+    def test_scales_of_four_quadrants_sit_in_their_quadrants_packed_at_offsets(self):
+        # The MXFP deep dive: data over 128 partitions keeps group g's scale at row
+        # 32 (g // 4) + g % 4; a second tensor's scales may sit at offset 4 of each quadrant.
+        k_, m, n = 128, 6, 10
+        a, b = RNG.standard_normal((k_, 4 * m)) * 8, RNG.standard_normal((k_, 4 * n)) / 8
+
+        def kern():
+            qa, qb = tile((k_, m), nl.float8_e4m3fn_x4), tile((k_, n), nl.float8_e4m3fn_x4)
+            packed = nl.full((k_, n), 7, nl.uint8)
+            nisa.quantize_mx(dst=qa, src=sbuf(a, nl.bfloat16), dst_scale=packed[0:k_, 0:m])
+            nisa.quantize_mx(dst=qb, src=sbuf(b, nl.bfloat16), dst_scale=packed[4:k_, :])
+            d = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.psum)
+            nisa.nc_matmul_mx(dst=d, stationary=qa, moving=qb, stationary_scale=packed[0:k_, 0:m],
+                              moving_scale=packed[4:k_, :])
+            out = tile((m, n))
+            nisa.tensor_copy(dst=out, src=d)
+            return packed, out
+
+        packed, out = run(kern, generation="trn3")
+        scales = ints(packed)
+
+        def exps(x):
+            g = x.astype(ml_dtypes.bfloat16).astype(np.float64).reshape(k_ // 8, 8, -1, 4)
+            return np.floor(np.log2(np.abs(g).max(axis=(1, 3)))) - 7
+
+        ea, eb = exps(a), exps(b)
+        rows = [32 * (g // 4) + g % 4 for g in range(k_ // 8)]
+        np.testing.assert_array_equal(scales[rows, :m], ea + 127)
+        np.testing.assert_array_equal(scales[[r + 4 for r in rows], :], eb + 127)
+        used = set(rows) | {r + 4 for r in rows}
+        self.assertTrue((scales[[p for p in range(k_) if p not in used]] == 7).all())
+        self.assertTrue((scales[rows, m:] == 7).all())
+
+        def dequant(x, e):
+            g = x.astype(ml_dtypes.bfloat16).astype(np.float64).reshape(k_ // 8, 8, -1, 4)
+            q = (g / 2.0 ** e[:, None, :, None]).astype(np.float32).astype(ml_dtypes.float8_e4m3fn)
+            return (q.astype(np.float64) * 2.0 ** e[:, None, :, None]).reshape(k_, -1, 4)
+
+        want = np.einsum("kmj,knj->mn", dequant(a, ea), dequant(b, eb))
+        np.testing.assert_allclose(host(out), want, rtol=1e-5, atol=1e-4)
+
+    def test_a_scale_tile_too_short_for_the_quadrant_layout_or_misplaced_is_refused(self):
+        def kern(scale_rows, start):
+            q = tile((64, 2), nl.float8_e4m3fn_x4)
+            s = tile((64, 2), nl.uint8)
+            nisa.quantize_mx(dst=q, src=sbuf(np.ones((64, 8)), nl.bfloat16), dst_scale=s[start:start + scale_rows])
+
+        with self.assertRaisesRegex(NkiError, "at least 36 partitions"):
+            run(lambda: kern(8, 0), generation="trn3")
+        with self.assertRaisesRegex(NkiError, "offset 0, 4, 8 or 12"):
+            run(lambda: kern(36, 2), generation="trn3")
+        run(lambda: kern(36, 12), generation="trn3")
+
     def test_quantize_mx_marks_a_nan_group_with_nan_elements_and_the_nan_scale(self):
         x = np.ones((32, 8))
         x[3, 5] = np.nan  # group (0, 1)

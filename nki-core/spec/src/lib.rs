@@ -16,6 +16,7 @@ pub mod constants;
 pub mod contract;
 pub mod hw;
 mod kinds;
+pub mod mx;
 mod op;
 pub mod registers;
 mod suggest;

@@ -4,8 +4,13 @@
 //! A scale group is 8 partitions x 4 free elements: packed value `(p, j)` of an
 //! x4 tile holds source elements `(p, 4j..4j+3)` (element k in byte, or nibble,
 //! k from the lowest), and the packed values `(8g..8g+7, j)` share the scale at
-//! `(g, j)` of a `(P / 8, F)` scale tile. A scale is a power of two: its value
-//! in `float8_e8m0fnu`, its biased exponent `e + 127` in `uint8`.
+//! `(g, j)` of the scale tile. Scales stay in the SBUF quadrant their group
+//! came from: group `g` is row `32 (g / 4) + g % 4` of the scale tile, so a
+//! scale tile of data spanning several quadrants has (nearly) the data's
+//! partitions, 4 of each 32 used (the MXFP deep dive's "oversize" layout); a
+//! scale tile starts at offset 0, 4, 8 or 12 of its quadrant. A scale is a
+//! power of two: its value in `float8_e8m0fnu`, its biased exponent `e + 127`
+//! in `uint8`.
 
 use super::elementwise::NameOpts;
 use super::exec::{read_tile, read_tile_raw, write_tile, write_tile_raw};
@@ -13,14 +18,11 @@ use super::matmul::{accumulation, in_buffer, write_accumulated};
 use super::tile::TileView;
 use crate::dtype::{fp4_decode, fp8_decode, fp8_encode, round_f32};
 use crate::emulator::Ctx;
+use crate::numeric::gemm::{Mat, sgemm_split};
 use crate::{Buffer, Dtype, NkiError, Result, Tensor};
 
-/// Partitions of one scale group.
-const GROUP_PARTITIONS: usize = 8;
-/// Elements per partition of one scale group (the elements of one packed value).
-const GROUP_ELEMENTS: usize = 4;
-/// Partition counts of MX operands are multiples of a quadrant.
-const QUADRANT: usize = 32;
+use nki_spec::mx::{GROUP_ELEMENTS, GROUP_PARTITIONS, QUADRANT, QUADRANT_SCALES, SCALE_OFFSETS, scale_partitions, scale_row};
+
 /// The bias of a `uint8` scale's exponent (and of `float8_e8m0fnu`).
 const SCALE_BIAS: i32 = 127;
 
@@ -34,35 +36,57 @@ fn emax(dtype: Dtype) -> Option<i32> {
     }
 }
 
-/// Views a scale operand: SBUF, float8_e8m0fnu or uint8, `np` x `nf`.
-fn scale_tile(op: &'static str, role: &str, t: &Tensor, np: usize, nf: usize) -> Result<TileView> {
+/// Views a scale operand of `groups` x `nf` scales (SBUF, float8_e8m0fnu or
+/// uint8) as one `(rows, nf)` piece per quadrant, in group order.
+fn scale_tile(op: &'static str, role: &str, t: &Tensor, groups: usize, nf: usize) -> Result<Vec<(Tensor, TileView)>> {
     in_buffer(op, role, t, Buffer::Sbuf)?;
     if !matches!(t.dtype(), Dtype::Fp8E8m0 | Dtype::U8) {
         return Err(NkiError::dtype(op, format!("{role} {} must be float8_e8m0fnu or uint8", t.describe())));
     }
     let v = TileView::of(op, role, t)?;
-    if (v.np, v.nf) != (np, nf) {
+    let need = scale_partitions(groups);
+    if v.nf != nf || v.np < need {
         return Err(NkiError::shape(
             op,
             format!(
-                "{role} {} must be {np} partitions x {nf} elements (one scale per 8 partitions x 4 elements), it is {} x {}",
+                "{role} {} must be at least {need} partitions x {nf} elements (one scale per 8 partitions x 4 elements, kept in \
+                 the group's quadrant: group g at row 32 (g / 4) + g % 4), it is {} x {}",
                 t.describe(),
                 v.np,
                 v.nf
             ),
         ));
     }
-    Ok(v)
+    if !SCALE_OFFSETS.contains(&(v.p0 % QUADRANT)) {
+        return Err(NkiError::constraint(
+            op,
+            format!("{role} {} starts at partition {}: a scale tile starts at offset 0, 4, 8 or 12 of a quadrant", t.describe(), v.p0),
+        ));
+    }
+    let mut pieces = Vec::new();
+    for first in (0..groups).step_by(QUADRANT_SCALES) {
+        let row = scale_row(first) as i64;
+        let rows = QUADRANT_SCALES.min(groups - first) as i64;
+        let piece = t.slice(0, row, row + rows, 1)?;
+        let view = TileView::of(op, role, &piece)?;
+        pieces.push((piece, view));
+    }
+    Ok(pieces)
 }
 
-/// The unbiased exponents a scale tile holds (its values are `2^e`).
-fn scale_exponents(t: &Tensor, v: &TileView) -> Vec<i32> {
-    if t.dtype() == Dtype::U8 {
-        read_tile(t, v).iter().map(|&b| b as i32 - SCALE_BIAS).collect()
-    } else {
-        // A NaN scale (0xFF) reads as exponent 128, so its products overflow.
-        read_tile(t, v).iter().map(|&s| if s.is_nan() { SCALE_BIAS + 1 } else { f64::from(s).log2().round() as i32 }).collect()
+/// The unbiased exponents the scale pieces hold (their values are `2^e`), in
+/// group order.
+fn scale_exponents(pieces: &[(Tensor, TileView)]) -> Vec<i32> {
+    let mut out = Vec::new();
+    for (t, v) in pieces {
+        if t.dtype() == Dtype::U8 {
+            out.extend(read_tile(t, v).iter().map(|&b| b as i32 - SCALE_BIAS));
+        } else {
+            // A NaN scale (0xFF) reads as exponent 128, so its products overflow.
+            out.extend(read_tile(t, v).iter().map(|&s| if s.is_nan() { SCALE_BIAS + 1 } else { f64::from(s).log2().round() as i32 }));
+        }
     }
+    out
 }
 
 /// `nisa.quantize_mx(dst, src, dst_scale)`: per group of 8 partitions x 4
@@ -104,10 +128,11 @@ pub fn quantize_mx(ctx: &Ctx, dst: &Tensor, src: &Tensor, dst_scale: &Tensor, op
             format!("dst {} must be {} x {cols} (a quarter of src's free size), it is {} x {}", dst.describe(), s.np, d.np, d.nf),
         ));
     }
-    let sc = scale_tile(OP, "dst_scale", dst_scale, s.np / GROUP_PARTITIONS, cols)?;
+    let groups = s.np / GROUP_PARTITIONS;
+    let pieces = scale_tile(OP, "dst_scale", dst_scale, groups, cols)?;
     let x = read_tile(src, &s);
-    let (mut packed, mut scales) = (vec![0f32; s.np * cols], vec![0f32; sc.np * cols]);
-    for g in 0..sc.np {
+    let (mut packed, mut scales) = (vec![0f32; s.np * cols], vec![0f32; groups * cols]);
+    for g in 0..groups {
         for j in 0..cols {
             let at = |p: usize, k: usize| f64::from(x[(g * GROUP_PARTITIONS + p) * s.nf + j * GROUP_ELEMENTS + k]);
             let group = (0..GROUP_PARTITIONS).flat_map(|p| (0..GROUP_ELEMENTS).map(move |k| (p, k)));
@@ -141,7 +166,9 @@ pub fn quantize_mx(ctx: &Ctx, dst: &Tensor, src: &Tensor, dst_scale: &Tensor, op
         }
     }
     write_tile_raw(dst, &d, &packed);
-    write_tile(ctx, dst_scale, &sc, &scales);
+    for ((t, v), vals) in pieces.iter().zip(scales.chunks(QUADRANT_SCALES * cols)) {
+        write_tile(ctx, t, v, vals);
+    }
     Ok(())
 }
 
@@ -159,23 +186,24 @@ pub struct NcMatmulMxOpts<'a> {
     pub name: Option<&'a str>,
 }
 
-/// The elements of an x4 tile as f32, `(np, nf, 4)` row-major, each times its
-/// group's scale `2^e`.
+/// The elements of an x4 tile as f32, each times its group's scale `2^e`,
+/// as a `[4·np, nf]` row-major matrix: row `4p + k` holds slot `k` of
+/// partition `p` (the contraction runs over partitions and slots).
 fn dequantized(t: &Tensor, v: &TileView, exps: &[i32]) -> Vec<f32> {
     let (elem, bits) = t.dtype().packs().unwrap_or((None, 4));
     let raw = read_tile_raw(t, v);
-    let mut out = Vec::with_capacity(raw.len() * GROUP_ELEMENTS);
+    let mut out = vec![0f32; raw.len() * GROUP_ELEMENTS];
     for (i, cell) in raw.iter().enumerate() {
         let (p, m) = (i / v.nf, i % v.nf);
         let scale = 2f32.powi(exps[(p / GROUP_PARTITIONS) * v.nf + m]);
         let word = cell.to_bits();
-        for k in 0..GROUP_ELEMENTS as u32 {
-            let code = ((word >> (k * bits)) & ((1 << bits) - 1)) as u8;
+        for k in 0..GROUP_ELEMENTS {
+            let code = ((word >> (k as u32 * bits)) & ((1 << bits) - 1)) as u8;
             let value = match elem {
                 Some(e) => fp8_decode(e, code).unwrap_or(f32::NAN),
                 None => fp4_decode(code),
             };
-            out.push(value * scale);
+            out[(p * GROUP_ELEMENTS + k) * v.nf + m] = value * scale;
         }
     }
     out
@@ -183,8 +211,8 @@ fn dequantized(t: &Tensor, v: &TileView, exps: &[i32]) -> Vec<f32> {
 
 /// `nisa.nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale)`:
 /// `dst[m, n] = sum over partitions k and packed slots j of
-/// st[k, m, j] 2^es[k / 8, m] * mv[k, n, j] 2^em[k / 8, n]` in fp32 (k, then j,
-/// in order) into PSUM, accumulating as `nc_matmul` does; the tiling arguments
+/// st[k, m, j] 2^es[k / 8, m] * mv[k, n, j] 2^em[k / 8, n]` in fp32 (the
+/// `nc_matmul` product over the `4 K` rows `4k + j`) into PSUM, accumulating as `nc_matmul` does; the tiling arguments
 /// have no numeric effect. trn3 and newer.
 #[allow(clippy::too_many_arguments)]
 pub fn nc_matmul_mx(
@@ -245,18 +273,13 @@ pub fn nc_matmul_mx(
     let groups = st.np / GROUP_PARTITIONS;
     let ss = scale_tile(OP, "stationary_scale", stationary_scale, groups, st.nf)?;
     let ms = scale_tile(OP, "moving_scale", moving_scale, groups, mv.nf)?;
-    let a = dequantized(stationary, &st, &scale_exponents(stationary_scale, &ss));
-    let b = dequantized(moving, &mv, &scale_exponents(moving_scale, &ms));
-    let (m, n, g) = (st.nf, mv.nf, GROUP_ELEMENTS);
+    let a = dequantized(stationary, &st, &scale_exponents(&ss));
+    let b = dequantized(moving, &mv, &scale_exponents(&ms));
+    // As nc_matmul over the 4·K rows of partitions and slots.
+    let (m, n) = (st.nf, mv.nf);
     let mut out = vec![0f32; m * n];
-    for (i, o) in out.iter_mut().enumerate() {
-        let (r, c) = (i / n, i % n);
-        for k in 0..st.np {
-            for j in 0..g {
-                *o += a[(k * m + r) * g + j] * b[(k * n + c) * g + j];
-            }
-        }
-    }
+    let (am, bm) = (Mat { offset: 0, rs: 1, cs: m as isize }, Mat { offset: 0, rs: n as isize, cs: 1 });
+    sgemm_split(ctx.helpers(), m, GROUP_ELEMENTS * st.np, n, &a, am, &b, bm, &mut out, Mat { offset: 0, rs: n as isize, cs: 1 }, 0.0);
     let state = accumulation(ctx, OP, dst, opts.accumulate)?;
     write_accumulated(ctx, dst, &dt, out, state);
     Ok(())

@@ -50,12 +50,34 @@ fn unpack(t: &Tensor, f: Format) -> Vec<f64> {
     t.to_i64_vec().iter().flat_map(|&w| (0..4).map(move |k| decode(f, ((w >> (k * bits)) & ((1 << bits) - 1)) as u32))).collect()
 }
 
+/// The scale-tile row of group `g` (the MXFP deep dive: scales stay in their
+/// group's 32-partition quadrant, 4 rows at its start).
+fn row(g: usize) -> usize {
+    32 * (g / 4) + g % 4
+}
+
+/// The partitions of a scale tile for `p` data partitions: `p / 8` within
+/// one quadrant, else the data's own count ("oversize").
+fn scale_rows(p: usize) -> usize {
+    if p > 32 { p } else { p / 8 }
+}
+
+/// `vals` (`groups` rows of `cols`) spread over a scale tile's rows, the
+/// unused rows holding `fill`.
+fn spread(vals: &[i64], groups: usize, cols: usize, fill: i64) -> Vec<i64> {
+    let mut out = vec![fill; scale_rows(groups * 8) * cols];
+    for g in 0..groups {
+        out[row(g) * cols..(row(g) + 1) * cols].copy_from_slice(&vals[g * cols..(g + 1) * cols]);
+    }
+    out
+}
+
 /// Runs `quantize_mx` on a `[p, f]` bf16 tile of `x`; returns (dst, scale) tensors.
 fn quantize(x: &[f64], p: usize, f: usize, dst: Dtype, scale: Dtype) -> nki_core::Result<(Tensor, Tensor)> {
     trn3().run(|ctx| {
         let s = sbuf_with(ctx, &[p as i64, f as i64], Dtype::Bf16, x)?;
         let d = alloc(ctx, &[p as i64, (f / 4) as i64], dst, Buffer::Sbuf)?;
-        let e = alloc(ctx, &[(p / 8) as i64, (f / 4) as i64], scale, Buffer::Sbuf)?;
+        let e = alloc(ctx, &[scale_rows(p) as i64, (f / 4) as i64], scale, Buffer::Sbuf)?;
         nisa::quantize_mx(ctx, &d, &s, &e, NameOpts::default())?;
         Ok((d.clone(), e.clone()))
     })
@@ -63,12 +85,12 @@ fn quantize(x: &[f64], p: usize, f: usize, dst: Dtype, scale: Dtype) -> nki_core
 
 #[test]
 fn quantize_mx_scales_each_group_and_rounds_its_elements_to_nearest_even() {
-    let (p, f) = (32usize, 16usize);
+    let (p, f) = (128usize, 16usize);
     // Groups of very different magnitudes; one all-zero group.
     let mut x: Vec<f64> = uniform(p * f, 41, -1.0, 1.0)
         .iter()
         .enumerate()
-        .map(|(i, v)| f64::from(bf16((v * 2f64.powi((i % 16) as i32 - 6)) as f32)))
+        .map(|(i, v)| f64::from(bf16((v * 2f64.powi((i % 16 + i / 1024) as i32 - 6)) as f32)))
         .collect();
     for pp in 8..16 {
         for k in 0..4 {
@@ -84,7 +106,7 @@ fn quantize_mx_scales_each_group_and_rounds_its_elements_to_nearest_even() {
                     let members: Vec<(usize, usize)> = (0..8).flat_map(|pp| (0..4).map(move |k| (g * 8 + pp, j * 4 + k))).collect();
                     let amax = members.iter().map(|&(r, c)| x[r * f + c].abs()).fold(0.0, f64::max);
                     let exp = if amax > 0.0 { amax.log2().floor() as i32 - (e_max - 1) } else { -127 };
-                    let scale = f64::from(scales[g * (f / 4) + j]);
+                    let scale = f64::from(scales[row(g) * (f / 4) + j]);
                     let stored = if scale_dtype == Dtype::U8 { 2f64.powf(scale - 127.0) } else { scale };
                     assert_eq!(stored, 2f64.powi(exp), "{dst} group ({g}, {j})");
                     for &(r, c) in &members {
@@ -137,8 +159,9 @@ fn nc_matmul_mx_sums_dequantized_products_and_accumulates() {
             };
             let st = hold(&[k, m], &pack(&st_codes, 8), Dtype::Fp8E4m3Fnx4)?;
             let mv = hold(&[k, n], &pack(&mv_codes, 4), Dtype::Fp4E2m1Fnx4)?;
-            let ss = hold(&[k / 8, m], &st_exp, Dtype::U8)?;
-            let ms = hold(&[k / 8, n], &mv_exp, Dtype::U8)?;
+            // Unused scale rows hold 2^100, which a misread would show.
+            let ss = hold(&[scale_rows(k), m], &spread(&st_exp, k / 8, m, 227), Dtype::U8)?;
+            let ms = hold(&[scale_rows(k), n], &spread(&mv_exp, k / 8, n, 227), Dtype::U8)?;
             let d = alloc(ctx, &[m as i64, n as i64], Dtype::F32, Buffer::Psum)?;
             nisa::nc_matmul_mx(ctx, &d, &st, &mv, &ss, &ms, NcMatmulMxOpts::default())?;
             let once = d.to_f32_vec();
@@ -208,6 +231,27 @@ fn run_time_errors_name_the_generation_and_the_rule() {
     assert_err(&e, ErrorKind::Dtype, &["dst", "float8_e5m2_x4 or float8_e4m3fn_x4"]);
     let e = expect_err(quantize(&x, 32, 8, Dtype::Fp8E5m2x4, Dtype::Bf16));
     assert_err(&e, ErrorKind::Dtype, &["dst_scale", "float8_e8m0fnu or uint8"]);
+    // Scales over two quadrants: a (P / 8)-row tile is too short, and a tile
+    // starts at offset 0, 4, 8 or 12 of its quadrant.
+    let y = vec![1.0; 64 * 8];
+    let scaled = |rows: i64, start: i64| {
+        trn3().run(|ctx| {
+            let s = sbuf_with(ctx, &[64, 8], Dtype::Bf16, &y)?;
+            let d = alloc(ctx, &[64, 2], Dtype::Fp8E4m3Fnx4, Buffer::Sbuf)?;
+            let sc = alloc(ctx, &[64, 2], Dtype::U8, Buffer::Sbuf)?;
+            nisa::memset(ctx, &sc, 7.0, Default::default())?;
+            nisa::quantize_mx(ctx, &d, &s, &sc.slice(0, start, start + rows, 1)?, NameOpts::default())?;
+            Ok(sc.to_i64_vec())
+        })
+    };
+    assert_err(&expect_err(scaled(8, 0)), ErrorKind::Shape, &["dst_scale", "at least 36 partitions"]);
+    assert_err(&expect_err(scaled(36, 2)), ErrorKind::Constraint, &["dst_scale", "offset 0, 4, 8 or 12"]);
+    let packed = scaled(36, 12).unwrap();
+    // 1.0 in e4m3fn groups: scale 2^(0 - 7), biased 120, at rows 12..16 and 44..48.
+    for p in 0..64 {
+        let want = if (12..16).contains(&p) || (44..48).contains(&p) { 120 } else { 7 };
+        assert_eq!(packed[p * 2..p * 2 + 2], [want, want], "scale row {p}");
+    }
     // Packed tiles are refused by the other compute instructions.
     let e = expect_err(trn3().run(|ctx| {
         let d = alloc(ctx, &[32, 2], Dtype::Fp8E4m3Fnx4, Buffer::Sbuf)?;

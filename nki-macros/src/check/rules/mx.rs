@@ -5,6 +5,7 @@
 use crate::check::site::CallSite;
 use crate::check::types::Ty;
 use crate::diag::Diagnostics;
+use nki_spec::mx::{GROUP_ELEMENTS, GROUP_PARTITIONS, QUADRANT, scale_partitions};
 
 const PACKED_FP8: [&str; 2] = ["float8_e5m2_x4", "float8_e4m3fn_x4"];
 const PACKED: [&str; 3] = ["float8_e5m2_x4", "float8_e4m3fn_x4", "float4_e2m1fn_x4"];
@@ -48,12 +49,39 @@ fn shaped(diag: &mut Diagnostics, site: &CallSite<'_>, role: &str, want: (Option
     }
 }
 
+/// Reports a scale tile `role` of known shape that cannot hold the scales of
+/// `data` partitions x `cols` columns: exactly `cols` elements, and at least
+/// the partitions the quadrant placement of the groups' scales spans.
+fn scales(diag: &mut Diagnostics, site: &CallSite<'_>, role: &str, data: Option<i64>, cols: Option<i64>) {
+    let Some((_, sp)) = site.tensor(role) else { return };
+    let (p, f) = dims(site, role);
+    let need = data.map(|d| scale_partitions(d.max(0) as usize / GROUP_PARTITIONS) as i64);
+    let short = matches!((p, need), (Some(p), Some(n)) if p < n);
+    let wrong = matches!((f, cols), (Some(f), Some(c)) if f != c);
+    if short || wrong {
+        let show = |v: Option<i64>| v.map_or("?".to_string(), |v| v.to_string());
+        diag.error(
+            sp,
+            format!(
+                "{} of {} is {} x {}; it must be at least {} partitions x {} (one scale per 8 partitions x 4 elements, kept in \
+                 the group's quadrant: group g at row 32 (g / 4) + g % 4)",
+                site.label(role),
+                site.spec.py,
+                show(p),
+                show(f),
+                show(need),
+                show(cols)
+            ),
+        );
+    }
+}
+
 /// Reports a known partition count of `role` that is not a multiple of 32.
 fn quadrants(diag: &mut Diagnostics, site: &CallSite<'_>, role: &str) {
     if let (Some((_, sp)), (Some(p), _)) = (site.tensor(role), dims(site, role))
-        && p % 32 != 0
+        && p % QUADRANT as i64 != 0
     {
-        diag.error(sp, format!("{} of {} has {p} partitions; MX operands have a multiple of 32", site.label(role), site.spec.py));
+        diag.error(sp, format!("{} of {} has {p} partitions; MX operands have a multiple of {QUADRANT}", site.label(role), site.spec.py));
     }
 }
 
@@ -65,13 +93,16 @@ pub fn quantize(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
     quadrants(diag, site, "src");
     let (p, f) = dims(site, "src");
     if let (Some((_, sp)), Some(f)) = (site.tensor("src"), f)
-        && f % 4 != 0
+        && f % GROUP_ELEMENTS as i64 != 0
     {
-        diag.error(sp, format!("{} of nisa.quantize_mx holds {f} elements per partition; it must hold a multiple of 4", site.label("src")));
+        diag.error(
+            sp,
+            format!("{} of nisa.quantize_mx holds {f} elements per partition; it must hold a multiple of {GROUP_ELEMENTS}", site.label("src")),
+        );
     }
-    let cols = f.map(|f| f / 4);
+    let cols = f.map(|f| f / GROUP_ELEMENTS as i64);
     shaped(diag, site, "dst", (p, cols), "src's partitions, a quarter of its elements: four per packed value");
-    shaped(diag, site, "dst_scale", (p.map(|p| p / 8), cols), "one scale per 8 partitions x 4 elements");
+    scales(diag, site, "dst_scale", p, cols);
     Ty::Unit
 }
 
@@ -92,9 +123,8 @@ pub fn matmul(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
     {
         diag.error(sp, format!("{} of nisa.nc_matmul_mx has free size {m}; it must be even and at most 128", site.label("stationary")));
     }
-    let groups = k.map(|k| k / 8);
-    shaped(diag, site, "stationary_scale", (groups, m), "one scale per 8 partitions of each stationary column");
-    shaped(diag, site, "moving_scale", (groups, n), "one scale per 8 partitions of each moving column");
+    scales(diag, site, "stationary_scale", k, m);
+    scales(diag, site, "moving_scale", k, n);
     shaped(diag, site, "dst", (m, n), "stationary free x moving free");
     Ty::Unit
 }

@@ -3,8 +3,12 @@
 A scale group is 8 partitions x 4 free elements: element k of packed value
 (p, j) of an x4 tile is source element (p, 4j + k), and the group of packed
 values (8g..8g+7, j) shares scale (g, j). So a (P, F) source quantizes to a
-(P, F / 4) x4 tile and a (P / 8, F / 4) scale tile. A scale is a power of two:
-in float8_e8m0fnu its value, in uint8 its biased exponent (value = 2^(b - 127)).
+(P, F / 4) x4 tile and P / 8 rows of F / 4 scales. Scales stay in the SBUF
+quadrant their group came from: group g is row 32 (g // 4) + g % 4 of the scale
+tile (the MXFP deep dive's "oversize" layout when the data span several
+quadrants), and a scale tile starts at offset 0, 4, 8 or 12 of its quadrant.
+A scale is a power of two: in float8_e8m0fnu its value, in uint8 its biased
+exponent (value = 2^(b - 127)).
 """
 
 import numpy as np
@@ -16,7 +20,9 @@ from ..tensor import PSUM, SBUF, NkiTensor, describe
 from ..tile import Tile
 from .matmul import _added_cells
 
-GROUP_PARTITIONS, GROUP_ELEMENTS = 8, 4
+GROUP_PARTITIONS, GROUP_ELEMENTS, QUADRANT = 8, 4, 32
+# Scale rows a quadrant holds; offsets within a quadrant a scale tile may start at.
+QUADRANT_SCALES, SCALE_OFFSETS = QUADRANT // GROUP_PARTITIONS, (0, 4, 8, 12)
 # Largest unbiased exponent of each MX element type (the quantize_mx docs' E_max).
 _EMAX = {"float8_e4m3fn_x4": 8, "float8_e5m2_x4": 15}
 _SCALE_DTYPES = ("float8_e8m0fnu", "uint8")
@@ -35,20 +41,33 @@ def _in(op, role, t, buffer):
     return Tile(op, role, t)
 
 
-def _scale_tile(op, role, t, np_, nf):
+def scale_row(g):
+    """The scale-tile row of group g: row g % 4 of the group's quadrant."""
+    return g // QUADRANT_SCALES * QUADRANT + g % QUADRANT_SCALES
+
+
+def _scale_tiles(op, role, t, groups, nf):
+    """The scale operand of `groups` x `nf` scales as one (rows, nf) tile per
+    quadrant, in group order."""
     s = _in(op, role, t, SBUF)
     if t.dtype.name not in _SCALE_DTYPES:
         raise NkiError(op, f"{role} {t.describe()} must be float8_e8m0fnu or uint8")
-    if (s.np, s.nf) != (np_, nf):
-        raise NkiError(op, f"{role} {t.describe()} must be {np_} partitions x {nf} elements (one scale per 8 "
-                           f"partitions x 4 elements), it is {s.np} x {s.nf}")
-    return s
+    need = scale_row(groups - 1) + 1
+    if s.nf != nf or s.np < need:
+        raise NkiError(op, f"{role} {t.describe()} must be at least {need} partitions x {nf} elements (one scale per "
+                           "8 partitions x 4 elements, kept in the group's quadrant: group g at row 32 (g // 4) + "
+                           f"g % 4), it is {s.np} x {s.nf}")
+    if s.p0 % QUADRANT not in SCALE_OFFSETS:
+        raise NkiError(op, f"{role} {t.describe()} starts at partition {s.p0}: a scale tile starts at offset 0, 4, 8 "
+                           "or 12 of a quadrant")
+    return [Tile(op, role, t[scale_row(g):scale_row(g) + min(QUADRANT_SCALES, groups - g)])
+            for g in range(0, groups, QUADRANT_SCALES)]
 
 
-def scale_exponents(tile):
-    """The unbiased exponents held by a scale tile."""
-    raw = tile.read_raw() if not tile.dtype.is_float else tile.dtype.to_bits(tile.read_raw())
-    return raw.astype(np.int64) - 127
+def scale_exponents(tiles):
+    """The unbiased exponents held by a scale operand's quadrant tiles, (groups, nf)."""
+    raw = [t.read_raw() if not t.dtype.is_float else t.dtype.to_bits(t.read_raw()) for t in tiles]
+    return np.concatenate(raw).astype(np.int64) - 127
 
 
 def unpack(tile):
@@ -88,7 +107,7 @@ def quantize_mx(dst, src, dst_scale, name=None):
     if (d.np, d.nf) != (s.np, s.nf // GROUP_ELEMENTS):
         raise NkiError(op, f"dst {dst.describe()} must be {s.np} x {s.nf // GROUP_ELEMENTS} (a quarter of src's "
                            "free size)")
-    sc = _scale_tile(op, "dst_scale", dst_scale, s.np // GROUP_PARTITIONS, s.nf // GROUP_ELEMENTS)
+    sc = _scale_tiles(op, "dst_scale", dst_scale, s.np // GROUP_PARTITIONS, s.nf // GROUP_ELEMENTS)
     v = s.read().astype(np.float64).reshape(s.np // GROUP_PARTITIONS, GROUP_PARTITIONS, d.nf, GROUP_ELEMENTS)
     amax = np.abs(v).max(axis=(1, 3))
     poisoned = np.isnan(amax)
@@ -101,7 +120,9 @@ def quantize_mx(dst, src, dst_scale, name=None):
     packed = sum(codes[..., k] << np.uint64(8 * k) for k in range(GROUP_ELEMENTS))
     d.write_raw(packed.reshape(s.np, d.nf).astype(np.int64))
     biased = np.where(poisoned, 255, exp + 127)
-    sc.write_raw(biased if not dst_scale.dtype.is_float else dst_scale.dtype.from_bits(biased))
+    cells = biased if not dst_scale.dtype.is_float else dst_scale.dtype.from_bits(biased)
+    for q, tile in enumerate(sc):
+        tile.write_raw(cells[q * QUADRANT_SCALES:q * QUADRANT_SCALES + tile.np])
 
 
 @instruction
@@ -130,11 +151,13 @@ def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_p
     if (dt.np, dt.nf) != (st.nf, mv.nf):
         raise NkiError(op, f"dst {dst.describe()} must be {st.nf} x {mv.nf} (stationary free x moving free)")
     groups = st.np // GROUP_PARTITIONS
-    ss = _scale_tile(op, "stationary_scale", stationary_scale, groups, st.nf)
-    ms = _scale_tile(op, "moving_scale", moving_scale, groups, mv.nf)
+    ss = _scale_tiles(op, "stationary_scale", stationary_scale, groups, st.nf)
+    ms = _scale_tiles(op, "moving_scale", moving_scale, groups, mv.nf)
     a = unpack(st) * np.exp2(np.repeat(scale_exponents(ss), GROUP_PARTITIONS, axis=0))[:, :, None]
     b = unpack(mv) * np.exp2(np.repeat(scale_exponents(ms), GROUP_PARTITIONS, axis=0))[:, :, None]
-    product = np.einsum("kmj,knj->mn", a.astype(np.float32), b.astype(np.float32)).astype(np.float32)
+    # As nc_matmul over the 4K rows 4k + j of partitions and slots.
+    rows = lambda x: x.astype(np.float32).transpose(0, 2, 1).reshape(-1, x.shape[1])
+    product = np.matmul(rows(a).T, rows(b))
     added = _added_cells(op, dst, dt, accumulate, current().hw)
     dt.write(np.where(added, product + dt.read(), product), current().rounds, matmul=True)
 
