@@ -275,7 +275,9 @@ fn encode(a: &Arg, dir: &Path, n: &mut usize) -> String {
         Arg::Tensor(shape, vals, dtype) => {
             let p = dir.join(format!("in{n}.npy"));
             *n += 1;
-            write_npy(&p, shape, &as_dtype(vals, *dtype), NpyType::F64).expect("writing an input");
+            // Packed MX values are 32-bit words, which f32 rounding would corrupt.
+            let vals = if dtype.packs().is_some() { vals.clone() } else { as_dtype(vals, *dtype) };
+            write_npy(&p, shape, &vals, NpyType::F64).expect("writing an input");
             format!("{{\"npy\": \"{}\", \"dtype\": \"{}\"}}", p.display(), dtype.nl_name())
         }
         Arg::Int(v) => format!("{{\"int\": {v}}}"),

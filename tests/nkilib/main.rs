@@ -13,6 +13,7 @@ pub mod mlp;
 pub mod output_projection;
 pub mod qkv;
 pub mod qkv_cte;
+pub mod qkv_tkg_mx;
 pub mod rmsnorm;
 pub mod router_topk;
 pub mod subkernels;

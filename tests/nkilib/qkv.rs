@@ -425,6 +425,7 @@ fn qkv_tkg_rules_refuse_by_name() {
         hidden_actual: 0,
         nbsd: true,
         mx_quant: false,
+        other_mx_quant: false,
         stray_norm_bias: false,
         programs: 2,
     };
@@ -437,7 +438,7 @@ fn qkv_tkg_rules_refuse_by_name() {
         (QkvTkgShape { d_head: 0, ..ok }, QkvTkgRule::HeadDim),
         (QkvTkgShape { d_head: 100, ..ok }, QkvTkgRule::HeadDim),
         (QkvTkgShape { hidden_actual: 5000, ..ok }, QkvTkgRule::HiddenActual),
-        (QkvTkgShape { mx_quant: true, ..ok }, QkvTkgRule::Quantization),
+        (QkvTkgShape { other_mx_quant: true, ..ok }, QkvTkgRule::Quantization),
         (QkvTkgShape { stray_norm_bias: true, ..ok }, QkvTkgRule::NormBias),
     ];
     for (shape, rule) in cases {

@@ -12,6 +12,8 @@ from .common_types import QKVWeightLayout
 from .common_types import QuantizationType
 from .layernorm_tkg import layernorm_tkg_shard_on_bxs
 from .layernorm_tkg import layernorm_tkg_shard_on_h
+from .qkv_tkg_mx_impl import qkv_tkg_mx_impl
+from .qkv_tkg_mx_impl import validate_qkv_tkg_mx
 from .rmsnorm_tkg import rmsnorm_tkg_shard_on_bxs
 from .rmsnorm_tkg import rmsnorm_tkg_shard_on_h
 
@@ -92,6 +94,31 @@ class QkvTkgConfig(nl.NKIObject):
     "Array tiles of the remainder H block."
 
 
+def validate_quantization(hidden_dtype, qkv_w, quantization_type, qkv_w_scale, qkv_in_scale, d_head, n_q_heads, n_kv_heads):
+    """The quantization inputs the library requires, by parameter name."""
+    i = qkv_w.shape[1]
+    is_static = quantization_type == QuantizationType.STATIC
+    is_row = quantization_type == QuantizationType.ROW
+    assert quantization_type == QuantizationType.NONE or is_static or is_row, "qkv_tkg: quantization_type must be NONE, STATIC, ROW or MX"
+    quantized = is_static or is_row
+    assert quantized == (qkv_w.dtype == nl.float8_e4m3), "qkv_tkg: qkv_w must be float8_e4m3 exactly when quantization_type is STATIC or ROW"
+    assert not is_row or hidden_dtype != nl.float32, "qkv_tkg: hidden must be bfloat16 or float16 for ROW quantization (the input multiplies the fp8 weights), got float32"
+    assert not quantized or qkv_w_scale is not None, "qkv_tkg: qkv_w_scale must be given for STATIC and ROW quantization"
+    assert not is_static or qkv_in_scale is not None, "qkv_tkg: qkv_in_scale must be given for STATIC quantization"
+    assert not is_static or (d_head > 0 and n_q_heads > 0 and n_kv_heads >= 0), "qkv_tkg: d_head, num_q_heads and num_kv_heads must be given for STATIC quantization"
+    if qkv_w_scale is not None:
+        ws = qkv_w_scale
+        cols = 3 if is_static else i
+        r = ws.shape[0]
+        if quantized:
+            assert ws.ndim == 2 and (r == 1 or r == P_MAX) and ws.shape[1] == cols, f"qkv_tkg: qkv_w_scale must be [1, {cols}] or [128, {cols}], got {ws.shape}"
+    if qkv_in_scale is not None:
+        ins = qkv_in_scale
+        r = ins.shape[0]
+        if is_static:
+            assert ins.ndim == 2 and (r == 1 or r == P_MAX) and ins.shape[1] == 1, f"qkv_tkg: qkv_in_scale must be [1, 1] or [128, 1], got {ins.shape}"
+
+
 def validate_qkv_tkg(hidden, qkv_w, fused_add, mlp_prev, attn_prev, norm_type, norm_w, norm_bias, qkv_bias, output_layout, d_head, hidden_actual):
     """The library's checks, by parameter name, when the kernel is traced."""
     assert hidden.ndim == 3, f"qkv_tkg: hidden must be [B, S, H] in HBM, got {hidden.ndim} dims"
@@ -115,31 +142,6 @@ def validate_qkv_tkg(hidden, qkv_w, fused_add, mlp_prev, attn_prev, norm_type, n
         bias = qkv_bias
         bs = bias.shape
         assert bias.ndim == 2 and bs[0] == 1 and bs[1] == i, f"qkv_tkg: qkv_bias must be [1, I] = [1, {i}], got {bs}"
-
-
-def validate_quantization(hidden_dtype, qkv_w, quantization_type, qkv_w_scale, qkv_in_scale, d_head, n_q_heads, n_kv_heads):
-    """The quantization inputs the library requires, by parameter name."""
-    i = qkv_w.shape[1]
-    is_static = quantization_type == QuantizationType.STATIC
-    is_row = quantization_type == QuantizationType.ROW
-    assert quantization_type == QuantizationType.NONE or is_static or is_row, "qkv_tkg: quantization_type must be NONE, STATIC or ROW (the MX forms are not implemented)"
-    quantized = is_static or is_row
-    assert quantized == (qkv_w.dtype == nl.float8_e4m3), "qkv_tkg: qkv_w must be float8_e4m3 exactly when quantization_type is STATIC or ROW"
-    assert not is_row or hidden_dtype != nl.float32, "qkv_tkg: hidden must be bfloat16 or float16 for ROW quantization (the input multiplies the fp8 weights), got float32"
-    assert not quantized or qkv_w_scale is not None, "qkv_tkg: qkv_w_scale must be given for STATIC and ROW quantization"
-    assert not is_static or qkv_in_scale is not None, "qkv_tkg: qkv_in_scale must be given for STATIC quantization"
-    assert not is_static or (d_head > 0 and n_q_heads > 0 and n_kv_heads >= 0), "qkv_tkg: d_head, num_q_heads and num_kv_heads must be given for STATIC quantization"
-    if qkv_w_scale is not None:
-        ws = qkv_w_scale
-        cols = 3 if is_static else i
-        r = ws.shape[0]
-        if quantized:
-            assert ws.ndim == 2 and (r == 1 or r == P_MAX) and ws.shape[1] == cols, f"qkv_tkg: qkv_w_scale must be [1, {cols}] or [128, {cols}], got {ws.shape}"
-    if qkv_in_scale is not None:
-        ins = qkv_in_scale
-        r = ins.shape[0]
-        if is_static:
-            assert ins.ndim == 2 and (r == 1 or r == P_MAX) and ins.shape[1] == 1, f"qkv_tkg: qkv_in_scale must be [1, 1] or [128, 1], got {ins.shape}"
 
 
 def qkv_tkg_config(hidden, qkv_w, d_head, n_q_heads, n_kv_heads, quantization_type):
@@ -418,11 +420,11 @@ def qkv_tkg(hidden, qkv_w, norm_w=None, fused_add=False, mlp_prev=None, attn_pre
     assert isinstance(norm_type, NormType), f"qkv_tkg: norm_type={norm_type!r} is not a NormType member (NO_NORM, RMS_NORM, LAYER_NORM, RMS_NORM_SKIP_GAMMA)"
     assert isinstance(quantization_type, QuantizationType), f"qkv_tkg: quantization_type={quantization_type!r} is not a QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)"
     assert hidden.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_tkg takes hidden as float32, bfloat16 or float16"
-    assert qkv_w.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "qkv_tkg takes qkv_w as float32, bfloat16, float16 or float8_e4m3"
+    assert qkv_w.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3, nl.float8_e4m3fn_x4), "qkv_tkg takes qkv_w as float32, bfloat16, float16, float8_e4m3 or float8_e4m3fn_x4"
     assert norm_w is None or norm_w.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_tkg takes norm_w as float32, bfloat16 or float16"
     assert mlp_prev is None or mlp_prev.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_tkg takes mlp_prev as float32, bfloat16 or float16"
     assert attn_prev is None or attn_prev.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_tkg takes attn_prev as float32, bfloat16 or float16"
-    assert qkv_w_scale is None or qkv_w_scale.dtype in (nl.float32,), "qkv_tkg takes qkv_w_scale as float32"
+    assert qkv_w_scale is None or qkv_w_scale.dtype in (nl.float32, nl.uint8), "qkv_tkg takes qkv_w_scale as float32 or uint8"
     assert qkv_in_scale is None or qkv_in_scale.dtype in (nl.float32,), "qkv_tkg takes qkv_in_scale as float32"
     assert qkv_bias is None or qkv_bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_tkg takes qkv_bias as float32, bfloat16 or float16"
     assert norm_bias is None or norm_bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_tkg takes norm_bias as float32, bfloat16 or float16"
@@ -430,8 +432,20 @@ def qkv_tkg(hidden, qkv_w, norm_w=None, fused_add=False, mlp_prev=None, attn_pre
     dh, nq, nkv = (d_head if d_head is not None else 0, num_q_heads if num_q_heads is not None else 0, num_kv_heads if num_kv_heads is not None else 0)
     h = hidden.shape[2]
     ha = hidden_actual if hidden_actual is not None else h
-    validate_qkv_tkg(hidden, qkv_w, fused_add, mlp_prev, attn_prev, norm_type, norm_w, norm_bias, qkv_bias, output_layout, dh, ha)
+    if quantization_type == QuantizationType.MX:
+        nbsd = output_layout == QKVOutputLayout.NBSd
+        validate_qkv_tkg_mx(hidden, qkv_w, qkv_w_scale, fused_add, norm_type, nbsd, is_h_dim_4h_transposed)
+        assert norm_bias is None, "qkv_tkg: norm_bias is not supported with MX quantization"
+        assert norm_type == NormType.NO_NORM or norm_w is not None, "qkv_tkg: norm_w must be given for RMS_NORM"
+        assert ha >= 1 and ha <= h, f"qkv_tkg: hidden_actual must be in 1..=H = {h}, got hidden_actual = {ha}"
+        if qkv_bias is not None:
+            bias = qkv_bias
+            bs, i = (bias.shape, qkv_w.shape[1])
+            assert bias.ndim == 2 and bs[0] == 1 and bs[1] == i, f"qkv_tkg: qkv_bias must be [1, I] = [1, {i}], got {bs}"
+        ws = qkv_w_scale if qkv_w_scale is not None else qkv_w
+        return qkv_tkg_mx_impl(hidden, qkv_w, ws, norm_w, norm_type, eps, qkv_bias, ha)
     validate_quantization(hidden.dtype, qkv_w, quantization_type, qkv_w_scale, qkv_in_scale, dh, nq, nkv)
+    validate_qkv_tkg(hidden, qkv_w, fused_add, mlp_prev, attn_prev, norm_type, norm_w, norm_bias, qkv_bias, output_layout, dh, ha)
     cfg = qkv_tkg_config(hidden, qkv_w, dh, nq, nkv, quantization_type)
     x = fused_residual_add_hbm2hbm(cfg, hidden, attn_prev if attn_prev is not None else hidden, mlp_prev if mlp_prev is not None else hidden) if fused_add else hidden.reshape(shape=(cfg.bxs, h))
     hidden_sb = fused_norm_and_load(cfg, x.reshape(shape=(cfg.bxs, h)), norm_type, norm_w, norm_bias, eps, ha)

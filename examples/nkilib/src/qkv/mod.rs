@@ -6,3 +6,4 @@
 pub mod qkv;
 pub mod qkv_cte;
 pub mod qkv_tkg;
+pub mod qkv_tkg_mx_impl;

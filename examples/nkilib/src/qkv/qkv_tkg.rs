@@ -47,15 +47,17 @@
 //! the input divided by `qkv_in_scale` and clipped to ±240 in fp8, the Q, K
 //! and V columns dequantized by their weight scale times the input scale) and
 //! `ROW` (fp8 weights, the 16-bit input as is, each column dequantized by its
-//! scale); the bias is added after dequantizing. The MX forms (trn3's),
-//! `output_in_sbuf` and SBUF-resident input are refused by name. The rules
-//! are [`qkv_tkg_violation`].
+//! scale); the bias is added after dequantizing. `MX` (trn3's microscaling)
+//! is [`qkv_tkg_mx_impl`](super::qkv_tkg_mx_impl), as in the library; the
+//! other MX forms, `output_in_sbuf` and SBUF-resident input are refused by
+//! name. The rules are [`qkv_tkg_violation`].
 
 // The library's parameter `load_input_with_DMA_transpose` keeps its spelling.
 #![allow(non_snake_case)]
 
 use nki::prelude::*;
 
+use super::qkv_tkg_mx_impl::{H_PER_PACKED_TILE, MX_PACK};
 pub use kernel::*;
 
 /// Why a `qkv_tkg` call is refused.
@@ -71,8 +73,16 @@ pub enum QkvTkgRule {
     HeadDim,
     /// `hidden_actual` is outside `1..=H`.
     HiddenActual,
-    /// A quantization type this port does not implement (the MX forms).
+    /// A quantization type the library's `qkv_tkg` does not take (`STATIC_MX`, `ROW_MX`).
     Quantization,
+    /// MX quantization with `H` not a multiple of 512 (one packed 128-row tile).
+    MxHidden,
+    /// MX quantization with `B·S` not a multiple of 4.
+    MxTokens,
+    /// MX quantization with the NBSd layout (the library's MX form stores BSD).
+    MxLayout,
+    /// MX quantization with more than one packed tile not splitting over the programs.
+    MxShards,
     /// `norm_bias` with a norm other than LayerNorm.
     NormBias,
 }
@@ -86,7 +96,11 @@ impl QkvTkgRule {
             QkvTkgRule::HiddenShards => "H / 128 must split evenly over the LNC programs",
             QkvTkgRule::HeadDim => "the NBSd layout needs a positive d_head dividing I",
             QkvTkgRule::HiddenActual => "hidden_actual must be in 1..=H",
-            QkvTkgRule::Quantization => "quantization_type must be NONE, STATIC or ROW (the MX forms are not implemented)",
+            QkvTkgRule::Quantization => "quantization_type must be NONE, STATIC, ROW or MX",
+            QkvTkgRule::MxHidden => "MX quantization needs H to be a multiple of 512",
+            QkvTkgRule::MxTokens => "MX quantization needs B * S to be a multiple of 4",
+            QkvTkgRule::MxLayout => "MX quantization stores the BSD layout only",
+            QkvTkgRule::MxShards => "MX quantization needs H / 512 to be 1 or to split evenly over the LNC programs",
             QkvTkgRule::NormBias => "norm_bias is only used with norm_type=LAYER_NORM",
         }
     }
@@ -107,8 +121,10 @@ pub struct QkvTkgShape {
     pub hidden_actual: i64,
     /// Whether the output layout is NBSd.
     pub nbsd: bool,
-    /// Whether an MX quantization type was asked for.
+    /// Whether `MX` quantization was asked for.
     pub mx_quant: bool,
+    /// Whether `STATIC_MX` or `ROW_MX` was asked for.
+    pub other_mx_quant: bool,
     /// Whether `norm_bias` is given with a norm other than LayerNorm.
     pub stray_norm_bias: bool,
     /// The programs of the launch (its LNC size).
@@ -123,7 +139,7 @@ pub const fn qkv_tkg_violation(c: QkvTkgShape) -> Option<QkvTkgRule> {
     if c.bxs <= 0 || c.bxs > P_MAX {
         return Some(QkvTkgRule::Tokens);
     }
-    if (c.hidden / P_MAX) % c.programs != 0 {
+    if !c.mx_quant && (c.hidden / P_MAX) % c.programs != 0 {
         return Some(QkvTkgRule::HiddenShards);
     }
     if c.nbsd && (c.d_head <= 0 || c.fused_qkv % c.d_head != 0) {
@@ -132,8 +148,23 @@ pub const fn qkv_tkg_violation(c: QkvTkgShape) -> Option<QkvTkgRule> {
     if c.hidden_actual < 0 || c.hidden_actual > c.hidden {
         return Some(QkvTkgRule::HiddenActual);
     }
-    if c.mx_quant {
+    if c.other_mx_quant {
         return Some(QkvTkgRule::Quantization);
+    }
+    if c.mx_quant {
+        let tiles = c.hidden / H_PER_PACKED_TILE;
+        if c.hidden % H_PER_PACKED_TILE != 0 {
+            return Some(QkvTkgRule::MxHidden);
+        }
+        if c.bxs % MX_PACK != 0 {
+            return Some(QkvTkgRule::MxTokens);
+        }
+        if c.nbsd {
+            return Some(QkvTkgRule::MxLayout);
+        }
+        if tiles != 1 && tiles % c.programs != 0 {
+            return Some(QkvTkgRule::MxShards);
+        }
     }
     if c.stray_norm_bias {
         return Some(QkvTkgRule::NormBias);
@@ -182,6 +213,7 @@ macro_rules! qkv_tkg_config {
                 hidden_actual: 0,
                 nbsd: false,
                 mx_quant: false,
+                other_mx_quant: false,
                 stray_norm_bias: false,
                 programs: 1,
             }
@@ -196,6 +228,7 @@ macro_rules! qkv_tkg_config {
 /// The kernel, its tile constants, configuration bundle and phase helpers.
 #[nki_module]
 pub mod kernel {
+    use super::super::qkv_tkg_mx_impl::{qkv_tkg_mx_impl, validate_qkv_tkg_mx};
     use crate::subkernels::layernorm_tkg::{layernorm_tkg_shard_on_bxs, layernorm_tkg_shard_on_h};
     use crate::subkernels::rmsnorm_tkg::{rmsnorm_tkg_shard_on_bxs, rmsnorm_tkg_shard_on_h};
     pub use crate::utils::common_types::{NormType, QKVOutputLayout, QKVWeightLayout, QuantizationType};
@@ -706,7 +739,7 @@ pub mod kernel {
         let is_row = quantization_type == QuantizationType::ROW;
         assert!(
             quantization_type == QuantizationType::NONE || is_static || is_row,
-            "qkv_tkg: quantization_type must be NONE, STATIC or ROW (the MX forms are not implemented)"
+            "qkv_tkg: quantization_type must be NONE, STATIC, ROW or MX"
         );
         let quantized = is_static || is_row;
         assert!(
@@ -753,7 +786,7 @@ pub mod kernel {
     #[nki_kernel]
     pub fn qkv_tkg(
         #[dtypes(float32, bfloat16, float16)] hidden: Hbm,
-        #[dtypes(float32, bfloat16, float16, float8_e4m3)] qkv_w: Hbm,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3, float8_e4m3fn_x4)] qkv_w: Hbm,
         #[dtypes(float32, bfloat16, float16)] norm_w: Option<Hbm>,
         #[default(false)] fused_add: bool,
         #[dtypes(float32, bfloat16, float16)] mlp_prev: Option<Hbm>,
@@ -766,20 +799,33 @@ pub mod kernel {
         #[default(NormType::RMS_NORM)] norm_type: NormType,
         #[default(QuantizationType::NONE)] quantization_type: QuantizationType,
         #[default(false)] is_h_dim_4h_transposed: bool,
-        #[dtypes(float32)] qkv_w_scale: Option<Hbm>,
+        #[dtypes(float32, uint8)] qkv_w_scale: Option<Hbm>,
         #[dtypes(float32)] qkv_in_scale: Option<Hbm>,
         #[default(false)] output_in_sbuf: bool,
         #[dtypes(float32, bfloat16, float16)] qkv_bias: Option<Hbm>,
         #[dtypes(float32, bfloat16, float16)] norm_bias: Option<Hbm>,
         hidden_actual: Option<i64>,
     ) -> Outputs {
-        let _ = is_h_dim_4h_transposed;
         assert!(!output_in_sbuf, "qkv_tkg: output_in_sbuf is not supported (the output is stored to HBM)");
         let (dh, nq, nkv) = (d_head.unwrap_or(0), num_q_heads.unwrap_or(0), num_kv_heads.unwrap_or(0));
         let h = hidden.shape()[2];
         let ha = hidden_actual.unwrap_or(h);
-        validate_qkv_tkg(hidden, qkv_w, fused_add, mlp_prev, attn_prev, norm_type, norm_w, norm_bias, qkv_bias, output_layout, dh, ha);
+        if quantization_type == QuantizationType::MX {
+            let nbsd = output_layout == QKVOutputLayout::NBSd;
+            validate_qkv_tkg_mx(hidden, qkv_w, qkv_w_scale, fused_add, norm_type, nbsd, is_h_dim_4h_transposed);
+            assert!(norm_bias.is_none(), "qkv_tkg: norm_bias is not supported with MX quantization");
+            assert!(norm_type == NormType::NO_NORM || norm_w.is_some(), "qkv_tkg: norm_w must be given for RMS_NORM");
+            assert!(ha >= 1 && ha <= h, "qkv_tkg: hidden_actual must be in 1..=H = {h}, got hidden_actual = {ha}");
+            if let Some(bias) = qkv_bias {
+                let (bs, i) = (bias.shape(), qkv_w.shape()[1]);
+                assert!(bias.ndim() == 2 && bs[0] == 1 && bs[1] == i, "qkv_tkg: qkv_bias must be [1, I] = [1, {i}], got {bs}");
+            }
+            // Validated: qkv_w_scale is given.
+            let ws = qkv_w_scale.unwrap_or(qkv_w);
+            return Outputs(qkv_tkg_mx_impl(hidden, qkv_w, ws, norm_w, norm_type, eps, qkv_bias, ha));
+        }
         validate_quantization(hidden.dtype(), qkv_w, quantization_type, qkv_w_scale, qkv_in_scale, dh, nq, nkv);
+        validate_qkv_tkg(hidden, qkv_w, fused_add, mlp_prev, attn_prev, norm_type, norm_w, norm_bias, qkv_bias, output_layout, dh, ha);
         let cfg = qkv_tkg_config(hidden, qkv_w, dh, nq, nkv, quantization_type);
         let x: Hbm = if fused_add {
             fused_residual_add_hbm2hbm(cfg, hidden, attn_prev.unwrap_or(hidden), mlp_prev.unwrap_or(hidden))

@@ -1,0 +1,300 @@
+//! `qkv_tkg` with MX quantization (trn3) against a float64 projection written
+//! from the MX format's description: packed row `r` of the `[H/4, I]`
+//! `float8_e4m3fn_x4` weights holds hidden rows `4r..4r+3` (byte `k` row
+//! `4r + k`), each `float8_e4m3fn` code (sign, 4 exponent bits of bias 7, 3
+//! mantissa bits) times `2^(s - 127)` for the `uint8` scale `s` of its 32
+//! hidden rows; the input is pre-shuffled from `[H/512, 128, 4]` to `[4,
+//! H/512, 128]` and quantized per 32 consecutive hidden values of a token
+//! with the scale `2^(floor(log2 amax) - 7)` and elements rounded to nearest
+//! even in e4m3. At the library's MX test sizes, in both precision modes; the
+//! emitted source under NumPy against the emulator; the MX rules.
+
+use crate::common::{Arg, FP32_ATOL, as_dtype, assert_close, package_of, seed_of, spec_run, tensor, uniform};
+use nki::{Dtype, Launch, Precision, Tensor};
+use nkilib::qkv::qkv_tkg::{NormType, QkvTkgRule, QkvTkgShape, QuantizationType, qkv_tkg, qkv_tkg_violation};
+
+/// One MX configuration of the library's `test_qkv_tkg.py` (`S = 1`).
+#[derive(Clone, Copy, Debug)]
+struct Mx {
+    lnc: usize,
+    b: usize,
+    h: usize,
+    i: usize,
+    rms: bool,
+    bias: bool,
+}
+
+const fn mx(lnc: usize, b: usize, h: usize, i: usize, rms: bool, bias: bool) -> Mx {
+    Mx { lnc, b, h, i, rms, bias }
+}
+
+/// The library's MX configurations (its H = 16384 ones left to the library
+/// comparison): one packed tile (not split over the programs), several,
+/// several I tiles, both norms, bias.
+const MX_CONFIGS: &[Mx] = &[
+    mx(2, 12, 512, 512, false, false),
+    mx(2, 12, 1024, 512, true, false),
+    mx(2, 8, 2048, 512, false, false),
+    mx(2, 8, 4096, 512, true, false),
+    mx(2, 4, 1024, 1536, false, true),
+    mx(2, 4, 1024, 2304, true, true),
+];
+
+const EPS: f64 = 1e-6;
+
+/// The value of a `float8_e4m3fn` code (no NaN codes here).
+fn e4m3fn(code: u32) -> f64 {
+    let sign = if code & 0x80 != 0 { -1.0 } else { 1.0 };
+    let (e, m) = (((code >> 3) & 0xf) as i32, f64::from(code & 7) / 8.0);
+    if e == 0 { sign * m * 2f64.powi(-6) } else { sign * (1.0 + m) * 2f64.powi(e - 7) }
+}
+
+/// `v` rounded to nearest even in `float8_e4m3fn` (inside its range).
+fn round_e4m3fn(v: f64) -> f64 {
+    if v == 0.0 {
+        return 0.0;
+    }
+    let q = 2f64.powf(v.abs().log2().floor().max(-6.0) - 3.0);
+    (v / q).round_ties_even() * q
+}
+
+/// A case's data: the token rows in H's original order, gamma, the weight
+/// codes `[H][I]`, the biased scale exponents `[H/32][I]`, the bias.
+struct Data {
+    x: Vec<f64>,
+    gamma: Vec<f64>,
+    codes: Vec<u32>,
+    scales: Vec<f64>,
+    bias: Vec<f64>,
+}
+
+impl Mx {
+    fn name(&self) -> String {
+        format!("{self:?}")
+    }
+
+    /// bfloat16 inputs; codes without NaN; scales `2^-9 .. 2^-6`.
+    fn data(&self) -> Data {
+        let seed = seed_of(&self.name());
+        let (n, h, i) = (self.b * self.h, self.h, self.i);
+        let codes = uniform(h * i, seed + 3, 0.0, 254.0).iter().map(|v| *v as u32).map(|c| if c >= 0x7f { c + 1 } else { c }).collect();
+        Data {
+            x: as_dtype(&uniform(n, seed, -1.0, 1.0), Dtype::Bf16),
+            gamma: as_dtype(&uniform(h, seed + 1, 0.5, 1.5), Dtype::Bf16),
+            codes,
+            scales: uniform(h / 32 * i, seed + 4, 118.0, 122.0).iter().map(|v| v.floor()).collect(),
+            bias: as_dtype(&uniform(i, seed + 5, -1.0, 1.0), Dtype::Bf16),
+        }
+    }
+
+    /// `v` `[rows][H]` in the pre-shuffled order: position `k·H/4 + t·128 + p`
+    /// holds hidden element `512t + 4p + k`.
+    fn shuffled(&self, v: &[f64]) -> Vec<f64> {
+        let h = self.h;
+        v.chunks(h)
+            .flat_map(|row| {
+                (0..h).map(move |pos| {
+                    let (k, rest) = (pos / (h / 4), pos % (h / 4));
+                    row[512 * (rest / 128) + 4 * (rest % 128) + k]
+                })
+            })
+            .collect()
+    }
+
+    /// The packed weight words `[H/4][I]`: byte `k` of `(r, c)` the code of hidden row `4r + k`.
+    fn packed(&self, d: &Data) -> Vec<i64> {
+        let (h, i) = (self.h, self.i);
+        (0..h / 4 * i).map(|at| (0..4).map(|k| i64::from(d.codes[(4 * (at / i) + k) * i + at % i]) << (8 * k)).sum()).collect()
+    }
+
+    /// The float64 projection `[B, I]`; the normalised rows rounded to
+    /// bfloat16 (as the kernel stores them) when `round_rows`.
+    fn reference(&self, d: &Data, round_rows: bool) -> Vec<f64> {
+        let (h, i) = (self.h, self.i);
+        let w = |row: usize, col: usize| e4m3fn(d.codes[row * i + col]) * 2f64.powf(d.scales[row / 32 * i + col] - 127.0);
+        let mut out = vec![0.0; self.b * i];
+        for t in 0..self.b {
+            let row = &d.x[t * h..(t + 1) * h];
+            let mut y: Vec<f64> = if self.rms {
+                let r = 1.0 / (row.iter().map(|a| a * a).sum::<f64>() / h as f64 + EPS).sqrt();
+                row.iter().zip(&d.gamma).map(|(a, g)| a * g * r).collect()
+            } else {
+                row.to_vec()
+            };
+            if round_rows {
+                y = as_dtype(&y, Dtype::Bf16);
+            }
+            for g in y.chunks_mut(32) {
+                let amax = g.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+                let e = if amax > 0.0 { amax.log2().floor() - 7.0 } else { -127.0 };
+                g.iter_mut().for_each(|v| *v = round_e4m3fn(*v / 2f64.powf(e)) * 2f64.powf(e));
+            }
+            for col in 0..i {
+                let dot: f64 = (0..h).map(|k| y[k] * w(k, col)).sum();
+                out[t * i + col] = dot + if self.bias { d.bias[col] } else { 0.0 };
+            }
+        }
+        out
+    }
+
+    /// The emulator's projection.
+    fn run(&self, d: &Data, precision: Precision) -> Vec<f32> {
+        let (b, h, i) = (self.b, self.h, self.i);
+        let hidden = tensor(&[b, 1, h], &self.shuffled(&d.x), Dtype::Bf16);
+        let w = Tensor::from_i64(&[h / 4, i], &self.packed(d), Dtype::Fp8E4m3Fnx4).unwrap();
+        let scales = tensor(&[h / 32, i], &d.scales, Dtype::U8);
+        let (gamma, bias) = (tensor(&[1, h], &self.shuffled(&d.gamma), Dtype::Bf16), tensor(&[1, i], &d.bias, Dtype::Bf16));
+        let mut call = qkv_tkg::Call::new(&hidden, &w)
+            .quantization_type(QuantizationType::MX)
+            .is_h_dim_4h_transposed(true)
+            .qkv_w_scale(&scales)
+            .eps(EPS)
+            .norm_type(if self.rms { NormType::RMS_NORM } else { NormType::NO_NORM });
+        if self.rms {
+            call = call.norm_w(&gamma);
+        }
+        if self.bias {
+            call = call.qkv_bias(&bias);
+        }
+        let launch = Launch::new().lnc(self.lnc).precision(precision).generation(nki::hw::Generation::Trn3);
+        let out = call.launch(&launch).unwrap_or_else(|e| panic!("{}: {e}", self.name()));
+        assert_eq!(out.0[0].shape(), &[b, 1, i], "{}", self.name());
+        out.0[0].to_f32_vec()
+    }
+
+    /// The kernel's arguments for the NumPy executor.
+    fn numpy_call(&self, d: &Data) -> (Vec<Arg>, Vec<(&'static str, Arg)>) {
+        let (b, h, i) = (self.b, self.h, self.i);
+        let words = self.packed(d).iter().map(|&w| w as f64).collect();
+        let mut kw = vec![
+            ("quantization_type", Arg::Member("QuantizationType", "MX")),
+            ("is_h_dim_4h_transposed", Arg::Bool(true)),
+            ("qkv_w_scale", Arg::Tensor(vec![h / 32, i], d.scales.clone(), Dtype::U8)),
+            ("eps", Arg::Float(EPS)),
+            ("norm_type", Arg::Member("NormType", if self.rms { "RMS_NORM" } else { "NO_NORM" })),
+        ];
+        if self.rms {
+            kw.push(("norm_w", Arg::Tensor(vec![1, h], self.shuffled(&d.gamma), Dtype::Bf16)));
+        }
+        if self.bias {
+            kw.push(("qkv_bias", Arg::Tensor(vec![1, i], d.bias.clone(), Dtype::Bf16)));
+        }
+        let args =
+            vec![Arg::Tensor(vec![b, 1, h], self.shuffled(&d.x), Dtype::Bf16), Arg::Tensor(vec![h / 4, i], words, Dtype::Fp8E4m3Fnx4)];
+        (args, kw)
+    }
+}
+
+/// Checks `cfg` in `precision` against the float64 reference: within `rel`
+/// of the output's scale, plus a bfloat16 step of each output in hardware
+/// precision (the output is stored in bfloat16).
+fn check(cfg: &Mx, precision: Precision, rel: f64) {
+    let d = cfg.data();
+    let got = cfg.run(&d, precision);
+    let hw = precision == Precision::Hardware;
+    let want = cfg.reference(&d, hw);
+    let scale = want.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    let rtol = if hw { 1.0 / 128.0 } else { 0.0 };
+    assert_close(&format!("{} {precision:?}", cfg.name()), &got, &want, FP32_ATOL + rel * scale, rtol);
+}
+
+/// fp32 precision: NO_NORM quantizes the same values as the reference (only
+/// the fp32 summation differs); RMSNorm's fp32 rows may round to a
+/// neighbouring e4m3 code where the float64 rows sit near a midpoint.
+#[test]
+fn qkv_tkg_mx_in_fp32_match_float64() {
+    for cfg in MX_CONFIGS {
+        check(cfg, Precision::Fp32, if cfg.rms { 1.0 / 64.0 } else { 1e-5 });
+    }
+}
+
+/// Hardware precision: the normalised rows in bfloat16 (as the reference
+/// rounds them), the output in bfloat16.
+#[test]
+fn qkv_tkg_mx_in_hardware_precision_match_float64() {
+    for cfg in MX_CONFIGS {
+        check(cfg, Precision::Hardware, if cfg.rms { 1.0 / 64.0 } else { 1.0 / 256.0 });
+    }
+}
+
+/// The emitted `qkv_tkg` MX path under NumPy equals the emulator, element for
+/// element, in both modes.
+#[test]
+fn qkv_tkg_mx_emitted_under_numpy_equals_emulator() {
+    let pkg = package_of("qkv_tkg_mx_pkg", &[&qkv_tkg::INFO]);
+    for cfg in [mx(2, 4, 1024, 1536, false, true), mx(1, 8, 2048, 512, true, false)] {
+        let d = cfg.data();
+        for (precision, mode) in [(Precision::Fp32, "fp32"), (Precision::Hardware, "hardware")] {
+            let emu = cfg.run(&d, precision);
+            let (args, kwargs) = cfg.numpy_call(&d);
+            let run = spec_run(&pkg, "qkv_tkg", &[(args, kwargs)], cfg.lnc, mode, "trn3");
+            assert!(run.ok, "{} {mode}: NumPy run failed:\n{}\n{}", cfg.name(), run.stdout, run.stderr);
+            let np = run.outputs("qkv_tkg", 1).swap_remove(0);
+            assert_eq!(np[0].len(), emu.len(), "{} {mode}", cfg.name());
+            for (k, (a, b)) in np[0].iter().zip(&emu).enumerate() {
+                assert!(*a as f32 == *b, "{} {mode} element {k}: numpy {a} vs emulator {b}", cfg.name());
+            }
+        }
+    }
+}
+
+/// The MX rules, as `const fn` and when the kernel is traced.
+#[test]
+fn qkv_tkg_mx_rules_refuse_by_name() {
+    let ok = QkvTkgShape {
+        bxs: 4,
+        hidden: 1024,
+        fused_qkv: 512,
+        d_head: 0,
+        hidden_actual: 0,
+        nbsd: false,
+        mx_quant: true,
+        other_mx_quant: false,
+        stray_norm_bias: false,
+        programs: 2,
+    };
+    assert_eq!(qkv_tkg_violation(ok), None);
+    // One packed tile is not split over the programs.
+    assert_eq!(qkv_tkg_violation(QkvTkgShape { hidden: 512, ..ok }), None);
+    let cases = [
+        (QkvTkgShape { hidden: 640, ..ok }, QkvTkgRule::MxHidden),
+        (QkvTkgShape { bxs: 6, ..ok }, QkvTkgRule::MxTokens),
+        (QkvTkgShape { nbsd: true, d_head: 128, ..ok }, QkvTkgRule::MxLayout),
+        (QkvTkgShape { hidden: 1536, ..ok }, QkvTkgRule::MxShards),
+        (QkvTkgShape { other_mx_quant: true, mx_quant: false, ..ok }, QkvTkgRule::Quantization),
+    ];
+    for (shape, rule) in cases {
+        assert_eq!(qkv_tkg_violation(shape), Some(rule), "{shape:?}");
+    }
+    assert_eq!(nkilib::qkv_tkg_config!(bxs = 8, hidden = 2048, fused_qkv = 512, programs = 2, mx_quant = true).hidden, 2048);
+
+    let cfg = mx(1, 4, 512, 512, false, false);
+    let d = cfg.data();
+    let hidden = tensor(&[4, 1, 512], &d.x, Dtype::Bf16);
+    let w = Tensor::from_i64(&[128, 512], &cfg.packed(&d), Dtype::Fp8E4m3Fnx4).unwrap();
+    let scales = tensor(&[16, 512], &d.scales, Dtype::U8);
+    let call = || {
+        qkv_tkg::Call::new(&hidden, &w)
+            .quantization_type(QuantizationType::MX)
+            .is_h_dim_4h_transposed(true)
+            .qkv_w_scale(&scales)
+            .norm_type(NormType::NO_NORM)
+    };
+    let trn3 = Launch::new().generation(nki::hw::Generation::Trn3);
+    let e = call().launch(&Launch::new()).unwrap_err();
+    assert!(e.to_string().contains("quantization_type MX needs trn3"), "{e}");
+    let e = call().is_h_dim_4h_transposed(false).launch(&trn3).unwrap_err();
+    assert!(e.to_string().contains("is_h_dim_4h_transposed must be true for MX quantization"), "{e}");
+    let e = call().fused_add(true).attn_prev(&hidden).mlp_prev(&hidden).launch(&trn3).unwrap_err();
+    assert!(e.to_string().contains("fused_add is not supported with MX quantization"), "{e}");
+    let e = call().quantization_type(QuantizationType::ROW_MX).launch(&trn3).unwrap_err();
+    assert!(e.to_string().contains("quantization_type must be NONE, STATIC, ROW or MX"), "{e}");
+    let e = qkv_tkg::Call::new(&tensor(&[6, 1, 512], &vec![0.0; 6 * 512], Dtype::Bf16), &w)
+        .quantization_type(QuantizationType::MX)
+        .is_h_dim_4h_transposed(true)
+        .qkv_w_scale(&scales)
+        .norm_type(NormType::NO_NORM)
+        .launch(&trn3)
+        .unwrap_err();
+    assert!(e.to_string().contains("B * S = 6 must be a multiple of 4 for MX quantization"), "{e}");
+}
