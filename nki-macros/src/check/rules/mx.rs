@@ -97,7 +97,10 @@ pub fn quantize(diag: &mut Diagnostics, site: &CallSite<'_>) -> Ty {
     {
         diag.error(
             sp,
-            format!("{} of nisa.quantize_mx holds {f} elements per partition; it must hold a multiple of {GROUP_ELEMENTS}", site.label("src")),
+            format!(
+                "{} of nisa.quantize_mx holds {f} elements per partition; it must hold a multiple of {GROUP_ELEMENTS}",
+                site.label("src")
+            ),
         );
     }
     let cols = f.map(|f| f / GROUP_ELEMENTS as i64);
