@@ -8,6 +8,7 @@
 mod common;
 pub mod cumsum;
 pub mod embeddings;
+pub mod find_nonzero_indices;
 pub mod max;
 pub mod mlp;
 pub mod output_projection;
