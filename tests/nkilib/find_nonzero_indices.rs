@@ -8,9 +8,7 @@
 use crate::common::attention::run_numpy_kwargs;
 use crate::common::{Arg, emitted_package, seed_of, tensor};
 use nki::{Dtype, Launch, Precision};
-use nkilib::subkernels::find_nonzero_indices::{
-    FindNonzeroRule, FindNonzeroShape, find_nonzero_indices, find_nonzero_indices_violation,
-};
+use nkilib::subkernels::find_nonzero_indices::{FindNonzeroRule, FindNonzeroShape, find_nonzero_indices, find_nonzero_indices_violation};
 
 /// One call: the input's shape, how many tokens each column routes on
 /// average, the column window and the chunk size.

@@ -9,6 +9,7 @@ mod common;
 pub mod cumsum;
 pub mod embeddings;
 pub mod find_nonzero_indices;
+pub mod indexed_flatten;
 pub mod max;
 pub mod mlp;
 pub mod output_projection;

@@ -7,10 +7,16 @@ use super::{Tensor, convert_cells};
 use crate::{ErrorKind, NkiError, Result};
 
 /// The offsets of a `vector_offset` view: row r of the view starts at
-/// `index[r] * stride` cells past the view's start.
+/// `index[r] * stride` cells past the view's start; or of a `scalar_offset` view
+/// whose dynamic start moved some rows outside the storage: row r starts at the
+/// view's start plus r times its first step, and the rows outside are an error
+/// or, under `oob_mode=skip`, left out when an instruction uses the view.
 pub(crate) struct VectorOffset {
-    /// The integer SBUF tensor holding the offsets (read column-major).
-    pub index: Tensor,
+    /// The integer SBUF tensor holding the offsets (read column-major), or
+    /// `None` for a `scalar_offset` view.
+    pub index: Option<Tensor>,
+    /// The `scalar_offset` value (for messages).
+    pub scalar: i64,
     /// Cells per unit of offset: the step of the viewed tensor's `indirect_dim`.
     pub stride: isize,
     /// `vector_select`: the rows an offset may select (`0..n`); otherwise any
@@ -41,41 +47,40 @@ impl Tensor {
         let inner = super::Layout { offset: 0, shape: l.shape[1..].to_vec(), strides: l.strides[1..].to_vec() };
         let mut inner_cells = Vec::with_capacity(inner.numel());
         inner.for_each_run(|start, n, step| inner_cells.extend((0..n as isize).map(|i| start + i * step)));
-        let offsets = column_major(&v.index);
         let len = self.st.len() as isize;
-        for (r, &o) in offsets.iter().take(rows).enumerate() {
-            let selectable = v.rows.is_none_or(|n| (0..n as i64).contains(&o));
-            let start = (o as isize).checked_mul(v.stride).and_then(|m| m.checked_add(l.offset)).filter(|_| selectable);
+        // Each row's start: from the offset tensor, or the view's own rows.
+        let starts: Vec<(i64, Option<isize>)> = match &v.index {
+            Some(index) => column_major(index)
+                .into_iter()
+                .take(rows)
+                .map(|o| {
+                    let selectable = v.rows.is_none_or(|n| (0..n as i64).contains(&o));
+                    (o, (o as isize).checked_mul(v.stride).and_then(|m| m.checked_add(l.offset)).filter(|_| selectable))
+                })
+                .collect(),
+            None => (0..rows).map(|r| (v.scalar, (r as isize).checked_mul(l.strides[0]).and_then(|m| m.checked_add(l.offset)))).collect(),
+        };
+        for (r, (o, start)) in starts.into_iter().enumerate() {
             let row: Option<Vec<isize>> =
                 start.and_then(|s| inner_cells.iter().map(|&c| s.checked_add(c).filter(|x| (0..len).contains(x))).collect());
+            let why = match (&v.index, v.rows) {
+                _ if row.is_some() || skip => None,
+                (None, _) => Some(format!("scalar_offset {o} moves row {r} of the view of '{}' outside its {len} cells", self.name())),
+                (Some(index), Some(n)) => {
+                    Some(format!("vector_offset {o} (from {}) selects row {o} of '{}', which has {n} rows", index.describe(), self.name()))
+                }
+                (Some(index), None) => Some(format!(
+                    "vector_offset {o} (from {}) moves row {r} of the view of '{}' outside its {len} cells",
+                    index.describe(),
+                    self.name()
+                )),
+            };
+            if let Some(why) = why {
+                return Err(NkiError::new(ErrorKind::Bounds, format!("{why} (out of bounds; oob_mode=skip would skip it)")).in_op(op));
+            }
             match row {
                 Some(cells) => out.extend(cells),
-                None if skip => out.extend(std::iter::repeat_n(-1, inner_cells.len())),
-                None if v.rows.is_some() => {
-                    return Err(NkiError::new(
-                        ErrorKind::Bounds,
-                        format!(
-                            "vector_offset {o} (from {}) selects row {o} of '{}', which has {} rows \
-                             (out of bounds; oob_mode=skip would skip it)",
-                            v.index.describe(),
-                            self.name(),
-                            v.rows.unwrap_or(0)
-                        ),
-                    )
-                    .in_op(op));
-                }
-                None => {
-                    return Err(NkiError::new(
-                        ErrorKind::Bounds,
-                        format!(
-                            "vector_offset {o} (from {}) moves row {r} of the view of '{}' outside its {len} cells \
-                             (out of bounds; oob_mode=skip would skip it)",
-                            v.index.describe(),
-                            self.name()
-                        ),
-                    )
-                    .in_op(op));
-                }
+                None => out.extend(std::iter::repeat_n(-1, inner_cells.len())),
             }
         }
         Ok(out)

@@ -116,14 +116,21 @@ impl Tensor {
     /// dim, whose step is the allocation's elements per partition.
     pub fn ap(&self, pattern: &[[i64; 2]], offset: Option<i64>, dynamic_offset: Option<i64>, indirect_dim: usize) -> Result<Tensor> {
         let mut base = self.ap_start(pattern, offset)?;
-        if let Some(v) = dynamic_offset {
-            let moved = self.indirect_stride(indirect_dim)?.checked_mul(v as isize).and_then(|m| base.checked_add(m));
-            base = moved.ok_or_else(|| {
-                NkiError::shape("ap", format!("scalar_offset {v} moves the view of '{}' beyond the addressable cells", self.name()))
-            })?;
+        let Some(v) = dynamic_offset else {
+            let t = self.with_layout(pattern_layout(base, pattern));
+            t.check_bounds("access pattern")?;
+            return Ok(t);
+        };
+        let stride = self.indirect_stride(indirect_dim)?;
+        base = stride.checked_mul(v as isize).and_then(|m| base.checked_add(m)).ok_or_else(|| {
+            NkiError::shape("ap", format!("scalar_offset {v} moves the view of '{}' beyond the addressable cells", self.name()))
+        })?;
+        let mut t = self.with_layout(pattern_layout(base, pattern));
+        if t.check_bounds("access pattern").is_err() {
+            // A dynamic start past the storage: the rows outside are an error, or
+            // skipped under oob_mode=skip, when an instruction uses the view.
+            t.rows = Some(std::sync::Arc::new(super::VectorOffset { index: None, scalar: v, stride, rows: None }));
         }
-        let t = self.with_layout(pattern_layout(base, pattern));
-        t.check_bounds("access pattern")?;
         Ok(t)
     }
 
@@ -153,7 +160,7 @@ impl Tensor {
             ));
         }
         let mut t = self.with_layout(pattern_layout(base, pattern));
-        t.rows = Some(std::sync::Arc::new(super::VectorOffset { index: vector_offset.clone(), stride, rows: None }));
+        t.rows = Some(std::sync::Arc::new(super::VectorOffset { index: Some(vector_offset.clone()), scalar: 0, stride, rows: None }));
         Ok(t)
     }
 
@@ -182,8 +189,12 @@ impl Tensor {
         layout.shape[0] = rows;
         layout.strides[0] = 0;
         let mut t = self.with_layout(layout);
-        t.rows =
-            Some(std::sync::Arc::new(super::VectorOffset { index: vector_offset.clone(), stride: l.strides[0], rows: Some(l.shape[0]) }));
+        t.rows = Some(std::sync::Arc::new(super::VectorOffset {
+            index: Some(vector_offset.clone()),
+            scalar: 0,
+            stride: l.strides[0],
+            rows: Some(l.shape[0]),
+        }));
         Ok(t)
     }
 

@@ -313,7 +313,40 @@ pub mod kernel {
                 store_indices_and_count(dims, round, indices_sbuf, indices, offsets, quadrant_idx, column_idx);
             }
             // Odd cores sit on partition 16 of each quadrant: move it onto partition 0.
-            let odd_core_mask = [PARTITIONS_PER_GPSIMD, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP];
+            let odd_core_mask = [
+                PARTITIONS_PER_GPSIMD,
+                SHUFFLE_KEEP,
+                SHUFFLE_KEEP,
+                SHUFFLE_KEEP,
+                SHUFFLE_KEEP,
+                SHUFFLE_KEEP,
+                SHUFFLE_KEEP,
+                SHUFFLE_KEEP,
+                SHUFFLE_KEEP,
+                SHUFFLE_KEEP,
+                SHUFFLE_KEEP,
+                SHUFFLE_KEEP,
+                SHUFFLE_KEEP,
+                SHUFFLE_KEEP,
+                SHUFFLE_KEEP,
+                SHUFFLE_KEEP,
+                SHUFFLE_KEEP,
+                SHUFFLE_KEEP,
+                SHUFFLE_KEEP,
+                SHUFFLE_KEEP,
+                SHUFFLE_KEEP,
+                SHUFFLE_KEEP,
+                SHUFFLE_KEEP,
+                SHUFFLE_KEEP,
+                SHUFFLE_KEEP,
+                SHUFFLE_KEEP,
+                SHUFFLE_KEEP,
+                SHUFFLE_KEEP,
+                SHUFFLE_KEEP,
+                SHUFFLE_KEEP,
+                SHUFFLE_KEEP,
+                SHUFFLE_KEEP,
+            ];
             nisa::nc_stream_shuffle(indices_sbuf, indices_sbuf, odd_core_mask);
             for quadrant_idx in 0..NUM_QUADRANTS {
                 let column_idx = quadrant_idx * GPSIMD_CORES_PER_QUADRANT + 1;
@@ -342,7 +375,10 @@ pub mod kernel {
         let program = if grid { nl::program_id(0) } else { 0 };
         let chunk = chunk_size.unwrap_or(t_dim);
         // The rules of `find_nonzero_indices_violation`, checked when the kernel is traced.
-        assert!(t_dim >= T_TILE_SIZE && t_dim % T_TILE_SIZE == 0, "find_nonzero_indices: T must be a positive multiple of 128, got T = {t_dim}");
+        assert!(
+            t_dim >= T_TILE_SIZE && t_dim % T_TILE_SIZE == 0,
+            "find_nonzero_indices: T must be a positive multiple of 128, got T = {t_dim}"
+        );
         assert!(
             chunk >= T_TILE_SIZE && chunk % T_TILE_SIZE == 0 && t_dim % chunk == 0,
             "find_nonzero_indices: chunk_size must be a positive multiple of 128 that divides T = {t_dim}, got chunk_size = {chunk}"
