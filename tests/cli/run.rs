@@ -58,6 +58,23 @@ const CASES: &[Case] = &[
         params: &[("x", F32(&[128, 64])), ("gamma", F32(&[1, 64])), ("beta", F32(&[1, 64])), ("eps", Text("0.01"))],
     },
     Case {
+        kernel: "find_nonzero_indices",
+        ranks: 1,
+        // A 0/1 mask of 256 tokens by 16 columns over trn2's 2 programs, in two chunks.
+        params: &[("input_tensor", Ids(&[256, 16], 2)), ("chunk_size", Text("128"))],
+    },
+    Case {
+        kernel: "indexed_flatten",
+        ranks: 1,
+        // 3 rows of 16 blocks of 128 at random block offsets (overlapping, some cut at the end).
+        params: &[
+            ("input_tensor", Ids(&[3, 2048], 100_000)),
+            ("f_len", Text("128")),
+            ("output_len", Text("4096")),
+            ("row_offsets", Ids(&[3], 32)),
+        ],
+    },
+    Case {
         kernel: "layernorm_tkg",
         ranks: 1,
         // 32 rows over trn2's 2 programs (above the sharding threshold), H = 512 in 2 hidden shards.

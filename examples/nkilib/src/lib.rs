@@ -23,6 +23,8 @@
 //! | `qkv_tkg` | [`qkv::qkv_tkg`] | decode-phase fused QKV projection: residual add, norm, fp8 dequantization, MX ([`qkv::qkv_tkg_mx_impl`]), bias, BSD/NBSd |
 //! | `qkv_cte` | [`qkv::qkv_cte`] | prefill fused QKV projection: residual add, norm, bias, RoPE, BSD/NBSd, static fp8, fp8 KV-cache outputs |
 //! | `qkv` | [`qkv::qkv`] | the library's QKV entry: `qkv_cte` or `qkv_tkg` by the token count |
+//! | `find_nonzero_indices` | [`subkernels::find_nonzero_indices`] | each column's nonzero positions along `T` (padded with -1) and their count |
+//! | `indexed_flatten` | [`subkernels::indexed_flatten`] | rows copied in `f_len` blocks to a flat array at per-row block offsets |
 //! | `rmsnorm_tkg` | [`subkernels::rmsnorm_tkg`] | decode-phase RMSNorm into the `[128, B·S, H/128]` layout |
 //!
 //! Every kernel's compile-time rules are `const fn`s beside it (with a

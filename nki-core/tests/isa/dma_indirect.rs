@@ -114,6 +114,30 @@ fn an_out_of_bound_row_is_an_error_or_skipped() {
     assert_eq!(got, want);
 }
 
+/// A `scalar_offset` start that moves rows past the storage: the DMA refuses
+/// it, or under `oob_mode=skip` writes the rows inside and leaves the rest (the
+/// library's `indexed_flatten` parks rows at -1000000 that way).
+#[test]
+fn scalar_offset_rows_outside_are_an_error_or_skipped() {
+    let (values, table) = table();
+    let run = |start: i64, oob: Option<OobMode>| {
+        launch(Precision::Fp32).run(|ctx| {
+            let dst = sbuf_with(ctx, &[3, 4], Dtype::F32, &[-5.0; 12])?;
+            let opts = DmaCopyOpts { oob_mode: oob, ..Default::default() };
+            nisa::dma_copy(ctx, &dst, &table.ap(&[[4, 3], [1, 4]], None, Some(start), 0)?, opts)?;
+            Ok(dst.to_f32_vec())
+        })
+    };
+    let e = expect_err(run(9, None));
+    assert_err(&e, ErrorKind::Bounds, &["nisa.dma_copy", "scalar_offset 9", "row 1", "oob_mode=skip"]);
+    // Rows 9 and 10 of the 10-row table: the first is copied, the second skipped.
+    let got = run(9, Some(OobMode::Skip)).unwrap();
+    let mut want: Vec<f32> = values[36..40].iter().map(|&x| x as f32).collect();
+    want.extend([-5.0; 8]);
+    assert_eq!(got, want);
+    assert_eq!(run(-1_000_000, Some(OobMode::Skip)).unwrap(), vec![-5.0; 12]);
+}
+
 #[test]
 fn the_offset_tensor_must_be_integer_sbuf_with_a_value_per_row() {
     let (_, table) = table();

@@ -15,8 +15,10 @@ from .common_types import RouterActFnType
 from .cumsum import cumsum
 from .dropout import dropout
 from .embedding import embedding
+from .find_nonzero_indices import find_nonzero_indices
 from .gemm_bias_gelu import gemm_bias_gelu
 from .gen_mask_tkg import gen_mask_tkg_hbm
+from .indexed_flatten import indexed_flatten
 from .layernorm import layernorm
 from .layernorm_tkg import layernorm_tkg
 from .logsumexp import logsumexp
@@ -68,8 +70,10 @@ __all__ = [
     "cumsum",
     "dropout",
     "embedding",
+    "find_nonzero_indices",
     "gemm_bias_gelu",
     "gen_mask_tkg_hbm",
+    "indexed_flatten",
     "layernorm",
     "layernorm_tkg",
     "logsumexp",
