@@ -151,7 +151,7 @@ def search_round(dims, round, input_tensor, col_start, indices, offsets, identit
         for quadrant_idx in range(NUM_QUADRANTS):
             column_idx = quadrant_idx * GPSIMD_CORES_PER_QUADRANT
             store_indices_and_count(dims, round, indices_sbuf, indices, offsets, quadrant_idx, column_idx)
-        odd_core_mask = [PARTITIONS_PER_GPSIMD, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP, SHUFFLE_KEEP]
+        odd_core_mask = [(PARTITIONS_PER_GPSIMD if p == 0 else SHUFFLE_KEEP) for p in range(QUADRANT_SIZE)]
         nisa.nc_stream_shuffle(dst=indices_sbuf, src=indices_sbuf, shuffle_mask=odd_core_mask)
         for quadrant_idx in range(NUM_QUADRANTS):
             column_idx = quadrant_idx * GPSIMD_CORES_PER_QUADRANT + 1

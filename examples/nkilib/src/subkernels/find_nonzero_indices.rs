@@ -313,40 +313,7 @@ pub mod kernel {
                 store_indices_and_count(dims, round, indices_sbuf, indices, offsets, quadrant_idx, column_idx);
             }
             // Odd cores sit on partition 16 of each quadrant: move it onto partition 0.
-            let odd_core_mask = [
-                PARTITIONS_PER_GPSIMD,
-                SHUFFLE_KEEP,
-                SHUFFLE_KEEP,
-                SHUFFLE_KEEP,
-                SHUFFLE_KEEP,
-                SHUFFLE_KEEP,
-                SHUFFLE_KEEP,
-                SHUFFLE_KEEP,
-                SHUFFLE_KEEP,
-                SHUFFLE_KEEP,
-                SHUFFLE_KEEP,
-                SHUFFLE_KEEP,
-                SHUFFLE_KEEP,
-                SHUFFLE_KEEP,
-                SHUFFLE_KEEP,
-                SHUFFLE_KEEP,
-                SHUFFLE_KEEP,
-                SHUFFLE_KEEP,
-                SHUFFLE_KEEP,
-                SHUFFLE_KEEP,
-                SHUFFLE_KEEP,
-                SHUFFLE_KEEP,
-                SHUFFLE_KEEP,
-                SHUFFLE_KEEP,
-                SHUFFLE_KEEP,
-                SHUFFLE_KEEP,
-                SHUFFLE_KEEP,
-                SHUFFLE_KEEP,
-                SHUFFLE_KEEP,
-                SHUFFLE_KEEP,
-                SHUFFLE_KEEP,
-                SHUFFLE_KEEP,
-            ];
+            let odd_core_mask: Vec<i64> = (0..QUADRANT_SIZE).map(|p| if p == 0 { PARTITIONS_PER_GPSIMD } else { SHUFFLE_KEEP }).collect();
             nisa::nc_stream_shuffle(indices_sbuf, indices_sbuf, odd_core_mask);
             for quadrant_idx in 0..NUM_QUADRANTS {
                 let column_idx = quadrant_idx * GPSIMD_CORES_PER_QUADRANT + 1;
