@@ -6,6 +6,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+pub mod cross_entropy;
 pub mod cumsum;
 pub mod embeddings;
 pub mod find_nonzero_indices;

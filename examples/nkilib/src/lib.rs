@@ -39,6 +39,7 @@ extern crate nki_core as nki;
 
 pub mod cumsum;
 pub mod embeddings;
+pub mod experimental;
 pub mod max;
 pub mod mlp;
 pub mod output_projection;

@@ -1,0 +1,1 @@
+//! Convolutions: the library's `experimental/conv` folder.

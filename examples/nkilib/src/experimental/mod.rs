@@ -1,0 +1,5 @@
+//! The library's experimental kernels: its `experimental` folder (losses and
+//! convolutions).
+
+pub mod conv;
+pub mod loss;
