@@ -8,6 +8,7 @@
 mod common;
 pub mod cross_entropy;
 pub mod cumsum;
+pub mod depthwise_conv1d;
 pub mod embeddings;
 pub mod find_nonzero_indices;
 pub mod indexed_flatten;

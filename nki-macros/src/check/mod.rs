@@ -164,6 +164,8 @@ fn is_literal(e: &Expr) -> bool {
             | ExprKind::Path(_)
             | ExprKind::Invalid
     ) || matches!(&e.kind, ExprKind::Unary(UnOp::Neg, x) if matches!(x.kind, ExprKind::Int(_) | ExprKind::Float(_) | ExprKind::Invalid))
+        // A tuple of literals (`padding=((0, 0), (0, 0))`).
+        || matches!(&e.kind, ExprKind::Tuple(items) if items.iter().all(is_literal))
 }
 
 /// Checks the constants of an `#[nki_module]`: each a literal of its declared type.
@@ -254,7 +256,7 @@ pub fn check(f: &Function, target: Generation, diag: &mut Diagnostics) -> Info {
             if !is_literal(d) {
                 c.diag.error(
                     d.span,
-                    "a parameter default must be a literal (a number, bool, string, None or an nl constant): it becomes the Python default",
+                    "a parameter default must be a literal (a number, bool, string, None, an nl constant or a tuple of these): it becomes the Python default",
                 );
             } else if !t.fits(&declared) {
                 c.diag.error(d.span, format!("default {} does not fit the parameter type", t.describe()));

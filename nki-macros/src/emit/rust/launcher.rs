@@ -149,6 +149,13 @@ pub fn default_value(d: &Expr, ty: &TypeAnn) -> TokenStream {
             member_tokens(p)
         }
         ExprKind::Path(p) => constant_tokens(p),
+        ExprKind::Tuple(items) => {
+            let parts = items.iter().enumerate().map(|(i, x)| match ty {
+                TypeAnn::Tuple(tys, _) if i < tys.len() => default_value(x, &tys[i]),
+                _ => default_value(x, ty),
+            });
+            quote!((#(#parts,)*))
+        }
         _ => quote!(::core::default::Default::default()),
     }
 }
