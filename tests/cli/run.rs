@@ -49,6 +49,32 @@ fn target_of(case: &Case) -> &'static str {
 const CASES: &[Case] = &[
     Case { kernel: "axpy", ranks: 1, params: &[("x", F32(&[128, 64])), ("y", F32(&[128, 64])), ("alpha", Text("0.5"))] },
     Case { kernel: "cumsum", ranks: 1, params: &[("x", F32(&[128, 300]))] },
+    Case {
+        kernel: "cross_entropy_forward",
+        ranks: 1,
+        // A partial last batch and chunk.
+        params: &[
+            ("logits_hbm", F32(&[37, 1000])),
+            ("targets_hbm", Ids(&[37], 1000)),
+            ("positions_per_batch", Text("16")),
+            ("chunk_size", Text("384")),
+            ("dtype", Text("float32")),
+        ],
+    },
+    Case {
+        kernel: "cross_entropy_backward",
+        ranks: 1,
+        params: &[
+            ("logits_hbm", F32(&[37, 1000])),
+            ("targets_hbm", Ids(&[37], 1000)),
+            ("lse_state_hbm", F32(&[37])),
+            ("reduction", Text("sum")),
+            ("positions_per_batch", Text("16")),
+            ("chunk_size", Text("384")),
+            ("dtype", Text("float32")),
+            ("inplace", Text("false")),
+        ],
+    },
     Case { kernel: "dropout", ranks: 1, params: &[("x", F32(&[128, 64])), ("seed", Ids(&[1, 1], 1000)), ("rate", Text("0.25"))] },
     Case { kernel: "embedding", ranks: 1, params: &[("table", F32(&[200, 64])), ("ids", Ids(&[128, 1], 200))] },
     Case { kernel: "gemm_bias_gelu", ranks: 1, params: &[("x", F32(&[128, 128])), ("w", F32(&[128, 128])), ("bias", F32(&[1, 128]))] },
@@ -437,6 +463,7 @@ fn rust_outputs(dir: &Path, case: &Case, info: &FunctionInfo) -> Vec<Vec<Tensor>
                             nki::emit::ParamKind::Bool => ArgValue::Bool(t.parse().unwrap()),
                             nki::emit::ParamKind::Dtype => ArgValue::Dtype(nki::Dtype::from_python_name(t).unwrap()),
                             nki::emit::ParamKind::Enum { .. } => ArgValue::Member(t.to_string()),
+                            nki::emit::ParamKind::Str => ArgValue::Str(t.to_string()),
                             other => panic!("no text case for {other:?}"),
                         },
                         _ => {

@@ -110,7 +110,12 @@ fn fp32_forward_matches_float64_at_the_library_sizes() {
     // one chunk); V = 32,128 in one chunk; V = 129,280 in four fp32 chunks with a
     // partial last one, over an uneven LNC2 split and a partial last batch.
     // The same vocabulary in chunks of 16,384 fits trn2.
-    let cases = [(1, 32128, Dtype::Bf16, 1, 32128, 1), (64, 32128, Dtype::F32, 64, 32128, 2), (131, 129280, Dtype::F32, 64, 32768, 2), (131, 129280, Dtype::F32, 64, 16384, 1)];
+    let cases = [
+        (1, 32128, Dtype::Bf16, 1, 32128, 1),
+        (64, 32128, Dtype::F32, 64, 32128, 2),
+        (131, 129280, Dtype::F32, 64, 32768, 2),
+        (131, 129280, Dtype::F32, 64, 16384, 1),
+    ];
     for (n, v, dtype, ppb, cs, lnc) in cases {
         let p = Problem::new(n, v, dtype);
         let (loss, lse) = forward(&p, ppb, cs, &launch(Precision::Fp32, lnc).generation(generation_for(cs, dtype)));
@@ -127,7 +132,9 @@ fn fp32_forward_matches_float64_at_the_library_sizes() {
 fn hardware_forward_is_within_bf16_roundings_of_float64() {
     // The library's smallest V = 129,280 case (B·T = 128, PB 64, CS 65535: two
     // chunks), LNC2; and V = 32,128 in bf16 and fp32 logits.
-    for (n, v, dtype, ppb, cs) in [(128, 129280, Dtype::Bf16, 64, 65535), (96, 32128, Dtype::Bf16, 64, 32128), (40, 32128, Dtype::F32, 16, 8192)] {
+    for (n, v, dtype, ppb, cs) in
+        [(128, 129280, Dtype::Bf16, 64, 65535), (96, 32128, Dtype::Bf16, 64, 32128), (40, 32128, Dtype::F32, 16, 8192)]
+    {
         let p = Problem::new(n, v, dtype);
         let (loss, lse) = forward(&p, ppb, cs, &launch(Precision::Hardware, 2).generation(generation_for(cs, dtype)));
         let (want_loss, want_lse) = p.forward_reference();
@@ -196,7 +203,14 @@ fn the_rules_refuse_by_name() {
     let e = cross_entropy_backward::Call::new(&p.logits(), &p.targets(), &short).chunk_size(256).launch(&l).unwrap_err();
     assert!(e.message.contains("lse_state_hbm length 3 must match logits_hbm first dim 4"), "{e}");
     // The same rules as `const fn`s.
-    let ok = CrossEntropyShape { num_positions: 8192, vocab_size: 129280, positions_per_batch: 64, chunk_size: 65535, dtype_bytes: 2, reduction: "mean" };
+    let ok = CrossEntropyShape {
+        num_positions: 8192,
+        vocab_size: 129280,
+        positions_per_batch: 64,
+        chunk_size: 65535,
+        dtype_bytes: 2,
+        reduction: "mean",
+    };
     assert_eq!(cross_entropy_violation(ok), None);
     let cases = [
         (CrossEntropyShape { reduction: "max", ..ok }, CrossEntropyRule::Reduction),

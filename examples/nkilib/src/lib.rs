@@ -4,13 +4,17 @@
 //! order and defaults; its configuration dataclasses and enums as
 //! `#[nki_object]` bundles and `#[nki_enum]`s), so its emitted NKI is a drop-in
 //! for the library's function, and lives in the folder the library keeps it in
-//! (`nkilib/core/<folder>/<kernel>.py` is `nkilib::<folder>::<kernel>` here).
+//! (`nkilib/core/<folder>/<kernel>.py` is `nkilib::<folder>::<kernel>` here,
+//! `nkilib/experimental/<folder>/<kernel>.py` `nkilib::experimental::<folder>::<kernel>`).
 //! Linking the crate registers the kernels with the `nki` command
 //! (`nki list`, `run`, `profile`, `emit`).
 //!
 //! | kernel | module | what it computes |
 //! |---|---|---|
 //! | `cumsum` | [`cumsum::cumsum`] | inclusive cumulative sum along the last dim |
+//! | `cross_entropy_forward` | [`experimental::loss::cross_entropy`] | per-position loss and log-sum-exp over vocabulary chunks (online log-sum-exp) |
+//! | `cross_entropy_backward` | [`experimental::loss::cross_entropy`] | the loss gradient from the saved log-sum-exp, optionally over the logits |
+//! | `depthwise_conv1d_implicit_gemm` | [`experimental::conv::depthwise_conv1d`] | depthwise 1-D convolution by matmuls over an implicit im2col |
 //! | `RoPE` | [`embeddings::rope`] | rotary position embedding, head dim on the partitions |
 //! | `rope_hf` | [`embeddings::rope_hf`] | rotary position embedding of q and k, `[batch, heads, seq, head_dim]` |
 //! | `cascaded_max` | [`max::cascaded_max`] | each row's maximum and its column, in two stages |

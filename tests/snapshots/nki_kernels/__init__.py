@@ -12,7 +12,10 @@ from .common_types import QKVOutputLayout
 from .common_types import QKVWeightLayout
 from .common_types import QuantizationType
 from .common_types import RouterActFnType
+from .cross_entropy import cross_entropy_backward
+from .cross_entropy import cross_entropy_forward
 from .cumsum import cumsum
+from .depthwise_conv1d import depthwise_conv1d_implicit_gemm
 from .dropout import dropout
 from .embedding import embedding
 from .find_nonzero_indices import find_nonzero_indices
@@ -67,7 +70,10 @@ __all__ = [
     "QKVWeightLayout",
     "QuantizationType",
     "RouterActFnType",
+    "cross_entropy_backward",
+    "cross_entropy_forward",
     "cumsum",
+    "depthwise_conv1d_implicit_gemm",
     "dropout",
     "embedding",
     "find_nonzero_indices",

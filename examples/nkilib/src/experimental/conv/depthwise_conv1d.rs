@@ -202,7 +202,14 @@ pub mod kernel {
 
     /// The library's checks (see `depthwise_violation`), when traced.
     #[nki_helper]
-    fn check_depthwise_inputs(img_ref: Hbm, filter_ref: Hbm, padding: ((i64, i64), (i64, i64)), stride: (i64, i64), dilations: ((i64, i64), (i64, i64)), groups: (i64, i64)) {
+    fn check_depthwise_inputs(
+        img_ref: Hbm,
+        filter_ref: Hbm,
+        padding: ((i64, i64), (i64, i64)),
+        stride: (i64, i64),
+        dilations: ((i64, i64), (i64, i64)),
+        groups: (i64, i64),
+    ) {
         let name = "depthwise_conv1d_implicit_gemm";
         let (img_dims, filter_dims) = (img_ref.ndim(), filter_ref.ndim());
         assert!(img_dims == 4, "{name}: img_ref must be [N, C, 1, W], got {img_dims} dims");
@@ -227,7 +234,11 @@ pub mod kernel {
         let (_, pad_w) = padding;
         let (pad_l, pad_r) = pad_w;
         assert!(pad_l >= 0 && pad_r >= 0, "{name}: padding must be non-negative, got W padding ({pad_l}, {pad_r})");
-        assert!(s >= 1 && s <= w + pad_l + pad_r, "{name}: kernel size S = {s} must be within 1..=W + pad_l + pad_r = {}", w + pad_l + pad_r);
+        assert!(
+            s >= 1 && s <= w + pad_l + pad_r,
+            "{name}: kernel size S = {s} must be within 1..=W + pad_l + pad_r = {}",
+            w + pad_l + pad_r
+        );
     }
 
     /// The tile sizes and this program's share of the channels (an even split).
@@ -344,7 +355,14 @@ pub mod kernel {
         kern_perm: Option<(i64, i64, i64, i64)>,
         out_perm: Option<(i64, i64, i64, i64)>,
     ) -> Hbm {
-        check_depthwise_inputs(img_ref, filter_ref, padding, stride, (rhs_dilation, lhs_dilation), (feature_group_count, batch_group_count));
+        check_depthwise_inputs(
+            img_ref,
+            filter_ref,
+            padding,
+            stride,
+            (rhs_dilation, lhs_dilation),
+            (feature_group_count, batch_group_count),
+        );
         let (_, pad_w) = padding;
         let (_, stride_w) = stride;
         let t: DepthwiseTiling = depthwise_tiling(img_ref, filter_ref, pad_w, stride_w);

@@ -132,8 +132,7 @@ pub mod kernel {
         let core_id = if grid { nl::program_id(0) } else { 0 };
         let nominal_positions_per_core = num_positions / num_cores;
         let shard_offset = core_id * nominal_positions_per_core;
-        let positions_per_core =
-            if core_id == num_cores - 1 { num_positions - shard_offset } else { nominal_positions_per_core };
+        let positions_per_core = if core_id == num_cores - 1 { num_positions - shard_offset } else { nominal_positions_per_core };
         PositionShard {
             vocab_size,
             positions_per_batch,
@@ -202,7 +201,12 @@ pub mod kernel {
     fn load_target_logits(sh: PositionShard, b: ForwardBuffers, logits_hbm: Hbm, row0: i64, rows: i64) {
         let vocab_size = sh.vocab_size;
         for p in 0..rows {
-            let row = logits_hbm.ap([[vocab_size, 1], [1, 1]], offset = (row0 + p) * vocab_size, scalar_offset = b.targets[s![p..p + 1, ..]], indirect_dim = 1);
+            let row = logits_hbm.ap(
+                [[vocab_size, 1], [1, 1]],
+                offset = (row0 + p) * vocab_size,
+                scalar_offset = b.targets[s![p..p + 1, ..]],
+                indirect_dim = 1,
+            );
             nisa::dma_copy(b.target_logits[s![p..p + 1, ..]], row);
         }
     }
@@ -211,7 +215,16 @@ pub mod kernel {
     /// `lse` and `loss` stored for the `rows` positions from `batch_start`
     /// (within this program's share).
     #[nki_helper]
-    fn cross_entropy_forward_batch(sh: PositionShard, b: ForwardBuffers, logits_hbm: Hbm, targets_hbm: Hbm, loss_hbm: Hbm, lse_state_hbm: Hbm, batch_start: i64, rows: i64) {
+    fn cross_entropy_forward_batch(
+        sh: PositionShard,
+        b: ForwardBuffers,
+        logits_hbm: Hbm,
+        targets_hbm: Hbm,
+        loss_hbm: Hbm,
+        lse_state_hbm: Hbm,
+        batch_start: i64,
+        rows: i64,
+    ) {
         let g0 = sh.shard_offset + batch_start;
         nisa::memset(b.m, f64::NEG_INFINITY);
         nisa::memset(b.d, 0.0);
@@ -278,7 +291,16 @@ pub mod kernel {
     /// One gradient chunk of the `rows` positions from `row0` (global):
     /// `grad_scale · (exp(x - lse) - [column == target])`, stored to `grad_hbm`.
     #[nki_helper]
-    fn compute_grad_chunk(sh: PositionShard, b: BackwardBuffers, logits_hbm: Hbm, grad_hbm: Hbm, row0: i64, rows: i64, chunk_idx: i64, grad_scale: f64) {
+    fn compute_grad_chunk(
+        sh: PositionShard,
+        b: BackwardBuffers,
+        logits_hbm: Hbm,
+        grad_hbm: Hbm,
+        row0: i64,
+        rows: i64,
+        chunk_idx: i64,
+        grad_scale: f64,
+    ) {
         let c0 = chunk_idx * sh.chunk_size;
         let cols = (sh.vocab_size - c0).min(sh.chunk_size);
         let x = b.logits_chunk[s![0..rows, 0..cols]];
@@ -322,8 +344,7 @@ pub mod kernel {
         let [num_positions, vocab_size] = logits_hbm.shape();
         let grad_scale = if reduction == "mean" { 1.0 / num_positions as f64 } else { 1.0 };
         let sh: PositionShard = shard_positions(num_positions, vocab_size, positions_per_batch, chunk_size);
-        let grad_logits_hbm =
-            if inplace { logits_hbm } else { nl::ndarray([num_positions, vocab_size], dtype, buffer = nl::shared_hbm) };
+        let grad_logits_hbm = if inplace { logits_hbm } else { nl::ndarray([num_positions, vocab_size], dtype, buffer = nl::shared_hbm) };
         let b = allocate_backward_buffers(sh, dtype);
         let targets_col = targets_hbm.reshape([num_positions, 1]);
         let lse_col = lse_state_hbm.reshape([num_positions, 1]);

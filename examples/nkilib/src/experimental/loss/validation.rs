@@ -159,7 +159,13 @@ pub mod kernel {
     /// logits and targets and the batch and chunk sizes (the dtypes are the
     /// kernels' parameter contracts).
     #[nki_helper]
-    pub fn validate_cross_entropy_forward_inputs(logits_hbm: Hbm, targets_hbm: Hbm, positions_per_batch: i64, chunk_size: i64, func_name: &str) {
+    pub fn validate_cross_entropy_forward_inputs(
+        logits_hbm: Hbm,
+        targets_hbm: Hbm,
+        positions_per_batch: i64,
+        chunk_size: i64,
+        func_name: &str,
+    ) {
         let (logits_dims, targets_dims) = (logits_hbm.ndim(), targets_hbm.ndim());
         assert!(logits_dims == 2, "{func_name}: logits_hbm must be 2D [num_positions, vocab_size], got {logits_dims} dims");
         assert!(targets_dims == 1, "{func_name}: targets_hbm must be 1D [num_positions], got {targets_dims} dims");
