@@ -34,6 +34,12 @@
 //! the parts the logits fill (the library pads them with `-inf`, which adds
 //! exact zeros to the sums and leaves the maxima unchanged: the same values).
 //!
+//! One instruction (`x - m_new`, `x - lse`) holds two chunk-wide tiles and a
+//! column, so a chunk fits a partition's SBUF when `2 × chunk_size × dtype
+//! bytes` (plus 4) is within it: 229,376 bytes on trn2, as the library's
+//! backward documents, 262,144 on trn3. The library's bf16 chunk of 65,535 runs
+//! on trn3 only; its fp32 chunk of 32,768 exceeds trn3 by those 4 bytes.
+//!
 //! The library's rules ([`validation`](super::validation)): at most 128
 //! positions per batch, `chunk_size` within `1..=V` and at most 65,536, one
 //! `[positions_per_batch, chunk_size]` tile within 24 MiB; `reduction` is
