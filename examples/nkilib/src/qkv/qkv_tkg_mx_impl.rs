@@ -54,7 +54,7 @@ pub mod kernel {
     use nki::prelude::*;
 
     /// Partitions: packed hidden rows (4 hidden values each) are laid on them.
-    pub const P_MAX: i64 = 128;
+    pub const P_MAX: i64 = nl::tile_size::pmax;
     /// Hidden values per packed value.
     pub const MX_PACK: i64 = 4;
     /// Hidden rows of one packed 128-row tile: `P_MAX · MX_PACK`.
