@@ -1,4 +1,4 @@
-//! The `nki` command line as a library: `run`, `profile`, `emit`, `list`,
+//! The `nki` command line as a library: `run`, `profile`, `tune`, `emit`, `list`,
 //! `ops` and `traceback` over every kernel linked into the program.
 //!
 //! A crate of kernels gets the whole command with one line as its
@@ -59,6 +59,7 @@ mod output_plan;
 mod profile;
 mod run;
 mod traceback;
+mod tune;
 mod writeback;
 
 pub use allocator::Allocator;
@@ -103,6 +104,9 @@ enum Command {
     /// Estimate a kernel's time on Trainium from the instructions it executes
     /// (runs it like `nki run`, then reports the modelled timeline).
     Profile(Box<profile::ProfileArgs>),
+    /// Profile every variant of a grid of a kernel's tunable parameters (`--PARAM v1,v2,...`),
+    /// check each variant's outputs against the first's, and rank them by estimated time.
+    Tune(tune::TuneArgs),
     /// Translate the output of a failed run of the emitted package (a Python
     /// traceback, an `error:` line naming `module.py:LINE`) by printing the
     /// kernel's Rust file and line under each line of the package it names.
@@ -199,6 +203,7 @@ fn dispatch(command: Command) -> Result<(), CliError> {
         Command::Ops(args) => ops::run(&args)?,
         Command::Run(args) => run::run(&args)?,
         Command::Profile(args) => profile::run(&args)?,
+        Command::Tune(args) => tune::run(&args)?,
         Command::Traceback(args) => traceback::run(&args)?,
     }
     Ok(())

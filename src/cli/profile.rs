@@ -32,6 +32,13 @@ pub struct ProfileArgs {
     json: bool,
 }
 
+impl ProfileArgs {
+    /// The report options parsed before the kernel's name.
+    fn report(&self) -> Report {
+        Report { target: self.target, trace: self.trace.clone(), json: self.json }
+    }
+}
+
 /// What `nki profile` runs: what `nki run` runs.
 #[derive(Subcommand)]
 enum Profiled {
@@ -43,7 +50,7 @@ enum Profiled {
 }
 
 /// `--target`: a generation name.
-fn parse_target(s: &str) -> Result<Target, String> {
+pub(super) fn parse_target(s: &str) -> Result<Target, String> {
     Target::parse(s).ok_or_else(|| format!("unknown target '{s}'; expected trn1, trn2 or trn3"))
 }
 
@@ -52,7 +59,7 @@ const TRACE_START: &[u8] = b"{\"traceEvents\"";
 
 /// `--trace`: a file path whose directory exists, naming a new file or an earlier
 /// trace (never an input or any other file).
-fn parse_output(s: &str) -> Result<PathBuf, String> {
+pub(super) fn parse_output(s: &str) -> Result<PathBuf, String> {
     let p = PathBuf::from(s);
     if s.is_empty() || p.is_dir() {
         return Err("expected a file path".to_string());
@@ -72,7 +79,7 @@ fn parse_output(s: &str) -> Result<PathBuf, String> {
 }
 
 /// Writes `text` to `path` all or nothing: a sibling temporary file renamed over it.
-fn write_atomically(path: &Path, text: &str) -> Result<(), String> {
+pub(super) fn write_atomically(path: &Path, text: &str) -> Result<(), String> {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = path.with_file_name(format!(".{name}.nki-{}.tmp", std::process::id()));
     let written = fs::File::create(&tmp).and_then(|mut f| {
@@ -88,15 +95,18 @@ fn write_atomically(path: &Path, text: &str) -> Result<(), String> {
 
 /// The report options: the parsed ones, or for a registered kernel also the
 /// ones given among its flags (which clap hands over unparsed).
-struct Report {
-    target: Target,
-    trace: Option<PathBuf>,
-    json: bool,
+pub(super) struct Report {
+    /// `--target`.
+    pub target: Target,
+    /// `--trace FILE`.
+    pub trace: Option<PathBuf>,
+    /// `--json`.
+    pub json: bool,
 }
 
-/// Takes `--target`, `--trace` and `--json` out of a registered kernel's flags.
-fn take_report_flags(args: &ProfileArgs, raw: &[String]) -> Result<(Report, Vec<String>), CliError> {
-    let mut report = Report { target: args.target, trace: args.trace.clone(), json: args.json };
+/// Takes `--target`, `--trace` and `--json` out of a registered kernel's flags,
+/// over the parsed ones in `report`.
+pub(super) fn take_report_flags(mut report: Report, raw: &[String]) -> Result<(Report, Vec<String>), CliError> {
     let mut rest = Vec::with_capacity(raw.len());
     let mut it = raw.iter();
     while let Some(arg) = it.next() {
@@ -124,8 +134,8 @@ fn take_report_flags(args: &ProfileArgs, raw: &[String]) -> Result<(Report, Vec<
 /// Runs the kernel profiled, then reports.
 pub fn run(args: &ProfileArgs) -> Result<(), CliError> {
     let (report, raw) = match &args.kernel {
-        Profiled::Registered(raw) => take_report_flags(args, raw)?,
-        Profiled::Attention(_) => (Report { target: args.target, trace: args.trace.clone(), json: args.json }, Vec::new()),
+        Profiled::Registered(raw) => take_report_flags(args.report(), raw)?,
+        Profiled::Attention(_) => (args.report(), Vec::new()),
     };
     let base = Launch::new().profile(report.target);
     STATUS_TO_STDERR.store(report.json, Ordering::Relaxed);

@@ -11,4 +11,5 @@ pub mod ops;
 pub mod profile;
 pub mod run;
 pub mod tkg;
+pub mod tune;
 pub mod user_crate;

@@ -20,7 +20,7 @@ pub mod trace;
 
 pub use costs::{Cost, Costs, cost};
 pub use record::{Instr, Operand, Region, Rendezvous, Unit};
-pub use report::{CriticalOp, Report};
+pub use report::{CriticalOp, Report, human_time};
 pub use schedule::{Slice, Stream, Timeline, schedule};
 pub(crate) use spills::with_spills;
 pub use spills::{SPILL_RELOAD, SPILL_SAVE};

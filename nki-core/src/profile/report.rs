@@ -153,8 +153,8 @@ impl Report {
     }
 }
 
-/// A duration in the unit that reads best.
-fn human_time(s: f64) -> String {
+/// A duration in seconds, in the unit that reads best (`1.234 ms`).
+pub fn human_time(s: f64) -> String {
     match s {
         s if s >= 1.0 => format!("{s:.3} s"),
         s if s >= 1e-3 => format!("{:.3} ms", s * 1e3),

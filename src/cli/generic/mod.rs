@@ -43,12 +43,9 @@ pub fn run(command: &str, raw: &[String], out_required: bool) -> Result<bool, Cl
     {
         return Err(CliError::usage(format!("--out {}: not an existing directory", dir.display())));
     }
-    let entry = kernel.entry.ok_or_else(|| CliError::usage(format!("{} cannot be run from the command line", kernel.name)))?;
     deadline::start(inv.timeout);
-    let launch = launch(&inv);
-    let mut plan = OutputPlan::new().threads(launch.thread_budget()).widen_floats(inv.precision == Precision::Fp32);
-    let declared = declare_inputs(&inv, &mut plan)?;
-    let per_rank = load_inputs(&inv, &plan, &declared)?;
+    let base = BASE_LAUNCH.get().cloned().unwrap_or_default();
+    let mut prepared = prepare(&inv, base)?;
     // Outputs the signature fixes are declared before the launch; a list of
     // outputs is declared once the run says how long it is (its directory checked now).
     let files = |n: usize| -> Vec<String> {
@@ -57,13 +54,14 @@ pub fn run(command: &str, raw: &[String], out_required: bool) -> Result<bool, Cl
             .collect()
     };
     if let Some(dir) = &inv.out {
+        let plan = &mut prepared.plan;
         match kernel.outputs {
             Some(n) => files(n).iter().try_for_each(|f| plan.output("out", &dir.join(f))).map_err(CliError::usage)?,
             None => plan.check_dir("out", dir).map_err(CliError::usage)?,
         }
     }
-    let outputs =
-        deadline::bound(launch).run_ranks(|ctx| entry(ctx, &per_rank[ctx.rank()])).map_err(|e| refusal(&inv, &plan, &declared, &e))?;
+    let outputs = prepared.launch(&inv)?;
+    let plan = &mut prepared.plan;
     let Some(dir) = &inv.out else {
         return Ok(true);
     };
@@ -76,9 +74,38 @@ pub fn run(command: &str, raw: &[String], out_required: bool) -> Result<bool, Cl
     Ok(true)
 }
 
-/// The launch the flags describe (on the profiled base launch under `nki profile`).
-fn launch(inv: &Invocation) -> Launch {
-    let base = BASE_LAUNCH.get().cloned().unwrap_or_default();
+/// A kernel's inputs read and checked against its parameters, ready to launch.
+pub struct Prepared {
+    /// The input files (and the outputs declared on it).
+    pub plan: OutputPlan,
+    declared: Vec<Option<Vec<Input>>>,
+    per_rank: Vec<Vec<Option<ArgValue>>>,
+    launch: Launch,
+}
+
+/// Checks and reads the inputs of `inv` for a launch on `base` (the flags'
+/// target, LNC, ranks, precision and threads applied to it).
+pub fn prepare(inv: &Invocation, base: Launch) -> Result<Prepared, CliError> {
+    let launch = launch(inv, base);
+    let mut plan = OutputPlan::new().threads(launch.thread_budget()).widen_floats(inv.precision == Precision::Fp32);
+    let declared = declare_inputs(inv, &mut plan)?;
+    let per_rank = load_inputs(inv, &plan, &declared)?;
+    Ok(Prepared { plan, declared, per_rank, launch })
+}
+
+impl Prepared {
+    /// Runs the kernel on every rank: each rank's outputs in return order. An
+    /// error the inputs caused is a usage error naming them.
+    pub fn launch(&self, inv: &Invocation) -> Result<Vec<Vec<Tensor>>, CliError> {
+        let entry = inv.kernel.entry.ok_or_else(|| CliError::usage(format!("{} cannot be run from the command line", inv.kernel.name)))?;
+        deadline::bound(self.launch.clone())
+            .run_ranks(|ctx| entry(ctx, &self.per_rank[ctx.rank()]))
+            .map_err(|e| refusal(inv, &self.plan, &self.declared, &e))
+    }
+}
+
+/// The launch the flags describe on `base` (the profiled launch under `nki profile`).
+fn launch(inv: &Invocation, base: Launch) -> Launch {
     let base = match inv.target {
         Some(g) => base.generation(g),
         None => base,
