@@ -6,6 +6,8 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+pub mod costs;
 pub mod mamba;
 pub mod matmul;
 pub mod ops;
+pub mod published;

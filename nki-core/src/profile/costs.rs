@@ -6,8 +6,9 @@
 //! Engine performance mode, "Performance Consideration" sections), the DMA
 //! overview and DMA bandwidth guide (16 DMA engines per core and their B/ns), and
 //! the "Estimated instruction cost" notes of the `nki.isa` docstrings (release
-//! 2.26, the last to carry them). Where the docs are silent the value is chosen
-//! here and marked **chosen**.
+//! 2.26, the last to carry them), and the profiles the NKI library's design
+//! specs publish (design-rmsnorm-quant, trn2). Where the docs are silent the
+//! value is chosen here and marked **chosen**.
 
 use super::record::{Instr, Operand, Unit};
 use crate::hw::Generation;
@@ -36,6 +37,23 @@ pub struct Costs {
     /// Vector Engine performance mode for bf16/fp16 copies and tensor_scalar
     /// (trn2+: 4x SBUF to SBUF, 2x with a PSUM side); 1 on trn1.
     pub vector_perf_mode: f64,
+    /// Vector Engine performance mode for a bf16/fp16 `tensor_copy` or
+    /// `tensor_scalar` writing float8: trn3's Vector Engine takes fp8 in its 512
+    /// lanes as bf16 (trn3 arch guide, engine table), so 4x; trn2's guide lists
+    /// only 2-byte types, but the NKI library's published rmsnorm_quant profile
+    /// (design-rmsnorm-quant, S 160, H 16384) shows its bf16 → fp8
+    /// `tensor_scalar` at about twice the 1x rate: **chosen** 2 on trn2; 1 on trn1.
+    pub vector_fp8_out_perf_mode: f64,
+    /// `scalar_tensor_tensor` cycles per element when one input is in PSUM and
+    /// one in SBUF: the ISA cost note gives 2N for every case, the published
+    /// rmsnorm_quant profile shows its `[80, 512]` instructions with a PSUM
+    /// gamma at about 1.4N on trn2 (the two memories read in parallel, as
+    /// `tensor_tensor`'s N for that case): **chosen** 1.4 on trn2 and trn3, 2 on trn1.
+    pub stt_psum_cycles_per_element: f64,
+    /// Whether `nc_matmul(perf_mode=double_row)` on float8 contracts 256 rows in
+    /// the time of a 128-row bf16 matmul (trn2 arch guide, "Double FP8": twice the
+    /// bf16 throughput; trn2 and trn3).
+    pub fp8_double_row: bool,
     /// Whether the Scalar Engine streams 2-byte data at 2 elements/cycle (trn3: 256 bf16 lanes).
     pub scalar_double_bf16: bool,
     /// Extra cycles before a dependent instruction of a compute engine may use a
@@ -78,6 +96,11 @@ impl Costs {
             Generation::Trn2 => (2.4, 0.96, 1.2, 23.0, 1280.0 / 8.0, 4.0, false),
             Generation::Trn3 => (2.4, 1.2, 1.2, 33.0, 2560.0 / 8.0, 4.0, true),
         };
+        let (fp8_out, stt_psum) = match target {
+            Generation::Trn1 => (1.0, 2.0),
+            Generation::Trn2 => (2.0, 1.4),
+            Generation::Trn3 => (4.0, 1.4),
+        };
         let dma_engines = 16;
         Costs {
             target,
@@ -89,6 +112,9 @@ impl Costs {
             min_cycles: 64.0,
             fp32_matmul_factor: 4.0,
             vector_perf_mode: perf,
+            vector_fp8_out_perf_mode: fp8_out,
+            stt_psum_cycles_per_element: stt_psum,
+            fp8_double_row: target != Generation::Trn1,
             scalar_double_bf16: act2,
             dependency_cycles: 200.0,
             dma_engines,
@@ -148,6 +174,29 @@ fn is_2byte_float(d: Dtype) -> bool {
     matches!(d, Dtype::Bf16 | Dtype::F16)
 }
 
+fn is_fp8(d: Dtype) -> bool {
+    matches!(d, Dtype::Fp8E4m3 | Dtype::Fp8E4m3Fn | Dtype::Fp8E5m2)
+}
+
+/// The Vector Engine performance mode of a `tensor_copy` or `tensor_scalar`
+/// (trn2 arch guide, "Vector Engine Performance Mode"): 2-byte float inputs and
+/// outputs, 4x SBUF to SBUF and 2x with a PSUM side; float8 outputs at
+/// [`Costs::vector_fp8_out_perf_mode`]; 1x otherwise.
+fn vector_perf_mode(c: &Costs, i: &Instr) -> f64 {
+    let inputs_2byte = i.reads.iter().all(|o| is_2byte_float(o.dtype));
+    let mode = if !inputs_2byte {
+        1.0
+    } else if i.writes.iter().all(|o| is_2byte_float(o.dtype)) {
+        c.vector_perf_mode
+    } else if i.writes.iter().all(|o| is_fp8(o.dtype)) {
+        c.vector_fp8_out_perf_mode
+    } else {
+        1.0
+    };
+    let all_sbuf = i.reads.iter().chain(&i.writes).all(|o| o.buffer == Buffer::Sbuf);
+    if all_sbuf { mode } else { mode.min(2.0) }
+}
+
 /// Free elements per partition the instruction streams: its largest operand's.
 fn stream_len(i: &Instr) -> f64 {
     i.reads.iter().chain(&i.writes).map(|o| o.free).max().unwrap_or(1) as f64
@@ -159,9 +208,22 @@ fn output_elements(i: &Instr) -> f64 {
 
 /// The cycles of a Tensor Engine instruction: a matmul streams its moving
 /// operand's columns, at least 64 cycles each (ISA cost note: `max(N, 64)`), four
-/// passes for fp32; a PE transpose of a `[P, F]` tile costs `max(P, min(64, F))`.
+/// passes for fp32; a double-row float8 matmul streams the pairs of its moving
+/// columns in the time of as many bf16 columns; a PE transpose of a `[P, F]`
+/// tile costs `max(P, min(64, F))`.
 fn tensor_cycles(c: &Costs, i: &Instr) -> (f64, f64) {
     match (i.op, i.reads.as_slice()) {
+        // `perf_mode=double_row`: float8 operands `[K, 2, M]` and `[K, 2, N]`
+        // into `[M, N]`, so the output has half the stationary's free elements.
+        ("nisa.nc_matmul", [stationary, moving, ..])
+            if c.fp8_double_row
+                && is_fp8(stationary.dtype)
+                && is_fp8(moving.dtype)
+                && i.writes.first().is_some_and(|d| 2 * d.partitions == stationary.free && 2 * d.free == moving.free) =>
+        {
+            let (m, n) = ((stationary.free / 2) as f64, (moving.free / 2) as f64);
+            (n.max(c.min_cycles), 2.0 * 2.0 * moving.partitions as f64 * m * n)
+        }
         ("nisa.nc_matmul", [stationary, moving, ..]) => {
             let n = moving.free as f64;
             let factor = if stationary.dtype == Dtype::F32 { c.fp32_matmul_factor } else { 1.0 };
@@ -194,7 +256,14 @@ fn elementwise_cycles(c: &Costs, unit: Unit, i: &Instr) -> f64 {
             let bf16_sbuf = all().all(|o| o.dtype == Dtype::Bf16 && o.buffer == Buffer::Sbuf);
             if psum_inputs == 1 || bf16_sbuf { n } else { 2.0 * n }
         }
-        "nisa.scalar_tensor_tensor" => 2.0 * n,
+        // 2N; with one PSUM and one SBUF input, fewer (see the constant).
+        "nisa.scalar_tensor_tensor" => {
+            if psum_inputs == 1 && i.reads.len() > psum_inputs {
+                c.stt_psum_cycles_per_element * n
+            } else {
+                2.0 * n
+            }
+        }
         "nisa.tensor_scalar_reduce" => n + c.min_cycles,
         "nisa.reciprocal" => 8.0 * n,
         // N; bf16 inputs reduce two elements per cycle.
@@ -221,9 +290,7 @@ fn elementwise_cycles(c: &Costs, unit: Unit, i: &Instr) -> f64 {
         _ => n,
     };
     let speedup = match unit {
-        Unit::Vector if matches!(i.op, "nisa.tensor_copy" | "nisa.tensor_scalar") && all().all(|o| is_2byte_float(o.dtype)) => {
-            if all().all(|o| o.buffer == Buffer::Sbuf) { c.vector_perf_mode } else { c.vector_perf_mode.min(2.0) }
-        }
+        Unit::Vector if matches!(i.op, "nisa.tensor_copy" | "nisa.tensor_scalar") => vector_perf_mode(c, i),
         Unit::Scalar if c.scalar_double_bf16 && all().all(|o| is_2byte_float(o.dtype)) => 2.0,
         _ => 1.0,
     };
