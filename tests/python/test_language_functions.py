@@ -315,12 +315,32 @@ class Config(nl.NKIObject):
     name = "cfg"
 
 
+@dataclass
+class Dims(nl.NKIObject):
+    rows: int
+    cols: int
+    spare: int
+    tag: str = "dims"
+
+
 class ConventionsTest(unittest.TestCase):
     def test_nki_object_dataclass_fields_need_no_annotations(self):
         c = Config(tile=64)
         self.assertEqual((c.tile, c.scale, c.name), (64, 0.5, "cfg"))
         self.assertEqual(Config(), Config(tile=128, scale=0.5, name="cfg"))
         self.assertRaises(TypeError, lambda: Config(unknown=1))
+
+    def test_nki_object_field_left_out_is_an_error_only_when_read(self):
+        # The AWS library's mlp_tkg constants build their dims object without one
+        # declared field that nothing reads; the kernel runs on hardware.
+        d = Dims(rows=4, cols=8)
+        self.assertEqual((d.rows, d.cols, d.tag), (4, 8, "dims"))
+        with self.assertRaisesRegex(AttributeError, "Dims.spare was never given a value"):
+            _ = d.spare
+        d.spare = 2
+        self.assertEqual(d.spare, 2)
+        self.assertEqual(Dims(1, 2, 3), Dims(rows=1, cols=2, spare=3))
+        self.assertRaises(TypeError, lambda: Dims(rows=1, unknown=1))
 
     def test_dtypes(self):
         self.assertEqual(nl.tfloat32.round(np.float32([1 + 2 ** -11, 1 + 3 * 2 ** -11])).tolist(),
