@@ -79,10 +79,13 @@ class ElementwiseTest(unittest.TestCase):
         np.testing.assert_allclose(host(m), f32(x) * f32(c), rtol=1e-6)
         np.testing.assert_array_equal(host(w), np.where(f32(x) > 0, f32(x), -1.0))
 
-    def test_truth_of_a_tile_checks_every_element(self):
+    def test_a_tensor_is_true_whatever_its_values(self):
+        # The AWS library's mlp_tkg constants read `K` only `if
+        # params.expert_params.expert_index:`, a tensor of expert ids that may
+        # hold zeros; on hardware the test sees an object, not values.
         x = RNG.standard_normal((4, 4))
-        self.assertTrue(run(lambda: bool(nl.equal(sbuf(x), sbuf(x)))))
-        self.assertFalse(run(lambda: bool(nl.equal(sbuf(x), nl.add(sbuf(x), 1.0)))))
+        self.assertTrue(run(lambda: bool(nl.equal(sbuf(x), nl.add(sbuf(x), 1.0)))))
+        self.assertTrue(run(lambda: bool(hbm(np.zeros((4, 2), np.int32)))))
 
     def test_tile_functions_reject_hbm(self):
         self.assertRaisesRegex(NkiError, "cannot access HBM", lambda: run(lambda: nl.exp(hbm(np.ones((4, 4))))))
