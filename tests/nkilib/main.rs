@@ -14,6 +14,7 @@ pub mod find_nonzero_indices;
 pub mod indexed_flatten;
 pub mod max;
 pub mod mlp;
+pub mod moe_tkg;
 pub mod output_projection;
 pub mod qkv;
 pub mod qkv_cte;

@@ -24,6 +24,7 @@
 //! | `router_topk` | [`router_topk::router_topk`] | MoE router: logits, activation, top-k experts and affinities |
 //! | `rotational_topk` | [`topk::rotational_topk`] | top-k values and indices of vocabulary-sized rows |
 //! | `mlp` | [`mlp::mlp`] | gate/up projection, gated activation, down projection (decode and context-encoding paths) |
+//! | `moe_tkg` | [`moe::moe_tkg::moe_tkg`] | decode-phase mixture of experts: all local experts or each token's top-k, affinity-weighted |
 //! | `qkv_tkg` | [`qkv::qkv_tkg`] | decode-phase fused QKV projection: residual add, norm, fp8 dequantization, MX ([`qkv::qkv_tkg_mx_impl`]), bias, BSD/NBSd |
 //! | `qkv_cte` | [`qkv::qkv_cte`] | prefill fused QKV projection: residual add, norm, bias, RoPE, BSD/NBSd, static fp8, fp8 KV-cache outputs |
 //! | `qkv` | [`qkv::qkv`] | the library's QKV entry: `qkv_cte` or `qkv_tkg` by the token count |
@@ -46,6 +47,7 @@ pub mod embeddings;
 pub mod experimental;
 pub mod max;
 pub mod mlp;
+pub mod moe;
 pub mod output_projection;
 pub mod qkv;
 pub mod rmsnorm;

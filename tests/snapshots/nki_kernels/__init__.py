@@ -7,6 +7,7 @@ from .attention_tkg import attention_tkg
 from .axpy import axpy
 from .cascaded_max import cascaded_max
 from .common_types import ActFnType
+from .common_types import ExpertAffinityScaleMode
 from .common_types import NormType
 from .common_types import QKVOutputLayout
 from .common_types import QKVWeightLayout
@@ -34,6 +35,7 @@ from .matmul_k_outer import matmul_k_outer
 from .matmul_steps import matmul_blocked
 from .matmul_steps import matmul_hoisted
 from .mlp import mlp
+from .moe_tkg import moe_tkg
 from .output_projection_cte import output_projection_cte
 from .output_projection_tkg import output_projection_tkg
 from .qkv import qkv
@@ -65,6 +67,7 @@ __all__ = [
     "axpy",
     "cascaded_max",
     "ActFnType",
+    "ExpertAffinityScaleMode",
     "NormType",
     "QKVOutputLayout",
     "QKVWeightLayout",
@@ -92,6 +95,7 @@ __all__ = [
     "matmul_blocked",
     "matmul_hoisted",
     "mlp",
+    "moe_tkg",
     "output_projection_cte",
     "output_projection_tkg",
     "qkv",

@@ -78,6 +78,19 @@ pub mod types {
         ROW_MX = 5,
     }
 
+    /// When a MoE kernel multiplies an expert's output by its affinity.
+    #[nki_enum]
+    pub enum ExpertAffinityScaleMode {
+        /// Experts' outputs are summed unweighted.
+        NO_SCALE = 0,
+        /// Each expert's output is multiplied by the token's affinity for it.
+        POST_SCALE = 1,
+        /// The input is scaled before the expert MLP (context encoding).
+        PRE_SCALE = 2,
+        /// Pre-scaling applied later in the context-encoding expert MLP.
+        PRE_SCALE_DELAYED = 3,
+    }
+
     /// How fused QKV weights are packed.
     #[nki_enum]
     pub enum QKVWeightLayout {

@@ -1,0 +1,409 @@
+//! The decode-phase mixture-of-experts MLP: the library's `moe_tkg`, which
+//! checks the call, slices and masks the affinities, and dispatches to the
+//! all-expert or the selective-expert path.
+//!
+//! Each expert is the gated MLP of `mlp_tkg`, whose phases both paths call:
+//!
+//! ```text
+//! expert_e(x) = (act(clamp(x @ W_gate[e] + b_gate[e])) · clamp(x @ W_up[e] + b_up[e])) @ W_down[e] + b_down[e]
+//! all-expert:        out[t] = Σ_{e < E_L} s[t, e] · expert_e(x[t])
+//! selective-expert:  out[t] = Σ_k s[t, idx[t, k]] · expert_{idx[t, k]}(x[t])
+//! ```
+//!
+//! with `s` the affinities under `POST_SCALE` and 1 under `NO_SCALE`; the
+//! all-expert affinities are this rank's slice of the global experts
+//! (`rank_id · E_L ..`), masked to the experts each token selected with
+//! `mask_unselected_experts`. `ROW` quantization: `float8_e4m3` weights whose
+//! projections are multiplied by per-column scales before their bias.
+//!
+//! Options this port does not implement are refused by name (see
+//! [`MoeTkgRule`]): the MX weight forms (`float4_e2m1fn_x4`,
+//! `float8_e4m3fn_x4`, trn3) with their `hidden_input_scale`, and SBUF input
+//! or output. `is_all_expert_dynamic` and `block_size` choose a control-flow
+//! strategy of the library's MX all-expert path only; they are checked and
+//! change nothing here, as in the library's non-MX path.
+
+use crate::mlp::mlp_parameters::H0;
+use crate::moe::moe_tkg::selective_expert_impl::selective_shards_tokens;
+
+pub use kernel::*;
+
+/// The entry.
+#[nki::nki_module]
+pub mod kernel {
+    use crate::mlp::mlp_parameters::{H0, MLPActivationParameters};
+    use crate::moe::moe_tkg::all_expert_impl::_all_expert_moe_tkg;
+    use crate::moe::moe_tkg::moe_tkg_utils::{MoeTkgOptions, MoeTkgTensors};
+    use crate::moe::moe_tkg::selective_expert_impl::{_selective_expert_moe_tkg, shard_on_t};
+    pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode, QuantizationType};
+    use nki::prelude::*;
+
+    /// The most tokens the selective path takes (they sit on the partitions).
+    pub const MAX_SELECTIVE_TOKENS: i64 = nl::tile_size::pmax;
+
+    /// Asserts `t` (when given) is `[d0, d1]`.
+    #[nki_helper]
+    pub fn check_2d(t: Option<Hbm>, name: &str, d0: i64, d1: i64) {
+        if let Some(v) = t {
+            let shape = v.shape();
+            assert!(v.ndim() == 2 && shape[0] == d0 && shape[1] == d1, "moe_tkg: {name} must be [{d0}, {d1}], got {shape}");
+        }
+    }
+
+    /// Asserts `t` (when given) is `[d0, d1, d2]`.
+    #[nki_helper]
+    pub fn check_3d(t: Option<Hbm>, name: &str, d0: i64, d1: i64, d2: i64) {
+        if let Some(v) = t {
+            let shape = v.shape();
+            assert!(
+                v.ndim() == 3 && shape[0] == d0 && shape[1] == d1 && shape[2] == d2,
+                "moe_tkg: {name} must be [{d0}, {d1}, {d2}], got {shape}"
+            );
+        }
+    }
+
+    /// The call's tensor shapes and dtypes (the rules of
+    /// [`moe_tkg_violation`](super::moe_tkg_violation) on the sizes come first).
+    #[nki_helper]
+    pub fn check_tensors(w: MoeTkgTensors, quantized: bool) {
+        let [e_l, h, _, i] = w.expert_gate_up_weights.shape();
+        let t = w.hidden_input.shape()[0];
+        check_3d(Some(w.expert_down_weights), "expert_down_weights", e_l, i, h);
+        let a = w.expert_affinities.shape();
+        assert!(w.expert_affinities.ndim() == 2 && a[0] == t, "moe_tkg: expert_affinities must be [T = {t}, E], got {a}");
+        let x = w.expert_index.shape();
+        assert!(w.expert_index.ndim() == 2 && x[0] == t, "moe_tkg: expert_index must be [T = {t}, K], got {x}");
+        check_2d(w.rank_id, "rank_id", 1, 1);
+        check_3d(w.expert_gate_up_bias, "expert_gate_up_bias", e_l, 2, i);
+        check_2d(w.expert_down_bias, "expert_down_bias", e_l, h);
+        check_3d(w.expert_gate_up_weights_scale, "expert_gate_up_weights_scale", e_l, 2, i);
+        check_2d(w.expert_down_weights_scale, "expert_down_weights_scale", e_l, h);
+        let fp8 = nl::float8_e4m3;
+        let (gw, dw) = (w.expert_gate_up_weights.dtype(), w.expert_down_weights.dtype());
+        assert!(
+            quantized == (gw == fp8) && quantized == (dw == fp8),
+            "moe_tkg: the expert weights must be float8_e4m3 exactly when both weight scales are given (ROW), got {gw} and {dw}"
+        );
+        if quantized {
+            assert!(
+                w.hidden_input.dtype() != nl::float32,
+                "moe_tkg: hidden_input must be bfloat16 or float16 with fp8 weights (they multiply it as it is), got float32"
+            );
+        }
+    }
+
+    /// The mixture-of-experts MLP of `hidden_input` `[T, H]` over the local
+    /// experts' fused gate/up weights `[E_L, H, 2, I]` and down weights
+    /// `[E_L, I, H]`; returns `[T, H]` (module docs).
+    #[nki_kernel]
+    pub fn moe_tkg(
+        #[dtypes(float32, bfloat16, float16)] hidden_input: Hbm,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3)] expert_gate_up_weights: Hbm,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3)] expert_down_weights: Hbm,
+        #[dtypes(float32, bfloat16, float16)] expert_affinities: Hbm,
+        #[dtypes(int32, uint32)] expert_index: Hbm,
+        is_all_expert: bool,
+        #[dtypes(int32, uint32)] rank_id: Option<Hbm>,
+        #[dtypes(float32, bfloat16, float16)] expert_gate_up_bias: Option<Hbm>,
+        #[dtypes(float32, bfloat16, float16)] expert_down_bias: Option<Hbm>,
+        #[dtypes(float32)] expert_gate_up_weights_scale: Option<Hbm>,
+        #[dtypes(float32)] expert_down_weights_scale: Option<Hbm>,
+        hidden_input_scale: Option<Hbm>,
+        gate_up_input_scale: Option<Hbm>,
+        down_input_scale: Option<Hbm>,
+        #[default(false)] mask_unselected_experts: bool,
+        expert_affinities_eager: Option<Hbm>,
+        #[default(ExpertAffinityScaleMode::NO_SCALE)] expert_affinities_scaling_mode: ExpertAffinityScaleMode,
+        #[default(ActFnType::SiLU)] activation_fn: ActFnType,
+        output_dtype: Option<Dtype>,
+        gate_clamp_upper_limit: Option<f64>,
+        gate_clamp_lower_limit: Option<f64>,
+        up_clamp_upper_limit: Option<f64>,
+        up_clamp_lower_limit: Option<f64>,
+        #[default(false)] output_in_sbuf: bool,
+        #[default(false)] is_all_expert_dynamic: bool,
+        block_size: Option<i64>,
+    ) -> Hbm {
+        assert!(hidden_input.ndim() == 2, "moe_tkg: hidden_input must be [T, H] in HBM, got {}", hidden_input.shape());
+        let [t, h] = hidden_input.shape();
+        let gs = expert_gate_up_weights.shape();
+        assert!(
+            expert_gate_up_weights.ndim() == 4 && gs[1] == h && gs[2] == 2,
+            "moe_tkg: expert_gate_up_weights must be [E_L, H = {h}, 2, I], got {gs}"
+        );
+        let (e_l, i) = (gs[0], gs[3]);
+        let k = expert_index.shape()[expert_index.ndim() - 1];
+        let programs = if nl::program_ndim() == 1 { nl::num_programs(0) } else { 1 };
+        let post = expert_affinities_scaling_mode == ExpertAffinityScaleMode::POST_SCALE;
+        // The rules of `moe_tkg_violation`, checked when the kernel is traced.
+        assert!(h > 0 && h % H0 == 0, "moe_tkg: H = {h} must be a positive multiple of 128");
+        assert!(t > 0 && i > 0 && e_l > 0 && k > 0, "moe_tkg: T = {t}, I = {i}, E_L = {e_l} and K = {k} must be positive");
+        assert!(
+            is_all_expert || t <= MAX_SELECTIVE_TOKENS,
+            "moe_tkg: the selective-expert path takes at most 128 tokens (T = batch size * seq len), got {t}"
+        );
+        assert!(programs <= 2, "moe_tkg: runs on 1 or 2 programs (LNC1 or LNC2), got {programs}");
+        let hidden_sharded = is_all_expert || !shard_on_t(t, h, i, programs);
+        assert!(
+            !hidden_sharded || (h / H0) % programs == 0,
+            "moe_tkg: H / 128 = {} must split evenly over the {programs} programs of the launch (this call shards H)",
+            h / H0
+        );
+        assert!(
+            expert_affinities_scaling_mode != ExpertAffinityScaleMode::PRE_SCALE
+                && expert_affinities_scaling_mode != ExpertAffinityScaleMode::PRE_SCALE_DELAYED,
+            "moe_tkg: expert_affinities_scaling_mode must be NO_SCALE or POST_SCALE, got {expert_affinities_scaling_mode}"
+        );
+        assert!(!is_all_expert || !post || rank_id.is_some(), "moe_tkg: rank_id is required for all-expert mode with affinity scaling");
+        assert!(
+            gate_up_input_scale.is_none() && down_input_scale.is_none(),
+            "moe_tkg: static quantization (gate_up_input_scale, down_input_scale) is not supported"
+        );
+        let quantized = expert_gate_up_weights_scale.is_some() && expert_down_weights_scale.is_some();
+        assert!(
+            quantized || (expert_gate_up_weights_scale.is_none() && expert_down_weights_scale.is_none()),
+            "moe_tkg: ROW quantization needs both expert_gate_up_weights_scale and expert_down_weights_scale"
+        );
+        assert!(hidden_input_scale.is_none(), "moe_tkg: hidden_input_scale belongs to the MX weight forms, which are not implemented");
+        assert!(
+            !is_all_expert_dynamic || (is_all_expert && block_size.is_some()),
+            "moe_tkg: is_all_expert_dynamic=True requires is_all_expert=True and a block_size"
+        );
+        assert!(
+            !is_all_expert_dynamic || !mask_unselected_experts,
+            "moe_tkg: mask_unselected_experts is not supported with is_all_expert_dynamic=True"
+        );
+        assert!(
+            !is_all_expert || expert_affinities_eager.is_none(),
+            "moe_tkg: expert_affinities_eager is not supported with is_all_expert=True"
+        );
+        assert!(!output_in_sbuf, "moe_tkg: output_in_sbuf is not implemented (the output is an HBM tensor)");
+
+        let w = MoeTkgTensors {
+            hidden_input,
+            expert_gate_up_weights,
+            expert_down_weights,
+            expert_affinities,
+            expert_index,
+            rank_id,
+            expert_gate_up_bias,
+            expert_down_bias,
+            expert_gate_up_weights_scale,
+            expert_down_weights_scale,
+        };
+        check_tensors(w, quantized);
+        let act = MLPActivationParameters {
+            activation_fn,
+            skip_gate_proj: false,
+            gate_clamp_upper_limit,
+            gate_clamp_lower_limit,
+            up_clamp_upper_limit,
+            up_clamp_lower_limit,
+        };
+        let quantization_type = if quantized { QuantizationType::ROW } else { QuantizationType::NONE };
+        let opts = MoeTkgOptions { expert_affinities_scaling_mode, mask_unselected_experts, quantization_type, act };
+        let output = nl::ndarray([t, h], output_dtype.unwrap_or(hidden_input.dtype()), buffer = nl::shared_hbm);
+        if is_all_expert {
+            _all_expert_moe_tkg(w, opts, output);
+        } else {
+            _selective_expert_moe_tkg(w, opts, output);
+        }
+        output
+    }
+}
+
+/// Why a `moe_tkg` call is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MoeTkgRule {
+    /// `H` is not a positive multiple of 128.
+    HiddenTiles,
+    /// `T`, `I`, `E_L` or `K` is not positive.
+    Sizes,
+    /// More than 128 tokens on the selective-expert path.
+    SelectiveTokens,
+    /// More than two programs.
+    Programs,
+    /// `H / 128` does not split over the programs of a hidden-sharded call.
+    HiddenShards,
+    /// `PRE_SCALE` or `PRE_SCALE_DELAYED` affinity scaling.
+    ScalingMode,
+    /// All-expert `POST_SCALE` without `rank_id`.
+    RankId,
+    /// `gate_up_input_scale` / `down_input_scale` (static quantization).
+    StaticQuantization,
+    /// Only one of the two weight scales.
+    RowScales,
+    /// MX weights or `hidden_input_scale` (not implemented).
+    Mx,
+    /// `is_all_expert_dynamic` without all-expert mode or a `block_size`.
+    Dynamic,
+    /// `mask_unselected_experts` with `is_all_expert_dynamic`.
+    DynamicMask,
+    /// `expert_affinities_eager` in all-expert mode.
+    Eager,
+    /// `output_in_sbuf` (not implemented).
+    SbufOutput,
+}
+
+impl MoeTkgRule {
+    /// The rule in words.
+    pub const fn message(self) -> &'static str {
+        match self {
+            MoeTkgRule::HiddenTiles => "moe_tkg: H must be a positive multiple of 128",
+            MoeTkgRule::Sizes => "moe_tkg: T, I, E_L and K must be positive",
+            MoeTkgRule::SelectiveTokens => "moe_tkg: the selective-expert path takes at most 128 tokens (T = batch size * seq len)",
+            MoeTkgRule::Programs => "moe_tkg: runs on 1 or 2 programs (LNC1 or LNC2)",
+            MoeTkgRule::HiddenShards => "moe_tkg: H / 128 must split evenly over the programs of the launch when the call shards H",
+            MoeTkgRule::ScalingMode => "moe_tkg: expert_affinities_scaling_mode must be NO_SCALE or POST_SCALE",
+            MoeTkgRule::RankId => "moe_tkg: rank_id is required for all-expert mode with affinity scaling",
+            MoeTkgRule::StaticQuantization => "moe_tkg: static quantization (gate_up_input_scale, down_input_scale) is not supported",
+            MoeTkgRule::RowScales => "moe_tkg: ROW quantization needs both expert_gate_up_weights_scale and expert_down_weights_scale",
+            MoeTkgRule::Mx => "moe_tkg: the MX weight forms (and hidden_input_scale) are not implemented",
+            MoeTkgRule::Dynamic => "moe_tkg: is_all_expert_dynamic=True requires is_all_expert=True and a block_size",
+            MoeTkgRule::DynamicMask => "moe_tkg: mask_unselected_experts is not supported with is_all_expert_dynamic=True",
+            MoeTkgRule::Eager => "moe_tkg: expert_affinities_eager is not supported with is_all_expert=True",
+            MoeTkgRule::SbufOutput => "moe_tkg: output_in_sbuf is not implemented (the output is an HBM tensor)",
+        }
+    }
+}
+
+/// A `moe_tkg` call as the rules read it: the sizes and the options.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MoeTkgCall {
+    /// `T`, the tokens.
+    pub tokens: i64,
+    /// `H`, the hidden size.
+    pub hidden: i64,
+    /// `I`, the intermediate size.
+    pub intermediate: i64,
+    /// `E_L`, the local experts.
+    pub experts: i64,
+    /// `K`, the experts each token selected.
+    pub top_k: i64,
+    /// The programs of the launch (its LNC size), 1 without a grid.
+    pub programs: i64,
+    /// `is_all_expert`.
+    pub is_all_expert: bool,
+    /// `expert_affinities_scaling_mode`.
+    pub expert_affinities_scaling_mode: ExpertAffinityScaleMode,
+    /// Whether `rank_id` is given.
+    pub has_rank_id: bool,
+    /// Whether `expert_gate_up_weights_scale` is given.
+    pub has_gate_up_scale: bool,
+    /// Whether `expert_down_weights_scale` is given.
+    pub has_down_scale: bool,
+    /// Whether `gate_up_input_scale` or `down_input_scale` is given.
+    pub has_input_scales: bool,
+    /// Whether the weights are an MX form or `hidden_input_scale` is given.
+    pub mx: bool,
+    /// `is_all_expert_dynamic`.
+    pub is_all_expert_dynamic: bool,
+    /// Whether `block_size` is given.
+    pub has_block_size: bool,
+    /// `mask_unselected_experts`.
+    pub mask_unselected_experts: bool,
+    /// Whether `expert_affinities_eager` is given.
+    pub has_eager: bool,
+    /// `output_in_sbuf`.
+    pub output_in_sbuf: bool,
+}
+
+/// The first rule `c` breaks.
+pub const fn moe_tkg_violation(c: MoeTkgCall) -> Option<MoeTkgRule> {
+    if c.hidden <= 0 || c.hidden % H0 != 0 {
+        return Some(MoeTkgRule::HiddenTiles);
+    }
+    if c.tokens <= 0 || c.intermediate <= 0 || c.experts <= 0 || c.top_k <= 0 {
+        return Some(MoeTkgRule::Sizes);
+    }
+    if !c.is_all_expert && c.tokens > MAX_SELECTIVE_TOKENS {
+        return Some(MoeTkgRule::SelectiveTokens);
+    }
+    if c.programs <= 0 || c.programs > 2 {
+        return Some(MoeTkgRule::Programs);
+    }
+    let hidden_sharded = c.is_all_expert || !selective_shards_tokens(c.tokens, c.hidden, c.intermediate, c.programs);
+    if hidden_sharded && (c.hidden / H0) % c.programs != 0 {
+        return Some(MoeTkgRule::HiddenShards);
+    }
+    if matches!(c.expert_affinities_scaling_mode, ExpertAffinityScaleMode::PRE_SCALE | ExpertAffinityScaleMode::PRE_SCALE_DELAYED) {
+        return Some(MoeTkgRule::ScalingMode);
+    }
+    if c.is_all_expert && matches!(c.expert_affinities_scaling_mode, ExpertAffinityScaleMode::POST_SCALE) && !c.has_rank_id {
+        return Some(MoeTkgRule::RankId);
+    }
+    if c.has_input_scales {
+        return Some(MoeTkgRule::StaticQuantization);
+    }
+    if c.has_gate_up_scale != c.has_down_scale {
+        return Some(MoeTkgRule::RowScales);
+    }
+    if c.mx {
+        return Some(MoeTkgRule::Mx);
+    }
+    if c.is_all_expert_dynamic && (!c.is_all_expert || !c.has_block_size) {
+        return Some(MoeTkgRule::Dynamic);
+    }
+    if c.is_all_expert_dynamic && c.mask_unselected_experts {
+        return Some(MoeTkgRule::DynamicMask);
+    }
+    if c.is_all_expert && c.has_eager {
+        return Some(MoeTkgRule::Eager);
+    }
+    if c.output_in_sbuf {
+        return Some(MoeTkgRule::SbufOutput);
+    }
+    None
+}
+
+/// A `moe_tkg` call checked at compile time, or a compile error naming the
+/// rule it breaks. Options not given take the kernel's defaults.
+///
+/// ```
+/// let c = nkilib::moe_tkg_config!(tokens = 4, hidden = 3072, intermediate = 384, experts = 8, top_k = 8, programs = 2, is_all_expert = true);
+/// assert_eq!((c.tokens, c.experts), (4, 8));
+/// ```
+///
+/// ```compile_fail
+/// // The selective path holds at most 128 tokens.
+/// let c = nkilib::moe_tkg_config!(tokens = 256, hidden = 512, intermediate = 128, experts = 4, top_k = 2, programs = 1, is_all_expert = false);
+/// ```
+#[macro_export]
+macro_rules! moe_tkg_config {
+    (tokens = $t:expr, hidden = $h:expr, intermediate = $i:expr, experts = $e:expr, top_k = $k:expr, programs = $p:expr, is_all_expert = $a:expr $(, $field:ident = $v:expr)* $(,)?) => {{
+        const CALL: $crate::moe::moe_tkg::moe_tkg::MoeTkgCall = $crate::moe::moe_tkg::moe_tkg::MoeTkgCall {
+            tokens: $t,
+            hidden: $h,
+            intermediate: $i,
+            experts: $e,
+            top_k: $k,
+            programs: $p,
+            is_all_expert: $a,
+            $($field: $v,)*
+            ..$crate::moe::moe_tkg::moe_tkg::MoeTkgCall {
+                tokens: 0,
+                hidden: 0,
+                intermediate: 0,
+                experts: 0,
+                top_k: 0,
+                programs: 1,
+                is_all_expert: false,
+                expert_affinities_scaling_mode: $crate::moe::moe_tkg::moe_tkg::ExpertAffinityScaleMode::NO_SCALE,
+                has_rank_id: false,
+                has_gate_up_scale: false,
+                has_down_scale: false,
+                has_input_scales: false,
+                mx: false,
+                is_all_expert_dynamic: false,
+                has_block_size: false,
+                mask_unselected_experts: false,
+                has_eager: false,
+                output_in_sbuf: false,
+            }
+        };
+        const _: () = if let Some(rule) = $crate::moe::moe_tkg::moe_tkg::moe_tkg_violation(CALL) {
+            panic!("{}", rule.message());
+        };
+        CALL
+    }};
+}
