@@ -156,6 +156,24 @@ const CASES: &[Case] = &[
         ],
     },
     Case {
+        kernel: "moe_tkg",
+        ranks: 1,
+        // Selective: 3 tokens split over trn2's 2 programs, each through its top 2
+        // of 4 experts (ids read on the device), affinity-weighted, biases, Swish.
+        params: &[
+            ("hidden_input", F32(&[3, 256])),
+            ("expert_gate_up_weights", F32(&[4, 256, 2, 96])),
+            ("expert_down_weights", F32(&[4, 96, 256])),
+            ("expert_affinities", F32(&[3, 4])),
+            ("expert_index", Ids(&[3, 2], 4)),
+            ("is_all_expert", Text("false")),
+            ("expert_gate_up_bias", F32(&[4, 2, 96])),
+            ("expert_down_bias", F32(&[4, 256])),
+            ("expert_affinities_scaling_mode", Text("POST_SCALE")),
+            ("activation_fn", Text("Swish")),
+        ],
+    },
+    Case {
         kernel: "qkv_tkg",
         ranks: 1,
         // 4 tokens over trn2's 2 programs (H split in two), RMSNorm with fused add, 4 heads of 64 stored head by head.
@@ -504,6 +522,28 @@ fn mlp_context_encoding_runs_from_the_command_line_as_from_rust() {
         ],
     };
     runs_as_from_rust(&common::scratch("cli_run_mlp_cte"), &case);
+}
+
+#[test]
+fn moe_tkg_all_expert_runs_from_the_command_line_as_from_rust() {
+    // All-expert: 2 local experts of rank 0 over 130 tokens (two token tiles),
+    // H split over trn2's 2 programs, affinity-weighted, masked by the top-1 ids.
+    let case = Case {
+        kernel: "moe_tkg",
+        ranks: 1,
+        params: &[
+            ("hidden_input", F32(&[130, 256])),
+            ("expert_gate_up_weights", F32(&[2, 256, 2, 64])),
+            ("expert_down_weights", F32(&[2, 64, 256])),
+            ("expert_affinities", F32(&[130, 2])),
+            ("expert_index", Ids(&[130, 1], 2)),
+            ("is_all_expert", Text("true")),
+            ("rank_id", Ids(&[1, 1], 1)),
+            ("mask_unselected_experts", Text("true")),
+            ("expert_affinities_scaling_mode", Text("POST_SCALE")),
+        ],
+    };
+    runs_as_from_rust(&common::scratch("cli_run_moe_tkg_all"), &case);
 }
 
 #[test]

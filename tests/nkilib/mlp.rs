@@ -182,7 +182,7 @@ fn erf(x: f64) -> f64 {
 }
 
 /// The activations as the NKI docs define them.
-fn activation(a: ActFnType, x: f64) -> f64 {
+pub(crate) fn activation(a: ActFnType, x: f64) -> f64 {
     let sigmoid = |v: f64| 1.0 / (1.0 + (-v).exp());
     match a {
         ActFnType::SiLU => x * sigmoid(x),

@@ -10,6 +10,7 @@
 
 use crate::common::attention::run_numpy_kwargs;
 use crate::common::{Arg, as_dtype, assert_close, emitted_package, seed_of, tensor, uniform};
+use crate::mlp::activation;
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::moe::moe_tkg::moe_tkg::{ActFnType, ExpertAffinityScaleMode, MoeTkgCall, MoeTkgRule, moe_tkg, moe_tkg_violation};
 
@@ -152,24 +153,6 @@ struct Inputs {
     /// `[E_L, 2, I]`, `[E_L, H]`.
     gate_up_s: Vec<f64>,
     down_s: Vec<f64>,
-}
-
-/// `erf` by Abramowitz and Stegun 7.1.26 (absolute error below 1.5e-7).
-fn erf(x: f64) -> f64 {
-    let t = 1.0 / (1.0 + 0.327_591_1 * x.abs());
-    let poly = t * (0.254_829_592 + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
-    (1.0 - poly * (-x * x).exp()).copysign(x)
-}
-
-/// The activations as the NKI docs define them.
-fn activation(a: ActFnType, x: f64) -> f64 {
-    let sigmoid = |v: f64| 1.0 / (1.0 + (-v).exp());
-    match a {
-        ActFnType::SiLU => x * sigmoid(x),
-        GELU => 0.5 * x * (1.0 + erf(x / 2f64.sqrt())),
-        GELU_Tanh_Approx => 0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh()),
-        Swish => x * sigmoid(1.702 * x),
-    }
 }
 
 impl Config {
