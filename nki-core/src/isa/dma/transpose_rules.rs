@@ -10,12 +10,13 @@
 //!   shape, rank included (enforced since SDK 2.30). The memory spaces (`dst` in
 //!   SBUF, `src` in HBM or SBUF) are the op's parameter kinds and are checked
 //!   with them.
-//! * A direct transpose (a plain or `.ap()` source) accepts `dge_mode` unknown
-//!   or hwdge only. `swdge` lowers indirect transposes (a `vector_offset`
+//! * A direct transpose (a plain or `.ap()` source) accepts `dge_mode` unknown,
+//!   hwdge or none. `swdge` lowers indirect transposes (a `vector_offset`
 //!   source, trn2+), which nki-rs does not model, so it is rejected here, like
-//!   `oob_mode=skip`, which only applies to indirect sources. The DGE reference's
-//!   table also lists `none` for static transposes; the docstring, the op's own
-//!   contract, rejects it, and so do we.
+//!   `oob_mode=skip`, which only applies to indirect sources. `none` (no DGE, a
+//!   static transpose) is listed by the DGE reference's table though not by the
+//!   docstring; the AWS library's `mlp_tkg` transposes its bias and row scales
+//!   that way, and that kernel runs on hardware.
 //! * `dge_mode=hwdge` needs the hardware DGE (NeuronCore-v3, trn2, and newer), a
 //!   2-byte dtype, and `src.shape[0] == 16` for a 2-d source or `src.shape[0]`
 //!   in {1, 2, 4, 8, 16} with `src.shape[0] * src.shape[-2]` a multiple of 16 for
@@ -83,7 +84,7 @@ pub enum TransposeRule {
     Axes,
     /// `dst.shape` is `src.shape` permuted by `axes`, rank included.
     DstShape,
-    /// A direct transpose takes `dge_mode` unknown or hwdge.
+    /// A direct transpose takes `dge_mode` unknown, hwdge or none.
     DgeMode,
     /// `oob_mode=skip` needs an indirect source.
     OobSkip,
@@ -131,7 +132,7 @@ impl TransposeRule {
             TransposeRule::Axes => "axes must be the permutation of src's rank: (1, 0) for 2-d, (2, 1, 0) for 3-d, (3, 1, 2, 0) for 4-d",
             TransposeRule::DstShape => "dst must have exactly src's shape permuted by axes, rank included",
             TransposeRule::DgeMode => {
-                "a direct transpose takes dge_mode unknown or hwdge (swdge lowers indirect vector_offset sources, which nki-rs does not model; none is not supported)"
+                "a direct transpose takes dge_mode unknown, hwdge or none (swdge lowers indirect vector_offset sources, which nki-rs does not model)"
             }
             TransposeRule::OobSkip => "oob_mode=skip only applies to an indirect (vector_offset) src, which nki-rs does not model",
             TransposeRule::HwdgeGeneration => "the hardware DGE (dge_mode=hwdge) exists on NeuronCore-v3 (trn2) and newer",
@@ -238,8 +239,8 @@ impl TransposeCall<'_> {
                 ));
             }
         }
-        if let Some(mode @ (Dge::Swdge | Dge::None)) = self.dge {
-            out.push((TransposeRule::DgeMode, format!("dge_mode is {}", mode.name())));
+        if self.dge == Some(Dge::Swdge) {
+            out.push((TransposeRule::DgeMode, "dge_mode is swdge".into()));
         }
         if self.oob_skip == Some(true) {
             out.push((TransposeRule::OobSkip, "oob_mode is skip".into()));

@@ -86,7 +86,7 @@ def _hwdge_limits(op, src):
 def dma_transpose(dst, src, axes=None, priority=None, dge_mode=None, oob_mode=None, name=None):
     """`dst[i_0..i_n] = src[j]` with `j[axes[t]] = i_t`: dst in SBUF, src in HBM or
     SBUF, equal dtypes, `dst.shape` the permuted `src.shape` (rank included). A
-    direct source takes dge_mode unknown or hwdge (which adds its limits); an
+    direct source takes dge_mode unknown, hwdge (which adds its limits) or none; an
     indirect one (a vector_offset view: a gather-transpose) takes unknown or
     swdge and its own limits, and is the only kind that may use oob_mode=skip
     (dst keeps the elements whose source rows are out of bounds)."""
@@ -114,9 +114,9 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=None, oob_mode=No
     if src.is_indirect():
         _indirect_limits(op, src, mode)
     else:
-        if mode in (_dge_mode.swdge, _dge_mode.none):
-            raise NkiError(op, f"dge_mode: {mode.name} is not valid for a direct transpose, which takes unknown or "
-                               "hwdge (swdge serves indirect vector_offset sources)")
+        if mode is _dge_mode.swdge:
+            raise NkiError(op, "dge_mode: swdge is not valid for a direct transpose, which takes unknown, hwdge or "
+                               "none (swdge serves indirect vector_offset sources)")
         if oob is _oob_mode.skip:
             raise NkiError(op, "oob_mode: skip is only valid for an indirect (vector_offset) src")
         if mode is _dge_mode.hwdge:
