@@ -189,6 +189,18 @@ fn hardware_backward_is_within_bf16_roundings_of_float64() {
 }
 
 #[test]
+fn the_library_fp32_chunk_of_32768_does_not_fit_a_trn3_partition() {
+    // `x - m` reads two 128 KiB tiles and the `[P, 1]` max column: 4 bytes past
+    // the 256 KiB partition (the executor refuses it too).
+    let p = Problem::new(1, 32768, Dtype::F32);
+    let l = launch(Precision::Fp32, 1).generation(Generation::Trn3);
+    let (logits, targets) = (p.logits(), p.targets());
+    let e =
+        cross_entropy_forward::Call::new(&logits, &targets).positions_per_batch(1).chunk_size(32768).dtype(p.dtype).launch(&l).unwrap_err();
+    assert!(e.message.contains("SBUF capacity exceeded") && e.message.contains("works on 262148 B"), "{e}");
+}
+
+#[test]
 fn the_rules_refuse_by_name() {
     let p = Problem::new(4, 256, Dtype::F32);
     let l = Launch::new();

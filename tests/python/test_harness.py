@@ -746,6 +746,17 @@ class MemoryTest(unittest.TestCase):
                                "240000 B per partition of SBUF at once \\('tensor' 120000 B, 'tensor' 120000 B\\)", run, k)
 
 
+    def test_a_column_operand_counts_toward_the_partition(self):
+        # Two 112 KiB tiles fill a trn2 partition; the (P, 1) operand's 4 bytes are one too many.
+        def k(use_column):
+            x, y = nl.ndarray(shape=(128, 28672), dtype=nl.float32), nl.ndarray(shape=(128, 28672), dtype=nl.float32)
+            col = nl.ndarray(shape=(128, 1), dtype=nl.float32)
+            nisa.memset(dst=x, value=1.0)
+            nisa.memset(dst=col, value=2.0)
+            nisa.tensor_scalar(dst=y, data=x, op0=nl.subtract, operand0=col if use_column else 2.0)
+        self.assertRaisesRegex(NkiError, "SBUF capacity exceeded: nisa.tensor_scalar .* works on 229380 B", run, lambda: k(True))
+        run(lambda: k(False))
+
 class LaunchTest(unittest.TestCase):
     def test_lnc2_programs_share_hbm_and_meet_at_barriers(self):
         def k(rank):

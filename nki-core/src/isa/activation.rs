@@ -74,7 +74,9 @@ fn activate(name: &'static str, ctx: &Ctx, dst: &Tensor, op: NlOp, data: &Tensor
     ctx.begin_op(name)?;
     let mut writes = vec![dst];
     writes.extend(opts.reduce_res);
-    ctx.record(name, crate::profile::Unit::Scalar, &[data], &writes)?;
+    let reads: Vec<&Tensor> =
+        [Some(data), opts.bias.and_then(Operand::tensor), opts.scale.and_then(Operand::tensor)].into_iter().flatten().collect();
+    ctx.record(name, crate::profile::Unit::Scalar, &reads, &writes)?;
     if !op.is_unary() {
         return Err(NkiError::constraint(
             name,

@@ -149,7 +149,9 @@ pub struct TensorScalarOpts<'a> {
 pub fn tensor_scalar(ctx: &Ctx, dst: &Tensor, data: &Tensor, op0: NlOp, operand0: Operand<'_>, opts: TensorScalarOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.tensor_scalar";
     ctx.begin_op(OP)?;
-    ctx.record(OP, crate::profile::Unit::chosen(opts.engine, crate::profile::Unit::Vector), &[data], &[dst])?;
+    // The `(P, 1)` operands are in SBUF with the data (and count toward a partition's bytes).
+    let reads: Vec<&Tensor> = [Some(data), operand0.tensor(), opts.operand1.and_then(Operand::tensor)].into_iter().flatten().collect();
+    ctx.record(OP, crate::profile::Unit::chosen(opts.engine, crate::profile::Unit::Vector), &reads, &[dst])?;
     let (x, d) = (TileView::of(OP, "data", data)?, TileView::of(OP, "dst", dst)?);
     same_geometry(OP, ("dst", &d), ("data", &x), dst, data)?;
     engine_reach(OP, opts.engine, &[("data", data), ("dst", dst)])?;
@@ -199,7 +201,8 @@ pub fn scalar_tensor_tensor(
 ) -> Result<()> {
     const OP: &str = "nisa.scalar_tensor_tensor";
     ctx.begin_op(OP)?;
-    ctx.record(OP, crate::profile::Unit::Vector, &[data, operand1], &[dst])?;
+    let reads: Vec<&Tensor> = [Some(data), operand0.tensor(), Some(operand1)].into_iter().flatten().collect();
+    ctx.record(OP, crate::profile::Unit::Vector, &reads, &[dst])?;
     binary_op(OP, "op0", op0)?;
     binary_op(OP, "op1", op1)?;
     let (x, y, d) = (TileView::of(OP, "data", data)?, TileView::of(OP, "operand1", operand1)?, TileView::of(OP, "dst", dst)?);

@@ -154,7 +154,9 @@ pub fn tensor_scalar_reduce(
 ) -> Result<()> {
     const OP: &str = "nisa.tensor_scalar_reduce";
     ctx.begin_op(OP)?;
-    ctx.record(OP, crate::profile::Unit::Vector, &[data], &[dst])?;
+    let reads: Vec<&Tensor> = [Some(data), operand0.tensor(), opts.reduce_init.and_then(Operand::tensor)].into_iter().flatten().collect();
+    let writes: Vec<&Tensor> = [Some(dst), opts.reduce_res].into_iter().flatten().collect();
+    ctx.record(OP, crate::profile::Unit::Vector, &reads, &writes)?;
     reducible(OP, reduce_op)?;
     alu::check_alu_scalar_op(OP, "op0", op0, "operand0", operand0)?;
     if opts.reverse0 == Some(true) {

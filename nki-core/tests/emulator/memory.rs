@@ -7,7 +7,7 @@
 
 use crate::common::*;
 use nki_core::hw::Generation;
-use nki_core::isa::{self as nisa, EngineOpts, TensorReduceOpts};
+use nki_core::isa::{self as nisa, ActivationOpts, EngineOpts, Operand, TensorReduceOpts, TensorScalarOpts};
 use nki_core::nl::{self, NdarrayOpts, NlOp};
 use nki_core::{Buffer, Ctx, Dtype, ErrorKind, Launch, Result, Tensor};
 
@@ -281,6 +281,54 @@ fn one_instructions_operands_must_fit_in_sbuf_together() {
             "works on 245760 B per partition of SBUF at once ('x' 122880 B, 'y' 122880 B), more than the 229376 B a partition holds",
         ],
     );
+}
+
+/// An op writing `y` from `x` and a `(P, 1)` column: `op(ctx, y, x, col)`.
+type ColumnOp = fn(&Ctx, &Tensor, &Tensor, &Tensor) -> Result<()>;
+
+/// The `(P, 1)` column operands of the scalar ops (`operand0`/`operand1`, an
+/// activation's `bias` and `scale`) are in SBUF with the data: two 112 KiB tiles
+/// fill a trn2 partition exactly, and the column's 4 bytes are one too many (the
+/// executor counts every operand it reads; so does the emulator).
+#[test]
+fn a_scalar_ops_column_operand_counts_toward_the_partition() {
+    let half = 229_376 / 8;
+    let refused = |f: ColumnOp| {
+        expect_err(Launch::new().run(move |ctx| {
+            let (x, y) = (tile(ctx, Buffer::Sbuf, "x", &[128, half], None)?, tile(ctx, Buffer::Sbuf, "y", &[128, half], None)?);
+            let col = tile(ctx, Buffer::Sbuf, "col", &[128, 1], None)?;
+            set(ctx, &x, 1.0)?;
+            set(ctx, &col, 2.0)?;
+            f(ctx, &y, &x, &col)
+        }))
+    };
+    let ops: [(&str, ColumnOp); 3] = [
+        ("nisa.tensor_scalar", |ctx, y, x, col| {
+            nisa::tensor_scalar(ctx, y, x, NlOp::Subtract, Operand::Tensor(col), TensorScalarOpts::default())
+        }),
+        ("nisa.activation", |ctx, y, x, col| {
+            nisa::activation(ctx, y, NlOp::Exp, x, ActivationOpts { bias: Some(Operand::Tensor(col)), ..Default::default() })
+        }),
+        ("nisa.activation", |ctx, y, x, col| {
+            nisa::activation(ctx, y, NlOp::Exp, x, ActivationOpts { scale: Some(Operand::Tensor(col)), ..Default::default() })
+        }),
+    ];
+    for (name, op) in ops {
+        let e = refused(op);
+        assert_err(
+            &e,
+            ErrorKind::Capacity,
+            &[&format!("SBUF capacity exceeded: {name} (instruction"), "works on 229380 B per partition", "'col' 4 B"],
+        );
+    }
+    // A scalar operand is an immediate: the two tiles alone fit.
+    Launch::new()
+        .run(|ctx| {
+            let (x, y) = (tile(ctx, Buffer::Sbuf, "x", &[128, half], None)?, tile(ctx, Buffer::Sbuf, "y", &[128, half], None)?);
+            set(ctx, &x, 1.0)?;
+            nisa::tensor_scalar(ctx, &y, &x, NlOp::Subtract, Operand::Scalar(2.0), TensorScalarOpts::default())
+        })
+        .unwrap();
 }
 
 /// In a profile, tiles placed at shared bytes wait for each other: the load into
