@@ -170,3 +170,37 @@ fn helper_results_pass_as_optional_tiles() {
         assert_eq!(np[0], want, "numpy, twice = {twice}");
     }
 }
+
+/// How many times to add, as a trailing `if … else` (the helper's result).
+#[nki_helper]
+fn times_for(twice: bool) -> i64 {
+    if twice { 2 } else { 1 }
+}
+
+/// `x` or `2x` over its first 128 rows, the count from a helper's trailing `if`.
+#[nki_kernel]
+pub fn tail_if_helper(x: Hbm, twice: bool) -> Hbm {
+    let out = nl::ndarray([128, 64], x.dtype(), buffer = nl::shared_hbm);
+    let acc = nl::ndarray([128, 64], nl::float32);
+    nisa::memset(acc, 0.0);
+    add_times(acc, load_rows(x), times_for(twice));
+    nisa::dma_copy(out, acc);
+    out
+}
+
+#[test]
+fn a_trailing_if_else_is_the_helpers_result() {
+    let xs: Vec<f32> = (0..128 * 64).map(|i| (i % 9) as f32).collect();
+    let x = Tensor::from_f32(&[128, 64], &xs, Dtype::F32).unwrap();
+    for (twice, k) in [(false, 1.0), (true, 2.0)] {
+        let y = tail_if_helper::Call::new(&x, twice).launch(&Launch::new()).unwrap().to_f32_vec();
+        assert_eq!(y, xs.iter().map(|v| k * v).collect::<Vec<_>>(), "twice = {twice}");
+    }
+    // The helper returns Python's conditional expression.
+    let pkg = nki::emit::Package::new(&[&tail_if_helper::INFO]).unwrap();
+    assert!(
+        pkg.files().values().any(|py| py.contains("(the helper's result).\"\"\"\n    return 2 if twice else 1\n")),
+        "{:?}",
+        pkg.files()
+    );
+}

@@ -21,7 +21,7 @@ fn parse_stmts(block: &syn::Block, cx: &mut Parser<'_>) -> Block {
     for (i, s) in block.stmts.iter().enumerate() {
         cx.start_statement();
         match s {
-            syn::Stmt::Expr(e, None) if i + 1 == n && is_value(e) => out.tail = Some(parse_expr(e, cx)),
+            syn::Stmt::Expr(e, None) if i + 1 == n && (is_value(e) || is_value_if(e)) => out.tail = Some(parse_expr(e, cx)),
             _ => parse_stmt(s, &mut out.stmts, cx),
         }
     }
@@ -42,6 +42,15 @@ fn is_value(e: &syn::Expr) -> bool {
             | syn::Expr::Break(_)
             | syn::Expr::Continue(_)
     ) && region_form(e).is_none()
+}
+
+/// Whether a block's trailing `if` is its value rather than a statement: it has
+/// an `else` and its first branch ends in a value (`if c { a } else { b }` as a
+/// helper's result, Python's `a if c else b`). An `if` whose branches end in `;`
+/// stays a statement.
+fn is_value_if(e: &syn::Expr) -> bool {
+    let syn::Expr::If(i) = e else { return false };
+    i.else_branch.is_some() && matches!(i.then_branch.stmts.last(), Some(syn::Stmt::Expr(x, None)) if is_value(x) || is_value_if(x))
 }
 
 /// The form of `nl::fori_loop(..)` / `nl::while_loop(..)` / `nl::no_reorder(..)`.
