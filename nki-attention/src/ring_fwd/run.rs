@@ -180,7 +180,8 @@ impl RingFwdConfig {
 /// tests pre-scale queries).
 fn scale_values(q: &Tensor, scale: f64) -> Result<Tensor> {
     let s = scale as f32;
-    let vals: Vec<f32> = q.to_f32_vec().iter().map(|&x| x * s).collect();
+    let mut vals = q.to_f32_vec();
+    vals.iter_mut().for_each(|x| *x *= s);
     Tensor::from_f32(q.shape(), &vals, q.dtype())
 }
 
