@@ -58,8 +58,8 @@ pub use flash_bwd::*;
 #[nki_module]
 pub mod flash_bwd {
     use crate::ring_bwd::ring_attention_bwd::{
-        K_SEQ_TILE_SIZE, KeyTile, KvTiles, Q_SEQ_TILE_SIZE, Q_TILE_GROUP_SIZE, RingBwdAttnConfig, StepQueries, bwd_tile, check_grad_shapes,
-        compute_rowsum, head_tiles, load_kv_tiles, load_neg_lse, load_q_dy, sink_grad,
+        AttentionGradInputs, K_SEQ_TILE_SIZE, KeyTile, KvTiles, Q_SEQ_TILE_SIZE, Q_TILE_GROUP_SIZE, RingBwdAttnConfig, StepQueries,
+        bwd_tile, check_grad_shapes, compute_rowsum, head_tiles, load_kv_tiles, load_neg_lse, load_q_dy, sink_grad,
     };
     use crate::ring_features::{P_MAX, RingAttnFeatures};
     use nki::prelude::*;
@@ -107,18 +107,8 @@ pub mod flash_bwd {
     /// The kernel's HBM inputs.
     #[nki_object]
     pub struct AttentionBwdTensors {
-        /// Queries `[B, N, D, Sq]`.
-        pub q_ref: Tensor,
-        /// Keys `[B, N_kv, D, Sk]`.
-        pub k_ref: Tensor,
-        /// Values `[B, N_kv, D, Sk]`.
-        pub v_ref: Tensor,
-        /// The forward's output `[B, N, D, Sq]`.
-        pub o_ref: Tensor,
-        /// dL/dO `[B, N, D, Sq]`.
-        pub dy_ref: Tensor,
-        /// The forward's log-sum-exp `[B, N, P_MAX, Sq / P_MAX]`.
-        pub lse_ref: Tensor,
+        /// Q, K, V, O, dY and the log-sum-exp.
+        pub fwd: AttentionGradInputs,
         /// Sink logits `[B, N]` or `[B, N, num_sinks]`.
         pub sinks_ref: Option<Tensor>,
         /// First key of each query's sequence `[Sq]` (fp32).
@@ -216,23 +206,23 @@ pub mod flash_bwd {
     /// `k_start` of KV head `kvh` of batch `bid`.
     #[nki_helper]
     fn load_kv(blk: RingBwdAttnConfig, io: AttentionBwdTensors, bid: i64, kvh: i64, k_start: i64, width: i64) -> KvTiles {
-        load_kv_tiles(blk, io.k_ref[s![bid, kvh, .., ..]], io.v_ref[s![bid, kvh, .., ..]], k_start, width, None, None)
+        load_kv_tiles(blk, io.fwd.k_ref[s![bid, kvh, .., ..]], io.fwd.v_ref[s![bid, kvh, .., ..]], k_start, width, None, None)
     }
 
     /// Stages `-LSE` and `D` of query head `hid` of batch `bid` in `stats`
     /// (`[2, P_MAX, Sq / P_MAX]`) and, with sinks, writes the head's sink gradients.
     #[nki_helper]
     fn compute_row_stats(blk: RingBwdAttnConfig, io: AttentionBwdTensors, grads: AttentionBwdGrads, stats: Hbm, bid: i64, hid: i64) {
-        let neg_lse: Sbuf = load_neg_lse(io.lse_ref[s![bid, hid, .., ..]], blk.mixed_dtype, false);
-        let dos: Sbuf = compute_rowsum(blk, io.o_ref[s![bid, hid, .., ..]], io.dy_ref[s![bid, hid, .., ..]]);
+        let neg_lse: Sbuf = load_neg_lse(io.fwd.lse_ref[s![bid, hid, .., ..]], blk.mixed_dtype, false);
+        let dos: Sbuf = compute_rowsum(blk, io.fwd.o_ref[s![bid, hid, .., ..]], io.fwd.dy_ref[s![bid, hid, .., ..]]);
         nisa::dma_copy(stats[s![0, .., ..]], neg_lse);
         nisa::dma_copy(stats[s![1, .., ..]], dos);
         let (sinks, dsinks) = (io.sinks_ref, grads.dsinks);
         if let Some(sk) = sinks {
             if let Some(ds) = dsinks {
                 // Sink j of (bid, hid) and its gradient share one flat index.
-                let n = io.q_ref.shape()[1];
-                let ns = ds.shape()[1] / (io.q_ref.shape()[0] * n);
+                let n = io.fwd.q_ref.shape()[1];
+                let ns = ds.shape()[1] / (io.fwd.q_ref.shape()[0] * n);
                 for j in 0..ns {
                     sink_grad(sk, neg_lse, dos, ds, 0, (bid * n + hid) * ns + j);
                 }
@@ -304,8 +294,8 @@ pub mod flash_bwd {
             nisa::dma_copy(dos, stats[s![qh, 1, .., ..]]);
             let static_causal = cfg.causal && !cfg.bounded;
             let st = StepQueries {
-                q: io.q_ref[s![bid, hid, .., ..]],
-                dy: io.dy_ref[s![bid, hid, .., ..]],
+                q: io.fwd.q_ref[s![bid, hid, .., ..]],
+                dy: io.fwd.dy_ref[s![bid, hid, .., ..]],
                 neg_lse,
                 dos,
                 q_ids: None,
@@ -372,13 +362,13 @@ pub mod flash_bwd {
     /// The library's `validate_inputs`: shapes and dtypes of the inputs.
     #[nki_helper]
     fn validate_inputs(io: AttentionBwdTensors, use_causal_mask: bool, sliding_window: i64) {
-        let q_shape = io.q_ref.shape();
-        assert!(io.q_ref.ndim() == 4, "q_ref must be [bs, nheads, d_head, seqlen_q], got {q_shape}");
+        let q_shape = io.fwd.q_ref.shape();
+        assert!(io.fwd.q_ref.ndim() == 4, "q_ref must be [bs, nheads, d_head, seqlen_q], got {q_shape}");
         let [b, n, _dh, sq] = q_shape;
-        let n_kv = io.k_ref.shape()[1];
+        let n_kv = io.fwd.k_ref.shape()[1];
         assert!(n_kv >= 1 && n % n_kv == 0, KV_HEADS);
-        check_grad_shapes(io.q_ref, io.k_ref, io.v_ref, io.o_ref, io.dy_ref, io.lse_ref, false);
-        let sk = io.k_ref.shape()[3];
+        check_grad_shapes(io.fwd, false);
+        let sk = io.fwd.k_ref.shape()[3];
         assert!(sq >= Q_SEQ_TILE_SIZE && sq % Q_SEQ_TILE_SIZE == 0 && sk >= P_MAX && sk % P_MAX == 0, SEQLEN_TILES);
         assert!(!use_causal_mask || sq == sk, CAUSAL_SEQLENS);
         let sinks = io.sinks_ref;
@@ -437,7 +427,12 @@ pub mod flash_bwd {
         softmax_scale: Option<f64>,
         sliding_window: Option<i64>,
     ) -> Outputs {
-        let io = AttentionBwdTensors { q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, sinks_ref, bound_min, bound_max };
+        let io = AttentionBwdTensors {
+            fwd: AttentionGradInputs { q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref },
+            sinks_ref,
+            bound_min,
+            bound_max,
+        };
         let window_arg = sliding_window.unwrap_or(0);
         validate_inputs(io, use_causal_mask, window_arg);
         let [b, n, dh, sq] = q_ref.shape();

@@ -104,21 +104,29 @@ pub mod ring_bwd {
         pub scale: f64,
     }
 
+    /// The forward's tensors and the output gradient, as every attention
+    /// backward takes them (`Sq` the queries', `Sk` the keys' length).
+    #[nki_object]
+    pub struct AttentionGradInputs {
+        /// Queries `[B, N, D, Sq]`.
+        pub q_ref: Tensor,
+        /// Keys `[B, N_kv, D, Sk]`.
+        pub k_ref: Tensor,
+        /// Values `[B, N_kv, D, Sk]`.
+        pub v_ref: Tensor,
+        /// The forward's output `[B, N, D, Sq]`.
+        pub o_ref: Tensor,
+        /// dL/dO `[B, N, D, Sq]`.
+        pub dy_ref: Tensor,
+        /// The forward's log-sum-exp `[B, N, P_MAX, Sq / P_MAX]`.
+        pub lse_ref: Tensor,
+    }
+
     /// The kernel's HBM inputs.
     #[nki_object]
     pub struct RingBwdTensors {
-        /// Queries `[B, N, D, S]`.
-        pub q_ref: Tensor,
-        /// Keys `[B, N_kv, D, S]`.
-        pub k_ref: Tensor,
-        /// Values `[B, N_kv, D, S]`.
-        pub v_ref: Tensor,
-        /// The forward's output `[B, N, D, S]`.
-        pub o_ref: Tensor,
-        /// dL/dO `[B, N, D, S]`.
-        pub dy_ref: Tensor,
-        /// The forward's log-sum-exp `[B, N, P_MAX, S / P_MAX]`.
-        pub lse_ref: Tensor,
+        /// Q, K, V, O, dY and the log-sum-exp (`Sq = Sk = S`, the rank's tokens).
+        pub fwd: AttentionGradInputs,
         /// Sink logits `[N]`.
         pub sinks: Option<Tensor>,
         /// The segment ids, the bias and the ring positions (as the forward's).
@@ -660,8 +668,8 @@ pub mod ring_bwd {
     /// and, with sinks, writes this rank's share of the head's sink gradient.
     #[nki_helper]
     fn stage_row_stats(cfg: RingBwdAttnConfig, io: RingBwdTensors, stats: Hbm, dsink_part: Hbm, bid: i64, hid: i64) {
-        let neg_lse: Sbuf = load_neg_lse(io.lse_ref[s![bid, hid, .., ..]], cfg.mixed_dtype, cfg.ring.segmented);
-        let dos: Sbuf = compute_rowsum(cfg, io.o_ref[s![bid, hid, .., ..]], io.dy_ref[s![bid, hid, .., ..]]);
+        let neg_lse: Sbuf = load_neg_lse(io.fwd.lse_ref[s![bid, hid, .., ..]], cfg.mixed_dtype, cfg.ring.segmented);
+        let dos: Sbuf = compute_rowsum(cfg, io.fwd.o_ref[s![bid, hid, .., ..]], io.fwd.dy_ref[s![bid, hid, .., ..]]);
         nisa::dma_copy(stats[s![0, .., ..]], neg_lse);
         nisa::dma_copy(stats[s![1, .., ..]], dos);
         let sinks = io.sinks;
@@ -744,7 +752,7 @@ pub mod ring_bwd {
                 nisa::dma_copy(qi, qs.ap([[1, P_MAX], [P_MAX, qnt]], offset = bid * sl));
             }
         }
-        load_kv_tiles(cfg, io.k_ref[s![bid, kvh, .., ..]], io.v_ref[s![bid, kvh, .., ..]], 0, sl, k_ids, own_q_ids)
+        load_kv_tiles(cfg, io.fwd.k_ref[s![bid, kvh, .., ..]], io.fwd.v_ref[s![bid, kvh, .., ..]], 0, sl, k_ids, own_q_ids)
     }
 
     /// K and V of the `width` keys from `k_start` of one KV head's `[D, S]` views
@@ -803,9 +811,9 @@ pub mod ring_bwd {
         hid: i64,
     ) {
         let slot = cfg.lnc_id;
-        nisa::dma_copy(send.q[s![slot, .., ..]], io.q_ref[s![bid, hid, .., ..]]);
-        nisa::dma_copy(send.dy[s![slot, .., ..]], io.dy_ref[s![bid, hid, .., ..]]);
-        nisa::dma_copy(send.lse[s![slot, .., ..]], io.lse_ref[s![bid, hid, .., ..]]);
+        nisa::dma_copy(send.q[s![slot, .., ..]], io.fwd.q_ref[s![bid, hid, .., ..]]);
+        nisa::dma_copy(send.dy[s![slot, .., ..]], io.fwd.dy_ref[s![bid, hid, .., ..]]);
+        nisa::dma_copy(send.lse[s![slot, .., ..]], io.fwd.lse_ref[s![bid, hid, .., ..]]);
         nisa::dma_copy(send.dos[s![slot, .., ..]], dos);
         let (send_ids, own_q_ids) = (send.ids, kv.own_q_ids);
         if let Some(si) = send_ids {
@@ -1024,14 +1032,14 @@ pub mod ring_bwd {
     /// The shapes and dtypes of the inputs (the library checks none but `q_ref`;
     /// mismatches would read out of bounds).
     #[nki_helper]
-    fn check_shapes(q_ref: Hbm, k_ref: Hbm, v_ref: Hbm, o_ref: Hbm, dy_ref: Hbm, lse_ref: Hbm) {
-        let q_shape = q_ref.shape();
-        assert!(q_ref.ndim() == 4, "q_ref must be [B, N, D, S], got {q_shape}");
+    fn check_shapes(io: AttentionGradInputs) {
+        let q_shape = io.q_ref.shape();
+        assert!(io.q_ref.ndim() == 4, "q_ref must be [B, N, D, S], got {q_shape}");
         let [_b, n, _dh, sl] = q_shape;
         assert!(sl >= Q_SEQ_TILE_SIZE && sl % Q_SEQ_TILE_SIZE == 0, crate::ring_rules::SEQLEN_MULTIPLE);
-        let n_kv = k_ref.shape()[1];
+        let n_kv = io.k_ref.shape()[1];
         assert!(n_kv >= 1 && n % n_kv == 0, crate::ring_rules::KV_HEADS);
-        check_grad_shapes(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, true);
+        check_grad_shapes(io, true);
     }
 
     /// The shapes and dtypes every attention backward's inputs share, `q_ref`
@@ -1039,7 +1047,8 @@ pub mod ring_bwd {
     /// O and dY like Q, the log-sum-exp `[B, N, 128, S / 128]` of the queries, one
     /// dtype for all but the log-sum-exp.
     #[nki_helper]
-    pub(crate) fn check_grad_shapes(q_ref: Hbm, k_ref: Hbm, v_ref: Hbm, o_ref: Hbm, dy_ref: Hbm, lse_ref: Hbm, same_seqlen: bool) {
+    pub(crate) fn check_grad_shapes(io: AttentionGradInputs, same_seqlen: bool) {
+        let (q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref) = (io.q_ref, io.k_ref, io.v_ref, io.o_ref, io.dy_ref, io.lse_ref);
         let q_shape = q_ref.shape();
         let [b, n, dh, sl] = q_shape;
         let k_shape = k_ref.shape();
@@ -1128,7 +1137,8 @@ pub mod ring_bwd {
             soft_cap,
             q_segment_ids.is_some(),
         );
-        check_shapes(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref);
+        let fwd = AttentionGradInputs { q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref };
+        check_shapes(fwd);
         let [b, n, dh, sl] = q_ref.shape();
         let (q_shape, k_shape, n_kv, kdt) = (q_ref.shape(), k_ref.shape(), k_ref.shape()[1], q_ref.dtype());
         let (dts, dnt): (i64, i64) = head_tiles(dh);
@@ -1172,7 +1182,7 @@ pub mod ring_bwd {
             scratch: nl::ndarray([lnc_size, dh, sl], nl::float32, buffer = nl::shared_hbm),
         };
         let tensors: RingTensors = ring_tensors(ring, q_segment_ids, kv_segment_ids, bias);
-        let io = RingBwdTensors { q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, sinks, ring: tensors };
+        let io = RingBwdTensors { fwd, sinks, ring: tensors };
 
         let pairs = b * n_kv;
         let rounds = (pairs + lnc_size - 1) / lnc_size;

@@ -6,6 +6,7 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .ring_attention_bwd import AttentionGradInputs
 from .ring_attention_bwd import K_SEQ_TILE_SIZE
 from .ring_attention_bwd import KeyTile
 from .ring_attention_bwd import KvTiles
@@ -86,18 +87,8 @@ class AttentionBwdConfig(nl.NKIObject):
 class AttentionBwdTensors(nl.NKIObject):
     """The kernel's HBM inputs."""
 
-    q_ref: object
-    "Queries `[B, N, D, Sq]`."
-    k_ref: object
-    "Keys `[B, N_kv, D, Sk]`."
-    v_ref: object
-    "Values `[B, N_kv, D, Sk]`."
-    o_ref: object
-    "The forward's output `[B, N, D, Sq]`."
-    dy_ref: object
-    "dL/dO `[B, N, D, Sq]`."
-    lse_ref: object
-    "The forward's log-sum-exp `[B, N, P_MAX, Sq / P_MAX]`."
+    fwd: AttentionGradInputs
+    "Q, K, V, O, dY and the log-sum-exp."
     sinks_ref: object
     "Sink logits `[B, N]` or `[B, N, num_sinks]`."
     bound_min: object
@@ -122,13 +113,13 @@ class AttentionBwdGrads(nl.NKIObject):
 
 def validate_inputs(io, use_causal_mask, sliding_window):
     """The library's `validate_inputs`: shapes and dtypes of the inputs."""
-    q_shape = io.q_ref.shape
-    assert io.q_ref.ndim == 4, f"q_ref must be [bs, nheads, d_head, seqlen_q], got {q_shape}"
+    q_shape = io.fwd.q_ref.shape
+    assert io.fwd.q_ref.ndim == 4, f"q_ref must be [bs, nheads, d_head, seqlen_q], got {q_shape}"
     b, n, _dh, sq = q_shape
-    n_kv = io.k_ref.shape[1]
+    n_kv = io.fwd.k_ref.shape[1]
     assert n_kv >= 1 and n % n_kv == 0, KV_HEADS
-    check_grad_shapes(io.q_ref, io.k_ref, io.v_ref, io.o_ref, io.dy_ref, io.lse_ref, False)
-    sk = io.k_ref.shape[3]
+    check_grad_shapes(io.fwd, False)
+    sk = io.fwd.k_ref.shape[3]
     assert sq >= Q_SEQ_TILE_SIZE and sq % Q_SEQ_TILE_SIZE == 0 and sk >= P_MAX and sk % P_MAX == 0, SEQLEN_TILES
     assert not use_causal_mask or sq == sk, CAUSAL_SEQLENS
     sinks = io.sinks_ref
@@ -186,8 +177,8 @@ def compute_row_stats(blk, io, grads, stats, bid, hid):
     """Stages `-LSE` and `D` of query head `hid` of batch `bid` in `stats`
     (`[2, P_MAX, Sq / P_MAX]`) and, with sinks, writes the head's sink gradients.
     """
-    neg_lse = load_neg_lse(io.lse_ref[bid, hid, :, :], blk.mixed_dtype, False)
-    dos = compute_rowsum(blk, io.o_ref[bid, hid, :, :], io.dy_ref[bid, hid, :, :])
+    neg_lse = load_neg_lse(io.fwd.lse_ref[bid, hid, :, :], blk.mixed_dtype, False)
+    dos = compute_rowsum(blk, io.fwd.o_ref[bid, hid, :, :], io.fwd.dy_ref[bid, hid, :, :])
     nisa.dma_copy(dst=stats[0, :, :], src=neg_lse)
     nisa.dma_copy(dst=stats[1, :, :], src=dos)
     sinks, dsinks = (io.sinks_ref, grads.dsinks)
@@ -195,8 +186,8 @@ def compute_row_stats(blk, io, grads, stats, bid, hid):
         sk = sinks
         if dsinks is not None:
             ds = dsinks
-            n = io.q_ref.shape[1]
-            ns = ds.shape[1] // (io.q_ref.shape[0] * n)
+            n = io.fwd.q_ref.shape[1]
+            ns = ds.shape[1] // (io.fwd.q_ref.shape[0] * n)
             for j in range(ns):
                 sink_grad(sk, neg_lse, dos, ds, 0, (bid * n + hid) * ns + j)
 
@@ -241,7 +232,7 @@ def load_kv(blk, io, bid, kvh, k_start, width):
     """The library's `load_kv`: K, V and zeroed dK, dV of the `width` keys from
     `k_start` of KV head `kvh` of batch `bid`.
     """
-    return load_kv_tiles(blk, io.k_ref[bid, kvh, :, :], io.v_ref[bid, kvh, :, :], k_start, width, None, None)
+    return load_kv_tiles(blk, io.fwd.k_ref[bid, kvh, :, :], io.fwd.v_ref[bid, kvh, :, :], k_start, width, None, None)
 
 
 def get_required_tiles_mask(cfg, qg, cg, k0, kts):
@@ -299,7 +290,7 @@ def flash_attn_bwd_section(cfg, blk, io, grads, stats, bid, kvh, k_start):
         nisa.dma_copy(dst=neg_lse, src=stats[qh, 0, :, :])
         nisa.dma_copy(dst=dos, src=stats[qh, 1, :, :])
         static_causal = cfg.causal and not cfg.bounded
-        st = StepQueries(q=io.q_ref[bid, hid, :, :], dy=io.dy_ref[bid, hid, :, :], neg_lse=neg_lse, dos=dos, q_ids=None, bias=None, lower=lower, upper=upper, causal=static_causal, skip=static_causal)
+        st = StepQueries(q=io.fwd.q_ref[bid, hid, :, :], dy=io.fwd.dy_ref[bid, hid, :, :], neg_lse=neg_lse, dos=dos, q_ids=None, bias=None, lower=lower, upper=upper, causal=static_causal, skip=static_causal)
         for qg in range(0, qnt, Q_TILE_GROUP_SIZE):
             cg = min(qnt - qg, Q_TILE_GROUP_SIZE)
             flash_attn_bwd_group(cfg, blk, kv, st, grads.dq[bid, hid, :, :], k_start, qg, cg)
@@ -353,7 +344,7 @@ def attention_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, sinks_ref=None, b
     assert sinks_ref is None or sinks_ref.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_bwd takes sinks_ref as float32, bfloat16 or float16"
     assert bound_min is None or bound_min.dtype in (nl.float32,), "attention_bwd takes bound_min as float32"
     assert bound_max is None or bound_max.dtype in (nl.float32,), "attention_bwd takes bound_max as float32"
-    io = AttentionBwdTensors(q_ref=q_ref, k_ref=k_ref, v_ref=v_ref, o_ref=o_ref, dy_ref=dy_ref, lse_ref=lse_ref, sinks_ref=sinks_ref, bound_min=bound_min, bound_max=bound_max)
+    io = AttentionBwdTensors(fwd=AttentionGradInputs(q_ref=q_ref, k_ref=k_ref, v_ref=v_ref, o_ref=o_ref, dy_ref=dy_ref, lse_ref=lse_ref), sinks_ref=sinks_ref, bound_min=bound_min, bound_max=bound_max)
     window_arg = sliding_window if sliding_window is not None else 0
     validate_inputs(io, use_causal_mask, window_arg)
     b, n, dh, sq = q_ref.shape

@@ -12,30 +12,21 @@ from .common_types import QKVWeightLayout
 from .common_types import QuantizationType
 from .layernorm_tkg import layernorm_tkg_shard_on_bxs
 from .layernorm_tkg import layernorm_tkg_shard_on_h
+from .qkv_tkg_common import I_BLOCK_SIZE
+from .qkv_tkg_common import I_TILE_SIZE
+from .qkv_tkg_common import NUM_PSUM_BANKS
+from .qkv_tkg_common import P_MAX
+from .qkv_tkg_common import QkvTkgDims
+from .qkv_tkg_common import qkv_tkg_dims
+from .qkv_tkg_common import sum_lnc_partials
 from .qkv_tkg_mx_impl import qkv_tkg_mx_impl
 from .qkv_tkg_mx_impl import validate_qkv_tkg_mx
 from .rmsnorm_tkg import rmsnorm_tkg_shard_on_bxs
 from .rmsnorm_tkg import rmsnorm_tkg_shard_on_h
 
 
-# Partitions: the hidden dim is laid on them.
-P_MAX = 128
-
-
 # Columns of one fp32 PSUM bank: one matmul's moving free size.
 F_MAX = 512
-
-
-# PSUM banks: one I block holds one bank per I tile.
-NUM_PSUM_BANKS = 8
-
-
-# Output columns per matmul.
-I_TILE_SIZE = 512
-
-
-# Output columns per I block: every PSUM bank.
-I_BLOCK_SIZE = 4096
 
 
 # Hidden rows per weight load (one DMA of `[128, 16, I block]`).
@@ -50,24 +41,12 @@ NUM_TILES_PER_H_BLOCK = 16
 FP8_E4M3_MAX = 240.0
 
 
-# The DMA queue the LNC2 partial outputs are exchanged over.
-PIPE_ID = 0
-
-
 @dataclass
 class QkvTkgConfig(nl.NKIObject):
     """The call's dimensions, its program's hidden shard and the array tiling."""
 
-    b: int
-    "Batch."
-    s: int
-    "Sequence length."
-    bxs: int
-    "`B · S`: the token rows."
-    h: int
-    "Hidden size."
-    i: int
-    "Fused QKV width `(num_q_heads + 2·num_kv_heads)·d_head`."
+    dims: QkvTkgDims
+    "`B`, `S`, `B · S`, `H` and `I`."
     d_head: int
     "Head size (0 when not given)."
     n_q_heads: int
@@ -146,38 +125,37 @@ def validate_qkv_tkg(hidden, qkv_w, fused_add, mlp_prev, attn_prev, norm_type, n
 
 def qkv_tkg_config(hidden, qkv_w, d_head, n_q_heads, n_kv_heads, quantization_type):
     """The config of a `[B, S, H]` input and `[H, I]` weights on this launch."""
-    b, s, h = hidden.shape
-    i = qkv_w.shape[1]
+    dims = qkv_tkg_dims(hidden, qkv_w)
+    h, bxs = (dims.h, dims.bxs)
     grid = nl.program_ndim() == 1
     num_shards = nl.num_programs(axes=0) if grid else 1
     shard_id = nl.program_id(axis=0) if grid else 0
     h1_shard = h // P_MAX // num_shards
-    bxs = b * s
     fit = 32 if bxs <= 32 else 64 if bxs <= 64 else P_MAX
     dim = 64 if nisa.get_nc_version() == nisa.nc_version.gen2 else fit
     factor = P_MAX // dim
     rem_tiles = h1_shard % NUM_TILES_PER_H_BLOCK
     whole = rem_tiles % factor != 0
-    return QkvTkgConfig(b=b, s=s, bxs=b * s, h=h, i=i, d_head=d_head, n_q_heads=n_q_heads, n_kv_heads=n_kv_heads, static_quant=quantization_type == QuantizationType.STATIC, row_quant=quantization_type == QuantizationType.ROW, num_shards=num_shards, shard_id=shard_id, h1_shard=h1_shard, array_tiling_dim=dim, array_tiling_factor=factor, remainder_array_tiling_dim=P_MAX if whole else dim, remainder_array_tiling_factor=1 if whole else factor)
+    return QkvTkgConfig(dims=dims, d_head=d_head, n_q_heads=n_q_heads, n_kv_heads=n_kv_heads, static_quant=quantization_type == QuantizationType.STATIC, row_quant=quantization_type == QuantizationType.ROW, num_shards=num_shards, shard_id=shard_id, h1_shard=h1_shard, array_tiling_dim=dim, array_tiling_factor=factor, remainder_array_tiling_dim=P_MAX if whole else dim, remainder_array_tiling_factor=1 if whole else factor)
 
 
 def fused_residual_add_hbm2hbm(cfg, hidden, attn_prev, mlp_prev):
     """`hidden + attn_prev + mlp_prev` into a new `[B, S, H]` HBM tensor: one
     DMA reduction over this program's hidden shard (all of it on one program).
     """
-    bxs, h, n = (cfg.bxs, cfg.h, cfg.num_shards)
+    bxs, h, n = (cfg.dims.bxs, cfg.dims.h, cfg.num_shards)
     fused = nl.ndarray(shape=(bxs, h), dtype=hidden.dtype, buffer=nl.shared_hbm)
     w, c0 = (h // n, cfg.shard_id * (h // n))
     srcs = [hidden.reshape(shape=(bxs, h))[:, c0:c0 + w], attn_prev.reshape(shape=(bxs, h))[:, c0:c0 + w], mlp_prev.reshape(shape=(bxs, h))[:, c0:c0 + w]]
     nisa.dma_compute(dst=fused[:, c0:c0 + w], srcs=srcs, reduce_op=nl.add, scales=[1.0, 1.0, 1.0])
-    return fused.reshape(shape=(cfg.b, cfg.s, h))
+    return fused.reshape(shape=(cfg.dims.b, cfg.dims.s, h))
 
 
 def input_load(cfg, x):
     """This program's hidden shard of `x` `[B·S, H]` in SBUF as `[128, B·S,
     h1_shard]` (the layout of the module docs).
     """
-    bxs, h, h2 = (cfg.bxs, cfg.h, cfg.h1_shard)
+    bxs, h, h2 = (cfg.dims.bxs, cfg.dims.h, cfg.h1_shard)
     hidden_sb = nl.ndarray(shape=(P_MAX, bxs, h2), dtype=x.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=hidden_sb, src=x.ap(pattern=[[h2, P_MAX], [h, bxs], [1, h2]], offset=cfg.shard_id * (h // cfg.num_shards)))
     return hidden_sb
@@ -192,7 +170,7 @@ def fused_norm_and_load(cfg, x, norm_type, norm_w, norm_bias, eps, hidden_actual
     """
     if norm_type == NormType.NO_NORM:
         return input_load(cfg, x)
-    bxs, h1 = (cfg.bxs, cfg.h // P_MAX)
+    bxs, h1 = (cfg.dims.bxs, cfg.dims.h // P_MAX)
     gamma = norm_w if norm_w is not None else x
     normed = nl.ndarray(shape=(P_MAX, bxs, h1), dtype=x.dtype, buffer=nl.private_hbm)
     sharded = cfg.num_shards == 2
@@ -263,7 +241,7 @@ def process_h_block(cfg, hidden_sb, w, psum, t0, tiles, dim, factor):
                 r0 = dim * f
                 for it in range(-(-iw // I_TILE_SIZE)):
                     c0, c1 = (it * I_TILE_SIZE, min((it + 1) * I_TILE_SIZE, iw))
-                    nisa.nc_matmul(dst=psum[r0:r0 + cfg.bxs, it, 0:c1 - c0], stationary=hidden_sb[:, :, t0 + l0 + t], moving=w_sb[:, t, c0:c1], tile_position=(0, r0), tile_size=(P_MAX, dim))
+                    nisa.nc_matmul(dst=psum[r0:r0 + cfg.dims.bxs, it, 0:c1 - c0], stationary=hidden_sb[:, :, t0 + l0 + t], moving=w_sb[:, t, c0:c1], tile_position=(0, r0), tile_size=(P_MAX, dim))
 
 
 def accumulate_psum_to_output(cfg, out_sb, psum):
@@ -277,14 +255,14 @@ def accumulate_psum_to_output(cfg, out_sb, psum):
         for f in range(factor):
             r0 = dim * f
             o = out_sb[:, c0:c1]
-            nisa.tensor_tensor(dst=o, data1=o, data2=psum[r0:r0 + cfg.bxs, it, 0:c1 - c0], op=nl.add)
+            nisa.tensor_tensor(dst=o, data1=o, data2=psum[r0:r0 + cfg.dims.bxs, it, 0:c1 - c0], op=nl.add)
 
 
 def static_dequantize(cfg, out_sb, scales, i0):
     """STATIC dequantization of columns `i0..` of the projection in `out_sb`:
     the Q, K and V columns times their factors (`scales` columns 0, 1, 2).
     """
-    bxs, width, d = (cfg.bxs, out_sb.shape[1], cfg.d_head)
+    bxs, width, d = (cfg.dims.bxs, out_sb.shape[1], cfg.d_head)
     q_end = min(d * cfg.n_q_heads, i0 + width) - i0
     if q_end > 0:
         o = out_sb[:, 0:q_end]
@@ -311,7 +289,7 @@ def row_dequantize(cfg, out_sb, w_scale):
         nisa.dma_copy(dst=scale_sb, src=w_scale.broadcast(dim=0, size=P_MAX))
     else:
         nisa.dma_copy(dst=scale_sb, src=w_scale)
-    nisa.tensor_tensor(dst=out_sb, data1=out_sb, data2=scale_sb[0:cfg.bxs, :], op=nl.multiply)
+    nisa.tensor_tensor(dst=out_sb, data1=out_sb, data2=scale_sb[0:cfg.dims.bxs, :], op=nl.multiply)
 
 
 def apply_bias(out_sb, bias):
@@ -331,7 +309,7 @@ def compute_qkv_i_block(cfg, hidden_sb, w, qkv_bias, quant_scales, w_scale, dtyp
     with two programs the other program's partial sums. `quant_scales` are
     STATIC quantization's (read only with it).
     """
-    bxs = cfg.bxs
+    bxs = cfg.dims.bxs
     out_sb = nl.ndarray(shape=(bxs, width), dtype=dtype, buffer=nl.sbuf)
     quantized = cfg.static_quant or cfg.row_quant
     bias_here = qkv_bias is not None and cfg.shard_id == 0 and not quantized
@@ -361,11 +339,7 @@ def compute_qkv_i_block(cfg, hidden_sb, w, qkv_bias, quant_scales, w_scale, dtyp
         bias = qkv_bias
         if quantized and cfg.shard_id == 0:
             apply_bias(out_sb, bias[:, i0:i0 + width])
-    if cfg.num_shards > 1:
-        recv = nl.ndarray(shape=(bxs, width), dtype=out_sb.dtype, buffer=nl.sbuf)
-        other = 1 - cfg.shard_id
-        nisa.sendrecv(src=out_sb, dst=recv, send_to_rank=other, recv_from_rank=other, pipe_id=PIPE_ID)
-        nisa.tensor_tensor(dst=out_sb, data1=out_sb, data2=recv, op=nl.add)
+    sum_lnc_partials(out_sb, cfg.num_shards, cfg.shard_id)
     return out_sb
 
 
@@ -386,7 +360,7 @@ def qkv_projection_hbm_output(cfg, hidden_sb, qkv_w, qkv_bias, quant_scales, w_s
     """The projection of this program's `hidden_sb` into a new HBM output of
     `dtype`, I block by I block, in `output_layout`.
     """
-    bxs, i, d = (cfg.bxs, cfg.i, cfg.d_head)
+    bxs, i, d = (cfg.dims.bxs, cfg.dims.i, cfg.d_head)
     output = nl.ndarray(shape=(i // d, bxs, d), dtype=dtype, buffer=nl.shared_hbm) if nbsd else nl.ndarray(shape=(bxs, i), dtype=dtype, buffer=nl.shared_hbm)
     h2 = cfg.h1_shard
     w = qkv_w.reshape(shape=(cfg.num_shards, P_MAX, h2, i))[cfg.shard_id, :, :, :]
@@ -396,8 +370,8 @@ def qkv_projection_hbm_output(cfg, hidden_sb, qkv_w, qkv_bias, quant_scales, w_s
         out_sb = compute_qkv_i_block(cfg, hidden_sb, w, qkv_bias, quant_scales, w_scale, dtype, i0, width)
         store_qkv_output_to_hbm(cfg, output, out_sb, i0, width, nbsd)
     if nbsd:
-        return output.reshape(shape=(i // d, cfg.b, cfg.s, d))
-    return output.reshape(shape=(cfg.b, cfg.s, i))
+        return output.reshape(shape=(i // d, cfg.dims.b, cfg.dims.s, d))
+    return output.reshape(shape=(cfg.dims.b, cfg.dims.s, i))
 
 
 def qkv_projection_static(cfg, hidden_sb, qkv_w, qkv_bias, qkv_w_scale, qkv_in_scale, dtype, nbsd):
@@ -447,8 +421,8 @@ def qkv_tkg(hidden, qkv_w, norm_w=None, fused_add=False, mlp_prev=None, attn_pre
     validate_quantization(hidden.dtype, qkv_w, quantization_type, qkv_w_scale, qkv_in_scale, dh, nq, nkv)
     validate_qkv_tkg(hidden, qkv_w, fused_add, mlp_prev, attn_prev, norm_type, norm_w, norm_bias, qkv_bias, output_layout, dh, ha)
     cfg = qkv_tkg_config(hidden, qkv_w, dh, nq, nkv, quantization_type)
-    x = fused_residual_add_hbm2hbm(cfg, hidden, attn_prev if attn_prev is not None else hidden, mlp_prev if mlp_prev is not None else hidden) if fused_add else hidden.reshape(shape=(cfg.bxs, h))
-    hidden_sb = fused_norm_and_load(cfg, x.reshape(shape=(cfg.bxs, h)), norm_type, norm_w, norm_bias, eps, ha)
+    x = fused_residual_add_hbm2hbm(cfg, hidden, attn_prev if attn_prev is not None else hidden, mlp_prev if mlp_prev is not None else hidden) if fused_add else hidden.reshape(shape=(cfg.dims.bxs, h))
+    hidden_sb = fused_norm_and_load(cfg, x.reshape(shape=(cfg.dims.bxs, h)), norm_type, norm_w, norm_bias, eps, ha)
     dtype, nbsd = (hidden.dtype, output_layout == QKVOutputLayout.NBSd)
     output = qkv_projection_static(cfg, hidden_sb, qkv_w, qkv_bias, qkv_w_scale if qkv_w_scale is not None else qkv_w, qkv_in_scale if qkv_in_scale is not None else qkv_w, dtype, nbsd) if cfg.static_quant else qkv_projection_hbm_output(cfg, hidden_sb, qkv_w, qkv_bias, hidden_sb, qkv_w_scale, dtype, nbsd)
     if fused_add:

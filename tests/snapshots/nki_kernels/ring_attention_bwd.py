@@ -85,21 +85,31 @@ class RingBwdAttnConfig(nl.NKIObject):
 
 
 @dataclass
+class AttentionGradInputs(nl.NKIObject):
+    """The forward's tensors and the output gradient, as every attention
+    backward takes them (`Sq` the queries', `Sk` the keys' length).
+    """
+
+    q_ref: object
+    "Queries `[B, N, D, Sq]`."
+    k_ref: object
+    "Keys `[B, N_kv, D, Sk]`."
+    v_ref: object
+    "Values `[B, N_kv, D, Sk]`."
+    o_ref: object
+    "The forward's output `[B, N, D, Sq]`."
+    dy_ref: object
+    "dL/dO `[B, N, D, Sq]`."
+    lse_ref: object
+    "The forward's log-sum-exp `[B, N, P_MAX, Sq / P_MAX]`."
+
+
+@dataclass
 class RingBwdTensors(nl.NKIObject):
     """The kernel's HBM inputs."""
 
-    q_ref: object
-    "Queries `[B, N, D, S]`."
-    k_ref: object
-    "Keys `[B, N_kv, D, S]`."
-    v_ref: object
-    "Values `[B, N_kv, D, S]`."
-    o_ref: object
-    "The forward's output `[B, N, D, S]`."
-    dy_ref: object
-    "dL/dO `[B, N, D, S]`."
-    lse_ref: object
-    "The forward's log-sum-exp `[B, N, P_MAX, S / P_MAX]`."
+    fwd: AttentionGradInputs
+    "Q, K, V, O, dY and the log-sum-exp (`Sq = Sk = S`, the rank's tokens)."
     sinks: object
     "Sink logits `[N]`."
     ring: RingTensors
@@ -240,12 +250,13 @@ class TileProbs(nl.NKIObject):
     "Zeros `[P_MAX, 1]`: the lower bound of an inclusive range select."
 
 
-def check_grad_shapes(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, same_seqlen):
+def check_grad_shapes(io, same_seqlen):
     """The shapes and dtypes every attention backward's inputs share, `q_ref`
     being 4-d: K `[B, N_kv, D, S]` (its `S` q's when `same_seqlen`), V like K,
     O and dY like Q, the log-sum-exp `[B, N, 128, S / 128]` of the queries, one
     dtype for all but the log-sum-exp.
     """
+    q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref = (io.q_ref, io.k_ref, io.v_ref, io.o_ref, io.dy_ref, io.lse_ref)
     q_shape = q_ref.shape
     b, n, dh, sl = q_shape
     k_shape = k_ref.shape
@@ -535,17 +546,17 @@ def bwd_tile(cfg, kv, st, grp, kt):
     accumulate_dk_dv(cfg, kv, grp, kt, probs)
 
 
-def check_shapes(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref):
+def check_shapes(io):
     """The shapes and dtypes of the inputs (the library checks none but `q_ref`;
     mismatches would read out of bounds).
     """
-    q_shape = q_ref.shape
-    assert q_ref.ndim == 4, f"q_ref must be [B, N, D, S], got {q_shape}"
+    q_shape = io.q_ref.shape
+    assert io.q_ref.ndim == 4, f"q_ref must be [B, N, D, S], got {q_shape}"
     _b, n, _dh, sl = q_shape
     assert sl >= Q_SEQ_TILE_SIZE and sl % Q_SEQ_TILE_SIZE == 0, SEQLEN_MULTIPLE
-    n_kv = k_ref.shape[1]
+    n_kv = io.k_ref.shape[1]
     assert n_kv >= 1 and n % n_kv == 0, KV_HEADS
-    check_grad_shapes(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, True)
+    check_grad_shapes(io, True)
 
 
 def allocate_query_block(cfg, biased):
@@ -559,8 +570,8 @@ def stage_row_stats(cfg, io, stats, dsink_part, bid, hid):
     """Stages `-LSE` and `D` of query head `hid` in `stats` (`[2, P_MAX, S / P_MAX]`)
     and, with sinks, writes this rank's share of the head's sink gradient.
     """
-    neg_lse = load_neg_lse(io.lse_ref[bid, hid, :, :], cfg.mixed_dtype, cfg.ring.segmented)
-    dos = compute_rowsum(cfg, io.o_ref[bid, hid, :, :], io.dy_ref[bid, hid, :, :])
+    neg_lse = load_neg_lse(io.fwd.lse_ref[bid, hid, :, :], cfg.mixed_dtype, cfg.ring.segmented)
+    dos = compute_rowsum(cfg, io.fwd.o_ref[bid, hid, :, :], io.fwd.dy_ref[bid, hid, :, :])
     nisa.dma_copy(dst=stats[0, :, :], src=neg_lse)
     nisa.dma_copy(dst=stats[1, :, :], src=dos)
     sinks = io.sinks
@@ -589,7 +600,7 @@ def load_kv(cfg, io, bid, kvh):
         if own_q_ids is not None:
             qi = own_q_ids
             nisa.dma_copy(dst=qi, src=qs.ap(pattern=[[1, P_MAX], [P_MAX, qnt]], offset=bid * sl))
-    return load_kv_tiles(cfg, io.k_ref[bid, kvh, :, :], io.v_ref[bid, kvh, :, :], 0, sl, k_ids, own_q_ids)
+    return load_kv_tiles(cfg, io.fwd.k_ref[bid, kvh, :, :], io.fwd.v_ref[bid, kvh, :, :], 0, sl, k_ids, own_q_ids)
 
 
 def barrier_query_block(cfg, send):
@@ -627,9 +638,9 @@ def send_own_queries(cfg, io, kv, send, recv, dos, bid, hid):
     into this program's slot of `send` and sends them around the ring.
     """
     slot = cfg.lnc_id
-    nisa.dma_copy(dst=send.q[slot, :, :], src=io.q_ref[bid, hid, :, :])
-    nisa.dma_copy(dst=send.dy[slot, :, :], src=io.dy_ref[bid, hid, :, :])
-    nisa.dma_copy(dst=send.lse[slot, :, :], src=io.lse_ref[bid, hid, :, :])
+    nisa.dma_copy(dst=send.q[slot, :, :], src=io.fwd.q_ref[bid, hid, :, :])
+    nisa.dma_copy(dst=send.dy[slot, :, :], src=io.fwd.dy_ref[bid, hid, :, :])
+    nisa.dma_copy(dst=send.lse[slot, :, :], src=io.fwd.lse_ref[bid, hid, :, :])
     nisa.dma_copy(dst=send.dos[slot, :, :], src=dos)
     send_ids, own_q_ids = (send.ids, kv.own_q_ids)
     if send_ids is not None:
@@ -861,7 +872,8 @@ def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_cau
     assert kv_segment_ids is None or kv_segment_ids.dtype in (nl.int32,), "ring_attention_spmd_bwd takes kv_segment_ids as int32"
     assert bias is None or bias.dtype in (nl.float32,), "ring_attention_spmd_bwd takes bias as float32"
     ring = ring_features(replica_groups, num_workers, use_causal_mask, striped_attention, zigzag_attention, window_left, window_right, chunk_size, soft_cap, q_segment_ids is not None)
-    check_shapes(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref)
+    fwd = AttentionGradInputs(q_ref=q_ref, k_ref=k_ref, v_ref=v_ref, o_ref=o_ref, dy_ref=dy_ref, lse_ref=lse_ref)
+    check_shapes(fwd)
     b, n, dh, sl = q_ref.shape
     q_shape, k_shape, n_kv, kdt = (q_ref.shape, k_ref.shape, k_ref.shape[1], q_ref.dtype)
     dts, dnt = head_tiles(dh)
@@ -883,7 +895,7 @@ def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_cau
     recv = allocate_query_block(cfg, biased)
     dqr = DqRing(send=nl.ndarray(shape=(lnc_size, dh, sl), dtype=nl.float32, buffer=nl.shared_hbm), recv=nl.ndarray(shape=(lnc_size, dh, sl), dtype=nl.float32, buffer=nl.shared_hbm), scratch=nl.ndarray(shape=(lnc_size, dh, sl), dtype=nl.float32, buffer=nl.shared_hbm))
     tensors = ring_tensors(ring, q_segment_ids, kv_segment_ids, bias)
-    io = RingBwdTensors(q_ref=q_ref, k_ref=k_ref, v_ref=v_ref, o_ref=o_ref, dy_ref=dy_ref, lse_ref=lse_ref, sinks=sinks, ring=tensors)
+    io = RingBwdTensors(fwd=fwd, sinks=sinks, ring=tensors)
     pairs = b * n_kv
     rounds = (pairs + lnc_size - 1) // lnc_size
     for round in range(rounds):

@@ -153,6 +153,11 @@ def rotational_topk_config_for(bxs, vocab_size, k, sorted, n_prgs):
     return RotationalTopkConfig(BxS=bxs, vocab_size=vocab_size, orig_k=k, padded_k=lk * n_stages, n_prgs=programs, prg_id=0, per_lnc_BxS=per_lnc_bxs, local_top_k_per_stage=lk, n_stages=n_stages, stage_free_size=chunk, padded_vocab_size=chunk * n_stages, sorted=sorted or lk * n_stages != k, tile_size=tile_size, n_bxs_tiles=-(-per_lnc_bxs // tile_size))
 
 
+def check_planned(field, given, planned):
+    """`config.<field>` must be the plan's value of it."""
+    assert given == planned, f"rotational_topk: config.{field} = {given}, the plan for inp [BxS, V], orig_k, n_prgs is {planned}"
+
+
 def identity_topk(cfg, x, values, indices):
     """`k == V`: the rows as they are, with indices `0..V` (the library returns
     its input unsorted in this case).
@@ -335,16 +340,15 @@ def rotational_topk(inp, config):
     prg_id = 0 if bxs == 1 else program
     assert config.n_prgs == n_prgs, f"rotational_topk: config.n_prgs = {config.n_prgs} disagrees with the launch, which runs {n_prgs} program(s) over {bxs} rows"
     plan = rotational_topk_config_for(bxs, vocab_size, k, config.sorted, n_prgs)
-    planned = ", the plan for inp [BxS, V], orig_k, n_prgs is"
     assert config.prg_id == 0, f"rotational_topk: config.prg_id = {config.prg_id} must be 0 (the program comes from the launch)"
-    assert config.per_lnc_BxS == plan.per_lnc_BxS, f"rotational_topk: config.per_lnc_BxS = {config.per_lnc_BxS}{planned} {plan.per_lnc_BxS}"
-    assert config.tile_size == plan.tile_size, f"rotational_topk: config.tile_size = {config.tile_size}{planned} {plan.tile_size}"
-    assert config.n_bxs_tiles == plan.n_bxs_tiles, f"rotational_topk: config.n_bxs_tiles = {config.n_bxs_tiles}{planned} {plan.n_bxs_tiles}"
-    assert config.n_stages == plan.n_stages, f"rotational_topk: config.n_stages = {config.n_stages}{planned} {plan.n_stages}"
-    assert config.local_top_k_per_stage == plan.local_top_k_per_stage, f"rotational_topk: config.local_top_k_per_stage = {config.local_top_k_per_stage}{planned} {plan.local_top_k_per_stage}"
-    assert config.padded_k == plan.padded_k, f"rotational_topk: config.padded_k = {config.padded_k}{planned} {plan.padded_k}"
-    assert config.stage_free_size == plan.stage_free_size, f"rotational_topk: config.stage_free_size = {config.stage_free_size}{planned} {plan.stage_free_size}"
-    assert config.padded_vocab_size == plan.padded_vocab_size, f"rotational_topk: config.padded_vocab_size = {config.padded_vocab_size}{planned} {plan.padded_vocab_size}"
+    check_planned("per_lnc_BxS", config.per_lnc_BxS, plan.per_lnc_BxS)
+    check_planned("tile_size", config.tile_size, plan.tile_size)
+    check_planned("n_bxs_tiles", config.n_bxs_tiles, plan.n_bxs_tiles)
+    check_planned("n_stages", config.n_stages, plan.n_stages)
+    check_planned("local_top_k_per_stage", config.local_top_k_per_stage, plan.local_top_k_per_stage)
+    check_planned("padded_k", config.padded_k, plan.padded_k)
+    check_planned("stage_free_size", config.stage_free_size, plan.stage_free_size)
+    check_planned("padded_vocab_size", config.padded_vocab_size, plan.padded_vocab_size)
     assert config.sorted == plan.sorted, f"rotational_topk: config.sorted = {config.sorted}: k = {k} is padded to {plan.padded_k}, which forces sorted"
     start = prg_id * config.per_lnc_BxS
     x = inp.reshape(shape=(bxs, vocab_size))

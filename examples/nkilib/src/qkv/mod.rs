@@ -6,4 +6,5 @@
 pub mod qkv;
 pub mod qkv_cte;
 pub mod qkv_tkg;
+pub mod qkv_tkg_common;
 pub mod qkv_tkg_mx_impl;

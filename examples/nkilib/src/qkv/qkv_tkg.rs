@@ -229,43 +229,26 @@ macro_rules! qkv_tkg_config {
 #[nki_module]
 pub mod kernel {
     use super::super::qkv_tkg_mx_impl::{qkv_tkg_mx_impl, validate_qkv_tkg_mx};
+    pub use crate::qkv::qkv_tkg_common::{I_BLOCK_SIZE, I_TILE_SIZE, NUM_PSUM_BANKS, P_MAX, QkvTkgDims, qkv_tkg_dims, sum_lnc_partials};
     use crate::subkernels::layernorm_tkg::{layernorm_tkg_shard_on_bxs, layernorm_tkg_shard_on_h};
     use crate::subkernels::rmsnorm_tkg::{rmsnorm_tkg_shard_on_bxs, rmsnorm_tkg_shard_on_h};
     pub use crate::utils::common_types::{NormType, QKVOutputLayout, QKVWeightLayout, QuantizationType};
     use nki::prelude::*;
 
-    /// Partitions: the hidden dim is laid on them.
-    pub const P_MAX: i64 = nl::tile_size::pmax;
     /// Columns of one fp32 PSUM bank: one matmul's moving free size.
     pub const F_MAX: i64 = nl::tile_size::psum_fmax;
-    /// PSUM banks: one I block holds one bank per I tile.
-    pub const NUM_PSUM_BANKS: i64 = 8;
-    /// Output columns per matmul.
-    pub const I_TILE_SIZE: i64 = 512;
-    /// Output columns per I block: every PSUM bank.
-    pub const I_BLOCK_SIZE: i64 = 4096;
     /// Hidden rows per weight load (one DMA of `[128, 16, I block]`).
     pub const H_BLOCK_SIZE: i64 = 2048;
     /// 128-row hidden tiles per weight load.
     pub const NUM_TILES_PER_H_BLOCK: i64 = 16;
     /// The largest finite `float8_e4m3`: STATIC quantization clips the input to ±this.
     pub const FP8_E4M3_MAX: f64 = 240.0;
-    /// The DMA queue the LNC2 partial outputs are exchanged over.
-    pub const PIPE_ID: i64 = 0;
 
     /// The call's dimensions, its program's hidden shard and the array tiling.
     #[nki_object]
     pub struct QkvTkgConfig {
-        /// Batch.
-        pub b: i64,
-        /// Sequence length.
-        pub s: i64,
-        /// `B · S`: the token rows.
-        pub bxs: i64,
-        /// Hidden size.
-        pub h: i64,
-        /// Fused QKV width `(num_q_heads + 2·num_kv_heads)·d_head`.
-        pub i: i64,
+        /// `B`, `S`, `B · S`, `H` and `I`.
+        pub dims: QkvTkgDims,
         /// Head size (0 when not given).
         pub d_head: i64,
         /// Query heads (0 when not given; read by STATIC dequantization).
@@ -302,14 +285,13 @@ pub mod kernel {
         n_kv_heads: i64,
         quantization_type: QuantizationType,
     ) -> QkvTkgConfig {
-        let [b, s, h] = hidden.shape();
-        let i = qkv_w.shape()[1];
+        let dims: QkvTkgDims = qkv_tkg_dims(hidden, qkv_w);
+        let (h, bxs) = (dims.h, dims.bxs);
         let grid = nl::program_ndim() == 1;
         let num_shards = if grid { nl::num_programs(0) } else { 1 };
         let shard_id = if grid { nl::program_id(0) } else { 0 };
         let h1_shard = h / P_MAX / num_shards;
         // The rule of `array_tiling_dim`; NeuronCore-v2 cannot tile 32 columns.
-        let bxs = b * s;
         let fit: i64 = if bxs <= 32 {
             32
         } else if bxs <= 64 {
@@ -322,11 +304,7 @@ pub mod kernel {
         let rem_tiles = h1_shard % NUM_TILES_PER_H_BLOCK;
         let whole = rem_tiles % factor != 0;
         QkvTkgConfig {
-            b,
-            s,
-            bxs: b * s,
-            h,
-            i,
+            dims,
             d_head,
             n_q_heads,
             n_kv_heads,
@@ -346,7 +324,7 @@ pub mod kernel {
     /// DMA reduction over this program's hidden shard (all of it on one program).
     #[nki_helper]
     pub fn fused_residual_add_hbm2hbm(cfg: QkvTkgConfig, hidden: Hbm, attn_prev: Hbm, mlp_prev: Hbm) -> Hbm {
-        let (bxs, h, n) = (cfg.bxs, cfg.h, cfg.num_shards);
+        let (bxs, h, n) = (cfg.dims.bxs, cfg.dims.h, cfg.num_shards);
         let fused = nl::ndarray([bxs, h], hidden.dtype(), buffer = nl::shared_hbm);
         let (w, c0) = (h / n, cfg.shard_id * (h / n));
         let srcs = [
@@ -355,14 +333,14 @@ pub mod kernel {
             mlp_prev.reshape([bxs, h])[s![.., c0..c0 + w]],
         ];
         nisa::dma_compute(fused[s![.., c0..c0 + w]], srcs, nl::add, scales = [1.0, 1.0, 1.0]);
-        fused.reshape([cfg.b, cfg.s, h])
+        fused.reshape([cfg.dims.b, cfg.dims.s, h])
     }
 
     /// This program's hidden shard of `x` `[B·S, H]` in SBUF as `[128, B·S,
     /// h1_shard]` (the layout of the module docs).
     #[nki_helper]
     pub fn input_load(cfg: QkvTkgConfig, x: Hbm) -> Sbuf {
-        let (bxs, h, h2) = (cfg.bxs, cfg.h, cfg.h1_shard);
+        let (bxs, h, h2) = (cfg.dims.bxs, cfg.dims.h, cfg.h1_shard);
         let hidden_sb = nl::ndarray([P_MAX, bxs, h2], x.dtype(), buffer = nl::sbuf);
         nisa::dma_copy(hidden_sb, x.ap([[h2, P_MAX], [h, bxs], [1, h2]], offset = cfg.shard_id * (h / cfg.num_shards)));
         hidden_sb
@@ -386,7 +364,7 @@ pub mod kernel {
         if norm_type == NormType::NO_NORM {
             return input_load(cfg, x);
         }
-        let (bxs, h1) = (cfg.bxs, cfg.h / P_MAX);
+        let (bxs, h1) = (cfg.dims.bxs, cfg.dims.h / P_MAX);
         let gamma = norm_w.unwrap_or(x);
         let normed = nl::ndarray([P_MAX, bxs, h1], x.dtype(), buffer = nl::private_hbm);
         let sharded = cfg.num_shards == 2;
@@ -445,7 +423,7 @@ pub mod kernel {
     /// the Q, K and V columns times their factors (`scales` columns 0, 1, 2).
     #[nki_helper]
     pub fn static_dequantize(cfg: QkvTkgConfig, out_sb: Sbuf, scales: Sbuf, i0: i64) {
-        let (bxs, width, d) = (cfg.bxs, out_sb.shape()[1], cfg.d_head);
+        let (bxs, width, d) = (cfg.dims.bxs, out_sb.shape()[1], cfg.d_head);
         let q_end = (d * cfg.n_q_heads).min(i0 + width) - i0;
         if q_end > 0 {
             let o = out_sb[s![.., 0..q_end]];
@@ -476,7 +454,7 @@ pub mod kernel {
         } else {
             nisa::dma_copy(scale_sb, w_scale);
         }
-        nisa::tensor_tensor(out_sb, out_sb, scale_sb[s![0..cfg.bxs, ..]], nl::multiply);
+        nisa::tensor_tensor(out_sb, out_sb, scale_sb[s![0..cfg.dims.bxs, ..]], nl::multiply);
     }
 
     /// `out_sb` += the bias `[1, width]`, broadcast on its rows (the
@@ -510,7 +488,7 @@ pub mod kernel {
                     for it in 0..iw.div_ceil(I_TILE_SIZE) {
                         let (c0, c1) = (it * I_TILE_SIZE, ((it + 1) * I_TILE_SIZE).min(iw));
                         nisa::nc_matmul(
-                            psum[s![r0..r0 + cfg.bxs, it, 0..c1 - c0]],
+                            psum[s![r0..r0 + cfg.dims.bxs, it, 0..c1 - c0]],
                             hidden_sb[s![.., .., t0 + l0 + t]],
                             w_sb[s![.., t, c0..c1]],
                             tile_position = (0, r0),
@@ -534,7 +512,7 @@ pub mod kernel {
             for f in 0..factor {
                 let r0 = dim * f;
                 let o = out_sb[s![.., c0..c1]];
-                nisa::tensor_tensor(o, o, psum[s![r0..r0 + cfg.bxs, it, 0..c1 - c0]], nl::add);
+                nisa::tensor_tensor(o, o, psum[s![r0..r0 + cfg.dims.bxs, it, 0..c1 - c0]], nl::add);
             }
         }
     }
@@ -556,7 +534,7 @@ pub mod kernel {
         i0: i64,
         width: i64,
     ) -> Sbuf {
-        let bxs = cfg.bxs;
+        let bxs = cfg.dims.bxs;
         let out_sb = nl::ndarray([bxs, width], dtype, buffer = nl::sbuf);
         let quantized = cfg.static_quant || cfg.row_quant;
         let bias_here = qkv_bias.is_some() && cfg.shard_id == 0 && !quantized;
@@ -603,12 +581,7 @@ pub mod kernel {
                 apply_bias(out_sb, bias[s![.., i0..i0 + width]]);
             }
         }
-        if cfg.num_shards > 1 {
-            let recv = nl::ndarray([bxs, width], out_sb.dtype(), buffer = nl::sbuf);
-            let other = 1 - cfg.shard_id;
-            nisa::sendrecv(out_sb, recv, other, other, PIPE_ID);
-            nisa::tensor_tensor(out_sb, out_sb, recv, nl::add);
-        }
+        sum_lnc_partials(out_sb, cfg.num_shards, cfg.shard_id);
         out_sb
     }
 
@@ -640,7 +613,7 @@ pub mod kernel {
         dtype: Dtype,
         nbsd: bool,
     ) -> Hbm {
-        let (bxs, i, d) = (cfg.bxs, cfg.i, cfg.d_head);
+        let (bxs, i, d) = (cfg.dims.bxs, cfg.dims.i, cfg.d_head);
         let output = if nbsd {
             nl::ndarray([i / d, bxs, d], dtype, buffer = nl::shared_hbm)
         } else {
@@ -656,9 +629,9 @@ pub mod kernel {
             store_qkv_output_to_hbm(cfg, output, out_sb, i0, width, nbsd);
         }
         if nbsd {
-            return output.reshape([i / d, cfg.b, cfg.s, d]);
+            return output.reshape([i / d, cfg.dims.b, cfg.dims.s, d]);
         }
-        output.reshape([cfg.b, cfg.s, i])
+        output.reshape([cfg.dims.b, cfg.dims.s, i])
     }
 
     /// STATIC quantization around the projection: the scales loaded, the
@@ -830,9 +803,9 @@ pub mod kernel {
         let x: Hbm = if fused_add {
             fused_residual_add_hbm2hbm(cfg, hidden, attn_prev.unwrap_or(hidden), mlp_prev.unwrap_or(hidden))
         } else {
-            hidden.reshape([cfg.bxs, h])
+            hidden.reshape([cfg.dims.bxs, h])
         };
-        let hidden_sb = fused_norm_and_load(cfg, x.reshape([cfg.bxs, h]), norm_type, norm_w, norm_bias, eps, ha);
+        let hidden_sb = fused_norm_and_load(cfg, x.reshape([cfg.dims.bxs, h]), norm_type, norm_w, norm_bias, eps, ha);
         let (dtype, nbsd) = (hidden.dtype(), output_layout == QKVOutputLayout::NBSd);
         // Validated: both scales are given for STATIC quantization.
         let output: Hbm = if cfg.static_quant {

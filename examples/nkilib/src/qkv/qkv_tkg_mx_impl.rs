@@ -49,12 +49,11 @@ pub use kernel::*;
 /// The kernel's MX phase helpers and their tile constants.
 #[nki_module]
 pub mod kernel {
+    pub use crate::qkv::qkv_tkg_common::{I_BLOCK_SIZE, I_TILE_SIZE, NUM_PSUM_BANKS, P_MAX, QkvTkgDims, qkv_tkg_dims, sum_lnc_partials};
     use crate::subkernels::rmsnorm_tkg::rmsnorm_tkg_shard_on_bxs;
     pub use crate::utils::common_types::NormType;
     use nki::prelude::*;
 
-    /// Partitions: packed hidden rows (4 hidden values each) are laid on them.
-    pub const P_MAX: i64 = nl::tile_size::pmax;
     /// Hidden values per packed value.
     pub const MX_PACK: i64 = 4;
     /// Hidden rows of one packed 128-row tile: `P_MAX · MX_PACK`.
@@ -67,31 +66,15 @@ pub mod kernel {
     pub const SCALES_PER_QUADRANT: i64 = 4;
     /// Quadrants of the partitions.
     pub const NUM_QUADRANTS: i64 = 4;
-    /// Output columns per matmul (one fp32 PSUM bank).
-    pub const I_TILE_SIZE: i64 = 512;
-    /// PSUM banks: one I block holds one bank per I tile.
-    pub const NUM_PSUM_BANKS: i64 = 8;
-    /// Output columns per I block: every PSUM bank.
-    pub const I_BLOCK_SIZE: i64 = 4096;
     /// Packed tiles per weight load: 4-byte packed values of a 4096-column
     /// block fill a partition at 16 tiles, so loads take 8.
     pub const NUM_TILES_PER_WEIGHT_LOAD: i64 = 8;
-    /// The DMA queue the LNC2 partial outputs are exchanged over.
-    pub const PIPE_ID: i64 = 0;
 
     /// The call's dimensions and its program's share of the packed tiles.
     #[nki_object]
     pub struct QkvTkgMxConfig {
-        /// Batch.
-        pub b: i64,
-        /// Sequence length.
-        pub s: i64,
-        /// `B · S`: the token rows.
-        pub bxs: i64,
-        /// Hidden size.
-        pub h: i64,
-        /// Fused QKV width.
-        pub i: i64,
+        /// `B`, `S`, `B · S`, `H` and `I`.
+        pub dims: QkvTkgDims,
         /// Packed 128-row tiles of H: `H / 512`.
         pub h1_packed: i64,
         /// Programs sharing the packed tiles (1 when there is one tile).
@@ -105,13 +88,12 @@ pub mod kernel {
     /// The config of a `[B, S, H]` input and `[H/4, I]` packed weights on this launch.
     #[nki_helper]
     pub fn qkv_tkg_mx_config(hidden: Hbm, qkv_w: Hbm) -> QkvTkgMxConfig {
-        let [b, s, h] = hidden.shape();
-        let i = qkv_w.shape()[1];
-        let h1_packed = h / H_PER_PACKED_TILE;
+        let dims: QkvTkgDims = qkv_tkg_dims(hidden, qkv_w);
+        let h1_packed = dims.h / H_PER_PACKED_TILE;
         let grid = nl::program_ndim() == 1 && h1_packed > 1;
         let num_shards = if grid { nl::num_programs(0) } else { 1 };
         let shard_id = if grid { nl::program_id(0) } else { 0 };
-        QkvTkgMxConfig { b, s, bxs: b * s, h, i, h1_packed, num_shards, shard_id, h1_packed_shard: h1_packed / num_shards }
+        QkvTkgMxConfig { dims, h1_packed, num_shards, shard_id, h1_packed_shard: h1_packed / num_shards }
     }
 
     /// The MX form's checks, by parameter name, when the kernel is traced.
@@ -166,7 +148,7 @@ pub mod kernel {
     /// partitions).
     #[nki_helper]
     pub fn load_hidden_mx(cfg: QkvTkgMxConfig, x: Hbm, norm_type: NormType, norm_w: Option<Hbm>, eps: f64, hidden_actual: i64) -> Sbuf {
-        let (bxs, h1) = (cfg.bxs, cfg.h / P_MAX);
+        let (bxs, h1) = (cfg.dims.bxs, cfg.dims.h / P_MAX);
         let hidden_sb = nl::ndarray([P_MAX, bxs, h1], x.dtype(), buffer = nl::sbuf);
         if norm_type == NormType::RMS_NORM {
             let normed = nl::ndarray([P_MAX, bxs, h1], x.dtype(), buffer = nl::private_hbm);
@@ -183,7 +165,7 @@ pub mod kernel {
     /// columns `k·H/512 + t` (the pre-shuffled H's layout).
     #[nki_helper]
     pub fn swizzle_for_quantize(cfg: QkvTkgMxConfig, hidden_sb: Sbuf) -> Sbuf {
-        let (bxs, t1, t0) = (cfg.bxs, cfg.h1_packed_shard, cfg.shard_id * cfg.h1_packed_shard);
+        let (bxs, t1, t0) = (cfg.dims.bxs, cfg.h1_packed_shard, cfg.shard_id * cfg.h1_packed_shard);
         let sw = nl::ndarray([P_MAX, t1, bxs, MX_PACK], hidden_sb.dtype(), buffer = nl::sbuf);
         let src = hidden_sb.reshape([P_MAX, bxs, MX_PACK, cfg.h1_packed]).permute([0, 3, 1, 2]);
         nisa::tensor_copy(sw, src[s![.., t0..t0 + t1, .., ..]]);
@@ -225,11 +207,11 @@ pub mod kernel {
         i0: i64,
         width: i64,
     ) -> Sbuf {
-        let (bxs, t1) = (cfg.bxs, cfg.h1_packed_shard);
+        let (bxs, t1) = (cfg.dims.bxs, cfg.h1_packed_shard);
         let tb = cfg.shard_id * t1;
         // The packed rows as [128, tiles, I]: row t·128 + p at (p, t).
-        let w = qkv_w.reshape([cfg.h1_packed, P_MAX, cfg.i]).permute([1, 0, 2])[s![.., .., i0..i0 + width]];
-        let ws = qkv_w_scale.reshape([cfg.h1_packed, NUM_QUADRANTS, SCALES_PER_QUADRANT, cfg.i])[s![.., .., .., i0..i0 + width]];
+        let w = qkv_w.reshape([cfg.h1_packed, P_MAX, cfg.dims.i]).permute([1, 0, 2])[s![.., .., i0..i0 + width]];
+        let ws = qkv_w_scale.reshape([cfg.h1_packed, NUM_QUADRANTS, SCALES_PER_QUADRANT, cfg.dims.i])[s![.., .., .., i0..i0 + width]];
         let psum = nl::ndarray([P_MAX, NUM_PSUM_BANKS, I_TILE_SIZE], nl::float32, buffer = nl::psum);
         for wb in 0..t1.div_ceil(NUM_TILES_PER_WEIGHT_LOAD) {
             let l0 = wb * NUM_TILES_PER_WEIGHT_LOAD;
@@ -266,12 +248,7 @@ pub mod kernel {
                 nisa::tensor_copy(out_sb[s![.., c0..c1]], psum[s![0..bxs, it, 0..c1 - c0]]);
             }
         }
-        if cfg.num_shards > 1 {
-            let recv = nl::ndarray([bxs, width], dtype, buffer = nl::sbuf);
-            let other = 1 - cfg.shard_id;
-            nisa::sendrecv(out_sb, recv, other, other, PIPE_ID);
-            nisa::tensor_tensor(out_sb, out_sb, recv, nl::add);
-        }
+        sum_lnc_partials(out_sb, cfg.num_shards, cfg.shard_id);
         out_sb
     }
 
@@ -289,10 +266,10 @@ pub mod kernel {
         hidden_actual: i64,
     ) -> Hbm {
         let cfg = qkv_tkg_mx_config(hidden, qkv_w);
-        let bxs: i64 = cfg.bxs;
-        let i: i64 = cfg.i;
+        let bxs: i64 = cfg.dims.bxs;
+        let i: i64 = cfg.dims.i;
         let dtype = hidden.dtype();
-        let hidden_sb = load_hidden_mx(cfg, hidden.reshape([bxs, cfg.h]), norm_type, norm_w, eps, hidden_actual);
+        let hidden_sb = load_hidden_mx(cfg, hidden.reshape([bxs, cfg.dims.h]), norm_type, norm_w, eps, hidden_actual);
         let sw = swizzle_for_quantize(cfg, hidden_sb);
         let xq = nl::ndarray([P_MAX, cfg.h1_packed_shard, bxs], nl::float8_e4m3fn_x4, buffer = nl::sbuf);
         let xs = nl::ndarray([P_MAX, cfg.h1_packed_shard, bxs], nl::uint8, buffer = nl::sbuf);
@@ -304,6 +281,6 @@ pub mod kernel {
             let out_sb = compute_qkv_mx_i_block(cfg, xq, xs, qkv_w, qkv_w_scale, qkv_bias, dtype, i0, width);
             nisa::dma_copy(output[s![.., i0..i0 + width]], out_sb);
         }
-        output.reshape([cfg.b, cfg.s, i])
+        output.reshape([cfg.dims.b, cfg.dims.s, i])
     }
 }

@@ -415,6 +415,12 @@ pub mod rotational {
         (vals, out)
     }
 
+    /// `config.<field>` must be the plan's value of it.
+    #[nki_helper]
+    fn check_planned(field: &str, given: i64, planned: i64) {
+        assert!(given == planned, "rotational_topk: config.{field} = {given}, the plan for inp [BxS, V], orig_k, n_prgs is {planned}");
+    }
+
     /// The `k = config.orig_k` largest values of each row of `inp` (`[BxS, V]`
     /// or `[B, S, V]`, float32 or bfloat16) along its last dimension and their
     /// column indices (`uint32`), shaped like `inp` with `k` for `V`.
@@ -457,41 +463,15 @@ pub mod rotational {
         // padded) is the sorted=True plan: the tile it was given costs the same
         // under both flags and no tile costs less with the sort counted.
         let plan: RotationalTopkConfig = rotational_topk_config_for(bxs, vocab_size, k, config.sorted, n_prgs);
-        let planned = ", the plan for inp [BxS, V], orig_k, n_prgs is";
         assert!(config.prg_id == 0, "rotational_topk: config.prg_id = {} must be 0 (the program comes from the launch)", config.prg_id);
-        assert!(
-            config.per_lnc_BxS == plan.per_lnc_BxS,
-            "rotational_topk: config.per_lnc_BxS = {}{planned} {}",
-            config.per_lnc_BxS,
-            plan.per_lnc_BxS
-        );
-        assert!(config.tile_size == plan.tile_size, "rotational_topk: config.tile_size = {}{planned} {}", config.tile_size, plan.tile_size);
-        assert!(
-            config.n_bxs_tiles == plan.n_bxs_tiles,
-            "rotational_topk: config.n_bxs_tiles = {}{planned} {}",
-            config.n_bxs_tiles,
-            plan.n_bxs_tiles
-        );
-        assert!(config.n_stages == plan.n_stages, "rotational_topk: config.n_stages = {}{planned} {}", config.n_stages, plan.n_stages);
-        assert!(
-            config.local_top_k_per_stage == plan.local_top_k_per_stage,
-            "rotational_topk: config.local_top_k_per_stage = {}{planned} {}",
-            config.local_top_k_per_stage,
-            plan.local_top_k_per_stage
-        );
-        assert!(config.padded_k == plan.padded_k, "rotational_topk: config.padded_k = {}{planned} {}", config.padded_k, plan.padded_k);
-        assert!(
-            config.stage_free_size == plan.stage_free_size,
-            "rotational_topk: config.stage_free_size = {}{planned} {}",
-            config.stage_free_size,
-            plan.stage_free_size
-        );
-        assert!(
-            config.padded_vocab_size == plan.padded_vocab_size,
-            "rotational_topk: config.padded_vocab_size = {}{planned} {}",
-            config.padded_vocab_size,
-            plan.padded_vocab_size
-        );
+        check_planned("per_lnc_BxS", config.per_lnc_BxS, plan.per_lnc_BxS);
+        check_planned("tile_size", config.tile_size, plan.tile_size);
+        check_planned("n_bxs_tiles", config.n_bxs_tiles, plan.n_bxs_tiles);
+        check_planned("n_stages", config.n_stages, plan.n_stages);
+        check_planned("local_top_k_per_stage", config.local_top_k_per_stage, plan.local_top_k_per_stage);
+        check_planned("padded_k", config.padded_k, plan.padded_k);
+        check_planned("stage_free_size", config.stage_free_size, plan.stage_free_size);
+        check_planned("padded_vocab_size", config.padded_vocab_size, plan.padded_vocab_size);
         assert!(
             config.sorted == plan.sorted,
             "rotational_topk: config.sorted = {}: k = {k} is padded to {}, which forces sorted",
