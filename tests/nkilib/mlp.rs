@@ -3,8 +3,10 @@
 //! up projections with biases and clamps, `act(gate) · up` (or `act(up)`
 //! without the gate), down projection with bias — at a subset of the
 //! library's `test_mlp_tkg.py` configurations (its fp8 `STATIC` and `ROW`
-//! weight quantization among them), in both precision modes; its emitted
-//! source under NumPy against the emulator; its rules.
+//! weight quantization among them), and its context-encoding path at a
+//! subset of `test_mlp_cte.py`'s (its fp8 forms with quantized hidden rows
+//! and a requantized gated product among them), in both precision modes; its
+//! emitted source under NumPy against the emulator; its rules.
 
 use crate::common::attention::run_numpy_kwargs;
 use crate::common::{Arg, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, emitted_package, seed_of, tensor, uniform};
@@ -32,8 +34,11 @@ struct Config {
     optimized: bool,
     /// `force_cte_mode`.
     force_cte: bool,
-    /// `quantization_type`: `STATIC` and `ROW` take `float8_e4m3` weights.
+    /// `quantization_type`: `STATIC` and `ROW` take `float8_e4m3` weights
+    /// (and, in context encoding, `float8_e4m3` hidden rows).
     quant: QuantizationType,
+    /// `quant_clipping_bound` (`ROW` in context encoding).
+    clip: f64,
 }
 
 const fn c(lnc: usize, b: usize, s: usize, h: usize, i: usize, norm: NormType) -> Config {
@@ -54,6 +59,7 @@ const fn c(lnc: usize, b: usize, s: usize, h: usize, i: usize, norm: NormType) -
         optimized: false,
         force_cte: false,
         quant: QuantizationType::NONE,
+        clip: 0.0,
     }
 }
 
@@ -93,6 +99,10 @@ impl Config {
     }
     const fn quant(mut self, q: QuantizationType) -> Self {
         self.quant = q;
+        self
+    }
+    const fn clipped(mut self, bound: f64) -> Self {
+        self.clip = bound;
         self
     }
 }
@@ -149,6 +159,21 @@ const QUANT_CONFIGS: &[Config] = &[
     c(1, 2, 3, 1024, 300, LAYER_NORM).fused(true).skip().quant(QuantizationType::STATIC),
 ];
 
+/// The fp8 forms of the context-encoding path, CI-sized after the library's
+/// `test_mlp_cte.py` `ROW` (`[2, 1, 256, 16384, 896]`) and `STATIC` (`H =
+/// 5120` or `8192`, `I` up to 7168, `I` split over the programs above 4096)
+/// cases: both launches and shardings, partial row tiles, `skip_gate_proj`,
+/// the other activations and a clipping bound.
+const QUANT_CTE_CONFIGS: &[Config] = &[
+    c(2, 1, 256, 2048, 896, NO_NORM).quant(QuantizationType::ROW),
+    c(2, 1, 256, 1280, 1600, NO_NORM).quant(QuantizationType::STATIC),
+    c(2, 1, 128, 1024, 4608, NO_NORM).quant(QuantizationType::STATIC),
+    c(1, 1, 200, 1024, 640, NO_NORM).quant(QuantizationType::ROW).skip().act(ActFnType::GELU),
+    c(2, 1, 320, 1024, 384, NO_NORM).quant(QuantizationType::ROW).clipped(1.0),
+    c(1, 2, 100, 1024, 512, NO_NORM).quant(QuantizationType::STATIC).skip().act(ActFnType::Swish),
+    c(2, 2, 4, 512, 256, NO_NORM).quant(QuantizationType::STATIC).act(ActFnType::GELU_Tanh_Approx).forced_cte(),
+];
+
 const EPS: f64 = 1e-6;
 /// The clamps of the clamped configurations (gate upper, gate lower, up upper, up lower).
 const CLAMPS: [f64; 4] = [0.5, -0.4, 0.3, -0.6];
@@ -172,6 +197,36 @@ struct Inputs {
     down_s: Vec<f64>,
     gate_up_in_s: Vec<f64>,
     down_in_s: Vec<f64>,
+    /// A `ROW`-quantized hidden row's fp32 dequantization scale, per token
+    /// (float32 values whose four bytes are finite `float8_e4m3` codes).
+    hidden_s: Vec<f64>,
+}
+
+/// `row · w` for a row of `k` values and row-major `w` `[k, n]`: `[n]`.
+fn row_times(row: &[f64], w: &[f64], n: usize) -> Vec<f64> {
+    let mut acc = vec![0.0; n];
+    for (r, wrow) in row.iter().zip(w.chunks(n)) {
+        acc.iter_mut().zip(wrow).for_each(|(a, v)| *a += r * v);
+    }
+    acc
+}
+
+/// The value of a `float8_e4m3` code (1 sign, 4 exponent bits biased by 7,
+/// 3 mantissa bits; subnormals below exponent 1), `None` for the infinity
+/// and NaN codes (exponent all ones) and for `-0`.
+fn fp8_e4m3_value(code: u8) -> Option<f64> {
+    let (sign, exp, man) = (code >> 7, (code >> 3) & 0xF, code & 0x7);
+    if exp == 0xF || code == 0x80 {
+        return None;
+    }
+    let mag = if exp == 0 { f64::from(man) / 8.0 * 2f64.powi(-6) } else { (1.0 + f64::from(man) / 8.0) * 2f64.powi(i32::from(exp) - 7) };
+    Some(if sign == 1 { -mag } else { mag })
+}
+
+/// The four `float8_e4m3` elements holding `v`'s little-endian float32 bytes.
+fn packed_scale(v: f64) -> Option<[f64; 4]> {
+    let b = (v as f32).to_le_bytes();
+    Some([fp8_e4m3_value(b[0])?, fp8_e4m3_value(b[1])?, fp8_e4m3_value(b[2])?, fp8_e4m3_value(b[3])?])
 }
 
 /// `erf` by Abramowitz and Stegun 7.1.26 (absolute error below 1.5e-7).
@@ -200,11 +255,42 @@ impl Config {
     /// The configuration in words (also its inputs' seed; `force_cte` is
     /// named only when set, so the decode configurations keep their inputs).
     fn name(&self) -> String {
-        format!("{self:?}").replace(", force_cte: false", "").replace(", quant: NONE", "")
+        format!("{self:?}").replace(", force_cte: false", "").replace(", quant: NONE", "").replace(", clip: 0.0", "")
     }
 
     fn quantized(&self) -> bool {
         self.quant != QuantizationType::NONE
+    }
+
+    /// Whether the call takes the context-encoding path.
+    fn is_cte(&self) -> bool {
+        self.t() > 96 || self.force_cte
+    }
+
+    /// fp8 hidden rows: the quantized context-encoding path.
+    fn quantized_input(&self) -> bool {
+        self.quantized() && self.is_cte()
+    }
+
+    /// The hidden rows as the kernel takes them: `[B, S, H]`, or `[B, S, H +
+    /// 4]` with each `ROW`-quantized row's packed scale.
+    fn hidden_as_passed(&self, x: &Inputs) -> (Vec<usize>, Vec<f64>) {
+        let (b, s, h) = (self.b, self.s, self.h);
+        if !(self.quantized_input() && self.quant == QuantizationType::ROW) {
+            return (vec![b, s, h], x.hidden.clone());
+        }
+        let mut rows = Vec::with_capacity(self.t() * (h + 4));
+        for (row, &sc) in x.hidden.chunks(h).zip(&x.hidden_s) {
+            rows.extend_from_slice(row);
+            rows.extend_from_slice(&packed_scale(sc).expect("scales are chosen with finite bytes"));
+        }
+        (vec![b, s, h + 4], rows)
+    }
+
+    /// The hidden rows' dtype: `float8_e4m3` on the quantized
+    /// context-encoding path, else the inputs'.
+    fn hidden_dtype(&self, dtype: Dtype) -> Dtype {
+        if self.quantized_input() { Dtype::Fp8E4m3 } else { dtype }
     }
 
     /// Columns of a scale of a projection with `cols` output columns.
@@ -213,13 +299,15 @@ impl Config {
     }
 
     /// The dequantization scale of token `tok`, output column `col`: row
-    /// `tok` of the `[128, n]` scale (column 0 with `STATIC`).
+    /// `tok` of the `[128, n]` scale (column 0 with `STATIC`); the
+    /// context-encoding path's scales are one row broadcast (row 0).
     fn scale_of(&self, scale: &[f64], cols: usize, tok: usize, col: usize) -> f64 {
         if !self.quantized() {
             return 1.0;
         }
         let n = self.scale_cols(cols);
-        scale[tok * n + if n == 1 { 0 } else { col }]
+        let row = if self.is_cte() { 0 } else { tok };
+        scale[row * n + if n == 1 { 0 } else { col }]
     }
 
     /// Unit-variance hidden rows; weights scaled by `1/sqrt(fan_in)` so the
@@ -235,14 +323,36 @@ impl Config {
         let weight = |n: usize, seed: u64, bound: f64| {
             if q { as_dtype(&uniform(n, seed, -16.0, 16.0), Dtype::Fp8E4m3) } else { uniform(n, seed, -bound, bound) }
         };
-        let scale = |cols: usize, seed: u64, bound: f64| uniform(128 * self.scale_cols(cols), seed, 0.5 * bound / 16.0, 1.5 * bound / 16.0);
+        // Context encoding: every scale one row broadcast on the partitions
+        // (the library's layout), the hidden rows fp8 codes of order 16 with
+        // scales that bring them back to unit size, and the gated product
+        // quantized with a scale that keeps it inside the fp8 range.
+        let cte = self.quantized_input();
+        let broadcast = |row: Vec<f64>| if cte { row.repeat(128) } else { row };
+        let rows = if cte { 1 } else { 128 };
+        let scale = |cols: usize, seed: u64, bound: f64| {
+            broadcast(uniform(rows * self.scale_cols(cols), seed, 0.5 * bound / 16.0, 1.5 * bound / 16.0))
+        };
+        let (in_lo, in_hi) = if cte { (0.5 * r / 16.0, 1.5 * r / 16.0) } else { (0.5, 2.0) };
+        let hidden = if cte { as_dtype(&uniform(t * h, seed, -16.0, 16.0), Dtype::Fp8E4m3) } else { uniform(t * h, seed, -r, r) };
+        // fp32 scales whose four bytes are finite fp8 codes, nudged until they are.
+        let hidden_s = uniform(t, seed + 15, in_lo, in_hi)
+            .into_iter()
+            .map(|mut v| {
+                while packed_scale(v).is_none() {
+                    v *= 1.0 + 1.0 / 64.0;
+                }
+                f64::from(v as f32)
+            })
+            .collect();
         Inputs {
             gate_s: scale(i, seed + 10, wh),
             up_s: scale(i, seed + 11, wh),
             down_s: scale(h, seed + 12, wi),
-            gate_up_in_s: uniform(128, seed + 13, 0.5, 2.0),
-            down_in_s: uniform(128, seed + 14, 0.5, 2.0),
-            hidden: uniform(t * h, seed, -r, r),
+            gate_up_in_s: broadcast(uniform(rows, seed + 13, in_lo, in_hi)),
+            down_in_s: broadcast(if cte { uniform(rows, seed + 14, 1.0 / 128.0, 1.0 / 32.0) } else { uniform(rows, seed + 14, 0.5, 2.0) }),
+            hidden_s,
+            hidden,
             residual: uniform(t * h, seed + 1, -r, r),
             gamma: uniform(h, seed + 2, 0.5, 1.5),
             beta: uniform(h, seed + 3, -0.5, 0.5),
@@ -257,6 +367,41 @@ impl Config {
 
     /// The float64 MLP: `(output [T, H], residual sum [T, H])`.
     fn reference(&self, x: &Inputs) -> (Vec<f64>, Vec<f64>) {
+        let (inter, sum) = self.gated_product(x);
+        (self.down_projection(x, inter, false), sum)
+    }
+
+    /// The quantized context-encoding path's gated product `inter` `[T, I]`
+    /// as the down projection reads it: `(q, the rows' dequantization
+    /// scales)`, `q` the product quantized to fp8 codes. `STATIC`: `q =
+    /// clamp(inter / down_in_scale, ±240)`; `ROW`: each row (clipped to the
+    /// bound first) divided by `max(absmax / 240, 1e-6)`. With `round_fp8`
+    /// the product is held in bfloat16 (the compute dtype) and `q` rounded to
+    /// `float8_e4m3`, as in hardware.
+    fn requantize(&self, x: &Inputs, inter: &[f64], round_fp8: bool) -> (Vec<f64>, Vec<f64>) {
+        let (t, i) = (self.t(), self.i);
+        let mut q = if round_fp8 { as_dtype(inter, Dtype::Bf16) } else { inter.to_vec() };
+        let mut dq = vec![x.down_in_s[0]; t];
+        for (row, d) in q.chunks_mut(i).zip(dq.iter_mut()) {
+            if self.quant == QuantizationType::ROW {
+                if self.clip > 0.0 {
+                    row.iter_mut().for_each(|v| *v = v.clamp(-self.clip, self.clip));
+                }
+                *d = (row.iter().fold(0.0f64, |m, v| m.max(v.abs())) / 240.0).max(1e-6);
+                row.iter_mut().for_each(|v| *v /= *d);
+            } else {
+                row.iter_mut().for_each(|v| *v = (*v / *d).clamp(-240.0, 240.0));
+            }
+        }
+        if round_fp8 {
+            q = as_dtype(&q, Dtype::Fp8E4m3);
+        }
+        (q, dq)
+    }
+
+    /// The gated product `act(gate) · up` (or `act(up)`) `[T, I]` of the
+    /// (residual-added, normalised) rows, and the residual sum `[T, H]`.
+    fn gated_product(&self, x: &Inputs) -> (Vec<f64>, Vec<f64>) {
         let (t, h, i) = (self.t(), self.h, self.i);
         let sum: Vec<f64> = if self.fused_add { x.hidden.iter().zip(&x.residual).map(|(a, b)| a + b).collect() } else { x.hidden.clone() };
         let mut normed = sum.clone();
@@ -278,31 +423,47 @@ impl Config {
                 _ => {}
             }
         }
-        let proj = |w: &[f64], scale: &[f64], b: &[f64], tok: usize, col: usize| {
-            let dot: f64 = (0..h).map(|k| normed[tok * h + k] * w[k * i + col]).sum();
-            dot * self.scale_of(scale, i, tok, col) + if self.bias { b[col] } else { 0.0 }
+        // fp8 hidden rows are dequantized by their input scale.
+        let qin = self.quantized_input();
+        let in_scale = |tok: usize| match self.quant {
+            _ if !qin => 1.0,
+            QuantizationType::ROW => x.hidden_s[tok],
+            _ => x.gate_up_in_s[0],
+        };
+        let proj = |w: &[f64], scale: &[f64], b: &[f64], tok: usize| {
+            let dots = row_times(&normed[tok * h..(tok + 1) * h], w, i);
+            let bias = |col: usize| if self.bias { b[col] } else { 0.0 };
+            dots.iter().enumerate().map(|(col, d)| d * self.scale_of(scale, i, tok, col) * in_scale(tok) + bias(col)).collect::<Vec<_>>()
         };
         let clamp = |v: f64, hi: f64, lo: f64| if self.clamp { v.min(hi).max(lo) } else { v };
         let mut inter = vec![0.0; t * i];
         for tok in 0..t {
+            let up = proj(&x.up_w, &x.up_s, &x.up_b, tok);
+            let gate = if self.skip_gate { vec![] } else { proj(&x.gate_w, &x.gate_s, &x.gate_b, tok) };
             for col in 0..i {
-                let up = clamp(proj(&x.up_w, &x.up_s, &x.up_b, tok, col), CLAMPS[2], CLAMPS[3]);
-                inter[tok * i + col] = if self.skip_gate {
-                    activation(self.act, up)
-                } else {
-                    let gate = clamp(proj(&x.gate_w, &x.gate_s, &x.gate_b, tok, col), CLAMPS[0], CLAMPS[1]);
-                    activation(self.act, gate) * up
-                };
+                let u = clamp(up[col], CLAMPS[2], CLAMPS[3]);
+                inter[tok * i + col] =
+                    if self.skip_gate { activation(self.act, u) } else { activation(self.act, clamp(gate[col], CLAMPS[0], CLAMPS[1])) * u };
             }
         }
+        (inter, sum)
+    }
+
+    /// The output `[T, H]` of the gated product `inter`: projected by the
+    /// down weights (their scales and bias), after the quantized
+    /// context-encoding path's requantization ([`Config::requantize`]).
+    fn down_projection(&self, x: &Inputs, inter: Vec<f64>, round_fp8: bool) -> Vec<f64> {
+        let (t, h, i) = (self.t(), self.h, self.i);
+        let (inter, inter_scale) = if self.quantized_input() { self.requantize(x, &inter, round_fp8) } else { (inter, vec![1.0; t]) };
         let mut out = vec![0.0; t * h];
         for tok in 0..t {
-            for col in 0..h {
-                let dot: f64 = (0..i).map(|k| inter[tok * i + k] * x.down_w[k * h + col]).sum();
-                out[tok * h + col] = dot * self.scale_of(&x.down_s, h, tok, col) + if self.bias { x.down_b[col] } else { 0.0 };
+            let dots = row_times(&inter[tok * i..(tok + 1) * i], &x.down_w, h);
+            for (col, d) in dots.iter().enumerate() {
+                let scale = self.scale_of(&x.down_s, h, tok, col) * inter_scale[tok];
+                out[tok * h + col] = d * scale + if self.bias { x.down_b[col] } else { 0.0 };
             }
         }
-        (out, sum)
+        out
     }
 
     /// The down weights as the kernel takes them: with the optimized layout
@@ -338,8 +499,9 @@ impl Config {
         let ts = |shape: &[usize], v: &[f64]| tensor(shape, v, dtype);
         let wdt = self.weight_dtype(dtype);
         let tw = |shape: &[usize], v: &[f64]| tensor(shape, v, wdt);
-        let (hid, gw, uw, dw) =
-            (ts(&[b, s, h], &x.hidden), tw(&[h, i], &x.gate_w), tw(&[h, i], &x.up_w), tw(&[i, h], &self.down_as_passed(&x.down_w)));
+        let (hs, hv) = self.hidden_as_passed(x);
+        let hid = tensor(&hs, &hv, self.hidden_dtype(dtype));
+        let (gw, uw, dw) = (tw(&[h, i], &x.gate_w), tw(&[h, i], &x.up_w), tw(&[i, h], &self.down_as_passed(&x.down_w)));
         let f32s = |cols: usize, v: &[f64]| tensor(&[128, self.scale_cols(cols)], v, Dtype::F32);
         let (gs, us, ds) = (f32s(i, &x.gate_s), f32s(i, &x.up_s), f32s(h, &x.down_s));
         let (gis, dis) = (tensor(&[128, 1], &x.gate_up_in_s, Dtype::F32), tensor(&[128, 1], &x.down_in_s, Dtype::F32));
@@ -378,7 +540,7 @@ impl Config {
             call = call.output_dtype(d);
         }
         if self.quantized() {
-            call = call.quantization_type(self.quant).gate_w_scale(&gs).up_w_scale(&us).down_w_scale(&ds);
+            call = call.quantization_type(self.quant).gate_w_scale(&gs).up_w_scale(&us).down_w_scale(&ds).quant_clipping_bound(self.clip);
             if self.quant == QuantizationType::STATIC {
                 call = call.gate_up_in_scale(&gis).down_in_scale(&dis);
             }
@@ -421,8 +583,10 @@ impl Config {
             ActFnType::Swish => "Swish",
         };
         let clamp = |k: usize| if self.clamp { Arg::Float(CLAMPS[k]) } else { Arg::None };
+        let (hs, hv) = self.hidden_as_passed(x);
         vec![
-            ("hidden_tensor", ts(vec![b, s, h], &x.hidden)),
+            ("hidden_tensor", Arg::Tensor(hs, hv, self.hidden_dtype(dtype))),
+            ("quant_clipping_bound", Arg::Float(self.clip)),
             ("gate_proj_weights_tensor", tw(vec![h, i], &x.gate_w)),
             ("up_proj_weights_tensor", tw(vec![h, i], &x.up_w)),
             ("down_proj_weights_tensor", tw(vec![i, h], &self.down_as_passed(&x.down_w))),
@@ -494,6 +658,7 @@ fn rounded(x: &Inputs, dtype: Dtype) -> Inputs {
         down_s: as_dtype(&x.down_s, Dtype::F32),
         gate_up_in_s: as_dtype(&x.gate_up_in_s, Dtype::F32),
         down_in_s: as_dtype(&x.down_in_s, Dtype::F32),
+        hidden_s: x.hidden_s.clone(),
     }
 }
 
@@ -513,6 +678,29 @@ fn quantized_configs_match_float64() {
         }
         let got = cfg.run(&x, Dtype::Bf16, Precision::Hardware);
         assert_close(&format!("{} bfloat16", cfg.name()), &got[0], &want, 2e-2, 2e-2);
+    }
+}
+
+/// The fp8 forms of the context-encoding path (fp8 hidden rows and weights,
+/// the gated product requantized to fp8): in fp32 precision the float64 MLP
+/// of the dequantized codes with the product's quantization unrounded, to
+/// the fp32 metric; in hardware precision (bfloat16 tiles, the product
+/// rounded to `float8_e4m3`) within the library's bfloat16 tolerance of the
+/// float64 MLP whose product is held in bfloat16 and rounded to fp8 too. A
+/// product element that lands on the other side of an fp8 rounding boundary
+/// (the kernel rounds it to bfloat16 a few times on the way) moves by an fp8
+/// step, 1/16 to 1/8 of it, so a few percent of the largest output is the
+/// hardware bound (the library's own tests allow 3e-2 and 4e-2 of each
+/// element); the fp32 run checks the algorithm to the fp32 metric.
+#[test]
+fn quantized_cte_configs_match_float64() {
+    for cfg in QUANT_CTE_CONFIGS {
+        let x = rounded(&cfg.inputs(), Dtype::Bf16);
+        let (inter, _) = cfg.gated_product(&x);
+        let got = cfg.run(&x, Dtype::Bf16, Precision::Fp32);
+        assert_close(&format!("{} fp32", cfg.name()), &got[0], &cfg.down_projection(&x, inter.clone(), false), 1e-4, 1e-4);
+        let got = cfg.run(&x, Dtype::Bf16, Precision::Hardware);
+        assert_close(&format!("{} bfloat16", cfg.name()), &got[0], &cfg.down_projection(&x, inter, true), 6e-2, 6e-2);
     }
 }
 
@@ -540,7 +728,8 @@ fn emitted_mlp_under_numpy_equals_emulator() {
     let decode = [CONFIGS[9], CONFIGS[6], CONFIGS[11], CONFIGS[14], CONFIGS[15]];
     let cte = [CTE_CONFIGS[0], CTE_CONFIGS[1], CTE_CONFIGS[3], CTE_CONFIGS[5], CTE_CONFIGS[6]];
     let quant = [QUANT_CONFIGS[0], QUANT_CONFIGS[1], QUANT_CONFIGS[5]];
-    for cfg in decode.into_iter().chain(cte).chain(quant) {
+    let quant_cte = [QUANT_CTE_CONFIGS[3], QUANT_CTE_CONFIGS[4], QUANT_CTE_CONFIGS[5], QUANT_CTE_CONFIGS[6]];
+    for cfg in decode.into_iter().chain(cte).chain(quant).chain(quant_cte) {
         // fp8 weights take 16-bit activations in both modes.
         let wide = if cfg.quantized() { Dtype::Bf16 } else { Dtype::F32 };
         for (dtype, precision, mode) in [(wide, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
@@ -597,6 +786,8 @@ const OK: MlpCall = MlpCall {
     force_cte_mode: false,
     has_projection_bias: false,
     clamped: false,
+    quantized_input: false,
+    has_fused_add: false,
 };
 
 /// Each rule refuses what it names, and the kernel refuses the same at trace time.
@@ -614,6 +805,10 @@ fn rules_refuse_what_they_name() {
     assert_eq!(mlp_violation(MlpCall { clamped: true, ..OK }), None);
     assert_eq!(mlp_violation(MlpCall { tokens: 201, hidden: 8192, intermediate: 1024, ..OK }), None);
     assert_eq!(mlp_violation(MlpCall { tokens: 201, programs: 1, ..OK }), None);
+    // fp8 hidden rows: the quantized context-encoding path, alone.
+    let fp8_rows = MlpCall { tokens: 200, normalization_type: NO_NORM, quantized_input: true, ..OK };
+    assert_eq!(mlp_violation(MlpCall { quantization_type: QuantizationType::ROW, ..fp8_rows }), None);
+    assert_eq!(mlp_violation(MlpCall { quantization_type: QuantizationType::STATIC, ..fp8_rows }), None);
     let cases = [
         (MlpCall { hidden: 4000, ..OK }, MlpRule::HiddenTiles),
         (MlpCall { intermediate: 0, ..OK }, MlpRule::Sizes),
@@ -631,6 +826,31 @@ fn rules_refuse_what_they_name() {
         (MlpCall { quantization_type: QuantizationType::ROW_MX, ..OK }, MlpRule::Quantization),
         (MlpCall { tokens: 200, quantization_type: QuantizationType::ROW, ..OK }, MlpRule::CteQuantization),
         (MlpCall { force_cte_mode: true, quantization_type: QuantizationType::STATIC, ..OK }, MlpRule::CteQuantization),
+        (MlpCall { tokens: 200, quantized_input: true, ..OK }, MlpRule::InputQuantization),
+        (MlpCall { quantization_type: QuantizationType::ROW, quantized_input: true, ..OK }, MlpRule::TkgQuantizedInput),
+        (MlpCall { tokens: 200, quantization_type: QuantizationType::ROW, quantized_input: true, ..OK }, MlpRule::CteQuantizedInputOptions),
+        (
+            MlpCall {
+                tokens: 200,
+                normalization_type: NO_NORM,
+                quantization_type: QuantizationType::STATIC,
+                quantized_input: true,
+                has_fused_add: true,
+                ..OK
+            },
+            MlpRule::CteQuantizedInputOptions,
+        ),
+        (
+            MlpCall {
+                tokens: 200,
+                normalization_type: NO_NORM,
+                quantization_type: QuantizationType::STATIC,
+                quantized_input: true,
+                has_projection_bias: true,
+                ..OK
+            },
+            MlpRule::CteQuantizedInputOptions,
+        ),
         (MlpCall { has_norm_bias: true, ..OK }, MlpRule::NormBias),
         (MlpCall { use_tkg_down_proj_optimized_layout: true, ..OK }, MlpRule::OptimizedLayout),
         (
@@ -669,7 +889,7 @@ fn rules_refuse_what_they_name() {
     assert!(e.contains("must be float8_e4m3 exactly when"), "{e}");
     let x32 = tensor(&[4, h], &vec![0.0; 4 * h], Dtype::F32);
     let e = row(&x32, &w8, &d8).gate_w_scale(&s_i).up_w_scale(&s_i).down_w_scale(&s_h).launch(&Launch::new()).unwrap_err().to_string();
-    assert!(e.contains("hidden_tensor must be bfloat16 or float16"), "{e}");
+    assert!(e.contains("hidden_tensor must be bfloat16, float16 or float8_e4m3"), "{e}");
     let e = row(&x, &w8, &d8).gate_w_scale(&s_i).up_w_scale(&s_i).launch(&Launch::new()).unwrap_err().to_string();
     assert!(e.contains("down_w_scale must be given"), "{e}");
     let e = row(&x, &w8, &d8).gate_w_scale(&s_i).up_w_scale(&s_h).down_w_scale(&s_h).launch(&Launch::new()).unwrap_err().to_string();
@@ -680,5 +900,15 @@ fn rules_refuse_what_they_name() {
     assert!(e.contains("down_in_scale must be given"), "{e}");
     let x_cte = tensor(&[97, h], &vec![0.0; 97 * h], Dtype::Bf16);
     let e = row(&x_cte, &w8, &d8).gate_w_scale(&s_i).up_w_scale(&s_i).down_w_scale(&s_h).launch(&Launch::new()).unwrap_err().to_string();
-    assert!(e.contains("implemented in token generation only"), "{e}");
+    assert!(e.contains("need a float8_e4m3 hidden_tensor"), "{e}");
+    // fp8 hidden rows: ROW's are H + 4 wide, and they take no norm.
+    let x8 = tensor(&[97, h], &vec![0.0; 97 * h], Dtype::Fp8E4m3);
+    let e = row(&x8, &w8, &d8).gate_w_scale(&s_i).up_w_scale(&s_i).down_w_scale(&s_h).launch(&Launch::new()).unwrap_err().to_string();
+    assert!(e.contains("must be [B, S, H + 4]"), "{e}");
+    let stat8 = mlp::Call::new(&x8, &w8, &w8, &d8).quantization_type(QuantizationType::STATIC).gate_w_scale(&s1).up_w_scale(&s1);
+    let stat8 = stat8.down_w_scale(&s1).gate_up_in_scale(&s1).down_in_scale(&s1);
+    let e = stat8.normalization_type(RMS_NORM_SKIP_GAMMA).launch(&Launch::new()).unwrap_err().to_string();
+    assert!(e.contains("takes no normalization"), "{e}");
+    let e = mlp::Call::new(&x8, &w, &w, &d).launch(&Launch::new()).unwrap_err().to_string();
+    assert!(e.contains("needs quantization_type STATIC or ROW"), "{e}");
 }

@@ -29,3 +29,18 @@ def apply_activation(dst, data, activation_fn):
         nisa.activation(dst=dst, op=nl.gelu_apprx_tanh, data=data)
     elif activation_fn == ActFnType.Swish:
         nisa.activation(dst=dst, op=nl.gelu_apprx_sigmoid, data=data)
+
+
+def apply_scaled_activation(dst, data, activation_fn, scale):
+    """`dst = act(data · scale)` with a per-partition `scale` (`[P, 1]`
+    fp32), the dequantization a quantized projection folds into its
+    activation.
+    """
+    if activation_fn == ActFnType.SiLU:
+        nisa.activation(dst=dst, op=nl.silu, data=data, scale=scale)
+    elif activation_fn == ActFnType.GELU:
+        nisa.activation(dst=dst, op=nl.gelu, data=data, scale=scale)
+    elif activation_fn == ActFnType.GELU_Tanh_Approx:
+        nisa.activation(dst=dst, op=nl.gelu_apprx_tanh, data=data, scale=scale)
+    elif activation_fn == ActFnType.Swish:
+        nisa.activation(dst=dst, op=nl.gelu_apprx_sigmoid, data=data, scale=scale)

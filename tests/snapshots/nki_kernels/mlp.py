@@ -13,6 +13,7 @@ from .mlp_parameters import H0
 from .mlp_parameters import MLPActivationParameters
 from .mlp_parameters import MLPQuantizationParameters
 from .mlp_parameters import MLPTensors
+from .mlp_parameters import ROW_SCALE_BYTES
 from .mlp_parameters import TKG_BS_SEQLEN_THRESHOLD
 from .mlp_tkg import mlp_tkg
 from .mlp_tkg_constants import PSUM_FMAX
@@ -58,7 +59,7 @@ def check_scale(t, name, quantization_type, n):
         assert v.ndim == 2 and shape[0] == H0 and shape[1] == n, f"mlp: {name} must be [128, {n}], got {shape}"
 
 
-def validate_quantization(quantization_type, hidden, w, q, gate_up_in_scale, down_in_scale):
+def validate_quantization(quantization_type, hidden, w, q):
     """The fp8 quantization's rules (`STATIC` or `ROW`): the three weights
     `float8_e4m3` (and only then), 16-bit hidden rows (a float32 operand
     cannot multiply an fp8 one), and the scales of the library's shapes.
@@ -68,15 +69,33 @@ def validate_quantization(quantization_type, hidden, w, q, gate_up_in_scale, dow
     gw, uw, dw = (w.gate_proj_weights_tensor, w.up_proj_weights_tensor, w.down_proj_weights_tensor)
     assert quantized == (gw.dtype == fp8) and quantized == (uw.dtype == fp8) and quantized == (dw.dtype == fp8), f"mlp: the gate, up and down weights must be float8_e4m3 exactly when quantization_type is STATIC or ROW, got {quantization_type} with {gw.dtype}, {uw.dtype}, {dw.dtype}"
     if quantized:
-        assert hidden.dtype != nl.float32, "mlp: hidden_tensor must be bfloat16 or float16 with fp8 weights (they multiply it as it is), got float32"
+        assert hidden.dtype != nl.float32, "mlp: hidden_tensor must be bfloat16, float16 or float8_e4m3 with fp8 weights (they multiply it as it is), got float32"
         row = quantization_type == QuantizationType.ROW
         i, h = (gw.shape[1], gw.shape[0])
         check_scale(q.gate_w_scale, "gate_w_scale", quantization_type, i if row else 1)
         check_scale(q.up_w_scale, "up_w_scale", quantization_type, i if row else 1)
         check_scale(q.down_w_scale, "down_w_scale", quantization_type, h if row else 1)
         if not row:
-            check_scale(gate_up_in_scale, "gate_up_in_scale", quantization_type, 1)
-            check_scale(down_in_scale, "down_in_scale", quantization_type, 1)
+            check_scale(q.gate_up_in_scale, "gate_up_in_scale", quantization_type, 1)
+            check_scale(q.down_in_scale, "down_in_scale", quantization_type, 1)
+
+
+def validate_quantized_input(quantization_type, is_tkg, hidden, w, has_norm, h):
+    """The rules of a `float8_e4m3` hidden tensor: it is quantized (`STATIC`
+    or `ROW`), on the context-encoding path, alone (no norm, residual add
+    or projection bias), and with `ROW` its rows are `H + 4` wide (each
+    row's fp32 dequantization scale packed in its last four bytes).
+    """
+    quantized_input = hidden.dtype == nl.float8_e4m3
+    quantized = quantization_type != QuantizationType.NONE
+    assert not quantized_input or quantized, "mlp: a float8_e4m3 hidden_tensor needs quantization_type STATIC or ROW"
+    assert not quantized_input or not is_tkg, "mlp: a float8_e4m3 hidden_tensor is only supported in context encoding (B * S > 96 or force_cte_mode)"
+    assert not quantized or is_tkg or quantized_input, f"mlp: quantization_type STATIC and ROW in context encoding (B * S > 96 or force_cte_mode) need a float8_e4m3 hidden_tensor, got {hidden.dtype}"
+    extras = has_norm or w.fused_add_tensor is not None or w.gate_proj_bias_tensor is not None or w.up_proj_bias_tensor is not None or w.down_proj_bias_tensor is not None
+    assert not quantized_input or not extras, "mlp: a float8_e4m3 hidden_tensor takes no normalization, fused_add_tensor or projection bias"
+    hs = hidden.shape
+    width = hs[hidden.ndim - 1]
+    assert not quantized_input or quantization_type != QuantizationType.ROW or width == h + ROW_SCALE_BYTES, f"mlp: a ROW-quantized float8_e4m3 hidden_tensor must be [B, S, H + 4] (H = {h}, the row's fp32 scale last), got {hs}"
 
 
 @nki.jit
@@ -88,7 +107,7 @@ def mlp(hidden_tensor, gate_proj_weights_tensor, up_proj_weights_tensor, down_pr
     assert isinstance(activation_fn, ActFnType), f"mlp: activation_fn={activation_fn!r} is not a ActFnType member (SiLU, GELU, GELU_Tanh_Approx, Swish)"
     assert isinstance(normalization_type, NormType), f"mlp: normalization_type={normalization_type!r} is not a NormType member (NO_NORM, RMS_NORM, LAYER_NORM, RMS_NORM_SKIP_GAMMA)"
     assert isinstance(quantization_type, QuantizationType), f"mlp: quantization_type={quantization_type!r} is not a QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)"
-    assert hidden_tensor.dtype in (nl.float32, nl.bfloat16, nl.float16), "mlp takes hidden_tensor as float32, bfloat16 or float16"
+    assert hidden_tensor.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "mlp takes hidden_tensor as float32, bfloat16, float16 or float8_e4m3"
     assert gate_proj_weights_tensor.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "mlp takes gate_proj_weights_tensor as float32, bfloat16, float16 or float8_e4m3"
     assert up_proj_weights_tensor.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "mlp takes up_proj_weights_tensor as float32, bfloat16, float16 or float8_e4m3"
     assert down_proj_weights_tensor.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "mlp takes down_proj_weights_tensor as float32, bfloat16, float16 or float8_e4m3"
@@ -107,7 +126,9 @@ def mlp(hidden_tensor, gate_proj_weights_tensor, up_proj_weights_tensor, down_pr
     assert rank == 2 or rank == 3, f"mlp: hidden_tensor must be [B, S, H] or [T, H], got {rank} dims"
     hs = hidden_tensor.shape
     b, sl = (hs[0], hs[1]) if rank == 3 else (1, hs[0])
-    h = hs[rank - 1]
+    packed = quantization_type == QuantizationType.ROW and hidden_tensor.dtype == nl.float8_e4m3
+    width = hs[rank - 1]
+    h = down_proj_weights_tensor.shape[1] if packed and down_proj_weights_tensor.ndim == 2 else width
     t = b * sl
     programs = nl.num_programs(axes=0) if nl.program_ndim() == 1 else 1
     assert h > 0 and h % H0 == 0, f"mlp: H = {h} must be a positive multiple of 128"
@@ -134,7 +155,6 @@ def mlp(hidden_tensor, gate_proj_weights_tensor, up_proj_weights_tensor, down_pr
         has_bias = gate_proj_bias_tensor is not None or up_proj_bias_tensor is not None or down_proj_bias_tensor is not None
         clamped = gate_clamp_upper_limit is not None or gate_clamp_lower_limit is not None or up_clamp_upper_limit is not None or up_clamp_lower_limit is not None
         validate_mlp_cte(t, h, i, programs, has_bias, clamped, use_tkg_down_proj_optimized_layout)
-        assert quantization_type == QuantizationType.NONE, f"mlp: quantization_type STATIC and ROW are implemented in token generation only (B * S <= 96, force_cte_mode off), got B * S = {t}"
     if has_norm:
         assert normalization_type == NormType.RMS_NORM_SKIP_GAMMA or normalization_weights_tensor is not None, f"mlp: normalization_type {normalization_type} needs normalization_weights_tensor"
         check_row(normalization_weights_tensor, "normalization_weights_tensor", h)
@@ -148,14 +168,15 @@ def mlp(hidden_tensor, gate_proj_weights_tensor, up_proj_weights_tensor, down_pr
     stored = nl.ndarray(shape=(b, sl, h), dtype=out_dtype, buffer=nl.shared_hbm)
     w = MLPTensors(gate_proj_weights_tensor=gate_proj_weights_tensor, up_proj_weights_tensor=up_proj_weights_tensor, down_proj_weights_tensor=down_proj_weights_tensor, normalization_weights_tensor=normalization_weights_tensor if has_norm else None, normalization_bias_tensor=normalization_bias_tensor if has_norm else None, gate_proj_bias_tensor=gate_proj_bias_tensor, up_proj_bias_tensor=up_proj_bias_tensor, down_proj_bias_tensor=down_proj_bias_tensor, fused_add_tensor=fused_add_tensor)
     act = MLPActivationParameters(activation_fn=activation_fn, skip_gate_proj=skip_gate_proj, gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
-    quant = MLPQuantizationParameters(quantization_type=quantization_type, gate_w_scale=gate_w_scale, up_w_scale=up_w_scale, down_w_scale=down_w_scale)
-    validate_quantization(quantization_type, hidden_tensor, w, quant, gate_up_in_scale, down_in_scale)
+    quant = MLPQuantizationParameters(quantization_type=quantization_type, gate_w_scale=gate_w_scale, up_w_scale=up_w_scale, down_w_scale=down_w_scale, gate_up_in_scale=gate_up_in_scale, down_in_scale=down_in_scale, clipping_bound=quant_clipping_bound)
+    validate_quantization(quantization_type, hidden_tensor, w, quant)
+    validate_quantized_input(quantization_type, is_tkg, hidden_tensor, w, has_norm, h)
     stored_2d = stored.reshape(shape=(t, h)) if store else None
-    hidden_2d, out_2d = (hidden_tensor.reshape(shape=(t, h)), out.reshape(shape=(t, h)))
+    hidden_2d, out_2d = (hidden_tensor.reshape(shape=(t, width)), out.reshape(shape=(t, h)))
     if is_tkg:
         mlp_tkg(hidden_2d, w, out_2d, stored_2d, normalization_type, eps, act, quant, use_tkg_down_proj_optimized_layout)
     else:
-        mlp_cte(hidden_2d, w, out_2d, stored_2d, normalization_type, eps, act)
+        mlp_cte(hidden_2d, w, out_2d, stored_2d, normalization_type, eps, act, quant)
     if store:
         return (out, stored)
     return out

@@ -6,7 +6,9 @@ import nki.isa as nisa
 import nki.collectives as ncc
 from .common_types import ActFnType
 from .common_types import NormType
+from .common_types import QuantizationType
 from .mlp_cte_constants import MLPCTEConstants
+from .mlp_cte_constants import MLPCTEQuantScales
 from .mlp_cte_constants import MLPCTEVectors
 from .mlp_cte_constants import PSUM_FMAX
 from .mlp_cte_constants import P_MAX
@@ -14,48 +16,65 @@ from .mlp_cte_norm import apply_normalization_if_necessary
 from .mlp_cte_projection import perform_down_projection
 from .mlp_cte_projection import perform_gate_up_projection
 from .mlp_cte_projection import sync_down_proj_results_across_int_dim
+from .mlp_cte_quantization import perform_intermediate_quantization
 from .mlp_cte_sharding import calculate_sharding
 from .mlp_cte_tensor_io import load_hidden_tensor_tile
 from .mlp_cte_tensor_io import load_mlp_cte_vectors
+from .mlp_cte_tensor_io import load_packed_hidden_scales
+from .mlp_cte_tensor_io import prepare_quantization_scales
 from .mlp_cte_tensor_io import store_hidden_tensor_tile
 from .mlp_cte_transpose import transpose_intermediate_tensor_tile
 from .mlp_cte_transpose import transpose_source_tensor_tile
 from .mlp_parameters import MLPActivationParameters
+from .mlp_parameters import MLPQuantizationParameters
 from .mlp_parameters import MLPTensors
 
 
-def mlp_cte_tile(hidden, w, output, stored, normalization_type, act, vec, cst, r0, rows):
+def mlp_cte_tile(hidden, w, output, stored, normalization_type, act, vec, scales, cst, r0, rows):
     """One tile of `rows` token rows from row `r0`: the loop body of the
     module docs.
     """
     cdt = cst.compute_dtype
-    x = nl.ndarray(shape=(P_MAX, cst.h), dtype=cdt, buffer=nl.sbuf)
+    quantized = scales.quantization_type != QuantizationType.NONE
+    x = nl.ndarray(shape=(P_MAX, cst.h), dtype=cst.hidden_tile_dtype, buffer=nl.sbuf)
     load_hidden_tensor_tile(hidden, w.fused_add_tensor, stored, x, cst, r0, rows)
+    x_scale = load_packed_hidden_scales(hidden, cst, r0, rows) if scales.quantization_type == QuantizationType.ROW else None
     apply_normalization_if_necessary(x, normalization_type, vec, cst, rows)
-    x_t = nl.ndarray(shape=(P_MAX, cst.h // P_MAX, P_MAX), dtype=cdt, buffer=nl.sbuf)
+    x_t = nl.ndarray(shape=(P_MAX, cst.h // P_MAX, P_MAX), dtype=cst.hidden_tile_dtype, buffer=nl.sbuf)
     transpose_source_tensor_tile(x, x_t, vec, cst, rows)
     gu = nl.ndarray(shape=(P_MAX, cst.i), dtype=cdt, buffer=nl.sbuf)
     for ic in nl.affine_range(start=0, stop=-(-cst.i // PSUM_FMAX)):
-        perform_gate_up_projection(x_t, w.gate_proj_weights_tensor, w.up_proj_weights_tensor, gu, act, vec, cst, ic * PSUM_FMAX, rows)
-    gu_t = nl.ndarray(shape=(P_MAX, -(-cst.i // P_MAX), P_MAX), dtype=cdt, buffer=nl.sbuf)
-    transpose_intermediate_tensor_tile(gu, gu_t, cst, rows)
-    perform_down_projection(gu_t, w.down_proj_weights_tensor, x, vec, cst, rows)
+        gate_w, up_w = (w.gate_proj_weights_tensor, w.up_proj_weights_tensor)
+        perform_gate_up_projection(x_t, gate_w, up_w, gu, act, vec, scales, x_scale, cst, ic * PSUM_FMAX, rows)
+    inter = nl.ndarray(shape=(P_MAX, cst.i), dtype=cst.down_proj_quant_dtype, buffer=nl.sbuf) if quantized else gu
+    dq = perform_intermediate_quantization(gu, inter, scales, cst, rows)
+    gu_t = nl.ndarray(shape=(P_MAX, -(-cst.i // P_MAX), P_MAX), dtype=inter.dtype, buffer=nl.sbuf)
+    transpose_intermediate_tensor_tile(inter, gu_t, cst, rows)
+    o = nl.ndarray(shape=(P_MAX, cst.h), dtype=cdt, buffer=nl.sbuf) if quantized else x
+    perform_down_projection(gu_t, w.down_proj_weights_tensor, o, vec, scales, dq, cst, rows)
     if cst.shard_on_intermediate:
-        sync_down_proj_results_across_int_dim(x, cst, rows)
-    store_hidden_tensor_tile(x, output, cst, r0, rows)
+        sync_down_proj_results_across_int_dim(o, cst, rows)
+    store_hidden_tensor_tile(o, output, cst, r0, rows)
 
 
-def mlp_cte(hidden, w, output, stored, normalization_type, eps, act):
-    """The context-encoding MLP of `hidden` `[T, H]` into `output` `[T, H]`
-    (and, when given, the residual sum into `stored`).
+def mlp_cte(hidden, w, output, stored, normalization_type, eps, act, quant):
+    """The context-encoding MLP of `hidden` `[T, H]` (`[T, H + 4]` for
+    `ROW`-quantized rows) into `output` `[T, H]` (and, when given, the
+    residual sum into `stored`).
     """
-    t, h = hidden.shape
-    i = w.down_proj_weights_tensor.shape[0]
+    t = hidden.shape[0]
+    i, h = w.down_proj_weights_tensor.shape
     has_bias = w.gate_proj_bias_tensor is not None or w.up_proj_bias_tensor is not None or w.down_proj_bias_tensor is not None
-    cdt = nl.bfloat16 if hidden.dtype == nl.float32 else hidden.dtype
-    cst = calculate_sharding(t, h, i, has_bias, cdt)
+    quantized = quant.quantization_type != QuantizationType.NONE
+    wide = hidden.dtype == nl.float32 or quantized
+    cdt = nl.bfloat16 if wide else hidden.dtype
+    hidden_tile_dtype = hidden.dtype if quantized else cdt
+    src_dtype = w.up_proj_weights_tensor.dtype if quantized else cdt
+    down_dtype = w.down_proj_weights_tensor.dtype if quantized else cdt
+    cst = calculate_sharding(t, h, i, has_bias, cdt, hidden_tile_dtype, src_dtype, down_dtype)
     vec = load_mlp_cte_vectors(w, eps, cst)
+    scales = prepare_quantization_scales(quant, vec, cst)
     for tile in nl.sequential_range(start=0, stop=-(-cst.t // P_MAX)):
         r0 = cst.t_offset + tile * P_MAX
         rows = min(cst.t_offset + cst.t - r0, P_MAX)
-        mlp_cte_tile(hidden, w, output, stored, normalization_type, act, vec, cst, r0, rows)
+        mlp_cte_tile(hidden, w, output, stored, normalization_type, act, vec, scales, cst, r0, rows)

@@ -6,16 +6,23 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .common_types import QuantizationType
 
 
 @dataclass
 class MLPCTEConstants(nl.NKIObject):
-    """The library's `MLPCTEConstants` as this port reads them: the compute
-    dtype, and which rows and intermediate columns this program owns.
+    """The library's `MLPCTEConstants` as this port reads them: the dtypes,
+    and which rows and intermediate columns this program owns.
     """
 
     compute_dtype: object
-    "The dtype tiles are computed in: hidden's, bfloat16 for fp32 hidden."
+    "The dtype tiles are computed in: hidden's, bfloat16 for fp32 or fp8 hidden."
+    hidden_tile_dtype: object
+    "The dtype of the loaded hidden rows: fp8 rows stay fp8, others take the compute dtype."
+    src_proj_quant_dtype: object
+    "The dtype the gate and up weights are multiplied in: fp8 weights stay fp8, others take the compute dtype."
+    down_proj_quant_dtype: object
+    "The same for the down weights, and the dtype the gated product is quantized to with fp8 weights."
     h: int
     "Hidden size `H`."
     i_total: int
@@ -42,6 +49,33 @@ ACT_DTYPE = nl.float32
 
 # Partitions: token rows per tile, contraction rows per matmul.
 P_MAX = 128
+
+
+@dataclass
+class MLPCTEQuantScales(nl.NKIObject):
+    """The fp8 dequantization scales, loaded once per call (the library's
+    `*_static_*_scales_sbuf` and `*_row_weight_scales_sbuf`). `STATIC`:
+    `[128, 1]` fp32, the weights' scales already multiplied by their input
+    scale, and the reciprocal of `down_in_scale` (the gated product's
+    quantization scale). `ROW`: the gate and up weights' scales `[128, I]`
+    (this program's columns); the down weights' `[128, H]` stays in HBM
+    and is read one 512-column chunk at a time.
+    """
+
+    quantization_type: QuantizationType
+    "`NONE`, `STATIC` or `ROW`."
+    gate: object
+    "The gate projection's dequantization scale."
+    up: object
+    "The up projection's dequantization scale."
+    down: object
+    "`STATIC`: the down projection's dequantization scale."
+    down_in_inv: object
+    "`STATIC`: `1 / down_in_scale`."
+    down_row_w_scale: object
+    "`ROW`: the down weights' row scales in HBM."
+    clipping_bound: float
+    "`ROW`: the clipping bound of the gated product (none when not positive)."
 
 
 @dataclass
@@ -89,3 +123,13 @@ PSUM_FMAX = 512
 
 # Hidden rows of one gate/up weight load (8 partition tiles).
 SRC_PROJ_H_TILE = 1024
+
+
+# The largest finite `float8_e4m3` value: the gated product's
+# quantization range.
+FP8_E4M3_MAX = 240.0
+
+
+# Floor of a `ROW` quantization's per-row dequantization scale (an
+# all-zero row would otherwise divide by zero).
+ROW_QUANT_MIN_SCALE = 1e-6

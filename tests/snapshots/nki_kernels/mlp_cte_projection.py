@@ -5,9 +5,12 @@ import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
 from .common_types import ActFnType
+from .common_types import QuantizationType
 from .kernel_helpers import apply_activation
+from .kernel_helpers import apply_scaled_activation
 from .mlp_cte_constants import ACT_DTYPE
 from .mlp_cte_constants import MLPCTEConstants
+from .mlp_cte_constants import MLPCTEQuantScales
 from .mlp_cte_constants import MLPCTEVectors
 from .mlp_cte_constants import PIPE_ID_INT_SHARD
 from .mlp_cte_constants import PSUM_FMAX
@@ -25,10 +28,23 @@ def project_source_tensor_tile(x_t, w, acc, cst, i0, cols, rows):
     it = cst.i_total
     for ht in nl.sequential_range(start=0, stop=-(-cst.h // SRC_PROJ_H_TILE)):
         nsub = min((cst.h - ht * SRC_PROJ_H_TILE) // P_MAX, sub)
-        w_sb = nl.ndarray(shape=(P_MAX, sub, PSUM_FMAX), dtype=cst.compute_dtype, buffer=nl.sbuf)
+        w_sb = nl.ndarray(shape=(P_MAX, sub, PSUM_FMAX), dtype=cst.src_proj_quant_dtype, buffer=nl.sbuf)
         nisa.dma_copy(dst=w_sb[:, 0:nsub, 0:cols], src=w.ap(pattern=[[it, P_MAX], [P_MAX * it, nsub], [1, cols]], offset=ht * SRC_PROJ_H_TILE * it + cst.i_offset + i0))
         for c in nl.sequential_range(start=0, stop=nsub):
             nisa.nc_matmul(dst=acc[0:rows, 0:cols], stationary=x_t[:, ht * sub + c, 0:rows], moving=w_sb[:, c, 0:cols])
+
+
+def apply_dequantized_activation(dst, acc, w_scale, x_scale, act_fn, i0, cols, rows):
+    """`dst = act(dequantized acc)`: `STATIC` `act(acc · s)`, `ROW`
+    `act(round(acc · s[:, i0 ..]) · s_x)` (`x_scale` given exactly for
+    `ROW`).
+    """
+    if x_scale is not None:
+        xs = x_scale
+        nisa.tensor_tensor(dst=dst, data1=acc[0:rows, 0:cols], data2=w_scale[0:rows, i0:i0 + cols], op=nl.multiply)
+        apply_scaled_activation(dst, dst, act_fn, xs[0:rows, :])
+    else:
+        apply_scaled_activation(dst, acc[0:rows, 0:cols], act_fn, w_scale[0:rows, :])
 
 
 def apply_source_projection_activation(dst, acc, bias, act_fn, i0, cols, rows):
@@ -43,21 +59,46 @@ def apply_source_projection_activation(dst, acc, bias, act_fn, i0, cols, rows):
         apply_activation(dst, acc[0:rows, 0:cols], act_fn)
 
 
-def perform_gate_up_projection(x_t, gate_w, up_w, gu, act, vec, cst, i0, rows):
+def activate_projection(dst, acc, w_scale, x_scale, bias, act_fn, i0, cols, rows):
+    """`dst = act(sums)` of one projection: dequantized when `w_scale` is
+    given, else with the bias when there is one.
+    """
+    if w_scale is not None:
+        ws = w_scale
+        apply_dequantized_activation(dst, acc, ws, x_scale, act_fn, i0, cols, rows)
+    else:
+        apply_source_projection_activation(dst, acc, bias, act_fn, i0, cols, rows)
+
+
+def dequantize_gated_product(dst, w_scale, x_scale, i0, cols, rows):
+    """The gated product `dst` dequantized in place by the up projection's
+    scales: `STATIC` `dst · s`, `ROW` `round(dst · s[:, i0 ..]) · s_x`.
+    """
+    if x_scale is not None:
+        xs = x_scale
+        nisa.tensor_tensor(dst=dst, data1=dst, data2=w_scale[0:rows, i0:i0 + cols], op=nl.multiply)
+        nisa.activation(dst=dst, op=nl.copy, data=dst, scale=xs[0:rows, :])
+    else:
+        nisa.activation(dst=dst, op=nl.copy, data=dst, scale=w_scale[0:rows, :])
+
+
+def perform_gate_up_projection(x_t, gate_w, up_w, gu, act, vec, scales, x_scale, cst, i0, rows):
     """The gated product of one chunk of `cols` intermediate columns from
-    `i0` into `gu[:rows, i0 ..]` (the module docs' first loop body).
+    `i0` into `gu[:rows, i0 ..]` (the module docs' first loop body);
+    `x_scale` is a `ROW` tile's per-row hidden scale.
     """
     cols = min(cst.i - i0, PSUM_FMAX)
     dst = gu[0:rows, i0:i0 + cols]
     up = nl.ndarray(shape=(P_MAX, PSUM_FMAX), dtype=ACT_DTYPE, buffer=nl.psum)
+    gate_scale, up_scale = (scales.gate, scales.up)
     if act.skip_gate_proj:
         project_source_tensor_tile(x_t, up_w, up, cst, i0, cols, rows)
-        apply_source_projection_activation(dst, up, vec.up_bias, act.activation_fn, i0, cols, rows)
+        activate_projection(dst, up, up_scale, x_scale, vec.up_bias, act.activation_fn, i0, cols, rows)
     else:
         gate = nl.ndarray(shape=(P_MAX, PSUM_FMAX), dtype=ACT_DTYPE, buffer=nl.psum)
         project_source_tensor_tile(x_t, gate_w, gate, cst, i0, cols, rows)
         g = nl.ndarray(shape=(P_MAX, PSUM_FMAX), dtype=cst.compute_dtype, buffer=nl.sbuf)
-        apply_source_projection_activation(g[0:rows, 0:cols], gate, vec.gate_bias, act.activation_fn, i0, cols, rows)
+        activate_projection(g[0:rows, 0:cols], gate, gate_scale, x_scale, vec.gate_bias, act.activation_fn, i0, cols, rows)
         project_source_tensor_tile(x_t, up_w, up, cst, i0, cols, rows)
         up_bias = vec.up_bias
         if up_bias is not None:
@@ -67,14 +108,39 @@ def perform_gate_up_projection(x_t, gate_w, up_w, gu, act, vec, cst, i0, rows):
             nisa.tensor_tensor(dst=dst, data1=g[0:rows, 0:cols], data2=u[0:rows, 0:cols], op=nl.multiply)
         else:
             nisa.tensor_tensor(dst=dst, data1=g[0:rows, 0:cols], data2=up[0:rows, 0:cols], op=nl.multiply)
+        if up_scale is not None:
+            us = up_scale
+            dequantize_gated_product(dst, us, x_scale, i0, cols, rows)
 
 
-def perform_down_projection(gu_t, down_w, o, vec, cst, rows):
+def dequantize_down_projection(o, acc, scales, dq, c0, cols, rows):
+    """`o[:rows, c0 ..]` from the fp32 sums `acc` of fp8 operands: `STATIC`
+    `acc · s`, `ROW` `round(acc · s_w[:, c0 ..]) · dq` (`dq` the gated
+    product's row scales).
+    """
+    down, row_w_scale = (scales.down, scales.down_row_w_scale)
+    dst = o[0:rows, c0:c0 + cols]
+    if down is not None:
+        ds = down
+        nisa.activation(dst=dst, op=nl.copy, data=acc[0:rows, 0:cols], scale=ds[0:rows, :])
+    if row_w_scale is not None:
+        ws = row_w_scale
+        if dq is not None:
+            rs = dq
+            ws_sb = nl.ndarray(shape=(P_MAX, PSUM_FMAX), dtype=ACT_DTYPE, buffer=nl.sbuf)
+            nisa.dma_copy(dst=ws_sb[0:rows, 0:cols], src=ws[0:rows, c0:c0 + cols])
+            nisa.tensor_tensor(dst=dst, data1=acc[0:rows, 0:cols], data2=ws_sb[0:rows, 0:cols], op=nl.multiply)
+            nisa.activation(dst=dst, op=nl.copy, data=dst, scale=rs[0:rows, :])
+
+
+def perform_down_projection(gu_t, down_w, o, vec, scales, dq, cst, rows):
     """`o[:rows, :]` = `gu_t`'s rows projected by this program's rows of
-    `down_w` `[I, H]`, plus the down bias when this program adds it, in
-    the compute dtype.
+    `down_w` `[I, H]`, plus the down bias when this program adds it (or
+    dequantized, for fp8 operands, `dq` a `ROW` product's row scales),
+    in the compute dtype.
     """
     h, down_bias = (cst.h, vec.down_bias)
+    quantized = scales.quantization_type != QuantizationType.NONE
     for hc in nl.affine_range(start=0, stop=-(-h // PSUM_FMAX)):
         c0 = hc * PSUM_FMAX
         cols = min(h - c0, PSUM_FMAX)
@@ -82,11 +148,13 @@ def perform_down_projection(gu_t, down_w, o, vec, cst, rows):
         for k in nl.sequential_range(start=0, stop=-(-cst.i // P_MAX)):
             k0 = k * P_MAX
             isz = min(cst.i - k0, P_MAX)
-            w_sb = nl.ndarray(shape=(P_MAX, PSUM_FMAX), dtype=cst.compute_dtype, buffer=nl.sbuf)
+            w_sb = nl.ndarray(shape=(P_MAX, PSUM_FMAX), dtype=cst.down_proj_quant_dtype, buffer=nl.sbuf)
             r0 = cst.i_offset + k0
             nisa.dma_copy(dst=w_sb[0:isz, 0:cols], src=down_w[r0:r0 + isz, c0:c0 + cols])
             nisa.nc_matmul(dst=acc[0:rows, 0:cols], stationary=gu_t[0:isz, k, 0:rows], moving=w_sb[0:isz, 0:cols])
-        if down_bias is not None:
+        if quantized:
+            dequantize_down_projection(o, acc, scales, dq, c0, cols, rows)
+        elif down_bias is not None:
             b = down_bias
             nisa.tensor_tensor(dst=o[0:rows, c0:c0 + cols], data1=acc[0:rows, 0:cols], data2=b[0:rows, c0:c0 + cols], op=nl.add)
         else:

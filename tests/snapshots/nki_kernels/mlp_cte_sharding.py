@@ -22,12 +22,12 @@ def shard_on_intermediate(t, h, i, programs, has_projection_bias):
     return programs > 1 and inter
 
 
-def calculate_sharding(t, h, i, has_projection_bias, compute_dtype):
-    """This program's rows and columns of a `[T, H] x [H, I]` call in
-    `compute_dtype`.
+def calculate_sharding(t, h, i, has_projection_bias, compute_dtype, hidden_tile_dtype, src_proj_quant_dtype, down_proj_quant_dtype):
+    """This program's rows and columns of a `[T, H] x [H, I]` call, with the
+    dtypes of [`MLPCTEConstants`].
     """
     programs = nl.num_programs(axes=0) if nl.program_ndim() == 1 else 1
     program_id = nl.program_id(axis=0) if programs > 1 else 0
     inter = shard_on_intermediate(t, h, i, programs, has_projection_bias)
     ip, tp = (i // programs, t) if inter else (i, t // programs)
-    return MLPCTEConstants(compute_dtype=compute_dtype, h=h, i_total=i, i=ip, i_offset=program_id * ip if inter else 0, t=tp, t_offset=0 if inter else program_id * tp, programs=programs, program_id=program_id, shard_on_intermediate=inter)
+    return MLPCTEConstants(compute_dtype=compute_dtype, hidden_tile_dtype=hidden_tile_dtype, src_proj_quant_dtype=src_proj_quant_dtype, down_proj_quant_dtype=down_proj_quant_dtype, h=h, i_total=i, i=ip, i_offset=program_id * ip if inter else 0, t=tp, t_offset=0 if inter else program_id * tp, programs=programs, program_id=program_id, shard_on_intermediate=inter)

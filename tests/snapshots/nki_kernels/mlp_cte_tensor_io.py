@@ -4,11 +4,15 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .common_types import QuantizationType
 from .mlp_cte_constants import ACT_DTYPE
 from .mlp_cte_constants import MLPCTEConstants
+from .mlp_cte_constants import MLPCTEQuantScales
 from .mlp_cte_constants import MLPCTEVectors
 from .mlp_cte_constants import P_MAX
+from .mlp_parameters import MLPQuantizationParameters
 from .mlp_parameters import MLPTensors
+from .mlp_parameters import ROW_SCALE_BYTES
 
 
 def load_vector_across_partitions(v):
@@ -65,6 +69,55 @@ def load_mlp_cte_vectors(w, eps, cst):
     return MLPCTEVectors(gamma=gamma, beta=beta, gate_bias=gate_bias, up_bias=up_bias, down_bias=down_bias, eps=eps_sb, zero=zero)
 
 
+def load_and_multiply_static_weight_scales(w_scale, in_scale, zero):
+    """`STATIC`: a `[128, 1]` weight scale times its `[128, 1]` input scale
+    (fp32), the library's `load_and_multiply_static_weight_scales`.
+    """
+    if w_scale is not None:
+        w = w_scale
+        if in_scale is not None:
+            s_in = in_scale
+            in_sb = nl.ndarray(shape=(P_MAX, 1), dtype=ACT_DTYPE, buffer=nl.sbuf)
+            nisa.dma_copy(dst=in_sb, src=s_in)
+            out = nl.ndarray(shape=(P_MAX, 1), dtype=ACT_DTYPE, buffer=nl.sbuf)
+            nisa.dma_copy(dst=out, src=w)
+            nisa.activation(dst=out, op=nl.copy, data=out, bias=zero, scale=in_sb)
+            return out
+    return None
+
+
+def load_static_quantization_scale(in_scale):
+    """`STATIC`: `1 / down_in_scale` `[128, 1]`, the gated product's quantization scale."""
+    if in_scale is not None:
+        s_in = in_scale
+        out = nl.ndarray(shape=(P_MAX, 1), dtype=ACT_DTYPE, buffer=nl.sbuf)
+        nisa.dma_copy(dst=out, src=s_in)
+        nisa.reciprocal(dst=out, data=out)
+        return out
+    return None
+
+
+def load_source_projection_row_scales(w_scale, cst):
+    """`ROW`: this program's `I` columns of a gate or up weight scale `[128, I]`."""
+    if w_scale is not None:
+        w = w_scale
+        out = nl.ndarray(shape=(P_MAX, cst.i), dtype=ACT_DTYPE, buffer=nl.sbuf)
+        nisa.dma_copy(dst=out, src=w[:, cst.i_offset:cst.i_offset + cst.i])
+        return out
+    return None
+
+
+def prepare_quantization_scales(q, vec, cst):
+    """The dequantization scales of a quantized call ([`MLPCTEQuantScales`];
+    none for `NONE`), the library's `prepare_static_scales` and its row
+    scale loads.
+    """
+    stat = q.quantization_type == QuantizationType.STATIC
+    row = q.quantization_type == QuantizationType.ROW
+    gate, up, down, down_in_inv = (load_and_multiply_static_weight_scales(q.gate_w_scale, q.gate_up_in_scale, vec.zero), load_and_multiply_static_weight_scales(q.up_w_scale, q.gate_up_in_scale, vec.zero), load_and_multiply_static_weight_scales(q.down_w_scale, q.down_in_scale, vec.zero), load_static_quantization_scale(q.down_in_scale)) if stat else (load_source_projection_row_scales(q.gate_w_scale, cst), load_source_projection_row_scales(q.up_w_scale, cst), None, None) if row else (None, None, None, None)
+    return MLPCTEQuantScales(quantization_type=q.quantization_type, gate=gate, up=up, down=down, down_in_inv=down_in_inv, down_row_w_scale=q.down_w_scale if row else None, clipping_bound=q.clipping_bound)
+
+
 def load_hidden_tensor_tile(hidden, fused_add, stored, x, cst, r0, rows):
     """Rows `r0 .. r0 + rows` of `hidden` `[T, H]` (plus those of
     `fused_add`) into `x` `[128, H]`, in `x`'s dtype; with `stored`, the
@@ -81,7 +134,19 @@ def load_hidden_tensor_tile(hidden, fused_add, stored, x, cst, r0, rows):
             c0, cols = (cst.program_id * h // cst.programs, h // cst.programs) if cst.shard_on_intermediate else (0, h)
             nisa.dma_copy(dst=out[r0:r0 + rows, c0:c0 + cols], src=x[0:rows, c0:c0 + cols])
     else:
-        nisa.dma_copy(dst=x[0:rows, :], src=hidden[r0:r0 + rows, :])
+        nisa.dma_copy(dst=x[0:rows, :], src=hidden[r0:r0 + rows, 0:h])
+
+
+def load_packed_hidden_scales(hidden, cst, r0, rows):
+    """The fp32 dequantization scales of rows `r0 .. r0 + rows` of a
+    `ROW`-quantized fp8 `hidden` `[T, H + 4]`: the last four bytes of each
+    row seen as one float32, into `[128, 1]`.
+    """
+    scales = nl.ndarray(shape=(P_MAX, 1), dtype=ACT_DTYPE, buffer=nl.sbuf)
+    words = hidden.view(dtype=ACT_DTYPE)
+    c = cst.h // ROW_SCALE_BYTES
+    nisa.dma_copy(dst=scales[0:rows, :], src=words[r0:r0 + rows, c:c + 1])
+    return scales
 
 
 def store_hidden_tensor_tile(o, output, cst, r0, rows):

@@ -16,7 +16,7 @@ def transpose_source_tensor_tile(x, x_t, vec, cst, rows):
     gamma, beta = (vec.gamma, vec.beta)
     for c in nl.affine_range(start=0, stop=cst.h // P_MAX):
         c0 = c * P_MAX
-        ps = nl.ndarray(shape=(P_MAX, P_MAX), dtype=cst.compute_dtype, buffer=nl.psum)
+        ps = nl.ndarray(shape=(P_MAX, P_MAX), dtype=x.dtype, buffer=nl.psum)
         nisa.nc_transpose(dst=ps[:, 0:rows], data=x[0:rows, c0:c0 + P_MAX])
         dst = x_t[:, c, 0:rows]
         if gamma is not None:
@@ -37,6 +37,6 @@ def transpose_intermediate_tensor_tile(gu, gu_t, cst, rows):
     for k in nl.affine_range(start=0, stop=-(-cst.i // P_MAX)):
         k0 = k * P_MAX
         isz = min(cst.i - k0, P_MAX)
-        ps = nl.ndarray(shape=(P_MAX, P_MAX), dtype=cst.compute_dtype, buffer=nl.psum)
+        ps = nl.ndarray(shape=(P_MAX, P_MAX), dtype=gu.dtype, buffer=nl.psum)
         nisa.nc_transpose(dst=ps[0:isz, 0:rows], data=gu[0:rows, k0:k0 + isz])
         nisa.tensor_copy(dst=gu_t[0:isz, k, 0:rows], src=ps[0:isz, 0:rows])

@@ -14,6 +14,11 @@ from .common_types import QuantizationType
 H0 = 128
 
 
+# `float8_e4m3` elements (bytes) a `ROW`-quantized hidden row ends with:
+# its fp32 dequantization scale.
+ROW_SCALE_BYTES = 4
+
+
 # Token counts up to this run the token-generation path.
 TKG_BS_SEQLEN_THRESHOLD = 96
 
@@ -40,14 +45,15 @@ class MLPActivationParameters(nl.NKIObject):
 
 @dataclass
 class MLPQuantizationParameters(nl.NKIObject):
-    """The fp8 weight quantization the projections undo (the library's
-    `MLPQuantizationParameters`, less the input scales the decode path
-    does not read). Each scale is a float32 `[128, n]` tensor whose rows
-    are meant as copies of one scale (the library's partition-broadcast
-    layout): `n = 1` for `STATIC` (one scale per weight tensor), the
-    projection's output columns (`I`, or `H` for the down weights) for
-    `ROW`. Token `t` of a call reads row `t`, as the library's default
-    (column-tiled) arrangement does.
+    """The fp8 quantization the projections undo (the library's
+    `MLPQuantizationParameters`). Each scale is a float32 `[128, n]`
+    tensor whose rows are meant as copies of one scale (the library's
+    partition-broadcast layout): `n = 1` for `STATIC` (one scale per
+    tensor), the projection's output columns (`I`, or `H` for the down
+    weights) for `ROW`'s weight scales. Token `t` of a tile reads row `t`,
+    as the library's arrangements do. The input scales and the clipping
+    bound belong to the context-encoding path, whose activations are fp8
+    too (see [`mlp_cte`](crate::mlp::mlp_cte::mlp_cte)).
     """
 
     quantization_type: QuantizationType
@@ -58,6 +64,12 @@ class MLPQuantizationParameters(nl.NKIObject):
     "Dequantization scales of the up weights."
     down_w_scale: object
     "Dequantization scales of the down weights."
+    gate_up_in_scale: object
+    "`STATIC`: the dequantization scale of the fp8 hidden rows."
+    down_in_scale: object
+    "`STATIC`: the scale the gated product is quantized with (divided by) and dequantized with."
+    clipping_bound: float
+    "`ROW`: the gated product is clipped to `[-bound, bound]` before its rows are quantized (no clipping when not positive)."
 
 
 @dataclass

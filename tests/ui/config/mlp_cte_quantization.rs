@@ -1,4 +1,4 @@
-/// Rejected at compile time: 128 tokens take the context-encoding path, where fp8 weights are not implemented.
+/// Rejected at compile time: 128 tokens take the context-encoding path, whose fp8 forms read fp8 hidden rows, not 16-bit ones.
 fn main() {
     let call = nkilib::mlp_config!(
         tokens = 128,

@@ -18,15 +18,22 @@
 //! `RMS_NORM_SKIP_GAMMA`, `LAYER_NORM` (with or without bias), the four
 //! activations, `skip_gate_proj`, the three projection biases, the fused
 //! residual add (stored or not), 2-D `[T, H]` or 3-D hidden in HBM, one
-//! program or an LNC2 launch; on the decode path only (as in the library) the
-//! four clamps and the down weights in the
-//! `use_tkg_down_proj_optimized_layout` layout, and fp8 weights
-//! (`QuantizationType.STATIC` and `ROW`, `float8_e4m3` gate, up and down
-//! weights with float32 `gate_w_scale`, `up_w_scale`, `down_w_scale`; see
-//! [`mlp_tkg`](crate::mlp::mlp_tkg::mlp_tkg)). Refused with a message naming
-//! the option: the MX quantization forms, fp8 weights on the
-//! context-encoding path, `store_output_in_sbuf`, and the decode-only options
-//! on the context-encoding path. The rules are
+//! program or an LNC2 launch, and fp8 quantization (`QuantizationType.STATIC`
+//! and `ROW`, `float8_e4m3` gate, up and down weights with float32
+//! `gate_w_scale`, `up_w_scale`, `down_w_scale`) in each path's form: the
+//! decode path multiplies 16-bit hidden rows by the fp8 weights (see
+//! [`mlp_tkg`](crate::mlp::mlp_tkg::mlp_tkg)); the context-encoding path takes
+//! hidden rows already quantized to `float8_e4m3` (`STATIC`: `[B, S, H]` with
+//! `gate_up_in_scale`; `ROW`: `[B, S, H + 4]`, each row's fp32 scale in its
+//! last four bytes), requantizes the gated product (`STATIC` by
+//! `down_in_scale`; `ROW` per row, after clipping to `quant_clipping_bound`)
+//! and takes no norm, residual add or projection bias with them, as the
+//! library's (see [`mlp_cte`](crate::mlp::mlp_cte::mlp_cte)). On the decode
+//! path only (as in the library) the four clamps and the down weights in the
+//! `use_tkg_down_proj_optimized_layout` layout. Refused with a message naming
+//! the option: the MX quantization forms (`STATIC_MX` among them),
+//! `store_output_in_sbuf`, and the decode-only options on the
+//! context-encoding path. The rules are
 //! [`mlp_violation`](crate::mlp::mlp_parameters::mlp_violation).
 
 use nki::prelude::*;
@@ -38,7 +45,9 @@ pub use kernel::*;
 pub mod kernel {
     use crate::mlp::mlp_cte::mlp_cte::mlp_cte;
     use crate::mlp::mlp_cte::mlp_cte_sharding::shard_on_intermediate;
-    use crate::mlp::mlp_parameters::{H0, MLPActivationParameters, MLPQuantizationParameters, MLPTensors, TKG_BS_SEQLEN_THRESHOLD};
+    use crate::mlp::mlp_parameters::{
+        H0, MLPActivationParameters, MLPQuantizationParameters, MLPTensors, ROW_SCALE_BYTES, TKG_BS_SEQLEN_THRESHOLD,
+    };
     use crate::mlp::mlp_tkg::mlp_tkg::mlp_tkg;
     use crate::mlp::mlp_tkg::mlp_tkg_constants::PSUM_FMAX;
     pub use crate::utils::common_types::{ActFnType, NormType, QuantizationType};
@@ -98,14 +107,7 @@ pub mod kernel {
     /// `float8_e4m3` (and only then), 16-bit hidden rows (a float32 operand
     /// cannot multiply an fp8 one), and the scales of the library's shapes.
     #[nki_helper]
-    pub fn validate_quantization(
-        quantization_type: QuantizationType,
-        hidden: Hbm,
-        w: MLPTensors,
-        q: MLPQuantizationParameters,
-        gate_up_in_scale: Option<Hbm>,
-        down_in_scale: Option<Hbm>,
-    ) {
+    pub fn validate_quantization(quantization_type: QuantizationType, hidden: Hbm, w: MLPTensors, q: MLPQuantizationParameters) {
         let quantized = quantization_type != QuantizationType::NONE;
         let fp8 = nl::float8_e4m3;
         let (gw, uw, dw) = (w.gate_proj_weights_tensor, w.up_proj_weights_tensor, w.down_proj_weights_tensor);
@@ -120,7 +122,7 @@ pub mod kernel {
         if quantized {
             assert!(
                 hidden.dtype() != nl::float32,
-                "mlp: hidden_tensor must be bfloat16 or float16 with fp8 weights (they multiply it as it is), got float32"
+                "mlp: hidden_tensor must be bfloat16, float16 or float8_e4m3 with fp8 weights (they multiply it as it is), got float32"
             );
             let row = quantization_type == QuantizationType::ROW;
             let (i, h) = (gw.shape()[1], gw.shape()[0]);
@@ -128,10 +130,45 @@ pub mod kernel {
             check_scale(q.up_w_scale, "up_w_scale", quantization_type, if row { i } else { 1 });
             check_scale(q.down_w_scale, "down_w_scale", quantization_type, if row { h } else { 1 });
             if !row {
-                check_scale(gate_up_in_scale, "gate_up_in_scale", quantization_type, 1);
-                check_scale(down_in_scale, "down_in_scale", quantization_type, 1);
+                check_scale(q.gate_up_in_scale, "gate_up_in_scale", quantization_type, 1);
+                check_scale(q.down_in_scale, "down_in_scale", quantization_type, 1);
             }
         }
+    }
+
+    /// The rules of a `float8_e4m3` hidden tensor: it is quantized (`STATIC`
+    /// or `ROW`), on the context-encoding path, alone (no norm, residual add
+    /// or projection bias), and with `ROW` its rows are `H + 4` wide (each
+    /// row's fp32 dequantization scale packed in its last four bytes).
+    #[nki_helper]
+    pub fn validate_quantized_input(quantization_type: QuantizationType, is_tkg: bool, hidden: Hbm, w: MLPTensors, has_norm: bool, h: i64) {
+        let quantized_input = hidden.dtype() == nl::float8_e4m3;
+        let quantized = quantization_type != QuantizationType::NONE;
+        assert!(!quantized_input || quantized, "mlp: a float8_e4m3 hidden_tensor needs quantization_type STATIC or ROW");
+        assert!(
+            !quantized_input || !is_tkg,
+            "mlp: a float8_e4m3 hidden_tensor is only supported in context encoding (B * S > 96 or force_cte_mode)"
+        );
+        assert!(
+            !quantized || is_tkg || quantized_input,
+            "mlp: quantization_type STATIC and ROW in context encoding (B * S > 96 or force_cte_mode) need a float8_e4m3 hidden_tensor, got {}",
+            hidden.dtype()
+        );
+        let extras = has_norm
+            || w.fused_add_tensor.is_some()
+            || w.gate_proj_bias_tensor.is_some()
+            || w.up_proj_bias_tensor.is_some()
+            || w.down_proj_bias_tensor.is_some();
+        assert!(
+            !quantized_input || !extras,
+            "mlp: a float8_e4m3 hidden_tensor takes no normalization, fused_add_tensor or projection bias"
+        );
+        let hs = hidden.shape();
+        let width = hs[hidden.ndim() - 1];
+        assert!(
+            !quantized_input || quantization_type != QuantizationType::ROW || width == h + ROW_SCALE_BYTES,
+            "mlp: a ROW-quantized float8_e4m3 hidden_tensor must be [B, S, H + 4] (H = {h}, the row's fp32 scale last), got {hs}"
+        );
     }
 
     /// The MLP of `hidden_tensor` `[B, S, H]` (or `[T, H]`) with gate and up
@@ -139,7 +176,7 @@ pub mod kernel {
     /// H]`, and the residual sum when `store_fused_add_result` is set.
     #[nki_kernel]
     pub fn mlp(
-        #[dtypes(float32, bfloat16, float16)] hidden_tensor: Hbm,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3)] hidden_tensor: Hbm,
         #[dtypes(float32, bfloat16, float16, float8_e4m3)] gate_proj_weights_tensor: Hbm,
         #[dtypes(float32, bfloat16, float16, float8_e4m3)] up_proj_weights_tensor: Hbm,
         #[dtypes(float32, bfloat16, float16, float8_e4m3)] down_proj_weights_tensor: Hbm,
@@ -172,16 +209,18 @@ pub mod kernel {
         up_clamp_lower_limit: Option<f64>,
         #[default(false)] force_cte_mode: bool,
     ) -> Outputs {
-        // Both arrangements of the projections compute the same sums (module
-        // docs); the clipping bound belongs to the context-encoding path's
-        // row quantization, which is refused.
+        // Both arrangements of the projections compute the same sums (module docs).
         let _ = use_tkg_gate_up_proj_column_tiling;
-        let _ = quant_clipping_bound;
         let rank = hidden_tensor.ndim();
         assert!(rank == 2 || rank == 3, "mlp: hidden_tensor must be [B, S, H] or [T, H], got {rank} dims");
         let hs = hidden_tensor.shape();
         let (b, sl) = if rank == 3 { (hs[0], hs[1]) } else { (1, hs[0]) };
-        let h = hs[rank - 1];
+        // ROW-quantized fp8 rows carry their fp32 scale in 4 more bytes: H
+        // is the down weights' (as the library reads it), checked against
+        // the rows' width with the quantization's rules.
+        let packed = quantization_type == QuantizationType::ROW && hidden_tensor.dtype() == nl::float8_e4m3;
+        let width = hs[rank - 1];
+        let h = if packed && down_proj_weights_tensor.ndim() == 2 { down_proj_weights_tensor.shape()[1] } else { width };
         let t = b * sl;
         let programs = if nl::program_ndim() == 1 { nl::num_programs(0) } else { 1 };
         // The rules of `mlp_violation`, checked when the kernel is traced.
@@ -226,10 +265,6 @@ pub mod kernel {
                 || up_clamp_upper_limit.is_some()
                 || up_clamp_lower_limit.is_some();
             validate_mlp_cte(t, h, i, programs, has_bias, clamped, use_tkg_down_proj_optimized_layout);
-            assert!(
-                quantization_type == QuantizationType::NONE,
-                "mlp: quantization_type STATIC and ROW are implemented in token generation only (B * S <= 96, force_cte_mode off), got B * S = {t}"
-            );
         }
         if has_norm {
             assert!(
@@ -266,14 +301,23 @@ pub mod kernel {
             up_clamp_upper_limit,
             up_clamp_lower_limit,
         };
-        let quant = MLPQuantizationParameters { quantization_type, gate_w_scale, up_w_scale, down_w_scale };
-        validate_quantization(quantization_type, hidden_tensor, w, quant, gate_up_in_scale, down_in_scale);
+        let quant = MLPQuantizationParameters {
+            quantization_type,
+            gate_w_scale,
+            up_w_scale,
+            down_w_scale,
+            gate_up_in_scale,
+            down_in_scale,
+            clipping_bound: quant_clipping_bound,
+        };
+        validate_quantization(quantization_type, hidden_tensor, w, quant);
+        validate_quantized_input(quantization_type, is_tkg, hidden_tensor, w, has_norm, h);
         let stored_2d = if store { Some(stored.reshape([t, h])) } else { None };
-        let (hidden_2d, out_2d) = (hidden_tensor.reshape([t, h]), out.reshape([t, h]));
+        let (hidden_2d, out_2d) = (hidden_tensor.reshape([t, width]), out.reshape([t, h]));
         if is_tkg {
             mlp_tkg(hidden_2d, w, out_2d, stored_2d, normalization_type, eps, act, quant, use_tkg_down_proj_optimized_layout);
         } else {
-            mlp_cte(hidden_2d, w, out_2d, stored_2d, normalization_type, eps, act);
+            mlp_cte(hidden_2d, w, out_2d, stored_2d, normalization_type, eps, act, quant);
         }
         if store {
             return Outputs(out, stored);

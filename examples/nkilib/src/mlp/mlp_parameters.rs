@@ -7,8 +7,11 @@
 //! SBUF output and the optimized layout only in token generation, and the
 //! sharded dim of each path splitting evenly over the programs. On top of
 //! them, the members this port does not implement are refused by name (see
-//! [`MlpRule`]): the MX quantization forms, and fp8 quantization on the
-//! context-encoding path.
+//! [`MlpRule`]): the MX quantization forms. The fp8 forms follow the
+//! library's two paths: token generation multiplies 16-bit hidden rows by
+//! fp8 weights; context encoding takes hidden rows already quantized to
+//! `float8_e4m3` (the library's quantized context-encoding path reads them
+//! so), without a norm, a residual add or projection biases.
 
 use crate::mlp::mlp_tkg::mlp_tkg_constants::PSUM_FMAX;
 use crate::utils::common_types::NormType;
@@ -26,6 +29,9 @@ pub mod kernel {
     pub const H0: i64 = 128;
     /// Token counts up to this run the token-generation path.
     pub const TKG_BS_SEQLEN_THRESHOLD: i64 = 96;
+    /// `float8_e4m3` elements (bytes) a `ROW`-quantized hidden row ends with:
+    /// its fp32 dequantization scale.
+    pub const ROW_SCALE_BYTES: i64 = 4;
 
     /// The tensors of an `mlp` call, as the phases read them (the library
     /// keeps them in its `MLPParameters` and its bias and norm bundles).
@@ -69,14 +75,15 @@ pub mod kernel {
         pub up_clamp_lower_limit: Option<f64>,
     }
 
-    /// The fp8 weight quantization the projections undo (the library's
-    /// `MLPQuantizationParameters`, less the input scales the decode path
-    /// does not read). Each scale is a float32 `[128, n]` tensor whose rows
-    /// are meant as copies of one scale (the library's partition-broadcast
-    /// layout): `n = 1` for `STATIC` (one scale per weight tensor), the
-    /// projection's output columns (`I`, or `H` for the down weights) for
-    /// `ROW`. Token `t` of a call reads row `t`, as the library's default
-    /// (column-tiled) arrangement does.
+    /// The fp8 quantization the projections undo (the library's
+    /// `MLPQuantizationParameters`). Each scale is a float32 `[128, n]`
+    /// tensor whose rows are meant as copies of one scale (the library's
+    /// partition-broadcast layout): `n = 1` for `STATIC` (one scale per
+    /// tensor), the projection's output columns (`I`, or `H` for the down
+    /// weights) for `ROW`'s weight scales. Token `t` of a tile reads row `t`,
+    /// as the library's arrangements do. The input scales and the clipping
+    /// bound belong to the context-encoding path, whose activations are fp8
+    /// too (see [`mlp_cte`](crate::mlp::mlp_cte::mlp_cte)).
     #[nki_object]
     pub struct MLPQuantizationParameters {
         /// `NONE`, `STATIC` or `ROW`.
@@ -87,6 +94,14 @@ pub mod kernel {
         pub up_w_scale: Option<Tensor>,
         /// Dequantization scales of the down weights.
         pub down_w_scale: Option<Tensor>,
+        /// `STATIC`: the dequantization scale of the fp8 hidden rows.
+        pub gate_up_in_scale: Option<Tensor>,
+        /// `STATIC`: the scale the gated product is quantized with (divided
+        /// by) and dequantized with.
+        pub down_in_scale: Option<Tensor>,
+        /// `ROW`: the gated product is clipped to `[-bound, bound]` before its
+        /// rows are quantized (no clipping when not positive).
+        pub clipping_bound: f64,
     }
 }
 
@@ -110,9 +125,16 @@ pub enum MlpRule {
     CteShards,
     /// `quantization_type` is an MX form (`MX`, `STATIC_MX`, `ROW_MX`; not implemented here).
     Quantization,
-    /// `STATIC` or `ROW` quantization on the context-encoding path (implemented
-    /// in token generation only).
+    /// `STATIC` or `ROW` quantization on the context-encoding path with 16-bit
+    /// hidden rows (that path reads them quantized, `float8_e4m3`).
     CteQuantization,
+    /// `float8_e4m3` hidden rows without `STATIC` or `ROW` quantization.
+    InputQuantization,
+    /// `float8_e4m3` hidden rows in token generation (it takes 16-bit rows).
+    TkgQuantizedInput,
+    /// `float8_e4m3` hidden rows with a norm, a residual add or a projection
+    /// bias (the library's quantized context-encoding path has none of them).
+    CteQuantizedInputOptions,
     /// A normalization bias with a norm other than `LAYER_NORM`.
     NormBias,
     /// `use_tkg_down_proj_optimized_layout` together with down column tiling.
@@ -144,7 +166,14 @@ impl MlpRule {
                 "mlp: quantization_type must be QuantizationType.NONE, STATIC or ROW (the MX forms are not implemented)"
             }
             MlpRule::CteQuantization => {
-                "mlp: quantization_type STATIC and ROW are implemented in token generation only (B * S <= 96, force_cte_mode off)"
+                "mlp: quantization_type STATIC and ROW in context encoding (B * S > 96 or force_cte_mode) need a float8_e4m3 hidden_tensor"
+            }
+            MlpRule::InputQuantization => "mlp: a float8_e4m3 hidden_tensor needs quantization_type STATIC or ROW",
+            MlpRule::TkgQuantizedInput => {
+                "mlp: a float8_e4m3 hidden_tensor is only supported in context encoding (B * S > 96 or force_cte_mode)"
+            }
+            MlpRule::CteQuantizedInputOptions => {
+                "mlp: a float8_e4m3 hidden_tensor takes no normalization, fused_add_tensor or projection bias"
             }
             MlpRule::NormBias => "mlp: normalization_bias_tensor is only supported with NormType.LAYER_NORM",
             MlpRule::OptimizedLayout => "mlp: use_tkg_down_proj_optimized_layout needs use_tkg_down_proj_column_tiling=False",
@@ -184,6 +213,10 @@ pub struct MlpCall {
     pub has_projection_bias: bool,
     /// Whether any of the four clamp limits is given.
     pub clamped: bool,
+    /// Whether `hidden_tensor` is `float8_e4m3` (already quantized).
+    pub quantized_input: bool,
+    /// Whether `fused_add_tensor` is given.
+    pub has_fused_add: bool,
 }
 
 /// Whether a call of `tokens` tokens runs the token-generation path (the
@@ -230,10 +263,17 @@ pub const fn mlp_violation(c: MlpCall) -> Option<MlpRule> {
     if c.store_output_in_sbuf {
         return Some(MlpRule::SbufOutput);
     }
+    let quantized = !matches!(c.quantization_type, QuantizationType::NONE);
+    if c.quantized_input && !quantized {
+        return Some(MlpRule::InputQuantization);
+    }
     if c.programs <= 0 {
         return Some(MlpRule::HiddenShards);
     }
     if is_mlp_tkg(c.tokens, c.force_cte_mode) {
+        if c.quantized_input {
+            return Some(MlpRule::TkgQuantizedInput);
+        }
         if (c.hidden / H0) % c.programs != 0 {
             return Some(MlpRule::HiddenShards);
         }
@@ -245,8 +285,11 @@ pub const fn mlp_violation(c: MlpCall) -> Option<MlpRule> {
     if c.clamped {
         return Some(MlpRule::CteClamp);
     }
-    if !matches!(c.quantization_type, QuantizationType::NONE) {
+    if quantized && !c.quantized_input {
         return Some(MlpRule::CteQuantization);
+    }
+    if c.quantized_input && (has_norm || c.has_fused_add || c.has_projection_bias) {
+        return Some(MlpRule::CteQuantizedInputOptions);
     }
     if c.use_tkg_down_proj_optimized_layout {
         return Some(MlpRule::CteOptimizedLayout);
@@ -300,6 +343,8 @@ macro_rules! mlp_config {
                 force_cte_mode: false,
                 has_projection_bias: false,
                 clamped: false,
+                quantized_input: false,
+                has_fused_add: false,
             }
         };
         const _: () = if let Some(rule) = $crate::mlp::mlp_parameters::mlp_violation(CALL) {

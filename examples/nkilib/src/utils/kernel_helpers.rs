@@ -1,5 +1,6 @@
 //! Elementwise helpers the library's kernels share (its `kernel_helpers`):
-//! the activation of an `ActFnType` member and the optional clamps.
+//! the activation of an `ActFnType` member (optionally of scaled data) and
+//! the optional clamps.
 
 pub use kernel::*;
 
@@ -29,6 +30,19 @@ pub mod kernel {
             ActFnType::GELU => nisa::activation(dst, nl::gelu, data),
             ActFnType::GELU_Tanh_Approx => nisa::activation(dst, nl::gelu_apprx_tanh, data),
             ActFnType::Swish => nisa::activation(dst, nl::gelu_apprx_sigmoid, data),
+        }
+    }
+
+    /// `dst = act(data · scale)` with a per-partition `scale` (`[P, 1]`
+    /// fp32), the dequantization a quantized projection folds into its
+    /// activation.
+    #[nki_helper]
+    pub fn apply_scaled_activation(dst: Sbuf, data: Tensor, activation_fn: ActFnType, scale: Sbuf) {
+        match activation_fn {
+            ActFnType::SiLU => nisa::activation(dst, nl::silu, data, scale = scale),
+            ActFnType::GELU => nisa::activation(dst, nl::gelu, data, scale = scale),
+            ActFnType::GELU_Tanh_Approx => nisa::activation(dst, nl::gelu_apprx_tanh, data, scale = scale),
+            ActFnType::Swish => nisa::activation(dst, nl::gelu_apprx_sigmoid, data, scale = scale),
         }
     }
 }

@@ -23,8 +23,28 @@
 //!     output[rows] = x                         cast to the output dtype
 //! ```
 //!
-//! The library's clamps and its optimized down-projection layout belong to
-//! its decode path only; its quantized forms are refused here (see
+//! The fp8 forms (`QuantizationType.STATIC` and `ROW`, `float8_e4m3` gate,
+//! up and down weights) take hidden rows already quantized to
+//! `float8_e4m3`, as the library's quantized path does: `[B, S, H]` for
+//! `STATIC` (dequantized by `gate_up_in_scale`), `[B, S, H + 4]` for `ROW`
+//! (each row's fp32 dequantization scale `s_x` in its last four bytes). The
+//! tiles are computed in bfloat16; the rows and the weights stay fp8 through
+//! the projections, whose fp32 sums are dequantized on the way out of PSUM
+//! (see [`mlp_cte_projection`](crate::mlp::mlp_cte::mlp_cte_projection)),
+//! and the gated product is quantized back to fp8 before the down
+//! projection ([`mlp_cte_quantization`](crate::mlp::mlp_cte::mlp_cte_quantization)):
+//!
+//! ```text
+//! (STATIC, ROW) x = hidden[rows, :H]            [128, H] fp8   (s_x = the rows' packed scales, ROW)
+//!               x_t = xᵀ;  gu = act(gate(x_t)) · up(x_t), dequantized
+//!               q, dq = quantize(gu)            [128, I] fp8   (dq per row, ROW)
+//!               x = qᵀ projected by W_down, dequantized
+//! ```
+//!
+//! The library's quantized path takes no norm, residual add or projection
+//! bias (a norm of fp8 codes would not be the norm of the rows). Its clamps
+//! and its optimized down-projection layout belong to its decode path only;
+//! its `STATIC_MX` form is refused (see
 //! [`mlp_violation`](crate::mlp::mlp_parameters::mlp_violation)).
 
 pub use kernel::*;
@@ -32,16 +52,19 @@ pub use kernel::*;
 /// The context-encoding driver.
 #[nki::nki_module]
 pub mod kernel {
-    use crate::mlp::mlp_cte::mlp_cte_constants::{MLPCTEConstants, MLPCTEVectors, P_MAX, PSUM_FMAX};
+    use crate::mlp::mlp_cte::mlp_cte_constants::{MLPCTEConstants, MLPCTEQuantScales, MLPCTEVectors, P_MAX, PSUM_FMAX};
     use crate::mlp::mlp_cte::mlp_cte_norm::apply_normalization_if_necessary;
     use crate::mlp::mlp_cte::mlp_cte_projection::{
         perform_down_projection, perform_gate_up_projection, sync_down_proj_results_across_int_dim,
     };
+    use crate::mlp::mlp_cte::mlp_cte_quantization::perform_intermediate_quantization;
     use crate::mlp::mlp_cte::mlp_cte_sharding::calculate_sharding;
-    use crate::mlp::mlp_cte::mlp_cte_tensor_io::{load_hidden_tensor_tile, load_mlp_cte_vectors, store_hidden_tensor_tile};
+    use crate::mlp::mlp_cte::mlp_cte_tensor_io::{
+        load_hidden_tensor_tile, load_mlp_cte_vectors, load_packed_hidden_scales, prepare_quantization_scales, store_hidden_tensor_tile,
+    };
     use crate::mlp::mlp_cte::mlp_cte_transpose::{transpose_intermediate_tensor_tile, transpose_source_tensor_tile};
-    use crate::mlp::mlp_parameters::{MLPActivationParameters, MLPTensors};
-    pub use crate::utils::common_types::{ActFnType, NormType};
+    use crate::mlp::mlp_parameters::{MLPActivationParameters, MLPQuantizationParameters, MLPTensors};
+    pub use crate::utils::common_types::{ActFnType, NormType, QuantizationType};
     use nki::prelude::*;
 
     /// One tile of `rows` token rows from row `r0`: the loop body of the
@@ -55,31 +78,42 @@ pub mod kernel {
         normalization_type: NormType,
         act: MLPActivationParameters,
         vec: MLPCTEVectors,
+        scales: MLPCTEQuantScales,
         cst: MLPCTEConstants,
         r0: i64,
         rows: i64,
     ) {
         let cdt = cst.compute_dtype;
-        let x = nl::ndarray([P_MAX, cst.h], cdt, buffer = nl::sbuf);
+        let quantized = scales.quantization_type != QuantizationType::NONE;
+        let x = nl::ndarray([P_MAX, cst.h], cst.hidden_tile_dtype, buffer = nl::sbuf);
         load_hidden_tensor_tile(hidden, w.fused_add_tensor, stored, x, cst, r0, rows);
+        let x_scale =
+            if scales.quantization_type == QuantizationType::ROW { Some(load_packed_hidden_scales(hidden, cst, r0, rows)) } else { None };
         apply_normalization_if_necessary(x, normalization_type, vec, cst, rows);
-        let x_t = nl::ndarray([P_MAX, cst.h / P_MAX, P_MAX], cdt, buffer = nl::sbuf);
+        let x_t = nl::ndarray([P_MAX, cst.h / P_MAX, P_MAX], cst.hidden_tile_dtype, buffer = nl::sbuf);
         transpose_source_tensor_tile(x, x_t, vec, cst, rows);
         let gu = nl::ndarray([P_MAX, cst.i], cdt, buffer = nl::sbuf);
         for ic in nl::affine_range(cst.i.div_ceil(PSUM_FMAX)) {
-            perform_gate_up_projection(x_t, w.gate_proj_weights_tensor, w.up_proj_weights_tensor, gu, act, vec, cst, ic * PSUM_FMAX, rows);
+            let (gate_w, up_w) = (w.gate_proj_weights_tensor, w.up_proj_weights_tensor);
+            perform_gate_up_projection(x_t, gate_w, up_w, gu, act, vec, scales, x_scale, cst, ic * PSUM_FMAX, rows);
         }
-        let gu_t = nl::ndarray([P_MAX, cst.i.div_ceil(P_MAX), P_MAX], cdt, buffer = nl::sbuf);
-        transpose_intermediate_tensor_tile(gu, gu_t, cst, rows);
-        perform_down_projection(gu_t, w.down_proj_weights_tensor, x, vec, cst, rows);
+        // fp8 weights: the product is requantized, and the output tile is
+        // its own (the fp8 rows cannot hold it).
+        let inter = if quantized { nl::ndarray([P_MAX, cst.i], cst.down_proj_quant_dtype, buffer = nl::sbuf) } else { gu };
+        let dq = perform_intermediate_quantization(gu, inter, scales, cst, rows);
+        let gu_t = nl::ndarray([P_MAX, cst.i.div_ceil(P_MAX), P_MAX], inter.dtype(), buffer = nl::sbuf);
+        transpose_intermediate_tensor_tile(inter, gu_t, cst, rows);
+        let o = if quantized { nl::ndarray([P_MAX, cst.h], cdt, buffer = nl::sbuf) } else { x };
+        perform_down_projection(gu_t, w.down_proj_weights_tensor, o, vec, scales, dq, cst, rows);
         if cst.shard_on_intermediate {
-            sync_down_proj_results_across_int_dim(x, cst, rows);
+            sync_down_proj_results_across_int_dim(o, cst, rows);
         }
-        store_hidden_tensor_tile(x, output, cst, r0, rows);
+        store_hidden_tensor_tile(o, output, cst, r0, rows);
     }
 
-    /// The context-encoding MLP of `hidden` `[T, H]` into `output` `[T, H]`
-    /// (and, when given, the residual sum into `stored`).
+    /// The context-encoding MLP of `hidden` `[T, H]` (`[T, H + 4]` for
+    /// `ROW`-quantized rows) into `output` `[T, H]` (and, when given, the
+    /// residual sum into `stored`).
     #[nki_helper]
     pub fn mlp_cte(
         hidden: Hbm,
@@ -89,17 +123,24 @@ pub mod kernel {
         normalization_type: NormType,
         eps: f64,
         act: MLPActivationParameters,
+        quant: MLPQuantizationParameters,
     ) {
-        let [t, h] = hidden.shape();
-        let i = w.down_proj_weights_tensor.shape()[0];
+        let t = hidden.shape()[0];
+        let [i, h] = w.down_proj_weights_tensor.shape();
         let has_bias = w.gate_proj_bias_tensor.is_some() || w.up_proj_bias_tensor.is_some() || w.down_proj_bias_tensor.is_some();
-        let cdt = if hidden.dtype() == nl::float32 { nl::bfloat16 } else { hidden.dtype() };
-        let cst: MLPCTEConstants = calculate_sharding(t, h, i, has_bias, cdt);
+        let quantized = quant.quantization_type != QuantizationType::NONE;
+        let wide = hidden.dtype() == nl::float32 || quantized;
+        let cdt = if wide { nl::bfloat16 } else { hidden.dtype() };
+        let hidden_tile_dtype = if quantized { hidden.dtype() } else { cdt };
+        let src_dtype = if quantized { w.up_proj_weights_tensor.dtype() } else { cdt };
+        let down_dtype = if quantized { w.down_proj_weights_tensor.dtype() } else { cdt };
+        let cst: MLPCTEConstants = calculate_sharding(t, h, i, has_bias, cdt, hidden_tile_dtype, src_dtype, down_dtype);
         let vec = load_mlp_cte_vectors(w, eps, cst);
+        let scales = prepare_quantization_scales(quant, vec, cst);
         for tile in nl::sequential_range(cst.t.div_ceil(P_MAX)) {
             let r0 = cst.t_offset + tile * P_MAX;
             let rows = (cst.t_offset + cst.t - r0).min(P_MAX);
-            mlp_cte_tile(hidden, w, output, stored, normalization_type, act, vec, cst, r0, rows);
+            mlp_cte_tile(hidden, w, output, stored, normalization_type, act, vec, scales, cst, r0, rows);
         }
     }
 }

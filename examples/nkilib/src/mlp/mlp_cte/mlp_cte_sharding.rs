@@ -28,16 +28,28 @@ pub mod kernel {
         programs > 1 && inter
     }
 
-    /// This program's rows and columns of a `[T, H] x [H, I]` call in
-    /// `compute_dtype`.
+    /// This program's rows and columns of a `[T, H] x [H, I]` call, with the
+    /// dtypes of [`MLPCTEConstants`].
     #[nki_helper]
-    pub fn calculate_sharding(t: i64, h: i64, i: i64, has_projection_bias: bool, compute_dtype: Dtype) -> MLPCTEConstants {
+    pub fn calculate_sharding(
+        t: i64,
+        h: i64,
+        i: i64,
+        has_projection_bias: bool,
+        compute_dtype: Dtype,
+        hidden_tile_dtype: Dtype,
+        src_proj_quant_dtype: Dtype,
+        down_proj_quant_dtype: Dtype,
+    ) -> MLPCTEConstants {
         let programs = if nl::program_ndim() == 1 { nl::num_programs(0) } else { 1 };
         let program_id = if programs > 1 { nl::program_id(0) } else { 0 };
         let inter = shard_on_intermediate(t, h, i, programs, has_projection_bias);
         let (ip, tp) = if inter { (i / programs, t) } else { (i, t / programs) };
         MLPCTEConstants {
             compute_dtype,
+            hidden_tile_dtype,
+            src_proj_quant_dtype,
+            down_proj_quant_dtype,
             h,
             i_total: i,
             i: ip,

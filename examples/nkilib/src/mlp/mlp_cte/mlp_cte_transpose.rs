@@ -2,7 +2,8 @@
 //! `mlp_cte_transpose`. The projections contract over the partitions, so a
 //! tile of token rows `[128, C]` becomes `[128, C/128, 128]` (column `c` at
 //! partition `c % 128`, block `c / 128`) through PSUM by the PE array
-//! (bit-exact, in the tile's dtype); the hidden rows take the norm's gamma
+//! (bit-exact, in the tile's dtype: the compute dtype, or fp8 for quantized
+//! rows and the requantized product); the hidden rows take the norm's gamma
 //! and beta on the way out of PSUM (fp32, rounded once to the compute dtype).
 
 pub use kernel::*;
@@ -20,7 +21,7 @@ pub mod kernel {
         let (gamma, beta) = (vec.gamma, vec.beta);
         for c in nl::affine_range(cst.h / P_MAX) {
             let c0 = c * P_MAX;
-            let ps = nl::ndarray([P_MAX, P_MAX], cst.compute_dtype, buffer = nl::psum);
+            let ps = nl::ndarray([P_MAX, P_MAX], x.dtype(), buffer = nl::psum);
             nisa::nc_transpose(ps[s![.., 0..rows]], x[s![0..rows, c0..c0 + P_MAX]]);
             let dst = x_t[s![.., c, 0..rows]];
             if let Some(g) = gamma {
@@ -49,7 +50,7 @@ pub mod kernel {
         for k in nl::affine_range(cst.i.div_ceil(P_MAX)) {
             let k0 = k * P_MAX;
             let isz = (cst.i - k0).min(P_MAX);
-            let ps = nl::ndarray([P_MAX, P_MAX], cst.compute_dtype, buffer = nl::psum);
+            let ps = nl::ndarray([P_MAX, P_MAX], gu.dtype(), buffer = nl::psum);
             nisa::nc_transpose(ps[s![0..isz, 0..rows]], gu[s![0..rows, k0..k0 + isz]]);
             nisa::tensor_copy(gu_t[s![0..isz, k, 0..rows]], ps[s![0..isz, 0..rows]]);
         }
