@@ -16,6 +16,7 @@ pub mod max;
 pub mod mlp;
 pub mod moe_tkg;
 pub mod output_projection;
+pub mod output_projection_cte_mx;
 pub mod qkv;
 pub mod qkv_cte;
 pub mod qkv_tkg_mx;

@@ -574,7 +574,17 @@ fn cte_emitted_under_numpy_equals_emulator() {
 /// The rules, as `const fn` and when the kernel is traced.
 #[test]
 fn cte_rules_refuse_by_name() {
-    let ok = OutputProjectionCteShape { b: 1, n: 16, d: 64, s: 2048, h: 3072, programs: 2 };
+    let ok = OutputProjectionCteShape {
+        b: 1,
+        n: 16,
+        d: 64,
+        s: 2048,
+        h: 3072,
+        programs: 2,
+        mx_quant: false,
+        prequantized: false,
+        generation: nki::hw::Generation::Trn2,
+    };
     assert_eq!(output_projection_cte_violation(ok), None);
     let cases = [
         (OutputProjectionCteShape { b: 0, ..ok }, OutputProjectionCteRule::Positive),
@@ -591,9 +601,15 @@ fn cte_rules_refuse_by_name() {
     let (a, w, _) = cfg.inputs(Dtype::F32);
     let (at, wt) = (tensor(&[1, 2, 64, 8], &a, Dtype::F32), tensor(&[128, 256], &w, Dtype::F32));
     let launch = Launch::new().lnc(2);
-    let e = output_projection_cte::Call::new(&at, &wt).quantization_type(CteQuantizationType::MX).launch(&launch).unwrap_err().to_string();
+    let e = output_projection_cte::Call::new(&at, &wt)
+        .quantization_type(CteQuantizationType::STATIC_MX)
+        .launch(&launch)
+        .unwrap_err()
+        .to_string();
     assert!(
-        e.contains("quantization_type must be QuantizationType.NONE or STATIC (the members implemented), got QuantizationType.MX"),
+        e.contains(
+            "quantization_type must be QuantizationType.NONE, STATIC or MX (the members implemented), got QuantizationType.STATIC_MX"
+        ),
         "{e}"
     );
     let e =

@@ -466,6 +466,17 @@ class MxTest(unittest.TestCase):
         self.assertTrue((words[:8, 1] == 0x7F7F7F7F).all())
         self.assertTrue((words[8:, 1] == 0x70707070).all())  # 1.0 / 2^-7 = 128 = 2^7: exponent field 14, mantissa 0
 
+    def test_memset_clears_a_packed_tile_and_refuses_other_values(self):
+        # The library zeroes padded rows of packed tiles; what a nonzero fill packs is not defined.
+        def kern(value):
+            q = tile((32, 2), nl.float4_e2m1fn_x4)
+            nisa.memset(dst=q, value=value)
+            return q
+
+        self.assertTrue((ints(run(lambda: kern(0), generation="trn3")) == 0).all())
+        with self.assertRaisesRegex(NkiError, "zeros only"):
+            run(lambda: kern(1), generation="trn3")
+
 
 class HandleTest(unittest.TestCase):
     def test_instructions_return_handles_with_dependencies(self):

@@ -19,7 +19,7 @@
 //! | `rope_hf` | [`embeddings::rope_hf`] | rotary position embedding of q and k, `[batch, heads, seq, head_dim]` |
 //! | `cascaded_max` | [`max::cascaded_max`] | each row's maximum and its column, in two stages |
 //! | `output_projection_tkg` | [`output_projection::output_projection_tkg`] | decode `attention @ weight + bias`, optionally fp8 (static or per column) and transposed out |
-//! | `output_projection_cte` | [`output_projection::output_projection_cte::output_projection_cte`] | prefill `attention @ weight + bias`, optionally static fp8 |
+//! | `output_projection_cte` | [`output_projection::output_projection_cte::output_projection_cte`] | prefill `attention @ weight + bias`, optionally static fp8 or MX ([`output_projection::output_projection_cte::output_projection_cte_mx`]) |
 //! | `rmsnorm_quant_kernel` | [`rmsnorm::rmsnorm_quant`] | RMSNorm then `float8_e4m3` row or static quantization |
 //! | `router_topk` | [`router_topk::router_topk`] | MoE router: logits, activation, top-k experts and affinities |
 //! | `rotational_topk` | [`topk::rotational_topk`] | top-k values and indices of vocabulary-sized rows |

@@ -74,6 +74,15 @@ pub fn memset(ctx: &Ctx, dst: &Tensor, value: f64, opts: EngineOpts<'_>) -> Resu
     ctx.record(OP, crate::profile::Unit::chosen(opts.engine, crate::profile::Unit::Vector), &[], &[dst])?;
     let d = TileView::of(OP, "dst", dst)?;
     engine_reach(OP, opts.engine, &[("dst", dst)])?;
+    if dst.dtype().packs().is_some() && value != 0.0 {
+        return Err(NkiError::dtype(
+            OP,
+            format!(
+                "dst {} packs four MX values per element; nisa.memset fills it with zeros only (all bits clear), got {value}",
+                dst.describe()
+            ),
+        ));
+    }
     if !dst.dtype().is_float() && value.fract() != 0.0 {
         return Err(NkiError::dtype(OP, format!("value {value} is not an integer but dst {} has an integer dtype", dst.describe())));
     }

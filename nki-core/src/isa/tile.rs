@@ -8,8 +8,9 @@
 use crate::tensor::{Layout, Writer};
 use crate::{Buffer, Dtype, NkiError, Result, Tensor};
 
-/// The compute instructions that read or write packed MX dtypes.
-const PACKED_OPS: [&str; 2] = ["nisa.quantize_mx", "nisa.nc_matmul_mx"];
+/// The compute instructions that read or write packed MX dtypes (`memset`
+/// only zeros: it checks its value itself).
+const PACKED_OPS: [&str; 3] = ["nisa.quantize_mx", "nisa.nc_matmul_mx", "nisa.memset"];
 
 /// An on-chip operand seen as partitions × free elements.
 #[derive(Clone, Debug)]

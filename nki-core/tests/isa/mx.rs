@@ -252,10 +252,29 @@ fn run_time_errors_name_the_generation_and_the_rule() {
         let want = if (12..16).contains(&p) || (44..48).contains(&p) { 120 } else { 7 };
         assert_eq!(packed[p * 2..p * 2 + 2], [want, want], "scale row {p}");
     }
-    // Packed tiles are refused by the other compute instructions.
+    // memset clears a packed tile (the library zeroes padded rows so) and
+    // refuses any other value: which values a fill would pack is not defined.
     let e = expect_err(trn3().run(|ctx| {
         let d = alloc(ctx, &[32, 2], Dtype::Fp8E4m3Fnx4, Buffer::Sbuf)?;
         nisa::memset(ctx, &d, 1.0, Default::default())
+    }));
+    assert_err(&e, ErrorKind::Dtype, &["packs four MX values", "zeros only"]);
+    for dtype in [Dtype::Fp8E4m3Fnx4, Dtype::Fp4E2m1Fnx4] {
+        let words = trn3()
+            .run(|ctx| {
+                let d = alloc(ctx, &[32, 2], dtype, Buffer::Sbuf)?;
+                nisa::memset(ctx, &d, 0.0, Default::default())?;
+                Ok(d.to_i64_vec())
+            })
+            .unwrap();
+        assert!(words.iter().all(|&w| w == 0), "{dtype}: {words:?}");
+    }
+    // Packed tiles are refused by the other compute instructions.
+    let e = expect_err(trn3().run(|ctx| {
+        let d = alloc(ctx, &[32, 2], Dtype::Fp8E4m3Fnx4, Buffer::Sbuf)?;
+        let s = alloc(ctx, &[32, 2], Dtype::Fp8E4m3Fnx4, Buffer::Sbuf)?;
+        nisa::memset(ctx, &s, 0.0, Default::default())?;
+        nisa::tensor_copy(ctx, &d, &s, Default::default())
     }));
     assert_err(&e, ErrorKind::Dtype, &["packs four MX values"]);
 }

@@ -7,23 +7,19 @@ import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
 from .common_types import QuantizationType
+from .output_projection_cte_mx import output_projection_cte_mx
+from .output_projection_cte_mx import validate_mx_inputs
+from .output_projection_cte_parameters import H_ALIGNMENT
+from .output_projection_cte_parameters import MAX_WEIGHT_SBUF_BYTES
+from .output_projection_cte_parameters import S_TILE_SIZE
+from .output_projection_cte_parameters import calculate_h_block_size
+from .output_projection_cte_parameters import dtype_size
+from .output_projection_cte_parameters import h_block_bounds
 from .output_projection_utils import FP8_MAX
 from .output_projection_utils import F_MAX
 from .output_projection_utils import P_MAX
 from .output_projection_utils import QUANT_DTYPE
 from .output_projection_utils import calculate_head_packing
-
-
-# Sequence positions loaded per attention tile.
-S_TILE_SIZE = 512
-
-
-# The SBUF bytes a weight block may take (10 MiB).
-MAX_WEIGHT_SBUF_BYTES = 10485760
-
-
-# An unblocked program share is rounded up to a multiple of this.
-H_ALIGNMENT = 16
 
 
 # The largest validated `B · S`.
@@ -92,45 +88,41 @@ def validate_output_projection_inputs(attention, weight, bias, quantization_type
     """The library's `validate_output_projection_inputs`: the rules of
     `output_projection_cte_violation`, the quantization and the tensors' shapes.
     """
+    is_mx = quantization_type == QuantizationType.MX
+    is_static = quantization_type == QuantizationType.STATIC
+    assert is_mx or is_static or quantization_type == QuantizationType.NONE, f"output_projection_cte: quantization_type must be QuantizationType.NONE, STATIC or MX (the members implemented), got {quantization_type}"
+    assert is_mx or (attention.dtype != nl.float8_e4m3fn_x4 and weight.dtype != nl.float4_e2m1fn_x4), "output_projection_cte: packed MX attention or weights need MX quantization"
     assert attention.ndim == 4, f"output_projection_cte: attention must be [B, N, D, S], got {attention.ndim} dims"
     b, n, d, sl = attention.shape
     w_shape = weight.shape
-    assert weight.ndim == 2 and w_shape[0] == n * d, f"output_projection_cte: weight must be [N * D, H] with N * D = {n * d}, got {w_shape}"
+    assert is_mx or (weight.ndim == 2 and w_shape[0] == n * d), f"output_projection_cte: weight must be [N * D, H] with N * D = {n * d}, got {w_shape}"
     h = w_shape[1]
     assert b > 0 and n > 0 and d > 0 and sl > 0 and h > 0, f"output_projection_cte: B, N, D, S, H and the LNC size must be positive, got attention {attention.shape}"
     assert b * sl <= MAX_VALIDATED_B_TIMES_S_SIZE, f"output_projection_cte: B * S must be at most 131072, got {b * sl}"
-    assert d <= P_MAX, f"output_projection_cte: the head dim D must be at most 128, got D = {d}"
+    assert is_mx or d <= P_MAX, f"output_projection_cte: the head dim D must be at most 128, got D = {d}"
     assert h <= MAX_VALIDATED_H_SIZE, f"output_projection_cte: H must be at most 20705, got H = {h}"
-    assert n <= MAX_VALIDATED_N_SIZE, f"output_projection_cte: N must be at most 17, got N = {n}"
+    assert is_mx or n <= MAX_VALIDATED_N_SIZE, f"output_projection_cte: N must be at most 17, got N = {n}"
     assert h % programs == 0, f"output_projection_cte: H must be a multiple of the LNC size, got H = {h}, LNC = {programs}"
     if bias is not None:
         bv = bias
         b_shape = bv.shape
         assert bv.ndim == 2 and b_shape[0] == 1 and b_shape[1] == h, f"output_projection_cte: bias must be [1, H] = [1, {h}], got {b_shape}"
-    is_static = quantization_type == QuantizationType.STATIC
-    assert is_static or quantization_type == QuantizationType.NONE, f"output_projection_cte: quantization_type must be QuantizationType.NONE or STATIC (the members implemented), got {quantization_type}"
-    assert not is_static or weight.dtype == QUANT_DTYPE, f"output_projection_cte: STATIC quantization takes float8_e4m3 weights, got {weight.dtype}"
-    assert is_static or weight.dtype != QUANT_DTYPE, "output_projection_cte: float8_e4m3 weights need STATIC quantization"
-    if is_static:
-        assert input_scales is not None, "output_projection_cte: input_scales is required for STATIC quantization"
-        assert weight_scales is not None, "output_projection_cte: weight_scales is required for STATIC quantization"
-        if input_scales is not None:
-            isc = input_scales
-            is_shape = isc.shape
-            assert isc.ndim == 2 and is_shape[0] == P_MAX and is_shape[1] == 1, f"output_projection_cte: input_scales must be [128, 1], got {is_shape}"
-        if weight_scales is not None:
-            wsc = weight_scales
-            ws_shape = wsc.shape
-            assert wsc.ndim == 2 and ws_shape[0] == P_MAX and ws_shape[1] == 1, f"output_projection_cte: weight_scales must be [128, 1], got {ws_shape}"
-
-
-def dtype_size(dtype):
-    """The bytes of one weight element."""
-    if dtype == nl.float32:
-        return 4
-    if dtype == QUANT_DTYPE:
-        return 1
-    return 2
+    if is_mx:
+        validate_mx_inputs(attention, weight, input_scales, weight_scales)
+    else:
+        assert not is_static or weight.dtype == QUANT_DTYPE, f"output_projection_cte: STATIC quantization takes float8_e4m3 weights, got {weight.dtype}"
+        assert is_static or weight.dtype != QUANT_DTYPE, "output_projection_cte: float8_e4m3 weights need STATIC quantization"
+        if is_static:
+            assert input_scales is not None, "output_projection_cte: input_scales is required for STATIC quantization"
+            assert weight_scales is not None, "output_projection_cte: weight_scales is required for STATIC quantization"
+            if input_scales is not None:
+                isc = input_scales
+                is_shape = isc.shape
+                assert isc.ndim == 2 and is_shape[0] == P_MAX and is_shape[1] == 1, f"output_projection_cte: input_scales must be [128, 1], got {is_shape}"
+            if weight_scales is not None:
+                wsc = weight_scales
+                ws_shape = wsc.shape
+                assert wsc.ndim == 2 and ws_shape[0] == P_MAX and ws_shape[1] == 1, f"output_projection_cte: weight_scales must be [128, 1], got {ws_shape}"
 
 
 def build_tiling_config(attention, weight, programs, prg_id, is_fp8_quantized):
@@ -143,13 +135,7 @@ def build_tiling_config(attention, weight, programs, prg_id, is_fp8_quantized):
     h = weight.shape[1]
     n, d, group_size = calculate_head_packing(n0, d0, P_MAX)
     h_sharded_size = h // programs
-    elem_bytes = dtype_size(weight.dtype)
-    bytes_per_column = n * d * elem_bytes
-    aligned = -(-h_sharded_size // H_ALIGNMENT) * H_ALIGNMENT
-    fits = aligned * bytes_per_column <= MAX_WEIGHT_SBUF_BYTES
-    most = max(MAX_WEIGHT_SBUF_BYTES // bytes_per_column // F_MAX * F_MAX, F_MAX)
-    blocked = max(min(most, h_sharded_size) // F_MAX * F_MAX, F_MAX)
-    h_block_size = aligned if fits else blocked
+    h_block_size = calculate_h_block_size(n * d, h_sharded_size, dtype_size(weight.dtype))
     return TilingConfig(num_prgs=programs, prg_id=prg_id, b_size=b, n_size=n, d_size=d, s_size=sl, h_size=h, h_sharded_size=h_sharded_size, h_block_size=h_block_size, num_h_blocks_per_prg=-(-h_sharded_size // h_block_size), group_size=group_size, is_fp8_quantized=is_fp8_quantized)
 
 
@@ -233,9 +219,7 @@ def perform_projection(cfg, io):
     turn, each against every batch and sequence tile.
     """
     for hb in range(cfg.num_h_blocks_per_prg):
-        c0 = hb * cfg.h_block_size
-        h0 = cfg.prg_id * cfg.h_sharded_size + c0
-        cols = min(cfg.h_sharded_size - c0, cfg.h_block_size)
+        h0, cols = h_block_bounds(cfg.prg_id, cfg.h_sharded_size, cfg.h_block_size, hb)
         w_sb = load_float_weights(cfg, io, h0, cols)
         bias_sb = load_bias(cfg, io, h0, cols)
         for b in range(cfg.b_size):
@@ -251,15 +235,18 @@ def output_projection_cte(attention, weight, bias=None, quantization_type=Quanti
     weights with `input_scales` and `weight_scales` `[128, 1]`.
     """
     assert isinstance(quantization_type, QuantizationType), f"output_projection_cte: quantization_type={quantization_type!r} is not a QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)"
-    assert attention.dtype in (nl.float32, nl.bfloat16, nl.float16), "output_projection_cte takes attention as float32, bfloat16 or float16"
-    assert weight.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "output_projection_cte takes weight as float32, bfloat16, float16 or float8_e4m3"
+    assert attention.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3fn_x4), "output_projection_cte takes attention as float32, bfloat16, float16 or float8_e4m3fn_x4"
+    assert weight.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3, nl.float4_e2m1fn_x4), "output_projection_cte takes weight as float32, bfloat16, float16, float8_e4m3 or float4_e2m1fn_x4"
     assert bias is None or bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "output_projection_cte takes bias as float32, bfloat16 or float16"
-    assert input_scales is None or input_scales.dtype in (nl.float32,), "output_projection_cte takes input_scales as float32"
-    assert weight_scales is None or weight_scales.dtype in (nl.float32,), "output_projection_cte takes weight_scales as float32"
+    assert input_scales is None or input_scales.dtype in (nl.float32, nl.uint8), "output_projection_cte takes input_scales as float32 or uint8"
+    assert weight_scales is None or weight_scales.dtype in (nl.float32, nl.uint8), "output_projection_cte takes weight_scales as float32 or uint8"
     grid = nl.program_ndim() == 1
     programs = nl.num_programs(axes=0) if grid else 1
     prg_id = nl.program_id(axis=0) if grid else 0
     validate_output_projection_inputs(attention, weight, bias, quantization_type, input_scales, weight_scales, programs)
+    if quantization_type == QuantizationType.MX:
+        ws = weight_scales if weight_scales is not None else weight
+        return output_projection_cte_mx(attention, weight, bias, input_scales, ws, output_dtype, programs, prg_id)
     is_static = quantization_type == QuantizationType.STATIC
     cfg = build_tiling_config(attention, weight, programs, prg_id, is_static)
     inv_input_scale_sb = nl.ndarray(shape=(P_MAX, 1), dtype=nl.float32, buffer=nl.sbuf)

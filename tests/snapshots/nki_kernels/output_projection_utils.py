@@ -10,12 +10,12 @@ import nki.collectives as ncc
 F_MAX = 512
 
 
-# The largest finite `float8_e4m3`: statically quantized activations span `±240`.
-FP8_MAX = 240.0
-
-
 # Partitions of an SBUF tile: rows per tile, contraction rows per matmul.
 P_MAX = 128
+
+
+# The largest finite `float8_e4m3`: statically quantized activations span `±240`.
+FP8_MAX = 240.0
 
 
 # The dtype of statically quantized activations and weights.

@@ -52,20 +52,11 @@ pub mod kernel {
     pub use crate::qkv::qkv_tkg_common::{I_BLOCK_SIZE, I_TILE_SIZE, NUM_PSUM_BANKS, P_MAX, QkvTkgDims, qkv_tkg_dims, sum_lnc_partials};
     use crate::subkernels::rmsnorm_tkg::rmsnorm_tkg_shard_on_bxs;
     pub use crate::utils::common_types::NormType;
+    pub use crate::utils::mx_layout::{MX_PACK, NUM_QUADRANTS, QUADRANT, SCALE_GROUP_SIZE, SCALES_PER_QUADRANT};
     use nki::prelude::*;
 
-    /// Hidden values per packed value.
-    pub const MX_PACK: i64 = 4;
     /// Hidden rows of one packed 128-row tile: `P_MAX · MX_PACK`.
     pub const H_PER_PACKED_TILE: i64 = 512;
-    /// Hidden values sharing one scale (8 partitions x 4 values).
-    pub const SCALE_GROUP_SIZE: i64 = 32;
-    /// Partitions of an SBUF quadrant; each holds the scales of its 4 groups.
-    pub const QUADRANT: i64 = 32;
-    /// Scale rows per quadrant of a packed tile: `QUADRANT / 8`.
-    pub const SCALES_PER_QUADRANT: i64 = 4;
-    /// Quadrants of the partitions.
-    pub const NUM_QUADRANTS: i64 = 4;
     /// Packed tiles per weight load: 4-byte packed values of a 4096-column
     /// block fill a partition at 16 tiles, so loads take 8.
     pub const NUM_TILES_PER_WEIGHT_LOAD: i64 = 8;

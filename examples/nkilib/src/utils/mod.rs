@@ -2,3 +2,4 @@
 
 pub mod common_types;
 pub mod kernel_helpers;
+pub mod mx_layout;

@@ -34,15 +34,21 @@
 //! weight_scales=None, output_dtype=None`, with the library's
 //! [`QuantizationType`]. The output is in `output_dtype`, by default
 //! `attention`'s (results are rounded to `attention`'s dtype, then stored).
-//! `NONE` and `STATIC` are implemented; the library's microscaling paths
-//! (`MX`, `STATIC_MX`: `nc_matmul_mx` with block scales) are refused naming
-//! the member, and `ROW`, which the library routes to its float path, is
-//! refused too. The library's double-row fp8 matmul (a NeuronCore-v3
+//! `NONE`, `STATIC` and `MX` are implemented. `MX` (trn3) takes
+//! `float4_e2m1fn_x4` weights `[N·D/4, H]` with `uint8` block scales
+//! `weight_scales` `[N·D/32, H]`, and bfloat16 / float16 attention quantized
+//! on chip, or `float8_e4m3fn_x4` attention `[B, 1, N·D/4, S]` quantized
+//! offline with `input_scales` `[B, N·D/32, S]`; its output defaults to
+//! bfloat16 (see [`output_projection_cte_mx`](super::output_projection_cte_mx)).
+//! The library's `STATIC_MX` is refused naming the member, and `ROW`, which
+//! the library routes to its float path, is refused too. The library's double-row fp8 matmul (a NeuronCore-v3
 //! speed-up of `STATIC`) is one matmul per head here: the same products,
 //! summed in fp32. The rules are [`output_projection_cte_violation`]'s.
 
+use nki::hw::Generation;
 use nki::prelude::*;
 
+pub use crate::utils::mx_layout::QUADRANT;
 pub use kernel::*;
 
 /// The shape of one `output_projection_cte` call.
@@ -60,6 +66,12 @@ pub struct OutputProjectionCteShape {
     pub h: i64,
     /// LNC programs.
     pub programs: i64,
+    /// Whether `MX` quantization was asked for.
+    pub mx_quant: bool,
+    /// `MX` with the attention given quantized (`float8_e4m3fn_x4`, `D` packed).
+    pub prequantized: bool,
+    /// The generation the kernel runs on.
+    pub generation: Generation,
 }
 
 /// Why an `output_projection_cte` shape is refused.
@@ -77,6 +89,10 @@ pub enum OutputProjectionCteRule {
     Heads,
     /// `H` does not split evenly over the LNC programs.
     HiddenShards,
+    /// `MX` quantization off trn3 (`nc_matmul_mx` is NeuronCore-v4's).
+    MxGeneration,
+    /// `MX` with `N·D` not a positive multiple of 128 (32 given quantized).
+    MxContraction,
 }
 
 impl OutputProjectionCteRule {
@@ -89,30 +105,41 @@ impl OutputProjectionCteRule {
             OutputProjectionCteRule::Hidden => "output_projection_cte: H must be at most 20705",
             OutputProjectionCteRule::Heads => "output_projection_cte: N must be at most 17",
             OutputProjectionCteRule::HiddenShards => "output_projection_cte: H must be a multiple of the LNC size",
+            OutputProjectionCteRule::MxGeneration => "output_projection_cte: MX quantization needs trn3 (nc_matmul_mx)",
+            OutputProjectionCteRule::MxContraction => {
+                "output_projection_cte: MX quantization needs N * D to be a positive multiple of 128 (of 32 with pre-quantized input)"
+            }
         }
     }
 }
 
 /// The first rule `shape` breaks.
 pub const fn output_projection_cte_violation(shape: OutputProjectionCteShape) -> Option<OutputProjectionCteRule> {
-    let OutputProjectionCteShape { b, n, d, s, h, programs } = shape;
+    let OutputProjectionCteShape { b, n, d, s, h, programs, mx_quant, prequantized, generation } = shape;
     if b <= 0 || n <= 0 || d <= 0 || s <= 0 || h <= 0 || programs <= 0 {
         return Some(OutputProjectionCteRule::Positive);
     }
     if b * s > MAX_VALIDATED_B_TIMES_S_SIZE {
         return Some(OutputProjectionCteRule::Tokens);
     }
-    if d > P_MAX {
+    if !mx_quant && d > P_MAX {
         return Some(OutputProjectionCteRule::HeadDim);
     }
     if h > MAX_VALIDATED_H_SIZE {
         return Some(OutputProjectionCteRule::Hidden);
     }
-    if n > MAX_VALIDATED_N_SIZE {
+    if !mx_quant && n > MAX_VALIDATED_N_SIZE {
         return Some(OutputProjectionCteRule::Heads);
     }
     if h % programs != 0 {
         return Some(OutputProjectionCteRule::HiddenShards);
+    }
+    if mx_quant && !matches!(generation, Generation::Trn3) {
+        return Some(OutputProjectionCteRule::MxGeneration);
+    }
+    let unit = if prequantized { QUADRANT } else { P_MAX };
+    if mx_quant && (n * d) % unit != 0 {
+        return Some(OutputProjectionCteRule::MxContraction);
     }
     None
 }
@@ -129,9 +156,20 @@ pub const fn output_projection_cte_violation(shape: OutputProjectionCteShape) ->
 /// // N = 32 heads is above the validated 17.
 /// let shape = nkilib::output_projection_cte_config!(b = 1, n = 32, d = 64, s = 2048, h = 3072, programs = 2);
 /// ```
+///
+/// MX quantization takes any number of heads, on trn3 (the other fields
+/// default to no MX on trn2):
+///
+/// ```
+/// use nki::hw::Generation;
+/// let shape = nkilib::output_projection_cte_config!(
+///     b = 1, n = 32, d = 64, s = 2048, h = 3072, programs = 2, mx_quant = true, generation = Generation::Trn3
+/// );
+/// assert!(shape.mx_quant);
+/// ```
 #[macro_export]
 macro_rules! output_projection_cte_config {
-    (b = $b:expr,n = $n:expr,d = $d:expr,s = $s:expr,h = $h:expr,programs = $p:expr) => {{
+    (b = $b:expr,n = $n:expr,d = $d:expr,s = $s:expr,h = $h:expr,programs = $p:expr $(, $field:ident = $v:expr)* $(,)?) => {{
         const SHAPE: $crate::output_projection::output_projection_cte::output_projection_cte::OutputProjectionCteShape =
             $crate::output_projection::output_projection_cte::output_projection_cte::OutputProjectionCteShape {
                 b: $b,
@@ -140,6 +178,18 @@ macro_rules! output_projection_cte_config {
                 s: $s,
                 h: $h,
                 programs: $p,
+                $($field: $v,)*
+                ..$crate::output_projection::output_projection_cte::output_projection_cte::OutputProjectionCteShape {
+                    b: 0,
+                    n: 0,
+                    d: 0,
+                    s: 0,
+                    h: 0,
+                    programs: 1,
+                    mx_quant: false,
+                    prequantized: false,
+                    generation: ::nki::hw::Generation::Trn2,
+                }
             };
         const _: () = if let Some(rule) =
             $crate::output_projection::output_projection_cte::output_projection_cte::output_projection_cte_violation(SHAPE)
@@ -153,17 +203,15 @@ macro_rules! output_projection_cte_config {
 /// The kernel, its tile constants, bundles and phase helpers.
 #[nki_module]
 pub mod kernel {
+    use crate::output_projection::output_projection_cte::output_projection_cte_mx::{output_projection_cte_mx, validate_mx_inputs};
+    pub use crate::output_projection::output_projection_cte::output_projection_cte_parameters::{
+        H_ALIGNMENT, MAX_WEIGHT_SBUF_BYTES, S_TILE_SIZE, calculate_h_block_size, dtype_size, h_block_bounds,
+    };
     use crate::output_projection::output_projection_utils::calculate_head_packing;
     pub use crate::output_projection::output_projection_utils::{F_MAX, FP8_MAX, P_MAX, QUANT_DTYPE};
     pub use crate::utils::common_types::QuantizationType;
     use nki::prelude::*;
 
-    /// Sequence positions loaded per attention tile.
-    pub const S_TILE_SIZE: i64 = 512;
-    /// The SBUF bytes a weight block may take (10 MiB).
-    pub const MAX_WEIGHT_SBUF_BYTES: i64 = 10485760;
-    /// An unblocked program share is rounded up to a multiple of this.
-    pub const H_ALIGNMENT: i64 = 16;
     /// The largest validated `B · S`.
     pub const MAX_VALIDATED_B_TIMES_S_SIZE: i64 = 131072;
     /// The largest validated `H`.
@@ -218,18 +266,6 @@ pub mod kernel {
         pub weight_scale_sb: Tensor,
     }
 
-    /// The bytes of one weight element.
-    #[nki_helper]
-    pub fn dtype_size(dtype: Dtype) -> i64 {
-        if dtype == nl::float32 {
-            return 4;
-        }
-        if dtype == QUANT_DTYPE {
-            return 1;
-        }
-        2
-    }
-
     /// The library's `build_tiling_config`: head packing, and the program's
     /// `H / LNC` columns in one block (rounded up to `H_ALIGNMENT`) when the
     /// weights fit in `MAX_WEIGHT_SBUF_BYTES`, else in blocks of the most
@@ -240,13 +276,7 @@ pub mod kernel {
         let h = weight.shape()[1];
         let (n, d, group_size): (i64, i64, i64) = calculate_head_packing(n0, d0, P_MAX);
         let h_sharded_size = h / programs;
-        let elem_bytes: i64 = dtype_size(weight.dtype());
-        let bytes_per_column = n * d * elem_bytes;
-        let aligned = h_sharded_size.div_ceil(H_ALIGNMENT) * H_ALIGNMENT;
-        let fits = aligned * bytes_per_column <= MAX_WEIGHT_SBUF_BYTES;
-        let most = (MAX_WEIGHT_SBUF_BYTES / bytes_per_column / F_MAX * F_MAX).max(F_MAX);
-        let blocked = (most.min(h_sharded_size) / F_MAX * F_MAX).max(F_MAX);
-        let h_block_size = if fits { aligned } else { blocked };
+        let h_block_size: i64 = calculate_h_block_size(n * d, h_sharded_size, dtype_size(weight.dtype()));
         TilingConfig {
             num_prgs: programs,
             prg_id,
@@ -353,9 +383,7 @@ pub mod kernel {
     #[nki_helper]
     pub fn perform_projection(cfg: TilingConfig, io: ProjectionTensors) {
         for hb in 0..cfg.num_h_blocks_per_prg {
-            let c0 = hb * cfg.h_block_size;
-            let h0 = cfg.prg_id * cfg.h_sharded_size + c0;
-            let cols = (cfg.h_sharded_size - c0).min(cfg.h_block_size);
+            let (h0, cols): (i64, i64) = h_block_bounds(cfg.prg_id, cfg.h_sharded_size, cfg.h_block_size, hb);
             let w_sb = load_float_weights(cfg, io, h0, cols);
             let bias_sb = load_bias(cfg, io, h0, cols);
             for b in 0..cfg.b_size {
@@ -378,11 +406,21 @@ pub mod kernel {
         weight_scales: Option<Hbm>,
         programs: i64,
     ) {
+        let is_mx = quantization_type == QuantizationType::MX;
+        let is_static = quantization_type == QuantizationType::STATIC;
+        assert!(
+            is_mx || is_static || quantization_type == QuantizationType::NONE,
+            "output_projection_cte: quantization_type must be QuantizationType.NONE, STATIC or MX (the members implemented), got {quantization_type}"
+        );
+        assert!(
+            is_mx || (attention.dtype() != nl::float8_e4m3fn_x4 && weight.dtype() != nl::float4_e2m1fn_x4),
+            "output_projection_cte: packed MX attention or weights need MX quantization"
+        );
         assert!(attention.ndim() == 4, "output_projection_cte: attention must be [B, N, D, S], got {} dims", attention.ndim());
         let [b, n, d, sl] = attention.shape();
         let w_shape = weight.shape();
         assert!(
-            weight.ndim() == 2 && w_shape[0] == n * d,
+            is_mx || (weight.ndim() == 2 && w_shape[0] == n * d),
             "output_projection_cte: weight must be [N * D, H] with N * D = {}, got {w_shape}",
             n * d
         );
@@ -393,9 +431,9 @@ pub mod kernel {
             attention.shape()
         );
         assert!(b * sl <= MAX_VALIDATED_B_TIMES_S_SIZE, "output_projection_cte: B * S must be at most 131072, got {}", b * sl);
-        assert!(d <= P_MAX, "output_projection_cte: the head dim D must be at most 128, got D = {d}");
+        assert!(is_mx || d <= P_MAX, "output_projection_cte: the head dim D must be at most 128, got D = {d}");
         assert!(h <= MAX_VALIDATED_H_SIZE, "output_projection_cte: H must be at most 20705, got H = {h}");
-        assert!(n <= MAX_VALIDATED_N_SIZE, "output_projection_cte: N must be at most 17, got N = {n}");
+        assert!(is_mx || n <= MAX_VALIDATED_N_SIZE, "output_projection_cte: N must be at most 17, got N = {n}");
         assert!(h % programs == 0, "output_projection_cte: H must be a multiple of the LNC size, got H = {h}, LNC = {programs}");
         if let Some(bv) = bias {
             let b_shape = bv.shape();
@@ -404,33 +442,32 @@ pub mod kernel {
                 "output_projection_cte: bias must be [1, H] = [1, {h}], got {b_shape}"
             );
         }
-        let is_static = quantization_type == QuantizationType::STATIC;
-        assert!(
-            is_static || quantization_type == QuantizationType::NONE,
-            "output_projection_cte: quantization_type must be QuantizationType.NONE or STATIC (the members implemented), got {quantization_type}"
-        );
-        assert!(
-            !is_static || weight.dtype() == QUANT_DTYPE,
-            "output_projection_cte: STATIC quantization takes float8_e4m3 weights, got {}",
-            weight.dtype()
-        );
-        assert!(is_static || weight.dtype() != QUANT_DTYPE, "output_projection_cte: float8_e4m3 weights need STATIC quantization");
-        if is_static {
-            assert!(input_scales.is_some(), "output_projection_cte: input_scales is required for STATIC quantization");
-            assert!(weight_scales.is_some(), "output_projection_cte: weight_scales is required for STATIC quantization");
-            if let Some(isc) = input_scales {
-                let is_shape = isc.shape();
-                assert!(
-                    isc.ndim() == 2 && is_shape[0] == P_MAX && is_shape[1] == 1,
-                    "output_projection_cte: input_scales must be [128, 1], got {is_shape}"
-                );
-            }
-            if let Some(wsc) = weight_scales {
-                let ws_shape = wsc.shape();
-                assert!(
-                    wsc.ndim() == 2 && ws_shape[0] == P_MAX && ws_shape[1] == 1,
-                    "output_projection_cte: weight_scales must be [128, 1], got {ws_shape}"
-                );
+        if is_mx {
+            validate_mx_inputs(attention, weight, input_scales, weight_scales);
+        } else {
+            assert!(
+                !is_static || weight.dtype() == QUANT_DTYPE,
+                "output_projection_cte: STATIC quantization takes float8_e4m3 weights, got {}",
+                weight.dtype()
+            );
+            assert!(is_static || weight.dtype() != QUANT_DTYPE, "output_projection_cte: float8_e4m3 weights need STATIC quantization");
+            if is_static {
+                assert!(input_scales.is_some(), "output_projection_cte: input_scales is required for STATIC quantization");
+                assert!(weight_scales.is_some(), "output_projection_cte: weight_scales is required for STATIC quantization");
+                if let Some(isc) = input_scales {
+                    let is_shape = isc.shape();
+                    assert!(
+                        isc.ndim() == 2 && is_shape[0] == P_MAX && is_shape[1] == 1,
+                        "output_projection_cte: input_scales must be [128, 1], got {is_shape}"
+                    );
+                }
+                if let Some(wsc) = weight_scales {
+                    let ws_shape = wsc.shape();
+                    assert!(
+                        wsc.ndim() == 2 && ws_shape[0] == P_MAX && ws_shape[1] == 1,
+                        "output_projection_cte: weight_scales must be [128, 1], got {ws_shape}"
+                    );
+                }
             }
         }
     }
@@ -441,18 +478,23 @@ pub mod kernel {
     /// weights with `input_scales` and `weight_scales` `[128, 1]`.
     #[nki_kernel]
     pub fn output_projection_cte(
-        #[dtypes(float32, bfloat16, float16)] attention: Hbm,
-        #[dtypes(float32, bfloat16, float16, float8_e4m3)] weight: Hbm,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3fn_x4)] attention: Hbm,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4)] weight: Hbm,
         #[dtypes(float32, bfloat16, float16)] bias: Option<Hbm>,
         #[default(QuantizationType::NONE)] quantization_type: QuantizationType,
-        #[dtypes(float32)] input_scales: Option<Hbm>,
-        #[dtypes(float32)] weight_scales: Option<Hbm>,
+        #[dtypes(float32, uint8)] input_scales: Option<Hbm>,
+        #[dtypes(float32, uint8)] weight_scales: Option<Hbm>,
         output_dtype: Option<Dtype>,
     ) -> Hbm {
         let grid = nl::program_ndim() == 1;
         let programs = if grid { nl::num_programs(0) } else { 1 };
         let prg_id = if grid { nl::program_id(0) } else { 0 };
         validate_output_projection_inputs(attention, weight, bias, quantization_type, input_scales, weight_scales, programs);
+        if quantization_type == QuantizationType::MX {
+            // Validated: weight_scales is given.
+            let ws = weight_scales.unwrap_or(weight);
+            return output_projection_cte_mx(attention, weight, bias, input_scales, ws, output_dtype, programs, prg_id);
+        }
         let is_static = quantization_type == QuantizationType::STATIC;
         let cfg = build_tiling_config(attention, weight, programs, prg_id, is_static);
         let inv_input_scale_sb = nl::ndarray([P_MAX, 1], nl::float32, buffer = nl::sbuf);

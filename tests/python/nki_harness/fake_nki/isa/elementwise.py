@@ -53,6 +53,9 @@ def memset(dst, value, engine=None, name=None):
     d = Tile(op, "dst", dst)
     _reach(op, member(op, "engine", engine, _engine, _engine.unknown), [("dst", d)])
     value = float(value)
+    if dst.dtype.packs and value != 0:
+        raise NkiError(op, f"dst {dst.describe()} packs four MX values per element; nisa.memset fills it with zeros "
+                           f"only (all bits clear), got {value}")
     if dst.dtype.is_float:
         cell = dst.dtype.encode(np.float32(value), current().rounds)
     elif value.is_integer():

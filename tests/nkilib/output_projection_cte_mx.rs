@@ -1,0 +1,328 @@
+//! `output_projection_cte` with MX quantization (trn3) against a float64
+//! projection written from the MX format's description. The contraction runs
+//! over `K = N·D` rows, row `n·D + d`; packed row `r` of the `[K/4, H]`
+//! `float4_e2m1fn_x4` weights holds rows `4r..4r+3` (nibble `k` row `4r +
+//! k`), each code (sign, 2 exponent bits of bias 1, 1 mantissa bit: `0, 0.5,
+//! 1, 1.5, 2, 3, 4, 6`) times `2^(s - 127)` for the `uint8` scale `s` of its
+//! 32 rows. bfloat16 attention is quantized per 32 consecutive rows of a
+//! token, with the scale `2^(floor(log2 amax) - 7)` and the elements rounded to
+//! nearest even in `float8_e4m3fn`; pre-quantized attention `[B, 1, K/4, S]`
+//! holds `float8_e4m3fn` codes (byte `k` row `4r + k`) with their scales
+//! `[B, K/32, S]`. At the library's MX test sizes, in both precision modes;
+//! the emitted source under NumPy against the emulator; the MX rules.
+
+use crate::common::{Arg, as_dtype, package_of, seed_of, spec_run, tensor, uniform};
+use nki::hw::Generation;
+use nki::{Dtype, Launch, Precision, Tensor};
+use nkilib::output_projection::output_projection_cte::output_projection_cte::{
+    OutputProjectionCteRule, OutputProjectionCteShape, QuantizationType, output_projection_cte, output_projection_cte_violation,
+};
+
+/// One MX configuration: `(B, S, H, N, D, bias)` as the library's test lists
+/// them, the LNC size and whether the attention comes quantized (then `D` is
+/// the unpacked head dim; the kernel sees `[B, 1, N·D/4, S]`).
+#[derive(Clone, Copy, Debug)]
+struct Mx {
+    lnc: usize,
+    b: usize,
+    s: usize,
+    h: usize,
+    n: usize,
+    d: usize,
+    bias: bool,
+    given: bool,
+}
+
+const fn mx(lnc: usize, b: usize, s: usize, h: usize, n: usize, d: usize, bias: bool) -> Mx {
+    Mx { lnc, b, s, h, n, d, bias, given: false }
+}
+
+impl Mx {
+    /// The configuration with the attention given quantized.
+    const fn given(self) -> Mx {
+        Mx { given: true, ..self }
+    }
+}
+
+/// The library's MX unit sizes that its MX rules accept (the larger ones
+/// left to the library comparison): packed contractions of 32, 64, 256 and
+/// 320 rows (two full tiles and a 64-row one), 96 (padded to 128), several
+/// sequence tiles with a ragged last one; plus an odd sequence over two
+/// batches (padded to an even stationary width), on one and two programs.
+const MX_CONFIGS: &[Mx] = &[
+    mx(2, 1, 16, 5120, 10, 128, true),
+    mx(2, 1, 128, 3072, 16, 64, true),
+    mx(2, 1, 128, 3072, 8, 32, true),
+    mx(1, 1, 128, 8192, 1, 128, false),
+    mx(2, 1, 192, 1024, 1, 128, false),
+    mx(2, 1, 576, 3072, 3, 128, false),
+    mx(1, 2, 129, 1024, 2, 64, true),
+    mx(2, 1, 16, 5120, 10, 128, true).given(),
+    mx(2, 1, 128, 3072, 8, 32, true).given(),
+    mx(1, 1, 128, 8192, 1, 128, false).given(),
+    mx(2, 1, 576, 3072, 3, 128, false).given(),
+    mx(1, 2, 129, 1024, 2, 64, true).given(),
+];
+
+/// The value of a `float8_e4m3fn` code (no NaN codes here).
+fn e4m3fn(code: u32) -> f64 {
+    let sign = if code & 0x80 != 0 { -1.0 } else { 1.0 };
+    let (e, m) = (((code >> 3) & 0xf) as i32, f64::from(code & 7) / 8.0);
+    if e == 0 { sign * m * 2f64.powi(-6) } else { sign * (1.0 + m) * 2f64.powi(e - 7) }
+}
+
+/// The value of a `float4_e2m1fn` code.
+fn e2m1fn(code: u32) -> f64 {
+    let sign = if code & 8 != 0 { -1.0 } else { 1.0 };
+    let (e, m) = (((code >> 1) & 3) as i32, f64::from(code & 1) / 2.0);
+    if e == 0 { sign * m } else { sign * (1.0 + m) * 2f64.powi(e - 1) }
+}
+
+/// `v` rounded to nearest even in `float8_e4m3fn` (inside its range).
+fn round_e4m3fn(v: f64) -> f64 {
+    if v == 0.0 {
+        return 0.0;
+    }
+    let q = 2f64.powf(v.abs().log2().floor().max(-6.0) - 3.0);
+    (v / q).round_ties_even() * q
+}
+
+/// A case's data: the attention `[B][K][S]` (bfloat16 values, or the e4m3
+/// codes given quantized), its scales `[B][K/32][S]` given quantized, the
+/// weight codes `[K][H]`, their scales `[K/32][H]`, the bias.
+struct Data {
+    a: Vec<f64>,
+    a_scales: Vec<f64>,
+    codes: Vec<u32>,
+    scales: Vec<f64>,
+    bias: Vec<f64>,
+}
+
+impl Mx {
+    fn name(&self) -> String {
+        format!("{self:?}")
+    }
+
+    fn k(&self) -> usize {
+        self.n * self.d
+    }
+
+    /// Codes drawn without NaN; weight scales `2^-9 .. 2^-5`, input scales `2^-7 .. 2^-2`.
+    fn data(&self) -> Data {
+        let seed = seed_of(&self.name());
+        let (b, s, h, k) = (self.b, self.s, self.h, self.k());
+        let a = if self.given {
+            uniform(b * k * s, seed, 0.0, 254.0).iter().map(|v| (*v as u32) as f64).map(|c| if c >= 127.0 { c + 1.0 } else { c }).collect()
+        } else {
+            as_dtype(&uniform(b * k * s, seed, -1.0, 1.0), Dtype::Bf16)
+        };
+        let a_scales =
+            if self.given { uniform(b * k / 32 * s, seed + 1, 120.0, 126.0).iter().map(|v| v.floor()).collect() } else { Vec::new() };
+        Data {
+            a,
+            a_scales,
+            codes: uniform(k * h, seed + 2, 0.0, 16.0).iter().map(|v| (*v as u32).min(15)).collect(),
+            scales: uniform(k / 32 * h, seed + 3, 118.0, 123.0).iter().map(|v| v.floor()).collect(),
+            bias: as_dtype(&uniform(h, seed + 4, -1.0, 1.0), Dtype::Bf16),
+        }
+    }
+
+    /// Packs `[K][cols]` codes of `bits` bits into `[K/4][cols]` words: field
+    /// `j` of word `(r, c)` the code of row `4r + j`.
+    fn pack(codes: impl Fn(usize, usize) -> u32, k: usize, cols: usize, bits: u32) -> Vec<i64> {
+        (0..k / 4 * cols).map(|at| (0..4).map(|j| i64::from(codes(4 * (at / cols) + j, at % cols)) << (bits * j as u32)).sum()).collect()
+    }
+
+    /// The attention tensor the kernel takes.
+    fn attention(&self, d: &Data) -> Tensor {
+        let (b, s, k) = (self.b, self.s, self.k());
+        if self.given {
+            let words: Vec<i64> = (0..b).flat_map(|bi| Self::pack(|row, col| d.a[(bi * k + row) * s + col] as u32, k, s, 8)).collect();
+            Tensor::from_i64(&[b, 1, k / 4, s], &words, Dtype::Fp8E4m3Fnx4).unwrap()
+        } else {
+            tensor(&[b, self.n, self.d, s], &d.a, Dtype::Bf16)
+        }
+    }
+
+    fn weight(&self, d: &Data) -> Tensor {
+        let (h, k) = (self.h, self.k());
+        Tensor::from_i64(&[k / 4, h], &Self::pack(|row, col| d.codes[row * h + col], k, h, 4), Dtype::Fp4E2m1Fnx4).unwrap()
+    }
+
+    /// The float64 projection `[B, S, H]` and each element's magnitude
+    /// `Σ|a·w| + |bias|`.
+    fn reference(&self, d: &Data) -> (Vec<f64>, Vec<f64>) {
+        let (b, s, h, k) = (self.b, self.s, self.h, self.k());
+        let w: Vec<f64> = (0..k * h).map(|at| e2m1fn(d.codes[at]) * 2f64.powf(d.scales[at / h / 32 * h + at % h] - 127.0)).collect();
+        let (mut out, mut mag) = (vec![0.0; b * s * h], vec![0.0; b * s * h]);
+        for bi in 0..b {
+            for si in 0..s {
+                let mut col: Vec<f64> = (0..k).map(|r| d.a[(bi * k + r) * s + si]).collect();
+                if self.given {
+                    for (r, v) in col.iter_mut().enumerate() {
+                        *v = e4m3fn(*v as u32) * 2f64.powf(d.a_scales[(bi * k / 32 + r / 32) * s + si] - 127.0);
+                    }
+                } else {
+                    for g in col.chunks_mut(32) {
+                        let amax = g.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+                        let e = if amax > 0.0 { amax.log2().floor() - 7.0 } else { -127.0 };
+                        g.iter_mut().for_each(|v| *v = round_e4m3fn(*v / 2f64.powf(e)) * 2f64.powf(e));
+                    }
+                }
+                for c in 0..h {
+                    let bias = if self.bias { d.bias[c] } else { 0.0 };
+                    let at = (bi * s + si) * h + c;
+                    out[at] = (0..k).map(|r| col[r] * w[r * h + c]).sum::<f64>() + bias;
+                    mag[at] = (0..k).map(|r| (col[r] * w[r * h + c]).abs()).sum::<f64>() + bias.abs();
+                }
+            }
+        }
+        (out, mag)
+    }
+
+    fn call<'a>(&self, a: &'a Tensor, w: &'a Tensor, ws: &'a Tensor, xs: &'a Tensor, bias: &'a Tensor) -> output_projection_cte::Call<'a> {
+        let mut call = output_projection_cte::Call::new(a, w).quantization_type(QuantizationType::MX).weight_scales(ws);
+        if self.given {
+            call = call.input_scales(xs);
+        }
+        if self.bias {
+            call = call.bias(bias);
+        }
+        call
+    }
+
+    /// The emulator's projection.
+    fn run(&self, d: &Data, precision: Precision) -> Vec<f32> {
+        let (b, s, h, k) = (self.b, self.s, self.h, self.k());
+        let (a, w) = (self.attention(d), self.weight(d));
+        let ws = tensor(&[k / 32, h], &d.scales, Dtype::U8);
+        let xs = if self.given { tensor(&[b, k / 32, s], &d.a_scales, Dtype::U8) } else { tensor(&[1], &[0.0], Dtype::U8) };
+        let bias = tensor(&[1, h], &d.bias, Dtype::Bf16);
+        let launch = Launch::new().lnc(self.lnc).precision(precision).generation(Generation::Trn3);
+        let out = self.call(&a, &w, &ws, &xs, &bias).launch(&launch).unwrap_or_else(|e| panic!("{}: {e}", self.name()));
+        assert_eq!(out.shape(), &[b, s, h], "{}", self.name());
+        assert_eq!(out.dtype(), Dtype::Bf16, "{}", self.name());
+        out.to_f32_vec()
+    }
+
+    /// The kernel's arguments for the NumPy executor.
+    fn numpy_call(&self, d: &Data) -> (Vec<Arg>, Vec<(&'static str, Arg)>) {
+        let (b, s, h, k) = (self.b, self.s, self.h, self.k());
+        let words = |t: &Tensor| t.to_i64_vec().iter().map(|&x| x as f64).collect::<Vec<f64>>();
+        let a = self.attention(d);
+        let a = if self.given {
+            Arg::Tensor(vec![b, 1, k / 4, s], words(&a), Dtype::Fp8E4m3Fnx4)
+        } else {
+            Arg::Tensor(vec![b, self.n, self.d, s], d.a.clone(), Dtype::Bf16)
+        };
+        let mut kw = vec![
+            ("quantization_type", Arg::Member("QuantizationType", "MX")),
+            ("weight_scales", Arg::Tensor(vec![k / 32, h], d.scales.clone(), Dtype::U8)),
+        ];
+        if self.given {
+            kw.push(("input_scales", Arg::Tensor(vec![b, k / 32, s], d.a_scales.clone(), Dtype::U8)));
+        }
+        if self.bias {
+            kw.push(("bias", Arg::Tensor(vec![1, h], d.bias.clone(), Dtype::Bf16)));
+        }
+        (vec![a, Arg::Tensor(vec![k / 4, h], words(&self.weight(d)), Dtype::Fp4E2m1Fnx4)], kw)
+    }
+}
+
+/// Checks every element of `cfg` in `precision` within `rel · magnitude`
+/// of the float64 projection.
+fn check(cfg: &Mx, precision: Precision, rel: f64) {
+    let d = cfg.data();
+    let got = cfg.run(&d, precision);
+    let (want, mag) = cfg.reference(&d);
+    for (at, ((g, w), m)) in got.iter().zip(&want).zip(&mag).enumerate() {
+        let err = (f64::from(*g) - w).abs();
+        assert!(err <= 1e-6 + rel * m, "{} {precision:?} element {at}: {g} vs {w} (magnitude {m})", cfg.name());
+    }
+}
+
+/// fp32 precision: the quantized operands are the reference's; only the
+/// fp32 summation differs.
+#[test]
+fn output_projection_cte_mx_in_fp32_match_float64() {
+    for cfg in MX_CONFIGS {
+        check(cfg, Precision::Fp32, 1e-6);
+    }
+}
+
+/// Hardware precision: the PSUM tile is bfloat16, so each packed tile's
+/// partial sum and the biased output round to bfloat16 (one step, 2^-8,
+/// per tile of at most 3, and the output).
+#[test]
+fn output_projection_cte_mx_in_hardware_precision_match_float64() {
+    for cfg in MX_CONFIGS {
+        check(cfg, Precision::Hardware, 5.0 / 256.0);
+    }
+}
+
+/// The emitted MX path under NumPy equals the emulator, element for
+/// element, in both modes: online and given quantized, a padded tile, an odd
+/// sequence.
+#[test]
+fn output_projection_cte_mx_emitted_under_numpy_equals_emulator() {
+    let pkg = package_of("output_projection_cte_mx_pkg", &[&output_projection_cte::INFO]);
+    for cfg in [mx(2, 1, 576, 3072, 3, 128, true), mx(1, 2, 129, 1024, 2, 64, true).given(), mx(2, 1, 16, 5120, 10, 128, false).given()] {
+        let d = cfg.data();
+        for (precision, mode) in [(Precision::Fp32, "fp32"), (Precision::Hardware, "hardware")] {
+            let emu = cfg.run(&d, precision);
+            let (args, kwargs) = cfg.numpy_call(&d);
+            let run = spec_run(&pkg, "output_projection_cte", &[(args, kwargs)], cfg.lnc, mode, "trn3");
+            assert!(run.ok, "{} {mode}: NumPy run failed:\n{}\n{}", cfg.name(), run.stdout, run.stderr);
+            let np = run.outputs("output_projection_cte", 1).swap_remove(0);
+            assert_eq!(np[0].len(), emu.len(), "{} {mode}", cfg.name());
+            for (k, (a, b)) in np[0].iter().zip(&emu).enumerate() {
+                assert!(*a as f32 == *b, "{} {mode} element {k}: numpy {a} vs emulator {b}", cfg.name());
+            }
+        }
+    }
+}
+
+/// The MX rules, as `const fn` and when the kernel is traced.
+#[test]
+fn output_projection_cte_mx_rules_refuse_by_name() {
+    let ok = OutputProjectionCteShape {
+        b: 1,
+        n: 32,
+        d: 256,
+        s: 512,
+        h: 3072,
+        programs: 2,
+        mx_quant: true,
+        prequantized: false,
+        generation: Generation::Trn3,
+    };
+    // MX lifts the head-dim and head-count limits.
+    assert_eq!(output_projection_cte_violation(ok), None);
+    assert_eq!(output_projection_cte_violation(OutputProjectionCteShape { n: 1, d: 32, prequantized: true, ..ok }), None);
+    let cases = [
+        (OutputProjectionCteShape { generation: Generation::Trn2, ..ok }, OutputProjectionCteRule::MxGeneration),
+        (OutputProjectionCteShape { n: 1, d: 96, ..ok }, OutputProjectionCteRule::MxContraction),
+        (OutputProjectionCteShape { n: 1, d: 48, prequantized: true, ..ok }, OutputProjectionCteRule::MxContraction),
+    ];
+    for (shape, rule) in cases {
+        assert_eq!(output_projection_cte_violation(shape), Some(rule), "{shape:?}");
+    }
+
+    let cfg = mx(1, 1, 16, 512, 1, 128, false);
+    let d = cfg.data();
+    let (a, w) = (cfg.attention(&d), cfg.weight(&d));
+    let ws = tensor(&[4, 512], &d.scales, Dtype::U8);
+    let trn3 = Launch::new().generation(Generation::Trn3);
+    let call = || output_projection_cte::Call::new(&a, &w).quantization_type(QuantizationType::MX).weight_scales(&ws);
+    let e = call().launch(&Launch::new()).unwrap_err();
+    assert!(e.to_string().contains("quantization_type MX needs trn3"), "{e}");
+    let e = output_projection_cte::Call::new(&a, &w).quantization_type(QuantizationType::MX).launch(&trn3).unwrap_err();
+    assert!(e.to_string().contains("weight_scales is required for MX quantization"), "{e}");
+    let narrow = tensor(&[1, 1, 64, 16], &vec![0.0; 64 * 16], Dtype::Bf16);
+    let e = output_projection_cte::Call::new(&narrow, &w).quantization_type(QuantizationType::MX).weight_scales(&ws).launch(&trn3);
+    assert!(e.unwrap_err().to_string().contains("N * D = 64 must be a positive multiple of 128 for MX quantization"));
+    let e = output_projection_cte::Call::new(&a, &w).quantization_type(QuantizationType::STATIC_MX).launch(&trn3).unwrap_err();
+    assert!(e.to_string().contains("quantization_type must be QuantizationType.NONE, STATIC or MX"), "{e}");
+    let e = output_projection_cte::Call::new(&a, &w).launch(&trn3).unwrap_err();
+    assert!(e.to_string().contains("packed MX attention or weights need MX quantization"), "{e}");
+}
