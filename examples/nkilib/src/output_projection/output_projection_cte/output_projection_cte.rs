@@ -45,11 +45,12 @@
 //! speed-up of `STATIC`) is one matmul per head here: the same products,
 //! summed in fp32. The rules are [`output_projection_cte_violation`]'s.
 
-use nki::hw::Generation;
 use nki::prelude::*;
 
 pub use crate::utils::mx_layout::QUADRANT;
 pub use kernel::*;
+/// The generations the rules tell apart (MX needs trn3).
+pub use nki::hw::Generation;
 
 /// The shape of one `output_projection_cte` call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -161,7 +162,7 @@ pub const fn output_projection_cte_violation(shape: OutputProjectionCteShape) ->
 /// default to no MX on trn2):
 ///
 /// ```
-/// use nki::hw::Generation;
+/// use nkilib::output_projection::output_projection_cte::output_projection_cte::Generation;
 /// let shape = nkilib::output_projection_cte_config!(
 ///     b = 1, n = 32, d = 64, s = 2048, h = 3072, programs = 2, mx_quant = true, generation = Generation::Trn3
 /// );
@@ -188,7 +189,7 @@ macro_rules! output_projection_cte_config {
                     programs: 1,
                     mx_quant: false,
                     prequantized: false,
-                    generation: ::nki::hw::Generation::Trn2,
+                    generation: $crate::output_projection::output_projection_cte::output_projection_cte::Generation::Trn2,
                 }
             };
         const _: () = if let Some(rule) =
