@@ -15,6 +15,7 @@ pub mod indexed_flatten;
 pub mod max;
 pub mod mlp;
 pub mod moe_tkg;
+pub mod mx_format;
 pub mod output_projection;
 pub mod output_projection_cte_mx;
 pub mod qkv;

@@ -12,6 +12,7 @@
 //! the emitted source under NumPy against the emulator; the MX rules.
 
 use crate::common::{Arg, as_dtype, package_of, seed_of, spec_run, tensor, uniform};
+use crate::mx_format::{e4m3fn, quantize_e4m3fn_groups};
 use nki::hw::Generation;
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::output_projection::output_projection_cte::output_projection_cte::{
@@ -64,27 +65,11 @@ const MX_CONFIGS: &[Mx] = &[
     mx(1, 2, 129, 1024, 2, 64, true).given(),
 ];
 
-/// The value of a `float8_e4m3fn` code (no NaN codes here).
-fn e4m3fn(code: u32) -> f64 {
-    let sign = if code & 0x80 != 0 { -1.0 } else { 1.0 };
-    let (e, m) = (((code >> 3) & 0xf) as i32, f64::from(code & 7) / 8.0);
-    if e == 0 { sign * m * 2f64.powi(-6) } else { sign * (1.0 + m) * 2f64.powi(e - 7) }
-}
-
 /// The value of a `float4_e2m1fn` code.
 fn e2m1fn(code: u32) -> f64 {
     let sign = if code & 8 != 0 { -1.0 } else { 1.0 };
     let (e, m) = (((code >> 1) & 3) as i32, f64::from(code & 1) / 2.0);
     if e == 0 { sign * m } else { sign * (1.0 + m) * 2f64.powi(e - 1) }
-}
-
-/// `v` rounded to nearest even in `float8_e4m3fn` (inside its range).
-fn round_e4m3fn(v: f64) -> f64 {
-    if v == 0.0 {
-        return 0.0;
-    }
-    let q = 2f64.powf(v.abs().log2().floor().max(-6.0) - 3.0);
-    (v / q).round_ties_even() * q
 }
 
 /// A case's data: the attention `[B][K][S]` (bfloat16 values, or the e4m3
@@ -163,11 +148,7 @@ impl Mx {
                         *v = e4m3fn(*v as u32) * 2f64.powf(d.a_scales[(bi * k / 32 + r / 32) * s + si] - 127.0);
                     }
                 } else {
-                    for g in col.chunks_mut(32) {
-                        let amax = g.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-                        let e = if amax > 0.0 { amax.log2().floor() - 7.0 } else { -127.0 };
-                        g.iter_mut().for_each(|v| *v = round_e4m3fn(*v / 2f64.powf(e)) * 2f64.powf(e));
-                    }
+                    quantize_e4m3fn_groups(&mut col);
                 }
                 for c in 0..h {
                     let bias = if self.bias { d.bias[c] } else { 0.0 };

@@ -10,6 +10,7 @@
 //! emitted source under NumPy against the emulator; the MX rules.
 
 use crate::common::{Arg, FP32_ATOL, as_dtype, assert_close, package_of, seed_of, spec_run, tensor, uniform};
+use crate::mx_format::{e4m3fn, quantize_e4m3fn_groups};
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::qkv::qkv_tkg::{NormType, QkvTkgRule, QkvTkgShape, QuantizationType, qkv_tkg, qkv_tkg_violation};
 
@@ -41,22 +42,6 @@ const MX_CONFIGS: &[Mx] = &[
 ];
 
 const EPS: f64 = 1e-6;
-
-/// The value of a `float8_e4m3fn` code (no NaN codes here).
-fn e4m3fn(code: u32) -> f64 {
-    let sign = if code & 0x80 != 0 { -1.0 } else { 1.0 };
-    let (e, m) = (((code >> 3) & 0xf) as i32, f64::from(code & 7) / 8.0);
-    if e == 0 { sign * m * 2f64.powi(-6) } else { sign * (1.0 + m) * 2f64.powi(e - 7) }
-}
-
-/// `v` rounded to nearest even in `float8_e4m3fn` (inside its range).
-fn round_e4m3fn(v: f64) -> f64 {
-    if v == 0.0 {
-        return 0.0;
-    }
-    let q = 2f64.powf(v.abs().log2().floor().max(-6.0) - 3.0);
-    (v / q).round_ties_even() * q
-}
 
 /// A case's data: the token rows in H's original order, gamma, the weight
 /// codes `[H][I]`, the biased scale exponents `[H/32][I]`, the bias.
@@ -124,11 +109,7 @@ impl Mx {
             if round_rows {
                 y = as_dtype(&y, Dtype::Bf16);
             }
-            for g in y.chunks_mut(32) {
-                let amax = g.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-                let e = if amax > 0.0 { amax.log2().floor() - 7.0 } else { -127.0 };
-                g.iter_mut().for_each(|v| *v = round_e4m3fn(*v / 2f64.powf(e)) * 2f64.powf(e));
-            }
+            quantize_e4m3fn_groups(&mut y);
             for col in 0..i {
                 let dot: f64 = (0..h).map(|k| y[k] * w(k, col)).sum();
                 out[t * i + col] = dot + if self.bias { d.bias[col] } else { 0.0 };

@@ -1,0 +1,31 @@
+//! The OCP microscaling (MX) element formats as the float64 references read
+//! them, written from the format's description: codes to values, and the
+//! on-chip quantization of 32-value groups to `float8_e4m3fn`.
+
+/// The value of a `float8_e4m3fn` code: sign, 4 exponent bits of bias 7, 3
+/// mantissa bits (no NaN codes here).
+pub fn e4m3fn(code: u32) -> f64 {
+    let sign = if code & 0x80 != 0 { -1.0 } else { 1.0 };
+    let (e, m) = (((code >> 3) & 0xf) as i32, f64::from(code & 7) / 8.0);
+    if e == 0 { sign * m * 2f64.powi(-6) } else { sign * (1.0 + m) * 2f64.powi(e - 7) }
+}
+
+/// `v` rounded to nearest even in `float8_e4m3fn` (inside its range).
+pub fn round_e4m3fn(v: f64) -> f64 {
+    if v == 0.0 {
+        return 0.0;
+    }
+    let q = 2f64.powf(v.abs().log2().floor().max(-6.0) - 3.0);
+    (v / q).round_ties_even() * q
+}
+
+/// `values` quantized in place per 32 consecutive values: the group's scale
+/// `2^(floor(log2 amax) - 7)`, each value divided by it, rounded to nearest
+/// even in `float8_e4m3fn` and multiplied back.
+pub fn quantize_e4m3fn_groups(values: &mut [f64]) {
+    for g in values.chunks_mut(32) {
+        let amax = g.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        let e = if amax > 0.0 { amax.log2().floor() - 7.0 } else { -127.0 };
+        g.iter_mut().for_each(|v| *v = round_e4m3fn(*v / 2f64.powf(e)) * 2f64.powf(e));
+    }
+}
