@@ -131,7 +131,15 @@ pub mod kernel {
     /// (the library's `reshape_scale_for_mlp`); none without quantization.
     #[nki_helper]
     pub fn select_expert_scales(w: MoeTkgTensors, id: Sbuf, quantization_type: QuantizationType) -> MLPQuantizationParameters {
-        let mut q = MLPQuantizationParameters { quantization_type, gate_w_scale: None, up_w_scale: None, down_w_scale: None };
+        let mut q = MLPQuantizationParameters {
+            quantization_type,
+            gate_w_scale: None,
+            up_w_scale: None,
+            down_w_scale: None,
+            gate_up_in_scale: None,
+            down_in_scale: None,
+            clipping_bound: 0.0,
+        };
         let (gate_up_scale, down_scale) = (w.expert_gate_up_weights_scale, w.expert_down_weights_scale);
         if let Some(gus) = gate_up_scale {
             if let Some(dws) = down_scale {
@@ -148,6 +156,9 @@ pub mod kernel {
                     gate_w_scale: Some(gate),
                     up_w_scale: Some(up),
                     down_w_scale: Some(down),
+                    gate_up_in_scale: None,
+                    down_in_scale: None,
+                    clipping_bound: 0.0,
                 };
             }
         }
