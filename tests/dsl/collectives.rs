@@ -57,6 +57,71 @@ fn data_travels_to_successors_in_the_emulator_and_under_numpy() {
     }
 }
 
+/// One ring permute over `channels` channels, each a block of `m / channels`
+/// columns, in `num_groups` rings of `ring` consecutive ranks: the rings, the lists of
+/// each channel and the channel ids are all comprehensions over counts known
+/// only when the kernel is traced.
+#[nki_kernel]
+pub fn channel_ring(x: Hbm, ring: i64, num_groups: i64, channels: i64) -> Hbm {
+    let [p, m] = x.shape();
+    let groups: Groups = (0..num_groups).map(|g| (0..ring).map(|r| g * ring + r).collect()).collect();
+    let rg = ncc::ReplicaGroup(groups);
+    let w = m / channels;
+    let send = nl::ndarray([p, m], x.dtype(), buffer = nl::sbuf);
+    let recv = nl::ndarray([p, m], x.dtype(), buffer = nl::sbuf);
+    nisa::dma_copy(send, x);
+    ncc::collective_permute_implicit(
+        (0..channels).map(|c| [send[s![.., c * w..(c + 1) * w]]]).collect(),
+        (0..channels).map(|c| [recv[s![.., c * w..(c + 1) * w]]]).collect(),
+        rg,
+        channel_ids = (0..channels).map(|c| c).collect(),
+    );
+    let out = nl::ndarray([p, m], x.dtype(), buffer = nl::shared_hbm);
+    nisa::dma_copy(out, recv);
+    out
+}
+
+#[test]
+fn comprehensions_name_rings_and_channels_in_the_emulator_and_under_numpy() {
+    let (p, m, ranks, groups, channels) = (128usize, 8usize, 4usize, 2i64, 2i64);
+    let inputs: Vec<Vec<f64>> =
+        (0..ranks).map(|r| common::as_dtype(&common::uniform(p * m, 60 + r as u64, -1.0, 1.0), Dtype::F32)).collect();
+    let tensors: Vec<Tensor> = inputs.iter().map(|v| common::tensor(&[p, m], v, Dtype::F32)).collect();
+    let run = Launch::new()
+        .ranks(ranks)
+        .precision(Precision::Fp32)
+        .run_all(|ctx| channel_ring::Call::new(&tensors[ctx.rank()], 2, groups, channels).run(ctx))
+        .unwrap();
+    // Rings (0, 1) and (2, 3): each rank receives its ring predecessor's block.
+    let from = |r: usize| r / 2 * 2 + (r + 1) % 2;
+    for r in 0..ranks {
+        common::assert_close(&format!("rank {r}"), &run.results[r][0].to_f32_vec(), &inputs[from(r)], 0.0, 0.0);
+    }
+    let mut rings: Vec<Vec<usize>> = run.comm.iter().map(|c| c.ring.clone()).collect();
+    rings.sort();
+    assert_eq!(rings, vec![vec![0, 1], vec![2, 3]]);
+    for c in &run.comm {
+        assert_eq!(c.messages, 2 * channels as usize, "one message per rank of the ring and channel");
+        assert_eq!(c.bytes, 2 * p * m * 4, "every rank sends its whole tile");
+    }
+    let args: Vec<Vec<common::Arg>> = inputs
+        .iter()
+        .map(|v| {
+            vec![
+                common::Arg::Tensor(vec![p, m], v.clone(), Dtype::F32),
+                common::Arg::Int(2),
+                common::Arg::Int(groups),
+                common::Arg::Int(channels),
+            ]
+        })
+        .collect();
+    let pkg = common::package_of("channel_ring_pkg", &[&channel_ring::INFO]);
+    let np = common::run_numpy_ranks(&pkg, "channel_ring", &args, 1, "fp32");
+    for (r, outs) in np.iter().enumerate() {
+        common::assert_close(&format!("numpy rank {r}"), &outs[0], &inputs[from(r)], 0.0, 0.0);
+    }
+}
+
 /// Group collectives in pairs of ranks listed out of order (`[1, 0]`, `[3, 2]`):
 /// the pair's sum rounded to bf16, an all-to-all of the halves of `x`, and the
 /// pair's tiles side by side (an SBUF gather along the free dim).

@@ -75,6 +75,7 @@ impl Checker<'_> {
             (Kind::Pattern, _) => expect(self.diag, "an access pattern [[step, count], ...]"),
             (Kind::Ints, Ty::Shape(_)) => {}
             (Kind::Ints, Ty::List(items) | Ty::Tuple(items)) if items.iter().all(|v| v.is_int() || v.is_unknown()) => {}
+            (Kind::Ints, Ty::Seq(v)) if v.is_int() || v.is_unknown() => {}
             (Kind::Ints, _) => expect(self.diag, "a list of integers"),
             (Kind::Floats, Ty::List(items) | Ty::Tuple(items))
                 if items.iter().all(|v| matches!(v, Ty::Int(_) | Ty::Float | Ty::Unknown)) => {}
@@ -98,6 +99,10 @@ impl Checker<'_> {
             (Kind::Groups, _) => expect(self.diag, "replica group rings such as [[0, 1, 2, 3]]"),
             (Kind::TensorLists, Ty::List(chs) | Ty::Tuple(chs))
                 if chs.iter().all(|c| matches!(c, Ty::List(ts) | Ty::Tuple(ts) if ts.iter().all(|t| t.is_tensor() || t.is_unknown()))) => {}
+            // One list per channel from a comprehension over a trace-time channel count.
+            (Kind::TensorLists, Ty::Seq(ch))
+                if matches!(&**ch, Ty::List(ts) | Ty::Tuple(ts) if ts.iter().all(|t| t.is_tensor() || t.is_unknown()))
+                    || matches!(&**ch, Ty::Seq(t) if t.is_tensor() || t.is_unknown()) => {}
             (Kind::TensorLists, _) => expect(self.diag, "one list of tensors per channel, e.g. [[buf]]"),
             (Kind::Tensors, Ty::List(ts) | Ty::Tuple(ts)) if ts.iter().all(|t| t.is_tensor() || t.is_unknown()) => {}
             (Kind::Tensors, Ty::Seq(t)) if t.is_tensor() || t.is_unknown() => {}

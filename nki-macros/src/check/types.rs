@@ -251,6 +251,8 @@ impl Ty {
             (Ty::List(items), Ty::Seq(b)) => items.iter().all(|i| i.fits(b)),
             (Ty::List(items), Ty::Groups) => items.iter().all(|i| matches!(i, Ty::List(_) | Ty::Tuple(_) | Ty::Unknown)),
             (Ty::Tuple(items), Ty::Groups) => items.iter().all(|i| matches!(i, Ty::List(_) | Ty::Tuple(_) | Ty::Unknown)),
+            // Rings built by a comprehension over a trace-time count (`(0..n).map(..).collect()`).
+            (Ty::Seq(ring), Ty::Groups) => matches!(**ring, Ty::List(_) | Ty::Seq(_) | Ty::Unknown),
             (Ty::Object(a), Ty::Object(b)) | (Ty::PyEnum(a), Ty::PyEnum(b)) => a == b,
             (a, b) => std::mem::discriminant(a) == std::mem::discriminant(b),
         }

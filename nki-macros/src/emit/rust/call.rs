@@ -118,6 +118,12 @@ impl Rs<'_> {
             _ => {
                 let v = match kind {
                     Kind::OptBool => self.expr(e),
+                    // Optional integer lists are owned (`channel_ids`, `axes`): a literal
+                    // or a comprehension's list, copied.
+                    Kind::Ints => {
+                        let v = self.arg(kind, e);
+                        quote!(<[i64]>::to_vec(#v))
+                    }
                     _ => self.arg(kind, e),
                 };
                 quote!(::core::option::Option::Some(#v))
