@@ -90,6 +90,12 @@ const CASES: &[Case] = &[
         params: &[("input_tensor", Ids(&[256, 16], 2)), ("chunk_size", Text("128"))],
     },
     Case {
+        kernel: "fine_grained_allgather",
+        ranks: 4,
+        // Each rank's 256 rows over trn2's 2 programs and 2 ring channels, the SBUF path.
+        params: &[("lhs", F32(&[256, 512])), ("tp_degree", Text("4")), ("num_groups", Text("1"))],
+    },
+    Case {
         kernel: "indexed_flatten",
         ranks: 1,
         // 3 rows of 16 blocks of 128 at random block offsets (overlapping, some cut at the end).

@@ -19,6 +19,7 @@ from .cumsum import cumsum
 from .depthwise_conv1d import depthwise_conv1d_implicit_gemm
 from .dropout import dropout
 from .embedding import embedding
+from .fg_allgather import fine_grained_allgather
 from .find_nonzero_indices import find_nonzero_indices
 from .gemm_bias_gelu import gemm_bias_gelu
 from .gen_mask_tkg import gen_mask_tkg_hbm
@@ -79,6 +80,7 @@ __all__ = [
     "depthwise_conv1d_implicit_gemm",
     "dropout",
     "embedding",
+    "fine_grained_allgather",
     "find_nonzero_indices",
     "gemm_bias_gelu",
     "gen_mask_tkg_hbm",

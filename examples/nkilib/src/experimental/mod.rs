@@ -1,5 +1,6 @@
 //! The library's experimental kernels: its `experimental` folder (losses and
 //! convolutions).
 
+pub mod collectives;
 pub mod conv;
 pub mod loss;

@@ -1,0 +1,5 @@
+//! Collectives: the library's `experimental/collectives` folder (ring
+//! all-gathers over `nki.collectives`).
+
+pub mod fg_allgather;
+pub mod fgcc;
