@@ -96,6 +96,12 @@ const CASES: &[Case] = &[
         params: &[("lhs", F32(&[256, 512])), ("tp_degree", Text("4")), ("num_groups", Text("1"))],
     },
     Case {
+        kernel: "allgather_compute_matmul",
+        ranks: 4,
+        // Each rank's 256 rows times its own [512, 256] shard over trn2's 2 programs and 2 ring channels.
+        params: &[("lhs", F32(&[256, 512])), ("rhs", F32(&[512, 256])), ("tp_degree", Text("4")), ("num_groups", Text("1"))],
+    },
+    Case {
         kernel: "indexed_flatten",
         ranks: 1,
         // 3 rows of 16 blocks of 128 at random block offsets (overlapping, some cut at the end).

@@ -16,6 +16,7 @@
 //! | `cross_entropy_backward` | [`experimental::loss::cross_entropy`] | the loss gradient from the saved log-sum-exp, optionally over the logits |
 //! | `depthwise_conv1d_implicit_gemm` | [`experimental::conv::depthwise_conv1d`] | depthwise 1-D convolution by matmuls over an implicit im2col |
 //! | `fine_grained_allgather` | [`experimental::collectives::fg_allgather`] | each rank's rows gathered from its ring by collective permutes into alternating buffers |
+//! | `allgather_compute_matmul` | [`experimental::collectives::fgcc_matmul`] | each rank's rows gathered from its ring, each arrival multiplied by the rank's `rhs` shard |
 //! | `RoPE` | [`embeddings::rope`] | rotary position embedding, head dim on the partitions |
 //! | `rope_hf` | [`embeddings::rope_hf`] | rotary position embedding of q and k, `[batch, heads, seq, head_dim]` |
 //! | `cascaded_max` | [`max::cascaded_max`] | each row's maximum and its column, in two stages |

@@ -20,6 +20,7 @@ from .depthwise_conv1d import depthwise_conv1d_implicit_gemm
 from .dropout import dropout
 from .embedding import embedding
 from .fg_allgather import fine_grained_allgather
+from .fgcc_matmul import allgather_compute_matmul
 from .find_nonzero_indices import find_nonzero_indices
 from .gemm_bias_gelu import gemm_bias_gelu
 from .gen_mask_tkg import gen_mask_tkg_hbm
@@ -81,6 +82,7 @@ __all__ = [
     "dropout",
     "embedding",
     "fine_grained_allgather",
+    "allgather_compute_matmul",
     "find_nonzero_indices",
     "gemm_bias_gelu",
     "gen_mask_tkg_hbm",

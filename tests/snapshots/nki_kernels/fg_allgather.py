@@ -69,6 +69,18 @@ def channels_per_program(tp_degree, lnc_n, nc_version_3):
     return channel_n
 
 
+def ring_programs(tp_degree):
+    """This program's place on the ring: `(LNC_N, lnc_id, CHANNEL_N)`, one
+    program without an LNC grid.
+    """
+    grid = nl.program_ndim() == 1
+    lnc_n = nl.num_programs(axes=0) if grid else 1
+    lnc_id = nl.program_id(axis=0) if grid else 0
+    nc_version_3 = nisa.get_nc_version() >= nisa.nc_version.gen3
+    channel_n = channels_per_program(tp_degree, lnc_n, nc_version_3)
+    return (lnc_n, lnc_id, channel_n)
+
+
 def tile_slot(t, channel_idx, k_block_idx, k_tile_idx, m_block_idx):
     """The position of tile `(channel, k block, k tile, m block)` in the
     SBUF path's list of `[TILE_K, BLOCK_M]` tiles (the library's nesting
@@ -77,11 +89,62 @@ def tile_slot(t, channel_idx, k_block_idx, k_tile_idx, m_block_idx):
     return ((channel_idx * t.num_block_k + k_block_idx) * t.tiles_in_block_k + k_tile_idx) * t.num_block_m + m_block_idx
 
 
+def load_transposed_slices(lhs, buf0, t):
+    """Transposes this program's slices of `lhs` into their `[TILE_K,
+    BLOCK_M]` tiles by `dma_transpose`.
+    """
+    k = t.k
+    for channel_idx in range(t.channel_n):
+        for k_block_idx in range(t.num_block_k):
+            for k_tile_idx in range(t.tiles_in_block_k):
+                for m_block_idx in range(t.num_block_m):
+                    row_start = m_block_idx * t.block_m
+                    col_start = (k_block_idx * t.tiles_in_block_k + k_tile_idx) * t.tile_k
+                    src_offset = ((t.lnc_id * t.channel_n + channel_idx) * t.local_m + row_start) * k + col_start
+                    slot = tile_slot(t, channel_idx, k_block_idx, k_tile_idx, m_block_idx)
+                    tile = buf0[slot]
+                    nisa.dma_transpose(dst=tile.ap(pattern=[[t.block_m, t.tile_k], [1, 1], [1, 1], [1, t.block_m]]), src=lhs.ap(pattern=[[k, t.block_m], [1, 1], [1, 1], [1, t.tile_k]], offset=src_offset))
+
+
 def processing_rank(t, iteration_id, channel_idx):
     """The rank whose rows channel `channel_idx` holds at ring iteration
     `iteration_id`, as a register.
     """
     return ncc.collective_permute_implicit_current_processing_rank_id(iteration_id=iteration_id, replica_group=ncc.ReplicaGroup(t.replica_groups), channel_id=channel_idx)
+
+
+def pack_nested_to_flat(nested, flat, t):
+    """Copies every `[TILE_K, BLOCK_M]` tile into its columns of the flat
+    buffer the permute sends.
+    """
+    for slot in range(len(nested)):
+        nisa.tensor_copy(dst=flat[:, slot * t.block_m:(slot + 1) * t.block_m], src=nested[slot])
+
+
+def unpack_flat_to_nested(flat, nested, t):
+    """Copies the flat buffer a permute filled back into its tiles."""
+    for slot in range(len(nested)):
+        nisa.tensor_copy(dst=nested[slot], src=flat[:, slot * t.block_m:(slot + 1) * t.block_m])
+
+
+def permute_sbuf(src, src_flat, dst, dst_flat, t):
+    """One permute of the SBUF path: pack `src`'s tiles, send them, unpack
+    what arrived into `dst`'s tiles.
+    """
+    pack_nested_to_flat(src, src_flat, t)
+    launch_collective_permutes_sbuf(src_flat, dst_flat, t.replica_groups, t.channel_n)
+    unpack_flat_to_nested(dst_flat, dst, t)
+
+
+def copy_local_rows(lhs, buf0, t):
+    """Copies this program's slices of `lhs` into the same rows of the HBM
+    buffer `buf0`.
+    """
+    k = t.k
+    slice_size = t.local_m * k
+    for channel_idx in range(t.channel_n):
+        offset = (channel_idx * t.lnc_n + t.lnc_id) * slice_size
+        nisa.dma_copy(dst=buf0.ap(pattern=[[k, t.local_m], [1, k]], offset=offset), src=lhs.ap(pattern=[[k, t.local_m], [1, k]], offset=offset))
 
 
 def store_rank_tile(result, tile, numerator, t, offset):
@@ -124,49 +187,16 @@ def copy_iteration_sbuf(nested, result, iteration_id, t):
         copy_gathered_data_sbuf(nested, result, numerator, channel_idx, t, result_offset)
 
 
-def pack_nested_to_flat(nested, flat, t):
-    """Copies every `[TILE_K, BLOCK_M]` tile into its columns of the flat
-    buffer the permute sends.
-    """
-    for slot in range(len(nested)):
-        nisa.tensor_copy(dst=flat[:, slot * t.block_m:(slot + 1) * t.block_m], src=nested[slot])
-
-
-def unpack_flat_to_nested(flat, nested, t):
-    """Copies the flat buffer a permute filled back into its tiles."""
-    for slot in range(len(nested)):
-        nisa.tensor_copy(dst=nested[slot], src=flat[:, slot * t.block_m:(slot + 1) * t.block_m])
-
-
-def permute_sbuf(src, src_flat, dst, dst_flat, t):
-    """One permute of the SBUF path: pack `src`'s tiles, send them, unpack
-    what arrived into `dst`'s tiles.
-    """
-    pack_nested_to_flat(src, src_flat, t)
-    launch_collective_permutes_sbuf(src_flat, dst_flat, t.replica_groups, t.channel_n)
-    unpack_flat_to_nested(dst_flat, dst, t)
-
-
 def run_sbuf_path(lhs, result, t):
     """The SBUF path: this program's slices transposed into `[TILE_K,
     BLOCK_M]` tiles, sent around the ring in two flat buffers, and written
     back as rows into `result` (`[RANK_N, LNC_N, CHANNEL_N, local_M, K]`).
     """
-    k = t.k
     tiles = t.channel_n * t.num_block_k * t.tiles_in_block_k * t.num_block_m
     dtype = lhs.dtype
     buf0 = [nl.ndarray(shape=(t.tile_k, t.block_m), dtype=dtype, buffer=nl.sbuf) for _ in range(tiles)]
     buf1 = [nl.ndarray(shape=(t.tile_k, t.block_m), dtype=dtype, buffer=nl.sbuf) for _ in range(tiles)]
-    for channel_idx in range(t.channel_n):
-        for k_block_idx in range(t.num_block_k):
-            for k_tile_idx in range(t.tiles_in_block_k):
-                for m_block_idx in range(t.num_block_m):
-                    row_start = m_block_idx * t.block_m
-                    col_start = (k_block_idx * t.tiles_in_block_k + k_tile_idx) * t.tile_k
-                    src_offset = ((t.lnc_id * t.channel_n + channel_idx) * t.local_m + row_start) * k + col_start
-                    slot = tile_slot(t, channel_idx, k_block_idx, k_tile_idx, m_block_idx)
-                    tile = buf0[slot]
-                    nisa.dma_transpose(dst=tile.ap(pattern=[[t.block_m, t.tile_k], [1, 1], [1, 1], [1, t.block_m]]), src=lhs.ap(pattern=[[k, t.block_m], [1, 1], [1, 1], [1, t.tile_k]], offset=src_offset))
+    load_transposed_slices(lhs, buf0, t)
     flat_size = tiles * t.block_m
     buf0_flat = nl.ndarray(shape=(t.tile_k, flat_size), dtype=dtype, buffer=nl.sbuf)
     buf1_flat = nl.ndarray(shape=(t.tile_k, flat_size), dtype=dtype, buffer=nl.sbuf)
@@ -218,10 +248,7 @@ def run_hbm_path(lhs, result, t):
     rows, _ = lhs.shape
     buf0 = nl.ndarray(shape=(rows, k), dtype=lhs.dtype, buffer=nl.shared_hbm, name="fg_buf0")
     buf1 = nl.ndarray(shape=(rows, k), dtype=lhs.dtype, buffer=nl.shared_hbm, name="fg_buf1")
-    slice_size = t.local_m * k
-    for channel_idx in range(t.channel_n):
-        offset = (channel_idx * t.lnc_n + t.lnc_id) * slice_size
-        nisa.dma_copy(dst=buf0.ap(pattern=[[k, t.local_m], [1, k]], offset=offset), src=lhs.ap(pattern=[[k, t.local_m], [1, k]], offset=offset))
+    copy_local_rows(lhs, buf0, t)
     copy_iteration_hbm(buf0, result, 0, t)
     launch_collective_permutes_hbm(buf0, buf1, t.replica_groups, t.channel_n, t.lnc_n)
     copy_iteration_hbm(buf1, result, 1, t)
@@ -242,11 +269,7 @@ def fine_grained_allgather(lhs, tp_degree, num_groups, force_hbm_cc=False):
     assert lhs.dtype in (nl.float32, nl.bfloat16, nl.float16), "fine_grained_allgather takes lhs as float32, bfloat16 or float16"
     m, k = lhs.shape
     rank_n = tp_degree
-    grid = nl.program_ndim() == 1
-    lnc_n = nl.num_programs(axes=0) if grid else 1
-    lnc_id = nl.program_id(axis=0) if grid else 0
-    nc_version_3 = nisa.get_nc_version() >= nisa.nc_version.gen3
-    channel_n = channels_per_program(tp_degree, lnc_n, nc_version_3)
+    lnc_n, lnc_id, channel_n = ring_programs(tp_degree)
     assert rank_n >= 2 and rank_n % 2 == 0, f"fine_grained_allgather: tp_degree must be a positive even number, got tp_degree = {rank_n}"
     assert num_groups >= 1, f"fine_grained_allgather: num_groups must be positive, got num_groups = {num_groups}"
     assert m % (lnc_n * channel_n) == 0, f"fine_grained_allgather: M = m * tp_degree must be divisible by RANK_N * LNC_N * CHANNEL_N, got m = {m}, RANK_N = {rank_n}, LNC_N = {lnc_n}, CHANNEL_N = {channel_n}"

@@ -232,6 +232,18 @@ pub mod kernel {
         channel_n
     }
 
+    /// This program's place on the ring: `(LNC_N, lnc_id, CHANNEL_N)`, one
+    /// program without an LNC grid.
+    #[nki_helper]
+    pub fn ring_programs(tp_degree: i64) -> (i64, i64, i64) {
+        let grid = nl::program_ndim() == 1;
+        let lnc_n = if grid { nl::num_programs(0) } else { 1 };
+        let lnc_id = if grid { nl::program_id(0) } else { 0 };
+        let nc_version_3 = nisa::get_nc_version() >= nisa::nc_version::gen3;
+        let channel_n: i64 = channels_per_program(tp_degree, lnc_n, nc_version_3);
+        (lnc_n, lnc_id, channel_n)
+    }
+
     /// The position of tile `(channel, k block, k tile, m block)` in the
     /// SBUF path's list of `[TILE_K, BLOCK_M]` tiles (the library's nesting
     /// `[channel][k][bk][m]`, flattened in that order).
@@ -363,16 +375,11 @@ pub mod kernel {
         unpack_flat_to_nested(dst_flat, dst, t);
     }
 
-    /// The SBUF path: this program's slices transposed into `[TILE_K,
-    /// BLOCK_M]` tiles, sent around the ring in two flat buffers, and written
-    /// back as rows into `result` (`[RANK_N, LNC_N, CHANNEL_N, local_M, K]`).
+    /// Transposes this program's slices of `lhs` into their `[TILE_K,
+    /// BLOCK_M]` tiles by `dma_transpose`.
     #[nki_helper]
-    pub fn run_sbuf_path(lhs: Hbm, result: Hbm, t: FgTiling) {
+    pub fn load_transposed_slices(lhs: Hbm, buf0: Vec<Sbuf>, t: FgTiling) {
         let k = t.k;
-        let tiles = t.channel_n * t.num_block_k * t.tiles_in_block_k * t.num_block_m;
-        let dtype = lhs.dtype();
-        let buf0: Vec<Sbuf> = (0..tiles).map(|_| nl::ndarray([t.tile_k, t.block_m], dtype, buffer = nl::sbuf)).collect();
-        let buf1: Vec<Sbuf> = (0..tiles).map(|_| nl::ndarray([t.tile_k, t.block_m], dtype, buffer = nl::sbuf)).collect();
         for channel_idx in 0..t.channel_n {
             for k_block_idx in 0..t.num_block_k {
                 for k_tile_idx in 0..t.tiles_in_block_k {
@@ -390,6 +397,30 @@ pub mod kernel {
                 }
             }
         }
+    }
+
+    /// Copies this program's slices of `lhs` into the same rows of the HBM
+    /// buffer `buf0`.
+    #[nki_helper]
+    pub fn copy_local_rows(lhs: Hbm, buf0: Hbm, t: FgTiling) {
+        let k = t.k;
+        let slice_size = t.local_m * k;
+        for channel_idx in 0..t.channel_n {
+            let offset = (channel_idx * t.lnc_n + t.lnc_id) * slice_size;
+            nisa::dma_copy(buf0.ap([[k, t.local_m], [1, k]], offset = offset), lhs.ap([[k, t.local_m], [1, k]], offset = offset));
+        }
+    }
+
+    /// The SBUF path: this program's slices transposed into `[TILE_K,
+    /// BLOCK_M]` tiles, sent around the ring in two flat buffers, and written
+    /// back as rows into `result` (`[RANK_N, LNC_N, CHANNEL_N, local_M, K]`).
+    #[nki_helper]
+    pub fn run_sbuf_path(lhs: Hbm, result: Hbm, t: FgTiling) {
+        let tiles = t.channel_n * t.num_block_k * t.tiles_in_block_k * t.num_block_m;
+        let dtype = lhs.dtype();
+        let buf0: Vec<Sbuf> = (0..tiles).map(|_| nl::ndarray([t.tile_k, t.block_m], dtype, buffer = nl::sbuf)).collect();
+        let buf1: Vec<Sbuf> = (0..tiles).map(|_| nl::ndarray([t.tile_k, t.block_m], dtype, buffer = nl::sbuf)).collect();
+        load_transposed_slices(lhs, buf0, t);
         let flat_size = tiles * t.block_m;
         let buf0_flat = nl::ndarray([t.tile_k, flat_size], dtype, buffer = nl::sbuf);
         let buf1_flat = nl::ndarray([t.tile_k, flat_size], dtype, buffer = nl::sbuf);
@@ -414,11 +445,7 @@ pub mod kernel {
         let [rows, _] = lhs.shape();
         let buf0 = nl::ndarray([rows, k], lhs.dtype(), buffer = nl::shared_hbm, name = "fg_buf0");
         let buf1 = nl::ndarray([rows, k], lhs.dtype(), buffer = nl::shared_hbm, name = "fg_buf1");
-        let slice_size = t.local_m * k;
-        for channel_idx in 0..t.channel_n {
-            let offset = (channel_idx * t.lnc_n + t.lnc_id) * slice_size;
-            nisa::dma_copy(buf0.ap([[k, t.local_m], [1, k]], offset = offset), lhs.ap([[k, t.local_m], [1, k]], offset = offset));
-        }
+        copy_local_rows(lhs, buf0, t);
         copy_iteration_hbm(buf0, result, 0, t);
         launch_collective_permutes_hbm(buf0, buf1, t.replica_groups, t.channel_n, t.lnc_n);
         copy_iteration_hbm(buf1, result, 1, t);
@@ -443,11 +470,7 @@ pub mod kernel {
     ) -> Hbm {
         let [m, k] = lhs.shape();
         let rank_n = tp_degree;
-        let grid = nl::program_ndim() == 1;
-        let lnc_n = if grid { nl::num_programs(0) } else { 1 };
-        let lnc_id = if grid { nl::program_id(0) } else { 0 };
-        let nc_version_3 = nisa::get_nc_version() >= nisa::nc_version::gen3;
-        let channel_n: i64 = channels_per_program(tp_degree, lnc_n, nc_version_3);
+        let (lnc_n, lnc_id, channel_n): (i64, i64, i64) = ring_programs(tp_degree);
         // The rules of `fine_grained_allgather_violation`, checked when the kernel is traced.
         assert!(
             rank_n >= 2 && rank_n % 2 == 0,

@@ -3,3 +3,4 @@
 
 pub mod fg_allgather;
 pub mod fgcc;
+pub mod fgcc_matmul;
