@@ -1,7 +1,7 @@
 //! The `nki` command: help, emit, `run attention-cte` (outputs equal the
 //! library API's; bad inputs give a one-line error and a non-zero exit),
 //! `run ring-fwd` and `run ring-bwd` against float64 references, the benchmark's table, and the
-//! demo (every kernel checked, a prefill and decode step included, the package
+//! demo (every kernel checked, a prefill and decode step and an MoE step included, the package
 //! written and signature-checked); a
 //! closed standard output ends a command with status 141, never a panic.
 
@@ -285,6 +285,13 @@ fn bench_quick_prints_a_row_per_mask_and_precision() {
         let rates: Vec<f64> = row.split_whitespace().skip(1).map(|c| c.parse().unwrap_or_else(|_| panic!("{row}"))).collect();
         assert!(rates.len() == 3 && rates.iter().all(|r| *r > 0.0 && r.is_finite()), "{row}");
     }
+    // The MoE step: its seconds and decode tokens per second in each precision mode.
+    let moe = text.split("MoE decode step (nki demo)").nth(1).unwrap_or_else(|| panic!("no MoE table: {text}"));
+    for precision in ["fp32", "hardware"] {
+        let row = moe.lines().find(|l| l.starts_with(&format!("{precision} "))).unwrap_or_else(|| panic!("no MoE {precision} row: {moe}"));
+        let rates: Vec<f64> = row.split_whitespace().skip(1).map(|c| c.parse().unwrap_or_else(|_| panic!("{row}"))).collect();
+        assert!(rates.len() == 2 && rates.iter().all(|r| *r > 0.0 && r.is_finite()), "{row}");
+    }
 }
 
 #[test]
@@ -299,7 +306,7 @@ fn bench_only_prints_the_tables_asked_for() {
     }
     let o = nki_cmd(&["bench", "--quick", "--only", "everything"]);
     assert!(
-        !o.status.success() && stderr(&o).contains("possible values: prefill, decode, process, ring, ring-features, layer"),
+        !o.status.success() && stderr(&o).contains("possible values: prefill, decode, process, ring, ring-features, layer, moe"),
         "{}",
         stderr(&o)
     );
@@ -321,6 +328,7 @@ fn demo_checks_every_kernel_in_both_modes_and_writes_the_package() {
         }
     }
     assert_layer_rows(&text);
+    assert_moe_rows(&text, 2048);
     let (ok, stdout, stderr) = common::harness(&["check", &out.display().to_string()]);
     assert!(ok, "the demo's package fails the signature check:\n{stdout}{stderr}");
 }
@@ -339,27 +347,45 @@ fn assert_layer_rows(text: &str) {
             assert!(err <= bound && cols[4] == "ok", "{row}");
         }
     }
-    for (phase, kernels) in [
-        ("prefill", &["qkv_cte", "rope_hf", "attention_cte", "output_projection_cte", "mlp"][..]),
-        ("decode", &["qkv_tkg", "attention_tkg", "output_projection_tkg", "mlp"][..]),
-    ] {
-        for kernel in kernels.iter().chain(&["layer total"]) {
-            let row = text.lines().find(|l| l.starts_with(phase) && l[phase.len()..].trim_start().starts_with(kernel));
-            let row = row.unwrap_or_else(|| panic!("no {phase} {kernel} estimate in:\n{text}"));
-            let us: f64 =
-                row.split(" µs").next().and_then(|r| r.split_whitespace().last()?.parse().ok()).unwrap_or_else(|| panic!("{row}"));
-            assert!(us > 0.0 && us.is_finite(), "{row}");
-        }
+    assert_estimates(text, "prefill", &["qkv_cte", "rope_hf", "attention_cte", "output_projection_cte", "mlp", "layer total"]);
+    assert_estimates(text, "decode", &["qkv_tkg", "attention_tkg", "output_projection_tkg", "mlp", "layer total"]);
+}
+
+/// A positive, finite trn2 estimate for each of `kernels` in `phase`.
+fn assert_estimates(text: &str, phase: &str, kernels: &[&str]) {
+    for kernel in kernels {
+        let row = text.lines().find(|l| l.starts_with(phase) && l[phase.len()..].trim_start().starts_with(kernel));
+        let row = row.unwrap_or_else(|| panic!("no {phase} {kernel} estimate in:\n{text}"));
+        let us: f64 = row.split(" µs").next().and_then(|r| r.split_whitespace().last()?.parse().ok()).unwrap_or_else(|| panic!("{row}"));
+        assert!(us > 0.0 && us.is_finite(), "{row}");
     }
 }
 
+/// The MoE step's rows of `nki demo` (a block of `hidden` wide): the router's
+/// affinities and the output checked in both precision modes, and both
+/// kernels' trn2 estimates.
+fn assert_moe_rows(text: &str, hidden: usize) {
+    assert!(text.contains(&format!("MoE decode step from library kernels: hidden {hidden}, 8 experts")), "{text}");
+    for output in ["router affinities, 4 tokens", "MoE output, 4 tokens"] {
+        for precision in ["fp32", "hardware"] {
+            let row = text.lines().find(|l| l.starts_with(output) && l.contains(&format!(" {precision} ")));
+            let row = row.unwrap_or_else(|| panic!("no '{output}' {precision} row in:\n{text}"));
+            let cols: Vec<&str> = row[output.len()..].split_whitespace().collect();
+            let (err, bound): (f64, f64) = (cols[1].parse().unwrap(), cols[2].parse().unwrap());
+            assert!(err <= bound && cols[4] == "ok", "{row}");
+        }
+    }
+    assert_estimates(text, "moe", &["router_topk", "moe_tkg", "step total"]);
+}
+
 #[test]
-fn demo_quick_runs_the_decoder_layer_only() {
+fn demo_quick_runs_the_decoder_layer_and_a_narrower_moe_step_only() {
     let out = common::scratch("cli_demo_quick").join("nki_out");
     let o = nki_cmd(&["demo", "--quick", "--out", &out.display().to_string()]);
     let text = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(o.status.success(), "{text}{}", stderr(&o));
     assert_layer_rows(&text);
+    assert_moe_rows(&text, 512);
     assert!(!text.contains("ring_attention_spmd_fwd"), "{text}");
 }
 

@@ -1,9 +1,10 @@
 //! `nki bench`: emulator throughput of the attention kernels (decode in tokens
 //! per second), whole `nki run` processes on one thread and on every core
 //! (optionally against warm JAX CPU attention), and the ring's overhead over one
-//! worker; and the decoder layer of `nki demo` (prefill and decode tokens/s).
+//! worker; and the decoder layer of `nki demo` (prefill and decode tokens/s)
+//! and its MoE step (decode tokens/s).
 
-use crate::layer;
+use crate::layer::{self, moe};
 use clap::Args;
 use nki::attention::cte::{CteConfig, CteInputs};
 use nki::attention::ring_fwd::{Queries, RingFwdConfig, RingFwdInputs};
@@ -53,6 +54,8 @@ pub enum Table {
     RingFeatures,
     /// The decoder layer of `nki demo`: prefill and decode tokens/s.
     Layer,
+    /// The MoE decode step of `nki demo`: decode tokens/s.
+    Moe,
 }
 
 /// Deterministic inputs in [0, 1).
@@ -361,6 +364,10 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
         gap();
         layer(reps)?;
     }
+    if wanted(Table::Moe) {
+        gap();
+        moe_step(reps)?;
+    }
     Ok(())
 }
 
@@ -373,14 +380,38 @@ fn layer(reps: u32) -> Result<(), String> {
         let (mut prefill, mut decode) = (f64::INFINITY, f64::INFINITY);
         for _ in 0..reps {
             let run = layer::run(dtype, precision, false).map_err(|e| e.to_string())?;
-            if let Some(c) = run.checks.iter().find(|c| c.err > c.bound) {
-                return Err(format!("decoder layer, {precision}: {} is off by {:.3e} (bound {:.3e})", c.what, c.err, c.bound));
-            }
+            within_bounds("decoder layer", precision, &run.checks)?;
             prefill = prefill.min(run.prefill_secs);
             decode = decode.min(run.decode_secs);
         }
         let (p, steps) = (layer::PROMPT as f64, layer::STEPS as f64);
         outln!("{:<10} {prefill:>11.3} {:>16.0} {:>15.1}", precision.to_string(), p / prefill, steps / decode);
+    }
+    Ok(())
+}
+
+/// An error naming the first of `checks` (of `what` in `precision`) off by
+/// more than its bound: a timed run must also be right.
+fn within_bounds(what: &str, precision: Precision, checks: &[layer::Checked]) -> Result<(), String> {
+    match checks.iter().find(|c| c.err > c.bound) {
+        Some(c) => Err(format!("{what}, {precision}: {} is off by {:.3e} (bound {:.3e})", c.what, c.err, c.bound)),
+        None => Ok(()),
+    }
+}
+
+/// The MoE step table: its kernels' emulator time per decode step, the
+/// fastest of `reps` runs in each precision mode.
+fn moe_step(reps: u32) -> Result<(), String> {
+    outln!("MoE decode step (nki demo): {}, LNC2, best of {reps}", moe::describe(&moe::DIMS));
+    outln!("{:<10} {:>11} {:>15}", "precision", "step (s)", "decode tokens/s");
+    for (dtype, precision) in [(Dtype::F32, Precision::Fp32), (Dtype::Bf16, Precision::Hardware)] {
+        let mut secs = f64::INFINITY;
+        for _ in 0..reps {
+            let run = moe::run(&moe::DIMS, dtype, precision, false).map_err(|e| e.to_string())?;
+            within_bounds("MoE step", precision, &run.checks)?;
+            secs = secs.min(run.secs);
+        }
+        outln!("{:<10} {secs:>11.3} {:>15.1}", precision.to_string(), moe::TOKENS as f64 / secs);
     }
     Ok(())
 }

@@ -1,7 +1,10 @@
 //! `nki demo`: the attention kernels on random inputs, in both precision modes,
-//! each checked against float64 attention, and the emitted NKI package.
+//! each checked against float64 attention; a decoder layer and a
+//! mixture-of-experts decode step from library kernels, each checked against
+//! float64; and the emitted NKI package.
 
-use crate::layer::{self, LayerRun};
+use crate::layer::moe::{self, MoeRun};
+use crate::layer::{self, Checked, LayerRun, Stage};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use nki::attention::cte::{CteConfig, CteInputs};
@@ -20,7 +23,8 @@ pub struct DemoArgs {
     /// Where to write the emitted NKI package.
     #[arg(long, default_value = "nki_out")]
     out: PathBuf,
-    /// Only the decoder layer (prefill and decode steps, both precision modes).
+    /// Only the decoder layer (prefill and decode steps, both precision modes)
+    /// and a narrower MoE step.
     #[arg(long)]
     quick: bool,
 }
@@ -233,7 +237,7 @@ fn attention_rows(step: &dyn Fn(&str)) -> Result<Vec<Row>, NkiError> {
 
 /// Runs the demo: exits with an error unless every check passed.
 pub fn run(args: &DemoArgs) -> Result<(), String> {
-    let bar = ProgressBar::new(if args.quick { 4 } else { 12 });
+    let bar = ProgressBar::new(if args.quick { 6 } else { 14 });
     bar.set_style(
         ProgressStyle::with_template("{spinner} [{bar:30}] {pos}/{len} {msg} ({elapsed})")
             .map_err(|e| e.to_string())?
@@ -250,6 +254,12 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
         step(&format!("decoder layer: prefill and {} decode steps, {precision}", layer::STEPS));
         layers.push((precision, layer::run(dtype, precision, precision == Precision::Hardware).map_err(err)?));
     }
+    let moe_dims = if args.quick { moe::QUICK_DIMS } else { moe::DIMS };
+    let mut moes = Vec::new();
+    for (dtype, precision) in [(Dtype::F32, Precision::Fp32), (Dtype::Bf16, Precision::Hardware)] {
+        step(&format!("MoE decode step: router_topk and moe_tkg, {precision}"));
+        moes.push((precision, moe::run(&moe_dims, dtype, precision, precision == Precision::Hardware).map_err(err)?));
+    }
     step("writing the NKI package");
     let pkg = nki::emit::Package::new(&nki::registry()).map_err(err)?;
     pkg.write_to(&args.out).map_err(err)?;
@@ -257,8 +267,10 @@ pub fn run(args: &DemoArgs) -> Result<(), String> {
     bar.finish_and_clear();
 
     let mut failed = if rows.is_empty() { 0 } else { print_attention(&rows) };
-    let checks = rows.len() + layers.iter().map(|(_, l)| l.checks.len()).sum::<usize>();
+    let checks =
+        rows.len() + layers.iter().map(|(_, l)| l.checks.len()).sum::<usize>() + moes.iter().map(|(_, m)| m.checks.len()).sum::<usize>();
     failed += print_layer(&layers);
+    failed += print_moe(&moes, &moe_dims);
     outln!("wrote the NKI package of {} kernels to {}", nki::registry().len(), args.out.display());
     if failed > 0 {
         return Err(format!("{failed} of {checks} checks failed"));
@@ -296,34 +308,58 @@ fn print_attention(rows: &[Row]) -> usize {
 fn print_layer(layers: &[(Precision, LayerRun)]) -> usize {
     outln!();
     outln!("decoder layer from library kernels: {}; checked against a float64 layer", layer::describe());
+    let failed = print_checks(layers.iter().map(|(p, run)| (*p, &run.checks[..])));
+    if let Some((_, run)) = layers.iter().find(|(p, _)| *p == Precision::Hardware) {
+        print_estimates(&run.stages, &[("prefill", None), ("decode", Some(layer::STEPS))], "layer total");
+    }
+    failed
+}
+
+/// Prints the MoE step's checks and, from its hardware-mode run, each
+/// kernel's trn2 estimate; returns how many checks failed.
+fn print_moe(moes: &[(Precision, MoeRun)], dims: &moe::MoeDims) -> usize {
+    outln!();
+    outln!("MoE decode step from library kernels: {}; checked against a float64 MoE block", moe::describe(dims));
+    let failed = print_checks(moes.iter().map(|(p, run)| (*p, &run.checks[..])));
+    if let Some((_, run)) = moes.iter().find(|(p, _)| *p == Precision::Hardware) {
+        print_estimates(&run.stages, &[("moe", Some(moe::TOKENS))], "step total");
+    }
+    failed
+}
+
+/// Prints one row per check of each precision mode's run; returns how many failed.
+fn print_checks<'a>(runs: impl Iterator<Item = (Precision, &'a [Checked])>) -> usize {
     outln!("{:<30} {:<9} {:>11} {:>11} {:>8}  check", "output", "precision", "max |err|", "bound", "seconds");
     let mut failed = 0;
-    for (precision, run) in layers {
-        for c in &run.checks {
+    for (precision, checks) in runs {
+        for c in checks {
             let ok = c.err <= c.bound;
             failed += usize::from(!ok);
             let verdict = if ok { "ok" } else { "FAILED" };
             outln!("{:<30} {:<9} {:>11.3e} {:>11.3e} {:>8.3}  {verdict}", c.what, precision.to_string(), c.err, c.bound, c.secs);
         }
     }
-    if let Some((_, run)) = layers.iter().find(|(p, _)| *p == Precision::Hardware) {
-        outln!("{:<8} {:<22} {:>6} {:>12} {:>14}", "phase", "kernel", "calls", "emulator s", "trn2 estimate");
-        for phase in ["prefill", "decode"] {
-            let mut kernels: Vec<&str> = Vec::new();
-            for s in run.stages.iter().filter(|s| s.phase == phase) {
-                if !kernels.contains(&s.kernel) {
-                    kernels.push(s.kernel);
-                }
-            }
-            for kernel in kernels {
-                let calls: Vec<_> = run.stages.iter().filter(|s| s.phase == phase && s.kernel == kernel).collect();
-                let (secs, trn2): (f64, f64) = (calls.iter().map(|s| s.secs).sum(), calls.iter().filter_map(|s| s.trn2_secs).sum());
-                outln!("{phase:<8} {kernel:<22} {:>6} {secs:>12.3} {:>11.1} µs", calls.len(), trn2 * 1e6);
-            }
-            let total: f64 = run.stages.iter().filter(|s| s.phase == phase).filter_map(|s| s.trn2_secs).sum();
-            let per = if phase == "decode" { format!(" ({:.1} µs per token)", total * 1e6 / layer::STEPS as f64) } else { String::new() };
-            outln!("{phase:<8} {:<22} {:>6} {:>12} {:>11.1} µs{per}", "layer total", "", "", total * 1e6);
-        }
-    }
     failed
+}
+
+/// Prints, per phase, each kernel's calls, emulator seconds and trn2 estimate,
+/// and the phase's total (per token too for a phase of that many tokens).
+fn print_estimates(stages: &[Stage], phases: &[(&str, Option<usize>)], total_label: &str) {
+    outln!("{:<8} {:<22} {:>6} {:>12} {:>14}", "phase", "kernel", "calls", "emulator s", "trn2 estimate");
+    for &(phase, tokens) in phases {
+        let mut kernels: Vec<&str> = Vec::new();
+        for s in stages.iter().filter(|s| s.phase == phase) {
+            if !kernels.contains(&s.kernel) {
+                kernels.push(s.kernel);
+            }
+        }
+        for kernel in kernels {
+            let calls: Vec<_> = stages.iter().filter(|s| s.phase == phase && s.kernel == kernel).collect();
+            let (secs, trn2): (f64, f64) = (calls.iter().map(|s| s.secs).sum(), calls.iter().filter_map(|s| s.trn2_secs).sum());
+            outln!("{phase:<8} {kernel:<22} {:>6} {secs:>12.3} {:>11.1} µs", calls.len(), trn2 * 1e6);
+        }
+        let total: f64 = stages.iter().filter(|s| s.phase == phase).filter_map(|s| s.trn2_secs).sum();
+        let per = tokens.map_or(String::new(), |n| format!(" ({:.1} µs per token)", total * 1e6 / n as f64));
+        outln!("{phase:<8} {total_label:<22} {:>6} {:>12} {:>11.1} µs{per}", "", "", total * 1e6);
+    }
 }

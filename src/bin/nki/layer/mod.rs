@@ -16,6 +16,7 @@
 //! projection and MLP are the library's context-encoding kernels (`qkv_cte`,
 //! `mlp` on its `mlp_cte` path), a decode step's its token-generation ones.
 
+pub mod moe;
 mod reference;
 mod stages;
 
@@ -23,7 +24,8 @@ use crate::demo::{normal, rounded};
 use nki::{Dtype, NkiError, Precision, Tensor};
 pub use reference::Dims;
 use reference::{KvCache, Weights};
-use stages::{Device, Stage};
+use stages::Device;
+pub use stages::Stage;
 
 /// The layer: hidden 2048, 16 query heads on 4 KV heads of 128, SwiGLU of 5632.
 pub const DIMS: Dims = Dims { hidden: 2048, q_heads: 16, kv_heads: 4, head_dim: 128, intermediate: 5632 };
@@ -98,19 +100,19 @@ pub fn run(dtype: Dtype, precision: Precision, profiled: bool) -> Result<LayerRu
 
     let want = reference::layer(&prompt, &w, &DIMS, &mut cache);
     let got = device.prefill(&prompt)?;
-    let prefill_secs = device.stages.iter().map(|s| s.secs).sum();
+    let prefill_secs = device.calls.stages.iter().map(|s| s.secs).sum();
     checks.push(check(format!("prefill, {PROMPT} tokens"), &got, &want, precision, prefill_secs));
 
     let mut decode_secs = 0.0;
     for (t, x) in tokens.iter().enumerate() {
         let want = reference::layer(x, &w, &DIMS, &mut cache);
-        let before = device.stages.len();
+        let before = device.calls.stages.len();
         let got = device.decode(x, PROMPT + t)?;
-        let secs: f64 = device.stages[before..].iter().map(|s| s.secs).sum();
+        let secs: f64 = device.calls.stages[before..].iter().map(|s| s.secs).sum();
         decode_secs += secs;
         checks.push(check(format!("decode step {}, position {}", t + 1, PROMPT + t), &got, &want, precision, secs));
     }
-    Ok(LayerRun { checks, stages: device.stages, prefill_secs, decode_secs })
+    Ok(LayerRun { checks, stages: device.calls.stages, prefill_secs, decode_secs })
 }
 
 /// `values` as a tensor of `shape` in `dtype`.

@@ -99,7 +99,8 @@ pub fn rope(x: &[f64], pos: usize) -> Vec<f64> {
     out
 }
 
-fn silu(x: f64) -> f64 {
+/// `x · sigmoid(x)`.
+pub fn silu(x: f64) -> f64 {
     x / (1.0 + (-x).exp())
 }
 

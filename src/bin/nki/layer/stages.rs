@@ -30,51 +30,21 @@ pub struct Stage {
     pub trn2_secs: Option<f64>,
 }
 
-/// The layer's weights on the device and its KV cache, `(kv_heads, 1, d, CACHE)`
-/// keys after RoPE and `(kv_heads, 1, CACHE, d)` values.
-pub struct Device {
-    dtype: Dtype,
+/// Kernel calls in one precision mode, each recorded as a [`Stage`].
+pub struct Calls {
     precision: Precision,
     profiled: bool,
-    attn_norm: Tensor,
-    w_qkv: Tensor,
-    w_o: Tensor,
-    mlp_norm: Tensor,
-    w_gate: Tensor,
-    w_up: Tensor,
-    w_down: Tensor,
-    inv_freqs: Tensor,
-    k_cache: Vec<f64>,
-    v_cache: Vec<f64>,
     pub stages: Vec<Stage>,
 }
 
-impl Device {
-    /// The weights in `dtype`; every kernel call runs in `precision`, with the
-    /// trn2 cost model when `profiled`.
-    pub fn new(w: &Weights, dtype: Dtype, precision: Precision, profiled: bool) -> Result<Device, NkiError> {
-        let Dims { hidden: h, q_heads, kv_heads, head_dim: d, intermediate: i } = DIMS;
-        let inv_freqs: Vec<f64> = (0..d / 2).map(|k| ROPE_THETA.powf(-2.0 * k as f64 / d as f64)).collect();
-        Ok(Device {
-            dtype,
-            precision,
-            profiled,
-            attn_norm: tensor(&[1, h], &w.attn_norm, dtype)?,
-            w_qkv: tensor(&[h, DIMS.qkv_cols()], &w.w_qkv, dtype)?,
-            w_o: tensor(&[q_heads * d, h], &w.w_o, dtype)?,
-            mlp_norm: tensor(&[1, h], &w.mlp_norm, dtype)?,
-            w_gate: tensor(&[h, i], &w.w_gate, dtype)?,
-            w_up: tensor(&[h, i], &w.w_up, dtype)?,
-            w_down: tensor(&[i, h], &w.w_down, dtype)?,
-            inv_freqs: tensor(&[d / 2, 1], &inv_freqs, Dtype::F32)?,
-            k_cache: vec![0.0; kv_heads * d * CACHE],
-            v_cache: vec![0.0; kv_heads * CACHE * d],
-            stages: Vec::new(),
-        })
+impl Calls {
+    /// Calls in `precision`, with the trn2 cost model when `profiled`.
+    pub fn new(precision: Precision, profiled: bool) -> Calls {
+        Calls { precision, profiled, stages: Vec::new() }
     }
 
     /// Runs one kernel call on a profiled launch of `lnc` programs and records it.
-    fn call<T>(
+    pub fn call<T>(
         &mut self,
         phase: &'static str,
         kernel: &'static str,
@@ -90,6 +60,46 @@ impl Device {
         self.stages.push(Stage { phase, kernel, secs, trn2_secs });
         Ok(out)
     }
+}
+
+/// The layer's weights on the device and its KV cache, `(kv_heads, 1, d, CACHE)`
+/// keys after RoPE and `(kv_heads, 1, CACHE, d)` values.
+pub struct Device {
+    dtype: Dtype,
+    attn_norm: Tensor,
+    w_qkv: Tensor,
+    w_o: Tensor,
+    mlp_norm: Tensor,
+    w_gate: Tensor,
+    w_up: Tensor,
+    w_down: Tensor,
+    inv_freqs: Tensor,
+    k_cache: Vec<f64>,
+    v_cache: Vec<f64>,
+    pub calls: Calls,
+}
+
+impl Device {
+    /// The weights in `dtype`; every kernel call runs in `precision`, with the
+    /// trn2 cost model when `profiled`.
+    pub fn new(w: &Weights, dtype: Dtype, precision: Precision, profiled: bool) -> Result<Device, NkiError> {
+        let Dims { hidden: h, q_heads, kv_heads, head_dim: d, intermediate: i } = DIMS;
+        let inv_freqs: Vec<f64> = (0..d / 2).map(|k| ROPE_THETA.powf(-2.0 * k as f64 / d as f64)).collect();
+        Ok(Device {
+            dtype,
+            attn_norm: tensor(&[1, h], &w.attn_norm, dtype)?,
+            w_qkv: tensor(&[h, DIMS.qkv_cols()], &w.w_qkv, dtype)?,
+            w_o: tensor(&[q_heads * d, h], &w.w_o, dtype)?,
+            mlp_norm: tensor(&[1, h], &w.mlp_norm, dtype)?,
+            w_gate: tensor(&[h, i], &w.w_gate, dtype)?,
+            w_up: tensor(&[h, i], &w.w_up, dtype)?,
+            w_down: tensor(&[i, h], &w.w_down, dtype)?,
+            inv_freqs: tensor(&[d / 2, 1], &inv_freqs, Dtype::F32)?,
+            k_cache: vec![0.0; kv_heads * d * CACHE],
+            v_cache: vec![0.0; kv_heads * CACHE * d],
+            calls: Calls::new(precision, profiled),
+        })
+    }
 
     fn tensor(&self, shape: &[usize], values: &[f64]) -> Result<Tensor, NkiError> {
         tensor(shape, values, self.dtype)
@@ -102,12 +112,12 @@ impl Device {
         let hidden = self.tensor(&[1, x.len() / DIMS.hidden, DIMS.hidden], x)?;
         let (w, g) = (self.w_qkv.clone(), self.attn_norm.clone());
         if phase == "prefill" {
-            let out = self.call(phase, "qkv_cte", LNC, |l| {
+            let out = self.calls.call(phase, "qkv_cte", LNC, |l| {
                 qkv_cte::Call::new(&hidden, &w).fused_norm_type(NormType::RMS_NORM).gamma_norm_weights(&g).norm_eps(EPS).launch(l)
             })?;
             return Ok(values(&out.0[0]));
         }
-        let out = self.call(phase, "qkv_tkg", LNC, |l| qkv_tkg::Call::new(&hidden, &w).norm_w(&g).eps(EPS).launch(l))?;
+        let out = self.calls.call(phase, "qkv_tkg", LNC, |l| qkv_tkg::Call::new(&hidden, &w).norm_w(&g).eps(EPS).launch(l))?;
         Ok(values(&out.0[0]))
     }
 
@@ -119,7 +129,7 @@ impl Device {
         let shape = [1, o.len() / h, h];
         let (hidden, residual) = (self.tensor(&shape, o)?, self.tensor(&shape, x)?);
         let (g, wg, wu, wd) = (self.mlp_norm.clone(), self.w_gate.clone(), self.w_up.clone(), self.w_down.clone());
-        let outs = self.call(phase, "mlp", LNC, |l| {
+        let outs = self.calls.call(phase, "mlp", LNC, |l| {
             mlp::Call::new(&hidden, &wg, &wu, &wd)
                 .normalization_weights_tensor(&g)
                 .normalization_type(NormType::RMS_NORM)
@@ -146,7 +156,8 @@ impl Device {
         let (cos, sin) = (self.tensor(&[s, d], &cos)?, self.tensor(&[s, d], &sin)?);
         let (qt, kt) = (self.tensor(&[1, nq, s, d], &q)?, self.tensor(&[1, nkv, s, d], &k)?);
         let (q_out, k_out) = (self.tensor(&[1, nq, s, d], &q)?, self.tensor(&[1, nkv, s, d], &k)?);
-        let (q, k) = self.call("prefill", "rope_hf", 1, |l| rope_hf::Call::new(&qt, &kt, &q_out, &k_out).cos(&cos).sin(&sin).launch(l))?;
+        let (q, k) =
+            self.calls.call("prefill", "rope_hf", 1, |l| rope_hf::Call::new(&qt, &kt, &q_out, &k_out).cos(&cos).sin(&sin).launch(l))?;
         let (q, k) = (values(&q), values(&k));
         for g in 0..nkv {
             for p in 0..s {
@@ -160,13 +171,13 @@ impl Device {
         let k_t: Vec<f64> = (0..nkv * d * s).map(|i| k[(i / (d * s) * s + i % s) * d + i / s % d]).collect();
         let (qa, ka, va) = (self.tensor(&[nq, s, d], &q)?, self.tensor(&[nkv, d, s], &k_t)?, self.tensor(&[nkv, s, d], &v)?);
         let cfg = CteConfig::new().scale(1.0 / (d as f64).sqrt());
-        let attn = self.call("prefill", "attention_cte", LNC, |l| Ok(cfg.launch(l, &CteInputs::new(&qa, &ka, &va))?.out))?;
+        let attn = self.calls.call("prefill", "attention_cte", LNC, |l| Ok(cfg.launch(l, &CteInputs::new(&qa, &ka, &va))?.out))?;
         // output_projection_cte takes [B, N, d, S].
         let attn = values(&attn);
         let a_t: Vec<f64> = (0..nq * d * s).map(|i| attn[(i / (d * s) * s + i % s) * d + i / s % d]).collect();
         let at = self.tensor(&[1, nq, d, s], &a_t)?;
         let w_o = self.w_o.clone();
-        let o = self.call("prefill", "output_projection_cte", LNC, |l| output_projection_cte::Call::new(&at, &w_o).launch(l))?;
+        let o = self.calls.call("prefill", "output_projection_cte", LNC, |l| output_projection_cte::Call::new(&at, &w_o).launch(l))?;
         self.mlp("prefill", &values(&o), x)
     }
 
@@ -208,7 +219,7 @@ impl Device {
             rope_pos_ids: Some(&t[6]),
             ..TkgInputs::new(&t[0], &t[1], &t[2], &t[3], &t[4], &t[5])
         };
-        let (attn, k_out) = self.call("decode", "attention_tkg", LNC, |l| cfg.launch(l, &inputs))?;
+        let (attn, k_out) = self.calls.call("decode", "attention_tkg", LNC, |l| cfg.launch(l, &inputs))?;
         let k_out = values(&k_out);
         for g in 0..nkv {
             for e in 0..d {
@@ -221,12 +232,12 @@ impl Device {
         let a_t: Vec<f64> = (0..d * nq).map(|i| attn[(i % nq) * d + i / nq]).collect();
         let at = self.tensor(&[d, 1, nq, 1], &a_t)?;
         let w_o = self.w_o.clone();
-        let o = self.call("decode", "output_projection_tkg", LNC, |l| output_projection_tkg::Call::new(&at, &w_o).launch(l))?;
+        let o = self.calls.call("decode", "output_projection_tkg", LNC, |l| output_projection_tkg::Call::new(&at, &w_o).launch(l))?;
         self.mlp("decode", &values(&o), x)
     }
 }
 
-fn values(t: &Tensor) -> Vec<f64> {
+pub fn values(t: &Tensor) -> Vec<f64> {
     t.to_f32_vec().into_iter().map(f64::from).collect()
 }
 
