@@ -12,27 +12,18 @@ from .mx_layout import NUM_QUADRANTS
 from .mx_layout import QUADRANT
 from .mx_layout import SCALES_PER_QUADRANT
 from .mx_layout import SCALE_GROUP_SIZE
+from .qkv_tkg_common import I_BLOCK_SIZE
+from .qkv_tkg_common import I_TILE_SIZE
+from .qkv_tkg_common import NUM_PSUM_BANKS
+from .qkv_tkg_common import P_MAX
+from .qkv_tkg_common import QkvTkgDims
+from .qkv_tkg_common import qkv_tkg_dims
+from .qkv_tkg_common import sum_lnc_partials
 from .rmsnorm_tkg import rmsnorm_tkg_shard_on_bxs
-
-
-# Partitions: packed hidden rows (4 hidden values each) are laid on them.
-P_MAX = 128
 
 
 # Hidden rows of one packed 128-row tile: `P_MAX · MX_PACK`.
 H_PER_PACKED_TILE = 512
-
-
-# Output columns per matmul (one fp32 PSUM bank).
-I_TILE_SIZE = 512
-
-
-# PSUM banks: one I block holds one bank per I tile.
-NUM_PSUM_BANKS = 8
-
-
-# Output columns per I block: every PSUM bank.
-I_BLOCK_SIZE = 4096
 
 
 # Packed tiles per weight load: 4-byte packed values of a 4096-column
@@ -40,24 +31,12 @@ I_BLOCK_SIZE = 4096
 NUM_TILES_PER_WEIGHT_LOAD = 8
 
 
-# The DMA queue the LNC2 partial outputs are exchanged over.
-PIPE_ID = 0
-
-
 @dataclass
 class QkvTkgMxConfig(nl.NKIObject):
     """The call's dimensions and its program's share of the packed tiles."""
 
-    b: int
-    "Batch."
-    s: int
-    "Sequence length."
-    bxs: int
-    "`B · S`: the token rows."
-    h: int
-    "Hidden size."
-    i: int
-    "Fused QKV width."
+    dims: QkvTkgDims
+    "`B`, `S`, `B · S`, `H` and `I`."
     h1_packed: int
     "Packed 128-row tiles of H: `H / 512`."
     num_shards: int
@@ -95,13 +74,12 @@ def validate_qkv_tkg_mx(hidden, qkv_w, qkv_w_scale, fused_add, norm_type, nbsd, 
 
 def qkv_tkg_mx_config(hidden, qkv_w):
     """The config of a `[B, S, H]` input and `[H/4, I]` packed weights on this launch."""
-    b, s, h = hidden.shape
-    i = qkv_w.shape[1]
-    h1_packed = h // H_PER_PACKED_TILE
+    dims = qkv_tkg_dims(hidden, qkv_w)
+    h1_packed = dims.h // H_PER_PACKED_TILE
     grid = nl.program_ndim() == 1 and h1_packed > 1
     num_shards = nl.num_programs(axes=0) if grid else 1
     shard_id = nl.program_id(axis=0) if grid else 0
-    return QkvTkgMxConfig(b=b, s=s, bxs=b * s, h=h, i=i, h1_packed=h1_packed, num_shards=num_shards, shard_id=shard_id, h1_packed_shard=h1_packed // num_shards)
+    return QkvTkgMxConfig(dims=dims, h1_packed=h1_packed, num_shards=num_shards, shard_id=shard_id, h1_packed_shard=h1_packed // num_shards)
 
 
 def load_hidden_mx(cfg, x, norm_type, norm_w, eps, hidden_actual):
@@ -109,7 +87,7 @@ def load_hidden_mx(cfg, x, norm_type, norm_w, eps, hidden_actual):
     in SBUF with element `h = c·128 + p` (H's 128-element runs on the
     partitions).
     """
-    bxs, h1 = (cfg.bxs, cfg.h // P_MAX)
+    bxs, h1 = (cfg.dims.bxs, cfg.dims.h // P_MAX)
     hidden_sb = nl.ndarray(shape=(P_MAX, bxs, h1), dtype=x.dtype, buffer=nl.sbuf)
     if norm_type == NormType.RMS_NORM:
         normed = nl.ndarray(shape=(P_MAX, bxs, h1), dtype=x.dtype, buffer=nl.private_hbm)
@@ -125,7 +103,7 @@ def swizzle_for_quantize(cfg, hidden_sb):
     `[128, h1_packed_shard, B·S, 4]`, the 4 values of packed tile `t` at
     columns `k·H/512 + t` (the pre-shuffled H's layout).
     """
-    bxs, t1, t0 = (cfg.bxs, cfg.h1_packed_shard, cfg.shard_id * cfg.h1_packed_shard)
+    bxs, t1, t0 = (cfg.dims.bxs, cfg.h1_packed_shard, cfg.shard_id * cfg.h1_packed_shard)
     sw = nl.ndarray(shape=(P_MAX, t1, bxs, MX_PACK), dtype=hidden_sb.dtype, buffer=nl.sbuf)
     src = hidden_sb.reshape(shape=(P_MAX, bxs, MX_PACK, cfg.h1_packed)).permute(dims=(0, 3, 1, 2))
     nisa.tensor_copy(dst=sw, src=src[:, t0:t0 + t1, :, :])
@@ -155,10 +133,10 @@ def compute_qkv_mx_i_block(cfg, xq, xs, qkv_w, qkv_w_scale, qkv_bias, dtype, i0,
     PSUM, the bias added on program 0, the other program's partial sums
     added with two.
     """
-    bxs, t1 = (cfg.bxs, cfg.h1_packed_shard)
+    bxs, t1 = (cfg.dims.bxs, cfg.h1_packed_shard)
     tb = cfg.shard_id * t1
-    w = qkv_w.reshape(shape=(cfg.h1_packed, P_MAX, cfg.i)).permute(dims=(1, 0, 2))[:, :, i0:i0 + width]
-    ws = qkv_w_scale.reshape(shape=(cfg.h1_packed, NUM_QUADRANTS, SCALES_PER_QUADRANT, cfg.i))[:, :, :, i0:i0 + width]
+    w = qkv_w.reshape(shape=(cfg.h1_packed, P_MAX, cfg.dims.i)).permute(dims=(1, 0, 2))[:, :, i0:i0 + width]
+    ws = qkv_w_scale.reshape(shape=(cfg.h1_packed, NUM_QUADRANTS, SCALES_PER_QUADRANT, cfg.dims.i))[:, :, :, i0:i0 + width]
     psum = nl.ndarray(shape=(P_MAX, NUM_PSUM_BANKS, I_TILE_SIZE), dtype=nl.float32, buffer=nl.psum)
     for wb in range(-(-t1 // NUM_TILES_PER_WEIGHT_LOAD)):
         l0 = wb * NUM_TILES_PER_WEIGHT_LOAD
@@ -183,11 +161,7 @@ def compute_qkv_mx_i_block(cfg, xq, xs, qkv_w, qkv_w_scale, qkv_bias, dtype, i0,
             nisa.tensor_tensor(dst=out_sb[:, c0:c1], data1=psum[0:bxs, it, 0:c1 - c0], data2=bias_sb[:, c0:c1], op=nl.add)
         else:
             nisa.tensor_copy(dst=out_sb[:, c0:c1], src=psum[0:bxs, it, 0:c1 - c0])
-    if cfg.num_shards > 1:
-        recv = nl.ndarray(shape=(bxs, width), dtype=dtype, buffer=nl.sbuf)
-        other = 1 - cfg.shard_id
-        nisa.sendrecv(src=out_sb, dst=recv, send_to_rank=other, recv_from_rank=other, pipe_id=PIPE_ID)
-        nisa.tensor_tensor(dst=out_sb, data1=out_sb, data2=recv, op=nl.add)
+    sum_lnc_partials(out_sb, cfg.num_shards, cfg.shard_id)
     return out_sb
 
 
@@ -196,10 +170,10 @@ def qkv_tkg_mx_impl(hidden, qkv_w, qkv_w_scale, norm_w, norm_type, eps, qkv_bias
     new `[B, S, I]` HBM tensor of the input's dtype.
     """
     cfg = qkv_tkg_mx_config(hidden, qkv_w)
-    bxs = cfg.bxs
-    i = cfg.i
+    bxs = cfg.dims.bxs
+    i = cfg.dims.i
     dtype = hidden.dtype
-    hidden_sb = load_hidden_mx(cfg, hidden.reshape(shape=(bxs, cfg.h)), norm_type, norm_w, eps, hidden_actual)
+    hidden_sb = load_hidden_mx(cfg, hidden.reshape(shape=(bxs, cfg.dims.h)), norm_type, norm_w, eps, hidden_actual)
     sw = swizzle_for_quantize(cfg, hidden_sb)
     xq = nl.ndarray(shape=(P_MAX, cfg.h1_packed_shard, bxs), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
     xs = nl.ndarray(shape=(P_MAX, cfg.h1_packed_shard, bxs), dtype=nl.uint8, buffer=nl.sbuf)
@@ -210,4 +184,4 @@ def qkv_tkg_mx_impl(hidden, qkv_w, qkv_w_scale, norm_w, norm_type, eps, qkv_bias
         width = min(i - i0, I_BLOCK_SIZE)
         out_sb = compute_qkv_mx_i_block(cfg, xq, xs, qkv_w, qkv_w_scale, qkv_bias, dtype, i0, width)
         nisa.dma_copy(dst=output[:, i0:i0 + width], src=out_sb)
-    return output.reshape(shape=(cfg.b, cfg.s, i))
+    return output.reshape(shape=(cfg.dims.b, cfg.dims.s, i))
