@@ -80,3 +80,28 @@ fn variants_with_different_outputs_fail_the_command() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.code() == Some(2) && err.contains("refused every variant"), "{err}");
 }
+
+/// The library's `rmsnorm_quant_kernel` splits its rows over the LNC programs:
+/// LNC 2 halves each core's Vector Engine work, so the model ranks it first,
+/// Vector-bound either way, with the same quantized rows as LNC 1.
+#[test]
+fn rmsnorm_quant_ranks_lnc2_first() {
+    let dir = common::scratch("cli_tune_rmsnorm_quant");
+    let (s, h) = (256, 2048);
+    write_npy(dir.join("x.npy"), &[1, s, h], &common::uniform(s * h, 6, -1.0, 1.0), NpyType::Bf16).unwrap();
+    write_npy(dir.join("w.npy"), &[h], &common::uniform(h, 7, 0.5, 1.5), NpyType::Bf16).unwrap();
+    let args = ["tune", "rmsnorm_quant_kernel", "--hidden", "x.npy", "--ln-w", "w.npy", "--kargs.norm-type", "RMS_NORM"];
+    let o = nki_in(&dir, &[&args[..], &["--lnc", "1,2", "--json"]].concat());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let ranking = report["ranking"].as_array().unwrap();
+    let names: Vec<&str> = ranking.iter().map(|v| v["variant"].as_str().unwrap()).collect();
+    assert_eq!(names, ["--lnc 2", "--lnc 1"]);
+    for v in ranking {
+        assert_eq!(v["agrees"], true, "{v}");
+        assert_eq!(v["bottleneck"], "vector", "{v}");
+    }
+    let busy = |v: &Value| v["estimated_seconds"].as_f64().unwrap() * v["report"]["engine_busy"]["vector"].as_f64().unwrap();
+    let ratio = busy(&ranking[1]) / busy(&ranking[0]);
+    assert!((ratio - 2.0).abs() < 0.05, "Vector time LNC 1 / LNC 2 = {ratio}");
+}
