@@ -81,6 +81,19 @@ def ring_programs(tp_degree):
     return (lnc_n, lnc_id, channel_n)
 
 
+def ring_tiling(tp_degree, num_groups, lnc_n, lnc_id, channel_n, local_m, k, tiles_in_block_m, tiles_in_block_k):
+    """The [`FgTiling`] of `num_groups` rings of `tp_degree` ranks, with this
+    program's place `lnc_n, lnc_id, channel_n` from [`ring_programs`],
+    slices of `local_m` rows by `k` columns and blocks of
+    `tiles_in_block_m` by `tiles_in_block_k` tiles.
+    """
+    tile_m = min(local_m, TILE_M_MAX)
+    tile_k = min(k, TILE_MAX)
+    block_m = tile_m * tiles_in_block_m
+    block_k = tile_k * tiles_in_block_k
+    return FgTiling(replica_groups=generate_replica_groups(tp_degree, num_groups), rank_n=tp_degree, lnc_n=lnc_n, lnc_id=lnc_id, channel_n=channel_n, local_m=local_m, k=k, tile_m=tile_m, tile_k=tile_k, tiles_in_block_m=tiles_in_block_m, tiles_in_block_k=tiles_in_block_k, block_m=block_m, block_k=block_k, num_block_m=-(-local_m // block_m), num_block_k=-(-k // block_k))
+
+
 def tile_slot(t, channel_idx, k_block_idx, k_tile_idx, m_block_idx):
     """The position of tile `(channel, k block, k tile, m block)` in the
     SBUF path's list of `[TILE_K, BLOCK_M]` tiles (the library's nesting
@@ -187,6 +200,14 @@ def copy_iteration_sbuf(nested, result, iteration_id, t):
         copy_gathered_data_sbuf(nested, result, numerator, channel_idx, t, result_offset)
 
 
+def gather_step_sbuf(src, src_flat, dst, dst_flat, result, iteration_id, t):
+    """One ring step of the SBUF path: `src`'s tiles sent into `dst`'s, whose
+    rows (ring iteration `iteration_id`) then go to the result.
+    """
+    permute_sbuf(src, src_flat, dst, dst_flat, t)
+    copy_iteration_sbuf(dst, result, iteration_id, t)
+
+
 def run_sbuf_path(lhs, result, t):
     """The SBUF path: this program's slices transposed into `[TILE_K,
     BLOCK_M]` tiles, sent around the ring in two flat buffers, and written
@@ -201,13 +222,10 @@ def run_sbuf_path(lhs, result, t):
     buf0_flat = nl.ndarray(shape=(t.tile_k, flat_size), dtype=dtype, buffer=nl.sbuf)
     buf1_flat = nl.ndarray(shape=(t.tile_k, flat_size), dtype=dtype, buffer=nl.sbuf)
     copy_iteration_sbuf(buf0, result, 0, t)
-    permute_sbuf(buf0, buf0_flat, buf1, buf1_flat, t)
-    copy_iteration_sbuf(buf1, result, 1, t)
+    gather_step_sbuf(buf0, buf0_flat, buf1, buf1_flat, result, 1, t)
     for step_idx in nl.sequential_range(start=1, stop=t.rank_n // 2):
-        permute_sbuf(buf1, buf1_flat, buf0, buf0_flat, t)
-        copy_iteration_sbuf(buf0, result, 2 * step_idx, t)
-        permute_sbuf(buf0, buf0_flat, buf1, buf1_flat, t)
-        copy_iteration_sbuf(buf1, result, 2 * step_idx + 1, t)
+        gather_step_sbuf(buf1, buf1_flat, buf0, buf0_flat, result, 2 * step_idx, t)
+        gather_step_sbuf(buf0, buf0_flat, buf1, buf1_flat, result, 2 * step_idx + 1, t)
 
 
 def copy_gathered_data_hbm(buf, result, numerator, t, buf_offset, result_offset):
@@ -239,6 +257,14 @@ def copy_iteration_hbm(buf, result, iteration_id, t):
         copy_gathered_data_hbm(buf, result, numerator, t, offset, offset)
 
 
+def gather_step_hbm(src, dst, result, iteration_id, t):
+    """One ring step of the HBM path: `src` sent into `dst`, whose rows (ring
+    iteration `iteration_id`) then go to the result.
+    """
+    launch_collective_permutes_hbm(src, dst, t.replica_groups, t.channel_n, t.lnc_n)
+    copy_iteration_hbm(dst, result, iteration_id, t)
+
+
 def run_hbm_path(lhs, result, t):
     """The HBM path: this program's slices copied into the first of two shared
     HBM buffers (`[m, K]`), sent around the ring, and copied tile by tile
@@ -250,13 +276,10 @@ def run_hbm_path(lhs, result, t):
     buf1 = nl.ndarray(shape=(rows, k), dtype=lhs.dtype, buffer=nl.shared_hbm, name="fg_buf1")
     copy_local_rows(lhs, buf0, t)
     copy_iteration_hbm(buf0, result, 0, t)
-    launch_collective_permutes_hbm(buf0, buf1, t.replica_groups, t.channel_n, t.lnc_n)
-    copy_iteration_hbm(buf1, result, 1, t)
+    gather_step_hbm(buf0, buf1, result, 1, t)
     for step_idx in nl.sequential_range(start=1, stop=t.rank_n // 2):
-        launch_collective_permutes_hbm(buf1, buf0, t.replica_groups, t.channel_n, t.lnc_n)
-        copy_iteration_hbm(buf0, result, 2 * step_idx, t)
-        launch_collective_permutes_hbm(buf0, buf1, t.replica_groups, t.channel_n, t.lnc_n)
-        copy_iteration_hbm(buf1, result, 2 * step_idx + 1, t)
+        gather_step_hbm(buf1, buf0, result, 2 * step_idx, t)
+        gather_step_hbm(buf0, buf1, result, 2 * step_idx + 1, t)
 
 
 @nki.jit
@@ -284,8 +307,7 @@ def fine_grained_allgather(lhs, tp_degree, num_groups, force_hbm_cc=False):
     sbuf_per_buffer = tile_k * channel_n * tiles_in_block_k * tile_m * all_tiles_m * dtype_size if lnc_n == 2 and channel_n > 1 else m * k * dtype_size
     lhs_in_sbuf = not force_hbm_cc and 2 * sbuf_per_buffer <= TOTAL_SBUF_BUDGET_BYTES
     tiles_in_block_m = all_tiles_m if lhs_in_sbuf or force_hbm_cc else max(min(all_tiles_m, TOTAL_SBUF_BUDGET_BYTES // block_k // tile_m // dtype_size), 1)
-    block_m = tile_m * tiles_in_block_m
-    t = FgTiling(replica_groups=generate_replica_groups(tp_degree, num_groups), rank_n=rank_n, lnc_n=lnc_n, lnc_id=lnc_id, channel_n=channel_n, local_m=local_m, k=k, tile_m=tile_m, tile_k=tile_k, tiles_in_block_m=tiles_in_block_m, tiles_in_block_k=tiles_in_block_k, block_m=block_m, block_k=block_k, num_block_m=-(-local_m // block_m), num_block_k=-(-k // block_k))
+    t = ring_tiling(tp_degree, num_groups, lnc_n, lnc_id, channel_n, local_m, k, tiles_in_block_m, tiles_in_block_k)
     result = nl.ndarray(shape=(rank_n, lnc_n, channel_n, local_m, k), dtype=lhs.dtype, buffer=nl.shared_hbm, name="result_sbuf") if lhs_in_sbuf else nl.ndarray(shape=(rank_n, channel_n, lnc_n, local_m, k), dtype=lhs.dtype, buffer=nl.shared_hbm, name="result_hbm")
     if lhs_in_sbuf:
         run_sbuf_path(lhs, result, t)

@@ -15,8 +15,8 @@ from .fg_allgather import load_transposed_slices
 from .fg_allgather import permute_sbuf
 from .fg_allgather import processing_rank
 from .fg_allgather import ring_programs
+from .fg_allgather import ring_tiling
 from .fg_allgather import tile_slot
-from .fgcc import generate_replica_groups
 from .fgcc import launch_collective_permutes_hbm
 
 
@@ -140,6 +140,14 @@ def compute_iteration(lhs_tiles, lhs_hbm, rhs, rhs_tiles, result, iteration_id, 
         compute_matmul(lhs_tiles, lhs_hbm, rhs, rhs_tiles, result, numerator, channel_idx, t, nt)
 
 
+def compute_step_sbuf(iteration_id, src, src_flat, dst, dst_flat, lhs, result, rhs, rhs_tiles, t, nt):
+    """One ring step of the SBUF path: `src`'s tiles sent into `dst`'s, whose
+    rows (ring iteration `iteration_id`) are then multiplied into the result.
+    """
+    permute_sbuf(src, src_flat, dst, dst_flat, t)
+    compute_iteration(dst, lhs, rhs, rhs_tiles, result, iteration_id, t, nt)
+
+
 def run_sbuf_path(lhs, rhs, rhs_tiles, result, t, nt):
     """The SBUF path: this program's slices transposed into tiles, sent
     around the ring in two flat buffers, each arrival multiplied.
@@ -152,13 +160,18 @@ def run_sbuf_path(lhs, rhs, rhs_tiles, result, t, nt):
     buf0_flat = nl.ndarray(shape=(t.tile_k, tiles * t.block_m), dtype=dtype, buffer=nl.sbuf)
     buf1_flat = nl.ndarray(shape=(t.tile_k, tiles * t.block_m), dtype=dtype, buffer=nl.sbuf)
     compute_iteration(buf0, lhs, rhs, rhs_tiles, result, 0, t, nt)
-    permute_sbuf(buf0, buf0_flat, buf1, buf1_flat, t)
-    compute_iteration(buf1, lhs, rhs, rhs_tiles, result, 1, t, nt)
+    compute_step_sbuf(1, buf0, buf0_flat, buf1, buf1_flat, lhs, result, rhs, rhs_tiles, t, nt)
     for step_idx in nl.sequential_range(start=1, stop=t.rank_n // 2):
-        permute_sbuf(buf1, buf1_flat, buf0, buf0_flat, t)
-        compute_iteration(buf0, lhs, rhs, rhs_tiles, result, 2 * step_idx, t, nt)
-        permute_sbuf(buf0, buf0_flat, buf1, buf1_flat, t)
-        compute_iteration(buf1, lhs, rhs, rhs_tiles, result, 2 * step_idx + 1, t, nt)
+        compute_step_sbuf(2 * step_idx, buf1, buf1_flat, buf0, buf0_flat, lhs, result, rhs, rhs_tiles, t, nt)
+        compute_step_sbuf(2 * step_idx + 1, buf0, buf0_flat, buf1, buf1_flat, lhs, result, rhs, rhs_tiles, t, nt)
+
+
+def compute_step_hbm(iteration_id, src, dst, no_tiles, result, rhs, rhs_tiles, t, nt):
+    """One ring step of the HBM path: `src` sent into `dst`, whose rows (ring
+    iteration `iteration_id`) are then multiplied into the result.
+    """
+    launch_collective_permutes_hbm(src, dst, t.replica_groups, t.channel_n, t.lnc_n)
+    compute_iteration(no_tiles, dst, rhs, rhs_tiles, result, iteration_id, t, nt)
 
 
 def run_hbm_path(lhs, rhs, rhs_tiles, result, t, nt):
@@ -172,13 +185,10 @@ def run_hbm_path(lhs, rhs, rhs_tiles, result, t, nt):
     no_tiles = [nl.ndarray(shape=(t.tile_k, t.block_m), dtype=lhs.dtype, buffer=nl.sbuf) for _ in range(0)]
     copy_local_rows(lhs, buf0, t)
     compute_iteration(no_tiles, buf0, rhs, rhs_tiles, result, 0, t, nt)
-    launch_collective_permutes_hbm(buf0, buf1, t.replica_groups, t.channel_n, t.lnc_n)
-    compute_iteration(no_tiles, buf1, rhs, rhs_tiles, result, 1, t, nt)
+    compute_step_hbm(1, buf0, buf1, no_tiles, result, rhs, rhs_tiles, t, nt)
     for step_idx in nl.sequential_range(start=1, stop=t.rank_n // 2):
-        launch_collective_permutes_hbm(buf1, buf0, t.replica_groups, t.channel_n, t.lnc_n)
-        compute_iteration(no_tiles, buf0, rhs, rhs_tiles, result, 2 * step_idx, t, nt)
-        launch_collective_permutes_hbm(buf0, buf1, t.replica_groups, t.channel_n, t.lnc_n)
-        compute_iteration(no_tiles, buf1, rhs, rhs_tiles, result, 2 * step_idx + 1, t, nt)
+        compute_step_hbm(2 * step_idx, buf1, buf0, no_tiles, result, rhs, rhs_tiles, t, nt)
+        compute_step_hbm(2 * step_idx + 1, buf0, buf1, no_tiles, result, rhs, rhs_tiles, t, nt)
 
 
 @nki.jit
@@ -217,8 +227,7 @@ def allgather_compute_matmul(lhs, rhs, tp_degree, num_groups, force_hbm_cc=False
     lhs_budget = TOTAL_SBUF_BUDGET_BYTES - 2 * block_k * block_n * dtype_size
     lhs_in_sbuf = not force_hbm_cc and 2 * local_m * k * dtype_size <= lhs_budget
     tiles_in_block_m = all_tiles_m if lhs_in_sbuf else max(min(all_tiles_m, lhs_budget // block_k // tile_m // dtype_size), 1)
-    block_m = tile_m * tiles_in_block_m
-    t = FgTiling(replica_groups=generate_replica_groups(tp_degree, num_groups), rank_n=rank_n, lnc_n=lnc_n, lnc_id=lnc_id, channel_n=channel_n, local_m=local_m, k=k, tile_m=tile_m, tile_k=tile_k, tiles_in_block_m=tiles_in_block_m, tiles_in_block_k=tiles_in_block_k, block_m=block_m, block_k=block_k, num_block_m=-(-local_m // block_m), num_block_k=k // block_k)
+    t = ring_tiling(tp_degree, num_groups, lnc_n, lnc_id, channel_n, local_m, k, tiles_in_block_m, tiles_in_block_k)
     nt = MatmulTiling(n=n, tile_n=tile_n, tiles_in_block_n=tiles_in_block_n, block_n=block_n, num_block_n=n // block_n, rhs_in_sbuf=rhs_in_sbuf, lhs_in_sbuf=lhs_in_sbuf)
     rhs_count = t.num_block_k * tiles_in_block_k * nt.num_block_n if rhs_in_sbuf else 0
     rhs_tiles = [nl.ndarray(shape=(tile_k, block_n), dtype=rhs.dtype, buffer=nl.sbuf) for _ in range(rhs_count)]

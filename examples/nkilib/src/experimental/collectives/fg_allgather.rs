@@ -148,24 +148,14 @@ const fn whole_tiles(n: i64) -> bool {
 /// ```
 #[macro_export]
 macro_rules! fine_grained_allgather_config {
-    (m = $m:expr, k = $k:expr, tp_degree = $tp:expr $(, $field:ident = $value:expr)* $(,)?) => {{
-        const CALL: $crate::experimental::collectives::fg_allgather::FineGrainedAllGatherShape =
-            $crate::experimental::collectives::fg_allgather::FineGrainedAllGatherShape {
-                $($field: $value,)*
-                ..$crate::experimental::collectives::fg_allgather::FineGrainedAllGatherShape {
-                    m: $m,
-                    k: $k,
-                    tp_degree: $tp,
-                    num_groups: 1,
-                    lnc: 2,
-                    nc_version_3: true,
-                }
-            };
-        const _: () = if let Some(rule) = $crate::experimental::collectives::fg_allgather::fine_grained_allgather_violation(CALL) {
-            panic!("{}", rule.message());
-        };
-        CALL
-    }};
+    (m = $m:expr, k = $k:expr, tp_degree = $tp:expr $(, $field:ident = $value:expr)* $(,)?) => {
+        $crate::__collective_config!(
+            [$crate::experimental::collectives::fg_allgather::FineGrainedAllGatherShape],
+            [$crate::experimental::collectives::fg_allgather::fine_grained_allgather_violation],
+            { m: $m, k: $k, tp_degree: $tp, num_groups: 1, lnc: 2, nc_version_3: true },
+            { $($field = $value),* }
+        )
+    };
 }
 
 /// The kernel with its tile constants and phase helpers.
@@ -242,6 +232,45 @@ pub mod kernel {
         let nc_version_3 = nisa::get_nc_version() >= nisa::nc_version::gen3;
         let channel_n: i64 = channels_per_program(tp_degree, lnc_n, nc_version_3);
         (lnc_n, lnc_id, channel_n)
+    }
+
+    /// The [`FgTiling`] of `num_groups` rings of `tp_degree` ranks, with this
+    /// program's place `lnc_n, lnc_id, channel_n` from [`ring_programs`],
+    /// slices of `local_m` rows by `k` columns and blocks of
+    /// `tiles_in_block_m` by `tiles_in_block_k` tiles.
+    #[nki_helper]
+    pub fn ring_tiling(
+        tp_degree: i64,
+        num_groups: i64,
+        lnc_n: i64,
+        lnc_id: i64,
+        channel_n: i64,
+        local_m: i64,
+        k: i64,
+        tiles_in_block_m: i64,
+        tiles_in_block_k: i64,
+    ) -> FgTiling {
+        let tile_m = local_m.min(TILE_M_MAX);
+        let tile_k = k.min(TILE_MAX);
+        let block_m = tile_m * tiles_in_block_m;
+        let block_k = tile_k * tiles_in_block_k;
+        FgTiling {
+            replica_groups: generate_replica_groups(tp_degree, num_groups),
+            rank_n: tp_degree,
+            lnc_n,
+            lnc_id,
+            channel_n,
+            local_m,
+            k,
+            tile_m,
+            tile_k,
+            tiles_in_block_m,
+            tiles_in_block_k,
+            block_m,
+            block_k,
+            num_block_m: local_m.div_ceil(block_m),
+            num_block_k: k.div_ceil(block_k),
+        }
     }
 
     /// The position of tile `(channel, k block, k tile, m block)` in the
@@ -375,6 +404,22 @@ pub mod kernel {
         unpack_flat_to_nested(dst_flat, dst, t);
     }
 
+    /// One ring step of the SBUF path: `src`'s tiles sent into `dst`'s, whose
+    /// rows (ring iteration `iteration_id`) then go to the result.
+    #[nki_helper]
+    pub fn gather_step_sbuf(src: Vec<Sbuf>, src_flat: Sbuf, dst: Vec<Sbuf>, dst_flat: Sbuf, result: Hbm, iteration_id: i64, t: FgTiling) {
+        permute_sbuf(src, src_flat, dst, dst_flat, t);
+        copy_iteration_sbuf(dst, result, iteration_id, t);
+    }
+
+    /// One ring step of the HBM path: `src` sent into `dst`, whose rows (ring
+    /// iteration `iteration_id`) then go to the result.
+    #[nki_helper]
+    pub fn gather_step_hbm(src: Hbm, dst: Hbm, result: Hbm, iteration_id: i64, t: FgTiling) {
+        launch_collective_permutes_hbm(src, dst, t.replica_groups, t.channel_n, t.lnc_n);
+        copy_iteration_hbm(dst, result, iteration_id, t);
+    }
+
     /// Transposes this program's slices of `lhs` into their `[TILE_K,
     /// BLOCK_M]` tiles by `dma_transpose`.
     #[nki_helper]
@@ -426,13 +471,10 @@ pub mod kernel {
         let buf1_flat = nl::ndarray([t.tile_k, flat_size], dtype, buffer = nl::sbuf);
 
         copy_iteration_sbuf(buf0, result, 0, t);
-        permute_sbuf(buf0, buf0_flat, buf1, buf1_flat, t);
-        copy_iteration_sbuf(buf1, result, 1, t);
+        gather_step_sbuf(buf0, buf0_flat, buf1, buf1_flat, result, 1, t);
         for step_idx in nl::sequential_range(1, t.rank_n / 2) {
-            permute_sbuf(buf1, buf1_flat, buf0, buf0_flat, t);
-            copy_iteration_sbuf(buf0, result, 2 * step_idx, t);
-            permute_sbuf(buf0, buf0_flat, buf1, buf1_flat, t);
-            copy_iteration_sbuf(buf1, result, 2 * step_idx + 1, t);
+            gather_step_sbuf(buf1, buf1_flat, buf0, buf0_flat, result, 2 * step_idx, t);
+            gather_step_sbuf(buf0, buf0_flat, buf1, buf1_flat, result, 2 * step_idx + 1, t);
         }
     }
 
@@ -447,13 +489,10 @@ pub mod kernel {
         let buf1 = nl::ndarray([rows, k], lhs.dtype(), buffer = nl::shared_hbm, name = "fg_buf1");
         copy_local_rows(lhs, buf0, t);
         copy_iteration_hbm(buf0, result, 0, t);
-        launch_collective_permutes_hbm(buf0, buf1, t.replica_groups, t.channel_n, t.lnc_n);
-        copy_iteration_hbm(buf1, result, 1, t);
+        gather_step_hbm(buf0, buf1, result, 1, t);
         for step_idx in nl::sequential_range(1, t.rank_n / 2) {
-            launch_collective_permutes_hbm(buf1, buf0, t.replica_groups, t.channel_n, t.lnc_n);
-            copy_iteration_hbm(buf0, result, 2 * step_idx, t);
-            launch_collective_permutes_hbm(buf0, buf1, t.replica_groups, t.channel_n, t.lnc_n);
-            copy_iteration_hbm(buf1, result, 2 * step_idx + 1, t);
+            gather_step_hbm(buf1, buf0, result, 2 * step_idx, t);
+            gather_step_hbm(buf0, buf1, result, 2 * step_idx + 1, t);
         }
     }
 
@@ -506,24 +545,7 @@ pub mod kernel {
         } else {
             all_tiles_m.min(TOTAL_SBUF_BUDGET_BYTES / block_k / tile_m / dtype_size).max(1)
         };
-        let block_m = tile_m * tiles_in_block_m;
-        let t = FgTiling {
-            replica_groups: generate_replica_groups(tp_degree, num_groups),
-            rank_n,
-            lnc_n,
-            lnc_id,
-            channel_n,
-            local_m,
-            k,
-            tile_m,
-            tile_k,
-            tiles_in_block_m,
-            tiles_in_block_k,
-            block_m,
-            block_k,
-            num_block_m: local_m.div_ceil(block_m),
-            num_block_k: k.div_ceil(block_k),
-        };
+        let t: FgTiling = ring_tiling(tp_degree, num_groups, lnc_n, lnc_id, channel_n, local_m, k, tiles_in_block_m, tiles_in_block_k);
         let result = if lhs_in_sbuf {
             nl::ndarray([rank_n, lnc_n, channel_n, local_m, k], lhs.dtype(), buffer = nl::shared_hbm, name = "result_sbuf")
         } else {

@@ -7,6 +7,21 @@
 
 pub use kernel::*;
 
+/// The body of the collectives' `*_config!` macros: the call `shape` with the
+/// given fields over its defaults, a compile error naming the first rule
+/// `violation` finds it breaks.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __collective_config {
+    ([$($shape:tt)+], [$($violation:tt)+], { $($default:ident: $default_value:expr),* $(,)? }, { $($field:ident = $value:expr),* }) => {{
+        const CALL: $($shape)+ = $($shape)+ { $($field: $value,)* ..$($shape)+ { $($default: $default_value,)* } };
+        const _: () = if let Some(rule) = $($violation)+(CALL) {
+            panic!("{}", rule.message());
+        };
+        CALL
+    }};
+}
+
 /// The helpers, emitted as one module the kernels import.
 #[nki::nki_module]
 pub mod kernel {

@@ -162,27 +162,14 @@ pub const fn allgather_compute_matmul_violation(c: AllGatherMatmulShape) -> Opti
 /// ```
 #[macro_export]
 macro_rules! allgather_compute_matmul_config {
-    (m = $m:expr, k = $k:expr, n = $n:expr, tp_degree = $tp:expr $(, $field:ident = $value:expr)* $(,)?) => {{
-        const CALL: $crate::experimental::collectives::fgcc_matmul::AllGatherMatmulShape =
-            $crate::experimental::collectives::fgcc_matmul::AllGatherMatmulShape {
-                $($field: $value,)*
-                ..$crate::experimental::collectives::fgcc_matmul::AllGatherMatmulShape {
-                    m: $m,
-                    k: $k,
-                    k_rhs: $k,
-                    n: $n,
-                    dtype_bytes: 2,
-                    tp_degree: $tp,
-                    num_groups: 1,
-                    lnc: 2,
-                    nc_version_3: true,
-                }
-            };
-        const _: () = if let Some(rule) = $crate::experimental::collectives::fgcc_matmul::allgather_compute_matmul_violation(CALL) {
-            panic!("{}", rule.message());
-        };
-        CALL
-    }};
+    (m = $m:expr, k = $k:expr, n = $n:expr, tp_degree = $tp:expr $(, $field:ident = $value:expr)* $(,)?) => {
+        $crate::__collective_config!(
+            [$crate::experimental::collectives::fgcc_matmul::AllGatherMatmulShape],
+            [$crate::experimental::collectives::fgcc_matmul::allgather_compute_matmul_violation],
+            { m: $m, k: $k, k_rhs: $k, n: $n, dtype_bytes: 2, tp_degree: $tp, num_groups: 1, lnc: 2, nc_version_3: true },
+            { $($field = $value),* }
+        )
+    };
 }
 
 /// The kernel with its tile constants and phase helpers.
@@ -190,9 +177,9 @@ macro_rules! allgather_compute_matmul_config {
 pub mod kernel {
     use crate::experimental::collectives::fg_allgather::{
         FgTiling, TILE_M_MAX, TILE_MAX, TOTAL_SBUF_BUDGET_BYTES, copy_local_rows, load_transposed_slices, permute_sbuf, processing_rank,
-        ring_programs, tile_slot,
+        ring_programs, ring_tiling, tile_slot,
     };
-    use crate::experimental::collectives::fgcc::{generate_replica_groups, launch_collective_permutes_hbm};
+    use crate::experimental::collectives::fgcc::launch_collective_permutes_hbm;
     use nki::prelude::*;
 
     /// Columns per output tile at most: one matmul's moving free size
@@ -386,6 +373,44 @@ pub mod kernel {
         }
     }
 
+    /// One ring step of the SBUF path: `src`'s tiles sent into `dst`'s, whose
+    /// rows (ring iteration `iteration_id`) are then multiplied into the result.
+    #[nki_helper]
+    pub fn compute_step_sbuf(
+        iteration_id: i64,
+        src: Vec<Sbuf>,
+        src_flat: Sbuf,
+        dst: Vec<Sbuf>,
+        dst_flat: Sbuf,
+        lhs: Hbm,
+        result: Hbm,
+        rhs: Hbm,
+        rhs_tiles: Vec<Sbuf>,
+        t: FgTiling,
+        nt: MatmulTiling,
+    ) {
+        permute_sbuf(src, src_flat, dst, dst_flat, t);
+        compute_iteration(dst, lhs, rhs, rhs_tiles, result, iteration_id, t, nt);
+    }
+
+    /// One ring step of the HBM path: `src` sent into `dst`, whose rows (ring
+    /// iteration `iteration_id`) are then multiplied into the result.
+    #[nki_helper]
+    pub fn compute_step_hbm(
+        iteration_id: i64,
+        src: Hbm,
+        dst: Hbm,
+        no_tiles: Vec<Sbuf>,
+        result: Hbm,
+        rhs: Hbm,
+        rhs_tiles: Vec<Sbuf>,
+        t: FgTiling,
+        nt: MatmulTiling,
+    ) {
+        launch_collective_permutes_hbm(src, dst, t.replica_groups, t.channel_n, t.lnc_n);
+        compute_iteration(no_tiles, dst, rhs, rhs_tiles, result, iteration_id, t, nt);
+    }
+
     /// The SBUF path: this program's slices transposed into tiles, sent
     /// around the ring in two flat buffers, each arrival multiplied.
     #[nki_helper]
@@ -399,13 +424,10 @@ pub mod kernel {
         let buf1_flat = nl::ndarray([t.tile_k, tiles * t.block_m], dtype, buffer = nl::sbuf);
 
         compute_iteration(buf0, lhs, rhs, rhs_tiles, result, 0, t, nt);
-        permute_sbuf(buf0, buf0_flat, buf1, buf1_flat, t);
-        compute_iteration(buf1, lhs, rhs, rhs_tiles, result, 1, t, nt);
+        compute_step_sbuf(1, buf0, buf0_flat, buf1, buf1_flat, lhs, result, rhs, rhs_tiles, t, nt);
         for step_idx in nl::sequential_range(1, t.rank_n / 2) {
-            permute_sbuf(buf1, buf1_flat, buf0, buf0_flat, t);
-            compute_iteration(buf0, lhs, rhs, rhs_tiles, result, 2 * step_idx, t, nt);
-            permute_sbuf(buf0, buf0_flat, buf1, buf1_flat, t);
-            compute_iteration(buf1, lhs, rhs, rhs_tiles, result, 2 * step_idx + 1, t, nt);
+            compute_step_sbuf(2 * step_idx, buf1, buf1_flat, buf0, buf0_flat, lhs, result, rhs, rhs_tiles, t, nt);
+            compute_step_sbuf(2 * step_idx + 1, buf0, buf0_flat, buf1, buf1_flat, lhs, result, rhs, rhs_tiles, t, nt);
         }
     }
 
@@ -421,13 +443,10 @@ pub mod kernel {
         let no_tiles: Vec<Sbuf> = (0..0).map(|_| nl::ndarray([t.tile_k, t.block_m], lhs.dtype(), buffer = nl::sbuf)).collect();
         copy_local_rows(lhs, buf0, t);
         compute_iteration(no_tiles, buf0, rhs, rhs_tiles, result, 0, t, nt);
-        launch_collective_permutes_hbm(buf0, buf1, t.replica_groups, t.channel_n, t.lnc_n);
-        compute_iteration(no_tiles, buf1, rhs, rhs_tiles, result, 1, t, nt);
+        compute_step_hbm(1, buf0, buf1, no_tiles, result, rhs, rhs_tiles, t, nt);
         for step_idx in nl::sequential_range(1, t.rank_n / 2) {
-            launch_collective_permutes_hbm(buf1, buf0, t.replica_groups, t.channel_n, t.lnc_n);
-            compute_iteration(no_tiles, buf0, rhs, rhs_tiles, result, 2 * step_idx, t, nt);
-            launch_collective_permutes_hbm(buf0, buf1, t.replica_groups, t.channel_n, t.lnc_n);
-            compute_iteration(no_tiles, buf1, rhs, rhs_tiles, result, 2 * step_idx + 1, t, nt);
+            compute_step_hbm(2 * step_idx, buf1, buf0, no_tiles, result, rhs, rhs_tiles, t, nt);
+            compute_step_hbm(2 * step_idx + 1, buf0, buf1, no_tiles, result, rhs, rhs_tiles, t, nt);
         }
     }
 
@@ -487,24 +506,7 @@ pub mod kernel {
         let lhs_budget = TOTAL_SBUF_BUDGET_BYTES - 2 * block_k * block_n * dtype_size;
         let lhs_in_sbuf = !force_hbm_cc && 2 * local_m * k * dtype_size <= lhs_budget;
         let tiles_in_block_m = if lhs_in_sbuf { all_tiles_m } else { all_tiles_m.min(lhs_budget / block_k / tile_m / dtype_size).max(1) };
-        let block_m = tile_m * tiles_in_block_m;
-        let t = FgTiling {
-            replica_groups: generate_replica_groups(tp_degree, num_groups),
-            rank_n,
-            lnc_n,
-            lnc_id,
-            channel_n,
-            local_m,
-            k,
-            tile_m,
-            tile_k,
-            tiles_in_block_m,
-            tiles_in_block_k,
-            block_m,
-            block_k,
-            num_block_m: local_m.div_ceil(block_m),
-            num_block_k: k / block_k,
-        };
+        let t: FgTiling = ring_tiling(tp_degree, num_groups, lnc_n, lnc_id, channel_n, local_m, k, tiles_in_block_m, tiles_in_block_k);
         let nt = MatmulTiling { n, tile_n, tiles_in_block_n, block_n, num_block_n: n / block_n, rhs_in_sbuf, lhs_in_sbuf };
         let rhs_count = if rhs_in_sbuf { t.num_block_k * tiles_in_block_k * nt.num_block_n } else { 0 };
         let rhs_tiles: Vec<Sbuf> = (0..rhs_count).map(|_| nl::ndarray([tile_k, block_n], rhs.dtype(), buffer = nl::sbuf)).collect();
