@@ -67,6 +67,17 @@ class ViewTest(unittest.TestCase):
         for make in run(k):
             self.assertRaisesRegex(NkiError, "partition dim", lambda: run(make))
 
+    def test_on_chip_ap_steps_whole_partitions(self):
+        # The docs' counter-example: a partition step of 64 on a (16, 32) tile
+        # reads every other partition, which SBUF/PSUM patterns cannot.
+        def k():
+            t = nl.ndarray((16, 32), nl.float32, buffer=nl.sbuf)
+            return t, lambda: t.ap([[64, 8], [1, 32]], offset=0)
+
+        t, bad = run(k)
+        self.assertRaisesRegex(NkiError, r"partition step must be the allocation's free size 32", lambda: run(bad))
+        self.assertEqual(list(run(lambda: t.ap([[32, 16], [1, 32]], offset=0)).shape), [16, 32])
+
     def test_dtype_views_reinterpret_the_bytes(self):
         x = RNG.standard_normal((4, 8)).astype(np.float32)
 

@@ -212,6 +212,13 @@ impl Tensor {
                 format!("access pattern {pattern:?} on '{}' needs at least one [step, count] pair with count >= 1", self.name()),
             ));
         }
+        // On chip the partitions are physical: the docs' "Restriction on
+        // SBUF/PSUM Tensors" makes the partition step the allocation's whole free
+        // size (a different step would stride through the middle of partitions).
+        let [step, count] = pattern[0];
+        if self.buffer().is_on_chip() && count > 1 && usize::try_from(step).ok() != Some(self.partition_cells()) {
+            return Err(NkiError::shape("ap", partition_step_message(pattern, self.name(), self.partition_cells())));
+        }
         let o = offset.unwrap_or(0);
         isize::try_from(o)
             .ok()
@@ -464,4 +471,13 @@ mod tests {
         assert_eq!(t.expand_dim(0).unwrap().shape(), &[1, 3, 1]);
         assert_eq!(iota(&[2, 3]).select(1, 2).unwrap().to_f32_vec(), vec![2., 5.]);
     }
+}
+
+/// The refusal of an on-chip access pattern whose partition step is not the
+/// allocation's free size.
+fn partition_step_message(pattern: &[[i64; 2]], name: &str, free: usize) -> String {
+    format!(
+        "access pattern {pattern:?} on '{name}': the partition step must be the allocation's free size {free} \
+         (SBUF/PSUM partitions are read whole, one after another)"
+    )
 }

@@ -284,6 +284,12 @@ fn on_chip_ap_partition_step_and_broadcast_column() {
             let bad = t.ap(&[[8, 2], [1, 6]], Some(4), None, 0)?;
             let e = expect_err(nisa::tensor_copy(ctx, &out, &bad, EngineOpts::default()));
             assert_err(&e, ErrorKind::Constraint, &["nisa.tensor_copy", "partition-major"]);
+            // The docs' counter-example: a partition step other than the free
+            // size (every other partition) is refused where the view is made.
+            let wide = alloc(ctx, &[16, 32], Dtype::F32, Buffer::Sbuf)?;
+            let e = expect_err(wide.ap(&[[64, 8], [1, 32]], Some(0), None, 0));
+            assert_err(&e, ErrorKind::Shape, &["[[64, 8], [1, 32]]", "free size 32"]);
+            assert!(wide.ap(&[[32, 16], [1, 32]], Some(0), None, 0).is_ok());
             Ok(())
         })
         .unwrap();

@@ -63,6 +63,12 @@ class TensorViews:
         if scalar_offset is not None and vector_offset is not None:
             raise NkiError("ap", OFFSETS_EXCLUSIVE)
         base_view = self if dtype is None or dtype is self.dtype else self._reinterpreted("ap(dtype=)", dtype)
+        # On chip the partitions are physical: the docs' "Restriction on SBUF/PSUM
+        # Tensors" makes the partition step the allocation's whole free size.
+        free = base_view.storage.partition_cells
+        if self.buffer.on_chip and pairs[0][1] > 1 and pairs[0][0] != free:
+            raise NkiError("ap", f"access pattern {pattern} on '{self.name}': the partition step must be the "
+                                 f"allocation's free size {free} (SBUF/PSUM partitions are read whole, one after another)")
         base = base_view.offset + (0 if offset is None else _int("ap", "offset", offset))
         if scalar_offset is not None or vector_offset is not None:
             if not 0 <= indirect_dim < self.ndim:
