@@ -425,6 +425,15 @@ fn pattern_layout(base: isize, pattern: &[[i64; 2]]) -> Layout {
     }
 }
 
+/// The refusal of an on-chip access pattern whose partition step is not the
+/// allocation's free size.
+fn partition_step_message(pattern: &[[i64; 2]], name: &str, free: usize) -> String {
+    format!(
+        "access pattern {pattern:?} on '{name}': the partition step must be the allocation's free size {free} \
+         (SBUF/PSUM partitions are read whole, one after another)"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use crate::{Dtype, Tensor, s};
@@ -471,13 +480,4 @@ mod tests {
         assert_eq!(t.expand_dim(0).unwrap().shape(), &[1, 3, 1]);
         assert_eq!(iota(&[2, 3]).select(1, 2).unwrap().to_f32_vec(), vec![2., 5.]);
     }
-}
-
-/// The refusal of an on-chip access pattern whose partition step is not the
-/// allocation's free size.
-fn partition_step_message(pattern: &[[i64; 2]], name: &str, free: usize) -> String {
-    format!(
-        "access pattern {pattern:?} on '{name}': the partition step must be the allocation's free size {free} \
-         (SBUF/PSUM partitions are read whole, one after another)"
-    )
 }
