@@ -139,6 +139,9 @@ pub enum TypeAnn {
     List(Box<TypeAnn>, Spn),
     /// Rings of ranks for a replica group.
     Groups(Spn),
+    /// An `ncc.ReplicaGroup` the caller builds (a kernel parameter, as the
+    /// library's collectives take one).
+    ReplicaGroup(Spn),
     Option(Box<TypeAnn>, Spn),
     Tuple(Vec<TypeAnn>, Spn),
     /// A kernel's outputs when their number depends on the arguments: one tensor
@@ -163,6 +166,7 @@ impl TypeAnn {
             | TypeAnn::Str(s)
             | TypeAnn::List(_, s)
             | TypeAnn::Groups(s)
+            | TypeAnn::ReplicaGroup(s)
             | TypeAnn::Option(_, s)
             | TypeAnn::Tuple(_, s)
             | TypeAnn::Outputs(s)

@@ -24,6 +24,9 @@ enum In {
     UIds(&'static [usize], u32),
     /// A uint8 mask of random 0s and 1s.
     Mask(&'static [usize]),
+    /// A bfloat16 tensor of uniform values in `[-1, 1)` whose last `n` columns
+    /// are zero (a packed index of 0 in every row).
+    Bf16ZeroTail(&'static [usize], usize),
     Text(&'static str),
 }
 
@@ -34,7 +37,7 @@ struct Case {
     params: &'static [(&'static str, In)],
 }
 
-use In::{F32, Ids, Mask, Text, UIds};
+use In::{Bf16ZeroTail, F32, Ids, Mask, Text, UIds};
 
 const QKV: &[usize] = &[1, 1, 64, 128];
 
@@ -100,6 +103,24 @@ const CASES: &[Case] = &[
         ranks: 4,
         // Each rank's 256 rows times its own [512, 256] shard over trn2's 2 programs and 2 ring channels.
         params: &[("lhs", F32(&[256, 512])), ("rhs", F32(&[512, 256])), ("tp_degree", Text("4")), ("num_groups", Text("1"))],
+    },
+    Case {
+        kernel: "allgather_sb2sb",
+        ranks: 4,
+        // Two groups of two ranks, the ncc.ReplicaGroup given by its rings.
+        params: &[("inp", F32(&[128, 96])), ("replica_groups", Text("0,1;2,3")), ("tp_degree", Text("2"))],
+    },
+    Case {
+        kernel: "allgather_sb2sb_tiled",
+        ranks: 4,
+        // Two row tiles, one per program of trn2's two.
+        params: &[("inp", F32(&[256, 64])), ("replica_groups", Text("0,1,2,3")), ("tp_degree", Text("4"))],
+    },
+    Case {
+        kernel: "topk_reduce",
+        ranks: 1,
+        // Every row of token 0: its output is the sum of the first 4 rows.
+        params: &[("input", Bf16ZeroTail(&[32, 66], 2)), ("T", Text("1")), ("K", Text("4"))],
     },
     Case {
         kernel: "indexed_flatten",
@@ -459,6 +480,12 @@ fn write_inputs(dir: &Path, case: &Case) -> Vec<String> {
                     let bits: Vec<f64> = common::uniform(shape.iter().product(), seed, 0.0, 2.0).iter().map(|v| v.floor()).collect();
                     write_npy(&path, shape, &bits, NpyType::U8).unwrap();
                 }
+                Bf16ZeroTail(shape, n) => {
+                    let cols = shape[shape.len() - 1];
+                    let mut v = common::uniform(shape.iter().product(), seed, -1.0, 1.0);
+                    v.iter_mut().enumerate().filter(|(i, _)| i % cols >= cols - n).for_each(|(_, x)| *x = 0.0);
+                    write_npy(&path, shape, &v, NpyType::Bf16).unwrap();
+                }
                 Text(_) => unreachable!("scalars are not files"),
             }
         };
@@ -494,6 +521,9 @@ fn rust_outputs(dir: &Path, case: &Case, info: &FunctionInfo) -> Vec<Vec<Tensor>
                             nki::emit::ParamKind::Dtype => ArgValue::Dtype(nki::Dtype::from_python_name(t).unwrap()),
                             nki::emit::ParamKind::Enum { .. } => ArgValue::Member(t.to_string()),
                             nki::emit::ParamKind::Str => ArgValue::Str(t.to_string()),
+                            nki::emit::ParamKind::ReplicaGroup => {
+                                ArgValue::Groups(t.split(';').map(|g| g.split(',').map(|r| r.parse().unwrap()).collect()).collect())
+                            }
                             other => panic!("no text case for {other:?}"),
                         },
                         _ => {
@@ -681,6 +711,20 @@ fn a_configuration_object_is_given_field_by_field() {
 }
 
 #[test]
+fn a_replica_group_is_given_by_its_rings() {
+    let refusals: &[(&[&str], &[&str])] = &[
+        (&["--replica-groups", "0,x"], &["--replica-groups 0,x: expected a replica group's rings such as 0,1,2,3 or 0,1;2,3"]),
+        (&["--replica-groups", "0,1;2,4", "--ranks", "4"], &["ranks must be distinct and in 0..4; rank 4 is not"]),
+        // A group of four where tp_degree says two: the gathered tile is too narrow.
+        (&["--replica-groups", "0,1,2,3", "--ranks", "4"], &["must have shape [128, 384] (the 4 srcs concatenated along dim 1)"]),
+    ];
+    let dir = assert_refused("allgather_sb2sb", refusals);
+    let help = nki_in(&dir, &["run", "allgather_sb2sb", "--help"]);
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(help.status.success() && text.contains("--replica-groups VALUE") && text.contains("an ncc.ReplicaGroup (required)"), "{text}");
+}
+
+#[test]
 fn a_refused_kargs_field_value_is_named() {
     let refusals: &[(&[&str], &[&str])] = &[
         (
@@ -865,7 +909,7 @@ fn any_value(p: &ParamInfo) -> String {
         ParamKind::Bool => "false".into(),
         ParamKind::Dtype => "float32".into(),
         ParamKind::Str => "x".into(),
-        ParamKind::Groups => "0".into(),
+        ParamKind::Groups | ParamKind::ReplicaGroup => "0".into(),
         ParamKind::Enum { members, .. } => members[0].into(),
         ParamKind::Tensor => unreachable!("tensors are files"),
     }
@@ -941,6 +985,8 @@ fn every_tensor_parameter_refuses_each_dtype_it_does_not_accept() {
                         ParamKind::Float => Some(ArgValue::Float(any_value(q).parse().unwrap())),
                         ParamKind::Bool => Some(ArgValue::Bool(false)),
                         ParamKind::Enum { members, .. } => Some(ArgValue::Member(members[0].to_string())),
+                        // One rank: a group of rank 0 alone.
+                        ParamKind::ReplicaGroup => Some(ArgValue::Groups(vec![vec![0]])),
                         other => panic!("{}: no value for a required {other:?}", k.name),
                     })
                     .collect();

@@ -191,6 +191,8 @@ pub enum Arg {
     Object(&'static str, Vec<(&'static str, Arg)>),
     /// A member of a Python `Enum` class the package exports: class, member.
     Member(&'static str, &'static str),
+    /// An `ncc.ReplicaGroup` of these rings.
+    ReplicaGroup(Vec<Vec<i64>>),
 }
 
 /// Runs the emitted `kernel` under the NumPy executor with one rank, `lnc`
@@ -294,6 +296,7 @@ fn encode(a: &Arg, dir: &Path, n: &mut usize) -> String {
             format!("{{\"object\": \"{class}\", \"fields\": {{{}}}}}", fields.join(", "))
         }
         Arg::Member(class, member) => format!("{{\"enum\": \"{class}\", \"member\": \"{member}\"}}"),
+        Arg::ReplicaGroup(rings) => format!("{{\"replica_group\": {rings:?}}}"),
     }
 }
 

@@ -15,6 +15,18 @@
 //! lists, both paths, `rhs` held and streamed, both precision modes; the
 //! permutes carry every rank's whole `lhs` `RANK_N - 1` times; NumPy equals
 //! the emulator; its rules.
+//!
+//! `allgather_sb2sb` and `allgather_sb2sb_tiled`, given the group as an
+//! `ncc.ReplicaGroup`: every rank holds its group's inputs side by side in
+//! group order, bit for bit, over one and two groups and groups out of rank
+//! order, LNC 1 and 2, one and several row tiles; the all-gathers carry each
+//! group's inputs once per program that gathers them; NumPy (the group passed
+//! as an `ncc.ReplicaGroup`) equals the emulator; their rules.
+//!
+//! `topk_reduce`: each token's output row is the float64 sum of its rows
+//! (found by their packed int32 index among padding rows), within the library
+//! test's tolerance, at its configurations; NumPy equals the emulator; its
+//! rules.
 
 use crate::common::{self, Arg, emitted_package};
 use nki::{Dtype, Launch, Precision, Tensor};
@@ -434,4 +446,330 @@ fn allgather_compute_matmul_rules() {
     let err =
         Launch::new().ranks(4).run_ranks(|ctx| allgather_compute_matmul::Call::new(&x, &w, 4, 1).run(ctx)).expect_err("K 256 against 128");
     assert!(err.to_string().contains(AllGatherMatmulRule::Contraction.message()), "{err}");
+}
+
+/// One SBUF all-gather: each rank's `[rows, w]` input, the replica group's
+/// rings, `lnc` programs per rank, the tiled kernel or not.
+#[derive(Clone, Debug)]
+struct Sb2sb {
+    rows: usize,
+    w: usize,
+    rings: Vec<Vec<i64>>,
+    lnc: usize,
+    dtype: Dtype,
+    tiled: bool,
+}
+
+impl Sb2sb {
+    fn name(&self) -> String {
+        let kernel = if self.tiled { "allgather_sb2sb_tiled" } else { "allgather_sb2sb" };
+        format!("{kernel}_{}x{}_rings{:?}_lnc{}_{:?}", self.rows, self.w, self.rings, self.lnc, self.dtype)
+    }
+
+    fn ranks(&self) -> usize {
+        self.rings.iter().map(Vec::len).sum()
+    }
+
+    fn tp(&self) -> usize {
+        self.rings[0].len()
+    }
+
+    /// Rank `r`'s input, rounded to the dtype.
+    fn input(&self, r: usize) -> Vec<f64> {
+        common::as_dtype(&common::uniform(self.rows * self.w, common::seed_of(&self.name()) + r as u64, -3.0, 3.0), self.dtype)
+    }
+
+    /// What rank `rank` holds: row by row, the rows of its group's members'
+    /// inputs side by side in the group's order.
+    fn reference(&self, rank: usize) -> Vec<f64> {
+        let ring = self.rings.iter().find(|g| g.contains(&(rank as i64))).expect("every rank is in a ring");
+        let inputs: Vec<Vec<f64>> = ring.iter().map(|&r| self.input(r as usize)).collect();
+        (0..self.rows).flat_map(|i| inputs.iter().flat_map(move |x| x[i * self.w..(i + 1) * self.w].iter().copied())).collect()
+    }
+
+    fn run(&self, precision: Precision) -> nki::emulator::RunReport<Tensor> {
+        use nkilib::experimental::collectives::sb2sb_allgather::{allgather_sb2sb, allgather_sb2sb_tiled};
+        let inputs: Vec<Tensor> = (0..self.ranks()).map(|r| common::tensor(&[self.rows, self.w], &self.input(r), self.dtype)).collect();
+        let group = nki::ncc::ReplicaGroup::new(self.rings.clone());
+        let tp = self.tp() as i64;
+        Launch::new()
+            .ranks(self.ranks())
+            .lnc(self.lnc)
+            .precision(precision)
+            .run_all(|ctx| {
+                let x = &inputs[ctx.rank()];
+                if self.tiled {
+                    allgather_sb2sb_tiled::Call::new(x, group.clone(), tp).run(ctx)
+                } else {
+                    allgather_sb2sb::Call::new(x, group.clone(), tp).run(ctx)
+                }
+            })
+            .unwrap_or_else(|e| panic!("{}: {e}", self.name()))
+    }
+
+    /// Results equal to the reference bit for bit (the kernels only move
+    /// data); each ring's all-gathers carry its members' whole inputs once per
+    /// program that gathers them (a single tile is gathered by every program).
+    fn check(&self, precision: Precision) {
+        let run = self.run(precision);
+        for r in 0..self.ranks() {
+            let got = run.results[r][0].to_f32_vec();
+            assert_eq!(got.len(), self.tp() * self.rows * self.w, "{}", self.name());
+            common::assert_close(&format!("{} rank {r} {precision:?}", self.name()), &got, &self.reference(r), 0.0, 0.0);
+        }
+        let tiles = if self.tiled { self.rows.div_ceil(128) } else { 1 };
+        let gathers_per_program = if tiles == 1 { 1 } else { tiles / self.lnc };
+        let copies = if tiles == 1 { self.lnc } else { 1 };
+        let tp = self.tp();
+        for ring in &self.rings {
+            let ring: Vec<usize> = ring.iter().map(|&r| r as usize).collect();
+            let events: Vec<_> = run.comm.iter().filter(|c| c.ring == ring).collect();
+            assert_eq!(events.len(), gathers_per_program, "{}: one all_gather per tile a program holds", self.name());
+            assert!(events.iter().all(|e| e.op == "all_gather"), "{}", self.name());
+            let bytes: usize = events.iter().map(|e| e.bytes).sum();
+            assert_eq!(bytes, copies * tp * self.rows * self.w * self.dtype.size_bytes(), "{}: bytes gathered", self.name());
+            let messages: usize = events.iter().map(|e| e.messages).sum();
+            assert_eq!(messages, gathers_per_program * self.lnc * tp * (tp - 1), "{}: every member to every other", self.name());
+        }
+    }
+
+    /// The emitted kernel under NumPy, given the group as an `ncc.ReplicaGroup`,
+    /// against the emulator.
+    fn check_numpy(&self) {
+        let run = self.run(Precision::Hardware);
+        let args: Vec<Vec<Arg>> = (0..self.ranks())
+            .map(|r| {
+                vec![
+                    Arg::Tensor(vec![self.rows, self.w], self.input(r), self.dtype),
+                    Arg::ReplicaGroup(self.rings.clone()),
+                    Arg::Int(self.tp() as i64),
+                ]
+            })
+            .collect();
+        let kernel = if self.tiled { "allgather_sb2sb_tiled" } else { "allgather_sb2sb" };
+        let np = common::run_numpy_ranks(emitted_package(), kernel, &args, self.lnc, "hardware");
+        for (r, outs) in np.iter().enumerate() {
+            assert_eq!(outs[0], run.results[r][0].to_f32_vec(), "{}: numpy rank {r}", self.name());
+        }
+    }
+}
+
+fn sb2sb(rows: usize, w: usize, rings: &[&[i64]], lnc: usize, dtype: Dtype, tiled: bool) -> Sb2sb {
+    Sb2sb { rows, w, rings: rings.iter().map(|g| g.to_vec()).collect(), lnc, dtype, tiled }
+}
+
+/// The docstring's example, `[128, 512]` over four ranks, and smaller
+/// tiles over two rings and a group listed out of rank order, LNC 1 and 2,
+/// both precision modes.
+#[test]
+fn allgather_sb2sb_gathers_every_group() {
+    let cases = [
+        sb2sb(128, 512, &[&[0, 1, 2, 3]], 1, Dtype::Bf16, false),
+        sb2sb(64, 96, &[&[0, 1], &[2, 3]], 2, Dtype::F32, false),
+        sb2sb(7, 33, &[&[2, 0, 3, 1]], 1, Dtype::F16, false),
+    ];
+    for c in cases {
+        c.check(Precision::Hardware);
+        c.check(Precision::Fp32);
+    }
+}
+
+/// Rows in tiles of 128 split over the LNC programs, a single tile gathered
+/// by every program, and a group out of rank order.
+#[test]
+fn allgather_sb2sb_tiled_gathers_every_tile() {
+    let cases = [
+        sb2sb(512, 256, &[&[0, 1, 2, 3]], 2, Dtype::Bf16, true),
+        sb2sb(384, 128, &[&[0, 1], &[2, 3]], 1, Dtype::F32, true),
+        sb2sb(96, 64, &[&[3, 1, 0, 2]], 2, Dtype::F16, true),
+    ];
+    for c in cases {
+        c.check(Precision::Hardware);
+        c.check(Precision::Fp32);
+    }
+}
+
+#[test]
+fn allgather_sb2sb_under_numpy_matches_the_emulator() {
+    for c in [
+        sb2sb(128, 512, &[&[0, 1, 2, 3]], 1, Dtype::Bf16, false),
+        sb2sb(64, 96, &[&[0, 1], &[2, 3]], 2, Dtype::F32, false),
+        sb2sb(512, 256, &[&[0, 1, 2, 3]], 2, Dtype::Bf16, true),
+        sb2sb(96, 64, &[&[3, 1, 0, 2]], 2, Dtype::F16, true),
+    ] {
+        c.check_numpy();
+    }
+}
+
+/// The rules as `const fn`s, and the kernels refusing what they break with the
+/// same messages.
+#[test]
+fn allgather_sb2sb_rules() {
+    use nkilib::experimental::collectives::sb2sb_allgather::{
+        AllGatherSb2sbRule, AllGatherSb2sbShape, allgather_sb2sb, allgather_sb2sb_tiled, allgather_sb2sb_violation,
+    };
+    let shape = |rows, tiled, lnc| AllGatherSb2sbShape { rows, tiled, lnc };
+    assert_eq!(allgather_sb2sb_violation(shape(128, false, 2)), None);
+    assert_eq!(allgather_sb2sb_violation(shape(129, false, 1)), Some(AllGatherSb2sbRule::Height));
+    assert_eq!(allgather_sb2sb_violation(shape(200, true, 1)), Some(AllGatherSb2sbRule::Rows));
+    assert_eq!(allgather_sb2sb_violation(shape(384, true, 2)), Some(AllGatherSb2sbRule::Programs));
+    assert_eq!(allgather_sb2sb_violation(shape(100, true, 2)), None);
+    assert_eq!(allgather_sb2sb_violation(shape(384, true, 1)), None);
+    let group = nki::ncc::ReplicaGroup::new(vec![vec![0, 1]]);
+    let refuse = |rows: usize, lnc: usize, tiled: bool| {
+        let x = common::tensor(&[rows, 8], &vec![1.0; rows * 8], Dtype::F32);
+        let call = |ctx: &nki::Ctx| {
+            if tiled {
+                allgather_sb2sb_tiled::Call::new(&x, group.clone(), 2).run(ctx)
+            } else {
+                allgather_sb2sb::Call::new(&x, group.clone(), 2).run(ctx)
+            }
+        };
+        Launch::new().ranks(2).lnc(lnc).run_ranks(call).expect_err("refused").to_string()
+    };
+    assert!(refuse(129, 1, false).contains(AllGatherSb2sbRule::Height.message()));
+    assert!(refuse(200, 1, true).contains(AllGatherSb2sbRule::Rows.message()));
+    assert!(refuse(384, 2, true).contains(AllGatherSb2sbRule::Programs.message()));
+}
+
+/// One `topk_reduce`: `src_ranks · T` rows of `H` values plus the packed
+/// token index, `K` rows per token scattered among padding rows.
+#[derive(Clone, Copy, Debug)]
+struct TopkReduce {
+    lnc: usize,
+    src_ranks: usize,
+    t: usize,
+    k: usize,
+    h: usize,
+    dtype: Dtype,
+}
+
+impl TopkReduce {
+    fn name(&self) -> String {
+        format!("topk_reduce_lnc{}_r{}_T{}_K{}_H{}_{:?}", self.lnc, self.src_ranks, self.t, self.k, self.h, self.dtype)
+    }
+
+    fn rows(&self) -> usize {
+        self.src_ranks * self.t
+    }
+
+    /// The row each of the `T·K` (token, k) pairs lands on: the first `T·K`
+    /// positions of a seeded shuffle of the rows.
+    fn placement(&self) -> Vec<usize> {
+        let keys = common::uniform(self.rows(), common::seed_of(&self.name()) + 1, 0.0, 1.0);
+        let mut order: Vec<usize> = (0..self.rows()).collect();
+        order.sort_by(|&a, &b| keys[a].total_cmp(&keys[b]));
+        order.truncate(self.t * self.k);
+        order
+    }
+
+    /// The input, as values of the dtype: padding rows hold -1 everywhere
+    /// (their packed index is negative), row `placement[t·K + k]` holds
+    /// token `t`'s values and `t` as an int32 whose low 16 bits are column
+    /// `H` (the 16-bit pattern `t`, a subnormal) and high bits column `H + 1`.
+    fn input(&self) -> Vec<f64> {
+        let width = self.h + 2;
+        let mut x = vec![-1.0; self.rows() * width];
+        let values = common::as_dtype(&common::uniform(self.t * self.k * self.h, common::seed_of(&self.name()), -2.0, 2.0), self.dtype);
+        let tiny = if self.dtype == Dtype::Bf16 { (-133f64).exp2() } else { (-24f64).exp2() };
+        for (j, &row) in self.placement().iter().enumerate() {
+            let at = row * width;
+            x[at..at + self.h].copy_from_slice(&values[j * self.h..(j + 1) * self.h]);
+            x[at + self.h] = (j / self.k) as f64 * tiny;
+            x[at + self.h + 1] = 0.0;
+        }
+        x
+    }
+
+    /// Token `t`'s output row: the sum of its `K` rows' values, in float64.
+    fn reference(&self) -> Vec<f64> {
+        let (x, width) = (self.input(), self.h + 2);
+        let mut out = vec![0.0; self.t * self.h];
+        for (j, &row) in self.placement().iter().enumerate() {
+            let t = j / self.k;
+            for c in 0..self.h {
+                out[t * self.h + c] += x[row * width + c];
+            }
+        }
+        out
+    }
+
+    fn run(&self, precision: Precision) -> Tensor {
+        use nkilib::experimental::collectives::topk_reduce::topk_reduce;
+        let x = common::tensor(&[self.rows(), self.h + 2], &self.input(), self.dtype);
+        topk_reduce::Call::new(&x, self.t as i64, self.k as i64)
+            .launch(&Launch::new().lnc(self.lnc).precision(precision))
+            .unwrap_or_else(|e| panic!("{}: {e}", self.name()))
+    }
+
+    /// The sums within the library test's tolerance (they accumulate in the
+    /// input's dtype).
+    fn check(&self, precision: Precision) {
+        let got = self.run(precision).to_f32_vec();
+        common::assert_close(&format!("{} {precision:?}", self.name()), &got, &self.reference(), 5e-2, 5e-2);
+    }
+
+    fn check_numpy(&self) {
+        let got = self.run(Precision::Hardware).to_f32_vec();
+        let args = [Arg::Tensor(vec![self.rows(), self.h + 2], self.input(), self.dtype), Arg::Int(self.t as i64), Arg::Int(self.k as i64)];
+        let np = common::run_numpy("topk_reduce", &args, self.lnc, "hardware");
+        assert_eq!(np[0], got, "{}: numpy", self.name());
+    }
+}
+
+const fn topk_reduce_case(lnc: usize, src_ranks: usize, t: usize, k: usize, h: usize) -> TopkReduce {
+    TopkReduce { lnc, src_ranks, t, k, h, dtype: Dtype::Bf16 }
+}
+
+/// The library test's configurations (bf16) but its two largest (128 source
+/// ranks of 128 tokens, which the library comparison covers), and fp16.
+#[test]
+fn topk_reduce_matches_the_library_test() {
+    let cases = [
+        topk_reduce_case(1, 8, 4, 4, 2880),
+        topk_reduce_case(2, 8, 4, 4, 2880),
+        topk_reduce_case(2, 8, 4, 8, 4096),
+        topk_reduce_case(2, 8, 128, 4, 2880),
+        topk_reduce_case(2, 8, 128, 8, 4096),
+        topk_reduce_case(2, 128, 4, 4, 2880),
+        topk_reduce_case(2, 128, 4, 8, 4096),
+        TopkReduce { dtype: Dtype::F16, ..topk_reduce_case(2, 8, 40, 3, 256) },
+    ];
+    for c in cases {
+        c.check(Precision::Hardware);
+        c.check(Precision::Fp32);
+    }
+}
+
+#[test]
+fn topk_reduce_under_numpy_matches_the_emulator() {
+    for c in [
+        topk_reduce_case(1, 8, 4, 4, 2880),
+        topk_reduce_case(2, 8, 128, 8, 512),
+        TopkReduce { dtype: Dtype::F16, ..topk_reduce_case(2, 4, 33, 2, 64) },
+    ] {
+        c.check_numpy();
+    }
+}
+
+#[test]
+fn topk_reduce_rules() {
+    use nkilib::experimental::collectives::topk_reduce::{TopkReduceRule, TopkReduceShape, topk_reduce, topk_reduce_violation};
+    let shape = |t, k, h, lnc| TopkReduceShape { t, k, h, lnc };
+    assert_eq!(topk_reduce_violation(shape(128, 8, 4096, 2)), None);
+    assert_eq!(topk_reduce_violation(shape(129, 8, 4096, 2)), Some(TopkReduceRule::Tokens));
+    assert_eq!(topk_reduce_violation(shape(4, 9, 4096, 2)), Some(TopkReduceRule::Experts));
+    assert_eq!(topk_reduce_violation(shape(4, 4, 2881, 2)), Some(TopkReduceRule::Hidden));
+    assert_eq!(topk_reduce_violation(shape(4, 4, 2881, 1)), Some(TopkReduceRule::PackedIndex));
+    let refuse = |rows: usize, width: usize, t: i64, k: i64, lnc: usize| {
+        let x = common::tensor(&[rows, width], &vec![-1.0; rows * width], Dtype::Bf16);
+        topk_reduce::Call::new(&x, t, k).launch(&Launch::new().lnc(lnc)).expect_err("refused").to_string()
+    };
+    assert!(refuse(1032, 66, 129, 4, 2).contains(TopkReduceRule::Tokens.message()));
+    assert!(refuse(64, 66, 4, 9, 2).contains(TopkReduceRule::Experts.message()));
+    assert!(refuse(64, 65, 4, 4, 2).contains(TopkReduceRule::Hidden.message()));
+    assert!(refuse(64, 65, 4, 4, 1).contains(TopkReduceRule::PackedIndex.message()));
+    let x = common::tensor(&[8, 66], &[0.0; 8 * 66], Dtype::F32);
+    let e = topk_reduce::Call::new(&x, 4, 2).launch(&Launch::new()).expect_err("float32 is refused").to_string();
+    assert!(e.contains("topk_reduce takes input as bfloat16 or float16"), "{e}");
 }

@@ -900,7 +900,7 @@ class CheckerTest(unittest.TestCase):
 class CommandLineTest(unittest.TestCase):
     PACKAGE = {
         # `other` defines another `Scaling`, which the package exports under that name.
-        "__init__.py": "from .kernels import Scaling, ScaleConfig, ScalingConfig, configured, scaled_by, scaled_by_config, scale, ring\n"
+        "__init__.py": "from .kernels import Scaling, ScaleConfig, ScalingConfig, configured, scaled_by, scaled_by_config, scale, ring, ring_in\n"
                        "from .other import Scaling\n",
         "other.py": """
             from enum import Enum
@@ -991,6 +991,17 @@ class CommandLineTest(unittest.TestCase):
                 r = nl.ndarray(shape=x.shape, dtype=x.dtype, buffer=nl.sbuf)
                 ncc.collective_permute_implicit(srcs_by_channel=[[t]], dsts_by_channel=[[r]],
                                                 replica_group=ncc.ReplicaGroup(((0, 1, 2),)))
+                out = nl.ndarray(shape=x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+                nisa.dma_copy(dst=out, src=r)
+                return out
+
+
+            @nki.jit
+            def ring_in(x, group):
+                assert isinstance(group, ncc.ReplicaGroup), f"group={group!r} is not a ReplicaGroup"
+                t = load(x, x.shape[0], x.shape[1])
+                r = nl.ndarray(shape=x.shape, dtype=x.dtype, buffer=nl.sbuf)
+                ncc.collective_permute_implicit(srcs_by_channel=[[t]], dsts_by_channel=[[r]], replica_group=group)
                 out = nl.ndarray(shape=x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
                 nisa.dma_copy(dst=out, src=r)
                 return out
@@ -1117,6 +1128,25 @@ class CommandLineTest(unittest.TestCase):
         for rank in range(3):
             got = np.load(self.dir / "out" / f"rank{rank}_out0.npy")
             self.assertEqual((got.dtype, got.tolist()), (np.int32, [[(rank - 1) % 3] * 2] * 2))
+
+    def test_replica_group_arguments(self):
+        for r in range(4):
+            np.save(self.dir / f"x{r}.npy", np.full((2, 2), r, dtype=np.int32))
+        run = lambda group: self.harness("run", "--package", self.pkg, "--out", str(self.dir / "out"), "--spec", self.spec(
+            kernel="ring_in", ranks=4, args=[[{"npy": f"x{r}.npy", "dtype": "int32"}, group] for r in range(4)]))
+        # Two rings of two: each rank receives its partner's rows.
+        r = run({"replica_group": [[0, 1], [2, 3]]})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for rank in range(4):
+            self.assertEqual(np.load(self.dir / "out" / f"rank{rank}_out0.npy").tolist(), [[rank ^ 1] * 2] * 2)
+        # The rings are not the group: the kernel refuses them.
+        r = run({"tuple": [{"tuple": [{"int": 0}, {"int": 1}, {"int": 2}, {"int": 3}]}]})
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("is not a ReplicaGroup", r.stderr)
+        for bad in ({"replica_group": [0, 1]}, {"replica_group": [[0, True]]}, {"replica_group": [[0]], "int": 1}):
+            r = run(bad)
+            self.assertEqual(r.returncode, 1, bad)
+            self.assertIn("a replica group is a list of lists of ranks", r.stderr)
 
     def test_errors_are_one_line(self):
         np.save(self.dir / "x.npy", np.zeros((200, 2)))

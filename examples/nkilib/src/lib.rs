@@ -17,6 +17,9 @@
 //! | `depthwise_conv1d_implicit_gemm` | [`experimental::conv::depthwise_conv1d`] | depthwise 1-D convolution by matmuls over an implicit im2col |
 //! | `fine_grained_allgather` | [`experimental::collectives::fg_allgather`] | each rank's rows gathered from its ring by collective permutes into alternating buffers |
 //! | `allgather_compute_matmul` | [`experimental::collectives::fgcc_matmul`] | each rank's rows gathered from its ring, each arrival multiplied by the rank's `rhs` shard |
+//! | `allgather_sb2sb` | [`experimental::collectives::sb2sb_allgather`] | each rank's `[H, W]` tile gathered along its columns from its replica group by one SBUF `all_gather` |
+//! | `allgather_sb2sb_tiled` | [`experimental::collectives::sb2sb_allgather`] | `allgather_sb2sb` row tile by row tile, the tiles split over the LNC programs |
+//! | `topk_reduce` | [`experimental::collectives::topk_reduce`] | the MoE top-K sum of each token's rows scattered (by packed token index) over an `all_to_all_v` buffer |
 //! | `RoPE` | [`embeddings::rope`] | rotary position embedding, head dim on the partitions |
 //! | `rope_hf` | [`embeddings::rope_hf`] | rotary position embedding of q and k, `[batch, heads, seq, head_dim]` |
 //! | `cascaded_max` | [`max::cascaded_max`] | each row's maximum and its column, in two stages |

@@ -27,6 +27,8 @@ pub enum ParamKind {
     Str,
     /// Replica groups: rings of ranks.
     Groups,
+    /// An `ncc.ReplicaGroup`, given by its rings (an [`ArgValue::Groups`]).
+    ReplicaGroup,
     /// A member of an `#[nki_enum]` (a Python `Enum` class), given by name.
     Enum {
         /// The class's name.
@@ -47,6 +49,7 @@ impl ParamKind {
             ParamKind::Dtype => "a dtype",
             ParamKind::Str => "a string",
             ParamKind::Groups => "replica groups",
+            ParamKind::ReplicaGroup => "an ncc.ReplicaGroup",
             ParamKind::Enum { .. } => "an enum member",
         }
     }
@@ -141,7 +144,7 @@ pub enum ArgValue {
     Dtype(Dtype),
     /// A string.
     Str(String),
-    /// Replica groups.
+    /// Replica groups' rings (of a `Groups` or a `ReplicaGroup` parameter).
     Groups(Vec<Vec<i64>>),
     /// The name of an enum member (`"SOFTMAX"`).
     Member(String),
@@ -244,6 +247,14 @@ impl ArgValue {
         match self {
             ArgValue::Groups(g) => Ok(g.clone()),
             other => Err(mismatch(name, ParamKind::Groups, other)),
+        }
+    }
+
+    /// The `ncc.ReplicaGroup` of parameter `name`, built from the rings given.
+    pub fn replica_group(&self, name: &str) -> Result<crate::collectives::ReplicaGroup> {
+        match self {
+            ArgValue::Groups(g) => Ok(crate::collectives::ReplicaGroup::new(g.clone())),
+            other => Err(mismatch(name, ParamKind::ReplicaGroup, other)),
         }
     }
 }

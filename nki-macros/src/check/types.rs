@@ -98,6 +98,7 @@ impl Ty {
             TypeAnn::Dtype(_) => Ty::Dtype(None),
             TypeAnn::Str(_) => Ty::Str,
             TypeAnn::Groups(_) => Ty::Groups,
+            TypeAnn::ReplicaGroup(_) => Ty::ReplicaGroup,
             TypeAnn::Option(inner, _) => Ty::Option(Box::new(Ty::from_ann(inner))),
             TypeAnn::Tuple(items, _) => Ty::Tuple(items.iter().map(Ty::from_ann).collect()),
             TypeAnn::List(item, _) => Ty::Seq(Box::new(Ty::from_ann(item))),

@@ -225,6 +225,11 @@ pub fn parse_function(item: &syn::ItemFn, kind: FnKind, objects: &[ObjectDef], e
                 cx.error(Spn::of(&pt.ty), "#[range(...)] applies to int and float parameters only");
                 range.clear();
             }
+            // A group is built by the caller: no literal stands for one.
+            if let (TypeAnn::ReplicaGroup(_), Some(d)) = (&ty, &default) {
+                cx.error(d.span, "a ReplicaGroup parameter has no default: the caller passes its ncc.ReplicaGroup");
+                default = None;
+            }
             // A kernel's tensor takes float data unless it declares otherwise.
             if tensor && dtypes.is_empty() && kind == FnKind::Kernel {
                 dtypes = nki_spec::contract::FLOAT_DATA.to_vec();

@@ -4,7 +4,7 @@ use super::parser::Parser;
 use crate::ast::{Space, Spn, TypeAnn};
 
 const KNOWN: &str =
-    "Hbm, Sbuf, Psum, Tensor, i64, f64, bool, Dtype, Groups, Outputs, Register, &str, Option<T>, Vec<T> or a tuple of these";
+    "Hbm, Sbuf, Psum, Tensor, i64, f64, bool, Dtype, Groups, ReplicaGroup, Outputs, Register, &str, Option<T>, Vec<T> or a tuple of these";
 
 /// Parses a type annotation, reporting unsupported types (and nesting past the bound).
 pub fn parse_type(ty: &syn::Type, cx: &mut Parser<'_>) -> Option<TypeAnn> {
@@ -41,6 +41,7 @@ fn parse_node(ty: &syn::Type, span: Spn, cx: &mut Parser<'_>) -> Option<TypeAnn>
                 ("bool", None) => TypeAnn::Bool(span),
                 ("Dtype", None) => TypeAnn::Dtype(span),
                 ("Groups", None) => TypeAnn::Groups(span),
+                ("ReplicaGroup", None) => TypeAnn::ReplicaGroup(span),
                 ("Outputs", None) => TypeAnn::Outputs(span),
                 ("Register", None) => TypeAnn::Register(span),
                 ("Option", Some(syn::GenericArgument::Type(inner))) => TypeAnn::Option(Box::new(parse_type(inner, cx)?), span),

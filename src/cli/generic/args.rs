@@ -241,6 +241,10 @@ fn parse_value(p: &ParamInfo, text: &str) -> Result<nki::emit::ArgValue, String>
         ParamKind::Dtype => ArgValue::Dtype(Dtype::from_python_name(t).ok_or_else(|| bad("an nl dtype name such as float32 or bfloat16"))?),
         ParamKind::Str => ArgValue::Str(text.to_string()),
         ParamKind::Groups => ArgValue::Groups(parse_groups(t).ok_or_else(|| bad("replica groups such as 0,1;2,3"))?),
+        // The rings of the `ncc.ReplicaGroup` the kernel receives.
+        ParamKind::ReplicaGroup => {
+            ArgValue::Groups(parse_groups(t).ok_or_else(|| bad("a replica group's rings such as 0,1,2,3 or 0,1;2,3"))?)
+        }
         ParamKind::Enum { class, members } => match members.iter().find(|m| **m == t) {
             Some(m) => ArgValue::Member(m.to_string()),
             None => return Err(bad(&format!("a {class} member: {}", members.join(", ")))),

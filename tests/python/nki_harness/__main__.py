@@ -16,9 +16,10 @@ An argument is {"npy": PATH, "dtype": NAME} (an HBM input; a relative PATH is
 taken from the spec's directory), {"int": 5}, {"float": 0.5}, {"bool": true},
 {"none": true}, {"dtype": "bfloat16"}, {"tuple": [ARG, ...]},
 {"object": "Cfg", "fields": {"bs": ARG, ...}} (an nl.NKIObject class the package
-exports, built from the fields given, the others at their defaults) or
+exports, built from the fields given, the others at their defaults),
 {"enum": "Act", "member": "SOFTMAX"} (a member of an Enum class the package
-exports; classes are looked up in the kernel's module first). "lnc": 2 runs
+exports; classes are looked up in the kernel's module first) or
+{"replica_group": [[0, 1], [2, 3]]} (an ncc.ReplicaGroup of those rings). "lnc": 2 runs
 kernel[2] (an LNC2 pair); "ranks" > 1 runs one copy per rank for
 nki.collectives; "precision": "hardware" rounds every result to its dtype;
 "generation" is trn1, trn2 or trn3.

@@ -105,8 +105,9 @@ def _run_fake(package_dir, spec, timeout):
             cells = d.saturate(array.astype(np.int64))
         return from_cells("input", d, SHARED_HBM, np.asarray(cells))
 
-    args = [[specs.decode(spec, a, tensor, dtype, bundle) for a in rank] for rank in spec.args]
-    kwargs = [{k: specs.decode(spec, a, tensor, dtype, bundle) for k, a in rank.items()} for rank in spec.kwargs]
+    group = fake_nki.collectives.ReplicaGroup
+    args = [[specs.decode(spec, a, tensor, dtype, bundle, group) for a in rank] for rank in spec.args]
+    kwargs = [{k: specs.decode(spec, a, tensor, dtype, bundle, group) for k, a in rank.items()} for rank in spec.kwargs]
     target = kernel if spec.lnc == 1 else kernel[spec.lnc]
     results = fake_nki.launch(target, args, kwargs, spec.precision, spec.generation, timeout)
     return [[(t.read_cells(), t.dtype.name) for t in _outputs(r, nl.NkiTensor)] for r in results]
@@ -115,6 +116,7 @@ def _run_fake(package_dir, spec, timeout):
 def _run_real(nki, package_dir, spec):
     if spec.ranks != 1:
         raise SpecError("nki.simulate does not implement nki.collectives; run several ranks on the NumPy fake")
+    import nki.collectives as ncc
     import nki.language as nl
 
     kernel, bundle = _kernel(package_dir, spec)
@@ -122,8 +124,9 @@ def _run_real(nki, package_dir, spec):
     def tensor(array, name):
         return array.astype(np.dtype(name))  # ml_dtypes registers bfloat16 and the float8 names
 
-    args = [specs.decode(spec, a, tensor, lambda n: getattr(nl, n), bundle) for a in spec.args[0]]
-    kwargs = {k: specs.decode(spec, a, tensor, lambda n: getattr(nl, n), bundle) for k, a in spec.kwargs[0].items()}
+    args = [specs.decode(spec, a, tensor, lambda n: getattr(nl, n), bundle, ncc.ReplicaGroup) for a in spec.args[0]]
+    kwargs = {k: specs.decode(spec, a, tensor, lambda n: getattr(nl, n), bundle, ncc.ReplicaGroup)
+              for k, a in spec.kwargs[0].items()}
     target = kernel if spec.lnc == 1 else kernel[spec.lnc]
     result = nki.simulate(target)(*args, **kwargs)
     return [[(np.asarray(o), np.asarray(o).dtype.name) for o in _outputs(result, np.ndarray)]]

@@ -8,6 +8,7 @@ ARG = {"npy": PATH, "dtype": "bfloat16"} | {"int": 5} | {"float": 0.5} | {"bool"
     | {"none": true} | {"dtype": "float32"} | {"tuple": [ARG, ...]}
     | {"object": "Cfg", "fields": {"name": ARG, ...}}   # an nl.NKIObject the package exports
     | {"enum": "Act", "member": "SOFTMAX"}              # a member of an Enum the package exports
+    | {"replica_group": [[0, 1], [2, 3]]}               # an ncc.ReplicaGroup of these rings
 ```
 A relative `npy` path is taken from the spec file's directory. An `object` or
 `enum` class is looked up in the kernel's own module first, then in the
@@ -107,14 +108,17 @@ def load_npy(spec, path):
     return a
 
 
-def decode(spec, arg, tensor, dtype, bundle=None):
+def decode(spec, arg, tensor, dtype, bundle=None, group=None):
     """The Python value of one ARG: `tensor(array, dtype_name)` builds HBM inputs,
     `dtype(name)` resolves dtype names, `bundle(name)` the classes the package
-    exports (a configuration dataclass built from its fields, an `Enum`)."""
+    exports (a configuration dataclass built from its fields, an `Enum`),
+    `group(rings)` the running `nki`'s `ncc.ReplicaGroup`."""
     if isinstance(arg, dict) and "object" in arg:
-        return _bundle(spec, arg, tensor, dtype, bundle)
+        return _bundle(spec, arg, tensor, dtype, bundle, group)
     if isinstance(arg, dict) and "enum" in arg:
         return _member(arg, bundle)
+    if isinstance(arg, dict) and "replica_group" in arg:
+        return _replica_group(arg, group)
     if not isinstance(arg, dict) or len(arg.keys() - {"dtype"}) > 1:
         raise SpecError(f"malformed argument {arg!r}")
     if "npy" in arg:
@@ -129,13 +133,13 @@ def decode(spec, arg, tensor, dtype, bundle=None):
     if "none" in arg:
         return None
     if "tuple" in arg:
-        return tuple(decode(spec, a, tensor, dtype) for a in arg["tuple"])
+        return tuple(decode(spec, a, tensor, dtype, bundle, group) for a in arg["tuple"])
     if "dtype" in arg:
         return dtype(arg["dtype"])
     raise SpecError(f"malformed argument {arg!r}")
 
 
-def _bundle(spec, arg, tensor, dtype, bundle):
+def _bundle(spec, arg, tensor, dtype, bundle, group):
     """An `{"object": NAME, "fields": {...}}` argument: the class NAME the package
     exports, built with its fields as keyword arguments (the others keep their
     defaults)."""
@@ -145,7 +149,7 @@ def _bundle(spec, arg, tensor, dtype, bundle):
     cls = bundle(name) if bundle else None
     if cls is None:
         raise SpecError(f"the package exports no class named {name!r}")
-    values = {k: decode(spec, v, tensor, dtype, bundle) for k, v in fields.items()}
+    values = {k: decode(spec, v, tensor, dtype, bundle, group) for k, v in fields.items()}
     try:
         return cls(**values)
     except TypeError as e:
@@ -164,3 +168,16 @@ def _member(arg, bundle):
     if member not in cls.__members__:
         raise SpecError(f"{name} has no member {member!r}; its members are {', '.join(cls.__members__)}")
     return cls[member]
+
+
+def _replica_group(arg, group):
+    """A `{"replica_group": [[rank, ...], ...]}` argument: an `ncc.ReplicaGroup`
+    of those rings, as the library's collectives take one."""
+    rings = arg.get("replica_group")
+    well_formed = isinstance(rings, list) and all(
+        isinstance(g, list) and all(isinstance(r, int) and not isinstance(r, bool) for r in g) for g in rings)
+    if arg.keys() - {"replica_group"} or not well_formed:
+        raise SpecError(f"malformed argument {arg!r}: a replica group is a list of lists of ranks")
+    if group is None:
+        raise SpecError("this runner builds no ncc.ReplicaGroup")
+    return group(rings)

@@ -54,10 +54,13 @@ from .rope_hf import rope_hf
 from .rotational_topk import RotationalTopkConfig
 from .rotational_topk import rotational_topk
 from .router_topk import router_topk
+from .sb2sb_allgather import allgather_sb2sb
+from .sb2sb_allgather import allgather_sb2sb_tiled
 from .softmax import softmax
 from .temperature_softmax import temperature_softmax
 from .tensor_add import tensor_add
 from .topk import topk
+from .topk_reduce import topk_reduce
 from .tp_matmul import tp_matmul
 from .transpose import transpose
 
@@ -116,10 +119,13 @@ __all__ = [
     "RotationalTopkConfig",
     "rotational_topk",
     "router_topk",
+    "allgather_sb2sb",
+    "allgather_sb2sb_tiled",
     "softmax",
     "temperature_softmax",
     "tensor_add",
     "topk",
+    "topk_reduce",
     "tp_matmul",
     "transpose",
 ]

@@ -3,3 +3,4 @@
 pub mod common_types;
 pub mod kernel_helpers;
 pub mod mx_layout;
+pub mod stream_shuffle_broadcast;

@@ -69,8 +69,12 @@ pub(super) fn builder(f: &Function, ret: &TokenStream) -> TokenStream {
     let args = f.params.iter().map(|p| {
         let n = &p.name;
         match &p.ty {
-            TypeAnn::Groups(_) | TypeAnn::Register(_) | TypeAnn::List(..) => quote!(::core::clone::Clone::clone(&self.#n)),
-            TypeAnn::Option(inner, _) if matches!(**inner, TypeAnn::Groups(_)) => quote!(::core::clone::Clone::clone(&self.#n)),
+            TypeAnn::Groups(_) | TypeAnn::ReplicaGroup(_) | TypeAnn::Register(_) | TypeAnn::List(..) => {
+                quote!(::core::clone::Clone::clone(&self.#n))
+            }
+            TypeAnn::Option(inner, _) if matches!(**inner, TypeAnn::Groups(_) | TypeAnn::ReplicaGroup(_)) => {
+                quote!(::core::clone::Clone::clone(&self.#n))
+            }
             _ => quote!(self.#n),
         }
     });
@@ -171,6 +175,7 @@ fn param_kind(ty: &TypeAnn) -> Option<TokenStream> {
         TypeAnn::Dtype(_) => quote!(Dtype),
         TypeAnn::Str(_) => quote!(Str),
         TypeAnn::Groups(_) => quote!(Groups),
+        TypeAnn::ReplicaGroup(_) => quote!(ReplicaGroup),
         TypeAnn::PyEnum(e, _) => {
             return Some(quote!(::nki::emit::ParamKind::Enum {
                 class: <#e as ::nki::emit::PyEnum>::CLASS,
@@ -312,6 +317,7 @@ fn extract(value: TokenStream, name: &str, ty: &TypeAnn) -> TokenStream {
         TypeAnn::Dtype(_) => quote!(#value.dtype(#name)?),
         TypeAnn::Str(_) => quote!(#value.str(#name)?),
         TypeAnn::Groups(_) => quote!(#value.groups(#name)?),
+        TypeAnn::ReplicaGroup(_) => quote!(#value.replica_group(#name)?),
         TypeAnn::PyEnum(e, _) => quote!(#value.member::<#e>(#name)?),
         // An `Option<&str>` is held as an owned string.
         TypeAnn::Option(inner, _) if matches!(**inner, TypeAnn::Str(_)) => quote!(::std::string::ToString::to_string(#value.str(#name)?)),

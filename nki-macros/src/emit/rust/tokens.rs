@@ -28,6 +28,7 @@ pub fn local_type(t: &TypeAnn) -> TokenStream {
         TypeAnn::Dtype(_) => quote!(::nki::Dtype),
         TypeAnn::Str(_) => quote!(::std::string::String),
         TypeAnn::Groups(_) => quote!(::std::vec::Vec<::std::vec::Vec<i64>>),
+        TypeAnn::ReplicaGroup(_) => quote!(::nki::ncc::ReplicaGroup),
         TypeAnn::List(item, _) => {
             let i = local_type(item);
             quote!(::std::vec::Vec<#i>)

@@ -4,3 +4,5 @@
 pub mod fg_allgather;
 pub mod fgcc;
 pub mod fgcc_matmul;
+pub mod sb2sb_allgather;
+pub mod topk_reduce;
