@@ -299,6 +299,11 @@ mod tests {
         let p = |kind| ParamInfo::required("v", kind);
         assert!(matches!(parse_scalar("k", &p(ParamKind::Dtype), "nl.bfloat16"), Ok(nki::emit::ArgValue::Dtype(Dtype::Bf16))));
         assert!(matches!(parse_scalar("k", &p(ParamKind::Groups), "0,1;2,3"), Ok(nki::emit::ArgValue::Groups(g)) if g == [[0, 1], [2, 3]]));
+        // A replica group is given by its rings too.
+        assert!(
+            matches!(parse_scalar("k", &p(ParamKind::ReplicaGroup), "0,1,2,3"), Ok(nki::emit::ArgValue::Groups(g)) if g == [[0, 1, 2, 3]])
+        );
+        assert!(parse_scalar("k", &p(ParamKind::ReplicaGroup), "0;x").unwrap_err().contains("expected a replica group's rings"));
         assert_eq!(parse_scalar("k", &p(ParamKind::Float), "nan").unwrap_err(), "--v nan: expected a finite float");
         assert!(parse_scalar("k", &p(ParamKind::Int), "1.5").is_err());
         let act = p(ParamKind::Enum { class: "RouterActFnType", members: &["SIGMOID", "SOFTMAX"] });
