@@ -782,6 +782,8 @@ const OK: MlpCall = MlpCall {
     quantization_type: QuantizationType::NONE,
     store_output_in_sbuf: false,
     use_tkg_down_proj_column_tiling: true,
+    use_tkg_gate_up_proj_column_tiling: true,
+    skip_gate_proj: false,
     use_tkg_down_proj_optimized_layout: false,
     force_cte_mode: false,
     has_projection_bias: false,
@@ -821,7 +823,7 @@ fn rules_refuse_what_they_name() {
         (MlpCall { tokens: 300, programs: 4, ..OK }, MlpRule::CtePrograms),
         (MlpCall { tokens: 301, ..OK }, MlpRule::CteShards),
         (MlpCall { tokens: 200, hidden: 8192, intermediate: 1025, ..OK }, MlpRule::CteShards),
-        (MlpCall { quantization_type: QuantizationType::MX, ..OK }, MlpRule::Quantization),
+        (MlpCall { quantization_type: QuantizationType::MX, ..OK }, MlpRule::MxIntermediate),
         (MlpCall { quantization_type: QuantizationType::STATIC_MX, ..OK }, MlpRule::Quantization),
         (MlpCall { quantization_type: QuantizationType::ROW_MX, ..OK }, MlpRule::Quantization),
         (MlpCall { tokens: 200, quantization_type: QuantizationType::ROW, ..OK }, MlpRule::CteQuantization),
@@ -878,7 +880,9 @@ fn rules_refuse_what_they_name() {
     assert!(e.contains("clamp limits are only supported in token generation"), "{e}");
     let x = tensor(&[4, h], &vec![0.0; 4 * h], Dtype::Bf16);
     let e = mlp::Call::new(&x, &w, &w, &d).quantization_type(QuantizationType::MX).launch(&Launch::new()).unwrap_err().to_string();
-    assert!(e.contains("the MX forms are not implemented"), "{e}");
+    assert!(e.contains("quantization_type MX needs trn3"), "{e}");
+    let e = mlp::Call::new(&x, &w, &w, &d).quantization_type(QuantizationType::STATIC_MX).launch(&Launch::new()).unwrap_err().to_string();
+    assert!(e.contains("STATIC_MX and ROW_MX are not implemented"), "{e}");
     // fp8 weights: float weights, a float32 hidden, a missing or misshapen
     // scale, and the context-encoding path are each refused by name.
     let (w8, d8) = (tensor(&[h, i], &vec![0.0; h * i], Dtype::Fp8E4m3), tensor(&[i, h], &vec![0.0; h * i], Dtype::Fp8E4m3));

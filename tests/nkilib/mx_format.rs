@@ -29,3 +29,19 @@ pub fn quantize_e4m3fn_groups(values: &mut [f64]) {
         g.iter_mut().for_each(|v| *v = round_e4m3fn(*v / 2f64.powf(e)) * 2f64.powf(e));
     }
 }
+
+/// The value of a `float8_e5m2` code: sign, 5 exponent bits of bias 15, 2
+/// mantissa bits (finite codes only).
+pub fn e5m2(code: u32) -> f64 {
+    let sign = if code & 0x80 != 0 { -1.0 } else { 1.0 };
+    let (e, m) = (((code >> 2) & 0x1f) as i32, f64::from(code & 3) / 4.0);
+    if e == 0 { sign * m * 2f64.powi(-14) } else { sign * (1.0 + m) * 2f64.powi(e - 15) }
+}
+
+/// The value of a `float4_e2m1fn` code: sign, 2 exponent bits of bias 1, 1
+/// mantissa bit (0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives).
+pub fn e2m1fn(code: u32) -> f64 {
+    let sign = if code & 0x8 != 0 { -1.0 } else { 1.0 };
+    let (e, m) = (((code >> 1) & 0x3) as i32, f64::from(code & 1) / 2.0);
+    if e == 0 { sign * m } else { sign * (1.0 + m) * 2f64.powi(e - 1) }
+}

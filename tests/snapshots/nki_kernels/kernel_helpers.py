@@ -7,16 +7,6 @@ import nki.collectives as ncc
 from .common_types import ActFnType
 
 
-def clamp(p, upper, lower):
-    """Clamps `p` in place to `[lower, upper]` (each bound optional)."""
-    if upper is not None:
-        u = upper
-        nisa.tensor_scalar(dst=p, data=p, op0=nl.minimum, operand0=u)
-    if lower is not None:
-        l = lower
-        nisa.tensor_scalar(dst=p, data=p, op0=nl.maximum, operand0=l)
-
-
 def apply_activation(dst, data, activation_fn):
     """`dst = act(data)` for the library's activation enum (`data` in SBUF
     or PSUM; computed in fp32, rounded to `dst`'s dtype).
@@ -29,6 +19,16 @@ def apply_activation(dst, data, activation_fn):
         nisa.activation(dst=dst, op=nl.gelu_apprx_tanh, data=data)
     elif activation_fn == ActFnType.Swish:
         nisa.activation(dst=dst, op=nl.gelu_apprx_sigmoid, data=data)
+
+
+def clamp(p, upper, lower):
+    """Clamps `p` in place to `[lower, upper]` (each bound optional)."""
+    if upper is not None:
+        u = upper
+        nisa.tensor_scalar(dst=p, data=p, op0=nl.minimum, operand0=u)
+    if lower is not None:
+        l = lower
+        nisa.tensor_scalar(dst=p, data=p, op0=nl.maximum, operand0=l)
 
 
 def apply_scaled_activation(dst, data, activation_fn, scale):

@@ -17,6 +17,27 @@ from .mlp_parameters import ROW_SCALE_BYTES
 from .mlp_parameters import TKG_BS_SEQLEN_THRESHOLD
 from .mlp_tkg import mlp_tkg
 from .mlp_tkg_constants import PSUM_FMAX
+from .mlp_tkg_mx import mlp_tkg_mx
+from .mx_layout import MX_GROUP_PARTITIONS
+from .mx_layout import MX_PACK
+from .mx_layout import SCALE_GROUP_SIZE
+from .projection_mx_constants import GROUPS_PER_MX_TILE
+from .projection_mx_constants import MX_TILE
+
+
+def check_mx_shape(v, name, d0, d1, d2):
+    """Asserts that `v` is `[d0, d1, d2]` (an MX weight, scale or bias)."""
+    shape = v.shape
+    assert v.ndim == 3 and shape[0] == d0 and shape[1] == d1 and shape[2] == d2, f"mlp: {name} must be [{d0}, {d1}, {d2}] for quantization_type MX, got {shape}"
+
+
+def check_mx_scale(t, name, d0, d1, d2):
+    """Asserts an MX scale: given, `uint8`, `[d0, d1, d2]`."""
+    assert t is not None, f"mlp: {name} must be given for quantization_type MX"
+    if t is not None:
+        v = t
+        assert v.dtype == nl.uint8, f"mlp: {name} must be uint8 for quantization_type MX, got {v.dtype}"
+        check_mx_shape(v, name, d0, d1, d2)
 
 
 def check_row(t, name, n):
@@ -25,6 +46,48 @@ def check_row(t, name, n):
         v = t
         shape = v.shape
         assert v.ndim == 2 and shape[0] == 1 and shape[1] == n, f"mlp: {name} must be [1, {n}], got {shape}"
+
+
+def validate_mlp_tkg_mx(hidden, w, q, act, normalization_type, is_tkg, column_tiling, optimized_layout):
+    """The MX form's rules (those of [`mx_violation`](crate::mlp::mlp_parameters::mx_violation)
+    and the tensors' dtypes and shapes), when the kernel is traced.
+    """
+    t, h = hidden.shape
+    gw, uw, dw = (w.gate_proj_weights_tensor, w.up_proj_weights_tensor, w.down_proj_weights_tensor)
+    assert nisa.get_nc_version() == nisa.nc_version.gen4, "mlp: quantization_type MX needs trn3 (nc_matmul_mx)"
+    assert is_tkg, f"mlp: quantization_type MX is only supported in token generation (B * S <= 96, force_cte_mode off), got B * S = {t}"
+    assert h % MX_TILE == 0, f"mlp: quantization_type MX needs H to be a multiple of 512, got H = {h}"
+    assert gw.ndim == 3, f"mlp: gate_proj_weights_tensor must be [128, H / 512, I] for quantization_type MX, got {gw.shape}"
+    i = gw.shape[2]
+    assert i % MX_TILE == 0 or (i < MX_TILE and i % SCALE_GROUP_SIZE == 0), f"mlp: quantization_type MX needs I to be a multiple of 512, or below 512 and a multiple of 32, got I = {i}"
+    assert normalization_type == NormType.NO_NORM or normalization_type == NormType.RMS_NORM or normalization_type == NormType.RMS_NORM_SKIP_GAMMA, f"mlp: quantization_type MX supports NormType.NO_NORM, RMS_NORM and RMS_NORM_SKIP_GAMMA, got {normalization_type}"
+    assert w.normalization_bias_tensor is None, "mlp: normalization_bias_tensor is only supported with NormType.LAYER_NORM"
+    assert not column_tiling, "mlp: quantization_type MX needs use_tkg_gate_up_proj_column_tiling=False and use_tkg_down_proj_column_tiling=False"
+    assert w.fused_add_tensor is None, "mlp: quantization_type MX takes no fused_add_tensor"
+    clamped = act.gate_clamp_upper_limit is not None or act.gate_clamp_lower_limit is not None or act.up_clamp_upper_limit is not None or act.up_clamp_lower_limit is not None
+    assert not clamped and not act.skip_gate_proj and not optimized_layout, "mlp: quantization_type MX takes no gate/up clamp limits, skip_gate_proj or use_tkg_down_proj_optimized_layout"
+    programs = nl.num_programs(axes=0) if nl.program_ndim() == 1 else 1
+    assert programs <= 2 and h // MX_TILE % programs == 0, f"mlp: quantization_type MX runs on 1 or 2 programs with H / 512 = {h // MX_TILE} split evenly over them, got {programs}"
+    assert hidden.dtype == nl.bfloat16 or hidden.dtype == nl.float16, f"mlp: hidden_tensor must be bfloat16 or float16 for quantization_type MX (quantize_mx reads 16-bit data), got {hidden.dtype}"
+    mx = gw.dtype == nl.float4_e2m1fn_x4 or gw.dtype == nl.float8_e4m3fn_x4 or gw.dtype == nl.float8_e5m2_x4
+    assert mx and uw.dtype == gw.dtype and dw.dtype == gw.dtype, f"mlp: the gate, up and down weights must share an MX dtype (float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4) for quantization_type MX, got {gw.dtype}, {uw.dtype}, {dw.dtype}"
+    n_h, n_i = (h // MX_TILE, -(-i // MX_TILE))
+    i_p = i // MX_PACK if i < MX_TILE else H0
+    check_mx_shape(gw, "gate_proj_weights_tensor", H0, n_h, i)
+    check_mx_shape(uw, "up_proj_weights_tensor", H0, n_h, i)
+    check_mx_shape(dw, "down_proj_weights_tensor", i_p, n_i, h)
+    check_mx_scale(q.gate_w_scale, "gate_w_scale", GROUPS_PER_MX_TILE, n_h, i)
+    check_mx_scale(q.up_w_scale, "up_w_scale", GROUPS_PER_MX_TILE, n_h, i)
+    check_mx_scale(q.down_w_scale, "down_w_scale", i_p // MX_GROUP_PARTITIONS, n_i, h)
+    b_p = i // MX_PACK if i <= MX_TILE else H0
+    gate_b, up_b = (w.gate_proj_bias_tensor, w.up_proj_bias_tensor)
+    if gate_b is not None:
+        b = gate_b
+        check_mx_shape(b, "gate_proj_bias_tensor", b_p, n_i, MX_PACK)
+    if up_b is not None:
+        b = up_b
+        check_mx_shape(b, "up_proj_bias_tensor", b_p, n_i, MX_PACK)
+    check_row(w.down_proj_bias_tensor, "down_proj_bias_tensor", h)
 
 
 def validate_mlp_tkg(h, programs, optimized_layout):
@@ -108,18 +171,18 @@ def mlp(hidden_tensor, gate_proj_weights_tensor, up_proj_weights_tensor, down_pr
     assert isinstance(normalization_type, NormType), f"mlp: normalization_type={normalization_type!r} is not a NormType member (NO_NORM, RMS_NORM, LAYER_NORM, RMS_NORM_SKIP_GAMMA)"
     assert isinstance(quantization_type, QuantizationType), f"mlp: quantization_type={quantization_type!r} is not a QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)"
     assert hidden_tensor.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "mlp takes hidden_tensor as float32, bfloat16, float16 or float8_e4m3"
-    assert gate_proj_weights_tensor.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "mlp takes gate_proj_weights_tensor as float32, bfloat16, float16 or float8_e4m3"
-    assert up_proj_weights_tensor.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "mlp takes up_proj_weights_tensor as float32, bfloat16, float16 or float8_e4m3"
-    assert down_proj_weights_tensor.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "mlp takes down_proj_weights_tensor as float32, bfloat16, float16 or float8_e4m3"
+    assert gate_proj_weights_tensor.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3, nl.float4_e2m1fn_x4, nl.float8_e4m3fn_x4, nl.float8_e5m2_x4), "mlp takes gate_proj_weights_tensor as float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4, float8_e4m3fn_x4 or float8_e5m2_x4"
+    assert up_proj_weights_tensor.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3, nl.float4_e2m1fn_x4, nl.float8_e4m3fn_x4, nl.float8_e5m2_x4), "mlp takes up_proj_weights_tensor as float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4, float8_e4m3fn_x4 or float8_e5m2_x4"
+    assert down_proj_weights_tensor.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3, nl.float4_e2m1fn_x4, nl.float8_e4m3fn_x4, nl.float8_e5m2_x4), "mlp takes down_proj_weights_tensor as float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4, float8_e4m3fn_x4 or float8_e5m2_x4"
     assert normalization_weights_tensor is None or normalization_weights_tensor.dtype in (nl.float32, nl.bfloat16, nl.float16), "mlp takes normalization_weights_tensor as float32, bfloat16 or float16"
     assert gate_proj_bias_tensor is None or gate_proj_bias_tensor.dtype in (nl.float32, nl.bfloat16, nl.float16), "mlp takes gate_proj_bias_tensor as float32, bfloat16 or float16"
     assert up_proj_bias_tensor is None or up_proj_bias_tensor.dtype in (nl.float32, nl.bfloat16, nl.float16), "mlp takes up_proj_bias_tensor as float32, bfloat16 or float16"
     assert down_proj_bias_tensor is None or down_proj_bias_tensor.dtype in (nl.float32, nl.bfloat16, nl.float16), "mlp takes down_proj_bias_tensor as float32, bfloat16 or float16"
     assert normalization_bias_tensor is None or normalization_bias_tensor.dtype in (nl.float32, nl.bfloat16, nl.float16), "mlp takes normalization_bias_tensor as float32, bfloat16 or float16"
     assert fused_add_tensor is None or fused_add_tensor.dtype in (nl.float32, nl.bfloat16, nl.float16), "mlp takes fused_add_tensor as float32, bfloat16 or float16"
-    assert gate_w_scale is None or gate_w_scale.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "mlp takes gate_w_scale as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert up_w_scale is None or up_w_scale.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "mlp takes up_w_scale as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert down_w_scale is None or down_w_scale.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "mlp takes down_w_scale as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert gate_w_scale is None or gate_w_scale.dtype in (nl.float32, nl.uint8), "mlp takes gate_w_scale as float32 or uint8"
+    assert up_w_scale is None or up_w_scale.dtype in (nl.float32, nl.uint8), "mlp takes up_w_scale as float32 or uint8"
+    assert down_w_scale is None or down_w_scale.dtype in (nl.float32, nl.uint8), "mlp takes down_w_scale as float32 or uint8"
     assert gate_up_in_scale is None or gate_up_in_scale.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "mlp takes gate_up_in_scale as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     assert down_in_scale is None or down_in_scale.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "mlp takes down_in_scale as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     rank = hidden_tensor.ndim
@@ -132,6 +195,19 @@ def mlp(hidden_tensor, gate_proj_weights_tensor, up_proj_weights_tensor, down_pr
     t = b * sl
     programs = nl.num_programs(axes=0) if nl.program_ndim() == 1 else 1
     assert h > 0 and h % H0 == 0, f"mlp: H = {h} must be a positive multiple of 128"
+    has_norm = normalization_type != NormType.NO_NORM
+    w = MLPTensors(gate_proj_weights_tensor=gate_proj_weights_tensor, up_proj_weights_tensor=up_proj_weights_tensor, down_proj_weights_tensor=down_proj_weights_tensor, normalization_weights_tensor=normalization_weights_tensor if has_norm else None, normalization_bias_tensor=normalization_bias_tensor if has_norm else None, gate_proj_bias_tensor=gate_proj_bias_tensor, up_proj_bias_tensor=up_proj_bias_tensor, down_proj_bias_tensor=down_proj_bias_tensor, fused_add_tensor=fused_add_tensor)
+    act = MLPActivationParameters(activation_fn=activation_fn, skip_gate_proj=skip_gate_proj, gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
+    quant = MLPQuantizationParameters(quantization_type=quantization_type, gate_w_scale=gate_w_scale, up_w_scale=up_w_scale, down_w_scale=down_w_scale, gate_up_in_scale=gate_up_in_scale, down_in_scale=down_in_scale, clipping_bound=quant_clipping_bound)
+    out_dtype = output_dtype if output_dtype is not None else hidden_tensor.dtype
+    is_tkg = t <= TKG_BS_SEQLEN_THRESHOLD and not force_cte_mode
+    if quantization_type == QuantizationType.MX:
+        assert not store_output_in_sbuf, "mlp: store_output_in_sbuf is not implemented (the output is an HBM tensor)"
+        tiling = use_tkg_gate_up_proj_column_tiling or use_tkg_down_proj_column_tiling
+        validate_mlp_tkg_mx(hidden_tensor.reshape(shape=(t, h)), w, quant, act, normalization_type, is_tkg, tiling, use_tkg_down_proj_optimized_layout)
+        out = nl.ndarray(shape=(b, sl, h), dtype=out_dtype, buffer=nl.shared_hbm)
+        mlp_tkg_mx(hidden_tensor.reshape(shape=(t, h)), w, quant, out.reshape(shape=(t, h)), normalization_type, eps, activation_fn)
+        return out
     gs = gate_proj_weights_tensor.shape
     assert gate_proj_weights_tensor.ndim == 2 and gs[0] == h, f"mlp: gate_proj_weights_tensor must be [H, I] with H = {h}, got {gs}"
     i = gs[1]
@@ -143,12 +219,10 @@ def mlp(hidden_tensor, gate_proj_weights_tensor, up_proj_weights_tensor, down_pr
     check_row(gate_proj_bias_tensor, "gate_proj_bias_tensor", i)
     check_row(up_proj_bias_tensor, "up_proj_bias_tensor", i)
     check_row(down_proj_bias_tensor, "down_proj_bias_tensor", h)
-    has_norm = normalization_type != NormType.NO_NORM
     assert not has_norm or normalization_bias_tensor is None or normalization_type == NormType.LAYER_NORM, "mlp: normalization_bias_tensor is only supported with NormType.LAYER_NORM"
     assert not use_tkg_down_proj_optimized_layout or not use_tkg_down_proj_column_tiling, "mlp: use_tkg_down_proj_optimized_layout needs use_tkg_down_proj_column_tiling=False"
-    assert quantization_type == QuantizationType.NONE or quantization_type == QuantizationType.STATIC or quantization_type == QuantizationType.ROW, f"mlp: quantization_type must be QuantizationType.NONE, STATIC or ROW (the MX forms are not implemented), got {quantization_type}"
+    assert quantization_type == QuantizationType.NONE or quantization_type == QuantizationType.STATIC or quantization_type == QuantizationType.ROW, f"mlp: quantization_type must be QuantizationType.NONE, STATIC, ROW or MX (STATIC_MX and ROW_MX are not implemented), got {quantization_type}"
     assert not store_output_in_sbuf, "mlp: store_output_in_sbuf is not implemented (the output is an HBM tensor)"
-    is_tkg = t <= TKG_BS_SEQLEN_THRESHOLD and not force_cte_mode
     if is_tkg:
         validate_mlp_tkg(h, programs, use_tkg_down_proj_optimized_layout)
     else:
@@ -162,13 +236,9 @@ def mlp(hidden_tensor, gate_proj_weights_tensor, up_proj_weights_tensor, down_pr
     if fused_add_tensor is not None:
         r = fused_add_tensor
         assert r.shape == hs, f"mlp: fused_add_tensor must have hidden_tensor's shape {hs}, got {r.shape}"
-    out_dtype = output_dtype if output_dtype is not None else hidden_tensor.dtype
     out = nl.ndarray(shape=(b, sl, h), dtype=out_dtype, buffer=nl.shared_hbm)
     store = store_fused_add_result and fused_add_tensor is not None
     stored = nl.ndarray(shape=(b, sl, h), dtype=out_dtype, buffer=nl.shared_hbm)
-    w = MLPTensors(gate_proj_weights_tensor=gate_proj_weights_tensor, up_proj_weights_tensor=up_proj_weights_tensor, down_proj_weights_tensor=down_proj_weights_tensor, normalization_weights_tensor=normalization_weights_tensor if has_norm else None, normalization_bias_tensor=normalization_bias_tensor if has_norm else None, gate_proj_bias_tensor=gate_proj_bias_tensor, up_proj_bias_tensor=up_proj_bias_tensor, down_proj_bias_tensor=down_proj_bias_tensor, fused_add_tensor=fused_add_tensor)
-    act = MLPActivationParameters(activation_fn=activation_fn, skip_gate_proj=skip_gate_proj, gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
-    quant = MLPQuantizationParameters(quantization_type=quantization_type, gate_w_scale=gate_w_scale, up_w_scale=up_w_scale, down_w_scale=down_w_scale, gate_up_in_scale=gate_up_in_scale, down_in_scale=down_in_scale, clipping_bound=quant_clipping_bound)
     validate_quantization(quantization_type, hidden_tensor, w, quant)
     validate_quantized_input(quantization_type, is_tkg, hidden_tensor, w, has_norm, h)
     stored_2d = stored.reshape(shape=(t, h)) if store else None

@@ -57,9 +57,9 @@ class MLPQuantizationParameters(nl.NKIObject):
     """
 
     quantization_type: QuantizationType
-    "`NONE`, `STATIC` or `ROW`."
+    "`NONE`, `STATIC`, `ROW` or `MX`."
     gate_w_scale: object
-    "Dequantization scales of the gate weights."
+    "Dequantization scales of the gate weights (`MX`: `uint8` block scales `[16, H/512, I]`, one per 32 packed values)."
     up_w_scale: object
     "Dequantization scales of the up weights."
     down_w_scale: object

@@ -38,9 +38,9 @@ class MLPTKGConstants(nl.NKIObject):
     "128-row tiles of `I` (the last may be partial)."
 
 
-# The dtype of the projections' sums and of the activation.
-INTER_DTYPE = nl.float32
-
-
 # The DMA queue the two programs exchange partial sums over.
 PIPE_ID = 0
+
+
+# The dtype of the projections' sums and of the activation.
+INTER_DTYPE = nl.float32

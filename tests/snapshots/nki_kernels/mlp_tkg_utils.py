@@ -14,6 +14,17 @@ from .rmsnorm_tkg import rmsnorm_tkg_shard_on_bxs
 from .rmsnorm_tkg import rmsnorm_tkg_shard_on_h
 
 
+def unit_gamma(dtype, h):
+    """A `[1, H]` gamma of ones in `dtype` (private HBM): `RMS_NORM_SKIP_GAMMA`
+    is RMSNorm with it.
+    """
+    ones_sb = nl.ndarray(shape=(1, h), dtype=dtype, buffer=nl.sbuf)
+    nisa.memset(dst=ones_sb, value=1.0)
+    ones = nl.ndarray(shape=(1, h), dtype=dtype, buffer=nl.private_hbm)
+    nisa.dma_copy(dst=ones, src=ones_sb)
+    return ones
+
+
 def input_fused_add(hidden, fused_add_tensor, fused_output, stored, dims):
     """The residual add `x = hidden + fused_add_tensor` (`[T, H]` each, tokens
     on the partitions) in hidden's dtype, written to `fused_output` for the
@@ -50,17 +61,6 @@ def normalize_rows(hidden, gamma, beta, normed, layer, eps, dims):
         rmsnorm_tkg_shard_on_h(hidden, gamma, normed, eps, dims.h)
     else:
         rmsnorm_tkg_shard_on_bxs(hidden, gamma, normed, eps, dims.h, False, False)
-
-
-def unit_gamma(dtype, h):
-    """A `[1, H]` gamma of ones in `dtype` (private HBM): `RMS_NORM_SKIP_GAMMA`
-    is RMSNorm with it.
-    """
-    ones_sb = nl.ndarray(shape=(1, h), dtype=dtype, buffer=nl.sbuf)
-    nisa.memset(dst=ones_sb, value=1.0)
-    ones = nl.ndarray(shape=(1, h), dtype=dtype, buffer=nl.private_hbm)
-    nisa.dma_copy(dst=ones, src=ones_sb)
-    return ones
 
 
 def input_norm_load(hidden, x_sb, normalization_type, norm_weights, norm_bias, eps, dims):

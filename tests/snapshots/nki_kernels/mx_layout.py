@@ -14,12 +14,12 @@ MX_GROUP_PARTITIONS = 8
 MX_PACK = 4
 
 
-# Partitions of an SBUF quadrant; each holds the scales of its 4 groups.
-QUADRANT = 32
-
-
 # Values sharing one scale (8 partitions x 4 packed values).
 SCALE_GROUP_SIZE = 32
+
+
+# Partitions of an SBUF quadrant; each holds the scales of its 4 groups.
+QUADRANT = 32
 
 
 # Scale rows per quadrant: `QUADRANT / MX_GROUP_PARTITIONS`.

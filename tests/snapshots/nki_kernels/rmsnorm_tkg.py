@@ -79,13 +79,6 @@ def rmsnorm_tkg_llama_impl(part, input, gamma, output, eps, hidden_actual):
         nisa.dma_copy(dst=output[:, r0:r0 + rows, c0:c0 + cols], src=t[:, 0:rows, :])
 
 
-def rmsnorm_tkg_shard_on_h(input, gamma, output, eps, hidden_actual):
-    """Every row on each of the two programs, the hidden dim split in two:
-    program `p` holds hidden shard `p` and the partial sums are exchanged.
-    """
-    rmsnorm_tkg_llama_impl(h_part(input.shape[0]), input, gamma, output, eps, hidden_actual)
-
-
 def rmsnorm_tkg_shard_on_bxs(input, gamma, output, eps, hidden_actual, hidden_dim_tp, single_core_forced):
     """The rows split over a two-program launch when there are more than
     `SHARDING_THRESHOLD` of them (an even count), each program holding
@@ -95,6 +88,13 @@ def rmsnorm_tkg_shard_on_bxs(input, gamma, output, eps, hidden_actual, hidden_di
     shards = 1 if hidden_dim_tp or single_core_forced else programs
     part = bxs_part(input.shape[0], programs, SHARDING_THRESHOLD, not single_core_forced, shards, hidden_dim_tp)
     rmsnorm_tkg_llama_impl(part, input, gamma, output, eps, hidden_actual)
+
+
+def rmsnorm_tkg_shard_on_h(input, gamma, output, eps, hidden_actual):
+    """Every row on each of the two programs, the hidden dim split in two:
+    program `p` holds hidden shard `p` and the partial sums are exchanged.
+    """
+    rmsnorm_tkg_llama_impl(h_part(input.shape[0]), input, gamma, output, eps, hidden_actual)
 
 
 @nki.jit

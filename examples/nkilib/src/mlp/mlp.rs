@@ -30,8 +30,11 @@
 //! and takes no norm, residual add or projection bias with them, as the
 //! library's (see [`mlp_cte`](crate::mlp::mlp_cte::mlp_cte)). On the decode
 //! path only (as in the library) the four clamps and the down weights in the
-//! `use_tkg_down_proj_optimized_layout` layout. Refused with a message naming
-//! the option: the MX quantization forms (`STATIC_MX` among them),
+//! `use_tkg_down_proj_optimized_layout` layout. `QuantizationType.MX`
+//! (trn3, decode only) runs the library's MX path,
+//! [`mlp_tkg_mx`](crate::mlp::mlp_tkg::mlp_tkg_mx::mlp_tkg_mx): MXFP4/MXFP8
+//! weights with `uint8` block scales, the activations quantized on chip.
+//! Refused with a message naming the option: `STATIC_MX` and `ROW_MX`,
 //! `store_output_in_sbuf`, and the decode-only options on the
 //! context-encoding path. The rules are
 //! [`mlp_violation`](crate::mlp::mlp_parameters::mlp_violation).
@@ -50,7 +53,10 @@ pub mod kernel {
     };
     use crate::mlp::mlp_tkg::mlp_tkg::mlp_tkg;
     use crate::mlp::mlp_tkg::mlp_tkg_constants::PSUM_FMAX;
+    use crate::mlp::mlp_tkg::mlp_tkg_mx::mlp_tkg_mx;
+    use crate::mlp::mlp_tkg::projection_mx_constants::{GROUPS_PER_MX_TILE, MX_TILE};
     pub use crate::utils::common_types::{ActFnType, NormType, QuantizationType};
+    use crate::utils::mx_layout::{MX_GROUP_PARTITIONS, MX_PACK, SCALE_GROUP_SIZE};
     use nki::prelude::*;
 
     /// Asserts that an optional `[1, n]` tensor has that shape.
@@ -136,6 +142,112 @@ pub mod kernel {
         }
     }
 
+    /// Asserts that `v` is `[d0, d1, d2]` (an MX weight, scale or bias).
+    #[nki_helper]
+    pub fn check_mx_shape(v: Hbm, name: &str, d0: i64, d1: i64, d2: i64) {
+        let shape = v.shape();
+        assert!(
+            v.ndim() == 3 && shape[0] == d0 && shape[1] == d1 && shape[2] == d2,
+            "mlp: {name} must be [{d0}, {d1}, {d2}] for quantization_type MX, got {shape}"
+        );
+    }
+
+    /// Asserts an MX scale: given, `uint8`, `[d0, d1, d2]`.
+    #[nki_helper]
+    pub fn check_mx_scale(t: Option<Hbm>, name: &str, d0: i64, d1: i64, d2: i64) {
+        assert!(t.is_some(), "mlp: {name} must be given for quantization_type MX");
+        if let Some(v) = t {
+            assert!(v.dtype() == nl::uint8, "mlp: {name} must be uint8 for quantization_type MX, got {}", v.dtype());
+            check_mx_shape(v, name, d0, d1, d2);
+        }
+    }
+
+    /// The MX form's rules (those of [`mx_violation`](crate::mlp::mlp_parameters::mx_violation)
+    /// and the tensors' dtypes and shapes), when the kernel is traced.
+    #[nki_helper]
+    pub fn validate_mlp_tkg_mx(
+        hidden: Hbm,
+        w: MLPTensors,
+        q: MLPQuantizationParameters,
+        act: MLPActivationParameters,
+        normalization_type: NormType,
+        is_tkg: bool,
+        column_tiling: bool,
+        optimized_layout: bool,
+    ) {
+        let [t, h] = hidden.shape();
+        let (gw, uw, dw) = (w.gate_proj_weights_tensor, w.up_proj_weights_tensor, w.down_proj_weights_tensor);
+        assert!(nisa::get_nc_version() == nisa::nc_version::gen4, "mlp: quantization_type MX needs trn3 (nc_matmul_mx)");
+        assert!(
+            is_tkg,
+            "mlp: quantization_type MX is only supported in token generation (B * S <= 96, force_cte_mode off), got B * S = {t}"
+        );
+        assert!(h % MX_TILE == 0, "mlp: quantization_type MX needs H to be a multiple of 512, got H = {h}");
+        assert!(gw.ndim() == 3, "mlp: gate_proj_weights_tensor must be [128, H / 512, I] for quantization_type MX, got {}", gw.shape());
+        // I is the gate weights' last dim: the shapes below are checked against it.
+        let i = gw.shape()[2];
+        assert!(
+            i % MX_TILE == 0 || (i < MX_TILE && i % SCALE_GROUP_SIZE == 0),
+            "mlp: quantization_type MX needs I to be a multiple of 512, or below 512 and a multiple of 32, got I = {i}"
+        );
+        assert!(
+            normalization_type == NormType::NO_NORM
+                || normalization_type == NormType::RMS_NORM
+                || normalization_type == NormType::RMS_NORM_SKIP_GAMMA,
+            "mlp: quantization_type MX supports NormType.NO_NORM, RMS_NORM and RMS_NORM_SKIP_GAMMA, got {normalization_type}"
+        );
+        assert!(w.normalization_bias_tensor.is_none(), "mlp: normalization_bias_tensor is only supported with NormType.LAYER_NORM");
+        assert!(
+            !column_tiling,
+            "mlp: quantization_type MX needs use_tkg_gate_up_proj_column_tiling=False and use_tkg_down_proj_column_tiling=False"
+        );
+        assert!(w.fused_add_tensor.is_none(), "mlp: quantization_type MX takes no fused_add_tensor");
+        let clamped = act.gate_clamp_upper_limit.is_some()
+            || act.gate_clamp_lower_limit.is_some()
+            || act.up_clamp_upper_limit.is_some()
+            || act.up_clamp_lower_limit.is_some();
+        assert!(
+            !clamped && !act.skip_gate_proj && !optimized_layout,
+            "mlp: quantization_type MX takes no gate/up clamp limits, skip_gate_proj or use_tkg_down_proj_optimized_layout"
+        );
+        let programs = if nl::program_ndim() == 1 { nl::num_programs(0) } else { 1 };
+        assert!(
+            programs <= 2 && (h / MX_TILE) % programs == 0,
+            "mlp: quantization_type MX runs on 1 or 2 programs with H / 512 = {} split evenly over them, got {programs}",
+            h / MX_TILE
+        );
+        assert!(
+            hidden.dtype() == nl::bfloat16 || hidden.dtype() == nl::float16,
+            "mlp: hidden_tensor must be bfloat16 or float16 for quantization_type MX (quantize_mx reads 16-bit data), got {}",
+            hidden.dtype()
+        );
+        let mx = gw.dtype() == nl::float4_e2m1fn_x4 || gw.dtype() == nl::float8_e4m3fn_x4 || gw.dtype() == nl::float8_e5m2_x4;
+        assert!(
+            mx && uw.dtype() == gw.dtype() && dw.dtype() == gw.dtype(),
+            "mlp: the gate, up and down weights must share an MX dtype (float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4) for quantization_type MX, got {}, {}, {}",
+            gw.dtype(),
+            uw.dtype(),
+            dw.dtype()
+        );
+        let (n_h, n_i) = (h / MX_TILE, i.div_ceil(MX_TILE));
+        let i_p = if i < MX_TILE { i / MX_PACK } else { H0 };
+        check_mx_shape(gw, "gate_proj_weights_tensor", H0, n_h, i);
+        check_mx_shape(uw, "up_proj_weights_tensor", H0, n_h, i);
+        check_mx_shape(dw, "down_proj_weights_tensor", i_p, n_i, h);
+        check_mx_scale(q.gate_w_scale, "gate_w_scale", GROUPS_PER_MX_TILE, n_h, i);
+        check_mx_scale(q.up_w_scale, "up_w_scale", GROUPS_PER_MX_TILE, n_h, i);
+        check_mx_scale(q.down_w_scale, "down_w_scale", i_p / MX_GROUP_PARTITIONS, n_i, h);
+        let b_p = if i <= MX_TILE { i / MX_PACK } else { H0 };
+        let (gate_b, up_b) = (w.gate_proj_bias_tensor, w.up_proj_bias_tensor);
+        if let Some(b) = gate_b {
+            check_mx_shape(b, "gate_proj_bias_tensor", b_p, n_i, MX_PACK);
+        }
+        if let Some(b) = up_b {
+            check_mx_shape(b, "up_proj_bias_tensor", b_p, n_i, MX_PACK);
+        }
+        check_row(w.down_proj_bias_tensor, "down_proj_bias_tensor", h);
+    }
+
     /// The rules of a `float8_e4m3` hidden tensor: it is quantized (`STATIC`
     /// or `ROW`), on the context-encoding path, alone (no norm, residual add
     /// or projection bias), and with `ROW` its rows are `H + 4` wide (each
@@ -177,9 +289,11 @@ pub mod kernel {
     #[nki_kernel]
     pub fn mlp(
         #[dtypes(float32, bfloat16, float16, float8_e4m3)] hidden_tensor: Hbm,
-        #[dtypes(float32, bfloat16, float16, float8_e4m3)] gate_proj_weights_tensor: Hbm,
-        #[dtypes(float32, bfloat16, float16, float8_e4m3)] up_proj_weights_tensor: Hbm,
-        #[dtypes(float32, bfloat16, float16, float8_e4m3)] down_proj_weights_tensor: Hbm,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4)]
+        gate_proj_weights_tensor: Hbm,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4)] up_proj_weights_tensor: Hbm,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4)]
+        down_proj_weights_tensor: Hbm,
         #[dtypes(float32, bfloat16, float16)] normalization_weights_tensor: Option<Hbm>,
         #[dtypes(float32, bfloat16, float16)] gate_proj_bias_tensor: Option<Hbm>,
         #[dtypes(float32, bfloat16, float16)] up_proj_bias_tensor: Option<Hbm>,
@@ -190,9 +304,9 @@ pub mod kernel {
         #[default(ActFnType::SiLU)] activation_fn: ActFnType,
         #[default(NormType::NO_NORM)] normalization_type: NormType,
         #[default(QuantizationType::NONE)] quantization_type: QuantizationType,
-        gate_w_scale: Option<Hbm>,
-        up_w_scale: Option<Hbm>,
-        down_w_scale: Option<Hbm>,
+        #[dtypes(float32, uint8)] gate_w_scale: Option<Hbm>,
+        #[dtypes(float32, uint8)] up_w_scale: Option<Hbm>,
+        #[dtypes(float32, uint8)] down_w_scale: Option<Hbm>,
         gate_up_in_scale: Option<Hbm>,
         down_in_scale: Option<Hbm>,
         #[default(0.0)] quant_clipping_bound: f64,
@@ -225,63 +339,7 @@ pub mod kernel {
         let programs = if nl::program_ndim() == 1 { nl::num_programs(0) } else { 1 };
         // The rules of `mlp_violation`, checked when the kernel is traced.
         assert!(h > 0 && h % H0 == 0, "mlp: H = {h} must be a positive multiple of 128");
-        let gs = gate_proj_weights_tensor.shape();
-        assert!(gate_proj_weights_tensor.ndim() == 2 && gs[0] == h, "mlp: gate_proj_weights_tensor must be [H, I] with H = {h}, got {gs}");
-        let i = gs[1];
-        assert!(t > 0 && i > 0, "mlp: B * S = {t} and I = {i} must be positive");
-        let us = up_proj_weights_tensor.shape();
-        assert!(up_proj_weights_tensor.ndim() == 2 && us[0] == h && us[1] == i, "mlp: up_proj_weights_tensor must be [{h}, {i}], got {us}");
-        let ds = down_proj_weights_tensor.shape();
-        assert!(
-            down_proj_weights_tensor.ndim() == 2 && ds[0] == i && ds[1] == h,
-            "mlp: down_proj_weights_tensor must be [{i}, {h}], got {ds}"
-        );
-        check_row(gate_proj_bias_tensor, "gate_proj_bias_tensor", i);
-        check_row(up_proj_bias_tensor, "up_proj_bias_tensor", i);
-        check_row(down_proj_bias_tensor, "down_proj_bias_tensor", h);
         let has_norm = normalization_type != NormType::NO_NORM;
-        assert!(
-            !has_norm || normalization_bias_tensor.is_none() || normalization_type == NormType::LAYER_NORM,
-            "mlp: normalization_bias_tensor is only supported with NormType.LAYER_NORM"
-        );
-        assert!(
-            !use_tkg_down_proj_optimized_layout || !use_tkg_down_proj_column_tiling,
-            "mlp: use_tkg_down_proj_optimized_layout needs use_tkg_down_proj_column_tiling=False"
-        );
-        assert!(
-            quantization_type == QuantizationType::NONE
-                || quantization_type == QuantizationType::STATIC
-                || quantization_type == QuantizationType::ROW,
-            "mlp: quantization_type must be QuantizationType.NONE, STATIC or ROW (the MX forms are not implemented), got {quantization_type}"
-        );
-        assert!(!store_output_in_sbuf, "mlp: store_output_in_sbuf is not implemented (the output is an HBM tensor)");
-        let is_tkg = t <= TKG_BS_SEQLEN_THRESHOLD && !force_cte_mode;
-        if is_tkg {
-            validate_mlp_tkg(h, programs, use_tkg_down_proj_optimized_layout);
-        } else {
-            let has_bias = gate_proj_bias_tensor.is_some() || up_proj_bias_tensor.is_some() || down_proj_bias_tensor.is_some();
-            let clamped = gate_clamp_upper_limit.is_some()
-                || gate_clamp_lower_limit.is_some()
-                || up_clamp_upper_limit.is_some()
-                || up_clamp_lower_limit.is_some();
-            validate_mlp_cte(t, h, i, programs, has_bias, clamped, use_tkg_down_proj_optimized_layout);
-        }
-        if has_norm {
-            assert!(
-                normalization_type == NormType::RMS_NORM_SKIP_GAMMA || normalization_weights_tensor.is_some(),
-                "mlp: normalization_type {normalization_type} needs normalization_weights_tensor"
-            );
-            check_row(normalization_weights_tensor, "normalization_weights_tensor", h);
-            check_row(normalization_bias_tensor, "normalization_bias_tensor", h);
-        }
-        if let Some(r) = fused_add_tensor {
-            assert!(r.shape() == hs, "mlp: fused_add_tensor must have hidden_tensor's shape {hs}, got {}", r.shape());
-        }
-
-        let out_dtype = output_dtype.unwrap_or(hidden_tensor.dtype());
-        let out = nl::ndarray([b, sl, h], out_dtype, buffer = nl::shared_hbm);
-        let store = store_fused_add_result && fused_add_tensor.is_some();
-        let stored = nl::ndarray([b, sl, h], out_dtype, buffer = nl::shared_hbm);
         let w = MLPTensors {
             gate_proj_weights_tensor,
             up_proj_weights_tensor,
@@ -310,6 +368,79 @@ pub mod kernel {
             down_in_scale,
             clipping_bound: quant_clipping_bound,
         };
+        let out_dtype = output_dtype.unwrap_or(hidden_tensor.dtype());
+        let is_tkg = t <= TKG_BS_SEQLEN_THRESHOLD && !force_cte_mode;
+        if quantization_type == QuantizationType::MX {
+            assert!(!store_output_in_sbuf, "mlp: store_output_in_sbuf is not implemented (the output is an HBM tensor)");
+            let tiling = use_tkg_gate_up_proj_column_tiling || use_tkg_down_proj_column_tiling;
+            validate_mlp_tkg_mx(
+                hidden_tensor.reshape([t, h]),
+                w,
+                quant,
+                act,
+                normalization_type,
+                is_tkg,
+                tiling,
+                use_tkg_down_proj_optimized_layout,
+            );
+            let out = nl::ndarray([b, sl, h], out_dtype, buffer = nl::shared_hbm);
+            mlp_tkg_mx(hidden_tensor.reshape([t, h]), w, quant, out.reshape([t, h]), normalization_type, eps, activation_fn);
+            return Outputs(out);
+        }
+        let gs = gate_proj_weights_tensor.shape();
+        assert!(gate_proj_weights_tensor.ndim() == 2 && gs[0] == h, "mlp: gate_proj_weights_tensor must be [H, I] with H = {h}, got {gs}");
+        let i = gs[1];
+        assert!(t > 0 && i > 0, "mlp: B * S = {t} and I = {i} must be positive");
+        let us = up_proj_weights_tensor.shape();
+        assert!(up_proj_weights_tensor.ndim() == 2 && us[0] == h && us[1] == i, "mlp: up_proj_weights_tensor must be [{h}, {i}], got {us}");
+        let ds = down_proj_weights_tensor.shape();
+        assert!(
+            down_proj_weights_tensor.ndim() == 2 && ds[0] == i && ds[1] == h,
+            "mlp: down_proj_weights_tensor must be [{i}, {h}], got {ds}"
+        );
+        check_row(gate_proj_bias_tensor, "gate_proj_bias_tensor", i);
+        check_row(up_proj_bias_tensor, "up_proj_bias_tensor", i);
+        check_row(down_proj_bias_tensor, "down_proj_bias_tensor", h);
+        assert!(
+            !has_norm || normalization_bias_tensor.is_none() || normalization_type == NormType::LAYER_NORM,
+            "mlp: normalization_bias_tensor is only supported with NormType.LAYER_NORM"
+        );
+        assert!(
+            !use_tkg_down_proj_optimized_layout || !use_tkg_down_proj_column_tiling,
+            "mlp: use_tkg_down_proj_optimized_layout needs use_tkg_down_proj_column_tiling=False"
+        );
+        assert!(
+            quantization_type == QuantizationType::NONE
+                || quantization_type == QuantizationType::STATIC
+                || quantization_type == QuantizationType::ROW,
+            "mlp: quantization_type must be QuantizationType.NONE, STATIC, ROW or MX (STATIC_MX and ROW_MX are not implemented), got {quantization_type}"
+        );
+        assert!(!store_output_in_sbuf, "mlp: store_output_in_sbuf is not implemented (the output is an HBM tensor)");
+        if is_tkg {
+            validate_mlp_tkg(h, programs, use_tkg_down_proj_optimized_layout);
+        } else {
+            let has_bias = gate_proj_bias_tensor.is_some() || up_proj_bias_tensor.is_some() || down_proj_bias_tensor.is_some();
+            let clamped = gate_clamp_upper_limit.is_some()
+                || gate_clamp_lower_limit.is_some()
+                || up_clamp_upper_limit.is_some()
+                || up_clamp_lower_limit.is_some();
+            validate_mlp_cte(t, h, i, programs, has_bias, clamped, use_tkg_down_proj_optimized_layout);
+        }
+        if has_norm {
+            assert!(
+                normalization_type == NormType::RMS_NORM_SKIP_GAMMA || normalization_weights_tensor.is_some(),
+                "mlp: normalization_type {normalization_type} needs normalization_weights_tensor"
+            );
+            check_row(normalization_weights_tensor, "normalization_weights_tensor", h);
+            check_row(normalization_bias_tensor, "normalization_bias_tensor", h);
+        }
+        if let Some(r) = fused_add_tensor {
+            assert!(r.shape() == hs, "mlp: fused_add_tensor must have hidden_tensor's shape {hs}, got {}", r.shape());
+        }
+
+        let out = nl::ndarray([b, sl, h], out_dtype, buffer = nl::shared_hbm);
+        let store = store_fused_add_result && fused_add_tensor.is_some();
+        let stored = nl::ndarray([b, sl, h], out_dtype, buffer = nl::shared_hbm);
         validate_quantization(quantization_type, hidden_tensor, w, quant);
         validate_quantized_input(quantization_type, is_tkg, hidden_tensor, w, has_norm, h);
         let stored_2d = if store { Some(stored.reshape([t, h])) } else { None };

@@ -7,14 +7,17 @@
 //! SBUF output and the optimized layout only in token generation, and the
 //! sharded dim of each path splitting evenly over the programs. On top of
 //! them, the members this port does not implement are refused by name (see
-//! [`MlpRule`]): the MX quantization forms. The fp8 forms follow the
+//! [`MlpRule`]): the `STATIC_MX` and `ROW_MX` quantization forms. `MX`
+//! follows the library's `mlp_tkg_mx` ([`mx_violation`]). The fp8 forms follow the
 //! library's two paths: token generation multiplies 16-bit hidden rows by
 //! fp8 weights; context encoding takes hidden rows already quantized to
 //! `float8_e4m3` (the library's quantized context-encoding path reads them
 //! so), without a norm, a residual add or projection biases.
 
 use crate::mlp::mlp_tkg::mlp_tkg_constants::PSUM_FMAX;
+use crate::mlp::mlp_tkg::projection_mx_constants::MX_TILE;
 use crate::utils::common_types::NormType;
+use crate::utils::mx_layout::SCALE_GROUP_SIZE;
 
 pub use kernel::*;
 
@@ -86,9 +89,10 @@ pub mod kernel {
     /// too (see [`mlp_cte`](crate::mlp::mlp_cte::mlp_cte)).
     #[nki_object]
     pub struct MLPQuantizationParameters {
-        /// `NONE`, `STATIC` or `ROW`.
+        /// `NONE`, `STATIC`, `ROW` or `MX`.
         pub quantization_type: QuantizationType,
-        /// Dequantization scales of the gate weights.
+        /// Dequantization scales of the gate weights (`MX`: `uint8` block
+        /// scales `[16, H/512, I]`, one per 32 packed values).
         pub gate_w_scale: Option<Tensor>,
         /// Dequantization scales of the up weights.
         pub up_w_scale: Option<Tensor>,
@@ -123,8 +127,25 @@ pub enum MlpRule {
     /// calls [`cte_shards_on_intermediate`] names) does not split evenly over
     /// the programs.
     CteShards,
-    /// `quantization_type` is an MX form (`MX`, `STATIC_MX`, `ROW_MX`; not implemented here).
+    /// `quantization_type` is `STATIC_MX` or `ROW_MX` (not implemented here).
     Quantization,
+    /// `MX` outside token generation (the library's MX path is `mlp_tkg_mx`).
+    MxTokenGeneration,
+    /// `MX` with `H` not a multiple of 512 (one MX contraction tile).
+    MxHidden,
+    /// `MX` with `I` neither a multiple of 512 nor below 512 and a multiple of 32.
+    MxIntermediate,
+    /// `MX` with a norm other than `NO_NORM`, `RMS_NORM`, `RMS_NORM_SKIP_GAMMA`.
+    MxNorm,
+    /// `MX` with either column tiling on (the library asserts both off).
+    MxColumnTiling,
+    /// `MX` with a fused residual add.
+    MxFusedAdd,
+    /// `MX` with a clamp, `skip_gate_proj` or the optimized down layout (the
+    /// library's MX path applies none of them).
+    MxOptions,
+    /// `MX` on more than two programs, or `H / 512` not split evenly over them.
+    MxShards,
     /// `STATIC` or `ROW` quantization on the context-encoding path with 16-bit
     /// hidden rows (that path reads them quantized, `float8_e4m3`).
     CteQuantization,
@@ -163,8 +184,22 @@ impl MlpRule {
                 "mlp: the context-encoding path's sharded dim (B * S, or I when it shards I) must split evenly over the programs"
             }
             MlpRule::Quantization => {
-                "mlp: quantization_type must be QuantizationType.NONE, STATIC or ROW (the MX forms are not implemented)"
+                "mlp: quantization_type must be QuantizationType.NONE, STATIC, ROW or MX (STATIC_MX and ROW_MX are not implemented)"
             }
+            MlpRule::MxTokenGeneration => {
+                "mlp: quantization_type MX is only supported in token generation (B * S <= 96, force_cte_mode off)"
+            }
+            MlpRule::MxHidden => "mlp: quantization_type MX needs H to be a multiple of 512",
+            MlpRule::MxIntermediate => "mlp: quantization_type MX needs I to be a multiple of 512, or below 512 and a multiple of 32",
+            MlpRule::MxNorm => "mlp: quantization_type MX supports NormType.NO_NORM, RMS_NORM and RMS_NORM_SKIP_GAMMA",
+            MlpRule::MxColumnTiling => {
+                "mlp: quantization_type MX needs use_tkg_gate_up_proj_column_tiling=False and use_tkg_down_proj_column_tiling=False"
+            }
+            MlpRule::MxFusedAdd => "mlp: quantization_type MX takes no fused_add_tensor",
+            MlpRule::MxOptions => {
+                "mlp: quantization_type MX takes no gate/up clamp limits, skip_gate_proj or use_tkg_down_proj_optimized_layout"
+            }
+            MlpRule::MxShards => "mlp: quantization_type MX runs on 1 or 2 programs with H / 512 split evenly over them",
             MlpRule::CteQuantization => {
                 "mlp: quantization_type STATIC and ROW in context encoding (B * S > 96 or force_cte_mode) need a float8_e4m3 hidden_tensor"
             }
@@ -205,6 +240,10 @@ pub struct MlpCall {
     pub store_output_in_sbuf: bool,
     /// `use_tkg_down_proj_column_tiling`.
     pub use_tkg_down_proj_column_tiling: bool,
+    /// `use_tkg_gate_up_proj_column_tiling`.
+    pub use_tkg_gate_up_proj_column_tiling: bool,
+    /// `skip_gate_proj`.
+    pub skip_gate_proj: bool,
     /// `use_tkg_down_proj_optimized_layout`.
     pub use_tkg_down_proj_optimized_layout: bool,
     /// `force_cte_mode`.
@@ -257,7 +296,7 @@ pub const fn mlp_violation(c: MlpCall) -> Option<MlpRule> {
     if c.use_tkg_down_proj_optimized_layout && c.use_tkg_down_proj_column_tiling {
         return Some(MlpRule::OptimizedLayout);
     }
-    if !matches!(c.quantization_type, QuantizationType::NONE | QuantizationType::STATIC | QuantizationType::ROW) {
+    if !matches!(c.quantization_type, QuantizationType::NONE | QuantizationType::STATIC | QuantizationType::ROW | QuantizationType::MX) {
         return Some(MlpRule::Quantization);
     }
     if c.store_output_in_sbuf {
@@ -269,6 +308,9 @@ pub const fn mlp_violation(c: MlpCall) -> Option<MlpRule> {
     }
     if c.programs <= 0 {
         return Some(MlpRule::HiddenShards);
+    }
+    if matches!(c.quantization_type, QuantizationType::MX) {
+        return mx_violation(c);
     }
     if is_mlp_tkg(c.tokens, c.force_cte_mode) {
         if c.quantized_input {
@@ -308,6 +350,42 @@ pub const fn mlp_violation(c: MlpCall) -> Option<MlpRule> {
     None
 }
 
+/// The first rule an `MX` call `c` breaks (the library's `mlp_tkg_mx`
+/// and its argument checks): token generation only, `H` in 512-row MX
+/// tiles, `I` in whole scale groups, RMSNorm or none, neither column tiling,
+/// no residual add, clamps, `skip_gate_proj` or optimized down layout, and
+/// the MX tiles of `H` split evenly over one or two programs.
+pub const fn mx_violation(c: MlpCall) -> Option<MlpRule> {
+    if !is_mlp_tkg(c.tokens, c.force_cte_mode) {
+        return Some(MlpRule::MxTokenGeneration);
+    }
+    if c.quantized_input {
+        return Some(MlpRule::TkgQuantizedInput);
+    }
+    if c.hidden % MX_TILE != 0 {
+        return Some(MlpRule::MxHidden);
+    }
+    if !(c.intermediate % MX_TILE == 0 || (c.intermediate < MX_TILE && c.intermediate % SCALE_GROUP_SIZE == 0)) {
+        return Some(MlpRule::MxIntermediate);
+    }
+    if !matches!(c.normalization_type, NormType::NO_NORM | NormType::RMS_NORM | NormType::RMS_NORM_SKIP_GAMMA) {
+        return Some(MlpRule::MxNorm);
+    }
+    if c.use_tkg_gate_up_proj_column_tiling || c.use_tkg_down_proj_column_tiling {
+        return Some(MlpRule::MxColumnTiling);
+    }
+    if c.has_fused_add {
+        return Some(MlpRule::MxFusedAdd);
+    }
+    if c.clamped || c.skip_gate_proj || c.use_tkg_down_proj_optimized_layout {
+        return Some(MlpRule::MxOptions);
+    }
+    if c.programs > 2 || (c.hidden / MX_TILE) % c.programs != 0 {
+        return Some(MlpRule::MxShards);
+    }
+    None
+}
+
 /// An `mlp` call checked at compile time, or a compile error naming the rule
 /// it breaks. Options not given take the kernel's defaults.
 ///
@@ -339,6 +417,8 @@ macro_rules! mlp_config {
                 quantization_type: $crate::mlp::mlp::QuantizationType::NONE,
                 store_output_in_sbuf: false,
                 use_tkg_down_proj_column_tiling: true,
+                use_tkg_gate_up_proj_column_tiling: true,
+                skip_gate_proj: false,
                 use_tkg_down_proj_optimized_layout: false,
                 force_cte_mode: false,
                 has_projection_bias: false,
