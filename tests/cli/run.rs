@@ -207,6 +207,25 @@ const CASES: &[Case] = &[
         ],
     },
     Case {
+        kernel: "moe_block_tkg",
+        ranks: 1,
+        // RMSNorm, the router's top 2 of 8 experts (softmax after the top-k) for
+        // 3 tokens shared by trn2's 2 programs, then each token's experts.
+        params: &[
+            ("inp", F32(&[1, 3, 256])),
+            ("gamma", F32(&[1, 256])),
+            ("router_weights", F32(&[256, 8])),
+            ("expert_gate_up_weights", F32(&[8, 256, 2, 64])),
+            ("expert_down_weights", F32(&[8, 64, 256])),
+            ("router_bias", F32(&[1, 8])),
+            ("top_k", Text("2")),
+            ("router_act_fn", Text("SOFTMAX")),
+            ("router_pre_norm", Text("false")),
+            ("expert_affinities_scaling_mode", Text("POST_SCALE")),
+            ("router_mm_dtype", Text("float32")),
+        ],
+    },
+    Case {
         kernel: "qkv_tkg",
         ranks: 1,
         // 4 tokens over trn2's 2 programs (H split in two), RMSNorm with fused add, 4 heads of 64 stored head by head.

@@ -16,6 +16,7 @@ pub mod indexed_flatten;
 pub mod max;
 pub mod mlp;
 pub mod mlp_tkg_mx;
+pub mod moe_block;
 pub mod moe_tkg;
 pub mod mx_format;
 pub mod output_projection;

@@ -135,7 +135,42 @@ const CONFIGS: &[Config] = &[
 const ROW_CONFIGS: &[Config] = &[all(2, 4, 512, 64, 2).biased().row(), sel(2, 4, 512, 64, 4, 2).act(Swish).biased().row()];
 
 /// The clamps (gate upper, up upper, up lower), the library tests' values.
-const CLAMPS: [f64; 3] = [7.0, 8.0, -6.0];
+pub(crate) const CLAMPS: [f64; 3] = [7.0, 8.0, -6.0];
+
+/// One local expert's tensors, row-major: `[E_L, H, 2, I]`, `[E_L, I, H]`,
+/// the optional biases `[E_L, 2, I]`, `[E_L, H]` and `ROW` scales of the
+/// same shapes.
+#[derive(Clone, Copy)]
+pub(crate) struct ExpertWeights<'a> {
+    pub gate_up: &'a [f64],
+    pub down: &'a [f64],
+    pub gate_up_b: Option<&'a [f64]>,
+    pub down_b: Option<&'a [f64]>,
+    pub gate_up_s: Option<&'a [f64]>,
+    pub down_s: Option<&'a [f64]>,
+}
+
+/// Expert `ex`'s gated MLP of `row` `[H]` in float64: `act(clamp(row W_gate
+/// · s + b)) · clamp(row W_up · s + b)` through `W_down` (`· s + b`), the
+/// clamps (when on) the library tests' [`CLAMPS`].
+pub(crate) fn expert_f64(row: &[f64], ex: usize, i: usize, w: ExpertWeights<'_>, act: ActFnType, clamp: bool) -> Vec<f64> {
+    let h = row.len();
+    let clamp = |v: f64, hi: f64, lo: f64| if clamp { v.min(hi).max(lo) } else { v };
+    let proj = |half: usize, col: usize| {
+        let dot: f64 = (0..h).map(|r| row[r] * w.gate_up[((ex * h + r) * 2 + half) * i + col]).sum();
+        let s = w.gate_up_s.map_or(1.0, |s| s[(ex * 2 + half) * i + col]);
+        dot * s + w.gate_up_b.map_or(0.0, |b| b[(ex * 2 + half) * i + col])
+    };
+    let inter: Vec<f64> = (0..i)
+        .map(|col| activation(act, clamp(proj(0, col), CLAMPS[0], f64::NEG_INFINITY)) * clamp(proj(1, col), CLAMPS[1], CLAMPS[2]))
+        .collect();
+    (0..h)
+        .map(|col| {
+            let dot: f64 = (0..i).map(|r| inter[r] * w.down[(ex * i + r) * h + col]).sum();
+            dot * w.down_s.map_or(1.0, |s| s[ex * h + col]) + w.down_b.map_or(0.0, |b| b[ex * h + col])
+        })
+        .collect()
+}
 
 /// The inputs of one configuration, row-major.
 struct Inputs {
@@ -214,24 +249,15 @@ impl Config {
 
     /// Local expert `ex`'s MLP of token `tok`: `[H]`.
     fn expert(&self, x: &Inputs, ex: usize, tok: usize) -> Vec<f64> {
-        let (h, i) = (self.h, self.i);
-        let row = &x.hidden[tok * h..(tok + 1) * h];
-        let clamp = |v: f64, hi: f64, lo: f64| if self.clamp { v.min(hi).max(lo) } else { v };
-        let proj = |half: usize, col: usize| {
-            let dot: f64 = (0..h).map(|r| row[r] * x.gate_up[((ex * h + r) * 2 + half) * i + col]).sum();
-            let s = if self.row { x.gate_up_s[(ex * 2 + half) * i + col] } else { 1.0 };
-            dot * s + if self.bias { x.gate_up_b[(ex * 2 + half) * i + col] } else { 0.0 }
+        let w = ExpertWeights {
+            gate_up: &x.gate_up,
+            down: &x.down,
+            gate_up_b: self.bias.then_some(&x.gate_up_b[..]),
+            down_b: self.bias.then_some(&x.down_b[..]),
+            gate_up_s: self.row.then_some(&x.gate_up_s[..]),
+            down_s: self.row.then_some(&x.down_s[..]),
         };
-        let inter: Vec<f64> = (0..i)
-            .map(|col| activation(self.act, clamp(proj(0, col), CLAMPS[0], f64::NEG_INFINITY)) * clamp(proj(1, col), CLAMPS[1], CLAMPS[2]))
-            .collect();
-        (0..h)
-            .map(|col| {
-                let dot: f64 = (0..i).map(|r| inter[r] * x.down[(ex * i + r) * h + col]).sum();
-                let s = if self.row { x.down_s[ex * h + col] } else { 1.0 };
-                dot * s + if self.bias { x.down_b[ex * h + col] } else { 0.0 }
-            })
-            .collect()
+        expert_f64(&x.hidden[tok * self.h..(tok + 1) * self.h], ex, self.i, w, self.act, self.clamp)
     }
 
     /// The float64 mixture `[T, H]`.

@@ -142,7 +142,7 @@ impl Problem {
 }
 
 /// The activation of one row of logits in float64.
-fn activate(act_fn: RouterActFnType, row: &[f64]) -> Vec<f64> {
+pub(crate) fn activate(act_fn: RouterActFnType, row: &[f64]) -> Vec<f64> {
     if act_fn == RouterActFnType::SIGMOID {
         return row.iter().map(|v| 1.0 / (1.0 + (-v).exp())).collect();
     }
@@ -152,7 +152,7 @@ fn activate(act_fn: RouterActFnType, row: &[f64]) -> Vec<f64> {
 }
 
 /// The experts of `scores` best first, the lower index first among equals.
-fn ranked(scores: &[f64]) -> Vec<usize> {
+pub(crate) fn ranked(scores: &[f64]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..scores.len()).collect();
     order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
     order

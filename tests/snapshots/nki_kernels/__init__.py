@@ -37,6 +37,7 @@ from .matmul_k_outer import matmul_k_outer
 from .matmul_steps import matmul_blocked
 from .matmul_steps import matmul_hoisted
 from .mlp import mlp
+from .moe_block_tkg import moe_block_tkg
 from .moe_tkg import moe_tkg
 from .output_projection_cte import output_projection_cte
 from .output_projection_tkg import output_projection_tkg
@@ -102,6 +103,7 @@ __all__ = [
     "matmul_blocked",
     "matmul_hoisted",
     "mlp",
+    "moe_block_tkg",
     "moe_tkg",
     "output_projection_cte",
     "output_projection_tkg",

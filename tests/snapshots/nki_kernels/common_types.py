@@ -64,6 +64,15 @@ class ExpertAffinityScaleMode(Enum):
     "Pre-scaling applied later in the context-encoding expert MLP."
 
 
+class RouterActFnType(Enum):
+    """A MoE router's activation over the experts."""
+
+    SIGMOID = 0
+    "The sigmoid of each logit."
+    SOFTMAX = 1
+    "The softmax along the experts."
+
+
 class QKVOutputLayout(Enum):
     """How a fused QKV projection is stored."""
 
@@ -84,12 +93,3 @@ class QKVWeightLayout(Enum):
     "Microscaling: four H rows packed per element."
     MX_INTERLEAVED = 2
     "Microscaling, packed in the DMA-transpose order."
-
-
-class RouterActFnType(Enum):
-    """A MoE router's activation over the experts."""
-
-    SIGMOID = 0
-    "The sigmoid of each logit."
-    SOFTMAX = 1
-    "The softmax along the experts."

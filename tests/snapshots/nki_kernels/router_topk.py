@@ -9,6 +9,52 @@ import nki.collectives as ncc
 from .common_types import RouterActFnType
 
 
+# `x_hbm_layout`: `x` is `[T, H]`.
+X_HBM_LAYOUT_T_H = 1
+
+
+@dataclass
+class RouterFlags(nl.NKIObject):
+    """The kernel's flags (its keyword options)."""
+
+    router_pre_norm: bool
+    "Activation before the top-k."
+    norm_topk_prob: bool
+    "Renormalise the selected affinities (with `router_pre_norm`)."
+    use_column_tiling: bool
+    "PE column tiles sized to the tokens."
+    use_indirect_dma_scatter: bool
+    "Scatter the selected affinities by indirect DMA."
+    return_eager_affi: bool
+    "Also return the `[T, k]` selected affinities."
+    use_PE_broadcast_w_bias: bool
+    "Broadcast the bias by a ones-vector matmul."
+    shard_on_tokens: bool
+    "Share the tokens between the programs."
+    skip_store_expert_index: bool
+    "Leave `expert_index` unwritten."
+    skip_store_router_logits: bool
+    "Leave `router_logits` unwritten."
+
+
+@dataclass
+class RouterTensors(nl.NKIObject):
+    """The call's HBM tensors: the inputs and the outputs the caller passes."""
+
+    x: object
+    "Tokens, `[H, T]` or `[T, H]` by `x_hbm_layout`."
+    w: object
+    "Router weights, `[H, E]`."
+    w_bias: object
+    "Router bias, `[E]` or `[1, E]`."
+    router_logits: object
+    "Logits out, `[T, E]`."
+    expert_affinities: object
+    "Affinities out, `[T, E]`."
+    expert_index: object
+    "Selected experts out, `[T, k]`."
+
+
 # Partitions: hidden rows contracted per matmul, tokens per tile.
 P_MAX = 128
 
@@ -40,28 +86,6 @@ PE_COLUMN_TILE_128 = 128
 
 # `x_hbm_layout`: `x` is `[H, T]`.
 X_HBM_LAYOUT_H_T = 0
-
-
-# `x_hbm_layout`: `x` is `[T, H]`.
-X_HBM_LAYOUT_T_H = 1
-
-
-@dataclass
-class RouterTensors(nl.NKIObject):
-    """The call's HBM tensors: the inputs and the outputs the caller passes."""
-
-    x: object
-    "Tokens, `[H, T]` or `[T, H]` by `x_hbm_layout`."
-    w: object
-    "Router weights, `[H, E]`."
-    w_bias: object
-    "Router bias, `[E]` or `[1, E]`."
-    router_logits: object
-    "Logits out, `[T, E]`."
-    expert_affinities: object
-    "Affinities out, `[T, E]`."
-    expert_index: object
-    "Selected experts out, `[T, k]`."
 
 
 @dataclass
@@ -162,6 +186,28 @@ def check_router_inputs(io, act_fn, k, x_hbm_layout, x_sb_layout, router_pre_nor
     assert expert_affinities.ndim == 2 and ea[0] == t and ea[1] == e, f"router_topk: expert_affinities must be [T, E] = [{t}, {e}]"
     ei = expert_index.shape
     assert expert_index.ndim == 2 and ei[0] == t and ei[1] == k, f"router_topk: expert_index must be [T, k] = [{t}, {k}]"
+
+
+def router_topk_config(io, act_fn, k, x_hbm_layout, f):
+    """This program's configuration: the sizes of `io`, the token shard
+    (every program but the last takes `T / programs` tokens, rounded down,
+    the last the rest) and the flags.
+    """
+    h, e = io.w.shape
+    xs = io.x.shape
+    t = xs[1] if x_hbm_layout == X_HBM_LAYOUT_H_T else xs[0]
+    shard_on_tokens = f.shard_on_tokens
+    use_indirect_dma_scatter = f.use_indirect_dma_scatter
+    grid = shard_on_tokens and nl.program_ndim() == 1
+    programs = nl.num_programs(axes=0) if grid else 1
+    assert not shard_on_tokens or programs > 1, f"router_topk: shard_on_tokens needs more than one program, got {programs}"
+    assert t >= programs, f"router_topk: shard_on_tokens needs at least one token per program, got T = {t} for {programs} programs"
+    program = nl.program_id(axis=0) if grid else 0
+    t_first = t // programs
+    t_local = t - t_first * (programs - 1) if program == programs - 1 else t_first
+    assert not use_indirect_dma_scatter or t_local <= PE_COLUMN_TILE_128 or t_local % PE_COLUMN_TILE_128 == 0, f"router_topk: with use_indirect_dma_scatter a program's tokens ({t_local}) must be <= 128 or a multiple of 128"
+    num_t_tiles = -(-t_local // ST_F_MAX)
+    return RouterConfig(t=t, e=e, k=k, act_fn=act_fn, x_hbm_layout=x_hbm_layout, t_local=t_local, t_offset=program * t_first, num_h_tiles=h // P_MAX, num_t_tiles=num_t_tiles, t_p_dim=t_local if num_t_tiles == 1 else P_MAX, router_pre_norm=f.router_pre_norm, norm_topk_prob=f.norm_topk_prob, use_column_tiling=f.use_column_tiling, use_indirect_dma_scatter=use_indirect_dma_scatter, return_eager_affi=f.return_eager_affi, use_PE_broadcast_w_bias=f.use_PE_broadcast_w_bias, skip_store_expert_index=f.skip_store_expert_index, skip_store_router_logits=f.skip_store_router_logits)
 
 
 def router_topk_input_x_load(cfg, io):
@@ -384,6 +430,29 @@ def scatter_indirect(cfg, io, bufs):
             nisa.dma_copy(dst=flat.ap(pattern=[[1, tt], [1, 1]], vector_offset=flat_idx[:, j:j + 1], indirect_dim=0), src=bufs.topk_aff[0:tt, ti, j:j + 1])
 
 
+def router_topk_pipeline(cfg, io):
+    """The router's pipeline on this program's tokens (module docs): the
+    loads, the logits, the activation, the top-k and the scatter; returns
+    the buffers holding the selected affinities.
+    """
+    x_sb = router_topk_input_x_load(cfg, io)
+    w_sb = router_topk_input_w_load(cfg, io)
+    bias_bc = broadcast_w_bias(cfg, io)
+    bufs = allocate_router_buffers(cfg)
+    compute_router_logits(cfg, io, bufs, x_sb, w_sb, bias_bc)
+    norm = cfg.router_pre_norm and cfg.norm_topk_prob
+    scatter = not cfg.router_pre_norm or norm
+    if cfg.router_pre_norm:
+        compute_act1(cfg, io, bufs, scatter)
+    select_topk(cfg, io, bufs)
+    compute_topk_affinities(cfg, bufs, norm)
+    if scatter and not cfg.use_indirect_dma_scatter:
+        scatter_one_hot(cfg, io, bufs)
+    if scatter and cfg.use_indirect_dma_scatter:
+        scatter_indirect(cfg, io, bufs)
+    return bufs
+
+
 @nki.jit
 def router_topk(x, w, w_bias, router_logits, expert_affinities, expert_index, act_fn, k, x_hbm_layout, x_sb_layout, router_pre_norm=True, norm_topk_prob=False, use_column_tiling=False, use_indirect_dma_scatter=False, return_eager_affi=False, use_PE_broadcast_w_bias=False, shard_on_tokens=False, skip_store_expert_index=False, skip_store_router_logits=False):
     """The router: `x @ w (+ w_bias)` into `router_logits` `[T, E]`, the `k`
@@ -402,38 +471,14 @@ def router_topk(x, w, w_bias, router_logits, expert_affinities, expert_index, ac
     assert expert_index.dtype in (nl.uint32, nl.int32), "router_topk takes expert_index as uint32 or int32"
     io = RouterTensors(x=x, w=w, w_bias=w_bias, router_logits=router_logits, expert_affinities=expert_affinities, expert_index=expert_index)
     check_router_inputs(io, act_fn, k, x_hbm_layout, x_sb_layout, router_pre_norm, use_indirect_dma_scatter, return_eager_affi)
-    h, e = w.shape
-    t = x.shape[1] if x_hbm_layout == X_HBM_LAYOUT_H_T else x.shape[0]
-    grid = shard_on_tokens and nl.program_ndim() == 1
-    programs = nl.num_programs(axes=0) if grid else 1
-    assert not shard_on_tokens or programs > 1, f"router_topk: shard_on_tokens needs more than one program, got {programs}"
-    assert t >= programs, f"router_topk: shard_on_tokens needs at least one token per program, got T = {t} for {programs} programs"
-    program = nl.program_id(axis=0) if grid else 0
-    t_first = t // programs
-    t_local = t - t_first * (programs - 1) if program == programs - 1 else t_first
-    assert not use_indirect_dma_scatter or t_local <= PE_COLUMN_TILE_128 or t_local % PE_COLUMN_TILE_128 == 0, f"router_topk: with use_indirect_dma_scatter a program's tokens ({t_local}) must be <= 128 or a multiple of 128"
-    num_t_tiles = -(-t_local // ST_F_MAX)
-    cfg = RouterConfig(t=t, e=e, k=k, act_fn=act_fn, x_hbm_layout=x_hbm_layout, t_local=t_local, t_offset=program * t_first, num_h_tiles=h // P_MAX, num_t_tiles=num_t_tiles, t_p_dim=t_local if num_t_tiles == 1 else P_MAX, router_pre_norm=router_pre_norm, norm_topk_prob=norm_topk_prob, use_column_tiling=use_column_tiling, use_indirect_dma_scatter=use_indirect_dma_scatter, return_eager_affi=return_eager_affi, use_PE_broadcast_w_bias=use_PE_broadcast_w_bias, skip_store_expert_index=skip_store_expert_index, skip_store_router_logits=skip_store_router_logits)
-    x_sb = router_topk_input_x_load(cfg, io)
-    w_sb = router_topk_input_w_load(cfg, io)
-    bias_bc = broadcast_w_bias(cfg, io)
-    bufs = allocate_router_buffers(cfg)
-    compute_router_logits(cfg, io, bufs, x_sb, w_sb, bias_bc)
-    norm = router_pre_norm and norm_topk_prob
-    scatter = not router_pre_norm or norm
-    if router_pre_norm:
-        compute_act1(cfg, io, bufs, scatter)
-    select_topk(cfg, io, bufs)
-    compute_topk_affinities(cfg, bufs, norm)
-    if scatter and not use_indirect_dma_scatter:
-        scatter_one_hot(cfg, io, bufs)
-    if scatter and use_indirect_dma_scatter:
-        scatter_indirect(cfg, io, bufs)
+    flags = RouterFlags(router_pre_norm=router_pre_norm, norm_topk_prob=norm_topk_prob, use_column_tiling=use_column_tiling, use_indirect_dma_scatter=use_indirect_dma_scatter, return_eager_affi=return_eager_affi, use_PE_broadcast_w_bias=use_PE_broadcast_w_bias, shard_on_tokens=shard_on_tokens, skip_store_expert_index=skip_store_expert_index, skip_store_router_logits=skip_store_router_logits)
+    cfg = router_topk_config(io, act_fn, k, x_hbm_layout, flags)
+    bufs = router_topk_pipeline(cfg, io)
     if return_eager_affi:
-        eager = nl.ndarray(shape=(t, k), dtype=nl.float32, buffer=nl.shared_hbm)
-        for ti in range(num_t_tiles):
+        eager = nl.ndarray(shape=(cfg.t, k), dtype=nl.float32, buffer=nl.shared_hbm)
+        for ti in range(cfg.num_t_tiles):
             t0 = ti * ST_F_MAX
-            tt = min(t_local - t0, ST_F_MAX)
+            tt = min(cfg.t_local - t0, ST_F_MAX)
             nisa.dma_copy(dst=eager[cfg.t_offset + t0:cfg.t_offset + t0 + tt, :], src=bufs.topk_aff[0:tt, ti, :])
         return (router_logits, expert_index, expert_affinities, eager)
     return (router_logits, expert_index, expert_affinities)

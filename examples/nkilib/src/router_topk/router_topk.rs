@@ -389,7 +389,7 @@ pub mod kernel {
     /// The library's rules on the arguments (see `router_topk_violation`), checked
     /// when the kernel is traced.
     #[nki_helper]
-    fn check_router_inputs(
+    pub fn check_router_inputs(
         io: RouterTensors,
         act_fn: RouterActFnType,
         k: i64,
@@ -681,6 +681,104 @@ pub mod kernel {
         }
     }
 
+    /// The kernel's flags (its keyword options).
+    #[nki_object]
+    pub struct RouterFlags {
+        /// Activation before the top-k.
+        pub router_pre_norm: bool,
+        /// Renormalise the selected affinities (with `router_pre_norm`).
+        pub norm_topk_prob: bool,
+        /// PE column tiles sized to the tokens.
+        pub use_column_tiling: bool,
+        /// Scatter the selected affinities by indirect DMA.
+        pub use_indirect_dma_scatter: bool,
+        /// Also return the `[T, k]` selected affinities.
+        pub return_eager_affi: bool,
+        /// Broadcast the bias by a ones-vector matmul.
+        pub use_PE_broadcast_w_bias: bool,
+        /// Share the tokens between the programs.
+        pub shard_on_tokens: bool,
+        /// Leave `expert_index` unwritten.
+        pub skip_store_expert_index: bool,
+        /// Leave `router_logits` unwritten.
+        pub skip_store_router_logits: bool,
+    }
+
+    /// This program's configuration: the sizes of `io`, the token shard
+    /// (every program but the last takes `T / programs` tokens, rounded down,
+    /// the last the rest) and the flags.
+    #[nki_helper]
+    pub fn router_topk_config(io: RouterTensors, act_fn: RouterActFnType, k: i64, x_hbm_layout: i64, f: RouterFlags) -> RouterConfig {
+        let [h, e] = io.w.shape();
+        let xs = io.x.shape();
+        let t = if x_hbm_layout == X_HBM_LAYOUT_H_T { xs[1] } else { xs[0] };
+        let shard_on_tokens = f.shard_on_tokens;
+        let use_indirect_dma_scatter = f.use_indirect_dma_scatter;
+        // Token sharding: every program but the last takes T / programs tokens
+        // (rounded down), the last the rest.
+        let grid = shard_on_tokens && nl::program_ndim() == 1;
+        let programs = if grid { nl::num_programs(0) } else { 1 };
+        assert!(!shard_on_tokens || programs > 1, "router_topk: shard_on_tokens needs more than one program, got {programs}");
+        assert!(t >= programs, "router_topk: shard_on_tokens needs at least one token per program, got T = {t} for {programs} programs");
+        let program = if grid { nl::program_id(0) } else { 0 };
+        let t_first = t / programs;
+        let t_local = if program == programs - 1 { t - t_first * (programs - 1) } else { t_first };
+        assert!(
+            !use_indirect_dma_scatter || t_local <= PE_COLUMN_TILE_128 || t_local % PE_COLUMN_TILE_128 == 0,
+            "router_topk: with use_indirect_dma_scatter a program's tokens ({t_local}) must be <= 128 or a multiple of 128"
+        );
+        let num_t_tiles = t_local.div_ceil(ST_F_MAX);
+        RouterConfig {
+            t,
+            e,
+            k,
+            act_fn,
+            x_hbm_layout,
+            t_local,
+            t_offset: program * t_first,
+            num_h_tiles: h / P_MAX,
+            num_t_tiles,
+            t_p_dim: if num_t_tiles == 1 { t_local } else { P_MAX },
+            router_pre_norm: f.router_pre_norm,
+            norm_topk_prob: f.norm_topk_prob,
+            use_column_tiling: f.use_column_tiling,
+            use_indirect_dma_scatter,
+            return_eager_affi: f.return_eager_affi,
+            use_PE_broadcast_w_bias: f.use_PE_broadcast_w_bias,
+            skip_store_expert_index: f.skip_store_expert_index,
+            skip_store_router_logits: f.skip_store_router_logits,
+        }
+    }
+
+    /// The router's pipeline on this program's tokens (module docs): the
+    /// loads, the logits, the activation, the top-k and the scatter; returns
+    /// the buffers holding the selected affinities.
+    #[nki_helper]
+    pub fn router_topk_pipeline(cfg: RouterConfig, io: RouterTensors) -> RouterBuffers {
+        let x_sb: Sbuf = router_topk_input_x_load(cfg, io);
+        let w_sb: Sbuf = router_topk_input_w_load(cfg, io);
+        let bias_bc: Sbuf = broadcast_w_bias(cfg, io);
+        let bufs: RouterBuffers = allocate_router_buffers(cfg);
+        compute_router_logits(cfg, io, bufs, x_sb, w_sb, bias_bc);
+
+        // The pipeline the flags select: ACT1 before the top-k or ACT2 after it,
+        // Norm with ACT1, and a scatter of the selected affinities to [T, E].
+        let norm = cfg.router_pre_norm && cfg.norm_topk_prob;
+        let scatter = !cfg.router_pre_norm || norm;
+        if cfg.router_pre_norm {
+            compute_act1(cfg, io, bufs, scatter);
+        }
+        select_topk(cfg, io, bufs);
+        compute_topk_affinities(cfg, bufs, norm);
+        if scatter && !cfg.use_indirect_dma_scatter {
+            scatter_one_hot(cfg, io, bufs);
+        }
+        if scatter && cfg.use_indirect_dma_scatter {
+            scatter_indirect(cfg, io, bufs);
+        }
+        bufs
+    }
+
     /// The router: `x @ w (+ w_bias)` into `router_logits` `[T, E]`, the `k`
     /// best experts of each token into `expert_index` `[T, k]`, their affinities
     /// into `expert_affinities` `[T, E]` (see the module docs for the pipeline
@@ -711,70 +809,24 @@ pub mod kernel {
     ) -> Outputs {
         let io = RouterTensors { x, w, w_bias, router_logits, expert_affinities, expert_index };
         check_router_inputs(io, act_fn, k, x_hbm_layout, x_sb_layout, router_pre_norm, use_indirect_dma_scatter, return_eager_affi);
-        let [h, e] = w.shape();
-        let t = if x_hbm_layout == X_HBM_LAYOUT_H_T { x.shape()[1] } else { x.shape()[0] };
-
-        // Token sharding: every program but the last takes T / programs tokens
-        // (rounded down), the last the rest.
-        let grid = shard_on_tokens && nl::program_ndim() == 1;
-        let programs = if grid { nl::num_programs(0) } else { 1 };
-        assert!(!shard_on_tokens || programs > 1, "router_topk: shard_on_tokens needs more than one program, got {programs}");
-        assert!(t >= programs, "router_topk: shard_on_tokens needs at least one token per program, got T = {t} for {programs} programs");
-        let program = if grid { nl::program_id(0) } else { 0 };
-        let t_first = t / programs;
-        let t_local = if program == programs - 1 { t - t_first * (programs - 1) } else { t_first };
-        assert!(
-            !use_indirect_dma_scatter || t_local <= PE_COLUMN_TILE_128 || t_local % PE_COLUMN_TILE_128 == 0,
-            "router_topk: with use_indirect_dma_scatter a program's tokens ({t_local}) must be <= 128 or a multiple of 128"
-        );
-        let num_t_tiles = t_local.div_ceil(ST_F_MAX);
-        let cfg = RouterConfig {
-            t,
-            e,
-            k,
-            act_fn,
-            x_hbm_layout,
-            t_local,
-            t_offset: program * t_first,
-            num_h_tiles: h / P_MAX,
-            num_t_tiles,
-            t_p_dim: if num_t_tiles == 1 { t_local } else { P_MAX },
+        let flags = RouterFlags {
             router_pre_norm,
             norm_topk_prob,
             use_column_tiling,
             use_indirect_dma_scatter,
             return_eager_affi,
             use_PE_broadcast_w_bias,
+            shard_on_tokens,
             skip_store_expert_index,
             skip_store_router_logits,
         };
-        let x_sb: Sbuf = router_topk_input_x_load(cfg, io);
-        let w_sb: Sbuf = router_topk_input_w_load(cfg, io);
-        let bias_bc: Sbuf = broadcast_w_bias(cfg, io);
-        let bufs: RouterBuffers = allocate_router_buffers(cfg);
-        compute_router_logits(cfg, io, bufs, x_sb, w_sb, bias_bc);
-
-        // The pipeline the flags select: ACT1 before the top-k or ACT2 after it,
-        // Norm with ACT1, and a scatter of the selected affinities to [T, E].
-        let norm = router_pre_norm && norm_topk_prob;
-        let scatter = !router_pre_norm || norm;
-        if router_pre_norm {
-            compute_act1(cfg, io, bufs, scatter);
-        }
-        select_topk(cfg, io, bufs);
-        compute_topk_affinities(cfg, bufs, norm);
-        if scatter && !use_indirect_dma_scatter {
-            scatter_one_hot(cfg, io, bufs);
-        }
-        if scatter && use_indirect_dma_scatter {
-            scatter_indirect(cfg, io, bufs);
-        }
-
+        let cfg: RouterConfig = router_topk_config(io, act_fn, k, x_hbm_layout, flags);
+        let bufs: RouterBuffers = router_topk_pipeline(cfg, io);
         if return_eager_affi {
-            let eager = nl::ndarray([t, k], nl::float32, buffer = nl::shared_hbm);
-            for ti in 0..num_t_tiles {
+            let eager = nl::ndarray([cfg.t, k], nl::float32, buffer = nl::shared_hbm);
+            for ti in 0..cfg.num_t_tiles {
                 let t0 = ti * ST_F_MAX;
-                let tt = (t_local - t0).min(ST_F_MAX);
+                let tt = (cfg.t_local - t0).min(ST_F_MAX);
                 nisa::dma_copy(eager[s![cfg.t_offset + t0..cfg.t_offset + t0 + tt, ..]], bufs.topk_aff[s![0..tt, ti, ..]]);
             }
             return Outputs(router_logits, expert_index, expert_affinities, eager);

@@ -1,0 +1,502 @@
+//! The NKI library's `moe_block_tkg`: a decode-phase MoE block, RMSNorm then
+//! the router's top-k then the experts, on the two programs of an LNC2
+//! launch.
+//!
+//! ```text
+//! x       = rmsnorm(inp, gamma, eps, hidden_actual)            [T, H], inp's dtype
+//! logits  = x @ router_weights (+ router_bias)                  [T, E]
+//! aff     = act(logits) (softmax or sigmoid; before or after the top-k)
+//! idx     = top_k experts of each token                          [T, K]
+//! out     = moe_tkg(x, experts, aff, idx)                        [T, H], inp's dtype
+//! ```
+//!
+//! Each phase is the ported kernel: [`rmsnorm_tkg`] writes the
+//! `[128, T, H/128]` layout (single-core for more than one token on the
+//! selective path, else split over the programs, as the library asks), whose
+//! rows [`norm_rows`] gathers back to `[T, H]` (cast to `router_mm_dtype` for
+//! the router); the router (`router_topk`'s configuration and pipeline
+//! helpers) shares the tokens between the programs on the
+//! selective path with more than one token and writes `router_logits`
+//! (inp's dtype), float32 affinities and uint32 indices; [`moe_tkg`] runs the
+//! selective path (each token's top-k experts, `T <= 128`) or the all-expert
+//! path (this rank's `E_L` local experts, `rank_id · E_L ..`, the affinities
+//! of experts a token did not select masked when the router left them
+//! unmasked: `router_pre_norm` without `norm_topk_prob`). The programs meet at
+//! a core barrier after the norm and after the router, whose outputs are
+//! shared HBM tensors, because each phase may split its rows between them.
+//!
+//! The library keeps the norm's output and the router's inputs in SBUF; here
+//! the kernels exchange HBM tensors (the values are the same). Refused by
+//! name (see [`MoeBlockRule`]): the MX weight forms (`float4_e2m1fn_x4`,
+//! `float8_e4m3fn_x4`, trn3) with the fused `rmsnorm_mx_quantize_tkg` and the
+//! fused `residual` add that only they take; a shared expert and
+//! `hidden_act_scale_factor` / `hidden_act_bias` (placeholders the library
+//! refuses too). `float8_e4m3` weights with both scales are `moe_tkg`'s
+//! `ROW` quantization.
+
+use crate::moe::moe_tkg::moe_tkg::{MoeTkgCall, MoeTkgRule, moe_tkg_violation};
+use crate::router_topk::router_topk::{RouterRule, RouterShape, X_HBM_LAYOUT_T_H, router_topk_violation};
+use crate::subkernels::norm_tkg_utils::{NormTkgRule, NormTkgShape, norm_tkg_violation};
+
+pub use kernel::*;
+
+/// The entry and its phases.
+#[nki::nki_module]
+pub mod kernel {
+    use crate::moe::moe_tkg::moe_tkg::moe_tkg;
+    use crate::moe_block::moe_block_tkg_utils::{ExpertConfig, MoEBlockTKGDims, PMAX, norm_rows, parse_moe_block_config};
+    use crate::router_topk::router_topk::{
+        RouterFlags, RouterTensors, X_HBM_LAYOUT_T_H, check_router_inputs, router_topk_config, router_topk_pipeline,
+    };
+    use crate::subkernels::rmsnorm_tkg::rmsnorm_tkg;
+    pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode, RouterActFnType};
+    use nki::prelude::*;
+
+    /// The library's `XSBLayout_tp102__0`: the norm's single-core layout.
+    pub const XSB_LAYOUT_TP102: i64 = 0;
+    /// The library's `XSBLayout_tp2013__1`: the norm's layout split over the programs.
+    pub const XSB_LAYOUT_TP2013: i64 = 1;
+    /// The programs the block runs on (LNC2).
+    pub const N_PRGS: i64 = 2;
+
+    /// The router's outputs.
+    #[nki_object]
+    pub struct RouterOutputs {
+        /// `[T, E]` logits, inp's dtype.
+        pub router_logits: Tensor,
+        /// `[T, K]` uint32 expert ids.
+        pub expert_index: Tensor,
+        /// `[T, E]` float32 affinities.
+        pub expert_affinities: Tensor,
+    }
+
+    /// The router's options.
+    #[nki_object]
+    pub struct RouterOptions {
+        /// Softmax or sigmoid.
+        pub act_fn: RouterActFnType,
+        /// Activation before the top-k.
+        pub router_pre_norm: bool,
+        /// Normalise the selected affinities.
+        pub norm_topk_prob: bool,
+        /// Leave `router_logits` unwritten.
+        pub skip_router_logits: bool,
+    }
+
+    /// Whether the norm writes the single-core layout (the selective path
+    /// with more than one token, whose router shares the tokens).
+    #[nki_helper]
+    pub fn selective_shard_on_t(dims: MoEBlockTKGDims, experts: ExpertConfig) -> bool {
+        !experts.is_all_expert && dims.t > 1
+    }
+
+    /// The block's own rules (the phases' kernels check theirs).
+    #[nki_helper]
+    pub fn validate_moe_block_inputs(
+        dims: MoEBlockTKGDims,
+        experts: ExpertConfig,
+        has_rank_id: bool,
+        has_residual: bool,
+        router_mm_dtype: Dtype,
+    ) {
+        let (h, t) = (dims.h, dims.t);
+        assert!(h % PMAX == 0, "moe_block_tkg: H = {h} must be a multiple of 128");
+        assert!(dims.n_prgs == N_PRGS, "moe_block_tkg: runs on the 2 programs of an LNC2 launch, got {}", dims.n_prgs);
+        assert!(h % (PMAX * N_PRGS) == 0, "moe_block_tkg: H = {h} must be a multiple of 256 (128 partitions times 2 programs)");
+        assert!(experts.is_all_expert || t <= PMAX, "moe_block_tkg: the selective-expert path takes at most 128 tokens, got T = {t}");
+        assert!(!experts.has_shared_expert, "moe_block_tkg: a shared expert is not supported (shared_expert_*_w)");
+        assert!(!experts.is_all_expert || has_rank_id, "moe_block_tkg: rank_id is required with is_all_expert=True");
+        assert!(!has_residual, "moe_block_tkg: the fused residual add belongs to the MX all-expert path, which is not implemented");
+        assert!(
+            router_mm_dtype == nl::bfloat16 || router_mm_dtype == nl::float16 || router_mm_dtype == nl::float32,
+            "moe_block_tkg: router_mm_dtype must be bfloat16, float16 or float32, got {router_mm_dtype}"
+        );
+    }
+
+    /// RMSNorm of `inp` into a shared `[128, T, H/128]` tensor (the library's
+    /// flags: single-core on the selective path with more than one token),
+    /// both programs' rows stored before it is read.
+    #[nki_helper]
+    pub fn rmsnorm_phase(dims: MoEBlockTKGDims, experts: ExpertConfig, inp: Hbm, gamma: Hbm, eps: f64) -> Hbm {
+        let norm = nl::ndarray([PMAX, dims.t, dims.h_free], inp.dtype(), buffer = nl::shared_hbm);
+        let single = selective_shard_on_t(dims, experts);
+        let _ = rmsnorm_tkg(inp, gamma, norm, eps = eps, hidden_actual = Some(dims.hidden_actual), single_core_forced = single);
+        nisa::core_barrier(norm, [0, 1]);
+        norm
+    }
+
+    /// The router on the token rows `x` `[T, H]` (`router_mm_dtype`): the
+    /// tokens shared between the programs on the selective path with more
+    /// than one token, both programs' outputs stored before they are read.
+    #[nki_helper]
+    pub fn router_phase(
+        dims: MoEBlockTKGDims,
+        experts: ExpertConfig,
+        x: Hbm,
+        w: Hbm,
+        w_bias: Option<Hbm>,
+        opts: RouterOptions,
+        io: Dtype,
+    ) -> RouterOutputs {
+        let router_logits = nl::ndarray([dims.t, dims.e], io, buffer = nl::shared_hbm);
+        let expert_index = nl::ndarray([dims.t, dims.k], nl::uint32, buffer = nl::shared_hbm);
+        let expert_affinities = nl::ndarray([dims.t, dims.e], nl::float32, buffer = nl::shared_hbm);
+        let shard = selective_shard_on_t(dims, experts);
+        let io = RouterTensors { x, w, w_bias, router_logits, expert_affinities, expert_index };
+        let sb_layout = if shard { XSB_LAYOUT_TP102 } else { XSB_LAYOUT_TP2013 };
+        check_router_inputs(io, opts.act_fn, dims.k, X_HBM_LAYOUT_T_H, sb_layout, opts.router_pre_norm, false, false);
+        let flags = RouterFlags {
+            router_pre_norm: opts.router_pre_norm,
+            norm_topk_prob: opts.norm_topk_prob,
+            use_column_tiling: true,
+            use_indirect_dma_scatter: false,
+            return_eager_affi: false,
+            use_PE_broadcast_w_bias: false,
+            shard_on_tokens: shard,
+            skip_store_expert_index: experts.is_all_expert && !opts.router_pre_norm,
+            skip_store_router_logits: opts.skip_router_logits,
+        };
+        let cfg = router_topk_config(io, opts.act_fn, dims.k, X_HBM_LAYOUT_T_H, flags);
+        let _ = router_topk_pipeline(cfg, io);
+        nisa::core_barrier(expert_index, [0, 1]);
+        nisa::core_barrier(expert_affinities, [0, 1]);
+        RouterOutputs { router_logits, expert_index, expert_affinities }
+    }
+
+    /// The MoE block of `inp` `[B, S, H]`: RMSNorm with `gamma` `[1, H]`,
+    /// the router `router_weights` `[H, E]` choosing `top_k` experts, the
+    /// experts `[E_L, H, 2, I]` / `[E_L, I, H]`; returns `out` `[T, H]` and,
+    /// unless `skip_router_logits`, `router_logits` `[T, E]` (module docs).
+    #[nki_kernel]
+    pub fn moe_block_tkg(
+        #[dtypes(float32, bfloat16, float16)] inp: Hbm,
+        #[dtypes(float32, bfloat16, float16)] gamma: Hbm,
+        #[dtypes(float32, bfloat16, float16)] router_weights: Hbm,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4, float8_e4m3fn_x4)] expert_gate_up_weights: Hbm,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4, float8_e4m3fn_x4)] expert_down_weights: Hbm,
+        shared_expert_gate_w: Option<Hbm>,
+        shared_expert_up_w: Option<Hbm>,
+        shared_expert_down_w: Option<Hbm>,
+        #[dtypes(float32)] expert_gate_up_weights_scale: Option<Hbm>,
+        #[dtypes(float32)] expert_down_weights_scale: Option<Hbm>,
+        #[dtypes(float32, bfloat16, float16)] router_bias: Option<Hbm>,
+        #[dtypes(float32, bfloat16, float16)] expert_gate_up_bias: Option<Hbm>,
+        #[dtypes(float32, bfloat16, float16)] expert_down_bias: Option<Hbm>,
+        shared_expert_gate_bias: Option<Hbm>,
+        shared_expert_up_bias: Option<Hbm>,
+        shared_expert_down_bias: Option<Hbm>,
+        #[default(1e-6)] eps: f64,
+        #[default(1)] top_k: i64,
+        #[default(RouterActFnType::SIGMOID)] router_act_fn: RouterActFnType,
+        #[default(true)] router_pre_norm: bool,
+        #[default(false)] norm_topk_prob: bool,
+        #[default(ExpertAffinityScaleMode::NO_SCALE)] expert_affinities_scaling_mode: ExpertAffinityScaleMode,
+        #[default(ActFnType::SiLU)] hidden_act_fn: ActFnType,
+        hidden_act_scale_factor: Option<f64>,
+        hidden_act_bias: Option<f64>,
+        gate_clamp_upper_limit: Option<f64>,
+        gate_clamp_lower_limit: Option<f64>,
+        up_clamp_upper_limit: Option<f64>,
+        up_clamp_lower_limit: Option<f64>,
+        #[default(nl::bfloat16)] router_mm_dtype: Dtype,
+        hidden_actual: Option<i64>,
+        #[default(false)] skip_router_logits: bool,
+        #[default(false)] is_all_expert: bool,
+        #[dtypes(int32, uint32)] rank_id: Option<Hbm>,
+        residual: Option<Hbm>,
+    ) -> Outputs {
+        let _ = (shared_expert_up_w, shared_expert_down_w, shared_expert_gate_bias, shared_expert_up_bias, shared_expert_down_bias);
+        let dims = parse_moe_block_config(inp, router_weights, top_k, hidden_actual);
+        let experts = ExpertConfig { is_all_expert, has_shared_expert: shared_expert_gate_w.is_some() };
+        validate_moe_block_inputs(dims, experts, rank_id.is_some(), residual.is_some(), router_mm_dtype);
+        assert!(
+            hidden_act_scale_factor.is_none() && hidden_act_bias.is_none(),
+            "moe_block_tkg: hidden_act_scale_factor and hidden_act_bias are placeholders and must be None"
+        );
+        let gu_dtype = expert_gate_up_weights.dtype();
+        assert!(
+            gu_dtype != nl::float4_e2m1fn_x4 && gu_dtype != nl::float8_e4m3fn_x4,
+            "moe_block_tkg: the MX weight forms (rmsnorm_mx_quantize_tkg and the MX experts) are not implemented, got {gu_dtype}"
+        );
+
+        // Step 1: RMSNorm, its rows gathered back for the router and the experts.
+        let norm = rmsnorm_phase(dims, experts, inp, gamma, eps);
+        let shards = if selective_shard_on_t(dims, experts) { 1 } else { dims.n_prgs };
+        let x = norm_rows(norm, shards, inp.dtype());
+        let mut x_router = x;
+        if router_mm_dtype != inp.dtype() {
+            x_router = norm_rows(norm, shards, router_mm_dtype);
+        }
+
+        // Step 2: the router and the top-k.
+        let opts = RouterOptions { act_fn: router_act_fn, router_pre_norm, norm_topk_prob, skip_router_logits };
+        let r = router_phase(dims, experts, x_router, router_weights, router_bias, opts, inp.dtype());
+
+        // Step 3 (a shared expert) is refused above. Step 4: the experts; the
+        // router masks the unselected experts itself after the top-k or with
+        // norm_topk_prob.
+        let out = moe_tkg(
+            x,
+            expert_gate_up_weights,
+            expert_down_weights,
+            r.expert_affinities,
+            r.expert_index,
+            is_all_expert,
+            rank_id = rank_id,
+            expert_gate_up_bias = expert_gate_up_bias,
+            expert_down_bias = expert_down_bias,
+            expert_gate_up_weights_scale = expert_gate_up_weights_scale,
+            expert_down_weights_scale = expert_down_weights_scale,
+            mask_unselected_experts = router_pre_norm && !norm_topk_prob,
+            expert_affinities_scaling_mode = expert_affinities_scaling_mode,
+            activation_fn = hidden_act_fn,
+            output_dtype = Some(inp.dtype()),
+            gate_clamp_upper_limit = gate_clamp_upper_limit,
+            gate_clamp_lower_limit = gate_clamp_lower_limit,
+            up_clamp_upper_limit = up_clamp_upper_limit,
+            up_clamp_lower_limit = up_clamp_lower_limit,
+        );
+        if skip_router_logits {
+            return Outputs(out);
+        }
+        Outputs(out, r.router_logits)
+    }
+}
+
+/// Why a `moe_block_tkg` call is refused: its own rules, then the first rule
+/// of a phase's kernel the call breaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MoeBlockRule {
+    /// `H` is not a positive multiple of 128.
+    Hidden,
+    /// Not the two programs of an LNC2 launch.
+    Programs,
+    /// `H` is not a multiple of 256 (128 partitions times two programs).
+    HiddenShards,
+    /// More than 128 tokens on the selective-expert path.
+    SelectiveTokens,
+    /// A shared expert (not supported, as in the library).
+    SharedExpert,
+    /// All-expert mode without `rank_id`.
+    RankId,
+    /// `residual` (the MX all-expert path's fused add).
+    Residual,
+    /// `hidden_act_scale_factor` or `hidden_act_bias` (placeholders).
+    ActPlaceholders,
+    /// `router_mm_dtype` is not bfloat16, float16 or float32.
+    RouterDtype,
+    /// MX weights (`rmsnorm_mx_quantize_tkg` and the MX experts are not implemented).
+    Mx,
+    /// A rule of the norm (`rmsnorm_tkg`).
+    Norm(NormTkgRule),
+    /// A rule of the router (`router_topk`).
+    Router(RouterRule),
+    /// A rule of the experts (`moe_tkg`).
+    Experts(MoeTkgRule),
+}
+
+impl MoeBlockRule {
+    /// The rule in words.
+    pub const fn message(self) -> &'static str {
+        match self {
+            MoeBlockRule::Hidden => "moe_block_tkg: H must be a positive multiple of 128",
+            MoeBlockRule::Programs => "moe_block_tkg: runs on the 2 programs of an LNC2 launch",
+            MoeBlockRule::HiddenShards => "moe_block_tkg: H must be a multiple of 256 (128 partitions times 2 programs)",
+            MoeBlockRule::SelectiveTokens => "moe_block_tkg: the selective-expert path takes at most 128 tokens",
+            MoeBlockRule::SharedExpert => "moe_block_tkg: a shared expert is not supported (shared_expert_*_w)",
+            MoeBlockRule::RankId => "moe_block_tkg: rank_id is required with is_all_expert=True",
+            MoeBlockRule::Residual => "moe_block_tkg: the fused residual add belongs to the MX all-expert path, which is not implemented",
+            MoeBlockRule::ActPlaceholders => "moe_block_tkg: hidden_act_scale_factor and hidden_act_bias are placeholders and must be None",
+            MoeBlockRule::RouterDtype => "moe_block_tkg: router_mm_dtype must be bfloat16, float16 or float32",
+            MoeBlockRule::Mx => "moe_block_tkg: the MX weight forms (rmsnorm_mx_quantize_tkg and the MX experts) are not implemented",
+            MoeBlockRule::Norm(r) => r.message(),
+            MoeBlockRule::Router(r) => r.message(),
+            MoeBlockRule::Experts(r) => r.message(),
+        }
+    }
+}
+
+/// A `moe_block_tkg` call as the rules read it: the sizes and the options.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MoeBlockCall {
+    /// `T = B · S`.
+    pub tokens: i64,
+    /// `H`.
+    pub hidden: i64,
+    /// `hidden_actual`, 0 for none.
+    pub hidden_actual: i64,
+    /// `I`.
+    pub intermediate: i64,
+    /// `E`, the router's (global) experts.
+    pub experts: i64,
+    /// `E_L`, the local experts of the weights.
+    pub local_experts: i64,
+    /// `top_k`.
+    pub top_k: i64,
+    /// The programs of the launch.
+    pub programs: i64,
+    /// `eps`.
+    pub eps: f64,
+    /// `is_all_expert`.
+    pub is_all_expert: bool,
+    /// `router_act_fn`.
+    pub router_act_fn: RouterActFnType,
+    /// `router_pre_norm`.
+    pub router_pre_norm: bool,
+    /// `expert_affinities_scaling_mode`.
+    pub expert_affinities_scaling_mode: ExpertAffinityScaleMode,
+    /// Whether `router_mm_dtype` is bfloat16, float16 or float32.
+    pub router_mm_dtype_supported: bool,
+    /// Whether a shared expert's weights are given.
+    pub has_shared_expert: bool,
+    /// Whether `rank_id` is given.
+    pub has_rank_id: bool,
+    /// Whether `residual` is given.
+    pub has_residual: bool,
+    /// Whether `hidden_act_scale_factor` or `hidden_act_bias` is given.
+    pub has_act_placeholders: bool,
+    /// Whether the expert weights are an MX form.
+    pub mx: bool,
+    /// Whether `expert_gate_up_weights_scale` is given.
+    pub has_gate_up_scale: bool,
+    /// Whether `expert_down_weights_scale` is given.
+    pub has_down_scale: bool,
+}
+
+/// The first rule `c` breaks: the block's own, then the norm's, the
+/// router's and the experts' for the calls the block makes.
+pub const fn moe_block_violation(c: MoeBlockCall) -> Option<MoeBlockRule> {
+    if c.hidden <= 0 || c.hidden % 128 != 0 {
+        return Some(MoeBlockRule::Hidden);
+    }
+    if c.programs != 2 {
+        return Some(MoeBlockRule::Programs);
+    }
+    if c.hidden % 256 != 0 {
+        return Some(MoeBlockRule::HiddenShards);
+    }
+    if !c.is_all_expert && c.tokens > 128 {
+        return Some(MoeBlockRule::SelectiveTokens);
+    }
+    if c.has_shared_expert {
+        return Some(MoeBlockRule::SharedExpert);
+    }
+    if c.is_all_expert && !c.has_rank_id {
+        return Some(MoeBlockRule::RankId);
+    }
+    if c.has_residual {
+        return Some(MoeBlockRule::Residual);
+    }
+    if c.has_act_placeholders {
+        return Some(MoeBlockRule::ActPlaceholders);
+    }
+    if !c.router_mm_dtype_supported {
+        return Some(MoeBlockRule::RouterDtype);
+    }
+    if c.mx {
+        return Some(MoeBlockRule::Mx);
+    }
+    let shard_on_t = !c.is_all_expert && c.tokens > 1;
+    let norm = NormTkgShape {
+        bxs: c.tokens,
+        hidden: c.hidden,
+        hidden_actual: c.hidden_actual,
+        eps: c.eps,
+        hidden_dim_tp: false,
+        single_core_forced: shard_on_t,
+        shard_on_h: false,
+        programs: c.programs,
+    };
+    if let Some(r) = norm_tkg_violation(norm) {
+        return Some(MoeBlockRule::Norm(r));
+    }
+    let router = RouterShape {
+        t: c.tokens,
+        h: c.hidden,
+        e: c.experts,
+        k: c.top_k,
+        act_fn: c.router_act_fn,
+        x_hbm_layout: X_HBM_LAYOUT_T_H,
+        x_sb_layout: if shard_on_t { XSB_LAYOUT_TP102 } else { XSB_LAYOUT_TP2013 },
+        router_pre_norm: c.router_pre_norm,
+        use_indirect_dma_scatter: false,
+        return_eager_affi: false,
+        programs: if shard_on_t { c.programs } else { 1 },
+    };
+    if let Some(r) = router_topk_violation(router) {
+        return Some(MoeBlockRule::Router(r));
+    }
+    let experts = MoeTkgCall {
+        tokens: c.tokens,
+        hidden: c.hidden,
+        intermediate: c.intermediate,
+        experts: c.local_experts,
+        top_k: c.top_k,
+        programs: c.programs,
+        is_all_expert: c.is_all_expert,
+        expert_affinities_scaling_mode: c.expert_affinities_scaling_mode,
+        has_rank_id: c.has_rank_id,
+        has_gate_up_scale: c.has_gate_up_scale,
+        has_down_scale: c.has_down_scale,
+        has_input_scales: false,
+        mx: false,
+        is_all_expert_dynamic: false,
+        has_block_size: false,
+        mask_unselected_experts: false,
+        has_eager: false,
+        output_in_sbuf: false,
+    };
+    if let Some(r) = moe_tkg_violation(experts) {
+        return Some(MoeBlockRule::Experts(r));
+    }
+    None
+}
+
+/// A `moe_block_tkg` call checked at compile time, or a compile error naming
+/// the rule it breaks. Options not given take the kernel's defaults
+/// (`router_act_fn` SIGMOID, `router_pre_norm`, NO_SCALE).
+///
+/// ```
+/// let c = nkilib::moe_block_config!(tokens = 4, hidden = 3072, intermediate = 384, experts = 128, local_experts = 128, top_k = 4);
+/// assert_eq!((c.tokens, c.programs), (4, 2));
+/// ```
+///
+/// ```compile_fail
+/// // The selective path holds at most 128 tokens.
+/// let c = nkilib::moe_block_config!(tokens = 256, hidden = 3072, intermediate = 384, experts = 128, local_experts = 128, top_k = 4);
+/// ```
+#[macro_export]
+macro_rules! moe_block_config {
+    (tokens = $t:expr, hidden = $h:expr, intermediate = $i:expr, experts = $e:expr, local_experts = $el:expr, top_k = $k:expr $(, $field:ident = $v:expr)* $(,)?) => {{
+        const CALL: $crate::moe_block::moe_block_tkg::MoeBlockCall = $crate::moe_block::moe_block_tkg::MoeBlockCall {
+            $($field: $v,)*
+            ..$crate::moe_block::moe_block_tkg::MoeBlockCall {
+                tokens: $t,
+                hidden: $h,
+                hidden_actual: 0,
+                intermediate: $i,
+                experts: $e,
+                local_experts: $el,
+                top_k: $k,
+                programs: 2,
+                eps: 1e-6,
+                is_all_expert: false,
+                router_act_fn: $crate::moe_block::moe_block_tkg::RouterActFnType::SIGMOID,
+                router_pre_norm: true,
+                expert_affinities_scaling_mode: $crate::moe_block::moe_block_tkg::ExpertAffinityScaleMode::NO_SCALE,
+                router_mm_dtype_supported: true,
+                has_shared_expert: false,
+                has_rank_id: false,
+                has_residual: false,
+                has_act_placeholders: false,
+                mx: false,
+                has_gate_up_scale: false,
+                has_down_scale: false,
+            }
+        };
+        const _: () = if let Some(rule) = $crate::moe_block::moe_block_tkg::moe_block_violation(CALL) {
+            panic!("{}", rule.message());
+        };
+        CALL
+    }};
+}
