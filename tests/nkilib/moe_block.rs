@@ -470,27 +470,10 @@ fn emitted_moe_block_under_numpy_equals_emulator() {
 
 /// A call the rules accept, to vary one field at a time.
 const OK: MoeBlockCall = MoeBlockCall {
-    tokens: 4,
-    hidden: 3072,
-    hidden_actual: 0,
-    intermediate: 384,
-    experts: 128,
-    local_experts: 128,
-    top_k: 4,
-    programs: 2,
-    eps: 1e-6,
-    is_all_expert: false,
     router_act_fn: RouterActFnType::SOFTMAX,
     router_pre_norm: false,
     expert_affinities_scaling_mode: ExpertAffinityScaleMode::POST_SCALE,
-    router_mm_dtype_supported: true,
-    has_shared_expert: false,
-    has_rank_id: false,
-    has_residual: false,
-    has_act_placeholders: false,
-    mx: false,
-    has_gate_up_scale: false,
-    has_down_scale: false,
+    ..MoeBlockCall::new(4, 3072, 384, 128, 128, 4)
 };
 
 /// Each rule refuses what it names, and the kernel refuses the same when traced.

@@ -429,24 +429,9 @@ fn emitted_moe_tkg_under_numpy_equals_emulator() {
 
 /// A call the rules accept, to vary one field at a time.
 const OK: MoeTkgCall = MoeTkgCall {
-    tokens: 4,
-    hidden: 3072,
-    intermediate: 384,
-    experts: 8,
-    top_k: 8,
-    programs: 2,
-    is_all_expert: true,
     expert_affinities_scaling_mode: ExpertAffinityScaleMode::POST_SCALE,
     has_rank_id: true,
-    has_gate_up_scale: false,
-    has_down_scale: false,
-    has_input_scales: false,
-    mx: false,
-    is_all_expert_dynamic: false,
-    has_block_size: false,
-    mask_unselected_experts: false,
-    has_eager: false,
-    output_in_sbuf: false,
+    ..MoeTkgCall::new(4, 3072, 384, 8, 8, 2, true)
 };
 
 /// Each rule refuses what it names, and the kernel refuses the same at trace time.

@@ -112,22 +112,8 @@ class RouterConfig(nl.NKIObject):
     "Token tiles of at most `ST_F_MAX` tokens."
     t_p_dim: int
     "Partitions of the token-tiled SBUF tensors."
-    router_pre_norm: bool
-    "ACT1: activate all experts before the top-k (else ACT2: after it)."
-    norm_topk_prob: bool
-    "Norm: divide the selected affinities by their sum (with ACT1)."
-    use_column_tiling: bool
-    "Use a slice of the PE columns for small token tiles."
-    use_indirect_dma_scatter: bool
-    "Scatter the affinities by indirect DMA (else by a one-hot mask)."
-    return_eager_affi: bool
-    "Also return the `[T, k]` selected affinities."
-    use_PE_broadcast_w_bias: bool
-    "Broadcast the bias by a ones-vector matmul (else by DMA)."
-    skip_store_expert_index: bool
-    "Do not write `expert_index`."
-    skip_store_router_logits: bool
-    "Do not write `router_logits`."
+    flags: RouterFlags
+    "The kernel's flags."
 
 
 @dataclass
@@ -207,7 +193,7 @@ def router_topk_config(io, act_fn, k, x_hbm_layout, f):
     t_local = t - t_first * (programs - 1) if program == programs - 1 else t_first
     assert not use_indirect_dma_scatter or t_local <= PE_COLUMN_TILE_128 or t_local % PE_COLUMN_TILE_128 == 0, f"router_topk: with use_indirect_dma_scatter a program's tokens ({t_local}) must be <= 128 or a multiple of 128"
     num_t_tiles = -(-t_local // ST_F_MAX)
-    return RouterConfig(t=t, e=e, k=k, act_fn=act_fn, x_hbm_layout=x_hbm_layout, t_local=t_local, t_offset=program * t_first, num_h_tiles=h // P_MAX, num_t_tiles=num_t_tiles, t_p_dim=t_local if num_t_tiles == 1 else P_MAX, router_pre_norm=f.router_pre_norm, norm_topk_prob=f.norm_topk_prob, use_column_tiling=f.use_column_tiling, use_indirect_dma_scatter=use_indirect_dma_scatter, return_eager_affi=f.return_eager_affi, use_PE_broadcast_w_bias=f.use_PE_broadcast_w_bias, skip_store_expert_index=f.skip_store_expert_index, skip_store_router_logits=f.skip_store_router_logits)
+    return RouterConfig(t=t, e=e, k=k, act_fn=act_fn, x_hbm_layout=x_hbm_layout, t_local=t_local, t_offset=program * t_first, num_h_tiles=h // P_MAX, num_t_tiles=num_t_tiles, t_p_dim=t_local if num_t_tiles == 1 else P_MAX, flags=f)
 
 
 def router_topk_input_x_load(cfg, io):
@@ -247,7 +233,7 @@ def broadcast_w_bias(cfg, io):
     if w_bias is not None:
         b = w_bias
         bias_flat = b.reshape(shape=(1, e))
-        if cfg.use_PE_broadcast_w_bias:
+        if cfg.flags.use_PE_broadcast_w_bias:
             bias_row = nl.ndarray(shape=(1, e), dtype=nl.float32, buffer=nl.sbuf)
             nisa.dma_copy(dst=bias_row, src=bias_flat)
             ones = nl.ndarray(shape=(1, bias_rows), dtype=nl.float32, buffer=nl.sbuf)
@@ -273,7 +259,7 @@ def compute_router_logits(cfg, io, bufs, x_sb, w_sb, bias_bc):
     slices, whose partial sums are added up.
     """
     t_local, num_h_tiles = (cfg.t_local, cfg.num_h_tiles)
-    column_tile = PE_COLUMN_TILE_128 if not cfg.use_column_tiling or t_local > PE_COLUMN_TILE_64 else PE_COLUMN_TILE_64 if t_local > PE_COLUMN_TILE_32 else PE_COLUMN_TILE_32
+    column_tile = PE_COLUMN_TILE_128 if not cfg.flags.use_column_tiling or t_local > PE_COLUMN_TILE_64 else PE_COLUMN_TILE_64 if t_local > PE_COLUMN_TILE_32 else PE_COLUMN_TILE_32
     num_column_tiles = PE_COLUMN_TILE_128 // column_tile
     for ti in range(cfg.num_t_tiles):
         t0 = ti * ST_F_MAX
@@ -295,7 +281,7 @@ def compute_router_logits(cfg, io, bufs, x_sb, w_sb, bias_bc):
         for c in range(1, min(num_column_tiles, num_h_tiles)):
             c0 = c * column_tile
             nisa.tensor_tensor(dst=dst, data1=dst, data2=psum[c0:c0 + tt, :], op=nl.add)
-        if not cfg.skip_store_router_logits:
+        if not cfg.flags.skip_store_router_logits:
             r0 = cfg.t_offset + t0
             nisa.dma_copy(dst=io.router_logits[r0:r0 + tt, :], src=dst)
 
@@ -342,7 +328,7 @@ def select_topk(cfg, io, bufs):
     for ti in range(cfg.num_t_tiles):
         t0 = ti * ST_F_MAX
         tt = min(cfg.t_local - t0, ST_F_MAX)
-        scores = bufs.affinities_full[0:tt, ti, :] if cfg.router_pre_norm else bufs.logits_sb[0:tt, ti, :]
+        scores = bufs.affinities_full[0:tt, ti, :] if cfg.flags.router_pre_norm else bufs.logits_sb[0:tt, ti, :]
         top8 = nl.ndarray(shape=(tt, TOP8), dtype=nl.float32, buffer=nl.sbuf)
         nisa.max8(dst=top8, src=scores)
         nisa.tensor_copy(dst=bufs.topk_vals[0:tt, ti, :], src=top8[:, 0:k])
@@ -351,7 +337,7 @@ def select_topk(cfg, io, bufs):
         idx = bufs.topk_idx[0:tt, ti, :]
         nisa.tensor_copy(dst=idx, src=idx8[:, 0:k])
         nisa.tensor_copy(dst=bufs.topk_idx_f32[0:tt, ti, :], src=idx)
-        if not cfg.skip_store_expert_index:
+        if not cfg.flags.skip_store_expert_index:
             r0 = cfg.t_offset + t0
             nisa.dma_copy(dst=io.expert_index[r0:r0 + tt, :], src=idx)
 
@@ -367,8 +353,8 @@ def compute_topk_affinities(cfg, bufs, norm):
         vals = bufs.topk_vals[0:tt, ti, :]
         aff = bufs.topk_aff[0:tt, ti, :]
         inv = bufs.topk_inv_sum[0:tt, ti, :]
-        if not cfg.router_pre_norm:
-            complete = cfg.return_eager_affi or cfg.use_indirect_dma_scatter
+        if not cfg.flags.router_pre_norm:
+            complete = cfg.flags.return_eager_affi or cfg.flags.use_indirect_dma_scatter
             compute_activation(aff, vals, cfg.act_fn, bufs.topk_negmax[0:tt, ti, :], inv, complete)
         elif norm:
             nisa.tensor_reduce(dst=inv, op=nl.add, data=vals, axis=1)
@@ -397,7 +383,7 @@ def scatter_one_hot(cfg, io, bufs):
             nisa.tensor_tensor(dst=mask, data1=mask, data2=hit, op=nl.add)
         full = bufs.affinities_full[0:tt, ti, :]
         inv = bufs.topk_inv_sum[0:tt, ti, :]
-        if not cfg.router_pre_norm:
+        if not cfg.flags.router_pre_norm:
             nisa.activation(dst=full, op=nl.exp, data=bufs.logits_sb[0:tt, ti, :], bias=bufs.topk_negmax[0:tt, ti, :])
             nisa.tensor_scalar(dst=full, data=full, op0=nl.multiply, operand0=inv)
         else:
@@ -440,15 +426,15 @@ def router_topk_pipeline(cfg, io):
     bias_bc = broadcast_w_bias(cfg, io)
     bufs = allocate_router_buffers(cfg)
     compute_router_logits(cfg, io, bufs, x_sb, w_sb, bias_bc)
-    norm = cfg.router_pre_norm and cfg.norm_topk_prob
-    scatter = not cfg.router_pre_norm or norm
-    if cfg.router_pre_norm:
+    norm = cfg.flags.router_pre_norm and cfg.flags.norm_topk_prob
+    scatter = not cfg.flags.router_pre_norm or norm
+    if cfg.flags.router_pre_norm:
         compute_act1(cfg, io, bufs, scatter)
     select_topk(cfg, io, bufs)
     compute_topk_affinities(cfg, bufs, norm)
-    if scatter and not cfg.use_indirect_dma_scatter:
+    if scatter and not cfg.flags.use_indirect_dma_scatter:
         scatter_one_hot(cfg, io, bufs)
-    if scatter and cfg.use_indirect_dma_scatter:
+    if scatter and cfg.flags.use_indirect_dma_scatter:
         scatter_indirect(cfg, io, bufs)
     return bufs
 

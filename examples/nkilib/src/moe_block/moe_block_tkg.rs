@@ -363,6 +363,36 @@ pub struct MoeBlockCall {
     pub has_down_scale: bool,
 }
 
+impl MoeBlockCall {
+    /// A call of these sizes on an LNC2 launch with the kernel's defaults
+    /// for every option (`router_act_fn` SIGMOID, `router_pre_norm`, NO_SCALE).
+    pub const fn new(tokens: i64, hidden: i64, intermediate: i64, experts: i64, local_experts: i64, top_k: i64) -> Self {
+        MoeBlockCall {
+            tokens,
+            hidden,
+            hidden_actual: 0,
+            intermediate,
+            experts,
+            local_experts,
+            top_k,
+            programs: 2,
+            eps: 1e-6,
+            is_all_expert: false,
+            router_act_fn: RouterActFnType::SIGMOID,
+            router_pre_norm: true,
+            expert_affinities_scaling_mode: ExpertAffinityScaleMode::NO_SCALE,
+            router_mm_dtype_supported: true,
+            has_shared_expert: false,
+            has_rank_id: false,
+            has_residual: false,
+            has_act_placeholders: false,
+            mx: false,
+            has_gate_up_scale: false,
+            has_down_scale: false,
+        }
+    }
+}
+
 /// The first rule `c` breaks: the block's own, then the norm's, the
 /// router's and the experts' for the calls the block makes.
 pub const fn moe_block_violation(c: MoeBlockCall) -> Option<MoeBlockRule> {
@@ -427,24 +457,11 @@ pub const fn moe_block_violation(c: MoeBlockCall) -> Option<MoeBlockRule> {
         return Some(MoeBlockRule::Router(r));
     }
     let experts = MoeTkgCall {
-        tokens: c.tokens,
-        hidden: c.hidden,
-        intermediate: c.intermediate,
-        experts: c.local_experts,
-        top_k: c.top_k,
-        programs: c.programs,
-        is_all_expert: c.is_all_expert,
         expert_affinities_scaling_mode: c.expert_affinities_scaling_mode,
         has_rank_id: c.has_rank_id,
         has_gate_up_scale: c.has_gate_up_scale,
         has_down_scale: c.has_down_scale,
-        has_input_scales: false,
-        mx: false,
-        is_all_expert_dynamic: false,
-        has_block_size: false,
-        mask_unselected_experts: false,
-        has_eager: false,
-        output_in_sbuf: false,
+        ..MoeTkgCall::new(c.tokens, c.hidden, c.intermediate, c.local_experts, c.top_k, c.programs, c.is_all_expert)
     };
     if let Some(r) = moe_tkg_violation(experts) {
         return Some(MoeBlockRule::Experts(r));
@@ -454,7 +471,7 @@ pub const fn moe_block_violation(c: MoeBlockCall) -> Option<MoeBlockRule> {
 
 /// A `moe_block_tkg` call checked at compile time, or a compile error naming
 /// the rule it breaks. Options not given take the kernel's defaults
-/// (`router_act_fn` SIGMOID, `router_pre_norm`, NO_SCALE).
+/// ([`MoeBlockCall::new`]).
 ///
 /// ```
 /// let c = nkilib::moe_block_config!(tokens = 4, hidden = 3072, intermediate = 384, experts = 128, local_experts = 128, top_k = 4);
@@ -470,29 +487,7 @@ macro_rules! moe_block_config {
     (tokens = $t:expr, hidden = $h:expr, intermediate = $i:expr, experts = $e:expr, local_experts = $el:expr, top_k = $k:expr $(, $field:ident = $v:expr)* $(,)?) => {{
         const CALL: $crate::moe_block::moe_block_tkg::MoeBlockCall = $crate::moe_block::moe_block_tkg::MoeBlockCall {
             $($field: $v,)*
-            ..$crate::moe_block::moe_block_tkg::MoeBlockCall {
-                tokens: $t,
-                hidden: $h,
-                hidden_actual: 0,
-                intermediate: $i,
-                experts: $e,
-                local_experts: $el,
-                top_k: $k,
-                programs: 2,
-                eps: 1e-6,
-                is_all_expert: false,
-                router_act_fn: $crate::moe_block::moe_block_tkg::RouterActFnType::SIGMOID,
-                router_pre_norm: true,
-                expert_affinities_scaling_mode: $crate::moe_block::moe_block_tkg::ExpertAffinityScaleMode::NO_SCALE,
-                router_mm_dtype_supported: true,
-                has_shared_expert: false,
-                has_rank_id: false,
-                has_residual: false,
-                has_act_placeholders: false,
-                mx: false,
-                has_gate_up_scale: false,
-                has_down_scale: false,
-            }
+            ..$crate::moe_block::moe_block_tkg::MoeBlockCall::new($t, $h, $i, $e, $el, $k)
         };
         const _: () = if let Some(rule) = $crate::moe_block::moe_block_tkg::moe_block_violation(CALL) {
             panic!("{}", rule.message());

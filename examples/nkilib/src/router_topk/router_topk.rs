@@ -320,6 +320,29 @@ pub mod kernel {
         pub expert_index: Tensor,
     }
 
+    /// The kernel's flags (its keyword options).
+    #[nki_object]
+    pub struct RouterFlags {
+        /// Activation before the top-k.
+        pub router_pre_norm: bool,
+        /// Renormalise the selected affinities (with `router_pre_norm`).
+        pub norm_topk_prob: bool,
+        /// PE column tiles sized to the tokens.
+        pub use_column_tiling: bool,
+        /// Scatter the selected affinities by indirect DMA.
+        pub use_indirect_dma_scatter: bool,
+        /// Also return the `[T, k]` selected affinities.
+        pub return_eager_affi: bool,
+        /// Broadcast the bias by a ones-vector matmul.
+        pub use_PE_broadcast_w_bias: bool,
+        /// Share the tokens between the programs.
+        pub shard_on_tokens: bool,
+        /// Leave `expert_index` unwritten.
+        pub skip_store_expert_index: bool,
+        /// Leave `router_logits` unwritten.
+        pub skip_store_router_logits: bool,
+    }
+
     /// The shapes, this program's token share and the flags of one call.
     #[nki_object]
     pub struct RouterConfig {
@@ -343,22 +366,8 @@ pub mod kernel {
         pub num_t_tiles: i64,
         /// Partitions of the token-tiled SBUF tensors.
         pub t_p_dim: i64,
-        /// ACT1: activate all experts before the top-k (else ACT2: after it).
-        pub router_pre_norm: bool,
-        /// Norm: divide the selected affinities by their sum (with ACT1).
-        pub norm_topk_prob: bool,
-        /// Use a slice of the PE columns for small token tiles.
-        pub use_column_tiling: bool,
-        /// Scatter the affinities by indirect DMA (else by a one-hot mask).
-        pub use_indirect_dma_scatter: bool,
-        /// Also return the `[T, k]` selected affinities.
-        pub return_eager_affi: bool,
-        /// Broadcast the bias by a ones-vector matmul (else by DMA).
-        pub use_PE_broadcast_w_bias: bool,
-        /// Do not write `expert_index`.
-        pub skip_store_expert_index: bool,
-        /// Do not write `router_logits`.
-        pub skip_store_router_logits: bool,
+        /// The kernel's flags.
+        pub flags: RouterFlags,
     }
 
     /// The token-tiled fp32 SBUF state the phases pass on, `[t_p_dim, num_t_tiles, ·]`.
@@ -492,7 +501,7 @@ pub mod kernel {
         let w_bias = io.w_bias;
         if let Some(b) = w_bias {
             let bias_flat = b.reshape([1, e]);
-            if cfg.use_PE_broadcast_w_bias {
+            if cfg.flags.use_PE_broadcast_w_bias {
                 let bias_row = nl::ndarray([1, e], nl::float32, buffer = nl::sbuf);
                 nisa::dma_copy(bias_row, bias_flat);
                 let ones = nl::ndarray([1, bias_rows], nl::float32, buffer = nl::sbuf);
@@ -514,7 +523,7 @@ pub mod kernel {
     #[nki_helper]
     fn compute_router_logits(cfg: RouterConfig, io: RouterTensors, bufs: RouterBuffers, x_sb: Sbuf, w_sb: Sbuf, bias_bc: Sbuf) {
         let (t_local, num_h_tiles) = (cfg.t_local, cfg.num_h_tiles);
-        let column_tile = if !cfg.use_column_tiling || t_local > PE_COLUMN_TILE_64 {
+        let column_tile = if !cfg.flags.use_column_tiling || t_local > PE_COLUMN_TILE_64 {
             PE_COLUMN_TILE_128
         } else if t_local > PE_COLUMN_TILE_32 {
             PE_COLUMN_TILE_64
@@ -547,7 +556,7 @@ pub mod kernel {
                 let c0 = c * column_tile;
                 nisa::tensor_tensor(dst, dst, psum[s![c0..c0 + tt, ..]], nl::add);
             }
-            if !cfg.skip_store_router_logits {
+            if !cfg.flags.skip_store_router_logits {
                 let r0 = cfg.t_offset + t0;
                 nisa::dma_copy(io.router_logits[s![r0..r0 + tt, ..]], dst);
             }
@@ -579,7 +588,8 @@ pub mod kernel {
         for ti in 0..cfg.num_t_tiles {
             let t0 = ti * ST_F_MAX;
             let tt = (cfg.t_local - t0).min(ST_F_MAX);
-            let scores = if cfg.router_pre_norm { bufs.affinities_full[s![0..tt, ti, ..]] } else { bufs.logits_sb[s![0..tt, ti, ..]] };
+            let scores =
+                if cfg.flags.router_pre_norm { bufs.affinities_full[s![0..tt, ti, ..]] } else { bufs.logits_sb[s![0..tt, ti, ..]] };
             let top8 = nl::ndarray([tt, TOP8], nl::float32, buffer = nl::sbuf);
             nisa::max8(top8, scores);
             nisa::tensor_copy(bufs.topk_vals[s![0..tt, ti, ..]], top8[s![.., 0..k]]);
@@ -588,7 +598,7 @@ pub mod kernel {
             let idx = bufs.topk_idx[s![0..tt, ti, ..]];
             nisa::tensor_copy(idx, idx8[s![.., 0..k]]);
             nisa::tensor_copy(bufs.topk_idx_f32[s![0..tt, ti, ..]], idx);
-            if !cfg.skip_store_expert_index {
+            if !cfg.flags.skip_store_expert_index {
                 let r0 = cfg.t_offset + t0;
                 nisa::dma_copy(io.expert_index[s![r0..r0 + tt, ..]], idx);
             }
@@ -606,8 +616,8 @@ pub mod kernel {
             let vals = bufs.topk_vals[s![0..tt, ti, ..]];
             let aff = bufs.topk_aff[s![0..tt, ti, ..]];
             let inv = bufs.topk_inv_sum[s![0..tt, ti, ..]];
-            if !cfg.router_pre_norm {
-                let complete = cfg.return_eager_affi || cfg.use_indirect_dma_scatter;
+            if !cfg.flags.router_pre_norm {
+                let complete = cfg.flags.return_eager_affi || cfg.flags.use_indirect_dma_scatter;
                 compute_activation(aff, vals, cfg.act_fn, bufs.topk_negmax[s![0..tt, ti, ..]], inv, complete);
             } else if norm {
                 nisa::tensor_reduce(inv, nl::add, vals, 1);
@@ -640,7 +650,7 @@ pub mod kernel {
             }
             let full = bufs.affinities_full[s![0..tt, ti, ..]];
             let inv = bufs.topk_inv_sum[s![0..tt, ti, ..]];
-            if !cfg.router_pre_norm {
+            if !cfg.flags.router_pre_norm {
                 nisa::activation(full, nl::exp, bufs.logits_sb[s![0..tt, ti, ..]], bias = bufs.topk_negmax[s![0..tt, ti, ..]]);
                 nisa::tensor_scalar(full, full, nl::multiply, inv);
             } else {
@@ -681,29 +691,6 @@ pub mod kernel {
         }
     }
 
-    /// The kernel's flags (its keyword options).
-    #[nki_object]
-    pub struct RouterFlags {
-        /// Activation before the top-k.
-        pub router_pre_norm: bool,
-        /// Renormalise the selected affinities (with `router_pre_norm`).
-        pub norm_topk_prob: bool,
-        /// PE column tiles sized to the tokens.
-        pub use_column_tiling: bool,
-        /// Scatter the selected affinities by indirect DMA.
-        pub use_indirect_dma_scatter: bool,
-        /// Also return the `[T, k]` selected affinities.
-        pub return_eager_affi: bool,
-        /// Broadcast the bias by a ones-vector matmul.
-        pub use_PE_broadcast_w_bias: bool,
-        /// Share the tokens between the programs.
-        pub shard_on_tokens: bool,
-        /// Leave `expert_index` unwritten.
-        pub skip_store_expert_index: bool,
-        /// Leave `router_logits` unwritten.
-        pub skip_store_router_logits: bool,
-    }
-
     /// This program's configuration: the sizes of `io`, the token shard
     /// (every program but the last takes `T / programs` tokens, rounded down,
     /// the last the rest) and the flags.
@@ -739,14 +726,7 @@ pub mod kernel {
             num_h_tiles: h / P_MAX,
             num_t_tiles,
             t_p_dim: if num_t_tiles == 1 { t_local } else { P_MAX },
-            router_pre_norm: f.router_pre_norm,
-            norm_topk_prob: f.norm_topk_prob,
-            use_column_tiling: f.use_column_tiling,
-            use_indirect_dma_scatter,
-            return_eager_affi: f.return_eager_affi,
-            use_PE_broadcast_w_bias: f.use_PE_broadcast_w_bias,
-            skip_store_expert_index: f.skip_store_expert_index,
-            skip_store_router_logits: f.skip_store_router_logits,
+            flags: f,
         }
     }
 
@@ -763,17 +743,17 @@ pub mod kernel {
 
         // The pipeline the flags select: ACT1 before the top-k or ACT2 after it,
         // Norm with ACT1, and a scatter of the selected affinities to [T, E].
-        let norm = cfg.router_pre_norm && cfg.norm_topk_prob;
-        let scatter = !cfg.router_pre_norm || norm;
-        if cfg.router_pre_norm {
+        let norm = cfg.flags.router_pre_norm && cfg.flags.norm_topk_prob;
+        let scatter = !cfg.flags.router_pre_norm || norm;
+        if cfg.flags.router_pre_norm {
             compute_act1(cfg, io, bufs, scatter);
         }
         select_topk(cfg, io, bufs);
         compute_topk_affinities(cfg, bufs, norm);
-        if scatter && !cfg.use_indirect_dma_scatter {
+        if scatter && !cfg.flags.use_indirect_dma_scatter {
             scatter_one_hot(cfg, io, bufs);
         }
-        if scatter && cfg.use_indirect_dma_scatter {
+        if scatter && cfg.flags.use_indirect_dma_scatter {
             scatter_indirect(cfg, io, bufs);
         }
         bufs

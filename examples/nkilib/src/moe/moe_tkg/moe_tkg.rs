@@ -308,6 +308,32 @@ pub struct MoeTkgCall {
     pub output_in_sbuf: bool,
 }
 
+impl MoeTkgCall {
+    /// A call of these sizes with the kernel's defaults for every option.
+    pub const fn new(tokens: i64, hidden: i64, intermediate: i64, experts: i64, top_k: i64, programs: i64, is_all_expert: bool) -> Self {
+        MoeTkgCall {
+            tokens,
+            hidden,
+            intermediate,
+            experts,
+            top_k,
+            programs,
+            is_all_expert,
+            expert_affinities_scaling_mode: ExpertAffinityScaleMode::NO_SCALE,
+            has_rank_id: false,
+            has_gate_up_scale: false,
+            has_down_scale: false,
+            has_input_scales: false,
+            mx: false,
+            is_all_expert_dynamic: false,
+            has_block_size: false,
+            mask_unselected_experts: false,
+            has_eager: false,
+            output_in_sbuf: false,
+        }
+    }
+}
+
 /// The first rule `c` breaks.
 pub const fn moe_tkg_violation(c: MoeTkgCall) -> Option<MoeTkgRule> {
     if c.hidden <= 0 || c.hidden % H0 != 0 {
@@ -372,34 +398,8 @@ pub const fn moe_tkg_violation(c: MoeTkgCall) -> Option<MoeTkgRule> {
 macro_rules! moe_tkg_config {
     (tokens = $t:expr, hidden = $h:expr, intermediate = $i:expr, experts = $e:expr, top_k = $k:expr, programs = $p:expr, is_all_expert = $a:expr $(, $field:ident = $v:expr)* $(,)?) => {{
         const CALL: $crate::moe::moe_tkg::moe_tkg::MoeTkgCall = $crate::moe::moe_tkg::moe_tkg::MoeTkgCall {
-            tokens: $t,
-            hidden: $h,
-            intermediate: $i,
-            experts: $e,
-            top_k: $k,
-            programs: $p,
-            is_all_expert: $a,
             $($field: $v,)*
-            ..$crate::moe::moe_tkg::moe_tkg::MoeTkgCall {
-                tokens: 0,
-                hidden: 0,
-                intermediate: 0,
-                experts: 0,
-                top_k: 0,
-                programs: 1,
-                is_all_expert: false,
-                expert_affinities_scaling_mode: $crate::moe::moe_tkg::moe_tkg::ExpertAffinityScaleMode::NO_SCALE,
-                has_rank_id: false,
-                has_gate_up_scale: false,
-                has_down_scale: false,
-                has_input_scales: false,
-                mx: false,
-                is_all_expert_dynamic: false,
-                has_block_size: false,
-                mask_unselected_experts: false,
-                has_eager: false,
-                output_in_sbuf: false,
-            }
+            ..$crate::moe::moe_tkg::moe_tkg::MoeTkgCall::new($t, $h, $i, $e, $k, $p, $a)
         };
         const _: () = if let Some(rule) = $crate::moe::moe_tkg::moe_tkg::moe_tkg_violation(CALL) {
             panic!("{}", rule.message());
