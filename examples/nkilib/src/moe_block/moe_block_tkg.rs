@@ -32,7 +32,8 @@
 //! fused `residual` add that only they take; a shared expert and
 //! `hidden_act_scale_factor` / `hidden_act_bias` (placeholders the library
 //! refuses too). `float8_e4m3` weights with both scales are `moe_tkg`'s
-//! `ROW` quantization.
+//! `ROW` quantization; without them (the library multiplies the fp8 weights
+//! unscaled) `moe_tkg` refuses them.
 
 use crate::moe::moe_tkg::moe_tkg::{MoeTkgCall, MoeTkgRule, moe_tkg_violation};
 use crate::router_topk::router_topk::{RouterRule, RouterShape, X_HBM_LAYOUT_T_H, router_topk_violation};
