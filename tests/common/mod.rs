@@ -15,7 +15,7 @@ pub mod xorwow;
 pub use lcg::uniform;
 
 use nki::io::npy::{NpyType, read_npy, write_npy};
-use nki::{Dtype, Tensor};
+use nki::{Dtype, Precision, Tensor};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -29,6 +29,18 @@ use nkilib as _;
 pub const FP32_RTOL: f64 = 1e-5;
 /// See [`FP32_RTOL`].
 pub const FP32_ATOL: f64 = 1e-6;
+
+/// A test case named by its `Debug` form, which lists every field, so that
+/// a failure says which configuration broke and [`seed_of`] gives each case
+/// its own inputs.
+pub trait CaseName: std::fmt::Debug {
+    /// The case's `Debug` form.
+    fn name(&self) -> String {
+        format!("{self:?}")
+    }
+}
+
+impl<T: std::fmt::Debug> CaseName for T {}
 
 /// A seed derived from a case's name (FNV-1a), so every case draws its own inputs.
 pub fn seed_of(name: &str) -> u64 {
@@ -327,4 +339,38 @@ pub fn spec_run(pkg: &Path, kernel: &str, ranks: &[RankArgs<'_>], lnc: usize, pr
     let out = dir.join("out").display().to_string();
     let (ok, stdout, stderr) = harness(&["run", "--package", &pkg, "--spec", &spec_path.display().to_string(), "--out", &out]);
     SpecRun { dir, ok, stdout, stderr }
+}
+
+/// The two precision modes an emitted kernel is run in, with the harness's
+/// name for each.
+pub const PRECISION_MODES: [(Precision, &str); 2] = [(Precision::Fp32, "fp32"), (Precision::Hardware, "hardware")];
+
+/// Asserts that the NumPy executor's output equals the emulator's element for
+/// element (`what` names the case, mode and output).
+pub fn assert_same_elements(what: &str, numpy: &[f32], emulator: &[f32]) {
+    assert_eq!(numpy.len(), emulator.len(), "{what}");
+    for (k, (a, b)) in numpy.iter().zip(emulator).enumerate() {
+        assert!(a == b, "{what} element {k}: numpy {a} vs emulator {b}");
+    }
+}
+
+/// Runs `kernel` of `pkg` with one rank's `call` under the NumPy executor on
+/// `generation`, in both precision modes, and asserts that its first output
+/// equals `emulate(precision)` element for element.
+pub fn assert_numpy_equals_emulator(
+    pkg: &Path,
+    (kernel, what): (&str, &str),
+    call: RankArgs<'_>,
+    lnc: usize,
+    generation: &str,
+    emulate: impl Fn(Precision) -> Vec<f32>,
+) {
+    let call = [call];
+    for (precision, mode) in PRECISION_MODES {
+        let emu = emulate(precision);
+        let run = spec_run(pkg, kernel, &call, lnc, mode, generation);
+        assert!(run.ok, "{what} {mode}: NumPy run failed:\n{}\n{}", run.stdout, run.stderr);
+        let np: Vec<f32> = run.outputs(kernel, 1).swap_remove(0).swap_remove(0).into_iter().map(|v| v as f32).collect();
+        assert_same_elements(&format!("{what} {mode}"), &np, &emu);
+    }
 }

@@ -6,7 +6,7 @@
 //! its rules.
 
 use crate::common::attention::run_numpy_kwargs;
-use crate::common::{Arg, emitted_package, seed_of, tensor};
+use crate::common::{Arg, PRECISION_MODES, emitted_package, seed_of, tensor};
 use nki::{Dtype, Launch, Precision};
 use nkilib::subkernels::find_nonzero_indices::{FindNonzeroRule, FindNonzeroShape, find_nonzero_indices, find_nonzero_indices_violation};
 
@@ -176,7 +176,7 @@ fn skewed_masks_all_tokens_in_one_column_and_empty_columns() {
 fn emitted_kernel_under_numpy_equals_emulator() {
     for cfg in [full(1024, 32, 4, 1024, Dtype::F32), subset(2048, 64, 8, 8, 12, 512, Dtype::I32)] {
         let x = cfg.input();
-        for (precision, mode) in [(Precision::Fp32, "fp32"), (Precision::Hardware, "hardware")] {
+        for (precision, mode) in PRECISION_MODES {
             let (idx, cnt) = cfg.run(&x, 2, precision);
             let args = [Arg::Tensor(vec![cfg.t, cfg.e], x.clone(), cfg.dtype)];
             let mut kwargs = vec![("chunk_size", Arg::Int(cfg.chunk_size as i64))];

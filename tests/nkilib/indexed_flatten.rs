@@ -6,7 +6,7 @@
 //! modes; its emitted source under NumPy against the emulator; its rules.
 
 use crate::common::attention::run_numpy_kwargs;
-use crate::common::{Arg, emitted_package, tensor};
+use crate::common::{Arg, PRECISION_MODES, emitted_package, tensor};
 use nki::{Dtype, Launch, Precision};
 use nkilib::subkernels::indexed_flatten::{IndexedFlattenRule, IndexedFlattenShape, indexed_flatten, indexed_flatten_violation};
 
@@ -152,7 +152,7 @@ fn skewed_offsets_drop_cut_and_overlap_rows() {
 fn emitted_kernel_under_numpy_equals_emulator() {
     let dropped = Case { t: 2048, e: 3, f_len: 128, output_len: 40 * 128, row_offsets: vec![0, 1000, 30], start: None, padding_val: -1 };
     for case in [Case::library(4096, 3, 128, 3, None), Case::library(4096, 3, 128, 5, Some(1)), dropped] {
-        for (precision, mode) in [(Precision::Fp32, "fp32"), (Precision::Hardware, "hardware")] {
+        for (precision, mode) in PRECISION_MODES {
             let emu = case.run(2, precision);
             let (args, kwargs) = case.numpy_args();
             let np = run_numpy_kwargs(emitted_package(), "indexed_flatten", &args, &kwargs, 2, mode);

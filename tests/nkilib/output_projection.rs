@@ -9,7 +9,7 @@
 //! emitted kernels under NumPy against the emulator; their rules.
 
 use crate::common::attention::run_numpy_kwargs;
-use crate::common::{Arg, as_dtype, emitted_package, seed_of, tensor, uniform};
+use crate::common::{Arg, PRECISION_MODES, as_dtype, assert_same_elements, emitted_package, seed_of, tensor, uniform};
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::output_projection::output_projection_cte::output_projection_cte::{
     OutputProjectionCteRule, OutputProjectionCteShape, QuantizationType as CteQuantizationType, output_projection_cte,
@@ -282,10 +282,7 @@ fn assert_within(what: &str, got: &[f32], (pre, fin, mag): &(Vec<f64>, Vec<f64>,
 /// equals the emulator's, `emu`, element for element.
 fn assert_numpy_equals(kernel: &str, name: &str, (args, kwargs): (&[Arg], &[(&str, Arg)]), lnc: usize, mode: &str, emu: &[f32]) {
     let np = &run_numpy_kwargs(emitted_package(), kernel, args, kwargs, lnc, mode)[0];
-    assert_eq!(np.len(), emu.len(), "{kernel} {name} {mode}");
-    for (i, (a, e)) in np.iter().zip(emu).enumerate() {
-        assert!(a == e, "{kernel} {name} {mode}: element {i}: numpy {a} vs emulator {e}");
-    }
+    assert_same_elements(&format!("{kernel} {name} {mode}:"), np, emu);
 }
 
 /// The io dtype of a precision mode's run: fp32 in `fp32` mode (bf16 with
@@ -332,7 +329,7 @@ fn tkg_emitted_under_numpy_equals_emulator() {
         tkg(2, 600, 2, 1, 128, 512, Quant::Row, false, true),
     ];
     for cfg in paths {
-        for (precision, mode) in [(Precision::Fp32, "fp32"), (Precision::Hardware, "hardware")] {
+        for (precision, mode) in PRECISION_MODES {
             let io = io_dtype(&cfg, precision);
             let x = cfg.inputs(io);
             let emu = cfg.run(&x, io, precision);
@@ -561,7 +558,7 @@ fn cte_emitted_under_numpy_equals_emulator() {
         cte(2, 1, 200, 1024, 3, 64, true, Quant::Static),
     ];
     for cfg in paths {
-        for (precision, mode) in [(Precision::Fp32, "fp32"), (Precision::Hardware, "hardware")] {
+        for (precision, mode) in PRECISION_MODES {
             let io = if precision == Precision::Fp32 { Dtype::F32 } else { Dtype::Bf16 };
             let x = cfg.inputs(io);
             let emu = cfg.run(&x, io, precision, None).to_f32_vec();

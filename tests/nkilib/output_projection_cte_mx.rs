@@ -11,7 +11,7 @@
 //! `[B, K/32, S]`. At the library's MX test sizes, in both precision modes;
 //! the emitted source under NumPy against the emulator; the MX rules.
 
-use crate::common::{Arg, as_dtype, package_of, seed_of, spec_run, tensor, uniform};
+use crate::common::{Arg, CaseName, as_dtype, assert_numpy_equals_emulator, package_of, seed_of, tensor, uniform};
 use crate::mx_format::{e4m3fn, quantize_e4m3fn_groups};
 use nki::hw::Generation;
 use nki::{Dtype, Launch, Precision, Tensor};
@@ -84,10 +84,6 @@ struct Data {
 }
 
 impl Mx {
-    fn name(&self) -> String {
-        format!("{self:?}")
-    }
-
     fn k(&self) -> usize {
         self.n * self.d
     }
@@ -249,17 +245,7 @@ fn output_projection_cte_mx_emitted_under_numpy_equals_emulator() {
     let pkg = package_of("output_projection_cte_mx_pkg", &[&output_projection_cte::INFO]);
     for cfg in [mx(2, 1, 576, 3072, 3, 128, true), mx(1, 2, 129, 1024, 2, 64, true).given(), mx(2, 1, 16, 5120, 10, 128, false).given()] {
         let d = cfg.data();
-        for (precision, mode) in [(Precision::Fp32, "fp32"), (Precision::Hardware, "hardware")] {
-            let emu = cfg.run(&d, precision);
-            let (args, kwargs) = cfg.numpy_call(&d);
-            let run = spec_run(&pkg, "output_projection_cte", &[(args, kwargs)], cfg.lnc, mode, "trn3");
-            assert!(run.ok, "{} {mode}: NumPy run failed:\n{}\n{}", cfg.name(), run.stdout, run.stderr);
-            let np = run.outputs("output_projection_cte", 1).swap_remove(0);
-            assert_eq!(np[0].len(), emu.len(), "{} {mode}", cfg.name());
-            for (k, (a, b)) in np[0].iter().zip(&emu).enumerate() {
-                assert!(*a as f32 == *b, "{} {mode} element {k}: numpy {a} vs emulator {b}", cfg.name());
-            }
-        }
+        assert_numpy_equals_emulator(&pkg, ("output_projection_cte", &cfg.name()), cfg.numpy_call(&d), cfg.lnc, "trn3", |p| cfg.run(&d, p));
     }
 }
 

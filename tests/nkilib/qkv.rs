@@ -6,7 +6,9 @@
 //! its emitted source under NumPy against the emulator; its rules.
 
 use crate::common::attention::run_numpy_kwargs;
-use crate::common::{Arg, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, package_of, seed_of, tensor, uniform};
+use crate::common::{
+    Arg, CaseName, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, assert_same_elements, package_of, seed_of, tensor, uniform,
+};
 use nki::{Dtype, Launch, Outputs, Precision};
 use nkilib::qkv::qkv::qkv as qkv_entry;
 use nkilib::qkv::qkv_tkg::{NormType, QKVOutputLayout, QkvTkgRule, QkvTkgShape, QuantizationType, qkv_tkg, qkv_tkg_violation};
@@ -106,10 +108,6 @@ const LIBRARY_CONFIGS: &[Config] = &[
 impl Config {
     fn bxs(&self) -> usize {
         self.b * self.s
-    }
-
-    fn name(&self) -> String {
-        format!("{self:?}")
     }
 
     /// Inputs: hidden, attn_prev, mlp_prev `[B·S·H]`, weights `[H·I]`, gamma,
@@ -405,10 +403,7 @@ fn qkv_tkg_emitted_under_numpy_equals_emulator() {
             let np = run_numpy_kwargs(&pkg, "qkv_tkg", &args, &kwargs, cfg.lnc, mode);
             assert_eq!(np.len(), emu.len(), "{} {mode}", cfg.name());
             for (o, (n, e)) in np.iter().zip(&emu).enumerate() {
-                assert_eq!(n.len(), e.len(), "{} {mode} output {o}", cfg.name());
-                for (k, (a, b)) in n.iter().zip(e).enumerate() {
-                    assert!(a == b, "{} {mode} output {o} element {k}: numpy {a} vs emulator {b}", cfg.name());
-                }
+                assert_same_elements(&format!("{} {mode} output {o}", cfg.name()), n, e);
             }
         }
     }

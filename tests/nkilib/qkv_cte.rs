@@ -8,7 +8,9 @@
 //! emulator; its rules; and the `qkv` entry's dispatch to it.
 
 use crate::common::attention::run_numpy_kwargs;
-use crate::common::{Arg, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, package_of, seed_of, tensor, uniform};
+use crate::common::{
+    Arg, CaseName, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, assert_same_elements, package_of, seed_of, tensor, uniform,
+};
 use nki::{Dtype, Launch, Precision};
 use nkilib::qkv::qkv::qkv as qkv_entry;
 use nkilib::qkv::qkv_cte::{NormType, QKVOutputLayout, QkvCteRule, QkvCteShape, QuantizationType, qkv_cte, qkv_cte_violation};
@@ -207,10 +209,6 @@ const LIBRARY_CONFIGS: &[Config] = &[
 impl Config {
     fn bxs(&self) -> usize {
         self.b * self.s
-    }
-
-    fn name(&self) -> String {
-        format!("{self:?}")
     }
 
     /// Inputs: input, mlp_prev, attention_prev `[B·S·H]`, weights `[H·I]`,
@@ -610,11 +608,7 @@ fn qkv_cte_emitted_under_numpy_equals_emulator() {
             let np = run_numpy_kwargs(&pkg, "qkv_cte", &args, &kwargs, cfg.lnc, mode);
             assert_eq!(np.len(), emu.len(), "{} {mode}", cfg.name());
             for (out, (np_out, emu_out)) in np.iter().zip(&emu).enumerate() {
-                let emu_out = emu_out.to_f32_vec();
-                assert_eq!(np_out.len(), emu_out.len(), "{} {mode} output {out}", cfg.name());
-                for (k, (a, b)) in np_out.iter().zip(&emu_out).enumerate() {
-                    assert!(a == b, "{} {mode} output {out} element {k}: numpy {a} vs emulator {b}", cfg.name());
-                }
+                assert_same_elements(&format!("{} {mode} output {out}", cfg.name()), np_out, &emu_out.to_f32_vec());
             }
         }
     }

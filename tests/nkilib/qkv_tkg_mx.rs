@@ -9,7 +9,7 @@
 //! even in e4m3. At the library's MX test sizes, in both precision modes; the
 //! emitted source under NumPy against the emulator; the MX rules.
 
-use crate::common::{Arg, FP32_ATOL, as_dtype, assert_close, package_of, seed_of, spec_run, tensor, uniform};
+use crate::common::{Arg, CaseName, FP32_ATOL, as_dtype, assert_close, assert_numpy_equals_emulator, package_of, seed_of, tensor, uniform};
 use crate::mx_format::{e4m3fn, quantize_e4m3fn_groups};
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::qkv::qkv_tkg::{NormType, QkvTkgRule, QkvTkgShape, QuantizationType, qkv_tkg, qkv_tkg_violation};
@@ -54,10 +54,6 @@ struct Data {
 }
 
 impl Mx {
-    fn name(&self) -> String {
-        format!("{self:?}")
-    }
-
     /// bfloat16 inputs; codes without NaN; scales `2^-9 .. 2^-6`.
     fn data(&self) -> Data {
         let seed = seed_of(&self.name());
@@ -205,17 +201,7 @@ fn qkv_tkg_mx_emitted_under_numpy_equals_emulator() {
     let pkg = package_of("qkv_tkg_mx_pkg", &[&qkv_tkg::INFO]);
     for cfg in [mx(2, 4, 1024, 1536, false, true), mx(1, 8, 2048, 512, true, false)] {
         let d = cfg.data();
-        for (precision, mode) in [(Precision::Fp32, "fp32"), (Precision::Hardware, "hardware")] {
-            let emu = cfg.run(&d, precision);
-            let (args, kwargs) = cfg.numpy_call(&d);
-            let run = spec_run(&pkg, "qkv_tkg", &[(args, kwargs)], cfg.lnc, mode, "trn3");
-            assert!(run.ok, "{} {mode}: NumPy run failed:\n{}\n{}", cfg.name(), run.stdout, run.stderr);
-            let np = run.outputs("qkv_tkg", 1).swap_remove(0);
-            assert_eq!(np[0].len(), emu.len(), "{} {mode}", cfg.name());
-            for (k, (a, b)) in np[0].iter().zip(&emu).enumerate() {
-                assert!(*a as f32 == *b, "{} {mode} element {k}: numpy {a} vs emulator {b}", cfg.name());
-            }
-        }
+        assert_numpy_equals_emulator(&pkg, ("qkv_tkg", &cfg.name()), cfg.numpy_call(&d), cfg.lnc, "trn3", |p| cfg.run(&d, p));
     }
 }
 

@@ -7,7 +7,7 @@
 //! modes; their emitted source under NumPy against the emulator; their rules.
 
 use crate::common::attention::run_numpy_kwargs;
-use crate::common::{Arg, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, emitted_package, seed_of, tensor, uniform};
+use crate::common::{Arg, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, assert_same_elements, emitted_package, seed_of, tensor, uniform};
 use nki::{Dtype, Launch, Precision};
 use nkilib::subkernels::layernorm_tkg::layernorm_tkg;
 use nkilib::subkernels::norm_tkg_utils::{NormTkgRule, NormTkgShape, norm_tkg_violation};
@@ -145,10 +145,7 @@ impl Config {
     /// equals the emulator's, `emu`, element for element.
     fn assert_numpy_equals(&self, kernel: &str, args: &[Arg], kwargs: &[(&str, Arg)], mode: &str, emu: &[f32]) {
         let np = &run_numpy_kwargs(emitted_package(), kernel, args, kwargs, self.lnc, mode)[0];
-        assert_eq!(np.len(), emu.len(), "{kernel} {} {mode}", self.name());
-        for (i, (n, e)) in np.iter().zip(emu).enumerate() {
-            assert!(n == e, "{kernel} {} {mode}: element {i}: numpy {n} vs emulator {e}", self.name());
-        }
+        assert_same_elements(&format!("{kernel} {} {mode}:", self.name()), np, emu);
     }
 }
 
