@@ -772,25 +772,7 @@ fn row<'a>(x: &'a Tensor, w: &'a Tensor, d: &'a Tensor) -> mlp::Call<'a> {
 }
 
 /// A call the rules accept, to vary one field at a time.
-const OK: MlpCall = MlpCall {
-    tokens: 8,
-    hidden: 4096,
-    intermediate: 896,
-    programs: 2,
-    normalization_type: RMS_NORM,
-    has_norm_bias: false,
-    quantization_type: QuantizationType::NONE,
-    store_output_in_sbuf: false,
-    use_tkg_down_proj_column_tiling: true,
-    use_tkg_gate_up_proj_column_tiling: true,
-    skip_gate_proj: false,
-    use_tkg_down_proj_optimized_layout: false,
-    force_cte_mode: false,
-    has_projection_bias: false,
-    clamped: false,
-    quantized_input: false,
-    has_fused_add: false,
-};
+const OK: MlpCall = MlpCall { tokens: 8, hidden: 4096, intermediate: 896, programs: 2, normalization_type: RMS_NORM, ..MlpCall::DEFAULTS };
 
 /// Each rule refuses what it names, and the kernel refuses the same at trace time.
 #[test]

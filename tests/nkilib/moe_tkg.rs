@@ -9,7 +9,7 @@
 //! against the emulator; its rules.
 
 use crate::common::attention::run_numpy_kwargs;
-use crate::common::{Arg, as_dtype, assert_close, emitted_package, seed_of, tensor, uniform};
+use crate::common::{Arg, CaseName, as_dtype, assert_close, emitted_package, seed_of, tensor, uniform};
 use crate::mlp::activation;
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::moe::moe_tkg::moe_tkg::{ActFnType, ExpertAffinityScaleMode, MoeTkgCall, MoeTkgRule, moe_tkg, moe_tkg_violation};
@@ -191,10 +191,6 @@ struct Inputs {
 }
 
 impl Config {
-    fn name(&self) -> String {
-        format!("{self:?}")
-    }
-
     /// Global experts: `E_L` per rank, two ranks when this is rank 1.
     fn e_global(&self) -> usize {
         if self.all_expert { self.e * (self.rank + 1) } else { self.e }

@@ -258,6 +258,30 @@ pub struct MlpCall {
     pub has_fused_add: bool,
 }
 
+impl MlpCall {
+    /// No sizes and every option at the kernel's default: what the fields a
+    /// call does not name take.
+    pub const DEFAULTS: MlpCall = MlpCall {
+        tokens: 0,
+        hidden: 0,
+        intermediate: 0,
+        programs: 1,
+        normalization_type: NormType::NO_NORM,
+        has_norm_bias: false,
+        quantization_type: QuantizationType::NONE,
+        store_output_in_sbuf: false,
+        use_tkg_down_proj_column_tiling: true,
+        use_tkg_gate_up_proj_column_tiling: true,
+        skip_gate_proj: false,
+        use_tkg_down_proj_optimized_layout: false,
+        force_cte_mode: false,
+        has_projection_bias: false,
+        clamped: false,
+        quantized_input: false,
+        has_fused_add: false,
+    };
+}
+
 /// Whether a call of `tokens` tokens runs the token-generation path (the
 /// library's `is_mlp_tkg`).
 pub const fn is_mlp_tkg(tokens: i64, force_cte_mode: bool) -> bool {
@@ -407,25 +431,7 @@ macro_rules! mlp_config {
             intermediate: $i,
             programs: $p,
             $($field: $v,)*
-            ..$crate::mlp::mlp_parameters::MlpCall {
-                tokens: 0,
-                hidden: 0,
-                intermediate: 0,
-                programs: 1,
-                normalization_type: $crate::mlp::mlp::NormType::NO_NORM,
-                has_norm_bias: false,
-                quantization_type: $crate::mlp::mlp::QuantizationType::NONE,
-                store_output_in_sbuf: false,
-                use_tkg_down_proj_column_tiling: true,
-                use_tkg_gate_up_proj_column_tiling: true,
-                skip_gate_proj: false,
-                use_tkg_down_proj_optimized_layout: false,
-                force_cte_mode: false,
-                has_projection_bias: false,
-                clamped: false,
-                quantized_input: false,
-                has_fused_add: false,
-            }
+            ..$crate::mlp::mlp_parameters::MlpCall::DEFAULTS
         };
         const _: () = if let Some(rule) = $crate::mlp::mlp_parameters::mlp_violation(CALL) {
             panic!("{}", rule.message());
