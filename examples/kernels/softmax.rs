@@ -1,6 +1,6 @@
 //! Row-wise softmax.
 
-use super::tiles::{divide_rows, load_block, neg_row_max};
+use super::tiles::{divide_rows, load_block, neg_row_max, row_tiled_output};
 use nki::prelude::*;
 
 /// `softmax(x)` along the rows of an `[N, M]` tensor (`N` a multiple of 128).
@@ -11,8 +11,7 @@ use nki::prelude::*;
 #[nki_kernel]
 pub fn softmax(x: Hbm) -> Hbm {
     let [n, m] = x.shape();
-    assert!(n % 128 == 0, "rows must be a multiple of 128, got {n}");
-    let out = nl::ndarray([n, m], x.dtype(), buffer = nl::shared_hbm);
+    let out = row_tiled_output(x);
     for i in 0..n / 128 {
         let t = load_block(x, i * 128, 0, 128, m);
         let neg_max = neg_row_max(t);

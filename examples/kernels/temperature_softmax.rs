@@ -1,6 +1,6 @@
 //! Row-wise softmax at a temperature, with the trn3 Scalar Engine's `activate2`.
 
-use super::tiles::{divide_rows, load_block, neg_row_max};
+use super::tiles::{divide_rows, load_block, neg_row_max, row_tiled_output};
 use nki::prelude::*;
 
 /// `softmax(x / temperature)` along the rows of an `[N, M]` tensor (`N` a
@@ -18,8 +18,7 @@ use nki::prelude::*;
 #[nki_kernel(target = "trn3")]
 pub fn temperature_softmax(x: Hbm, #[range(> 0.0)] inv_temp: f64) -> Hbm {
     let [n, m] = x.shape();
-    assert!(n % 128 == 0, "rows must be a multiple of 128, got {n}");
-    let out = nl::ndarray([n, m], x.dtype(), buffer = nl::shared_hbm);
+    let out = row_tiled_output(x);
     for i in 0..n / 128 {
         let t = load_block(x, i * 128, 0, 128, m);
         let neg_max = neg_row_max(t);

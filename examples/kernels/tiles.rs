@@ -2,6 +2,15 @@
 
 use nki::prelude::*;
 
+/// The HBM output of a kernel that works on `x` 128 rows at a time: `x`'s
+/// shape and dtype, once `x`'s rows are checked to fill whole 128-row tiles.
+#[nki_helper]
+pub fn row_tiled_output(x: Hbm) -> Hbm {
+    let [n, m] = x.shape();
+    assert!(n % 128 == 0, "rows must be a multiple of 128, got {n}");
+    nl::ndarray([n, m], x.dtype(), buffer = nl::shared_hbm)
+}
+
 /// Loads the `[rows, cols]` block of `src` starting at `(r0, c0)` into a new SBUF tile.
 #[nki_helper]
 pub fn load_block(src: Hbm, r0: i64, c0: i64, rows: i64, cols: i64) -> Sbuf {

@@ -7,6 +7,7 @@ import nki.collectives as ncc
 from .tiles import divide_rows
 from .tiles import load_block
 from .tiles import neg_row_max
+from .tiles import row_tiled_output
 
 
 @nki.jit
@@ -27,8 +28,7 @@ def temperature_softmax(x, inv_temp):
     assert x.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "temperature_softmax takes x as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     assert inv_temp > 0.0, f"temperature_softmax takes inv_temp > 0, not {inv_temp!r}"
     n, m = x.shape
-    assert n % 128 == 0, f"rows must be a multiple of 128, got {n}"
-    out = nl.ndarray(shape=(n, m), dtype=x.dtype, buffer=nl.shared_hbm)
+    out = row_tiled_output(x)
     for i in range(n // 128):
         t = load_block(x, i * 128, 0, 128, m)
         neg_max = neg_row_max(t)

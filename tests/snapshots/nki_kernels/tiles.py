@@ -13,6 +13,15 @@ def load_block(src, r0, c0, rows, cols):
     return tile
 
 
+def row_tiled_output(x):
+    """The HBM output of a kernel that works on `x` 128 rows at a time: `x`'s
+    shape and dtype, once `x`'s rows are checked to fill whole 128-row tiles.
+    """
+    n, m = x.shape
+    assert n % 128 == 0, f"rows must be a multiple of 128, got {n}"
+    return nl.ndarray(shape=(n, m), dtype=x.dtype, buffer=nl.shared_hbm)
+
+
 def neg_row_max(t):
     """The negated maximum of each row of an SBUF tile, `[rows, 1]` in fp32: the
     bias that shifts a row's exponentials below 1 before a softmax.
