@@ -347,24 +347,24 @@ mod tests {
         p.files()[module].lines().position(|l| l == needle).unwrap() + 1
     }
 
-    static CFG: FunctionInfo = FunctionInfo {
-        name: "Cfg",
-        kind: FunctionKind::Object,
-        source: "@dataclass\nclass Cfg(nl.NKIObject):\n    n: int = 0\n",
-        module_path: "k::conf",
-        file: "src/conf.rs",
-        ..BASE
-    };
+    /// An item of `kind` named `name` with `source`, in the module `module_path`
+    /// of `file`.
+    const fn item(
+        kind: FunctionKind,
+        name: &'static str,
+        source: &'static str,
+        (module_path, file): (&'static str, &'static str),
+    ) -> FunctionInfo {
+        FunctionInfo { name, kind, source, module_path, file, ..BASE }
+    }
+
+    const CONF: (&str, &str) = ("k::conf", "src/conf.rs");
+    static CFG: FunctionInfo = item(FunctionKind::Object, "Cfg", "@dataclass\nclass Cfg(nl.NKIObject):\n    n: int = 0\n", CONF);
     static OTHER: FunctionInfo = FunctionInfo { name: "Other", ..CFG };
     static CONFIGURED: FunctionInfo = FunctionInfo {
-        name: "configured",
-        kind: FunctionKind::Kernel,
-        source: "@nki.jit\ndef configured(cfg):\n    pass\n",
-        module_path: "k::conf",
-        file: "src/conf.rs",
         deps: &[&CFG, &OTHER],
         params: &[ParamInfo { optional: true, default: Some("0"), bundle: Some("Cfg"), ..ParamInfo::required("cfg.n", ParamKind::Int) }],
-        ..BASE
+        ..item(FunctionKind::Kernel, "configured", "@nki.jit\ndef configured(cfg):\n    pass\n", CONF)
     };
 
     #[test]
@@ -380,24 +380,13 @@ mod tests {
         );
     }
 
-    static ACT: FunctionInfo = FunctionInfo {
-        name: "Act",
-        kind: FunctionKind::Enum,
-        source: "class Act(Enum):\n    A = 0\n",
-        module_path: "k::pick",
-        file: "src/pick.rs",
-        ..BASE
-    };
+    const PICK_AT: (&str, &str) = ("k::pick", "src/pick.rs");
+    static ACT: FunctionInfo = item(FunctionKind::Enum, "Act", "class Act(Enum):\n    A = 0\n", PICK_AT);
     static UNUSED: FunctionInfo = FunctionInfo { name: "Unused", ..ACT };
     static PICK: FunctionInfo = FunctionInfo {
-        name: "pick",
-        kind: FunctionKind::Kernel,
-        source: "@nki.jit\ndef pick(act):\n    pass\n",
-        module_path: "k::pick",
-        file: "src/pick.rs",
         deps: &[&ACT, &UNUSED],
         params: &[ParamInfo::required("act", ParamKind::Enum { class: "Act", members: &["A"] })],
-        ..BASE
+        ..item(FunctionKind::Kernel, "pick", "@nki.jit\ndef pick(act):\n    pass\n", PICK_AT)
     };
 
     #[test]

@@ -83,18 +83,6 @@ fn iota_casts_and_rules() {
         .unwrap();
 }
 
-fn affine<'a>(
-    ctx: &Ctx,
-    dst: &Tensor,
-    pattern: &[[i64; 2]],
-    cm: i64,
-    on_true: &Tensor,
-    fill: f64,
-    opts: AffineSelectOpts<'a>,
-) -> Result<()> {
-    nisa::affine_select(ctx, dst, pattern, cm, on_true, fill, opts)
-}
-
 #[test]
 fn affine_select_causal_and_sliding_window_masks() {
     let (np, nf) = (8usize, 12usize);
@@ -105,12 +93,12 @@ fn affine_select_causal_and_sliding_window_masks() {
             let x = sbuf_with(ctx, &[np as i64, nf as i64], Dtype::F32, &scores)?;
             let causal = alloc(ctx, &[np as i64, nf as i64], Dtype::F32, Buffer::Sbuf)?;
             let ge = AffineSelectOpts { cmp_op: Some(nl::greater_equal), offset: Some(q0 - k0), ..Default::default() };
-            affine(ctx, &causal, &[[-1, nf as i64]], 1, &x, FLOAT32_MIN, ge)?;
+            nisa::affine_select(ctx, &causal, &[[-1, nf as i64]], 1, &x, FLOAT32_MIN, ge)?;
             // The SWA mask, applied in place on the causal output.
             let swa = AffineSelectOpts { cmp_op: Some(nl::greater_equal), offset: Some(k0 + sw - 1 - q0), ..Default::default() };
             let both = alloc(ctx, &[np as i64, nf as i64], Dtype::Bf16, Buffer::Sbuf)?;
             nisa::tensor_copy(ctx, &both, &causal, Default::default())?;
-            affine(ctx, &both, &[[1, nf as i64]], -1, &both, FLOAT32_MIN, swa)?;
+            nisa::affine_select(ctx, &both, &[[1, nf as i64]], -1, &both, FLOAT32_MIN, swa)?;
             Ok((causal.to_f32_vec(), both.to_f32_vec()))
         })
         .unwrap();
@@ -145,7 +133,7 @@ fn affine_select_comparisons_multi_dim_patterns_and_rules() {
             let mut out = Vec::new();
             for cmp in cmps {
                 let d = alloc(ctx, &[4, 2, 3], Dtype::F32, Buffer::Sbuf)?;
-                affine(
+                nisa::affine_select(
                     ctx,
                     &d,
                     &[[3, 2], [1, 3]],
@@ -158,18 +146,26 @@ fn affine_select_comparisons_multi_dim_patterns_and_rules() {
             }
             // Default comparison is nl.equal.
             let d = alloc(ctx, &[4, 2, 3], Dtype::F32, Buffer::Sbuf)?;
-            affine(ctx, &d, &[[3, 2], [1, 3]], -2, &t, -1.0, AffineSelectOpts { offset: Some(-2), ..Default::default() })?;
+            nisa::affine_select(ctx, &d, &[[3, 2], [1, 3]], -2, &t, -1.0, AffineSelectOpts { offset: Some(-2), ..Default::default() })?;
             out.push(d.to_f32_vec());
 
             let ps = alloc(ctx, &[4, 6], Dtype::F32, Buffer::Psum)?;
-            let e = expect_err(affine(ctx, &ps, &[[1, 6]], 0, &t, 0.0, Default::default()));
+            let e = expect_err(nisa::affine_select(ctx, &ps, &[[1, 6]], 0, &t, 0.0, Default::default()));
             assert_err(&e, ErrorKind::Constraint, &["nisa.affine_select", "dst", "SBUF"]);
             let sb = alloc(ctx, &[4, 6], Dtype::F32, Buffer::Sbuf)?;
-            let e = expect_err(affine(ctx, &sb, &[[1, 6]], 0, &ps, 0.0, Default::default()));
+            let e = expect_err(nisa::affine_select(ctx, &sb, &[[1, 6]], 0, &ps, 0.0, Default::default()));
             assert_err(&e, ErrorKind::Constraint, &["on_true_tile", "SBUF"]);
-            let e = expect_err(affine(ctx, &sb, &[[1, 6]], 0, &t, 0.0, AffineSelectOpts { cmp_op: Some(nl::add), ..Default::default() }));
+            let e = expect_err(nisa::affine_select(
+                ctx,
+                &sb,
+                &[[1, 6]],
+                0,
+                &t,
+                0.0,
+                AffineSelectOpts { cmp_op: Some(nl::add), ..Default::default() },
+            ));
             assert_err(&e, ErrorKind::Constraint, &["cmp_op=nl.add"]);
-            let e = expect_err(affine(ctx, &sb, &[[1, 5]], 0, &t, 0.0, Default::default()));
+            let e = expect_err(nisa::affine_select(ctx, &sb, &[[1, 5]], 0, &t, 0.0, Default::default()));
             assert_eq!(e.kind, ErrorKind::Shape);
             Ok(out)
         })
