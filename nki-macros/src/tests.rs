@@ -1,6 +1,8 @@
 //! Unit tests of the pipeline on token streams: the Python it emits for each
 //! construct, and the errors it reports.
 
+mod bounds;
+
 use crate::ast::FnKind;
 use crate::check::{self, Generation};
 use crate::diag::Diagnostics;

@@ -43,6 +43,3 @@ pub fn group_depth(ts: &proc_macro2::TokenStream) -> usize {
         .max()
         .unwrap_or(0)
 }
-
-#[cfg(test)]
-mod tests;

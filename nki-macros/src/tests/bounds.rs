@@ -2,8 +2,8 @@
 //! expand without errors on a small stack, into Rust and Python within their
 //! limits, and one level more is a nesting error at the user's tokens.
 
-use super::{MAX_EMITTED_DEPTH, MAX_NESTING, group_depth};
 use crate::ast::FnKind;
+use crate::bounds::{MAX_EMITTED_DEPTH, MAX_NESTING, group_depth};
 use crate::expand::expand;
 use proc_macro2::{TokenStream, TokenTree};
 use std::str::FromStr;
