@@ -1,5 +1,6 @@
 //! Operator tokens passed as `op=` arguments (`nl.add`, `nl.exp`, ...).
 
+use crate::numeric::erf::erf;
 use std::fmt;
 
 /// An `nki.language` function used as an operator token by ISA ops: ALU ops on
@@ -428,13 +429,6 @@ impl NlOp {
 /// `nisa.activate2` passes its `relu_param`).
 pub(crate) fn prelu_with_slope(x: f32, alpha: f32) -> f32 {
     if x >= 0.0 { x } else { alpha * x }
-}
-
-/// Error function (Abramowitz–Stegun 7.1.26, |error| < 1.5e-7, below f32 resolution).
-fn erf(x: f64) -> f64 {
-    let t = 1.0 / (1.0 + 0.327_591_1 * x.abs());
-    let poly = t * (0.254_829_592 + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
-    (1.0 - poly * (-x * x).exp()).copysign(x)
 }
 
 /// The integer a bitwise token reads from a float value: truncated toward zero (NaN reads as 0).

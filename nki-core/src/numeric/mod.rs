@@ -1,4 +1,5 @@
-//! Numeric kernels behind the emulated ISA: vectorised `exp` and the matmul microkernel.
+//! Numeric kernels behind the emulated ISA: vectorised `exp`, `erf` and the matmul microkernel.
 
+pub(crate) mod erf;
 pub mod exp;
 pub(crate) mod gemm;

@@ -70,3 +70,26 @@ fn new_activation_tokens_match_their_float64_definitions() {
         }
     }
 }
+
+#[test]
+fn gelu_keeps_its_float32_digits_in_the_negative_tail() {
+    // gelu(-z·√2) = -z·√2 · erfc(z) / 2, with erfc from tables: there `1 + erf`
+    // cancels, so only an erf accurate to float64 leaves float32 digits (down to
+    // erfc near 1e-8: float64's 1 + erf holds no more).
+    let erfc = [(3.0, 2.209_049_699_858_544e-5), (4.0, 1.541_725_790_028_002e-8)];
+    let x: Vec<f64> = erfc.iter().map(|&(z, _)| f64::from((-z * 2f64.sqrt()) as f32)).collect();
+    let got = launch(Precision::Fp32)
+        .run(|ctx| {
+            let t = sbuf_with(ctx, &[2, 1], Dtype::F32, &x)?;
+            let d = alloc(ctx, &[2, 1], Dtype::F32, Buffer::Sbuf)?;
+            nisa::activation(ctx, &d, nl::gelu, &t, ActivationOpts::default())?;
+            Ok(d.to_f32_vec())
+        })
+        .unwrap();
+    for ((&(z, erfc_z), &g), &xv) in erfc.iter().zip(&got).zip(&x) {
+        // The input is -z·√2 rounded to f32: erfc moves by its slope, -2/√π · e^(-z²), per unit of z.
+        let dz = -xv / 2f64.sqrt() - z;
+        let want = 0.5 * xv * (erfc_z - 2.0 / PI.sqrt() * (-z * z).exp() * dz);
+        assert!((f64::from(g) - want).abs() <= 1e-6 * want.abs(), "gelu({xv}) = {g}, want {want:e}");
+    }
+}
