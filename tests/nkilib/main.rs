@@ -7,6 +7,7 @@
 pub mod collectives;
 #[path = "../common/mod.rs"]
 mod common;
+pub mod conv1d;
 pub mod cross_entropy;
 pub mod cumsum;
 pub mod depthwise_conv1d;

@@ -14,6 +14,7 @@
 //! | `cumsum` | [`cumsum::cumsum`] | inclusive cumulative sum along the last dim |
 //! | `cross_entropy_forward` | [`experimental::loss::cross_entropy`] | per-position loss and log-sum-exp over vocabulary chunks (online log-sum-exp) |
 //! | `cross_entropy_backward` | [`experimental::loss::cross_entropy`] | the loss gradient from the saved log-sum-exp, optionally over the logits |
+//! | `conv1d` | [`experimental::conv::conv1d`] | 1-D convolution (stride, padding, dilation, bias, activation) by matmuls over K-stacked taps |
 //! | `depthwise_conv1d_implicit_gemm` | [`experimental::conv::depthwise_conv1d`] | depthwise 1-D convolution by matmuls over an implicit im2col |
 //! | `fine_grained_allgather` | [`experimental::collectives::fg_allgather`] | each rank's rows gathered from its ring by collective permutes into alternating buffers |
 //! | `allgather_compute_matmul` | [`experimental::collectives::fgcc_matmul`] | each rank's rows gathered from its ring, each arrival multiplied by the rank's `rhs` shard |

@@ -13,6 +13,7 @@ from .common_types import QKVOutputLayout
 from .common_types import QKVWeightLayout
 from .common_types import QuantizationType
 from .common_types import RouterActFnType
+from .conv1d import conv1d
 from .cross_entropy import cross_entropy_backward
 from .cross_entropy import cross_entropy_forward
 from .cumsum import cumsum
@@ -79,6 +80,7 @@ __all__ = [
     "QKVWeightLayout",
     "QuantizationType",
     "RouterActFnType",
+    "conv1d",
     "cross_entropy_backward",
     "cross_entropy_forward",
     "cumsum",
