@@ -18,6 +18,7 @@ pub mod max;
 pub mod mlp;
 pub mod mlp_tkg_mx;
 pub mod moe_block;
+pub mod moe_cte;
 pub mod moe_tkg;
 pub mod mx_format;
 pub mod output_projection;

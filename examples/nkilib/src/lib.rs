@@ -32,6 +32,7 @@
 //! | `mlp` | [`mlp::mlp`] | gate/up projection, gated activation, down projection (decode and context-encoding paths) |
 //! | `moe_tkg` | [`moe::moe_tkg::moe_tkg`] | decode-phase mixture of experts: all local experts or each token's top-k, affinity-weighted |
 //! | `moe_block_tkg` | [`moe_block::moe_block_tkg`] | decode-phase MoE block: RMSNorm, router top-k, then the experts (selective or all-expert) |
+//! | `moe_cte` | [`moe::moe_cte::moe_cte`] | context-encoding mixture of experts over token blocks sorted by expert (`bwmm_shard_on_block`) |
 //! | `qkv_tkg` | [`qkv::qkv_tkg`] | decode-phase fused QKV projection: residual add, norm, fp8 dequantization, MX ([`qkv::qkv_tkg_mx_impl`]), bias, BSD/NBSd |
 //! | `qkv_cte` | [`qkv::qkv_cte`] | prefill fused QKV projection: residual add, norm, bias, RoPE, BSD/NBSd, static fp8, fp8 KV-cache outputs |
 //! | `qkv` | [`qkv::qkv`] | the library's QKV entry: `qkv_cte` or `qkv_tkg` by the token count |

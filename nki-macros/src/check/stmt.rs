@@ -20,7 +20,8 @@ impl Checker<'_> {
                     if !t.fits(&want) {
                         self.diag.error(init.span, format!("expected {} but this is {}", want.describe(), t.describe()));
                     }
-                    if t.is_unknown() {
+                    // `let x: Option<T> = None` declares the Option it will hold.
+                    if t.is_unknown() || matches!(t, Ty::None) {
                         t = want;
                     }
                 }

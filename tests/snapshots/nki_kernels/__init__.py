@@ -5,6 +5,7 @@ from .attention_cte import attention_cte
 from .attention_tkg import AttnTKGConfig
 from .attention_tkg import attention_tkg
 from .axpy import axpy
+from .bwmm_shard_on_block import bwmm_shard_on_block
 from .cascaded_max import cascaded_max
 from .common_types import ActFnType
 from .common_types import ExpertAffinityScaleMode
@@ -39,6 +40,10 @@ from .matmul_steps import matmul_blocked
 from .matmul_steps import matmul_hoisted
 from .mlp import mlp
 from .moe_block_tkg import moe_block_tkg
+from .moe_cte import MoECTEImplementation
+from .moe_cte import MoECTESpec
+from .moe_cte import moe_cte
+from .moe_cte_utils import BlockShardStrategy
 from .moe_tkg import moe_tkg
 from .output_projection_cte import output_projection_cte
 from .output_projection_tkg import output_projection_tkg
@@ -72,6 +77,7 @@ __all__ = [
     "AttnTKGConfig",
     "attention_tkg",
     "axpy",
+    "bwmm_shard_on_block",
     "cascaded_max",
     "ActFnType",
     "ExpertAffinityScaleMode",
@@ -106,6 +112,10 @@ __all__ = [
     "matmul_hoisted",
     "mlp",
     "moe_block_tkg",
+    "MoECTEImplementation",
+    "MoECTESpec",
+    "moe_cte",
+    "BlockShardStrategy",
     "moe_tkg",
     "output_projection_cte",
     "output_projection_tkg",

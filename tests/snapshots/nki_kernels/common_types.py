@@ -21,6 +21,19 @@ class ActFnType(Enum):
     "GELU with the sigmoid approximation, `x · sigmoid(1.702 x)`."
 
 
+class ExpertAffinityScaleMode(Enum):
+    """When a MoE kernel multiplies an expert's output by its affinity."""
+
+    NO_SCALE = 0
+    "Experts' outputs are summed unweighted."
+    POST_SCALE = 1
+    "Each expert's output is multiplied by the token's affinity for it."
+    PRE_SCALE = 2
+    "The input is scaled before the expert MLP (context encoding)."
+    PRE_SCALE_DELAYED = 3
+    "Pre-scaling applied later in the context-encoding expert MLP."
+
+
 class NormType(Enum):
     """The normalization of the hidden rows before a projection or quantization."""
 

@@ -72,7 +72,7 @@ pub(super) fn builder(f: &Function, ret: &TokenStream) -> TokenStream {
             TypeAnn::Groups(_) | TypeAnn::ReplicaGroup(_) | TypeAnn::Register(_) | TypeAnn::List(..) => {
                 quote!(::core::clone::Clone::clone(&self.#n))
             }
-            TypeAnn::Option(inner, _) if matches!(**inner, TypeAnn::Groups(_) | TypeAnn::ReplicaGroup(_)) => {
+            TypeAnn::Option(inner, _) if matches!(**inner, TypeAnn::Groups(_) | TypeAnn::ReplicaGroup(_) | TypeAnn::Object(..)) => {
                 quote!(::core::clone::Clone::clone(&self.#n))
             }
             _ => quote!(self.#n),

@@ -1,0 +1,7 @@
+//! The context-encoding (prefill) MoE kernels: the library's `moe_cte`
+//! folder, the entry that dispatches on the implementation, the blockwise
+//! matmul sharded on blocks and their shared pieces.
+
+pub mod bwmm_shard_on_block;
+pub mod moe_cte;
+pub mod moe_cte_utils;

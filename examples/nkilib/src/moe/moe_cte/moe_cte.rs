@@ -1,0 +1,143 @@
+//! The context-encoding MoE entry: the library's `moe_cte`, which takes the
+//! implementation and its options in a [`MoECTESpec`] and dispatches.
+//!
+//! The tokens arrive sorted into blocks of `block_size` positions, each
+//! block owned by one expert (`token_position_to_id`, `block_to_expert`);
+//! each expert is the gated MLP `act(clamp(x W_gate + b_gate)) ·
+//! clamp(x W_up + b_up)` through `W_down` plus `b_down`, weighted by the
+//! token's affinity for it, and a token's experts are summed.
+//!
+//! Of the implementations, `shard_on_block`
+//! ([`bwmm_shard_on_block`](crate::moe::moe_cte::bwmm_shard_on_block)) is
+//! ported; the others (`shard_on_i`, `shard_on_i_hybrid`,
+//! `shard_on_i_dropping` and the MX forms) are refused by name. `conditions`
+//! and `gate_up_activations_T` are read only by those, as in the library.
+
+// The library's parameter name `gate_up_activations_T`.
+#![allow(non_snake_case)]
+
+pub use crate::moe::moe_cte::bwmm_shard_on_block::{BwmmShardOnBlockCall, MoeCteRule, bwmm_shard_on_block_violation};
+pub use kernel::*;
+
+/// The entry and its configuration classes.
+#[nki::nki_module]
+pub mod kernel {
+    use crate::moe::moe_cte::bwmm_shard_on_block::{
+        _bwmm_shard_on_block, ClampLimits, configs, input_tensors, validate_bwmm_shard_on_block,
+    };
+    pub use crate::moe::moe_cte::moe_cte_utils::{BlockShardStrategy, SkipMode};
+    pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode};
+    use nki::prelude::*;
+
+    /// Which blockwise implementation runs.
+    #[nki_enum]
+    pub enum MoECTEImplementation {
+        /// Blocks split between the programs (ported).
+        shard_on_block = 0,
+        /// The intermediate dim split between the programs.
+        shard_on_i = 1,
+        /// `shard_on_i` with a static then a dynamic block loop.
+        shard_on_i_hybrid = 2,
+        /// `shard_on_i` for a token-dropping layer.
+        shard_on_i_dropping = 3,
+        /// `shard_on_block` with MX weights (trn3).
+        shard_on_block_mx = 4,
+        /// `shard_on_i` with MX weights (trn3).
+        shard_on_i_mx = 5,
+        /// `shard_on_i_hybrid` with MX weights (trn3).
+        shard_on_i_mx_hybrid = 6,
+    }
+
+    /// Options of the block-sharded implementations.
+    #[nki_object]
+    pub struct ShardOnBlockConfig {
+        /// Blocks per loop iteration (read by the other paths only).
+        #[default(1)]
+        pub n_block_per_iter: i64,
+        /// How the blocks are split between the programs.
+        #[default(BlockShardStrategy::PING_PONG)]
+        pub block_sharding_strategy: BlockShardStrategy,
+        /// Blocks of the MX form's static loop (`-1`: derived).
+        #[default(-1)]
+        pub n_static_blocks: i64,
+        /// Most blocks of the MX form's dynamic loop.
+        #[default(55)]
+        pub n_dynamic_blocks: i64,
+    }
+
+    /// The implementation (the library's spec also nests each family's
+    /// options, a bundle this entry cannot take; `shard_on_block` runs
+    /// with [`ShardOnBlockConfig`]'s defaults, which the library's
+    /// `shard_on_block` path reads as well).
+    #[nki_object]
+    pub struct MoECTESpec {
+        /// Which implementation runs.
+        pub implementation: MoECTEImplementation,
+    }
+
+    /// The context-encoding MoE of the blocks in `token_position_to_id`
+    /// through the experts of `block_to_expert`, by `spec.implementation`
+    /// (module docs); `shard_on_block` returns `[T, 2, H]` (slot 0 the
+    /// result) when accumulating, else `[T, H]`.
+    #[nki_kernel]
+    pub fn moe_cte(
+        #[dtypes(float32, bfloat16, float16)] hidden_states: Hbm,
+        #[dtypes(float32, bfloat16, float16)] expert_affinities_masked: Hbm,
+        #[dtypes(float32, bfloat16, float16)] gate_up_proj_weight: Hbm,
+        #[dtypes(float32, bfloat16, float16)] down_proj_weight: Hbm,
+        #[dtypes(int32)] token_position_to_id: Hbm,
+        #[dtypes(int32)] block_to_expert: Hbm,
+        block_size: i64,
+        spec: MoECTESpec,
+        conditions: Option<Hbm>,
+        #[dtypes(float32, bfloat16, float16)] gate_and_up_proj_bias: Option<Hbm>,
+        #[dtypes(float32, bfloat16, float16)] down_proj_bias: Option<Hbm>,
+        quantization_config: Option<Hbm>,
+        gate_up_activations_T: Option<Hbm>,
+        down_activations: Option<Hbm>,
+        #[default(ActFnType::SiLU)] activation_function: ActFnType,
+        skip_dma: Option<SkipMode>,
+        #[default(nl::bfloat16)] compute_dtype: Dtype,
+        #[default(true)] is_tensor_update_accumulating: bool,
+        #[default(ExpertAffinityScaleMode::POST_SCALE)] expert_affinities_scaling_mode: ExpertAffinityScaleMode,
+        gate_clamp_upper_limit: Option<f64>,
+        gate_clamp_lower_limit: Option<f64>,
+        up_clamp_upper_limit: Option<f64>,
+        up_clamp_lower_limit: Option<f64>,
+    ) -> Hbm {
+        let implementation = spec.implementation;
+        assert!(
+            implementation == MoECTEImplementation::shard_on_block,
+            "moe_cte: spec.implementation must be MoECTEImplementation.shard_on_block (the implementation ported), got {implementation}"
+        );
+        assert!(quantization_config.is_none(), "moe_cte: quantization_config is not implemented (the quantization scales)");
+        let block_cfg = ShardOnBlockConfig {
+            n_block_per_iter: 1,
+            block_sharding_strategy: BlockShardStrategy::PING_PONG,
+            n_static_blocks: -1,
+            n_dynamic_blocks: 55,
+        };
+        let inps = input_tensors(
+            hidden_states,
+            expert_affinities_masked,
+            gate_up_proj_weight,
+            down_proj_weight,
+            token_position_to_id,
+            block_to_expert,
+            gate_and_up_proj_bias,
+            down_proj_bias,
+        );
+        let clamps = ClampLimits { gate_clamp_upper_limit, gate_clamp_lower_limit, up_clamp_upper_limit, up_clamp_lower_limit };
+        let cfg = configs(
+            inps,
+            skip_dma,
+            compute_dtype,
+            is_tensor_update_accumulating,
+            expert_affinities_scaling_mode,
+            activation_function,
+            clamps,
+        );
+        validate_bwmm_shard_on_block(inps, cfg, block_size, block_cfg.block_sharding_strategy, false, down_activations.is_some());
+        _bwmm_shard_on_block(inps, cfg, block_size)
+    }
+}

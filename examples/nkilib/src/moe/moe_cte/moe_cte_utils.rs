@@ -1,0 +1,150 @@
+//! The context-encoding MoE kernels' shared pieces: the library's
+//! `moe_cte_utils`, its tile sizes, the DMA skip options and block-sharding
+//! strategies, the call's tensors and options, and the phases every
+//! blockwise path reads — the block's expert, its affinities gathered by
+//! token and expert, and the gated intermediate of a block.
+//!
+//! The affinities are stored flat, `expert_affinities_masked[(T + 1)·E, 1]`,
+//! so token `t`'s affinity for expert `e` sits at row `t·E + e`; one indirect
+//! DMA per 128 tokens gathers them by a row vector built on the device
+//! (`vector_offset`). With `skip_token` the padding positions hold `-1`, so
+//! their rows are negative, clamped to `-1` and skipped (`oob_mode=skip`),
+//! leaving the zero the tile was set to.
+
+pub use kernel::*;
+
+/// The tiles, options and shared phases.
+#[nki::nki_module]
+pub mod kernel {
+    use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode};
+    use nki::prelude::*;
+
+    /// Tokens (partitions) per tile.
+    pub const TILE_SIZE: i64 = nl::tile_size::pmax;
+    /// Columns of one PSUM bank of float32, the widest matmul output.
+    pub const PSUM_SIZE: i64 = nl::tile_size::psum_fmax;
+    /// Partitions of one stream-shuffle quadrant.
+    pub const DVE_CHANNELS_PER_BANK: i64 = 32;
+    /// The gate and the up projection of the fused `[E, H, 2, I]` weights.
+    pub const GUP_PROJ_DIM: i64 = 2;
+
+    /// Which DMAs may skip out-of-range rows (the library's `SkipMode`).
+    #[nki_object]
+    pub struct SkipMode {
+        /// Padding positions of `token_position_to_id` hold `-1` and their
+        /// loads and stores are skipped (else they name the zero row `T`).
+        #[default(false)]
+        pub skip_token: bool,
+        /// Weight loads may be skipped when a block's expert repeats.
+        #[default(false)]
+        pub skip_weight: bool,
+    }
+
+    /// How the blocks are split between the two programs.
+    #[nki_enum]
+    pub enum BlockShardStrategy {
+        /// The first half of the blocks to program 0, the rest to program 1.
+        HI_LO = 0,
+        /// Blocks alternate between the programs: 0, 1, 0, 1, ...
+        PING_PONG = 1,
+    }
+
+    /// The tensors of a blockwise call (the library's `InputTensors`).
+    #[nki_object]
+    pub struct InputTensors {
+        /// Token of each block position `[N·B]` (padding: `T` or `-1`).
+        pub token_position_to_id: Tensor,
+        /// Expert of each block `[N, 1]`.
+        pub block_to_expert: Tensor,
+        /// Token rows `[T, H]` (row `T` zero when padding names it).
+        pub hidden_states: Tensor,
+        /// Fused gate/up weights `[E, H, 2, I]`.
+        pub gate_up_proj_weight: Tensor,
+        /// Gate/up bias `[E, 2, I]`.
+        pub gate_and_up_proj_bias: Option<Tensor>,
+        /// Down bias `[E, 1, H]`.
+        pub down_proj_bias: Option<Tensor>,
+        /// Down weights `[E, I, H]`.
+        pub down_proj_weight: Tensor,
+        /// Affinities `[T·E, 1]`, zero where a token did not pick the expert.
+        pub expert_affinities_masked: Tensor,
+    }
+
+    /// The options of a blockwise call (the library's `Configs`, the fields
+    /// this path reads).
+    #[nki_object]
+    pub struct Configs {
+        /// Where the affinity multiplies: the input rows, the output rows, or nowhere.
+        pub scaling_mode: ExpertAffinityScaleMode,
+        /// Which DMAs skip out-of-range rows.
+        pub skip_dma: SkipMode,
+        /// Dtype of the token tiles, weights and intermediate.
+        pub compute_dtype: Dtype,
+        /// Whether each token's experts are summed (top-k > 1).
+        pub is_tensor_update_accumulating: bool,
+        /// Whether both biases are given.
+        pub linear_bias: bool,
+        /// The gate's activation.
+        pub activation_function: ActFnType,
+        /// Clamp of the gate projection from above.
+        pub gate_clamp_upper_limit: Option<f64>,
+        /// Clamp of the gate projection from below.
+        pub gate_clamp_lower_limit: Option<f64>,
+        /// Clamp of the up projection from above.
+        pub up_clamp_upper_limit: Option<f64>,
+        /// Clamp of the up projection from below.
+        pub up_clamp_lower_limit: Option<f64>,
+    }
+
+    /// Broadcasts partition 0 of `src` to every partition of `dst` (same
+    /// free size), one stream shuffle per 32-partition quadrant.
+    #[nki_helper]
+    pub fn stream_shuffle_broadcast(src: Sbuf, dst: Sbuf) {
+        let [rows, cols] = dst.shape();
+        let mask: Vec<i64> = (0..DVE_CHANNELS_PER_BANK).map(|_| 0).collect();
+        for q in 0..rows.div_ceil(DVE_CHANNELS_PER_BANK) {
+            let p0 = q * DVE_CHANNELS_PER_BANK;
+            let n = DVE_CHANNELS_PER_BANK.min(rows - p0);
+            nisa::nc_stream_shuffle(dst[s![p0..p0 + n, 0..cols]], src[s![0..1, 0..cols]], mask);
+        }
+    }
+
+    /// The affinities of the block's tokens (`token_indices` `[128, n_tiles]`,
+    /// token of position `128·j + p` at `[p, j]`) for the expert in
+    /// `block_expert` `[1, 1]` of `e` experts: `[128, n_tiles]` in `dtype`,
+    /// zero at skipped padding positions (module docs).
+    #[nki_helper]
+    pub fn calculate_expert_affinities(
+        aff: Hbm,
+        token_indices: Sbuf,
+        block_expert: Sbuf,
+        e: i64,
+        dtype: Dtype,
+        skip_dma: SkipMode,
+    ) -> Sbuf {
+        let n_tiles = token_indices.shape()[1];
+        let v_expert = nl::ndarray([TILE_SIZE, 1], nl::int32, buffer = nl::sbuf);
+        stream_shuffle_broadcast(block_expert, v_expert);
+        let addr = nl::ndarray([TILE_SIZE, n_tiles], nl::int32, buffer = nl::sbuf);
+        nisa::tensor_scalar(addr, token_indices, nl::multiply, e as f64);
+        nisa::tensor_tensor(addr, addr, v_expert.ap([[1, TILE_SIZE], [0, n_tiles]]), nl::add);
+        let affinity = nl::ndarray([TILE_SIZE, n_tiles], dtype, buffer = nl::sbuf);
+        if skip_dma.skip_token {
+            nisa::tensor_scalar(addr, addr, nl::maximum, -1.0);
+            nisa::memset(affinity, 0.0);
+        }
+        for j in 0..n_tiles {
+            let dst = affinity[s![.., j..j + 1]];
+            if skip_dma.skip_token {
+                nisa::dma_copy(
+                    dst,
+                    aff.ap([[1, TILE_SIZE], [1, 1]], offset = 0, vector_offset = addr[s![.., j..j + 1]], indirect_dim = 0),
+                    oob_mode = nisa::oob_mode::skip,
+                );
+            } else {
+                nisa::dma_copy(dst, aff.ap([[1, TILE_SIZE], [1, 1]], offset = 0, vector_offset = addr[s![.., j..j + 1]], indirect_dim = 0));
+            }
+        }
+        affinity
+    }
+}

@@ -1,0 +1,515 @@
+//! The library's `moe_cte` (its `shard_on_block` implementation,
+//! `bwmm_shard_on_block`) against a float64 blockwise mixture of experts
+//! written from the documented computation: every block position's token
+//! through its block's expert, `act(clamp(x W_gate + b_gate)) ·
+//! clamp(x W_up + b_up)` through `W_down` plus `b_down`, times the token's
+//! affinity for the expert (on the output under `POST_SCALE`, on the input
+//! under `PRE_SCALE`), summed over the token's positions. The sizes are
+//! CI-sized versions of the library's `test_moe_cte.py` shapes, with skewed
+//! routings (every token on one expert, experts without tokens, tokens
+//! dropped past an expert's capacity, padding blocks), in both precision
+//! modes; then the emitted source under NumPy against the emulator, and the
+//! rules.
+
+use crate::common::attention::run_numpy_kwargs;
+use crate::common::{Arg, as_dtype, assert_close, emitted_package, seed_of, tensor, uniform};
+use crate::mlp::activation;
+use nki::{Dtype, Launch, Precision, Tensor};
+use nkilib::moe::moe_cte::bwmm_shard_on_block::{
+    ActFnType, BlockShardStrategy, BwmmShardOnBlockCall, ExpertAffinityScaleMode, MoeCteRule, SkipMode, bwmm_shard_on_block,
+    bwmm_shard_on_block_violation,
+};
+use nkilib::moe::moe_cte::moe_cte::{MoECTEImplementation, MoECTESpec, moe_cte};
+
+/// How the tokens pick their experts.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Routing {
+    /// Distinct random experts per token.
+    Random,
+    /// Every token on expert 0 (`K = 1`); the other experts get no token.
+    AllOnZero,
+    /// Only the even experts receive tokens.
+    EvenOnly,
+    /// Each expert keeps at most one block of tokens; the rest are dropped.
+    Capped,
+}
+
+/// Where the affinity multiplies.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Scale {
+    No,
+    Pre,
+    Post,
+}
+
+/// One configuration: sizes and options.
+#[derive(Clone, Copy, Debug)]
+struct Config {
+    /// Tokens (without the padding row).
+    t: usize,
+    h: usize,
+    i: usize,
+    e: usize,
+    /// Experts per token.
+    k: usize,
+    /// Positions per block.
+    b: usize,
+    skip_token: bool,
+    skip_weight: bool,
+    bias: bool,
+    clamp: bool,
+    act: ActFnType,
+    scale: Scale,
+    routing: Routing,
+}
+
+const fn cfg(t: usize, h: usize, i: usize, e: usize, k: usize, b: usize) -> Config {
+    Config {
+        t,
+        h,
+        i,
+        e,
+        k,
+        b,
+        skip_token: true,
+        skip_weight: false,
+        bias: true,
+        clamp: true,
+        act: ActFnType::Swish,
+        scale: Scale::Post,
+        routing: Routing::Random,
+    }
+}
+
+impl Config {
+    const fn padded(mut self) -> Self {
+        self.skip_token = false;
+        self
+    }
+    const fn skip_weight(mut self) -> Self {
+        self.skip_weight = true;
+        self
+    }
+    const fn plain(mut self) -> Self {
+        self.bias = false;
+        self.clamp = false;
+        self.act = ActFnType::SiLU;
+        self
+    }
+    const fn scale(mut self, s: Scale) -> Self {
+        self.scale = s;
+        self
+    }
+    const fn routed(mut self, r: Routing) -> Self {
+        self.routing = r;
+        self
+    }
+}
+
+/// CI-sized versions of the library's `SHARD_ON_BLOCK` cases (`H = 3072,
+/// T = 1024, E = 8, B = 256 / 512, K = 4, I = 192 / 384`, skip modes 1 and
+/// 3, bias, clamps, Swish), with the options and routings they leave out.
+const CONFIGS: &[Config] = &[
+    cfg(128, 512, 192, 4, 2, 128),
+    cfg(128, 512, 384, 4, 2, 256).skip_weight(),
+    cfg(256, 1024, 128, 4, 2, 512),
+    cfg(128, 512, 192, 4, 1, 128).padded(),
+    cfg(128, 512, 144, 4, 2, 128).padded().plain(),
+    cfg(128, 512, 192, 4, 2, 128).scale(Scale::No),
+    cfg(128, 512, 192, 4, 2, 128).padded().scale(Scale::Pre),
+    cfg(128, 512, 192, 4, 1, 128).routed(Routing::AllOnZero),
+    cfg(256, 512, 128, 8, 2, 128).routed(Routing::EvenOnly),
+    cfg(256, 512, 128, 4, 2, 128).padded().routed(Routing::Capped),
+];
+
+/// The clamps (gate upper, up upper, up lower), the library tests' values.
+const CLAMPS: [f64; 3] = [7.0, 8.0, -9.0];
+
+/// The inputs of one configuration, row-major.
+struct Inputs {
+    /// `[T', H]`, `T' = T + 1` (a zero padding row) unless padding is skipped.
+    hidden: Vec<f64>,
+    /// `[T'·E]`, zero where a token did not pick the expert.
+    aff: Vec<f64>,
+    /// `[E, H, 2, I]`, `[E, I, H]`.
+    gate_up: Vec<f64>,
+    down: Vec<f64>,
+    /// `[E, 2, I]`, `[E, H]`.
+    gate_up_b: Vec<f64>,
+    down_b: Vec<f64>,
+    /// `[N·B]`: the token at each position, padding `T` or `-1`.
+    positions: Vec<i64>,
+    /// `[N]`.
+    block_expert: Vec<i64>,
+}
+
+impl Config {
+    fn name(&self) -> String {
+        format!("{self:?}")
+    }
+
+    fn rows(&self) -> usize {
+        if self.skip_token { self.t } else { self.t + 1 }
+    }
+
+    /// Whether the output holds one slot per program (top-k > 1).
+    fn accumulating(&self) -> bool {
+        self.k > 1
+    }
+
+    /// The experts of each token.
+    fn routes(&self, seed: u64) -> Vec<Vec<usize>> {
+        let (t, e, k) = (self.t, self.e, self.k);
+        let keys = uniform(t * e, seed, 0.0, 1.0);
+        (0..t)
+            .map(|tok| {
+                let mut order: Vec<usize> = (0..e).filter(|&x| self.routing != Routing::EvenOnly || x % 2 == 0).collect();
+                order.sort_by(|a, b| keys[tok * e + a].total_cmp(&keys[tok * e + b]));
+                if self.routing == Routing::AllOnZero { vec![0] } else { order[..k].to_vec() }
+            })
+            .collect()
+    }
+
+    /// Tokens sorted into blocks by expert, as the library's router lays
+    /// them out: `ceil(count / B)` blocks per expert, padding blocks on the
+    /// last expert up to `ceil((T·K - (E - 1)) / B) + E - 1` (even, one per
+    /// program); `Capped` keeps one block per expert and drops the rest.
+    fn blocks(&self, routes: &[Vec<usize>]) -> (Vec<i64>, Vec<i64>) {
+        let (t, e, b) = (self.t, self.e, self.b);
+        let mut tokens: Vec<Vec<i64>> = vec![Vec::new(); e];
+        for (tok, r) in routes.iter().enumerate() {
+            for &x in r {
+                tokens[x].push(tok as i64);
+            }
+        }
+        if self.routing == Routing::Capped {
+            for list in &mut tokens {
+                list.truncate(b);
+            }
+        }
+        let mut per_expert: Vec<usize> = tokens.iter().map(|l| l.len().div_ceil(b)).collect();
+        let n = ((t * self.k).saturating_sub(e - 1).div_ceil(b) + e - 1).max(per_expert.iter().sum());
+        let n = n.div_ceil(2) * 2;
+        per_expert[e - 1] += n - per_expert.iter().sum::<usize>();
+        let pad = if self.skip_token { -1 } else { t as i64 };
+        let (mut positions, mut block_expert) = (Vec::new(), Vec::new());
+        for (x, list) in tokens.iter().enumerate() {
+            for blk in 0..per_expert[x] {
+                block_expert.push(x as i64);
+                positions.extend((0..b).map(|p| list.get(blk * b + p).copied().unwrap_or(pad)));
+            }
+        }
+        (positions, block_expert)
+    }
+
+    /// Rows in `[0, 1)` as the library's tests draw them, weights in
+    /// `±0.1`, biases in `±1`; affinities in `[0, 1)` where picked.
+    fn inputs(&self) -> Inputs {
+        let seed = seed_of(&self.name());
+        let (t, h, i, e, rows) = (self.t, self.h, self.i, self.e, self.rows());
+        let routes = self.routes(seed);
+        let (positions, block_expert) = self.blocks(&routes);
+        let mut hidden = uniform(rows * h, seed + 1, 0.0, 1.0);
+        let draw = uniform(rows * e, seed + 2, 0.0, 1.0);
+        let mut aff = vec![0.0; rows * e];
+        for (tok, r) in routes.iter().enumerate() {
+            for &x in r {
+                aff[tok * e + x] = draw[tok * e + x];
+            }
+        }
+        if !self.skip_token {
+            hidden[t * h..].fill(0.0);
+        }
+        Inputs {
+            hidden,
+            aff,
+            gate_up: uniform(e * h * 2 * i, seed + 3, -0.1, 0.1),
+            down: uniform(e * i * h, seed + 4, -0.1, 0.1),
+            gate_up_b: uniform(e * 2 * i, seed + 5, -1.0, 1.0),
+            down_b: uniform(e * h, seed + 6, -1.6, 1.4),
+            positions,
+            block_expert,
+        }
+    }
+
+    /// Expert `ex`'s MLP of row `x`: `[H]`.
+    fn expert(&self, w: &Inputs, ex: usize, x: &[f64]) -> Vec<f64> {
+        let (h, i) = (self.h, self.i);
+        let clamp = |v: f64, hi: f64, lo: f64| if self.clamp { v.min(hi).max(lo) } else { v };
+        let proj = |half: usize, col: usize| {
+            let dot: f64 = (0..h).map(|r| x[r] * w.gate_up[((ex * h + r) * 2 + half) * i + col]).sum();
+            dot + if self.bias { w.gate_up_b[(ex * 2 + half) * i + col] } else { 0.0 }
+        };
+        let inter: Vec<f64> = (0..i)
+            .map(|col| activation(self.act, clamp(proj(0, col), CLAMPS[0], f64::NEG_INFINITY)) * clamp(proj(1, col), CLAMPS[1], CLAMPS[2]))
+            .collect();
+        (0..h)
+            .map(|col| {
+                let dot: f64 = (0..i).map(|r| inter[r] * w.down[(ex * i + r) * h + col]).sum();
+                dot + if self.bias { w.down_b[ex * h + col] } else { 0.0 }
+            })
+            .collect()
+    }
+
+    /// The float64 blockwise mixture of the `T` tokens, `[T, H]`.
+    fn reference(&self, w: &Inputs) -> Vec<f64> {
+        let (t, h, e, b) = (self.t, self.h, self.e, self.b);
+        let mut out = vec![0.0; t * h];
+        for (blk, &ex) in w.block_expert.iter().enumerate() {
+            for &tok in &w.positions[blk * b..(blk + 1) * b] {
+                if tok < 0 || tok as usize >= t {
+                    continue;
+                }
+                let tok = tok as usize;
+                let a = w.aff[tok * e + ex as usize];
+                let pre = if self.scale == Scale::Pre { a } else { 1.0 };
+                let x: Vec<f64> = w.hidden[tok * h..(tok + 1) * h].iter().map(|v| v * pre).collect();
+                let post = if self.scale == Scale::Post { a } else { 1.0 };
+                for (o, v) in out[tok * h..(tok + 1) * h].iter_mut().zip(self.expert(w, ex as usize, &x)) {
+                    *o += post * v;
+                }
+            }
+        }
+        out
+    }
+
+    fn mode(&self) -> ExpertAffinityScaleMode {
+        match self.scale {
+            Scale::No => ExpertAffinityScaleMode::NO_SCALE,
+            Scale::Pre => ExpertAffinityScaleMode::PRE_SCALE,
+            Scale::Post => ExpertAffinityScaleMode::POST_SCALE,
+        }
+    }
+
+    /// The tensors of a call: hidden, affinities, gate/up, down, positions,
+    /// block experts, gate/up bias, down bias.
+    fn tensors(&self, w: &Inputs, dtype: Dtype) -> [Tensor; 8] {
+        let (h, i, e, rows) = (self.h, self.i, self.e, self.rows());
+        let n = w.block_expert.len();
+        [
+            tensor(&[rows, h], &w.hidden, dtype),
+            tensor(&[rows * e, 1], &w.aff, dtype),
+            tensor(&[e, h, 2, i], &w.gate_up, dtype),
+            tensor(&[e, i, h], &w.down, dtype),
+            Tensor::from_i64(&[n * self.b], &w.positions, Dtype::I32).unwrap(),
+            Tensor::from_i64(&[n, 1], &w.block_expert, Dtype::I32).unwrap(),
+            tensor(&[e, 2, i], &w.gate_up_b, dtype),
+            tensor(&[e, 1, h], &w.down_b, dtype),
+        ]
+    }
+
+    /// The emulator's output on two programs: `[T', 2, H]` accumulating,
+    /// else `[T', H]`.
+    fn run(&self, w: &Inputs, dtype: Dtype, precision: Precision) -> Vec<f32> {
+        let [hid, aff, gu, dw, pos, b2e, gub, db] = self.tensors(w, dtype);
+        let skip = SkipMode { skip_token: self.skip_token, skip_weight: self.skip_weight };
+        let mut call = bwmm_shard_on_block::Call::new(&hid, &aff, &gu, &dw, self.b as i64, &pos, &b2e)
+            .skip_dma(Some(skip))
+            .compute_dtype(dtype)
+            .is_tensor_update_accumulating(self.accumulating())
+            .expert_affinities_scaling_mode(self.mode())
+            .activation_function(self.act);
+        if self.bias {
+            call = call.gate_and_up_proj_bias(&gub).down_proj_bias(&db);
+        }
+        if self.clamp {
+            call = call.gate_clamp_upper_limit(CLAMPS[0]).up_clamp_upper_limit(CLAMPS[1]).up_clamp_lower_limit(CLAMPS[2]);
+        }
+        let launch = Launch::new().lnc(2).precision(precision);
+        call.launch(&launch).unwrap_or_else(|err| panic!("{}: {err}", self.name())).to_f32_vec()
+    }
+
+    /// The token rows of an output (slot 0 when accumulating, whose slot 1
+    /// must be zero), without the padding row.
+    fn token_rows(&self, out: &[f32]) -> Vec<f32> {
+        let (t, h) = (self.t, self.h);
+        if !self.accumulating() {
+            return out[..t * h].to_vec();
+        }
+        let slot1_zero = (0..t).all(|r| out[(2 * r + 1) * h..(2 * r + 2) * h].iter().all(|&v| v == 0.0));
+        assert!(slot1_zero, "{}: slot 1 is not cleared by the reduction", self.name());
+        (0..t).flat_map(|r| out[2 * r * h..(2 * r + 1) * h].to_vec()).collect()
+    }
+
+    /// The arguments for the NumPy executor, by keyword (the library's names).
+    fn numpy_kwargs(&self, w: &Inputs, dtype: Dtype) -> Vec<(&'static str, Arg)> {
+        let (h, i, e, rows, n) = (self.h, self.i, self.e, self.rows(), w.block_expert.len());
+        let ints = |v: &[i64]| v.iter().map(|&x| x as f64).collect::<Vec<f64>>();
+        let opt = |on: bool, a: Arg| if on { a } else { Arg::None };
+        let clamp = |v: f64| if self.clamp { Arg::Float(v) } else { Arg::None };
+        let act = if self.act == ActFnType::Swish { "Swish" } else { "SiLU" };
+        let mode = match self.scale {
+            Scale::No => "NO_SCALE",
+            Scale::Pre => "PRE_SCALE",
+            Scale::Post => "POST_SCALE",
+        };
+        vec![
+            ("hidden_states", Arg::Tensor(vec![rows, h], w.hidden.clone(), dtype)),
+            ("expert_affinities_masked", Arg::Tensor(vec![rows * e, 1], w.aff.clone(), dtype)),
+            ("gate_up_proj_weight", Arg::Tensor(vec![e, h, 2, i], w.gate_up.clone(), dtype)),
+            ("down_proj_weight", Arg::Tensor(vec![e, i, h], w.down.clone(), dtype)),
+            ("block_size", Arg::Int(self.b as i64)),
+            ("token_position_to_id", Arg::Tensor(vec![n * self.b], ints(&w.positions), Dtype::I32)),
+            ("block_to_expert", Arg::Tensor(vec![n, 1], ints(&w.block_expert), Dtype::I32)),
+            ("gate_and_up_proj_bias", opt(self.bias, Arg::Tensor(vec![e, 2, i], w.gate_up_b.clone(), dtype))),
+            ("down_proj_bias", opt(self.bias, Arg::Tensor(vec![e, 1, h], w.down_b.clone(), dtype))),
+            ("activation_function", Arg::Member("ActFnType", act)),
+            (
+                "skip_dma",
+                Arg::Object("SkipMode", vec![("skip_token", Arg::Bool(self.skip_token)), ("skip_weight", Arg::Bool(self.skip_weight))]),
+            ),
+            ("compute_dtype", Arg::Dtype(dtype)),
+            ("is_tensor_update_accumulating", Arg::Bool(self.accumulating())),
+            ("expert_affinities_scaling_mode", Arg::Member("ExpertAffinityScaleMode", mode)),
+            ("gate_clamp_upper_limit", clamp(CLAMPS[0])),
+            ("up_clamp_upper_limit", clamp(CLAMPS[1])),
+            ("up_clamp_lower_limit", clamp(CLAMPS[2])),
+        ]
+    }
+}
+
+/// Rounds the float inputs to `dtype`.
+fn rounded(w: &Inputs, dtype: Dtype) -> Inputs {
+    Inputs {
+        hidden: as_dtype(&w.hidden, dtype),
+        aff: as_dtype(&w.aff, dtype),
+        gate_up: as_dtype(&w.gate_up, dtype),
+        down: as_dtype(&w.down, dtype),
+        gate_up_b: as_dtype(&w.gate_up_b, dtype),
+        down_b: as_dtype(&w.down_b, dtype),
+        positions: w.positions.clone(),
+        block_expert: w.block_expert.clone(),
+    }
+}
+
+/// Every configuration, fp32 inputs and compute in fp32 precision, against
+/// the float64 mixture of the same inputs.
+#[test]
+fn configs_in_fp32_match_float64() {
+    for c in CONFIGS {
+        let w = rounded(&c.inputs(), Dtype::F32);
+        let got = c.token_rows(&c.run(&w, Dtype::F32, Precision::Fp32));
+        assert_close(&format!("{} fp32", c.name()), &got, &c.reference(&w), 1e-4, 1e-4);
+    }
+}
+
+/// bfloat16 inputs and compute in hardware precision within the library's
+/// tolerance (2e-2) of the float64 mixture of the rounded inputs.
+#[test]
+fn configs_in_hardware_precision_match_float64() {
+    for c in CONFIGS {
+        let w = rounded(&c.inputs(), Dtype::Bf16);
+        let got = c.token_rows(&c.run(&w, Dtype::Bf16, Precision::Hardware));
+        assert_close(&format!("{} bfloat16", c.name()), &got, &c.reference(&w), 2e-2, 2e-2);
+    }
+}
+
+/// The emitted kernel under NumPy equals the emulator (the whole output,
+/// padding row included): accumulating and not, padding skipped or named,
+/// each scaling mode, both precision modes.
+#[test]
+fn emitted_bwmm_shard_on_block_under_numpy_equals_emulator() {
+    for c in [CONFIGS[0], CONFIGS[3], CONFIGS[5], CONFIGS[6]] {
+        for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
+            let w = rounded(&c.inputs(), dtype);
+            let emu = c.run(&w, dtype, precision);
+            let np = run_numpy_kwargs(emitted_package(), "bwmm_shard_on_block", &[], &c.numpy_kwargs(&w, dtype), 2, mode);
+            assert_eq!(np.len(), 1, "{} {mode}: outputs", c.name());
+            let rtol = if mode == "fp32" { 1e-5 } else { 2f64.powi(-7) };
+            assert_close(&format!("{} {mode}", c.name()), &np[0], &emu.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), 1e-6, rtol);
+        }
+    }
+}
+
+/// `moe_cte` with `MoECTESpec(implementation=shard_on_block)` is
+/// `bwmm_shard_on_block`, in the emulator and emitted; another
+/// implementation is refused by name.
+#[test]
+fn moe_cte_dispatches_to_shard_on_block() {
+    let c = CONFIGS[0];
+    let w = rounded(&c.inputs(), Dtype::Bf16);
+    let [hid, aff, gu, dw, pos, b2e, gub, db] = c.tensors(&w, Dtype::Bf16);
+    let skip = SkipMode { skip_token: true, skip_weight: false };
+    let (block, shard_i) = (
+        MoECTESpec { implementation: MoECTEImplementation::shard_on_block },
+        MoECTESpec { implementation: MoECTEImplementation::shard_on_i },
+    );
+    let call = |s| {
+        moe_cte::Call::new(&hid, &aff, &gu, &dw, &pos, &b2e, c.b as i64, s)
+            .gate_and_up_proj_bias(&gub)
+            .down_proj_bias(&db)
+            .activation_function(ActFnType::Swish)
+            .skip_dma(Some(skip.clone()))
+            .gate_clamp_upper_limit(CLAMPS[0])
+            .up_clamp_upper_limit(CLAMPS[1])
+            .up_clamp_lower_limit(CLAMPS[2])
+    };
+    let launch = Launch::new().lnc(2).precision(Precision::Hardware);
+    let got = call(&block).launch(&launch).unwrap().to_f32_vec();
+    assert_eq!(got, c.run(&w, Dtype::Bf16, Precision::Hardware), "moe_cte differs from bwmm_shard_on_block");
+    let mut kwargs = c.numpy_kwargs(&w, Dtype::Bf16);
+    kwargs.push(("spec", Arg::Object("MoECTESpec", vec![("implementation", Arg::Member("MoECTEImplementation", "shard_on_block"))])));
+    let np = run_numpy_kwargs(emitted_package(), "moe_cte", &[], &kwargs, 2, "hardware");
+    assert_close("moe_cte emitted", &np[0], &got.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), 1e-6, 2f64.powi(-7));
+    let err = call(&shard_i).launch(&launch).unwrap_err().to_string();
+    assert!(err.contains(MoeCteRule::Implementation.message()), "{err}");
+}
+
+/// A call the rules accept, to vary one field at a time (the library's
+/// `H = 3072, T = 1024, E = 8, B = 512, I = 384`, skip_token).
+const OK: BwmmShardOnBlockCall = BwmmShardOnBlockCall {
+    tokens: 1024,
+    hidden: 3072,
+    intermediate: 384,
+    experts: 8,
+    block_size: 512,
+    positions: 16 * 512,
+    programs: 2,
+    skip_token: true,
+    accumulating: true,
+    strategy: BlockShardStrategy::PING_PONG,
+    scaling_mode: ExpertAffinityScaleMode::POST_SCALE,
+    activation: ActFnType::Swish,
+    quantized: false,
+    down_activations: false,
+    one_bias: false,
+};
+
+/// Each rule refuses what it names, and the kernel refuses the same at trace time.
+#[test]
+fn rules_refuse_what_they_name() {
+    assert_eq!(bwmm_shard_on_block_violation(OK), None);
+    // The padding row: T + 1 rows reduce T.
+    assert_eq!(bwmm_shard_on_block_violation(BwmmShardOnBlockCall { tokens: 1025, skip_token: false, ..OK }), None);
+    assert_eq!(bwmm_shard_on_block_violation(BwmmShardOnBlockCall { tokens: 1000, accumulating: false, ..OK }), None);
+    let cases = [
+        (BwmmShardOnBlockCall { programs: 1, ..OK }, MoeCteRule::Programs),
+        (BwmmShardOnBlockCall { hidden: 384, ..OK }, MoeCteRule::HiddenTiles),
+        (BwmmShardOnBlockCall { block_size: 200, ..OK }, MoeCteRule::BlockSize),
+        (BwmmShardOnBlockCall { positions: 1000, ..OK }, MoeCteRule::Blocks),
+        (BwmmShardOnBlockCall { intermediate: 200, ..OK }, MoeCteRule::IntermediateAlign),
+        (BwmmShardOnBlockCall { intermediate: 1536, ..OK }, MoeCteRule::ChunkedIntermediate),
+        (BwmmShardOnBlockCall { tokens: 1000, ..OK }, MoeCteRule::ReduceRows),
+        (BwmmShardOnBlockCall { tokens: 1100, skip_token: false, ..OK }, MoeCteRule::ReduceRows),
+        (BwmmShardOnBlockCall { strategy: BlockShardStrategy::HI_LO, ..OK }, MoeCteRule::Strategy),
+        (BwmmShardOnBlockCall { scaling_mode: ExpertAffinityScaleMode::PRE_SCALE_DELAYED, ..OK }, MoeCteRule::ScalingMode),
+        (BwmmShardOnBlockCall { activation: ActFnType::GELU, ..OK }, MoeCteRule::Activation),
+        (BwmmShardOnBlockCall { quantized: true, ..OK }, MoeCteRule::Quantization),
+        (BwmmShardOnBlockCall { down_activations: true, ..OK }, MoeCteRule::DownActivations),
+        (BwmmShardOnBlockCall { one_bias: true, ..OK }, MoeCteRule::Bias),
+    ];
+    for (call, rule) in cases {
+        assert_eq!(bwmm_shard_on_block_violation(call), Some(rule), "{call:?}");
+    }
+    // The kernel's own checks, at trace time.
+    let c = CONFIGS[4];
+    let w = c.inputs();
+    let [hid, aff, gu, dw, pos, b2e, _, _] = c.tensors(&w, Dtype::Bf16);
+    let call = || bwmm_shard_on_block::Call::new(&hid, &aff, &gu, &dw, c.b as i64, &pos, &b2e).is_tensor_update_accumulating(false);
+    let err = call().launch(&Launch::new()).unwrap_err().to_string();
+    assert!(err.contains(MoeCteRule::Programs.message()), "{err}");
+    let err = call().activation_function(ActFnType::GELU).launch(&Launch::new().lnc(2)).unwrap_err().to_string();
+    assert!(err.contains(MoeCteRule::Activation.message()), "{err}");
+    let err = call().block_sharding_strategy(BlockShardStrategy::HI_LO).launch(&Launch::new().lnc(2)).unwrap_err().to_string();
+    assert!(err.contains(MoeCteRule::Strategy.message()), "{err}");
+}
