@@ -30,7 +30,7 @@ pub mod tensor;
 
 pub use collectives as ncc;
 pub use dtype::Dtype;
-pub use emulator::{Ctx, Launch, Precision};
+pub use emulator::{Allocator, Ctx, Launch, Precision};
 pub use error::{ErrorKind, NkiError, Origin, Result};
 pub use isa as nisa;
 pub use language as nl;

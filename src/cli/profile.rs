@@ -9,8 +9,8 @@ use super::output_plan::STATUS_TO_STDERR;
 use super::run::{BASE_LAUNCH, Kernel, run_kernel};
 use super::{CliError, generic};
 use clap::{Args, Subcommand};
-use nki::Launch;
 use nki::profile::Target;
+use nki::{Allocator, Launch};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -30,12 +30,17 @@ pub struct ProfileArgs {
     /// Print the report as one JSON object instead of text.
     #[arg(long, global = true)]
     json: bool,
+    /// How SBUF tiles without `address=` are placed: `default` (each its own
+    /// buffer) or `stack` (the stack allocator: a loop's next iteration reuses
+    /// the bytes the previous one freed and waits for it).
+    #[arg(long, global = true, default_value = "default", value_parser = parse_allocator)]
+    allocator: Allocator,
 }
 
 impl ProfileArgs {
     /// The report options parsed before the kernel's name.
     fn report(&self) -> Report {
-        Report { target: self.target, trace: self.trace.clone(), json: self.json }
+        Report { target: self.target, trace: self.trace.clone(), json: self.json, allocator: self.allocator }
     }
 }
 
@@ -52,6 +57,15 @@ enum Profiled {
 /// `--target`: a generation name.
 pub(super) fn parse_target(s: &str) -> Result<Target, String> {
     Target::parse(s).ok_or_else(|| format!("unknown target '{s}'; expected trn1, trn2 or trn3"))
+}
+
+/// `--allocator`: `default` or `stack`.
+pub(super) fn parse_allocator(s: &str) -> Result<Allocator, String> {
+    match s {
+        "default" => Ok(Allocator::Default),
+        "stack" => Ok(Allocator::Stack),
+        _ => Err(format!("unknown allocator '{s}'; expected default or stack")),
+    }
 }
 
 /// How every trace this command writes begins.
@@ -102,9 +116,11 @@ pub(super) struct Report {
     pub trace: Option<PathBuf>,
     /// `--json`.
     pub json: bool,
+    /// `--allocator`.
+    pub allocator: Allocator,
 }
 
-/// Takes `--target`, `--trace` and `--json` out of a registered kernel's flags,
+/// Takes `--target`, `--trace`, `--json` and `--allocator` out of a registered kernel's flags,
 /// over the parsed ones in `report`.
 pub(super) fn take_report_flags(mut report: Report, raw: &[String]) -> Result<(Report, Vec<String>), CliError> {
     let mut rest = Vec::with_capacity(raw.len());
@@ -120,6 +136,11 @@ pub(super) fn take_report_flags(mut report: Report, raw: &[String]) -> Result<(R
             "--target" => {
                 let v = value()?;
                 report.target = parse_target(&v).map_err(|e| CliError::usage(format!("invalid value '{v}' for '--target': {e}")))?;
+            }
+            "--allocator" => {
+                let v = value()?;
+                report.allocator =
+                    parse_allocator(&v).map_err(|e| CliError::usage(format!("invalid value '{v}' for '--allocator': {e}")))?;
             }
             "--trace" => {
                 let v = value()?;
@@ -137,7 +158,7 @@ pub fn run(args: &ProfileArgs) -> Result<(), CliError> {
         Profiled::Registered(raw) => take_report_flags(args.report(), raw)?,
         Profiled::Attention(_) => (args.report(), Vec::new()),
     };
-    let base = Launch::new().profile(report.target);
+    let base = Launch::new().allocator(report.allocator).profile(report.target);
     STATUS_TO_STDERR.store(report.json, Ordering::Relaxed);
     BASE_LAUNCH.set(base.clone()).map_err(|_| "a launch was already configured in this process".to_string())?;
     let ran = match &args.kernel {

@@ -21,7 +21,7 @@ use clap::Args;
 use nki::emit::{FunctionInfo, ParamKind};
 use nki::io::json;
 use nki::profile::{Profile, Target, Unit, human_time};
-use nki::{Launch, Tensor};
+use nki::{Allocator, Launch, Tensor};
 use std::sync::atomic::Ordering;
 
 /// Arguments of `nki tune`.
@@ -31,8 +31,8 @@ pub struct TuneArgs {
     /// list`) and its flags as `nki profile` takes them, a comma-separated list
     /// for each tuned parameter; `--tolerance T` (default 0.01) bounds each
     /// variant's largest output difference from the first variant's, relative
-    /// to the first's largest magnitude; `--target`, `--json` and `--trace FILE`
-    /// (the fastest variant's timeline) as for `nki profile`.
+    /// to the first's largest magnitude; `--target`, `--allocator`, `--json` and
+    /// `--trace FILE` (the fastest variant's timeline) as for `nki profile`.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true, value_name = "KERNEL FLAGS")]
     raw: Vec<String>,
 }
@@ -163,7 +163,7 @@ struct Options {
 
 /// Takes `--tolerance`, `--target`, `--json` and `--trace` out of the flags.
 fn take_options(raw: &[String]) -> Result<(Options, Vec<String>), CliError> {
-    let (report, raw) = take_report_flags(Report { target: Target::Trn2, trace: None, json: false }, raw)?;
+    let (report, raw) = take_report_flags(Report { target: Target::Trn2, trace: None, json: false, allocator: Allocator::Default }, raw)?;
     let (mut tolerance, mut rest) = (DEFAULT_TOLERANCE, Vec::with_capacity(raw.len()));
     let mut it = raw.into_iter();
     while let Some(arg) = it.next() {
@@ -214,7 +214,7 @@ pub fn run(args: &TuneArgs) -> Result<(), CliError> {
             deadline::start(inv.timeout);
             timed = true;
         }
-        match profile(&inv, options.report.target) {
+        match profile(&inv, &options.report) {
             Ok((outputs, profile)) => {
                 let difference = reference.as_ref().map_or(0.0, |r| relative_difference(&outputs, r));
                 eprintln!("{label}: {}", human_time(profile.report.estimated_seconds));
@@ -250,9 +250,10 @@ pub fn run(args: &TuneArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Runs one variant on a profiled launch of `target`: its outputs and profile.
-fn profile(inv: &Invocation, target: Target) -> Result<(Vec<Vec<Tensor>>, Profile), CliError> {
-    let base = Launch::new().profile(target);
+/// Runs one variant on a profiled launch of `report`'s target and allocator: its
+/// outputs and profile.
+fn profile(inv: &Invocation, report: &Report) -> Result<(Vec<Vec<Tensor>>, Profile), CliError> {
+    let base = Launch::new().allocator(report.allocator).profile(report.target);
     let outputs = prepare(inv, base.clone())?.launch(inv)?;
     let profile = base.profiled().map_err(|e| CliError::failure(e.to_string()))?;
     Ok((outputs, profile))
@@ -325,7 +326,7 @@ fn help(kernel: &FunctionInfo) -> String {
     text += "\nTuning: give a scalar, dtype, enum, bool, --lnc or --precision flag a comma-separated list\n\
              (--tiles-m 1,2,4) to profile every combination; --tolerance T (default 0.01) bounds each\n\
              variant's output difference from the first's, relative to its largest magnitude;\n\
-             --target, --json and --trace FILE (the fastest variant's timeline) as for `nki profile`.\n";
+             --target, --allocator, --json and --trace FILE (the fastest variant's timeline) as for `nki profile`.\n";
     text
 }
 

@@ -89,7 +89,11 @@ fn ring_kernels_report_a_collective_track() {
 #[test]
 fn bad_flags_exit_2() {
     let dir = common::scratch("cli_profile_bad");
-    for (flag, value, says) in [("--target", "trn9", "unknown target"), ("--trace", "no/such/dir/t.json", "does not exist")] {
+    for (flag, value, says) in [
+        ("--target", "trn9", "unknown target"),
+        ("--trace", "no/such/dir/t.json", "does not exist"),
+        ("--allocator", "heap", "unknown allocator"),
+    ] {
         let o = nki_in(&dir, &["profile", "attention-cte", "--q", "q.npy", "--k", "k.npy", "--v", "v.npy", "--out", "o.npy", flag, value]);
         assert_eq!(o.status.code(), Some(2));
         let err = String::from_utf8_lossy(&o.stderr);
@@ -154,6 +158,15 @@ fn example_kernels_profile_and_write_their_result() {
     std::fs::create_dir(dir.join("y")).unwrap();
     let o = nki_in(&dir, &[&["profile", "mamba-v3", "--json"][..], &flags].concat());
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    check_report(&serde_json::from_slice(&o.stdout).unwrap(), 1);
+    let default: Value = serde_json::from_slice(&o.stdout).unwrap();
+    check_report(&default, 1);
     assert_eq!(nki::io::npy::read_npy(dir.join("y/out0.npy")).unwrap().shape, vec![1, 128, 256]);
+    // Under the stack allocator the second time tile reuses the first one's
+    // buffers and waits for them: no faster than with a buffer per tile.
+    let o = nki_in(&dir, &[&["profile", "mamba-v3", "--json", "--allocator", "stack"][..], &flags].concat());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stack: Value = serde_json::from_slice(&o.stdout).unwrap();
+    check_report(&stack, 1);
+    let time = |r: &Value| r["estimated_seconds"].as_f64().unwrap();
+    assert!(time(&stack) >= time(&default), "stack {} vs default {}", time(&stack), time(&default));
 }

@@ -3,7 +3,7 @@
 use super::Precision;
 use super::helpers::ThreadBudget;
 use super::launch::RankShared;
-use super::memory::{MemPool, MemoryReport, Site};
+use super::memory::{Allocator, MemPool, MemoryReport, Site};
 use super::world::{RvKey, Slot, World};
 use crate::hw::{Generation, HwLimits};
 use crate::isa::{Accumulators, RngState};
@@ -76,7 +76,7 @@ impl Ctx {
             precision,
             generation,
             hw,
-            pool: MemPool::new(hw),
+            pool: MemPool::new(hw, Allocator::Default),
             shared_allocs: Cell::new(0),
             barriers: Cell::new(0),
             collectives: Default::default(),

@@ -1,7 +1,7 @@
 //! Launch configuration and the multi-program runner.
 
 use super::helpers::ThreadBudget;
-use super::memory::MemoryReport;
+use super::memory::{Allocator, MemPool, MemoryReport};
 use super::world::World;
 use super::{Ctx, Precision};
 use crate::collectives::CommEvent;
@@ -39,6 +39,7 @@ pub struct Launch {
     timeout: Option<Duration>,
     profiling: Option<Profiling>,
     threads: Option<usize>,
+    allocator: Allocator,
 }
 
 /// Where a profiled launch leaves its recording (shared by the launch's clones).
@@ -92,6 +93,7 @@ impl Launch {
             timeout: None,
             profiling: None,
             threads: None,
+            allocator: Allocator::Default,
         }
     }
 
@@ -171,6 +173,15 @@ impl Launch {
     /// around a launch can use the same budget.
     pub fn thread_budget(&self) -> usize {
         self.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    }
+
+    /// How SBUF tiles without `address=` are placed ([`Allocator::Default`]:
+    /// each its own buffer). Under [`Allocator::Stack`] tiles of consecutive
+    /// loop iterations share bytes, so a profile makes each wait for the
+    /// previous one's accesses.
+    pub fn allocator(mut self, allocator: Allocator) -> Launch {
+        self.allocator = allocator;
+        self
     }
 
     /// Profiles the launch for `target` (whose limits the run also checks): each
@@ -283,6 +294,9 @@ impl Launch {
             let mut ctx =
                 Ctx::new(Arc::clone(&world), Arc::clone(&shared[rank]), rank, program, self.grid, self.precision, self.generation);
             ctx.recorder = self.profiling.as_ref().map(|_| Default::default());
+            if self.allocator != Allocator::Default {
+                ctx.pool = MemPool::new(self.generation.limits(), self.allocator);
+            }
             ctx.threads = Arc::clone(&threads);
             let out = catch_unwind(AssertUnwindSafe(|| f(&ctx))).unwrap_or_else(|p| {
                 let what =

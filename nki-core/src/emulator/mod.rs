@@ -14,5 +14,5 @@ pub(crate) mod world;
 
 pub use ctx::Ctx;
 pub use launch::{Launch, RunReport};
-pub use memory::MemoryReport;
+pub use memory::{Allocator, MemoryReport};
 pub use precision::Precision;

@@ -9,7 +9,7 @@ use crate::common::*;
 use nki_core::hw::Generation;
 use nki_core::isa::{self as nisa, ActivationOpts, EngineOpts, Operand, TensorReduceOpts, TensorScalarOpts};
 use nki_core::nl::{self, NdarrayOpts, NlOp};
-use nki_core::{Buffer, Ctx, Dtype, ErrorKind, Launch, Result, Tensor};
+use nki_core::{Allocator, Buffer, Ctx, Dtype, ErrorKind, Launch, Result, Tensor};
 
 /// An on-chip tensor named `name`, placed at `address` when given.
 fn tile(ctx: &Ctx, buffer: Buffer, name: &str, shape: &[i64], address: Option<(i64, i64)>) -> Result<Tensor> {
@@ -358,4 +358,44 @@ fn the_profile_orders_placed_tiles_that_share_bytes() {
     assert!(apart < read_end, "unplaced tiles are separate buffers: the second load need not wait for the first read");
     let (shared, first_read_end) = second_load_start(true);
     assert!(shared >= first_read_end, "the shared buffer is reloaded at {shared} ns, before its read ends at {first_read_end} ns");
+}
+
+/// Under the stack allocator a loop's tile gets, in the next iteration, the
+/// bytes the previous iteration's tile freed: the second load waits until the
+/// first tile is read. A tile still alive keeps its bytes, so one allocated
+/// while it lives goes elsewhere and does not wait. Under the default
+/// allocator every iteration's tile is its own buffer and the loads overlap.
+#[test]
+fn under_the_stack_allocator_a_loop_reuses_and_waits_for_its_buffers() {
+    let run = |allocator: Allocator, keep: bool| {
+        let launch = Launch::new().allocator(allocator).profile(nki_core::profile::Target::Trn2);
+        launch
+            .run(|ctx| {
+                let input = hbm(&[128, 512], &vec![1.0; 128 * 512], Dtype::F32);
+                let out = tile(ctx, Buffer::Sbuf, "out", &[128, 512], None)?;
+                let mut kept = Vec::new();
+                for _ in 0..2 {
+                    let a = tile(ctx, Buffer::Sbuf, "a", &[128, 512], None)?;
+                    nisa::dma_copy(ctx, &a, &input, Default::default())?;
+                    nisa::activation(ctx, &out, NlOp::Exp, &a, Default::default())?;
+                    if keep {
+                        kept.push(a);
+                    }
+                }
+                Ok(())
+            })
+            .unwrap();
+        let p = launch.profiled().unwrap();
+        let s = &p.timeline.slices[0];
+        (s[2].start_ns, s[1].end_ns)
+    };
+    let (second_load, first_read_end) = run(Allocator::Stack, false);
+    assert!(
+        second_load >= first_read_end,
+        "the reused buffer is reloaded at {second_load} ns, before its read ends at {first_read_end} ns"
+    );
+    for (allocator, keep) in [(Allocator::Stack, true), (Allocator::Default, false)] {
+        let (second_load, first_read_end) = run(allocator, keep);
+        assert!(second_load < first_read_end, "{allocator:?}: the second tile is a buffer of its own, its load need not wait");
+    }
 }

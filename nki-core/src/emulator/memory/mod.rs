@@ -22,10 +22,14 @@
 //!   through the other), and reading bytes a tile wrote that another tile has
 //!   overwritten since is reported as the hazard it is, naming both tiles and
 //!   the instructions.
+//! * Addresses (`stack`): under [`Allocator::Stack`] every other SBUF tile is
+//!   given bytes as a stack allocator gives them, so tiles of consecutive loop
+//!   iterations share bytes and the profile makes them wait for each other.
 
 mod arena;
 mod psum;
 mod sbuf;
+mod stack;
 
 pub use sbuf::{Spill, SpillKind};
 
@@ -82,6 +86,23 @@ pub struct Place {
     pub partition: usize,
     /// Byte offset within each partition.
     pub byte: usize,
+}
+
+/// How the SBUF addresses of tiles without `address=` are chosen, which decides
+/// whether tiles of different loop iterations share bytes (and so wait for each
+/// other in a profile).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Allocator {
+    /// Every tile is a buffer of its own: the compiler's default allocator
+    /// multi-buffers loop tiles, as the kernel-optimization tutorial's profiles
+    /// show (the next iteration's loads overlap this one's matmuls).
+    #[default]
+    Default,
+    /// The stack allocator the NKI library's design specs recommend: a tile takes
+    /// the lowest free bytes when allocated and frees them when dropped, so the
+    /// next iteration's tile reuses them and waits for the previous one's
+    /// accesses (see the `stack` module).
+    Stack,
 }
 
 /// One on-chip tensor of the program.
@@ -145,6 +166,8 @@ struct State {
     sbuf: sbuf::Trace,
     sbuf_arena: Option<arena::Arena>,
     psum_arena: Option<arena::Arena>,
+    /// SBUF addresses under [`Allocator::Stack`].
+    stack: stack::Stack,
 }
 
 impl State {
@@ -175,6 +198,7 @@ pub struct MemoryReport {
 /// The on-chip memory of one program.
 pub struct MemPool {
     limits: HwLimits,
+    allocator: Allocator,
     state: Mutex<State>,
 }
 
@@ -193,7 +217,8 @@ impl Lease {
         }
     }
 
-    /// The tile's memory and explicit placement, if it was given an `address=`.
+    /// The tile's memory and placement: its `address=`, or the bytes the
+    /// [`Allocator::Stack`] gave it.
     pub fn placement(&self) -> Option<(OnChip, Place)> {
         self.place
     }
@@ -210,9 +235,10 @@ fn plural(n: usize, what: &str) -> String {
 }
 
 impl MemPool {
-    /// An empty memory with the capacities of `limits`.
-    pub fn new(limits: HwLimits) -> Arc<MemPool> {
-        Arc::new(MemPool { limits, state: Mutex::new(State::default()) })
+    /// An empty memory with the capacities of `limits`, placing tiles without
+    /// `address=` as `allocator` does.
+    pub fn new(limits: HwLimits, allocator: Allocator) -> Arc<MemPool> {
+        Arc::new(MemPool { limits, allocator, state: Mutex::new(State::default()) })
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -267,7 +293,17 @@ impl MemPool {
             let slot = arena.place(tiles, tile);
             tiles[tile].slot = slot;
         }
-        Ok(Lease { pool: Arc::clone(self), tile, place: place.map(|p| (kind, p)) })
+        let stacked = match (self.allocator, kind, place) {
+            (Allocator::Stack, OnChip::Sbuf, Some(p)) => {
+                st.stack.hold(tile, p.byte, p.byte + bytes);
+                None
+            }
+            (Allocator::Stack, OnChip::Sbuf, None) => {
+                st.stack.take(tile, bytes, self.limits.sbuf_bytes_per_partition).map(|byte| Place { partition: 0, byte })
+            }
+            _ => None,
+        };
+        Ok(Lease { pool: Arc::clone(self), tile, place: place.or(stacked).map(|p| (kind, p)) })
     }
 
     /// Checks an explicit placement: non-negative, inside the memory, and for PSUM
@@ -327,6 +363,9 @@ impl MemPool {
         let Some(t) = st.tiles.get_mut(tile) else { return };
         t.open = false;
         let (kind, slot) = (t.kind, t.slot);
+        if kind == OnChip::Sbuf && self.allocator == Allocator::Stack {
+            st.stack.release(tile);
+        }
         if slot != 0
             && let Some(a) = st.arena(kind)
         {
