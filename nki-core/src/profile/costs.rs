@@ -66,10 +66,24 @@ pub struct Costs {
     pub dma_engine_bytes_per_ns: f64,
     /// Partitions one DMA engine serves (8: 128 partitions over 16 engines).
     pub dma_partitions_per_engine: usize,
-    /// Contiguous run (bytes) at which a DMA reaches half its peak: the docs give the
-    /// curve only as a figure (under 256 B severely bound, at 2 KiB near peak), so
-    /// efficiency is **chosen** as `run / (run + 128)`.
+    /// Contiguous run (bytes) at which a DMA's engines reach half their peak:
+    /// efficiency `run / (run + 128)` is **chosen** so that, with
+    /// [`Costs::dma_transfer_ns`], a `[128, B]` transfer's throughput follows the
+    /// DMA overview's curve from 4 KiB up (nki-dma-overview, "DMA Throughput
+    /// varying Bytes per Partition": 97 / 98 / 99 % of the 32 KiB point at 4 / 8
+    /// / 16 KiB, the bandwidth guide's "≥ 4 KiB per partition saturates").
     pub dma_half_run_bytes: f64,
+    /// The least time from a transfer's start to its last byte (ns), however few
+    /// its bytes: the flat part of the DMA overview's throughput curve (`p_dim =
+    /// 128`), where 32 B to 2 KiB per partition each take about 850 ns at trn2's
+    /// 368 B/ns (read off the figure: 5 / 10 / 21 / 42 / 81 % of the 32 KiB
+    /// point's throughput at 128 / 256 / 512 / 1024 / 2048 B); the bandwidth
+    /// guide's per-transfer overhead. It is latency, not occupancy: the engines
+    /// serve other queues' transfers meanwhile (the kernel-optimization
+    /// tutorial's naive matmul keeps the Tensor Engine 87 % busy on 512 B and 2
+    /// KiB loads, which an 850 ns occupancy each would halve). The figure names
+    /// no generation: **chosen** the same on trn1 and trn3.
+    pub dma_transfer_ns: f64,
     /// Rate of a DMA transpose relative to a copy: at most 90 % from HBM and 50 %
     /// SBUF to SBUF on trn2 (arch guide, "DMA Transpose"); the same **chosen** for
     /// trn1 and trn3.
@@ -121,6 +135,7 @@ impl Costs {
             dma_engine_bytes_per_ns: dma_bw,
             dma_partitions_per_engine: 8,
             dma_half_run_bytes: 128.0,
+            dma_transfer_ns: 850.0,
             dma_transpose_rate: (0.9, 0.5),
             dma_latency_ns: 1300.0,
             link_bytes_per_ns: f64::min(link, dma_bw * dma_engines as f64),
@@ -168,6 +183,10 @@ pub struct Cost {
     pub flops: f64,
     /// Bytes moved between memories (DMA and collectives).
     pub bytes: f64,
+    /// Time from its start until its result is complete (ns): `busy_ns`, or
+    /// for a short DMA transfer the least time any transfer takes
+    /// ([`Costs::dma_transfer_ns`]), during which its unit is free for others.
+    pub done_ns: f64,
 }
 
 fn is_2byte_float(d: Dtype) -> bool {
@@ -308,15 +327,22 @@ fn dma_ns(c: &Costs, bytes: f64, partitions: usize, run: f64) -> f64 {
 
 /// The cost of instruction `i` on target `c`.
 pub fn cost(c: &Costs, i: &Instr) -> Cost {
+    let cost = unit_cost(c, i);
+    let done_ns = if i.unit == Unit::Dma { cost.busy_ns.max(c.dma_transfer_ns) } else { cost.busy_ns };
+    Cost { done_ns, ..cost }
+}
+
+/// The cost of `i` on its unit (`done_ns` not set).
+fn unit_cost(c: &Costs, i: &Instr) -> Cost {
     match i.unit {
         Unit::Tensor => {
             let (cycles, flops) = tensor_cycles(c, i);
-            Cost { busy_ns: cycles / c.tensor_ghz, flops, bytes: 0.0 }
+            Cost { busy_ns: cycles / c.tensor_ghz, flops, ..Cost::default() }
         }
         Unit::Vector | Unit::Scalar | Unit::GpSimd => {
-            Cost { busy_ns: elementwise_cycles(c, i.unit, i) / c.ghz(i.unit), flops: output_elements(i), bytes: 0.0 }
+            Cost { busy_ns: elementwise_cycles(c, i.unit, i) / c.ghz(i.unit), flops: output_elements(i), ..Cost::default() }
         }
-        Unit::Sync => Cost { busy_ns: c.min_cycles / c.sync_ghz, flops: 0.0, bytes: 0.0 },
+        Unit::Sync => Cost { busy_ns: c.min_cycles / c.sync_ghz, ..Cost::default() },
         Unit::Dma => {
             let bytes = i.writes.iter().map(Operand::bytes).sum::<usize>() as f64;
             let on_chip = i.reads.iter().chain(&i.writes).find(|o| o.buffer == Buffer::Sbuf);
@@ -327,13 +353,13 @@ pub fn cost(c: &Costs, i: &Instr) -> Cost {
                 "nisa.dma_transpose" => c.dma_transpose_rate.0,
                 _ => 1.0,
             };
-            Cost { busy_ns: dma_ns(c, bytes, partitions, run) / rate, flops: 0.0, bytes }
+            Cost { busy_ns: dma_ns(c, bytes, partitions, run) / rate, bytes, ..Cost::default() }
         }
         Unit::Collective => {
             // A ring step: every rank sends its payload to its neighbour.
             let bytes = i.writes.iter().map(Operand::bytes).sum::<usize>() as f64;
             let busy = if bytes == 0.0 { 0.0 } else { c.collective_latency_ns + bytes / c.link_bytes_per_ns };
-            Cost { busy_ns: busy, flops: 0.0, bytes }
+            Cost { busy_ns: busy, bytes, ..Cost::default() }
         }
     }
 }

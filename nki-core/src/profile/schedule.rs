@@ -275,12 +275,12 @@ pub fn schedule(costs: &Costs, streams: &[Stream]) -> Result<Timeline> {
                     unit: instr.unit,
                     op: instr.op,
                     start_ns: start,
-                    end_ns: start + c.busy_ns,
+                    end_ns: start + c.done_ns,
                     cost: c,
                     after,
                 };
                 if instr.unit == Unit::Dma {
-                    cur.dma.occupy(slice.start_ns, slice.end_ns, cur.next);
+                    cur.dma.occupy(slice.start_ns, slice.start_ns + c.busy_ns, cur.next);
                 } else {
                     cur.free.insert(instr.unit, (slice.end_ns, Some(cur.next)));
                 }
