@@ -72,7 +72,8 @@ impl Unit {
 
 /// The part of a storage an operand touches, as a box of storage rows (partitions
 /// for on-chip tensors) by cells within a row; a conservative bound for views whose
-/// steps do not split that way. A tile placed with `address=` is seen in its
+/// steps do not split that way. A tile placed with `address=` (or by the
+/// [`Allocator::Stack`](crate::emulator::Allocator::Stack)) is seen in its
 /// memory instead (partitions by bytes of one [`PLACED_SBUF`] or [`PLACED_PSUM`]
 /// storage), so tiles sharing bytes depend on each other.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,8 +140,8 @@ impl Region {
         }
     }
 
-    /// The region of view `t`: in its storage, or for a tile placed with
-    /// `address=` the partitions and bytes of its memory.
+    /// The region of view `t`: in its storage, or for a tile placed (by
+    /// `address=` or the stack allocator) the partitions and bytes of its memory.
     fn of(t: &Tensor) -> Region {
         let region = Region::in_storage(t);
         let Some((kind, place)) = t.storage().lease().and_then(Lease::placement) else { return region };
