@@ -112,6 +112,14 @@ class ReductionTest(unittest.TestCase):
         self.assertRaisesRegex(NkiError, "partition dim 0 cannot be reduced",
                                lambda: run(lambda: nl.sum(sbuf(x), axis=0)))
 
+    def test_elementwise_max_skips_nan_and_row_max_shows_it(self):
+        x = np.array([[np.nan, 2.0, -3.0, 0.5]])
+        y = np.array([[1.0, np.nan, -4.0, 0.25]])
+        hi, lo, rmax = run(lambda: (nl.maximum(sbuf(x), sbuf(y)), nl.minimum(sbuf(x), sbuf(y)), nl.max(sbuf(x), axis=1)))
+        np.testing.assert_array_equal(host(hi), [[1.0, 2.0, -3.0, 0.5]])
+        np.testing.assert_array_equal(host(lo), [[1.0, 2.0, -4.0, 0.25]])
+        self.assertTrue(np.isnan(host(rmax)).all())
+
     def test_softmax(self):
         x = RNG.standard_normal((16, 32)) * 4
         z = np.exp(f32(x) - f32(x).max(1, keepdims=True))

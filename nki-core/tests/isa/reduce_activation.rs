@@ -537,3 +537,29 @@ fn vector_reset_and_idle_commands() {
     assert_close(&r[3], &sums(&xs[2]), 0.0, 0.0);
     assert_close(&r[4], &sums(&xs[2]), 0.0, 0.0);
 }
+
+/// The NaN choice of SEMANTICS.md: an element-wise maximum / minimum keeps the
+/// non-NaN operand, a row reduction shows the row's NaN.
+#[test]
+fn elementwise_max_skips_nan_and_row_max_shows_it() {
+    let x = [f64::NAN, 2.0, -3.0, 0.5];
+    let y = [1.0, f64::NAN, -4.0, 0.25];
+    let (mx, mn, rmax, rmin) = launch(Precision::Fp32)
+        .run(|ctx| {
+            let a = sbuf_with(ctx, &[1, 4], Dtype::F32, &x)?;
+            let b = sbuf_with(ctx, &[1, 4], Dtype::F32, &y)?;
+            let hi = alloc(ctx, &[1, 4], Dtype::F32, Buffer::Sbuf)?;
+            let lo = alloc(ctx, &[1, 4], Dtype::F32, Buffer::Sbuf)?;
+            nisa::tensor_tensor(ctx, &hi, &a, &b, nl::maximum, Default::default())?;
+            nisa::tensor_tensor(ctx, &lo, &a, &b, nl::minimum, Default::default())?;
+            let row_max = alloc(ctx, &[1, 1], Dtype::F32, Buffer::Sbuf)?;
+            let row_min = alloc(ctx, &[1, 1], Dtype::F32, Buffer::Sbuf)?;
+            reduce(ctx, &row_max, nl::maximum, &a, &[1])?;
+            reduce(ctx, &row_min, nl::minimum, &a, &[1])?;
+            Ok((hi.to_f32_vec(), lo.to_f32_vec(), row_max.to_f32_vec(), row_min.to_f32_vec()))
+        })
+        .unwrap();
+    assert_eq!(mx, vec![1.0, 2.0, -3.0, 0.5]);
+    assert_eq!(mn, vec![1.0, 2.0, -4.0, 0.25]);
+    assert!(rmax[0].is_nan() && rmin[0].is_nan(), "a row's NaN shows in its max and min: {rmax:?} {rmin:?}");
+}
