@@ -18,6 +18,7 @@ pub mod gather;
 pub mod helpers;
 pub mod indirect;
 pub mod isa_compute;
+pub mod kernel_calls;
 pub mod loops;
 pub mod mx;
 pub mod nl_language;

@@ -194,7 +194,7 @@ impl Rs<'_> {
                     Some(v) => quote!(__run_bound(#ctx, #v)),
                     None => quote!(run(#ctx)),
                 };
-                let segs = path.iter().map(|s| format_ident!("{}", s));
+                let segs: Vec<_> = path.iter().map(|s| format_ident!("{}", s)).collect();
                 let mut pos = Vec::new();
                 let mut kws = Vec::new();
                 for a in args {
@@ -204,7 +204,14 @@ impl Rs<'_> {
                         Some(n) => kws.push(quote!(.#n(#v))),
                     }
                 }
-                fallible(e.span.start, quote_spanned!(e.span.start=> #(#segs)::*::Call::new(#(#pos),*) #(#kws)* .#run))
+                // Bound as the emitted Python binds them (see `Call::__positional`); a
+                // call passing another number of positional arguments is refused at
+                // the caller's tokens, saying how to call the function.
+                let n = pos.len();
+                self.call_checks.push(quote_spanned!(e.span.start=>
+                    const _: () = if #n != #(#segs)::*::Call::__POSITIONAL { ::core::panic!("{}", #(#segs)::*::Call::__CALL_FORM) };
+                ));
+                fallible(e.span.start, quote_spanned!(e.span.start=> #(#segs)::*::Call::__positional(#(#pos),*) #(#kws)* .#run))
             }
         }
     }

@@ -19,33 +19,51 @@ pub(super) fn builder(f: &Function, ret: &TokenStream) -> TokenStream {
         let (n, t) = (&p.name, param_type(&p.ty));
         quote!(#n: #t)
     });
+    // The Python binding of positional arguments, for calls from other DSL
+    // functions: every parameter without a Python default in signature order,
+    // an `Option` before a required parameter included (`None` passed), as the
+    // emitted Python call binds them.
+    let positional: Vec<&crate::ast::Param> = f.params.iter().filter(|p| !f.is_optional(p)).collect();
+    let n_positional = positional.len();
+    let names = |ps: &mut dyn Iterator<Item = &crate::ast::Param>| ps.map(|p| p.name.to_string()).collect::<Vec<_>>().join(", ");
+    let others = names(&mut f.params.iter().filter(|p| f.is_optional(p)));
+    let call_form = format!(
+        "`{name}` is called as its Python signature binds arguments: its parameters without a default ({}) positionally, in this order, `None` for an `Option` among them{}",
+        names(&mut positional.iter().copied()),
+        if others.is_empty() { String::new() } else { format!(", and the others ({others}) by keyword") }
+    );
+    let positional_args = positional.iter().map(|p| {
+        let n = &p.name;
+        let t = match &p.ty {
+            TypeAnn::Option(inner, _) if !is_required(p) => {
+                let it = option_item_type(inner);
+                quote!(impl ::core::convert::Into<::core::option::Option<#it>>)
+            }
+            other => param_type(other),
+        };
+        quote!(#n: #t)
+    });
+    let positional_inits = f.params.iter().map(|p| {
+        let n = &p.name;
+        match (f.is_optional(p), is_required(p)) {
+            (false, true) => quote!(#n),
+            (false, false) => quote!(#n: ::core::convert::Into::into(#n)),
+            (true, _) => default_init(p),
+        }
+    });
     let inits = f.params.iter().map(|p| {
         let n = &p.name;
         if is_required(p) {
             return quote!(#n);
         }
-        let v = match &p.default {
-            None => quote!(::core::option::Option::None),
-            Some(d) => {
-                let lit = default_value(d, &p.ty);
-                if matches!(p.ty, TypeAnn::Option(..)) && !matches!(d.kind, ExprKind::None) {
-                    quote!(::core::option::Option::Some(#lit))
-                } else {
-                    lit
-                }
-            }
-        };
-        quote!(#n: #v)
+        default_init(p)
     });
     let setters = f.params.iter().filter(|p| !is_required(p)).map(|p| {
         let n = &p.name;
         let doc = format!("Sets `{n}` (Python default applies otherwise).");
         match &p.ty {
             TypeAnn::Option(inner, _) => {
-                let it = match &**inner {
-                    TypeAnn::Tensor(..) => quote!(&'a ::nki::Tensor),
-                    other => local_type(other),
-                };
+                let it = option_item_type(inner);
                 quote! {
                     #[doc = #doc]
                     pub fn #n(mut self, value: impl ::core::convert::Into<::core::option::Option<#it>>) -> Self {
@@ -105,10 +123,26 @@ pub(super) fn builder(f: &Function, ret: &TokenStream) -> TokenStream {
         }
 
         impl<'a> Call<'a> {
+            /// How many positional arguments a call from another DSL function passes.
+            #[doc(hidden)]
+            pub const __POSITIONAL: usize = #n_positional;
+            /// How to call the function from another DSL function.
+            #[doc(hidden)]
+            pub const __CALL_FORM: &'static str = #call_form;
+
             /// The required arguments; the optional ones take their defaults.
             #[allow(clippy::too_many_arguments)]
             pub fn new(#(#new_args),*) -> Self {
                 Call { #(#inits,)* _lifetime: ::core::marker::PhantomData }
+            }
+
+            /// The arguments bound as the emitted Python binds positional ones: every
+            /// parameter without a Python default, in order (`None` for an `Option`
+            /// among them); the others take their defaults.
+            #[doc(hidden)]
+            #[allow(clippy::too_many_arguments)]
+            pub fn __positional(#(#positional_args),*) -> Self {
+                Call { #(#positional_inits,)* _lifetime: ::core::marker::PhantomData }
             }
 
             #(#setters)*
@@ -127,6 +161,31 @@ pub(super) fn builder(f: &Function, ret: &TokenStream) -> TokenStream {
 
             #launch
         }
+    }
+}
+
+/// The field initializer of a parameter left to its default (`None` for an `Option` without one).
+fn default_init(p: &crate::ast::Param) -> TokenStream {
+    let n = &p.name;
+    let v = match &p.default {
+        None => quote!(::core::option::Option::None),
+        Some(d) => {
+            let lit = default_value(d, &p.ty);
+            if matches!(p.ty, TypeAnn::Option(..)) && !matches!(d.kind, ExprKind::None) {
+                quote!(::core::option::Option::Some(#lit))
+            } else {
+                lit
+            }
+        }
+    };
+    quote!(#n: #v)
+}
+
+/// The type an `Option` parameter's value takes in the launcher: a tensor by reference.
+fn option_item_type(inner: &TypeAnn) -> TokenStream {
+    match inner {
+        TypeAnn::Tensor(..) => quote!(&'a ::nki::Tensor),
+        other => local_type(other),
     }
 }
 

@@ -77,7 +77,10 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, py_lines: &[Span], stub:
     let body = if stub {
         quote!(::core::unimplemented!("this kernel did not compile"))
     } else {
-        Rs { info, ctx: ctx.clone(), var: None }.block(&f.body, true)
+        let mut rs = Rs { info, ctx: ctx.clone(), var: None, call_checks: Vec::new() };
+        let body = rs.block(&f.body, true);
+        let checks = rs.call_checks;
+        quote!(#(#checks)* #body)
     };
     let call = launcher::builder(f, &ret);
     // The launcher names the bundle and enum types its parameters take and it
@@ -228,6 +231,9 @@ struct Rs<'a> {
     /// The variable the call being emitted is bound to (`let acc = nl::ndarray(..)`),
     /// passed as `var` to ops whose binding takes it.
     var: Option<String>,
+    /// The compile-time checks of calls of other DSL functions (see `call`),
+    /// emitted as items at the top of the body so they add no nesting.
+    call_checks: Vec<TokenStream>,
 }
 
 /// Wraps a fallible call so its error records the user's file and line.
