@@ -123,6 +123,32 @@ const CASES: &[Case] = &[
         params: &[("input", Bf16ZeroTail(&[32, 66], 2)), ("T", Text("1")), ("K", Text("4"))],
     },
     Case {
+        kernel: "conv1d",
+        ranks: 1,
+        // Uneven padding, stride 2 and dilation 2 over a partial C_in tile, a bias and GELU.
+        params: &[
+            ("x_in", F32(&[2, 40, 100])),
+            ("filters", F32(&[3, 40, 48])),
+            ("bias", F32(&[48])),
+            ("stride", Text("2")),
+            ("padding", Text("1,2")),
+            ("dilation", Text("2")),
+            ("activation_fn", Text("GELU")),
+        ],
+    },
+    Case {
+        kernel: "depthwise_conv1d_implicit_gemm",
+        ranks: 1,
+        // 4 channels split over trn2's 2 programs, W padded by (2, 1), stride_w 2.
+        params: &[
+            ("img_ref", F32(&[2, 4, 1, 50])),
+            ("filter_ref", F32(&[4, 1, 1, 5])),
+            ("padding", Text("(0,0),(2,1)")),
+            ("stride", Text("1,2")),
+            ("feature_group_count", Text("4")),
+        ],
+    },
+    Case {
         kernel: "indexed_flatten",
         ranks: 1,
         // 3 rows of 16 blocks of 128 at random block offsets (overlapping, some cut at the end).
@@ -543,6 +569,10 @@ fn rust_outputs(dir: &Path, case: &Case, info: &FunctionInfo) -> Vec<Vec<Tensor>
                             nki::emit::ParamKind::ReplicaGroup => {
                                 ArgValue::Groups(t.split(';').map(|g| g.split(',').map(|r| r.parse().unwrap()).collect()).collect())
                             }
+                            nki::emit::ParamKind::Tuple { items } => {
+                                let mut ints = t.split(',').map(|v| v.trim_matches(|c| "() ".contains(c)).parse().unwrap());
+                                int_tuple(items, &mut ints)
+                            }
                             other => panic!("no text case for {other:?}"),
                         },
                         _ => {
@@ -558,6 +588,15 @@ fn rust_outputs(dir: &Path, case: &Case, info: &FunctionInfo) -> Vec<Vec<Tensor>
     let generation = nki::profile::Target::parse(target_of(case)).unwrap();
     // `nki run` launches on the target's default LNC (2 on trn2 and trn3).
     Launch::new().generation(generation).lnc(2).ranks(case.ranks).run_ranks(|ctx| entry(ctx, &args[ctx.rank()])).unwrap()
+}
+
+/// A tuple of ints (or of tuples of them) holding `ints` in order.
+fn int_tuple(items: &[ParamKind], ints: &mut dyn Iterator<Item = i64>) -> ArgValue {
+    let item = |kind: &ParamKind, ints: &mut dyn Iterator<Item = i64>| match kind {
+        ParamKind::Tuple { items } => int_tuple(items, ints),
+        _ => ArgValue::Int(ints.next().unwrap()),
+    };
+    ArgValue::Tuple(items.iter().map(|k| item(k, &mut *ints)).collect())
 }
 
 #[test]
@@ -741,6 +780,30 @@ fn a_replica_group_is_given_by_its_rings() {
     let help = nki_in(&dir, &["run", "allgather_sb2sb", "--help"]);
     let text = String::from_utf8_lossy(&help.stdout);
     assert!(help.status.success() && text.contains("--replica-groups VALUE") && text.contains("an ncc.ReplicaGroup (required)"), "{text}");
+}
+
+#[test]
+fn a_tuple_is_given_by_its_items() {
+    let refusals: &[(&[&str], &[&str])] = &[
+        (&["--padding", "1,2,3"], &["--padding 1,2,3: expected a tuple (int, int) such as 1,1"]),
+        (&["--padding", "1,x"], &["--padding 1,x: expected a tuple (int, int) such as 1,1"]),
+        // Read as a pair, refused by the kernel's rule.
+        (&["--padding", "(-1, 0)"], &["conv1d refused its inputs", "Padding must be non-negative, got (pad_left=-1, pad_right=0)"]),
+    ];
+    let dir = assert_refused("conv1d", refusals);
+    let help = nki_in(&dir, &["run", "conv1d", "--help"]);
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.status.success() && text.contains("--padding VALUE") && text.contains("a tuple (int, int) such as 1,1 (default (0, 0))"),
+        "{text}"
+    );
+    // A tuple of tuples: each item parenthesized.
+    let refusals: &[(&[&str], &[&str])] = &[
+        (&["--padding", "0,0,2,1"], &["--padding 0,0,2,1: expected a tuple ((int, int), (int, int)) such as (1,1),(1,1)"]),
+        (&["--in-perm", "0,1,2"], &["--in-perm 0,1,2: expected a tuple (int, int, int, int) such as 1,1,1,1"]),
+        (&["--stride", "2,2"], &["Only stride_h=1 is supported, got stride_h=2"]),
+    ];
+    assert_refused("depthwise_conv1d_implicit_gemm", refusals);
 }
 
 #[test]
@@ -930,6 +993,7 @@ fn any_value(p: &ParamInfo) -> String {
         ParamKind::Str => "x".into(),
         ParamKind::Groups | ParamKind::ReplicaGroup => "0".into(),
         ParamKind::Enum { members, .. } => members[0].into(),
+        ParamKind::Tuple { items } => items.iter().map(|k| any_value(&ParamInfo::required(p.name, *k))).collect::<Vec<_>>().join(","),
         ParamKind::Tensor => unreachable!("tensors are files"),
     }
 }

@@ -29,6 +29,12 @@ pub enum ParamKind {
     Groups,
     /// An `ncc.ReplicaGroup`, given by its rings (an [`ArgValue::Groups`]).
     ReplicaGroup,
+    /// A Python tuple of scalars or of such tuples (`(i64, i64)`,
+    /// `((i64, i64), (i64, i64))`), given item by item (an [`ArgValue::Tuple`]).
+    Tuple {
+        /// What each item holds, in order.
+        items: &'static [ParamKind],
+    },
     /// A member of an `#[nki_enum]` (a Python `Enum` class), given by name.
     Enum {
         /// The class's name.
@@ -50,6 +56,7 @@ impl ParamKind {
             ParamKind::Str => "a string",
             ParamKind::Groups => "replica groups",
             ParamKind::ReplicaGroup => "an ncc.ReplicaGroup",
+            ParamKind::Tuple { .. } => "a tuple",
             ParamKind::Enum { .. } => "an enum member",
         }
     }
@@ -148,6 +155,8 @@ pub enum ArgValue {
     Groups(Vec<Vec<i64>>),
     /// The name of an enum member (`"SOFTMAX"`).
     Member(String),
+    /// A tuple's items, in order.
+    Tuple(Vec<ArgValue>),
 }
 
 /// A Rust enum declared `#[nki_enum]`: a Python `Enum` class whose members are
@@ -190,6 +199,7 @@ impl ArgValue {
             ArgValue::Str(s) => format!("{s:?}"),
             ArgValue::Groups(g) => format!("{g:?}"),
             ArgValue::Member(m) => m.clone(),
+            ArgValue::Tuple(items) => format!("({})", items.iter().map(ArgValue::describe).collect::<Vec<_>>().join(", ")),
         }
     }
 
@@ -260,6 +270,14 @@ impl ArgValue {
 }
 
 impl ArgValue {
+    /// The `arity` items of tuple parameter `name` (a tuple of another length is refused).
+    pub fn tuple(&self, name: &str, arity: usize) -> Result<&[ArgValue]> {
+        match self {
+            ArgValue::Tuple(items) if items.len() == arity => Ok(items),
+            other => Err(NkiError::argument(name, other.describe(), &format!("{name} takes a tuple of {arity} items"))),
+        }
+    }
+
     /// The member of enum `T` named by parameter `name`'s value.
     pub fn member<T: PyEnum>(&self, name: &str) -> Result<T> {
         let want = || format!("{name} takes a {} member: {}", T::CLASS, T::MEMBERS.join(", "));
@@ -299,5 +317,9 @@ mod tests {
         assert!(required(&args, 0, "x").unwrap_err().to_string().contains("x is required"));
         assert!(given(&args, 1).unwrap().bool("b").unwrap());
         assert!(given(&args, 0).is_none() && given(&args, 5).is_none());
+        let pair = ArgValue::Tuple(vec![ArgValue::Int(1), ArgValue::Int(2)]);
+        assert_eq!(pair.tuple("padding", 2).unwrap()[1].int("padding").unwrap(), 2);
+        let e = pair.tuple("stride", 3).unwrap_err().to_string();
+        assert_eq!(e, "invalid stride = (1, 2): stride takes a tuple of 3 items");
     }
 }

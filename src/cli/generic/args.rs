@@ -88,6 +88,7 @@ pub fn help(kernel: &FunctionInfo, command: &str) -> String {
         let what = if p.shape.is_empty() { p.kind.describe().to_string() } else { format!("{} {}", p.kind.describe(), p.shape) };
         let mut kind = match p.kind {
             ParamKind::Enum { class, members } => format!("a {class} member: {}", members.join("|")),
+            ParamKind::Tuple { items } => format!("a tuple {} such as {}", python_type(p.kind), tuple_example(items)),
             _ if p.dtypes.is_empty() => what,
             _ => format!("{what} of {}", p.dtypes.join("|")),
         };
@@ -249,8 +250,78 @@ fn parse_value(p: &ParamInfo, text: &str) -> Result<nki::emit::ArgValue, String>
             Some(m) => ArgValue::Member(m.to_string()),
             None => return Err(bad(&format!("a {class} member: {}", members.join(", ")))),
         },
+        ParamKind::Tuple { items } => ArgValue::Tuple(
+            parse_tuple(p, items, t).ok_or_else(|| bad(&format!("a tuple {} such as {}", python_type(p.kind), tuple_example(items))))?,
+        ),
         ParamKind::Tensor => return Err(bad("a .npy file")),
     })
+}
+
+/// A tuple's items from `text`: Python's tuple syntax, the outer parentheses
+/// optional (`1,2` or `(1, 2)`; `(0,0),(1,1)` for a tuple of pairs); `None`
+/// when an item does not read as its kind or their number is not the tuple's.
+fn parse_tuple(p: &ParamInfo, items: &[ParamKind], text: &str) -> Option<Vec<nki::emit::ArgValue>> {
+    let t = text.trim();
+    let inner = t.strip_prefix('(').and_then(|s| s.strip_suffix(')')).filter(|s| split_items(s).is_some()).unwrap_or(t);
+    let parts = split_items(inner)?;
+    if parts.len() != items.len() {
+        return None;
+    }
+    let item = |kind: &ParamKind, part: &str| match *kind {
+        // A tuple item is parenthesized, as Python writes it.
+        ParamKind::Tuple { items } => {
+            part.trim().starts_with('(').then(|| parse_tuple(p, items, part)).flatten().map(nki::emit::ArgValue::Tuple)
+        }
+        kind => parse_value(&ParamInfo { kind, ..*p }, part).ok(),
+    };
+    items.iter().zip(parts).map(|(kind, part)| item(kind, part)).collect()
+}
+
+/// `text` split at its top-level commas (one trailing comma allowed, as in
+/// `(1,)`); `None` when its parentheses do not balance.
+fn split_items(text: &str) -> Option<Vec<&str>> {
+    let (mut parts, mut depth, mut start) = (Vec::new(), 0usize, 0);
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.checked_sub(1)?,
+            ',' if depth == 0 => {
+                parts.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    let last = &text[start..];
+    if depth != 0 || (last.trim().is_empty() && parts.is_empty()) {
+        return None;
+    }
+    if !last.trim().is_empty() {
+        parts.push(last);
+    }
+    Some(parts)
+}
+
+/// A kind as Python names its type: `(int, int)`, `((int, int), (int, int))`.
+fn python_type(kind: ParamKind) -> String {
+    match kind {
+        ParamKind::Tuple { items } => format!("({})", items.iter().map(|k| python_type(*k)).collect::<Vec<_>>().join(", ")),
+        ParamKind::Int => "int".into(),
+        ParamKind::Float => "float".into(),
+        ParamKind::Bool => "bool".into(),
+        other => other.describe().into(),
+    }
+}
+
+/// A tuple value as the command line takes it: `1,1`, `(1,1),(1,1)`.
+fn tuple_example(items: &[ParamKind]) -> String {
+    let item = |kind: &ParamKind| match *kind {
+        ParamKind::Tuple { items } => format!("({})", tuple_example(items)),
+        ParamKind::Float => "1.0".into(),
+        ParamKind::Bool => "true".into(),
+        _ => "1".into(),
+    };
+    items.iter().map(item).collect::<Vec<_>>().join(",")
 }
 
 /// `0,1;2,3`: groups separated by `;`, ranks by `,`.
@@ -304,6 +375,21 @@ mod tests {
             matches!(parse_scalar("k", &p(ParamKind::ReplicaGroup), "0,1,2,3"), Ok(nki::emit::ArgValue::Groups(g)) if g == [[0, 1, 2, 3]])
         );
         assert!(parse_scalar("k", &p(ParamKind::ReplicaGroup), "0;x").unwrap_err().contains("expected a replica group's rings"));
+        // A tuple by its items, the outer parentheses optional; its arity and items' kinds checked.
+        const PAIR: ParamKind = ParamKind::Tuple { items: &[ParamKind::Int, ParamKind::Int] };
+        let (pair, pairs) = (p(PAIR), p(ParamKind::Tuple { items: &[PAIR, PAIR] }));
+        let ints = |v: &nki::emit::ArgValue| format!("{v:?}");
+        assert_eq!(ints(&parse_scalar("k", &pair, "1,2").unwrap()), ints(&parse_scalar("k", &pair, " (1, 2) ").unwrap()));
+        assert!(matches!(parse_scalar("k", &pair, "3,-4"), Ok(nki::emit::ArgValue::Tuple(v)) if v.len() == 2));
+        assert!(matches!(parse_scalar("k", &pairs, "((0,0),(1, 2))"), Ok(nki::emit::ArgValue::Tuple(v)) if v.len() == 2));
+        assert!(parse_scalar("k", &pairs, "(0,0),(1,2)").is_ok());
+        for bad in ["1", "1,2,3", "1,x", "(1,2", "1,2)", "", ",", "(1),(2)"] {
+            assert_eq!(parse_scalar("k", &pair, bad).unwrap_err(), format!("--v {bad}: expected a tuple (int, int) such as 1,1"), "{bad}");
+        }
+        for bad in ["0,0,1,1", "0,0;1,1", "(0,0),(1,x)", "(0,0)"] {
+            let e = parse_scalar("k", &pairs, bad).unwrap_err();
+            assert_eq!(e, format!("--v {bad}: expected a tuple ((int, int), (int, int)) such as (1,1),(1,1)"), "{bad}");
+        }
         assert_eq!(parse_scalar("k", &p(ParamKind::Float), "nan").unwrap_err(), "--v nan: expected a finite float");
         assert!(parse_scalar("k", &p(ParamKind::Int), "1.5").is_err());
         let act = p(ParamKind::Enum { class: "RouterActFnType", members: &["SIGMOID", "SOFTMAX"] });

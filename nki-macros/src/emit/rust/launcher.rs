@@ -242,9 +242,23 @@ fn param_kind(ty: &TypeAnn) -> Option<TokenStream> {
             }));
         }
         TypeAnn::Option(inner, _) if !matches!(**inner, TypeAnn::Option(..)) => return param_kind(inner),
+        // A tuple of numbers and bools, or of such tuples: its items' text has no
+        // separator of its own, so the command line reads it item by item.
+        TypeAnn::Tuple(items, _) if !items.is_empty() => {
+            let items = items.iter().map(tuple_item_kind).collect::<Option<Vec<_>>>()?;
+            return Some(quote!(::nki::emit::ParamKind::Tuple { items: &[#(#items),*] }));
+        }
         _ => return None,
     };
     Some(quote!(::nki::emit::ParamKind::#kind))
+}
+
+/// The registry's kind of a tuple's item, if a tuple parameter may hold it.
+fn tuple_item_kind(ty: &TypeAnn) -> Option<TokenStream> {
+    match ty {
+        TypeAnn::Int(_) | TypeAnn::Float(_) | TypeAnn::Bool(_) | TypeAnn::Tuple(..) => param_kind(ty),
+        _ => None,
+    }
 }
 
 /// The bundle a parameter of type `ty` takes, if it takes one.
@@ -381,6 +395,14 @@ fn extract(value: TokenStream, name: &str, ty: &TypeAnn) -> TokenStream {
         // An `Option<&str>` is held as an owned string.
         TypeAnn::Option(inner, _) if matches!(**inner, TypeAnn::Str(_)) => quote!(::std::string::ToString::to_string(#value.str(#name)?)),
         TypeAnn::Option(inner, _) => extract(value, name, inner),
+        TypeAnn::Tuple(tys, _) => {
+            let (items, arity) = (syn::Ident::new("__items", Span::mixed_site()), tys.len());
+            let parts = tys.iter().enumerate().map(|(i, t)| extract(quote!(#items[#i]), name, t));
+            quote!({
+                let #items = #value.tuple(#name, #arity)?;
+                (#(#parts,)*)
+            })
+        }
         _ => quote!(::core::unreachable!()),
     }
 }
