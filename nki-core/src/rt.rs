@@ -258,6 +258,47 @@ macro_rules! float_compound {
 float_compound!(f64);
 float_compound!(i64);
 
+/// Python `+`, `-` and `*` where an operand is another function's result,
+/// whose type only the compiler sees: two ints stay a checked int, a float
+/// on either side makes a float.
+pub trait PyArith<Rhs> {
+    /// `int` for two ints, else `float`.
+    type Output;
+    /// `self + rhs`.
+    fn py_add(self, rhs: Rhs) -> Result<Self::Output>;
+    /// `self - rhs`.
+    fn py_sub(self, rhs: Rhs) -> Result<Self::Output>;
+    /// `self * rhs`.
+    fn py_mul(self, rhs: Rhs) -> Result<Self::Output>;
+}
+
+impl<R, T: Compound<R>> PyArith<R> for T {
+    type Output = T;
+    fn py_add(self, rhs: R) -> Result<T> {
+        Compound::add(self, rhs)
+    }
+    fn py_sub(self, rhs: R) -> Result<T> {
+        Compound::sub(self, rhs)
+    }
+    fn py_mul(self, rhs: R) -> Result<T> {
+        Compound::mul(self, rhs)
+    }
+}
+
+/// An int and a float: the int as a float.
+impl PyArith<f64> for i64 {
+    type Output = f64;
+    fn py_add(self, rhs: f64) -> Result<f64> {
+        Compound::add(self as f64, rhs)
+    }
+    fn py_sub(self, rhs: f64) -> Result<f64> {
+        Compound::sub(self as f64, rhs)
+    }
+    fn py_mul(self, rhs: f64) -> Result<f64> {
+        Compound::mul(self as f64, rhs)
+    }
+}
+
 /// The check at the top of every kernel loop iteration: a program of a launch
 /// that failed or ran past its deadline stops here even when the loop runs no op.
 #[inline]

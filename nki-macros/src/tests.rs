@@ -306,3 +306,13 @@ fn an_import_step_answers_or_refuses_without_panicking() {
         "{out}"
     );
 }
+
+#[test]
+fn a_field_of_another_functions_result_is_unseen_and_asks_for_a_type_where_it_matters() {
+    // Arithmetic takes it as Python does; a method of it needs the bundle's type.
+    let errs = python_of("fn k(x: Hbm, s: i64) -> i64 { let d = dims_of(x); let m = d.n - s; m.div_ceil(2) }").unwrap_err();
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(errs[0].starts_with("cannot call `.div_ceil()` on the result of another function without knowing its type"), "{errs:?}");
+    let b = body_of("fn k(x: Hbm, s: i64) -> i64 { let d = dims_of(x); d.n - s }");
+    assert_eq!(b, "d = dims_of(x)\nreturn d.n - s");
+}

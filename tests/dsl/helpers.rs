@@ -204,3 +204,35 @@ fn a_trailing_if_else_is_the_helpers_result() {
         pkg.files()
     );
 }
+
+/// Half of `n`, as a float.
+#[nki_helper]
+fn half(n: i64) -> f64 {
+    (n as f64) * 0.5
+}
+
+/// `2n·(n + 1.5)·x` over its first 128 rows: helper results (an int and a
+/// float) in arithmetic with ints and floats, unannotated, as in Python.
+#[nki_kernel]
+pub fn helper_result_arithmetic(x: Hbm, n: i64) -> Hbm {
+    let out = nl::ndarray([128, 64], x.dtype(), buffer = nl::shared_hbm);
+    let acc = nl::ndarray([128, 64], nl::float32);
+    nisa::memset(acc, 0.0);
+    let k = (times(n) - 1) * 2;
+    add_times(acc, load_rows(x), k);
+    let scale = 1.5 * times(n) - half(n);
+    nisa::tensor_scalar(acc, acc, nl::multiply, scale);
+    nisa::dma_copy(out, acc);
+    out
+}
+
+#[test]
+fn helper_results_take_python_arithmetic_with_ints_and_floats() {
+    let xs: Vec<f32> = (0..128 * 64).map(|i| (i % 7) as f32 - 3.0).collect();
+    let x = Tensor::from_f32(&[128, 64], &xs, Dtype::F32).unwrap();
+    for n in [1, 2] {
+        let y = helper_result_arithmetic::Call::new(&x, n).launch(&Launch::new()).unwrap().to_f32_vec();
+        let k = 2.0 * n as f32 * (n as f32 + 1.5);
+        assert_eq!(y, xs.iter().map(|v| k * v).collect::<Vec<_>>(), "n = {n}");
+    }
+}

@@ -27,7 +27,9 @@ impl Checker<'_> {
                     }
                 }
             }
-            Ty::Unknown | Ty::Opaque => Ty::Unknown,
+            Ty::Unknown => Ty::Unknown,
+            // Another function's bundle: its field is as unseen as the bundle.
+            Ty::Opaque => Ty::Opaque,
             other => {
                 self.diag.error(
                     name.span(),

@@ -38,6 +38,18 @@ impl Rs<'_> {
         fallible(span, quote!(::nki::__rt::#f(#a, #b)))
     }
 
+    /// `+`, `-` or `*` with an operand of a type only the compiler sees
+    /// (the checker refuses `/` and `%` there).
+    fn opaque_op(&self, op: BinOp, a: TokenStream, b: TokenStream, span: Span) -> TokenStream {
+        let f = match op {
+            BinOp::Add => "py_add",
+            BinOp::Sub => "py_sub",
+            _ => "py_mul",
+        };
+        let f = format_ident!("{}", f);
+        fallible(span, quote!(::nki::__rt::PyArith::#f(#a, #b)))
+    }
+
     pub(super) fn float_op(&self, op: BinOp, a: TokenStream, b: TokenStream, span: Span) -> TokenStream {
         match op {
             BinOp::Add => quote!((#a + #b)),
@@ -87,7 +99,11 @@ impl Rs<'_> {
                     let (x, y) = (self.expr(a), self.expr(b));
                     self.int_op(*op, x, y, span)
                 } else if op.is_arith() {
-                    if ints {
+                    if matches!(ta, Ty::Opaque) || matches!(tb, Ty::Opaque) {
+                        // Another function's result: the compiler picks int or float arithmetic.
+                        let (x, y) = (self.expr(a), self.expr(b));
+                        self.opaque_op(*op, x, y, span)
+                    } else if ints {
                         let (x, y) = (self.expr(a), self.expr(b));
                         self.int_op(*op, x, y, span)
                     } else {
