@@ -382,26 +382,27 @@ fn rounded(w: &Inputs, dtype: Dtype) -> Inputs {
     }
 }
 
-/// Every configuration, fp32 inputs and compute in fp32 precision, against
-/// the float64 mixture of the same inputs.
-#[test]
-fn configs_in_fp32_match_float64() {
+/// Every configuration with `dtype` inputs and compute in `precision`
+/// within `tol` of the float64 mixture of the rounded inputs.
+fn configs_match_float64(dtype: Dtype, precision: Precision, tol: f64) {
     for c in CONFIGS {
-        let w = rounded(&c.inputs(), Dtype::F32);
-        let got = c.token_rows(&c.run(&w, Dtype::F32, Precision::Fp32));
-        assert_close(&format!("{} fp32", c.name()), &got, &c.reference(&w), 1e-4, 1e-4);
+        let w = rounded(&c.inputs(), dtype);
+        let got = c.token_rows(&c.run(&w, dtype, precision));
+        assert_close(&format!("{} {dtype:?}", c.name()), &got, &c.reference(&w), tol, tol);
     }
 }
 
+/// fp32 inputs and compute in fp32 precision.
+#[test]
+fn configs_in_fp32_match_float64() {
+    configs_match_float64(Dtype::F32, Precision::Fp32, 1e-4);
+}
+
 /// bfloat16 inputs and compute in hardware precision within the library's
-/// tolerance (2e-2) of the float64 mixture of the rounded inputs.
+/// tolerance (2e-2).
 #[test]
 fn configs_in_hardware_precision_match_float64() {
-    for c in CONFIGS {
-        let w = rounded(&c.inputs(), Dtype::Bf16);
-        let got = c.token_rows(&c.run(&w, Dtype::Bf16, Precision::Hardware));
-        assert_close(&format!("{} bfloat16", c.name()), &got, &c.reference(&w), 2e-2, 2e-2);
-    }
+    configs_match_float64(Dtype::Bf16, Precision::Hardware, 2e-2);
 }
 
 /// The emitted kernel under NumPy equals the emulator (the whole output,

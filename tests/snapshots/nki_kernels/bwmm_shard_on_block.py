@@ -9,6 +9,8 @@ import nki.collectives as ncc
 from .common_types import ActFnType
 from .common_types import ExpertAffinityScaleMode
 from .kernel_helpers import apply_activation
+from .kernel_helpers import check_2d
+from .kernel_helpers import check_3d
 from .kernel_helpers import clamp
 from .moe_cte_utils import BlockShardStrategy
 from .moe_cte_utils import Configs
@@ -116,22 +118,6 @@ def reduce_tile_count(t, skip_token):
     return -(-(t - padding) // TILE_SIZE)
 
 
-def check_3d(t, name, d0, d1, d2):
-    """Asserts `t` (when given) is `[d0, d1, d2]`."""
-    if t is not None:
-        v = t
-        shape = v.shape
-        assert v.ndim == 3 and shape[0] == d0 and shape[1] == d1 and shape[2] == d2, f"bwmm_shard_on_block: {name} must be [{d0}, {d1}, {d2}], got {shape}"
-
-
-def check_2d(t, name, d0, d1):
-    """Asserts `t` (when given) is `[d0, d1]`."""
-    if t is not None:
-        v = t
-        shape = v.shape
-        assert v.ndim == 2 and shape[0] == d0 and shape[1] == d1, f"bwmm_shard_on_block: {name} must be [{d0}, {d1}], got {shape}"
-
-
 def validate_bwmm_shard_on_block(inps, cfg, block_size, strategy, quantized, down_activations):
     """The rules of [`bwmm_shard_on_block_violation`](super::bwmm_shard_on_block_violation)
     and the tensors' shapes, checked when the kernel is traced.
@@ -161,11 +147,11 @@ def validate_bwmm_shard_on_block(inps, cfg, block_size, strategy, quantized, dow
     assert not down_activations, "bwmm_shard_on_block: down_activations is not implemented"
     gb, db = (inps.gate_and_up_proj_bias, inps.down_proj_bias)
     assert (gb is not None) == (db is not None), "bwmm_shard_on_block: gate_and_up_proj_bias and down_proj_bias are given together"
-    check_3d(inps.down_proj_weight, "down_proj_weight", e, i, h)
-    check_2d(inps.expert_affinities_masked, "expert_affinities_masked", t * e, 1)
-    check_2d(inps.block_to_expert, "block_to_expert", positions // block_size, 1)
-    check_3d(gb, "gate_and_up_proj_bias", e, 2, i)
-    check_3d(db, "down_proj_bias", e, 1, h)
+    check_3d(inps.down_proj_weight, "bwmm_shard_on_block", "down_proj_weight", e, i, h)
+    check_2d(inps.expert_affinities_masked, "bwmm_shard_on_block", "expert_affinities_masked", t * e, 1)
+    check_2d(inps.block_to_expert, "bwmm_shard_on_block", "block_to_expert", positions // block_size, 1)
+    check_3d(gb, "bwmm_shard_on_block", "gate_and_up_proj_bias", e, 2, i)
+    check_3d(db, "bwmm_shard_on_block", "down_proj_bias", e, 1, h)
 
 
 def dimension_sizes(inps, b):
@@ -191,8 +177,7 @@ def bwmm_output_initialization(output, shard_id):
 
 def shard_block_count(dims, shard_id):
     """Blocks of program `shard_id`: `shard_id, shard_id + 2, ...` below `N`."""
-    remaining = dims.n - shard_id
-    return -(-remaining // NUM_SHARDS)
+    return -(-(dims.n - shard_id) // NUM_SHARDS)
 
 
 def load_shard_block_experts(block_to_expert, dims, shard_id):

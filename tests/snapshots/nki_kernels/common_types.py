@@ -64,19 +64,6 @@ class QuantizationType(Enum):
     "Per-row microscaling."
 
 
-class ExpertAffinityScaleMode(Enum):
-    """When a MoE kernel multiplies an expert's output by its affinity."""
-
-    NO_SCALE = 0
-    "Experts' outputs are summed unweighted."
-    POST_SCALE = 1
-    "Each expert's output is multiplied by the token's affinity for it."
-    PRE_SCALE = 2
-    "The input is scaled before the expert MLP (context encoding)."
-    PRE_SCALE_DELAYED = 3
-    "Pre-scaling applied later in the context-encoding expert MLP."
-
-
 class RouterActFnType(Enum):
     """A MoE router's activation over the experts."""
 

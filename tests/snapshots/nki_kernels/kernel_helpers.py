@@ -7,6 +7,32 @@ import nki.collectives as ncc
 from .common_types import ActFnType
 
 
+def check_3d(t, kernel, name, d0, d1, d2):
+    """Asserts `t` (when given) is `[d0, d1, d2]`; `kernel` names the caller in the message."""
+    if t is not None:
+        v = t
+        shape = v.shape
+        assert v.ndim == 3 and shape[0] == d0 and shape[1] == d1 and shape[2] == d2, f"{kernel}: {name} must be [{d0}, {d1}, {d2}], got {shape}"
+
+
+def check_2d(t, kernel, name, d0, d1):
+    """Asserts `t` (when given) is `[d0, d1]`; `kernel` names the caller in the message."""
+    if t is not None:
+        v = t
+        shape = v.shape
+        assert v.ndim == 2 and shape[0] == d0 and shape[1] == d1, f"{kernel}: {name} must be [{d0}, {d1}], got {shape}"
+
+
+def clamp(p, upper, lower):
+    """Clamps `p` in place to `[lower, upper]` (each bound optional)."""
+    if upper is not None:
+        u = upper
+        nisa.tensor_scalar(dst=p, data=p, op0=nl.minimum, operand0=u)
+    if lower is not None:
+        l = lower
+        nisa.tensor_scalar(dst=p, data=p, op0=nl.maximum, operand0=l)
+
+
 def apply_activation(dst, data, activation_fn):
     """`dst = act(data)` for the library's activation enum (`data` in SBUF
     or PSUM; computed in fp32, rounded to `dst`'s dtype).
@@ -19,16 +45,6 @@ def apply_activation(dst, data, activation_fn):
         nisa.activation(dst=dst, op=nl.gelu_apprx_tanh, data=data)
     elif activation_fn == ActFnType.Swish:
         nisa.activation(dst=dst, op=nl.gelu_apprx_sigmoid, data=data)
-
-
-def clamp(p, upper, lower):
-    """Clamps `p` in place to `[lower, upper]` (each bound optional)."""
-    if upper is not None:
-        u = upper
-        nisa.tensor_scalar(dst=p, data=p, op0=nl.minimum, operand0=u)
-    if lower is not None:
-        l = lower
-        nisa.tensor_scalar(dst=p, data=p, op0=nl.maximum, operand0=l)
 
 
 def apply_scaled_activation(dst, data, activation_fn, scale):

@@ -8,11 +8,7 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
-from .bwmm_shard_on_block import ClampLimits
-from .bwmm_shard_on_block import _bwmm_shard_on_block
-from .bwmm_shard_on_block import configs
-from .bwmm_shard_on_block import input_tensors
-from .bwmm_shard_on_block import validate_bwmm_shard_on_block
+from .bwmm_shard_on_block import bwmm_shard_on_block
 from .common_types import ActFnType
 from .common_types import ExpertAffinityScaleMode
 from .moe_cte_utils import BlockShardStrategy
@@ -90,8 +86,4 @@ def moe_cte(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_p
     assert implementation == MoECTEImplementation.shard_on_block, f"moe_cte: spec.implementation must be MoECTEImplementation.shard_on_block (the implementation ported), got {implementation}"
     assert quantization_config is None, "moe_cte: quantization_config is not implemented (the quantization scales)"
     block_cfg = ShardOnBlockConfig(n_block_per_iter=1, block_sharding_strategy=BlockShardStrategy.PING_PONG, n_static_blocks=-1, n_dynamic_blocks=55)
-    inps = input_tensors(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_proj_weight, token_position_to_id, block_to_expert, gate_and_up_proj_bias, down_proj_bias)
-    clamps = ClampLimits(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
-    cfg = configs(inps, skip_dma, compute_dtype, is_tensor_update_accumulating, expert_affinities_scaling_mode, activation_function, clamps)
-    validate_bwmm_shard_on_block(inps, cfg, block_size, block_cfg.block_sharding_strategy, False, down_activations is not None)
-    return _bwmm_shard_on_block(inps, cfg, block_size)
+    return bwmm_shard_on_block(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_proj_weight, block_size, token_position_to_id, block_to_expert, gate_and_up_proj_bias=gate_and_up_proj_bias, down_proj_bias=down_proj_bias, down_activations=down_activations, activation_function=activation_function, skip_dma=skip_dma, compute_dtype=compute_dtype, is_tensor_update_accumulating=is_tensor_update_accumulating, expert_affinities_scaling_mode=expert_affinities_scaling_mode, n_block_per_iter=block_cfg.n_block_per_iter, gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit, block_sharding_strategy=block_cfg.block_sharding_strategy)

@@ -8,6 +8,8 @@ from .all_expert_impl import _all_expert_moe_tkg
 from .common_types import ActFnType
 from .common_types import ExpertAffinityScaleMode
 from .common_types import QuantizationType
+from .kernel_helpers import check_2d
+from .kernel_helpers import check_3d
 from .mlp_parameters import H0
 from .mlp_parameters import MLPActivationParameters
 from .moe_tkg_utils import MoeTkgOptions
@@ -20,38 +22,22 @@ from .selective_expert_impl import shard_on_t
 MAX_SELECTIVE_TOKENS = 128
 
 
-def check_3d(t, name, d0, d1, d2):
-    """Asserts `t` (when given) is `[d0, d1, d2]`."""
-    if t is not None:
-        v = t
-        shape = v.shape
-        assert v.ndim == 3 and shape[0] == d0 and shape[1] == d1 and shape[2] == d2, f"moe_tkg: {name} must be [{d0}, {d1}, {d2}], got {shape}"
-
-
-def check_2d(t, name, d0, d1):
-    """Asserts `t` (when given) is `[d0, d1]`."""
-    if t is not None:
-        v = t
-        shape = v.shape
-        assert v.ndim == 2 and shape[0] == d0 and shape[1] == d1, f"moe_tkg: {name} must be [{d0}, {d1}], got {shape}"
-
-
 def check_tensors(w, quantized):
     """The call's tensor shapes and dtypes (the rules of
     [`moe_tkg_violation`](super::moe_tkg_violation) on the sizes come first).
     """
     e_l, h, _, i = w.expert_gate_up_weights.shape
     t = w.hidden_input.shape[0]
-    check_3d(w.expert_down_weights, "expert_down_weights", e_l, i, h)
+    check_3d(w.expert_down_weights, "moe_tkg", "expert_down_weights", e_l, i, h)
     a = w.expert_affinities.shape
     assert w.expert_affinities.ndim == 2 and a[0] == t, f"moe_tkg: expert_affinities must be [T = {t}, E], got {a}"
     x = w.expert_index.shape
     assert w.expert_index.ndim == 2 and x[0] == t, f"moe_tkg: expert_index must be [T = {t}, K], got {x}"
-    check_2d(w.rank_id, "rank_id", 1, 1)
-    check_3d(w.expert_gate_up_bias, "expert_gate_up_bias", e_l, 2, i)
-    check_2d(w.expert_down_bias, "expert_down_bias", e_l, h)
-    check_3d(w.expert_gate_up_weights_scale, "expert_gate_up_weights_scale", e_l, 2, i)
-    check_2d(w.expert_down_weights_scale, "expert_down_weights_scale", e_l, h)
+    check_2d(w.rank_id, "moe_tkg", "rank_id", 1, 1)
+    check_3d(w.expert_gate_up_bias, "moe_tkg", "expert_gate_up_bias", e_l, 2, i)
+    check_2d(w.expert_down_bias, "moe_tkg", "expert_down_bias", e_l, h)
+    check_3d(w.expert_gate_up_weights_scale, "moe_tkg", "expert_gate_up_weights_scale", e_l, 2, i)
+    check_2d(w.expert_down_weights_scale, "moe_tkg", "expert_down_weights_scale", e_l, h)
     fp8 = nl.float8_e4m3
     gw, dw = (w.expert_gate_up_weights.dtype, w.expert_down_weights.dtype)
     assert quantized == (gw == fp8) and quantized == (dw == fp8), f"moe_tkg: the expert weights must be float8_e4m3 exactly when both weight scales are given (ROW), got {gw} and {dw}"

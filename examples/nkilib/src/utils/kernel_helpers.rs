@@ -1,6 +1,6 @@
-//! Elementwise helpers the library's kernels share (its `kernel_helpers`):
-//! the activation of an `ActFnType` member (optionally of scaled data) and
-//! the optional clamps.
+//! Helpers the library's kernels share (its `kernel_helpers`): the
+//! activation of an `ActFnType` member (optionally of scaled data), the
+//! optional clamps, and the shape asserts of optional tensors.
 
 pub use kernel::*;
 
@@ -43,6 +43,27 @@ pub mod kernel {
             ActFnType::GELU => nisa::activation(dst, nl::gelu, data, scale = scale),
             ActFnType::GELU_Tanh_Approx => nisa::activation(dst, nl::gelu_apprx_tanh, data, scale = scale),
             ActFnType::Swish => nisa::activation(dst, nl::gelu_apprx_sigmoid, data, scale = scale),
+        }
+    }
+
+    /// Asserts `t` (when given) is `[d0, d1]`; `kernel` names the caller in the message.
+    #[nki_helper]
+    pub fn check_2d(t: Option<Hbm>, kernel: &str, name: &str, d0: i64, d1: i64) {
+        if let Some(v) = t {
+            let shape = v.shape();
+            assert!(v.ndim() == 2 && shape[0] == d0 && shape[1] == d1, "{kernel}: {name} must be [{d0}, {d1}], got {shape}");
+        }
+    }
+
+    /// Asserts `t` (when given) is `[d0, d1, d2]`; `kernel` names the caller in the message.
+    #[nki_helper]
+    pub fn check_3d(t: Option<Hbm>, kernel: &str, name: &str, d0: i64, d1: i64, d2: i64) {
+        if let Some(v) = t {
+            let shape = v.shape();
+            assert!(
+                v.ndim() == 3 && shape[0] == d0 && shape[1] == d1 && shape[2] == d2,
+                "{kernel}: {name} must be [{d0}, {d1}, {d2}], got {shape}"
+            );
         }
     }
 }

@@ -7,9 +7,9 @@
 
 pub use kernel::*;
 
-/// The body of the collectives' `*_config!` macros: the call `shape` with the
-/// given fields over its defaults, a compile error naming the first rule
-/// `violation` finds it breaks.
+/// The body of the collectives' (and `bwmm_shard_on_block`'s) `*_config!`
+/// macros: the call `shape` with the given fields over its defaults, a
+/// compile error naming the first rule `violation` finds it breaks.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __collective_config {

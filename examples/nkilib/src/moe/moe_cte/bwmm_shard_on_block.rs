@@ -57,7 +57,7 @@ pub mod kernel {
         Configs, GUP_PROJ_DIM, InputTensors, PSUM_SIZE, TILE_SIZE, calculate_expert_affinities, stream_shuffle_broadcast,
     };
     pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode};
-    use crate::utils::kernel_helpers::{apply_activation, clamp};
+    use crate::utils::kernel_helpers::{apply_activation, check_2d, check_3d, clamp};
     use nki::prelude::*;
 
     /// The programs the blocks alternate between.
@@ -142,8 +142,7 @@ pub mod kernel {
     /// Blocks of program `shard_id`: `shard_id, shard_id + 2, ...` below `N`.
     #[nki_helper]
     pub fn shard_block_count(dims: DimensionSizes, shard_id: i64) -> i64 {
-        let remaining = dims.n - shard_id;
-        remaining.div_ceil(NUM_SHARDS)
+        (dims.n - shard_id).div_ceil(NUM_SHARDS)
     }
 
     /// The experts of this program's blocks `shard_id, shard_id + 2, ...`
@@ -538,27 +537,6 @@ pub mod kernel {
         (t - padding).div_ceil(TILE_SIZE)
     }
 
-    /// Asserts `t` (when given) is `[d0, d1]`.
-    #[nki_helper]
-    pub fn check_2d(t: Option<Hbm>, name: &str, d0: i64, d1: i64) {
-        if let Some(v) = t {
-            let shape = v.shape();
-            assert!(v.ndim() == 2 && shape[0] == d0 && shape[1] == d1, "bwmm_shard_on_block: {name} must be [{d0}, {d1}], got {shape}");
-        }
-    }
-
-    /// Asserts `t` (when given) is `[d0, d1, d2]`.
-    #[nki_helper]
-    pub fn check_3d(t: Option<Hbm>, name: &str, d0: i64, d1: i64, d2: i64) {
-        if let Some(v) = t {
-            let shape = v.shape();
-            assert!(
-                v.ndim() == 3 && shape[0] == d0 && shape[1] == d1 && shape[2] == d2,
-                "bwmm_shard_on_block: {name} must be [{d0}, {d1}, {d2}], got {shape}"
-            );
-        }
-    }
-
     /// The rules of [`bwmm_shard_on_block_violation`](super::bwmm_shard_on_block_violation)
     /// and the tensors' shapes, checked when the kernel is traced.
     #[nki_helper]
@@ -619,11 +597,11 @@ pub mod kernel {
         assert!(!down_activations, "bwmm_shard_on_block: down_activations is not implemented");
         let (gb, db) = (inps.gate_and_up_proj_bias, inps.down_proj_bias);
         assert!(gb.is_some() == db.is_some(), "bwmm_shard_on_block: gate_and_up_proj_bias and down_proj_bias are given together");
-        check_3d(Some(inps.down_proj_weight), "down_proj_weight", e, i, h);
-        check_2d(Some(inps.expert_affinities_masked), "expert_affinities_masked", t * e, 1);
-        check_2d(Some(inps.block_to_expert), "block_to_expert", positions / block_size, 1);
-        check_3d(gb, "gate_and_up_proj_bias", e, 2, i);
-        check_3d(db, "down_proj_bias", e, 1, h);
+        check_3d(Some(inps.down_proj_weight), "bwmm_shard_on_block", "down_proj_weight", e, i, h);
+        check_2d(Some(inps.expert_affinities_masked), "bwmm_shard_on_block", "expert_affinities_masked", t * e, 1);
+        check_2d(Some(inps.block_to_expert), "bwmm_shard_on_block", "block_to_expert", positions / block_size, 1);
+        check_3d(gb, "bwmm_shard_on_block", "gate_and_up_proj_bias", e, 2, i);
+        check_3d(db, "bwmm_shard_on_block", "down_proj_bias", e, 1, h);
     }
 
     /// The [`InputTensors`] of a call, in the kernels' parameter order.
@@ -906,22 +884,17 @@ pub const fn bwmm_shard_on_block_violation(c: BwmmShardOnBlockCall) -> Option<Mo
 /// ```
 #[macro_export]
 macro_rules! bwmm_shard_on_block_config {
-    (tokens = $t:expr, hidden = $h:expr, intermediate = $i:expr, experts = $e:expr, block_size = $b:expr, positions = $n:expr $(, $field:ident = $v:expr)* $(,)?) => {{
-        const CALL: $crate::moe::moe_cte::bwmm_shard_on_block::BwmmShardOnBlockCall = $crate::moe::moe_cte::bwmm_shard_on_block::BwmmShardOnBlockCall {
-            tokens: $t,
-            hidden: $h,
-            intermediate: $i,
-            experts: $e,
-            block_size: $b,
-            positions: $n,
-            $($field: $v,)*
-            ..$crate::moe::moe_cte::bwmm_shard_on_block::BwmmShardOnBlockCall {
-                tokens: 0,
-                hidden: 0,
-                intermediate: 0,
-                experts: 0,
-                block_size: 0,
-                positions: 0,
+    (tokens = $t:expr, hidden = $h:expr, intermediate = $i:expr, experts = $e:expr, block_size = $b:expr, positions = $n:expr $(, $field:ident = $value:expr)* $(,)?) => {
+        $crate::__collective_config!(
+            [$crate::moe::moe_cte::bwmm_shard_on_block::BwmmShardOnBlockCall],
+            [$crate::moe::moe_cte::bwmm_shard_on_block::bwmm_shard_on_block_violation],
+            {
+                tokens: $t,
+                hidden: $h,
+                intermediate: $i,
+                experts: $e,
+                block_size: $b,
+                positions: $n,
                 programs: 2,
                 skip_token: false,
                 accumulating: true,
@@ -931,11 +904,8 @@ macro_rules! bwmm_shard_on_block_config {
                 quantized: false,
                 down_activations: false,
                 one_bias: false,
-            }
-        };
-        const _: () = if let Some(rule) = $crate::moe::moe_cte::bwmm_shard_on_block::bwmm_shard_on_block_violation(CALL) {
-            panic!("{}", rule.message());
-        };
-        CALL
-    }};
+            },
+            { $($field = $value),* }
+        )
+    };
 }

@@ -22,9 +22,7 @@ pub use kernel::*;
 /// The entry and its configuration classes.
 #[nki::nki_module]
 pub mod kernel {
-    use crate::moe::moe_cte::bwmm_shard_on_block::{
-        _bwmm_shard_on_block, ClampLimits, configs, input_tensors, validate_bwmm_shard_on_block,
-    };
+    use crate::moe::moe_cte::bwmm_shard_on_block::bwmm_shard_on_block;
     pub use crate::moe::moe_cte::moe_cte_utils::{BlockShardStrategy, SkipMode};
     pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode};
     use nki::prelude::*;
@@ -117,27 +115,28 @@ pub mod kernel {
             n_static_blocks: -1,
             n_dynamic_blocks: 55,
         };
-        let inps = input_tensors(
+        bwmm_shard_on_block(
             hidden_states,
             expert_affinities_masked,
             gate_up_proj_weight,
             down_proj_weight,
+            block_size,
             token_position_to_id,
             block_to_expert,
-            gate_and_up_proj_bias,
-            down_proj_bias,
-        );
-        let clamps = ClampLimits { gate_clamp_upper_limit, gate_clamp_lower_limit, up_clamp_upper_limit, up_clamp_lower_limit };
-        let cfg = configs(
-            inps,
-            skip_dma,
-            compute_dtype,
-            is_tensor_update_accumulating,
-            expert_affinities_scaling_mode,
-            activation_function,
-            clamps,
-        );
-        validate_bwmm_shard_on_block(inps, cfg, block_size, block_cfg.block_sharding_strategy, false, down_activations.is_some());
-        _bwmm_shard_on_block(inps, cfg, block_size)
+            gate_and_up_proj_bias = gate_and_up_proj_bias,
+            down_proj_bias = down_proj_bias,
+            down_activations = down_activations,
+            activation_function = activation_function,
+            skip_dma = skip_dma,
+            compute_dtype = compute_dtype,
+            is_tensor_update_accumulating = is_tensor_update_accumulating,
+            expert_affinities_scaling_mode = expert_affinities_scaling_mode,
+            n_block_per_iter = block_cfg.n_block_per_iter,
+            gate_clamp_upper_limit = gate_clamp_upper_limit,
+            gate_clamp_lower_limit = gate_clamp_lower_limit,
+            up_clamp_upper_limit = up_clamp_upper_limit,
+            up_clamp_lower_limit = up_clamp_lower_limit,
+            block_sharding_strategy = block_cfg.block_sharding_strategy,
+        )
     }
 }

@@ -36,31 +36,11 @@ pub mod kernel {
     use crate::moe::moe_tkg::moe_tkg_utils::{MoeTkgOptions, MoeTkgTensors};
     use crate::moe::moe_tkg::selective_expert_impl::{_selective_expert_moe_tkg, shard_on_t};
     pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode, QuantizationType};
+    use crate::utils::kernel_helpers::{check_2d, check_3d};
     use nki::prelude::*;
 
     /// The most tokens the selective path takes (they sit on the partitions).
     pub const MAX_SELECTIVE_TOKENS: i64 = nl::tile_size::pmax;
-
-    /// Asserts `t` (when given) is `[d0, d1]`.
-    #[nki_helper]
-    pub fn check_2d(t: Option<Hbm>, name: &str, d0: i64, d1: i64) {
-        if let Some(v) = t {
-            let shape = v.shape();
-            assert!(v.ndim() == 2 && shape[0] == d0 && shape[1] == d1, "moe_tkg: {name} must be [{d0}, {d1}], got {shape}");
-        }
-    }
-
-    /// Asserts `t` (when given) is `[d0, d1, d2]`.
-    #[nki_helper]
-    pub fn check_3d(t: Option<Hbm>, name: &str, d0: i64, d1: i64, d2: i64) {
-        if let Some(v) = t {
-            let shape = v.shape();
-            assert!(
-                v.ndim() == 3 && shape[0] == d0 && shape[1] == d1 && shape[2] == d2,
-                "moe_tkg: {name} must be [{d0}, {d1}, {d2}], got {shape}"
-            );
-        }
-    }
 
     /// The call's tensor shapes and dtypes (the rules of
     /// [`moe_tkg_violation`](super::moe_tkg_violation) on the sizes come first).
@@ -68,16 +48,16 @@ pub mod kernel {
     pub fn check_tensors(w: MoeTkgTensors, quantized: bool) {
         let [e_l, h, _, i] = w.expert_gate_up_weights.shape();
         let t = w.hidden_input.shape()[0];
-        check_3d(Some(w.expert_down_weights), "expert_down_weights", e_l, i, h);
+        check_3d(Some(w.expert_down_weights), "moe_tkg", "expert_down_weights", e_l, i, h);
         let a = w.expert_affinities.shape();
         assert!(w.expert_affinities.ndim() == 2 && a[0] == t, "moe_tkg: expert_affinities must be [T = {t}, E], got {a}");
         let x = w.expert_index.shape();
         assert!(w.expert_index.ndim() == 2 && x[0] == t, "moe_tkg: expert_index must be [T = {t}, K], got {x}");
-        check_2d(w.rank_id, "rank_id", 1, 1);
-        check_3d(w.expert_gate_up_bias, "expert_gate_up_bias", e_l, 2, i);
-        check_2d(w.expert_down_bias, "expert_down_bias", e_l, h);
-        check_3d(w.expert_gate_up_weights_scale, "expert_gate_up_weights_scale", e_l, 2, i);
-        check_2d(w.expert_down_weights_scale, "expert_down_weights_scale", e_l, h);
+        check_2d(w.rank_id, "moe_tkg", "rank_id", 1, 1);
+        check_3d(w.expert_gate_up_bias, "moe_tkg", "expert_gate_up_bias", e_l, 2, i);
+        check_2d(w.expert_down_bias, "moe_tkg", "expert_down_bias", e_l, h);
+        check_3d(w.expert_gate_up_weights_scale, "moe_tkg", "expert_gate_up_weights_scale", e_l, 2, i);
+        check_2d(w.expert_down_weights_scale, "moe_tkg", "expert_down_weights_scale", e_l, h);
         let fp8 = nl::float8_e4m3;
         let (gw, dw) = (w.expert_gate_up_weights.dtype(), w.expert_down_weights.dtype());
         assert!(
