@@ -130,10 +130,18 @@ impl Gather {
                 ]
             })
             .collect();
-        let np = common::run_numpy_ranks(emitted_package(), "fine_grained_allgather", &args, self.lnc, "hardware");
-        for (r, outs) in np.iter().enumerate() {
-            assert_eq!(outs[0], run.results[r][0].to_f32_vec(), "{}: numpy rank {r}", self.name());
-        }
+        assert_numpy_ranks_equal(&self.name(), "fine_grained_allgather", &args, self.lnc, &run);
+    }
+}
+
+/// Runs `kernel` of the emitted package on every rank's `args` under the NumPy
+/// executor (hardware precision) and asserts each rank's first output equals
+/// the emulator's in `run`.
+fn assert_numpy_ranks_equal(what: &str, kernel: &str, args: &[Vec<Arg>], lnc: usize, run: &nki::emulator::RunReport<Tensor>) {
+    let np = common::run_numpy_ranks(emitted_package(), kernel, args, lnc, "hardware");
+    assert_eq!(np.len(), run.results.len(), "{what}: ranks");
+    for (r, outs) in np.iter().enumerate() {
+        assert_eq!(outs[0], run.results[r][0].to_f32_vec(), "{what}: numpy rank {r}");
     }
 }
 
@@ -350,10 +358,7 @@ impl GatherMatmul {
                 ]
             })
             .collect();
-        let np = common::run_numpy_ranks(emitted_package(), "allgather_compute_matmul", &args, self.lnc, "hardware");
-        for (r, outs) in np.iter().enumerate() {
-            assert_eq!(outs[0], run.results[r][0].to_f32_vec(), "{}: numpy rank {r}", self.name());
-        }
+        assert_numpy_ranks_equal(&self.name(), "allgather_compute_matmul", &args, self.lnc, &run);
     }
 }
 
@@ -547,10 +552,7 @@ impl Sb2sb {
             })
             .collect();
         let kernel = if self.tiled { "allgather_sb2sb_tiled" } else { "allgather_sb2sb" };
-        let np = common::run_numpy_ranks(emitted_package(), kernel, &args, self.lnc, "hardware");
-        for (r, outs) in np.iter().enumerate() {
-            assert_eq!(outs[0], run.results[r][0].to_f32_vec(), "{}: numpy rank {r}", self.name());
-        }
+        assert_numpy_ranks_equal(&self.name(), kernel, &args, self.lnc, &run);
     }
 }
 

@@ -11,7 +11,7 @@
 //! At the library's MX test sizes, in both precision modes; the emitted
 //! source under NumPy against the emulator; the MX rules.
 
-use crate::common::{Arg, FP32_ATOL, as_dtype, assert_close, package_of, seed_of, spec_run, tensor, uniform};
+use crate::common::{Arg, CaseName, FP32_ATOL, as_dtype, assert_close, package_of, seed_of, spec_run, tensor, uniform};
 use crate::mx_format::{e2m1fn, e4m3fn, e5m2, quantize_e4m3fn_groups};
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::mlp::mlp::{NormType, QuantizationType, mlp};
@@ -115,10 +115,6 @@ struct Data {
 }
 
 impl Mx {
-    fn name(&self) -> String {
-        format!("{self:?}")
-    }
-
     fn n_h(&self) -> usize {
         self.h / 512
     }

@@ -16,7 +16,7 @@
 //! the reference checks the margin it relies on.
 
 use crate::common::attention::run_numpy_kwargs;
-use crate::common::{Arg, as_dtype, assert_close, emitted_package, seed_of, tensor, uniform};
+use crate::common::{Arg, CaseName, as_dtype, assert_close, emitted_package, seed_of, tensor, uniform};
 use crate::moe_tkg::{CLAMPS, ExpertWeights, expert_f64};
 use crate::router_topk::{activate, ranked};
 use nki::emit::PyEnum;
@@ -184,9 +184,6 @@ struct Reference {
 }
 
 impl Config {
-    fn name(&self) -> String {
-        format!("{self:?}")
-    }
     fn t(&self) -> usize {
         self.b * self.s
     }

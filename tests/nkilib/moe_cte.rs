@@ -12,7 +12,7 @@
 //! rules.
 
 use crate::common::attention::run_numpy_kwargs;
-use crate::common::{Arg, as_dtype, assert_close, emitted_package, seed_of, tensor, uniform};
+use crate::common::{Arg, CaseName, as_dtype, assert_close, emitted_package, seed_of, tensor, uniform};
 use crate::mlp::activation;
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::moe::moe_cte::bwmm_shard_on_block::{
@@ -144,10 +144,6 @@ struct Inputs {
 }
 
 impl Config {
-    fn name(&self) -> String {
-        format!("{self:?}")
-    }
-
     fn rows(&self) -> usize {
         if self.skip_token { self.t } else { self.t + 1 }
     }
