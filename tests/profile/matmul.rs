@@ -63,13 +63,30 @@ fn tutorial_steps_reproduce_the_documented_bottlenecks() {
     assert_eq!(naive.bottleneck, Unit::Dma);
     // Hoisting is faster and Tensor-Engine-bound (tutorial: PE 99.85 %); in fp32
     // blocking then moves half the bytes but cannot beat a busy Tensor Engine
-    // (tutorial: PE 99.52 %), so it stays within the pipeline fill of it.
+    // (tutorial: PE 99.52 %), so it stays within 1 % of it (the pipeline fill).
     assert!(hoisted.estimated_seconds < 0.95 * naive.estimated_seconds);
     assert!(hoisted.busy(Unit::Tensor) >= 0.95, "hoisted PE busy {}", hoisted.busy(Unit::Tensor));
-    assert!(blocked.estimated_seconds < 1.05 * hoisted.estimated_seconds, "{} vs {}", blocked.estimated_seconds, hoisted.estimated_seconds);
+    assert!(blocked.estimated_seconds < 1.01 * hoisted.estimated_seconds, "{} vs {}", blocked.estimated_seconds, hoisted.estimated_seconds);
     assert!(blocked.busy(Unit::Tensor) >= 0.95, "blocked PE busy {}", blocked.busy(Unit::Tensor));
     assert_eq!(blocked.bottleneck, Unit::Tensor);
     assert!(blocked.bytes < 0.6 * hoisted.bytes && hoisted.bytes < 0.9 * naive.bytes);
+}
+
+/// In fp32 at a quarter of the tutorial's contraction and an eighth of its rows,
+/// blocking halves the bytes and stays within 1 % of the hoisted kernel: the
+/// tutorial reports busy fractions, not times, and its blocked step keeps the
+/// Tensor Engine a little less busy than the hoisted one (99.52 % vs 99.85 %),
+/// as here, where its first matmul waits for two stationary column tiles
+/// instead of one. The blocks are loaded tile by tile as the tutorial's kernel
+/// does, so the first output tile needs only its own moving tiles.
+#[test]
+fn in_fp32_blocking_stays_level_with_hoisting_at_k_2048() {
+    let shape = (2048, 512, 2048);
+    let [naive, hoisted, blocked] = [naive as Kernel, hoisted, blocked].map(|k| profile("fp32 step", k, Dtype::F32, shape));
+    assert!(hoisted.estimated_seconds < 0.9 * naive.estimated_seconds);
+    assert!(blocked.estimated_seconds < 1.01 * hoisted.estimated_seconds, "{} vs {}", blocked.estimated_seconds, hoisted.estimated_seconds);
+    assert!(blocked.busy(Unit::Tensor) < hoisted.busy(Unit::Tensor));
+    assert!(blocked.bytes < 0.6 * hoisted.bytes);
 }
 
 /// In bf16 a matmul takes a quarter of the fp32 time, so the hoisted kernel is

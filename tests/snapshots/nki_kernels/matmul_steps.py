@@ -6,22 +6,28 @@ import nki.isa as nisa
 import nki.collectives as ncc
 
 
-def load_column(src, c0, cols):
-    """Loads the 128-row tiles `[k·128.., c0..c0 + cols]` of `src` for every
-    `k`, side by side: tile `k` lands in columns `k·cols..(k + 1)·cols`.
+def load_tiles(src, c0, tiles, cols):
+    """Loads `tiles` column tiles of `src`, each `cols` wide from column `c0` on,
+    as their 128-row pieces side by side, tile by tile: piece `k` of tile `t`
+    lands in columns `(t·K/128 + k)·cols..`. Each piece is one transfer, issued
+    in that order (as the tutorial's kernels do), so the first tile's
+    accumulation needs only the first tile's pieces.
     """
     k, _n = src.shape
-    tiles = nl.ndarray(shape=(128, k // 128 * cols), dtype=src.dtype, buffer=nl.sbuf)
-    for ki in range(k // 128):
-        nisa.dma_copy(dst=tiles[0:128, ki * cols:(ki + 1) * cols], src=src[ki * 128:(ki + 1) * 128, c0:c0 + cols])
-    return tiles
+    k_tiles = k // 128
+    dst = nl.ndarray(shape=(128, tiles * k_tiles * cols), dtype=src.dtype, buffer=nl.sbuf)
+    for t in range(tiles):
+        for ki in range(k_tiles):
+            d0, s0 = ((t * k_tiles + ki) * cols, c0 + t * cols)
+            nisa.dma_copy(dst=dst[0:128, d0:d0 + cols], src=src[ki * 128:(ki + 1) * 128, s0:s0 + cols])
+    return dst
 
 
 @nki.jit
 def matmul_blocked(a_t, b, tiles_m, tiles_n):
     """Step 3: free dimensions blocked, `tiles_m` stationary by `tiles_n` moving tiles
-    (the tutorial uses 2 by 2): a block column is loaded once per `k` and each of
-    its stationary tiles feeds `tiles_n` matmuls, each moving tile `tiles_m`.
+    (the tutorial uses 2 by 2): the blocks are loaded tile by tile, and each
+    stationary tile feeds `tiles_n` matmuls, each moving tile `tiles_m`.
     """
     assert a_t.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "matmul_blocked takes a_t as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     assert b.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "matmul_blocked takes b as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
@@ -34,14 +40,14 @@ def matmul_blocked(a_t, b, tiles_m, tiles_n):
     assert k % 128 == 0 and m % block_m == 0 and n % block_n == 0, f"K must be a multiple of 128, M of {block_m} and N of {block_n}"
     out = nl.ndarray(shape=(m, n), dtype=nl.float32, buffer=nl.shared_hbm)
     for mb in range(m // block_m):
-        lhs = load_column(a_t, mb * block_m, block_m)
+        lhs = load_tiles(a_t, mb * block_m, tiles_m, 128)
         for nb in range(n // block_n):
-            rhs = load_column(b, nb * block_n, block_n)
+            rhs = load_tiles(b, nb * block_n, tiles_n, 512)
             for bm in range(tiles_m):
                 for bn in range(tiles_n):
                     acc = nl.ndarray(shape=(128, 512), dtype=nl.float32, buffer=nl.psum)
                     for ki in range(k // 128):
-                        c_lhs, c_rhs = (ki * block_m + bm * 128, ki * block_n + bn * 512)
+                        c_lhs, c_rhs = ((bm * (k // 128) + ki) * 128, (bn * (k // 128) + ki) * 512)
                         nisa.nc_matmul(dst=acc, stationary=lhs[0:128, c_lhs:c_lhs + 128], moving=rhs[0:128, c_rhs:c_rhs + 512])
                     res = nl.ndarray(shape=(128, 512), dtype=nl.float32, buffer=nl.sbuf)
                     nisa.tensor_copy(dst=res, src=acc)
@@ -61,9 +67,9 @@ def matmul_hoisted(a_t, b):
     assert k % 128 == 0 and m % 128 == 0 and n % 512 == 0, "K, M must be multiples of 128 and N of 512"
     out = nl.ndarray(shape=(m, n), dtype=nl.float32, buffer=nl.shared_hbm)
     for mi in range(m // 128):
-        lhs = load_column(a_t, mi * 128, 128)
+        lhs = load_tiles(a_t, mi * 128, 1, 128)
         for ni in range(n // 512):
-            rhs = load_column(b, ni * 512, 512)
+            rhs = load_tiles(b, ni * 512, 1, 512)
             acc = nl.ndarray(shape=(128, 512), dtype=nl.float32, buffer=nl.psum)
             for ki in range(k // 128):
                 nisa.nc_matmul(dst=acc, stationary=lhs[0:128, ki * 128:(ki + 1) * 128], moving=rhs[0:128, ki * 512:(ki + 1) * 512])
