@@ -20,6 +20,7 @@ pub mod mlp_tkg_mx;
 pub mod moe_block;
 pub mod moe_cte;
 pub mod moe_tkg;
+pub mod moe_tkg_mx;
 pub mod mx_format;
 pub mod output_projection;
 pub mod output_projection_cte_mx;

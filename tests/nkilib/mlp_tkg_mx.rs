@@ -11,7 +11,7 @@
 //! At the library's MX test sizes, in both precision modes; the emitted
 //! source under NumPy against the emulator; the MX rules.
 
-use crate::common::{Arg, CaseName, FP32_ATOL, as_dtype, assert_close, package_of, seed_of, spec_run, tensor, uniform};
+use crate::common::{Arg, CaseName, FP32_ATOL, RankArgs, as_dtype, assert_close, package_of, seed_of, spec_run, tensor, uniform};
 use crate::mx_format::{e2m1fn, e4m3fn, e5m2, quantize_e4m3fn_groups};
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::mlp::mlp::{NormType, QuantizationType, mlp};
@@ -19,14 +19,14 @@ use nkilib::mlp::mlp_parameters::{MlpCall, MlpRule, mlp_violation};
 
 /// The weights' MX element type.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum W {
+pub(crate) enum W {
     Fp4,
     E4m3,
     E5m2,
 }
 
 impl W {
-    fn dtype(self) -> Dtype {
+    pub(crate) fn dtype(self) -> Dtype {
         match self {
             W::Fp4 => Dtype::Fp4E2m1Fnx4,
             W::E4m3 => Dtype::Fp8E4m3Fnx4,
@@ -66,17 +66,17 @@ impl W {
 /// One MX configuration of the library's `test_mlp_tkg.py` (`S = 1`, the
 /// three projection biases together).
 #[derive(Clone, Copy, Debug)]
-struct Mx {
-    lnc: usize,
-    t: usize,
-    h: usize,
-    i: usize,
-    w: W,
-    rms: bool,
-    bias: bool,
+pub(crate) struct Mx {
+    pub(crate) lnc: usize,
+    pub(crate) t: usize,
+    pub(crate) h: usize,
+    pub(crate) i: usize,
+    pub(crate) w: W,
+    pub(crate) rms: bool,
+    pub(crate) bias: bool,
 }
 
-const fn mx(lnc: usize, t: usize, h: usize, i: usize, w: W, rms: bool, bias: bool) -> Mx {
+pub(crate) const fn mx(lnc: usize, t: usize, h: usize, i: usize, w: W, rms: bool, bias: bool) -> Mx {
     Mx { lnc, t, h, i, w, rms, bias }
 }
 
@@ -96,40 +96,43 @@ const MX_CONFIGS: &[Mx] = &[
 
 const EPS: f64 = 1e-6;
 /// Packed rows of an MX tile.
-const P: usize = 128;
+pub(crate) const P: usize = 128;
 
 /// A case's data: codes per packed element and value `[.., 4]`, biased
 /// scale exponents, the token rows (pre-shuffled order), gamma and biases.
-struct Data {
-    x: Vec<f64>,
-    gamma: Vec<f64>,
-    gate: Vec<u32>,
-    gate_s: Vec<f64>,
-    up: Vec<u32>,
-    up_s: Vec<f64>,
-    down: Vec<u32>,
-    down_s: Vec<f64>,
-    gate_b: Vec<f64>,
-    up_b: Vec<f64>,
-    down_b: Vec<f64>,
+pub(crate) struct Data {
+    pub(crate) x: Vec<f64>,
+    pub(crate) gamma: Vec<f64>,
+    pub(crate) gate: Vec<u32>,
+    pub(crate) gate_s: Vec<f64>,
+    pub(crate) up: Vec<u32>,
+    pub(crate) up_s: Vec<f64>,
+    pub(crate) down: Vec<u32>,
+    pub(crate) down_s: Vec<f64>,
+    pub(crate) gate_b: Vec<f64>,
+    pub(crate) up_b: Vec<f64>,
+    pub(crate) down_b: Vec<f64>,
 }
 
+/// The gate clamp's upper bound and the up clamp's bounds (upper, lower).
+pub(crate) type Clamps = [Option<f64>; 3];
+
 impl Mx {
-    fn n_h(&self) -> usize {
+    pub(crate) fn n_h(&self) -> usize {
         self.h / 512
     }
 
-    fn n_i(&self) -> usize {
+    pub(crate) fn n_i(&self) -> usize {
         self.i.div_ceil(512)
     }
 
     /// Packed rows of the down weights (`I / 4` below 512 columns).
-    fn p_i(&self) -> usize {
+    pub(crate) fn p_i(&self) -> usize {
         if self.i < 512 { self.i / 4 } else { P }
     }
 
     /// Rows of the gate/up biases (`I / 4` up to 512 columns).
-    fn b_p(&self) -> usize {
+    pub(crate) fn b_p(&self) -> usize {
         if self.i <= 512 { self.i / 4 } else { P }
     }
 
@@ -142,7 +145,11 @@ impl Mx {
     }
 
     fn data(&self) -> Data {
-        let seed = seed_of(&self.name());
+        self.data_seeded(seed_of(&self.name()))
+    }
+
+    /// Random rows, weights, scales and biases drawn from `seed`.
+    pub(crate) fn data_seeded(&self, seed: u64) -> Data {
         let (h, i, n_h, n_i) = (self.h, self.i, self.n_h(), self.n_i());
         let bf = |n: usize, s: u64, lo: f64, hi: f64| as_dtype(&uniform(n, seed + s, lo, hi), Dtype::Bf16);
         Data {
@@ -161,7 +168,7 @@ impl Mx {
     }
 
     /// The packed words of `codes` (`[.., 4]`), value `k` in bits `k·bits..`.
-    fn words(&self, codes: &[u32]) -> Vec<i64> {
+    pub(crate) fn words(&self, codes: &[u32]) -> Vec<i64> {
         codes.chunks(4).map(|c| (0..4).map(|k| i64::from(c[k]) << (self.w.bits() * k as u32)).sum()).collect()
     }
 
@@ -205,10 +212,17 @@ impl Mx {
     /// bfloat16 (normalised rows, projections, activation, product, output)
     /// rounded so.
     fn reference(&self, d: &Data, hw: bool) -> Vec<f64> {
-        let (h, i, n_h, n_i) = (self.h, self.i, self.n_h(), self.n_i());
+        let silu = |g: f64| g / (1.0 + (-g).exp());
+        let pl = self.gated_rows(d, &self.quantized_rows(d, hw), hw, &silu, [None; 3]);
+        self.down_rows(d, &pl, hw)
+    }
+
+    /// The (normalised) rows in the quantization layout, quantized:
+    /// `[T][(t·128 + p)·4 + k]`.
+    pub(crate) fn quantized_rows(&self, d: &Data, hw: bool) -> Vec<Vec<f64>> {
+        let (h, n_h) = (self.h, self.n_h());
         let r = |v: f64| if hw { as_dtype(&[v], Dtype::Bf16)[0] } else { v };
-        // The (normalised) rows in the quantization layout, quantized.
-        let xl: Vec<Vec<f64>> = (0..self.t)
+        (0..self.t)
             .map(|tok| {
                 let row = &d.x[tok * h..(tok + 1) * h];
                 let y: Vec<f64> = if self.rms {
@@ -228,23 +242,39 @@ impl Mx {
                 quantize_e4m3fn_groups(&mut l);
                 l
             })
-            .collect();
-        let gate = self.project(&xl, &d.gate, &d.gate_s, &d.gate_b, hw);
-        let up = self.project(&xl, &d.up, &d.up_s, &d.up_b, hw);
-        // The product in the down layout `[(it·128 + p)·4 + j]`, quantized.
-        let pl: Vec<Vec<f64>> = (0..self.t)
+            .collect()
+    }
+
+    /// The gated product `act(clamp(gate)) · clamp(up)` of the quantized
+    /// rows `xl` in the down layout `[T][(it·128 + p)·4 + j]`, quantized.
+    pub(crate) fn gated_rows(&self, d: &Data, xl: &[Vec<f64>], hw: bool, act: &dyn Fn(f64) -> f64, clamps: Clamps) -> Vec<Vec<f64>> {
+        let (i, n_i) = (self.i, self.n_i());
+        let r = |v: f64| if hw { as_dtype(&[v], Dtype::Bf16)[0] } else { v };
+        let gate = self.project(xl, &d.gate, &d.gate_s, &d.gate_b, hw);
+        let up = self.project(xl, &d.up, &d.up_s, &d.up_b, hw);
+        let [gate_hi, up_hi, up_lo] = clamps;
+        (0..self.t)
             .map(|tok| {
                 let mut l = vec![0.0; n_i * P * 4];
                 for c in 0..i {
                     let (it, rem) = (c / 512, c % 512);
                     let rows = (i - it * 512).min(512) / 4;
-                    let g = gate[tok][c];
-                    l[(it * P + rem % rows) * 4 + rem / rows] = r(r(g / (1.0 + (-g).exp())) * up[tok][c]);
+                    let g = gate_hi.map_or(gate[tok][c], |b| gate[tok][c].min(b));
+                    let u = up_hi.map_or(up[tok][c], |b| up[tok][c].min(b));
+                    let u = up_lo.map_or(u, |b| u.max(b));
+                    l[(it * P + rem % rows) * 4 + rem / rows] = r(r(act(g)) * u);
                 }
                 quantize_e4m3fn_groups(&mut l);
                 l
             })
-            .collect();
+            .collect()
+    }
+
+    /// The down projection of the quantized product `pl` plus the down
+    /// bias, `[T·H]`.
+    pub(crate) fn down_rows(&self, d: &Data, pl: &[Vec<f64>], hw: bool) -> Vec<f64> {
+        let (h, n_i) = (self.h, self.n_i());
+        let r = |v: f64| if hw { as_dtype(&[v], Dtype::Bf16)[0] } else { v };
         let p_i = self.p_i();
         let mut out = vec![0.0; self.t * h];
         let mut col = vec![0.0; n_i * P * 4];
@@ -346,7 +376,7 @@ fn mx_call(t: &[Tensor; 7]) -> mlp::Call<'_> {
 
 /// `Σ a·w` over 512-value MX tiles, each tile's sum added to the running
 /// sum and rounded by `r` (a PSUM accumulation).
-fn tile_sums(a: &[f64], w: &[f64], r: impl Fn(f64) -> f64) -> f64 {
+pub(crate) fn tile_sums(a: &[f64], w: &[f64], r: impl Fn(f64) -> f64) -> f64 {
     a.chunks(P * 4).zip(w.chunks(P * 4)).fold(0.0, |acc, (a, w)| r(acc + a.iter().zip(w).map(|(a, w)| a * w).sum::<f64>()))
 }
 
@@ -390,16 +420,31 @@ fn mlp_tkg_mx_emitted_under_numpy_equals_emulator() {
     let pkg = package_of("mlp_tkg_mx_pkg", &[&mlp::INFO]);
     for cfg in [mx(1, 2, 3072, 384, W::Fp4, false, true), mx(2, 4, 3072, 1024, W::E5m2, true, true)] {
         let d = cfg.data();
-        for (precision, mode, rtol) in [(Precision::Fp32, "fp32", 1e-5), (Precision::Hardware, "hardware", 2f64.powi(-7))] {
-            let emu = cfg.run(&d, precision);
-            let (args, kwargs) = cfg.numpy_call(&d);
-            let run = spec_run(&pkg, "mlp", &[(args, kwargs)], cfg.lnc, mode, "trn3");
-            assert!(run.ok, "{} {mode}: NumPy run failed:\n{}\n{}", cfg.name(), run.stdout, run.stderr);
-            let np = run.outputs("mlp", 1).swap_remove(0);
-            let np: Vec<f32> = np[0].iter().map(|&v| v as f32).collect();
-            let want: Vec<f64> = emu.iter().map(|&v| f64::from(v)).collect();
-            assert_close(&format!("{} {mode}", cfg.name()), &np, &want, FP32_ATOL, rtol);
-        }
+        check_numpy_trn3(&pkg, "mlp", &cfg.name(), cfg.lnc, || cfg.numpy_call(&d), |p| cfg.run(&d, p));
+    }
+}
+
+/// The trn3 kernel `kernel` of `pkg` under NumPy on `args` against the
+/// emulator (`emulate`) in both modes, up to the matmuls' float32 sums:
+/// fp32 within 1e-5 of the output's scale; in hardware precision a sum on
+/// the other side of a bfloat16 rounding boundary moves an element by a
+/// bfloat16 step.
+pub(crate) fn check_numpy_trn3(
+    pkg: &std::path::Path,
+    kernel: &str,
+    name: &str,
+    lnc: usize,
+    args: impl Fn() -> RankArgs<'static>,
+    emulate: impl Fn(Precision) -> Vec<f32>,
+) {
+    for (precision, mode, rtol) in [(Precision::Fp32, "fp32", 1e-5), (Precision::Hardware, "hardware", 2f64.powi(-7))] {
+        let emu = emulate(precision);
+        let run = spec_run(pkg, kernel, &[args()], lnc, mode, "trn3");
+        assert!(run.ok, "{name} {mode}: NumPy run failed:\n{}\n{}", run.stdout, run.stderr);
+        let np = run.outputs(kernel, 1).swap_remove(0);
+        let np: Vec<f32> = np[0].iter().map(|&v| v as f32).collect();
+        let want: Vec<f64> = emu.iter().map(|&v| f64::from(v)).collect();
+        assert_close(&format!("{name} {mode}"), &np, &want, FP32_ATOL, rtol);
     }
 }
 

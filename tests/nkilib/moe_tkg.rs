@@ -16,7 +16,7 @@ use nkilib::moe::moe_tkg::moe_tkg::{ActFnType, ExpertAffinityScaleMode, MoeTkgCa
 
 /// How the tokens pick their experts.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Routing {
+pub(crate) enum Routing {
     /// Distinct random experts per token.
     Random,
     /// Every token's first choice is expert 0 (the others random).
@@ -206,30 +206,7 @@ impl Config {
         let weight = |n: usize, seed: u64, bound: f64| {
             if self.row { as_dtype(&uniform(n, seed, -16.0, 16.0), Dtype::Fp8E4m3) } else { uniform(n, seed, -bound, bound) }
         };
-        // Distinct experts per token, drawn by ranking uniform keys.
-        let keys = uniform(t * eg, seed + 1, 0.0, 1.0);
-        let mut idx = Vec::with_capacity(t * k);
-        for tok in 0..t {
-            let mut order: Vec<usize> = (0..eg).collect();
-            order.sort_by(|a, b| keys[tok * eg + a].total_cmp(&keys[tok * eg + b]));
-            match self.routing {
-                Routing::Random => {}
-                Routing::FirstOnZero => {
-                    order.retain(|&x| x != 0);
-                    order.insert(0, 0);
-                }
-                Routing::AllOnFirstK => order = (0..eg).collect(),
-            }
-            idx.extend(order[..k].iter().map(|&x| x as i64));
-        }
-        let w = uniform(t * k, seed + 2, 0.1, 1.0);
-        let mut aff = vec![0.0; t * eg];
-        for tok in 0..t {
-            let sum: f64 = w[tok * k..(tok + 1) * k].iter().sum();
-            for j in 0..k {
-                aff[tok * eg + idx[tok * k + j] as usize] = w[tok * k + j] / sum;
-            }
-        }
+        let (idx, aff) = route(t, eg, k, seed, self.routing);
         Inputs {
             hidden: uniform(t * h, seed + 3, -r, r),
             gate_up: weight(e * h * 2 * i, seed + 4, wh),
@@ -361,6 +338,36 @@ impl Config {
     }
 }
 
+/// `t` tokens' distinct top-`k` of `e` experts `[T, K]` (drawn by ranking
+/// uniform keys, then as `routing` says) and their affinities `[T, E]`,
+/// random weights normalised over each token's experts, zero elsewhere.
+pub(crate) fn route(t: usize, e: usize, k: usize, seed: u64, routing: Routing) -> (Vec<i64>, Vec<f64>) {
+    let keys = uniform(t * e, seed + 1, 0.0, 1.0);
+    let mut idx = Vec::with_capacity(t * k);
+    for tok in 0..t {
+        let mut order: Vec<usize> = (0..e).collect();
+        order.sort_by(|a, b| keys[tok * e + a].total_cmp(&keys[tok * e + b]));
+        match routing {
+            Routing::Random => {}
+            Routing::FirstOnZero => {
+                order.retain(|&x| x != 0);
+                order.insert(0, 0);
+            }
+            Routing::AllOnFirstK => order = (0..e).collect(),
+        }
+        idx.extend(order[..k].iter().map(|&x| x as i64));
+    }
+    let w = uniform(t * k, seed + 2, 0.1, 1.0);
+    let mut aff = vec![0.0; t * e];
+    for tok in 0..t {
+        let sum: f64 = w[tok * k..(tok + 1) * k].iter().sum();
+        for j in 0..k {
+            aff[tok * e + idx[tok * k + j] as usize] = w[tok * k + j] / sum;
+        }
+    }
+    (idx, aff)
+}
+
 /// Rounds the float inputs to `dtype` (the weights to `wdt`, the
 /// affinities to `aff`).
 fn rounded(x: &Inputs, dtype: Dtype, wdt: Dtype, aff: Dtype) -> Inputs {
@@ -451,7 +458,7 @@ fn rules_refuse_what_they_name() {
         (MoeTkgCall { has_rank_id: false, ..OK }, MoeTkgRule::RankId),
         (MoeTkgCall { has_input_scales: true, ..OK }, MoeTkgRule::StaticQuantization),
         (MoeTkgCall { has_gate_up_scale: true, ..OK }, MoeTkgRule::RowScales),
-        (MoeTkgCall { mx: true, ..OK }, MoeTkgRule::Mx),
+        (MoeTkgCall { mx: true, ..OK }, MoeTkgRule::MxAllExpert),
         (MoeTkgCall { is_all_expert_dynamic: true, ..OK }, MoeTkgRule::Dynamic),
         (MoeTkgCall { is_all_expert_dynamic: true, has_block_size: true, mask_unselected_experts: true, ..OK }, MoeTkgRule::DynamicMask),
         (MoeTkgCall { has_eager: true, ..OK }, MoeTkgRule::Eager),

@@ -96,6 +96,20 @@ class ViewTest(unittest.TestCase):
         np.testing.assert_array_equal(host(halves), want.view(ml_dtypes.bfloat16).astype(np.float64))
         np.testing.assert_array_equal(host(t), want)
 
+    def test_base_tensor_is_the_whole_allocation(self):
+        x = RNG.standard_normal((4, 8)).astype(np.float32)
+
+        def k():
+            t = sbuf(x)
+            part = t[1:3, 2:6]
+            as_u8 = t.view(nl.uint8)[0:2, 4:8]
+            return part.base_tensor, as_u8.base_tensor
+
+        whole, through_view = run(k)
+        for b in (whole, through_view):
+            self.assertEqual((b.shape, b.dtype), ((4, 8), nl.float32))
+            np.testing.assert_array_equal(host(b), x)
+
     def test_float8_views_keep_every_byte_nan_codes_included(self):
         # Every byte as a float8_e4m3 element, copied by DMA into a float8 HBM
         # tensor and read back as bytes: NaN codes (0x79..0x7f, 0xf9..0xff) too.

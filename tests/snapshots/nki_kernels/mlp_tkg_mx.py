@@ -9,7 +9,9 @@ from .common_types import NormType
 from .down_projection_mx_shard_h import down_projection_mx_tp_shard_h
 from .gate_up_projection_mx_shard_h import gate_up_projection_mx_tp_shard_h
 from .kernel_helpers import apply_activation
+from .kernel_helpers import clamp
 from .mlp_parameters import H0
+from .mlp_parameters import MLPActivationParameters
 from .mlp_parameters import MLPQuantizationParameters
 from .mlp_parameters import MLPTensors
 from .mlp_tkg_utils import unit_gamma
@@ -50,6 +52,25 @@ def quantize_hidden_mx(sw, xq, xs):
     nisa.quantize_mx(dst=xq, src=sw, dst_scale=xs)
 
 
+def gate_up_product_mx(xq, xs, w, quant, act, dtype, cfg):
+    """The gated product `act(clamp(gate)) · clamp(up)` of the quantized
+    rows `xq`/`xs` as `[128, I/512, T4, 4]` in `dtype` (the layout the
+    down projection quantizes), each projection with its bias; the
+    scales in `quant` must be given.
+    """
+    fallback = w.gate_proj_weights_tensor
+    gate_scale, up_scale = (quant.gate_w_scale, quant.up_w_scale)
+    gate_s, up_s = (gate_scale if gate_scale is not None else fallback, up_scale if up_scale is not None else fallback)
+    gate = gate_up_projection_mx_tp_shard_h(xq, xs, w.gate_proj_weights_tensor, gate_s, w.gate_proj_bias_tensor, cfg)
+    clamp(gate, act.gate_clamp_upper_limit, act.gate_clamp_lower_limit)
+    apply_activation(gate, gate, act.activation_fn)
+    up = gate_up_projection_mx_tp_shard_h(xq, xs, w.up_proj_weights_tensor, up_s, w.up_proj_bias_tensor, cfg)
+    clamp(up, act.up_clamp_upper_limit, act.up_clamp_lower_limit)
+    gu = nl.ndarray(shape=gate.shape, dtype=dtype, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=gu, data1=gate, data2=up, op=nl.multiply)
+    return gu
+
+
 def store_output_mx(out_sb, output, t, cfg):
     """This program's `[128, H1s, T4]` output tiles transposed into its
     columns of `output` `[T, H]`, in the output's dtype.
@@ -75,11 +96,9 @@ def mlp_tkg_mx(hidden, w, quant, output, normalization_type, eps, act):
     xq = nl.ndarray(shape=(H0, cfg.n_h512_tile_sharded, cfg.bxs), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
     xs = nl.ndarray(shape=(H0, cfg.n_h512_tile_sharded, cfg.bxs), dtype=nl.uint8, buffer=nl.sbuf)
     quantize_hidden_mx(sw, xq, xs)
-    gate_scale, up_scale, down_scale = (quant.gate_w_scale, quant.up_w_scale, quant.down_w_scale)
-    gate_s, up_s, down_s = (gate_scale if gate_scale is not None else hidden, up_scale if up_scale is not None else hidden, down_scale if down_scale is not None else hidden)
-    gate = gate_up_projection_mx_tp_shard_h(xq, xs, w.gate_proj_weights_tensor, gate_s, w.gate_proj_bias_tensor, cfg)
-    apply_activation(gate, gate, act)
-    up = gate_up_projection_mx_tp_shard_h(xq, xs, w.up_proj_weights_tensor, up_s, w.up_proj_bias_tensor, cfg)
-    nisa.tensor_tensor(dst=gate, data1=gate, data2=up, op=nl.multiply)
-    out_sb = down_projection_mx_tp_shard_h(gate, w.down_proj_weights_tensor, down_s, w.down_proj_bias_tensor, cfg)
+    act = MLPActivationParameters(activation_fn=act, skip_gate_proj=False, gate_clamp_upper_limit=None, gate_clamp_lower_limit=None, up_clamp_upper_limit=None, up_clamp_lower_limit=None)
+    gu = gate_up_product_mx(xq, xs, w, quant, act, nl.bfloat16, cfg)
+    down_scale = quant.down_w_scale
+    down_s = down_scale if down_scale is not None else hidden
+    out_sb = down_projection_mx_tp_shard_h(gu, w.down_proj_weights_tensor, down_s, w.down_proj_bias_tensor, cfg)
     store_output_mx(out_sb, output, t, cfg)

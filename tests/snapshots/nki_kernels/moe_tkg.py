@@ -14,12 +14,86 @@ from .mlp_parameters import H0
 from .mlp_parameters import MLPActivationParameters
 from .moe_tkg_utils import MoeTkgOptions
 from .moe_tkg_utils import MoeTkgTensors
+from .mx_layout import MX_GROUP_PARTITIONS
+from .mx_layout import MX_PACK
+from .mx_layout import SCALE_GROUP_SIZE
+from .projection_mx_constants import GROUPS_PER_MX_TILE
+from .projection_mx_constants import MX_TILE
 from .selective_expert_impl import _selective_expert_moe_tkg
 from .selective_expert_impl import shard_on_t
+from .selective_expert_mx_impl import _selective_expert_moe_tkg_mxfp4
 
 
 # The most tokens the selective path takes (they sit on the partitions).
 MAX_SELECTIVE_TOKENS = 128
+
+
+# The most experts the MX path's down-bias matmul contracts over.
+MAX_MX_BIAS_EXPERTS = 128
+
+
+def check_mx_4d(v, name, e, a, b, c):
+    """Asserts an MX-form tensor, when given, is `[e, a, b, c]`."""
+    if v is not None:
+        x = v
+        d = x.shape
+        assert x.ndim == 4 and d[0] == e and d[1] == a and d[2] == b and d[3] == c, f"moe_tkg: {name} must be [{e}, {a}, {b}, {c}] with MX weights, got {d}"
+
+
+def check_mx_5d(v, name, e, a, b, c):
+    """Asserts a fused MX-form tensor, when given, is `[e, a, 2, b, c]`
+    (the gate half then the up half).
+    """
+    if v is not None:
+        x = v
+        d = x.shape
+        assert x.ndim == 5 and d[0] == e and d[1] == a and d[2] == 2 and d[3] == b and d[4] == c, f"moe_tkg: {name} must be [{e}, {a}, 2, {b}, {c}] with MX weights, got {d}"
+
+
+def check_scale_dtypes(w, dtype, form):
+    """Asserts the given weight scales are `dtype` (`form` names the
+    weight form in the message).
+    """
+    gate_up_scale, down_scale = (w.expert_gate_up_weights_scale, w.expert_down_weights_scale)
+    if gate_up_scale is not None:
+        v = gate_up_scale
+        assert v.dtype == dtype, f"moe_tkg: the {form} expert_gate_up_weights_scale must be {dtype}, got {v.dtype}"
+    if down_scale is not None:
+        v = down_scale
+        assert v.dtype == dtype, f"moe_tkg: the {form} expert_down_weights_scale must be {dtype}, got {v.dtype}"
+
+
+def check_tensors_mx(w, is_all_expert, mode, programs):
+    """The MX form's rules (those of [`moe_tkg_violation`](super::moe_tkg_violation)
+    for it, in its order) and its tensors' shapes and dtypes (module docs).
+    """
+    t, h = w.hidden_input.shape
+    e_l, _, _, n_h, i = w.expert_gate_up_weights.shape
+    _, k = w.expert_index.shape
+    e = w.expert_affinities.shape[1]
+    assert not is_all_expert, "moe_tkg: the MX all-expert path is not implemented (MX weights need is_all_expert=False)"
+    gate_up_scale, down_scale = (w.expert_gate_up_weights_scale, w.expert_down_weights_scale)
+    assert gate_up_scale is not None and down_scale is not None, "moe_tkg: MX weights need expert_gate_up_weights_scale and expert_down_weights_scale"
+    assert h % MX_TILE == 0, f"moe_tkg: MX weights need H to be a multiple of 512, got H = {h}"
+    assert i % MX_TILE == 0 or (i < MX_TILE and i % SCALE_GROUP_SIZE == 0), f"moe_tkg: MX weights need I to be a multiple of 512, or below 512 and a multiple of 32, got I = {i}"
+    assert k % programs == 0, f"moe_tkg: the MX selective-expert path splits the top-k slots over the programs: K = {k} must be a multiple of {programs}"
+    assert mode == ExpertAffinityScaleMode.POST_SCALE, f"moe_tkg: the MX selective-expert path always scales by the affinities: expert_affinities_scaling_mode must be POST_SCALE, got {mode}"
+    assert w.expert_down_bias is None or (e <= MAX_MX_BIAS_EXPERTS and e == e_l), f"moe_tkg: with MX weights the down bias is weighted by all E affinities at once: E = {e} must be E_L = {e_l} and at most 128"
+    assert nisa.get_nc_version() == nisa.nc_version.gen4, "moe_tkg: MX weights need trn3 (nc_matmul_mx)"
+    x = w.hidden_input.dtype
+    assert x == nl.bfloat16 or x == nl.float16, f"moe_tkg: hidden_input must be bfloat16 or float16 with MX weights (quantize_mx reads 16-bit data), got {x}"
+    n_i, gw, dw = (-(-i // MX_TILE), w.expert_gate_up_weights.dtype, w.expert_down_weights.dtype)
+    assert dw == gw, f"moe_tkg: expert_down_weights must share expert_gate_up_weights' MX dtype {gw}, got {dw}"
+    i_p = i // MX_PACK if i < MX_TILE else H0
+    check_mx_4d(w.expert_down_weights, "expert_down_weights", e_l, i_p, n_i, h)
+    check_mx_5d(gate_up_scale, "expert_gate_up_weights_scale", e_l, GROUPS_PER_MX_TILE, n_h, i)
+    check_mx_4d(down_scale, "expert_down_weights_scale", e_l, i_p // MX_GROUP_PARTITIONS, n_i, h)
+    b_p = i // MX_PACK if i <= MX_TILE else H0
+    check_mx_5d(w.expert_gate_up_bias, "expert_gate_up_bias", e_l, b_p, n_i, MX_PACK)
+    check_2d(w.expert_down_bias, "moe_tkg", "expert_down_bias", e_l, h)
+    check_scale_dtypes(w, nl.uint8, "MX")
+    a = w.expert_affinities.shape
+    assert w.expert_affinities.ndim == 2 and a[0] == t, f"moe_tkg: expert_affinities must be [T = {t}, E], got {a}"
 
 
 def check_tensors(w, quantized):
@@ -42,6 +116,7 @@ def check_tensors(w, quantized):
     gw, dw = (w.expert_gate_up_weights.dtype, w.expert_down_weights.dtype)
     assert quantized == (gw == fp8) and quantized == (dw == fp8), f"moe_tkg: the expert weights must be float8_e4m3 exactly when both weight scales are given (ROW), got {gw} and {dw}"
     if quantized:
+        check_scale_dtypes(w, nl.float32, "ROW")
         assert w.hidden_input.dtype != nl.float32, "moe_tkg: hidden_input must be bfloat16 or float16 with fp8 weights (they multiply it as it is), got float32"
 
 
@@ -54,15 +129,15 @@ def moe_tkg(hidden_input, expert_gate_up_weights, expert_down_weights, expert_af
     assert isinstance(expert_affinities_scaling_mode, ExpertAffinityScaleMode), f"moe_tkg: expert_affinities_scaling_mode={expert_affinities_scaling_mode!r} is not a ExpertAffinityScaleMode member (NO_SCALE, POST_SCALE, PRE_SCALE, PRE_SCALE_DELAYED)"
     assert isinstance(activation_fn, ActFnType), f"moe_tkg: activation_fn={activation_fn!r} is not a ActFnType member (SiLU, GELU, GELU_Tanh_Approx, Swish)"
     assert hidden_input.dtype in (nl.float32, nl.bfloat16, nl.float16), "moe_tkg takes hidden_input as float32, bfloat16 or float16"
-    assert expert_gate_up_weights.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "moe_tkg takes expert_gate_up_weights as float32, bfloat16, float16 or float8_e4m3"
-    assert expert_down_weights.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "moe_tkg takes expert_down_weights as float32, bfloat16, float16 or float8_e4m3"
+    assert expert_gate_up_weights.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3, nl.float4_e2m1fn_x4, nl.float8_e4m3fn_x4), "moe_tkg takes expert_gate_up_weights as float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4 or float8_e4m3fn_x4"
+    assert expert_down_weights.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3, nl.float4_e2m1fn_x4, nl.float8_e4m3fn_x4), "moe_tkg takes expert_down_weights as float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4 or float8_e4m3fn_x4"
     assert expert_affinities.dtype in (nl.float32, nl.bfloat16, nl.float16), "moe_tkg takes expert_affinities as float32, bfloat16 or float16"
     assert expert_index.dtype in (nl.int32, nl.uint32), "moe_tkg takes expert_index as int32 or uint32"
     assert rank_id is None or rank_id.dtype in (nl.int32, nl.uint32), "moe_tkg takes rank_id as int32 or uint32"
     assert expert_gate_up_bias is None or expert_gate_up_bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "moe_tkg takes expert_gate_up_bias as float32, bfloat16 or float16"
     assert expert_down_bias is None or expert_down_bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "moe_tkg takes expert_down_bias as float32, bfloat16 or float16"
-    assert expert_gate_up_weights_scale is None or expert_gate_up_weights_scale.dtype in (nl.float32,), "moe_tkg takes expert_gate_up_weights_scale as float32"
-    assert expert_down_weights_scale is None or expert_down_weights_scale.dtype in (nl.float32,), "moe_tkg takes expert_down_weights_scale as float32"
+    assert expert_gate_up_weights_scale is None or expert_gate_up_weights_scale.dtype in (nl.float32, nl.uint8), "moe_tkg takes expert_gate_up_weights_scale as float32 or uint8"
+    assert expert_down_weights_scale is None or expert_down_weights_scale.dtype in (nl.float32, nl.uint8), "moe_tkg takes expert_down_weights_scale as float32 or uint8"
     assert hidden_input_scale is None or hidden_input_scale.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "moe_tkg takes hidden_input_scale as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     assert gate_up_input_scale is None or gate_up_input_scale.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "moe_tkg takes gate_up_input_scale as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     assert down_input_scale is None or down_input_scale.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "moe_tkg takes down_input_scale as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
@@ -70,8 +145,11 @@ def moe_tkg(hidden_input, expert_gate_up_weights, expert_down_weights, expert_af
     assert hidden_input.ndim == 2, f"moe_tkg: hidden_input must be [T, H] in HBM, got {hidden_input.shape}"
     t, h = hidden_input.shape
     gs = expert_gate_up_weights.shape
-    assert expert_gate_up_weights.ndim == 4 and gs[1] == h and gs[2] == 2, f"moe_tkg: expert_gate_up_weights must be [E_L, H = {h}, 2, I], got {gs}"
-    e_l, i = (gs[0], gs[3])
+    gw = expert_gate_up_weights.dtype
+    mx = gw == nl.float4_e2m1fn_x4 or gw == nl.float8_e4m3fn_x4
+    assert mx or (expert_gate_up_weights.ndim == 4 and gs[1] == h and gs[2] == 2), f"moe_tkg: expert_gate_up_weights must be [E_L, H = {h}, 2, I], got {gs}"
+    assert not mx or (expert_gate_up_weights.ndim == 5 and gs[1] == H0 and gs[2] == 2 and gs[3] * MX_TILE == h), f"moe_tkg: MX expert_gate_up_weights must be [E_L, 128, 2, H / 512, I] (H = {h}), got {gs}"
+    e_l, i = (gs[0], gs[expert_gate_up_weights.ndim - 1])
     k = expert_index.shape[expert_index.ndim - 1]
     programs = nl.num_programs(axes=0) if nl.program_ndim() == 1 else 1
     post = expert_affinities_scaling_mode == ExpertAffinityScaleMode.POST_SCALE
@@ -79,26 +157,32 @@ def moe_tkg(hidden_input, expert_gate_up_weights, expert_down_weights, expert_af
     assert t > 0 and i > 0 and e_l > 0 and k > 0, f"moe_tkg: T = {t}, I = {i}, E_L = {e_l} and K = {k} must be positive"
     assert is_all_expert or t <= MAX_SELECTIVE_TOKENS, f"moe_tkg: the selective-expert path takes at most 128 tokens (T = batch size * seq len), got {t}"
     assert programs <= 2, f"moe_tkg: runs on 1 or 2 programs (LNC1 or LNC2), got {programs}"
-    hidden_sharded = is_all_expert or not shard_on_t(t, h, i, programs)
+    hidden_sharded = not mx and (is_all_expert or not shard_on_t(t, h, i, programs))
     assert not hidden_sharded or h // H0 % programs == 0, f"moe_tkg: H / 128 = {h // H0} must split evenly over the {programs} programs of the launch (this call shards H)"
     assert expert_affinities_scaling_mode != ExpertAffinityScaleMode.PRE_SCALE and expert_affinities_scaling_mode != ExpertAffinityScaleMode.PRE_SCALE_DELAYED, f"moe_tkg: expert_affinities_scaling_mode must be NO_SCALE or POST_SCALE, got {expert_affinities_scaling_mode}"
     assert not is_all_expert or not post or rank_id is not None, "moe_tkg: rank_id is required for all-expert mode with affinity scaling"
     assert gate_up_input_scale is None and down_input_scale is None, "moe_tkg: static quantization (gate_up_input_scale, down_input_scale) is not supported"
+    assert hidden_input_scale is None or (mx and is_all_expert), "moe_tkg: hidden_input_scale is only supported with MX weights in all-expert mode"
+    w = MoeTkgTensors(hidden_input=hidden_input, expert_gate_up_weights=expert_gate_up_weights, expert_down_weights=expert_down_weights, expert_affinities=expert_affinities, expert_index=expert_index, rank_id=rank_id, expert_gate_up_bias=expert_gate_up_bias, expert_down_bias=expert_down_bias, expert_gate_up_weights_scale=expert_gate_up_weights_scale, expert_down_weights_scale=expert_down_weights_scale)
     quantized = expert_gate_up_weights_scale is not None and expert_down_weights_scale is not None
-    assert quantized or (expert_gate_up_weights_scale is None and expert_down_weights_scale is None), "moe_tkg: ROW quantization needs both expert_gate_up_weights_scale and expert_down_weights_scale"
-    assert hidden_input_scale is None, "moe_tkg: hidden_input_scale belongs to the MX weight forms, which are not implemented"
+    if mx:
+        check_tensors_mx(w, is_all_expert, expert_affinities_scaling_mode, programs)
+    else:
+        assert quantized or (expert_gate_up_weights_scale is None and expert_down_weights_scale is None), "moe_tkg: ROW quantization needs both expert_gate_up_weights_scale and expert_down_weights_scale"
     assert not is_all_expert_dynamic or (is_all_expert and block_size is not None), "moe_tkg: is_all_expert_dynamic=True requires is_all_expert=True and a block_size"
     assert not is_all_expert_dynamic or not mask_unselected_experts, "moe_tkg: mask_unselected_experts is not supported with is_all_expert_dynamic=True"
     assert not is_all_expert or expert_affinities_eager is None, "moe_tkg: expert_affinities_eager is not supported with is_all_expert=True"
     assert not output_in_sbuf, "moe_tkg: output_in_sbuf is not implemented (the output is an HBM tensor)"
-    w = MoeTkgTensors(hidden_input=hidden_input, expert_gate_up_weights=expert_gate_up_weights, expert_down_weights=expert_down_weights, expert_affinities=expert_affinities, expert_index=expert_index, rank_id=rank_id, expert_gate_up_bias=expert_gate_up_bias, expert_down_bias=expert_down_bias, expert_gate_up_weights_scale=expert_gate_up_weights_scale, expert_down_weights_scale=expert_down_weights_scale)
-    check_tensors(w, quantized)
+    if not mx:
+        check_tensors(w, quantized)
     act = MLPActivationParameters(activation_fn=activation_fn, skip_gate_proj=False, gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
-    quantization_type = QuantizationType.ROW if quantized else QuantizationType.NONE
+    quantization_type = QuantizationType.MX if mx else QuantizationType.ROW if quantized else QuantizationType.NONE
     opts = MoeTkgOptions(expert_affinities_scaling_mode=expert_affinities_scaling_mode, mask_unselected_experts=mask_unselected_experts, quantization_type=quantization_type, act=act)
     output = nl.ndarray(shape=(t, h), dtype=output_dtype if output_dtype is not None else hidden_input.dtype, buffer=nl.shared_hbm)
     if is_all_expert:
         _all_expert_moe_tkg(w, opts, output)
+    elif mx:
+        _selective_expert_moe_tkg_mxfp4(w, opts, output)
     else:
         _selective_expert_moe_tkg(w, opts, output)
     return output

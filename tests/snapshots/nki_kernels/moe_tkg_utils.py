@@ -108,11 +108,18 @@ def select_expert_weights(w, id):
     return MLPTensors(gate_proj_weights_tensor=gate, up_proj_weights_tensor=up, down_proj_weights_tensor=down, normalization_weights_tensor=None, normalization_bias_tensor=None, gate_proj_bias_tensor=gate_b, up_proj_bias_tensor=up_b, down_proj_bias_tensor=down_b, fused_add_tensor=None)
 
 
+def weight_scales(quantization_type, gate, up, down):
+    """The scales of `quantization_type` with these weight scales (the
+    expert paths take no input scales).
+    """
+    return MLPQuantizationParameters(quantization_type=quantization_type, gate_w_scale=gate, up_w_scale=up, down_w_scale=down, gate_up_in_scale=None, down_in_scale=None, clipping_bound=0.0)
+
+
 def select_expert_scales(w, id, quantization_type):
     """The `ROW` scales of the expert in `id`, each broadcast to `[128, n]`
     (the library's `reshape_scale_for_mlp`); none without quantization.
     """
-    q = MLPQuantizationParameters(quantization_type=quantization_type, gate_w_scale=None, up_w_scale=None, down_w_scale=None, gate_up_in_scale=None, down_in_scale=None, clipping_bound=0.0)
+    q = weight_scales(quantization_type, None, None, None)
     gate_up_scale, down_scale = (w.expert_gate_up_weights_scale, w.expert_down_weights_scale)
     if gate_up_scale is not None:
         gus = gate_up_scale
@@ -126,7 +133,7 @@ def select_expert_scales(w, id, quantization_type):
             nisa.dma_copy(dst=up, src=gus.ap(pattern=[[0, H0], [1, i]], offset=UP * i, scalar_offset=id, indirect_dim=0))
             down = nl.ndarray(shape=(H0, h), dtype=dws.dtype, buffer=nl.private_hbm)
             nisa.dma_copy(dst=down, src=dws.ap(pattern=[[0, H0], [1, h]], offset=0, scalar_offset=id, indirect_dim=0))
-            q = MLPQuantizationParameters(quantization_type=quantization_type, gate_w_scale=gate, up_w_scale=up, down_w_scale=down, gate_up_in_scale=None, down_in_scale=None, clipping_bound=0.0)
+            q = weight_scales(quantization_type, gate, up, down)
     return q
 
 

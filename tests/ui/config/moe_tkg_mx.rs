@@ -1,4 +1,4 @@
-/// Rejected at compile time: the MX weight forms are not implemented.
+/// Rejected at compile time: the MX all-expert path is not implemented.
 fn main() {
     let call = nkilib::moe_tkg_config!(tokens = 32, hidden = 3072, intermediate = 3072, experts = 1, top_k = 1, programs = 2, is_all_expert = true, mx = true);
     let _ = call;

@@ -170,6 +170,15 @@ class NkiTensor(TensorViews):
         return len(self.shape)
 
     @property
+    def base_tensor(self):
+        """The whole allocation this view was cut from, in the shape and dtype
+        it was allocated with (through a `view(dtype)` to the bytes' owner)."""
+        storage = self.storage
+        while hasattr(storage, "base"):
+            storage = storage.base
+        return NkiTensor(storage)
+
+    @property
     def buffer(self):
         return self.storage.buffer
 

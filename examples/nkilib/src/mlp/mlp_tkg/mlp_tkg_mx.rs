@@ -35,14 +35,14 @@ pub use kernel::*;
 /// The MX decode path.
 #[nki::nki_module]
 pub mod kernel {
-    use crate::mlp::mlp_parameters::{H0, MLPQuantizationParameters, MLPTensors};
+    use crate::mlp::mlp_parameters::{H0, MLPActivationParameters, MLPQuantizationParameters, MLPTensors};
     use crate::mlp::mlp_tkg::down_projection_mx_shard_h::down_projection_mx_tp_shard_h;
     use crate::mlp::mlp_tkg::gate_up_projection_mx_shard_h::gate_up_projection_mx_tp_shard_h;
     use crate::mlp::mlp_tkg::mlp_tkg_utils::unit_gamma;
     use crate::mlp::mlp_tkg::projection_mx_constants::{ProjConfig, proj_config};
     use crate::subkernels::rmsnorm_tkg::rmsnorm_tkg_shard_on_bxs;
     pub use crate::utils::common_types::{ActFnType, NormType};
-    use crate::utils::kernel_helpers::apply_activation;
+    use crate::utils::kernel_helpers::{apply_activation, clamp};
     use crate::utils::mx_layout::MX_PACK;
     use nki::prelude::*;
 
@@ -113,14 +113,46 @@ pub mod kernel {
         let xq = nl::ndarray([H0, cfg.n_h512_tile_sharded, cfg.bxs], nl::float8_e4m3fn_x4, buffer = nl::sbuf);
         let xs = nl::ndarray([H0, cfg.n_h512_tile_sharded, cfg.bxs], nl::uint8, buffer = nl::sbuf);
         quantize_hidden_mx(sw, xq, xs);
+        let act = MLPActivationParameters {
+            activation_fn: act,
+            skip_gate_proj: false,
+            gate_clamp_upper_limit: None,
+            gate_clamp_lower_limit: None,
+            up_clamp_upper_limit: None,
+            up_clamp_lower_limit: None,
+        };
+        let gu = gate_up_product_mx(xq, xs, w, quant, act, nl::bfloat16, cfg);
         // The scales are checked present before the path runs.
-        let (gate_scale, up_scale, down_scale) = (quant.gate_w_scale, quant.up_w_scale, quant.down_w_scale);
-        let (gate_s, up_s, down_s) = (gate_scale.unwrap_or(hidden), up_scale.unwrap_or(hidden), down_scale.unwrap_or(hidden));
-        let gate = gate_up_projection_mx_tp_shard_h(xq, xs, w.gate_proj_weights_tensor, gate_s, w.gate_proj_bias_tensor, cfg);
-        apply_activation(gate, gate, act);
-        let up = gate_up_projection_mx_tp_shard_h(xq, xs, w.up_proj_weights_tensor, up_s, w.up_proj_bias_tensor, cfg);
-        nisa::tensor_tensor(gate, gate, up, nl::multiply);
-        let out_sb = down_projection_mx_tp_shard_h(gate, w.down_proj_weights_tensor, down_s, w.down_proj_bias_tensor, cfg);
+        let down_scale = quant.down_w_scale;
+        let down_s = down_scale.unwrap_or(hidden);
+        let out_sb = down_projection_mx_tp_shard_h(gu, w.down_proj_weights_tensor, down_s, w.down_proj_bias_tensor, cfg);
         store_output_mx(out_sb, output, t, cfg);
+    }
+
+    /// The gated product `act(clamp(gate)) · clamp(up)` of the quantized
+    /// rows `xq`/`xs` as `[128, I/512, T4, 4]` in `dtype` (the layout the
+    /// down projection quantizes), each projection with its bias; the
+    /// scales in `quant` must be given.
+    #[nki_helper]
+    pub fn gate_up_product_mx(
+        xq: Sbuf,
+        xs: Sbuf,
+        w: MLPTensors,
+        quant: MLPQuantizationParameters,
+        act: MLPActivationParameters,
+        dtype: Dtype,
+        cfg: ProjConfig,
+    ) -> Sbuf {
+        let fallback = w.gate_proj_weights_tensor;
+        let (gate_scale, up_scale) = (quant.gate_w_scale, quant.up_w_scale);
+        let (gate_s, up_s) = (gate_scale.unwrap_or(fallback), up_scale.unwrap_or(fallback));
+        let gate: Sbuf = gate_up_projection_mx_tp_shard_h(xq, xs, w.gate_proj_weights_tensor, gate_s, w.gate_proj_bias_tensor, cfg);
+        clamp(gate, act.gate_clamp_upper_limit, act.gate_clamp_lower_limit);
+        apply_activation(gate, gate, act.activation_fn);
+        let up = gate_up_projection_mx_tp_shard_h(xq, xs, w.up_proj_weights_tensor, up_s, w.up_proj_bias_tensor, cfg);
+        clamp(up, act.up_clamp_upper_limit, act.up_clamp_lower_limit);
+        let gu = nl::ndarray(gate.shape(), dtype, buffer = nl::sbuf);
+        nisa::tensor_tensor(gu, gate, up, nl::multiply);
+        gu
     }
 }

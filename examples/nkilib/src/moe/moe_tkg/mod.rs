@@ -7,3 +7,4 @@ pub mod moe_tkg;
 pub mod moe_tkg_affinity_masking;
 pub mod moe_tkg_utils;
 pub mod selective_expert_impl;
+pub mod selective_expert_mx_impl;

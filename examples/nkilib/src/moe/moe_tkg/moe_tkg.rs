@@ -16,15 +16,21 @@
 //! `mask_unselected_experts`. `ROW` quantization: `float8_e4m3` weights whose
 //! projections are multiplied by per-column scales before their bias.
 //!
+//! The MX weight forms (`float4_e2m1fn_x4`, `float8_e4m3fn_x4`, trn3, with
+//! `uint8` block scales) run the selective-expert path of
+//! [`selective_expert_mx_impl`](crate::moe::moe_tkg::selective_expert_mx_impl)
+//! (its module docs give the layouts), under the rules of [`mx_violation`].
+//!
 //! Options this port does not implement are refused by name (see
-//! [`MoeTkgRule`]): the MX weight forms (`float4_e2m1fn_x4`,
-//! `float8_e4m3fn_x4`, trn3) with their `hidden_input_scale`, and SBUF input
-//! or output. `is_all_expert_dynamic` and `block_size` choose a control-flow
+//! [`MoeTkgRule`]): the MX all-expert path (and so `hidden_input_scale`,
+//! which only it takes), and SBUF input or output. `is_all_expert_dynamic` and `block_size` choose a control-flow
 //! strategy of the library's MX all-expert path only; they are checked and
 //! change nothing here, as in the library's non-MX path.
 
 use crate::mlp::mlp_parameters::H0;
+use crate::mlp::mlp_tkg::projection_mx_constants::MX_TILE;
 use crate::moe::moe_tkg::selective_expert_impl::selective_shards_tokens;
+use crate::utils::mx_layout::SCALE_GROUP_SIZE;
 
 pub use kernel::*;
 
@@ -32,15 +38,20 @@ pub use kernel::*;
 #[nki::nki_module]
 pub mod kernel {
     use crate::mlp::mlp_parameters::{H0, MLPActivationParameters};
+    use crate::mlp::mlp_tkg::projection_mx_constants::{GROUPS_PER_MX_TILE, MX_TILE};
     use crate::moe::moe_tkg::all_expert_impl::_all_expert_moe_tkg;
     use crate::moe::moe_tkg::moe_tkg_utils::{MoeTkgOptions, MoeTkgTensors};
     use crate::moe::moe_tkg::selective_expert_impl::{_selective_expert_moe_tkg, shard_on_t};
+    use crate::moe::moe_tkg::selective_expert_mx_impl::_selective_expert_moe_tkg_mxfp4;
     pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode, QuantizationType};
     use crate::utils::kernel_helpers::{check_2d, check_3d};
+    use crate::utils::mx_layout::{MX_GROUP_PARTITIONS, MX_PACK, SCALE_GROUP_SIZE};
     use nki::prelude::*;
 
     /// The most tokens the selective path takes (they sit on the partitions).
     pub const MAX_SELECTIVE_TOKENS: i64 = nl::tile_size::pmax;
+    /// The most experts the MX path's down-bias matmul contracts over.
+    pub const MAX_MX_BIAS_EXPERTS: i64 = nl::tile_size::pmax;
 
     /// The call's tensor shapes and dtypes (the rules of
     /// [`moe_tkg_violation`](super::moe_tkg_violation) on the sizes come first).
@@ -65,9 +76,99 @@ pub mod kernel {
             "moe_tkg: the expert weights must be float8_e4m3 exactly when both weight scales are given (ROW), got {gw} and {dw}"
         );
         if quantized {
+            check_scale_dtypes(w, nl::float32, "ROW");
             assert!(
                 w.hidden_input.dtype() != nl::float32,
                 "moe_tkg: hidden_input must be bfloat16 or float16 with fp8 weights (they multiply it as it is), got float32"
+            );
+        }
+    }
+
+    /// The MX form's rules (those of [`moe_tkg_violation`](super::moe_tkg_violation)
+    /// for it, in its order) and its tensors' shapes and dtypes (module docs).
+    #[nki_helper]
+    pub fn check_tensors_mx(w: MoeTkgTensors, is_all_expert: bool, mode: ExpertAffinityScaleMode, programs: i64) {
+        let [t, h] = w.hidden_input.shape();
+        let [e_l, _, _, n_h, i] = w.expert_gate_up_weights.shape();
+        let [_, k] = w.expert_index.shape();
+        let e = w.expert_affinities.shape()[1];
+        assert!(!is_all_expert, "moe_tkg: the MX all-expert path is not implemented (MX weights need is_all_expert=False)");
+        let (gate_up_scale, down_scale) = (w.expert_gate_up_weights_scale, w.expert_down_weights_scale);
+        assert!(
+            gate_up_scale.is_some() && down_scale.is_some(),
+            "moe_tkg: MX weights need expert_gate_up_weights_scale and expert_down_weights_scale"
+        );
+        assert!(h % MX_TILE == 0, "moe_tkg: MX weights need H to be a multiple of 512, got H = {h}");
+        assert!(
+            i % MX_TILE == 0 || (i < MX_TILE && i % SCALE_GROUP_SIZE == 0),
+            "moe_tkg: MX weights need I to be a multiple of 512, or below 512 and a multiple of 32, got I = {i}"
+        );
+        assert!(
+            k % programs == 0,
+            "moe_tkg: the MX selective-expert path splits the top-k slots over the programs: K = {k} must be a multiple of {programs}"
+        );
+        assert!(
+            mode == ExpertAffinityScaleMode::POST_SCALE,
+            "moe_tkg: the MX selective-expert path always scales by the affinities: expert_affinities_scaling_mode must be POST_SCALE, got {mode}"
+        );
+        assert!(
+            w.expert_down_bias.is_none() || (e <= MAX_MX_BIAS_EXPERTS && e == e_l),
+            "moe_tkg: with MX weights the down bias is weighted by all E affinities at once: E = {e} must be E_L = {e_l} and at most 128"
+        );
+        assert!(nisa::get_nc_version() == nisa::nc_version::gen4, "moe_tkg: MX weights need trn3 (nc_matmul_mx)");
+        let x = w.hidden_input.dtype();
+        assert!(
+            x == nl::bfloat16 || x == nl::float16,
+            "moe_tkg: hidden_input must be bfloat16 or float16 with MX weights (quantize_mx reads 16-bit data), got {x}"
+        );
+        let (n_i, gw, dw) = (i.div_ceil(MX_TILE), w.expert_gate_up_weights.dtype(), w.expert_down_weights.dtype());
+        assert!(dw == gw, "moe_tkg: expert_down_weights must share expert_gate_up_weights' MX dtype {gw}, got {dw}");
+        let i_p = if i < MX_TILE { i / MX_PACK } else { H0 };
+        check_mx_4d(Some(w.expert_down_weights), "expert_down_weights", e_l, i_p, n_i, h);
+        check_mx_5d(gate_up_scale, "expert_gate_up_weights_scale", e_l, GROUPS_PER_MX_TILE, n_h, i);
+        check_mx_4d(down_scale, "expert_down_weights_scale", e_l, i_p / MX_GROUP_PARTITIONS, n_i, h);
+        let b_p = if i <= MX_TILE { i / MX_PACK } else { H0 };
+        check_mx_5d(w.expert_gate_up_bias, "expert_gate_up_bias", e_l, b_p, n_i, MX_PACK);
+        check_2d(w.expert_down_bias, "moe_tkg", "expert_down_bias", e_l, h);
+        check_scale_dtypes(w, nl::uint8, "MX");
+        let a = w.expert_affinities.shape();
+        assert!(w.expert_affinities.ndim() == 2 && a[0] == t, "moe_tkg: expert_affinities must be [T = {t}, E], got {a}");
+    }
+
+    /// Asserts the given weight scales are `dtype` (`form` names the
+    /// weight form in the message).
+    #[nki_helper]
+    pub fn check_scale_dtypes(w: MoeTkgTensors, dtype: Dtype, form: &str) {
+        let (gate_up_scale, down_scale) = (w.expert_gate_up_weights_scale, w.expert_down_weights_scale);
+        if let Some(v) = gate_up_scale {
+            assert!(v.dtype() == dtype, "moe_tkg: the {form} expert_gate_up_weights_scale must be {dtype}, got {}", v.dtype());
+        }
+        if let Some(v) = down_scale {
+            assert!(v.dtype() == dtype, "moe_tkg: the {form} expert_down_weights_scale must be {dtype}, got {}", v.dtype());
+        }
+    }
+
+    /// Asserts an MX-form tensor, when given, is `[e, a, b, c]`.
+    #[nki_helper]
+    pub fn check_mx_4d(v: Option<Hbm>, name: &str, e: i64, a: i64, b: i64, c: i64) {
+        if let Some(x) = v {
+            let d = x.shape();
+            assert!(
+                x.ndim() == 4 && d[0] == e && d[1] == a && d[2] == b && d[3] == c,
+                "moe_tkg: {name} must be [{e}, {a}, {b}, {c}] with MX weights, got {d}"
+            );
+        }
+    }
+
+    /// Asserts a fused MX-form tensor, when given, is `[e, a, 2, b, c]`
+    /// (the gate half then the up half).
+    #[nki_helper]
+    pub fn check_mx_5d(v: Option<Hbm>, name: &str, e: i64, a: i64, b: i64, c: i64) {
+        if let Some(x) = v {
+            let d = x.shape();
+            assert!(
+                x.ndim() == 5 && d[0] == e && d[1] == a && d[2] == 2 && d[3] == b && d[4] == c,
+                "moe_tkg: {name} must be [{e}, {a}, 2, {b}, {c}] with MX weights, got {d}"
             );
         }
     }
@@ -78,16 +179,16 @@ pub mod kernel {
     #[nki_kernel]
     pub fn moe_tkg(
         #[dtypes(float32, bfloat16, float16)] hidden_input: Hbm,
-        #[dtypes(float32, bfloat16, float16, float8_e4m3)] expert_gate_up_weights: Hbm,
-        #[dtypes(float32, bfloat16, float16, float8_e4m3)] expert_down_weights: Hbm,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4, float8_e4m3fn_x4)] expert_gate_up_weights: Hbm,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4, float8_e4m3fn_x4)] expert_down_weights: Hbm,
         #[dtypes(float32, bfloat16, float16)] expert_affinities: Hbm,
         #[dtypes(int32, uint32)] expert_index: Hbm,
         is_all_expert: bool,
         #[dtypes(int32, uint32)] rank_id: Option<Hbm>,
         #[dtypes(float32, bfloat16, float16)] expert_gate_up_bias: Option<Hbm>,
         #[dtypes(float32, bfloat16, float16)] expert_down_bias: Option<Hbm>,
-        #[dtypes(float32)] expert_gate_up_weights_scale: Option<Hbm>,
-        #[dtypes(float32)] expert_down_weights_scale: Option<Hbm>,
+        #[dtypes(float32, uint8)] expert_gate_up_weights_scale: Option<Hbm>,
+        #[dtypes(float32, uint8)] expert_down_weights_scale: Option<Hbm>,
         hidden_input_scale: Option<Hbm>,
         gate_up_input_scale: Option<Hbm>,
         down_input_scale: Option<Hbm>,
@@ -107,11 +208,17 @@ pub mod kernel {
         assert!(hidden_input.ndim() == 2, "moe_tkg: hidden_input must be [T, H] in HBM, got {}", hidden_input.shape());
         let [t, h] = hidden_input.shape();
         let gs = expert_gate_up_weights.shape();
+        let gw = expert_gate_up_weights.dtype();
+        let mx = gw == nl::float4_e2m1fn_x4 || gw == nl::float8_e4m3fn_x4;
         assert!(
-            expert_gate_up_weights.ndim() == 4 && gs[1] == h && gs[2] == 2,
+            mx || (expert_gate_up_weights.ndim() == 4 && gs[1] == h && gs[2] == 2),
             "moe_tkg: expert_gate_up_weights must be [E_L, H = {h}, 2, I], got {gs}"
         );
-        let (e_l, i) = (gs[0], gs[3]);
+        assert!(
+            !mx || (expert_gate_up_weights.ndim() == 5 && gs[1] == H0 && gs[2] == 2 && gs[3] * MX_TILE == h),
+            "moe_tkg: MX expert_gate_up_weights must be [E_L, 128, 2, H / 512, I] (H = {h}), got {gs}"
+        );
+        let (e_l, i) = (gs[0], gs[expert_gate_up_weights.ndim() - 1]);
         let k = expert_index.shape()[expert_index.ndim() - 1];
         let programs = if nl::program_ndim() == 1 { nl::num_programs(0) } else { 1 };
         let post = expert_affinities_scaling_mode == ExpertAffinityScaleMode::POST_SCALE;
@@ -123,7 +230,7 @@ pub mod kernel {
             "moe_tkg: the selective-expert path takes at most 128 tokens (T = batch size * seq len), got {t}"
         );
         assert!(programs <= 2, "moe_tkg: runs on 1 or 2 programs (LNC1 or LNC2), got {programs}");
-        let hidden_sharded = is_all_expert || !shard_on_t(t, h, i, programs);
+        let hidden_sharded = !mx && (is_all_expert || !shard_on_t(t, h, i, programs));
         assert!(
             !hidden_sharded || (h / H0) % programs == 0,
             "moe_tkg: H / 128 = {} must split evenly over the {programs} programs of the launch (this call shards H)",
@@ -139,12 +246,31 @@ pub mod kernel {
             gate_up_input_scale.is_none() && down_input_scale.is_none(),
             "moe_tkg: static quantization (gate_up_input_scale, down_input_scale) is not supported"
         );
-        let quantized = expert_gate_up_weights_scale.is_some() && expert_down_weights_scale.is_some();
         assert!(
-            quantized || (expert_gate_up_weights_scale.is_none() && expert_down_weights_scale.is_none()),
-            "moe_tkg: ROW quantization needs both expert_gate_up_weights_scale and expert_down_weights_scale"
+            hidden_input_scale.is_none() || (mx && is_all_expert),
+            "moe_tkg: hidden_input_scale is only supported with MX weights in all-expert mode"
         );
-        assert!(hidden_input_scale.is_none(), "moe_tkg: hidden_input_scale belongs to the MX weight forms, which are not implemented");
+        let w = MoeTkgTensors {
+            hidden_input,
+            expert_gate_up_weights,
+            expert_down_weights,
+            expert_affinities,
+            expert_index,
+            rank_id,
+            expert_gate_up_bias,
+            expert_down_bias,
+            expert_gate_up_weights_scale,
+            expert_down_weights_scale,
+        };
+        let quantized = expert_gate_up_weights_scale.is_some() && expert_down_weights_scale.is_some();
+        if mx {
+            check_tensors_mx(w, is_all_expert, expert_affinities_scaling_mode, programs);
+        } else {
+            assert!(
+                quantized || (expert_gate_up_weights_scale.is_none() && expert_down_weights_scale.is_none()),
+                "moe_tkg: ROW quantization needs both expert_gate_up_weights_scale and expert_down_weights_scale"
+            );
+        }
         assert!(
             !is_all_expert_dynamic || (is_all_expert && block_size.is_some()),
             "moe_tkg: is_all_expert_dynamic=True requires is_all_expert=True and a block_size"
@@ -158,20 +284,9 @@ pub mod kernel {
             "moe_tkg: expert_affinities_eager is not supported with is_all_expert=True"
         );
         assert!(!output_in_sbuf, "moe_tkg: output_in_sbuf is not implemented (the output is an HBM tensor)");
-
-        let w = MoeTkgTensors {
-            hidden_input,
-            expert_gate_up_weights,
-            expert_down_weights,
-            expert_affinities,
-            expert_index,
-            rank_id,
-            expert_gate_up_bias,
-            expert_down_bias,
-            expert_gate_up_weights_scale,
-            expert_down_weights_scale,
-        };
-        check_tensors(w, quantized);
+        if !mx {
+            check_tensors(w, quantized);
+        }
         let act = MLPActivationParameters {
             activation_fn,
             skip_gate_proj: false,
@@ -180,11 +295,19 @@ pub mod kernel {
             up_clamp_upper_limit,
             up_clamp_lower_limit,
         };
-        let quantization_type = if quantized { QuantizationType::ROW } else { QuantizationType::NONE };
+        let quantization_type = if mx {
+            QuantizationType::MX
+        } else if quantized {
+            QuantizationType::ROW
+        } else {
+            QuantizationType::NONE
+        };
         let opts = MoeTkgOptions { expert_affinities_scaling_mode, mask_unselected_experts, quantization_type, act };
         let output = nl::ndarray([t, h], output_dtype.unwrap_or(hidden_input.dtype()), buffer = nl::shared_hbm);
         if is_all_expert {
             _all_expert_moe_tkg(w, opts, output);
+        } else if mx {
+            _selective_expert_moe_tkg_mxfp4(w, opts, output);
         } else {
             _selective_expert_moe_tkg(w, opts, output);
         }
@@ -213,8 +336,22 @@ pub enum MoeTkgRule {
     StaticQuantization,
     /// Only one of the two weight scales.
     RowScales,
-    /// MX weights or `hidden_input_scale` (not implemented).
-    Mx,
+    /// `hidden_input_scale` without MX weights in all-expert mode.
+    HiddenInputScale,
+    /// MX weights in all-expert mode (not implemented).
+    MxAllExpert,
+    /// MX weights without both weight scales.
+    MxScales,
+    /// MX weights with `H` not a multiple of 512.
+    MxHidden,
+    /// MX weights with `I` neither a multiple of 512 nor below 512 and a multiple of 32.
+    MxIntermediate,
+    /// MX selective-expert: `K` does not split over the programs.
+    MxTopK,
+    /// MX selective-expert without `POST_SCALE`.
+    MxScalingMode,
+    /// MX with a down bias and more than 128 experts.
+    MxBiasExperts,
     /// `is_all_expert_dynamic` without all-expert mode or a `block_size`.
     Dynamic,
     /// `mask_unselected_experts` with `is_all_expert_dynamic`.
@@ -238,7 +375,20 @@ impl MoeTkgRule {
             MoeTkgRule::RankId => "moe_tkg: rank_id is required for all-expert mode with affinity scaling",
             MoeTkgRule::StaticQuantization => "moe_tkg: static quantization (gate_up_input_scale, down_input_scale) is not supported",
             MoeTkgRule::RowScales => "moe_tkg: ROW quantization needs both expert_gate_up_weights_scale and expert_down_weights_scale",
-            MoeTkgRule::Mx => "moe_tkg: the MX weight forms (and hidden_input_scale) are not implemented",
+            MoeTkgRule::HiddenInputScale => "moe_tkg: hidden_input_scale is only supported with MX weights in all-expert mode",
+            MoeTkgRule::MxAllExpert => "moe_tkg: the MX all-expert path is not implemented (MX weights need is_all_expert=False)",
+            MoeTkgRule::MxScales => "moe_tkg: MX weights need expert_gate_up_weights_scale and expert_down_weights_scale",
+            MoeTkgRule::MxHidden => "moe_tkg: MX weights need H to be a multiple of 512",
+            MoeTkgRule::MxIntermediate => "moe_tkg: MX weights need I to be a multiple of 512, or below 512 and a multiple of 32",
+            MoeTkgRule::MxTopK => {
+                "moe_tkg: the MX selective-expert path splits the top-k slots over the programs: K must be a multiple of them"
+            }
+            MoeTkgRule::MxScalingMode => {
+                "moe_tkg: the MX selective-expert path always scales by the affinities: expert_affinities_scaling_mode must be POST_SCALE"
+            }
+            MoeTkgRule::MxBiasExperts => {
+                "moe_tkg: with MX weights the down bias is weighted by all E affinities at once: E must be at most 128"
+            }
             MoeTkgRule::Dynamic => "moe_tkg: is_all_expert_dynamic=True requires is_all_expert=True and a block_size",
             MoeTkgRule::DynamicMask => "moe_tkg: mask_unselected_experts is not supported with is_all_expert_dynamic=True",
             MoeTkgRule::Eager => "moe_tkg: expert_affinities_eager is not supported with is_all_expert=True",
@@ -274,8 +424,12 @@ pub struct MoeTkgCall {
     pub has_down_scale: bool,
     /// Whether `gate_up_input_scale` or `down_input_scale` is given.
     pub has_input_scales: bool,
-    /// Whether the weights are an MX form or `hidden_input_scale` is given.
+    /// Whether the weights are an MX form (`float4_e2m1fn_x4`, `float8_e4m3fn_x4`).
     pub mx: bool,
+    /// Whether `hidden_input_scale` is given.
+    pub has_hidden_input_scale: bool,
+    /// Whether `expert_down_bias` is given.
+    pub has_down_bias: bool,
     /// `is_all_expert_dynamic`.
     pub is_all_expert_dynamic: bool,
     /// Whether `block_size` is given.
@@ -305,6 +459,8 @@ impl MoeTkgCall {
             has_down_scale: false,
             has_input_scales: false,
             mx: false,
+            has_hidden_input_scale: false,
+            has_down_bias: false,
             is_all_expert_dynamic: false,
             has_block_size: false,
             mask_unselected_experts: false,
@@ -328,7 +484,7 @@ pub const fn moe_tkg_violation(c: MoeTkgCall) -> Option<MoeTkgRule> {
     if c.programs <= 0 || c.programs > 2 {
         return Some(MoeTkgRule::Programs);
     }
-    let hidden_sharded = c.is_all_expert || !selective_shards_tokens(c.tokens, c.hidden, c.intermediate, c.programs);
+    let hidden_sharded = !c.mx && (c.is_all_expert || !selective_shards_tokens(c.tokens, c.hidden, c.intermediate, c.programs));
     if hidden_sharded && (c.hidden / H0) % c.programs != 0 {
         return Some(MoeTkgRule::HiddenShards);
     }
@@ -341,11 +497,15 @@ pub const fn moe_tkg_violation(c: MoeTkgCall) -> Option<MoeTkgRule> {
     if c.has_input_scales {
         return Some(MoeTkgRule::StaticQuantization);
     }
-    if c.has_gate_up_scale != c.has_down_scale {
-        return Some(MoeTkgRule::RowScales);
+    if c.has_hidden_input_scale && !(c.mx && c.is_all_expert) {
+        return Some(MoeTkgRule::HiddenInputScale);
     }
     if c.mx {
-        return Some(MoeTkgRule::Mx);
+        if let Some(rule) = mx_violation(c) {
+            return Some(rule);
+        }
+    } else if c.has_gate_up_scale != c.has_down_scale {
+        return Some(MoeTkgRule::RowScales);
     }
     if c.is_all_expert_dynamic && (!c.is_all_expert || !c.has_block_size) {
         return Some(MoeTkgRule::Dynamic);
@@ -358,6 +518,32 @@ pub const fn moe_tkg_violation(c: MoeTkgCall) -> Option<MoeTkgRule> {
     }
     if c.output_in_sbuf {
         return Some(MoeTkgRule::SbufOutput);
+    }
+    None
+}
+
+/// The first rule of the MX weight forms `c` breaks.
+pub const fn mx_violation(c: MoeTkgCall) -> Option<MoeTkgRule> {
+    if c.is_all_expert {
+        return Some(MoeTkgRule::MxAllExpert);
+    }
+    if !c.has_gate_up_scale || !c.has_down_scale {
+        return Some(MoeTkgRule::MxScales);
+    }
+    if c.hidden % MX_TILE != 0 {
+        return Some(MoeTkgRule::MxHidden);
+    }
+    if !(c.intermediate % MX_TILE == 0 || (c.intermediate < MX_TILE && c.intermediate % SCALE_GROUP_SIZE == 0)) {
+        return Some(MoeTkgRule::MxIntermediate);
+    }
+    if c.top_k % c.programs != 0 {
+        return Some(MoeTkgRule::MxTopK);
+    }
+    if !matches!(c.expert_affinities_scaling_mode, ExpertAffinityScaleMode::POST_SCALE) {
+        return Some(MoeTkgRule::MxScalingMode);
+    }
+    if c.has_down_bias && c.experts > MAX_MX_BIAS_EXPERTS {
+        return Some(MoeTkgRule::MxBiasExperts);
     }
     None
 }

@@ -131,15 +131,7 @@ pub mod kernel {
     /// (the library's `reshape_scale_for_mlp`); none without quantization.
     #[nki_helper]
     pub fn select_expert_scales(w: MoeTkgTensors, id: Sbuf, quantization_type: QuantizationType) -> MLPQuantizationParameters {
-        let mut q = MLPQuantizationParameters {
-            quantization_type,
-            gate_w_scale: None,
-            up_w_scale: None,
-            down_w_scale: None,
-            gate_up_in_scale: None,
-            down_in_scale: None,
-            clipping_bound: 0.0,
-        };
+        let mut q = weight_scales(quantization_type, None, None, None);
         let (gate_up_scale, down_scale) = (w.expert_gate_up_weights_scale, w.expert_down_weights_scale);
         if let Some(gus) = gate_up_scale {
             if let Some(dws) = down_scale {
@@ -151,18 +143,30 @@ pub mod kernel {
                 nisa::dma_copy(up, gus.ap([[0, H0], [1, i]], offset = UP * i, scalar_offset = id, indirect_dim = 0));
                 let down = nl::ndarray([H0, h], dws.dtype(), buffer = nl::private_hbm);
                 nisa::dma_copy(down, dws.ap([[0, H0], [1, h]], offset = 0, scalar_offset = id, indirect_dim = 0));
-                q = MLPQuantizationParameters {
-                    quantization_type,
-                    gate_w_scale: Some(gate),
-                    up_w_scale: Some(up),
-                    down_w_scale: Some(down),
-                    gate_up_in_scale: None,
-                    down_in_scale: None,
-                    clipping_bound: 0.0,
-                };
+                q = weight_scales(quantization_type, Some(gate), Some(up), Some(down));
             }
         }
         q
+    }
+
+    /// The scales of `quantization_type` with these weight scales (the
+    /// expert paths take no input scales).
+    #[nki_helper]
+    pub fn weight_scales(
+        quantization_type: QuantizationType,
+        gate: Option<Hbm>,
+        up: Option<Hbm>,
+        down: Option<Hbm>,
+    ) -> MLPQuantizationParameters {
+        MLPQuantizationParameters {
+            quantization_type,
+            gate_w_scale: gate,
+            up_w_scale: up,
+            down_w_scale: down,
+            gate_up_in_scale: None,
+            down_in_scale: None,
+            clipping_bound: 0.0,
+        }
     }
 
     /// One expert's MLP of the `dims.t` tokens in `x_sb` `[128, t, H1s]`

@@ -1,0 +1,316 @@
+//! `moe_tkg` with MX weights (trn3, the selective-expert path) against a
+//! float64 mixture: each expert is the float64 MX expert of the `mlp_tkg`
+//! MX test (weights and block scales as the MX format describes them, the
+//! activations quantized per 32 values to e4m3), here with the clamps and
+//! either activation and without its down bias; each token's output is the
+//! sum over its top-k experts of the expert's output times the token's
+//! affinity for it, plus `Σ_e affinity[t, e] · b_down[e]`. With two
+//! programs the first half of the top-k slots is summed apart from the
+//! second and the two sums added, as the kernel exchanges them. At the
+//! library's MX selective configurations (fewer experts but at `H = 512`, and
+//! the `I = 1536` ones at `H = 1024`, `I = 512`, for the float64 reference's
+//! cost; the library comparison takes them at full size), skewed routings
+//! (every token on one expert, experts without tokens), in both precision
+//! modes; the emitted source under NumPy against the emulator; the rules.
+
+use crate::common::{Arg, CaseName, FP32_ATOL, as_dtype, assert_close, package_of, seed_of, tensor};
+use crate::mlp::activation;
+use crate::mlp_tkg_mx::{Clamps, Data, Mx, P, W, check_numpy_trn3, mx};
+use crate::moe_tkg::{Routing, route};
+use nki::{Dtype, Launch, Precision, Tensor};
+use nkilib::moe::moe_tkg::moe_tkg::{ActFnType, ExpertAffinityScaleMode, MoeTkgCall, MoeTkgRule, moe_tkg, moe_tkg_violation};
+
+/// The library tests' clamps: gate at most 7, up within `[-6, 8]`.
+const CLAMPS: Clamps = [Some(7.0), Some(8.0), Some(-6.0)];
+
+/// One selective MX configuration.
+#[derive(Clone, Copy, Debug)]
+struct Case {
+    /// The weights' MX element type.
+    w: W,
+    /// Experts `E` (all local) and the experts `K` each token takes.
+    e: usize,
+    k: usize,
+    /// Tokens, hidden and intermediate sizes.
+    t: usize,
+    h: usize,
+    i: usize,
+    /// Programs of the launch.
+    lnc: usize,
+    act: ActFnType,
+    /// Gate/up and down biases.
+    bias: bool,
+    /// Every token's first choice is expert 0 (the others random).
+    skewed: bool,
+}
+
+/// The library's first MX selective configuration (16 of its 128 experts).
+const BASE: Case = Case { w: W::Fp4, e: 16, k: 4, t: 1, h: 3072, i: 192, lnc: 2, act: ActFnType::Swish, bias: true, skewed: false };
+
+const CASES: &[Case] = &[
+    BASE,
+    Case { t: 4, i: 384, ..BASE },
+    Case { h: 512, i: 64, e: 128, k: 2, ..BASE },
+    Case { t: 2, h: 1024, i: 512, e: 8, k: 8, w: W::E4m3, act: ActFnType::SiLU, ..BASE },
+    Case { t: 8, h: 1024, i: 384, e: 8, k: 2, skewed: true, ..BASE },
+    Case { w: W::E4m3, e: 8, k: 2, t: 4, h: 1024, i: 256, lnc: 1, act: ActFnType::SiLU, bias: false, skewed: true },
+];
+
+/// A case's data: the rows (`hidden.x`), each expert's weights (their down
+/// biases moved to `down_b`), the routing and the affinities.
+struct Inputs {
+    hidden: Data,
+    experts: Vec<Data>,
+    /// `[E, H]`.
+    down_b: Vec<f64>,
+    /// `[T, K]`, distinct per token.
+    idx: Vec<i64>,
+    /// `[T, E]`, float32 values.
+    aff: Vec<f64>,
+}
+
+impl Case {
+    /// The `mlp_tkg` MX expert over `t` tokens (gate/up biases as the case).
+    fn expert(&self, t: usize) -> Mx {
+        mx(1, t, self.h, self.i, self.w, false, self.bias)
+    }
+
+    fn inputs(&self) -> Inputs {
+        let seed = seed_of(&self.name());
+        let (t, h, e, k) = (self.t, self.h, self.e, self.k);
+        let one = self.expert(1);
+        let mut down_b = Vec::with_capacity(e * h);
+        let experts = (0..e as u64)
+            .map(|ex| {
+                let mut d = one.data_seeded(seed + 100 + ex);
+                down_b.extend(std::mem::replace(&mut d.down_b, vec![0.0; h]));
+                d
+            })
+            .collect();
+        let (idx, aff) = route(t, e, k, seed, if self.skewed { Routing::FirstOnZero } else { Routing::Random });
+        Inputs { hidden: self.expert(t).data_seeded(seed), experts, down_b, idx, aff: as_dtype(&aff, Dtype::F32) }
+    }
+
+    /// The float64 mixture `[T·H]`; with `hw` the values the kernel holds
+    /// in bfloat16 rounded so (each expert's tiles, the running sums, the
+    /// affinities as the down bias's matmul reads them).
+    fn reference(&self, x: &Inputs, hw: bool) -> Vec<f64> {
+        let (t, h, e, k) = (self.t, self.h, self.e, self.k);
+        let r = |v: f64| if hw { as_dtype(&[v], Dtype::Bf16)[0] } else { v };
+        let all = self.expert(t);
+        let xl = all.quantized_rows(&x.hidden, hw);
+        let act = |g: f64| activation(self.act, g);
+        let mut outs: Vec<Option<Vec<f64>>> = vec![None; e];
+        for &ex in &x.idx {
+            let d = &x.experts[ex as usize];
+            outs[ex as usize].get_or_insert_with(|| all.down_rows(d, &all.gated_rows(d, &xl, hw, &act, CLAMPS), hw));
+        }
+        let per = k / self.lnc;
+        let mut out = vec![0.0; t * h];
+        for tok in 0..t {
+            for c in 0..h {
+                let shares = (0..self.lnc).map(|p| {
+                    (p * per..(p + 1) * per).fold(0.0, |acc, j| {
+                        let ex = x.idx[tok * k + j] as usize;
+                        let o = outs[ex].as_ref().expect("computed")[tok * h + c];
+                        r(acc + o * x.aff[tok * e + ex])
+                    })
+                });
+                let sum = shares.reduce(|a, b| r(a + b)).expect("one program");
+                let bias: f64 = if self.bias { (0..e).map(|ex| r(x.aff[tok * e + ex]) * x.down_b[ex * h + c]).sum() } else { 0.0 };
+                out[tok * h + c] = r(sum + bias);
+            }
+        }
+        out
+    }
+
+    /// The fused gate/up words `[E, 128, 2, H/512, I]`, scales `[E, 16, 2,
+    /// H/512, I]` and biases `[E, I_p, 2, I/512, 4]`, the down words `[E,
+    /// I_p, I/512, H]` and scales `[E, I_p/8, I/512, H]`.
+    fn stacked(&self, x: &Inputs) -> [Vec<f64>; 5] {
+        let m = self.expert(1);
+        let words = |c: &[u32]| m.words(c).iter().map(|&v| v as f64).collect::<Vec<f64>>();
+        let mut out: [Vec<f64>; 5] = Default::default();
+        for d in &x.experts {
+            out[0].extend(fuse(&words(&d.gate), &words(&d.up), P));
+            out[1].extend(fuse(&d.gate_s, &d.up_s, 16));
+            out[2].extend(fuse(&d.gate_b, &d.up_b, m.b_p()));
+            out[3].extend(words(&d.down));
+            out[4].extend_from_slice(&d.down_s);
+        }
+        out
+    }
+
+    /// The shapes of [`Case::stacked`]'s tensors.
+    fn shapes(&self) -> [Vec<usize>; 5] {
+        let m = self.expert(1);
+        let (e, n_h, n_i, i, h) = (self.e, m.n_h(), m.n_i(), self.i, self.h);
+        [vec![e, P, 2, n_h, i], vec![e, 16, 2, n_h, i], vec![e, m.b_p(), 2, n_i, 4], vec![e, m.p_i(), n_i, h], vec![e, m.p_i() / 8, n_i, h]]
+    }
+
+    fn dtypes(&self) -> [Dtype; 5] {
+        let wd = self.w.dtype();
+        [wd, Dtype::U8, Dtype::Bf16, wd, Dtype::U8]
+    }
+
+    /// The emulator's output.
+    fn run(&self, x: &Inputs, precision: Precision) -> Vec<f32> {
+        let (t, h, e, k) = (self.t, self.h, self.e, self.k);
+        let (vals, shapes, dts) = (self.stacked(x), self.shapes(), self.dtypes());
+        let ts: Vec<Tensor> = (0..5)
+            .map(|j| {
+                let packed = dts[j] == self.w.dtype();
+                let v: Vec<i64> = vals[j].iter().map(|&w| w as i64).collect();
+                if packed { Tensor::from_i64(&shapes[j], &v, dts[j]).unwrap() } else { tensor(&shapes[j], &vals[j], dts[j]) }
+            })
+            .collect();
+        let hid = tensor(&[t, h], &x.hidden.x, Dtype::Bf16);
+        let aff = tensor(&[t, e], &x.aff, Dtype::F32);
+        let idx = Tensor::from_i64(&[t, k], &x.idx, Dtype::I32).unwrap();
+        let db = tensor(&[e, h], &x.down_b, Dtype::Bf16);
+        let mut call = moe_tkg::Call::new(&hid, &ts[0], &ts[3], &aff, &idx, false)
+            .expert_gate_up_weights_scale(&ts[1])
+            .expert_down_weights_scale(&ts[4])
+            .expert_affinities_scaling_mode(ExpertAffinityScaleMode::POST_SCALE)
+            .activation_fn(self.act)
+            .gate_clamp_upper_limit(7.0)
+            .up_clamp_upper_limit(8.0)
+            .up_clamp_lower_limit(-6.0);
+        if self.bias {
+            call = call.expert_gate_up_bias(&ts[2]).expert_down_bias(&db);
+        }
+        let launch = Launch::new().lnc(self.lnc).precision(precision).generation(nki::hw::Generation::Trn3);
+        let out = call.launch(&launch).unwrap_or_else(|err| panic!("{}: {err}", self.name()));
+        out.to_f32_vec()
+    }
+
+    /// The arguments for the NumPy executor, by keyword.
+    fn numpy_kwargs(&self, x: &Inputs) -> Vec<(&'static str, Arg)> {
+        let (t, h, e, k) = (self.t, self.h, self.e, self.k);
+        let [gu, gus, gub, dw, dws] = self.stacked(x);
+        let [s_gu, s_gus, s_gub, s_dw, s_dws] = self.shapes();
+        let wd = self.w.dtype();
+        let opt = |a: Arg| if self.bias { a } else { Arg::None };
+        let act = if self.act == ActFnType::SiLU { "SiLU" } else { "Swish" };
+        vec![
+            ("hidden_input", Arg::Tensor(vec![t, h], x.hidden.x.clone(), Dtype::Bf16)),
+            ("expert_gate_up_weights", Arg::Tensor(s_gu, gu, wd)),
+            ("expert_down_weights", Arg::Tensor(s_dw, dw, wd)),
+            ("expert_affinities", Arg::Tensor(vec![t, e], x.aff.clone(), Dtype::F32)),
+            ("expert_index", Arg::Tensor(vec![t, k], x.idx.iter().map(|&v| v as f64).collect(), Dtype::I32)),
+            ("is_all_expert", Arg::Bool(false)),
+            ("expert_gate_up_bias", opt(Arg::Tensor(s_gub, gub, Dtype::Bf16))),
+            ("expert_down_bias", opt(Arg::Tensor(vec![e, h], x.down_b.clone(), Dtype::Bf16))),
+            ("expert_gate_up_weights_scale", Arg::Tensor(s_gus, gus, Dtype::U8)),
+            ("expert_down_weights_scale", Arg::Tensor(s_dws, dws, Dtype::U8)),
+            ("expert_affinities_scaling_mode", Arg::Member("ExpertAffinityScaleMode", "POST_SCALE")),
+            ("activation_fn", Arg::Member("ActFnType", act)),
+            ("gate_clamp_upper_limit", Arg::Float(7.0)),
+            ("up_clamp_upper_limit", Arg::Float(8.0)),
+            ("up_clamp_lower_limit", Arg::Float(-6.0)),
+        ]
+    }
+}
+
+/// `[rows, 2, ..]` from the gate and up halves, each `[rows, ..]`.
+fn fuse<T: Copy>(gate: &[T], up: &[T], rows: usize) -> Vec<T> {
+    let n = gate.len() / rows;
+    gate.chunks(n).zip(up.chunks(n)).flat_map(|(g, u)| g.iter().chain(u).copied()).collect()
+}
+
+/// Every case in fp32 precision: only the fp32 sums differ from float64
+/// (and may move an e4m3 code of the activations).
+#[test]
+fn moe_tkg_mx_in_fp32_match_float64() {
+    for c in CASES {
+        let x = c.inputs();
+        assert_close(&format!("{} fp32", c.name()), &c.run(&x, Precision::Fp32), &c.reference(&x, false), FP32_ATOL, 1e-5);
+    }
+}
+
+/// Hardware precision: the reference rounds what the kernel holds in
+/// bfloat16; an fp32 sum a bfloat16 step from the float64 one may round
+/// the other way (and move an e4m3 code), a few thousandths of the
+/// output's scale.
+#[test]
+fn moe_tkg_mx_in_hardware_precision_match_float64() {
+    for c in CASES {
+        let x = c.inputs();
+        assert_close(&format!("{} hardware", c.name()), &c.run(&x, Precision::Hardware), &c.reference(&x, true), FP32_ATOL, 1.0 / 128.0);
+    }
+}
+
+/// The emitted kernel under NumPy agrees with the emulator in both modes,
+/// up to the matmuls' float32 sums (NumPy's order against the emulator's).
+#[test]
+fn moe_tkg_mx_emitted_under_numpy_equals_emulator() {
+    let pkg = package_of("moe_tkg_mx_pkg", &[&moe_tkg::INFO]);
+    for c in [CASES[1], CASES[5]] {
+        let x = c.inputs();
+        check_numpy_trn3(&pkg, "moe_tkg", &c.name(), c.lnc, || (vec![], c.numpy_kwargs(&x)), |p| c.run(&x, p));
+    }
+}
+
+/// The MX rules, as `const fn` and when the kernel is traced.
+#[test]
+fn moe_tkg_mx_rules_refuse_by_name() {
+    const OK: MoeTkgCall = MoeTkgCall {
+        mx: true,
+        has_gate_up_scale: true,
+        has_down_scale: true,
+        has_down_bias: true,
+        expert_affinities_scaling_mode: ExpertAffinityScaleMode::POST_SCALE,
+        ..MoeTkgCall::new(4, 3072, 384, 128, 4, 2, false)
+    };
+    assert_eq!(moe_tkg_violation(OK), None);
+    assert_eq!(moe_tkg_violation(MoeTkgCall { intermediate: 1536, hidden: 3584, ..OK }), None);
+    let cases = [
+        (MoeTkgCall { is_all_expert: true, has_rank_id: true, ..OK }, MoeTkgRule::MxAllExpert),
+        (MoeTkgCall { has_hidden_input_scale: true, ..OK }, MoeTkgRule::HiddenInputScale),
+        (MoeTkgCall { has_down_scale: false, ..OK }, MoeTkgRule::MxScales),
+        (MoeTkgCall { hidden: 3200, ..OK }, MoeTkgRule::MxHidden),
+        (MoeTkgCall { intermediate: 400, ..OK }, MoeTkgRule::MxIntermediate),
+        (MoeTkgCall { intermediate: 640, ..OK }, MoeTkgRule::MxIntermediate),
+        (MoeTkgCall { top_k: 3, ..OK }, MoeTkgRule::MxTopK),
+        (MoeTkgCall { expert_affinities_scaling_mode: ExpertAffinityScaleMode::NO_SCALE, ..OK }, MoeTkgRule::MxScalingMode),
+        (MoeTkgCall { experts: 256, ..OK }, MoeTkgRule::MxBiasExperts),
+    ];
+    for (call, rule) in cases {
+        assert_eq!(moe_tkg_violation(call), Some(rule), "{call:?}");
+    }
+    assert_eq!(moe_tkg_violation(MoeTkgCall { experts: 256, has_down_bias: false, ..OK }), None);
+    assert_eq!(moe_tkg_violation(MoeTkgCall { top_k: 3, programs: 1, ..OK }), None);
+
+    let c = Case { h: 512, i: 64, e: 4, k: 2, bias: false, ..BASE };
+    let x = c.inputs();
+    let (vals, shapes) = (c.stacked(&x), c.shapes());
+    let packed = |j: usize| Tensor::from_i64(&shapes[j], &vals[j].iter().map(|&w| w as i64).collect::<Vec<_>>(), c.w.dtype()).unwrap();
+    let (gu, dw) = (packed(0), packed(3));
+    let (gus, dws) = (tensor(&shapes[1], &vals[1], Dtype::U8), tensor(&shapes[4], &vals[4], Dtype::U8));
+    let hid = tensor(&[1, 512], &x.hidden.x, Dtype::Bf16);
+    let aff = tensor(&[1, 4], &x.aff, Dtype::F32);
+    let idx = Tensor::from_i64(&[1, 2], &x.idx, Dtype::I32).unwrap();
+    let rank = Tensor::from_i64(&[1, 1], &[0], Dtype::I32).unwrap();
+    let call = |all: bool| {
+        let c = moe_tkg::Call::new(&hid, &gu, &dw, &aff, &idx, all)
+            .expert_gate_up_weights_scale(&gus)
+            .expert_down_weights_scale(&dws)
+            .expert_affinities_scaling_mode(ExpertAffinityScaleMode::POST_SCALE);
+        if all { c.rank_id(&rank) } else { c }
+    };
+    let trn3 = Launch::new().lnc(2).generation(nki::hw::Generation::Trn3);
+    let ok = call(false).launch(&trn3);
+    assert!(ok.is_ok(), "{:?}", ok.err());
+    let refused = |c: moe_tkg::Call, launch: &Launch, msg: &str| {
+        let e = c.launch(launch).map(|_| ()).expect_err(msg).to_string();
+        assert!(e.contains(msg), "{e}");
+    };
+    refused(call(false), &Launch::new().lnc(2), "MX weights need trn3");
+    refused(call(true), &trn3, "the MX all-expert path is not implemented");
+    refused(call(false).expert_down_weights_scale(&gus), &trn3, "expert_down_weights_scale must be [4, 2, 1, 512]");
+    refused(
+        call(false).expert_affinities_scaling_mode(ExpertAffinityScaleMode::NO_SCALE),
+        &trn3,
+        "expert_affinities_scaling_mode must be POST_SCALE",
+    );
+}

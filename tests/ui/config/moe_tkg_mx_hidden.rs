@@ -1,0 +1,7 @@
+/// Rejected at compile time: MX weights take H in whole 512-row MX tiles.
+use nkilib::moe::moe_tkg::moe_tkg::ExpertAffinityScaleMode;
+
+fn main() {
+    let call = nkilib::moe_tkg_config!(tokens = 4, hidden = 3200, intermediate = 384, experts = 16, top_k = 4, programs = 2, is_all_expert = false, mx = true, has_gate_up_scale = true, has_down_scale = true, expert_affinities_scaling_mode = ExpertAffinityScaleMode::POST_SCALE);
+    let _ = call;
+}
