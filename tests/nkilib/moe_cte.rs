@@ -19,6 +19,9 @@ use nkilib::moe::moe_cte::bwmm_shard_on_block::{
     ActFnType, BlockShardStrategy, BwmmShardOnBlockCall, ExpertAffinityScaleMode, MoeCteRule, SkipMode, bwmm_shard_on_block,
     bwmm_shard_on_block_violation,
 };
+use nkilib::moe::moe_cte::bwmm_shard_on_i::{
+    BwmmShardOnICall, ShardOnIRule, blockwise_mm_baseline_shard_intermediate, bwmm_shard_on_i_violation,
+};
 use nkilib::moe::moe_cte::moe_cte::{MoECTEImplementation, MoECTESpec, moe_cte};
 
 /// How the tokens pick their experts.
@@ -121,6 +124,17 @@ const CONFIGS: &[Config] = &[
     cfg(256, 512, 128, 8, 2, 128).routed(Routing::EvenOnly),
     cfg(256, 512, 128, 4, 2, 128).padded().routed(Routing::Capped),
 ];
+
+/// Where an expert's MLP multiplies the affinity (the reference's knobs).
+#[derive(Clone, Copy, Debug)]
+struct Scales {
+    /// Both clamped projections.
+    gate_up: f64,
+    /// The intermediate `act(g)·u`.
+    inter: f64,
+    /// The down bias left out.
+    no_down_bias: bool,
+}
 
 /// The clamps (gate upper, up upper, up lower), the library tests' values.
 const CLAMPS: [f64; 3] = [7.0, 8.0, -9.0];
@@ -228,8 +242,10 @@ impl Config {
         }
     }
 
-    /// Expert `ex`'s MLP of row `x`: `[H]`.
-    fn expert(&self, w: &Inputs, ex: usize, x: &[f64]) -> Vec<f64> {
+    /// Expert `ex`'s MLP of row `x`: `[H]`, the clamped projections times
+    /// `s.gate_up` and the intermediate times `s.inter`; the down bias
+    /// unless `s.no_down_bias`.
+    fn expert(&self, w: &Inputs, ex: usize, x: &[f64], s: Scales) -> Vec<f64> {
         let (h, i) = (self.h, self.i);
         let clamp = |v: f64, hi: f64, lo: f64| if self.clamp { v.min(hi).max(lo) } else { v };
         let proj = |half: usize, col: usize| {
@@ -237,18 +253,32 @@ impl Config {
             dot + if self.bias { w.gate_up_b[(ex * 2 + half) * i + col] } else { 0.0 }
         };
         let inter: Vec<f64> = (0..i)
-            .map(|col| activation(self.act, clamp(proj(0, col), CLAMPS[0], f64::NEG_INFINITY)) * clamp(proj(1, col), CLAMPS[1], CLAMPS[2]))
+            .map(|col| {
+                let g = s.gate_up * clamp(proj(0, col), CLAMPS[0], f64::NEG_INFINITY);
+                s.inter * activation(self.act, g) * s.gate_up * clamp(proj(1, col), CLAMPS[1], CLAMPS[2])
+            })
             .collect();
         (0..h)
             .map(|col| {
                 let dot: f64 = (0..i).map(|r| inter[r] * w.down[(ex * i + r) * h + col]).sum();
-                dot + if self.bias { w.down_b[ex * h + col] } else { 0.0 }
+                dot + if self.bias && !s.no_down_bias { w.down_b[ex * h + col] } else { 0.0 }
             })
             .collect()
     }
 
-    /// The float64 blockwise mixture of the `T` tokens, `[T, H]`.
+    /// The float64 blockwise mixture of the `T` tokens, `[T, H]`, the
+    /// affinity placed as `bwmm_shard_on_block` documents it.
     fn reference(&self, w: &Inputs) -> Vec<f64> {
+        self.mixture(w, |a| {
+            let pre = if self.scale == Scale::Pre { a } else { 1.0 };
+            let post = if self.scale == Scale::Post { a } else { 1.0 };
+            (pre, Scales { gate_up: 1.0, inter: 1.0, no_down_bias: false }, post)
+        })
+    }
+
+    /// The float64 mixture with token affinity `a` placed by `place(a)`:
+    /// `(input scale, expert scales, output scale)`.
+    fn mixture(&self, w: &Inputs, place: impl Fn(f64) -> (f64, Scales, f64)) -> Vec<f64> {
         let (t, h, e, b) = (self.t, self.h, self.e, self.b);
         let mut out = vec![0.0; t * h];
         for (blk, &ex) in w.block_expert.iter().enumerate() {
@@ -257,11 +287,9 @@ impl Config {
                     continue;
                 }
                 let tok = tok as usize;
-                let a = w.aff[tok * e + ex as usize];
-                let pre = if self.scale == Scale::Pre { a } else { 1.0 };
+                let (pre, scales, post) = place(w.aff[tok * e + ex as usize]);
                 let x: Vec<f64> = w.hidden[tok * h..(tok + 1) * h].iter().map(|v| v * pre).collect();
-                let post = if self.scale == Scale::Post { a } else { 1.0 };
-                for (o, v) in out[tok * h..(tok + 1) * h].iter_mut().zip(self.expert(w, ex as usize, &x)) {
+                for (o, v) in out[tok * h..(tok + 1) * h].iter_mut().zip(self.expert(w, ex as usize, &x, scales)) {
                     *o += post * v;
                 }
             }
@@ -419,17 +447,17 @@ fn emitted_bwmm_shard_on_block_under_numpy_equals_emulator() {
 }
 
 /// `moe_cte` with `MoECTESpec(implementation=shard_on_block)` is
-/// `bwmm_shard_on_block`, in the emulator and emitted; another
-/// implementation is refused by name.
+/// `bwmm_shard_on_block`, in the emulator and emitted; an implementation
+/// not ported is refused by name.
 #[test]
 fn moe_cte_dispatches_to_shard_on_block() {
     let c = CONFIGS[0];
     let w = rounded(&c.inputs(), Dtype::Bf16);
     let [hid, aff, gu, dw, pos, b2e, gub, db] = c.tensors(&w, Dtype::Bf16);
     let skip = SkipMode { skip_token: true, skip_weight: false };
-    let (block, shard_i) = (
+    let (block, hybrid) = (
         MoECTESpec { implementation: MoECTEImplementation::shard_on_block },
-        MoECTESpec { implementation: MoECTEImplementation::shard_on_i },
+        MoECTESpec { implementation: MoECTEImplementation::shard_on_i_hybrid },
     );
     let call = |s| {
         moe_cte::Call::new(&hid, &aff, &gu, &dw, &pos, &b2e, c.b as i64, s)
@@ -448,7 +476,7 @@ fn moe_cte_dispatches_to_shard_on_block() {
     kwargs.push(("spec", Arg::Object("MoECTESpec", vec![("implementation", Arg::Member("MoECTEImplementation", "shard_on_block"))])));
     let np = run_numpy_kwargs(emitted_package(), "moe_cte", &[], &kwargs, 2, "hardware");
     assert_close("moe_cte emitted", &np[0], &got.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), 1e-6, 2f64.powi(-7));
-    let err = call(&shard_i).launch(&launch).unwrap_err().to_string();
+    let err = call(&hybrid).launch(&launch).unwrap_err().to_string();
     assert!(err.contains(MoeCteRule::Implementation.message()), "{err}");
 }
 
@@ -509,4 +537,213 @@ fn rules_refuse_what_they_name() {
     assert!(err.contains(MoeCteRule::Activation.message()), "{err}");
     let err = call().block_sharding_strategy(BlockShardStrategy::HI_LO).launch(&Launch::new().lnc(2)).unwrap_err().to_string();
     assert!(err.contains(MoeCteRule::Strategy.message()), "{err}");
+}
+
+/// A `blockwise_mm_baseline_shard_intermediate` case: a configuration and
+/// whether the affinity multiplies the intermediate
+/// (`expert_affinity_multiply_on_I`).
+#[derive(Clone, Copy, Debug)]
+struct ShardICase {
+    c: Config,
+    on_i: bool,
+}
+
+const fn shard_i(c: Config) -> ShardICase {
+    ShardICase { c, on_i: false }
+}
+
+/// CI-sized versions of the library's `SHARD_ON_INTERMEDIATE` cases (`H =
+/// 3072, T = 1024, E = 8 / 64, B = 512, K = 4 / 8, I = 2048 / 3072`, skip
+/// modes 0 and 1, bias, SiLU and Swish, `POST_SCALE`), with the options and
+/// routings they leave out: half an intermediate tile per program (`I =
+/// 192`), 512-position blocks, each scaling mode, the affinity on the
+/// intermediate, top-1, every token on one expert, experts without tokens,
+/// tokens dropped past capacity.
+const SHARD_I_CASES: &[ShardICase] = &[
+    shard_i(cfg(256, 512, 256, 4, 2, 256).padded()),
+    shard_i(cfg(256, 512, 192, 4, 2, 256)),
+    shard_i(cfg(256, 1024, 256, 4, 2, 512).padded().plain().scale(Scale::Pre)),
+    shard_i(cfg(256, 512, 256, 4, 2, 256).scale(Scale::No)),
+    ShardICase { c: cfg(256, 512, 256, 4, 2, 256).plain(), on_i: true },
+    shard_i(cfg(256, 512, 256, 4, 1, 256).routed(Routing::AllOnZero)),
+    shard_i(cfg(256, 512, 256, 8, 2, 256).routed(Routing::EvenOnly)),
+    shard_i(cfg(256, 512, 256, 4, 2, 256).padded().routed(Routing::Capped)),
+];
+
+impl ShardICase {
+    /// The float64 mixture with the affinity where this kernel documents
+    /// it: on both projections under `PRE_SCALE`, on the output under
+    /// `POST_SCALE`, on the intermediate alone (no down bias) with
+    /// `expert_affinity_multiply_on_I`.
+    fn reference(&self, w: &Inputs) -> Vec<f64> {
+        let plain = Scales { gate_up: 1.0, inter: 1.0, no_down_bias: false };
+        self.c.mixture(w, |a| match (self.on_i, self.c.scale) {
+            (true, _) => (1.0, Scales { inter: a, no_down_bias: true, ..plain }, 1.0),
+            (false, Scale::Pre) => (1.0, Scales { gate_up: a, ..plain }, 1.0),
+            (false, Scale::Post) => (1.0, plain, a),
+            (false, Scale::No) => (1.0, plain, 1.0),
+        })
+    }
+
+    /// The emulator's `[T', H]` output on two programs.
+    fn run(&self, w: &Inputs, dtype: Dtype, precision: Precision) -> Vec<f32> {
+        let c = &self.c;
+        let [hid, aff, gu, dw, pos, b2e, gub, db] = c.tensors(w, dtype);
+        let skip = SkipMode { skip_token: c.skip_token, skip_weight: false };
+        let mut call = blockwise_mm_baseline_shard_intermediate::Call::new(&hid, &aff, &gu, &dw, c.b as i64, &pos, &b2e)
+            .skip_dma(Some(skip))
+            .compute_dtype(dtype)
+            .is_tensor_update_accumulating(c.accumulating())
+            .expert_affinities_scaling_mode(c.mode())
+            .activation_function(c.act)
+            .expert_affinity_multiply_on_I(self.on_i);
+        if c.bias {
+            call = call.gate_and_up_proj_bias(&gub).down_proj_bias(&db);
+        }
+        if c.clamp {
+            call = call.gate_clamp_upper_limit(CLAMPS[0]).up_clamp_upper_limit(CLAMPS[1]).up_clamp_lower_limit(CLAMPS[2]);
+        }
+        let launch = Launch::new().lnc(2).precision(precision);
+        call.launch(&launch).unwrap_or_else(|err| panic!("{}: {err}", self.name())).to_f32_vec()
+    }
+
+    /// The NumPy executor's arguments, by keyword.
+    fn numpy_kwargs(&self, w: &Inputs, dtype: Dtype) -> Vec<(&'static str, Arg)> {
+        let mut kwargs = self.c.numpy_kwargs(w, dtype);
+        kwargs.push(("expert_affinity_multiply_on_I", Arg::Bool(self.on_i)));
+        kwargs
+    }
+}
+
+/// Every intermediate-sharded case with `dtype` inputs and compute in
+/// `precision` within `tol` of the float64 mixture of the rounded inputs.
+fn shard_i_cases_match_float64(dtype: Dtype, precision: Precision, tol: f64) {
+    for case in SHARD_I_CASES {
+        let w = rounded(&case.c.inputs(), dtype);
+        let got = case.run(&w, dtype, precision);
+        let rows = &got[..case.c.t * case.c.h];
+        assert_close(&format!("{} {dtype:?}", case.name()), rows, &case.reference(&w), tol, tol);
+    }
+}
+
+/// fp32 inputs and compute in fp32 precision.
+#[test]
+fn shard_on_i_in_fp32_matches_float64() {
+    shard_i_cases_match_float64(Dtype::F32, Precision::Fp32, 1e-4);
+}
+
+/// bfloat16 inputs and compute in hardware precision within the library's
+/// tolerance (2e-2).
+#[test]
+fn shard_on_i_in_hardware_precision_matches_float64() {
+    shard_i_cases_match_float64(Dtype::Bf16, Precision::Hardware, 2e-2);
+}
+
+/// The emitted intermediate-sharded kernel under NumPy equals the emulator
+/// (the whole output): padding named and skipped, `PRE_SCALE` and the
+/// affinity on the intermediate, both precision modes.
+#[test]
+fn emitted_shard_on_i_under_numpy_equals_emulator() {
+    for case in [SHARD_I_CASES[0], SHARD_I_CASES[2], SHARD_I_CASES[4]] {
+        for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
+            let w = rounded(&case.c.inputs(), dtype);
+            let emu = case.run(&w, dtype, precision);
+            let kernel = "blockwise_mm_baseline_shard_intermediate";
+            let np = run_numpy_kwargs(emitted_package(), kernel, &[], &case.numpy_kwargs(&w, dtype), 2, mode);
+            assert_eq!(np.len(), 1, "{} {mode}: outputs", case.name());
+            let rtol = if mode == "fp32" { 1e-5 } else { 2f64.powi(-7) };
+            let want: Vec<f64> = emu.iter().map(|&v| f64::from(v)).collect();
+            assert_close(&format!("{} {mode}", case.name()), &np[0], &want, 1e-6, rtol);
+        }
+    }
+}
+
+/// `moe_cte` with `MoECTESpec(implementation=shard_on_i)` is
+/// `blockwise_mm_baseline_shard_intermediate` with the library's
+/// `ShardOnIConfig` defaults, in the emulator and emitted.
+#[test]
+fn moe_cte_dispatches_to_shard_on_i() {
+    let case = SHARD_I_CASES[1];
+    let c = case.c;
+    let w = rounded(&c.inputs(), Dtype::Bf16);
+    let [hid, aff, gu, dw, pos, b2e, gub, db] = c.tensors(&w, Dtype::Bf16);
+    let spec = MoECTESpec { implementation: MoECTEImplementation::shard_on_i };
+    let launch = Launch::new().lnc(2).precision(Precision::Hardware);
+    let got = moe_cte::Call::new(&hid, &aff, &gu, &dw, &pos, &b2e, c.b as i64, &spec)
+        .gate_and_up_proj_bias(&gub)
+        .down_proj_bias(&db)
+        .activation_function(ActFnType::Swish)
+        .skip_dma(Some(SkipMode { skip_token: true, skip_weight: false }))
+        .gate_clamp_upper_limit(CLAMPS[0])
+        .up_clamp_upper_limit(CLAMPS[1])
+        .up_clamp_lower_limit(CLAMPS[2])
+        .launch(&launch)
+        .unwrap()
+        .to_f32_vec();
+    assert_eq!(got, case.run(&w, Dtype::Bf16, Precision::Hardware), "moe_cte differs from the intermediate-sharded kernel");
+    let mut kwargs = c.numpy_kwargs(&w, Dtype::Bf16);
+    kwargs.push(("spec", Arg::Object("MoECTESpec", vec![("implementation", Arg::Member("MoECTEImplementation", "shard_on_i"))])));
+    let np = run_numpy_kwargs(emitted_package(), "moe_cte", &[], &kwargs, 2, "hardware");
+    assert_close("moe_cte shard_on_i emitted", &np[0], &got.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), 1e-6, 2f64.powi(-7));
+    let hybrid = MoECTESpec { implementation: MoECTEImplementation::shard_on_i_hybrid };
+    let err = moe_cte::Call::new(&hid, &aff, &gu, &dw, &pos, &b2e, c.b as i64, &hybrid).launch(&launch).unwrap_err().to_string();
+    assert!(err.contains(MoeCteRule::Implementation.message()), "{err}");
+}
+
+/// An intermediate-sharded call the rules accept (the library's `H = 3072,
+/// E = 8, B = 512, I = 2048`).
+const OK_I: BwmmShardOnICall = BwmmShardOnICall {
+    hidden: 3072,
+    intermediate: 2048,
+    experts: 8,
+    block_size: 512,
+    positions: 16 * 512,
+    programs: 2,
+    skip_weight: false,
+    activation: ActFnType::SiLU,
+    quantized: false,
+    checkpoint_activation: false,
+    one_bias: false,
+    down_bias_on_i: false,
+};
+
+/// Each intermediate-sharded rule refuses what it names, and the kernel
+/// refuses the same at trace time.
+#[test]
+fn shard_on_i_rules_refuse_what_they_name() {
+    assert_eq!(bwmm_shard_on_i_violation(OK_I), None);
+    assert_eq!(bwmm_shard_on_i_violation(BwmmShardOnICall { block_size: 1024, positions: 8 * 1024, ..OK_I }), None);
+    let cases = [
+        (BwmmShardOnICall { programs: 1, ..OK_I }, ShardOnIRule::Programs),
+        (BwmmShardOnICall { block_size: 384, ..OK_I }, ShardOnIRule::BlockSize),
+        (BwmmShardOnICall { block_size: 768, positions: 16 * 768, ..OK_I }, ShardOnIRule::BlockSize),
+        (BwmmShardOnICall { hidden: 256, ..OK_I }, ShardOnIRule::Hidden),
+        (BwmmShardOnICall { hidden: 8704, ..OK_I }, ShardOnIRule::Hidden),
+        (BwmmShardOnICall { positions: 1000, ..OK_I }, ShardOnIRule::Blocks),
+        (BwmmShardOnICall { intermediate: 200, ..OK_I }, ShardOnIRule::IntermediateAlign),
+        (BwmmShardOnICall { skip_weight: true, ..OK_I }, ShardOnIRule::SkipWeight),
+        (BwmmShardOnICall { activation: ActFnType::GELU, ..OK_I }, ShardOnIRule::Activation),
+        (BwmmShardOnICall { quantized: true, ..OK_I }, ShardOnIRule::Quantization),
+        (BwmmShardOnICall { checkpoint_activation: true, ..OK_I }, ShardOnIRule::CheckpointActivation),
+        (BwmmShardOnICall { one_bias: true, ..OK_I }, ShardOnIRule::Bias),
+        (BwmmShardOnICall { down_bias_on_i: true, ..OK_I }, ShardOnIRule::DownBiasOnI),
+    ];
+    for (call, rule) in cases {
+        assert_eq!(bwmm_shard_on_i_violation(call), Some(rule), "{call:?}");
+    }
+    let c = SHARD_I_CASES[0].c;
+    let w = c.inputs();
+    let [hid, aff, gu, dw, pos, b2e, gub, db] = c.tensors(&w, Dtype::Bf16);
+    let call = || blockwise_mm_baseline_shard_intermediate::Call::new(&hid, &aff, &gu, &dw, c.b as i64, &pos, &b2e);
+    let err = call().launch(&Launch::new()).unwrap_err().to_string();
+    assert!(err.contains(ShardOnIRule::Programs.message()), "{err}");
+    let lnc2 = Launch::new().lnc(2);
+    let err = call().checkpoint_activation(true).launch(&lnc2).unwrap_err().to_string();
+    assert!(err.contains(ShardOnIRule::CheckpointActivation.message()), "{err}");
+    let skip = SkipMode { skip_token: false, skip_weight: true };
+    let err = call().skip_dma(Some(skip)).launch(&lnc2).unwrap_err().to_string();
+    assert!(err.contains(ShardOnIRule::SkipWeight.message()), "{err}");
+    let on_i = call().gate_and_up_proj_bias(&gub).down_proj_bias(&db).expert_affinity_multiply_on_I(true);
+    let err = on_i.launch(&lnc2).unwrap_err().to_string();
+    assert!(err.contains(ShardOnIRule::DownBiasOnI.message()), "{err}");
 }

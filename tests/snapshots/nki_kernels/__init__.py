@@ -6,6 +6,7 @@ from .attention_tkg import AttnTKGConfig
 from .attention_tkg import attention_tkg
 from .axpy import axpy
 from .bwmm_shard_on_block import bwmm_shard_on_block
+from .bwmm_shard_on_i import blockwise_mm_baseline_shard_intermediate
 from .cascaded_max import cascaded_max
 from .common_types import ActFnType
 from .common_types import ExpertAffinityScaleMode
@@ -78,6 +79,7 @@ __all__ = [
     "attention_tkg",
     "axpy",
     "bwmm_shard_on_block",
+    "blockwise_mm_baseline_shard_intermediate",
     "cascaded_max",
     "ActFnType",
     "ExpertAffinityScaleMode",

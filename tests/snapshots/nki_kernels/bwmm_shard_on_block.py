@@ -55,7 +55,11 @@ class DimensionSizes(nl.NKIObject):
     n: int
     "`N`, the blocks."
     i_tp: int
-    "`I_TP`, the intermediate size."
+    "`I_TP`, the intermediate rows this program computes (all of them here; half under the intermediate-sharded kernel)."
+    i_full: int
+    "The weights' whole intermediate size (the row stride of the gate/up weights and bias)."
+    i_offset: int
+    "The first intermediate row this program computes."
     num_tiles: int
     "128-token tiles per block."
     h_chunks: int
@@ -110,48 +114,29 @@ def configs(inps, skip_dma, compute_dtype, is_tensor_update_accumulating, scalin
     return Configs(scaling_mode=scaling_mode, skip_dma=skip, compute_dtype=compute_dtype, is_tensor_update_accumulating=is_tensor_update_accumulating, linear_bias=inps.gate_and_up_proj_bias is not None and inps.down_proj_bias is not None, activation_function=activation_function, gate_clamp_upper_limit=clamps.gate_clamp_upper_limit, gate_clamp_lower_limit=clamps.gate_clamp_lower_limit, up_clamp_upper_limit=clamps.up_clamp_upper_limit, up_clamp_lower_limit=clamps.up_clamp_lower_limit)
 
 
-def reduce_tile_count(t, skip_token):
-    """128-row tiles the final reduction covers: the token rows, without
-    the padding row `T` unless padding is skipped.
+def blockwise_sizes(inps, kernel):
+    """`(T, H, E, I)` of a blockwise call, asserting `hidden_states` is
+    `[T, H]` and `gate_up_proj_weight` `[E, H, 2, I]`.
     """
-    padding = 0 if skip_token else 1
-    return -(-(t - padding) // TILE_SIZE)
-
-
-def validate_bwmm_shard_on_block(inps, cfg, block_size, strategy, quantized, down_activations):
-    """The rules of [`bwmm_shard_on_block_violation`](super::bwmm_shard_on_block_violation)
-    and the tensors' shapes, checked when the kernel is traced.
-    """
-    assert inps.hidden_states.ndim == 2, f"bwmm_shard_on_block: hidden_states must be [T, H], got {inps.hidden_states.shape}"
+    hs = inps.hidden_states.shape
+    assert inps.hidden_states.ndim == 2, f"{kernel}: hidden_states must be [T, H], got {hs}"
     t, h = inps.hidden_states.shape
     gs = inps.gate_up_proj_weight.shape
-    assert inps.gate_up_proj_weight.ndim == 4 and gs[1] == h and gs[2] == 2, f"bwmm_shard_on_block: gate_up_proj_weight must be [E, H = {h}, 2, I], got {gs}"
-    e, i = (gs[0], gs[3])
+    assert inps.gate_up_proj_weight.ndim == 4 and gs[1] == h and gs[2] == 2, f"{kernel}: gate_up_proj_weight must be [E, H = {h}, 2, I], got {gs}"
+    return (t, h, gs[0], gs[3])
+
+
+def check_blockwise_shapes(inps, kernel, block_size):
+    """The other tensors' shapes against [`blockwise_sizes`] (the block
+    size already checked to divide the positions).
+    """
+    t, h, e, i = blockwise_sizes(inps, kernel)
     positions = inps.token_position_to_id.shape[0]
-    programs = nl.num_programs(axes=0) if nl.program_ndim() == 1 else 1
-    skip = cfg.skip_dma.skip_token
-    act = cfg.activation_function
-    assert programs == NUM_SHARDS, f"bwmm_shard_on_block: runs on exactly 2 programs (LNC2), the blocks alternating between them, got {programs}"
-    assert h > 0 and h % PSUM_SIZE == 0, f"bwmm_shard_on_block: H = {h} must be a positive multiple of 512"
-    assert block_size > 0 and block_size % TILE_SIZE == 0, f"bwmm_shard_on_block: block_size = {block_size} must be a positive multiple of 128"
-    assert e > 0 and positions > 0 and positions % block_size == 0, f"bwmm_shard_on_block: E = {e} must be positive and token_position_to_id's length {positions} a positive multiple of block_size"
-    assert i > 0 and i % MIN_I_ALIGN == 0, f"bwmm_shard_on_block: I = {i} must be a positive multiple of 16"
-    assert i <= MAX_UNCHUNKED_I, f"bwmm_shard_on_block: I = {i} above 1024 (the library's chunked path) is not implemented"
-    reduce_tiles = reduce_tile_count(t, skip)
-    assert not cfg.is_tensor_update_accumulating or reduce_tiles * TILE_SIZE <= t, f"bwmm_shard_on_block: with is_tensor_update_accumulating the final reduction reads whole 128-row tiles of the token rows (T - 1, or T with skip_token), so T = {t} does not fit"
-    assert strategy == BlockShardStrategy.PING_PONG, f"bwmm_shard_on_block: block_sharding_strategy must be PING_PONG, got {strategy}"
-    mode = cfg.scaling_mode
-    assert mode != ExpertAffinityScaleMode.PRE_SCALE_DELAYED, "bwmm_shard_on_block: expert_affinities_scaling_mode PRE_SCALE_DELAYED is not supported"
-    assert act == ActFnType.SiLU or act == ActFnType.Swish, f"bwmm_shard_on_block: activation_function must be SiLU or Swish, got {act}"
-    assert not quantized, "bwmm_shard_on_block: the quantization scales (gate_up_proj_scale, down_proj_scale) are not implemented"
-    assert not down_activations, "bwmm_shard_on_block: down_activations is not implemented"
-    gb, db = (inps.gate_and_up_proj_bias, inps.down_proj_bias)
-    assert (gb is not None) == (db is not None), "bwmm_shard_on_block: gate_and_up_proj_bias and down_proj_bias are given together"
-    check_3d(inps.down_proj_weight, "bwmm_shard_on_block", "down_proj_weight", e, i, h)
-    check_2d(inps.expert_affinities_masked, "bwmm_shard_on_block", "expert_affinities_masked", t * e, 1)
-    check_2d(inps.block_to_expert, "bwmm_shard_on_block", "block_to_expert", positions // block_size, 1)
-    check_3d(gb, "bwmm_shard_on_block", "gate_and_up_proj_bias", e, 2, i)
-    check_3d(db, "bwmm_shard_on_block", "down_proj_bias", e, 1, h)
+    check_3d(inps.down_proj_weight, kernel, "down_proj_weight", e, i, h)
+    check_2d(inps.expert_affinities_masked, kernel, "expert_affinities_masked", t * e, 1)
+    check_2d(inps.block_to_expert, kernel, "block_to_expert", positions // block_size, 1)
+    check_3d(inps.gate_and_up_proj_bias, kernel, "gate_and_up_proj_bias", e, 2, i)
+    check_3d(inps.down_proj_bias, kernel, "down_proj_bias", e, 1, h)
 
 
 def dimension_sizes(inps, b):
@@ -160,40 +145,31 @@ def dimension_sizes(inps, b):
     e, i_tp, _ = inps.down_proj_weight.shape
     n = inps.token_position_to_id.shape[0] // b
     free_size = min(b, PSUM_SIZE)
-    return DimensionSizes(b=b, h=h, t=t, e=e, n=n, i_tp=i_tp, num_tiles=b // TILE_SIZE, h_chunks=h // TILE_SIZE, gup_tile_count=-(-i_tp // TILE_SIZE), free_size=free_size, n_psum_tile_count=b // free_size)
+    return DimensionSizes(b=b, h=h, t=t, e=e, n=n, i_tp=i_tp, i_full=i_tp, i_offset=0, num_tiles=b // TILE_SIZE, h_chunks=h // TILE_SIZE, gup_tile_count=-(-i_tp // TILE_SIZE), free_size=free_size, n_psum_tile_count=b // free_size)
 
 
 def bwmm_output_initialization(output, shard_id):
-    """Zeroes this program's slot of the accumulating output `[T, 2, H]`."""
+    """Zeroes this program's slot of the accumulating output `[T, 2, H]`,
+    or the whole of a `[T, H]` output.
+    """
     t = output.shape[0]
-    h = output.shape[2]
+    slots = output.ndim == 3
+    h = output.shape[output.ndim - 1]
     zeros = nl.ndarray(shape=(TILE_SIZE, h), dtype=output.dtype, buffer=nl.sbuf)
     nisa.memset(dst=zeros, value=0.0)
     for r in range(-(-t // TILE_SIZE)):
         r0 = r * TILE_SIZE
         rows = min(TILE_SIZE, t - r0)
-        nisa.dma_copy(dst=output[r0:r0 + rows, shard_id, :], src=zeros[0:rows, :])
+        if slots:
+            nisa.dma_copy(dst=output[r0:r0 + rows, shard_id, :], src=zeros[0:rows, :])
+        else:
+            nisa.dma_copy(dst=output[r0:r0 + rows, :], src=zeros[0:rows, :])
 
 
-def shard_block_count(dims, shard_id):
-    """Blocks of program `shard_id`: `shard_id, shard_id + 2, ...` below `N`."""
-    return -(-(dims.n - shard_id) // NUM_SHARDS)
-
-
-def load_shard_block_experts(block_to_expert, dims, shard_id):
-    """The experts of this program's blocks `shard_id, shard_id + 2, ...`
-    as `[1, n_blocks]` int32 (the library's strided load).
-    """
-    n_blocks = shard_block_count(dims, shard_id)
-    experts = nl.ndarray(shape=(1, n_blocks), dtype=nl.int32, buffer=nl.sbuf)
-    nisa.dma_copy(dst=experts, src=block_to_expert.ap(pattern=[[1, 1], [NUM_SHARDS, n_blocks]], offset=shard_id))
-    return experts
-
-
-def load_block_tokens(inps, cfg, dims, block_idx, expert):
+def load_block_token_rows(inps, cfg, dims, block_idx):
     """The block's token ids `[128, B/128]` (position `128·j + p` at
-    `[p, j]`) and its token rows `[128, B/128, H]` in the compute dtype,
-    scaled by their affinities under `PRE_SCALE`.
+    `[p, j]`) and its token rows `[128, B/128, H]` in the compute dtype
+    (zero where skipped).
     """
     nt = dims.num_tiles
     token_indices = nl.ndarray(shape=(TILE_SIZE, nt), dtype=nl.int32, buffer=nl.sbuf)
@@ -209,10 +185,6 @@ def load_block_tokens(inps, cfg, dims, block_idx, expert):
             nisa.dma_copy(dst=dst, src=hs.ap(pattern=[[h, TILE_SIZE], [1, h]], offset=0, vector_offset=idx, indirect_dim=0), oob_mode=nisa.oob_mode.skip)
         else:
             nisa.dma_copy(dst=dst, src=hs.ap(pattern=[[h, TILE_SIZE], [1, h]], offset=0, vector_offset=idx, indirect_dim=0))
-    if cfg.scaling_mode == ExpertAffinityScaleMode.PRE_SCALE:
-        aff = calculate_expert_affinities(inps.expert_affinities_masked, token_indices, expert, dims.e, cfg.compute_dtype, cfg.skip_dma)
-        for j in range(nt):
-            nisa.tensor_scalar(dst=x[:, j, :], data=x[:, j, :], op0=nl.multiply, operand0=aff[:, j:j + 1])
     return (token_indices, x)
 
 
@@ -250,13 +222,14 @@ def load_as(dst, src, skip):
 
 
 def load_gate_up_proj_weights(inps, cfg, dims, expert):
-    """The gate/up weights of the expert in `expert`: `[128, H/128, 2, I]`
-    with `w[p, c, g, i] = W_gu[e, 128·c + p, g, i]`, in the compute dtype.
+    """The gate/up weights of the expert in `expert`, this program's
+    intermediate rows: `[128, H/128, 2, I]` with `w[p, c, g, i] =
+    W_gu[e, 128·c + p, g, i_offset + i]`, in the compute dtype.
     """
-    gu, i = (inps.gate_up_proj_weight, dims.i_tp)
+    gu, i, stride = (inps.gate_up_proj_weight, dims.i_tp, dims.i_full)
     w = nl.ndarray(shape=(TILE_SIZE, dims.h_chunks, GUP_PROJ_DIM, i), dtype=cfg.compute_dtype, buffer=nl.sbuf)
-    pattern = [[GUP_PROJ_DIM * i, TILE_SIZE], [TILE_SIZE * GUP_PROJ_DIM * i, dims.h_chunks], [i, GUP_PROJ_DIM], [1, i]]
-    src = gu.ap(pattern=pattern, offset=0, scalar_offset=expert, indirect_dim=0)
+    pattern = [[GUP_PROJ_DIM * stride, TILE_SIZE], [TILE_SIZE * GUP_PROJ_DIM * stride, dims.h_chunks], [stride, GUP_PROJ_DIM], [1, i]]
+    src = gu.ap(pattern=pattern, offset=dims.i_offset, scalar_offset=expert, indirect_dim=0)
     load_as(w, src, cfg.skip_dma.skip_weight)
     return w
 
@@ -268,24 +241,15 @@ def i_rows(dims, it):
 
 def load_and_transpose_gup_bias(bias, cfg, dims, expert):
     """The gate/up bias of the expert with the intermediate dim on the
-    partitions: `[128, I/128, 2]`, `b[p, it, g] = bias[e, g, 128·it + p]`.
+    partitions: `[128, I/128, 2]`, `b[p, it, g] = bias[e, g, i_offset +
+    128·it + p]`.
     """
-    i = dims.i_tp
+    i = dims.i_full
     b = nl.ndarray(shape=(TILE_SIZE, dims.gup_tile_count, GUP_PROJ_DIM), dtype=cfg.compute_dtype, buffer=nl.sbuf)
     for it in range(dims.gup_tile_count):
         k = i_rows(dims, it)
-        src = bias.ap(pattern=[[1, k], [i, GUP_PROJ_DIM]], offset=it * TILE_SIZE, scalar_offset=expert, indirect_dim=0)
+        src = bias.ap(pattern=[[1, k], [i, GUP_PROJ_DIM]], offset=dims.i_offset + it * TILE_SIZE, scalar_offset=expert, indirect_dim=0)
         load_as(b[0:k, it, :], src, cfg.skip_dma.skip_weight)
-    return b
-
-
-def load_and_broadcast_down_bias(bias, cfg, dims, expert):
-    """The down bias of the expert broadcast to `[128, H]`."""
-    row = nl.ndarray(shape=(1, dims.h), dtype=cfg.compute_dtype, buffer=nl.sbuf)
-    src = bias.ap(pattern=[[dims.h, 1], [1, dims.h]], offset=0, scalar_offset=expert, indirect_dim=0)
-    load_as(row, src, cfg.skip_dma.skip_weight)
-    b = nl.ndarray(shape=(TILE_SIZE, dims.h), dtype=cfg.compute_dtype, buffer=nl.sbuf)
-    stream_shuffle_broadcast(row, b)
     return b
 
 
@@ -320,6 +284,22 @@ def _clip_gate_up_projections(gup, cfg):
     clamp(gup[:, 1, :, :], cfg.up_clamp_upper_limit, cfg.up_clamp_lower_limit)
 
 
+def block_gate_up_projections(inps, cfg, dims, x_t, expert):
+    """The block's gate and up projections (`xT` the transposed token
+    rows) through the expert in `expert`: its weights and bias loaded,
+    [`compute_gate_up_projections`], then the clamps.
+    """
+    w_gu = load_gate_up_proj_weights(inps, cfg, dims, expert)
+    bias_t = None
+    gub = inps.gate_and_up_proj_bias
+    if gub is not None:
+        b = gub
+        bias_t = load_and_transpose_gup_bias(b, cfg, dims, expert)
+    gup = compute_gate_up_projections(x_t, w_gu, bias_t, dims)
+    _clip_gate_up_projections(gup, cfg)
+    return gup
+
+
 def compute_intermediate_states(gup, cfg, dims):
     """`act(gate) · up` in the compute dtype, `[128, I/128, B]` (the
     activation rounded to the compute dtype first, as the library's
@@ -335,9 +315,19 @@ def compute_intermediate_states(gup, cfg, dims):
     return inter
 
 
+def load_and_broadcast_down_bias(bias, cfg, dims, expert):
+    """The down bias of the expert broadcast to `[128, H]`."""
+    row = nl.ndarray(shape=(1, dims.h), dtype=cfg.compute_dtype, buffer=nl.sbuf)
+    src = bias.ap(pattern=[[dims.h, 1], [1, dims.h]], offset=0, scalar_offset=expert, indirect_dim=0)
+    load_as(row, src, cfg.skip_dma.skip_weight)
+    b = nl.ndarray(shape=(TILE_SIZE, dims.h), dtype=cfg.compute_dtype, buffer=nl.sbuf)
+    stream_shuffle_broadcast(row, b)
+    return b
+
+
 def load_down_proj_weight(inps, cfg, dims, expert):
     """The down weights of the expert in `expert`: `[128, I/128, H]` with
-    `w[p, it, :] = W_down[e, 128·it + p, :]`, rows past `I` zero.
+    `w[p, it, :] = W_down[e, i_offset + 128·it + p, :]`, rows past `I` zero.
     """
     dw, h = (inps.down_proj_weight, dims.h)
     w = nl.ndarray(shape=(TILE_SIZE, dims.gup_tile_count, h), dtype=cfg.compute_dtype, buffer=nl.sbuf)
@@ -345,28 +335,30 @@ def load_down_proj_weight(inps, cfg, dims, expert):
         nisa.memset(dst=w, value=0.0)
     for it in range(dims.gup_tile_count):
         k = i_rows(dims, it)
-        src = dw.ap(pattern=[[h, k], [1, h]], offset=it * TILE_SIZE * h, scalar_offset=expert, indirect_dim=0)
+        src = dw.ap(pattern=[[h, k], [1, h]], offset=(dims.i_offset + it * TILE_SIZE) * h, scalar_offset=expert, indirect_dim=0)
         load_as(w[0:k, it, :], src, cfg.skip_dma.skip_weight)
     return w
 
 
-def bwmm_load_old_block(output, token_indices, j, cfg, shard_id, first):
-    """The output rows `[128, H]` of token tile `j` of this program's slot,
-    gathered by token in the compute dtype (zero where skipped); zeros
-    for this program's `first` block, which has nothing to add onto.
+def finish_output_rows(dst, y, bias, affinity, old):
+    """`dst = (y + bias) · affinity + old`, each term when given (`y` may
+    be overwritten; `affinity` one column per partition).
     """
-    h = output.shape[2]
-    old = nl.ndarray(shape=(TILE_SIZE, h), dtype=cfg.compute_dtype, buffer=nl.sbuf)
-    if first or cfg.skip_dma.skip_token:
-        nisa.memset(dst=old, value=0.0)
-    if first:
-        return old
-    idx = token_indices[:, j:j + 1]
-    if cfg.skip_dma.skip_token:
-        nisa.dma_copy(dst=old, src=output.ap(pattern=[[OUTPUT_SLOTS * h, TILE_SIZE], [1, h]], offset=shard_id * h, vector_offset=idx, indirect_dim=0), oob_mode=nisa.oob_mode.skip)
+    if bias is not None:
+        b = bias
+        nisa.tensor_tensor(dst=y, data1=y, data2=b, op=nl.add)
+    if affinity is not None:
+        a = affinity
+        if old is not None:
+            o = old
+            nisa.scalar_tensor_tensor(dst=dst, data=y, op0=nl.multiply, operand0=a, op1=nl.add, operand1=o)
+        else:
+            nisa.tensor_scalar(dst=dst, data=y, op0=nl.multiply, operand0=a)
+    elif old is not None:
+        o = old
+        nisa.tensor_tensor(dst=dst, data1=o, data2=y, op=nl.add)
     else:
-        nisa.dma_copy(dst=old, src=output.ap(pattern=[[OUTPUT_SLOTS * h, TILE_SIZE], [1, h]], offset=shard_id * h, vector_offset=idx, indirect_dim=0))
-    return old
+        nisa.tensor_copy(dst=dst, src=y)
 
 
 def compute_block_output(st, old, j, cfg, dims, out_dtype):
@@ -385,37 +377,131 @@ def compute_block_output(st, old, j, cfg, dims, out_dtype):
         for it in range(dims.gup_tile_count):
             k = i_rows(dims, it)
             nisa.nc_matmul(dst=y, stationary=st.inter[0:k, it, t0:t0 + TILE_SIZE], moving=st.dp_weights[0:k, it, c0:c0 + wc])
-        down_bias, affinity = (st.down_bias, st.affinity)
+        down_bias, st_affinity = (st.down_bias, st.affinity)
+        bias = None
         if down_bias is not None:
             b = down_bias
-            nisa.tensor_tensor(dst=y, data1=y, data2=b[:, c0:c0 + wc], op=nl.add)
-        dst = rows[:, c0:c0 + wc]
-        if affinity is not None:
-            a = affinity
-            if old is not None:
-                o = old
-                nisa.scalar_tensor_tensor(dst=dst, data=y, op0=nl.multiply, operand0=a[:, j:j + 1], op1=nl.add, operand1=o[:, c0:c0 + wc])
-            else:
-                nisa.tensor_scalar(dst=dst, data=y, op0=nl.multiply, operand0=a[:, j:j + 1])
-        elif old is not None:
+            bias = b[:, c0:c0 + wc]
+        prev = None
+        if old is not None:
             o = old
-            nisa.tensor_tensor(dst=dst, data1=o[:, c0:c0 + wc], data2=y, op=nl.add)
-        else:
-            nisa.tensor_copy(dst=dst, src=y)
+            prev = o[:, c0:c0 + wc]
+        scale = None
+        if st_affinity is not None:
+            a = st_affinity
+            scale = a[:, j:j + 1]
+        finish_output_rows(rows[:, c0:c0 + wc], y, bias, scale, prev)
     return rows
+
+
+def output_row_layout(output, shard_id):
+    """The row step and first element of a token's row of `output`: this
+    program's slot of a `[T, 2, H]` output, else the `[T, H]` row.
+    """
+    h = output.shape[output.ndim - 1]
+    step, offset = (h, 0)
+    if output.ndim == 3:
+        step = OUTPUT_SLOTS * h
+        offset = shard_id * h
+    return (step, offset)
+
+
+def bwmm_load_old_block(output, token_indices, j, cfg, shard_id, first):
+    """The output rows `[128, H]` of token tile `j` (of this program's slot
+    of a `[T, 2, H]` output), gathered by token in the compute dtype
+    (zero where skipped); zeros for this program's `first` block, which
+    has nothing to add onto.
+    """
+    h = output.shape[output.ndim - 1]
+    step, offset = output_row_layout(output, shard_id)
+    old = nl.ndarray(shape=(TILE_SIZE, h), dtype=cfg.compute_dtype, buffer=nl.sbuf)
+    if first or cfg.skip_dma.skip_token:
+        nisa.memset(dst=old, value=0.0)
+    if first:
+        return old
+    idx = token_indices[:, j:j + 1]
+    if cfg.skip_dma.skip_token:
+        nisa.dma_copy(dst=old, src=output.ap(pattern=[[step, TILE_SIZE], [1, h]], offset=offset, vector_offset=idx, indirect_dim=0), oob_mode=nisa.oob_mode.skip)
+    else:
+        nisa.dma_copy(dst=old, src=output.ap(pattern=[[step, TILE_SIZE], [1, h]], offset=offset, vector_offset=idx, indirect_dim=0))
+    return old
 
 
 def store_block_output(output, rows, token_indices, j, cfg, shard_id):
     """Stores token tile `j`'s rows to their tokens' rows of `output` (this
-    program's slot when accumulating).
+    program's slot of a `[T, 2, H]` output).
     """
     h = rows.shape[1]
-    step, offset = (OUTPUT_SLOTS * h, shard_id * h) if cfg.is_tensor_update_accumulating else (h, 0)
+    step, offset = output_row_layout(output, shard_id)
     idx = token_indices[:, j:j + 1]
     if cfg.skip_dma.skip_token:
         nisa.dma_copy(dst=output.ap(pattern=[[step, TILE_SIZE], [1, h]], offset=offset, vector_offset=idx, indirect_dim=0), src=rows, oob_mode=nisa.oob_mode.skip)
     else:
         nisa.dma_copy(dst=output.ap(pattern=[[step, TILE_SIZE], [1, h]], offset=offset, vector_offset=idx, indirect_dim=0), src=rows)
+
+
+def reduce_tile_count(t, skip_token):
+    """128-row tiles the final reduction covers: the token rows, without
+    the padding row `T` unless padding is skipped.
+    """
+    padding = 0 if skip_token else 1
+    return -(-(t - padding) // TILE_SIZE)
+
+
+def validate_bwmm_shard_on_block(inps, cfg, block_size, strategy, quantized, down_activations):
+    """The rules of [`bwmm_shard_on_block_violation`](super::bwmm_shard_on_block_violation)
+    and the tensors' shapes, checked when the kernel is traced.
+    """
+    t, h, e, i = blockwise_sizes(inps, "bwmm_shard_on_block")
+    positions = inps.token_position_to_id.shape[0]
+    programs = nl.num_programs(axes=0) if nl.program_ndim() == 1 else 1
+    skip = cfg.skip_dma.skip_token
+    act = cfg.activation_function
+    assert programs == NUM_SHARDS, f"bwmm_shard_on_block: runs on exactly 2 programs (LNC2), the blocks alternating between them, got {programs}"
+    assert h > 0 and h % PSUM_SIZE == 0, f"bwmm_shard_on_block: H = {h} must be a positive multiple of 512"
+    assert block_size > 0 and block_size % TILE_SIZE == 0, f"bwmm_shard_on_block: block_size = {block_size} must be a positive multiple of 128"
+    assert e > 0 and positions > 0 and positions % block_size == 0, f"bwmm_shard_on_block: E = {e} must be positive and token_position_to_id's length {positions} a positive multiple of block_size"
+    assert i > 0 and i % MIN_I_ALIGN == 0, f"bwmm_shard_on_block: I = {i} must be a positive multiple of 16"
+    assert i <= MAX_UNCHUNKED_I, f"bwmm_shard_on_block: I = {i} above 1024 (the library's chunked path) is not implemented"
+    reduce_tiles = reduce_tile_count(t, skip)
+    assert not cfg.is_tensor_update_accumulating or reduce_tiles * TILE_SIZE <= t, f"bwmm_shard_on_block: with is_tensor_update_accumulating the final reduction reads whole 128-row tiles of the token rows (T - 1, or T with skip_token), so T = {t} does not fit"
+    assert strategy == BlockShardStrategy.PING_PONG, f"bwmm_shard_on_block: block_sharding_strategy must be PING_PONG, got {strategy}"
+    mode = cfg.scaling_mode
+    assert mode != ExpertAffinityScaleMode.PRE_SCALE_DELAYED, "bwmm_shard_on_block: expert_affinities_scaling_mode PRE_SCALE_DELAYED is not supported"
+    assert act == ActFnType.SiLU or act == ActFnType.Swish, f"bwmm_shard_on_block: activation_function must be SiLU or Swish, got {act}"
+    assert not quantized, "bwmm_shard_on_block: the quantization scales (gate_up_proj_scale, down_proj_scale) are not implemented"
+    assert not down_activations, "bwmm_shard_on_block: down_activations is not implemented"
+    gb, db = (inps.gate_and_up_proj_bias, inps.down_proj_bias)
+    assert (gb is not None) == (db is not None), "bwmm_shard_on_block: gate_and_up_proj_bias and down_proj_bias are given together"
+    check_blockwise_shapes(inps, "bwmm_shard_on_block", block_size)
+
+
+def shard_block_count(dims, shard_id):
+    """Blocks of program `shard_id`: `shard_id, shard_id + 2, ...` below `N`."""
+    return -(-(dims.n - shard_id) // NUM_SHARDS)
+
+
+def load_shard_block_experts(block_to_expert, dims, shard_id):
+    """The experts of this program's blocks `shard_id, shard_id + 2, ...`
+    as `[1, n_blocks]` int32 (the library's strided load).
+    """
+    n_blocks = shard_block_count(dims, shard_id)
+    experts = nl.ndarray(shape=(1, n_blocks), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=experts, src=block_to_expert.ap(pattern=[[1, 1], [NUM_SHARDS, n_blocks]], offset=shard_id))
+    return experts
+
+
+def load_block_tokens(inps, cfg, dims, block_idx, expert):
+    """[`load_block_token_rows`], the rows scaled by their affinities
+    under `PRE_SCALE`.
+    """
+    token_indices, x = load_block_token_rows(inps, cfg, dims, block_idx)
+    nt = dims.num_tiles
+    if cfg.scaling_mode == ExpertAffinityScaleMode.PRE_SCALE:
+        aff = calculate_expert_affinities(inps.expert_affinities_masked, token_indices, expert, dims.e, cfg.compute_dtype, cfg.skip_dma)
+        for j in range(nt):
+            nisa.tensor_scalar(dst=x[:, j, :], data=x[:, j, :], op0=nl.multiply, operand0=aff[:, j:j + 1])
+    return (token_indices, x)
 
 
 def process_block(inps, cfg, dims, output, block_idx, expert, first):
@@ -425,18 +511,12 @@ def process_block(inps, cfg, dims, output, block_idx, expert, first):
     shard_id = block_idx % NUM_SHARDS
     token_indices, x = load_block_tokens(inps, cfg, dims, block_idx, expert)
     x_t = transpose_block_hidden_states(x, dims)
-    w_gu = load_gate_up_proj_weights(inps, cfg, dims, expert)
-    gub, dbias = (inps.gate_and_up_proj_bias, inps.down_proj_bias)
-    bias_t = None
-    if gub is not None:
-        b = gub
-        bias_t = load_and_transpose_gup_bias(b, cfg, dims, expert)
+    gup = block_gate_up_projections(inps, cfg, dims, x_t, expert)
     down_bias = None
-    if dbias is not None:
-        b = dbias
+    db = inps.down_proj_bias
+    if db is not None:
+        b = db
         down_bias = load_and_broadcast_down_bias(b, cfg, dims, expert)
-    gup = compute_gate_up_projections(x_t, w_gu, bias_t, dims)
-    _clip_gate_up_projections(gup, cfg)
     inter = compute_intermediate_states(gup, cfg, dims)
     affinity = calculate_expert_affinities(inps.expert_affinities_masked, token_indices, expert, dims.e, cfg.compute_dtype, cfg.skip_dma) if cfg.scaling_mode == ExpertAffinityScaleMode.POST_SCALE else None
     st = BlockState(inter=inter, dp_weights=load_down_proj_weight(inps, cfg, dims, expert), affinity=affinity, down_bias=down_bias)

@@ -9,6 +9,7 @@ import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
 from .bwmm_shard_on_block import bwmm_shard_on_block
+from .bwmm_shard_on_i import blockwise_mm_baseline_shard_intermediate
 from .common_types import ActFnType
 from .common_types import ExpertAffinityScaleMode
 from .moe_cte_utils import BlockShardStrategy
@@ -21,7 +22,7 @@ class MoECTEImplementation(Enum):
     shard_on_block = 0
     "Blocks split between the programs (ported)."
     shard_on_i = 1
-    "The intermediate dim split between the programs."
+    "The intermediate dim split between the programs (ported)."
     shard_on_i_hybrid = 2
     "`shard_on_i` with a static then a dynamic block loop."
     shard_on_i_dropping = 3
@@ -53,7 +54,9 @@ class MoECTESpec(nl.NKIObject):
     """The implementation (the library's spec also nests each family's
     options, a bundle this entry cannot take; `shard_on_block` runs
     with [`ShardOnBlockConfig`]'s defaults, which the library's
-    `shard_on_block` path reads as well).
+    `shard_on_block` path reads as well, and `shard_on_i` with the
+    library's `ShardOnIConfig` defaults: no activation checkpointing,
+    the affinity on the output).
     """
 
     implementation: MoECTEImplementation
@@ -65,7 +68,7 @@ def moe_cte(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_p
     """The context-encoding MoE of the blocks in `token_position_to_id`
     through the experts of `block_to_expert`, by `spec.implementation`
     (module docs); `shard_on_block` returns `[T, 2, H]` (slot 0 the
-    result) when accumulating, else `[T, H]`.
+    result) when accumulating, else `[T, H]`; `shard_on_i` `[T, H]`.
     """
     assert isinstance(spec.implementation, MoECTEImplementation), f"moe_cte: spec.implementation={spec.implementation!r} is not a MoECTEImplementation member (shard_on_block, shard_on_i, shard_on_i_hybrid, shard_on_i_dropping, shard_on_block_mx, shard_on_i_mx, shard_on_i_mx_hybrid)"
     assert isinstance(activation_function, ActFnType), f"moe_cte: activation_function={activation_function!r} is not a ActFnType member (SiLU, GELU, GELU_Tanh_Approx, Swish)"
@@ -83,7 +86,9 @@ def moe_cte(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_p
     assert gate_up_activations_T is None or gate_up_activations_T.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "moe_cte takes gate_up_activations_T as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     assert down_activations is None or down_activations.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "moe_cte takes down_activations as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     implementation = spec.implementation
-    assert implementation == MoECTEImplementation.shard_on_block, f"moe_cte: spec.implementation must be MoECTEImplementation.shard_on_block (the implementation ported), got {implementation}"
+    assert implementation == MoECTEImplementation.shard_on_block or implementation == MoECTEImplementation.shard_on_i, f"moe_cte: spec.implementation must be MoECTEImplementation.shard_on_block or shard_on_i (the implementations ported), got {implementation}"
     assert quantization_config is None, "moe_cte: quantization_config is not implemented (the quantization scales)"
+    if implementation == MoECTEImplementation.shard_on_i:
+        return blockwise_mm_baseline_shard_intermediate(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_proj_weight, block_size, token_position_to_id, block_to_expert, gate_and_up_proj_bias=gate_and_up_proj_bias, down_proj_bias=down_proj_bias, activation_function=activation_function, skip_dma=skip_dma, compute_dtype=compute_dtype, is_tensor_update_accumulating=is_tensor_update_accumulating, expert_affinities_scaling_mode=expert_affinities_scaling_mode, gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_lower_limit=up_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit)
     block_cfg = ShardOnBlockConfig(n_block_per_iter=1, block_sharding_strategy=BlockShardStrategy.PING_PONG, n_static_blocks=-1, n_dynamic_blocks=55)
     return bwmm_shard_on_block(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_proj_weight, block_size, token_position_to_id, block_to_expert, gate_and_up_proj_bias=gate_and_up_proj_bias, down_proj_bias=down_proj_bias, down_activations=down_activations, activation_function=activation_function, skip_dma=skip_dma, compute_dtype=compute_dtype, is_tensor_update_accumulating=is_tensor_update_accumulating, expert_affinities_scaling_mode=expert_affinities_scaling_mode, n_block_per_iter=block_cfg.n_block_per_iter, gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit, block_sharding_strategy=block_cfg.block_sharding_strategy)

@@ -83,8 +83,14 @@ pub mod kernel {
         pub e: i64,
         /// `N`, the blocks.
         pub n: i64,
-        /// `I_TP`, the intermediate size.
+        /// `I_TP`, the intermediate rows this program computes (all of
+        /// them here; half under the intermediate-sharded kernel).
         pub i_tp: i64,
+        /// The weights' whole intermediate size (the row stride of the
+        /// gate/up weights and bias).
+        pub i_full: i64,
+        /// The first intermediate row this program computes.
+        pub i_offset: i64,
         /// 128-token tiles per block.
         pub num_tiles: i64,
         /// 128-row chunks of `H`.
@@ -111,6 +117,8 @@ pub mod kernel {
             e,
             n,
             i_tp,
+            i_full: i_tp,
+            i_offset: 0,
             num_tiles: b / TILE_SIZE,
             h_chunks: h / TILE_SIZE,
             gup_tile_count: i_tp.div_ceil(TILE_SIZE),
@@ -125,17 +133,23 @@ pub mod kernel {
         TILE_SIZE.min(dims.i_tp - it * TILE_SIZE)
     }
 
-    /// Zeroes this program's slot of the accumulating output `[T, 2, H]`.
+    /// Zeroes this program's slot of the accumulating output `[T, 2, H]`,
+    /// or the whole of a `[T, H]` output.
     #[nki_helper]
     pub fn bwmm_output_initialization(output: Hbm, shard_id: i64) {
         let t = output.shape()[0];
-        let h = output.shape()[2];
+        let slots = output.ndim() == 3;
+        let h = output.shape()[output.ndim() - 1];
         let zeros = nl::ndarray([TILE_SIZE, h], output.dtype(), buffer = nl::sbuf);
         nisa::memset(zeros, 0.0);
         for r in 0..t.div_ceil(TILE_SIZE) {
             let r0 = r * TILE_SIZE;
             let rows = TILE_SIZE.min(t - r0);
-            nisa::dma_copy(output[s![r0..r0 + rows, shard_id, ..]], zeros[s![0..rows, ..]]);
+            if slots {
+                nisa::dma_copy(output[s![r0..r0 + rows, shard_id, ..]], zeros[s![0..rows, ..]]);
+            } else {
+                nisa::dma_copy(output[s![r0..r0 + rows, ..]], zeros[s![0..rows, ..]]);
+            }
         }
     }
 
@@ -156,10 +170,10 @@ pub mod kernel {
     }
 
     /// The block's token ids `[128, B/128]` (position `128·j + p` at
-    /// `[p, j]`) and its token rows `[128, B/128, H]` in the compute dtype,
-    /// scaled by their affinities under `PRE_SCALE`.
+    /// `[p, j]`) and its token rows `[128, B/128, H]` in the compute dtype
+    /// (zero where skipped).
     #[nki_helper]
-    pub fn load_block_tokens(inps: InputTensors, cfg: Configs, dims: DimensionSizes, block_idx: i64, expert: Sbuf) -> (Sbuf, Sbuf) {
+    pub fn load_block_token_rows(inps: InputTensors, cfg: Configs, dims: DimensionSizes, block_idx: i64) -> (Sbuf, Sbuf) {
         let nt = dims.num_tiles;
         let token_indices = nl::ndarray([TILE_SIZE, nt], nl::int32, buffer = nl::sbuf);
         let positions = inps.token_position_to_id.ap([[1, TILE_SIZE], [TILE_SIZE, nt]], offset = block_idx * dims.b);
@@ -182,6 +196,15 @@ pub mod kernel {
                 nisa::dma_copy(dst, hs.ap([[h, TILE_SIZE], [1, h]], offset = 0, vector_offset = idx, indirect_dim = 0));
             }
         }
+        (token_indices, x)
+    }
+
+    /// [`load_block_token_rows`], the rows scaled by their affinities
+    /// under `PRE_SCALE`.
+    #[nki_helper]
+    pub fn load_block_tokens(inps: InputTensors, cfg: Configs, dims: DimensionSizes, block_idx: i64, expert: Sbuf) -> (Sbuf, Sbuf) {
+        let (token_indices, x) = load_block_token_rows(inps, cfg, dims, block_idx);
+        let nt = dims.num_tiles;
         if cfg.scaling_mode == ExpertAffinityScaleMode::PRE_SCALE {
             let aff =
                 calculate_expert_affinities(inps.expert_affinities_masked, token_indices, expert, dims.e, cfg.compute_dtype, cfg.skip_dma);
@@ -231,20 +254,22 @@ pub mod kernel {
         }
     }
 
-    /// The gate/up weights of the expert in `expert`: `[128, H/128, 2, I]`
-    /// with `w[p, c, g, i] = W_gu[e, 128·c + p, g, i]`, in the compute dtype.
+    /// The gate/up weights of the expert in `expert`, this program's
+    /// intermediate rows: `[128, H/128, 2, I]` with `w[p, c, g, i] =
+    /// W_gu[e, 128·c + p, g, i_offset + i]`, in the compute dtype.
     #[nki_helper]
     pub fn load_gate_up_proj_weights(inps: InputTensors, cfg: Configs, dims: DimensionSizes, expert: Sbuf) -> Sbuf {
-        let (gu, i) = (inps.gate_up_proj_weight, dims.i_tp);
+        let (gu, i, stride) = (inps.gate_up_proj_weight, dims.i_tp, dims.i_full);
         let w = nl::ndarray([TILE_SIZE, dims.h_chunks, GUP_PROJ_DIM, i], cfg.compute_dtype, buffer = nl::sbuf);
-        let pattern = [[GUP_PROJ_DIM * i, TILE_SIZE], [TILE_SIZE * GUP_PROJ_DIM * i, dims.h_chunks], [i, GUP_PROJ_DIM], [1, i]];
-        let src = gu.ap(pattern, offset = 0, scalar_offset = expert, indirect_dim = 0);
+        let pattern =
+            [[GUP_PROJ_DIM * stride, TILE_SIZE], [TILE_SIZE * GUP_PROJ_DIM * stride, dims.h_chunks], [stride, GUP_PROJ_DIM], [1, i]];
+        let src = gu.ap(pattern, offset = dims.i_offset, scalar_offset = expert, indirect_dim = 0);
         load_as(w, src, cfg.skip_dma.skip_weight);
         w
     }
 
     /// The down weights of the expert in `expert`: `[128, I/128, H]` with
-    /// `w[p, it, :] = W_down[e, 128·it + p, :]`, rows past `I` zero.
+    /// `w[p, it, :] = W_down[e, i_offset + 128·it + p, :]`, rows past `I` zero.
     #[nki_helper]
     pub fn load_down_proj_weight(inps: InputTensors, cfg: Configs, dims: DimensionSizes, expert: Sbuf) -> Sbuf {
         let (dw, h) = (inps.down_proj_weight, dims.h);
@@ -254,21 +279,23 @@ pub mod kernel {
         }
         for it in 0..dims.gup_tile_count {
             let k: i64 = i_rows(dims, it);
-            let src = dw.ap([[h, k], [1, h]], offset = it * TILE_SIZE * h, scalar_offset = expert, indirect_dim = 0);
+            let src = dw.ap([[h, k], [1, h]], offset = (dims.i_offset + it * TILE_SIZE) * h, scalar_offset = expert, indirect_dim = 0);
             load_as(w[s![0..k, it, ..]], src, cfg.skip_dma.skip_weight);
         }
         w
     }
 
     /// The gate/up bias of the expert with the intermediate dim on the
-    /// partitions: `[128, I/128, 2]`, `b[p, it, g] = bias[e, g, 128·it + p]`.
+    /// partitions: `[128, I/128, 2]`, `b[p, it, g] = bias[e, g, i_offset +
+    /// 128·it + p]`.
     #[nki_helper]
     pub fn load_and_transpose_gup_bias(bias: Hbm, cfg: Configs, dims: DimensionSizes, expert: Sbuf) -> Sbuf {
-        let i = dims.i_tp;
+        let i = dims.i_full;
         let b = nl::ndarray([TILE_SIZE, dims.gup_tile_count, GUP_PROJ_DIM], cfg.compute_dtype, buffer = nl::sbuf);
         for it in 0..dims.gup_tile_count {
             let k: i64 = i_rows(dims, it);
-            let src = bias.ap([[1, k], [i, GUP_PROJ_DIM]], offset = it * TILE_SIZE, scalar_offset = expert, indirect_dim = 0);
+            let src =
+                bias.ap([[1, k], [i, GUP_PROJ_DIM]], offset = dims.i_offset + it * TILE_SIZE, scalar_offset = expert, indirect_dim = 0);
             load_as(b[s![0..k, it, ..]], src, cfg.skip_dma.skip_weight);
         }
         b
@@ -337,12 +364,14 @@ pub mod kernel {
         inter
     }
 
-    /// The output rows `[128, H]` of token tile `j` of this program's slot,
-    /// gathered by token in the compute dtype (zero where skipped); zeros
-    /// for this program's `first` block, which has nothing to add onto.
+    /// The output rows `[128, H]` of token tile `j` (of this program's slot
+    /// of a `[T, 2, H]` output), gathered by token in the compute dtype
+    /// (zero where skipped); zeros for this program's `first` block, which
+    /// has nothing to add onto.
     #[nki_helper]
     pub fn bwmm_load_old_block(output: Hbm, token_indices: Sbuf, j: i64, cfg: Configs, shard_id: i64, first: bool) -> Sbuf {
-        let h = output.shape()[2];
+        let h = output.shape()[output.ndim() - 1];
+        let (step, offset): (i64, i64) = output_row_layout(output, shard_id);
         let old = nl::ndarray([TILE_SIZE, h], cfg.compute_dtype, buffer = nl::sbuf);
         if first || cfg.skip_dma.skip_token {
             nisa::memset(old, 0.0);
@@ -354,14 +383,11 @@ pub mod kernel {
         if cfg.skip_dma.skip_token {
             nisa::dma_copy(
                 old,
-                output.ap([[OUTPUT_SLOTS * h, TILE_SIZE], [1, h]], offset = shard_id * h, vector_offset = idx, indirect_dim = 0),
+                output.ap([[step, TILE_SIZE], [1, h]], offset = offset, vector_offset = idx, indirect_dim = 0),
                 oob_mode = nisa::oob_mode::skip,
             );
         } else {
-            nisa::dma_copy(
-                old,
-                output.ap([[OUTPUT_SLOTS * h, TILE_SIZE], [1, h]], offset = shard_id * h, vector_offset = idx, indirect_dim = 0),
-            );
+            nisa::dma_copy(old, output.ap([[step, TILE_SIZE], [1, h]], offset = offset, vector_offset = idx, indirect_dim = 0));
         }
         old
     }
@@ -396,32 +422,63 @@ pub mod kernel {
                 let k: i64 = i_rows(dims, it);
                 nisa::nc_matmul(y, st.inter[s![0..k, it, t0..t0 + TILE_SIZE]], st.dp_weights[s![0..k, it, c0..c0 + wc]]);
             }
-            let (down_bias, affinity) = (st.down_bias, st.affinity);
+            let (down_bias, st_affinity) = (st.down_bias, st.affinity);
+            let mut bias: Option<Tensor> = None;
             if let Some(b) = down_bias {
-                nisa::tensor_tensor(y, y, b[s![.., c0..c0 + wc]], nl::add);
+                bias = Some(b[s![.., c0..c0 + wc]]);
             }
-            let dst = rows[s![.., c0..c0 + wc]];
-            if let Some(a) = affinity {
-                if let Some(o) = old {
-                    nisa::scalar_tensor_tensor(dst, y, nl::multiply, a[s![.., j..j + 1]], nl::add, o[s![.., c0..c0 + wc]]);
-                } else {
-                    nisa::tensor_scalar(dst, y, nl::multiply, a[s![.., j..j + 1]]);
-                }
-            } else if let Some(o) = old {
-                nisa::tensor_tensor(dst, o[s![.., c0..c0 + wc]], y, nl::add);
-            } else {
-                nisa::tensor_copy(dst, y);
+            let mut prev: Option<Tensor> = None;
+            if let Some(o) = old {
+                prev = Some(o[s![.., c0..c0 + wc]]);
             }
+            let mut scale: Option<Tensor> = None;
+            if let Some(a) = st_affinity {
+                scale = Some(a[s![.., j..j + 1]]);
+            }
+            finish_output_rows(rows[s![.., c0..c0 + wc]], y, bias, scale, prev);
         }
         rows
     }
 
+    /// `dst = (y + bias) · affinity + old`, each term when given (`y` may
+    /// be overwritten; `affinity` one column per partition).
+    #[nki_helper]
+    pub fn finish_output_rows(dst: Tensor, y: Tensor, bias: Option<Tensor>, affinity: Option<Tensor>, old: Option<Tensor>) {
+        if let Some(b) = bias {
+            nisa::tensor_tensor(y, y, b, nl::add);
+        }
+        if let Some(a) = affinity {
+            if let Some(o) = old {
+                nisa::scalar_tensor_tensor(dst, y, nl::multiply, a, nl::add, o);
+            } else {
+                nisa::tensor_scalar(dst, y, nl::multiply, a);
+            }
+        } else if let Some(o) = old {
+            nisa::tensor_tensor(dst, o, y, nl::add);
+        } else {
+            nisa::tensor_copy(dst, y);
+        }
+    }
+
+    /// The row step and first element of a token's row of `output`: this
+    /// program's slot of a `[T, 2, H]` output, else the `[T, H]` row.
+    #[nki_helper]
+    pub fn output_row_layout(output: Hbm, shard_id: i64) -> (i64, i64) {
+        let h = output.shape()[output.ndim() - 1];
+        let (mut step, mut offset) = (h, 0);
+        if output.ndim() == 3 {
+            step = OUTPUT_SLOTS * h;
+            offset = shard_id * h;
+        }
+        (step, offset)
+    }
+
     /// Stores token tile `j`'s rows to their tokens' rows of `output` (this
-    /// program's slot when accumulating).
+    /// program's slot of a `[T, 2, H]` output).
     #[nki_helper]
     pub fn store_block_output(output: Hbm, rows: Sbuf, token_indices: Sbuf, j: i64, cfg: Configs, shard_id: i64) {
         let h = rows.shape()[1];
-        let (step, offset) = if cfg.is_tensor_update_accumulating { (OUTPUT_SLOTS * h, shard_id * h) } else { (h, 0) };
+        let (step, offset): (i64, i64) = output_row_layout(output, shard_id);
         let idx = token_indices[s![.., j..j + 1]];
         if cfg.skip_dma.skip_token {
             nisa::dma_copy(
@@ -434,6 +491,22 @@ pub mod kernel {
         }
     }
 
+    /// The block's gate and up projections (`xT` the transposed token
+    /// rows) through the expert in `expert`: its weights and bias loaded,
+    /// [`compute_gate_up_projections`], then the clamps.
+    #[nki_helper]
+    pub fn block_gate_up_projections(inps: InputTensors, cfg: Configs, dims: DimensionSizes, x_t: Sbuf, expert: Sbuf) -> Sbuf {
+        let w_gu = load_gate_up_proj_weights(inps, cfg, dims, expert);
+        let mut bias_t: Option<Sbuf> = None;
+        let gub = inps.gate_and_up_proj_bias;
+        if let Some(b) = gub {
+            bias_t = Some(load_and_transpose_gup_bias(b, cfg, dims, expert));
+        }
+        let gup = compute_gate_up_projections(x_t, w_gu, bias_t, dims);
+        _clip_gate_up_projections(gup, cfg);
+        gup
+    }
+
     /// One block through its expert into `output` (module docs); `first`
     /// when it is this program's first block (nothing to accumulate onto).
     #[nki_helper]
@@ -441,18 +514,12 @@ pub mod kernel {
         let shard_id = block_idx % NUM_SHARDS;
         let (token_indices, x) = load_block_tokens(inps, cfg, dims, block_idx, expert);
         let x_t = transpose_block_hidden_states(x, dims);
-        let w_gu = load_gate_up_proj_weights(inps, cfg, dims, expert);
-        let (gub, dbias) = (inps.gate_and_up_proj_bias, inps.down_proj_bias);
-        let mut bias_t: Option<Sbuf> = None;
-        if let Some(b) = gub {
-            bias_t = Some(load_and_transpose_gup_bias(b, cfg, dims, expert));
-        }
+        let gup = block_gate_up_projections(inps, cfg, dims, x_t, expert);
         let mut down_bias: Option<Sbuf> = None;
-        if let Some(b) = dbias {
+        let db = inps.down_proj_bias;
+        if let Some(b) = db {
             down_bias = Some(load_and_broadcast_down_bias(b, cfg, dims, expert));
         }
-        let gup = compute_gate_up_projections(x_t, w_gu, bias_t, dims);
-        _clip_gate_up_projections(gup, cfg);
         let inter = compute_intermediate_states(gup, cfg, dims);
         let affinity = if cfg.scaling_mode == ExpertAffinityScaleMode::POST_SCALE {
             Some(calculate_expert_affinities(inps.expert_affinities_masked, token_indices, expert, dims.e, cfg.compute_dtype, cfg.skip_dma))
@@ -548,14 +615,7 @@ pub mod kernel {
         quantized: bool,
         down_activations: bool,
     ) {
-        assert!(inps.hidden_states.ndim() == 2, "bwmm_shard_on_block: hidden_states must be [T, H], got {}", inps.hidden_states.shape());
-        let [t, h] = inps.hidden_states.shape();
-        let gs = inps.gate_up_proj_weight.shape();
-        assert!(
-            inps.gate_up_proj_weight.ndim() == 4 && gs[1] == h && gs[2] == 2,
-            "bwmm_shard_on_block: gate_up_proj_weight must be [E, H = {h}, 2, I], got {gs}"
-        );
-        let (e, i) = (gs[0], gs[3]);
+        let (t, h, e, i): (i64, i64, i64, i64) = blockwise_sizes(inps, "bwmm_shard_on_block");
         let positions = inps.token_position_to_id.shape()[0];
         let programs = if nl::program_ndim() == 1 { nl::num_programs(0) } else { 1 };
         let skip = cfg.skip_dma.skip_token;
@@ -597,11 +657,35 @@ pub mod kernel {
         assert!(!down_activations, "bwmm_shard_on_block: down_activations is not implemented");
         let (gb, db) = (inps.gate_and_up_proj_bias, inps.down_proj_bias);
         assert!(gb.is_some() == db.is_some(), "bwmm_shard_on_block: gate_and_up_proj_bias and down_proj_bias are given together");
-        check_3d(Some(inps.down_proj_weight), "bwmm_shard_on_block", "down_proj_weight", e, i, h);
-        check_2d(Some(inps.expert_affinities_masked), "bwmm_shard_on_block", "expert_affinities_masked", t * e, 1);
-        check_2d(Some(inps.block_to_expert), "bwmm_shard_on_block", "block_to_expert", positions / block_size, 1);
-        check_3d(gb, "bwmm_shard_on_block", "gate_and_up_proj_bias", e, 2, i);
-        check_3d(db, "bwmm_shard_on_block", "down_proj_bias", e, 1, h);
+        check_blockwise_shapes(inps, "bwmm_shard_on_block", block_size);
+    }
+
+    /// `(T, H, E, I)` of a blockwise call, asserting `hidden_states` is
+    /// `[T, H]` and `gate_up_proj_weight` `[E, H, 2, I]`.
+    #[nki_helper]
+    pub fn blockwise_sizes(inps: InputTensors, kernel: &str) -> (i64, i64, i64, i64) {
+        let hs = inps.hidden_states.shape();
+        assert!(inps.hidden_states.ndim() == 2, "{kernel}: hidden_states must be [T, H], got {hs}");
+        let [t, h] = inps.hidden_states.shape();
+        let gs = inps.gate_up_proj_weight.shape();
+        assert!(
+            inps.gate_up_proj_weight.ndim() == 4 && gs[1] == h && gs[2] == 2,
+            "{kernel}: gate_up_proj_weight must be [E, H = {h}, 2, I], got {gs}"
+        );
+        (t, h, gs[0], gs[3])
+    }
+
+    /// The other tensors' shapes against [`blockwise_sizes`] (the block
+    /// size already checked to divide the positions).
+    #[nki_helper]
+    pub fn check_blockwise_shapes(inps: InputTensors, kernel: &str, block_size: i64) {
+        let (t, h, e, i): (i64, i64, i64, i64) = blockwise_sizes(inps, kernel);
+        let positions = inps.token_position_to_id.shape()[0];
+        check_3d(Some(inps.down_proj_weight), kernel, "down_proj_weight", e, i, h);
+        check_2d(Some(inps.expert_affinities_masked), kernel, "expert_affinities_masked", t * e, 1);
+        check_2d(Some(inps.block_to_expert), kernel, "block_to_expert", positions / block_size, 1);
+        check_3d(inps.gate_and_up_proj_bias, kernel, "gate_and_up_proj_bias", e, 2, i);
+        check_3d(inps.down_proj_bias, kernel, "down_proj_bias", e, 1, h);
     }
 
     /// The [`InputTensors`] of a call, in the kernels' parameter order.
@@ -722,7 +806,7 @@ pub mod kernel {
 /// Why a `bwmm_shard_on_block` (or `moe_cte`) call is refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MoeCteRule {
-    /// `spec.implementation` is not `shard_on_block`.
+    /// `spec.implementation` is neither `shard_on_block` nor `shard_on_i`.
     Implementation,
     /// Not exactly two programs.
     Programs,
@@ -757,7 +841,7 @@ impl MoeCteRule {
     pub const fn message(self) -> &'static str {
         match self {
             MoeCteRule::Implementation => {
-                "moe_cte: spec.implementation must be MoECTEImplementation.shard_on_block (the implementation ported)"
+                "moe_cte: spec.implementation must be MoECTEImplementation.shard_on_block or shard_on_i (the implementations ported)"
             }
             MoeCteRule::Programs => "bwmm_shard_on_block: runs on exactly 2 programs (LNC2), the blocks alternating between them",
             MoeCteRule::HiddenTiles => "bwmm_shard_on_block: H must be a positive multiple of 512",

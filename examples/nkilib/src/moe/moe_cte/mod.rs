@@ -1,7 +1,8 @@
 //! The context-encoding (prefill) MoE kernels: the library's `moe_cte`
 //! folder, the entry that dispatches on the implementation, the blockwise
-//! matmul sharded on blocks and their shared pieces.
+//! matmul sharded on blocks, the one sharded on the intermediate dim and their shared pieces.
 
 pub mod bwmm_shard_on_block;
+pub mod bwmm_shard_on_i;
 pub mod moe_cte;
 pub mod moe_cte_utils;

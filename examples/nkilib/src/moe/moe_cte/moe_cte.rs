@@ -8,21 +8,25 @@
 //! token's affinity for it, and a token's experts are summed.
 //!
 //! Of the implementations, `shard_on_block`
-//! ([`bwmm_shard_on_block`](crate::moe::moe_cte::bwmm_shard_on_block)) is
-//! ported; the others (`shard_on_i`, `shard_on_i_hybrid`,
-//! `shard_on_i_dropping` and the MX forms) are refused by name. `conditions`
-//! and `gate_up_activations_T` are read only by those, as in the library.
+//! ([`bwmm_shard_on_block`](crate::moe::moe_cte::bwmm_shard_on_block)) and
+//! `shard_on_i`
+//! ([`blockwise_mm_baseline_shard_intermediate`](crate::moe::moe_cte::bwmm_shard_on_i))
+//! are ported; the others (`shard_on_i_hybrid`, `shard_on_i_dropping` and
+//! the MX forms) are refused by name. `conditions` and
+//! `gate_up_activations_T` are read only by those, as in the library.
 
 // The library's parameter name `gate_up_activations_T`.
 #![allow(non_snake_case)]
 
 pub use crate::moe::moe_cte::bwmm_shard_on_block::{BwmmShardOnBlockCall, MoeCteRule, bwmm_shard_on_block_violation};
+pub use crate::moe::moe_cte::bwmm_shard_on_i::{BwmmShardOnICall, ShardOnIRule, bwmm_shard_on_i_violation};
 pub use kernel::*;
 
 /// The entry and its configuration classes.
 #[nki::nki_module]
 pub mod kernel {
     use crate::moe::moe_cte::bwmm_shard_on_block::bwmm_shard_on_block;
+    use crate::moe::moe_cte::bwmm_shard_on_i::blockwise_mm_baseline_shard_intermediate;
     pub use crate::moe::moe_cte::moe_cte_utils::{BlockShardStrategy, SkipMode};
     pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode};
     use nki::prelude::*;
@@ -32,7 +36,7 @@ pub mod kernel {
     pub enum MoECTEImplementation {
         /// Blocks split between the programs (ported).
         shard_on_block = 0,
-        /// The intermediate dim split between the programs.
+        /// The intermediate dim split between the programs (ported).
         shard_on_i = 1,
         /// `shard_on_i` with a static then a dynamic block loop.
         shard_on_i_hybrid = 2,
@@ -66,7 +70,9 @@ pub mod kernel {
     /// The implementation (the library's spec also nests each family's
     /// options, a bundle this entry cannot take; `shard_on_block` runs
     /// with [`ShardOnBlockConfig`]'s defaults, which the library's
-    /// `shard_on_block` path reads as well).
+    /// `shard_on_block` path reads as well, and `shard_on_i` with the
+    /// library's `ShardOnIConfig` defaults: no activation checkpointing,
+    /// the affinity on the output).
     #[nki_object]
     pub struct MoECTESpec {
         /// Which implementation runs.
@@ -76,7 +82,7 @@ pub mod kernel {
     /// The context-encoding MoE of the blocks in `token_position_to_id`
     /// through the experts of `block_to_expert`, by `spec.implementation`
     /// (module docs); `shard_on_block` returns `[T, 2, H]` (slot 0 the
-    /// result) when accumulating, else `[T, H]`.
+    /// result) when accumulating, else `[T, H]`; `shard_on_i` `[T, H]`.
     #[nki_kernel]
     pub fn moe_cte(
         #[dtypes(float32, bfloat16, float16)] hidden_states: Hbm,
@@ -105,10 +111,32 @@ pub mod kernel {
     ) -> Hbm {
         let implementation = spec.implementation;
         assert!(
-            implementation == MoECTEImplementation::shard_on_block,
-            "moe_cte: spec.implementation must be MoECTEImplementation.shard_on_block (the implementation ported), got {implementation}"
+            implementation == MoECTEImplementation::shard_on_block || implementation == MoECTEImplementation::shard_on_i,
+            "moe_cte: spec.implementation must be MoECTEImplementation.shard_on_block or shard_on_i (the implementations ported), got {implementation}"
         );
         assert!(quantization_config.is_none(), "moe_cte: quantization_config is not implemented (the quantization scales)");
+        if implementation == MoECTEImplementation::shard_on_i {
+            return blockwise_mm_baseline_shard_intermediate(
+                hidden_states,
+                expert_affinities_masked,
+                gate_up_proj_weight,
+                down_proj_weight,
+                block_size,
+                token_position_to_id,
+                block_to_expert,
+                gate_and_up_proj_bias = gate_and_up_proj_bias,
+                down_proj_bias = down_proj_bias,
+                activation_function = activation_function,
+                skip_dma = skip_dma,
+                compute_dtype = compute_dtype,
+                is_tensor_update_accumulating = is_tensor_update_accumulating,
+                expert_affinities_scaling_mode = expert_affinities_scaling_mode,
+                gate_clamp_upper_limit = gate_clamp_upper_limit,
+                gate_clamp_lower_limit = gate_clamp_lower_limit,
+                up_clamp_lower_limit = up_clamp_lower_limit,
+                up_clamp_upper_limit = up_clamp_upper_limit,
+            );
+        }
         let block_cfg = ShardOnBlockConfig {
             n_block_per_iter: 1,
             block_sharding_strategy: BlockShardStrategy::PING_PONG,

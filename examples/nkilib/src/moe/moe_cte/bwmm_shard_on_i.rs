@@ -1,0 +1,495 @@
+//! Blockwise MoE matmul sharded on the intermediate dimension: the library's
+//! `blockwise_mm_baseline_shard_intermediate` (`bwmm_shard_on_I`), the
+//! context-encoding MoE layer over blocks of `B` pre-sorted token positions
+//! (as [`bwmm_shard_on_block`](crate::moe::moe_cte::bwmm_shard_on_block)),
+//! where both programs walk every block and each computes half of the
+//! expert's intermediate rows.
+//!
+//! For each block `blk` in turn, on program `s` of 2 with `I/2` intermediate
+//! rows `s·I/2 ..` and the token tiles `s·B/256 ..` of the block:
+//!
+//! ```text
+//! e = block_to_expert[blk]                          # read on the device: scalar_offset
+//! x = hidden_states[token_position_to_id[blk·B ..]] # [B, H], indirect DMA
+//! g, u = x·W_gu[e, :, 0, rows_s], x·W_gu[e, :, 1, rows_s]  # [I/2, B] float32, bias, clamps
+//! (PRE_SCALE) g, u = g·a, u·a                        # a = aff[tok·E + e] along the tokens
+//! inter = act(g) · u                                 # [I/2, B], compute dtype
+//! (multiply_on_I) inter *= a
+//! p = inter·W_down[e, rows_s]                        # [B, H] partial, output dtype
+//! y = p[my tiles] + the other program's p[my tiles]  # one sendrecv per 128 tokens
+//! y = (y + b_down[e]) · a (POST_SCALE)               # neither under multiply_on_I
+//! out[tok] = y (+ out[tok] when accumulating)        # then a core barrier
+//! ```
+//!
+//! The output is `[T, H]`, zeroed first when accumulating (top-k > 1); the
+//! barrier after each block makes its rows visible before the next block
+//! reads them. `PRE_SCALE` scales both projections before the activation
+//! (the library's placement); `PRE_SCALE_DELAYED` is `PRE_SCALE` here.
+//!
+//! Tiling as in `bwmm_shard_on_block` with `I/2` in place of `I`: the hidden
+//! dim on the partitions for the gate/up contraction, the intermediate rows
+//! on the partitions for the down contraction, tokens on the partitions for
+//! the down output, 512 free columns per PSUM bank; the phases are that
+//! kernel's, reading the intermediate rows `s·I/2 ..` of the weights.
+//!
+//! Refused by name (see [`ShardOnIRule`]): `skip_weight` (as the library),
+//! the quantization scales, `checkpoint_activation`, the GELU activations,
+//! one bias alone and a down bias with `expert_affinity_multiply_on_I` (the
+//! library leaves it out there). The library's hybrid and dropping forms are
+//! not ported.
+
+// The library's names `calculate_expert_affinity_T`, `expert_affinity_multiply_on_I`.
+#![allow(non_snake_case)]
+
+pub use kernel::*;
+
+use crate::moe::moe_cte::bwmm_shard_on_block::{MIN_I_ALIGN, NUM_SHARDS};
+use crate::moe::moe_cte::moe_cte_utils::PSUM_SIZE;
+
+/// The kernel and its phases.
+#[nki::nki_module]
+pub mod kernel {
+    use crate::moe::moe_cte::bwmm_shard_on_block::{
+        BlockState, ClampLimits, DimensionSizes, MIN_I_ALIGN, NUM_SHARDS, block_gate_up_projections, blockwise_sizes, bwmm_load_old_block,
+        bwmm_output_initialization, check_blockwise_shapes, compute_block_output, compute_intermediate_states, configs, dimension_sizes,
+        finish_output_rows, i_rows, input_tensors, load_and_broadcast_down_bias, load_block_token_rows, load_down_proj_weight,
+        store_block_output, transpose_block_hidden_states,
+    };
+    pub use crate::moe::moe_cte::moe_cte_utils::SkipMode;
+    use crate::moe::moe_cte::moe_cte_utils::{
+        Configs, InputTensors, PSUM_SIZE, TILE_SIZE, calculate_expert_affinities, stream_shuffle_broadcast,
+    };
+    pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode};
+    use nki::prelude::*;
+
+    /// The pipe of the partial-output exchange.
+    pub const PIPE_ID: i64 = 0;
+    /// Block sizes are whole multiples of this (a 128-token tile per program).
+    pub const BLOCK_ALIGN: i64 = 256;
+    /// The largest hidden size.
+    pub const MAX_HIDDEN: i64 = 8192;
+
+    /// The sizes of program `shard_id`'s share: the intermediate rows
+    /// `shard_id·I/2 ..` of the call's `dims`.
+    #[nki_helper]
+    pub fn shard_intermediate(dims: DimensionSizes, shard_id: i64) -> DimensionSizes {
+        let i_tp = dims.i_full / NUM_SHARDS;
+        DimensionSizes {
+            b: dims.b,
+            h: dims.h,
+            t: dims.t,
+            e: dims.e,
+            n: dims.n,
+            i_tp,
+            i_full: dims.i_full,
+            i_offset: shard_id * i_tp,
+            num_tiles: dims.num_tiles,
+            h_chunks: dims.h_chunks,
+            gup_tile_count: i_tp.div_ceil(TILE_SIZE),
+            free_size: dims.free_size,
+            n_psum_tile_count: dims.n_psum_tile_count,
+        }
+    }
+
+    /// The affinities of the block's tokens for its expert along the free
+    /// axis, broadcast to every partition: `[128, B]` float32 (`[p, b]` =
+    /// token `b`'s), through PE transposes of the gathered `[128, B/128]`.
+    #[nki_helper]
+    pub fn calculate_expert_affinity_T(inps: InputTensors, cfg: Configs, dims: DimensionSizes, expert: Sbuf, token_indices: Sbuf) -> Sbuf {
+        let aff =
+            calculate_expert_affinities(inps.expert_affinities_masked, token_indices, expert, dims.e, cfg.compute_dtype, cfg.skip_dma);
+        // A transpose keeps its dtype; the values are the gathered ones either way.
+        let row_ps = nl::ndarray([1, dims.b], cfg.compute_dtype, buffer = nl::psum);
+        for j in 0..dims.num_tiles {
+            nisa::nc_transpose(row_ps[s![.., j * TILE_SIZE..(j + 1) * TILE_SIZE]], aff[s![.., j..j + 1]]);
+        }
+        let row = nl::ndarray([1, dims.b], nl::float32, buffer = nl::sbuf);
+        nisa::tensor_copy(row, row_ps);
+        let aff_t = nl::ndarray([TILE_SIZE, dims.b], nl::float32, buffer = nl::sbuf);
+        stream_shuffle_broadcast(row, aff_t);
+        aff_t
+    }
+
+    /// `t[0..k, g, it, :] *= aff_t` (or `t[0..k, it, :]` for a 3-D `t`) over
+    /// the intermediate tiles of `dims`, in place.
+    #[nki_helper]
+    pub fn scale_by_affinity_t(t: Sbuf, aff_t: Sbuf, dims: DimensionSizes) {
+        for it in 0..dims.gup_tile_count {
+            let k: i64 = i_rows(dims, it);
+            if t.ndim() == 4 {
+                for g in 0..t.shape()[1] {
+                    nisa::tensor_tensor(t[s![0..k, g, it, ..]], t[s![0..k, g, it, ..]], aff_t[s![0..k, ..]], nl::multiply);
+                }
+            } else {
+                nisa::tensor_tensor(t[s![0..k, it, ..]], t[s![0..k, it, ..]], aff_t[s![0..k, ..]], nl::multiply);
+            }
+        }
+    }
+
+    /// This program's intermediate `act(g)·u` of the block, `[128,
+    /// I/2/128, B]` in the compute dtype, the affinity applied where the
+    /// options place it (module docs).
+    #[nki_helper]
+    pub fn block_intermediate_states(
+        inps: InputTensors,
+        cfg: Configs,
+        dims: DimensionSizes,
+        x_t: Sbuf,
+        expert: Sbuf,
+        token_indices: Sbuf,
+        multiply_on_i: bool,
+    ) -> Sbuf {
+        let gup = block_gate_up_projections(inps, cfg, dims, x_t, expert);
+        let pre = cfg.scaling_mode == ExpertAffinityScaleMode::PRE_SCALE;
+        let mut aff_t: Option<Sbuf> = None;
+        if pre || multiply_on_i {
+            aff_t = Some(calculate_expert_affinity_T(inps, cfg, dims, expert, token_indices));
+        }
+        if let Some(a) = aff_t {
+            if !multiply_on_i {
+                scale_by_affinity_t(gup, a, dims);
+            }
+        }
+        let inter = compute_intermediate_states(gup, cfg, dims);
+        if let Some(a) = aff_t {
+            if multiply_on_i {
+                scale_by_affinity_t(inter, a, dims);
+            }
+        }
+        inter
+    }
+
+    /// Token tile `own` of the block's output `[128, H]` in the output
+    /// dtype: this program's partial plus the other program's (which
+    /// receives this program's partial of its tile `other`).
+    #[nki_helper]
+    pub fn exchange_partial_outputs(
+        st: BlockState,
+        own: i64,
+        other: i64,
+        cfg: Configs,
+        dims: DimensionSizes,
+        out_dtype: Dtype,
+        shard_id: i64,
+    ) -> Sbuf {
+        let mine = compute_block_output(st, None, own, cfg, dims, out_dtype);
+        let theirs = compute_block_output(st, None, other, cfg, dims, out_dtype);
+        let recv = nl::ndarray([TILE_SIZE, dims.h], out_dtype, buffer = nl::sbuf);
+        let peer = NUM_SHARDS - 1 - shard_id;
+        nisa::sendrecv(theirs, recv, peer, peer, PIPE_ID);
+        nisa::tensor_tensor(recv, mine, recv, nl::add);
+        recv
+    }
+
+    /// One block through its expert into `output` by both programs (module docs).
+    #[nki_helper]
+    pub fn compute_one_block(inps: InputTensors, cfg: Configs, dims: DimensionSizes, output: Hbm, block_idx: i64, multiply_on_i: bool) {
+        let shard_id: i64 = nl::program_id(0);
+        let expert = nl::ndarray([1, 1], nl::int32, buffer = nl::sbuf);
+        nisa::dma_copy(expert, inps.block_to_expert[s![block_idx..block_idx + 1, 0..1]]);
+        let (token_indices, x) = load_block_token_rows(inps, cfg, dims, block_idx);
+        let x_t = transpose_block_hidden_states(x, dims);
+        let inter = block_intermediate_states(inps, cfg, dims, x_t, expert, token_indices, multiply_on_i);
+        let mut affinity: Option<Sbuf> = None;
+        let mut down_bias: Option<Sbuf> = None;
+        if !multiply_on_i {
+            if cfg.scaling_mode == ExpertAffinityScaleMode::POST_SCALE {
+                let aff = inps.expert_affinities_masked;
+                affinity = Some(calculate_expert_affinities(aff, token_indices, expert, dims.e, cfg.compute_dtype, cfg.skip_dma));
+            }
+            let db = inps.down_proj_bias;
+            if let Some(b) = db {
+                down_bias = Some(load_and_broadcast_down_bias(b, cfg, dims, expert));
+            }
+        }
+        let st = BlockState { inter, dp_weights: load_down_proj_weight(inps, cfg, dims, expert), affinity: None, down_bias: None };
+        let half = dims.num_tiles / NUM_SHARDS;
+        for k in 0..half {
+            let own = shard_id * half + k;
+            let rows = exchange_partial_outputs(st, own, (NUM_SHARDS - 1 - shard_id) * half + k, cfg, dims, output.dtype(), shard_id);
+            let mut old: Option<Sbuf> = None;
+            if cfg.is_tensor_update_accumulating {
+                old = Some(bwmm_load_old_block(output, token_indices, own, cfg, shard_id, false));
+            }
+            let mut scale: Option<Tensor> = None;
+            if let Some(a) = affinity {
+                scale = Some(a[s![.., own..own + 1]]);
+            }
+            finish_output_rows(rows, rows, down_bias, scale, old);
+            store_block_output(output, rows, token_indices, own, cfg, shard_id);
+        }
+    }
+
+    /// The blockwise MoE of every block, both programs on each, into a new
+    /// `[T, H]` output.
+    #[nki_helper]
+    pub fn _bwmm_shard_on_i(inps: InputTensors, cfg: Configs, block_size: i64, multiply_on_i: bool) -> Hbm {
+        let shard_id: i64 = nl::program_id(0);
+        let dims = shard_intermediate(dimension_sizes(inps, block_size), shard_id);
+        let output = nl::ndarray([dims.t, dims.h], inps.hidden_states.dtype(), buffer = nl::shared_hbm);
+        if cfg.is_tensor_update_accumulating {
+            bwmm_output_initialization(output, shard_id);
+        }
+        for block_idx in 0..dims.n {
+            compute_one_block(inps, cfg, dims, output, block_idx, multiply_on_i);
+            // The block's rows are stored before the next block reads them.
+            nisa::core_barrier(output, [0, 1]);
+        }
+        output
+    }
+
+    /// The options of a call the rules read, besides [`Configs`].
+    #[nki_object]
+    pub struct ShardOnIFlags {
+        /// A quantization scale is given.
+        pub quantized: bool,
+        /// `checkpoint_activation`.
+        pub checkpoint_activation: bool,
+        /// `expert_affinity_multiply_on_I`.
+        pub multiply_on_i: bool,
+    }
+
+    /// The rules of [`bwmm_shard_on_i_violation`](super::bwmm_shard_on_i_violation)
+    /// and the tensors' shapes, checked when the kernel is traced.
+    #[nki_helper]
+    pub fn validate_bwmm_shard_on_i(inps: InputTensors, cfg: Configs, block_size: i64, flags: ShardOnIFlags) {
+        let name = "blockwise_mm_baseline_shard_intermediate";
+        let (_, h, e, i): (i64, i64, i64, i64) = blockwise_sizes(inps, name);
+        let positions = inps.token_position_to_id.shape()[0];
+        let programs = if nl::program_ndim() == 1 { nl::num_programs(0) } else { 1 };
+        assert!(
+            programs == NUM_SHARDS,
+            "{name}: runs on exactly 2 programs (LNC2), the intermediate rows split between them, got {programs}"
+        );
+        assert!(
+            block_size > 0 && block_size % BLOCK_ALIGN == 0 && (block_size <= PSUM_SIZE || block_size % PSUM_SIZE == 0),
+            "{name}: block_size = {block_size} must be a positive multiple of 256, and of 512 above 512"
+        );
+        assert!(h >= PSUM_SIZE && h <= MAX_HIDDEN && h % PSUM_SIZE == 0, "{name}: H = {h} must be a multiple of 512 in [512, 8192]");
+        assert!(
+            e > 0 && positions > 0 && positions % block_size == 0,
+            "{name}: E = {e} must be positive and token_position_to_id's length {positions} a positive multiple of block_size"
+        );
+        assert!(i > 0 && i % MIN_I_ALIGN == 0, "{name}: I = {i} must be a positive multiple of 16");
+        assert!(!cfg.skip_dma.skip_weight, "{name}: skip_dma.skip_weight is not supported");
+        let act = cfg.activation_function;
+        assert!(act == ActFnType::SiLU || act == ActFnType::Swish, "{name}: activation_function must be SiLU or Swish, got {act}");
+        assert!(!flags.quantized, "{name}: the quantization scales (gate_up_proj_scale, down_proj_scale) are not implemented");
+        assert!(!flags.checkpoint_activation, "{name}: checkpoint_activation is not implemented");
+        let (gb, db) = (inps.gate_and_up_proj_bias, inps.down_proj_bias);
+        assert!(gb.is_some() == db.is_some(), "{name}: gate_and_up_proj_bias and down_proj_bias are given together");
+        assert!(
+            !(flags.multiply_on_i && db.is_some()),
+            "{name}: down_proj_bias with expert_affinity_multiply_on_I is not supported (the library leaves the bias out)"
+        );
+        check_blockwise_shapes(inps, name, block_size);
+    }
+
+    /// Blockwise MoE matmul over blocks of `block_size` token positions with
+    /// the intermediate dim split between the two programs (module docs);
+    /// returns `[T, H]`.
+    #[nki_kernel]
+    pub fn blockwise_mm_baseline_shard_intermediate(
+        #[dtypes(float32, bfloat16, float16)] hidden_states: Hbm,
+        #[dtypes(float32, bfloat16, float16)] expert_affinities_masked: Hbm,
+        #[dtypes(float32, bfloat16, float16)] gate_up_proj_weight: Hbm,
+        #[dtypes(float32, bfloat16, float16)] down_proj_weight: Hbm,
+        block_size: i64,
+        #[dtypes(int32)] token_position_to_id: Hbm,
+        #[dtypes(int32)] block_to_expert: Hbm,
+        #[dtypes(float32, bfloat16, float16)] gate_and_up_proj_bias: Option<Hbm>,
+        #[dtypes(float32, bfloat16, float16)] down_proj_bias: Option<Hbm>,
+        gate_up_proj_scale: Option<Hbm>,
+        down_proj_scale: Option<Hbm>,
+        #[default(ActFnType::SiLU)] activation_function: ActFnType,
+        skip_dma: Option<SkipMode>,
+        #[default(nl::bfloat16)] compute_dtype: Dtype,
+        #[default(true)] is_tensor_update_accumulating: bool,
+        #[default(ExpertAffinityScaleMode::PRE_SCALE)] expert_affinities_scaling_mode: ExpertAffinityScaleMode,
+        gate_clamp_upper_limit: Option<f64>,
+        gate_clamp_lower_limit: Option<f64>,
+        up_clamp_lower_limit: Option<f64>,
+        up_clamp_upper_limit: Option<f64>,
+        #[default(false)] checkpoint_activation: bool,
+        #[default(false)] expert_affinity_multiply_on_I: bool,
+    ) -> Hbm {
+        let (x, aff, pos, experts) = (hidden_states, expert_affinities_masked, token_position_to_id, block_to_expert);
+        let inps = input_tensors(x, aff, gate_up_proj_weight, down_proj_weight, pos, experts, gate_and_up_proj_bias, down_proj_bias);
+        let clamps = ClampLimits { gate_clamp_upper_limit, gate_clamp_lower_limit, up_clamp_upper_limit, up_clamp_lower_limit };
+        let mut mode = expert_affinities_scaling_mode;
+        if mode == ExpertAffinityScaleMode::PRE_SCALE_DELAYED {
+            mode = ExpertAffinityScaleMode::PRE_SCALE;
+        }
+        let cfg = configs(inps, skip_dma, compute_dtype, is_tensor_update_accumulating, mode, activation_function, clamps);
+        let flags = ShardOnIFlags {
+            quantized: gate_up_proj_scale.is_some() || down_proj_scale.is_some(),
+            checkpoint_activation,
+            multiply_on_i: expert_affinity_multiply_on_I,
+        };
+        validate_bwmm_shard_on_i(inps, cfg, block_size, flags);
+        _bwmm_shard_on_i(inps, cfg, block_size, expert_affinity_multiply_on_I)
+    }
+}
+
+/// Why a `blockwise_mm_baseline_shard_intermediate` (or `moe_cte`
+/// `shard_on_i`) call is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShardOnIRule {
+    /// Not exactly two programs.
+    Programs,
+    /// `block_size` is not a positive multiple of 256 (and of 512 above 512).
+    BlockSize,
+    /// `H` is not a multiple of 512 in `[512, 8192]`.
+    Hidden,
+    /// No experts, or `token_position_to_id` is not whole blocks.
+    Blocks,
+    /// `I` is not a positive multiple of 16.
+    IntermediateAlign,
+    /// `skip_dma.skip_weight`.
+    SkipWeight,
+    /// A GELU activation.
+    Activation,
+    /// Quantization scales.
+    Quantization,
+    /// `checkpoint_activation`.
+    CheckpointActivation,
+    /// Only one of the two biases.
+    Bias,
+    /// A down bias with `expert_affinity_multiply_on_I`.
+    DownBiasOnI,
+}
+
+impl ShardOnIRule {
+    /// The rule in words.
+    pub const fn message(self) -> &'static str {
+        match self {
+            ShardOnIRule::Programs => {
+                "blockwise_mm_baseline_shard_intermediate: runs on exactly 2 programs (LNC2), the intermediate rows split between them"
+            }
+            ShardOnIRule::BlockSize => {
+                "blockwise_mm_baseline_shard_intermediate: block_size must be a positive multiple of 256, and of 512 above 512"
+            }
+            ShardOnIRule::Hidden => "blockwise_mm_baseline_shard_intermediate: H must be a multiple of 512 in [512, 8192]",
+            ShardOnIRule::Blocks => {
+                "blockwise_mm_baseline_shard_intermediate: E must be positive and token_position_to_id's length a positive multiple of block_size"
+            }
+            ShardOnIRule::IntermediateAlign => "blockwise_mm_baseline_shard_intermediate: I must be a positive multiple of 16",
+            ShardOnIRule::SkipWeight => "blockwise_mm_baseline_shard_intermediate: skip_dma.skip_weight is not supported",
+            ShardOnIRule::Activation => "blockwise_mm_baseline_shard_intermediate: activation_function must be SiLU or Swish",
+            ShardOnIRule::Quantization => {
+                "blockwise_mm_baseline_shard_intermediate: the quantization scales (gate_up_proj_scale, down_proj_scale) are not implemented"
+            }
+            ShardOnIRule::CheckpointActivation => "blockwise_mm_baseline_shard_intermediate: checkpoint_activation is not implemented",
+            ShardOnIRule::Bias => "blockwise_mm_baseline_shard_intermediate: gate_and_up_proj_bias and down_proj_bias are given together",
+            ShardOnIRule::DownBiasOnI => {
+                "blockwise_mm_baseline_shard_intermediate: down_proj_bias with expert_affinity_multiply_on_I is not supported (the library leaves the bias out)"
+            }
+        }
+    }
+}
+
+/// An intermediate-sharded call as the rules read it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BwmmShardOnICall {
+    /// `H`.
+    pub hidden: i64,
+    /// `I`.
+    pub intermediate: i64,
+    /// `E`.
+    pub experts: i64,
+    /// `B`.
+    pub block_size: i64,
+    /// Length of `token_position_to_id` (`N·B`).
+    pub positions: i64,
+    /// Programs of the launch.
+    pub programs: i64,
+    /// `skip_dma.skip_weight`.
+    pub skip_weight: bool,
+    /// `activation_function`.
+    pub activation: ActFnType,
+    /// Whether a quantization scale is given.
+    pub quantized: bool,
+    /// `checkpoint_activation`.
+    pub checkpoint_activation: bool,
+    /// Whether exactly one of the two biases is given.
+    pub one_bias: bool,
+    /// Whether a down bias is given with `expert_affinity_multiply_on_I`.
+    pub down_bias_on_i: bool,
+}
+
+/// The first rule `c` breaks.
+pub const fn bwmm_shard_on_i_violation(c: BwmmShardOnICall) -> Option<ShardOnIRule> {
+    if c.programs != NUM_SHARDS {
+        return Some(ShardOnIRule::Programs);
+    }
+    if c.block_size <= 0 || c.block_size % BLOCK_ALIGN != 0 || (c.block_size > PSUM_SIZE && c.block_size % PSUM_SIZE != 0) {
+        return Some(ShardOnIRule::BlockSize);
+    }
+    if c.hidden < PSUM_SIZE || c.hidden > MAX_HIDDEN || c.hidden % PSUM_SIZE != 0 {
+        return Some(ShardOnIRule::Hidden);
+    }
+    if c.experts <= 0 || c.positions <= 0 || c.positions % c.block_size != 0 {
+        return Some(ShardOnIRule::Blocks);
+    }
+    if c.intermediate <= 0 || c.intermediate % MIN_I_ALIGN != 0 {
+        return Some(ShardOnIRule::IntermediateAlign);
+    }
+    if c.skip_weight {
+        return Some(ShardOnIRule::SkipWeight);
+    }
+    if !matches!(c.activation, ActFnType::SiLU | ActFnType::Swish) {
+        return Some(ShardOnIRule::Activation);
+    }
+    if c.quantized {
+        return Some(ShardOnIRule::Quantization);
+    }
+    if c.checkpoint_activation {
+        return Some(ShardOnIRule::CheckpointActivation);
+    }
+    if c.one_bias {
+        return Some(ShardOnIRule::Bias);
+    }
+    if c.down_bias_on_i {
+        return Some(ShardOnIRule::DownBiasOnI);
+    }
+    None
+}
+
+/// A `blockwise_mm_baseline_shard_intermediate` (or `moe_cte` `shard_on_i`)
+/// call checked at compile time, or a compile error naming the rule it
+/// breaks. Options not given take the kernel's defaults (two programs,
+/// SiLU, no scales, no checkpointing).
+///
+/// ```
+/// let c = nkilib::bwmm_shard_on_i_config!(hidden = 3072, intermediate = 2048, experts = 8, block_size = 512, positions = 16 * 512);
+/// assert_eq!((c.block_size, c.programs), (512, 2));
+/// ```
+///
+/// ```compile_fail
+/// // Blocks of 384 positions do not split into one 128-token tile per program.
+/// let c = nkilib::bwmm_shard_on_i_config!(hidden = 3072, intermediate = 2048, experts = 8, block_size = 384, positions = 16 * 384);
+/// ```
+#[macro_export]
+macro_rules! bwmm_shard_on_i_config {
+    (hidden = $h:expr, intermediate = $i:expr, experts = $e:expr, block_size = $b:expr, positions = $n:expr $(, $field:ident = $value:expr)* $(,)?) => {
+        $crate::__collective_config!(
+            [$crate::moe::moe_cte::bwmm_shard_on_i::BwmmShardOnICall],
+            [$crate::moe::moe_cte::bwmm_shard_on_i::bwmm_shard_on_i_violation],
+            {
+                hidden: $h,
+                intermediate: $i,
+                experts: $e,
+                block_size: $b,
+                positions: $n,
+                programs: 2,
+                skip_weight: false,
+                activation: $crate::moe::moe_cte::bwmm_shard_on_i::ActFnType::SiLU,
+                quantized: false,
+                checkpoint_activation: false,
+                one_bias: false,
+                down_bias_on_i: false,
+            },
+            { $($field = $value),* }
+        )
+    };
+}
