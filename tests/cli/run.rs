@@ -252,6 +252,37 @@ const CASES: &[Case] = &[
         ],
     },
     Case {
+        kernel: "attention_block_tkg",
+        ranks: 1,
+        // 2 batches of one new token on trn2's 2 programs: RMSNorm, 2 query heads
+        // of 64, RoPE, attention over a random mask of 256 cached keys, the cache
+        // update at positions read on the device, the output projection.
+        params: &[
+            ("X", F32(&[2, 1, 256])),
+            ("rmsnorm_X_enabled", Text("true")),
+            ("rmsnorm_X_gamma", F32(&[1, 256])),
+            ("W_qkv", F32(&[256, 256])),
+            ("quantization_type_qkv", Text("NONE")),
+            ("rmsnorm_QK_pre_rope_enabled", Text("false")),
+            ("rmsnorm_QK_pre_rope_eps", Text("1e-5")),
+            ("cos", F32(&[32, 2, 1])),
+            ("sin", F32(&[32, 2, 1])),
+            ("rope_contiguous_layout", Text("true")),
+            ("rmsnorm_QK_post_rope_enabled", Text("false")),
+            ("rmsnorm_QK_post_rope_eps", Text("1e-5")),
+            ("K_cache_transposed", Text("false")),
+            ("K_cache", F32(&[2, 256, 64])),
+            ("V_cache", F32(&[2, 256, 64])),
+            ("attention_mask", Mask(&[256, 2, 2, 1])),
+            ("update_cache", Text("true")),
+            ("kv_cache_update_idx", UIds(&[2, 1], 200)),
+            ("W_out", F32(&[128, 256])),
+            ("quantization_type_out", Text("NONE")),
+            ("transposed_out", Text("false")),
+            ("out_in_sb", Text("false")),
+        ],
+    },
+    Case {
         kernel: "qkv_tkg",
         ranks: 1,
         // 4 tokens over trn2's 2 programs (H split in two), RMSNorm with fused add, 4 heads of 64 stored head by head.

@@ -4,6 +4,7 @@
 //! One test binary (one link) for the crate; each module holds the tests of
 //! one folder of the library (`cumsum`, `embeddings`, ...), as `nkilib` does.
 
+pub mod attention_block_tkg;
 pub mod collectives;
 #[path = "../common/mod.rs"]
 mod common;

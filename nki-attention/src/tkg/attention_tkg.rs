@@ -908,6 +908,45 @@ pub mod decode {
         }
     }
 
+    /// The configuration a fused decode block hands `attention_tkg` (the
+    /// library's `attention_block_tkg`): queries, active keys and (for a
+    /// following projection) the output in the SBUF layouts, no fused RoPE or
+    /// position ids; `k_cache_transposed` is the cache's layout (the kernel
+    /// transposes a cache that is not). A caller outside this crate builds the
+    /// bundle through this helper.
+    #[nki_helper]
+    pub fn attention_block_config(
+        bs: i64,
+        q_head: i64,
+        s_active: i64,
+        curr_sprior: i64,
+        full_sprior: i64,
+        d_head: i64,
+        block_len: i64,
+        k_cache_transposed: bool,
+        out_in_sb: bool,
+        enable_fa_s_prior_tiling: bool,
+    ) -> AttnTKGConfig {
+        AttnTKGConfig {
+            bs,
+            q_head,
+            s_active,
+            curr_sprior,
+            full_sprior,
+            d_head,
+            block_len,
+            tp_k_prior: !k_cache_transposed,
+            strided_mm1: block_len == 0,
+            use_pos_id: false,
+            fuse_rope: false,
+            use_gpsimd_sb2sb: true,
+            qk_in_sb: true,
+            k_out_in_sb: false,
+            out_in_sb,
+            enable_fa_s_prior_tiling,
+        }
+    }
+
     /// Token-generation attention over a flat KV cache: the library's
     /// `attention_tkg` with its `AttnTKGConfig` bundle, fused RoPE, in-kernel masks
     /// from position ids (with a per-query sliding window) and every tensor

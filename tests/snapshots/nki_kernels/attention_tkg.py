@@ -203,6 +203,17 @@ class AttnInternalBuffers(nl.NKIObject):
     "The unnormalised output, `(n_cols, d)` fp32."
 
 
+def attention_block_config(bs, q_head, s_active, curr_sprior, full_sprior, d_head, block_len, k_cache_transposed, out_in_sb, enable_fa_s_prior_tiling):
+    """The configuration a fused decode block hands `attention_tkg` (the
+    library's `attention_block_tkg`): queries, active keys and (for a
+    following projection) the output in the SBUF layouts, no fused RoPE or
+    position ids; `k_cache_transposed` is the cache's layout (the kernel
+    transposes a cache that is not). A caller outside this crate builds the
+    bundle through this helper.
+    """
+    return AttnTKGConfig(bs=bs, q_head=q_head, s_active=s_active, curr_sprior=curr_sprior, full_sprior=full_sprior, d_head=d_head, block_len=block_len, tp_k_prior=not k_cache_transposed, strided_mm1=block_len == 0, use_pos_id=False, fuse_rope=False, use_gpsimd_sb2sb=True, qk_in_sb=True, k_out_in_sb=False, out_in_sb=out_in_sb, enable_fa_s_prior_tiling=enable_fa_s_prior_tiling)
+
+
 def check_config(cfg):
     """The library's `AttnTKGConfig` asserts, and the rules of what this kernel
     implements; returns the keys per flash-attention tile.

@@ -8,6 +8,58 @@ import nki.isa as nisa
 import nki.collectives as ncc
 
 
+class NormType(Enum):
+    """The normalization of the hidden rows before a projection or quantization."""
+
+    NO_NORM = 0
+    "No normalization."
+    RMS_NORM = 1
+    "RMSNorm with gamma."
+    LAYER_NORM = 2
+    "LayerNorm with gamma and an optional beta."
+    RMS_NORM_SKIP_GAMMA = 3
+    "RMSNorm without gamma (gamma folded into the weights)."
+
+
+class QKVOutputLayout(Enum):
+    """How a fused QKV projection is stored."""
+
+    BSD = 0
+    "`[B, S, I]`."
+    NBSd = 1
+    "`[I / d_head, B, S, d_head]`: head by head."
+    NBdS = 2
+    "`[I / d_head, B, d_head, S]`: head by head, transposed."
+
+
+class QuantizationType(Enum):
+    """How weights (and activations) are quantized."""
+
+    NONE = 0
+    "Not quantized."
+    STATIC = 1
+    "`float8_e4m3`, one scale per tensor."
+    ROW = 2
+    "`float8_e4m3`, one scale per row (or output column)."
+    MX = 3
+    "Microscaling."
+    STATIC_MX = 4
+    "Per-tensor microscaling."
+    ROW_MX = 5
+    "Per-row microscaling."
+
+
+class QKVWeightLayout(Enum):
+    """How fused QKV weights are packed."""
+
+    CONTIGUOUS = 0
+    "`[H, I]` as in the checkpoint."
+    MX_CONTIGUOUS = 1
+    "Microscaling: four H rows packed per element."
+    MX_INTERLEAVED = 2
+    "Microscaling, packed in the DMA-transpose order."
+
+
 class ActFnType(Enum):
     """The activation of an MLP's gate."""
 
@@ -34,36 +86,6 @@ class ExpertAffinityScaleMode(Enum):
     "Pre-scaling applied later in the context-encoding expert MLP."
 
 
-class NormType(Enum):
-    """The normalization of the hidden rows before a projection or quantization."""
-
-    NO_NORM = 0
-    "No normalization."
-    RMS_NORM = 1
-    "RMSNorm with gamma."
-    LAYER_NORM = 2
-    "LayerNorm with gamma and an optional beta."
-    RMS_NORM_SKIP_GAMMA = 3
-    "RMSNorm without gamma (gamma folded into the weights)."
-
-
-class QuantizationType(Enum):
-    """How weights (and activations) are quantized."""
-
-    NONE = 0
-    "Not quantized."
-    STATIC = 1
-    "`float8_e4m3`, one scale per tensor."
-    ROW = 2
-    "`float8_e4m3`, one scale per row (or output column)."
-    MX = 3
-    "Microscaling."
-    STATIC_MX = 4
-    "Per-tensor microscaling."
-    ROW_MX = 5
-    "Per-row microscaling."
-
-
 class RouterActFnType(Enum):
     """A MoE router's activation over the experts."""
 
@@ -71,25 +93,3 @@ class RouterActFnType(Enum):
     "The sigmoid of each logit."
     SOFTMAX = 1
     "The softmax along the experts."
-
-
-class QKVOutputLayout(Enum):
-    """How a fused QKV projection is stored."""
-
-    BSD = 0
-    "`[B, S, I]`."
-    NBSd = 1
-    "`[I / d_head, B, S, d_head]`: head by head."
-    NBdS = 2
-    "`[I / d_head, B, d_head, S]`: head by head, transposed."
-
-
-class QKVWeightLayout(Enum):
-    """How fused QKV weights are packed."""
-
-    CONTIGUOUS = 0
-    "`[H, I]` as in the checkpoint."
-    MX_CONTIGUOUS = 1
-    "Microscaling: four H rows packed per element."
-    MX_INTERLEAVED = 2
-    "Microscaling, packed in the DMA-transpose order."

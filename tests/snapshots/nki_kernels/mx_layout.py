@@ -6,28 +6,28 @@ import nki.isa as nisa
 import nki.collectives as ncc
 
 
-# Partitions of one scale group.
-MX_GROUP_PARTITIONS = 8
-
-
 # Values per packed element (`float8_e4m3fn_x4`, `float4_e2m1fn_x4`).
 MX_PACK = 4
 
 
-# Values sharing one scale (8 partitions x 4 packed values).
-SCALE_GROUP_SIZE = 32
+# Quadrants of the partitions.
+NUM_QUADRANTS = 4
 
 
 # Partitions of an SBUF quadrant; each holds the scales of its 4 groups.
 QUADRANT = 32
 
 
+# Values sharing one scale (8 partitions x 4 packed values).
+SCALE_GROUP_SIZE = 32
+
+
 # Scale rows per quadrant: `QUADRANT / MX_GROUP_PARTITIONS`.
 SCALES_PER_QUADRANT = 4
 
 
-# Quadrants of the partitions.
-NUM_QUADRANTS = 4
+# Partitions of one scale group.
+MX_GROUP_PARTITIONS = 8
 
 
 def load_mx_scales_strided(scale_sb, scales, groups):

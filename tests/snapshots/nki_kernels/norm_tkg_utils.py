@@ -49,12 +49,16 @@ class NormTkgPart(nl.NKIObject):
     "Whether the partial sums are exchanged with the other program."
 
 
-def h_part(bxs):
-    """This program's part when the hidden dim is split (`shard_on_h`): every
-    one of the `bxs` rows on each of the two programs, program `p` holding
-    hidden shard `p` and exchanging the partial sums.
+def bxs_part(bxs, programs, threshold, split_allowed, shards, hidden_dim_tp):
+    """This program's part when the rows are split (`shard_on_bxs`): over a
+    launch of two `programs` when `split_allowed` and there are more than
+    `threshold` rows of the `bxs`, an even count (else every row), each
+    program holding all `shards` hidden shards.
     """
-    return NormTkgPart(row0=0, rows=bxs, shards=2, first=nl.program_id(axis=0), held=1, hidden_dim_tp=False, shard_on_h=True)
+    split = split_allowed and programs == 2 and bxs > threshold and bxs % programs == 0
+    rows = bxs // programs if split else bxs
+    row0 = nl.program_id(axis=0) * rows if split else 0
+    return NormTkgPart(row0=row0, rows=rows, shards=shards, first=0, held=shards, hidden_dim_tp=hidden_dim_tp, shard_on_h=False)
 
 
 def load_input_to_sbuf(src, dst, row0, rows, shards, first, held, hidden_dim_tp):
@@ -82,13 +86,9 @@ def load_gamma_to_sbuf(gamma, cols, shards, first, held, hidden_dim_tp):
     return g
 
 
-def bxs_part(bxs, programs, threshold, split_allowed, shards, hidden_dim_tp):
-    """This program's part when the rows are split (`shard_on_bxs`): over a
-    launch of two `programs` when `split_allowed` and there are more than
-    `threshold` rows of the `bxs`, an even count (else every row), each
-    program holding all `shards` hidden shards.
+def h_part(bxs):
+    """This program's part when the hidden dim is split (`shard_on_h`): every
+    one of the `bxs` rows on each of the two programs, program `p` holding
+    hidden shard `p` and exchanging the partial sums.
     """
-    split = split_allowed and programs == 2 and bxs > threshold and bxs % programs == 0
-    rows = bxs // programs if split else bxs
-    row0 = nl.program_id(axis=0) * rows if split else 0
-    return NormTkgPart(row0=row0, rows=rows, shards=shards, first=0, held=shards, hidden_dim_tp=hidden_dim_tp, shard_on_h=False)
+    return NormTkgPart(row0=0, rows=bxs, shards=2, first=nl.program_id(axis=0), held=1, hidden_dim_tp=False, shard_on_h=True)

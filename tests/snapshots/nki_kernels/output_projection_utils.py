@@ -6,12 +6,12 @@ import nki.isa as nisa
 import nki.collectives as ncc
 
 
-# Columns of one fp32 PSUM bank: a matmul's moving free size.
-F_MAX = 512
-
-
 # Partitions of an SBUF tile: rows per tile, contraction rows per matmul.
 P_MAX = 128
+
+
+# Columns of one fp32 PSUM bank: a matmul's moving free size.
+F_MAX = 512
 
 
 # The largest finite `float8_e4m3`: statically quantized activations span `±240`.

@@ -4,3 +4,4 @@
 pub mod collectives;
 pub mod conv;
 pub mod loss;
+pub mod transformer;

@@ -1,0 +1,716 @@
+//! The NKI library's `attention_block_tkg`: a decode-phase attention block,
+//! from the hidden states to the attention output (optionally projected),
+//! with the KV-cache update.
+//!
+//! ```text
+//! QKV      = qkv(X, W_qkv, RMSNorm(gamma) if rmsnorm_X_enabled, + bias_qkv)   [B·S, (q_heads + 2)·d]
+//! Q, K     = each head of QKV transposed to [d, B·heads·S]
+//! Q, K     = RMSNorm over d (pre RoPE), RoPE(cos, sin), RMSNorm over d (post RoPE)
+//! V        = the last d columns of QKV                                        [B, 1, S, d]
+//! out      = attention_tkg(Q · softmax_scale, K, V, K_cache, V_cache, mask, sink)
+//! caches   = K, V written at kv_cache_update_idx[b] .. + S   (update_cache)
+//! out      = out @ W_out + bias_out                                            (W_out given)
+//! ```
+//!
+//! Each phase is the ported kernel: [`qkv`](crate::qkv::qkv) (the fused
+//! norm, bias and static fp8 of the projection), [`RoPE`] (head dim on the
+//! partitions), `attention_tkg` of `nki-attention` (queries and active keys
+//! in its SBUF layouts, the cache flat, transposed or in blocks) and
+//! [`output_projection_tkg`]. The block's own phases are the ones the
+//! library writes inline: the head transposes, the Q/K RMSNorm over the head
+//! dim (`d_head = 128`: the sum of squares is one matmul with a ones matrix,
+//! which sums over the partitions), the query scaling and the cache update
+//! (one DMA per batch at the write position read on the device:
+//! `scalar_offset`). Loop structure: one tile of `B·S <= 128` token rows; the
+//! transposes loop over the heads, the RMSNorm over 512-column chunks, the
+//! cache update over the batches.
+//!
+//! The library keeps the phases' tensors in SBUF; here the kernels exchange
+//! HBM tensors (the values are the same). On an LNC2 launch every program
+//! runs the projection-free phases on all rows (into its own HBM scratch),
+//! the phases' kernels split their work as they do alone, and the programs
+//! meet at a core barrier after the projection and after the attention,
+//! whose outputs they share. The V cache is written by program 0 and the K
+//! cache by the last program, as in the library.
+//!
+//! Refused by name (see [`AttnBlockRule`]): `X` in SBUF and `out_in_sb`
+//! (a calling kernel's SBUF operands: here results are in HBM), KV data
+//! parallelism (`KVDP > 1`), fp8 KV-cache quantization (`k_scale` /
+//! `v_scale`), `B·S > 128` (the library's batch tiling), and the block
+//! KV-cache update (a block cache is read, `update_cache=False`). The
+//! library's `sbm` SBUF allocator has no counterpart (tiles are placed by
+//! the compiler).
+
+// The library's parameter names (`X`, `W_qkv`, `K_cache`, ...) keep their spelling.
+#![allow(non_snake_case)]
+
+use nki_attention::tkg::{TkgConfig, TkgDims, TkgRule};
+
+pub use kernel::*;
+
+/// The entry and its phases.
+#[nki::nki_module]
+pub mod kernel {
+    use crate::output_projection::output_projection_tkg::output_projection_tkg;
+    use crate::qkv::qkv::qkv;
+    pub use crate::utils::common_types::{NormType, QKVOutputLayout, QuantizationType};
+    use nki::prelude::*;
+    use nki_attention::tkg::attention_tkg::{attention_block_config, attention_tkg};
+
+    /// Partitions: the most token rows, and the head dim the Q/K RMSNorm takes.
+    pub const PMAX: i64 = nl::tile_size::pmax;
+    /// The most fp32 columns of one PSUM bank (one matmul's moving free size).
+    pub const PSUM_FMAX: i64 = nl::tile_size::psum_fmax;
+    /// The block's one KV head (grouped-query attention).
+    pub const KV_HEADS: i64 = 1;
+    /// `rmsnorm_X_eps` when `None`.
+    pub const DEFAULT_RMSNORM_X_EPS: f64 = 1e-3;
+
+    /// `H` must be a positive multiple of 128.
+    pub const HIDDEN: &str = "attention_block_tkg: H must be a positive multiple of 128";
+    /// One tile of token rows.
+    pub const TOKENS: &str =
+        "attention_block_tkg: B * S_tkg must be at most 128 (the library's batch tiling beyond one tile is not implemented)";
+    /// Even head dim, `W_qkv` of `(q_heads + 2) · d` columns.
+    pub const HEADS: &str = "attention_block_tkg: d_head must be even and W_qkv must hold (q_heads + 2) * d_head columns, q_heads >= 1";
+    /// `out_in_sb` refused.
+    pub const OUT_IN_SB: &str = "attention_block_tkg: out_in_sb=True leaves the output in SBUF for a calling kernel; the port's phases exchange HBM tensors, so the output is in HBM";
+    /// `KVDP > 1` refused.
+    pub const KVDP_RULE: &str =
+        "attention_block_tkg: KV data parallelism (KVDP > 1, its all-gathers of heads and batches) is not implemented";
+    /// fp8 KV-cache quantization refused.
+    pub const KV_QUANT: &str = "attention_block_tkg: fp8 KV-cache quantization (k_scale, v_scale) is not implemented";
+    /// `transposed_out` needs the projection.
+    pub const TRANSPOSED_OUT: &str = "attention_block_tkg: transposed_out requires the output projection (W_out)";
+    /// RoPE's tables together.
+    pub const ROPE_TABLES: &str = "attention_block_tkg: cos and sin must be given together";
+    /// RoPE's head dims.
+    pub const ROPE_HEAD: &str = "attention_block_tkg: RoPE needs d_head 64 or 128";
+    /// The Q/K RMSNorm's head dim.
+    pub const QK_NORM_HEAD: &str = "attention_block_tkg: the Q/K RMSNorm needs d_head = 128 (one partition per element of a head)";
+    /// A block cache is not transposed.
+    pub const BLOCK_TRANSPOSED: &str = "attention_block_tkg: a block KV cache cannot be K_cache_transposed";
+    /// The cache update's inputs.
+    pub const UPDATE: &str = "attention_block_tkg: update_cache needs kv_cache_update_idx [B, 1] and a flat KV cache (the block cache update is not implemented)";
+
+    /// The block's sizes.
+    #[nki_object]
+    pub struct AttnBlockDims {
+        /// Batch size `B`.
+        pub b: i64,
+        /// New tokens per sequence `S_tkg`.
+        pub s_tkg: i64,
+        /// Head dimension `d`.
+        pub d_head: i64,
+        /// Query heads.
+        pub q_heads: i64,
+        /// Cache positions the attention reads (`S_ctx`).
+        pub s_ctx: i64,
+        /// Cache capacity (`S_max_ctx`).
+        pub s_max_ctx: i64,
+        /// Block length of a block cache, 0 for a flat one.
+        pub block_len: i64,
+        /// The programs of the launch (1 or 2).
+        pub programs: i64,
+    }
+
+    /// One RMSNorm of Q and K over the head dim.
+    #[nki_object]
+    pub struct QkNorm {
+        /// Whether it is applied.
+        pub enabled: bool,
+        /// Its epsilon.
+        pub eps: f64,
+        /// Q's gamma `[1, d]`.
+        pub w_q: Option<Tensor>,
+        /// K's gamma `[1, d]`.
+        pub w_k: Option<Tensor>,
+    }
+
+    /// The Q/K processing: the norms around RoPE and RoPE's tables.
+    #[nki_object]
+    pub struct QkProcessing {
+        /// RMSNorm before RoPE.
+        pub pre: QkNorm,
+        /// RMSNorm after RoPE.
+        pub post: QkNorm,
+        /// RoPE's `[d/2, B, S]` cosines (RoPE applied when both tables are given).
+        pub cos: Option<Tensor>,
+        /// RoPE's sines.
+        pub sin: Option<Tensor>,
+        /// Rotated halves contiguous (else interleaved pairs).
+        pub contiguous: bool,
+    }
+
+    /// The attention's inputs after the Q/K processing.
+    #[nki_object]
+    pub struct AttnInputs {
+        /// Queries `[d, B·q_heads·S]`, scaled by `softmax_scale`.
+        pub q: Tensor,
+        /// Active keys `[d, B·S]`.
+        pub k: Tensor,
+        /// Active values `[B, 1, S, d]`.
+        pub v: Tensor,
+    }
+
+    /// The sizes of a call, the block's own rules checked (the phases' kernels
+    /// check theirs).
+    #[nki_helper]
+    pub fn validate_and_extract_config(
+        X: Hbm,
+        W_qkv: Hbm,
+        K_cache: Hbm,
+        V_cache: Hbm,
+        attention_mask: Hbm,
+        active_blocks_table: Option<Hbm>,
+        K_cache_transposed: bool,
+    ) -> AttnBlockDims {
+        assert!(X.ndim() == 3, "attention_block_tkg: X must be [B, S_tkg, H] in HBM, got {} dims", X.ndim());
+        let [b, s_tkg, h] = X.shape();
+        assert!(h > 0 && h % PMAX == 0, HIDDEN);
+        assert!(b * s_tkg <= PMAX, TOKENS);
+        let d_head = V_cache.shape()[V_cache.ndim() - 1];
+        let i = W_qkv.shape()[1];
+        assert!(d_head > 0 && d_head % 2 == 0 && i % d_head == 0 && i / d_head > 2 * KV_HEADS, HEADS);
+        let q_heads = i / d_head - 2 * KV_HEADS;
+        let block_len = if active_blocks_table.is_some() { V_cache.shape()[1] } else { 0 };
+        let mut s_ctx = attention_mask.shape()[0];
+        let mut s_max_ctx = V_cache.shape()[V_cache.ndim() - 2];
+        if let Some(table) = active_blocks_table {
+            assert!(!K_cache_transposed, BLOCK_TRANSPOSED);
+            s_ctx = table.shape()[1] * block_len;
+            s_max_ctx = s_ctx;
+        } else {
+            let k_seq = if K_cache_transposed { K_cache.shape()[K_cache.ndim() - 1] } else { K_cache.shape()[K_cache.ndim() - 2] };
+            assert!(V_cache.shape()[0] == b, "attention_block_tkg: V_cache must hold B = {b} batches, got {}", V_cache.shape()[0]);
+            assert!(
+                k_seq == s_max_ctx,
+                "attention_block_tkg: K_cache and V_cache must hold S_max_ctx = {s_max_ctx} positions, got {k_seq}"
+            );
+        }
+        let m = attention_mask.shape();
+        assert!(
+            attention_mask.ndim() == 4 && m[0] == s_ctx && m[1] == b && m[2] == q_heads && m[3] == s_tkg,
+            "attention_block_tkg: attention_mask must be [S_ctx, B, q_heads, S_tkg] = [{s_ctx}, {b}, {q_heads}, {s_tkg}], got {m}"
+        );
+        let grid = nl::program_ndim() == 1;
+        let programs = if grid { nl::num_programs(0) } else { 1 };
+        AttnBlockDims { b, s_tkg, d_head, q_heads, s_ctx, s_max_ctx, block_len, programs }
+    }
+
+    /// The library's `_rms_norm_inplace`: each column of `x` `[d, N]` (`d =
+    /// 128`) divided by the root of its mean square plus `eps`, times `w`
+    /// `[1, d]` when given; in fp32, rounded back into `x`.
+    #[nki_helper]
+    pub fn rms_norm_inplace(x: Sbuf, eps: f64, w: Option<Hbm>) {
+        let [d, n] = x.shape();
+        assert!(d == PMAX, QK_NORM_HEAD);
+        let ones = nl::ndarray([d, d], nl::float32, buffer = nl::sbuf);
+        nisa::memset(ones, 1.0);
+        let eps_sb = nl::ndarray([d, 1], nl::float32, buffer = nl::sbuf);
+        nisa::memset(eps_sb, eps);
+        let w_sb = nl::ndarray([d, 1], nl::float32, buffer = nl::sbuf);
+        if let Some(wv) = w {
+            nisa::dma_copy(w_sb, wv.reshape([d, 1]));
+        }
+        for c in 0..n.div_ceil(PSUM_FMAX) {
+            let c0 = c * PSUM_FMAX;
+            let cols = (n - c0).min(PSUM_FMAX);
+            let xc = x[s![.., c0..c0 + cols]];
+            let sq = nl::ndarray([d, PSUM_FMAX], nl::float32, buffer = nl::sbuf);
+            nisa::tensor_tensor(sq[s![.., 0..cols]], xc, xc, nl::multiply);
+            let sums = nl::ndarray([d, PSUM_FMAX], nl::float32, buffer = nl::psum);
+            nisa::nc_matmul(sums[s![.., 0..cols]], ones, sq[s![.., 0..cols]]);
+            let rs = nl::ndarray([d, PSUM_FMAX], nl::float32, buffer = nl::sbuf);
+            nisa::activation(rs[s![.., 0..cols]], nl::rsqrt, sums[s![.., 0..cols]], bias = eps_sb, scale = 1.0 / d as f64);
+            let y = nl::ndarray([d, PSUM_FMAX], nl::float32, buffer = nl::sbuf);
+            nisa::tensor_tensor(y[s![.., 0..cols]], xc, rs[s![.., 0..cols]], nl::multiply);
+            if w.is_some() {
+                nisa::tensor_scalar(y[s![.., 0..cols]], y[s![.., 0..cols]], nl::multiply, w_sb);
+            }
+            nisa::tensor_copy(xc, y[s![.., 0..cols]]);
+        }
+    }
+
+    /// `n_heads` heads of `qkv_sb` `[B·S, I]` from column `col0`, each
+    /// transposed, into `[d, B·n_heads·S]` (column `(b·n_heads + h)·S + t`).
+    #[nki_helper]
+    pub fn transpose_heads(dims: AttnBlockDims, qkv_sb: Sbuf, col0: i64, n_heads: i64) -> Sbuf {
+        let (d, b, st) = (dims.d_head, dims.b, dims.s_tkg);
+        let out = nl::ndarray([d, b * n_heads * st], qkv_sb.dtype(), buffer = nl::sbuf);
+        let out4 = out.reshape([d, b, n_heads, st]);
+        for h in 0..n_heads {
+            let ps = nl::ndarray([d, b * st], qkv_sb.dtype(), buffer = nl::psum);
+            let c0 = col0 + h * d;
+            nisa::nc_transpose(ps, qkv_sb[s![.., c0..c0 + d]]);
+            nisa::tensor_copy(out4[s![.., .., h, ..]], ps.reshape([d, b, st]));
+        }
+        out
+    }
+
+    /// The library's `_process_head_group`: Q (`n_heads = q_heads`) or K
+    /// (`n_heads = 1`) transposed, then the pre-RoPE RMSNorm, RoPE and the
+    /// post-RoPE RMSNorm (each when enabled); `[d, B·n_heads·S]` in SBUF.
+    #[nki_helper]
+    pub fn process_head_group(dims: AttnBlockDims, qkv_sb: Sbuf, col0: i64, n_heads: i64, p: QkProcessing, is_q: bool) -> Sbuf {
+        let (d, b, st) = (dims.d_head, dims.b, dims.s_tkg);
+        let x: Sbuf = transpose_heads(dims, qkv_sb, col0, n_heads);
+        if p.pre.enabled {
+            rms_norm_inplace(x, p.pre.eps, if is_q { p.pre.w_q } else { p.pre.w_k });
+        }
+        let (cos_t, sin_t) = (p.cos, p.sin);
+        if let Some(cos) = cos_t {
+            // Validated: sin is given with cos.
+            let sin = sin_t.unwrap_or(cos);
+            assert!(d == 64 || d == 128, ROPE_HEAD);
+            let staged = nl::ndarray([d, b, n_heads, st], x.dtype(), buffer = nl::private_hbm);
+            nisa::dma_copy(staged, x.reshape([d, b, n_heads, st]));
+            let rotated: Hbm = crate::embeddings::rope::RoPE(staged, cos, sin, contiguous_layout = p.contiguous);
+            nisa::dma_copy(x.reshape([d, b, n_heads, st]), rotated);
+        }
+        if p.post.enabled {
+            rms_norm_inplace(x, p.post.eps, if is_q { p.post.w_q } else { p.post.w_k });
+        }
+        x
+    }
+
+    /// The library's `_QKV_processing`: the projection's rows loaded, Q and K
+    /// processed (Q scaled by `softmax_scale`) and V's columns; each stored
+    /// into this program's HBM scratch in the attention's layouts.
+    #[nki_helper]
+    pub fn qkv_processing(dims: AttnBlockDims, qkv_out: Hbm, p: QkProcessing, softmax_scale: f64) -> AttnInputs {
+        let (d, b, st, nq) = (dims.d_head, dims.b, dims.s_tkg, dims.q_heads);
+        let i = d * (nq + 2 * KV_HEADS);
+        let dt = qkv_out.dtype();
+        let qkv_sb = nl::ndarray([b * st, i], dt, buffer = nl::sbuf);
+        nisa::dma_copy(qkv_sb, qkv_out.reshape([b * st, i]));
+        let q_sb = process_head_group(dims, qkv_sb, 0, nq, p, true);
+        nisa::tensor_scalar(q_sb, q_sb, nl::multiply, softmax_scale);
+        let k_sb = process_head_group(dims, qkv_sb, d * nq, KV_HEADS, p, false);
+        let q = nl::ndarray([d, b * nq * st], dt, buffer = nl::private_hbm);
+        nisa::dma_copy(q, q_sb);
+        let k = nl::ndarray([d, b * st], dt, buffer = nl::private_hbm);
+        nisa::dma_copy(k, k_sb);
+        let v = nl::ndarray([b, 1, st, d], dt, buffer = nl::private_hbm);
+        let v0 = d * (nq + KV_HEADS);
+        nisa::dma_copy(v.reshape([b * st, d]), qkv_sb[s![.., v0..v0 + d]]);
+        AttnInputs { q, k, v }
+    }
+
+    /// A copy of this program's scratch `t` in a shared HBM output (written
+    /// by program 0; every program holds the same values).
+    #[nki_helper]
+    pub fn to_shared_hbm(dims: AttnBlockDims, t: Hbm) -> Hbm {
+        let out = nl::ndarray(t.shape(), t.dtype(), buffer = nl::shared_hbm);
+        let prg = if dims.programs > 1 { nl::program_id(0) } else { 0 };
+        if prg == 0 {
+            nisa::dma_copy(out, t);
+        }
+        out
+    }
+
+    /// The library's `_update_flat_cache`: batch `b`'s `S` new keys and
+    /// values written at position `kv_cache_update_idx[b]` (read on the
+    /// device) of its rows; V by program 0, K by the last program.
+    #[nki_helper]
+    pub fn update_flat_cache(dims: AttnBlockDims, K_cache: Hbm, V_cache: Hbm, inp: AttnInputs, idx: Hbm, K_cache_transposed: bool) {
+        let (d, b, st, smax) = (dims.d_head, dims.b, dims.s_tkg, dims.s_max_ctx);
+        let prg = if dims.programs > 1 { nl::program_id(0) } else { 0 };
+        let kc = if K_cache_transposed { K_cache.reshape([b, d, smax]) } else { K_cache.reshape([b, smax, d]) };
+        let vc = V_cache.reshape([b, smax, d]);
+        let v_sb = nl::ndarray([b * st, d], inp.v.dtype(), buffer = nl::sbuf);
+        nisa::dma_copy(v_sb, inp.v.reshape([b * st, d]));
+        let k_sb = nl::ndarray([d, b * st], inp.k.dtype(), buffer = nl::sbuf);
+        nisa::dma_copy(k_sb, inp.k);
+        let k_rows = nl::ndarray([b * st, d], inp.k.dtype(), buffer = nl::sbuf);
+        let k_ps = nl::ndarray([b * st, d], inp.k.dtype(), buffer = nl::psum);
+        nisa::nc_transpose(k_ps, k_sb);
+        nisa::tensor_copy(k_rows, k_ps);
+        let start = nl::ndarray([1, 1], nl::uint32, buffer = nl::sbuf);
+        for bi in 0..b {
+            nisa::dma_copy(start, idx[s![bi..bi + 1, ..]]);
+            let (r0, r1) = (bi * st, (bi + 1) * st);
+            if prg == 0 {
+                let dst = vc.ap([[d, st], [1, d]], offset = bi * smax * d, scalar_offset = start, indirect_dim = 1);
+                nisa::dma_copy(dst, v_sb[s![r0..r1, ..]]);
+            }
+            if prg == dims.programs - 1 {
+                if K_cache_transposed {
+                    let dst = kc.ap([[smax, d], [1, st]], offset = bi * d * smax, scalar_offset = start, indirect_dim = 2);
+                    nisa::dma_copy(dst, k_sb[s![.., r0..r1]]);
+                } else {
+                    let dst = kc.ap([[d, st], [1, d]], offset = bi * smax * d, scalar_offset = start, indirect_dim = 1);
+                    nisa::dma_copy(dst, k_rows[s![r0..r1, ..]]);
+                }
+            }
+        }
+    }
+
+    /// The attention block of `X` `[B, S_tkg, H]` (module docs): returns the
+    /// output, then the updated caches (`update_cache`) or the new keys
+    /// `[d, B, S_tkg]` and values `[B, 1, S_tkg, d]`. The output is `[B,
+    /// q_heads, d, S_tkg]` without `W_out`, else `[B·S_tkg, H]` (or `[128,
+    /// lnc, H/lnc/128, B·S_tkg]` with `transposed_out`).
+    #[nki_kernel]
+    pub fn attention_block_tkg(
+        #[dtypes(float32, bfloat16, float16)] X: Hbm,
+        X_hidden_dim_actual: Option<i64>,
+        rmsnorm_X_enabled: bool,
+        rmsnorm_X_eps: Option<f64>,
+        #[dtypes(float32, bfloat16, float16)] rmsnorm_X_gamma: Option<Hbm>,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3)] W_qkv: Hbm,
+        #[dtypes(float32, bfloat16, float16)] bias_qkv: Option<Hbm>,
+        quantization_type_qkv: QuantizationType,
+        #[dtypes(float32)] weight_dequant_scale_qkv: Option<Hbm>,
+        #[dtypes(float32)] input_dequant_scale_qkv: Option<Hbm>,
+        rmsnorm_QK_pre_rope_enabled: bool,
+        rmsnorm_QK_pre_rope_eps: f64,
+        #[dtypes(float32, bfloat16, float16)] rmsnorm_QK_pre_rope_W_Q: Option<Hbm>,
+        #[dtypes(float32, bfloat16, float16)] rmsnorm_QK_pre_rope_W_K: Option<Hbm>,
+        #[dtypes(float32, bfloat16, float16)] cos: Option<Hbm>,
+        #[dtypes(float32, bfloat16, float16)] sin: Option<Hbm>,
+        rope_contiguous_layout: bool,
+        rmsnorm_QK_post_rope_enabled: bool,
+        rmsnorm_QK_post_rope_eps: f64,
+        #[dtypes(float32, bfloat16, float16)] rmsnorm_QK_post_rope_W_Q: Option<Hbm>,
+        #[dtypes(float32, bfloat16, float16)] rmsnorm_QK_post_rope_W_K: Option<Hbm>,
+        K_cache_transposed: bool,
+        #[dtypes(int32, uint32)] active_blocks_table: Option<Hbm>,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3)] K_cache: Hbm,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3)] V_cache: Hbm,
+        #[dtypes(uint8)] attention_mask: Hbm,
+        #[dtypes(float32, bfloat16, float16)] sink: Option<Hbm>,
+        update_cache: bool,
+        #[dtypes(int32, uint32)] kv_cache_update_idx: Option<Hbm>,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3)] W_out: Option<Hbm>,
+        #[dtypes(float32, bfloat16, float16)] bias_out: Option<Hbm>,
+        quantization_type_out: QuantizationType,
+        #[dtypes(float32)] weight_dequant_scale_out: Option<Hbm>,
+        #[dtypes(float32)] input_dequant_scale_out: Option<Hbm>,
+        transposed_out: bool,
+        out_in_sb: bool,
+        softmax_scale: Option<f64>,
+        #[default(true)] enable_fa_s_prior_tiling: bool,
+        #[dtypes(float32, bfloat16, float16)] k_scale: Option<Hbm>,
+        #[dtypes(float32, bfloat16, float16)] v_scale: Option<Hbm>,
+        #[default(false)] skip_attention: bool,
+        #[default(1)] KVDP: i64,
+        KVDP_replica_group: Option<ReplicaGroup>,
+    ) -> Outputs {
+        let _ = KVDP_replica_group;
+        assert!(!out_in_sb, OUT_IN_SB);
+        assert!(KVDP == 1, KVDP_RULE);
+        assert!(k_scale.is_none() && v_scale.is_none(), KV_QUANT);
+        assert!(!transposed_out || W_out.is_some(), TRANSPOSED_OUT);
+        assert!(cos.is_some() == sin.is_some(), ROPE_TABLES);
+        assert!(!update_cache || (active_blocks_table.is_none() && kv_cache_update_idx.is_some()), UPDATE);
+        let dims = validate_and_extract_config(X, W_qkv, K_cache, V_cache, attention_mask, active_blocks_table, K_cache_transposed);
+        let (d, b, st, nq) = (dims.d_head, dims.b, dims.s_tkg, dims.q_heads);
+
+        // QKV projection (the fused RMSNorm of X), [B, S, I].
+        let qkv_out: Hbm = qkv(
+            X,
+            W_qkv,
+            output_layout = QKVOutputLayout::BSD,
+            bias = bias_qkv,
+            quantization_type = quantization_type_qkv,
+            qkv_w_scale = weight_dequant_scale_qkv,
+            qkv_in_scale = input_dequant_scale_qkv,
+            fused_norm_type = if rmsnorm_X_enabled { NormType::RMS_NORM } else { NormType::NO_NORM },
+            gamma_norm_weights = rmsnorm_X_gamma,
+            norm_eps = rmsnorm_X_eps.unwrap_or(DEFAULT_RMSNORM_X_EPS),
+            hidden_actual = X_hidden_dim_actual,
+            d_head = Some(d),
+            num_q_heads = Some(nq),
+            num_kv_heads = Some(KV_HEADS),
+        );
+        if dims.programs == 2 {
+            nisa::core_barrier(qkv_out, [0, 1]);
+        }
+
+        // Q/K processing and V, Q scaled.
+        let pre = QkNorm {
+            enabled: rmsnorm_QK_pre_rope_enabled,
+            eps: rmsnorm_QK_pre_rope_eps,
+            w_q: rmsnorm_QK_pre_rope_W_Q,
+            w_k: rmsnorm_QK_pre_rope_W_K,
+        };
+        let post = QkNorm {
+            enabled: rmsnorm_QK_post_rope_enabled,
+            eps: rmsnorm_QK_post_rope_eps,
+            w_q: rmsnorm_QK_post_rope_W_Q,
+            w_k: rmsnorm_QK_post_rope_W_K,
+        };
+        let p = QkProcessing { pre, post, cos, sin, contiguous: rope_contiguous_layout };
+        let scale = if skip_attention { 1.0 } else { softmax_scale.unwrap_or(1.0 / (d as f64).sqrt()) };
+        let inp = qkv_processing(dims, qkv_out, p, scale);
+
+        // Attention over the cache (or the queries as they are, skip_attention).
+        let do_out_proj = W_out.is_some();
+        let q: Hbm = inp.q;
+        let mut attn_out: Hbm = q;
+        if !skip_attention {
+            let (k_prior, v_prior) = if dims.block_len > 0 {
+                (K_cache, V_cache)
+            } else if K_cache_transposed {
+                (K_cache.reshape([b, 1, d, dims.s_max_ctx]), V_cache.reshape([b, 1, dims.s_max_ctx, d]))
+            } else {
+                (K_cache.reshape([b, 1, dims.s_max_ctx, d]), V_cache.reshape([b, 1, dims.s_max_ctx, d]))
+            };
+            let (out, _k_out): (Hbm, Hbm) = attention_tkg(
+                inp.q,
+                inp.k,
+                inp.v,
+                k_prior,
+                v_prior,
+                attention_mask,
+                attention_block_config(
+                    b,
+                    nq,
+                    st,
+                    dims.s_ctx,
+                    dims.s_max_ctx,
+                    d,
+                    dims.block_len,
+                    K_cache_transposed,
+                    do_out_proj,
+                    enable_fa_s_prior_tiling,
+                ),
+                sink = sink,
+                active_blocks_table = active_blocks_table,
+            );
+            if dims.programs == 2 {
+                nisa::core_barrier(out, [0, 1]);
+            }
+            attn_out = out;
+        }
+
+        // The cache update, or the new keys and values.
+        let mut k_ret = K_cache;
+        let mut v_ret = V_cache;
+        if update_cache {
+            // Validated: kv_cache_update_idx is given with update_cache.
+            update_flat_cache(dims, K_cache, V_cache, inp, kv_cache_update_idx.unwrap_or(attention_mask), K_cache_transposed);
+        } else {
+            let k_new: Hbm = inp.k;
+            k_ret = to_shared_hbm(dims, k_new.reshape([d, b, st]));
+            v_ret = to_shared_hbm(dims, inp.v);
+        }
+
+        // The output projection (the queries themselves are copied out when
+        // both the attention and the projection are skipped).
+        let mut kernel_output = attn_out;
+        if skip_attention && !do_out_proj {
+            kernel_output = to_shared_hbm(dims, attn_out);
+        }
+        if let Some(w) = W_out {
+            kernel_output = output_projection_tkg(
+                attn_out.reshape([d, b, nq, st]),
+                w,
+                bias = bias_out,
+                quantization_type = quantization_type_out,
+                weight_scale = weight_dequant_scale_out,
+                input_scale = input_dequant_scale_out,
+                TRANSPOSE_OUT = transposed_out,
+            );
+        }
+        Outputs(kernel_output, k_ret, v_ret)
+    }
+}
+
+/// Why an `attention_block_tkg` call is refused: the block's own rules, then
+/// the first rule of `attention_tkg` its call breaks (the projection's and
+/// RoPE's kernels check their own when traced).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttnBlockRule {
+    /// `out_in_sb=True`.
+    OutInSb,
+    /// `KVDP > 1`.
+    Kvdp,
+    /// `k_scale` / `v_scale` given.
+    KvQuant,
+    /// `transposed_out` without `W_out`.
+    TransposedOut,
+    /// Only one of `cos` and `sin`.
+    RopeTables,
+    /// `update_cache` without `kv_cache_update_idx`, or with a block cache.
+    Update,
+    /// `H` is not a positive multiple of 128.
+    Hidden,
+    /// `B · S_tkg > 128`.
+    Tokens,
+    /// `d_head` odd, or `W_qkv` not `(q_heads + 2) · d_head` columns.
+    Heads,
+    /// A block cache with `K_cache_transposed`.
+    BlockTransposed,
+    /// A Q/K RMSNorm with `d_head` other than 128.
+    QkNormHead,
+    /// RoPE with `d_head` other than 64 or 128.
+    RopeHead,
+    /// A rule of the attention (`attention_tkg`).
+    Attention(TkgRule),
+}
+
+impl AttnBlockRule {
+    /// The rule in words (the kernel's assert message).
+    pub const fn message(self) -> &'static str {
+        match self {
+            AttnBlockRule::OutInSb => OUT_IN_SB,
+            AttnBlockRule::Kvdp => KVDP_RULE,
+            AttnBlockRule::KvQuant => KV_QUANT,
+            AttnBlockRule::TransposedOut => TRANSPOSED_OUT,
+            AttnBlockRule::RopeTables => ROPE_TABLES,
+            AttnBlockRule::Update => UPDATE,
+            AttnBlockRule::Hidden => HIDDEN,
+            AttnBlockRule::Tokens => TOKENS,
+            AttnBlockRule::Heads => HEADS,
+            AttnBlockRule::BlockTransposed => BLOCK_TRANSPOSED,
+            AttnBlockRule::QkNormHead => QK_NORM_HEAD,
+            AttnBlockRule::RopeHead => ROPE_HEAD,
+            AttnBlockRule::Attention(r) => r.message(),
+        }
+    }
+}
+
+/// An `attention_block_tkg` call as the rules read it: sizes and options.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttnBlockCall {
+    /// `B`.
+    pub b: i64,
+    /// `S_tkg`.
+    pub s_tkg: i64,
+    /// `H`.
+    pub h: i64,
+    /// `d_head`.
+    pub d_head: i64,
+    /// Query heads.
+    pub q_heads: i64,
+    /// `S_ctx` (the mask's positions).
+    pub s_ctx: i64,
+    /// `S_max_ctx` (the cache's).
+    pub s_max_ctx: i64,
+    /// Block length of a block cache, 0 for a flat one.
+    pub block_len: i64,
+    /// `out_in_sb`.
+    pub out_in_sb: bool,
+    /// `KVDP`.
+    pub kvdp: i64,
+    /// Whether `k_scale` / `v_scale` are given.
+    pub kv_quant: bool,
+    /// Whether `W_out` is given.
+    pub has_w_out: bool,
+    /// `transposed_out`.
+    pub transposed_out: bool,
+    /// Whether `cos` is given.
+    pub has_cos: bool,
+    /// Whether `sin` is given.
+    pub has_sin: bool,
+    /// Whether either Q/K RMSNorm is enabled.
+    pub qk_norm: bool,
+    /// `K_cache_transposed`.
+    pub k_cache_transposed: bool,
+    /// `update_cache`.
+    pub update_cache: bool,
+    /// Whether `kv_cache_update_idx` is given.
+    pub has_update_idx: bool,
+    /// Whether `sink` is given.
+    pub sink: bool,
+    /// `enable_fa_s_prior_tiling`.
+    pub fa_tiling: bool,
+}
+
+impl AttnBlockCall {
+    /// A call of these sizes with the library's test defaults: a flat cache
+    /// of `s_ctx` positions, RoPE, the cache update and the projection.
+    pub const fn new(b: i64, s_tkg: i64, h: i64, d_head: i64, q_heads: i64, s_ctx: i64) -> Self {
+        AttnBlockCall {
+            b,
+            s_tkg,
+            h,
+            d_head,
+            q_heads,
+            s_ctx,
+            s_max_ctx: s_ctx,
+            block_len: 0,
+            out_in_sb: false,
+            kvdp: 1,
+            kv_quant: false,
+            has_w_out: true,
+            transposed_out: false,
+            has_cos: true,
+            has_sin: true,
+            qk_norm: false,
+            k_cache_transposed: false,
+            update_cache: true,
+            has_update_idx: true,
+            sink: false,
+            fa_tiling: true,
+        }
+    }
+}
+
+/// The first rule `c` breaks: the block's own, in the order the kernel checks
+/// them, then `attention_tkg`'s for the call the block makes.
+pub const fn attn_block_violation(c: AttnBlockCall) -> Option<AttnBlockRule> {
+    let rules = [
+        (c.out_in_sb, AttnBlockRule::OutInSb),
+        (c.kvdp != 1, AttnBlockRule::Kvdp),
+        (c.kv_quant, AttnBlockRule::KvQuant),
+        (c.transposed_out && !c.has_w_out, AttnBlockRule::TransposedOut),
+        (c.has_cos != c.has_sin, AttnBlockRule::RopeTables),
+        (c.update_cache && (c.block_len > 0 || !c.has_update_idx), AttnBlockRule::Update),
+        (c.h <= 0 || c.h % 128 != 0, AttnBlockRule::Hidden),
+        (c.b * c.s_tkg > 128, AttnBlockRule::Tokens),
+        (c.d_head <= 0 || c.d_head % 2 != 0 || c.q_heads < 1, AttnBlockRule::Heads),
+        (c.block_len > 0 && c.k_cache_transposed, AttnBlockRule::BlockTransposed),
+        (c.qk_norm && c.d_head != 128, AttnBlockRule::QkNormHead),
+        (c.has_cos && c.d_head != 64 && c.d_head != 128, AttnBlockRule::RopeHead),
+    ];
+    let mut i = 0;
+    while i < rules.len() {
+        if rules[i].0 {
+            return Some(rules[i].1);
+        }
+        i += 1;
+    }
+    let dims = TkgDims { bs: c.b, q_head: c.q_heads, s_active: c.s_tkg, curr_sprior: c.s_ctx, full_sprior: c.s_max_ctx, d_head: c.d_head };
+    let cfg = TkgConfig::new(dims)
+        .tp_k_prior(!c.k_cache_transposed)
+        .qk_in_sb(true)
+        .out_in_sb(c.has_w_out)
+        .strided_mm1(c.block_len == 0)
+        .fa_tiling(c.fa_tiling)
+        .block_len(c.block_len)
+        .sink(c.sink);
+    match cfg.violation() {
+        Some(r) => Some(AttnBlockRule::Attention(r)),
+        None => None,
+    }
+}
+
+/// An `attention_block_tkg` call checked at compile time, or a compile error
+/// naming the rule it breaks. Options not given take [`AttnBlockCall::new`]'s.
+///
+/// ```
+/// let c = nkilib::attn_block_config!(b = 4, s_tkg = 1, h = 6144, d_head = 64, q_heads = 8, s_ctx = 11264);
+/// assert_eq!(c.s_max_ctx, 11264);
+/// ```
+///
+/// ```compile_fail
+/// // The Q/K RMSNorm puts a head's elements on the 128 partitions.
+/// let c = nkilib::attn_block_config!(b = 4, s_tkg = 1, h = 6144, d_head = 64, q_heads = 8, s_ctx = 11264, qk_norm = true);
+/// ```
+#[macro_export]
+macro_rules! attn_block_config {
+    (b = $b:expr, s_tkg = $s:expr, h = $h:expr, d_head = $d:expr, q_heads = $q:expr, s_ctx = $c:expr $(, $field:ident = $v:expr)* $(,)?) => {{
+        const CALL: $crate::experimental::transformer::attention_block_tkg::AttnBlockCall =
+            $crate::experimental::transformer::attention_block_tkg::AttnBlockCall {
+                $($field: $v,)*
+                ..$crate::experimental::transformer::attention_block_tkg::AttnBlockCall::new($b, $s, $h, $d, $q, $c)
+            };
+        const _: () = if let Some(rule) = $crate::experimental::transformer::attention_block_tkg::attn_block_violation(CALL) {
+            panic!("{}", rule.message());
+        };
+        CALL
+    }};
+}

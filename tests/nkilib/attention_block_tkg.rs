@@ -1,0 +1,692 @@
+//! The library's `attention_block_tkg` against a float64 decode attention
+//! block written from its documented computation — RMSNorm of `X`, the fused
+//! QKV projection (+ bias), the Q/K RMSNorms over the head dim around RoPE,
+//! `softmax(Q·Kᵀ · scale)` over the cache positions the mask shows and the new
+//! tokens (causal among themselves; an optional sink logit per head), `@ V`,
+//! the output projection (+ bias, optionally transposed out), and the cache
+//! update at each batch's write position — at CI-sized versions of the
+//! library's `test_attention_block_tkg.py` configurations (its `B`, `q_heads`,
+//! `d_head`, `S_tkg` and options; smaller `H` and caches), in both precision
+//! modes; its emitted source under NumPy against the emulator; its rules.
+
+use crate::common::attention::run_numpy_kwargs;
+use crate::common::{Arg, CaseName, as_dtype, assert_close, emitted_package, seed_of, tensor, uniform};
+use nki::attention::tkg::TkgRule;
+use nki::emit::PyEnum;
+use nki::{Dtype, Launch, Precision, Tensor};
+use nkilib::experimental::transformer::attention_block_tkg::{
+    AttnBlockCall, AttnBlockRule, QuantizationType, attention_block_tkg, attn_block_violation,
+};
+
+const EPS_X: f64 = 1e-3;
+const EPS_QK: f64 = 1e-5;
+
+/// One configuration (`lnc` 2 unless `lnc1`).
+#[derive(Clone, Copy, Debug)]
+struct Config {
+    b: usize,
+    nq: usize,
+    d: usize,
+    h: usize,
+    ha: Option<usize>,
+    s_ctx: usize,
+    s_max: usize,
+    s: usize,
+    norm_x: bool,
+    bias: bool,
+    qk_pre: bool,
+    qk_pre_gamma: bool,
+    qk_post: bool,
+    qk_post_gamma: bool,
+    rope: bool,
+    contiguous: bool,
+    k_tp: bool,
+    update: bool,
+    out_proj: bool,
+    transposed_out: bool,
+    sink: bool,
+    lnc1: bool,
+    /// `skip_attention`: the queries as they are stand for the attention.
+    skip_attn: bool,
+}
+
+/// The library's defaults: RMSNorm of X, RoPE (contiguous), cache update, projection.
+const fn cfg(b: usize, nq: usize, d: usize, h: usize, s_ctx: usize, s: usize) -> Config {
+    Config {
+        b,
+        nq,
+        d,
+        h,
+        ha: None,
+        s_ctx,
+        s_max: s_ctx,
+        s,
+        norm_x: true,
+        bias: false,
+        qk_pre: false,
+        qk_pre_gamma: false,
+        qk_post: false,
+        qk_post_gamma: false,
+        rope: true,
+        contiguous: true,
+        k_tp: false,
+        update: true,
+        out_proj: true,
+        transposed_out: false,
+        sink: false,
+        lnc1: false,
+        skip_attn: false,
+    }
+}
+
+impl Config {
+    const fn bias(mut self) -> Self {
+        self.bias = true;
+        self
+    }
+    const fn ha(mut self, ha: usize) -> Self {
+        self.ha = Some(ha);
+        self
+    }
+    const fn k_tp(mut self) -> Self {
+        self.k_tp = true;
+        self
+    }
+    const fn no_update(mut self) -> Self {
+        self.update = false;
+        self
+    }
+    const fn qk_pre(mut self, gamma: bool) -> Self {
+        self.qk_pre = true;
+        self.qk_pre_gamma = gamma;
+        self
+    }
+    const fn qk_post(mut self, gamma: bool) -> Self {
+        self.qk_post = true;
+        self.qk_post_gamma = gamma;
+        self
+    }
+    const fn no_norm_x(mut self) -> Self {
+        self.norm_x = false;
+        self
+    }
+    const fn no_rope(mut self) -> Self {
+        self.rope = false;
+        self
+    }
+    const fn interleaved(mut self) -> Self {
+        self.contiguous = false;
+        self
+    }
+    const fn no_proj(mut self) -> Self {
+        self.out_proj = false;
+        self
+    }
+    const fn transposed_out(mut self) -> Self {
+        self.transposed_out = true;
+        self
+    }
+    const fn sink(mut self) -> Self {
+        self.sink = true;
+        self
+    }
+    const fn max_ctx(mut self, s_max: usize) -> Self {
+        self.s_max = s_max;
+        self
+    }
+    const fn skip_attention(mut self) -> Self {
+        self.skip_attn = true;
+        self
+    }
+    const fn lnc1(mut self) -> Self {
+        self.lnc1 = true;
+        self
+    }
+}
+
+/// CI-sized versions of the library's rows (their batch, heads, head dim,
+/// new tokens and options; `H` and the caches smaller), and the options it
+/// leaves out (interleaved RoPE, no projection, sink, transposed output,
+/// a cache longer than the bucket, one program, `skip_attention`).
+const CONFIGS: &[Config] = &[
+    cfg(4, 8, 64, 512, 256, 1).ha(448),
+    cfg(4, 8, 128, 512, 256, 1).qk_pre(false).qk_post(true).bias(),
+    cfg(4, 1, 128, 512, 256, 5).no_update(),
+    cfg(8, 8, 64, 256, 384, 5).bias(),
+    cfg(4, 8, 64, 256, 256, 4).k_tp().bias(),
+    cfg(16, 1, 128, 512, 256, 1).qk_pre(false),
+    cfg(8, 4, 128, 256, 256, 3).no_update().qk_pre(true).bias(),
+    cfg(32, 1, 64, 256, 128, 1).no_norm_x().bias(),
+    cfg(32, 1, 64, 256, 128, 1).no_norm_x().k_tp().bias(),
+    cfg(4, 2, 64, 512, 256, 2).interleaved().sink().max_ctx(512),
+    cfg(2, 4, 64, 512, 256, 2).no_proj().no_rope(),
+    cfg(2, 4, 128, 512, 256, 1).transposed_out().qk_post(false),
+    cfg(3, 2, 128, 256, 256, 2).lnc1().k_tp(),
+    cfg(2, 4, 64, 512, 256, 2).skip_attention().no_proj(),
+    cfg(2, 4, 64, 512, 256, 1).skip_attention().bias(),
+];
+
+/// The inputs, row-major, in the kernel's layouts.
+struct Inputs {
+    x: Vec<f64>,
+    gamma: Vec<f64>,
+    w_qkv: Vec<f64>,
+    bias_qkv: Vec<f64>,
+    /// Q pre, K pre, Q post, K post gammas `[d]`.
+    qk_gammas: [Vec<f64>; 4],
+    /// `[d/2, B, S]`.
+    cos: Vec<f64>,
+    sin: Vec<f64>,
+    /// `[B, S_max, d]` (or `[B, d, S_max]` with `k_tp`).
+    k_cache: Vec<f64>,
+    v_cache: Vec<f64>,
+    /// `[S_ctx, B, q_heads, S]`, 0 or 1.
+    mask: Vec<f64>,
+    /// `[q_heads]`.
+    sink: Vec<f64>,
+    /// Each batch's write position (its cache length).
+    pos: Vec<usize>,
+    w_out: Vec<f64>,
+    bias_out: Vec<f64>,
+}
+
+/// The float64 outputs: the block's output and K, V (the caches or the new tokens).
+struct Reference {
+    out: Vec<f64>,
+    k: Vec<f64>,
+    v: Vec<f64>,
+}
+
+fn rms(x: &mut [f64], eps: f64, w: Option<&[f64]>) {
+    let r = 1.0 / (x.iter().map(|a| a * a).sum::<f64>() / x.len() as f64 + eps).sqrt();
+    for (i, a) in x.iter_mut().enumerate() {
+        *a *= r * w.map_or(1.0, |w| w[i]);
+    }
+}
+
+impl Config {
+    fn i(&self) -> usize {
+        self.d * (self.nq + 2)
+    }
+    fn bxs(&self) -> usize {
+        self.b * self.s
+    }
+    fn lnc(&self) -> usize {
+        if self.lnc1 { 1 } else { 2 }
+    }
+    fn split(&self) -> usize {
+        self.s_ctx - self.s
+    }
+
+    fn inputs(&self) -> Inputs {
+        let seed = seed_of(&self.name());
+        let (b, s, h, d, nq, i) = (self.b, self.s, self.h, self.d, self.nq, self.i());
+        let ha = self.ha.unwrap_or(h);
+        // The padded columns of X are zero, as a caller pads them.
+        let mut x = uniform(b * s * h, seed, -1.0, 1.0);
+        for (k, v) in x.iter_mut().enumerate() {
+            if k % h >= ha {
+                *v = 0.0;
+            }
+        }
+        let pos: Vec<usize> = (0..b).map(|bi| (bi * 3 + self.split() / 4 * 3) % self.split()).collect();
+        let mut mask = vec![0.0; self.s_ctx * b * nq * s];
+        for (bi, &p) in pos.iter().enumerate() {
+            for hd in 0..nq {
+                for t in 0..s {
+                    for j in 0..self.s_ctx {
+                        let visible = if j < self.split() { j < p } else { j - self.split() <= t };
+                        mask[((j * b + bi) * nq + hd) * s + t] = f64::from(u8::from(visible));
+                    }
+                }
+            }
+        }
+        let w = |n: usize, k: u64, fan_in: usize| -> Vec<f64> {
+            let a = (3.0 / fan_in as f64).sqrt();
+            uniform(n, seed + k, -a, a)
+        };
+        Inputs {
+            x,
+            gamma: uniform(h, seed + 1, 0.5, 1.5),
+            w_qkv: w(h * i, 2, ha),
+            bias_qkv: uniform(i, seed + 3, -0.1, 0.1),
+            qk_gammas: [0, 1, 2, 3].map(|k| uniform(d, seed + 4 + k, 0.5, 1.5)),
+            cos: uniform(d / 2 * b * s, seed + 8, -1.0, 1.0),
+            sin: uniform(d / 2 * b * s, seed + 9, -1.0, 1.0),
+            k_cache: uniform(b * self.s_max * d, seed + 10, -1.0, 1.0),
+            v_cache: uniform(b * self.s_max * d, seed + 11, -1.0, 1.0),
+            mask,
+            sink: uniform(nq, seed + 12, -1.0, 2.0),
+            pos,
+            w_out: w(nq * d * h, 13, nq * d),
+            bias_out: uniform(h, seed + 14, -0.1, 0.1),
+        }
+    }
+
+    /// `[B·S, I]`: the projection of the (normalised) rows.
+    fn projection(&self, x: &Inputs) -> Vec<f64> {
+        let (h, i) = (self.h, self.i());
+        let ha = self.ha.unwrap_or(h) as f64;
+        let mut qkv = vec![0.0; self.bxs() * i];
+        for t in 0..self.bxs() {
+            let row = &x.x[t * h..(t + 1) * h];
+            let y: Vec<f64> = if self.norm_x {
+                let r = 1.0 / (row.iter().map(|a| a * a).sum::<f64>() / ha + EPS_X).sqrt();
+                row.iter().zip(&x.gamma).map(|(a, g)| a * g * r).collect()
+            } else {
+                row.to_vec()
+            };
+            for c in 0..i {
+                let dot: f64 = (0..h).map(|k| y[k] * x.w_qkv[k * i + c]).sum();
+                qkv[t * i + c] = dot + if self.bias { x.bias_qkv[c] } else { 0.0 };
+            }
+        }
+        qkv
+    }
+
+    /// One head vector of token `(b, t)` after the norms and RoPE.
+    fn process(&self, x: &Inputs, mut v: Vec<f64>, b: usize, t: usize, is_q: bool) -> Vec<f64> {
+        let (d, g) = (self.d, usize::from(!is_q));
+        if self.qk_pre {
+            rms(&mut v, EPS_QK, self.qk_pre_gamma.then_some(&x.qk_gammas[g][..]));
+        }
+        if self.rope {
+            let half = d / 2;
+            let mut r = v.clone();
+            for p in 0..half {
+                let (c, s) = (x.cos[(p * self.b + b) * self.s + t], x.sin[(p * self.b + b) * self.s + t]);
+                let (e, o) = if self.contiguous { (p, p + half) } else { (2 * p, 2 * p + 1) };
+                r[e] = v[e] * c - v[o] * s;
+                r[o] = v[o] * c + v[e] * s;
+            }
+            v = r;
+        }
+        if self.qk_post {
+            rms(&mut v, EPS_QK, self.qk_post_gamma.then_some(&x.qk_gammas[2 + g][..]));
+        }
+        v
+    }
+
+    /// Key position `j` of batch `b` in the cache's layout.
+    fn k_at(&self, b: usize, j: usize, e: usize) -> usize {
+        if self.k_tp { (b * self.d + e) * self.s_max + j } else { (b * self.s_max + j) * self.d + e }
+    }
+
+    fn reference(&self, x: &Inputs) -> Reference {
+        let (b, s, d, nq, i, h) = (self.b, self.s, self.d, self.nq, self.i(), self.h);
+        let qkv = self.projection(x);
+        let scale = 1.0 / (d as f64).sqrt();
+        let head = |t: usize, c0: usize| qkv[t * i + c0..t * i + c0 + d].to_vec();
+        let k_new: Vec<Vec<f64>> = (0..b * s).map(|t| self.process(x, head(t, nq * d), t / s, t % s, false)).collect();
+        let v_new: Vec<Vec<f64>> = (0..b * s).map(|t| head(t, (nq + 1) * d)).collect();
+        // attn[b, h, t, :]
+        let mut attn = vec![0.0; b * nq * s * d];
+        for bi in 0..b {
+            for hd in 0..nq {
+                for t in 0..s {
+                    let processed = self.process(x, head(bi * s + t, hd * d), bi, t, true);
+                    if self.skip_attn {
+                        attn[((bi * nq + hd) * s + t) * d..][..d].copy_from_slice(&processed);
+                        continue;
+                    }
+                    let q: Vec<f64> = processed.iter().map(|a| a * scale).collect();
+                    let mut logits = Vec::new();
+                    let mut values = Vec::new();
+                    for j in 0..self.s_ctx {
+                        if x.mask[((j * b + bi) * nq + hd) * s + t] == 0.0 {
+                            continue;
+                        }
+                        let (kv, vv): (Vec<f64>, Vec<f64>) = if j < self.split() {
+                            ((0..d).map(|e| x.k_cache[self.k_at(bi, j, e)]).collect(), x.v_cache[(bi * self.s_max + j) * d..][..d].to_vec())
+                        } else {
+                            let tt = bi * s + j - self.split();
+                            (k_new[tt].clone(), v_new[tt].clone())
+                        };
+                        logits.push(q.iter().zip(&kv).map(|(a, c)| a * c).sum::<f64>());
+                        values.push(vv);
+                    }
+                    let sink = if self.sink { Some(x.sink[hd]) } else { None };
+                    let m = logits.iter().copied().chain(sink).fold(f64::NEG_INFINITY, f64::max);
+                    let den: f64 = logits.iter().chain(sink.as_ref()).map(|l| (l - m).exp()).sum();
+                    let o = &mut attn[((bi * nq + hd) * s + t) * d..][..d];
+                    for (l, vv) in logits.iter().zip(&values) {
+                        for (oe, ve) in o.iter_mut().zip(vv) {
+                            *oe += (l - m).exp() / den * ve;
+                        }
+                    }
+                }
+            }
+        }
+        let out = if !self.out_proj && self.skip_attn {
+            // The queries [d, B·q_heads·S].
+            let n = b * nq * s;
+            (0..d * n).map(|k| attn[(k % n) * d + k / n]).collect()
+        } else if !self.out_proj {
+            // [B, q_heads, d, S]
+            let mut o = vec![0.0; b * nq * d * s];
+            for (k, a) in attn.iter().enumerate() {
+                let (e, t, bh) = (k % d, (k / d) % s, k / (d * s));
+                o[(bh * d + e) * s + t] = *a;
+            }
+            o
+        } else {
+            let mut o = vec![0.0; b * s * h];
+            for bi in 0..b {
+                for t in 0..s {
+                    for c in 0..h {
+                        let mut acc = if self.bias { x.bias_out[c] } else { 0.0 };
+                        for hd in 0..nq {
+                            for e in 0..d {
+                                acc += attn[((bi * nq + hd) * s + t) * d + e] * x.w_out[(hd * d + e) * h + c];
+                            }
+                        }
+                        o[(bi * s + t) * h + c] = acc;
+                    }
+                }
+            }
+            if self.transposed_out { self.transpose_out(&o) } else { o }
+        };
+        let (k, v) = if self.update {
+            let (mut k, mut v) = (x.k_cache.clone(), x.v_cache.clone());
+            for bi in 0..b {
+                for t in 0..s {
+                    let j = x.pos[bi] + t;
+                    for e in 0..d {
+                        k[self.k_at(bi, j, e)] = k_new[bi * s + t][e];
+                        v[(bi * self.s_max + j) * d + e] = v_new[bi * s + t][e];
+                    }
+                }
+            }
+            (k, v)
+        } else {
+            // K [d, B, S], V [B, 1, S, d]
+            let k = (0..d * b * s).map(|k| k_new[k % (b * s)][k / (b * s)]).collect();
+            (k, v_new.concat())
+        };
+        Reference { out, k, v }
+    }
+
+    /// `[B·S, H]` as `[128, lnc, H/lnc/128, B·S]`: column `(l·128 + p)·H2 + j` at `[p, l, j, t]`.
+    fn transpose_out(&self, o: &[f64]) -> Vec<f64> {
+        let (h, bxs, lnc) = (self.h, self.bxs(), self.lnc());
+        let h2 = h / lnc / 128;
+        let mut r = vec![0.0; h * bxs];
+        for p in 0..128 {
+            for l in 0..lnc {
+                for j in 0..h2 {
+                    for t in 0..bxs {
+                        r[((p * lnc + l) * h2 + j) * bxs + t] = o[t * h + (l * 128 + p) * h2 + j];
+                    }
+                }
+            }
+        }
+        r
+    }
+
+    fn k_shape(&self) -> Vec<usize> {
+        if self.k_tp { vec![self.b, self.d, self.s_max] } else { vec![self.b, self.s_max, self.d] }
+    }
+
+    /// The arguments, by keyword (the library's names).
+    fn kwargs(&self, x: &Inputs, dtype: Dtype) -> Vec<(&'static str, Arg)> {
+        let (b, s, h, d, nq, i) = (self.b, self.s, self.h, self.d, self.nq, self.i());
+        let t = |shape: Vec<usize>, v: &[f64]| Arg::Tensor(shape, v.to_vec(), dtype);
+        let opt = |on: bool, a: Arg| if on { a } else { Arg::None };
+        let none = QuantizationType::NONE;
+        vec![
+            ("X", t(vec![b, s, h], &x.x)),
+            ("X_hidden_dim_actual", self.ha.map_or(Arg::None, |v| Arg::Int(v as i64))),
+            ("rmsnorm_X_enabled", Arg::Bool(self.norm_x)),
+            ("rmsnorm_X_eps", Arg::Float(EPS_X)),
+            ("rmsnorm_X_gamma", opt(self.norm_x, t(vec![1, h], &x.gamma))),
+            ("W_qkv", t(vec![h, i], &x.w_qkv)),
+            ("bias_qkv", opt(self.bias, t(vec![1, i], &x.bias_qkv))),
+            ("quantization_type_qkv", Arg::Member(QuantizationType::CLASS, none.member())),
+            ("weight_dequant_scale_qkv", Arg::None),
+            ("input_dequant_scale_qkv", Arg::None),
+            ("rmsnorm_QK_pre_rope_enabled", Arg::Bool(self.qk_pre)),
+            ("rmsnorm_QK_pre_rope_eps", Arg::Float(EPS_QK)),
+            ("rmsnorm_QK_pre_rope_W_Q", opt(self.qk_pre_gamma, t(vec![1, d], &x.qk_gammas[0]))),
+            ("rmsnorm_QK_pre_rope_W_K", opt(self.qk_pre_gamma, t(vec![1, d], &x.qk_gammas[1]))),
+            ("cos", opt(self.rope, t(vec![d / 2, b, s], &x.cos))),
+            ("sin", opt(self.rope, t(vec![d / 2, b, s], &x.sin))),
+            ("rope_contiguous_layout", Arg::Bool(self.contiguous)),
+            ("rmsnorm_QK_post_rope_enabled", Arg::Bool(self.qk_post)),
+            ("rmsnorm_QK_post_rope_eps", Arg::Float(EPS_QK)),
+            ("rmsnorm_QK_post_rope_W_Q", opt(self.qk_post_gamma, t(vec![1, d], &x.qk_gammas[2]))),
+            ("rmsnorm_QK_post_rope_W_K", opt(self.qk_post_gamma, t(vec![1, d], &x.qk_gammas[3]))),
+            ("K_cache_transposed", Arg::Bool(self.k_tp)),
+            ("active_blocks_table", Arg::None),
+            ("K_cache", t(self.k_shape(), &x.k_cache)),
+            ("V_cache", t(vec![b, self.s_max, d], &x.v_cache)),
+            ("attention_mask", Arg::Tensor(vec![self.s_ctx, b, nq, s], x.mask.clone(), Dtype::U8)),
+            ("sink", opt(self.sink, Arg::Tensor(vec![nq, 1], x.sink.clone(), Dtype::F32))),
+            ("update_cache", Arg::Bool(self.update)),
+            ("kv_cache_update_idx", Arg::Tensor(vec![b, 1], x.pos.iter().map(|&p| p as f64).collect(), Dtype::U32)),
+            ("W_out", opt(self.out_proj, t(vec![nq * d, h], &x.w_out))),
+            ("bias_out", opt(self.out_proj && self.bias, t(vec![1, h], &x.bias_out))),
+            ("quantization_type_out", Arg::Member(QuantizationType::CLASS, none.member())),
+            ("weight_dequant_scale_out", Arg::None),
+            ("input_dequant_scale_out", Arg::None),
+            ("transposed_out", Arg::Bool(self.transposed_out)),
+            ("out_in_sb", Arg::Bool(false)),
+            ("skip_attention", Arg::Bool(self.skip_attn)),
+        ]
+    }
+
+    /// The emulator's outputs: the block's output, K and V.
+    fn run(&self, x: &Inputs, dtype: Dtype, precision: Precision) -> Vec<Vec<f32>> {
+        let out = self.try_run(x, dtype, precision).unwrap_or_else(|err| panic!("{}: {err}", self.name()));
+        assert_eq!(out.len(), 3, "{}: outputs", self.name());
+        out
+    }
+
+    /// The emulator's outputs, or its refusal.
+    fn try_run(&self, x: &Inputs, dtype: Dtype, precision: Precision) -> Result<Vec<Vec<f32>>, String> {
+        let (b, s, h, d, nq, i) = (self.b, self.s, self.h, self.d, self.nq, self.i());
+        let xt = tensor(&[b, s, h], &x.x, dtype);
+        let gamma = tensor(&[1, h], &x.gamma, dtype);
+        let wq = tensor(&[h, i], &x.w_qkv, dtype);
+        let bq = tensor(&[1, i], &x.bias_qkv, dtype);
+        let g: Vec<Tensor> = x.qk_gammas.iter().map(|v| tensor(&[1, d], v, dtype)).collect();
+        let (cos, sin) = (tensor(&[d / 2, b, s], &x.cos, dtype), tensor(&[d / 2, b, s], &x.sin, dtype));
+        let kc = tensor(&self.k_shape(), &x.k_cache, dtype);
+        let vc = tensor(&[b, self.s_max, d], &x.v_cache, dtype);
+        let mask = tensor(&[self.s_ctx, b, nq, s], &x.mask, Dtype::U8);
+        let sink = tensor(&[nq, 1], &x.sink, Dtype::F32);
+        let idx = Tensor::from_i64(&[b, 1], &x.pos.iter().map(|&p| p as i64).collect::<Vec<_>>(), Dtype::U32).unwrap();
+        let wo = tensor(&[nq * d, h], &x.w_out, dtype);
+        let bo = tensor(&[1, h], &x.bias_out, dtype);
+        let none = QuantizationType::NONE;
+        let mut call = attention_block_tkg::Call::new(
+            &xt,
+            self.norm_x,
+            &wq,
+            none,
+            self.qk_pre,
+            EPS_QK,
+            self.contiguous,
+            self.qk_post,
+            EPS_QK,
+            self.k_tp,
+            &kc,
+            &vc,
+            &mask,
+            self.update,
+            none,
+            self.transposed_out,
+            false,
+        )
+        .rmsnorm_X_eps(EPS_X)
+        .skip_attention(self.skip_attn)
+        .kv_cache_update_idx(&idx);
+        if let Some(ha) = self.ha {
+            call = call.X_hidden_dim_actual(ha as i64);
+        }
+        if self.norm_x {
+            call = call.rmsnorm_X_gamma(&gamma);
+        }
+        if self.bias {
+            call = call.bias_qkv(&bq);
+        }
+        if self.qk_pre_gamma {
+            call = call.rmsnorm_QK_pre_rope_W_Q(&g[0]).rmsnorm_QK_pre_rope_W_K(&g[1]);
+        }
+        if self.qk_post_gamma {
+            call = call.rmsnorm_QK_post_rope_W_Q(&g[2]).rmsnorm_QK_post_rope_W_K(&g[3]);
+        }
+        if self.rope {
+            call = call.cos(&cos).sin(&sin);
+        }
+        if self.sink {
+            call = call.sink(&sink);
+        }
+        if self.out_proj {
+            call = call.W_out(&wo);
+            if self.bias {
+                call = call.bias_out(&bo);
+            }
+        }
+        let out = call.launch(&Launch::new().lnc(self.lnc()).precision(precision)).map_err(|e| e.to_string())?;
+        Ok(out.0.iter().map(|o| o.to_f32_vec()).collect())
+    }
+
+    fn with_qk_pre(mut self) -> Self {
+        self.qk_pre = true;
+        self
+    }
+
+    /// The emulator's refusal of this configuration.
+    fn run_err(&self, x: &Inputs) -> String {
+        match self.try_run(x, Dtype::Bf16, Precision::Hardware) {
+            Ok(_) => panic!("{}: accepted", self.name()),
+            Err(e) => e,
+        }
+    }
+
+    fn check(&self, dtype: Dtype, precision: Precision, tol: f64) {
+        let x = rounded(self.inputs(), dtype);
+        let want = self.reference(&x);
+        let got = self.run(&x, dtype, precision);
+        let what = format!("{} {dtype:?} {precision:?}", self.name());
+        assert_close(&format!("{what} out"), &got[0], &want.out, tol, tol);
+        assert_close(&format!("{what} K"), &got[1], &want.k, tol, tol);
+        assert_close(&format!("{what} V"), &got[2], &want.v, tol, tol);
+    }
+}
+
+/// The inputs rounded to `dtype` (the mask, sink and positions as they are).
+fn rounded(x: Inputs, dtype: Dtype) -> Inputs {
+    let r = |v: &[f64]| as_dtype(v, dtype);
+    Inputs {
+        x: r(&x.x),
+        gamma: r(&x.gamma),
+        w_qkv: r(&x.w_qkv),
+        bias_qkv: r(&x.bias_qkv),
+        qk_gammas: x.qk_gammas.map(|g| r(&g)),
+        cos: r(&x.cos),
+        sin: r(&x.sin),
+        k_cache: r(&x.k_cache),
+        v_cache: r(&x.v_cache),
+        sink: as_dtype(&x.sink, Dtype::F32),
+        w_out: r(&x.w_out),
+        bias_out: r(&x.bias_out),
+        ..x
+    }
+}
+
+/// Every configuration, fp32 inputs in fp32 precision.
+#[test]
+fn configs_in_fp32_match_float64() {
+    for cfg in CONFIGS {
+        cfg.check(Dtype::F32, Precision::Fp32, 1e-4);
+    }
+}
+
+/// bfloat16 and float16 inputs in hardware precision against the float64
+/// block of the rounded inputs.
+#[test]
+fn configs_in_hardware_precision_match_float64() {
+    for (n, cfg) in CONFIGS.iter().enumerate() {
+        let dtype = if n % 2 == 0 { Dtype::Bf16 } else { Dtype::F16 };
+        cfg.check(dtype, Precision::Hardware, 3e-2);
+    }
+}
+
+/// The emitted kernel under NumPy equals the emulator up to the order of the
+/// matmuls' float32 sums.
+#[test]
+fn emitted_attention_block_under_numpy_equals_emulator() {
+    for cfg in [CONFIGS[1], CONFIGS[4], CONFIGS[9], CONFIGS[10], CONFIGS[11], CONFIGS[12], CONFIGS[13]] {
+        for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
+            let x = rounded(cfg.inputs(), dtype);
+            let emu = cfg.run(&x, dtype, precision);
+            let np = run_numpy_kwargs(emitted_package(), "attention_block_tkg", &[], &cfg.kwargs(&x, dtype), cfg.lnc(), mode);
+            assert_eq!(np.len(), emu.len(), "{} {mode}: outputs", cfg.name());
+            let rtol = if mode == "fp32" { 1e-5 } else { 2f64.powi(-7) };
+            for (n, e) in np.iter().zip(&emu) {
+                assert_close(&format!("{} {mode}", cfg.name()), n, &e.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), 1e-6, rtol);
+            }
+        }
+    }
+}
+
+/// A call the rules accept (the library's first HBM row), to vary one field at a time.
+const OK: AttnBlockCall = AttnBlockCall::new(4, 1, 6144, 64, 8, 11264);
+
+/// Each rule refuses what it names, and the kernel refuses the same when traced.
+#[test]
+fn rules_refuse_what_they_name() {
+    assert_eq!(attn_block_violation(OK), None);
+    assert_eq!(
+        attn_block_violation(AttnBlockCall {
+            d_head: 128,
+            qk_norm: true,
+            block_len: 16,
+            update_cache: false,
+            s_ctx: 1024,
+            s_max_ctx: 1024,
+            ..OK
+        }),
+        None
+    );
+    let cases = [
+        (AttnBlockCall { out_in_sb: true, ..OK }, AttnBlockRule::OutInSb),
+        (AttnBlockCall { kvdp: 2, ..OK }, AttnBlockRule::Kvdp),
+        (AttnBlockCall { kv_quant: true, ..OK }, AttnBlockRule::KvQuant),
+        (AttnBlockCall { has_w_out: false, transposed_out: true, ..OK }, AttnBlockRule::TransposedOut),
+        (AttnBlockCall { has_sin: false, ..OK }, AttnBlockRule::RopeTables),
+        (AttnBlockCall { has_update_idx: false, ..OK }, AttnBlockRule::Update),
+        (AttnBlockCall { block_len: 16, ..OK }, AttnBlockRule::Update),
+        (AttnBlockCall { h: 6000, ..OK }, AttnBlockRule::Hidden),
+        (AttnBlockCall { b: 129, ..OK }, AttnBlockRule::Tokens),
+        (AttnBlockCall { d_head: 63, ..OK }, AttnBlockRule::Heads),
+        (AttnBlockCall { block_len: 16, update_cache: false, k_cache_transposed: true, ..OK }, AttnBlockRule::BlockTransposed),
+        (AttnBlockCall { qk_norm: true, ..OK }, AttnBlockRule::QkNormHead),
+        (AttnBlockCall { d_head: 96, ..OK }, AttnBlockRule::RopeHead),
+        (AttnBlockCall { s_ctx: 11200, s_max_ctx: 11264, ..OK }, AttnBlockRule::Attention(TkgRule::SpriorTiles)),
+        (AttnBlockCall { s_tkg: 17, ..OK }, AttnBlockRule::Attention(TkgRule::ColumnsFit)),
+    ];
+    for (call, rule) in cases {
+        assert_eq!(attn_block_violation(call), Some(rule), "{call:?}");
+        assert!(!rule.message().is_empty());
+    }
+    // The kernel's own checks, when traced, with the rules' messages.
+    let c = CONFIGS[0];
+    let x = rounded(c.inputs(), Dtype::Bf16);
+    let kw = c.kwargs(&x, Dtype::Bf16);
+    let with = |key: &'static str, arg: Arg| -> Vec<(&'static str, Arg)> {
+        let mut kw: Vec<_> = kw.iter().filter(|(k, _)| *k != key).cloned().collect();
+        kw.push((key, arg));
+        kw
+    };
+    let refuse = |kw: &[(&'static str, Arg)], rule: AttnBlockRule| {
+        let err = crate::common::attention::run_numpy_refused(emitted_package(), "attention_block_tkg", &[], kw);
+        assert!(err.contains(rule.message()), "{err}");
+    };
+    refuse(&with("out_in_sb", Arg::Bool(true)), AttnBlockRule::OutInSb);
+    refuse(&with("KVDP", Arg::Int(2)), AttnBlockRule::Kvdp);
+    refuse(&with("rmsnorm_QK_pre_rope_enabled", Arg::Bool(true)), AttnBlockRule::QkNormHead);
+    let err = c.with_qk_pre().run_err(&x);
+    assert!(err.contains(AttnBlockRule::QkNormHead.message()), "{err}");
+}
