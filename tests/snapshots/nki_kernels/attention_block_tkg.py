@@ -270,6 +270,22 @@ def qkv_processing(dims, qkv_out, p, softmax_scale):
     return AttnInputs(q=q, k=k, v=v)
 
 
+def attention_phase(dims, inp, K_cache, V_cache, attention_mask, sink, active_blocks_table, flags):
+    """The attention of `inp` over the cache by `attention_tkg`, `flags` being
+    `(K_cache_transposed, out_in_sb, enable_fa_s_prior_tiling)` (the output
+    `[d, B·q_heads·S]` with `out_in_sb`, for the projection, else `[B,
+    q_heads, d, S]`); both programs' batches stored before it is read.
+    """
+    b, d, smax = (dims.b, dims.d_head, dims.s_max_ctx)
+    k_tp, out_in_sb, fa_tiling = flags
+    k_prior, v_prior = (K_cache, V_cache) if dims.block_len > 0 else (K_cache.reshape(shape=(b, 1, d, smax)), V_cache.reshape(shape=(b, 1, smax, d))) if k_tp else (K_cache.reshape(shape=(b, 1, smax, d)), V_cache.reshape(shape=(b, 1, smax, d)))
+    cfg = attention_block_config(b, dims.q_heads, dims.s_tkg, dims.s_ctx, smax, d, dims.block_len, k_tp, out_in_sb, fa_tiling)
+    out, _k_out = attention_tkg(inp.q, inp.k, inp.v, k_prior, v_prior, attention_mask, cfg, sink=sink, active_blocks_table=active_blocks_table)
+    if dims.programs == 2:
+        nisa.core_barrier(data=out, cores=(0, 1))
+    return out
+
+
 def update_flat_cache(dims, K_cache, V_cache, inp, idx, K_cache_transposed):
     """The library's `_update_flat_cache`: batch `b`'s `S` new keys and
     values written at position `kv_cache_update_idx[b]` (read on the
@@ -368,10 +384,8 @@ def attention_block_tkg(X, X_hidden_dim_actual, rmsnorm_X_enabled, rmsnorm_X_eps
     q = inp.q
     attn_out = q
     if not skip_attention:
-        k_prior, v_prior = (K_cache, V_cache) if dims.block_len > 0 else (K_cache.reshape(shape=(b, 1, d, dims.s_max_ctx)), V_cache.reshape(shape=(b, 1, dims.s_max_ctx, d))) if K_cache_transposed else (K_cache.reshape(shape=(b, 1, dims.s_max_ctx, d)), V_cache.reshape(shape=(b, 1, dims.s_max_ctx, d)))
-        out, _k_out = attention_tkg(inp.q, inp.k, inp.v, k_prior, v_prior, attention_mask, attention_block_config(b, nq, st, dims.s_ctx, dims.s_max_ctx, d, dims.block_len, K_cache_transposed, do_out_proj, enable_fa_s_prior_tiling), sink=sink, active_blocks_table=active_blocks_table)
-        if dims.programs == 2:
-            nisa.core_barrier(data=out, cores=(0, 1))
+        flags = (K_cache_transposed, do_out_proj, enable_fa_s_prior_tiling)
+        out = attention_phase(dims, inp, K_cache, V_cache, attention_mask, sink, active_blocks_table, flags)
         attn_out = out
     k_ret = K_cache
     v_ret = V_cache

@@ -297,6 +297,48 @@ pub mod kernel {
         AttnInputs { q, k, v }
     }
 
+    /// The attention of `inp` over the cache by `attention_tkg`, `flags` being
+    /// `(K_cache_transposed, out_in_sb, enable_fa_s_prior_tiling)` (the output
+    /// `[d, B·q_heads·S]` with `out_in_sb`, for the projection, else `[B,
+    /// q_heads, d, S]`); both programs' batches stored before it is read.
+    #[nki_helper]
+    pub fn attention_phase(
+        dims: AttnBlockDims,
+        inp: AttnInputs,
+        K_cache: Hbm,
+        V_cache: Hbm,
+        attention_mask: Hbm,
+        sink: Option<Hbm>,
+        active_blocks_table: Option<Hbm>,
+        flags: (bool, bool, bool),
+    ) -> Hbm {
+        let (b, d, smax) = (dims.b, dims.d_head, dims.s_max_ctx);
+        let (k_tp, out_in_sb, fa_tiling) = flags;
+        let (k_prior, v_prior) = if dims.block_len > 0 {
+            (K_cache, V_cache)
+        } else if k_tp {
+            (K_cache.reshape([b, 1, d, smax]), V_cache.reshape([b, 1, smax, d]))
+        } else {
+            (K_cache.reshape([b, 1, smax, d]), V_cache.reshape([b, 1, smax, d]))
+        };
+        let cfg = attention_block_config(b, dims.q_heads, dims.s_tkg, dims.s_ctx, smax, d, dims.block_len, k_tp, out_in_sb, fa_tiling);
+        let (out, _k_out): (Hbm, Hbm) = attention_tkg(
+            inp.q,
+            inp.k,
+            inp.v,
+            k_prior,
+            v_prior,
+            attention_mask,
+            cfg,
+            sink = sink,
+            active_blocks_table = active_blocks_table,
+        );
+        if dims.programs == 2 {
+            nisa::core_barrier(out, [0, 1]);
+        }
+        out
+    }
+
     /// A copy of this program's scratch `t` in a shared HBM output (written
     /// by program 0; every program holds the same values).
     #[nki_helper]
@@ -450,38 +492,8 @@ pub mod kernel {
         let q: Hbm = inp.q;
         let mut attn_out: Hbm = q;
         if !skip_attention {
-            let (k_prior, v_prior) = if dims.block_len > 0 {
-                (K_cache, V_cache)
-            } else if K_cache_transposed {
-                (K_cache.reshape([b, 1, d, dims.s_max_ctx]), V_cache.reshape([b, 1, dims.s_max_ctx, d]))
-            } else {
-                (K_cache.reshape([b, 1, dims.s_max_ctx, d]), V_cache.reshape([b, 1, dims.s_max_ctx, d]))
-            };
-            let (out, _k_out): (Hbm, Hbm) = attention_tkg(
-                inp.q,
-                inp.k,
-                inp.v,
-                k_prior,
-                v_prior,
-                attention_mask,
-                attention_block_config(
-                    b,
-                    nq,
-                    st,
-                    dims.s_ctx,
-                    dims.s_max_ctx,
-                    d,
-                    dims.block_len,
-                    K_cache_transposed,
-                    do_out_proj,
-                    enable_fa_s_prior_tiling,
-                ),
-                sink = sink,
-                active_blocks_table = active_blocks_table,
-            );
-            if dims.programs == 2 {
-                nisa::core_barrier(out, [0, 1]);
-            }
+            let flags = (K_cache_transposed, do_out_proj, enable_fa_s_prior_tiling);
+            let out: Hbm = attention_phase(dims, inp, K_cache, V_cache, attention_mask, sink, active_blocks_table, flags);
             attn_out = out;
         }
 
