@@ -59,7 +59,7 @@ pub use flash_bwd::*;
 pub mod flash_bwd {
     use crate::ring_bwd::ring_attention_bwd::{
         AttentionGradInputs, K_SEQ_TILE_SIZE, KeyTile, KvTiles, Q_SEQ_TILE_SIZE, Q_TILE_GROUP_SIZE, RingBwdAttnConfig, StepQueries,
-        bwd_tile, check_grad_shapes, compute_rowsum, head_tiles, load_kv_tiles, load_neg_lse, load_q_dy, sink_grad,
+        block_config, bwd_tile, check_grad_shapes, compute_rowsum, head_tiles, load_kv_tiles, load_neg_lse, load_q_dy, sink_grad,
     };
     use crate::ring_features::{P_MAX, RingAttnFeatures};
     use nki::prelude::*;
@@ -457,32 +457,20 @@ pub mod flash_bwd {
             bounded: packed || window > 0 || (use_causal_mask && sk > section),
         };
         // The ring backward's per-block math on one rank: no ring, no extra features.
-        let blk = RingBwdAttnConfig {
-            kernel_dtype: kdt,
-            mixed_dtype: if mixed_precision { nl::float32 } else { kdt },
-            nheads_per_kv_head: n / n_kv,
-            d_head: dh,
-            seqlen: sq,
-            d_head_tile_size: dts,
-            d_head_n_tiles: dnt,
-            q_n_tiles: sq / Q_SEQ_TILE_SIZE,
-            lnc: 1,
-            lnc_id: 0,
-            ring: RingAttnFeatures {
-                num_workers: 1,
-                replica_groups: [],
-                causal: use_causal_mask,
-                striped: false,
-                zigzag: false,
-                bounded: cfg.bounded,
-                segmented: false,
-                window_left: -1,
-                window_right: -1,
-                chunk: 0,
-                soft_cap: None,
-            },
-            scale,
+        let one_rank = RingAttnFeatures {
+            num_workers: 1,
+            replica_groups: [],
+            causal: use_causal_mask,
+            striped: false,
+            zigzag: false,
+            bounded: cfg.bounded,
+            segmented: false,
+            window_left: -1,
+            window_right: -1,
+            chunk: 0,
+            soft_cap: None,
         };
+        let blk: RingBwdAttnConfig = block_config(io.fwd, mixed_precision, one_rank, scale, 1, 0);
         let out_dq = nl::ndarray(q_ref.shape(), kdt, buffer = nl::shared_hbm);
         let out_dk = nl::ndarray(k_shape, kdt, buffer = nl::shared_hbm);
         let out_dv = nl::ndarray(k_shape, kdt, buffer = nl::shared_hbm);

@@ -1120,51 +1120,47 @@ pub mod flash {
             io.k.ndim() == 3 && k_shape[1] == want_k[1] && k_shape[2] == want_k[2],
             "Received unexpected shape for k. Expected {want_k}, received {k_shape}"
         );
-        let v_shape = io.v.shape();
-        assert!(
-            io.v.ndim() == 3 && v_shape[0] == bs_kv && v_shape[1] == s_k && v_shape[2] == d,
-            "Received unexpected shape for v. Expected ({bs_kv}, {s_k}, {d}), received {v_shape}"
-        );
+        check_shape3(io.v, "v", bs_kv, s_k, d);
         let k_prior = io.k_prior;
         if let Some(kp) = k_prior {
-            let kp_shape = kp.shape();
             let want_kp = if ac.tp_k { [bs_kv, s_p, d] } else { [bs_kv, d, s_p] };
-            assert!(
-                kp.ndim() == 3 && kp_shape[0] == bs_kv && kp_shape[1] == want_kp[1] && kp_shape[2] == want_kp[2],
-                "Received unexpected shape for k_prior. Expected {want_kp}, received {kp_shape}"
-            );
+            check_shape3(kp, "k_prior", bs_kv, want_kp[1], want_kp[2]);
         }
         let v_prior = io.v_prior;
         if let Some(vp) = v_prior {
-            let vp_shape = vp.shape();
-            assert!(
-                vp.ndim() == 3 && vp_shape[0] == bs_kv && vp_shape[1] == s_p && vp_shape[2] == d,
-                "Received unexpected shape for v_prior. Expected ({bs_kv}, {s_p}, {d}), received {vp_shape}"
-            );
+            check_shape3(vp, "v_prior", bs_kv, s_p, d);
         }
         assert!(
             !cache_softmax || s_q % Q_GRP_SZ == 0,
             "For cache softmax, attention_cte currently expects seqlen_q multiple of 128, got seqlen_q={s_q}"
         );
-        let bound_min = io.bound_min;
-        if let Some(bmin) = bound_min {
-            let bmin_shape = bmin.shape();
-            assert!(
-                bmin.ndim() == 3 && bmin_shape[0] == bs && bmin_shape[1] == s_q && bmin_shape[2] == 1,
-                "bound_min shape must be (batch, seqlen_q, 1)=({bs}, {s_q}, 1), got {bmin_shape}"
-            );
-        }
-        let bound_max = io.bound_max;
-        if let Some(bmax) = bound_max {
-            let bmax_shape = bmax.shape();
-            assert!(
-                bmax.ndim() == 3 && bmax_shape[0] == bs && bmax_shape[1] == s_q && bmax_shape[2] == 1,
-                "bound_max shape must be (batch, seqlen_q, 1)=({bs}, {s_q}, 1), got {bmax_shape}"
-            );
-        }
+        check_bound(io.bound_min, "bound_min", bs, s_q);
+        check_bound(io.bound_max, "bound_max", bs, s_q);
         check_feature_inputs(ac, io);
         assert!(!ac.is_sequence_packed || !prefix, "is_sequence_packed is not supported with prefix caching");
         assert!(!ac.is_sequence_packed || ac.global_cp_deg <= 1, "is_sequence_packed is not supported with context parallelism");
+    }
+
+    /// `t` is `(d0, d1, d2)`, as the library's input check words it.
+    #[nki_helper]
+    fn check_shape3(t: Hbm, name: &str, d0: i64, d1: i64, d2: i64) {
+        let shape = t.shape();
+        assert!(
+            t.ndim() == 3 && shape[0] == d0 && shape[1] == d1 && shape[2] == d2,
+            "Received unexpected shape for {name}. Expected ({d0}, {d1}, {d2}), received {shape}"
+        );
+    }
+
+    /// A sequence bound (`bound_min` or `bound_max`), when given, is `(batch, seqlen_q, 1)`.
+    #[nki_helper]
+    fn check_bound(t: Option<Hbm>, name: &str, bs: i64, s_q: i64) {
+        if let Some(b) = t {
+            let shape = b.shape();
+            assert!(
+                b.ndim() == 3 && shape[0] == bs && shape[1] == s_q && shape[2] == 1,
+                "{name} shape must be (batch, seqlen_q, 1)=({bs}, {s_q}, 1), got {shape}"
+            );
+        }
     }
 
     /// The shapes and exclusions of this kernel's extensions: segment ids and bias.

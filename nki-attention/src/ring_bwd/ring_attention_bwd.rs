@@ -265,6 +265,37 @@ pub mod ring_bwd {
         ((dh + n - 1) / n, n)
     }
 
+    /// The per-block configuration of the gradient inputs `fwd` (Q `[B, N, D, S]`,
+    /// K `[B, N_kv, D, S]`) on program `lnc_id` of `lnc`: dtypes, head grouping,
+    /// head-dim and query tiles.
+    #[nki_helper]
+    pub(crate) fn block_config(
+        fwd: AttentionGradInputs,
+        mixed_precision: bool,
+        ring: RingAttnFeatures,
+        scale: f64,
+        lnc: i64,
+        lnc_id: i64,
+    ) -> RingBwdAttnConfig {
+        let [_b, n, dh, sl] = fwd.q_ref.shape();
+        let kdt = fwd.q_ref.dtype();
+        let (dts, dnt): (i64, i64) = head_tiles(dh);
+        RingBwdAttnConfig {
+            kernel_dtype: kdt,
+            mixed_dtype: if mixed_precision { nl::float32 } else { kdt },
+            nheads_per_kv_head: n / fwd.k_ref.shape()[1],
+            d_head: dh,
+            seqlen: sl,
+            d_head_tile_size: dts,
+            d_head_n_tiles: dnt,
+            q_n_tiles: sl / Q_SEQ_TILE_SIZE,
+            lnc,
+            lnc_id,
+            ring,
+            scale,
+        }
+    }
+
     /// Loads `width` columns from `c0` of a `[dh, S]` HBM view as `[dts, dnt, len]`
     /// (head-dim tile `t` at `[.., t, ..]`).
     #[nki_helper]
@@ -1153,20 +1184,7 @@ pub mod ring_bwd {
         assert!(!masked || scale >= 1e-30, CAUSAL_SCALE);
         check_feature_inputs(sinks, q_segment_ids, kv_segment_ids, bias, b, n, sl, num_workers);
         let biased = bias.is_some();
-        let cfg = RingBwdAttnConfig {
-            kernel_dtype: kdt,
-            mixed_dtype: if mixed_precision { nl::float32 } else { kdt },
-            nheads_per_kv_head: n / n_kv,
-            d_head: dh,
-            seqlen: sl,
-            d_head_tile_size: dts,
-            d_head_n_tiles: dnt,
-            q_n_tiles: sl / Q_SEQ_TILE_SIZE,
-            lnc: lnc_size,
-            lnc_id,
-            ring,
-            scale,
-        };
+        let cfg: RingBwdAttnConfig = block_config(fwd, mixed_precision, ring, scale, lnc_size, lnc_id);
         let out_dq = nl::ndarray(q_shape, nl::float32, buffer = nl::shared_hbm);
         let out_dk = nl::ndarray(k_shape, nl::float32, buffer = nl::shared_hbm);
         let out_dv = nl::ndarray(k_shape, nl::float32, buffer = nl::shared_hbm);

@@ -695,31 +695,16 @@ pub mod ring_fwd {
         }
     }
 
-    /// A zigzag ring step (see [`zigzag_step`]): `sel` is 1 when the arriving
-    /// block's position is past this rank's; the next block goes out after it.
+    /// The selector of a zigzag ring step (see [`zigzag_step`]): int32 `[1, 1]`,
+    /// 1 when the block arriving at `step` sits past this rank's in the sequence.
     #[nki_helper]
-    fn zigzag_ring_step(
-        cfg: RingFwdAttnConfig,
-        io: RingFwdTensors,
-        st: RingFwdState,
-        arrived: KvBlock,
-        free: KvBlock,
-        acc: RunningStats,
-        step: i64,
-    ) {
-        if step == 1 {
-            // Whole batches merge from here on, whichever program's attention_cte wrote them.
-            both_programs(acc, cfg.shards);
-        }
+    fn arrival_is_later(cfg: RingFwdAttnConfig, io: RingFwdTensors, step: i64) -> Sbuf {
         let (here, there): (Sbuf, Sbuf) = ring_positions_at(io.ring.positions, cfg.ring.replica_groups, step);
         let later = nl::ndarray([P_MAX, 1], nl::float32, buffer = nl::sbuf);
         nisa::tensor_tensor(later, there, here, nl::greater);
         let sel = nl::ndarray([1, 1], nl::int32, buffer = nl::sbuf);
         nisa::tensor_copy(sel, later[s![0..1, 0..1]]);
-        zigzag_step(cfg, io, st, arrived, acc, sel);
-        if step < cfg.last {
-            pass_on(arrived, free, cfg.ring.replica_groups);
-        }
+        sel
     }
 
     /// Ring step `step >= 1`: the block that `arrived` against the local queries
@@ -738,7 +723,16 @@ pub mod ring_fwd {
         // A step no rank needs computes nothing (its block still travels on when a later one is needed).
         let needed: bool = !cfg.ring.bounded || step_needed(step, cfg.ring, cfg.seqlen);
         if cfg.zigzag_fast {
-            zigzag_ring_step(cfg, io, st, arrived, free, acc, step);
+            if step == 1 {
+                // Whole batches merge from here on, whichever program's attention_cte wrote them.
+                both_programs(acc, cfg.shards);
+            }
+            let sel: Sbuf = arrival_is_later(cfg, io, step);
+            zigzag_step(cfg, io, st, arrived, acc, sel);
+            // The next block goes out after the zigzag step.
+            if step < cfg.last {
+                pass_on(arrived, free, cfg.ring.replica_groups);
+            }
         }
         write_cp_offset(cfg, io, st, step);
         if needed && !cfg.zigzag_fast {

@@ -14,6 +14,7 @@ from .ring_attention_bwd import Q_SEQ_TILE_SIZE
 from .ring_attention_bwd import Q_TILE_GROUP_SIZE
 from .ring_attention_bwd import RingBwdAttnConfig
 from .ring_attention_bwd import StepQueries
+from .ring_attention_bwd import block_config
 from .ring_attention_bwd import bwd_tile
 from .ring_attention_bwd import check_grad_shapes
 from .ring_attention_bwd import compute_rowsum
@@ -359,7 +360,8 @@ def attention_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, sinks_ref=None, b
     assert not (use_causal_mask or packed) or scale >= 1e-30, MASKED_SCALE
     section = section_len(dnt)
     cfg = AttentionBwdConfig(nheads_per_kv_head=n // n_kv, seqlen_q=sq, seqlen_k=sk, k_seq_section_len=section, causal=use_causal_mask, sliding_window=window, bounded=packed or window > 0 or (use_causal_mask and sk > section))
-    blk = RingBwdAttnConfig(kernel_dtype=kdt, mixed_dtype=nl.float32 if mixed_precision else kdt, nheads_per_kv_head=n // n_kv, d_head=dh, seqlen=sq, d_head_tile_size=dts, d_head_n_tiles=dnt, q_n_tiles=sq // Q_SEQ_TILE_SIZE, lnc=1, lnc_id=0, ring=RingAttnFeatures(num_workers=1, replica_groups=[], causal=use_causal_mask, striped=False, zigzag=False, bounded=cfg.bounded, segmented=False, window_left=-1, window_right=-1, chunk=0, soft_cap=None), scale=scale)
+    one_rank = RingAttnFeatures(num_workers=1, replica_groups=[], causal=use_causal_mask, striped=False, zigzag=False, bounded=cfg.bounded, segmented=False, window_left=-1, window_right=-1, chunk=0, soft_cap=None)
+    blk = block_config(io.fwd, mixed_precision, one_rank, scale, 1, 0)
     out_dq = nl.ndarray(shape=q_ref.shape, dtype=kdt, buffer=nl.shared_hbm)
     out_dk = nl.ndarray(shape=k_shape, dtype=kdt, buffer=nl.shared_hbm)
     out_dv = nl.ndarray(shape=k_shape, dtype=kdt, buffer=nl.shared_hbm)

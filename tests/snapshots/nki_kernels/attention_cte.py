@@ -313,6 +313,20 @@ def kv_len(t, tp_k):
     return n
 
 
+def check_shape3(t, name, d0, d1, d2):
+    """`t` is `(d0, d1, d2)`, as the library's input check words it."""
+    shape = t.shape
+    assert t.ndim == 3 and shape[0] == d0 and shape[1] == d1 and shape[2] == d2, f"Received unexpected shape for {name}. Expected ({d0}, {d1}, {d2}), received {shape}"
+
+
+def check_bound(t, name, bs, s_q):
+    """A sequence bound (`bound_min` or `bound_max`), when given, is `(batch, seqlen_q, 1)`."""
+    if t is not None:
+        b = t
+        shape = b.shape
+        assert b.ndim == 3 and shape[0] == bs and shape[1] == s_q and shape[2] == 1, f"{name} shape must be (batch, seqlen_q, 1)=({bs}, {s_q}, 1), got {shape}"
+
+
 def check_feature_inputs(ac, io):
     """The shapes and exclusions of this kernel's extensions: segment ids and bias."""
     bs, bs_kv, s_q, s_k = (ac.bs, ac.bs_kv, ac.seqlen_q, ac.seqlen_k_active)
@@ -360,30 +374,19 @@ def check_inputs(ac, io, cache_softmax):
     k_shape = io.k.shape
     want_k = [bs_kv, s_k, d] if ac.tp_k else [bs_kv, d, s_k]
     assert io.k.ndim == 3 and k_shape[1] == want_k[1] and k_shape[2] == want_k[2], f"Received unexpected shape for k. Expected {want_k}, received {k_shape}"
-    v_shape = io.v.shape
-    assert io.v.ndim == 3 and v_shape[0] == bs_kv and v_shape[1] == s_k and v_shape[2] == d, f"Received unexpected shape for v. Expected ({bs_kv}, {s_k}, {d}), received {v_shape}"
+    check_shape3(io.v, "v", bs_kv, s_k, d)
     k_prior = io.k_prior
     if k_prior is not None:
         kp = k_prior
-        kp_shape = kp.shape
         want_kp = [bs_kv, s_p, d] if ac.tp_k else [bs_kv, d, s_p]
-        assert kp.ndim == 3 and kp_shape[0] == bs_kv and kp_shape[1] == want_kp[1] and kp_shape[2] == want_kp[2], f"Received unexpected shape for k_prior. Expected {want_kp}, received {kp_shape}"
+        check_shape3(kp, "k_prior", bs_kv, want_kp[1], want_kp[2])
     v_prior = io.v_prior
     if v_prior is not None:
         vp = v_prior
-        vp_shape = vp.shape
-        assert vp.ndim == 3 and vp_shape[0] == bs_kv and vp_shape[1] == s_p and vp_shape[2] == d, f"Received unexpected shape for v_prior. Expected ({bs_kv}, {s_p}, {d}), received {vp_shape}"
+        check_shape3(vp, "v_prior", bs_kv, s_p, d)
     assert not cache_softmax or s_q % Q_GRP_SZ == 0, f"For cache softmax, attention_cte currently expects seqlen_q multiple of 128, got seqlen_q={s_q}"
-    bound_min = io.bound_min
-    if bound_min is not None:
-        bmin = bound_min
-        bmin_shape = bmin.shape
-        assert bmin.ndim == 3 and bmin_shape[0] == bs and bmin_shape[1] == s_q and bmin_shape[2] == 1, f"bound_min shape must be (batch, seqlen_q, 1)=({bs}, {s_q}, 1), got {bmin_shape}"
-    bound_max = io.bound_max
-    if bound_max is not None:
-        bmax = bound_max
-        bmax_shape = bmax.shape
-        assert bmax.ndim == 3 and bmax_shape[0] == bs and bmax_shape[1] == s_q and bmax_shape[2] == 1, f"bound_max shape must be (batch, seqlen_q, 1)=({bs}, {s_q}, 1), got {bmax_shape}"
+    check_bound(io.bound_min, "bound_min", bs, s_q)
+    check_bound(io.bound_max, "bound_max", bs, s_q)
     check_feature_inputs(ac, io)
     assert not ac.is_sequence_packed or not prefix, "is_sequence_packed is not supported with prefix caching"
     assert not ac.is_sequence_packed or ac.global_cp_deg <= 1, "is_sequence_packed is not supported with context parallelism"

@@ -281,6 +281,17 @@ def head_tiles(dh):
     return ((dh + n - 1) // n, n)
 
 
+def block_config(fwd, mixed_precision, ring, scale, lnc, lnc_id):
+    """The per-block configuration of the gradient inputs `fwd` (Q `[B, N, D, S]`,
+    K `[B, N_kv, D, S]`) on program `lnc_id` of `lnc`: dtypes, head grouping,
+    head-dim and query tiles.
+    """
+    _b, n, dh, sl = fwd.q_ref.shape
+    kdt = fwd.q_ref.dtype
+    dts, dnt = head_tiles(dh)
+    return RingBwdAttnConfig(kernel_dtype=kdt, mixed_dtype=nl.float32 if mixed_precision else kdt, nheads_per_kv_head=n // fwd.k_ref.shape[1], d_head=dh, seqlen=sl, d_head_tile_size=dts, d_head_n_tiles=dnt, q_n_tiles=sl // Q_SEQ_TILE_SIZE, lnc=lnc, lnc_id=lnc_id, ring=ring, scale=scale)
+
+
 def load_neg_lse(src, mdt, segmented):
     """`[P_MAX, S / P_MAX]` negated log-sum-exps of a `[P_MAX, S / P_MAX]` HBM view.
     With segment ids a row that saw no key has LSE `-inf`: its `-LSE` becomes
@@ -886,7 +897,7 @@ def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_cau
     assert not masked or scale >= 1e-30, CAUSAL_SCALE
     check_feature_inputs(sinks, q_segment_ids, kv_segment_ids, bias, b, n, sl, num_workers)
     biased = bias is not None
-    cfg = RingBwdAttnConfig(kernel_dtype=kdt, mixed_dtype=nl.float32 if mixed_precision else kdt, nheads_per_kv_head=n // n_kv, d_head=dh, seqlen=sl, d_head_tile_size=dts, d_head_n_tiles=dnt, q_n_tiles=sl // Q_SEQ_TILE_SIZE, lnc=lnc_size, lnc_id=lnc_id, ring=ring, scale=scale)
+    cfg = block_config(fwd, mixed_precision, ring, scale, lnc_size, lnc_id)
     out_dq = nl.ndarray(shape=q_shape, dtype=nl.float32, buffer=nl.shared_hbm)
     out_dk = nl.ndarray(shape=k_shape, dtype=nl.float32, buffer=nl.shared_hbm)
     out_dv = nl.ndarray(shape=k_shape, dtype=nl.float32, buffer=nl.shared_hbm)

@@ -394,6 +394,18 @@ def both_programs(stats, shards):
         nisa.core_barrier(data=stats.sum, cores=(0, 1))
 
 
+def arrival_is_later(cfg, io, step):
+    """The selector of a zigzag ring step (see [`zigzag_step`]): int32 `[1, 1]`,
+    1 when the block arriving at `step` sits past this rank's in the sequence.
+    """
+    here, there = ring_positions_at(io.ring.positions, cfg.ring.replica_groups, step)
+    later = nl.ndarray(shape=(P_MAX, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=later, data1=there, data2=here, op=nl.greater)
+    sel = nl.ndarray(shape=(1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=sel, src=later[0:1, 0:1])
+    return sel
+
+
 def unmasked():
     """No mask at all, scale 1 (the zigzag steps' half-size calls on pre-scaled Q)."""
     return StepMasks(scale=1.0, causal=False, cp_offset=None, cp_deg=None, striped=False, sink=None, bound_min=None, bound_max=None, q_segment_ids=None, kv_segment_ids=None, bias=None)
@@ -523,22 +535,6 @@ def zigzag_step(cfg, io, st, arrived, acc, sel):
     merge_half(acc, cross, sel, b0, b1)
 
 
-def zigzag_ring_step(cfg, io, st, arrived, free, acc, step):
-    """A zigzag ring step (see [`zigzag_step`]): `sel` is 1 when the arriving
-    block's position is past this rank's; the next block goes out after it.
-    """
-    if step == 1:
-        both_programs(acc, cfg.shards)
-    here, there = ring_positions_at(io.ring.positions, cfg.ring.replica_groups, step)
-    later = nl.ndarray(shape=(P_MAX, 1), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_tensor(dst=later, data1=there, data2=here, op=nl.greater)
-    sel = nl.ndarray(shape=(1, 1), dtype=nl.int32, buffer=nl.sbuf)
-    nisa.tensor_copy(dst=sel, src=later[0:1, 0:1])
-    zigzag_step(cfg, io, st, arrived, acc, sel)
-    if step < cfg.last:
-        pass_on(arrived, free, cfg.ring.replica_groups)
-
-
 def write_cp_offset(cfg, io, st, step):
     """Writes the causal steps' cp_offset for ring step `step` to HBM:
     `(mine - theirs)·S` (contiguous) or `-[mine < theirs]` (striped).
@@ -583,7 +579,12 @@ def ring_step_impl(cfg, io, st, arrived, free, acc, step):
     """
     needed = not cfg.ring.bounded or step_needed(step, cfg.ring, cfg.seqlen)
     if cfg.zigzag_fast:
-        zigzag_ring_step(cfg, io, st, arrived, free, acc, step)
+        if step == 1:
+            both_programs(acc, cfg.shards)
+        sel = arrival_is_later(cfg, io, step)
+        zigzag_step(cfg, io, st, arrived, acc, sel)
+        if step < cfg.last:
+            pass_on(arrived, free, cfg.ring.replica_groups)
     write_cp_offset(cfg, io, st, step)
     if needed and not cfg.zigzag_fast:
         _here, k_pos = ring_positions_at(io.ring.positions, cfg.ring.replica_groups, step)
