@@ -43,16 +43,7 @@ fn block(m: &[f64], cols: usize, (lo, hi): (usize, usize), (c0, c1): (usize, usi
 
 /// `a` (`n x k`) times `b` (`k x m`) in float64.
 fn product(a: &[f64], b: &[f64], n: usize, k: usize, m: usize) -> Vec<f64> {
-    let mut out = vec![0.0; n * m];
-    for i in 0..n {
-        for j in 0..k {
-            let v = a[i * k + j];
-            for c in 0..m {
-                out[i * m + c] += v * b[j * m + c];
-            }
-        }
-    }
-    out
+    (0..n * m).map(|o| (0..k).map(|j| a[o / m * k + j] * b[j * m + o % m]).sum()).collect()
 }
 
 fn tensor(shape: [usize; 2], v: &[f64]) -> nki::Result<Tensor> {

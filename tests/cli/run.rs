@@ -490,13 +490,14 @@ const CASES: &[Case] = &[
     Case {
         kernel: "ring_attention_spmd_bwd",
         ranks: 1,
+        // Two heads: one (batch, head) pair per LNC program.
         params: &[
-            ("q_ref", F32(QKV)),
-            ("k_ref", F32(QKV)),
-            ("v_ref", F32(QKV)),
-            ("o_ref", F32(QKV)),
-            ("dy_ref", F32(QKV)),
-            ("lse_ref", F32(&[1, 1, 128, 1])),
+            ("q_ref", F32(&[1, 2, 64, 128])),
+            ("k_ref", F32(&[1, 2, 64, 128])),
+            ("v_ref", F32(&[1, 2, 64, 128])),
+            ("o_ref", F32(&[1, 2, 64, 128])),
+            ("dy_ref", F32(&[1, 2, 64, 128])),
+            ("lse_ref", F32(&[1, 2, 128, 1])),
             ("lnc_size", Text("2")),
         ],
     },

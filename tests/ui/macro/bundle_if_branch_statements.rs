@@ -7,7 +7,6 @@ mod k {
     #[nki_object]
     struct Cfg {
         tile: i64,
-        eps: f64,
     }
 
     #[nki_helper]
@@ -19,9 +18,9 @@ mod k {
     fn k(wide: bool) {
         let cfg = if wide {
             let tile = 512;
-            Cfg { tile, eps: 1e-6 }
+            Cfg { tile }
         } else {
-            Cfg { tile: 128, eps: 1e-6 }
+            Cfg { tile: 128 }
         };
         let t = h(cfg);
     }
