@@ -650,33 +650,32 @@ pub mod flash {
         }
     }
 
-    /// The library's `_load_k_tile` and `_load_v_tile`: the section's keys and values
-    /// (prior or active, at the run-time offset of a windowed load) and key segment ids.
+    /// Where a K or V tile `t` comes from: nothing for an empty tile, the prefix
+    /// cache `prior` for a prior tile (nothing without one), else `active`.
+    #[nki_helper]
+    fn tile_source(t: KvTile, prior: Option<Hbm>, active: Hbm) -> Option<Hbm> {
+        if t.keys > 0 { if t.in_prior { prior } else { Some(active) } } else { None }
+    }
+
+    /// The library's `_load_k_tile` and `_load_v_tile`: the section's keys with their
+    /// segment ids, and its values (prior or active; active ones at the run-time
+    /// offset of a windowed load).
     #[nki_helper]
     fn load_kv_impl(ac: AttnConfig, atp: AttnTileParams, bufs: AttnInternalBuffers, io: AttnTensors, sp: SectionParams) {
         let kvb = bufs.batch_id_kv;
+        let (kv_segment_ids, k_ids) = (io.kv_segment_ids, sp.k_ids);
         for kt in 0..atp.num_k_tiles_per_section {
-            let t: KvTile = kv_tile(ac, atp, sp.section_offset + K_TILE_SZ * kt, K_TILE_SZ);
-            if t.keys > 0 {
-                if t.in_prior {
-                    let k_prior = io.k_prior;
-                    if let Some(kp) = k_prior {
-                        load_k_tile(sp.k_sb, K_TILE_SZ * kt, kp, kvb, t.k0, t.keys, ac.tp_k, None);
-                    }
-                } else {
-                    load_k_tile(sp.k_sb, K_TILE_SZ * kt, io.k, kvb, t.k0, t.keys, ac.tp_k, bufs.k_offset);
-                }
+            let c0 = K_TILE_SZ * kt;
+            let t: KvTile = kv_tile(ac, atp, sp.section_offset + c0, K_TILE_SZ);
+            let offset: Option<Sbuf> = if t.in_prior { None } else { bufs.k_offset };
+            let src: Option<Hbm> = tile_source(t, io.k_prior, io.k);
+            if let Some(kh) = src {
+                load_k_tile(sp.k_sb, c0, kh, kvb, t.k0, t.keys, ac.tp_k, offset);
             }
-        }
-        // The section's key segment ids, the same on every partition.
-        let kv_segment_ids = io.kv_segment_ids;
-        if let Some(ks) = kv_segment_ids {
-            let k_ids = sp.k_ids;
-            if let Some(ki) = k_ids {
-                for kt in 0..atp.num_k_tiles_per_section {
-                    let t: KvTile = kv_tile(ac, atp, sp.section_offset + K_TILE_SZ * kt, K_TILE_SZ);
-                    if t.keys > 0 {
-                        let c0 = K_TILE_SZ * kt;
+            // The tile's key segment ids, the same on every partition.
+            if t.keys > 0 {
+                if let Some(ks) = kv_segment_ids {
+                    if let Some(ki) = k_ids {
                         let ids = ks.ap([[0, P_MAX], [1, t.keys]], offset = bufs.kv_segment_row * ac.seqlen_k_active + t.k0);
                         nisa::dma_copy(ki[s![.., c0..c0 + t.keys]], ids);
                     }
@@ -685,15 +684,10 @@ pub mod flash {
         }
         for vt in 0..atp.num_v_tiles_per_section {
             let t: KvTile = kv_tile(ac, atp, sp.section_offset + V_TILE_SZ * vt, V_TILE_SZ);
-            if t.keys > 0 {
-                if t.in_prior {
-                    let v_prior = io.v_prior;
-                    if let Some(vp) = v_prior {
-                        load_v_tile(sp.v_sb, vt, vp, kvb, t.k0, t.keys, None);
-                    }
-                } else {
-                    load_v_tile(sp.v_sb, vt, io.v, kvb, t.k0, t.keys, bufs.k_offset);
-                }
+            let offset: Option<Sbuf> = if t.in_prior { None } else { bufs.k_offset };
+            let src: Option<Hbm> = tile_source(t, io.v_prior, io.v);
+            if let Some(vh) = src {
+                load_v_tile(sp.v_sb, vt, vh, kvb, t.k0, t.keys, offset);
             }
         }
     }

@@ -615,6 +615,13 @@ def kv_tile(ac, atp, x, size):
     return KvTile(in_prior=in_prior, k0=k0, keys=keys)
 
 
+def tile_source(t, prior, active):
+    """Where a K or V tile `t` comes from: nothing for an empty tile, the prefix
+    cache `prior` for a prior tile (nothing without one), else `active`.
+    """
+    return (prior if t.in_prior else active) if t.keys > 0 else None
+
+
 def transpose_rows(dst, c0, src, start, rows):
     """DMA-transposes `rows` rows of `d` elements, starting at element `start` of the
     HBM tensor `src`, into columns `[c0, c0 + rows)` of the `(d, width)` bf16 tile
@@ -681,42 +688,34 @@ def load_v_tile(v_sec, t, src, kvb, k0, rows, offset_reg):
 
 
 def load_kv_impl(ac, atp, bufs, io, sp):
-    """The library's `_load_k_tile` and `_load_v_tile`: the section's keys and values
-    (prior or active, at the run-time offset of a windowed load) and key segment ids.
+    """The library's `_load_k_tile` and `_load_v_tile`: the section's keys with their
+    segment ids, and its values (prior or active; active ones at the run-time
+    offset of a windowed load).
     """
     kvb = bufs.batch_id_kv
+    kv_segment_ids, k_ids = (io.kv_segment_ids, sp.k_ids)
     for kt in range(atp.num_k_tiles_per_section):
-        t = kv_tile(ac, atp, sp.section_offset + K_TILE_SZ * kt, K_TILE_SZ)
+        c0 = K_TILE_SZ * kt
+        t = kv_tile(ac, atp, sp.section_offset + c0, K_TILE_SZ)
+        offset = None if t.in_prior else bufs.k_offset
+        src = tile_source(t, io.k_prior, io.k)
+        if src is not None:
+            kh = src
+            load_k_tile(sp.k_sb, c0, kh, kvb, t.k0, t.keys, ac.tp_k, offset)
         if t.keys > 0:
-            if t.in_prior:
-                k_prior = io.k_prior
-                if k_prior is not None:
-                    kp = k_prior
-                    load_k_tile(sp.k_sb, K_TILE_SZ * kt, kp, kvb, t.k0, t.keys, ac.tp_k, None)
-            else:
-                load_k_tile(sp.k_sb, K_TILE_SZ * kt, io.k, kvb, t.k0, t.keys, ac.tp_k, bufs.k_offset)
-    kv_segment_ids = io.kv_segment_ids
-    if kv_segment_ids is not None:
-        ks = kv_segment_ids
-        k_ids = sp.k_ids
-        if k_ids is not None:
-            ki = k_ids
-            for kt in range(atp.num_k_tiles_per_section):
-                t = kv_tile(ac, atp, sp.section_offset + K_TILE_SZ * kt, K_TILE_SZ)
-                if t.keys > 0:
-                    c0 = K_TILE_SZ * kt
+            if kv_segment_ids is not None:
+                ks = kv_segment_ids
+                if k_ids is not None:
+                    ki = k_ids
                     ids = ks.ap(pattern=[[0, P_MAX], [1, t.keys]], offset=bufs.kv_segment_row * ac.seqlen_k_active + t.k0)
                     nisa.dma_copy(dst=ki[:, c0:c0 + t.keys], src=ids)
     for vt in range(atp.num_v_tiles_per_section):
         t = kv_tile(ac, atp, sp.section_offset + V_TILE_SZ * vt, V_TILE_SZ)
-        if t.keys > 0:
-            if t.in_prior:
-                v_prior = io.v_prior
-                if v_prior is not None:
-                    vp = v_prior
-                    load_v_tile(sp.v_sb, vt, vp, kvb, t.k0, t.keys, None)
-            else:
-                load_v_tile(sp.v_sb, vt, io.v, kvb, t.k0, t.keys, bufs.k_offset)
+        offset = None if t.in_prior else bufs.k_offset
+        src = tile_source(t, io.v_prior, io.v)
+        if src is not None:
+            vh = src
+            load_v_tile(sp.v_sb, vt, vh, kvb, t.k0, t.keys, offset)
 
 
 def has_any_compute_causal(ac, g, k0, n):
