@@ -26,8 +26,8 @@
 
 use super::deadline;
 use super::writeback::EarlyWriteback;
-use nki::Tensor;
 use nki::io::npy::{NpyFile, NpyType, read_opened, write_tensor_npy_as};
+use nki::{Dtype, Tensor};
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -198,6 +198,13 @@ impl OutputPlan {
         Ok(Input(self.files.len() - 1))
     }
 
+    /// Reads a declared input as the raw codes of `dtype` (see
+    /// [`NpyFile::read_as_codes_of`]), checked against its header; an error
+    /// names the flag and the file.
+    pub fn read_as_codes_of(&mut self, input: Input, dtype: Dtype) -> Result<(), String> {
+        self.files[input.0].read_as_codes_of(dtype).map_err(|e| format!("--{} {e}", self.inputs[input.0].flag))
+    }
+
     /// Checks that `--flag DIR` takes new files (for outputs declared once a run
     /// says how many there are).
     pub fn check_dir(&self, flag: &str, dir: &Path) -> Result<(), String> {
@@ -348,7 +355,6 @@ fn sync_dirs(outputs: &[Declared]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nki::Dtype;
     use nki::io::npy::read_npy;
 
     fn scratch(name: &str) -> PathBuf {

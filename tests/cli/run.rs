@@ -1267,3 +1267,187 @@ fn the_time_limit_bounds_reading_the_inputs() {
     assert!(start.elapsed() < std::time::Duration::from_secs(5), "{:?}", start.elapsed());
     assert!(files(&dir) == before && std::fs::read_dir(dir.join("out")).unwrap().count() == 0);
 }
+
+// ---- float8 and packed MX tensors, given as their raw codes ----
+
+/// `n` float8 codes of either MX element format, finite in both (magnitudes
+/// below `0x78`: no `float8_e4m3fn` NaN, no `float8_e5m2` infinity or NaN).
+fn fp8_codes(n: usize, seed: u64) -> Vec<i64> {
+    common::uniform(n, seed, 0.0, 240.0).iter().map(|&u| u as i64).map(|c| if c >= 0x78 { c + 8 } else { c }).collect()
+}
+
+/// A packed MX tensor of `shape` whose elements are `codes` (four per word,
+/// element `k` in bits `k·bits..`).
+fn packed(shape: &[usize], codes: &[i64], dtype: Dtype) -> Tensor {
+    let bits = dtype.packs().unwrap().1;
+    let words: Vec<i64> = codes.chunks(4).map(|c| c.iter().enumerate().map(|(k, &v)| v << (bits * k as u32)).sum()).collect();
+    Tensor::from_i64(shape, &words, dtype).unwrap()
+}
+
+/// `n` biased MX scale exponents (`2^-9 .. 2^-5`) as a `uint8` tensor of `shape`.
+fn mx_scales(shape: &[usize], seed: u64) -> Tensor {
+    let n = shape.iter().product();
+    common::tensor(shape, &common::uniform(n, seed, 118.0, 123.0).iter().map(|v| v.floor()).collect::<Vec<_>>(), Dtype::U8)
+}
+
+/// A bfloat16 tensor of `shape`, uniform in `[-1, 1)`.
+fn bf16(shape: &[usize], seed: u64) -> Tensor {
+    common::tensor(shape, &common::uniform(shape.iter().product(), seed, -1.0, 1.0), Dtype::Bf16)
+}
+
+/// Writes `tensors` under `dir` as `.npy` files (packed MX tensors as their
+/// words, the storage integer of their width) and returns `nki run KERNEL` on
+/// trn3 with `lnc` programs: each tensor's flag naming its file, with
+/// `:DTYPE` for the packed ones, then `scalars`.
+fn coded_args(dir: &Path, kernel: &str, lnc: usize, tensors: &[(&str, &Tensor)], scalars: &[(&str, &str)]) -> Vec<String> {
+    let mut args: Vec<String> = ["run", kernel, "--out", "out", "--target", "trn3", "--lnc", &lnc.to_string()].map(String::from).to_vec();
+    for (param, t) in tensors {
+        let file = format!("{kernel}.{param}.npy");
+        nki::io::npy::write_tensor_npy(std::fs::File::create(dir.join(&file)).unwrap(), t).unwrap();
+        let value = if NpyType::codes_of(t.dtype()).is_some() { format!("{file}:{}", t.dtype()) } else { file };
+        args.extend([format!("--{}", param.replace('_', "-")), value]);
+    }
+    args.extend(scalars.iter().flat_map(|(p, v)| [format!("--{}", p.replace('_', "-")), v.to_string()]));
+    args
+}
+
+/// Runs `args` in `dir` (whose `out/` is empty) and asserts its one output
+/// equals `want`, the typed API's result, bit for bit; leaves `out/` empty.
+fn assert_runs_as(dir: &Path, args: &[String], want: &Tensor) {
+    let o = Command::new(env!("CARGO_BIN_EXE_nki")).args(args).current_dir(dir).output().expect("running nki");
+    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    let got = read_npy(dir.join("out/out0.npy")).unwrap();
+    assert_eq!(got.shape, want.shape(), "{args:?}");
+    let want: Vec<f64> = want.to_f32_vec().into_iter().map(f64::from).collect();
+    assert!(got.data == want, "{args:?}: the file differs from the typed API's result");
+    assert_eq!(std::fs::read_dir(dir.join("out")).unwrap().count(), 1);
+    std::fs::remove_file(dir.join("out/out0.npy")).unwrap();
+}
+
+#[test]
+fn qkv_tkg_mx_runs_from_packed_weights_as_the_typed_api() {
+    use nkilib::qkv::qkv_tkg::{NormType, QuantizationType, qkv_tkg};
+    let dir = common::scratch("cli_run_qkv_tkg_mx");
+    std::fs::create_dir(dir.join("out")).unwrap();
+    // 12 tokens, H = 1024 (two packed tiles over trn3's 2 programs), I = 512, RMSNorm.
+    let (hidden, gamma) = (bf16(&[12, 1, 1024], 1), bf16(&[1, 1024], 2));
+    let w = packed(&[256, 512], &fp8_codes(1024 * 512, 3), Dtype::Fp8E4m3Fnx4);
+    let scales = mx_scales(&[32, 512], 4);
+    let trn3 = Launch::new().generation(nki::hw::Generation::Trn3).lnc(2);
+    let want = qkv_tkg::Call::new(&hidden, &w)
+        .quantization_type(QuantizationType::MX)
+        .is_h_dim_4h_transposed(true)
+        .qkv_w_scale(&scales)
+        .norm_type(NormType::RMS_NORM)
+        .norm_w(&gamma)
+        .launch(&trn3)
+        .unwrap();
+    let tensors = [("hidden", &hidden), ("qkv_w", &w), ("qkv_w_scale", &scales), ("norm_w", &gamma)];
+    let scalars = [("quantization_type", "MX"), ("is_h_dim_4h_transposed", "true"), ("norm_type", "RMS_NORM")];
+    assert_runs_as(&dir, &coded_args(&dir, "qkv_tkg", 2, &tensors, &scalars), &want.0[0]);
+}
+
+#[test]
+fn output_projection_cte_mx_runs_from_packed_attention_and_weights_as_the_typed_api() {
+    use nkilib::output_projection::output_projection_cte::output_projection_cte::{QuantizationType, output_projection_cte};
+    let dir = common::scratch("cli_run_output_projection_cte_mx");
+    std::fs::create_dir(dir.join("out")).unwrap();
+    // 2 batches of 129 positions, 2 heads of 64 given quantized (K = 128), H = 1024, one program.
+    let (b, s, k, h) = (2, 129, 128, 1024);
+    let attention = packed(&[b, 1, k / 4, s], &fp8_codes(b * k * s, 5), Dtype::Fp8E4m3Fnx4);
+    let input_scales = mx_scales(&[b, k / 32, s], 6);
+    let fp4: Vec<i64> = common::uniform(k * h, 7, 0.0, 16.0).iter().map(|&u| (u as i64).min(15)).collect();
+    let weight = packed(&[k / 4, h], &fp4, Dtype::Fp4E2m1Fnx4);
+    let weight_scales = mx_scales(&[k / 32, h], 8);
+    let bias = bf16(&[1, h], 9);
+    let trn3 = Launch::new().generation(nki::hw::Generation::Trn3).lnc(1);
+    let want = output_projection_cte::Call::new(&attention, &weight)
+        .quantization_type(QuantizationType::MX)
+        .input_scales(&input_scales)
+        .weight_scales(&weight_scales)
+        .bias(&bias)
+        .launch(&trn3)
+        .unwrap();
+    let tensors = [
+        ("attention", &attention),
+        ("weight", &weight),
+        ("input_scales", &input_scales),
+        ("weight_scales", &weight_scales),
+        ("bias", &bias),
+    ];
+    let args = coded_args(&dir, "output_projection_cte", 1, &tensors, &[("quantization_type", "MX")]);
+    assert_runs_as(&dir, &args, &want);
+
+    // Refused from the headers, before anything runs: codes named as another
+    // packed dtype than the file's width holds, a dtype the parameter does not
+    // take, a packed file not named as one, a dtype that has no codes.
+    let with = |param: &str, value: &str| {
+        let mut a = args.clone();
+        let at = a.iter().position(|f| *f == format!("--{}", param.replace('_', "-"))).unwrap() + 1;
+        a[at] = value.to_string();
+        a
+    };
+    let (w, x) = ("output_projection_cte.weight.npy", "output_projection_cte.attention.npy");
+    for (param, value, want) in [
+        ("weight", format!("{w}:float8_e4m3fn_x4"), format!("--weight {w}: float8_e4m3fn_x4 codes are uint32, but the file holds uint16")),
+        (
+            "attention",
+            format!("{x}:float8_e5m2_x4"),
+            format!("--attention {x}: invalid attention = float8_e5m2_x4: output_projection_cte takes attention as"),
+        ),
+        ("weight", w.to_string(), format!("--weight {w}: invalid weight = uint16")),
+        ("weight", w.to_string(), "(uint16 files of codes are read as float4_e2m1fn_x4 when the path ends in the dtype".into()),
+        ("weight", format!("{w}:bfloat16"), format!("--weight {w}: bfloat16 is not read from codes")),
+    ] {
+        assert_refused_line(&dir, &with(param, &value), &want);
+    }
+    // A packed shape the kernel refuses: a usage error naming the input's packed dtype and shape.
+    let short = packed(&[k / 4 - 8, h], &fp4[..(k - 32) * h], Dtype::Fp4E2m1Fnx4);
+    nki::io::npy::write_tensor_npy(std::fs::File::create(dir.join("short.npy")).unwrap(), &short).unwrap();
+    assert_refused_line(&dir, &with("weight", "short.npy:float4_e2m1fn_x4"), "--weight short.npy: float4_e2m1fn_x4 [24, 1024]");
+}
+
+#[test]
+fn mlp_mx_decode_runs_from_packed_weights_as_the_typed_api() {
+    use nkilib::mlp::mlp::{QuantizationType, mlp};
+    let dir = common::scratch("cli_run_mlp_mx");
+    std::fs::create_dir(dir.join("out")).unwrap();
+    // 4 tokens, H = 3072 (6 packed tiles over trn3's 2 programs), I = 384,
+    // float8_e5m2 weights (uint32 words that could as well be float8_e4m3fn:
+    // the path names which), the three biases.
+    let (t, h, i, dt) = (4, 3072, 384, Dtype::Fp8E5m2x4);
+    let hidden = bf16(&[t, 1, h], 11);
+    let gate = packed(&[128, h / 512, i], &fp8_codes(h * i, 12), dt);
+    let up = packed(&[128, h / 512, i], &fp8_codes(h * i, 13), dt);
+    let down = packed(&[i / 4, 1, h], &fp8_codes(i * h, 14), dt);
+    let (gate_s, up_s, down_s) = (mx_scales(&[16, h / 512, i], 15), mx_scales(&[16, h / 512, i], 16), mx_scales(&[i / 32, 1, h], 17));
+    let (gate_b, up_b, down_b) = (bf16(&[i / 4, 1, 4], 18), bf16(&[i / 4, 1, 4], 19), bf16(&[1, h], 20));
+    let trn3 = Launch::new().generation(nki::hw::Generation::Trn3).lnc(2);
+    let want = mlp::Call::new(&hidden, &gate, &up, &down)
+        .quantization_type(QuantizationType::MX)
+        .use_tkg_gate_up_proj_column_tiling(false)
+        .use_tkg_down_proj_column_tiling(false)
+        .gate_w_scale(&gate_s)
+        .up_w_scale(&up_s)
+        .down_w_scale(&down_s)
+        .gate_proj_bias_tensor(&gate_b)
+        .up_proj_bias_tensor(&up_b)
+        .down_proj_bias_tensor(&down_b)
+        .launch(&trn3)
+        .unwrap();
+    let tensors = [
+        ("hidden_tensor", &hidden),
+        ("gate_proj_weights_tensor", &gate),
+        ("up_proj_weights_tensor", &up),
+        ("down_proj_weights_tensor", &down),
+        ("gate_w_scale", &gate_s),
+        ("up_w_scale", &up_s),
+        ("down_w_scale", &down_s),
+        ("gate_proj_bias_tensor", &gate_b),
+        ("up_proj_bias_tensor", &up_b),
+        ("down_proj_bias_tensor", &down_b),
+    ];
+    let scalars =
+        [("quantization_type", "MX"), ("use_tkg_gate_up_proj_column_tiling", "false"), ("use_tkg_down_proj_column_tiling", "false")];
+    assert_runs_as(&dir, &coded_args(&dir, "mlp", 2, &tensors, &scalars), &want.0[0]);
+}

@@ -5,6 +5,8 @@
 
 use super::super::run::parse_timeout;
 use nki::emit::{FunctionInfo, ParamInfo, ParamKind};
+use nki::io::npy::NpyType;
+use nki::spec::contract::either;
 use nki::{Dtype, Precision};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -103,6 +105,11 @@ pub fn help(kernel: &FunctionInfo, command: &str) -> String {
             text += &format!("  {:<32} - {check}\n", "");
         }
     }
+    if kernel.params.iter().any(|p| p.dtypes.iter().any(|d| codes_type(d).is_some())) {
+        text += "\nA tensor of float8 or packed MX dtype is given as the raw codes of its elements, its path ending in the dtype \
+                 (FILE.npy:float4_e2m1fn_x4): uint8 codes for float8_e4m3, float8_e4m3fn and float8_e5m2; the packed words, \
+                 element k in byte (nibble) k, as uint32 for float8_e4m3fn_x4 and float8_e5m2_x4 and uint16 for float4_e2m1fn_x4.\n";
+    }
     if let Some(p) = kernel.params.iter().find(|p| p.bundle.is_some()) {
         let param = p.name.split('.').next().unwrap_or(p.name);
         text += &format!(
@@ -186,6 +193,43 @@ pub fn parse(kernel: &'static FunctionInfo, args: &[String]) -> Result<Option<In
         return Err(format!("{} requires {}", kernel.name, missing.join(", ")));
     }
     Ok(Some(inv))
+}
+
+/// A tensor flag's value split into its path and the dtype whose raw codes the
+/// file holds: `w.npy:float4_e2m1fn_x4` names `w.npy` holding
+/// `float4_e2m1fn_x4` codes. A value whose last `:` is followed by no dtype
+/// name is a path as given.
+pub fn split_codes(given: &str) -> (&str, Option<Dtype>) {
+    match given.rsplit_once(':').and_then(|(path, name)| Some((path, Dtype::from_python_name(name)?))) {
+        Some((path, dtype)) => (path, Some(dtype)),
+        None => (given, None),
+    }
+}
+
+/// The `.npy` type of the raw codes of the dtype named `nl` (none for a dtype
+/// stored as its own element type).
+fn codes_type(nl: &str) -> Option<NpyType> {
+    Dtype::from_python_name(nl).and_then(NpyType::codes_of)
+}
+
+/// The dtypes `p` takes whose raw codes are stored as `.npy` type `ty`.
+fn taken_as_codes(p: &ParamInfo, ty: NpyType) -> Vec<&'static str> {
+    p.dtypes.iter().copied().filter(|d| codes_type(d) == Some(ty)).collect()
+}
+
+/// For a file of integers `p` refuses that holds the raw codes of a dtype it
+/// takes, how to say so (empty otherwise).
+pub fn codes_hint(p: &ParamInfo, dtype: Dtype) -> String {
+    let ty = NpyType::of_dtype(dtype);
+    match taken_as_codes(p, ty).as_slice() {
+        [] => String::new(),
+        named => format!(
+            " ({} files of codes are read as {} when the path ends in the dtype, as FILE.npy:{})",
+            ty.name(),
+            either(named),
+            named[0]
+        ),
+    }
 }
 
 /// An integer flag in `lo..=hi`.

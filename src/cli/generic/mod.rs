@@ -121,14 +121,17 @@ fn launch(inv: &Invocation, base: Launch) -> Launch {
 /// Each tensor parameter's declared input files (one per rank when its path
 /// holds `{rank}`, else one shared by every rank), by parameter index; each
 /// file's header checked against the parameter's dtype contract before any
-/// payload is read.
+/// payload is read. A path ending in `:DTYPE` names a file of DTYPE's raw
+/// codes ([`nki::io::npy::NpyType::codes_of`]: the float8 and packed MX dtypes, which `.npy`
+/// has no element type for).
 fn declare_inputs(inv: &Invocation, plan: &mut OutputPlan) -> Result<Vec<Option<Vec<Input>>>, CliError> {
     let mut declared = Vec::with_capacity(inv.params.len());
     for (p, given) in &inv.params {
-        let Some(Given::Path(pattern)) = given else {
+        let Some(Given::Path(given)) = given else {
             declared.push(None);
             continue;
         };
+        let (pattern, codes) = args::split_codes(given);
         let paths: Vec<PathBuf> = if pattern.contains(RANK_PLACEHOLDER) {
             (0..inv.ranks).map(|rank| PathBuf::from(pattern.replace(RANK_PLACEHOLDER, &rank.to_string()))).collect()
         } else {
@@ -137,7 +140,12 @@ fn declare_inputs(inv: &Invocation, plan: &mut OutputPlan) -> Result<Vec<Option<
         let mut inputs = Vec::with_capacity(paths.len());
         for path in &paths {
             let i = plan.input(flag_of(p.name).trim_start_matches("--"), path).map_err(CliError::usage)?;
-            p.check_dtype(inv.kernel.name, plan.header(i).dtype()).map_err(|e| CliError::usage(format!("{}: {e}", plan.describe(i))))?;
+            if let Some(dtype) = codes {
+                plan.read_as_codes_of(i, dtype).map_err(CliError::usage)?;
+            }
+            let dtype = plan.header(i).dtype();
+            p.check_dtype(inv.kernel.name, dtype)
+                .map_err(|e| CliError::usage(format!("{}: {e}{}", plan.describe(i), args::codes_hint(p, dtype))))?;
             inputs.push(i);
         }
         declared.push(Some(inputs));

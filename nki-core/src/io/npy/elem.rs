@@ -125,6 +125,23 @@ impl NpyType {
         }
     }
 
+    /// The unsigned integer type whose values are the raw codes of `dtype`,
+    /// for the dtypes `.npy` has no element type of its own for: `uint8` for
+    /// the 8-bit floats with a mantissa (`float8_e4m3`, `float8_e4m3fn`,
+    /// `float8_e5m2`), and for the packed MX dtypes the integer of their
+    /// storage width (`uint32` for `float8_*_x4`, `uint16` for
+    /// `float4_e2m1fn_x4`: element `k` in byte or nibble `k`, the first in the
+    /// lowest, as `.view(np.uint32)` of the packed array gives them and as
+    /// packed outputs are written). `None` for any other dtype.
+    pub const fn codes_of(dtype: Dtype) -> Option<NpyType> {
+        match dtype {
+            Dtype::Fp8E4m3 | Dtype::Fp8E4m3Fn | Dtype::Fp8E5m2 => Some(NpyType::U8),
+            Dtype::Fp8E5m2x4 | Dtype::Fp8E4m3Fnx4 => Some(NpyType::U32),
+            Dtype::Fp4E2m1Fnx4 => Some(NpyType::U16),
+            _ => None,
+        }
+    }
+
     /// The NumPy name of this type (`float32`, `bfloat16` for ml_dtypes' type, `bool`).
     pub const fn name(self) -> &'static str {
         match self {

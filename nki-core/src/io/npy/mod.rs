@@ -160,13 +160,35 @@ fn open_regular(path: &Path) -> std::result::Result<File, String> {
 pub struct NpyFile {
     src: Source,
     path: std::path::PathBuf,
+    /// The dtype whose raw codes the payload holds ([`NpyFile::read_as_codes_of`]).
+    codes: Option<Dtype>,
 }
 
 impl NpyFile {
     /// Opens `path` (a regular file) and reads its header.
     pub fn open(path: impl AsRef<Path>) -> Result<NpyFile> {
         let path = path.as_ref();
-        Source::open(path).map(|src| NpyFile { src, path: path.to_path_buf() }).map_err(|m| bad(path, m))
+        Source::open(path).map(|src| NpyFile { src, path: path.to_path_buf(), codes: None }).map_err(|m| bad(path, m))
+    }
+
+    /// Reads the payload as the raw codes of `dtype` ([`NpyType::codes_of`]):
+    /// the tensor is of `dtype`, each 8-bit float code decoded to its value,
+    /// each packed MX word kept as it is. Refused, from the header alone, when
+    /// `dtype` has no codes or the file's element type is not its codes'.
+    pub fn read_as_codes_of(&mut self, dtype: Dtype) -> Result<()> {
+        let Some(want) = NpyType::codes_of(dtype) else {
+            return Err(bad(
+                &self.path,
+                format!(
+                    "{dtype} is not read from codes (only float8_e4m3, float8_e4m3fn, float8_e5m2 and the packed float8_e4m3fn_x4, float8_e5m2_x4 and float4_e2m1fn_x4 are)"
+                ),
+            ));
+        };
+        if self.src.ty != want {
+            return Err(bad(&self.path, format!("{dtype} codes are {}, but the file holds {}", want.name(), self.src.ty.name())));
+        }
+        self.codes = Some(dtype);
+        Ok(())
     }
 
     /// The shape the header declares.
@@ -179,9 +201,9 @@ impl NpyFile {
         self.src.ty
     }
 
-    /// The dtype the payload loads as.
+    /// The dtype the payload loads as (the codes' dtype when it holds codes).
     pub fn dtype(&self) -> Dtype {
-        self.src.ty.dtype()
+        self.codes.unwrap_or(self.src.ty.dtype())
     }
 
     /// The path it was opened from.
@@ -249,7 +271,6 @@ pub fn read_tensors_npy_threads(paths: &[&Path], threads: usize) -> Vec<Result<T
 /// Reads the payloads of opened files as [`read_tensors_npy_threads`] does: one
 /// result per file, in order.
 pub fn read_opened(files: &[&NpyFile], threads: usize) -> Vec<Result<Tensor>> {
-    let paths: Vec<&Path> = files.iter().map(|f| f.path.as_path()).collect();
     let mut opened: Vec<std::result::Result<(&Source, Vec<f32>), String>> = files
         .iter()
         .map(|f| {
@@ -266,11 +287,11 @@ pub fn read_opened(files: &[&NpyFile], threads: usize) -> Vec<Result<Tensor>> {
             jobs.push((file, *src, j * per, part));
         }
     }
-    let files: Vec<usize> = jobs.iter().map(|j| j.0).collect();
+    let owners: Vec<usize> = jobs.iter().map(|j| j.0).collect();
     let results = parts::run_jobs(jobs, threads, |(_, src, first, part)| src.read_cells(first, part));
     // The first failed part of each file (in part order) is its error.
-    let mut failed: Vec<Option<String>> = vec![None; paths.len()];
-    for (file, r) in files.into_iter().zip(results) {
+    let mut failed: Vec<Option<String>> = vec![None; files.len()];
+    for (file, r) in owners.into_iter().zip(results) {
         if let (Err(e), f @ None) = (r, &mut failed[file]) {
             *f = Some(e);
         }
@@ -278,8 +299,9 @@ pub fn read_opened(files: &[&NpyFile], threads: usize) -> Vec<Result<Tensor>> {
     opened
         .into_iter()
         .zip(failed)
-        .zip(paths)
-        .map(|((o, failed), path)| {
+        .zip(files)
+        .map(|((o, failed), file)| {
+            let path = file.path.as_path();
             let (src, mut cells) = o.map_err(|m| bad(path, m))?;
             if let Some(m) = failed {
                 return Err(bad(path, m));
@@ -288,9 +310,25 @@ pub fn read_opened(files: &[&NpyFile], threads: usize) -> Vec<Result<Tensor>> {
             // each of the first `numel` slots of the reserved capacity holds an
             // initialised value.
             unsafe { cells.set_len(src.numel) };
-            Tensor::from_cells(&src.header.shape, src.ty.dtype(), cells).map_err(|e| bad(path, e.message))
+            if let Some(dtype) = file.codes {
+                decode_codes(dtype, &mut cells);
+            }
+            Tensor::from_cells(&src.header.shape, file.dtype(), cells).map_err(|e| bad(path, e.message))
         })
         .collect()
+}
+
+/// Turns the cells of codes read as their unsigned integer into cells of
+/// `dtype`: an 8-bit float code becomes its value (NaN codes NaN); a packed MX
+/// word's cell is the word itself, as the integer's.
+fn decode_codes(dtype: Dtype, cells: &mut [f32]) {
+    if dtype.packs().is_some() {
+        return;
+    }
+    for c in cells {
+        let code = NpyType::U8.dtype().cell_to_i64(*c) as u8;
+        *c = dtype.f32_to_cell(crate::dtype::fp8_decode(dtype, code).unwrap_or(f32::NAN), true);
+    }
 }
 
 impl Source {
@@ -634,6 +672,33 @@ mod tests {
         assert_eq!(write_tensor_npy(File::create(&p).unwrap(), &f8).unwrap(), NpyType::F32);
         assert_eq!(read_npy(&p).unwrap().data, vec![0.5, -448.0]);
         assert!(write_npy(&p, &[2, 2], &[1.0], NpyType::F32).unwrap_err().message.contains("needs 4"));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn codes_load_as_the_dtype_they_are_named_for_and_other_files_are_refused_from_the_header() {
+        let dir = scratch("codes");
+        // Packed words keep their bits (the top bit of a uint32 too).
+        let words = [0x7e38_00c0u32, 0xffff_ffff, 0];
+        let p = file_with(&dir, "w.npy", "<u4", &[3], &words.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>());
+        let mut f = NpyFile::open(&p).unwrap();
+        f.read_as_codes_of(Dtype::Fp8E5m2x4).unwrap();
+        assert_eq!(f.dtype(), Dtype::Fp8E5m2x4, "the header check sees the codes' dtype");
+        let t = read_opened(&[&f], 2).pop().unwrap().unwrap();
+        assert_eq!((t.dtype(), t.to_i64_vec()), (Dtype::Fp8E5m2x4, words.map(i64::from).to_vec()));
+        // float8 codes decode to their values (0x7f is float8_e4m3fn's NaN).
+        let p = file_with(&dir, "b.npy", "|u1", &[4], &[0x38, 0xbc, 0x7e, 0x7f]);
+        let mut f = NpyFile::open(&p).unwrap();
+        f.read_as_codes_of(Dtype::Fp8E4m3Fn).unwrap();
+        let v = read_opened(&[&f], 1).pop().unwrap().unwrap().to_f32_vec();
+        assert_eq!(v[..3], [1.0, -1.5, 448.0]);
+        assert!(v[3].is_nan());
+        // The codes' type must be the file's; other dtypes have no codes.
+        let e = f.read_as_codes_of(Dtype::Fp4E2m1Fnx4).unwrap_err().message;
+        assert!(e.ends_with("float4_e2m1fn_x4 codes are uint16, but the file holds uint8"), "{e}");
+        let e = f.read_as_codes_of(Dtype::Bf16).unwrap_err().message;
+        assert!(e.contains("bfloat16 is not read from codes"), "{e}");
+        assert_eq!(f.dtype(), Dtype::Fp8E4m3Fn, "a refused naming leaves the file as it was");
         std::fs::remove_dir_all(dir).unwrap();
     }
 }
