@@ -32,6 +32,9 @@ pub enum ErrorKind {
     /// A read of on-chip bytes that another tile overwrote since this one wrote them
     /// (tiles placed at overlapping addresses).
     Hazard,
+    /// A read of memory nothing wrote since it was allocated, under
+    /// [`Launch::strict_uninit`](crate::Launch::strict_uninit) (else a warning).
+    Undefined,
 }
 
 /// Where in the emulated launch an error happened.

@@ -28,5 +28,6 @@ pub mod random;
 pub mod sendrecv;
 pub mod shared_constant;
 pub mod split_views;
+pub mod unwritten;
 pub mod vector_select;
 pub mod views;

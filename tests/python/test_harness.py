@@ -11,6 +11,7 @@ import tempfile
 import textwrap
 import time
 import unittest
+import warnings
 from pathlib import Path
 
 import ml_dtypes
@@ -20,6 +21,7 @@ import nki_harness.fake_nki as fake
 from nki_harness import checker
 from nki_harness.fake_nki.errors import NkiError
 from nki_harness.fake_nki.tensor import SBUF, SHARED_HBM, allocate, from_cells
+from nki_harness.fake_nki.undefined import STRICT_ENV, UndefinedRead
 from nki_harness.signatures import Api
 
 fake.install()
@@ -79,11 +81,13 @@ class DtypeTest(unittest.TestCase):
         self.assertEqual(nl.uint32.encode(np.float32([-1.0]), True).tolist(), [0])
         self.assertEqual(nl.bfloat16.encode(np.float32([1 + 2 ** -8]), False)[0], np.float32(1 + 2 ** -8))
 
-    def test_fresh_allocations_are_poisoned(self):
-        f, i, u8 = (allocate("t", d, SBUF, (2, 2)) for d in (nl.float32, nl.int32, nl.uint8))
-        self.assertTrue(np.isnan(vals(f)).all())
-        self.assertEqual(i.read_cells()[0, 0], 0x5A5A5A5A)
-        self.assertEqual(u8.read_cells()[0, 0], 255)
+    def test_fresh_allocations_read_as_zero_bits_and_are_reported(self):
+        dtypes = (nl.float32, nl.int32, nl.uint8, nl.bfloat16, nl.float8_e4m3)
+        for d in dtypes:
+            t = allocate("t", d, SBUF, (2, 2))
+            with self.assertWarnsRegex(UndefinedRead, rf"4 elements of 't' \[2, 2\] {d.name} in SBUF"):
+                cells = t.read_cells()
+            self.assertTrue((d.to_bits(cells) == 0).all(), d.name)
 
 
 class ViewTest(unittest.TestCase):
@@ -757,6 +761,100 @@ class MemoryTest(unittest.TestCase):
         self.assertRaisesRegex(NkiError, "SBUF capacity exceeded: nisa.tensor_scalar .* works on 229380 B", run, lambda: k(True))
         run(lambda: k(False))
 
+class UndefinedReadTest(unittest.TestCase):
+    """Reads of memory nothing wrote: zero bits, each site reported (SEMANTICS.md)."""
+
+    @staticmethod
+    def half_written():
+        """Inside a kernel: copies an SBUF tile whose columns 2..4 were never written."""
+        t = nl.ndarray(shape=(4, 4), dtype=nl.float32, name="partial")
+        nisa.dma_copy(dst=t[:, 0:2], src=hbm(np.ones((4, 2))))
+        out = nl.ndarray(shape=(4, 4), dtype=nl.float32)
+        nisa.tensor_copy(dst=out, src=t)  # the line the report names
+        return vals(out)
+
+    def line_of(self, text):
+        return next(i for i, line in enumerate(Path(__file__).read_text().splitlines(), 1) if text in line)
+
+    def test_a_read_of_unwritten_sbuf_is_reported_with_its_site_and_reads_zero(self):
+        line = self.line_of("the line the report names")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = run(self.half_written)
+        self.assertEqual([type(w.message) for w in caught], [UndefinedRead])
+        self.assertRegex(str(caught[0].message),
+                         rf"^undefined behaviour: nisa.tensor_copy \(test_harness.py:{line}\) reads 8 elements of "
+                         r"'partial' \[4, 4\] float32 in SBUF that nothing wrote since it was allocated \(the first at "
+                         r"\[0, 2\]\)")
+        np.testing.assert_array_equal(out, np.repeat([[1.0, 1.0, 0.0, 0.0]], 4, axis=0))
+
+    def test_strict_mode_makes_the_read_an_error(self):
+        line = self.line_of("the line the report names")
+        os.environ[STRICT_ENV] = "1"
+        try:
+            with self.assertRaises(NkiError) as cm:
+                run(self.half_written)
+        finally:
+            del os.environ[STRICT_ENV]
+        self.assertRegex(str(cm.exception), rf"^nisa.tensor_copy \(test_harness.py:{line}\): undefined behaviour: "
+                                            r"the instruction reads 8 elements of 'partial'")
+
+    def test_repeated_reads_are_one_report_and_written_tiles_none(self):
+        def k():
+            t = nl.ndarray(shape=(2, 8), dtype=nl.bfloat16, name="looped")
+            nisa.memset(dst=t[:, 0:4], value=1.0)
+            acc = nl.ndarray(shape=(2, 1), dtype=nl.float32)
+            nisa.memset(dst=acc, value=0.0)
+            for j in range(8):
+                nisa.tensor_tensor(dst=acc, data1=acc, data2=t[:, j:j + 1], op=nl.add)
+            return vals(acc)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            np.testing.assert_array_equal(run(k), [[4.0], [4.0]])
+        self.assertEqual(len(caught), 1)
+        self.assertIn("nisa.tensor_tensor", str(caught[0].message))
+        self.assertIn("reads 8 elements of 'looped' [2, 8] bfloat16 in SBUF", str(caught[0].message))
+        self.assertIn("(the first at [0, 4])", str(caught[0].message))
+
+    def test_matmul_reads_only_the_psum_it_adds_onto(self):
+        a, b = rand(8, 4), rand(8, 6)
+
+        def k():
+            st, mv = load(a), load(b)
+            acc = nl.ndarray(shape=(4, 6), dtype=nl.float32, buffer=nl.psum)
+            nisa.nc_matmul(dst=acc, stationary=st, moving=mv)
+            nisa.nc_matmul(dst=acc, stationary=st, moving=mv)
+            return vals(acc)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            np.testing.assert_allclose(run(k), 2 * a.T @ b, rtol=1e-5, atol=1e-5)
+        self.assertEqual(caught, [])
+
+    def test_byte_views_and_placed_aliases_count_the_bytes_written(self):
+        def k():
+            raw = nl.ndarray(shape=(2, 4), dtype=nl.int32, name="raw")
+            nisa.memset(dst=raw.view(nl.int8)[:, 0:8], value=1)  # int32 cells 0 and 1 of each row
+            first = nl.ndarray(shape=(2, 2), dtype=nl.int32)
+            nisa.tensor_copy(dst=first, src=raw[:, 0:2])
+            a = nl.ndarray(shape=(2, 4), dtype=nl.float32, address=(0, 0), name="a")
+            nisa.memset(dst=a, value=2.0)
+            b = nl.ndarray(shape=(2, 4), dtype=nl.float32, address=(0, 0), name="b")
+            copy = nl.ndarray(shape=(2, 4), dtype=nl.float32)
+            nisa.tensor_copy(dst=copy, src=b)  # b's bytes hold what a wrote
+            whole = nl.ndarray(shape=(2, 4), dtype=nl.int32)
+            nisa.tensor_copy(dst=whole, src=raw)
+            return vals(first), vals(copy), vals(whole)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            first, copy, whole = run(k)
+        np.testing.assert_array_equal(first, np.full((2, 2), np.float32(0x01010101)))  # through float32
+        np.testing.assert_array_equal(copy, np.full((2, 4), 2.0))
+        np.testing.assert_array_equal(whole[:, 2:], 0)
+        self.assertEqual(len(caught), 1)
+        self.assertIn("reads 4 elements of 'raw' [2, 4] int32 in SBUF", str(caught[0].message))
+        self.assertIn("(the first at [0, 2])", str(caught[0].message))
+
+
 class LaunchTest(unittest.TestCase):
     def test_lnc2_programs_share_hbm_and_meet_at_barriers(self):
         def k(rank):
@@ -900,7 +998,7 @@ class CheckerTest(unittest.TestCase):
 class CommandLineTest(unittest.TestCase):
     PACKAGE = {
         # `other` defines another `Scaling`, which the package exports under that name.
-        "__init__.py": "from .kernels import Scaling, ScaleConfig, ScalingConfig, configured, scaled_by, scaled_by_config, scale, ring, ring_in\n"
+        "__init__.py": "from .kernels import Scaling, ScaleConfig, ScalingConfig, configured, scaled_by, scaled_by_config, scale, ring, ring_in, padded\n"
                        "from .other import Scaling\n",
         "other.py": """
             from enum import Enum
@@ -1005,6 +1103,16 @@ class CommandLineTest(unittest.TestCase):
                 out = nl.ndarray(shape=x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
                 nisa.dma_copy(dst=out, src=r)
                 return out
+
+
+            @nki.jit
+            def padded(x):
+                n, m = x.shape
+                t = nl.ndarray(shape=(n, m + 2), dtype=x.dtype, buffer=nl.sbuf, name="wide")
+                nisa.dma_copy(dst=t[:, 0:m], src=x)
+                out = nl.ndarray(shape=(n, m + 2), dtype=x.dtype, buffer=nl.shared_hbm)
+                nisa.dma_copy(dst=out, src=t)
+                return out
         """,
     }
 
@@ -1045,6 +1153,24 @@ class CommandLineTest(unittest.TestCase):
         xb = x.astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
         np.testing.assert_array_equal(np.load(self.dir / "out" / "rank0_out0.npy"), xb)
         np.testing.assert_array_equal(np.load(self.dir / "out" / "rank0_out1.npy"), xb)
+
+    def test_reads_of_unwritten_memory_warn_or_with_strict_uninit_fail(self):
+        np.save(self.dir / "x.npy", np.ones((3, 2)))
+        spec = self.spec(kernel="padded", args=[[{"npy": "x.npy", "dtype": "float32"}]])
+        line = [i for i, text in enumerate(textwrap.dedent(self.PACKAGE["kernels.py"]).splitlines(), 1)
+                if "nisa.dma_copy(dst=out, src=t)" in text][-1]  # padded's
+        r = self.harness("run", "--package", self.pkg, "--spec", spec, "--out", str(self.dir / "out"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr.splitlines(), [
+            f"warning: undefined behaviour: nisa.dma_copy (kernels.py:{line}) reads 6 elements of 'wide' [3, 4] "
+            "float32 in SBUF that nothing wrote since it was allocated (the first at [0, 2]); on hardware they hold "
+            "whatever the memory held, here they read as zero bits"])
+        np.testing.assert_array_equal(np.load(self.dir / "out" / "rank0_out0.npy"), np.repeat([[1, 1, 0, 0]], 3, 0))
+        r = self.harness("run", "--strict-uninit", "--package", self.pkg, "--spec", spec, "--out", str(self.dir / "o2"))
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertTrue(r.stderr.startswith(f"error: nisa.dma_copy (kernels.py:{line}): undefined behaviour: the "
+                                            "instruction reads 6 elements of 'wide'"), r.stderr)
+        self.assertFalse((self.dir / "o2").exists())
 
     def test_enum_members(self):
         np.save(self.dir / "x.npy", np.ones((2, 3)))

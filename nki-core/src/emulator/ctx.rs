@@ -3,12 +3,13 @@
 use super::Precision;
 use super::helpers::ThreadBudget;
 use super::launch::RankShared;
+use super::launch::STRICT_UNINIT_ENV;
 use super::memory::{Allocator, MemPool, MemoryReport, Site};
-use super::world::{RvKey, Slot, World};
+use super::world::{RvKey, Slot, World, undefined_read};
 use crate::hw::{Generation, HwLimits};
 use crate::isa::{Accumulators, RngState};
 use crate::profile::{Instr, Rendezvous, Unit};
-use crate::{Origin, Result, Tensor};
+use crate::{ErrorKind, NkiError, Origin, Result, Tensor};
 use std::cell::{Cell, RefCell, RefMut};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -53,6 +54,8 @@ pub struct Ctx {
     /// The launch's threads, whose share this program may split a large
     /// instruction over.
     pub(crate) threads: Arc<ThreadBudget>,
+    /// Whether a read of unwritten memory is an error ([`super::Launch::strict_uninit`]).
+    pub(crate) strict_uninit: bool,
 }
 
 impl Ctx {
@@ -92,6 +95,7 @@ impl Ctx {
             unrecorded: Cell::new(None),
             unmodeled: Cell::new(None),
             threads: Arc::new(ThreadBudget::new(1, 1)),
+            strict_uninit: false,
         }
     }
 
@@ -248,7 +252,28 @@ impl Ctx {
         who: Rendezvous,
     ) -> Result<()> {
         self.pool.touch(self.site(op), reads, writes).map_err(|e| e.in_op(op))?;
+        self.track_unwritten(op, reads, writes)?;
         self.record_with(|| Instr::new(op, unit, reads, writes).waiting_for(who));
+        Ok(())
+    }
+
+    /// Reports the cells nothing wrote that `op` reads through `reads` (an error
+    /// under [`super::Launch::strict_uninit`]), then marks what it writes.
+    fn track_unwritten(&self, op: &'static str, reads: &[&Tensor], writes: &[&Tensor]) -> Result<()> {
+        // `core_barrier`'s tensor names what the programs synchronise on: the
+        // barrier reads none of its values (the other program may still be writing them).
+        let reads = if op == "nisa.core_barrier" { &[] } else { reads };
+        for r in reads {
+            let Some(found) = r.unwritten_read() else { continue };
+            let tensor = r.allocation_description();
+            if self.strict_uninit {
+                let text = undefined_read("the instruction", &tensor, found.count, &found.first);
+                let msg = format!("undefined behaviour: {text} ({STRICT_UNINIT_ENV}=1 makes this an error)");
+                return Err(NkiError::new(ErrorKind::Undefined, msg).in_op(op));
+            }
+            self.world.record_undefined(tensor, op, self.line.get(), found);
+        }
+        writes.iter().for_each(|w| w.mark_written());
         Ok(())
     }
 
@@ -258,6 +283,7 @@ impl Ctx {
     pub(crate) fn record_spec(&self, op: &'static str, reads: &[Option<&Tensor>], writes: &[Option<&Tensor>]) -> Result<()> {
         let (r, w): (Vec<&Tensor>, Vec<&Tensor>) = (reads.iter().flatten().copied().collect(), writes.iter().flatten().copied().collect());
         self.pool.touch(self.site(op), &r, &w).map_err(|e| e.in_op(op))?;
+        self.track_unwritten(op, &r, &w)?;
         self.record_with(|| Instr::new(op, Unit::of_spec(op), &r, &w));
         Ok(())
     }

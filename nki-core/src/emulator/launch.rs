@@ -40,7 +40,12 @@ pub struct Launch {
     profiling: Option<Profiling>,
     threads: Option<usize>,
     allocator: Allocator,
+    strict_uninit: bool,
 }
+
+/// The environment variable that makes reads of unwritten memory errors by
+/// default (`1`), in the emulator as in the NumPy executor.
+pub const STRICT_UNINIT_ENV: &str = "NKI_STRICT_UNINIT";
 
 /// Where a profiled launch leaves its recording (shared by the launch's clones).
 #[derive(Clone)]
@@ -80,6 +85,10 @@ pub struct RunReport<R> {
     pub comm: Vec<CommEvent>,
     /// `ops[rank][program]`: ISA ops executed.
     pub ops: Vec<Vec<u64>>,
+    /// One line per (tensor, instruction, kernel line) that read memory nothing
+    /// wrote since it was allocated: undefined behaviour on the hardware. The
+    /// launch also prints each to stderr as `warning: ...`.
+    pub undefined: Vec<String>,
 }
 
 impl Launch {
@@ -94,7 +103,17 @@ impl Launch {
             profiling: None,
             threads: None,
             allocator: Allocator::Default,
+            strict_uninit: std::env::var(STRICT_UNINIT_ENV).is_ok_and(|v| !v.is_empty() && v != "0"),
         }
+    }
+
+    /// Whether an instruction reading memory that nothing wrote since it was
+    /// allocated fails the launch (`true`) or is reported in
+    /// [`RunReport::undefined`] and on stderr (`false`; the default unless
+    /// `NKI_STRICT_UNINIT=1`). Such memory reads as zero bits.
+    pub fn strict_uninit(mut self, strict: bool) -> Launch {
+        self.strict_uninit = strict;
+        self
     }
 
     /// Logical NeuronCore degree: 1 launches without a grid, 2 launches a 1-D grid of two programs.
@@ -298,6 +317,7 @@ impl Launch {
                 ctx.pool = MemPool::new(self.generation.limits(), self.allocator);
             }
             ctx.threads = Arc::clone(&threads);
+            ctx.strict_uninit = self.strict_uninit;
             let out = catch_unwind(AssertUnwindSafe(|| f(&ctx))).unwrap_or_else(|p| {
                 let what =
                     p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
@@ -353,6 +373,8 @@ impl Launch {
             drop(done);
             outcomes
         });
+        let undefined = world.undefined_reads();
+        undefined.iter().for_each(|m| eprintln!("warning: {m}"));
         if world.timed_out() {
             let states: Vec<String> = outcomes
                 .iter()
@@ -380,7 +402,7 @@ impl Launch {
             }
             return Err(e);
         }
-        let mut report = RunReport { results: Vec::new(), memory: Vec::new(), comm: world.take_comm_log(), ops: Vec::new() };
+        let mut report = RunReport { results: Vec::new(), memory: Vec::new(), comm: world.take_comm_log(), ops: Vec::new(), undefined };
         let mut recording = Recording::default();
         let mut it = outcomes.into_iter();
         for _ in 0..self.ranks {

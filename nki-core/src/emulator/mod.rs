@@ -13,6 +13,6 @@ mod precision;
 pub(crate) mod world;
 
 pub use ctx::Ctx;
-pub use launch::{Launch, RunReport};
+pub use launch::{Launch, RunReport, STRICT_UNINIT_ENV};
 pub use memory::{Allocator, MemoryReport};
 pub use precision::Precision;

@@ -9,6 +9,7 @@
 //! which every op and every kernel loop iteration checks (one atomic load).
 
 use crate::collectives::CommEvent;
+use crate::tensor::Found;
 use crate::{ErrorKind, NkiError, Result};
 use std::any::Any;
 use std::collections::HashMap;
@@ -61,6 +62,20 @@ pub(crate) struct World {
     state: Mutex<SyncState>,
     cv: Condvar,
     comm: Mutex<Vec<CommEvent>>,
+    /// Reads of unwritten memory, one entry per (tensor, instruction, kernel
+    /// line): the element reads summed, the first cell kept.
+    undefined: Mutex<Vec<UndefinedSite>>,
+}
+
+/// Where a launch read memory nothing wrote: the tensor (`'name' [shape] dtype
+/// in BUFFER`), the instruction and its kernel line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct UndefinedSite {
+    tensor: String,
+    op: &'static str,
+    line: Option<(&'static str, u32)>,
+    count: usize,
+    first: Vec<usize>,
 }
 
 impl World {
@@ -73,7 +88,26 @@ impl World {
             state: Mutex::new(SyncState { finished: vec![false; n], waiting: vec![None; n], ..Default::default() }),
             cv: Condvar::new(),
             comm: Mutex::new(Vec::new()),
+            undefined: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Adds `count` element reads of unwritten cells of `tensor` by `op` at `line`.
+    pub(crate) fn record_undefined(&self, tensor: String, op: &'static str, line: Option<(&'static str, u32)>, found: Found) {
+        let mut sites = self.undefined.lock().unwrap_or_else(|e| e.into_inner());
+        match sites.iter_mut().find(|s| s.tensor == tensor && s.op == op && s.line == line) {
+            Some(s) => s.count += found.count,
+            None => sites.push(UndefinedSite { tensor, op, line, count: found.count, first: found.first }),
+        }
+    }
+
+    /// The reports of the unwritten reads so far, one line per site.
+    pub(crate) fn undefined_reads(&self) -> Vec<String> {
+        let sites = self.undefined.lock().unwrap_or_else(|e| e.into_inner());
+        sites
+            .iter()
+            .map(|s| format!("undefined behaviour: {}", undefined_read(&op_at(s.op, s.line), &s.tensor, s.count, &s.first)))
+            .collect()
     }
 
     /// Records a completed collective.
@@ -296,6 +330,24 @@ fn slot_ranks(slots: &[Slot], programs: usize) -> Vec<usize> {
     let mut r: Vec<usize> = slots.iter().map(|s| s / programs).collect();
     r.dedup();
     r
+}
+
+/// `op (file:line)`, or the op alone when the line is not known.
+fn op_at(op: &str, line: Option<(&str, u32)>) -> String {
+    match line {
+        Some((file, l)) => format!("{op} ({file}:{l})"),
+        None => op.to_string(),
+    }
+}
+
+/// The text of `subject` reading `count` unwritten elements of `tensor`, the
+/// executor's words (`fake_nki/undefined.py`).
+pub(crate) fn undefined_read(subject: &str, tensor: &str, count: usize, first: &[usize]) -> String {
+    format!(
+        "{subject} reads {count} element{} of {tensor} that nothing wrote since it was allocated (the first at {first:?}); \
+         on hardware they hold whatever the memory held, here they read as zero bits",
+        if count == 1 { "" } else { "s" }
+    )
 }
 
 #[cfg(test)]

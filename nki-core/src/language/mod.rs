@@ -137,7 +137,8 @@ pub struct NdarrayOpts<'a> {
 }
 
 /// `nl.ndarray(shape, dtype, buffer=nl.sbuf, name='')`: allocates an uninitialised
-/// tensor (floats read as NaN until written).
+/// tensor (its cells hold zero bits, and the launch reports reads of cells nothing
+/// wrote: see [`crate::tensor`]'s `unwritten`).
 ///
 /// On-chip tensors are checked against the hardware: at most `pmax` partitions,
 /// PSUM tiles within one 2 KiB bank (all 8 on trn3), and an `address` inside the
@@ -181,6 +182,7 @@ pub fn ndarray(ctx: &Ctx, shape: &[i64], dtype: Dtype, opts: NdarrayOpts<'_>) ->
         let lease = ctx.pool.allocate(kind, name, &dims, dtype, opts.address).map_err(|e| e.in_op(OP))?;
         let cells = crate::tensor::filled(numel, Storage::uninit_cell(dtype));
         let st = Storage::new((name, explicit.is_some()), dtype, buffer, &dims, cells, Some(lease));
+        st.start_unwritten();
         if let Some(l) = st.lease() {
             ctx.pool.bind(l, &st);
         }
@@ -188,7 +190,9 @@ pub fn ndarray(ctx: &Ctx, shape: &[i64], dtype: Dtype, opts: NdarrayOpts<'_>) ->
     }
     let make = || {
         let cells = crate::tensor::filled(numel, Storage::uninit_cell(dtype));
-        Tensor::from_storage(Storage::new((name, explicit.is_some()), dtype, buffer, &dims, cells, None))
+        let st = Storage::new((name, explicit.is_some()), dtype, buffer, &dims, cells, None);
+        st.start_unwritten();
+        Tensor::from_storage(st)
     };
     if buffer == Buffer::SharedHbm {
         ctx.shared_allocation(make, |t| {

@@ -16,6 +16,7 @@ mod recycle;
 mod reinterpret;
 mod storage;
 mod tensor_indirection;
+mod unwritten;
 mod view;
 
 pub use buffer::Buffer;
@@ -30,6 +31,7 @@ pub use rearrange::Pattern;
 pub(crate) use recycle::{filled, give_back, take};
 pub(crate) use reinterpret::{Cells, bytes_of_cell, cell_of_bytes};
 pub(crate) use storage::Storage;
+pub(crate) use unwritten::Found;
 
 use crate::{Dtype, ErrorKind, NkiError, Result};
 use ndarray::{ArrayD, IxDyn};
@@ -240,6 +242,7 @@ impl Tensor {
                 let from = src.read();
                 copy(&mut self.write(), &from);
             }
+            self.mark_written();
             return;
         }
         let mut cells = src.gather_cells();
@@ -253,6 +256,7 @@ impl Tensor {
     pub(crate) fn store_cells(&self, src_dtype: Dtype, cells: &mut [f32], round: bool) {
         convert_cells(src_dtype, self.dtype(), cells, round);
         self.layout.scatter_with(&mut self.write(), cells, |c| c);
+        self.mark_written();
     }
 
     /// The view's values as `f32`, in logical (row-major) order.
@@ -311,6 +315,7 @@ impl Tensor {
         }
         let d = self.dtype();
         self.layout.scatter_with(&mut self.write(), data, |v| d.f32_to_cell(v, true));
+        self.mark_written();
         Ok(())
     }
 
@@ -320,6 +325,7 @@ impl Tensor {
         let d = self.dtype();
         let cell = d.f32_to_cell(value, round);
         self.layout.scatter_with(&mut self.write(), &vec![cell; self.numel()], |c| c);
+        self.mark_written();
     }
 
     /// Checks the view stays inside its storage.

@@ -145,7 +145,7 @@ impl PsumWrites {
 }
 
 /// The index of row-major position `pos` in an array of `shape`.
-fn unravel(shape: &[usize], mut pos: usize) -> Vec<usize> {
+pub(super) fn unravel(shape: &[usize], mut pos: usize) -> Vec<usize> {
     let mut index = vec![0; shape.len()];
     for (i, &n) in index.iter_mut().zip(shape).rev() {
         *i = pos % n.max(1);

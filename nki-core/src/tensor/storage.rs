@@ -3,9 +3,10 @@
 use super::Buffer;
 use super::psum_writes::PsumWrites;
 use super::tensor_indirection::Indirection;
+use super::unwritten::Unwritten;
 use crate::Dtype;
 use crate::emulator::memory::Lease;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -40,6 +41,11 @@ pub(crate) struct Storage {
     writes: Mutex<PsumWrites>,
     /// An on-chip allocation's hold on its program's memory (dropped with it).
     lease: Option<Lease>,
+    /// For a fresh allocation, the cells nothing has written yet (see
+    /// [`super::unwritten`]); `fresh` says whether there are any, so reads and
+    /// writes of written allocations skip the lock.
+    pub(super) unwritten: Mutex<Option<Unwritten>>,
+    pub(super) fresh: AtomicBool,
 }
 
 impl Storage {
@@ -65,6 +71,8 @@ impl Storage {
             base: None,
             indirection: None,
             lease,
+            unwritten: Mutex::new(None),
+            fresh: AtomicBool::new(false),
         })
     }
 
@@ -83,6 +91,8 @@ impl Storage {
             base: Some(base),
             indirection: None,
             lease: None,
+            unwritten: Mutex::new(None),
+            fresh: AtomicBool::new(false),
         })
     }
 
@@ -161,10 +171,10 @@ impl Storage {
         if self.buffer.is_on_chip() { self.shape[1..].iter().product() } else { self.len() }
     }
 
-    /// The fill of a fresh allocation: NaN for floats (reads of unwritten cells show
-    /// up in results), a fixed pattern for integers.
+    /// The fill of a fresh allocation: the cell whose bits are all zero (a finite
+    /// value in every dtype). Reads of it are reported ([`super::unwritten`]).
     pub(crate) fn uninit_cell(dtype: Dtype) -> f32 {
-        if dtype.is_float() { f32::NAN } else { dtype.i64_to_cell(0x5A5A5A5A) }
+        super::cell_of_bytes(dtype, &vec![0; dtype.size_bytes()])
     }
 }
 

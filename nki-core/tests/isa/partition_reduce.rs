@@ -2,9 +2,9 @@
 //! partitions of a tile folded into one with add, average or maximum.
 
 use crate::common::*;
-use nki_core::isa::{self as nisa, NameOpts};
+use nki_core::isa::{self as nisa, EngineOpts, NameOpts};
 use nki_core::language::NlOp;
-use nki_core::{Buffer, Dtype, ErrorKind, Precision};
+use nki_core::{Buffer, Dtype, ErrorKind, Precision, s};
 
 /// Column-wise fold of a `p x f` row-major matrix in float64.
 fn fold(x: &[f64], f: usize, op: &str) -> Vec<f64> {
@@ -50,16 +50,20 @@ fn add_average_and_maximum_fold_the_partitions_in_both_precisions() {
 }
 
 #[test]
-fn uninitialised_partitions_poison_the_sum() {
-    let got = launch(Precision::Fp32)
-        .run(|ctx| {
+fn unwritten_partitions_read_as_zero_and_are_reported() {
+    let report = launch(Precision::Fp32)
+        .run_all(|ctx| {
             let t = alloc(ctx, &[8, 4], Dtype::F32, Buffer::Sbuf)?;
+            nisa::memset(ctx, &t.index(&s![0..2, ..])?, 1.0, EngineOpts::default())?;
             let d = alloc(ctx, &[1, 4], Dtype::F32, Buffer::Sbuf)?;
             nisa::tensor_partition_reduce(ctx, &d, NlOp::Add, &t, NameOpts::default())?;
             Ok(d.to_f32_vec())
         })
         .unwrap();
-    assert!(got.iter().all(|v| v.is_nan()), "{got:?}");
+    assert_eq!(report.results[0][0], vec![2.0; 4]);
+    assert_eq!(report.undefined.len(), 1, "{:?}", report.undefined);
+    assert!(report.undefined[0].contains("reads 24 elements of 'tensor' [8, 4] float32 in SBUF"), "{:?}", report.undefined);
+    assert!(report.undefined[0].contains("(the first at [2, 0])"), "{:?}", report.undefined);
 }
 
 #[test]

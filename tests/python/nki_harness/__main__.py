@@ -30,15 +30,22 @@ a DSL kernel, run both packages on the same spec inputs and compare the .npy
 files. Example (from tests/python):
   python -m nki_harness run --package nki_packages/hand_written \\
       --spec SPEC.json --out OUT
+A read of memory the kernel never wrote (undefined behaviour: on hardware it
+holds whatever was there) reads zero bits and prints one `warning:` line per
+tensor, instruction and kernel line; --strict-uninit (or NKI_STRICT_UNINIT=1)
+makes it an error.
 Exit status: 0 on success, 1 (one `error:` line) when the kernel breaks an NKI
 or hardware rule, or the spec is malformed."""
 
 import argparse
+import os
 import sys
 import traceback
+import warnings
 
 from . import checker, runner
 from .fake_nki.errors import NkiError
+from .fake_nki.undefined import STRICT_ENV, UndefinedRead
 from .signatures import DEFAULT_NAMES, DEFAULT_SIGNATURES
 from .spec import SpecError
 
@@ -58,11 +65,24 @@ def main(argv=None):
     r.add_argument("--timeout", type=float, default=600.0, help="seconds before the launch is abandoned")
     r.add_argument("--traceback", action="store_true",
                    help="on failure, print the Python traceback (the kernel's frames) before the error line")
+    r.add_argument("--strict-uninit", action="store_true",
+                   help="make a read of memory the kernel never wrote an error (else a warning line)")
     a = p.parse_args(argv)
     if a.command == "check":
         return checker.main(a.package_dir, a.signatures, a.names)
+    if a.strict_uninit:
+        os.environ[STRICT_ENV] = "1"
     try:
-        runner.run(a.package, a.spec, a.out, a.timeout)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UndefinedRead)
+            try:
+                runner.run(a.package, a.spec, a.out, a.timeout)
+            finally:
+                for w in caught:
+                    if issubclass(w.category, UndefinedRead):
+                        print(f"warning: {w.message}", file=sys.stderr)
+                    else:
+                        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     except Exception as e:  # any failure is one `error:` line and exit status 1
         msg = str(e) if isinstance(e, (NkiError, SpecError)) else f"{type(e).__name__}: {e}"
         if a.traceback:

@@ -181,7 +181,7 @@ impl Arena {
         let mut cells: Vec<(usize, usize)> = foreign.iter().map(|&(p, b)| (p, b / size)).collect();
         cells.dedup();
         let mine = st.read_cells();
-        let mut updates: Vec<(usize, f32)> = Vec::with_capacity(cells.len());
+        let mut updates: Vec<(usize, f32, bool)> = Vec::with_capacity(cells.len());
         for (p, c) in cells {
             let index = p * row + c;
             let mut bytes = bytes_of_cell(tile.dtype, mine[index]);
@@ -197,15 +197,18 @@ impl Arena {
                 }
             }
             let value = if lost { crate::tensor::Storage::uninit_cell(tile.dtype) } else { cell_of_bytes(tile.dtype, &bytes) };
-            updates.push((index, value));
+            updates.push((index, value, lost));
         }
         drop(mine);
         let mut w = st.write_cells();
-        for (i, v) in updates {
+        for &(i, v, _) in &updates {
             if let Some(c) = w.get_mut(i) {
                 *c = v;
             }
         }
+        drop(w);
+        // Bytes another tile wrote are written; those of a tile gone are not.
+        updates.iter().filter(|u| !u.2).for_each(|&(i, ..)| st.mark_cell_written(i));
     }
 
     /// The value of arena byte `at` as slot `o`'s tile holds it (`None` once that tile is dropped).

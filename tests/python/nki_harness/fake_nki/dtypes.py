@@ -106,8 +106,9 @@ class DType:
         return cells.astype(np.int64)
 
     def uninitialised(self):
-        """Fill of a fresh allocation: NaN for floats, a fixed saturated pattern for ints."""
-        return np.float32(np.nan) if self.is_float else self.saturate(0x5A5A5A5A)
+        """Fill of a fresh allocation: the cell whose bits are all zero (0 for ints
+        and the float dtypes; reads of it are reported, see `undefined.py`)."""
+        return self.from_bits(np.zeros(1, dtype=self.bits_type))[0]
 
     @property
     def bits_type(self):

@@ -412,6 +412,9 @@ class Memory:
             else:
                 bits = np.frombuffer(bytes(raw), dtype=np.uint8).view(tile.dtype.bits_type)
                 storage._cells[cell] = tile.dtype.from_bits(bits)[0]
+            if storage.unwritten is not None:
+                # Bytes another tile wrote are written; bytes of a tile gone are not.
+                storage.unwritten[cell] = lost
 
     @staticmethod
     def _byte_of(owner, p, b):

@@ -9,6 +9,7 @@ when its bytes are read.
 
 import numpy as np
 
+from . import undefined
 from .errors import NkiError
 from .tensor import PSUM, NkiTensor, cells_of
 
@@ -46,13 +47,28 @@ class ReinterpretedStorage:
     def partition_cells(self):
         return self.shape[1] if self.buffer.on_chip else self.shape[0]
 
+    def _base_cells(self, idx):
+        """The base cells holding the bytes of cells `idx` (in their order; with a
+        last dim of the size ratio when a cell spans several base cells)."""
+        a, b = self.base.dtype.size, self.dtype.size
+        if b <= a:
+            return idx * b // a
+        return idx[..., None] * (b // a) + np.arange(b // a)
+
     def load(self, idx):
         self.base.touched(idx, False, self.dtype.size, self.partition_cells)
-        return self._all()[cells_of(idx)]
+        idx = cells_of(idx)
+        if self.base.unwritten is not None:
+            cells = self._base_cells(idx)
+            undefined.check(self.base, cells, self.base.unwritten[cells])
+        return self._all()[idx]
 
     def store(self, idx, cells):
+        """Writes cells through the base's bytes; a base cell any of whose bytes is
+        written counts as written."""
         self.base.touched(idx, True, self.dtype.size, self.partition_cells)
         idx = cells_of(idx)
+        self.base.mark_written(self._base_cells(idx))
         everything = self._all()
         everything[idx] = np.reshape(cells, np.shape(idx))
         raw = self.dtype.to_bits(everything).view(np.uint8)

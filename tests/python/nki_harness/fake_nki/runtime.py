@@ -14,7 +14,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from . import rng
+from . import rng, undefined
 from .errors import Aborted, NkiError
 from .hw import GENERATIONS
 from .memory import Memory
@@ -142,6 +142,8 @@ def launch(target, args, kwargs=None, precision="fp32", generation="trn2", timeo
 
     Returns program 0's return value for every rank. Raises the first root-cause
     `NkiError` if any program fails or the launch exceeds `timeout` seconds.
+    Reads of memory nothing wrote are `undefined.UndefinedRead` warnings, raised
+    when the launch ends (errors under NKI_STRICT_UNINIT=1).
     """
     fn, grid = target.launch_parts()
     ranks = len(args)
@@ -192,6 +194,7 @@ def launch(target, args, kwargs=None, precision="fp32", generation="trn2", timeo
         world.fail(NkiError(None, f"the launch did not finish within {timeout:g} s"))
         for t in threads:
             t.join(1.0)
+    undefined.report(world.undefined)
     if world.error is not None:
         raise world.error
     return [results[r * programs] for r in range(ranks)]

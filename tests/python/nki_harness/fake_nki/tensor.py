@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from . import undefined
 from .errors import NkiError
 from .memory import Grid
 from .layout import as_int as _int
@@ -56,13 +57,15 @@ class Storage:
     program's memory (`memory.Memory`): every load and store is a touch.
     """
 
-    def __init__(self, name, dtype, buffer, shape, cells, memory=None, address=None):
+    def __init__(self, name, dtype, buffer, shape, cells, memory=None, address=None, fresh=False):
         self.id = next(_ids)
         self.name = name
         self.dtype = dtype
         self.buffer = buffer
         self.shape = tuple(shape)
         self._cells = cells
+        # The cells nothing has written yet (None: every cell is written).
+        self.unwritten = np.ones(cells.size, dtype=bool) if fresh else None
         self.writer = np.zeros(cells.size, dtype=np.int16) if buffer is PSUM else None
         self._others = []
         self.tile = memory.allocate(self, address) if memory is not None else None
@@ -98,15 +101,25 @@ class Storage:
             self.tile.memory.touch(self.tile, idx, write, size or self.dtype.size, row or self.partition_cells)
 
     def load(self, idx):
-        """The cells at flat indices `idx` (an array, or a `memory.Grid` of one)."""
+        """The cells at flat indices `idx` (an array, or a `memory.Grid` of one);
+        unwritten ones are reported (`undefined.check`)."""
         self.touched(idx, False)
-        return self._cells[cells_of(idx)]
+        idx = cells_of(idx)
+        if self.unwritten is not None:
+            undefined.check(self, idx, self.unwritten[idx])
+        return self._cells[idx]
 
     def store(self, idx, cells):
         """Writes `cells` at flat indices `idx` (an array, or a `memory.Grid` of one)."""
         self.touched(idx, True)
         idx = cells_of(idx)
         self._cells[idx] = np.reshape(cells, np.shape(idx))
+        self.mark_written(idx)
+
+    def mark_written(self, idx):
+        """Notes that cells `idx` hold written values."""
+        if self.unwritten is not None:
+            self.unwritten[idx] = False
 
     @property
     def partition_cells(self):
@@ -120,11 +133,11 @@ def cells_of(idx):
 
 
 def allocate(name, dtype, buffer, shape, memory=None, address=None):
-    """A fresh row-major tensor filled with the dtype's uninitialised pattern (an
+    """A fresh row-major tensor, every cell unwritten (the dtype's fill; an
     on-chip one a tile of `memory`, its program's `memory.Memory`, placed at
     `address` when given)."""
     cells = np.full(math.prod(shape), dtype.uninitialised(), dtype=dtype.cell_type)
-    return NkiTensor(Storage(name, dtype, buffer, shape, cells, memory, address))
+    return NkiTensor(Storage(name, dtype, buffer, shape, cells, memory, address, fresh=True))
 
 
 def from_cells(name, dtype, buffer, cells):

@@ -63,6 +63,13 @@ class Tile:
         """The tile's cells, shape (np, nf)."""
         return self.tensor.storage.load(self.cells)
 
+    def read_where(self, mask):
+        """The float32 values of the elements where the (np, nf) `mask` is set
+        (only those are read), in row-major order."""
+        if not mask.any():
+            return np.zeros(0, dtype=np.float32)
+        return self.dtype.decode(self.tensor.storage.load(self.index[mask]))
+
     def write(self, values, round_floats, matmul=False):
         """Encodes float32 `values` (np, nf) into the tile's dtype and stores them."""
         self.write_raw(self.dtype.encode(values, round_floats), matmul)

@@ -10,6 +10,7 @@ import threading
 import time
 
 from .errors import Aborted, NkiError
+from .undefined import Reads
 
 # Ops run one at a time across program threads (each op is atomic with respect to
 # the others, as the storages' locks make it in the Rust emulator). Barriers and
@@ -42,6 +43,7 @@ class World:
         self._finished = [False] * (ranks * programs)
         self._waiting = [None] * (ranks * programs)
         self._rvs = {}
+        self.undefined = Reads()
 
     def slot_name(self, slot):
         return f"rank {slot // self.programs} program {slot % self.programs}"

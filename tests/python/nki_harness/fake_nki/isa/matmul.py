@@ -76,8 +76,7 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
                            f"{hw.name}")
     # double_row contracts over (partition, first free dim): row (p, j) of each operand
     product = np.matmul(st.read().reshape(k * rows, m).T, mv.read().reshape(k * rows, n))
-    added = _added_cells(op, dst, dt, accumulate, hw)
-    dt.write(np.where(added, product + dt.read(), product), current().rounds, matmul=True)
+    dt.write(accumulated(op, product, dst, dt, accumulate, hw), current().rounds, matmul=True)
 
 
 def _double_row_pairs(op, mode, stationary, moving):
@@ -101,6 +100,15 @@ def _first_element(dst, dt, hits):
     """The index in view `dst` of the first True of the (np, nf) mask `hits`."""
     p, f = np.argwhere(hits)[0]
     return [int(i) for i in np.unravel_index(p * dt.nf + f, dst.shape)]
+
+
+def accumulated(op, product, dst, dt, accumulate, hw):
+    """`product` (float32, (np, nf)) plus what `dst` holds where the matmul adds
+    onto it (`_added_cells`); only those cells of `dst` are read."""
+    added = _added_cells(op, dst, dt, accumulate, hw)
+    out = product.astype(np.float32, copy=True)
+    out[added] += dt.read_where(added)
+    return out
 
 
 def _added_cells(op, dst, dt, accumulate, hw):

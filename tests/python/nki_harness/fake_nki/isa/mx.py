@@ -18,7 +18,7 @@ from ..errors import NkiError
 from ..runtime import current, instruction
 from ..tensor import PSUM, SBUF, NkiTensor, describe
 from ..tile import Tile
-from .matmul import _added_cells
+from .matmul import accumulated
 
 GROUP_PARTITIONS, GROUP_ELEMENTS, QUADRANT = 8, 4, 32
 # Scale rows a quadrant holds; offsets within a quadrant a scale tile may start at.
@@ -158,6 +158,5 @@ def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_p
     # As nc_matmul over the 4K rows 4k + j of partitions and slots.
     rows = lambda x: x.astype(np.float32).transpose(0, 2, 1).reshape(-1, x.shape[1])
     product = np.matmul(rows(a).T, rows(b))
-    added = _added_cells(op, dst, dt, accumulate, current().hw)
-    dt.write(np.where(added, product + dt.read(), product), current().rounds, matmul=True)
+    dt.write(accumulated(op, product, dst, dt, accumulate, current().hw), current().rounds, matmul=True)
 
