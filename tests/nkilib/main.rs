@@ -5,6 +5,7 @@
 //! one folder of the library (`cumsum`, `embeddings`, ...), as `nkilib` does.
 
 pub mod attention_block_tkg;
+pub mod blockwise_mm_backward;
 pub mod collectives;
 #[path = "../common/mod.rs"]
 mod common;

@@ -6,6 +6,10 @@ from .attention_cte import attention_cte
 from .attention_tkg import AttnTKGConfig
 from .attention_tkg import attention_tkg
 from .axpy import axpy
+from .blockwise_mm_backward import AffinityOption
+from .blockwise_mm_backward import KernelTypeOption
+from .blockwise_mm_backward import ShardOption
+from .blockwise_mm_backward import blockwise_mm_bwd
 from .bwmm_shard_on_block import bwmm_shard_on_block
 from .bwmm_shard_on_i import blockwise_mm_baseline_shard_intermediate
 from .cascaded_max import cascaded_max
@@ -80,6 +84,10 @@ __all__ = [
     "AttnTKGConfig",
     "attention_tkg",
     "axpy",
+    "AffinityOption",
+    "KernelTypeOption",
+    "ShardOption",
+    "blockwise_mm_bwd",
     "bwmm_shard_on_block",
     "blockwise_mm_baseline_shard_intermediate",
     "cascaded_max",

@@ -97,6 +97,18 @@ class InputTensors(nl.NKIObject):
 DVE_CHANNELS_PER_BANK = 32
 
 
+def gather_token_rows(dst, src, idx, col0, skip):
+    """Gathers rows of `src` `[R, C]` by token, columns `col0..col0 + w`,
+    into `dst` `[128, w]`: row `idx[p]` to partition `p` (`idx`
+    `[128, 1]` int32), skipped rows (`-1` under `skip`) left as they are.
+    """
+    c, w = (src.shape[1], dst.shape[1])
+    if skip:
+        nisa.dma_copy(dst=dst, src=src.ap(pattern=[[c, TILE_SIZE], [1, w]], offset=col0, vector_offset=idx, indirect_dim=0), oob_mode=nisa.oob_mode.skip)
+    else:
+        nisa.dma_copy(dst=dst, src=src.ap(pattern=[[c, TILE_SIZE], [1, w]], offset=col0, vector_offset=idx, indirect_dim=0))
+
+
 def stream_shuffle_broadcast(src, dst):
     """Broadcasts partition 0 of `src` to every partition of `dst` (same
     free size), one stream shuffle per 32-partition quadrant.
@@ -109,11 +121,11 @@ def stream_shuffle_broadcast(src, dst):
         nisa.nc_stream_shuffle(dst=dst[p0:p0 + n, 0:cols], src=src[0:1, 0:cols], shuffle_mask=mask)
 
 
-def calculate_expert_affinities(aff, token_indices, block_expert, e, dtype, skip_dma):
-    """The affinities of the block's tokens (`token_indices` `[128, n_tiles]`,
-    token of position `128·j + p` at `[p, j]`) for the expert in
-    `block_expert` `[1, 1]` of `e` experts: `[128, n_tiles]` in `dtype`,
-    zero at skipped padding positions (module docs).
+def expert_affinity_rows(token_indices, block_expert, e, skip_dma):
+    """Rows of the block's tokens (`token_indices` `[128, n_tiles]`) in the
+    flat affinities of `e` experts for the expert in `block_expert`
+    `[1, 1]`: `token·E + expert`, `[128, n_tiles]` int32, clamped to `-1`
+    (skipped) at `-1` padding under `skip_token` (module docs).
     """
     n_tiles = token_indices.shape[1]
     v_expert = nl.ndarray(shape=(TILE_SIZE, 1), dtype=nl.int32, buffer=nl.sbuf)
@@ -121,14 +133,34 @@ def calculate_expert_affinities(aff, token_indices, block_expert, e, dtype, skip
     addr = nl.ndarray(shape=(TILE_SIZE, n_tiles), dtype=nl.int32, buffer=nl.sbuf)
     nisa.tensor_scalar(dst=addr, data=token_indices, op0=nl.multiply, operand0=float(e))
     nisa.tensor_tensor(dst=addr, data1=addr, data2=v_expert.ap(pattern=[[1, TILE_SIZE], [0, n_tiles]]), op=nl.add)
-    affinity = nl.ndarray(shape=(TILE_SIZE, n_tiles), dtype=dtype, buffer=nl.sbuf)
     if skip_dma.skip_token:
         nisa.tensor_scalar(dst=addr, data=addr, op0=nl.maximum, operand0=-1.0)
+    return addr
+
+
+def calculate_expert_affinities(aff, token_indices, block_expert, e, dtype, skip_dma):
+    """The affinities of the block's tokens (`token_indices` `[128, n_tiles]`,
+    token of position `128·j + p` at `[p, j]`) for the expert in
+    `block_expert` `[1, 1]` of `e` experts: `[128, n_tiles]` in `dtype`,
+    zero at skipped padding positions (module docs).
+    """
+    n_tiles = token_indices.shape[1]
+    addr = expert_affinity_rows(token_indices, block_expert, e, skip_dma)
+    affinity = nl.ndarray(shape=(TILE_SIZE, n_tiles), dtype=dtype, buffer=nl.sbuf)
+    if skip_dma.skip_token:
         nisa.memset(dst=affinity, value=0.0)
     for j in range(n_tiles):
-        dst = affinity[:, j:j + 1]
-        if skip_dma.skip_token:
-            nisa.dma_copy(dst=dst, src=aff.ap(pattern=[[1, TILE_SIZE], [1, 1]], offset=0, vector_offset=addr[:, j:j + 1], indirect_dim=0), oob_mode=nisa.oob_mode.skip)
-        else:
-            nisa.dma_copy(dst=dst, src=aff.ap(pattern=[[1, TILE_SIZE], [1, 1]], offset=0, vector_offset=addr[:, j:j + 1], indirect_dim=0))
+        gather_token_rows(affinity[:, j:j + 1], aff, addr[:, j:j + 1], 0, skip_dma.skip_token)
     return affinity
+
+
+def scatter_token_rows(dst, src, idx, col0, skip):
+    """Scatters `src` `[128, w]` by token into columns `col0..col0 + w` of
+    `dst` `[R, C]`: partition `p` to row `idx[p]`, skipped rows (`-1`
+    under `skip`) not written.
+    """
+    c, w = (dst.shape[1], src.shape[1])
+    if skip:
+        nisa.dma_copy(dst=dst.ap(pattern=[[c, TILE_SIZE], [1, w]], offset=col0, vector_offset=idx, indirect_dim=0), src=src, oob_mode=nisa.oob_mode.skip)
+    else:
+        nisa.dma_copy(dst=dst.ap(pattern=[[c, TILE_SIZE], [1, w]], offset=col0, vector_offset=idx, indirect_dim=0), src=src)

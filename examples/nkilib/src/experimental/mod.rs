@@ -4,4 +4,5 @@
 pub mod collectives;
 pub mod conv;
 pub mod loss;
+pub mod moe;
 pub mod transformer;

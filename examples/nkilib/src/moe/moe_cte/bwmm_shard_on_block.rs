@@ -54,7 +54,7 @@ use crate::moe::moe_cte::moe_cte_utils::{PSUM_SIZE, TILE_SIZE};
 pub mod kernel {
     pub use crate::moe::moe_cte::moe_cte_utils::{BlockShardStrategy, SkipMode};
     use crate::moe::moe_cte::moe_cte_utils::{
-        Configs, GUP_PROJ_DIM, InputTensors, PSUM_SIZE, TILE_SIZE, calculate_expert_affinities, stream_shuffle_broadcast,
+        Configs, GUP_PROJ_DIM, InputTensors, PSUM_SIZE, TILE_SIZE, calculate_expert_affinities, gather_token_rows, stream_shuffle_broadcast,
     };
     pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode};
     use crate::utils::kernel_helpers::{apply_activation, check_2d, check_3d, clamp};
@@ -179,22 +179,13 @@ pub mod kernel {
         let positions = inps.token_position_to_id.ap([[1, TILE_SIZE], [TILE_SIZE, nt]], offset = block_idx * dims.b);
         nisa::dma_copy(token_indices, positions);
         let x = nl::ndarray([TILE_SIZE, nt, dims.h], cfg.compute_dtype, buffer = nl::sbuf);
-        let (hs, h, skip) = (inps.hidden_states, dims.h, cfg.skip_dma.skip_token);
+        let (hs, skip) = (inps.hidden_states, cfg.skip_dma.skip_token);
         if skip {
             // Skipped padding rows read as zeros.
             nisa::memset(x, 0.0);
         }
         for j in 0..nt {
-            let (dst, idx) = (x[s![.., j, ..]], token_indices[s![.., j..j + 1]]);
-            if skip {
-                nisa::dma_copy(
-                    dst,
-                    hs.ap([[h, TILE_SIZE], [1, h]], offset = 0, vector_offset = idx, indirect_dim = 0),
-                    oob_mode = nisa::oob_mode::skip,
-                );
-            } else {
-                nisa::dma_copy(dst, hs.ap([[h, TILE_SIZE], [1, h]], offset = 0, vector_offset = idx, indirect_dim = 0));
-            }
+            gather_token_rows(x[s![.., j, ..]], hs, token_indices[s![.., j..j + 1]], 0, skip);
         }
         (token_indices, x)
     }

@@ -109,6 +109,24 @@ pub mod kernel {
         }
     }
 
+    /// Rows of the block's tokens (`token_indices` `[128, n_tiles]`) in the
+    /// flat affinities of `e` experts for the expert in `block_expert`
+    /// `[1, 1]`: `token·E + expert`, `[128, n_tiles]` int32, clamped to `-1`
+    /// (skipped) at `-1` padding under `skip_token` (module docs).
+    #[nki_helper]
+    pub fn expert_affinity_rows(token_indices: Sbuf, block_expert: Sbuf, e: i64, skip_dma: SkipMode) -> Sbuf {
+        let n_tiles = token_indices.shape()[1];
+        let v_expert = nl::ndarray([TILE_SIZE, 1], nl::int32, buffer = nl::sbuf);
+        stream_shuffle_broadcast(block_expert, v_expert);
+        let addr = nl::ndarray([TILE_SIZE, n_tiles], nl::int32, buffer = nl::sbuf);
+        nisa::tensor_scalar(addr, token_indices, nl::multiply, e as f64);
+        nisa::tensor_tensor(addr, addr, v_expert.ap([[1, TILE_SIZE], [0, n_tiles]]), nl::add);
+        if skip_dma.skip_token {
+            nisa::tensor_scalar(addr, addr, nl::maximum, -1.0);
+        }
+        addr
+    }
+
     /// The affinities of the block's tokens (`token_indices` `[128, n_tiles]`,
     /// token of position `128·j + p` at `[p, j]`) for the expert in
     /// `block_expert` `[1, 1]` of `e` experts: `[128, n_tiles]` in `dtype`,
@@ -123,28 +141,48 @@ pub mod kernel {
         skip_dma: SkipMode,
     ) -> Sbuf {
         let n_tiles = token_indices.shape()[1];
-        let v_expert = nl::ndarray([TILE_SIZE, 1], nl::int32, buffer = nl::sbuf);
-        stream_shuffle_broadcast(block_expert, v_expert);
-        let addr = nl::ndarray([TILE_SIZE, n_tiles], nl::int32, buffer = nl::sbuf);
-        nisa::tensor_scalar(addr, token_indices, nl::multiply, e as f64);
-        nisa::tensor_tensor(addr, addr, v_expert.ap([[1, TILE_SIZE], [0, n_tiles]]), nl::add);
+        let addr = expert_affinity_rows(token_indices, block_expert, e, skip_dma);
         let affinity = nl::ndarray([TILE_SIZE, n_tiles], dtype, buffer = nl::sbuf);
         if skip_dma.skip_token {
-            nisa::tensor_scalar(addr, addr, nl::maximum, -1.0);
             nisa::memset(affinity, 0.0);
         }
         for j in 0..n_tiles {
-            let dst = affinity[s![.., j..j + 1]];
-            if skip_dma.skip_token {
-                nisa::dma_copy(
-                    dst,
-                    aff.ap([[1, TILE_SIZE], [1, 1]], offset = 0, vector_offset = addr[s![.., j..j + 1]], indirect_dim = 0),
-                    oob_mode = nisa::oob_mode::skip,
-                );
-            } else {
-                nisa::dma_copy(dst, aff.ap([[1, TILE_SIZE], [1, 1]], offset = 0, vector_offset = addr[s![.., j..j + 1]], indirect_dim = 0));
-            }
+            gather_token_rows(affinity[s![.., j..j + 1]], aff, addr[s![.., j..j + 1]], 0, skip_dma.skip_token);
         }
         affinity
+    }
+
+    /// Gathers rows of `src` `[R, C]` by token, columns `col0..col0 + w`,
+    /// into `dst` `[128, w]`: row `idx[p]` to partition `p` (`idx`
+    /// `[128, 1]` int32), skipped rows (`-1` under `skip`) left as they are.
+    #[nki_helper]
+    pub fn gather_token_rows(dst: Sbuf, src: Hbm, idx: Sbuf, col0: i64, skip: bool) {
+        let (c, w) = (src.shape()[1], dst.shape()[1]);
+        if skip {
+            nisa::dma_copy(
+                dst,
+                src.ap([[c, TILE_SIZE], [1, w]], offset = col0, vector_offset = idx, indirect_dim = 0),
+                oob_mode = nisa::oob_mode::skip,
+            );
+        } else {
+            nisa::dma_copy(dst, src.ap([[c, TILE_SIZE], [1, w]], offset = col0, vector_offset = idx, indirect_dim = 0));
+        }
+    }
+
+    /// Scatters `src` `[128, w]` by token into columns `col0..col0 + w` of
+    /// `dst` `[R, C]`: partition `p` to row `idx[p]`, skipped rows (`-1`
+    /// under `skip`) not written.
+    #[nki_helper]
+    pub fn scatter_token_rows(dst: Hbm, src: Sbuf, idx: Sbuf, col0: i64, skip: bool) {
+        let (c, w) = (dst.shape()[1], src.shape()[1]);
+        if skip {
+            nisa::dma_copy(
+                dst.ap([[c, TILE_SIZE], [1, w]], offset = col0, vector_offset = idx, indirect_dim = 0),
+                src,
+                oob_mode = nisa::oob_mode::skip,
+            );
+        } else {
+            nisa::dma_copy(dst.ap([[c, TILE_SIZE], [1, w]], offset = col0, vector_offset = idx, indirect_dim = 0), src);
+        }
     }
 }
