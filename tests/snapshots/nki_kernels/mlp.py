@@ -112,6 +112,46 @@ def validate_mlp_cte(t, h, i, programs, has_bias, clamped, optimized_layout):
         assert t % programs == 0, f"mlp: B * S = {t} must split evenly over the {programs} programs (this call shards the tokens)"
 
 
+def validate_mlp_arguments(hidden, w, act, q, normalization_type, h, t, programs, is_tkg, store_output_in_sbuf, use_tkg_down_proj_column_tiling, use_tkg_down_proj_optimized_layout):
+    """The rules of a dense (not `MX`) call, checked when the kernel is
+    traced: the weights' and rows' shapes, the options the kernel
+    implements, and the chosen path's own rules (the library's
+    `validate_mlp_arguments`).
+    """
+    quantization_type = q.quantization_type
+    has_norm = normalization_type != NormType.NO_NORM
+    hs = hidden.shape
+    gs = w.gate_proj_weights_tensor.shape
+    assert w.gate_proj_weights_tensor.ndim == 2 and gs[0] == h, f"mlp: gate_proj_weights_tensor must be [H, I] with H = {h}, got {gs}"
+    i = gs[1]
+    assert t > 0 and i > 0, f"mlp: B * S = {t} and I = {i} must be positive"
+    us = w.up_proj_weights_tensor.shape
+    assert w.up_proj_weights_tensor.ndim == 2 and us[0] == h and us[1] == i, f"mlp: up_proj_weights_tensor must be [{h}, {i}], got {us}"
+    ds = w.down_proj_weights_tensor.shape
+    assert w.down_proj_weights_tensor.ndim == 2 and ds[0] == i and ds[1] == h, f"mlp: down_proj_weights_tensor must be [{i}, {h}], got {ds}"
+    check_row(w.gate_proj_bias_tensor, "gate_proj_bias_tensor", i)
+    check_row(w.up_proj_bias_tensor, "up_proj_bias_tensor", i)
+    check_row(w.down_proj_bias_tensor, "down_proj_bias_tensor", h)
+    assert not has_norm or w.normalization_bias_tensor is None or normalization_type == NormType.LAYER_NORM, "mlp: normalization_bias_tensor is only supported with NormType.LAYER_NORM"
+    assert not use_tkg_down_proj_optimized_layout or not use_tkg_down_proj_column_tiling, "mlp: use_tkg_down_proj_optimized_layout needs use_tkg_down_proj_column_tiling=False"
+    assert quantization_type == QuantizationType.NONE or quantization_type == QuantizationType.STATIC or quantization_type == QuantizationType.ROW, f"mlp: quantization_type must be QuantizationType.NONE, STATIC, ROW or MX (STATIC_MX and ROW_MX are not implemented), got {quantization_type}"
+    assert not store_output_in_sbuf, "mlp: store_output_in_sbuf is not implemented (the output is an HBM tensor)"
+    if is_tkg:
+        validate_mlp_tkg(h, programs, use_tkg_down_proj_optimized_layout)
+    else:
+        has_bias = w.gate_proj_bias_tensor is not None or w.up_proj_bias_tensor is not None or w.down_proj_bias_tensor is not None
+        clamped = act.gate_clamp_upper_limit is not None or act.gate_clamp_lower_limit is not None or act.up_clamp_upper_limit is not None or act.up_clamp_lower_limit is not None
+        validate_mlp_cte(t, h, i, programs, has_bias, clamped, use_tkg_down_proj_optimized_layout)
+    if has_norm:
+        assert normalization_type == NormType.RMS_NORM_SKIP_GAMMA or w.normalization_weights_tensor is not None, f"mlp: normalization_type {normalization_type} needs normalization_weights_tensor"
+        check_row(w.normalization_weights_tensor, "normalization_weights_tensor", h)
+        check_row(w.normalization_bias_tensor, "normalization_bias_tensor", h)
+    fused_add_tensor = w.fused_add_tensor
+    if fused_add_tensor is not None:
+        r = fused_add_tensor
+        assert r.shape == hs, f"mlp: fused_add_tensor must have hidden_tensor's shape {hs}, got {r.shape}"
+
+
 def check_scale(t, name, quantization_type, n):
     """Asserts that a quantization scale is given as a float32 `[128, n]` tensor."""
     assert t is not None, f"mlp: {name} must be given for quantization_type {quantization_type}"
@@ -208,34 +248,7 @@ def mlp(hidden_tensor, gate_proj_weights_tensor, up_proj_weights_tensor, down_pr
         out = nl.ndarray(shape=(b, sl, h), dtype=out_dtype, buffer=nl.shared_hbm)
         mlp_tkg_mx(hidden_tensor.reshape(shape=(t, h)), w, quant, out.reshape(shape=(t, h)), normalization_type, eps, activation_fn)
         return out
-    gs = gate_proj_weights_tensor.shape
-    assert gate_proj_weights_tensor.ndim == 2 and gs[0] == h, f"mlp: gate_proj_weights_tensor must be [H, I] with H = {h}, got {gs}"
-    i = gs[1]
-    assert t > 0 and i > 0, f"mlp: B * S = {t} and I = {i} must be positive"
-    us = up_proj_weights_tensor.shape
-    assert up_proj_weights_tensor.ndim == 2 and us[0] == h and us[1] == i, f"mlp: up_proj_weights_tensor must be [{h}, {i}], got {us}"
-    ds = down_proj_weights_tensor.shape
-    assert down_proj_weights_tensor.ndim == 2 and ds[0] == i and ds[1] == h, f"mlp: down_proj_weights_tensor must be [{i}, {h}], got {ds}"
-    check_row(gate_proj_bias_tensor, "gate_proj_bias_tensor", i)
-    check_row(up_proj_bias_tensor, "up_proj_bias_tensor", i)
-    check_row(down_proj_bias_tensor, "down_proj_bias_tensor", h)
-    assert not has_norm or normalization_bias_tensor is None or normalization_type == NormType.LAYER_NORM, "mlp: normalization_bias_tensor is only supported with NormType.LAYER_NORM"
-    assert not use_tkg_down_proj_optimized_layout or not use_tkg_down_proj_column_tiling, "mlp: use_tkg_down_proj_optimized_layout needs use_tkg_down_proj_column_tiling=False"
-    assert quantization_type == QuantizationType.NONE or quantization_type == QuantizationType.STATIC or quantization_type == QuantizationType.ROW, f"mlp: quantization_type must be QuantizationType.NONE, STATIC, ROW or MX (STATIC_MX and ROW_MX are not implemented), got {quantization_type}"
-    assert not store_output_in_sbuf, "mlp: store_output_in_sbuf is not implemented (the output is an HBM tensor)"
-    if is_tkg:
-        validate_mlp_tkg(h, programs, use_tkg_down_proj_optimized_layout)
-    else:
-        has_bias = gate_proj_bias_tensor is not None or up_proj_bias_tensor is not None or down_proj_bias_tensor is not None
-        clamped = gate_clamp_upper_limit is not None or gate_clamp_lower_limit is not None or up_clamp_upper_limit is not None or up_clamp_lower_limit is not None
-        validate_mlp_cte(t, h, i, programs, has_bias, clamped, use_tkg_down_proj_optimized_layout)
-    if has_norm:
-        assert normalization_type == NormType.RMS_NORM_SKIP_GAMMA or normalization_weights_tensor is not None, f"mlp: normalization_type {normalization_type} needs normalization_weights_tensor"
-        check_row(normalization_weights_tensor, "normalization_weights_tensor", h)
-        check_row(normalization_bias_tensor, "normalization_bias_tensor", h)
-    if fused_add_tensor is not None:
-        r = fused_add_tensor
-        assert r.shape == hs, f"mlp: fused_add_tensor must have hidden_tensor's shape {hs}, got {r.shape}"
+    validate_mlp_arguments(hidden_tensor, w, act, quant, normalization_type, h, t, programs, is_tkg, store_output_in_sbuf, use_tkg_down_proj_column_tiling, use_tkg_down_proj_optimized_layout)
     out = nl.ndarray(shape=(b, sl, h), dtype=out_dtype, buffer=nl.shared_hbm)
     store = store_fused_add_result and fused_add_tensor is not None
     stored = nl.ndarray(shape=(b, sl, h), dtype=out_dtype, buffer=nl.shared_hbm)

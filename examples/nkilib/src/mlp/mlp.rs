@@ -283,6 +283,87 @@ pub mod kernel {
         );
     }
 
+    /// The rules of a dense (not `MX`) call, checked when the kernel is
+    /// traced: the weights' and rows' shapes, the options the kernel
+    /// implements, and the chosen path's own rules (the library's
+    /// `validate_mlp_arguments`).
+    #[nki_helper]
+    pub fn validate_mlp_arguments(
+        hidden: Hbm,
+        w: MLPTensors,
+        act: MLPActivationParameters,
+        q: MLPQuantizationParameters,
+        normalization_type: NormType,
+        h: i64,
+        t: i64,
+        programs: i64,
+        is_tkg: bool,
+        store_output_in_sbuf: bool,
+        use_tkg_down_proj_column_tiling: bool,
+        use_tkg_down_proj_optimized_layout: bool,
+    ) {
+        let quantization_type = q.quantization_type;
+        let has_norm = normalization_type != NormType::NO_NORM;
+        let hs = hidden.shape();
+        let gs = w.gate_proj_weights_tensor.shape();
+        assert!(
+            w.gate_proj_weights_tensor.ndim() == 2 && gs[0] == h,
+            "mlp: gate_proj_weights_tensor must be [H, I] with H = {h}, got {gs}"
+        );
+        let i = gs[1];
+        assert!(t > 0 && i > 0, "mlp: B * S = {t} and I = {i} must be positive");
+        let us = w.up_proj_weights_tensor.shape();
+        assert!(
+            w.up_proj_weights_tensor.ndim() == 2 && us[0] == h && us[1] == i,
+            "mlp: up_proj_weights_tensor must be [{h}, {i}], got {us}"
+        );
+        let ds = w.down_proj_weights_tensor.shape();
+        assert!(
+            w.down_proj_weights_tensor.ndim() == 2 && ds[0] == i && ds[1] == h,
+            "mlp: down_proj_weights_tensor must be [{i}, {h}], got {ds}"
+        );
+        check_row(w.gate_proj_bias_tensor, "gate_proj_bias_tensor", i);
+        check_row(w.up_proj_bias_tensor, "up_proj_bias_tensor", i);
+        check_row(w.down_proj_bias_tensor, "down_proj_bias_tensor", h);
+        assert!(
+            !has_norm || w.normalization_bias_tensor.is_none() || normalization_type == NormType::LAYER_NORM,
+            "mlp: normalization_bias_tensor is only supported with NormType.LAYER_NORM"
+        );
+        assert!(
+            !use_tkg_down_proj_optimized_layout || !use_tkg_down_proj_column_tiling,
+            "mlp: use_tkg_down_proj_optimized_layout needs use_tkg_down_proj_column_tiling=False"
+        );
+        assert!(
+            quantization_type == QuantizationType::NONE
+                || quantization_type == QuantizationType::STATIC
+                || quantization_type == QuantizationType::ROW,
+            "mlp: quantization_type must be QuantizationType.NONE, STATIC, ROW or MX (STATIC_MX and ROW_MX are not implemented), got {quantization_type}"
+        );
+        assert!(!store_output_in_sbuf, "mlp: store_output_in_sbuf is not implemented (the output is an HBM tensor)");
+        if is_tkg {
+            validate_mlp_tkg(h, programs, use_tkg_down_proj_optimized_layout);
+        } else {
+            let has_bias = w.gate_proj_bias_tensor.is_some() || w.up_proj_bias_tensor.is_some() || w.down_proj_bias_tensor.is_some();
+            let clamped = act.gate_clamp_upper_limit.is_some()
+                || act.gate_clamp_lower_limit.is_some()
+                || act.up_clamp_upper_limit.is_some()
+                || act.up_clamp_lower_limit.is_some();
+            validate_mlp_cte(t, h, i, programs, has_bias, clamped, use_tkg_down_proj_optimized_layout);
+        }
+        if has_norm {
+            assert!(
+                normalization_type == NormType::RMS_NORM_SKIP_GAMMA || w.normalization_weights_tensor.is_some(),
+                "mlp: normalization_type {normalization_type} needs normalization_weights_tensor"
+            );
+            check_row(w.normalization_weights_tensor, "normalization_weights_tensor", h);
+            check_row(w.normalization_bias_tensor, "normalization_bias_tensor", h);
+        }
+        let fused_add_tensor = w.fused_add_tensor;
+        if let Some(r) = fused_add_tensor {
+            assert!(r.shape() == hs, "mlp: fused_add_tensor must have hidden_tensor's shape {hs}, got {}", r.shape());
+        }
+    }
+
     /// The MLP of `hidden_tensor` `[B, S, H]` (or `[T, H]`) with gate and up
     /// weights `[H, I]` and down weights `[I, H]`; returns the output `[B, S,
     /// H]`, and the residual sum when `store_fused_add_result` is set.
@@ -387,56 +468,20 @@ pub mod kernel {
             mlp_tkg_mx(hidden_tensor.reshape([t, h]), w, quant, out.reshape([t, h]), normalization_type, eps, activation_fn);
             return Outputs(out);
         }
-        let gs = gate_proj_weights_tensor.shape();
-        assert!(gate_proj_weights_tensor.ndim() == 2 && gs[0] == h, "mlp: gate_proj_weights_tensor must be [H, I] with H = {h}, got {gs}");
-        let i = gs[1];
-        assert!(t > 0 && i > 0, "mlp: B * S = {t} and I = {i} must be positive");
-        let us = up_proj_weights_tensor.shape();
-        assert!(up_proj_weights_tensor.ndim() == 2 && us[0] == h && us[1] == i, "mlp: up_proj_weights_tensor must be [{h}, {i}], got {us}");
-        let ds = down_proj_weights_tensor.shape();
-        assert!(
-            down_proj_weights_tensor.ndim() == 2 && ds[0] == i && ds[1] == h,
-            "mlp: down_proj_weights_tensor must be [{i}, {h}], got {ds}"
+        validate_mlp_arguments(
+            hidden_tensor,
+            w,
+            act,
+            quant,
+            normalization_type,
+            h,
+            t,
+            programs,
+            is_tkg,
+            store_output_in_sbuf,
+            use_tkg_down_proj_column_tiling,
+            use_tkg_down_proj_optimized_layout,
         );
-        check_row(gate_proj_bias_tensor, "gate_proj_bias_tensor", i);
-        check_row(up_proj_bias_tensor, "up_proj_bias_tensor", i);
-        check_row(down_proj_bias_tensor, "down_proj_bias_tensor", h);
-        assert!(
-            !has_norm || normalization_bias_tensor.is_none() || normalization_type == NormType::LAYER_NORM,
-            "mlp: normalization_bias_tensor is only supported with NormType.LAYER_NORM"
-        );
-        assert!(
-            !use_tkg_down_proj_optimized_layout || !use_tkg_down_proj_column_tiling,
-            "mlp: use_tkg_down_proj_optimized_layout needs use_tkg_down_proj_column_tiling=False"
-        );
-        assert!(
-            quantization_type == QuantizationType::NONE
-                || quantization_type == QuantizationType::STATIC
-                || quantization_type == QuantizationType::ROW,
-            "mlp: quantization_type must be QuantizationType.NONE, STATIC, ROW or MX (STATIC_MX and ROW_MX are not implemented), got {quantization_type}"
-        );
-        assert!(!store_output_in_sbuf, "mlp: store_output_in_sbuf is not implemented (the output is an HBM tensor)");
-        if is_tkg {
-            validate_mlp_tkg(h, programs, use_tkg_down_proj_optimized_layout);
-        } else {
-            let has_bias = gate_proj_bias_tensor.is_some() || up_proj_bias_tensor.is_some() || down_proj_bias_tensor.is_some();
-            let clamped = gate_clamp_upper_limit.is_some()
-                || gate_clamp_lower_limit.is_some()
-                || up_clamp_upper_limit.is_some()
-                || up_clamp_lower_limit.is_some();
-            validate_mlp_cte(t, h, i, programs, has_bias, clamped, use_tkg_down_proj_optimized_layout);
-        }
-        if has_norm {
-            assert!(
-                normalization_type == NormType::RMS_NORM_SKIP_GAMMA || normalization_weights_tensor.is_some(),
-                "mlp: normalization_type {normalization_type} needs normalization_weights_tensor"
-            );
-            check_row(normalization_weights_tensor, "normalization_weights_tensor", h);
-            check_row(normalization_bias_tensor, "normalization_bias_tensor", h);
-        }
-        if let Some(r) = fused_add_tensor {
-            assert!(r.shape() == hs, "mlp: fused_add_tensor must have hidden_tensor's shape {hs}, got {}", r.shape());
-        }
 
         let out = nl::ndarray([b, sl, h], out_dtype, buffer = nl::shared_hbm);
         let store = store_fused_add_result && fused_add_tensor.is_some();
