@@ -739,7 +739,10 @@ pub mod flash {
     }
 
     /// The library's `_qk_and_max_impl`: QK of the group against every K tile of the
-    /// section it sees ([`qk_tile`]), the max of each tile into `mm1_partial_max`.
+    /// section it sees, the max of each tile into `mm1_partial_max`. Per tile: the
+    /// scores into PSUM, then in order the soft cap (`cap·tanh(scale·s / cap)`), the
+    /// bias and the segment ids, each pass writing the tile's slice of `mm1_masked`;
+    /// [`mask_and_max`] applies what scale is left.
     #[nki_helper]
     fn qk_and_max_impl(
         ac: AttnConfig,
@@ -749,70 +752,54 @@ pub mod flash {
         io: AttnTensors,
         grp: GroupBuffers,
     ) {
+        let (rows, q0, g) = (grp.rows, grp.q0, grp.grp);
+        let (cap, scale) = (ac.soft_cap, ac.scale);
+        let segmented = io.q_segment_ids.is_some();
+        let biased = io.bias.is_some();
         nisa::memset(grp.mm1_partial_max, f32::MIN);
         for kt in 0..atp.num_k_tiles_per_section {
             let t: KvTile = kv_tile(ac, atp, sp.section_offset + K_TILE_SZ * kt, K_TILE_SZ);
             if t.keys > 0 && has_compute(ac, atp, grp.grp, t, K_TILE_SZ) {
-                qk_tile(ac, atp, sp, bufs, io, grp, kt, t);
+                let (cols, k0) = (t.keys, t.k0);
+                let c0 = K_TILE_SZ * kt;
+                let scores = nl::ndarray([Q_GRP_SZ, K_TILE_SZ], ac.mm_out_dtype, buffer = nl::psum);
+                nisa::nc_matmul(scores[s![0..rows, 0..cols]], grp.q_sb[s![.., 0..rows]], sp.k_sb[s![.., c0..c0 + cols]]);
+                let dst = grp.mm1_masked[s![0..rows, c0..c0 + cols]];
+                // Soft cap: logits cap·tanh(scale·s / cap), capped before the masks.
+                if cap > 0.0 {
+                    nisa::activation(dst, nl::tanh, scores[s![0..rows, 0..cols]], scale = scale / cap);
+                    nisa::tensor_scalar(dst, dst, nl::multiply, cap);
+                }
+                let uncapped = if cap > 0.0 { dst } else { scores[s![0..rows, 0..cols]] };
+                let uncapped_scale = if cap > 0.0 { 1.0 } else { scale };
+                // Bias: scaled (and capped) logits plus the bias tile, before the masks.
+                let bias = io.bias;
+                if let Some(bi) = bias {
+                    let bt = nl::ndarray([Q_GRP_SZ, K_TILE_SZ], nl::float32, buffer = nl::sbuf);
+                    nisa::dma_copy(bt[s![0..rows, 0..cols]], bi[s![grp.batch_id, q0..q0 + rows, k0..k0 + cols]]);
+                    nisa::scalar_tensor_tensor(dst, uncapped, nl::multiply, uncapped_scale, nl::add, bt[s![0..rows, 0..cols]]);
+                }
+                let capped = if biased { dst } else { uncapped };
+                let cap_scale = if biased { 1.0 } else { uncapped_scale };
+                // Segment ids: scaled logits where the ids match, FLOAT32_MIN elsewhere
+                // (s·eq + (eq - 1)·FLOAT32_MAX, exact in both cases).
+                let k_ids = sp.k_ids;
+                if let Some(ki) = k_ids {
+                    let q_ids = bufs.q_ids;
+                    if let Some(qi) = q_ids {
+                        let eq = nl::ndarray([Q_GRP_SZ, K_TILE_SZ], nl::float32, buffer = nl::sbuf);
+                        let same = eq[s![0..rows, 0..cols]];
+                        nisa::tensor_scalar(same, ki[s![0..rows, c0..c0 + cols]], nl::equal, qi[s![0..rows, g]]);
+                        nisa::scalar_tensor_tensor(dst, capped, nl::multiply, cap_scale, nl::multiply, same);
+                        nisa::tensor_scalar(same, same, nl::subtract, 1.0, op1 = nl::multiply, operand1 = f32::MAX);
+                        nisa::tensor_tensor(dst, dst, same, nl::add);
+                    }
+                }
+                let src = if segmented || biased { dst } else { capped };
+                let tile_scale = if segmented || biased { 1.0 } else { cap_scale };
+                mask_and_max(ac, atp, bufs, grp, kt, t, src, tile_scale);
             }
         }
-    }
-
-    /// K tile `kt` of QK: the scores into PSUM, then in order the soft cap
-    /// (`cap·tanh(scale·s / cap)`), the bias and the segment ids, each pass writing
-    /// the tile's slice of `mm1_masked`; [`mask_and_max`] applies what scale is left.
-    #[nki_helper]
-    fn qk_tile(
-        ac: AttnConfig,
-        atp: AttnTileParams,
-        sp: SectionParams,
-        bufs: AttnInternalBuffers,
-        io: AttnTensors,
-        grp: GroupBuffers,
-        kt: i64,
-        t: KvTile,
-    ) {
-        let (rows, cols, k0, q0, g) = (grp.rows, t.keys, t.k0, grp.q0, grp.grp);
-        let (cap, scale) = (ac.soft_cap, ac.scale);
-        let segmented = io.q_segment_ids.is_some();
-        let biased = io.bias.is_some();
-        let c0 = K_TILE_SZ * kt;
-        let scores = nl::ndarray([Q_GRP_SZ, K_TILE_SZ], ac.mm_out_dtype, buffer = nl::psum);
-        nisa::nc_matmul(scores[s![0..rows, 0..cols]], grp.q_sb[s![.., 0..rows]], sp.k_sb[s![.., c0..c0 + cols]]);
-        let dst = grp.mm1_masked[s![0..rows, c0..c0 + cols]];
-        // Soft cap: logits cap·tanh(scale·s / cap), capped before the masks.
-        if cap > 0.0 {
-            nisa::activation(dst, nl::tanh, scores[s![0..rows, 0..cols]], scale = scale / cap);
-            nisa::tensor_scalar(dst, dst, nl::multiply, cap);
-        }
-        let uncapped = if cap > 0.0 { dst } else { scores[s![0..rows, 0..cols]] };
-        let uncapped_scale = if cap > 0.0 { 1.0 } else { scale };
-        // Bias: scaled (and capped) logits plus the bias tile, before the masks.
-        let bias = io.bias;
-        if let Some(bi) = bias {
-            let bt = nl::ndarray([Q_GRP_SZ, K_TILE_SZ], nl::float32, buffer = nl::sbuf);
-            nisa::dma_copy(bt[s![0..rows, 0..cols]], bi[s![grp.batch_id, q0..q0 + rows, k0..k0 + cols]]);
-            nisa::scalar_tensor_tensor(dst, uncapped, nl::multiply, uncapped_scale, nl::add, bt[s![0..rows, 0..cols]]);
-        }
-        let capped = if biased { dst } else { uncapped };
-        let cap_scale = if biased { 1.0 } else { uncapped_scale };
-        // Segment ids: scaled logits where the ids match, FLOAT32_MIN elsewhere
-        // (s·eq + (eq - 1)·FLOAT32_MAX, exact in both cases).
-        let k_ids = sp.k_ids;
-        if let Some(ki) = k_ids {
-            let q_ids = bufs.q_ids;
-            if let Some(qi) = q_ids {
-                let eq = nl::ndarray([Q_GRP_SZ, K_TILE_SZ], nl::float32, buffer = nl::sbuf);
-                let same = eq[s![0..rows, 0..cols]];
-                nisa::tensor_scalar(same, ki[s![0..rows, c0..c0 + cols]], nl::equal, qi[s![0..rows, g]]);
-                nisa::scalar_tensor_tensor(dst, capped, nl::multiply, cap_scale, nl::multiply, same);
-                nisa::tensor_scalar(same, same, nl::subtract, 1.0, op1 = nl::multiply, operand1 = f32::MAX);
-                nisa::tensor_tensor(dst, dst, same, nl::add);
-            }
-        }
-        let src = if segmented || biased { dst } else { capped };
-        let tile_scale = if segmented || biased { 1.0 } else { cap_scale };
-        mask_and_max(ac, atp, bufs, grp, kt, t, src, tile_scale);
     }
 
     /// Masks K tile `kt`'s logits `src` into `mm1_masked`, multiplied by `tile_scale`,

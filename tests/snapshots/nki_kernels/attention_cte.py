@@ -803,58 +803,54 @@ def mask_and_max(ac, atp, bufs, grp, kt, t, src, tile_scale):
         nisa.tensor_scalar_reduce(dst=dst, data=src, op0=nl.multiply, operand0=tile_scale, reduce_op=nl.maximum, reduce_res=tile_max)
 
 
-def qk_tile(ac, atp, sp, bufs, io, grp, kt, t):
-    """K tile `kt` of QK: the scores into PSUM, then in order the soft cap
-    (`cap·tanh(scale·s / cap)`), the bias and the segment ids, each pass writing
-    the tile's slice of `mm1_masked`; [`mask_and_max`] applies what scale is left.
+def qk_and_max_impl(ac, atp, sp, bufs, io, grp):
+    """The library's `_qk_and_max_impl`: QK of the group against every K tile of the
+    section it sees, the max of each tile into `mm1_partial_max`. Per tile: the
+    scores into PSUM, then in order the soft cap (`cap·tanh(scale·s / cap)`), the
+    bias and the segment ids, each pass writing the tile's slice of `mm1_masked`;
+    [`mask_and_max`] applies what scale is left.
     """
-    rows, cols, k0, q0, g = (grp.rows, t.keys, t.k0, grp.q0, grp.grp)
+    rows, q0, g = (grp.rows, grp.q0, grp.grp)
     cap, scale = (ac.soft_cap, ac.scale)
     segmented = io.q_segment_ids is not None
     biased = io.bias is not None
-    c0 = K_TILE_SZ * kt
-    scores = nl.ndarray(shape=(Q_GRP_SZ, K_TILE_SZ), dtype=ac.mm_out_dtype, buffer=nl.psum)
-    nisa.nc_matmul(dst=scores[0:rows, 0:cols], stationary=grp.q_sb[:, 0:rows], moving=sp.k_sb[:, c0:c0 + cols])
-    dst = grp.mm1_masked[0:rows, c0:c0 + cols]
-    if cap > 0.0:
-        nisa.activation(dst=dst, op=nl.tanh, data=scores[0:rows, 0:cols], scale=scale / cap)
-        nisa.tensor_scalar(dst=dst, data=dst, op0=nl.multiply, operand0=cap)
-    uncapped = dst if cap > 0.0 else scores[0:rows, 0:cols]
-    uncapped_scale = 1.0 if cap > 0.0 else scale
-    bias = io.bias
-    if bias is not None:
-        bi = bias
-        bt = nl.ndarray(shape=(Q_GRP_SZ, K_TILE_SZ), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.dma_copy(dst=bt[0:rows, 0:cols], src=bi[grp.batch_id, q0:q0 + rows, k0:k0 + cols])
-        nisa.scalar_tensor_tensor(dst=dst, data=uncapped, op0=nl.multiply, operand0=uncapped_scale, op1=nl.add, operand1=bt[0:rows, 0:cols])
-    capped = dst if biased else uncapped
-    cap_scale = 1.0 if biased else uncapped_scale
-    k_ids = sp.k_ids
-    if k_ids is not None:
-        ki = k_ids
-        q_ids = bufs.q_ids
-        if q_ids is not None:
-            qi = q_ids
-            eq = nl.ndarray(shape=(Q_GRP_SZ, K_TILE_SZ), dtype=nl.float32, buffer=nl.sbuf)
-            same = eq[0:rows, 0:cols]
-            nisa.tensor_scalar(dst=same, data=ki[0:rows, c0:c0 + cols], op0=nl.equal, operand0=qi[0:rows, g])
-            nisa.scalar_tensor_tensor(dst=dst, data=capped, op0=nl.multiply, operand0=cap_scale, op1=nl.multiply, operand1=same)
-            nisa.tensor_scalar(dst=same, data=same, op0=nl.subtract, operand0=1.0, op1=nl.multiply, operand1=3.4028234663852886e38)
-            nisa.tensor_tensor(dst=dst, data1=dst, data2=same, op=nl.add)
-    src = dst if segmented or biased else capped
-    tile_scale = 1.0 if segmented or biased else cap_scale
-    mask_and_max(ac, atp, bufs, grp, kt, t, src, tile_scale)
-
-
-def qk_and_max_impl(ac, atp, sp, bufs, io, grp):
-    """The library's `_qk_and_max_impl`: QK of the group against every K tile of the
-    section it sees ([`qk_tile`]), the max of each tile into `mm1_partial_max`.
-    """
     nisa.memset(dst=grp.mm1_partial_max, value=-3.4028234663852886e38)
     for kt in range(atp.num_k_tiles_per_section):
         t = kv_tile(ac, atp, sp.section_offset + K_TILE_SZ * kt, K_TILE_SZ)
         if t.keys > 0 and has_compute(ac, atp, grp.grp, t, K_TILE_SZ):
-            qk_tile(ac, atp, sp, bufs, io, grp, kt, t)
+            cols, k0 = (t.keys, t.k0)
+            c0 = K_TILE_SZ * kt
+            scores = nl.ndarray(shape=(Q_GRP_SZ, K_TILE_SZ), dtype=ac.mm_out_dtype, buffer=nl.psum)
+            nisa.nc_matmul(dst=scores[0:rows, 0:cols], stationary=grp.q_sb[:, 0:rows], moving=sp.k_sb[:, c0:c0 + cols])
+            dst = grp.mm1_masked[0:rows, c0:c0 + cols]
+            if cap > 0.0:
+                nisa.activation(dst=dst, op=nl.tanh, data=scores[0:rows, 0:cols], scale=scale / cap)
+                nisa.tensor_scalar(dst=dst, data=dst, op0=nl.multiply, operand0=cap)
+            uncapped = dst if cap > 0.0 else scores[0:rows, 0:cols]
+            uncapped_scale = 1.0 if cap > 0.0 else scale
+            bias = io.bias
+            if bias is not None:
+                bi = bias
+                bt = nl.ndarray(shape=(Q_GRP_SZ, K_TILE_SZ), dtype=nl.float32, buffer=nl.sbuf)
+                nisa.dma_copy(dst=bt[0:rows, 0:cols], src=bi[grp.batch_id, q0:q0 + rows, k0:k0 + cols])
+                nisa.scalar_tensor_tensor(dst=dst, data=uncapped, op0=nl.multiply, operand0=uncapped_scale, op1=nl.add, operand1=bt[0:rows, 0:cols])
+            capped = dst if biased else uncapped
+            cap_scale = 1.0 if biased else uncapped_scale
+            k_ids = sp.k_ids
+            if k_ids is not None:
+                ki = k_ids
+                q_ids = bufs.q_ids
+                if q_ids is not None:
+                    qi = q_ids
+                    eq = nl.ndarray(shape=(Q_GRP_SZ, K_TILE_SZ), dtype=nl.float32, buffer=nl.sbuf)
+                    same = eq[0:rows, 0:cols]
+                    nisa.tensor_scalar(dst=same, data=ki[0:rows, c0:c0 + cols], op0=nl.equal, operand0=qi[0:rows, g])
+                    nisa.scalar_tensor_tensor(dst=dst, data=capped, op0=nl.multiply, operand0=cap_scale, op1=nl.multiply, operand1=same)
+                    nisa.tensor_scalar(dst=same, data=same, op0=nl.subtract, operand0=1.0, op1=nl.multiply, operand1=3.4028234663852886e38)
+                    nisa.tensor_tensor(dst=dst, data1=dst, data2=same, op=nl.add)
+            src = dst if segmented or biased else capped
+            tile_scale = 1.0 if segmented or biased else cap_scale
+            mask_and_max(ac, atp, bufs, grp, kt, t, src, tile_scale)
 
 
 def update_max_impl(atp, sp, bufs, grp):
