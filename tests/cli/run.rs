@@ -1451,3 +1451,47 @@ fn mlp_mx_decode_runs_from_packed_weights_as_the_typed_api() {
         [("quantization_type", "MX"), ("use_tkg_gate_up_proj_column_tiling", "false"), ("use_tkg_down_proj_column_tiling", "false")];
     assert_runs_as(&dir, &coded_args(&dir, "mlp", 2, &tensors, &scalars), &want.0[0]);
 }
+
+#[test]
+fn moe_tkg_mx_all_expert_runs_from_packed_weights_as_the_typed_api() {
+    use nkilib::moe::moe_tkg::moe_tkg::{ExpertAffinityScaleMode, moe_tkg};
+    let dir = common::scratch("cli_run_moe_tkg_mx_all");
+    std::fs::create_dir(dir.join("out")).unwrap();
+    // 8 tokens through both of 2 local experts (rank 0), H = 1024 (2 packed
+    // tiles over trn3's 2 programs), I = 256, float4 weights, the biases.
+    let (t, h, i, e, dt) = (8, 1024, 256, 2, Dtype::Fp4E2m1Fnx4);
+    let fp4 = |n: usize, seed: u64| common::uniform(n, seed, 0.0, 16.0).iter().map(|&u| u as i64).collect::<Vec<_>>();
+    let hidden = bf16(&[t, h], 21);
+    let gate_up = packed(&[e, 128, 2, h / 512, i], &fp4(e * 2 * h * i, 22), dt);
+    let down = packed(&[e, i / 4, 1, h], &fp4(e * i * h, 23), dt);
+    let gate_up_s = mx_scales(&[e, 16, 2, h / 512, i], 24);
+    let down_s = mx_scales(&[e, i / 32, 1, h], 25);
+    let (gate_up_b, down_b) = (bf16(&[e, i / 4, 2, 1, 4], 26), bf16(&[e, h], 27));
+    let aff = common::tensor(&[t, e], &common::uniform(t * e, 28, 0.0, 1.0), Dtype::Bf16);
+    let idx = Tensor::from_i64(&[t, 2], &(0..t).flat_map(|_| [0, 1]).collect::<Vec<_>>(), Dtype::I32).unwrap();
+    let rank = Tensor::from_i64(&[1, 1], &[0], Dtype::I32).unwrap();
+    let trn3 = Launch::new().generation(nki::hw::Generation::Trn3).lnc(2);
+    let want = moe_tkg::Call::new(&hidden, &gate_up, &down, &aff, &idx, true)
+        .rank_id(&rank)
+        .expert_gate_up_bias(&gate_up_b)
+        .expert_down_bias(&down_b)
+        .expert_gate_up_weights_scale(&gate_up_s)
+        .expert_down_weights_scale(&down_s)
+        .expert_affinities_scaling_mode(ExpertAffinityScaleMode::POST_SCALE)
+        .launch(&trn3)
+        .unwrap();
+    let tensors = [
+        ("hidden_input", &hidden),
+        ("expert_gate_up_weights", &gate_up),
+        ("expert_down_weights", &down),
+        ("expert_affinities", &aff),
+        ("expert_index", &idx),
+        ("rank_id", &rank),
+        ("expert_gate_up_bias", &gate_up_b),
+        ("expert_down_bias", &down_b),
+        ("expert_gate_up_weights_scale", &gate_up_s),
+        ("expert_down_weights_scale", &down_s),
+    ];
+    let scalars = [("is_all_expert", "true"), ("expert_affinities_scaling_mode", "POST_SCALE")];
+    assert_runs_as(&dir, &coded_args(&dir, "moe_tkg", 2, &tensors, &scalars), &want);
+}

@@ -1,4 +1,4 @@
-//! `moe_tkg` with MX weights (trn3, the selective-expert path) against a
+//! `moe_tkg` with MX weights (trn3, both paths) against a
 //! float64 mixture: each expert is the float64 MX expert of the `mlp_tkg`
 //! MX test (weights and block scales as the MX format describes them, the
 //! activations quantized per 32 values to e4m3), here with the clamps and
@@ -6,10 +6,13 @@
 //! sum over its top-k experts of the expert's output times the token's
 //! affinity for it, plus `Σ_e affinity[t, e] · b_down[e]`. With two
 //! programs the first half of the top-k slots is summed apart from the
-//! second and the two sums added, as the kernel exchanges them. At the
+//! second and the two sums added, as the kernel exchanges them. The
+//! all-expert mixture sums every expert's output (its down bias included)
+//! times the token's affinity for it, in expert order. At the
 //! library's MX selective configurations (fewer experts but at `H = 512`, and
 //! the `I = 1536` ones at `H = 1024`, `I = 512`, for the float64 reference's
-//! cost; the library comparison takes them at full size), skewed routings
+//! cost; the library comparison takes them at full size), its all-expert
+//! ones at `T = 32` with smaller `H` and `I`, skewed routings
 //! (every token on one expert, experts without tokens), in both precision
 //! modes; the emitted source under NumPy against the emulator; the rules.
 
@@ -42,10 +45,13 @@ struct Case {
     bias: bool,
     /// Every token's first choice is expert 0 (the others random).
     skewed: bool,
+    /// The all-expert path (rank 0 of `E` local experts).
+    all: bool,
 }
 
 /// The library's first MX selective configuration (16 of its 128 experts).
-const BASE: Case = Case { w: W::Fp4, e: 16, k: 4, t: 1, h: 3072, i: 192, lnc: 2, act: ActFnType::Swish, bias: true, skewed: false };
+const BASE: Case =
+    Case { w: W::Fp4, e: 16, k: 4, t: 1, h: 3072, i: 192, lnc: 2, act: ActFnType::Swish, bias: true, skewed: false, all: false };
 
 const CASES: &[Case] = &[
     BASE,
@@ -53,11 +59,20 @@ const CASES: &[Case] = &[
     Case { h: 512, i: 64, e: 128, k: 2, ..BASE },
     Case { t: 2, h: 1024, i: 512, e: 8, k: 8, w: W::E4m3, act: ActFnType::SiLU, ..BASE },
     Case { t: 8, h: 1024, i: 384, e: 8, k: 2, skewed: true, ..BASE },
-    Case { w: W::E4m3, e: 8, k: 2, t: 4, h: 1024, i: 256, lnc: 1, act: ActFnType::SiLU, bias: false, skewed: true },
+    Case { w: W::E4m3, e: 8, k: 2, t: 4, h: 1024, i: 256, lnc: 1, act: ActFnType::SiLU, bias: false, skewed: true, all: false },
+    ALL,
+    // Every token on expert 0 alone: the other experts have no tokens.
+    Case { t: 32, h: 1024, i: 192, e: 4, k: 1, skewed: true, ..ALL },
+    Case { w: W::E4m3, t: 8, h: 1024, i: 256, e: 4, k: 2, lnc: 1, act: ActFnType::SiLU, bias: false, ..ALL },
 ];
 
+/// The library's MX all-expert configuration at `T = 32` (two experts), at
+/// `H = 1024`, `I = 512` for the float64 reference's cost.
+const ALL: Case = Case { all: true, t: 32, h: 1024, i: 512, e: 2, k: 2, ..BASE };
+
 /// A case's data: the rows (`hidden.x`), each expert's weights (their down
-/// biases moved to `down_b`), the routing and the affinities.
+/// biases copied to `down_b`, and kept only on the all-expert path), the
+/// routing and the affinities.
 struct Inputs {
     hidden: Data,
     experts: Vec<Data>,
@@ -70,9 +85,11 @@ struct Inputs {
 }
 
 impl Case {
-    /// The `mlp_tkg` MX expert over `t` tokens (gate/up biases as the case).
+    /// The `mlp_tkg` MX expert over `t` tokens (gate/up biases as the case),
+    /// on one program for a selective token, on the case's programs (which
+    /// split `H`) for all the tokens of the all-expert path.
     fn expert(&self, t: usize) -> Mx {
-        mx(1, t, self.h, self.i, self.w, false, self.bias)
+        mx(if self.all { self.lnc } else { 1 }, t, self.h, self.i, self.w, false, self.bias)
     }
 
     fn inputs(&self) -> Inputs {
@@ -83,7 +100,11 @@ impl Case {
         let experts = (0..e as u64)
             .map(|ex| {
                 let mut d = one.data_seeded(seed + 100 + ex);
-                down_b.extend(std::mem::replace(&mut d.down_b, vec![0.0; h]));
+                down_b.extend_from_slice(&d.down_b);
+                // The selective path adds the down biases after the expert sum.
+                if !self.all {
+                    d.down_b = vec![0.0; h];
+                }
                 d
             })
             .collect();
@@ -100,6 +121,9 @@ impl Case {
         let all = self.expert(t);
         let xl = all.quantized_rows(&x.hidden, hw);
         let act = |g: f64| activation(self.act, g);
+        if self.all {
+            return self.all_expert_reference(x, &xl, hw);
+        }
         let mut outs: Vec<Option<Vec<f64>>> = vec![None; e];
         for &ex in &x.idx {
             let d = &x.experts[ex as usize];
@@ -119,6 +143,28 @@ impl Case {
                 let sum = shares.reduce(|a, b| r(a + b)).expect("one program");
                 let bias: f64 = if self.bias { (0..e).map(|ex| r(x.aff[tok * e + ex]) * x.down_b[ex * h + c]).sum() } else { 0.0 };
                 out[tok * h + c] = r(sum + bias);
+            }
+        }
+        out
+    }
+
+    /// The all-expert mixture of the quantized rows `xl`: every expert's
+    /// output with its down bias, times the affinity (rounded to bfloat16
+    /// with `hw`), summed in expert order.
+    fn all_expert_reference(&self, x: &Inputs, xl: &[Vec<f64>], hw: bool) -> Vec<f64> {
+        let (t, h, e) = (self.t, self.h, self.e);
+        let r = |v: f64| if hw { as_dtype(&[v], Dtype::Bf16)[0] } else { v };
+        let all = self.expert(t);
+        let act = |g: f64| activation(self.act, g);
+        let mut out = vec![0.0; t * h];
+        for ex in 0..e {
+            let d = &x.experts[ex];
+            let o = all.down_rows(d, &all.gated_rows(d, xl, hw, &act, CLAMPS), hw);
+            for tok in 0..t {
+                for c in 0..h {
+                    let scaled = r(o[tok * h + c] * x.aff[tok * e + ex]);
+                    out[tok * h + c] = if ex == 0 { scaled } else { r(out[tok * h + c] + scaled) };
+                }
             }
         }
         out
@@ -168,7 +214,8 @@ impl Case {
         let aff = tensor(&[t, e], &x.aff, Dtype::F32);
         let idx = Tensor::from_i64(&[t, k], &x.idx, Dtype::I32).unwrap();
         let db = tensor(&[e, h], &x.down_b, Dtype::Bf16);
-        let mut call = moe_tkg::Call::new(&hid, &ts[0], &ts[3], &aff, &idx, false)
+        let rank = Tensor::from_i64(&[1, 1], &[0], Dtype::I32).unwrap();
+        let mut call = moe_tkg::Call::new(&hid, &ts[0], &ts[3], &aff, &idx, self.all)
             .expert_gate_up_weights_scale(&ts[1])
             .expert_down_weights_scale(&ts[4])
             .expert_affinities_scaling_mode(ExpertAffinityScaleMode::POST_SCALE)
@@ -178,6 +225,9 @@ impl Case {
             .up_clamp_lower_limit(-6.0);
         if self.bias {
             call = call.expert_gate_up_bias(&ts[2]).expert_down_bias(&db);
+        }
+        if self.all {
+            call = call.rank_id(&rank);
         }
         let launch = Launch::new().lnc(self.lnc).precision(precision).generation(nki::hw::Generation::Trn3);
         let out = call.launch(&launch).unwrap_or_else(|err| panic!("{}: {err}", self.name()));
@@ -198,7 +248,8 @@ impl Case {
             ("expert_down_weights", Arg::Tensor(s_dw, dw, wd)),
             ("expert_affinities", Arg::Tensor(vec![t, e], x.aff.clone(), Dtype::F32)),
             ("expert_index", Arg::Tensor(vec![t, k], x.idx.iter().map(|&v| v as f64).collect(), Dtype::I32)),
-            ("is_all_expert", Arg::Bool(false)),
+            ("is_all_expert", Arg::Bool(self.all)),
+            ("rank_id", if self.all { Arg::Tensor(vec![1, 1], vec![0.0], Dtype::I32) } else { Arg::None }),
             ("expert_gate_up_bias", opt(Arg::Tensor(s_gub, gub, Dtype::Bf16))),
             ("expert_down_bias", opt(Arg::Tensor(vec![e, h], x.down_b.clone(), Dtype::Bf16))),
             ("expert_gate_up_weights_scale", Arg::Tensor(s_gus, gus, Dtype::U8)),
@@ -245,7 +296,7 @@ fn moe_tkg_mx_in_hardware_precision_match_float64() {
 #[test]
 fn moe_tkg_mx_emitted_under_numpy_equals_emulator() {
     let pkg = package_of("moe_tkg_mx_pkg", &[&moe_tkg::INFO]);
-    for c in [CASES[1], CASES[5]] {
+    for c in [CASES[1], CASES[5], CASES[8]] {
         let x = c.inputs();
         check_numpy_trn3(&pkg, "moe_tkg", &c.name(), c.lnc, || (vec![], c.numpy_kwargs(&x)), |p| c.run(&x, p));
     }
@@ -265,7 +316,13 @@ fn moe_tkg_mx_rules_refuse_by_name() {
     assert_eq!(moe_tkg_violation(OK), None);
     assert_eq!(moe_tkg_violation(MoeTkgCall { intermediate: 1536, hidden: 3584, ..OK }), None);
     let cases = [
-        (MoeTkgCall { is_all_expert: true, has_rank_id: true, ..OK }, MoeTkgRule::MxAllExpert),
+        (MoeTkgCall { is_all_expert: true, has_rank_id: true, has_hidden_input_scale: true, ..OK }, MoeTkgRule::MxAllExpert),
+        (
+            MoeTkgCall { is_all_expert: true, has_rank_id: true, is_all_expert_dynamic: true, has_block_size: true, ..OK },
+            MoeTkgRule::MxAllExpert,
+        ),
+        (MoeTkgCall { is_all_expert: true, has_rank_id: true, tokens: 97, ..OK }, MoeTkgRule::MxAllExpertShape),
+        (MoeTkgCall { is_all_expert: true, has_rank_id: true, hidden: 1536, ..OK }, MoeTkgRule::MxAllExpertShape),
         (MoeTkgCall { has_hidden_input_scale: true, ..OK }, MoeTkgRule::HiddenInputScale),
         (MoeTkgCall { has_down_scale: false, ..OK }, MoeTkgRule::MxScales),
         (MoeTkgCall { hidden: 3200, ..OK }, MoeTkgRule::MxHidden),
@@ -280,6 +337,8 @@ fn moe_tkg_mx_rules_refuse_by_name() {
     }
     assert_eq!(moe_tkg_violation(MoeTkgCall { experts: 256, has_down_bias: false, ..OK }), None);
     assert_eq!(moe_tkg_violation(MoeTkgCall { top_k: 3, programs: 1, ..OK }), None);
+    // The all-expert path splits neither the slots nor the bias matmul.
+    assert_eq!(moe_tkg_violation(MoeTkgCall { is_all_expert: true, has_rank_id: true, top_k: 3, experts: 256, tokens: 96, ..OK }), None);
 
     let c = Case { h: 512, i: 64, e: 4, k: 2, bias: false, ..BASE };
     let x = c.inputs();
@@ -306,7 +365,11 @@ fn moe_tkg_mx_rules_refuse_by_name() {
         assert!(e.contains(msg), "{e}");
     };
     refused(call(false), &Launch::new().lnc(2), "MX weights need trn3");
-    refused(call(true), &trn3, "the MX all-expert path is not implemented");
+    // H = 512 is one packed tile: the all-expert path runs it on one program.
+    let ok = call(true).launch(&Launch::new().lnc(1).generation(nki::hw::Generation::Trn3));
+    assert!(ok.is_ok(), "{:?}", ok.err());
+    refused(call(true), &trn3, "H / 512 = 1 split over the 2 programs");
+    refused(call(true).hidden_input_scale(&aff), &trn3, "the MX all-expert path takes neither hidden_input_scale");
     refused(call(false).expert_down_weights_scale(&gus), &trn3, "expert_down_weights_scale must be [4, 2, 1, 512]");
     refused(
         call(false).expert_affinities_scaling_mode(ExpertAffinityScaleMode::NO_SCALE),

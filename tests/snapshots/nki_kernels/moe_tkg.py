@@ -5,6 +5,7 @@ import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
 from .all_expert_impl import _all_expert_moe_tkg
+from .all_expert_mx_impl import _all_expert_moe_tkg_mx
 from .common_types import ActFnType
 from .common_types import ExpertAffinityScaleMode
 from .common_types import QuantizationType
@@ -12,6 +13,7 @@ from .kernel_helpers import check_2d
 from .kernel_helpers import check_3d
 from .mlp_parameters import H0
 from .mlp_parameters import MLPActivationParameters
+from .mlp_parameters import TKG_BS_SEQLEN_THRESHOLD
 from .moe_tkg_utils import MoeTkgOptions
 from .moe_tkg_utils import MoeTkgTensors
 from .mx_layout import MX_GROUP_PARTITIONS
@@ -71,14 +73,14 @@ def check_tensors_mx(w, is_all_expert, mode, programs):
     e_l, _, _, n_h, i = w.expert_gate_up_weights.shape
     _, k = w.expert_index.shape
     e = w.expert_affinities.shape[1]
-    assert not is_all_expert, "moe_tkg: the MX all-expert path is not implemented (MX weights need is_all_expert=False)"
     gate_up_scale, down_scale = (w.expert_gate_up_weights_scale, w.expert_down_weights_scale)
     assert gate_up_scale is not None and down_scale is not None, "moe_tkg: MX weights need expert_gate_up_weights_scale and expert_down_weights_scale"
     assert h % MX_TILE == 0, f"moe_tkg: MX weights need H to be a multiple of 512, got H = {h}"
     assert i % MX_TILE == 0 or (i < MX_TILE and i % SCALE_GROUP_SIZE == 0), f"moe_tkg: MX weights need I to be a multiple of 512, or below 512 and a multiple of 32, got I = {i}"
-    assert k % programs == 0, f"moe_tkg: the MX selective-expert path splits the top-k slots over the programs: K = {k} must be a multiple of {programs}"
-    assert mode == ExpertAffinityScaleMode.POST_SCALE, f"moe_tkg: the MX selective-expert path always scales by the affinities: expert_affinities_scaling_mode must be POST_SCALE, got {mode}"
-    assert w.expert_down_bias is None or (e <= MAX_MX_BIAS_EXPERTS and e == e_l), f"moe_tkg: with MX weights the down bias is weighted by all E affinities at once: E = {e} must be E_L = {e_l} and at most 128"
+    assert is_all_expert or k % programs == 0, f"moe_tkg: the MX selective-expert path splits the top-k slots over the programs: K = {k} must be a multiple of {programs}"
+    assert mode == ExpertAffinityScaleMode.POST_SCALE, f"moe_tkg: the MX paths always scale by the affinities: expert_affinities_scaling_mode must be POST_SCALE, got {mode}"
+    assert not is_all_expert or (t <= TKG_BS_SEQLEN_THRESHOLD and h // MX_TILE % programs == 0), f"moe_tkg: the MX all-expert path takes at most 96 tokens and H / 512 = {h // MX_TILE} split over the {programs} programs, got T = {t}"
+    assert is_all_expert or w.expert_down_bias is None or (e <= MAX_MX_BIAS_EXPERTS and e == e_l), f"moe_tkg: with MX weights the down bias is weighted by all E affinities at once: E = {e} must be E_L = {e_l} and at most 128"
     assert nisa.get_nc_version() == nisa.nc_version.gen4, "moe_tkg: MX weights need trn3 (nc_matmul_mx)"
     x = w.hidden_input.dtype
     assert x == nl.bfloat16 or x == nl.float16, f"moe_tkg: hidden_input must be bfloat16 or float16 with MX weights (quantize_mx reads 16-bit data), got {x}"
@@ -163,6 +165,7 @@ def moe_tkg(hidden_input, expert_gate_up_weights, expert_down_weights, expert_af
     assert not is_all_expert or not post or rank_id is not None, "moe_tkg: rank_id is required for all-expert mode with affinity scaling"
     assert gate_up_input_scale is None and down_input_scale is None, "moe_tkg: static quantization (gate_up_input_scale, down_input_scale) is not supported"
     assert hidden_input_scale is None or (mx and is_all_expert), "moe_tkg: hidden_input_scale is only supported with MX weights in all-expert mode"
+    assert not (mx and is_all_expert) or (hidden_input_scale is None and not is_all_expert_dynamic), "moe_tkg: the MX all-expert path takes neither hidden_input_scale (an input quantized upstream) nor is_all_expert_dynamic (not implemented)"
     w = MoeTkgTensors(hidden_input=hidden_input, expert_gate_up_weights=expert_gate_up_weights, expert_down_weights=expert_down_weights, expert_affinities=expert_affinities, expert_index=expert_index, rank_id=rank_id, expert_gate_up_bias=expert_gate_up_bias, expert_down_bias=expert_down_bias, expert_gate_up_weights_scale=expert_gate_up_weights_scale, expert_down_weights_scale=expert_down_weights_scale)
     quantized = expert_gate_up_weights_scale is not None and expert_down_weights_scale is not None
     if mx:
@@ -179,7 +182,11 @@ def moe_tkg(hidden_input, expert_gate_up_weights, expert_down_weights, expert_af
     quantization_type = QuantizationType.MX if mx else QuantizationType.ROW if quantized else QuantizationType.NONE
     opts = MoeTkgOptions(expert_affinities_scaling_mode=expert_affinities_scaling_mode, mask_unselected_experts=mask_unselected_experts, quantization_type=quantization_type, act=act)
     output = nl.ndarray(shape=(t, h), dtype=output_dtype if output_dtype is not None else hidden_input.dtype, buffer=nl.shared_hbm)
-    if is_all_expert:
+    if is_all_expert and mx:
+        if rank_id is not None:
+            r = rank_id
+            _all_expert_moe_tkg_mx(w, opts, r, output)
+    elif is_all_expert:
         _all_expert_moe_tkg(w, opts, output)
     elif mx:
         _selective_expert_moe_tkg_mxfp4(w, opts, output)

@@ -74,6 +74,21 @@ def expert_id_tile(e):
     return id
 
 
+def weight_scales(quantization_type, gate, up, down):
+    """The scales of `quantization_type` with these weight scales (the
+    expert paths take no input scales).
+    """
+    return MLPQuantizationParameters(quantization_type=quantization_type, gate_w_scale=gate, up_w_scale=up, down_w_scale=down, gate_up_in_scale=None, down_in_scale=None, clipping_bound=0.0)
+
+
+def select_expert_row(stacked, id):
+    """Row `id` of a `[E, H]` tensor (the down bias) into a private `[1, H]`."""
+    h = stacked.shape[1]
+    row = nl.ndarray(shape=(1, h), dtype=stacked.dtype, buffer=nl.private_hbm)
+    nisa.dma_copy(dst=row, src=stacked.ap(pattern=[[h, 1], [1, h]], offset=0, scalar_offset=id, indirect_dim=0))
+    return row
+
+
 def select_expert_weights(w, id):
     """The weights and biases of the expert whose id is in `id` `[1, 1]`, in
     private HBM in `mlp`'s layouts (module docs).
@@ -102,17 +117,8 @@ def select_expert_weights(w, id):
     down_b = db
     if db is not None:
         b = db
-        d = nl.ndarray(shape=(1, h), dtype=b.dtype, buffer=nl.private_hbm)
-        nisa.dma_copy(dst=d, src=b.ap(pattern=[[h, 1], [1, h]], offset=0, scalar_offset=id, indirect_dim=0))
-        down_b = d
+        down_b = select_expert_row(b, id)
     return MLPTensors(gate_proj_weights_tensor=gate, up_proj_weights_tensor=up, down_proj_weights_tensor=down, normalization_weights_tensor=None, normalization_bias_tensor=None, gate_proj_bias_tensor=gate_b, up_proj_bias_tensor=up_b, down_proj_bias_tensor=down_b, fused_add_tensor=None)
-
-
-def weight_scales(quantization_type, gate, up, down):
-    """The scales of `quantization_type` with these weight scales (the
-    expert paths take no input scales).
-    """
-    return MLPQuantizationParameters(quantization_type=quantization_type, gate_w_scale=gate, up_w_scale=up, down_w_scale=down, gate_up_in_scale=None, down_in_scale=None, clipping_bound=0.0)
 
 
 def select_expert_scales(w, id, quantization_type):

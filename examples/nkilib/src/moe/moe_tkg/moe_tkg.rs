@@ -19,15 +19,18 @@
 //! The MX weight forms (`float4_e2m1fn_x4`, `float8_e4m3fn_x4`, trn3, with
 //! `uint8` block scales) run the selective-expert path of
 //! [`selective_expert_mx_impl`](crate::moe::moe_tkg::selective_expert_mx_impl)
-//! (its module docs give the layouts), under the rules of [`mx_violation`].
+//! (its module docs give the layouts) or the all-expert path of
+//! [`all_expert_mx_impl`](crate::moe::moe_tkg::all_expert_mx_impl), under
+//! the rules of [`mx_violation`].
 //!
 //! Options this port does not implement are refused by name (see
-//! [`MoeTkgRule`]): the MX all-expert path (and so `hidden_input_scale`,
-//! which only it takes), and SBUF input or output. `is_all_expert_dynamic` and `block_size` choose a control-flow
-//! strategy of the library's MX all-expert path only; they are checked and
-//! change nothing here, as in the library's non-MX path.
+//! [`MoeTkgRule`]): `hidden_input_scale` (an MX all-expert input quantized
+//! upstream), the MX all-expert dynamic strategy, and SBUF input or output.
+//! `is_all_expert_dynamic` and `block_size` choose a control-flow strategy
+//! of the library's MX all-expert path only; without MX weights they are
+//! checked and change nothing here, as in the library's non-MX path.
 
-use crate::mlp::mlp_parameters::H0;
+use crate::mlp::mlp_parameters::{H0, TKG_BS_SEQLEN_THRESHOLD};
 use crate::mlp::mlp_tkg::projection_mx_constants::MX_TILE;
 use crate::moe::moe_tkg::selective_expert_impl::selective_shards_tokens;
 use crate::utils::mx_layout::SCALE_GROUP_SIZE;
@@ -37,9 +40,11 @@ pub use kernel::*;
 /// The entry.
 #[nki::nki_module]
 pub mod kernel {
+    use crate::mlp::mlp_parameters::TKG_BS_SEQLEN_THRESHOLD;
     use crate::mlp::mlp_parameters::{H0, MLPActivationParameters};
     use crate::mlp::mlp_tkg::projection_mx_constants::{GROUPS_PER_MX_TILE, MX_TILE};
     use crate::moe::moe_tkg::all_expert_impl::_all_expert_moe_tkg;
+    use crate::moe::moe_tkg::all_expert_mx_impl::_all_expert_moe_tkg_mx;
     use crate::moe::moe_tkg::moe_tkg_utils::{MoeTkgOptions, MoeTkgTensors};
     use crate::moe::moe_tkg::selective_expert_impl::{_selective_expert_moe_tkg, shard_on_t};
     use crate::moe::moe_tkg::selective_expert_mx_impl::_selective_expert_moe_tkg_mxfp4;
@@ -92,7 +97,6 @@ pub mod kernel {
         let [e_l, _, _, n_h, i] = w.expert_gate_up_weights.shape();
         let [_, k] = w.expert_index.shape();
         let e = w.expert_affinities.shape()[1];
-        assert!(!is_all_expert, "moe_tkg: the MX all-expert path is not implemented (MX weights need is_all_expert=False)");
         let (gate_up_scale, down_scale) = (w.expert_gate_up_weights_scale, w.expert_down_weights_scale);
         assert!(
             gate_up_scale.is_some() && down_scale.is_some(),
@@ -104,15 +108,20 @@ pub mod kernel {
             "moe_tkg: MX weights need I to be a multiple of 512, or below 512 and a multiple of 32, got I = {i}"
         );
         assert!(
-            k % programs == 0,
+            is_all_expert || k % programs == 0,
             "moe_tkg: the MX selective-expert path splits the top-k slots over the programs: K = {k} must be a multiple of {programs}"
         );
         assert!(
             mode == ExpertAffinityScaleMode::POST_SCALE,
-            "moe_tkg: the MX selective-expert path always scales by the affinities: expert_affinities_scaling_mode must be POST_SCALE, got {mode}"
+            "moe_tkg: the MX paths always scale by the affinities: expert_affinities_scaling_mode must be POST_SCALE, got {mode}"
         );
         assert!(
-            w.expert_down_bias.is_none() || (e <= MAX_MX_BIAS_EXPERTS && e == e_l),
+            !is_all_expert || (t <= TKG_BS_SEQLEN_THRESHOLD && (h / MX_TILE) % programs == 0),
+            "moe_tkg: the MX all-expert path takes at most 96 tokens and H / 512 = {} split over the {programs} programs, got T = {t}",
+            h / MX_TILE
+        );
+        assert!(
+            is_all_expert || w.expert_down_bias.is_none() || (e <= MAX_MX_BIAS_EXPERTS && e == e_l),
             "moe_tkg: with MX weights the down bias is weighted by all E affinities at once: E = {e} must be E_L = {e_l} and at most 128"
         );
         assert!(nisa::get_nc_version() == nisa::nc_version::gen4, "moe_tkg: MX weights need trn3 (nc_matmul_mx)");
@@ -250,6 +259,10 @@ pub mod kernel {
             hidden_input_scale.is_none() || (mx && is_all_expert),
             "moe_tkg: hidden_input_scale is only supported with MX weights in all-expert mode"
         );
+        assert!(
+            !(mx && is_all_expert) || (hidden_input_scale.is_none() && !is_all_expert_dynamic),
+            "moe_tkg: the MX all-expert path takes neither hidden_input_scale (an input quantized upstream) nor is_all_expert_dynamic (not implemented)"
+        );
         let w = MoeTkgTensors {
             hidden_input,
             expert_gate_up_weights,
@@ -304,7 +317,12 @@ pub mod kernel {
         };
         let opts = MoeTkgOptions { expert_affinities_scaling_mode, mask_unselected_experts, quantization_type, act };
         let output = nl::ndarray([t, h], output_dtype.unwrap_or(hidden_input.dtype()), buffer = nl::shared_hbm);
-        if is_all_expert {
+        if is_all_expert && mx {
+            // `POST_SCALE` (checked) needs the rank in all-expert mode.
+            if let Some(r) = rank_id {
+                _all_expert_moe_tkg_mx(w, opts, r, output);
+            }
+        } else if is_all_expert {
             _all_expert_moe_tkg(w, opts, output);
         } else if mx {
             _selective_expert_moe_tkg_mxfp4(w, opts, output);
@@ -338,8 +356,10 @@ pub enum MoeTkgRule {
     RowScales,
     /// `hidden_input_scale` without MX weights in all-expert mode.
     HiddenInputScale,
-    /// MX weights in all-expert mode (not implemented).
+    /// MX all-expert with `hidden_input_scale` or `is_all_expert_dynamic` (not implemented).
     MxAllExpert,
+    /// MX all-expert with more than 96 tokens or `H / 512` not split over the programs.
+    MxAllExpertShape,
     /// MX weights without both weight scales.
     MxScales,
     /// MX weights with `H` not a multiple of 512.
@@ -348,9 +368,9 @@ pub enum MoeTkgRule {
     MxIntermediate,
     /// MX selective-expert: `K` does not split over the programs.
     MxTopK,
-    /// MX selective-expert without `POST_SCALE`.
+    /// MX without `POST_SCALE`.
     MxScalingMode,
-    /// MX with a down bias and more than 128 experts.
+    /// MX selective-expert with a down bias and more than 128 experts.
     MxBiasExperts,
     /// `is_all_expert_dynamic` without all-expert mode or a `block_size`.
     Dynamic,
@@ -376,7 +396,10 @@ impl MoeTkgRule {
             MoeTkgRule::StaticQuantization => "moe_tkg: static quantization (gate_up_input_scale, down_input_scale) is not supported",
             MoeTkgRule::RowScales => "moe_tkg: ROW quantization needs both expert_gate_up_weights_scale and expert_down_weights_scale",
             MoeTkgRule::HiddenInputScale => "moe_tkg: hidden_input_scale is only supported with MX weights in all-expert mode",
-            MoeTkgRule::MxAllExpert => "moe_tkg: the MX all-expert path is not implemented (MX weights need is_all_expert=False)",
+            MoeTkgRule::MxAllExpert => {
+                "moe_tkg: the MX all-expert path takes neither hidden_input_scale (an input quantized upstream) nor is_all_expert_dynamic (not implemented)"
+            }
+            MoeTkgRule::MxAllExpertShape => "moe_tkg: the MX all-expert path takes at most 96 tokens and H / 512 split over the programs",
             MoeTkgRule::MxScales => "moe_tkg: MX weights need expert_gate_up_weights_scale and expert_down_weights_scale",
             MoeTkgRule::MxHidden => "moe_tkg: MX weights need H to be a multiple of 512",
             MoeTkgRule::MxIntermediate => "moe_tkg: MX weights need I to be a multiple of 512, or below 512 and a multiple of 32",
@@ -384,7 +407,7 @@ impl MoeTkgRule {
                 "moe_tkg: the MX selective-expert path splits the top-k slots over the programs: K must be a multiple of them"
             }
             MoeTkgRule::MxScalingMode => {
-                "moe_tkg: the MX selective-expert path always scales by the affinities: expert_affinities_scaling_mode must be POST_SCALE"
+                "moe_tkg: the MX paths always scale by the affinities: expert_affinities_scaling_mode must be POST_SCALE"
             }
             MoeTkgRule::MxBiasExperts => {
                 "moe_tkg: with MX weights the down bias is weighted by all E affinities at once: E must be at most 128"
@@ -524,7 +547,7 @@ pub const fn moe_tkg_violation(c: MoeTkgCall) -> Option<MoeTkgRule> {
 
 /// The first rule of the MX weight forms `c` breaks.
 pub const fn mx_violation(c: MoeTkgCall) -> Option<MoeTkgRule> {
-    if c.is_all_expert {
+    if c.is_all_expert && (c.has_hidden_input_scale || c.is_all_expert_dynamic) {
         return Some(MoeTkgRule::MxAllExpert);
     }
     if !c.has_gate_up_scale || !c.has_down_scale {
@@ -536,13 +559,16 @@ pub const fn mx_violation(c: MoeTkgCall) -> Option<MoeTkgRule> {
     if !(c.intermediate % MX_TILE == 0 || (c.intermediate < MX_TILE && c.intermediate % SCALE_GROUP_SIZE == 0)) {
         return Some(MoeTkgRule::MxIntermediate);
     }
-    if c.top_k % c.programs != 0 {
+    if !c.is_all_expert && c.top_k % c.programs != 0 {
         return Some(MoeTkgRule::MxTopK);
     }
     if !matches!(c.expert_affinities_scaling_mode, ExpertAffinityScaleMode::POST_SCALE) {
         return Some(MoeTkgRule::MxScalingMode);
     }
-    if c.has_down_bias && c.experts > MAX_MX_BIAS_EXPERTS {
+    if c.is_all_expert && (c.tokens > TKG_BS_SEQLEN_THRESHOLD || (c.hidden / MX_TILE) % c.programs != 0) {
+        return Some(MoeTkgRule::MxAllExpertShape);
+    }
+    if !c.is_all_expert && c.has_down_bias && c.experts > MAX_MX_BIAS_EXPERTS {
         return Some(MoeTkgRule::MxBiasExperts);
     }
     None

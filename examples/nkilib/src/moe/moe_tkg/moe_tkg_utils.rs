@@ -82,6 +82,15 @@ pub mod kernel {
         id
     }
 
+    /// Row `id` of a `[E, H]` tensor (the down bias) into a private `[1, H]`.
+    #[nki_helper]
+    pub fn select_expert_row(stacked: Hbm, id: Sbuf) -> Hbm {
+        let h = stacked.shape()[1];
+        let row = nl::ndarray([1, h], stacked.dtype(), buffer = nl::private_hbm);
+        nisa::dma_copy(row, stacked.ap([[h, 1], [1, h]], offset = 0, scalar_offset = id, indirect_dim = 0));
+        row
+    }
+
     /// The weights and biases of the expert whose id is in `id` `[1, 1]`, in
     /// private HBM in `mlp`'s layouts (module docs).
     #[nki_helper]
@@ -110,9 +119,7 @@ pub mod kernel {
         let db = w.expert_down_bias;
         let mut down_b = db;
         if let Some(b) = db {
-            let d = nl::ndarray([1, h], b.dtype(), buffer = nl::private_hbm);
-            nisa::dma_copy(d, b.ap([[h, 1], [1, h]], offset = 0, scalar_offset = id, indirect_dim = 0));
-            down_b = Some(d);
+            down_b = Some(select_expert_row(b, id));
         }
         MLPTensors {
             gate_proj_weights_tensor: gate,
