@@ -123,6 +123,11 @@ const CONFIGS: &[Config] = &[
     cfg(128, 512, 192, 4, 1, 128).routed(Routing::AllOnZero),
     cfg(256, 512, 128, 8, 2, 128).routed(Routing::EvenOnly),
     cfg(256, 512, 128, 4, 2, 128).padded().routed(Routing::Capped),
+    // Above 1024 intermediate rows: the down projection summed in 512-row chunks.
+    cfg(128, 512, 1536, 4, 2, 128),
+    cfg(128, 512, 1152, 4, 1, 128).padded().routed(Routing::AllOnZero),
+    cfg(256, 512, 1552, 8, 2, 128).padded().plain().scale(Scale::Pre).routed(Routing::EvenOnly),
+    cfg(128, 512, 1536, 4, 2, 128).scale(Scale::No).skip_weight(),
 ];
 
 /// Where an expert's MLP multiplies the affinity (the reference's knobs).
@@ -431,10 +436,10 @@ fn configs_in_hardware_precision_match_float64() {
 
 /// The emitted kernel under NumPy equals the emulator (the whole output,
 /// padding row included): accumulating and not, padding skipped or named,
-/// each scaling mode, both precision modes.
+/// each scaling mode, the chunked intermediate, both precision modes.
 #[test]
 fn emitted_bwmm_shard_on_block_under_numpy_equals_emulator() {
-    for c in [CONFIGS[0], CONFIGS[3], CONFIGS[5], CONFIGS[6]] {
+    for c in [CONFIGS[0], CONFIGS[3], CONFIGS[5], CONFIGS[6], CONFIGS[10], CONFIGS[12]] {
         for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
             let w = rounded(&c.inputs(), dtype);
             let emu = c.run(&w, dtype, precision);
@@ -507,13 +512,14 @@ fn rules_refuse_what_they_name() {
     // The padding row: T + 1 rows reduce T.
     assert_eq!(bwmm_shard_on_block_violation(BwmmShardOnBlockCall { tokens: 1025, skip_token: false, ..OK }), None);
     assert_eq!(bwmm_shard_on_block_violation(BwmmShardOnBlockCall { tokens: 1000, accumulating: false, ..OK }), None);
+    // Above 1024 intermediate rows: the chunked path.
+    assert_eq!(bwmm_shard_on_block_violation(BwmmShardOnBlockCall { intermediate: 1552, ..OK }), None);
     let cases = [
         (BwmmShardOnBlockCall { programs: 1, ..OK }, MoeCteRule::Programs),
         (BwmmShardOnBlockCall { hidden: 384, ..OK }, MoeCteRule::HiddenTiles),
         (BwmmShardOnBlockCall { block_size: 200, ..OK }, MoeCteRule::BlockSize),
         (BwmmShardOnBlockCall { positions: 1000, ..OK }, MoeCteRule::Blocks),
         (BwmmShardOnBlockCall { intermediate: 200, ..OK }, MoeCteRule::IntermediateAlign),
-        (BwmmShardOnBlockCall { intermediate: 1536, ..OK }, MoeCteRule::ChunkedIntermediate),
         (BwmmShardOnBlockCall { tokens: 1000, ..OK }, MoeCteRule::ReduceRows),
         (BwmmShardOnBlockCall { tokens: 1100, skip_token: false, ..OK }, MoeCteRule::ReduceRows),
         (BwmmShardOnBlockCall { strategy: BlockShardStrategy::HI_LO, ..OK }, MoeCteRule::Strategy),

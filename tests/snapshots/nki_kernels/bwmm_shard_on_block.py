@@ -20,7 +20,6 @@ from .moe_cte_utils import PSUM_SIZE
 from .moe_cte_utils import SkipMode
 from .moe_cte_utils import TILE_SIZE
 from .moe_cte_utils import calculate_expert_affinities
-from .moe_cte_utils import gather_token_rows
 from .moe_cte_utils import stream_shuffle_broadcast
 
 
@@ -39,6 +38,10 @@ MIN_I_ALIGN = 16
 
 # The largest intermediate size of the unchunked path.
 MAX_UNCHUNKED_I = 1024
+
+
+# Intermediate rows of one chunk of the chunked path (`I > 1024`).
+I_TP_CHUNK_SIZE = 512
 
 
 @dataclass
@@ -71,6 +74,8 @@ class DimensionSizes(nl.NKIObject):
     "Token columns of one gate/up PSUM tile, `min(B, 512)`."
     n_psum_tile_count: int
     "Gate/up PSUM tiles across the block, `B / free_size`."
+    i_chunk_count: int
+    "Chunks of `I_TP` whose down projections are summed one after the other in the output dtype: 1, or `I_TP / 512` (rounded up) above 1024 rows."
 
 
 @dataclass
@@ -146,7 +151,15 @@ def dimension_sizes(inps, b):
     e, i_tp, _ = inps.down_proj_weight.shape
     n = inps.token_position_to_id.shape[0] // b
     free_size = min(b, PSUM_SIZE)
-    return DimensionSizes(b=b, h=h, t=t, e=e, n=n, i_tp=i_tp, i_full=i_tp, i_offset=0, num_tiles=b // TILE_SIZE, h_chunks=h // TILE_SIZE, gup_tile_count=-(-i_tp // TILE_SIZE), free_size=free_size, n_psum_tile_count=b // free_size)
+    i_chunk_count = -(-i_tp // I_TP_CHUNK_SIZE) if i_tp > MAX_UNCHUNKED_I else 1
+    return DimensionSizes(b=b, h=h, t=t, e=e, n=n, i_tp=i_tp, i_full=i_tp, i_offset=0, num_tiles=b // TILE_SIZE, h_chunks=h // TILE_SIZE, gup_tile_count=-(-i_tp // TILE_SIZE), free_size=free_size, n_psum_tile_count=b // free_size, i_chunk_count=i_chunk_count)
+
+
+def intermediate_rows(dims, i_offset, i_tp):
+    """`dims` narrowed to the `i_tp` intermediate rows from weight row
+    `i_offset` on, computed in one pass.
+    """
+    return DimensionSizes(b=dims.b, h=dims.h, t=dims.t, e=dims.e, n=dims.n, i_tp=i_tp, i_full=dims.i_full, i_offset=i_offset, num_tiles=dims.num_tiles, h_chunks=dims.h_chunks, gup_tile_count=-(-i_tp // TILE_SIZE), free_size=dims.free_size, n_psum_tile_count=dims.n_psum_tile_count, i_chunk_count=1)
 
 
 def bwmm_output_initialization(output, shard_id):
@@ -177,11 +190,15 @@ def load_block_token_rows(inps, cfg, dims, block_idx):
     positions = inps.token_position_to_id.ap(pattern=[[1, TILE_SIZE], [TILE_SIZE, nt]], offset=block_idx * dims.b)
     nisa.dma_copy(dst=token_indices, src=positions)
     x = nl.ndarray(shape=(TILE_SIZE, nt, dims.h), dtype=cfg.compute_dtype, buffer=nl.sbuf)
-    hs, skip = (inps.hidden_states, cfg.skip_dma.skip_token)
+    hs, h, skip = (inps.hidden_states, dims.h, cfg.skip_dma.skip_token)
     if skip:
         nisa.memset(dst=x, value=0.0)
     for j in range(nt):
-        gather_token_rows(x[:, j, :], hs, token_indices[:, j:j + 1], 0, skip)
+        dst, idx = (x[:, j, :], token_indices[:, j:j + 1])
+        if skip:
+            nisa.dma_copy(dst=dst, src=hs.ap(pattern=[[h, TILE_SIZE], [1, h]], offset=0, vector_offset=idx, indirect_dim=0), oob_mode=nisa.oob_mode.skip)
+        else:
+            nisa.dma_copy(dst=dst, src=hs.ap(pattern=[[h, TILE_SIZE], [1, h]], offset=0, vector_offset=idx, indirect_dim=0))
     return (token_indices, x)
 
 
@@ -437,19 +454,6 @@ def store_block_output(output, rows, token_indices, j, cfg, shard_id):
         nisa.dma_copy(dst=output.ap(pattern=[[step, TILE_SIZE], [1, h]], offset=offset, vector_offset=idx, indirect_dim=0), src=rows)
 
 
-def load_block_tokens(inps, cfg, dims, block_idx, expert):
-    """[`load_block_token_rows`], the rows scaled by their affinities
-    under `PRE_SCALE`.
-    """
-    token_indices, x = load_block_token_rows(inps, cfg, dims, block_idx)
-    nt = dims.num_tiles
-    if cfg.scaling_mode == ExpertAffinityScaleMode.PRE_SCALE:
-        aff = calculate_expert_affinities(inps.expert_affinities_masked, token_indices, expert, dims.e, cfg.compute_dtype, cfg.skip_dma)
-        for j in range(nt):
-            nisa.tensor_scalar(dst=x[:, j, :], data=x[:, j, :], op0=nl.multiply, operand0=aff[:, j:j + 1])
-    return (token_indices, x)
-
-
 def reduce_tile_count(t, skip_token):
     """128-row tiles the final reduction covers: the token rows, without
     the padding row `T` unless padding is skipped.
@@ -472,7 +476,6 @@ def validate_bwmm_shard_on_block(inps, cfg, block_size, strategy, quantized, dow
     assert block_size > 0 and block_size % TILE_SIZE == 0, f"bwmm_shard_on_block: block_size = {block_size} must be a positive multiple of 128"
     assert e > 0 and positions > 0 and positions % block_size == 0, f"bwmm_shard_on_block: E = {e} must be positive and token_position_to_id's length {positions} a positive multiple of block_size"
     assert i > 0 and i % MIN_I_ALIGN == 0, f"bwmm_shard_on_block: I = {i} must be a positive multiple of 16"
-    assert i <= MAX_UNCHUNKED_I, f"bwmm_shard_on_block: I = {i} above 1024 (the library's chunked path) is not implemented"
     reduce_tiles = reduce_tile_count(t, skip)
     assert not cfg.is_tensor_update_accumulating or reduce_tiles * TILE_SIZE <= t, f"bwmm_shard_on_block: with is_tensor_update_accumulating the final reduction reads whole 128-row tiles of the token rows (T - 1, or T with skip_token), so T = {t} does not fit"
     assert strategy == BlockShardStrategy.PING_PONG, f"bwmm_shard_on_block: block_sharding_strategy must be PING_PONG, got {strategy}"
@@ -501,26 +504,90 @@ def load_shard_block_experts(block_to_expert, dims, shard_id):
     return experts
 
 
+def load_block_tokens(inps, cfg, dims, block_idx, expert):
+    """[`load_block_token_rows`], the rows scaled by their affinities
+    under `PRE_SCALE`.
+    """
+    token_indices, x = load_block_token_rows(inps, cfg, dims, block_idx)
+    nt = dims.num_tiles
+    if cfg.scaling_mode == ExpertAffinityScaleMode.PRE_SCALE:
+        aff = calculate_expert_affinities(inps.expert_affinities_masked, token_indices, expert, dims.e, cfg.compute_dtype, cfg.skip_dma)
+        for j in range(nt):
+            nisa.tensor_scalar(dst=x[:, j, :], data=x[:, j, :], op0=nl.multiply, operand0=aff[:, j:j + 1])
+    return (token_indices, x)
+
+
+def intermediate_chunk(dims, c):
+    """Chunk `c` of the chunked path: 512 intermediate rows (the last
+    possibly fewer).
+    """
+    start = c * I_TP_CHUNK_SIZE
+    return intermediate_rows(dims, dims.i_offset + start, min(I_TP_CHUNK_SIZE, dims.i_tp - start))
+
+
+def chunked_down_projections(inps, cfg, dims, x_t, expert, out_dtype):
+    """The chunked path's down projection of the block (`I_TP > 1024`):
+    `[128, B/128, H]` in `out_dtype`, each 512-row chunk of the
+    intermediate dim through its own gate/up and down weights, its PSUM
+    sum rounded to `out_dtype` and added onto the chunks before it.
+    """
+    sums = nl.ndarray(shape=(TILE_SIZE, dims.num_tiles, dims.h), dtype=out_dtype, buffer=nl.sbuf)
+    nisa.memset(dst=sums, value=0.0)
+    for c in range(dims.i_chunk_count):
+        chunk = intermediate_chunk(dims, c)
+        gup = block_gate_up_projections(inps, cfg, chunk, x_t, expert)
+        inter = compute_intermediate_states(gup, cfg, chunk)
+        dp_weights = load_down_proj_weight(inps, cfg, chunk, expert)
+        st = BlockState(inter=inter, dp_weights=dp_weights, affinity=None, down_bias=None)
+        for j in range(dims.num_tiles):
+            rows = compute_block_output(st, sums[:, j, :], j, cfg, chunk, out_dtype)
+            nisa.tensor_copy(dst=sums[:, j, :], src=rows)
+    return sums
+
+
+def block_old_rows(output, token_indices, j, cfg, shard_id, first):
+    """The old rows of token tile `j` when accumulating
+    ([`bwmm_load_old_block`]), else none.
+    """
+    return bwmm_load_old_block(output, token_indices, j, cfg, shard_id, first) if cfg.is_tensor_update_accumulating else None
+
+
 def process_block(inps, cfg, dims, output, block_idx, expert, first):
     """One block through its expert into `output` (module docs); `first`
     when it is this program's first block (nothing to accumulate onto).
+    Above 1024 intermediate rows the down projection is summed chunk by
+    chunk ([`chunked_down_projections`]) and the bias, affinity and old
+    rows applied to the sum.
     """
     shard_id = block_idx % NUM_SHARDS
     token_indices, x = load_block_tokens(inps, cfg, dims, block_idx, expert)
     x_t = transpose_block_hidden_states(x, dims)
-    gup = block_gate_up_projections(inps, cfg, dims, x_t, expert)
     down_bias = None
     db = inps.down_proj_bias
     if db is not None:
         b = db
         down_bias = load_and_broadcast_down_bias(b, cfg, dims, expert)
-    inter = compute_intermediate_states(gup, cfg, dims)
     affinity = calculate_expert_affinities(inps.expert_affinities_masked, token_indices, expert, dims.e, cfg.compute_dtype, cfg.skip_dma) if cfg.scaling_mode == ExpertAffinityScaleMode.POST_SCALE else None
-    st = BlockState(inter=inter, dp_weights=load_down_proj_weight(inps, cfg, dims, expert), affinity=affinity, down_bias=down_bias)
-    for j in range(dims.num_tiles):
-        old = bwmm_load_old_block(output, token_indices, j, cfg, shard_id, first) if cfg.is_tensor_update_accumulating else None
-        rows = compute_block_output(st, old, j, cfg, dims, output.dtype)
-        store_block_output(output, rows, token_indices, j, cfg, shard_id)
+    out_dtype = output.dtype
+    if dims.i_chunk_count > 1:
+        sums = chunked_down_projections(inps, cfg, dims, x_t, expert, out_dtype)
+        for j in range(dims.num_tiles):
+            old = block_old_rows(output, token_indices, j, cfg, shard_id, first)
+            scale = None
+            if affinity is not None:
+                a = affinity
+                scale = a[:, j:j + 1]
+            rows = nl.ndarray(shape=(TILE_SIZE, dims.h), dtype=out_dtype, buffer=nl.sbuf)
+            finish_output_rows(rows, sums[:, j, :], down_bias, scale, old)
+            store_block_output(output, rows, token_indices, j, cfg, shard_id)
+    else:
+        gup = block_gate_up_projections(inps, cfg, dims, x_t, expert)
+        inter = compute_intermediate_states(gup, cfg, dims)
+        st = BlockState(inter=inter, dp_weights=load_down_proj_weight(inps, cfg, dims, expert), affinity=affinity, down_bias=down_bias)
+        for j in range(dims.num_tiles):
+            old = block_old_rows(output, token_indices, j, cfg, shard_id, first)
+            rows = compute_block_output(st, old, j, cfg, dims, out_dtype)
+            store_block_output(output, rows, token_indices, j, cfg, shard_id)
 
 
 def reduce_outputs(output, first_tile, tiles):

@@ -23,6 +23,7 @@ from .bwmm_shard_on_block import dimension_sizes
 from .bwmm_shard_on_block import finish_output_rows
 from .bwmm_shard_on_block import i_rows
 from .bwmm_shard_on_block import input_tensors
+from .bwmm_shard_on_block import intermediate_rows
 from .bwmm_shard_on_block import load_and_broadcast_down_bias
 from .bwmm_shard_on_block import load_block_token_rows
 from .bwmm_shard_on_block import load_down_proj_weight
@@ -92,7 +93,7 @@ def shard_intermediate(dims, shard_id):
     `shard_id·I/2 ..` of the call's `dims`.
     """
     i_tp = dims.i_full // NUM_SHARDS
-    return DimensionSizes(b=dims.b, h=dims.h, t=dims.t, e=dims.e, n=dims.n, i_tp=i_tp, i_full=dims.i_full, i_offset=shard_id * i_tp, num_tiles=dims.num_tiles, h_chunks=dims.h_chunks, gup_tile_count=-(-i_tp // TILE_SIZE), free_size=dims.free_size, n_psum_tile_count=dims.n_psum_tile_count)
+    return intermediate_rows(dims, shard_id * i_tp, i_tp)
 
 
 def calculate_expert_affinity_T(inps, cfg, dims, expert, token_indices):

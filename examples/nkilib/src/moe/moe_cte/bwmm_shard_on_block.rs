@@ -39,11 +39,24 @@
 //! every scaling mode (the library's output step adds it under `POST_SCALE`
 //! only), and the accumulating output's padding row is zeroed with the rest.
 //!
+//! Above 1024 intermediate rows (`I_TP`) the weights do not fit SBUF at
+//! once, so the block runs in 512-row chunks of the intermediate dim, each
+//! with its own gate/up and down weights (the gate/up values are the same
+//! as in one pass):
+//!
+//! ```text
+//! sum = 0                                        # [128, B/128, H], output dtype
+//! for chunk in 0..ceil(I/512):
+//!     inter_c = act(g_c) · u_c                   # the chunk's rows
+//!     sum = sum + inter_c·W_down[e, chunk rows]  # PSUM sum, rounded to the output dtype
+//! y = sum + b_down[e]                            # in the output dtype
+//! out = y · aff (POST_SCALE) + old rows (accumulating)
+//! ```
+//!
 //! Options this port does not implement are refused by name (see
 //! [`MoeCteRule`](crate::moe::moe_cte::moe_cte::MoeCteRule)): `HI_LO`,
-//! `PRE_SCALE_DELAYED`, the quantization scales, `down_activations`, an
-//! intermediate size above 1024 (the library's chunked path), and the GELU
-//! activations (the library's intermediate covers SiLU and Swish).
+//! `PRE_SCALE_DELAYED`, the quantization scales, `down_activations`, and the
+//! GELU activations (the library's intermediate covers SiLU and Swish).
 
 pub use kernel::*;
 
@@ -69,6 +82,8 @@ pub mod kernel {
     pub const MIN_I_ALIGN: i64 = 16;
     /// The largest intermediate size of the unchunked path.
     pub const MAX_UNCHUNKED_I: i64 = 1024;
+    /// Intermediate rows of one chunk of the chunked path (`I > 1024`).
+    pub const I_TP_CHUNK_SIZE: i64 = 512;
 
     /// The call's sizes (the library's `DimensionSizes`).
     #[nki_object]
@@ -101,6 +116,10 @@ pub mod kernel {
         pub free_size: i64,
         /// Gate/up PSUM tiles across the block, `B / free_size`.
         pub n_psum_tile_count: i64,
+        /// Chunks of `I_TP` whose down projections are summed one after
+        /// the other in the output dtype: 1, or `I_TP / 512` (rounded up)
+        /// above 1024 rows.
+        pub i_chunk_count: i64,
     }
 
     /// The sizes of a call with `b` positions per block.
@@ -110,6 +129,7 @@ pub mod kernel {
         let [e, i_tp, _] = inps.down_proj_weight.shape();
         let n = inps.token_position_to_id.shape()[0] / b;
         let free_size = b.min(PSUM_SIZE);
+        let i_chunk_count = if i_tp > MAX_UNCHUNKED_I { i_tp.div_ceil(I_TP_CHUNK_SIZE) } else { 1 };
         DimensionSizes {
             b,
             h,
@@ -124,7 +144,38 @@ pub mod kernel {
             gup_tile_count: i_tp.div_ceil(TILE_SIZE),
             free_size,
             n_psum_tile_count: b / free_size,
+            i_chunk_count,
         }
+    }
+
+    /// `dims` narrowed to the `i_tp` intermediate rows from weight row
+    /// `i_offset` on, computed in one pass.
+    #[nki_helper]
+    pub fn intermediate_rows(dims: DimensionSizes, i_offset: i64, i_tp: i64) -> DimensionSizes {
+        DimensionSizes {
+            b: dims.b,
+            h: dims.h,
+            t: dims.t,
+            e: dims.e,
+            n: dims.n,
+            i_tp,
+            i_full: dims.i_full,
+            i_offset,
+            num_tiles: dims.num_tiles,
+            h_chunks: dims.h_chunks,
+            gup_tile_count: i_tp.div_ceil(TILE_SIZE),
+            free_size: dims.free_size,
+            n_psum_tile_count: dims.n_psum_tile_count,
+            i_chunk_count: 1,
+        }
+    }
+
+    /// Chunk `c` of the chunked path: 512 intermediate rows (the last
+    /// possibly fewer).
+    #[nki_helper]
+    pub fn intermediate_chunk(dims: DimensionSizes, c: i64) -> DimensionSizes {
+        let start = c * I_TP_CHUNK_SIZE;
+        intermediate_rows(dims, dims.i_offset + start, I_TP_CHUNK_SIZE.min(dims.i_tp - start))
     }
 
     /// Rows of I-tile `it` that hold the intermediate dim.
@@ -498,35 +549,85 @@ pub mod kernel {
         gup
     }
 
+    /// The chunked path's down projection of the block (`I_TP > 1024`):
+    /// `[128, B/128, H]` in `out_dtype`, each 512-row chunk of the
+    /// intermediate dim through its own gate/up and down weights, its PSUM
+    /// sum rounded to `out_dtype` and added onto the chunks before it.
+    #[nki_helper]
+    pub fn chunked_down_projections(
+        inps: InputTensors,
+        cfg: Configs,
+        dims: DimensionSizes,
+        x_t: Sbuf,
+        expert: Sbuf,
+        out_dtype: Dtype,
+    ) -> Sbuf {
+        let sums = nl::ndarray([TILE_SIZE, dims.num_tiles, dims.h], out_dtype, buffer = nl::sbuf);
+        nisa::memset(sums, 0.0);
+        for c in 0..dims.i_chunk_count {
+            let chunk: DimensionSizes = intermediate_chunk(dims, c);
+            let gup = block_gate_up_projections(inps, cfg, chunk, x_t, expert);
+            let inter = compute_intermediate_states(gup, cfg, chunk);
+            let dp_weights = load_down_proj_weight(inps, cfg, chunk, expert);
+            let st = BlockState { inter, dp_weights, affinity: None, down_bias: None };
+            for j in 0..dims.num_tiles {
+                let rows = compute_block_output(st, Some(sums[s![.., j, ..]]), j, cfg, chunk, out_dtype);
+                nisa::tensor_copy(sums[s![.., j, ..]], rows);
+            }
+        }
+        sums
+    }
+
     /// One block through its expert into `output` (module docs); `first`
     /// when it is this program's first block (nothing to accumulate onto).
+    /// Above 1024 intermediate rows the down projection is summed chunk by
+    /// chunk ([`chunked_down_projections`]) and the bias, affinity and old
+    /// rows applied to the sum.
     #[nki_helper]
     pub fn process_block(inps: InputTensors, cfg: Configs, dims: DimensionSizes, output: Hbm, block_idx: i64, expert: Sbuf, first: bool) {
         let shard_id = block_idx % NUM_SHARDS;
         let (token_indices, x) = load_block_tokens(inps, cfg, dims, block_idx, expert);
         let x_t = transpose_block_hidden_states(x, dims);
-        let gup = block_gate_up_projections(inps, cfg, dims, x_t, expert);
         let mut down_bias: Option<Sbuf> = None;
         let db = inps.down_proj_bias;
         if let Some(b) = db {
             down_bias = Some(load_and_broadcast_down_bias(b, cfg, dims, expert));
         }
-        let inter = compute_intermediate_states(gup, cfg, dims);
         let affinity = if cfg.scaling_mode == ExpertAffinityScaleMode::POST_SCALE {
             Some(calculate_expert_affinities(inps.expert_affinities_masked, token_indices, expert, dims.e, cfg.compute_dtype, cfg.skip_dma))
         } else {
             None
         };
-        let st = BlockState { inter, dp_weights: load_down_proj_weight(inps, cfg, dims, expert), affinity, down_bias };
-        for j in 0..dims.num_tiles {
-            let old = if cfg.is_tensor_update_accumulating {
-                Some(bwmm_load_old_block(output, token_indices, j, cfg, shard_id, first))
-            } else {
-                None
-            };
-            let rows = compute_block_output(st, old, j, cfg, dims, output.dtype());
-            store_block_output(output, rows, token_indices, j, cfg, shard_id);
+        let out_dtype = output.dtype();
+        if dims.i_chunk_count > 1 {
+            let sums = chunked_down_projections(inps, cfg, dims, x_t, expert, out_dtype);
+            for j in 0..dims.num_tiles {
+                let old = block_old_rows(output, token_indices, j, cfg, shard_id, first);
+                let mut scale: Option<Tensor> = None;
+                if let Some(a) = affinity {
+                    scale = Some(a[s![.., j..j + 1]]);
+                }
+                let rows = nl::ndarray([TILE_SIZE, dims.h], out_dtype, buffer = nl::sbuf);
+                finish_output_rows(rows, sums[s![.., j, ..]], down_bias, scale, old);
+                store_block_output(output, rows, token_indices, j, cfg, shard_id);
+            }
+        } else {
+            let gup = block_gate_up_projections(inps, cfg, dims, x_t, expert);
+            let inter = compute_intermediate_states(gup, cfg, dims);
+            let st = BlockState { inter, dp_weights: load_down_proj_weight(inps, cfg, dims, expert), affinity, down_bias };
+            for j in 0..dims.num_tiles {
+                let old = block_old_rows(output, token_indices, j, cfg, shard_id, first);
+                let rows = compute_block_output(st, old, j, cfg, dims, out_dtype);
+                store_block_output(output, rows, token_indices, j, cfg, shard_id);
+            }
         }
+    }
+
+    /// The old rows of token tile `j` when accumulating
+    /// ([`bwmm_load_old_block`]), else none.
+    #[nki_helper]
+    pub fn block_old_rows(output: Hbm, token_indices: Sbuf, j: i64, cfg: Configs, shard_id: i64, first: bool) -> Option<Sbuf> {
+        if cfg.is_tensor_update_accumulating { Some(bwmm_load_old_block(output, token_indices, j, cfg, shard_id, first)) } else { None }
     }
 
     /// Adds slot 1 into slot 0 of `tiles` 128-row tiles of the accumulating
@@ -625,7 +726,6 @@ pub mod kernel {
             "bwmm_shard_on_block: E = {e} must be positive and token_position_to_id's length {positions} a positive multiple of block_size"
         );
         assert!(i > 0 && i % MIN_I_ALIGN == 0, "bwmm_shard_on_block: I = {i} must be a positive multiple of 16");
-        assert!(i <= MAX_UNCHUNKED_I, "bwmm_shard_on_block: I = {i} above 1024 (the library's chunked path) is not implemented");
         let reduce_tiles: i64 = reduce_tile_count(t, skip);
         assert!(
             !cfg.is_tensor_update_accumulating || reduce_tiles * TILE_SIZE <= t,
@@ -809,8 +909,6 @@ pub enum MoeCteRule {
     Blocks,
     /// `I` is not a positive multiple of 16.
     IntermediateAlign,
-    /// `I` above 1024 (the library's chunked path).
-    ChunkedIntermediate,
     /// The accumulating output's reduction would read past the token rows.
     ReduceRows,
     /// `HI_LO` block sharding.
@@ -841,7 +939,6 @@ impl MoeCteRule {
                 "bwmm_shard_on_block: E must be positive and token_position_to_id's length a positive multiple of block_size"
             }
             MoeCteRule::IntermediateAlign => "bwmm_shard_on_block: I must be a positive multiple of 16",
-            MoeCteRule::ChunkedIntermediate => "bwmm_shard_on_block: I above 1024 (the library's chunked path) is not implemented",
             MoeCteRule::ReduceRows => {
                 "bwmm_shard_on_block: with is_tensor_update_accumulating the final reduction reads whole 128-row tiles of the token rows (T - 1, or T with skip_token)"
             }
@@ -916,9 +1013,6 @@ pub const fn bwmm_shard_on_block_violation(c: BwmmShardOnBlockCall) -> Option<Mo
     if c.intermediate <= 0 || c.intermediate % MIN_I_ALIGN != 0 {
         return Some(MoeCteRule::IntermediateAlign);
     }
-    if c.intermediate > MAX_UNCHUNKED_I {
-        return Some(MoeCteRule::ChunkedIntermediate);
-    }
     if c.accumulating && reduce_tiles(c.tokens, c.skip_token) * TILE_SIZE > c.tokens {
         return Some(MoeCteRule::ReduceRows);
     }
@@ -953,9 +1047,15 @@ pub const fn bwmm_shard_on_block_violation(c: BwmmShardOnBlockCall) -> Option<Mo
 /// assert_eq!((c.block_size, c.programs), (512, 2));
 /// ```
 ///
-/// ```compile_fail
-/// // An intermediate size above 1024 is the library's chunked path.
+/// ```
+/// // Above 1024 intermediate rows the down projection is summed in chunks.
 /// let c = nkilib::bwmm_shard_on_block_config!(tokens = 1024, hidden = 3072, intermediate = 1536, experts = 8, block_size = 512, positions = 16 * 512, skip_token = true);
+/// assert_eq!(c.intermediate, 1536);
+/// ```
+///
+/// ```compile_fail
+/// // The intermediate size must be a multiple of 16.
+/// let c = nkilib::bwmm_shard_on_block_config!(tokens = 1024, hidden = 3072, intermediate = 1000, experts = 8, block_size = 512, positions = 16 * 512, skip_token = true);
 /// ```
 #[macro_export]
 macro_rules! bwmm_shard_on_block_config {

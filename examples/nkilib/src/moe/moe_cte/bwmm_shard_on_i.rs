@@ -52,8 +52,8 @@ pub mod kernel {
     use crate::moe::moe_cte::bwmm_shard_on_block::{
         BlockState, ClampLimits, DimensionSizes, MIN_I_ALIGN, NUM_SHARDS, block_gate_up_projections, blockwise_sizes, bwmm_load_old_block,
         bwmm_output_initialization, check_blockwise_shapes, compute_block_output, compute_intermediate_states, configs, dimension_sizes,
-        finish_output_rows, i_rows, input_tensors, load_and_broadcast_down_bias, load_block_token_rows, load_down_proj_weight,
-        store_block_output, transpose_block_hidden_states,
+        finish_output_rows, i_rows, input_tensors, intermediate_rows, load_and_broadcast_down_bias, load_block_token_rows,
+        load_down_proj_weight, store_block_output, transpose_block_hidden_states,
     };
     pub use crate::moe::moe_cte::moe_cte_utils::SkipMode;
     use crate::moe::moe_cte::moe_cte_utils::{
@@ -74,21 +74,7 @@ pub mod kernel {
     #[nki_helper]
     pub fn shard_intermediate(dims: DimensionSizes, shard_id: i64) -> DimensionSizes {
         let i_tp = dims.i_full / NUM_SHARDS;
-        DimensionSizes {
-            b: dims.b,
-            h: dims.h,
-            t: dims.t,
-            e: dims.e,
-            n: dims.n,
-            i_tp,
-            i_full: dims.i_full,
-            i_offset: shard_id * i_tp,
-            num_tiles: dims.num_tiles,
-            h_chunks: dims.h_chunks,
-            gup_tile_count: i_tp.div_ceil(TILE_SIZE),
-            free_size: dims.free_size,
-            n_psum_tile_count: dims.n_psum_tile_count,
-        }
+        intermediate_rows(dims, shard_id * i_tp, i_tp)
     }
 
     /// The affinities of the block's tokens for its expert along the free
