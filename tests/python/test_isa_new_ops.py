@@ -7,6 +7,7 @@ import ml_dtypes
 import numpy as np
 
 from kernel_helpers import RNG, f32, hbm, host, ints, nisa, nl, run, sbuf
+from nki_harness.fake_nki.tensor import SHARED_HBM, from_cells
 from nki_harness.fake_nki.errors import NkiError
 
 
@@ -396,6 +397,37 @@ class MxTest(unittest.TestCase):
         ra, rb = da.reshape(k_, m, 4), db.reshape(k_, n, 4)
         np.testing.assert_allclose(host(out), np.einsum("kmj,knj->mn", ra, rb), rtol=1e-5, atol=1e-4)
         np.testing.assert_allclose(host(twice), 2 * np.einsum("kmj,knj->mn", ra, rb), rtol=1e-5, atol=1e-4)
+
+    def test_matmul_mx_sums_each_group_exactly_then_the_groups_in_float64_in_order(self):
+        # Written values, not a recomputation: a float32 running sum gives 0 in
+        # the first two cells, another group order 1 in the third.
+        k_, m, n = 32, 2, 4
+        st, mv = np.zeros((k_, m, 4), np.int64), np.zeros((k_, n, 4), np.int64)
+        # Cell (0, 0), group 0: 448 * 448 + 2^-9 * 2^-9 - 448 * 448 = 2^-18.
+        st[0, 0, :3], mv[0, 0, :3] = (0x7E, 0x01, 0x7E), (0x7E, 0x01, 0xFE)
+        # +-1 at the first row of groups 1..3; scale 2^30 on groups 1 and 3 of
+        # st column 1 and mv column 2: cell (1, 1) is 2^30 + 1 - 2^30 = 1, cell
+        # (1, 2) is 2^60 + 1 - 2^60, 0 in float64 in group order.
+        st[[8, 16, 24], 1, 0] = 0x38
+        mv[[8, 16, 24], 1, 0] = mv[[8, 16, 24], 2, 0] = (0x38, 0x38, 0xB8)
+        es, em = np.full((4, m), 127), np.full((4, n), 127)
+        es[[1, 3], 1] = em[[1, 3], 2] = 157
+
+        def packed(codes):
+            words = sum(codes[..., j] << (8 * j) for j in range(4))
+            t = nl.ndarray(words.shape, dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=from_cells("input", nl.float8_e4m3fn_x4, SHARED_HBM, words))
+            return t
+
+        def kern():
+            d = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.psum)
+            nisa.nc_matmul_mx(dst=d, stationary=packed(st), moving=packed(mv), stationary_scale=sbuf(es, nl.uint8),
+                              moving_scale=sbuf(em, nl.uint8))
+            out = tile((m, n))
+            nisa.tensor_copy(dst=out, src=d)
+            return out
+
+        np.testing.assert_array_equal(host(run(kern, generation="trn3")), [[2.0 ** -18, 0, 0, 0], [0, 1, 0, 0]])
 
     def test_scales_of_four_quadrants_sit_in_their_quadrants_packed_at_offsets(self):
         # The MXFP deep dive: data over 128 partitions keeps group g's scale at row

@@ -18,7 +18,6 @@ use super::matmul::{accumulation, in_buffer, write_accumulated};
 use super::tile::TileView;
 use crate::dtype::{fp4_decode, fp8_decode, fp8_encode, round_f32};
 use crate::emulator::Ctx;
-use crate::numeric::gemm::{Mat, sgemm_split};
 use crate::{Buffer, Dtype, NkiError, Result, Tensor};
 
 use nki_spec::mx::{GROUP_ELEMENTS, GROUP_PARTITIONS, QUADRANT, QUADRANT_SCALES, SCALE_OFFSETS, scale_partitions, scale_row};
@@ -209,11 +208,36 @@ fn dequantized(t: &Tensor, v: &TileView, exps: &[i32]) -> Vec<f32> {
     out
 }
 
+/// `aᵀ · b` for the dequantized `[4·K, m]` and `[4·K, n]` operands with the sum
+/// the NumPy executor defines: each group's `8 · 4` rows summed in f64 (exact
+/// for e4m3fn and fp4 elements, so in any order), the group sums added in f64
+/// in group order, the total rounded once to f32.
+fn group_ordered_product(a: &[f32], b: &[f32], m: usize, n: usize) -> Vec<f32> {
+    const ROWS: usize = GROUP_PARTITIONS * GROUP_ELEMENTS;
+    let mut total = vec![0f64; m * n];
+    let mut group = vec![0f64; m * n];
+    for (ga, gb) in a.chunks(ROWS * m).zip(b.chunks(ROWS * n)) {
+        group.fill(0.0);
+        for (ra, rb) in ga.chunks(m).zip(gb.chunks(n)) {
+            for (&x, cells) in ra.iter().zip(group.chunks_mut(n)) {
+                for (c, &y) in cells.iter_mut().zip(rb) {
+                    *c += f64::from(x) * f64::from(y);
+                }
+            }
+        }
+        for (t, g) in total.iter_mut().zip(&group) {
+            *t += g;
+        }
+    }
+    total.into_iter().map(|v| v as f32).collect()
+}
+
 /// `nisa.nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale)`:
 /// `dst[m, n] = sum over partitions k and packed slots j of
-/// st[k, m, j] 2^es[k / 8, m] * mv[k, n, j] 2^em[k / 8, n]` in fp32 (the
-/// `nc_matmul` product over the `4 K` rows `4k + j`) into PSUM, accumulating as `nc_matmul` does; the tiling arguments
-/// have no numeric effect. trn3 and newer.
+/// st[k, m, j] 2^es[k / 8, m] * mv[k, n, j] 2^em[k / 8, n]` over the `4 K` rows
+/// `4k + j`, summed as [`group_ordered_product`] defines and rounded once to fp32,
+/// into PSUM, accumulating as `nc_matmul` does; the tiling arguments have no
+/// numeric effect. trn3 and newer.
 #[allow(clippy::too_many_arguments)]
 pub fn nc_matmul_mx(
     ctx: &Ctx,
@@ -275,11 +299,7 @@ pub fn nc_matmul_mx(
     let ms = scale_tile(OP, "moving_scale", moving_scale, groups, mv.nf)?;
     let a = dequantized(stationary, &st, &scale_exponents(&ss));
     let b = dequantized(moving, &mv, &scale_exponents(&ms));
-    // As nc_matmul over the 4·K rows of partitions and slots.
-    let (m, n) = (st.nf, mv.nf);
-    let mut out = vec![0f32; m * n];
-    let (am, bm) = (Mat { offset: 0, rs: 1, cs: m as isize }, Mat { offset: 0, rs: n as isize, cs: 1 });
-    sgemm_split(ctx.helpers(), m, GROUP_ELEMENTS * st.np, n, &a, am, &b, bm, &mut out, Mat { offset: 0, rs: n as isize, cs: 1 }, 0.0);
+    let out = group_ordered_product(&a, &b, st.nf, mv.nf);
     let state = accumulation(ctx, OP, dst, opts.accumulate)?;
     write_accumulated(ctx, dst, &dt, out, state);
     Ok(())

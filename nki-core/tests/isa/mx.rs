@@ -173,6 +173,50 @@ fn nc_matmul_mx_sums_dequantized_products_and_accumulates() {
     assert_close(&got.1, &want.iter().map(|w| 2.0 * w).collect::<Vec<_>>(), 1e-5, 1e-6);
 }
 
+/// The sum is defined: a group's 32 products exactly, the group sums added in
+/// f64 in group order, rounded once to f32. Each nonzero cell here comes out
+/// differently under a plain f32 running sum (0, 0 and 0 for the first two)
+/// or under other group orders (the third).
+#[test]
+fn nc_matmul_mx_sums_each_group_exactly_then_the_groups_in_f64_in_order() {
+    let (k, m, n) = (32usize, 2usize, 4usize);
+    let (mut st, mut mv) = (vec![0u32; k * m * 4], vec![0u32; k * n * 4]);
+    let at = |p: usize, col: usize, cols: usize, j: usize| (p * cols + col) * 4 + j;
+    // Cell (0, 0), group 0: 448·448 + 2^-9·2^-9 - 448·448 = 2^-18.
+    for (j, (a, b)) in [(0x7e, 0x7e), (0x01, 0x01), (0x7e, 0xfe)].into_iter().enumerate() {
+        (st[at(0, 0, m, j)], mv[at(0, 0, n, j)]) = (a, b);
+    }
+    // Column 1 of st and columns 1, 2 of mv: ±1 at the first row of groups 1, 2, 3.
+    for g in 1..4 {
+        st[at(8 * g, 1, m, 0)] = 0x38;
+        let one = if g == 3 { 0xb8 } else { 0x38 };
+        (mv[at(8 * g, 1, n, 0)], mv[at(8 * g, 2, n, 0)]) = (one, one);
+    }
+    // Scales 2^30 on groups 1 and 3 of st column 1 and mv column 2: cell (1, 1)
+    // is 2^30 + 1 - 2^30 = 1; cell (1, 2) is 2^60 + 1 - 2^60, 0 in f64 in order.
+    let (mut st_exp, mut mv_exp) = (vec![127i64; 4 * m], vec![127i64; 4 * n]);
+    for g in [1, 3] {
+        (st_exp[g * m + 1], mv_exp[g * n + 2]) = (157, 157);
+    }
+    let pack = |c: &[u32]| -> Vec<i64> { c.chunks(4).map(|w| w.iter().enumerate().map(|(i, &x)| i64::from(x) << (8 * i)).sum()).collect() };
+    let got = trn3()
+        .run(|ctx| {
+            let hold = |shape: &[usize], vals: &[i64], dtype: Dtype| -> nki_core::Result<Tensor> {
+                let t = alloc(ctx, &[shape[0] as i64, shape[1] as i64], dtype, Buffer::Sbuf)?;
+                nisa::dma_copy(ctx, &t, &Tensor::from_i64(shape, vals, dtype)?, Default::default())?;
+                Ok(t)
+            };
+            let (a, b) = (hold(&[k, m], &pack(&st), Dtype::Fp8E4m3Fnx4)?, hold(&[k, n], &pack(&mv), Dtype::Fp8E4m3Fnx4)?);
+            let ss = hold(&[scale_rows(k), m], &spread(&st_exp, 4, m, 127), Dtype::U8)?;
+            let ms = hold(&[scale_rows(k), n], &spread(&mv_exp, 4, n, 127), Dtype::U8)?;
+            let d = alloc(ctx, &[m as i64, n as i64], Dtype::F32, Buffer::Psum)?;
+            nisa::nc_matmul_mx(ctx, &d, &a, &b, &ss, &ms, NcMatmulMxOpts::default())?;
+            Ok(d.to_f32_vec())
+        })
+        .unwrap();
+    assert_eq!(got, [2f32.powi(-18), 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0]);
+}
+
 #[test]
 fn quantized_operands_multiply_to_within_the_mx_error_of_the_exact_product() {
     let (k, m, n) = (32usize, 8usize, 8usize);

@@ -129,8 +129,13 @@ def quantize_mx(dst, src, dst_scale, name=None):
 def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_position=None, tile_size=None,
                  accumulate=None, name=None):
     """`dst[m, n] = sum over partitions k and packed slots j of
-    st[k, m, j] * 2^e_st[k // 8, m] * mv[k, n, j] * 2^e_mv[k // 8, n]` in float32 into
-    PSUM, accumulating as `nc_matmul` does. Tile position / size have no numeric effect."""
+    st[k, m, j] * 2^e_st[k // 8, m] * mv[k, n, j] * 2^e_mv[k // 8, n]` into PSUM,
+    accumulating as `nc_matmul` does. Tile position / size have no numeric effect.
+
+    The sum is defined, not left to a BLAS order: elements dequantize to float32,
+    each group's 32 products (8 partitions x 4 slots) are summed in float64 (exact
+    for float8_e4m3fn and float4 elements, whatever the order), the group sums are
+    added in float64 in group order, and the total rounds once to float32."""
     op = "nisa.nc_matmul_mx"
     _needs_v4(op)
     st, mv = _in(op, "stationary", stationary, SBUF), _in(op, "moving", moving, SBUF)
@@ -155,8 +160,13 @@ def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_p
     ms = _scale_tiles(op, "moving_scale", moving_scale, groups, mv.nf)
     a = unpack(st) * np.exp2(np.repeat(scale_exponents(ss), GROUP_PARTITIONS, axis=0))[:, :, None]
     b = unpack(mv) * np.exp2(np.repeat(scale_exponents(ms), GROUP_PARTITIONS, axis=0))[:, :, None]
-    # As nc_matmul over the 4K rows 4k + j of partitions and slots.
-    rows = lambda x: x.astype(np.float32).transpose(0, 2, 1).reshape(-1, x.shape[1])
-    product = np.matmul(rows(a).T, rows(b))
+    # Per group, its 32 rows 4k + j of partitions and slots, as float32 values held in float64.
+    rows = lambda x: x.astype(np.float32).astype(np.float64).transpose(0, 2, 1).reshape(
+        groups, GROUP_PARTITIONS * GROUP_ELEMENTS, x.shape[1])
+    per_group = np.matmul(rows(a).transpose(0, 2, 1), rows(b))
+    total = np.zeros(per_group.shape[1:])
+    for g in range(groups):
+        total = total + per_group[g]
+    product = total.astype(np.float32)
     dt.write(accumulated(op, product, dst, dt, accumulate, current().hw), current().rounds, matmul=True)
 
