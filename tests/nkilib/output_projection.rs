@@ -598,14 +598,10 @@ fn cte_rules_refuse_by_name() {
     let (a, w, _) = cfg.inputs(Dtype::F32);
     let (at, wt) = (tensor(&[1, 2, 64, 8], &a, Dtype::F32), tensor(&[128, 256], &w, Dtype::F32));
     let launch = Launch::new().lnc(2);
-    let e = output_projection_cte::Call::new(&at, &wt)
-        .quantization_type(CteQuantizationType::STATIC_MX)
-        .launch(&launch)
-        .unwrap_err()
-        .to_string();
+    let e = output_projection_cte::Call::new(&at, &wt).quantization_type(CteQuantizationType::ROW).launch(&launch).unwrap_err().to_string();
     assert!(
         e.contains(
-            "quantization_type must be QuantizationType.NONE, STATIC or MX (the members implemented), got QuantizationType.STATIC_MX"
+            "quantization_type must be QuantizationType.NONE, STATIC, MX or STATIC_MX (the members implemented), got QuantizationType.ROW"
         ),
         "{e}"
     );

@@ -12,7 +12,7 @@
 //! the emitted source under NumPy against the emulator; the MX rules.
 
 use crate::common::{Arg, CaseName, as_dtype, assert_numpy_equals_emulator, package_of, seed_of, tensor, uniform};
-use crate::mx_format::{e4m3fn, quantize_e4m3fn_groups};
+use crate::mx_format::{e4m3fn, quantize_e4m3fn_groups, round_e4m3fn};
 use nki::hw::Generation;
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::output_projection::output_projection_cte::output_projection_cte::{
@@ -288,8 +288,205 @@ fn output_projection_cte_mx_rules_refuse_by_name() {
     let narrow = tensor(&[1, 1, 64, 16], &vec![0.0; 64 * 16], Dtype::Bf16);
     let e = output_projection_cte::Call::new(&narrow, &w).quantization_type(QuantizationType::MX).weight_scales(&ws).launch(&trn3);
     assert!(e.unwrap_err().to_string().contains("N * D = 64 must be a positive multiple of 128 for MX quantization"));
-    let e = output_projection_cte::Call::new(&a, &w).quantization_type(QuantizationType::STATIC_MX).launch(&trn3).unwrap_err();
-    assert!(e.to_string().contains("quantization_type must be QuantizationType.NONE, STATIC or MX"), "{e}");
     let e = output_projection_cte::Call::new(&a, &w).launch(&trn3).unwrap_err();
     assert!(e.to_string().contains("packed MX attention or weights need MX quantization"), "{e}");
+}
+
+// ---- STATIC_MX: float8_e4m3fn weights and static scales through nc_matmul_mx ----
+
+/// One `STATIC_MX` configuration: `(B, S, H, N, D, bias)` and the LNC size.
+#[derive(Clone, Copy, Debug)]
+struct StaticMx {
+    lnc: usize,
+    b: usize,
+    s: usize,
+    h: usize,
+    n: usize,
+    d: usize,
+    bias: bool,
+}
+
+const fn static_mx(lnc: usize, b: usize, s: usize, h: usize, n: usize, d: usize, bias: bool) -> StaticMx {
+    StaticMx { lnc, b, s, h, n, d, bias }
+}
+
+/// The library's `STATIC_MX` sizes (its model configurations with `N·D` a
+/// multiple of 128) that run here in seconds: `H = 8192` with 1024 and 2048
+/// contraction rows (two and four packed tiles); plus a packed contraction
+/// of 96 rows (padded to 128), an odd sequence over two batches and several
+/// sequence tiles, with the bias, on one and two programs.
+const STATIC_MX_CONFIGS: &[StaticMx] = &[
+    static_mx(2, 1, 128, 8192, 8, 128, false),
+    static_mx(2, 1, 64, 8192, 16, 128, false),
+    static_mx(1, 1, 128, 3072, 8, 32, true),
+    static_mx(2, 2, 129, 1024, 3, 128, true),
+    static_mx(2, 1, 576, 2048, 2, 128, true),
+];
+
+/// The static input scale: a power of two small enough that the largest
+/// activations clip at `±448`.
+const STATIC_INPUT_SCALE: f64 = 1.0 / 512.0;
+/// The static weight scale.
+const STATIC_WEIGHT_SCALE: f64 = 0.0123;
+
+/// A `STATIC_MX` case's data: the attention `[B][K][S]` (bfloat16 values),
+/// the logical weight codes `[K][H]` and the bias.
+struct StaticData {
+    a: Vec<f64>,
+    codes: Vec<u32>,
+    bias: Vec<f64>,
+}
+
+impl StaticMx {
+    fn k(&self) -> usize {
+        self.n * self.d
+    }
+
+    /// `float8_e4m3fn` codes without NaN.
+    fn data(&self) -> StaticData {
+        let seed = seed_of(&self.name());
+        let (b, s, h, k) = (self.b, self.s, self.h, self.k());
+        StaticData {
+            a: as_dtype(&uniform(b * k * s, seed, -1.0, 1.0), Dtype::Bf16),
+            codes: uniform(k * h, seed + 1, 0.0, 254.0).iter().map(|v| *v as u32).map(|c| if c >= 0x7f { c + 1 } else { c }).collect(),
+            bias: as_dtype(&uniform(h, seed + 2, -1.0, 1.0), Dtype::Bf16),
+        }
+    }
+
+    /// The weight as stored: `[K, H]` whose bytes, read as `[K/4, H, 4]`,
+    /// hold logical row `4r + j` of column `c` at `(r, c, j)`.
+    fn stored_weight(&self, d: &StaticData) -> Vec<f64> {
+        let (h, k) = (self.h, self.k());
+        (0..k * h).map(|at| (at / (4 * h), at % (4 * h) / 4, at % 4)).map(|(r, c, j)| e4m3fn(d.codes[(4 * r + j) * h + c])).collect()
+    }
+
+    /// The float64 projection `[B, S, H]` and each element's magnitude: the
+    /// attention times `1 / input_scale`, clipped to `±448` and rounded to
+    /// `float8_e4m3fn`, against the weights, the sum times `weight_scale ·
+    /// input_scale`, plus the bias.
+    fn reference(&self, d: &StaticData) -> (Vec<f64>, Vec<f64>) {
+        let (b, s, h, k) = (self.b, self.s, self.h, self.k());
+        let w: Vec<f64> = d.codes.iter().map(|&c| e4m3fn(c)).collect();
+        let dequant = STATIC_WEIGHT_SCALE * STATIC_INPUT_SCALE;
+        let (mut out, mut mag) = (vec![0.0; b * s * h], vec![0.0; b * s * h]);
+        for bi in 0..b {
+            for si in 0..s {
+                let col: Vec<f64> =
+                    (0..k).map(|r| round_e4m3fn((d.a[(bi * k + r) * s + si] / STATIC_INPUT_SCALE).clamp(-448.0, 448.0))).collect();
+                for c in 0..h {
+                    let bias = if self.bias { d.bias[c] } else { 0.0 };
+                    let at = (bi * s + si) * h + c;
+                    out[at] = (0..k).map(|r| col[r] * w[r * h + c]).sum::<f64>() * dequant + bias;
+                    mag[at] = (0..k).map(|r| (col[r] * w[r * h + c]).abs()).sum::<f64>() * dequant + bias.abs();
+                }
+            }
+        }
+        (out, mag)
+    }
+
+    /// The emulator's projection.
+    fn run(&self, d: &StaticData, precision: Precision) -> Vec<f32> {
+        let (b, s, h, k) = (self.b, self.s, self.h, self.k());
+        let a = tensor(&[b, self.n, self.d, s], &d.a, Dtype::Bf16);
+        let w = tensor(&[k, h], &self.stored_weight(d), Dtype::Fp8E4m3Fn);
+        let is = tensor(&[128, 1], &[STATIC_INPUT_SCALE; 128], Dtype::F32);
+        let ws = tensor(&[128, 1], &[STATIC_WEIGHT_SCALE; 128], Dtype::F32);
+        let bias = tensor(&[1, h], &d.bias, Dtype::Bf16);
+        let mut call =
+            output_projection_cte::Call::new(&a, &w).quantization_type(QuantizationType::STATIC_MX).input_scales(&is).weight_scales(&ws);
+        if self.bias {
+            call = call.bias(&bias);
+        }
+        let launch = Launch::new().lnc(self.lnc).precision(precision).generation(Generation::Trn3);
+        let out = call.launch(&launch).unwrap_or_else(|e| panic!("{}: {e}", self.name()));
+        assert_eq!((out.shape(), out.dtype()), (&[b, s, h][..], Dtype::Bf16), "{}", self.name());
+        out.to_f32_vec()
+    }
+
+    /// The kernel's arguments for the NumPy executor.
+    fn numpy_call(&self, d: &StaticData) -> (Vec<Arg>, Vec<(&'static str, Arg)>) {
+        let (b, s, h, k) = (self.b, self.s, self.h, self.k());
+        let mut kw = vec![
+            ("quantization_type", Arg::Member("QuantizationType", "STATIC_MX")),
+            ("input_scales", Arg::Tensor(vec![128, 1], vec![STATIC_INPUT_SCALE; 128], Dtype::F32)),
+            ("weight_scales", Arg::Tensor(vec![128, 1], vec![STATIC_WEIGHT_SCALE; 128], Dtype::F32)),
+        ];
+        if self.bias {
+            kw.push(("bias", Arg::Tensor(vec![1, h], d.bias.clone(), Dtype::Bf16)));
+        }
+        let args = vec![
+            Arg::Tensor(vec![b, self.n, self.d, s], d.a.clone(), Dtype::Bf16),
+            Arg::Tensor(vec![k, h], self.stored_weight(d), Dtype::Fp8E4m3Fn),
+        ];
+        (args, kw)
+    }
+}
+
+/// Checks every element of `cfg` in `precision` within `rel · magnitude` of
+/// the float64 projection.
+fn check_static(cfg: &StaticMx, precision: Precision, rel: f64) {
+    let d = cfg.data();
+    let got = cfg.run(&d, precision);
+    let (want, mag) = cfg.reference(&d);
+    for (at, ((g, w), m)) in got.iter().zip(&want).zip(&mag).enumerate() {
+        let err = (f64::from(*g) - w).abs();
+        assert!(err <= 1e-6 + rel * m, "{} {precision:?} element {at}: {g} vs {w} (magnitude {m})", cfg.name());
+    }
+}
+
+/// fp32 precision: the quantized operands are the reference's (the input
+/// scale is a power of two); only the fp32 summation differs.
+#[test]
+fn output_projection_cte_static_mx_in_fp32_match_float64() {
+    for cfg in STATIC_MX_CONFIGS {
+        check_static(cfg, Precision::Fp32, 1e-6);
+    }
+}
+
+/// Hardware precision: the scaled activations round to bfloat16 before
+/// float8 (at most one float8 step apart), the bfloat16 PSUM rounds after
+/// each of at most 4 packed tiles, then the dequantized sum and the biased
+/// output round to bfloat16.
+#[test]
+fn output_projection_cte_static_mx_in_hardware_precision_match_float64() {
+    for cfg in STATIC_MX_CONFIGS {
+        check_static(cfg, Precision::Hardware, 8.0 / 256.0);
+    }
+}
+
+/// The emitted `STATIC_MX` path under NumPy equals the emulator, element for
+/// element, in both modes: a padded tile, an odd sequence over two batches.
+#[test]
+fn output_projection_cte_static_mx_emitted_under_numpy_equals_emulator() {
+    let pkg = package_of("output_projection_cte_static_mx_pkg", &[&output_projection_cte::INFO]);
+    for cfg in [static_mx(2, 2, 129, 1024, 3, 128, true), static_mx(1, 1, 128, 3072, 8, 32, false)] {
+        let d = cfg.data();
+        assert_numpy_equals_emulator(&pkg, ("output_projection_cte", &cfg.name()), cfg.numpy_call(&d), cfg.lnc, "trn3", |p| cfg.run(&d, p));
+    }
+}
+
+/// The `STATIC_MX` checks, by name, when the kernel is traced.
+#[test]
+fn output_projection_cte_static_mx_checks_refuse_by_name() {
+    let cfg = static_mx(1, 1, 16, 1024, 1, 128, false);
+    let d = cfg.data();
+    let (a, w) = (tensor(&[1, 1, 128, 16], &d.a, Dtype::Bf16), tensor(&[128, 1024], &cfg.stored_weight(&d), Dtype::Fp8E4m3Fn));
+    let scale = tensor(&[128, 1], &[1.0; 128], Dtype::F32);
+    let trn3 = Launch::new().generation(Generation::Trn3);
+    let call = || output_projection_cte::Call::new(&a, &w).quantization_type(QuantizationType::STATIC_MX);
+    let refused = |call: output_projection_cte::Call<'_>, launch: &Launch, want: &str| {
+        let e = call.launch(launch).unwrap_err().to_string();
+        assert!(e.contains(want), "{e}");
+    };
+    refused(call().input_scales(&scale).weight_scales(&scale), &Launch::new(), "quantization_type STATIC_MX needs trn3");
+    refused(call().weight_scales(&scale), &trn3, "input_scales is required for QuantizationType.STATIC_MX quantization");
+    let narrow = tensor(&[1, 1, 64, 16], &d.a[..64 * 16], Dtype::Bf16);
+    let w64 = tensor(&[64, 1024], &cfg.stored_weight(&d)[..64 * 1024], Dtype::Fp8E4m3Fn);
+    let small = output_projection_cte::Call::new(&narrow, &w64).quantization_type(QuantizationType::STATIC_MX);
+    refused(small.input_scales(&scale).weight_scales(&scale), &trn3, "N * D = 64 must be a positive multiple of 128 for STATIC_MX");
+    let e4m3 = tensor(&[128, 1024], &vec![0.5; 128 * 1024], Dtype::Fp8E4m3);
+    let wrong = output_projection_cte::Call::new(&a, &e4m3).quantization_type(QuantizationType::STATIC_MX);
+    refused(wrong.input_scales(&scale).weight_scales(&scale), &trn3, "float8_e4m3 weights need STATIC quantization");
+    let fn_weights = output_projection_cte::Call::new(&a, &w).quantization_type(QuantizationType::STATIC);
+    refused(fn_weights.input_scales(&scale).weight_scales(&scale), &trn3, "STATIC quantization takes float8_e4m3 weights");
 }

@@ -8,13 +8,16 @@ import nki.isa as nisa
 import nki.collectives as ncc
 from .common_types import QuantizationType
 from .output_projection_cte_mx import output_projection_cte_mx
+from .output_projection_cte_mx import output_projection_cte_static_mx
 from .output_projection_cte_mx import validate_mx_inputs
+from .output_projection_cte_mx import validate_static_mx_inputs
 from .output_projection_cte_parameters import H_ALIGNMENT
 from .output_projection_cte_parameters import MAX_WEIGHT_SBUF_BYTES
 from .output_projection_cte_parameters import S_TILE_SIZE
 from .output_projection_cte_parameters import calculate_h_block_size
 from .output_projection_cte_parameters import dtype_size
 from .output_projection_cte_parameters import h_block_bounds
+from .output_projection_cte_parameters import load_static_quant_scales
 from .output_projection_utils import FP8_MAX
 from .output_projection_utils import F_MAX
 from .output_projection_utils import P_MAX
@@ -88,9 +91,11 @@ def validate_output_projection_inputs(attention, weight, bias, quantization_type
     """The library's `validate_output_projection_inputs`: the rules of
     `output_projection_cte_violation`, the quantization and the tensors' shapes.
     """
+    is_static_mx = quantization_type == QuantizationType.STATIC_MX
     is_mx = quantization_type == QuantizationType.MX
     is_static = quantization_type == QuantizationType.STATIC
-    assert is_mx or is_static or quantization_type == QuantizationType.NONE, f"output_projection_cte: quantization_type must be QuantizationType.NONE, STATIC or MX (the members implemented), got {quantization_type}"
+    assert is_mx or is_static or is_static_mx or quantization_type == QuantizationType.NONE, f"output_projection_cte: quantization_type must be QuantizationType.NONE, STATIC, MX or STATIC_MX (the members implemented), got {quantization_type}"
+    mx_form = is_mx or is_static_mx
     assert is_mx or (attention.dtype != nl.float8_e4m3fn_x4 and weight.dtype != nl.float4_e2m1fn_x4), "output_projection_cte: packed MX attention or weights need MX quantization"
     assert attention.ndim == 4, f"output_projection_cte: attention must be [B, N, D, S], got {attention.ndim} dims"
     b, n, d, sl = attention.shape
@@ -99,9 +104,9 @@ def validate_output_projection_inputs(attention, weight, bias, quantization_type
     h = w_shape[1]
     assert b > 0 and n > 0 and d > 0 and sl > 0 and h > 0, f"output_projection_cte: B, N, D, S, H and the LNC size must be positive, got attention {attention.shape}"
     assert b * sl <= MAX_VALIDATED_B_TIMES_S_SIZE, f"output_projection_cte: B * S must be at most 131072, got {b * sl}"
-    assert is_mx or d <= P_MAX, f"output_projection_cte: the head dim D must be at most 128, got D = {d}"
+    assert mx_form or d <= P_MAX, f"output_projection_cte: the head dim D must be at most 128, got D = {d}"
     assert h <= MAX_VALIDATED_H_SIZE, f"output_projection_cte: H must be at most 20705, got H = {h}"
-    assert is_mx or n <= MAX_VALIDATED_N_SIZE, f"output_projection_cte: N must be at most 17, got N = {n}"
+    assert mx_form or n <= MAX_VALIDATED_N_SIZE, f"output_projection_cte: N must be at most 17, got N = {n}"
     assert h % programs == 0, f"output_projection_cte: H must be a multiple of the LNC size, got H = {h}, LNC = {programs}"
     if bias is not None:
         bv = bias
@@ -112,9 +117,12 @@ def validate_output_projection_inputs(attention, weight, bias, quantization_type
     else:
         assert not is_static or weight.dtype == QUANT_DTYPE, f"output_projection_cte: STATIC quantization takes float8_e4m3 weights, got {weight.dtype}"
         assert is_static or weight.dtype != QUANT_DTYPE, "output_projection_cte: float8_e4m3 weights need STATIC quantization"
-        if is_static:
-            assert input_scales is not None, "output_projection_cte: input_scales is required for STATIC quantization"
-            assert weight_scales is not None, "output_projection_cte: weight_scales is required for STATIC quantization"
+        assert is_static_mx or weight.dtype != nl.float8_e4m3fn, "output_projection_cte: float8_e4m3fn weights need STATIC_MX quantization"
+        if is_static_mx:
+            validate_static_mx_inputs(attention, weight)
+        if is_static or is_static_mx:
+            assert input_scales is not None, f"output_projection_cte: input_scales is required for {quantization_type} quantization"
+            assert weight_scales is not None, f"output_projection_cte: weight_scales is required for {quantization_type} quantization"
             if input_scales is not None:
                 isc = input_scales
                 is_shape = isc.shape
@@ -232,11 +240,12 @@ def output_projection_cte(attention, weight, bias=None, quantization_type=Quanti
     """`out = attention @ weight (+ bias)` for prefill: `attention` `[B, N,
     D, S]`, `weight` `[N·D, H]`, `bias` `[1, H]`; returns `[B, S, H]` in
     `output_dtype` (default `attention`'s). `STATIC` takes `float8_e4m3`
-    weights with `input_scales` and `weight_scales` `[128, 1]`.
+    weights with `input_scales` and `weight_scales` `[128, 1]`, `STATIC_MX`
+    pre-shuffled `float8_e4m3fn` ones with the same scales.
     """
     assert isinstance(quantization_type, QuantizationType), f"output_projection_cte: quantization_type={quantization_type!r} is not a QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)"
     assert attention.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3fn_x4), "output_projection_cte takes attention as float32, bfloat16, float16 or float8_e4m3fn_x4"
-    assert weight.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3, nl.float4_e2m1fn_x4), "output_projection_cte takes weight as float32, bfloat16, float16, float8_e4m3 or float4_e2m1fn_x4"
+    assert weight.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3, nl.float8_e4m3fn, nl.float4_e2m1fn_x4), "output_projection_cte takes weight as float32, bfloat16, float16, float8_e4m3, float8_e4m3fn or float4_e2m1fn_x4"
     assert bias is None or bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "output_projection_cte takes bias as float32, bfloat16 or float16"
     assert input_scales is None or input_scales.dtype in (nl.float32, nl.uint8), "output_projection_cte takes input_scales as float32 or uint8"
     assert weight_scales is None or weight_scales.dtype in (nl.float32, nl.uint8), "output_projection_cte takes weight_scales as float32 or uint8"
@@ -247,6 +256,9 @@ def output_projection_cte(attention, weight, bias=None, quantization_type=Quanti
     if quantization_type == QuantizationType.MX:
         ws = weight_scales if weight_scales is not None else weight
         return output_projection_cte_mx(attention, weight, bias, input_scales, ws, output_dtype, programs, prg_id)
+    if quantization_type == QuantizationType.STATIC_MX:
+        isc, wsc = (input_scales if input_scales is not None else weight, weight_scales if weight_scales is not None else weight)
+        return output_projection_cte_static_mx(attention, weight, bias, isc, wsc, output_dtype, programs, prg_id)
     is_static = quantization_type == QuantizationType.STATIC
     cfg = build_tiling_config(attention, weight, programs, prg_id, is_static)
     inv_input_scale_sb = nl.ndarray(shape=(P_MAX, 1), dtype=nl.float32, buffer=nl.sbuf)
@@ -255,10 +267,7 @@ def output_projection_cte(attention, weight, bias=None, quantization_type=Quanti
         isc = input_scales
         if weight_scales is not None:
             wsc = weight_scales
-            nisa.dma_copy(dst=inv_input_scale_sb, src=isc)
-            nisa.dma_copy(dst=weight_scale_sb, src=wsc)
-            nisa.activation(dst=weight_scale_sb, op=nl.copy, data=weight_scale_sb, scale=inv_input_scale_sb)
-            nisa.reciprocal(dst=inv_input_scale_sb, data=inv_input_scale_sb)
+            load_static_quant_scales(inv_input_scale_sb, weight_scale_sb, isc, wsc)
     b, _, _, sl = attention.shape
     out = nl.ndarray(shape=(b, sl, cfg.h_size), dtype=output_dtype if output_dtype is not None else attention.dtype, buffer=nl.shared_hbm)
     io = ProjectionTensors(attention=attention.reshape(shape=(b, cfg.n_size, cfg.d_size, sl)), weight=weight.reshape(shape=(cfg.n_size, cfg.d_size, cfg.h_size)), bias=bias, out=out, inv_input_scale_sb=inv_input_scale_sb, weight_scale_sb=weight_scale_sb)

@@ -15,8 +15,17 @@ from .output_projection_cte_parameters import S_TILE_SIZE
 from .output_projection_cte_parameters import calculate_h_block_size
 from .output_projection_cte_parameters import dtype_size
 from .output_projection_cte_parameters import h_block_bounds
+from .output_projection_cte_parameters import load_static_quant_scales
 from .output_projection_utils import F_MAX
 from .output_projection_utils import P_MAX
+
+
+# The largest finite `float8_e4m3fn`: `STATIC_MX` activations span `±448`.
+FP8_E4M3FN_MAX = 448.0
+
+
+# The biased exponent of `2^0`: `STATIC_MX`'s constant block scale.
+UNIT_MX_SCALE = 127.0
 
 
 # Output columns per `nc_matmul_mx`: a bf16 PSUM bank holds 1024.
@@ -56,6 +65,8 @@ class MxTilingConfig(nl.NKIObject):
     "Tiles of `C + padding` rows, 128 each but the last."
     input_quantized: bool
     "Whether the attention comes quantized (`float8_e4m3fn_x4`)."
+    static_mx: bool
+    "`STATIC_MX`: `float8_e4m3fn` weights, static input and weight scales."
 
 
 @dataclass
@@ -74,6 +85,10 @@ class MxProjectionTensors(nl.NKIObject):
     "`[1, H]`."
     out: object
     "`[B, S, H]`."
+    inv_input_scale_sb: object
+    "`STATIC_MX`: `1 / input_scale` on each partition, `[128, 1]` fp32."
+    dequant_scale_sb: object
+    "`STATIC_MX`: `weight_scale · input_scale` on each partition, `[128, 1]` fp32."
 
 
 @dataclass
@@ -123,7 +138,18 @@ def validate_mx_inputs(attention, weight, input_scales, weight_scales):
         assert xs.ndim == 3 and xs_shape[0] == b and xs_shape[1] == k // MX_GROUP_PARTITIONS and xs_shape[2] == sl, f"output_projection_cte: input_scales must be [{b}, {k // MX_GROUP_PARTITIONS}, {sl}] for MX quantization, got {xs_shape}"
 
 
-def build_mx_tiling_config(attention, weight, programs, prg_id):
+def validate_static_mx_inputs(attention, weight):
+    """The `STATIC_MX` checks of the library's `validate_output_projection_inputs`
+    (the scales are checked as `STATIC`'s), by parameter name.
+    """
+    _, n, d, _ = attention.shape
+    k = n * d
+    assert nisa.get_nc_version() == nisa.nc_version.gen4, "output_projection_cte: quantization_type STATIC_MX needs trn3 (nc_matmul_mx)"
+    assert weight.dtype == nl.float8_e4m3fn, f"output_projection_cte: weight must be float8_e4m3fn for STATIC_MX quantization, got {weight.dtype}"
+    assert k >= P_MAX and k % P_MAX == 0, f"output_projection_cte: N * D = {k} must be a positive multiple of 128 for STATIC_MX quantization"
+
+
+def build_mx_tiling_config(attention, weight, programs, prg_id, static_mx):
     """The library's MX `build_tiling_config`."""
     b, n, d, sl = attention.shape
     h = weight.shape[1]
@@ -132,7 +158,7 @@ def build_mx_tiling_config(attention, weight, programs, prg_id):
     padding = P_MAX - UNSUPPORTED_TILE_ROWS if contraction % P_MAX == UNSUPPORTED_TILE_ROWS else 0
     h_sharded_size = h // programs
     h_block_size = calculate_h_block_size(n * d, h_sharded_size, dtype_size(weight.dtype))
-    return MxTilingConfig(prg_id=prg_id, b_size=b, s_size=sl, h_size=h, h_sharded_size=h_sharded_size, h_block_size=h_block_size, num_h_blocks_per_prg=-(-h_sharded_size // h_block_size), contraction=contraction, padding=padding, d_tile_count=-(-(contraction + padding) // P_MAX), input_quantized=input_quantized)
+    return MxTilingConfig(prg_id=prg_id, b_size=b, s_size=sl, h_size=h, h_sharded_size=h_sharded_size, h_block_size=h_block_size, num_h_blocks_per_prg=-(-h_sharded_size // h_block_size), contraction=contraction, padding=padding, d_tile_count=-(-(contraction + padding) // P_MAX), input_quantized=input_quantized, static_mx=static_mx)
 
 
 def d_tile_bounds(cfg, t):
@@ -140,6 +166,39 @@ def d_tile_bounds(cfg, t):
     padded = min(cfg.contraction + cfg.padding - t * P_MAX, P_MAX)
     actual = padded - cfg.padding if t == cfg.d_tile_count - 1 else padded
     return (padded, actual)
+
+
+def load_block_bias(cfg, io, h0, cols):
+    """The library's `load_bias`: columns `h0..h0 + cols` of the bias
+    broadcast on the 128 partitions in its dtype (an unused tile without one).
+    """
+    bias = io.bias
+    bias_sb = nl.ndarray(shape=(P_MAX, cfg.h_block_size), dtype=(bias if bias is not None else io.out).dtype, buffer=nl.sbuf)
+    if bias is not None:
+        bv = bias
+        nisa.dma_copy(dst=bias_sb[:, 0:cols], src=bv[:, h0:h0 + cols].broadcast(dim=0, size=P_MAX))
+    return bias_sb
+
+
+def load_static_mx_weights(cfg, io, h0, cols):
+    """The `STATIC_MX` weights: columns `h0..h0 + cols` of every packed tile
+    as `float8_e4m3fn` bytes `[128, tiles, block, 4]` (padded rows zeroed),
+    seen as `float8_e4m3fn_x4` `[128, tiles, block]`, with the constant
+    block scale, and the bias.
+    """
+    tiles, block = (cfg.d_tile_count, cfg.h_block_size)
+    w8 = nl.ndarray(shape=(P_MAX, tiles, block, MX_PACK), dtype=io.weight.dtype, buffer=nl.sbuf)
+    for t in range(tiles):
+        padded, actual = d_tile_bounds(cfg, t)
+        r0 = t * P_MAX
+        if padded > actual:
+            nisa.memset(dst=w8[actual:padded, t, :, :], value=0.0)
+        nisa.dma_copy(dst=w8[0:actual, t, 0:cols, :], src=io.weight[r0:r0 + actual, h0:h0 + cols, :])
+    w_sb = w8.ap(pattern=[[tiles * block, P_MAX], [block, tiles], [1, block]], dtype=nl.float8_e4m3fn_x4)
+    ws_sb = nl.ndarray(shape=(P_MAX, tiles, block), dtype=nl.uint8, buffer=nl.sbuf)
+    nisa.memset(dst=ws_sb, value=UNIT_MX_SCALE)
+    bias_sb = load_block_bias(cfg, io, h0, cols)
+    return MxWeightBlock(w_sb=w_sb, ws_sb=ws_sb, bias_sb=bias_sb, h0=h0, cols=cols)
 
 
 def load_mx_weights(cfg, io, h0, cols):
@@ -159,12 +218,98 @@ def load_mx_weights(cfg, io, h0, cols):
         g0 = r0 // MX_GROUP_PARTITIONS
         groups = actual // MX_GROUP_PARTITIONS
         load_mx_scales_strided(ws_sb[0:padded, t, 0:cols], io.weight_scales[g0:g0 + groups, h0:h0 + cols], groups)
-    bias = io.bias
-    bias_sb = nl.ndarray(shape=(P_MAX, cfg.h_block_size), dtype=(bias if bias is not None else io.out).dtype, buffer=nl.sbuf)
-    if bias is not None:
-        bv = bias
-        nisa.dma_copy(dst=bias_sb[:, 0:cols], src=bv[:, h0:h0 + cols].broadcast(dim=0, size=P_MAX))
+    bias_sb = load_block_bias(cfg, io, h0, cols)
     return MxWeightBlock(w_sb=w_sb, ws_sb=ws_sb, bias_sb=bias_sb, h0=h0, cols=cols)
+
+
+def load_mx_input_interleaved(cfg, io, b, s0, s_len, t):
+    """The library's `load_mx_input_interleaved` for packed tile `t`:
+    positions `s0..s0 + s_len` of batch `b` as `[C, 4, s]`, regrouped to
+    `[128, S_TILE_SIZE, 4]` in the attention's dtype. Padded rows and the
+    odd position are zeros.
+    """
+    padded_s = s_len + s_len % 2
+    padded, actual = d_tile_bounds(cfg, t)
+    r0 = t * P_MAX
+    tmp = nl.ndarray(shape=(P_MAX, MX_PACK, S_TILE_SIZE), dtype=io.attention.dtype, buffer=nl.sbuf)
+    if padded > actual:
+        nisa.memset(dst=tmp[actual:padded, :, :], value=0.0)
+    if padded_s > s_len:
+        nisa.memset(dst=tmp[0:padded, :, s_len:padded_s], value=0.0)
+    nisa.dma_copy(dst=tmp[0:actual, :, 0:s_len], src=io.attention[b, r0:r0 + actual, :, s0:s0 + s_len])
+    sw = nl.ndarray(shape=(P_MAX, S_TILE_SIZE, MX_PACK), dtype=io.attention.dtype, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=sw[0:padded, 0:padded_s, :], src=tmp[0:padded, :, 0:padded_s].permute(dims=(0, 2, 1)))
+    return sw
+
+
+def quantize_static_mx_input(cfg, io, xq8, b, s0, s_len):
+    """The library's `_quantize_static_mx_attention`: each packed tile's
+    regrouped rows multiplied by the reciprocal input scale (in the
+    attention's dtype), clipped to `±448` and rounded into the
+    `float8_e4m3fn` bytes `xq8` `[128, tiles, S_TILE_SIZE, 4]`.
+    """
+    padded_s = s_len + s_len % 2
+    inv_input_scale = io.inv_input_scale_sb
+    if inv_input_scale is not None:
+        inv = inv_input_scale
+        for t in range(cfg.d_tile_count):
+            padded, _ = d_tile_bounds(cfg, t)
+            sw = load_mx_input_interleaved(cfg, io, b, s0, s_len, t)
+            a = sw[0:padded, 0:padded_s, :]
+            nisa.tensor_scalar(dst=a, data=a, op0=nl.multiply, operand0=inv[0:padded, :])
+            q = xq8[0:padded, t, 0:padded_s, :]
+            nisa.tensor_scalar(dst=q, data=a, op0=nl.minimum, operand0=FP8_E4M3FN_MAX, op1=nl.maximum, operand1=-FP8_E4M3FN_MAX)
+
+
+def compute_mx_matmul(cfg, io, blk, xq, xs, b, s0):
+    """The library's `_compute_mx_matmul` and `_write_results_to_output`:
+    per 128 rows of the sequence tile and 1024 columns of the block, the
+    `nc_matmul_mx` of every packed tile into bf16 PSUM, the bias added in
+    the output dtype, the rows stored.
+    """
+    s_len = min(cfg.s_size - s0, S_TILE_SIZE)
+    for st in range(-(-s_len // P_MAX)):
+        r0 = st * P_MAX
+        rows = min(s_len - r0, P_MAX)
+        prows = rows + rows % 2
+        res_dtype = nl.bfloat16 if cfg.static_mx else io.out.dtype
+        res_sb = nl.ndarray(shape=(P_MAX, cfg.h_block_size), dtype=res_dtype, buffer=nl.sbuf)
+        for ht in range(-(-blk.cols // H_SUBTILE_SIZE)):
+            c0 = ht * H_SUBTILE_SIZE
+            cs = min(blk.cols - c0, H_SUBTILE_SIZE)
+            res_psum = nl.ndarray(shape=(P_MAX, H_SUBTILE_SIZE), dtype=nl.bfloat16, buffer=nl.psum)
+            for t in range(cfg.d_tile_count):
+                padded, _ = d_tile_bounds(cfg, t)
+                nisa.nc_matmul_mx(dst=res_psum[0:prows, 0:cs], stationary=xq[0:padded, t, r0:r0 + prows], moving=blk.w_sb[0:padded, t, c0:c0 + cs], stationary_scale=xs[0:padded, t, r0:r0 + prows], moving_scale=blk.ws_sb[0:padded, t, c0:c0 + cs])
+            dst = res_sb[0:rows, c0:c0 + cs]
+            psum, bias = (res_psum[0:rows, 0:cs], blk.bias_sb[0:rows, c0:c0 + cs])
+            dequant_scale = io.dequant_scale_sb
+            if dequant_scale is not None:
+                scale = dequant_scale
+                nisa.tensor_scalar(dst=dst, data=psum, op0=nl.multiply, operand0=scale[0:rows, :])
+                if io.bias is not None:
+                    nisa.tensor_tensor(dst=dst, data1=dst, data2=bias, op=nl.add)
+            elif io.bias is not None:
+                nisa.tensor_tensor(dst=dst, data1=psum, data2=bias, op=nl.add)
+            else:
+                nisa.tensor_copy(dst=dst, src=psum)
+        o0, h0 = (s0 + r0, blk.h0)
+        nisa.dma_copy(dst=io.out[b, o0:o0 + rows, h0:h0 + blk.cols], src=res_sb[0:rows, 0:blk.cols])
+
+
+def process_static_mx_batch_tile(cfg, io, blk, b, s0, s_len):
+    """The library's `_process_static_mx_batch_tile`: one sequence tile of
+    batch `b` quantized into `float8_e4m3fn` bytes, seen as
+    `float8_e4m3fn_x4` `[128, tiles, S_TILE_SIZE]` with the constant block
+    scale, against the weight block.
+    """
+    tiles = cfg.d_tile_count
+    xq8 = nl.ndarray(shape=(P_MAX, tiles, S_TILE_SIZE, MX_PACK), dtype=nl.float8_e4m3fn, buffer=nl.sbuf)
+    quantize_static_mx_input(cfg, io, xq8, b, s0, s_len)
+    xq = xq8.ap(pattern=[[tiles * S_TILE_SIZE, P_MAX], [S_TILE_SIZE, tiles], [1, S_TILE_SIZE]], dtype=nl.float8_e4m3fn_x4)
+    xs = nl.ndarray(shape=(P_MAX, tiles, S_TILE_SIZE), dtype=nl.uint8, buffer=nl.sbuf)
+    nisa.memset(dst=xs, value=UNIT_MX_SCALE)
+    compute_mx_matmul(cfg, io, blk, xq, xs, b, s0)
 
 
 def load_mx_prequantized_input(cfg, io, xq, xs, b, s0, s_len):
@@ -202,75 +347,58 @@ def quantize_mx_input(cfg, io, xq, xs, b, s0, s_len):
     """
     padded_s = s_len + s_len % 2
     for t in range(cfg.d_tile_count):
-        padded, actual = d_tile_bounds(cfg, t)
-        r0 = t * P_MAX
-        tmp = nl.ndarray(shape=(P_MAX, MX_PACK, S_TILE_SIZE), dtype=io.attention.dtype, buffer=nl.sbuf)
-        if padded > actual:
-            nisa.memset(dst=tmp[actual:padded, :, :], value=0.0)
-        if padded_s > s_len:
-            nisa.memset(dst=tmp[0:padded, :, s_len:padded_s], value=0.0)
-        nisa.dma_copy(dst=tmp[0:actual, :, 0:s_len], src=io.attention[b, r0:r0 + actual, :, s0:s0 + s_len])
-        sw = nl.ndarray(shape=(P_MAX, S_TILE_SIZE, MX_PACK), dtype=io.attention.dtype, buffer=nl.sbuf)
-        nisa.tensor_copy(dst=sw[0:padded, 0:padded_s, :], src=tmp[0:padded, :, 0:padded_s].permute(dims=(0, 2, 1)))
+        padded, _ = d_tile_bounds(cfg, t)
+        sw = load_mx_input_interleaved(cfg, io, b, s0, s_len, t)
         nisa.quantize_mx(dst=xq[0:padded, t, 0:padded_s], src=sw[0:padded, 0:padded_s, :], dst_scale=xs[0:padded, t, 0:padded_s])
 
 
-def compute_mx_matmul(cfg, io, blk, xq, xs, b, s0):
-    """The library's `_compute_mx_matmul` and `_write_results_to_output`:
-    per 128 rows of the sequence tile and 1024 columns of the block, the
-    `nc_matmul_mx` of every packed tile into bf16 PSUM, the bias added in
-    the output dtype, the rows stored.
-    """
-    s_len = min(cfg.s_size - s0, S_TILE_SIZE)
-    for st in range(-(-s_len // P_MAX)):
-        r0 = st * P_MAX
-        rows = min(s_len - r0, P_MAX)
-        prows = rows + rows % 2
-        res_sb = nl.ndarray(shape=(P_MAX, cfg.h_block_size), dtype=io.out.dtype, buffer=nl.sbuf)
-        for ht in range(-(-blk.cols // H_SUBTILE_SIZE)):
-            c0 = ht * H_SUBTILE_SIZE
-            cs = min(blk.cols - c0, H_SUBTILE_SIZE)
-            res_psum = nl.ndarray(shape=(P_MAX, H_SUBTILE_SIZE), dtype=nl.bfloat16, buffer=nl.psum)
-            for t in range(cfg.d_tile_count):
-                padded, _ = d_tile_bounds(cfg, t)
-                nisa.nc_matmul_mx(dst=res_psum[0:prows, 0:cs], stationary=xq[0:padded, t, r0:r0 + prows], moving=blk.w_sb[0:padded, t, c0:c0 + cs], stationary_scale=xs[0:padded, t, r0:r0 + prows], moving_scale=blk.ws_sb[0:padded, t, c0:c0 + cs])
-            dst = res_sb[0:rows, c0:c0 + cs]
-            if io.bias is not None:
-                nisa.tensor_tensor(dst=dst, data1=res_psum[0:rows, 0:cs], data2=blk.bias_sb[0:rows, c0:c0 + cs], op=nl.add)
-            else:
-                nisa.tensor_copy(dst=dst, src=res_psum[0:rows, 0:cs])
-        o0, h0 = (s0 + r0, blk.h0)
-        nisa.dma_copy(dst=io.out[b, o0:o0 + rows, h0:h0 + blk.cols], src=res_sb[0:rows, 0:blk.cols])
-
-
 def perform_mx_quantized_projection(cfg, io):
-    """The library's `perform_mx_quantized_projection`: the program's weight
+    """The library's `perform_mx_quantized_projection` (and
+    `perform_static_mx_quantized_projection`): the program's weight
     blocks in turn, each against every batch and sequence tile.
     """
     for hb in range(cfg.num_h_blocks_per_prg):
         h0, cols = h_block_bounds(cfg.prg_id, cfg.h_sharded_size, cfg.h_block_size, hb)
-        blk = load_mx_weights(cfg, io, h0, cols)
+        blk = load_static_mx_weights(cfg, io, h0, cols) if cfg.static_mx else load_mx_weights(cfg, io, h0, cols)
         for b in range(cfg.b_size):
             for st in range(-(-cfg.s_size // S_TILE_SIZE)):
                 s0 = st * S_TILE_SIZE
                 s_len = min(cfg.s_size - s0, S_TILE_SIZE)
-                xq = nl.ndarray(shape=(P_MAX, cfg.d_tile_count, S_TILE_SIZE), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
-                xs = nl.ndarray(shape=(P_MAX, cfg.d_tile_count, S_TILE_SIZE), dtype=nl.uint8, buffer=nl.sbuf)
-                if cfg.input_quantized:
-                    load_mx_prequantized_input(cfg, io, xq, xs, b, s0, s_len)
+                if cfg.static_mx:
+                    process_static_mx_batch_tile(cfg, io, blk, b, s0, s_len)
                 else:
-                    quantize_mx_input(cfg, io, xq, xs, b, s0, s_len)
-                compute_mx_matmul(cfg, io, blk, xq, xs, b, s0)
+                    xq = nl.ndarray(shape=(P_MAX, cfg.d_tile_count, S_TILE_SIZE), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+                    xs = nl.ndarray(shape=(P_MAX, cfg.d_tile_count, S_TILE_SIZE), dtype=nl.uint8, buffer=nl.sbuf)
+                    if cfg.input_quantized:
+                        load_mx_prequantized_input(cfg, io, xq, xs, b, s0, s_len)
+                    else:
+                        quantize_mx_input(cfg, io, xq, xs, b, s0, s_len)
+                    compute_mx_matmul(cfg, io, blk, xq, xs, b, s0)
 
 
 def output_projection_cte_mx(attention, weight, bias, input_scales, weight_scales, output_dtype, programs, prg_id):
     """The MX projection (see the module docs) into a new `[B, S, H]` HBM
     tensor of `output_dtype` (default bfloat16).
     """
-    cfg = build_mx_tiling_config(attention, weight, programs, prg_id)
+    cfg = build_mx_tiling_config(attention, weight, programs, prg_id, False)
     b, sl, c = (cfg.b_size, cfg.s_size, cfg.contraction)
     out = nl.ndarray(shape=(b, sl, cfg.h_size), dtype=output_dtype if output_dtype is not None else nl.bfloat16, buffer=nl.shared_hbm)
     rows = attention.reshape(shape=(b, c, sl)) if cfg.input_quantized else attention.reshape(shape=(b, c, MX_PACK, sl))
-    io = MxProjectionTensors(attention=rows, input_scales=input_scales, weight=weight, weight_scales=weight_scales, bias=bias, out=out)
+    io = MxProjectionTensors(attention=rows, input_scales=input_scales, weight=weight, weight_scales=weight_scales, bias=bias, out=out, inv_input_scale_sb=None, dequant_scale_sb=None)
+    perform_mx_quantized_projection(cfg, io)
+    return out
+
+
+def output_projection_cte_static_mx(attention, weight, bias, input_scales, weight_scales, output_dtype, programs, prg_id):
+    """The `STATIC_MX` projection (see the module docs) into a new `[B, S, H]`
+    HBM tensor of `output_dtype` (default `attention`'s).
+    """
+    cfg = build_mx_tiling_config(attention, weight, programs, prg_id, True)
+    b, sl, c, h = (cfg.b_size, cfg.s_size, cfg.contraction, cfg.h_size)
+    out = nl.ndarray(shape=(b, sl, h), dtype=output_dtype if output_dtype is not None else attention.dtype, buffer=nl.shared_hbm)
+    inv_input_scale_sb = nl.ndarray(shape=(P_MAX, 1), dtype=nl.float32, buffer=nl.sbuf)
+    dequant_scale_sb = nl.ndarray(shape=(P_MAX, 1), dtype=nl.float32, buffer=nl.sbuf)
+    load_static_quant_scales(inv_input_scale_sb, dequant_scale_sb, input_scales, weight_scales)
+    io = MxProjectionTensors(attention=attention.reshape(shape=(b, c, MX_PACK, sl)), input_scales=None, weight=weight.reshape(shape=(c, h, MX_PACK)), weight_scales=weight_scales, bias=bias, out=out, inv_input_scale_sb=inv_input_scale_sb, dequant_scale_sb=dequant_scale_sb)
     perform_mx_quantized_projection(cfg, io)
     return out

@@ -50,3 +50,16 @@ def h_block_bounds(prg_id, h_sharded_size, h_block_size, hb):
     """
     c0 = hb * h_block_size
     return (prg_id * h_sharded_size + c0, min(h_sharded_size - c0, h_block_size))
+
+
+def load_static_quant_scales(inv_input_scale_sb, weight_scale_sb, input_scales, weight_scales):
+    """The library's `load_static_quant_input_scales`,
+    `load_static_quant_weight_scales` and `invert_static_quant_scales`
+    (`STATIC` and `STATIC_MX`): the `[128, 1]` fp32 scales into
+    `inv_input_scale_sb` as `1 / input_scale` and `weight_scale_sb` as
+    `weight_scale · input_scale`.
+    """
+    nisa.dma_copy(dst=inv_input_scale_sb, src=input_scales)
+    nisa.dma_copy(dst=weight_scale_sb, src=weight_scales)
+    nisa.activation(dst=weight_scale_sb, op=nl.copy, data=weight_scale_sb, scale=inv_input_scale_sb)
+    nisa.reciprocal(dst=inv_input_scale_sb, data=inv_input_scale_sb)

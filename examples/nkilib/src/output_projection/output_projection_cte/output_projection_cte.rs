@@ -40,8 +40,12 @@
 //! on chip, or `float8_e4m3fn_x4` attention `[B, 1, N·D/4, S]` quantized
 //! offline with `input_scales` `[B, N·D/32, S]`; its output defaults to
 //! bfloat16 (see [`output_projection_cte_mx`](super::output_projection_cte_mx)).
-//! The library's `STATIC_MX` is refused naming the member, and `ROW`, which
-//! the library routes to its float path, is refused too. The library's double-row fp8 matmul (a NeuronCore-v3
+//! `STATIC_MX` (trn3) takes `float8_e4m3fn` weights `[N·D, H]`, stored
+//! pre-shuffled four rows to a column, and `[128, 1]` scales as `STATIC`
+//! does, and multiplies with `nc_matmul_mx` at a unit block scale (see
+//! [`output_projection_cte_mx`](super::output_projection_cte_mx)); its output
+//! defaults to `attention`'s dtype. `ROW`, which the library routes to its
+//! float path, is refused. The library's double-row fp8 matmul (a NeuronCore-v3
 //! speed-up of `STATIC`) is one matmul per head here: the same products,
 //! summed in fp32. The rules are [`output_projection_cte_violation`]'s.
 
@@ -67,7 +71,8 @@ pub struct OutputProjectionCteShape {
     pub h: i64,
     /// LNC programs.
     pub programs: i64,
-    /// Whether `MX` quantization was asked for.
+    /// Whether an MX form was asked for (`MX`, or `STATIC_MX`: both multiply
+    /// with `nc_matmul_mx`).
     pub mx_quant: bool,
     /// `MX` with the attention given quantized (`float8_e4m3fn_x4`, `D` packed).
     pub prequantized: bool,
@@ -204,9 +209,11 @@ macro_rules! output_projection_cte_config {
 /// The kernel, its tile constants, bundles and phase helpers.
 #[nki_module]
 pub mod kernel {
-    use crate::output_projection::output_projection_cte::output_projection_cte_mx::{output_projection_cte_mx, validate_mx_inputs};
+    use crate::output_projection::output_projection_cte::output_projection_cte_mx::{
+        output_projection_cte_mx, output_projection_cte_static_mx, validate_mx_inputs, validate_static_mx_inputs,
+    };
     pub use crate::output_projection::output_projection_cte::output_projection_cte_parameters::{
-        H_ALIGNMENT, MAX_WEIGHT_SBUF_BYTES, S_TILE_SIZE, calculate_h_block_size, dtype_size, h_block_bounds,
+        H_ALIGNMENT, MAX_WEIGHT_SBUF_BYTES, S_TILE_SIZE, calculate_h_block_size, dtype_size, h_block_bounds, load_static_quant_scales,
     };
     use crate::output_projection::output_projection_utils::calculate_head_packing;
     pub use crate::output_projection::output_projection_utils::{F_MAX, FP8_MAX, P_MAX, QUANT_DTYPE};
@@ -407,12 +414,15 @@ pub mod kernel {
         weight_scales: Option<Hbm>,
         programs: i64,
     ) {
+        let is_static_mx = quantization_type == QuantizationType::STATIC_MX;
         let is_mx = quantization_type == QuantizationType::MX;
         let is_static = quantization_type == QuantizationType::STATIC;
         assert!(
-            is_mx || is_static || quantization_type == QuantizationType::NONE,
-            "output_projection_cte: quantization_type must be QuantizationType.NONE, STATIC or MX (the members implemented), got {quantization_type}"
+            is_mx || is_static || is_static_mx || quantization_type == QuantizationType::NONE,
+            "output_projection_cte: quantization_type must be QuantizationType.NONE, STATIC, MX or STATIC_MX (the members implemented), got {quantization_type}"
         );
+        // Both MX forms lift the head-dim and head-count limits, as the library does.
+        let mx_form = is_mx || is_static_mx;
         assert!(
             is_mx || (attention.dtype() != nl::float8_e4m3fn_x4 && weight.dtype() != nl::float4_e2m1fn_x4),
             "output_projection_cte: packed MX attention or weights need MX quantization"
@@ -432,9 +442,9 @@ pub mod kernel {
             attention.shape()
         );
         assert!(b * sl <= MAX_VALIDATED_B_TIMES_S_SIZE, "output_projection_cte: B * S must be at most 131072, got {}", b * sl);
-        assert!(is_mx || d <= P_MAX, "output_projection_cte: the head dim D must be at most 128, got D = {d}");
+        assert!(mx_form || d <= P_MAX, "output_projection_cte: the head dim D must be at most 128, got D = {d}");
         assert!(h <= MAX_VALIDATED_H_SIZE, "output_projection_cte: H must be at most 20705, got H = {h}");
-        assert!(is_mx || n <= MAX_VALIDATED_N_SIZE, "output_projection_cte: N must be at most 17, got N = {n}");
+        assert!(mx_form || n <= MAX_VALIDATED_N_SIZE, "output_projection_cte: N must be at most 17, got N = {n}");
         assert!(h % programs == 0, "output_projection_cte: H must be a multiple of the LNC size, got H = {h}, LNC = {programs}");
         if let Some(bv) = bias {
             let b_shape = bv.shape();
@@ -452,9 +462,16 @@ pub mod kernel {
                 weight.dtype()
             );
             assert!(is_static || weight.dtype() != QUANT_DTYPE, "output_projection_cte: float8_e4m3 weights need STATIC quantization");
-            if is_static {
-                assert!(input_scales.is_some(), "output_projection_cte: input_scales is required for STATIC quantization");
-                assert!(weight_scales.is_some(), "output_projection_cte: weight_scales is required for STATIC quantization");
+            assert!(
+                is_static_mx || weight.dtype() != nl::float8_e4m3fn,
+                "output_projection_cte: float8_e4m3fn weights need STATIC_MX quantization"
+            );
+            if is_static_mx {
+                validate_static_mx_inputs(attention, weight);
+            }
+            if is_static || is_static_mx {
+                assert!(input_scales.is_some(), "output_projection_cte: input_scales is required for {quantization_type} quantization");
+                assert!(weight_scales.is_some(), "output_projection_cte: weight_scales is required for {quantization_type} quantization");
                 if let Some(isc) = input_scales {
                     let is_shape = isc.shape();
                     assert!(
@@ -476,11 +493,12 @@ pub mod kernel {
     /// `out = attention @ weight (+ bias)` for prefill: `attention` `[B, N,
     /// D, S]`, `weight` `[N·D, H]`, `bias` `[1, H]`; returns `[B, S, H]` in
     /// `output_dtype` (default `attention`'s). `STATIC` takes `float8_e4m3`
-    /// weights with `input_scales` and `weight_scales` `[128, 1]`.
+    /// weights with `input_scales` and `weight_scales` `[128, 1]`, `STATIC_MX`
+    /// pre-shuffled `float8_e4m3fn` ones with the same scales.
     #[nki_kernel]
     pub fn output_projection_cte(
         #[dtypes(float32, bfloat16, float16, float8_e4m3fn_x4)] attention: Hbm,
-        #[dtypes(float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4)] weight: Hbm,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3, float8_e4m3fn, float4_e2m1fn_x4)] weight: Hbm,
         #[dtypes(float32, bfloat16, float16)] bias: Option<Hbm>,
         #[default(QuantizationType::NONE)] quantization_type: QuantizationType,
         #[dtypes(float32, uint8)] input_scales: Option<Hbm>,
@@ -496,16 +514,18 @@ pub mod kernel {
             let ws = weight_scales.unwrap_or(weight);
             return output_projection_cte_mx(attention, weight, bias, input_scales, ws, output_dtype, programs, prg_id);
         }
+        if quantization_type == QuantizationType::STATIC_MX {
+            // Validated: both scales are given.
+            let (isc, wsc) = (input_scales.unwrap_or(weight), weight_scales.unwrap_or(weight));
+            return output_projection_cte_static_mx(attention, weight, bias, isc, wsc, output_dtype, programs, prg_id);
+        }
         let is_static = quantization_type == QuantizationType::STATIC;
         let cfg = build_tiling_config(attention, weight, programs, prg_id, is_static);
         let inv_input_scale_sb = nl::ndarray([P_MAX, 1], nl::float32, buffer = nl::sbuf);
         let weight_scale_sb = nl::ndarray([P_MAX, 1], nl::float32, buffer = nl::sbuf);
         if let Some(isc) = input_scales {
             if let Some(wsc) = weight_scales {
-                nisa::dma_copy(inv_input_scale_sb, isc);
-                nisa::dma_copy(weight_scale_sb, wsc);
-                nisa::activation(weight_scale_sb, nl::copy, weight_scale_sb, scale = inv_input_scale_sb);
-                nisa::reciprocal(inv_input_scale_sb, inv_input_scale_sb);
+                load_static_quant_scales(inv_input_scale_sb, weight_scale_sb, isc, wsc);
             }
         }
         let [b, _, _, sl] = attention.shape();

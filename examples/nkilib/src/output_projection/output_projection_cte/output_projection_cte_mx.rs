@@ -29,6 +29,17 @@
 //!
 //! An odd sequence tile is padded with a zero position (`nc_matmul_mx` takes
 //! an even stationary width). The output dtype defaults to bfloat16.
+//!
+//! `STATIC_MX` runs the same loops on `float8_e4m3fn` weights `[K, H]`
+//! stored pre-shuffled (row `4r + k` of the logical weight at `(r, h, k)` of
+//! `[K/4, H, 4]`) with `[128, 1]` fp32 `input_scales` and `weight_scales`:
+//! the attention rows, regrouped as above, are multiplied by the reciprocal
+//! input scale in their dtype, clipped to `±448` and rounded to
+//! `float8_e4m3fn`; the bytes of four neighbouring values (of the attention
+//! and of the weights) are read as one `float8_e4m3fn_x4` element through an
+//! `.ap(..., dtype=float8_e4m3fn_x4)` view, with every block scale the
+//! constant 127 (`2^0`); the bfloat16 sums are multiplied by `weight_scale ·
+//! input_scale` and the bias added, in bfloat16.
 //! `float8_e4m3fn_x4` weights, which the library's checks let through but
 //! its loader DMAs into a `float4_e2m1fn_x4` tile (a conversion no engine
 //! performs on packed data), are refused by name.
@@ -41,9 +52,13 @@ pub use kernel::*;
 #[nki_module]
 pub mod kernel {
     use crate::output_projection::output_projection_cte::output_projection_cte_parameters::{
-        S_TILE_SIZE, calculate_h_block_size, dtype_size, h_block_bounds,
+        S_TILE_SIZE, calculate_h_block_size, dtype_size, h_block_bounds, load_static_quant_scales,
     };
     pub use crate::output_projection::output_projection_utils::{F_MAX, P_MAX};
+    /// The largest finite `float8_e4m3fn`: `STATIC_MX` activations span `±448`.
+    pub const FP8_E4M3FN_MAX: f64 = 448.0;
+    /// The biased exponent of `2^0`: `STATIC_MX`'s constant block scale.
+    pub const UNIT_MX_SCALE: f64 = 127.0;
     pub use crate::utils::mx_layout::{MX_GROUP_PARTITIONS, MX_PACK, QUADRANT, SCALE_GROUP_SIZE, load_mx_scales_strided};
     use nki::prelude::*;
 
@@ -79,6 +94,8 @@ pub mod kernel {
         pub d_tile_count: i64,
         /// Whether the attention comes quantized (`float8_e4m3fn_x4`).
         pub input_quantized: bool,
+        /// `STATIC_MX`: `float8_e4m3fn` weights, static input and weight scales.
+        pub static_mx: bool,
     }
 
     /// The tensors the MX phases read and write.
@@ -96,6 +113,10 @@ pub mod kernel {
         pub bias: Option<Tensor>,
         /// `[B, S, H]`.
         pub out: Tensor,
+        /// `STATIC_MX`: `1 / input_scale` on each partition, `[128, 1]` fp32.
+        pub inv_input_scale_sb: Option<Tensor>,
+        /// `STATIC_MX`: `weight_scale · input_scale` on each partition, `[128, 1]` fp32.
+        pub dequant_scale_sb: Option<Tensor>,
     }
 
     /// One weight block in SBUF: its packed rows, their scales and the bias.
@@ -115,7 +136,7 @@ pub mod kernel {
 
     /// The library's MX `build_tiling_config`.
     #[nki_helper]
-    pub fn build_mx_tiling_config(attention: Hbm, weight: Hbm, programs: i64, prg_id: i64) -> MxTilingConfig {
+    pub fn build_mx_tiling_config(attention: Hbm, weight: Hbm, programs: i64, prg_id: i64, static_mx: bool) -> MxTilingConfig {
         let [b, n, d, sl] = attention.shape();
         let h = weight.shape()[1];
         let input_quantized = attention.dtype() == nl::float8_e4m3fn_x4;
@@ -135,6 +156,7 @@ pub mod kernel {
             padding,
             d_tile_count: (contraction + padding).div_ceil(P_MAX),
             input_quantized,
+            static_mx,
         }
     }
 
@@ -165,11 +187,42 @@ pub mod kernel {
             let groups = actual / MX_GROUP_PARTITIONS;
             load_mx_scales_strided(ws_sb[s![0..padded, t, 0..cols]], io.weight_scales[s![g0..g0 + groups, h0..h0 + cols]], groups);
         }
+        let bias_sb = load_block_bias(cfg, io, h0, cols);
+        MxWeightBlock { w_sb, ws_sb, bias_sb, h0, cols }
+    }
+
+    /// The library's `load_bias`: columns `h0..h0 + cols` of the bias
+    /// broadcast on the 128 partitions in its dtype (an unused tile without one).
+    #[nki_helper]
+    pub fn load_block_bias(cfg: MxTilingConfig, io: MxProjectionTensors, h0: i64, cols: i64) -> Sbuf {
         let bias = io.bias;
         let bias_sb = nl::ndarray([P_MAX, cfg.h_block_size], bias.unwrap_or(io.out).dtype(), buffer = nl::sbuf);
         if let Some(bv) = bias {
             nisa::dma_copy(bias_sb[s![.., 0..cols]], bv[s![.., h0..h0 + cols]].broadcast(0, P_MAX));
         }
+        bias_sb
+    }
+
+    /// The `STATIC_MX` weights: columns `h0..h0 + cols` of every packed tile
+    /// as `float8_e4m3fn` bytes `[128, tiles, block, 4]` (padded rows zeroed),
+    /// seen as `float8_e4m3fn_x4` `[128, tiles, block]`, with the constant
+    /// block scale, and the bias.
+    #[nki_helper]
+    pub fn load_static_mx_weights(cfg: MxTilingConfig, io: MxProjectionTensors, h0: i64, cols: i64) -> MxWeightBlock {
+        let (tiles, block) = (cfg.d_tile_count, cfg.h_block_size);
+        let w8 = nl::ndarray([P_MAX, tiles, block, MX_PACK], io.weight.dtype(), buffer = nl::sbuf);
+        for t in 0..tiles {
+            let (padded, actual): (i64, i64) = d_tile_bounds(cfg, t);
+            let r0 = t * P_MAX;
+            if padded > actual {
+                nisa::memset(w8[s![actual..padded, t, .., ..]], 0.0);
+            }
+            nisa::dma_copy(w8[s![0..actual, t, 0..cols, ..]], io.weight[s![r0..r0 + actual, h0..h0 + cols, ..]]);
+        }
+        let w_sb = w8.ap([[tiles * block, P_MAX], [block, tiles], [1, block]], dtype = nl::float8_e4m3fn_x4);
+        let ws_sb = nl::ndarray([P_MAX, tiles, block], nl::uint8, buffer = nl::sbuf);
+        nisa::memset(ws_sb, UNIT_MX_SCALE);
+        let bias_sb = load_block_bias(cfg, io, h0, cols);
         MxWeightBlock { w_sb, ws_sb, bias_sb, h0, cols }
     }
 
@@ -183,19 +236,51 @@ pub mod kernel {
     pub fn quantize_mx_input(cfg: MxTilingConfig, io: MxProjectionTensors, xq: Sbuf, xs: Sbuf, b: i64, s0: i64, s_len: i64) {
         let padded_s = s_len + s_len % 2;
         for t in 0..cfg.d_tile_count {
-            let (padded, actual): (i64, i64) = d_tile_bounds(cfg, t);
-            let r0 = t * P_MAX;
-            let tmp = nl::ndarray([P_MAX, MX_PACK, S_TILE_SIZE], io.attention.dtype(), buffer = nl::sbuf);
-            if padded > actual {
-                nisa::memset(tmp[s![actual..padded, .., ..]], 0.0);
-            }
-            if padded_s > s_len {
-                nisa::memset(tmp[s![0..padded, .., s_len..padded_s]], 0.0);
-            }
-            nisa::dma_copy(tmp[s![0..actual, .., 0..s_len]], io.attention[s![b, r0..r0 + actual, .., s0..s0 + s_len]]);
-            let sw = nl::ndarray([P_MAX, S_TILE_SIZE, MX_PACK], io.attention.dtype(), buffer = nl::sbuf);
-            nisa::tensor_copy(sw[s![0..padded, 0..padded_s, ..]], tmp[s![0..padded, .., 0..padded_s]].permute([0, 2, 1]));
+            let (padded, _): (i64, i64) = d_tile_bounds(cfg, t);
+            let sw = load_mx_input_interleaved(cfg, io, b, s0, s_len, t);
             nisa::quantize_mx(xq[s![0..padded, t, 0..padded_s]], sw[s![0..padded, 0..padded_s, ..]], xs[s![0..padded, t, 0..padded_s]]);
+        }
+    }
+
+    /// The library's `load_mx_input_interleaved` for packed tile `t`:
+    /// positions `s0..s0 + s_len` of batch `b` as `[C, 4, s]`, regrouped to
+    /// `[128, S_TILE_SIZE, 4]` in the attention's dtype. Padded rows and the
+    /// odd position are zeros.
+    #[nki_helper]
+    pub fn load_mx_input_interleaved(cfg: MxTilingConfig, io: MxProjectionTensors, b: i64, s0: i64, s_len: i64, t: i64) -> Sbuf {
+        let padded_s = s_len + s_len % 2;
+        let (padded, actual): (i64, i64) = d_tile_bounds(cfg, t);
+        let r0 = t * P_MAX;
+        let tmp = nl::ndarray([P_MAX, MX_PACK, S_TILE_SIZE], io.attention.dtype(), buffer = nl::sbuf);
+        if padded > actual {
+            nisa::memset(tmp[s![actual..padded, .., ..]], 0.0);
+        }
+        if padded_s > s_len {
+            nisa::memset(tmp[s![0..padded, .., s_len..padded_s]], 0.0);
+        }
+        nisa::dma_copy(tmp[s![0..actual, .., 0..s_len]], io.attention[s![b, r0..r0 + actual, .., s0..s0 + s_len]]);
+        let sw = nl::ndarray([P_MAX, S_TILE_SIZE, MX_PACK], io.attention.dtype(), buffer = nl::sbuf);
+        nisa::tensor_copy(sw[s![0..padded, 0..padded_s, ..]], tmp[s![0..padded, .., 0..padded_s]].permute([0, 2, 1]));
+        sw
+    }
+
+    /// The library's `_quantize_static_mx_attention`: each packed tile's
+    /// regrouped rows multiplied by the reciprocal input scale (in the
+    /// attention's dtype), clipped to `±448` and rounded into the
+    /// `float8_e4m3fn` bytes `xq8` `[128, tiles, S_TILE_SIZE, 4]`.
+    #[nki_helper]
+    pub fn quantize_static_mx_input(cfg: MxTilingConfig, io: MxProjectionTensors, xq8: Sbuf, b: i64, s0: i64, s_len: i64) {
+        let padded_s = s_len + s_len % 2;
+        let inv_input_scale = io.inv_input_scale_sb;
+        if let Some(inv) = inv_input_scale {
+            for t in 0..cfg.d_tile_count {
+                let (padded, _): (i64, i64) = d_tile_bounds(cfg, t);
+                let sw = load_mx_input_interleaved(cfg, io, b, s0, s_len, t);
+                let a = sw[s![0..padded, 0..padded_s, ..]];
+                nisa::tensor_scalar(a, a, nl::multiply, inv[s![0..padded, ..]]);
+                let q = xq8[s![0..padded, t, 0..padded_s, ..]];
+                nisa::tensor_scalar(q, a, nl::minimum, FP8_E4M3FN_MAX, op1 = nl::maximum, operand1 = -FP8_E4M3FN_MAX);
+            }
         }
     }
 
@@ -239,7 +324,8 @@ pub mod kernel {
             let r0 = st * P_MAX;
             let rows = (s_len - r0).min(P_MAX);
             let prows = rows + rows % 2;
-            let res_sb = nl::ndarray([P_MAX, cfg.h_block_size], io.out.dtype(), buffer = nl::sbuf);
+            let res_dtype = if cfg.static_mx { nl::bfloat16 } else { io.out.dtype() };
+            let res_sb = nl::ndarray([P_MAX, cfg.h_block_size], res_dtype, buffer = nl::sbuf);
             for ht in 0..blk.cols.div_ceil(H_SUBTILE_SIZE) {
                 let c0 = ht * H_SUBTILE_SIZE;
                 let cs = (blk.cols - c0).min(H_SUBTILE_SIZE);
@@ -255,10 +341,17 @@ pub mod kernel {
                     );
                 }
                 let dst = res_sb[s![0..rows, c0..c0 + cs]];
-                if io.bias.is_some() {
-                    nisa::tensor_tensor(dst, res_psum[s![0..rows, 0..cs]], blk.bias_sb[s![0..rows, c0..c0 + cs]], nl::add);
+                let (psum, bias) = (res_psum[s![0..rows, 0..cs]], blk.bias_sb[s![0..rows, c0..c0 + cs]]);
+                let dequant_scale = io.dequant_scale_sb;
+                if let Some(scale) = dequant_scale {
+                    nisa::tensor_scalar(dst, psum, nl::multiply, scale[s![0..rows, ..]]);
+                    if io.bias.is_some() {
+                        nisa::tensor_tensor(dst, dst, bias, nl::add);
+                    }
+                } else if io.bias.is_some() {
+                    nisa::tensor_tensor(dst, psum, bias, nl::add);
                 } else {
-                    nisa::tensor_copy(dst, res_psum[s![0..rows, 0..cs]]);
+                    nisa::tensor_copy(dst, psum);
                 }
             }
             let (o0, h0) = (s0 + r0, blk.h0);
@@ -266,28 +359,48 @@ pub mod kernel {
         }
     }
 
-    /// The library's `perform_mx_quantized_projection`: the program's weight
+    /// The library's `perform_mx_quantized_projection` (and
+    /// `perform_static_mx_quantized_projection`): the program's weight
     /// blocks in turn, each against every batch and sequence tile.
     #[nki_helper]
     pub fn perform_mx_quantized_projection(cfg: MxTilingConfig, io: MxProjectionTensors) {
         for hb in 0..cfg.num_h_blocks_per_prg {
             let (h0, cols): (i64, i64) = h_block_bounds(cfg.prg_id, cfg.h_sharded_size, cfg.h_block_size, hb);
-            let blk = load_mx_weights(cfg, io, h0, cols);
+            let blk = if cfg.static_mx { load_static_mx_weights(cfg, io, h0, cols) } else { load_mx_weights(cfg, io, h0, cols) };
             for b in 0..cfg.b_size {
                 for st in 0..cfg.s_size.div_ceil(S_TILE_SIZE) {
                     let s0 = st * S_TILE_SIZE;
                     let s_len = (cfg.s_size - s0).min(S_TILE_SIZE);
-                    let xq = nl::ndarray([P_MAX, cfg.d_tile_count, S_TILE_SIZE], nl::float8_e4m3fn_x4, buffer = nl::sbuf);
-                    let xs = nl::ndarray([P_MAX, cfg.d_tile_count, S_TILE_SIZE], nl::uint8, buffer = nl::sbuf);
-                    if cfg.input_quantized {
-                        load_mx_prequantized_input(cfg, io, xq, xs, b, s0, s_len);
+                    if cfg.static_mx {
+                        process_static_mx_batch_tile(cfg, io, blk, b, s0, s_len);
                     } else {
-                        quantize_mx_input(cfg, io, xq, xs, b, s0, s_len);
+                        let xq = nl::ndarray([P_MAX, cfg.d_tile_count, S_TILE_SIZE], nl::float8_e4m3fn_x4, buffer = nl::sbuf);
+                        let xs = nl::ndarray([P_MAX, cfg.d_tile_count, S_TILE_SIZE], nl::uint8, buffer = nl::sbuf);
+                        if cfg.input_quantized {
+                            load_mx_prequantized_input(cfg, io, xq, xs, b, s0, s_len);
+                        } else {
+                            quantize_mx_input(cfg, io, xq, xs, b, s0, s_len);
+                        }
+                        compute_mx_matmul(cfg, io, blk, xq, xs, b, s0);
                     }
-                    compute_mx_matmul(cfg, io, blk, xq, xs, b, s0);
                 }
             }
         }
+    }
+
+    /// The library's `_process_static_mx_batch_tile`: one sequence tile of
+    /// batch `b` quantized into `float8_e4m3fn` bytes, seen as
+    /// `float8_e4m3fn_x4` `[128, tiles, S_TILE_SIZE]` with the constant block
+    /// scale, against the weight block.
+    #[nki_helper(target = "trn3")]
+    pub fn process_static_mx_batch_tile(cfg: MxTilingConfig, io: MxProjectionTensors, blk: MxWeightBlock, b: i64, s0: i64, s_len: i64) {
+        let tiles = cfg.d_tile_count;
+        let xq8 = nl::ndarray([P_MAX, tiles, S_TILE_SIZE, MX_PACK], nl::float8_e4m3fn, buffer = nl::sbuf);
+        quantize_static_mx_input(cfg, io, xq8, b, s0, s_len);
+        let xq = xq8.ap([[tiles * S_TILE_SIZE, P_MAX], [S_TILE_SIZE, tiles], [1, S_TILE_SIZE]], dtype = nl::float8_e4m3fn_x4);
+        let xs = nl::ndarray([P_MAX, tiles, S_TILE_SIZE], nl::uint8, buffer = nl::sbuf);
+        nisa::memset(xs, UNIT_MX_SCALE);
+        compute_mx_matmul(cfg, io, blk, xq, xs, b, s0);
     }
 
     /// The MX checks of the library's `validate_output_projection_inputs`,
@@ -355,11 +468,74 @@ pub mod kernel {
         programs: i64,
         prg_id: i64,
     ) -> Hbm {
-        let cfg = build_mx_tiling_config(attention, weight, programs, prg_id);
+        let cfg = build_mx_tiling_config(attention, weight, programs, prg_id, false);
         let (b, sl, c) = (cfg.b_size, cfg.s_size, cfg.contraction);
         let out = nl::ndarray([b, sl, cfg.h_size], output_dtype.unwrap_or(nl::bfloat16), buffer = nl::shared_hbm);
         let rows = if cfg.input_quantized { attention.reshape([b, c, sl]) } else { attention.reshape([b, c, MX_PACK, sl]) };
-        let io = MxProjectionTensors { attention: rows, input_scales, weight, weight_scales, bias, out };
+        let io = MxProjectionTensors {
+            attention: rows,
+            input_scales,
+            weight,
+            weight_scales,
+            bias,
+            out,
+            inv_input_scale_sb: None,
+            dequant_scale_sb: None,
+        };
+        perform_mx_quantized_projection(cfg, io);
+        out
+    }
+
+    /// The `STATIC_MX` checks of the library's `validate_output_projection_inputs`
+    /// (the scales are checked as `STATIC`'s), by parameter name.
+    #[nki_helper]
+    pub fn validate_static_mx_inputs(attention: Hbm, weight: Hbm) {
+        let [_, n, d, _] = attention.shape();
+        let k = n * d;
+        assert!(
+            nisa::get_nc_version() == nisa::nc_version::gen4,
+            "output_projection_cte: quantization_type STATIC_MX needs trn3 (nc_matmul_mx)"
+        );
+        assert!(
+            weight.dtype() == nl::float8_e4m3fn,
+            "output_projection_cte: weight must be float8_e4m3fn for STATIC_MX quantization, got {}",
+            weight.dtype()
+        );
+        assert!(
+            k >= P_MAX && k % P_MAX == 0,
+            "output_projection_cte: N * D = {k} must be a positive multiple of 128 for STATIC_MX quantization"
+        );
+    }
+
+    /// The `STATIC_MX` projection (see the module docs) into a new `[B, S, H]`
+    /// HBM tensor of `output_dtype` (default `attention`'s).
+    #[nki_helper]
+    pub fn output_projection_cte_static_mx(
+        attention: Hbm,
+        weight: Hbm,
+        bias: Option<Hbm>,
+        input_scales: Hbm,
+        weight_scales: Hbm,
+        output_dtype: Option<Dtype>,
+        programs: i64,
+        prg_id: i64,
+    ) -> Hbm {
+        let cfg = build_mx_tiling_config(attention, weight, programs, prg_id, true);
+        let (b, sl, c, h) = (cfg.b_size, cfg.s_size, cfg.contraction, cfg.h_size);
+        let out = nl::ndarray([b, sl, h], output_dtype.unwrap_or(attention.dtype()), buffer = nl::shared_hbm);
+        let inv_input_scale_sb = nl::ndarray([P_MAX, 1], nl::float32, buffer = nl::sbuf);
+        let dequant_scale_sb = nl::ndarray([P_MAX, 1], nl::float32, buffer = nl::sbuf);
+        load_static_quant_scales(inv_input_scale_sb, dequant_scale_sb, input_scales, weight_scales);
+        let io = MxProjectionTensors {
+            attention: attention.reshape([b, c, MX_PACK, sl]),
+            input_scales: None,
+            weight: weight.reshape([c, h, MX_PACK]),
+            weight_scales,
+            bias,
+            out,
+            inv_input_scale_sb: Some(inv_input_scale_sb),
+            dequant_scale_sb: Some(dequant_scale_sb),
+        };
         perform_mx_quantized_projection(cfg, io);
         out
     }

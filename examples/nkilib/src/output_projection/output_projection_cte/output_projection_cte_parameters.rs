@@ -1,10 +1,10 @@
 //! What the float, `STATIC` and MX forms of `output_projection_cte` share
-//! (the library's `output_projection_cte_parameters`): the sequence tile and
-//! the weight blocks the SBUF budget allows.
+//! (the library's `output_projection_cte_parameters`): the sequence tile,
+//! the weight blocks the SBUF budget allows and the static scales.
 
 pub use kernel::*;
 
-/// The tile constants and the weight-block size.
+/// The tile constants, the weight-block size and the static scales.
 #[nki::nki_module]
 pub mod kernel {
     pub use crate::output_projection::output_projection_utils::{F_MAX, QUANT_DTYPE};
@@ -27,6 +27,19 @@ pub mod kernel {
             return 1;
         }
         2
+    }
+
+    /// The library's `load_static_quant_input_scales`,
+    /// `load_static_quant_weight_scales` and `invert_static_quant_scales`
+    /// (`STATIC` and `STATIC_MX`): the `[128, 1]` fp32 scales into
+    /// `inv_input_scale_sb` as `1 / input_scale` and `weight_scale_sb` as
+    /// `weight_scale · input_scale`.
+    #[nki_helper]
+    pub fn load_static_quant_scales(inv_input_scale_sb: Sbuf, weight_scale_sb: Sbuf, input_scales: Hbm, weight_scales: Hbm) {
+        nisa::dma_copy(inv_input_scale_sb, input_scales);
+        nisa::dma_copy(weight_scale_sb, weight_scales);
+        nisa::activation(weight_scale_sb, nl::copy, weight_scale_sb, scale = inv_input_scale_sb);
+        nisa::reciprocal(inv_input_scale_sb, inv_input_scale_sb);
     }
 
     /// The library's `_calculate_h_block_size`: the program's `h_sharded_size`
