@@ -816,6 +816,35 @@ class UndefinedReadTest(unittest.TestCase):
         self.assertIn("reads 8 elements of 'looped' [2, 8] bfloat16 in SBUF", str(caught[0].message))
         self.assertIn("(the first at [0, 4])", str(caught[0].message))
 
+    def test_a_storage_drops_its_mask_once_every_cell_is_written(self):
+        masks = []
+
+        def k():
+            t = nl.ndarray(shape=(2, 8), dtype=nl.float32, name="filled")
+            nisa.memset(dst=t[:, 0:4], value=1.0)
+            masks.append(t.storage.unwritten is None)
+            nisa.memset(dst=t[:, 4:8], value=2.0)
+            masks.append(t.storage.unwritten is None)
+            return vals(t)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            np.testing.assert_array_equal(run(k), np.repeat([[1.0] * 4 + [2.0] * 4], 2, axis=0))
+        self.assertEqual(caught, [])
+        self.assertEqual(masks, [False, True])
+
+    def test_cells_an_instruction_keeps_are_not_reads(self):
+        def k():
+            pred = nl.ndarray(shape=(2, 4), dtype=nl.uint8)
+            nisa.memset(dst=pred[:, 0:2], value=1)
+            nisa.memset(dst=pred[:, 2:4], value=0)
+            t = nl.ndarray(shape=(2, 4), dtype=nl.float32, name="kept")
+            nisa.tensor_copy_predicated(dst=t, src=2.0, predicate=pred)
+            return vals(pred)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run(k)
+        self.assertEqual(caught, [])
+
     def test_matmul_reads_only_the_psum_it_adds_onto(self):
         a, b = rand(8, 4), rand(8, 6)
 

@@ -3,16 +3,25 @@
 use super::Precision;
 use super::helpers::ThreadBudget;
 use super::launch::RankShared;
-use super::launch::STRICT_UNINIT_ENV;
 use super::memory::{Allocator, MemPool, MemoryReport, Site};
-use super::world::{RvKey, Slot, World, undefined_read};
+use super::world::{RvKey, Slot, World};
 use crate::hw::{Generation, HwLimits};
 use crate::isa::{Accumulators, RngState};
 use crate::profile::{Instr, Rendezvous, Unit};
-use crate::{ErrorKind, NkiError, Origin, Result, Tensor};
+use crate::{Origin, Result, Tensor};
 use std::cell::{Cell, RefCell, RefMut};
 use std::collections::HashMap;
 use std::sync::Arc;
+
+/// The operands of a collective a program issued, tracked (for unwritten
+/// memory) when every participant has arrived.
+struct Access {
+    op: &'static str,
+    /// The kernel line that issued it.
+    line: Option<(&'static str, u32)>,
+    reads: Vec<Tensor>,
+    writes: Vec<Tensor>,
+}
 
 /// One program instance of an emulated launch: its rank, its program id in the
 /// LNC grid, the precision model, the hardware generation and its on-chip memory.
@@ -56,6 +65,8 @@ pub struct Ctx {
     pub(crate) threads: Arc<ThreadBudget>,
     /// Whether a read of unwritten memory is an error ([`super::Launch::strict_uninit`]).
     pub(crate) strict_uninit: bool,
+    /// The operands of the collective being issued, tracked when it runs.
+    collective_access: RefCell<Option<Access>>,
 }
 
 impl Ctx {
@@ -96,6 +107,7 @@ impl Ctx {
             unmodeled: Cell::new(None),
             threads: Arc::new(ThreadBudget::new(1, 1)),
             strict_uninit: false,
+            collective_access: RefCell::new(None),
         }
     }
 
@@ -252,27 +264,23 @@ impl Ctx {
         who: Rendezvous,
     ) -> Result<()> {
         self.pool.touch(self.site(op), reads, writes).map_err(|e| e.in_op(op))?;
-        self.track_unwritten(op, reads, writes)?;
+        self.track_unwritten(op, reads, writes, &who)?;
         self.record_with(|| Instr::new(op, unit, reads, writes).waiting_for(who));
         Ok(())
     }
 
     /// Reports the cells nothing wrote that `op` reads through `reads` (an error
-    /// under [`super::Launch::strict_uninit`]), then marks what it writes.
-    fn track_unwritten(&self, op: &'static str, reads: &[&Tensor], writes: &[&Tensor]) -> Result<()> {
-        // `core_barrier`'s tensor names what the programs synchronise on: the
-        // barrier reads none of its values (the other program may still be writing them).
-        let reads = if op == "nisa.core_barrier" { &[] } else { reads };
-        for r in reads {
-            let Some(found) = r.unwritten_read() else { continue };
-            let tensor = r.allocation_description();
-            if self.strict_uninit {
-                let text = undefined_read("the instruction", &tensor, found.count, &found.first);
-                let msg = format!("undefined behaviour: {text} ({STRICT_UNINIT_ENV}=1 makes this an error)");
-                return Err(NkiError::new(ErrorKind::Undefined, msg).in_op(op));
-            }
-            self.world.record_undefined(tensor, op, self.line.get(), found);
+    /// under [`super::Launch::strict_uninit`]), then marks what it writes. A
+    /// collective's operands wait for [`Ctx::collective`]: it reads its sources
+    /// once every participant has arrived, after the writes each made before,
+    /// and the programs of a rank share their buffers.
+    fn track_unwritten(&self, op: &'static str, reads: &[&Tensor], writes: &[&Tensor], who: &Rendezvous) -> Result<()> {
+        if let Rendezvous::Ranks(_) = who {
+            let owned = |ts: &[&Tensor]| ts.iter().map(|&t| t.clone()).collect();
+            self.collective_access.replace(Some(Access { op, line: self.line.get(), reads: owned(reads), writes: owned(writes) }));
+            return Ok(());
         }
+        self.world.check_unwritten(self.strict_uninit, op, self.line.get(), reads.iter().copied())?;
         writes.iter().for_each(|w| w.mark_written());
         Ok(())
     }
@@ -283,7 +291,7 @@ impl Ctx {
     pub(crate) fn record_spec(&self, op: &'static str, reads: &[Option<&Tensor>], writes: &[Option<&Tensor>]) -> Result<()> {
         let (r, w): (Vec<&Tensor>, Vec<&Tensor>) = (reads.iter().flatten().copied().collect(), writes.iter().flatten().copied().collect());
         self.pool.touch(self.site(op), &r, &w).map_err(|e| e.in_op(op))?;
-        self.track_unwritten(op, &r, &w)?;
+        self.track_unwritten(op, &r, &w, &Rendezvous::None)?;
         self.record_with(|| Instr::new(op, Unit::of_spec(op), &r, &w));
         Ok(())
     }
@@ -379,8 +387,20 @@ impl Ctx {
         };
         let programs = self.world.programs;
         let participants: Vec<Slot> = group.iter().flat_map(|&r| (0..programs).map(move |p| r * programs + p)).collect();
-        self.world.rendezvous(self.slot(), RvKey::Collective { group: group.to_vec(), seq }, kind, &participants, payload, |parts| {
-            complete(seq, parts)
-        })
+        let access = self.collective_access.take();
+        let (world, strict) = (&self.world, self.strict_uninit);
+        self.world.rendezvous(
+            self.slot(),
+            RvKey::Collective { group: group.to_vec(), seq },
+            kind,
+            &participants,
+            (access, payload),
+            |parts| {
+                let accesses: Vec<&Access> = parts.iter().filter_map(|(_, (a, _))| a.as_ref()).collect();
+                accesses.iter().try_for_each(|a| world.check_unwritten(strict, a.op, a.line, &a.reads))?;
+                accesses.iter().for_each(|a| a.writes.iter().for_each(Tensor::mark_written));
+                complete(seq, parts.into_iter().map(|(slot, (_, p))| (slot, p)).collect())
+            },
+        )
     }
 }

@@ -8,9 +8,10 @@
 //! hanging. Busy programs learn of a failure or the deadline from [`World::stopped`],
 //! which every op and every kernel loop iteration checks (one atomic load).
 
+use super::launch::STRICT_UNINIT_ENV;
 use crate::collectives::CommEvent;
 use crate::tensor::Found;
-use crate::{ErrorKind, NkiError, Result};
+use crate::{ErrorKind, NkiError, Result, Tensor};
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -99,6 +100,33 @@ impl World {
             Some(s) => s.count += found.count,
             None => sites.push(UndefinedSite { tensor, op, line, count: found.count, first: found.first }),
         }
+    }
+
+    /// Reports the cells nothing wrote that `op`, issued at `line`, reads
+    /// through `reads` (an error when `strict`).
+    pub(crate) fn check_unwritten<'a>(
+        &self,
+        strict: bool,
+        op: &'static str,
+        line: Option<(&'static str, u32)>,
+        reads: impl IntoIterator<Item = &'a Tensor>,
+    ) -> Result<()> {
+        // `core_barrier`'s tensor names what the programs synchronise on: the
+        // barrier reads none of its values (the other program may still be writing them).
+        if op == "nisa.core_barrier" {
+            return Ok(());
+        }
+        for r in reads {
+            let Some(found) = r.unwritten_read() else { continue };
+            let tensor = r.allocation_description();
+            if strict {
+                let text = undefined_read("the instruction", &tensor, found.count, &found.first);
+                let msg = format!("undefined behaviour: {text} ({STRICT_UNINIT_ENV}=1 makes this an error)");
+                return Err(NkiError::new(ErrorKind::Undefined, msg).in_op(op));
+            }
+            self.record_undefined(tensor, op, line, found);
+        }
+        Ok(())
     }
 
     /// The reports of the unwritten reads so far, one line per site.

@@ -5,9 +5,11 @@
 //! functions are written. Every instruction marks the cells of the views it
 //! writes and asks for the unwritten cells of the views it reads
 //! ([`crate::emulator::Ctx::record`]): such a read is undefined behaviour on the
-//! hardware (the memory holds whatever was there), reported by the launch. Once
-//! every cell of an allocation is written its mask is dropped, so a tile pays
-//! for the tracking only until it is filled.
+//! hardware (the memory holds whatever was there), reported by the launch. The
+//! mask (a bit per cell) is built only when a first write leaves part of the
+//! allocation unwritten, and dropped once every cell is written: a tile filled by
+//! one instruction never has one, and a written allocation costs one atomic load
+//! per operand.
 
 use super::psum_writes::unravel;
 use super::{Storage, Tensor};
@@ -15,9 +17,13 @@ use std::sync::atomic::Ordering;
 
 /// The unwritten cells of one allocation.
 pub(crate) struct Unwritten {
-    /// Per cell: nothing has written it yet.
-    mask: Vec<bool>,
-    /// How many cells of `mask` are set.
+    /// One bit per cell, set while nothing has written it; `None` while every
+    /// cell is unwritten, so a first write of the whole allocation (the usual
+    /// way a tile is filled) never builds a mask.
+    mask: Option<Vec<u64>>,
+    /// How many cells the allocation has.
+    cells: usize,
+    /// How many cells are unwritten.
     left: usize,
 }
 
@@ -30,33 +36,71 @@ pub(crate) struct Found {
     pub first: Vec<usize>,
 }
 
+/// Calls `f(word, bits)` for the words of a bit mask holding bits `start..start + n`.
+fn words(start: usize, n: usize, mut f: impl FnMut(usize, u64)) {
+    let (mut i, end) = (start, start + n);
+    while i < end {
+        let (w, b) = (i / 64, i % 64);
+        let len = (64 - b).min(end - i);
+        f(w, if len == 64 { !0 } else { ((1u64 << len) - 1) << b });
+        i += len;
+    }
+}
+
 impl Unwritten {
     pub(crate) fn new(cells: usize) -> Unwritten {
-        Unwritten { mask: vec![true; cells], left: cells }
+        Unwritten { mask: None, cells, left: cells }
     }
 
+    /// The cells `start..start + n`, when they are all in the allocation.
+    fn in_bounds(&self, start: isize, n: usize) -> Option<usize> {
+        let s = usize::try_from(start).ok()?;
+        (s.checked_add(n)? <= self.cells).then_some(s)
+    }
+
+    /// The mask, built (every cell unwritten) on the first write of part of the allocation.
+    fn mask_mut(&mut self) -> &mut Vec<u64> {
+        let cells = self.cells;
+        self.mask.get_or_insert_with(|| {
+            let mut m = vec![!0u64; cells.div_ceil(64)];
+            if let Some(last) = m.last_mut().filter(|_| !cells.is_multiple_of(64)) {
+                *last = (1u64 << (cells % 64)) - 1;
+            }
+            m
+        })
+    }
+
+    /// Marks the cells `start + i * step` for `i` in `0..n` written (those in the allocation).
     fn mark_run(&mut self, start: isize, n: usize, step: isize) {
-        if step == 1
-            && start >= 0
-            && let Some(run) = self.mask.get_mut(start as usize..start as usize + n)
-        {
-            self.left -= run.iter().filter(|&&u| u).count();
-            run.fill(false);
-            return;
+        match self.in_bounds(start, n) {
+            Some(s) if step == 1 || n == 1 => {
+                if self.mask.is_none() && s == 0 && n == self.cells {
+                    self.left = 0;
+                    return;
+                }
+                let mask = self.mask_mut();
+                let mut cleared = 0;
+                words(s, n, |w, m| {
+                    cleared += (mask[w] & m).count_ones() as usize;
+                    mask[w] &= !m;
+                });
+                self.left -= cleared;
+            }
+            _ if n > 1 => (0..n as isize).for_each(|i| self.mark_run(start + i * step, 1, 1)),
+            _ => {}
         }
-        (0..n as isize).for_each(|i| self.mark(start + i * step));
     }
 
-    fn mark(&mut self, cell: isize) {
-        if let Some(u) = usize::try_from(cell).ok().and_then(|c| self.mask.get_mut(c))
-            && std::mem::take(u)
-        {
-            self.left -= 1;
-        }
-    }
-
-    fn is_unwritten(&self, cell: isize) -> bool {
-        usize::try_from(cell).ok().and_then(|c| self.mask.get(c)).copied().unwrap_or(false)
+    /// How many of the cells `start..start + n` are unwritten, and the first of them.
+    fn count_run(&self, start: usize, n: usize) -> (usize, Option<usize>) {
+        let Some(mask) = &self.mask else { return (n, (n > 0).then_some(start)) };
+        let (mut count, mut first) = (0, None);
+        words(start, n, |w, m| {
+            let set = mask[w] & m;
+            count += set.count_ones() as usize;
+            first = first.or_else(|| (set != 0).then(|| w * 64 + set.trailing_zeros() as usize));
+        });
+        (count, first)
     }
 }
 
@@ -106,7 +150,7 @@ impl Storage {
         }
         let mut guard = self.unwritten.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(u) = guard.as_mut() {
-            u.mark(cell as isize);
+            u.mark_run(cell as isize, 1, 1);
         }
     }
 
@@ -148,22 +192,14 @@ impl Tensor {
         let u = guard.as_ref()?;
         let (mut count, mut first) = (0usize, None);
         base_runs(self, |start, n, step| {
-            if step == 1
-                && start >= 0
-                && let Some(run) = u.mask.get(start as usize..start as usize + n)
-            {
-                if run.contains(&true) {
-                    count += run.iter().filter(|&&x| x).count();
-                    first = first.or_else(|| run.iter().position(|&x| x).map(|i| start as usize + i));
-                }
-                return;
-            }
-            for i in 0..n as isize {
-                let c = start + i * step;
-                if u.is_unwritten(c) {
-                    count += 1;
-                    first = first.or(Some(c as usize));
-                }
+            // A contiguous run is counted a word at a time, any other cell by cell.
+            let whole = step == 1 && u.in_bounds(start, n).is_some();
+            let (runs, len, step) = if whole { (1, n, 0) } else { (n, 1, step) };
+            for i in 0..runs as isize {
+                let Some(s) = u.in_bounds(start + i * step, len) else { continue };
+                let (c, f) = u.count_run(s, len);
+                count += c;
+                first = first.or(f);
             }
         });
         let first = first?;
@@ -193,5 +229,27 @@ mod tests {
         right.mark_written();
         assert_eq!(t.unwritten_read(), None);
         assert!(!t.storage().fresh.load(Ordering::Acquire), "a fully written allocation drops its mask");
+    }
+
+    #[test]
+    fn runs_across_mask_words_and_strided_cells_are_counted_and_cleared() {
+        use crate::tensor::Layout;
+        let t = fresh(&[3, 50]);
+        assert_eq!(t.unwritten_read(), Some(Found { count: 150, first: vec![0, 0] }));
+        t.with_layout(Layout { offset: 10, shape: vec![3, 40], strides: vec![50, 1] }).mark_written();
+        assert_eq!(t.unwritten_read(), Some(Found { count: 30, first: vec![0, 0] }));
+        let column = t.with_layout(Layout { offset: 5, shape: vec![3], strides: vec![50] });
+        assert_eq!(column.unwritten_read(), Some(Found { count: 3, first: vec![0, 5] }));
+        column.mark_written();
+        assert_eq!(column.unwritten_read(), None);
+        let tail = t.with_layout(Layout { offset: 100, shape: vec![50], strides: vec![1] });
+        assert_eq!(tail.unwritten_read(), Some(Found { count: 9, first: vec![2, 0] }));
+        t.with_layout(Layout { offset: 0, shape: vec![3, 10], strides: vec![50, 1] }).mark_written();
+        assert!(!t.storage().fresh.load(Ordering::Acquire), "a fully written allocation drops its mask");
+
+        let whole = fresh(&[2, 100]);
+        whole.mark_written();
+        assert_eq!(whole.unwritten_read(), None);
+        assert!(!whole.storage().fresh.load(Ordering::Acquire), "one write of every cell leaves nothing to track");
     }
 }

@@ -55,10 +55,10 @@ class ReinterpretedStorage:
             return idx * b // a
         return idx[..., None] * (b // a) + np.arange(b // a)
 
-    def load(self, idx):
+    def load(self, idx, kept=False):
         self.base.touched(idx, False, self.dtype.size, self.partition_cells)
         idx = cells_of(idx)
-        if self.base.unwritten is not None:
+        if self.base.unwritten is not None and not kept:
             cells = self._base_cells(idx)
             undefined.check(self.base, cells, self.base.unwritten[cells])
         return self._all()[idx]

@@ -100,12 +100,13 @@ class Storage:
         if self.tile is not None:
             self.tile.memory.touch(self.tile, idx, write, size or self.dtype.size, row or self.partition_cells)
 
-    def load(self, idx):
+    def load(self, idx, kept=False):
         """The cells at flat indices `idx` (an array, or a `memory.Grid` of one);
-        unwritten ones are reported (`undefined.check`)."""
+        unwritten ones are reported (`undefined.check`), unless `kept`: the
+        cells an instruction leaves as they are where it writes a tile."""
         self.touched(idx, False)
         idx = cells_of(idx)
-        if self.unwritten is not None:
+        if self.unwritten is not None and not kept:
             undefined.check(self, idx, self.unwritten[idx])
         return self._cells[idx]
 
@@ -117,9 +118,12 @@ class Storage:
         self.mark_written(idx)
 
     def mark_written(self, idx):
-        """Notes that cells `idx` hold written values."""
+        """Notes that cells `idx` hold written values; once all are, the mask goes
+        (loads of a written storage skip the check)."""
         if self.unwritten is not None:
             self.unwritten[idx] = False
+            if not self.unwritten.any():
+                self.unwritten = None
 
     @property
     def partition_cells(self):
@@ -245,9 +249,11 @@ class NkiTensor(TensorViews):
             raise NkiError(what, f"view of '{self.name}' reaches cells {r[0]}..={r[1]}, outside the tensor's "
                                  f"{count} cells (allocation shape {list(self.storage.shape)})")
 
-    def read_cells(self):
-        """The view's cells in logical (row-major) order, shaped like the view."""
-        return self.storage.load(self.cell_index())
+    def read_cells(self, kept=False):
+        """The view's cells in logical (row-major) order, shaped like the view
+        (`kept`: as they stand, for a write that leaves some of them as they are,
+        which is not a read of them)."""
+        return self.storage.load(self.cell_index(), kept)
 
     def write_cells(self, cells, op):
         """Stores cells (logical order) into the view on behalf of instruction `op`."""

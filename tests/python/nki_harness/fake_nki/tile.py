@@ -63,6 +63,11 @@ class Tile:
         """The tile's cells, shape (np, nf)."""
         return self.tensor.storage.load(self.cells)
 
+    def read_kept(self):
+        """The tile's cells as they stand, for an instruction that writes the tile
+        but leaves some cells as they are: keeping a cell is not a read of it."""
+        return self.tensor.storage.load(self.cells, kept=True)
+
     def read_where(self, mask):
         """The float32 values of the elements where the (np, nf) `mask` is set
         (only those are read), in row-major order."""

@@ -57,7 +57,7 @@ def _exchange(op, srcs, dsts, replica_group, metadata_tensor, recv_counts_known,
                     sent[(i, j)] = flat[start:start + count]
             for j, r in enumerate(group):
                 _, d, m = by[(r, p)]
-                table, out = _table(m), d.read_cells().reshape(-1).copy()
+                table, out = _table(m), d.read_cells(kept=True).reshape(-1).copy()
                 slot = out.size // n
                 counts = []
                 for i in range(n):

@@ -19,7 +19,7 @@ def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None):
         raise NkiError(op, "src must be float32 or int32 and dst int32")
     if d.np != s.np or d.nf != s.nf + 1:
         raise NkiError(op, f"dst {dst.describe()} must be {s.np} partitions x {s.nf + 1} elements (one more than src)")
-    vals, out = s.read(), d.read_raw()
+    vals, out = s.read(), d.read_kept()
     for p in (p for p in range(s.np) if (s.p0 + p) % GPSIMD_CORE == 0):  # each core's first physical partition
         hits = np.flatnonzero(vals[p] != 0)
         row = np.full(s.nf + 1, int(padding_val), dtype=np.int64)

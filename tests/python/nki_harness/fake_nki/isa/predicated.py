@@ -41,4 +41,4 @@ def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
     else:
         new = np.broadcast_to(dst.dtype.encode(np.float32(column(op, "src", src, d.np)), current().rounds),
                               (d.np, d.nf))
-    d.write_raw(np.where(keep, new, d.read_raw()))
+    d.write_raw(np.where(keep, new, d.read_kept()))

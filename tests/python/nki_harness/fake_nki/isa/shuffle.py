@@ -24,7 +24,7 @@ def nc_stream_shuffle(dst, src, shuffle_mask, name=None):
         if start not in allowed:
             raise NkiError(op, f"{role} starts at partition {start}; with {active} active partitions the start must "
                                f"be one of {allowed}")
-    vals, out = s.read_raw(), d.read_raw()
+    vals, out = s.read_raw(), d.read_kept()
     for r in range(d.np):
         if mask[r % 32] == 255:
             continue
