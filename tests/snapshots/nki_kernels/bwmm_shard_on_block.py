@@ -20,6 +20,7 @@ from .moe_cte_utils import PSUM_SIZE
 from .moe_cte_utils import SkipMode
 from .moe_cte_utils import TILE_SIZE
 from .moe_cte_utils import calculate_expert_affinities
+from .moe_cte_utils import gather_token_rows
 from .moe_cte_utils import stream_shuffle_broadcast
 
 
@@ -190,15 +191,11 @@ def load_block_token_rows(inps, cfg, dims, block_idx):
     positions = inps.token_position_to_id.ap(pattern=[[1, TILE_SIZE], [TILE_SIZE, nt]], offset=block_idx * dims.b)
     nisa.dma_copy(dst=token_indices, src=positions)
     x = nl.ndarray(shape=(TILE_SIZE, nt, dims.h), dtype=cfg.compute_dtype, buffer=nl.sbuf)
-    hs, h, skip = (inps.hidden_states, dims.h, cfg.skip_dma.skip_token)
+    hs, skip = (inps.hidden_states, cfg.skip_dma.skip_token)
     if skip:
         nisa.memset(dst=x, value=0.0)
     for j in range(nt):
-        dst, idx = (x[:, j, :], token_indices[:, j:j + 1])
-        if skip:
-            nisa.dma_copy(dst=dst, src=hs.ap(pattern=[[h, TILE_SIZE], [1, h]], offset=0, vector_offset=idx, indirect_dim=0), oob_mode=nisa.oob_mode.skip)
-        else:
-            nisa.dma_copy(dst=dst, src=hs.ap(pattern=[[h, TILE_SIZE], [1, h]], offset=0, vector_offset=idx, indirect_dim=0))
+        gather_token_rows(x[:, j, :], hs, token_indices[:, j:j + 1], 0, skip)
     return (token_indices, x)
 
 
@@ -454,6 +451,19 @@ def store_block_output(output, rows, token_indices, j, cfg, shard_id):
         nisa.dma_copy(dst=output.ap(pattern=[[step, TILE_SIZE], [1, h]], offset=offset, vector_offset=idx, indirect_dim=0), src=rows)
 
 
+def load_block_tokens(inps, cfg, dims, block_idx, expert):
+    """[`load_block_token_rows`], the rows scaled by their affinities
+    under `PRE_SCALE`.
+    """
+    token_indices, x = load_block_token_rows(inps, cfg, dims, block_idx)
+    nt = dims.num_tiles
+    if cfg.scaling_mode == ExpertAffinityScaleMode.PRE_SCALE:
+        aff = calculate_expert_affinities(inps.expert_affinities_masked, token_indices, expert, dims.e, cfg.compute_dtype, cfg.skip_dma)
+        for j in range(nt):
+            nisa.tensor_scalar(dst=x[:, j, :], data=x[:, j, :], op0=nl.multiply, operand0=aff[:, j:j + 1])
+    return (token_indices, x)
+
+
 def reduce_tile_count(t, skip_token):
     """128-row tiles the final reduction covers: the token rows, without
     the padding row `T` unless padding is skipped.
@@ -502,19 +512,6 @@ def load_shard_block_experts(block_to_expert, dims, shard_id):
     experts = nl.ndarray(shape=(1, n_blocks), dtype=nl.int32, buffer=nl.sbuf)
     nisa.dma_copy(dst=experts, src=block_to_expert.ap(pattern=[[1, 1], [NUM_SHARDS, n_blocks]], offset=shard_id))
     return experts
-
-
-def load_block_tokens(inps, cfg, dims, block_idx, expert):
-    """[`load_block_token_rows`], the rows scaled by their affinities
-    under `PRE_SCALE`.
-    """
-    token_indices, x = load_block_token_rows(inps, cfg, dims, block_idx)
-    nt = dims.num_tiles
-    if cfg.scaling_mode == ExpertAffinityScaleMode.PRE_SCALE:
-        aff = calculate_expert_affinities(inps.expert_affinities_masked, token_indices, expert, dims.e, cfg.compute_dtype, cfg.skip_dma)
-        for j in range(nt):
-            nisa.tensor_scalar(dst=x[:, j, :], data=x[:, j, :], op0=nl.multiply, operand0=aff[:, j:j + 1])
-    return (token_indices, x)
 
 
 def intermediate_chunk(dims, c):
