@@ -159,15 +159,13 @@ pub mod ring {
     }
 
     /// The ring's tensors of a call: the mask inputs as given and the table of
-    /// every rank's ring position, filled when a mask or the bias reads it.
+    /// every rank's ring position (always filled: every step reads it, masks or not).
     #[nki_helper]
     pub fn ring_tensors(ring: RingAttnFeatures, q_segment_ids: Option<Hbm>, kv_segment_ids: Option<Hbm>, bias: Option<Hbm>) -> RingTensors {
         let groups = ring.replica_groups;
         let n_rings = if groups.len() == 0 { 1 } else { groups.len() };
         let positions = nl::ndarray([1, n_rings * ring.num_workers], nl::float32, buffer = nl::shared_hbm);
-        if ring.causal || ring.bounded || bias.is_some() {
-            fill_ring_positions(positions, groups, ring.num_workers);
-        }
+        fill_ring_positions(positions, groups, ring.num_workers);
         RingTensors { q_segment_ids, kv_segment_ids, bias, positions }
     }
 

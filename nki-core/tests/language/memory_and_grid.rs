@@ -36,11 +36,11 @@ fn partition_dim_and_psum_size_limits() {
 }
 
 #[test]
-fn fresh_tensors_read_as_nan_and_names_show_in_errors() {
+fn fresh_tensors_read_as_zero_bits_and_names_show_in_errors() {
     Launch::new()
         .run(|ctx| {
             let t = alloc(ctx, &[2, 3], Dtype::Bf16, Buffer::Sbuf)?;
-            assert!(t.to_f32_vec().iter().all(|v| v.is_nan()));
+            assert!(t.to_f32_vec().iter().all(|v| v.to_bits() == 0));
             let named = nl::ndarray(ctx, &[200, 2], Dtype::F32, NdarrayOpts { name: Some("scores"), ..Default::default() });
             assert_err(&expect_err(named), ErrorKind::Constraint, &["'scores'"]);
             let var = nl::ndarray(ctx, &[200, 2], Dtype::F32, NdarrayOpts { var: Some("acc"), ..Default::default() });

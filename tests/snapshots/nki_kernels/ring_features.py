@@ -140,13 +140,12 @@ def fill_ring_positions(table, groups, num_workers):
 
 def ring_tensors(ring, q_segment_ids, kv_segment_ids, bias):
     """The ring's tensors of a call: the mask inputs as given and the table of
-    every rank's ring position, filled when a mask or the bias reads it.
+    every rank's ring position (always filled: every step reads it, masks or not).
     """
     groups = ring.replica_groups
     n_rings = 1 if len(groups) == 0 else len(groups)
     positions = nl.ndarray(shape=(1, n_rings * ring.num_workers), dtype=nl.float32, buffer=nl.shared_hbm)
-    if ring.causal or ring.bounded or bias is not None:
-        fill_ring_positions(positions, groups, ring.num_workers)
+    fill_ring_positions(positions, groups, ring.num_workers)
     return RingTensors(q_segment_ids=q_segment_ids, kv_segment_ids=kv_segment_ids, bias=bias, positions=positions)
 
 
