@@ -598,19 +598,14 @@ fn rounded(x: Inputs, dtype: Dtype) -> Inputs {
 /// Every configuration, fp32 inputs in fp32 precision.
 #[test]
 fn configs_in_fp32_match_float64() {
-    for cfg in CONFIGS {
-        cfg.check(Dtype::F32, Precision::Fp32, 1e-4);
-    }
+    check_fp32(CONFIGS);
 }
 
 /// bfloat16 and float16 inputs in hardware precision against the float64
 /// block of the rounded inputs.
 #[test]
 fn configs_in_hardware_precision_match_float64() {
-    for (n, cfg) in CONFIGS.iter().enumerate() {
-        let dtype = if n % 2 == 0 { Dtype::Bf16 } else { Dtype::F16 };
-        cfg.check(dtype, Precision::Hardware, 3e-2);
-    }
+    check_hardware(CONFIGS);
 }
 
 /// The emitted kernel under NumPy equals the emulator up to the order of the
@@ -618,16 +613,7 @@ fn configs_in_hardware_precision_match_float64() {
 #[test]
 fn emitted_attention_block_under_numpy_equals_emulator() {
     for cfg in [CONFIGS[1], CONFIGS[4], CONFIGS[9], CONFIGS[10], CONFIGS[11], CONFIGS[12], CONFIGS[13]] {
-        for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
-            let x = rounded(cfg.inputs(), dtype);
-            let emu = cfg.run(&x, dtype, precision);
-            let np = run_numpy_kwargs(emitted_package(), "attention_block_tkg", &[], &cfg.kwargs(&x, dtype), cfg.lnc(), mode);
-            assert_eq!(np.len(), emu.len(), "{} {mode}: outputs", cfg.name());
-            let rtol = if mode == "fp32" { 1e-5 } else { 2f64.powi(-7) };
-            for (n, e) in np.iter().zip(&emu) {
-                assert_close(&format!("{} {mode}", cfg.name()), n, &e.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), 1e-6, rtol);
-            }
-        }
+        cfg.assert_numpy_equals_emulator();
     }
 }
 
@@ -659,7 +645,7 @@ fn rules_refuse_what_they_name() {
         (AttnBlockCall { has_update_idx: false, ..OK }, AttnBlockRule::Update),
         (AttnBlockCall { block_len: 16, ..OK }, AttnBlockRule::Update),
         (AttnBlockCall { h: 6000, ..OK }, AttnBlockRule::Hidden),
-        (AttnBlockCall { b: 129, ..OK }, AttnBlockRule::Tokens),
+        (AttnBlockCall { b: 129, skip_attention: true, ..OK }, AttnBlockRule::SkipAttentionTiles),
         (AttnBlockCall { d_head: 63, ..OK }, AttnBlockRule::Heads),
         (AttnBlockCall { block_len: 16, update_cache: false, k_cache_transposed: true, ..OK }, AttnBlockRule::BlockTransposed),
         (AttnBlockCall { qk_norm: true, ..OK }, AttnBlockRule::QkNormHead),
@@ -689,4 +675,82 @@ fn rules_refuse_what_they_name() {
     refuse(&with("rmsnorm_QK_pre_rope_enabled", Arg::Bool(true)), AttnBlockRule::QkNormHead);
     let err = c.with_qk_pre().run_err(&x);
     assert!(err.contains(AttnBlockRule::QkNormHead.message()), "{err}");
+}
+
+/// CI-sized versions of the library's large-batch rows (`B·S_tkg > 128`: its
+/// batch, heads, head dim, new tokens and options; `H` and the caches
+/// smaller), a last tile of fewer batches (255 batches of 3 tokens: tiles of
+/// 42), one program, and the new K/V returned without the projection.
+const LARGE_BATCH: &[Config] = &[
+    cfg(255, 2, 128, 256, 128, 3).qk_pre(false).qk_post(true).bias(),
+    cfg(255, 2, 64, 256, 128, 3).k_tp(),
+    cfg(384, 3, 128, 256, 128, 1).qk_post(true).transposed_out(),
+    cfg(130, 1, 64, 256, 128, 1).lnc1().k_tp().no_norm_x(),
+    cfg(200, 2, 64, 256, 128, 1).interleaved().no_update().no_proj(),
+];
+
+/// The large-batch rows, fp32 inputs in fp32 precision.
+#[test]
+fn large_batch_in_fp32_matches_float64() {
+    check_fp32(LARGE_BATCH);
+}
+
+/// The large-batch rows, bfloat16 and float16 inputs in hardware precision.
+#[test]
+fn large_batch_in_hardware_precision_matches_float64() {
+    check_hardware(LARGE_BATCH);
+}
+
+/// The emitted kernel under NumPy equals the emulator on large batches.
+#[test]
+fn emitted_large_batch_under_numpy_equals_emulator() {
+    for cfg in [LARGE_BATCH[0], LARGE_BATCH[3], LARGE_BATCH[4]] {
+        cfg.assert_numpy_equals_emulator();
+    }
+}
+
+/// `skip_attention` takes one tile of token rows: refused beyond it, by the
+/// emulator and by the emitted kernel, with the rule's message.
+#[test]
+fn skip_attention_beyond_one_tile_is_refused() {
+    let c = cfg(130, 1, 64, 256, 128, 1).skip_attention();
+    let x = rounded(c.inputs(), Dtype::Bf16);
+    let want = AttnBlockRule::SkipAttentionTiles.message();
+    let err = c.run_err(&x);
+    assert!(err.contains(want), "{err}");
+    let err = crate::common::attention::run_numpy_refused(emitted_package(), "attention_block_tkg", &[], &c.kwargs(&x, Dtype::Bf16));
+    assert!(err.contains(want), "{err}");
+}
+
+impl Config {
+    /// The emitted kernel under NumPy equals the emulator up to the order of
+    /// the matmuls' float32 sums, in both precision modes.
+    fn assert_numpy_equals_emulator(&self) {
+        for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
+            let x = rounded(self.inputs(), dtype);
+            let emu = self.run(&x, dtype, precision);
+            let np = run_numpy_kwargs(emitted_package(), "attention_block_tkg", &[], &self.kwargs(&x, dtype), self.lnc(), mode);
+            assert_eq!(np.len(), emu.len(), "{} {mode}: outputs", self.name());
+            let rtol = if mode == "fp32" { 1e-5 } else { 2f64.powi(-7) };
+            for (n, e) in np.iter().zip(&emu) {
+                assert_close(&format!("{} {mode}", self.name()), n, &e.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), 1e-6, rtol);
+            }
+        }
+    }
+}
+
+/// Each configuration, fp32 inputs in fp32 precision, against float64.
+fn check_fp32(configs: &[Config]) {
+    for cfg in configs {
+        cfg.check(Dtype::F32, Precision::Fp32, 1e-4);
+    }
+}
+
+/// Each configuration, bfloat16 and float16 inputs by turns in hardware
+/// precision, against the float64 block of the rounded inputs.
+fn check_hardware(configs: &[Config]) {
+    for (n, cfg) in configs.iter().enumerate() {
+        let dtype = if n % 2 == 0 { Dtype::Bf16 } else { Dtype::F16 };
+        cfg.check(dtype, Precision::Hardware, 3e-2);
+    }
 }

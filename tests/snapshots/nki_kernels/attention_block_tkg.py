@@ -38,8 +38,8 @@ DEFAULT_RMSNORM_X_EPS = 0.001
 HIDDEN = "attention_block_tkg: H must be a positive multiple of 128"
 
 
-# One tile of token rows.
-TOKENS = "attention_block_tkg: B * S_tkg must be at most 128 (the library's batch tiling beyond one tile is not implemented)"
+# `skip_attention` with more than one tile of token rows.
+SKIP_ATTENTION_TILES = "attention_block_tkg: skip_attention needs B * S_tkg <= 128 (one tile of token rows), as in the library"
 
 
 # Even head dim, `W_qkv` of `(q_heads + 2) · d` columns.
@@ -102,6 +102,8 @@ class AttnBlockDims(nl.NKIObject):
     "Block length of a block cache, 0 for a flat one."
     programs: int
     "The programs of the launch (1 or 2)."
+    tile_b: int
+    "Batches per tile of token rows: `floor(128 / S_tkg)`, at most `B`."
 
 
 @dataclass
@@ -153,7 +155,6 @@ def validate_and_extract_config(X, W_qkv, K_cache, V_cache, attention_mask, acti
     assert X.ndim == 3, f"attention_block_tkg: X must be [B, S_tkg, H] in HBM, got {X.ndim} dims"
     b, s_tkg, h = X.shape
     assert h > 0 and h % PMAX == 0, HIDDEN
-    assert b * s_tkg <= PMAX, TOKENS
     d_head = V_cache.shape[V_cache.ndim - 1]
     i = W_qkv.shape[1]
     assert d_head > 0 and d_head % 2 == 0 and i % d_head == 0 and i // d_head > 2 * KV_HEADS, HEADS
@@ -174,14 +175,35 @@ def validate_and_extract_config(X, W_qkv, K_cache, V_cache, attention_mask, acti
     assert attention_mask.ndim == 4 and m[0] == s_ctx and m[1] == b and m[2] == q_heads and m[3] == s_tkg, f"attention_block_tkg: attention_mask must be [S_ctx, B, q_heads, S_tkg] = [{s_ctx}, {b}, {q_heads}, {s_tkg}], got {m}"
     grid = nl.program_ndim() == 1
     programs = nl.num_programs(axes=0) if grid else 1
-    return AttnBlockDims(b=b, s_tkg=s_tkg, d_head=d_head, q_heads=q_heads, s_ctx=s_ctx, s_max_ctx=s_max_ctx, block_len=block_len, programs=programs)
+    tile_b = max(min(PMAX // s_tkg, b), 1)
+    return AttnBlockDims(b=b, s_tkg=s_tkg, d_head=d_head, q_heads=q_heads, s_ctx=s_ctx, s_max_ctx=s_max_ctx, block_len=block_len, programs=programs, tile_b=tile_b)
+
+
+def tile_tables(p, b0, tb):
+    """RoPE's tables of the `tb` batches from `b0` (copies, as RoPE takes
+    whole tensors); `p` as it is without RoPE.
+    """
+    cos_t, sin_t = (p.cos, p.sin)
+    tile = p
+    if cos_t is not None:
+        cos = cos_t
+        sin = sin_t if sin_t is not None else cos
+        half, _, st = cos.shape
+        c = nl.ndarray(shape=(half, tb, st), dtype=cos.dtype, buffer=nl.private_hbm)
+        nisa.dma_copy(dst=c, src=cos[:, b0:b0 + tb, :])
+        sn = nl.ndarray(shape=(half, tb, st), dtype=sin.dtype, buffer=nl.private_hbm)
+        nisa.dma_copy(dst=sn, src=sin[:, b0:b0 + tb, :])
+        tile = QkProcessing(pre=p.pre, post=p.post, cos=c, sin=sn, contiguous=p.contiguous)
+    return tile
 
 
 def transpose_heads(dims, qkv_sb, col0, n_heads):
-    """`n_heads` heads of `qkv_sb` `[B·S, I]` from column `col0`, each
-    transposed, into `[d, B·n_heads·S]` (column `(b·n_heads + h)·S + t`).
+    """`n_heads` heads of a tile `qkv_sb` `[b·S, I]` (`b` batches) from
+    column `col0`, each transposed, into `[d, b·n_heads·S]` (column
+    `(b·n_heads + h)·S + t`).
     """
-    d, b, st = (dims.d_head, dims.b, dims.s_tkg)
+    d, st = (dims.d_head, dims.s_tkg)
+    b = qkv_sb.shape[0] // st
     out = nl.ndarray(shape=(d, b * n_heads * st), dtype=qkv_sb.dtype, buffer=nl.sbuf)
     out4 = out.reshape(shape=(d, b, n_heads, st))
     for h in range(n_heads):
@@ -226,10 +248,12 @@ def rms_norm_inplace(x, eps, w):
 
 def process_head_group(dims, qkv_sb, col0, n_heads, p, is_q):
     """The library's `_process_head_group`: Q (`n_heads = q_heads`) or K
-    (`n_heads = 1`) transposed, then the pre-RoPE RMSNorm, RoPE and the
-    post-RoPE RMSNorm (each when enabled); `[d, B·n_heads·S]` in SBUF.
+    (`n_heads = 1`) of a tile `qkv_sb` `[b·S, I]` transposed, then the
+    pre-RoPE RMSNorm, RoPE (`p`'s tables are the tile's) and the post-RoPE
+    RMSNorm (each when enabled); `[d, b·n_heads·S]` in SBUF.
     """
-    d, b, st = (dims.d_head, dims.b, dims.s_tkg)
+    d, st = (dims.d_head, dims.s_tkg)
+    b = qkv_sb.shape[0] // st
     x = transpose_heads(dims, qkv_sb, col0, n_heads)
     if p.pre.enabled:
         rms_norm_inplace(x, p.pre.eps, p.pre.w_q if is_q else p.pre.w_k)
@@ -248,25 +272,33 @@ def process_head_group(dims, qkv_sb, col0, n_heads, p, is_q):
 
 
 def qkv_processing(dims, qkv_out, p, softmax_scale):
-    """The library's `_QKV_processing`: the projection's rows loaded, Q and K
-    processed (Q scaled by `softmax_scale`) and V's columns; each stored
-    into this program's HBM scratch in the attention's layouts.
+    """The library's `_QKV_processing`: per tile of whole batches, the
+    projection's rows loaded, Q and K processed (Q scaled by
+    `softmax_scale`) and V's columns; each stored into this program's HBM
+    scratch in the attention's layouts.
     """
     d, b, st, nq = (dims.d_head, dims.b, dims.s_tkg, dims.q_heads)
     i = d * (nq + 2 * KV_HEADS)
     dt = qkv_out.dtype
-    qkv_sb = nl.ndarray(shape=(b * st, i), dtype=dt, buffer=nl.sbuf)
-    nisa.dma_copy(dst=qkv_sb, src=qkv_out.reshape(shape=(b * st, i)))
-    q_sb = process_head_group(dims, qkv_sb, 0, nq, p, True)
-    nisa.tensor_scalar(dst=q_sb, data=q_sb, op0=nl.multiply, operand0=softmax_scale)
-    k_sb = process_head_group(dims, qkv_sb, d * nq, KV_HEADS, p, False)
+    rows = qkv_out.reshape(shape=(b * st, i))
     q = nl.ndarray(shape=(d, b * nq * st), dtype=dt, buffer=nl.private_hbm)
-    nisa.dma_copy(dst=q, src=q_sb)
     k = nl.ndarray(shape=(d, b * st), dtype=dt, buffer=nl.private_hbm)
-    nisa.dma_copy(dst=k, src=k_sb)
     v = nl.ndarray(shape=(b, 1, st, d), dtype=dt, buffer=nl.private_hbm)
+    q4, v_rows = (q.reshape(shape=(d, b, nq, st)), v.reshape(shape=(b * st, d)))
     v0 = d * (nq + KV_HEADS)
-    nisa.dma_copy(dst=v.reshape(shape=(b * st, d)), src=qkv_sb[:, v0:v0 + d])
+    for tile in range(-(-b // dims.tile_b)):
+        b0 = tile * dims.tile_b
+        tb = min(b - b0, dims.tile_b)
+        r0, r1 = (b0 * st, (b0 + tb) * st)
+        qkv_sb = nl.ndarray(shape=(tb * st, i), dtype=dt, buffer=nl.sbuf)
+        nisa.dma_copy(dst=qkv_sb, src=rows[r0:r1, :])
+        tp = tile_tables(p, b0, tb)
+        q_sb = process_head_group(dims, qkv_sb, 0, nq, tp, True)
+        nisa.tensor_scalar(dst=q_sb, data=q_sb, op0=nl.multiply, operand0=softmax_scale)
+        k_sb = process_head_group(dims, qkv_sb, d * nq, KV_HEADS, tp, False)
+        nisa.dma_copy(dst=q4[:, b0:b0 + tb, :, :], src=q_sb.reshape(shape=(d, tb, nq, st)))
+        nisa.dma_copy(dst=k[:, r0:r1], src=k_sb)
+        nisa.dma_copy(dst=v_rows[r0:r1, :], src=qkv_sb[:, v0:v0 + d])
     return AttnInputs(q=q, k=k, v=v)
 
 
@@ -289,34 +321,41 @@ def attention_phase(dims, inp, K_cache, V_cache, attention_mask, sink, active_bl
 def update_flat_cache(dims, K_cache, V_cache, inp, idx, K_cache_transposed):
     """The library's `_update_flat_cache`: batch `b`'s `S` new keys and
     values written at position `kv_cache_update_idx[b]` (read on the
-    device) of its rows; V by program 0, K by the last program.
+    device) of its rows, a tile of whole batches at a time (the keys
+    transposed to rows per tile); V by program 0, K by the last program.
     """
     d, b, st, smax = (dims.d_head, dims.b, dims.s_tkg, dims.s_max_ctx)
     prg = nl.program_id(axis=0) if dims.programs > 1 else 0
     kc = K_cache.reshape(shape=(b, d, smax)) if K_cache_transposed else K_cache.reshape(shape=(b, smax, d))
     vc = V_cache.reshape(shape=(b, smax, d))
-    v_sb = nl.ndarray(shape=(b * st, d), dtype=inp.v.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=v_sb, src=inp.v.reshape(shape=(b * st, d)))
-    k_sb = nl.ndarray(shape=(d, b * st), dtype=inp.k.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=k_sb, src=inp.k)
-    k_rows = nl.ndarray(shape=(b * st, d), dtype=inp.k.dtype, buffer=nl.sbuf)
-    k_ps = nl.ndarray(shape=(b * st, d), dtype=inp.k.dtype, buffer=nl.psum)
-    nisa.nc_transpose(dst=k_ps, data=k_sb)
-    nisa.tensor_copy(dst=k_rows, src=k_ps)
+    v_rows, dt = (inp.v.reshape(shape=(b * st, d)), inp.k.dtype)
     start = nl.ndarray(shape=(1, 1), dtype=nl.uint32, buffer=nl.sbuf)
-    for bi in range(b):
-        nisa.dma_copy(dst=start, src=idx[bi:bi + 1, :])
-        r0, r1 = (bi * st, (bi + 1) * st)
-        if prg == 0:
-            dst = vc.ap(pattern=[[d, st], [1, d]], offset=bi * smax * d, scalar_offset=start, indirect_dim=1)
-            nisa.dma_copy(dst=dst, src=v_sb[r0:r1, :])
-        if prg == dims.programs - 1:
-            if K_cache_transposed:
-                dst = kc.ap(pattern=[[smax, d], [1, st]], offset=bi * d * smax, scalar_offset=start, indirect_dim=2)
-                nisa.dma_copy(dst=dst, src=k_sb[:, r0:r1])
-            else:
-                dst = kc.ap(pattern=[[d, st], [1, d]], offset=bi * smax * d, scalar_offset=start, indirect_dim=1)
-                nisa.dma_copy(dst=dst, src=k_rows[r0:r1, :])
+    for tile in range(-(-b // dims.tile_b)):
+        b0 = tile * dims.tile_b
+        tb = min(b - b0, dims.tile_b)
+        t0, t1 = (b0 * st, (b0 + tb) * st)
+        v_sb = nl.ndarray(shape=(tb * st, d), dtype=inp.v.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=v_sb, src=v_rows[t0:t1, :])
+        k_sb = nl.ndarray(shape=(d, tb * st), dtype=dt, buffer=nl.sbuf)
+        nisa.dma_copy(dst=k_sb, src=inp.k[:, t0:t1])
+        k_rows = nl.ndarray(shape=(tb * st, d), dtype=dt, buffer=nl.sbuf)
+        k_ps = nl.ndarray(shape=(tb * st, d), dtype=dt, buffer=nl.psum)
+        nisa.nc_transpose(dst=k_ps, data=k_sb)
+        nisa.tensor_copy(dst=k_rows, src=k_ps)
+        for bt in range(tb):
+            bi = b0 + bt
+            nisa.dma_copy(dst=start, src=idx[bi:bi + 1, :])
+            r0, r1 = (bt * st, (bt + 1) * st)
+            if prg == 0:
+                dst = vc.ap(pattern=[[d, st], [1, d]], offset=bi * smax * d, scalar_offset=start, indirect_dim=1)
+                nisa.dma_copy(dst=dst, src=v_sb[r0:r1, :])
+            if prg == dims.programs - 1:
+                if K_cache_transposed:
+                    dst = kc.ap(pattern=[[smax, d], [1, st]], offset=bi * d * smax, scalar_offset=start, indirect_dim=2)
+                    nisa.dma_copy(dst=dst, src=k_sb[:, r0:r1])
+                else:
+                    dst = kc.ap(pattern=[[d, st], [1, d]], offset=bi * smax * d, scalar_offset=start, indirect_dim=1)
+                    nisa.dma_copy(dst=dst, src=k_rows[r0:r1, :])
 
 
 def to_shared_hbm(dims, t):
@@ -372,6 +411,7 @@ def attention_block_tkg(X, X_hidden_dim_actual, rmsnorm_X_enabled, rmsnorm_X_eps
     assert not update_cache or (active_blocks_table is None and kv_cache_update_idx is not None), UPDATE
     dims = validate_and_extract_config(X, W_qkv, K_cache, V_cache, attention_mask, active_blocks_table, K_cache_transposed)
     d, b, st, nq = (dims.d_head, dims.b, dims.s_tkg, dims.q_heads)
+    assert not skip_attention or b * st <= PMAX, SKIP_ATTENTION_TILES
     qkv_out = qkv(X, W_qkv, output_layout=QKVOutputLayout.BSD, bias=bias_qkv, quantization_type=quantization_type_qkv, qkv_w_scale=weight_dequant_scale_qkv, qkv_in_scale=input_dequant_scale_qkv, fused_norm_type=NormType.RMS_NORM if rmsnorm_X_enabled else NormType.NO_NORM, gamma_norm_weights=rmsnorm_X_gamma, norm_eps=rmsnorm_X_eps if rmsnorm_X_eps is not None else DEFAULT_RMSNORM_X_EPS, hidden_actual=X_hidden_dim_actual, d_head=d, num_q_heads=nq, num_kv_heads=KV_HEADS)
     if dims.programs == 2:
         nisa.core_barrier(data=qkv_out, cores=(0, 1))

@@ -21,9 +21,13 @@
 //! dim (`d_head = 128`: the sum of squares is one matmul with a ones matrix,
 //! which sums over the partitions), the query scaling and the cache update
 //! (one DMA per batch at the write position read on the device:
-//! `scalar_offset`). Loop structure: one tile of `B·S <= 128` token rows; the
-//! transposes loop over the heads, the RMSNorm over 512-column chunks, the
-//! cache update over the batches.
+//! `scalar_offset`). Loop structure: the token rows in tiles of whole batches,
+//! `floor(128 / S)` batches a tile (the library's batch tiling; one tile when
+//! `B·S <= 128`), each tile's projection rows loaded, its Q and K processed
+//! and its columns stored; the transposes loop over the heads, the RMSNorm
+//! over 512-column chunks; the attention and the output projection take all
+//! batches (they tile them themselves); the cache update loops over the
+//! tiles, then each tile's batches.
 //!
 //! The library keeps the phases' tensors in SBUF; here the kernels exchange
 //! HBM tensors (the values are the same). On an LNC2 launch every program
@@ -36,8 +40,9 @@
 //! Refused by name (see [`AttnBlockRule`]): `X` in SBUF and `out_in_sb`
 //! (a calling kernel's SBUF operands: here results are in HBM), KV data
 //! parallelism (`KVDP > 1`), fp8 KV-cache quantization (`k_scale` /
-//! `v_scale`), `B·S > 128` (the library's batch tiling), and the block
-//! KV-cache update (a block cache is read, `update_cache=False`). The
+//! `v_scale`) and the block KV-cache update (a block cache is read,
+//! `update_cache=False`); `skip_attention` with more than one tile of token
+//! rows is refused as by the library. The
 //! library's `sbm` SBUF allocator has no counterpart (tiles are placed by
 //! the compiler).
 
@@ -68,9 +73,9 @@ pub mod kernel {
 
     /// `H` must be a positive multiple of 128.
     pub const HIDDEN: &str = "attention_block_tkg: H must be a positive multiple of 128";
-    /// One tile of token rows.
-    pub const TOKENS: &str =
-        "attention_block_tkg: B * S_tkg must be at most 128 (the library's batch tiling beyond one tile is not implemented)";
+    /// `skip_attention` with more than one tile of token rows.
+    pub const SKIP_ATTENTION_TILES: &str =
+        "attention_block_tkg: skip_attention needs B * S_tkg <= 128 (one tile of token rows), as in the library";
     /// Even head dim, `W_qkv` of `(q_heads + 2) · d` columns.
     pub const HEADS: &str = "attention_block_tkg: d_head must be even and W_qkv must hold (q_heads + 2) * d_head columns, q_heads >= 1";
     /// `out_in_sb` refused.
@@ -112,6 +117,8 @@ pub mod kernel {
         pub block_len: i64,
         /// The programs of the launch (1 or 2).
         pub programs: i64,
+        /// Batches per tile of token rows: `floor(128 / S_tkg)`, at most `B`.
+        pub tile_b: i64,
     }
 
     /// One RMSNorm of Q and K over the head dim.
@@ -168,7 +175,6 @@ pub mod kernel {
         assert!(X.ndim() == 3, "attention_block_tkg: X must be [B, S_tkg, H] in HBM, got {} dims", X.ndim());
         let [b, s_tkg, h] = X.shape();
         assert!(h > 0 && h % PMAX == 0, HIDDEN);
-        assert!(b * s_tkg <= PMAX, TOKENS);
         let d_head = V_cache.shape()[V_cache.ndim() - 1];
         let i = W_qkv.shape()[1];
         assert!(d_head > 0 && d_head % 2 == 0 && i % d_head == 0 && i / d_head > 2 * KV_HEADS, HEADS);
@@ -195,7 +201,9 @@ pub mod kernel {
         );
         let grid = nl::program_ndim() == 1;
         let programs = if grid { nl::num_programs(0) } else { 1 };
-        AttnBlockDims { b, s_tkg, d_head, q_heads, s_ctx, s_max_ctx, block_len, programs }
+        // Whole batches a tile (S_tkg <= 128 is attention_tkg's rule, checked when it is called).
+        let tile_b = (PMAX / s_tkg).min(b).max(1);
+        AttnBlockDims { b, s_tkg, d_head, q_heads, s_ctx, s_max_ctx, block_len, programs, tile_b }
     }
 
     /// The library's `_rms_norm_inplace`: each column of `x` `[d, N]` (`d =
@@ -232,11 +240,13 @@ pub mod kernel {
         }
     }
 
-    /// `n_heads` heads of `qkv_sb` `[B·S, I]` from column `col0`, each
-    /// transposed, into `[d, B·n_heads·S]` (column `(b·n_heads + h)·S + t`).
+    /// `n_heads` heads of a tile `qkv_sb` `[b·S, I]` (`b` batches) from
+    /// column `col0`, each transposed, into `[d, b·n_heads·S]` (column
+    /// `(b·n_heads + h)·S + t`).
     #[nki_helper]
     pub fn transpose_heads(dims: AttnBlockDims, qkv_sb: Sbuf, col0: i64, n_heads: i64) -> Sbuf {
-        let (d, b, st) = (dims.d_head, dims.b, dims.s_tkg);
+        let (d, st) = (dims.d_head, dims.s_tkg);
+        let b = qkv_sb.shape()[0] / st;
         let out = nl::ndarray([d, b * n_heads * st], qkv_sb.dtype(), buffer = nl::sbuf);
         let out4 = out.reshape([d, b, n_heads, st]);
         for h in 0..n_heads {
@@ -249,11 +259,13 @@ pub mod kernel {
     }
 
     /// The library's `_process_head_group`: Q (`n_heads = q_heads`) or K
-    /// (`n_heads = 1`) transposed, then the pre-RoPE RMSNorm, RoPE and the
-    /// post-RoPE RMSNorm (each when enabled); `[d, B·n_heads·S]` in SBUF.
+    /// (`n_heads = 1`) of a tile `qkv_sb` `[b·S, I]` transposed, then the
+    /// pre-RoPE RMSNorm, RoPE (`p`'s tables are the tile's) and the post-RoPE
+    /// RMSNorm (each when enabled); `[d, b·n_heads·S]` in SBUF.
     #[nki_helper]
     pub fn process_head_group(dims: AttnBlockDims, qkv_sb: Sbuf, col0: i64, n_heads: i64, p: QkProcessing, is_q: bool) -> Sbuf {
-        let (d, b, st) = (dims.d_head, dims.b, dims.s_tkg);
+        let (d, st) = (dims.d_head, dims.s_tkg);
+        let b = qkv_sb.shape()[0] / st;
         let x: Sbuf = transpose_heads(dims, qkv_sb, col0, n_heads);
         if p.pre.enabled {
             rms_norm_inplace(x, p.pre.eps, if is_q { p.pre.w_q } else { p.pre.w_k });
@@ -274,26 +286,54 @@ pub mod kernel {
         x
     }
 
-    /// The library's `_QKV_processing`: the projection's rows loaded, Q and K
-    /// processed (Q scaled by `softmax_scale`) and V's columns; each stored
-    /// into this program's HBM scratch in the attention's layouts.
+    /// RoPE's tables of the `tb` batches from `b0` (copies, as RoPE takes
+    /// whole tensors); `p` as it is without RoPE.
+    #[nki_helper]
+    pub fn tile_tables(p: QkProcessing, b0: i64, tb: i64) -> QkProcessing {
+        let (cos_t, sin_t) = (p.cos, p.sin);
+        let mut tile = p;
+        if let Some(cos) = cos_t {
+            // Validated: sin is given with cos.
+            let sin = sin_t.unwrap_or(cos);
+            let [half, _, st] = cos.shape();
+            let c = nl::ndarray([half, tb, st], cos.dtype(), buffer = nl::private_hbm);
+            nisa::dma_copy(c, cos[s![.., b0..b0 + tb, ..]]);
+            let sn = nl::ndarray([half, tb, st], sin.dtype(), buffer = nl::private_hbm);
+            nisa::dma_copy(sn, sin[s![.., b0..b0 + tb, ..]]);
+            tile = QkProcessing { pre: p.pre, post: p.post, cos: Some(c), sin: Some(sn), contiguous: p.contiguous };
+        }
+        tile
+    }
+
+    /// The library's `_QKV_processing`: per tile of whole batches, the
+    /// projection's rows loaded, Q and K processed (Q scaled by
+    /// `softmax_scale`) and V's columns; each stored into this program's HBM
+    /// scratch in the attention's layouts.
     #[nki_helper]
     pub fn qkv_processing(dims: AttnBlockDims, qkv_out: Hbm, p: QkProcessing, softmax_scale: f64) -> AttnInputs {
         let (d, b, st, nq) = (dims.d_head, dims.b, dims.s_tkg, dims.q_heads);
         let i = d * (nq + 2 * KV_HEADS);
         let dt = qkv_out.dtype();
-        let qkv_sb = nl::ndarray([b * st, i], dt, buffer = nl::sbuf);
-        nisa::dma_copy(qkv_sb, qkv_out.reshape([b * st, i]));
-        let q_sb = process_head_group(dims, qkv_sb, 0, nq, p, true);
-        nisa::tensor_scalar(q_sb, q_sb, nl::multiply, softmax_scale);
-        let k_sb = process_head_group(dims, qkv_sb, d * nq, KV_HEADS, p, false);
+        let rows = qkv_out.reshape([b * st, i]);
         let q = nl::ndarray([d, b * nq * st], dt, buffer = nl::private_hbm);
-        nisa::dma_copy(q, q_sb);
         let k = nl::ndarray([d, b * st], dt, buffer = nl::private_hbm);
-        nisa::dma_copy(k, k_sb);
         let v = nl::ndarray([b, 1, st, d], dt, buffer = nl::private_hbm);
+        let (q4, v_rows) = (q.reshape([d, b, nq, st]), v.reshape([b * st, d]));
         let v0 = d * (nq + KV_HEADS);
-        nisa::dma_copy(v.reshape([b * st, d]), qkv_sb[s![.., v0..v0 + d]]);
+        for tile in 0..b.div_ceil(dims.tile_b) {
+            let b0 = tile * dims.tile_b;
+            let tb = (b - b0).min(dims.tile_b);
+            let (r0, r1) = (b0 * st, (b0 + tb) * st);
+            let qkv_sb = nl::ndarray([tb * st, i], dt, buffer = nl::sbuf);
+            nisa::dma_copy(qkv_sb, rows[s![r0..r1, ..]]);
+            let tp = tile_tables(p, b0, tb);
+            let q_sb: Sbuf = process_head_group(dims, qkv_sb, 0, nq, tp, true);
+            nisa::tensor_scalar(q_sb, q_sb, nl::multiply, softmax_scale);
+            let k_sb = process_head_group(dims, qkv_sb, d * nq, KV_HEADS, tp, false);
+            nisa::dma_copy(q4[s![.., b0..b0 + tb, .., ..]], q_sb.reshape([d, tb, nq, st]));
+            nisa::dma_copy(k[s![.., r0..r1]], k_sb);
+            nisa::dma_copy(v_rows[s![r0..r1, ..]], qkv_sb[s![.., v0..v0 + d]]);
+        }
         AttnInputs { q, k, v }
     }
 
@@ -353,36 +393,44 @@ pub mod kernel {
 
     /// The library's `_update_flat_cache`: batch `b`'s `S` new keys and
     /// values written at position `kv_cache_update_idx[b]` (read on the
-    /// device) of its rows; V by program 0, K by the last program.
+    /// device) of its rows, a tile of whole batches at a time (the keys
+    /// transposed to rows per tile); V by program 0, K by the last program.
     #[nki_helper]
     pub fn update_flat_cache(dims: AttnBlockDims, K_cache: Hbm, V_cache: Hbm, inp: AttnInputs, idx: Hbm, K_cache_transposed: bool) {
         let (d, b, st, smax) = (dims.d_head, dims.b, dims.s_tkg, dims.s_max_ctx);
         let prg = if dims.programs > 1 { nl::program_id(0) } else { 0 };
         let kc = if K_cache_transposed { K_cache.reshape([b, d, smax]) } else { K_cache.reshape([b, smax, d]) };
         let vc = V_cache.reshape([b, smax, d]);
-        let v_sb = nl::ndarray([b * st, d], inp.v.dtype(), buffer = nl::sbuf);
-        nisa::dma_copy(v_sb, inp.v.reshape([b * st, d]));
-        let k_sb = nl::ndarray([d, b * st], inp.k.dtype(), buffer = nl::sbuf);
-        nisa::dma_copy(k_sb, inp.k);
-        let k_rows = nl::ndarray([b * st, d], inp.k.dtype(), buffer = nl::sbuf);
-        let k_ps = nl::ndarray([b * st, d], inp.k.dtype(), buffer = nl::psum);
-        nisa::nc_transpose(k_ps, k_sb);
-        nisa::tensor_copy(k_rows, k_ps);
+        let (v_rows, dt) = (inp.v.reshape([b * st, d]), inp.k.dtype());
         let start = nl::ndarray([1, 1], nl::uint32, buffer = nl::sbuf);
-        for bi in 0..b {
-            nisa::dma_copy(start, idx[s![bi..bi + 1, ..]]);
-            let (r0, r1) = (bi * st, (bi + 1) * st);
-            if prg == 0 {
-                let dst = vc.ap([[d, st], [1, d]], offset = bi * smax * d, scalar_offset = start, indirect_dim = 1);
-                nisa::dma_copy(dst, v_sb[s![r0..r1, ..]]);
-            }
-            if prg == dims.programs - 1 {
-                if K_cache_transposed {
-                    let dst = kc.ap([[smax, d], [1, st]], offset = bi * d * smax, scalar_offset = start, indirect_dim = 2);
-                    nisa::dma_copy(dst, k_sb[s![.., r0..r1]]);
-                } else {
-                    let dst = kc.ap([[d, st], [1, d]], offset = bi * smax * d, scalar_offset = start, indirect_dim = 1);
-                    nisa::dma_copy(dst, k_rows[s![r0..r1, ..]]);
+        for tile in 0..b.div_ceil(dims.tile_b) {
+            let b0 = tile * dims.tile_b;
+            let tb = (b - b0).min(dims.tile_b);
+            let (t0, t1) = (b0 * st, (b0 + tb) * st);
+            let v_sb = nl::ndarray([tb * st, d], inp.v.dtype(), buffer = nl::sbuf);
+            nisa::dma_copy(v_sb, v_rows[s![t0..t1, ..]]);
+            let k_sb = nl::ndarray([d, tb * st], dt, buffer = nl::sbuf);
+            nisa::dma_copy(k_sb, inp.k[s![.., t0..t1]]);
+            let k_rows = nl::ndarray([tb * st, d], dt, buffer = nl::sbuf);
+            let k_ps = nl::ndarray([tb * st, d], dt, buffer = nl::psum);
+            nisa::nc_transpose(k_ps, k_sb);
+            nisa::tensor_copy(k_rows, k_ps);
+            for bt in 0..tb {
+                let bi = b0 + bt;
+                nisa::dma_copy(start, idx[s![bi..bi + 1, ..]]);
+                let (r0, r1) = (bt * st, (bt + 1) * st);
+                if prg == 0 {
+                    let dst = vc.ap([[d, st], [1, d]], offset = bi * smax * d, scalar_offset = start, indirect_dim = 1);
+                    nisa::dma_copy(dst, v_sb[s![r0..r1, ..]]);
+                }
+                if prg == dims.programs - 1 {
+                    if K_cache_transposed {
+                        let dst = kc.ap([[smax, d], [1, st]], offset = bi * d * smax, scalar_offset = start, indirect_dim = 2);
+                        nisa::dma_copy(dst, k_sb[s![.., r0..r1]]);
+                    } else {
+                        let dst = kc.ap([[d, st], [1, d]], offset = bi * smax * d, scalar_offset = start, indirect_dim = 1);
+                        nisa::dma_copy(dst, k_rows[s![r0..r1, ..]]);
+                    }
                 }
             }
         }
@@ -448,6 +496,7 @@ pub mod kernel {
         assert!(!update_cache || (active_blocks_table.is_none() && kv_cache_update_idx.is_some()), UPDATE);
         let dims = validate_and_extract_config(X, W_qkv, K_cache, V_cache, attention_mask, active_blocks_table, K_cache_transposed);
         let (d, b, st, nq) = (dims.d_head, dims.b, dims.s_tkg, dims.q_heads);
+        assert!(!skip_attention || b * st <= PMAX, SKIP_ATTENTION_TILES);
 
         // QKV projection (the fused RMSNorm of X), [B, S, I].
         let qkv_out: Hbm = qkv(
@@ -549,12 +598,12 @@ pub enum AttnBlockRule {
     Update,
     /// `H` is not a positive multiple of 128.
     Hidden,
-    /// `B · S_tkg > 128`.
-    Tokens,
     /// `d_head` odd, or `W_qkv` not `(q_heads + 2) · d_head` columns.
     Heads,
     /// A block cache with `K_cache_transposed`.
     BlockTransposed,
+    /// `skip_attention` with `B · S_tkg > 128` (more than one tile of token rows).
+    SkipAttentionTiles,
     /// A Q/K RMSNorm with `d_head` other than 128.
     QkNormHead,
     /// RoPE with `d_head` other than 64 or 128.
@@ -574,9 +623,9 @@ impl AttnBlockRule {
             AttnBlockRule::RopeTables => ROPE_TABLES,
             AttnBlockRule::Update => UPDATE,
             AttnBlockRule::Hidden => HIDDEN,
-            AttnBlockRule::Tokens => TOKENS,
             AttnBlockRule::Heads => HEADS,
             AttnBlockRule::BlockTransposed => BLOCK_TRANSPOSED,
+            AttnBlockRule::SkipAttentionTiles => SKIP_ATTENTION_TILES,
             AttnBlockRule::QkNormHead => QK_NORM_HEAD,
             AttnBlockRule::RopeHead => ROPE_HEAD,
             AttnBlockRule::Attention(r) => r.message(),
@@ -629,6 +678,8 @@ pub struct AttnBlockCall {
     pub sink: bool,
     /// `enable_fa_s_prior_tiling`.
     pub fa_tiling: bool,
+    /// `skip_attention`.
+    pub skip_attention: bool,
 }
 
 impl AttnBlockCall {
@@ -657,6 +708,7 @@ impl AttnBlockCall {
             has_update_idx: true,
             sink: false,
             fa_tiling: true,
+            skip_attention: false,
         }
     }
 }
@@ -672,9 +724,9 @@ pub const fn attn_block_violation(c: AttnBlockCall) -> Option<AttnBlockRule> {
         (c.has_cos != c.has_sin, AttnBlockRule::RopeTables),
         (c.update_cache && (c.block_len > 0 || !c.has_update_idx), AttnBlockRule::Update),
         (c.h <= 0 || c.h % 128 != 0, AttnBlockRule::Hidden),
-        (c.b * c.s_tkg > 128, AttnBlockRule::Tokens),
         (c.d_head <= 0 || c.d_head % 2 != 0 || c.q_heads < 1, AttnBlockRule::Heads),
         (c.block_len > 0 && c.k_cache_transposed, AttnBlockRule::BlockTransposed),
+        (c.skip_attention && c.b * c.s_tkg > 128, AttnBlockRule::SkipAttentionTiles),
         (c.qk_norm && c.d_head != 128, AttnBlockRule::QkNormHead),
         (c.has_cos && c.d_head != 64 && c.d_head != 128, AttnBlockRule::RopeHead),
     ];
