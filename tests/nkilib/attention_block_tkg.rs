@@ -48,6 +48,8 @@ struct Config {
     lnc1: bool,
     /// `skip_attention`: the queries as they are stand for the attention.
     skip_attn: bool,
+    /// fp8 KV-cache quantization: `k_scale` and `v_scale` (this one value), fp8 caches.
+    kv_scale: Option<f64>,
 }
 
 /// The library's defaults: RMSNorm of X, RoPE (contiguous), cache update, projection.
@@ -76,6 +78,7 @@ const fn cfg(b: usize, nq: usize, d: usize, h: usize, s_ctx: usize, s: usize) ->
         sink: false,
         lnc1: false,
         skip_attn: false,
+        kv_scale: None,
     }
 }
 
@@ -253,8 +256,8 @@ impl Config {
             qk_gammas: [0, 1, 2, 3].map(|k| uniform(d, seed + 4 + k, 0.5, 1.5)),
             cos: uniform(d / 2 * b * s, seed + 8, -1.0, 1.0),
             sin: uniform(d / 2 * b * s, seed + 9, -1.0, 1.0),
-            k_cache: uniform(b * self.s_max * d, seed + 10, -1.0, 1.0),
-            v_cache: uniform(b * self.s_max * d, seed + 11, -1.0, 1.0),
+            k_cache: self.cache_values(uniform(b * self.s_max * d, seed + 10, -1.0, 1.0)),
+            v_cache: self.cache_values(uniform(b * self.s_max * d, seed + 11, -1.0, 1.0)),
             mask,
             sink: uniform(nq, seed + 12, -1.0, 2.0),
             pos,
@@ -312,13 +315,14 @@ impl Config {
         if self.k_tp { (b * self.d + e) * self.s_max + j } else { (b * self.s_max + j) * self.d + e }
     }
 
-    fn reference(&self, x: &Inputs) -> Reference {
+    fn reference(&self, x: &Inputs, precision: Precision) -> Reference {
         let (b, s, d, nq, i, h) = (self.b, self.s, self.d, self.nq, self.i(), self.h);
         let qkv = self.projection(x);
         let scale = 1.0 / (d as f64).sqrt();
         let head = |t: usize, c0: usize| qkv[t * i + c0..t * i + c0 + d].to_vec();
         let k_new: Vec<Vec<f64>> = (0..b * s).map(|t| self.process(x, head(t, nq * d), t / s, t % s, false)).collect();
         let v_new: Vec<Vec<f64>> = (0..b * s).map(|t| head(t, (nq + 1) * d)).collect();
+        let (k_new, v_new) = (self.kv_quantized(k_new, precision), self.kv_quantized(v_new, precision));
         // attn[b, h, t, :]
         let mut attn = vec![0.0; b * nq * s * d];
         for bi in 0..b {
@@ -457,8 +461,8 @@ impl Config {
             ("rmsnorm_QK_post_rope_W_K", opt(self.qk_post_gamma, t(vec![1, d], &x.qk_gammas[3]))),
             ("K_cache_transposed", Arg::Bool(self.k_tp)),
             ("active_blocks_table", Arg::None),
-            ("K_cache", t(self.k_shape(), &x.k_cache)),
-            ("V_cache", t(vec![b, self.s_max, d], &x.v_cache)),
+            ("K_cache", Arg::Tensor(self.k_shape(), x.k_cache.clone(), self.cache_dtype(dtype))),
+            ("V_cache", Arg::Tensor(vec![b, self.s_max, d], x.v_cache.clone(), self.cache_dtype(dtype))),
             ("attention_mask", Arg::Tensor(vec![self.s_ctx, b, nq, s], x.mask.clone(), Dtype::U8)),
             ("sink", opt(self.sink, Arg::Tensor(vec![nq, 1], x.sink.clone(), Dtype::F32))),
             ("update_cache", Arg::Bool(self.update)),
@@ -471,6 +475,8 @@ impl Config {
             ("transposed_out", Arg::Bool(self.transposed_out)),
             ("out_in_sb", Arg::Bool(false)),
             ("skip_attention", Arg::Bool(self.skip_attn)),
+            ("k_scale", self.kv_scale.map_or(Arg::None, |v| Arg::Tensor(vec![1, 1], vec![v], Dtype::F32))),
+            ("v_scale", self.kv_scale.map_or(Arg::None, |v| Arg::Tensor(vec![128, 1], vec![v; 128], Dtype::F32))),
         ]
     }
 
@@ -490,8 +496,12 @@ impl Config {
         let bq = tensor(&[1, i], &x.bias_qkv, dtype);
         let g: Vec<Tensor> = x.qk_gammas.iter().map(|v| tensor(&[1, d], v, dtype)).collect();
         let (cos, sin) = (tensor(&[d / 2, b, s], &x.cos, dtype), tensor(&[d / 2, b, s], &x.sin, dtype));
-        let kc = tensor(&self.k_shape(), &x.k_cache, dtype);
-        let vc = tensor(&[b, self.s_max, d], &x.v_cache, dtype);
+        let kc = tensor(&self.k_shape(), &x.k_cache, self.cache_dtype(dtype));
+        let vc = tensor(&[b, self.s_max, d], &x.v_cache, self.cache_dtype(dtype));
+        let (ks, vs) = (
+            tensor(&[1, 1], &[self.kv_scale.unwrap_or(1.0)], Dtype::F32),
+            tensor(&[128, 1], &[self.kv_scale.unwrap_or(1.0); 128], Dtype::F32),
+        );
         let mask = tensor(&[self.s_ctx, b, nq, s], &x.mask, Dtype::U8);
         let sink = tensor(&[nq, 1], &x.sink, Dtype::F32);
         let idx = Tensor::from_i64(&[b, 1], &x.pos.iter().map(|&p| p as i64).collect::<Vec<_>>(), Dtype::U32).unwrap();
@@ -541,6 +551,9 @@ impl Config {
         if self.sink {
             call = call.sink(&sink);
         }
+        if self.kv_scale.is_some() {
+            call = call.k_scale(&ks).v_scale(&vs);
+        }
         if self.out_proj {
             call = call.W_out(&wo);
             if self.bias {
@@ -566,12 +579,13 @@ impl Config {
 
     fn check(&self, dtype: Dtype, precision: Precision, tol: f64) {
         let x = rounded(self.inputs(), dtype);
-        let want = self.reference(&x);
+        let want = self.reference(&x, precision);
         let got = self.run(&x, dtype, precision);
         let what = format!("{} {dtype:?} {precision:?}", self.name());
         assert_close(&format!("{what} out"), &got[0], &want.out, tol, tol);
-        assert_close(&format!("{what} K"), &got[1], &want.k, tol, tol);
-        assert_close(&format!("{what} V"), &got[2], &want.v, tol, tol);
+        let kv_tol = self.kv_tol(precision, tol);
+        assert_close(&format!("{what} K"), &got[1], &want.k, kv_tol, kv_tol);
+        assert_close(&format!("{what} V"), &got[2], &want.v, kv_tol, kv_tol);
     }
 }
 
@@ -639,7 +653,8 @@ fn rules_refuse_what_they_name() {
     let cases = [
         (AttnBlockCall { out_in_sb: true, ..OK }, AttnBlockRule::OutInSb),
         (AttnBlockCall { kvdp: 2, ..OK }, AttnBlockRule::Kvdp),
-        (AttnBlockCall { kv_quant: true, ..OK }, AttnBlockRule::KvQuant),
+        (AttnBlockCall { has_k_scale: true, ..OK }, AttnBlockRule::KvScales),
+        (AttnBlockCall { has_k_scale: true, has_v_scale: true, ..OK }, AttnBlockRule::KvQuantCache),
         (AttnBlockCall { has_w_out: false, transposed_out: true, ..OK }, AttnBlockRule::TransposedOut),
         (AttnBlockCall { has_sin: false, ..OK }, AttnBlockRule::RopeTables),
         (AttnBlockCall { has_update_idx: false, ..OK }, AttnBlockRule::Update),
@@ -726,7 +741,9 @@ impl Config {
     /// The emitted kernel under NumPy equals the emulator up to the order of
     /// the matmuls' float32 sums, in both precision modes.
     fn assert_numpy_equals_emulator(&self) {
-        for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
+        // The attention refuses float32 queries with an fp8 cache.
+        let fp32_inputs = if self.kv_scale.is_some() { Dtype::Bf16 } else { Dtype::F32 };
+        for (dtype, precision, mode) in [(fp32_inputs, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
             let x = rounded(self.inputs(), dtype);
             let emu = self.run(&x, dtype, precision);
             let np = run_numpy_kwargs(emitted_package(), "attention_block_tkg", &[], &self.kwargs(&x, dtype), self.lnc(), mode);
@@ -753,4 +770,100 @@ fn check_hardware(configs: &[Config]) {
         let dtype = if n % 2 == 0 { Dtype::Bf16 } else { Dtype::F16 };
         cfg.check(dtype, Precision::Hardware, 3e-2);
     }
+}
+
+impl Config {
+    /// fp8 KV-cache quantization with this scale (`k_scale` `[1, 1]`, `v_scale` `[128, 1]`).
+    const fn kv_quant(mut self, scale: f64) -> Self {
+        self.kv_scale = Some(scale);
+        self
+    }
+
+    /// The caches' dtype: `float8_e4m3` with KV quantization.
+    fn cache_dtype(&self, dtype: Dtype) -> Dtype {
+        if self.kv_scale.is_some() { Dtype::Fp8E4m3 } else { dtype }
+    }
+
+    /// Cache values, on the fp8 grid with KV quantization.
+    fn cache_values(&self, v: Vec<f64>) -> Vec<f64> {
+        if self.kv_scale.is_some() { as_dtype(&v, Dtype::Fp8E4m3) } else { v }
+    }
+
+    /// New keys or values as the caches hold them with KV quantization:
+    /// times the scale, clipped to ±240 and rounded to fp8 (in fp32
+    /// precision the emulator keeps written values unrounded).
+    fn kv_quantized(&self, rows: Vec<Vec<f64>>, precision: Precision) -> Vec<Vec<f64>> {
+        let Some(sc) = self.kv_scale else { return rows };
+        let quantize = |r: &Vec<f64>| -> Vec<f64> {
+            let clipped: Vec<f64> = r.iter().map(|v| (v * sc).clamp(-240.0, 240.0)).collect();
+            if precision == Precision::Hardware { as_dtype(&clipped, Dtype::Fp8E4m3) } else { clipped }
+        };
+        rows.iter().map(quantize).collect()
+    }
+
+    /// The K/V tolerance: in hardware precision an fp8 rounding of a value
+    /// a bfloat16 step away from the float64 one may land one fp8 step
+    /// (2^-3 relative) away.
+    fn kv_tol(&self, precision: Precision, tol: f64) -> f64 {
+        if self.kv_scale.is_some() && precision == Precision::Hardware { 0.13 } else { tol }
+    }
+}
+
+/// CI-sized versions of the library's fp8 KV-cache rows (its batch, heads,
+/// head dim, new tokens and options; `H` and the caches smaller; direct
+/// casts and power-of-two scales), beyond one tile, without the cache
+/// update, with several new tokens and on one program.
+const KV_QUANT: &[Config] = &[
+    cfg(2, 1, 128, 512, 256, 1).no_norm_x().qk_pre(true).kv_quant(1.0),
+    cfg(37, 1, 128, 256, 256, 1).k_tp().no_norm_x().kv_quant(1.0),
+    cfg(32, 1, 128, 256, 256, 1).no_norm_x().kv_quant(2.0),
+    cfg(384, 3, 64, 256, 128, 1).k_tp().no_norm_x().kv_quant(1.0),
+    cfg(8, 1, 64, 256, 128, 1).no_update().bias().kv_quant(0.5),
+    cfg(4, 2, 64, 256, 256, 5).lnc1().kv_quant(1.0),
+];
+
+/// The fp8 KV-cache rows in fp32 precision (bfloat16 inputs: the attention
+/// refuses float32 queries with an fp8 cache).
+#[test]
+fn kv_quant_in_fp32_matches_float64() {
+    for cfg in KV_QUANT {
+        cfg.check(Dtype::Bf16, Precision::Fp32, 1e-4);
+    }
+}
+
+/// The fp8 KV-cache rows, bfloat16 and float16 inputs in hardware precision.
+#[test]
+fn kv_quant_in_hardware_precision_matches_float64() {
+    check_hardware(KV_QUANT);
+}
+
+/// The emitted kernel under NumPy equals the emulator with fp8 KV caches.
+#[test]
+fn emitted_kv_quant_under_numpy_equals_emulator() {
+    for cfg in [KV_QUANT[1], KV_QUANT[4], KV_QUANT[5]] {
+        cfg.assert_numpy_equals_emulator();
+    }
+}
+
+/// The kernel refuses a lone KV scale and scales with caches not in fp8,
+/// with the rules' messages, and the rules accept the fp8 rows.
+#[test]
+fn kv_quant_rules_refuse_what_they_name() {
+    let fp8 = AttnBlockCall { has_k_scale: true, has_v_scale: true, fp8_cache: true, ..OK };
+    assert_eq!(attn_block_violation(fp8), None);
+    let c = KV_QUANT[1];
+    let x = rounded(c.inputs(), Dtype::Bf16);
+    let kw = c.kwargs(&x, Dtype::Bf16);
+    let refuse = |kw: Vec<(&'static str, Arg)>, rule: AttnBlockRule| {
+        let err = crate::common::attention::run_numpy_refused(emitted_package(), "attention_block_tkg", &[], &kw);
+        assert!(err.contains(rule.message()), "{err}");
+    };
+    let lone: Vec<_> = kw.iter().filter(|(k, _)| *k != "v_scale").cloned().collect();
+    refuse(lone, AttnBlockRule::KvScales);
+    let wide = cfg(37, 1, 128, 256, 256, 1).k_tp().no_norm_x();
+    let mut kw = wide.kwargs(&rounded(wide.inputs(), Dtype::Bf16), Dtype::Bf16);
+    kw.retain(|(k, _)| *k != "k_scale" && *k != "v_scale");
+    kw.push(("k_scale", Arg::Tensor(vec![1, 1], vec![1.0], Dtype::F32)));
+    kw.push(("v_scale", Arg::Tensor(vec![1, 1], vec![1.0], Dtype::F32)));
+    refuse(kw, AttnBlockRule::KvQuantCache);
 }

@@ -15,6 +15,7 @@ from .common_types import QKVOutputLayout
 from .common_types import QuantizationType
 from .output_projection_tkg import output_projection_tkg
 from .qkv import qkv
+from .qkv_cte_constants import FP8_E4M3_MAX
 from .rope import RoPE
 
 
@@ -54,8 +55,16 @@ OUT_IN_SB = "attention_block_tkg: out_in_sb=True leaves the output in SBUF for a
 KVDP_RULE = "attention_block_tkg: KV data parallelism (KVDP > 1, its all-gathers of heads and batches) is not implemented"
 
 
-# fp8 KV-cache quantization refused.
-KV_QUANT = "attention_block_tkg: fp8 KV-cache quantization (k_scale, v_scale) is not implemented"
+# The fp8 KV-cache scales together.
+KV_SCALES = "attention_block_tkg: k_scale and v_scale must be given together (fp8 KV-cache quantization) or not at all"
+
+
+# The fp8 KV-cache quantization's caches.
+KV_QUANT_CACHE = "attention_block_tkg: fp8 KV-cache quantization (k_scale, v_scale) needs K_cache and V_cache in float8_e4m3"
+
+
+# The fp8 KV-cache scales' shapes.
+KV_SCALE_SHAPE = "attention_block_tkg: k_scale and v_scale must be [128, 1] or [1, 1] (one value)"
 
 
 # `transposed_out` needs the projection.
@@ -271,19 +280,39 @@ def process_head_group(dims, qkv_sb, col0, n_heads, p, is_q):
     return x
 
 
-def qkv_processing(dims, qkv_out, p, softmax_scale):
+def quantize_to_fp8(x, scale):
+    """The library's `_quantize_to_fp8`: `x` times `scale` (one value, `[128,
+    1]` rows read per partition or `[1, 1]` broadcast) in fp32, clipped to
+    `±FP8_E4M3_MAX`, rounded to `float8_e4m3`.
+    """
+    p, f = x.shape
+    scale_sb = nl.ndarray(shape=(p, 1), dtype=scale.dtype, buffer=nl.sbuf)
+    if scale.shape[0] == PMAX:
+        nisa.dma_copy(dst=scale_sb, src=scale[0:p, :])
+    else:
+        nisa.dma_copy(dst=scale_sb, src=scale.ap(pattern=[[0, p], [1, 1]], offset=0))
+    scaled = nl.ndarray(shape=(p, f), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=scaled, data=x, op0=nl.multiply, operand0=scale_sb)
+    q = nl.ndarray(shape=(p, f), dtype=nl.float8_e4m3, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=q, data=scaled, op0=nl.minimum, operand0=FP8_E4M3_MAX, op1=nl.maximum, operand1=-FP8_E4M3_MAX)
+    return q
+
+
+def qkv_processing(dims, qkv_out, p, softmax_scale, k_scale, v_scale):
     """The library's `_QKV_processing`: per tile of whole batches, the
     projection's rows loaded, Q and K processed (Q scaled by
-    `softmax_scale`) and V's columns; each stored into this program's HBM
-    scratch in the attention's layouts.
+    `softmax_scale`) and V's columns (K and V quantized to fp8 with
+    `k_scale` and `v_scale`); each stored into this program's HBM scratch
+    in the attention's layouts.
     """
     d, b, st, nq = (dims.d_head, dims.b, dims.s_tkg, dims.q_heads)
     i = d * (nq + 2 * KV_HEADS)
     dt = qkv_out.dtype
+    kv_dt = nl.float8_e4m3 if k_scale is not None else dt
     rows = qkv_out.reshape(shape=(b * st, i))
     q = nl.ndarray(shape=(d, b * nq * st), dtype=dt, buffer=nl.private_hbm)
-    k = nl.ndarray(shape=(d, b * st), dtype=dt, buffer=nl.private_hbm)
-    v = nl.ndarray(shape=(b, 1, st, d), dtype=dt, buffer=nl.private_hbm)
+    k = nl.ndarray(shape=(d, b * st), dtype=kv_dt, buffer=nl.private_hbm)
+    v = nl.ndarray(shape=(b, 1, st, d), dtype=kv_dt, buffer=nl.private_hbm)
     q4, v_rows = (q.reshape(shape=(d, b, nq, st)), v.reshape(shape=(b * st, d)))
     v0 = d * (nq + KV_HEADS)
     for tile in range(-(-b // dims.tile_b)):
@@ -296,9 +325,14 @@ def qkv_processing(dims, qkv_out, p, softmax_scale):
         q_sb = process_head_group(dims, qkv_sb, 0, nq, tp, True)
         nisa.tensor_scalar(dst=q_sb, data=q_sb, op0=nl.multiply, operand0=softmax_scale)
         k_sb = process_head_group(dims, qkv_sb, d * nq, KV_HEADS, tp, False)
+        v_sb = qkv_sb[:, v0:v0 + d]
+        if k_scale is not None:
+            ks = k_scale
+            k_sb = quantize_to_fp8(k_sb, ks)
+            v_sb = quantize_to_fp8(v_sb, v_scale if v_scale is not None else ks)
         nisa.dma_copy(dst=q4[:, b0:b0 + tb, :, :], src=q_sb.reshape(shape=(d, tb, nq, st)))
         nisa.dma_copy(dst=k[:, r0:r1], src=k_sb)
-        nisa.dma_copy(dst=v_rows[r0:r1, :], src=qkv_sb[:, v0:v0 + d])
+        nisa.dma_copy(dst=v_rows[r0:r1, :], src=v_sb)
     return AttnInputs(q=q, k=k, v=v)
 
 
@@ -338,9 +372,12 @@ def update_flat_cache(dims, K_cache, V_cache, inp, idx, K_cache_transposed):
         nisa.dma_copy(dst=v_sb, src=v_rows[t0:t1, :])
         k_sb = nl.ndarray(shape=(d, tb * st), dtype=dt, buffer=nl.sbuf)
         nisa.dma_copy(dst=k_sb, src=inp.k[:, t0:t1])
+        wide = nl.bfloat16 if dt == nl.float8_e4m3 else dt
+        k_wide = nl.ndarray(shape=(d, tb * st), dtype=wide, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=k_wide, src=k_sb)
+        k_ps = nl.ndarray(shape=(tb * st, d), dtype=wide, buffer=nl.psum)
+        nisa.nc_transpose(dst=k_ps, data=k_wide)
         k_rows = nl.ndarray(shape=(tb * st, d), dtype=dt, buffer=nl.sbuf)
-        k_ps = nl.ndarray(shape=(tb * st, d), dtype=dt, buffer=nl.psum)
-        nisa.nc_transpose(dst=k_ps, data=k_sb)
         nisa.tensor_copy(dst=k_rows, src=k_ps)
         for bt in range(tb):
             bi = b0 + bt
@@ -405,7 +442,15 @@ def attention_block_tkg(X, X_hidden_dim_actual, rmsnorm_X_enabled, rmsnorm_X_eps
     assert v_scale is None or v_scale.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_block_tkg takes v_scale as float32, bfloat16 or float16"
     assert not out_in_sb, OUT_IN_SB
     assert KVDP == 1, KVDP_RULE
-    assert k_scale is None and v_scale is None, KV_QUANT
+    assert (k_scale is not None) == (v_scale is not None), KV_SCALES
+    kv_fp8 = K_cache.dtype == nl.float8_e4m3 and V_cache.dtype == nl.float8_e4m3
+    assert k_scale is None or kv_fp8, KV_QUANT_CACHE
+    if k_scale is not None:
+        ks = k_scale
+        assert ks.ndim == 2 and ks.shape[1] == 1 and (ks.shape[0] == PMAX or ks.shape[0] == 1), KV_SCALE_SHAPE
+    if v_scale is not None:
+        vs = v_scale
+        assert vs.ndim == 2 and vs.shape[1] == 1 and (vs.shape[0] == PMAX or vs.shape[0] == 1), KV_SCALE_SHAPE
     assert not transposed_out or W_out is not None, TRANSPOSED_OUT
     assert (cos is not None) == (sin is not None), ROPE_TABLES
     assert not update_cache or (active_blocks_table is None and kv_cache_update_idx is not None), UPDATE
@@ -419,7 +464,7 @@ def attention_block_tkg(X, X_hidden_dim_actual, rmsnorm_X_enabled, rmsnorm_X_eps
     post = QkNorm(enabled=rmsnorm_QK_post_rope_enabled, eps=rmsnorm_QK_post_rope_eps, w_q=rmsnorm_QK_post_rope_W_Q, w_k=rmsnorm_QK_post_rope_W_K)
     p = QkProcessing(pre=pre, post=post, cos=cos, sin=sin, contiguous=rope_contiguous_layout)
     scale = 1.0 if skip_attention else softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(float(d))
-    inp = qkv_processing(dims, qkv_out, p, scale)
+    inp = qkv_processing(dims, qkv_out, p, scale, k_scale, v_scale)
     do_out_proj = W_out is not None
     q = inp.q
     attn_out = q

@@ -6,6 +6,10 @@ import nki.isa as nisa
 import nki.collectives as ncc
 
 
+# The largest finite `float8_e4m3` before NeuronCore-v4: STATIC clips the input to ±this.
+FP8_E4M3_MAX = 240.0
+
+
 # The largest `H`.
 MAX_H = 24576
 
@@ -32,10 +36,6 @@ PSUM_FMAX = 512
 
 # STATIC quantization's weight and input dtype.
 QUANT_DTYPE = nl.float8_e4m3
-
-
-# The largest finite `float8_e4m3` before NeuronCore-v4: STATIC clips the input to ±this.
-FP8_E4M3_MAX = 240.0
 
 
 # The same on NeuronCore-v4.

@@ -29,6 +29,14 @@
 //! batches (they tile them themselves); the cache update loops over the
 //! tiles, then each tile's batches.
 //!
+//! fp8 KV-cache quantization (`k_scale` and `v_scale` given, the caches in
+//! `float8_e4m3`): each tile's new keys (head dim on the partitions) and
+//! values (tokens on the partitions) are multiplied by their scale in fp32,
+//! clipped to `±240` and rounded to `float8_e4m3` (`quantize_to_fp8`); the
+//! attention reads them and the fp8 caches as they are (the scales are not
+//! divided out), and they are what the cache update writes or the kernel
+//! returns. The cache update transposes fp8 keys through bfloat16 (exact).
+//!
 //! The library keeps the phases' tensors in SBUF; here the kernels exchange
 //! HBM tensors (the values are the same). On an LNC2 launch every program
 //! runs the projection-free phases on all rows (into its own HBM scratch),
@@ -39,10 +47,10 @@
 //!
 //! Refused by name (see [`AttnBlockRule`]): `X` in SBUF and `out_in_sb`
 //! (a calling kernel's SBUF operands: here results are in HBM), KV data
-//! parallelism (`KVDP > 1`), fp8 KV-cache quantization (`k_scale` /
-//! `v_scale`) and the block KV-cache update (a block cache is read,
-//! `update_cache=False`); `skip_attention` with more than one tile of token
-//! rows is refused as by the library. The
+//! parallelism (`KVDP > 1`) and the block KV-cache update (a block cache is
+//! read, `update_cache=False`); `skip_attention` with more than one tile of
+//! token rows is refused as by the library, and so is one of `k_scale` /
+//! `v_scale` without the other (the library then quantizes nothing). The
 //! library's `sbm` SBUF allocator has no counterpart (tiles are placed by
 //! the compiler).
 
@@ -58,6 +66,7 @@ pub use kernel::*;
 pub mod kernel {
     use crate::output_projection::output_projection_tkg::output_projection_tkg;
     use crate::qkv::qkv::qkv;
+    use crate::qkv::qkv_cte::qkv_cte_constants::FP8_E4M3_MAX;
     pub use crate::utils::common_types::{NormType, QKVOutputLayout, QuantizationType};
     use nki::prelude::*;
     use nki_attention::tkg::attention_tkg::{attention_block_config, attention_tkg};
@@ -83,8 +92,13 @@ pub mod kernel {
     /// `KVDP > 1` refused.
     pub const KVDP_RULE: &str =
         "attention_block_tkg: KV data parallelism (KVDP > 1, its all-gathers of heads and batches) is not implemented";
-    /// fp8 KV-cache quantization refused.
-    pub const KV_QUANT: &str = "attention_block_tkg: fp8 KV-cache quantization (k_scale, v_scale) is not implemented";
+    /// The fp8 KV-cache scales together.
+    pub const KV_SCALES: &str = "attention_block_tkg: k_scale and v_scale must be given together (fp8 KV-cache quantization) or not at all";
+    /// The fp8 KV-cache quantization's caches.
+    pub const KV_QUANT_CACHE: &str =
+        "attention_block_tkg: fp8 KV-cache quantization (k_scale, v_scale) needs K_cache and V_cache in float8_e4m3";
+    /// The fp8 KV-cache scales' shapes.
+    pub const KV_SCALE_SHAPE: &str = "attention_block_tkg: k_scale and v_scale must be [128, 1] or [1, 1] (one value)";
     /// `transposed_out` needs the projection.
     pub const TRANSPOSED_OUT: &str = "attention_block_tkg: transposed_out requires the output projection (W_out)";
     /// RoPE's tables together.
@@ -286,6 +300,25 @@ pub mod kernel {
         x
     }
 
+    /// The library's `_quantize_to_fp8`: `x` times `scale` (one value, `[128,
+    /// 1]` rows read per partition or `[1, 1]` broadcast) in fp32, clipped to
+    /// `±FP8_E4M3_MAX`, rounded to `float8_e4m3`.
+    #[nki_helper]
+    pub fn quantize_to_fp8(x: Sbuf, scale: Hbm) -> Sbuf {
+        let [p, f] = x.shape();
+        let scale_sb = nl::ndarray([p, 1], scale.dtype(), buffer = nl::sbuf);
+        if scale.shape()[0] == PMAX {
+            nisa::dma_copy(scale_sb, scale[s![0..p, ..]]);
+        } else {
+            nisa::dma_copy(scale_sb, scale.ap([[0, p], [1, 1]], offset = 0));
+        }
+        let scaled = nl::ndarray([p, f], nl::float32, buffer = nl::sbuf);
+        nisa::tensor_scalar(scaled, x, nl::multiply, scale_sb);
+        let q = nl::ndarray([p, f], nl::float8_e4m3, buffer = nl::sbuf);
+        nisa::tensor_scalar(q, scaled, nl::minimum, FP8_E4M3_MAX, op1 = nl::maximum, operand1 = -FP8_E4M3_MAX);
+        q
+    }
+
     /// RoPE's tables of the `tb` batches from `b0` (copies, as RoPE takes
     /// whole tensors); `p` as it is without RoPE.
     #[nki_helper]
@@ -307,17 +340,26 @@ pub mod kernel {
 
     /// The library's `_QKV_processing`: per tile of whole batches, the
     /// projection's rows loaded, Q and K processed (Q scaled by
-    /// `softmax_scale`) and V's columns; each stored into this program's HBM
-    /// scratch in the attention's layouts.
+    /// `softmax_scale`) and V's columns (K and V quantized to fp8 with
+    /// `k_scale` and `v_scale`); each stored into this program's HBM scratch
+    /// in the attention's layouts.
     #[nki_helper]
-    pub fn qkv_processing(dims: AttnBlockDims, qkv_out: Hbm, p: QkProcessing, softmax_scale: f64) -> AttnInputs {
+    pub fn qkv_processing(
+        dims: AttnBlockDims,
+        qkv_out: Hbm,
+        p: QkProcessing,
+        softmax_scale: f64,
+        k_scale: Option<Hbm>,
+        v_scale: Option<Hbm>,
+    ) -> AttnInputs {
         let (d, b, st, nq) = (dims.d_head, dims.b, dims.s_tkg, dims.q_heads);
         let i = d * (nq + 2 * KV_HEADS);
         let dt = qkv_out.dtype();
+        let kv_dt = if k_scale.is_some() { nl::float8_e4m3 } else { dt };
         let rows = qkv_out.reshape([b * st, i]);
         let q = nl::ndarray([d, b * nq * st], dt, buffer = nl::private_hbm);
-        let k = nl::ndarray([d, b * st], dt, buffer = nl::private_hbm);
-        let v = nl::ndarray([b, 1, st, d], dt, buffer = nl::private_hbm);
+        let k = nl::ndarray([d, b * st], kv_dt, buffer = nl::private_hbm);
+        let v = nl::ndarray([b, 1, st, d], kv_dt, buffer = nl::private_hbm);
         let (q4, v_rows) = (q.reshape([d, b, nq, st]), v.reshape([b * st, d]));
         let v0 = d * (nq + KV_HEADS);
         for tile in 0..b.div_ceil(dims.tile_b) {
@@ -329,10 +371,16 @@ pub mod kernel {
             let tp = tile_tables(p, b0, tb);
             let q_sb: Sbuf = process_head_group(dims, qkv_sb, 0, nq, tp, true);
             nisa::tensor_scalar(q_sb, q_sb, nl::multiply, softmax_scale);
-            let k_sb = process_head_group(dims, qkv_sb, d * nq, KV_HEADS, tp, false);
+            let mut k_sb: Sbuf = process_head_group(dims, qkv_sb, d * nq, KV_HEADS, tp, false);
+            let mut v_sb = qkv_sb[s![.., v0..v0 + d]];
+            // Validated: v_scale is given with k_scale.
+            if let Some(ks) = k_scale {
+                k_sb = quantize_to_fp8(k_sb, ks);
+                v_sb = quantize_to_fp8(v_sb, v_scale.unwrap_or(ks));
+            }
             nisa::dma_copy(q4[s![.., b0..b0 + tb, .., ..]], q_sb.reshape([d, tb, nq, st]));
             nisa::dma_copy(k[s![.., r0..r1]], k_sb);
-            nisa::dma_copy(v_rows[s![r0..r1, ..]], qkv_sb[s![.., v0..v0 + d]]);
+            nisa::dma_copy(v_rows[s![r0..r1, ..]], v_sb);
         }
         AttnInputs { q, k, v }
     }
@@ -411,9 +459,13 @@ pub mod kernel {
             nisa::dma_copy(v_sb, v_rows[s![t0..t1, ..]]);
             let k_sb = nl::ndarray([d, tb * st], dt, buffer = nl::sbuf);
             nisa::dma_copy(k_sb, inp.k[s![.., t0..t1]]);
+            // The PE array does not transpose fp8: through bfloat16 (exact both ways).
+            let wide = if dt == nl::float8_e4m3 { nl::bfloat16 } else { dt };
+            let k_wide = nl::ndarray([d, tb * st], wide, buffer = nl::sbuf);
+            nisa::tensor_copy(k_wide, k_sb);
+            let k_ps = nl::ndarray([tb * st, d], wide, buffer = nl::psum);
+            nisa::nc_transpose(k_ps, k_wide);
             let k_rows = nl::ndarray([tb * st, d], dt, buffer = nl::sbuf);
-            let k_ps = nl::ndarray([tb * st, d], dt, buffer = nl::psum);
-            nisa::nc_transpose(k_ps, k_sb);
             nisa::tensor_copy(k_rows, k_ps);
             for bt in 0..tb {
                 let bi = b0 + bt;
@@ -490,7 +542,15 @@ pub mod kernel {
         let _ = KVDP_replica_group;
         assert!(!out_in_sb, OUT_IN_SB);
         assert!(KVDP == 1, KVDP_RULE);
-        assert!(k_scale.is_none() && v_scale.is_none(), KV_QUANT);
+        assert!(k_scale.is_some() == v_scale.is_some(), KV_SCALES);
+        let kv_fp8 = K_cache.dtype() == nl::float8_e4m3 && V_cache.dtype() == nl::float8_e4m3;
+        assert!(k_scale.is_none() || kv_fp8, KV_QUANT_CACHE);
+        if let Some(ks) = k_scale {
+            assert!(ks.ndim() == 2 && ks.shape()[1] == 1 && (ks.shape()[0] == PMAX || ks.shape()[0] == 1), KV_SCALE_SHAPE);
+        }
+        if let Some(vs) = v_scale {
+            assert!(vs.ndim() == 2 && vs.shape()[1] == 1 && (vs.shape()[0] == PMAX || vs.shape()[0] == 1), KV_SCALE_SHAPE);
+        }
         assert!(!transposed_out || W_out.is_some(), TRANSPOSED_OUT);
         assert!(cos.is_some() == sin.is_some(), ROPE_TABLES);
         assert!(!update_cache || (active_blocks_table.is_none() && kv_cache_update_idx.is_some()), UPDATE);
@@ -534,7 +594,7 @@ pub mod kernel {
         };
         let p = QkProcessing { pre, post, cos, sin, contiguous: rope_contiguous_layout };
         let scale = if skip_attention { 1.0 } else { softmax_scale.unwrap_or(1.0 / (d as f64).sqrt()) };
-        let inp = qkv_processing(dims, qkv_out, p, scale);
+        let inp = qkv_processing(dims, qkv_out, p, scale, k_scale, v_scale);
 
         // Attention over the cache (or the queries as they are, skip_attention).
         let do_out_proj = W_out.is_some();
@@ -588,8 +648,10 @@ pub enum AttnBlockRule {
     OutInSb,
     /// `KVDP > 1`.
     Kvdp,
-    /// `k_scale` / `v_scale` given.
-    KvQuant,
+    /// One of `k_scale` / `v_scale` without the other.
+    KvScales,
+    /// `k_scale` / `v_scale` with caches not in `float8_e4m3`.
+    KvQuantCache,
     /// `transposed_out` without `W_out`.
     TransposedOut,
     /// Only one of `cos` and `sin`.
@@ -618,7 +680,8 @@ impl AttnBlockRule {
         match self {
             AttnBlockRule::OutInSb => OUT_IN_SB,
             AttnBlockRule::Kvdp => KVDP_RULE,
-            AttnBlockRule::KvQuant => KV_QUANT,
+            AttnBlockRule::KvScales => KV_SCALES,
+            AttnBlockRule::KvQuantCache => KV_QUANT_CACHE,
             AttnBlockRule::TransposedOut => TRANSPOSED_OUT,
             AttnBlockRule::RopeTables => ROPE_TABLES,
             AttnBlockRule::Update => UPDATE,
@@ -656,8 +719,12 @@ pub struct AttnBlockCall {
     pub out_in_sb: bool,
     /// `KVDP`.
     pub kvdp: i64,
-    /// Whether `k_scale` / `v_scale` are given.
-    pub kv_quant: bool,
+    /// Whether `k_scale` is given.
+    pub has_k_scale: bool,
+    /// Whether `v_scale` is given.
+    pub has_v_scale: bool,
+    /// Whether `K_cache` and `V_cache` are `float8_e4m3`.
+    pub fp8_cache: bool,
     /// Whether `W_out` is given.
     pub has_w_out: bool,
     /// `transposed_out`.
@@ -697,7 +764,9 @@ impl AttnBlockCall {
             block_len: 0,
             out_in_sb: false,
             kvdp: 1,
-            kv_quant: false,
+            has_k_scale: false,
+            has_v_scale: false,
+            fp8_cache: false,
             has_w_out: true,
             transposed_out: false,
             has_cos: true,
@@ -719,7 +788,8 @@ pub const fn attn_block_violation(c: AttnBlockCall) -> Option<AttnBlockRule> {
     let rules = [
         (c.out_in_sb, AttnBlockRule::OutInSb),
         (c.kvdp != 1, AttnBlockRule::Kvdp),
-        (c.kv_quant, AttnBlockRule::KvQuant),
+        (c.has_k_scale != c.has_v_scale, AttnBlockRule::KvScales),
+        (c.has_k_scale && !c.fp8_cache, AttnBlockRule::KvQuantCache),
         (c.transposed_out && !c.has_w_out, AttnBlockRule::TransposedOut),
         (c.has_cos != c.has_sin, AttnBlockRule::RopeTables),
         (c.update_cache && (c.block_len > 0 || !c.has_update_idx), AttnBlockRule::Update),
