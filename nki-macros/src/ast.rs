@@ -66,10 +66,14 @@ pub struct ObjectDef {
 
 impl ObjectDef {
     /// Whether a kernel may take the bundle as a parameter: every field a scalar
-    /// its caller can give (an int, float, bool or enum member), the first
-    /// offending field otherwise.
+    /// its caller can give (an int, float, bool or enum member, or an `Option`
+    /// of one), the first offending field otherwise.
     pub fn kernel_param_error(&self) -> Option<&(syn::Ident, TypeAnn)> {
-        self.fields.iter().find(|(_, t)| !matches!(t, TypeAnn::Int(_) | TypeAnn::Float(_) | TypeAnn::Bool(_) | TypeAnn::PyEnum(..)))
+        let scalar = |t: &TypeAnn| matches!(t, TypeAnn::Int(_) | TypeAnn::Float(_) | TypeAnn::Bool(_) | TypeAnn::PyEnum(..));
+        self.fields.iter().find(|(_, t)| match t {
+            TypeAnn::Option(inner, _) => !scalar(inner),
+            t => !scalar(t),
+        })
     }
 }
 

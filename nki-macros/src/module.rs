@@ -14,7 +14,7 @@ use crate::check::{check_consts, check_objects};
 use crate::diag::Diagnostics;
 use crate::emit::{
     python,
-    rust::{const_registration, default_value},
+    rust::{const_registration, typed_default},
 };
 use crate::parse::{parse_consts, parse_enums, parse_objects};
 use proc_macro2::TokenStream;
@@ -40,10 +40,8 @@ fn doc_lines(attrs: &[syn::Attribute]) -> Vec<String> {
 /// (see [`import_step`]); the module is expanded once all have answered.
 pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     let mut diag = Diagnostics::default();
-    if !attr.is_empty() {
-        diag.error(attr.span(), "#[nki_module] takes no arguments");
-    }
-    let m: syn::ItemMod = match syn::parse2(item.clone()) {
+    let export = export_name(attr, &mut diag);
+    let mut m: syn::ItemMod = match syn::parse2(item.clone()) {
         Ok(m) => m,
         Err(_) => {
             let err = syn::Error::new(item.span(), "#[nki_module] applies to a module").to_compile_error();
@@ -55,6 +53,10 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
         return quote!(#err #m);
     };
     let wanted = imports::wanted(items, &mut diag);
+    // The export travels with the module through the imports' steps.
+    if let Some(name) = export {
+        m.attrs.push(syn::parse_quote!(#[nki_module_export(#name)]));
+    }
     if wanted.is_empty() {
         return expand_with(m, &[], diag);
     }
@@ -86,9 +88,37 @@ pub fn import_step(input: TokenStream) -> TokenStream {
     }
 }
 
+/// The `name` of `#[nki_module(export = name)]` (none for `#[nki_module]`).
+fn export_name(attr: TokenStream, diag: &mut Diagnostics) -> Option<syn::Ident> {
+    if attr.is_empty() {
+        return None;
+    }
+    let span = attr.span();
+    match syn::parse2::<syn::MetaNameValue>(attr) {
+        Ok(syn::MetaNameValue { path, value: syn::Expr::Path(p), .. }) if path.is_ident("export") && p.path.get_ident().is_some() => {
+            p.path.get_ident().cloned()
+        }
+        _ => {
+            diag.error(
+                span,
+                "#[nki_module] takes no arguments but `export = name`: other crates then import its items by a path ending in `name`",
+            );
+            None
+        }
+    }
+}
+
 /// Expands the `#[nki_module]` `m` with the items `imported` from other modules
 /// (each with the path of the module that declares it).
 fn expand_with(mut m: syn::ItemMod, imported: &[(syn::Path, Vec<syn::Item>)], mut diag: Diagnostics) -> TokenStream {
+    let mut export = None;
+    m.attrs.retain(|a| {
+        let marker = a.path().is_ident("nki_module_export");
+        if marker {
+            export = a.parse_args::<syn::Ident>().ok();
+        }
+        !marker
+    });
     let Some((_, items)) = &mut m.content else { return quote!(#m) };
     let (mut imported_enums, mut imported_structs) = (Vec::new(), Vec::new());
     for (_, list) in imported {
@@ -193,7 +223,7 @@ fn expand_with(mut m: syn::ItemMod, imported: &[(syn::Path, Vec<syn::Item>)], mu
         }))
         .collect();
     // What other modules import: this module's own items, as functions get them.
-    items.extend(imports::answer_macro(&bare));
+    items.extend(imports::answer_macro(&bare, export.as_ref()));
     let imported_args = imported.iter().map(|(path, list)| quote!((#path) { #(#list)* }));
     let imported_args = quote!(__imports { #(#imported_args)* });
     for item in items.iter_mut() {
@@ -283,7 +313,7 @@ fn default_impl(o: &ObjectDef) -> Option<syn::Item> {
         .iter()
         .zip(&o.defaults)
         .map(|((n, t), d)| {
-            let v = default_value(d.as_ref()?, t);
+            let v = typed_default(d.as_ref()?, t);
             Some(quote!(#n: #v))
         })
         .collect::<Option<Vec<_>>>()?;

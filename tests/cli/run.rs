@@ -252,6 +252,53 @@ const CASES: &[Case] = &[
         ],
     },
     Case {
+        kernel: "bwmm_shard_on_block",
+        ranks: 1,
+        // 2 blocks of 128 positions (one per program) over 128 tokens and the
+        // padding row, 2 experts; weights skipped where a block's expert repeats.
+        params: MOE_CTE_BLOCKS,
+    },
+    Case {
+        kernel: "moe_cte",
+        ranks: 1,
+        // `bwmm_shard_on_block`'s case through the dispatcher.
+        params: &[
+            ("hidden_states", F32(&[129, 512])),
+            ("expert_affinities_masked", F32(&[258, 1])),
+            ("gate_up_proj_weight", F32(&[2, 512, 2, 128])),
+            ("down_proj_weight", F32(&[2, 128, 512])),
+            ("token_position_to_id", Ids(&[256], 129)),
+            ("block_to_expert", Ids(&[2, 1], 2)),
+            ("block_size", Text("128")),
+            ("spec.implementation", Text("shard_on_block")),
+            ("skip_dma.skip_weight", Text("true")),
+        ],
+    },
+    Case {
+        kernel: "blockwise_mm_baseline_shard_intermediate",
+        ranks: 1,
+        // 2 blocks of 256 positions, every block on both programs, each
+        // computing half of the 256 intermediate rows.
+        params: &[
+            ("hidden_states", F32(&[129, 512])),
+            ("expert_affinities_masked", F32(&[258, 1])),
+            ("gate_up_proj_weight", F32(&[2, 512, 2, 256])),
+            ("down_proj_weight", F32(&[2, 256, 512])),
+            ("block_size", Text("256")),
+            ("token_position_to_id", Ids(&[512], 129)),
+            ("block_to_expert", Ids(&[2, 1], 2)),
+            ("skip_dma.skip_token", Text("false")),
+        ],
+    },
+    Case {
+        kernel: "blockwise_mm_bwd",
+        ranks: 1,
+        // 2 blocks of 128 positions over 128 tokens and the padding row, 2
+        // experts, H split over trn2's 2 programs; the up projection clamped
+        // from above only (the other limits None).
+        params: MOE_BWD,
+    },
+    Case {
         kernel: "attention_block_tkg",
         ranks: 1,
         // 2 batches of one new token on trn2's 2 programs: RMSNorm, 2 query heads
@@ -518,6 +565,33 @@ const MAMBA_TILED: &[(&str, In)] = &[
     ("b", F32(&[1, 2, 256])),
     ("c", F32(&[1, 2, 256])),
     ("seq_tile", Text("128")),
+];
+
+/// `bwmm_shard_on_block`'s case: `skip_dma` given by one field.
+const MOE_CTE_BLOCKS: &[(&str, In)] = &[
+    ("hidden_states", F32(&[129, 512])),
+    ("expert_affinities_masked", F32(&[258, 1])),
+    ("gate_up_proj_weight", F32(&[2, 512, 2, 128])),
+    ("down_proj_weight", F32(&[2, 128, 512])),
+    ("block_size", Text("128")),
+    ("token_position_to_id", Ids(&[256], 129)),
+    ("block_to_expert", Ids(&[2, 1], 2)),
+    ("skip_dma.skip_weight", Text("true")),
+];
+
+/// `blockwise_mm_bwd`'s case: `clamp_limits` given by one field.
+const MOE_BWD: &[(&str, In)] = &[
+    ("hidden_states", F32(&[129, 256])),
+    ("expert_affinities_masked", F32(&[258, 1])),
+    ("gate_up_proj_weight", F32(&[2, 256, 2, 128])),
+    ("down_proj_weight", F32(&[2, 128, 256])),
+    ("gate_up_proj_act_checkpoint_T", F32(&[2, 2, 128, 128])),
+    ("down_proj_act_checkpoint", F32(&[2, 128, 256])),
+    ("token_position_to_id", Ids(&[256], 129)),
+    ("block_to_expert", Ids(&[2, 1], 2)),
+    ("output_hidden_states_grad", F32(&[129, 256])),
+    ("block_size", Text("128")),
+    ("clamp_limits.linear_clamp_upper_limit", Text("0.5")),
 ];
 
 fn nki_in(dir: &Path, args: &[&str]) -> Output {
@@ -886,6 +960,102 @@ fn a_config_that_is_not_the_plan_for_the_input_is_refused() {
     assert_refused("rotational_topk", refusals);
 }
 
+/// `nki run` of `case` with the flag-value pairs `keep` admits (the tensors'
+/// files already written to `dir`): its outputs, in order.
+fn run_outputs(dir: &Path, case: &Case, keep: impl Fn(&str) -> bool) -> Vec<Vec<f32>> {
+    let flags = write_inputs(dir, case);
+    let out = dir.join("out");
+    if out.exists() {
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+    std::fs::create_dir(&out).unwrap();
+    let mut args = vec!["run", case.kernel, "--out", "out"];
+    args.extend(flags.chunks(2).filter(|pair| keep(&pair[0])).flatten().map(String::as_str));
+    let o = nki_in(dir, &args);
+    assert!(o.status.success(), "{}: {}", case.kernel, stderr(&o));
+    let n = std::fs::read_dir(&out).unwrap().count();
+    (0..n).map(|i| read_npy(out.join(format!("out{i}.npy"))).unwrap().data.into_iter().map(|v| v as f32).collect()).collect()
+}
+
+/// The tensors of `case`'s parameters named `names`, read from their files in `dir`.
+fn case_tensors<const N: usize>(dir: &Path, case: &Case, names: [&str; N]) -> [Tensor; N] {
+    names.map(|n| read_tensor_npy(dir.join(file_name(case.kernel, n, None))).unwrap())
+}
+
+#[test]
+fn an_option_bundle_is_none_unless_a_field_is_given_and_runs_as_the_typed_api() {
+    use nkilib::experimental::moe::blockwise_mm_backward::{ClampLimits, blockwise_mm_bwd};
+    use nkilib::moe::moe_cte::bwmm_shard_on_block::{SkipMode, bwmm_shard_on_block};
+    use nkilib::moe::moe_cte::moe_cte::{MoECTEImplementation, MoECTESpec, moe_cte};
+    let dir = common::scratch("cli_run_option_bundle");
+    let launch = Launch::new().lnc(2);
+    let bits = |ts: Vec<Tensor>| ts.iter().map(Tensor::to_f32_vec).collect::<Vec<_>>();
+    let all = |_: &str| true;
+    let without = |prefix: &'static str| move |flag: &str| !flag.starts_with(prefix);
+
+    // bwmm_shard_on_block and moe_cte: `skip_dma` None, then given by one field.
+    let case = Case { kernel: "bwmm_shard_on_block", ranks: 1, params: MOE_CTE_BLOCKS };
+    let given = run_outputs(&dir, &case, all);
+    let absent = run_outputs(&dir, &case, without("--skip-dma"));
+    const MOE_INPUTS: [&str; 6] =
+        ["hidden_states", "expert_affinities_masked", "gate_up_proj_weight", "down_proj_weight", "token_position_to_id", "block_to_expert"];
+    let [hid, aff, gu, dw, pos, b2e] = case_tensors(&dir, &case, MOE_INPUTS);
+    let skip = SkipMode { skip_weight: true, ..SkipMode::default() };
+    let call = || bwmm_shard_on_block::Call::new(&hid, &aff, &gu, &dw, 128, &pos, &b2e);
+    assert_eq!(absent, bits(vec![call().launch(&launch).unwrap()]), "bwmm_shard_on_block without skip_dma");
+    assert_eq!(given, bits(vec![call().skip_dma(skip.clone()).launch(&launch).unwrap()]), "bwmm_shard_on_block with skip_dma");
+    let case = CASES.iter().find(|c| c.kernel == "moe_cte").unwrap();
+    let (given, absent) = (run_outputs(&dir, case, all), run_outputs(&dir, case, without("--skip-dma")));
+    let [hid, aff, gu, dw, pos, b2e] = case_tensors(&dir, case, MOE_INPUTS);
+    let spec = MoECTESpec { implementation: MoECTEImplementation::shard_on_block };
+    let moe = || moe_cte::Call::new(&hid, &aff, &gu, &dw, &pos, &b2e, 128, &spec);
+    assert_eq!(absent, bits(vec![moe().launch(&launch).unwrap()]), "moe_cte without skip_dma");
+    assert_eq!(given, bits(vec![moe().skip_dma(skip).launch(&launch).unwrap()]), "moe_cte with skip_dma");
+
+    // blockwise_mm_bwd: `clamp_limits` None, then one limit given, the others None.
+    let case = Case { kernel: "blockwise_mm_bwd", ranks: 1, params: MOE_BWD };
+    let given = run_outputs(&dir, &case, all);
+    let absent = run_outputs(&dir, &case, without("--clamp-limits"));
+    let [x, aff, gu, dw, ckg, ckd, pos, b2e, dy] = case_tensors(
+        &dir,
+        &case,
+        [
+            "hidden_states",
+            "expert_affinities_masked",
+            "gate_up_proj_weight",
+            "down_proj_weight",
+            "gate_up_proj_act_checkpoint_T",
+            "down_proj_act_checkpoint",
+            "token_position_to_id",
+            "block_to_expert",
+            "output_hidden_states_grad",
+        ],
+    );
+    let call = || blockwise_mm_bwd::Call::new(&x, &aff, &gu, &dw, &ckg, &ckd, &pos, &b2e, &dy, 128);
+    let limits = ClampLimits { linear_clamp_upper_limit: Some(0.5), ..ClampLimits::default() };
+    assert_eq!(absent, bits(call().launch(&launch).unwrap().0), "blockwise_mm_bwd without clamp_limits");
+    assert_eq!(given, bits(call().clamp_limits(limits).launch(&launch).unwrap().0), "blockwise_mm_bwd with clamp_limits");
+    assert_ne!(given, absent, "the clamp takes effect");
+
+    // A field's value is checked before any payload is read; the help says the bundle is optional.
+    let refusals: &[(&[&str], &[&str])] = &[
+        (&["--clamp-limits.linear-clamp-upper-limit", "high"], &["--clamp-limits.linear-clamp-upper-limit high: expected a finite float"]),
+        (&["--clamp-limits.upper", "1"], &["--clamp-limits.upper is not a parameter of blockwise_mm_bwd"]),
+        (&["--skip-dma.skip-token", "maybe"], &["--skip-dma.skip-token maybe: expected true or false"]),
+    ];
+    let dir = assert_refused("blockwise_mm_bwd", refusals);
+    let help = nki_in(&dir, &["run", "blockwise_mm_bwd", "--help"]);
+    let text = String::from_utf8_lossy(&help.stdout);
+    for w in [
+        "--clamp-limits.linear-clamp-upper-limit VALUE",
+        "a float, a field of ClampLimits (default None)",
+        "clamp_limits is None unless one of its fields is given",
+        "skip_dma is None unless one of its fields is given",
+    ] {
+        assert!(help.status.success() && text.contains(w), "`{w}` missing from {text}");
+    }
+}
+
 /// Every file under `dir` with its bytes (none for a directory, a FIFO or a socket).
 fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut all: Vec<_> = std::fs::read_dir(dir)
@@ -1041,7 +1211,7 @@ fn contract_args(dir: &Path, k: &FunctionInfo, bad: (&str, &str)) -> Vec<String>
         } else if p.kind == ParamKind::Tensor {
             let ty = npy_of(p.dtypes.first().copied().unwrap_or("float32"));
             small_file(dir, &format!("ok_{}.npy", ty.name()), ty)
-        } else if p.optional {
+        } else if p.optional || p.bundle_optional {
             continue;
         } else {
             any_value(p)
@@ -1095,7 +1265,7 @@ fn every_tensor_parameter_refuses_each_dtype_it_does_not_accept() {
                             let ty = npy_of(q.dtypes.first().copied().unwrap_or("float32"));
                             Some(ArgValue::Tensor(read_tensor_npy(dir.join(format!("ok_{}.npy", ty.name()))).unwrap()))
                         }
-                        _ if q.optional => None,
+                        _ if q.optional || q.bundle_optional => None,
                         ParamKind::Int => Some(ArgValue::Int(any_value(q).parse().unwrap())),
                         ParamKind::Float => Some(ArgValue::Float(any_value(q).parse().unwrap())),
                         ParamKind::Bool => Some(ArgValue::Bool(false)),

@@ -80,3 +80,56 @@ fn a_kernel_uses_another_modules_constants_bundles_enum_and_helper() {
     let e = user::two_steps::Call::new(&odd, shared::Sign::Keep, 1.0).launch(&Launch::new()).unwrap_err();
     assert!(e.to_string().contains(shared::ROWS_RULE), "{e}");
 }
+
+/// A module using a bundle of another crate: `nkilib`'s `ClampLimits`, whose
+/// module exports its items (`#[nki_module(export = blockwise_mm_backward)]`).
+#[nki_module]
+pub mod other_crate {
+    use nki::prelude::*;
+    use nkilib::experimental::moe::blockwise_mm_backward::ClampLimits;
+
+    /// `x` `[rows, cols]` (at most 128 rows) capped at
+    /// `limits.linear_clamp_upper_limit` when given.
+    #[nki_kernel]
+    pub fn capped(x: Hbm, limits: Option<ClampLimits>) -> Hbm {
+        let [rows, cols] = x.shape();
+        let out = nl::ndarray([rows, cols], x.dtype(), buffer = nl::shared_hbm);
+        let t = nl::ndarray([rows, cols], nl::float32, buffer = nl::sbuf);
+        nisa::dma_copy(t, x);
+        if let Some(l) = limits {
+            let upper = l.linear_clamp_upper_limit;
+            if let Some(hi) = upper {
+                nisa::tensor_scalar(t, t, nl::minimum, hi);
+            }
+        }
+        nisa::dma_copy(out, t);
+        out
+    }
+}
+
+#[test]
+fn a_kernel_uses_a_bundle_of_another_crate() {
+    use nkilib::experimental::moe::blockwise_mm_backward::ClampLimits;
+    let xs: Vec<f64> = (0..4 * 3).map(|i| f64::from(i) / 8.0 - 0.5).collect();
+    let x = common::tensor(&[4, 3], &xs, Dtype::F32);
+    let capped: Vec<f64> = xs.iter().map(|v| v.min(0.25)).collect();
+    let limits = ClampLimits { linear_clamp_upper_limit: Some(0.25), ..ClampLimits::default() };
+    let launch = Launch::new();
+    let got = |call: other_crate::capped::Call| call.launch(&launch).unwrap().to_f32_vec();
+    common::assert_close("emulator, None", &got(other_crate::capped::Call::new(&x)), &xs, 0.0, 0.0);
+    common::assert_close("emulator, capped", &got(other_crate::capped::Call::new(&x).limits(limits)), &capped, 0.0, 0.0);
+    // The emitted module imports the class from the other crate's module; the
+    // fields left out take the dataclass's `None` defaults.
+    let files = nki::emit::Package::new(&[&other_crate::capped::INFO]).unwrap();
+    let user_py = &files.files()["cross_module.py"];
+    assert!(user_py.contains("from .blockwise_mm_backward import ClampLimits\n"), "{user_py}");
+    let pkg = common::package_of("cross_crate_pkg", &[&other_crate::capped::INFO]);
+    let tensor = Arg::Tensor(vec![4, 3], xs.clone(), Dtype::F32);
+    for (limits, want) in [(Arg::None, &xs), (Arg::Object("ClampLimits", vec![("linear_clamp_upper_limit", Arg::Float(0.25))]), &capped)] {
+        let np = common::run_numpy_ranks(&pkg, "capped", &[vec![tensor.clone(), limits]], 1, "fp32").swap_remove(0);
+        common::assert_close("numpy", &np[0], want, 0.0, 0.0);
+    }
+    // The registry lists the bundle's fields, the bundle absent unless one is given.
+    let limit = other_crate::capped::INFO.params.iter().find(|p| p.name == "limits.linear_clamp_upper_limit").unwrap();
+    assert_eq!((limit.bundle, limit.bundle_optional, limit.default), (Some("ClampLimits"), true, Some("None")));
+}

@@ -85,6 +85,10 @@ pub struct ParamInfo {
     /// For a field of a bundle parameter (registered as `cfg.field`), the
     /// bundle's `nl.NKIObject` class, which the caller builds from the fields.
     pub bundle: Option<&'static str>,
+    /// For a field of an `Option` bundle parameter: the bundle is `None` unless
+    /// one of its fields is given, and then each field without a default
+    /// (`optional` false) is required.
+    pub bundle_optional: bool,
     /// For a tensor, its shape as the kernel names its dims (`[n, d]`, from
     /// `let [n, d] = x.shape();`); empty when the kernel names none.
     pub shape: &'static str,
@@ -99,7 +103,18 @@ impl ParamInfo {
     /// range limits, bundle, named shape or checks: the base the other fields
     /// update.
     pub const fn required(name: &'static str, kind: ParamKind) -> Self {
-        Self { name, kind, optional: false, default: None, dtypes: &[], range: &[], bundle: None, shape: "", checks: &[] }
+        Self {
+            name,
+            kind,
+            optional: false,
+            default: None,
+            dtypes: &[],
+            range: &[],
+            bundle: None,
+            bundle_optional: false,
+            shape: "",
+            checks: &[],
+        }
     }
 
     /// Whether the tensor parameter accepts `dtype`.

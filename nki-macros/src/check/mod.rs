@@ -174,8 +174,17 @@ pub fn check_consts(consts: &[&ModuleConst], diag: &mut Diagnostics) {
     c.declare_consts(consts.iter().copied());
 }
 
+/// What a bundle field of type `ty` holds, in messages: an `Option` with its item.
+fn field_describe(ty: &TypeAnn) -> String {
+    match ty {
+        TypeAnn::Option(inner, _) => format!("an Option of {}", Ty::from_ann(inner).describe()),
+        t => Ty::from_ann(t).describe(),
+    }
+}
+
 /// Checks the bundles of an `#[nki_module]`: each field default a literal of the
-/// field's type (for an enum field, a member of the module's enum in `enums`).
+/// field's type (for an enum field, a member of the module's enum in `enums`;
+/// for an `Option` field, also `None`).
 pub fn check_objects(objects: &[ObjectDef], enums: &[EnumDef], diag: &mut Diagnostics) {
     let mut c = Checker::new(diag, None, Generation::Trn2, Vec::new(), crate::parse::enum_names(enums));
     for o in objects {
@@ -188,16 +197,33 @@ pub fn check_objects(objects: &[ObjectDef], enums: &[EnumDef], diag: &mut Diagno
                 continue;
             };
             seen_default = true;
-            if !is_literal(d) || matches!(d.kind, ExprKind::None | ExprKind::Str(_)) {
+            // An `Option` field may default to `None` (the library's `x: float = None`).
+            if matches!(d.kind, ExprKind::None) {
+                if !matches!(ty, TypeAnn::Option(..)) {
+                    c.diag.error(
+                        d.span,
+                        format!(
+                            "`{}.{name}` holds {}, which is never None: a default of None needs an `Option` field",
+                            o.name,
+                            Ty::from_ann(ty).describe()
+                        ),
+                    );
+                }
+                continue;
+            }
+            if !is_literal(d) || matches!(d.kind, ExprKind::Str(_)) {
                 c.diag.error(
                     d.span,
-                    format!("the default of `{}.{name}` must be a number, bool or nl constant: it becomes the dataclass's default", o.name),
+                    format!(
+                        "the default of `{}.{name}` must be a number, bool, nl constant or None: it becomes the dataclass's default",
+                        o.name
+                    ),
                 );
                 continue;
             }
             let (t, declared) = (c.expr(d), Ty::from_ann(ty));
             if !t.fits(&declared) {
-                c.diag.error(d.span, format!("`{}.{name}` holds {} but its default is {}", o.name, declared.describe(), t.describe()));
+                c.diag.error(d.span, format!("`{}.{name}` holds {} but its default is {}", o.name, field_describe(ty), t.describe()));
             }
         }
     }
@@ -274,14 +300,18 @@ pub fn check(f: &Function, target: Generation, diag: &mut Diagnostics) -> Info {
                 "a kernel cannot take a register: its caller has none (registers live on the device); take the value in a tensor and nisa::register_load it",
             );
         }
-        if let (FnKind::Kernel, TypeAnn::Object(name, _)) = (f.kind, &p.ty) {
+        let bundle = match &p.ty {
+            TypeAnn::Option(inner, _) => &**inner,
+            t => t,
+        };
+        if let (FnKind::Kernel, TypeAnn::Object(name, _)) = (f.kind, bundle) {
             let bad = f.objects.iter().find(|o| o.name == *name).and_then(ObjectDef::kernel_param_error);
             if let Some((field, ty)) = bad {
                 c.diag.error(
                     p.ty.span(),
                     format!(
-                        "a kernel's bundle parameter holds ints, floats, bools and enum members (its caller gives each field, as Python or as a command-line flag); `{name}.{field}` is {}: build such a bundle in the kernel and pass it to helpers",
-                        Ty::from_ann(ty).describe()
+                        "a kernel's bundle parameter holds ints, floats, bools and enum members, or `Option`s of them (its caller gives each field, as Python or as a command-line flag); `{name}.{field}` is {}: build such a bundle in the kernel and pass it to helpers",
+                        field_describe(ty)
                     ),
                 );
             }

@@ -54,20 +54,32 @@ pub fn emit(f: &Function, info: &Info) -> (String, Vec<Span>) {
         for prm in &f.params {
             let n = prm.name.to_string();
             match &prm.ty {
-                crate::ast::TypeAnn::PyEnum(e, _) => given.push((n, e, String::new())),
+                crate::ast::TypeAnn::PyEnum(e, _) => given.push((n.clone(), e, String::new())),
                 crate::ast::TypeAnn::Option(inner, _) => {
                     if let crate::ast::TypeAnn::PyEnum(e, _) = &**inner {
                         given.push((n.clone(), e, format!("{n} is None or ")));
                     }
                 }
-                crate::ast::TypeAnn::Object(o, _) => {
-                    for (field, ty) in f.objects.iter().filter(|x| x.name == *o).flat_map(|x| &x.fields) {
-                        if let crate::ast::TypeAnn::PyEnum(e, _) = ty {
-                            given.push((format!("{n}.{field}"), e, String::new()));
+                _ => {}
+            }
+            // A bundle's enum fields; an `Option` bundle or field may be None.
+            let (bundle, whole) = match &prm.ty {
+                crate::ast::TypeAnn::Option(inner, _) => (&**inner, format!("{n} is None or ")),
+                t => (t, String::new()),
+            };
+            if let crate::ast::TypeAnn::Object(o, _) = bundle {
+                for (field, ty) in f.objects.iter().filter(|x| x.name == *o).flat_map(|x| &x.fields) {
+                    let v = format!("{n}.{field}");
+                    match ty {
+                        crate::ast::TypeAnn::PyEnum(e, _) => given.push((v, e, whole.clone())),
+                        crate::ast::TypeAnn::Option(inner, _) => {
+                            if let crate::ast::TypeAnn::PyEnum(e, _) = &**inner {
+                                given.push((v.clone(), e, format!("{whole}{v} is None or ")));
+                            }
                         }
+                        _ => {}
                     }
                 }
-                _ => {}
             }
         }
         for (n, class, guard) in given {
@@ -125,7 +137,18 @@ pub fn object_class(o: &crate::ast::ObjectDef, docs: &[String], field_docs: &[Ve
     let info = Info::default();
     let p = Py::new(&info, Span::call_site());
     for (i, ((name, ty), default)) in o.fields.iter().zip(&o.defaults).enumerate() {
-        let t = match ty {
+        // An `Option` of a scalar defaulting to `None` is typed by its item,
+        // as the library's `float = None` fields are.
+        let none = default.as_ref().is_some_and(|d| matches!(d.kind, ExprKind::None));
+        let item = match ty {
+            TypeAnn::Option(inner, _)
+                if none && matches!(**inner, TypeAnn::Int(_) | TypeAnn::Float(_) | TypeAnn::Bool(_) | TypeAnn::PyEnum(..)) =>
+            {
+                inner
+            }
+            t => t,
+        };
+        let t = match item {
             TypeAnn::Int(_) => "int".to_string(),
             TypeAnn::Float(_) => "float".to_string(),
             TypeAnn::Bool(_) => "bool".to_string(),
@@ -174,10 +197,11 @@ impl Py<'_> {
     /// float, like the Rust value.
     fn field_default(&self, d: &Expr, ty: &crate::ast::TypeAnn) -> String {
         let text = self.expr(d);
-        match (ty, &d.kind) {
-            (crate::ast::TypeAnn::Float(_), ExprKind::Int(_)) => format!("{text}.0"),
-            _ => text,
-        }
+        let float = match ty {
+            crate::ast::TypeAnn::Option(inner, _) => matches!(**inner, crate::ast::TypeAnn::Float(_)),
+            t => matches!(t, crate::ast::TypeAnn::Float(_)),
+        };
+        if float && matches!(d.kind, ExprKind::Int(_)) { format!("{text}.0") } else { text }
     }
 }
 

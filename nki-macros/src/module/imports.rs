@@ -11,6 +11,13 @@
 //! module, and the last one expands the importing module with all it got.
 //! Helper functions need none of this: a call is resolved by rustc, and the
 //! callee's registration carries its Python module.
+//!
+//! Another crate's module is asked the same way, through the macro it exports
+//! when declared `#[nki_module(export = name)]`: a `#[macro_export]` macro
+//! lives at its crate's root, so `use other::a::name::Cfg;` asks
+//! `other::__nki_module_items_name!` (rustc refuses a macro-expanded export
+//! reached by a module path from its own crate, so the crate's own modules
+//! keep asking the module's `__nki_module_items!`).
 
 use crate::diag::Diagnostics;
 use crate::parse::parse_consts;
@@ -25,6 +32,16 @@ pub type Imported = Vec<(syn::Path, Vec<syn::Item>)>;
 pub struct Wanted {
     module: syn::Path,
     names: Vec<syn::Ident>,
+}
+
+/// Crates whose items are never `#[nki_module]` items: an import from them
+/// is left to rustc.
+const NOT_DSL_CRATES: &[&str] = &["std", "core", "alloc", "nki", "nki_core", "nki_spec", "self", "super"];
+
+/// The name under which a module declared `#[nki_module(export = name)]`
+/// exports its items to other crates.
+pub fn export_macro(name: &syn::Ident) -> syn::Ident {
+    quote::format_ident!("__nki_module_items_{}", name)
 }
 
 /// Whether `name` is a constant's or a type's (`P_MAX`, `Cfg`), not a function's.
@@ -50,7 +67,8 @@ pub fn wanted(items: &[syn::Item], diag: &mut Diagnostics) -> Vec<Wanted> {
 }
 
 fn walk(tree: &syn::UseTree, prefix: &mut Vec<syn::Ident>, out: &mut Vec<Wanted>, diag: &mut Diagnostics) {
-    let from_crate = prefix.len() >= 2 && prefix[0] == "crate";
+    // This crate's modules, and another crate's (whose exported macro answers).
+    let from_crate = prefix.len() >= 2 && !NOT_DSL_CRATES.iter().any(|c| prefix[0] == *c);
     match tree {
         syn::UseTree::Path(p) => {
             prefix.push(p.ident.clone());
@@ -80,19 +98,32 @@ pub fn ask(wanted: &[Wanted], got: &[(syn::Path, Vec<syn::Item>)], module: Token
     let (path, names) = (&first.module, &first.names);
     // rustc's error for a module that is not an #[nki_module] points at the `use`.
     let span = names.first().map_or_else(proc_macro2::Span::call_site, syn::Ident::span);
-    let mac = syn::Ident::new("__nki_module_items", span);
+    let mac = match path.segments.first() {
+        Some(krate) if krate.ident != "crate" => {
+            // Another crate's module: the macro at that crate's root, named by the module.
+            let (krate, module) = (&krate.ident, path.segments.last().map_or(&krate.ident, |s| &s.ident));
+            let mac = export_macro(module);
+            let mac = syn::Ident::new(&mac.to_string(), span);
+            quote!(::#krate::#mac)
+        }
+        _ => {
+            let mac = syn::Ident::new("__nki_module_items", span);
+            quote!(#path::#mac)
+        }
+    };
     let pending = rest.iter().map(|w| {
         let (p, n) = (&w.module, &w.names);
         quote!((#p) [#(#n)*])
     });
     let got = got.iter().map(|(p, items)| quote!((#p) { #(#items)* }));
-    quote!(#path::#mac! { (#path) [#(#names)*] { #(#got)* } [#(#pending)*] #module })
+    quote!(#mac! { (#path) [#(#names)*] { #(#got)* } [#(#pending)*] #module })
 }
 
 /// `__nki_module_items!` of a module whose functions receive `bare`: the answer
-/// to a module importing from it.
-pub fn answer_macro(bare: &[TokenStream]) -> [syn::Item; 2] {
-    [
+/// to a module importing from it; with `export`, the same answer for other
+/// crates at the crate's root.
+pub fn answer_macro(bare: &[TokenStream], export: Option<&syn::Ident>) -> Vec<syn::Item> {
+    let mut items: Vec<syn::Item> = vec![
         syn::parse_quote! {
             #[doc(hidden)]
             #[allow(unused_macros)]
@@ -105,7 +136,18 @@ pub fn answer_macro(bare: &[TokenStream]) -> [syn::Item; 2] {
             #[allow(unused_imports)]
             pub(crate) use __nki_module_items;
         },
-    ]
+    ];
+    if let Some(name) = export {
+        let mac = export_macro(name);
+        items.push(syn::parse_quote! {
+            #[doc(hidden)]
+            #[macro_export]
+            macro_rules! #mac {
+                ($($rest:tt)*) => { ::nki::__nki_import! { { #(#bare)* } $($rest)* } };
+            }
+        });
+    }
+    items
 }
 
 /// The module declaring `name`, among those `imported` from.

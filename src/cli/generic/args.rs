@@ -59,6 +59,12 @@ pub const LAUNCH_FLAGS: &[(&str, &str)] = &[
     ("--timeout SECS", "stop a run that takes longer"),
 ];
 
+/// The kernel parameter a registry parameter belongs to: `cfg` of a bundle's
+/// field `cfg.tile`, else the parameter itself.
+fn bundle_param(name: &str) -> &str {
+    name.split_once('.').map_or(name, |(param, _)| param)
+}
+
 /// The command-line flag of a parameter.
 pub fn flag_of(param: &str) -> String {
     format!("--{}", param.replace('_', "-"))
@@ -83,6 +89,7 @@ pub fn help(kernel: &FunctionInfo, command: &str) -> String {
     for p in kernel.params {
         let value = if p.kind == ParamKind::Tensor { "FILE.npy" } else { "VALUE" };
         let note = match (p.optional, p.default) {
+            (false, _) if p.bundle_optional => format!("required when {} is given", bundle_param(p.name)),
             (false, _) => "required".to_string(),
             (true, Some(d)) => format!("default {d}"),
             (true, None) => "optional".to_string(),
@@ -110,10 +117,14 @@ pub fn help(kernel: &FunctionInfo, command: &str) -> String {
                  (FILE.npy:float4_e2m1fn_x4): uint8 codes for float8_e4m3, float8_e4m3fn and float8_e5m2; the packed words, \
                  element k in byte (nibble) k, as uint32 for float8_e4m3fn_x4 and float8_e5m2_x4 and uint16 for float4_e2m1fn_x4.\n";
     }
-    if let Some(p) = kernel.params.iter().find(|p| p.bundle.is_some()) {
-        let param = p.name.split('.').next().unwrap_or(p.name);
+    let mut bundles: Vec<&ParamInfo> = kernel.params.iter().filter(|p| p.bundle.is_some()).collect();
+    bundles.dedup_by_key(|p| bundle_param(p.name));
+    for p in bundles {
+        let param = bundle_param(p.name);
+        let absent = if p.bundle_optional { format!(" {param} is None unless one of its fields is given.") } else { String::new() };
         text += &format!(
-            "\nThe configuration object {param} is given field by field (--{param}.FIELD VALUE); fields left out keep their defaults.\n"
+            "\nThe configuration object {param} is given field by field ({}.FIELD VALUE); fields left out keep their defaults.{absent}\n",
+            flag_of(param)
         );
     }
     text += "\nLaunch flags:\n";
@@ -183,11 +194,24 @@ pub fn parse(kernel: &'static FunctionInfo, args: &[String]) -> Result<Option<In
             (None, _) => return Err(unknown_flag(kernel, &name)),
         }
     }
+    // An `Option` bundle is built when any of its fields is given, which then
+    // needs each of its fields without a default.
+    let built = |p: &ParamInfo| {
+        !p.bundle_optional
+            || inv.params.iter().any(|(q, g)| g.is_some() && q.bundle_optional && bundle_param(q.name) == bundle_param(p.name))
+    };
     let missing: Vec<String> = inv
         .params
         .iter()
-        .filter(|(p, g)| !p.optional && g.is_none())
-        .map(|(p, _)| format!("{} ({})", flag_of(p.name), p.kind.describe()))
+        .filter(|(p, g)| !p.optional && g.is_none() && built(p))
+        .map(|(p, _)| {
+            let why = if p.bundle_optional {
+                format!(": {} is given, and the field has no default", bundle_param(p.name))
+            } else {
+                String::new()
+            };
+            format!("{} ({}{why})", flag_of(p.name), p.kind.describe())
+        })
         .collect();
     if !missing.is_empty() {
         return Err(format!("{} requires {}", kernel.name, missing.join(", ")));
@@ -407,6 +431,48 @@ mod tests {
         assert_eq!(err("cumsum", &["--x", "a", "--x", "b"]), "--x is given twice");
         assert!(err("cumsum", &["--x", "a", "--lnc", "3"]).contains("from 1 to 2"));
         assert!(find_kernel("cumsun").unwrap_err().contains("did you mean 'cumsum'"));
+    }
+
+    /// A kernel taking a tensor and an `Option` bundle `lim` whose `upper` has no default.
+    static OPTIONAL_BUNDLE: FunctionInfo = FunctionInfo {
+        name: "k",
+        kind: nki::emit::FunctionKind::Kernel,
+        source: "",
+        module_path: "k",
+        file: "k.rs",
+        lines: &[],
+        deps: &[],
+        uses_math: false,
+        params: &[
+            ParamInfo::required("x", ParamKind::Tensor),
+            ParamInfo { bundle: Some("Limits"), bundle_optional: true, ..ParamInfo::required("lim.upper", ParamKind::Float) },
+            ParamInfo {
+                optional: true,
+                default: Some("None"),
+                bundle: Some("Limits"),
+                bundle_optional: true,
+                ..ParamInfo::required("lim.lower", ParamKind::Float)
+            },
+        ],
+        outputs: None,
+        entry: None,
+    };
+
+    #[test]
+    fn an_option_bundle_is_left_out_or_given_with_its_required_fields() {
+        let given =
+            |a: &[&str]| parse(&OPTIONAL_BUNDLE, &args(a)).map(|inv| inv.unwrap().params.iter().filter(|(_, g)| g.is_some()).count());
+        assert_eq!(given(&["--x", "x.npy"]), Ok(1));
+        assert_eq!(given(&["--x", "x.npy", "--lim.upper", "2"]), Ok(2));
+        assert_eq!(given(&["--x", "x.npy", "--lim.lower=1", "--lim.upper", "2"]), Ok(3));
+        // A field given builds the bundle, which needs the field without a default.
+        assert_eq!(
+            given(&["--x", "x.npy", "--lim.lower", "1"]),
+            Err("k requires --lim.upper (a float: lim is given, and the field has no default)".into())
+        );
+        let help = help(&OPTIONAL_BUNDLE, "run");
+        assert!(help.contains("a float, a field of Limits (required when lim is given)"), "{help}");
+        assert!(help.contains("lim is None unless one of its fields is given."), "{help}");
     }
 
     #[test]

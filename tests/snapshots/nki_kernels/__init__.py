@@ -7,6 +7,7 @@ from .attention_tkg import AttnTKGConfig
 from .attention_tkg import attention_tkg
 from .axpy import axpy
 from .blockwise_mm_backward import AffinityOption
+from .blockwise_mm_backward import ClampLimits
 from .blockwise_mm_backward import KernelTypeOption
 from .blockwise_mm_backward import ShardOption
 from .blockwise_mm_backward import blockwise_mm_bwd
@@ -50,6 +51,7 @@ from .moe_cte import MoECTEImplementation
 from .moe_cte import MoECTESpec
 from .moe_cte import moe_cte
 from .moe_cte_utils import BlockShardStrategy
+from .moe_cte_utils import SkipMode
 from .moe_tkg import moe_tkg
 from .output_projection_cte import output_projection_cte
 from .output_projection_tkg import output_projection_tkg
@@ -85,6 +87,7 @@ __all__ = [
     "attention_tkg",
     "axpy",
     "AffinityOption",
+    "ClampLimits",
     "KernelTypeOption",
     "ShardOption",
     "blockwise_mm_bwd",
@@ -128,6 +131,7 @@ __all__ = [
     "MoECTESpec",
     "moe_cte",
     "BlockShardStrategy",
+    "SkipMode",
     "moe_tkg",
     "output_projection_cte",
     "output_projection_tkg",

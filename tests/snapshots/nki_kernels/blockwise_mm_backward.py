@@ -75,13 +75,13 @@ class ClampLimits(nl.NKIObject):
     "linear" pair clamps the up projection, the "non-linear" pair the gate.
     """
 
-    linear_clamp_upper_limit: object
+    linear_clamp_upper_limit: float = None
     "`u`'s ceiling: its gradient passes only strictly below it."
-    linear_clamp_lower_limit: object
+    linear_clamp_lower_limit: float = None
     "`u`'s floor: its gradient passes only strictly above it."
-    non_linear_clamp_upper_limit: object
+    non_linear_clamp_upper_limit: float = None
     "`g`'s ceiling, as `u`'s."
-    non_linear_clamp_lower_limit: object
+    non_linear_clamp_lower_limit: float = None
     "`g`'s floor, as `u`'s."
 
 

@@ -169,16 +169,21 @@ fn default_init(p: &crate::ast::Param) -> TokenStream {
     let n = &p.name;
     let v = match &p.default {
         None => quote!(::core::option::Option::None),
-        Some(d) => {
-            let lit = default_value(d, &p.ty);
-            if matches!(p.ty, TypeAnn::Option(..)) && !matches!(d.kind, ExprKind::None) {
-                quote!(::core::option::Option::Some(#lit))
-            } else {
-                lit
-            }
-        }
+        Some(d) => typed_default(d, &p.ty),
     };
     quote!(#n: #v)
+}
+
+/// The Rust value of a default of type `ty`: an `Option`'s default other than
+/// `None` is `Some` of it.
+pub fn typed_default(d: &Expr, ty: &TypeAnn) -> TokenStream {
+    some_if_option(default_value(d, ty), ty, !matches!(d.kind, ExprKind::None))
+}
+
+/// `value` as a value of type `ty`: wrapped in `Some` when `ty` is an `Option`
+/// and `wrap` (the value is of its item type).
+fn some_if_option(value: TokenStream, ty: &TypeAnn, wrap: bool) -> TokenStream {
+    if wrap && matches!(ty, TypeAnn::Option(..)) { quote!(::core::option::Option::Some(#value)) } else { value }
 }
 
 /// The type an `Option` parameter's value takes in the launcher: a tensor by reference.
@@ -190,7 +195,7 @@ fn option_item_type(inner: &TypeAnn) -> TokenStream {
 }
 
 /// The Rust value of a parameter's (or bundle field's) default.
-pub fn default_value(d: &Expr, ty: &TypeAnn) -> TokenStream {
+fn default_value(d: &Expr, ty: &TypeAnn) -> TokenStream {
     let float = matches!(ty, TypeAnn::Float(_)) || matches!(ty, TypeAnn::Option(i, _) if matches!(**i, TypeAnn::Float(_)));
     match &d.kind {
         ExprKind::Int(v) if float => {
@@ -261,12 +266,18 @@ fn tuple_item_kind(ty: &TypeAnn) -> Option<TokenStream> {
     }
 }
 
-/// The bundle a parameter of type `ty` takes, if it takes one.
-fn bundle_of<'f>(f: &'f Function, ty: &TypeAnn) -> Option<&'f crate::ast::ObjectDef> {
-    match ty {
-        TypeAnn::Object(name, _) => f.objects.iter().find(|o| o.name == *name),
-        _ => None,
-    }
+/// The bundle a parameter of type `ty` takes, if it takes one, and whether the
+/// parameter is an `Option` of it (`None` unless the caller gives a field).
+fn bundle_of<'f>(f: &'f Function, ty: &TypeAnn) -> Option<(&'f crate::ast::ObjectDef, bool)> {
+    let (name, optional) = match ty {
+        TypeAnn::Object(name, _) => (name, false),
+        TypeAnn::Option(inner, _) => match &**inner {
+            TypeAnn::Object(name, _) => (name, true),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    f.objects.iter().find(|o| o.name == *name).map(|o| (o, optional))
 }
 
 /// The registry's `ParamInfo` of each parameter whose kind it can name; a bundle
@@ -279,13 +290,14 @@ pub(super) fn param_infos(f: &Function, info: &Info) -> Vec<TokenStream> {
     let defaults = crate::emit::python::param_defaults(f, info);
     let mut infos = Vec::new();
     for (p, default) in f.params.iter().zip(defaults) {
-        if let Some(o) = bundle_of(f, &p.ty) {
+        if let Some((o, in_option)) = bundle_of(f, &p.ty) {
             let bundle = o.name.to_string();
             for ((field, ty), default) in o.fields.iter().zip(crate::emit::python::field_defaults(o)) {
                 let Some(kind) = param_kind(ty) else { continue };
                 let (name, optional, default) = (format!("{}.{field}", p.name), default.is_some(), some_str(default));
                 infos.push(quote!(::nki::emit::ParamInfo {
-                    optional: #optional, default: #default, bundle: ::core::option::Option::Some(#bundle), ..::nki::emit::ParamInfo::required(#name, #kind)
+                    optional: #optional, default: #default, bundle: ::core::option::Option::Some(#bundle), bundle_optional: #in_option,
+                    ..::nki::emit::ParamInfo::required(#name, #kind)
                 }));
             }
             continue;
@@ -296,7 +308,7 @@ pub(super) fn param_infos(f: &Function, info: &Info) -> Vec<TokenStream> {
         let (shape, checks) = contract(f, info, &name);
         infos.push(quote!(::nki::emit::ParamInfo {
             name: #name, kind: #kind, optional: #optional, default: #default, dtypes: &[#(#dtypes),*], range: &[#(#range),*],
-            bundle: ::core::option::Option::None, shape: #shape, checks: &[#(#checks),*]
+            bundle: ::core::option::Option::None, bundle_optional: false, shape: #shape, checks: &[#(#checks),*]
         }));
     }
     infos
@@ -412,7 +424,7 @@ fn extract(value: TokenStream, name: &str, ty: &TypeAnn) -> TokenStream {
 /// for kernels with a parameter or result a run-time value cannot stand for.
 pub(super) fn entry(f: &Function) -> Option<TokenStream> {
     let runnable =
-        |p: &crate::ast::Param| param_kind(&p.ty).is_some() || bundle_of(f, &p.ty).is_some_and(|o| o.kernel_param_error().is_none());
+        |p: &crate::ast::Param| param_kind(&p.ty).is_some() || bundle_of(f, &p.ty).is_some_and(|(o, _)| o.kernel_param_error().is_none());
     if f.kind != FnKind::Kernel || !f.params.iter().all(runnable) {
         return None;
     }
@@ -433,25 +445,46 @@ pub(super) fn entry(f: &Function) -> Option<TokenStream> {
     // `args` follows the registry's `ParamInfo`s: a bundle takes one slot per field.
     let (mut slot, mut bundles, mut required, mut optional) = (0usize, Vec::new(), Vec::new(), Vec::new());
     for p in &f.params {
-        if let Some(o) = bundle_of(f, &p.ty) {
-            let fields = o.fields.iter().zip(&o.defaults).map(|((field, ty), default)| {
-                let (i, name) = (slot, format!("{}.{field}", p.name));
-                slot += 1;
-                let v = match default {
-                    None => extract(quote!(::nki::emit::required(#args, #i, #name)?), &name, ty),
-                    Some(d) => {
-                        let (given, fallback) = (extract(quote!(value), &name, ty), default_value(d, ty));
-                        quote!(match ::nki::emit::given(#args, #i) {
-                            ::core::option::Option::Some(value) => #given,
-                            ::core::option::Option::None => #fallback,
-                        })
-                    }
-                };
-                quote!(#field: #v)
-            });
-            let (var, name) = (format_ident!("__bundle_{}", p.name, span = Span::mixed_site()), &o.name);
-            bundles.push(quote!(let #var = #name { #(#fields),* };));
-            required.push(quote!(&#var));
+        if let Some((o, in_option)) = bundle_of(f, &p.ty) {
+            let first = slot;
+            let fields: Vec<TokenStream> = o
+                .fields
+                .iter()
+                .zip(&o.defaults)
+                .map(|((field, ty), default)| {
+                    let (i, name) = (slot, format!("{}.{field}", p.name));
+                    slot += 1;
+                    // A field given is of its item type when the field is an `Option`.
+                    let given = |value: TokenStream| some_if_option(extract(value, &name, ty), ty, true);
+                    let v = match default {
+                        None => given(quote!(::nki::emit::required(#args, #i, #name)?)),
+                        Some(d) => {
+                            let (given, fallback) = (given(quote!(value)), typed_default(d, ty));
+                            quote!(match ::nki::emit::given(#args, #i) {
+                                ::core::option::Option::Some(value) => #given,
+                                ::core::option::Option::None => #fallback,
+                            })
+                        }
+                    };
+                    quote!(#field: #v)
+                })
+                .collect();
+            let (var, name, n) = (format_ident!("__bundle_{}", p.name, span = Span::mixed_site()), &o.name, &p.name);
+            if in_option {
+                // `None` unless the caller gives one of its fields.
+                let last = slot;
+                bundles.push(quote! {
+                    let #var = if (#first..#last).any(|i| ::nki::emit::given(#args, i).is_some()) {
+                        ::core::option::Option::Some(#name { #(#fields),* })
+                    } else {
+                        ::core::option::Option::None
+                    };
+                });
+                optional.push(quote!(call = call.#n(#var);));
+            } else {
+                bundles.push(quote!(let #var = #name { #(#fields),* };));
+                required.push(quote!(&#var));
+            }
             continue;
         }
         let (i, n, name) = (slot, &p.name, p.name.to_string());

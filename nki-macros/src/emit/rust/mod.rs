@@ -8,7 +8,7 @@ mod call;
 mod expr;
 mod launcher;
 
-pub use launcher::default_value;
+pub use launcher::typed_default;
 mod method;
 mod stmt;
 mod tokens;

@@ -51,7 +51,7 @@
 pub use kernel::*;
 
 /// The kernel and its phases.
-#[nki::nki_module]
+#[nki::nki_module(export = blockwise_mm_backward)]
 pub mod kernel {
     use crate::moe::moe_cte::bwmm_shard_on_block::{compute_intermediate_states, dimension_sizes, load_as, load_block_tokens};
     pub use crate::moe::moe_cte::moe_cte_utils::SkipMode;
@@ -105,12 +105,16 @@ pub mod kernel {
     #[nki_object]
     pub struct ClampLimits {
         /// `u`'s ceiling: its gradient passes only strictly below it.
+        #[default(None)]
         pub linear_clamp_upper_limit: Option<f64>,
         /// `u`'s floor: its gradient passes only strictly above it.
+        #[default(None)]
         pub linear_clamp_lower_limit: Option<f64>,
         /// `g`'s ceiling, as `u`'s.
+        #[default(None)]
         pub non_linear_clamp_upper_limit: Option<f64>,
         /// `g`'s floor, as `u`'s.
+        #[default(None)]
         pub non_linear_clamp_lower_limit: Option<f64>,
     }
 
