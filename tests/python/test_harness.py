@@ -886,19 +886,28 @@ class UndefinedReadTest(unittest.TestCase):
 
 class LaunchTest(unittest.TestCase):
     def test_lnc2_programs_share_hbm_and_meet_at_barriers(self):
-        def k(rank):
-            out = nl.ndarray(shape=(2, 4), dtype=nl.float32, buffer=nl.shared_hbm)
-            pid = nl.program_id(axis=0)
-            t = nl.ndarray(shape=(1, 4), dtype=nl.float32)
-            nisa.memset(dst=t, value=float(pid + 1))
-            nisa.dma_copy(dst=out[pid:pid + 1, :], src=t)
-            nisa.core_barrier(data=out, cores=(0, 1))
-            seen = nl.ndarray(shape=(2, 4), dtype=nl.float32)
-            nisa.dma_copy(dst=seen, src=out)
-            return vals(seen)
-        got = run_ranks(k, 1, grid=2)[0]
-        np.testing.assert_array_equal(got, [[1] * 4, [2] * 4])
+        # On the shared output, or on an SBUF tile each program keeps (the
+        # library's hybrid MoE loop meets on its SBUF block counter).
+        for on_sbuf in (False, True):
+            def k(rank, on_sbuf=on_sbuf):
+                out = nl.ndarray(shape=(2, 4), dtype=nl.float32, buffer=nl.shared_hbm)
+                pid = nl.program_id(axis=0)
+                t = nl.ndarray(shape=(1, 4), dtype=nl.float32)
+                nisa.memset(dst=t, value=float(pid + 1))
+                nisa.dma_copy(dst=out[pid:pid + 1, :], src=t)
+                nisa.core_barrier(data=t if on_sbuf else out, cores=(0, 1))
+                seen = nl.ndarray(shape=(2, 4), dtype=nl.float32)
+                nisa.dma_copy(dst=seen, src=out)
+                return vals(seen)
+            got = run_ranks(k, 1, grid=2)[0]
+            np.testing.assert_array_equal(got, [[1] * 4, [2] * 4])
         self.assertRaisesRegex(NkiError, "without an LNC2 grid", run_ranks, k, 1)
+
+    def test_core_barrier_refuses_psum_and_private_hbm(self):
+        for buf in (nl.psum, nl.private_hbm):
+            def k(rank, buf=buf):
+                nisa.core_barrier(data=nl.ndarray(shape=(1, 4), dtype=nl.float32, buffer=buf), cores=(0, 1))
+            self.assertRaisesRegex(NkiError, "shared_hbm tensor or an SBUF tile", run_ranks, k, 1, grid=2)
 
     def test_kernel_errors_carry_their_source_line(self):
         def k():

@@ -3,14 +3,16 @@
 from ..errors import NkiError
 from ..registers import VirtualRegister
 from ..runtime import current, instruction
-from ..tensor import SHARED_HBM, NkiTensor, describe
+from ..tensor import SBUF, SHARED_HBM, NkiTensor, describe
 from .enums import engine as _engine
 from .enums import member, nc_version
 
 
 def core_barrier(data, cores, engine=None, name=None):
     """Both programs of an LNC2 pair wait until both arrive; writes to the
-    shared-HBM `data` before the barrier are visible to both after. trn2 and later."""
+    shared-HBM `data` before the barrier are visible to both after. `data`
+    may also be an SBUF tile, which each program keeps for itself: the
+    barrier then only synchronises (SEMANTICS.md). trn2 and later."""
     op = "nisa.core_barrier"
     prog = current()
     prog.begin_op(op)
@@ -21,9 +23,9 @@ def core_barrier(data, cores, engine=None, name=None):
         raise NkiError(op, f"cores must be (0, 1), got {cores!r}")
     if prog.num_programs != 2:
         raise NkiError(op, "core_barrier synchronises an LNC2 pair, but the kernel was launched without an LNC2 grid")
-    if not isinstance(data, NkiTensor) or data.buffer is not SHARED_HBM:
+    if not isinstance(data, NkiTensor) or data.buffer not in (SHARED_HBM, SBUF):
         raise NkiError(op, f"data {describe(data)} must be a "
-                           "shared_hbm tensor")
+                           "shared_hbm tensor or an SBUF tile")
     try:
         prog.core_barrier()
     except NkiError as e:
