@@ -20,7 +20,8 @@ use nkilib::moe::moe_cte::bwmm_shard_on_block::{
     bwmm_shard_on_block_violation,
 };
 use nkilib::moe::moe_cte::bwmm_shard_on_i::{
-    BwmmShardOnICall, ShardOnIRule, blockwise_mm_baseline_shard_intermediate, bwmm_shard_on_i_violation,
+    BwmmShardOnICall, ShardOnIRule, blockwise_mm_baseline_shard_intermediate, blockwise_mm_baseline_shard_intermediate_hybrid,
+    bwmm_shard_on_i_violation,
 };
 use nkilib::moe::moe_cte::moe_cte::{MoECTEImplementation, MoECTESpec, moe_cte};
 
@@ -145,6 +146,7 @@ struct Scales {
 const CLAMPS: [f64; 3] = [7.0, 8.0, -9.0];
 
 /// The inputs of one configuration, row-major.
+#[derive(Clone)]
 struct Inputs {
     /// `[T', H]`, `T' = T + 1` (a zero padding row) unless padding is skipped.
     hidden: Vec<f64>,
@@ -160,6 +162,28 @@ struct Inputs {
     positions: Vec<i64>,
     /// `[N]`.
     block_expert: Vec<i64>,
+}
+
+/// `$call` (a blockwise kernel's call builder) with configuration `$c`'s
+/// options: skip modes, dtypes, accumulation, scaling, activation, and the
+/// biases and clamps when it has them.
+macro_rules! with_options {
+    ($call:expr, $c:expr, $dtype:expr, $gub:expr, $db:expr, $skip_weight:expr) => {{
+        let c = $c;
+        let mut call = $call
+            .skip_dma(Some(SkipMode { skip_token: c.skip_token, skip_weight: $skip_weight }))
+            .compute_dtype($dtype)
+            .is_tensor_update_accumulating(c.accumulating())
+            .expert_affinities_scaling_mode(c.mode())
+            .activation_function(c.act);
+        if c.bias {
+            call = call.gate_and_up_proj_bias($gub).down_proj_bias($db);
+        }
+        if c.clamp {
+            call = call.gate_clamp_upper_limit(CLAMPS[0]).up_clamp_upper_limit(CLAMPS[1]).up_clamp_lower_limit(CLAMPS[2]);
+        }
+        call
+    }};
 }
 
 impl Config {
@@ -331,19 +355,8 @@ impl Config {
     /// else `[T', H]`.
     fn run(&self, w: &Inputs, dtype: Dtype, precision: Precision) -> Vec<f32> {
         let [hid, aff, gu, dw, pos, b2e, gub, db] = self.tensors(w, dtype);
-        let skip = SkipMode { skip_token: self.skip_token, skip_weight: self.skip_weight };
-        let mut call = bwmm_shard_on_block::Call::new(&hid, &aff, &gu, &dw, self.b as i64, &pos, &b2e)
-            .skip_dma(Some(skip))
-            .compute_dtype(dtype)
-            .is_tensor_update_accumulating(self.accumulating())
-            .expert_affinities_scaling_mode(self.mode())
-            .activation_function(self.act);
-        if self.bias {
-            call = call.gate_and_up_proj_bias(&gub).down_proj_bias(&db);
-        }
-        if self.clamp {
-            call = call.gate_clamp_upper_limit(CLAMPS[0]).up_clamp_upper_limit(CLAMPS[1]).up_clamp_lower_limit(CLAMPS[2]);
-        }
+        let call = bwmm_shard_on_block::Call::new(&hid, &aff, &gu, &dw, self.b as i64, &pos, &b2e);
+        let call = with_options!(call, self, dtype, &gub, &db, self.skip_weight);
         let launch = Launch::new().lnc(2).precision(precision);
         call.launch(&launch).unwrap_or_else(|err| panic!("{}: {err}", self.name())).to_f32_vec()
     }
@@ -460,9 +473,9 @@ fn moe_cte_dispatches_to_shard_on_block() {
     let w = rounded(&c.inputs(), Dtype::Bf16);
     let [hid, aff, gu, dw, pos, b2e, gub, db] = c.tensors(&w, Dtype::Bf16);
     let skip = SkipMode { skip_token: true, skip_weight: false };
-    let (block, hybrid) = (
+    let (block, dropping) = (
         MoECTESpec { implementation: MoECTEImplementation::shard_on_block },
-        MoECTESpec { implementation: MoECTEImplementation::shard_on_i_hybrid },
+        MoECTESpec { implementation: MoECTEImplementation::shard_on_i_dropping },
     );
     let call = |s| {
         moe_cte::Call::new(&hid, &aff, &gu, &dw, &pos, &b2e, c.b as i64, s)
@@ -481,7 +494,7 @@ fn moe_cte_dispatches_to_shard_on_block() {
     kwargs.push(("spec", Arg::Object("MoECTESpec", vec![("implementation", Arg::Member("MoECTEImplementation", "shard_on_block"))])));
     let np = run_numpy_kwargs(emitted_package(), "moe_cte", &[], &kwargs, 2, "hardware");
     assert_close("moe_cte emitted", &np[0], &got.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), 1e-6, 2f64.powi(-7));
-    let err = call(&hybrid).launch(&launch).unwrap_err().to_string();
+    let err = call(&dropping).launch(&launch).unwrap_err().to_string();
     assert!(err.contains(MoeCteRule::Implementation.message()), "{err}");
 }
 
@@ -576,7 +589,13 @@ const SHARD_I_CASES: &[ShardICase] = &[
     shard_i(cfg(256, 512, 256, 4, 2, 256).padded().routed(Routing::Capped)),
 ];
 
-impl ShardICase {
+impl ShardOnICase for ShardICase {
+    const KERNEL: &'static str = "blockwise_mm_baseline_shard_intermediate";
+
+    fn config(&self) -> Config {
+        self.c
+    }
+
     /// The float64 mixture with the affinity where this kernel documents
     /// it: on both projections under `PRE_SCALE`, on the output under
     /// `POST_SCALE`, on the intermediate alone (no down bias) with
@@ -595,20 +614,8 @@ impl ShardICase {
     fn run(&self, w: &Inputs, dtype: Dtype, precision: Precision) -> Vec<f32> {
         let c = &self.c;
         let [hid, aff, gu, dw, pos, b2e, gub, db] = c.tensors(w, dtype);
-        let skip = SkipMode { skip_token: c.skip_token, skip_weight: false };
-        let mut call = blockwise_mm_baseline_shard_intermediate::Call::new(&hid, &aff, &gu, &dw, c.b as i64, &pos, &b2e)
-            .skip_dma(Some(skip))
-            .compute_dtype(dtype)
-            .is_tensor_update_accumulating(c.accumulating())
-            .expert_affinities_scaling_mode(c.mode())
-            .activation_function(c.act)
-            .expert_affinity_multiply_on_I(self.on_i);
-        if c.bias {
-            call = call.gate_and_up_proj_bias(&gub).down_proj_bias(&db);
-        }
-        if c.clamp {
-            call = call.gate_clamp_upper_limit(CLAMPS[0]).up_clamp_upper_limit(CLAMPS[1]).up_clamp_lower_limit(CLAMPS[2]);
-        }
+        let call = blockwise_mm_baseline_shard_intermediate::Call::new(&hid, &aff, &gu, &dw, c.b as i64, &pos, &b2e);
+        let call = with_options!(call, c, dtype, &gub, &db, false).expert_affinity_multiply_on_I(self.on_i);
         let launch = Launch::new().lnc(2).precision(precision);
         call.launch(&launch).unwrap_or_else(|err| panic!("{}: {err}", self.name())).to_f32_vec()
     }
@@ -621,28 +628,56 @@ impl ShardICase {
     }
 }
 
-/// Every intermediate-sharded case with `dtype` inputs and compute in
-/// `precision` within `tol` of the float64 mixture of the rounded inputs.
-fn shard_i_cases_match_float64(dtype: Dtype, precision: Precision, tol: f64) {
-    for case in SHARD_I_CASES {
-        let w = rounded(&case.c.inputs(), dtype);
+/// An intermediate-sharded kernel's case: its configuration, float64
+/// mixture, emulator run and NumPy arguments.
+trait ShardOnICase: std::fmt::Debug {
+    /// The emitted kernel.
+    const KERNEL: &'static str;
+    fn config(&self) -> Config;
+    fn reference(&self, w: &Inputs) -> Vec<f64>;
+    fn run(&self, w: &Inputs, dtype: Dtype, precision: Precision) -> Vec<f32>;
+    fn numpy_kwargs(&self, w: &Inputs, dtype: Dtype) -> Vec<(&'static str, Arg)>;
+}
+
+/// Every case of `cases` with `dtype` inputs and compute in `precision`
+/// within `tol` of its float64 mixture of the rounded inputs.
+fn cases_match_float64<C: ShardOnICase>(cases: &[C], dtype: Dtype, precision: Precision, tol: f64) {
+    for case in cases {
+        let c = case.config();
+        let w = rounded(&c.inputs(), dtype);
         let got = case.run(&w, dtype, precision);
-        let rows = &got[..case.c.t * case.c.h];
+        let rows = &got[..c.t * c.h];
         assert_close(&format!("{} {dtype:?}", case.name()), rows, &case.reference(&w), tol, tol);
+    }
+}
+
+/// The emitted kernel of each of `cases` under NumPy equals the emulator
+/// (the whole output), in both precision modes.
+fn emitted_equals_emulator<C: ShardOnICase>(cases: &[C]) {
+    for case in cases {
+        for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
+            let w = rounded(&case.config().inputs(), dtype);
+            let emu = case.run(&w, dtype, precision);
+            let np = run_numpy_kwargs(emitted_package(), C::KERNEL, &[], &case.numpy_kwargs(&w, dtype), 2, mode);
+            assert_eq!(np.len(), 1, "{} {mode}: outputs", case.name());
+            let rtol = if mode == "fp32" { 1e-5 } else { 2f64.powi(-7) };
+            let want: Vec<f64> = emu.iter().map(|&v| f64::from(v)).collect();
+            assert_close(&format!("{} {mode}", case.name()), &np[0], &want, 1e-6, rtol);
+        }
     }
 }
 
 /// fp32 inputs and compute in fp32 precision.
 #[test]
 fn shard_on_i_in_fp32_matches_float64() {
-    shard_i_cases_match_float64(Dtype::F32, Precision::Fp32, 1e-4);
+    cases_match_float64(SHARD_I_CASES, Dtype::F32, Precision::Fp32, 1e-4);
 }
 
 /// bfloat16 inputs and compute in hardware precision within the library's
 /// tolerance (2e-2).
 #[test]
 fn shard_on_i_in_hardware_precision_matches_float64() {
-    shard_i_cases_match_float64(Dtype::Bf16, Precision::Hardware, 2e-2);
+    cases_match_float64(SHARD_I_CASES, Dtype::Bf16, Precision::Hardware, 2e-2);
 }
 
 /// The emitted intermediate-sharded kernel under NumPy equals the emulator
@@ -650,18 +685,7 @@ fn shard_on_i_in_hardware_precision_matches_float64() {
 /// affinity on the intermediate, both precision modes.
 #[test]
 fn emitted_shard_on_i_under_numpy_equals_emulator() {
-    for case in [SHARD_I_CASES[0], SHARD_I_CASES[2], SHARD_I_CASES[4]] {
-        for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
-            let w = rounded(&case.c.inputs(), dtype);
-            let emu = case.run(&w, dtype, precision);
-            let kernel = "blockwise_mm_baseline_shard_intermediate";
-            let np = run_numpy_kwargs(emitted_package(), kernel, &[], &case.numpy_kwargs(&w, dtype), 2, mode);
-            assert_eq!(np.len(), 1, "{} {mode}: outputs", case.name());
-            let rtol = if mode == "fp32" { 1e-5 } else { 2f64.powi(-7) };
-            let want: Vec<f64> = emu.iter().map(|&v| f64::from(v)).collect();
-            assert_close(&format!("{} {mode}", case.name()), &np[0], &want, 1e-6, rtol);
-        }
-    }
+    emitted_equals_emulator(&[SHARD_I_CASES[0], SHARD_I_CASES[2], SHARD_I_CASES[4]]);
 }
 
 /// `moe_cte` with `MoECTESpec(implementation=shard_on_i)` is
@@ -691,8 +715,8 @@ fn moe_cte_dispatches_to_shard_on_i() {
     kwargs.push(("spec", Arg::Object("MoECTESpec", vec![("implementation", Arg::Member("MoECTEImplementation", "shard_on_i"))])));
     let np = run_numpy_kwargs(emitted_package(), "moe_cte", &[], &kwargs, 2, "hardware");
     assert_close("moe_cte shard_on_i emitted", &np[0], &got.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), 1e-6, 2f64.powi(-7));
-    let hybrid = MoECTESpec { implementation: MoECTEImplementation::shard_on_i_hybrid };
-    let err = moe_cte::Call::new(&hid, &aff, &gu, &dw, &pos, &b2e, c.b as i64, &hybrid).launch(&launch).unwrap_err().to_string();
+    let dropping = MoECTESpec { implementation: MoECTEImplementation::shard_on_i_dropping };
+    let err = moe_cte::Call::new(&hid, &aff, &gu, &dw, &pos, &b2e, c.b as i64, &dropping).launch(&launch).unwrap_err().to_string();
     assert!(err.contains(MoeCteRule::Implementation.message()), "{err}");
 }
 
@@ -711,6 +735,8 @@ const OK_I: BwmmShardOnICall = BwmmShardOnICall {
     checkpoint_activation: false,
     one_bias: false,
     down_bias_on_i: false,
+    static_blocks: 0,
+    activations: false,
 };
 
 /// Each intermediate-sharded rule refuses what it names, and the kernel
@@ -719,6 +745,8 @@ const OK_I: BwmmShardOnICall = BwmmShardOnICall {
 fn shard_on_i_rules_refuse_what_they_name() {
     assert_eq!(bwmm_shard_on_i_violation(OK_I), None);
     assert_eq!(bwmm_shard_on_i_violation(BwmmShardOnICall { block_size: 1024, positions: 8 * 1024, ..OK_I }), None);
+    // The hybrid form may run every block statically.
+    assert_eq!(bwmm_shard_on_i_violation(BwmmShardOnICall { static_blocks: 16, ..OK_I }), None);
     let cases = [
         (BwmmShardOnICall { programs: 1, ..OK_I }, ShardOnIRule::Programs),
         (BwmmShardOnICall { block_size: 384, ..OK_I }, ShardOnIRule::BlockSize),
@@ -733,6 +761,9 @@ fn shard_on_i_rules_refuse_what_they_name() {
         (BwmmShardOnICall { checkpoint_activation: true, ..OK_I }, ShardOnIRule::CheckpointActivation),
         (BwmmShardOnICall { one_bias: true, ..OK_I }, ShardOnIRule::Bias),
         (BwmmShardOnICall { down_bias_on_i: true, ..OK_I }, ShardOnIRule::DownBiasOnI),
+        (BwmmShardOnICall { activations: true, ..OK_I }, ShardOnIRule::Activations),
+        (BwmmShardOnICall { static_blocks: -1, ..OK_I }, ShardOnIRule::StaticBlocks),
+        (BwmmShardOnICall { static_blocks: 17, ..OK_I }, ShardOnIRule::StaticBlocks),
     ];
     for (call, rule) in cases {
         assert_eq!(bwmm_shard_on_i_violation(call), Some(rule), "{call:?}");
@@ -752,4 +783,178 @@ fn shard_on_i_rules_refuse_what_they_name() {
     let on_i = call().gate_and_up_proj_bias(&gub).down_proj_bias(&db).expert_affinity_multiply_on_I(true);
     let err = on_i.launch(&lnc2).unwrap_err().to_string();
     assert!(err.contains(ShardOnIRule::DownBiasOnI.message()), "{err}");
+}
+
+/// How many blocks the hybrid form's `conditions` mark as non-padded.
+#[derive(Clone, Copy, Debug)]
+enum Active {
+    /// The blocks holding a token (the library's tests).
+    Real,
+    /// The first `k` blocks, a cut the float64 mixture follows.
+    First(usize),
+}
+
+/// A `blockwise_mm_baseline_shard_intermediate_hybrid` case: a
+/// configuration, `num_static_block` (`None`: `N - E`) and the ones of
+/// `conditions`.
+#[derive(Clone, Copy, Debug)]
+struct HybridCase {
+    c: Config,
+    num_static: Option<usize>,
+    active: Active,
+}
+
+const fn hybrid(c: Config) -> HybridCase {
+    HybridCase { c, num_static: None, active: Active::Real }
+}
+
+/// CI-sized versions of the library's `SHARD_ON_INTERMEDIATE_HW` cases
+/// (the `SHARD_ON_INTERMEDIATE` sizes, `POST_SCALE`): the static count
+/// defaulted, given, past the non-padded blocks and zero (the whole loop on
+/// the device), `conditions` cutting real blocks, and the skewed routings.
+const HYBRID_CASES: &[HybridCase] = &[
+    hybrid(cfg(256, 512, 256, 4, 2, 256).padded()),
+    HybridCase { num_static: Some(0), ..hybrid(cfg(256, 512, 192, 4, 2, 256)) },
+    HybridCase { num_static: Some(1), active: Active::First(3), ..hybrid(cfg(256, 1024, 256, 4, 2, 512).padded().plain()) },
+    HybridCase { num_static: Some(6), ..hybrid(cfg(256, 512, 256, 4, 2, 256).scale(Scale::Pre)) },
+    hybrid(cfg(256, 512, 256, 4, 1, 256).routed(Routing::AllOnZero)),
+    hybrid(cfg(256, 512, 256, 8, 2, 256).routed(Routing::EvenOnly)),
+    hybrid(cfg(256, 512, 256, 4, 2, 256).padded().routed(Routing::Capped)),
+];
+
+impl HybridCase {
+    /// `conditions` `[N + 1]`: ones for the active blocks, then zeros.
+    fn conditions(&self, w: &Inputs) -> Vec<i64> {
+        let (b, n) = (self.c.b, w.block_expert.len());
+        let active = match self.active {
+            Active::Real => {
+                (0..n).filter(|&blk| w.positions[blk * b..(blk + 1) * b].iter().any(|&t| t >= 0 && (t as usize) < self.c.t)).count()
+            }
+            Active::First(k) => k,
+        };
+        (0..=n).map(|blk| i64::from(blk < active)).collect()
+    }
+
+    /// Blocks the kernel runs: the static ones, then the dynamic loop up to
+    /// the count of ones.
+    fn blocks_run(&self, w: &Inputs) -> usize {
+        let n_static = self.num_static.unwrap_or(w.block_expert.len() - self.c.e);
+        let active = self.conditions(w).iter().sum::<i64>() as usize;
+        n_static.max(active)
+    }
+}
+
+impl ShardOnICase for HybridCase {
+    const KERNEL: &'static str = "blockwise_mm_baseline_shard_intermediate_hybrid";
+
+    fn config(&self) -> Config {
+        self.c
+    }
+
+    /// The float64 mixture of the blocks the kernel runs, the affinity as
+    /// in the intermediate-sharded kernel.
+    fn reference(&self, w: &Inputs) -> Vec<f64> {
+        let (run, b) = (self.blocks_run(w), self.c.b);
+        let first = Inputs { positions: w.positions[..run * b].to_vec(), block_expert: w.block_expert[..run].to_vec(), ..w.clone() };
+        shard_i(self.c).reference(&first)
+    }
+
+    /// The emulator's `[T', H]` output on two programs.
+    fn run(&self, w: &Inputs, dtype: Dtype, precision: Precision) -> Vec<f32> {
+        let c = &self.c;
+        let [hid, aff, gu, dw, pos, b2e, gub, db] = c.tensors(w, dtype);
+        let cond = self.conditions(w);
+        let cond = Tensor::from_i64(&[cond.len()], &cond, Dtype::I32).unwrap();
+        let call = blockwise_mm_baseline_shard_intermediate_hybrid::Call::new(&cond, &hid, &aff, &gu, &dw, c.b as i64, &pos, &b2e);
+        let mut call = with_options!(call, c, dtype, &gub, &db, false);
+        if let Some(k) = self.num_static {
+            call = call.num_static_block(k as i64);
+        }
+        let launch = Launch::new().lnc(2).precision(precision);
+        call.launch(&launch).unwrap_or_else(|err| panic!("{}: {err}", self.name())).to_f32_vec()
+    }
+
+    /// The NumPy executor's arguments, by keyword.
+    fn numpy_kwargs(&self, w: &Inputs, dtype: Dtype) -> Vec<(&'static str, Arg)> {
+        let cond: Vec<f64> = self.conditions(w).iter().map(|&v| v as f64).collect();
+        let mut kwargs = vec![("conditions", Arg::Tensor(vec![cond.len()], cond, Dtype::I32))];
+        kwargs.extend(self.c.numpy_kwargs(w, dtype));
+        if let Some(k) = self.num_static {
+            kwargs.push(("num_static_block", Arg::Int(k as i64)));
+        }
+        kwargs
+    }
+}
+
+/// fp32 inputs and compute in fp32 precision.
+#[test]
+fn shard_on_i_hybrid_in_fp32_matches_float64() {
+    cases_match_float64(HYBRID_CASES, Dtype::F32, Precision::Fp32, 1e-4);
+}
+
+/// bfloat16 inputs and compute in hardware precision within the library's
+/// tolerance (2e-2).
+#[test]
+fn shard_on_i_hybrid_in_hardware_precision_matches_float64() {
+    cases_match_float64(HYBRID_CASES, Dtype::Bf16, Precision::Hardware, 2e-2);
+}
+
+/// The emitted hybrid kernel under NumPy equals the emulator (the whole
+/// output): the static count defaulted, and cut by `conditions`, both
+/// precision modes.
+#[test]
+fn emitted_shard_on_i_hybrid_under_numpy_equals_emulator() {
+    emitted_equals_emulator(&[HYBRID_CASES[0], HYBRID_CASES[2]]);
+}
+
+/// `moe_cte` with `MoECTESpec(implementation=shard_on_i_hybrid)` and
+/// `conditions` is the hybrid kernel with the static count `N - E`, in the
+/// emulator and emitted; without `conditions` it is refused.
+#[test]
+fn moe_cte_dispatches_to_shard_on_i_hybrid() {
+    let case = HYBRID_CASES[0];
+    let c = case.c;
+    let w = rounded(&c.inputs(), Dtype::Bf16);
+    let [hid, aff, gu, dw, pos, b2e, gub, db] = c.tensors(&w, Dtype::Bf16);
+    let cond = case.conditions(&w);
+    let cond = Tensor::from_i64(&[cond.len()], &cond, Dtype::I32).unwrap();
+    let spec = MoECTESpec { implementation: MoECTEImplementation::shard_on_i_hybrid };
+    let launch = Launch::new().lnc(2).precision(Precision::Hardware);
+    let call = || {
+        moe_cte::Call::new(&hid, &aff, &gu, &dw, &pos, &b2e, c.b as i64, &spec)
+            .gate_and_up_proj_bias(&gub)
+            .down_proj_bias(&db)
+            .activation_function(ActFnType::Swish)
+            .is_tensor_update_accumulating(c.accumulating())
+            .gate_clamp_upper_limit(CLAMPS[0])
+            .up_clamp_upper_limit(CLAMPS[1])
+            .up_clamp_lower_limit(CLAMPS[2])
+    };
+    let got = call().conditions(&cond).launch(&launch).unwrap().to_f32_vec();
+    assert_eq!(got, case.run(&w, Dtype::Bf16, Precision::Hardware), "moe_cte differs from the hybrid kernel");
+    let mut kwargs = case.numpy_kwargs(&w, Dtype::Bf16);
+    kwargs.push(("spec", Arg::Object("MoECTESpec", vec![("implementation", Arg::Member("MoECTEImplementation", "shard_on_i_hybrid"))])));
+    let np = run_numpy_kwargs(emitted_package(), "moe_cte", &[], &kwargs, 2, "hardware");
+    assert_close("moe_cte shard_on_i_hybrid emitted", &np[0], &got.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), 1e-6, 2f64.powi(-7));
+    let err = call().launch(&launch).unwrap_err().to_string();
+    assert!(err.contains("shard_on_i_hybrid needs conditions"), "{err}");
+}
+
+/// The hybrid form refuses a static count outside `[0, N]` and activation
+/// buffers at trace time, with its rules' words.
+#[test]
+fn shard_on_i_hybrid_refuses_what_its_rules_name() {
+    let case = HYBRID_CASES[0];
+    let c = case.c;
+    let w = c.inputs();
+    let [hid, aff, gu, dw, pos, b2e, _, _] = c.tensors(&w, Dtype::Bf16);
+    let cond = case.conditions(&w);
+    let n = cond.len() as i64 - 1;
+    let cond = Tensor::from_i64(&[cond.len()], &cond, Dtype::I32).unwrap();
+    let call = || blockwise_mm_baseline_shard_intermediate_hybrid::Call::new(&cond, &hid, &aff, &gu, &dw, c.b as i64, &pos, &b2e);
+    let lnc2 = Launch::new().lnc(2);
+    let err = call().num_static_block(n + 1).launch(&lnc2).unwrap_err().to_string();
+    assert!(err.contains(ShardOnIRule::StaticBlocks.message()), "{err}");
+    let err = call().down_activations(&hid).launch(&lnc2).unwrap_err().to_string();
+    assert!(err.contains(ShardOnIRule::Activations.message()), "{err}");
 }

@@ -13,6 +13,7 @@ from .blockwise_mm_backward import ShardOption
 from .blockwise_mm_backward import blockwise_mm_bwd
 from .bwmm_shard_on_block import bwmm_shard_on_block
 from .bwmm_shard_on_i import blockwise_mm_baseline_shard_intermediate
+from .bwmm_shard_on_i import blockwise_mm_baseline_shard_intermediate_hybrid
 from .cascaded_max import cascaded_max
 from .common_types import ActFnType
 from .common_types import ExpertAffinityScaleMode
@@ -93,6 +94,7 @@ __all__ = [
     "blockwise_mm_bwd",
     "bwmm_shard_on_block",
     "blockwise_mm_baseline_shard_intermediate",
+    "blockwise_mm_baseline_shard_intermediate_hybrid",
     "cascaded_max",
     "ActFnType",
     "ExpertAffinityScaleMode",

@@ -181,22 +181,28 @@ def bwmm_output_initialization(output, shard_id):
             nisa.dma_copy(dst=output[r0:r0 + rows, :], src=zeros[0:rows, :])
 
 
-def load_block_token_rows(inps, cfg, dims, block_idx):
-    """The block's token ids `[128, B/128]` (position `128·j + p` at
-    `[p, j]`) and its token rows `[128, B/128, H]` in the compute dtype
-    (zero where skipped).
+def load_token_indices(positions, dims):
+    """The token ids of one block, `[128, B/128]` int32 (position `128·j +
+    p` at `[p, j]`), from `positions`, a view of the block's `B`
+    positions in that order.
+    """
+    token_indices = nl.ndarray(shape=(TILE_SIZE, dims.num_tiles), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=token_indices, src=positions)
+    return token_indices
+
+
+def load_hidden_states(inps, cfg, dims, token_indices):
+    """The token rows of `token_indices` `[128, B/128]`: `[128, B/128, H]`
+    in the compute dtype (zero where skipped).
     """
     nt = dims.num_tiles
-    token_indices = nl.ndarray(shape=(TILE_SIZE, nt), dtype=nl.int32, buffer=nl.sbuf)
-    positions = inps.token_position_to_id.ap(pattern=[[1, TILE_SIZE], [TILE_SIZE, nt]], offset=block_idx * dims.b)
-    nisa.dma_copy(dst=token_indices, src=positions)
     x = nl.ndarray(shape=(TILE_SIZE, nt, dims.h), dtype=cfg.compute_dtype, buffer=nl.sbuf)
     hs, skip = (inps.hidden_states, cfg.skip_dma.skip_token)
     if skip:
         nisa.memset(dst=x, value=0.0)
     for j in range(nt):
         gather_token_rows(x[:, j, :], hs, token_indices[:, j:j + 1], 0, skip)
-    return (token_indices, x)
+    return x
 
 
 def transpose_block_hidden_states(x, dims):
@@ -449,6 +455,16 @@ def store_block_output(output, rows, token_indices, j, cfg, shard_id):
         nisa.dma_copy(dst=output.ap(pattern=[[step, TILE_SIZE], [1, h]], offset=offset, vector_offset=idx, indirect_dim=0), src=rows, oob_mode=nisa.oob_mode.skip)
     else:
         nisa.dma_copy(dst=output.ap(pattern=[[step, TILE_SIZE], [1, h]], offset=offset, vector_offset=idx, indirect_dim=0), src=rows)
+
+
+def load_block_token_rows(inps, cfg, dims, block_idx):
+    """The block's token ids `[128, B/128]` (position `128·j + p` at
+    `[p, j]`) and its token rows `[128, B/128, H]` in the compute dtype
+    (zero where skipped).
+    """
+    positions = inps.token_position_to_id.ap(pattern=[[1, TILE_SIZE], [TILE_SIZE, dims.num_tiles]], offset=block_idx * dims.b)
+    token_indices = load_token_indices(positions, dims)
+    return (token_indices, load_hidden_states(inps, cfg, dims, token_indices))
 
 
 def load_block_tokens(inps, cfg, dims, block_idx, expert):

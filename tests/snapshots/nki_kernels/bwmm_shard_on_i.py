@@ -25,8 +25,9 @@ from .bwmm_shard_on_block import i_rows
 from .bwmm_shard_on_block import input_tensors
 from .bwmm_shard_on_block import intermediate_rows
 from .bwmm_shard_on_block import load_and_broadcast_down_bias
-from .bwmm_shard_on_block import load_block_token_rows
 from .bwmm_shard_on_block import load_down_proj_weight
+from .bwmm_shard_on_block import load_hidden_states
+from .bwmm_shard_on_block import load_token_indices
 from .bwmm_shard_on_block import store_block_output
 from .bwmm_shard_on_block import transpose_block_hidden_states
 from .common_types import ActFnType
@@ -64,11 +65,17 @@ class ShardOnIFlags(nl.NKIObject):
     "`expert_affinity_multiply_on_I`."
 
 
-def validate_bwmm_shard_on_i(inps, cfg, block_size, flags):
+def shard_on_i_scaling_mode(mode):
+    """The scaling these kernels run for `mode`: `PRE_SCALE_DELAYED` is
+    `PRE_SCALE` (as the library reads it).
+    """
+    return ExpertAffinityScaleMode.PRE_SCALE if mode == ExpertAffinityScaleMode.PRE_SCALE_DELAYED else mode
+
+
+def validate_bwmm_shard_on_i(inps, cfg, block_size, flags, name):
     """The rules of [`bwmm_shard_on_i_violation`](super::bwmm_shard_on_i_violation)
     and the tensors' shapes, checked when the kernel is traced.
     """
-    name = "blockwise_mm_baseline_shard_intermediate"
     _, h, e, i = blockwise_sizes(inps, name)
     positions = inps.token_position_to_id.shape[0]
     programs = nl.num_programs(axes=0) if nl.program_ndim() == 1 else 1
@@ -94,6 +101,23 @@ def shard_intermediate(dims, shard_id):
     """
     i_tp = dims.i_full // NUM_SHARDS
     return intermediate_rows(dims, shard_id * i_tp, i_tp)
+
+
+def shard_on_i_output(inps, cfg, dims, shard_id):
+    """A new `[T, H]` output for program `shard_id`'s share `dims`, zeroed
+    when accumulating.
+    """
+    output = nl.ndarray(shape=(dims.t, dims.h), dtype=inps.hidden_states.dtype, buffer=nl.shared_hbm)
+    if cfg.is_tensor_update_accumulating:
+        bwmm_output_initialization(output, shard_id)
+    return output
+
+
+def load_block_expert(block_to_expert, block_idx):
+    """The expert `[1, 1]` int32 of block `block_idx`."""
+    expert = nl.ndarray(shape=(1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=expert, src=block_to_expert[block_idx:block_idx + 1, 0:1])
+    return expert
 
 
 def calculate_expert_affinity_T(inps, cfg, dims, expert, token_indices):
@@ -161,13 +185,13 @@ def exchange_partial_outputs(st, own, other, cfg, dims, out_dtype, shard_id):
     return recv
 
 
-def compute_one_block(inps, cfg, dims, output, block_idx, multiply_on_i):
-    """One block through its expert into `output` by both programs (module docs)."""
+def compute_one_block(inps, cfg, dims, output, expert, token_indices, multiply_on_i):
+    """One block, its expert in `expert` and its token ids in
+    `token_indices`, through the expert into `output` by both programs
+    (module docs).
+    """
     shard_id = nl.program_id(axis=0)
-    expert = nl.ndarray(shape=(1, 1), dtype=nl.int32, buffer=nl.sbuf)
-    nisa.dma_copy(dst=expert, src=inps.block_to_expert[block_idx:block_idx + 1, 0:1])
-    token_indices, x = load_block_token_rows(inps, cfg, dims, block_idx)
-    x_t = transpose_block_hidden_states(x, dims)
+    x_t = transpose_block_hidden_states(load_hidden_states(inps, cfg, dims, token_indices), dims)
     inter = block_intermediate_states(inps, cfg, dims, x_t, expert, token_indices, multiply_on_i)
     affinity = None
     down_bias = None
@@ -195,18 +219,23 @@ def compute_one_block(inps, cfg, dims, output, block_idx, multiply_on_i):
         store_block_output(output, rows, token_indices, own, cfg, shard_id)
 
 
+def compute_static_blocks(inps, cfg, dims, output, n_blocks, multiply_on_i):
+    """Blocks `0 .. n_blocks`, both programs on each, into `output`."""
+    for block_idx in range(n_blocks):
+        expert = load_block_expert(inps.block_to_expert, block_idx)
+        positions = inps.token_position_to_id.ap(pattern=[[1, TILE_SIZE], [TILE_SIZE, dims.num_tiles]], offset=block_idx * dims.b)
+        compute_one_block(inps, cfg, dims, output, expert, load_token_indices(positions, dims), multiply_on_i)
+        nisa.core_barrier(data=output, cores=(0, 1))
+
+
 def _bwmm_shard_on_i(inps, cfg, block_size, multiply_on_i):
     """The blockwise MoE of every block, both programs on each, into a new
     `[T, H]` output.
     """
     shard_id = nl.program_id(axis=0)
     dims = shard_intermediate(dimension_sizes(inps, block_size), shard_id)
-    output = nl.ndarray(shape=(dims.t, dims.h), dtype=inps.hidden_states.dtype, buffer=nl.shared_hbm)
-    if cfg.is_tensor_update_accumulating:
-        bwmm_output_initialization(output, shard_id)
-    for block_idx in range(dims.n):
-        compute_one_block(inps, cfg, dims, output, block_idx, multiply_on_i)
-        nisa.core_barrier(data=output, cores=(0, 1))
+    output = shard_on_i_output(inps, cfg, dims, shard_id)
+    compute_static_blocks(inps, cfg, dims, output, dims.n, multiply_on_i)
     return output
 
 
@@ -231,10 +260,112 @@ def blockwise_mm_baseline_shard_intermediate(hidden_states, expert_affinities_ma
     x, aff, pos, experts = (hidden_states, expert_affinities_masked, token_position_to_id, block_to_expert)
     inps = input_tensors(x, aff, gate_up_proj_weight, down_proj_weight, pos, experts, gate_and_up_proj_bias, down_proj_bias)
     clamps = ClampLimits(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
-    mode = expert_affinities_scaling_mode
-    if mode == ExpertAffinityScaleMode.PRE_SCALE_DELAYED:
-        mode = ExpertAffinityScaleMode.PRE_SCALE
+    mode = shard_on_i_scaling_mode(expert_affinities_scaling_mode)
     cfg = configs(inps, skip_dma, compute_dtype, is_tensor_update_accumulating, mode, activation_function, clamps)
     flags = ShardOnIFlags(quantized=gate_up_proj_scale is not None or down_proj_scale is not None, checkpoint_activation=checkpoint_activation, multiply_on_i=expert_affinity_multiply_on_I)
-    validate_bwmm_shard_on_i(inps, cfg, block_size, flags)
+    validate_bwmm_shard_on_i(inps, cfg, block_size, flags, "blockwise_mm_baseline_shard_intermediate")
     return _bwmm_shard_on_i(inps, cfg, block_size, expert_affinity_multiply_on_I)
+
+
+def static_block_count(dims, num_static_block):
+    """The hybrid form's static block count: `num_static_block`, else `N -
+    E` (the blocks before the last `E`, which may be padding), asserted
+    within `[0, N]` (see [`ShardOnIRule::StaticBlocks`](super::ShardOnIRule::StaticBlocks)).
+    """
+    n_static = dims.n - dims.e
+    if num_static_block is not None:
+        k = num_static_block
+        n_static = k
+    n = dims.n
+    assert n_static >= 0 and n_static <= n, f"blockwise_mm_baseline_shard_intermediate_hybrid: num_static_block (N - E when not given) must be in [0, N], got {n_static} with N = {n}"
+    return n_static
+
+
+def load_dynamic_block_expert(block_to_expert, block_idx):
+    """The expert `[1, 1]` int32 of the block whose index is in `block_idx`
+    `[1, 1]` int32, read on the device.
+    """
+    expert = nl.ndarray(shape=(1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=expert, src=block_to_expert.ap(pattern=[[1, 1], [1, 1]], scalar_offset=block_idx, indirect_dim=0))
+    return expert
+
+
+def load_token_indices_dynamic_block(inps, dims, block_idx):
+    """The token ids `[128, B/128]` of the block whose index is in
+    `block_idx` `[1, 1]` int32, read on the device.
+    """
+    blocks = inps.token_position_to_id.reshape(shape=(dims.n, dims.b))
+    positions = blocks.ap(pattern=[[1, TILE_SIZE], [TILE_SIZE, dims.num_tiles]], scalar_offset=block_idx, indirect_dim=0)
+    return load_token_indices(positions, dims)
+
+
+def compute_dynamic_blocks(inps, cfg, dims, output, conditions, n_static):
+    """Blocks `n_static ..` up to the count of non-padded blocks in
+    `conditions` (the sum of its ones), both programs on each, into
+    `output`: a loop on the device, the block index in an SBUF counter.
+    """
+    n_cond = conditions.shape[0]
+    cond = nl.ndarray(shape=(1, n_cond), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=cond, src=conditions.reshape(shape=(1, n_cond)))
+    n_active = nl.ndarray(shape=(1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.tensor_reduce(dst=n_active, op=nl.add, data=cond, axis=1)
+    stop = nisa.register_alloc()
+    nisa.register_load(dst=stop, src=n_active)
+    block_idx = nl.ndarray(shape=(1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.memset(dst=block_idx, value=float(n_static))
+    for _ in nl.dynamic_range(start=n_static, stop=stop):
+        expert = load_dynamic_block_expert(inps.block_to_expert, block_idx)
+        token_indices = load_token_indices_dynamic_block(inps, dims, block_idx)
+        compute_one_block(inps, cfg, dims, output, expert, token_indices, False)
+        nisa.core_barrier(data=output, cores=(0, 1))
+        nisa.tensor_scalar(dst=block_idx, data=block_idx, op0=nl.add, operand0=1.0)
+
+
+def _bwmm_shard_on_i_hybrid(inps, cfg, block_size, conditions, n_static):
+    """The hybrid loop: the first `n_static` blocks in a loop unrolled when
+    traced, the rest up to the count of `conditions` on the device, into
+    a new `[T, H]` output.
+    """
+    shard_id = nl.program_id(axis=0)
+    dims = shard_intermediate(dimension_sizes(inps, block_size), shard_id)
+    output = shard_on_i_output(inps, cfg, dims, shard_id)
+    compute_static_blocks(inps, cfg, dims, output, n_static, False)
+    compute_dynamic_blocks(inps, cfg, dims, output, conditions, n_static)
+    return output
+
+
+@nki.jit
+def blockwise_mm_baseline_shard_intermediate_hybrid(conditions, hidden_states, expert_affinities_masked, gate_up_proj_weight, down_proj_weight, block_size, token_position_to_id, block_to_expert, num_static_block=None, gate_and_up_proj_bias=None, down_proj_bias=None, gate_up_proj_scale=None, down_proj_scale=None, gate_up_activations_T=None, down_activations=None, activation_function=ActFnType.SiLU, skip_dma=None, compute_dtype=nl.bfloat16, is_tensor_update_accumulating=True, expert_affinities_scaling_mode=ExpertAffinityScaleMode.POST_SCALE, gate_clamp_upper_limit=None, gate_clamp_lower_limit=None, up_clamp_lower_limit=None, up_clamp_upper_limit=None):
+    """[`blockwise_mm_baseline_shard_intermediate`] over the non-padded
+    blocks only: the first `num_static_block` (default `N - E`) in a
+    loop unrolled when traced, then blocks up to the count of ones in
+    `conditions` `[N + 1]` in a loop on the device (module docs); the
+    affinity on the output by default. Returns `[T, H]`.
+    """
+    assert isinstance(activation_function, ActFnType), f"blockwise_mm_baseline_shard_intermediate_hybrid: activation_function={activation_function!r} is not a ActFnType member (SiLU, GELU, GELU_Tanh_Approx, Swish)"
+    assert isinstance(expert_affinities_scaling_mode, ExpertAffinityScaleMode), f"blockwise_mm_baseline_shard_intermediate_hybrid: expert_affinities_scaling_mode={expert_affinities_scaling_mode!r} is not a ExpertAffinityScaleMode member (NO_SCALE, POST_SCALE, PRE_SCALE, PRE_SCALE_DELAYED)"
+    assert conditions.dtype in (nl.int32,), "blockwise_mm_baseline_shard_intermediate_hybrid takes conditions as int32"
+    assert hidden_states.dtype in (nl.float32, nl.bfloat16, nl.float16), "blockwise_mm_baseline_shard_intermediate_hybrid takes hidden_states as float32, bfloat16 or float16"
+    assert expert_affinities_masked.dtype in (nl.float32, nl.bfloat16, nl.float16), "blockwise_mm_baseline_shard_intermediate_hybrid takes expert_affinities_masked as float32, bfloat16 or float16"
+    assert gate_up_proj_weight.dtype in (nl.float32, nl.bfloat16, nl.float16), "blockwise_mm_baseline_shard_intermediate_hybrid takes gate_up_proj_weight as float32, bfloat16 or float16"
+    assert down_proj_weight.dtype in (nl.float32, nl.bfloat16, nl.float16), "blockwise_mm_baseline_shard_intermediate_hybrid takes down_proj_weight as float32, bfloat16 or float16"
+    assert token_position_to_id.dtype in (nl.int32,), "blockwise_mm_baseline_shard_intermediate_hybrid takes token_position_to_id as int32"
+    assert block_to_expert.dtype in (nl.int32,), "blockwise_mm_baseline_shard_intermediate_hybrid takes block_to_expert as int32"
+    assert gate_and_up_proj_bias is None or gate_and_up_proj_bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "blockwise_mm_baseline_shard_intermediate_hybrid takes gate_and_up_proj_bias as float32, bfloat16 or float16"
+    assert down_proj_bias is None or down_proj_bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "blockwise_mm_baseline_shard_intermediate_hybrid takes down_proj_bias as float32, bfloat16 or float16"
+    assert gate_up_proj_scale is None or gate_up_proj_scale.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "blockwise_mm_baseline_shard_intermediate_hybrid takes gate_up_proj_scale as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert down_proj_scale is None or down_proj_scale.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "blockwise_mm_baseline_shard_intermediate_hybrid takes down_proj_scale as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert gate_up_activations_T is None or gate_up_activations_T.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "blockwise_mm_baseline_shard_intermediate_hybrid takes gate_up_activations_T as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert down_activations is None or down_activations.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "blockwise_mm_baseline_shard_intermediate_hybrid takes down_activations as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    name = "blockwise_mm_baseline_shard_intermediate_hybrid"
+    x, aff, pos, experts = (hidden_states, expert_affinities_masked, token_position_to_id, block_to_expert)
+    inps = input_tensors(x, aff, gate_up_proj_weight, down_proj_weight, pos, experts, gate_and_up_proj_bias, down_proj_bias)
+    clamps = ClampLimits(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
+    mode = shard_on_i_scaling_mode(expert_affinities_scaling_mode)
+    cfg = configs(inps, skip_dma, compute_dtype, is_tensor_update_accumulating, mode, activation_function, clamps)
+    quantized = gate_up_proj_scale is not None or down_proj_scale is not None
+    validate_bwmm_shard_on_i(inps, cfg, block_size, ShardOnIFlags(quantized=quantized, checkpoint_activation=False, multiply_on_i=False), name)
+    assert gate_up_activations_T is None and down_activations is None, f"{name}: gate_up_activations_T and down_activations are not supported (the library takes them as None)"
+    assert conditions.ndim == 1, f"{name}: conditions must be [N + 1], got {conditions.shape}"
+    n_static = static_block_count(dimension_sizes(inps, block_size), num_static_block)
+    return _bwmm_shard_on_i_hybrid(inps, cfg, block_size, conditions, n_static)

@@ -10,6 +10,7 @@ import nki.isa as nisa
 import nki.collectives as ncc
 from .bwmm_shard_on_block import bwmm_shard_on_block
 from .bwmm_shard_on_i import blockwise_mm_baseline_shard_intermediate
+from .bwmm_shard_on_i import blockwise_mm_baseline_shard_intermediate_hybrid
 from .common_types import ActFnType
 from .common_types import ExpertAffinityScaleMode
 from .moe_cte_utils import BlockShardStrategy
@@ -24,7 +25,7 @@ class MoECTEImplementation(Enum):
     shard_on_i = 1
     "The intermediate dim split between the programs (ported)."
     shard_on_i_hybrid = 2
-    "`shard_on_i` with a static then a dynamic block loop."
+    "`shard_on_i` with a static then a dynamic block loop (ported)."
     shard_on_i_dropping = 3
     "`shard_on_i` for a token-dropping layer."
     shard_on_block_mx = 4
@@ -56,7 +57,8 @@ class MoECTESpec(nl.NKIObject):
     with [`ShardOnBlockConfig`]'s defaults, which the library's
     `shard_on_block` path reads as well, and `shard_on_i` with the
     library's `ShardOnIConfig` defaults: no activation checkpointing,
-    the affinity on the output).
+    the affinity on the output, and for `shard_on_i_hybrid` the static
+    block count `N - E`).
     """
 
     implementation: MoECTEImplementation
@@ -68,7 +70,8 @@ def moe_cte(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_p
     """The context-encoding MoE of the blocks in `token_position_to_id`
     through the experts of `block_to_expert`, by `spec.implementation`
     (module docs); `shard_on_block` returns `[T, 2, H]` (slot 0 the
-    result) when accumulating, else `[T, H]`; `shard_on_i` `[T, H]`.
+    result) when accumulating, else `[T, H]`; `shard_on_i` and
+    `shard_on_i_hybrid` (which needs `conditions`) `[T, H]`.
     """
     assert isinstance(spec.implementation, MoECTEImplementation), f"moe_cte: spec.implementation={spec.implementation!r} is not a MoECTEImplementation member (shard_on_block, shard_on_i, shard_on_i_hybrid, shard_on_i_dropping, shard_on_block_mx, shard_on_i_mx, shard_on_i_mx_hybrid)"
     assert isinstance(activation_function, ActFnType), f"moe_cte: activation_function={activation_function!r} is not a ActFnType member (SiLU, GELU, GELU_Tanh_Approx, Swish)"
@@ -79,15 +82,22 @@ def moe_cte(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_p
     assert down_proj_weight.dtype in (nl.float32, nl.bfloat16, nl.float16), "moe_cte takes down_proj_weight as float32, bfloat16 or float16"
     assert token_position_to_id.dtype in (nl.int32,), "moe_cte takes token_position_to_id as int32"
     assert block_to_expert.dtype in (nl.int32,), "moe_cte takes block_to_expert as int32"
-    assert conditions is None or conditions.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "moe_cte takes conditions as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert conditions is None or conditions.dtype in (nl.int32,), "moe_cte takes conditions as int32"
     assert gate_and_up_proj_bias is None or gate_and_up_proj_bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "moe_cte takes gate_and_up_proj_bias as float32, bfloat16 or float16"
     assert down_proj_bias is None or down_proj_bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "moe_cte takes down_proj_bias as float32, bfloat16 or float16"
     assert quantization_config is None or quantization_config.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "moe_cte takes quantization_config as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     assert gate_up_activations_T is None or gate_up_activations_T.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "moe_cte takes gate_up_activations_T as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     assert down_activations is None or down_activations.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "moe_cte takes down_activations as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     implementation = spec.implementation
-    assert implementation == MoECTEImplementation.shard_on_block or implementation == MoECTEImplementation.shard_on_i, f"moe_cte: spec.implementation must be MoECTEImplementation.shard_on_block or shard_on_i (the implementations ported), got {implementation}"
+    hybrid = implementation == MoECTEImplementation.shard_on_i_hybrid
+    assert implementation == MoECTEImplementation.shard_on_block or implementation == MoECTEImplementation.shard_on_i or hybrid, f"moe_cte: spec.implementation must be MoECTEImplementation.shard_on_block, shard_on_i or shard_on_i_hybrid (the implementations ported), got {implementation}"
     assert quantization_config is None, "moe_cte: quantization_config is not implemented (the quantization scales)"
+    if hybrid:
+        assert conditions is not None, "moe_cte: shard_on_i_hybrid needs conditions, the [N + 1] padded-block flags"
+    if conditions is not None:
+        cond = conditions
+        if hybrid:
+            return blockwise_mm_baseline_shard_intermediate_hybrid(cond, hidden_states, expert_affinities_masked, gate_up_proj_weight, down_proj_weight, block_size, token_position_to_id, block_to_expert, gate_and_up_proj_bias=gate_and_up_proj_bias, down_proj_bias=down_proj_bias, gate_up_activations_T=gate_up_activations_T, down_activations=down_activations, activation_function=activation_function, skip_dma=skip_dma, compute_dtype=compute_dtype, is_tensor_update_accumulating=is_tensor_update_accumulating, expert_affinities_scaling_mode=expert_affinities_scaling_mode, gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_lower_limit=up_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit)
     if implementation == MoECTEImplementation.shard_on_i:
         return blockwise_mm_baseline_shard_intermediate(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_proj_weight, block_size, token_position_to_id, block_to_expert, gate_and_up_proj_bias=gate_and_up_proj_bias, down_proj_bias=down_proj_bias, activation_function=activation_function, skip_dma=skip_dma, compute_dtype=compute_dtype, is_tensor_update_accumulating=is_tensor_update_accumulating, expert_affinities_scaling_mode=expert_affinities_scaling_mode, gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_lower_limit=up_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit)
     block_cfg = ShardOnBlockConfig(n_block_per_iter=1, block_sharding_strategy=BlockShardStrategy.PING_PONG, n_static_blocks=-1, n_dynamic_blocks=55)

@@ -50,6 +50,8 @@
 
 pub use kernel::*;
 
+use crate::moe::moe_cte::moe_cte_utils::{silu_gate, whole_blocks};
+
 /// The kernel and its phases.
 #[nki::nki_module(export = blockwise_mm_backward)]
 pub mod kernel {
@@ -898,7 +900,7 @@ pub const fn bwmm_bwd_violation(c: BwmmBwdCall) -> Option<BwmmBwdRule> {
     if !matches!(c.block_size, 128 | 256 | 512 | 1024) {
         return Some(BwmmBwdRule::BlockSize);
     }
-    if c.experts <= 0 || c.positions <= 0 || c.positions % c.block_size != 0 {
+    if !whole_blocks(c.experts, c.positions, c.block_size) {
         return Some(BwmmBwdRule::Blocks);
     }
     if c.intermediate <= 0 || c.intermediate % 2 != 0 {
@@ -928,7 +930,7 @@ pub const fn bwmm_bwd_violation(c: BwmmBwdCall) -> Option<BwmmBwdRule> {
     if c.block_tile_size {
         return Some(BwmmBwdRule::BlockTileSize);
     }
-    if !matches!(c.activation, ActFnType::SiLU | ActFnType::Swish) {
+    if !silu_gate(c.activation) {
         return Some(BwmmBwdRule::Activation);
     }
     None
@@ -949,24 +951,18 @@ pub const fn bwmm_bwd_violation(c: BwmmBwdCall) -> Option<BwmmBwdRule> {
 /// ```
 #[macro_export]
 macro_rules! bwmm_bwd_config {
-    (hidden = $h:expr, intermediate = $i:expr, experts = $e:expr, block_size = $b:expr, positions = $n:expr $(, $field:ident = $value:expr)* $(,)?) => {
-        $crate::__collective_config!(
+    ($($args:tt)*) => {
+        $crate::__blockwise_config!(
             [$crate::experimental::moe::blockwise_mm_backward::BwmmBwdCall],
             [$crate::experimental::moe::blockwise_mm_backward::bwmm_bwd_violation],
             {
-                hidden: $h,
-                intermediate: $i,
-                experts: $e,
-                block_size: $b,
-                positions: $n,
-                programs: 2,
                 shard_option: $crate::experimental::moe::blockwise_mm_backward::ShardOption::SHARD_ON_HIDDEN,
                 affinity_option: $crate::experimental::moe::blockwise_mm_backward::AffinityOption::AFFINITY_ON_H,
                 kernel_type_option: $crate::experimental::moe::blockwise_mm_backward::KernelTypeOption::DROPLESS,
                 block_tile_size: false,
                 activation: $crate::experimental::moe::blockwise_mm_backward::ActFnType::SiLU,
             },
-            { $($field = $value),* }
+            $($args)*
         )
     };
 }

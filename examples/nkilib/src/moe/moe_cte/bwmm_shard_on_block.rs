@@ -60,7 +60,7 @@
 
 pub use kernel::*;
 
-use crate::moe::moe_cte::moe_cte_utils::{PSUM_SIZE, TILE_SIZE};
+use crate::moe::moe_cte::moe_cte_utils::{PSUM_SIZE, TILE_SIZE, first_broken, silu_gate, whole_blocks};
 
 /// The kernel and its phases.
 #[nki::nki_module]
@@ -225,10 +225,26 @@ pub mod kernel {
     /// (zero where skipped).
     #[nki_helper]
     pub fn load_block_token_rows(inps: InputTensors, cfg: Configs, dims: DimensionSizes, block_idx: i64) -> (Sbuf, Sbuf) {
-        let nt = dims.num_tiles;
-        let token_indices = nl::ndarray([TILE_SIZE, nt], nl::int32, buffer = nl::sbuf);
-        let positions = inps.token_position_to_id.ap([[1, TILE_SIZE], [TILE_SIZE, nt]], offset = block_idx * dims.b);
+        let positions = inps.token_position_to_id.ap([[1, TILE_SIZE], [TILE_SIZE, dims.num_tiles]], offset = block_idx * dims.b);
+        let token_indices = load_token_indices(positions, dims);
+        (token_indices, load_hidden_states(inps, cfg, dims, token_indices))
+    }
+
+    /// The token ids of one block, `[128, B/128]` int32 (position `128·j +
+    /// p` at `[p, j]`), from `positions`, a view of the block's `B`
+    /// positions in that order.
+    #[nki_helper]
+    pub fn load_token_indices(positions: Tensor, dims: DimensionSizes) -> Sbuf {
+        let token_indices = nl::ndarray([TILE_SIZE, dims.num_tiles], nl::int32, buffer = nl::sbuf);
         nisa::dma_copy(token_indices, positions);
+        token_indices
+    }
+
+    /// The token rows of `token_indices` `[128, B/128]`: `[128, B/128, H]`
+    /// in the compute dtype (zero where skipped).
+    #[nki_helper]
+    pub fn load_hidden_states(inps: InputTensors, cfg: Configs, dims: DimensionSizes, token_indices: Sbuf) -> Sbuf {
+        let nt = dims.num_tiles;
         let x = nl::ndarray([TILE_SIZE, nt, dims.h], cfg.compute_dtype, buffer = nl::sbuf);
         let (hs, skip) = (inps.hidden_states, cfg.skip_dma.skip_token);
         if skip {
@@ -238,7 +254,7 @@ pub mod kernel {
         for j in 0..nt {
             gather_token_rows(x[s![.., j, ..]], hs, token_indices[s![.., j..j + 1]], 0, skip);
         }
-        (token_indices, x)
+        x
     }
 
     /// [`load_block_token_rows`], the rows scaled by their affinities
@@ -897,7 +913,7 @@ pub mod kernel {
 /// Why a `bwmm_shard_on_block` (or `moe_cte`) call is refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MoeCteRule {
-    /// `spec.implementation` is neither `shard_on_block` nor `shard_on_i`.
+    /// `spec.implementation` is not `shard_on_block`, `shard_on_i` or `shard_on_i_hybrid`.
     Implementation,
     /// Not exactly two programs.
     Programs,
@@ -930,7 +946,7 @@ impl MoeCteRule {
     pub const fn message(self) -> &'static str {
         match self {
             MoeCteRule::Implementation => {
-                "moe_cte: spec.implementation must be MoECTEImplementation.shard_on_block or shard_on_i (the implementations ported)"
+                "moe_cte: spec.implementation must be MoECTEImplementation.shard_on_block, shard_on_i or shard_on_i_hybrid (the implementations ported)"
             }
             MoeCteRule::Programs => "bwmm_shard_on_block: runs on exactly 2 programs (LNC2), the blocks alternating between them",
             MoeCteRule::HiddenTiles => "bwmm_shard_on_block: H must be a positive multiple of 512",
@@ -998,43 +1014,20 @@ pub const fn reduce_tiles(tokens: i64, skip_token: bool) -> i64 {
 
 /// The first rule `c` breaks.
 pub const fn bwmm_shard_on_block_violation(c: BwmmShardOnBlockCall) -> Option<MoeCteRule> {
-    if c.programs != NUM_SHARDS {
-        return Some(MoeCteRule::Programs);
-    }
-    if c.hidden <= 0 || c.hidden % PSUM_SIZE != 0 {
-        return Some(MoeCteRule::HiddenTiles);
-    }
-    if c.block_size <= 0 || c.block_size % TILE_SIZE != 0 {
-        return Some(MoeCteRule::BlockSize);
-    }
-    if c.experts <= 0 || c.positions <= 0 || c.positions % c.block_size != 0 {
-        return Some(MoeCteRule::Blocks);
-    }
-    if c.intermediate <= 0 || c.intermediate % MIN_I_ALIGN != 0 {
-        return Some(MoeCteRule::IntermediateAlign);
-    }
-    if c.accumulating && reduce_tiles(c.tokens, c.skip_token) * TILE_SIZE > c.tokens {
-        return Some(MoeCteRule::ReduceRows);
-    }
-    if !matches!(c.strategy, BlockShardStrategy::PING_PONG) {
-        return Some(MoeCteRule::Strategy);
-    }
-    if matches!(c.scaling_mode, ExpertAffinityScaleMode::PRE_SCALE_DELAYED) {
-        return Some(MoeCteRule::ScalingMode);
-    }
-    if !matches!(c.activation, ActFnType::SiLU | ActFnType::Swish) {
-        return Some(MoeCteRule::Activation);
-    }
-    if c.quantized {
-        return Some(MoeCteRule::Quantization);
-    }
-    if c.down_activations {
-        return Some(MoeCteRule::DownActivations);
-    }
-    if c.one_bias {
-        return Some(MoeCteRule::Bias);
-    }
-    None
+    first_broken(&[
+        (c.programs != NUM_SHARDS, MoeCteRule::Programs),
+        (c.hidden <= 0 || c.hidden % PSUM_SIZE != 0, MoeCteRule::HiddenTiles),
+        (c.block_size <= 0 || c.block_size % TILE_SIZE != 0, MoeCteRule::BlockSize),
+        (!whole_blocks(c.experts, c.positions, c.block_size), MoeCteRule::Blocks),
+        (c.intermediate <= 0 || c.intermediate % MIN_I_ALIGN != 0, MoeCteRule::IntermediateAlign),
+        (c.accumulating && reduce_tiles(c.tokens, c.skip_token) * TILE_SIZE > c.tokens, MoeCteRule::ReduceRows),
+        (!matches!(c.strategy, BlockShardStrategy::PING_PONG), MoeCteRule::Strategy),
+        (matches!(c.scaling_mode, ExpertAffinityScaleMode::PRE_SCALE_DELAYED), MoeCteRule::ScalingMode),
+        (!silu_gate(c.activation), MoeCteRule::Activation),
+        (c.quantized, MoeCteRule::Quantization),
+        (c.down_activations, MoeCteRule::DownActivations),
+        (c.one_bias, MoeCteRule::Bias),
+    ])
 }
 
 /// A `bwmm_shard_on_block` (or `moe_cte` `shard_on_block`) call checked at

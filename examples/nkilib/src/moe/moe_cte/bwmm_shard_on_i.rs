@@ -35,8 +35,25 @@
 //! Refused by name (see [`ShardOnIRule`]): `skip_weight` (as the library),
 //! the quantization scales, `checkpoint_activation`, the GELU activations,
 //! one bias alone and a down bias with `expert_affinity_multiply_on_I` (the
-//! library leaves it out there). The library's hybrid and dropping forms are
-//! not ported.
+//! library leaves it out there).
+//!
+//! The hybrid form (`blockwise_mm_baseline_shard_intermediate_hybrid`) runs
+//! the same block for the non-padded blocks only, in two loops:
+//!
+//! ```text
+//! for blk in 0 .. n_static:                # unrolled when traced; n_static = num_static_block or N - E
+//!     the block as above; core barrier
+//! blk = n_static                            # an SBUF counter
+//! for _ in dynamic_range(n_static, Σ conditions):   # on the device, the stop in a register
+//!     e, tokens read at blk by scalar_offset; the block as above; core barrier; blk += 1
+//! ```
+//!
+//! so it runs blocks `0 .. max(n_static, Σ conditions)` (`conditions[N + 1]`
+//! marks the non-padded blocks with ones, the padding ones after them with
+//! zeros). It takes neither `expert_affinity_multiply_on_I` nor
+//! `checkpoint_activation`, scales `POST_SCALE` by default, and refuses
+//! `gate_up_activations_T` / `down_activations` (the library takes them as
+//! `None`). The dropping form is not ported.
 
 // The library's names `calculate_expert_affinity_T`, `expert_affinity_multiply_on_I`.
 #![allow(non_snake_case)]
@@ -44,7 +61,7 @@
 pub use kernel::*;
 
 use crate::moe::moe_cte::bwmm_shard_on_block::{MIN_I_ALIGN, NUM_SHARDS};
-use crate::moe::moe_cte::moe_cte_utils::PSUM_SIZE;
+use crate::moe::moe_cte::moe_cte_utils::{PSUM_SIZE, first_broken, silu_gate, whole_blocks};
 
 /// The kernel and its phases.
 #[nki::nki_module]
@@ -52,8 +69,8 @@ pub mod kernel {
     use crate::moe::moe_cte::bwmm_shard_on_block::{
         BlockState, ClampLimits, DimensionSizes, MIN_I_ALIGN, NUM_SHARDS, block_gate_up_projections, blockwise_sizes, bwmm_load_old_block,
         bwmm_output_initialization, check_blockwise_shapes, compute_block_output, compute_intermediate_states, configs, dimension_sizes,
-        finish_output_rows, i_rows, input_tensors, intermediate_rows, load_and_broadcast_down_bias, load_block_token_rows,
-        load_down_proj_weight, store_block_output, transpose_block_hidden_states,
+        finish_output_rows, i_rows, input_tensors, intermediate_rows, load_and_broadcast_down_bias, load_down_proj_weight,
+        load_hidden_states, load_token_indices, store_block_output, transpose_block_hidden_states,
     };
     pub use crate::moe::moe_cte::moe_cte_utils::SkipMode;
     use crate::moe::moe_cte::moe_cte_utils::{
@@ -167,14 +184,47 @@ pub mod kernel {
         recv
     }
 
-    /// One block through its expert into `output` by both programs (module docs).
+    /// The expert `[1, 1]` int32 of block `block_idx`.
     #[nki_helper]
-    pub fn compute_one_block(inps: InputTensors, cfg: Configs, dims: DimensionSizes, output: Hbm, block_idx: i64, multiply_on_i: bool) {
-        let shard_id: i64 = nl::program_id(0);
+    pub fn load_block_expert(block_to_expert: Hbm, block_idx: i64) -> Sbuf {
         let expert = nl::ndarray([1, 1], nl::int32, buffer = nl::sbuf);
-        nisa::dma_copy(expert, inps.block_to_expert[s![block_idx..block_idx + 1, 0..1]]);
-        let (token_indices, x) = load_block_token_rows(inps, cfg, dims, block_idx);
-        let x_t = transpose_block_hidden_states(x, dims);
+        nisa::dma_copy(expert, block_to_expert[s![block_idx..block_idx + 1, 0..1]]);
+        expert
+    }
+
+    /// The expert `[1, 1]` int32 of the block whose index is in `block_idx`
+    /// `[1, 1]` int32, read on the device.
+    #[nki_helper]
+    pub fn load_dynamic_block_expert(block_to_expert: Hbm, block_idx: Sbuf) -> Sbuf {
+        let expert = nl::ndarray([1, 1], nl::int32, buffer = nl::sbuf);
+        nisa::dma_copy(expert, block_to_expert.ap([[1, 1], [1, 1]], scalar_offset = block_idx, indirect_dim = 0));
+        expert
+    }
+
+    /// The token ids `[128, B/128]` of the block whose index is in
+    /// `block_idx` `[1, 1]` int32, read on the device.
+    #[nki_helper]
+    pub fn load_token_indices_dynamic_block(inps: InputTensors, dims: DimensionSizes, block_idx: Sbuf) -> Sbuf {
+        let blocks = inps.token_position_to_id.reshape([dims.n, dims.b]);
+        let positions = blocks.ap([[1, TILE_SIZE], [TILE_SIZE, dims.num_tiles]], scalar_offset = block_idx, indirect_dim = 0);
+        load_token_indices(positions, dims)
+    }
+
+    /// One block, its expert in `expert` and its token ids in
+    /// `token_indices`, through the expert into `output` by both programs
+    /// (module docs).
+    #[nki_helper]
+    pub fn compute_one_block(
+        inps: InputTensors,
+        cfg: Configs,
+        dims: DimensionSizes,
+        output: Hbm,
+        expert: Sbuf,
+        token_indices: Sbuf,
+        multiply_on_i: bool,
+    ) {
+        let shard_id: i64 = nl::program_id(0);
+        let x_t = transpose_block_hidden_states(load_hidden_states(inps, cfg, dims, token_indices), dims);
         let inter = block_intermediate_states(inps, cfg, dims, x_t, expert, token_indices, multiply_on_i);
         let mut affinity: Option<Sbuf> = None;
         let mut down_bias: Option<Sbuf> = None;
@@ -206,22 +256,81 @@ pub mod kernel {
         }
     }
 
+    /// A new `[T, H]` output for program `shard_id`'s share `dims`, zeroed
+    /// when accumulating.
+    #[nki_helper]
+    pub fn shard_on_i_output(inps: InputTensors, cfg: Configs, dims: DimensionSizes, shard_id: i64) -> Hbm {
+        let output = nl::ndarray([dims.t, dims.h], inps.hidden_states.dtype(), buffer = nl::shared_hbm);
+        if cfg.is_tensor_update_accumulating {
+            bwmm_output_initialization(output, shard_id);
+        }
+        output
+    }
+
+    /// Blocks `0 .. n_blocks`, both programs on each, into `output`.
+    #[nki_helper]
+    pub fn compute_static_blocks(inps: InputTensors, cfg: Configs, dims: DimensionSizes, output: Hbm, n_blocks: i64, multiply_on_i: bool) {
+        for block_idx in 0..n_blocks {
+            let expert = load_block_expert(inps.block_to_expert, block_idx);
+            let positions = inps.token_position_to_id.ap([[1, TILE_SIZE], [TILE_SIZE, dims.num_tiles]], offset = block_idx * dims.b);
+            compute_one_block(inps, cfg, dims, output, expert, load_token_indices(positions, dims), multiply_on_i);
+            // The block's rows are stored before the next block reads them.
+            nisa::core_barrier(output, [0, 1]);
+        }
+    }
+
     /// The blockwise MoE of every block, both programs on each, into a new
     /// `[T, H]` output.
     #[nki_helper]
     pub fn _bwmm_shard_on_i(inps: InputTensors, cfg: Configs, block_size: i64, multiply_on_i: bool) -> Hbm {
         let shard_id: i64 = nl::program_id(0);
         let dims = shard_intermediate(dimension_sizes(inps, block_size), shard_id);
-        let output = nl::ndarray([dims.t, dims.h], inps.hidden_states.dtype(), buffer = nl::shared_hbm);
-        if cfg.is_tensor_update_accumulating {
-            bwmm_output_initialization(output, shard_id);
-        }
-        for block_idx in 0..dims.n {
-            compute_one_block(inps, cfg, dims, output, block_idx, multiply_on_i);
-            // The block's rows are stored before the next block reads them.
-            nisa::core_barrier(output, [0, 1]);
-        }
+        let output = shard_on_i_output(inps, cfg, dims, shard_id);
+        compute_static_blocks(inps, cfg, dims, output, dims.n, multiply_on_i);
         output
+    }
+
+    /// Blocks `n_static ..` up to the count of non-padded blocks in
+    /// `conditions` (the sum of its ones), both programs on each, into
+    /// `output`: a loop on the device, the block index in an SBUF counter.
+    #[nki_helper]
+    pub fn compute_dynamic_blocks(inps: InputTensors, cfg: Configs, dims: DimensionSizes, output: Hbm, conditions: Hbm, n_static: i64) {
+        let n_cond = conditions.shape()[0];
+        let cond = nl::ndarray([1, n_cond], nl::int32, buffer = nl::sbuf);
+        nisa::dma_copy(cond, conditions.reshape([1, n_cond]));
+        let n_active = nl::ndarray([1, 1], nl::int32, buffer = nl::sbuf);
+        nisa::tensor_reduce(n_active, nl::add, cond, 1);
+        let stop = nisa::register_alloc();
+        nisa::register_load(stop, n_active);
+        let block_idx = nl::ndarray([1, 1], nl::int32, buffer = nl::sbuf);
+        nisa::memset(block_idx, n_static as f64);
+        for _ in nl::dynamic_range(n_static, stop) {
+            let expert = load_dynamic_block_expert(inps.block_to_expert, block_idx);
+            let token_indices = load_token_indices_dynamic_block(inps, dims, block_idx);
+            compute_one_block(inps, cfg, dims, output, expert, token_indices, false);
+            nisa::core_barrier(output, [0, 1]);
+            nisa::tensor_scalar(block_idx, block_idx, nl::add, 1.0);
+        }
+    }
+
+    /// The hybrid loop: the first `n_static` blocks in a loop unrolled when
+    /// traced, the rest up to the count of `conditions` on the device, into
+    /// a new `[T, H]` output.
+    #[nki_helper]
+    pub fn _bwmm_shard_on_i_hybrid(inps: InputTensors, cfg: Configs, block_size: i64, conditions: Hbm, n_static: i64) -> Hbm {
+        let shard_id: i64 = nl::program_id(0);
+        let dims = shard_intermediate(dimension_sizes(inps, block_size), shard_id);
+        let output = shard_on_i_output(inps, cfg, dims, shard_id);
+        compute_static_blocks(inps, cfg, dims, output, n_static, false);
+        compute_dynamic_blocks(inps, cfg, dims, output, conditions, n_static);
+        output
+    }
+
+    /// The scaling these kernels run for `mode`: `PRE_SCALE_DELAYED` is
+    /// `PRE_SCALE` (as the library reads it).
+    #[nki_helper]
+    pub fn shard_on_i_scaling_mode(mode: ExpertAffinityScaleMode) -> ExpertAffinityScaleMode {
+        if mode == ExpertAffinityScaleMode::PRE_SCALE_DELAYED { ExpertAffinityScaleMode::PRE_SCALE } else { mode }
     }
 
     /// The options of a call the rules read, besides [`Configs`].
@@ -238,8 +347,7 @@ pub mod kernel {
     /// The rules of [`bwmm_shard_on_i_violation`](super::bwmm_shard_on_i_violation)
     /// and the tensors' shapes, checked when the kernel is traced.
     #[nki_helper]
-    pub fn validate_bwmm_shard_on_i(inps: InputTensors, cfg: Configs, block_size: i64, flags: ShardOnIFlags) {
-        let name = "blockwise_mm_baseline_shard_intermediate";
+    pub fn validate_bwmm_shard_on_i(inps: InputTensors, cfg: Configs, block_size: i64, flags: ShardOnIFlags, name: &str) {
         let (_, h, e, i): (i64, i64, i64, i64) = blockwise_sizes(inps, name);
         let positions = inps.token_position_to_id.shape()[0];
         let programs = if nl::program_ndim() == 1 { nl::num_programs(0) } else { 1 };
@@ -302,18 +410,87 @@ pub mod kernel {
         let (x, aff, pos, experts) = (hidden_states, expert_affinities_masked, token_position_to_id, block_to_expert);
         let inps = input_tensors(x, aff, gate_up_proj_weight, down_proj_weight, pos, experts, gate_and_up_proj_bias, down_proj_bias);
         let clamps = ClampLimits { gate_clamp_upper_limit, gate_clamp_lower_limit, up_clamp_upper_limit, up_clamp_lower_limit };
-        let mut mode = expert_affinities_scaling_mode;
-        if mode == ExpertAffinityScaleMode::PRE_SCALE_DELAYED {
-            mode = ExpertAffinityScaleMode::PRE_SCALE;
-        }
+        let mode = shard_on_i_scaling_mode(expert_affinities_scaling_mode);
         let cfg = configs(inps, skip_dma, compute_dtype, is_tensor_update_accumulating, mode, activation_function, clamps);
         let flags = ShardOnIFlags {
             quantized: gate_up_proj_scale.is_some() || down_proj_scale.is_some(),
             checkpoint_activation,
             multiply_on_i: expert_affinity_multiply_on_I,
         };
-        validate_bwmm_shard_on_i(inps, cfg, block_size, flags);
+        validate_bwmm_shard_on_i(inps, cfg, block_size, flags, "blockwise_mm_baseline_shard_intermediate");
         _bwmm_shard_on_i(inps, cfg, block_size, expert_affinity_multiply_on_I)
+    }
+
+    /// The hybrid form's static block count: `num_static_block`, else `N -
+    /// E` (the blocks before the last `E`, which may be padding), asserted
+    /// within `[0, N]` (see [`ShardOnIRule::StaticBlocks`](super::ShardOnIRule::StaticBlocks)).
+    #[nki_helper]
+    pub fn static_block_count(dims: DimensionSizes, num_static_block: Option<i64>) -> i64 {
+        let mut n_static = dims.n - dims.e;
+        if let Some(k) = num_static_block {
+            n_static = k;
+        }
+        let n = dims.n;
+        assert!(
+            n_static >= 0 && n_static <= n,
+            "blockwise_mm_baseline_shard_intermediate_hybrid: num_static_block (N - E when not given) must be in [0, N], got {n_static} with N = {n}"
+        );
+        n_static
+    }
+
+    /// [`blockwise_mm_baseline_shard_intermediate`] over the non-padded
+    /// blocks only: the first `num_static_block` (default `N - E`) in a
+    /// loop unrolled when traced, then blocks up to the count of ones in
+    /// `conditions` `[N + 1]` in a loop on the device (module docs); the
+    /// affinity on the output by default. Returns `[T, H]`.
+    #[nki_kernel]
+    pub fn blockwise_mm_baseline_shard_intermediate_hybrid(
+        #[dtypes(int32)] conditions: Hbm,
+        #[dtypes(float32, bfloat16, float16)] hidden_states: Hbm,
+        #[dtypes(float32, bfloat16, float16)] expert_affinities_masked: Hbm,
+        #[dtypes(float32, bfloat16, float16)] gate_up_proj_weight: Hbm,
+        #[dtypes(float32, bfloat16, float16)] down_proj_weight: Hbm,
+        block_size: i64,
+        #[dtypes(int32)] token_position_to_id: Hbm,
+        #[dtypes(int32)] block_to_expert: Hbm,
+        num_static_block: Option<i64>,
+        #[dtypes(float32, bfloat16, float16)] gate_and_up_proj_bias: Option<Hbm>,
+        #[dtypes(float32, bfloat16, float16)] down_proj_bias: Option<Hbm>,
+        gate_up_proj_scale: Option<Hbm>,
+        down_proj_scale: Option<Hbm>,
+        gate_up_activations_T: Option<Hbm>,
+        down_activations: Option<Hbm>,
+        #[default(ActFnType::SiLU)] activation_function: ActFnType,
+        skip_dma: Option<SkipMode>,
+        #[default(nl::bfloat16)] compute_dtype: Dtype,
+        #[default(true)] is_tensor_update_accumulating: bool,
+        #[default(ExpertAffinityScaleMode::POST_SCALE)] expert_affinities_scaling_mode: ExpertAffinityScaleMode,
+        gate_clamp_upper_limit: Option<f64>,
+        gate_clamp_lower_limit: Option<f64>,
+        up_clamp_lower_limit: Option<f64>,
+        up_clamp_upper_limit: Option<f64>,
+    ) -> Hbm {
+        let name = "blockwise_mm_baseline_shard_intermediate_hybrid";
+        let (x, aff, pos, experts) = (hidden_states, expert_affinities_masked, token_position_to_id, block_to_expert);
+        let inps = input_tensors(x, aff, gate_up_proj_weight, down_proj_weight, pos, experts, gate_and_up_proj_bias, down_proj_bias);
+        let clamps = ClampLimits { gate_clamp_upper_limit, gate_clamp_lower_limit, up_clamp_upper_limit, up_clamp_lower_limit };
+        let mode = shard_on_i_scaling_mode(expert_affinities_scaling_mode);
+        let cfg = configs(inps, skip_dma, compute_dtype, is_tensor_update_accumulating, mode, activation_function, clamps);
+        let quantized = gate_up_proj_scale.is_some() || down_proj_scale.is_some();
+        validate_bwmm_shard_on_i(
+            inps,
+            cfg,
+            block_size,
+            ShardOnIFlags { quantized, checkpoint_activation: false, multiply_on_i: false },
+            name,
+        );
+        assert!(
+            gate_up_activations_T.is_none() && down_activations.is_none(),
+            "{name}: gate_up_activations_T and down_activations are not supported (the library takes them as None)"
+        );
+        assert!(conditions.ndim() == 1, "{name}: conditions must be [N + 1], got {}", conditions.shape());
+        let n_static: i64 = static_block_count(dimension_sizes(inps, block_size), num_static_block);
+        _bwmm_shard_on_i_hybrid(inps, cfg, block_size, conditions, n_static)
     }
 }
 
@@ -343,6 +520,10 @@ pub enum ShardOnIRule {
     Bias,
     /// A down bias with `expert_affinity_multiply_on_I`.
     DownBiasOnI,
+    /// The hybrid form given activation buffers.
+    Activations,
+    /// The hybrid form's static block count outside `[0, N]`.
+    StaticBlocks,
 }
 
 impl ShardOnIRule {
@@ -369,6 +550,12 @@ impl ShardOnIRule {
             ShardOnIRule::Bias => "blockwise_mm_baseline_shard_intermediate: gate_and_up_proj_bias and down_proj_bias are given together",
             ShardOnIRule::DownBiasOnI => {
                 "blockwise_mm_baseline_shard_intermediate: down_proj_bias with expert_affinity_multiply_on_I is not supported (the library leaves the bias out)"
+            }
+            ShardOnIRule::StaticBlocks => {
+                "blockwise_mm_baseline_shard_intermediate_hybrid: num_static_block (N - E when not given) must be in [0, N]"
+            }
+            ShardOnIRule::Activations => {
+                "blockwise_mm_baseline_shard_intermediate_hybrid: gate_up_activations_T and down_activations are not supported (the library takes them as None)"
             }
         }
     }
@@ -401,44 +588,31 @@ pub struct BwmmShardOnICall {
     pub one_bias: bool,
     /// Whether a down bias is given with `expert_affinity_multiply_on_I`.
     pub down_bias_on_i: bool,
+    /// The hybrid form's static block count (`num_static_block`, else `N -
+    /// E`); 0 for the other forms.
+    pub static_blocks: i64,
+    /// Whether the hybrid form is given `gate_up_activations_T` or `down_activations`.
+    pub activations: bool,
 }
 
 /// The first rule `c` breaks.
 pub const fn bwmm_shard_on_i_violation(c: BwmmShardOnICall) -> Option<ShardOnIRule> {
-    if c.programs != NUM_SHARDS {
-        return Some(ShardOnIRule::Programs);
-    }
-    if c.block_size <= 0 || c.block_size % BLOCK_ALIGN != 0 || (c.block_size > PSUM_SIZE && c.block_size % PSUM_SIZE != 0) {
-        return Some(ShardOnIRule::BlockSize);
-    }
-    if c.hidden < PSUM_SIZE || c.hidden > MAX_HIDDEN || c.hidden % PSUM_SIZE != 0 {
-        return Some(ShardOnIRule::Hidden);
-    }
-    if c.experts <= 0 || c.positions <= 0 || c.positions % c.block_size != 0 {
-        return Some(ShardOnIRule::Blocks);
-    }
-    if c.intermediate <= 0 || c.intermediate % MIN_I_ALIGN != 0 {
-        return Some(ShardOnIRule::IntermediateAlign);
-    }
-    if c.skip_weight {
-        return Some(ShardOnIRule::SkipWeight);
-    }
-    if !matches!(c.activation, ActFnType::SiLU | ActFnType::Swish) {
-        return Some(ShardOnIRule::Activation);
-    }
-    if c.quantized {
-        return Some(ShardOnIRule::Quantization);
-    }
-    if c.checkpoint_activation {
-        return Some(ShardOnIRule::CheckpointActivation);
-    }
-    if c.one_bias {
-        return Some(ShardOnIRule::Bias);
-    }
-    if c.down_bias_on_i {
-        return Some(ShardOnIRule::DownBiasOnI);
-    }
-    None
+    let b = c.block_size;
+    first_broken(&[
+        (c.programs != NUM_SHARDS, ShardOnIRule::Programs),
+        (b <= 0 || b % BLOCK_ALIGN != 0 || (b > PSUM_SIZE && b % PSUM_SIZE != 0), ShardOnIRule::BlockSize),
+        (c.hidden < PSUM_SIZE || c.hidden > MAX_HIDDEN || c.hidden % PSUM_SIZE != 0, ShardOnIRule::Hidden),
+        (!whole_blocks(c.experts, c.positions, b), ShardOnIRule::Blocks),
+        (c.intermediate <= 0 || c.intermediate % MIN_I_ALIGN != 0, ShardOnIRule::IntermediateAlign),
+        (c.skip_weight, ShardOnIRule::SkipWeight),
+        (!silu_gate(c.activation), ShardOnIRule::Activation),
+        (c.quantized, ShardOnIRule::Quantization),
+        (c.checkpoint_activation, ShardOnIRule::CheckpointActivation),
+        (c.one_bias, ShardOnIRule::Bias),
+        (c.down_bias_on_i, ShardOnIRule::DownBiasOnI),
+        (c.activations, ShardOnIRule::Activations),
+        (c.static_blocks < 0 || (b > 0 && c.static_blocks > c.positions / b), ShardOnIRule::StaticBlocks),
+    ])
 }
 
 /// A `blockwise_mm_baseline_shard_intermediate` (or `moe_cte` `shard_on_i`)
@@ -457,25 +631,21 @@ pub const fn bwmm_shard_on_i_violation(c: BwmmShardOnICall) -> Option<ShardOnIRu
 /// ```
 #[macro_export]
 macro_rules! bwmm_shard_on_i_config {
-    (hidden = $h:expr, intermediate = $i:expr, experts = $e:expr, block_size = $b:expr, positions = $n:expr $(, $field:ident = $value:expr)* $(,)?) => {
-        $crate::__collective_config!(
+    ($($args:tt)*) => {
+        $crate::__blockwise_config!(
             [$crate::moe::moe_cte::bwmm_shard_on_i::BwmmShardOnICall],
             [$crate::moe::moe_cte::bwmm_shard_on_i::bwmm_shard_on_i_violation],
             {
-                hidden: $h,
-                intermediate: $i,
-                experts: $e,
-                block_size: $b,
-                positions: $n,
-                programs: 2,
                 skip_weight: false,
                 activation: $crate::moe::moe_cte::bwmm_shard_on_i::ActFnType::SiLU,
                 quantized: false,
                 checkpoint_activation: false,
                 one_bias: false,
                 down_bias_on_i: false,
+                static_blocks: 0,
+                activations: false,
             },
-            { $($field = $value),* }
+            $($args)*
         )
     };
 }

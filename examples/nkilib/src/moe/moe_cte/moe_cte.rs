@@ -8,12 +8,12 @@
 //! token's affinity for it, and a token's experts are summed.
 //!
 //! Of the implementations, `shard_on_block`
-//! ([`bwmm_shard_on_block`](crate::moe::moe_cte::bwmm_shard_on_block)) and
+//! ([`bwmm_shard_on_block`](crate::moe::moe_cte::bwmm_shard_on_block)),
 //! `shard_on_i`
 //! ([`blockwise_mm_baseline_shard_intermediate`](crate::moe::moe_cte::bwmm_shard_on_i))
-//! are ported; the others (`shard_on_i_hybrid`, `shard_on_i_dropping` and
-//! the MX forms) are refused by name. `conditions` and
-//! `gate_up_activations_T` are read only by those, as in the library.
+//! and `shard_on_i_hybrid` (its `_hybrid` form, which reads `conditions`)
+//! are ported; the others (`shard_on_i_dropping` and the MX forms) are
+//! refused by name.
 
 // The library's parameter name `gate_up_activations_T`.
 #![allow(non_snake_case)]
@@ -26,7 +26,7 @@ pub use kernel::*;
 #[nki::nki_module]
 pub mod kernel {
     use crate::moe::moe_cte::bwmm_shard_on_block::bwmm_shard_on_block;
-    use crate::moe::moe_cte::bwmm_shard_on_i::blockwise_mm_baseline_shard_intermediate;
+    use crate::moe::moe_cte::bwmm_shard_on_i::{blockwise_mm_baseline_shard_intermediate, blockwise_mm_baseline_shard_intermediate_hybrid};
     pub use crate::moe::moe_cte::moe_cte_utils::{BlockShardStrategy, SkipMode};
     pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode};
     use nki::prelude::*;
@@ -38,7 +38,7 @@ pub mod kernel {
         shard_on_block = 0,
         /// The intermediate dim split between the programs (ported).
         shard_on_i = 1,
-        /// `shard_on_i` with a static then a dynamic block loop.
+        /// `shard_on_i` with a static then a dynamic block loop (ported).
         shard_on_i_hybrid = 2,
         /// `shard_on_i` for a token-dropping layer.
         shard_on_i_dropping = 3,
@@ -72,7 +72,8 @@ pub mod kernel {
     /// with [`ShardOnBlockConfig`]'s defaults, which the library's
     /// `shard_on_block` path reads as well, and `shard_on_i` with the
     /// library's `ShardOnIConfig` defaults: no activation checkpointing,
-    /// the affinity on the output).
+    /// the affinity on the output, and for `shard_on_i_hybrid` the static
+    /// block count `N - E`).
     #[nki_object]
     pub struct MoECTESpec {
         /// Which implementation runs.
@@ -82,7 +83,8 @@ pub mod kernel {
     /// The context-encoding MoE of the blocks in `token_position_to_id`
     /// through the experts of `block_to_expert`, by `spec.implementation`
     /// (module docs); `shard_on_block` returns `[T, 2, H]` (slot 0 the
-    /// result) when accumulating, else `[T, H]`; `shard_on_i` `[T, H]`.
+    /// result) when accumulating, else `[T, H]`; `shard_on_i` and
+    /// `shard_on_i_hybrid` (which needs `conditions`) `[T, H]`.
     #[nki_kernel]
     pub fn moe_cte(
         #[dtypes(float32, bfloat16, float16)] hidden_states: Hbm,
@@ -93,7 +95,7 @@ pub mod kernel {
         #[dtypes(int32)] block_to_expert: Hbm,
         block_size: i64,
         spec: MoECTESpec,
-        conditions: Option<Hbm>,
+        #[dtypes(int32)] conditions: Option<Hbm>,
         #[dtypes(float32, bfloat16, float16)] gate_and_up_proj_bias: Option<Hbm>,
         #[dtypes(float32, bfloat16, float16)] down_proj_bias: Option<Hbm>,
         quantization_config: Option<Hbm>,
@@ -110,11 +112,42 @@ pub mod kernel {
         up_clamp_lower_limit: Option<f64>,
     ) -> Hbm {
         let implementation = spec.implementation;
+        let hybrid = implementation == MoECTEImplementation::shard_on_i_hybrid;
         assert!(
-            implementation == MoECTEImplementation::shard_on_block || implementation == MoECTEImplementation::shard_on_i,
-            "moe_cte: spec.implementation must be MoECTEImplementation.shard_on_block or shard_on_i (the implementations ported), got {implementation}"
+            implementation == MoECTEImplementation::shard_on_block || implementation == MoECTEImplementation::shard_on_i || hybrid,
+            "moe_cte: spec.implementation must be MoECTEImplementation.shard_on_block, shard_on_i or shard_on_i_hybrid (the implementations ported), got {implementation}"
         );
         assert!(quantization_config.is_none(), "moe_cte: quantization_config is not implemented (the quantization scales)");
+        if hybrid {
+            assert!(conditions.is_some(), "moe_cte: shard_on_i_hybrid needs conditions, the [N + 1] padded-block flags");
+        }
+        if let Some(cond) = conditions {
+            if hybrid {
+                return blockwise_mm_baseline_shard_intermediate_hybrid(
+                    cond,
+                    hidden_states,
+                    expert_affinities_masked,
+                    gate_up_proj_weight,
+                    down_proj_weight,
+                    block_size,
+                    token_position_to_id,
+                    block_to_expert,
+                    gate_and_up_proj_bias = gate_and_up_proj_bias,
+                    down_proj_bias = down_proj_bias,
+                    gate_up_activations_T = gate_up_activations_T,
+                    down_activations = down_activations,
+                    activation_function = activation_function,
+                    skip_dma = skip_dma,
+                    compute_dtype = compute_dtype,
+                    is_tensor_update_accumulating = is_tensor_update_accumulating,
+                    expert_affinities_scaling_mode = expert_affinities_scaling_mode,
+                    gate_clamp_upper_limit = gate_clamp_upper_limit,
+                    gate_clamp_lower_limit = gate_clamp_lower_limit,
+                    up_clamp_lower_limit = up_clamp_lower_limit,
+                    up_clamp_upper_limit = up_clamp_upper_limit,
+                );
+            }
+        }
         if implementation == MoECTEImplementation::shard_on_i {
             return blockwise_mm_baseline_shard_intermediate(
                 hidden_states,

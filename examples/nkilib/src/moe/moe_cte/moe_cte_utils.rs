@@ -13,6 +13,53 @@
 
 pub use kernel::*;
 
+use crate::utils::common_types::ActFnType;
+
+/// The first rule of `rules` whose condition holds, in table order: the
+/// blockwise kernels' `*_violation` fns list their rules in the order their
+/// kernels assert them (every condition is evaluated, so each must be
+/// defined on any call).
+pub const fn first_broken<R: Copy>(rules: &[(bool, R)]) -> Option<R> {
+    let mut k = 0;
+    while k < rules.len() {
+        if rules[k].0 {
+            return Some(rules[k].1);
+        }
+        k += 1;
+    }
+    None
+}
+
+/// Whether `positions` token positions are a positive whole number of
+/// blocks of `block_size` among a positive number of `experts`.
+pub const fn whole_blocks(experts: i64, positions: i64, block_size: i64) -> bool {
+    experts > 0 && positions > 0 && block_size > 0 && positions % block_size == 0
+}
+
+/// Whether `act` is a gate activation the blockwise kernels implement
+/// (SiLU, or Swish, which the library runs the same way).
+pub const fn silu_gate(act: ActFnType) -> bool {
+    matches!(act, ActFnType::SiLU | ActFnType::Swish)
+}
+
+/// The config macros of the blockwise kernels sized by `hidden`,
+/// `intermediate`, `experts`, `block_size` and `positions` (on two programs
+/// unless given): `[call struct]`, `[violation fn]`, the kernel's other
+/// defaults, then the caller's arguments.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __blockwise_config {
+    ([$($shape:tt)+], [$($violation:tt)+], { $($default:ident: $default_value:expr),* $(,)? },
+     hidden = $h:expr, intermediate = $i:expr, experts = $e:expr, block_size = $b:expr, positions = $n:expr $(, $field:ident = $value:expr)* $(,)?) => {
+        $crate::__collective_config!(
+            [$($shape)+],
+            [$($violation)+],
+            { hidden: $h, intermediate: $i, experts: $e, block_size: $b, positions: $n, programs: 2, $($default: $default_value,)* },
+            { $($field = $value),* }
+        )
+    };
+}
+
 /// The tiles, options and shared phases.
 #[nki::nki_module]
 pub mod kernel {
