@@ -24,6 +24,11 @@ enum In {
     UIds(&'static [usize], u32),
     /// A uint8 mask of random 0s and 1s.
     Mask(&'static [usize]),
+    /// Token positions of blocks of `block` positions, each block listing
+    /// the tokens `0..tokens` once, then the padding row `tokens` (int32): no
+    /// token twice in a block, as the library's routing guarantees (tiles of a
+    /// block that the programs share would race on its row otherwise).
+    Blocks(&'static [usize], usize, usize),
     /// A bfloat16 tensor of uniform values in `[-1, 1)` whose last `n` columns
     /// are zero (a packed index of 0 in every row).
     Bf16ZeroTail(&'static [usize], usize),
@@ -37,7 +42,7 @@ struct Case {
     params: &'static [(&'static str, In)],
 }
 
-use In::{Bf16ZeroTail, F32, Ids, Mask, Text, UIds};
+use In::{Bf16ZeroTail, Blocks, F32, Ids, Mask, Text, UIds};
 
 const QKV: &[usize] = &[1, 1, 64, 128];
 
@@ -285,9 +290,26 @@ const CASES: &[Case] = &[
             ("gate_up_proj_weight", F32(&[2, 512, 2, 256])),
             ("down_proj_weight", F32(&[2, 256, 512])),
             ("block_size", Text("256")),
-            ("token_position_to_id", Ids(&[512], 129)),
+            ("token_position_to_id", Blocks(&[512], 128, 256)),
             ("block_to_expert", Ids(&[2, 1], 2)),
             ("skip_dma.skip_token", Text("false")),
+        ],
+    },
+    Case {
+        kernel: "blockwise_mm_baseline_shard_intermediate_hybrid",
+        ranks: 1,
+        // The same 2 blocks, the first traced as a static block and
+        // `conditions` all zero, so the device loop adds none.
+        params: &[
+            ("conditions", Ids(&[3], 1)),
+            ("hidden_states", F32(&[129, 512])),
+            ("expert_affinities_masked", F32(&[258, 1])),
+            ("gate_up_proj_weight", F32(&[2, 512, 2, 256])),
+            ("down_proj_weight", F32(&[2, 256, 512])),
+            ("block_size", Text("256")),
+            ("token_position_to_id", Blocks(&[512], 128, 256)),
+            ("block_to_expert", Ids(&[2, 1], 2)),
+            ("num_static_block", Text("1")),
         ],
     },
     Case {
@@ -626,6 +648,10 @@ fn write_inputs(dir: &Path, case: &Case) -> Vec<String> {
                         common::uniform(shape.iter().product(), seed, 0.0, f64::from(max)).iter().map(|v| v.floor()).collect();
                     let ty = if matches!(*input, UIds(..)) { NpyType::U32 } else { NpyType::I32 };
                     write_npy(&path, shape, &ids, ty).unwrap();
+                }
+                Blocks(shape, tokens, block) => {
+                    let ids: Vec<f64> = (0..shape.iter().product()).map(|i: usize| (i % block).min(tokens) as f64).collect();
+                    write_npy(&path, shape, &ids, NpyType::I32).unwrap();
                 }
                 Mask(shape) => {
                     let bits: Vec<f64> = common::uniform(shape.iter().product(), seed, 0.0, 2.0).iter().map(|v| v.floor()).collect();
