@@ -1653,16 +1653,16 @@ fn moe_tkg_mx_all_expert_runs_from_packed_weights_as_the_typed_api() {
     use nkilib::moe::moe_tkg::moe_tkg::{ExpertAffinityScaleMode, moe_tkg};
     let dir = common::scratch("cli_run_moe_tkg_mx_all");
     std::fs::create_dir(dir.join("out")).unwrap();
-    // 8 tokens through both of 2 local experts (rank 0), H = 1024 (2 packed
-    // tiles over trn3's 2 programs), I = 256, float4 weights, the biases.
-    let (t, h, i, e, dt) = (8, 1024, 256, 2, Dtype::Fp4E2m1Fnx4);
+    // 8 tokens through both of 2 local experts (rank 0), H = 1024, I = 1024
+    // (2 column tiles over trn3's 2 programs), float4 weights, the biases.
+    let (t, h, i, e, dt) = (8, 1024, 1024, 2, Dtype::Fp4E2m1Fnx4);
     let fp4 = |n: usize, seed: u64| common::uniform(n, seed, 0.0, 16.0).iter().map(|&u| u as i64).collect::<Vec<_>>();
     let hidden = bf16(&[t, h], 21);
     let gate_up = packed(&[e, 128, 2, h / 512, i], &fp4(e * 2 * h * i, 22), dt);
-    let down = packed(&[e, i / 4, 1, h], &fp4(e * i * h, 23), dt);
+    let down = packed(&[e, 128, i / 512, h], &fp4(e * i * h, 23), dt);
     let gate_up_s = mx_scales(&[e, 16, 2, h / 512, i], 24);
-    let down_s = mx_scales(&[e, i / 32, 1, h], 25);
-    let (gate_up_b, down_b) = (bf16(&[e, i / 4, 2, 1, 4], 26), bf16(&[e, h], 27));
+    let down_s = mx_scales(&[e, 16, i / 512, h], 25);
+    let (gate_up_b, down_b) = (bf16(&[e, 128, 2, i / 512, 4], 26), bf16(&[e, h], 27));
     let aff = common::tensor(&[t, e], &common::uniform(t * e, 28, 0.0, 1.0), Dtype::Bf16);
     let idx = Tensor::from_i64(&[t, 2], &(0..t).flat_map(|_| [0, 1]).collect::<Vec<_>>(), Dtype::I32).unwrap();
     let rank = Tensor::from_i64(&[1, 1], &[0], Dtype::I32).unwrap();

@@ -64,6 +64,10 @@ const CASES: &[Case] = &[
     // Every token on expert 0 alone: the other experts have no tokens.
     Case { t: 32, h: 1024, i: 192, e: 4, k: 1, skewed: true, ..ALL },
     Case { w: W::E4m3, t: 8, h: 1024, i: 256, e: 4, k: 2, lnc: 1, act: ActFnType::SiLU, bias: false, ..ALL },
+    // Two programs splitting I: three tiles (two and one), every token on
+    // expert 0 alone; two tiles at H = 512 (one MX tile of H).
+    Case { t: 16, h: 1024, i: 1536, e: 3, k: 1, skewed: true, ..ALL },
+    Case { w: W::E4m3, t: 8, h: 512, i: 1024, e: 2, k: 2, act: ActFnType::SiLU, ..ALL },
 ];
 
 /// The library's MX all-expert configuration at `T = 32` (two experts), at
@@ -85,11 +89,11 @@ struct Inputs {
 }
 
 impl Case {
-    /// The `mlp_tkg` MX expert over `t` tokens (gate/up biases as the case),
-    /// on one program for a selective token, on the case's programs (which
-    /// split `H`) for all the tokens of the all-expert path.
+    /// The `mlp_tkg` MX expert over `t` tokens (gate/up biases as the case)
+    /// on one program: the gate/up sums run over the whole of `H` on both
+    /// paths.
     fn expert(&self, t: usize) -> Mx {
-        mx(if self.all { self.lnc } else { 1 }, t, self.h, self.i, self.w, false, self.bias)
+        mx(1, t, self.h, self.i, self.w, false, self.bias)
     }
 
     fn inputs(&self) -> Inputs {
@@ -150,22 +154,52 @@ impl Case {
 
     /// The all-expert mixture of the quantized rows `xl`: every expert's
     /// output with its down bias, times the affinity (rounded to bfloat16
-    /// with `hw`), summed in expert order.
+    /// with `hw`), summed in expert order. With two programs and at least
+    /// two 512-column tiles of `I`, program `p` sums its share of the tiles
+    /// (the first `⌈tiles / 2⌉`, then the rest) with the down bias on its
+    /// half of the columns only, and the two sums are added at the end.
     fn all_expert_reference(&self, x: &Inputs, xl: &[Vec<f64>], hw: bool) -> Vec<f64> {
         let (t, h, e) = (self.t, self.h, self.e);
         let r = |v: f64| if hw { as_dtype(&[v], Dtype::Bf16)[0] } else { v };
         let all = self.expert(t);
+        let unbiased = mx(1, t, h, self.i, self.w, false, false);
+        let n_i = all.n_i();
+        let progs = if self.lnc == 2 && n_i >= 2 { 2 } else { 1 };
+        let per = n_i.div_ceil(progs);
         let act = |g: f64| activation(self.act, g);
-        let mut out = vec![0.0; t * h];
+        let mut sums = vec![vec![0.0; t * h]; progs];
         for ex in 0..e {
             let d = &x.experts[ex];
-            let o = all.down_rows(d, &all.gated_rows(d, xl, hw, &act, CLAMPS), hw);
-            for tok in 0..t {
-                for c in 0..h {
-                    let scaled = r(o[tok * h + c] * x.aff[tok * e + ex]);
-                    out[tok * h + c] = if ex == 0 { scaled } else { r(out[tok * h + c] + scaled) };
+            let pl = all.gated_rows(d, xl, hw, &act, CLAMPS);
+            for (p, acc) in sums.iter_mut().enumerate() {
+                // This program's I tiles; the others' contribute exact zeros.
+                let tiles = p * per..((p + 1) * per).min(n_i);
+                let mine: Vec<Vec<f64>> = pl
+                    .iter()
+                    .map(|row| {
+                        row.chunks(P * 4)
+                            .enumerate()
+                            .flat_map(|(it, c)| {
+                                let keep = tiles.contains(&it);
+                                c.iter().map(move |&v| if keep { v } else { 0.0 })
+                            })
+                            .collect()
+                    })
+                    .collect();
+                let o = unbiased.down_rows(d, &mine, hw);
+                let cols = p * h / progs..(p + 1) * h / progs;
+                for tok in 0..t {
+                    for c in 0..h {
+                        let b = if self.bias && cols.contains(&c) { x.down_b[ex * h + c] } else { 0.0 };
+                        let scaled = r(r(o[tok * h + c] + b) * x.aff[tok * e + ex]);
+                        acc[tok * h + c] = if ex == 0 { scaled } else { r(acc[tok * h + c] + scaled) };
+                    }
                 }
             }
+        }
+        let mut out = sums.pop().expect("one program");
+        if let Some(first) = sums.pop() {
+            out.iter_mut().zip(first).for_each(|(o, f)| *o = r(f + *o));
         }
         out
     }
@@ -296,7 +330,7 @@ fn moe_tkg_mx_in_hardware_precision_match_float64() {
 #[test]
 fn moe_tkg_mx_emitted_under_numpy_equals_emulator() {
     let pkg = package_of("moe_tkg_mx_pkg", &[&moe_tkg::INFO]);
-    for c in [CASES[1], CASES[5], CASES[8]] {
+    for c in [CASES[1], CASES[5], CASES[8], CASES[10]] {
         let x = c.inputs();
         check_numpy_trn3(&pkg, "moe_tkg", &c.name(), c.lnc, || (vec![], c.numpy_kwargs(&x)), |p| c.run(&x, p));
     }
@@ -322,7 +356,6 @@ fn moe_tkg_mx_rules_refuse_by_name() {
             MoeTkgRule::MxAllExpert,
         ),
         (MoeTkgCall { is_all_expert: true, has_rank_id: true, tokens: 97, ..OK }, MoeTkgRule::MxAllExpertShape),
-        (MoeTkgCall { is_all_expert: true, has_rank_id: true, hidden: 1536, ..OK }, MoeTkgRule::MxAllExpertShape),
         (MoeTkgCall { has_hidden_input_scale: true, ..OK }, MoeTkgRule::HiddenInputScale),
         (MoeTkgCall { has_down_scale: false, ..OK }, MoeTkgRule::MxScales),
         (MoeTkgCall { hidden: 3200, ..OK }, MoeTkgRule::MxHidden),
@@ -339,6 +372,8 @@ fn moe_tkg_mx_rules_refuse_by_name() {
     assert_eq!(moe_tkg_violation(MoeTkgCall { top_k: 3, programs: 1, ..OK }), None);
     // The all-expert path splits neither the slots nor the bias matmul.
     assert_eq!(moe_tkg_violation(MoeTkgCall { is_all_expert: true, has_rank_id: true, top_k: 3, experts: 256, tokens: 96, ..OK }), None);
+    // It splits I, not H: three MX tiles of H run on two programs.
+    assert_eq!(moe_tkg_violation(MoeTkgCall { is_all_expert: true, has_rank_id: true, hidden: 1536, ..OK }), None);
 
     let c = Case { h: 512, i: 64, e: 4, k: 2, bias: false, ..BASE };
     let x = c.inputs();
@@ -365,10 +400,10 @@ fn moe_tkg_mx_rules_refuse_by_name() {
         assert!(e.contains(msg), "{e}");
     };
     refused(call(false), &Launch::new().lnc(2), "MX weights need trn3");
-    // H = 512 is one packed tile: the all-expert path runs it on one program.
-    let ok = call(true).launch(&Launch::new().lnc(1).generation(nki::hw::Generation::Trn3));
+    // H = 512 is one packed tile and I one 512-column tile: both programs
+    // compute every tile and each stores half of the columns.
+    let ok = call(true).launch(&trn3);
     assert!(ok.is_ok(), "{:?}", ok.err());
-    refused(call(true), &trn3, "H / 512 = 1 split over the 2 programs");
     refused(call(true).hidden_input_scale(&aff), &trn3, "the MX all-expert path takes neither hidden_input_scale");
     refused(call(false).expert_down_weights_scale(&gus), &trn3, "expert_down_weights_scale must be [4, 2, 1, 512]");
     refused(

@@ -79,7 +79,7 @@ def check_tensors_mx(w, is_all_expert, mode, programs):
     assert i % MX_TILE == 0 or (i < MX_TILE and i % SCALE_GROUP_SIZE == 0), f"moe_tkg: MX weights need I to be a multiple of 512, or below 512 and a multiple of 32, got I = {i}"
     assert is_all_expert or k % programs == 0, f"moe_tkg: the MX selective-expert path splits the top-k slots over the programs: K = {k} must be a multiple of {programs}"
     assert mode == ExpertAffinityScaleMode.POST_SCALE, f"moe_tkg: the MX paths always scale by the affinities: expert_affinities_scaling_mode must be POST_SCALE, got {mode}"
-    assert not is_all_expert or (t <= TKG_BS_SEQLEN_THRESHOLD and h // MX_TILE % programs == 0), f"moe_tkg: the MX all-expert path takes at most 96 tokens and H / 512 = {h // MX_TILE} split over the {programs} programs, got T = {t}"
+    assert not is_all_expert or t <= TKG_BS_SEQLEN_THRESHOLD, f"moe_tkg: the MX all-expert path takes at most 96 tokens, got T = {t}"
     assert is_all_expert or w.expert_down_bias is None or (e <= MAX_MX_BIAS_EXPERTS and e == e_l), f"moe_tkg: with MX weights the down bias is weighted by all E affinities at once: E = {e} must be E_L = {e_l} and at most 128"
     assert nisa.get_nc_version() == nisa.nc_version.gen4, "moe_tkg: MX weights need trn3 (nc_matmul_mx)"
     x = w.hidden_input.dtype

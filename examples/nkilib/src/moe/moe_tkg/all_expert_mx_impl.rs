@@ -5,19 +5,26 @@
 //!
 //! The hidden rows are quantized to MXFP8 once and all the tokens go through
 //! each expert together (one tile of at most 96 tokens, padded to a multiple
-//! of the four columns an MX matmul moves). With two programs each holds half
-//! of `H` and the gate/up partial sums are exchanged, as in `mlp_tkg_mx`
-//! (the library splits `I` instead; the sums are the same up to rounding):
+//! of the four columns an MX matmul moves). With two programs and at least
+//! two 512-column tiles of `I`, each program takes its share of those tiles
+//! (the first program the larger half) for both projections, as the
+//! library's `shard_on_I`: it sums its partial expert outputs over the whole
+//! of `H`, its half of the columns with the down bias, and at the end the
+//! halves are exchanged and added. With a single `I` tile both programs
+//! compute everything and each stores its half of the columns (the
+//! library's sums are the same per token whether it then splits the tokens
+//! or computes twice):
 //!
 //! ```text
-//! xq, xs = quantize_mx(pre-shuffled hidden)       [128, H/512/n, T4]
-//! aff = mask_expert_affinities                    [T, E_L]
+//! xq, xs = quantize_mx(pre-shuffled hidden)         [128, H/512, T4]
+//! aff = mask_expert_affinities                      [T, E_L]
 //! for e in 0..E_L:
-//!     gu = act(clamp(x @ W_gate[e] + b_gate[e])) · clamp(x @ W_up[e] + b_up[e])
-//!     o = quantize_mx(gu) @ W_down[e] + b_down[e]  [128, H1s, T4] bf16
-//!     o[:, :, t] *= aff[t, e]                      # rounded to bf16
-//!     acc (+)= o                                   # bf16, in expert order
-//! output[:, shard] = accᵀ                          # output dtype
+//!     gu = act(clamp(x @ W_gate[e][:, I_p]) + b_gate) · clamp(x @ W_up[e][:, I_p] + b_up)
+//!     o = quantize_mx(gu) @ W_down[e][I_p, :]        [128, H/128, T4] bf16
+//!     o[:, half_p, :] += b_down[e][half_p]          # bf16
+//!     acc (+)= o · aff[:, e]                        # bf16, in expert order
+//! (shard_on_I) acc[:, half_p] += the other program's acc[:, half_p]
+//! output[:, half_p] = acc[:, half_p]ᵀ               # output dtype
 //! ```
 //!
 //! As in the library the affinities always scale (`POST_SCALE` only), the
@@ -32,16 +39,94 @@ pub use kernel::*;
 /// The MX all-expert path.
 #[nki::nki_module]
 pub mod kernel {
-    use crate::mlp::mlp_parameters::{H0, MLPActivationParameters};
-    use crate::mlp::mlp_tkg::down_projection_mx_shard_h::down_projection_mx_tp_shard_h;
+    use crate::mlp::mlp_parameters::{H0, MLPActivationParameters, MLPQuantizationParameters, MLPTensors};
+    use crate::mlp::mlp_tkg::down_projection_mx_shard_h::{down_projection_mx_tp_shard_h, load_down_bias_mx};
+    use crate::mlp::mlp_tkg::mlp_tkg_constants::PIPE_ID;
     use crate::mlp::mlp_tkg::mlp_tkg_mx::{gate_up_product_mx, layout_adapter_mx, quantize_hidden_mx, store_output_mx};
-    use crate::mlp::mlp_tkg::projection_mx_constants::{ProjConfig, proj_config};
+    use crate::mlp::mlp_tkg::projection_mx_constants::{MX_TILE, ProjConfig, proj_config};
     use crate::moe::moe_tkg::moe_tkg_affinity_masking::mask_expert_affinities;
-    use crate::moe::moe_tkg::moe_tkg_utils::{MoeTkgOptions, MoeTkgTensors, expert_id_tile, select_expert_row};
+    use crate::moe::moe_tkg::moe_tkg_utils::{MoeTkgOptions, MoeTkgTensors, expert_id_tile, select_expert_row, weight_scales};
     use crate::moe::moe_tkg::selective_expert_mx_impl::{select_expert_scales_mx, select_expert_weights_mx};
     pub use crate::utils::common_types::{ExpertAffinityScaleMode, QuantizationType};
     use crate::utils::mx_layout::MX_PACK;
     use nki::prelude::*;
+
+    /// The library's `AllExpertMXDimensions` as the static path uses them:
+    /// this program's share of the 512-column tiles of `I`.
+    #[nki_object]
+    pub struct AllExpertMxDims {
+        /// Whether the programs split the `I` tiles (two programs, at least
+        /// two tiles); otherwise each program computes every tile.
+        pub shard_on_i: bool,
+        /// This program's first `I` tile.
+        pub tile_start: i64,
+        /// This program's `I` tiles.
+        pub n_i512_tiles_local: i64,
+        /// This program's first column of `I`.
+        pub i_offset: i64,
+        /// This program's columns of `I`.
+        pub i_local: i64,
+    }
+
+    /// The `I` split of `i` columns on program `prg_id` of `n_prgs`: the
+    /// first program takes `⌈tiles / 2⌉` tiles, the second the rest.
+    #[nki_helper]
+    pub fn all_expert_mx_dims(i: i64, n_prgs: i64, prg_id: i64) -> AllExpertMxDims {
+        let total = i.div_ceil(MX_TILE);
+        let shard_on_i = n_prgs > 1 && total >= n_prgs;
+        let per = if shard_on_i { total.div_ceil(n_prgs) } else { total };
+        let tile_start = if shard_on_i { prg_id * per } else { 0 };
+        let n_local = per.min(total - tile_start);
+        let i_offset = tile_start * MX_TILE;
+        AllExpertMxDims { shard_on_i, tile_start, n_i512_tiles_local: n_local, i_offset, i_local: (i - i_offset).min(n_local * MX_TILE) }
+    }
+
+    /// This program's `I` tiles of one expert's weights and gate/up biases
+    /// (the library's `load_gate_up_weight_scale_bias` and
+    /// `load_broadcast_down_weight_scale_bias` slices).
+    #[nki_helper]
+    pub fn shard_expert_weights_i(ew: MLPTensors, d: AllExpertMxDims) -> MLPTensors {
+        let (i0, i1) = (d.i_offset, d.i_offset + d.i_local);
+        let (t0, t1) = (d.tile_start, d.tile_start + d.n_i512_tiles_local);
+        let (gate_b, up_b) = (ew.gate_proj_bias_tensor, ew.up_proj_bias_tensor);
+        let (mut gate_bias, mut up_bias) = (gate_b, up_b);
+        if let Some(g) = gate_b {
+            gate_bias = Some(g[s![.., t0..t1, ..]]);
+        }
+        if let Some(u) = up_b {
+            up_bias = Some(u[s![.., t0..t1, ..]]);
+        }
+        MLPTensors {
+            gate_proj_weights_tensor: ew.gate_proj_weights_tensor[s![.., .., i0..i1]],
+            up_proj_weights_tensor: ew.up_proj_weights_tensor[s![.., .., i0..i1]],
+            down_proj_weights_tensor: ew.down_proj_weights_tensor[s![.., t0..t1, ..]],
+            normalization_weights_tensor: None,
+            normalization_bias_tensor: None,
+            gate_proj_bias_tensor: gate_bias,
+            up_proj_bias_tensor: up_bias,
+            down_proj_bias_tensor: None,
+            fused_add_tensor: None,
+        }
+    }
+
+    /// This program's `I` tiles of one expert's MX block scales (all three
+    /// are checked given before the path runs).
+    #[nki_helper]
+    pub fn shard_expert_scales_i(q: MLPQuantizationParameters, d: AllExpertMxDims) -> MLPQuantizationParameters {
+        let (i0, i1) = (d.i_offset, d.i_offset + d.i_local);
+        let (t0, t1) = (d.tile_start, d.tile_start + d.n_i512_tiles_local);
+        let mut out = q;
+        let (gate, up, down) = (q.gate_w_scale, q.up_w_scale, q.down_w_scale);
+        if let Some(g) = gate {
+            if let Some(u) = up {
+                if let Some(dn) = down {
+                    let (gs, us) = (g[s![.., .., i0..i1]], u[s![.., .., i0..i1]]);
+                    out = weight_scales(QuantizationType::MX, Some(gs), Some(us), Some(dn[s![.., t0..t1, ..]]));
+                }
+            }
+        }
+        out
+    }
 
     /// This rank's masked affinities into `aff_hbm` `[T, E_L]` (`T <= 128`,
     /// one tile of `mask_expert_affinities`), for the per-expert broadcasts.
@@ -53,6 +138,36 @@ pub mod kernel {
         nisa::dma_copy(aff_hbm, aff[s![.., 0, ..]]);
     }
 
+    /// `o[:, cols, :] += bias` over the 128-column layout columns of
+    /// `half` (a `[1, H]` row; `half`'s shard of it), in bfloat16 as the
+    /// library adds its broadcast bias while evicting the PSUM.
+    #[nki_helper]
+    pub fn add_down_bias_shard(o: Sbuf, bias: Hbm, half: ProjConfig) {
+        let t = o.shape()[2];
+        let b_sb = nl::ndarray([H0, half.h1_sharded, 1], nl::bfloat16, buffer = nl::sbuf);
+        load_down_bias_mx(bias, b_sb[s![.., .., 0]], half);
+        let c0 = half.prg_id * half.h1_sharded;
+        let dst = o[s![.., c0..c0 + half.h1_sharded, ..]];
+        nisa::tensor_tensor(dst, dst, b_sb.broadcast(2, t), nl::add);
+    }
+
+    /// The library's last-expert LNC reduction and spill: this program's
+    /// half of the columns of `acc` `[128, H/128, T]`, plus (`shard_on_i`)
+    /// the other program's sums of them, stored into `output`.
+    #[nki_helper]
+    pub fn reduce_and_store_output(acc: Sbuf, output: Hbm, t: i64, shard_on_i: bool, half: ProjConfig) {
+        let hs = half.h1_sharded;
+        let c0 = half.prg_id * hs;
+        let mine = acc[s![.., c0..c0 + hs, ..]];
+        if shard_on_i {
+            let o0 = (1 - half.prg_id) * hs;
+            let recv = nl::ndarray([H0, hs, t], nl::bfloat16, buffer = nl::sbuf);
+            nisa::sendrecv(acc[s![.., o0..o0 + hs, ..]], recv, 1 - half.prg_id, 1 - half.prg_id, PIPE_ID);
+            nisa::tensor_tensor(mine, mine, recv, nl::add);
+        }
+        store_output_mx(mine, output, t, half);
+    }
+
     /// `output[t] = Σ_e affinity[t, e] · expert_e(hidden[t])` over every
     /// local expert with MX weights (module docs).
     #[nki_helper(target = "trn3")]
@@ -62,32 +177,38 @@ pub mod kernel {
         let [e_l, _, _, _, i] = w.expert_gate_up_weights.shape();
         let n = if nl::program_ndim() == 1 { nl::num_programs(0) } else { 1 };
         let pid = if n > 1 { nl::program_id(0) } else { 0 };
-        let cfg: ProjConfig = proj_config(h, i, t.div_ceil(MX_PACK) * MX_PACK, n, pid);
+        let t4 = t.div_ceil(MX_PACK) * MX_PACK;
+        let d = all_expert_mx_dims(i, n, pid);
+        // The whole of H for the projections, this program's I tiles.
+        let cfg: ProjConfig = proj_config(h, d.i_local, t4, 1, 0);
+        // This program's half of the output columns (all of them on one).
+        let half: ProjConfig = proj_config(h, i, t4, n, pid);
+        let bias_cols = if d.shard_on_i { half } else { proj_config(h, i, t4, 1, 0) };
         let sw = layout_adapter_mx(x, false, None, 0.0, t, cfg);
-        let xq = nl::ndarray([H0, cfg.n_h512_tile_sharded, cfg.bxs], nl::float8_e4m3fn_x4, buffer = nl::sbuf);
-        let xs = nl::ndarray([H0, cfg.n_h512_tile_sharded, cfg.bxs], nl::uint8, buffer = nl::sbuf);
+        let xq = nl::ndarray([H0, cfg.n_h512_tile, t4], nl::float8_e4m3fn_x4, buffer = nl::sbuf);
+        let xs = nl::ndarray([H0, cfg.n_h512_tile, t4], nl::uint8, buffer = nl::sbuf);
         quantize_hidden_mx(sw, xq, xs);
         let aff = nl::ndarray([t, e_l], w.expert_affinities.dtype(), buffer = nl::private_hbm);
         masked_affinities_hbm(w, opts, rank_id, aff);
-        let a_bc = nl::ndarray([H0, cfg.h1_sharded, t], aff.dtype(), buffer = nl::sbuf);
-        let scaled = nl::ndarray([H0, cfg.h1_sharded, t], nl::bfloat16, buffer = nl::sbuf);
-        let acc = nl::ndarray([H0, cfg.h1_sharded, t], nl::bfloat16, buffer = nl::sbuf);
+        let h1 = h / H0;
+        let a_bc = nl::ndarray([H0, h1, t], aff.dtype(), buffer = nl::sbuf);
+        let scaled = nl::ndarray([H0, h1, t], nl::bfloat16, buffer = nl::sbuf);
+        let acc = nl::ndarray([H0, h1, t], nl::bfloat16, buffer = nl::sbuf);
         let down_bias = w.expert_down_bias;
         for e in 0..e_l {
             let id = expert_id_tile(e);
-            let ew = select_expert_weights_mx(w, id);
-            let q = select_expert_scales_mx(w, id);
-            let mut bias = down_bias;
-            if let Some(b) = down_bias {
-                bias = Some(select_expert_row(b, id));
-            }
+            let ew = shard_expert_weights_i(select_expert_weights_mx(w, id), d);
+            let q = shard_expert_scales_i(select_expert_scales_mx(w, id), d);
             let gu = gate_up_product_mx(xq, xs, ew, q, opts.act, nl::bfloat16, cfg);
             // The scales are checked present before the path runs.
             let down_scale: Option<Hbm> = q.down_w_scale;
             let down_s: Hbm = down_scale.unwrap_or(x);
-            let o = down_projection_mx_tp_shard_h(gu, ew.down_proj_weights_tensor, down_s, bias, cfg);
+            let o = down_projection_mx_tp_shard_h(gu, ew.down_proj_weights_tensor, down_s, None, cfg);
+            if let Some(b) = down_bias {
+                add_down_bias_shard(o, select_expert_row(b, id), bias_cols);
+            }
             // Token t's affinity along every partition and output tile.
-            nisa::dma_copy(a_bc, aff.ap([[0, H0], [0, cfg.h1_sharded], [e_l, t]], offset = e));
+            nisa::dma_copy(a_bc, aff.ap([[0, H0], [0, h1], [e_l, t]], offset = e));
             if e == 0 {
                 nisa::tensor_tensor(acc, o[s![.., .., 0..t]], a_bc, nl::multiply);
             } else {
@@ -95,6 +216,6 @@ pub mod kernel {
                 nisa::tensor_tensor(acc, acc, scaled, nl::add);
             }
         }
-        store_output_mx(acc, output, t, cfg);
+        reduce_and_store_output(acc, output, t, d.shard_on_i, half);
     }
 }

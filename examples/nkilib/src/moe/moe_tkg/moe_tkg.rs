@@ -115,11 +115,7 @@ pub mod kernel {
             mode == ExpertAffinityScaleMode::POST_SCALE,
             "moe_tkg: the MX paths always scale by the affinities: expert_affinities_scaling_mode must be POST_SCALE, got {mode}"
         );
-        assert!(
-            !is_all_expert || (t <= TKG_BS_SEQLEN_THRESHOLD && (h / MX_TILE) % programs == 0),
-            "moe_tkg: the MX all-expert path takes at most 96 tokens and H / 512 = {} split over the {programs} programs, got T = {t}",
-            h / MX_TILE
-        );
+        assert!(!is_all_expert || t <= TKG_BS_SEQLEN_THRESHOLD, "moe_tkg: the MX all-expert path takes at most 96 tokens, got T = {t}");
         assert!(
             is_all_expert || w.expert_down_bias.is_none() || (e <= MAX_MX_BIAS_EXPERTS && e == e_l),
             "moe_tkg: with MX weights the down bias is weighted by all E affinities at once: E = {e} must be E_L = {e_l} and at most 128"
@@ -358,7 +354,7 @@ pub enum MoeTkgRule {
     HiddenInputScale,
     /// MX all-expert with `hidden_input_scale` or `is_all_expert_dynamic` (not implemented).
     MxAllExpert,
-    /// MX all-expert with more than 96 tokens or `H / 512` not split over the programs.
+    /// MX all-expert with more than 96 tokens.
     MxAllExpertShape,
     /// MX weights without both weight scales.
     MxScales,
@@ -399,7 +395,7 @@ impl MoeTkgRule {
             MoeTkgRule::MxAllExpert => {
                 "moe_tkg: the MX all-expert path takes neither hidden_input_scale (an input quantized upstream) nor is_all_expert_dynamic (not implemented)"
             }
-            MoeTkgRule::MxAllExpertShape => "moe_tkg: the MX all-expert path takes at most 96 tokens and H / 512 split over the programs",
+            MoeTkgRule::MxAllExpertShape => "moe_tkg: the MX all-expert path takes at most 96 tokens",
             MoeTkgRule::MxScales => "moe_tkg: MX weights need expert_gate_up_weights_scale and expert_down_weights_scale",
             MoeTkgRule::MxHidden => "moe_tkg: MX weights need H to be a multiple of 512",
             MoeTkgRule::MxIntermediate => "moe_tkg: MX weights need I to be a multiple of 512, or below 512 and a multiple of 32",
@@ -565,7 +561,7 @@ pub const fn mx_violation(c: MoeTkgCall) -> Option<MoeTkgRule> {
     if !matches!(c.expert_affinities_scaling_mode, ExpertAffinityScaleMode::POST_SCALE) {
         return Some(MoeTkgRule::MxScalingMode);
     }
-    if c.is_all_expert && (c.tokens > TKG_BS_SEQLEN_THRESHOLD || (c.hidden / MX_TILE) % c.programs != 0) {
+    if c.is_all_expert && c.tokens > TKG_BS_SEQLEN_THRESHOLD {
         return Some(MoeTkgRule::MxAllExpertShape);
     }
     if !c.is_all_expert && c.has_down_bias && c.experts > MAX_MX_BIAS_EXPERTS {
