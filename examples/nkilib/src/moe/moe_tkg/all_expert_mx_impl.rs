@@ -4,7 +4,7 @@
 //! of `mlp_tkg_mx`.
 //!
 //! The hidden rows are quantized to MXFP8 once and all the tokens go through
-//! each expert together (one tile of at most 96 tokens, padded to a multiple
+//! each expert together (one tile of at most 128 tokens, padded to a multiple
 //! of the four columns an MX matmul moves). With two programs and at least
 //! two 512-column tiles of `I`, each program takes its share of those tiles
 //! (the first program the larger half) for both projections, as the

@@ -30,7 +30,7 @@
 //! of the library's MX all-expert path only; without MX weights they are
 //! checked and change nothing here, as in the library's non-MX path.
 
-use crate::mlp::mlp_parameters::{H0, TKG_BS_SEQLEN_THRESHOLD};
+use crate::mlp::mlp_parameters::H0;
 use crate::mlp::mlp_tkg::projection_mx_constants::MX_TILE;
 use crate::moe::moe_tkg::selective_expert_impl::selective_shards_tokens;
 use crate::utils::mx_layout::SCALE_GROUP_SIZE;
@@ -40,7 +40,6 @@ pub use kernel::*;
 /// The entry.
 #[nki::nki_module]
 pub mod kernel {
-    use crate::mlp::mlp_parameters::TKG_BS_SEQLEN_THRESHOLD;
     use crate::mlp::mlp_parameters::{H0, MLPActivationParameters};
     use crate::mlp::mlp_tkg::projection_mx_constants::{GROUPS_PER_MX_TILE, MX_TILE};
     use crate::moe::moe_tkg::all_expert_impl::_all_expert_moe_tkg;
@@ -55,6 +54,9 @@ pub mod kernel {
 
     /// The most tokens the selective path takes (they sit on the partitions).
     pub const MAX_SELECTIVE_TOKENS: i64 = nl::tile_size::pmax;
+    /// The most tokens of the MX all-expert path: one 128-token tile of
+    /// masked affinities and of quantized rows.
+    pub const MAX_MX_ALL_EXPERT_TOKENS: i64 = nl::tile_size::pmax;
     /// The most experts the MX path's down-bias matmul contracts over.
     pub const MAX_MX_BIAS_EXPERTS: i64 = nl::tile_size::pmax;
 
@@ -115,7 +117,7 @@ pub mod kernel {
             mode == ExpertAffinityScaleMode::POST_SCALE,
             "moe_tkg: the MX paths always scale by the affinities: expert_affinities_scaling_mode must be POST_SCALE, got {mode}"
         );
-        assert!(!is_all_expert || t <= TKG_BS_SEQLEN_THRESHOLD, "moe_tkg: the MX all-expert path takes at most 96 tokens, got T = {t}");
+        assert!(!is_all_expert || t <= MAX_MX_ALL_EXPERT_TOKENS, "moe_tkg: the MX all-expert path takes at most 128 tokens, got T = {t}");
         assert!(
             is_all_expert || w.expert_down_bias.is_none() || (e <= MAX_MX_BIAS_EXPERTS && e == e_l),
             "moe_tkg: with MX weights the down bias is weighted by all E affinities at once: E = {e} must be E_L = {e_l} and at most 128"
@@ -354,7 +356,7 @@ pub enum MoeTkgRule {
     HiddenInputScale,
     /// MX all-expert with `hidden_input_scale` or `is_all_expert_dynamic` (not implemented).
     MxAllExpert,
-    /// MX all-expert with more than 96 tokens.
+    /// MX all-expert with more than 128 tokens.
     MxAllExpertShape,
     /// MX weights without both weight scales.
     MxScales,
@@ -395,7 +397,7 @@ impl MoeTkgRule {
             MoeTkgRule::MxAllExpert => {
                 "moe_tkg: the MX all-expert path takes neither hidden_input_scale (an input quantized upstream) nor is_all_expert_dynamic (not implemented)"
             }
-            MoeTkgRule::MxAllExpertShape => "moe_tkg: the MX all-expert path takes at most 96 tokens",
+            MoeTkgRule::MxAllExpertShape => "moe_tkg: the MX all-expert path takes at most 128 tokens",
             MoeTkgRule::MxScales => "moe_tkg: MX weights need expert_gate_up_weights_scale and expert_down_weights_scale",
             MoeTkgRule::MxHidden => "moe_tkg: MX weights need H to be a multiple of 512",
             MoeTkgRule::MxIntermediate => "moe_tkg: MX weights need I to be a multiple of 512, or below 512 and a multiple of 32",
@@ -561,7 +563,7 @@ pub const fn mx_violation(c: MoeTkgCall) -> Option<MoeTkgRule> {
     if !matches!(c.expert_affinities_scaling_mode, ExpertAffinityScaleMode::POST_SCALE) {
         return Some(MoeTkgRule::MxScalingMode);
     }
-    if c.is_all_expert && c.tokens > TKG_BS_SEQLEN_THRESHOLD {
+    if c.is_all_expert && c.tokens > MAX_MX_ALL_EXPERT_TOKENS {
         return Some(MoeTkgRule::MxAllExpertShape);
     }
     if !c.is_all_expert && c.has_down_bias && c.experts > MAX_MX_BIAS_EXPERTS {
