@@ -68,8 +68,8 @@ const CASES: &[Case] = &[
     // expert 0 alone; two tiles at H = 512 (one MX tile of H).
     Case { t: 16, h: 1024, i: 1536, e: 3, k: 1, skewed: true, ..ALL },
     Case { w: W::E4m3, t: 8, h: 512, i: 1024, e: 2, k: 2, act: ActFnType::SiLU, ..ALL },
-    // A full tile of 128 tokens.
-    Case { t: 128, h: 512, i: 1024, e: 2, k: 1, ..ALL },
+    // Two 128-token tiles of affinities, every token on expert 0 alone.
+    Case { t: 160, h: 512, i: 1024, e: 2, k: 1, skewed: true, ..ALL },
 ];
 
 /// The library's MX all-expert configuration at `T = 32` (two experts), at
@@ -357,7 +357,7 @@ fn moe_tkg_mx_rules_refuse_by_name() {
             MoeTkgCall { is_all_expert: true, has_rank_id: true, is_all_expert_dynamic: true, has_block_size: true, ..OK },
             MoeTkgRule::MxAllExpert,
         ),
-        (MoeTkgCall { is_all_expert: true, has_rank_id: true, tokens: 129, ..OK }, MoeTkgRule::MxAllExpertShape),
+        (MoeTkgCall { is_all_expert: true, has_rank_id: true, tokens: 257, ..OK }, MoeTkgRule::MxAllExpertShape),
         (MoeTkgCall { has_hidden_input_scale: true, ..OK }, MoeTkgRule::HiddenInputScale),
         (MoeTkgCall { has_down_scale: false, ..OK }, MoeTkgRule::MxScales),
         (MoeTkgCall { hidden: 3200, ..OK }, MoeTkgRule::MxHidden),
@@ -373,7 +373,7 @@ fn moe_tkg_mx_rules_refuse_by_name() {
     assert_eq!(moe_tkg_violation(MoeTkgCall { experts: 256, has_down_bias: false, ..OK }), None);
     assert_eq!(moe_tkg_violation(MoeTkgCall { top_k: 3, programs: 1, ..OK }), None);
     // The all-expert path splits neither the slots nor the bias matmul.
-    assert_eq!(moe_tkg_violation(MoeTkgCall { is_all_expert: true, has_rank_id: true, top_k: 3, experts: 256, tokens: 128, ..OK }), None);
+    assert_eq!(moe_tkg_violation(MoeTkgCall { is_all_expert: true, has_rank_id: true, top_k: 3, experts: 256, tokens: 256, ..OK }), None);
     // It splits I, not H: three MX tiles of H run on two programs.
     assert_eq!(moe_tkg_violation(MoeTkgCall { is_all_expert: true, has_rank_id: true, hidden: 1536, ..OK }), None);
 

@@ -19,6 +19,7 @@ from .mlp_tkg_mx import gate_up_product_mx
 from .mlp_tkg_mx import layout_adapter_mx
 from .mlp_tkg_mx import quantize_hidden_mx
 from .mlp_tkg_mx import store_output_mx
+from .moe_tkg_affinity_masking import T_TILE
 from .moe_tkg_affinity_masking import mask_expert_affinities
 from .moe_tkg_utils import MoeTkgOptions
 from .moe_tkg_utils import MoeTkgTensors
@@ -65,13 +66,17 @@ def all_expert_mx_dims(i, n_prgs, prg_id):
 
 
 def masked_affinities_hbm(w, opts, rank_id, aff_hbm):
-    """This rank's masked affinities into `aff_hbm` `[T, E_L]` (`T <= 128`,
-    one tile of `mask_expert_affinities`), for the per-expert broadcasts.
+    """This rank's masked affinities into `aff_hbm` `[T, E_L]` (the
+    128-token tiles of `mask_expert_affinities` stacked), for the
+    per-expert broadcasts.
     """
     t, e_l = aff_hbm.shape
-    aff = nl.ndarray(shape=(t, 1, e_l), dtype=aff_hbm.dtype, buffer=nl.sbuf)
+    tiles = -(-t // T_TILE)
+    aff = nl.ndarray(shape=(min(t, T_TILE), tiles, e_l), dtype=aff_hbm.dtype, buffer=nl.sbuf)
     mask_expert_affinities(aff, w.expert_affinities, w.expert_index, rank_id, opts.mask_unselected_experts)
-    nisa.dma_copy(dst=aff_hbm, src=aff[:, 0, :])
+    for j in range(tiles):
+        t0, rows = (j * T_TILE, min(t - j * T_TILE, T_TILE))
+        nisa.dma_copy(dst=aff_hbm[t0:t0 + rows, :], src=aff[0:rows, j, :])
 
 
 def shard_expert_weights_i(ew, d):

@@ -4,8 +4,9 @@
 //! of `mlp_tkg_mx`.
 //!
 //! The hidden rows are quantized to MXFP8 once and all the tokens go through
-//! each expert together (one tile of at most 128 tokens, padded to a multiple
-//! of the four columns an MX matmul moves). With two programs and at least
+//! each expert together (one tile of at most 256 tokens, the library's
+//! gate/up token tile, padded to a multiple of the four columns an MX matmul
+//! moves; the affinities are masked in 128-token tiles). With two programs and at least
 //! two 512-column tiles of `I`, each program takes its share of those tiles
 //! (the first program the larger half) for both projections, as the
 //! library's `shard_on_I`: it sums its partial expert outputs over the whole
@@ -44,7 +45,7 @@ pub mod kernel {
     use crate::mlp::mlp_tkg::mlp_tkg_constants::PIPE_ID;
     use crate::mlp::mlp_tkg::mlp_tkg_mx::{gate_up_product_mx, layout_adapter_mx, quantize_hidden_mx, store_output_mx};
     use crate::mlp::mlp_tkg::projection_mx_constants::{MX_TILE, ProjConfig, proj_config};
-    use crate::moe::moe_tkg::moe_tkg_affinity_masking::mask_expert_affinities;
+    use crate::moe::moe_tkg::moe_tkg_affinity_masking::{T_TILE, mask_expert_affinities};
     use crate::moe::moe_tkg::moe_tkg_utils::{MoeTkgOptions, MoeTkgTensors, expert_id_tile, select_expert_row, weight_scales};
     use crate::moe::moe_tkg::selective_expert_mx_impl::{select_expert_scales_mx, select_expert_weights_mx};
     pub use crate::utils::common_types::{ExpertAffinityScaleMode, QuantizationType};
@@ -128,14 +129,19 @@ pub mod kernel {
         out
     }
 
-    /// This rank's masked affinities into `aff_hbm` `[T, E_L]` (`T <= 128`,
-    /// one tile of `mask_expert_affinities`), for the per-expert broadcasts.
+    /// This rank's masked affinities into `aff_hbm` `[T, E_L]` (the
+    /// 128-token tiles of `mask_expert_affinities` stacked), for the
+    /// per-expert broadcasts.
     #[nki_helper]
     pub fn masked_affinities_hbm(w: MoeTkgTensors, opts: MoeTkgOptions, rank_id: Hbm, aff_hbm: Hbm) {
         let [t, e_l] = aff_hbm.shape();
-        let aff = nl::ndarray([t, 1, e_l], aff_hbm.dtype(), buffer = nl::sbuf);
+        let tiles = t.div_ceil(T_TILE);
+        let aff = nl::ndarray([t.min(T_TILE), tiles, e_l], aff_hbm.dtype(), buffer = nl::sbuf);
         mask_expert_affinities(aff, w.expert_affinities, w.expert_index, rank_id, opts.mask_unselected_experts);
-        nisa::dma_copy(aff_hbm, aff[s![.., 0, ..]]);
+        for j in 0..tiles {
+            let (t0, rows) = (j * T_TILE, (t - j * T_TILE).min(T_TILE));
+            nisa::dma_copy(aff_hbm[s![t0..t0 + rows, ..]], aff[s![0..rows, j, ..]]);
+        }
     }
 
     /// `o[:, cols, :] += bias` over the 128-column layout columns of
