@@ -17,7 +17,7 @@
 
 use super::attention::stats_layout;
 use super::ring::Ring;
-use super::{as_dtype, uniform};
+use super::{as_dtype, gemm, uniform};
 use nki::Dtype;
 
 /// Query rows per block.
@@ -50,48 +50,6 @@ pub struct Grads {
     pub dq: Vec<f64>,
     pub dk: Vec<f64>,
     pub dv: Vec<f64>,
-}
-
-/// `C = alpha·A·B + beta·C` for strided row-major-or-not `A` (`m×k`), `B` (`k×n`), `C` (`m×n`).
-#[allow(clippy::too_many_arguments)]
-fn gemm(
-    (m, k, n): (usize, usize, usize),
-    alpha: f64,
-    a: &[f64],
-    (rsa, csa): (usize, usize),
-    b: &[f64],
-    (rsb, csb): (usize, usize),
-    beta: f64,
-    c: &mut [f64],
-    rsc: usize,
-) {
-    if m == 0 || n == 0 {
-        return;
-    }
-    // Every index the strides reach must lie inside the slices.
-    assert!(k == 0 || (m - 1) * rsa + (k - 1) * csa < a.len(), "A out of bounds");
-    assert!(k == 0 || (k - 1) * rsb + (n - 1) * csb < b.len(), "B out of bounds");
-    assert!((m - 1) * rsc + n - 1 < c.len(), "C out of bounds");
-    // SAFETY: the asserts above keep every access inside `a`, `b` and `c`, and `c`
-    // is borrowed mutably so it aliases neither input.
-    unsafe {
-        matrixmultiply::dgemm(
-            m,
-            k,
-            n,
-            alpha,
-            a.as_ptr(),
-            rsa as isize,
-            csa as isize,
-            b.as_ptr(),
-            rsb as isize,
-            csb as isize,
-            beta,
-            c.as_mut_ptr(),
-            rsc as isize,
-            1,
-        );
-    }
 }
 
 /// What one query block contributes: its rows of O, LSE and dQ.

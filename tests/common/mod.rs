@@ -58,19 +58,74 @@ pub fn tensor(shape: &[usize], values: &[f64], dtype: Dtype) -> Tensor {
     Tensor::from_f32(shape, &v, dtype).expect("shape matches values")
 }
 
+/// `C = alpha·A·B + beta·C` for strided row-major-or-not `A` (`m×k`), `B` (`k×n`), `C` (`m×n`).
+#[allow(clippy::too_many_arguments)]
+pub fn gemm(
+    (m, k, n): (usize, usize, usize),
+    alpha: f64,
+    a: &[f64],
+    (rsa, csa): (usize, usize),
+    b: &[f64],
+    (rsb, csb): (usize, usize),
+    beta: f64,
+    c: &mut [f64],
+    rsc: usize,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    // Every index the strides reach must lie inside the slices.
+    assert!(k == 0 || (m - 1) * rsa + (k - 1) * csa < a.len(), "A out of bounds");
+    assert!(k == 0 || (k - 1) * rsb + (n - 1) * csb < b.len(), "B out of bounds");
+    assert!((m - 1) * rsc + n - 1 < c.len(), "C out of bounds");
+    // SAFETY: the asserts above keep every access inside `a`, `b` and `c`, and `c`
+    // is borrowed mutably so it aliases neither input.
+    unsafe {
+        matrixmultiply::dgemm(
+            m,
+            k,
+            n,
+            alpha,
+            a.as_ptr(),
+            rsa as isize,
+            csa as isize,
+            b.as_ptr(),
+            rsb as isize,
+            csb as isize,
+            beta,
+            c.as_mut_ptr(),
+            rsc as isize,
+            1,
+        );
+    }
+}
+
+/// `a · b` in float64, for row-major `a` `[m, k]` and `b` `[k, n]`: `[m, n]`.
+pub fn matmul(a: &[f64], b: &[f64], m: usize, k: usize, n: usize) -> Vec<f64> {
+    assert_eq!((a.len(), b.len()), (m * k, k * n), "a is [{m}, {k}], b [{k}, {n}]");
+    let mut c = vec![0.0; m * n];
+    gemm((m, k, n), 1.0, a, (k, 1), b, (n, 1), 0.0, &mut c, n);
+    c
+}
+
 /// `a_tᵀ · b` in float64, for row-major `a_t` `[k, m]` and `b` `[k, n]`: `[m, n]`.
 pub fn matmul_t(a_t: &[f64], b: &[f64], k: usize, m: usize, n: usize) -> Vec<f64> {
     assert_eq!((a_t.len(), b.len()), (k * m, k * n), "a_t is [{k}, {m}], b [{k}, {n}]");
     let mut c = vec![0.0; m * n];
-    for p in 0..k {
-        for i in 0..m {
-            let a = a_t[p * m + i];
-            for j in 0..n {
-                c[i * n + j] += a * b[p * n + j];
-            }
-        }
-    }
+    gemm((m, k, n), 1.0, a_t, (1, m), b, (n, 1), 0.0, &mut c, n);
     c
+}
+
+/// `x · w` in float64, for `x` `[k]` and row-major `w` `[k, n]`: `[n]`. The
+/// rows of `w` are read in memory order (one row times one value at a time),
+/// each column's sum adding its terms in row order.
+pub fn vec_mat(x: &[f64], w: &[f64]) -> Vec<f64> {
+    assert!(!x.is_empty() && !w.is_empty() && w.len().is_multiple_of(x.len()), "w is [{}, n], n > 0", x.len());
+    let mut out = vec![0.0; w.len() / x.len()];
+    for (a, row) in x.iter().zip(w.chunks(out.len())) {
+        out.iter_mut().zip(row).for_each(|(o, b)| *o += a * b);
+    }
+    out
 }
 
 /// `max |got - want|` and `max |want|`.

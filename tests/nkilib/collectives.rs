@@ -284,16 +284,7 @@ impl GatherMatmul {
     /// in float64: `[tp · m, n]`.
     fn reference(&self, rank: usize) -> Vec<f64> {
         let gathered: Vec<f64> = (0..self.tp).flat_map(|r| self.lhs(r)).collect();
-        let rhs = self.rhs(rank);
-        let mut out = vec![0.0; self.tp * self.m * self.n];
-        for (row, out_row) in gathered.chunks(self.k).zip(out.chunks_mut(self.n)) {
-            for (a, rhs_row) in row.iter().zip(rhs.chunks(self.n)) {
-                for (o, b) in out_row.iter_mut().zip(rhs_row) {
-                    *o += a * b;
-                }
-            }
-        }
-        out
+        common::matmul(&gathered, &self.rhs(rank), self.tp * self.m, self.k, self.n)
     }
 
     fn inputs(&self) -> (Vec<Tensor>, Vec<Tensor>) {

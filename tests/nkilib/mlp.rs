@@ -9,7 +9,7 @@
 //! emitted source under NumPy against the emulator; its rules.
 
 use crate::common::attention::run_numpy_kwargs;
-use crate::common::{Arg, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, emitted_package, seed_of, tensor, uniform};
+use crate::common::{Arg, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, emitted_package, seed_of, tensor, uniform, vec_mat};
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::mlp::mlp::{ActFnType, NormType, QuantizationType, mlp};
 use nkilib::mlp::mlp_parameters::{MlpCall, MlpRule, mlp_violation};
@@ -200,15 +200,6 @@ struct Inputs {
     /// A `ROW`-quantized hidden row's fp32 dequantization scale, per token
     /// (float32 values whose four bytes are finite `float8_e4m3` codes).
     hidden_s: Vec<f64>,
-}
-
-/// `row · w` for a row of `k` values and row-major `w` `[k, n]`: `[n]`.
-fn row_times(row: &[f64], w: &[f64], n: usize) -> Vec<f64> {
-    let mut acc = vec![0.0; n];
-    for (r, wrow) in row.iter().zip(w.chunks(n)) {
-        acc.iter_mut().zip(wrow).for_each(|(a, v)| *a += r * v);
-    }
-    acc
 }
 
 /// The value of a `float8_e4m3` code (1 sign, 4 exponent bits biased by 7,
@@ -431,7 +422,7 @@ impl Config {
             _ => x.gate_up_in_s[0],
         };
         let proj = |w: &[f64], scale: &[f64], b: &[f64], tok: usize| {
-            let dots = row_times(&normed[tok * h..(tok + 1) * h], w, i);
+            let dots = vec_mat(&normed[tok * h..(tok + 1) * h], w);
             let bias = |col: usize| if self.bias { b[col] } else { 0.0 };
             dots.iter().enumerate().map(|(col, d)| d * self.scale_of(scale, i, tok, col) * in_scale(tok) + bias(col)).collect::<Vec<_>>()
         };
@@ -457,7 +448,7 @@ impl Config {
         let (inter, inter_scale) = if self.quantized_input() { self.requantize(x, &inter, round_fp8) } else { (inter, vec![1.0; t]) };
         let mut out = vec![0.0; t * h];
         for tok in 0..t {
-            let dots = row_times(&inter[tok * i..(tok + 1) * i], &x.down_w, h);
+            let dots = vec_mat(&inter[tok * i..(tok + 1) * i], &x.down_w);
             for (col, d) in dots.iter().enumerate() {
                 let scale = self.scale_of(&x.down_s, h, tok, col) * inter_scale[tok];
                 out[tok * h + col] = d * scale + if self.bias { x.down_b[col] } else { 0.0 };

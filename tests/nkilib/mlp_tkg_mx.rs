@@ -172,10 +172,17 @@ impl Mx {
         codes.chunks(4).map(|c| (0..4).map(|k| i64::from(c[k]) << (self.w.bits() * k as u32)).sum()).collect()
     }
 
-    /// The gate (or up) weight of hidden position `k·H/4 + t·128 + p`, column `c`.
-    fn gate_up_weight(&self, codes: &[u32], scales: &[f64], p: usize, t: usize, c: usize, k: usize) -> f64 {
+    /// Every code's value, indexed by the code (decoded once per weight
+    /// tensor rather than per element).
+    fn values(&self) -> Vec<f64> {
+        (0..1u32 << self.w.bits()).map(|code| self.w.value(code)).collect()
+    }
+
+    /// The gate (or up) weight of hidden position `k·H/4 + t·128 + p`, column
+    /// `c`, from the code values and the scales' powers `2^(s - 127)`.
+    fn gate_up_weight(&self, (values, pow): (&[f64], &[f64]), codes: &[u32], p: usize, t: usize, c: usize, k: usize) -> f64 {
         let (n_h, i) = (self.n_h(), self.i);
-        self.w.value(codes[((p * n_h + t) * i + c) * 4 + k]) * 2f64.powf(scales[((p / 8) * n_h + t) * i + c] - 127.0)
+        values[codes[((p * n_h + t) * i + c) * 4 + k] as usize] * pow[((p / 8) * n_h + t) * i + c]
     }
 
     /// `[T][I]`: each token's quantized rows `xl` (`[(t·128 + p)·4 + k]`)
@@ -189,11 +196,12 @@ impl Mx {
         let share = n_h / self.lnc * P * 4;
         let mut out = vec![vec![0.0; i]; self.t];
         let mut col = vec![0.0; n_h * P * 4];
+        let (values, pow) = (self.values(), scale_powers(scales));
         for c in 0..i {
             for t in 0..n_h {
                 for p in 0..P {
                     for k in 0..4 {
-                        col[(t * P + p) * 4 + k] = self.gate_up_weight(codes, scales, p, t, c, k);
+                        col[(t * P + p) * 4 + k] = self.gate_up_weight((&values, &pow), codes, p, t, c, k);
                     }
                 }
             }
@@ -278,12 +286,13 @@ impl Mx {
         let p_i = self.p_i();
         let mut out = vec![0.0; self.t * h];
         let mut col = vec![0.0; n_i * P * 4];
+        let (values, pow) = (self.values(), scale_powers(&d.down_s));
         for c in 0..h {
             for it in 0..n_i {
                 for p in 0..p_i {
-                    let s = 2f64.powf(d.down_s[((p / 8) * n_i + it) * h + c] - 127.0);
+                    let s = pow[((p / 8) * n_i + it) * h + c];
                     for j in 0..4 {
-                        col[(it * P + p) * 4 + j] = self.w.value(d.down[((p * n_i + it) * h + c) * 4 + j]) * s;
+                        col[(it * P + p) * 4 + j] = values[d.down[((p * n_i + it) * h + c) * 4 + j] as usize] * s;
                     }
                 }
             }
@@ -372,6 +381,11 @@ fn mx_call(t: &[Tensor; 7]) -> mlp::Call<'_> {
         .gate_w_scale(&t[4])
         .up_w_scale(&t[5])
         .down_w_scale(&t[6])
+}
+
+/// The block scales' powers `2^(s - 127)` (`s` a biased exponent).
+fn scale_powers(scales: &[f64]) -> Vec<f64> {
+    scales.iter().map(|s| 2f64.powf(s - 127.0)).collect()
 }
 
 /// `Σ a·w` over 512-value MX tiles, each tile's sum added to the running

@@ -12,7 +12,7 @@
 //! rules.
 
 use crate::common::attention::run_numpy_kwargs;
-use crate::common::{Arg, CaseName, as_dtype, assert_close, emitted_package, seed_of, tensor, uniform};
+use crate::common::{Arg, CaseName, as_dtype, assert_close, emitted_package, seed_of, tensor, uniform, vec_mat};
 use crate::mlp::activation;
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::moe::moe_cte::bwmm_shard_on_block::{
@@ -277,22 +277,16 @@ impl Config {
     fn expert(&self, w: &Inputs, ex: usize, x: &[f64], s: Scales) -> Vec<f64> {
         let (h, i) = (self.h, self.i);
         let clamp = |v: f64, hi: f64, lo: f64| if self.clamp { v.min(hi).max(lo) } else { v };
-        let proj = |half: usize, col: usize| {
-            let dot: f64 = (0..h).map(|r| x[r] * w.gate_up[((ex * h + r) * 2 + half) * i + col]).sum();
-            dot + if self.bias { w.gate_up_b[(ex * 2 + half) * i + col] } else { 0.0 }
-        };
+        let dots = vec_mat(x, &w.gate_up[ex * h * 2 * i..(ex + 1) * h * 2 * i]);
+        let proj = |half: usize, col: usize| dots[half * i + col] + if self.bias { w.gate_up_b[(ex * 2 + half) * i + col] } else { 0.0 };
         let inter: Vec<f64> = (0..i)
             .map(|col| {
                 let g = s.gate_up * clamp(proj(0, col), CLAMPS[0], f64::NEG_INFINITY);
                 s.inter * activation(self.act, g) * s.gate_up * clamp(proj(1, col), CLAMPS[1], CLAMPS[2])
             })
             .collect();
-        (0..h)
-            .map(|col| {
-                let dot: f64 = (0..i).map(|r| inter[r] * w.down[(ex * i + r) * h + col]).sum();
-                dot + if self.bias && !s.no_down_bias { w.down_b[ex * h + col] } else { 0.0 }
-            })
-            .collect()
+        let dots = vec_mat(&inter, &w.down[ex * i * h..(ex + 1) * i * h]);
+        (0..h).map(|col| dots[col] + if self.bias && !s.no_down_bias { w.down_b[ex * h + col] } else { 0.0 }).collect()
     }
 
     /// The float64 blockwise mixture of the `T` tokens, `[T, H]`, the

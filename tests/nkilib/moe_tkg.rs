@@ -9,7 +9,7 @@
 //! against the emulator; its rules.
 
 use crate::common::attention::run_numpy_kwargs;
-use crate::common::{Arg, CaseName, as_dtype, assert_close, emitted_package, seed_of, tensor, uniform};
+use crate::common::{Arg, CaseName, as_dtype, assert_close, emitted_package, seed_of, tensor, uniform, vec_mat};
 use crate::mlp::activation;
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::moe::moe_tkg::moe_tkg::{ActFnType, ExpertAffinityScaleMode, MoeTkgCall, MoeTkgRule, moe_tkg, moe_tkg_violation};
@@ -156,20 +156,16 @@ pub(crate) struct ExpertWeights<'a> {
 pub(crate) fn expert_f64(row: &[f64], ex: usize, i: usize, w: ExpertWeights<'_>, act: ActFnType, clamp: bool) -> Vec<f64> {
     let h = row.len();
     let clamp = |v: f64, hi: f64, lo: f64| if clamp { v.min(hi).max(lo) } else { v };
+    let dots = vec_mat(row, &w.gate_up[ex * h * 2 * i..(ex + 1) * h * 2 * i]);
     let proj = |half: usize, col: usize| {
-        let dot: f64 = (0..h).map(|r| row[r] * w.gate_up[((ex * h + r) * 2 + half) * i + col]).sum();
         let s = w.gate_up_s.map_or(1.0, |s| s[(ex * 2 + half) * i + col]);
-        dot * s + w.gate_up_b.map_or(0.0, |b| b[(ex * 2 + half) * i + col])
+        dots[half * i + col] * s + w.gate_up_b.map_or(0.0, |b| b[(ex * 2 + half) * i + col])
     };
     let inter: Vec<f64> = (0..i)
         .map(|col| activation(act, clamp(proj(0, col), CLAMPS[0], f64::NEG_INFINITY)) * clamp(proj(1, col), CLAMPS[1], CLAMPS[2]))
         .collect();
-    (0..h)
-        .map(|col| {
-            let dot: f64 = (0..i).map(|r| inter[r] * w.down[(ex * i + r) * h + col]).sum();
-            dot * w.down_s.map_or(1.0, |s| s[ex * h + col]) + w.down_b.map_or(0.0, |b| b[ex * h + col])
-        })
-        .collect()
+    let dots = vec_mat(&inter, &w.down[ex * i * h..(ex + 1) * i * h]);
+    (0..h).map(|col| dots[col] * w.down_s.map_or(1.0, |s| s[ex * h + col]) + w.down_b.map_or(0.0, |b| b[ex * h + col])).collect()
 }
 
 /// The inputs of one configuration, row-major.

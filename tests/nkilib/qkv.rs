@@ -7,7 +7,7 @@
 
 use crate::common::attention::run_numpy_kwargs;
 use crate::common::{
-    Arg, CaseName, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, assert_same_elements, package_of, seed_of, tensor, uniform,
+    Arg, CaseName, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, assert_same_elements, package_of, seed_of, tensor, uniform, vec_mat,
 };
 use nki::{Dtype, Launch, Outputs, Precision};
 use nkilib::qkv::qkv::qkv as qkv_entry;
@@ -169,8 +169,8 @@ impl Config {
                 _ => y,
             };
             let (q_end, k_end) = (self.nq * d, (self.nq + self.nkv()) * d);
-            for col in 0..i {
-                let dot: f64 = (0..h).map(|k| y[k] * v[3][k * i + col]).sum();
+            let dots = vec_mat(&y, &v[3]);
+            for (col, &dot) in dots.iter().enumerate() {
                 let dot = match self.quant {
                     Quant::None => dot,
                     Quant::Static { .. } => dot * v[7][usize::from(col >= q_end) + usize::from(col >= k_end)] * v[8][0],

@@ -9,7 +9,7 @@
 
 use crate::common::attention::run_numpy_kwargs;
 use crate::common::{
-    Arg, CaseName, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, assert_same_elements, package_of, seed_of, tensor, uniform,
+    Arg, CaseName, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, assert_same_elements, package_of, seed_of, tensor, uniform, vec_mat,
 };
 use nki::{Dtype, Launch, Precision};
 use nkilib::qkv::qkv::qkv as qkv_entry;
@@ -309,11 +309,8 @@ impl Config {
                 let seg = usize::from(col >= self.nq * d) + usize::from(col >= (self.nq + self.nkv) * d);
                 if quantized { v[8][seg] * v[9][0] } else { 1.0 }
             };
-            let mut row: Vec<f64> = (0..i)
-                .map(|col| {
-                    (0..h).map(|k| y[k] * v[3][k * i + col]).sum::<f64>() * factor(col) + if self.qkv_bias { v[6][col] } else { 0.0 }
-                })
-                .collect();
+            let dots = vec_mat(&y, &v[3]);
+            let mut row: Vec<f64> = (0..i).map(|col| dots[col] * factor(col) + if self.qkv_bias { v[6][col] } else { 0.0 }).collect();
             if self.rope {
                 let (cos, sin) = (&cache.0[t * d..(t + 1) * d], &cache.1[t * d..(t + 1) * d]);
                 for head in 0..self.nq + self.nkv {
