@@ -7,7 +7,7 @@
 use crate::common::*;
 use nki_core::hw::Generation;
 use nki_core::isa::{self as nisa, NameOpts, NcMatmulMxOpts};
-use nki_core::{Buffer, Dtype, ErrorKind, Launch, Precision, Tensor};
+use nki_core::{Buffer, Ctx, Dtype, ErrorKind, Launch, Precision, Tensor};
 
 fn trn3() -> Launch {
     launch(Precision::Hardware).generation(Generation::Trn3)
@@ -70,6 +70,14 @@ fn spread(vals: &[i64], groups: usize, cols: usize, fill: i64) -> Vec<i64> {
         out[row(g) * cols..(row(g) + 1) * cols].copy_from_slice(&vals[g * cols..(g + 1) * cols]);
     }
     out
+}
+
+/// An SBUF tile of `shape` (2-D) and the packed `dtype` holding the raw words
+/// `vals`, copied in from HBM.
+fn sbuf_words(ctx: &Ctx, shape: &[usize], vals: &[i64], dtype: Dtype) -> nki_core::Result<Tensor> {
+    let t = alloc(ctx, &[shape[0] as i64, shape[1] as i64], dtype, Buffer::Sbuf)?;
+    nisa::dma_copy(ctx, &t, &Tensor::from_i64(shape, vals, dtype)?, Default::default())?;
+    Ok(t)
 }
 
 /// Runs `quantize_mx` on a `[p, f]` bf16 tile of `x`; returns (dst, scale) tensors.
@@ -152,16 +160,11 @@ fn nc_matmul_mx_sums_dequantized_products_and_accumulates() {
         .collect();
     let got = trn3()
         .run(|ctx| {
-            let hold = |shape: &[usize], vals: &[i64], dtype: Dtype| -> nki_core::Result<Tensor> {
-                let t = alloc(ctx, &[shape[0] as i64, shape[1] as i64], dtype, Buffer::Sbuf)?;
-                nisa::dma_copy(ctx, &t, &Tensor::from_i64(shape, vals, dtype)?, Default::default())?;
-                Ok(t)
-            };
-            let st = hold(&[k, m], &pack(&st_codes, 8), Dtype::Fp8E4m3Fnx4)?;
-            let mv = hold(&[k, n], &pack(&mv_codes, 4), Dtype::Fp4E2m1Fnx4)?;
+            let st = sbuf_words(ctx, &[k, m], &pack(&st_codes, 8), Dtype::Fp8E4m3Fnx4)?;
+            let mv = sbuf_words(ctx, &[k, n], &pack(&mv_codes, 4), Dtype::Fp4E2m1Fnx4)?;
             // Unused scale rows hold 2^100, which a misread would show.
-            let ss = hold(&[scale_rows(k), m], &spread(&st_exp, k / 8, m, 227), Dtype::U8)?;
-            let ms = hold(&[scale_rows(k), n], &spread(&mv_exp, k / 8, n, 227), Dtype::U8)?;
+            let ss = sbuf_words(ctx, &[scale_rows(k), m], &spread(&st_exp, k / 8, m, 227), Dtype::U8)?;
+            let ms = sbuf_words(ctx, &[scale_rows(k), n], &spread(&mv_exp, k / 8, n, 227), Dtype::U8)?;
             let d = alloc(ctx, &[m as i64, n as i64], Dtype::F32, Buffer::Psum)?;
             nisa::nc_matmul_mx(ctx, &d, &st, &mv, &ss, &ms, NcMatmulMxOpts::default())?;
             let once = d.to_f32_vec();
@@ -201,14 +204,10 @@ fn nc_matmul_mx_sums_each_group_exactly_then_the_groups_in_f64_in_order() {
     let pack = |c: &[u32]| -> Vec<i64> { c.chunks(4).map(|w| w.iter().enumerate().map(|(i, &x)| i64::from(x) << (8 * i)).sum()).collect() };
     let got = trn3()
         .run(|ctx| {
-            let hold = |shape: &[usize], vals: &[i64], dtype: Dtype| -> nki_core::Result<Tensor> {
-                let t = alloc(ctx, &[shape[0] as i64, shape[1] as i64], dtype, Buffer::Sbuf)?;
-                nisa::dma_copy(ctx, &t, &Tensor::from_i64(shape, vals, dtype)?, Default::default())?;
-                Ok(t)
-            };
-            let (a, b) = (hold(&[k, m], &pack(&st), Dtype::Fp8E4m3Fnx4)?, hold(&[k, n], &pack(&mv), Dtype::Fp8E4m3Fnx4)?);
-            let ss = hold(&[scale_rows(k), m], &spread(&st_exp, 4, m, 127), Dtype::U8)?;
-            let ms = hold(&[scale_rows(k), n], &spread(&mv_exp, 4, n, 127), Dtype::U8)?;
+            let (a, b) =
+                (sbuf_words(ctx, &[k, m], &pack(&st), Dtype::Fp8E4m3Fnx4)?, sbuf_words(ctx, &[k, n], &pack(&mv), Dtype::Fp8E4m3Fnx4)?);
+            let ss = sbuf_words(ctx, &[scale_rows(k), m], &spread(&st_exp, 4, m, 127), Dtype::U8)?;
+            let ms = sbuf_words(ctx, &[scale_rows(k), n], &spread(&mv_exp, 4, n, 127), Dtype::U8)?;
             let d = alloc(ctx, &[m as i64, n as i64], Dtype::F32, Buffer::Psum)?;
             nisa::nc_matmul_mx(ctx, &d, &a, &b, &ss, &ms, NcMatmulMxOpts::default())?;
             Ok(d.to_f32_vec())
