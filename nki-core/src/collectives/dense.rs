@@ -64,7 +64,7 @@ pub(super) fn pairs(op: &str, srcs: &[Tensor], dsts: &[Tensor], hbm_only: bool) 
 }
 
 /// Moves need equal dtypes.
-fn same_dtypes(op: &str, pairs: &[(Tensor, Tensor)]) -> Result<()> {
+pub(super) fn same_dtypes(op: &str, pairs: &[(Tensor, Tensor)]) -> Result<()> {
     match pairs.iter().find(|(s, d)| s.dtype() != d.dtype()) {
         Some((s, d)) => Err(NkiError::constraint(op, format!("src {} and dst {} must have the same dtype", s.describe(), d.describe()))),
         None => Ok(()),
@@ -170,6 +170,11 @@ fn bytes_of(t: &Tensor) -> usize {
     t.numel() * t.dtype().size_bytes()
 }
 
+/// The members' `i`-th sources, in member order.
+fn member_srcs<'a>(members: &[&'a [(Tensor, Tensor)]], i: usize) -> Vec<&'a Tensor> {
+    members.iter().map(|m| &m[i].0).collect()
+}
+
 /// The values to write, per destination, collected before any is written.
 type Writes = Vec<(Tensor, Vec<f32>, Dtype)>;
 
@@ -221,7 +226,7 @@ pub fn all_reduce(
     same_sizes(OP, &pairs)?;
     run(ctx, OP, replica_group, pairs, &|members, round| {
         each_pair(members, round, |i, writes| {
-            let srcs: Vec<&Tensor> = members.iter().map(|m| &m[i].0).collect();
+            let srcs = member_srcs(members, i);
             if let Some(s) = srcs.iter().find(|s| s.numel() != srcs[0].numel()) {
                 return Err(NkiError::shape(
                     OP,
@@ -258,7 +263,7 @@ pub fn all_gather(
     }
     run(ctx, OP, replica_group, pairs, &|members, _| {
         each_pair(members, false, |i, writes| {
-            let srcs: Vec<&Tensor> = members.iter().map(|m| &m[i].0).collect();
+            let srcs = member_srcs(members, i);
             let (shape, cells) = concat(OP, &srcs, dim)?;
             for m in members {
                 let d = &m[i].1;
@@ -322,7 +327,7 @@ pub fn reduce_scatter(
     run(ctx, OP, replica_group, pairs, &|members, round| {
         let n = members.len();
         each_pair(members, round, |i, writes| {
-            let srcs: Vec<&Tensor> = members.iter().map(|m| &m[i].0).collect();
+            let srcs = member_srcs(members, i);
             if let Some(s) = srcs.iter().find(|s| s.shape() != srcs[0].shape()) {
                 return Err(NkiError::shape(
                     OP,

@@ -8,7 +8,7 @@
 //! displacements the chunk from member `s` lands at `s · (dst elements / G)`. A
 //! chunk that does not fit its source or destination is an error.
 
-use super::dense::{pairs, run};
+use super::dense::{pairs, run, same_dtypes};
 use super::{ReplicaGroup, check_buffer};
 use crate::emulator::Ctx;
 use crate::{Dtype, NkiError, Result, Tensor};
@@ -79,10 +79,7 @@ fn exchange(
     if pairs.len() != 1 {
         return Err(NkiError::constraint(op, format!("srcs and dsts must hold one tensor each, they hold {}", pairs.len())));
     }
-    let (s, d) = &pairs[0];
-    if s.dtype() != d.dtype() {
-        return Err(NkiError::constraint(op, format!("src {} and dst {} must have the same dtype", s.describe(), d.describe())));
-    }
+    same_dtypes(op, &pairs)?;
     let (known, rdispls) = (opts.recv_counts_known.unwrap_or(false), opts.has_rdispls.unwrap_or(false));
     let n = group.ring_of(ctx.rank(), ctx.num_ranks()).map_err(|e| e.in_op(op))?.len();
     check_metadata(op, metadata, n, rdispls)?;
