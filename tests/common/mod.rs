@@ -144,6 +144,21 @@ pub fn assert_close(what: &str, got: &[f32], want: &[f64], atol: f64, rtol: f64)
     assert!(err <= bound, "{what}: max abs error {err:.3e} > {bound:.3e} (atol {atol:e} + rtol {rtol:e} x max|ref| {scale:.3e})");
 }
 
+/// Asserts that the NumPy executor's outputs `numpy` of the emitted kernel
+/// (case `what`, run in `mode`, `"fp32"` or `"hardware"`) equal the
+/// emulator's up to the order of the matmuls' float32 sums: as many outputs,
+/// each within `1e-6 + rtol · max|emulator|`, `rtol` 1e-5 in fp32 and one
+/// bfloat16 step (2^-7) in hardware precision.
+pub fn assert_numpy_close_to_emulator<E: AsRef<[f32]>>(what: &str, mode: &str, numpy: &[Vec<f32>], emulator: &[E]) {
+    assert_eq!(numpy.len(), emulator.len(), "{what} {mode}: outputs");
+    let rtol = if mode == "fp32" { 1e-5 } else { 2f64.powi(-7) };
+    for (k, (n, e)) in numpy.iter().zip(emulator).enumerate() {
+        let e: Vec<f64> = e.as_ref().iter().map(|&v| f64::from(v)).collect();
+        assert_eq!(n.len(), e.len(), "{what} {mode}: output {k} length");
+        assert_close(&format!("{what} {mode}: output {k}"), n, &e, 1e-6, rtol);
+    }
+}
+
 /// Packed documents of uneven lengths (ids in order) for the keys; the queries
 /// share them except for a run of tokens whose id no key has, so some rows see
 /// no key at all (zeros and LSE -inf, or only the sink); the second batch's ids

@@ -10,7 +10,7 @@
 //! modes; its emitted source under NumPy against the emulator; its rules.
 
 use crate::common::attention::run_numpy_kwargs;
-use crate::common::{Arg, CaseName, as_dtype, assert_close, emitted_package, seed_of, tensor, uniform};
+use crate::common::{Arg, CaseName, as_dtype, assert_close, assert_numpy_close_to_emulator, emitted_package, seed_of, tensor, uniform};
 use nki::attention::tkg::TkgRule;
 use nki::emit::PyEnum;
 use nki::{Dtype, Launch, Precision, Tensor};
@@ -747,11 +747,7 @@ impl Config {
             let x = rounded(self.inputs(), dtype);
             let emu = self.run(&x, dtype, precision);
             let np = run_numpy_kwargs(emitted_package(), "attention_block_tkg", &[], &self.kwargs(&x, dtype), self.lnc(), mode);
-            assert_eq!(np.len(), emu.len(), "{} {mode}: outputs", self.name());
-            let rtol = if mode == "fp32" { 1e-5 } else { 2f64.powi(-7) };
-            for (n, e) in np.iter().zip(&emu) {
-                assert_close(&format!("{} {mode}", self.name()), n, &e.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), 1e-6, rtol);
-            }
+            assert_numpy_close_to_emulator(&self.name(), mode, &np, &emu);
         }
     }
 }

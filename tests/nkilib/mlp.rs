@@ -9,7 +9,9 @@
 //! emitted source under NumPy against the emulator; its rules.
 
 use crate::common::attention::run_numpy_kwargs;
-use crate::common::{Arg, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, emitted_package, seed_of, tensor, uniform, vec_mat};
+use crate::common::{
+    Arg, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, assert_numpy_close_to_emulator, emitted_package, seed_of, tensor, uniform, vec_mat,
+};
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::mlp::mlp::{ActFnType, NormType, QuantizationType, mlp};
 use nkilib::mlp::mlp_parameters::{MlpCall, MlpRule, mlp_violation};
@@ -727,18 +729,7 @@ fn emitted_mlp_under_numpy_equals_emulator() {
             let x = rounded(&cfg.inputs(), dtype);
             let emu = cfg.run(&x, dtype, precision);
             let np = run_numpy_kwargs(emitted_package(), "mlp", &[], &cfg.numpy_kwargs(&x, dtype), cfg.lnc, mode);
-            assert_eq!(np.len(), emu.len(), "{} {mode}: outputs", cfg.name());
-            for (k, (n, e)) in np.iter().zip(&emu).enumerate() {
-                assert_eq!(n.len(), e.len(), "{} {mode}: output {k}", cfg.name());
-                let rtol = if mode == "fp32" { 1e-5 } else { 2f64.powi(-7) };
-                assert_close(
-                    &format!("{} {mode}: output {k}", cfg.name()),
-                    n,
-                    &e.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(),
-                    1e-6,
-                    rtol,
-                );
-            }
+            assert_numpy_close_to_emulator(&cfg.name(), mode, &np, &emu);
         }
     }
 }

@@ -16,7 +16,7 @@
 //! the reference checks the margin it relies on.
 
 use crate::common::attention::run_numpy_kwargs;
-use crate::common::{Arg, CaseName, as_dtype, assert_close, emitted_package, seed_of, tensor, uniform};
+use crate::common::{Arg, CaseName, as_dtype, assert_close, assert_numpy_close_to_emulator, emitted_package, seed_of, tensor, uniform};
 use crate::moe_tkg::{CLAMPS, ExpertWeights, expert_f64};
 use crate::router_topk::{activate, ranked};
 use nki::emit::PyEnum;
@@ -456,11 +456,7 @@ fn emitted_moe_block_under_numpy_equals_emulator() {
             let x = rounded(&cfg.inputs(), dtype, cfg.router_dtype(dtype));
             let emu = cfg.run(&x, dtype, precision);
             let np = run_numpy_kwargs(emitted_package(), "moe_block_tkg", &[], &cfg.numpy_kwargs(&x, dtype), 2, mode);
-            assert_eq!(np.len(), emu.len(), "{} {mode}: outputs", cfg.name());
-            let rtol = if mode == "fp32" { 1e-5 } else { 2f64.powi(-7) };
-            for (n, e) in np.iter().zip(&emu) {
-                assert_close(&format!("{} {mode}", cfg.name()), n, &e.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), 1e-6, rtol);
-            }
+            assert_numpy_close_to_emulator(&cfg.name(), mode, &np, &emu);
         }
     }
 }

@@ -12,7 +12,9 @@
 //! rules.
 
 use crate::common::attention::run_numpy_kwargs;
-use crate::common::{Arg, CaseName, as_dtype, assert_close, emitted_package, seed_of, tensor, uniform, vec_mat};
+use crate::common::{
+    Arg, CaseName, as_dtype, assert_close, assert_numpy_close_to_emulator, emitted_package, seed_of, tensor, uniform, vec_mat,
+};
 use crate::mlp::activation;
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::moe::moe_cte::bwmm_shard_on_block::{
@@ -451,9 +453,7 @@ fn emitted_bwmm_shard_on_block_under_numpy_equals_emulator() {
             let w = rounded(&c.inputs(), dtype);
             let emu = c.run(&w, dtype, precision);
             let np = run_numpy_kwargs(emitted_package(), "bwmm_shard_on_block", &[], &c.numpy_kwargs(&w, dtype), 2, mode);
-            assert_eq!(np.len(), 1, "{} {mode}: outputs", c.name());
-            let rtol = if mode == "fp32" { 1e-5 } else { 2f64.powi(-7) };
-            assert_close(&format!("{} {mode}", c.name()), &np[0], &emu.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), 1e-6, rtol);
+            assert_numpy_close_to_emulator(&c.name(), mode, &np, &[emu]);
         }
     }
 }
@@ -653,10 +653,7 @@ fn emitted_equals_emulator<C: ShardOnICase>(cases: &[C]) {
             let w = rounded(&case.config().inputs(), dtype);
             let emu = case.run(&w, dtype, precision);
             let np = run_numpy_kwargs(emitted_package(), C::KERNEL, &[], &case.numpy_kwargs(&w, dtype), 2, mode);
-            assert_eq!(np.len(), 1, "{} {mode}: outputs", case.name());
-            let rtol = if mode == "fp32" { 1e-5 } else { 2f64.powi(-7) };
-            let want: Vec<f64> = emu.iter().map(|&v| f64::from(v)).collect();
-            assert_close(&format!("{} {mode}", case.name()), &np[0], &want, 1e-6, rtol);
+            assert_numpy_close_to_emulator(&case.name(), mode, &np, &[emu]);
         }
     }
 }

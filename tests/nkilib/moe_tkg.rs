@@ -9,7 +9,9 @@
 //! against the emulator; its rules.
 
 use crate::common::attention::run_numpy_kwargs;
-use crate::common::{Arg, CaseName, as_dtype, assert_close, emitted_package, seed_of, tensor, uniform, vec_mat};
+use crate::common::{
+    Arg, CaseName, as_dtype, assert_close, assert_numpy_close_to_emulator, emitted_package, seed_of, tensor, uniform, vec_mat,
+};
 use crate::mlp::activation;
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::moe::moe_tkg::moe_tkg::{ActFnType, ExpertAffinityScaleMode, MoeTkgCall, MoeTkgRule, moe_tkg, moe_tkg_violation};
@@ -419,9 +421,7 @@ fn emitted_moe_tkg_under_numpy_equals_emulator() {
             let x = rounded(&cfg.inputs(), dtype, cfg.weight_dtype(dtype), cfg.aff_dtype());
             let emu = cfg.run(&x, dtype, precision);
             let np = run_numpy_kwargs(emitted_package(), "moe_tkg", &[], &cfg.numpy_kwargs(&x, dtype), cfg.lnc, mode);
-            assert_eq!(np.len(), 1, "{} {mode}: outputs", cfg.name());
-            let rtol = if mode == "fp32" { 1e-5 } else { 2f64.powi(-7) };
-            assert_close(&format!("{} {mode}", cfg.name()), &np[0], &emu.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), 1e-6, rtol);
+            assert_numpy_close_to_emulator(&cfg.name(), mode, &np, &[emu]);
         }
     }
 }
