@@ -159,6 +159,24 @@ pub fn assert_numpy_close_to_emulator<E: AsRef<[f32]>>(what: &str, mode: &str, n
     }
 }
 
+/// The float64 RMSNorm of `row`: each element times `1 / sqrt(Σ row² / n +
+/// eps)` and its `gamma` (none: 1), the mean over `n` elements (the unpadded
+/// hidden size when the row carries zero padding).
+pub fn rms_norm(row: &[f64], gamma: Option<&[f64]>, n: usize, eps: f64) -> Vec<f64> {
+    let r = 1.0 / (row.iter().map(|a| a * a).sum::<f64>() / n as f64 + eps).sqrt();
+    row.iter().enumerate().map(|(k, a)| a * r * gamma.map_or(1.0, |g| g[k])).collect()
+}
+
+/// The float64 LayerNorm of `row`: `(row - mean) · gamma / sqrt(var + eps)`,
+/// plus `beta` when given, the mean and variance over the whole row.
+pub fn layer_norm(row: &[f64], gamma: &[f64], beta: Option<&[f64]>, eps: f64) -> Vec<f64> {
+    let h = row.len() as f64;
+    let mean = row.iter().sum::<f64>() / h;
+    let var = row.iter().map(|a| (a - mean) * (a - mean)).sum::<f64>() / h;
+    let r = 1.0 / (var + eps).sqrt();
+    row.iter().enumerate().map(|(k, a)| (a - mean) * gamma[k] * r + beta.map_or(0.0, |b| b[k])).collect()
+}
+
 /// Packed documents of uneven lengths (ids in order) for the keys; the queries
 /// share them except for a run of tokens whose id no key has, so some rows see
 /// no key at all (zeros and LSE -inf, or only the sink); the second batch's ids

@@ -7,7 +7,8 @@
 
 use crate::common::attention::run_numpy_kwargs;
 use crate::common::{
-    Arg, CaseName, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, assert_same_elements, package_of, seed_of, tensor, uniform, vec_mat,
+    Arg, CaseName, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, assert_same_elements, layer_norm, package_of, rms_norm, seed_of, tensor,
+    uniform, vec_mat,
 };
 use nki::{Dtype, Launch, Outputs, Precision};
 use nkilib::qkv::qkv::qkv as qkv_entry;
@@ -151,17 +152,8 @@ impl Config {
             let row = &x[t * h..(t + 1) * h];
             let y: Vec<f64> = match self.norm {
                 Norm::None => row.to_vec(),
-                Norm::Rms => {
-                    let n = self.hidden_actual.unwrap_or(h) as f64;
-                    let r = 1.0 / (row.iter().map(|a| a * a).sum::<f64>() / n + self.eps).sqrt();
-                    row.iter().zip(&v[4]).map(|(a, g)| a * g * r).collect()
-                }
-                Norm::Layer => {
-                    let mean = row.iter().sum::<f64>() / h as f64;
-                    let var = row.iter().map(|a| (a - mean) * (a - mean)).sum::<f64>() / h as f64;
-                    let r = 1.0 / (var + self.eps).sqrt();
-                    (0..h).map(|k| (row[k] - mean) * v[4][k] * r + if self.norm_bias { v[5][k] } else { 0.0 }).collect()
-                }
+                Norm::Rms => rms_norm(row, Some(&v[4]), self.hidden_actual.unwrap_or(h), self.eps),
+                Norm::Layer => layer_norm(row, &v[4], self.norm_bias.then_some(&v[5][..]), self.eps),
             };
             // STATIC: the input divided by the input scale and clipped to ±240.
             let y: Vec<f64> = match self.quant {

@@ -9,7 +9,8 @@
 
 use crate::common::attention::run_numpy_kwargs;
 use crate::common::{
-    Arg, CaseName, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, assert_same_elements, package_of, seed_of, tensor, uniform, vec_mat,
+    Arg, CaseName, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, assert_same_elements, layer_norm, package_of, rms_norm, seed_of, tensor,
+    uniform, vec_mat,
 };
 use nki::{Dtype, Launch, Precision};
 use nkilib::qkv::qkv::qkv as qkv_entry;
@@ -275,21 +276,12 @@ impl Config {
 
     /// The normalised row `row` of `[H]`.
     fn norm_row(&self, row: &[f64], v: &[Vec<f64>]) -> Vec<f64> {
-        let h = self.h;
+        let n = self.hidden_actual.unwrap_or(self.h);
         match self.norm {
             Norm::None => row.to_vec(),
-            Norm::Rms | Norm::RmsSkipGamma => {
-                let n = self.hidden_actual.unwrap_or(h) as f64;
-                let r = 1.0 / (row.iter().map(|a| a * a).sum::<f64>() / n + self.eps).sqrt();
-                let gamma = |k: usize| if self.norm == Norm::Rms { v[4][k] } else { 1.0 };
-                (0..h).map(|k| row[k] * r * gamma(k)).collect()
-            }
-            Norm::Layer => {
-                let mean = row.iter().sum::<f64>() / h as f64;
-                let var = row.iter().map(|a| (a - mean) * (a - mean)).sum::<f64>() / h as f64;
-                let r = 1.0 / (var + self.eps).sqrt();
-                (0..h).map(|k| (row[k] - mean) * v[4][k] * r + if self.norm_bias { v[5][k] } else { 0.0 }).collect()
-            }
+            Norm::Rms => rms_norm(row, Some(&v[4]), n, self.eps),
+            Norm::RmsSkipGamma => rms_norm(row, None, n, self.eps),
+            Norm::Layer => layer_norm(row, &v[4], self.norm_bias.then_some(&v[5][..]), self.eps),
         }
     }
 

@@ -9,7 +9,9 @@
 //! even in e4m3. At the library's MX test sizes, in both precision modes; the
 //! emitted source under NumPy against the emulator; the MX rules.
 
-use crate::common::{Arg, CaseName, FP32_ATOL, as_dtype, assert_close, assert_numpy_equals_emulator, package_of, seed_of, tensor, uniform};
+use crate::common::{
+    Arg, CaseName, FP32_ATOL, as_dtype, assert_close, assert_numpy_equals_emulator, package_of, rms_norm, seed_of, tensor, uniform,
+};
 use crate::mx_format::{e4m3fn, quantize_e4m3fn_groups};
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::qkv::qkv_tkg::{NormType, QkvTkgRule, QkvTkgShape, QuantizationType, qkv_tkg, qkv_tkg_violation};
@@ -96,12 +98,7 @@ impl Mx {
         let mut out = vec![0.0; self.b * i];
         for t in 0..self.b {
             let row = &d.x[t * h..(t + 1) * h];
-            let mut y: Vec<f64> = if self.rms {
-                let r = 1.0 / (row.iter().map(|a| a * a).sum::<f64>() / h as f64 + EPS).sqrt();
-                row.iter().zip(&d.gamma).map(|(a, g)| a * g * r).collect()
-            } else {
-                row.to_vec()
-            };
+            let mut y: Vec<f64> = if self.rms { rms_norm(row, Some(&d.gamma), h, EPS) } else { row.to_vec() };
             if round_rows {
                 y = as_dtype(&y, Dtype::Bf16);
             }
