@@ -296,6 +296,30 @@ impl Ctx {
         Ok(())
     }
 
+    /// [`Ctx::record_spec`] for an instruction that reads only some cells of the
+    /// tiles `partly` (after `reads` in its record): they are not checked for
+    /// unwritten cells here; the instruction checks the views it does read with
+    /// [`Ctx::check_unwritten_reads`] once it knows them.
+    pub(crate) fn record_spec_partly_reading(
+        &self,
+        op: &'static str,
+        reads: &[&Tensor],
+        partly: &[&Tensor],
+        writes: &[&Tensor],
+    ) -> Result<()> {
+        let all: Vec<&Tensor> = reads.iter().chain(partly).copied().collect();
+        self.pool.touch(self.site(op), &all, writes).map_err(|e| e.in_op(op))?;
+        self.track_unwritten(op, reads, writes, &Rendezvous::None)?;
+        self.record_with(|| Instr::new(op, Unit::of_spec(op), &all, writes));
+        Ok(())
+    }
+
+    /// Reports the cells nothing wrote that `op` reads through the views `reads`
+    /// (an error under [`super::Launch::strict_uninit`]).
+    pub(crate) fn check_unwritten_reads(&self, op: &'static str, reads: &[&Tensor]) -> Result<()> {
+        self.world.check_unwritten(self.strict_uninit, op, self.line.get(), reads.iter().copied())
+    }
+
     /// `begin_op` for an op the spec lists on some generations only: an error
     /// naming them when the launch targets another one.
     pub(crate) fn begin_generation_op(&self, op: &'static str) -> Result<()> {

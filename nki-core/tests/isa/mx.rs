@@ -7,7 +7,7 @@
 use crate::common::*;
 use nki_core::hw::Generation;
 use nki_core::isa::{self as nisa, NameOpts, NcMatmulMxOpts};
-use nki_core::{Buffer, Ctx, Dtype, ErrorKind, Launch, Precision, Tensor};
+use nki_core::{Buffer, Ctx, Dtype, ErrorKind, Launch, Precision, Tensor, s};
 
 fn trn3() -> Launch {
     launch(Precision::Hardware).generation(Generation::Trn3)
@@ -174,6 +174,37 @@ fn nc_matmul_mx_sums_dequantized_products_and_accumulates() {
         .unwrap();
     assert_close(&got.0, &want, 1e-5, 1e-6);
     assert_close(&got.1, &want.iter().map(|w| 2.0 * w).collect::<Vec<_>>(), 1e-5, 1e-6);
+}
+
+/// A scale operand spans the data's partitions, but only 4 rows of each
+/// quadrant hold scales: a matmul whose scale tiles have just those rows
+/// written reads nothing unwritten (strict mode passes); one whose scale row
+/// 35 (group 7) is unwritten reports that row and no other.
+#[test]
+fn nc_matmul_mx_reads_only_the_scale_rows_of_its_scale_tiles() {
+    let (k, m) = (64usize, 4usize);
+    let run = |write_group_7: bool| {
+        trn3().strict_uninit(true).run(move |ctx| {
+            let zeros = |p: usize, dtype: Dtype| -> nki_core::Result<Tensor> {
+                let t = alloc(ctx, &[p as i64, m as i64], dtype, Buffer::Sbuf)?;
+                nisa::dma_copy(ctx, &t, &Tensor::from_i64(&[p, m], &vec![0; p * m], dtype)?, Default::default())?;
+                Ok(t)
+            };
+            let data = zeros(k, Dtype::Fp8E4m3Fnx4)?;
+            let scales = alloc(ctx, &[k as i64, m as i64], Dtype::U8, Buffer::Sbuf)?;
+            let ones = Tensor::from_i64(&[4, m], &[127; 16], Dtype::U8)?;
+            let last = if write_group_7 { 36 } else { 35 };
+            nisa::dma_copy(ctx, &scales.index(&s![0..4, ..])?, &ones, Default::default())?;
+            nisa::dma_copy(ctx, &scales.index(&s![32..last, ..])?, &ones.index(&s![0..last - 32, ..])?, Default::default())?;
+            let d = alloc(ctx, &[m as i64, m as i64], Dtype::F32, Buffer::Psum)?;
+            nisa::nc_matmul_mx(ctx, &d, &data, &data, &scales, &scales, NcMatmulMxOpts::default())
+        })
+    };
+    run(true).unwrap();
+    let e = run(false).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Undefined, "{e}");
+    assert!(e.to_string().contains("reads 4 elements of 'tensor' [64, 4] uint8 in SBUF"), "{e}");
+    assert!(e.to_string().contains("(the first at [35, 0])"), "{e}");
 }
 
 /// The sum is defined: a group's 32 products exactly, the group sums added in

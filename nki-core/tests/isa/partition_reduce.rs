@@ -52,6 +52,8 @@ fn add_average_and_maximum_fold_the_partitions_in_both_precisions() {
 #[test]
 fn unwritten_partitions_read_as_zero_and_are_reported() {
     let report = launch(Precision::Fp32)
+        // Warns rather than fails whatever NKI_STRICT_UNINIT the tests run under.
+        .strict_uninit(false)
         .run_all(|ctx| {
             let t = alloc(ctx, &[8, 4], Dtype::F32, Buffer::Sbuf)?;
             nisa::memset(ctx, &t.index(&s![0..2, ..])?, 1.0, EngineOpts::default())?;

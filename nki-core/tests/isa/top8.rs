@@ -38,6 +38,8 @@ fn max8_returns_the_eight_largest_in_descending_order_in_both_precisions() {
 #[test]
 fn max8_of_unwritten_sbuf_reads_zeros_and_is_reported() {
     let report = launch(Precision::Fp32)
+        // Warns rather than fails whatever NKI_STRICT_UNINIT the tests run under.
+        .strict_uninit(false)
         .run_all(|ctx| {
             let t = alloc(ctx, &[4, 16], Dtype::F32, Buffer::Sbuf)?;
             let d = alloc(ctx, &[4, 8], Dtype::F32, Buffer::Sbuf)?;
