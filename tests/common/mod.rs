@@ -16,6 +16,7 @@ pub use lcg::uniform;
 
 use nki::io::npy::{NpyType, read_npy, write_npy};
 use nki::{Dtype, Precision, Tensor};
+use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -238,14 +239,31 @@ pub fn python() -> &'static Path {
     })
 }
 
+thread_local! {
+    /// `Some(strict)` inside [`with_strict_uninit`] on this thread.
+    static STRICT_UNINIT: Cell<Option<bool>> = const { Cell::new(None) };
+}
+
+/// Runs `f` with the harnesses it starts (on this thread) treating reads of
+/// unwritten memory as errors (`strict`) or warnings, whatever
+/// `NKI_STRICT_UNINIT` the tests themselves run under.
+pub fn with_strict_uninit<T>(strict: bool, f: impl FnOnce() -> T) -> T {
+    let before = STRICT_UNINIT.replace(Some(strict));
+    let out = f();
+    STRICT_UNINIT.set(before);
+    out
+}
+
 /// Runs `python -m nki_harness <args>`; returns (success, stdout, stderr).
 pub fn harness(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(python())
-        .args(["-m", "nki_harness"])
-        .args(args)
-        .env("PYTHONPATH", repo_root().join("tests/python"))
-        .output()
-        .expect("running the Python harness");
+    let mut cmd = Command::new(python());
+    cmd.args(["-m", "nki_harness"]).args(args).env("PYTHONPATH", repo_root().join("tests/python"));
+    match STRICT_UNINIT.get() {
+        Some(true) => cmd.env(nki::emulator::STRICT_UNINIT_ENV, "1"),
+        Some(false) => cmd.env_remove(nki::emulator::STRICT_UNINIT_ENV),
+        None => &mut cmd,
+    };
+    let out = cmd.output().expect("running the Python harness");
     (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 

@@ -432,7 +432,8 @@ pub mod flash {
     /// `src` into the `(P_MAX, groups)` tile `dst` (row `Q_GRP_SZ g + p` at `[p, g]`): the
     /// full groups with one access pattern, the rows of a partial last group on
     /// their own, so no read passes the batch's `s_q` rows. The partial group's
-    /// other partitions are left as they are; no query reads them.
+    /// other partitions, rows of no query, are set to 0: the bounds are combined
+    /// a whole tile at a time (`minimum` with the upper bounds), which reads them.
     #[nki_helper]
     fn load_row_bounds(dst: Sbuf, src: Hbm, b: i64, s_q: i64) {
         let full = s_q / Q_GRP_SZ;
@@ -441,6 +442,7 @@ pub mod flash {
             nisa::dma_copy(dst[s![.., 0..full]], src.ap([[1, Q_GRP_SZ], [Q_GRP_SZ, full]], offset = b * s_q));
         }
         if tail > 0 {
+            nisa::memset(dst[s![tail..Q_GRP_SZ, full..full + 1]], 0.0);
             nisa::dma_copy(dst[s![0..tail, full..full + 1]], src.ap([[1, tail], [1, 1]], offset = b * s_q + Q_GRP_SZ * full));
         }
     }

@@ -521,6 +521,11 @@ pub mod kernel {
         for j in 0..d.num_b_tiles {
             let idx = bt.token_indices[s![.., j..j + 1]];
             if p.is_tensor_update_accumulating {
+                // Skipped tokens' rows are not gathered but are added to below
+                // (and then not scattered): they must hold something defined.
+                if skip {
+                    nisa::memset(rows, 0.0);
+                }
                 gather_token_rows(rows, dx, idx, d.h_offset, skip);
             }
             for cb in 0..hs.div_ceil(PSUM_SIZE) {
