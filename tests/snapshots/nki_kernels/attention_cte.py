@@ -479,13 +479,15 @@ def load_row_bounds(dst, src, b, s_q):
     `src` into the `(P_MAX, groups)` tile `dst` (row `Q_GRP_SZ g + p` at `[p, g]`): the
     full groups with one access pattern, the rows of a partial last group on
     their own, so no read passes the batch's `s_q` rows. The partial group's
-    other partitions are left as they are; no query reads them.
+    other partitions, rows of no query, are set to 0: the bounds are combined
+    a whole tile at a time (`minimum` with the upper bounds), which reads them.
     """
     full = s_q // Q_GRP_SZ
     tail = s_q % Q_GRP_SZ
     if full > 0:
         nisa.dma_copy(dst=dst[:, 0:full], src=src.ap(pattern=[[1, Q_GRP_SZ], [Q_GRP_SZ, full]], offset=b * s_q))
     if tail > 0:
+        nisa.memset(dst=dst[tail:Q_GRP_SZ, full:full + 1], value=0.0)
         nisa.dma_copy(dst=dst[0:tail, full:full + 1], src=src.ap(pattern=[[1, tail], [1, 1]], offset=b * s_q + Q_GRP_SZ * full))
 
 

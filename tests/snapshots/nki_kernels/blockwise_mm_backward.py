@@ -483,6 +483,8 @@ def compute_hidden_states_grad(p, d, bt, dgu):
     for j in range(d.num_b_tiles):
         idx = bt.token_indices[:, j:j + 1]
         if p.is_tensor_update_accumulating:
+            if skip:
+                nisa.memset(dst=rows, value=0.0)
             gather_token_rows(rows, dx, idx, d.h_offset, skip)
         for cb in range(-(-hs // PSUM_SIZE)):
             c0 = cb * PSUM_SIZE
