@@ -122,13 +122,15 @@ fn expand_modules(tokens: TokenStream, path: &Path, answers: &mut Answers, new: 
     let mut complete = true;
     let mut i = 0;
     while i < toks.len() {
-        let is_module = is_hash(&toks[i])
-            && matches!(toks.get(i + 1), Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Bracket && is_module_attr(&g.stream()));
-        if !is_module {
+        let module_args = match toks.get(i + 1) {
+            Some(TokenTree::Group(g)) if is_hash(&toks[i]) && g.delimiter() == Delimiter::Bracket => module_attr_args(g.stream()),
+            _ => None,
+        };
+        let Some(module_args) = module_args else {
             out.push(toks[i].clone());
             i += 1;
             continue;
-        }
+        };
         let end = toks[i + 2..]
             .iter()
             .position(|t| matches!(t, TokenTree::Group(g) if g.delimiter() == Delimiter::Brace))
@@ -138,7 +140,7 @@ fn expand_modules(tokens: TokenStream, path: &Path, answers: &mut Answers, new: 
             [TokenTree::Ident(m), TokenTree::Ident(name)] if m == "mod" => Some(name.to_string()),
             _ => None,
         });
-        let mut expanded = crate::module::expand(TokenStream::new(), item);
+        let mut expanded = crate::module::expand(module_args, item);
         if let Some(place) = &place {
             match imports::resolve(expanded.clone(), &place.krate, answers) {
                 Some(resolved) => {
@@ -154,9 +156,21 @@ fn expand_modules(tokens: TokenStream, path: &Path, answers: &mut Answers, new: 
     (out.into_iter().collect(), complete)
 }
 
-/// `nki_module` or `nki::nki_module`.
-fn is_module_attr(attr: &TokenStream) -> bool {
-    matches!(attr.to_string().as_str(), "nki_module" | "nki :: nki_module")
+/// The arguments of an `nki_module` or `nki::nki_module` attribute (empty
+/// without parentheses, e.g. `export = name` with them); `None` for any other
+/// attribute.
+fn module_attr_args(attr: TokenStream) -> Option<TokenStream> {
+    let toks: Vec<TokenTree> = attr.into_iter().collect();
+    let path_len = toks.iter().position(|t| matches!(t, TokenTree::Group(_))).unwrap_or(toks.len());
+    let path: TokenStream = toks[..path_len].iter().cloned().collect();
+    if !matches!(path.to_string().as_str(), "nki_module" | "nki :: nki_module") {
+        return None;
+    }
+    match &toks[path_len..] {
+        [] => Some(TokenStream::new()),
+        [TokenTree::Group(g)] if g.delimiter() == Delimiter::Parenthesis => Some(g.stream()),
+        _ => None,
+    }
 }
 
 fn is_hash(t: &TokenTree) -> bool {
