@@ -18,6 +18,7 @@ pub mod find_nonzero_indices;
 pub mod indexed_flatten;
 pub mod max;
 pub mod mlp;
+pub mod mlp_cte_static_mx;
 pub mod mlp_tkg_mx;
 pub mod moe_block;
 pub mod moe_cte;

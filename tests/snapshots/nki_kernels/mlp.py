@@ -112,6 +112,16 @@ def validate_mlp_cte(t, h, i, programs, has_bias, clamped, optimized_layout):
         assert t % programs == 0, f"mlp: B * S = {t} must split evenly over the {programs} programs (this call shards the tokens)"
 
 
+def validate_static_mx(t, h, i, programs, has_bias):
+    """`STATIC_MX`'s own rules (the library's static-MX branches on trn3):
+    `H` and `I` in whole 512-row pre-shuffled blocks, and each program's
+    part of `I` too when the programs split `I`.
+    """
+    assert nisa.get_nc_version() == nisa.nc_version.gen4, "mlp: quantization_type STATIC_MX needs trn3 (nc_matmul_mx)"
+    assert h % MX_TILE == 0 and i % MX_TILE == 0, f"mlp: quantization_type STATIC_MX needs H and I to be multiples of 512, got H = {h}, I = {i}"
+    assert not shard_on_intermediate(t, h, i, programs, has_bias) or i // programs % MX_TILE == 0, f"mlp: quantization_type STATIC_MX needs I / programs to be a multiple of 512 when the programs split I, got I = {i} over {programs}"
+
+
 def validate_mlp_arguments(hidden, w, act, q, normalization_type, h, t, programs, is_tkg, store_output_in_sbuf, use_tkg_down_proj_column_tiling, use_tkg_down_proj_optimized_layout):
     """The rules of a dense (not `MX`) call, checked when the kernel is
     traced: the weights' and rows' shapes, the options the kernel
@@ -134,7 +144,8 @@ def validate_mlp_arguments(hidden, w, act, q, normalization_type, h, t, programs
     check_row(w.down_proj_bias_tensor, "down_proj_bias_tensor", h)
     assert not has_norm or w.normalization_bias_tensor is None or normalization_type == NormType.LAYER_NORM, "mlp: normalization_bias_tensor is only supported with NormType.LAYER_NORM"
     assert not use_tkg_down_proj_optimized_layout or not use_tkg_down_proj_column_tiling, "mlp: use_tkg_down_proj_optimized_layout needs use_tkg_down_proj_column_tiling=False"
-    assert quantization_type == QuantizationType.NONE or quantization_type == QuantizationType.STATIC or quantization_type == QuantizationType.ROW, f"mlp: quantization_type must be QuantizationType.NONE, STATIC, ROW or MX (STATIC_MX and ROW_MX are not implemented), got {quantization_type}"
+    static_mx = quantization_type == QuantizationType.STATIC_MX
+    assert quantization_type == QuantizationType.NONE or quantization_type == QuantizationType.STATIC or quantization_type == QuantizationType.ROW or static_mx, f"mlp: quantization_type must be QuantizationType.NONE, STATIC, ROW, MX or STATIC_MX (the library's mlp takes no ROW_MX), got {quantization_type}"
     assert not store_output_in_sbuf, "mlp: store_output_in_sbuf is not implemented (the output is an HBM tensor)"
     if is_tkg:
         validate_mlp_tkg(h, programs, use_tkg_down_proj_optimized_layout)
@@ -142,6 +153,9 @@ def validate_mlp_arguments(hidden, w, act, q, normalization_type, h, t, programs
         has_bias = w.gate_proj_bias_tensor is not None or w.up_proj_bias_tensor is not None or w.down_proj_bias_tensor is not None
         clamped = act.gate_clamp_upper_limit is not None or act.gate_clamp_lower_limit is not None or act.up_clamp_upper_limit is not None or act.up_clamp_lower_limit is not None
         validate_mlp_cte(t, h, i, programs, has_bias, clamped, use_tkg_down_proj_optimized_layout)
+        if static_mx:
+            validate_static_mx(t, h, i, programs, has_bias)
+    assert not static_mx or not is_tkg, "mlp: quantization_type STATIC_MX is only supported in context encoding (B * S > 96 or force_cte_mode)"
     if has_norm:
         assert normalization_type == NormType.RMS_NORM_SKIP_GAMMA or w.normalization_weights_tensor is not None, f"mlp: normalization_type {normalization_type} needs normalization_weights_tensor"
         check_row(w.normalization_weights_tensor, "normalization_weights_tensor", h)
@@ -170,7 +184,7 @@ def validate_quantization(quantization_type, hidden, w, q):
     quantized = quantization_type != QuantizationType.NONE
     fp8 = nl.float8_e4m3
     gw, uw, dw = (w.gate_proj_weights_tensor, w.up_proj_weights_tensor, w.down_proj_weights_tensor)
-    assert quantized == (gw.dtype == fp8) and quantized == (uw.dtype == fp8) and quantized == (dw.dtype == fp8), f"mlp: the gate, up and down weights must be float8_e4m3 exactly when quantization_type is STATIC or ROW, got {quantization_type} with {gw.dtype}, {uw.dtype}, {dw.dtype}"
+    assert quantized == (gw.dtype == fp8) and quantized == (uw.dtype == fp8) and quantized == (dw.dtype == fp8), f"mlp: the gate, up and down weights must be float8_e4m3 exactly when quantization_type is STATIC, ROW or STATIC_MX, got {quantization_type} with {gw.dtype}, {uw.dtype}, {dw.dtype}"
     if quantized:
         assert hidden.dtype != nl.float32, "mlp: hidden_tensor must be bfloat16, float16 or float8_e4m3 with fp8 weights (they multiply it as it is), got float32"
         row = quantization_type == QuantizationType.ROW

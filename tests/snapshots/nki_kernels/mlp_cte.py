@@ -12,6 +12,7 @@ from .mlp_cte_constants import MLPCTEQuantScales
 from .mlp_cte_constants import MLPCTEVectors
 from .mlp_cte_constants import PSUM_FMAX
 from .mlp_cte_constants import P_MAX
+from .mlp_cte_mx import mlp_cte_static_mx
 from .mlp_cte_norm import apply_normalization_if_necessary
 from .mlp_cte_projection import perform_down_projection
 from .mlp_cte_projection import perform_gate_up_projection
@@ -74,6 +75,9 @@ def mlp_cte(hidden, w, output, stored, normalization_type, eps, act, quant):
     cst = calculate_sharding(t, h, i, has_bias, cdt, hidden_tile_dtype, src_dtype, down_dtype)
     vec = load_mlp_cte_vectors(w, eps, cst)
     scales = prepare_quantization_scales(quant, vec, cst)
+    if quant.quantization_type == QuantizationType.STATIC_MX:
+        mlp_cte_static_mx(hidden, w, output, act, scales, cst)
+        return
     for tile in nl.sequential_range(start=0, stop=-(-cst.t // P_MAX)):
         r0 = cst.t_offset + tile * P_MAX
         rows = min(cst.t_offset + cst.t - r0, P_MAX)

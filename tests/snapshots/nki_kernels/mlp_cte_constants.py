@@ -103,12 +103,14 @@ class MLPCTEVectors(nl.NKIObject):
     "Zeros (fp32), the bias of the activations."
 
 
-# Elements `bn_stats` writes per chunk and `bn_aggr` per row.
-BN_STATS_ELEMENTS = 6
+# The largest finite `float8_e4m3` value: the gated product's
+# quantization range.
+FP8_E4M3_MAX = 240.0
 
 
-# Columns per `bn_stats` (LayerNorm statistics).
-BN_STATS_FMAX = 512
+# Floor of a `ROW` quantization's per-row dequantization scale (an
+# all-zero row would otherwise divide by zero).
+ROW_QUANT_MIN_SCALE = 1e-6
 
 
 # The DMA queue the two programs of an `I`-sharded call exchange their
@@ -125,11 +127,9 @@ PSUM_FMAX = 512
 SRC_PROJ_H_TILE = 1024
 
 
-# The largest finite `float8_e4m3` value: the gated product's
-# quantization range.
-FP8_E4M3_MAX = 240.0
+# Elements `bn_stats` writes per chunk and `bn_aggr` per row.
+BN_STATS_ELEMENTS = 6
 
 
-# Floor of a `ROW` quantization's per-row dequantization scale (an
-# all-zero row would otherwise divide by zero).
-ROW_QUANT_MIN_SCALE = 1e-6
+# Columns per `bn_stats` (LayerNorm statistics).
+BN_STATS_FMAX = 512

@@ -19,6 +19,19 @@ from .mlp_cte_constants import SRC_PROJ_H_TILE
 from .mlp_parameters import MLPActivationParameters
 
 
+def sync_down_proj_results_across_int_dim(o, cst, rows):
+    """The two programs of an `I`-sharded call each hold a partial `o` of
+    every column: each sends the other's half and adds the half it
+    receives to its own (in the compute dtype).
+    """
+    half = cst.h // cst.programs
+    other = 1 - cst.program_id
+    mine, theirs = (cst.program_id * half, other * half)
+    remote = nl.ndarray(shape=(P_MAX, half), dtype=cst.compute_dtype, buffer=nl.sbuf)
+    nisa.sendrecv(src=o[0:rows, theirs:theirs + half], dst=remote[0:rows, :], send_to_rank=other, recv_from_rank=other, pipe_id=PIPE_ID_INT_SHARD)
+    nisa.tensor_tensor(dst=o[0:rows, mine:mine + half], data1=o[0:rows, mine:mine + half], data2=remote[0:rows, :], op=nl.add)
+
+
 def project_source_tensor_tile(x_t, w, acc, cst, i0, cols, rows):
     """`acc[:rows, :cols]` (fp32 PSUM) = `Σ_c x_t[:, c, :rows]ᵀ @ w[c rows,
     i0 .. i0 + cols]` over the hidden blocks in order, the weights loaded
@@ -159,16 +172,3 @@ def perform_down_projection(gu_t, down_w, o, vec, scales, dq, cst, rows):
             nisa.tensor_tensor(dst=o[0:rows, c0:c0 + cols], data1=acc[0:rows, 0:cols], data2=b[0:rows, c0:c0 + cols], op=nl.add)
         else:
             nisa.tensor_copy(dst=o[0:rows, c0:c0 + cols], src=acc[0:rows, 0:cols])
-
-
-def sync_down_proj_results_across_int_dim(o, cst, rows):
-    """The two programs of an `I`-sharded call each hold a partial `o` of
-    every column: each sends the other's half and adds the half it
-    receives to its own (in the compute dtype).
-    """
-    half = cst.h // cst.programs
-    other = 1 - cst.program_id
-    mine, theirs = (cst.program_id * half, other * half)
-    remote = nl.ndarray(shape=(P_MAX, half), dtype=cst.compute_dtype, buffer=nl.sbuf)
-    nisa.sendrecv(src=o[0:rows, theirs:theirs + half], dst=remote[0:rows, :], send_to_rank=other, recv_from_rank=other, pipe_id=PIPE_ID_INT_SHARD)
-    nisa.tensor_tensor(dst=o[0:rows, mine:mine + half], data1=o[0:rows, mine:mine + half], data2=remote[0:rows, :], op=nl.add)

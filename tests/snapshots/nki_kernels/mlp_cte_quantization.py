@@ -13,12 +13,12 @@ from .mlp_cte_constants import P_MAX
 from .mlp_cte_constants import ROW_QUANT_MIN_SCALE
 
 
-def perform_intermediate_static_quantization(gu, q, quant_scale, rows):
-    """`STATIC`: the first `rows` rows of `gu` scaled in place by `quant_scale`
-    (`1 / down_in_scale`, `[128, 1]`), clamped to the fp8 range into `q`.
+def perform_intermediate_static_quantization(g, d, quant_scale):
+    """`STATIC` (and `STATIC_MX`, on its layout): `g` scaled in place by
+    `quant_scale` (`1 / down_in_scale` on `g`'s partitions), clamped to
+    the fp8 range into `d`.
     """
-    g, d = (gu[0:rows, :], q[0:rows, :])
-    nisa.activation(dst=g, op=nl.copy, data=g, scale=quant_scale[0:rows, :])
+    nisa.activation(dst=g, op=nl.copy, data=g, scale=quant_scale)
     nisa.tensor_scalar(dst=d, data=g, op0=nl.minimum, operand0=FP8_E4M3_MAX, op1=nl.maximum, operand1=-FP8_E4M3_MAX)
 
 
@@ -47,7 +47,7 @@ def perform_intermediate_quantization(gu, q, scales, cst, rows):
     down_in_inv = scales.down_in_inv
     if down_in_inv is not None:
         quant_scale = down_in_inv
-        perform_intermediate_static_quantization(gu, q, quant_scale, rows)
+        perform_intermediate_static_quantization(gu[0:rows, :], q[0:rows, :], quant_scale[0:rows, :])
     if scales.quantization_type == QuantizationType.ROW:
         return perform_intermediate_row_quantization(gu, q, scales.clipping_bound, cst, rows)
     return None

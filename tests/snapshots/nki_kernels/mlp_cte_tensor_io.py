@@ -112,10 +112,19 @@ def prepare_quantization_scales(q, vec, cst):
     none for `NONE`), the library's `prepare_static_scales` and its row
     scale loads.
     """
-    stat = q.quantization_type == QuantizationType.STATIC
+    stat = q.quantization_type == QuantizationType.STATIC or q.quantization_type == QuantizationType.STATIC_MX
     row = q.quantization_type == QuantizationType.ROW
     gate, up, down, down_in_inv = (load_and_multiply_static_weight_scales(q.gate_w_scale, q.gate_up_in_scale, vec.zero), load_and_multiply_static_weight_scales(q.up_w_scale, q.gate_up_in_scale, vec.zero), load_and_multiply_static_weight_scales(q.down_w_scale, q.down_in_scale, vec.zero), load_static_quantization_scale(q.down_in_scale)) if stat else (load_source_projection_row_scales(q.gate_w_scale, cst), load_source_projection_row_scales(q.up_w_scale, cst), None, None) if row else (None, None, None, None)
     return MLPCTEQuantScales(quantization_type=q.quantization_type, gate=gate, up=up, down=down, down_in_inv=down_in_inv, down_row_w_scale=q.down_w_scale if row else None, clipping_bound=q.clipping_bound)
+
+
+def store_hidden_tensor_tile(o, output, cst, r0, rows):
+    """`o` `[128, H]`'s rows into `output` rows `r0 ..` (cast by the DMA):
+    every column, or this program's half of an `I`-sharded call.
+    """
+    h = cst.h
+    c0, cols = (cst.program_id * h // cst.programs, h // cst.programs) if cst.shard_on_intermediate else (0, h)
+    nisa.dma_copy(dst=output[r0:r0 + rows, c0:c0 + cols], src=o[0:rows, c0:c0 + cols])
 
 
 def load_hidden_tensor_tile(hidden, fused_add, stored, x, cst, r0, rows):
@@ -147,12 +156,3 @@ def load_packed_hidden_scales(hidden, cst, r0, rows):
     c = cst.h // ROW_SCALE_BYTES
     nisa.dma_copy(dst=scales[0:rows, :], src=words[r0:r0 + rows, c:c + 1])
     return scales
-
-
-def store_hidden_tensor_tile(o, output, cst, r0, rows):
-    """`o` `[128, H]`'s rows into `output` rows `r0 ..` (cast by the DMA):
-    every column, or this program's half of an `I`-sharded call.
-    """
-    h = cst.h
-    c0, cols = (cst.program_id * h // cst.programs, h // cst.programs) if cst.shard_on_intermediate else (0, h)
-    nisa.dma_copy(dst=output[r0:r0 + rows, c0:c0 + cols], src=o[0:rows, c0:c0 + cols])

@@ -20,16 +20,16 @@ from .output_projection_utils import F_MAX
 from .output_projection_utils import P_MAX
 
 
-# The largest finite `float8_e4m3fn`: `STATIC_MX` activations span `±448`.
-FP8_E4M3FN_MAX = 448.0
+# Output columns per `nc_matmul_mx`: a bf16 PSUM bank holds 1024.
+H_SUBTILE_SIZE = 1024
 
 
 # The biased exponent of `2^0`: `STATIC_MX`'s constant block scale.
 UNIT_MX_SCALE = 127.0
 
 
-# Output columns per `nc_matmul_mx`: a bf16 PSUM bank holds 1024.
-H_SUBTILE_SIZE = 1024
+# The largest finite `float8_e4m3fn`: `STATIC_MX` activations span `±448`.
+FP8_E4M3FN_MAX = 448.0
 
 
 # The packed-row count `nc_matmul_mx` cannot take (it takes 32, 64 or

@@ -34,7 +34,11 @@
 //! (trn3, decode only) runs the library's MX path,
 //! [`mlp_tkg_mx`](crate::mlp::mlp_tkg::mlp_tkg_mx::mlp_tkg_mx): MXFP4/MXFP8
 //! weights with `uint8` block scales, the activations quantized on chip.
-//! Refused with a message naming the option: `STATIC_MX` and `ROW_MX`,
+//! `QuantizationType.STATIC_MX` (trn3, context encoding) takes the `STATIC`
+//! form's fp8 rows, weights and scales with the weights in the library's
+//! documented pre-shuffled layouts and multiplies them by `nc_matmul_mx`
+//! ([`mlp_cte_mx`](crate::mlp::mlp_cte::mlp_cte_mx)).
+//! Refused with a message naming the option: `ROW_MX` (as by the library),
 //! `store_output_in_sbuf`, and the decode-only options on the
 //! context-encoding path. The rules are
 //! [`mlp_violation`](crate::mlp::mlp_parameters::mlp_violation).
@@ -98,6 +102,22 @@ pub mod kernel {
         }
     }
 
+    /// `STATIC_MX`'s own rules (the library's static-MX branches on trn3):
+    /// `H` and `I` in whole 512-row pre-shuffled blocks, and each program's
+    /// part of `I` too when the programs split `I`.
+    #[nki_helper]
+    pub fn validate_static_mx(t: i64, h: i64, i: i64, programs: i64, has_bias: bool) {
+        assert!(nisa::get_nc_version() == nisa::nc_version::gen4, "mlp: quantization_type STATIC_MX needs trn3 (nc_matmul_mx)");
+        assert!(
+            h % MX_TILE == 0 && i % MX_TILE == 0,
+            "mlp: quantization_type STATIC_MX needs H and I to be multiples of 512, got H = {h}, I = {i}"
+        );
+        assert!(
+            !shard_on_intermediate(t, h, i, programs, has_bias) || (i / programs) % MX_TILE == 0,
+            "mlp: quantization_type STATIC_MX needs I / programs to be a multiple of 512 when the programs split I, got I = {i} over {programs}"
+        );
+    }
+
     /// Asserts that a quantization scale is given as a float32 `[128, n]` tensor.
     #[nki_helper]
     pub fn check_scale(t: Option<Hbm>, name: &str, quantization_type: QuantizationType, n: i64) {
@@ -119,7 +139,7 @@ pub mod kernel {
         let (gw, uw, dw) = (w.gate_proj_weights_tensor, w.up_proj_weights_tensor, w.down_proj_weights_tensor);
         assert!(
             quantized == (gw.dtype() == fp8) && quantized == (uw.dtype() == fp8) && quantized == (dw.dtype() == fp8),
-            "mlp: the gate, up and down weights must be float8_e4m3 exactly when quantization_type is STATIC or ROW, got {} with {}, {}, {}",
+            "mlp: the gate, up and down weights must be float8_e4m3 exactly when quantization_type is STATIC, ROW or STATIC_MX, got {} with {}, {}, {}",
             quantization_type,
             gw.dtype(),
             uw.dtype(),
@@ -333,11 +353,13 @@ pub mod kernel {
             !use_tkg_down_proj_optimized_layout || !use_tkg_down_proj_column_tiling,
             "mlp: use_tkg_down_proj_optimized_layout needs use_tkg_down_proj_column_tiling=False"
         );
+        let static_mx = quantization_type == QuantizationType::STATIC_MX;
         assert!(
             quantization_type == QuantizationType::NONE
                 || quantization_type == QuantizationType::STATIC
-                || quantization_type == QuantizationType::ROW,
-            "mlp: quantization_type must be QuantizationType.NONE, STATIC, ROW or MX (STATIC_MX and ROW_MX are not implemented), got {quantization_type}"
+                || quantization_type == QuantizationType::ROW
+                || static_mx,
+            "mlp: quantization_type must be QuantizationType.NONE, STATIC, ROW, MX or STATIC_MX (the library's mlp takes no ROW_MX), got {quantization_type}"
         );
         assert!(!store_output_in_sbuf, "mlp: store_output_in_sbuf is not implemented (the output is an HBM tensor)");
         if is_tkg {
@@ -349,7 +371,14 @@ pub mod kernel {
                 || act.up_clamp_upper_limit.is_some()
                 || act.up_clamp_lower_limit.is_some();
             validate_mlp_cte(t, h, i, programs, has_bias, clamped, use_tkg_down_proj_optimized_layout);
+            if static_mx {
+                validate_static_mx(t, h, i, programs, has_bias);
+            }
         }
+        assert!(
+            !static_mx || !is_tkg,
+            "mlp: quantization_type STATIC_MX is only supported in context encoding (B * S > 96 or force_cte_mode)"
+        );
         if has_norm {
             assert!(
                 normalization_type == NormType::RMS_NORM_SKIP_GAMMA || w.normalization_weights_tensor.is_some(),

@@ -6,9 +6,10 @@
 //! optimized down-projection layout only without down column tiling, the clamps,
 //! SBUF output and the optimized layout only in token generation, and the
 //! sharded dim of each path splitting evenly over the programs. On top of
-//! them, the members this port does not implement are refused by name (see
-//! [`MlpRule`]): the `STATIC_MX` and `ROW_MX` quantization forms. `MX`
-//! follows the library's `mlp_tkg_mx` ([`mx_violation`]). The fp8 forms follow the
+//! them, `ROW_MX` is refused by name (see [`MlpRule`]; the library's `mlp`
+//! takes no `ROW_MX` either). `MX` follows the library's `mlp_tkg_mx`
+//! ([`mx_violation`]), `STATIC_MX` its context-encoding static-MX branches
+//! ([`static_mx_violation`]). The fp8 forms follow the
 //! library's two paths: token generation multiplies 16-bit hidden rows by
 //! fp8 weights; context encoding takes hidden rows already quantized to
 //! `float8_e4m3` (the library's quantized context-encoding path reads them
@@ -127,8 +128,17 @@ pub enum MlpRule {
     /// calls [`cte_shards_on_intermediate`] names) does not split evenly over
     /// the programs.
     CteShards,
-    /// `quantization_type` is `STATIC_MX` or `ROW_MX` (not implemented here).
+    /// `quantization_type` is `ROW_MX` (the library's `mlp` refuses it too).
     Quantization,
+    /// `STATIC_MX` in token generation (the library's static-MX path is
+    /// context encoding only).
+    StaticMxTokenGeneration,
+    /// `STATIC_MX` with `H` or `I` not a multiple of 512 (the weights'
+    /// documented pre-shuffle is in whole 512-row blocks).
+    StaticMxTiles,
+    /// `STATIC_MX` splitting `I` over the programs in parts that are not
+    /// multiples of 512 (each program's columns are whole pre-shuffled blocks).
+    StaticMxShards,
     /// `MX` outside token generation (the library's MX path is `mlp_tkg_mx`).
     MxTokenGeneration,
     /// `MX` with `H` not a multiple of 512 (one MX contraction tile).
@@ -184,7 +194,14 @@ impl MlpRule {
                 "mlp: the context-encoding path's sharded dim (B * S, or I when it shards I) must split evenly over the programs"
             }
             MlpRule::Quantization => {
-                "mlp: quantization_type must be QuantizationType.NONE, STATIC, ROW or MX (STATIC_MX and ROW_MX are not implemented)"
+                "mlp: quantization_type must be QuantizationType.NONE, STATIC, ROW, MX or STATIC_MX (the library's mlp takes no ROW_MX)"
+            }
+            MlpRule::StaticMxTokenGeneration => {
+                "mlp: quantization_type STATIC_MX is only supported in context encoding (B * S > 96 or force_cte_mode)"
+            }
+            MlpRule::StaticMxTiles => "mlp: quantization_type STATIC_MX needs H and I to be multiples of 512",
+            MlpRule::StaticMxShards => {
+                "mlp: quantization_type STATIC_MX needs I / programs to be a multiple of 512 when the programs split I"
             }
             MlpRule::MxTokenGeneration => {
                 "mlp: quantization_type MX is only supported in token generation (B * S <= 96, force_cte_mode off)"
@@ -320,7 +337,10 @@ pub const fn mlp_violation(c: MlpCall) -> Option<MlpRule> {
     if c.use_tkg_down_proj_optimized_layout && c.use_tkg_down_proj_column_tiling {
         return Some(MlpRule::OptimizedLayout);
     }
-    if !matches!(c.quantization_type, QuantizationType::NONE | QuantizationType::STATIC | QuantizationType::ROW | QuantizationType::MX) {
+    if !matches!(
+        c.quantization_type,
+        QuantizationType::NONE | QuantizationType::STATIC | QuantizationType::ROW | QuantizationType::MX | QuantizationType::STATIC_MX
+    ) {
         return Some(MlpRule::Quantization);
     }
     if c.store_output_in_sbuf {
@@ -335,6 +355,10 @@ pub const fn mlp_violation(c: MlpCall) -> Option<MlpRule> {
     }
     if matches!(c.quantization_type, QuantizationType::MX) {
         return mx_violation(c);
+    }
+    let static_mx = matches!(c.quantization_type, QuantizationType::STATIC_MX);
+    if static_mx && is_mlp_tkg(c.tokens, c.force_cte_mode) {
+        return Some(MlpRule::StaticMxTokenGeneration);
     }
     if is_mlp_tkg(c.tokens, c.force_cte_mode) {
         if c.quantized_input {
@@ -370,6 +394,25 @@ pub const fn mlp_violation(c: MlpCall) -> Option<MlpRule> {
     };
     if sharded % c.programs != 0 {
         return Some(MlpRule::CteShards);
+    }
+    if static_mx {
+        return static_mx_violation(c);
+    }
+    None
+}
+
+/// The first rule a context-encoding `STATIC_MX` call `c` breaks, past
+/// the fp8 rules it shares with `STATIC`: `H` and `I` in whole 512-row
+/// pre-shuffled blocks, and each program's part of `I` too when the
+/// programs split `I`.
+pub const fn static_mx_violation(c: MlpCall) -> Option<MlpRule> {
+    if c.hidden % MX_TILE != 0 || c.intermediate % MX_TILE != 0 {
+        return Some(MlpRule::StaticMxTiles);
+    }
+    if cte_shards_on_intermediate(c.tokens, c.hidden, c.intermediate, c.programs, c.has_projection_bias)
+        && (c.intermediate / c.programs) % MX_TILE != 0
+    {
+        return Some(MlpRule::StaticMxShards);
     }
     None
 }

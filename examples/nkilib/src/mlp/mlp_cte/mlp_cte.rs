@@ -43,9 +43,9 @@
 //!
 //! The library's quantized path takes no norm, residual add or projection
 //! bias (a norm of fp8 codes would not be the norm of the rows). Its clamps
-//! and its optimized down-projection layout belong to its decode path only;
-//! its `STATIC_MX` form is refused (see
-//! [`mlp_violation`](crate::mlp::mlp_parameters::mlp_violation)).
+//! and its optimized down-projection layout belong to its decode path only.
+//! `STATIC_MX` (trn3) runs the same fp8 form through `nc_matmul_mx` on
+//! pre-shuffled weights: [`mlp_cte_mx`](crate::mlp::mlp_cte::mlp_cte_mx).
 
 pub use kernel::*;
 
@@ -53,6 +53,7 @@ pub use kernel::*;
 #[nki::nki_module]
 pub mod kernel {
     use crate::mlp::mlp_cte::mlp_cte_constants::{MLPCTEConstants, MLPCTEQuantScales, MLPCTEVectors, P_MAX, PSUM_FMAX};
+    use crate::mlp::mlp_cte::mlp_cte_mx::mlp_cte_static_mx;
     use crate::mlp::mlp_cte::mlp_cte_norm::apply_normalization_if_necessary;
     use crate::mlp::mlp_cte::mlp_cte_projection::{
         perform_down_projection, perform_gate_up_projection, sync_down_proj_results_across_int_dim,
@@ -137,6 +138,10 @@ pub mod kernel {
         let cst: MLPCTEConstants = calculate_sharding(t, h, i, has_bias, cdt, hidden_tile_dtype, src_dtype, down_dtype);
         let vec = load_mlp_cte_vectors(w, eps, cst);
         let scales = prepare_quantization_scales(quant, vec, cst);
+        if quant.quantization_type == QuantizationType::STATIC_MX {
+            mlp_cte_static_mx(hidden, w, output, act, scales, cst);
+            return;
+        }
         for tile in nl::sequential_range(cst.t.div_ceil(P_MAX)) {
             let r0 = cst.t_offset + tile * P_MAX;
             let rows = (cst.t_offset + cst.t - r0).min(P_MAX);

@@ -23,12 +23,12 @@ pub mod kernel {
     pub use crate::utils::common_types::QuantizationType;
     use nki::prelude::*;
 
-    /// `STATIC`: the first `rows` rows of `gu` scaled in place by `quant_scale`
-    /// (`1 / down_in_scale`, `[128, 1]`), clamped to the fp8 range into `q`.
+    /// `STATIC` (and `STATIC_MX`, on its layout): `g` scaled in place by
+    /// `quant_scale` (`1 / down_in_scale` on `g`'s partitions), clamped to
+    /// the fp8 range into `d`.
     #[nki_helper]
-    pub fn perform_intermediate_static_quantization(gu: Sbuf, q: Sbuf, quant_scale: Sbuf, rows: i64) {
-        let (g, d) = (gu[s![0..rows, ..]], q[s![0..rows, ..]]);
-        nisa::activation(g, nl::copy, g, scale = quant_scale[s![0..rows, ..]]);
+    pub fn perform_intermediate_static_quantization(g: Sbuf, d: Sbuf, quant_scale: Sbuf) {
+        nisa::activation(g, nl::copy, g, scale = quant_scale);
         nisa::tensor_scalar(d, g, nl::minimum, FP8_E4M3_MAX, op1 = nl::maximum, operand1 = -FP8_E4M3_MAX);
     }
 
@@ -71,7 +71,7 @@ pub mod kernel {
     ) -> Option<Sbuf> {
         let down_in_inv = scales.down_in_inv;
         if let Some(quant_scale) = down_in_inv {
-            perform_intermediate_static_quantization(gu, q, quant_scale, rows);
+            perform_intermediate_static_quantization(gu[s![0..rows, ..]], q[s![0..rows, ..]], quant_scale[s![0..rows, ..]]);
         }
         if scales.quantization_type == QuantizationType::ROW {
             return Some(perform_intermediate_row_quantization(gu, q, scales.clipping_bound, cst, rows));

@@ -133,7 +133,7 @@ pub mod kernel {
     /// scale loads.
     #[nki_helper]
     pub fn prepare_quantization_scales(q: MLPQuantizationParameters, vec: MLPCTEVectors, cst: MLPCTEConstants) -> MLPCTEQuantScales {
-        let stat = q.quantization_type == QuantizationType::STATIC;
+        let stat = q.quantization_type == QuantizationType::STATIC || q.quantization_type == QuantizationType::STATIC_MX;
         let row = q.quantization_type == QuantizationType::ROW;
         let (gate, up, down, down_in_inv) = if stat {
             (

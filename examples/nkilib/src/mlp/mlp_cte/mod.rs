@@ -3,6 +3,7 @@
 
 pub mod mlp_cte;
 pub mod mlp_cte_constants;
+pub mod mlp_cte_mx;
 pub mod mlp_cte_norm;
 pub mod mlp_cte_projection;
 pub mod mlp_cte_quantization;
