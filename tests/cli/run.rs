@@ -1648,6 +1648,59 @@ fn mlp_mx_decode_runs_from_packed_weights_as_the_typed_api() {
     assert_runs_as(&dir, &coded_args(&dir, "mlp", 2, &tensors, &scalars), &want.0[0]);
 }
 
+/// The `float8_e4m3` value of code `c` (sign, 4 exponent bits biased by 7,
+/// 3 mantissa bits; exponent 0 subnormal).
+fn fp8_e4m3_value(c: i64) -> f64 {
+    let (e, m) = ((c >> 3) & 0xf, (c & 7) as f64);
+    let mag = if e == 0 { m / 8.0 * 2f64.powi(-6) } else { (1.0 + m / 8.0) * 2f64.powi(e as i32 - 7) };
+    if c & 0x80 != 0 { -mag } else { mag }
+}
+
+#[test]
+fn mlp_static_mx_runs_from_fp8_codes_as_the_typed_api() {
+    use nkilib::mlp::mlp::{QuantizationType, mlp};
+    let dir = common::scratch("cli_run_mlp_static_mx");
+    std::fs::create_dir(dir.join("out")).unwrap();
+    // 2 x 64 tokens (context encoding, split over trn3's 2 programs, half a
+    // tile each), H = I = 512 (one pre-shuffled block each); each fp8
+    // tensor written as its uint8 codes, the path naming the format.
+    let (b, s, h, i) = (2, 64, 512, 512);
+    let mut args: Vec<String> = ["run", "mlp", "--out", "out", "--target", "trn3", "--lnc", "2"].map(String::from).to_vec();
+    let mut fp8 = |param: &str, shape: &[usize], seed: u64| {
+        let codes = fp8_codes(shape.iter().product(), seed);
+        let file = format!("mlp.{param}.npy");
+        write_npy(dir.join(&file), shape, &codes.iter().map(|&c| c as f64).collect::<Vec<_>>(), NpyType::U8).unwrap();
+        args.extend([format!("--{}", param.replace('_', "-")), format!("{file}:float8_e4m3")]);
+        common::tensor(shape, &codes.iter().map(|&c| fp8_e4m3_value(c)).collect::<Vec<_>>(), Dtype::Fp8E4m3)
+    };
+    let hidden = fp8("hidden_tensor", &[b, s, h], 21);
+    let gate = fp8("gate_proj_weights_tensor", &[h, i], 22);
+    let up = fp8("up_proj_weights_tensor", &[h, i], 23);
+    let down = fp8("down_proj_weights_tensor", &[i, h], 24);
+    let scale = |v: f64| common::tensor(&[128, 1], &[v; 128], Dtype::F32);
+    let (gate_s, up_s, down_s, in_s, down_in_s) = (scale(1e-4), scale(2e-4), scale(3e-4), scale(0.0625), scale(0.5));
+    let trn3 = Launch::new().generation(nki::hw::Generation::Trn3).lnc(2);
+    let want = mlp::Call::new(&hidden, &gate, &up, &down)
+        .quantization_type(QuantizationType::STATIC_MX)
+        .gate_w_scale(&gate_s)
+        .up_w_scale(&up_s)
+        .down_w_scale(&down_s)
+        .gate_up_in_scale(&in_s)
+        .down_in_scale(&down_in_s)
+        .launch(&trn3)
+        .unwrap();
+    let scales = [
+        ("gate_w_scale", &gate_s),
+        ("up_w_scale", &up_s),
+        ("down_w_scale", &down_s),
+        ("gate_up_in_scale", &in_s),
+        ("down_in_scale", &down_in_s),
+    ];
+    // The scales as coded_args writes them, after the fp8 paths (its first 8 are the command).
+    args.extend(coded_args(&dir, "mlp", 2, &scales, &[("quantization_type", "STATIC_MX")]).into_iter().skip(8));
+    assert_runs_as(&dir, &args, &want.0[0]);
+}
+
 #[test]
 fn moe_tkg_mx_all_expert_runs_from_packed_weights_as_the_typed_api() {
     use nkilib::moe::moe_tkg::moe_tkg::{ExpertAffinityScaleMode, moe_tkg};
