@@ -292,6 +292,9 @@ fn mlp_cte_static_mx_rules_refuse_by_name() {
         (MlpCall { intermediate: 1152, programs: 1, ..ok }, MlpRule::StaticMxTiles),
         // H = 8192 with I = 3584 on LNC2 splits I into 1792-column halves.
         (MlpCall { intermediate: 3584, ..ok }, MlpRule::StaticMxShards),
+        // 255 rows on each program splitting I; 131 on each splitting 262 tokens.
+        (MlpCall { tokens: 255, ..ok }, MlpRule::StaticMxRows),
+        (MlpCall { tokens: 262, ..ok }, MlpRule::StaticMxRows),
         (MlpCall { quantized_input: false, ..ok }, MlpRule::CteQuantization),
         (MlpCall { quantization_type: QuantizationType::ROW_MX, ..ok }, MlpRule::Quantization),
     ];
@@ -308,4 +311,9 @@ fn mlp_cte_static_mx_rules_refuse_by_name() {
     assert!(err.contains("STATIC_MX needs I / programs to be a multiple of 512"), "{err}");
     let err = call.launch(&Launch::new().lnc(2)).expect_err("STATIC_MX needs trn3").to_string();
     assert!(err.contains("STATIC_MX needs trn3"), "{err}");
+    let odd = smx(1, 1, 131, 512, 512);
+    let d = odd.data();
+    let t = odd.tensors(&d);
+    let err = static_mx_call(&t).launch(&Launch::new().generation(nki::hw::Generation::Trn3)).expect_err("131 rows").to_string();
+    assert!(err.contains("STATIC_MX needs an even number of token rows"), "{err}");
 }

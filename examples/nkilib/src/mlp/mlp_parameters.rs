@@ -139,6 +139,10 @@ pub enum MlpRule {
     /// `STATIC_MX` splitting `I` over the programs in parts that are not
     /// multiples of 512 (each program's columns are whole pre-shuffled blocks).
     StaticMxShards,
+    /// `STATIC_MX` with an odd number of token rows on a program (`B · S`,
+    /// or `B · S / programs` when the programs split the tokens): the
+    /// gate/up `nc_matmul_mx` takes an even moving width.
+    StaticMxRows,
     /// `MX` outside token generation (the library's MX path is `mlp_tkg_mx`).
     MxTokenGeneration,
     /// `MX` with `H` not a multiple of 512 (one MX contraction tile).
@@ -202,6 +206,9 @@ impl MlpRule {
             MlpRule::StaticMxTiles => "mlp: quantization_type STATIC_MX needs H and I to be multiples of 512",
             MlpRule::StaticMxShards => {
                 "mlp: quantization_type STATIC_MX needs I / programs to be a multiple of 512 when the programs split I"
+            }
+            MlpRule::StaticMxRows => {
+                "mlp: quantization_type STATIC_MX needs an even number of token rows on each program (B * S, or B * S / programs when the programs split the tokens)"
             }
             MlpRule::MxTokenGeneration => {
                 "mlp: quantization_type MX is only supported in token generation (B * S <= 96, force_cte_mode off)"
@@ -404,15 +411,18 @@ pub const fn mlp_violation(c: MlpCall) -> Option<MlpRule> {
 /// The first rule a context-encoding `STATIC_MX` call `c` breaks, past
 /// the fp8 rules it shares with `STATIC`: `H` and `I` in whole 512-row
 /// pre-shuffled blocks, and each program's part of `I` too when the
-/// programs split `I`.
+/// programs split `I`; an even number of token rows on each program.
 pub const fn static_mx_violation(c: MlpCall) -> Option<MlpRule> {
     if c.hidden % MX_TILE != 0 || c.intermediate % MX_TILE != 0 {
         return Some(MlpRule::StaticMxTiles);
     }
-    if cte_shards_on_intermediate(c.tokens, c.hidden, c.intermediate, c.programs, c.has_projection_bias)
-        && (c.intermediate / c.programs) % MX_TILE != 0
-    {
+    let on_intermediate = cte_shards_on_intermediate(c.tokens, c.hidden, c.intermediate, c.programs, c.has_projection_bias);
+    if on_intermediate && (c.intermediate / c.programs) % MX_TILE != 0 {
         return Some(MlpRule::StaticMxShards);
+    }
+    let rows = if on_intermediate { c.tokens } else { c.tokens / c.programs };
+    if rows % 2 != 0 {
+        return Some(MlpRule::StaticMxRows);
     }
     None
 }
