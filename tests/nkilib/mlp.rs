@@ -788,7 +788,7 @@ fn rules_refuse_what_they_name() {
         (MlpCall { tokens: 301, ..OK }, MlpRule::CteShards),
         (MlpCall { tokens: 200, hidden: 8192, intermediate: 1025, ..OK }, MlpRule::CteShards),
         (MlpCall { quantization_type: QuantizationType::MX, ..OK }, MlpRule::MxIntermediate),
-        (MlpCall { quantization_type: QuantizationType::STATIC_MX, ..OK }, MlpRule::Quantization),
+        (MlpCall { quantization_type: QuantizationType::STATIC_MX, ..OK }, MlpRule::StaticMxTokenGeneration),
         (MlpCall { quantization_type: QuantizationType::ROW_MX, ..OK }, MlpRule::Quantization),
         (MlpCall { tokens: 200, quantization_type: QuantizationType::ROW, ..OK }, MlpRule::CteQuantization),
         (MlpCall { force_cte_mode: true, quantization_type: QuantizationType::STATIC, ..OK }, MlpRule::CteQuantization),
@@ -846,7 +846,7 @@ fn rules_refuse_what_they_name() {
     let e = mlp::Call::new(&x, &w, &w, &d).quantization_type(QuantizationType::MX).launch(&Launch::new()).unwrap_err().to_string();
     assert!(e.contains("quantization_type MX needs trn3"), "{e}");
     let e = mlp::Call::new(&x, &w, &w, &d).quantization_type(QuantizationType::STATIC_MX).launch(&Launch::new()).unwrap_err().to_string();
-    assert!(e.contains("STATIC_MX and ROW_MX are not implemented"), "{e}");
+    assert!(e.contains("STATIC_MX is only supported in context encoding"), "{e}");
     // fp8 weights: float weights, a float32 hidden, a missing or misshapen
     // scale, and the context-encoding path are each refused by name.
     let (w8, d8) = (tensor(&[h, i], &vec![0.0; h * i], Dtype::Fp8E4m3), tensor(&[i, h], &vec![0.0; h * i], Dtype::Fp8E4m3));

@@ -115,11 +115,14 @@ def validate_mlp_cte(t, h, i, programs, has_bias, clamped, optimized_layout):
 def validate_static_mx(t, h, i, programs, has_bias):
     """`STATIC_MX`'s own rules (the library's static-MX branches on trn3):
     `H` and `I` in whole 512-row pre-shuffled blocks, and each program's
-    part of `I` too when the programs split `I`.
+    part of `I` too when the programs split `I`; an even number of token
+    rows on each program (the MX matmul's moving width).
     """
     assert nisa.get_nc_version() == nisa.nc_version.gen4, "mlp: quantization_type STATIC_MX needs trn3 (nc_matmul_mx)"
     assert h % MX_TILE == 0 and i % MX_TILE == 0, f"mlp: quantization_type STATIC_MX needs H and I to be multiples of 512, got H = {h}, I = {i}"
     assert not shard_on_intermediate(t, h, i, programs, has_bias) or i // programs % MX_TILE == 0, f"mlp: quantization_type STATIC_MX needs I / programs to be a multiple of 512 when the programs split I, got I = {i} over {programs}"
+    rows = t if shard_on_intermediate(t, h, i, programs, has_bias) else t // programs
+    assert rows % 2 == 0, f"mlp: quantization_type STATIC_MX needs an even number of token rows on each program (B * S, or B * S / programs when the programs split the tokens), got {rows}"
 
 
 def validate_mlp_arguments(hidden, w, act, q, normalization_type, h, t, programs, is_tkg, store_output_in_sbuf, use_tkg_down_proj_column_tiling, use_tkg_down_proj_optimized_layout):

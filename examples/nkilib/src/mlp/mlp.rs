@@ -104,7 +104,8 @@ pub mod kernel {
 
     /// `STATIC_MX`'s own rules (the library's static-MX branches on trn3):
     /// `H` and `I` in whole 512-row pre-shuffled blocks, and each program's
-    /// part of `I` too when the programs split `I`.
+    /// part of `I` too when the programs split `I`; an even number of token
+    /// rows on each program (the MX matmul's moving width).
     #[nki_helper]
     pub fn validate_static_mx(t: i64, h: i64, i: i64, programs: i64, has_bias: bool) {
         assert!(nisa::get_nc_version() == nisa::nc_version::gen4, "mlp: quantization_type STATIC_MX needs trn3 (nc_matmul_mx)");
@@ -115,6 +116,11 @@ pub mod kernel {
         assert!(
             !shard_on_intermediate(t, h, i, programs, has_bias) || (i / programs) % MX_TILE == 0,
             "mlp: quantization_type STATIC_MX needs I / programs to be a multiple of 512 when the programs split I, got I = {i} over {programs}"
+        );
+        let rows = if shard_on_intermediate(t, h, i, programs, has_bias) { t } else { t / programs };
+        assert!(
+            rows % 2 == 0,
+            "mlp: quantization_type STATIC_MX needs an even number of token rows on each program (B * S, or B * S / programs when the programs split the tokens), got {rows}"
         );
     }
 
