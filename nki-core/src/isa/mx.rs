@@ -191,18 +191,22 @@ pub struct NcMatmulMxOpts<'a> {
 fn dequantized(t: &Tensor, v: &TileView, exps: &[i32]) -> Vec<f32> {
     let (elem, bits) = t.dtype().packs().unwrap_or((None, 4));
     let raw = read_tile_raw(t, v);
+    let scales: Vec<f32> = exps.iter().map(|&e| 2f32.powi(e)).collect();
+    // Every code's value, decoded once per call rather than once per element.
+    let values: Vec<f32> = (0..1u16 << bits)
+        .map(|code| match elem {
+            Some(e) => fp8_decode(e, code as u8).unwrap_or(f32::NAN),
+            None => fp4_decode(code as u8),
+        })
+        .collect();
     let mut out = vec![0f32; raw.len() * GROUP_ELEMENTS];
     for (i, cell) in raw.iter().enumerate() {
         let (p, m) = (i / v.nf, i % v.nf);
-        let scale = 2f32.powi(exps[(p / GROUP_PARTITIONS) * v.nf + m]);
+        let scale = scales[(p / GROUP_PARTITIONS) * v.nf + m];
         let word = cell.to_bits();
         for k in 0..GROUP_ELEMENTS {
-            let code = ((word >> (k as u32 * bits)) & ((1 << bits) - 1)) as u8;
-            let value = match elem {
-                Some(e) => fp8_decode(e, code).unwrap_or(f32::NAN),
-                None => fp4_decode(code),
-            };
-            out[(p * GROUP_ELEMENTS + k) * v.nf + m] = value * scale;
+            let code = (word >> (k as u32 * bits)) & ((1 << bits) - 1);
+            out[(p * GROUP_ELEMENTS + k) * v.nf + m] = values[code as usize] * scale;
         }
     }
     out

@@ -16,6 +16,7 @@ use super::{Layout, Storage, Tensor};
 use crate::{Buffer, Dtype, NkiError, Result};
 use half::{bf16, f16};
 use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLockReadGuard, RwLockWriteGuard};
 
 impl Tensor {
@@ -88,9 +89,11 @@ impl Tensor {
     }
 }
 
-/// The cells of a storage for reading: its lock, or the decoded cells of a reinterpreted view.
+/// The cells of a storage for reading: its lock, the decoded cells of a
+/// byte view (shared while the base is unchanged), or an indirection's cells.
 pub(crate) enum Cells<'a> {
     Locked(RwLockReadGuard<'a, Vec<f32>>),
+    Shared(Arc<Vec<f32>>),
     Decoded(Vec<f32>),
 }
 
@@ -99,9 +102,17 @@ impl Deref for Cells<'_> {
     fn deref(&self) -> &Vec<f32> {
         match self {
             Cells::Locked(g) => g,
+            Cells::Shared(v) => v,
             Cells::Decoded(v) => v,
         }
     }
+}
+
+/// A storage's bytes decoded as `dtype`, taken at its write `generation`.
+pub(crate) struct Decoded {
+    dtype: Dtype,
+    generation: u64,
+    cells: Arc<Vec<f32>>,
 }
 
 /// What a decoded view held when it was taken, to write back only what changed.
@@ -115,15 +126,20 @@ pub(crate) enum Before {
 /// The cells of a storage for writing: its lock, or the decoded cells of a
 /// reinterpreted view, encoded back into the base when dropped.
 pub(crate) enum CellsMut<'a> {
-    Locked(RwLockWriteGuard<'a, Vec<f32>>),
-    Decoded { st: &'a Storage, cells: Vec<f32>, before: Before },
+    /// The storage's own cells and its write generation, bumped on drop.
+    Locked(RwLockWriteGuard<'a, Vec<f32>>, &'a AtomicU64),
+    Decoded {
+        st: &'a Storage,
+        cells: Vec<f32>,
+        before: Before,
+    },
 }
 
 impl Deref for CellsMut<'_> {
     type Target = Vec<f32>;
     fn deref(&self) -> &Vec<f32> {
         match self {
-            CellsMut::Locked(g) => g,
+            CellsMut::Locked(g, _) => g,
             CellsMut::Decoded { cells, .. } => cells,
         }
     }
@@ -132,7 +148,7 @@ impl Deref for CellsMut<'_> {
 impl DerefMut for CellsMut<'_> {
     fn deref_mut(&mut self) -> &mut Vec<f32> {
         match self {
-            CellsMut::Locked(g) => g,
+            CellsMut::Locked(g, _) => g,
             CellsMut::Decoded { cells, .. } => cells,
         }
     }
@@ -140,7 +156,14 @@ impl DerefMut for CellsMut<'_> {
 
 impl Drop for CellsMut<'_> {
     fn drop(&mut self) {
-        let CellsMut::Decoded { st, cells, before } = self else { return };
+        let (st, cells, before) = match self {
+            // Still under the lock: no reader can take the new cells at the old generation.
+            CellsMut::Locked(_, generation) => {
+                generation.fetch_add(1, Ordering::Release);
+                return;
+            }
+            CellsMut::Decoded { st, cells, before } => (st, cells, before),
+        };
         let Some(base) = &st.base else { return };
         match before {
             Before::Bytes(before) => {
@@ -156,6 +179,7 @@ impl Drop for CellsMut<'_> {
                         *cell = crate::dtype::round_f32(base.dtype, *cell);
                     }
                 }
+                base.generation.fetch_add(1, Ordering::Release);
             }
             Before::Cells(at, old) => {
                 let mut w = base.cells.write().unwrap_or_else(|e| e.into_inner());
@@ -164,6 +188,7 @@ impl Drop for CellsMut<'_> {
                         *cell = *new;
                     }
                 }
+                base.generation.fetch_add(1, Ordering::Release);
             }
         }
     }
@@ -174,9 +199,23 @@ impl Storage {
     pub(crate) fn read_cells(&self) -> Cells<'_> {
         match (&self.base, &self.indirection) {
             (None, _) => Cells::Locked(self.cells.read().unwrap_or_else(|e| e.into_inner())),
-            (Some(base), None) => Cells::Decoded(decode(self.dtype, &to_bytes(base.dtype, &base.read_cells()))),
+            (Some(base), None) => Cells::Shared(base.decoded_as(self.dtype)),
             (Some(base), Some(map)) => Cells::Decoded(self.gathered(base, map).1),
         }
+    }
+
+    /// This storage's bytes as `dtype` cells: decoded once per write
+    /// generation, since a kernel reads a large tensor through a byte view
+    /// tile by tile (each read would otherwise decode all of it).
+    fn decoded_as(&self, dtype: Dtype) -> Arc<Vec<f32>> {
+        let generation = self.generation.load(Ordering::Acquire);
+        let mut cache = self.decoded.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(d) = cache.as_ref().filter(|d| d.dtype == dtype && d.generation == generation) {
+            return Arc::clone(&d.cells);
+        }
+        let cells = Arc::new(decode(dtype, &to_bytes(self.dtype, &self.read_cells())));
+        *cache = Some(Decoded { dtype, generation, cells: Arc::clone(&cells) });
+        cells
     }
 
     /// The base cells of an indirection's elements and their values; an offset
@@ -196,7 +235,7 @@ impl Storage {
     /// The cells of this storage for writing (written back into the base when dropped).
     pub(crate) fn write_cells(&self) -> CellsMut<'_> {
         match (&self.base, &self.indirection) {
-            (None, _) => CellsMut::Locked(self.cells.write().unwrap_or_else(|e| e.into_inner())),
+            (None, _) => CellsMut::Locked(self.cells.write().unwrap_or_else(|e| e.into_inner()), &self.generation),
             (Some(base), None) => {
                 let before = to_bytes(base.dtype, &base.read_cells());
                 CellsMut::Decoded { st: self, cells: decode(self.dtype, &before), before: Before::Bytes(before) }
@@ -310,7 +349,7 @@ fn fp8_code(dtype: Dtype, c: f32) -> u8 {
         return 0x7f | if v.is_sign_negative() { 0x80 } else { 0 };
     }
     let sign = if v.is_sign_negative() { 0x80 } else { 0 };
-    (0u8..0x80).find(|&k| fp8_value(dtype, k) == v.abs()).map_or(0x7f, |k| k | sign)
+    crate::dtype::fp8_encode(dtype, v.abs()).map_or(0x7f, |k| k | sign)
 }
 
 #[cfg(test)]

@@ -46,6 +46,13 @@ pub(crate) struct Storage {
     /// writes of written allocations skip the lock.
     pub(super) unwritten: Mutex<Option<Unwritten>>,
     pub(super) fresh: AtomicBool,
+    /// Bumped by every write of `cells` (under its lock), so that the bytes
+    /// decoded as another dtype are reused only while they are unchanged.
+    pub(super) generation: AtomicU64,
+    /// The cells decoded as another dtype for a byte view (see
+    /// [`super::reinterpret`]), at the `generation` they were taken: a large
+    /// HBM tensor read tile by tile through a view is decoded once, not per read.
+    pub(super) decoded: Mutex<Option<super::reinterpret::Decoded>>,
 }
 
 impl Storage {
@@ -73,6 +80,8 @@ impl Storage {
             lease,
             unwritten: Mutex::new(None),
             fresh: AtomicBool::new(false),
+            generation: AtomicU64::new(0),
+            decoded: Mutex::new(None),
         })
     }
 
@@ -93,6 +102,8 @@ impl Storage {
             lease: None,
             unwritten: Mutex::new(None),
             fresh: AtomicBool::new(false),
+            generation: AtomicU64::new(0),
+            decoded: Mutex::new(None),
         })
     }
 
