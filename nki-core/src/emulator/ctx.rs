@@ -4,10 +4,11 @@ use super::Precision;
 use super::helpers::ThreadBudget;
 use super::launch::RankShared;
 use super::memory::{Allocator, MemPool, MemoryReport, Site};
-use super::world::{RvKey, Slot, World};
+use super::world::{RvKey, Slot, World, find_unwritten};
 use crate::hw::{Generation, HwLimits};
 use crate::isa::{Accumulators, RngState};
 use crate::profile::{Instr, Rendezvous, Unit};
+use crate::tensor::Reach;
 use crate::{Origin, Result, Tensor};
 use std::cell::{Cell, RefCell, RefMut};
 use std::collections::HashMap;
@@ -67,6 +68,10 @@ pub struct Ctx {
     pub(crate) strict_uninit: bool,
     /// The operands of the collective being issued, tracked when it runs.
     collective_access: RefCell<Option<Access>>,
+    /// For an instruction that checks its own rules after recording
+    /// ([`Ctx::defer_unwritten`]): its operands that may hold unwritten cells,
+    /// tracked by [`Ctx::validated`].
+    deferred: RefCell<Option<Access>>,
 }
 
 impl Ctx {
@@ -108,6 +113,7 @@ impl Ctx {
             threads: Arc::new(ThreadBudget::new(1, 1)),
             strict_uninit: false,
             collective_access: RefCell::new(None),
+            deferred: RefCell::new(None),
         }
     }
 
@@ -202,10 +208,31 @@ impl Ctx {
         }
         self.last_op.set(Some(op));
         self.ops.set(self.ops.get() + 1);
+        // An instruction that failed its rules before `validated` read nothing.
+        self.deferred.replace(None);
         if self.recorder.is_some() {
             self.check_recorded();
             self.unrecorded.set(op.starts_with("nisa.").then_some(op));
         }
+        Ok(())
+    }
+
+    /// Makes the instruction begun last track the unwritten cells of the
+    /// operands it records when it calls [`Ctx::validated`], once its own rules
+    /// passed, so that a broken rule is reported rather than a read of memory
+    /// nothing wrote (the instruction never runs).
+    pub(crate) fn defer_unwritten(&self, op: &'static str) {
+        self.deferred.replace(Some(Access { op, line: self.line.get(), reads: Vec::new(), writes: Vec::new() }));
+    }
+
+    /// Called by an instruction that [deferred](Ctx::defer_unwritten) tracking
+    /// once its rules passed and before it writes: reports the unwritten cells
+    /// it reads (an error under [`super::Launch::strict_uninit`]), then marks
+    /// what it writes.
+    pub(crate) fn validated(&self) -> Result<()> {
+        let Some(d) = self.deferred.replace(None) else { return Ok(()) };
+        self.world.check_unwritten(self.strict_uninit, d.op, d.line, d.reads.iter().map(|t| (t, Reach::Whole)))?;
+        d.writes.iter().for_each(Tensor::mark_written);
         Ok(())
     }
 
@@ -280,7 +307,14 @@ impl Ctx {
             self.collective_access.replace(Some(Access { op, line: self.line.get(), reads: owned(reads), writes: owned(writes) }));
             return Ok(());
         }
-        self.world.check_unwritten(self.strict_uninit, op, self.line.get(), reads.iter().copied())?;
+        if let Some(d) = self.deferred.borrow_mut().as_mut() {
+            // Written allocations stay written: only the others need tracking.
+            let fresh = |ts: &[&Tensor]| ts.iter().filter(|t| t.may_be_unwritten()).map(|&t| t.clone()).collect::<Vec<_>>();
+            d.reads.extend(fresh(reads));
+            d.writes.extend(fresh(writes));
+            return Ok(());
+        }
+        self.world.check_unwritten(self.strict_uninit, op, self.line.get(), reads.iter().map(|&t| (t, Reach::Whole)))?;
         writes.iter().for_each(|w| w.mark_written());
         Ok(())
     }
@@ -296,27 +330,30 @@ impl Ctx {
         Ok(())
     }
 
-    /// [`Ctx::record_spec`] for an instruction that reads only some cells of the
-    /// tiles `partly` (after `reads` in its record): they are not checked for
-    /// unwritten cells here; the instruction checks the views it does read with
-    /// [`Ctx::check_unwritten_reads`] once it knows them.
-    pub(crate) fn record_spec_partly_reading(
+    /// [`Ctx::record`] for an instruction that reads only some cells of the
+    /// tiles `partly_reads` and writes only some of `partly_writes` (after
+    /// `reads` and `writes` in its record): their unwritten cells are neither
+    /// checked nor marked here; the instruction does so with
+    /// [`Ctx::check_unwritten_reads`] and [`Tensor::mark_reach_written`] once it
+    /// knows the cells.
+    pub(crate) fn record_partly(
         &self,
         op: &'static str,
-        reads: &[&Tensor],
-        partly: &[&Tensor],
-        writes: &[&Tensor],
+        unit: Unit,
+        (reads, partly_reads): (&[&Tensor], &[&Tensor]),
+        (writes, partly_writes): (&[&Tensor], &[&Tensor]),
     ) -> Result<()> {
-        let all: Vec<&Tensor> = reads.iter().chain(partly).copied().collect();
-        self.pool.touch(self.site(op), &all, writes).map_err(|e| e.in_op(op))?;
+        let all_reads: Vec<&Tensor> = reads.iter().chain(partly_reads).copied().collect();
+        let all_writes: Vec<&Tensor> = writes.iter().chain(partly_writes).copied().collect();
+        self.pool.touch(self.site(op), &all_reads, &all_writes).map_err(|e| e.in_op(op))?;
         self.track_unwritten(op, reads, writes, &Rendezvous::None)?;
-        self.record_with(|| Instr::new(op, Unit::of_spec(op), &all, writes));
+        self.record_with(|| Instr::new(op, unit, &all_reads, &all_writes));
         Ok(())
     }
 
-    /// Reports the cells nothing wrote that `op` reads through the views `reads`
-    /// (an error under [`super::Launch::strict_uninit`]).
-    pub(crate) fn check_unwritten_reads(&self, op: &'static str, reads: &[&Tensor]) -> Result<()> {
+    /// Reports the cells nothing wrote that `op` reads through the views `reads`,
+    /// the cells of each its [`Reach`] names (an error under [`super::Launch::strict_uninit`]).
+    pub(crate) fn check_unwritten_reads(&self, op: &'static str, reads: &[(&Tensor, Reach<'_>)]) -> Result<()> {
         self.world.check_unwritten(self.strict_uninit, op, self.line.get(), reads.iter().copied())
     }
 
@@ -420,10 +457,17 @@ impl Ctx {
             &participants,
             (access, payload),
             |parts| {
-                let accesses: Vec<&Access> = parts.iter().filter_map(|(_, (a, _))| a.as_ref()).collect();
-                accesses.iter().try_for_each(|a| world.check_unwritten(strict, a.op, a.line, &a.reads))?;
-                accesses.iter().for_each(|a| a.writes.iter().for_each(Tensor::mark_written));
-                complete(seq, parts.into_iter().map(|(slot, (_, p))| (slot, p)).collect())
+                // The reads are looked at before the collective writes (a source
+                // may be a destination), and reported once its own rules passed.
+                let tracked: Vec<_> = parts
+                    .iter()
+                    .filter_map(|(_, (a, _))| a.as_ref())
+                    .map(|a| (a.op, a.line, find_unwritten(a.op, a.reads.iter().map(|t| (t, Reach::Whole))), a.writes.clone()))
+                    .collect();
+                complete(seq, parts.into_iter().map(|(slot, (_, p))| (slot, p)).collect())?;
+                tracked.iter().try_for_each(|(op, line, found, _)| world.report_unwritten(strict, op, *line, found.clone()))?;
+                tracked.iter().for_each(|(.., writes)| writes.iter().for_each(Tensor::mark_written));
+                Ok(())
             },
         )
     }

@@ -10,7 +10,7 @@
 
 use super::launch::STRICT_UNINIT_ENV;
 use crate::collectives::CommEvent;
-use crate::tensor::Found;
+use crate::tensor::{Found, Reach};
 use crate::{ErrorKind, NkiError, Result, Tensor};
 use std::any::Any;
 use std::collections::HashMap;
@@ -109,16 +109,21 @@ impl World {
         strict: bool,
         op: &'static str,
         line: Option<(&'static str, u32)>,
-        reads: impl IntoIterator<Item = &'a Tensor>,
+        reads: impl IntoIterator<Item = (&'a Tensor, Reach<'a>)>,
     ) -> Result<()> {
-        // `core_barrier`'s tensor names what the programs synchronise on: the
-        // barrier reads none of its values (the other program may still be writing them).
-        if op == "nisa.core_barrier" {
-            return Ok(());
-        }
-        for r in reads {
-            let Some(found) = r.unwritten_read() else { continue };
-            let tensor = r.allocation_description();
+        self.report_unwritten(strict, op, line, find_unwritten(op, reads))
+    }
+
+    /// Reports `found` ([`find_unwritten`]): the first read as an error when
+    /// `strict`, else every read as a warning of the launch.
+    pub(crate) fn report_unwritten(
+        &self,
+        strict: bool,
+        op: &'static str,
+        line: Option<(&'static str, u32)>,
+        found: Vec<(String, Found)>,
+    ) -> Result<()> {
+        for (tensor, found) in found {
             if strict {
                 let text = undefined_read("the instruction", &tensor, found.count, &found.first);
                 let msg = format!("undefined behaviour: {text} ({STRICT_UNINIT_ENV}=1 makes this an error)");
@@ -358,6 +363,16 @@ fn slot_ranks(slots: &[Slot], programs: usize) -> Vec<usize> {
     let mut r: Vec<usize> = slots.iter().map(|s| s / programs).collect();
     r.dedup();
     r
+}
+
+/// The unwritten cells `op` reads through `reads`, with the allocation each is in.
+pub(crate) fn find_unwritten<'a>(op: &str, reads: impl IntoIterator<Item = (&'a Tensor, Reach<'a>)>) -> Vec<(String, Found)> {
+    // `core_barrier`'s tensor names what the programs synchronise on: the
+    // barrier reads none of its values (the other program may still be writing them).
+    if op == "nisa.core_barrier" {
+        return Vec::new();
+    }
+    reads.into_iter().filter_map(|(r, reach)| r.unwritten_read(reach).map(|f| (r.allocation_description(), f))).collect()
 }
 
 /// `op (file:line)`, or the op alone when the line is not known.

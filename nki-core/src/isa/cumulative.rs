@@ -50,6 +50,7 @@ pub fn tensor_scalar_cumulative(
 ) -> Result<()> {
     const OP: &str = "nisa.tensor_scalar_cumulative";
     ctx.begin_op(OP)?;
+    ctx.defer_unwritten(OP);
     ctx.record_spec(OP, &[Some(src), imm0.tensor(), opts.imm1.and_then(Operand::tensor)], &[Some(dst)])?;
     if !op0.is_binary() {
         return Err(NkiError::constraint(OP, format!("op0 {op0} is not a binary ALU operator")));
@@ -75,6 +76,7 @@ pub fn tensor_scalar_cumulative(
         (ReduceCmd::Reduce, _) => ctx.accumulators(Accumulators::Vector)[..x.np].to_vec(),
         (cmd, _) => return Err(NkiError::constraint(OP, format!("reduce_cmd must be reset_reduce, reduce or load_reduce, not {cmd:?}"))),
     };
+    ctx.validated()?;
     rowwise(ctx, dst, &d, &[Input { tensor: src, tile: &x }], |p, rows, out| {
         let (s, mut reg) = (c0.at(p), regs[p]);
         for (o, &v) in out.iter_mut().zip(rows[0]) {

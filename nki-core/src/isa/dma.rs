@@ -4,7 +4,7 @@ pub mod transpose_rules;
 
 use super::enums::{DgeMode, Engine, OobMode};
 use crate::emulator::Ctx;
-use crate::tensor::{Layout, give_back};
+use crate::tensor::{Layout, Reach, give_back};
 use crate::{Buffer, ErrorKind, NkiError, Result, Tensor};
 use transpose_rules::{Axes, Dge, Dim, TransposeCall, TransposeRule};
 
@@ -42,7 +42,6 @@ fn no_psum(op: &str, role: &str, t: &Tensor) -> Result<()> {
 pub fn dma_copy(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: DmaCopyOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.dma_copy";
     ctx.begin_op(OP)?;
-    ctx.record(OP, crate::profile::Unit::Dma, &[src], &[dst])?;
     no_psum(OP, "src", src)?;
     no_psum(OP, "dst", dst)?;
     let indirect = src.is_indirect() || dst.is_indirect();
@@ -66,15 +65,25 @@ pub fn dma_copy(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: DmaCopyOpts<'_>) ->
             ),
         ));
     }
-    if indirect {
-        // An `.ap(vector_offset=)` side resolves its rows now; with oob_mode=skip
-        // the rows outside the tensor are not transferred.
-        let skip = opts.oob_mode == Some(OobMode::Skip);
-        let (from, to) = (src.cell_indices(OP, skip)?, dst.cell_indices(OP, skip)?);
-        dst.copy_cells_at(&to, src, &from, ctx.rounds());
-    } else {
+    if !indirect {
+        ctx.record(OP, crate::profile::Unit::Dma, &[src], &[dst])?;
         dst.copy_cells_from(src, ctx.rounds());
+        return Ok(());
     }
+    // An `.ap(vector_offset=)` side resolves its rows now; with oob_mode=skip
+    // the rows outside the tensor are not transferred: the cells of a pair with
+    // a skipped side are neither read nor written.
+    ctx.record_partly(OP, crate::profile::Unit::Dma, (&[], &[src]), (&[], &[dst]))?;
+    let skip = opts.oob_mode == Some(OobMode::Skip);
+    let (mut from, mut to) = (src.cell_indices(OP, skip)?, dst.cell_indices(OP, skip)?);
+    for (f, t) in from.iter_mut().zip(to.iter_mut()) {
+        if *f < 0 || *t < 0 {
+            (*f, *t) = (-1, -1);
+        }
+    }
+    ctx.check_unwritten_reads(OP, &[(src, Reach::Cells(&from))])?;
+    dst.copy_cells_at(&to, src, &from, ctx.rounds());
+    dst.mark_reach_written(Reach::Cells(&to));
     Ok(())
 }
 
@@ -113,6 +122,7 @@ fn transpose_error(rule: TransposeRule, values: &str) -> NkiError {
 pub fn dma_transpose(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: DmaTransposeOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.dma_transpose";
     ctx.begin_op(OP)?;
+    ctx.defer_unwritten(OP);
     ctx.record(OP, crate::profile::Unit::Dma, &[src], &[dst])?;
     if dst.buffer() != Buffer::Sbuf {
         return Err(NkiError::constraint(OP, format!("dst {} must be in SBUF", dst.describe())));
@@ -143,6 +153,7 @@ pub fn dma_transpose(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: DmaTransposeOp
     if let Some((rule, values)) = call.violations().into_iter().next() {
         return Err(transpose_error(rule, &values));
     }
+    ctx.validated()?;
     // The rules above make `axes` (given or by rank) a valid permutation of src's dims.
     let axes: Vec<usize> =
         opts.axes.as_deref().or(transpose_rules::permutation_of_rank(src.ndim())).unwrap_or_default().iter().map(|&x| x as usize).collect();

@@ -9,6 +9,8 @@
 use super::enums::OobMode;
 use crate::emulator::Ctx;
 use crate::language::NlOp;
+use crate::profile::Unit;
+use crate::tensor::Reach;
 use crate::{Buffer, NkiError, Result, Tensor};
 use nki_spec::constants::DMA_COMPUTE_MAX_SRCS;
 
@@ -32,8 +34,9 @@ pub struct DmaComputeOpts<'a> {
 pub fn dma_compute(ctx: &Ctx, dst: &Tensor, srcs: &[Tensor], reduce_op: NlOp, opts: DmaComputeOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.dma_compute";
     ctx.begin_op(OP)?;
-    let reads: Vec<Option<&Tensor>> = srcs.iter().map(Some).collect();
-    ctx.record_spec(OP, &reads, &[Some(dst)])?;
+    // Only the cells of the pairs it transfers are read and written (see below).
+    let reads: Vec<&Tensor> = srcs.iter().collect();
+    ctx.record_partly(OP, Unit::of_spec(OP), (&[], &reads), (&[], &[dst]))?;
     if reduce_op != NlOp::Add {
         return Err(NkiError::constraint(OP, format!("reduce_op must be nl.add (the only one the DMA engines support), got {reduce_op}")));
     }
@@ -70,6 +73,10 @@ pub fn dma_compute(ctx: &Ctx, dst: &Tensor, srcs: &[Tensor], reduce_op: NlOp, op
     let from = srcs.iter().map(|s| s.cell_indices(OP, skip)).collect::<Result<Vec<_>>>()?;
     // A position skipped on any side is not transferred.
     let keep: Vec<bool> = (0..to.len()).map(|k| to[k] >= 0 && from.iter().all(|f| f[k] >= 0)).collect();
+    let kept = |cells: &[isize]| -> Vec<isize> { cells.iter().zip(&keep).map(|(&c, &k)| if k { c } else { -1 }).collect() };
+    let read: Vec<Vec<isize>> = from.iter().map(|f| kept(f)).collect();
+    let checked: Vec<(&Tensor, Reach)> = srcs.iter().zip(&read).map(|(s, r)| (s, Reach::Cells(r))).collect();
+    ctx.check_unwritten_reads(OP, &checked)?;
     let mut total: Vec<f32> = Vec::new();
     for (s, idx) in srcs.iter().zip(&from) {
         let values = s.values_at(idx, &keep);
@@ -81,5 +88,6 @@ pub fn dma_compute(ctx: &Ctx, dst: &Tensor, srcs: &[Tensor], reduce_op: NlOp, op
     }
     let cells: Vec<isize> = to.iter().zip(&keep).filter(|&(_, &k)| k).map(|(&c, _)| c).collect();
     dst.store_values_at(&cells, total, ctx.rounds());
+    dst.mark_reach_written(Reach::Cells(&cells));
     Ok(())
 }

@@ -33,6 +33,7 @@ pub fn nc_n_gather(ctx: &Ctx, dst: &Tensor, data: &Tensor, indices: &Tensor, opt
     const OP: &str = "nisa.nc_n_gather";
     let _ = opts;
     ctx.begin_op(OP)?;
+    ctx.defer_unwritten(OP);
     ctx.record_spec(OP, &[Some(data), Some(indices)], &[Some(dst)])?;
     all_sbuf(OP, [("dst", dst), ("data", data), ("indices", indices)])?;
     if indices.dtype() != Dtype::U32 {
@@ -71,6 +72,7 @@ pub fn nc_n_gather(ctx: &Ctx, dst: &Tensor, data: &Tensor, indices: &Tensor, opt
             out.push(vals[p * x.nf + k]);
         }
     }
+    ctx.validated()?;
     write_tile_raw(dst, &d, &out);
     Ok(())
 }
@@ -98,6 +100,7 @@ pub struct LocalGatherOpts<'a> {
 pub fn local_gather(ctx: &Ctx, dst: &Tensor, src_buffer: &Tensor, index: &Tensor, opts: LocalGatherOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.local_gather";
     ctx.begin_op(OP)?;
+    ctx.defer_unwritten(OP);
     ctx.record_spec(OP, &[Some(src_buffer), Some(index)], &[Some(dst)])?;
     all_sbuf(OP, [("dst", dst), ("src_buffer", src_buffer), ("index", index)])?;
     if index.dtype() != Dtype::U16 {
@@ -159,6 +162,7 @@ pub fn local_gather(ctx: &Ctx, dst: &Tensor, src_buffer: &Tensor, index: &Tensor
             }
         }
     }
+    ctx.validated()?;
     write_tile_raw(dst, &d, &out);
     Ok(())
 }

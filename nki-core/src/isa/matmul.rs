@@ -67,6 +67,7 @@ fn as_matrix(t: &Tensor, tile: &TileView) -> (Option<Vec<f32>>, isize, isize, is
 pub fn nc_matmul(ctx: &Ctx, dst: &Tensor, stationary: &Tensor, moving: &Tensor, opts: NcMatmulOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.nc_matmul";
     ctx.begin_op(OP)?;
+    ctx.defer_unwritten(OP);
     ctx.record(OP, crate::profile::Unit::Tensor, &[stationary, moving], &[dst])?;
     in_buffer(OP, "dst", dst, Buffer::Psum)?;
     in_buffer(OP, "stationary", stationary, Buffer::Sbuf)?;
@@ -130,6 +131,7 @@ pub fn nc_matmul(ctx: &Ctx, dst: &Tensor, stationary: &Tensor, moving: &Tensor, 
     }
     if transpose {
         same_dtype("nc_matmul", dst, stationary)?;
+        ctx.validated()?;
         write_tile_raw(dst, &dt, &transposed(&read_tile_raw(stationary, &st), k, m));
         return Ok(());
     }
@@ -141,6 +143,7 @@ pub fn nc_matmul(ctx: &Ctx, dst: &Tensor, stationary: &Tensor, moving: &Tensor, 
         ));
     }
     let state = accumulation(ctx, OP, dst, opts.accumulate)?;
+    ctx.validated()?;
     gemm_into(ctx, dst, &dt, (stationary, &st), (moving, &mv), state)
 }
 
@@ -362,6 +365,7 @@ pub struct NcTransposeOpts<'a> {
 pub fn nc_transpose(ctx: &Ctx, dst: &Tensor, data: &Tensor, opts: NcTransposeOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.nc_transpose";
     ctx.begin_op(OP)?;
+    ctx.defer_unwritten(OP);
     ctx.record(OP, crate::profile::Unit::chosen(opts.engine, crate::profile::Unit::Tensor), &[data], &[dst])?;
     let (src, dt) = (TileView::of(OP, "data", data)?, TileView::of(OP, "dst", dst)?);
     same_dtype("nc_transpose", dst, data)?;
@@ -410,6 +414,7 @@ pub fn nc_transpose(ctx: &Ctx, dst: &Tensor, data: &Tensor, opts: NcTransposeOpt
             ),
         ));
     }
+    ctx.validated()?;
     write_tile_raw(dst, &dt, &transposed(&read_tile_raw(data, &src), src.np, src.nf));
     Ok(())
 }

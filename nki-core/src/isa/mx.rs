@@ -18,6 +18,8 @@ use super::matmul::{accumulation, in_buffer, write_accumulated};
 use super::tile::TileView;
 use crate::dtype::{fp4_decode, fp8_decode, fp8_encode, round_f32};
 use crate::emulator::Ctx;
+use crate::profile::Unit;
+use crate::tensor::Reach;
 use crate::{Buffer, Dtype, NkiError, Result, Tensor};
 
 use nki_spec::mx::{GROUP_ELEMENTS, GROUP_PARTITIONS, QUADRANT, QUADRANT_SCALES, SCALE_OFFSETS, scale_partitions, scale_row};
@@ -256,7 +258,7 @@ pub fn nc_matmul_mx(
     ctx.begin_generation_op(OP)?;
     // A scale operand spans the data's partitions, but only 4 rows of each
     // quadrant hold scales: the rows read are checked once they are known.
-    ctx.record_spec_partly_reading(OP, &[stationary, moving], &[stationary_scale, moving_scale], &[dst])?;
+    ctx.record_partly(OP, Unit::of_spec(OP), (&[stationary, moving], &[stationary_scale, moving_scale]), (&[dst], &[]))?;
     in_buffer(OP, "stationary", stationary, Buffer::Sbuf)?;
     in_buffer(OP, "moving", moving, Buffer::Sbuf)?;
     in_buffer(OP, "dst", dst, Buffer::Psum)?;
@@ -303,7 +305,7 @@ pub fn nc_matmul_mx(
     let groups = st.np / GROUP_PARTITIONS;
     let ss = scale_tile(OP, "stationary_scale", stationary_scale, groups, st.nf)?;
     let ms = scale_tile(OP, "moving_scale", moving_scale, groups, mv.nf)?;
-    let pieces: Vec<&Tensor> = ss.iter().chain(&ms).map(|(t, _)| t).collect();
+    let pieces: Vec<(&Tensor, Reach)> = ss.iter().chain(&ms).map(|(t, _)| (t, Reach::Whole)).collect();
     ctx.check_unwritten_reads(OP, &pieces)?;
     let a = dequantized(stationary, &st, &scale_exponents(&ss));
     let b = dequantized(moving, &mv, &scale_exponents(&ms));

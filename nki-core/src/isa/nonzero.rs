@@ -28,6 +28,7 @@ pub struct NonzeroOpts<'a> {
 pub fn nonzero_with_count(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: NonzeroOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.nonzero_with_count";
     ctx.begin_generation_op(OP)?;
+    ctx.defer_unwritten(OP);
     ctx.record_spec(OP, &[Some(src)], &[Some(dst)])?;
     for (role, t) in [("src", src), ("dst", dst)] {
         if t.buffer() != Buffer::Sbuf {
@@ -51,6 +52,7 @@ pub fn nonzero_with_count(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: NonzeroOp
             ),
         ));
     }
+    ctx.validated()?;
     let (offset, pad) = (opts.index_offset.unwrap_or(0), opts.padding_val.unwrap_or(-1));
     let vals = read_tile_raw(src, &x);
     let mut out = read_tile_raw(dst, &d);

@@ -19,6 +19,7 @@ pub fn tensor_partition_reduce(ctx: &Ctx, dst: &Tensor, op: NlOp, data: &Tensor,
     const OP: &str = "nisa.tensor_partition_reduce";
     let _ = opts;
     ctx.begin_op(OP)?;
+    ctx.defer_unwritten(OP);
     ctx.record_spec(OP, &[Some(data)], &[Some(dst)])?;
     if !OPS.contains(&op) {
         return Err(NkiError::constraint(OP, format!("op={op} cannot reduce across partitions; use nl.add, nl.average or nl.maximum")));
@@ -33,6 +34,7 @@ pub fn tensor_partition_reduce(ctx: &Ctx, dst: &Tensor, op: NlOp, data: &Tensor,
             format!("dst {} must be 1 partition x {} elements (data's free size), it is {} x {}", dst.describe(), x.nf, d.np, d.nf),
         ));
     }
+    ctx.validated()?;
     let rows = read_tile(data, &x);
     let fold = if op == NlOp::Average { NlOp::Add } else { op };
     let mut acc = rows[..x.nf].to_vec();

@@ -25,6 +25,7 @@ pub struct CopyPredicatedOpts<'a> {
 pub fn tensor_copy_predicated(ctx: &Ctx, dst: &Tensor, src: Operand<'_>, predicate: &Tensor, opts: CopyPredicatedOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.tensor_copy_predicated";
     ctx.begin_op(OP)?;
+    ctx.defer_unwritten(OP);
     ctx.record_spec(OP, &[src.tensor(), Some(predicate)], &[Some(dst)])?;
     let (d, m) = (TileView::of(OP, "dst", dst)?, TileView::of(OP, "predicate", predicate)?);
     same_geometry(OP, ("dst", &d), ("predicate", &m), dst, predicate)?;
@@ -46,6 +47,7 @@ pub fn tensor_copy_predicated(ctx: &Ctx, dst: &Tensor, src: Operand<'_>, predica
         }
         Operand::Scalar(x) => vec![dst.dtype().f32_to_cell(x as f32, ctx.rounds()); d.np * d.nf],
     };
+    ctx.validated()?;
     let mask = read_tile_raw(predicate, &m);
     let mut cells = read_tile_raw(dst, &d);
     let reverse = opts.reverse_pred.unwrap_or(false);

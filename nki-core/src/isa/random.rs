@@ -112,12 +112,14 @@ pub fn rand2(ctx: &Ctx, dst: &Tensor, min: Operand<'_>, max: Operand<'_>, opts: 
     const OP: &str = "nisa.rand2";
     let _ = opts;
     ctx.begin_generation_op(OP)?;
+    ctx.defer_unwritten(OP);
     ctx.record_spec(OP, &[min.tensor(), max.tensor()], &[Some(dst)])?;
     let d = TileView::of(OP, "dst", dst)?;
     let (lo, hi) = (column(OP, "min", min, d.np)?, column(OP, "max", max, d.np)?);
     if let Some(p) = (0..d.np).find(|&p| lo.at(p).partial_cmp(&hi.at(p)) != Some(std::cmp::Ordering::Less)) {
         return Err(NkiError::argument("min", lo.at(p), &format!("must be less than max ({} at partition {p})", hi.at(p))).in_op(OP));
     }
+    ctx.validated()?;
     let bits = ctx.rng().draws(Engine::Vector, &d);
     let vals: Vec<f32> = bits
         .iter()
@@ -139,6 +141,7 @@ pub fn dropout(ctx: &Ctx, dst: &Tensor, data: &Tensor, prob: Operand<'_>, opts: 
     const OP: &str = "nisa.dropout";
     let _ = opts;
     ctx.begin_op(OP)?;
+    ctx.defer_unwritten(OP);
     ctx.record_spec(OP, &[Some(data), prob.tensor()], &[Some(dst)])?;
     if dst.dtype() != data.dtype() {
         return Err(NkiError::dtype(OP, format!("dst {} must have data's dtype {}", dst.describe(), data.dtype())));
@@ -168,6 +171,7 @@ pub(crate) fn dropout_into(
     let (x, d) = (TileView::of(op, data_role, data)?, TileView::of(op, dst_role, dst)?);
     same_geometry(op, (dst_role, &d), (data_role, &x), dst, data)?;
     let prob = column(op, prob_role, prob, x.np)?;
+    ctx.validated()?;
     let bits = ctx.rng().draws(Engine::Vector, &x);
     let mut vals = read_tile(data, &x);
     for (i, v) in vals.iter_mut().enumerate() {
@@ -185,6 +189,7 @@ pub fn set_rng_seed(ctx: &Ctx, src_seeds: &Tensor, opts: NameOpts<'_>) -> Result
     const OP: &str = "nisa.set_rng_seed";
     let _ = opts;
     ctx.begin_op(OP)?;
+    ctx.defer_unwritten(OP);
     ctx.record_spec(OP, &[Some(src_seeds)], &[])?;
     seed_vector_from(ctx, OP, "src_seeds", src_seeds)
 }
@@ -196,6 +201,7 @@ pub(crate) fn seed_vector_from(ctx: &Ctx, op: &'static str, role: &str, t: &Tens
     if s.np != 1 || s.nf != 1 || t.dtype().size_bytes() != 4 {
         return Err(NkiError::shape(op, format!("{role} {} must be a [1, 1] tensor of a 32-bit dtype", t.describe())));
     }
+    ctx.validated()?;
     let seed = read_tile_raw(t, &s)[0].to_bits();
     ctx.rng().seed_vector(seed);
     Ok(())
@@ -245,12 +251,14 @@ fn state_tile(op: &'static str, role: &str, t: &Tensor, engine: Engine) -> Resul
 pub fn rand_set_state(ctx: &Ctx, src_seeds: &Tensor, opts: EngineOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.rand_set_state";
     ctx.begin_op(OP)?;
+    ctx.defer_unwritten(OP);
     let engine = state_engine(ctx, OP, opts.engine)?;
     ctx.record(OP, unit(engine), &[src_seeds], &[])?;
     let s = state_tile(OP, "src_seeds", src_seeds, engine)?;
     if src_seeds.buffer() != Buffer::Sbuf {
         return Err(NkiError::constraint(OP, format!("src_seeds {} must be in SBUF", src_seeds.describe())));
     }
+    ctx.validated()?;
     let words: Vec<u32> = read_tile_raw(src_seeds, &s).iter().map(|c| c.to_bits()).collect();
     let mut rng = ctx.rng();
     let lanes = rng.lanes(engine);

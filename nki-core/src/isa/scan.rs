@@ -38,6 +38,7 @@ pub fn tensor_tensor_scan(
 ) -> Result<()> {
     const OP: &str = "nisa.tensor_tensor_scan";
     ctx.begin_op(OP)?;
+    ctx.defer_unwritten(OP);
     ctx.record_spec(OP, &[Some(data0), Some(data1), initial.tensor()], &[Some(dst)])?;
     for (role, op) in [("op0", op0), ("op1", op1)] {
         if !op.is_binary() {
@@ -50,6 +51,7 @@ pub fn tensor_tensor_scan(
     both_psum(OP, ("data0", data0), ("data1", data1))?;
     let init = column(OP, "initial", initial, a.np)?;
     let (r0, r1) = (opts.reverse0.unwrap_or(false), opts.reverse1.unwrap_or(false));
+    ctx.validated()?;
     rowwise(ctx, dst, &d, &[Input { tensor: data0, tile: &a }, Input { tensor: data1, tile: &b }], |p, rows, out| {
         let mut acc = init.at(p);
         for ((o, &x0), &x1) in out.iter_mut().zip(rows[0]).zip(rows[1]) {

@@ -118,6 +118,7 @@ pub fn affine_select(
 ) -> Result<()> {
     const OP: &str = "nisa.affine_select";
     ctx.begin_op(OP)?;
+    ctx.defer_unwritten(OP);
     ctx.record(OP, crate::profile::Unit::GpSimd, &[on_true_tile], &[dst])?;
     in_sbuf(OP, "dst", dst)?;
     in_sbuf(OP, "on_true_tile", on_true_tile)?;
@@ -134,6 +135,7 @@ pub fn affine_select(
         [[step, _]] => Some(*step),
         _ => None,
     };
+    ctx.validated()?;
     rowwise(ctx, dst, &d, &[Input { tensor: on_true_tile, tile: &t }], |p, rows, out| {
         let c = off.wrapping_add(cm.wrapping_mul(p as i32));
         let last = i64::from(c) + step.unwrap_or(0) * (d.nf as i64 - 1);
@@ -226,6 +228,7 @@ pub fn range_select(
 ) -> Result<()> {
     const OP: &str = "nisa.range_select";
     ctx.begin_op(OP)?;
+    ctx.defer_unwritten(OP);
     ctx.record(OP, crate::profile::Unit::Vector, &[on_true_tile, bound0, bound1], &[dst])?;
     if !ctx.hw().has_range_select {
         return Err(NkiError::constraint(OP, format!("range_select needs trn2 or later; the launch targets {}", ctx.generation())));
@@ -256,6 +259,7 @@ pub fn range_select(
     let b1 = column(OP, "bound1", Operand::Tensor(bound1), t.np)?;
     let fill = f32::MIN;
     let mut row_max = vec![0f32; t.np];
+    ctx.validated()?;
     rowwise(ctx, dst, &d, &[Input { tensor: on_true_tile, tile: &t }], |p, rows, out| {
         let (lo, hi) = (b0.at(p), b1.at(p));
         // Indices grow along the row, so each bound keeps one span (not_equal aside).

@@ -44,6 +44,7 @@ pub fn select_reduce(
 ) -> Result<()> {
     const OP: &str = "nisa.select_reduce";
     ctx.begin_op(OP)?;
+    ctx.defer_unwritten(OP);
     ctx.record_spec(OP, &[Some(predicate), Some(on_true), on_false.tensor()], &[Some(dst), opts.reduce_res])?;
     let op = opts.reduce_op.unwrap_or(NlOp::Maximum);
     if op != NlOp::Maximum {
@@ -66,6 +67,7 @@ pub fn select_reduce(
     let fallback = column(OP, "on_false", on_false, t.np)?;
     let reverse = opts.reverse_pred.unwrap_or(false);
     let mut maxes = vec![f32::NEG_INFINITY; t.np];
+    ctx.validated()?;
     rowwise(ctx, dst, &d, &[Input { tensor: predicate, tile: &m }, Input { tensor: on_true, tile: &t }], |p, rows, out| {
         for ((o, &c), &v) in out.iter_mut().zip(rows[0]).zip(rows[1]) {
             *o = if (c != 0.0) != reverse { v } else { fallback.at(p) };

@@ -49,6 +49,7 @@ pub fn sendrecv(
 ) -> Result<()> {
     const OP: &str = "nisa.sendrecv";
     ctx.begin_generation_op(OP)?;
+    ctx.defer_unwritten(OP);
     ctx.record_waiting(OP, Unit::Dma, &[src], &[dst], Rendezvous::CoreBarrier)?;
     if ctx.num_programs() != 2 {
         return Err(NkiError::constraint(
@@ -91,6 +92,7 @@ pub fn sendrecv(
         src: src.clone(),
         dst: dst.clone(),
     };
+    ctx.validated()?;
     let (round, world, rank) = (ctx.rounds(), ctx.world.clone(), ctx.rank());
     ctx.pipe_exchange(pipe_id, "sendrecv", side, |seq, sides| {
         let sides: Vec<Side> = sides.into_iter().map(|(_, s)| s).collect();

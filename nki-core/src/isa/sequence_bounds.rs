@@ -14,6 +14,7 @@ pub fn sequence_bounds(ctx: &Ctx, dst: &Tensor, segment_ids: &Tensor, opts: Name
     const OP: &str = "nisa.sequence_bounds";
     let _ = opts;
     ctx.begin_op(OP)?;
+    ctx.defer_unwritten(OP);
     ctx.record_spec(OP, &[Some(segment_ids)], &[Some(dst)])?;
     for (role, t) in [("segment_ids", segment_ids), ("dst", dst)] {
         if t.buffer() != Buffer::Sbuf {
@@ -32,6 +33,7 @@ pub fn sequence_bounds(ctx: &Ctx, dst: &Tensor, segment_ids: &Tensor, opts: Name
         return Err(NkiError::shape(OP, format!("dst {} must have shape [1, 2, {n}] (start and end per segment id)", dst.describe())));
     }
     let d = TileView::of(OP, "dst", dst)?;
+    ctx.validated()?;
     let ids = read_tile(segment_ids, &s);
     let (mut start, mut end) = (vec![0f32; n], vec![0f32; n]);
     for i in 0..n {

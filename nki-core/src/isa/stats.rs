@@ -32,6 +32,7 @@ fn moments(vals: impl Iterator<Item = f32> + Clone) -> [f32; 3] {
 /// Starts `op` reading `data` into `dst`; both as tiles `(data, dst)`.
 fn begin(ctx: &Ctx, op: &'static str, dst: &Tensor, data: &Tensor) -> Result<(TileView, TileView)> {
     ctx.begin_op(op)?;
+    ctx.defer_unwritten(op);
     ctx.record_spec(op, &[Some(data)], &[Some(dst)])?;
     Ok((TileView::of(op, "data", data)?, TileView::of(op, "dst", dst)?))
 }
@@ -72,6 +73,7 @@ pub fn bn_stats(ctx: &Ctx, dst: &Tensor, data: &Tensor, opts: NameOpts<'_>) -> R
         return Err(NkiError::constraint(OP, row_length(data, &x, &rule)));
     }
     check_rows(OP, dst, &d, data, &x, BN_STATS_DIM as usize)?;
+    ctx.validated()?;
     rowwise(ctx, dst, &d, &[Input { tensor: data, tile: &x }], |_, rows, out| {
         let row = rows[0];
         let even = moments(row.iter().step_by(2).copied());
@@ -96,6 +98,7 @@ pub fn bn_aggr(ctx: &Ctx, dst: &Tensor, data: &Tensor, opts: NameOpts<'_>) -> Re
         ));
     }
     check_rows(OP, dst, &d, data, &x, BN_AGGR_DIM as usize)?;
+    ctx.validated()?;
     rowwise(ctx, dst, &d, &[Input { tensor: data, tile: &x }], |_, rows, out| {
         let triples = rows[0].chunks_exact(3);
         let sum = |f: &dyn Fn(&[f32]) -> f32| reduce(NlOp::Add, &triples.clone().map(f).collect::<Vec<f32>>(), 0.0);

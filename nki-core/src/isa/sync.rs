@@ -113,8 +113,10 @@ fn single_element(op: &str, role: &str, t: &Tensor) -> Result<()> {
 pub fn register_load(ctx: &Ctx, dst: &Register, src: &Tensor) -> Result<()> {
     const OP: &str = "nisa.register_load";
     ctx.begin_op(OP)?;
+    ctx.defer_unwritten(OP);
     ctx.record(OP, crate::profile::Unit::Sync, &[src], &[])?;
     single_element(OP, "src", src)?;
+    ctx.validated()?;
     dst.set(src.to_i64_vec()[0]);
     Ok(())
 }

@@ -59,9 +59,11 @@ pub fn max8(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: NameOpts<'_>) -> Result
     const OP: &str = "nisa.max8";
     let _ = opts;
     ctx.begin_op(OP)?;
+    ctx.defer_unwritten(OP);
     ctx.record_spec(OP, &[Some(src)], &[Some(dst)])?;
     let (x, d) = (TileView::of(OP, "src", src)?, TileView::of(OP, "dst", dst)?);
     check(OP, "src", src, &x, &[("dst", dst, &d, Some(K))])?;
+    ctx.validated()?;
     let vals = read_tile(src, &x);
     let mut out = Vec::with_capacity(x.np * K);
     for row in vals.chunks(x.nf) {
@@ -81,10 +83,12 @@ pub fn nc_find_index8(ctx: &Ctx, dst: &Tensor, data: &Tensor, vals: &Tensor, opt
     const OP: &str = "nisa.nc_find_index8";
     let _ = opts;
     ctx.begin_op(OP)?;
+    ctx.defer_unwritten(OP);
     ctx.record_spec(OP, &[Some(data), Some(vals)], &[Some(dst)])?;
     let (x, v, d) = (TileView::of(OP, "data", data)?, TileView::of(OP, "vals", vals)?, TileView::of(OP, "dst", dst)?);
     check(OP, "data", data, &x, &[("vals", vals, &v, Some(K)), ("dst", dst, &d, Some(K))])?;
     index_dtype(OP, "dst", dst)?;
+    ctx.validated()?;
     let (rows, wanted) = (read_tile(data, &x), read_tile(vals, &v));
     let mut out = Vec::with_capacity(x.np * K);
     for (row, want) in rows.chunks(x.nf).zip(wanted.chunks(K)) {
@@ -122,6 +126,7 @@ pub struct MatchReplace8Opts<'a> {
 pub fn nc_match_replace8(ctx: &Ctx, dst: &Tensor, data: &Tensor, vals: &Tensor, imm: f64, opts: MatchReplace8Opts<'_>) -> Result<()> {
     const OP: &str = "nisa.nc_match_replace8";
     ctx.begin_op(OP)?;
+    ctx.defer_unwritten(OP);
     ctx.record_spec(OP, &[Some(data), Some(vals)], &[Some(dst), opts.dst_idx])?;
     let (x, v, d) = (TileView::of(OP, "data", data)?, TileView::of(OP, "vals", vals)?, TileView::of(OP, "dst", dst)?);
     check(OP, "data", data, &x, &[("vals", vals, &v, Some(K)), ("dst", dst, &d, None)])?;
@@ -134,6 +139,7 @@ pub fn nc_match_replace8(ctx: &Ctx, dst: &Tensor, data: &Tensor, vals: &Tensor, 
         }
         None => None,
     };
+    ctx.validated()?;
     let (mut rows, wanted) = (read_tile(data, &x), read_tile(vals, &v));
     let sentinel = idx_tile.as_ref().map_or(0.0, |(t, _)| not_found(t.dtype()));
     let mut idx = vec![sentinel; x.np * K];

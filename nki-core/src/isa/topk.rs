@@ -36,6 +36,7 @@ pub fn topk(ctx: &Ctx, val_dst: &Tensor, idx_dst: &Tensor, src: &Tensor, n: i64,
     const OP: &str = "nisa.topk";
     let _ = opts;
     ctx.begin_op(OP)?;
+    ctx.defer_unwritten(OP);
     ctx.record_spec(OP, &[Some(src)], &[Some(val_dst), Some(idx_dst)])?;
     let s = sbuf_of(OP, "src", src, Dtype::Bf16)?;
     let v = sbuf_of(OP, "val_dst", val_dst, Dtype::Bf16)?;
@@ -64,6 +65,7 @@ pub fn topk(ctx: &Ctx, val_dst: &Tensor, idx_dst: &Tensor, src: &Tensor, n: i64,
             format!("src {} holds {} columns; n = {n} needs at least {}", src.describe(), s.nf, n.div_ceil(SNAKE)),
         ));
     }
+    ctx.validated()?;
     let x = read_tile(src, &s);
     let (mut vals, mut idxs) = (Vec::with_capacity(s.np * k), Vec::with_capacity(s.np * k));
     for group in x.chunks(SNAKE * s.nf) {

@@ -25,6 +25,7 @@ pub fn rand(ctx: &Ctx, shape: &[i64], dtype: Dtype, opts: FillOpts<'_>) -> Resul
 pub fn random_seed(ctx: &Ctx, seed: &Tensor) -> Result<()> {
     const OP: &str = "nl.random_seed";
     ctx.begin_op(OP)?;
+    ctx.defer_unwritten(OP);
     ctx.record(OP, Unit::Vector, &[seed], &[])?;
     nisa::seed_vector_from(ctx, OP, "seed", seed)
 }
@@ -37,6 +38,7 @@ pub fn dropout(ctx: &Ctx, x: &Tensor, rate: Operand<'_>, dtype: Option<Dtype>) -
     let shape: Vec<i64> = x.shape().iter().map(|&d| d as i64).collect();
     let out = ndarray(ctx, &shape, dtype.unwrap_or(x.dtype()), NdarrayOpts { buffer: Some(Buffer::Sbuf), ..Default::default() })?;
     ctx.begin_op(OP)?;
+    ctx.defer_unwritten(OP);
     ctx.record(OP, Unit::Vector, &[x], &[&out])?;
     nisa::dropout_into(ctx, OP, ("x", x), ("result", &out), ("rate", rate))?;
     Ok(out)

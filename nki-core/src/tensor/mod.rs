@@ -31,7 +31,7 @@ pub use rearrange::Pattern;
 pub(crate) use recycle::{filled, give_back, take};
 pub(crate) use reinterpret::{Cells, bytes_of_cell, cell_of_bytes};
 pub(crate) use storage::Storage;
-pub(crate) use unwritten::Found;
+pub(crate) use unwritten::{Found, Reach};
 
 use crate::{Dtype, ErrorKind, NkiError, Result};
 use ndarray::{ArrayD, IxDyn};

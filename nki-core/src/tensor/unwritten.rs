@@ -104,21 +104,29 @@ impl Unwritten {
     }
 }
 
-/// Calls `f` with every cell of `st` that element reads or writes of `view` reach
-/// (`view`'s storage is `st` or a byte or indirection view of it), in the view's
-/// logical order: `f(start, n, step)` per run of cells.
-fn base_runs(view: &Tensor, mut f: impl FnMut(isize, usize, isize)) {
+/// Which cells of a view an instruction reads or writes.
+#[derive(Clone, Copy)]
+pub(crate) enum Reach<'a> {
+    /// Every element of the view.
+    Whole,
+    /// Only these cells of the view's storage, in the view's logical order; a
+    /// negative one (a row an `oob_mode=skip` DMA left out) is not reached.
+    Cells(&'a [isize]),
+}
+
+/// Calls `f` with every cell of `st` that element reads or writes of `view`
+/// reach (`view`'s storage is `st` or a byte or indirection view of it), in the
+/// view's logical order: `f(start, n, step)` per run of cells.
+fn base_runs(view: &Tensor, reach: Reach<'_>, mut f: impl FnMut(isize, usize, isize)) {
     let vs = view.storage();
-    let own = |f: &mut dyn FnMut(isize)| {
-        if view.is_indirect() {
-            // `vector_offset` rows: out-of-bounds rows (skipped) are -1 and ignored.
-            view.cell_indices("", true).unwrap_or_default().into_iter().for_each(f);
-        } else {
-            view.layout().for_each_run(|start, n, step| (0..n as isize).for_each(|i| f(start + i * step)));
-        }
+    let own = |f: &mut dyn FnMut(isize)| match reach {
+        Reach::Cells(cells) => cells.iter().filter(|&&c| c >= 0).for_each(|&c| f(c)),
+        // `vector_offset` rows: out-of-bounds rows (skipped) are -1 and ignored.
+        Reach::Whole if view.is_indirect() => view.cell_indices("", true).unwrap_or_default().into_iter().filter(|&c| c >= 0).for_each(f),
+        Reach::Whole => view.layout().for_each_run(|start, n, step| (0..n as isize).for_each(|i| f(start + i * step))),
     };
     match (&vs.base, &vs.indirection) {
-        (None, _) if !view.is_indirect() => view.layout().for_each_run(f),
+        (None, _) if matches!(reach, Reach::Whole) && !view.is_indirect() => view.layout().for_each_run(f),
         (None, _) => own(&mut |c| f(c, 1, 1)),
         (Some(base), None) => {
             let (a, b) = (base.dtype.size_bytes() as isize, vs.dtype.size_bytes() as isize);
@@ -163,17 +171,28 @@ impl Storage {
 impl Tensor {
     /// Notes that an instruction wrote every element of this view.
     pub(crate) fn mark_written(&self) {
+        self.mark_reach_written(Reach::Whole);
+    }
+
+    /// Notes that an instruction wrote the cells of this view `reach` names.
+    pub(crate) fn mark_reach_written(&self, reach: Reach<'_>) {
         let st = self.storage().allocation();
         if !st.fresh.load(Ordering::Acquire) {
             return;
         }
         let mut guard = st.unwritten.lock().unwrap_or_else(|e| e.into_inner());
         let Some(u) = guard.as_mut() else { return };
-        base_runs(self, |start, n, step| u.mark_run(start, n, step));
+        base_runs(self, reach, |start, n, step| u.mark_run(start, n, step));
         if u.left == 0 {
             *guard = None;
             st.fresh.store(false, Ordering::Release);
         }
+    }
+
+    /// Whether the allocation holding this view's cells may have unwritten cells
+    /// (one never fully written stays so until an instruction writes the rest).
+    pub(crate) fn may_be_unwritten(&self) -> bool {
+        self.storage().allocation().fresh.load(Ordering::Acquire)
     }
 
     /// `'name' [shape] dtype in BUFFER` of the allocation holding this view's cells.
@@ -182,8 +201,8 @@ impl Tensor {
         format!("'{}' {:?} {} in {}", self.name(), st.shape, st.dtype, st.buffer)
     }
 
-    /// The cells an instruction reading every element of this view finds unwritten.
-    pub(crate) fn unwritten_read(&self) -> Option<Found> {
+    /// The cells an instruction reading the cells of this view `reach` names finds unwritten.
+    pub(crate) fn unwritten_read(&self, reach: Reach<'_>) -> Option<Found> {
         let st = self.storage().allocation();
         if !st.fresh.load(Ordering::Acquire) {
             return None;
@@ -191,7 +210,7 @@ impl Tensor {
         let guard = st.unwritten.lock().unwrap_or_else(|e| e.into_inner());
         let u = guard.as_ref()?;
         let (mut count, mut first) = (0usize, None);
-        base_runs(self, |start, n, step| {
+        base_runs(self, reach, |start, n, step| {
             // A contiguous run is counted a word at a time, any other cell by cell.
             let whole = step == 1 && u.in_bounds(start, n).is_some();
             let (runs, len, step) = if whole { (1, n, 0) } else { (n, 1, step) };
@@ -223,11 +242,11 @@ mod tests {
     fn writes_clear_cells_and_reads_find_the_rest_until_the_mask_is_dropped() {
         let t = fresh(&[2, 4]);
         t.with_layout(crate::tensor::Layout { offset: 0, shape: vec![2, 2], strides: vec![4, 1] }).mark_written();
-        assert_eq!(t.unwritten_read(), Some(Found { count: 4, first: vec![0, 2] }));
+        assert_eq!(t.unwritten_read(Reach::Whole), Some(Found { count: 4, first: vec![0, 2] }));
         let right = t.with_layout(crate::tensor::Layout { offset: 2, shape: vec![2, 2], strides: vec![4, 1] });
-        assert_eq!(right.unwritten_read(), Some(Found { count: 4, first: vec![0, 2] }));
+        assert_eq!(right.unwritten_read(Reach::Whole), Some(Found { count: 4, first: vec![0, 2] }));
         right.mark_written();
-        assert_eq!(t.unwritten_read(), None);
+        assert_eq!(t.unwritten_read(Reach::Whole), None);
         assert!(!t.storage().fresh.load(Ordering::Acquire), "a fully written allocation drops its mask");
     }
 
@@ -235,21 +254,21 @@ mod tests {
     fn runs_across_mask_words_and_strided_cells_are_counted_and_cleared() {
         use crate::tensor::Layout;
         let t = fresh(&[3, 50]);
-        assert_eq!(t.unwritten_read(), Some(Found { count: 150, first: vec![0, 0] }));
+        assert_eq!(t.unwritten_read(Reach::Whole), Some(Found { count: 150, first: vec![0, 0] }));
         t.with_layout(Layout { offset: 10, shape: vec![3, 40], strides: vec![50, 1] }).mark_written();
-        assert_eq!(t.unwritten_read(), Some(Found { count: 30, first: vec![0, 0] }));
+        assert_eq!(t.unwritten_read(Reach::Whole), Some(Found { count: 30, first: vec![0, 0] }));
         let column = t.with_layout(Layout { offset: 5, shape: vec![3], strides: vec![50] });
-        assert_eq!(column.unwritten_read(), Some(Found { count: 3, first: vec![0, 5] }));
+        assert_eq!(column.unwritten_read(Reach::Whole), Some(Found { count: 3, first: vec![0, 5] }));
         column.mark_written();
-        assert_eq!(column.unwritten_read(), None);
+        assert_eq!(column.unwritten_read(Reach::Whole), None);
         let tail = t.with_layout(Layout { offset: 100, shape: vec![50], strides: vec![1] });
-        assert_eq!(tail.unwritten_read(), Some(Found { count: 9, first: vec![2, 0] }));
+        assert_eq!(tail.unwritten_read(Reach::Whole), Some(Found { count: 9, first: vec![2, 0] }));
         t.with_layout(Layout { offset: 0, shape: vec![3, 10], strides: vec![50, 1] }).mark_written();
         assert!(!t.storage().fresh.load(Ordering::Acquire), "a fully written allocation drops its mask");
 
         let whole = fresh(&[2, 100]);
         whole.mark_written();
-        assert_eq!(whole.unwritten_read(), None);
+        assert_eq!(whole.unwritten_read(Reach::Whole), None);
         assert!(!whole.storage().fresh.load(Ordering::Acquire), "one write of every cell leaves nothing to track");
     }
 }

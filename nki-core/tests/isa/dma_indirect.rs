@@ -138,6 +138,42 @@ fn scalar_offset_rows_outside_are_an_error_or_skipped() {
     assert_eq!(run(-1_000_000, Some(OobMode::Skip)).unwrap(), vec![-5.0; 12]);
 }
 
+/// An `oob_mode=skip` DMA moves only the rows it transfers: the destination
+/// rows paired with skipped source rows stay unwritten (a later read of them is
+/// reported), and the source rows paired with skipped destination rows are not
+/// read (nothing is reported for them).
+#[test]
+fn skipped_rows_are_neither_written_nor_read() {
+    let (_, table) = table();
+    let report = launch(Precision::Fp32)
+        // Warns rather than fails whatever NKI_STRICT_UNINIT the tests run under.
+        .strict_uninit(false)
+        .run_all(|ctx| {
+            // Rows 2 and 10 (outside the 10-row table, skipped) gathered into a fresh tile.
+            let idx = sbuf_with(ctx, &[2, 1], Dtype::I32, &[2.0, 10.0])?;
+            let gathered = alloc(ctx, &[2, 4], Dtype::F32, Buffer::Sbuf)?;
+            let skip = DmaCopyOpts { oob_mode: Some(OobMode::Skip), ..Default::default() };
+            nisa::dma_copy(ctx, &gathered, &table.ap_vector_offset(&[[4, 2], [1, 4]], None, &idx, 0)?, skip)?;
+            let out = Tensor::from_f32(&[2, 4], &[-1.0; 8], Dtype::F32)?;
+            nisa::dma_copy(ctx, &out, &gathered, Default::default())?;
+            // Row 0 of a half-written tile scattered to row 2 of a 3-row table, row 1 to row 9 (skipped).
+            let half = alloc(ctx, &[2, 3], Dtype::F32, Buffer::Sbuf)?;
+            let sevens = Tensor::from_f32(&[1, 3], &[7.0; 3], Dtype::F32)?;
+            nisa::dma_copy(ctx, &half.index(&nki_core::s![0..1, ..])?, &sevens, Default::default())?;
+            let small = Tensor::from_f32(&[3, 3], &[0.0; 9], Dtype::F32)?;
+            let rows = sbuf_with(ctx, &[2, 1], Dtype::I32, &[2.0, 9.0])?;
+            nisa::dma_copy(ctx, &small.ap_vector_offset(&[[3, 2], [1, 3]], None, &rows, 0)?, &half, skip)?;
+            Ok((out.to_f32_vec(), small.to_f32_vec()))
+        })
+        .unwrap();
+    let (out, small) = &report.results[0][0];
+    assert_eq!(out[4..], [0.0; 4], "the skipped row reads zero bits");
+    assert_eq!(small[6..], [7.0; 3]);
+    assert_eq!(report.undefined.len(), 1, "{:?}", report.undefined);
+    assert!(report.undefined[0].contains("reads 4 elements of 'tensor' [2, 4] float32 in SBUF"), "{:?}", report.undefined);
+    assert!(report.undefined[0].contains("(the first at [1, 0])"), "{:?}", report.undefined);
+}
+
 #[test]
 fn the_offset_tensor_must_be_integer_sbuf_with_a_value_per_row() {
     let (_, table) = table();
