@@ -58,8 +58,18 @@ pub fn transpose(ctx: &Ctx, x: &Tensor, dtype: Option<Dtype>) -> Result<Tensor> 
 /// `transpose_x`) into a new float32 PSUM tile, contracting over `y`'s partitions.
 pub fn matmul(ctx: &Ctx, x: &Tensor, y: &Tensor, transpose_x: Option<bool>) -> Result<Tensor> {
     const PY: &str = "nl.matmul";
-    let stationary = if transpose_x.unwrap_or(false) {
-        operand(PY, "x", x)?;
+    let transpose_x = transpose_x.unwrap_or(false);
+    // The operands' shapes are checked before the transpose of `x` runs.
+    let ([xp, xf], [ky, n]) = (operand(PY, "x", x)?, operand(PY, "y", y)?);
+    let (k, m) = if transpose_x { (xp, xf) } else { (xf, xp) };
+    if k != ky {
+        let how = if transpose_x { "partitions" } else { "free size" };
+        return Err(NkiError::shape(
+            PY,
+            format!("x {} has {how} {k} but y {} has {ky} partitions: the contraction dims must match", x.describe(), y.describe()),
+        ));
+    }
+    let stationary = if transpose_x {
         x.clone()
     } else {
         let t = pe_transpose(ctx, PY, x)?;
@@ -67,14 +77,6 @@ pub fn matmul(ctx: &Ctx, x: &Tensor, y: &Tensor, transpose_x: Option<bool>) -> R
         nisa::tensor_copy(ctx, &s, &t, EngineOpts::default())?;
         s
     };
-    let ([k, m], [ky, n]) = (operand(PY, "x", &stationary)?, operand(PY, "y", y)?);
-    if k != ky {
-        let how = if transpose_x.unwrap_or(false) { "partitions" } else { "free size" };
-        return Err(NkiError::shape(
-            PY,
-            format!("x {} has {how} {k} but y {} has {ky} partitions: the contraction dims must match", x.describe(), y.describe()),
-        ));
-    }
     let dst = tile(ctx, "matmul", [m, n], Dtype::F32, Buffer::Psum)?;
     nisa::nc_matmul(ctx, &dst, &stationary, y, NcMatmulOpts { accumulate: Some(false), ..Default::default() })?;
     Ok(dst)

@@ -322,7 +322,8 @@ fn argument_rules() {
         })
         .unwrap();
     let e = expect_err(Launch::new().ranks(2).run(|ctx| {
-        let a = alloc(ctx, &[1, 1], Dtype::F32, Buffer::Sbuf)?;
+        // Written: rank 0's permute within its own group is a valid one.
+        let a = sbuf_with(ctx, &[1, 1], Dtype::F32, &[1.0])?;
         permute(ctx, &a, &a, &group(&[&[0]]))
     }));
     assert_err(&e, ErrorKind::Argument, &["rank 1 is in none of the groups"]);
