@@ -15,6 +15,8 @@ The kernel runs on the NumPy fake `nki` unless a real `nki` package with
 as it has no collectives).
 """
 
+import ast
+import importlib
 import importlib.util
 import itertools
 import json
@@ -33,17 +35,62 @@ _packages = itertools.count()
 
 def load_package(path):
     """Imports the emitted package at `path` under a fresh module name."""
+    return complete(_new_package(path))
+
+
+def load_export(path, name):
+    """The package at `path` (as [`load_package`] imports it) and the object it
+    exports as `name`. When its `__init__.py` says which module holds `name`
+    (`from .module import name`), only that module and what it imports run: a
+    package of a hundred kernels costs one kernel's import, and [`complete`]
+    runs the rest on demand."""
+    package = _new_package(path)
+    source = _source_of(Path(path) / "__init__.py", name)
+    if source is None:
+        return complete(package), getattr(package, name, None)
+    home, attr = source
+    return package, getattr(importlib.import_module(f"{package.__name__}.{home}"), attr, None)
+
+
+def _new_package(path):
+    """The module object of the package at `path` under a fresh name, its
+    `__init__.py` not run yet."""
     path = Path(path)
     init = path / "__init__.py"
     if not init.is_file():
         raise SpecError(f"{path} is not a Python package (no __init__.py)")
-    sys.dont_write_bytecode = True  # leave no __pycache__ in emitted (or snapshot) packages
+    # Bytecode goes under PYTHONPYCACHEPREFIX when one is set, never into the
+    # emitted (or snapshot) package itself.
+    sys.dont_write_bytecode = sys.pycache_prefix is None
     name = f"nki_kernels_under_test_{next(_packages)}"
     module_spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(path)])
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[name] = module
-    module_spec.loader.exec_module(module)
     return module
+
+
+def complete(package):
+    """Runs the package's `__init__.py` unless it ran (after [`load_export`]
+    imported one module, the other exports become attributes)."""
+    if not getattr(package, "__nki_complete__", False):
+        package.__spec__.loader.exec_module(package)
+        package.__nki_complete__ = True
+    return package
+
+
+def _source_of(init, name):
+    """(module, attribute) that `init` imports `name` from with a top-level
+    `from .module import attribute [as name]`, or None."""
+    try:
+        tree = ast.parse(init.read_text())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+            for alias in node.names:
+                if (alias.asname or alias.name) == name and alias.name != "*":
+                    return node.module, alias.name
+    return None
 
 
 def _real_nki():
@@ -60,8 +107,7 @@ def _real_nki():
 def _kernel(package_dir, spec):
     """The spec's kernel, and a resolver of the classes the package exports (the
     configuration objects some kernels take)."""
-    package = load_package(package_dir)
-    kernel = getattr(package, spec.kernel, None)
+    package, kernel = load_export(package_dir, spec.kernel)
     if kernel is None:
         raise SpecError(f"the package exports no kernel named {spec.kernel!r}")
 
@@ -73,7 +119,7 @@ def _kernel(package_dir, spec):
     def bundle(name):
         cls = getattr(home, name, None) if home is not None else None
         if not isinstance(cls, type):
-            cls = getattr(package, name, None)
+            cls = getattr(complete(package), name, None)
         return cls if isinstance(cls, type) else None
 
     return kernel, bundle
