@@ -145,6 +145,17 @@ pub fn assert_close(what: &str, got: &[f32], want: &[f64], atol: f64, rtol: f64)
     assert!(err <= bound, "{what}: max abs error {err:.3e} > {bound:.3e} (atol {atol:e} + rtol {rtol:e} x max|ref| {scale:.3e})");
 }
 
+/// Asserts every element of `got` within its own bound of the float64
+/// `want`: `|got - want| <= atol + rtol · magnitude`, the element's
+/// `magnitude` (the size of the terms it sums) as the reference returns it.
+pub fn assert_close_per_element(what: &str, got: &[f32], (want, magnitude): (&[f64], &[f64]), atol: f64, rtol: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: result has {} values, reference {}", got.len(), want.len());
+    for (at, ((g, w), m)) in got.iter().zip(want).zip(magnitude).enumerate() {
+        let err = (f64::from(*g) - w).abs();
+        assert!(err <= atol + rtol * m, "{what} element {at}: {g} vs {w} (magnitude {m})");
+    }
+}
+
 /// Asserts that the NumPy executor's outputs `numpy` of the emitted kernel
 /// (case `what`, run in `mode`, `"fp32"` or `"hardware"`) equal the
 /// emulator's up to the order of the matmuls' float32 sums: as many outputs,

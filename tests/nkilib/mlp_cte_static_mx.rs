@@ -11,7 +11,7 @@
 //! over several token tiles with a partial last one; then the emitted kernel
 //! under NumPy against the emulator, and the rules.
 
-use crate::common::{Arg, CaseName, as_dtype, package_of, seed_of, tensor, uniform};
+use crate::common::{Arg, CaseName, as_dtype, assert_close_per_element, package_of, seed_of, tensor, uniform};
 use crate::mlp::activation;
 use crate::mlp_tkg_mx::check_numpy_trn3;
 use nki::{Dtype, Launch, Precision, Tensor};
@@ -227,13 +227,10 @@ fn static_mx_call(t: &[Tensor; 9]) -> mlp::Call<'_> {
 /// the float64 output (the hardware reference for hardware precision).
 fn check(cfg: &StaticMx, precision: Precision, rel: f64) {
     let d = cfg.data();
-    let got = cfg.run(&d, precision);
     let (want, mag) = cfg.reference(&d, precision == Precision::Hardware);
     let scale = mag.iter().fold(0.0f64, |m, v| m.max(*v));
-    for (at, ((g, w), m)) in got.iter().zip(&want).zip(&mag).enumerate() {
-        let err = (f64::from(*g) - w).abs();
-        assert!(err <= rel * (m + 1e-3 * scale), "{} {precision:?} element {at}: {g} vs {w} (magnitude {m})", cfg.name());
-    }
+    let what = format!("{} {precision:?}", cfg.name());
+    assert_close_per_element(&what, &cfg.run(&d, precision), (&want, &mag), rel * 1e-3 * scale, rel);
 }
 
 /// fp32 precision: the fp8 operands are the reference's; the gated product

@@ -11,7 +11,9 @@
 //! `[B, K/32, S]`. At the library's MX test sizes, in both precision modes;
 //! the emitted source under NumPy against the emulator; the MX rules.
 
-use crate::common::{Arg, CaseName, as_dtype, assert_numpy_equals_emulator, package_of, seed_of, tensor, uniform};
+use crate::common::{
+    Arg, CaseName, as_dtype, assert_close_per_element, assert_numpy_equals_emulator, package_of, seed_of, tensor, uniform,
+};
 use crate::mx_format::{e4m3fn, quantize_e4m3fn_groups, round_e4m3fn};
 use nki::hw::Generation;
 use nki::{Dtype, Launch, Precision, Tensor};
@@ -210,12 +212,8 @@ impl Mx {
 /// of the float64 projection.
 fn check(cfg: &Mx, precision: Precision, rel: f64) {
     let d = cfg.data();
-    let got = cfg.run(&d, precision);
     let (want, mag) = cfg.reference(&d);
-    for (at, ((g, w), m)) in got.iter().zip(&want).zip(&mag).enumerate() {
-        let err = (f64::from(*g) - w).abs();
-        assert!(err <= 1e-6 + rel * m, "{} {precision:?} element {at}: {g} vs {w} (magnitude {m})", cfg.name());
-    }
+    assert_close_per_element(&format!("{} {precision:?}", cfg.name()), &cfg.run(&d, precision), (&want, &mag), 1e-6, rel);
 }
 
 /// fp32 precision: the quantized operands are the reference's; only the
@@ -426,12 +424,8 @@ impl StaticMx {
 /// the float64 projection.
 fn check_static(cfg: &StaticMx, precision: Precision, rel: f64) {
     let d = cfg.data();
-    let got = cfg.run(&d, precision);
     let (want, mag) = cfg.reference(&d);
-    for (at, ((g, w), m)) in got.iter().zip(&want).zip(&mag).enumerate() {
-        let err = (f64::from(*g) - w).abs();
-        assert!(err <= 1e-6 + rel * m, "{} {precision:?} element {at}: {g} vs {w} (magnitude {m})", cfg.name());
-    }
+    assert_close_per_element(&format!("{} {precision:?}", cfg.name()), &cfg.run(&d, precision), (&want, &mag), 1e-6, rel);
 }
 
 /// fp32 precision: the quantized operands are the reference's (the input
