@@ -14,6 +14,10 @@ from .mlp_parameters import MLPActivationParameters
 from .mlp_parameters import MLPQuantizationParameters
 from .mlp_parameters import MLPTensors
 from .mlp_parameters import ROW_SCALE_BYTES
+from .mlp_parameters import STATIC_MX_ROWS
+from .mlp_parameters import STATIC_MX_SHARDS
+from .mlp_parameters import STATIC_MX_TILES
+from .mlp_parameters import STATIC_MX_TOKEN_GENERATION
 from .mlp_parameters import TKG_BS_SEQLEN_THRESHOLD
 from .mlp_tkg import mlp_tkg
 from .mlp_tkg_constants import PSUM_FMAX
@@ -116,13 +120,17 @@ def validate_static_mx(t, h, i, programs, has_bias):
     """`STATIC_MX`'s own rules (the library's static-MX branches on trn3):
     `H` and `I` in whole 512-row pre-shuffled blocks, and each program's
     part of `I` too when the programs split `I`; an even number of token
-    rows on each program (the MX matmul's moving width).
+    rows on each program (the MX matmul's moving width). The rules of
+    [`static_mx_violation`](crate::mlp::mlp_parameters::static_mx_violation),
+    each with its one message, and trn3 (the launch's, which the call
+    rules do not see).
     """
     assert nisa.get_nc_version() == nisa.nc_version.gen4, "mlp: quantization_type STATIC_MX needs trn3 (nc_matmul_mx)"
-    assert h % MX_TILE == 0 and i % MX_TILE == 0, f"mlp: quantization_type STATIC_MX needs H and I to be multiples of 512, got H = {h}, I = {i}"
-    assert not shard_on_intermediate(t, h, i, programs, has_bias) or i // programs % MX_TILE == 0, f"mlp: quantization_type STATIC_MX needs I / programs to be a multiple of 512 when the programs split I, got I = {i} over {programs}"
-    rows = t if shard_on_intermediate(t, h, i, programs, has_bias) else t // programs
-    assert rows % 2 == 0, f"mlp: quantization_type STATIC_MX needs an even number of token rows on each program (B * S, or B * S / programs when the programs split the tokens), got {rows}"
+    assert h % MX_TILE == 0 and i % MX_TILE == 0, STATIC_MX_TILES
+    on_intermediate = shard_on_intermediate(t, h, i, programs, has_bias)
+    assert not on_intermediate or i // programs % MX_TILE == 0, STATIC_MX_SHARDS
+    rows = t if on_intermediate else t // programs
+    assert rows % 2 == 0, STATIC_MX_ROWS
 
 
 def validate_mlp_arguments(hidden, w, act, q, normalization_type, h, t, programs, is_tkg, store_output_in_sbuf, use_tkg_down_proj_column_tiling, use_tkg_down_proj_optimized_layout):
@@ -158,7 +166,7 @@ def validate_mlp_arguments(hidden, w, act, q, normalization_type, h, t, programs
         validate_mlp_cte(t, h, i, programs, has_bias, clamped, use_tkg_down_proj_optimized_layout)
         if static_mx:
             validate_static_mx(t, h, i, programs, has_bias)
-    assert not static_mx or not is_tkg, "mlp: quantization_type STATIC_MX is only supported in context encoding (B * S > 96 or force_cte_mode)"
+    assert not static_mx or not is_tkg, STATIC_MX_TOKEN_GENERATION
     if has_norm:
         assert normalization_type == NormType.RMS_NORM_SKIP_GAMMA or w.normalization_weights_tensor is not None, f"mlp: normalization_type {normalization_type} needs normalization_weights_tensor"
         check_row(w.normalization_weights_tensor, "normalization_weights_tensor", h)

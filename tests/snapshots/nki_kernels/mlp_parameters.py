@@ -96,3 +96,20 @@ class MLPTensors(nl.NKIObject):
     "Down projection bias `[1, H]`."
     fused_add_tensor: object
     "The residual added to the hidden rows first."
+
+
+# [`MlpRule::StaticMxTiles`](super::MlpRule::StaticMxTiles).
+STATIC_MX_TILES = "mlp: quantization_type STATIC_MX needs H and I to be multiples of 512"
+
+
+# [`MlpRule::StaticMxShards`](super::MlpRule::StaticMxShards).
+STATIC_MX_SHARDS = "mlp: quantization_type STATIC_MX needs I / programs to be a multiple of 512 when the programs split I"
+
+
+# [`MlpRule::StaticMxRows`](super::MlpRule::StaticMxRows).
+STATIC_MX_ROWS = "mlp: quantization_type STATIC_MX needs an even number of token rows on each program (B * S, or B * S / programs when the programs split the tokens)"
+
+
+# [`MlpRule::StaticMxTokenGeneration`](super::MlpRule::StaticMxTokenGeneration)
+# (each `STATIC_MX` rule's one message, which the kernel's asserts name too).
+STATIC_MX_TOKEN_GENERATION = "mlp: quantization_type STATIC_MX is only supported in context encoding (B * S > 96 or force_cte_mode)"

@@ -105,23 +105,18 @@ pub mod kernel {
     /// `STATIC_MX`'s own rules (the library's static-MX branches on trn3):
     /// `H` and `I` in whole 512-row pre-shuffled blocks, and each program's
     /// part of `I` too when the programs split `I`; an even number of token
-    /// rows on each program (the MX matmul's moving width).
+    /// rows on each program (the MX matmul's moving width). The rules of
+    /// [`static_mx_violation`](crate::mlp::mlp_parameters::static_mx_violation),
+    /// each with its one message, and trn3 (the launch's, which the call
+    /// rules do not see).
     #[nki_helper]
     pub fn validate_static_mx(t: i64, h: i64, i: i64, programs: i64, has_bias: bool) {
         assert!(nisa::get_nc_version() == nisa::nc_version::gen4, "mlp: quantization_type STATIC_MX needs trn3 (nc_matmul_mx)");
-        assert!(
-            h % MX_TILE == 0 && i % MX_TILE == 0,
-            "mlp: quantization_type STATIC_MX needs H and I to be multiples of 512, got H = {h}, I = {i}"
-        );
-        assert!(
-            !shard_on_intermediate(t, h, i, programs, has_bias) || (i / programs) % MX_TILE == 0,
-            "mlp: quantization_type STATIC_MX needs I / programs to be a multiple of 512 when the programs split I, got I = {i} over {programs}"
-        );
-        let rows = if shard_on_intermediate(t, h, i, programs, has_bias) { t } else { t / programs };
-        assert!(
-            rows % 2 == 0,
-            "mlp: quantization_type STATIC_MX needs an even number of token rows on each program (B * S, or B * S / programs when the programs split the tokens), got {rows}"
-        );
+        assert!(h % MX_TILE == 0 && i % MX_TILE == 0, crate::mlp::mlp_parameters::STATIC_MX_TILES);
+        let on_intermediate = shard_on_intermediate(t, h, i, programs, has_bias);
+        assert!(!on_intermediate || (i / programs) % MX_TILE == 0, crate::mlp::mlp_parameters::STATIC_MX_SHARDS);
+        let rows = if on_intermediate { t } else { t / programs };
+        assert!(rows % 2 == 0, crate::mlp::mlp_parameters::STATIC_MX_ROWS);
     }
 
     /// Asserts that a quantization scale is given as a float32 `[128, n]` tensor.
@@ -381,10 +376,7 @@ pub mod kernel {
                 validate_static_mx(t, h, i, programs, has_bias);
             }
         }
-        assert!(
-            !static_mx || !is_tkg,
-            "mlp: quantization_type STATIC_MX is only supported in context encoding (B * S > 96 or force_cte_mode)"
-        );
+        assert!(!static_mx || !is_tkg, crate::mlp::mlp_parameters::STATIC_MX_TOKEN_GENERATION);
         if has_norm {
             assert!(
                 normalization_type == NormType::RMS_NORM_SKIP_GAMMA || w.normalization_weights_tensor.is_some(),

@@ -37,6 +37,18 @@ pub mod kernel {
     /// its fp32 dequantization scale.
     pub const ROW_SCALE_BYTES: i64 = 4;
 
+    /// [`MlpRule::StaticMxTokenGeneration`](super::MlpRule::StaticMxTokenGeneration)
+    /// (each `STATIC_MX` rule's one message, which the kernel's asserts name too).
+    pub const STATIC_MX_TOKEN_GENERATION: &str =
+        "mlp: quantization_type STATIC_MX is only supported in context encoding (B * S > 96 or force_cte_mode)";
+    /// [`MlpRule::StaticMxTiles`](super::MlpRule::StaticMxTiles).
+    pub const STATIC_MX_TILES: &str = "mlp: quantization_type STATIC_MX needs H and I to be multiples of 512";
+    /// [`MlpRule::StaticMxShards`](super::MlpRule::StaticMxShards).
+    pub const STATIC_MX_SHARDS: &str =
+        "mlp: quantization_type STATIC_MX needs I / programs to be a multiple of 512 when the programs split I";
+    /// [`MlpRule::StaticMxRows`](super::MlpRule::StaticMxRows).
+    pub const STATIC_MX_ROWS: &str = "mlp: quantization_type STATIC_MX needs an even number of token rows on each program (B * S, or B * S / programs when the programs split the tokens)";
+
     /// The tensors of an `mlp` call, as the phases read them (the library
     /// keeps them in its `MLPParameters` and its bias and norm bundles).
     #[nki_object]
@@ -200,16 +212,10 @@ impl MlpRule {
             MlpRule::Quantization => {
                 "mlp: quantization_type must be QuantizationType.NONE, STATIC, ROW, MX or STATIC_MX (the library's mlp takes no ROW_MX)"
             }
-            MlpRule::StaticMxTokenGeneration => {
-                "mlp: quantization_type STATIC_MX is only supported in context encoding (B * S > 96 or force_cte_mode)"
-            }
-            MlpRule::StaticMxTiles => "mlp: quantization_type STATIC_MX needs H and I to be multiples of 512",
-            MlpRule::StaticMxShards => {
-                "mlp: quantization_type STATIC_MX needs I / programs to be a multiple of 512 when the programs split I"
-            }
-            MlpRule::StaticMxRows => {
-                "mlp: quantization_type STATIC_MX needs an even number of token rows on each program (B * S, or B * S / programs when the programs split the tokens)"
-            }
+            MlpRule::StaticMxTokenGeneration => STATIC_MX_TOKEN_GENERATION,
+            MlpRule::StaticMxTiles => STATIC_MX_TILES,
+            MlpRule::StaticMxShards => STATIC_MX_SHARDS,
+            MlpRule::StaticMxRows => STATIC_MX_ROWS,
             MlpRule::MxTokenGeneration => {
                 "mlp: quantization_type MX is only supported in token generation (B * S <= 96, force_cte_mode off)"
             }
