@@ -334,6 +334,21 @@ def _bwmm_shard_on_i_hybrid(inps, cfg, block_size, conditions, n_static):
     return output
 
 
+def shard_on_i_hybrid_checked(inps, cfg, block_size, conditions, num_static_block, quantized, activations):
+    """[`blockwise_mm_baseline_shard_intermediate_hybrid`] past bundling its
+    arguments (`moe_cte` dispatches here too): its rules, then the hybrid
+    loop. `quantized` says whether a quantization scale is given,
+    `activations` whether `gate_up_activations_T` or `down_activations` is.
+    """
+    name = "blockwise_mm_baseline_shard_intermediate_hybrid"
+    flags = ShardOnIFlags(quantized=quantized, checkpoint_activation=False, multiply_on_i=False)
+    validate_bwmm_shard_on_i(inps, cfg, block_size, flags, name)
+    assert not activations, f"{name}: gate_up_activations_T and down_activations are not supported (the library takes them as None)"
+    assert conditions.ndim == 1, f"{name}: conditions must be [N + 1], got {conditions.shape}"
+    n_static = static_block_count(dimension_sizes(inps, block_size), num_static_block)
+    return _bwmm_shard_on_i_hybrid(inps, cfg, block_size, conditions, n_static)
+
+
 @nki.jit
 def blockwise_mm_baseline_shard_intermediate_hybrid(conditions, hidden_states, expert_affinities_masked, gate_up_proj_weight, down_proj_weight, block_size, token_position_to_id, block_to_expert, num_static_block=None, gate_and_up_proj_bias=None, down_proj_bias=None, gate_up_proj_scale=None, down_proj_scale=None, gate_up_activations_T=None, down_activations=None, activation_function=ActFnType.SiLU, skip_dma=None, compute_dtype=nl.bfloat16, is_tensor_update_accumulating=True, expert_affinities_scaling_mode=ExpertAffinityScaleMode.POST_SCALE, gate_clamp_upper_limit=None, gate_clamp_lower_limit=None, up_clamp_lower_limit=None, up_clamp_upper_limit=None):
     """[`blockwise_mm_baseline_shard_intermediate`] over the non-padded
@@ -357,15 +372,11 @@ def blockwise_mm_baseline_shard_intermediate_hybrid(conditions, hidden_states, e
     assert down_proj_scale is None or down_proj_scale.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "blockwise_mm_baseline_shard_intermediate_hybrid takes down_proj_scale as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     assert gate_up_activations_T is None or gate_up_activations_T.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "blockwise_mm_baseline_shard_intermediate_hybrid takes gate_up_activations_T as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     assert down_activations is None or down_activations.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "blockwise_mm_baseline_shard_intermediate_hybrid takes down_activations as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    name = "blockwise_mm_baseline_shard_intermediate_hybrid"
     x, aff, pos, experts = (hidden_states, expert_affinities_masked, token_position_to_id, block_to_expert)
     inps = input_tensors(x, aff, gate_up_proj_weight, down_proj_weight, pos, experts, gate_and_up_proj_bias, down_proj_bias)
     clamps = ClampLimits(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
     mode = shard_on_i_scaling_mode(expert_affinities_scaling_mode)
     cfg = configs(inps, skip_dma, compute_dtype, is_tensor_update_accumulating, mode, activation_function, clamps)
     quantized = gate_up_proj_scale is not None or down_proj_scale is not None
-    validate_bwmm_shard_on_i(inps, cfg, block_size, ShardOnIFlags(quantized=quantized, checkpoint_activation=False, multiply_on_i=False), name)
-    assert gate_up_activations_T is None and down_activations is None, f"{name}: gate_up_activations_T and down_activations are not supported (the library takes them as None)"
-    assert conditions.ndim == 1, f"{name}: conditions must be [N + 1], got {conditions.shape}"
-    n_static = static_block_count(dimension_sizes(inps, block_size), num_static_block)
-    return _bwmm_shard_on_i_hybrid(inps, cfg, block_size, conditions, n_static)
+    activations = gate_up_activations_T is not None or down_activations is not None
+    return shard_on_i_hybrid_checked(inps, cfg, block_size, conditions, num_static_block, quantized, activations)

@@ -8,9 +8,16 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
-from .bwmm_shard_on_block import bwmm_shard_on_block
-from .bwmm_shard_on_i import blockwise_mm_baseline_shard_intermediate
-from .bwmm_shard_on_i import blockwise_mm_baseline_shard_intermediate_hybrid
+from .bwmm_shard_on_block import ClampLimits
+from .bwmm_shard_on_block import _bwmm_shard_on_block
+from .bwmm_shard_on_block import configs
+from .bwmm_shard_on_block import input_tensors
+from .bwmm_shard_on_block import validate_bwmm_shard_on_block
+from .bwmm_shard_on_i import ShardOnIFlags
+from .bwmm_shard_on_i import _bwmm_shard_on_i
+from .bwmm_shard_on_i import shard_on_i_hybrid_checked
+from .bwmm_shard_on_i import shard_on_i_scaling_mode
+from .bwmm_shard_on_i import validate_bwmm_shard_on_i
 from .common_types import ActFnType
 from .common_types import ExpertAffinityScaleMode
 from .moe_cte_utils import BlockShardStrategy
@@ -89,16 +96,26 @@ def moe_cte(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_p
     assert gate_up_activations_T is None or gate_up_activations_T.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "moe_cte takes gate_up_activations_T as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     assert down_activations is None or down_activations.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "moe_cte takes down_activations as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     implementation = spec.implementation
+    block = implementation == MoECTEImplementation.shard_on_block
     hybrid = implementation == MoECTEImplementation.shard_on_i_hybrid
-    assert implementation == MoECTEImplementation.shard_on_block or implementation == MoECTEImplementation.shard_on_i or hybrid, f"moe_cte: spec.implementation must be MoECTEImplementation.shard_on_block, shard_on_i or shard_on_i_hybrid (the implementations ported), got {implementation}"
+    assert block or implementation == MoECTEImplementation.shard_on_i or hybrid, f"moe_cte: spec.implementation must be MoECTEImplementation.shard_on_block, shard_on_i or shard_on_i_hybrid (the implementations ported), got {implementation}"
     assert quantization_config is None, "moe_cte: quantization_config is not implemented (the quantization scales)"
-    if hybrid:
-        assert conditions is not None, "moe_cte: shard_on_i_hybrid needs conditions, the [N + 1] padded-block flags"
-    if conditions is not None:
-        cond = conditions
-        if hybrid:
-            return blockwise_mm_baseline_shard_intermediate_hybrid(cond, hidden_states, expert_affinities_masked, gate_up_proj_weight, down_proj_weight, block_size, token_position_to_id, block_to_expert, gate_and_up_proj_bias=gate_and_up_proj_bias, down_proj_bias=down_proj_bias, gate_up_activations_T=gate_up_activations_T, down_activations=down_activations, activation_function=activation_function, skip_dma=skip_dma, compute_dtype=compute_dtype, is_tensor_update_accumulating=is_tensor_update_accumulating, expert_affinities_scaling_mode=expert_affinities_scaling_mode, gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_lower_limit=up_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit)
-    if implementation == MoECTEImplementation.shard_on_i:
-        return blockwise_mm_baseline_shard_intermediate(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_proj_weight, block_size, token_position_to_id, block_to_expert, gate_and_up_proj_bias=gate_and_up_proj_bias, down_proj_bias=down_proj_bias, activation_function=activation_function, skip_dma=skip_dma, compute_dtype=compute_dtype, is_tensor_update_accumulating=is_tensor_update_accumulating, expert_affinities_scaling_mode=expert_affinities_scaling_mode, gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_lower_limit=up_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit)
-    block_cfg = ShardOnBlockConfig(n_block_per_iter=1, block_sharding_strategy=BlockShardStrategy.PING_PONG, n_static_blocks=-1, n_dynamic_blocks=55)
-    return bwmm_shard_on_block(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_proj_weight, block_size, token_position_to_id, block_to_expert, gate_and_up_proj_bias=gate_and_up_proj_bias, down_proj_bias=down_proj_bias, down_activations=down_activations, activation_function=activation_function, skip_dma=skip_dma, compute_dtype=compute_dtype, is_tensor_update_accumulating=is_tensor_update_accumulating, expert_affinities_scaling_mode=expert_affinities_scaling_mode, n_block_per_iter=block_cfg.n_block_per_iter, gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit, block_sharding_strategy=block_cfg.block_sharding_strategy)
+    assert not hybrid or conditions is not None, "moe_cte: shard_on_i_hybrid needs conditions, the [N + 1] padded-block flags"
+    x, aff, pos, experts = (hidden_states, expert_affinities_masked, token_position_to_id, block_to_expert)
+    inps = input_tensors(x, aff, gate_up_proj_weight, down_proj_weight, pos, experts, gate_and_up_proj_bias, down_proj_bias)
+    clamps = ClampLimits(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
+    mode = expert_affinities_scaling_mode if block else shard_on_i_scaling_mode(expert_affinities_scaling_mode)
+    cfg = configs(inps, skip_dma, compute_dtype, is_tensor_update_accumulating, mode, activation_function, clamps)
+    hybrid_conditions = conditions if hybrid else None
+    if block:
+        block_cfg = ShardOnBlockConfig(n_block_per_iter=1, block_sharding_strategy=BlockShardStrategy.PING_PONG, n_static_blocks=-1, n_dynamic_blocks=55)
+        strategy = block_cfg.block_sharding_strategy
+        validate_bwmm_shard_on_block(inps, cfg, block_size, strategy, False, down_activations is not None)
+        return _bwmm_shard_on_block(inps, cfg, block_size)
+    elif hybrid_conditions is not None:
+        cond = hybrid_conditions
+        activations = gate_up_activations_T is not None or down_activations is not None
+        return shard_on_i_hybrid_checked(inps, cfg, block_size, cond, None, False, activations)
+    flags = ShardOnIFlags(quantized=False, checkpoint_activation=False, multiply_on_i=False)
+    validate_bwmm_shard_on_i(inps, cfg, block_size, flags, "blockwise_mm_baseline_shard_intermediate")
+    return _bwmm_shard_on_i(inps, cfg, block_size, False)

@@ -470,24 +470,34 @@ pub mod kernel {
         up_clamp_lower_limit: Option<f64>,
         up_clamp_upper_limit: Option<f64>,
     ) -> Hbm {
-        let name = "blockwise_mm_baseline_shard_intermediate_hybrid";
         let (x, aff, pos, experts) = (hidden_states, expert_affinities_masked, token_position_to_id, block_to_expert);
         let inps = input_tensors(x, aff, gate_up_proj_weight, down_proj_weight, pos, experts, gate_and_up_proj_bias, down_proj_bias);
         let clamps = ClampLimits { gate_clamp_upper_limit, gate_clamp_lower_limit, up_clamp_upper_limit, up_clamp_lower_limit };
         let mode = shard_on_i_scaling_mode(expert_affinities_scaling_mode);
         let cfg = configs(inps, skip_dma, compute_dtype, is_tensor_update_accumulating, mode, activation_function, clamps);
         let quantized = gate_up_proj_scale.is_some() || down_proj_scale.is_some();
-        validate_bwmm_shard_on_i(
-            inps,
-            cfg,
-            block_size,
-            ShardOnIFlags { quantized, checkpoint_activation: false, multiply_on_i: false },
-            name,
-        );
-        assert!(
-            gate_up_activations_T.is_none() && down_activations.is_none(),
-            "{name}: gate_up_activations_T and down_activations are not supported (the library takes them as None)"
-        );
+        let activations = gate_up_activations_T.is_some() || down_activations.is_some();
+        shard_on_i_hybrid_checked(inps, cfg, block_size, conditions, num_static_block, quantized, activations)
+    }
+
+    /// [`blockwise_mm_baseline_shard_intermediate_hybrid`] past bundling its
+    /// arguments (`moe_cte` dispatches here too): its rules, then the hybrid
+    /// loop. `quantized` says whether a quantization scale is given,
+    /// `activations` whether `gate_up_activations_T` or `down_activations` is.
+    #[nki_helper]
+    pub fn shard_on_i_hybrid_checked(
+        inps: InputTensors,
+        cfg: Configs,
+        block_size: i64,
+        conditions: Hbm,
+        num_static_block: Option<i64>,
+        quantized: bool,
+        activations: bool,
+    ) -> Hbm {
+        let name = "blockwise_mm_baseline_shard_intermediate_hybrid";
+        let flags = ShardOnIFlags { quantized, checkpoint_activation: false, multiply_on_i: false };
+        validate_bwmm_shard_on_i(inps, cfg, block_size, flags, name);
+        assert!(!activations, "{name}: gate_up_activations_T and down_activations are not supported (the library takes them as None)");
         assert!(conditions.ndim() == 1, "{name}: conditions must be [N + 1], got {}", conditions.shape());
         let n_static: i64 = static_block_count(dimension_sizes(inps, block_size), num_static_block);
         _bwmm_shard_on_i_hybrid(inps, cfg, block_size, conditions, n_static)

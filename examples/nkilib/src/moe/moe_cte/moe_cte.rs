@@ -25,8 +25,12 @@ pub use kernel::*;
 /// The entry and its configuration classes.
 #[nki::nki_module]
 pub mod kernel {
-    use crate::moe::moe_cte::bwmm_shard_on_block::bwmm_shard_on_block;
-    use crate::moe::moe_cte::bwmm_shard_on_i::{blockwise_mm_baseline_shard_intermediate, blockwise_mm_baseline_shard_intermediate_hybrid};
+    use crate::moe::moe_cte::bwmm_shard_on_block::{
+        _bwmm_shard_on_block, ClampLimits, configs, input_tensors, validate_bwmm_shard_on_block,
+    };
+    use crate::moe::moe_cte::bwmm_shard_on_i::{
+        _bwmm_shard_on_i, ShardOnIFlags, shard_on_i_hybrid_checked, shard_on_i_scaling_mode, validate_bwmm_shard_on_i,
+    };
     pub use crate::moe::moe_cte::moe_cte_utils::{BlockShardStrategy, SkipMode};
     pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode};
     use nki::prelude::*;
@@ -112,92 +116,39 @@ pub mod kernel {
         up_clamp_lower_limit: Option<f64>,
     ) -> Hbm {
         let implementation = spec.implementation;
+        let block = implementation == MoECTEImplementation::shard_on_block;
         let hybrid = implementation == MoECTEImplementation::shard_on_i_hybrid;
         assert!(
-            implementation == MoECTEImplementation::shard_on_block || implementation == MoECTEImplementation::shard_on_i || hybrid,
+            block || implementation == MoECTEImplementation::shard_on_i || hybrid,
             "moe_cte: spec.implementation must be MoECTEImplementation.shard_on_block, shard_on_i or shard_on_i_hybrid (the implementations ported), got {implementation}"
         );
         assert!(quantization_config.is_none(), "moe_cte: quantization_config is not implemented (the quantization scales)");
-        if hybrid {
-            assert!(conditions.is_some(), "moe_cte: shard_on_i_hybrid needs conditions, the [N + 1] padded-block flags");
+        assert!(!hybrid || conditions.is_some(), "moe_cte: shard_on_i_hybrid needs conditions, the [N + 1] padded-block flags");
+        // One bundle of the call for every implementation; each runs its
+        // kernel's own checks on it, as when called by itself.
+        let (x, aff, pos, experts) = (hidden_states, expert_affinities_masked, token_position_to_id, block_to_expert);
+        let inps = input_tensors(x, aff, gate_up_proj_weight, down_proj_weight, pos, experts, gate_and_up_proj_bias, down_proj_bias);
+        let clamps = ClampLimits { gate_clamp_upper_limit, gate_clamp_lower_limit, up_clamp_upper_limit, up_clamp_lower_limit };
+        let mode = if block { expert_affinities_scaling_mode } else { shard_on_i_scaling_mode(expert_affinities_scaling_mode) };
+        let cfg = configs(inps, skip_dma, compute_dtype, is_tensor_update_accumulating, mode, activation_function, clamps);
+        // The conditions only the hybrid form reads (given, as asserted above).
+        let hybrid_conditions = if hybrid { conditions } else { None };
+        if block {
+            let block_cfg = ShardOnBlockConfig {
+                n_block_per_iter: 1,
+                block_sharding_strategy: BlockShardStrategy::PING_PONG,
+                n_static_blocks: -1,
+                n_dynamic_blocks: 55,
+            };
+            let strategy = block_cfg.block_sharding_strategy;
+            validate_bwmm_shard_on_block(inps, cfg, block_size, strategy, false, down_activations.is_some());
+            return _bwmm_shard_on_block(inps, cfg, block_size);
+        } else if let Some(cond) = hybrid_conditions {
+            let activations = gate_up_activations_T.is_some() || down_activations.is_some();
+            return shard_on_i_hybrid_checked(inps, cfg, block_size, cond, None, false, activations);
         }
-        if let Some(cond) = conditions {
-            if hybrid {
-                return blockwise_mm_baseline_shard_intermediate_hybrid(
-                    cond,
-                    hidden_states,
-                    expert_affinities_masked,
-                    gate_up_proj_weight,
-                    down_proj_weight,
-                    block_size,
-                    token_position_to_id,
-                    block_to_expert,
-                    gate_and_up_proj_bias = gate_and_up_proj_bias,
-                    down_proj_bias = down_proj_bias,
-                    gate_up_activations_T = gate_up_activations_T,
-                    down_activations = down_activations,
-                    activation_function = activation_function,
-                    skip_dma = skip_dma,
-                    compute_dtype = compute_dtype,
-                    is_tensor_update_accumulating = is_tensor_update_accumulating,
-                    expert_affinities_scaling_mode = expert_affinities_scaling_mode,
-                    gate_clamp_upper_limit = gate_clamp_upper_limit,
-                    gate_clamp_lower_limit = gate_clamp_lower_limit,
-                    up_clamp_lower_limit = up_clamp_lower_limit,
-                    up_clamp_upper_limit = up_clamp_upper_limit,
-                );
-            }
-        }
-        if implementation == MoECTEImplementation::shard_on_i {
-            return blockwise_mm_baseline_shard_intermediate(
-                hidden_states,
-                expert_affinities_masked,
-                gate_up_proj_weight,
-                down_proj_weight,
-                block_size,
-                token_position_to_id,
-                block_to_expert,
-                gate_and_up_proj_bias = gate_and_up_proj_bias,
-                down_proj_bias = down_proj_bias,
-                activation_function = activation_function,
-                skip_dma = skip_dma,
-                compute_dtype = compute_dtype,
-                is_tensor_update_accumulating = is_tensor_update_accumulating,
-                expert_affinities_scaling_mode = expert_affinities_scaling_mode,
-                gate_clamp_upper_limit = gate_clamp_upper_limit,
-                gate_clamp_lower_limit = gate_clamp_lower_limit,
-                up_clamp_lower_limit = up_clamp_lower_limit,
-                up_clamp_upper_limit = up_clamp_upper_limit,
-            );
-        }
-        let block_cfg = ShardOnBlockConfig {
-            n_block_per_iter: 1,
-            block_sharding_strategy: BlockShardStrategy::PING_PONG,
-            n_static_blocks: -1,
-            n_dynamic_blocks: 55,
-        };
-        bwmm_shard_on_block(
-            hidden_states,
-            expert_affinities_masked,
-            gate_up_proj_weight,
-            down_proj_weight,
-            block_size,
-            token_position_to_id,
-            block_to_expert,
-            gate_and_up_proj_bias = gate_and_up_proj_bias,
-            down_proj_bias = down_proj_bias,
-            down_activations = down_activations,
-            activation_function = activation_function,
-            skip_dma = skip_dma,
-            compute_dtype = compute_dtype,
-            is_tensor_update_accumulating = is_tensor_update_accumulating,
-            expert_affinities_scaling_mode = expert_affinities_scaling_mode,
-            n_block_per_iter = block_cfg.n_block_per_iter,
-            gate_clamp_upper_limit = gate_clamp_upper_limit,
-            gate_clamp_lower_limit = gate_clamp_lower_limit,
-            up_clamp_upper_limit = up_clamp_upper_limit,
-            up_clamp_lower_limit = up_clamp_lower_limit,
-            block_sharding_strategy = block_cfg.block_sharding_strategy,
-        )
+        let flags = ShardOnIFlags { quantized: false, checkpoint_activation: false, multiply_on_i: false };
+        validate_bwmm_shard_on_i(inps, cfg, block_size, flags, "blockwise_mm_baseline_shard_intermediate");
+        _bwmm_shard_on_i(inps, cfg, block_size, false)
     }
 }
