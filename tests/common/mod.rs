@@ -156,6 +156,17 @@ pub fn assert_close_per_element(what: &str, got: &[f32], (want, magnitude): (&[f
     }
 }
 
+/// Asserts that `violation`, a kernel's rules as a `const fn`, refuses each
+/// call of `cases` by the rule it is paired with (the first it breaks).
+pub fn assert_refused_by<C: Copy + std::fmt::Debug, R: PartialEq + std::fmt::Debug>(
+    violation: impl Fn(C) -> Option<R>,
+    cases: impl IntoIterator<Item = (C, R)>,
+) {
+    for (call, rule) in cases {
+        assert_eq!(violation(call), Some(rule), "{call:?}");
+    }
+}
+
 /// Asserts that the NumPy executor's outputs `numpy` of the emitted kernel
 /// (case `what`, run in `mode`, `"fp32"` or `"hardware"`) equal the
 /// emulator's up to the order of the matmuls' float32 sums: as many outputs,

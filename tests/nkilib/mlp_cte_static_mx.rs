@@ -11,7 +11,7 @@
 //! over several token tiles with a partial last one; then the emitted kernel
 //! under NumPy against the emulator, and the rules.
 
-use crate::common::{Arg, CaseName, as_dtype, assert_close_per_element, package_of, seed_of, tensor, uniform};
+use crate::common::{Arg, CaseName, as_dtype, assert_close_per_element, assert_refused_by, package_of, seed_of, tensor, uniform};
 use crate::mlp::activation;
 use crate::mlp_tkg_mx::check_numpy_trn3;
 use nki::{Dtype, Launch, Precision, Tensor};
@@ -295,9 +295,7 @@ fn mlp_cte_static_mx_rules_refuse_by_name() {
         (MlpCall { quantized_input: false, ..ok }, MlpRule::CteQuantization),
         (MlpCall { quantization_type: QuantizationType::ROW_MX, ..ok }, MlpRule::Quantization),
     ];
-    for (call, rule) in cases {
-        assert_eq!(mlp_violation(call), Some(rule), "{call:?}");
-    }
+    assert_refused_by(mlp_violation, cases);
     // At trace time, by name.
     let cfg = smx(2, 1, 128, 7168, 1536);
     let d = cfg.data();

@@ -13,7 +13,8 @@
 
 use crate::common::attention::run_numpy_kwargs;
 use crate::common::{
-    Arg, CaseName, as_dtype, assert_close, assert_numpy_close_to_emulator, emitted_package, seed_of, tensor, uniform, vec_mat,
+    Arg, CaseName, as_dtype, assert_close, assert_numpy_close_to_emulator, assert_refused_by, emitted_package, seed_of, tensor, uniform,
+    vec_mat,
 };
 use crate::mlp::activation;
 use nki::{Dtype, Launch, Precision, Tensor};
@@ -536,9 +537,7 @@ fn rules_refuse_what_they_name() {
         (BwmmShardOnBlockCall { down_activations: true, ..OK }, MoeCteRule::DownActivations),
         (BwmmShardOnBlockCall { one_bias: true, ..OK }, MoeCteRule::Bias),
     ];
-    for (call, rule) in cases {
-        assert_eq!(bwmm_shard_on_block_violation(call), Some(rule), "{call:?}");
-    }
+    assert_refused_by(bwmm_shard_on_block_violation, cases);
     // The kernel's own checks, at trace time.
     let c = CONFIGS[4];
     let w = c.inputs();
@@ -756,9 +755,7 @@ fn shard_on_i_rules_refuse_what_they_name() {
         (BwmmShardOnICall { static_blocks: -1, ..OK_I }, ShardOnIRule::StaticBlocks),
         (BwmmShardOnICall { static_blocks: 17, ..OK_I }, ShardOnIRule::StaticBlocks),
     ];
-    for (call, rule) in cases {
-        assert_eq!(bwmm_shard_on_i_violation(call), Some(rule), "{call:?}");
-    }
+    assert_refused_by(bwmm_shard_on_i_violation, cases);
     let c = SHARD_I_CASES[0].c;
     let w = c.inputs();
     let [hid, aff, gu, dw, pos, b2e, gub, db] = c.tensors(&w, Dtype::Bf16);
