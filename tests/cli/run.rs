@@ -284,33 +284,14 @@ const CASES: &[Case] = &[
         ranks: 1,
         // 2 blocks of 256 positions, every block on both programs, each
         // computing half of the 256 intermediate rows.
-        params: &[
-            ("hidden_states", F32(&[129, 512])),
-            ("expert_affinities_masked", F32(&[258, 1])),
-            ("gate_up_proj_weight", F32(&[2, 512, 2, 256])),
-            ("down_proj_weight", F32(&[2, 256, 512])),
-            ("block_size", Text("256")),
-            ("token_position_to_id", Blocks(&[512], 128, 256)),
-            ("block_to_expert", Ids(&[2, 1], 2)),
-            ("skip_dma.skip_token", Text("false")),
-        ],
+        params: &rows::<7, 1, 8>(SHARD_ON_I_BLOCKS, [("skip_dma.skip_token", Text("false"))]),
     },
     Case {
         kernel: "blockwise_mm_baseline_shard_intermediate_hybrid",
         ranks: 1,
         // The same 2 blocks, the first traced as a static block and
         // `conditions` all zero, so the device loop adds none.
-        params: &[
-            ("conditions", Ids(&[3], 1)),
-            ("hidden_states", F32(&[129, 512])),
-            ("expert_affinities_masked", F32(&[258, 1])),
-            ("gate_up_proj_weight", F32(&[2, 512, 2, 256])),
-            ("down_proj_weight", F32(&[2, 256, 512])),
-            ("block_size", Text("256")),
-            ("token_position_to_id", Blocks(&[512], 128, 256)),
-            ("block_to_expert", Ids(&[2, 1], 2)),
-            ("num_static_block", Text("1")),
-        ],
+        params: &rows::<8, 1, 9>(rows::<1, 7, 8>([("conditions", Ids(&[3], 1))], SHARD_ON_I_BLOCKS), [("num_static_block", Text("1"))]),
     },
     Case {
         kernel: "blockwise_mm_bwd",
@@ -600,6 +581,34 @@ const MOE_CTE_BLOCKS: &[(&str, In)] = &[
     ("block_to_expert", Ids(&[2, 1], 2)),
     ("skip_dma.skip_weight", Text("true")),
 ];
+
+/// The shard-on-intermediate kernels' tensors and block size: 2 blocks of 256
+/// positions over 128 tokens and the padding row, 2 experts.
+const SHARD_ON_I_BLOCKS: [(&str, In); 7] = [
+    ("hidden_states", F32(&[129, 512])),
+    ("expert_affinities_masked", F32(&[258, 1])),
+    ("gate_up_proj_weight", F32(&[2, 512, 2, 256])),
+    ("down_proj_weight", F32(&[2, 256, 512])),
+    ("block_size", Text("256")),
+    ("token_position_to_id", Blocks(&[512], 128, 256)),
+    ("block_to_expert", Ids(&[2, 1], 2)),
+];
+
+/// The parameters `head` then `tail` (`N = H + T`): one case's rows around
+/// those it shares with another, in the order the seeds follow.
+const fn rows<const H: usize, const T: usize, const N: usize>(
+    head: [(&'static str, In); H],
+    tail: [(&'static str, In); T],
+) -> [(&'static str, In); N] {
+    assert!(H + T == N, "rows: N must be H + T");
+    let mut out = [("", Text("")); N];
+    let mut k = 0;
+    while k < N {
+        out[k] = if k < H { head[k] } else { tail[k - H] };
+        k += 1;
+    }
+    out
+}
 
 /// `blockwise_mm_bwd`'s case: `clamp_limits` given by one field.
 const MOE_BWD: &[(&str, In)] = &[
