@@ -28,7 +28,7 @@
 //! test's tolerance, at its configurations; NumPy equals the emulator; its
 //! rules.
 
-use crate::common::{self, Arg, emitted_package};
+use crate::common::{self, Arg, assert_refused_by, emitted_package};
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::experimental::collectives::fg_allgather::{
     FineGrainedAllGatherRule, FineGrainedAllGatherShape, channel_count, fine_grained_allgather, fine_grained_allgather_violation,
@@ -225,9 +225,7 @@ fn fine_grained_allgather_rules() {
         (FineGrainedAllGatherShape { m: 4 * 200, ..ok }, FineGrainedAllGatherRule::Tiles),
         (FineGrainedAllGatherShape { k: 200, ..ok }, FineGrainedAllGatherRule::Tiles),
     ];
-    for (shape, rule) in refused {
-        assert_eq!(fine_grained_allgather_violation(shape), Some(rule), "{shape:?}");
-    }
+    assert_refused_by(fine_grained_allgather_violation, refused);
     // 32 ranks take four channels only before trn2.
     assert_eq!(channel_count(32, 2, true), 2);
     assert_eq!(channel_count(32, 2, false), 4);
@@ -434,9 +432,7 @@ fn allgather_compute_matmul_rules() {
         // Streamed (2 · 1536 · 3072 bf16 > 16 MiB): blocks of 8 K tiles do not divide 12.
         (AllGatherMatmulShape { k: 1536, k_rhs: 1536, n: 3072, ..ok }, AllGatherMatmulRule::Blocks),
     ];
-    for (shape, rule) in refused {
-        assert_eq!(allgather_compute_matmul_violation(shape), Some(rule), "{shape:?}");
-    }
+    assert_refused_by(allgather_compute_matmul_violation, refused);
     let x = common::tensor(&[256, 256], &[0.0; 256 * 256], Dtype::F32);
     let w = common::tensor(&[128, 128], &[0.0; 128 * 128], Dtype::F32);
     let err =

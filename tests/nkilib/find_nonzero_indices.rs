@@ -6,7 +6,7 @@
 //! its rules.
 
 use crate::common::attention::run_numpy_kwargs;
-use crate::common::{Arg, PRECISION_MODES, emitted_package, seed_of, tensor};
+use crate::common::{Arg, PRECISION_MODES, assert_refused_by, emitted_package, seed_of, tensor};
 use nki::{Dtype, Launch, Precision};
 use nkilib::subkernels::find_nonzero_indices::{FindNonzeroRule, FindNonzeroShape, find_nonzero_indices, find_nonzero_indices_violation};
 
@@ -206,9 +206,7 @@ fn rules_refuse_by_name() {
         (FindNonzeroShape { col_start: true, n_cols: 5, ..ok }, FindNonzeroRule::ColumnShards),
         (FindNonzeroShape { c: 7, ..ok }, FindNonzeroRule::ColumnShards),
     ];
-    for (shape, rule) in cases {
-        assert_eq!(find_nonzero_indices_violation(shape), Some(rule), "{shape:?}");
-    }
+    assert_refused_by(find_nonzero_indices_violation, cases);
     assert_eq!(find_nonzero_indices_violation(FindNonzeroShape { c: 7, programs: 1, ..ok }), None);
 
     let x = tensor(&[256, 8], &[0.0; 2048], Dtype::I32);

@@ -6,7 +6,7 @@
 //! modes; its emitted source under NumPy against the emulator; its rules.
 
 use crate::common::attention::run_numpy_kwargs;
-use crate::common::{Arg, PRECISION_MODES, emitted_package, tensor};
+use crate::common::{Arg, PRECISION_MODES, assert_refused_by, emitted_package, tensor};
 use nki::{Dtype, Launch, Precision};
 use nkilib::subkernels::indexed_flatten::{IndexedFlattenRule, IndexedFlattenShape, indexed_flatten, indexed_flatten_violation};
 
@@ -176,9 +176,7 @@ fn rules_refuse_by_name() {
         (IndexedFlattenShape { n: 1, row_offsets_start: true, ..ok }, IndexedFlattenRule::Offsets),
         (IndexedFlattenShape { programs: 4, ..ok }, IndexedFlattenRule::Programs),
     ];
-    for (shape, rule) in cases {
-        assert_eq!(indexed_flatten_violation(shape), Some(rule), "{shape:?}");
-    }
+    assert_refused_by(indexed_flatten_violation, cases);
     assert_eq!(indexed_flatten_violation(IndexedFlattenShape { n: 3, row_offsets_start: true, ..ok }), None);
 
     let x = tensor(&[2, 2048], &vec![0.0; 4096], Dtype::I32);

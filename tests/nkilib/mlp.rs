@@ -10,7 +10,8 @@
 
 use crate::common::attention::run_numpy_kwargs;
 use crate::common::{
-    Arg, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, assert_numpy_close_to_emulator, emitted_package, seed_of, tensor, uniform, vec_mat,
+    Arg, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, assert_numpy_close_to_emulator, assert_refused_by, emitted_package, seed_of, tensor,
+    uniform, vec_mat,
 };
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::mlp::mlp::{ActFnType, NormType, QuantizationType, mlp};
@@ -832,9 +833,7 @@ fn rules_refuse_what_they_name() {
         (MlpCall { store_output_in_sbuf: true, ..OK }, MlpRule::SbufOutput),
         (MlpCall { hidden: 128 * 3, ..OK }, MlpRule::HiddenShards),
     ];
-    for (call, rule) in cases {
-        assert_eq!(mlp_violation(call), Some(rule), "{call:?}");
-    }
+    assert_refused_by(mlp_violation, cases);
     // The traced kernel: 97 tokens with a clamp, and a quantization type.
     let (h, i) = (256, 128);
     let w = tensor(&[h, i], &vec![0.0; h * i], Dtype::F32);

@@ -11,7 +11,9 @@
 //! At the library's MX test sizes, in both precision modes; the emitted
 //! source under NumPy against the emulator; the MX rules.
 
-use crate::common::{Arg, CaseName, FP32_ATOL, RankArgs, as_dtype, assert_close, package_of, seed_of, spec_run, tensor, uniform};
+use crate::common::{
+    Arg, CaseName, FP32_ATOL, RankArgs, as_dtype, assert_close, assert_refused_by, package_of, seed_of, spec_run, tensor, uniform,
+};
 use crate::mx_format::{e2m1fn, e4m3fn, e5m2, quantize_e4m3fn_groups};
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::mlp::mlp::{NormType, QuantizationType, mlp};
@@ -501,9 +503,7 @@ fn mlp_tkg_mx_rules_refuse_by_name() {
         (MlpCall { programs: 4, ..ok }, MlpRule::MxShards),
         (MlpCall { quantization_type: QuantizationType::ROW_MX, ..ok }, MlpRule::Quantization),
     ];
-    for (call, rule) in cases {
-        assert_eq!(mlp_violation(call), Some(rule), "{call:?}");
-    }
+    assert_refused_by(mlp_violation, cases);
     // H / 512 = 6 tiles split over two programs; 3 do not.
     assert_eq!(mlp_violation(MlpCall { hidden: 3072, ..ok }), None);
     assert_eq!(mlp_violation(MlpCall { hidden: 1536, ..ok }), Some(MlpRule::MxShards));

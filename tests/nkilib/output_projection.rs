@@ -9,7 +9,7 @@
 //! emitted kernels under NumPy against the emulator; their rules.
 
 use crate::common::attention::run_numpy_kwargs;
-use crate::common::{Arg, PRECISION_MODES, as_dtype, assert_same_elements, emitted_package, seed_of, tensor, uniform};
+use crate::common::{Arg, PRECISION_MODES, as_dtype, assert_refused_by, assert_same_elements, emitted_package, seed_of, tensor, uniform};
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::output_projection::output_projection_cte::output_projection_cte::{
     OutputProjectionCteRule, OutputProjectionCteShape, QuantizationType as CteQuantizationType, output_projection_cte,
@@ -352,9 +352,7 @@ fn tkg_rules_refuse_by_name() {
         (OutputProjectionTkgShape { n: 21, ..ok }, OutputProjectionTkgRule::TransposedSize),
         (OutputProjectionTkgShape { n: 11, fp32_weight: true, ..ok }, OutputProjectionTkgRule::TransposedSize),
     ];
-    for (shape, rule) in cases {
-        assert_eq!(output_projection_tkg_violation(shape), Some(rule), "{shape:?}");
-    }
+    assert_refused_by(output_projection_tkg_violation, cases);
     assert_eq!(output_projection_tkg_violation(OutputProjectionTkgShape { h: 8192 + 128, transpose_out: false, ..ok }), None);
 
     let cfg = tkg(2, 2, 2, 1, 64, 384, Quant::None, false, false);
@@ -591,9 +589,7 @@ fn cte_rules_refuse_by_name() {
         (OutputProjectionCteShape { n: 18, ..ok }, OutputProjectionCteRule::Heads),
         (OutputProjectionCteShape { h: 3071, ..ok }, OutputProjectionCteRule::HiddenShards),
     ];
-    for (shape, rule) in cases {
-        assert_eq!(output_projection_cte_violation(shape), Some(rule), "{shape:?}");
-    }
+    assert_refused_by(output_projection_cte_violation, cases);
     let cfg = cte(2, 1, 8, 256, 2, 64, false, Quant::None);
     let (a, w, _) = cfg.inputs(Dtype::F32);
     let (at, wt) = (tensor(&[1, 2, 64, 8], &a, Dtype::F32), tensor(&[128, 256], &w, Dtype::F32));

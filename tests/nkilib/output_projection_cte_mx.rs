@@ -12,7 +12,8 @@
 //! the emitted source under NumPy against the emulator; the MX rules.
 
 use crate::common::{
-    Arg, CaseName, as_dtype, assert_close_per_element, assert_numpy_equals_emulator, package_of, seed_of, tensor, uniform,
+    Arg, CaseName, as_dtype, assert_close_per_element, assert_numpy_equals_emulator, assert_refused_by, package_of, seed_of, tensor,
+    uniform,
 };
 use crate::mx_format::{e4m3fn, quantize_e4m3fn_groups, round_e4m3fn};
 use nki::hw::Generation;
@@ -269,9 +270,7 @@ fn output_projection_cte_mx_rules_refuse_by_name() {
         (OutputProjectionCteShape { n: 1, d: 96, ..ok }, OutputProjectionCteRule::MxContraction),
         (OutputProjectionCteShape { n: 1, d: 48, prequantized: true, ..ok }, OutputProjectionCteRule::MxContraction),
     ];
-    for (shape, rule) in cases {
-        assert_eq!(output_projection_cte_violation(shape), Some(rule), "{shape:?}");
-    }
+    assert_refused_by(output_projection_cte_violation, cases);
 
     let cfg = mx(1, 1, 16, 512, 1, 128, false);
     let d = cfg.data();

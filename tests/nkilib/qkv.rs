@@ -7,8 +7,8 @@
 
 use crate::common::attention::run_numpy_kwargs;
 use crate::common::{
-    Arg, CaseName, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, assert_same_elements, layer_norm, package_of, rms_norm, seed_of, tensor,
-    uniform, vec_mat,
+    Arg, CaseName, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, assert_refused_by, assert_same_elements, layer_norm, package_of, rms_norm,
+    seed_of, tensor, uniform, vec_mat,
 };
 use nki::{Dtype, Launch, Outputs, Precision};
 use nkilib::qkv::qkv::qkv as qkv_entry;
@@ -428,9 +428,7 @@ fn qkv_tkg_rules_refuse_by_name() {
         (QkvTkgShape { other_mx_quant: true, ..ok }, QkvTkgRule::Quantization),
         (QkvTkgShape { stray_norm_bias: true, ..ok }, QkvTkgRule::NormBias),
     ];
-    for (shape, rule) in cases {
-        assert_eq!(qkv_tkg_violation(shape), Some(rule), "{shape:?}");
-    }
+    assert_refused_by(qkv_tkg_violation, cases);
     assert_eq!(nkilib::qkv_tkg_config!(bxs = 128, hidden = 256, fused_qkv = 384, programs = 2).bxs, 128);
 
     let z = |shape: &[usize]| tensor(shape, &vec![0.0; shape.iter().product()], Dtype::F32);

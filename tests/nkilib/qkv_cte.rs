@@ -9,8 +9,8 @@
 
 use crate::common::attention::run_numpy_kwargs;
 use crate::common::{
-    Arg, CaseName, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, assert_same_elements, layer_norm, package_of, rms_norm, seed_of, tensor,
-    uniform, vec_mat,
+    Arg, CaseName, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, assert_refused_by, assert_same_elements, layer_norm, package_of, rms_norm,
+    seed_of, tensor, uniform, vec_mat,
 };
 use nki::{Dtype, Launch, Precision};
 use nkilib::qkv::qkv::qkv as qkv_entry;
@@ -633,9 +633,7 @@ fn qkv_cte_rules_refuse_by_name() {
         (QkvCteShape { kv_cache: true, ..ok }, QkvCteRule::KvCacheLayout),
         (QkvCteShape { kv_cache: true, nbsd: false, fused_rope: false, num_q_heads: 0, ..ok }, QkvCteRule::KvCacheHeads),
     ];
-    for (shape, rule) in cases {
-        assert_eq!(qkv_cte_violation(shape), Some(rule), "{shape:?}");
-    }
+    assert_refused_by(qkv_cte_violation, cases);
     assert_eq!(nkilib::qkv_cte_config!(bxs = 128, hidden = 256, fused_qkv = 384, d_head = 128).bxs, 128);
 
     let z = |shape: &[usize]| tensor(shape, &vec![0.0; shape.iter().product()], Dtype::F32);

@@ -7,7 +7,9 @@
 //! modes; their emitted source under NumPy against the emulator; their rules.
 
 use crate::common::attention::run_numpy_kwargs;
-use crate::common::{Arg, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, assert_same_elements, emitted_package, seed_of, tensor, uniform};
+use crate::common::{
+    Arg, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, assert_refused_by, assert_same_elements, emitted_package, seed_of, tensor, uniform,
+};
 use nki::{Dtype, Launch, Precision};
 use nkilib::subkernels::layernorm_tkg::layernorm_tkg;
 use nkilib::subkernels::norm_tkg_utils::{NormTkgRule, NormTkgShape, norm_tkg_violation};
@@ -267,9 +269,7 @@ fn rules_refuse_by_name() {
         (NormTkgShape { shard_on_h: true, hidden_dim_tp: true, ..ok }, NormTkgRule::ShardOnHAlone),
         (NormTkgShape { hidden: 128 * 3, ..ok }, NormTkgRule::HiddenShards),
     ];
-    for (shape, rule) in cases {
-        assert_eq!(norm_tkg_violation(shape), Some(rule), "{shape:?}");
-    }
+    assert_refused_by(norm_tkg_violation, cases);
     assert_eq!(norm_tkg_violation(NormTkgShape { hidden: 128 * 3, hidden_dim_tp: true, ..ok }), None);
     assert_eq!(nkilib::norm_tkg_config!(bxs = 4, hidden = 384, programs = 2, single_core_forced = true).hidden, 384);
 

@@ -6,7 +6,7 @@
 //! modes; the emitted kernel under NumPy against the emulator; the rules.
 
 use crate::common::attention::run_numpy_kwargs;
-use crate::common::{Arg, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, emitted_package, seed_of, tensor, uniform};
+use crate::common::{Arg, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, assert_refused_by, emitted_package, seed_of, tensor, uniform};
 use nki::{Dtype, Launch, Precision};
 use nkilib::embeddings::rope_hf::{RopeHfRule, RopeHfShape, rope_hf, rope_hf_violation};
 
@@ -258,9 +258,7 @@ fn rules_refuse_by_name() {
         (RopeHfShape { rope: [1, 255, 128], ..ok }, RopeHfRule::AngleSeq),
         (RopeHfShape { q: [1, 32, 128, 128], k: [1, 8, 128, 128], rope: [1, 128, 128], ..ok }, RopeHfRule::SeqTiles),
     ];
-    for (shape, rule) in cases {
-        assert_eq!(rope_hf_violation(shape), Some(rule), "{shape:?}");
-    }
+    assert_refused_by(rope_hf_violation, cases);
     let c = nkilib::rope_hf_config!(q = [4, 1, 512, 128], k = [4, 1, 512, 128], rope = [512, 256], packed = true, programs = 2);
     assert_eq!((c.rope_ndim, c.rope), (2, [1, 512, 256]));
 
