@@ -305,8 +305,10 @@ const CASES: &[Case] = &[
         kernel: "attention_block_tkg",
         ranks: 1,
         // 2 batches of one new token on trn2's 2 programs: RMSNorm, 2 query heads
-        // of 64, RoPE, attention over a random mask of 256 cached keys, the cache
-        // update at positions read on the device, the output projection.
+        // of 64, RoPE, attention over a random mask of 256 cached keys in a
+        // block cache (8 blocks of 32 positions, each batch reading 8 of them
+        // through its table row), the new tokens written to the pool slots
+        // read on the device, the output projection.
         params: &[
             ("X", F32(&[2, 1, 256])),
             ("rmsnorm_X_enabled", Text("true")),
@@ -321,11 +323,12 @@ const CASES: &[Case] = &[
             ("rmsnorm_QK_post_rope_enabled", Text("false")),
             ("rmsnorm_QK_post_rope_eps", Text("1e-5")),
             ("K_cache_transposed", Text("false")),
-            ("K_cache", F32(&[2, 256, 64])),
-            ("V_cache", F32(&[2, 256, 64])),
+            ("active_blocks_table", UIds(&[2, 8], 8)),
+            ("K_cache", F32(&[8, 32, 64])),
+            ("V_cache", F32(&[8, 32, 64])),
             ("attention_mask", Mask(&[256, 2, 2, 1])),
             ("update_cache", Text("true")),
-            ("kv_cache_update_idx", UIds(&[2, 1], 200)),
+            ("kv_cache_update_idx", UIds(&[2, 1], 256)),
             ("W_out", F32(&[128, 256])),
             ("quantization_type_out", Text("NONE")),
             ("transposed_out", Text("false")),

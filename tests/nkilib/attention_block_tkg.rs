@@ -50,6 +50,9 @@ struct Config {
     skip_attn: bool,
     /// fp8 KV-cache quantization: `k_scale` and `v_scale` (this one value), fp8 caches.
     kv_scale: Option<f64>,
+    /// Block length of a block cache (`[B·S_ctx/block_len, block_len, d]`
+    /// read through `active_blocks_table`), 0 for a flat one.
+    block_len: usize,
 }
 
 /// The library's defaults: RMSNorm of X, RoPE (contiguous), cache update, projection.
@@ -79,6 +82,7 @@ const fn cfg(b: usize, nq: usize, d: usize, h: usize, s_ctx: usize, s: usize) ->
         lnc1: false,
         skip_attn: false,
         kv_scale: None,
+        block_len: 0,
     }
 }
 
@@ -189,6 +193,8 @@ struct Inputs {
     sink: Vec<f64>,
     /// Each batch's write position (its cache length).
     pos: Vec<usize>,
+    /// A block cache's `active_blocks_table` `[B, S_ctx/block_len]`: distinct blocks of the pool.
+    table: Vec<usize>,
     w_out: Vec<f64>,
     bias_out: Vec<f64>,
 }
@@ -260,6 +266,7 @@ impl Config {
             v_cache: self.cache_values(uniform(b * self.s_max * d, seed + 11, -1.0, 1.0)),
             mask,
             sink: uniform(nq, seed + 12, -1.0, 2.0),
+            table: self.block_table(seed + 15),
             pos,
             w_out: w(nq * d * h, 13, nq * d),
             bias_out: uniform(h, seed + 14, -0.1, 0.1),
@@ -311,8 +318,20 @@ impl Config {
     }
 
     /// Key position `j` of batch `b` in the cache's layout.
-    fn k_at(&self, b: usize, j: usize, e: usize) -> usize {
-        if self.k_tp { (b * self.d + e) * self.s_max + j } else { (b * self.s_max + j) * self.d + e }
+    fn k_at(&self, x: &Inputs, b: usize, j: usize, e: usize) -> usize {
+        if self.block_len > 0 {
+            self.v_at(x, b, j, e)
+        } else if self.k_tp {
+            (b * self.d + e) * self.s_max + j
+        } else {
+            (b * self.s_max + j) * self.d + e
+        }
+    }
+
+    /// Value position `j` of batch `b` in the cache's layout: a flat cache's
+    /// row of the batch, or the slot of the block the table gives.
+    fn v_at(&self, x: &Inputs, b: usize, j: usize, e: usize) -> usize {
+        if self.block_len > 0 { self.slot(x, b, j) * self.d + e } else { (b * self.s_max + j) * self.d + e }
     }
 
     fn reference(&self, x: &Inputs, precision: Precision) -> Reference {
@@ -341,7 +360,10 @@ impl Config {
                             continue;
                         }
                         let (kv, vv): (Vec<f64>, Vec<f64>) = if j < self.split() {
-                            ((0..d).map(|e| x.k_cache[self.k_at(bi, j, e)]).collect(), x.v_cache[(bi * self.s_max + j) * d..][..d].to_vec())
+                            (
+                                (0..d).map(|e| x.k_cache[self.k_at(x, bi, j, e)]).collect(),
+                                (0..d).map(|e| x.v_cache[self.v_at(x, bi, j, e)]).collect(),
+                            )
                         } else {
                             let tt = bi * s + j - self.split();
                             (k_new[tt].clone(), v_new[tt].clone())
@@ -390,14 +412,26 @@ impl Config {
             }
             if self.transposed_out { self.transpose_out(&o) } else { o }
         };
-        let (k, v) = if self.update {
+        let (k, v) = if self.update && self.block_len > 0 {
+            // The new tokens go to consecutive slots of the pool from the
+            // batch's first; slots past the pool (a padding batch) are not written.
+            let (mut k, mut v) = (x.k_cache.clone(), x.v_cache.clone());
+            for bi in 0..b {
+                for t in 0..s {
+                    let Some(row) = self.update_slot(x, bi).map(|r| r + t).filter(|&r| r < b * self.s_ctx) else { continue };
+                    k[row * d..][..d].copy_from_slice(&k_new[bi * s + t]);
+                    v[row * d..][..d].copy_from_slice(&v_new[bi * s + t]);
+                }
+            }
+            (k, v)
+        } else if self.update {
             let (mut k, mut v) = (x.k_cache.clone(), x.v_cache.clone());
             for bi in 0..b {
                 for t in 0..s {
                     let j = x.pos[bi] + t;
                     for e in 0..d {
-                        k[self.k_at(bi, j, e)] = k_new[bi * s + t][e];
-                        v[(bi * self.s_max + j) * d + e] = v_new[bi * s + t][e];
+                        k[self.k_at(x, bi, j, e)] = k_new[bi * s + t][e];
+                        v[self.v_at(x, bi, j, e)] = v_new[bi * s + t][e];
                     }
                 }
             }
@@ -428,7 +462,20 @@ impl Config {
     }
 
     fn k_shape(&self) -> Vec<usize> {
-        if self.k_tp { vec![self.b, self.d, self.s_max] } else { vec![self.b, self.s_max, self.d] }
+        if self.block_len > 0 {
+            self.v_shape()
+        } else if self.k_tp {
+            vec![self.b, self.d, self.s_max]
+        } else {
+            vec![self.b, self.s_max, self.d]
+        }
+    }
+
+    fn v_shape(&self) -> Vec<usize> {
+        match (self.b * self.s_ctx).checked_div(self.block_len) {
+            Some(blocks) => vec![blocks, self.block_len, self.d],
+            None => vec![self.b, self.s_max, self.d],
+        }
     }
 
     /// The arguments, by keyword (the library's names).
@@ -460,13 +507,13 @@ impl Config {
             ("rmsnorm_QK_post_rope_W_Q", opt(self.qk_post_gamma, t(vec![1, d], &x.qk_gammas[2]))),
             ("rmsnorm_QK_post_rope_W_K", opt(self.qk_post_gamma, t(vec![1, d], &x.qk_gammas[3]))),
             ("K_cache_transposed", Arg::Bool(self.k_tp)),
-            ("active_blocks_table", Arg::None),
+            ("active_blocks_table", opt(self.block_len > 0, Arg::Tensor(self.table_shape(), self.table_values(x), Dtype::U32))),
             ("K_cache", Arg::Tensor(self.k_shape(), x.k_cache.clone(), self.cache_dtype(dtype))),
-            ("V_cache", Arg::Tensor(vec![b, self.s_max, d], x.v_cache.clone(), self.cache_dtype(dtype))),
+            ("V_cache", Arg::Tensor(self.v_shape(), x.v_cache.clone(), self.cache_dtype(dtype))),
             ("attention_mask", Arg::Tensor(vec![self.s_ctx, b, nq, s], x.mask.clone(), Dtype::U8)),
             ("sink", opt(self.sink, Arg::Tensor(vec![nq, 1], x.sink.clone(), Dtype::F32))),
             ("update_cache", Arg::Bool(self.update)),
-            ("kv_cache_update_idx", Arg::Tensor(vec![b, 1], x.pos.iter().map(|&p| p as f64).collect(), Dtype::U32)),
+            ("kv_cache_update_idx", Arg::Tensor(vec![b, 1], self.update_idx(x).iter().map(|&p| p as f64).collect(), Dtype::U32)),
             ("W_out", opt(self.out_proj, t(vec![nq * d, h], &x.w_out))),
             ("bias_out", opt(self.out_proj && self.bias, t(vec![1, h], &x.bias_out))),
             ("quantization_type_out", Arg::Member(QuantizationType::CLASS, none.member())),
@@ -497,14 +544,16 @@ impl Config {
         let g: Vec<Tensor> = x.qk_gammas.iter().map(|v| tensor(&[1, d], v, dtype)).collect();
         let (cos, sin) = (tensor(&[d / 2, b, s], &x.cos, dtype), tensor(&[d / 2, b, s], &x.sin, dtype));
         let kc = tensor(&self.k_shape(), &x.k_cache, self.cache_dtype(dtype));
-        let vc = tensor(&[b, self.s_max, d], &x.v_cache, self.cache_dtype(dtype));
+        let vc = tensor(&self.v_shape(), &x.v_cache, self.cache_dtype(dtype));
+        let table = (self.block_len > 0)
+            .then(|| Tensor::from_i64(&self.table_shape(), &x.table.iter().map(|&v| v as i64).collect::<Vec<_>>(), Dtype::U32).unwrap());
         let (ks, vs) = (
             tensor(&[1, 1], &[self.kv_scale.unwrap_or(1.0)], Dtype::F32),
             tensor(&[128, 1], &[self.kv_scale.unwrap_or(1.0); 128], Dtype::F32),
         );
         let mask = tensor(&[self.s_ctx, b, nq, s], &x.mask, Dtype::U8);
         let sink = tensor(&[nq, 1], &x.sink, Dtype::F32);
-        let idx = Tensor::from_i64(&[b, 1], &x.pos.iter().map(|&p| p as i64).collect::<Vec<_>>(), Dtype::U32).unwrap();
+        let idx = Tensor::from_i64(&[b, 1], &self.update_idx(x).iter().map(|&p| p as i64).collect::<Vec<_>>(), Dtype::U32).unwrap();
         let wo = tensor(&[nq * d, h], &x.w_out, dtype);
         let bo = tensor(&[1, h], &x.bias_out, dtype);
         let none = QuantizationType::NONE;
@@ -550,6 +599,9 @@ impl Config {
         }
         if self.sink {
             call = call.sink(&sink);
+        }
+        if let Some(table) = &table {
+            call = call.active_blocks_table(table);
         }
         if self.kv_scale.is_some() {
             call = call.k_scale(&ks).v_scale(&vs);
@@ -638,6 +690,7 @@ const OK: AttnBlockCall = AttnBlockCall::new(4, 1, 6144, 64, 8, 11264);
 #[test]
 fn rules_refuse_what_they_name() {
     assert_eq!(attn_block_violation(OK), None);
+    assert_eq!(attn_block_violation(AttnBlockCall { block_len: 16, ..OK }), None);
     assert_eq!(
         attn_block_violation(AttnBlockCall {
             d_head: 128,
@@ -658,7 +711,6 @@ fn rules_refuse_what_they_name() {
         (AttnBlockCall { has_w_out: false, transposed_out: true, ..OK }, AttnBlockRule::TransposedOut),
         (AttnBlockCall { has_sin: false, ..OK }, AttnBlockRule::RopeTables),
         (AttnBlockCall { has_update_idx: false, ..OK }, AttnBlockRule::Update),
-        (AttnBlockCall { block_len: 16, ..OK }, AttnBlockRule::Update),
         (AttnBlockCall { h: 6000, ..OK }, AttnBlockRule::Hidden),
         (AttnBlockCall { b: 129, skip_attention: true, ..OK }, AttnBlockRule::SkipAttentionTiles),
         (AttnBlockCall { d_head: 63, ..OK }, AttnBlockRule::Heads),
@@ -816,6 +868,7 @@ const KV_QUANT: &[Config] = &[
     cfg(384, 3, 64, 256, 128, 1).k_tp().no_norm_x().kv_quant(1.0),
     cfg(8, 1, 64, 256, 128, 1).no_update().bias().kv_quant(0.5),
     cfg(4, 2, 64, 256, 256, 5).lnc1().kv_quant(1.0),
+    cfg(16, 1, 128, 256, 256, 1).no_norm_x().block(16).kv_quant(2.0),
 ];
 
 /// The fp8 KV-cache rows in fp32 precision (bfloat16 inputs: the attention
@@ -862,4 +915,86 @@ fn kv_quant_rules_refuse_what_they_name() {
     kw.push(("k_scale", Arg::Tensor(vec![1, 1], vec![1.0], Dtype::F32)));
     kw.push(("v_scale", Arg::Tensor(vec![1, 1], vec![1.0], Dtype::F32)));
     refuse(kw, AttnBlockRule::KvQuantCache);
+}
+
+impl Config {
+    /// A block cache of blocks of `block_len` positions (`S_max = S_ctx`).
+    const fn block(mut self, block_len: usize) -> Self {
+        self.block_len = block_len;
+        self
+    }
+
+    fn table_shape(&self) -> Vec<usize> {
+        vec![self.b, self.s_ctx / self.block_len.max(1)]
+    }
+
+    fn table_values(&self, x: &Inputs) -> Vec<f64> {
+        x.table.iter().map(|&v| v as f64).collect()
+    }
+
+    /// A block table of distinct blocks of the pool in a shuffled order
+    /// (empty for a flat cache).
+    fn block_table(&self, seed: u64) -> Vec<usize> {
+        if self.block_len == 0 {
+            return Vec::new();
+        }
+        let n = self.b * self.s_ctx / self.block_len;
+        let keys = uniform(n, seed, 0.0, 1.0);
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by(|&a, &c| keys[a].total_cmp(&keys[c]));
+        order
+    }
+
+    /// The pool slot of batch `b`'s position `j`: its block (from the table) times `block_len`, plus the offset.
+    fn slot(&self, x: &Inputs, b: usize, j: usize) -> usize {
+        let per_batch = self.s_ctx / self.block_len;
+        x.table[b * per_batch + j / self.block_len] * self.block_len + j % self.block_len
+    }
+
+    /// Batch `b`'s first write slot of a block cache; `None` for the last of
+    /// several batches, a padding batch (the library's tests mark it so).
+    fn update_slot(&self, x: &Inputs, b: usize) -> Option<usize> {
+        (self.b == 1 || b + 1 < self.b).then(|| self.slot(x, b, x.pos[b]))
+    }
+
+    /// `kv_cache_update_idx`: positions of a flat cache, slots of a block
+    /// cache (`uint32` max for the padding batch).
+    fn update_idx(&self, x: &Inputs) -> Vec<u64> {
+        if self.block_len == 0 {
+            return x.pos.iter().map(|&p| p as u64).collect();
+        }
+        (0..self.b).map(|b| self.update_slot(x, b).map_or(u64::from(u32::MAX), |v| v as u64)).collect()
+    }
+}
+
+/// CI-sized versions of the library's block-cache rows (its batch, heads,
+/// head dim, new tokens, block lengths and options; `H` and the caches
+/// smaller): tokens written across a block's end, more than one tile of
+/// batches, one program, and the new K/V returned.
+const BLOCK: &[Config] = &[
+    cfg(4, 1, 128, 512, 256, 5).block(16),
+    cfg(16, 1, 128, 512, 256, 1).block(32).qk_pre(true).transposed_out(),
+    cfg(64, 8, 64, 256, 128, 1).ha(224).block(32),
+    cfg(130, 2, 64, 256, 128, 1).block(32).lnc1().bias(),
+    cfg(4, 2, 64, 256, 256, 3).block(16).no_update(),
+];
+
+/// The block-cache rows, fp32 inputs in fp32 precision.
+#[test]
+fn block_cache_in_fp32_matches_float64() {
+    check_fp32(BLOCK);
+}
+
+/// The block-cache rows, bfloat16 and float16 inputs in hardware precision.
+#[test]
+fn block_cache_in_hardware_precision_matches_float64() {
+    check_hardware(BLOCK);
+}
+
+/// The emitted kernel under NumPy equals the emulator with block caches.
+#[test]
+fn emitted_block_cache_under_numpy_equals_emulator() {
+    for cfg in [BLOCK[0], BLOCK[3], KV_QUANT[6]] {
+        cfg.assert_numpy_equals_emulator();
+    }
 }

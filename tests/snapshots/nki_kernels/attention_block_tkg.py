@@ -88,7 +88,7 @@ BLOCK_TRANSPOSED = "attention_block_tkg: a block KV cache cannot be K_cache_tran
 
 
 # The cache update's inputs.
-UPDATE = "attention_block_tkg: update_cache needs kv_cache_update_idx [B, 1] and a flat KV cache (the block cache update is not implemented)"
+UPDATE = "attention_block_tkg: update_cache needs kv_cache_update_idx [B, 1] (the write positions)"
 
 
 @dataclass
@@ -143,6 +143,18 @@ class QkProcessing(nl.NKIObject):
     "RoPE's sines."
     contiguous: bool
     "Rotated halves contiguous (else interleaved pairs)."
+
+
+@dataclass
+class TileKv(nl.NKIObject):
+    """One tile's new keys and values in SBUF, for the cache update."""
+
+    k: object
+    "Keys `[d, tb·S]` (head dim on the partitions)."
+    k_rows: object
+    "Keys `[tb·S, d]` (a token a partition)."
+    v: object
+    "Values `[tb·S, d]`."
 
 
 @dataclass
@@ -352,47 +364,88 @@ def attention_phase(dims, inp, K_cache, V_cache, attention_mask, sink, active_bl
     return out
 
 
-def update_flat_cache(dims, K_cache, V_cache, inp, idx, K_cache_transposed):
-    """The library's `_update_flat_cache`: batch `b`'s `S` new keys and
-    values written at position `kv_cache_update_idx[b]` (read on the
-    device) of its rows, a tile of whole batches at a time (the keys
-    transposed to rows per tile); V by program 0, K by the last program.
+def tile_kv_rows(dims, inp, b0, tb):
+    """One tile's new keys and values in SBUF: the keys `[d, tb·S]` as the
+    attention takes them and transposed to rows `[tb·S, d]`, the values
+    `[tb·S, d]` (`tb` batches from `b0`).
+    """
+    d, st = (dims.d_head, dims.s_tkg)
+    t0, t1 = (b0 * st, (b0 + tb) * st)
+    v_rows, dt = (inp.v.reshape(shape=(dims.b * st, d)), inp.k.dtype)
+    v = nl.ndarray(shape=(tb * st, d), dtype=inp.v.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=v, src=v_rows[t0:t1, :])
+    k = nl.ndarray(shape=(d, tb * st), dtype=dt, buffer=nl.sbuf)
+    nisa.dma_copy(dst=k, src=inp.k[:, t0:t1])
+    wide = nl.bfloat16 if dt == nl.float8_e4m3 else dt
+    k_wide = nl.ndarray(shape=(d, tb * st), dtype=wide, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=k_wide, src=k)
+    k_ps = nl.ndarray(shape=(tb * st, d), dtype=wide, buffer=nl.psum)
+    nisa.nc_transpose(dst=k_ps, data=k_wide)
+    k_rows = nl.ndarray(shape=(tb * st, d), dtype=dt, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=k_rows, src=k_ps)
+    return TileKv(k=k, k_rows=k_rows, v=v)
+
+
+def update_block_cache(dims, K_cache, V_cache, kv, bt, start):
+    """The library's `_update_block_cache` for one batch: the tile's batch
+    `bt` written to the `S` consecutive slots of the block pool (`[blocks
+    · block_len, d]`, one row a slot) from slot `start`; a slot outside
+    the pool is skipped (`oob_mode=skip`: `uint32` max marks a padding
+    batch).
+    """
+    d, st = (dims.d_head, dims.s_tkg)
+    prg = nl.program_id(axis=0) if dims.programs > 1 else 0
+    slots = V_cache.shape[0] * dims.block_len
+    r0, r1 = (bt * st, (bt + 1) * st)
+    if prg == 0:
+        dst = V_cache.reshape(shape=(slots, d)).ap(pattern=[[d, st], [1, d]], offset=0, scalar_offset=start, indirect_dim=0)
+        nisa.dma_copy(dst=dst, src=kv.v[r0:r1, :], oob_mode=nisa.oob_mode.skip)
+    if prg == dims.programs - 1:
+        dst = K_cache.reshape(shape=(slots, d)).ap(pattern=[[d, st], [1, d]], offset=0, scalar_offset=start, indirect_dim=0)
+        nisa.dma_copy(dst=dst, src=kv.k_rows[r0:r1, :], oob_mode=nisa.oob_mode.skip)
+
+
+def update_flat_cache(dims, K_cache, V_cache, kv, bt, bi, start, K_cache_transposed):
+    """The library's `_update_flat_cache` for one batch: the tile's batch
+    `bt` (batch `bi`) written at position `start` of batch `bi`'s rows.
     """
     d, b, st, smax = (dims.d_head, dims.b, dims.s_tkg, dims.s_max_ctx)
     prg = nl.program_id(axis=0) if dims.programs > 1 else 0
-    kc = K_cache.reshape(shape=(b, d, smax)) if K_cache_transposed else K_cache.reshape(shape=(b, smax, d))
-    vc = V_cache.reshape(shape=(b, smax, d))
-    v_rows, dt = (inp.v.reshape(shape=(b * st, d)), inp.k.dtype)
+    r0, r1 = (bt * st, (bt + 1) * st)
+    if prg == 0:
+        dst = V_cache.reshape(shape=(b, smax, d)).ap(pattern=[[d, st], [1, d]], offset=bi * smax * d, scalar_offset=start, indirect_dim=1)
+        nisa.dma_copy(dst=dst, src=kv.v[r0:r1, :])
+    if prg == dims.programs - 1:
+        if K_cache_transposed:
+            kc = K_cache.reshape(shape=(b, d, smax))
+            dst = kc.ap(pattern=[[smax, d], [1, st]], offset=bi * d * smax, scalar_offset=start, indirect_dim=2)
+            nisa.dma_copy(dst=dst, src=kv.k[:, r0:r1])
+        else:
+            kc = K_cache.reshape(shape=(b, smax, d))
+            dst = kc.ap(pattern=[[d, st], [1, d]], offset=bi * smax * d, scalar_offset=start, indirect_dim=1)
+            nisa.dma_copy(dst=dst, src=kv.k_rows[r0:r1, :])
+
+
+def kv_cache_update(dims, K_cache, V_cache, inp, idx, K_cache_transposed):
+    """The library's `_kv_cache_update`: batch `b`'s `S` new keys and values
+    written into the flat or the block cache at `kv_cache_update_idx[b]`
+    (read on the device), a tile of whole batches at a time; V by program
+    0, K by the last program.
+    """
+    b = dims.b
+    assert idx.ndim == 2 and idx.shape[0] == b and idx.shape[1] == 1, UPDATE
     start = nl.ndarray(shape=(1, 1), dtype=nl.uint32, buffer=nl.sbuf)
     for tile in range(-(-b // dims.tile_b)):
         b0 = tile * dims.tile_b
         tb = min(b - b0, dims.tile_b)
-        t0, t1 = (b0 * st, (b0 + tb) * st)
-        v_sb = nl.ndarray(shape=(tb * st, d), dtype=inp.v.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=v_sb, src=v_rows[t0:t1, :])
-        k_sb = nl.ndarray(shape=(d, tb * st), dtype=dt, buffer=nl.sbuf)
-        nisa.dma_copy(dst=k_sb, src=inp.k[:, t0:t1])
-        wide = nl.bfloat16 if dt == nl.float8_e4m3 else dt
-        k_wide = nl.ndarray(shape=(d, tb * st), dtype=wide, buffer=nl.sbuf)
-        nisa.tensor_copy(dst=k_wide, src=k_sb)
-        k_ps = nl.ndarray(shape=(tb * st, d), dtype=wide, buffer=nl.psum)
-        nisa.nc_transpose(dst=k_ps, data=k_wide)
-        k_rows = nl.ndarray(shape=(tb * st, d), dtype=dt, buffer=nl.sbuf)
-        nisa.tensor_copy(dst=k_rows, src=k_ps)
+        kv = tile_kv_rows(dims, inp, b0, tb)
         for bt in range(tb):
             bi = b0 + bt
             nisa.dma_copy(dst=start, src=idx[bi:bi + 1, :])
-            r0, r1 = (bt * st, (bt + 1) * st)
-            if prg == 0:
-                dst = vc.ap(pattern=[[d, st], [1, d]], offset=bi * smax * d, scalar_offset=start, indirect_dim=1)
-                nisa.dma_copy(dst=dst, src=v_sb[r0:r1, :])
-            if prg == dims.programs - 1:
-                if K_cache_transposed:
-                    dst = kc.ap(pattern=[[smax, d], [1, st]], offset=bi * d * smax, scalar_offset=start, indirect_dim=2)
-                    nisa.dma_copy(dst=dst, src=k_sb[:, r0:r1])
-                else:
-                    dst = kc.ap(pattern=[[d, st], [1, d]], offset=bi * smax * d, scalar_offset=start, indirect_dim=1)
-                    nisa.dma_copy(dst=dst, src=k_rows[r0:r1, :])
+            if dims.block_len > 0:
+                update_block_cache(dims, K_cache, V_cache, kv, bt, start)
+            else:
+                update_flat_cache(dims, K_cache, V_cache, kv, bt, bi, start, K_cache_transposed)
 
 
 def to_shared_hbm(dims, t):
@@ -453,7 +506,7 @@ def attention_block_tkg(X, X_hidden_dim_actual, rmsnorm_X_enabled, rmsnorm_X_eps
         assert vs.ndim == 2 and vs.shape[1] == 1 and (vs.shape[0] == PMAX or vs.shape[0] == 1), KV_SCALE_SHAPE
     assert not transposed_out or W_out is not None, TRANSPOSED_OUT
     assert (cos is not None) == (sin is not None), ROPE_TABLES
-    assert not update_cache or (active_blocks_table is None and kv_cache_update_idx is not None), UPDATE
+    assert not update_cache or kv_cache_update_idx is not None, UPDATE
     dims = validate_and_extract_config(X, W_qkv, K_cache, V_cache, attention_mask, active_blocks_table, K_cache_transposed)
     d, b, st, nq = (dims.d_head, dims.b, dims.s_tkg, dims.q_heads)
     assert not skip_attention or b * st <= PMAX, SKIP_ATTENTION_TILES
@@ -475,7 +528,7 @@ def attention_block_tkg(X, X_hidden_dim_actual, rmsnorm_X_enabled, rmsnorm_X_eps
     k_ret = K_cache
     v_ret = V_cache
     if update_cache:
-        update_flat_cache(dims, K_cache, V_cache, inp, kv_cache_update_idx if kv_cache_update_idx is not None else attention_mask, K_cache_transposed)
+        kv_cache_update(dims, K_cache, V_cache, inp, kv_cache_update_idx if kv_cache_update_idx is not None else attention_mask, K_cache_transposed)
     else:
         k_new = inp.k
         k_ret = to_shared_hbm(dims, k_new.reshape(shape=(d, b, st)))

@@ -8,7 +8,8 @@
 //! Q, K     = RMSNorm over d (pre RoPE), RoPE(cos, sin), RMSNorm over d (post RoPE)
 //! V        = the last d columns of QKV                                        [B, 1, S, d]
 //! out      = attention_tkg(Q · softmax_scale, K, V, K_cache, V_cache, mask, sink)
-//! caches   = K, V written at kv_cache_update_idx[b] .. + S   (update_cache)
+//! caches   = K, V written at kv_cache_update_idx[b] .. + S   (update_cache; a
+//!            position of batch b's rows, or a slot of the block pool)
 //! out      = out @ W_out + bias_out                                            (W_out given)
 //! ```
 //!
@@ -21,7 +22,13 @@
 //! dim (`d_head = 128`: the sum of squares is one matmul with a ones matrix,
 //! which sums over the partitions), the query scaling and the cache update
 //! (one DMA per batch at the write position read on the device:
-//! `scalar_offset`). Loop structure: the token rows in tiles of whole batches,
+//! `scalar_offset`). A flat cache is written at a position of the batch's
+//! own rows; a block cache (`[blocks, block_len, d]`, read through
+//! `active_blocks_table`) is one pool of `blocks · block_len` slots and
+//! `kv_cache_update_idx[b]` the slot of batch `b`'s first new token (its
+//! block times `block_len` plus the offset in it), the `S` tokens going to
+//! consecutive slots; a slot outside the pool is skipped, so `uint32` max
+//! marks a padding batch. Loop structure: the token rows in tiles of whole batches,
 //! `floor(128 / S)` batches a tile (the library's batch tiling; one tile when
 //! `B·S <= 128`), each tile's projection rows loaded, its Q and K processed
 //! and its columns stored; the transposes loop over the heads, the RMSNorm
@@ -46,9 +53,8 @@
 //! cache by the last program, as in the library.
 //!
 //! Refused by name (see [`AttnBlockRule`]): `X` in SBUF and `out_in_sb`
-//! (a calling kernel's SBUF operands: here results are in HBM), KV data
-//! parallelism (`KVDP > 1`) and the block KV-cache update (a block cache is
-//! read, `update_cache=False`); `skip_attention` with more than one tile of
+//! (a calling kernel's SBUF operands: here results are in HBM) and KV data
+//! parallelism (`KVDP > 1`); `skip_attention` with more than one tile of
 //! token rows is refused as by the library, and so is one of `k_scale` /
 //! `v_scale` without the other (the library then quantizes nothing). The
 //! library's `sbm` SBUF allocator has no counterpart (tiles are placed by
@@ -110,7 +116,7 @@ pub mod kernel {
     /// A block cache is not transposed.
     pub const BLOCK_TRANSPOSED: &str = "attention_block_tkg: a block KV cache cannot be K_cache_transposed";
     /// The cache update's inputs.
-    pub const UPDATE: &str = "attention_block_tkg: update_cache needs kv_cache_update_idx [B, 1] and a flat KV cache (the block cache update is not implemented)";
+    pub const UPDATE: &str = "attention_block_tkg: update_cache needs kv_cache_update_idx [B, 1] (the write positions)";
 
     /// The block's sizes.
     #[nki_object]
@@ -161,6 +167,17 @@ pub mod kernel {
         pub sin: Option<Tensor>,
         /// Rotated halves contiguous (else interleaved pairs).
         pub contiguous: bool,
+    }
+
+    /// One tile's new keys and values in SBUF, for the cache update.
+    #[nki_object]
+    pub struct TileKv {
+        /// Keys `[d, tb·S]` (head dim on the partitions).
+        pub k: Tensor,
+        /// Keys `[tb·S, d]` (a token a partition).
+        pub k_rows: Tensor,
+        /// Values `[tb·S, d]`.
+        pub v: Tensor,
     }
 
     /// The attention's inputs after the Q/K processing.
@@ -439,52 +456,105 @@ pub mod kernel {
         out
     }
 
-    /// The library's `_update_flat_cache`: batch `b`'s `S` new keys and
-    /// values written at position `kv_cache_update_idx[b]` (read on the
-    /// device) of its rows, a tile of whole batches at a time (the keys
-    /// transposed to rows per tile); V by program 0, K by the last program.
+    /// One tile's new keys and values in SBUF: the keys `[d, tb·S]` as the
+    /// attention takes them and transposed to rows `[tb·S, d]`, the values
+    /// `[tb·S, d]` (`tb` batches from `b0`).
     #[nki_helper]
-    pub fn update_flat_cache(dims: AttnBlockDims, K_cache: Hbm, V_cache: Hbm, inp: AttnInputs, idx: Hbm, K_cache_transposed: bool) {
-        let (d, b, st, smax) = (dims.d_head, dims.b, dims.s_tkg, dims.s_max_ctx);
-        let prg = if dims.programs > 1 { nl::program_id(0) } else { 0 };
-        let kc = if K_cache_transposed { K_cache.reshape([b, d, smax]) } else { K_cache.reshape([b, smax, d]) };
-        let vc = V_cache.reshape([b, smax, d]);
-        let (v_rows, dt) = (inp.v.reshape([b * st, d]), inp.k.dtype());
+    pub fn tile_kv_rows(dims: AttnBlockDims, inp: AttnInputs, b0: i64, tb: i64) -> TileKv {
+        let (d, st) = (dims.d_head, dims.s_tkg);
+        let (t0, t1) = (b0 * st, (b0 + tb) * st);
+        let (v_rows, dt) = (inp.v.reshape([dims.b * st, d]), inp.k.dtype());
+        let v = nl::ndarray([tb * st, d], inp.v.dtype(), buffer = nl::sbuf);
+        nisa::dma_copy(v, v_rows[s![t0..t1, ..]]);
+        let k = nl::ndarray([d, tb * st], dt, buffer = nl::sbuf);
+        nisa::dma_copy(k, inp.k[s![.., t0..t1]]);
+        // The PE array does not transpose fp8: through bfloat16 (exact both ways).
+        let wide = if dt == nl::float8_e4m3 { nl::bfloat16 } else { dt };
+        let k_wide = nl::ndarray([d, tb * st], wide, buffer = nl::sbuf);
+        nisa::tensor_copy(k_wide, k);
+        let k_ps = nl::ndarray([tb * st, d], wide, buffer = nl::psum);
+        nisa::nc_transpose(k_ps, k_wide);
+        let k_rows = nl::ndarray([tb * st, d], dt, buffer = nl::sbuf);
+        nisa::tensor_copy(k_rows, k_ps);
+        TileKv { k, k_rows, v }
+    }
+
+    /// The library's `_kv_cache_update`: batch `b`'s `S` new keys and values
+    /// written into the flat or the block cache at `kv_cache_update_idx[b]`
+    /// (read on the device), a tile of whole batches at a time; V by program
+    /// 0, K by the last program.
+    #[nki_helper]
+    pub fn kv_cache_update(dims: AttnBlockDims, K_cache: Hbm, V_cache: Hbm, inp: AttnInputs, idx: Hbm, K_cache_transposed: bool) {
+        let b = dims.b;
+        assert!(idx.ndim() == 2 && idx.shape()[0] == b && idx.shape()[1] == 1, UPDATE);
         let start = nl::ndarray([1, 1], nl::uint32, buffer = nl::sbuf);
         for tile in 0..b.div_ceil(dims.tile_b) {
             let b0 = tile * dims.tile_b;
             let tb = (b - b0).min(dims.tile_b);
-            let (t0, t1) = (b0 * st, (b0 + tb) * st);
-            let v_sb = nl::ndarray([tb * st, d], inp.v.dtype(), buffer = nl::sbuf);
-            nisa::dma_copy(v_sb, v_rows[s![t0..t1, ..]]);
-            let k_sb = nl::ndarray([d, tb * st], dt, buffer = nl::sbuf);
-            nisa::dma_copy(k_sb, inp.k[s![.., t0..t1]]);
-            // The PE array does not transpose fp8: through bfloat16 (exact both ways).
-            let wide = if dt == nl::float8_e4m3 { nl::bfloat16 } else { dt };
-            let k_wide = nl::ndarray([d, tb * st], wide, buffer = nl::sbuf);
-            nisa::tensor_copy(k_wide, k_sb);
-            let k_ps = nl::ndarray([tb * st, d], wide, buffer = nl::psum);
-            nisa::nc_transpose(k_ps, k_wide);
-            let k_rows = nl::ndarray([tb * st, d], dt, buffer = nl::sbuf);
-            nisa::tensor_copy(k_rows, k_ps);
+            let kv = tile_kv_rows(dims, inp, b0, tb);
             for bt in 0..tb {
                 let bi = b0 + bt;
                 nisa::dma_copy(start, idx[s![bi..bi + 1, ..]]);
-                let (r0, r1) = (bt * st, (bt + 1) * st);
-                if prg == 0 {
-                    let dst = vc.ap([[d, st], [1, d]], offset = bi * smax * d, scalar_offset = start, indirect_dim = 1);
-                    nisa::dma_copy(dst, v_sb[s![r0..r1, ..]]);
-                }
-                if prg == dims.programs - 1 {
-                    if K_cache_transposed {
-                        let dst = kc.ap([[smax, d], [1, st]], offset = bi * d * smax, scalar_offset = start, indirect_dim = 2);
-                        nisa::dma_copy(dst, k_sb[s![.., r0..r1]]);
-                    } else {
-                        let dst = kc.ap([[d, st], [1, d]], offset = bi * smax * d, scalar_offset = start, indirect_dim = 1);
-                        nisa::dma_copy(dst, k_rows[s![r0..r1, ..]]);
-                    }
+                if dims.block_len > 0 {
+                    update_block_cache(dims, K_cache, V_cache, kv, bt, start);
+                } else {
+                    update_flat_cache(dims, K_cache, V_cache, kv, bt, bi, start, K_cache_transposed);
                 }
             }
+        }
+    }
+
+    /// The library's `_update_flat_cache` for one batch: the tile's batch
+    /// `bt` (batch `bi`) written at position `start` of batch `bi`'s rows.
+    #[nki_helper]
+    pub fn update_flat_cache(
+        dims: AttnBlockDims,
+        K_cache: Hbm,
+        V_cache: Hbm,
+        kv: TileKv,
+        bt: i64,
+        bi: i64,
+        start: Sbuf,
+        K_cache_transposed: bool,
+    ) {
+        let (d, b, st, smax) = (dims.d_head, dims.b, dims.s_tkg, dims.s_max_ctx);
+        let prg = if dims.programs > 1 { nl::program_id(0) } else { 0 };
+        let (r0, r1) = (bt * st, (bt + 1) * st);
+        if prg == 0 {
+            let dst = V_cache.reshape([b, smax, d]).ap([[d, st], [1, d]], offset = bi * smax * d, scalar_offset = start, indirect_dim = 1);
+            nisa::dma_copy(dst, kv.v[s![r0..r1, ..]]);
+        }
+        if prg == dims.programs - 1 {
+            if K_cache_transposed {
+                let kc = K_cache.reshape([b, d, smax]);
+                let dst = kc.ap([[smax, d], [1, st]], offset = bi * d * smax, scalar_offset = start, indirect_dim = 2);
+                nisa::dma_copy(dst, kv.k[s![.., r0..r1]]);
+            } else {
+                let kc = K_cache.reshape([b, smax, d]);
+                let dst = kc.ap([[d, st], [1, d]], offset = bi * smax * d, scalar_offset = start, indirect_dim = 1);
+                nisa::dma_copy(dst, kv.k_rows[s![r0..r1, ..]]);
+            }
+        }
+    }
+
+    /// The library's `_update_block_cache` for one batch: the tile's batch
+    /// `bt` written to the `S` consecutive slots of the block pool (`[blocks
+    /// · block_len, d]`, one row a slot) from slot `start`; a slot outside
+    /// the pool is skipped (`oob_mode=skip`: `uint32` max marks a padding
+    /// batch).
+    #[nki_helper]
+    pub fn update_block_cache(dims: AttnBlockDims, K_cache: Hbm, V_cache: Hbm, kv: TileKv, bt: i64, start: Sbuf) {
+        let (d, st) = (dims.d_head, dims.s_tkg);
+        let prg = if dims.programs > 1 { nl::program_id(0) } else { 0 };
+        let slots = V_cache.shape()[0] * dims.block_len;
+        let (r0, r1) = (bt * st, (bt + 1) * st);
+        if prg == 0 {
+            let dst = V_cache.reshape([slots, d]).ap([[d, st], [1, d]], offset = 0, scalar_offset = start, indirect_dim = 0);
+            nisa::dma_copy(dst, kv.v[s![r0..r1, ..]], oob_mode = nisa::oob_mode::skip);
+        }
+        if prg == dims.programs - 1 {
+            let dst = K_cache.reshape([slots, d]).ap([[d, st], [1, d]], offset = 0, scalar_offset = start, indirect_dim = 0);
+            nisa::dma_copy(dst, kv.k_rows[s![r0..r1, ..]], oob_mode = nisa::oob_mode::skip);
         }
     }
 
@@ -553,7 +623,7 @@ pub mod kernel {
         }
         assert!(!transposed_out || W_out.is_some(), TRANSPOSED_OUT);
         assert!(cos.is_some() == sin.is_some(), ROPE_TABLES);
-        assert!(!update_cache || (active_blocks_table.is_none() && kv_cache_update_idx.is_some()), UPDATE);
+        assert!(!update_cache || kv_cache_update_idx.is_some(), UPDATE);
         let dims = validate_and_extract_config(X, W_qkv, K_cache, V_cache, attention_mask, active_blocks_table, K_cache_transposed);
         let (d, b, st, nq) = (dims.d_head, dims.b, dims.s_tkg, dims.q_heads);
         assert!(!skip_attention || b * st <= PMAX, SKIP_ATTENTION_TILES);
@@ -611,7 +681,7 @@ pub mod kernel {
         let mut v_ret = V_cache;
         if update_cache {
             // Validated: kv_cache_update_idx is given with update_cache.
-            update_flat_cache(dims, K_cache, V_cache, inp, kv_cache_update_idx.unwrap_or(attention_mask), K_cache_transposed);
+            kv_cache_update(dims, K_cache, V_cache, inp, kv_cache_update_idx.unwrap_or(attention_mask), K_cache_transposed);
         } else {
             let k_new: Hbm = inp.k;
             k_ret = to_shared_hbm(dims, k_new.reshape([d, b, st]));
@@ -656,7 +726,7 @@ pub enum AttnBlockRule {
     TransposedOut,
     /// Only one of `cos` and `sin`.
     RopeTables,
-    /// `update_cache` without `kv_cache_update_idx`, or with a block cache.
+    /// `update_cache` without `kv_cache_update_idx`.
     Update,
     /// `H` is not a positive multiple of 128.
     Hidden,
@@ -792,7 +862,7 @@ pub const fn attn_block_violation(c: AttnBlockCall) -> Option<AttnBlockRule> {
         (c.has_k_scale && !c.fp8_cache, AttnBlockRule::KvQuantCache),
         (c.transposed_out && !c.has_w_out, AttnBlockRule::TransposedOut),
         (c.has_cos != c.has_sin, AttnBlockRule::RopeTables),
-        (c.update_cache && (c.block_len > 0 || !c.has_update_idx), AttnBlockRule::Update),
+        (c.update_cache && !c.has_update_idx, AttnBlockRule::Update),
         (c.h <= 0 || c.h % 128 != 0, AttnBlockRule::Hidden),
         (c.d_head <= 0 || c.d_head % 2 != 0 || c.q_heads < 1, AttnBlockRule::Heads),
         (c.block_len > 0 && c.k_cache_transposed, AttnBlockRule::BlockTransposed),
