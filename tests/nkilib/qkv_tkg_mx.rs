@@ -14,6 +14,7 @@ use crate::common::{
 };
 use crate::mx_format::{e4m3fn, quantize_e4m3fn_groups};
 use nki::{Dtype, Launch, Precision, Tensor};
+use nkilib::qkv::qkv::{QKVWeightLayout, qkv as qkv_entry};
 use nkilib::qkv::qkv_tkg::{NormType, QkvTkgRule, QkvTkgShape, QuantizationType, qkv_tkg, qkv_tkg_violation};
 
 /// One MX configuration of the library's `test_qkv_tkg.py` (`S = 1`).
@@ -31,10 +32,12 @@ const fn mx(lnc: usize, b: usize, h: usize, i: usize, rms: bool, bias: bool) -> 
     Mx { lnc, b, h, i, rms, bias }
 }
 
-/// The library's MX configurations (its H = 16384 ones left to the library
-/// comparison): one packed tile (not split over the programs), several,
-/// several I tiles, both norms, bias.
+/// The library's MX configurations: one packed tile (not split over the
+/// programs), several, several I tiles, both norms, bias; and its H = 16384
+/// one on one program, whose 4096 packed weight rows take several weight
+/// loads (where the library's kernel reads the wrong rows).
 const MX_CONFIGS: &[Mx] = &[
+    mx(1, 8, 16384, 512, false, true),
     mx(2, 12, 512, 512, false, false),
     mx(2, 12, 1024, 512, true, false),
     mx(2, 8, 2048, 512, false, false),
@@ -111,13 +114,23 @@ impl Mx {
         out
     }
 
+    /// The emulator's inputs: the pre-shuffled token rows `[B, 1, H]`, the
+    /// packed weights, their scales, the pre-shuffled gamma, the bias.
+    fn tensors(&self, d: &Data) -> [Tensor; 5] {
+        let (b, h, i) = (self.b, self.h, self.i);
+        [
+            tensor(&[b, 1, h], &self.shuffled(&d.x), Dtype::Bf16),
+            Tensor::from_i64(&[h / 4, i], &self.packed(d), Dtype::Fp8E4m3Fnx4).unwrap(),
+            tensor(&[h / 32, i], &d.scales, Dtype::U8),
+            tensor(&[1, h], &self.shuffled(&d.gamma), Dtype::Bf16),
+            tensor(&[1, i], &d.bias, Dtype::Bf16),
+        ]
+    }
+
     /// The emulator's projection.
     fn run(&self, d: &Data, precision: Precision) -> Vec<f32> {
-        let (b, h, i) = (self.b, self.h, self.i);
-        let hidden = tensor(&[b, 1, h], &self.shuffled(&d.x), Dtype::Bf16);
-        let w = Tensor::from_i64(&[h / 4, i], &self.packed(d), Dtype::Fp8E4m3Fnx4).unwrap();
-        let scales = tensor(&[h / 32, i], &d.scales, Dtype::U8);
-        let (gamma, bias) = (tensor(&[1, h], &self.shuffled(&d.gamma), Dtype::Bf16), tensor(&[1, i], &d.bias, Dtype::Bf16));
+        let (b, i) = (self.b, self.i);
+        let [hidden, w, scales, gamma, bias] = self.tensors(d);
         let mut call = qkv_tkg::Call::new(&hidden, &w)
             .quantization_type(QuantizationType::MX)
             .is_h_dim_4h_transposed(true)
@@ -200,6 +213,43 @@ fn qkv_tkg_mx_emitted_under_numpy_equals_emulator() {
         let d = cfg.data();
         assert_numpy_equals_emulator(&pkg, ("qkv_tkg", &cfg.name()), cfg.numpy_call(&d), cfg.lnc, "trn3", |p| cfg.run(&d, p));
     }
+}
+
+/// The library's `qkv` entry (which its MX tests call) hands decode-phase
+/// MX calls, with the packed weights and `uint8` scales, to `qkv_tkg`: the
+/// same projection, and under NumPy the same as the emulator; a
+/// context-encoding MX call is refused by name.
+#[test]
+fn qkv_entry_runs_mx_decode_calls_by_qkv_tkg() {
+    let cfg = mx(2, 8, 2048, 512, true, true);
+    let d = cfg.data();
+    let [hidden, w, scales, gamma, bias] = cfg.tensors(&d);
+    let entry = |hidden: &Tensor, p: Precision| {
+        qkv_entry::Call::new(hidden, &w)
+            .quantization_type(QuantizationType::MX)
+            .is_h_dim_4h_transposed(true)
+            .weight_layout(QKVWeightLayout::MX_CONTIGUOUS)
+            .qkv_w_scale(&scales)
+            .norm_eps(EPS)
+            .fused_norm_type(NormType::RMS_NORM)
+            .gamma_norm_weights(&gamma)
+            .bias(&bias)
+            .launch(&Launch::new().lnc(cfg.lnc).precision(p).generation(nki::hw::Generation::Trn3))
+    };
+    for p in [Precision::Fp32, Precision::Hardware] {
+        assert_eq!(entry(&hidden, p).unwrap().0[0].to_f32_vec(), cfg.run(&d, p), "{p:?}");
+    }
+
+    let pkg = package_of("qkv_mx_entry_pkg", &[&qkv_entry::INFO]);
+    let (args, kw) = cfg.numpy_call(&d);
+    let renamed = [("eps", "norm_eps"), ("norm_type", "fused_norm_type"), ("norm_w", "gamma_norm_weights"), ("qkv_bias", "bias")];
+    let mut kw: Vec<(&'static str, Arg)> = kw.into_iter().map(|(k, v)| (renamed.iter().find(|r| r.0 == k).map_or(k, |r| r.1), v)).collect();
+    kw.push(("weight_layout", Arg::Member("QKVWeightLayout", "MX_CONTIGUOUS")));
+    assert_numpy_equals_emulator(&pkg, ("qkv", &cfg.name()), (args, kw), cfg.lnc, "trn3", |p| entry(&hidden, p).unwrap().0[0].to_f32_vec());
+
+    let prompt = tensor(&[1, 128, 2048], &vec![0.5; 128 * 2048], Dtype::Bf16);
+    let e = entry(&prompt, Precision::Fp32).unwrap_err();
+    assert!(e.to_string().contains("qkv: quantization_type MX runs on the decode path (qkv_tkg) only"), "{e}");
 }
 
 /// The MX rules, as `const fn` and when the kernel is traced.

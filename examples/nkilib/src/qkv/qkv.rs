@@ -13,7 +13,10 @@
 //! the parameters only one kernel reads are taken and, on the other path, not
 //! used. `qkv_tkg` also returns the fused residual sum with
 //! `fused_residual_add`; `qkv_cte` returns the projection alone, or with the
-//! fp8 KV-cache outputs Q and the updated K and V caches.
+//! fp8 KV-cache outputs Q and the updated K and V caches. MX weights
+//! (`float8_e4m3fn_x4` with `uint8` block scales) go to `qkv_tkg`; a
+//! context-encoding MX call is refused, `qkv_cte`'s MX forms not being
+//! implemented.
 
 // The library's parameter `load_input_with_DMA_transpose` keeps its spelling.
 #![allow(non_snake_case)]
@@ -41,11 +44,11 @@ pub mod kernel {
     #[nki_kernel]
     pub fn qkv(
         #[dtypes(float32, bfloat16, float16)] input: Hbm,
-        #[dtypes(float32, bfloat16, float16, float8_e4m3)] fused_qkv_weights: Hbm,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3, float8_e4m3fn_x4)] fused_qkv_weights: Hbm,
         #[default(QKVOutputLayout::BSD)] output_layout: QKVOutputLayout,
         #[dtypes(float32, bfloat16, float16)] bias: Option<Hbm>,
         #[default(QuantizationType::NONE)] quantization_type: QuantizationType,
-        #[dtypes(float32)] qkv_w_scale: Option<Hbm>,
+        #[dtypes(float32, uint8)] qkv_w_scale: Option<Hbm>,
         #[dtypes(float32)] qkv_in_scale: Option<Hbm>,
         #[default(false)] fused_residual_add: bool,
         #[dtypes(float32, bfloat16, float16)] mlp_prev: Option<Hbm>,
@@ -80,6 +83,10 @@ pub mod kernel {
         assert!(input.ndim() == 3, "qkv: input must be [B, S, H] in HBM, got {} dims", input.ndim());
         let [b, s, _] = input.shape();
         let cte = fused_rope || s > SEQLEN_THRESHOLD_FOR_QKV_CTE || b * s > P_MAX;
+        assert!(
+            !cte || quantization_type != QuantizationType::MX,
+            "qkv: quantization_type MX runs on the decode path (qkv_tkg) only, qkv_cte's MX forms are not implemented (B = {b}, S = {s})"
+        );
         if cte {
             let out: Outputs = qkv_cte(
                 input,
