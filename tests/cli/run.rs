@@ -1714,6 +1714,47 @@ fn mlp_static_mx_runs_from_fp8_codes_as_the_typed_api() {
 }
 
 #[test]
+fn output_projection_cte_static_mx_runs_from_fp8_codes_as_the_typed_api() {
+    use nkilib::output_projection::output_projection_cte::output_projection_cte::{QuantizationType, output_projection_cte};
+    let dir = common::scratch("cli_run_output_projection_cte_static_mx");
+    std::fs::create_dir(dir.join("out")).unwrap();
+    // 2 batches of 129 positions (several sequence tiles over trn3's 2
+    // programs), 3 heads of 128 (K = 384, three packed tiles), H = 1024; the
+    // float8_e4m3fn weight written as its uint8 codes, the path naming the format.
+    let (b, n, d, s, h) = (2, 3, 128, 129, 1024);
+    let attention = bf16(&[b, n, d, s], 31);
+    let codes = fp8_codes(n * d * h, 32);
+    let file = "output_projection_cte.weight.npy";
+    write_npy(dir.join(file), &[n * d, h], &codes.iter().map(|&c| c as f64).collect::<Vec<_>>(), NpyType::U8).unwrap();
+    let weight = common::tensor(&[n * d, h], &codes.iter().map(|&c| fp8_e4m3_value(c)).collect::<Vec<_>>(), Dtype::Fp8E4m3Fn);
+    let scale = |v: f64| common::tensor(&[128, 1], &[v; 128], Dtype::F32);
+    let (input_scales, weight_scales) = (scale(1.0 / 64.0), scale(0.0123));
+    let bias = bf16(&[1, h], 33);
+    let trn3 = Launch::new().generation(nki::hw::Generation::Trn3).lnc(2);
+    let want = output_projection_cte::Call::new(&attention, &weight)
+        .quantization_type(QuantizationType::STATIC_MX)
+        .input_scales(&input_scales)
+        .weight_scales(&weight_scales)
+        .bias(&bias)
+        .launch(&trn3)
+        .unwrap();
+    let tensors = [("attention", &attention), ("input_scales", &input_scales), ("weight_scales", &weight_scales), ("bias", &bias)];
+    let mut args = coded_args(&dir, "output_projection_cte", 2, &tensors, &[("quantization_type", "STATIC_MX")]);
+    args.extend(["--weight".to_string(), format!("{file}:float8_e4m3fn")]);
+    assert_runs_as(&dir, &args, &want);
+
+    // The same codes named as the other fp8 format, or not named at all: refused by name.
+    let last = args.len() - 1;
+    for (value, want) in [
+        (format!("{file}:float8_e4m3"), "output_projection_cte: float8_e4m3 weights need STATIC quantization".to_string()),
+        (file.to_string(), format!("--weight {file}: invalid weight = uint8")),
+    ] {
+        args[last] = value;
+        assert_refused_line(&dir, &args, &want);
+    }
+}
+
+#[test]
 fn moe_tkg_mx_all_expert_runs_from_packed_weights_as_the_typed_api() {
     use nkilib::moe::moe_tkg::moe_tkg::{ExpertAffinityScaleMode, moe_tkg};
     let dir = common::scratch("cli_run_moe_tkg_mx_all");
