@@ -163,7 +163,7 @@ const CALLS: &[(&str, &str)] = &[
 fn arg(kind: Kind) -> &'static str {
     match kind {
         Kind::Tensor(Spaces::Psum) => "ps",
-        Kind::Tensor(Spaces::SharedHbm) => "sh",
+        Kind::Tensor(Spaces::SharedHbmOrSbuf) => "sh",
         Kind::Tensor(Spaces::Dma) => "x",
         Kind::Tensor(_) => "sb",
         Kind::Operand | Kind::Float => "1.0",

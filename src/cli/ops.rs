@@ -66,7 +66,7 @@ fn kind_text(kind: Kind) -> String {
         Spaces::Sbuf => "SBUF",
         Spaces::Psum => "PSUM",
         Spaces::Dma => "HBM or SBUF",
-        Spaces::SharedHbm => "shared HBM",
+        Spaces::SharedHbmOrSbuf => "shared HBM or SBUF",
         Spaces::Any => "any memory",
     };
     match kind {

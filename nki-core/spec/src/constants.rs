@@ -46,6 +46,10 @@ pub fn implemented_dtypes() -> impl Iterator<Item = &'static str> {
 /// Memory regions (`nl.sbuf`, ...; `hbm` is an alias of `private_hbm`).
 pub const BUFFERS: &[&str] = &["sbuf", "psum", "hbm", "private_hbm", "shared_hbm"];
 
+/// Where `nisa.core_barrier`'s `data` may be: its row's rule, which the macro
+/// and the emulator check (and the executor's `isa/sync.py` states too).
+pub const CORE_BARRIER_DATA: crate::Spaces = crate::Spaces::SharedHbmOrSbuf;
+
 /// Two-operand ALU operator tokens nki-rs implements (`op=nl.add`).
 pub const ALU_TOKENS: &[&str] = &[
     "add",

@@ -11,10 +11,52 @@ pub enum Spaces {
     Psum,
     /// HBM or SBUF (DMA).
     Dma,
-    /// Shared HBM.
-    SharedHbm,
+    /// Shared HBM, or an SBUF tile each program keeps for itself: the data a
+    /// core barrier meets on. The docs name shared HBM; the library's hybrid MoE
+    /// meets on its SBUF block counter too, and runs on hardware, where the
+    /// barrier then only synchronises the programs.
+    SharedHbmOrSbuf,
     /// Any.
     Any,
+}
+
+/// The memory a tensor lives in, as the rules of [`Spaces`] see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Memory {
+    /// The state buffer.
+    Sbuf,
+    /// The matmul accumulation buffer.
+    Psum,
+    /// HBM private to one program (`nl.hbm`, `nl.private_hbm`).
+    PrivateHbm,
+    /// HBM shared by the programs of a launch (`nl.shared_hbm`).
+    SharedHbm,
+}
+
+impl Spaces {
+    /// Whether a tensor in `memory` may be passed.
+    pub const fn admits(self, memory: Memory) -> bool {
+        match self {
+            Spaces::OnChip => matches!(memory, Memory::Sbuf | Memory::Psum),
+            Spaces::Sbuf => matches!(memory, Memory::Sbuf),
+            Spaces::Psum => matches!(memory, Memory::Psum),
+            Spaces::Dma => !matches!(memory, Memory::Psum),
+            Spaces::SharedHbmOrSbuf => matches!(memory, Memory::SharedHbm | Memory::Sbuf),
+            Spaces::Any => true,
+        }
+    }
+
+    /// The rule a tensor [`Spaces::admits`] refuses breaks, completing "`data` ...".
+    pub const fn requirement(self) -> &'static str {
+        match self {
+            Spaces::OnChip => "must be in SBUF or PSUM",
+            Spaces::Sbuf => "must be in SBUF",
+            Spaces::Psum => "must be in PSUM",
+            Spaces::Dma => "cannot be in PSUM",
+            Spaces::SharedHbmOrSbuf => "must be a shared_hbm tensor or an SBUF tile",
+            Spaces::Any => "may be in any memory",
+        }
+    }
 }
 
 /// The class of operator token a parameter takes.

@@ -22,7 +22,7 @@ pub mod registers;
 mod suggest;
 mod tables;
 
-pub use kinds::{Kind, OpClass, Param, Returns, Spaces};
+pub use kinds::{Kind, Memory, OpClass, Param, Returns, Spaces};
 pub use op::{Binding, Engine, Family, Module, Op, Rule, SameDtype, Status};
 pub use suggest::did_you_mean;
 

@@ -3,6 +3,7 @@
 use super::enums::Engine;
 use crate::emulator::Ctx;
 use crate::{Buffer, NkiError, Result, Tensor};
+use nki_spec::constants::CORE_BARRIER_DATA;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -18,6 +19,8 @@ pub struct CoreBarrierOpts<'a> {
 
 /// `nisa.core_barrier(data, cores)`: both programs of an LNC2 pair wait until both
 /// arrive; writes to the shared-HBM `data` before the barrier are visible to both after.
+/// `data` may also be an SBUF tile (the spec row's rule), which each program keeps
+/// for itself: the barrier then only synchronises the programs.
 pub fn core_barrier(ctx: &Ctx, data: &Tensor, cores: &[i64], opts: CoreBarrierOpts<'_>) -> Result<()> {
     const OP: &str = "nisa.core_barrier";
     let _ = opts.engine;
@@ -32,8 +35,8 @@ pub fn core_barrier(ctx: &Ctx, data: &Tensor, cores: &[i64], opts: CoreBarrierOp
     if ctx.num_programs() != 2 {
         return Err(NkiError::constraint(OP, "core_barrier synchronises an LNC2 pair, but the kernel was launched without an LNC2 grid"));
     }
-    if data.buffer() != Buffer::SharedHbm {
-        return Err(NkiError::constraint(OP, format!("data {} must be a shared_hbm tensor", data.describe())));
+    if !CORE_BARRIER_DATA.admits(data.buffer().memory()) {
+        return Err(NkiError::constraint(OP, format!("data {} {}", data.describe(), CORE_BARRIER_DATA.requirement())));
     }
     ctx.core_barrier().map_err(|e| e.in_op(OP))
 }

@@ -36,6 +36,16 @@ impl Buffer {
         }
     }
 
+    /// The memory the spec's rules name.
+    pub const fn memory(self) -> nki_spec::Memory {
+        match self {
+            Buffer::Sbuf => nki_spec::Memory::Sbuf,
+            Buffer::Psum => nki_spec::Memory::Psum,
+            Buffer::PrivateHbm => nki_spec::Memory::PrivateHbm,
+            Buffer::SharedHbm => nki_spec::Memory::SharedHbm,
+        }
+    }
+
     /// Short name used in messages.
     pub const fn short_name(self) -> &'static str {
         match self {

@@ -95,8 +95,25 @@ fn core_barrier_rules() {
             .run(|ctx| nisa::core_barrier(ctx, &alloc(ctx, &[1], Dtype::F32, Buffer::SharedHbm)?, &[0, 2], Default::default()))
     }));
     assert_err(&e, ErrorKind::Constraint, &["cores must be (0, 1)", "[0, 2]"]);
-    let e = expect_err(with_timeout(30, || Launch::new().lnc(2).run(|ctx| barrier(ctx, &alloc(ctx, &[1, 1], Dtype::F32, Buffer::Sbuf)?))));
-    assert_err(&e, ErrorKind::Constraint, &["shared_hbm"]);
+    for buffer in [Buffer::Psum, Buffer::PrivateHbm] {
+        let e = expect_err(with_timeout(30, move || {
+            Launch::new().lnc(2).run(move |ctx| barrier(ctx, &alloc(ctx, &[1, 1], Dtype::F32, buffer)?))
+        }));
+        assert_err(&e, ErrorKind::Constraint, &["must be a shared_hbm tensor or an SBUF tile"]);
+    }
+    // An SBUF tile each program keeps for itself: the barrier only synchronises.
+    let got = with_timeout(30, || {
+        Launch::new()
+            .lnc(2)
+            .run(|ctx| {
+                let counter = alloc(ctx, &[1, 1], Dtype::F32, Buffer::Sbuf)?;
+                counter.fill_from_f32(&[ctx.program_id() as f32])?;
+                barrier(ctx, &counter)?;
+                Ok(counter.to_f32_vec()[0])
+            })
+            .unwrap()
+    });
+    assert_eq!(got, 0.0);
 }
 
 #[test]

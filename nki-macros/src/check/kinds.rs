@@ -1,6 +1,7 @@
 //! Whether an argument's type suits its parameter's kind (and memory spaces).
 
 use super::*;
+use nki_spec::Memory;
 use nki_spec::constants::ALU_UNARY_TOKENS;
 
 impl Checker<'_> {
@@ -120,20 +121,25 @@ impl Checker<'_> {
     }
 }
 
-/// Why a tensor in `space` cannot be passed where `spaces` are accepted.
+/// Why a tensor in `space` cannot be passed where `spaces` are accepted: the
+/// spec's rule ([`Spaces::admits`]), with a hint where one helps. HBM is taken
+/// as shared (kernel inputs and outputs are); the emulator refuses a private
+/// one where only shared HBM is accepted.
 fn space_violation(spaces: Spaces, space: Space) -> Option<&'static str> {
-    match (spaces, space) {
-        (Spaces::Any, _) => None,
-        (Spaces::OnChip, Space::Hbm) => {
-            Some("must be in SBUF or PSUM (compute engines cannot access HBM: load it into an SBUF tile with nisa::dma_copy)")
-        }
-        (Spaces::Sbuf, Space::Sbuf) | (Spaces::Psum, Space::Psum) | (Spaces::SharedHbm, Space::Hbm) => None,
-        (Spaces::Sbuf, _) => Some("must be in SBUF"),
-        (Spaces::Psum, _) => Some("must be in PSUM (the Tensor Engine writes its results only to PSUM)"),
-        (Spaces::SharedHbm, _) => Some("must be a shared_hbm tensor"),
-        (Spaces::Dma, Space::Psum) => Some(
-            "cannot be in PSUM: DMA cannot access PSUM, so move PSUM data to SBUF with nisa::tensor_copy first (and DMA the SBUF tile)",
-        ),
-        _ => None,
+    let memory = match space {
+        Space::Sbuf => Memory::Sbuf,
+        Space::Psum => Memory::Psum,
+        Space::Hbm => Memory::SharedHbm,
+    };
+    if spaces.admits(memory) {
+        return None;
     }
+    Some(match spaces {
+        Spaces::OnChip => "must be in SBUF or PSUM (compute engines cannot access HBM: load it into an SBUF tile with nisa::dma_copy)",
+        Spaces::Psum => "must be in PSUM (the Tensor Engine writes its results only to PSUM)",
+        Spaces::Dma => {
+            "cannot be in PSUM: DMA cannot access PSUM, so move PSUM data to SBUF with nisa::tensor_copy first (and DMA the SBUF tile)"
+        }
+        _ => spaces.requirement(),
+    })
 }

@@ -12,6 +12,7 @@ pub mod tensor;
 
 /// What the tables are written with.
 mod prelude {
+    pub(crate) use crate::constants::CORE_BARRIER_DATA;
     pub(crate) use crate::kinds::{Kind::*, OpClass, Param, Returns, Spaces};
     pub(crate) use crate::op::{ALL_GENERATIONS, Binding, Engine, Family, Module, Op, Rule, SameDtype, Status, TRN2_AND_NEWER, TRN3_ONLY};
 
