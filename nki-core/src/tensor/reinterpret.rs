@@ -295,34 +295,12 @@ fn from_bytes(dtype: Dtype, b: &[u8]) -> f32 {
     }
 }
 
-/// Exponent and mantissa widths of an 8-bit float, and whether its top exponent means inf/NaN.
-fn fp8_format(dtype: Dtype) -> (u32, u32, bool) {
-    match dtype {
-        Dtype::Fp8E5m2 => (5, 2, true),
-        Dtype::Fp8E4m3 => (4, 3, true),
-        _ => (4, 3, false),
-    }
-}
-
-/// The value of the 8-bit float code `code` of `dtype`.
+/// The value of the 8-bit float code `code` of `dtype` (the shared decoder's),
+/// a NaN code as the NaN that carries it.
 fn fp8_value(dtype: Dtype, code: u8) -> f32 {
-    let (e_bits, m_bits, ieee) = fp8_format(dtype);
-    let bias = (1i32 << (e_bits - 1)) - 1;
-    let sign = if code & 0x80 != 0 { -1.0f32 } else { 1.0 };
-    let e = i32::from((code >> m_bits) & ((1 << e_bits) - 1) as u8);
-    let m = i32::from(code & ((1 << m_bits) - 1) as u8);
-    let top = (1 << e_bits) - 1;
-    if ieee && e == top {
-        return if m == 0 { sign * f32::INFINITY } else { nan_of_code(code) };
-    }
-    if !ieee && e == top && m == (1 << m_bits) - 1 {
-        return nan_of_code(code);
-    }
-    let scale = |exp: i32| 2f32.powi(exp);
-    if e == 0 {
-        sign * m as f32 * scale(1 - bias - m_bits as i32)
-    } else {
-        sign * (1.0 + m as f32 / (1 << m_bits) as f32) * scale(e - bias)
+    match crate::dtype::fp8_decode(dtype, code) {
+        Some(v) if !v.is_nan() => v,
+        _ => nan_of_code(code),
     }
 }
 
