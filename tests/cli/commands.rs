@@ -248,9 +248,14 @@ fn run_ring_bwd_gathers_the_global_gradients() {
 
 #[test]
 fn bench_quick_prints_a_row_per_mask_and_precision() {
-    let o = nki_cmd(&["bench", "--quick", "--lnc", "1"]);
+    let python = common::python().to_str().expect("a UTF-8 path");
+    let o = nki_cmd(&["bench", "--quick", "--lnc", "1", "--numpy", python]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    // NumPy's SGEMM rate, measured in the same run, and each row's share of it.
+    let sgemm_line = text.lines().find(|l| l.starts_with("NumPy SGEMM (2048^3 float32")).unwrap_or_else(|| panic!("no SGEMM line: {text}"));
+    let sgemm: f64 = sgemm_line.split_whitespace().rev().nth(1).and_then(|c| c.parse().ok()).unwrap_or_else(|| panic!("{sgemm_line}"));
+    assert!(sgemm > 0.0 && sgemm.is_finite(), "{sgemm_line}");
     let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("2 x 1024 x 128")).collect();
     assert_eq!(rows.len(), 4, "{text}");
     for (row, (mask, precision)) in rows.iter().zip([("full", "fp32"), ("full", "hardware"), ("causal", "fp32"), ("causal", "hardware")]) {
@@ -258,6 +263,8 @@ fn bench_quick_prints_a_row_per_mask_and_precision() {
         assert_eq!((cols[5], cols[6]), (mask, precision), "{row}");
         let gflops: f64 = cols[8].parse().unwrap_or_else(|_| panic!("GFLOP/s column in {row}"));
         assert!(gflops > 0.0 && gflops.is_finite(), "{row}");
+        let share: f64 = cols[9].strip_suffix('%').and_then(|c| c.parse().ok()).unwrap_or_else(|| panic!("share column in {row}"));
+        assert!((share - 100.0 * gflops / sgemm).abs() <= 0.5 + 1e-3 * share, "{row} vs {sgemm_line}");
     }
     // The decode rows: batch 8, a 1024-position cache, d 128, in tokens per second.
     let decode: Vec<&str> = text.lines().filter(|l| l.starts_with("8 x 1024 x 128")).collect();
@@ -304,6 +311,13 @@ fn bench_only_prints_the_tables_asked_for() {
     for other in ["attention_cte emulator throughput", "whole `nki run", "ring_attention_spmd_fwd"] {
         assert!(!text.contains(other), "{other} printed: {text}");
     }
+    // An interpreter that cannot time NumPy leaves the share unmeasured, and says so.
+    let o = nki_cmd(&["bench", "--quick", "--lnc", "1", "--only", "prefill", "--numpy", "/nonexistent/python"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(text.contains("NumPy SGEMM not measured (--numpy /nonexistent/python:"), "{text}");
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("2 x 1024 x 128")).collect();
+    assert!(rows.len() == 4 && rows.iter().all(|r| r.ends_with(" -")), "{text}");
     let o = nki_cmd(&["bench", "--quick", "--only", "everything"]);
     assert!(
         !o.status.success() && stderr(&o).contains("possible values: prefill, decode, process, ring, ring-features, layer, moe"),

@@ -34,6 +34,11 @@ pub struct BenchArgs {
     /// `jax.nn.dot_product_attention` (warm) on the whole-process shapes.
     #[arg(long, value_name = "PYTHON")]
     jax: Option<PathBuf>,
+    /// A Python interpreter with NumPy: the prefill table also times NumPy's
+    /// float32 matmul (its BLAS SGEMM on every core) in the same run and gives
+    /// each `attention_cte` rate as a share of it.
+    #[arg(long, value_name = "PYTHON", default_value = "python3")]
+    numpy: PathBuf,
     /// Only these tables (repeat or separate with commas; default: all).
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<Table>,
@@ -152,21 +157,50 @@ for _ in range(reps):
 print(best)
 "#;
 
-/// Best-of-`reps` seconds of JAX attention run by `python`.
-fn time_jax(python: &Path, [bs, s, d]: [usize; 3], causal: bool, reps: u32) -> Result<f64, String> {
-    let dims = [bs, s, d, usize::from(causal), reps as usize].map(|v| v.to_string());
+/// Times NumPy's float32 `n × n` by `n × n` matmul: prints the best of
+/// `reps` seconds.
+const SGEMM_TIMER: &str = r#"
+import sys, time
+import numpy as np
+n, reps = (int(a) for a in sys.argv[1:])
+rng = np.random.default_rng(0)
+a, b = rng.random((n, n), dtype=np.float32), rng.random((n, n), dtype=np.float32)
+a @ b
+best = float("inf")
+for _ in range(reps):
+    t = time.perf_counter(); a @ b; best = min(best, time.perf_counter() - t)
+print(best)
+"#;
+
+/// The seconds a timing `script` run by `python` with `args` prints (`flag`
+/// names the option that gave the interpreter, for the error).
+fn time_python(flag: &str, python: &Path, script: &str, args: &[usize]) -> Result<f64, String> {
     let out = Command::new(python)
         .arg("-c")
-        .arg(JAX_TIMER)
-        .args(&dims)
+        .arg(script)
+        .args(args.iter().map(|v| v.to_string()))
         .stderr(Stdio::inherit())
         .output()
-        .map_err(|e| format!("--jax {}: {e}", python.display()))?;
+        .map_err(|e| format!("{flag} {}: {e}", python.display()))?;
     let text = String::from_utf8_lossy(&out.stdout);
     match text.trim().parse::<f64>() {
         Ok(secs) if out.status.success() => Ok(secs),
-        _ => Err(format!("--jax {}: the JAX timing failed ({})", python.display(), out.status)),
+        _ => Err(format!("{flag} {}: the timing failed ({})", python.display(), out.status)),
     }
+}
+
+/// Best-of-`reps` seconds of JAX attention run by `python`.
+fn time_jax(python: &Path, [bs, s, d]: [usize; 3], causal: bool, reps: u32) -> Result<f64, String> {
+    time_python("--jax", python, JAX_TIMER, &[bs, s, d, usize::from(causal), reps as usize])
+}
+
+/// The order of the SGEMM timed beside the prefill table.
+const SGEMM_N: usize = 2048;
+
+/// NumPy's float32 SGEMM rate in GFLOP/s (2·n³ flops), the best of `reps`.
+fn sgemm_gflops(python: &Path, reps: u32) -> Result<f64, String> {
+    let secs = time_python("--numpy", python, SGEMM_TIMER, &[SGEMM_N, reps as usize])?;
+    Ok(2.0 * (SGEMM_N as f64).powi(3) / secs / 1e9)
 }
 
 /// Whole `nki run attention-cte` processes (start, reading the inputs, the
@@ -336,7 +370,7 @@ pub fn run(args: &BenchArgs) -> Result<(), String> {
     };
     if wanted(Table::Prefill) {
         gap();
-        prefill(args.quick, lnc, reps)?;
+        prefill(args.quick, lnc, reps, &args.numpy)?;
     }
     if wanted(Table::Decode) {
         gap();
@@ -416,22 +450,34 @@ fn moe_step(reps: u32) -> Result<(), String> {
     Ok(())
 }
 
-/// The `attention_cte` launch table.
-fn prefill(quick: bool, lnc: usize, reps: u32) -> Result<(), String> {
+/// The `attention_cte` launch table, each rate beside NumPy's SGEMM rate
+/// measured after the launches (its multi-threaded BLAS burst could slow the
+/// machine for the runs after it).
+fn prefill(quick: bool, lnc: usize, reps: u32, numpy: &Path) -> Result<(), String> {
     let shapes: &[(usize, usize, usize)] = if quick { &[(2, 1024, 128)] } else { &[(8, 2048, 128), (2, 8192, 128)] };
-    outln!(
-        "attention_cte emulator throughput, LNC{lnc}, best of {reps} ({} threads available)",
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    );
-    outln!("{:<24} {:<8} {:<10} {:>9} {:>9}", "bs·h x S x d", "mask", "precision", "seconds", "GFLOP/s");
+    let mut rows = Vec::new();
     for &(bs, s, d) in shapes {
         for causal in [false, true] {
             for precision in [Precision::Fp32, Precision::Hardware] {
                 let (secs, gflops) = time_cte(bs, s, d, causal, precision, lnc, reps)?;
                 let mask = if causal { "causal" } else { "full" };
-                outln!("{:<24} {:<8} {:<10} {:>9.3} {:>9.1}", format!("{bs} x {s} x {d}"), mask, precision.to_string(), secs, gflops);
+                rows.push((format!("{bs} x {s} x {d}"), mask, precision, secs, gflops));
             }
         }
+    }
+    let sgemm = sgemm_gflops(numpy, reps.max(5));
+    outln!(
+        "attention_cte emulator throughput, LNC{lnc}, best of {reps} ({} threads available)",
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    match &sgemm {
+        Ok(g) => outln!("NumPy SGEMM ({SGEMM_N}^3 float32, same run, best of {}): {g:.1} GFLOP/s", reps.max(5)),
+        Err(e) => outln!("NumPy SGEMM not measured ({e}; pass --numpy PYTHON)"),
+    }
+    outln!("{:<24} {:<8} {:<10} {:>9} {:>9} {:>9}", "bs·h x S x d", "mask", "precision", "seconds", "GFLOP/s", "÷ SGEMM");
+    for (shape, mask, precision, secs, gflops) in rows {
+        let share = sgemm.as_ref().map_or("-".to_string(), |g| format!("{:.0}%", 100.0 * gflops / g));
+        outln!("{shape:<24} {mask:<8} {:<10} {secs:>9.3} {gflops:>9.1} {share:>9}", precision.to_string());
     }
     Ok(())
 }
