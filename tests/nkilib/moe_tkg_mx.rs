@@ -12,7 +12,8 @@
 //! library's MX selective configurations (fewer experts but at `H = 512`, and
 //! the `I = 1536` ones at `H = 1024`, `I = 512`, for the float64 reference's
 //! cost; the library comparison takes them at full size), its all-expert
-//! ones at `T = 32` with smaller `H` and `I`, skewed routings
+//! ones at `T = 32` with smaller `H` and `I` (and two token tiles at `T =
+//! 290`), skewed routings
 //! (every token on one expert, experts without tokens), in both precision
 //! modes; the emitted source under NumPy against the emulator; the rules.
 
@@ -70,6 +71,9 @@ const CASES: &[Case] = &[
     Case { w: W::E4m3, t: 8, h: 512, i: 1024, e: 2, k: 2, act: ActFnType::SiLU, ..ALL },
     // Two 128-token tiles of affinities, every token on expert 0 alone.
     Case { t: 160, h: 512, i: 1024, e: 2, k: 1, skewed: true, ..ALL },
+    // Two token tiles (256 and 36 padded columns), every token on expert 0
+    // alone: expert 1 has none.
+    Case { t: 290, h: 512, i: 1024, e: 2, k: 1, skewed: true, ..ALL },
 ];
 
 /// The library's MX all-expert configuration at `T = 32` (two experts), at
@@ -332,7 +336,7 @@ fn moe_tkg_mx_in_hardware_precision_match_float64() {
 #[test]
 fn moe_tkg_mx_emitted_under_numpy_equals_emulator() {
     let pkg = package_of("moe_tkg_mx_pkg", &[&moe_tkg::INFO]);
-    for c in [CASES[1], CASES[5], CASES[8], CASES[10]] {
+    for c in [CASES[1], CASES[5], CASES[8], CASES[10], CASES[12]] {
         let x = c.inputs();
         check_numpy_trn3(&pkg, "moe_tkg", &c.name(), c.lnc, || (vec![], c.numpy_kwargs(&x)), |p| c.run(&x, p));
     }
@@ -357,7 +361,6 @@ fn moe_tkg_mx_rules_refuse_by_name() {
             MoeTkgCall { is_all_expert: true, has_rank_id: true, is_all_expert_dynamic: true, has_block_size: true, ..OK },
             MoeTkgRule::MxAllExpert,
         ),
-        (MoeTkgCall { is_all_expert: true, has_rank_id: true, tokens: 257, ..OK }, MoeTkgRule::MxAllExpertShape),
         (MoeTkgCall { has_hidden_input_scale: true, ..OK }, MoeTkgRule::HiddenInputScale),
         (MoeTkgCall { has_down_scale: false, ..OK }, MoeTkgRule::MxScales),
         (MoeTkgCall { hidden: 3200, ..OK }, MoeTkgRule::MxHidden),
@@ -374,6 +377,8 @@ fn moe_tkg_mx_rules_refuse_by_name() {
     assert_eq!(moe_tkg_violation(MoeTkgCall { top_k: 3, programs: 1, ..OK }), None);
     // The all-expert path splits neither the slots nor the bias matmul.
     assert_eq!(moe_tkg_violation(MoeTkgCall { is_all_expert: true, has_rank_id: true, top_k: 3, experts: 256, tokens: 256, ..OK }), None);
+    // It takes the tokens in tiles of 256, as many as given.
+    assert_eq!(moe_tkg_violation(MoeTkgCall { is_all_expert: true, has_rank_id: true, tokens: 2048, ..OK }), None);
     // It splits I, not H: three MX tiles of H run on two programs.
     assert_eq!(moe_tkg_violation(MoeTkgCall { is_all_expert: true, has_rank_id: true, hidden: 1536, ..OK }), None);
 

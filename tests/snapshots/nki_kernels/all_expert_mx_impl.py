@@ -15,6 +15,7 @@ from .mlp_parameters import MLPActivationParameters
 from .mlp_parameters import MLPQuantizationParameters
 from .mlp_parameters import MLPTensors
 from .mlp_tkg_constants import PIPE_ID
+from .mlp_tkg_constants import PSUM_FMAX
 from .mlp_tkg_mx import gate_up_product_mx
 from .mlp_tkg_mx import layout_adapter_mx
 from .mlp_tkg_mx import quantize_hidden_mx
@@ -116,17 +117,30 @@ def shard_expert_scales_i(q, d):
     return out
 
 
-def add_down_bias_shard(o, bias, half):
-    """`o[:, cols, :] += bias` over the 128-column layout columns of
-    `half` (a `[1, H]` row; `half`'s shard of it), in bfloat16 as the
+def add_down_bias_shard(o, b_sb, half):
+    """`o[:, cols, :] += b_sb` over the 128-column layout columns of
+    `half` (`b_sb` `[128, H/128/n]` its shard of one expert's down bias,
+    loaded once for all the expert's token tiles), in bfloat16 as the
     library adds its broadcast bias while evicting the PSUM.
     """
     t = o.shape[2]
-    b_sb = nl.ndarray(shape=(H0, half.h1_sharded, 1), dtype=nl.bfloat16, buffer=nl.sbuf)
-    load_down_bias_mx(bias, b_sb[:, :, 0], half)
     c0 = half.prg_id * half.h1_sharded
     dst = o[:, c0:c0 + half.h1_sharded, :]
     nisa.tensor_tensor(dst=dst, data1=dst, data2=b_sb.broadcast(dim=2, size=t), op=nl.add)
+
+
+def scale_and_accumulate(acc, o, a_bc, scaled, first, t0, rows):
+    """`acc[:, :, t0..t0 + rows] (+)= o[:, :, ..rows] · a_bc[:, :, t0..t0 +
+    rows]` in bfloat16 (the first expert writes, the others add).
+    """
+    dst = acc[:, :, t0:t0 + rows]
+    src, a = (o[:, :, 0:rows], a_bc[:, :, t0:t0 + rows])
+    if first:
+        nisa.tensor_tensor(dst=dst, data1=src, data2=a, op=nl.multiply)
+    else:
+        sc = scaled[:, :, 0:rows]
+        nisa.tensor_tensor(dst=sc, data1=src, data2=a, op=nl.multiply)
+        nisa.tensor_tensor(dst=dst, data1=dst, data2=sc, op=nl.add)
 
 
 def reduce_and_store_output(acc, output, t, shard_on_i, half):
@@ -155,6 +169,7 @@ def _all_expert_moe_tkg_mx(w, opts, rank_id, output):
     n = nl.num_programs(axes=0) if nl.program_ndim() == 1 else 1
     pid = nl.program_id(axis=0) if n > 1 else 0
     t4 = -(-t // MX_PACK) * MX_PACK
+    t_tile = 2 * PSUM_FMAX // MX_PACK
     d = all_expert_mx_dims(i, n, pid)
     cfg = proj_config(h, d.i_local, t4, 1, 0)
     half = proj_config(h, i, t4, n, pid)
@@ -167,24 +182,28 @@ def _all_expert_moe_tkg_mx(w, opts, rank_id, output):
     masked_affinities_hbm(w, opts, rank_id, aff)
     h1 = h // H0
     a_bc = nl.ndarray(shape=(H0, h1, t), dtype=aff.dtype, buffer=nl.sbuf)
-    scaled = nl.ndarray(shape=(H0, h1, t), dtype=nl.bfloat16, buffer=nl.sbuf)
+    scaled = nl.ndarray(shape=(H0, h1, min(t4, t_tile)), dtype=nl.bfloat16, buffer=nl.sbuf)
     acc = nl.ndarray(shape=(H0, h1, t), dtype=nl.bfloat16, buffer=nl.sbuf)
+    b_sb = nl.ndarray(shape=(H0, bias_cols.h1_sharded, 1), dtype=nl.bfloat16, buffer=nl.sbuf)
     down_bias = w.expert_down_bias
     for e in range(e_l):
         id = expert_id_tile(e)
         ew = shard_expert_weights_i(select_expert_weights_mx(w, id), d)
         q = shard_expert_scales_i(select_expert_scales_mx(w, id), d)
-        gu = gate_up_product_mx(xq, xs, ew, q, opts.act, nl.bfloat16, cfg)
         down_scale = q.down_w_scale
         down_s = down_scale if down_scale is not None else x
-        o = down_projection_mx_tp_shard_h(gu, ew.down_proj_weights_tensor, down_s, None, cfg)
         if down_bias is not None:
             b = down_bias
-            add_down_bias_shard(o, select_expert_row(b, id), bias_cols)
+            load_down_bias_mx(select_expert_row(b, id), b_sb[:, :, 0], bias_cols)
         nisa.dma_copy(dst=a_bc, src=aff.ap(pattern=[[0, H0], [0, h1], [e_l, t]], offset=e))
-        if e == 0:
-            nisa.tensor_tensor(dst=acc, data1=o[:, :, 0:t], data2=a_bc, op=nl.multiply)
-        else:
-            nisa.tensor_tensor(dst=scaled, data1=o[:, :, 0:t], data2=a_bc, op=nl.multiply)
-            nisa.tensor_tensor(dst=acc, data1=acc, data2=scaled, op=nl.add)
+        for j in range(-(-t4 // t_tile)):
+            t0 = j * t_tile
+            tt = min(t4 - t0, t_tile)
+            tile = proj_config(h, d.i_local, tt, 1, 0)
+            xq_j, xs_j = (xq[:, :, t0:t0 + tt], xs[:, :, t0:t0 + tt])
+            gu = gate_up_product_mx(xq_j, xs_j, ew, q, opts.act, nl.bfloat16, tile)
+            o = down_projection_mx_tp_shard_h(gu, ew.down_proj_weights_tensor, down_s, None, tile)
+            if down_bias is not None:
+                add_down_bias_shard(o, b_sb, bias_cols)
+            scale_and_accumulate(acc, o, a_bc, scaled, e == 0, t0, min(t - t0, tt))
     reduce_and_store_output(acc, output, t, d.shard_on_i, half)

@@ -29,12 +29,6 @@ from .selective_expert_mx_impl import _selective_expert_moe_tkg_mxfp4
 MAX_SELECTIVE_TOKENS = 128
 
 
-# The most tokens of the MX all-expert path: the library's gate/up
-# token tile, its four packed columns per token in one bfloat16 PSUM
-# bank (`2 · psum_fmax / 4`).
-MAX_MX_ALL_EXPERT_TOKENS = 256
-
-
 # The most experts the MX path's down-bias matmul contracts over.
 MAX_MX_BIAS_EXPERTS = 128
 
@@ -84,7 +78,6 @@ def check_tensors_mx(w, is_all_expert, mode, programs):
     assert i % MX_TILE == 0 or (i < MX_TILE and i % SCALE_GROUP_SIZE == 0), f"moe_tkg: MX weights need I to be a multiple of 512, or below 512 and a multiple of 32, got I = {i}"
     assert is_all_expert or k % programs == 0, f"moe_tkg: the MX selective-expert path splits the top-k slots over the programs: K = {k} must be a multiple of {programs}"
     assert mode == ExpertAffinityScaleMode.POST_SCALE, f"moe_tkg: the MX paths always scale by the affinities: expert_affinities_scaling_mode must be POST_SCALE, got {mode}"
-    assert not is_all_expert or t <= MAX_MX_ALL_EXPERT_TOKENS, f"moe_tkg: the MX all-expert path takes at most 256 tokens, got T = {t}"
     assert is_all_expert or w.expert_down_bias is None or (e <= MAX_MX_BIAS_EXPERTS and e == e_l), f"moe_tkg: with MX weights the down bias is weighted by all E affinities at once: E = {e} must be E_L = {e_l} and at most 128"
     assert nisa.get_nc_version() == nisa.nc_version.gen4, "moe_tkg: MX weights need trn3 (nc_matmul_mx)"
     x = w.hidden_input.dtype

@@ -3,10 +3,12 @@
 //! every token with MXFP4/MXFP8 weights, each projection an `nc_matmul_mx`
 //! of `mlp_tkg_mx`.
 //!
-//! The hidden rows are quantized to MXFP8 once and all the tokens go through
-//! each expert together (one tile of at most 256 tokens, the library's
-//! gate/up token tile, padded to a multiple of the four columns an MX matmul
-//! moves; the affinities are masked in 128-token tiles). With two programs and at least
+//! The hidden rows are quantized to MXFP8 once (padded to a multiple of the
+//! four columns an MX matmul moves; the affinities are masked in 128-token
+//! tiles), then each expert takes the tokens in tiles of at most 256 (the
+//! library's gate/up token tile, a token's four packed values of a
+//! 512-column tile of `I` in one bfloat16 PSUM bank): each token's sums are the
+//! same whatever tile it is in. With two programs and at least
 //! two 512-column tiles of `I`, each program takes its share of those tiles
 //! (the first program the larger half) for both projections, as the
 //! library's `shard_on_I`: it sums its partial expert outputs over the whole
@@ -20,6 +22,7 @@
 //! xq, xs = quantize_mx(pre-shuffled hidden)         [128, H/512, T4]
 //! aff = mask_expert_affinities                      [T, E_L]
 //! for e in 0..E_L:
+//!   for each tile of at most 256 tokens:
 //!     gu = act(clamp(x @ W_gate[e][:, I_p]) + b_gate) · clamp(x @ W_up[e][:, I_p] + b_up)
 //!     o = quantize_mx(gu) @ W_down[e][I_p, :]        [128, H/128, T4] bf16
 //!     o[:, half_p, :] += b_down[e][half_p]          # bf16
@@ -42,7 +45,7 @@ pub use kernel::*;
 pub mod kernel {
     use crate::mlp::mlp_parameters::{H0, MLPActivationParameters, MLPQuantizationParameters, MLPTensors};
     use crate::mlp::mlp_tkg::down_projection_mx_shard_h::{down_projection_mx_tp_shard_h, load_down_bias_mx};
-    use crate::mlp::mlp_tkg::mlp_tkg_constants::PIPE_ID;
+    use crate::mlp::mlp_tkg::mlp_tkg_constants::{PIPE_ID, PSUM_FMAX};
     use crate::mlp::mlp_tkg::mlp_tkg_mx::{gate_up_product_mx, layout_adapter_mx, quantize_hidden_mx, store_output_mx};
     use crate::mlp::mlp_tkg::projection_mx_constants::{MX_TILE, ProjConfig, proj_config};
     use crate::moe::moe_tkg::moe_tkg_affinity_masking::{T_TILE, mask_expert_affinities};
@@ -144,17 +147,31 @@ pub mod kernel {
         }
     }
 
-    /// `o[:, cols, :] += bias` over the 128-column layout columns of
-    /// `half` (a `[1, H]` row; `half`'s shard of it), in bfloat16 as the
+    /// `o[:, cols, :] += b_sb` over the 128-column layout columns of
+    /// `half` (`b_sb` `[128, H/128/n]` its shard of one expert's down bias,
+    /// loaded once for all the expert's token tiles), in bfloat16 as the
     /// library adds its broadcast bias while evicting the PSUM.
     #[nki_helper]
-    pub fn add_down_bias_shard(o: Sbuf, bias: Hbm, half: ProjConfig) {
+    pub fn add_down_bias_shard(o: Sbuf, b_sb: Sbuf, half: ProjConfig) {
         let t = o.shape()[2];
-        let b_sb = nl::ndarray([H0, half.h1_sharded, 1], nl::bfloat16, buffer = nl::sbuf);
-        load_down_bias_mx(bias, b_sb[s![.., .., 0]], half);
         let c0 = half.prg_id * half.h1_sharded;
         let dst = o[s![.., c0..c0 + half.h1_sharded, ..]];
         nisa::tensor_tensor(dst, dst, b_sb.broadcast(2, t), nl::add);
+    }
+
+    /// `acc[:, :, t0..t0 + rows] (+)= o[:, :, ..rows] · a_bc[:, :, t0..t0 +
+    /// rows]` in bfloat16 (the first expert writes, the others add).
+    #[nki_helper]
+    pub fn scale_and_accumulate(acc: Sbuf, o: Sbuf, a_bc: Sbuf, scaled: Sbuf, first: bool, t0: i64, rows: i64) {
+        let dst = acc[s![.., .., t0..t0 + rows]];
+        let (src, a) = (o[s![.., .., 0..rows]], a_bc[s![.., .., t0..t0 + rows]]);
+        if first {
+            nisa::tensor_tensor(dst, src, a, nl::multiply);
+        } else {
+            let sc = scaled[s![.., .., 0..rows]];
+            nisa::tensor_tensor(sc, src, a, nl::multiply);
+            nisa::tensor_tensor(dst, dst, sc, nl::add);
+        }
     }
 
     /// The library's last-expert LNC reduction and spill: this program's
@@ -184,6 +201,9 @@ pub mod kernel {
         let n = if nl::program_ndim() == 1 { nl::num_programs(0) } else { 1 };
         let pid = if n > 1 { nl::program_id(0) } else { 0 };
         let t4 = t.div_ceil(MX_PACK) * MX_PACK;
+        // The library's gate/up token tile: a token's four packed values of
+        // a 512-column tile of I, in one bfloat16 PSUM bank.
+        let t_tile = 2 * PSUM_FMAX / MX_PACK;
         let d = all_expert_mx_dims(i, n, pid);
         // The whole of H for the projections, this program's I tiles.
         let cfg: ProjConfig = proj_config(h, d.i_local, t4, 1, 0);
@@ -198,28 +218,33 @@ pub mod kernel {
         masked_affinities_hbm(w, opts, rank_id, aff);
         let h1 = h / H0;
         let a_bc = nl::ndarray([H0, h1, t], aff.dtype(), buffer = nl::sbuf);
-        let scaled = nl::ndarray([H0, h1, t], nl::bfloat16, buffer = nl::sbuf);
+        let scaled = nl::ndarray([H0, h1, t4.min(t_tile)], nl::bfloat16, buffer = nl::sbuf);
         let acc = nl::ndarray([H0, h1, t], nl::bfloat16, buffer = nl::sbuf);
+        let b_sb = nl::ndarray([H0, bias_cols.h1_sharded, 1], nl::bfloat16, buffer = nl::sbuf);
         let down_bias = w.expert_down_bias;
         for e in 0..e_l {
             let id = expert_id_tile(e);
             let ew = shard_expert_weights_i(select_expert_weights_mx(w, id), d);
             let q = shard_expert_scales_i(select_expert_scales_mx(w, id), d);
-            let gu = gate_up_product_mx(xq, xs, ew, q, opts.act, nl::bfloat16, cfg);
             // The scales are checked present before the path runs.
             let down_scale: Option<Hbm> = q.down_w_scale;
             let down_s: Hbm = down_scale.unwrap_or(x);
-            let o = down_projection_mx_tp_shard_h(gu, ew.down_proj_weights_tensor, down_s, None, cfg);
             if let Some(b) = down_bias {
-                add_down_bias_shard(o, select_expert_row(b, id), bias_cols);
+                load_down_bias_mx(select_expert_row(b, id), b_sb[s![.., .., 0]], bias_cols);
             }
             // Token t's affinity along every partition and output tile.
             nisa::dma_copy(a_bc, aff.ap([[0, H0], [0, h1], [e_l, t]], offset = e));
-            if e == 0 {
-                nisa::tensor_tensor(acc, o[s![.., .., 0..t]], a_bc, nl::multiply);
-            } else {
-                nisa::tensor_tensor(scaled, o[s![.., .., 0..t]], a_bc, nl::multiply);
-                nisa::tensor_tensor(acc, acc, scaled, nl::add);
+            for j in 0..t4.div_ceil(t_tile) {
+                let t0 = j * t_tile;
+                let tt = (t4 - t0).min(t_tile);
+                let tile: ProjConfig = proj_config(h, d.i_local, tt, 1, 0);
+                let (xq_j, xs_j) = (xq[s![.., .., t0..t0 + tt]], xs[s![.., .., t0..t0 + tt]]);
+                let gu = gate_up_product_mx(xq_j, xs_j, ew, q, opts.act, nl::bfloat16, tile);
+                let o = down_projection_mx_tp_shard_h(gu, ew.down_proj_weights_tensor, down_s, None, tile);
+                if down_bias.is_some() {
+                    add_down_bias_shard(o, b_sb, bias_cols);
+                }
+                scale_and_accumulate(acc, o, a_bc, scaled, e == 0, t0, (t - t0).min(tt));
             }
         }
         reduce_and_store_output(acc, output, t, d.shard_on_i, half);

@@ -54,10 +54,6 @@ pub mod kernel {
 
     /// The most tokens the selective path takes (they sit on the partitions).
     pub const MAX_SELECTIVE_TOKENS: i64 = nl::tile_size::pmax;
-    /// The most tokens of the MX all-expert path: the library's gate/up
-    /// token tile, its four packed columns per token in one bfloat16 PSUM
-    /// bank (`2 · psum_fmax / 4`).
-    pub const MAX_MX_ALL_EXPERT_TOKENS: i64 = 256;
     /// The most experts the MX path's down-bias matmul contracts over.
     pub const MAX_MX_BIAS_EXPERTS: i64 = nl::tile_size::pmax;
 
@@ -118,7 +114,6 @@ pub mod kernel {
             mode == ExpertAffinityScaleMode::POST_SCALE,
             "moe_tkg: the MX paths always scale by the affinities: expert_affinities_scaling_mode must be POST_SCALE, got {mode}"
         );
-        assert!(!is_all_expert || t <= MAX_MX_ALL_EXPERT_TOKENS, "moe_tkg: the MX all-expert path takes at most 256 tokens, got T = {t}");
         assert!(
             is_all_expert || w.expert_down_bias.is_none() || (e <= MAX_MX_BIAS_EXPERTS && e == e_l),
             "moe_tkg: with MX weights the down bias is weighted by all E affinities at once: E = {e} must be E_L = {e_l} and at most 128"
@@ -357,8 +352,6 @@ pub enum MoeTkgRule {
     HiddenInputScale,
     /// MX all-expert with `hidden_input_scale` or `is_all_expert_dynamic` (not implemented).
     MxAllExpert,
-    /// MX all-expert with more than 256 tokens.
-    MxAllExpertShape,
     /// MX weights without both weight scales.
     MxScales,
     /// MX weights with `H` not a multiple of 512.
@@ -398,7 +391,6 @@ impl MoeTkgRule {
             MoeTkgRule::MxAllExpert => {
                 "moe_tkg: the MX all-expert path takes neither hidden_input_scale (an input quantized upstream) nor is_all_expert_dynamic (not implemented)"
             }
-            MoeTkgRule::MxAllExpertShape => "moe_tkg: the MX all-expert path takes at most 256 tokens",
             MoeTkgRule::MxScales => "moe_tkg: MX weights need expert_gate_up_weights_scale and expert_down_weights_scale",
             MoeTkgRule::MxHidden => "moe_tkg: MX weights need H to be a multiple of 512",
             MoeTkgRule::MxIntermediate => "moe_tkg: MX weights need I to be a multiple of 512, or below 512 and a multiple of 32",
@@ -563,9 +555,6 @@ pub const fn mx_violation(c: MoeTkgCall) -> Option<MoeTkgRule> {
     }
     if !matches!(c.expert_affinities_scaling_mode, ExpertAffinityScaleMode::POST_SCALE) {
         return Some(MoeTkgRule::MxScalingMode);
-    }
-    if c.is_all_expert && c.tokens > MAX_MX_ALL_EXPERT_TOKENS {
-        return Some(MoeTkgRule::MxAllExpertShape);
     }
     if !c.is_all_expert && c.has_down_bias && c.experts > MAX_MX_BIAS_EXPERTS {
         return Some(MoeTkgRule::MxBiasExperts);
