@@ -625,6 +625,17 @@ class DmaAndRegisterTest(unittest.TestCase):
         self.assertEqual(value, 1)
         np.testing.assert_array_equal(row, table[1:2])
 
+    def test_register_alloc_from_a_tensor(self):
+        # register_alloc(x) with x a one-element tensor loads it (the AWS
+        # library's MX all-expert dynamic loop starts its register so).
+        def k():
+            s = nl.ndarray(shape=(1, 3), dtype=nl.int32)
+            nisa.iota(s, [[1, 3]], offset=5)
+            return nisa.register_alloc(s[0, 1]).value
+        self.assertEqual(run(k), 6)
+        self.assertRaisesRegex(NkiError, "register_alloc", run,
+                               lambda: nisa.register_alloc(nl.ndarray(shape=(1, 2), dtype=nl.int32)))
+
 
 class LanguageTest(unittest.TestCase):
     def test_allocation_limits(self):

@@ -35,7 +35,10 @@ def core_barrier(data, cores, engine=None, name=None):
 
 @instruction
 def register_alloc(x=None):
-    """A new register holding `x` (0 when absent)."""
+    """A new register holding `x`: 0 when absent, an integer, or the integer a
+    one-element SBUF / HBM tensor holds (loaded as by `register_load`)."""
+    if isinstance(x, NkiTensor):
+        return VirtualRegister(x.scalar_value("nisa.register_alloc", "x"))
     return VirtualRegister(0 if x is None else x)
 
 
