@@ -454,7 +454,7 @@ fn rules_refuse_what_they_name() {
         (MoeTkgCall { has_rank_id: false, ..OK }, MoeTkgRule::RankId),
         (MoeTkgCall { has_input_scales: true, ..OK }, MoeTkgRule::StaticQuantization),
         (MoeTkgCall { has_gate_up_scale: true, ..OK }, MoeTkgRule::RowScales),
-        (MoeTkgCall { mx: true, has_hidden_input_scale: true, ..OK }, MoeTkgRule::MxAllExpert),
+        (MoeTkgCall { mx: true, has_hidden_input_scale: true, ..OK }, MoeTkgRule::MxHiddenInputScale),
         (MoeTkgCall { is_all_expert_dynamic: true, ..OK }, MoeTkgRule::Dynamic),
         (MoeTkgCall { is_all_expert_dynamic: true, has_block_size: true, mask_unselected_experts: true, ..OK }, MoeTkgRule::DynamicMask),
         (MoeTkgCall { has_eager: true, ..OK }, MoeTkgRule::Eager),

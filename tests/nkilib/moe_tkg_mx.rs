@@ -356,10 +356,10 @@ fn moe_tkg_mx_rules_refuse_by_name() {
     assert_eq!(moe_tkg_violation(OK), None);
     assert_eq!(moe_tkg_violation(MoeTkgCall { intermediate: 1536, hidden: 3584, ..OK }), None);
     let cases = [
-        (MoeTkgCall { is_all_expert: true, has_rank_id: true, has_hidden_input_scale: true, ..OK }, MoeTkgRule::MxAllExpert),
+        (MoeTkgCall { is_all_expert: true, has_rank_id: true, has_hidden_input_scale: true, ..OK }, MoeTkgRule::MxHiddenInputScale),
         (
             MoeTkgCall { is_all_expert: true, has_rank_id: true, is_all_expert_dynamic: true, has_block_size: true, ..OK },
-            MoeTkgRule::MxAllExpert,
+            MoeTkgRule::MxDynamic,
         ),
         (MoeTkgCall { has_hidden_input_scale: true, ..OK }, MoeTkgRule::HiddenInputScale),
         (MoeTkgCall { has_down_scale: false, ..OK }, MoeTkgRule::MxScales),
@@ -411,7 +411,8 @@ fn moe_tkg_mx_rules_refuse_by_name() {
     // compute every tile and each stores half of the columns.
     let ok = call(true).launch(&trn3);
     assert!(ok.is_ok(), "{:?}", ok.err());
-    refused(call(true).hidden_input_scale(&aff), &trn3, "the MX all-expert path takes neither hidden_input_scale");
+    refused(call(true).hidden_input_scale(&aff), &trn3, "hidden_input_scale goes with a hidden_input quantized upstream");
+    refused(call(true).is_all_expert_dynamic(true).block_size(16), &trn3, "the MX all-expert dynamic strategy");
     refused(call(false).expert_down_weights_scale(&gus), &trn3, "expert_down_weights_scale must be [4, 2, 1, 512]");
     refused(
         call(false).expert_affinities_scaling_mode(ExpertAffinityScaleMode::NO_SCALE),

@@ -163,7 +163,8 @@ def moe_tkg(hidden_input, expert_gate_up_weights, expert_down_weights, expert_af
     assert not is_all_expert or not post or rank_id is not None, "moe_tkg: rank_id is required for all-expert mode with affinity scaling"
     assert gate_up_input_scale is None and down_input_scale is None, "moe_tkg: static quantization (gate_up_input_scale, down_input_scale) is not supported"
     assert hidden_input_scale is None or (mx and is_all_expert), "moe_tkg: hidden_input_scale is only supported with MX weights in all-expert mode"
-    assert not (mx and is_all_expert) or (hidden_input_scale is None and not is_all_expert_dynamic), "moe_tkg: the MX all-expert path takes neither hidden_input_scale (an input quantized upstream) nor is_all_expert_dynamic (not implemented)"
+    assert hidden_input_scale is None, "moe_tkg: hidden_input_scale goes with a hidden_input quantized upstream and held in SBUF, which a launched kernel cannot take (its inputs are HBM tensors)"
+    assert not (mx and is_all_expert and is_all_expert_dynamic), "moe_tkg: the MX all-expert dynamic strategy (is_all_expert_dynamic) is not implemented"
     w = MoeTkgTensors(hidden_input=hidden_input, expert_gate_up_weights=expert_gate_up_weights, expert_down_weights=expert_down_weights, expert_affinities=expert_affinities, expert_index=expert_index, rank_id=rank_id, expert_gate_up_bias=expert_gate_up_bias, expert_down_bias=expert_down_bias, expert_gate_up_weights_scale=expert_gate_up_weights_scale, expert_down_weights_scale=expert_down_weights_scale)
     quantized = expert_gate_up_weights_scale is not None and expert_down_weights_scale is not None
     if mx:

@@ -24,8 +24,10 @@
 //! the rules of [`mx_violation`].
 //!
 //! Options this port does not implement are refused by name (see
-//! [`MoeTkgRule`]): `hidden_input_scale` (an MX all-expert input quantized
-//! upstream), the MX all-expert dynamic strategy, and SBUF input or output.
+//! [`MoeTkgRule`]): `hidden_input_scale` (the library takes it only with
+//! an MX all-expert input already quantized in SBUF, and a launched
+//! kernel's inputs are HBM tensors), the MX all-expert dynamic strategy,
+//! and SBUF input or output.
 //! `is_all_expert_dynamic` and `block_size` choose a control-flow strategy
 //! of the library's MX all-expert path only; without MX weights they are
 //! checked and change nothing here, as in the library's non-MX path.
@@ -254,8 +256,12 @@ pub mod kernel {
             "moe_tkg: hidden_input_scale is only supported with MX weights in all-expert mode"
         );
         assert!(
-            !(mx && is_all_expert) || (hidden_input_scale.is_none() && !is_all_expert_dynamic),
-            "moe_tkg: the MX all-expert path takes neither hidden_input_scale (an input quantized upstream) nor is_all_expert_dynamic (not implemented)"
+            hidden_input_scale.is_none(),
+            "moe_tkg: hidden_input_scale goes with a hidden_input quantized upstream and held in SBUF, which a launched kernel cannot take (its inputs are HBM tensors)"
+        );
+        assert!(
+            !(mx && is_all_expert && is_all_expert_dynamic),
+            "moe_tkg: the MX all-expert dynamic strategy (is_all_expert_dynamic) is not implemented"
         );
         let w = MoeTkgTensors {
             hidden_input,
@@ -350,8 +356,11 @@ pub enum MoeTkgRule {
     RowScales,
     /// `hidden_input_scale` without MX weights in all-expert mode.
     HiddenInputScale,
-    /// MX all-expert with `hidden_input_scale` or `is_all_expert_dynamic` (not implemented).
-    MxAllExpert,
+    /// MX all-expert with `hidden_input_scale`: the library takes it only
+    /// with the quantized input in SBUF.
+    MxHiddenInputScale,
+    /// MX all-expert with `is_all_expert_dynamic` (not implemented).
+    MxDynamic,
     /// MX weights without both weight scales.
     MxScales,
     /// MX weights with `H` not a multiple of 512.
@@ -388,9 +397,10 @@ impl MoeTkgRule {
             MoeTkgRule::StaticQuantization => "moe_tkg: static quantization (gate_up_input_scale, down_input_scale) is not supported",
             MoeTkgRule::RowScales => "moe_tkg: ROW quantization needs both expert_gate_up_weights_scale and expert_down_weights_scale",
             MoeTkgRule::HiddenInputScale => "moe_tkg: hidden_input_scale is only supported with MX weights in all-expert mode",
-            MoeTkgRule::MxAllExpert => {
-                "moe_tkg: the MX all-expert path takes neither hidden_input_scale (an input quantized upstream) nor is_all_expert_dynamic (not implemented)"
+            MoeTkgRule::MxHiddenInputScale => {
+                "moe_tkg: hidden_input_scale goes with a hidden_input quantized upstream and held in SBUF, which a launched kernel cannot take (its inputs are HBM tensors)"
             }
+            MoeTkgRule::MxDynamic => "moe_tkg: the MX all-expert dynamic strategy (is_all_expert_dynamic) is not implemented",
             MoeTkgRule::MxScales => "moe_tkg: MX weights need expert_gate_up_weights_scale and expert_down_weights_scale",
             MoeTkgRule::MxHidden => "moe_tkg: MX weights need H to be a multiple of 512",
             MoeTkgRule::MxIntermediate => "moe_tkg: MX weights need I to be a multiple of 512, or below 512 and a multiple of 32",
@@ -538,8 +548,11 @@ pub const fn moe_tkg_violation(c: MoeTkgCall) -> Option<MoeTkgRule> {
 
 /// The first rule of the MX weight forms `c` breaks.
 pub const fn mx_violation(c: MoeTkgCall) -> Option<MoeTkgRule> {
-    if c.is_all_expert && (c.has_hidden_input_scale || c.is_all_expert_dynamic) {
-        return Some(MoeTkgRule::MxAllExpert);
+    if c.is_all_expert && c.has_hidden_input_scale {
+        return Some(MoeTkgRule::MxHiddenInputScale);
+    }
+    if c.is_all_expert && c.is_all_expert_dynamic {
+        return Some(MoeTkgRule::MxDynamic);
     }
     if !c.has_gate_up_scale || !c.has_down_scale {
         return Some(MoeTkgRule::MxScales);
