@@ -13,7 +13,7 @@
 //! the `I = 1536` ones at `H = 1024`, `I = 512`, for the float64 reference's
 //! cost; the library comparison takes them at full size), its all-expert
 //! ones at `T = 32` with smaller `H` and `I` (and two token tiles at `T =
-//! 290`), skewed routings
+//! 262`), skewed routings
 //! (every token on one expert, experts without tokens), in both precision
 //! modes; the emitted source under NumPy against the emulator; the rules.
 
@@ -71,9 +71,9 @@ const CASES: &[Case] = &[
     Case { w: W::E4m3, t: 8, h: 512, i: 1024, e: 2, k: 2, act: ActFnType::SiLU, ..ALL },
     // Two 128-token tiles of affinities, every token on expert 0 alone.
     Case { t: 160, h: 512, i: 1024, e: 2, k: 1, skewed: true, ..ALL },
-    // Two token tiles (256 and 36 padded columns), every token on expert 0
-    // alone: expert 1 has none.
-    Case { t: 290, h: 512, i: 1024, e: 2, k: 1, skewed: true, ..ALL },
+    // Two token tiles (256 tokens, then 6 padded to 8), every token on
+    // expert 0 alone: expert 1 has none.
+    Case { t: 262, h: 512, i: 512, e: 2, k: 1, skewed: true, ..ALL },
 ];
 
 /// The library's MX all-expert configuration at `T = 32` (two experts), at
