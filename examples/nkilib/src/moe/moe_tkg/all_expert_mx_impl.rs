@@ -35,8 +35,8 @@
 //! down bias is added per expert before its affinity, and the sums are
 //! kept in bfloat16. The weights have the layouts of
 //! [`selective_expert_mx_impl`](crate::moe::moe_tkg::selective_expert_mx_impl).
-//! `hidden_input_scale` (an input quantized upstream) and the dynamic
-//! block strategy are refused by name.
+//! `hidden_input_scale` (the library takes it only with the input already
+//! quantized in SBUF) and the dynamic block strategy are refused by name.
 
 pub use kernel::*;
 
@@ -234,6 +234,9 @@ pub mod kernel {
             }
             // Token t's affinity along every partition and output tile.
             nisa::dma_copy(a_bc, aff.ap([[0, H0], [0, h1], [e_l, t]], offset = e));
+            // `mlp_tkg_mx`'s projections load their weights on each call, so
+            // each token tile loads the expert's again (the library loads
+            // them once per expert); the sums are the same.
             for j in 0..t4.div_ceil(t_tile) {
                 let t0 = j * t_tile;
                 let tt = (t4 - t0).min(t_tile);
