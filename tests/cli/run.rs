@@ -294,6 +294,23 @@ const CASES: &[Case] = &[
         params: &rows::<8, 1, 9>(rows::<1, 7, 8>([("conditions", Ids(&[3], 1))], SHARD_ON_I_BLOCKS), [("num_static_block", Text("1"))]),
     },
     Case {
+        kernel: "blockwise_mm_shard_intermediate_dropping",
+        ranks: 1,
+        // One block of 1024 positions per expert (2 experts), each the 128
+        // tokens then the padding row, cut into 1024-position tiles; not
+        // accumulating, so every padding position stores the same row.
+        params: &[
+            ("hidden_states", F32(&[129, 512])),
+            ("expert_affinities_masked", F32(&[258, 1])),
+            ("gate_up_proj_weight", F32(&[2, 512, 2, 256])),
+            ("down_proj_weight", F32(&[2, 256, 512])),
+            ("block_size", Text("1024")),
+            ("token_position_to_id", Blocks(&[2048], 128, 1024)),
+            ("block_to_expert", Ids(&[2, 1], 2)),
+            ("is_tensor_update_accumulating", Text("false")),
+        ],
+    },
+    Case {
         kernel: "blockwise_mm_bwd",
         ranks: 1,
         // 2 blocks of 128 positions over 128 tokens and the padding row, 2
@@ -1047,8 +1064,8 @@ fn an_option_bundle_is_none_unless_a_field_is_given_and_runs_as_the_typed_api() 
     let [hid, aff, gu, dw, pos, b2e] = case_tensors(&dir, case, MOE_INPUTS);
     let spec = MoECTESpec { implementation: MoECTEImplementation::shard_on_block };
     let moe = || moe_cte::Call::new(&hid, &aff, &gu, &dw, &pos, &b2e, 128, &spec);
-    assert_eq!(absent, bits(vec![moe().launch(&launch).unwrap()]), "moe_cte without skip_dma");
-    assert_eq!(given, bits(vec![moe().skip_dma(skip).launch(&launch).unwrap()]), "moe_cte with skip_dma");
+    assert_eq!(absent, bits(moe().launch(&launch).unwrap().0), "moe_cte without skip_dma");
+    assert_eq!(given, bits(moe().skip_dma(skip).launch(&launch).unwrap().0), "moe_cte with skip_dma");
 
     // blockwise_mm_bwd: `clamp_limits` None, then one limit given, the others None.
     let case = Case { kernel: "blockwise_mm_bwd", ranks: 1, params: MOE_BWD };

@@ -26,6 +26,9 @@ use nkilib::moe::moe_cte::bwmm_shard_on_i::{
     BwmmShardOnICall, ShardOnIRule, blockwise_mm_baseline_shard_intermediate, blockwise_mm_baseline_shard_intermediate_hybrid,
     bwmm_shard_on_i_violation,
 };
+use nkilib::moe::moe_cte::bwmm_shard_on_i_dropping::{
+    DroppingRule, blockwise_mm_shard_intermediate_dropping, bwmm_shard_on_i_dropping_violation,
+};
 use nkilib::moe::moe_cte::moe_cte::{MoECTEImplementation, MoECTESpec, moe_cte};
 
 /// How the tokens pick their experts.
@@ -279,17 +282,30 @@ impl Config {
     /// unless `s.no_down_bias`.
     fn expert(&self, w: &Inputs, ex: usize, x: &[f64], s: Scales) -> Vec<f64> {
         let (h, i) = (self.h, self.i);
-        let clamp = |v: f64, hi: f64, lo: f64| if self.clamp { v.min(hi).max(lo) } else { v };
-        let dots = vec_mat(x, &w.gate_up[ex * h * 2 * i..(ex + 1) * h * 2 * i]);
-        let proj = |half: usize, col: usize| dots[half * i + col] + if self.bias { w.gate_up_b[(ex * 2 + half) * i + col] } else { 0.0 };
+        let gu = self.projections(w, ex, x);
         let inter: Vec<f64> = (0..i)
             .map(|col| {
-                let g = s.gate_up * clamp(proj(0, col), CLAMPS[0], f64::NEG_INFINITY);
-                s.inter * activation(self.act, g) * s.gate_up * clamp(proj(1, col), CLAMPS[1], CLAMPS[2])
+                let g = s.gate_up * gu[col];
+                s.inter * activation(self.act, g) * s.gate_up * gu[i + col]
             })
             .collect();
         let dots = vec_mat(&inter, &w.down[ex * i * h..(ex + 1) * i * h]);
         (0..h).map(|col| dots[col] + if self.bias && !s.no_down_bias { w.down_b[ex * h + col] } else { 0.0 }).collect()
+    }
+
+    /// Expert `ex`'s gate then up projections of row `x`, `[2·I]`, with
+    /// the bias and clamps when the configuration has them.
+    fn projections(&self, w: &Inputs, ex: usize, x: &[f64]) -> Vec<f64> {
+        let (h, i) = (self.h, self.i);
+        let clamp = |v: f64, hi: f64, lo: f64| if self.clamp { v.min(hi).max(lo) } else { v };
+        let dots = vec_mat(x, &w.gate_up[ex * h * 2 * i..(ex + 1) * h * 2 * i]);
+        let limits = [(CLAMPS[0], f64::NEG_INFINITY), (CLAMPS[1], CLAMPS[2])];
+        (0..2 * i)
+            .map(|k| {
+                let (hi, lo) = limits[k / i];
+                clamp(dots[k] + if self.bias { w.gate_up_b[ex * 2 * i + k] } else { 0.0 }, hi, lo)
+            })
+            .collect()
     }
 
     /// The float64 blockwise mixture of the `T` tokens, `[T, H]`, the
@@ -468,9 +484,9 @@ fn moe_cte_dispatches_to_shard_on_block() {
     let w = rounded(&c.inputs(), Dtype::Bf16);
     let [hid, aff, gu, dw, pos, b2e, gub, db] = c.tensors(&w, Dtype::Bf16);
     let skip = SkipMode { skip_token: true, skip_weight: false };
-    let (block, dropping) = (
+    let (block, mx) = (
         MoECTESpec { implementation: MoECTEImplementation::shard_on_block },
-        MoECTESpec { implementation: MoECTEImplementation::shard_on_i_dropping },
+        MoECTESpec { implementation: MoECTEImplementation::shard_on_i_mx },
     );
     let call = |s| {
         moe_cte::Call::new(&hid, &aff, &gu, &dw, &pos, &b2e, c.b as i64, s)
@@ -483,13 +499,13 @@ fn moe_cte_dispatches_to_shard_on_block() {
             .up_clamp_lower_limit(CLAMPS[2])
     };
     let launch = Launch::new().lnc(2).precision(Precision::Hardware);
-    let got = call(&block).launch(&launch).unwrap().to_f32_vec();
+    let got = call(&block).launch(&launch).unwrap().0[0].to_f32_vec();
     assert_eq!(got, c.run(&w, Dtype::Bf16, Precision::Hardware), "moe_cte differs from bwmm_shard_on_block");
     let mut kwargs = c.numpy_kwargs(&w, Dtype::Bf16);
     kwargs.push(("spec", Arg::Object("MoECTESpec", vec![("implementation", Arg::Member("MoECTEImplementation", "shard_on_block"))])));
     let np = run_numpy_kwargs(emitted_package(), "moe_cte", &[], &kwargs, 2, "hardware");
     assert_close("moe_cte emitted", &np[0], &got.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), 1e-6, 2f64.powi(-7));
-    let err = call(&dropping).launch(&launch).unwrap_err().to_string();
+    let err = call(&mx).launch(&launch).unwrap_err().to_string();
     assert!(err.contains(MoeCteRule::Implementation.message()), "{err}");
 }
 
@@ -699,14 +715,15 @@ fn moe_cte_dispatches_to_shard_on_i() {
         .up_clamp_lower_limit(CLAMPS[2])
         .launch(&launch)
         .unwrap()
+        .0[0]
         .to_f32_vec();
     assert_eq!(got, case.run(&w, Dtype::Bf16, Precision::Hardware), "moe_cte differs from the intermediate-sharded kernel");
     let mut kwargs = c.numpy_kwargs(&w, Dtype::Bf16);
     kwargs.push(("spec", Arg::Object("MoECTESpec", vec![("implementation", Arg::Member("MoECTEImplementation", "shard_on_i"))])));
     let np = run_numpy_kwargs(emitted_package(), "moe_cte", &[], &kwargs, 2, "hardware");
     assert_close("moe_cte shard_on_i emitted", &np[0], &got.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), 1e-6, 2f64.powi(-7));
-    let dropping = MoECTESpec { implementation: MoECTEImplementation::shard_on_i_dropping };
-    let err = moe_cte::Call::new(&hid, &aff, &gu, &dw, &pos, &b2e, c.b as i64, &dropping).launch(&launch).unwrap_err().to_string();
+    let mx = MoECTESpec { implementation: MoECTEImplementation::shard_on_i_mx_hybrid };
+    let err = moe_cte::Call::new(&hid, &aff, &gu, &dw, &pos, &b2e, c.b as i64, &mx).launch(&launch).unwrap_err().to_string();
     assert!(err.contains(MoeCteRule::Implementation.message()), "{err}");
 }
 
@@ -918,7 +935,7 @@ fn moe_cte_dispatches_to_shard_on_i_hybrid() {
             .up_clamp_upper_limit(CLAMPS[1])
             .up_clamp_lower_limit(CLAMPS[2])
     };
-    let got = call().conditions(&cond).launch(&launch).unwrap().to_f32_vec();
+    let got = call().conditions(&cond).launch(&launch).unwrap().0[0].to_f32_vec();
     assert_eq!(got, case.run(&w, Dtype::Bf16, Precision::Hardware), "moe_cte differs from the hybrid kernel");
     let mut kwargs = case.numpy_kwargs(&w, Dtype::Bf16);
     kwargs.push(("spec", Arg::Object("MoECTESpec", vec![("implementation", Arg::Member("MoECTEImplementation", "shard_on_i_hybrid"))])));
@@ -945,4 +962,233 @@ fn shard_on_i_hybrid_refuses_what_its_rules_name() {
     assert!(err.contains(ShardOnIRule::StaticBlocks.message()), "{err}");
     let err = call().down_activations(&hid).launch(&lnc2).unwrap_err().to_string();
     assert!(err.contains(ShardOnIRule::Activations.message()), "{err}");
+}
+
+/// A `blockwise_mm_shard_intermediate_dropping` case: a configuration (its
+/// routing gives each token its experts; each expert keeps the first `B`
+/// of its tokens, the rest dropped) and whether the affinity multiplies the
+/// intermediate.
+#[derive(Clone, Copy, Debug)]
+struct DroppingCase {
+    c: Config,
+    on_i: bool,
+}
+
+const fn dropping(c: Config) -> DroppingCase {
+    DroppingCase { c, on_i: false }
+}
+
+/// CI-sized versions of the library's `SHARD_ON_INTERMEDIATE_DROPPING`
+/// cases (`H = 1536 / 2048 / 4096, T = 8192 / 2048 / 4096, E = 2, B = 4096
+/// / 1024 / 2048, K = 2 / 2 / 8, I = 6144 / 8192 / 1536`, padding named,
+/// SiLU, `POST_SCALE`): full blocks of 1024 and of 2048 (two block tiles),
+/// with the options and routings they leave out: padding skipped, bias,
+/// clamps, Swish, half an intermediate tile per program, the affinity on
+/// the intermediate, the other scaling modes (read as `POST_SCALE`),
+/// top-1 with tokens dropped past an expert's capacity, every token on one
+/// expert (half of them dropped, the other expert empty), experts without
+/// tokens.
+const DROPPING_CASES: &[DroppingCase] = &[
+    dropping(cfg(1024, 512, 256, 2, 2, 1024).padded().plain()),
+    dropping(cfg(2048, 512, 192, 2, 2, 2048).padded()),
+    dropping(cfg(2048, 512, 256, 2, 1, 1024)),
+    DroppingCase { c: cfg(1024, 512, 256, 2, 2, 1024).plain(), on_i: true },
+    dropping(cfg(1024, 512, 256, 2, 2, 1024).padded().scale(Scale::Pre)),
+    dropping(cfg(1024, 512, 256, 2, 2, 1024).scale(Scale::No)),
+    dropping(cfg(2048, 512, 256, 2, 1, 1024).padded().routed(Routing::AllOnZero)),
+    dropping(cfg(1024, 512, 256, 4, 1, 1024).routed(Routing::EvenOnly)),
+];
+
+impl DroppingCase {
+    /// The inputs: one block of `B` positions per expert, its first `B`
+    /// tokens (in token order), then padding.
+    fn inputs(&self) -> Inputs {
+        let c = &self.c;
+        let w = c.inputs();
+        let routes = c.routes(seed_of(&c.name()));
+        let pad = if c.skip_token { -1 } else { c.t as i64 };
+        let mut positions = vec![pad; c.e * c.b];
+        for (ex, block) in positions.chunks_mut(c.b).enumerate() {
+            let tokens = (0..c.t).filter(|&tok| routes[tok].contains(&ex)).take(c.b);
+            for (slot, tok) in block.iter_mut().zip(tokens) {
+                *slot = tok as i64;
+            }
+        }
+        Inputs { positions, block_expert: (0..c.e as i64).collect(), ..w }
+    }
+
+    /// The float64 reference: the mixture over the kept tokens (the
+    /// affinity on the output, or on the intermediate without the down
+    /// bias), the clamped projections `[E, 2, I, B]` and the down
+    /// projections `[E, B, H]` of every position (a padding position's row
+    /// is zero).
+    fn reference(&self, w: &Inputs) -> [Vec<f64>; 3] {
+        let c = Config { scale: Scale::Post, ..self.c };
+        let out = ShardICase { c, on_i: self.on_i }.reference(w);
+        let (h, i, b) = (c.h, c.i, c.b);
+        let (mut gate_up, mut down) = (vec![0.0; c.e * 2 * i * b], vec![0.0; c.e * b * h]);
+        let zero = vec![0.0; h];
+        for ex in 0..c.e {
+            for p in 0..b {
+                let tok = w.positions[ex * b + p];
+                let x = if tok >= 0 && (tok as usize) < c.t { &w.hidden[tok as usize * h..(tok as usize + 1) * h] } else { &zero[..] };
+                for (k, v) in c.projections(w, ex, x).into_iter().enumerate() {
+                    gate_up[((ex * 2 + k / i) * i + k % i) * b + p] = v;
+                }
+                let plain = Scales { gate_up: 1.0, inter: 1.0, no_down_bias: true };
+                down[(ex * b + p) * h..(ex * b + p + 1) * h].copy_from_slice(&c.expert(w, ex, x, plain));
+            }
+        }
+        [out, gate_up, down]
+    }
+
+    /// The emulator's outputs on two programs: `[T', H]`, `[E, 2, I, B]`
+    /// and, unless the affinity is on the intermediate, `[E, B, H]`.
+    fn run(&self, w: &Inputs, dtype: Dtype, precision: Precision) -> Vec<Vec<f32>> {
+        let c = &self.c;
+        let [hid, aff, gu, dw, pos, b2e, gub, db] = c.tensors(w, dtype);
+        let call = blockwise_mm_shard_intermediate_dropping::Call::new(&hid, &aff, &gu, &dw, c.b as i64, &pos, &b2e);
+        let call = with_options!(call, c, dtype, &gub, &db, false).expert_affinity_multiply_on_I(self.on_i);
+        let launch = Launch::new().lnc(2).precision(precision);
+        let outs = call.launch(&launch).unwrap_or_else(|err| panic!("{}: {err}", self.name()));
+        outs.0.iter().map(Tensor::to_f32_vec).collect()
+    }
+
+    /// The NumPy executor's arguments, by keyword.
+    fn numpy_kwargs(&self, w: &Inputs, dtype: Dtype) -> Vec<(&'static str, Arg)> {
+        let mut kwargs = self.c.numpy_kwargs(w, dtype);
+        kwargs.push(("expert_affinity_multiply_on_I", Arg::Bool(self.on_i)));
+        kwargs
+    }
+}
+
+/// Every dropping case with `dtype` inputs and compute in `precision`
+/// within `tol` of its float64 reference of the rounded inputs: the token
+/// rows of the output and both activations.
+fn dropping_cases_match_float64(dtype: Dtype, precision: Precision, tol: f64) {
+    for case in DROPPING_CASES {
+        let c = case.c;
+        let w = rounded(&case.inputs(), dtype);
+        let got = case.run(&w, dtype, precision);
+        let want = case.reference(&w);
+        assert_eq!(got.len(), if case.on_i { 2 } else { 3 }, "{}: outputs", case.name());
+        assert_close(&format!("{} {dtype:?} output", case.name()), &got[0][..c.t * c.h], &want[0], tol, tol);
+        for (k, (g, r)) in got.iter().zip(&want).enumerate().skip(1) {
+            assert_close(&format!("{} {dtype:?} activations {k}", case.name()), g, r, tol, tol);
+        }
+    }
+}
+
+/// fp32 inputs and compute in fp32 precision.
+#[test]
+fn shard_on_i_dropping_in_fp32_matches_float64() {
+    dropping_cases_match_float64(Dtype::F32, Precision::Fp32, 1e-4);
+}
+
+/// bfloat16 inputs and compute in hardware precision within the library's
+/// tolerance (2e-2).
+#[test]
+fn shard_on_i_dropping_in_hardware_precision_matches_float64() {
+    dropping_cases_match_float64(Dtype::Bf16, Precision::Hardware, 2e-2);
+}
+
+/// The emitted dropping kernel under NumPy equals the emulator (every
+/// output, the padding row included): padding named with two block tiles,
+/// and the affinity on the intermediate, both precision modes.
+#[test]
+fn emitted_shard_on_i_dropping_under_numpy_equals_emulator() {
+    for case in [DROPPING_CASES[1], DROPPING_CASES[3]] {
+        for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
+            let w = rounded(&case.inputs(), dtype);
+            let emu = case.run(&w, dtype, precision);
+            let np = run_numpy_kwargs(
+                emitted_package(),
+                "blockwise_mm_shard_intermediate_dropping",
+                &[],
+                &case.numpy_kwargs(&w, dtype),
+                2,
+                mode,
+            );
+            assert_numpy_close_to_emulator(&case.name(), mode, &np, &emu);
+        }
+    }
+}
+
+/// `moe_cte` with `MoECTESpec(implementation=shard_on_i_dropping)` is the
+/// dropping kernel with the library's `ShardOnIConfig` defaults (the
+/// affinity on the output), its three outputs, in the emulator and emitted.
+#[test]
+fn moe_cte_dispatches_to_shard_on_i_dropping() {
+    let case = DROPPING_CASES[2];
+    let c = case.c;
+    let w = rounded(&case.inputs(), Dtype::Bf16);
+    let [hid, aff, gu, dw, pos, b2e, gub, db] = c.tensors(&w, Dtype::Bf16);
+    let spec = MoECTESpec { implementation: MoECTEImplementation::shard_on_i_dropping };
+    let launch = Launch::new().lnc(2).precision(Precision::Hardware);
+    let got = moe_cte::Call::new(&hid, &aff, &gu, &dw, &pos, &b2e, c.b as i64, &spec)
+        .gate_and_up_proj_bias(&gub)
+        .down_proj_bias(&db)
+        .activation_function(ActFnType::Swish)
+        .skip_dma(Some(SkipMode { skip_token: true, skip_weight: false }))
+        .is_tensor_update_accumulating(c.accumulating())
+        .gate_clamp_upper_limit(CLAMPS[0])
+        .up_clamp_upper_limit(CLAMPS[1])
+        .up_clamp_lower_limit(CLAMPS[2])
+        .launch(&launch)
+        .unwrap();
+    let got: Vec<Vec<f32>> = got.0.iter().map(Tensor::to_f32_vec).collect();
+    assert_eq!(got, case.run(&w, Dtype::Bf16, Precision::Hardware), "moe_cte differs from the dropping kernel");
+    let mut kwargs = c.numpy_kwargs(&w, Dtype::Bf16);
+    let implementation = ("implementation", Arg::Member("MoECTEImplementation", "shard_on_i_dropping"));
+    kwargs.push(("spec", Arg::Object("MoECTESpec", vec![implementation])));
+    let np = run_numpy_kwargs(emitted_package(), "moe_cte", &[], &kwargs, 2, "hardware");
+    assert_numpy_close_to_emulator("moe_cte shard_on_i_dropping emitted", "hardware", &np, &got);
+}
+
+/// A dropping call the rules accept (the library's `H = 2048, E = 2, B =
+/// 1024, I = 8192`).
+const OK_DROP: BwmmShardOnICall =
+    BwmmShardOnICall { hidden: 2048, intermediate: 8192, experts: 2, block_size: 1024, positions: 2 * 1024, ..OK_I };
+
+/// Each dropping rule refuses what it names (the intermediate-sharded
+/// kernel's through it), and the kernel refuses the same at trace time.
+#[test]
+fn shard_on_i_dropping_rules_refuse_what_they_name() {
+    assert_eq!(bwmm_shard_on_i_dropping_violation(OK_DROP), None);
+    assert_eq!(bwmm_shard_on_i_dropping_violation(BwmmShardOnICall { block_size: 4096, positions: 2 * 4096, ..OK_DROP }), None);
+    let cases = [
+        (BwmmShardOnICall { programs: 1, ..OK_DROP }, DroppingRule::ShardOnI(ShardOnIRule::Programs)),
+        (BwmmShardOnICall { hidden: 256, ..OK_DROP }, DroppingRule::ShardOnI(ShardOnIRule::Hidden)),
+        (BwmmShardOnICall { skip_weight: true, ..OK_DROP }, DroppingRule::ShardOnI(ShardOnIRule::SkipWeight)),
+        (BwmmShardOnICall { activation: ActFnType::GELU, ..OK_DROP }, DroppingRule::ShardOnI(ShardOnIRule::Activation)),
+        (BwmmShardOnICall { quantized: true, ..OK_DROP }, DroppingRule::ShardOnI(ShardOnIRule::Quantization)),
+        (BwmmShardOnICall { one_bias: true, ..OK_DROP }, DroppingRule::ShardOnI(ShardOnIRule::Bias)),
+        (BwmmShardOnICall { down_bias_on_i: true, ..OK_DROP }, DroppingRule::ShardOnI(ShardOnIRule::DownBiasOnI)),
+        (BwmmShardOnICall { block_size: 512, positions: 2 * 512, ..OK_DROP }, DroppingRule::BlockTile),
+        (BwmmShardOnICall { block_size: 1536, positions: 2 * 1536, ..OK_DROP }, DroppingRule::BlockTile),
+        (BwmmShardOnICall { positions: 4 * 1024, ..OK_DROP }, DroppingRule::ExpertBlocks),
+    ];
+    for (call, rule) in cases {
+        assert_eq!(bwmm_shard_on_i_dropping_violation(call), Some(rule), "{call:?}");
+    }
+    let case = DROPPING_CASES[0];
+    let c = case.c;
+    let w = case.inputs();
+    let [hid, aff, gu, dw, pos, b2e, _, _] = c.tensors(&w, Dtype::Bf16);
+    let lnc2 = Launch::new().lnc(2);
+    let call = blockwise_mm_shard_intermediate_dropping::Call::new(&hid, &aff, &gu, &dw, 1024, &pos, &b2e);
+    let err = call.launch(&Launch::new()).unwrap_err().to_string();
+    assert!(err.contains("blockwise_mm_shard_intermediate_dropping: runs on exactly 2 programs"), "{err}");
+    // Blocks of 512: four blocks of the two experts' positions.
+    let b2e4 = Tensor::from_i64(&[4, 1], &[0, 1, 2, 3], Dtype::I32).unwrap();
+    let err =
+        blockwise_mm_shard_intermediate_dropping::Call::new(&hid, &aff, &gu, &dw, 512, &pos, &b2e4).launch(&lnc2).unwrap_err().to_string();
+    assert!(err.contains(DroppingRule::BlockTile.message()), "{err}");
+    // Two experts' positions cut into blocks of 1024 and read as four experts' blocks.
+    let gu4 = tensor(&[4, c.h, 2, c.i], &[w.gate_up.clone(), w.gate_up.clone()].concat(), Dtype::Bf16);
+    let dw4 = tensor(&[4, c.i, c.h], &[w.down.clone(), w.down.clone()].concat(), Dtype::Bf16);
+    let aff4 = tensor(&[c.rows() * 4, 1], &vec![0.0; c.rows() * 4], Dtype::Bf16);
+    let call = blockwise_mm_shard_intermediate_dropping::Call::new(&hid, &aff4, &gu4, &dw4, 1024, &pos, &b2e);
+    let err = call.launch(&lnc2).unwrap_err().to_string();
+    assert!(err.contains(DroppingRule::ExpertBlocks.message()), "{err}");
 }

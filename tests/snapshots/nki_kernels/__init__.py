@@ -14,6 +14,7 @@ from .blockwise_mm_backward import blockwise_mm_bwd
 from .bwmm_shard_on_block import bwmm_shard_on_block
 from .bwmm_shard_on_i import blockwise_mm_baseline_shard_intermediate
 from .bwmm_shard_on_i import blockwise_mm_baseline_shard_intermediate_hybrid
+from .bwmm_shard_on_i_dropping import blockwise_mm_shard_intermediate_dropping
 from .cascaded_max import cascaded_max
 from .common_types import ActFnType
 from .common_types import ExpertAffinityScaleMode
@@ -95,6 +96,7 @@ __all__ = [
     "bwmm_shard_on_block",
     "blockwise_mm_baseline_shard_intermediate",
     "blockwise_mm_baseline_shard_intermediate_hybrid",
+    "blockwise_mm_shard_intermediate_dropping",
     "cascaded_max",
     "ActFnType",
     "ExpertAffinityScaleMode",

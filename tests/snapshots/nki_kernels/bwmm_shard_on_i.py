@@ -33,6 +33,7 @@ from .bwmm_shard_on_block import transpose_block_hidden_states
 from .common_types import ActFnType
 from .common_types import ExpertAffinityScaleMode
 from .moe_cte_utils import Configs
+from .moe_cte_utils import GUP_PROJ_DIM
 from .moe_cte_utils import InputTensors
 from .moe_cte_utils import PSUM_SIZE
 from .moe_cte_utils import SkipMode
@@ -51,6 +52,22 @@ BLOCK_ALIGN = 256
 
 # The largest hidden size.
 MAX_HIDDEN = 8192
+
+
+@dataclass
+class ActivationCheckpoint(nl.NKIObject):
+    """Where a block's activations are saved for the backward pass (the
+    library's `gate_up_activations_T` and `down_activations` outputs).
+    """
+
+    gate_up_activations_T: object
+    "The clamped gate and up projections `[N, 2, I, B]`."
+    down_activations: object
+    "The down projection before its bias and affinity `[N, B, H]`."
+    block_idx: int
+    "The block saved."
+    position: int
+    "The block position of the first token of the tokens computed."
 
 
 @dataclass
@@ -120,6 +137,19 @@ def load_block_expert(block_to_expert, block_idx):
     return expert
 
 
+def store_gate_up_activations(ck, gup, dims):
+    """This program's intermediate rows of the clamped projections `gup`
+    (`[128, 2, I/2/128, b]` float32) to their block, rows and positions
+    of `ck.gate_up_activations_T`.
+    """
+    acts, p0 = (ck.gate_up_activations_T, ck.position)
+    for g in range(GUP_PROJ_DIM):
+        for it in range(dims.gup_tile_count):
+            k = i_rows(dims, it)
+            r0 = dims.i_offset + it * TILE_SIZE
+            nisa.dma_copy(dst=acts[ck.block_idx, g, r0:r0 + k, p0:p0 + dims.b], src=gup[0:k, g, it, :])
+
+
 def calculate_expert_affinity_T(inps, cfg, dims, expert, token_indices):
     """The affinities of the block's tokens for its expert along the free
     axis, broadcast to every partition: `[128, B]` float32 (`[p, b]` =
@@ -149,12 +179,16 @@ def scale_by_affinity_t(t, aff_t, dims):
             nisa.tensor_tensor(dst=t[0:k, it, :], data1=t[0:k, it, :], data2=aff_t[0:k, :], op=nl.multiply)
 
 
-def block_intermediate_states(inps, cfg, dims, x_t, expert, token_indices, multiply_on_i):
+def block_intermediate_states(inps, cfg, dims, x_t, expert, token_indices, multiply_on_i, checkpoint):
     """This program's intermediate `act(g)·u` of the block, `[128,
     I/2/128, B]` in the compute dtype, the affinity applied where the
-    options place it (module docs).
+    options place it (module docs); the clamped projections saved to
+    `checkpoint` when given.
     """
     gup = block_gate_up_projections(inps, cfg, dims, x_t, expert)
+    if checkpoint is not None:
+        ck = checkpoint
+        store_gate_up_activations(ck, gup, dims)
     pre = cfg.scaling_mode == ExpertAffinityScaleMode.PRE_SCALE
     aff_t = None
     if pre or multiply_on_i:
@@ -185,14 +219,26 @@ def exchange_partial_outputs(st, own, other, cfg, dims, out_dtype, shard_id):
     return recv
 
 
-def compute_one_block(inps, cfg, dims, output, expert, token_indices, multiply_on_i):
+def store_down_activations(ck, rows, j):
+    """Token tile `j`'s summed down projection `rows` `[128, H]` (before
+    its bias and affinity) to its block positions of
+    `ck.down_activations`, when saved.
+    """
+    down = ck.down_activations
+    if down is not None:
+        d = down
+        p0 = ck.position + j * TILE_SIZE
+        nisa.dma_copy(dst=d[ck.block_idx, p0:p0 + TILE_SIZE, :], src=rows)
+
+
+def compute_one_block(inps, cfg, dims, output, expert, token_indices, multiply_on_i, checkpoint):
     """One block, its expert in `expert` and its token ids in
     `token_indices`, through the expert into `output` by both programs
-    (module docs).
+    (module docs), its activations saved to `checkpoint` when given.
     """
     shard_id = nl.program_id(axis=0)
     x_t = transpose_block_hidden_states(load_hidden_states(inps, cfg, dims, token_indices), dims)
-    inter = block_intermediate_states(inps, cfg, dims, x_t, expert, token_indices, multiply_on_i)
+    inter = block_intermediate_states(inps, cfg, dims, x_t, expert, token_indices, multiply_on_i, checkpoint)
     affinity = None
     down_bias = None
     if not multiply_on_i:
@@ -208,6 +254,9 @@ def compute_one_block(inps, cfg, dims, output, expert, token_indices, multiply_o
     for k in range(half):
         own = shard_id * half + k
         rows = exchange_partial_outputs(st, own, (NUM_SHARDS - 1 - shard_id) * half + k, cfg, dims, output.dtype, shard_id)
+        if checkpoint is not None:
+            ck = checkpoint
+            store_down_activations(ck, rows, own)
         old = None
         if cfg.is_tensor_update_accumulating:
             old = bwmm_load_old_block(output, token_indices, own, cfg, shard_id, False)
@@ -224,7 +273,7 @@ def compute_static_blocks(inps, cfg, dims, output, n_blocks, multiply_on_i):
     for block_idx in range(n_blocks):
         expert = load_block_expert(inps.block_to_expert, block_idx)
         positions = inps.token_position_to_id.ap(pattern=[[1, TILE_SIZE], [TILE_SIZE, dims.num_tiles]], offset=block_idx * dims.b)
-        compute_one_block(inps, cfg, dims, output, expert, load_token_indices(positions, dims), multiply_on_i)
+        compute_one_block(inps, cfg, dims, output, expert, load_token_indices(positions, dims), multiply_on_i, None)
         nisa.core_barrier(data=output, cores=(0, 1))
 
 
@@ -316,7 +365,7 @@ def compute_dynamic_blocks(inps, cfg, dims, output, conditions, n_static):
     for _ in nl.dynamic_range(start=n_static, stop=stop):
         expert = load_dynamic_block_expert(inps.block_to_expert, block_idx)
         token_indices = load_token_indices_dynamic_block(inps, dims, block_idx)
-        compute_one_block(inps, cfg, dims, output, expert, token_indices, False)
+        compute_one_block(inps, cfg, dims, output, expert, token_indices, False, None)
         nisa.core_barrier(data=output, cores=(0, 1))
         nisa.tensor_scalar(dst=block_idx, data=block_idx, op0=nl.add, operand0=1.0)
 

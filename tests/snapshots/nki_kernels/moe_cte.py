@@ -18,6 +18,8 @@ from .bwmm_shard_on_i import _bwmm_shard_on_i
 from .bwmm_shard_on_i import shard_on_i_hybrid_checked
 from .bwmm_shard_on_i import shard_on_i_scaling_mode
 from .bwmm_shard_on_i import validate_bwmm_shard_on_i
+from .bwmm_shard_on_i_dropping import dropping_scaling_mode
+from .bwmm_shard_on_i_dropping import shard_on_i_dropping_checked
 from .common_types import ActFnType
 from .common_types import ExpertAffinityScaleMode
 from .moe_cte_utils import BlockShardStrategy
@@ -34,7 +36,7 @@ class MoECTEImplementation(Enum):
     shard_on_i_hybrid = 2
     "`shard_on_i` with a static then a dynamic block loop (ported)."
     shard_on_i_dropping = 3
-    "`shard_on_i` for a token-dropping layer."
+    "`shard_on_i` for a token-dropping layer (ported)."
     shard_on_block_mx = 4
     "`shard_on_block` with MX weights (trn3)."
     shard_on_i_mx = 5
@@ -65,7 +67,8 @@ class MoECTESpec(nl.NKIObject):
     `shard_on_block` path reads as well, and `shard_on_i` with the
     library's `ShardOnIConfig` defaults: no activation checkpointing,
     the affinity on the output, and for `shard_on_i_hybrid` the static
-    block count `N - E`).
+    block count `N - E`; `shard_on_i_dropping` likewise scales the
+    output).
     """
 
     implementation: MoECTEImplementation
@@ -78,7 +81,9 @@ def moe_cte(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_p
     through the experts of `block_to_expert`, by `spec.implementation`
     (module docs); `shard_on_block` returns `[T, 2, H]` (slot 0 the
     result) when accumulating, else `[T, H]`; `shard_on_i` and
-    `shard_on_i_hybrid` (which needs `conditions`) `[T, H]`.
+    `shard_on_i_hybrid` (which needs `conditions`) `[T, H]`;
+    `shard_on_i_dropping` `(output, gate_up_activations_T,
+    down_activations)`.
     """
     assert isinstance(spec.implementation, MoECTEImplementation), f"moe_cte: spec.implementation={spec.implementation!r} is not a MoECTEImplementation member (shard_on_block, shard_on_i, shard_on_i_hybrid, shard_on_i_dropping, shard_on_block_mx, shard_on_i_mx, shard_on_i_mx_hybrid)"
     assert isinstance(activation_function, ActFnType), f"moe_cte: activation_function={activation_function!r} is not a ActFnType member (SiLU, GELU, GELU_Tanh_Approx, Swish)"
@@ -98,15 +103,18 @@ def moe_cte(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_p
     implementation = spec.implementation
     block = implementation == MoECTEImplementation.shard_on_block
     hybrid = implementation == MoECTEImplementation.shard_on_i_hybrid
-    assert block or implementation == MoECTEImplementation.shard_on_i or hybrid, f"moe_cte: spec.implementation must be MoECTEImplementation.shard_on_block, shard_on_i or shard_on_i_hybrid (the implementations ported), got {implementation}"
+    dropping = implementation == MoECTEImplementation.shard_on_i_dropping
+    assert block or implementation == MoECTEImplementation.shard_on_i or hybrid or dropping, f"moe_cte: spec.implementation must be MoECTEImplementation.shard_on_block, shard_on_i, shard_on_i_hybrid or shard_on_i_dropping (the implementations ported), got {implementation}"
     assert quantization_config is None, "moe_cte: quantization_config is not implemented (the quantization scales)"
     assert not hybrid or conditions is not None, "moe_cte: shard_on_i_hybrid needs conditions, the [N + 1] padded-block flags"
     x, aff, pos, experts = (hidden_states, expert_affinities_masked, token_position_to_id, block_to_expert)
     inps = input_tensors(x, aff, gate_up_proj_weight, down_proj_weight, pos, experts, gate_and_up_proj_bias, down_proj_bias)
     clamps = ClampLimits(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
-    mode = expert_affinities_scaling_mode if block else shard_on_i_scaling_mode(expert_affinities_scaling_mode)
+    m = expert_affinities_scaling_mode
+    mode = m if block else dropping_scaling_mode(m) if dropping else shard_on_i_scaling_mode(m)
     cfg = configs(inps, skip_dma, compute_dtype, is_tensor_update_accumulating, mode, activation_function, clamps)
     hybrid_conditions = conditions if hybrid else None
+    flags = ShardOnIFlags(quantized=False, checkpoint_activation=False, multiply_on_i=False)
     if block:
         block_cfg = ShardOnBlockConfig(n_block_per_iter=1, block_sharding_strategy=BlockShardStrategy.PING_PONG, n_static_blocks=-1, n_dynamic_blocks=55)
         strategy = block_cfg.block_sharding_strategy
@@ -116,6 +124,7 @@ def moe_cte(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_p
         cond = hybrid_conditions
         activations = gate_up_activations_T is not None or down_activations is not None
         return shard_on_i_hybrid_checked(inps, cfg, block_size, cond, None, False, activations)
-    flags = ShardOnIFlags(quantized=False, checkpoint_activation=False, multiply_on_i=False)
+    elif dropping:
+        return shard_on_i_dropping_checked(inps, cfg, block_size, flags)
     validate_bwmm_shard_on_i(inps, cfg, block_size, flags, "blockwise_mm_baseline_shard_intermediate")
     return _bwmm_shard_on_i(inps, cfg, block_size, False)

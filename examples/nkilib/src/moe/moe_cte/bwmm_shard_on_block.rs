@@ -913,7 +913,7 @@ pub mod kernel {
 /// Why a `bwmm_shard_on_block` (or `moe_cte`) call is refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MoeCteRule {
-    /// `spec.implementation` is not `shard_on_block`, `shard_on_i` or `shard_on_i_hybrid`.
+    /// `spec.implementation` is an MX form (not ported).
     Implementation,
     /// Not exactly two programs.
     Programs,
@@ -946,7 +946,7 @@ impl MoeCteRule {
     pub const fn message(self) -> &'static str {
         match self {
             MoeCteRule::Implementation => {
-                "moe_cte: spec.implementation must be MoECTEImplementation.shard_on_block, shard_on_i or shard_on_i_hybrid (the implementations ported)"
+                "moe_cte: spec.implementation must be MoECTEImplementation.shard_on_block, shard_on_i, shard_on_i_hybrid or shard_on_i_dropping (the implementations ported)"
             }
             MoeCteRule::Programs => "bwmm_shard_on_block: runs on exactly 2 programs (LNC2), the blocks alternating between them",
             MoeCteRule::HiddenTiles => "bwmm_shard_on_block: H must be a positive multiple of 512",

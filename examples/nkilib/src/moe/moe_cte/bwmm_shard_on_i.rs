@@ -53,7 +53,8 @@
 //! zeros). It takes neither `expert_affinity_multiply_on_I` nor
 //! `checkpoint_activation`, scales `POST_SCALE` by default, and refuses
 //! `gate_up_activations_T` / `down_activations` (the library takes them as
-//! `None`). The dropping form is not ported.
+//! `None`). The dropping form is
+//! [`bwmm_shard_on_i_dropping`](crate::moe::moe_cte::bwmm_shard_on_i_dropping).
 
 // The library's names `calculate_expert_affinity_T`, `expert_affinity_multiply_on_I`.
 #![allow(non_snake_case)]
@@ -74,7 +75,7 @@ pub mod kernel {
     };
     pub use crate::moe::moe_cte::moe_cte_utils::SkipMode;
     use crate::moe::moe_cte::moe_cte_utils::{
-        Configs, InputTensors, PSUM_SIZE, TILE_SIZE, calculate_expert_affinities, stream_shuffle_broadcast,
+        Configs, GUP_PROJ_DIM, InputTensors, PSUM_SIZE, TILE_SIZE, calculate_expert_affinities, stream_shuffle_broadcast,
     };
     pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode};
     use nki::prelude::*;
@@ -131,7 +132,8 @@ pub mod kernel {
 
     /// This program's intermediate `act(g)·u` of the block, `[128,
     /// I/2/128, B]` in the compute dtype, the affinity applied where the
-    /// options place it (module docs).
+    /// options place it (module docs); the clamped projections saved to
+    /// `checkpoint` when given.
     #[nki_helper]
     pub fn block_intermediate_states(
         inps: InputTensors,
@@ -141,8 +143,12 @@ pub mod kernel {
         expert: Sbuf,
         token_indices: Sbuf,
         multiply_on_i: bool,
+        checkpoint: Option<ActivationCheckpoint>,
     ) -> Sbuf {
         let gup = block_gate_up_projections(inps, cfg, dims, x_t, expert);
+        if let Some(ck) = checkpoint {
+            store_gate_up_activations(ck, gup, dims);
+        }
         let pre = cfg.scaling_mode == ExpertAffinityScaleMode::PRE_SCALE;
         let mut aff_t: Option<Sbuf> = None;
         if pre || multiply_on_i {
@@ -184,6 +190,47 @@ pub mod kernel {
         recv
     }
 
+    /// Where a block's activations are saved for the backward pass (the
+    /// library's `gate_up_activations_T` and `down_activations` outputs).
+    #[nki_object]
+    pub struct ActivationCheckpoint {
+        /// The clamped gate and up projections `[N, 2, I, B]`.
+        pub gate_up_activations_T: Tensor,
+        /// The down projection before its bias and affinity `[N, B, H]`.
+        pub down_activations: Option<Tensor>,
+        /// The block saved.
+        pub block_idx: i64,
+        /// The block position of the first token of the tokens computed.
+        pub position: i64,
+    }
+
+    /// This program's intermediate rows of the clamped projections `gup`
+    /// (`[128, 2, I/2/128, b]` float32) to their block, rows and positions
+    /// of `ck.gate_up_activations_T`.
+    #[nki_helper]
+    pub fn store_gate_up_activations(ck: ActivationCheckpoint, gup: Sbuf, dims: DimensionSizes) {
+        let (acts, p0) = (ck.gate_up_activations_T, ck.position);
+        for g in 0..GUP_PROJ_DIM {
+            for it in 0..dims.gup_tile_count {
+                let k: i64 = i_rows(dims, it);
+                let r0 = dims.i_offset + it * TILE_SIZE;
+                nisa::dma_copy(acts[s![ck.block_idx, g, r0..r0 + k, p0..p0 + dims.b]], gup[s![0..k, g, it, ..]]);
+            }
+        }
+    }
+
+    /// Token tile `j`'s summed down projection `rows` `[128, H]` (before
+    /// its bias and affinity) to its block positions of
+    /// `ck.down_activations`, when saved.
+    #[nki_helper]
+    pub fn store_down_activations(ck: ActivationCheckpoint, rows: Sbuf, j: i64) {
+        let down = ck.down_activations;
+        if let Some(d) = down {
+            let p0 = ck.position + j * TILE_SIZE;
+            nisa::dma_copy(d[s![ck.block_idx, p0..p0 + TILE_SIZE, ..]], rows);
+        }
+    }
+
     /// The expert `[1, 1]` int32 of block `block_idx`.
     #[nki_helper]
     pub fn load_block_expert(block_to_expert: Hbm, block_idx: i64) -> Sbuf {
@@ -212,7 +259,7 @@ pub mod kernel {
 
     /// One block, its expert in `expert` and its token ids in
     /// `token_indices`, through the expert into `output` by both programs
-    /// (module docs).
+    /// (module docs), its activations saved to `checkpoint` when given.
     #[nki_helper]
     pub fn compute_one_block(
         inps: InputTensors,
@@ -222,10 +269,11 @@ pub mod kernel {
         expert: Sbuf,
         token_indices: Sbuf,
         multiply_on_i: bool,
+        checkpoint: Option<ActivationCheckpoint>,
     ) {
         let shard_id: i64 = nl::program_id(0);
         let x_t = transpose_block_hidden_states(load_hidden_states(inps, cfg, dims, token_indices), dims);
-        let inter = block_intermediate_states(inps, cfg, dims, x_t, expert, token_indices, multiply_on_i);
+        let inter = block_intermediate_states(inps, cfg, dims, x_t, expert, token_indices, multiply_on_i, checkpoint);
         let mut affinity: Option<Sbuf> = None;
         let mut down_bias: Option<Sbuf> = None;
         if !multiply_on_i {
@@ -243,6 +291,9 @@ pub mod kernel {
         for k in 0..half {
             let own = shard_id * half + k;
             let rows = exchange_partial_outputs(st, own, (NUM_SHARDS - 1 - shard_id) * half + k, cfg, dims, output.dtype(), shard_id);
+            if let Some(ck) = checkpoint {
+                store_down_activations(ck, rows, own);
+            }
             let mut old: Option<Sbuf> = None;
             if cfg.is_tensor_update_accumulating {
                 old = Some(bwmm_load_old_block(output, token_indices, own, cfg, shard_id, false));
@@ -273,7 +324,7 @@ pub mod kernel {
         for block_idx in 0..n_blocks {
             let expert = load_block_expert(inps.block_to_expert, block_idx);
             let positions = inps.token_position_to_id.ap([[1, TILE_SIZE], [TILE_SIZE, dims.num_tiles]], offset = block_idx * dims.b);
-            compute_one_block(inps, cfg, dims, output, expert, load_token_indices(positions, dims), multiply_on_i);
+            compute_one_block(inps, cfg, dims, output, expert, load_token_indices(positions, dims), multiply_on_i, None);
             // The block's rows are stored before the next block reads them.
             nisa::core_barrier(output, [0, 1]);
         }
@@ -307,7 +358,7 @@ pub mod kernel {
         for _ in nl::dynamic_range(n_static, stop) {
             let expert = load_dynamic_block_expert(inps.block_to_expert, block_idx);
             let token_indices = load_token_indices_dynamic_block(inps, dims, block_idx);
-            compute_one_block(inps, cfg, dims, output, expert, token_indices, false);
+            compute_one_block(inps, cfg, dims, output, expert, token_indices, false, None);
             nisa::core_barrier(output, [0, 1]);
             nisa::tensor_scalar(block_idx, block_idx, nl::add, 1.0);
         }

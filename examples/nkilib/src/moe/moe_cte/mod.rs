@@ -4,5 +4,6 @@
 
 pub mod bwmm_shard_on_block;
 pub mod bwmm_shard_on_i;
+pub mod bwmm_shard_on_i_dropping;
 pub mod moe_cte;
 pub mod moe_cte_utils;

@@ -12,14 +12,16 @@
 //! `shard_on_i`
 //! ([`blockwise_mm_baseline_shard_intermediate`](crate::moe::moe_cte::bwmm_shard_on_i))
 //! and `shard_on_i_hybrid` (its `_hybrid` form, which reads `conditions`)
-//! are ported; the others (`shard_on_i_dropping` and the MX forms) are
-//! refused by name.
+//! are ported, and `shard_on_i_dropping`
+//! ([`blockwise_mm_shard_intermediate_dropping`](crate::moe::moe_cte::bwmm_shard_on_i_dropping),
+//! which returns its activations too); the MX forms are refused by name.
 
 // The library's parameter name `gate_up_activations_T`.
 #![allow(non_snake_case)]
 
 pub use crate::moe::moe_cte::bwmm_shard_on_block::{BwmmShardOnBlockCall, MoeCteRule, bwmm_shard_on_block_violation};
 pub use crate::moe::moe_cte::bwmm_shard_on_i::{BwmmShardOnICall, ShardOnIRule, bwmm_shard_on_i_violation};
+pub use crate::moe::moe_cte::bwmm_shard_on_i_dropping::{DroppingRule, bwmm_shard_on_i_dropping_violation};
 pub use kernel::*;
 
 /// The entry and its configuration classes.
@@ -31,6 +33,7 @@ pub mod kernel {
     use crate::moe::moe_cte::bwmm_shard_on_i::{
         _bwmm_shard_on_i, ShardOnIFlags, shard_on_i_hybrid_checked, shard_on_i_scaling_mode, validate_bwmm_shard_on_i,
     };
+    use crate::moe::moe_cte::bwmm_shard_on_i_dropping::{dropping_scaling_mode, shard_on_i_dropping_checked};
     pub use crate::moe::moe_cte::moe_cte_utils::{BlockShardStrategy, SkipMode};
     pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode};
     use nki::prelude::*;
@@ -44,7 +47,7 @@ pub mod kernel {
         shard_on_i = 1,
         /// `shard_on_i` with a static then a dynamic block loop (ported).
         shard_on_i_hybrid = 2,
-        /// `shard_on_i` for a token-dropping layer.
+        /// `shard_on_i` for a token-dropping layer (ported).
         shard_on_i_dropping = 3,
         /// `shard_on_block` with MX weights (trn3).
         shard_on_block_mx = 4,
@@ -77,7 +80,8 @@ pub mod kernel {
     /// `shard_on_block` path reads as well, and `shard_on_i` with the
     /// library's `ShardOnIConfig` defaults: no activation checkpointing,
     /// the affinity on the output, and for `shard_on_i_hybrid` the static
-    /// block count `N - E`).
+    /// block count `N - E`; `shard_on_i_dropping` likewise scales the
+    /// output).
     #[nki_object]
     pub struct MoECTESpec {
         /// Which implementation runs.
@@ -88,7 +92,9 @@ pub mod kernel {
     /// through the experts of `block_to_expert`, by `spec.implementation`
     /// (module docs); `shard_on_block` returns `[T, 2, H]` (slot 0 the
     /// result) when accumulating, else `[T, H]`; `shard_on_i` and
-    /// `shard_on_i_hybrid` (which needs `conditions`) `[T, H]`.
+    /// `shard_on_i_hybrid` (which needs `conditions`) `[T, H]`;
+    /// `shard_on_i_dropping` `(output, gate_up_activations_T,
+    /// down_activations)`.
     #[nki_kernel]
     pub fn moe_cte(
         #[dtypes(float32, bfloat16, float16)] hidden_states: Hbm,
@@ -114,13 +120,14 @@ pub mod kernel {
         gate_clamp_lower_limit: Option<f64>,
         up_clamp_upper_limit: Option<f64>,
         up_clamp_lower_limit: Option<f64>,
-    ) -> Hbm {
+    ) -> Outputs {
         let implementation = spec.implementation;
         let block = implementation == MoECTEImplementation::shard_on_block;
         let hybrid = implementation == MoECTEImplementation::shard_on_i_hybrid;
+        let dropping = implementation == MoECTEImplementation::shard_on_i_dropping;
         assert!(
-            block || implementation == MoECTEImplementation::shard_on_i || hybrid,
-            "moe_cte: spec.implementation must be MoECTEImplementation.shard_on_block, shard_on_i or shard_on_i_hybrid (the implementations ported), got {implementation}"
+            block || implementation == MoECTEImplementation::shard_on_i || hybrid || dropping,
+            "moe_cte: spec.implementation must be MoECTEImplementation.shard_on_block, shard_on_i, shard_on_i_hybrid or shard_on_i_dropping (the implementations ported), got {implementation}"
         );
         assert!(quantization_config.is_none(), "moe_cte: quantization_config is not implemented (the quantization scales)");
         assert!(!hybrid || conditions.is_some(), "moe_cte: shard_on_i_hybrid needs conditions, the [N + 1] padded-block flags");
@@ -129,10 +136,20 @@ pub mod kernel {
         let (x, aff, pos, experts) = (hidden_states, expert_affinities_masked, token_position_to_id, block_to_expert);
         let inps = input_tensors(x, aff, gate_up_proj_weight, down_proj_weight, pos, experts, gate_and_up_proj_bias, down_proj_bias);
         let clamps = ClampLimits { gate_clamp_upper_limit, gate_clamp_lower_limit, up_clamp_upper_limit, up_clamp_lower_limit };
-        let mode = if block { expert_affinities_scaling_mode } else { shard_on_i_scaling_mode(expert_affinities_scaling_mode) };
+        let m = expert_affinities_scaling_mode;
+        let mode = if block {
+            m
+        } else if dropping {
+            dropping_scaling_mode(m)
+        } else {
+            shard_on_i_scaling_mode(m)
+        };
         let cfg = configs(inps, skip_dma, compute_dtype, is_tensor_update_accumulating, mode, activation_function, clamps);
         // The conditions only the hybrid form reads (given, as asserted above).
         let hybrid_conditions = if hybrid { conditions } else { None };
+        // The intermediate-sharded forms' options: the library's
+        // `ShardOnIConfig` defaults (`MoECTESpec` holds none).
+        let flags = ShardOnIFlags { quantized: false, checkpoint_activation: false, multiply_on_i: false };
         if block {
             let block_cfg = ShardOnBlockConfig {
                 n_block_per_iter: 1,
@@ -142,13 +159,14 @@ pub mod kernel {
             };
             let strategy = block_cfg.block_sharding_strategy;
             validate_bwmm_shard_on_block(inps, cfg, block_size, strategy, false, down_activations.is_some());
-            return _bwmm_shard_on_block(inps, cfg, block_size);
+            return Outputs(_bwmm_shard_on_block(inps, cfg, block_size));
         } else if let Some(cond) = hybrid_conditions {
             let activations = gate_up_activations_T.is_some() || down_activations.is_some();
-            return shard_on_i_hybrid_checked(inps, cfg, block_size, cond, None, false, activations);
+            return Outputs(shard_on_i_hybrid_checked(inps, cfg, block_size, cond, None, false, activations));
+        } else if dropping {
+            return shard_on_i_dropping_checked(inps, cfg, block_size, flags);
         }
-        let flags = ShardOnIFlags { quantized: false, checkpoint_activation: false, multiply_on_i: false };
         validate_bwmm_shard_on_i(inps, cfg, block_size, flags, "blockwise_mm_baseline_shard_intermediate");
-        _bwmm_shard_on_i(inps, cfg, block_size, false)
+        Outputs(_bwmm_shard_on_i(inps, cfg, block_size, false))
     }
 }
