@@ -728,23 +728,9 @@ fn moe_cte_dispatches_to_shard_on_i() {
 }
 
 /// An intermediate-sharded call the rules accept (the library's `H = 3072,
-/// E = 8, B = 512, I = 2048`).
-const OK_I: BwmmShardOnICall = BwmmShardOnICall {
-    hidden: 3072,
-    intermediate: 2048,
-    experts: 8,
-    block_size: 512,
-    positions: 16 * 512,
-    programs: 2,
-    skip_weight: false,
-    activation: ActFnType::SiLU,
-    quantized: false,
-    checkpoint_activation: false,
-    one_bias: false,
-    down_bias_on_i: false,
-    static_blocks: 0,
-    activations: false,
-};
+/// E = 8, B = 512, I = 2048`, the kernel's defaults otherwise).
+const OK_I: BwmmShardOnICall =
+    nkilib::bwmm_shard_on_i_config!(hidden = 3072, intermediate = 2048, experts = 8, block_size = 512, positions = 16 * 512);
 
 /// Each intermediate-sharded rule refuses what it names, and the kernel
 /// refuses the same at trace time.
@@ -964,18 +950,15 @@ fn shard_on_i_hybrid_refuses_what_its_rules_name() {
     assert!(err.contains(ShardOnIRule::Activations.message()), "{err}");
 }
 
-/// A `blockwise_mm_shard_intermediate_dropping` case: a configuration (its
-/// routing gives each token its experts; each expert keeps the first `B`
-/// of its tokens, the rest dropped) and whether the affinity multiplies the
-/// intermediate.
+/// A `blockwise_mm_shard_intermediate_dropping` case: an
+/// intermediate-sharded case (its routing gives each token its experts;
+/// each expert keeps the first `B` of its tokens, the rest dropped) run
+/// through the dropping kernel.
 #[derive(Clone, Copy, Debug)]
-struct DroppingCase {
-    c: Config,
-    on_i: bool,
-}
+struct DroppingCase(ShardICase);
 
 const fn dropping(c: Config) -> DroppingCase {
-    DroppingCase { c, on_i: false }
+    DroppingCase(shard_i(c))
 }
 
 /// CI-sized versions of the library's `SHARD_ON_INTERMEDIATE_DROPPING`
@@ -992,7 +975,7 @@ const DROPPING_CASES: &[DroppingCase] = &[
     dropping(cfg(1024, 512, 256, 2, 2, 1024).padded().plain()),
     dropping(cfg(2048, 512, 192, 2, 2, 2048).padded()),
     dropping(cfg(2048, 512, 256, 2, 1, 1024)),
-    DroppingCase { c: cfg(1024, 512, 256, 2, 2, 1024).plain(), on_i: true },
+    DroppingCase(ShardICase { c: cfg(1024, 512, 256, 2, 2, 1024).plain(), on_i: true }),
     dropping(cfg(1024, 512, 256, 2, 2, 1024).padded().scale(Scale::Pre)),
     dropping(cfg(1024, 512, 256, 2, 2, 1024).scale(Scale::No)),
     dropping(cfg(2048, 512, 256, 2, 1, 1024).padded().routed(Routing::AllOnZero)),
@@ -1003,7 +986,7 @@ impl DroppingCase {
     /// The inputs: one block of `B` positions per expert, its first `B`
     /// tokens (in token order), then padding.
     fn inputs(&self) -> Inputs {
-        let c = &self.c;
+        let c = &self.0.c;
         let w = c.inputs();
         let routes = c.routes(seed_of(&c.name()));
         let pad = if c.skip_token { -1 } else { c.t as i64 };
@@ -1023,8 +1006,8 @@ impl DroppingCase {
     /// projections `[E, B, H]` of every position (a padding position's row
     /// is zero).
     fn reference(&self, w: &Inputs) -> [Vec<f64>; 3] {
-        let c = Config { scale: Scale::Post, ..self.c };
-        let out = ShardICase { c, on_i: self.on_i }.reference(w);
+        let c = Config { scale: Scale::Post, ..self.0.c };
+        let out = ShardICase { c, ..self.0 }.reference(w);
         let (h, i, b) = (c.h, c.i, c.b);
         let (mut gate_up, mut down) = (vec![0.0; c.e * 2 * i * b], vec![0.0; c.e * b * h]);
         let zero = vec![0.0; h];
@@ -1045,20 +1028,13 @@ impl DroppingCase {
     /// The emulator's outputs on two programs: `[T', H]`, `[E, 2, I, B]`
     /// and, unless the affinity is on the intermediate, `[E, B, H]`.
     fn run(&self, w: &Inputs, dtype: Dtype, precision: Precision) -> Vec<Vec<f32>> {
-        let c = &self.c;
+        let c = &self.0.c;
         let [hid, aff, gu, dw, pos, b2e, gub, db] = c.tensors(w, dtype);
         let call = blockwise_mm_shard_intermediate_dropping::Call::new(&hid, &aff, &gu, &dw, c.b as i64, &pos, &b2e);
-        let call = with_options!(call, c, dtype, &gub, &db, false).expert_affinity_multiply_on_I(self.on_i);
+        let call = with_options!(call, c, dtype, &gub, &db, false).expert_affinity_multiply_on_I(self.0.on_i);
         let launch = Launch::new().lnc(2).precision(precision);
         let outs = call.launch(&launch).unwrap_or_else(|err| panic!("{}: {err}", self.name()));
         outs.0.iter().map(Tensor::to_f32_vec).collect()
-    }
-
-    /// The NumPy executor's arguments, by keyword.
-    fn numpy_kwargs(&self, w: &Inputs, dtype: Dtype) -> Vec<(&'static str, Arg)> {
-        let mut kwargs = self.c.numpy_kwargs(w, dtype);
-        kwargs.push(("expert_affinity_multiply_on_I", Arg::Bool(self.on_i)));
-        kwargs
     }
 }
 
@@ -1067,11 +1043,11 @@ impl DroppingCase {
 /// rows of the output and both activations.
 fn dropping_cases_match_float64(dtype: Dtype, precision: Precision, tol: f64) {
     for case in DROPPING_CASES {
-        let c = case.c;
+        let c = case.0.c;
         let w = rounded(&case.inputs(), dtype);
         let got = case.run(&w, dtype, precision);
         let want = case.reference(&w);
-        assert_eq!(got.len(), if case.on_i { 2 } else { 3 }, "{}: outputs", case.name());
+        assert_eq!(got.len(), if case.0.on_i { 2 } else { 3 }, "{}: outputs", case.name());
         assert_close(&format!("{} {dtype:?} output", case.name()), &got[0][..c.t * c.h], &want[0], tol, tol);
         for (k, (g, r)) in got.iter().zip(&want).enumerate().skip(1) {
             assert_close(&format!("{} {dtype:?} activations {k}", case.name()), g, r, tol, tol);
@@ -1079,17 +1055,13 @@ fn dropping_cases_match_float64(dtype: Dtype, precision: Precision, tol: f64) {
     }
 }
 
-/// fp32 inputs and compute in fp32 precision.
+/// fp32 inputs and compute in fp32 precision, then bfloat16 inputs and
+/// compute in hardware precision within the library's tolerance (2e-2).
 #[test]
-fn shard_on_i_dropping_in_fp32_matches_float64() {
-    dropping_cases_match_float64(Dtype::F32, Precision::Fp32, 1e-4);
-}
-
-/// bfloat16 inputs and compute in hardware precision within the library's
-/// tolerance (2e-2).
-#[test]
-fn shard_on_i_dropping_in_hardware_precision_matches_float64() {
-    dropping_cases_match_float64(Dtype::Bf16, Precision::Hardware, 2e-2);
+fn shard_on_i_dropping_matches_float64_in_both_precisions() {
+    for (dtype, precision, tol) in [(Dtype::F32, Precision::Fp32, 1e-4), (Dtype::Bf16, Precision::Hardware, 2e-2)] {
+        dropping_cases_match_float64(dtype, precision, tol);
+    }
 }
 
 /// The emitted dropping kernel under NumPy equals the emulator (every
@@ -1105,7 +1077,7 @@ fn emitted_shard_on_i_dropping_under_numpy_equals_emulator() {
                 emitted_package(),
                 "blockwise_mm_shard_intermediate_dropping",
                 &[],
-                &case.numpy_kwargs(&w, dtype),
+                &case.0.numpy_kwargs(&w, dtype),
                 2,
                 mode,
             );
@@ -1120,23 +1092,14 @@ fn emitted_shard_on_i_dropping_under_numpy_equals_emulator() {
 #[test]
 fn moe_cte_dispatches_to_shard_on_i_dropping() {
     let case = DROPPING_CASES[2];
-    let c = case.c;
+    let c = case.0.c;
     let w = rounded(&case.inputs(), Dtype::Bf16);
     let [hid, aff, gu, dw, pos, b2e, gub, db] = c.tensors(&w, Dtype::Bf16);
     let spec = MoECTESpec { implementation: MoECTEImplementation::shard_on_i_dropping };
     let launch = Launch::new().lnc(2).precision(Precision::Hardware);
-    let got = moe_cte::Call::new(&hid, &aff, &gu, &dw, &pos, &b2e, c.b as i64, &spec)
-        .gate_and_up_proj_bias(&gub)
-        .down_proj_bias(&db)
-        .activation_function(ActFnType::Swish)
-        .skip_dma(Some(SkipMode { skip_token: true, skip_weight: false }))
-        .is_tensor_update_accumulating(c.accumulating())
-        .gate_clamp_upper_limit(CLAMPS[0])
-        .up_clamp_upper_limit(CLAMPS[1])
-        .up_clamp_lower_limit(CLAMPS[2])
-        .launch(&launch)
-        .unwrap();
-    let got: Vec<Vec<f32>> = got.0.iter().map(Tensor::to_f32_vec).collect();
+    // The options the dropping kernel's run gives it.
+    let call = with_options!(moe_cte::Call::new(&hid, &aff, &gu, &dw, &pos, &b2e, c.b as i64, &spec), c, Dtype::Bf16, &gub, &db, false);
+    let got: Vec<Vec<f32>> = call.launch(&launch).unwrap().0.iter().map(Tensor::to_f32_vec).collect();
     assert_eq!(got, case.run(&w, Dtype::Bf16, Precision::Hardware), "moe_cte differs from the dropping kernel");
     let mut kwargs = c.numpy_kwargs(&w, Dtype::Bf16);
     let implementation = ("implementation", Arg::Member("MoECTEImplementation", "shard_on_i_dropping"));
@@ -1172,7 +1135,7 @@ fn shard_on_i_dropping_rules_refuse_what_they_name() {
         assert_eq!(bwmm_shard_on_i_dropping_violation(call), Some(rule), "{call:?}");
     }
     let case = DROPPING_CASES[0];
-    let c = case.c;
+    let c = case.0.c;
     let w = case.inputs();
     let [hid, aff, gu, dw, pos, b2e, _, _] = c.tensors(&w, Dtype::Bf16);
     let lnc2 = Launch::new().lnc(2);

@@ -693,9 +693,20 @@ pub const fn bwmm_shard_on_i_violation(c: BwmmShardOnICall) -> Option<ShardOnIRu
 #[macro_export]
 macro_rules! bwmm_shard_on_i_config {
     ($($args:tt)*) => {
+        $crate::__shard_on_i_config!([$crate::moe::moe_cte::bwmm_shard_on_i::bwmm_shard_on_i_violation], $($args)*)
+    };
+}
+
+/// A [`BwmmShardOnICall`] with the intermediate-sharded kernels' defaults
+/// (two programs, SiLU, no scales, no checkpointing, no bias) but the
+/// options given, checked at compile time by `$violation`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __shard_on_i_config {
+    ([$($violation:tt)+], $($args:tt)*) => {
         $crate::__blockwise_config!(
             [$crate::moe::moe_cte::bwmm_shard_on_i::BwmmShardOnICall],
-            [$crate::moe::moe_cte::bwmm_shard_on_i::bwmm_shard_on_i_violation],
+            [$($violation)+],
             {
                 skip_weight: false,
                 activation: $crate::moe::moe_cte::bwmm_shard_on_i::ActFnType::SiLU,

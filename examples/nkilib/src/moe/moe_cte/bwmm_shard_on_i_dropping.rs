@@ -284,20 +284,6 @@ pub const fn bwmm_shard_on_i_dropping_violation(c: BwmmShardOnICall) -> Option<D
 #[macro_export]
 macro_rules! bwmm_shard_on_i_dropping_config {
     ($($args:tt)*) => {
-        $crate::__blockwise_config!(
-            [$crate::moe::moe_cte::bwmm_shard_on_i::BwmmShardOnICall],
-            [$crate::moe::moe_cte::bwmm_shard_on_i_dropping::bwmm_shard_on_i_dropping_violation],
-            {
-                skip_weight: false,
-                activation: $crate::moe::moe_cte::bwmm_shard_on_i_dropping::ActFnType::SiLU,
-                quantized: false,
-                checkpoint_activation: false,
-                one_bias: false,
-                down_bias_on_i: false,
-                static_blocks: 0,
-                activations: false,
-            },
-            $($args)*
-        )
+        $crate::__shard_on_i_config!([$crate::moe::moe_cte::bwmm_shard_on_i_dropping::bwmm_shard_on_i_dropping_violation], $($args)*)
     };
 }
