@@ -396,19 +396,14 @@ fn emitted_blockwise_mm_bwd_under_numpy_equals_emulator() {
 
 /// A call the rules accept (the library's `H = 2880, I = 2880, E = 2,
 /// B = 512`), to vary one field at a time.
-const OK: BwmmBwdCall = BwmmBwdCall {
-    hidden: 2880,
-    intermediate: 2880,
-    experts: 2,
-    block_size: 512,
-    positions: 17 * 512,
-    programs: 2,
-    shard_option: ShardOption::SHARD_ON_HIDDEN,
-    affinity_option: AffinityOption::AFFINITY_ON_H,
-    kernel_type_option: KernelTypeOption::DROPLESS,
-    block_tile_size: false,
-    activation: ActFnType::Swish,
-};
+const OK: BwmmBwdCall = nkilib::bwmm_bwd_config!(
+    hidden = 2880,
+    intermediate = 2880,
+    experts = 2,
+    block_size = 512,
+    positions = 17 * 512,
+    activation = ActFnType::Swish
+);
 
 /// Each rule refuses what it names, and the kernel refuses the same at trace time.
 #[test]

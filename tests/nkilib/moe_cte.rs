@@ -1111,7 +1111,7 @@ fn moe_cte_dispatches_to_shard_on_i_dropping() {
 /// A dropping call the rules accept (the library's `H = 2048, E = 2, B =
 /// 1024, I = 8192`).
 const OK_DROP: BwmmShardOnICall =
-    BwmmShardOnICall { hidden: 2048, intermediate: 8192, experts: 2, block_size: 1024, positions: 2 * 1024, ..OK_I };
+    nkilib::bwmm_shard_on_i_dropping_config!(hidden = 2048, intermediate = 8192, experts = 2, block_size = 1024, positions = 2 * 1024);
 
 /// Each dropping rule refuses what it names (the intermediate-sharded
 /// kernel's through it), and the kernel refuses the same at trace time.
