@@ -1573,6 +1573,29 @@ fn qkv_tkg_mx_runs_from_packed_weights_as_the_typed_api() {
 }
 
 #[test]
+fn qkv_cte_mx_runs_from_packed_weights_as_the_typed_api() {
+    use nkilib::qkv::qkv_cte::{NormType, QKVWeightLayout, QuantizationType, qkv_cte};
+    let dir = common::scratch("cli_run_qkv_cte_mx");
+    std::fs::create_dir(dir.join("out")).unwrap();
+    // 200 tokens over trn3's 2 programs, H = 1024 (two packed tiles), I = 384, RMSNorm.
+    let (input, gamma) = (bf16(&[1, 200, 1024], 1), bf16(&[1, 1024], 2));
+    let w = packed(&[256, 384], &fp8_codes(1024 * 384, 3), Dtype::Fp8E4m3Fnx4);
+    let scales = mx_scales(&[32, 384], 4);
+    let trn3 = Launch::new().generation(nki::hw::Generation::Trn3).lnc(2);
+    let want = qkv_cte::Call::new(&input, &w)
+        .quantization_type(QuantizationType::MX)
+        .weight_layout(QKVWeightLayout::MX_CONTIGUOUS)
+        .qkv_w_scale(&scales)
+        .fused_norm_type(NormType::RMS_NORM)
+        .gamma_norm_weights(&gamma)
+        .launch(&trn3)
+        .unwrap();
+    let tensors = [("input", &input), ("fused_qkv_weights", &w), ("qkv_w_scale", &scales), ("gamma_norm_weights", &gamma)];
+    let scalars = [("quantization_type", "MX"), ("weight_layout", "MX_CONTIGUOUS"), ("fused_norm_type", "RMS_NORM")];
+    assert_runs_as(&dir, &coded_args(&dir, "qkv_cte", 2, &tensors, &scalars), &want.0[0]);
+}
+
+#[test]
 fn output_projection_cte_mx_runs_from_packed_attention_and_weights_as_the_typed_api() {
     use nkilib::output_projection::output_projection_cte::output_projection_cte::{QuantizationType, output_projection_cte};
     let dir = common::scratch("cli_run_output_projection_cte_mx");

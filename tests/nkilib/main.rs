@@ -29,6 +29,7 @@ pub mod output_projection;
 pub mod output_projection_cte_mx;
 pub mod qkv;
 pub mod qkv_cte;
+pub mod qkv_cte_mx;
 pub mod qkv_tkg_mx;
 pub mod rmsnorm;
 pub mod router_topk;

@@ -45,3 +45,22 @@ pub fn e2m1fn(code: u32) -> f64 {
     let (e, m) = (((code >> 1) & 0x3) as i32, f64::from(code & 1) / 2.0);
     if e == 0 { sign * m } else { sign * (1.0 + m) * 2f64.powi(e - 1) }
 }
+
+/// Rows of `h` values in the pre-swizzled order of the MX kernels' input:
+/// position `k·h/4 + t·128 + p` of a row holds its hidden element `512t + 4p + k`.
+pub fn swizzle_4h(v: &[f64], h: usize) -> Vec<f64> {
+    v.chunks(h)
+        .flat_map(|row| {
+            (0..h).map(move |pos| {
+                let (k, rest) = (pos / (h / 4), pos % (h / 4));
+                row[512 * (rest / 128) + 4 * (rest % 128) + k]
+            })
+        })
+        .collect()
+}
+
+/// `[h][i]` byte codes packed four hidden rows a word, `[h/4][i]`: byte `k`
+/// of `(r, c)` is the code of hidden row `4r + k`.
+pub fn pack_x4_rows(codes: &[u32], h: usize, i: usize) -> Vec<i64> {
+    (0..h / 4 * i).map(|at| (0..4).map(|k| i64::from(codes[(4 * (at / i) + k) * i + at % i]) << (8 * k)).sum()).collect()
+}

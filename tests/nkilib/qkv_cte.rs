@@ -12,16 +12,19 @@ use crate::common::{
     Arg, CaseName, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, assert_refused_by, assert_same_elements, layer_norm, package_of, rms_norm,
     seed_of, tensor, uniform, vec_mat,
 };
+use crate::mx_format::{e4m3fn, pack_x4_rows, quantize_e4m3fn_groups, swizzle_4h};
 use nki::{Dtype, Launch, Precision};
 use nkilib::qkv::qkv::qkv as qkv_entry;
-use nkilib::qkv::qkv_cte::{NormType, QKVOutputLayout, QkvCteRule, QkvCteShape, QuantizationType, qkv_cte, qkv_cte_violation};
+use nkilib::qkv::qkv_cte::{
+    NormType, QKVOutputLayout, QKVWeightLayout, QkvCteRule, QkvCteShape, QuantizationType, qkv_cte, qkv_cte_violation,
+};
 
 /// The RoPE caches `(cos, sin)`, `[B·S·d_head]` each.
-type Caches = (Vec<f64>, Vec<f64>);
+pub(crate) type Caches = (Vec<f64>, Vec<f64>);
 
 /// The norm of a case.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Norm {
+pub(crate) enum Norm {
     None,
     Rms,
     RmsSkipGamma,
@@ -30,35 +33,50 @@ enum Norm {
 
 /// One configuration of the library's `test_qkv_cte.py`.
 #[derive(Clone, Copy, Debug)]
-struct Config {
-    lnc: usize,
-    b: usize,
-    s: usize,
-    h: usize,
-    hidden_actual: Option<usize>,
-    i: usize,
-    d_head: usize,
-    nq: usize,
-    nkv: usize,
-    norm: Norm,
-    fused_add: bool,
-    norm_bias: bool,
-    qkv_bias: bool,
-    nbsd: bool,
-    rope: bool,
-    eps: f64,
+pub(crate) struct Config {
+    pub(crate) lnc: usize,
+    pub(crate) b: usize,
+    pub(crate) s: usize,
+    pub(crate) h: usize,
+    pub(crate) hidden_actual: Option<usize>,
+    pub(crate) i: usize,
+    pub(crate) d_head: usize,
+    pub(crate) nq: usize,
+    pub(crate) nkv: usize,
+    pub(crate) norm: Norm,
+    pub(crate) fused_add: bool,
+    pub(crate) norm_bias: bool,
+    pub(crate) qkv_bias: bool,
+    pub(crate) nbsd: bool,
+    pub(crate) rope: bool,
+    pub(crate) eps: f64,
     /// STATIC quantization: float8_e4m3 weights, Q/K/V weight scales and an
     /// input scale, given as this many rows (1 or 128); 0 for none.
-    static_scale_rows: usize,
+    pub(crate) static_scale_rows: usize,
     /// The fp8 KV-cache outputs.
-    kv: Option<KvCache>,
+    pub(crate) kv: Option<KvCache>,
+    /// MX quantization (trn3).
+    pub(crate) mx: Option<MxForm>,
+}
+
+/// MX quantization of a configuration: `[H/4, I]` `float8_e4m3fn_x4` weights
+/// (byte `k` of packed row `r` is hidden row `4r + k`), each `float8_e4m3fn`
+/// code times `2^(s - 127)` for the `uint8` scale `s` of its 32 hidden rows
+/// (all 127 when no scales are given); the normalised input quantized per 32
+/// consecutive hidden values on chip.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MxForm {
+    /// `qkv_w_scale` given (else the neutral `2^0`).
+    pub(crate) scales: bool,
+    /// The input pre-swizzled: each row's `[H/512, 128, 4]` stored as `[4, H/512, 128]`.
+    pub(crate) swizzled: bool,
 }
 
 /// The fp8 KV-cache outputs of a configuration: K and V divided by their
 /// scales, clipped and stored as float8_e4m3 into caches prefilled with other
 /// values (the rows not written must keep them).
 #[derive(Clone, Copy, Debug)]
-struct KvCache {
+pub(crate) struct KvCache {
     k_scale: f64,
     v_scale: f64,
     /// `fp8_max`, `fp8_min` given (else ±240, float8_e4m3's largest finite value).
@@ -100,7 +118,17 @@ impl KvCache {
 
 /// A configuration: `I = (nq + 2·nkv)·d_head`, BSD, no bias, no RoPE, eps 1e-6.
 #[allow(clippy::too_many_arguments)]
-const fn c(lnc: usize, b: usize, s: usize, h: usize, d_head: usize, nq: usize, nkv: usize, norm: Norm, fused_add: bool) -> Config {
+pub(crate) const fn c(
+    lnc: usize,
+    b: usize,
+    s: usize,
+    h: usize,
+    d_head: usize,
+    nq: usize,
+    nkv: usize,
+    norm: Norm,
+    fused_add: bool,
+) -> Config {
     Config {
         lnc,
         b,
@@ -120,6 +148,7 @@ const fn c(lnc: usize, b: usize, s: usize, h: usize, d_head: usize, nq: usize, n
         eps: 1e-6,
         static_scale_rows: 0,
         kv: None,
+        mx: None,
     }
 }
 
@@ -183,7 +212,7 @@ const STATIC_CONFIGS: &[Config] = &[
 ];
 
 /// `cfg` with the biases, layout and RoPE set.
-const fn with(cfg: Config, norm_bias: bool, qkv_bias: bool, nbsd: bool, rope: bool) -> Config {
+pub(crate) const fn with(cfg: Config, norm_bias: bool, qkv_bias: bool, nbsd: bool, rope: bool) -> Config {
     Config { norm_bias, qkv_bias, nbsd, rope, ..cfg }
 }
 
@@ -225,6 +254,20 @@ impl Config {
         } else {
             uniform(h * i, seed + 3, -w, w)
         };
+        // MX: e4m3fn codes without NaN, scales 2^-9 .. 2^-6 (127 without scales).
+        let codes: Vec<f64> =
+            uniform(h * i, seed + 12, 0.0, 254.0).iter().map(|v| v.floor()).map(|c| if c >= 127.0 { c + 1.0 } else { c }).collect();
+        let with_scales = self.mx.is_some_and(|m| m.scales);
+        let exps: Vec<f64> = if with_scales {
+            uniform(h / 32 * i, seed + 13, 118.0, 122.0).iter().map(|v| v.floor()).collect()
+        } else {
+            vec![127.0; h / 32 * i]
+        };
+        let weights = if self.mx.is_some() {
+            (0..h * i).map(|at| e4m3fn(codes[at] as u32) * 2f64.powf(exps[(at / i) / 32 * i + at % i] - 127.0)).collect()
+        } else {
+            weights
+        };
         vec![
             uniform(n, seed, -1.0, 1.0),
             uniform(n, seed + 1, -1.0, 1.0),
@@ -238,6 +281,8 @@ impl Config {
             uniform(1, seed + 9, 0.995 / 240.0, 1.005 / 240.0),
             as_dtype(&uniform(self.cache_len(), seed + 10, -8.0, 8.0), Dtype::Fp8E4m3),
             as_dtype(&uniform(self.cache_len(), seed + 11, -8.0, 8.0), Dtype::Fp8E4m3),
+            codes,
+            exps,
         ]
     }
 
@@ -288,12 +333,29 @@ impl Config {
     /// The float64 projection in the output layout. `cache` is the rounded
     /// RoPE caches (cos, sin) the kernel is given.
     fn reference(&self, v: &[Vec<f64>], cache: &Caches) -> Vec<f64> {
+        self.projection(v, cache, false)
+    }
+
+    /// [`Self::reference`]; with MX, the normalised rows rounded to bfloat16
+    /// before their quantization when `round_rows` (as hardware precision
+    /// stores them).
+    pub(crate) fn projection(&self, v: &[Vec<f64>], cache: &Caches, round_rows: bool) -> Vec<f64> {
         let (bxs, h, i, d) = (self.bxs(), self.h, self.i, self.d_head);
         let mut out = vec![0.0; bxs * i];
         for t in 0..bxs {
-            let x: Vec<f64> =
+            let mut x: Vec<f64> =
                 (0..h).map(|k| v[0][t * h + k] + if self.fused_add { v[1][t * h + k] + v[2][t * h + k] } else { 0.0 }).collect();
-            let y = self.norm_row(&x, v);
+            if round_rows && self.mx.is_some() {
+                // The residual sum is stored in a bfloat16 tile before the norm.
+                x = as_dtype(&x, Dtype::Bf16);
+            }
+            let mut y = self.norm_row(&x, v);
+            if self.mx.is_some() {
+                if round_rows {
+                    y = as_dtype(&y, Dtype::Bf16);
+                }
+                quantize_e4m3fn_groups(&mut y);
+            }
             // STATIC: the input divided by its scale and clipped, the sums times the weight and input scales.
             let quantized = self.static_scale_rows > 0;
             let y: Vec<f64> = if quantized { y.iter().map(|a| (a / v[9][0]).clamp(-240.0, 240.0)).collect() } else { y };
@@ -331,7 +393,7 @@ impl Config {
     }
 
     /// The emulator's projection.
-    fn run(&self, v: &[Vec<f64>], cache: &Caches, dtype: Dtype, precision: Precision) -> Vec<f32> {
+    pub(crate) fn run(&self, v: &[Vec<f64>], cache: &Caches, dtype: Dtype, precision: Precision) -> Vec<f32> {
         let mut outs = self.run_outputs(v, cache, dtype, precision);
         let (b, s, i, d) = (self.b, self.s, self.i, self.d_head);
         let want: Vec<usize> = if self.nbsd { vec![i / d, b, s, d] } else { vec![b, s, i] };
@@ -344,8 +406,15 @@ impl Config {
     fn run_outputs(&self, v: &[Vec<f64>], cache: &Caches, dtype: Dtype, precision: Precision) -> Vec<nki::Tensor> {
         let (b, s, h, i, d) = (self.b, self.s, self.h, self.i, self.d_head);
         let t = |shape: &[usize], x: &[f64]| tensor(shape, x, dtype);
-        let (x, mlp, attn) = (t(&[b, s, h], &v[0]), t(&[b, s, h], &v[1]), t(&[b, s, h], &v[2]));
-        let w = tensor(&[h, i], &v[3], if self.static_scale_rows > 0 { Dtype::Fp8E4m3 } else { dtype });
+        let (x, mlp, attn) = (t(&[b, s, h], &self.input_rows(v)), t(&[b, s, h], &v[1]), t(&[b, s, h], &v[2]));
+        let w = match self.weight_arg(v, dtype) {
+            Arg::Tensor(shape, x, Dtype::Fp8E4m3Fnx4) => {
+                nki::Tensor::from_i64(&shape, &x.iter().map(|&w| w as i64).collect::<Vec<_>>(), Dtype::Fp8E4m3Fnx4).unwrap()
+            }
+            Arg::Tensor(shape, x, w_dtype) => tensor(&shape, &x, w_dtype),
+            _ => unreachable!("the weights are a tensor"),
+        };
+        let mx_scales = tensor(&[h / 32, i], &v[13], Dtype::U8);
         let (gamma, beta, bias) = (t(&[1, h], &v[4]), t(&[1, h], &v[5]), t(&[1, i], &v[6]));
         let (cos, sin) = (t(&[b, s, d], &cache.0), t(&[b, s, d], &cache.1));
         let scales: Vec<nki::Tensor> = self.scales(v).iter().map(|(shape, x)| tensor(shape, x, Dtype::F32)).collect();
@@ -373,6 +442,13 @@ impl Config {
         if self.static_scale_rows > 0 {
             call = call.quantization_type(QuantizationType::STATIC).qkv_w_scale(&scales[0]).qkv_in_scale(&scales[1]);
         }
+        if let Some(mx) = self.mx {
+            call =
+                call.quantization_type(QuantizationType::MX).weight_layout(QKVWeightLayout::MX_CONTIGUOUS).is_input_swizzled(mx.swizzled);
+            if mx.scales {
+                call = call.qkv_w_scale(&mx_scales);
+            }
+        }
         let kv_tensors = self.kv_tensors(v);
         if let (Some(kv), Some([k_cache, v_cache, k_scale, v_scale, slots])) = (self.kv, kv_tensors.as_ref()) {
             call = call.k_cache(k_cache).v_cache(v_cache).k_scale(k_scale).v_scale(v_scale).kv_dtype(Dtype::Fp8E4m3);
@@ -383,8 +459,31 @@ impl Config {
                 call = call.use_block_kv(true).block_size(block_size as i64).slot_mapping(slots);
             }
         }
-        let out = call.launch(&Launch::new().lnc(self.lnc).precision(precision)).unwrap_or_else(|e| panic!("{}: {e}", self.name()));
+        let out = call.launch(&self.launch(precision)).unwrap_or_else(|e| panic!("{}: {e}", self.name()));
         out.0
+    }
+
+    /// The launch of `lnc` programs in `precision` (trn3 with MX).
+    pub(crate) fn launch(&self, precision: Precision) -> Launch {
+        let launch = Launch::new().lnc(self.lnc).precision(precision);
+        if self.mx.is_some() { launch.generation(nki::hw::Generation::Trn3) } else { launch }
+    }
+
+    /// The input rows as the kernel takes them (MX: pre-swizzled when asked).
+    fn input_rows(&self, v: &[Vec<f64>]) -> Vec<f64> {
+        if self.mx.is_some_and(|m| m.swizzled) { swizzle_4h(&v[0], self.h) } else { v[0].clone() }
+    }
+
+    /// The weights argument: `[H, I]` in `dtype` (STATIC: float8_e4m3), or
+    /// MX's packed `[H/4, I]` words.
+    fn weight_arg(&self, v: &[Vec<f64>], dtype: Dtype) -> Arg {
+        let (h, i) = (self.h, self.i);
+        if self.mx.is_some() {
+            let codes: Vec<u32> = v[12].iter().map(|&c| c as u32).collect();
+            let words = pack_x4_rows(&codes, h, i).iter().map(|&w| w as f64).collect();
+            return Arg::Tensor(vec![h / 4, i], words, Dtype::Fp8E4m3Fnx4);
+        }
+        Arg::Tensor(vec![h, i], v[3].clone(), if self.static_scale_rows > 0 { Dtype::Fp8E4m3 } else { dtype })
     }
 
     /// The KV-cache outputs' tensors: the caches (float8_e4m3), the scales
@@ -420,7 +519,7 @@ impl Config {
     }
 
     /// The kernel's arguments for the NumPy executor.
-    fn numpy_call(&self, v: &[Vec<f64>], cache: &Caches, dtype: Dtype) -> (Vec<Arg>, Vec<(&'static str, Arg)>) {
+    pub(crate) fn numpy_call(&self, v: &[Vec<f64>], cache: &Caches, dtype: Dtype) -> (Vec<Arg>, Vec<(&'static str, Arg)>) {
         let (b, s, h, i, d) = (self.b, self.s, self.h, self.i, self.d_head);
         let t = |shape: Vec<usize>, x: &[f64]| Arg::Tensor(shape, x.to_vec(), dtype);
         let mut kw = vec![
@@ -453,12 +552,19 @@ impl Config {
             kw.push(("cos_cache", t(vec![b, s, d], &cache.0)));
             kw.push(("sin_cache", t(vec![b, s, d], &cache.1)));
         }
-        let w_dtype = if self.static_scale_rows > 0 { Dtype::Fp8E4m3 } else { dtype };
         for ((shape, x), name) in self.scales(v).into_iter().zip(["qkv_w_scale", "qkv_in_scale"]) {
             kw.push((name, Arg::Tensor(shape, x, Dtype::F32)));
         }
         if self.static_scale_rows > 0 {
             kw.push(("quantization_type", Arg::Member("QuantizationType", "STATIC")));
+        }
+        if let Some(mx) = self.mx {
+            kw.push(("quantization_type", Arg::Member("QuantizationType", "MX")));
+            kw.push(("weight_layout", Arg::Member("QKVWeightLayout", "MX_CONTIGUOUS")));
+            kw.push(("is_input_swizzled", Arg::Bool(mx.swizzled)));
+            if mx.scales {
+                kw.push(("qkv_w_scale", Arg::Tensor(vec![h / 32, i], v[13].clone(), Dtype::U8)));
+            }
         }
         if let (Some(kv), Some([k_cache, v_cache, k_scale, v_scale, slots])) = (self.kv, self.kv_args(v)) {
             kw.extend([("k_cache", k_cache), ("v_cache", v_cache), ("k_scale", k_scale), ("v_scale", v_scale)]);
@@ -470,12 +576,12 @@ impl Config {
                 kw.extend([("use_block_kv", Arg::Bool(true)), ("block_size", Arg::Int(block_size as i64)), ("slot_mapping", slots)]);
             }
         }
-        (vec![t(vec![b, s, h], &v[0]), Arg::Tensor(vec![h, i], v[3].clone(), w_dtype)], kw)
+        (vec![t(vec![b, s, h], &self.input_rows(v)), self.weight_arg(v, dtype)], kw)
     }
 
     /// Inputs and caches rounded to `dtype` (not the fp8 weights nor the fp32 scales).
-    fn inputs_in(&self, dtype: Dtype) -> (Vec<Vec<f64>>, Caches) {
-        let keep = |k: usize| (k == 3 && self.static_scale_rows > 0) || k > 7;
+    pub(crate) fn inputs_in(&self, dtype: Dtype) -> (Vec<Vec<f64>>, Caches) {
+        let keep = |k: usize| (k == 3 && (self.static_scale_rows > 0 || self.mx.is_some())) || k > 7;
         let v: Vec<Vec<f64>> =
             self.inputs().iter().enumerate().map(|(k, x)| if keep(k) { x.clone() } else { as_dtype(x, dtype) }).collect();
         let (cos, sin) = self.caches(&self.inputs());
@@ -618,6 +724,12 @@ fn qkv_cte_rules_refuse_by_name() {
         nbsd: true,
         fused_rope: true,
         kv_cache: false,
+        mx_quant: false,
+        s_shard: 512,
+        mx_interleaved: false,
+        swizzled: false,
+        normalized: true,
+        fused_residual_add: false,
     };
     assert_eq!(qkv_cte_violation(ok), None);
     let cases = [
@@ -653,7 +765,7 @@ fn qkv_cte_rules_refuse_by_name() {
     assert!(e.contains("fused_rope needs cos_cache, sin_cache, num_q_heads and num_kv_heads"), "{e}");
     let e = err(qkv_cte::Call::new(&x, &w).quantization_type(QuantizationType::ROW));
     assert!(
-        e.contains("quantization_type must be NONE or STATIC (the library's qkv_cte has no ROW path, and the MX forms are not implemented), got QuantizationType.ROW"),
+        e.contains("quantization_type must be NONE, STATIC or MX (the library's qkv_cte has no ROW path), got QuantizationType.ROW"),
         "{e}"
     );
     let e = err(qkv_cte::Call::new(&x, &w).quantization_type(QuantizationType::STATIC));

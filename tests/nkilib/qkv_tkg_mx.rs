@@ -12,7 +12,7 @@
 use crate::common::{
     Arg, CaseName, FP32_ATOL, as_dtype, assert_close, assert_numpy_equals_emulator, package_of, rms_norm, seed_of, tensor, uniform,
 };
-use crate::mx_format::{e4m3fn, quantize_e4m3fn_groups};
+use crate::mx_format::{e4m3fn, pack_x4_rows, quantize_e4m3fn_groups, swizzle_4h};
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::qkv::qkv::{QKVWeightLayout, qkv as qkv_entry};
 use nkilib::qkv::qkv_tkg::{NormType, QkvTkgRule, QkvTkgShape, QuantizationType, qkv_tkg, qkv_tkg_violation};
@@ -73,24 +73,14 @@ impl Mx {
         }
     }
 
-    /// `v` `[rows][H]` in the pre-shuffled order: position `k·H/4 + t·128 + p`
-    /// holds hidden element `512t + 4p + k`.
+    /// `v` `[rows][H]` in the pre-shuffled order.
     fn shuffled(&self, v: &[f64]) -> Vec<f64> {
-        let h = self.h;
-        v.chunks(h)
-            .flat_map(|row| {
-                (0..h).map(move |pos| {
-                    let (k, rest) = (pos / (h / 4), pos % (h / 4));
-                    row[512 * (rest / 128) + 4 * (rest % 128) + k]
-                })
-            })
-            .collect()
+        swizzle_4h(v, self.h)
     }
 
-    /// The packed weight words `[H/4][I]`: byte `k` of `(r, c)` the code of hidden row `4r + k`.
+    /// The packed weight words `[H/4][I]`.
     fn packed(&self, d: &Data) -> Vec<i64> {
-        let (h, i) = (self.h, self.i);
-        (0..h / 4 * i).map(|at| (0..4).map(|k| i64::from(d.codes[(4 * (at / i) + k) * i + at % i]) << (8 * k)).sum()).collect()
+        pack_x4_rows(&d.codes, self.h, self.i)
     }
 
     /// The float64 projection `[B, I]`; the normalised rows rounded to
@@ -218,7 +208,7 @@ fn qkv_tkg_mx_emitted_under_numpy_equals_emulator() {
 /// The library's `qkv` entry (which its MX tests call) hands decode-phase
 /// MX calls, with the packed weights and `uint8` scales, to `qkv_tkg`: the
 /// same projection, and under NumPy the same as the emulator; a
-/// context-encoding MX call is refused by name.
+/// context-encoding MX call goes to `qkv_cte` (refusing this one by its rule).
 #[test]
 fn qkv_entry_runs_mx_decode_calls_by_qkv_tkg() {
     let cfg = mx(2, 8, 2048, 512, true, true);
@@ -249,7 +239,8 @@ fn qkv_entry_runs_mx_decode_calls_by_qkv_tkg() {
 
     let prompt = tensor(&[1, 128, 2048], &vec![0.5; 128 * 2048], Dtype::Bf16);
     let e = entry(&prompt, Precision::Fp32).unwrap_err();
-    assert!(e.to_string().contains("qkv: quantization_type MX runs on the decode path (qkv_tkg) only"), "{e}");
+    // A context-encoding call goes to qkv_cte, whose MX form takes the pre-swizzled input without a norm.
+    assert!(e.to_string().contains("qkv_cte: is_input_swizzled supports neither a norm nor fused_residual_add"), "{e}");
 }
 
 /// The MX rules, as `const fn` and when the kernel is traced.

@@ -10,20 +10,20 @@ import nki.collectives as ncc
 MX_PACK = 4
 
 
-# Quadrants of the partitions.
-NUM_QUADRANTS = 4
-
-
-# Partitions of an SBUF quadrant; each holds the scales of its 4 groups.
-QUADRANT = 32
-
-
 # Values sharing one scale (8 partitions x 4 packed values).
 SCALE_GROUP_SIZE = 32
 
 
+# Quadrants of the partitions.
+NUM_QUADRANTS = 4
+
+
 # Scale rows per quadrant: `QUADRANT / MX_GROUP_PARTITIONS`.
 SCALES_PER_QUADRANT = 4
+
+
+# Partitions of an SBUF quadrant; each holds the scales of its 4 groups.
+QUADRANT = 32
 
 
 # Partitions of one scale group.

@@ -49,7 +49,6 @@ def qkv(input, fused_qkv_weights, output_layout=QKVOutputLayout.BSD, bias=None, 
     assert input.ndim == 3, f"qkv: input must be [B, S, H] in HBM, got {input.ndim} dims"
     b, s, _ = input.shape
     cte = fused_rope or s > SEQLEN_THRESHOLD_FOR_QKV_CTE or b * s > P_MAX
-    assert not cte or quantization_type != QuantizationType.MX, f"qkv: quantization_type MX runs on the decode path (qkv_tkg) only, qkv_cte's MX forms are not implemented (B = {b}, S = {s})"
     if cte:
         out = qkv_cte(input, fused_qkv_weights, output_layout=output_layout, bias=bias, fused_residual_add=fused_residual_add, mlp_prev=mlp_prev, attention_prev=attention_prev, fused_norm_type=fused_norm_type, gamma_norm_weights=gamma_norm_weights, layer_norm_bias=layer_norm_bias, norm_eps=norm_eps, hidden_actual=hidden_actual, fused_rope=fused_rope, cos_cache=cos_cache, sin_cache=sin_cache, d_head=d_head, num_q_heads=num_q_heads, num_kv_heads=num_kv_heads, k_cache=k_cache, v_cache=v_cache, k_scale=k_scale, v_scale=v_scale, fp8_max=fp8_max, fp8_min=fp8_min, kv_dtype=kv_dtype, use_block_kv=use_block_kv, block_size=block_size, slot_mapping=slot_mapping, store_output_in_sbuf=store_output_in_sbuf, use_auto_allocation=use_auto_allocation, load_input_with_DMA_transpose=load_input_with_DMA_transpose, quantization_type=quantization_type, qkv_w_scale=qkv_w_scale, qkv_in_scale=qkv_in_scale, is_input_swizzled=is_h_dim_4h_transposed, weight_layout=weight_layout)
         return out

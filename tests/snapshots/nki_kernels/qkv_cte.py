@@ -27,10 +27,11 @@ from .qkv_cte_constants import S_THRESHOLD_FOR_RESHAPE
 from .qkv_cte_constants import WEIGHT_LOAD_BLOCK_SIZE_PER_H
 from .qkv_cte_globals import load_globals
 from .qkv_cte_input import load_and_transpose_input
-from .qkv_cte_kv_cache import store_q_and_quantize_kv
-from .qkv_cte_output import copy_psum_to_sbuf_apply_rope_and_bias
-from .qkv_cte_output import evict_psum_to_sbuf_apply_bias
-from .qkv_cte_output import store_output
+from .qkv_cte_mx import H_PER_MX_TILE
+from .qkv_cte_mx import MX_NEUTRAL_SCALE
+from .qkv_cte_mx import SWIZZLED_S_TILE_SIZE
+from .qkv_cte_mx import qkv_cte_mx_block
+from .qkv_cte_output import evict_and_store_block
 from .qkv_cte_projection import qkv_projection
 from .qkv_cte_utils import QkvCteConfig
 from .qkv_cte_utils import QkvCteDims
@@ -44,6 +45,7 @@ from .qkv_cte_utils import get_tensor_dimensions
 from .qkv_cte_utils import max_positive_value_for_dtype
 from .qkv_cte_utils import multi_buffering_degree_for_seqlen
 from .qkv_cte_validation import validate_kv_cache
+from .qkv_cte_validation import validate_mx_quantization
 from .qkv_cte_validation import validate_static_quantization
 from .qkv_cte_validation import validate_unsupported_options
 from .qkv_cte_validation import validate_user_inputs
@@ -53,7 +55,7 @@ def qkv_cte_block(cfg, dims, io, g, b, r0, rows):
     """One S block of batch `b`: `rows` rows from this program's row `r0`
     (steps 1 to 6 for each of its S tiles).
     """
-    h, i = (dims.h, dims.i)
+    h = dims.h
     tiles = -(-rows // P_MAX)
     s0 = dims.s_shard_offset + r0
     input_sb = nl.ndarray(shape=(P_MAX, tiles, h), dtype=cfg.input_sb_dtype, buffer=nl.sbuf)
@@ -64,18 +66,7 @@ def qkv_cte_block(cfg, dims, io, g, b, r0, rows):
     psum = nl.ndarray(shape=(P_MAX, NUM_HW_PSUM_BANKS, PSUM_FMAX), dtype=nl.float32, buffer=nl.psum)
     mm_input = input_q if cfg.static_quant else input_sb
     qkv_projection(cfg, dims, io, mm_input, psum, rows)
-    out_sb = nl.ndarray(shape=(P_MAX, tiles, i), dtype=cfg.output_sb_dtype, buffer=nl.sbuf)
-    for t in range(tiles):
-        r = min(rows - t * P_MAX, P_MAX)
-        o = out_sb[:, t, :]
-        if cfg.fused_rope:
-            copy_psum_to_sbuf_apply_rope_and_bias(cfg, dims, io, g, o, psum, t, b, s0 + t * P_MAX, r)
-        else:
-            evict_psum_to_sbuf_apply_bias(cfg, dims, g, o, psum, t, r)
-        if cfg.use_kv_quantization:
-            store_q_and_quantize_kv(cfg, dims, io, g, o, b, s0 + t * P_MAX, r)
-        else:
-            store_output(cfg, dims, io, o, b, s0 + t * P_MAX, r)
+    evict_and_store_block(cfg, dims, io, g, psum, b, s0, rows)
 
 
 def qkv_cte_impl(cfg, dims, io, args, scales, kv, norm_eps):
@@ -91,7 +82,10 @@ def qkv_cte_impl(cfg, dims, io, args, scales, kv, norm_eps):
         for blk in range(-(-dims.s_shard // block)):
             r0 = blk * block
             rows = min(dims.s_shard - r0, block)
-            qkv_cte_block(cfg, dims, io, g, b, r0, rows)
+            if cfg.mx_quant:
+                qkv_cte_mx_block(cfg, dims, io, g, scales.qkv_w_scale, b, r0, rows)
+            else:
+                qkv_cte_block(cfg, dims, io, g, b, r0, rows)
 
 
 @nki.jit
@@ -107,7 +101,7 @@ def qkv_cte(input, fused_qkv_weights, output_layout=QKVOutputLayout.BSD, bias=No
     assert isinstance(quantization_type, QuantizationType), f"qkv_cte: quantization_type={quantization_type!r} is not a QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)"
     assert isinstance(weight_layout, QKVWeightLayout), f"qkv_cte: weight_layout={weight_layout!r} is not a QKVWeightLayout member (CONTIGUOUS, MX_CONTIGUOUS, MX_INTERLEAVED)"
     assert input.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_cte takes input as float32, bfloat16 or float16"
-    assert fused_qkv_weights.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "qkv_cte takes fused_qkv_weights as float32, bfloat16, float16 or float8_e4m3"
+    assert fused_qkv_weights.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3, nl.float8_e4m3fn_x4), "qkv_cte takes fused_qkv_weights as float32, bfloat16, float16, float8_e4m3 or float8_e4m3fn_x4"
     assert bias is None or bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_cte takes bias as float32, bfloat16 or float16"
     assert mlp_prev is None or mlp_prev.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_cte takes mlp_prev as float32, bfloat16 or float16"
     assert attention_prev is None or attention_prev.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_cte takes attention_prev as float32, bfloat16 or float16"
@@ -120,17 +114,18 @@ def qkv_cte(input, fused_qkv_weights, output_layout=QKVOutputLayout.BSD, bias=No
     assert k_scale is None or k_scale.dtype in (nl.float32,), "qkv_cte takes k_scale as float32"
     assert v_scale is None or v_scale.dtype in (nl.float32,), "qkv_cte takes v_scale as float32"
     assert slot_mapping is None or slot_mapping.dtype in (nl.int32,), "qkv_cte takes slot_mapping as int32"
-    assert qkv_w_scale is None or qkv_w_scale.dtype in (nl.float32,), "qkv_cte takes qkv_w_scale as float32"
+    assert qkv_w_scale is None or qkv_w_scale.dtype in (nl.float32, nl.uint8), "qkv_cte takes qkv_w_scale as float32 or uint8"
     assert qkv_in_scale is None or qkv_in_scale.dtype in (nl.float32,), "qkv_cte takes qkv_in_scale as float32"
     (use_auto_allocation, load_input_with_DMA_transpose)
-    validate_unsupported_options(quantization_type, store_output_in_sbuf, is_input_swizzled, weight_layout)
+    validate_unsupported_options(quantization_type, store_output_in_sbuf, weight_layout)
     assert input.ndim == 3, f"qkv_cte: input must be [B, S, H] in HBM, got {input.ndim} dims"
-    args = QkvCteUserInput(input=input, fused_qkv_weights=fused_qkv_weights, output_layout=output_layout, bias=bias, fused_residual_add=fused_residual_add, mlp_prev=mlp_prev, attention_prev=attention_prev, fused_norm_type=fused_norm_type, gamma_norm_weights=gamma_norm_weights, layer_norm_bias=layer_norm_bias, hidden_actual=hidden_actual if hidden_actual is not None else input.shape[2], fused_rope=fused_rope, cos_cache=cos_cache, sin_cache=sin_cache, d_head=d_head if d_head is not None else 0, num_q_heads=num_q_heads if num_q_heads is not None else 0, num_kv_heads=num_kv_heads if num_kv_heads is not None else 0)
+    args = QkvCteUserInput(input=input, fused_qkv_weights=fused_qkv_weights, output_layout=output_layout, bias=bias, fused_residual_add=fused_residual_add, mlp_prev=mlp_prev, attention_prev=attention_prev, fused_norm_type=fused_norm_type, gamma_norm_weights=gamma_norm_weights, layer_norm_bias=layer_norm_bias, hidden_actual=hidden_actual if hidden_actual is not None else input.shape[2], fused_rope=fused_rope, cos_cache=cos_cache, sin_cache=sin_cache, d_head=d_head if d_head is not None else 0, num_q_heads=num_q_heads if num_q_heads is not None else 0, num_kv_heads=num_kv_heads if num_kv_heads is not None else 0, quantization_type=quantization_type, is_input_swizzled=is_input_swizzled)
     validate_user_inputs(args)
     scales = QkvQuantScales(qkv_w_scale=qkv_w_scale, qkv_in_scale=qkv_in_scale)
     validate_static_quantization(args, quantization_type, scales)
     kv = QkvKvCacheArgs(k_cache=k_cache, v_cache=v_cache, k_scale=k_scale, v_scale=v_scale, use_block_kv=use_block_kv, block_size=block_size if block_size is not None else 0, slot_mapping=slot_mapping)
     validate_kv_cache(args, kv)
+    validate_mx_quantization(args, scales, kv, weight_layout)
     kv_tile_dtype = kv_dtype if kv_dtype is not None else input.dtype
     kv_dtype_max = max_positive_value_for_dtype(kv_tile_dtype)
     assert kv_dtype_max > 0.0 or k_scale is None or (fp8_max is not None and fp8_min is not None), f"qkv_cte: fp8_max and fp8_min must be given when kv_dtype is not float8_e4m3 or float8_e5m2, got kv_dtype {kv_tile_dtype}"

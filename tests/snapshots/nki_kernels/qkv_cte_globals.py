@@ -4,6 +4,7 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .mx_layout import MX_PACK
 from .qkv_cte_constants import NUM_QKV_SEGMENTS
 from .qkv_cte_constants import P_MAX
 from .qkv_cte_utils import QkvCteConfig
@@ -21,12 +22,30 @@ def load_and_broadcast_bias(bias, bias_sb):
     nisa.dma_copy(dst=bias_sb, src=bias.broadcast(dim=0, size=P_MAX))
 
 
+def load_norm_weights_mx(norm_weights, w_sb):
+    """The library's `_load_norm_weights_mx`: `[1, H]` into `w_sb` `[128,
+    H/128]` (fp32), element `[p, 4t + k]` = `w[t·512 + 4p + k]` (the MX
+    form's transposed layout).
+    """
+    tiles = w_sb.shape[1] // MX_PACK
+    src = norm_weights.reshape(shape=(tiles, P_MAX, MX_PACK)).permute(dims=(1, 0, 2))
+    nisa.dma_copy(dst=w_sb.reshape(shape=(P_MAX, tiles, MX_PACK)), src=src)
+
+
 def load_norm_weights(norm_weights, w_sb):
     """The library's `_load_norm_weights`: `[1, H]` into `w_sb` `[128, H/128]`
     (fp32), element `[p, t]` = `w[t·128 + p]` (the transposed input's layout).
     """
     tiles = w_sb.shape[1]
     nisa.dma_copy(dst=w_sb, src=norm_weights.ap(pattern=[[1, P_MAX], [P_MAX, tiles]], offset=0))
+
+
+def load_norm_weights_for(cfg, norm_weights, w_sb):
+    """The norm weights in the layout of the transposed rows."""
+    if cfg.mx_quant:
+        load_norm_weights_mx(norm_weights, w_sb)
+    else:
+        load_norm_weights(norm_weights, w_sb)
 
 
 def load_static_quant_scales(qkv_w_scale, qkv_in_scale, w_scale_sb, in_scale_sb):
@@ -60,11 +79,11 @@ def load_globals(cfg, dims, args, scales, kv, norm_eps):
     gamma_norm_weights_sb = nl.ndarray(shape=(P_MAX, dims.num_128_tiles_per_h), dtype=cfg.act_dtype, buffer=nl.sbuf)
     if gamma_norm_weights is not None:
         gamma = gamma_norm_weights
-        load_norm_weights(gamma, gamma_norm_weights_sb)
+        load_norm_weights_for(cfg, gamma, gamma_norm_weights_sb)
     layer_norm_bias_sb = nl.ndarray(shape=(P_MAX, dims.num_128_tiles_per_h), dtype=cfg.act_dtype, buffer=nl.sbuf)
     if layer_norm_bias is not None:
         beta = layer_norm_bias
-        load_norm_weights(beta, layer_norm_bias_sb)
+        load_norm_weights_for(cfg, beta, layer_norm_bias_sb)
     w_scale_sb = nl.ndarray(shape=(P_MAX, NUM_QKV_SEGMENTS), dtype=nl.float32, buffer=nl.sbuf)
     in_scale_sb = nl.ndarray(shape=(P_MAX, 1), dtype=nl.float32, buffer=nl.sbuf)
     qkv_w_scale, qkv_in_scale = (scales.qkv_w_scale, scales.qkv_in_scale)

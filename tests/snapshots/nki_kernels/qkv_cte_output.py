@@ -8,6 +8,7 @@ from .common_types import QKVOutputLayout
 from .qkv_cte_constants import NUM_QKV_SEGMENTS
 from .qkv_cte_constants import PSUM_FMAX
 from .qkv_cte_constants import P_MAX
+from .qkv_cte_kv_cache import store_q_and_quantize_kv
 from .qkv_cte_utils import QkvCteConfig
 from .qkv_cte_utils import QkvCteDims
 from .qkv_cte_utils import QkvCteGlobals
@@ -111,3 +112,24 @@ def store_output(cfg, dims, io, out_sb, b, s0, rows):
             nisa.dma_copy(dst=io.output[head, b, s0:s0 + rows, :], src=out_sb[0:rows, head * d:(head + 1) * d])
     else:
         nisa.dma_copy(dst=io.output[b, s0:s0 + rows, :], src=out_sb[0:rows, :])
+
+
+def evict_and_store_block(cfg, dims, io, g, psum, b, s0, rows):
+    """Steps 5 and 6 for an S block of `rows` rows from row `s0` of batch `b`
+    (its tiles' sums in `psum`): each tile evicted with the bias (or RoPE),
+    then stored in the output layout or, with the KV-cache outputs, as Q
+    and the quantized K and V.
+    """
+    tiles = -(-rows // P_MAX)
+    out_sb = nl.ndarray(shape=(P_MAX, tiles, dims.i), dtype=cfg.output_sb_dtype, buffer=nl.sbuf)
+    for t in range(tiles):
+        r = min(rows - t * P_MAX, P_MAX)
+        o = out_sb[:, t, :]
+        if cfg.fused_rope:
+            copy_psum_to_sbuf_apply_rope_and_bias(cfg, dims, io, g, o, psum, t, b, s0 + t * P_MAX, r)
+        else:
+            evict_psum_to_sbuf_apply_bias(cfg, dims, g, o, psum, t, r)
+        if cfg.use_kv_quantization:
+            store_q_and_quantize_kv(cfg, dims, io, g, o, b, s0 + t * P_MAX, r)
+        else:
+            store_output(cfg, dims, io, o, b, s0 + t * P_MAX, r)

@@ -29,7 +29,7 @@ class QkvCteUserInput(nl.NKIObject):
     input: object
     "`[B, S, H]`."
     fused_qkv_weights: object
-    "`[H, I]`."
+    "`[H, I]` (MX: `[H/4, I]` packed)."
     output_layout: QKVOutputLayout
     "BSD or NBSd."
     bias: object
@@ -60,6 +60,10 @@ class QkvCteUserInput(nl.NKIObject):
     "Query heads, 0 for none."
     num_kv_heads: int
     "Key (and value) heads, 0 for none."
+    quantization_type: QuantizationType
+    "NONE, STATIC or MX."
+    is_input_swizzled: bool
+    "MX: the input is pre-swizzled."
 
 
 @dataclass
@@ -116,6 +120,10 @@ class QkvCteConfig(nl.NKIObject):
     "RoPE on the Q and K heads."
     static_quant: bool
     "STATIC quantization: fp8 weights and input, Q/K/V dequantized by their scales."
+    mx_quant: bool
+    "MX quantization: packed `[H/4, I]` weights, the rows quantized by `quantize_mx`."
+    is_input_swizzled: bool
+    "MX: the input is pre-swizzled (each row's `[H/512, 128, 4]` stored as `[4, H/512, 128]`)."
     input_dtype: object
     "The input's dtype."
     compute_mm_dtype: object
@@ -262,7 +270,7 @@ def build_config(args, kv, quantization_type, num_shards, kv_dtype, kv_max, kv_m
     norm = args.fused_norm_type
     use_kv_quantization = kv.k_scale is not None and kv.v_scale is not None
     fold = args.input.shape[1] < S_THRESHOLD_FOR_RESHAPE * num_shards
-    return QkvCteConfig(output_layout=args.output_layout, add_bias=args.bias is not None, fused_residual_add=args.fused_residual_add, fused_norm_type=norm, apply_gamma=norm == NormType.RMS_NORM or norm == NormType.LAYER_NORM, add_layer_norm_bias=args.layer_norm_bias is not None, fused_rope=args.fused_rope, static_quant=static_quant, input_dtype=dtype, compute_mm_dtype=compute_mm_dtype, input_sb_dtype=dtype if static_quant else compute_mm_dtype, output_sb_dtype=nl.bfloat16 if static_quant else compute_mm_dtype, fp8_max=FP8_E4M3_MAX_GEN4 if gen4 else FP8_E4M3_MAX, act_dtype=nl.float32, psum_transpose_dtype=psum_transpose_dtype, use_BxS_input_reshape=fold and (kv.use_block_kv or not use_kv_quantization), use_kv_quantization=use_kv_quantization, use_block_kv=kv.use_block_kv, kv_dtype=kv_dtype, kv_max=kv_max, kv_min=kv_min)
+    return QkvCteConfig(output_layout=args.output_layout, add_bias=args.bias is not None, fused_residual_add=args.fused_residual_add, fused_norm_type=norm, apply_gamma=norm == NormType.RMS_NORM or norm == NormType.LAYER_NORM, add_layer_norm_bias=args.layer_norm_bias is not None, fused_rope=args.fused_rope, static_quant=static_quant, mx_quant=quantization_type == QuantizationType.MX, is_input_swizzled=args.is_input_swizzled, input_dtype=dtype, compute_mm_dtype=compute_mm_dtype, input_sb_dtype=dtype if static_quant else compute_mm_dtype, output_sb_dtype=nl.bfloat16 if static_quant else compute_mm_dtype, fp8_max=FP8_E4M3_MAX_GEN4 if gen4 else FP8_E4M3_MAX, act_dtype=nl.float32, psum_transpose_dtype=psum_transpose_dtype, use_BxS_input_reshape=fold and (kv.use_block_kv or not use_kv_quantization), use_kv_quantization=use_kv_quantization, use_block_kv=kv.use_block_kv, kv_dtype=kv_dtype, kv_max=kv_max, kv_min=kv_min)
 
 
 def get_tensor_dimensions(args, cfg, num_shards, shard_id):

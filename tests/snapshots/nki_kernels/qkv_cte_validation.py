@@ -8,6 +8,8 @@ from .common_types import NormType
 from .common_types import QKVOutputLayout
 from .common_types import QKVWeightLayout
 from .common_types import QuantizationType
+from .mx_layout import MX_PACK
+from .mx_layout import SCALE_GROUP_SIZE
 from .qkv_cte_constants import MAX_H
 from .qkv_cte_constants import MAX_I
 from .qkv_cte_constants import NBSD_D_HEAD
@@ -15,17 +17,17 @@ from .qkv_cte_constants import NUM_QKV_SEGMENTS
 from .qkv_cte_constants import PSUM_FMAX
 from .qkv_cte_constants import P_MAX
 from .qkv_cte_constants import QUANT_DTYPE
+from .qkv_cte_mx import H_PER_MX_TILE
 from .qkv_cte_utils import QkvCteUserInput
 from .qkv_cte_utils import QkvKvCacheArgs
 from .qkv_cte_utils import QkvQuantScales
 
 
-def validate_unsupported_options(quantization_type, store_output_in_sbuf, is_input_swizzled, weight_layout):
+def validate_unsupported_options(quantization_type, store_output_in_sbuf, weight_layout):
     """The options this port does not implement, refused by name."""
-    assert quantization_type == QuantizationType.NONE or quantization_type == QuantizationType.STATIC, f"qkv_cte: quantization_type must be NONE or STATIC (the library's qkv_cte has no ROW path, and the MX forms are not implemented), got {quantization_type}"
+    assert quantization_type == QuantizationType.NONE or quantization_type == QuantizationType.STATIC or quantization_type == QuantizationType.MX, f"qkv_cte: quantization_type must be NONE, STATIC or MX (the library's qkv_cte has no ROW path), got {quantization_type}"
     assert not store_output_in_sbuf, "qkv_cte: store_output_in_sbuf is not supported (the output is stored to HBM)"
-    assert not is_input_swizzled, "qkv_cte: is_input_swizzled is only used with MX quantization, which is not implemented"
-    assert weight_layout == QKVWeightLayout.CONTIGUOUS, f"qkv_cte: weight_layout must be CONTIGUOUS without MX quantization, got {weight_layout}"
+    assert quantization_type == QuantizationType.MX or weight_layout == QKVWeightLayout.CONTIGUOUS, f"qkv_cte: weight_layout must be CONTIGUOUS without MX quantization, got {weight_layout}"
 
 
 def validate_fused_inputs(args, h):
@@ -84,7 +86,9 @@ def validate_user_inputs(args):
     assert x.ndim == 3, f"qkv_cte: input must be [B, S, H] in HBM, got {x.ndim} dims"
     b, s, h = x.shape
     w_shape = args.fused_qkv_weights.shape
-    assert args.fused_qkv_weights.ndim == 2 and w_shape[0] == h, f"qkv_cte: fused_qkv_weights must be [H, I] with H = input.shape[2] = {h}, got {w_shape}"
+    mx = args.quantization_type == QuantizationType.MX
+    assert args.fused_qkv_weights.ndim == 2 and (mx or w_shape[0] == h), f"qkv_cte: fused_qkv_weights must be [H, I] with H = input.shape[2] = {h}, got {w_shape}"
+    assert not mx or w_shape[0] * MX_PACK == h, f"qkv_cte: fused_qkv_weights must be [H / 4, I] with H = input.shape[2] = {h} for MX quantization, got {w_shape}"
     i = w_shape[1]
     assert b * s >= 1 and i >= 1, f"qkv_cte: B, S and I must be positive, got input {x.shape} and I = {i}"
     assert h % P_MAX == 0 and h <= MAX_H, f"qkv_cte: H must be a multiple of 128 and at most 24576, got H = {h}"
@@ -176,3 +180,29 @@ def validate_kv_cache(args, kv):
         if v_cache is not None:
             vc = v_cache
             validate_kv_cache_shape(kv, vc, b, s, nkv * d)
+
+
+def validate_mx_quantization(args, scales, kv, weight_layout):
+    """MX quantization's inputs (the library's MX checks, and the MX forms
+    this port refuses), by parameter name; `is_input_swizzled` is MX's.
+    """
+    mx = args.quantization_type == QuantizationType.MX
+    norm = args.fused_norm_type != NormType.NO_NORM
+    assert not args.is_input_swizzled or mx, "qkv_cte: is_input_swizzled is only supported with MX quantization"
+    assert not args.is_input_swizzled or (not norm and not args.fused_residual_add), "qkv_cte: is_input_swizzled supports neither a norm nor fused_residual_add"
+    w = args.fused_qkv_weights
+    assert mx == (w.dtype == nl.float8_e4m3fn_x4), f"qkv_cte: fused_qkv_weights must be float8_e4m3fn_x4 exactly when quantization_type is MX, got {w.dtype}"
+    if mx:
+        assert nisa.get_nc_version() == nisa.nc_version.gen4, "qkv_cte: quantization_type MX needs trn3 (nc_matmul_mx)"
+        _, s, h = args.input.shape
+        programs = nl.num_programs(axes=0) if nl.program_ndim() == 1 else 1
+        assert h % H_PER_MX_TILE == 0, f"qkv_cte: H = {h} must be a multiple of 512 for MX quantization"
+        assert s // programs % 2 == 0, f"qkv_cte: S / programs = {s // programs} must be even for MX quantization"
+        assert weight_layout == QKVWeightLayout.MX_CONTIGUOUS, f"qkv_cte: weight_layout must be MX_CONTIGUOUS for MX quantization (the MX_INTERLEAVED DMA-transpose forms are not implemented), got {weight_layout}"
+        assert scales.qkv_in_scale is None, "qkv_cte: qkv_in_scale is not supported with MX quantization (static dequantization through MX is not implemented)"
+        assert kv.k_scale is None and kv.v_scale is None, "qkv_cte: the fp8 KV-cache outputs are not supported with MX quantization"
+        w_scale = scales.qkv_w_scale
+        if w_scale is not None:
+            ws = w_scale
+            i = w.shape[1]
+            assert ws.dtype == nl.uint8 and ws.ndim == 2 and ws.shape[0] == h // SCALE_GROUP_SIZE and ws.shape[1] == i, f"qkv_cte: qkv_w_scale must be uint8 [H / 32, I] = [{h // SCALE_GROUP_SIZE}, {i}] for MX quantization, got {ws.dtype} {ws.shape}"

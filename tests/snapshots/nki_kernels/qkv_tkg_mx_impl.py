@@ -47,6 +47,18 @@ class QkvTkgMxConfig(nl.NKIObject):
     "Packed tiles of this program."
 
 
+def load_mx_weight_block(w, scales, w_sb, ws_sb, t0, n):
+    """One weight block: packed tiles `t0..t0 + n` of the I block `w`
+    (`[128, tiles, width]` view) into `w_sb`, and their scales (`scales`
+    `[tiles, quadrant, row in quadrant, width]`) into `ws_sb`, scale row
+    `16t + 4q + i` at partition `32q + i`.
+    """
+    nisa.dma_copy(dst=w_sb[:, 0:n, :], src=w[:, t0:t0 + n, :])
+    for q in range(NUM_QUADRANTS):
+        p0 = q * QUADRANT
+        nisa.dma_copy(dst=ws_sb[p0:p0 + SCALES_PER_QUADRANT, 0:n, :], src=scales[t0:t0 + n, q, :, :].permute(dims=(1, 0, 2)))
+
+
 def validate_qkv_tkg_mx(hidden, qkv_w, qkv_w_scale, fused_add, norm_type, nbsd, is_h_dim_4h_transposed):
     """The MX form's checks, by parameter name, when the kernel is traced."""
     b, s, h = hidden.shape
@@ -113,18 +125,6 @@ def swizzle_for_quantize(cfg, hidden_sb):
 def quantize_hidden_mx(sw, xq, xs):
     """`quantize_mx` of the swizzled input into `xq` and its scales `xs`."""
     nisa.quantize_mx(dst=xq, src=sw, dst_scale=xs)
-
-
-def load_mx_weight_block(w, scales, w_sb, ws_sb, t0, n):
-    """One weight block: packed tiles `t0..t0 + n` of the I block `w`
-    (`[128, tiles, width]` view) into `w_sb`, and their scales (`scales`
-    `[tiles, quadrant, row in quadrant, width]`) into `ws_sb`, scale row
-    `16t + 4q + i` at partition `32q + i`.
-    """
-    nisa.dma_copy(dst=w_sb[:, 0:n, :], src=w[:, t0:t0 + n, :])
-    for q in range(NUM_QUADRANTS):
-        p0 = q * QUADRANT
-        nisa.dma_copy(dst=ws_sb[p0:p0 + SCALES_PER_QUADRANT, 0:n, :], src=scales[t0:t0 + n, q, :, :].permute(dims=(1, 0, 2)))
 
 
 def compute_qkv_mx_i_block(cfg, xq, xs, qkv_w, qkv_w_scale, qkv_bias, dtype, i0, width):

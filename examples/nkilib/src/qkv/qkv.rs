@@ -14,9 +14,8 @@
 //! used. `qkv_tkg` also returns the fused residual sum with
 //! `fused_residual_add`; `qkv_cte` returns the projection alone, or with the
 //! fp8 KV-cache outputs Q and the updated K and V caches. MX weights
-//! (`float8_e4m3fn_x4` with `uint8` block scales) go to `qkv_tkg`; a
-//! context-encoding MX call is refused, `qkv_cte`'s MX forms not being
-//! implemented.
+//! (`float8_e4m3fn_x4` with `uint8` block scales) go to either kernel's MX
+//! form.
 
 // The library's parameter `load_input_with_DMA_transpose` keeps its spelling.
 #![allow(non_snake_case)]
@@ -83,10 +82,6 @@ pub mod kernel {
         assert!(input.ndim() == 3, "qkv: input must be [B, S, H] in HBM, got {} dims", input.ndim());
         let [b, s, _] = input.shape();
         let cte = fused_rope || s > SEQLEN_THRESHOLD_FOR_QKV_CTE || b * s > P_MAX;
-        assert!(
-            !cte || quantization_type != QuantizationType::MX,
-            "qkv: quantization_type MX runs on the decode path (qkv_tkg) only, qkv_cte's MX forms are not implemented (B = {b}, S = {s})"
-        );
         if cte {
             let out: Outputs = qkv_cte(
                 input,

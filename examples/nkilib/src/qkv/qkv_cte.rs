@@ -57,10 +57,19 @@
 //! with `use_block_kv` `[num_blocks, block_size, kv_dim]` slots. The clip
 //! bounds default to `kv_dtype`'s largest finite value (240 for
 //! float8_e4m3, 57344 for float8_e5m2; other dtypes need `fp8_max` and
-//! `fp8_min`). `ROW` (the library's `qkv_cte` has no path for it: a `ROW`
-//! call runs its float path without the scales), the MX forms,
-//! `store_output_in_sbuf`, `is_input_swizzled` and weight layouts other than
-//! `CONTIGUOUS` are refused by name. The rules are [`qkv_cte_violation`].
+//! `fp8_min`).
+//!
+//! `MX` quantization (trn3) takes `[H/4, I]` `float8_e4m3fn_x4` weights in
+//! the `MX_CONTIGUOUS` layout with `uint8` block scales `qkv_w_scale` `[H/32,
+//! I]` (or none: the neutral scale `2^0`), quantizes the normalised rows on
+//! chip and multiplies with `nc_matmul_mx`; `is_input_swizzled` takes the
+//! input pre-swizzled for it (see [`qkv_cte_mx`]). Its `MX_INTERLEAVED`
+//! forms (fp8 input moved by DMA transposes, and the static dequantization
+//! scales `qkv_in_scale`) and MX with the fp8 KV-cache outputs are refused by
+//! name. `ROW` (the library's `qkv_cte` has no path for it: a `ROW` call runs
+//! its float path without the scales), `STATIC_MX`, `ROW_MX` and
+//! `store_output_in_sbuf` are refused by name. The rules are
+//! [`qkv_cte_violation`].
 
 // The library's parameter `load_input_with_DMA_transpose` keeps its spelling.
 #![allow(non_snake_case)]
@@ -71,6 +80,7 @@ pub mod qkv_cte_constants;
 pub mod qkv_cte_globals;
 pub mod qkv_cte_input;
 pub mod qkv_cte_kv_cache;
+pub mod qkv_cte_mx;
 pub mod qkv_cte_output;
 pub mod qkv_cte_projection;
 pub mod qkv_cte_utils;
@@ -99,6 +109,19 @@ pub enum QkvCteRule {
     KvCacheLayout,
     /// The fp8 KV-cache outputs without `d_head` and the head counts.
     KvCacheHeads,
+    /// MX quantization with `H` not a multiple of 512 (one packed tile of 128 partitions x 4).
+    MxHidden,
+    /// MX quantization with an odd count of rows per program (`nc_matmul_mx` takes an even count).
+    MxSeqShard,
+    /// MX quantization with `MX_INTERLEAVED` weights: the DMA-transpose forms
+    /// (fp8 input, static dequantization scales), not implemented.
+    MxInterleaved,
+    /// MX quantization with the fp8 KV-cache outputs (the library's MX path does not write them).
+    MxKvCache,
+    /// `is_input_swizzled` without MX quantization.
+    SwizzledNeedsMx,
+    /// `is_input_swizzled` with a norm or the residual add.
+    SwizzledFusion,
 }
 
 impl QkvCteRule {
@@ -114,6 +137,14 @@ impl QkvCteRule {
             QkvCteRule::RopeHeads => "qkv_cte: fused_rope needs num_q_heads, num_kv_heads and an even d_head dividing 512",
             QkvCteRule::KvCacheLayout => "qkv_cte: the fp8 KV-cache outputs need the BSD output layout",
             QkvCteRule::KvCacheHeads => "qkv_cte: the fp8 KV-cache outputs need d_head, num_q_heads and num_kv_heads",
+            QkvCteRule::MxHidden => "qkv_cte: H must be a multiple of 512 for MX quantization",
+            QkvCteRule::MxSeqShard => "qkv_cte: S / programs must be even for MX quantization",
+            QkvCteRule::MxInterleaved => {
+                "qkv_cte: weight_layout must be MX_CONTIGUOUS for MX quantization (the MX_INTERLEAVED DMA-transpose forms are not implemented)"
+            }
+            QkvCteRule::MxKvCache => "qkv_cte: the fp8 KV-cache outputs are not supported with MX quantization",
+            QkvCteRule::SwizzledNeedsMx => "qkv_cte: is_input_swizzled is only supported with MX quantization",
+            QkvCteRule::SwizzledFusion => "qkv_cte: is_input_swizzled supports neither a norm nor fused_residual_add",
         }
     }
 }
@@ -142,6 +173,18 @@ pub struct QkvCteShape {
     pub fused_rope: bool,
     /// Whether the fp8 KV-cache outputs are asked for (`k_scale` and `v_scale`).
     pub kv_cache: bool,
+    /// Whether the quantization is MX.
+    pub mx_quant: bool,
+    /// Rows per program, `S / programs` (MX takes an even count).
+    pub s_shard: i64,
+    /// Whether the weight layout is `MX_INTERLEAVED`.
+    pub mx_interleaved: bool,
+    /// Whether the input is pre-swizzled (`is_input_swizzled`).
+    pub swizzled: bool,
+    /// Whether a norm is fused.
+    pub normalized: bool,
+    /// Whether the residual add is fused.
+    pub fused_residual_add: bool,
 }
 
 /// The first rule `c` breaks.
@@ -180,6 +223,26 @@ pub const fn qkv_cte_violation(c: QkvCteShape) -> Option<QkvCteRule> {
     if c.kv_cache && (c.d_head <= 0 || c.num_q_heads <= 0 || c.num_kv_heads <= 0) {
         return Some(QkvCteRule::KvCacheHeads);
     }
+    if c.swizzled && !c.mx_quant {
+        return Some(QkvCteRule::SwizzledNeedsMx);
+    }
+    if c.swizzled && (c.normalized || c.fused_residual_add) {
+        return Some(QkvCteRule::SwizzledFusion);
+    }
+    if c.mx_quant {
+        if c.hidden % H_PER_MX_TILE != 0 {
+            return Some(QkvCteRule::MxHidden);
+        }
+        if c.s_shard % 2 != 0 {
+            return Some(QkvCteRule::MxSeqShard);
+        }
+        if c.mx_interleaved {
+            return Some(QkvCteRule::MxInterleaved);
+        }
+        if c.kv_cache {
+            return Some(QkvCteRule::MxKvCache);
+        }
+    }
     None
 }
 
@@ -214,6 +277,12 @@ macro_rules! qkv_cte_config {
                 nbsd: false,
                 fused_rope: false,
                 kv_cache: false,
+                mx_quant: false,
+                s_shard: 0,
+                mx_interleaved: false,
+                swizzled: false,
+                normalized: false,
+                fused_residual_add: false,
             }
         };
         const _: () = if let Some(rule) = $crate::qkv::qkv_cte::qkv_cte_violation(CALL) {
@@ -234,15 +303,16 @@ pub mod kernel {
     };
     use crate::qkv::qkv_cte::qkv_cte_globals::load_globals;
     use crate::qkv::qkv_cte::qkv_cte_input::load_and_transpose_input;
-    use crate::qkv::qkv_cte::qkv_cte_kv_cache::store_q_and_quantize_kv;
-    use crate::qkv::qkv_cte::qkv_cte_output::{copy_psum_to_sbuf_apply_rope_and_bias, evict_psum_to_sbuf_apply_bias, store_output};
+    use crate::qkv::qkv_cte::qkv_cte_mx::qkv_cte_mx_block;
+    pub use crate::qkv::qkv_cte::qkv_cte_mx::{H_PER_MX_TILE, MX_NEUTRAL_SCALE, SWIZZLED_S_TILE_SIZE};
+    use crate::qkv::qkv_cte::qkv_cte_output::evict_and_store_block;
     use crate::qkv::qkv_cte::qkv_cte_projection::qkv_projection;
     use crate::qkv::qkv_cte::qkv_cte_utils::{
         QkvCteConfig, QkvCteDims, QkvCteGlobals, QkvCteTensors, QkvCteUserInput, QkvKvCacheArgs, QkvQuantScales, build_config,
         get_tensor_dimensions, max_positive_value_for_dtype, multi_buffering_degree_for_seqlen,
     };
     use crate::qkv::qkv_cte::qkv_cte_validation::{
-        validate_kv_cache, validate_static_quantization, validate_unsupported_options, validate_user_inputs,
+        validate_kv_cache, validate_mx_quantization, validate_static_quantization, validate_unsupported_options, validate_user_inputs,
     };
     pub use crate::utils::common_types::{NormType, QKVOutputLayout, QKVWeightLayout, QuantizationType};
     use nki::prelude::*;
@@ -251,7 +321,7 @@ pub mod kernel {
     /// (steps 1 to 6 for each of its S tiles).
     #[nki_helper]
     pub fn qkv_cte_block(cfg: QkvCteConfig, dims: QkvCteDims, io: QkvCteTensors, g: QkvCteGlobals, b: i64, r0: i64, rows: i64) {
-        let (h, i) = (dims.h, dims.i);
+        let h = dims.h;
         let tiles = rows.div_ceil(P_MAX);
         let s0 = dims.s_shard_offset + r0;
         let input_sb = nl::ndarray([P_MAX, tiles, h], cfg.input_sb_dtype, buffer = nl::sbuf);
@@ -264,21 +334,7 @@ pub mod kernel {
         let psum = nl::ndarray([P_MAX, NUM_HW_PSUM_BANKS, PSUM_FMAX], nl::float32, buffer = nl::psum);
         let mm_input = if cfg.static_quant { input_q } else { input_sb };
         qkv_projection(cfg, dims, io, mm_input, psum, rows);
-        let out_sb = nl::ndarray([P_MAX, tiles, i], cfg.output_sb_dtype, buffer = nl::sbuf);
-        for t in 0..tiles {
-            let r = (rows - t * P_MAX).min(P_MAX);
-            let o = out_sb[s![.., t, ..]];
-            if cfg.fused_rope {
-                copy_psum_to_sbuf_apply_rope_and_bias(cfg, dims, io, g, o, psum, t, b, s0 + t * P_MAX, r);
-            } else {
-                evict_psum_to_sbuf_apply_bias(cfg, dims, g, o, psum, t, r);
-            }
-            if cfg.use_kv_quantization {
-                store_q_and_quantize_kv(cfg, dims, io, g, o, b, s0 + t * P_MAX, r);
-            } else {
-                store_output(cfg, dims, io, o, b, s0 + t * P_MAX, r);
-            }
-        }
+        evict_and_store_block(cfg, dims, io, g, psum, b, s0, rows);
     }
 
     /// The library's `_qkv_cte_impl`: the globals loaded, then this
@@ -303,7 +359,11 @@ pub mod kernel {
             for blk in 0..dims.s_shard.div_ceil(block) {
                 let r0 = blk * block;
                 let rows = (dims.s_shard - r0).min(block);
-                qkv_cte_block(cfg, dims, io, g, b, r0, rows);
+                if cfg.mx_quant {
+                    qkv_cte_mx_block(cfg, dims, io, g, scales.qkv_w_scale, b, r0, rows);
+                } else {
+                    qkv_cte_block(cfg, dims, io, g, b, r0, rows);
+                }
             }
         }
     }
@@ -316,7 +376,7 @@ pub mod kernel {
     #[nki_kernel]
     pub fn qkv_cte(
         #[dtypes(float32, bfloat16, float16)] input: Hbm,
-        #[dtypes(float32, bfloat16, float16, float8_e4m3)] fused_qkv_weights: Hbm,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3, float8_e4m3fn_x4)] fused_qkv_weights: Hbm,
         #[default(QKVOutputLayout::BSD)] output_layout: QKVOutputLayout,
         #[dtypes(float32, bfloat16, float16)] bias: Option<Hbm>,
         #[default(false)] fused_residual_add: bool,
@@ -347,13 +407,13 @@ pub mod kernel {
         #[default(false)] use_auto_allocation: bool,
         #[default(true)] load_input_with_DMA_transpose: bool,
         #[default(QuantizationType::NONE)] quantization_type: QuantizationType,
-        #[dtypes(float32)] qkv_w_scale: Option<Hbm>,
+        #[dtypes(float32, uint8)] qkv_w_scale: Option<Hbm>,
         #[dtypes(float32)] qkv_in_scale: Option<Hbm>,
         #[default(false)] is_input_swizzled: bool,
         #[default(QKVWeightLayout::CONTIGUOUS)] weight_layout: QKVWeightLayout,
     ) -> Outputs {
         let _ = (use_auto_allocation, load_input_with_DMA_transpose);
-        validate_unsupported_options(quantization_type, store_output_in_sbuf, is_input_swizzled, weight_layout);
+        validate_unsupported_options(quantization_type, store_output_in_sbuf, weight_layout);
         assert!(input.ndim() == 3, "qkv_cte: input must be [B, S, H] in HBM, got {} dims", input.ndim());
         let args = QkvCteUserInput {
             input,
@@ -373,12 +433,15 @@ pub mod kernel {
             d_head: d_head.unwrap_or(0),
             num_q_heads: num_q_heads.unwrap_or(0),
             num_kv_heads: num_kv_heads.unwrap_or(0),
+            quantization_type,
+            is_input_swizzled,
         };
         validate_user_inputs(args);
         let scales = QkvQuantScales { qkv_w_scale, qkv_in_scale };
         validate_static_quantization(args, quantization_type, scales);
         let kv = QkvKvCacheArgs { k_cache, v_cache, k_scale, v_scale, use_block_kv, block_size: block_size.unwrap_or(0), slot_mapping };
         validate_kv_cache(args, kv);
+        validate_mx_quantization(args, scales, kv, weight_layout);
         // The KV caches' tile dtype and clip bounds (by default the dtype's largest finite value).
         let kv_tile_dtype = kv_dtype.unwrap_or(input.dtype());
         let kv_dtype_max = max_positive_value_for_dtype(kv_tile_dtype);

@@ -1,6 +1,6 @@
 //! The SBUF tiles `qkv_cte` loads once: the activation constants, the
 //! bias on every partition, the norm weights one 128-row piece per
-//! column, STATIC's and the KV caches' scales.
+//! column (MX: in its layout), STATIC's and the KV caches' scales.
 
 pub use kernel::*;
 
@@ -9,6 +9,7 @@ pub use kernel::*;
 pub mod kernel {
     use crate::qkv::qkv_cte::qkv_cte_constants::{NUM_QKV_SEGMENTS, P_MAX};
     use crate::qkv::qkv_cte::qkv_cte_utils::{QkvCteConfig, QkvCteDims, QkvCteGlobals, QkvCteUserInput, QkvKvCacheArgs, QkvQuantScales};
+    use crate::utils::mx_layout::MX_PACK;
     use nki::prelude::*;
 
     /// The library's `_load_and_broadcast_bias`: `[1, I]` on every partition
@@ -24,6 +25,26 @@ pub mod kernel {
     pub fn load_norm_weights(norm_weights: Hbm, w_sb: Sbuf) {
         let tiles = w_sb.shape()[1];
         nisa::dma_copy(w_sb, norm_weights.ap([[1, P_MAX], [P_MAX, tiles]], offset = 0));
+    }
+
+    /// The library's `_load_norm_weights_mx`: `[1, H]` into `w_sb` `[128,
+    /// H/128]` (fp32), element `[p, 4t + k]` = `w[t·512 + 4p + k]` (the MX
+    /// form's transposed layout).
+    #[nki_helper]
+    pub fn load_norm_weights_mx(norm_weights: Hbm, w_sb: Sbuf) {
+        let tiles = w_sb.shape()[1] / MX_PACK;
+        let src = norm_weights.reshape([tiles, P_MAX, MX_PACK]).permute([1, 0, 2]);
+        nisa::dma_copy(w_sb.reshape([P_MAX, tiles, MX_PACK]), src);
+    }
+
+    /// The norm weights in the layout of the transposed rows.
+    #[nki_helper]
+    pub fn load_norm_weights_for(cfg: QkvCteConfig, norm_weights: Hbm, w_sb: Sbuf) {
+        if cfg.mx_quant {
+            load_norm_weights_mx(norm_weights, w_sb);
+        } else {
+            load_norm_weights(norm_weights, w_sb);
+        }
     }
 
     /// STATIC's scales on every partition (one row given is broadcast): the
@@ -67,11 +88,11 @@ pub mod kernel {
         }
         let gamma_norm_weights_sb = nl::ndarray([P_MAX, dims.num_128_tiles_per_h], cfg.act_dtype, buffer = nl::sbuf);
         if let Some(gamma) = gamma_norm_weights {
-            load_norm_weights(gamma, gamma_norm_weights_sb);
+            load_norm_weights_for(cfg, gamma, gamma_norm_weights_sb);
         }
         let layer_norm_bias_sb = nl::ndarray([P_MAX, dims.num_128_tiles_per_h], cfg.act_dtype, buffer = nl::sbuf);
         if let Some(beta) = layer_norm_bias {
-            load_norm_weights(beta, layer_norm_bias_sb);
+            load_norm_weights_for(cfg, beta, layer_norm_bias_sb);
         }
         let w_scale_sb = nl::ndarray([P_MAX, NUM_QKV_SEGMENTS], nl::float32, buffer = nl::sbuf);
         let in_scale_sb = nl::ndarray([P_MAX, 1], nl::float32, buffer = nl::sbuf);

@@ -1,6 +1,6 @@
 //! Steps 5 and 6 of `qkv_cte`: the PSUM banks evicted to SBUF with the
 //! bias (STATIC: dequantized; with RoPE on the Q and K heads), and
-//! stored in the output layout.
+//! stored in the output layout (or as Q and the quantized K/V caches).
 
 pub use kernel::*;
 
@@ -8,6 +8,7 @@ pub use kernel::*;
 #[nki::nki_module]
 pub mod kernel {
     use crate::qkv::qkv_cte::qkv_cte_constants::{NUM_QKV_SEGMENTS, P_MAX, PSUM_FMAX};
+    use crate::qkv::qkv_cte::qkv_cte_kv_cache::store_q_and_quantize_kv;
     use crate::qkv::qkv_cte::qkv_cte_utils::{QkvCteConfig, QkvCteDims, QkvCteGlobals, QkvCteTensors};
     use crate::utils::common_types::QKVOutputLayout;
     use nki::prelude::*;
@@ -145,6 +146,39 @@ pub mod kernel {
             }
         } else {
             nisa::dma_copy(io.output[s![b, s0..s0 + rows, ..]], out_sb[s![0..rows, ..]]);
+        }
+    }
+
+    /// Steps 5 and 6 for an S block of `rows` rows from row `s0` of batch `b`
+    /// (its tiles' sums in `psum`): each tile evicted with the bias (or RoPE),
+    /// then stored in the output layout or, with the KV-cache outputs, as Q
+    /// and the quantized K and V.
+    #[nki_helper]
+    pub fn evict_and_store_block(
+        cfg: QkvCteConfig,
+        dims: QkvCteDims,
+        io: QkvCteTensors,
+        g: QkvCteGlobals,
+        psum: Psum,
+        b: i64,
+        s0: i64,
+        rows: i64,
+    ) {
+        let tiles = rows.div_ceil(P_MAX);
+        let out_sb = nl::ndarray([P_MAX, tiles, dims.i], cfg.output_sb_dtype, buffer = nl::sbuf);
+        for t in 0..tiles {
+            let r = (rows - t * P_MAX).min(P_MAX);
+            let o = out_sb[s![.., t, ..]];
+            if cfg.fused_rope {
+                copy_psum_to_sbuf_apply_rope_and_bias(cfg, dims, io, g, o, psum, t, b, s0 + t * P_MAX, r);
+            } else {
+                evict_psum_to_sbuf_apply_bias(cfg, dims, g, o, psum, t, r);
+            }
+            if cfg.use_kv_quantization {
+                store_q_and_quantize_kv(cfg, dims, io, g, o, b, s0 + t * P_MAX, r);
+            } else {
+                store_output(cfg, dims, io, o, b, s0 + t * P_MAX, r);
+            }
         }
     }
 }

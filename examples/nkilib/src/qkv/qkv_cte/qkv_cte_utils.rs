@@ -20,7 +20,7 @@ pub mod kernel {
     pub struct QkvCteUserInput {
         /// `[B, S, H]`.
         pub input: Tensor,
-        /// `[H, I]`.
+        /// `[H, I]` (MX: `[H/4, I]` packed).
         pub fused_qkv_weights: Tensor,
         /// BSD or NBSd.
         pub output_layout: QKVOutputLayout,
@@ -52,6 +52,10 @@ pub mod kernel {
         pub num_q_heads: i64,
         /// Key (and value) heads, 0 for none.
         pub num_kv_heads: i64,
+        /// NONE, STATIC or MX.
+        pub quantization_type: QuantizationType,
+        /// MX: the input is pre-swizzled.
+        pub is_input_swizzled: bool,
     }
 
     /// The library's `QKV_CTE_Config`: what the call asks for and the dtypes
@@ -74,6 +78,10 @@ pub mod kernel {
         pub fused_rope: bool,
         /// STATIC quantization: fp8 weights and input, Q/K/V dequantized by their scales.
         pub static_quant: bool,
+        /// MX quantization: packed `[H/4, I]` weights, the rows quantized by `quantize_mx`.
+        pub mx_quant: bool,
+        /// MX: the input is pre-swizzled (each row's `[H/512, 128, 4]` stored as `[4, H/512, 128]`).
+        pub is_input_swizzled: bool,
         /// The input's dtype.
         pub input_dtype: Dtype,
         /// The matmul operands' dtype: bfloat16 for fp32 input, else the input's
@@ -270,6 +278,8 @@ pub mod kernel {
             add_layer_norm_bias: args.layer_norm_bias.is_some(),
             fused_rope: args.fused_rope,
             static_quant,
+            mx_quant: quantization_type == QuantizationType::MX,
+            is_input_swizzled: args.is_input_swizzled,
             input_dtype: dtype,
             compute_mm_dtype,
             input_sb_dtype: if static_quant { dtype } else { compute_mm_dtype },

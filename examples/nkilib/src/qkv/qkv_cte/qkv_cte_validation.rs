@@ -8,8 +8,10 @@ pub use kernel::*;
 #[nki::nki_module]
 pub mod kernel {
     use crate::qkv::qkv_cte::qkv_cte_constants::{MAX_H, MAX_I, NBSD_D_HEAD, NUM_QKV_SEGMENTS, P_MAX, PSUM_FMAX, QUANT_DTYPE};
+    use crate::qkv::qkv_cte::qkv_cte_mx::H_PER_MX_TILE;
     use crate::qkv::qkv_cte::qkv_cte_utils::{QkvCteUserInput, QkvKvCacheArgs, QkvQuantScales};
     use crate::utils::common_types::{NormType, QKVOutputLayout, QKVWeightLayout, QuantizationType};
+    use crate::utils::mx_layout::{MX_PACK, SCALE_GROUP_SIZE};
     use nki::prelude::*;
 
     /// The library's `_validate_user_inputs`: its checks, by parameter name,
@@ -20,9 +22,14 @@ pub mod kernel {
         assert!(x.ndim() == 3, "qkv_cte: input must be [B, S, H] in HBM, got {} dims", x.ndim());
         let [b, s, h] = x.shape();
         let w_shape = args.fused_qkv_weights.shape();
+        let mx = args.quantization_type == QuantizationType::MX;
         assert!(
-            args.fused_qkv_weights.ndim() == 2 && w_shape[0] == h,
+            args.fused_qkv_weights.ndim() == 2 && (mx || w_shape[0] == h),
             "qkv_cte: fused_qkv_weights must be [H, I] with H = input.shape[2] = {h}, got {w_shape}"
+        );
+        assert!(
+            !mx || w_shape[0] * MX_PACK == h,
+            "qkv_cte: fused_qkv_weights must be [H / 4, I] with H = input.shape[2] = {h} for MX quantization, got {w_shape}"
         );
         let i = w_shape[1];
         // The rules of `qkv_cte_violation`.
@@ -210,22 +217,68 @@ pub mod kernel {
         }
     }
 
+    /// MX quantization's inputs (the library's MX checks, and the MX forms
+    /// this port refuses), by parameter name; `is_input_swizzled` is MX's.
+    #[nki_helper]
+    pub fn validate_mx_quantization(args: QkvCteUserInput, scales: QkvQuantScales, kv: QkvKvCacheArgs, weight_layout: QKVWeightLayout) {
+        let mx = args.quantization_type == QuantizationType::MX;
+        let norm = args.fused_norm_type != NormType::NO_NORM;
+        // The rules of `qkv_cte_violation`.
+        assert!(!args.is_input_swizzled || mx, "qkv_cte: is_input_swizzled is only supported with MX quantization");
+        assert!(
+            !args.is_input_swizzled || (!norm && !args.fused_residual_add),
+            "qkv_cte: is_input_swizzled supports neither a norm nor fused_residual_add"
+        );
+        let w = args.fused_qkv_weights;
+        assert!(
+            mx == (w.dtype() == nl::float8_e4m3fn_x4),
+            "qkv_cte: fused_qkv_weights must be float8_e4m3fn_x4 exactly when quantization_type is MX, got {}",
+            w.dtype()
+        );
+        if mx {
+            assert!(nisa::get_nc_version() == nisa::nc_version::gen4, "qkv_cte: quantization_type MX needs trn3 (nc_matmul_mx)");
+            let [_, s, h] = args.input.shape();
+            let programs = if nl::program_ndim() == 1 { nl::num_programs(0) } else { 1 };
+            assert!(h % H_PER_MX_TILE == 0, "qkv_cte: H = {h} must be a multiple of 512 for MX quantization");
+            assert!((s / programs) % 2 == 0, "qkv_cte: S / programs = {} must be even for MX quantization", s / programs);
+            assert!(
+                weight_layout == QKVWeightLayout::MX_CONTIGUOUS,
+                "qkv_cte: weight_layout must be MX_CONTIGUOUS for MX quantization (the MX_INTERLEAVED DMA-transpose forms are not implemented), got {weight_layout}"
+            );
+            assert!(
+                scales.qkv_in_scale.is_none(),
+                "qkv_cte: qkv_in_scale is not supported with MX quantization (static dequantization through MX is not implemented)"
+            );
+            assert!(
+                kv.k_scale.is_none() && kv.v_scale.is_none(),
+                "qkv_cte: the fp8 KV-cache outputs are not supported with MX quantization"
+            );
+            let w_scale = scales.qkv_w_scale;
+            if let Some(ws) = w_scale {
+                let i = w.shape()[1];
+                assert!(
+                    ws.dtype() == nl::uint8 && ws.ndim() == 2 && ws.shape()[0] == h / SCALE_GROUP_SIZE && ws.shape()[1] == i,
+                    "qkv_cte: qkv_w_scale must be uint8 [H / 32, I] = [{}, {i}] for MX quantization, got {} {}",
+                    h / SCALE_GROUP_SIZE,
+                    ws.dtype(),
+                    ws.shape()
+                );
+            }
+        }
+    }
+
     /// The options this port does not implement, refused by name.
     #[nki_helper]
-    pub fn validate_unsupported_options(
-        quantization_type: QuantizationType,
-        store_output_in_sbuf: bool,
-        is_input_swizzled: bool,
-        weight_layout: QKVWeightLayout,
-    ) {
+    pub fn validate_unsupported_options(quantization_type: QuantizationType, store_output_in_sbuf: bool, weight_layout: QKVWeightLayout) {
         assert!(
-            quantization_type == QuantizationType::NONE || quantization_type == QuantizationType::STATIC,
-            "qkv_cte: quantization_type must be NONE or STATIC (the library's qkv_cte has no ROW path, and the MX forms are not implemented), got {quantization_type}"
+            quantization_type == QuantizationType::NONE
+                || quantization_type == QuantizationType::STATIC
+                || quantization_type == QuantizationType::MX,
+            "qkv_cte: quantization_type must be NONE, STATIC or MX (the library's qkv_cte has no ROW path), got {quantization_type}"
         );
         assert!(!store_output_in_sbuf, "qkv_cte: store_output_in_sbuf is not supported (the output is stored to HBM)");
-        assert!(!is_input_swizzled, "qkv_cte: is_input_swizzled is only used with MX quantization, which is not implemented");
         assert!(
-            weight_layout == QKVWeightLayout::CONTIGUOUS,
+            quantization_type == QuantizationType::MX || weight_layout == QKVWeightLayout::CONTIGUOUS,
             "qkv_cte: weight_layout must be CONTIGUOUS without MX quantization, got {weight_layout}"
         );
     }

@@ -1,0 +1,227 @@
+//! The MX (OCP microscaling, trn3) form of `qkv_cte` (the library's
+//! `_qkv_cte_mx_impl`): the rows normalised as in the float form, moved into
+//! the MX layout on the PE array, quantized on chip by `quantize_mx` and
+//! multiplied by `nc_matmul_mx` with the offline-quantized weights.
+//!
+//! Layouts. The weights are `[H/4, I]` `float8_e4m3fn_x4` (`MX_CONTIGUOUS`):
+//! packed row `t·128 + p` holds hidden rows `t·512 + 4p + k`, `k = 0..4`; their
+//! scales `[H/32, I]` `uint8` hold one per 32 of those hidden rows, row `16t +
+//! g` for group `g` of tile `t`, placed in SBUF at partition `32(g/4) + g%4`
+//! (without scales, every scale is the neutral `2^0`). The rows are moved
+//! into `xt` `[128, H/512, S tiles·128, 4]`, element `[p, t, s, k]` = row `s`'s
+//! hidden value `t·512 + 4p + k`, the layout `quantize_mx` packs into `xq`
+//! `[128, H/512, S tiles·128]` and its scales `xs`.
+//!
+//! ```text
+//! for each S block:                                       (qkv_cte_mx_block)
+//!     for each S tile of <= 128 rows:
+//!         input_sb = the rows (+ residuals), RMS or LayerNorm as the float form
+//!         for each 512 hidden values t, each k of 4:      (transpose_for_mx)
+//!             xt[:, t, rows, k] = (input_sb[rows, t·512 + 4p + k])ᵀ (· gamma (+ beta))
+//!       | is_input_swizzled: 32 rows at a time, [32·4, H/512, 128] as stored,
+//!         each t transposed whole into xt[:, t, rows, :]  (load_swizzled_tile)
+//!     xq, xs = quantize_mx(xt)                            # one uint8 scale per 32 values
+//!     for each 512 hidden values t:                       (load_mx_weight_block)
+//!         w_sb, ws_sb = packed rows t·128.., their quadrant-placed scales
+//!         for each S tile, 512 columns of I:
+//!             psum[tile, i tile] += nc_matmul_mx(xq[t], w_sb, xs[t], ws_sb)
+//!     evict (+ bias | RoPE), store: the float form's steps 5 and 6
+//! ```
+//!
+//! The pre-swizzled input is `[B, S, H]` holding each row's `[H/512, 128, 4]`
+//! as `[4, H/512, 128]`: viewed as `[B, S·4, H/512, 128]`, row `4s + k` holds
+//! `t·512 + 4p + k` at `[t, p]`, so one PE transpose of `[32 rows·4, 128]`
+//! puts 32 rows' `[s, k]` on the free axis in `xt`'s order. The weights are
+//! loaded one packed tile at a time (the library prefetches them all when its
+//! SBUF budget allows: the same values).
+
+pub use kernel::*;
+
+/// The MX phases and their tile constants.
+#[nki::nki_module]
+pub mod kernel {
+    use crate::qkv::qkv_cte::qkv_cte_constants::{NUM_HW_PSUM_BANKS, P_MAX, PSUM_FMAX};
+    use crate::qkv::qkv_cte::qkv_cte_input::{apply_rms_normalization, compute_layer_norm_stats, load_input_tile};
+    use crate::qkv::qkv_cte::qkv_cte_output::evict_and_store_block;
+    use crate::qkv::qkv_cte::qkv_cte_utils::{QkvCteConfig, QkvCteDims, QkvCteGlobals, QkvCteTensors};
+    use crate::qkv::qkv_tkg_mx_impl::load_mx_weight_block;
+    use crate::utils::common_types::NormType;
+    pub use crate::utils::mx_layout::{MX_PACK, NUM_QUADRANTS, SCALES_PER_QUADRANT};
+    use nki::prelude::*;
+
+    /// Hidden values of one packed 128-partition tile: `P_MAX · MX_PACK`.
+    pub const H_PER_MX_TILE: i64 = 512;
+    /// The biased exponent of the neutral scale `2^0` (scales are `2^(s - 127)`).
+    pub const MX_NEUTRAL_SCALE: f64 = 127.0;
+    /// Rows per load of the pre-swizzled input: their 4 values per partition fill 128 partitions.
+    pub const SWIZZLED_S_TILE_SIZE: i64 = 32;
+
+    /// Step 2 for one loaded S tile (`input_sb` `[rows, H]`, normalised rows;
+    /// LayerNorm's `(x - mean)·rstd` applied here): the transposes of every
+    /// 4th hidden column into `xt_tile` `[128, H/512, rows, 4]`, times gamma
+    /// (plus beta) per partition with a norm.
+    #[nki_helper]
+    pub fn transpose_for_mx(
+        cfg: QkvCteConfig,
+        dims: QkvCteDims,
+        g: QkvCteGlobals,
+        input_sb: Sbuf,
+        mean_rstd: Sbuf,
+        xt_tile: Sbuf,
+        rows: i64,
+    ) {
+        if cfg.fused_norm_type == NormType::LAYER_NORM {
+            let x = input_sb[s![0..rows, ..]];
+            let (mean, rstd) = (mean_rstd[s![0..rows, 0..1]], mean_rstd[s![0..rows, 1..2]]);
+            nisa::tensor_scalar(x, x, nl::subtract, mean, op1 = nl::multiply, operand1 = rstd);
+        }
+        let by_k = input_sb.reshape([P_MAX, dims.h / H_PER_MX_TILE, P_MAX, MX_PACK]);
+        for t in 0..dims.h / H_PER_MX_TILE {
+            for k in 0..MX_PACK {
+                let tp = nl::ndarray([P_MAX, P_MAX], cfg.psum_transpose_dtype, buffer = nl::psum);
+                nisa::nc_transpose(tp[s![.., 0..rows]], by_k[s![0..rows, t, .., k]]);
+                let dst = xt_tile[s![.., t, 0..rows, k]];
+                let src = tp[s![.., 0..rows]];
+                let c = t * MX_PACK + k;
+                if cfg.apply_gamma {
+                    let gamma = g.gamma_norm_weights_sb[s![.., c..c + 1]];
+                    if cfg.add_layer_norm_bias {
+                        nisa::tensor_scalar(
+                            dst,
+                            src,
+                            nl::multiply,
+                            gamma,
+                            op1 = nl::add,
+                            operand1 = g.layer_norm_bias_sb[s![.., c..c + 1]],
+                        );
+                    } else {
+                        nisa::tensor_scalar(dst, src, nl::multiply, gamma);
+                    }
+                } else {
+                    nisa::tensor_copy(dst, src);
+                }
+            }
+        }
+    }
+
+    /// Steps 1 and 2 for the pre-swizzled input: `rows` rows from `s0` of
+    /// batch `b`, 32 at a time as `[rows·4, H/512, 128]`, each 512 hidden
+    /// values transposed whole into `xt_tile` `[128, H/512, rows, 4]`.
+    #[nki_helper]
+    pub fn load_swizzled_tile(cfg: QkvCteConfig, dims: QkvCteDims, io: QkvCteTensors, xt_tile: Sbuf, b: i64, s0: i64, rows: i64) {
+        let tiles = dims.h / H_PER_MX_TILE;
+        let view = io.input.reshape([dims.b, dims.s * MX_PACK, tiles, P_MAX]);
+        for j in 0..rows.div_ceil(SWIZZLED_S_TILE_SIZE) {
+            let r0 = j * SWIZZLED_S_TILE_SIZE;
+            let r = (rows - r0).min(SWIZZLED_S_TILE_SIZE);
+            let n = r * MX_PACK;
+            let in_sb = nl::ndarray([P_MAX, tiles, P_MAX], cfg.compute_mm_dtype, buffer = nl::sbuf);
+            let first = (s0 + r0) * MX_PACK;
+            nisa::dma_copy(in_sb[s![0..n, .., ..]], view[s![b, first..first + n, .., ..]]);
+            for t in 0..tiles {
+                // Free element 4s + k of the transpose is row s's value k.
+                let tp = nl::ndarray([P_MAX, SWIZZLED_S_TILE_SIZE, MX_PACK], cfg.psum_transpose_dtype, buffer = nl::psum);
+                nisa::nc_transpose(tp[s![.., 0..r, ..]], in_sb[s![0..n, t, ..]]);
+                nisa::tensor_copy(xt_tile[s![.., t, r0..r0 + r, ..]], tp[s![.., 0..r, ..]]);
+            }
+        }
+    }
+
+    /// Steps 1 and 2 for one S tile: `rows` rows from `s0` of batch `b` into
+    /// `xt_tile` `[128, H/512, rows, 4]` (loaded with the residuals,
+    /// normalised, transposed; or the pre-swizzled rows).
+    #[nki_helper]
+    pub fn load_and_transpose_input_mx(
+        cfg: QkvCteConfig,
+        dims: QkvCteDims,
+        io: QkvCteTensors,
+        g: QkvCteGlobals,
+        xt_tile: Sbuf,
+        b: i64,
+        s0: i64,
+        rows: i64,
+    ) {
+        if cfg.is_input_swizzled {
+            load_swizzled_tile(cfg, dims, io, xt_tile, b, s0, rows);
+        } else {
+            let input_sb = nl::ndarray([P_MAX, dims.h], cfg.compute_mm_dtype, buffer = nl::sbuf);
+            load_input_tile(cfg, dims, io, input_sb, b, s0, rows);
+            let norm = cfg.fused_norm_type;
+            if norm == NormType::RMS_NORM || norm == NormType::RMS_NORM_SKIP_GAMMA {
+                apply_rms_normalization(cfg, dims, g, input_sb, rows);
+            }
+            let mean_rstd = nl::ndarray([P_MAX, 2], cfg.act_dtype, buffer = nl::sbuf);
+            if norm == NormType::LAYER_NORM {
+                compute_layer_norm_stats(cfg, dims, g, input_sb, mean_rstd, rows);
+            }
+            transpose_for_mx(cfg, dims, g, input_sb, mean_rstd, xt_tile, rows);
+        }
+    }
+
+    /// Step 4: the block's quantized rows (`xq`, `xs` `[128, H/512, tiles·128]`)
+    /// times the packed weights, one packed tile per load, each S tile and
+    /// 512 columns of I accumulating in its own PSUM bank (with neutral
+    /// weight scales when `qkv_w_scale` is not given).
+    #[nki_helper(target = "trn3")]
+    pub fn qkv_projection_mx(dims: QkvCteDims, io: QkvCteTensors, qkv_w_scale: Option<Hbm>, xq: Sbuf, xs: Sbuf, psum: Psum, rows: i64) {
+        let (i, ni, tiles) = (dims.i, dims.num_512_tiles_per_i, dims.h / H_PER_MX_TILE);
+        // The packed rows as [128, tiles, I]: row t·128 + p at (p, t).
+        let w = io.weights.reshape([tiles, P_MAX, i]).permute([1, 0, 2]);
+        let neutral_sb = nl::ndarray([P_MAX, PSUM_FMAX], nl::uint8, buffer = nl::sbuf);
+        nisa::memset(neutral_sb, MX_NEUTRAL_SCALE);
+        for t in 0..tiles {
+            let w_sb = nl::ndarray([P_MAX, 1, i], nl::float8_e4m3fn_x4, buffer = nl::sbuf);
+            let ws_sb = nl::ndarray([P_MAX, 1, i], nl::uint8, buffer = nl::sbuf);
+            if let Some(scales) = qkv_w_scale {
+                let ws = scales.reshape([tiles, NUM_QUADRANTS, SCALES_PER_QUADRANT, i]);
+                load_mx_weight_block(w, ws, w_sb, ws_sb, t, 1);
+            } else {
+                nisa::dma_copy(w_sb, w[s![.., t..t + 1, ..]]);
+            }
+            for st in 0..rows.div_ceil(P_MAX) {
+                let (r0, r) = (st * P_MAX, (rows - st * P_MAX).min(P_MAX));
+                for k in 0..ni {
+                    let (i0, iw) = (k * PSUM_FMAX, (i - k * PSUM_FMAX).min(PSUM_FMAX));
+                    let moving_scale = if qkv_w_scale.is_some() { ws_sb[s![.., 0, i0..i0 + iw]] } else { neutral_sb[s![.., 0..iw]] };
+                    nisa::nc_matmul_mx(
+                        psum[s![0..r, st * ni + k, 0..iw]],
+                        xq[s![.., t, r0..r0 + r]],
+                        w_sb[s![.., 0, i0..i0 + iw]],
+                        xs[s![.., t, r0..r0 + r]],
+                        moving_scale,
+                    );
+                }
+            }
+        }
+    }
+
+    /// One S block of batch `b` in the MX form: `rows` rows from this
+    /// program's row `r0` (steps 1 to 6).
+    #[nki_helper(target = "trn3")]
+    pub fn qkv_cte_mx_block(
+        cfg: QkvCteConfig,
+        dims: QkvCteDims,
+        io: QkvCteTensors,
+        g: QkvCteGlobals,
+        qkv_w_scale: Option<Hbm>,
+        b: i64,
+        r0: i64,
+        rows: i64,
+    ) {
+        let h_tiles = dims.h / H_PER_MX_TILE;
+        let tiles = rows.div_ceil(P_MAX);
+        let s0 = dims.s_shard_offset + r0;
+        let xt = nl::ndarray([P_MAX, h_tiles, tiles * P_MAX, MX_PACK], cfg.compute_mm_dtype, buffer = nl::sbuf);
+        for t in 0..tiles {
+            let r = (rows - t * P_MAX).min(P_MAX);
+            let xt_tile = xt[s![.., .., t * P_MAX..t * P_MAX + r, ..]];
+            load_and_transpose_input_mx(cfg, dims, io, g, xt_tile, b, s0 + t * P_MAX, r);
+        }
+        let xq = nl::ndarray([P_MAX, h_tiles, tiles * P_MAX], nl::float8_e4m3fn_x4, buffer = nl::sbuf);
+        let xs = nl::ndarray([P_MAX, h_tiles, tiles * P_MAX], nl::uint8, buffer = nl::sbuf);
+        nisa::quantize_mx(xq[s![.., .., 0..rows]], xt[s![.., .., 0..rows, ..]], xs[s![.., .., 0..rows]]);
+        let psum = nl::ndarray([P_MAX, NUM_HW_PSUM_BANKS, PSUM_FMAX], nl::float32, buffer = nl::psum);
+        qkv_projection_mx(dims, io, qkv_w_scale, xq, xs, psum, rows);
+        evict_and_store_block(cfg, dims, io, g, psum, b, s0, rows);
+    }
+}
