@@ -407,13 +407,7 @@ impl Config {
         let (b, s, h, i, d) = (self.b, self.s, self.h, self.i, self.d_head);
         let t = |shape: &[usize], x: &[f64]| tensor(shape, x, dtype);
         let (x, mlp, attn) = (t(&[b, s, h], &self.input_rows(v)), t(&[b, s, h], &v[1]), t(&[b, s, h], &v[2]));
-        let w = match self.weight_arg(v, dtype) {
-            Arg::Tensor(shape, x, Dtype::Fp8E4m3Fnx4) => {
-                nki::Tensor::from_i64(&shape, &x.iter().map(|&w| w as i64).collect::<Vec<_>>(), Dtype::Fp8E4m3Fnx4).unwrap()
-            }
-            Arg::Tensor(shape, x, w_dtype) => tensor(&shape, &x, w_dtype),
-            _ => unreachable!("the weights are a tensor"),
-        };
+        let w = tensor_of(&self.weight_arg(v, dtype));
         let mx_scales = tensor(&[h / 32, i], &v[13], Dtype::U8);
         let (gamma, beta, bias) = (t(&[1, h], &v[4]), t(&[1, h], &v[5]), t(&[1, i], &v[6]));
         let (cos, sin) = (t(&[b, s, d], &cache.0), t(&[b, s, d], &cache.1));
@@ -586,6 +580,17 @@ impl Config {
             self.inputs().iter().enumerate().map(|(k, x)| if keep(k) { x.clone() } else { as_dtype(x, dtype) }).collect();
         let (cos, sin) = self.caches(&self.inputs());
         (v, (as_dtype(&cos, dtype), as_dtype(&sin, dtype)))
+    }
+}
+
+/// The tensor of a tensor argument (packed x4 values as their words).
+pub(crate) fn tensor_of(arg: &Arg) -> nki::Tensor {
+    match arg {
+        Arg::Tensor(shape, x, Dtype::Fp8E4m3Fnx4) => {
+            nki::Tensor::from_i64(shape, &x.iter().map(|&w| w as i64).collect::<Vec<_>>(), Dtype::Fp8E4m3Fnx4).unwrap()
+        }
+        Arg::Tensor(shape, x, dtype) => tensor(shape, x, *dtype),
+        _ => unreachable!("a tensor argument"),
     }
 }
 

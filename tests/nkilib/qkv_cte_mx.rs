@@ -8,9 +8,9 @@
 //! bfloat16 input), in both precision modes; the emitted source under NumPy
 //! against the emulator; the `qkv` entry's MX dispatch; the MX rules.
 
-use crate::common::{Arg, CaseName, FP32_ATOL, assert_close, assert_numpy_equals_emulator, assert_refused_by, package_of, tensor};
-use crate::qkv_cte::{Config, MxForm, Norm, c, with};
-use nki::{Dtype, Launch, Precision, Tensor};
+use crate::common::{CaseName, FP32_ATOL, assert_close, assert_numpy_equals_emulator, assert_refused_by, package_of, tensor};
+use crate::qkv_cte::{Config, MxForm, Norm, c, tensor_of, with};
+use nki::{Dtype, Launch, Precision};
 use nkilib::qkv::qkv::qkv as qkv_entry;
 use nkilib::qkv::qkv_cte::{NormType, QKVWeightLayout, QkvCteRule, QkvCteShape, QuantizationType, qkv_cte, qkv_cte_violation};
 
@@ -95,15 +95,8 @@ fn qkv_entry_runs_mx_context_calls_by_qkv_cte() {
     let cfg = MX_CONFIGS[9];
     let (v, cache) = cfg.inputs_in(Dtype::Bf16);
     let (args, kw) = cfg.numpy_call(&v, &cache, Dtype::Bf16);
-    let t = |a: &Arg| match a {
-        Arg::Tensor(shape, x, Dtype::Fp8E4m3Fnx4) => {
-            Tensor::from_i64(shape, &x.iter().map(|&w| w as i64).collect::<Vec<_>>(), Dtype::Fp8E4m3Fnx4).unwrap()
-        }
-        Arg::Tensor(shape, x, dtype) => tensor(shape, x, *dtype),
-        _ => unreachable!("tensor arguments"),
-    };
-    let (x, w) = (t(&args[0]), t(&args[1]));
-    let scales = t(&kw.iter().find(|(k, _)| *k == "qkv_w_scale").expect("scales given").1);
+    let (x, w) = (tensor_of(&args[0]), tensor_of(&args[1]));
+    let scales = tensor_of(&kw.iter().find(|(k, _)| *k == "qkv_w_scale").expect("scales given").1);
     for p in [Precision::Fp32, Precision::Hardware] {
         let got = qkv_entry::Call::new(&x, &w)
             .quantization_type(QuantizationType::MX)
@@ -155,15 +148,8 @@ fn qkv_cte_mx_rules_refuse_by_name() {
 
     let cfg = MX_CONFIGS[13];
     let (v, cache) = cfg.inputs_in(Dtype::Bf16);
-    let (args, kw) = cfg.numpy_call(&v, &cache, Dtype::Bf16);
-    let [x, w] = [&args[0], &args[1]].map(|a| match a {
-        Arg::Tensor(shape, x, Dtype::Fp8E4m3Fnx4) => {
-            Tensor::from_i64(shape, &x.iter().map(|&w| w as i64).collect::<Vec<_>>(), Dtype::Fp8E4m3Fnx4).unwrap()
-        }
-        Arg::Tensor(shape, x, dtype) => tensor(shape, x, *dtype),
-        _ => unreachable!("tensor arguments"),
-    });
-    let _ = kw;
+    let (args, _) = cfg.numpy_call(&v, &cache, Dtype::Bf16);
+    let [x, w] = [&args[0], &args[1]].map(tensor_of);
     let call = || qkv_cte::Call::new(&x, &w).quantization_type(QuantizationType::MX).weight_layout(QKVWeightLayout::MX_CONTIGUOUS);
     let trn3 = cfg.launch(Precision::Fp32);
     let err = |call: qkv_cte::Call, launch: &Launch| call.launch(launch).unwrap_err().to_string();

@@ -135,14 +135,14 @@ def qkv_cte_mx_block(cfg, dims, io, g, qkv_w_scale, b, r0, rows):
     h_tiles = dims.h // H_PER_MX_TILE
     tiles = -(-rows // P_MAX)
     s0 = dims.s_shard_offset + r0
-    xt = nl.ndarray(shape=(P_MAX, h_tiles, tiles * P_MAX, MX_PACK), dtype=cfg.compute_mm_dtype, buffer=nl.sbuf)
-    for t in range(tiles):
-        r = min(rows - t * P_MAX, P_MAX)
-        xt_tile = xt[:, :, t * P_MAX:t * P_MAX + r, :]
-        load_and_transpose_input_mx(cfg, dims, io, g, xt_tile, b, s0 + t * P_MAX, r)
     xq = nl.ndarray(shape=(P_MAX, h_tiles, tiles * P_MAX), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
     xs = nl.ndarray(shape=(P_MAX, h_tiles, tiles * P_MAX), dtype=nl.uint8, buffer=nl.sbuf)
-    nisa.quantize_mx(dst=xq[:, :, 0:rows], src=xt[:, :, 0:rows, :], dst_scale=xs[:, :, 0:rows])
+    for t in range(tiles):
+        c0, r = (t * P_MAX, min(rows - t * P_MAX, P_MAX))
+        xt = nl.ndarray(shape=(P_MAX, h_tiles, P_MAX, MX_PACK), dtype=cfg.compute_mm_dtype, buffer=nl.sbuf)
+        xt_tile = xt[:, :, 0:r, :]
+        load_and_transpose_input_mx(cfg, dims, io, g, xt_tile, b, s0 + c0, r)
+        nisa.quantize_mx(dst=xq[:, :, c0:c0 + r], src=xt_tile, dst_scale=xs[:, :, c0:c0 + r])
     psum = nl.ndarray(shape=(P_MAX, NUM_HW_PSUM_BANKS, PSUM_FMAX), dtype=nl.float32, buffer=nl.psum)
     qkv_projection_mx(dims, io, qkv_w_scale, xq, xs, psum, rows)
     evict_and_store_block(cfg, dims, io, g, psum, b, s0, rows)

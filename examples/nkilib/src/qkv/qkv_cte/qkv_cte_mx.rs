@@ -7,10 +7,10 @@
 //! packed row `t·128 + p` holds hidden rows `t·512 + 4p + k`, `k = 0..4`; their
 //! scales `[H/32, I]` `uint8` hold one per 32 of those hidden rows, row `16t +
 //! g` for group `g` of tile `t`, placed in SBUF at partition `32(g/4) + g%4`
-//! (without scales, every scale is the neutral `2^0`). The rows are moved
-//! into `xt` `[128, H/512, S tiles·128, 4]`, element `[p, t, s, k]` = row `s`'s
-//! hidden value `t·512 + 4p + k`, the layout `quantize_mx` packs into `xq`
-//! `[128, H/512, S tiles·128]` and its scales `xs`.
+//! (without scales, every scale is the neutral `2^0`). The rows of each S
+//! tile are moved into `xt` `[128, H/512, 128, 4]`, element `[p, t, s, k]` =
+//! row `s`'s hidden value `t·512 + 4p + k`, the layout `quantize_mx` packs
+//! into the block's `xq` `[128, H/512, S tiles·128]` and its scales `xs`.
 //!
 //! ```text
 //! for each S block:                                       (qkv_cte_mx_block)
@@ -20,7 +20,7 @@
 //!             xt[:, t, rows, k] = (input_sb[rows, t·512 + 4p + k])ᵀ (· gamma (+ beta))
 //!       | is_input_swizzled: 32 rows at a time, [32·4, H/512, 128] as stored,
 //!         each t transposed whole into xt[:, t, rows, :]  (load_swizzled_tile)
-//!     xq, xs = quantize_mx(xt)                            # one uint8 scale per 32 values
+//!         xq, xs[tile] = quantize_mx(xt)                  # one uint8 scale per 32 values
 //!     for each 512 hidden values t:                       (load_mx_weight_block)
 //!         w_sb, ws_sb = packed rows t·128.., their quadrant-placed scales
 //!         for each S tile, 512 columns of I:
@@ -211,15 +211,17 @@ pub mod kernel {
         let h_tiles = dims.h / H_PER_MX_TILE;
         let tiles = rows.div_ceil(P_MAX);
         let s0 = dims.s_shard_offset + r0;
-        let xt = nl::ndarray([P_MAX, h_tiles, tiles * P_MAX, MX_PACK], cfg.compute_mm_dtype, buffer = nl::sbuf);
-        for t in 0..tiles {
-            let r = (rows - t * P_MAX).min(P_MAX);
-            let xt_tile = xt[s![.., .., t * P_MAX..t * P_MAX + r, ..]];
-            load_and_transpose_input_mx(cfg, dims, io, g, xt_tile, b, s0 + t * P_MAX, r);
-        }
         let xq = nl::ndarray([P_MAX, h_tiles, tiles * P_MAX], nl::float8_e4m3fn_x4, buffer = nl::sbuf);
         let xs = nl::ndarray([P_MAX, h_tiles, tiles * P_MAX], nl::uint8, buffer = nl::sbuf);
-        nisa::quantize_mx(xq[s![.., .., 0..rows]], xt[s![.., .., 0..rows, ..]], xs[s![.., .., 0..rows]]);
+        for t in 0..tiles {
+            let (c0, r) = (t * P_MAX, (rows - t * P_MAX).min(P_MAX));
+            // Quantized one S tile at a time: a whole block's 16-bit rows
+            // and their quantized copy would not fit a partition at large H.
+            let xt = nl::ndarray([P_MAX, h_tiles, P_MAX, MX_PACK], cfg.compute_mm_dtype, buffer = nl::sbuf);
+            let xt_tile = xt[s![.., .., 0..r, ..]];
+            load_and_transpose_input_mx(cfg, dims, io, g, xt_tile, b, s0 + c0, r);
+            nisa::quantize_mx(xq[s![.., .., c0..c0 + r]], xt_tile, xs[s![.., .., c0..c0 + r]]);
+        }
         let psum = nl::ndarray([P_MAX, NUM_HW_PSUM_BANKS, PSUM_FMAX], nl::float32, buffer = nl::psum);
         qkv_projection_mx(dims, io, qkv_w_scale, xq, xs, psum, rows);
         evict_and_store_block(cfg, dims, io, g, psum, b, s0, rows);
