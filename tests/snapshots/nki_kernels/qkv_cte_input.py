@@ -67,6 +67,21 @@ def compute_layer_norm_stats(cfg, dims, g, input_sb, mean_rstd, rows):
     nisa.activation(dst=var, op=nl.rsqrt, data=var, bias=g.norm_eps_sb[0:rows, :])
 
 
+def load_and_normalize_rows(cfg, dims, io, g, input_sb, b, s0, rows):
+    """Steps 1 and 2 for one S tile: the rows loaded into `input_sb` (with
+    the residuals) and RMS-normalised in place; returns LayerNorm's
+    per-row mean and `1 / sqrt(var + eps)` `[128, 2]` (written with LAYER_NORM).
+    """
+    load_input_tile(cfg, dims, io, input_sb, b, s0, rows)
+    norm = cfg.fused_norm_type
+    if norm == NormType.RMS_NORM or norm == NormType.RMS_NORM_SKIP_GAMMA:
+        apply_rms_normalization(cfg, dims, g, input_sb, rows)
+    mean_rstd = nl.ndarray(shape=(P_MAX, 2), dtype=cfg.act_dtype, buffer=nl.sbuf)
+    if norm == NormType.LAYER_NORM:
+        compute_layer_norm_stats(cfg, dims, g, input_sb, mean_rstd, rows)
+    return mean_rstd
+
+
 def quantize_input_static(cfg, g, dst, data):
     """STATIC: `data / in_scale` rounded into `dst` (float8_e4m3), then
     clipped there to ±`fp8_max`.
@@ -113,13 +128,7 @@ def load_and_transpose_input(cfg, dims, io, g, input_sb, input_q, b, s0, rows):
     normalised, and transposed in place, `[128 h, piece·128 + s]`
     (STATIC: also quantized into `input_q`).
     """
-    load_input_tile(cfg, dims, io, input_sb, b, s0, rows)
-    norm = cfg.fused_norm_type
-    if norm == NormType.RMS_NORM or norm == NormType.RMS_NORM_SKIP_GAMMA:
-        apply_rms_normalization(cfg, dims, g, input_sb, rows)
-    mean_rstd = nl.ndarray(shape=(P_MAX, 2), dtype=cfg.act_dtype, buffer=nl.sbuf)
-    if norm == NormType.LAYER_NORM:
-        compute_layer_norm_stats(cfg, dims, g, input_sb, mean_rstd, rows)
+    mean_rstd = load_and_normalize_rows(cfg, dims, io, g, input_sb, b, s0, rows)
     for t in range(dims.num_512_tiles_per_h):
         h0 = t * PSUM_FMAX
         transpose_h_tile(cfg, g, input_sb, input_q, mean_rstd, h0, min(dims.h - h0, PSUM_FMAX), rows)

@@ -11,9 +11,7 @@ from .mx_layout import SCALES_PER_QUADRANT
 from .qkv_cte_constants import NUM_HW_PSUM_BANKS
 from .qkv_cte_constants import PSUM_FMAX
 from .qkv_cte_constants import P_MAX
-from .qkv_cte_input import apply_rms_normalization
-from .qkv_cte_input import compute_layer_norm_stats
-from .qkv_cte_input import load_input_tile
+from .qkv_cte_input import load_and_normalize_rows
 from .qkv_cte_output import evict_and_store_block
 from .qkv_cte_utils import QkvCteConfig
 from .qkv_cte_utils import QkvCteDims
@@ -91,13 +89,7 @@ def load_and_transpose_input_mx(cfg, dims, io, g, xt_tile, b, s0, rows):
         load_swizzled_tile(cfg, dims, io, xt_tile, b, s0, rows)
     else:
         input_sb = nl.ndarray(shape=(P_MAX, dims.h), dtype=cfg.compute_mm_dtype, buffer=nl.sbuf)
-        load_input_tile(cfg, dims, io, input_sb, b, s0, rows)
-        norm = cfg.fused_norm_type
-        if norm == NormType.RMS_NORM or norm == NormType.RMS_NORM_SKIP_GAMMA:
-            apply_rms_normalization(cfg, dims, g, input_sb, rows)
-        mean_rstd = nl.ndarray(shape=(P_MAX, 2), dtype=cfg.act_dtype, buffer=nl.sbuf)
-        if norm == NormType.LAYER_NORM:
-            compute_layer_norm_stats(cfg, dims, g, input_sb, mean_rstd, rows)
+        mean_rstd = load_and_normalize_rows(cfg, dims, io, g, input_sb, b, s0, rows)
         transpose_for_mx(cfg, dims, g, input_sb, mean_rstd, xt_tile, rows)
 
 

@@ -131,6 +131,32 @@ pub mod kernel {
         nisa::tensor_scalar(dst, dst, nl::minimum, cfg.fp8_max, op1 = nl::maximum, operand1 = -cfg.fp8_max);
     }
 
+    /// Steps 1 and 2 for one S tile: the rows loaded into `input_sb` (with
+    /// the residuals) and RMS-normalised in place; returns LayerNorm's
+    /// per-row mean and `1 / sqrt(var + eps)` `[128, 2]` (written with LAYER_NORM).
+    #[nki_helper]
+    pub fn load_and_normalize_rows(
+        cfg: QkvCteConfig,
+        dims: QkvCteDims,
+        io: QkvCteTensors,
+        g: QkvCteGlobals,
+        input_sb: Sbuf,
+        b: i64,
+        s0: i64,
+        rows: i64,
+    ) -> Sbuf {
+        load_input_tile(cfg, dims, io, input_sb, b, s0, rows);
+        let norm = cfg.fused_norm_type;
+        if norm == NormType::RMS_NORM || norm == NormType::RMS_NORM_SKIP_GAMMA {
+            apply_rms_normalization(cfg, dims, g, input_sb, rows);
+        }
+        let mean_rstd = nl::ndarray([P_MAX, 2], cfg.act_dtype, buffer = nl::sbuf);
+        if norm == NormType::LAYER_NORM {
+            compute_layer_norm_stats(cfg, dims, g, input_sb, mean_rstd, rows);
+        }
+        mean_rstd
+    }
+
     /// Steps 1 to 3 for one S tile: the rows loaded (with the residuals),
     /// normalised, and transposed in place, `[128 h, piece·128 + s]`
     /// (STATIC: also quantized into `input_q`).
@@ -146,15 +172,7 @@ pub mod kernel {
         s0: i64,
         rows: i64,
     ) {
-        load_input_tile(cfg, dims, io, input_sb, b, s0, rows);
-        let norm = cfg.fused_norm_type;
-        if norm == NormType::RMS_NORM || norm == NormType::RMS_NORM_SKIP_GAMMA {
-            apply_rms_normalization(cfg, dims, g, input_sb, rows);
-        }
-        let mean_rstd = nl::ndarray([P_MAX, 2], cfg.act_dtype, buffer = nl::sbuf);
-        if norm == NormType::LAYER_NORM {
-            compute_layer_norm_stats(cfg, dims, g, input_sb, mean_rstd, rows);
-        }
+        let mean_rstd = load_and_normalize_rows(cfg, dims, io, g, input_sb, b, s0, rows);
         for t in 0..dims.num_512_tiles_per_h {
             let h0 = t * PSUM_FMAX;
             transpose_h_tile(cfg, g, input_sb, input_q, mean_rstd, h0, (dims.h - h0).min(PSUM_FMAX), rows);

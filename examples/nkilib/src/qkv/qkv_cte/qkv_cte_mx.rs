@@ -41,7 +41,7 @@ pub use kernel::*;
 #[nki::nki_module]
 pub mod kernel {
     use crate::qkv::qkv_cte::qkv_cte_constants::{NUM_HW_PSUM_BANKS, P_MAX, PSUM_FMAX};
-    use crate::qkv::qkv_cte::qkv_cte_input::{apply_rms_normalization, compute_layer_norm_stats, load_input_tile};
+    use crate::qkv::qkv_cte::qkv_cte_input::load_and_normalize_rows;
     use crate::qkv::qkv_cte::qkv_cte_output::evict_and_store_block;
     use crate::qkv::qkv_cte::qkv_cte_utils::{QkvCteConfig, QkvCteDims, QkvCteGlobals, QkvCteTensors};
     use crate::qkv::qkv_tkg_mx_impl::load_mx_weight_block;
@@ -145,15 +145,7 @@ pub mod kernel {
             load_swizzled_tile(cfg, dims, io, xt_tile, b, s0, rows);
         } else {
             let input_sb = nl::ndarray([P_MAX, dims.h], cfg.compute_mm_dtype, buffer = nl::sbuf);
-            load_input_tile(cfg, dims, io, input_sb, b, s0, rows);
-            let norm = cfg.fused_norm_type;
-            if norm == NormType::RMS_NORM || norm == NormType::RMS_NORM_SKIP_GAMMA {
-                apply_rms_normalization(cfg, dims, g, input_sb, rows);
-            }
-            let mean_rstd = nl::ndarray([P_MAX, 2], cfg.act_dtype, buffer = nl::sbuf);
-            if norm == NormType::LAYER_NORM {
-                compute_layer_norm_stats(cfg, dims, g, input_sb, mean_rstd, rows);
-            }
+            let mean_rstd = load_and_normalize_rows(cfg, dims, io, g, input_sb, b, s0, rows);
             transpose_for_mx(cfg, dims, g, input_sb, mean_rstd, xt_tile, rows);
         }
     }
