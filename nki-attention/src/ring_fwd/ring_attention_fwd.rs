@@ -464,11 +464,13 @@ pub mod ring_fwd {
         pass_optional(arrived.ids, free.ids, groups);
     }
 
-    /// Loads the `(P_MAX, n_grp)` statistics of batch `b`.
+    /// Loads the `(P_MAX, g1 - g0)` statistics of query groups `[g0, g1)` of
+    /// batch `b`: only this program's groups (the other LNC program may be
+    /// writing its own columns of the batch).
     #[nki_helper]
-    fn load_stats(src: Hbm, b: i64, n_grp: i64) -> Sbuf {
-        let t = nl::ndarray([P_MAX, n_grp], nl::float32, buffer = nl::sbuf);
-        nisa::dma_copy(t, src[s![b, .., ..]]);
+    fn load_stats(src: Hbm, b: i64, g0: i64, g1: i64) -> Sbuf {
+        let t = nl::ndarray([P_MAX, g1 - g0], nl::float32, buffer = nl::sbuf);
+        nisa::dma_copy(t, src[s![b, .., g0..g1]]);
         t
     }
 
@@ -479,22 +481,22 @@ pub mod ring_fwd {
     #[nki_helper]
     fn merge_impl(acc: RunningStats, cur: RunningStats, b: i64, g0: i64, g1: i64) {
         let [_bs, s, d] = acc.o.shape();
-        let n_grp = s / Q_GRP_SZ;
-        let nm_a: Sbuf = load_stats(acc.neg_max, b, n_grp);
-        let sum_a: Sbuf = load_stats(acc.sum, b, n_grp);
-        let nm_c: Sbuf = load_stats(cur.neg_max, b, n_grp);
-        let sum_c: Sbuf = load_stats(cur.sum, b, n_grp);
-        let nm_new = nl::ndarray([P_MAX, n_grp], nl::float32, buffer = nl::sbuf);
+        let groups = g1 - g0;
+        let nm_a: Sbuf = load_stats(acc.neg_max, b, g0, g1);
+        let sum_a: Sbuf = load_stats(acc.sum, b, g0, g1);
+        let nm_c: Sbuf = load_stats(cur.neg_max, b, g0, g1);
+        let sum_c: Sbuf = load_stats(cur.sum, b, g0, g1);
+        let nm_new = nl::ndarray([P_MAX, groups], nl::float32, buffer = nl::sbuf);
         nisa::tensor_tensor(nm_new, nm_a, nm_c, nl::minimum);
-        let c_acc = nl::ndarray([P_MAX, n_grp], nl::float32, buffer = nl::sbuf);
+        let c_acc = nl::ndarray([P_MAX, groups], nl::float32, buffer = nl::sbuf);
         nisa::tensor_tensor(c_acc, nm_new, nm_a, nl::subtract);
         nisa::activation(c_acc, nl::exp, c_acc);
-        let c_cur = nl::ndarray([P_MAX, n_grp], nl::float32, buffer = nl::sbuf);
+        let c_cur = nl::ndarray([P_MAX, groups], nl::float32, buffer = nl::sbuf);
         nisa::tensor_tensor(c_cur, nm_new, nm_c, nl::subtract);
         nisa::activation(c_cur, nl::exp, c_cur);
-        let sum_new = nl::ndarray([P_MAX, n_grp], nl::float32, buffer = nl::sbuf);
+        let sum_new = nl::ndarray([P_MAX, groups], nl::float32, buffer = nl::sbuf);
         nisa::tensor_tensor(sum_new, sum_a, c_acc, nl::multiply);
-        let sum_part = nl::ndarray([P_MAX, n_grp], nl::float32, buffer = nl::sbuf);
+        let sum_part = nl::ndarray([P_MAX, groups], nl::float32, buffer = nl::sbuf);
         nisa::tensor_tensor(sum_part, sum_c, c_cur, nl::multiply);
         nisa::tensor_tensor(sum_new, sum_new, sum_part, nl::add);
 
@@ -507,14 +509,14 @@ pub mod ring_fwd {
             let cur_o = nl::ndarray([P_MAX, tc, d], nl::bfloat16, buffer = nl::sbuf);
             nisa::dma_copy(cur_o, group_rows(cur.o, b, s, d, t0, t1));
             let merged = nl::ndarray([P_MAX, tc, d], nl::bfloat16, buffer = nl::sbuf);
-            nisa::tensor_tensor(merged, prev, c_acc[s![.., t0..t1]].expand_dim(2).broadcast(2, d), nl::multiply);
+            nisa::tensor_tensor(merged, prev, c_acc[s![.., t0 - g0..t1 - g0]].expand_dim(2).broadcast(2, d), nl::multiply);
             let part = nl::ndarray([P_MAX, tc, d], nl::bfloat16, buffer = nl::sbuf);
-            nisa::tensor_tensor(part, cur_o, c_cur[s![.., t0..t1]].expand_dim(2).broadcast(2, d), nl::multiply);
+            nisa::tensor_tensor(part, cur_o, c_cur[s![.., t0 - g0..t1 - g0]].expand_dim(2).broadcast(2, d), nl::multiply);
             nisa::tensor_tensor(merged, merged, part, nl::add);
             nisa::dma_copy(group_rows(acc.o, b, s, d, t0, t1), merged);
         }
-        nisa::dma_copy(acc.neg_max[s![b, .., g0..g1]], nm_new[s![.., g0..g1]]);
-        nisa::dma_copy(acc.sum[s![b, .., g0..g1]], sum_new[s![.., g0..g1]]);
+        nisa::dma_copy(acc.neg_max[s![b, .., g0..g1]], nm_new);
+        nisa::dma_copy(acc.sum[s![b, .., g0..g1]], sum_new);
     }
 
     /// Query groups `[t0, t1)` of batch `b` of an `[.., S, d]` output as a
@@ -530,15 +532,15 @@ pub mod ring_fwd {
     /// segment ids none exists; with them the row's output is 0 and its LSE `-inf`.
     #[nki_helper]
     fn write_back_impl(cfg: RingFwdAttnConfig, io: RingFwdTensors, acc: RunningStats, b: i64, g0: i64, g1: i64) {
-        let (n_grp, s, d, lse_dtype) = (cfg.n_grp, cfg.seqlen, cfg.d, cfg.lse_dtype);
-        let sums: Sbuf = load_stats(acc.sum, b, n_grp);
-        let recip = nl::ndarray([P_MAX, n_grp], nl::float32, buffer = nl::sbuf);
+        let (groups, s, d, lse_dtype) = (g1 - g0, cfg.seqlen, cfg.d, cfg.lse_dtype);
+        let sums: Sbuf = load_stats(acc.sum, b, g0, g1);
+        let recip = nl::ndarray([P_MAX, groups], nl::float32, buffer = nl::sbuf);
         nisa::reciprocal(recip, sums);
         // With segment ids a row may see no key at all (negated max still the
         // sentinel): 0 there, 1 elsewhere, so its output is 0 and its LSE -inf.
-        let seen = nl::ndarray([P_MAX, n_grp], nl::float32, buffer = nl::sbuf);
+        let seen = nl::ndarray([P_MAX, groups], nl::float32, buffer = nl::sbuf);
         if cfg.ring.segmented {
-            let nm: Sbuf = load_stats(acc.neg_max, b, n_grp);
+            let nm: Sbuf = load_stats(acc.neg_max, b, g0, g1);
             nisa::tensor_scalar(seen, nm, nl::less, SEEN_THRESHOLD);
             nisa::tensor_tensor(recip, recip, seen, nl::multiply);
         }
@@ -546,24 +548,24 @@ pub mod ring_fwd {
             let t1 = (t0 + MERGE_GRP_TILES).min(g1);
             let tile = nl::ndarray([P_MAX, t1 - t0, d], nl::bfloat16, buffer = nl::sbuf);
             nisa::dma_copy(tile, group_rows(acc.o, b, s, d, t0, t1));
-            nisa::tensor_tensor(tile, tile, recip[s![.., t0..t1]].expand_dim(2).broadcast(2, d), nl::multiply);
+            nisa::tensor_tensor(tile, tile, recip[s![.., t0 - g0..t1 - g0]].expand_dim(2).broadcast(2, d), nl::multiply);
             nisa::dma_copy(group_rows(io.o, b, s, d, t0, t1), tile);
         }
         let lse = io.lse;
         if let Some(l) = lse {
-            let nm: Sbuf = load_stats(acc.neg_max, b, n_grp);
-            let out = nl::ndarray([P_MAX, n_grp], lse_dtype, buffer = nl::sbuf);
+            let nm: Sbuf = load_stats(acc.neg_max, b, g0, g1);
+            let out = nl::ndarray([P_MAX, groups], lse_dtype, buffer = nl::sbuf);
             nisa::tensor_scalar(out, nm, nl::multiply, -1.0);
-            let log_sum = nl::ndarray([P_MAX, n_grp], lse_dtype, buffer = nl::sbuf);
+            let log_sum = nl::ndarray([P_MAX, groups], lse_dtype, buffer = nl::sbuf);
             nisa::activation(log_sum, nl::log, sums);
             nisa::tensor_tensor(out, out, log_sum, nl::add);
             nisa::scalar_tensor_tensor(out, out, nl::greater, -SEEN_THRESHOLD, nl::multiply, out);
             if cfg.ring.segmented {
-                let none = nl::ndarray([P_MAX, n_grp], lse_dtype, buffer = nl::sbuf);
+                let none = nl::ndarray([P_MAX, groups], lse_dtype, buffer = nl::sbuf);
                 nisa::activation(none, nl::log, seen);
                 nisa::tensor_tensor(out, out, none, nl::add);
             }
-            nisa::dma_copy(l[s![b, .., g0..g1]], out[s![.., g0..g1]]);
+            nisa::dma_copy(l[s![b, .., g0..g1]], out);
         }
     }
 

@@ -436,10 +436,13 @@ def swap_half(acc, part, sel, b0, b1, to_half):
             nisa.dma_copy(dst=sum_view, src=part.sum[bi, :, :])
 
 
-def load_stats(src, b, n_grp):
-    """Loads the `(P_MAX, n_grp)` statistics of batch `b`."""
-    t = nl.ndarray(shape=(P_MAX, n_grp), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=src[b, :, :])
+def load_stats(src, b, g0, g1):
+    """Loads the `(P_MAX, g1 - g0)` statistics of query groups `[g0, g1)` of
+    batch `b`: only this program's groups (the other LNC program may be
+    writing its own columns of the batch).
+    """
+    t = nl.ndarray(shape=(P_MAX, g1 - g0), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=src[b, :, g0:g1])
     return t
 
 
@@ -457,22 +460,22 @@ def merge_impl(acc, cur, b, g0, g1):
     maxima; a row that saw no key this step has `n_cur = +FLOAT32_MAX` and weight 0).
     """
     _bs, s, d = acc.o.shape
-    n_grp = s // Q_GRP_SZ
-    nm_a = load_stats(acc.neg_max, b, n_grp)
-    sum_a = load_stats(acc.sum, b, n_grp)
-    nm_c = load_stats(cur.neg_max, b, n_grp)
-    sum_c = load_stats(cur.sum, b, n_grp)
-    nm_new = nl.ndarray(shape=(P_MAX, n_grp), dtype=nl.float32, buffer=nl.sbuf)
+    groups = g1 - g0
+    nm_a = load_stats(acc.neg_max, b, g0, g1)
+    sum_a = load_stats(acc.sum, b, g0, g1)
+    nm_c = load_stats(cur.neg_max, b, g0, g1)
+    sum_c = load_stats(cur.sum, b, g0, g1)
+    nm_new = nl.ndarray(shape=(P_MAX, groups), dtype=nl.float32, buffer=nl.sbuf)
     nisa.tensor_tensor(dst=nm_new, data1=nm_a, data2=nm_c, op=nl.minimum)
-    c_acc = nl.ndarray(shape=(P_MAX, n_grp), dtype=nl.float32, buffer=nl.sbuf)
+    c_acc = nl.ndarray(shape=(P_MAX, groups), dtype=nl.float32, buffer=nl.sbuf)
     nisa.tensor_tensor(dst=c_acc, data1=nm_new, data2=nm_a, op=nl.subtract)
     nisa.activation(dst=c_acc, op=nl.exp, data=c_acc)
-    c_cur = nl.ndarray(shape=(P_MAX, n_grp), dtype=nl.float32, buffer=nl.sbuf)
+    c_cur = nl.ndarray(shape=(P_MAX, groups), dtype=nl.float32, buffer=nl.sbuf)
     nisa.tensor_tensor(dst=c_cur, data1=nm_new, data2=nm_c, op=nl.subtract)
     nisa.activation(dst=c_cur, op=nl.exp, data=c_cur)
-    sum_new = nl.ndarray(shape=(P_MAX, n_grp), dtype=nl.float32, buffer=nl.sbuf)
+    sum_new = nl.ndarray(shape=(P_MAX, groups), dtype=nl.float32, buffer=nl.sbuf)
     nisa.tensor_tensor(dst=sum_new, data1=sum_a, data2=c_acc, op=nl.multiply)
-    sum_part = nl.ndarray(shape=(P_MAX, n_grp), dtype=nl.float32, buffer=nl.sbuf)
+    sum_part = nl.ndarray(shape=(P_MAX, groups), dtype=nl.float32, buffer=nl.sbuf)
     nisa.tensor_tensor(dst=sum_part, data1=sum_c, data2=c_cur, op=nl.multiply)
     nisa.tensor_tensor(dst=sum_new, data1=sum_new, data2=sum_part, op=nl.add)
     for t0 in range(g0, g1, MERGE_GRP_TILES):
@@ -483,13 +486,13 @@ def merge_impl(acc, cur, b, g0, g1):
         cur_o = nl.ndarray(shape=(P_MAX, tc, d), dtype=nl.bfloat16, buffer=nl.sbuf)
         nisa.dma_copy(dst=cur_o, src=group_rows(cur.o, b, s, d, t0, t1))
         merged = nl.ndarray(shape=(P_MAX, tc, d), dtype=nl.bfloat16, buffer=nl.sbuf)
-        nisa.tensor_tensor(dst=merged, data1=prev, data2=c_acc[:, t0:t1].expand_dim(dim=2).broadcast(dim=2, size=d), op=nl.multiply)
+        nisa.tensor_tensor(dst=merged, data1=prev, data2=c_acc[:, t0 - g0:t1 - g0].expand_dim(dim=2).broadcast(dim=2, size=d), op=nl.multiply)
         part = nl.ndarray(shape=(P_MAX, tc, d), dtype=nl.bfloat16, buffer=nl.sbuf)
-        nisa.tensor_tensor(dst=part, data1=cur_o, data2=c_cur[:, t0:t1].expand_dim(dim=2).broadcast(dim=2, size=d), op=nl.multiply)
+        nisa.tensor_tensor(dst=part, data1=cur_o, data2=c_cur[:, t0 - g0:t1 - g0].expand_dim(dim=2).broadcast(dim=2, size=d), op=nl.multiply)
         nisa.tensor_tensor(dst=merged, data1=merged, data2=part, op=nl.add)
         nisa.dma_copy(dst=group_rows(acc.o, b, s, d, t0, t1), src=merged)
-    nisa.dma_copy(dst=acc.neg_max[b, :, g0:g1], src=nm_new[:, g0:g1])
-    nisa.dma_copy(dst=acc.sum[b, :, g0:g1], src=sum_new[:, g0:g1])
+    nisa.dma_copy(dst=acc.neg_max[b, :, g0:g1], src=nm_new)
+    nisa.dma_copy(dst=acc.sum[b, :, g0:g1], src=sum_new)
 
 
 def merge_half(acc, cur, sel, b0, b1):
@@ -607,36 +610,36 @@ def write_back_impl(cfg, io, acc, b, g0, g1):
     `-n + ln S`. Rows that never saw a key keep the sentinel there: without
     segment ids none exists; with them the row's output is 0 and its LSE `-inf`.
     """
-    n_grp, s, d, lse_dtype = (cfg.n_grp, cfg.seqlen, cfg.d, cfg.lse_dtype)
-    sums = load_stats(acc.sum, b, n_grp)
-    recip = nl.ndarray(shape=(P_MAX, n_grp), dtype=nl.float32, buffer=nl.sbuf)
+    groups, s, d, lse_dtype = (g1 - g0, cfg.seqlen, cfg.d, cfg.lse_dtype)
+    sums = load_stats(acc.sum, b, g0, g1)
+    recip = nl.ndarray(shape=(P_MAX, groups), dtype=nl.float32, buffer=nl.sbuf)
     nisa.reciprocal(dst=recip, data=sums)
-    seen = nl.ndarray(shape=(P_MAX, n_grp), dtype=nl.float32, buffer=nl.sbuf)
+    seen = nl.ndarray(shape=(P_MAX, groups), dtype=nl.float32, buffer=nl.sbuf)
     if cfg.ring.segmented:
-        nm = load_stats(acc.neg_max, b, n_grp)
+        nm = load_stats(acc.neg_max, b, g0, g1)
         nisa.tensor_scalar(dst=seen, data=nm, op0=nl.less, operand0=SEEN_THRESHOLD)
         nisa.tensor_tensor(dst=recip, data1=recip, data2=seen, op=nl.multiply)
     for t0 in range(g0, g1, MERGE_GRP_TILES):
         t1 = min(t0 + MERGE_GRP_TILES, g1)
         tile = nl.ndarray(shape=(P_MAX, t1 - t0, d), dtype=nl.bfloat16, buffer=nl.sbuf)
         nisa.dma_copy(dst=tile, src=group_rows(acc.o, b, s, d, t0, t1))
-        nisa.tensor_tensor(dst=tile, data1=tile, data2=recip[:, t0:t1].expand_dim(dim=2).broadcast(dim=2, size=d), op=nl.multiply)
+        nisa.tensor_tensor(dst=tile, data1=tile, data2=recip[:, t0 - g0:t1 - g0].expand_dim(dim=2).broadcast(dim=2, size=d), op=nl.multiply)
         nisa.dma_copy(dst=group_rows(io.o, b, s, d, t0, t1), src=tile)
     lse = io.lse
     if lse is not None:
         l = lse
-        nm = load_stats(acc.neg_max, b, n_grp)
-        out = nl.ndarray(shape=(P_MAX, n_grp), dtype=lse_dtype, buffer=nl.sbuf)
+        nm = load_stats(acc.neg_max, b, g0, g1)
+        out = nl.ndarray(shape=(P_MAX, groups), dtype=lse_dtype, buffer=nl.sbuf)
         nisa.tensor_scalar(dst=out, data=nm, op0=nl.multiply, operand0=-1.0)
-        log_sum = nl.ndarray(shape=(P_MAX, n_grp), dtype=lse_dtype, buffer=nl.sbuf)
+        log_sum = nl.ndarray(shape=(P_MAX, groups), dtype=lse_dtype, buffer=nl.sbuf)
         nisa.activation(dst=log_sum, op=nl.log, data=sums)
         nisa.tensor_tensor(dst=out, data1=out, data2=log_sum, op=nl.add)
         nisa.scalar_tensor_tensor(dst=out, data=out, op0=nl.greater, operand0=-SEEN_THRESHOLD, op1=nl.multiply, operand1=out)
         if cfg.ring.segmented:
-            none = nl.ndarray(shape=(P_MAX, n_grp), dtype=lse_dtype, buffer=nl.sbuf)
+            none = nl.ndarray(shape=(P_MAX, groups), dtype=lse_dtype, buffer=nl.sbuf)
             nisa.activation(dst=none, op=nl.log, data=seen)
             nisa.tensor_tensor(dst=out, data1=out, data2=none, op=nl.add)
-        nisa.dma_copy(dst=l[b, :, g0:g1], src=out[:, g0:g1])
+        nisa.dma_copy(dst=l[b, :, g0:g1], src=out)
 
 
 @nki.jit
