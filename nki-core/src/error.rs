@@ -35,6 +35,9 @@ pub enum ErrorKind {
     /// A read of memory nothing wrote since it was allocated, under
     /// [`Launch::strict_uninit`](crate::Launch::strict_uninit) (else a warning).
     Undefined,
+    /// Two programs of a launch accessed one shared-HBM element, at least one
+    /// writing it, with no synchronisation ordering the accesses.
+    Race,
 }
 
 /// Where in the emulated launch an error happened.

@@ -32,3 +32,4 @@ pub mod sync;
 pub mod unwritten;
 pub mod vector_select;
 pub mod views;
+pub mod write_races;

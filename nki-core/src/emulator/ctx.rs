@@ -291,6 +291,8 @@ impl Ctx {
         who: Rendezvous,
     ) -> Result<()> {
         self.pool.touch(self.site(op), reads, writes).map_err(|e| e.in_op(op))?;
+        // Races first: a write is judged by what its cells held, unwritten or not.
+        self.check_races(op, reads, writes, &who)?;
         self.track_unwritten(op, reads, writes, &who)?;
         self.record_with(|| Instr::new(op, unit, reads, writes).waiting_for(who));
         Ok(())
@@ -319,12 +321,20 @@ impl Ctx {
         Ok(())
     }
 
+    /// Reports an access of `op` to a shared-HBM element another program wrote
+    /// with no synchronisation between ([`crate::tensor::WriteRaces`]).
+    #[inline]
+    fn check_races(&self, op: &'static str, reads: &[&Tensor], writes: &[&Tensor], who: &Rendezvous) -> Result<()> {
+        self.world.races.as_ref().map_or(Ok(()), |r| r.access(self.slot(), op, self.line.get(), reads, writes, who))
+    }
+
     /// Records instruction `op` on the engine its spec row names, reading the tiles
     /// of `reads` that are present (operands may be scalars) and writing `writes`.
     #[inline]
     pub(crate) fn record_spec(&self, op: &'static str, reads: &[Option<&Tensor>], writes: &[Option<&Tensor>]) -> Result<()> {
         let (r, w): (Vec<&Tensor>, Vec<&Tensor>) = (reads.iter().flatten().copied().collect(), writes.iter().flatten().copied().collect());
         self.pool.touch(self.site(op), &r, &w).map_err(|e| e.in_op(op))?;
+        self.check_races(op, &r, &w, &Rendezvous::None)?;
         self.track_unwritten(op, &r, &w, &Rendezvous::None)?;
         self.record_with(|| Instr::new(op, Unit::of_spec(op), &r, &w));
         Ok(())
@@ -346,6 +356,7 @@ impl Ctx {
         let all_reads: Vec<&Tensor> = reads.iter().chain(partly_reads).copied().collect();
         let all_writes: Vec<&Tensor> = writes.iter().chain(partly_writes).copied().collect();
         self.pool.touch(self.site(op), &all_reads, &all_writes).map_err(|e| e.in_op(op))?;
+        self.check_races(op, reads, writes, &Rendezvous::None)?;
         self.track_unwritten(op, reads, writes, &Rendezvous::None)?;
         self.record_with(|| Instr::new(op, unit, &all_reads, &all_writes));
         Ok(())

@@ -330,6 +330,10 @@ impl Launch {
                 )),
                 _ => Ok(r),
             });
+            // The last instruction's writes are compared with any another
+            // program made unordered with them (and that program no longer waits).
+            let last = world.races.as_ref().map_or(Ok(()), |r| r.finish(ctx.slot()));
+            let out = out.and_then(|r| last.map(|()| r));
             let out = if self.ranks * programs > 1 { out.map_err(|e| e.from_origin(ctx.origin())) } else { out };
             if let Err(e) = &out {
                 world.fail(e.clone());

@@ -10,7 +10,7 @@
 
 use super::launch::STRICT_UNINIT_ENV;
 use crate::collectives::CommEvent;
-use crate::tensor::{Found, Reach};
+use crate::tensor::{Found, Reach, WriteRaces};
 use crate::{ErrorKind, NkiError, Result, Tensor};
 use std::any::Any;
 use std::collections::HashMap;
@@ -66,6 +66,9 @@ pub(crate) struct World {
     /// Reads of unwritten memory, one entry per (tensor, instruction, kernel
     /// line): the element reads summed, the first cell kept.
     undefined: Mutex<Vec<UndefinedSite>>,
+    /// Which program last wrote each shared-HBM element, to report races (`None`
+    /// for a launch of one program).
+    pub(crate) races: Option<WriteRaces>,
 }
 
 /// Where a launch read memory nothing wrote: the tensor (`'name' [shape] dtype
@@ -90,6 +93,7 @@ impl World {
             cv: Condvar::new(),
             comm: Mutex::new(Vec::new()),
             undefined: Mutex::new(Vec::new()),
+            races: WriteRaces::new(ranks, programs),
         }
     }
 
@@ -303,6 +307,9 @@ impl World {
         rv.payloads.push((me, Box::new(payload)));
         rv.arrived.push(me);
         if rv.arrived.len() == participants.len() {
+            if let Some(r) = &self.races {
+                r.synchronise(participants);
+            }
             let payloads = std::mem::take(&mut rv.payloads);
             drop(st);
             let typed = payloads

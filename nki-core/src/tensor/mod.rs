@@ -18,6 +18,7 @@ mod storage;
 mod tensor_indirection;
 mod unwritten;
 mod view;
+mod write_races;
 
 pub use buffer::Buffer;
 pub use count::checked_numel;
@@ -32,6 +33,7 @@ pub(crate) use recycle::{filled, give_back, take};
 pub(crate) use reinterpret::{Cells, bytes_of_cell, cell_of_bytes};
 pub(crate) use storage::Storage;
 pub(crate) use unwritten::{Found, Reach};
+pub(crate) use write_races::WriteRaces;
 
 use crate::{Dtype, ErrorKind, NkiError, Result};
 use ndarray::{ArrayD, IxDyn};

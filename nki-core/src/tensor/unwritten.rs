@@ -117,7 +117,7 @@ pub(crate) enum Reach<'a> {
 /// Calls `f` with every cell of `st` that element reads or writes of `view`
 /// reach (`view`'s storage is `st` or a byte or indirection view of it), in the
 /// view's logical order: `f(start, n, step)` per run of cells.
-fn base_runs(view: &Tensor, reach: Reach<'_>, mut f: impl FnMut(isize, usize, isize)) {
+pub(super) fn base_runs(view: &Tensor, reach: Reach<'_>, mut f: impl FnMut(isize, usize, isize)) {
     let vs = view.storage();
     let own = |f: &mut dyn FnMut(isize)| match reach {
         Reach::Cells(cells) => cells.iter().filter(|&&c| c >= 0).for_each(|&c| f(c)),
@@ -162,8 +162,19 @@ impl Storage {
         }
     }
 
+    /// Which cells of this allocation nothing has written yet: `None` when
+    /// every one is written, else a test of a cell.
+    pub(super) fn unwritten_test(&self) -> Option<impl Fn(usize) -> bool + use<>> {
+        if !self.fresh.load(Ordering::Acquire) {
+            return None;
+        }
+        let guard = self.unwritten.lock().unwrap_or_else(|e| e.into_inner());
+        let mask = guard.as_ref()?.mask.clone();
+        Some(move |c: usize| mask.as_ref().is_none_or(|m| m.get(c / 64).is_some_and(|w| w >> (c % 64) & 1 == 1)))
+    }
+
     /// The storage holding the cells (a byte or indirection view's base).
-    fn allocation(&self) -> &Storage {
+    pub(super) fn allocation(&self) -> &Storage {
         self.base.as_deref().map_or(self, Storage::allocation)
     }
 }

@@ -11,3 +11,4 @@ pub mod precision;
 pub mod profile;
 pub mod programs;
 pub mod psum_accumulation;
+pub mod races;

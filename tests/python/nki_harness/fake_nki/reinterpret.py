@@ -9,7 +9,7 @@ when its bytes are read.
 
 import numpy as np
 
-from . import undefined
+from . import races, undefined
 from .errors import NkiError
 from .tensor import PSUM, NkiTensor, cells_of
 
@@ -58,6 +58,8 @@ class ReinterpretedStorage:
     def load(self, idx, kept=False):
         self.base.touched(idx, False, self.dtype.size, self.partition_cells)
         idx = cells_of(idx)
+        if not kept:
+            races.check(self.base, self._base_cells(idx))
         if self.base.unwritten is not None and not kept:
             cells = self._base_cells(idx)
             undefined.check(self.base, cells, self.base.unwritten[cells])
@@ -72,8 +74,9 @@ class ReinterpretedStorage:
         everything = self._all()
         everything[idx] = np.reshape(cells, np.shape(idx))
         raw = self.dtype.to_bits(everything).view(np.uint8)
-        base_bits = raw.view(self.base.dtype.bits_type)
-        self.base.cells[:] = self.base.dtype.from_bits(base_bits)
+        base_cells = self.base.dtype.from_bits(raw.view(self.base.dtype.bits_type))
+        races.check(self.base, self._base_cells(idx), base_cells[self._base_cells(idx)])
+        self.base.cells[:] = base_cells
 
     def record_write(self, idx, op, matmul=False):
         """PSUM is never reinterpreted, so there is nothing to record."""

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from . import undefined
+from . import races, undefined
 from .errors import NkiError
 from .memory import Grid
 from .layout import as_int as _int
@@ -106,6 +106,8 @@ class Storage:
         cells an instruction leaves as they are where it writes a tile."""
         self.touched(idx, False)
         idx = cells_of(idx)
+        if not kept:
+            races.check(self, idx)
         if self.unwritten is not None and not kept:
             undefined.check(self, idx, self.unwritten[idx])
         return self._cells[idx]
@@ -114,6 +116,7 @@ class Storage:
         """Writes `cells` at flat indices `idx` (an array, or a `memory.Grid` of one)."""
         self.touched(idx, True)
         idx = cells_of(idx)
+        races.check(self, idx, cells)
         self._cells[idx] = np.reshape(cells, np.shape(idx))
         self.mark_written(idx)
 

@@ -10,6 +10,7 @@ import threading
 import time
 
 from .errors import Aborted, NkiError
+from .races import Races
 from .undefined import Reads
 
 # Ops run one at a time across program threads (each op is atomic with respect to
@@ -44,6 +45,7 @@ class World:
         self._waiting = [None] * (ranks * programs)
         self._rvs = {}
         self.undefined = Reads()
+        self.races = Races(ranks, programs) if ranks * programs > 1 else None
 
     def slot_name(self, slot):
         return f"rank {slot // self.programs} program {slot % self.programs}"
@@ -98,6 +100,8 @@ class World:
                 self._waiting[me] = kind
                 self._check_deadlock()
         if last:
+            if self.races is not None:
+                self.races.synchronise(participants)
             self._complete(rv, complete)
         with self._cv:
             return self._wait(me, key, kind, rv)

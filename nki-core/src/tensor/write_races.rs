@@ -1,0 +1,355 @@
+//! Races between the programs of a launch on shared HBM.
+//!
+//! The programs of a launch (the LNC2 pair of a rank; ranks handed one tensor)
+//! run side by side. When one writes an element of a shared-HBM tensor and
+//! another writes or reads it with no synchronisation between the two accesses,
+//! nothing fixes their order on the hardware: the value left (or read) depends
+//! on timing, and the emulator's threads would pick one silently. The launch
+//! reports such a race as an error instead, naming the element and the programs.
+//!
+//! Synchronisations are the rendezvous of the launch: `core_barrier`,
+//! `sendrecv` and the collectives. Their order is tracked with vector clocks:
+//! every program keeps a clock per program of the launch; a rendezvous joins its
+//! participants' clocks, then advances each one's own entry. Each element of a
+//! shared-HBM allocation remembers its last writer and that program's clock at
+//! the write; a later access by another program is ordered after the write when
+//! the accessor's clock of the writer has reached it. The operands of an
+//! instruction that synchronises (a barrier, a collective, a sendrecv) are part
+//! of its rendezvous and are not checked (nor is the fill of a new HBM tensor
+//! by `nl.zeros` and the like, which is not an instruction). Reads are remembered too, in
+//! allocations some program wrote (so reads of inputs cost nothing): one read
+//! per element, the last unless another program's unordered read came first,
+//! so a write unordered with a read by another program is reported, except
+//! after reads by three programs or more. A launch of one program keeps no record.
+//!
+//! A write that leaves every element it covers as it was changes nothing a
+//! reader could see, in either order (the library's kernels zero a shared
+//! output from both programs of a pair), so writes are judged by their
+//! values, as the NumPy executor judges them: an instruction's writes to
+//! shared HBM stay pending until it is done (the program begins its next
+//! instruction, or ends); then an element it changed takes its stamp and is
+//! checked against the other programs' unordered accesses, and an element it
+//! left as it was is not an access (over another program's unordered write of
+//! that value, the element is then neither program's). An access by another
+//! program to an element whose write is pending waits until that write is done.
+//! A race found when a write is done names the writing instruction and its
+//! kernel line.
+use super::Tensor;
+use super::psum_writes::unravel;
+use super::unwritten::{Reach, base_runs};
+use crate::profile::Rendezvous;
+use crate::{Buffer, ErrorKind, NkiError, Result};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// The kernel line an instruction was issued from.
+pub(crate) type Line = Option<(&'static str, u32)>;
+
+/// The happens-before record of a launch of several programs.
+pub(crate) struct WriteRaces {
+    programs: usize,
+    ranks: usize,
+    state: Mutex<State>,
+    /// Signalled when a program is done with an instruction, for an access
+    /// waiting on that instruction's pending writes.
+    progress: Condvar,
+    /// How many accesses wait on `progress` (none: nobody is signalled).
+    waiting: AtomicUsize,
+    /// How many instructions each program has begun (`u64::MAX` once it ended).
+    begun: Vec<AtomicU64>,
+    /// Whether each program's latest instruction has writes pending.
+    pending: Vec<AtomicBool>,
+}
+
+struct State {
+    /// `clocks[s][t]`: how far program `s` has seen program `t`'s clock (its
+    /// own entry: its own clock, from 1).
+    clocks: Vec<Vec<u32>>,
+    /// The accesses to each shared-HBM allocation some program wrote, by storage id.
+    written: HashMap<u64, Record>,
+    /// Per program: the writes of its latest instruction, to judge once it is done.
+    writes: Vec<Vec<PendingWrite>>,
+}
+
+/// The last write and a read of each cell of one allocation: 0 for none, else
+/// `(program + 1) << 32 | its clock at the access`.
+struct Record {
+    writes: Vec<u64>,
+    /// The last read, except that a read by another program unordered with it
+    /// stays, so a later write by either program finds the other's read.
+    reads: Vec<u64>,
+    /// `program + 1` of the instruction whose write of the cell is pending, or 0.
+    pending: Vec<u32>,
+}
+
+/// An element accessed by two programs without a synchronisation between.
+struct Race {
+    /// The element, as an index of the allocation.
+    cell: usize,
+    /// The program that accessed it first.
+    first: usize,
+    /// Whether that first access wrote it (else it read it).
+    first_wrote: bool,
+}
+
+/// An instruction's write of some cells of one shared-HBM allocation, judged
+/// once the instruction is done.
+struct PendingWrite {
+    /// A view of the allocation.
+    tensor: Tensor,
+    op: String,
+    line: Line,
+    /// The writer's stamp at the write.
+    stamp: u64,
+    /// The cells written and the bits they held before (`None`: unwritten).
+    cells: Vec<usize>,
+    before: Vec<Option<u32>>,
+}
+
+impl WriteRaces {
+    /// The record of a launch of `ranks` × `programs` programs; `None` for a
+    /// launch of one program, which cannot race with itself.
+    pub(crate) fn new(ranks: usize, programs: usize) -> Option<WriteRaces> {
+        let n = ranks * programs;
+        let clocks = (0..n)
+            .map(|s| {
+                let mut c = vec![0; n];
+                c[s] = 1;
+                c
+            })
+            .collect();
+        let state = State { clocks, written: HashMap::new(), writes: (0..n).map(|_| Vec::new()).collect() };
+        (n > 1).then(|| WriteRaces {
+            programs,
+            ranks,
+            state: Mutex::new(state),
+            progress: Condvar::new(),
+            waiting: AtomicUsize::new(0),
+            begun: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            pending: (0..n).map(|_| AtomicBool::new(false)).collect(),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Program `slot`'s instruction `op`, issued at `line`, reads `reads` and
+    /// writes `writes` (unless it synchronises with `who`): an error naming the
+    /// first element of shared HBM another program read or changed, unordered
+    /// with this read, or with this write when the write changes it. A write is
+    /// judged when the instruction is done (at the program's next instruction
+    /// or end), so the error of a racing write comes from there.
+    pub(crate) fn access(&self, slot: usize, op: &str, line: Line, reads: &[&Tensor], writes: &[&Tensor], who: &Rendezvous) -> Result<()> {
+        // The program's previous instruction is done: its writes are in place.
+        self.next_instruction(slot, 1)?;
+        let shared = |ts: &[&Tensor]| ts.iter().any(|t| t.buffer() == Buffer::SharedHbm);
+        if *who != Rendezvous::None || !(shared(reads) || shared(writes)) {
+            return Ok(());
+        }
+        let hbm = |ts: &[&Tensor]| ts.iter().filter(|t| t.buffer() == Buffer::SharedHbm).map(|&t| t.clone()).collect::<Vec<_>>();
+        let (reads, writes) = (hbm(reads), hbm(writes));
+        let mut st = self.lock();
+        // Another program's pending write of a cell this reaches is waited for.
+        while let Some(other) = reads.iter().chain(&writes).find_map(|t| st.pending_other(slot, t)) {
+            st = self.after_instruction_of(st, other);
+        }
+        for t in &reads {
+            if let Some(race) = st.read(slot, t) {
+                return Err(self.error(op, t, slot, false, &race));
+            }
+        }
+        for t in &writes {
+            let write = st.begin_write(slot, t, op, line);
+            st.writes[slot].push(write);
+            self.pending[slot].store(true, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// Program `slot` ended: its last instruction's writes are judged, and
+    /// no access of another program waits for it any more.
+    pub(crate) fn finish(&self, slot: usize) -> Result<()> {
+        self.next_instruction(slot, u64::MAX)
+    }
+
+    /// Program `slot`'s latest instruction is done (it begins another, `step`
+    /// 1, or ends, `u64::MAX`): its pending writes are judged, then an access
+    /// waiting for them may go on.
+    fn next_instruction(&self, slot: usize, step: u64) -> Result<()> {
+        let judged = if self.pending[slot].swap(false, Ordering::AcqRel) {
+            let mut st = self.lock();
+            let writes = std::mem::take(&mut st.writes[slot]);
+            // Every write is settled, so that no access waits for a cell of it
+            // in vain; the first race is the one reported.
+            writes.into_iter().fold(Ok(()), |found, w| {
+                let race = st.end_write(slot, &w).map(|race| self.error(&w.op, &w.tensor, slot, true, &race));
+                let race = race.map(|e| w.line.map_or(e.clone(), |(file, line)| e.at(file, line)));
+                found.and(race.map_or(Ok(()), Err))
+            })
+        } else {
+            Ok(())
+        };
+        let begun = &self.begun[slot];
+        begun.store(begun.load(Ordering::Relaxed).saturating_add(step), Ordering::Release);
+        if self.waiting.load(Ordering::Acquire) > 0 {
+            // Under the lock, so that an access about to wait sees the change or is woken.
+            let _st = self.lock();
+            self.progress.notify_all();
+        }
+        judged
+    }
+
+    /// Waits (the lock released) until program `other` is done with its latest
+    /// instruction, whose writes are then judged and in place.
+    fn after_instruction_of<'a>(&self, mut st: MutexGuard<'a, State>, other: usize) -> MutexGuard<'a, State> {
+        let at = self.begun[other].load(Ordering::Acquire);
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        while self.begun[other].load(Ordering::Acquire) == at {
+            // Timed: the other program may signal between this check and the wait.
+            st = self.progress.wait_timeout(st, Duration::from_millis(1)).unwrap_or_else(|e| e.into_inner()).0;
+        }
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        st
+    }
+
+    /// The programs `slots` met at a rendezvous: each has now seen what any of
+    /// them had, and what each does next is ordered after it.
+    pub(crate) fn synchronise(&self, slots: &[usize]) {
+        let mut st = self.lock();
+        let n = st.clocks.len();
+        let joined: Vec<u32> = (0..n).map(|t| slots.iter().map(|&s| st.clocks[s][t]).max().unwrap_or(0)).collect();
+        for &s in slots {
+            st.clocks[s].clone_from(&joined);
+            st.clocks[s][s] += 1;
+        }
+    }
+
+    fn name(&self, slot: usize) -> String {
+        if self.ranks == 1 { format!("program {slot}") } else { format!("rank {} program {}", slot / self.programs, slot % self.programs) }
+    }
+
+    fn error(&self, op: &str, t: &Tensor, slot: usize, write: bool, race: &Race) -> NkiError {
+        let element = unravel(&t.storage().allocation().shape, race.cell);
+        let verb = |wrote: bool| if wrote { "written" } else { "read" };
+        let (first, then) = (self.name(race.first), self.name(slot));
+        let (a, b) = (verb(race.first_wrote), verb(write));
+        let and = if a == b { String::new() } else { format!("{b} ") };
+        let message = format!(
+            "element {element:?} of {} is {a} by {first} and {and}by {then} without a synchronisation between, so the \
+             result depends on timing; a core_barrier (or a collective) both programs join orders them",
+            t.allocation_description()
+        );
+        NkiError::new(ErrorKind::Race, message).in_op(op)
+    }
+}
+
+/// The cells of the allocation of `t` that its elements reach (those inside it:
+/// cells outside are the instruction's bounds error to report).
+fn cells_of(t: &Tensor, len: usize, mut f: impl FnMut(usize)) {
+    base_runs(t, Reach::Whole, |start, n, step| {
+        for i in 0..n as isize {
+            if let Some(c) = usize::try_from(start + i * step).ok().filter(|&c| c < len) {
+                f(c);
+            }
+        }
+    });
+}
+
+impl State {
+    /// Another program whose pending write covers a cell of `t`.
+    fn pending_other(&self, slot: usize, t: &Tensor) -> Option<usize> {
+        let alloc = t.storage().allocation();
+        let rec = self.written.get(&alloc.id)?;
+        let mut other = None;
+        cells_of(t, alloc.len(), |c| {
+            let p = rec.pending[c] as usize;
+            if other.is_none() && p != 0 && p - 1 != slot {
+                other = Some(p - 1);
+            }
+        });
+        other
+    }
+
+    /// The program of an access stamped `stamp` when it is not `slot` and
+    /// `slot` has not seen it (the two are unordered).
+    fn unordered(&self, slot: usize, stamp: u64) -> Option<usize> {
+        let (program, at) = ((stamp >> 32) as usize, stamp as u32);
+        (program != 0 && program - 1 != slot && self.clocks[slot][program - 1] < at).then(|| program - 1)
+    }
+
+    fn stamp(&self, slot: usize) -> u64 {
+        ((slot as u64 + 1) << 32) | u64::from(self.clocks[slot][slot])
+    }
+
+    /// Program `slot` reads every element of `t`: the first element another
+    /// program changed unordered with this read. Reads are recorded only in
+    /// allocations a program wrote.
+    fn read(&mut self, slot: usize, t: &Tensor) -> Option<Race> {
+        let alloc = t.storage().allocation();
+        let now = self.stamp(slot);
+        let mut rec = self.written.remove(&alloc.id)?;
+        let mut race = None;
+        cells_of(t, alloc.len(), |c| {
+            if race.is_none() {
+                race = self.unordered(slot, rec.writes[c]).map(|first| Race { cell: c, first, first_wrote: true });
+            }
+            if self.unordered(slot, rec.reads[c]).is_none() {
+                rec.reads[c] = now;
+            }
+        });
+        self.written.insert(alloc.id, rec);
+        race
+    }
+
+    /// Program `slot`'s instruction `op` begins writing every element of `t`:
+    /// the cells and what they hold before, pending until it is done.
+    fn begin_write(&mut self, slot: usize, t: &Tensor, op: &str, line: Line) -> PendingWrite {
+        let alloc = t.storage().allocation();
+        let len = alloc.len();
+        let rec =
+            self.written.entry(alloc.id).or_insert_with(|| Record { writes: vec![0; len], reads: vec![0; len], pending: vec![0; len] });
+        let values = alloc.cells.read().unwrap_or_else(|e| e.into_inner());
+        let unwritten = alloc.unwritten_test();
+        let (mut cells, mut before) = (Vec::new(), Vec::new());
+        cells_of(t, len, |c| {
+            rec.pending[c] = slot as u32 + 1;
+            cells.push(c);
+            // What a cell nothing wrote holds is unknown: any write changes it.
+            before.push(if unwritten.as_ref().is_some_and(|u| u(c)) { None } else { Some(values[c].to_bits()) });
+        });
+        PendingWrite { tensor: t.clone(), op: op.to_string(), line, stamp: self.stamp(slot), cells, before }
+    }
+
+    /// Program `slot`'s write `w` is done: each cell it changed takes its stamp
+    /// and is checked against unordered accesses of other programs (the first
+    /// found is returned); a cell it left as it was is no access, and over an
+    /// unordered write it is neither program's.
+    fn end_write(&mut self, slot: usize, w: &PendingWrite) -> Option<Race> {
+        let alloc = w.tensor.storage().allocation();
+        let mut rec = self.written.remove(&alloc.id)?;
+        let values = alloc.cells.read().unwrap_or_else(|e| e.into_inner());
+        let mut race = None;
+        for (&c, &before) in w.cells.iter().zip(&w.before) {
+            rec.pending[c] = 0;
+            let by_write = self.unordered(slot, rec.writes[c]);
+            if before == Some(values[c].to_bits()) {
+                if by_write.is_some() {
+                    rec.writes[c] = 0;
+                }
+                continue;
+            }
+            if race.is_none() {
+                race = by_write
+                    .map(|first| Race { cell: c, first, first_wrote: true })
+                    .or_else(|| self.unordered(slot, rec.reads[c]).map(|first| Race { cell: c, first, first_wrote: false }));
+            }
+            rec.writes[c] = w.stamp;
+        }
+        drop(values);
+        self.written.insert(alloc.id, rec);
+        race
+    }
+}
