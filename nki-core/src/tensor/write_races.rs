@@ -184,11 +184,14 @@ impl WriteRaces {
             let writes = std::mem::take(&mut st.writes[slot]);
             // Every write is settled, so that no access waits for a cell of it
             // in vain; the first race is the one reported.
-            writes.into_iter().fold(Ok(()), |found, w| {
-                let race = st.end_write(slot, &w).map(|race| self.error(&w.op, &w.tensor, slot, true, &race));
-                let race = race.map(|e| w.line.map_or(e.clone(), |(file, line)| e.at(file, line)));
-                found.and(race.map_or(Ok(()), Err))
-            })
+            let mut first = None;
+            for w in writes {
+                if let Some(race) = st.end_write(slot, &w) {
+                    let e = self.error(&w.op, &w.tensor, slot, true, &race);
+                    first = first.or_else(|| Some(w.line.map_or(e.clone(), |(file, line)| e.at(file, line))));
+                }
+            }
+            first.map_or(Ok(()), Err)
         } else {
             Ok(())
         };
