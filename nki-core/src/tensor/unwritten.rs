@@ -162,15 +162,19 @@ impl Storage {
         }
     }
 
-    /// Which cells of this allocation nothing has written yet: `None` when
-    /// every one is written, else a test of a cell.
-    pub(super) fn unwritten_test(&self) -> Option<impl Fn(usize) -> bool + use<>> {
+    /// Calls `f` with a test of whether a cell of this allocation is one nothing
+    /// has written yet (`None` when every one is written), under the lock of the
+    /// record, which is not copied: a large tile filled tile by tile is asked
+    /// at every write.
+    pub(super) fn with_unwritten<R>(&self, f: impl FnOnce(Option<&dyn Fn(usize) -> bool>) -> R) -> R {
         if !self.fresh.load(Ordering::Acquire) {
-            return None;
+            return f(None);
         }
         let guard = self.unwritten.lock().unwrap_or_else(|e| e.into_inner());
-        let mask = guard.as_ref()?.mask.clone();
-        Some(move |c: usize| mask.as_ref().is_none_or(|m| m.get(c / 64).is_some_and(|w| w >> (c % 64) & 1 == 1)))
+        match guard.as_ref() {
+            None => f(None),
+            Some(u) => f(Some(&|c: usize| u.mask.as_ref().is_none_or(|m| m.get(c / 64).is_some_and(|w| w >> (c % 64) & 1 == 1)))),
+        }
     }
 
     /// The storage holding the cells (a byte or indirection view's base).

@@ -315,13 +315,14 @@ impl State {
         let rec =
             self.written.entry(alloc.id).or_insert_with(|| Record { writes: vec![0; len], reads: vec![0; len], pending: vec![0; len] });
         let values = alloc.cells.read().unwrap_or_else(|e| e.into_inner());
-        let unwritten = alloc.unwritten_test();
         let (mut cells, mut before) = (Vec::new(), Vec::new());
-        cells_of(t, len, |c| {
-            rec.pending[c] = slot as u32 + 1;
-            cells.push(c);
-            // What a cell nothing wrote holds is unknown: any write changes it.
-            before.push(if unwritten.as_ref().is_some_and(|u| u(c)) { None } else { Some(values[c].to_bits()) });
+        alloc.with_unwritten(|unwritten| {
+            cells_of(t, len, |c| {
+                rec.pending[c] = slot as u32 + 1;
+                cells.push(c);
+                // What a cell nothing wrote holds is unknown: any write changes it.
+                before.push(if unwritten.is_some_and(|u| u(c)) { None } else { Some(values[c].to_bits()) });
+            })
         });
         PendingWrite { tensor: t.clone(), op: op.to_string(), line, stamp: self.stamp(slot), cells, before }
     }
