@@ -12,8 +12,8 @@
 //! the emitted source under NumPy against the emulator; the MX rules.
 
 use crate::common::{
-    Arg, CaseName, as_dtype, assert_close_per_element, assert_numpy_equals_emulator, assert_refused_by, package_of, seed_of, tensor,
-    uniform,
+    Arg, CaseName, as_dtype, assert_close_per_element, assert_numpy_equals_emulator, assert_refused_by, matmul, package_of, seed_of,
+    tensor, uniform,
 };
 use crate::mx_format::{e4m3fn, quantize_e4m3fn_groups, round_e4m3fn};
 use nki::hw::Generation;
@@ -138,7 +138,7 @@ impl Mx {
     fn reference(&self, d: &Data) -> (Vec<f64>, Vec<f64>) {
         let (b, s, h, k) = (self.b, self.s, self.h, self.k());
         let w: Vec<f64> = (0..k * h).map(|at| e2m1fn(d.codes[at]) * 2f64.powf(d.scales[at / h / 32 * h + at % h] - 127.0)).collect();
-        let (mut out, mut mag) = (vec![0.0; b * s * h], vec![0.0; b * s * h]);
+        let mut rows = Vec::with_capacity(b * s * k);
         for bi in 0..b {
             for si in 0..s {
                 let mut col: Vec<f64> = (0..k).map(|r| d.a[(bi * k + r) * s + si]).collect();
@@ -149,15 +149,10 @@ impl Mx {
                 } else {
                     quantize_e4m3fn_groups(&mut col);
                 }
-                for c in 0..h {
-                    let bias = if self.bias { d.bias[c] } else { 0.0 };
-                    let at = (bi * s + si) * h + c;
-                    out[at] = (0..k).map(|r| col[r] * w[r * h + c]).sum::<f64>() + bias;
-                    mag[at] = (0..k).map(|r| (col[r] * w[r * h + c]).abs()).sum::<f64>() + bias.abs();
-                }
+                rows.extend(col);
             }
         }
-        (out, mag)
+        projection(&rows, &w, (b * s, k, h), 1.0, self.bias.then_some(&d.bias[..]))
     }
 
     fn call<'a>(&self, a: &'a Tensor, w: &'a Tensor, ws: &'a Tensor, xs: &'a Tensor, bias: &'a Tensor) -> output_projection_cte::Call<'a> {
@@ -211,6 +206,19 @@ impl Mx {
 
 /// Checks every element of `cfg` in `precision` within `rel · magnitude`
 /// of the float64 projection.
+/// `scale · rows · w + bias` (`rows` `[m, k]`, `w` `[k, h]`) and each
+/// element's magnitude `scale · Σ|a·w| + |bias|`, in float64.
+fn projection(rows: &[f64], w: &[f64], (m, k, h): (usize, usize, usize), scale: f64, bias: Option<&[f64]>) -> (Vec<f64>, Vec<f64>) {
+    let abs = |x: &[f64]| x.iter().map(|v| v.abs()).collect::<Vec<f64>>();
+    let (mut out, mut mag) = (matmul(rows, w, m, k, h), matmul(&abs(rows), &abs(w), m, k, h));
+    for (at, (o, g)) in out.iter_mut().zip(&mut mag).enumerate() {
+        let bias = bias.map_or(0.0, |b| b[at % h]);
+        *o = *o * scale + bias;
+        *g = *g * scale + bias.abs();
+    }
+    (out, mag)
+}
+
 fn check(cfg: &Mx, precision: Precision, rel: f64) {
     let d = cfg.data();
     let (want, mag) = cfg.reference(&d);
@@ -364,21 +372,11 @@ impl StaticMx {
     fn reference(&self, d: &StaticData) -> (Vec<f64>, Vec<f64>) {
         let (b, s, h, k) = (self.b, self.s, self.h, self.k());
         let w: Vec<f64> = d.codes.iter().map(|&c| e4m3fn(c)).collect();
-        let dequant = STATIC_WEIGHT_SCALE * STATIC_INPUT_SCALE;
-        let (mut out, mut mag) = (vec![0.0; b * s * h], vec![0.0; b * s * h]);
-        for bi in 0..b {
-            for si in 0..s {
-                let col: Vec<f64> =
-                    (0..k).map(|r| round_e4m3fn((d.a[(bi * k + r) * s + si] / STATIC_INPUT_SCALE).clamp(-448.0, 448.0))).collect();
-                for c in 0..h {
-                    let bias = if self.bias { d.bias[c] } else { 0.0 };
-                    let at = (bi * s + si) * h + c;
-                    out[at] = (0..k).map(|r| col[r] * w[r * h + c]).sum::<f64>() * dequant + bias;
-                    mag[at] = (0..k).map(|r| (col[r] * w[r * h + c]).abs()).sum::<f64>() * dequant + bias.abs();
-                }
-            }
-        }
-        (out, mag)
+        let rows: Vec<f64> = (0..b * s * k)
+            .map(|at| (at / (s * k), at / k % s, at % k))
+            .map(|(bi, si, r)| round_e4m3fn((d.a[(bi * k + r) * s + si] / STATIC_INPUT_SCALE).clamp(-448.0, 448.0)))
+            .collect();
+        projection(&rows, &w, (b * s, k, h), STATIC_WEIGHT_SCALE * STATIC_INPUT_SCALE, self.bias.then_some(&d.bias[..]))
     }
 
     /// The emulator's projection.
