@@ -13,8 +13,8 @@
 
 use crate::common::attention::run_numpy_kwargs;
 use crate::common::{
-    Arg, CaseName, as_dtype, assert_close, assert_numpy_close_to_emulator, assert_refused_by, emitted_package, seed_of, tensor, uniform,
-    vec_mat,
+    Arg, CaseName, as_dtype, assert_close, assert_numpy_close_to_emulator, assert_refused_by, emitted_package, matmul, seed_of, tensor,
+    uniform,
 };
 use crate::mlp::activation;
 use nki::{Dtype, Launch, Precision, Tensor};
@@ -277,35 +277,41 @@ impl Config {
         }
     }
 
-    /// Expert `ex`'s MLP of row `x`: `[H]`, the clamped projections times
-    /// `s.gate_up` and the intermediate times `s.inter`; the down bias
-    /// unless `s.no_down_bias`.
-    fn expert(&self, w: &Inputs, ex: usize, x: &[f64], s: Scales) -> Vec<f64> {
-        let (h, i) = (self.h, self.i);
-        let gu = self.projections(w, ex, x);
-        let inter: Vec<f64> = (0..i)
-            .map(|col| {
-                let g = s.gate_up * gu[col];
-                s.inter * activation(self.act, g) * s.gate_up * gu[i + col]
+    /// Expert `ex`'s MLP of the rows `xs` (`[n, H]`): `[n, H]`, row `r`'s
+    /// clamped projections times `s[r].gate_up` and its intermediate times
+    /// `s[r].inter`; the down bias unless `s[r].no_down_bias`.
+    fn expert(&self, w: &Inputs, ex: usize, xs: &[f64], s: &[Scales]) -> Vec<f64> {
+        let (h, i, n) = (self.h, self.i, s.len());
+        let gu = self.projections(w, ex, xs);
+        let inter: Vec<f64> = (0..n * i)
+            .map(|at| {
+                let (r, col, s) = (at / i, at % i, s[at / i]);
+                let g = s.gate_up * gu[r * 2 * i + col];
+                s.inter * activation(self.act, g) * s.gate_up * gu[r * 2 * i + i + col]
             })
             .collect();
-        let dots = vec_mat(&inter, &w.down[ex * i * h..(ex + 1) * i * h]);
-        (0..h).map(|col| dots[col] + if self.bias && !s.no_down_bias { w.down_b[ex * h + col] } else { 0.0 }).collect()
+        let mut out = matmul(&inter, &w.down[ex * i * h..(ex + 1) * i * h], n, i, h);
+        for (at, v) in out.iter_mut().enumerate() {
+            if self.bias && !s[at / h].no_down_bias {
+                *v += w.down_b[ex * h + at % h];
+            }
+        }
+        out
     }
 
-    /// Expert `ex`'s gate then up projections of row `x`, `[2·I]`, with
-    /// the bias and clamps when the configuration has them.
-    fn projections(&self, w: &Inputs, ex: usize, x: &[f64]) -> Vec<f64> {
+    /// Expert `ex`'s gate then up projections of the rows `xs` (`[n, H]`),
+    /// `[n, 2·I]`, with the bias and clamps when the configuration has them.
+    fn projections(&self, w: &Inputs, ex: usize, xs: &[f64]) -> Vec<f64> {
         let (h, i) = (self.h, self.i);
         let clamp = |v: f64, hi: f64, lo: f64| if self.clamp { v.min(hi).max(lo) } else { v };
-        let dots = vec_mat(x, &w.gate_up[ex * h * 2 * i..(ex + 1) * h * 2 * i]);
+        let mut dots = matmul(xs, &w.gate_up[ex * h * 2 * i..(ex + 1) * h * 2 * i], xs.len() / h, h, 2 * i);
         let limits = [(CLAMPS[0], f64::NEG_INFINITY), (CLAMPS[1], CLAMPS[2])];
-        (0..2 * i)
-            .map(|k| {
-                let (hi, lo) = limits[k / i];
-                clamp(dots[k] + if self.bias { w.gate_up_b[ex * 2 * i + k] } else { 0.0 }, hi, lo)
-            })
-            .collect()
+        for (at, v) in dots.iter_mut().enumerate() {
+            let k = at % (2 * i);
+            let (hi, lo) = limits[k / i];
+            *v = clamp(*v + if self.bias { w.gate_up_b[ex * 2 * i + k] } else { 0.0 }, hi, lo);
+        }
+        dots
     }
 
     /// The float64 blockwise mixture of the `T` tokens, `[T, H]`, the
@@ -324,14 +330,19 @@ impl Config {
         let (t, h, e, b) = (self.t, self.h, self.e, self.b);
         let mut out = vec![0.0; t * h];
         for (blk, &ex) in w.block_expert.iter().enumerate() {
-            for &tok in &w.positions[blk * b..(blk + 1) * b] {
-                if tok < 0 || tok as usize >= t {
-                    continue;
-                }
-                let tok = tok as usize;
-                let (pre, scales, post) = place(w.aff[tok * e + ex as usize]);
-                let x: Vec<f64> = w.hidden[tok * h..(tok + 1) * h].iter().map(|v| v * pre).collect();
-                for (o, v) in out[tok * h..(tok + 1) * h].iter_mut().zip(self.expert(w, ex as usize, &x, scales)) {
+            // The block's tokens (a position past `T` is padding), as one batch.
+            let toks: Vec<usize> =
+                w.positions[blk * b..(blk + 1) * b].iter().filter_map(|&tok| usize::try_from(tok).ok().filter(|&tok| tok < t)).collect();
+            let placed: Vec<(f64, Scales, f64)> = toks.iter().map(|&tok| place(w.aff[tok * e + ex as usize])).collect();
+            let xs: Vec<f64> = toks
+                .iter()
+                .zip(&placed)
+                .flat_map(|(&tok, &(pre, _, _))| w.hidden[tok * h..(tok + 1) * h].iter().map(move |v| v * pre))
+                .collect();
+            let scales: Vec<Scales> = placed.iter().map(|p| p.1).collect();
+            let rows = self.expert(w, ex as usize, &xs, &scales);
+            for ((&tok, &(_, _, post)), row) in toks.iter().zip(&placed).zip(rows.chunks(h)) {
+                for (o, v) in out[tok * h..(tok + 1) * h].iter_mut().zip(row) {
                     *o += post * v;
                 }
             }
@@ -1010,17 +1021,21 @@ impl DroppingCase {
         let out = ShardICase { c, ..self.0 }.reference(w);
         let (h, i, b) = (c.h, c.i, c.b);
         let (mut gate_up, mut down) = (vec![0.0; c.e * 2 * i * b], vec![0.0; c.e * b * h]);
-        let zero = vec![0.0; h];
+        let plain = Scales { gate_up: 1.0, inter: 1.0, no_down_bias: true };
         for ex in 0..c.e {
-            for p in 0..b {
-                let tok = w.positions[ex * b + p];
-                let x = if tok >= 0 && (tok as usize) < c.t { &w.hidden[tok as usize * h..(tok as usize + 1) * h] } else { &zero[..] };
-                for (k, v) in c.projections(w, ex, x).into_iter().enumerate() {
+            // Every position of the expert's block, a padding one as a zero row.
+            let xs: Vec<f64> = (0..b)
+                .flat_map(|p| {
+                    let tok = usize::try_from(w.positions[ex * b + p]).ok().filter(|&tok| tok < c.t);
+                    (0..h).map(move |col| tok.map_or(0.0, |tok| w.hidden[tok * h + col]))
+                })
+                .collect();
+            for (p, row) in c.projections(w, ex, &xs).chunks(2 * i).enumerate() {
+                for (k, &v) in row.iter().enumerate() {
                     gate_up[((ex * 2 + k / i) * i + k % i) * b + p] = v;
                 }
-                let plain = Scales { gate_up: 1.0, inter: 1.0, no_down_bias: true };
-                down[(ex * b + p) * h..(ex * b + p + 1) * h].copy_from_slice(&c.expert(w, ex, x, plain));
             }
+            down[ex * b * h..(ex + 1) * b * h].copy_from_slice(&c.expert(w, ex, &xs, &vec![plain; b]));
         }
         [out, gate_up, down]
     }
