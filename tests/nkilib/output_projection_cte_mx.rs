@@ -204,8 +204,6 @@ impl Mx {
     }
 }
 
-/// Checks every element of `cfg` in `precision` within `rel · magnitude`
-/// of the float64 projection.
 /// `scale · rows · w + bias` (`rows` `[m, k]`, `w` `[k, h]`) and each
 /// element's magnitude `scale · Σ|a·w| + |bias|`, in float64.
 fn projection(rows: &[f64], w: &[f64], (m, k, h): (usize, usize, usize), scale: f64, bias: Option<&[f64]>) -> (Vec<f64>, Vec<f64>) {
@@ -219,6 +217,8 @@ fn projection(rows: &[f64], w: &[f64], (m, k, h): (usize, usize, usize), scale: 
     (out, mag)
 }
 
+/// Checks every element of `cfg` in `precision` within `rel · magnitude`
+/// of the float64 projection.
 fn check(cfg: &Mx, precision: Precision, rel: f64) {
     let d = cfg.data();
     let (want, mag) = cfg.reference(&d);
