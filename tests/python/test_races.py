@@ -2,6 +2,7 @@
 writes and another writes or reads with no synchronisation between is an error
 naming the element and the programs; a barrier between orders them."""
 
+import time
 import unittest
 import warnings
 
@@ -53,6 +54,34 @@ class RaceTest(unittest.TestCase):
                                             r"program (0|1) without")
         out = run_ranks(rows(barrier=True, overlap=False, read_other=True), [[]], grid=2)[0]
         np.testing.assert_array_equal(host(out), [[1] * 4, [2] * 4])
+
+    def test_a_read_of_a_fresh_tensor_races_with_the_other_programs_first_write_in_either_order(self):
+        def k(barrier, late):
+            def kernel():
+                out = nl.ndarray(shape=(1, 4), dtype=nl.float32, buffer=nl.shared_hbm)
+                pid = nl.program_id(axis=0)
+                if pid == late:
+                    time.sleep(0.02)  # the other program's access comes first
+                if pid == 0:
+                    nisa.dma_copy(dst=out, src=sbuf(np.ones((1, 4), dtype=np.float32)))
+                if barrier:
+                    nisa.core_barrier(data=out, cores=(0, 1))
+                if pid == 1:
+                    seen = nl.ndarray(shape=(1, 4), dtype=nl.float32)
+                    nisa.dma_copy(dst=seen, src=out)
+                return out
+
+            return kernel
+
+        orders = ["read by program 1 and written by program 0", "written by program 0 and read by program 1"]
+        for late in (0, 1):
+            with self.subTest(late=late):
+                with self.assertRaises(NkiError) as cm, warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # the read of an unwritten tensor is undefined too
+                    run_ranks(k(False, late), [[]], grid=2)
+                self.assertIn(orders[late], str(cm.exception))
+                out = run_ranks(k(True, late), [[]], grid=2)[0]
+                np.testing.assert_array_equal(host(out), [[1] * 4])
 
     def test_disjoint_writes_and_writes_a_barrier_orders_pass(self):
         out = run_ranks(rows(barrier=False, overlap=False), [[]], grid=2)[0]

@@ -17,10 +17,13 @@
 //! instruction that synchronises (a barrier, a collective, a sendrecv) are part
 //! of its rendezvous and are not checked (nor is the fill of a new HBM tensor
 //! by `nl.zeros` and the like, which is not an instruction). Reads are remembered too, in
-//! allocations some program wrote (so reads of inputs cost nothing): one read
-//! per element, the last unless another program's unordered read came first,
-//! so a write unordered with a read by another program is reported, except
-//! after reads by three programs or more. A launch of one program keeps no record.
+//! allocations some program wrote or with cells nothing wrote yet (so reads of
+//! inputs cost nothing): one read per element, the last unless another
+//! program's unordered read came first, so a write unordered with a read by
+//! another program is reported, except after reads by three programs or more
+//! (a read of a cell nothing wrote, then another program's unordered first
+//! write, is found whichever of the two the threads run first). A launch of
+//! one program keeps no record.
 //!
 //! A write that leaves every element it covers as it was changes nothing a
 //! reader could see, in either order (the library's kernels zero a shared
@@ -82,6 +85,13 @@ struct Record {
     reads: Vec<u64>,
     /// `program + 1` of the instruction whose write of the cell is pending, or 0.
     pending: Vec<u32>,
+}
+
+impl Record {
+    /// The record of an allocation of `len` cells nothing has accessed.
+    fn new(len: usize) -> Record {
+        Record { writes: vec![0; len], reads: vec![0; len], pending: vec![0; len] }
+    }
 }
 
 /// An element accessed by two programs without a synchronisation between.
@@ -289,11 +299,15 @@ impl State {
 
     /// Program `slot` reads every element of `t`: the first element another
     /// program changed unordered with this read. Reads are recorded only in
-    /// allocations a program wrote.
+    /// allocations a program wrote or with cells nothing wrote yet.
     fn read(&mut self, slot: usize, t: &Tensor) -> Option<Race> {
         let alloc = t.storage().allocation();
         let now = self.stamp(slot);
-        let mut rec = self.written.remove(&alloc.id)?;
+        let mut rec = match self.written.remove(&alloc.id) {
+            Some(rec) => rec,
+            None if t.may_be_unwritten() => Record::new(alloc.len()),
+            None => return None,
+        };
         let mut race = None;
         cells_of(t, alloc.len(), |c| {
             if race.is_none() {
@@ -312,8 +326,7 @@ impl State {
     fn begin_write(&mut self, slot: usize, t: &Tensor, op: &str, line: Line) -> PendingWrite {
         let alloc = t.storage().allocation();
         let len = alloc.len();
-        let rec =
-            self.written.entry(alloc.id).or_insert_with(|| Record { writes: vec![0; len], reads: vec![0; len], pending: vec![0; len] });
+        let rec = self.written.entry(alloc.id).or_insert_with(|| Record::new(len));
         let values = alloc.cells.read().unwrap_or_else(|e| e.into_inner());
         let (mut cells, mut before) = (Vec::new(), Vec::new());
         alloc.with_unwritten(|unwritten| {

@@ -93,8 +93,7 @@ fn a_write_that_leaves_the_elements_as_they_were_is_no_access() {
 
 #[test]
 fn reading_what_the_other_program_wrote_needs_a_barrier() {
-    // Program 1 writes row 1 first, so the table of the tensor exists whichever
-    // of program 0's write and program 1's read comes first.
+    // Program 1 writes row 1 first, then reads row 0.
     let e = expect_err(turns(1, false, true));
     assert_err(&e, ErrorKind::Race, &["element [0, 0] of 'tensor' [2, 4] float32 in shared HBM is"]);
     let text = e.to_string();
@@ -103,6 +102,45 @@ fn reading_what_the_other_program_wrote_needs_a_barrier() {
         "{text}"
     );
     assert!(turns(1, true, true).is_ok());
+}
+
+/// An LNC2 launch on a fresh shared `[1, 4]` tensor: program 0 stores 1s into
+/// it while program 1 only reads it, with a barrier between when `barrier`;
+/// program `late` sleeps before its access, so that the other's comes first.
+fn read_while_the_other_stores(barrier: bool, late: usize) -> Result<()> {
+    with_timeout(30, move || {
+        Launch::new().lnc(2).run(move |ctx| {
+            let out = alloc(ctx, &[1, 4], Dtype::F32, Buffer::SharedHbm)?;
+            if ctx.program_id() == late {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            if ctx.program_id() == 0 {
+                store(ctx, &out, 1.0)?;
+            }
+            if barrier {
+                nisa::core_barrier(ctx, &out, &[0, 1], CoreBarrierOpts::default())?;
+            }
+            if ctx.program_id() == 1 {
+                let seen = alloc(ctx, &[1, 4], Dtype::F32, Buffer::Sbuf)?;
+                nisa::dma_copy(ctx, &seen, &out, DmaCopyOpts::default())?;
+            }
+            Ok(())
+        })
+    })
+}
+
+#[test]
+fn a_read_of_a_fresh_tensor_races_with_the_other_programs_first_write_in_either_order() {
+    // Program 0 late: the read of cells nothing wrote comes first, then the
+    // store changes them. Program 1 late: the store comes first.
+    for late in [0, 1] {
+        let e = expect_err(read_while_the_other_stores(false, late));
+        assert_err(&e, ErrorKind::Race, &["element [0, 0] of 'tensor' [1, 4] float32 in shared HBM is"]);
+        let text = e.to_string();
+        let order = ["read by program 1 and written by program 0", "written by program 0 and read by program 1"][late];
+        assert!(text.contains(order), "program {late} late: {text}");
+        read_while_the_other_stores(true, late).unwrap();
+    }
 }
 
 #[test]
