@@ -183,6 +183,30 @@ fn qkv_entry_runs_mx_context_calls_by_qkv_cte() {
     }
 }
 
+/// The `qkv` entry hands a float8 context-encoding call (`MX_INTERLEAVED`)
+/// to `qkv_cte` and refuses one its decode path would take.
+#[test]
+fn qkv_entry_runs_float8_mx_context_calls_by_qkv_cte() {
+    let cfg = INTERLEAVED_CONFIGS[0];
+    let (v, cache) = cfg.inputs_in(Dtype::Bf16);
+    let (args, _) = cfg.numpy_call(&v, &cache, Dtype::Bf16);
+    let (x, w) = (tensor_of(&args[0]), tensor_of(&args[1]));
+    let call = |x| {
+        qkv_entry::Call::new(x, &w)
+            .quantization_type(QuantizationType::MX)
+            .weight_layout(QKVWeightLayout::MX_INTERLEAVED)
+            .d_head(128)
+            .num_q_heads(2)
+            .num_kv_heads(1)
+    };
+    let p = Precision::Hardware;
+    let got = call(&x).launch(&cfg.launch(p)).unwrap_or_else(|e| panic!("qkv: {e}"));
+    assert_eq!(got.0[0].to_f32_vec(), cfg.run(&v, &cache, Dtype::Bf16, p));
+    let decode = tensor(&[1, 64, 512], &vec![0.0; 64 * 512], Dtype::Fp8E4m3Fn);
+    let e = call(&decode).launch(&cfg.launch(p)).unwrap_err().to_string();
+    assert!(e.contains("qkv: a float8 input takes the context-encoding path"), "{e}");
+}
+
 /// The MX rules, as `const fn` and when the kernel is traced.
 #[test]
 fn qkv_cte_mx_rules_refuse_by_name() {
