@@ -9,6 +9,7 @@ from .common_types import QKVOutputLayout
 from .common_types import QKVWeightLayout
 from .common_types import QuantizationType
 from .qkv_cte import qkv_cte
+from .qkv_cte_utils import is_float8_input
 from .qkv_tkg import qkv_tkg
 
 
@@ -55,6 +56,6 @@ def qkv(input, fused_qkv_weights, output_layout=QKVOutputLayout.BSD, bias=None, 
     (cos_cache, sin_cache, k_cache, v_cache, k_scale, v_scale, fp8_max, fp8_min, kv_dtype, use_block_kv, block_size)
     (slot_mapping, use_auto_allocation, load_input_with_DMA_transpose, weight_layout)
     dtype = input.dtype
-    assert dtype != nl.float8_e4m3 and dtype != nl.float8_e4m3fn, f"qkv: a float8 input takes the context-encoding path (qkv_cte's MX_INTERLEAVED forms), got {dtype} with B = {b}, S = {s}"
+    assert not is_float8_input(dtype), f"qkv: a float8 input takes the context-encoding path (qkv_cte's MX_INTERLEAVED forms), got {dtype} with B = {b}, S = {s}"
     out = qkv_tkg(input, fused_qkv_weights, norm_w=gamma_norm_weights, fused_add=fused_residual_add, mlp_prev=mlp_prev, attn_prev=attention_prev, d_head=d_head, num_kv_heads=num_kv_heads, num_q_heads=num_q_heads, output_layout=output_layout, eps=norm_eps, norm_type=fused_norm_type, quantization_type=quantization_type, is_h_dim_4h_transposed=is_h_dim_4h_transposed, qkv_w_scale=qkv_w_scale, qkv_in_scale=qkv_in_scale, output_in_sbuf=store_output_in_sbuf, qkv_bias=bias, norm_bias=layer_norm_bias, hidden_actual=hidden_actual)
     return out

@@ -259,6 +259,11 @@ class QkvCteGlobals(nl.NKIObject):
     "The V cache's scale, `[128, 1]` fp32."
 
 
+def is_float8_input(dtype):
+    """Whether `dtype` is a float8 input dtype (`float8_e4m3` or `float8_e4m3fn`)."""
+    return dtype == nl.float8_e4m3 or dtype == nl.float8_e4m3fn
+
+
 def max_positive_value_for_dtype(dtype):
     """`dtype`'s largest finite value for the fp8 dtypes, 0 for the others."""
     fp8_e4m3 = FP8_E4M3_MAX if dtype == nl.float8_e4m3 else 0.0
@@ -276,7 +281,7 @@ def build_config(args, kv, quantization_type, num_shards, kv_dtype, kv_max, kv_m
     dtype = args.input.dtype
     static_quant = quantization_type == QuantizationType.STATIC
     mx_quant = quantization_type == QuantizationType.MX
-    fp8_input = dtype == nl.float8_e4m3 or dtype == nl.float8_e4m3fn
+    fp8_input = is_float8_input(dtype)
     float_dtype = nl.bfloat16 if dtype == nl.float32 or fp8_input else dtype
     compute_mm_dtype = QUANT_DTYPE if static_quant else float_dtype
     gen2 = nisa.get_nc_version() == nisa.nc_version.gen2

@@ -21,6 +21,7 @@ from .qkv_cte_mx import H_PER_MX_TILE
 from .qkv_cte_utils import QkvCteUserInput
 from .qkv_cte_utils import QkvKvCacheArgs
 from .qkv_cte_utils import QkvQuantScales
+from .qkv_cte_utils import is_float8_input
 
 
 def validate_unsupported_options(quantization_type, store_output_in_sbuf, weight_layout):
@@ -188,7 +189,7 @@ def validate_mx_dma_transpose(args, scales):
     the on-chip transposes with `MX_CONTIGUOUS` weights.
     """
     dtype = args.input.dtype
-    fp8_input = dtype == nl.float8_e4m3 or dtype == nl.float8_e4m3fn
+    fp8_input = is_float8_input(dtype)
     in_scale = scales.qkv_in_scale is not None
     dma_path = fp8_input or in_scale
     fused = args.fused_norm_type != NormType.NO_NORM or args.fused_residual_add or args.is_input_swizzled
@@ -220,7 +221,7 @@ def validate_mx_quantization(args, scales, kv):
     assert not args.is_input_swizzled or mx, "qkv_cte: is_input_swizzled is only supported with MX quantization"
     assert not args.is_input_swizzled or (not norm and not args.fused_residual_add), "qkv_cte: is_input_swizzled supports neither a norm nor fused_residual_add"
     dtype = args.input.dtype
-    fp8_input = dtype == nl.float8_e4m3 or dtype == nl.float8_e4m3fn
+    fp8_input = is_float8_input(dtype)
     assert not fp8_input or mx, f"qkv_cte: a float8 input needs quantization_type MX, got {dtype}"
     w = args.fused_qkv_weights
     assert mx == (w.dtype == nl.float8_e4m3fn_x4), f"qkv_cte: fused_qkv_weights must be float8_e4m3fn_x4 exactly when quantization_type is MX, got {w.dtype}"

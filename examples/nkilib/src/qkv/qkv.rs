@@ -28,6 +28,7 @@ pub use kernel::*;
 #[nki_module]
 pub mod kernel {
     use crate::qkv::qkv_cte::qkv_cte;
+    use crate::qkv::qkv_cte::qkv_cte_utils::is_float8_input;
     use crate::qkv::qkv_tkg::qkv_tkg;
     pub use crate::utils::common_types::{NormType, QKVOutputLayout, QKVWeightLayout, QuantizationType};
     use nki::prelude::*;
@@ -127,7 +128,7 @@ pub mod kernel {
         let _ = (slot_mapping, use_auto_allocation, load_input_with_DMA_transpose, weight_layout);
         let dtype = input.dtype();
         assert!(
-            dtype != nl::float8_e4m3 && dtype != nl::float8_e4m3fn,
+            !is_float8_input(dtype),
             "qkv: a float8 input takes the context-encoding path (qkv_cte's MX_INTERLEAVED forms), got {dtype} with B = {b}, S = {s}"
         );
         let out: Outputs = qkv_tkg(

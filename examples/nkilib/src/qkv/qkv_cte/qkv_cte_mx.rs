@@ -1,7 +1,9 @@
 //! The MX (OCP microscaling, trn3) form of `qkv_cte` (the library's
 //! `_qkv_cte_mx_impl`): the rows normalised as in the float form, moved into
-//! the MX layout on the PE array, quantized on chip by `quantize_mx` and
-//! multiplied by `nc_matmul_mx` with the offline-quantized weights.
+//! the MX layout on the PE array (or as stored by DMA transposes, with
+//! `MX_INTERLEAVED` weights), quantized on chip by `quantize_mx` (unless
+//! already float8) and multiplied by `nc_matmul_mx` with the
+//! offline-quantized weights.
 //!
 //! Layouts. The weights are `[H/4, I]` `float8_e4m3fn_x4` (`MX_CONTIGUOUS`):
 //! packed row `t·128 + p` holds hidden rows `t·512 + 4p + k`, `k = 0..4`; their

@@ -244,6 +244,12 @@ pub mod kernel {
         pub qkv_in_scale: Option<Tensor>,
     }
 
+    /// Whether `dtype` is a float8 input dtype (`float8_e4m3` or `float8_e4m3fn`).
+    #[nki_helper]
+    pub fn is_float8_input(dtype: Dtype) -> bool {
+        dtype == nl::float8_e4m3 || dtype == nl::float8_e4m3fn
+    }
+
     /// `dtype`'s largest finite value for the fp8 dtypes, 0 for the others.
     #[nki_helper]
     pub fn max_positive_value_for_dtype(dtype: Dtype) -> f64 {
@@ -271,7 +277,7 @@ pub mod kernel {
         let dtype = args.input.dtype();
         let static_quant = quantization_type == QuantizationType::STATIC;
         let mx_quant = quantization_type == QuantizationType::MX;
-        let fp8_input = dtype == nl::float8_e4m3 || dtype == nl::float8_e4m3fn;
+        let fp8_input = is_float8_input(dtype);
         let float_dtype = if dtype == nl::float32 || fp8_input { nl::bfloat16 } else { dtype };
         let compute_mm_dtype = if static_quant { QUANT_DTYPE } else { float_dtype };
         let gen2 = nisa::get_nc_version() == nisa::nc_version::gen2;

@@ -9,7 +9,7 @@ pub use kernel::*;
 pub mod kernel {
     use crate::qkv::qkv_cte::qkv_cte_constants::{MAX_H, MAX_I, NBSD_D_HEAD, NUM_QKV_SEGMENTS, P_MAX, PSUM_FMAX, QUANT_DTYPE};
     use crate::qkv::qkv_cte::qkv_cte_mx::H_PER_MX_TILE;
-    use crate::qkv::qkv_cte::qkv_cte_utils::{QkvCteUserInput, QkvKvCacheArgs, QkvQuantScales};
+    use crate::qkv::qkv_cte::qkv_cte_utils::{QkvCteUserInput, QkvKvCacheArgs, QkvQuantScales, is_float8_input};
     use crate::utils::common_types::{NormType, QKVOutputLayout, QKVWeightLayout, QuantizationType};
     use crate::utils::mx_layout::{MX_PACK, SCALE_GROUP_SIZE};
     use nki::prelude::*;
@@ -230,7 +230,7 @@ pub mod kernel {
             "qkv_cte: is_input_swizzled supports neither a norm nor fused_residual_add"
         );
         let dtype = args.input.dtype();
-        let fp8_input = dtype == nl::float8_e4m3 || dtype == nl::float8_e4m3fn;
+        let fp8_input = is_float8_input(dtype);
         assert!(!fp8_input || mx, "qkv_cte: a float8 input needs quantization_type MX, got {dtype}");
         let w = args.fused_qkv_weights;
         assert!(
@@ -270,7 +270,7 @@ pub mod kernel {
     #[nki_helper]
     pub fn validate_mx_dma_transpose(args: QkvCteUserInput, scales: QkvQuantScales) {
         let dtype = args.input.dtype();
-        let fp8_input = dtype == nl::float8_e4m3 || dtype == nl::float8_e4m3fn;
+        let fp8_input = is_float8_input(dtype);
         let in_scale = scales.qkv_in_scale.is_some();
         let dma_path = fp8_input || in_scale;
         // The rules of `qkv_cte_violation`.
