@@ -59,6 +59,13 @@ pub fn swizzle_4h(v: &[f64], h: usize) -> Vec<f64> {
         .collect()
 }
 
+/// Rows of `h` values in the `MX_INTERLEAVED` position order (the documented
+/// `arange(H).reshape(2, H/4, 2).transpose(1, 0, 2)`): position `4r + 2j + m`
+/// holds hidden element `j·h/2 + 2r + m`.
+pub fn interleave_4h(v: &[f64], h: usize) -> Vec<f64> {
+    v.chunks(h).flat_map(|row| (0..h).map(move |pos| row[(pos % 4 / 2) * (h / 2) + 2 * (pos / 4) + pos % 2])).collect()
+}
+
 /// `[h][i]` byte codes packed four hidden rows a word, `[h/4][i]`: byte `k`
 /// of `(r, c)` is the code of hidden row `4r + k`.
 pub fn pack_x4_rows(codes: &[u32], h: usize, i: usize) -> Vec<i64> {

@@ -12,7 +12,7 @@ use crate::common::{
     Arg, CaseName, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, assert_refused_by, assert_same_elements, layer_norm, package_of, rms_norm,
     seed_of, tensor, uniform, vec_mat,
 };
-use crate::mx_format::{e4m3fn, pack_x4_rows, quantize_e4m3fn_groups, swizzle_4h};
+use crate::mx_format::{e4m3fn, interleave_4h, pack_x4_rows, quantize_e4m3fn_groups, swizzle_4h};
 use nki::{Dtype, Launch, Precision};
 use nkilib::qkv::qkv::qkv as qkv_entry;
 use nkilib::qkv::qkv_cte::{
@@ -60,16 +60,29 @@ pub(crate) struct Config {
 }
 
 /// MX quantization of a configuration: `[H/4, I]` `float8_e4m3fn_x4` weights
-/// (byte `k` of packed row `r` is hidden row `4r + k`), each `float8_e4m3fn`
-/// code times `2^(s - 127)` for the `uint8` scale `s` of its 32 hidden rows
-/// (all 127 when no scales are given); the normalised input quantized per 32
-/// consecutive hidden values on chip.
+/// (byte `k` of packed row `r` is position `4r + k`: hidden row `4r + k` in
+/// `MX_CONTIGUOUS`, the `MX_INTERLEAVED` order's hidden row otherwise), each
+/// `float8_e4m3fn` code times `2^(s - 127)` for the `uint8` scale `s` of its
+/// 32 positions (all 127 when no scales are given); the normalised input
+/// quantized per 32 consecutive positions on chip.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct MxForm {
     /// `qkv_w_scale` given (else the neutral `2^0`).
     pub(crate) scales: bool,
     /// The input pre-swizzled: each row's `[H/512, 128, 4]` stored as `[4, H/512, 128]`.
     pub(crate) swizzled: bool,
+    /// A float8 input (`MX_INTERLEAVED`): its values are multiplied as given.
+    pub(crate) fp8_input: Option<Dtype>,
+    /// Static dequantization (`MX_INTERLEAVED`): `qkv_w_scale` `[rows, 3]`
+    /// and `qkv_in_scale` `[rows, 1]` given as this many rows (1 or 128); 0 for none.
+    pub(crate) dequant_rows: usize,
+}
+
+impl MxForm {
+    /// The `MX_INTERLEAVED` forms (the DMA-transpose path).
+    pub(crate) fn interleaved(&self) -> bool {
+        self.fp8_input.is_some() || self.dequant_rows > 0
+    }
 }
 
 /// The fp8 KV-cache outputs of a configuration: K and V divided by their
@@ -283,6 +296,10 @@ impl Config {
             as_dtype(&uniform(self.cache_len(), seed + 11, -8.0, 8.0), Dtype::Fp8E4m3),
             codes,
             exps,
+            // MX static dequantization: Q/K/V weight scales near 1, an input
+            // scale that takes the rows to about 250 (within e4m3fn's 448).
+            uniform(3, seed + 14, 0.8, 1.2),
+            uniform(1, seed + 15, 0.004, 0.006),
         ]
     }
 
@@ -350,18 +367,22 @@ impl Config {
                 x = as_dtype(&x, Dtype::Bf16);
             }
             let mut y = self.norm_row(&x, v);
-            if self.mx.is_some() {
-                if round_rows {
-                    y = as_dtype(&y, Dtype::Bf16);
-                }
-                quantize_e4m3fn_groups(&mut y);
+            if let Some(mx) = self.mx {
+                y = self.mx_rows(&mx, y, v, round_rows);
             }
             // STATIC: the input divided by its scale and clipped, the sums times the weight and input scales.
             let quantized = self.static_scale_rows > 0;
             let y: Vec<f64> = if quantized { y.iter().map(|a| (a / v[9][0]).clamp(-240.0, 240.0)).collect() } else { y };
+            let dequant = self.mx.is_some_and(|m| m.dequant_rows > 0);
             let factor = |col: usize| {
                 let seg = usize::from(col >= self.nq * d) + usize::from(col >= (self.nq + self.nkv) * d);
-                if quantized { v[8][seg] * v[9][0] } else { 1.0 }
+                if quantized {
+                    v[8][seg] * v[9][0]
+                } else if dequant {
+                    v[14][seg] * v[15][0]
+                } else {
+                    1.0
+                }
             };
             let dots = vec_mat(&y, &v[3]);
             let mut row: Vec<f64> = (0..i).map(|col| dots[col] * factor(col) + if self.qkv_bias { v[6][col] } else { 0.0 }).collect();
@@ -381,6 +402,27 @@ impl Config {
             }
         }
         out
+    }
+
+    /// MX: the normalised row `y` in the weights' position order,
+    /// quantized as the kernel multiplies it. `MX_INTERLEAVED` positions hold
+    /// hidden rows in the documented order; a float8 input is multiplied as
+    /// given; with static dequantization each value is divided by the input
+    /// scale and clipped to ±448 (rounded to bfloat16 when `round_rows`, as
+    /// hardware precision stores it) before the 32-value groups are quantized.
+    fn mx_rows(&self, mx: &MxForm, y: Vec<f64>, v: &[Vec<f64>], round_rows: bool) -> Vec<f64> {
+        let mut y = if mx.interleaved() { interleave_4h(&y, self.h) } else { y };
+        if mx.fp8_input.is_some() {
+            return y;
+        }
+        if mx.dequant_rows > 0 {
+            y = y.iter().map(|a| (a / v[15][0]).clamp(-E4M3FN_MAX, E4M3FN_MAX)).collect();
+        }
+        if round_rows {
+            y = as_dtype(&y, Dtype::Bf16);
+        }
+        quantize_e4m3fn_groups(&mut y);
+        y
     }
 
     fn norm_type(&self) -> (NormType, &'static str) {
@@ -406,7 +448,8 @@ impl Config {
     fn run_outputs(&self, v: &[Vec<f64>], cache: &Caches, dtype: Dtype, precision: Precision) -> Vec<nki::Tensor> {
         let (b, s, h, i, d) = (self.b, self.s, self.h, self.i, self.d_head);
         let t = |shape: &[usize], x: &[f64]| tensor(shape, x, dtype);
-        let (x, mlp, attn) = (t(&[b, s, h], &self.input_rows(v)), t(&[b, s, h], &v[1]), t(&[b, s, h], &v[2]));
+        let x = tensor(&[b, s, h], &self.input_rows(v), self.input_dtype(dtype));
+        let (mlp, attn) = (t(&[b, s, h], &v[1]), t(&[b, s, h], &v[2]));
         let w = tensor_of(&self.weight_arg(v, dtype));
         let mx_scales = tensor(&[h / 32, i], &v[13], Dtype::U8);
         let (gamma, beta, bias) = (t(&[1, h], &v[4]), t(&[1, h], &v[5]), t(&[1, i], &v[6]));
@@ -436,11 +479,14 @@ impl Config {
         if self.static_scale_rows > 0 {
             call = call.quantization_type(QuantizationType::STATIC).qkv_w_scale(&scales[0]).qkv_in_scale(&scales[1]);
         }
+        let dequant: Vec<nki::Tensor> = self.mx_dequant_scales(v).iter().map(|(shape, x)| tensor(shape, x, Dtype::F32)).collect();
         if let Some(mx) = self.mx {
-            call =
-                call.quantization_type(QuantizationType::MX).weight_layout(QKVWeightLayout::MX_CONTIGUOUS).is_input_swizzled(mx.swizzled);
+            call = call.quantization_type(QuantizationType::MX).weight_layout(mx_layout(&mx).0).is_input_swizzled(mx.swizzled);
             if mx.scales {
                 call = call.qkv_w_scale(&mx_scales);
+            }
+            if let [w_scale, in_scale] = &dequant[..] {
+                call = call.qkv_w_scale(w_scale).qkv_in_scale(in_scale);
             }
         }
         let kv_tensors = self.kv_tensors(v);
@@ -461,6 +507,19 @@ impl Config {
     pub(crate) fn launch(&self, precision: Precision) -> Launch {
         let launch = Launch::new().lnc(self.lnc).precision(precision);
         if self.mx.is_some() { launch.generation(nki::hw::Generation::Trn3) } else { launch }
+    }
+
+    /// The input's dtype for `dtype` inputs: the float8 input's with MX.
+    fn input_dtype(&self, dtype: Dtype) -> Dtype {
+        self.mx.and_then(|m| m.fp8_input).unwrap_or(dtype)
+    }
+
+    /// MX static dequantization's scale tensors' shapes and values:
+    /// `qkv_w_scale` `[rows, 3]`, `qkv_in_scale` `[rows, 1]`.
+    fn mx_dequant_scales(&self, v: &[Vec<f64>]) -> Vec<(Vec<usize>, Vec<f64>)> {
+        let r = self.mx.map_or(0, |m| m.dequant_rows);
+        let rows = |x: &[f64]| (vec![r, x.len()], x.iter().cycle().take(r * x.len()).copied().collect::<Vec<f64>>());
+        if r == 0 { vec![] } else { vec![rows(&v[14]), rows(&v[15])] }
     }
 
     /// The input rows as the kernel takes them (MX: pre-swizzled when asked).
@@ -554,10 +613,13 @@ impl Config {
         }
         if let Some(mx) = self.mx {
             kw.push(("quantization_type", Arg::Member("QuantizationType", "MX")));
-            kw.push(("weight_layout", Arg::Member("QKVWeightLayout", "MX_CONTIGUOUS")));
+            kw.push(("weight_layout", Arg::Member("QKVWeightLayout", mx_layout(&mx).1)));
             kw.push(("is_input_swizzled", Arg::Bool(mx.swizzled)));
             if mx.scales {
                 kw.push(("qkv_w_scale", Arg::Tensor(vec![h / 32, i], v[13].clone(), Dtype::U8)));
+            }
+            for ((shape, x), name) in self.mx_dequant_scales(v).into_iter().zip(["qkv_w_scale", "qkv_in_scale"]) {
+                kw.push((name, Arg::Tensor(shape, x, Dtype::F32)));
             }
         }
         if let (Some(kv), Some([k_cache, v_cache, k_scale, v_scale, slots])) = (self.kv, self.kv_args(v)) {
@@ -570,17 +632,29 @@ impl Config {
                 kw.extend([("use_block_kv", Arg::Bool(true)), ("block_size", Arg::Int(block_size as i64)), ("slot_mapping", slots)]);
             }
         }
-        (vec![t(vec![b, s, h], &self.input_rows(v)), self.weight_arg(v, dtype)], kw)
+        let x = Arg::Tensor(vec![b, s, h], self.input_rows(v), self.input_dtype(dtype));
+        (vec![x, self.weight_arg(v, dtype)], kw)
     }
 
-    /// Inputs and caches rounded to `dtype` (not the fp8 weights nor the fp32 scales).
+    /// Inputs and caches rounded to `dtype` (not the fp8 weights nor the fp32
+    /// scales; the input to the float8 input's dtype).
     pub(crate) fn inputs_in(&self, dtype: Dtype) -> (Vec<Vec<f64>>, Caches) {
         let keep = |k: usize| (k == 3 && (self.static_scale_rows > 0 || self.mx.is_some())) || k > 7;
+        let round = |k: usize| if k == 0 { self.input_dtype(dtype) } else { dtype };
         let v: Vec<Vec<f64>> =
-            self.inputs().iter().enumerate().map(|(k, x)| if keep(k) { x.clone() } else { as_dtype(x, dtype) }).collect();
+            self.inputs().iter().enumerate().map(|(k, x)| if keep(k) { x.clone() } else { as_dtype(x, round(k)) }).collect();
         let (cos, sin) = self.caches(&self.inputs());
         (v, (as_dtype(&cos, dtype), as_dtype(&sin, dtype)))
     }
+}
+
+/// The largest finite `float8_e4m3fn` (the static dequantization's clip bound on trn3).
+const E4M3FN_MAX: f64 = 448.0;
+
+/// MX's weight layout: `MX_INTERLEAVED` for the DMA-transpose forms, else
+/// `MX_CONTIGUOUS` (the member and its name).
+pub(crate) fn mx_layout(mx: &MxForm) -> (QKVWeightLayout, &'static str) {
+    if mx.interleaved() { (QKVWeightLayout::MX_INTERLEAVED, "MX_INTERLEAVED") } else { (QKVWeightLayout::MX_CONTIGUOUS, "MX_CONTIGUOUS") }
 }
 
 /// The tensor of a tensor argument (packed x4 values as their words).
@@ -735,6 +809,11 @@ fn qkv_cte_rules_refuse_by_name() {
         swizzled: false,
         normalized: true,
         fused_residual_add: false,
+        fp8_input: false,
+        bf16_input: true,
+        dma_transpose_off: false,
+        qkv_w_scale: [0, 0],
+        qkv_in_scale: [0, 0],
     };
     assert_eq!(qkv_cte_violation(ok), None);
     let cases = [

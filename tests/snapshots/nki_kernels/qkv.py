@@ -9,6 +9,7 @@ from .common_types import QKVOutputLayout
 from .common_types import QKVWeightLayout
 from .common_types import QuantizationType
 from .qkv_cte import qkv_cte
+from .qkv_cte_utils import is_float8_input
 from .qkv_tkg import qkv_tkg
 
 
@@ -30,7 +31,7 @@ def qkv(input, fused_qkv_weights, output_layout=QKVOutputLayout.BSD, bias=None, 
     assert isinstance(quantization_type, QuantizationType), f"qkv: quantization_type={quantization_type!r} is not a QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)"
     assert isinstance(fused_norm_type, NormType), f"qkv: fused_norm_type={fused_norm_type!r} is not a NormType member (NO_NORM, RMS_NORM, LAYER_NORM, RMS_NORM_SKIP_GAMMA)"
     assert isinstance(weight_layout, QKVWeightLayout), f"qkv: weight_layout={weight_layout!r} is not a QKVWeightLayout member (CONTIGUOUS, MX_CONTIGUOUS, MX_INTERLEAVED)"
-    assert input.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv takes input as float32, bfloat16 or float16"
+    assert input.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3, nl.float8_e4m3fn), "qkv takes input as float32, bfloat16, float16, float8_e4m3 or float8_e4m3fn"
     assert fused_qkv_weights.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3, nl.float8_e4m3fn_x4), "qkv takes fused_qkv_weights as float32, bfloat16, float16, float8_e4m3 or float8_e4m3fn_x4"
     assert bias is None or bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv takes bias as float32, bfloat16 or float16"
     assert qkv_w_scale is None or qkv_w_scale.dtype in (nl.float32, nl.uint8), "qkv takes qkv_w_scale as float32 or uint8"
@@ -54,5 +55,7 @@ def qkv(input, fused_qkv_weights, output_layout=QKVOutputLayout.BSD, bias=None, 
         return out
     (cos_cache, sin_cache, k_cache, v_cache, k_scale, v_scale, fp8_max, fp8_min, kv_dtype, use_block_kv, block_size)
     (slot_mapping, use_auto_allocation, load_input_with_DMA_transpose, weight_layout)
+    dtype = input.dtype
+    assert not is_float8_input(dtype), f"qkv: a float8 input takes the context-encoding path (qkv_cte's MX_INTERLEAVED forms), got {dtype} with B = {b}, S = {s}"
     out = qkv_tkg(input, fused_qkv_weights, norm_w=gamma_norm_weights, fused_add=fused_residual_add, mlp_prev=mlp_prev, attn_prev=attention_prev, d_head=d_head, num_kv_heads=num_kv_heads, num_q_heads=num_q_heads, output_layout=output_layout, eps=norm_eps, norm_type=fused_norm_type, quantization_type=quantization_type, is_h_dim_4h_transposed=is_h_dim_4h_transposed, qkv_w_scale=qkv_w_scale, qkv_in_scale=qkv_in_scale, output_in_sbuf=store_output_in_sbuf, qkv_bias=bias, norm_bias=layer_norm_bias, hidden_actual=hidden_actual)
     return out

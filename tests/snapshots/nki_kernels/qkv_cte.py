@@ -93,14 +93,14 @@ def qkv_cte(input, fused_qkv_weights, output_layout=QKVOutputLayout.BSD, bias=No
     """The fused QKV projection of `input` `[B, S, H]` with
     `fused_qkv_weights` `[H, I]` for prefill (see the module docs).
     Returns `[B, S, I]` (BSD) or `[I/d_head, B, S, d_head]` (NBSd) in the
-    input's dtype (bfloat16 with STATIC); with the fp8 KV-cache outputs,
+    input's dtype (bfloat16 with STATIC or float8 input); with the fp8 KV-cache outputs,
     Q `[B, S, q_dim]` in the input's dtype and the updated caches.
     """
     assert isinstance(output_layout, QKVOutputLayout), f"qkv_cte: output_layout={output_layout!r} is not a QKVOutputLayout member (BSD, NBSd, NBdS)"
     assert isinstance(fused_norm_type, NormType), f"qkv_cte: fused_norm_type={fused_norm_type!r} is not a NormType member (NO_NORM, RMS_NORM, LAYER_NORM, RMS_NORM_SKIP_GAMMA)"
     assert isinstance(quantization_type, QuantizationType), f"qkv_cte: quantization_type={quantization_type!r} is not a QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)"
     assert isinstance(weight_layout, QKVWeightLayout), f"qkv_cte: weight_layout={weight_layout!r} is not a QKVWeightLayout member (CONTIGUOUS, MX_CONTIGUOUS, MX_INTERLEAVED)"
-    assert input.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_cte takes input as float32, bfloat16 or float16"
+    assert input.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3, nl.float8_e4m3fn), "qkv_cte takes input as float32, bfloat16, float16, float8_e4m3 or float8_e4m3fn"
     assert fused_qkv_weights.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3, nl.float8_e4m3fn_x4), "qkv_cte takes fused_qkv_weights as float32, bfloat16, float16, float8_e4m3 or float8_e4m3fn_x4"
     assert bias is None or bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_cte takes bias as float32, bfloat16 or float16"
     assert mlp_prev is None or mlp_prev.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_cte takes mlp_prev as float32, bfloat16 or float16"
@@ -116,16 +116,15 @@ def qkv_cte(input, fused_qkv_weights, output_layout=QKVOutputLayout.BSD, bias=No
     assert slot_mapping is None or slot_mapping.dtype in (nl.int32,), "qkv_cte takes slot_mapping as int32"
     assert qkv_w_scale is None or qkv_w_scale.dtype in (nl.float32, nl.uint8), "qkv_cte takes qkv_w_scale as float32 or uint8"
     assert qkv_in_scale is None or qkv_in_scale.dtype in (nl.float32,), "qkv_cte takes qkv_in_scale as float32"
-    (use_auto_allocation, load_input_with_DMA_transpose)
     validate_unsupported_options(quantization_type, store_output_in_sbuf, weight_layout)
     assert input.ndim == 3, f"qkv_cte: input must be [B, S, H] in HBM, got {input.ndim} dims"
-    args = QkvCteUserInput(input=input, fused_qkv_weights=fused_qkv_weights, output_layout=output_layout, bias=bias, fused_residual_add=fused_residual_add, mlp_prev=mlp_prev, attention_prev=attention_prev, fused_norm_type=fused_norm_type, gamma_norm_weights=gamma_norm_weights, layer_norm_bias=layer_norm_bias, hidden_actual=hidden_actual if hidden_actual is not None else input.shape[2], fused_rope=fused_rope, cos_cache=cos_cache, sin_cache=sin_cache, d_head=d_head if d_head is not None else 0, num_q_heads=num_q_heads if num_q_heads is not None else 0, num_kv_heads=num_kv_heads if num_kv_heads is not None else 0, quantization_type=quantization_type, is_input_swizzled=is_input_swizzled)
+    args = QkvCteUserInput(input=input, fused_qkv_weights=fused_qkv_weights, output_layout=output_layout, bias=bias, fused_residual_add=fused_residual_add, mlp_prev=mlp_prev, attention_prev=attention_prev, fused_norm_type=fused_norm_type, gamma_norm_weights=gamma_norm_weights, layer_norm_bias=layer_norm_bias, hidden_actual=hidden_actual if hidden_actual is not None else input.shape[2], fused_rope=fused_rope, cos_cache=cos_cache, sin_cache=sin_cache, d_head=d_head if d_head is not None else 0, num_q_heads=num_q_heads if num_q_heads is not None else 0, num_kv_heads=num_kv_heads if num_kv_heads is not None else 0, quantization_type=quantization_type, is_input_swizzled=is_input_swizzled, load_input_with_DMA_transpose=load_input_with_DMA_transpose, weight_layout=weight_layout)
     validate_user_inputs(args)
     scales = QkvQuantScales(qkv_w_scale=qkv_w_scale, qkv_in_scale=qkv_in_scale)
     validate_static_quantization(args, quantization_type, scales)
     kv = QkvKvCacheArgs(k_cache=k_cache, v_cache=v_cache, k_scale=k_scale, v_scale=v_scale, use_block_kv=use_block_kv, block_size=block_size if block_size is not None else 0, slot_mapping=slot_mapping)
     validate_kv_cache(args, kv)
-    validate_mx_quantization(args, scales, kv, weight_layout)
+    validate_mx_quantization(args, scales, kv)
     kv_tile_dtype = kv_dtype if kv_dtype is not None else input.dtype
     kv_dtype_max = max_positive_value_for_dtype(kv_tile_dtype)
     assert kv_dtype_max > 0.0 or k_scale is None or (fp8_max is not None and fp8_min is not None), f"qkv_cte: fp8_max and fp8_min must be given when kv_dtype is not float8_e4m3 or float8_e5m2, got kv_dtype {kv_tile_dtype}"
@@ -133,11 +132,11 @@ def qkv_cte(input, fused_qkv_weights, output_layout=QKVOutputLayout.BSD, bias=No
     grid = nl.program_ndim() == 1
     num_shards = nl.num_programs(axes=0) if grid else 1
     shard_id = nl.program_id(axis=0) if grid else 0
-    cfg = build_config(args, kv, quantization_type, num_shards, kv_tile_dtype, kv_max, kv_min)
+    cfg = build_config(args, kv, quantization_type, num_shards, kv_tile_dtype, kv_max, kv_min, qkv_in_scale is not None)
     dims = get_tensor_dimensions(args, cfg, num_shards, shard_id)
     b, s, h, i, d = (dims.b, dims.s, dims.h, dims.i, dims.d_head)
     nbsd = output_layout == QKVOutputLayout.NBSd
-    out_dtype = nl.bfloat16 if cfg.static_quant else input.dtype
+    out_dtype = nl.bfloat16 if cfg.static_quant or cfg.fp8_input else input.dtype
     output = nl.ndarray(shape=(dims.b_orig, dims.s_orig, dims.q_dim), dtype=input.dtype, buffer=nl.shared_hbm) if cfg.use_kv_quantization else nl.ndarray(shape=(dims.num_heads, dims.b_orig, dims.s_orig, d), dtype=out_dtype, buffer=nl.shared_hbm) if nbsd else nl.ndarray(shape=(dims.b_orig, dims.s_orig, i), dtype=out_dtype, buffer=nl.shared_hbm)
     out_cols = dims.q_dim if cfg.use_kv_quantization else i
     io = QkvCteTensors(input=input.reshape(shape=(b, s, h)), weights=fused_qkv_weights, output=output.reshape(shape=(dims.num_heads, b, s, d)) if nbsd else output.reshape(shape=(b, s, out_cols)), mlp_prev=mlp_prev, attention_prev=attention_prev, cos_cache=cos_cache, sin_cache=sin_cache, k_cache=k_cache, v_cache=v_cache, slot_mapping=slot_mapping)

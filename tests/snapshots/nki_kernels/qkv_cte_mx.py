@@ -32,6 +32,53 @@ MX_NEUTRAL_SCALE = 127.0
 SWIZZLED_S_TILE_SIZE = 32
 
 
+# Two-value words per packed element (4 values) on the DMA-transpose
+# path: a row is as many half-rows of `H/4` words.
+WORDS_PER_MX_ELEMENT = 2
+
+
+def input_words(cfg, dims, io, b, s0, rows, t):
+    """The DMA-transpose path's source for hidden tile `t`: `rows` rows from
+    `s0` of batch `b` as `[2·rows, 128]` two-value words (16-bit for
+    float8 rows, 32-bit for bfloat16): half-row `2s + j`, word `p` holds
+    hidden `j·H/2 + t·256 + 2p + (0, 1)`.
+    """
+    half_row = dims.h // MX_PACK
+    word_dtype = nl.float16 if cfg.fp8_input else nl.float32
+    first = (b * dims.s + s0) * WORDS_PER_MX_ELEMENT * half_row + t * P_MAX
+    return io.input.ap(pattern=[[half_row, rows * WORDS_PER_MX_ELEMENT], [1, P_MAX]], offset=first, dtype=word_dtype)
+
+
+def dma_transpose_input_mx(cfg, dims, io, g, xq, xs, b, s0, c0, rows):
+    """Steps 1 and 2 on the DMA-transpose path: `rows` rows from `s0` of
+    batch `b` into columns `c0..` of the block's `xq` (and `xs`). A DMA
+    transpose of each hidden tile's words ([`input_words`]) puts row `s`'s
+    values `t·256 + 2p + (0, 1)` and `H/2 + t·256 + 2p + (0, 1)` in the two
+    words of packed element `[p, t, s]`: the `MX_INTERLEAVED` order.
+    Float8 rows are the packed codes (their neutral scales set by the
+    block); bfloat16 rows land in a staging tile of the packed layout, are
+    divided by the input scale and clipped to the fp8 range, then quantized.
+    """
+    tiles = dims.h // H_PER_MX_TILE
+    n = rows * WORDS_PER_MX_ELEMENT
+    if cfg.fp8_input:
+        cols = xq.shape[2] * WORDS_PER_MX_ELEMENT
+        for t in range(tiles):
+            dst = xq.ap(pattern=[[tiles * cols, P_MAX], [1, n]], offset=t * cols + c0 * WORDS_PER_MX_ELEMENT, dtype=nl.float16)
+            nisa.dma_transpose(dst=dst, src=input_words(cfg, dims, io, b, s0, rows, t))
+    else:
+        staging = nl.ndarray(shape=(P_MAX, tiles, P_MAX, MX_PACK), dtype=nl.bfloat16, buffer=nl.sbuf)
+        cols = P_MAX * WORDS_PER_MX_ELEMENT
+        for t in range(tiles):
+            dst = staging.ap(pattern=[[tiles * cols, P_MAX], [1, n]], offset=t * cols, dtype=nl.float32)
+            nisa.dma_transpose(dst=dst, src=input_words(cfg, dims, io, b, s0, rows, t))
+        x = staging[:, :, 0:rows, :]
+        fp8_max = cfg.fp8_max
+        nisa.tensor_scalar(dst=x, data=x, op0=nl.multiply, operand0=g.in_scale_sb, op1=nl.minimum, operand1=fp8_max)
+        nisa.tensor_scalar(dst=x, data=x, op0=nl.maximum, operand0=-fp8_max)
+        nisa.quantize_mx(dst=xq[:, :, c0:c0 + rows], src=x, dst_scale=xs[:, :, c0:c0 + rows])
+
+
 def load_swizzled_tile(cfg, dims, io, xt_tile, b, s0, rows):
     """Steps 1 and 2 for the pre-swizzled input: `rows` rows from `s0` of
     batch `b`, 32 at a time as `[rows·4, H/512, 128]`, each 512 hidden
@@ -93,12 +140,14 @@ def load_and_transpose_input_mx(cfg, dims, io, g, xt_tile, b, s0, rows):
         transpose_for_mx(cfg, dims, g, input_sb, mean_rstd, xt_tile, rows)
 
 
-def qkv_projection_mx(dims, io, qkv_w_scale, xq, xs, psum, rows):
+def qkv_projection_mx(cfg, dims, io, qkv_w_scale, xq, xs, psum, rows):
     """Step 4: the block's quantized rows (`xq`, `xs` `[128, H/512, tiles·128]`)
     times the packed weights, one packed tile per load, each S tile and
     512 columns of I accumulating in its own PSUM bank (with neutral
-    weight scales when `qkv_w_scale` is not given).
+    weight scales when `qkv_w_scale` is not given, or is the static
+    dequantization's per-Q/K/V scales).
     """
+    block_scales = qkv_w_scale is not None and not cfg.mx_static_dequant
     i, ni, tiles = (dims.i, dims.num_512_tiles_per_i, dims.h // H_PER_MX_TILE)
     w = io.weights.reshape(shape=(tiles, P_MAX, i)).permute(dims=(1, 0, 2))
     neutral_sb = nl.ndarray(shape=(P_MAX, PSUM_FMAX), dtype=nl.uint8, buffer=nl.sbuf)
@@ -108,15 +157,16 @@ def qkv_projection_mx(dims, io, qkv_w_scale, xq, xs, psum, rows):
         ws_sb = nl.ndarray(shape=(P_MAX, 1, i), dtype=nl.uint8, buffer=nl.sbuf)
         if qkv_w_scale is not None:
             scales = qkv_w_scale
-            ws = scales.reshape(shape=(tiles, NUM_QUADRANTS, SCALES_PER_QUADRANT, i))
-            load_mx_weight_block(w, ws, w_sb, ws_sb, t, 1)
-        else:
+            if block_scales:
+                ws = scales.reshape(shape=(tiles, NUM_QUADRANTS, SCALES_PER_QUADRANT, i))
+                load_mx_weight_block(w, ws, w_sb, ws_sb, t, 1)
+        if not block_scales:
             nisa.dma_copy(dst=w_sb, src=w[:, t:t + 1, :])
         for st in range(-(-rows // P_MAX)):
             r0, r = (st * P_MAX, min(rows - st * P_MAX, P_MAX))
             for k in range(ni):
                 i0, iw = (k * PSUM_FMAX, min(i - k * PSUM_FMAX, PSUM_FMAX))
-                moving_scale = ws_sb[:, 0, i0:i0 + iw] if qkv_w_scale is not None else neutral_sb[:, 0:iw]
+                moving_scale = ws_sb[:, 0, i0:i0 + iw] if block_scales else neutral_sb[:, 0:iw]
                 nisa.nc_matmul_mx(dst=psum[0:r, st * ni + k, 0:iw], stationary=xq[:, t, r0:r0 + r], moving=w_sb[:, 0, i0:i0 + iw], stationary_scale=xs[:, t, r0:r0 + r], moving_scale=moving_scale)
 
 
@@ -129,12 +179,17 @@ def qkv_cte_mx_block(cfg, dims, io, g, qkv_w_scale, b, r0, rows):
     s0 = dims.s_shard_offset + r0
     xq = nl.ndarray(shape=(P_MAX, h_tiles, tiles * P_MAX), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
     xs = nl.ndarray(shape=(P_MAX, h_tiles, tiles * P_MAX), dtype=nl.uint8, buffer=nl.sbuf)
+    if cfg.fp8_input:
+        nisa.memset(dst=xs, value=MX_NEUTRAL_SCALE)
     for t in range(tiles):
         c0, r = (t * P_MAX, min(rows - t * P_MAX, P_MAX))
-        xt = nl.ndarray(shape=(P_MAX, h_tiles, P_MAX, MX_PACK), dtype=cfg.compute_mm_dtype, buffer=nl.sbuf)
-        xt_tile = xt[:, :, 0:r, :]
-        load_and_transpose_input_mx(cfg, dims, io, g, xt_tile, b, s0 + c0, r)
-        nisa.quantize_mx(dst=xq[:, :, c0:c0 + r], src=xt_tile, dst_scale=xs[:, :, c0:c0 + r])
+        if cfg.mx_dma_transpose:
+            dma_transpose_input_mx(cfg, dims, io, g, xq, xs, b, s0 + c0, c0, r)
+        else:
+            xt = nl.ndarray(shape=(P_MAX, h_tiles, P_MAX, MX_PACK), dtype=cfg.compute_mm_dtype, buffer=nl.sbuf)
+            xt_tile = xt[:, :, 0:r, :]
+            load_and_transpose_input_mx(cfg, dims, io, g, xt_tile, b, s0 + c0, r)
+            nisa.quantize_mx(dst=xq[:, :, c0:c0 + r], src=xt_tile, dst_scale=xs[:, :, c0:c0 + r])
     psum = nl.ndarray(shape=(P_MAX, NUM_HW_PSUM_BANKS, PSUM_FMAX), dtype=nl.float32, buffer=nl.psum)
-    qkv_projection_mx(dims, io, qkv_w_scale, xq, xs, psum, rows)
+    qkv_projection_mx(cfg, dims, io, qkv_w_scale, xq, xs, psum, rows)
     evict_and_store_block(cfg, dims, io, g, psum, b, s0, rows)

@@ -36,7 +36,7 @@ def copy_head_from_psum(cfg, dims, g, dst, psum, t, head, rows):
     bank = t * dims.num_512_tiles_per_i + head // heads_per_bank
     c0 = head % heads_per_bank * d
     src = psum[0:rows, bank, c0:c0 + d]
-    if cfg.static_quant:
+    if cfg.static_quant or cfg.mx_static_dequant:
         seg = 0 if head < dims.num_q_heads else 1 if head < dims.num_q_heads + dims.num_kv_heads else 2
         dequantize_apply_bias(cfg, g, dst, src, seg, head * d, rows)
     elif cfg.add_bias:
@@ -78,6 +78,23 @@ def copy_psum_to_sbuf_apply_rope_and_bias(cfg, dims, io, g, out_sb, psum, t, b, 
         nisa.tensor_tensor(dst=out_sb[0:rows, head * d:(head + 1) * d], data1=x, data2=rope_sb[0:rows, d:2 * d], op=nl.add)
     for head in range(dims.num_q_heads + dims.num_kv_heads, dims.num_heads):
         copy_head_from_psum(cfg, dims, g, out_sb[0:rows, head * d:(head + 1) * d], psum, t, head, rows)
+
+
+def evict_psum_to_sbuf_static_dequant_apply_bias(cfg, dims, g, out_sb, psum, t, rows):
+    """The library's `_evict_psum_to_sbuf_static_dequant_apply_bias` (step 5
+    of MX with `qkv_in_scale`): S tile `t`'s PSUM banks times each Q, K
+    and V segment's factor (plus the bias) straight into `out_sb`, the
+    banks a segment boundary crosses in two pieces (one rounding of the
+    fp32 sums).
+    """
+    q, kv, ni = (dims.q_dim, dims.kv_dim, dims.num_512_tiles_per_i)
+    for seg in range(NUM_QKV_SEGMENTS):
+        c0 = 0 if seg == 0 else q + (seg - 1) * kv
+        c1 = q + seg * kv
+        for k in range(c0 // PSUM_FMAX, (c1 - 1) // PSUM_FMAX + 1):
+            a, z = (max(c0, k * PSUM_FMAX), min(c1, (k + 1) * PSUM_FMAX))
+            src = psum[0:rows, t * ni + k, a - k * PSUM_FMAX:z - k * PSUM_FMAX]
+            dequantize_apply_bias(cfg, g, out_sb[0:rows, a:z], src, seg, a, rows)
 
 
 def evict_psum_to_sbuf_apply_bias(cfg, dims, g, out_sb, psum, t, rows):
@@ -127,6 +144,8 @@ def evict_and_store_block(cfg, dims, io, g, psum, b, s0, rows):
         o = out_sb[:, t, :]
         if cfg.fused_rope:
             copy_psum_to_sbuf_apply_rope_and_bias(cfg, dims, io, g, o, psum, t, b, s0 + t * P_MAX, r)
+        elif cfg.mx_static_dequant:
+            evict_psum_to_sbuf_static_dequant_apply_bias(cfg, dims, g, o, psum, t, r)
         else:
             evict_psum_to_sbuf_apply_bias(cfg, dims, g, o, psum, t, r)
         if cfg.use_kv_quantization:

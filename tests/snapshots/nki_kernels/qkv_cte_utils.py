@@ -8,6 +8,7 @@ import nki.isa as nisa
 import nki.collectives as ncc
 from .common_types import NormType
 from .common_types import QKVOutputLayout
+from .common_types import QKVWeightLayout
 from .common_types import QuantizationType
 from .qkv_cte_constants import FP8_E4M3_MAX
 from .qkv_cte_constants import FP8_E4M3_MAX_GEN4
@@ -64,6 +65,10 @@ class QkvCteUserInput(nl.NKIObject):
     "NONE, STATIC or MX."
     is_input_swizzled: bool
     "MX: the input is pre-swizzled."
+    load_input_with_DMA_transpose: bool
+    "The library's DMA-transpose option (MX: float8 input and `qkv_in_scale` need it)."
+    weight_layout: QKVWeightLayout
+    "The weights' layout (MX: `MX_INTERLEAVED` on the DMA-transpose path)."
 
 
 @dataclass
@@ -124,10 +129,16 @@ class QkvCteConfig(nl.NKIObject):
     "MX quantization: packed `[H/4, I]` weights, the rows quantized by `quantize_mx`."
     is_input_swizzled: bool
     "MX: the input is pre-swizzled (each row's `[H/512, 128, 4]` stored as `[4, H/512, 128]`)."
+    mx_dma_transpose: bool
+    "MX: the rows moved into the packed layout by DMA transposes of 2-value words (float8 input, or `qkv_in_scale`), `MX_INTERLEAVED` weights."
+    mx_static_dequant: bool
+    "MX with `qkv_in_scale`: 16-bit rows divided by the input scale before `quantize_mx`, Q/K/V times their weight scale and the input scale."
+    fp8_input: bool
+    "The input is float8 (MX: already quantized, its block scales neutral)."
     input_dtype: object
     "The input's dtype."
     compute_mm_dtype: object
-    "The matmul operands' dtype: bfloat16 for fp32 input, else the input's (float8_e4m3 with STATIC)."
+    "The matmul operands' dtype: bfloat16 for fp32 and float8 input, else the input's (float8_e4m3 with STATIC)."
     input_sb_dtype: object
     "The transposed rows' dtype: the compute dtype, the input's with STATIC."
     output_sb_dtype: object
@@ -248,6 +259,11 @@ class QkvCteGlobals(nl.NKIObject):
     "The V cache's scale, `[128, 1]` fp32."
 
 
+def is_float8_input(dtype):
+    """Whether `dtype` is a float8 input dtype (`float8_e4m3` or `float8_e4m3fn`)."""
+    return dtype == nl.float8_e4m3 or dtype == nl.float8_e4m3fn
+
+
 def max_positive_value_for_dtype(dtype):
     """`dtype`'s largest finite value for the fp8 dtypes, 0 for the others."""
     fp8_e4m3 = FP8_E4M3_MAX if dtype == nl.float8_e4m3 else 0.0
@@ -255,14 +271,18 @@ def max_positive_value_for_dtype(dtype):
     return fp8_e4m3 + fp8_e5m2
 
 
-def build_config(args, kv, quantization_type, num_shards, kv_dtype, kv_max, kv_min):
+def build_config(args, kv, quantization_type, num_shards, kv_dtype, kv_max, kv_min, has_in_scale):
     """The library's `_build_config`. `kv_dtype`, `kv_max` and `kv_min` are
-    the KV-cache outputs' tile dtype and clip bounds. Non-block caches are
-    `[B, max_seq_len, kv_dim]`: their batches are not folded.
+    the KV-cache outputs' tile dtype and clip bounds, `has_in_scale` whether
+    `qkv_in_scale` is given. Non-block caches are `[B, max_seq_len,
+    kv_dim]`: their batches are not folded. The checks have made
+    `MX_INTERLEAVED` weights mean the DMA-transpose MX path.
     """
     dtype = args.input.dtype
     static_quant = quantization_type == QuantizationType.STATIC
-    float_dtype = nl.bfloat16 if dtype == nl.float32 else dtype
+    mx_quant = quantization_type == QuantizationType.MX
+    fp8_input = is_float8_input(dtype)
+    float_dtype = nl.bfloat16 if dtype == nl.float32 or fp8_input else dtype
     compute_mm_dtype = QUANT_DTYPE if static_quant else float_dtype
     gen2 = nisa.get_nc_version() == nisa.nc_version.gen2
     psum_transpose_dtype = nl.float32 if gen2 else nl.bfloat16 if static_quant else compute_mm_dtype
@@ -270,7 +290,7 @@ def build_config(args, kv, quantization_type, num_shards, kv_dtype, kv_max, kv_m
     norm = args.fused_norm_type
     use_kv_quantization = kv.k_scale is not None and kv.v_scale is not None
     fold = args.input.shape[1] < S_THRESHOLD_FOR_RESHAPE * num_shards
-    return QkvCteConfig(output_layout=args.output_layout, add_bias=args.bias is not None, fused_residual_add=args.fused_residual_add, fused_norm_type=norm, apply_gamma=norm == NormType.RMS_NORM or norm == NormType.LAYER_NORM, add_layer_norm_bias=args.layer_norm_bias is not None, fused_rope=args.fused_rope, static_quant=static_quant, mx_quant=quantization_type == QuantizationType.MX, is_input_swizzled=args.is_input_swizzled, input_dtype=dtype, compute_mm_dtype=compute_mm_dtype, input_sb_dtype=dtype if static_quant else compute_mm_dtype, output_sb_dtype=nl.bfloat16 if static_quant else compute_mm_dtype, fp8_max=FP8_E4M3_MAX_GEN4 if gen4 else FP8_E4M3_MAX, act_dtype=nl.float32, psum_transpose_dtype=psum_transpose_dtype, use_BxS_input_reshape=fold and (kv.use_block_kv or not use_kv_quantization), use_kv_quantization=use_kv_quantization, use_block_kv=kv.use_block_kv, kv_dtype=kv_dtype, kv_max=kv_max, kv_min=kv_min)
+    return QkvCteConfig(output_layout=args.output_layout, add_bias=args.bias is not None, fused_residual_add=args.fused_residual_add, fused_norm_type=norm, apply_gamma=norm == NormType.RMS_NORM or norm == NormType.LAYER_NORM, add_layer_norm_bias=args.layer_norm_bias is not None, fused_rope=args.fused_rope, static_quant=static_quant, mx_quant=mx_quant, is_input_swizzled=args.is_input_swizzled, mx_dma_transpose=mx_quant and args.weight_layout == QKVWeightLayout.MX_INTERLEAVED, mx_static_dequant=mx_quant and has_in_scale, fp8_input=fp8_input, input_dtype=dtype, compute_mm_dtype=compute_mm_dtype, input_sb_dtype=dtype if static_quant else compute_mm_dtype, output_sb_dtype=nl.bfloat16 if static_quant else compute_mm_dtype, fp8_max=FP8_E4M3_MAX_GEN4 if gen4 else FP8_E4M3_MAX, act_dtype=nl.float32, psum_transpose_dtype=psum_transpose_dtype, use_BxS_input_reshape=fold and (kv.use_block_kv or not use_kv_quantization), use_kv_quantization=use_kv_quantization, use_block_kv=kv.use_block_kv, kv_dtype=kv_dtype, kv_max=kv_max, kv_min=kv_min)
 
 
 def get_tensor_dimensions(args, cfg, num_shards, shard_id):

@@ -21,6 +21,7 @@ from .qkv_cte_mx import H_PER_MX_TILE
 from .qkv_cte_utils import QkvCteUserInput
 from .qkv_cte_utils import QkvKvCacheArgs
 from .qkv_cte_utils import QkvQuantScales
+from .qkv_cte_utils import is_float8_input
 
 
 def validate_unsupported_options(quantization_type, store_output_in_sbuf, weight_layout):
@@ -182,7 +183,36 @@ def validate_kv_cache(args, kv):
             validate_kv_cache_shape(kv, vc, b, s, nkv * d)
 
 
-def validate_mx_quantization(args, scales, kv, weight_layout):
+def validate_mx_dma_transpose(args, scales):
+    """MX's two paths: the DMA-transpose one (float8 input, or the static
+    dequantization scales `qkv_in_scale`) with `MX_INTERLEAVED` weights,
+    the on-chip transposes with `MX_CONTIGUOUS` weights.
+    """
+    dtype = args.input.dtype
+    fp8_input = is_float8_input(dtype)
+    in_scale = scales.qkv_in_scale is not None
+    dma_path = fp8_input or in_scale
+    fused = args.fused_norm_type != NormType.NO_NORM or args.fused_residual_add or args.is_input_swizzled
+    assert not dma_path or not fused, "qkv_cte: float8 input and qkv_in_scale with MX quantization take neither a norm, fused_residual_add nor is_input_swizzled"
+    assert not dma_path or args.load_input_with_DMA_transpose, "qkv_cte: float8 input and qkv_in_scale with MX quantization need load_input_with_DMA_transpose=True"
+    assert not in_scale or fp8_input or dtype == nl.bfloat16, f"qkv_cte: qkv_in_scale with MX quantization takes a bfloat16 or float8 input, got {dtype}"
+    w_scale, in_scale_t = (scales.qkv_w_scale, scales.qkv_in_scale)
+    if in_scale_t is not None:
+        ins = in_scale_t
+        assert w_scale is not None, "qkv_cte: qkv_in_scale with MX quantization needs qkv_w_scale [1, 3] or [128, 3]"
+        if w_scale is not None:
+            ws = w_scale
+            wr = ws.shape[0]
+            assert ws.dtype == nl.float32 and ws.ndim == 2 and (wr == 1 or wr == P_MAX) and ws.shape[1] == NUM_QKV_SEGMENTS, f"qkv_cte: qkv_in_scale with MX quantization needs qkv_w_scale float32 [1, 3] or [128, 3], got {ws.dtype} {ws.shape}"
+        r = ins.shape[0]
+        assert ins.ndim == 2 and (r == 1 or r == P_MAX) and ins.shape[1] == 1, f"qkv_cte: qkv_in_scale with MX quantization must be [1, 1] or [128, 1], got {ins.shape}"
+        assert args.d_head > 0 and args.num_q_heads > 0 and args.num_kv_heads > 0, "qkv_cte: qkv_in_scale with MX quantization needs d_head, num_q_heads and num_kv_heads"
+    layout = args.weight_layout
+    assert not dma_path or layout == QKVWeightLayout.MX_INTERLEAVED, f"qkv_cte: float8 input and qkv_in_scale with MX quantization need weight_layout MX_INTERLEAVED (the DMA-transpose path), got {layout}"
+    assert dma_path or layout == QKVWeightLayout.MX_CONTIGUOUS, f"qkv_cte: MX quantization without float8 input or qkv_in_scale needs weight_layout MX_CONTIGUOUS, got {layout}"
+
+
+def validate_mx_quantization(args, scales, kv):
     """MX quantization's inputs (the library's MX checks, and the MX forms
     this port refuses), by parameter name; `is_input_swizzled` is MX's.
     """
@@ -190,6 +220,9 @@ def validate_mx_quantization(args, scales, kv, weight_layout):
     norm = args.fused_norm_type != NormType.NO_NORM
     assert not args.is_input_swizzled or mx, "qkv_cte: is_input_swizzled is only supported with MX quantization"
     assert not args.is_input_swizzled or (not norm and not args.fused_residual_add), "qkv_cte: is_input_swizzled supports neither a norm nor fused_residual_add"
+    dtype = args.input.dtype
+    fp8_input = is_float8_input(dtype)
+    assert not fp8_input or mx, f"qkv_cte: a float8 input needs quantization_type MX, got {dtype}"
     w = args.fused_qkv_weights
     assert mx == (w.dtype == nl.float8_e4m3fn_x4), f"qkv_cte: fused_qkv_weights must be float8_e4m3fn_x4 exactly when quantization_type is MX, got {w.dtype}"
     if mx:
@@ -198,11 +231,10 @@ def validate_mx_quantization(args, scales, kv, weight_layout):
         programs = nl.num_programs(axes=0) if nl.program_ndim() == 1 else 1
         assert h % H_PER_MX_TILE == 0, f"qkv_cte: H = {h} must be a multiple of 512 for MX quantization"
         assert s // programs % 2 == 0, f"qkv_cte: S / programs = {s // programs} must be even for MX quantization"
-        assert weight_layout == QKVWeightLayout.MX_CONTIGUOUS, f"qkv_cte: weight_layout must be MX_CONTIGUOUS for MX quantization (the MX_INTERLEAVED DMA-transpose forms are not implemented), got {weight_layout}"
-        assert scales.qkv_in_scale is None, "qkv_cte: qkv_in_scale is not supported with MX quantization (static dequantization through MX is not implemented)"
+        validate_mx_dma_transpose(args, scales)
         assert kv.k_scale is None and kv.v_scale is None, "qkv_cte: the fp8 KV-cache outputs are not supported with MX quantization"
         w_scale = scales.qkv_w_scale
         if w_scale is not None:
             ws = w_scale
             i = w.shape[1]
-            assert ws.dtype == nl.uint8 and ws.ndim == 2 and ws.shape[0] == h // SCALE_GROUP_SIZE and ws.shape[1] == i, f"qkv_cte: qkv_w_scale must be uint8 [H / 32, I] = [{h // SCALE_GROUP_SIZE}, {i}] for MX quantization, got {ws.dtype} {ws.shape}"
+            assert scales.qkv_in_scale is not None or (ws.dtype == nl.uint8 and ws.ndim == 2 and ws.shape[0] == h // SCALE_GROUP_SIZE and ws.shape[1] == i), f"qkv_cte: qkv_w_scale must be uint8 [H / 32, I] = [{h // SCALE_GROUP_SIZE}, {i}] for MX quantization, got {ws.dtype} {ws.shape}"

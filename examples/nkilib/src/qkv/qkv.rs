@@ -15,7 +15,7 @@
 //! `fused_residual_add`; `qkv_cte` returns the projection alone, or with the
 //! fp8 KV-cache outputs Q and the updated K and V caches. MX weights
 //! (`float8_e4m3fn_x4` with `uint8` block scales) go to either kernel's MX
-//! form.
+//! form; a float8 input (MX with `MX_INTERLEAVED` weights) only to `qkv_cte`.
 
 // The library's parameter `load_input_with_DMA_transpose` keeps its spelling.
 #![allow(non_snake_case)]
@@ -28,6 +28,7 @@ pub use kernel::*;
 #[nki_module]
 pub mod kernel {
     use crate::qkv::qkv_cte::qkv_cte;
+    use crate::qkv::qkv_cte::qkv_cte_utils::is_float8_input;
     use crate::qkv::qkv_tkg::qkv_tkg;
     pub use crate::utils::common_types::{NormType, QKVOutputLayout, QKVWeightLayout, QuantizationType};
     use nki::prelude::*;
@@ -42,7 +43,7 @@ pub mod kernel {
     /// module docs).
     #[nki_kernel]
     pub fn qkv(
-        #[dtypes(float32, bfloat16, float16)] input: Hbm,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3, float8_e4m3fn)] input: Hbm,
         #[dtypes(float32, bfloat16, float16, float8_e4m3, float8_e4m3fn_x4)] fused_qkv_weights: Hbm,
         #[default(QKVOutputLayout::BSD)] output_layout: QKVOutputLayout,
         #[dtypes(float32, bfloat16, float16)] bias: Option<Hbm>,
@@ -125,6 +126,11 @@ pub mod kernel {
         }
         let _ = (cos_cache, sin_cache, k_cache, v_cache, k_scale, v_scale, fp8_max, fp8_min, kv_dtype, use_block_kv, block_size);
         let _ = (slot_mapping, use_auto_allocation, load_input_with_DMA_transpose, weight_layout);
+        let dtype = input.dtype();
+        assert!(
+            !is_float8_input(dtype),
+            "qkv: a float8 input takes the context-encoding path (qkv_cte's MX_INTERLEAVED forms), got {dtype} with B = {b}, S = {s}"
+        );
         let out: Outputs = qkv_tkg(
             input,
             fused_qkv_weights,

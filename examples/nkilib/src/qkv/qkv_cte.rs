@@ -42,12 +42,13 @@
 //!
 //! The kernel takes the library's signature (the library's `sbm` SBUF
 //! allocator has no counterpart: tiles are placed by the compiler, so
-//! `use_auto_allocation` is taken and not read). The input is always
-//! transposed on the PE array: the library's DMA transpose (chosen by
+//! `use_auto_allocation` is taken and not read). Without MX the input is
+//! always transposed on the PE array: the library's DMA transpose (chosen by
 //! `load_input_with_DMA_transpose` for 16-bit input without norm or residual
 //! add) moves the same values, and the library documents the option as one it
-//! may ignore. The weights are loaded block by block (the library prefetches
-//! them all when SBUF space allows: the same values).
+//! may ignore. (MX's `MX_INTERLEAVED` forms need it: their DMA transposes
+//! define the weights' order.) The weights are loaded block by block (the
+//! library prefetches them all when SBUF space allows: the same values).
 //!
 //! `STATIC` quantization takes float8_e4m3 weights, the Q/K/V weight scales
 //! and an input scale. The fp8 KV-cache outputs (`k_scale` and `v_scale`
@@ -63,13 +64,20 @@
 //! the `MX_CONTIGUOUS` layout with `uint8` block scales `qkv_w_scale` `[H/32,
 //! I]` (or none: the neutral scale `2^0`), quantizes the normalised rows on
 //! chip and multiplies with `nc_matmul_mx`; `is_input_swizzled` takes the
-//! input pre-swizzled for it (see [`qkv_cte_mx`]). Its `MX_INTERLEAVED`
-//! forms (fp8 input moved by DMA transposes, and the static dequantization
-//! scales `qkv_in_scale`) and MX with the fp8 KV-cache outputs are refused by
-//! name. `ROW` (the library's `qkv_cte` has no path for it: a `ROW` call runs
-//! its float path without the scales), `STATIC_MX`, `ROW_MX` and
-//! `store_output_in_sbuf` are refused by name. The rules are
-//! [`qkv_cte_violation`].
+//! input pre-swizzled for it (see [`qkv_cte_mx`]). The `MX_INTERLEAVED`
+//! weights (the rows reordered as the library's `QKVWeightLayout` documents)
+//! go with the DMA-transpose path, for input without norm, residual add or
+//! swizzle: a `float8_e4m3`/`float8_e4m3fn` input multiplied as given (unit
+//! input scales; block scales `[H/32, I]` or none), and the static
+//! dequantization of a bfloat16 or float8 input (`qkv_in_scale` `[1, 1]` or
+//! `[128, 1]`, `qkv_w_scale` `[1, 3]` or `[128, 3]`, the heads given): the
+//! bfloat16 rows divided by the input scale and clipped to ±fp8_max before
+//! `quantize_mx`, Q, K and V times their weight scale and the input scale,
+//! then the bias and RoPE. Float8 input returns bfloat16. MX with the fp8
+//! KV-cache outputs is refused by name. `ROW` (the library's `qkv_cte` has
+//! no path for it: a `ROW` call runs its float path without the scales),
+//! `STATIC_MX`, `ROW_MX` and `store_output_in_sbuf` are refused by name. The
+//! rules are [`qkv_cte_violation`].
 
 // The library's parameter `load_input_with_DMA_transpose` keeps its spelling.
 #![allow(non_snake_case)]
@@ -113,9 +121,23 @@ pub enum QkvCteRule {
     MxHidden,
     /// MX quantization with an odd count of rows per program (`nc_matmul_mx` takes an even count).
     MxSeqShard,
-    /// MX quantization with `MX_INTERLEAVED` weights: the DMA-transpose forms
-    /// (fp8 input, static dequantization scales), not implemented.
+    /// The DMA-transpose MX path (float8 input or `qkv_in_scale`) with a norm,
+    /// the residual add or the pre-swizzled input (it moves the rows as stored).
+    MxDmaTransposeFusion,
+    /// Float8 input or `qkv_in_scale` with MX and `load_input_with_DMA_transpose=False`.
+    MxDmaTransposeOff,
+    /// `qkv_in_scale` with MX and an input neither bfloat16 nor float8 (the
+    /// DMA transpose moves 2-value words of 2 or 4 bytes).
+    MxStaticDequantInput,
+    /// `qkv_in_scale` with MX without `qkv_w_scale` `[1, 3]` or `[128, 3]` and
+    /// `qkv_in_scale` `[1, 1]` or `[128, 1]`.
+    MxStaticDequantScales,
+    /// `qkv_in_scale` with MX without `d_head` and the head counts (the Q/K/V segments).
+    MxStaticDequantHeads,
+    /// The DMA-transpose MX path without `MX_INTERLEAVED` weights.
     MxInterleaved,
+    /// MX without the DMA-transpose path and with `MX_INTERLEAVED` weights.
+    MxContiguous,
     /// MX quantization with the fp8 KV-cache outputs (the library's MX path does not write them).
     MxKvCache,
     /// `is_input_swizzled` without MX quantization.
@@ -139,9 +161,21 @@ impl QkvCteRule {
             QkvCteRule::KvCacheHeads => "qkv_cte: the fp8 KV-cache outputs need d_head, num_q_heads and num_kv_heads",
             QkvCteRule::MxHidden => "qkv_cte: H must be a multiple of 512 for MX quantization",
             QkvCteRule::MxSeqShard => "qkv_cte: S / programs must be even for MX quantization",
-            QkvCteRule::MxInterleaved => {
-                "qkv_cte: weight_layout must be MX_CONTIGUOUS for MX quantization (the MX_INTERLEAVED DMA-transpose forms are not implemented)"
+            QkvCteRule::MxDmaTransposeFusion => {
+                "qkv_cte: float8 input and qkv_in_scale with MX quantization take neither a norm, fused_residual_add nor is_input_swizzled"
             }
+            QkvCteRule::MxDmaTransposeOff => {
+                "qkv_cte: float8 input and qkv_in_scale with MX quantization need load_input_with_DMA_transpose=True"
+            }
+            QkvCteRule::MxStaticDequantInput => "qkv_cte: qkv_in_scale with MX quantization takes a bfloat16 or float8 input",
+            QkvCteRule::MxStaticDequantScales => {
+                "qkv_cte: qkv_in_scale with MX quantization needs qkv_w_scale [1, 3] or [128, 3] and qkv_in_scale [1, 1] or [128, 1]"
+            }
+            QkvCteRule::MxStaticDequantHeads => "qkv_cte: qkv_in_scale with MX quantization needs d_head, num_q_heads and num_kv_heads",
+            QkvCteRule::MxInterleaved => {
+                "qkv_cte: float8 input and qkv_in_scale with MX quantization need weight_layout MX_INTERLEAVED (the DMA-transpose path)"
+            }
+            QkvCteRule::MxContiguous => "qkv_cte: MX quantization without float8 input or qkv_in_scale needs weight_layout MX_CONTIGUOUS",
             QkvCteRule::MxKvCache => "qkv_cte: the fp8 KV-cache outputs are not supported with MX quantization",
             QkvCteRule::SwizzledNeedsMx => "qkv_cte: is_input_swizzled is only supported with MX quantization",
             QkvCteRule::SwizzledFusion => "qkv_cte: is_input_swizzled supports neither a norm nor fused_residual_add",
@@ -185,6 +219,21 @@ pub struct QkvCteShape {
     pub normalized: bool,
     /// Whether the residual add is fused.
     pub fused_residual_add: bool,
+    /// Whether the input is float8 (`float8_e4m3` or `float8_e4m3fn`).
+    pub fp8_input: bool,
+    /// Whether the input is bfloat16.
+    pub bf16_input: bool,
+    /// Whether `load_input_with_DMA_transpose=False`.
+    pub dma_transpose_off: bool,
+    /// `qkv_w_scale`'s shape, `[0, 0]` for none.
+    pub qkv_w_scale: [i64; 2],
+    /// `qkv_in_scale`'s shape, `[0, 0]` for none.
+    pub qkv_in_scale: [i64; 2],
+}
+
+/// Whether a scale of `shape` is one row or one per partition of `cols` columns.
+const fn is_scale_of(shape: [i64; 2], cols: i64) -> bool {
+    (shape[0] == 1 || shape[0] == P_MAX) && shape[1] == cols
 }
 
 /// The first rule `c` breaks.
@@ -236,8 +285,29 @@ pub const fn qkv_cte_violation(c: QkvCteShape) -> Option<QkvCteRule> {
         if c.s_shard % 2 != 0 {
             return Some(QkvCteRule::MxSeqShard);
         }
-        if c.mx_interleaved {
+        // The library's DMA-transpose path: rows moved as stored, 2 values a word.
+        let in_scale = c.qkv_in_scale[0] > 0;
+        let dma_path = c.fp8_input || in_scale;
+        if dma_path && (c.normalized || c.fused_residual_add || c.swizzled) {
+            return Some(QkvCteRule::MxDmaTransposeFusion);
+        }
+        if dma_path && c.dma_transpose_off {
+            return Some(QkvCteRule::MxDmaTransposeOff);
+        }
+        if in_scale && !c.fp8_input && !c.bf16_input {
+            return Some(QkvCteRule::MxStaticDequantInput);
+        }
+        if in_scale && !(is_scale_of(c.qkv_w_scale, NUM_QKV_SEGMENTS) && is_scale_of(c.qkv_in_scale, 1)) {
+            return Some(QkvCteRule::MxStaticDequantScales);
+        }
+        if in_scale && (c.d_head <= 0 || c.num_q_heads <= 0 || c.num_kv_heads <= 0) {
+            return Some(QkvCteRule::MxStaticDequantHeads);
+        }
+        if dma_path && !c.mx_interleaved {
             return Some(QkvCteRule::MxInterleaved);
+        }
+        if !dma_path && c.mx_interleaved {
+            return Some(QkvCteRule::MxContiguous);
         }
         if c.kv_cache {
             return Some(QkvCteRule::MxKvCache);
@@ -283,6 +353,11 @@ macro_rules! qkv_cte_config {
                 swizzled: false,
                 normalized: false,
                 fused_residual_add: false,
+                fp8_input: false,
+                bf16_input: false,
+                dma_transpose_off: false,
+                qkv_w_scale: [0, 0],
+                qkv_in_scale: [0, 0],
             }
         };
         const _: () = if let Some(rule) = $crate::qkv::qkv_cte::qkv_cte_violation(CALL) {
@@ -371,11 +446,11 @@ pub mod kernel {
     /// The fused QKV projection of `input` `[B, S, H]` with
     /// `fused_qkv_weights` `[H, I]` for prefill (see the module docs).
     /// Returns `[B, S, I]` (BSD) or `[I/d_head, B, S, d_head]` (NBSd) in the
-    /// input's dtype (bfloat16 with STATIC); with the fp8 KV-cache outputs,
+    /// input's dtype (bfloat16 with STATIC or float8 input); with the fp8 KV-cache outputs,
     /// Q `[B, S, q_dim]` in the input's dtype and the updated caches.
     #[nki_kernel]
     pub fn qkv_cte(
-        #[dtypes(float32, bfloat16, float16)] input: Hbm,
+        #[dtypes(float32, bfloat16, float16, float8_e4m3, float8_e4m3fn)] input: Hbm,
         #[dtypes(float32, bfloat16, float16, float8_e4m3, float8_e4m3fn_x4)] fused_qkv_weights: Hbm,
         #[default(QKVOutputLayout::BSD)] output_layout: QKVOutputLayout,
         #[dtypes(float32, bfloat16, float16)] bias: Option<Hbm>,
@@ -412,7 +487,7 @@ pub mod kernel {
         #[default(false)] is_input_swizzled: bool,
         #[default(QKVWeightLayout::CONTIGUOUS)] weight_layout: QKVWeightLayout,
     ) -> Outputs {
-        let _ = (use_auto_allocation, load_input_with_DMA_transpose);
+        let _ = use_auto_allocation;
         validate_unsupported_options(quantization_type, store_output_in_sbuf, weight_layout);
         assert!(input.ndim() == 3, "qkv_cte: input must be [B, S, H] in HBM, got {} dims", input.ndim());
         let args = QkvCteUserInput {
@@ -435,13 +510,15 @@ pub mod kernel {
             num_kv_heads: num_kv_heads.unwrap_or(0),
             quantization_type,
             is_input_swizzled,
+            load_input_with_DMA_transpose,
+            weight_layout,
         };
         validate_user_inputs(args);
         let scales = QkvQuantScales { qkv_w_scale, qkv_in_scale };
         validate_static_quantization(args, quantization_type, scales);
         let kv = QkvKvCacheArgs { k_cache, v_cache, k_scale, v_scale, use_block_kv, block_size: block_size.unwrap_or(0), slot_mapping };
         validate_kv_cache(args, kv);
-        validate_mx_quantization(args, scales, kv, weight_layout);
+        validate_mx_quantization(args, scales, kv);
         // The KV caches' tile dtype and clip bounds (by default the dtype's largest finite value).
         let kv_tile_dtype = kv_dtype.unwrap_or(input.dtype());
         let kv_dtype_max = max_positive_value_for_dtype(kv_tile_dtype);
@@ -453,11 +530,12 @@ pub mod kernel {
         let grid = nl::program_ndim() == 1;
         let num_shards = if grid { nl::num_programs(0) } else { 1 };
         let shard_id = if grid { nl::program_id(0) } else { 0 };
-        let cfg = build_config(args, kv, quantization_type, num_shards, kv_tile_dtype, kv_max, kv_min);
+        let cfg = build_config(args, kv, quantization_type, num_shards, kv_tile_dtype, kv_max, kv_min, qkv_in_scale.is_some());
         let dims = get_tensor_dimensions(args, cfg, num_shards, shard_id);
         let (b, s, h, i, d) = (dims.b, dims.s, dims.h, dims.i, dims.d_head);
         let nbsd = output_layout == QKVOutputLayout::NBSd;
-        let out_dtype = if cfg.static_quant { nl::bfloat16 } else { input.dtype() };
+        // The fp8 forms' products are stored in bfloat16.
+        let out_dtype = if cfg.static_quant || cfg.fp8_input { nl::bfloat16 } else { input.dtype() };
         // With the KV-cache outputs the output is Q alone, in the input's dtype.
         let output = if cfg.use_kv_quantization {
             nl::ndarray([dims.b_orig, dims.s_orig, dims.q_dim], input.dtype(), buffer = nl::shared_hbm)

@@ -1,5 +1,5 @@
 //! Steps 5 and 6 of `qkv_cte`: the PSUM banks evicted to SBUF with the
-//! bias (STATIC: dequantized; with RoPE on the Q and K heads), and
+//! bias (STATIC and MX with `qkv_in_scale`: dequantized; with RoPE on the Q and K heads), and
 //! stored in the output layout (or as Q and the quantized K/V caches).
 
 pub use kernel::*;
@@ -47,6 +47,33 @@ pub mod kernel {
         }
     }
 
+    /// The library's `_evict_psum_to_sbuf_static_dequant_apply_bias` (step 5
+    /// of MX with `qkv_in_scale`): S tile `t`'s PSUM banks times each Q, K
+    /// and V segment's factor (plus the bias) straight into `out_sb`, the
+    /// banks a segment boundary crosses in two pieces (one rounding of the
+    /// fp32 sums).
+    #[nki_helper]
+    pub fn evict_psum_to_sbuf_static_dequant_apply_bias(
+        cfg: QkvCteConfig,
+        dims: QkvCteDims,
+        g: QkvCteGlobals,
+        out_sb: Sbuf,
+        psum: Psum,
+        t: i64,
+        rows: i64,
+    ) {
+        let (q, kv, ni) = (dims.q_dim, dims.kv_dim, dims.num_512_tiles_per_i);
+        for seg in 0..NUM_QKV_SEGMENTS {
+            let c0 = if seg == 0 { 0 } else { q + (seg - 1) * kv };
+            let c1 = q + seg * kv;
+            for k in c0 / PSUM_FMAX..(c1 - 1) / PSUM_FMAX + 1 {
+                let (a, z) = (c0.max(k * PSUM_FMAX), c1.min((k + 1) * PSUM_FMAX));
+                let src = psum[s![0..rows, t * ni + k, a - k * PSUM_FMAX..z - k * PSUM_FMAX]];
+                dequantize_apply_bias(cfg, g, out_sb[s![0..rows, a..z]], src, seg, a, rows);
+            }
+        }
+    }
+
     /// STATIC's dequantization (the library's
     /// `_evict_psum_to_sbuf_static_dequant_apply_bias`): `data` (columns
     /// `c0..` of Q, K or V, `seg` 0, 1 or 2) times that segment's factor, plus
@@ -70,7 +97,7 @@ pub mod kernel {
         let bank = t * dims.num_512_tiles_per_i + head / heads_per_bank;
         let c0 = (head % heads_per_bank) * d;
         let src = psum[s![0..rows, bank, c0..c0 + d]];
-        if cfg.static_quant {
+        if cfg.static_quant || cfg.mx_static_dequant {
             let seg: i64 = if head < dims.num_q_heads {
                 0
             } else if head < dims.num_q_heads + dims.num_kv_heads {
@@ -171,6 +198,8 @@ pub mod kernel {
             let o = out_sb[s![.., t, ..]];
             if cfg.fused_rope {
                 copy_psum_to_sbuf_apply_rope_and_bias(cfg, dims, io, g, o, psum, t, b, s0 + t * P_MAX, r);
+            } else if cfg.mx_static_dequant {
+                evict_psum_to_sbuf_static_dequant_apply_bias(cfg, dims, g, o, psum, t, r);
             } else {
                 evict_psum_to_sbuf_apply_bias(cfg, dims, g, o, psum, t, r);
             }

@@ -11,7 +11,7 @@ pub mod kernel {
         FP8_E4M3_MAX, FP8_E4M3_MAX_GEN4, FP8_E5M2_MAX, MAX_S_MULTI_BUFFER_DEGREE, NUM_HW_PSUM_BANKS, P_MAX, PSUM_FMAX, QUANT_DTYPE,
         S_THRESHOLD_FOR_RESHAPE,
     };
-    use crate::utils::common_types::{NormType, QKVOutputLayout, QuantizationType};
+    use crate::utils::common_types::{NormType, QKVOutputLayout, QKVWeightLayout, QuantizationType};
     use nki::prelude::*;
 
     /// The library's `QKV_CTE_UserInput`: the call's tensors and options the
@@ -56,6 +56,10 @@ pub mod kernel {
         pub quantization_type: QuantizationType,
         /// MX: the input is pre-swizzled.
         pub is_input_swizzled: bool,
+        /// The library's DMA-transpose option (MX: float8 input and `qkv_in_scale` need it).
+        pub load_input_with_DMA_transpose: bool,
+        /// The weights' layout (MX: `MX_INTERLEAVED` on the DMA-transpose path).
+        pub weight_layout: QKVWeightLayout,
     }
 
     /// The library's `QKV_CTE_Config`: what the call asks for and the dtypes
@@ -82,10 +86,18 @@ pub mod kernel {
         pub mx_quant: bool,
         /// MX: the input is pre-swizzled (each row's `[H/512, 128, 4]` stored as `[4, H/512, 128]`).
         pub is_input_swizzled: bool,
+        /// MX: the rows moved into the packed layout by DMA transposes of
+        /// 2-value words (float8 input, or `qkv_in_scale`), `MX_INTERLEAVED` weights.
+        pub mx_dma_transpose: bool,
+        /// MX with `qkv_in_scale`: 16-bit rows divided by the input scale
+        /// before `quantize_mx`, Q/K/V times their weight scale and the input scale.
+        pub mx_static_dequant: bool,
+        /// The input is float8 (MX: already quantized, its block scales neutral).
+        pub fp8_input: bool,
         /// The input's dtype.
         pub input_dtype: Dtype,
-        /// The matmul operands' dtype: bfloat16 for fp32 input, else the input's
-        /// (float8_e4m3 with STATIC).
+        /// The matmul operands' dtype: bfloat16 for fp32 and float8 input, else
+        /// the input's (float8_e4m3 with STATIC).
         pub compute_mm_dtype: Dtype,
         /// The transposed rows' dtype: the compute dtype, the input's with STATIC.
         pub input_sb_dtype: Dtype,
@@ -232,6 +244,12 @@ pub mod kernel {
         pub qkv_in_scale: Option<Tensor>,
     }
 
+    /// Whether `dtype` is a float8 input dtype (`float8_e4m3` or `float8_e4m3fn`).
+    #[nki_helper]
+    pub fn is_float8_input(dtype: Dtype) -> bool {
+        dtype == nl::float8_e4m3 || dtype == nl::float8_e4m3fn
+    }
+
     /// `dtype`'s largest finite value for the fp8 dtypes, 0 for the others.
     #[nki_helper]
     pub fn max_positive_value_for_dtype(dtype: Dtype) -> f64 {
@@ -241,8 +259,10 @@ pub mod kernel {
     }
 
     /// The library's `_build_config`. `kv_dtype`, `kv_max` and `kv_min` are
-    /// the KV-cache outputs' tile dtype and clip bounds. Non-block caches are
-    /// `[B, max_seq_len, kv_dim]`: their batches are not folded.
+    /// the KV-cache outputs' tile dtype and clip bounds, `has_in_scale` whether
+    /// `qkv_in_scale` is given. Non-block caches are `[B, max_seq_len,
+    /// kv_dim]`: their batches are not folded. The checks have made
+    /// `MX_INTERLEAVED` weights mean the DMA-transpose MX path.
     #[nki_helper]
     pub fn build_config(
         args: QkvCteUserInput,
@@ -252,10 +272,13 @@ pub mod kernel {
         kv_dtype: Dtype,
         kv_max: f64,
         kv_min: f64,
+        has_in_scale: bool,
     ) -> QkvCteConfig {
         let dtype = args.input.dtype();
         let static_quant = quantization_type == QuantizationType::STATIC;
-        let float_dtype = if dtype == nl::float32 { nl::bfloat16 } else { dtype };
+        let mx_quant = quantization_type == QuantizationType::MX;
+        let fp8_input = is_float8_input(dtype);
+        let float_dtype = if dtype == nl::float32 || fp8_input { nl::bfloat16 } else { dtype };
         let compute_mm_dtype = if static_quant { QUANT_DTYPE } else { float_dtype };
         let gen2 = nisa::get_nc_version() == nisa::nc_version::gen2;
         let psum_transpose_dtype = if gen2 {
@@ -278,8 +301,11 @@ pub mod kernel {
             add_layer_norm_bias: args.layer_norm_bias.is_some(),
             fused_rope: args.fused_rope,
             static_quant,
-            mx_quant: quantization_type == QuantizationType::MX,
+            mx_quant,
             is_input_swizzled: args.is_input_swizzled,
+            mx_dma_transpose: mx_quant && args.weight_layout == QKVWeightLayout::MX_INTERLEAVED,
+            mx_static_dequant: mx_quant && has_in_scale,
+            fp8_input,
             input_dtype: dtype,
             compute_mm_dtype,
             input_sb_dtype: if static_quant { dtype } else { compute_mm_dtype },

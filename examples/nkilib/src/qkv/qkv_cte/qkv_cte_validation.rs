@@ -9,7 +9,7 @@ pub use kernel::*;
 pub mod kernel {
     use crate::qkv::qkv_cte::qkv_cte_constants::{MAX_H, MAX_I, NBSD_D_HEAD, NUM_QKV_SEGMENTS, P_MAX, PSUM_FMAX, QUANT_DTYPE};
     use crate::qkv::qkv_cte::qkv_cte_mx::H_PER_MX_TILE;
-    use crate::qkv::qkv_cte::qkv_cte_utils::{QkvCteUserInput, QkvKvCacheArgs, QkvQuantScales};
+    use crate::qkv::qkv_cte::qkv_cte_utils::{QkvCteUserInput, QkvKvCacheArgs, QkvQuantScales, is_float8_input};
     use crate::utils::common_types::{NormType, QKVOutputLayout, QKVWeightLayout, QuantizationType};
     use crate::utils::mx_layout::{MX_PACK, SCALE_GROUP_SIZE};
     use nki::prelude::*;
@@ -220,7 +220,7 @@ pub mod kernel {
     /// MX quantization's inputs (the library's MX checks, and the MX forms
     /// this port refuses), by parameter name; `is_input_swizzled` is MX's.
     #[nki_helper]
-    pub fn validate_mx_quantization(args: QkvCteUserInput, scales: QkvQuantScales, kv: QkvKvCacheArgs, weight_layout: QKVWeightLayout) {
+    pub fn validate_mx_quantization(args: QkvCteUserInput, scales: QkvQuantScales, kv: QkvKvCacheArgs) {
         let mx = args.quantization_type == QuantizationType::MX;
         let norm = args.fused_norm_type != NormType::NO_NORM;
         // The rules of `qkv_cte_violation`.
@@ -229,6 +229,9 @@ pub mod kernel {
             !args.is_input_swizzled || (!norm && !args.fused_residual_add),
             "qkv_cte: is_input_swizzled supports neither a norm nor fused_residual_add"
         );
+        let dtype = args.input.dtype();
+        let fp8_input = is_float8_input(dtype);
+        assert!(!fp8_input || mx, "qkv_cte: a float8 input needs quantization_type MX, got {dtype}");
         let w = args.fused_qkv_weights;
         assert!(
             mx == (w.dtype() == nl::float8_e4m3fn_x4),
@@ -241,14 +244,7 @@ pub mod kernel {
             let programs = if nl::program_ndim() == 1 { nl::num_programs(0) } else { 1 };
             assert!(h % H_PER_MX_TILE == 0, "qkv_cte: H = {h} must be a multiple of 512 for MX quantization");
             assert!((s / programs) % 2 == 0, "qkv_cte: S / programs = {} must be even for MX quantization", s / programs);
-            assert!(
-                weight_layout == QKVWeightLayout::MX_CONTIGUOUS,
-                "qkv_cte: weight_layout must be MX_CONTIGUOUS for MX quantization (the MX_INTERLEAVED DMA-transpose forms are not implemented), got {weight_layout}"
-            );
-            assert!(
-                scales.qkv_in_scale.is_none(),
-                "qkv_cte: qkv_in_scale is not supported with MX quantization (static dequantization through MX is not implemented)"
-            );
+            validate_mx_dma_transpose(args, scales);
             assert!(
                 kv.k_scale.is_none() && kv.v_scale.is_none(),
                 "qkv_cte: the fp8 KV-cache outputs are not supported with MX quantization"
@@ -257,7 +253,8 @@ pub mod kernel {
             if let Some(ws) = w_scale {
                 let i = w.shape()[1];
                 assert!(
-                    ws.dtype() == nl::uint8 && ws.ndim() == 2 && ws.shape()[0] == h / SCALE_GROUP_SIZE && ws.shape()[1] == i,
+                    scales.qkv_in_scale.is_some()
+                        || (ws.dtype() == nl::uint8 && ws.ndim() == 2 && ws.shape()[0] == h / SCALE_GROUP_SIZE && ws.shape()[1] == i),
                     "qkv_cte: qkv_w_scale must be uint8 [H / 32, I] = [{}, {i}] for MX quantization, got {} {}",
                     h / SCALE_GROUP_SIZE,
                     ws.dtype(),
@@ -265,6 +262,63 @@ pub mod kernel {
                 );
             }
         }
+    }
+
+    /// MX's two paths: the DMA-transpose one (float8 input, or the static
+    /// dequantization scales `qkv_in_scale`) with `MX_INTERLEAVED` weights,
+    /// the on-chip transposes with `MX_CONTIGUOUS` weights.
+    #[nki_helper]
+    pub fn validate_mx_dma_transpose(args: QkvCteUserInput, scales: QkvQuantScales) {
+        let dtype = args.input.dtype();
+        let fp8_input = is_float8_input(dtype);
+        let in_scale = scales.qkv_in_scale.is_some();
+        let dma_path = fp8_input || in_scale;
+        // The rules of `qkv_cte_violation`.
+        let fused = args.fused_norm_type != NormType::NO_NORM || args.fused_residual_add || args.is_input_swizzled;
+        assert!(
+            !dma_path || !fused,
+            "qkv_cte: float8 input and qkv_in_scale with MX quantization take neither a norm, fused_residual_add nor is_input_swizzled"
+        );
+        assert!(
+            !dma_path || args.load_input_with_DMA_transpose,
+            "qkv_cte: float8 input and qkv_in_scale with MX quantization need load_input_with_DMA_transpose=True"
+        );
+        assert!(
+            !in_scale || fp8_input || dtype == nl::bfloat16,
+            "qkv_cte: qkv_in_scale with MX quantization takes a bfloat16 or float8 input, got {dtype}"
+        );
+        let (w_scale, in_scale_t) = (scales.qkv_w_scale, scales.qkv_in_scale);
+        if let Some(ins) = in_scale_t {
+            assert!(w_scale.is_some(), "qkv_cte: qkv_in_scale with MX quantization needs qkv_w_scale [1, 3] or [128, 3]");
+            if let Some(ws) = w_scale {
+                let wr = ws.shape()[0];
+                assert!(
+                    ws.dtype() == nl::float32 && ws.ndim() == 2 && (wr == 1 || wr == P_MAX) && ws.shape()[1] == NUM_QKV_SEGMENTS,
+                    "qkv_cte: qkv_in_scale with MX quantization needs qkv_w_scale float32 [1, 3] or [128, 3], got {} {}",
+                    ws.dtype(),
+                    ws.shape()
+                );
+            }
+            let r = ins.shape()[0];
+            assert!(
+                ins.ndim() == 2 && (r == 1 || r == P_MAX) && ins.shape()[1] == 1,
+                "qkv_cte: qkv_in_scale with MX quantization must be [1, 1] or [128, 1], got {}",
+                ins.shape()
+            );
+            assert!(
+                args.d_head > 0 && args.num_q_heads > 0 && args.num_kv_heads > 0,
+                "qkv_cte: qkv_in_scale with MX quantization needs d_head, num_q_heads and num_kv_heads"
+            );
+        }
+        let layout = args.weight_layout;
+        assert!(
+            !dma_path || layout == QKVWeightLayout::MX_INTERLEAVED,
+            "qkv_cte: float8 input and qkv_in_scale with MX quantization need weight_layout MX_INTERLEAVED (the DMA-transpose path), got {layout}"
+        );
+        assert!(
+            dma_path || layout == QKVWeightLayout::MX_CONTIGUOUS,
+            "qkv_cte: MX quantization without float8 input or qkv_in_scale needs weight_layout MX_CONTIGUOUS, got {layout}"
+        );
     }
 
     /// The options this port does not implement, refused by name.

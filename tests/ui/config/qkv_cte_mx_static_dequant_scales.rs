@@ -1,0 +1,18 @@
+/// Rejected at compile time: qkv_cte's MX static dequantization takes one weight scale per Q, K and V, not MX block scales.
+fn main() {
+    let call = nkilib::qkv_cte_config!(
+        bxs = 1024,
+        hidden = 1024,
+        fused_qkv = 384,
+        d_head = 128,
+        num_q_heads = 1,
+        num_kv_heads = 1,
+        mx_quant = true,
+        s_shard = 512,
+        mx_interleaved = true,
+        bf16_input = true,
+        qkv_w_scale = [32, 384],
+        qkv_in_scale = [1, 1]
+    );
+    let _ = call;
+}
