@@ -81,3 +81,19 @@ def input_norm_load(hidden, x_sb, normalization_type, norm_weights, norm_bias, e
             normalize_rows(hidden, unit_gamma(hidden.dtype, dims.h), norm_bias, normed, layer, eps, dims)
         c0 = dims.shard_id * dims.h1_shard
         nisa.dma_copy(dst=x_sb, src=normed[:, :, c0:c0 + dims.h1_shard])
+
+
+def transpose_store(out, output, dims):
+    """`out` `[128, H1s, T]` (element `(p, c, t)` the shard's hidden column
+    `p · H1s + c`) into this program's hidden shard of `output` `[T, H]`:
+    each layout column `[128, T]` transposed on the PE array (exactly)
+    into the rows `[T, H/n]`, cast to the output's dtype, stored at once.
+    """
+    t, hs, h1s = (dims.t, dims.h_per_shard, dims.h1_shard)
+    c_shard = dims.shard_id * hs
+    rows = nl.ndarray(shape=(t, hs), dtype=output.dtype, buffer=nl.sbuf)
+    for c in range(h1s):
+        tp = nl.ndarray(shape=(t, H0), dtype=out.dtype, buffer=nl.psum)
+        nisa.nc_transpose(dst=tp, data=out[:, c, :])
+        nisa.tensor_copy(dst=rows.ap(pattern=[[hs, t], [h1s, H0]], offset=c), src=tp)
+    nisa.dma_copy(dst=output[:, c_shard:c_shard + hs], src=rows)

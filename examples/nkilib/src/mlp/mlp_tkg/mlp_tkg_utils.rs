@@ -92,4 +92,21 @@ pub mod kernel {
             nisa::dma_copy(x_sb, normed[s![.., .., c0..c0 + dims.h1_shard]]);
         }
     }
+
+    /// `out` `[128, H1s, T]` (element `(p, c, t)` the shard's hidden column
+    /// `p · H1s + c`) into this program's hidden shard of `output` `[T, H]`:
+    /// each layout column `[128, T]` transposed on the PE array (exactly)
+    /// into the rows `[T, H/n]`, cast to the output's dtype, stored at once.
+    #[nki_helper]
+    pub fn transpose_store(out: Sbuf, output: Hbm, dims: MLPTKGConstants) {
+        let (t, hs, h1s) = (dims.t, dims.h_per_shard, dims.h1_shard);
+        let c_shard = dims.shard_id * hs;
+        let rows = nl::ndarray([t, hs], output.dtype(), buffer = nl::sbuf);
+        for c in 0..h1s {
+            let tp = nl::ndarray([t, H0], out.dtype(), buffer = nl::psum);
+            nisa::nc_transpose(tp, out[s![.., c, ..]]);
+            nisa::tensor_copy(rows.ap([[hs, t], [h1s, H0]], offset = c), tp);
+        }
+        nisa::dma_copy(output[s![.., c_shard..c_shard + hs]], rows);
+    }
 }
