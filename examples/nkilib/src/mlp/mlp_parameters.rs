@@ -3,7 +3,8 @@
 //!
 //! The rules follow the library's argument validation: `H` a multiple of 128,
 //! positive sizes, bias shapes, normalization bias only with `LAYER_NORM`, the
-//! optimized down-projection layout only without down column tiling, the clamps,
+//! optimized down-projection layout only without down column tiling, the
+//! output columns of a program within 8 PSUM banks without it, the clamps,
 //! SBUF output and the optimized layout only in token generation, and the
 //! sharded dim of each path splitting evenly over the programs. On top of
 //! them, `ROW_MX` is refused by name (see [`MlpRule`]; the library's `mlp`

@@ -10,7 +10,9 @@
 //! ```text
 //! (fused add)   x = hidden + fused_add            [T, H], in hidden's dtype
 //!               (store_fused_add_result) stored[:, shard k] = x
-//! (norm)        x = norm(x) in the layout, into a private HBM scratch
+//! (norm)        x = norm(x) in the layout, into a private HBM scratch: every row over the
+//!               whole H on each program, as the library; with two programs and more
+//!               rows than it splits between them, H split and the partial sums exchanged
 //! x_sb = shard k of x                              [128, T, H1s]
 //! gate, up = the program's partial projections    (process_gate_up_projection, below)   # fp32
 //!            (STATIC, ROW) times their weights' scales; (program 0) plus their biases

@@ -8,9 +8,9 @@ pub use kernel::*;
 pub mod kernel {
     use crate::mlp::mlp_parameters::H0;
     use crate::mlp::mlp_tkg::mlp_tkg_constants::MLPTKGConstants;
-    use crate::subkernels::layernorm_tkg::{layernorm_tkg_shard_on_bxs, layernorm_tkg_shard_on_h};
+    use crate::subkernels::layernorm_tkg::{layernorm_tkg_shard_on_bxs, layernorm_tkg_shard_on_h, layernorm_tkg_splits_rows};
     use crate::subkernels::norm_tkg_utils::load_input_to_sbuf;
-    use crate::subkernels::rmsnorm_tkg::{rmsnorm_tkg_shard_on_bxs, rmsnorm_tkg_shard_on_h};
+    use crate::subkernels::rmsnorm_tkg::{rmsnorm_tkg_shard_on_bxs, rmsnorm_tkg_shard_on_h, rmsnorm_tkg_splits_rows};
     pub use crate::utils::common_types::NormType;
     use nki::prelude::*;
 
@@ -36,17 +36,23 @@ pub mod kernel {
     }
 
     /// The rows of `hidden` `[T, H]` normalised into `normed` `[128, T, H1]`
-    /// (the layout of `n` hidden shards) with the norm kernels' helpers: one
-    /// program normalises every shard; two split the hidden dim
-    /// (`shard_on_h`), each writing its own shard, the partial sums exchanged.
+    /// (the layout of `n` hidden shards) with the norm kernels' helpers, as
+    /// the library's `rmsnorm_tkg` / `layernorm_tkg` run them: every program
+    /// normalises every row over the whole hidden dim. Where the library
+    /// splits the rows between two programs (more than the norm's
+    /// `SHARDING_THRESHOLD`, an even count) the two split the hidden dim
+    /// instead (`shard_on_h`), each writing its own shard and exchanging the
+    /// partial sums: each program's scratch is private here, so it could not
+    /// receive the other program's rows.
     #[nki_helper]
     pub fn normalize_rows(hidden: Hbm, gamma: Hbm, beta: Option<Hbm>, normed: Hbm, layer: bool, eps: f64, dims: MLPTKGConstants) {
-        let n = dims.num_shards;
-        if layer && n > 1 {
+        let (n, t) = (dims.num_shards, dims.t);
+        let split_rows = if layer { layernorm_tkg_splits_rows(t, n) } else { rmsnorm_tkg_splits_rows(t, n) };
+        if layer && split_rows {
             layernorm_tkg_shard_on_h(hidden, gamma, beta, normed, eps);
         } else if layer {
             layernorm_tkg_shard_on_bxs(hidden, gamma, beta, normed, eps);
-        } else if n > 1 {
+        } else if split_rows {
             rmsnorm_tkg_shard_on_h(hidden, gamma, normed, eps, dims.h);
         } else {
             rmsnorm_tkg_shard_on_bxs(hidden, gamma, normed, eps, dims.h, false, false);
