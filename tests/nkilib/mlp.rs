@@ -42,6 +42,10 @@ struct Config {
     quant: QuantizationType,
     /// `quant_clipping_bound` (`ROW` in context encoding).
     clip: f64,
+    /// `use_tkg_gate_up_proj_column_tiling`.
+    gate_up_tiling: bool,
+    /// `use_tkg_down_proj_column_tiling`.
+    down_tiling: bool,
 }
 
 const fn c(lnc: usize, b: usize, s: usize, h: usize, i: usize, norm: NormType) -> Config {
@@ -63,6 +67,8 @@ const fn c(lnc: usize, b: usize, s: usize, h: usize, i: usize, norm: NormType) -
         force_cte: false,
         quant: QuantizationType::NONE,
         clip: 0.0,
+        gate_up_tiling: true,
+        down_tiling: true,
     }
 }
 
@@ -90,6 +96,12 @@ impl Config {
     }
     const fn optimized(mut self) -> Self {
         self.optimized = true;
+        self.tiling(false, false)
+    }
+    /// The two column-tiling flags (gate/up, down).
+    const fn tiling(mut self, gate_up: bool, down: bool) -> Self {
+        self.gate_up_tiling = gate_up;
+        self.down_tiling = down;
         self
     }
     const fn with_norm_bias(mut self) -> Self {
@@ -132,6 +144,17 @@ const CONFIGS: &[Config] = &[
     c(1, 4, 1, 2048, 512, RMS_NORM).optimized(),
     c(2, 4, 1, 2048, 512, RMS_NORM).optimized().biased(),
     c(2, 3, 2, 1024, 256, RMS_NORM_SKIP_GAMMA),
+];
+
+/// The two column-tiling flags apart, at the library's decode test sizes
+/// (`[lnc, B, S, H, I]`): gate/up tiling without down tiling (LNC1 with
+/// RMSNorm; `skip_gate_proj` over `H = 16384`) and the reverse (`I = 1560`,
+/// two weights-stationary `I` shards and a partial tile, with the biases).
+/// [`CONFIGS`] has both on, and both off with the optimized layout.
+const TILING_CONFIGS: &[Config] = &[
+    c(1, 4, 1, 8192, 1024, RMS_NORM).tiling(true, false),
+    c(2, 4, 1, 16384, 832, NO_NORM).skip().tiling(true, false),
+    c(2, 4, 5, 8192, 1560, NO_NORM).biased().tiling(false, true),
 ];
 
 /// Context-encoding configurations (more than 96 tokens, or
@@ -246,10 +269,13 @@ impl Config {
         self.b * self.s
     }
 
-    /// The configuration in words (also its inputs' seed; `force_cte` is
-    /// named only when set, so the decode configurations keep their inputs).
+    /// The configuration in words (also its inputs' seed; `force_cte` and
+    /// the column tilings are named only when not implied, so the earlier
+    /// configurations keep their inputs).
     fn name(&self) -> String {
-        format!("{self:?}").replace(", force_cte: false", "").replace(", quant: NONE", "").replace(", clip: 0.0", "")
+        let implied =
+            if self.optimized { ", gate_up_tiling: false, down_tiling: false" } else { ", gate_up_tiling: true, down_tiling: true" };
+        format!("{self:?}").replace(implied, "").replace(", force_cte: false", "").replace(", quant: NONE", "").replace(", clip: 0.0", "")
     }
 
     fn quantized(&self) -> bool {
@@ -324,8 +350,14 @@ impl Config {
         let cte = self.quantized_input();
         let broadcast = |row: Vec<f64>| if cte { row.repeat(128) } else { row };
         let rows = if cte { 1 } else { 128 };
-        let scale = |cols: usize, seed: u64, bound: f64| {
-            broadcast(uniform(rows * self.scale_cols(cols), seed, 0.5 * bound / 16.0, 1.5 * bound / 16.0))
+        // A weight scale's rows are meant as copies: the decode path reads
+        // row t for token t where the tokens are on the partitions (column
+        // tiling) and other rows with the weights stationary, so only the
+        // former get rows of their own.
+        let scale = |cols: usize, seed: u64, bound: f64, own_rows: bool| {
+            let n = self.scale_cols(cols);
+            let (lo, hi) = (0.5 * bound / 16.0, 1.5 * bound / 16.0);
+            if own_rows && !cte { uniform(128 * n, seed, lo, hi) } else { uniform(n, seed, lo, hi).repeat(128) }
         };
         let (in_lo, in_hi) = if cte { (0.5 * r / 16.0, 1.5 * r / 16.0) } else { (0.5, 2.0) };
         let hidden = if cte { as_dtype(&uniform(t * h, seed, -16.0, 16.0), Dtype::Fp8E4m3) } else { uniform(t * h, seed, -r, r) };
@@ -340,9 +372,9 @@ impl Config {
             })
             .collect();
         Inputs {
-            gate_s: scale(i, seed + 10, wh),
-            up_s: scale(i, seed + 11, wh),
-            down_s: scale(h, seed + 12, wi),
+            gate_s: scale(i, seed + 10, wh, self.gate_up_tiling),
+            up_s: scale(i, seed + 11, wh, self.gate_up_tiling),
+            down_s: scale(h, seed + 12, wi, self.down_tiling),
             gate_up_in_s: broadcast(uniform(rows, seed + 13, in_lo, in_hi)),
             down_in_s: broadcast(if cte { uniform(rows, seed + 14, 1.0 / 128.0, 1.0 / 32.0) } else { uniform(rows, seed + 14, 0.5, 2.0) }),
             hidden_s,
@@ -507,8 +539,8 @@ impl Config {
             .skip_gate_proj(self.skip_gate)
             .eps(EPS)
             .store_fused_add_result(self.store_add)
-            .use_tkg_gate_up_proj_column_tiling(!self.optimized)
-            .use_tkg_down_proj_column_tiling(!self.optimized)
+            .use_tkg_gate_up_proj_column_tiling(self.gate_up_tiling)
+            .use_tkg_down_proj_column_tiling(self.down_tiling)
             .use_tkg_down_proj_optimized_layout(self.optimized)
             .force_cte_mode(self.force_cte);
         if self.norm == RMS_NORM || self.norm == LAYER_NORM {
@@ -605,8 +637,8 @@ impl Config {
             ("gate_clamp_lower_limit", clamp(1)),
             ("up_clamp_upper_limit", clamp(2)),
             ("up_clamp_lower_limit", clamp(3)),
-            ("use_tkg_gate_up_proj_column_tiling", Arg::Bool(!self.optimized)),
-            ("use_tkg_down_proj_column_tiling", Arg::Bool(!self.optimized)),
+            ("use_tkg_gate_up_proj_column_tiling", Arg::Bool(self.gate_up_tiling)),
+            ("use_tkg_down_proj_column_tiling", Arg::Bool(self.down_tiling)),
             ("use_tkg_down_proj_optimized_layout", Arg::Bool(self.optimized)),
             ("force_cte_mode", Arg::Bool(self.force_cte)),
         ]
@@ -712,6 +744,31 @@ fn configs_in_bfloat16_match_float64() {
     }
 }
 
+/// Each column-tiling arrangement computes the MLP: fp32 inputs in fp32
+/// precision to the fp32 metric, bfloat16 inputs in hardware precision
+/// within the library's bfloat16 tolerance of the float64 MLP. The flag is
+/// honoured, not just accepted: gate/up column tiling sums each row's hidden
+/// columns in a different order (four interleaved partial sums at these
+/// token counts), so flipping it changes fp32 bits.
+#[test]
+fn column_tiling_arrangements_match_float64() {
+    for (k, cfg) in TILING_CONFIGS.iter().enumerate() {
+        let x = cfg.inputs();
+        let got = cfg.run(&x, Dtype::F32, Precision::Fp32);
+        let (want, _) = cfg.reference(&x);
+        assert_close(&format!("{} fp32", cfg.name()), &got[0], &want, 1e-4, 1e-4);
+        if k == 0 {
+            let flipped = cfg.tiling(!cfg.gate_up_tiling, cfg.down_tiling).run(&x, Dtype::F32, Precision::Fp32);
+            assert_close(&format!("{} fp32, gate/up tiling flipped", cfg.name()), &flipped[0], &want, 1e-4, 1e-4);
+            assert_ne!(got[0], flipped[0], "{}: the gate/up arrangements sum in the same order", cfg.name());
+        }
+        let x = rounded(&x, Dtype::Bf16);
+        let got = cfg.run(&x, Dtype::Bf16, Precision::Hardware);
+        let (want, _) = cfg.reference(&x);
+        assert_close(&format!("{} bfloat16", cfg.name()), &got[0], &want, 2e-2, 2e-2);
+    }
+}
+
 /// The emitted kernel under NumPy equals the emulator up to the order of the
 /// matmuls' float32 sums (NumPy's `matmul` against the emulator's): one
 /// program and LNC2, with every option on between them, both modes. In
@@ -763,6 +820,10 @@ fn rules_refuse_what_they_name() {
     assert_eq!(mlp_violation(OK), None);
     let optimized = MlpCall { use_tkg_down_proj_optimized_layout: true, use_tkg_down_proj_column_tiling: false, ..OK };
     assert_eq!(mlp_violation(optimized), None);
+    // Down column tiling off: 8 PSUM banks of 512 / T columns each, at the edge.
+    let untiled = MlpCall { use_tkg_down_proj_column_tiling: false, ..OK };
+    assert_eq!(mlp_violation(MlpCall { hidden: 128 * 2 * 512, ..untiled }), None);
+    assert_eq!(mlp_violation(MlpCall { tokens: 96, hidden: 128 * 2 * 40, ..untiled }), None);
     assert_eq!(mlp_violation(MlpCall { normalization_type: RMS_NORM_SKIP_GAMMA, ..OK }), None);
     assert_eq!(mlp_violation(MlpCall { quantization_type: QuantizationType::STATIC, ..OK }), None);
     assert_eq!(mlp_violation(MlpCall { quantization_type: QuantizationType::ROW, ..OK }), None);
@@ -820,16 +881,8 @@ fn rules_refuse_what_they_name() {
         ),
         (MlpCall { has_norm_bias: true, ..OK }, MlpRule::NormBias),
         (MlpCall { use_tkg_down_proj_optimized_layout: true, ..OK }, MlpRule::OptimizedLayout),
-        (
-            MlpCall {
-                hidden: 128 * 1026,
-                programs: 2,
-                use_tkg_down_proj_optimized_layout: true,
-                use_tkg_down_proj_column_tiling: false,
-                ..OK
-            },
-            MlpRule::OptimizedLayoutRuns,
-        ),
+        (MlpCall { hidden: 128 * 2 * 513, use_tkg_down_proj_column_tiling: false, ..OK }, MlpRule::DownPsumBanks),
+        (MlpCall { tokens: 96, hidden: 128 * 2 * 41, use_tkg_down_proj_column_tiling: false, ..OK }, MlpRule::DownPsumBanks),
         (MlpCall { store_output_in_sbuf: true, ..OK }, MlpRule::SbufOutput),
         (MlpCall { hidden: 128 * 3, ..OK }, MlpRule::HiddenShards),
     ];
@@ -841,6 +894,11 @@ fn rules_refuse_what_they_name() {
     let x = tensor(&[97, h], &vec![0.0; 97 * h], Dtype::F32);
     let e = mlp::Call::new(&x, &w, &w, &d).gate_clamp_upper_limit(1.0).launch(&Launch::new()).unwrap_err().to_string();
     assert!(e.contains("clamp limits are only supported in token generation"), "{e}");
+    // 96 tokens, 41 layout columns on one program: 9 banks of 5 columns.
+    let (hw, x96) = (128 * 41, tensor(&[96, 128 * 41], &vec![0.0; 96 * 128 * 41], Dtype::F32));
+    let (w41, d41) = (tensor(&[hw, i], &vec![0.0; hw * i], Dtype::F32), tensor(&[i, hw], &vec![0.0; hw * i], Dtype::F32));
+    let e = mlp::Call::new(&x96, &w41, &w41, &d41).use_tkg_down_proj_column_tiling(false).launch(&Launch::new()).unwrap_err().to_string();
+    assert!(e.contains("use_tkg_down_proj_column_tiling=False needs H / 128 / programs"), "{e}");
     let x = tensor(&[4, h], &vec![0.0; 4 * h], Dtype::Bf16);
     let e = mlp::Call::new(&x, &w, &w, &d).quantization_type(QuantizationType::MX).launch(&Launch::new()).unwrap_err().to_string();
     assert!(e.contains("quantization_type MX needs trn3"), "{e}");

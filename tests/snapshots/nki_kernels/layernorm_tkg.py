@@ -14,6 +14,7 @@ from .norm_tkg_utils import bxs_part
 from .norm_tkg_utils import h_part
 from .norm_tkg_utils import load_gamma_to_sbuf
 from .norm_tkg_utils import load_input_to_sbuf
+from .norm_tkg_utils import splits_rows
 
 
 # Rows above which a two-program launch splits the rows (below, both
@@ -151,3 +152,10 @@ def layernorm_tkg(input, gamma, output, beta=None, eps=1e-6, shard_on_h=False, u
     else:
         layernorm_tkg_shard_on_bxs(x, gamma, beta, output, eps)
     return output
+
+
+def layernorm_tkg_splits_rows(bxs, programs):
+    """Whether the default (`shard_on_bxs`) split gives each of a launch of
+    `programs` its own `bxs` rows.
+    """
+    return splits_rows(bxs, programs, SHARDING_THRESHOLD)

@@ -9,6 +9,7 @@ from .common_types import NormType
 from .common_types import QuantizationType
 from .mlp_cte import mlp_cte
 from .mlp_cte_sharding import shard_on_intermediate
+from .mlp_parameters import DOWN_PSUM_BANKS
 from .mlp_parameters import H0
 from .mlp_parameters import MLPActivationParameters
 from .mlp_parameters import MLPQuantizationParameters
@@ -20,6 +21,7 @@ from .mlp_parameters import STATIC_MX_TILES
 from .mlp_parameters import STATIC_MX_TOKEN_GENERATION
 from .mlp_parameters import TKG_BS_SEQLEN_THRESHOLD
 from .mlp_tkg import mlp_tkg
+from .mlp_tkg_constants import PSUM_BMAX
 from .mlp_tkg_constants import PSUM_FMAX
 from .mlp_tkg_mx import mlp_tkg_mx
 from .mx_layout import MX_GROUP_PARTITIONS
@@ -94,12 +96,13 @@ def validate_mlp_tkg_mx(hidden, w, q, act, normalization_type, is_tkg, column_ti
     check_row(w.down_proj_bias_tensor, "down_proj_bias_tensor", h)
 
 
-def validate_mlp_tkg(h, programs, optimized_layout):
+def validate_mlp_tkg(t, h, programs, down_column_tiling):
     """The decode path's own rules: the hidden dim splits evenly over the
-    programs, and the optimized layout's chunk holds whole runs.
+    programs, and without down column tiling the shard's output columns
+    fit the PSUM banks.
     """
     assert h // H0 % programs == 0, f"mlp: H / 128 = {h // H0} must split evenly over the {programs} programs of the launch"
-    assert not optimized_layout or h // H0 // programs <= PSUM_FMAX, f"mlp: use_tkg_down_proj_optimized_layout needs H / 128 / programs <= 512, got {h // H0 // programs}"
+    assert down_column_tiling or -(-(h // H0 // programs) // (PSUM_FMAX // t)) <= PSUM_BMAX, DOWN_PSUM_BANKS
 
 
 def validate_mlp_cte(t, h, i, programs, has_bias, clamped, optimized_layout):
@@ -159,7 +162,7 @@ def validate_mlp_arguments(hidden, w, act, q, normalization_type, h, t, programs
     assert quantization_type == QuantizationType.NONE or quantization_type == QuantizationType.STATIC or quantization_type == QuantizationType.ROW or static_mx, f"mlp: quantization_type must be QuantizationType.NONE, STATIC, ROW, MX or STATIC_MX (the library's mlp takes no ROW_MX), got {quantization_type}"
     assert not store_output_in_sbuf, "mlp: store_output_in_sbuf is not implemented (the output is an HBM tensor)"
     if is_tkg:
-        validate_mlp_tkg(h, programs, use_tkg_down_proj_optimized_layout)
+        validate_mlp_tkg(t, h, programs, use_tkg_down_proj_column_tiling)
     else:
         has_bias = w.gate_proj_bias_tensor is not None or w.up_proj_bias_tensor is not None or w.down_proj_bias_tensor is not None
         clamped = act.gate_clamp_upper_limit is not None or act.gate_clamp_lower_limit is not None or act.up_clamp_upper_limit is not None or act.up_clamp_lower_limit is not None
@@ -282,7 +285,7 @@ def mlp(hidden_tensor, gate_proj_weights_tensor, up_proj_weights_tensor, down_pr
     stored_2d = stored.reshape(shape=(t, h)) if store else None
     hidden_2d, out_2d = (hidden_tensor.reshape(shape=(t, width)), out.reshape(shape=(t, h)))
     if is_tkg:
-        mlp_tkg(hidden_2d, w, out_2d, stored_2d, normalization_type, eps, act, quant, use_tkg_down_proj_optimized_layout)
+        mlp_tkg(hidden_2d, w, out_2d, stored_2d, normalization_type, eps, act, quant, use_tkg_gate_up_proj_column_tiling, use_tkg_down_proj_column_tiling, use_tkg_down_proj_optimized_layout)
     else:
         mlp_cte(hidden_2d, w, out_2d, stored_2d, normalization_type, eps, act, quant)
     if store:

@@ -10,6 +10,10 @@ from .common_types import ActFnType
 from .common_types import QuantizationType
 
 
+# [`MlpRule::DownPsumBanks`](super::MlpRule::DownPsumBanks) (the kernel's assert names it too).
+DOWN_PSUM_BANKS = "mlp: use_tkg_down_proj_column_tiling=False needs H / 128 / programs <= 8 * (512 // (B * S)) (the down projection's PSUM banks)"
+
+
 # Partitions: the hidden and intermediate dims are tiled by them.
 H0 = 128
 

@@ -9,23 +9,25 @@ from .mlp_parameters import H0
 from .mlp_parameters import MLPActivationParameters
 from .mlp_parameters import MLPQuantizationParameters
 from .mlp_parameters import MLPTensors
-from .mlp_tkg_constants import MLPTKGConstants
+from .mlp_tkg_constants import projection_weights
+from .mlp_tkg_constants import tkg_dims
 from .mlp_tkg_down_projection import process_down_projection
 from .mlp_tkg_gate_up_projection import process_gate_up_projection
 from .mlp_tkg_utils import input_fused_add
 from .mlp_tkg_utils import input_norm_load
 
 
-def mlp_tkg(hidden, w, output, stored, normalization_type, eps, act, quant, optimized_layout):
+def mlp_tkg(hidden, w, output, stored, normalization_type, eps, act, quant, gate_up_column_tiling, down_column_tiling, optimized_layout):
     """The decode-phase MLP of `hidden` `[T, H]` into `output` `[T, H]` (and,
     when given, the residual sum into `stored`): the phases of the module
-    docs in order.
+    docs in order, each projection in the arrangement its column-tiling
+    flag names.
     """
     t, h = hidden.shape
     i = w.down_proj_weights_tensor.shape[0]
     n = nl.num_programs(axes=0) if nl.program_ndim() == 1 else 1
     shard_id = nl.program_id(axis=0) if n > 1 else 0
-    dims = MLPTKGConstants(t=t, h=h, i=i, h1=h // H0, num_shards=n, shard_id=shard_id, h_per_shard=h // n, h1_shard=h // H0 // n, i_tiles=-(-i // H0))
+    dims = tkg_dims(t, h, i, n, shard_id, gate_up_column_tiling, down_column_tiling)
     x = hidden
     fused = w.fused_add_tensor
     if fused is not None:
@@ -36,5 +38,8 @@ def mlp_tkg(hidden, w, output, stored, normalization_type, eps, act, quant, opti
     x_sb = nl.ndarray(shape=(H0, t, dims.h1_shard), dtype=hidden.dtype, buffer=nl.sbuf)
     input_norm_load(x, x_sb, normalization_type, w.normalization_weights_tensor, w.normalization_bias_tensor, eps, dims)
     gu = nl.ndarray(shape=(H0, dims.i_tiles, t), dtype=hidden.dtype, buffer=nl.sbuf)
-    process_gate_up_projection(x_sb, w.gate_proj_weights_tensor, w.up_proj_weights_tensor, w.gate_proj_bias_tensor, w.up_proj_bias_tensor, gu, act, quant, dims)
-    process_down_projection(gu, w.down_proj_weights_tensor, w.down_proj_bias_tensor, output, optimized_layout, quant, dims)
+    gate = projection_weights(w.gate_proj_weights_tensor, w.gate_proj_bias_tensor, quant.gate_w_scale, quant)
+    up = projection_weights(w.up_proj_weights_tensor, w.up_proj_bias_tensor, quant.up_w_scale, quant)
+    process_gate_up_projection(x_sb, gate, up, gu, act, dims)
+    down = projection_weights(w.down_proj_weights_tensor, w.down_proj_bias_tensor, quant.down_w_scale, quant)
+    process_down_projection(gu, down, output, optimized_layout, dims)

@@ -6,6 +6,13 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .common_types import QuantizationType
+from .mlp_parameters import H0
+from .mlp_parameters import MLPQuantizationParameters
+
+
+# PSUM banks: the projections keep at most this many accumulators live.
+PSUM_BMAX = 8
 
 
 # Output columns per down-projection chunk: one fp32 PSUM bank.
@@ -14,8 +21,8 @@ PSUM_FMAX = 512
 
 @dataclass
 class MLPTKGConstants(nl.NKIObject):
-    """The library's `MLPTKGConstants` dimensions: sizes, and the hidden shard
-    of this program.
+    """The library's `MLPTKGConstants` dimensions: sizes, the hidden shard
+    of this program and the matmul arrangement of each projection.
     """
 
     t: int
@@ -36,6 +43,14 @@ class MLPTKGConstants(nl.NKIObject):
     "Layout columns of a shard, `H1 / num_shards`."
     i_tiles: int
     "128-row tiles of `I` (the last may be partial)."
+    gate_up_column_tiling: bool
+    "`use_tkg_gate_up_proj_column_tiling`: the hidden rows stationary."
+    down_column_tiling: bool
+    "`use_tkg_down_proj_column_tiling`: the gated product stationary."
+    column_tiling_dim: int
+    "PE columns one stationary token tile takes with column tiling: 32, 64 or 128, the least that holds `T` (64 on NeuronCore-v2, which cannot tile 32 columns)."
+    column_tiling_factor: int
+    "Stationary tiles side by side on the PE array, `128 / column_tiling_dim`."
 
 
 # The DMA queue the two programs exchange partial sums over.
@@ -44,3 +59,56 @@ PIPE_ID = 0
 
 # The dtype of the projections' sums and of the activation.
 INTER_DTYPE = nl.float32
+
+
+# Layout columns of hidden (128 rows each) per gate/up weight load:
+# 2048 rows, twice that for fp8 weights (half the bytes).
+GATE_UP_H_TILE_COLS = 16
+
+
+# Hidden columns per down weight load with down column tiling (twice
+# that for fp8 weights), fewer when their PSUM banks would not fit.
+DOWN_H_TILE = 4096
+
+
+# `I` columns one gate/up projection call covers with column tiling:
+# eight PSUM banks of 512 fp32 columns.
+MAX_I_SHARD_COLUMN_TILING = 4096
+
+
+# `I` columns one call covers with the weights stationary: eight banks
+# of one 128-column tile each.
+MAX_I_SHARD_LHS_RHS_SWAP = 1024
+
+
+@dataclass
+class ProjectionWeights(nl.NKIObject):
+    """One projection's operands as the projection helpers read them: the
+    weights, the bias and, with fp8 weights, their dequantization scales
+    (`row`: one per output column, else one per tensor).
+    """
+
+    weights: object
+    "`[H, I]` (gate, up) or `[I, H]` (down)."
+    bias: object
+    "`[1, I]` or `[1, H]`."
+    w_scale: object
+    "`[128, n]` float32, rows meant as copies (see `MLPQuantizationParameters`)."
+    row: bool
+    "`QuantizationType.ROW`."
+
+
+def tkg_dims(t, h, i, n, shard_id, gate_up_column_tiling, down_column_tiling):
+    """The dimensions of `t` tokens, `h` hidden and `i` intermediate
+    columns over `n` hidden shards (this program's `shard_id`), with each
+    projection's column tiling on or off (the library's
+    `calculate_constants`).
+    """
+    fit = 32 if t <= 32 else 64 if t <= 64 else H0
+    column_tiling_dim = 64 if nisa.get_nc_version() == nisa.nc_version.gen2 else fit
+    return MLPTKGConstants(t=t, h=h, i=i, h1=h // H0, num_shards=n, shard_id=shard_id, h_per_shard=h // n, h1_shard=h // H0 // n, i_tiles=-(-i // H0), gate_up_column_tiling=gate_up_column_tiling, down_column_tiling=down_column_tiling, column_tiling_dim=column_tiling_dim, column_tiling_factor=H0 // column_tiling_dim)
+
+
+def projection_weights(weights, bias, w_scale, quant):
+    """A projection's weights, bias and (fp8) scales as the phases take them."""
+    return ProjectionWeights(weights=weights, bias=bias, w_scale=w_scale, row=quant.quantization_type == QuantizationType.ROW)

@@ -4,68 +4,148 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
-from .common_types import QuantizationType
 from .mlp_parameters import H0
-from .mlp_parameters import MLPQuantizationParameters
+from .mlp_tkg_constants import DOWN_H_TILE
 from .mlp_tkg_constants import INTER_DTYPE
 from .mlp_tkg_constants import MLPTKGConstants
+from .mlp_tkg_constants import PSUM_BMAX
 from .mlp_tkg_constants import PSUM_FMAX
+from .mlp_tkg_constants import ProjectionWeights
+from .mlp_tkg_utils import transpose_store
 
 
-def load_down_scales(w_scale, row, t, c0, cols):
-    """The dequantization scales of output columns `c0 .. c0 + cols` for the
-    `t` token rows, `[T, 512]` fp32: `w_scale[t, c]` (`ROW`) or
-    `w_scale[t, 0]` (`STATIC`, broadcast along the row).
+def down_h_tile(op, dims):
+    """Hidden columns per weight load with down column tiling: 4096 (8192
+    for fp8 weights) or the shard, halved until the load's 512-column
+    chunks, `factor` to a PSUM bank, take at most 8 banks.
     """
-    scale_sb = nl.ndarray(shape=(t, PSUM_FMAX), dtype=w_scale.dtype, buffer=nl.sbuf)
-    if row:
-        nisa.dma_copy(dst=scale_sb[:, 0:cols], src=w_scale[0:t, c0:c0 + cols])
-    else:
-        nisa.dma_copy(dst=scale_sb[:, 0:cols], src=w_scale.ap(pattern=[[1, t], [0, cols]], offset=0))
-    return scale_sb
+    w_scale = op.w_scale
+    base = 2 * DOWN_H_TILE if w_scale is not None else DOWN_H_TILE
+    h_tile = min(base, dims.h_per_shard)
+    for _ in range(2):
+        if -(--(-h_tile // PSUM_FMAX) // dims.column_tiling_factor) > PSUM_BMAX:
+            h_tile = -(-h_tile // 2)
+    return h_tile
 
 
-def process_down_projection(gu, down_w, down_b, output, optimized_layout, quant, dims):
-    """The down projection of `gu` onto this program's hidden shard of
-    `output` `[T, H]`: per chunk of up to 512 columns, `Σ_i gu[:, i, :]ᵀ @
-    W_down[I tile, chunk]` in PSUM, times the fp8 weights' dequantization
-    scales when `quant` has them, rounded to hidden's dtype, plus the bias
-    (in that dtype, as the library adds it), then cast to the output's
-    dtype. With `optimized_layout` the weight is stored `[I, n, H1s, 128]`
-    (logical column `k·H/n + p·H1s + c` at `k·H/n + c·128 + p`): a chunk
-    is whole runs of `H1s` columns, gathered by a 3-level access pattern.
+def down_projection(gu, op, out, dims):
+    """Column tiling: `out` `[T, H/n]` (hidden's dtype) = this program's
+    hidden columns of `gu[:, j, :]ᵀ @ W_down[tile j, :]` summed over the
+    `I` tiles in order, `gu`'s tile `[128, T]` stationary and the
+    weights moving in 512-column chunks; chunk `k` of a load lands in
+    PSUM bank `k / factor`, rows `dim · (k % factor)`. Each chunk is read
+    out times the fp8 scales (row `t` for token `t`) and rounded, then
+    the bias is added in hidden's dtype.
     """
-    row = quant.quantization_type == QuantizationType.ROW
-    down_w_scale = quant.down_w_scale
-    t, i, h, h2 = (dims.t, dims.i, dims.h, dims.h1_shard)
-    c_shard = dims.shard_id * dims.h_per_shard
-    chunk = PSUM_FMAX // h2 * h2 if optimized_layout else PSUM_FMAX
-    for ch in nl.affine_range(start=0, stop=-(-dims.h_per_shard // chunk)):
-        c0 = c_shard + ch * chunk
-        cols = min(c_shard + dims.h_per_shard - c0, chunk)
-        acc = nl.ndarray(shape=(t, PSUM_FMAX), dtype=INTER_DTYPE, buffer=nl.psum)
-        for it in nl.sequential_range(start=0, stop=dims.i_tiles):
-            i0 = it * H0
-            isz = min(i - i0, H0)
-            w_sb = nl.ndarray(shape=(H0, PSUM_FMAX), dtype=down_w.dtype, buffer=nl.sbuf)
-            if optimized_layout:
-                p0, runs = (ch * chunk // h2, cols // h2)
-                nisa.dma_copy(dst=w_sb.ap(pattern=[[PSUM_FMAX, isz], [h2, runs], [1, h2]]), src=down_w.ap(pattern=[[h, isz], [1, runs], [H0, h2]], offset=i0 * h + c_shard + p0))
+    t, i, hs = (dims.t, dims.i, dims.h_per_shard)
+    dim, factor = (dims.column_tiling_dim, dims.column_tiling_factor)
+    w, c_shard = (op.weights, dims.shard_id * hs)
+    w_scale, bias = (op.w_scale, op.bias)
+    h = w.shape[1]
+    h_tile = down_h_tile(op, dims)
+    banks = -(--(-h_tile // PSUM_FMAX) // factor)
+    for ht in range(-(-hs // h_tile)):
+        h0 = ht * h_tile
+        hsz = min(hs - h0, h_tile)
+        psum = nl.ndarray(shape=(H0, banks, PSUM_FMAX), dtype=INTER_DTYPE, buffer=nl.psum)
+        for it in range(dims.i_tiles):
+            i0, isz = (it * H0, min(i - it * H0, H0))
+            w_sb = nl.ndarray(shape=(H0, h_tile), dtype=w.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=w_sb[0:isz, 0:hsz], src=w.ap(pattern=[[h, isz], [1, hsz]], offset=i0 * h + c_shard + h0))
+            for k in range(-(-hsz // PSUM_FMAX)):
+                k0, ksz, r0 = (k * PSUM_FMAX, min(hsz - k * PSUM_FMAX, PSUM_FMAX), dim * (k % factor))
+                nisa.nc_matmul(dst=psum[r0:r0 + t, k // factor, 0:ksz], stationary=gu[0:isz, it, :], moving=w_sb[0:isz, k0:k0 + ksz], tile_position=(0, r0), tile_size=(H0, dim))
+        for k in range(-(-hsz // PSUM_FMAX)):
+            k0, ksz, r0 = (k * PSUM_FMAX, min(hsz - k * PSUM_FMAX, PSUM_FMAX), dim * (k % factor))
+            o, acc = (out[:, h0 + k0:h0 + k0 + ksz], psum[r0:r0 + t, k // factor, 0:ksz])
+            if w_scale is not None:
+                scale = w_scale
+                if op.row:
+                    scale_sb = nl.ndarray(shape=(t, PSUM_FMAX), dtype=scale.dtype, buffer=nl.sbuf)
+                    c0 = c_shard + h0 + k0
+                    nisa.dma_copy(dst=scale_sb[:, 0:ksz], src=scale[0:t, c0:c0 + ksz])
+                    nisa.tensor_tensor(dst=o, data1=acc, data2=scale_sb[:, 0:ksz], op=nl.multiply)
+                else:
+                    scale_sb = nl.ndarray(shape=(t, 1), dtype=scale.dtype, buffer=nl.sbuf)
+                    nisa.dma_copy(dst=scale_sb, src=scale[0:t, :])
+                    nisa.tensor_scalar(dst=o, data=acc, op0=nl.multiply, operand0=scale_sb)
             else:
-                nisa.dma_copy(dst=w_sb[0:isz, 0:cols], src=down_w.ap(pattern=[[h, isz], [1, cols]], offset=i0 * h + c0))
-            nisa.nc_matmul(dst=acc[:, 0:cols], stationary=gu[0:isz, it, :], moving=w_sb[0:isz, 0:cols])
-        o = nl.ndarray(shape=(t, PSUM_FMAX), dtype=gu.dtype, buffer=nl.sbuf)
-        if down_w_scale is not None:
-            w_scale = down_w_scale
-            scale_sb = load_down_scales(w_scale, row, t, c0, cols)
-            nisa.tensor_tensor(dst=o[:, 0:cols], data1=acc[:, 0:cols], data2=scale_sb[:, 0:cols], op=nl.multiply)
+                nisa.tensor_copy(dst=o, src=acc)
+    if bias is not None:
+        b = bias
+        b_sb = nl.ndarray(shape=(t, hs), dtype=b.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=b_sb, src=b[:, c_shard:c_shard + hs].broadcast(dim=0, size=t))
+        nisa.tensor_tensor(dst=out, data1=out, data2=b_sb, op=nl.add)
+
+
+def down_projection_lhs_rhs_swap(gu, op, out, optimized_layout, dims):
+    """Weights stationary: `out` `[128, H1s, T]` (hidden's dtype), element
+    `(p, c, t)` the shard's hidden column `p · H1s + c`, = `Σ_j` over the
+    `I` tiles in order of the weight tile `[128, 128]` (those columns;
+    with `optimized_layout` stored contiguously, at `c · 128 + p`)
+    stationary times `gu`'s tile `[128, T]` moving. Column `c` sums in
+    PSUM bank `c / (512 / T)` at column `(c % (512 / T)) · T`; each bank
+    is read out times the fp8 scales (row 0 of the `ROW` scales, hidden
+    on the partitions; partition `p` of the `STATIC` ones) and rounded,
+    then the bias is added in hidden's dtype.
+    """
+    t, i, hs, h1s = (dims.t, dims.i, dims.h_per_shard, dims.h1_shard)
+    w, c_shard = (op.weights, dims.shard_id * hs)
+    w_scale, bias = (op.w_scale, op.bias)
+    h = w.shape[1]
+    per_bank = PSUM_FMAX // t
+    banks = -(-h1s // per_bank)
+    psum = nl.ndarray(shape=(H0, banks, PSUM_FMAX), dtype=INTER_DTYPE, buffer=nl.psum)
+    for it in range(dims.i_tiles):
+        i0, isz = (it * H0, min(i - it * H0, H0))
+        w_sb = nl.ndarray(shape=(H0, hs), dtype=w.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=w_sb[0:isz, :], src=w.ap(pattern=[[h, isz], [1, hs]], offset=i0 * h + c_shard))
+        for c in range(h1s):
+            bank, col = (c // per_bank, c % per_bank * t)
+            dst, moving = (psum[:, bank, col:col + t], gu[0:isz, it, :])
+            if optimized_layout:
+                nisa.nc_matmul(dst=dst, stationary=w_sb[0:isz, c * H0:(c + 1) * H0], moving=moving)
+            else:
+                nisa.nc_matmul(dst=dst, stationary=w_sb.ap(pattern=[[hs, isz], [h1s, H0]], offset=c), moving=moving)
+    for bank in range(banks):
+        c0, n = (bank * per_bank, min(h1s - bank * per_bank, per_bank))
+        o, acc = (out.ap(pattern=[[h1s * t, H0], [1, n * t]], offset=c0 * t), psum[:, bank, 0:n * t])
+        if w_scale is not None:
+            scale = w_scale
+            if op.row:
+                scale_sb = nl.ndarray(shape=(H0, per_bank, t), dtype=scale.dtype, buffer=nl.sbuf)
+                nisa.dma_copy(dst=scale_sb[:, 0:n, :], src=scale.ap(pattern=[[h1s, H0], [1, n], [0, t]], offset=c_shard + c0))
+                nisa.tensor_tensor(dst=o, data1=acc, data2=scale_sb.ap(pattern=[[per_bank * t, H0], [1, n * t]], offset=0), op=nl.multiply)
+            else:
+                scale_sb = nl.ndarray(shape=(H0, 1), dtype=scale.dtype, buffer=nl.sbuf)
+                nisa.dma_copy(dst=scale_sb, src=scale[0:H0, :])
+                nisa.tensor_scalar(dst=o, data=acc, op0=nl.multiply, operand0=scale_sb)
         else:
-            nisa.tensor_copy(dst=o[:, 0:cols], src=acc[:, 0:cols])
-        if down_b is not None:
-            b = down_b
-            b_sb = nl.ndarray(shape=(t, PSUM_FMAX), dtype=b.dtype, buffer=nl.sbuf)
-            nisa.dma_copy(dst=b_sb[:, 0:cols], src=b[:, c0:c0 + cols].broadcast(dim=0, size=t))
-            nisa.tensor_tensor(dst=o[:, 0:cols], data1=o[:, 0:cols], data2=b_sb[:, 0:cols], op=nl.add)
-        cast = nl.ndarray(shape=(t, PSUM_FMAX), dtype=output.dtype, buffer=nl.sbuf)
-        nisa.tensor_copy(dst=cast[:, 0:cols], src=o[:, 0:cols])
-        nisa.dma_copy(dst=output[:, c0:c0 + cols], src=cast[:, 0:cols])
+            nisa.tensor_copy(dst=o, src=acc)
+    if bias is not None:
+        b = bias
+        b_sb = nl.ndarray(shape=(H0, h1s, t), dtype=b.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=b_sb, src=b.ap(pattern=[[h1s, H0], [1, h1s], [0, t]], offset=c_shard))
+        nisa.tensor_tensor(dst=out, data1=out, data2=b_sb, op=nl.add)
+
+
+def process_down_projection(gu, down, output, optimized_layout, dims):
+    """The down projection of `gu` `[128, I/128, T]` onto this program's
+    hidden shard of `output` `[T, H]` (in its dtype, from hidden's). With
+    down column tiling the sums land as `[T, H/n]` rows and are stored as
+    they are; without it they land as `[128, H1s, T]` and are transposed
+    on the way out ([`transpose_store`]). With `optimized_layout` (only
+    without column tiling) the weights are stored `[I, n, H1s, 128]`.
+    """
+    t, hs = (dims.t, dims.h_per_shard)
+    c_shard = dims.shard_id * hs
+    if dims.down_column_tiling:
+        out = nl.ndarray(shape=(t, hs), dtype=gu.dtype, buffer=nl.sbuf)
+        down_projection(gu, down, out, dims)
+        cast = nl.ndarray(shape=(t, hs), dtype=output.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=cast, src=out)
+        nisa.dma_copy(dst=output[:, c_shard:c_shard + hs], src=cast)
+    else:
+        out = nl.ndarray(shape=(H0, dims.h1_shard, t), dtype=gu.dtype, buffer=nl.sbuf)
+        down_projection_lhs_rhs_swap(gu, down, out, optimized_layout, dims)
+        transpose_store(out, output, dims)

@@ -5,99 +5,210 @@ import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
 from .common_types import ActFnType
-from .common_types import QuantizationType
 from .kernel_helpers import apply_activation
 from .kernel_helpers import clamp
 from .mlp_parameters import H0
 from .mlp_parameters import MLPActivationParameters
-from .mlp_parameters import MLPQuantizationParameters
+from .mlp_tkg_constants import GATE_UP_H_TILE_COLS
 from .mlp_tkg_constants import INTER_DTYPE
+from .mlp_tkg_constants import MAX_I_SHARD_COLUMN_TILING
+from .mlp_tkg_constants import MAX_I_SHARD_LHS_RHS_SWAP
 from .mlp_tkg_constants import MLPTKGConstants
 from .mlp_tkg_constants import PIPE_ID
+from .mlp_tkg_constants import PSUM_FMAX
+from .mlp_tkg_constants import ProjectionWeights
 
 
-def gate_up_projection_lhs_rhs_swap(x_sb, w, dst, dims):
-    """`dst[:, i, :]` `[128, I/128, T]` (fp32) = the program's partial
-    projection `W[shard rows, :]ᵀ @ x` of each 128-column tile `i` of `w`
-    `[H, I]`: the weight tile `[128, H1s, 128]` stationary, `x_sb`'s
-    columns moving, summed over the layout columns in PSUM.
+def gate_up_h_tile_cols(op):
+    """Layout columns of one weight load: 2048 hidden rows, 4096 of fp8
+    weights.
     """
-    t, i, h1s = (dims.t, dims.i, dims.h1_shard)
+    w_scale = op.w_scale
+    return 2 * GATE_UP_H_TILE_COLS if w_scale is not None else GATE_UP_H_TILE_COLS
+
+
+def load_gate_up_weights(w, w_sb, c0, nc, i0, isz, dims):
+    """Weight rows of this program's shard, layout columns `c0 .. c0 + nc`,
+    `I` columns `i0 .. i0 + isz`, into `w_sb` `[128, cols, isz]` (row `p`
+    of the shard's layout at partition `p`).
+    """
+    i, h1s = (dims.i, dims.h1_shard)
     row0 = dims.shard_id * dims.h_per_shard
-    for it in nl.affine_range(start=0, stop=dims.i_tiles):
-        i0 = it * H0
-        isz = min(i - i0, H0)
-        w_sb = nl.ndarray(shape=(H0, h1s, H0), dtype=w.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=w_sb[:, :, 0:isz], src=w.ap(pattern=[[h1s * i, H0], [i, h1s], [1, isz]], offset=row0 * i + i0))
-        acc = nl.ndarray(shape=(H0, t), dtype=INTER_DTYPE, buffer=nl.psum)
-        for c in nl.sequential_range(start=0, stop=h1s):
-            nisa.nc_matmul(dst=acc[0:isz, :], stationary=w_sb[:, c, 0:isz], moving=x_sb[:, :, c])
-        nisa.tensor_copy(dst=dst[0:isz, it, :], src=acc[0:isz, :])
+    nisa.dma_copy(dst=w_sb[:, 0:nc, :], src=w.ap(pattern=[[h1s * i, H0], [i, nc], [1, isz]], offset=(row0 + c0) * i + i0))
 
 
-def dequantize_projection(p, w_scale, row, dims):
-    """`p` `[128, I/128, T]` times the dequantization scale of each element:
-    `w_scale[t, i]` (`ROW`) or `w_scale[t, 0]` (`STATIC`) for token `t`
-    of column `i`, gathered transposed (`I` on the partitions) by one
-    access pattern per tile, in fp32.
+def gate_up_projection(x_sb, op, dst, i0, isz, dims):
+    """Column tiling: `dst[:, i0 .. i0 + isz]` `[T, I]` (fp32) = this
+    program's partial projection, the hidden tile `[128, T]` stationary
+    and the weights moving in 512-column chunks. Layout column `c` lands
+    in array tile `c % factor` (PSUM rows `dim · (c % factor)`); each
+    tile's sums are in column order, then tile 0 is copied out and the
+    others added in order. Then the fp8 scales and (program 0 only: the
+    exchange adds the other program's sums) the bias.
     """
-    t, i = (dims.t, dims.i)
-    for it in nl.affine_range(start=0, stop=dims.i_tiles):
-        i0 = it * H0
-        isz = min(i - i0, H0)
-        scale_sb = nl.ndarray(shape=(H0, t), dtype=w_scale.dtype, buffer=nl.sbuf)
-        if row:
-            nisa.dma_copy(dst=scale_sb[0:isz, :], src=w_scale.ap(pattern=[[1, isz], [i, t]], offset=i0))
+    t, h1s = (dims.t, dims.h1_shard)
+    dim, factor = (dims.column_tiling_dim, dims.column_tiling_factor)
+    w, w_scale, bias = (op.weights, op.w_scale, op.bias)
+    chunks = -(-isz // PSUM_FMAX)
+    cols = gate_up_h_tile_cols(op)
+    psum = nl.ndarray(shape=(H0, chunks, PSUM_FMAX), dtype=INTER_DTYPE, buffer=nl.psum)
+    for ht in range(-(-h1s // cols)):
+        c0 = ht * cols
+        nc = min(h1s - c0, cols)
+        w_sb = nl.ndarray(shape=(H0, cols, isz), dtype=w.dtype, buffer=nl.sbuf)
+        load_gate_up_weights(w, w_sb, c0, nc, i0, isz, dims)
+        for g in range(-(-nc // factor)):
+            for k in range(min(nc - g * factor, factor)):
+                c, r0 = (g * factor + k, dim * k)
+                for ch in range(chunks):
+                    j0, jsz = (ch * PSUM_FMAX, min(isz - ch * PSUM_FMAX, PSUM_FMAX))
+                    nisa.nc_matmul(dst=psum[r0:r0 + t, ch, 0:jsz], stationary=x_sb[:, :, c0 + c], moving=w_sb[:, c, j0:j0 + jsz], tile_position=(0, r0), tile_size=(H0, dim))
+    o = dst[:, i0:i0 + isz]
+    for ch in range(chunks):
+        j0, jsz = (ch * PSUM_FMAX, min(isz - ch * PSUM_FMAX, PSUM_FMAX))
+        oc = dst[:, i0 + j0:i0 + j0 + jsz]
+        nisa.tensor_copy(dst=oc, src=psum[0:t, ch, 0:jsz])
+        for k in range(1, min(h1s, factor)):
+            nisa.tensor_tensor(dst=oc, data1=psum[dim * k:dim * k + t, ch, 0:jsz], data2=oc, op=nl.add)
+    if w_scale is not None:
+        scale = w_scale
+        if op.row:
+            scale_sb = nl.ndarray(shape=(t, isz), dtype=scale.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=scale_sb, src=scale[0:t, i0:i0 + isz])
+            nisa.tensor_tensor(dst=o, data1=o, data2=scale_sb, op=nl.multiply)
         else:
-            nisa.dma_copy(dst=scale_sb[0:isz, :], src=w_scale.ap(pattern=[[0, isz], [1, t]], offset=0))
-        nisa.tensor_tensor(dst=p[0:isz, it, :], data1=p[0:isz, it, :], data2=scale_sb[0:isz, :], op=nl.multiply)
+            scale_sb = nl.ndarray(shape=(t, 1), dtype=scale.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=scale_sb, src=scale[0:t, :])
+            nisa.tensor_scalar(dst=o, data=o, op0=nl.multiply, operand0=scale_sb)
+    if bias is not None:
+        b = bias
+        if dims.shard_id == 0:
+            b_sb = nl.ndarray(shape=(t, isz), dtype=b.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=b_sb, src=b[:, i0:i0 + isz].broadcast(dim=0, size=t))
+            nisa.tensor_tensor(dst=o, data1=o, data2=b_sb, op=nl.add)
 
 
-def finish_projection(p, w_scale, row, bias, dims):
-    """Adds the other program's partial sums of `p` (two programs), undoes
-    the weights' fp8 quantization when given its scale, then adds the bias
-    `[1, I]` (one value per partition of each tile), in fp32.
+def exchange_partial_sums(p, dims):
+    """With two programs, adds the other program's partial sums to `p`
+    (fp32), as it adds this one's.
     """
     if dims.num_shards > 1:
         other = 1 - dims.shard_id
-        remote = nl.ndarray(shape=(H0, dims.i_tiles, dims.t), dtype=INTER_DTYPE, buffer=nl.sbuf)
+        remote = nl.ndarray(shape=p.shape, dtype=INTER_DTYPE, buffer=nl.sbuf)
         nisa.sendrecv(src=p, dst=remote, send_to_rank=other, recv_from_rank=other, pipe_id=PIPE_ID)
         nisa.tensor_tensor(dst=p, data1=p, data2=remote, op=nl.add)
-    if w_scale is not None:
-        scale = w_scale
-        dequantize_projection(p, scale, row, dims)
-    if bias is not None:
-        b = bias
-        for it in nl.affine_range(start=0, stop=dims.i_tiles):
-            i0 = it * H0
-            isz = min(dims.i - i0, H0)
-            b_sb = nl.ndarray(shape=(H0, 1), dtype=b.dtype, buffer=nl.sbuf)
-            nisa.dma_copy(dst=b_sb[0:isz, :], src=b.ap(pattern=[[1, isz], [1, 1]], offset=i0))
-            nisa.tensor_scalar(dst=p[0:isz, it, :], data=p[0:isz, it, :], op0=nl.add, operand0=b_sb[0:isz, :])
 
 
-def process_gate_up_projection(x_sb, gate_w, up_w, gate_b, up_b, gu, act, quant, dims):
-    """The gate and up projections of `x_sb`, their gated activation, into
-    `gu` `[128, I/128, T]` (hidden's dtype): `act(clamp(gate)) · clamp(up)`,
-    or `act(clamp(up))` with `skip_gate_proj`; fp8 weights dequantized by
-    `quant`'s scales.
+def gated_activation(gate, up, dst, act):
+    """The gated activation in fp32: `up = act(clamp(up))` with
+    `skip_gate_proj`, else `dst = act(clamp(gate)) · clamp(up)`.
     """
-    row = quant.quantization_type == QuantizationType.ROW
-    gate_w_scale, up_w_scale = (quant.gate_w_scale, quant.up_w_scale)
-    shape = [H0, dims.i_tiles, dims.t]
-    up = nl.ndarray(shape=shape, dtype=INTER_DTYPE, buffer=nl.sbuf)
-    nisa.memset(dst=up, value=0.0)
-    gate_up_projection_lhs_rhs_swap(x_sb, up_w, up, dims)
-    finish_projection(up, up_w_scale, row, up_b, dims)
-    clamp(up, act.up_clamp_upper_limit, act.up_clamp_lower_limit)
     if act.skip_gate_proj:
+        clamp(up, act.up_clamp_upper_limit, act.up_clamp_lower_limit)
         apply_activation(up, up, act.activation_fn)
-        nisa.tensor_copy(dst=gu, src=up)
     else:
-        gate = nl.ndarray(shape=shape, dtype=INTER_DTYPE, buffer=nl.sbuf)
-        nisa.memset(dst=gate, value=0.0)
-        gate_up_projection_lhs_rhs_swap(x_sb, gate_w, gate, dims)
-        finish_projection(gate, gate_w_scale, row, gate_b, dims)
         clamp(gate, act.gate_clamp_upper_limit, act.gate_clamp_lower_limit)
         apply_activation(gate, gate, act.activation_fn)
-        nisa.tensor_tensor(dst=gu, data1=gate, data2=up, op=nl.multiply)
+        clamp(up, act.up_clamp_upper_limit, act.up_clamp_lower_limit)
+        nisa.tensor_tensor(dst=dst, data1=gate, data2=up, op=nl.multiply)
+
+
+def transpose_gated_product(src, gu, dims):
+    """`gu[:, j, :]` `[128, I/128, T]` (its dtype) = the `[T, 128]` column
+    tiles of `src` `[T, I]` (fp32) transposed on the PE array (exactly),
+    then rounded.
+    """
+    for j in range(dims.i_tiles):
+        j0, jsz = (j * H0, min(dims.i - j * H0, H0))
+        tp = nl.ndarray(shape=(H0, dims.t), dtype=INTER_DTYPE, buffer=nl.psum)
+        nisa.nc_transpose(dst=tp[0:jsz, :], data=src[:, j0:j0 + jsz])
+        nisa.tensor_copy(dst=gu[0:jsz, j, :], src=tp[0:jsz, :])
+
+
+def gate_up_projection_lhs_rhs_swap(x_sb, op, dst, i0, isz, dims):
+    """Weights stationary: `dst[:, i0/128 + j, :]` `[128, I/128, T]` (fp32)
+    = this program's partial projection of 128-column tile `j` of `I`
+    columns `i0 .. i0 + isz`, the weight tile `[128, 128]` stationary and
+    the hidden tile `[128, T]` moving, summed over the layout columns in
+    order in one PSUM bank per tile, read out times the fp8 scales (row 0
+    of the `ROW` scales, `I` on the partitions; partition `p` of the
+    `STATIC` ones); then (program 0 only) the bias.
+    """
+    t, h1s = (dims.t, dims.h1_shard)
+    w, w_scale, bias = (op.weights, op.w_scale, op.bias)
+    tiles, tile0 = (-(-isz // H0), i0 // H0)
+    cols = gate_up_h_tile_cols(op)
+    psum = nl.ndarray(shape=(H0, tiles, PSUM_FMAX), dtype=INTER_DTYPE, buffer=nl.psum)
+    for ht in range(-(-h1s // cols)):
+        c0 = ht * cols
+        nc = min(h1s - c0, cols)
+        w_sb = nl.ndarray(shape=(H0, cols, isz), dtype=w.dtype, buffer=nl.sbuf)
+        load_gate_up_weights(w, w_sb, c0, nc, i0, isz, dims)
+        for c in range(nc):
+            for j in range(tiles):
+                j0, jsz = (j * H0, min(isz - j * H0, H0))
+                nisa.nc_matmul(dst=psum[0:jsz, j, 0:t], stationary=w_sb[:, c, j0:j0 + jsz], moving=x_sb[:, :, c0 + c])
+    for j in range(tiles):
+        j0, jsz = (j * H0, min(isz - j * H0, H0))
+        o, acc = (dst[0:jsz, tile0 + j, :], psum[0:jsz, j, 0:t])
+        if w_scale is not None:
+            scale = w_scale
+            scale_sb = nl.ndarray(shape=(H0, t), dtype=scale.dtype, buffer=nl.sbuf)
+            if op.row:
+                nisa.dma_copy(dst=scale_sb[0:jsz, :], src=scale.ap(pattern=[[1, jsz], [0, t]], offset=i0 + j0))
+                nisa.tensor_tensor(dst=o, data1=acc, data2=scale_sb[0:jsz, :], op=nl.multiply)
+            else:
+                nisa.dma_copy(dst=scale_sb[0:jsz, 0:1], src=scale[0:jsz, :])
+                nisa.tensor_scalar(dst=o, data=acc, op0=nl.multiply, operand0=scale_sb[0:jsz, 0:1])
+        else:
+            nisa.tensor_copy(dst=o, src=acc)
+        if bias is not None:
+            b = bias
+            if dims.shard_id == 0:
+                b_sb = nl.ndarray(shape=(H0, 1), dtype=b.dtype, buffer=nl.sbuf)
+                nisa.dma_copy(dst=b_sb[0:jsz, :], src=b.ap(pattern=[[1, jsz], [1, 1]], offset=i0 + j0))
+                nisa.tensor_scalar(dst=o, data=o, op0=nl.add, operand0=b_sb[0:jsz, :])
+
+
+def process_gate_up_projection(x_sb, gate, up, gu, act, dims):
+    """The gate and up projections of `x_sb` `[128, T, H1s]` and their gated
+    activation into `gu` `[128, I/128, T]` (its dtype): `act(clamp(gate))
+    · clamp(up)`, or `act(clamp(up))` with `skip_gate_proj`, the sums in
+    fp32. With gate/up column tiling the projections land as `[T, I]`
+    rows side by side in one buffer (one exchange carries both) and the
+    product is transposed into `gu`; without it they land as `gu`'s
+    layout, exchanged one after the other. `I` is covered in shards of
+    at most 4096 (column tiling) or 1024 columns, the PSUM banks of one
+    call.
+    """
+    t, i = (dims.t, dims.i)
+    skip = act.skip_gate_proj
+    tiling = dims.gate_up_column_tiling
+    max_shard = MAX_I_SHARD_COLUMN_TILING if tiling else MAX_I_SHARD_LHS_RHS_SWAP
+    n = 1 if skip else 2
+    if tiling:
+        sums = nl.ndarray(shape=(t, n * i), dtype=INTER_DTYPE, buffer=nl.sbuf)
+        gate_sb, up_sb = (sums[:, 0:i], sums[:, (n - 1) * i:n * i])
+        for sh in range(-(-i // max_shard)):
+            i0, isz = (sh * max_shard, min(i - sh * max_shard, max_shard))
+            if not skip:
+                gate_up_projection(x_sb, gate, gate_sb, i0, isz, dims)
+            gate_up_projection(x_sb, up, up_sb, i0, isz, dims)
+        exchange_partial_sums(sums, dims)
+        gated_activation(gate_sb, up_sb, up_sb, act)
+        transpose_gated_product(up_sb, gu, dims)
+    else:
+        sums = nl.ndarray(shape=(H0, n * dims.i_tiles, t), dtype=INTER_DTYPE, buffer=nl.sbuf)
+        nisa.memset(dst=sums, value=0.0)
+        gate_sb, up_sb = (sums[:, 0:dims.i_tiles, :], sums[:, (n - 1) * dims.i_tiles:n * dims.i_tiles, :])
+        for sh in range(-(-i // max_shard)):
+            i0, isz = (sh * max_shard, min(i - sh * max_shard, max_shard))
+            if not skip:
+                gate_up_projection_lhs_rhs_swap(x_sb, gate, gate_sb, i0, isz, dims)
+            gate_up_projection_lhs_rhs_swap(x_sb, up, up_sb, i0, isz, dims)
+        if not skip:
+            exchange_partial_sums(gate_sb, dims)
+        exchange_partial_sums(up_sb, dims)
+        gated_activation(gate_sb, up_sb, gu, act)
+        if skip:
+            nisa.tensor_copy(dst=gu, src=up_sb)

@@ -7,11 +7,13 @@ import nki.collectives as ncc
 from .common_types import NormType
 from .layernorm_tkg import layernorm_tkg_shard_on_bxs
 from .layernorm_tkg import layernorm_tkg_shard_on_h
+from .layernorm_tkg import layernorm_tkg_splits_rows
 from .mlp_parameters import H0
 from .mlp_tkg_constants import MLPTKGConstants
 from .norm_tkg_utils import load_input_to_sbuf
 from .rmsnorm_tkg import rmsnorm_tkg_shard_on_bxs
 from .rmsnorm_tkg import rmsnorm_tkg_shard_on_h
+from .rmsnorm_tkg import rmsnorm_tkg_splits_rows
 
 
 def unit_gamma(dtype, h):
@@ -48,16 +50,22 @@ def input_fused_add(hidden, fused_add_tensor, fused_output, stored, dims):
 
 def normalize_rows(hidden, gamma, beta, normed, layer, eps, dims):
     """The rows of `hidden` `[T, H]` normalised into `normed` `[128, T, H1]`
-    (the layout of `n` hidden shards) with the norm kernels' helpers: one
-    program normalises every shard; two split the hidden dim
-    (`shard_on_h`), each writing its own shard, the partial sums exchanged.
+    (the layout of `n` hidden shards) with the norm kernels' helpers, as
+    the library's `rmsnorm_tkg` / `layernorm_tkg` run them: every program
+    normalises every row over the whole hidden dim. Where the library
+    splits the rows between two programs (more than the norm's
+    `SHARDING_THRESHOLD`, an even count) the two split the hidden dim
+    instead (`shard_on_h`), each writing its own shard and exchanging the
+    partial sums: each program's scratch is private here, so it could not
+    receive the other program's rows.
     """
-    n = dims.num_shards
-    if layer and n > 1:
+    n, t = (dims.num_shards, dims.t)
+    split_rows = layernorm_tkg_splits_rows(t, n) if layer else rmsnorm_tkg_splits_rows(t, n)
+    if layer and split_rows:
         layernorm_tkg_shard_on_h(hidden, gamma, beta, normed, eps)
     elif layer:
         layernorm_tkg_shard_on_bxs(hidden, gamma, beta, normed, eps)
-    elif n > 1:
+    elif split_rows:
         rmsnorm_tkg_shard_on_h(hidden, gamma, normed, eps, dims.h)
     else:
         rmsnorm_tkg_shard_on_bxs(hidden, gamma, normed, eps, dims.h, False, False)
@@ -81,3 +89,19 @@ def input_norm_load(hidden, x_sb, normalization_type, norm_weights, norm_bias, e
             normalize_rows(hidden, unit_gamma(hidden.dtype, dims.h), norm_bias, normed, layer, eps, dims)
         c0 = dims.shard_id * dims.h1_shard
         nisa.dma_copy(dst=x_sb, src=normed[:, :, c0:c0 + dims.h1_shard])
+
+
+def transpose_store(out, output, dims):
+    """`out` `[128, H1s, T]` (element `(p, c, t)` the shard's hidden column
+    `p · H1s + c`) into this program's hidden shard of `output` `[T, H]`:
+    each layout column `[128, T]` transposed on the PE array (exactly)
+    into the rows `[T, H/n]`, cast to the output's dtype, stored at once.
+    """
+    t, hs, h1s = (dims.t, dims.h_per_shard, dims.h1_shard)
+    c_shard = dims.shard_id * hs
+    rows = nl.ndarray(shape=(t, hs), dtype=output.dtype, buffer=nl.sbuf)
+    for c in range(h1s):
+        tp = nl.ndarray(shape=(t, H0), dtype=out.dtype, buffer=nl.psum)
+        nisa.nc_transpose(dst=tp, data=out[:, c, :])
+        nisa.tensor_copy(dst=rows.ap(pattern=[[hs, t], [h1s, H0]], offset=c), src=tp)
+    nisa.dma_copy(dst=output[:, c_shard:c_shard + hs], src=rows)

@@ -13,6 +13,8 @@ from .mlp_parameters import MLPActivationParameters
 from .mlp_parameters import MLPQuantizationParameters
 from .mlp_parameters import MLPTensors
 from .mlp_tkg_constants import MLPTKGConstants
+from .mlp_tkg_constants import projection_weights
+from .mlp_tkg_constants import tkg_dims
 from .mlp_tkg_down_projection import process_down_projection
 from .mlp_tkg_gate_up_projection import process_gate_up_projection
 
@@ -145,9 +147,10 @@ def select_expert_scales(w, id, quantization_type):
 
 def expert_dims(t, h, i, n, shard_id):
     """The `mlp_tkg` dimensions of `t` tokens over `n` hidden shards (this
-    program's `shard_id`).
+    program's `shard_id`), both column tilings off as the library's
+    expert paths set them.
     """
-    return MLPTKGConstants(t=t, h=h, i=i, h1=h // H0, num_shards=n, shard_id=shard_id, h_per_shard=h // n, h1_shard=h // H0 // n, i_tiles=-(-i // H0))
+    return tkg_dims(t, h, i, n, shard_id, False, False)
 
 
 def expert_mlp(x_sb, ew, q, act, dims, io):
@@ -158,9 +161,12 @@ def expert_mlp(x_sb, ew, q, act, dims, io):
     the partitions).
     """
     gu = nl.ndarray(shape=(H0, dims.i_tiles, dims.t), dtype=io, buffer=nl.sbuf)
-    process_gate_up_projection(x_sb, ew.gate_proj_weights_tensor, ew.up_proj_weights_tensor, ew.gate_proj_bias_tensor, ew.up_proj_bias_tensor, gu, act, q, dims)
+    gate = projection_weights(ew.gate_proj_weights_tensor, ew.gate_proj_bias_tensor, q.gate_w_scale, q)
+    up = projection_weights(ew.up_proj_weights_tensor, ew.up_proj_bias_tensor, q.up_w_scale, q)
+    process_gate_up_projection(x_sb, gate, up, gu, act, dims)
     down = nl.ndarray(shape=(dims.t, dims.h), dtype=io, buffer=nl.private_hbm)
-    process_down_projection(gu, ew.down_proj_weights_tensor, ew.down_proj_bias_tensor, down, False, q, dims)
+    dw = projection_weights(ew.down_proj_weights_tensor, ew.down_proj_bias_tensor, q.down_w_scale, q)
+    process_down_projection(gu, dw, down, False, dims)
     c0, hs = (dims.shard_id * dims.h_per_shard, dims.h_per_shard)
     o = nl.ndarray(shape=(dims.t, hs), dtype=io, buffer=nl.sbuf)
     nisa.dma_copy(dst=o, src=down[:, c0:c0 + hs])

@@ -49,13 +49,20 @@ class NormTkgPart(nl.NKIObject):
     "Whether the partial sums are exchanged with the other program."
 
 
+def splits_rows(bxs, programs, threshold):
+    """Whether a launch of `programs` splits `bxs` rows between two programs
+    (`shard_on_bxs`): more than `threshold` of them, an even count.
+    """
+    return programs == 2 and bxs > threshold and bxs % programs == 0
+
+
 def bxs_part(bxs, programs, threshold, split_allowed, shards, hidden_dim_tp):
     """This program's part when the rows are split (`shard_on_bxs`): over a
     launch of two `programs` when `split_allowed` and there are more than
     `threshold` rows of the `bxs`, an even count (else every row), each
     program holding all `shards` hidden shards.
     """
-    split = split_allowed and programs == 2 and bxs > threshold and bxs % programs == 0
+    split = split_allowed and splits_rows(bxs, programs, threshold)
     rows = bxs // programs if split else bxs
     row0 = nl.program_id(axis=0) * rows if split else 0
     return NormTkgPart(row0=row0, rows=rows, shards=shards, first=0, held=shards, hidden_dim_tp=hidden_dim_tp, shard_on_h=False)

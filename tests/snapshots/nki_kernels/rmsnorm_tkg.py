@@ -14,6 +14,7 @@ from .norm_tkg_utils import bxs_part
 from .norm_tkg_utils import h_part
 from .norm_tkg_utils import load_gamma_to_sbuf
 from .norm_tkg_utils import load_input_to_sbuf
+from .norm_tkg_utils import splits_rows
 
 
 # Rows above which a two-program launch splits the rows (below, both
@@ -95,6 +96,13 @@ def rmsnorm_tkg_shard_on_h(input, gamma, output, eps, hidden_actual):
     program `p` holds hidden shard `p` and the partial sums are exchanged.
     """
     rmsnorm_tkg_llama_impl(h_part(input.shape[0]), input, gamma, output, eps, hidden_actual)
+
+
+def rmsnorm_tkg_splits_rows(bxs, programs):
+    """Whether the default (`shard_on_bxs`) split gives each of a launch of
+    `programs` its own `bxs` rows.
+    """
+    return splits_rows(bxs, programs, SHARDING_THRESHOLD)
 
 
 @nki.jit

@@ -53,10 +53,10 @@ pub mod kernel {
     use crate::mlp::mlp_cte::mlp_cte::mlp_cte;
     use crate::mlp::mlp_cte::mlp_cte_sharding::shard_on_intermediate;
     use crate::mlp::mlp_parameters::{
-        H0, MLPActivationParameters, MLPQuantizationParameters, MLPTensors, ROW_SCALE_BYTES, TKG_BS_SEQLEN_THRESHOLD,
+        DOWN_PSUM_BANKS, H0, MLPActivationParameters, MLPQuantizationParameters, MLPTensors, ROW_SCALE_BYTES, TKG_BS_SEQLEN_THRESHOLD,
     };
     use crate::mlp::mlp_tkg::mlp_tkg::mlp_tkg;
-    use crate::mlp::mlp_tkg::mlp_tkg_constants::PSUM_FMAX;
+    use crate::mlp::mlp_tkg::mlp_tkg_constants::{PSUM_BMAX, PSUM_FMAX};
     use crate::mlp::mlp_tkg::mlp_tkg_mx::mlp_tkg_mx;
     use crate::mlp::mlp_tkg::projection_mx_constants::{GROUPS_PER_MX_TILE, MX_TILE};
     pub use crate::utils::common_types::{ActFnType, NormType, QuantizationType};
@@ -73,15 +73,12 @@ pub mod kernel {
     }
 
     /// The decode path's own rules: the hidden dim splits evenly over the
-    /// programs, and the optimized layout's chunk holds whole runs.
+    /// programs, and without down column tiling the shard's output columns
+    /// fit the PSUM banks.
     #[nki_helper]
-    pub fn validate_mlp_tkg(h: i64, programs: i64, optimized_layout: bool) {
+    pub fn validate_mlp_tkg(t: i64, h: i64, programs: i64, down_column_tiling: bool) {
         assert!((h / H0) % programs == 0, "mlp: H / 128 = {} must split evenly over the {programs} programs of the launch", h / H0);
-        assert!(
-            !optimized_layout || h / H0 / programs <= PSUM_FMAX,
-            "mlp: use_tkg_down_proj_optimized_layout needs H / 128 / programs <= 512, got {}",
-            h / H0 / programs
-        );
+        assert!(down_column_tiling || (h / H0 / programs).div_ceil(PSUM_FMAX / t) <= PSUM_BMAX, DOWN_PSUM_BANKS);
     }
 
     /// The context-encoding path's own rules: no clamps and no optimized
@@ -364,7 +361,7 @@ pub mod kernel {
         );
         assert!(!store_output_in_sbuf, "mlp: store_output_in_sbuf is not implemented (the output is an HBM tensor)");
         if is_tkg {
-            validate_mlp_tkg(h, programs, use_tkg_down_proj_optimized_layout);
+            validate_mlp_tkg(t, h, programs, use_tkg_down_proj_column_tiling);
         } else {
             let has_bias = w.gate_proj_bias_tensor.is_some() || w.up_proj_bias_tensor.is_some() || w.down_proj_bias_tensor.is_some();
             let clamped = act.gate_clamp_upper_limit.is_some()
@@ -431,8 +428,6 @@ pub mod kernel {
         up_clamp_lower_limit: Option<f64>,
         #[default(false)] force_cte_mode: bool,
     ) -> Outputs {
-        // Both arrangements of the projections compute the same sums (module docs).
-        let _ = use_tkg_gate_up_proj_column_tiling;
         let rank = hidden_tensor.ndim();
         assert!(rank == 2 || rank == 3, "mlp: hidden_tensor must be [B, S, H] or [T, H], got {rank} dims");
         let hs = hidden_tensor.shape();
@@ -518,7 +513,19 @@ pub mod kernel {
         let stored_2d = if store { Some(stored.reshape([t, h])) } else { None };
         let (hidden_2d, out_2d) = (hidden_tensor.reshape([t, width]), out.reshape([t, h]));
         if is_tkg {
-            mlp_tkg(hidden_2d, w, out_2d, stored_2d, normalization_type, eps, act, quant, use_tkg_down_proj_optimized_layout);
+            mlp_tkg(
+                hidden_2d,
+                w,
+                out_2d,
+                stored_2d,
+                normalization_type,
+                eps,
+                act,
+                quant,
+                use_tkg_gate_up_proj_column_tiling,
+                use_tkg_down_proj_column_tiling,
+                use_tkg_down_proj_optimized_layout,
+            );
         } else {
             mlp_cte(hidden_2d, w, out_2d, stored_2d, normalization_type, eps, act, quant);
         }

@@ -3,7 +3,8 @@
 //!
 //! The rules follow the library's argument validation: `H` a multiple of 128,
 //! positive sizes, bias shapes, normalization bias only with `LAYER_NORM`, the
-//! optimized down-projection layout only without down column tiling, the clamps,
+//! optimized down-projection layout only without down column tiling, the
+//! output columns of a program within 8 PSUM banks without it, the clamps,
 //! SBUF output and the optimized layout only in token generation, and the
 //! sharded dim of each path splitting evenly over the programs. On top of
 //! them, `ROW_MX` is refused by name (see [`MlpRule`]; the library's `mlp`
@@ -15,7 +16,7 @@
 //! `float8_e4m3` (the library's quantized context-encoding path reads them
 //! so), without a norm, a residual add or projection biases.
 
-use crate::mlp::mlp_tkg::mlp_tkg_constants::PSUM_FMAX;
+use crate::mlp::mlp_tkg::mlp_tkg_constants::{PSUM_BMAX, PSUM_FMAX};
 use crate::mlp::mlp_tkg::projection_mx_constants::MX_TILE;
 use crate::utils::common_types::NormType;
 use crate::utils::mx_layout::SCALE_GROUP_SIZE;
@@ -36,6 +37,10 @@ pub mod kernel {
     /// `float8_e4m3` elements (bytes) a `ROW`-quantized hidden row ends with:
     /// its fp32 dequantization scale.
     pub const ROW_SCALE_BYTES: i64 = 4;
+
+    /// [`MlpRule::DownPsumBanks`](super::MlpRule::DownPsumBanks) (the kernel's assert names it too).
+    pub const DOWN_PSUM_BANKS: &str =
+        "mlp: use_tkg_down_proj_column_tiling=False needs H / 128 / programs <= 8 * (512 // (B * S)) (the down projection's PSUM banks)";
 
     /// [`MlpRule::StaticMxTokenGeneration`](super::MlpRule::StaticMxTokenGeneration)
     /// (each `STATIC_MX` rule's one message, which the kernel's asserts name too).
@@ -186,9 +191,11 @@ pub enum MlpRule {
     NormBias,
     /// `use_tkg_down_proj_optimized_layout` together with down column tiling.
     OptimizedLayout,
-    /// `use_tkg_down_proj_optimized_layout` with more than 512 layout columns
-    /// per program (`H / 128 / programs`): a down-projection chunk is whole runs of them.
-    OptimizedLayoutRuns,
+    /// Down column tiling off with more output columns per program than 8
+    /// PSUM banks hold, `H / 128 / programs > 8 · (512 / (B · S))` (the
+    /// weights-stationary down projection keeps every column's sums live;
+    /// the library asserts the same).
+    DownPsumBanks,
     /// `store_output_in_sbuf` (the output is an HBM tensor here).
     SbufOutput,
     /// `H / 128` does not split evenly over the programs of the launch.
@@ -242,7 +249,7 @@ impl MlpRule {
             }
             MlpRule::NormBias => "mlp: normalization_bias_tensor is only supported with NormType.LAYER_NORM",
             MlpRule::OptimizedLayout => "mlp: use_tkg_down_proj_optimized_layout needs use_tkg_down_proj_column_tiling=False",
-            MlpRule::OptimizedLayoutRuns => "mlp: use_tkg_down_proj_optimized_layout needs H / 128 / programs <= 512",
+            MlpRule::DownPsumBanks => DOWN_PSUM_BANKS,
             MlpRule::SbufOutput => "mlp: store_output_in_sbuf is not implemented (the output is an HBM tensor)",
             MlpRule::HiddenShards => "mlp: H / 128 must split evenly over the programs of the launch (the LNC size) in token generation",
         }
@@ -380,8 +387,9 @@ pub const fn mlp_violation(c: MlpCall) -> Option<MlpRule> {
         if (c.hidden / H0) % c.programs != 0 {
             return Some(MlpRule::HiddenShards);
         }
-        if c.use_tkg_down_proj_optimized_layout && c.hidden / H0 / c.programs > PSUM_FMAX {
-            return Some(MlpRule::OptimizedLayoutRuns);
+        let per_bank = PSUM_FMAX / c.tokens;
+        if !c.use_tkg_down_proj_column_tiling && (c.hidden / H0 / c.programs + per_bank - 1) / per_bank > PSUM_BMAX {
+            return Some(MlpRule::DownPsumBanks);
         }
         return None;
     }

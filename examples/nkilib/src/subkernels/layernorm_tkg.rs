@@ -45,13 +45,20 @@ pub use kernel::*;
 #[nki_module]
 pub mod kernel {
     use crate::subkernels::norm_tkg_utils::{
-        BXS_FULL_TILE_SIZE, INTER_DTYPE, NormTkgPart, PIPE_ID, bxs_part, h_part, load_gamma_to_sbuf, load_input_to_sbuf,
+        BXS_FULL_TILE_SIZE, INTER_DTYPE, NormTkgPart, PIPE_ID, bxs_part, h_part, load_gamma_to_sbuf, load_input_to_sbuf, splits_rows,
     };
     use nki::prelude::*;
 
     /// Rows above which a two-program launch splits the rows (below, both
     /// programs normalise every row: the split would not pay for its exchange).
     pub const SHARDING_THRESHOLD: i64 = 10;
+
+    /// Whether the default (`shard_on_bxs`) split gives each of a launch of
+    /// `programs` its own `bxs` rows.
+    #[nki_helper]
+    pub fn layernorm_tkg_splits_rows(bxs: i64, programs: i64) -> bool {
+        splits_rows(bxs, programs, SHARDING_THRESHOLD)
+    }
 
     /// The tiles every row tile reads: gamma and beta in the layout, `eps`, and
     /// the `1/H` matrix whose product with partial sums is their mean.

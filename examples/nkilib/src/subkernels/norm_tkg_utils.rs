@@ -180,13 +180,20 @@ pub mod helpers {
         pub shard_on_h: bool,
     }
 
+    /// Whether a launch of `programs` splits `bxs` rows between two programs
+    /// (`shard_on_bxs`): more than `threshold` of them, an even count.
+    #[nki_helper]
+    pub fn splits_rows(bxs: i64, programs: i64, threshold: i64) -> bool {
+        programs == 2 && bxs > threshold && bxs % programs == 0
+    }
+
     /// This program's part when the rows are split (`shard_on_bxs`): over a
     /// launch of two `programs` when `split_allowed` and there are more than
     /// `threshold` rows of the `bxs`, an even count (else every row), each
     /// program holding all `shards` hidden shards.
     #[nki_helper]
     pub fn bxs_part(bxs: i64, programs: i64, threshold: i64, split_allowed: bool, shards: i64, hidden_dim_tp: bool) -> NormTkgPart {
-        let split = split_allowed && programs == 2 && bxs > threshold && bxs % programs == 0;
+        let split = split_allowed && splits_rows(bxs, programs, threshold);
         let rows = if split { bxs / programs } else { bxs };
         let row0 = if split { nl::program_id(0) * rows } else { 0 };
         NormTkgPart { row0, rows, shards, first: 0, held: shards, hidden_dim_tp, shard_on_h: false }

@@ -1,121 +1,255 @@
 //! The decode path's gate and up projections: the library's
-//! `mlp_tkg_gate_up_projection`, the weights stationary, the partial sums of
-//! two programs exchanged, fp8 dequantization, bias, clamps and the gated
-//! activation.
+//! `mlp_tkg_gate_up_projection`, in either of its matmul arrangements (see
+//! the module docs of [`mlp_tkg`](crate::mlp::mlp_tkg::mlp_tkg)), the partial
+//! sums of two programs exchanged, fp8 dequantization, bias, clamps and the
+//! gated activation.
 
 pub use kernel::*;
 
 /// The gate/up phase.
 #[nki::nki_module]
 pub mod kernel {
-    use crate::mlp::mlp_parameters::{H0, MLPActivationParameters, MLPQuantizationParameters};
-    use crate::mlp::mlp_tkg::mlp_tkg_constants::{INTER_DTYPE, MLPTKGConstants, PIPE_ID};
-    pub use crate::utils::common_types::{ActFnType, QuantizationType};
+    use crate::mlp::mlp_parameters::{H0, MLPActivationParameters};
+    use crate::mlp::mlp_tkg::mlp_tkg_constants::{
+        GATE_UP_H_TILE_COLS, INTER_DTYPE, MAX_I_SHARD_COLUMN_TILING, MAX_I_SHARD_LHS_RHS_SWAP, MLPTKGConstants, PIPE_ID, PSUM_FMAX,
+        ProjectionWeights,
+    };
+    pub use crate::utils::common_types::ActFnType;
     use crate::utils::kernel_helpers::{apply_activation, clamp};
     use nki::prelude::*;
 
-    /// `dst[:, i, :]` `[128, I/128, T]` (fp32) = the program's partial
-    /// projection `W[shard rows, :]ᵀ @ x` of each 128-column tile `i` of `w`
-    /// `[H, I]`: the weight tile `[128, H1s, 128]` stationary, `x_sb`'s
-    /// columns moving, summed over the layout columns in PSUM.
+    /// Layout columns of one weight load: 2048 hidden rows, 4096 of fp8
+    /// weights.
     #[nki_helper]
-    pub fn gate_up_projection_lhs_rhs_swap(x_sb: Sbuf, w: Hbm, dst: Sbuf, dims: MLPTKGConstants) {
-        let (t, i, h1s) = (dims.t, dims.i, dims.h1_shard);
+    pub fn gate_up_h_tile_cols(op: ProjectionWeights) -> i64 {
+        let w_scale = op.w_scale;
+        if w_scale.is_some() { 2 * GATE_UP_H_TILE_COLS } else { GATE_UP_H_TILE_COLS }
+    }
+
+    /// Weight rows of this program's shard, layout columns `c0 .. c0 + nc`,
+    /// `I` columns `i0 .. i0 + isz`, into `w_sb` `[128, cols, isz]` (row `p`
+    /// of the shard's layout at partition `p`).
+    #[nki_helper]
+    pub fn load_gate_up_weights(w: Hbm, w_sb: Sbuf, c0: i64, nc: i64, i0: i64, isz: i64, dims: MLPTKGConstants) {
+        let (i, h1s) = (dims.i, dims.h1_shard);
         let row0 = dims.shard_id * dims.h_per_shard;
-        for it in nl::affine_range(dims.i_tiles) {
-            let i0 = it * H0;
-            let isz = (i - i0).min(H0);
-            let w_sb = nl::ndarray([H0, h1s, H0], w.dtype(), buffer = nl::sbuf);
-            nisa::dma_copy(w_sb[s![.., .., 0..isz]], w.ap([[h1s * i, H0], [i, h1s], [1, isz]], offset = row0 * i + i0));
-            let acc = nl::ndarray([H0, t], INTER_DTYPE, buffer = nl::psum);
-            for c in nl::sequential_range(h1s) {
-                nisa::nc_matmul(acc[s![0..isz, ..]], w_sb[s![.., c, 0..isz]], x_sb[s![.., .., c]]);
-            }
-            nisa::tensor_copy(dst[s![0..isz, it, ..]], acc[s![0..isz, ..]]);
-        }
+        nisa::dma_copy(w_sb[s![.., 0..nc, ..]], w.ap([[h1s * i, H0], [i, nc], [1, isz]], offset = (row0 + c0) * i + i0));
     }
 
-    /// `p` `[128, I/128, T]` times the dequantization scale of each element:
-    /// `w_scale[t, i]` (`ROW`) or `w_scale[t, 0]` (`STATIC`) for token `t`
-    /// of column `i`, gathered transposed (`I` on the partitions) by one
-    /// access pattern per tile, in fp32.
+    /// Column tiling: `dst[:, i0 .. i0 + isz]` `[T, I]` (fp32) = this
+    /// program's partial projection, the hidden tile `[128, T]` stationary
+    /// and the weights moving in 512-column chunks. Layout column `c` lands
+    /// in array tile `c % factor` (PSUM rows `dim · (c % factor)`); each
+    /// tile's sums are in column order, then tile 0 is copied out and the
+    /// others added in order. Then the fp8 scales and (program 0 only: the
+    /// exchange adds the other program's sums) the bias.
     #[nki_helper]
-    pub fn dequantize_projection(p: Sbuf, w_scale: Hbm, row: bool, dims: MLPTKGConstants) {
-        let (t, i) = (dims.t, dims.i);
-        for it in nl::affine_range(dims.i_tiles) {
-            let i0 = it * H0;
-            let isz = (i - i0).min(H0);
-            let scale_sb = nl::ndarray([H0, t], w_scale.dtype(), buffer = nl::sbuf);
-            if row {
-                nisa::dma_copy(scale_sb[s![0..isz, ..]], w_scale.ap([[1, isz], [i, t]], offset = i0));
+    pub fn gate_up_projection(x_sb: Sbuf, op: ProjectionWeights, dst: Sbuf, i0: i64, isz: i64, dims: MLPTKGConstants) {
+        let (t, h1s) = (dims.t, dims.h1_shard);
+        let (dim, factor) = (dims.column_tiling_dim, dims.column_tiling_factor);
+        let (w, w_scale, bias) = (op.weights, op.w_scale, op.bias);
+        let chunks = isz.div_ceil(PSUM_FMAX);
+        let cols: i64 = gate_up_h_tile_cols(op);
+        let psum = nl::ndarray([H0, chunks, PSUM_FMAX], INTER_DTYPE, buffer = nl::psum);
+        for ht in 0..h1s.div_ceil(cols) {
+            let c0 = ht * cols;
+            let nc = (h1s - c0).min(cols);
+            let w_sb = nl::ndarray([H0, cols, isz], w.dtype(), buffer = nl::sbuf);
+            load_gate_up_weights(w, w_sb, c0, nc, i0, isz, dims);
+            for g in 0..nc.div_ceil(factor) {
+                for k in 0..(nc - g * factor).min(factor) {
+                    let (c, r0) = (g * factor + k, dim * k);
+                    for ch in 0..chunks {
+                        let (j0, jsz) = (ch * PSUM_FMAX, (isz - ch * PSUM_FMAX).min(PSUM_FMAX));
+                        nisa::nc_matmul(
+                            psum[s![r0..r0 + t, ch, 0..jsz]],
+                            x_sb[s![.., .., c0 + c]],
+                            w_sb[s![.., c, j0..j0 + jsz]],
+                            tile_position = (0, r0),
+                            tile_size = (H0, dim),
+                        );
+                    }
+                }
+            }
+        }
+        let o = dst[s![.., i0..i0 + isz]];
+        for ch in 0..chunks {
+            let (j0, jsz) = (ch * PSUM_FMAX, (isz - ch * PSUM_FMAX).min(PSUM_FMAX));
+            let oc = dst[s![.., i0 + j0..i0 + j0 + jsz]];
+            nisa::tensor_copy(oc, psum[s![0..t, ch, 0..jsz]]);
+            for k in 1..h1s.min(factor) {
+                nisa::tensor_tensor(oc, psum[s![dim * k..dim * k + t, ch, 0..jsz]], oc, nl::add);
+            }
+        }
+        if let Some(scale) = w_scale {
+            // Token t reads row t of the scales.
+            if op.row {
+                let scale_sb = nl::ndarray([t, isz], scale.dtype(), buffer = nl::sbuf);
+                nisa::dma_copy(scale_sb, scale[s![0..t, i0..i0 + isz]]);
+                nisa::tensor_tensor(o, o, scale_sb, nl::multiply);
             } else {
-                nisa::dma_copy(scale_sb[s![0..isz, ..]], w_scale.ap([[0, isz], [1, t]], offset = 0));
+                let scale_sb = nl::ndarray([t, 1], scale.dtype(), buffer = nl::sbuf);
+                nisa::dma_copy(scale_sb, scale[s![0..t, ..]]);
+                nisa::tensor_scalar(o, o, nl::multiply, scale_sb);
             }
-            nisa::tensor_tensor(p[s![0..isz, it, ..]], p[s![0..isz, it, ..]], scale_sb[s![0..isz, ..]], nl::multiply);
+        }
+        if let Some(b) = bias {
+            if dims.shard_id == 0 {
+                let b_sb = nl::ndarray([t, isz], b.dtype(), buffer = nl::sbuf);
+                nisa::dma_copy(b_sb, b[s![.., i0..i0 + isz]].broadcast(0, t));
+                nisa::tensor_tensor(o, o, b_sb, nl::add);
+            }
         }
     }
 
-    /// Adds the other program's partial sums of `p` (two programs), undoes
-    /// the weights' fp8 quantization when given its scale, then adds the bias
-    /// `[1, I]` (one value per partition of each tile), in fp32.
+    /// Weights stationary: `dst[:, i0/128 + j, :]` `[128, I/128, T]` (fp32)
+    /// = this program's partial projection of 128-column tile `j` of `I`
+    /// columns `i0 .. i0 + isz`, the weight tile `[128, 128]` stationary and
+    /// the hidden tile `[128, T]` moving, summed over the layout columns in
+    /// order in one PSUM bank per tile, read out times the fp8 scales (row 0
+    /// of the `ROW` scales, `I` on the partitions; partition `p` of the
+    /// `STATIC` ones); then (program 0 only) the bias.
     #[nki_helper]
-    pub fn finish_projection(p: Sbuf, w_scale: Option<Hbm>, row: bool, bias: Option<Hbm>, dims: MLPTKGConstants) {
+    pub fn gate_up_projection_lhs_rhs_swap(x_sb: Sbuf, op: ProjectionWeights, dst: Sbuf, i0: i64, isz: i64, dims: MLPTKGConstants) {
+        let (t, h1s) = (dims.t, dims.h1_shard);
+        let (w, w_scale, bias) = (op.weights, op.w_scale, op.bias);
+        let (tiles, tile0) = (isz.div_ceil(H0), i0 / H0);
+        let cols: i64 = gate_up_h_tile_cols(op);
+        let psum = nl::ndarray([H0, tiles, PSUM_FMAX], INTER_DTYPE, buffer = nl::psum);
+        for ht in 0..h1s.div_ceil(cols) {
+            let c0 = ht * cols;
+            let nc = (h1s - c0).min(cols);
+            let w_sb = nl::ndarray([H0, cols, isz], w.dtype(), buffer = nl::sbuf);
+            load_gate_up_weights(w, w_sb, c0, nc, i0, isz, dims);
+            for c in 0..nc {
+                for j in 0..tiles {
+                    let (j0, jsz) = (j * H0, (isz - j * H0).min(H0));
+                    nisa::nc_matmul(psum[s![0..jsz, j, 0..t]], w_sb[s![.., c, j0..j0 + jsz]], x_sb[s![.., .., c0 + c]]);
+                }
+            }
+        }
+        for j in 0..tiles {
+            let (j0, jsz) = (j * H0, (isz - j * H0).min(H0));
+            let (o, acc) = (dst[s![0..jsz, tile0 + j, ..]], psum[s![0..jsz, j, 0..t]]);
+            if let Some(scale) = w_scale {
+                let scale_sb = nl::ndarray([H0, t], scale.dtype(), buffer = nl::sbuf);
+                if op.row {
+                    nisa::dma_copy(scale_sb[s![0..jsz, ..]], scale.ap([[1, jsz], [0, t]], offset = i0 + j0));
+                    nisa::tensor_tensor(o, acc, scale_sb[s![0..jsz, ..]], nl::multiply);
+                } else {
+                    nisa::dma_copy(scale_sb[s![0..jsz, 0..1]], scale[s![0..jsz, ..]]);
+                    nisa::tensor_scalar(o, acc, nl::multiply, scale_sb[s![0..jsz, 0..1]]);
+                }
+            } else {
+                nisa::tensor_copy(o, acc);
+            }
+            if let Some(b) = bias {
+                if dims.shard_id == 0 {
+                    let b_sb = nl::ndarray([H0, 1], b.dtype(), buffer = nl::sbuf);
+                    nisa::dma_copy(b_sb[s![0..jsz, ..]], b.ap([[1, jsz], [1, 1]], offset = i0 + j0));
+                    nisa::tensor_scalar(o, o, nl::add, b_sb[s![0..jsz, ..]]);
+                }
+            }
+        }
+    }
+
+    /// With two programs, adds the other program's partial sums to `p`
+    /// (fp32), as it adds this one's.
+    #[nki_helper]
+    pub fn exchange_partial_sums(p: Sbuf, dims: MLPTKGConstants) {
         if dims.num_shards > 1 {
             let other = 1 - dims.shard_id;
-            let remote = nl::ndarray([H0, dims.i_tiles, dims.t], INTER_DTYPE, buffer = nl::sbuf);
+            let remote = nl::ndarray(p.shape(), INTER_DTYPE, buffer = nl::sbuf);
             nisa::sendrecv(p, remote, other, other, PIPE_ID);
             nisa::tensor_tensor(p, p, remote, nl::add);
         }
-        if let Some(scale) = w_scale {
-            dequantize_projection(p, scale, row, dims);
-        }
-        if let Some(b) = bias {
-            for it in nl::affine_range(dims.i_tiles) {
-                let i0 = it * H0;
-                let isz = (dims.i - i0).min(H0);
-                let b_sb = nl::ndarray([H0, 1], b.dtype(), buffer = nl::sbuf);
-                nisa::dma_copy(b_sb[s![0..isz, ..]], b.ap([[1, isz], [1, 1]], offset = i0));
-                nisa::tensor_scalar(p[s![0..isz, it, ..]], p[s![0..isz, it, ..]], nl::add, b_sb[s![0..isz, ..]]);
-            }
+    }
+
+    /// The gated activation in fp32: `up = act(clamp(up))` with
+    /// `skip_gate_proj`, else `dst = act(clamp(gate)) · clamp(up)`.
+    #[nki_helper]
+    pub fn gated_activation(gate: Sbuf, up: Sbuf, dst: Sbuf, act: MLPActivationParameters) {
+        if act.skip_gate_proj {
+            clamp(up, act.up_clamp_upper_limit, act.up_clamp_lower_limit);
+            apply_activation(up, up, act.activation_fn);
+        } else {
+            clamp(gate, act.gate_clamp_upper_limit, act.gate_clamp_lower_limit);
+            apply_activation(gate, gate, act.activation_fn);
+            clamp(up, act.up_clamp_upper_limit, act.up_clamp_lower_limit);
+            nisa::tensor_tensor(dst, gate, up, nl::multiply);
         }
     }
 
-    /// The gate and up projections of `x_sb`, their gated activation, into
-    /// `gu` `[128, I/128, T]` (hidden's dtype): `act(clamp(gate)) · clamp(up)`,
-    /// or `act(clamp(up))` with `skip_gate_proj`; fp8 weights dequantized by
-    /// `quant`'s scales.
+    /// `gu[:, j, :]` `[128, I/128, T]` (its dtype) = the `[T, 128]` column
+    /// tiles of `src` `[T, I]` (fp32) transposed on the PE array (exactly),
+    /// then rounded.
+    #[nki_helper]
+    pub fn transpose_gated_product(src: Sbuf, gu: Sbuf, dims: MLPTKGConstants) {
+        for j in 0..dims.i_tiles {
+            let (j0, jsz) = (j * H0, (dims.i - j * H0).min(H0));
+            let tp = nl::ndarray([H0, dims.t], INTER_DTYPE, buffer = nl::psum);
+            nisa::nc_transpose(tp[s![0..jsz, ..]], src[s![.., j0..j0 + jsz]]);
+            nisa::tensor_copy(gu[s![0..jsz, j, ..]], tp[s![0..jsz, ..]]);
+        }
+    }
+
+    /// The gate and up projections of `x_sb` `[128, T, H1s]` and their gated
+    /// activation into `gu` `[128, I/128, T]` (its dtype): `act(clamp(gate))
+    /// · clamp(up)`, or `act(clamp(up))` with `skip_gate_proj`, the sums in
+    /// fp32. With gate/up column tiling the projections land as `[T, I]`
+    /// rows side by side in one buffer (one exchange carries both) and the
+    /// product is transposed into `gu`; without it they land as `gu`'s
+    /// layout, exchanged one after the other. `I` is covered in shards of
+    /// at most 4096 (column tiling) or 1024 columns, the PSUM banks of one
+    /// call.
     #[nki_helper]
     pub fn process_gate_up_projection(
         x_sb: Sbuf,
-        gate_w: Hbm,
-        up_w: Hbm,
-        gate_b: Option<Hbm>,
-        up_b: Option<Hbm>,
+        gate: ProjectionWeights,
+        up: ProjectionWeights,
         gu: Sbuf,
         act: MLPActivationParameters,
-        quant: MLPQuantizationParameters,
         dims: MLPTKGConstants,
     ) {
-        let row = quant.quantization_type == QuantizationType::ROW;
-        let (gate_w_scale, up_w_scale) = (quant.gate_w_scale, quant.up_w_scale);
-        let shape = [H0, dims.i_tiles, dims.t];
-        // Zeroed so the rows past I in the last tile hold no stale values.
-        let up = nl::ndarray(shape, INTER_DTYPE, buffer = nl::sbuf);
-        nisa::memset(up, 0.0);
-        gate_up_projection_lhs_rhs_swap(x_sb, up_w, up, dims);
-        finish_projection(up, up_w_scale, row, up_b, dims);
-        clamp(up, act.up_clamp_upper_limit, act.up_clamp_lower_limit);
-        if act.skip_gate_proj {
-            apply_activation(up, up, act.activation_fn);
-            nisa::tensor_copy(gu, up);
+        let (t, i) = (dims.t, dims.i);
+        let skip = act.skip_gate_proj;
+        let tiling = dims.gate_up_column_tiling;
+        let max_shard = if tiling { MAX_I_SHARD_COLUMN_TILING } else { MAX_I_SHARD_LHS_RHS_SWAP };
+        let n = if skip { 1 } else { 2 };
+        if tiling {
+            let sums = nl::ndarray([t, n * i], INTER_DTYPE, buffer = nl::sbuf);
+            let (gate_sb, up_sb) = (sums[s![.., 0..i]], sums[s![.., (n - 1) * i..n * i]]);
+            for sh in 0..i.div_ceil(max_shard) {
+                let (i0, isz) = (sh * max_shard, (i - sh * max_shard).min(max_shard));
+                if !skip {
+                    gate_up_projection(x_sb, gate, gate_sb, i0, isz, dims);
+                }
+                gate_up_projection(x_sb, up, up_sb, i0, isz, dims);
+            }
+            exchange_partial_sums(sums, dims);
+            gated_activation(gate_sb, up_sb, up_sb, act);
+            transpose_gated_product(up_sb, gu, dims);
         } else {
-            let gate = nl::ndarray(shape, INTER_DTYPE, buffer = nl::sbuf);
-            nisa::memset(gate, 0.0);
-            gate_up_projection_lhs_rhs_swap(x_sb, gate_w, gate, dims);
-            finish_projection(gate, gate_w_scale, row, gate_b, dims);
-            clamp(gate, act.gate_clamp_upper_limit, act.gate_clamp_lower_limit);
-            apply_activation(gate, gate, act.activation_fn);
-            nisa::tensor_tensor(gu, gate, up, nl::multiply);
+            // Zeroed so the rows past I in the last tile (exchanged whole)
+            // hold no stale values.
+            let sums = nl::ndarray([H0, n * dims.i_tiles, t], INTER_DTYPE, buffer = nl::sbuf);
+            nisa::memset(sums, 0.0);
+            let (gate_sb, up_sb) = (sums[s![.., 0..dims.i_tiles, ..]], sums[s![.., (n - 1) * dims.i_tiles..n * dims.i_tiles, ..]]);
+            for sh in 0..i.div_ceil(max_shard) {
+                let (i0, isz) = (sh * max_shard, (i - sh * max_shard).min(max_shard));
+                if !skip {
+                    gate_up_projection_lhs_rhs_swap(x_sb, gate, gate_sb, i0, isz, dims);
+                }
+                gate_up_projection_lhs_rhs_swap(x_sb, up, up_sb, i0, isz, dims);
+            }
+            if !skip {
+                exchange_partial_sums(gate_sb, dims);
+            }
+            exchange_partial_sums(up_sb, dims);
+            gated_activation(gate_sb, up_sb, gu, act);
+            if skip {
+                nisa::tensor_copy(gu, up_sb);
+            }
         }
     }
 }

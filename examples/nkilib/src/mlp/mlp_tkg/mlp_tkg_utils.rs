@@ -8,9 +8,9 @@ pub use kernel::*;
 pub mod kernel {
     use crate::mlp::mlp_parameters::H0;
     use crate::mlp::mlp_tkg::mlp_tkg_constants::MLPTKGConstants;
-    use crate::subkernels::layernorm_tkg::{layernorm_tkg_shard_on_bxs, layernorm_tkg_shard_on_h};
+    use crate::subkernels::layernorm_tkg::{layernorm_tkg_shard_on_bxs, layernorm_tkg_shard_on_h, layernorm_tkg_splits_rows};
     use crate::subkernels::norm_tkg_utils::load_input_to_sbuf;
-    use crate::subkernels::rmsnorm_tkg::{rmsnorm_tkg_shard_on_bxs, rmsnorm_tkg_shard_on_h};
+    use crate::subkernels::rmsnorm_tkg::{rmsnorm_tkg_shard_on_bxs, rmsnorm_tkg_shard_on_h, rmsnorm_tkg_splits_rows};
     pub use crate::utils::common_types::NormType;
     use nki::prelude::*;
 
@@ -36,17 +36,23 @@ pub mod kernel {
     }
 
     /// The rows of `hidden` `[T, H]` normalised into `normed` `[128, T, H1]`
-    /// (the layout of `n` hidden shards) with the norm kernels' helpers: one
-    /// program normalises every shard; two split the hidden dim
-    /// (`shard_on_h`), each writing its own shard, the partial sums exchanged.
+    /// (the layout of `n` hidden shards) with the norm kernels' helpers, as
+    /// the library's `rmsnorm_tkg` / `layernorm_tkg` run them: every program
+    /// normalises every row over the whole hidden dim. Where the library
+    /// splits the rows between two programs (more than the norm's
+    /// `SHARDING_THRESHOLD`, an even count) the two split the hidden dim
+    /// instead (`shard_on_h`), each writing its own shard and exchanging the
+    /// partial sums: each program's scratch is private here, so it could not
+    /// receive the other program's rows.
     #[nki_helper]
     pub fn normalize_rows(hidden: Hbm, gamma: Hbm, beta: Option<Hbm>, normed: Hbm, layer: bool, eps: f64, dims: MLPTKGConstants) {
-        let n = dims.num_shards;
-        if layer && n > 1 {
+        let (n, t) = (dims.num_shards, dims.t);
+        let split_rows = if layer { layernorm_tkg_splits_rows(t, n) } else { rmsnorm_tkg_splits_rows(t, n) };
+        if layer && split_rows {
             layernorm_tkg_shard_on_h(hidden, gamma, beta, normed, eps);
         } else if layer {
             layernorm_tkg_shard_on_bxs(hidden, gamma, beta, normed, eps);
-        } else if n > 1 {
+        } else if split_rows {
             rmsnorm_tkg_shard_on_h(hidden, gamma, normed, eps, dims.h);
         } else {
             rmsnorm_tkg_shard_on_bxs(hidden, gamma, normed, eps, dims.h, false, false);
@@ -91,5 +97,22 @@ pub mod kernel {
             let c0 = dims.shard_id * dims.h1_shard;
             nisa::dma_copy(x_sb, normed[s![.., .., c0..c0 + dims.h1_shard]]);
         }
+    }
+
+    /// `out` `[128, H1s, T]` (element `(p, c, t)` the shard's hidden column
+    /// `p · H1s + c`) into this program's hidden shard of `output` `[T, H]`:
+    /// each layout column `[128, T]` transposed on the PE array (exactly)
+    /// into the rows `[T, H/n]`, cast to the output's dtype, stored at once.
+    #[nki_helper]
+    pub fn transpose_store(out: Sbuf, output: Hbm, dims: MLPTKGConstants) {
+        let (t, hs, h1s) = (dims.t, dims.h_per_shard, dims.h1_shard);
+        let c_shard = dims.shard_id * hs;
+        let rows = nl::ndarray([t, hs], output.dtype(), buffer = nl::sbuf);
+        for c in 0..h1s {
+            let tp = nl::ndarray([t, H0], out.dtype(), buffer = nl::psum);
+            nisa::nc_transpose(tp, out[s![.., c, ..]]);
+            nisa::tensor_copy(rows.ap([[hs, t], [h1s, H0]], offset = c), tp);
+        }
+        nisa::dma_copy(output[s![.., c_shard..c_shard + hs]], rows);
     }
 }

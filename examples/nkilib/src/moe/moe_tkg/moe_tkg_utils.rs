@@ -17,7 +17,7 @@ pub use kernel::*;
 #[nki::nki_module]
 pub mod kernel {
     use crate::mlp::mlp_parameters::{H0, MLPActivationParameters, MLPQuantizationParameters, MLPTensors};
-    use crate::mlp::mlp_tkg::mlp_tkg_constants::MLPTKGConstants;
+    use crate::mlp::mlp_tkg::mlp_tkg_constants::{MLPTKGConstants, projection_weights, tkg_dims};
     use crate::mlp::mlp_tkg::mlp_tkg_down_projection::process_down_projection;
     use crate::mlp::mlp_tkg::mlp_tkg_gate_up_projection::process_gate_up_projection;
     pub use crate::utils::common_types::{ExpertAffinityScaleMode, QuantizationType};
@@ -67,10 +67,11 @@ pub mod kernel {
     }
 
     /// The `mlp_tkg` dimensions of `t` tokens over `n` hidden shards (this
-    /// program's `shard_id`).
+    /// program's `shard_id`), both column tilings off as the library's
+    /// expert paths set them.
     #[nki_helper]
     pub fn expert_dims(t: i64, h: i64, i: i64, n: i64, shard_id: i64) -> MLPTKGConstants {
-        MLPTKGConstants { t, h, i, h1: h / H0, num_shards: n, shard_id, h_per_shard: h / n, h1_shard: h / H0 / n, i_tiles: i.div_ceil(H0) }
+        tkg_dims(t, h, i, n, shard_id, false, false)
     }
 
     /// A `[1, 1]` int32 id tile holding `e`, for the experts the all-expert
@@ -191,19 +192,12 @@ pub mod kernel {
         io: Dtype,
     ) -> Sbuf {
         let gu = nl::ndarray([H0, dims.i_tiles, dims.t], io, buffer = nl::sbuf);
-        process_gate_up_projection(
-            x_sb,
-            ew.gate_proj_weights_tensor,
-            ew.up_proj_weights_tensor,
-            ew.gate_proj_bias_tensor,
-            ew.up_proj_bias_tensor,
-            gu,
-            act,
-            q,
-            dims,
-        );
+        let gate = projection_weights(ew.gate_proj_weights_tensor, ew.gate_proj_bias_tensor, q.gate_w_scale, q);
+        let up = projection_weights(ew.up_proj_weights_tensor, ew.up_proj_bias_tensor, q.up_w_scale, q);
+        process_gate_up_projection(x_sb, gate, up, gu, act, dims);
         let down = nl::ndarray([dims.t, dims.h], io, buffer = nl::private_hbm);
-        process_down_projection(gu, ew.down_proj_weights_tensor, ew.down_proj_bias_tensor, down, false, q, dims);
+        let dw = projection_weights(ew.down_proj_weights_tensor, ew.down_proj_bias_tensor, q.down_w_scale, q);
+        process_down_projection(gu, dw, down, false, dims);
         let (c0, hs) = (dims.shard_id * dims.h_per_shard, dims.h_per_shard);
         let o = nl::ndarray([dims.t, hs], io, buffer = nl::sbuf);
         nisa::dma_copy(o, down[s![.., c0..c0 + hs]]);
