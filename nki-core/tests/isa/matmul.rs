@@ -51,6 +51,32 @@ fn fp32_matmul_matches_f64() {
     assert_close(&got, &want, 1e-5, 1e-5);
 }
 
+/// The fp32 sum is defined (SEMANTICS.md, accumulation order): products added
+/// in partition order from zero, one fused rounding per step. `-(1 + 2^-11)`
+/// then `(1 + 2^-12)²` = `1 + 2^-11 + 2^-24` sums to `2^-24` fused, where
+/// rounding the product first (an unfused step) gives 0; the same products in
+/// the other order give 0 too, the first product rounding alone. So the
+/// expected values tell this order from an unfused, a reversed or a pairwise one.
+#[test]
+fn fp32_products_add_in_partition_order_with_one_rounding_per_step() {
+    let x = 1.0 + 2f64.powi(-12);
+    let y = -(1.0 + 2f64.powi(-11));
+    // st [K=2, M=1], mv [K=2, N=1]: dst = st[0]·mv[0] + st[1]·mv[1].
+    let dot = |st: [f64; 2], mv: [f64; 2]| {
+        launch(Precision::Fp32)
+            .run(|ctx| {
+                let st = sbuf_with(ctx, &[2, 1], Dtype::F32, &st)?;
+                let mv = sbuf_with(ctx, &[2, 1], Dtype::F32, &mv)?;
+                let ps = psum(ctx, &[1, 1], Dtype::F32)?;
+                mm(ctx, &ps, &st, &mv)?;
+                Ok(ps.to_f32_vec()[0])
+            })
+            .unwrap()
+    };
+    assert_eq!(dot([y, x], [1.0, x]), 2f32.powi(-24), "fused, in partition order");
+    assert_eq!(dot([x, y], [x, 1.0]), 0.0, "the first product rounds alone when it comes first");
+}
+
 #[test]
 fn accumulate_none_overwrites_first_then_accumulates_and_new_ndarrays_start_fresh() {
     let (k, m, n) = (16, 8, 12);

@@ -75,8 +75,25 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
         raise NkiError(op, f"dst {dst.describe()} must be float32{' or bfloat16' if hw.has_bf16_psum else ''} on "
                            f"{hw.name}")
     # double_row contracts over (partition, first free dim): row (p, j) of each operand
-    product = np.matmul(st.read().reshape(k * rows, m).T, mv.read().reshape(k * rows, n))
+    product = k_ordered_product(st.read().reshape(k * rows, m), mv.read().reshape(k * rows, n))
     dt.write(accumulated(op, product, dst, dt, accumulate, hw), current().rounds, matmul=True)
+
+
+def k_ordered_product(a, b):
+    """`a^T . b` for float32 `a` (K, M) and `b` (K, N), each element's products
+    added in k order from zero, one rounding to float32 per step (a fused
+    multiply-add): the emulator's GEMM. A BLAS `np.matmul` adds in an order of
+    its own that depends on the machine's kernels, so its last bits would
+    depend on the machine. The product and the running sum meet in float64 (the
+    product is exact there) and round once to float32."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    acc = np.zeros((a.shape[1], b.shape[1]), np.float32)
+    step = np.empty(acc.shape)
+    for k in range(a.shape[0]):
+        np.multiply.outer(a64[k], b64[k], out=step)
+        # Added in float64, cast to float32 on the way out: one rounding.
+        np.add(step, acc, out=acc, casting="same_kind")
+    return acc
 
 
 def _double_row_pairs(op, mode, stationary, moving):
