@@ -39,6 +39,7 @@ pub mod qkv_cte;
 pub mod qkv_cte_mx;
 pub mod qkv_tkg_mx;
 pub mod rmsnorm;
+pub mod rmsnorm_mx_quantize;
 pub mod router_topk;
 pub mod subkernels;
 pub mod topk;

@@ -5,4 +5,5 @@ pub mod find_nonzero_indices;
 pub mod indexed_flatten;
 pub mod layernorm_tkg;
 pub mod norm_tkg_utils;
+pub mod rmsnorm_mx_quantize_tkg;
 pub mod rmsnorm_tkg;
