@@ -56,6 +56,10 @@ fn executor_hw_limits_are_the_specs() {
             "gemm_moving_fmax": hw.gemm_moving_fmax,
             "gemm_moving_fmax_bf16_dst": hw.gemm_moving_fmax_bf16_dst,
             "bn_stats_fmax": nki::nl::tile_size::bn_stats_fmax,
+            // `nl.tile_size.gemm_moving_fmax` is 512 on every generation (the
+            // library's trn3 kernels size PSUM tiles by it); trn3's PE takes wider
+            // moving operands, the `gemm_moving_fmax` limit above.
+            "tile_gemm_moving_fmax": nki::nl::tile_size::gemm_moving_fmax,
             "pe_transpose_max": hw.pe_transpose_max,
             "vector_transpose_max": hw.vector_transpose_max,
             "has_range_select": hw.has_range_select,

@@ -92,19 +92,29 @@ struct Config {
 }
 
 const fn c(b: usize, s: usize, h: usize, hidden_actual: Option<usize>, residual: bool) -> Config {
-    Config { b, s, h, hidden_actual, residual, dtype: Dtype::Bf16 }
+    Config { b, s, h, hidden_actual, residual, dtype: Dtype::F16 }
 }
 
-/// Token counts and hidden sizes of the library's test (bfloat16 there): MoE
-/// decode batches at GPT-OSS's padded hidden size and the generic sizes.
+/// The library test's configurations (float16 there): decode batches at
+/// GPT-OSS's padded hidden size, the residual add at its smallest sizes.
 const CONFIGS: &[Config] = &[
-    c(4, 1, 3072, Some(2880), false),
-    c(1, 8, 2048, None, false),
-    c(16, 1, 3072, Some(2880), false),
-    c(32, 2, 4096, None, false),
-    c(24, 1, 1024, None, false),
+    c(32, 1, 512, None, false),
+    c(64, 1, 512, None, false),
+    c(128, 1, 3072, Some(2880), false),
+    c(256, 1, 3072, Some(2880), false),
+    c(384, 1, 3072, Some(2880), false),
+    c(16, 3, 3072, Some(2880), false),
+    c(32, 3, 3072, Some(2880), false),
+    c(64, 3, 3072, Some(2880), false),
+    c(16, 5, 3072, Some(2880), false),
+    c(32, 5, 3072, Some(2880), false),
+    c(64, 5, 3072, Some(2880), false),
+    c(128, 4, 3072, Some(2880), false),
+    c(128, 5, 3072, Some(2880), false),
     c(256, 1, 1024, None, true),
-    c(128, 4, 3072, Some(2880), true),
+    c(256, 1, 3072, Some(2880), true),
+    c(128, 3, 3072, Some(2880), true),
+    c(64, 5, 3072, Some(2880), true),
 ];
 
 /// The values of one run: rows `[128, T, H1]`, MX words as codes `[128,
@@ -234,8 +244,8 @@ fn words(v: &[f64]) -> Vec<f64> {
     v.iter().map(|&w| f64::from(w as i64 as u32)).collect()
 }
 
-/// Every configuration in both precision modes: the rows within a bfloat16
-/// step or two of float64, the MX words and scales exactly the quantization of
+/// Every configuration in both precision modes: the rows within two float16
+/// steps of float64, the MX words and scales exactly the quantization of
 /// those rows, and the residual sums exact.
 #[test]
 fn library_configs_match_float64_and_quantize_exactly() {
@@ -246,7 +256,7 @@ fn library_configs_match_float64_and_quantize_exactly() {
             let run = cfg.run(p);
             for (i, (&got, &w)) in run.out.iter().zip(&want).enumerate() {
                 let err = (got - w).abs();
-                assert!(err <= 1e-5 + 2.0 * 2f64.powi(-8) * w.abs(), "{what}: row element {i}: {got} vs {w}");
+                assert!(err <= 1e-5 + 2.0 * 2f64.powi(-11) * w.abs(), "{what}: row element {i}: {got} vs {w}");
             }
             assert_quantized(&what, cfg, &run);
             if let Some(res) = &run.residual {
@@ -256,17 +266,16 @@ fn library_configs_match_float64_and_quantize_exactly() {
     }
 }
 
-/// float16 rows and a one-tile-per-program token count (no power of two from
-/// 8 to 64 divides 6 / 2 = 3).
+/// bfloat16 rows, with a share of rows no power of two from 8 to 64 divides
+/// (6 / 2 = 3: one tile per program) and one cut into 8-row tiles (48 / 2 = 24).
 #[test]
-fn float16_and_odd_token_tiles_match() {
-    for cfg in
-        [Config { dtype: Dtype::F16, ..c(2, 6, 1024, None, false) }, Config { dtype: Dtype::F16, ..c(1, 20, 2048, Some(2000), false) }]
-    {
+fn bfloat16_and_odd_token_tiles_match() {
+    for cfg in [c(2, 6, 1024, None, false), c(1, 48, 2048, Some(2000), false)] {
+        let cfg = Config { dtype: Dtype::Bf16, ..cfg };
         let (want, _) = cfg.reference(Precision::Hardware);
         let run = cfg.run(Precision::Hardware);
         for (i, (&got, &w)) in run.out.iter().zip(&want).enumerate() {
-            assert!((got - w).abs() <= 1e-5 + 2e-3 * w.abs(), "{}: row element {i}: {got} vs {w}", cfg.name());
+            assert!((got - w).abs() <= 1e-5 + 2.0 * 2f64.powi(-8) * w.abs(), "{}: row element {i}: {got} vs {w}", cfg.name());
         }
         assert_quantized(&cfg.name(), &cfg, &run);
     }
@@ -276,7 +285,7 @@ fn float16_and_odd_token_tiles_match() {
 /// and without the residual, in both precision modes.
 #[test]
 fn emitted_source_under_numpy_equals_emulator() {
-    for cfg in [c(4, 1, 3072, Some(2880), false), c(256, 1, 1024, None, true)] {
+    for cfg in [c(16, 3, 3072, Some(2880), false), c(256, 1, 1024, None, true)] {
         let (x, g, res) = cfg.inputs();
         let mut args = vec![Arg::Tensor(vec![cfg.b, cfg.s, cfg.h], x, cfg.dtype), Arg::Tensor(vec![1, cfg.h], g, cfg.dtype)];
         let kernel = if cfg.residual {

@@ -26,6 +26,9 @@ class Hardware:
     # 0 where bf16 PSUM does not exist.
     gemm_moving_fmax_bf16_dst: int
     bn_stats_fmax: int
+    # `nl.tile_size.gemm_moving_fmax`, the same on every generation; a matmul's
+    # limit is `gemm_moving_fmax`.
+    tile_gemm_moving_fmax: int
     pe_transpose_max: int
     vector_transpose_max: int
     has_range_select: bool

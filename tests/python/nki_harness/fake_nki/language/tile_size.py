@@ -19,7 +19,7 @@ class _TileSize(NKIObject):
     psum_bank_fmax = property(lambda self: _hw().psum_bank_bytes // 4)
     psum_bank_fmax_bytes = property(lambda self: _hw().psum_bank_bytes)
     gemm_stationary_fmax = property(lambda self: _hw().gemm_stationary_fmax)
-    gemm_moving_fmax = property(lambda self: _hw().gemm_moving_fmax)
+    gemm_moving_fmax = property(lambda self: _hw().tile_gemm_moving_fmax)
     bn_stats_fmax = property(lambda self: _hw().bn_stats_fmax)
     psum_min_align = property(lambda self: _hw().psum_min_align)
     sbuf_min_align = property(lambda self: _hw().sbuf_min_align)
