@@ -21,6 +21,29 @@ use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::output_projection::output_projection_cte::output_projection_cte::{
     OutputProjectionCteRule, OutputProjectionCteShape, QuantizationType, output_projection_cte, output_projection_cte_violation,
 };
+use std::path::Path;
+
+/// A configuration of either MX quantization (`MX` or `STATIC_MX`): its
+/// inputs, the float64 projection, the emulator's and the NumPy executor's call.
+trait MxCase: std::fmt::Debug {
+    /// The case's inputs.
+    type Data;
+
+    /// The LNC size.
+    fn lnc(&self) -> usize;
+
+    /// The inputs, drawn from the case's own seed.
+    fn data(&self) -> Self::Data;
+
+    /// The float64 projection `[B, S, H]` and each element's magnitude.
+    fn reference(&self, d: &Self::Data) -> (Vec<f64>, Vec<f64>);
+
+    /// The emulator's projection in `precision`.
+    fn run(&self, d: &Self::Data, precision: Precision) -> Vec<f32>;
+
+    /// The kernel's arguments for the NumPy executor.
+    fn numpy_call(&self, d: &Self::Data) -> (Vec<Arg>, Vec<(&'static str, Arg)>);
+}
 
 /// One MX configuration: `(B, S, H, N, D, bias)` as the library's test lists
 /// them, the LNC size and whether the attention comes quantized (then `D` is
@@ -91,26 +114,6 @@ impl Mx {
         self.n * self.d
     }
 
-    /// Codes drawn without NaN; weight scales `2^-9 .. 2^-5`, input scales `2^-7 .. 2^-2`.
-    fn data(&self) -> Data {
-        let seed = seed_of(&self.name());
-        let (b, s, h, k) = (self.b, self.s, self.h, self.k());
-        let a = if self.given {
-            uniform(b * k * s, seed, 0.0, 254.0).iter().map(|v| (*v as u32) as f64).map(|c| if c >= 127.0 { c + 1.0 } else { c }).collect()
-        } else {
-            as_dtype(&uniform(b * k * s, seed, -1.0, 1.0), Dtype::Bf16)
-        };
-        let a_scales =
-            if self.given { uniform(b * k / 32 * s, seed + 1, 120.0, 126.0).iter().map(|v| v.floor()).collect() } else { Vec::new() };
-        Data {
-            a,
-            a_scales,
-            codes: uniform(k * h, seed + 2, 0.0, 16.0).iter().map(|v| (*v as u32).min(15)).collect(),
-            scales: uniform(k / 32 * h, seed + 3, 118.0, 123.0).iter().map(|v| v.floor()).collect(),
-            bias: as_dtype(&uniform(h, seed + 4, -1.0, 1.0), Dtype::Bf16),
-        }
-    }
-
     /// Packs `[K][cols]` codes of `bits` bits into `[K/4][cols]` words: field
     /// `j` of word `(r, c)` the code of row `4r + j`.
     fn pack(codes: impl Fn(usize, usize) -> u32, k: usize, cols: usize, bits: u32) -> Vec<i64> {
@@ -133,6 +136,45 @@ impl Mx {
         Tensor::from_i64(&[k / 4, h], &Self::pack(|row, col| d.codes[row * h + col], k, h, 4), Dtype::Fp4E2m1Fnx4).unwrap()
     }
 
+    fn call<'a>(&self, a: &'a Tensor, w: &'a Tensor, ws: &'a Tensor, xs: &'a Tensor, bias: &'a Tensor) -> output_projection_cte::Call<'a> {
+        let mut call = output_projection_cte::Call::new(a, w).quantization_type(QuantizationType::MX).weight_scales(ws);
+        if self.given {
+            call = call.input_scales(xs);
+        }
+        if self.bias {
+            call = call.bias(bias);
+        }
+        call
+    }
+}
+
+impl MxCase for Mx {
+    type Data = Data;
+
+    fn lnc(&self) -> usize {
+        self.lnc
+    }
+
+    /// Codes drawn without NaN; weight scales `2^-9 .. 2^-5`, input scales `2^-7 .. 2^-2`.
+    fn data(&self) -> Data {
+        let seed = seed_of(&self.name());
+        let (b, s, h, k) = (self.b, self.s, self.h, self.k());
+        let a = if self.given {
+            uniform(b * k * s, seed, 0.0, 254.0).iter().map(|v| (*v as u32) as f64).map(|c| if c >= 127.0 { c + 1.0 } else { c }).collect()
+        } else {
+            as_dtype(&uniform(b * k * s, seed, -1.0, 1.0), Dtype::Bf16)
+        };
+        let a_scales =
+            if self.given { uniform(b * k / 32 * s, seed + 1, 120.0, 126.0).iter().map(|v| v.floor()).collect() } else { Vec::new() };
+        Data {
+            a,
+            a_scales,
+            codes: uniform(k * h, seed + 2, 0.0, 16.0).iter().map(|v| (*v as u32).min(15)).collect(),
+            scales: uniform(k / 32 * h, seed + 3, 118.0, 123.0).iter().map(|v| v.floor()).collect(),
+            bias: as_dtype(&uniform(h, seed + 4, -1.0, 1.0), Dtype::Bf16),
+        }
+    }
+
     /// The float64 projection `[B, S, H]` and each element's magnitude
     /// `Σ|a·w| + |bias|`.
     fn reference(&self, d: &Data) -> (Vec<f64>, Vec<f64>) {
@@ -153,17 +195,6 @@ impl Mx {
             }
         }
         projection(&rows, &w, (b * s, k, h), 1.0, self.bias.then_some(&d.bias[..]))
-    }
-
-    fn call<'a>(&self, a: &'a Tensor, w: &'a Tensor, ws: &'a Tensor, xs: &'a Tensor, bias: &'a Tensor) -> output_projection_cte::Call<'a> {
-        let mut call = output_projection_cte::Call::new(a, w).quantization_type(QuantizationType::MX).weight_scales(ws);
-        if self.given {
-            call = call.input_scales(xs);
-        }
-        if self.bias {
-            call = call.bias(bias);
-        }
-        call
     }
 
     /// The emulator's projection.
@@ -217,42 +248,23 @@ fn projection(rows: &[f64], w: &[f64], (m, k, h): (usize, usize, usize), scale: 
     (out, mag)
 }
 
-/// Checks every element of `cfg` in `precision` within `rel · magnitude`
+/// Checks every element of every case in `precision` within `rel · magnitude`
 /// of the float64 projection.
-fn check(cfg: &Mx, precision: Precision, rel: f64) {
-    let d = cfg.data();
-    let (want, mag) = cfg.reference(&d);
-    assert_close_per_element(&format!("{} {precision:?}", cfg.name()), &cfg.run(&d, precision), (&want, &mag), 1e-6, rel);
-}
-
-/// fp32 precision: the quantized operands are the reference's; only the
-/// fp32 summation differs.
-#[test]
-fn output_projection_cte_mx_in_fp32_match_float64() {
-    for cfg in MX_CONFIGS {
-        check(cfg, Precision::Fp32, 1e-6);
-    }
-}
-
-/// Hardware precision: the PSUM tile is bfloat16, so each packed tile's
-/// partial sum and the biased output round to bfloat16 (one step, 2^-8,
-/// per tile of at most 3, and the output).
-#[test]
-fn output_projection_cte_mx_in_hardware_precision_match_float64() {
-    for cfg in MX_CONFIGS {
-        check(cfg, Precision::Hardware, 5.0 / 256.0);
-    }
-}
-
-/// The emitted MX path under NumPy equals the emulator, element for
-/// element, in both modes: online and given quantized, a padded tile, an odd
-/// sequence.
-#[test]
-fn output_projection_cte_mx_emitted_under_numpy_equals_emulator() {
-    let pkg = package_of("output_projection_cte_mx_pkg", &[&output_projection_cte::INFO]);
-    for cfg in [mx(2, 1, 576, 3072, 3, 128, true), mx(1, 2, 129, 1024, 2, 64, true).given(), mx(2, 1, 16, 5120, 10, 128, false).given()] {
+fn check<C: MxCase>(cases: &[C], precision: Precision, rel: f64) {
+    for cfg in cases {
         let d = cfg.data();
-        assert_numpy_equals_emulator(&pkg, ("output_projection_cte", &cfg.name()), cfg.numpy_call(&d), cfg.lnc, "trn3", |p| cfg.run(&d, p));
+        let (want, mag) = cfg.reference(&d);
+        assert_close_per_element(&format!("{} {precision:?}", cfg.name()), &cfg.run(&d, precision), (&want, &mag), 1e-6, rel);
+    }
+}
+
+/// Asserts that the emitted kernel (in the package `pkg`) under NumPy equals
+/// the emulator on every case, element for element, in both modes.
+fn check_numpy<C: MxCase>(pkg: &Path, cases: &[C]) {
+    for cfg in cases {
+        let d = cfg.data();
+        let call = cfg.numpy_call(&d);
+        assert_numpy_equals_emulator(pkg, ("output_projection_cte", &cfg.name()), call, cfg.lnc(), "trn3", |p| cfg.run(&d, p));
     }
 }
 
@@ -347,6 +359,21 @@ impl StaticMx {
         self.n * self.d
     }
 
+    /// The weight as stored: `[K, H]` whose bytes, read as `[K/4, H, 4]`,
+    /// hold logical row `4r + j` of column `c` at `(r, c, j)`.
+    fn stored_weight(&self, d: &StaticData) -> Vec<f64> {
+        let (h, k) = (self.h, self.k());
+        (0..k * h).map(|at| (at / (4 * h), at % (4 * h) / 4, at % 4)).map(|(r, c, j)| e4m3fn(d.codes[(4 * r + j) * h + c])).collect()
+    }
+}
+
+impl MxCase for StaticMx {
+    type Data = StaticData;
+
+    fn lnc(&self) -> usize {
+        self.lnc
+    }
+
     /// `float8_e4m3fn` codes without NaN.
     fn data(&self) -> StaticData {
         let seed = seed_of(&self.name());
@@ -356,13 +383,6 @@ impl StaticMx {
             codes: uniform(k * h, seed + 1, 0.0, 254.0).iter().map(|v| *v as u32).map(|c| if c >= 0x7f { c + 1 } else { c }).collect(),
             bias: as_dtype(&uniform(h, seed + 2, -1.0, 1.0), Dtype::Bf16),
         }
-    }
-
-    /// The weight as stored: `[K, H]` whose bytes, read as `[K/4, H, 4]`,
-    /// hold logical row `4r + j` of column `c` at `(r, c, j)`.
-    fn stored_weight(&self, d: &StaticData) -> Vec<f64> {
-        let (h, k) = (self.h, self.k());
-        (0..k * h).map(|at| (at / (4 * h), at % (4 * h) / 4, at % 4)).map(|(r, c, j)| e4m3fn(d.codes[(4 * r + j) * h + c])).collect()
     }
 
     /// The float64 projection `[B, S, H]` and each element's magnitude: the
@@ -417,45 +437,6 @@ impl StaticMx {
     }
 }
 
-/// Checks every element of `cfg` in `precision` within `rel · magnitude` of
-/// the float64 projection.
-fn check_static(cfg: &StaticMx, precision: Precision, rel: f64) {
-    let d = cfg.data();
-    let (want, mag) = cfg.reference(&d);
-    assert_close_per_element(&format!("{} {precision:?}", cfg.name()), &cfg.run(&d, precision), (&want, &mag), 1e-6, rel);
-}
-
-/// fp32 precision: the quantized operands are the reference's (the input
-/// scale is a power of two); only the fp32 summation differs.
-#[test]
-fn output_projection_cte_static_mx_in_fp32_match_float64() {
-    for cfg in STATIC_MX_CONFIGS {
-        check_static(cfg, Precision::Fp32, 1e-6);
-    }
-}
-
-/// Hardware precision: the scaled activations round to bfloat16 before
-/// float8 (at most one float8 step apart), the bfloat16 PSUM rounds after
-/// each of at most 4 packed tiles, then the dequantized sum and the biased
-/// output round to bfloat16.
-#[test]
-fn output_projection_cte_static_mx_in_hardware_precision_match_float64() {
-    for cfg in STATIC_MX_CONFIGS {
-        check_static(cfg, Precision::Hardware, 8.0 / 256.0);
-    }
-}
-
-/// The emitted `STATIC_MX` path under NumPy equals the emulator, element for
-/// element, in both modes: a padded tile, an odd sequence over two batches.
-#[test]
-fn output_projection_cte_static_mx_emitted_under_numpy_equals_emulator() {
-    let pkg = package_of("output_projection_cte_static_mx_pkg", &[&output_projection_cte::INFO]);
-    for cfg in [static_mx(2, 2, 129, 1024, 3, 128, true), static_mx(1, 1, 128, 3072, 8, 32, false)] {
-        let d = cfg.data();
-        assert_numpy_equals_emulator(&pkg, ("output_projection_cte", &cfg.name()), cfg.numpy_call(&d), cfg.lnc, "trn3", |p| cfg.run(&d, p));
-    }
-}
-
 /// The `STATIC_MX` checks, by name, when the kernel is traced.
 #[test]
 fn output_projection_cte_static_mx_checks_refuse_by_name() {
@@ -480,4 +461,40 @@ fn output_projection_cte_static_mx_checks_refuse_by_name() {
     refused(wrong.input_scales(&scale).weight_scales(&scale), &trn3, "float8_e4m3 weights need STATIC quantization");
     let fn_weights = output_projection_cte::Call::new(&a, &w).quantization_type(QuantizationType::STATIC);
     refused(fn_weights.input_scales(&scale).weight_scales(&scale), &trn3, "STATIC quantization takes float8_e4m3 weights");
+}
+
+// ---- Both MX quantizations against float64 and under NumPy ----
+
+/// fp32 precision: the quantized operands are the reference's (`STATIC_MX`'s
+/// input scale is a power of two); only the fp32 summation differs.
+#[test]
+fn output_projection_cte_mx_in_fp32_match_float64() {
+    check(MX_CONFIGS, Precision::Fp32, 1e-6);
+    check(STATIC_MX_CONFIGS, Precision::Fp32, 1e-6);
+}
+
+/// Hardware precision: the PSUM tile is bfloat16, so each packed tile's
+/// partial sum and the biased output round to bfloat16. `MX`: one step,
+/// 2^-8, per tile of at most 3, and the output. `STATIC_MX`: the scaled
+/// activations round to bfloat16 before float8 (at most one float8 step
+/// apart), the bfloat16 PSUM rounds after each of at most 4 packed tiles,
+/// then the dequantized sum and the biased output round to bfloat16.
+#[test]
+fn output_projection_cte_mx_in_hardware_precision_match_float64() {
+    check(MX_CONFIGS, Precision::Hardware, 5.0 / 256.0);
+    check(STATIC_MX_CONFIGS, Precision::Hardware, 8.0 / 256.0);
+}
+
+/// The emitted MX paths under NumPy equal the emulator, element for
+/// element, in both modes: `MX` online and given quantized, a padded tile,
+/// an odd sequence; `STATIC_MX` with a padded tile, an odd sequence over two
+/// batches.
+#[test]
+fn output_projection_cte_mx_emitted_under_numpy_equals_emulator() {
+    let pkg = package_of("output_projection_cte_mx_pkg", &[&output_projection_cte::INFO]);
+    check_numpy(
+        &pkg,
+        &[mx(2, 1, 576, 3072, 3, 128, true), mx(1, 2, 129, 1024, 2, 64, true).given(), mx(2, 1, 16, 5120, 10, 128, false).given()],
+    );
+    check_numpy(&pkg, &[static_mx(2, 2, 129, 1024, 3, 128, true), static_mx(1, 1, 128, 3072, 8, 32, false)]);
 }

@@ -53,23 +53,27 @@ struct Config {
     nq: usize,
 }
 
-#[allow(clippy::too_many_arguments)]
-const fn c(
-    lnc: usize,
-    b: usize,
-    s: usize,
-    h: usize,
-    ha: Option<usize>,
-    i: usize,
-    d_head: usize,
-    norm: Norm,
-    fused_add: bool,
-    norm_bias: bool,
-    qkv_bias: bool,
-    eps: f64,
-    nbsd: bool,
-) -> Config {
-    Config { lnc, b, s, h, hidden_actual: ha, i, d_head, norm, fused_add, norm_bias, qkv_bias, eps, nbsd, quant: Quant::None, nq: 0 }
+/// A configuration of `lnc` programs, `B·S` tokens, `H` hidden and `I`
+/// output columns, with heads of 128, no norm, fused add or bias, `eps` 1e-6
+/// and the `[B, S, I]` layout; cases name what they change.
+const fn c(lnc: usize, b: usize, s: usize, h: usize, i: usize) -> Config {
+    Config {
+        lnc,
+        b,
+        s,
+        h,
+        hidden_actual: None,
+        i,
+        d_head: 128,
+        norm: Norm::None,
+        fused_add: false,
+        norm_bias: false,
+        qkv_bias: false,
+        eps: 1e-6,
+        nbsd: false,
+        quant: Quant::None,
+        nq: 0,
+    }
 }
 
 /// A quantized configuration with `nq` query heads.
@@ -80,12 +84,12 @@ const fn q(cfg: Config, quant: Quant, nq: usize) -> Config {
 /// The library's quantized configurations that fit a fast test (H = 16384
 /// with I = 4352 is left to the library comparison).
 const QUANT_CONFIGS: &[Config] = &[
-    q(c(2, 1, 5, 8192, None, 1280, 128, Norm::Rms, false, false, false, 1e-6, false), Quant::Static { scale_rows: 128 }, 8),
-    q(c(1, 1, 1, 8192, None, 5120, 128, Norm::Rms, false, false, false, 1e-6, true), Quant::Static { scale_rows: 1 }, 32),
-    q(c(1, 2, 1, 2048, None, 640, 64, Norm::None, false, false, true, 1e-6, true), Quant::Static { scale_rows: 1 }, 6),
-    q(c(2, 1, 5, 8192, None, 1280, 128, Norm::Rms, false, false, false, 1e-6, false), Quant::Row { scale_rows: 128 }, 8),
-    q(c(2, 1, 3, 8192, None, 1280, 128, Norm::Rms, true, false, false, 1e-6, false), Quant::Row { scale_rows: 1 }, 8),
-    q(c(2, 2, 1, 16384, None, 512, 128, Norm::None, false, false, true, 1e-6, false), Quant::Row { scale_rows: 128 }, 2),
+    q(Config { norm: Norm::Rms, ..c(2, 1, 5, 8192, 1280) }, Quant::Static { scale_rows: 128 }, 8),
+    q(Config { norm: Norm::Rms, nbsd: true, ..c(1, 1, 1, 8192, 5120) }, Quant::Static { scale_rows: 1 }, 32),
+    q(Config { d_head: 64, qkv_bias: true, nbsd: true, ..c(1, 2, 1, 2048, 640) }, Quant::Static { scale_rows: 1 }, 6),
+    q(Config { norm: Norm::Rms, ..c(2, 1, 5, 8192, 1280) }, Quant::Row { scale_rows: 128 }, 8),
+    q(Config { norm: Norm::Rms, fused_add: true, ..c(2, 1, 3, 8192, 1280) }, Quant::Row { scale_rows: 1 }, 8),
+    q(Config { qkv_bias: true, ..c(2, 2, 1, 16384, 512) }, Quant::Row { scale_rows: 128 }, 2),
 ];
 
 /// A fast subset of the library's unquantized configurations: every norm,
@@ -93,17 +97,17 @@ const QUANT_CONFIGS: &[Config] = &[
 /// remainder block (3840 = 30 tiles, 15 per program), several I blocks
 /// (I = 10240), array tiles of 32 and 64 columns.
 const LIBRARY_CONFIGS: &[Config] = &[
-    c(1, 1, 4, 4096, None, 512, 128, Norm::None, true, false, false, 1e-6, false),
-    c(1, 4, 1, 4096, Some(3072), 896, 128, Norm::Rms, true, false, false, 1e-6, false),
-    c(2, 2, 1, 3840, None, 10240, 128, Norm::None, false, false, false, 1e-6, false),
-    c(1, 1, 1, 128, None, 512, 128, Norm::None, false, false, false, 1e-6, false),
-    c(1, 1, 7, 8192, None, 384, 128, Norm::Rms, false, false, false, 1e-5, false),
-    c(1, 1, 5, 8192, None, 384, 128, Norm::Layer, false, true, false, 1e-6, false),
-    c(1, 1, 5, 8192, None, 384, 128, Norm::Layer, false, false, false, 1e-6, false),
-    c(2, 8, 5, 3072, None, 640, 64, Norm::Rms, false, false, true, 1e-6, false),
-    c(2, 1, 1, 8192, None, 768, 128, Norm::None, false, false, false, 1e-6, true),
-    c(1, 1, 1, 8192, None, 5120, 128, Norm::Rms, false, false, false, 1e-6, true),
-    c(2, 1, 1, 8192, None, 512, 128, Norm::Rms, true, false, false, 77.0, false),
+    Config { fused_add: true, ..c(1, 1, 4, 4096, 512) },
+    Config { hidden_actual: Some(3072), norm: Norm::Rms, fused_add: true, ..c(1, 4, 1, 4096, 896) },
+    c(2, 2, 1, 3840, 10240),
+    c(1, 1, 1, 128, 512),
+    Config { norm: Norm::Rms, eps: 1e-5, ..c(1, 1, 7, 8192, 384) },
+    Config { norm: Norm::Layer, norm_bias: true, ..c(1, 1, 5, 8192, 384) },
+    Config { norm: Norm::Layer, ..c(1, 1, 5, 8192, 384) },
+    Config { d_head: 64, norm: Norm::Rms, qkv_bias: true, ..c(2, 8, 5, 3072, 640) },
+    Config { nbsd: true, ..c(2, 1, 1, 8192, 768) },
+    Config { norm: Norm::Rms, nbsd: true, ..c(1, 1, 1, 8192, 5120) },
+    Config { norm: Norm::Rms, fused_add: true, eps: 77.0, ..c(2, 1, 1, 8192, 512) },
 ];
 
 impl Config {
@@ -379,12 +383,12 @@ fn qkv_tkg_quantized_in_bfloat16_match_float64() {
 fn qkv_tkg_emitted_under_numpy_equals_emulator() {
     let pkg = package_of("qkv_tkg_pkg", &[&qkv_tkg::INFO]);
     let paths = [
-        c(1, 4, 1, 2304, Some(2000), 640, 128, Norm::Rms, true, false, true, 1e-6, false),
-        c(2, 2, 1, 3840, None, 4608, 128, Norm::None, false, false, false, 1e-6, false),
-        c(2, 8, 5, 1024, None, 640, 64, Norm::Layer, true, true, true, 1e-6, true),
-        q(c(2, 1, 5, 2048, None, 1280, 128, Norm::Rms, false, false, true, 1e-6, false), Quant::Static { scale_rows: 128 }, 6),
-        q(c(1, 2, 1, 2048, None, 640, 64, Norm::None, false, false, true, 1e-6, true), Quant::Static { scale_rows: 1 }, 6),
-        q(c(2, 1, 3, 2048, None, 640, 128, Norm::Rms, true, false, true, 1e-6, false), Quant::Row { scale_rows: 1 }, 3),
+        Config { hidden_actual: Some(2000), norm: Norm::Rms, fused_add: true, qkv_bias: true, ..c(1, 4, 1, 2304, 640) },
+        c(2, 2, 1, 3840, 4608),
+        Config { d_head: 64, norm: Norm::Layer, fused_add: true, norm_bias: true, qkv_bias: true, nbsd: true, ..c(2, 8, 5, 1024, 640) },
+        q(Config { norm: Norm::Rms, qkv_bias: true, ..c(2, 1, 5, 2048, 1280) }, Quant::Static { scale_rows: 128 }, 6),
+        q(Config { d_head: 64, qkv_bias: true, nbsd: true, ..c(1, 2, 1, 2048, 640) }, Quant::Static { scale_rows: 1 }, 6),
+        q(Config { norm: Norm::Rms, fused_add: true, qkv_bias: true, ..c(2, 1, 3, 2048, 640) }, Quant::Row { scale_rows: 1 }, 3),
     ];
     for cfg in paths {
         for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
@@ -452,7 +456,7 @@ fn qkv_tkg_rules_refuse_by_name() {
 /// defaults: no norm) with the same results (`qkv_cte`'s calls are in `qkv_cte.rs`).
 #[test]
 fn qkv_entry_dispatches_decode_calls_to_qkv_tkg() {
-    let cfg = c(2, 2, 3, 1024, None, 768, 128, Norm::Layer, true, true, true, 1e-6, true);
+    let cfg = Config { norm: Norm::Layer, fused_add: true, norm_bias: true, qkv_bias: true, nbsd: true, ..c(2, 2, 3, 1024, 768) };
     let v = cfg.inputs();
     let want = cfg.run(&v, Dtype::F32, Precision::Fp32);
     let (b, s, h, i) = (cfg.b, cfg.s, cfg.h, cfg.i);

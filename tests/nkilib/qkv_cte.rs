@@ -788,33 +788,37 @@ fn qkv_cte_emitted_under_numpy_equals_emulator() {
     }
 }
 
+/// A prefill call every rule accepts: 1024 tokens, RMSNorm and RoPE fused,
+/// the NBSd layout; the rules' cases change what they break.
+pub(crate) const ACCEPTED: QkvCteShape = QkvCteShape {
+    bxs: 1024,
+    hidden: 8192,
+    fused_qkv: 1280,
+    d_head: 128,
+    num_q_heads: 8,
+    num_kv_heads: 1,
+    hidden_actual: 0,
+    nbsd: true,
+    fused_rope: true,
+    kv_cache: false,
+    mx_quant: false,
+    s_shard: 512,
+    mx_interleaved: false,
+    swizzled: false,
+    normalized: true,
+    fused_residual_add: false,
+    fp8_input: false,
+    bf16_input: true,
+    dma_transpose_off: false,
+    qkv_w_scale: [0, 0],
+    qkv_in_scale: [0, 0],
+};
+
 /// The rules, as `const fn` and when the kernel is traced; the options not
 /// implemented are refused by name.
 #[test]
 fn qkv_cte_rules_refuse_by_name() {
-    let ok = QkvCteShape {
-        bxs: 1024,
-        hidden: 8192,
-        fused_qkv: 1280,
-        d_head: 128,
-        num_q_heads: 8,
-        num_kv_heads: 1,
-        hidden_actual: 0,
-        nbsd: true,
-        fused_rope: true,
-        kv_cache: false,
-        mx_quant: false,
-        s_shard: 512,
-        mx_interleaved: false,
-        swizzled: false,
-        normalized: true,
-        fused_residual_add: false,
-        fp8_input: false,
-        bf16_input: true,
-        dma_transpose_off: false,
-        qkv_w_scale: [0, 0],
-        qkv_in_scale: [0, 0],
-    };
+    let ok = ACCEPTED;
     assert_eq!(qkv_cte_violation(ok), None);
     let cases = [
         (QkvCteShape { bxs: 0, ..ok }, QkvCteRule::Positive),

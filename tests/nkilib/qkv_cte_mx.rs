@@ -9,7 +9,7 @@
 //! against the emulator; the `qkv` entry's MX dispatch; the MX rules.
 
 use crate::common::{CaseName, FP32_ATOL, assert_close, assert_numpy_equals_emulator, assert_refused_by, package_of, tensor};
-use crate::qkv_cte::{Config, MxForm, Norm, c, tensor_of, with};
+use crate::qkv_cte::{ACCEPTED, Config, MxForm, Norm, c, tensor_of, with};
 use nki::{Dtype, Launch, Precision};
 use nkilib::qkv::qkv::qkv as qkv_entry;
 use nkilib::qkv::qkv_cte::{NormType, QKVWeightLayout, QkvCteRule, QkvCteShape, QuantizationType, qkv_cte, qkv_cte_violation};
@@ -214,24 +214,14 @@ fn qkv_cte_mx_rules_refuse_by_name() {
         bxs: 1000,
         hidden: 1024,
         fused_qkv: 512,
-        d_head: 128,
         num_q_heads: 2,
-        num_kv_heads: 1,
-        hidden_actual: 0,
         nbsd: false,
         fused_rope: false,
-        kv_cache: false,
         mx_quant: true,
         s_shard: 500,
-        mx_interleaved: false,
         swizzled: true,
         normalized: false,
-        fused_residual_add: false,
-        fp8_input: false,
-        bf16_input: true,
-        dma_transpose_off: false,
-        qkv_w_scale: [0, 0],
-        qkv_in_scale: [0, 0],
+        ..ACCEPTED
     };
     assert_eq!(qkv_cte_violation(ok), None);
     // The DMA-transpose forms: bfloat16 rows with the static dequantization scales, float8 rows.
