@@ -60,6 +60,7 @@ pub mod flash_bwd {
     use crate::ring_bwd::ring_attention_bwd::{
         AttentionGradInputs, K_SEQ_TILE_SIZE, KeyTile, KvTiles, Q_SEQ_TILE_SIZE, Q_TILE_GROUP_SIZE, RingBwdAttnConfig, StepQueries,
         block_config, bwd_tile, check_grad_shapes, compute_rowsum, head_tiles, load_kv_tiles, load_neg_lse, load_q_dy, sink_grad,
+        store_kv_grads,
     };
     use crate::ring_features::{P_MAX, RingAttnFeatures};
     use nki::prelude::*;
@@ -310,11 +311,8 @@ pub mod flash_bwd {
                 flash_attn_bwd_group(cfg, blk, kv, st, grads.dq[s![bid, hid, .., ..]], k_start, qg, cg);
             }
         }
-        let dts = blk.d_head_tile_size;
-        for dt in 0..blk.d_head_n_tiles {
-            nisa::dma_copy(grads.dk[s![bid, kvh, dt * dts..(dt + 1) * dts, k_start..k_start + width]], kv.dk[s![.., dt, ..]]);
-            nisa::dma_copy(grads.dv[s![bid, kvh, dt * dts..(dt + 1) * dts, k_start..k_start + width]], kv.dv[s![.., dt, ..]]);
-        }
+        let k_end = k_start + width;
+        store_kv_grads(blk, kv, grads.dk[s![bid, kvh, .., k_start..k_end]], grads.dv[s![bid, kvh, .., k_start..k_end]]);
     }
 
     /// Every gradient of KV head `kvh` of batch `bid`: the row statistics of its

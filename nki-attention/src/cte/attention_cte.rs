@@ -341,6 +341,26 @@ pub mod flash {
         col
     }
 
+    /// Segment ids as a mask: `dst` (`[rows, cols]`, fp32) becomes `src·scale` where
+    /// the key's id equals the query's and the FLOAT32_MIN sentinel elsewhere, as
+    /// `s·eq + (eq - 1)·FLOAT32_MAX` (exact in both cases). Key column `c` of `dst`
+    /// reads column `k0 + c` of `k_ids` (the keys' ids, the same on every partition);
+    /// row `p` reads `q_ids[p, g]`. Without ids (unsegmented) `dst` is left alone.
+    /// `attention_cte`'s scores and the ring backward's are masked with it.
+    #[nki_helper]
+    pub(crate) fn mask_segments(dst: Tensor, src: Tensor, scale: f64, k_ids: Option<Tensor>, k0: i64, q_ids: Option<Tensor>, g: i64) {
+        let [rows, cols] = dst.shape();
+        if let Some(ki) = k_ids {
+            if let Some(qi) = q_ids {
+                let same = nl::ndarray([rows, cols], nl::float32, buffer = nl::sbuf);
+                nisa::tensor_scalar(same, ki[s![0..rows, k0..k0 + cols]], nl::equal, qi[s![0..rows, g..g + 1]]);
+                nisa::scalar_tensor_tensor(dst, src, nl::multiply, scale, nl::multiply, same);
+                nisa::tensor_scalar(same, same, nl::subtract, 1.0, op1 = nl::multiply, operand1 = f32::MAX);
+                nisa::tensor_tensor(dst, dst, same, nl::add);
+            }
+        }
+    }
+
     /// The query groups `[start, end)` of the odd last batch that LNC program `shard`
     /// computes: from `SEQLEN_SHARDING_THRESHOLD` rows program 0 takes the first
     /// `frac` of the groups and program 1 the rest; below that program 0 takes them all.
@@ -783,20 +803,8 @@ pub mod flash {
                 }
                 let capped = if biased { dst } else { uncapped };
                 let cap_scale = if biased { 1.0 } else { uncapped_scale };
-                // Segment ids: scaled logits where the ids match, FLOAT32_MIN elsewhere
-                // (s·eq + (eq - 1)·FLOAT32_MAX, exact in both cases).
-                let k_ids = sp.k_ids;
-                if let Some(ki) = k_ids {
-                    let q_ids = bufs.q_ids;
-                    if let Some(qi) = q_ids {
-                        let eq = nl::ndarray([Q_GRP_SZ, K_TILE_SZ], nl::float32, buffer = nl::sbuf);
-                        let same = eq[s![0..rows, 0..cols]];
-                        nisa::tensor_scalar(same, ki[s![0..rows, c0..c0 + cols]], nl::equal, qi[s![0..rows, g]]);
-                        nisa::scalar_tensor_tensor(dst, capped, nl::multiply, cap_scale, nl::multiply, same);
-                        nisa::tensor_scalar(same, same, nl::subtract, 1.0, op1 = nl::multiply, operand1 = f32::MAX);
-                        nisa::tensor_tensor(dst, dst, same, nl::add);
-                    }
-                }
+                // Segment ids: scaled logits where the ids match, FLOAT32_MIN elsewhere.
+                mask_segments(dst, capped, cap_scale, sp.k_ids, c0, bufs.q_ids, g);
                 let src = if segmented || biased { dst } else { capped };
                 let tile_scale = if segmented || biased { 1.0 } else { cap_scale };
                 mask_and_max(ac, atp, bufs, grp, kt, t, src, tile_scale);

@@ -46,7 +46,7 @@ pub use ring_bwd::*;
 /// The kernel with its tile constants, its state bundles and its phase helpers.
 #[nki_module]
 pub mod ring_bwd {
-    use crate::cte::attention_cte::scalar_column;
+    use crate::cte::attention_cte::{mask_segments, scalar_column};
     use crate::ring_features::{
         P_MAX, RingAttnFeatures, RingTensors, bias_block, check_feature_inputs, pass_optional, ring_features, ring_positions_at,
         ring_tensors, softmax_scale_of,
@@ -427,18 +427,8 @@ pub mod ring_bwd {
                 );
             }
         }
-        // Segment ids: the sentinel where the ids differ (s·eq + (eq - 1)·FLOAT32_MAX).
-        let k_ids = kv.k_ids;
-        if let Some(ki) = k_ids {
-            let q_ids = st.q_ids;
-            if let Some(qi) = q_ids {
-                let same = nl::ndarray([P_MAX, kts], nl::float32, buffer = nl::sbuf);
-                nisa::tensor_scalar(same, ki[s![.., k0..k0 + kts]], nl::equal, qi[s![.., g..g + 1]]);
-                nisa::tensor_tensor(masked, masked, same, nl::multiply);
-                nisa::tensor_scalar(same, same, nl::subtract, 1.0, op1 = nl::multiply, operand1 = f32::MAX);
-                nisa::tensor_tensor(masked, masked, same, nl::add);
-            }
-        }
+        // Segment ids: the sentinel where the ids differ.
+        mask_segments(masked, masked, 1.0, kv.k_ids, k0, st.q_ids, g);
         (masked, scores)
     }
 
@@ -1006,6 +996,17 @@ pub mod ring_bwd {
         nisa::dma_copy(grads.dq[s![bid, hid, .., ..]], dq_home[s![cfg.lnc_id, .., ..]]);
     }
 
+    /// Writes the dK and dV accumulators of `kv` into `dk` and `dv` (`[D, keys]`
+    /// HBM views), one head-dim tile at a time.
+    #[nki_helper]
+    pub(crate) fn store_kv_grads(cfg: RingBwdAttnConfig, kv: KvTiles, dk: Hbm, dv: Hbm) {
+        let dts = cfg.d_head_tile_size;
+        for dt in 0..cfg.d_head_n_tiles {
+            nisa::dma_copy(dk[s![dt * dts..(dt + 1) * dts, ..]], kv.dk[s![.., dt, ..]]);
+            nisa::dma_copy(dv[s![dt * dts..(dt + 1) * dts, ..]], kv.dv[s![.., dt, ..]]);
+        }
+    }
+
     /// The whole ring for KV head `kvh` of batch `bid`: the row statistics of its
     /// query heads staged in HBM before K and V take their SBUF (D's transposes need
     /// the room), K and V loaded once, then one ring per query head of its group,
@@ -1031,11 +1032,7 @@ pub mod ring_bwd {
         for qh in 0..group {
             ring_bwd_head(cfg, io, grads, kv, send, recv, dqr, stats[s![qh, .., .., ..]], bid, kvh * group + qh);
         }
-        let dts = cfg.d_head_tile_size;
-        for dt in 0..cfg.d_head_n_tiles {
-            nisa::dma_copy(grads.dk[s![bid, kvh, dt * dts..(dt + 1) * dts, ..]], kv.dk[s![.., dt, ..]]);
-            nisa::dma_copy(grads.dv[s![bid, kvh, dt * dts..(dt + 1) * dts, ..]], kv.dv[s![.., dt, ..]]);
-        }
+        store_kv_grads(cfg, kv, grads.dk[s![bid, kvh, .., ..]], grads.dv[s![bid, kvh, .., ..]]);
     }
 
     /// `dsinks [N]`: the per-(batch, head) shares in `parts` (`[B, N]`) summed over the

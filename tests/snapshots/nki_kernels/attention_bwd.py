@@ -23,6 +23,7 @@ from .ring_attention_bwd import load_kv_tiles
 from .ring_attention_bwd import load_neg_lse
 from .ring_attention_bwd import load_q_dy
 from .ring_attention_bwd import sink_grad
+from .ring_attention_bwd import store_kv_grads
 from .ring_features import P_MAX
 from .ring_features import RingAttnFeatures
 
@@ -295,10 +296,8 @@ def flash_attn_bwd_section(cfg, blk, io, grads, stats, bid, kvh, k_start):
         for qg in range(0, qnt, Q_TILE_GROUP_SIZE):
             cg = min(qnt - qg, Q_TILE_GROUP_SIZE)
             flash_attn_bwd_group(cfg, blk, kv, st, grads.dq[bid, hid, :, :], k_start, qg, cg)
-    dts = blk.d_head_tile_size
-    for dt in range(blk.d_head_n_tiles):
-        nisa.dma_copy(dst=grads.dk[bid, kvh, dt * dts:(dt + 1) * dts, k_start:k_start + width], src=kv.dk[:, dt, :])
-        nisa.dma_copy(dst=grads.dv[bid, kvh, dt * dts:(dt + 1) * dts, k_start:k_start + width], src=kv.dv[:, dt, :])
+    k_end = k_start + width
+    store_kv_grads(blk, kv, grads.dk[bid, kvh, :, k_start:k_end], grads.dv[bid, kvh, :, k_start:k_end])
 
 
 def flash_attn_bwd_item(cfg, blk, io, grads, bid, kvh):

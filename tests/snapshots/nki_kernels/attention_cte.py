@@ -304,6 +304,26 @@ def scalar_column(src):
     return col
 
 
+def mask_segments(dst, src, scale, k_ids, k0, q_ids, g):
+    """Segment ids as a mask: `dst` (`[rows, cols]`, fp32) becomes `src·scale` where
+    the key's id equals the query's and the FLOAT32_MIN sentinel elsewhere, as
+    `s·eq + (eq - 1)·FLOAT32_MAX` (exact in both cases). Key column `c` of `dst`
+    reads column `k0 + c` of `k_ids` (the keys' ids, the same on every partition);
+    row `p` reads `q_ids[p, g]`. Without ids (unsegmented) `dst` is left alone.
+    `attention_cte`'s scores and the ring backward's are masked with it.
+    """
+    rows, cols = dst.shape
+    if k_ids is not None:
+        ki = k_ids
+        if q_ids is not None:
+            qi = q_ids
+            same = nl.ndarray(shape=(rows, cols), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_scalar(dst=same, data=ki[0:rows, k0:k0 + cols], op0=nl.equal, operand0=qi[0:rows, g:g + 1])
+            nisa.scalar_tensor_tensor(dst=dst, data=src, op0=nl.multiply, operand0=scale, op1=nl.multiply, operand1=same)
+            nisa.tensor_scalar(dst=same, data=same, op0=nl.subtract, operand0=1.0, op1=nl.multiply, operand1=3.4028234663852886e38)
+            nisa.tensor_tensor(dst=dst, data1=dst, data2=same, op=nl.add)
+
+
 def kv_len(t, tp_k):
     """The sequence length of a K tensor (`(bs, d, L)`, or `(bs, L, d)` with `tp_k`); 0 when absent."""
     n = 0
@@ -838,18 +858,7 @@ def qk_and_max_impl(ac, atp, sp, bufs, io, grp):
                 nisa.scalar_tensor_tensor(dst=dst, data=uncapped, op0=nl.multiply, operand0=uncapped_scale, op1=nl.add, operand1=bt[0:rows, 0:cols])
             capped = dst if biased else uncapped
             cap_scale = 1.0 if biased else uncapped_scale
-            k_ids = sp.k_ids
-            if k_ids is not None:
-                ki = k_ids
-                q_ids = bufs.q_ids
-                if q_ids is not None:
-                    qi = q_ids
-                    eq = nl.ndarray(shape=(Q_GRP_SZ, K_TILE_SZ), dtype=nl.float32, buffer=nl.sbuf)
-                    same = eq[0:rows, 0:cols]
-                    nisa.tensor_scalar(dst=same, data=ki[0:rows, c0:c0 + cols], op0=nl.equal, operand0=qi[0:rows, g])
-                    nisa.scalar_tensor_tensor(dst=dst, data=capped, op0=nl.multiply, operand0=cap_scale, op1=nl.multiply, operand1=same)
-                    nisa.tensor_scalar(dst=same, data=same, op0=nl.subtract, operand0=1.0, op1=nl.multiply, operand1=3.4028234663852886e38)
-                    nisa.tensor_tensor(dst=dst, data1=dst, data2=same, op=nl.add)
+            mask_segments(dst, capped, cap_scale, sp.k_ids, c0, bufs.q_ids, g)
             src = dst if segmented or biased else capped
             tile_scale = 1.0 if segmented or biased else cap_scale
             mask_and_max(ac, atp, bufs, grp, kt, t, src, tile_scale)

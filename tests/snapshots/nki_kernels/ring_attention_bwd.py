@@ -6,6 +6,7 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .attention_cte import mask_segments
 from .attention_cte import scalar_column
 from .ring_features import P_MAX
 from .ring_features import RingAttnFeatures
@@ -447,17 +448,7 @@ def masked_scores(cfg, kv, st, grp, kt, zero, j):
         nisa.tensor_copy(dst=masked, src=src)
         if st.causal and Q_SEQ_TILE_SIZE * g < k0 + kts - 1:
             nisa.affine_select(dst=masked, pattern=[[-1, kts]], channel_multiplier=1, on_true_tile=masked, on_false_value=-3.4028234663852886e38, cmp_op=nl.greater_equal, offset=Q_SEQ_TILE_SIZE * g - k0)
-    k_ids = kv.k_ids
-    if k_ids is not None:
-        ki = k_ids
-        q_ids = st.q_ids
-        if q_ids is not None:
-            qi = q_ids
-            same = nl.ndarray(shape=(P_MAX, kts), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.tensor_scalar(dst=same, data=ki[:, k0:k0 + kts], op0=nl.equal, operand0=qi[:, g:g + 1])
-            nisa.tensor_tensor(dst=masked, data1=masked, data2=same, op=nl.multiply)
-            nisa.tensor_scalar(dst=same, data=same, op0=nl.subtract, operand0=1.0, op1=nl.multiply, operand1=3.4028234663852886e38)
-            nisa.tensor_tensor(dst=masked, data1=masked, data2=same, op=nl.add)
+    mask_segments(masked, masked, 1.0, kv.k_ids, k0, st.q_ids, g)
     return (masked, scores)
 
 
@@ -555,6 +546,16 @@ def bwd_tile(cfg, kv, st, grp, kt):
         compute_softmax_backward_dx(cfg, kv, st, grp, kt, probs, j, scores)
     accumulate_dq(cfg, kv, grp, kt, probs)
     accumulate_dk_dv(cfg, kv, grp, kt, probs)
+
+
+def store_kv_grads(cfg, kv, dk, dv):
+    """Writes the dK and dV accumulators of `kv` into `dk` and `dv` (`[D, keys]`
+    HBM views), one head-dim tile at a time.
+    """
+    dts = cfg.d_head_tile_size
+    for dt in range(cfg.d_head_n_tiles):
+        nisa.dma_copy(dst=dk[dt * dts:(dt + 1) * dts, :], src=kv.dk[:, dt, :])
+        nisa.dma_copy(dst=dv[dt * dts:(dt + 1) * dts, :], src=kv.dv[:, dt, :])
 
 
 def check_shapes(io):
@@ -818,10 +819,7 @@ def ring_bwd_item(cfg, io, grads, send, recv, dqr, bid, kvh):
     kv = load_kv(cfg, io, bid, kvh)
     for qh in range(group):
         ring_bwd_head(cfg, io, grads, kv, send, recv, dqr, stats[qh, :, :, :], bid, kvh * group + qh)
-    dts = cfg.d_head_tile_size
-    for dt in range(cfg.d_head_n_tiles):
-        nisa.dma_copy(dst=grads.dk[bid, kvh, dt * dts:(dt + 1) * dts, :], src=kv.dk[:, dt, :])
-        nisa.dma_copy(dst=grads.dv[bid, kvh, dt * dts:(dt + 1) * dts, :], src=kv.dv[:, dt, :])
+    store_kv_grads(cfg, kv, grads.dk[bid, kvh, :, :], grads.dv[bid, kvh, :, :])
 
 
 def sum_sink_parts(parts, lnc, lnc_id):
