@@ -94,7 +94,7 @@ def input_norm_load(hidden, x_sb, normalization_type, norm_weights, norm_bias, e
 
 def load_static_scale(op, p):
     """A `STATIC` projection's dequantization scale for `p` partitions,
-    `[p, 1]` (rows `0..p` of the scale, partition `p` reading row `p`),
+    `[p, 1]` (rows `0..p` of the scale, each partition its own row),
     loaded once per projection for [`evict_dequantized`]; `None` for
     `ROW` or unquantized weights.
     """

@@ -119,7 +119,7 @@ pub mod kernel {
     }
 
     /// A `STATIC` projection's dequantization scale for `p` partitions,
-    /// `[p, 1]` (rows `0..p` of the scale, partition `p` reading row `p`),
+    /// `[p, 1]` (rows `0..p` of the scale, each partition its own row),
     /// loaded once per projection for [`evict_dequantized`]; `None` for
     /// `ROW` or unquantized weights.
     #[nki_helper]
