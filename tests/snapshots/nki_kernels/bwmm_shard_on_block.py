@@ -8,6 +8,7 @@ import nki.isa as nisa
 import nki.collectives as ncc
 from .common_types import ActFnType
 from .common_types import ExpertAffinityScaleMode
+from .kernel_helpers import ClampLimits
 from .kernel_helpers import apply_activation
 from .kernel_helpers import check_2d
 from .kernel_helpers import check_3d
@@ -91,20 +92,6 @@ class BlockState(nl.NKIObject):
     "Affinities `[128, B/128]` under `POST_SCALE`."
     down_bias: object
     "Down bias `[128, H]` when given."
-
-
-@dataclass
-class ClampLimits(nl.NKIObject):
-    """The four optional clamps of a call."""
-
-    gate_clamp_upper_limit: object
-    "Upper clamp of the gate projection."
-    gate_clamp_lower_limit: object
-    "Lower clamp of the gate projection."
-    up_clamp_upper_limit: object
-    "Upper clamp of the up projection."
-    up_clamp_lower_limit: object
-    "Lower clamp of the up projection."
 
 
 def input_tensors(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_proj_weight, token_position_to_id, block_to_expert, gate_and_up_proj_bias, down_proj_bias):

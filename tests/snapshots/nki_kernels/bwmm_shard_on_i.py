@@ -7,7 +7,6 @@ import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
 from .bwmm_shard_on_block import BlockState
-from .bwmm_shard_on_block import ClampLimits
 from .bwmm_shard_on_block import DimensionSizes
 from .bwmm_shard_on_block import MIN_I_ALIGN
 from .bwmm_shard_on_block import NUM_SHARDS
@@ -32,6 +31,7 @@ from .bwmm_shard_on_block import store_block_output
 from .bwmm_shard_on_block import transpose_block_hidden_states
 from .common_types import ActFnType
 from .common_types import ExpertAffinityScaleMode
+from .kernel_helpers import ClampLimits
 from .moe_cte_utils import Configs
 from .moe_cte_utils import GUP_PROJ_DIM
 from .moe_cte_utils import InputTensors

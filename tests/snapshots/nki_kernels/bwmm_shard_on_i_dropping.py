@@ -6,7 +6,6 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
-from .bwmm_shard_on_block import ClampLimits
 from .bwmm_shard_on_block import DimensionSizes
 from .bwmm_shard_on_block import bwmm_output_initialization
 from .bwmm_shard_on_block import configs
@@ -20,6 +19,7 @@ from .bwmm_shard_on_i import shard_intermediate
 from .bwmm_shard_on_i import validate_bwmm_shard_on_i
 from .common_types import ActFnType
 from .common_types import ExpertAffinityScaleMode
+from .kernel_helpers import ClampLimits
 from .moe_cte_utils import Configs
 from .moe_cte_utils import InputTensors
 from .moe_cte_utils import SkipMode

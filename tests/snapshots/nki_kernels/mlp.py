@@ -7,11 +7,14 @@ import nki.collectives as ncc
 from .common_types import ActFnType
 from .common_types import NormType
 from .common_types import QuantizationType
+from .kernel_helpers import ClampLimits
+from .kernel_helpers import any_clamp
 from .mlp_cte import mlp_cte
 from .mlp_cte_sharding import shard_on_intermediate
 from .mlp_parameters import DOWN_PSUM_BANKS
 from .mlp_parameters import H0
 from .mlp_parameters import MLPActivationParameters
+from .mlp_parameters import MLPParameters
 from .mlp_parameters import MLPQuantizationParameters
 from .mlp_parameters import MLPTensors
 from .mlp_parameters import ROW_SCALE_BYTES
@@ -70,7 +73,7 @@ def validate_mlp_tkg_mx(hidden, w, q, act, normalization_type, is_tkg, column_ti
     assert w.normalization_bias_tensor is None, "mlp: normalization_bias_tensor is only supported with NormType.LAYER_NORM"
     assert not column_tiling, "mlp: quantization_type MX needs use_tkg_gate_up_proj_column_tiling=False and use_tkg_down_proj_column_tiling=False"
     assert w.fused_add_tensor is None, "mlp: quantization_type MX takes no fused_add_tensor"
-    clamped = act.gate_clamp_upper_limit is not None or act.gate_clamp_lower_limit is not None or act.up_clamp_upper_limit is not None or act.up_clamp_lower_limit is not None
+    clamped = any_clamp(act.clamps)
     assert not clamped and not act.skip_gate_proj and not optimized_layout, "mlp: quantization_type MX takes no gate/up clamp limits, skip_gate_proj or use_tkg_down_proj_optimized_layout"
     programs = nl.num_programs(axes=0) if nl.program_ndim() == 1 else 1
     assert programs <= 2 and h // MX_TILE % programs == 0, f"mlp: quantization_type MX runs on 1 or 2 programs with H / 512 = {h // MX_TILE} split evenly over them, got {programs}"
@@ -165,7 +168,7 @@ def validate_mlp_arguments(hidden, w, act, q, normalization_type, h, t, programs
         validate_mlp_tkg(t, h, programs, use_tkg_down_proj_column_tiling)
     else:
         has_bias = w.gate_proj_bias_tensor is not None or w.up_proj_bias_tensor is not None or w.down_proj_bias_tensor is not None
-        clamped = act.gate_clamp_upper_limit is not None or act.gate_clamp_lower_limit is not None or act.up_clamp_upper_limit is not None or act.up_clamp_lower_limit is not None
+        clamped = any_clamp(act.clamps)
         validate_mlp_cte(t, h, i, programs, has_bias, clamped, use_tkg_down_proj_optimized_layout)
         if static_mx:
             validate_static_mx(t, h, i, programs, has_bias)
@@ -265,7 +268,8 @@ def mlp(hidden_tensor, gate_proj_weights_tensor, up_proj_weights_tensor, down_pr
     assert h > 0 and h % H0 == 0, f"mlp: H = {h} must be a positive multiple of 128"
     has_norm = normalization_type != NormType.NO_NORM
     w = MLPTensors(gate_proj_weights_tensor=gate_proj_weights_tensor, up_proj_weights_tensor=up_proj_weights_tensor, down_proj_weights_tensor=down_proj_weights_tensor, normalization_weights_tensor=normalization_weights_tensor if has_norm else None, normalization_bias_tensor=normalization_bias_tensor if has_norm else None, gate_proj_bias_tensor=gate_proj_bias_tensor, up_proj_bias_tensor=up_proj_bias_tensor, down_proj_bias_tensor=down_proj_bias_tensor, fused_add_tensor=fused_add_tensor)
-    act = MLPActivationParameters(activation_fn=activation_fn, skip_gate_proj=skip_gate_proj, gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
+    clamps = ClampLimits(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
+    act = MLPActivationParameters(activation_fn=activation_fn, skip_gate_proj=skip_gate_proj, clamps=clamps)
     quant = MLPQuantizationParameters(quantization_type=quantization_type, gate_w_scale=gate_w_scale, up_w_scale=up_w_scale, down_w_scale=down_w_scale, gate_up_in_scale=gate_up_in_scale, down_in_scale=down_in_scale, clipping_bound=quant_clipping_bound)
     out_dtype = output_dtype if output_dtype is not None else hidden_tensor.dtype
     is_tkg = t <= TKG_BS_SEQLEN_THRESHOLD and not force_cte_mode
@@ -274,7 +278,8 @@ def mlp(hidden_tensor, gate_proj_weights_tensor, up_proj_weights_tensor, down_pr
         tiling = use_tkg_gate_up_proj_column_tiling or use_tkg_down_proj_column_tiling
         validate_mlp_tkg_mx(hidden_tensor.reshape(shape=(t, h)), w, quant, act, normalization_type, is_tkg, tiling, use_tkg_down_proj_optimized_layout)
         out = nl.ndarray(shape=(b, sl, h), dtype=out_dtype, buffer=nl.shared_hbm)
-        mlp_tkg_mx(hidden_tensor.reshape(shape=(t, h)), w, quant, out.reshape(shape=(t, h)), normalization_type, eps, activation_fn)
+        hidden, output = (hidden_tensor.reshape(shape=(t, h)), out.reshape(shape=(t, h)))
+        mlp_tkg_mx(MLPParameters(hidden=hidden, w=w, output=output, stored=None, normalization_type=normalization_type, eps=eps, act=act, quant=quant))
         return out
     validate_mlp_arguments(hidden_tensor, w, act, quant, normalization_type, h, t, programs, is_tkg, store_output_in_sbuf, use_tkg_down_proj_column_tiling, use_tkg_down_proj_optimized_layout)
     out = nl.ndarray(shape=(b, sl, h), dtype=out_dtype, buffer=nl.shared_hbm)
@@ -284,10 +289,12 @@ def mlp(hidden_tensor, gate_proj_weights_tensor, up_proj_weights_tensor, down_pr
     validate_quantized_input(quantization_type, is_tkg, hidden_tensor, w, has_norm, h)
     stored_2d = stored.reshape(shape=(t, h)) if store else None
     hidden_2d, out_2d = (hidden_tensor.reshape(shape=(t, width)), out.reshape(shape=(t, h)))
+    p = MLPParameters(hidden=hidden_2d, w=w, output=out_2d, stored=stored_2d, normalization_type=normalization_type, eps=eps, act=act, quant=quant)
     if is_tkg:
-        mlp_tkg(hidden_2d, w, out_2d, stored_2d, normalization_type, eps, act, quant, use_tkg_gate_up_proj_column_tiling, use_tkg_down_proj_column_tiling, use_tkg_down_proj_optimized_layout)
+        gate_up_tiling, down_tiling = (use_tkg_gate_up_proj_column_tiling, use_tkg_down_proj_column_tiling)
+        mlp_tkg(p, gate_up_tiling, down_tiling, use_tkg_down_proj_optimized_layout)
     else:
-        mlp_cte(hidden_2d, w, out_2d, stored_2d, normalization_type, eps, act, quant)
+        mlp_cte(p)
     if store:
         return (out, stored)
     return out

@@ -27,20 +27,22 @@ from .mlp_cte_tensor_io import store_hidden_tensor_tile
 from .mlp_cte_transpose import transpose_intermediate_tensor_tile
 from .mlp_cte_transpose import transpose_source_tensor_tile
 from .mlp_parameters import MLPActivationParameters
+from .mlp_parameters import MLPParameters
 from .mlp_parameters import MLPQuantizationParameters
 from .mlp_parameters import MLPTensors
 
 
-def mlp_cte_tile(hidden, w, output, stored, normalization_type, act, vec, scales, cst, r0, rows):
+def mlp_cte_tile(p, vec, scales, cst, r0, rows):
     """One tile of `rows` token rows from row `r0`: the loop body of the
     module docs.
     """
+    hidden, w, act = (p.hidden, p.w, p.act)
     cdt = cst.compute_dtype
     quantized = scales.quantization_type != QuantizationType.NONE
     x = nl.ndarray(shape=(P_MAX, cst.h), dtype=cst.hidden_tile_dtype, buffer=nl.sbuf)
-    load_hidden_tensor_tile(hidden, w.fused_add_tensor, stored, x, cst, r0, rows)
+    load_hidden_tensor_tile(hidden, w.fused_add_tensor, p.stored, x, cst, r0, rows)
     x_scale = load_packed_hidden_scales(hidden, cst, r0, rows) if scales.quantization_type == QuantizationType.ROW else None
-    apply_normalization_if_necessary(x, normalization_type, vec, cst, rows)
+    apply_normalization_if_necessary(x, p.normalization_type, vec, cst, rows)
     x_t = nl.ndarray(shape=(P_MAX, cst.h // P_MAX, P_MAX), dtype=cst.hidden_tile_dtype, buffer=nl.sbuf)
     transpose_source_tensor_tile(x, x_t, vec, cst, rows)
     gu = nl.ndarray(shape=(P_MAX, cst.i), dtype=cdt, buffer=nl.sbuf)
@@ -55,14 +57,15 @@ def mlp_cte_tile(hidden, w, output, stored, normalization_type, act, vec, scales
     perform_down_projection(gu_t, w.down_proj_weights_tensor, o, vec, scales, dq, cst, rows)
     if cst.shard_on_intermediate:
         sync_down_proj_results_across_int_dim(o, cst, rows)
-    store_hidden_tensor_tile(o, output, cst, r0, rows)
+    store_hidden_tensor_tile(o, p.output, cst, r0, rows)
 
 
-def mlp_cte(hidden, w, output, stored, normalization_type, eps, act, quant):
-    """The context-encoding MLP of `hidden` `[T, H]` (`[T, H + 4]` for
-    `ROW`-quantized rows) into `output` `[T, H]` (and, when given, the
-    residual sum into `stored`).
+def mlp_cte(p):
+    """The context-encoding MLP of `p.hidden` `[T, H]` (`[T, H + 4]` for
+    `ROW`-quantized rows) into `p.output` `[T, H]` (and, when given, the
+    residual sum into `p.stored`).
     """
+    hidden, w, quant = (p.hidden, p.w, p.quant)
     t = hidden.shape[0]
     i, h = w.down_proj_weights_tensor.shape
     has_bias = w.gate_proj_bias_tensor is not None or w.up_proj_bias_tensor is not None or w.down_proj_bias_tensor is not None
@@ -73,12 +76,12 @@ def mlp_cte(hidden, w, output, stored, normalization_type, eps, act, quant):
     src_dtype = w.up_proj_weights_tensor.dtype if quantized else cdt
     down_dtype = w.down_proj_weights_tensor.dtype if quantized else cdt
     cst = calculate_sharding(t, h, i, has_bias, cdt, hidden_tile_dtype, src_dtype, down_dtype)
-    vec = load_mlp_cte_vectors(w, eps, cst)
+    vec = load_mlp_cte_vectors(w, p.eps, cst)
     scales = prepare_quantization_scales(quant, vec, cst)
     if quant.quantization_type == QuantizationType.STATIC_MX:
-        mlp_cte_static_mx(hidden, w, output, act, scales, cst)
+        mlp_cte_static_mx(p, scales, cst)
         return
     for tile in nl.sequential_range(start=0, stop=-(-cst.t // P_MAX)):
         r0 = cst.t_offset + tile * P_MAX
         rows = min(cst.t_offset + cst.t - r0, P_MAX)
-        mlp_cte_tile(hidden, w, output, stored, normalization_type, act, vec, scales, cst, r0, rows)
+        mlp_cte_tile(p, vec, scales, cst, r0, rows)

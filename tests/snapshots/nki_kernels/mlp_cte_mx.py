@@ -5,6 +5,7 @@ import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
 from .common_types import ActFnType
+from .common_types import NormType
 from .kernel_helpers import apply_scaled_activation
 from .mlp_cte_constants import MLPCTEConstants
 from .mlp_cte_constants import MLPCTEQuantScales
@@ -13,6 +14,8 @@ from .mlp_cte_projection import sync_down_proj_results_across_int_dim
 from .mlp_cte_quantization import perform_intermediate_static_quantization
 from .mlp_cte_tensor_io import store_hidden_tensor_tile
 from .mlp_parameters import MLPActivationParameters
+from .mlp_parameters import MLPParameters
+from .mlp_parameters import MLPQuantizationParameters
 from .mlp_parameters import MLPTensors
 from .mx_layout import MX_PACK
 from .output_projection_cte_mx import H_SUBTILE_SIZE
@@ -113,12 +116,13 @@ def perform_mx_down_projection(q, down_w, output, unit, down_scale, cst, r0, row
         store_hidden_tensor_tile(o, output, cst, r0 + t0, n)
 
 
-def mlp_cte_static_mx_tile(hidden, w, output, unit, act, scales, cst, r0, rows):
+def mlp_cte_static_mx_tile(p, unit, scales, cst, r0, rows):
     """One tile of up to 256 token rows from `r0` of a `STATIC_MX` call:
     the loop body of the module docs.
     """
+    w, act = (p.w, p.act)
     ne = cst.i // MX_TILE
-    x = load_and_transpose_mx_quant_hidden_tile(hidden, cst, r0, rows)
+    x = load_and_transpose_mx_quant_hidden_tile(p.hidden, cst, r0, rows)
     gu = nl.ndarray(shape=(P_MAX, ne, MX_BXS_TILE, MX_PACK), dtype=cst.compute_dtype, buffer=nl.sbuf)
     qdt = cst.down_proj_quant_dtype
     q8 = nl.ndarray(shape=(P_MAX, ne, MX_BXS_TILE, MX_PACK), dtype=qdt, buffer=nl.sbuf)
@@ -132,16 +136,16 @@ def mlp_cte_static_mx_tile(hidden, w, output, unit, act, scales, cst, r0, rows):
     q = q8.ap(pattern=[[ne * MX_BXS_TILE, P_MAX], [MX_BXS_TILE, ne], [1, MX_BXS_TILE]], dtype=nl.float8_e4m3fn_x4)
     if down_scale is not None:
         ds = down_scale
-        perform_mx_down_projection(q, w.down_proj_weights_tensor, output, unit, ds, cst, r0, rows)
+        perform_mx_down_projection(q, w.down_proj_weights_tensor, p.output, unit, ds, cst, r0, rows)
 
 
-def mlp_cte_static_mx(hidden, w, output, act, scales, cst):
-    """The `STATIC_MX` context-encoding MLP of the fp8 `hidden` `[T, H]`
-    into `output` `[T, H]`, this program's rows and columns.
+def mlp_cte_static_mx(p, scales, cst):
+    """The `STATIC_MX` context-encoding MLP of the fp8 `p.hidden` `[T, H]`
+    into `p.output` `[T, H]`, this program's rows and columns.
     """
     unit = nl.ndarray(shape=(P_MAX, H_SUBTILE_SIZE), dtype=nl.uint8, buffer=nl.sbuf)
     nisa.memset(dst=unit, value=UNIT_MX_SCALE)
     for tile in nl.sequential_range(start=0, stop=-(-cst.t // MX_BXS_TILE)):
         r0 = cst.t_offset + tile * MX_BXS_TILE
         rows = min(cst.t_offset + cst.t - r0, MX_BXS_TILE)
-        mlp_cte_static_mx_tile(hidden, w, output, unit, act, scales, cst, r0, rows)
+        mlp_cte_static_mx_tile(p, unit, scales, cst, r0, rows)

@@ -7,7 +7,9 @@ import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
 from .common_types import ActFnType
+from .common_types import NormType
 from .common_types import QuantizationType
+from .kernel_helpers import ClampLimits
 
 
 # [`MlpRule::DownPsumBanks`](super::MlpRule::DownPsumBanks) (the kernel's assert names it too).
@@ -37,14 +39,34 @@ class MLPActivationParameters(nl.NKIObject):
     "The activation of the gate (or of the up projection with `skip_gate_proj`)."
     skip_gate_proj: bool
     "Only the up projection, activated, feeds the down projection."
-    gate_clamp_upper_limit: object
-    "Upper clamp of the gate projection, before its activation."
-    gate_clamp_lower_limit: object
-    "Lower clamp of the gate projection."
-    up_clamp_upper_limit: object
-    "Upper clamp of the up projection."
-    up_clamp_lower_limit: object
-    "Lower clamp of the up projection."
+    clamps: ClampLimits
+    "The gate's clamps (before its activation) and the up projection's."
+
+
+@dataclass
+class MLPTensors(nl.NKIObject):
+    """The tensors of an `mlp` call, as the phases read them (the library
+    keeps them in its `MLPParameters` and its bias and norm bundles).
+    """
+
+    gate_proj_weights_tensor: object
+    "Gate projection weights `[H, I]`."
+    up_proj_weights_tensor: object
+    "Up projection weights `[H, I]`."
+    down_proj_weights_tensor: object
+    "Down projection weights `[I, H]`."
+    normalization_weights_tensor: object
+    "Gamma `[1, H]` of the norm."
+    normalization_bias_tensor: object
+    "Beta `[1, H]` of a LayerNorm."
+    gate_proj_bias_tensor: object
+    "Gate projection bias `[1, I]`."
+    up_proj_bias_tensor: object
+    "Up projection bias `[1, I]`."
+    down_proj_bias_tensor: object
+    "Down projection bias `[1, H]`."
+    fused_add_tensor: object
+    "The residual added to the hidden rows first."
 
 
 @dataclass
@@ -77,29 +99,27 @@ class MLPQuantizationParameters(nl.NKIObject):
 
 
 @dataclass
-class MLPTensors(nl.NKIObject):
-    """The tensors of an `mlp` call, as the phases read them (the library
-    keeps them in its `MLPParameters` and its bias and norm bundles).
+class MLPParameters(nl.NKIObject):
+    """An `mlp` call as both paths run it (the library's `MLPParameters`):
+    the token rows, where the results go, the tensors and the options.
     """
 
-    gate_proj_weights_tensor: object
-    "Gate projection weights `[H, I]`."
-    up_proj_weights_tensor: object
-    "Up projection weights `[H, I]`."
-    down_proj_weights_tensor: object
-    "Down projection weights `[I, H]`."
-    normalization_weights_tensor: object
-    "Gamma `[1, H]` of the norm."
-    normalization_bias_tensor: object
-    "Beta `[1, H]` of a LayerNorm."
-    gate_proj_bias_tensor: object
-    "Gate projection bias `[1, I]`."
-    up_proj_bias_tensor: object
-    "Up projection bias `[1, I]`."
-    down_proj_bias_tensor: object
-    "Down projection bias `[1, H]`."
-    fused_add_tensor: object
-    "The residual added to the hidden rows first."
+    hidden: object
+    "The token rows `[T, H]` (`[T, H + 4]` for `ROW`-quantized rows)."
+    w: MLPTensors
+    "The weights, biases, norm vectors and residual."
+    output: object
+    "The result rows `[T, H]`."
+    stored: object
+    "The residual sum's rows `[T, H]`, when it is stored."
+    normalization_type: NormType
+    "The norm of the rows."
+    eps: float
+    "The norm's epsilon."
+    act: MLPActivationParameters
+    "The gate/up options."
+    quant: MLPQuantizationParameters
+    "The fp8 quantization."
 
 
 # [`MlpRule::StaticMxTiles`](super::MlpRule::StaticMxTiles).

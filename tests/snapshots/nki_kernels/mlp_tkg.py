@@ -7,6 +7,7 @@ import nki.collectives as ncc
 from .common_types import NormType
 from .mlp_parameters import H0
 from .mlp_parameters import MLPActivationParameters
+from .mlp_parameters import MLPParameters
 from .mlp_parameters import MLPQuantizationParameters
 from .mlp_parameters import MLPTensors
 from .mlp_tkg_constants import projection_weights
@@ -17,12 +18,13 @@ from .mlp_tkg_utils import input_fused_add
 from .mlp_tkg_utils import input_norm_load
 
 
-def mlp_tkg(hidden, w, output, stored, normalization_type, eps, act, quant, gate_up_column_tiling, down_column_tiling, optimized_layout):
-    """The decode-phase MLP of `hidden` `[T, H]` into `output` `[T, H]` (and,
-    when given, the residual sum into `stored`): the phases of the module
-    docs in order, each projection in the arrangement its column-tiling
-    flag names.
+def mlp_tkg(p, gate_up_column_tiling, down_column_tiling, optimized_layout):
+    """The decode-phase MLP of `p.hidden` `[T, H]` into `p.output` `[T, H]`
+    (and, when given, the residual sum into `p.stored`): the phases of
+    the module docs in order, each projection in the arrangement its
+    column-tiling flag names.
     """
+    hidden, w, quant = (p.hidden, p.w, p.quant)
     t, h = hidden.shape
     i = w.down_proj_weights_tensor.shape[0]
     n = nl.num_programs(axes=0) if nl.program_ndim() == 1 else 1
@@ -33,13 +35,13 @@ def mlp_tkg(hidden, w, output, stored, normalization_type, eps, act, quant, gate
     if fused is not None:
         residual = fused
         sum = nl.ndarray(shape=(t, h), dtype=hidden.dtype, buffer=nl.private_hbm)
-        input_fused_add(hidden, residual, sum, stored, dims)
+        input_fused_add(hidden, residual, sum, p.stored, dims)
         x = sum
     x_sb = nl.ndarray(shape=(H0, t, dims.h1_shard), dtype=hidden.dtype, buffer=nl.sbuf)
-    input_norm_load(x, x_sb, normalization_type, w.normalization_weights_tensor, w.normalization_bias_tensor, eps, dims)
+    input_norm_load(x, x_sb, p.normalization_type, w.normalization_weights_tensor, w.normalization_bias_tensor, p.eps, dims)
     gu = nl.ndarray(shape=(H0, dims.i_tiles, t), dtype=hidden.dtype, buffer=nl.sbuf)
     gate = projection_weights(w.gate_proj_weights_tensor, w.gate_proj_bias_tensor, quant.gate_w_scale, quant)
     up = projection_weights(w.up_proj_weights_tensor, w.up_proj_bias_tensor, quant.up_w_scale, quant)
-    process_gate_up_projection(x_sb, gate, up, gu, act, dims)
+    process_gate_up_projection(x_sb, gate, up, gu, p.act, dims)
     down = projection_weights(w.down_proj_weights_tensor, w.down_proj_bias_tensor, quant.down_w_scale, quant)
-    process_down_projection(gu, down, output, optimized_layout, dims)
+    process_down_projection(gu, down, p.output, optimized_layout, dims)

@@ -53,6 +53,23 @@ class MLPTKGConstants(nl.NKIObject):
     "Stationary tiles side by side on the PE array, `128 / column_tiling_dim`."
 
 
+@dataclass
+class ProjectionWeights(nl.NKIObject):
+    """One projection's operands as the projection helpers read them: the
+    weights, the bias and, with fp8 weights, their dequantization scales
+    (`row`: one per output column, else one per tensor).
+    """
+
+    weights: object
+    "`[H, I]` (gate, up) or `[I, H]` (down)."
+    bias: object
+    "`[1, I]` or `[1, H]`."
+    w_scale: object
+    "`[128, n]` float32, rows meant as copies (see `MLPQuantizationParameters`)."
+    row: bool
+    "`QuantizationType.ROW`."
+
+
 # The DMA queue the two programs exchange partial sums over.
 PIPE_ID = 0
 
@@ -79,23 +96,6 @@ MAX_I_SHARD_COLUMN_TILING = 4096
 # `I` columns one call covers with the weights stationary: eight banks
 # of one 128-column tile each.
 MAX_I_SHARD_LHS_RHS_SWAP = 1024
-
-
-@dataclass
-class ProjectionWeights(nl.NKIObject):
-    """One projection's operands as the projection helpers read them: the
-    weights, the bias and, with fp8 weights, their dequantization scales
-    (`row`: one per output column, else one per tensor).
-    """
-
-    weights: object
-    "`[H, I]` (gate, up) or `[I, H]` (down)."
-    bias: object
-    "`[1, I]` or `[1, H]`."
-    w_scale: object
-    "`[128, n]` float32, rows meant as copies (see `MLPQuantizationParameters`)."
-    row: bool
-    "`QuantizationType.ROW`."
 
 
 def tkg_dims(t, h, i, n, shard_id, gate_up_column_tiling, down_column_tiling):

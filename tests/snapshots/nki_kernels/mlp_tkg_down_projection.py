@@ -11,6 +11,8 @@ from .mlp_tkg_constants import MLPTKGConstants
 from .mlp_tkg_constants import PSUM_BMAX
 from .mlp_tkg_constants import PSUM_FMAX
 from .mlp_tkg_constants import ProjectionWeights
+from .mlp_tkg_utils import evict_dequantized
+from .mlp_tkg_utils import load_static_scale
 from .mlp_tkg_utils import transpose_store
 
 
@@ -34,16 +36,17 @@ def down_projection(gu, op, out, dims):
     `I` tiles in order, `gu`'s tile `[128, T]` stationary and the
     weights moving in 512-column chunks; chunk `k` of a load lands in
     PSUM bank `k / factor`, rows `dim · (k % factor)`. Each chunk is read
-    out times the fp8 scales (row `t` for token `t`) and rounded, then
-    the bias is added in hidden's dtype.
+    out times the fp8 scales (row `t` for token `t`; a `STATIC` scale
+    loaded once for all chunks) and rounded, then the bias is added in
+    hidden's dtype.
     """
     t, i, hs = (dims.t, dims.i, dims.h_per_shard)
     dim, factor = (dims.column_tiling_dim, dims.column_tiling_factor)
-    w, c_shard = (op.weights, dims.shard_id * hs)
-    w_scale, bias = (op.w_scale, op.bias)
+    w, c_shard, bias = (op.weights, dims.shard_id * hs, op.bias)
     h = w.shape[1]
     h_tile = down_h_tile(op, dims)
     banks = -(--(-h_tile // PSUM_FMAX) // factor)
+    static_scale = load_static_scale(op, t)
     for ht in range(-(-hs // h_tile)):
         h0 = ht * h_tile
         hsz = min(hs - h0, h_tile)
@@ -58,19 +61,7 @@ def down_projection(gu, op, out, dims):
         for k in range(-(-hsz // PSUM_FMAX)):
             k0, ksz, r0 = (k * PSUM_FMAX, min(hsz - k * PSUM_FMAX, PSUM_FMAX), dim * (k % factor))
             o, acc = (out[:, h0 + k0:h0 + k0 + ksz], psum[r0:r0 + t, k // factor, 0:ksz])
-            if w_scale is not None:
-                scale = w_scale
-                if op.row:
-                    scale_sb = nl.ndarray(shape=(t, PSUM_FMAX), dtype=scale.dtype, buffer=nl.sbuf)
-                    c0 = c_shard + h0 + k0
-                    nisa.dma_copy(dst=scale_sb[:, 0:ksz], src=scale[0:t, c0:c0 + ksz])
-                    nisa.tensor_tensor(dst=o, data1=acc, data2=scale_sb[:, 0:ksz], op=nl.multiply)
-                else:
-                    scale_sb = nl.ndarray(shape=(t, 1), dtype=scale.dtype, buffer=nl.sbuf)
-                    nisa.dma_copy(dst=scale_sb, src=scale[0:t, :])
-                    nisa.tensor_scalar(dst=o, data=acc, op0=nl.multiply, operand0=scale_sb)
-            else:
-                nisa.tensor_copy(dst=o, src=acc)
+            evict_dequantized(o, acc, op, static_scale, c_shard + h0 + k0, h, 1)
     if bias is not None:
         b = bias
         b_sb = nl.ndarray(shape=(t, hs), dtype=b.dtype, buffer=nl.sbuf)
@@ -86,12 +77,11 @@ def down_projection_lhs_rhs_swap(gu, op, out, optimized_layout, dims):
     stationary times `gu`'s tile `[128, T]` moving. Column `c` sums in
     PSUM bank `c / (512 / T)` at column `(c % (512 / T)) · T`; each bank
     is read out times the fp8 scales (row 0 of the `ROW` scales, hidden
-    on the partitions; partition `p` of the `STATIC` ones) and rounded,
-    then the bias is added in hidden's dtype.
+    on the partitions; partition `p` of the `STATIC` ones, loaded once)
+    and rounded, then the bias is added in hidden's dtype.
     """
     t, i, hs, h1s = (dims.t, dims.i, dims.h_per_shard, dims.h1_shard)
-    w, c_shard = (op.weights, dims.shard_id * hs)
-    w_scale, bias = (op.w_scale, op.bias)
+    w, c_shard, bias = (op.weights, dims.shard_id * hs, op.bias)
     h = w.shape[1]
     per_bank = PSUM_FMAX // t
     banks = -(-h1s // per_bank)
@@ -107,21 +97,11 @@ def down_projection_lhs_rhs_swap(gu, op, out, optimized_layout, dims):
                 nisa.nc_matmul(dst=dst, stationary=w_sb[0:isz, c * H0:(c + 1) * H0], moving=moving)
             else:
                 nisa.nc_matmul(dst=dst, stationary=w_sb.ap(pattern=[[hs, isz], [h1s, H0]], offset=c), moving=moving)
+    static_scale = load_static_scale(op, H0)
     for bank in range(banks):
         c0, n = (bank * per_bank, min(h1s - bank * per_bank, per_bank))
         o, acc = (out.ap(pattern=[[h1s * t, H0], [1, n * t]], offset=c0 * t), psum[:, bank, 0:n * t])
-        if w_scale is not None:
-            scale = w_scale
-            if op.row:
-                scale_sb = nl.ndarray(shape=(H0, per_bank, t), dtype=scale.dtype, buffer=nl.sbuf)
-                nisa.dma_copy(dst=scale_sb[:, 0:n, :], src=scale.ap(pattern=[[h1s, H0], [1, n], [0, t]], offset=c_shard + c0))
-                nisa.tensor_tensor(dst=o, data1=acc, data2=scale_sb.ap(pattern=[[per_bank * t, H0], [1, n * t]], offset=0), op=nl.multiply)
-            else:
-                scale_sb = nl.ndarray(shape=(H0, 1), dtype=scale.dtype, buffer=nl.sbuf)
-                nisa.dma_copy(dst=scale_sb, src=scale[0:H0, :])
-                nisa.tensor_scalar(dst=o, data=acc, op0=nl.multiply, operand0=scale_sb)
-        else:
-            nisa.tensor_copy(dst=o, src=acc)
+        evict_dequantized(o, acc, op, static_scale, c_shard + c0, h1s, t)
     if bias is not None:
         b = bias
         b_sb = nl.ndarray(shape=(H0, h1s, t), dtype=b.dtype, buffer=nl.sbuf)

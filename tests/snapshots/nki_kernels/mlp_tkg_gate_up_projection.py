@@ -5,6 +5,7 @@ import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
 from .common_types import ActFnType
+from .kernel_helpers import ClampLimits
 from .kernel_helpers import apply_activation
 from .kernel_helpers import clamp
 from .mlp_parameters import H0
@@ -17,6 +18,8 @@ from .mlp_tkg_constants import MLPTKGConstants
 from .mlp_tkg_constants import PIPE_ID
 from .mlp_tkg_constants import PSUM_FMAX
 from .mlp_tkg_constants import ProjectionWeights
+from .mlp_tkg_utils import evict_dequantized
+from .mlp_tkg_utils import load_static_scale
 
 
 def gate_up_h_tile_cols(op):
@@ -27,14 +30,21 @@ def gate_up_h_tile_cols(op):
     return 2 * GATE_UP_H_TILE_COLS if w_scale is not None else GATE_UP_H_TILE_COLS
 
 
-def load_gate_up_weights(w, w_sb, c0, nc, i0, isz, dims):
-    """Weight rows of this program's shard, layout columns `c0 .. c0 + nc`,
-    `I` columns `i0 .. i0 + isz`, into `w_sb` `[128, cols, isz]` (row `p`
-    of the shard's layout at partition `p`).
+def load_gate_up_weights(op, ht, i0, isz, dims):
+    """Load `ht` of the weight rows of this program's shard, `I` columns `i0
+    .. i0 + isz`: its layout columns `c0 .. c0 + nc` (`cols` =
+    [`gate_up_h_tile_cols`] a load, fewer in the last) into `w_sb`
+    `[128, cols, isz]` (row `p` of the shard's layout at partition `p`).
+    Returns `(w_sb, c0, nc)`.
     """
-    i, h1s = (dims.i, dims.h1_shard)
+    i, h1s, w = (dims.i, dims.h1_shard, op.weights)
+    cols = gate_up_h_tile_cols(op)
+    c0 = ht * cols
+    nc = min(h1s - c0, cols)
     row0 = dims.shard_id * dims.h_per_shard
+    w_sb = nl.ndarray(shape=(H0, cols, isz), dtype=w.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=w_sb[:, 0:nc, :], src=w.ap(pattern=[[h1s * i, H0], [i, nc], [1, isz]], offset=(row0 + c0) * i + i0))
+    return (w_sb, c0, nc)
 
 
 def gate_up_projection(x_sb, op, dst, i0, isz, dims):
@@ -48,15 +58,10 @@ def gate_up_projection(x_sb, op, dst, i0, isz, dims):
     """
     t, h1s = (dims.t, dims.h1_shard)
     dim, factor = (dims.column_tiling_dim, dims.column_tiling_factor)
-    w, w_scale, bias = (op.weights, op.w_scale, op.bias)
     chunks = -(-isz // PSUM_FMAX)
-    cols = gate_up_h_tile_cols(op)
     psum = nl.ndarray(shape=(H0, chunks, PSUM_FMAX), dtype=INTER_DTYPE, buffer=nl.psum)
-    for ht in range(-(-h1s // cols)):
-        c0 = ht * cols
-        nc = min(h1s - c0, cols)
-        w_sb = nl.ndarray(shape=(H0, cols, isz), dtype=w.dtype, buffer=nl.sbuf)
-        load_gate_up_weights(w, w_sb, c0, nc, i0, isz, dims)
+    for ht in range(-(-h1s // gate_up_h_tile_cols(op))):
+        w_sb, c0, nc = load_gate_up_weights(op, ht, i0, isz, dims)
         for g in range(-(-nc // factor)):
             for k in range(min(nc - g * factor, factor)):
                 c, r0 = (g * factor + k, dim * k)
@@ -70,16 +75,9 @@ def gate_up_projection(x_sb, op, dst, i0, isz, dims):
         nisa.tensor_copy(dst=oc, src=psum[0:t, ch, 0:jsz])
         for k in range(1, min(h1s, factor)):
             nisa.tensor_tensor(dst=oc, data1=psum[dim * k:dim * k + t, ch, 0:jsz], data2=oc, op=nl.add)
-    if w_scale is not None:
-        scale = w_scale
-        if op.row:
-            scale_sb = nl.ndarray(shape=(t, isz), dtype=scale.dtype, buffer=nl.sbuf)
-            nisa.dma_copy(dst=scale_sb, src=scale[0:t, i0:i0 + isz])
-            nisa.tensor_tensor(dst=o, data1=o, data2=scale_sb, op=nl.multiply)
-        else:
-            scale_sb = nl.ndarray(shape=(t, 1), dtype=scale.dtype, buffer=nl.sbuf)
-            nisa.dma_copy(dst=scale_sb, src=scale[0:t, :])
-            nisa.tensor_scalar(dst=o, data=o, op0=nl.multiply, operand0=scale_sb)
+    if op.w_scale is not None:
+        evict_dequantized(o, o, op, load_static_scale(op, t), i0, dims.i, 1)
+    bias = op.bias
     if bias is not None:
         b = bias
         if dims.shard_id == 0:
@@ -103,13 +101,14 @@ def gated_activation(gate, up, dst, act):
     """The gated activation in fp32: `up = act(clamp(up))` with
     `skip_gate_proj`, else `dst = act(clamp(gate)) · clamp(up)`.
     """
+    c = act.clamps
     if act.skip_gate_proj:
-        clamp(up, act.up_clamp_upper_limit, act.up_clamp_lower_limit)
+        clamp(up, c.up_clamp_upper_limit, c.up_clamp_lower_limit)
         apply_activation(up, up, act.activation_fn)
     else:
-        clamp(gate, act.gate_clamp_upper_limit, act.gate_clamp_lower_limit)
+        clamp(gate, c.gate_clamp_upper_limit, c.gate_clamp_lower_limit)
         apply_activation(gate, gate, act.activation_fn)
-        clamp(up, act.up_clamp_upper_limit, act.up_clamp_lower_limit)
+        clamp(up, c.up_clamp_upper_limit, c.up_clamp_lower_limit)
         nisa.tensor_tensor(dst=dst, data1=gate, data2=up, op=nl.multiply)
 
 
@@ -134,34 +133,20 @@ def gate_up_projection_lhs_rhs_swap(x_sb, op, dst, i0, isz, dims):
     of the `ROW` scales, `I` on the partitions; partition `p` of the
     `STATIC` ones); then (program 0 only) the bias.
     """
-    t, h1s = (dims.t, dims.h1_shard)
-    w, w_scale, bias = (op.weights, op.w_scale, op.bias)
+    t, h1s, bias = (dims.t, dims.h1_shard, op.bias)
     tiles, tile0 = (-(-isz // H0), i0 // H0)
-    cols = gate_up_h_tile_cols(op)
     psum = nl.ndarray(shape=(H0, tiles, PSUM_FMAX), dtype=INTER_DTYPE, buffer=nl.psum)
-    for ht in range(-(-h1s // cols)):
-        c0 = ht * cols
-        nc = min(h1s - c0, cols)
-        w_sb = nl.ndarray(shape=(H0, cols, isz), dtype=w.dtype, buffer=nl.sbuf)
-        load_gate_up_weights(w, w_sb, c0, nc, i0, isz, dims)
+    for ht in range(-(-h1s // gate_up_h_tile_cols(op))):
+        w_sb, c0, nc = load_gate_up_weights(op, ht, i0, isz, dims)
         for c in range(nc):
             for j in range(tiles):
                 j0, jsz = (j * H0, min(isz - j * H0, H0))
                 nisa.nc_matmul(dst=psum[0:jsz, j, 0:t], stationary=w_sb[:, c, j0:j0 + jsz], moving=x_sb[:, :, c0 + c])
+    static_scale = load_static_scale(op, H0)
     for j in range(tiles):
         j0, jsz = (j * H0, min(isz - j * H0, H0))
         o, acc = (dst[0:jsz, tile0 + j, :], psum[0:jsz, j, 0:t])
-        if w_scale is not None:
-            scale = w_scale
-            scale_sb = nl.ndarray(shape=(H0, t), dtype=scale.dtype, buffer=nl.sbuf)
-            if op.row:
-                nisa.dma_copy(dst=scale_sb[0:jsz, :], src=scale.ap(pattern=[[1, jsz], [0, t]], offset=i0 + j0))
-                nisa.tensor_tensor(dst=o, data1=acc, data2=scale_sb[0:jsz, :], op=nl.multiply)
-            else:
-                nisa.dma_copy(dst=scale_sb[0:jsz, 0:1], src=scale[0:jsz, :])
-                nisa.tensor_scalar(dst=o, data=acc, op0=nl.multiply, operand0=scale_sb[0:jsz, 0:1])
-        else:
-            nisa.tensor_copy(dst=o, src=acc)
+        evict_dequantized(o, acc, op, static_scale, i0 + j0, 1, t)
         if bias is not None:
             b = bias
             if dims.shard_id == 0:

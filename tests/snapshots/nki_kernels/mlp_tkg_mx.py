@@ -8,10 +8,12 @@ from .common_types import ActFnType
 from .common_types import NormType
 from .down_projection_mx_shard_h import down_projection_mx_tp_shard_h
 from .gate_up_projection_mx_shard_h import gate_up_projection_mx_tp_shard_h
+from .kernel_helpers import ClampLimits
 from .kernel_helpers import apply_activation
 from .kernel_helpers import clamp
 from .mlp_parameters import H0
 from .mlp_parameters import MLPActivationParameters
+from .mlp_parameters import MLPParameters
 from .mlp_parameters import MLPQuantizationParameters
 from .mlp_parameters import MLPTensors
 from .mlp_tkg_utils import unit_gamma
@@ -61,11 +63,12 @@ def gate_up_product_mx(xq, xs, w, quant, act, dtype, cfg):
     fallback = w.gate_proj_weights_tensor
     gate_scale, up_scale = (quant.gate_w_scale, quant.up_w_scale)
     gate_s, up_s = (gate_scale if gate_scale is not None else fallback, up_scale if up_scale is not None else fallback)
+    c = act.clamps
     gate = gate_up_projection_mx_tp_shard_h(xq, xs, w.gate_proj_weights_tensor, gate_s, w.gate_proj_bias_tensor, cfg)
-    clamp(gate, act.gate_clamp_upper_limit, act.gate_clamp_lower_limit)
+    clamp(gate, c.gate_clamp_upper_limit, c.gate_clamp_lower_limit)
     apply_activation(gate, gate, act.activation_fn)
     up = gate_up_projection_mx_tp_shard_h(xq, xs, w.up_proj_weights_tensor, up_s, w.up_proj_bias_tensor, cfg)
-    clamp(up, act.up_clamp_upper_limit, act.up_clamp_lower_limit)
+    clamp(up, c.up_clamp_upper_limit, c.up_clamp_lower_limit)
     gu = nl.ndarray(shape=gate.shape, dtype=dtype, buffer=nl.sbuf)
     nisa.tensor_tensor(dst=gu, data1=gate, data2=up, op=nl.multiply)
     return gu
@@ -81,24 +84,25 @@ def store_output_mx(out_sb, output, t, cfg):
     nisa.dma_copy(dst=output.ap(pattern=[[1, H0], [H0, cfg.h1_sharded], [cfg.h, t]], offset=c0), src=cast)
 
 
-def mlp_tkg_mx(hidden, w, quant, output, normalization_type, eps, act):
-    """The MX decode-phase MLP of `hidden` `[T, H]` into `output` `[T, H]`:
-    the phases of the module docs in order; `RMS_NORM_SKIP_GAMMA` is
-    `RMS_NORM` with a gamma of ones.
+def mlp_tkg_mx(p):
+    """The MX decode-phase MLP of `p.hidden` `[T, H]` into `p.output` `[T,
+    H]`: the phases of the module docs in order; `RMS_NORM_SKIP_GAMMA` is
+    `RMS_NORM` with a gamma of ones. (`mlp`'s MX rules refuse clamps and
+    `skip_gate_proj`.)
     """
+    hidden, w, quant = (p.hidden, p.w, p.quant)
     t, h = hidden.shape
     i = w.gate_proj_weights_tensor.shape[2]
     n = nl.num_programs(axes=0) if nl.program_ndim() == 1 else 1
     shard_id = nl.program_id(axis=0) if n > 1 else 0
     cfg = proj_config(h, i, -(-t // MX_PACK) * MX_PACK, n, shard_id)
-    norm = normalization_type != NormType.NO_NORM
-    sw = layout_adapter_mx(hidden, norm, w.normalization_weights_tensor, eps, t, cfg)
+    norm = p.normalization_type != NormType.NO_NORM
+    sw = layout_adapter_mx(hidden, norm, w.normalization_weights_tensor, p.eps, t, cfg)
     xq = nl.ndarray(shape=(H0, cfg.n_h512_tile_sharded, cfg.bxs), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
     xs = nl.ndarray(shape=(H0, cfg.n_h512_tile_sharded, cfg.bxs), dtype=nl.uint8, buffer=nl.sbuf)
     quantize_hidden_mx(sw, xq, xs)
-    act = MLPActivationParameters(activation_fn=act, skip_gate_proj=False, gate_clamp_upper_limit=None, gate_clamp_lower_limit=None, up_clamp_upper_limit=None, up_clamp_lower_limit=None)
-    gu = gate_up_product_mx(xq, xs, w, quant, act, nl.bfloat16, cfg)
+    gu = gate_up_product_mx(xq, xs, w, quant, p.act, nl.bfloat16, cfg)
     down_scale = quant.down_w_scale
     down_s = down_scale if down_scale is not None else hidden
     out_sb = down_projection_mx_tp_shard_h(gu, w.down_proj_weights_tensor, down_s, w.down_proj_bias_tensor, cfg)
-    store_output_mx(out_sb, output, t, cfg)
+    store_output_mx(out_sb, p.output, t, cfg)

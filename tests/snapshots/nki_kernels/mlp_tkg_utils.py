@@ -10,6 +10,7 @@ from .layernorm_tkg import layernorm_tkg_shard_on_h
 from .layernorm_tkg import layernorm_tkg_splits_rows
 from .mlp_parameters import H0
 from .mlp_tkg_constants import MLPTKGConstants
+from .mlp_tkg_constants import ProjectionWeights
 from .norm_tkg_utils import load_input_to_sbuf
 from .rmsnorm_tkg import rmsnorm_tkg_shard_on_bxs
 from .rmsnorm_tkg import rmsnorm_tkg_shard_on_h
@@ -89,6 +90,48 @@ def input_norm_load(hidden, x_sb, normalization_type, norm_weights, norm_bias, e
             normalize_rows(hidden, unit_gamma(hidden.dtype, dims.h), norm_bias, normed, layer, eps, dims)
         c0 = dims.shard_id * dims.h1_shard
         nisa.dma_copy(dst=x_sb, src=normed[:, :, c0:c0 + dims.h1_shard])
+
+
+def load_static_scale(op, p):
+    """A `STATIC` projection's dequantization scale for `p` partitions,
+    `[p, 1]` (rows `0..p` of the scale, each partition its own row),
+    loaded once per projection for [`evict_dequantized`]; `None` for
+    `ROW` or unquantized weights.
+    """
+    w_scale = op.w_scale
+    if w_scale is not None:
+        scale = w_scale
+        if not op.row:
+            scale_sb = nl.ndarray(shape=(p, 1), dtype=scale.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=scale_sb, src=scale[0:p, :])
+            return scale_sb
+    return None
+
+
+def evict_dequantized(o, acc, op, static_scale, col0, step, copies):
+    """`o` = a projection's fp32 sums `acc` times its fp8 dequantization
+    scales, rounded to `o`'s dtype; `o = acc` for unquantized weights.
+    `STATIC`: `static_scale` (from [`load_static_scale`]), one scale per
+    partition of `o`. `ROW`: the scales `[128, columns]` read element for
+    element as `o` `[P, C·copies]` with the access pattern `[[step, P],
+    [1, C], [0, copies]]` from column `col0`, where the arrangements
+    differ: tokens on the partitions read row `t` for token `t` (`step`
+    the scales' width, one copy); columns on the partitions read row 0
+    (`step` the columns between partitions), each column copied along
+    the `copies` tokens.
+    """
+    w_scale = op.w_scale
+    p, free = o.shape
+    if static_scale is not None:
+        scale_sb = static_scale
+        nisa.tensor_scalar(dst=o, data=acc, op0=nl.multiply, operand0=scale_sb[0:p, :])
+    elif w_scale is not None:
+        scale = w_scale
+        scale_sb = nl.ndarray(shape=(p, free), dtype=scale.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=scale_sb, src=scale.ap(pattern=[[step, p], [1, free // copies], [0, copies]], offset=col0))
+        nisa.tensor_tensor(dst=o, data1=acc, data2=scale_sb, op=nl.multiply)
+    else:
+        nisa.tensor_copy(dst=o, src=acc)
 
 
 def transpose_store(out, output, dims):

@@ -8,7 +8,6 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
-from .bwmm_shard_on_block import ClampLimits
 from .bwmm_shard_on_block import _bwmm_shard_on_block
 from .bwmm_shard_on_block import configs
 from .bwmm_shard_on_block import input_tensors
@@ -22,6 +21,7 @@ from .bwmm_shard_on_i_dropping import dropping_scaling_mode
 from .bwmm_shard_on_i_dropping import shard_on_i_dropping_checked
 from .common_types import ActFnType
 from .common_types import ExpertAffinityScaleMode
+from .kernel_helpers import ClampLimits
 from .moe_cte_utils import BlockShardStrategy
 from .moe_cte_utils import SkipMode
 

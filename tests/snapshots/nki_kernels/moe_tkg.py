@@ -9,6 +9,7 @@ from .all_expert_mx_impl import _all_expert_moe_tkg_mx
 from .common_types import ActFnType
 from .common_types import ExpertAffinityScaleMode
 from .common_types import QuantizationType
+from .kernel_helpers import ClampLimits
 from .kernel_helpers import check_2d
 from .kernel_helpers import check_3d
 from .mlp_parameters import H0
@@ -177,7 +178,8 @@ def moe_tkg(hidden_input, expert_gate_up_weights, expert_down_weights, expert_af
     assert not output_in_sbuf, "moe_tkg: output_in_sbuf is not implemented (the output is an HBM tensor)"
     if not mx:
         check_tensors(w, quantized)
-    act = MLPActivationParameters(activation_fn=activation_fn, skip_gate_proj=False, gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
+    clamps = ClampLimits(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
+    act = MLPActivationParameters(activation_fn=activation_fn, skip_gate_proj=False, clamps=clamps)
     quantization_type = QuantizationType.MX if mx else QuantizationType.ROW if quantized else QuantizationType.NONE
     opts = MoeTkgOptions(expert_affinities_scaling_mode=expert_affinities_scaling_mode, mask_unselected_experts=mask_unselected_experts, quantization_type=quantization_type, act=act)
     output = nl.ndarray(shape=(t, h), dtype=output_dtype if output_dtype is not None else hidden_input.dtype, buffer=nl.shared_hbm)

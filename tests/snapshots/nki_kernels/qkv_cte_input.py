@@ -82,6 +82,22 @@ def load_and_normalize_rows(cfg, dims, io, g, input_sb, b, s0, rows):
     return mean_rstd
 
 
+def copy_transposed_apply_gamma(cfg, g, dst, src, c):
+    """`dst` = `src`, a transposed tile whose partitions are the hidden
+    values of column `c` of the loaded gamma (and beta), times gamma plus
+    beta per partition as the norm applies them, else copied (the float
+    and the MX forms' step 3).
+    """
+    if cfg.apply_gamma:
+        gamma = g.gamma_norm_weights_sb[:, c:c + 1]
+        if cfg.add_layer_norm_bias:
+            nisa.tensor_scalar(dst=dst, data=src, op0=nl.multiply, operand0=gamma, op1=nl.add, operand1=g.layer_norm_bias_sb[:, c:c + 1])
+        else:
+            nisa.tensor_scalar(dst=dst, data=src, op0=nl.multiply, operand0=gamma)
+    else:
+        nisa.tensor_copy(dst=dst, src=src)
+
+
 def quantize_input_static(cfg, g, dst, data):
     """STATIC: `data / in_scale` rounded into `dst` (float8_e4m3), then
     clipped there to ±`fp8_max`.
@@ -110,14 +126,7 @@ def transpose_h_tile(cfg, g, input_sb, input_q, mean_rstd, h0, width, rows):
         t = (h0 + j * P_MAX) // P_MAX
         dst = input_sb[:, c0:c0 + rows]
         src = tp[:, j * P_MAX:j * P_MAX + rows]
-        if cfg.apply_gamma:
-            gamma = g.gamma_norm_weights_sb[:, t:t + 1]
-            if cfg.add_layer_norm_bias:
-                nisa.tensor_scalar(dst=dst, data=src, op0=nl.multiply, operand0=gamma, op1=nl.add, operand1=g.layer_norm_bias_sb[:, t:t + 1])
-            else:
-                nisa.tensor_scalar(dst=dst, data=src, op0=nl.multiply, operand0=gamma)
-        else:
-            nisa.tensor_copy(dst=dst, src=src)
+        copy_transposed_apply_gamma(cfg, g, dst, src, t)
         if cfg.static_quant:
             data = dst if cfg.apply_gamma else src
             quantize_input_static(cfg, g, input_q[:, c0:c0 + rows], data)

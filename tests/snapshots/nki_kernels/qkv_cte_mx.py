@@ -11,6 +11,7 @@ from .mx_layout import SCALES_PER_QUADRANT
 from .qkv_cte_constants import NUM_HW_PSUM_BANKS
 from .qkv_cte_constants import PSUM_FMAX
 from .qkv_cte_constants import P_MAX
+from .qkv_cte_input import copy_transposed_apply_gamma
 from .qkv_cte_input import load_and_normalize_rows
 from .qkv_cte_output import evict_and_store_block
 from .qkv_cte_utils import QkvCteConfig
@@ -114,17 +115,7 @@ def transpose_for_mx(cfg, dims, g, input_sb, mean_rstd, xt_tile, rows):
         for k in range(MX_PACK):
             tp = nl.ndarray(shape=(P_MAX, P_MAX), dtype=cfg.psum_transpose_dtype, buffer=nl.psum)
             nisa.nc_transpose(dst=tp[:, 0:rows], data=by_k[0:rows, t, :, k])
-            dst = xt_tile[:, t, 0:rows, k]
-            src = tp[:, 0:rows]
-            c = t * MX_PACK + k
-            if cfg.apply_gamma:
-                gamma = g.gamma_norm_weights_sb[:, c:c + 1]
-                if cfg.add_layer_norm_bias:
-                    nisa.tensor_scalar(dst=dst, data=src, op0=nl.multiply, operand0=gamma, op1=nl.add, operand1=g.layer_norm_bias_sb[:, c:c + 1])
-                else:
-                    nisa.tensor_scalar(dst=dst, data=src, op0=nl.multiply, operand0=gamma)
-            else:
-                nisa.tensor_copy(dst=dst, src=src)
+            copy_transposed_apply_gamma(cfg, g, xt_tile[:, t, 0:rows, k], tp[:, 0:rows], t * MX_PACK + k)
 
 
 def load_and_transpose_input_mx(cfg, dims, io, g, xt_tile, b, s0, rows):

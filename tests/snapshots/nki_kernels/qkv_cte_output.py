@@ -80,6 +80,15 @@ def copy_psum_to_sbuf_apply_rope_and_bias(cfg, dims, io, g, out_sb, psum, t, b, 
         copy_head_from_psum(cfg, dims, g, out_sb[0:rows, head * d:(head + 1) * d], psum, t, head, rows)
 
 
+def qkv_segment_columns(dims, seg):
+    """The columns `c0..c1` of segment `seg` (0 Q, 1 K, 2 V) of the fused
+    projection.
+    """
+    q, kv = (dims.q_dim, dims.kv_dim)
+    c0 = 0 if seg == 0 else q + (seg - 1) * kv
+    return (c0, q + seg * kv)
+
+
 def evict_psum_to_sbuf_static_dequant_apply_bias(cfg, dims, g, out_sb, psum, t, rows):
     """The library's `_evict_psum_to_sbuf_static_dequant_apply_bias` (step 5
     of MX with `qkv_in_scale`): S tile `t`'s PSUM banks times each Q, K
@@ -87,10 +96,9 @@ def evict_psum_to_sbuf_static_dequant_apply_bias(cfg, dims, g, out_sb, psum, t, 
     banks a segment boundary crosses in two pieces (one rounding of the
     fp32 sums).
     """
-    q, kv, ni = (dims.q_dim, dims.kv_dim, dims.num_512_tiles_per_i)
+    ni = dims.num_512_tiles_per_i
     for seg in range(NUM_QKV_SEGMENTS):
-        c0 = 0 if seg == 0 else q + (seg - 1) * kv
-        c1 = q + seg * kv
+        c0, c1 = qkv_segment_columns(dims, seg)
         for k in range(c0 // PSUM_FMAX, (c1 - 1) // PSUM_FMAX + 1):
             a, z = (max(c0, k * PSUM_FMAX), min(c1, (k + 1) * PSUM_FMAX))
             src = psum[0:rows, t * ni + k, a - k * PSUM_FMAX:z - k * PSUM_FMAX]
@@ -111,10 +119,8 @@ def evict_psum_to_sbuf_apply_bias(cfg, dims, g, out_sb, psum, t, rows):
         else:
             nisa.tensor_copy(dst=dst, src=src)
     if cfg.static_quant:
-        q, kv = (dims.num_q_heads * dims.d_head, dims.num_kv_heads * dims.d_head)
         for seg in range(NUM_QKV_SEGMENTS):
-            c0 = 0 if seg == 0 else q + (seg - 1) * kv
-            c1 = q + seg * kv
+            c0, c1 = qkv_segment_columns(dims, seg)
             cols = out_sb[0:rows, c0:c1]
             dequantize_apply_bias(cfg, g, cols, cols, seg, c0, rows)
 

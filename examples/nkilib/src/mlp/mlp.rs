@@ -53,13 +53,15 @@ pub mod kernel {
     use crate::mlp::mlp_cte::mlp_cte::mlp_cte;
     use crate::mlp::mlp_cte::mlp_cte_sharding::shard_on_intermediate;
     use crate::mlp::mlp_parameters::{
-        DOWN_PSUM_BANKS, H0, MLPActivationParameters, MLPQuantizationParameters, MLPTensors, ROW_SCALE_BYTES, TKG_BS_SEQLEN_THRESHOLD,
+        DOWN_PSUM_BANKS, H0, MLPActivationParameters, MLPParameters, MLPQuantizationParameters, MLPTensors, ROW_SCALE_BYTES,
+        TKG_BS_SEQLEN_THRESHOLD,
     };
     use crate::mlp::mlp_tkg::mlp_tkg::mlp_tkg;
     use crate::mlp::mlp_tkg::mlp_tkg_constants::{PSUM_BMAX, PSUM_FMAX};
     use crate::mlp::mlp_tkg::mlp_tkg_mx::mlp_tkg_mx;
     use crate::mlp::mlp_tkg::projection_mx_constants::{GROUPS_PER_MX_TILE, MX_TILE};
     pub use crate::utils::common_types::{ActFnType, NormType, QuantizationType};
+    use crate::utils::kernel_helpers::{ClampLimits, any_clamp};
     use crate::utils::mx_layout::{MX_GROUP_PARTITIONS, MX_PACK, SCALE_GROUP_SIZE};
     use nki::prelude::*;
 
@@ -220,10 +222,7 @@ pub mod kernel {
             "mlp: quantization_type MX needs use_tkg_gate_up_proj_column_tiling=False and use_tkg_down_proj_column_tiling=False"
         );
         assert!(w.fused_add_tensor.is_none(), "mlp: quantization_type MX takes no fused_add_tensor");
-        let clamped = act.gate_clamp_upper_limit.is_some()
-            || act.gate_clamp_lower_limit.is_some()
-            || act.up_clamp_upper_limit.is_some()
-            || act.up_clamp_lower_limit.is_some();
+        let clamped: bool = any_clamp(act.clamps);
         assert!(
             !clamped && !act.skip_gate_proj && !optimized_layout,
             "mlp: quantization_type MX takes no gate/up clamp limits, skip_gate_proj or use_tkg_down_proj_optimized_layout"
@@ -364,10 +363,7 @@ pub mod kernel {
             validate_mlp_tkg(t, h, programs, use_tkg_down_proj_column_tiling);
         } else {
             let has_bias = w.gate_proj_bias_tensor.is_some() || w.up_proj_bias_tensor.is_some() || w.down_proj_bias_tensor.is_some();
-            let clamped = act.gate_clamp_upper_limit.is_some()
-                || act.gate_clamp_lower_limit.is_some()
-                || act.up_clamp_upper_limit.is_some()
-                || act.up_clamp_lower_limit.is_some();
+            let clamped: bool = any_clamp(act.clamps);
             validate_mlp_cte(t, h, i, programs, has_bias, clamped, use_tkg_down_proj_optimized_layout);
             if static_mx {
                 validate_static_mx(t, h, i, programs, has_bias);
@@ -454,14 +450,8 @@ pub mod kernel {
             down_proj_bias_tensor,
             fused_add_tensor,
         };
-        let act = MLPActivationParameters {
-            activation_fn,
-            skip_gate_proj,
-            gate_clamp_upper_limit,
-            gate_clamp_lower_limit,
-            up_clamp_upper_limit,
-            up_clamp_lower_limit,
-        };
+        let clamps = ClampLimits { gate_clamp_upper_limit, gate_clamp_lower_limit, up_clamp_upper_limit, up_clamp_lower_limit };
+        let act = MLPActivationParameters { activation_fn, skip_gate_proj, clamps };
         let quant = MLPQuantizationParameters {
             quantization_type,
             gate_w_scale,
@@ -487,7 +477,8 @@ pub mod kernel {
                 use_tkg_down_proj_optimized_layout,
             );
             let out = nl::ndarray([b, sl, h], out_dtype, buffer = nl::shared_hbm);
-            mlp_tkg_mx(hidden_tensor.reshape([t, h]), w, quant, out.reshape([t, h]), normalization_type, eps, activation_fn);
+            let (hidden, output) = (hidden_tensor.reshape([t, h]), out.reshape([t, h]));
+            mlp_tkg_mx(MLPParameters { hidden, w, output, stored: None, normalization_type, eps, act, quant });
             return Outputs(out);
         }
         validate_mlp_arguments(
@@ -512,22 +503,12 @@ pub mod kernel {
         validate_quantized_input(quantization_type, is_tkg, hidden_tensor, w, has_norm, h);
         let stored_2d = if store { Some(stored.reshape([t, h])) } else { None };
         let (hidden_2d, out_2d) = (hidden_tensor.reshape([t, width]), out.reshape([t, h]));
+        let p = MLPParameters { hidden: hidden_2d, w, output: out_2d, stored: stored_2d, normalization_type, eps, act, quant };
         if is_tkg {
-            mlp_tkg(
-                hidden_2d,
-                w,
-                out_2d,
-                stored_2d,
-                normalization_type,
-                eps,
-                act,
-                quant,
-                use_tkg_gate_up_proj_column_tiling,
-                use_tkg_down_proj_column_tiling,
-                use_tkg_down_proj_optimized_layout,
-            );
+            let (gate_up_tiling, down_tiling) = (use_tkg_gate_up_proj_column_tiling, use_tkg_down_proj_column_tiling);
+            mlp_tkg(p, gate_up_tiling, down_tiling, use_tkg_down_proj_optimized_layout);
         } else {
-            mlp_cte(hidden_2d, w, out_2d, stored_2d, normalization_type, eps, act, quant);
+            mlp_cte(p);
         }
         if store {
             return Outputs(out, stored);

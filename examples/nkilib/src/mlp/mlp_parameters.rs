@@ -18,7 +18,6 @@
 
 use crate::mlp::mlp_tkg::mlp_tkg_constants::{PSUM_BMAX, PSUM_FMAX};
 use crate::mlp::mlp_tkg::projection_mx_constants::MX_TILE;
-use crate::utils::common_types::NormType;
 use crate::utils::mx_layout::SCALE_GROUP_SIZE;
 
 pub use kernel::*;
@@ -27,7 +26,8 @@ pub use kernel::*;
 /// both paths tile by.
 #[nki::nki_module]
 pub mod kernel {
-    pub use crate::utils::common_types::{ActFnType, QuantizationType};
+    pub use crate::utils::common_types::{ActFnType, NormType, QuantizationType};
+    use crate::utils::kernel_helpers::ClampLimits;
     use nki::prelude::*;
 
     /// Partitions: the hidden and intermediate dims are tiled by them.
@@ -86,14 +86,8 @@ pub mod kernel {
         pub activation_fn: ActFnType,
         /// Only the up projection, activated, feeds the down projection.
         pub skip_gate_proj: bool,
-        /// Upper clamp of the gate projection, before its activation.
-        pub gate_clamp_upper_limit: Option<f64>,
-        /// Lower clamp of the gate projection.
-        pub gate_clamp_lower_limit: Option<f64>,
-        /// Upper clamp of the up projection.
-        pub up_clamp_upper_limit: Option<f64>,
-        /// Lower clamp of the up projection.
-        pub up_clamp_lower_limit: Option<f64>,
+        /// The gate's clamps (before its activation) and the up projection's.
+        pub clamps: ClampLimits,
     }
 
     /// The fp8 quantization the projections undo (the library's
@@ -124,6 +118,28 @@ pub mod kernel {
         /// `ROW`: the gated product is clipped to `[-bound, bound]` before its
         /// rows are quantized (no clipping when not positive).
         pub clipping_bound: f64,
+    }
+
+    /// An `mlp` call as both paths run it (the library's `MLPParameters`):
+    /// the token rows, where the results go, the tensors and the options.
+    #[nki_object]
+    pub struct MLPParameters {
+        /// The token rows `[T, H]` (`[T, H + 4]` for `ROW`-quantized rows).
+        pub hidden: Tensor,
+        /// The weights, biases, norm vectors and residual.
+        pub w: MLPTensors,
+        /// The result rows `[T, H]`.
+        pub output: Tensor,
+        /// The residual sum's rows `[T, H]`, when it is stored.
+        pub stored: Option<Tensor>,
+        /// The norm of the rows.
+        pub normalization_type: NormType,
+        /// The norm's epsilon.
+        pub eps: f64,
+        /// The gate/up options.
+        pub act: MLPActivationParameters,
+        /// The fp8 quantization.
+        pub quant: MLPQuantizationParameters,
     }
 }
 

@@ -1,6 +1,7 @@
 //! Helpers the library's kernels share (its `kernel_helpers`): the
 //! activation of an `ActFnType` member (optionally of scaled data), the
-//! optional clamps, and the shape asserts of optional tensors.
+//! optional clamps of a gated MLP's projections, and the shape asserts of
+//! optional tensors.
 
 pub use kernel::*;
 
@@ -9,6 +10,29 @@ pub use kernel::*;
 pub mod kernel {
     pub use crate::utils::common_types::ActFnType;
     use nki::prelude::*;
+
+    /// The optional clamps of a gated MLP's gate and up projections (the
+    /// library's `gate_clamp_*` and `up_clamp_*` arguments of its MLP and
+    /// MoE kernels); the gate is clamped before its activation.
+    #[nki_object]
+    pub struct ClampLimits {
+        /// Upper clamp of the gate projection.
+        pub gate_clamp_upper_limit: Option<f64>,
+        /// Lower clamp of the gate projection.
+        pub gate_clamp_lower_limit: Option<f64>,
+        /// Upper clamp of the up projection.
+        pub up_clamp_upper_limit: Option<f64>,
+        /// Lower clamp of the up projection.
+        pub up_clamp_lower_limit: Option<f64>,
+    }
+
+    /// Whether any of the clamp limits `c` is given.
+    #[nki_helper]
+    pub fn any_clamp(c: ClampLimits) -> bool {
+        let (gate_upper, gate_lower) = (c.gate_clamp_upper_limit, c.gate_clamp_lower_limit);
+        let (up_upper, up_lower) = (c.up_clamp_upper_limit, c.up_clamp_lower_limit);
+        gate_upper.is_some() || gate_lower.is_some() || up_upper.is_some() || up_lower.is_some()
+    }
 
     /// Clamps `p` in place to `[lower, upper]` (each bound optional).
     #[nki_helper]

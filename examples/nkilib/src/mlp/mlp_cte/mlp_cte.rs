@@ -64,33 +64,22 @@ pub mod kernel {
         load_hidden_tensor_tile, load_mlp_cte_vectors, load_packed_hidden_scales, prepare_quantization_scales, store_hidden_tensor_tile,
     };
     use crate::mlp::mlp_cte::mlp_cte_transpose::{transpose_intermediate_tensor_tile, transpose_source_tensor_tile};
-    use crate::mlp::mlp_parameters::{MLPActivationParameters, MLPQuantizationParameters, MLPTensors};
+    use crate::mlp::mlp_parameters::{MLPActivationParameters, MLPParameters, MLPQuantizationParameters, MLPTensors};
     pub use crate::utils::common_types::{ActFnType, NormType, QuantizationType};
     use nki::prelude::*;
 
     /// One tile of `rows` token rows from row `r0`: the loop body of the
     /// module docs.
     #[nki_helper]
-    pub fn mlp_cte_tile(
-        hidden: Hbm,
-        w: MLPTensors,
-        output: Hbm,
-        stored: Option<Hbm>,
-        normalization_type: NormType,
-        act: MLPActivationParameters,
-        vec: MLPCTEVectors,
-        scales: MLPCTEQuantScales,
-        cst: MLPCTEConstants,
-        r0: i64,
-        rows: i64,
-    ) {
+    pub fn mlp_cte_tile(p: MLPParameters, vec: MLPCTEVectors, scales: MLPCTEQuantScales, cst: MLPCTEConstants, r0: i64, rows: i64) {
+        let (hidden, w, act) = (p.hidden, p.w, p.act);
         let cdt = cst.compute_dtype;
         let quantized = scales.quantization_type != QuantizationType::NONE;
         let x = nl::ndarray([P_MAX, cst.h], cst.hidden_tile_dtype, buffer = nl::sbuf);
-        load_hidden_tensor_tile(hidden, w.fused_add_tensor, stored, x, cst, r0, rows);
+        load_hidden_tensor_tile(hidden, w.fused_add_tensor, p.stored, x, cst, r0, rows);
         let x_scale =
             if scales.quantization_type == QuantizationType::ROW { Some(load_packed_hidden_scales(hidden, cst, r0, rows)) } else { None };
-        apply_normalization_if_necessary(x, normalization_type, vec, cst, rows);
+        apply_normalization_if_necessary(x, p.normalization_type, vec, cst, rows);
         let x_t = nl::ndarray([P_MAX, cst.h / P_MAX, P_MAX], cst.hidden_tile_dtype, buffer = nl::sbuf);
         transpose_source_tensor_tile(x, x_t, vec, cst, rows);
         let gu = nl::ndarray([P_MAX, cst.i], cdt, buffer = nl::sbuf);
@@ -109,23 +98,15 @@ pub mod kernel {
         if cst.shard_on_intermediate {
             sync_down_proj_results_across_int_dim(o, cst, rows);
         }
-        store_hidden_tensor_tile(o, output, cst, r0, rows);
+        store_hidden_tensor_tile(o, p.output, cst, r0, rows);
     }
 
-    /// The context-encoding MLP of `hidden` `[T, H]` (`[T, H + 4]` for
-    /// `ROW`-quantized rows) into `output` `[T, H]` (and, when given, the
-    /// residual sum into `stored`).
+    /// The context-encoding MLP of `p.hidden` `[T, H]` (`[T, H + 4]` for
+    /// `ROW`-quantized rows) into `p.output` `[T, H]` (and, when given, the
+    /// residual sum into `p.stored`).
     #[nki_helper]
-    pub fn mlp_cte(
-        hidden: Hbm,
-        w: MLPTensors,
-        output: Hbm,
-        stored: Option<Hbm>,
-        normalization_type: NormType,
-        eps: f64,
-        act: MLPActivationParameters,
-        quant: MLPQuantizationParameters,
-    ) {
+    pub fn mlp_cte(p: MLPParameters) {
+        let (hidden, w, quant) = (p.hidden, p.w, p.quant);
         let t = hidden.shape()[0];
         let [i, h] = w.down_proj_weights_tensor.shape();
         let has_bias = w.gate_proj_bias_tensor.is_some() || w.up_proj_bias_tensor.is_some() || w.down_proj_bias_tensor.is_some();
@@ -136,16 +117,16 @@ pub mod kernel {
         let src_dtype = if quantized { w.up_proj_weights_tensor.dtype() } else { cdt };
         let down_dtype = if quantized { w.down_proj_weights_tensor.dtype() } else { cdt };
         let cst: MLPCTEConstants = calculate_sharding(t, h, i, has_bias, cdt, hidden_tile_dtype, src_dtype, down_dtype);
-        let vec = load_mlp_cte_vectors(w, eps, cst);
+        let vec = load_mlp_cte_vectors(w, p.eps, cst);
         let scales = prepare_quantization_scales(quant, vec, cst);
         if quant.quantization_type == QuantizationType::STATIC_MX {
-            mlp_cte_static_mx(hidden, w, output, act, scales, cst);
+            mlp_cte_static_mx(p, scales, cst);
             return;
         }
         for tile in nl::sequential_range(cst.t.div_ceil(P_MAX)) {
             let r0 = cst.t_offset + tile * P_MAX;
             let rows = (cst.t_offset + cst.t - r0).min(P_MAX);
-            mlp_cte_tile(hidden, w, output, stored, normalization_type, act, vec, scales, cst, r0, rows);
+            mlp_cte_tile(p, vec, scales, cst, r0, rows);
         }
     }
 }

@@ -48,10 +48,11 @@ pub mod kernel {
     use crate::mlp::mlp_cte::mlp_cte_projection::sync_down_proj_results_across_int_dim;
     use crate::mlp::mlp_cte::mlp_cte_quantization::perform_intermediate_static_quantization;
     use crate::mlp::mlp_cte::mlp_cte_tensor_io::store_hidden_tensor_tile;
-    use crate::mlp::mlp_parameters::{MLPActivationParameters, MLPTensors};
+    use crate::mlp::mlp_parameters::{MLPActivationParameters, MLPParameters, MLPQuantizationParameters, MLPTensors};
     pub use crate::mlp::mlp_tkg::projection_mx_constants::MX_TILE;
     pub use crate::output_projection::output_projection_cte::output_projection_cte_mx::{H_SUBTILE_SIZE, UNIT_MX_SCALE};
     pub use crate::utils::common_types::ActFnType;
+    pub use crate::utils::common_types::NormType;
     use crate::utils::kernel_helpers::apply_scaled_activation;
     pub use crate::utils::mx_layout::MX_PACK;
     use nki::prelude::*;
@@ -194,19 +195,10 @@ pub mod kernel {
     /// One tile of up to 256 token rows from `r0` of a `STATIC_MX` call:
     /// the loop body of the module docs.
     #[nki_helper(target = "trn3")]
-    pub fn mlp_cte_static_mx_tile(
-        hidden: Hbm,
-        w: MLPTensors,
-        output: Hbm,
-        unit: Sbuf,
-        act: MLPActivationParameters,
-        scales: MLPCTEQuantScales,
-        cst: MLPCTEConstants,
-        r0: i64,
-        rows: i64,
-    ) {
+    pub fn mlp_cte_static_mx_tile(p: MLPParameters, unit: Sbuf, scales: MLPCTEQuantScales, cst: MLPCTEConstants, r0: i64, rows: i64) {
+        let (w, act) = (p.w, p.act);
         let ne = cst.i / MX_TILE;
-        let x = load_and_transpose_mx_quant_hidden_tile(hidden, cst, r0, rows);
+        let x = load_and_transpose_mx_quant_hidden_tile(p.hidden, cst, r0, rows);
         let gu = nl::ndarray([P_MAX, ne, MX_BXS_TILE, MX_PACK], cst.compute_dtype, buffer = nl::sbuf);
         let qdt = cst.down_proj_quant_dtype;
         let q8 = nl::ndarray([P_MAX, ne, MX_BXS_TILE, MX_PACK], qdt, buffer = nl::sbuf);
@@ -220,27 +212,20 @@ pub mod kernel {
         }
         let q = q8.ap([[ne * MX_BXS_TILE, P_MAX], [MX_BXS_TILE, ne], [1, MX_BXS_TILE]], dtype = nl::float8_e4m3fn_x4);
         if let Some(ds) = down_scale {
-            perform_mx_down_projection(q, w.down_proj_weights_tensor, output, unit, ds, cst, r0, rows);
+            perform_mx_down_projection(q, w.down_proj_weights_tensor, p.output, unit, ds, cst, r0, rows);
         }
     }
 
-    /// The `STATIC_MX` context-encoding MLP of the fp8 `hidden` `[T, H]`
-    /// into `output` `[T, H]`, this program's rows and columns.
+    /// The `STATIC_MX` context-encoding MLP of the fp8 `p.hidden` `[T, H]`
+    /// into `p.output` `[T, H]`, this program's rows and columns.
     #[nki_helper(target = "trn3")]
-    pub fn mlp_cte_static_mx(
-        hidden: Hbm,
-        w: MLPTensors,
-        output: Hbm,
-        act: MLPActivationParameters,
-        scales: MLPCTEQuantScales,
-        cst: MLPCTEConstants,
-    ) {
+    pub fn mlp_cte_static_mx(p: MLPParameters, scales: MLPCTEQuantScales, cst: MLPCTEConstants) {
         let unit = nl::ndarray([P_MAX, H_SUBTILE_SIZE], nl::uint8, buffer = nl::sbuf);
         nisa::memset(unit, UNIT_MX_SCALE);
         for tile in nl::sequential_range(cst.t.div_ceil(MX_BXS_TILE)) {
             let r0 = cst.t_offset + tile * MX_BXS_TILE;
             let rows = (cst.t_offset + cst.t - r0).min(MX_BXS_TILE);
-            mlp_cte_static_mx_tile(hidden, w, output, unit, act, scales, cst, r0, rows);
+            mlp_cte_static_mx_tile(p, unit, scales, cst, r0, rows);
         }
     }
 }

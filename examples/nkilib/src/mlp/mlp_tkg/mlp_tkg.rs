@@ -83,7 +83,7 @@ pub use kernel::*;
 /// The decode path.
 #[nki::nki_module]
 pub mod kernel {
-    use crate::mlp::mlp_parameters::{H0, MLPActivationParameters, MLPQuantizationParameters, MLPTensors};
+    use crate::mlp::mlp_parameters::{H0, MLPActivationParameters, MLPParameters, MLPQuantizationParameters, MLPTensors};
     use crate::mlp::mlp_tkg::mlp_tkg_constants::{projection_weights, tkg_dims};
     use crate::mlp::mlp_tkg::mlp_tkg_down_projection::process_down_projection;
     use crate::mlp::mlp_tkg::mlp_tkg_gate_up_projection::process_gate_up_projection;
@@ -91,24 +91,13 @@ pub mod kernel {
     pub use crate::utils::common_types::NormType;
     use nki::prelude::*;
 
-    /// The decode-phase MLP of `hidden` `[T, H]` into `output` `[T, H]` (and,
-    /// when given, the residual sum into `stored`): the phases of the module
-    /// docs in order, each projection in the arrangement its column-tiling
-    /// flag names.
+    /// The decode-phase MLP of `p.hidden` `[T, H]` into `p.output` `[T, H]`
+    /// (and, when given, the residual sum into `p.stored`): the phases of
+    /// the module docs in order, each projection in the arrangement its
+    /// column-tiling flag names.
     #[nki_helper]
-    pub fn mlp_tkg(
-        hidden: Hbm,
-        w: MLPTensors,
-        output: Hbm,
-        stored: Option<Hbm>,
-        normalization_type: NormType,
-        eps: f64,
-        act: MLPActivationParameters,
-        quant: MLPQuantizationParameters,
-        gate_up_column_tiling: bool,
-        down_column_tiling: bool,
-        optimized_layout: bool,
-    ) {
+    pub fn mlp_tkg(p: MLPParameters, gate_up_column_tiling: bool, down_column_tiling: bool, optimized_layout: bool) {
+        let (hidden, w, quant) = (p.hidden, p.w, p.quant);
         let [t, h] = hidden.shape();
         let i = w.down_proj_weights_tensor.shape()[0];
         let n = if nl::program_ndim() == 1 { nl::num_programs(0) } else { 1 };
@@ -118,16 +107,16 @@ pub mod kernel {
         let fused = w.fused_add_tensor;
         if let Some(residual) = fused {
             let sum = nl::ndarray([t, h], hidden.dtype(), buffer = nl::private_hbm);
-            input_fused_add(hidden, residual, sum, stored, dims);
+            input_fused_add(hidden, residual, sum, p.stored, dims);
             x = sum;
         }
         let x_sb = nl::ndarray([H0, t, dims.h1_shard], hidden.dtype(), buffer = nl::sbuf);
-        input_norm_load(x, x_sb, normalization_type, w.normalization_weights_tensor, w.normalization_bias_tensor, eps, dims);
+        input_norm_load(x, x_sb, p.normalization_type, w.normalization_weights_tensor, w.normalization_bias_tensor, p.eps, dims);
         let gu = nl::ndarray([H0, dims.i_tiles, t], hidden.dtype(), buffer = nl::sbuf);
         let gate = projection_weights(w.gate_proj_weights_tensor, w.gate_proj_bias_tensor, quant.gate_w_scale, quant);
         let up = projection_weights(w.up_proj_weights_tensor, w.up_proj_bias_tensor, quant.up_w_scale, quant);
-        process_gate_up_projection(x_sb, gate, up, gu, act, dims);
+        process_gate_up_projection(x_sb, gate, up, gu, p.act, dims);
         let down = projection_weights(w.down_proj_weights_tensor, w.down_proj_bias_tensor, quant.down_w_scale, quant);
-        process_down_projection(gu, down, output, optimized_layout, dims);
+        process_down_projection(gu, down, p.output, optimized_layout, dims);
     }
 }

@@ -10,7 +10,7 @@ pub use kernel::*;
 pub mod kernel {
     use crate::mlp::mlp_parameters::H0;
     use crate::mlp::mlp_tkg::mlp_tkg_constants::{DOWN_H_TILE, INTER_DTYPE, MLPTKGConstants, PSUM_BMAX, PSUM_FMAX, ProjectionWeights};
-    use crate::mlp::mlp_tkg::mlp_tkg_utils::transpose_store;
+    use crate::mlp::mlp_tkg::mlp_tkg_utils::{evict_dequantized, load_static_scale, transpose_store};
     use nki::prelude::*;
 
     /// Hidden columns per weight load with down column tiling: 4096 (8192
@@ -35,17 +35,18 @@ pub mod kernel {
     /// `I` tiles in order, `gu`'s tile `[128, T]` stationary and the
     /// weights moving in 512-column chunks; chunk `k` of a load lands in
     /// PSUM bank `k / factor`, rows `dim · (k % factor)`. Each chunk is read
-    /// out times the fp8 scales (row `t` for token `t`) and rounded, then
-    /// the bias is added in hidden's dtype.
+    /// out times the fp8 scales (row `t` for token `t`; a `STATIC` scale
+    /// loaded once for all chunks) and rounded, then the bias is added in
+    /// hidden's dtype.
     #[nki_helper]
     pub fn down_projection(gu: Sbuf, op: ProjectionWeights, out: Sbuf, dims: MLPTKGConstants) {
         let (t, i, hs) = (dims.t, dims.i, dims.h_per_shard);
         let (dim, factor) = (dims.column_tiling_dim, dims.column_tiling_factor);
-        let (w, c_shard) = (op.weights, dims.shard_id * hs);
-        let (w_scale, bias) = (op.w_scale, op.bias);
+        let (w, c_shard, bias) = (op.weights, dims.shard_id * hs, op.bias);
         let h = w.shape()[1];
         let h_tile: i64 = down_h_tile(op, dims);
         let banks = h_tile.div_ceil(PSUM_FMAX).div_ceil(factor);
+        let static_scale = load_static_scale(op, t);
         for ht in 0..hs.div_ceil(h_tile) {
             let h0 = ht * h_tile;
             let hsz = (hs - h0).min(h_tile);
@@ -68,20 +69,7 @@ pub mod kernel {
             for k in 0..hsz.div_ceil(PSUM_FMAX) {
                 let (k0, ksz, r0) = (k * PSUM_FMAX, (hsz - k * PSUM_FMAX).min(PSUM_FMAX), dim * (k % factor));
                 let (o, acc) = (out[s![.., h0 + k0..h0 + k0 + ksz]], psum[s![r0..r0 + t, k / factor, 0..ksz]]);
-                if let Some(scale) = w_scale {
-                    if op.row {
-                        let scale_sb = nl::ndarray([t, PSUM_FMAX], scale.dtype(), buffer = nl::sbuf);
-                        let c0 = c_shard + h0 + k0;
-                        nisa::dma_copy(scale_sb[s![.., 0..ksz]], scale[s![0..t, c0..c0 + ksz]]);
-                        nisa::tensor_tensor(o, acc, scale_sb[s![.., 0..ksz]], nl::multiply);
-                    } else {
-                        let scale_sb = nl::ndarray([t, 1], scale.dtype(), buffer = nl::sbuf);
-                        nisa::dma_copy(scale_sb, scale[s![0..t, ..]]);
-                        nisa::tensor_scalar(o, acc, nl::multiply, scale_sb);
-                    }
-                } else {
-                    nisa::tensor_copy(o, acc);
-                }
+                evict_dequantized(o, acc, op, static_scale, c_shard + h0 + k0, h, 1);
             }
         }
         if let Some(b) = bias {
@@ -98,13 +86,12 @@ pub mod kernel {
     /// stationary times `gu`'s tile `[128, T]` moving. Column `c` sums in
     /// PSUM bank `c / (512 / T)` at column `(c % (512 / T)) · T`; each bank
     /// is read out times the fp8 scales (row 0 of the `ROW` scales, hidden
-    /// on the partitions; partition `p` of the `STATIC` ones) and rounded,
-    /// then the bias is added in hidden's dtype.
+    /// on the partitions; partition `p` of the `STATIC` ones, loaded once)
+    /// and rounded, then the bias is added in hidden's dtype.
     #[nki_helper]
     pub fn down_projection_lhs_rhs_swap(gu: Sbuf, op: ProjectionWeights, out: Sbuf, optimized_layout: bool, dims: MLPTKGConstants) {
         let (t, i, hs, h1s) = (dims.t, dims.i, dims.h_per_shard, dims.h1_shard);
-        let (w, c_shard) = (op.weights, dims.shard_id * hs);
-        let (w_scale, bias) = (op.w_scale, op.bias);
+        let (w, c_shard, bias) = (op.weights, dims.shard_id * hs, op.bias);
         let h = w.shape()[1];
         let per_bank = PSUM_FMAX / t;
         let banks = h1s.div_ceil(per_bank);
@@ -125,22 +112,11 @@ pub mod kernel {
         }
         // Column c of the shard's layout sits at free offset c · T of out's
         // partitions, as in the banks: each bank is read out as one run.
+        let static_scale = load_static_scale(op, H0);
         for bank in 0..banks {
             let (c0, n) = (bank * per_bank, (h1s - bank * per_bank).min(per_bank));
             let (o, acc) = (out.ap([[h1s * t, H0], [1, n * t]], offset = c0 * t), psum[s![.., bank, 0..n * t]]);
-            if let Some(scale) = w_scale {
-                if op.row {
-                    let scale_sb = nl::ndarray([H0, per_bank, t], scale.dtype(), buffer = nl::sbuf);
-                    nisa::dma_copy(scale_sb[s![.., 0..n, ..]], scale.ap([[h1s, H0], [1, n], [0, t]], offset = c_shard + c0));
-                    nisa::tensor_tensor(o, acc, scale_sb.ap([[per_bank * t, H0], [1, n * t]], offset = 0), nl::multiply);
-                } else {
-                    let scale_sb = nl::ndarray([H0, 1], scale.dtype(), buffer = nl::sbuf);
-                    nisa::dma_copy(scale_sb, scale[s![0..H0, ..]]);
-                    nisa::tensor_scalar(o, acc, nl::multiply, scale_sb);
-                }
-            } else {
-                nisa::tensor_copy(o, acc);
-            }
+            evict_dequantized(o, acc, op, static_scale, c_shard + c0, h1s, t);
         }
         if let Some(b) = bias {
             let b_sb = nl::ndarray([H0, h1s, t], b.dtype(), buffer = nl::sbuf);

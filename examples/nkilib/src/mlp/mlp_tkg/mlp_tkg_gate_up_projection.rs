@@ -14,8 +14,9 @@ pub mod kernel {
         GATE_UP_H_TILE_COLS, INTER_DTYPE, MAX_I_SHARD_COLUMN_TILING, MAX_I_SHARD_LHS_RHS_SWAP, MLPTKGConstants, PIPE_ID, PSUM_FMAX,
         ProjectionWeights,
     };
+    use crate::mlp::mlp_tkg::mlp_tkg_utils::{evict_dequantized, load_static_scale};
     pub use crate::utils::common_types::ActFnType;
-    use crate::utils::kernel_helpers::{apply_activation, clamp};
+    use crate::utils::kernel_helpers::{ClampLimits, apply_activation, clamp};
     use nki::prelude::*;
 
     /// Layout columns of one weight load: 2048 hidden rows, 4096 of fp8
@@ -26,14 +27,21 @@ pub mod kernel {
         if w_scale.is_some() { 2 * GATE_UP_H_TILE_COLS } else { GATE_UP_H_TILE_COLS }
     }
 
-    /// Weight rows of this program's shard, layout columns `c0 .. c0 + nc`,
-    /// `I` columns `i0 .. i0 + isz`, into `w_sb` `[128, cols, isz]` (row `p`
-    /// of the shard's layout at partition `p`).
+    /// Load `ht` of the weight rows of this program's shard, `I` columns `i0
+    /// .. i0 + isz`: its layout columns `c0 .. c0 + nc` (`cols` =
+    /// [`gate_up_h_tile_cols`] a load, fewer in the last) into `w_sb`
+    /// `[128, cols, isz]` (row `p` of the shard's layout at partition `p`).
+    /// Returns `(w_sb, c0, nc)`.
     #[nki_helper]
-    pub fn load_gate_up_weights(w: Hbm, w_sb: Sbuf, c0: i64, nc: i64, i0: i64, isz: i64, dims: MLPTKGConstants) {
-        let (i, h1s) = (dims.i, dims.h1_shard);
+    pub fn load_gate_up_weights(op: ProjectionWeights, ht: i64, i0: i64, isz: i64, dims: MLPTKGConstants) -> (Sbuf, i64, i64) {
+        let (i, h1s, w) = (dims.i, dims.h1_shard, op.weights);
+        let cols: i64 = gate_up_h_tile_cols(op);
+        let c0 = ht * cols;
+        let nc = (h1s - c0).min(cols);
         let row0 = dims.shard_id * dims.h_per_shard;
+        let w_sb = nl::ndarray([H0, cols, isz], w.dtype(), buffer = nl::sbuf);
         nisa::dma_copy(w_sb[s![.., 0..nc, ..]], w.ap([[h1s * i, H0], [i, nc], [1, isz]], offset = (row0 + c0) * i + i0));
+        (w_sb, c0, nc)
     }
 
     /// Column tiling: `dst[:, i0 .. i0 + isz]` `[T, I]` (fp32) = this
@@ -47,15 +55,10 @@ pub mod kernel {
     pub fn gate_up_projection(x_sb: Sbuf, op: ProjectionWeights, dst: Sbuf, i0: i64, isz: i64, dims: MLPTKGConstants) {
         let (t, h1s) = (dims.t, dims.h1_shard);
         let (dim, factor) = (dims.column_tiling_dim, dims.column_tiling_factor);
-        let (w, w_scale, bias) = (op.weights, op.w_scale, op.bias);
         let chunks = isz.div_ceil(PSUM_FMAX);
-        let cols: i64 = gate_up_h_tile_cols(op);
         let psum = nl::ndarray([H0, chunks, PSUM_FMAX], INTER_DTYPE, buffer = nl::psum);
-        for ht in 0..h1s.div_ceil(cols) {
-            let c0 = ht * cols;
-            let nc = (h1s - c0).min(cols);
-            let w_sb = nl::ndarray([H0, cols, isz], w.dtype(), buffer = nl::sbuf);
-            load_gate_up_weights(w, w_sb, c0, nc, i0, isz, dims);
+        for ht in 0..h1s.div_ceil(gate_up_h_tile_cols(op)) {
+            let (w_sb, c0, nc): (Sbuf, i64, i64) = load_gate_up_weights(op, ht, i0, isz, dims);
             for g in 0..nc.div_ceil(factor) {
                 for k in 0..(nc - g * factor).min(factor) {
                     let (c, r0) = (g * factor + k, dim * k);
@@ -81,18 +84,12 @@ pub mod kernel {
                 nisa::tensor_tensor(oc, psum[s![dim * k..dim * k + t, ch, 0..jsz]], oc, nl::add);
             }
         }
-        if let Some(scale) = w_scale {
-            // Token t reads row t of the scales.
-            if op.row {
-                let scale_sb = nl::ndarray([t, isz], scale.dtype(), buffer = nl::sbuf);
-                nisa::dma_copy(scale_sb, scale[s![0..t, i0..i0 + isz]]);
-                nisa::tensor_tensor(o, o, scale_sb, nl::multiply);
-            } else {
-                let scale_sb = nl::ndarray([t, 1], scale.dtype(), buffer = nl::sbuf);
-                nisa::dma_copy(scale_sb, scale[s![0..t, ..]]);
-                nisa::tensor_scalar(o, o, nl::multiply, scale_sb);
-            }
+        // The sums are in `o` already: dequantized in place (token t reads
+        // row t of the scales).
+        if op.w_scale.is_some() {
+            evict_dequantized(o, o, op, load_static_scale(op, t), i0, dims.i, 1);
         }
+        let bias = op.bias;
         if let Some(b) = bias {
             if dims.shard_id == 0 {
                 let b_sb = nl::ndarray([t, isz], b.dtype(), buffer = nl::sbuf);
@@ -111,16 +108,11 @@ pub mod kernel {
     /// `STATIC` ones); then (program 0 only) the bias.
     #[nki_helper]
     pub fn gate_up_projection_lhs_rhs_swap(x_sb: Sbuf, op: ProjectionWeights, dst: Sbuf, i0: i64, isz: i64, dims: MLPTKGConstants) {
-        let (t, h1s) = (dims.t, dims.h1_shard);
-        let (w, w_scale, bias) = (op.weights, op.w_scale, op.bias);
+        let (t, h1s, bias) = (dims.t, dims.h1_shard, op.bias);
         let (tiles, tile0) = (isz.div_ceil(H0), i0 / H0);
-        let cols: i64 = gate_up_h_tile_cols(op);
         let psum = nl::ndarray([H0, tiles, PSUM_FMAX], INTER_DTYPE, buffer = nl::psum);
-        for ht in 0..h1s.div_ceil(cols) {
-            let c0 = ht * cols;
-            let nc = (h1s - c0).min(cols);
-            let w_sb = nl::ndarray([H0, cols, isz], w.dtype(), buffer = nl::sbuf);
-            load_gate_up_weights(w, w_sb, c0, nc, i0, isz, dims);
+        for ht in 0..h1s.div_ceil(gate_up_h_tile_cols(op)) {
+            let (w_sb, c0, nc): (Sbuf, i64, i64) = load_gate_up_weights(op, ht, i0, isz, dims);
             for c in 0..nc {
                 for j in 0..tiles {
                     let (j0, jsz) = (j * H0, (isz - j * H0).min(H0));
@@ -128,21 +120,11 @@ pub mod kernel {
                 }
             }
         }
+        let static_scale = load_static_scale(op, H0);
         for j in 0..tiles {
             let (j0, jsz) = (j * H0, (isz - j * H0).min(H0));
             let (o, acc) = (dst[s![0..jsz, tile0 + j, ..]], psum[s![0..jsz, j, 0..t]]);
-            if let Some(scale) = w_scale {
-                let scale_sb = nl::ndarray([H0, t], scale.dtype(), buffer = nl::sbuf);
-                if op.row {
-                    nisa::dma_copy(scale_sb[s![0..jsz, ..]], scale.ap([[1, jsz], [0, t]], offset = i0 + j0));
-                    nisa::tensor_tensor(o, acc, scale_sb[s![0..jsz, ..]], nl::multiply);
-                } else {
-                    nisa::dma_copy(scale_sb[s![0..jsz, 0..1]], scale[s![0..jsz, ..]]);
-                    nisa::tensor_scalar(o, acc, nl::multiply, scale_sb[s![0..jsz, 0..1]]);
-                }
-            } else {
-                nisa::tensor_copy(o, acc);
-            }
+            evict_dequantized(o, acc, op, static_scale, i0 + j0, 1, t);
             if let Some(b) = bias {
                 if dims.shard_id == 0 {
                     let b_sb = nl::ndarray([H0, 1], b.dtype(), buffer = nl::sbuf);
@@ -169,13 +151,14 @@ pub mod kernel {
     /// `skip_gate_proj`, else `dst = act(clamp(gate)) · clamp(up)`.
     #[nki_helper]
     pub fn gated_activation(gate: Sbuf, up: Sbuf, dst: Sbuf, act: MLPActivationParameters) {
+        let c = act.clamps;
         if act.skip_gate_proj {
-            clamp(up, act.up_clamp_upper_limit, act.up_clamp_lower_limit);
+            clamp(up, c.up_clamp_upper_limit, c.up_clamp_lower_limit);
             apply_activation(up, up, act.activation_fn);
         } else {
-            clamp(gate, act.gate_clamp_upper_limit, act.gate_clamp_lower_limit);
+            clamp(gate, c.gate_clamp_upper_limit, c.gate_clamp_lower_limit);
             apply_activation(gate, gate, act.activation_fn);
-            clamp(up, act.up_clamp_upper_limit, act.up_clamp_lower_limit);
+            clamp(up, c.up_clamp_upper_limit, c.up_clamp_lower_limit);
             nisa::tensor_tensor(dst, gate, up, nl::multiply);
         }
     }

@@ -35,14 +35,14 @@ pub use kernel::*;
 /// The MX decode path.
 #[nki::nki_module]
 pub mod kernel {
-    use crate::mlp::mlp_parameters::{H0, MLPActivationParameters, MLPQuantizationParameters, MLPTensors};
+    use crate::mlp::mlp_parameters::{H0, MLPActivationParameters, MLPParameters, MLPQuantizationParameters, MLPTensors};
     use crate::mlp::mlp_tkg::down_projection_mx_shard_h::down_projection_mx_tp_shard_h;
     use crate::mlp::mlp_tkg::gate_up_projection_mx_shard_h::gate_up_projection_mx_tp_shard_h;
     use crate::mlp::mlp_tkg::mlp_tkg_utils::unit_gamma;
     use crate::mlp::mlp_tkg::projection_mx_constants::{ProjConfig, proj_config};
     use crate::subkernels::rmsnorm_tkg::rmsnorm_tkg_shard_on_bxs;
     pub use crate::utils::common_types::{ActFnType, NormType};
-    use crate::utils::kernel_helpers::{apply_activation, clamp};
+    use crate::utils::kernel_helpers::{ClampLimits, apply_activation, clamp};
     use crate::utils::mx_layout::MX_PACK;
     use nki::prelude::*;
 
@@ -90,43 +90,29 @@ pub mod kernel {
         nisa::dma_copy(output.ap([[1, H0], [H0, cfg.h1_sharded], [cfg.h, t]], offset = c0), cast);
     }
 
-    /// The MX decode-phase MLP of `hidden` `[T, H]` into `output` `[T, H]`:
-    /// the phases of the module docs in order; `RMS_NORM_SKIP_GAMMA` is
-    /// `RMS_NORM` with a gamma of ones.
+    /// The MX decode-phase MLP of `p.hidden` `[T, H]` into `p.output` `[T,
+    /// H]`: the phases of the module docs in order; `RMS_NORM_SKIP_GAMMA` is
+    /// `RMS_NORM` with a gamma of ones. (`mlp`'s MX rules refuse clamps and
+    /// `skip_gate_proj`.)
     #[nki_helper]
-    pub fn mlp_tkg_mx(
-        hidden: Hbm,
-        w: MLPTensors,
-        quant: MLPQuantizationParameters,
-        output: Hbm,
-        normalization_type: NormType,
-        eps: f64,
-        act: ActFnType,
-    ) {
+    pub fn mlp_tkg_mx(p: MLPParameters) {
+        let (hidden, w, quant) = (p.hidden, p.w, p.quant);
         let [t, h] = hidden.shape();
         let i = w.gate_proj_weights_tensor.shape()[2];
         let n = if nl::program_ndim() == 1 { nl::num_programs(0) } else { 1 };
         let shard_id = if n > 1 { nl::program_id(0) } else { 0 };
         let cfg = proj_config(h, i, t.div_ceil(MX_PACK) * MX_PACK, n, shard_id);
-        let norm = normalization_type != NormType::NO_NORM;
-        let sw = layout_adapter_mx(hidden, norm, w.normalization_weights_tensor, eps, t, cfg);
+        let norm = p.normalization_type != NormType::NO_NORM;
+        let sw = layout_adapter_mx(hidden, norm, w.normalization_weights_tensor, p.eps, t, cfg);
         let xq = nl::ndarray([H0, cfg.n_h512_tile_sharded, cfg.bxs], nl::float8_e4m3fn_x4, buffer = nl::sbuf);
         let xs = nl::ndarray([H0, cfg.n_h512_tile_sharded, cfg.bxs], nl::uint8, buffer = nl::sbuf);
         quantize_hidden_mx(sw, xq, xs);
-        let act = MLPActivationParameters {
-            activation_fn: act,
-            skip_gate_proj: false,
-            gate_clamp_upper_limit: None,
-            gate_clamp_lower_limit: None,
-            up_clamp_upper_limit: None,
-            up_clamp_lower_limit: None,
-        };
-        let gu = gate_up_product_mx(xq, xs, w, quant, act, nl::bfloat16, cfg);
+        let gu = gate_up_product_mx(xq, xs, w, quant, p.act, nl::bfloat16, cfg);
         // The scales are checked present before the path runs.
         let down_scale = quant.down_w_scale;
         let down_s = down_scale.unwrap_or(hidden);
         let out_sb = down_projection_mx_tp_shard_h(gu, w.down_proj_weights_tensor, down_s, w.down_proj_bias_tensor, cfg);
-        store_output_mx(out_sb, output, t, cfg);
+        store_output_mx(out_sb, p.output, t, cfg);
     }
 
     /// The gated product `act(clamp(gate)) · clamp(up)` of the quantized
@@ -146,11 +132,12 @@ pub mod kernel {
         let fallback = w.gate_proj_weights_tensor;
         let (gate_scale, up_scale) = (quant.gate_w_scale, quant.up_w_scale);
         let (gate_s, up_s) = (gate_scale.unwrap_or(fallback), up_scale.unwrap_or(fallback));
+        let c = act.clamps;
         let gate: Sbuf = gate_up_projection_mx_tp_shard_h(xq, xs, w.gate_proj_weights_tensor, gate_s, w.gate_proj_bias_tensor, cfg);
-        clamp(gate, act.gate_clamp_upper_limit, act.gate_clamp_lower_limit);
+        clamp(gate, c.gate_clamp_upper_limit, c.gate_clamp_lower_limit);
         apply_activation(gate, gate, act.activation_fn);
         let up = gate_up_projection_mx_tp_shard_h(xq, xs, w.up_proj_weights_tensor, up_s, w.up_proj_bias_tensor, cfg);
-        clamp(up, act.up_clamp_upper_limit, act.up_clamp_lower_limit);
+        clamp(up, c.up_clamp_upper_limit, c.up_clamp_lower_limit);
         let gu = nl::ndarray(gate.shape(), dtype, buffer = nl::sbuf);
         nisa::tensor_tensor(gu, gate, up, nl::multiply);
         gu

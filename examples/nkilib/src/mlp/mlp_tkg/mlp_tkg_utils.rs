@@ -1,5 +1,7 @@
 //! The decode path's input phases: the library's `mlp_tkg_utils`, the fused
-//! residual add and the (normalised) load of this program's hidden shard.
+//! residual add and the (normalised) load of this program's hidden shard;
+//! and what the projections share on the way out: the fp8 dequantizing
+//! read-out of their sums and the transposed store.
 
 pub use kernel::*;
 
@@ -7,7 +9,7 @@ pub use kernel::*;
 #[nki::nki_module]
 pub mod kernel {
     use crate::mlp::mlp_parameters::H0;
-    use crate::mlp::mlp_tkg::mlp_tkg_constants::MLPTKGConstants;
+    use crate::mlp::mlp_tkg::mlp_tkg_constants::{MLPTKGConstants, ProjectionWeights};
     use crate::subkernels::layernorm_tkg::{layernorm_tkg_shard_on_bxs, layernorm_tkg_shard_on_h, layernorm_tkg_splits_rows};
     use crate::subkernels::norm_tkg_utils::load_input_to_sbuf;
     use crate::subkernels::rmsnorm_tkg::{rmsnorm_tkg_shard_on_bxs, rmsnorm_tkg_shard_on_h, rmsnorm_tkg_splits_rows};
@@ -114,5 +116,47 @@ pub mod kernel {
             nisa::tensor_copy(rows.ap([[hs, t], [h1s, H0]], offset = c), tp);
         }
         nisa::dma_copy(output[s![.., c_shard..c_shard + hs]], rows);
+    }
+
+    /// A `STATIC` projection's dequantization scale for `p` partitions,
+    /// `[p, 1]` (rows `0..p` of the scale, each partition its own row),
+    /// loaded once per projection for [`evict_dequantized`]; `None` for
+    /// `ROW` or unquantized weights.
+    #[nki_helper]
+    pub fn load_static_scale(op: ProjectionWeights, p: i64) -> Option<Sbuf> {
+        let w_scale = op.w_scale;
+        if let Some(scale) = w_scale {
+            if !op.row {
+                let scale_sb = nl::ndarray([p, 1], scale.dtype(), buffer = nl::sbuf);
+                nisa::dma_copy(scale_sb, scale[s![0..p, ..]]);
+                return Some(scale_sb);
+            }
+        }
+        None
+    }
+
+    /// `o` = a projection's fp32 sums `acc` times its fp8 dequantization
+    /// scales, rounded to `o`'s dtype; `o = acc` for unquantized weights.
+    /// `STATIC`: `static_scale` (from [`load_static_scale`]), one scale per
+    /// partition of `o`. `ROW`: the scales `[128, columns]` read element for
+    /// element as `o` `[P, C·copies]` with the access pattern `[[step, P],
+    /// [1, C], [0, copies]]` from column `col0`, where the arrangements
+    /// differ: tokens on the partitions read row `t` for token `t` (`step`
+    /// the scales' width, one copy); columns on the partitions read row 0
+    /// (`step` the columns between partitions), each column copied along
+    /// the `copies` tokens.
+    #[nki_helper]
+    pub fn evict_dequantized(o: Sbuf, acc: Tensor, op: ProjectionWeights, static_scale: Option<Sbuf>, col0: i64, step: i64, copies: i64) {
+        let w_scale = op.w_scale;
+        let [p, free] = o.shape();
+        if let Some(scale_sb) = static_scale {
+            nisa::tensor_scalar(o, acc, nl::multiply, scale_sb[s![0..p, ..]]);
+        } else if let Some(scale) = w_scale {
+            let scale_sb = nl::ndarray([p, free], scale.dtype(), buffer = nl::sbuf);
+            nisa::dma_copy(scale_sb, scale.ap([[step, p], [1, free / copies], [0, copies]], offset = col0));
+            nisa::tensor_tensor(o, acc, scale_sb, nl::multiply);
+        } else {
+            nisa::tensor_copy(o, acc);
+        }
     }
 }

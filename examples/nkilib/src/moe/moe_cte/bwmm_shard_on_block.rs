@@ -70,7 +70,7 @@ pub mod kernel {
         Configs, GUP_PROJ_DIM, InputTensors, PSUM_SIZE, TILE_SIZE, calculate_expert_affinities, gather_token_rows, stream_shuffle_broadcast,
     };
     pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode};
-    use crate::utils::kernel_helpers::{apply_activation, check_2d, check_3d, clamp};
+    use crate::utils::kernel_helpers::{ClampLimits, apply_activation, check_2d, check_3d, clamp};
     use nki::prelude::*;
 
     /// The programs the blocks alternate between.
@@ -817,19 +817,6 @@ pub mod kernel {
             down_proj_weight,
             expert_affinities_masked,
         }
-    }
-
-    /// The four optional clamps of a call.
-    #[nki_object]
-    pub struct ClampLimits {
-        /// Upper clamp of the gate projection.
-        pub gate_clamp_upper_limit: Option<f64>,
-        /// Lower clamp of the gate projection.
-        pub gate_clamp_lower_limit: Option<f64>,
-        /// Upper clamp of the up projection.
-        pub up_clamp_upper_limit: Option<f64>,
-        /// Lower clamp of the up projection.
-        pub up_clamp_lower_limit: Option<f64>,
     }
 
     /// The [`Configs`] of a call's options (`skip_dma` absent: nothing skipped).

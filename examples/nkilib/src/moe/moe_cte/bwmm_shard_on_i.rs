@@ -68,7 +68,7 @@ use crate::moe::moe_cte::moe_cte_utils::{PSUM_SIZE, first_broken, silu_gate, who
 #[nki::nki_module]
 pub mod kernel {
     use crate::moe::moe_cte::bwmm_shard_on_block::{
-        BlockState, ClampLimits, DimensionSizes, MIN_I_ALIGN, NUM_SHARDS, block_gate_up_projections, blockwise_sizes, bwmm_load_old_block,
+        BlockState, DimensionSizes, MIN_I_ALIGN, NUM_SHARDS, block_gate_up_projections, blockwise_sizes, bwmm_load_old_block,
         bwmm_output_initialization, check_blockwise_shapes, compute_block_output, compute_intermediate_states, configs, dimension_sizes,
         finish_output_rows, i_rows, input_tensors, intermediate_rows, load_and_broadcast_down_bias, load_down_proj_weight,
         load_hidden_states, load_token_indices, store_block_output, transpose_block_hidden_states,
@@ -78,6 +78,7 @@ pub mod kernel {
         Configs, GUP_PROJ_DIM, InputTensors, PSUM_SIZE, TILE_SIZE, calculate_expert_affinities, stream_shuffle_broadcast,
     };
     pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode};
+    use crate::utils::kernel_helpers::ClampLimits;
     use nki::prelude::*;
 
     /// The pipe of the partial-output exchange.

@@ -62,7 +62,7 @@ use crate::moe::moe_cte::moe_cte_utils::first_broken;
 #[nki::nki_module]
 pub mod kernel {
     use crate::moe::moe_cte::bwmm_shard_on_block::{
-        ClampLimits, DimensionSizes, bwmm_output_initialization, configs, dimension_sizes, input_tensors, load_token_indices,
+        DimensionSizes, bwmm_output_initialization, configs, dimension_sizes, input_tensors, load_token_indices,
     };
     use crate::moe::moe_cte::bwmm_shard_on_i::{
         ActivationCheckpoint, ShardOnIFlags, compute_one_block, shard_intermediate, validate_bwmm_shard_on_i,
@@ -70,6 +70,7 @@ pub mod kernel {
     pub use crate::moe::moe_cte::moe_cte_utils::SkipMode;
     use crate::moe::moe_cte::moe_cte_utils::{Configs, InputTensors, TILE_SIZE};
     pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode};
+    use crate::utils::kernel_helpers::ClampLimits;
     use nki::prelude::*;
 
     /// Positions of one block tile, run as one block.

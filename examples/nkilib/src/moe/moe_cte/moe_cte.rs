@@ -27,15 +27,14 @@ pub use kernel::*;
 /// The entry and its configuration classes.
 #[nki::nki_module]
 pub mod kernel {
-    use crate::moe::moe_cte::bwmm_shard_on_block::{
-        _bwmm_shard_on_block, ClampLimits, configs, input_tensors, validate_bwmm_shard_on_block,
-    };
+    use crate::moe::moe_cte::bwmm_shard_on_block::{_bwmm_shard_on_block, configs, input_tensors, validate_bwmm_shard_on_block};
     use crate::moe::moe_cte::bwmm_shard_on_i::{
         _bwmm_shard_on_i, ShardOnIFlags, shard_on_i_hybrid_checked, shard_on_i_scaling_mode, validate_bwmm_shard_on_i,
     };
     use crate::moe::moe_cte::bwmm_shard_on_i_dropping::{dropping_scaling_mode, shard_on_i_dropping_checked};
     pub use crate::moe::moe_cte::moe_cte_utils::{BlockShardStrategy, SkipMode};
     pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode};
+    use crate::utils::kernel_helpers::ClampLimits;
     use nki::prelude::*;
 
     /// Which blockwise implementation runs.

@@ -50,7 +50,7 @@ pub mod kernel {
     use crate::moe::moe_tkg::selective_expert_impl::{_selective_expert_moe_tkg, shard_on_t};
     use crate::moe::moe_tkg::selective_expert_mx_impl::_selective_expert_moe_tkg_mxfp4;
     pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode, QuantizationType};
-    use crate::utils::kernel_helpers::{check_2d, check_3d};
+    use crate::utils::kernel_helpers::{ClampLimits, check_2d, check_3d};
     use crate::utils::mx_layout::{MX_GROUP_PARTITIONS, MX_PACK, SCALE_GROUP_SIZE};
     use nki::prelude::*;
 
@@ -300,14 +300,8 @@ pub mod kernel {
         if !mx {
             check_tensors(w, quantized);
         }
-        let act = MLPActivationParameters {
-            activation_fn,
-            skip_gate_proj: false,
-            gate_clamp_upper_limit,
-            gate_clamp_lower_limit,
-            up_clamp_upper_limit,
-            up_clamp_lower_limit,
-        };
+        let clamps = ClampLimits { gate_clamp_upper_limit, gate_clamp_lower_limit, up_clamp_upper_limit, up_clamp_lower_limit };
+        let act = MLPActivationParameters { activation_fn, skip_gate_proj: false, clamps };
         let quantization_type = if mx {
             QuantizationType::MX
         } else if quantized {

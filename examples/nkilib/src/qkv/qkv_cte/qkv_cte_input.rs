@@ -105,21 +105,30 @@ pub mod kernel {
             let t = (h0 + j * P_MAX) / P_MAX;
             let dst = input_sb[s![.., c0..c0 + rows]];
             let src = tp[s![.., j * P_MAX..j * P_MAX + rows]];
-            if cfg.apply_gamma {
-                let gamma = g.gamma_norm_weights_sb[s![.., t..t + 1]];
-                if cfg.add_layer_norm_bias {
-                    nisa::tensor_scalar(dst, src, nl::multiply, gamma, op1 = nl::add, operand1 = g.layer_norm_bias_sb[s![.., t..t + 1]]);
-                } else {
-                    nisa::tensor_scalar(dst, src, nl::multiply, gamma);
-                }
-            } else {
-                nisa::tensor_copy(dst, src);
-            }
+            copy_transposed_apply_gamma(cfg, g, dst, src, t);
             if cfg.static_quant {
                 // After a norm the quantized rows are the normalised ones, else the transposed input.
                 let data = if cfg.apply_gamma { dst } else { src };
                 quantize_input_static(cfg, g, input_q[s![.., c0..c0 + rows]], data);
             }
+        }
+    }
+
+    /// `dst` = `src`, a transposed tile whose partitions are the hidden
+    /// values of column `c` of the loaded gamma (and beta), times gamma plus
+    /// beta per partition as the norm applies them, else copied (the float
+    /// and the MX forms' step 3).
+    #[nki_helper]
+    pub fn copy_transposed_apply_gamma(cfg: QkvCteConfig, g: QkvCteGlobals, dst: Sbuf, src: Psum, c: i64) {
+        if cfg.apply_gamma {
+            let gamma = g.gamma_norm_weights_sb[s![.., c..c + 1]];
+            if cfg.add_layer_norm_bias {
+                nisa::tensor_scalar(dst, src, nl::multiply, gamma, op1 = nl::add, operand1 = g.layer_norm_bias_sb[s![.., c..c + 1]]);
+            } else {
+                nisa::tensor_scalar(dst, src, nl::multiply, gamma);
+            }
+        } else {
+            nisa::tensor_copy(dst, src);
         }
     }
 

@@ -64,7 +64,7 @@ pub use kernel::*;
 #[nki::nki_module]
 pub mod kernel {
     use crate::qkv::qkv_cte::qkv_cte_constants::{NUM_HW_PSUM_BANKS, P_MAX, PSUM_FMAX};
-    use crate::qkv::qkv_cte::qkv_cte_input::load_and_normalize_rows;
+    use crate::qkv::qkv_cte::qkv_cte_input::{copy_transposed_apply_gamma, load_and_normalize_rows};
     use crate::qkv::qkv_cte::qkv_cte_output::evict_and_store_block;
     use crate::qkv::qkv_cte::qkv_cte_utils::{QkvCteConfig, QkvCteDims, QkvCteGlobals, QkvCteTensors};
     use crate::qkv::qkv_tkg_mx_impl::load_mx_weight_block;
@@ -106,26 +106,7 @@ pub mod kernel {
             for k in 0..MX_PACK {
                 let tp = nl::ndarray([P_MAX, P_MAX], cfg.psum_transpose_dtype, buffer = nl::psum);
                 nisa::nc_transpose(tp[s![.., 0..rows]], by_k[s![0..rows, t, .., k]]);
-                let dst = xt_tile[s![.., t, 0..rows, k]];
-                let src = tp[s![.., 0..rows]];
-                let c = t * MX_PACK + k;
-                if cfg.apply_gamma {
-                    let gamma = g.gamma_norm_weights_sb[s![.., c..c + 1]];
-                    if cfg.add_layer_norm_bias {
-                        nisa::tensor_scalar(
-                            dst,
-                            src,
-                            nl::multiply,
-                            gamma,
-                            op1 = nl::add,
-                            operand1 = g.layer_norm_bias_sb[s![.., c..c + 1]],
-                        );
-                    } else {
-                        nisa::tensor_scalar(dst, src, nl::multiply, gamma);
-                    }
-                } else {
-                    nisa::tensor_copy(dst, src);
-                }
+                copy_transposed_apply_gamma(cfg, g, xt_tile[s![.., t, 0..rows, k]], tp[s![.., 0..rows]], t * MX_PACK + k);
             }
         }
     }

@@ -13,6 +13,15 @@ pub mod kernel {
     use crate::utils::common_types::QKVOutputLayout;
     use nki::prelude::*;
 
+    /// The columns `c0..c1` of segment `seg` (0 Q, 1 K, 2 V) of the fused
+    /// projection.
+    #[nki_helper]
+    pub fn qkv_segment_columns(dims: QkvCteDims, seg: i64) -> (i64, i64) {
+        let (q, kv) = (dims.q_dim, dims.kv_dim);
+        let c0 = if seg == 0 { 0 } else { q + (seg - 1) * kv };
+        (c0, q + seg * kv)
+    }
+
     /// The library's `_evict_psum_to_sbuf_apply_bias` (step 5): S tile `t`'s
     /// PSUM banks into `out_sb` `[rows, I]` (the compute dtype), plus the bias.
     #[nki_helper]
@@ -37,10 +46,8 @@ pub mod kernel {
             }
         }
         if cfg.static_quant {
-            let (q, kv) = (dims.num_q_heads * dims.d_head, dims.num_kv_heads * dims.d_head);
             for seg in 0..NUM_QKV_SEGMENTS {
-                let c0 = if seg == 0 { 0 } else { q + (seg - 1) * kv };
-                let c1 = q + seg * kv;
+                let (c0, c1): (i64, i64) = qkv_segment_columns(dims, seg);
                 let cols = out_sb[s![0..rows, c0..c1]];
                 dequantize_apply_bias(cfg, g, cols, cols, seg, c0, rows);
             }
@@ -62,10 +69,9 @@ pub mod kernel {
         t: i64,
         rows: i64,
     ) {
-        let (q, kv, ni) = (dims.q_dim, dims.kv_dim, dims.num_512_tiles_per_i);
+        let ni = dims.num_512_tiles_per_i;
         for seg in 0..NUM_QKV_SEGMENTS {
-            let c0 = if seg == 0 { 0 } else { q + (seg - 1) * kv };
-            let c1 = q + seg * kv;
+            let (c0, c1): (i64, i64) = qkv_segment_columns(dims, seg);
             for k in c0 / PSUM_FMAX..(c1 - 1) / PSUM_FMAX + 1 {
                 let (a, z) = (c0.max(k * PSUM_FMAX), c1.min((k + 1) * PSUM_FMAX));
                 let src = psum[s![0..rows, t * ni + k, a - k * PSUM_FMAX..z - k * PSUM_FMAX]];
