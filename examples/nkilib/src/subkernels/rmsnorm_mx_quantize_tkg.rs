@@ -2,9 +2,9 @@
 //! RMSNorm of decode-phase hidden states `[B, S, H]` and their MXFP8
 //! quantization, fused, for the MX experts of `moe_block_tkg`.
 //!
-//! Each token row `x` (or `x + residual`) becomes `y = x·gamma / sqrt(Σx² / N
-//! + eps)`, `N` being `hidden_actual` when the row is zero-padded and `H`
-//! otherwise. `y` is written in the `hidden_dim_tp` layout `[128, B·S, H/128]`
+//! Each token row `x` (or `x + residual`) becomes
+//! `y = x·gamma / sqrt(Σx² / N + eps)`, `N` being `hidden_actual` when the row
+//! is zero-padded and `H` otherwise. `y` is written in the `hidden_dim_tp` layout `[128, B·S, H/128]`
 //! (row `t`'s element `h = c·128 + p` at `[p, t, c]`), and quantized by
 //! `quantize_mx` into `float8_e4m3fn_x4` words `[128, H/512, B·S]` with their
 //! `uint8` block scales: word `[p, j, t]` packs the elements of columns
