@@ -129,11 +129,11 @@ pub struct RmsNormMxShape {
 
 /// The first rule `c` breaks, if any.
 pub const fn rmsnorm_mx_quantize_violation(c: RmsNormMxShape) -> Option<RmsNormMxRule> {
-    if c.hidden <= 0 || c.hidden % 512 != 0 {
+    if c.hidden <= 0 || c.hidden % kernel::H_PER_MX_TILE != 0 {
         Some(RmsNormMxRule::HiddenTiles)
     } else if c.programs != 2 {
         Some(RmsNormMxRule::NeedsLnc2)
-    } else if c.bxs <= 0 || c.bxs % 4 != 0 {
+    } else if c.bxs <= 0 || c.bxs % kernel::TOKEN_MULTIPLE != 0 {
         Some(RmsNormMxRule::Tokens)
     } else if !c.hidden_dim_tp {
         Some(RmsNormMxRule::HiddenDimTp)
@@ -145,7 +145,7 @@ pub const fn rmsnorm_mx_quantize_violation(c: RmsNormMxShape) -> Option<RmsNormM
         Some(RmsNormMxRule::Eps)
     } else if c.residual != c.output_residual {
         Some(RmsNormMxRule::ResidualPair)
-    } else if c.residual && ((c.hidden / 128) % 8 != 0 || c.bxs < 256) {
+    } else if c.residual && ((c.hidden / kernel::H0) % kernel::RESIDUAL_H1_MULTIPLE != 0 || c.bxs < kernel::RESIDUAL_MIN_TOKENS) {
         Some(RmsNormMxRule::ResidualSizes)
     } else {
         None
@@ -164,6 +164,15 @@ pub mod kernel {
     pub const Q_WIDTH: i64 = 4;
     /// Hidden values of one MX tile (`Q_WIDTH` groups of `H0`).
     pub const H_PER_MX_TILE: i64 = 512;
+    /// `B·S` is a multiple of this: each of the two programs' shares splits
+    /// evenly (the library's LNC2 alignment).
+    pub const TOKEN_MULTIPLE: i64 = 4;
+    /// With the residual add, `H / 128` is a multiple of this and `B·S` at
+    /// least [`RESIDUAL_MIN_TOKENS`] (the library's residual spill transposes
+    /// whole 128-token tiles of each program's share).
+    pub const RESIDUAL_H1_MULTIPLE: i64 = 8;
+    /// See [`RESIDUAL_H1_MULTIPLE`].
+    pub const RESIDUAL_MIN_TOKENS: i64 = 256;
     /// The largest and smallest power-of-two token tile the rows are cut into.
     pub const MAX_TOKEN_TILE: i64 = 64;
     /// See [`MAX_TOKEN_TILE`].
@@ -334,13 +343,16 @@ pub mod kernel {
         let out_dtype = output.dtype();
         assert!(h > 0 && h % H_PER_MX_TILE == 0, crate::subkernels::rmsnorm_mx_quantize_tkg::rules::HIDDEN_TILES);
         assert!(programs == 2, crate::subkernels::rmsnorm_mx_quantize_tkg::rules::NEEDS_LNC2);
-        assert!(bxs > 0 && bxs % 4 == 0, crate::subkernels::rmsnorm_mx_quantize_tkg::rules::TOKENS);
+        assert!(bxs > 0 && bxs % TOKEN_MULTIPLE == 0, crate::subkernels::rmsnorm_mx_quantize_tkg::rules::TOKENS);
         assert!(hidden_dim_tp, crate::subkernels::rmsnorm_mx_quantize_tkg::rules::HIDDEN_DIM_TP);
         assert!(out_dtype == nl::float16 || out_dtype == nl::bfloat16, crate::subkernels::rmsnorm_mx_quantize_tkg::rules::OUTPUT_DTYPE);
         assert!(1 <= hidden_actual && hidden_actual <= h, crate::subkernels::rmsnorm_mx_quantize_tkg::rules::HIDDEN_ACTUAL);
         assert!(eps >= 0.0 && eps < f64::INFINITY, crate::subkernels::rmsnorm_mx_quantize_tkg::rules::EPS);
         assert!(residual.is_some() == output_residual.is_some(), crate::subkernels::rmsnorm_mx_quantize_tkg::rules::RESIDUAL_PAIR);
-        assert!(residual.is_none() || ((h / H0) % 8 == 0 && bxs >= 256), crate::subkernels::rmsnorm_mx_quantize_tkg::rules::RESIDUAL_SIZES);
+        assert!(
+            residual.is_none() || ((h / H0) % RESIDUAL_H1_MULTIPLE == 0 && bxs >= RESIDUAL_MIN_TOKENS),
+            crate::subkernels::rmsnorm_mx_quantize_tkg::rules::RESIDUAL_SIZES
+        );
         let h1 = h / H0;
         let o_shape = output.shape();
         assert!(
