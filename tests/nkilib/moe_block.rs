@@ -26,6 +26,7 @@ use nkilib::moe_block::moe_block_tkg::{
     ActFnType, ExpertAffinityScaleMode, MoeBlockCall, MoeBlockRule, RouterActFnType, moe_block_tkg, moe_block_violation,
 };
 use nkilib::router_topk::router_topk::RouterRule;
+use nkilib::subkernels::rmsnorm_mx_quantize_tkg::RmsNormMxRule;
 
 const EPS: f64 = 1e-6;
 
@@ -469,11 +470,16 @@ const OK: MoeBlockCall = MoeBlockCall {
     ..MoeBlockCall::new(4, 3072, 384, 128, 128, 4)
 };
 
+/// An MX all-expert call with `T` not a multiple of 4.
+const MX_ALL: MoeBlockCall =
+    MoeBlockCall { tokens: 6, is_all_expert: true, has_rank_id: true, mx: true, has_gate_up_scale: true, has_down_scale: true, ..OK };
+
 /// Each rule refuses what it names, and the kernel refuses the same when traced.
 #[test]
 fn rules_refuse_what_they_name() {
     assert_eq!(moe_block_violation(OK), None);
     assert_eq!(moe_block_violation(MoeBlockCall { tokens: 512, is_all_expert: true, has_rank_id: true, local_experts: 1, ..OK }), None);
+    assert_eq!(moe_block_violation(MoeBlockCall { tokens: 256, hidden: 1024, has_residual: true, ..MX_ALL }), None);
     let cases = [
         (MoeBlockCall { hidden: 3000, ..OK }, MoeBlockRule::Hidden),
         (MoeBlockCall { programs: 1, ..OK }, MoeBlockRule::Programs),
@@ -484,7 +490,10 @@ fn rules_refuse_what_they_name() {
         (MoeBlockCall { has_residual: true, ..OK }, MoeBlockRule::Residual),
         (MoeBlockCall { has_act_placeholders: true, ..OK }, MoeBlockRule::ActPlaceholders),
         (MoeBlockCall { router_mm_dtype_supported: false, ..OK }, MoeBlockRule::RouterDtype),
-        (MoeBlockCall { mx: true, ..OK }, MoeBlockRule::Mx),
+        (MoeBlockCall { mx: true, ..OK }, MoeBlockRule::Experts(MoeTkgRule::MxScales)),
+        (MX_ALL, MoeBlockRule::MxTokens),
+        (MoeBlockCall { tokens: 8, inp_16bit: false, ..MX_ALL }, MoeBlockRule::MxNorm(RmsNormMxRule::OutputDtype)),
+        (MoeBlockCall { tokens: 8, has_residual: true, ..MX_ALL }, MoeBlockRule::MxNorm(RmsNormMxRule::ResidualSizes)),
         (MoeBlockCall { experts: 4, ..OK }, MoeBlockRule::Router(RouterRule::Experts)),
         (MoeBlockCall { top_k: 9, ..OK }, MoeBlockRule::Router(RouterRule::TopK)),
         (MoeBlockCall { router_act_fn: RouterActFnType::SIGMOID, ..OK }, MoeBlockRule::Router(RouterRule::SigmoidNeedsIndirectScatter)),

@@ -5,15 +5,16 @@
 //!
 //! The norm writes element `h` of token `t` at `[p, t, c]` with, for `n`
 //! hidden shards (`H2 = H/128/n`), `h = (c / H2)·(H/n) + p·H2 + c % H2`
-//! (see [`norm_tkg_utils`](crate::subkernels::norm_tkg_utils)); the rows are
-//! gathered back by one strided DMA per shard, whose destination access
-//! pattern is that layout.
+//! (see [`norm_tkg_utils`](crate::subkernels::norm_tkg_utils)), or with
+//! `hidden_dim_tp` (the MX forms) `h = c·128 + p`; the rows are gathered
+//! back by strided DMAs whose destination access pattern is that layout.
 
 pub use kernel::*;
 
 /// The dimensions, bundles and the layout change.
 #[nki::nki_module]
 pub mod kernel {
+    use crate::router_topk::router_topk::{XSB_LAYOUT_TP201, XSB_LAYOUT_TP2013};
     use nki::prelude::*;
 
     /// Partitions: the hidden dim is folded onto them as `[128, H/128]`.
@@ -44,6 +45,13 @@ pub mod kernel {
         pub prg_id: i64,
         /// The count the norm's mean square divides by.
         pub hidden_actual: i64,
+    }
+
+    /// The expert weights' quantization (the library's `QuantizationConfig`).
+    #[nki_object]
+    pub struct QuantizationConfig {
+        /// The expert weights are an MX form (`float4_e2m1fn_x4`, `float8_e4m3fn_x4`).
+        pub is_moe_weight_mx: bool,
     }
 
     /// How the experts run (the library's `ExpertConfig`).
@@ -80,12 +88,13 @@ pub mod kernel {
     }
 
     /// The token rows `[T, H]` in `dtype` (private HBM) of `norm` `[128, T,
-    /// H/128]` written in the layout of `shards` hidden shards (module docs).
+    /// H/128]` (HBM or SBUF) written in `layout` (module docs): the router's
+    /// `XSB_LAYOUT_TP102` (one hidden shard), `XSB_LAYOUT_TP2013` (two) or
+    /// `XSB_LAYOUT_TP201` (`h = c·128 + p`).
     #[nki_helper]
-    pub fn norm_rows(norm: Hbm, shards: i64, dtype: Dtype) -> Hbm {
+    pub fn norm_rows(norm: Tensor, layout: i64, dtype: Dtype) -> Hbm {
         let [p, t, h_free] = norm.shape();
         let h = p * h_free;
-        let h2 = h_free / shards;
         let tile = nl::ndarray([p, t, h_free], norm.dtype(), buffer = nl::sbuf);
         nisa::dma_copy(tile, norm);
         let mut src = tile;
@@ -95,8 +104,15 @@ pub mod kernel {
             src = cast;
         }
         let rows = nl::ndarray([t, h], dtype, buffer = nl::private_hbm);
-        for sh in 0..shards {
-            nisa::dma_copy(rows.ap([[h2, p], [h, t], [1, h2]], offset = sh * (h / shards)), src[s![.., .., sh * h2..(sh + 1) * h2]]);
+        if layout == XSB_LAYOUT_TP201 {
+            nisa::dma_copy(rows.ap([[1, p], [h, t], [p, h_free]]), src);
+        } else {
+            let shards = if layout == XSB_LAYOUT_TP2013 { 2 } else { 1 };
+            let h2 = h_free / shards;
+            for sh in 0..shards {
+                let dst = rows.ap([[h2, p], [h, t], [1, h2]], offset = sh * (h / shards));
+                nisa::dma_copy(dst, src[s![.., .., sh * h2..(sh + 1) * h2]]);
+            }
         }
         rows
     }

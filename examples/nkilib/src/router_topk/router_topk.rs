@@ -59,7 +59,11 @@
 //! Differences from the library, all in how arguments are given:
 //! - `x`, `expert_affinities` and `expert_index` are HBM tensors (the DSL's
 //!   kernel parameters are), so `x_sb_layout` is checked but, as in the library
-//!   for an HBM `x`, the load layout follows `x_hbm_layout`;
+//!   for an HBM `x`, the load layout follows `x_hbm_layout`; a caller that
+//!   stands for the library's SBUF `x` (`moe_block_tkg`) gives
+//!   [`router_topk_config`] the layout the library's `x` has there (`XSB_LAYOUT_*`:
+//!   which hidden row each partition holds), so the float32 sums of the
+//!   logits add the rows in the library's order;
 //! - the bias is broadcast over the tokens by a broadcast DMA instead of the
 //!   library's stream-shuffle helper (the same values), or with
 //!   `use_PE_broadcast_w_bias` by a ones-vector matmul as the library does;
@@ -272,6 +276,17 @@ pub mod kernel {
     pub const X_HBM_LAYOUT_H_T: i64 = 0;
     /// `x_hbm_layout`: `x` is `[T, H]`.
     pub const X_HBM_LAYOUT_T_H: i64 = 1;
+    /// The library's `XSBLayout_tp102__0`: hidden row `p·(H/128) + j` on partition `p`
+    /// of hidden tile `j` (what a `[T, H]` `x` loads into).
+    pub const XSB_LAYOUT_TP102: i64 = 0;
+    /// The library's `XSBLayout_tp2013__1`: each half of `H` as `XSB_LAYOUT_TP102`,
+    /// hidden row `half·H/2 + p·(H/256) + jj` for tile `j = half·(H/256) + jj`.
+    pub const XSB_LAYOUT_TP2013: i64 = 1;
+    /// The library's `XSBLayout_tp201__2`: hidden row `j·128 + p` (consecutive rows).
+    pub const XSB_LAYOUT_TP201: i64 = 2;
+    /// The library's `XSBLayout__128_Hdiv128_T__3`: the rows of `XSB_LAYOUT_TP201`,
+    /// tokens innermost (what an `[H, T]` `x` loads into).
+    pub const XSB_LAYOUT_HDIV128_T: i64 = 3;
 
     /// The activation of each row of `src` (`[t, n]`, fp32) into `dst`: sigmoid,
     /// or softmax along the row. For softmax, `negmax` (`[t, 1]`) receives the
@@ -356,6 +371,9 @@ pub mod kernel {
         pub act_fn: RouterActFnType,
         /// `x`'s HBM layout (`X_HBM_LAYOUT_H_T` or `X_HBM_LAYOUT_T_H`).
         pub x_hbm_layout: i64,
+        /// Which hidden row each partition of a hidden tile holds (`XSB_LAYOUT_*`):
+        /// the order the matmul adds the rows in.
+        pub x_sb_layout: i64,
         /// This program's tokens.
         pub t_local: i64,
         /// This program's first token.
@@ -463,15 +481,20 @@ pub mod kernel {
         }
     }
 
-    /// The library's `router_topk_input_x_load` for an HBM `x`: this program's tokens
-    /// with the hidden rows on the partitions, `[P_MAX, num_h_tiles, t_local]`. `[H, T]`:
-    /// hidden row `j·P_MAX + p` on partition `p`; `[T, H]`: hidden row `p·num_h_tiles + j`.
+    /// The library's `router_topk_input_x_load`: this program's tokens with the
+    /// hidden rows on the partitions, `[P_MAX, num_h_tiles, t_local]`, each
+    /// partition of hidden tile `j` holding the row `cfg.x_sb_layout` names.
     #[nki_helper]
     fn router_topk_input_x_load(cfg: RouterConfig, io: RouterTensors) -> Sbuf {
         let (x, nh, t0, tl) = (io.x, cfg.num_h_tiles, cfg.t_offset, cfg.t_local);
         let x_sb = nl::ndarray([P_MAX, nh, tl], x.dtype(), buffer = nl::sbuf);
         if cfg.x_hbm_layout == X_HBM_LAYOUT_H_T {
             nisa::dma_copy(x_sb, x.reshape_dim(0, [nh, P_MAX]).permute([1, 0, 2])[s![.., .., t0..t0 + tl]]);
+        } else if cfg.x_sb_layout == XSB_LAYOUT_TP2013 {
+            let halves = x.reshape_dim(1, [2, P_MAX, nh / 2]).permute([2, 1, 3, 0]);
+            nisa::dma_copy(x_sb.reshape([P_MAX, 2, nh / 2, tl]), halves[s![.., .., .., t0..t0 + tl]]);
+        } else if cfg.x_sb_layout == XSB_LAYOUT_TP201 {
+            nisa::dma_copy(x_sb, x.reshape_dim(1, [nh, P_MAX]).permute([2, 1, 0])[s![.., .., t0..t0 + tl]]);
         } else {
             nisa::dma_copy(x_sb, x.reshape_dim(1, [P_MAX, nh]).permute([1, 2, 0])[s![.., .., t0..t0 + tl]]);
         }
@@ -479,15 +502,17 @@ pub mod kernel {
     }
 
     /// The library's `router_topk_input_w_load`: `w` as `[P_MAX, num_h_tiles, E]`, its
-    /// hidden rows split over the partitions as `x`'s are.
+    /// hidden rows split over the partitions as `x`'s are (`cfg.x_sb_layout`).
     #[nki_helper]
     fn router_topk_input_w_load(cfg: RouterConfig, io: RouterTensors) -> Sbuf {
-        let (w, nh) = (io.w, cfg.num_h_tiles);
-        let w_sb = nl::ndarray([P_MAX, nh, cfg.e], w.dtype(), buffer = nl::sbuf);
-        if cfg.x_hbm_layout == X_HBM_LAYOUT_H_T {
-            nisa::dma_copy(w_sb, w.reshape_dim(0, [nh, P_MAX]).permute([1, 0, 2]));
+        let (w, nh, e) = (io.w, cfg.num_h_tiles, cfg.e);
+        let w_sb = nl::ndarray([P_MAX, nh, e], w.dtype(), buffer = nl::sbuf);
+        if cfg.x_sb_layout == XSB_LAYOUT_TP102 {
+            nisa::dma_copy(w_sb, w.reshape([P_MAX, nh, e]));
+        } else if cfg.x_sb_layout == XSB_LAYOUT_TP2013 {
+            nisa::dma_copy(w_sb.reshape([P_MAX, 2, nh / 2, e]), w.reshape_dim(0, [2, P_MAX, nh / 2]).permute([1, 0, 2, 3]));
         } else {
-            nisa::dma_copy(w_sb, w.reshape([P_MAX, nh, cfg.e]));
+            nisa::dma_copy(w_sb, w.reshape_dim(0, [nh, P_MAX]).permute([1, 0, 2]));
         }
         w_sb
     }
@@ -693,9 +718,18 @@ pub mod kernel {
 
     /// This program's configuration: the sizes of `io`, the token shard
     /// (every program but the last takes `T / programs` tokens, rounded down,
-    /// the last the rest) and the flags.
+    /// the last the rest), the flags and the SBUF layout `x` is held in
+    /// (`x_sb_layout`, which the library's caller chooses for an `x` it keeps
+    /// in SBUF, and for an HBM `x` the one it loads into).
     #[nki_helper]
-    pub fn router_topk_config(io: RouterTensors, act_fn: RouterActFnType, k: i64, x_hbm_layout: i64, f: RouterFlags) -> RouterConfig {
+    pub fn router_topk_config(
+        io: RouterTensors,
+        act_fn: RouterActFnType,
+        k: i64,
+        x_hbm_layout: i64,
+        x_sb_layout: i64,
+        f: RouterFlags,
+    ) -> RouterConfig {
         let [h, e] = io.w.shape();
         let xs = io.x.shape();
         let t = if x_hbm_layout == X_HBM_LAYOUT_H_T { xs[1] } else { xs[0] };
@@ -721,6 +755,7 @@ pub mod kernel {
             k,
             act_fn,
             x_hbm_layout,
+            x_sb_layout,
             t_local,
             t_offset: program * t_first,
             num_h_tiles: h / P_MAX,
@@ -800,7 +835,10 @@ pub mod kernel {
             skip_store_expert_index,
             skip_store_router_logits,
         };
-        let cfg: RouterConfig = router_topk_config(io, act_fn, k, x_hbm_layout, flags);
+        // An HBM `x` is loaded into the layout the library loads it into,
+        // whatever `x_sb_layout` says (that names the layout of an SBUF `x`).
+        let load_layout = if x_hbm_layout == X_HBM_LAYOUT_H_T { XSB_LAYOUT_HDIV128_T } else { XSB_LAYOUT_TP102 };
+        let cfg: RouterConfig = router_topk_config(io, act_fn, k, x_hbm_layout, load_layout, flags);
         let bufs: RouterBuffers = router_topk_pipeline(cfg, io);
         if return_eager_affi {
             let eager = nl::ndarray([cfg.t, k], nl::float32, buffer = nl::shared_hbm);

@@ -192,28 +192,41 @@ pub mod kernel {
     }
 
     /// `output[t] = Σ_e affinity[t, e] · expert_e(hidden[t])` over every
-    /// local expert with MX weights (module docs).
+    /// local expert with MX weights (module docs): the hidden rows `[T, H]`
+    /// quantized here, then [`all_expert_mx_static`].
     #[nki_helper(target = "trn3")]
     pub fn _all_expert_moe_tkg_mx(w: MoeTkgTensors, opts: MoeTkgOptions, rank_id: Hbm, output: Hbm) {
         let x = w.hidden_input;
         let [t, h] = x.shape();
-        let [e_l, _, _, _, i] = w.expert_gate_up_weights.shape();
-        let n = if nl::program_ndim() == 1 { nl::num_programs(0) } else { 1 };
-        let pid = if n > 1 { nl::program_id(0) } else { 0 };
+        let i = w.expert_gate_up_weights.shape()[4];
         let t4 = t.div_ceil(MX_PACK) * MX_PACK;
-        // The library's gate/up token tile: a token's four packed values of
-        // a 512-column tile of I, in one bfloat16 PSUM bank.
-        let t_tile = 2 * PSUM_FMAX / MX_PACK;
-        let d = all_expert_mx_dims(i, n, pid);
-        // The whole of H for the projections, this program's I tiles.
-        let cfg: ProjConfig = proj_config(h, d.i_local, t4, 1, 0);
-        // This program's half of the output columns (all of them on one).
-        let half: ProjConfig = proj_config(h, i, t4, n, pid);
-        let bias_cols = if d.shard_on_i { half } else { proj_config(h, i, t4, 1, 0) };
+        let cfg: ProjConfig = proj_config(h, i, t4, 1, 0);
         let sw = layout_adapter_mx(x, false, None, 0.0, t, cfg);
         let xq = nl::ndarray([H0, cfg.n_h512_tile, t4], nl::float8_e4m3fn_x4, buffer = nl::sbuf);
         let xs = nl::ndarray([H0, cfg.n_h512_tile, t4], nl::uint8, buffer = nl::sbuf);
         quantize_hidden_mx(sw, xq, xs);
+        all_expert_mx_static(w, opts, rank_id, xq, xs, output);
+    }
+
+    /// The library's `_all_expert_mx_static` on hidden rows already swizzled
+    /// and quantized to MXFP8 (`xq`, `xs` `[128, H/512, T4]`, `T4` the
+    /// tokens of `output` `[T, H]` padded to a multiple of 4, as
+    /// `rmsnorm_mx_quantize_tkg` writes them for `moe_block_tkg`): every
+    /// local expert on every token tile (module docs).
+    #[nki_helper(target = "trn3")]
+    pub fn all_expert_mx_static(w: MoeTkgTensors, opts: MoeTkgOptions, rank_id: Hbm, xq: Sbuf, xs: Sbuf, output: Hbm) {
+        let [t, h] = output.shape();
+        let t4 = xq.shape()[2];
+        let [e_l, _, _, _, i] = w.expert_gate_up_weights.shape();
+        let n = if nl::program_ndim() == 1 { nl::num_programs(0) } else { 1 };
+        let pid = if n > 1 { nl::program_id(0) } else { 0 };
+        // The library's gate/up token tile: a token's four packed values of
+        // a 512-column tile of I, in one bfloat16 PSUM bank.
+        let t_tile = 2 * PSUM_FMAX / MX_PACK;
+        let d = all_expert_mx_dims(i, n, pid);
+        // This program's half of the output columns (all of them on one).
+        let half: ProjConfig = proj_config(h, i, t4, n, pid);
+        let bias_cols = if d.shard_on_i { half } else { proj_config(h, i, t4, 1, 0) };
         let aff = nl::ndarray([t, e_l], w.expert_affinities.dtype(), buffer = nl::private_hbm);
         masked_affinities_hbm(w, opts, rank_id, aff);
         let h1 = h / H0;
@@ -228,7 +241,7 @@ pub mod kernel {
             let q = shard_expert_scales_i(select_expert_scales_mx(w, id), d);
             // The scales are checked present before the path runs.
             let down_scale: Option<Hbm> = q.down_w_scale;
-            let down_s: Hbm = down_scale.unwrap_or(x);
+            let down_s: Hbm = down_scale.unwrap_or(output);
             if let Some(b) = down_bias {
                 load_down_bias_mx(select_expert_row(b, id), b_sb[s![.., .., 0]], bias_cols);
             }
