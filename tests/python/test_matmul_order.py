@@ -8,7 +8,9 @@ from fractions import Fraction
 import numpy as np
 
 from kernel_helpers import host, nisa, nl, run, sbuf
-from nki_harness.fake_nki.isa.matmul import k_ordered_product
+import ml_dtypes
+
+from nki_harness.fake_nki.isa.matmul import _products_exact_in_float32, k_ordered_product
 
 
 def round_f32(q):
@@ -53,6 +55,22 @@ class MatmulOrderTest(unittest.TestCase):
         a = (rng.standard_normal((40, 5)) * 2.0 ** rng.integers(-12, 12, (40, 5))).astype(np.float32)
         b = (rng.standard_normal((40, 6)) * 2.0 ** rng.integers(-12, 12, (40, 6))).astype(np.float32)
         np.testing.assert_array_equal(k_ordered_product(a, b), exact_k_ordered(a, b).astype(np.float32))
+
+    def test_short_significands_take_float32_steps_with_the_same_result(self):
+        rng = np.random.default_rng(9)
+        # Mixed magnitudes, as in the float32 test, within float16's range.
+        a = (rng.standard_normal((40, 5)) * 2.0 ** rng.integers(-20, 20, (40, 1))).astype(ml_dtypes.bfloat16).astype(np.float32)
+        b = (rng.standard_normal((40, 6)) * 2.0 ** rng.integers(-8, 8, (40, 1))).astype(np.float16).astype(np.float32)
+        self.assertTrue(_products_exact_in_float32(a) and _products_exact_in_float32(b))
+        np.testing.assert_array_equal(k_ordered_product(a, b), exact_k_ordered(a, b).astype(np.float32))
+
+    def test_only_values_whose_products_are_exact_take_float32_steps(self):
+        ok = [np.float32(0), np.float32(1.5), np.float32(-(2.0 ** 62)), np.float32(2.0 ** -62), np.float32(1 + 2.0 ** -11)]
+        for v in ok:
+            self.assertTrue(_products_exact_in_float32(np.array([v, 1], np.float32)), v)
+        bad = [1 + 2.0 ** -12, 2.0 ** 63, 2.0 ** -63, np.inf, np.nan, 2.0 ** -140]
+        for v in bad:
+            self.assertFalse(_products_exact_in_float32(np.array([v, 1], np.float32)), v)
 
     def test_nc_matmul_uses_the_defined_order(self):
         rng = np.random.default_rng(8)

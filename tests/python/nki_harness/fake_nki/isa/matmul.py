@@ -84,16 +84,46 @@ def k_ordered_product(a, b):
     added in k order from zero, one rounding to float32 per step (a fused
     multiply-add): the emulator's GEMM. A BLAS `np.matmul` adds in an order of
     its own that depends on the machine's kernels, so its last bits would
-    depend on the machine. The product and the running sum meet in float64 (the
-    product is exact there) and round once to float32."""
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    depend on the machine. When every product is exact in float32
+    (`_products_exact_in_float32`: bfloat16, float16 or float8 values) the
+    steps run in float32, where `acc + a*b` then rounds once; otherwise the
+    product and the running sum meet in float64 (the product is exact there)
+    and round to float32."""
     acc = np.zeros((a.shape[1], b.shape[1]), np.float32)
+    if _products_exact_in_float32(a) and _products_exact_in_float32(b):
+        a32, b32 = a.astype(np.float32, copy=False), b.astype(np.float32, copy=False)
+        step = np.empty(acc.shape, np.float32)
+        for k in range(a.shape[0]):
+            np.multiply.outer(a32[k], b32[k], out=step)
+            np.add(acc, step, out=acc)
+        return acc
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
     step = np.empty(acc.shape)
     for k in range(a.shape[0]):
         np.multiply.outer(a64[k], b64[k], out=step)
-        # Added in float64, cast to float32 on the way out: one rounding.
+        # Added in float64, cast to float32 on the way out.
         np.add(step, acc, out=acc, casting="same_kind")
     return acc
+
+
+# Significands of at most 12 bits multiply to at most 24 (exact in float32);
+# magnitudes within 2^±62 keep the products normal and finite.
+_SHORT_SIGNIFICAND_MASK = np.uint32((1 << 12) - 1)
+_EXACT_PRODUCT_EXPONENT = 62
+
+
+def _products_exact_in_float32(x):
+    """Whether the products of `x`'s values with any such values are exact in
+    float32: every value zero or normal with a significand of at most 12 bits
+    and a magnitude within 2^-62..2^62 (what bfloat16, float16 and float8 data
+    held in float32 are). Then the cheaper float32 steps of
+    `k_ordered_product` give its result exactly."""
+    x = np.asarray(x, np.float32)
+    if np.any(x.view(np.uint32) & _SHORT_SIGNIFICAND_MASK):
+        return False
+    mag = np.abs(x[x != 0])
+    lo, hi = 2.0 ** -_EXACT_PRODUCT_EXPONENT, 2.0 ** _EXACT_PRODUCT_EXPONENT
+    return mag.size == 0 or bool(mag.min() >= lo and mag.max() <= hi)
 
 
 def _double_row_pairs(op, mode, stationary, moving):
