@@ -280,6 +280,9 @@ pub fn with_strict_uninit<T>(strict: bool, f: impl FnOnce() -> T) -> T {
 pub fn harness(args: &[&str]) -> (bool, String, String) {
     let mut cmd = Command::new(python());
     cmd.args(["-m", "nki_harness"]).args(args).env("PYTHONPATH", repo_root().join("tests/python"));
+    // The emitted package's compiled modules are cached outside it, so each
+    // run after the first skips compiling them.
+    cmd.env("NKI_PACKAGE_PYCACHE", Path::new(env!("CARGO_TARGET_TMPDIR")).join("pycache"));
     match STRICT_UNINIT.get() {
         Some(true) => cmd.env(nki::emulator::STRICT_UNINIT_ENV, "1"),
         Some(false) => cmd.env_remove(nki::emulator::STRICT_UNINIT_ENV),

@@ -59,8 +59,11 @@ def _new_package(path):
     init = path / "__init__.py"
     if not init.is_file():
         raise SpecError(f"{path} is not a Python package (no __init__.py)")
-    # Bytecode goes under PYTHONPYCACHEPREFIX when one is set, never into the
-    # emitted (or snapshot) package itself.
+    # Bytecode goes under NKI_PACKAGE_PYCACHE or PYTHONPYCACHEPREFIX when one
+    # is set (then later runs of the package skip compiling it), never into the
+    # emitted (or snapshot) package itself. Set here, after the harness's own
+    # imports, so only the modules imported from now on are cached there.
+    sys.pycache_prefix = os.environ.get("NKI_PACKAGE_PYCACHE") or sys.pycache_prefix
     sys.dont_write_bytecode = sys.pycache_prefix is None
     name = f"nki_kernels_under_test_{next(_packages)}"
     module_spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(path)])
