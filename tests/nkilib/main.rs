@@ -28,6 +28,7 @@ pub mod mlp;
 pub mod mlp_cte_static_mx;
 pub mod mlp_tkg_mx;
 pub mod moe_block;
+pub mod moe_block_mx;
 pub mod moe_cte;
 pub mod moe_tkg;
 pub mod moe_tkg_mx;
