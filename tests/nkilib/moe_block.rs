@@ -32,7 +32,7 @@ const EPS: f64 = 1e-6;
 
 /// How the tokens rank the experts.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Routing {
+pub(crate) enum Routing {
     /// A random order per token.
     Spread,
     /// Expert 0 first for every token (the rest random).
@@ -43,34 +43,34 @@ enum Routing {
 
 /// One configuration: sizes and options (`lnc` is always 2).
 #[derive(Clone, Copy, Debug)]
-struct Config {
-    b: usize,
-    s: usize,
-    h: usize,
-    hidden_actual: Option<usize>,
-    i: usize,
+pub(crate) struct Config {
+    pub(crate) b: usize,
+    pub(crate) s: usize,
+    pub(crate) h: usize,
+    pub(crate) hidden_actual: Option<usize>,
+    pub(crate) i: usize,
     /// The router's experts.
-    e: usize,
+    pub(crate) e: usize,
     /// Local experts (all-expert; the selective weights hold all `e`).
-    el: usize,
-    k: usize,
-    all_expert: bool,
-    router: RouterActFnType,
-    act: ActFnType,
-    post: bool,
-    bias: bool,
-    clamp: bool,
-    pre_norm: bool,
-    norm_topk: bool,
-    skip_logits: bool,
-    routing: Routing,
+    pub(crate) el: usize,
+    pub(crate) k: usize,
+    pub(crate) all_expert: bool,
+    pub(crate) router: RouterActFnType,
+    pub(crate) act: ActFnType,
+    pub(crate) post: bool,
+    pub(crate) bias: bool,
+    pub(crate) clamp: bool,
+    pub(crate) pre_norm: bool,
+    pub(crate) norm_topk: bool,
+    pub(crate) skip_logits: bool,
+    pub(crate) routing: Routing,
     /// `router_mm_dtype = float32` (else the input's dtype).
-    router_f32: bool,
+    pub(crate) router_f32: bool,
 }
 
 /// The library's first selective row: softmax after the top-k, Swish,
 /// `POST_SCALE`, biases, clamps.
-const fn sel(b: usize, s: usize, h: usize, i: usize, k: usize) -> Config {
+pub(crate) const fn sel(b: usize, s: usize, h: usize, i: usize, k: usize) -> Config {
     Config {
         b,
         s,
@@ -95,13 +95,13 @@ const fn sel(b: usize, s: usize, h: usize, i: usize, k: usize) -> Config {
 }
 
 /// The library's all-expert row: 128 router experts, `el` local.
-const fn all(b: usize, h: usize, i: usize, el: usize, k: usize) -> Config {
+pub(crate) const fn all(b: usize, h: usize, i: usize, el: usize, k: usize) -> Config {
     Config { e: 128, el, all_expert: true, ..sel(b, 1, h, i, k) }
 }
 
 impl Config {
     /// The library's bfloat16 rows: softmax before the top-k renormalised, SiLU, no bias or clamp.
-    const fn pre_norm_silu(mut self) -> Self {
+    pub(crate) const fn pre_norm_silu(mut self) -> Self {
         self.router = RouterActFnType::SOFTMAX;
         self.act = ActFnType::SiLU;
         self.pre_norm = true;
@@ -110,15 +110,15 @@ impl Config {
         self.clamp = false;
         self
     }
-    const fn ha(mut self, ha: usize) -> Self {
+    pub(crate) const fn ha(mut self, ha: usize) -> Self {
         self.hidden_actual = Some(ha);
         self
     }
-    const fn experts(mut self, e: usize) -> Self {
+    pub(crate) const fn experts(mut self, e: usize) -> Self {
         self.e = e;
         self
     }
-    const fn sigmoid_pre(mut self) -> Self {
+    pub(crate) const fn sigmoid_pre(mut self) -> Self {
         self.router = RouterActFnType::SIGMOID;
         self.pre_norm = true;
         self.norm_topk = false;
@@ -128,15 +128,15 @@ impl Config {
         self.post = false;
         self
     }
-    const fn routed(mut self, r: Routing) -> Self {
+    pub(crate) const fn routed(mut self, r: Routing) -> Self {
         self.routing = r;
         self
     }
-    const fn skip(mut self) -> Self {
+    pub(crate) const fn skip(mut self) -> Self {
         self.skip_logits = true;
         self
     }
-    const fn router_f32(mut self) -> Self {
+    pub(crate) const fn router_f32(mut self) -> Self {
         self.router_f32 = true;
         self
     }
@@ -185,25 +185,25 @@ struct Reference {
 }
 
 impl Config {
-    fn t(&self) -> usize {
+    pub(crate) fn t(&self) -> usize {
         self.b * self.s
     }
     /// The weights' experts.
-    fn weight_experts(&self) -> usize {
+    pub(crate) fn weight_experts(&self) -> usize {
         if self.all_expert { self.el } else { self.e }
     }
     /// This rank (all-expert): the last one, or with a skewed routing the
     /// first (which holds the experts every token picks).
-    fn rank(&self) -> usize {
+    pub(crate) fn rank(&self) -> usize {
         if self.routing == Routing::Spread { self.e / self.el - 1 } else { 0 }
     }
     /// The router's hidden block per expert.
-    fn block(&self) -> usize {
+    pub(crate) fn block(&self) -> usize {
         self.hidden_actual.unwrap_or(self.h) / self.e
     }
 
     /// Token `t`'s levels `[E]`, `1..=E` (module docs).
-    fn levels(&self, keys: &[f64], t: usize) -> Vec<f64> {
+    pub(crate) fn levels(&self, keys: &[f64], t: usize) -> Vec<f64> {
         let e = self.e;
         let mut order: Vec<usize> = (0..e).collect();
         order.sort_by(|a, b| keys[t * e + a].total_cmp(&keys[t * e + b]));
@@ -261,12 +261,17 @@ impl Config {
 
     /// The selected experts of one row of logits and their weights (module docs).
     fn route(&self, logits: &[f64]) -> Vec<(usize, f64)> {
+        self.route_named(logits, || self.name())
+    }
+
+    /// [`Config::route`], `name` naming the case if the top-k is ambiguous.
+    pub(crate) fn route_named(&self, logits: &[f64], name: impl Fn() -> String) -> Vec<(usize, f64)> {
         let k = self.k;
         let scores = if self.pre_norm { activate(self.router, logits) } else { logits.to_vec() };
         let order = ranked(&scores);
         // The activations are monotone: the logits' gap decides the selection.
         let margin = logits[order[k - 1]] - order.get(k).map_or(f64::NEG_INFINITY, |&n| logits[n]);
-        assert!(margin > 1e-3, "{}: the inputs leave the top-{k} ambiguous (margin {margin})", self.name());
+        assert!(margin > 1e-3, "{}: the inputs leave the top-{k} ambiguous (margin {margin})", name());
         let sel = &order[..k];
         let mut w: Vec<f64> = if self.pre_norm {
             sel.iter().map(|&ex| scores[ex]).collect()
@@ -326,8 +331,43 @@ impl Config {
         if self.post { ExpertAffinityScaleMode::POST_SCALE } else { ExpertAffinityScaleMode::NO_SCALE }
     }
 
-    fn router_dtype(&self, dtype: Dtype) -> Dtype {
+    pub(crate) fn router_dtype(&self, dtype: Dtype) -> Dtype {
         if self.router_f32 { Dtype::F32 } else { dtype }
+    }
+
+    /// `call` with this configuration's options: the router's dtype `rdt`,
+    /// the router, gate/up and down biases when it takes them, `rank` on the
+    /// all-expert path.
+    pub(crate) fn options<'a>(
+        &self,
+        call: moe_block_tkg::Call<'a>,
+        rdt: Dtype,
+        [rb, gub, db]: [&'a Tensor; 3],
+        rank: &'a Tensor,
+    ) -> moe_block_tkg::Call<'a> {
+        let mut call = call
+            .top_k(self.k as i64)
+            .router_act_fn(self.router)
+            .router_pre_norm(self.pre_norm)
+            .norm_topk_prob(self.norm_topk)
+            .expert_affinities_scaling_mode(self.mode())
+            .hidden_act_fn(self.act)
+            .router_mm_dtype(rdt)
+            .skip_router_logits(self.skip_logits)
+            .is_all_expert(self.all_expert);
+        if let Some(ha) = self.hidden_actual {
+            call = call.hidden_actual(ha as i64);
+        }
+        if self.all_expert {
+            call = call.rank_id(rank);
+        }
+        if self.bias {
+            call = call.router_bias(rb).expert_gate_up_bias(gub).expert_down_bias(db);
+        }
+        if self.clamp {
+            call = call.gate_clamp_upper_limit(CLAMPS[0]).up_clamp_upper_limit(CLAMPS[1]).up_clamp_lower_limit(CLAMPS[2]);
+        }
+        call
     }
 
     /// The emulator's `out` and (unless skipped) `router_logits`.
@@ -342,28 +382,7 @@ impl Config {
         let dw = tensor(&[ew, i, h], &x.down, dtype);
         let (gub, db) = (tensor(&[ew, 2, i], &x.gate_up_b, dtype), tensor(&[ew, h], &x.down_b, dtype));
         let rank = Tensor::from_i64(&[1, 1], &[self.rank() as i64], Dtype::U32).unwrap();
-        let mut call = moe_block_tkg::Call::new(&inp, &gamma, &rw, &gu, &dw)
-            .top_k(self.k as i64)
-            .router_act_fn(self.router)
-            .router_pre_norm(self.pre_norm)
-            .norm_topk_prob(self.norm_topk)
-            .expert_affinities_scaling_mode(self.mode())
-            .hidden_act_fn(self.act)
-            .router_mm_dtype(rdt)
-            .skip_router_logits(self.skip_logits)
-            .is_all_expert(self.all_expert);
-        if let Some(ha) = self.hidden_actual {
-            call = call.hidden_actual(ha as i64);
-        }
-        if self.all_expert {
-            call = call.rank_id(&rank);
-        }
-        if self.bias {
-            call = call.router_bias(&rb).expert_gate_up_bias(&gub).expert_down_bias(&db);
-        }
-        if self.clamp {
-            call = call.gate_clamp_upper_limit(CLAMPS[0]).up_clamp_upper_limit(CLAMPS[1]).up_clamp_lower_limit(CLAMPS[2]);
-        }
+        let call = self.options(moe_block_tkg::Call::new(&inp, &gamma, &rw, &gu, &dw), rdt, [&rb, &gub, &db], &rank);
         let out = call.launch(&Launch::new().lnc(2).precision(precision)).unwrap_or_else(|err| panic!("{}: {err}", self.name()));
         assert_eq!(out.len(), if self.skip_logits { 1 } else { 2 }, "{}: outputs", self.name());
         assert_eq!((out.0[0].shape(), out.0[0].dtype()), (&[t, h][..], dtype));

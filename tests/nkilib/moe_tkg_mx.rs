@@ -214,17 +214,7 @@ impl Case {
     /// H/512, I]` and biases `[E, I_p, 2, I/512, 4]`, the down words `[E,
     /// I_p, I/512, H]` and scales `[E, I_p/8, I/512, H]`.
     fn stacked(&self, x: &Inputs) -> [Vec<f64>; 5] {
-        let m = self.expert(1);
-        let words = |c: &[u32]| m.words(c).iter().map(|&v| v as f64).collect::<Vec<f64>>();
-        let mut out: [Vec<f64>; 5] = Default::default();
-        for d in &x.experts {
-            out[0].extend(fuse(&words(&d.gate), &words(&d.up), P));
-            out[1].extend(fuse(&d.gate_s, &d.up_s, 16));
-            out[2].extend(fuse(&d.gate_b, &d.up_b, m.b_p()));
-            out[3].extend(words(&d.down));
-            out[4].extend_from_slice(&d.down_s);
-        }
-        out
+        stack_experts(&self.expert(1), &x.experts)
     }
 
     /// The shapes of [`Case::stacked`]'s tensors.
@@ -301,6 +291,23 @@ impl Case {
             ("up_clamp_lower_limit", Arg::Float(-6.0)),
         ]
     }
+}
+
+/// The experts' fused gate/up words `[E, 128, 2, H/512, I]`, scales `[E,
+/// 16, 2, H/512, I]` and biases `[E, I_p, 2, I/512, 4]`, the down words
+/// `[E, I_p, I/512, H]` and scales `[E, I_p/8, I/512, H]`, each expert of
+/// the shapes of `m`.
+pub(crate) fn stack_experts(m: &Mx, experts: &[Data]) -> [Vec<f64>; 5] {
+    let words = |c: &[u32]| m.words(c).iter().map(|&v| v as f64).collect::<Vec<f64>>();
+    let mut out: [Vec<f64>; 5] = Default::default();
+    for d in experts {
+        out[0].extend(fuse(&words(&d.gate), &words(&d.up), P));
+        out[1].extend(fuse(&d.gate_s, &d.up_s, 16));
+        out[2].extend(fuse(&d.gate_b, &d.up_b, m.b_p()));
+        out[3].extend(words(&d.down));
+        out[4].extend_from_slice(&d.down_s);
+    }
+    out
 }
 
 /// `[rows, 2, ..]` from the gate and up halves, each `[rows, ..]`.

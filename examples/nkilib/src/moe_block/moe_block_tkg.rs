@@ -36,7 +36,18 @@
 //! returning the sum as a third output), the router shares the tokens and
 //! broadcasts its bias by a matmul, and [`mx_all_expert_phase`] runs every
 //! local expert on the pre-quantized rows (the library's `moe_tkg` with
-//! `hidden_input_scale`), `T` a multiple of 4.
+//! `hidden_input_scale`), `T` a multiple of 4. As in the library's kernel,
+//! the MX selective experts weight every expert's down bias by the
+//! affinities the router stored (`expert_affinities @ down_bias`): with
+//! `router_pre_norm` and without `norm_topk_prob` those are the activations
+//! of every expert, unmasked, so the unselected experts' biases are added
+//! too (the library's torch reference adds only the selected ones; this
+//! port keeps the kernel's sums, which it equals bit for bit). In that same
+//! mode (MX selective, `router_pre_norm` without `norm_topk_prob`) the
+//! library's experts scale by the router's `return_eager_affi` output,
+//! which its router leaves unwritten on that path: the library's result is
+//! undefined there, and this port scales each selected expert by its
+//! activation, the documented computation.
 //!
 //! The library keeps the norm's output and the router's inputs in SBUF; here
 //! the kernels exchange HBM tensors (the values are the same). Refused by
