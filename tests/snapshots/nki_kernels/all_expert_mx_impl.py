@@ -159,25 +159,22 @@ def reduce_and_store_output(acc, output, t, shard_on_i, half):
     store_output_mx(mine, output, t, half)
 
 
-def _all_expert_moe_tkg_mx(w, opts, rank_id, output):
-    """`output[t] = Σ_e affinity[t, e] · expert_e(hidden[t])` over every
-    local expert with MX weights (module docs).
+def all_expert_mx_static(w, opts, rank_id, xq, xs, output):
+    """The library's `_all_expert_mx_static` on hidden rows already swizzled
+    and quantized to MXFP8 (`xq`, `xs` `[128, H/512, T4]`, `T4` the
+    tokens of `output` `[T, H]` padded to a multiple of 4, as
+    `rmsnorm_mx_quantize_tkg` writes them for `moe_block_tkg`): every
+    local expert on every token tile (module docs).
     """
-    x = w.hidden_input
-    t, h = x.shape
+    t, h = output.shape
+    t4 = xq.shape[2]
     e_l, _, _, _, i = w.expert_gate_up_weights.shape
     n = nl.num_programs(axes=0) if nl.program_ndim() == 1 else 1
     pid = nl.program_id(axis=0) if n > 1 else 0
-    t4 = -(-t // MX_PACK) * MX_PACK
     t_tile = 2 * PSUM_FMAX // MX_PACK
     d = all_expert_mx_dims(i, n, pid)
-    cfg = proj_config(h, d.i_local, t4, 1, 0)
     half = proj_config(h, i, t4, n, pid)
     bias_cols = half if d.shard_on_i else proj_config(h, i, t4, 1, 0)
-    sw = layout_adapter_mx(x, False, None, 0.0, t, cfg)
-    xq = nl.ndarray(shape=(H0, cfg.n_h512_tile, t4), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
-    xs = nl.ndarray(shape=(H0, cfg.n_h512_tile, t4), dtype=nl.uint8, buffer=nl.sbuf)
-    quantize_hidden_mx(sw, xq, xs)
     aff = nl.ndarray(shape=(t, e_l), dtype=w.expert_affinities.dtype, buffer=nl.private_hbm)
     masked_affinities_hbm(w, opts, rank_id, aff)
     h1 = h // H0
@@ -191,7 +188,7 @@ def _all_expert_moe_tkg_mx(w, opts, rank_id, output):
         ew = shard_expert_weights_i(select_expert_weights_mx(w, id), d)
         q = shard_expert_scales_i(select_expert_scales_mx(w, id), d)
         down_scale = q.down_w_scale
-        down_s = down_scale if down_scale is not None else x
+        down_s = down_scale if down_scale is not None else output
         if down_bias is not None:
             b = down_bias
             load_down_bias_mx(select_expert_row(b, id), b_sb[:, :, 0], bias_cols)
@@ -207,3 +204,20 @@ def _all_expert_moe_tkg_mx(w, opts, rank_id, output):
                 add_down_bias_shard(o, b_sb, bias_cols)
             scale_and_accumulate(acc, o, a_bc, scaled, e == 0, t0, min(t - t0, tt))
     reduce_and_store_output(acc, output, t, d.shard_on_i, half)
+
+
+def _all_expert_moe_tkg_mx(w, opts, rank_id, output):
+    """`output[t] = Σ_e affinity[t, e] · expert_e(hidden[t])` over every
+    local expert with MX weights (module docs): the hidden rows `[T, H]`
+    quantized here, then [`all_expert_mx_static`].
+    """
+    x = w.hidden_input
+    t, h = x.shape
+    i = w.expert_gate_up_weights.shape[4]
+    t4 = -(-t // MX_PACK) * MX_PACK
+    cfg = proj_config(h, i, t4, 1, 0)
+    sw = layout_adapter_mx(x, False, None, 0.0, t, cfg)
+    xq = nl.ndarray(shape=(H0, cfg.n_h512_tile, t4), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+    xs = nl.ndarray(shape=(H0, cfg.n_h512_tile, t4), dtype=nl.uint8, buffer=nl.sbuf)
+    quantize_hidden_mx(sw, xq, xs)
+    all_expert_mx_static(w, opts, rank_id, xq, xs, output)

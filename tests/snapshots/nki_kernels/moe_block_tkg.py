@@ -6,34 +6,44 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .all_expert_mx_impl import all_expert_mx_static
 from .common_types import ActFnType
 from .common_types import ExpertAffinityScaleMode
+from .common_types import QuantizationType
 from .common_types import RouterActFnType
+from .kernel_helpers import ClampLimits
+from .mlp_parameters import MLPActivationParameters
 from .moe_block_tkg_utils import ExpertConfig
 from .moe_block_tkg_utils import MoEBlockTKGDims
 from .moe_block_tkg_utils import PMAX
+from .moe_block_tkg_utils import QuantizationConfig
 from .moe_block_tkg_utils import norm_rows
 from .moe_block_tkg_utils import parse_moe_block_config
+from .moe_tkg import check_tensors_mx
 from .moe_tkg import moe_tkg
+from .moe_tkg_utils import MoeTkgOptions
+from .moe_tkg_utils import MoeTkgTensors
+from .projection_mx_constants import MX_TILE
+from .rmsnorm_mx_quantize_tkg import rmsnorm_mx_quantize_tkg
 from .rmsnorm_tkg import rmsnorm_tkg
 from .router_topk import RouterFlags
 from .router_topk import RouterTensors
+from .router_topk import XSB_LAYOUT_TP102
+from .router_topk import XSB_LAYOUT_TP201
+from .router_topk import XSB_LAYOUT_TP2013
 from .router_topk import X_HBM_LAYOUT_T_H
 from .router_topk import check_router_inputs
 from .router_topk import router_topk_config
 from .router_topk import router_topk_pipeline
 
 
-# The library's `XSBLayout_tp102__0`: the norm's single-core layout.
-XSB_LAYOUT_TP102 = 0
-
-
-# The library's `XSBLayout_tp2013__1`: the norm's layout split over the programs.
-XSB_LAYOUT_TP2013 = 1
-
-
 # The programs the block runs on (LNC2).
 N_PRGS = 2
+
+
+# The MX all-expert path's tokens come in multiples of this (the MX
+# matmuls move four tokens' packed values at a time).
+MX_TOKEN_MULTIPLE = 4
 
 
 @dataclass
@@ -62,17 +72,49 @@ class RouterOptions(nl.NKIObject):
     "Leave `router_logits` unwritten."
 
 
-def validate_moe_block_inputs(dims, experts, has_rank_id, has_residual, router_mm_dtype):
+@dataclass
+class MxNormOutputs(nl.NKIObject):
+    """The fused norm of the MX all-expert path."""
+
+    norm: object
+    "The normalised rows `[128, T, H/128]` (`h = c·128 + p`), inp's dtype."
+    quant: object
+    "Their MXFP8 words `[128, H/512, T]`."
+    scale: object
+    "Their block scales `[128, H/512, T]`."
+    residual_out: object
+    "`inp + residual` `[T, H]`, when a residual is given."
+
+
+def validate_moe_block_inputs(dims, quant, experts, has_rank_id, has_residual, router_mm_dtype):
     """The block's own rules (the phases' kernels check theirs)."""
     h, t = (dims.h, dims.t)
+    mx_all = quant.is_moe_weight_mx and experts.is_all_expert
     assert h % PMAX == 0, f"moe_block_tkg: H = {h} must be a multiple of 128"
     assert dims.n_prgs == N_PRGS, f"moe_block_tkg: runs on the 2 programs of an LNC2 launch, got {dims.n_prgs}"
     assert h % (PMAX * N_PRGS) == 0, f"moe_block_tkg: H = {h} must be a multiple of 256 (128 partitions times 2 programs)"
     assert experts.is_all_expert or t <= PMAX, f"moe_block_tkg: the selective-expert path takes at most 128 tokens, got T = {t}"
     assert not experts.has_shared_expert, "moe_block_tkg: a shared expert is not supported (shared_expert_*_w)"
     assert not experts.is_all_expert or has_rank_id, "moe_block_tkg: rank_id is required with is_all_expert=True"
-    assert not has_residual, "moe_block_tkg: the fused residual add belongs to the MX all-expert path, which is not implemented"
+    assert not mx_all or t % MX_TOKEN_MULTIPLE == 0, f"moe_block_tkg: the MX all-expert path needs T to be a multiple of 4, got T = {t}"
+    assert not has_residual or mx_all, "moe_block_tkg: the fused residual add is only supported with MX weights in all-expert mode"
     assert router_mm_dtype == nl.bfloat16 or router_mm_dtype == nl.float16 or router_mm_dtype == nl.float32, f"moe_block_tkg: router_mm_dtype must be bfloat16, float16 or float32, got {router_mm_dtype}"
+
+
+def mx_rmsnorm_phase(dims, inp, gamma, residual, eps):
+    """The MX all-expert path's `rmsnorm_mx_quantize_tkg` (with the fused
+    residual add when `residual` is given): every row normalised and
+    quantized, held by both programs in SBUF.
+    """
+    norm = nl.ndarray(shape=(PMAX, dims.t, dims.h_free), dtype=inp.dtype, buffer=nl.sbuf)
+    quant = nl.ndarray(shape=(PMAX, dims.h // MX_TILE, dims.t), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+    scale = nl.ndarray(shape=(PMAX, dims.h // MX_TILE, dims.t), dtype=nl.uint8, buffer=nl.sbuf)
+    residual_out = None
+    if residual is not None:
+        residual_out = nl.ndarray(shape=(dims.t, dims.h), dtype=inp.dtype, buffer=nl.shared_hbm)
+    ha = dims.hidden_actual
+    rmsnorm_mx_quantize_tkg(inp, gamma, norm, quant, scale, residual, residual_out, eps, ha, True)
+    return MxNormOutputs(norm=norm, quant=quant, scale=scale, residual_out=residual_out)
 
 
 def selective_shard_on_t(dims, experts):
@@ -82,44 +124,71 @@ def selective_shard_on_t(dims, experts):
     return not experts.is_all_expert and dims.t > 1
 
 
-def rmsnorm_phase(dims, experts, inp, gamma, eps):
-    """RMSNorm of `inp` into a shared `[128, T, H/128]` tensor (the library's
-    flags: single-core on the selective path with more than one token),
-    both programs' rows stored before it is read.
+def norm_layout(dims, quant, experts):
+    """The layout of the norm's rows, which the library's router reads
+    them in (`x_sb_layout`): `h = c·128 + p` for the MX forms, one hidden
+    shard when the norm runs single-core, else two.
     """
-    norm = nl.ndarray(shape=(PMAX, dims.t, dims.h_free), dtype=inp.dtype, buffer=nl.shared_hbm)
-    single = selective_shard_on_t(dims, experts)
-    rmsnorm_tkg(inp, gamma, norm, eps=eps, hidden_actual=dims.hidden_actual, single_core_forced=single)
-    nisa.core_barrier(data=norm, cores=(0, 1))
-    return norm
+    return XSB_LAYOUT_TP201 if quant.is_moe_weight_mx else XSB_LAYOUT_TP102 if selective_shard_on_t(dims, experts) else XSB_LAYOUT_TP2013
 
 
-def router_phase(dims, experts, x, w, w_bias, opts, io):
-    """The router on the token rows `x` `[T, H]` (`router_mm_dtype`): the
-    tokens shared between the programs on the selective path with more
-    than one token, both programs' outputs stored before they are read.
+def router_phase(dims, quant, experts, x, w, w_bias, opts, io):
+    """The router on the token rows `x` `[T, H]` (`router_mm_dtype`), read
+    in the norm's layout: the tokens shared between the programs on the
+    MX all-expert path and on the selective path with more than one token
+    (where the MX all-expert path also broadcasts the bias by a matmul),
+    both programs' outputs stored before they are read.
     """
     router_logits = nl.ndarray(shape=(dims.t, dims.e), dtype=io, buffer=nl.shared_hbm)
     expert_index = nl.ndarray(shape=(dims.t, dims.k), dtype=nl.uint32, buffer=nl.shared_hbm)
     expert_affinities = nl.ndarray(shape=(dims.t, dims.e), dtype=nl.float32, buffer=nl.shared_hbm)
-    shard = selective_shard_on_t(dims, experts)
+    mx_all = quant.is_moe_weight_mx and experts.is_all_expert
+    shard = mx_all or selective_shard_on_t(dims, experts)
     io = RouterTensors(x=x, w=w, w_bias=w_bias, router_logits=router_logits, expert_affinities=expert_affinities, expert_index=expert_index)
-    sb_layout = XSB_LAYOUT_TP102 if shard else XSB_LAYOUT_TP2013
+    sb_layout = norm_layout(dims, quant, experts)
     check_router_inputs(io, opts.act_fn, dims.k, X_HBM_LAYOUT_T_H, sb_layout, opts.router_pre_norm, False, False)
-    flags = RouterFlags(router_pre_norm=opts.router_pre_norm, norm_topk_prob=opts.norm_topk_prob, use_column_tiling=True, use_indirect_dma_scatter=False, return_eager_affi=False, use_PE_broadcast_w_bias=False, shard_on_tokens=shard, skip_store_expert_index=experts.is_all_expert and not opts.router_pre_norm, skip_store_router_logits=opts.skip_router_logits)
-    cfg = router_topk_config(io, opts.act_fn, dims.k, X_HBM_LAYOUT_T_H, flags)
+    flags = RouterFlags(router_pre_norm=opts.router_pre_norm, norm_topk_prob=opts.norm_topk_prob, use_column_tiling=True, use_indirect_dma_scatter=False, return_eager_affi=False, use_PE_broadcast_w_bias=mx_all, shard_on_tokens=shard, skip_store_expert_index=experts.is_all_expert and not opts.router_pre_norm, skip_store_router_logits=opts.skip_router_logits)
+    cfg = router_topk_config(io, opts.act_fn, dims.k, X_HBM_LAYOUT_T_H, sb_layout, flags)
     router_topk_pipeline(cfg, io)
     nisa.core_barrier(data=expert_index, cores=(0, 1))
     nisa.core_barrier(data=expert_affinities, cores=(0, 1))
     return RouterOutputs(router_logits=router_logits, expert_index=expert_index, expert_affinities=expert_affinities)
 
 
+def mx_all_expert_phase(q, w, opts, rank_id, output_dtype):
+    """The MX all-expert path's experts on the pre-quantized rows (the
+    library's `moe_tkg` with `hidden_input_scale`): `x` `[T, H]` names
+    the rows' shape and dtype for the checks, `w` holds the weights.
+    """
+    check_tensors_mx(w, True, opts.expert_affinities_scaling_mode, N_PRGS)
+    output = nl.ndarray(shape=w.hidden_input.shape, dtype=output_dtype, buffer=nl.shared_hbm)
+    all_expert_mx_static(w, opts, rank_id, q.quant, q.scale, output)
+    return output
+
+
+def rmsnorm_phase(dims, quant, experts, inp, gamma, eps):
+    """RMSNorm of `inp` into a shared `[128, T, H/128]` tensor (the library's
+    flags: `hidden_dim_tp` for the MX forms, single-core on the selective
+    path with more than one token), both programs' rows stored before it
+    is read.
+    """
+    norm = nl.ndarray(shape=(PMAX, dims.t, dims.h_free), dtype=inp.dtype, buffer=nl.shared_hbm)
+    tp = quant.is_moe_weight_mx
+    single = not tp and selective_shard_on_t(dims, experts)
+    ha = dims.hidden_actual
+    rmsnorm_tkg(inp, gamma, norm, eps=eps, hidden_actual=ha, hidden_dim_tp=tp, single_core_forced=single)
+    nisa.core_barrier(data=norm, cores=(0, 1))
+    return norm
+
+
 @nki.jit
 def moe_block_tkg(inp, gamma, router_weights, expert_gate_up_weights, expert_down_weights, shared_expert_gate_w=None, shared_expert_up_w=None, shared_expert_down_w=None, expert_gate_up_weights_scale=None, expert_down_weights_scale=None, router_bias=None, expert_gate_up_bias=None, expert_down_bias=None, shared_expert_gate_bias=None, shared_expert_up_bias=None, shared_expert_down_bias=None, eps=1e-6, top_k=1, router_act_fn=RouterActFnType.SIGMOID, router_pre_norm=True, norm_topk_prob=False, expert_affinities_scaling_mode=ExpertAffinityScaleMode.NO_SCALE, hidden_act_fn=ActFnType.SiLU, hidden_act_scale_factor=None, hidden_act_bias=None, gate_clamp_upper_limit=None, gate_clamp_lower_limit=None, up_clamp_upper_limit=None, up_clamp_lower_limit=None, router_mm_dtype=nl.bfloat16, hidden_actual=None, skip_router_logits=False, is_all_expert=False, rank_id=None, residual=None):
     """The MoE block of `inp` `[B, S, H]`: RMSNorm with `gamma` `[1, H]`,
     the router `router_weights` `[H, E]` choosing `top_k` experts, the
-    experts `[E_L, H, 2, I]` / `[E_L, I, H]`; returns `out` `[T, H]` and,
-    unless `skip_router_logits`, `router_logits` `[T, E]` (module docs).
+    experts `[E_L, H, 2, I]` / `[E_L, I, H]` (or their MX forms); returns
+    `out` `[T, H]`, then `router_logits` `[T, E]` unless
+    `skip_router_logits`, then `inp + residual` `[T, H]` when `residual`
+    is given (module docs).
     """
     assert isinstance(router_act_fn, RouterActFnType), f"moe_block_tkg: router_act_fn={router_act_fn!r} is not a RouterActFnType member (SIGMOID, SOFTMAX)"
     assert isinstance(expert_affinities_scaling_mode, ExpertAffinityScaleMode), f"moe_block_tkg: expert_affinities_scaling_mode={expert_affinities_scaling_mode!r} is not a ExpertAffinityScaleMode member (NO_SCALE, POST_SCALE, PRE_SCALE, PRE_SCALE_DELAYED)"
@@ -132,8 +201,8 @@ def moe_block_tkg(inp, gamma, router_weights, expert_gate_up_weights, expert_dow
     assert shared_expert_gate_w is None or shared_expert_gate_w.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "moe_block_tkg takes shared_expert_gate_w as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     assert shared_expert_up_w is None or shared_expert_up_w.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "moe_block_tkg takes shared_expert_up_w as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     assert shared_expert_down_w is None or shared_expert_down_w.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "moe_block_tkg takes shared_expert_down_w as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert expert_gate_up_weights_scale is None or expert_gate_up_weights_scale.dtype in (nl.float32,), "moe_block_tkg takes expert_gate_up_weights_scale as float32"
-    assert expert_down_weights_scale is None or expert_down_weights_scale.dtype in (nl.float32,), "moe_block_tkg takes expert_down_weights_scale as float32"
+    assert expert_gate_up_weights_scale is None or expert_gate_up_weights_scale.dtype in (nl.float32, nl.uint8), "moe_block_tkg takes expert_gate_up_weights_scale as float32 or uint8"
+    assert expert_down_weights_scale is None or expert_down_weights_scale.dtype in (nl.float32, nl.uint8), "moe_block_tkg takes expert_down_weights_scale as float32 or uint8"
     assert router_bias is None or router_bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "moe_block_tkg takes router_bias as float32, bfloat16 or float16"
     assert expert_gate_up_bias is None or expert_gate_up_bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "moe_block_tkg takes expert_gate_up_bias as float32, bfloat16 or float16"
     assert expert_down_bias is None or expert_down_bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "moe_block_tkg takes expert_down_bias as float32, bfloat16 or float16"
@@ -145,19 +214,39 @@ def moe_block_tkg(inp, gamma, router_weights, expert_gate_up_weights, expert_dow
     (shared_expert_up_w, shared_expert_down_w, shared_expert_gate_bias, shared_expert_up_bias, shared_expert_down_bias)
     dims = parse_moe_block_config(inp, router_weights, top_k, hidden_actual)
     experts = ExpertConfig(is_all_expert=is_all_expert, has_shared_expert=shared_expert_gate_w is not None)
-    validate_moe_block_inputs(dims, experts, rank_id is not None, residual is not None, router_mm_dtype)
-    assert hidden_act_scale_factor is None and hidden_act_bias is None, "moe_block_tkg: hidden_act_scale_factor and hidden_act_bias are placeholders and must be None"
     gu_dtype = expert_gate_up_weights.dtype
-    assert gu_dtype != nl.float4_e2m1fn_x4 and gu_dtype != nl.float8_e4m3fn_x4, f"moe_block_tkg: the MX weight forms (rmsnorm_mx_quantize_tkg and the MX experts) are not implemented, got {gu_dtype}"
-    norm = rmsnorm_phase(dims, experts, inp, gamma, eps)
-    shards = 1 if selective_shard_on_t(dims, experts) else dims.n_prgs
-    x = norm_rows(norm, shards, inp.dtype)
+    quant = QuantizationConfig(is_moe_weight_mx=gu_dtype == nl.float4_e2m1fn_x4 or gu_dtype == nl.float8_e4m3fn_x4)
+    validate_moe_block_inputs(dims, quant, experts, rank_id is not None, residual is not None, router_mm_dtype)
+    assert hidden_act_scale_factor is None and hidden_act_bias is None, "moe_block_tkg: hidden_act_scale_factor and hidden_act_bias are placeholders and must be None"
+    opts = RouterOptions(act_fn=router_act_fn, router_pre_norm=router_pre_norm, norm_topk_prob=norm_topk_prob, skip_router_logits=skip_router_logits)
+    mask_unselected_experts = router_pre_norm and not norm_topk_prob
+    if quant.is_moe_weight_mx and is_all_expert:
+        q = mx_rmsnorm_phase(dims, inp, gamma, residual, eps)
+        x_router = norm_rows(q.norm, XSB_LAYOUT_TP201, router_mm_dtype)
+        r = router_phase(dims, quant, experts, x_router, router_weights, router_bias, opts, inp.dtype)
+        w = MoeTkgTensors(hidden_input=norm_rows(q.norm, XSB_LAYOUT_TP201, inp.dtype), expert_gate_up_weights=expert_gate_up_weights, expert_down_weights=expert_down_weights, expert_affinities=r.expert_affinities, expert_index=r.expert_index, rank_id=rank_id, expert_gate_up_bias=expert_gate_up_bias, expert_down_bias=expert_down_bias, expert_gate_up_weights_scale=expert_gate_up_weights_scale, expert_down_weights_scale=expert_down_weights_scale)
+        clamps = ClampLimits(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
+        act = MLPActivationParameters(activation_fn=hidden_act_fn, skip_gate_proj=False, clamps=clamps)
+        eopts = MoeTkgOptions(expert_affinities_scaling_mode=expert_affinities_scaling_mode, mask_unselected_experts=mask_unselected_experts, quantization_type=QuantizationType.MX, act=act)
+        rank = rank_id if rank_id is not None else inp
+        out = mx_all_expert_phase(q, w, eopts, rank, inp.dtype)
+        residual_out = q.residual_out
+        if residual_out is not None:
+            res = residual_out
+            if skip_router_logits:
+                return (out, res)
+            return (out, r.router_logits, res)
+        if skip_router_logits:
+            return out
+        return (out, r.router_logits)
+    norm = rmsnorm_phase(dims, quant, experts, inp, gamma, eps)
+    layout = norm_layout(dims, quant, experts)
+    x = norm_rows(norm, layout, inp.dtype)
     x_router = x
     if router_mm_dtype != inp.dtype:
-        x_router = norm_rows(norm, shards, router_mm_dtype)
-    opts = RouterOptions(act_fn=router_act_fn, router_pre_norm=router_pre_norm, norm_topk_prob=norm_topk_prob, skip_router_logits=skip_router_logits)
-    r = router_phase(dims, experts, x_router, router_weights, router_bias, opts, inp.dtype)
-    out = moe_tkg(x, expert_gate_up_weights, expert_down_weights, r.expert_affinities, r.expert_index, is_all_expert, rank_id=rank_id, expert_gate_up_bias=expert_gate_up_bias, expert_down_bias=expert_down_bias, expert_gate_up_weights_scale=expert_gate_up_weights_scale, expert_down_weights_scale=expert_down_weights_scale, mask_unselected_experts=router_pre_norm and not norm_topk_prob, expert_affinities_scaling_mode=expert_affinities_scaling_mode, activation_fn=hidden_act_fn, output_dtype=inp.dtype, gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
+        x_router = norm_rows(norm, layout, router_mm_dtype)
+    r = router_phase(dims, quant, experts, x_router, router_weights, router_bias, opts, inp.dtype)
+    out = moe_tkg(x, expert_gate_up_weights, expert_down_weights, r.expert_affinities, r.expert_index, is_all_expert, rank_id=rank_id, expert_gate_up_bias=expert_gate_up_bias, expert_down_bias=expert_down_bias, expert_gate_up_weights_scale=expert_gate_up_weights_scale, expert_down_weights_scale=expert_down_weights_scale, mask_unselected_experts=mask_unselected_experts, expert_affinities_scaling_mode=expert_affinities_scaling_mode, activation_fn=hidden_act_fn, output_dtype=inp.dtype, gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
     if skip_router_logits:
         return out
     return (out, r.router_logits)

@@ -6,6 +6,8 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .router_topk import XSB_LAYOUT_TP201
+from .router_topk import XSB_LAYOUT_TP2013
 
 
 # Partitions: the hidden dim is folded onto them as `[128, H/128]`.
@@ -41,6 +43,14 @@ class MoEBlockTKGDims(nl.NKIObject):
 
 
 @dataclass
+class QuantizationConfig(nl.NKIObject):
+    """The expert weights' quantization (the library's `QuantizationConfig`)."""
+
+    is_moe_weight_mx: bool
+    "The expert weights are an MX form (`float4_e2m1fn_x4`, `float8_e4m3fn_x4`)."
+
+
+@dataclass
 class ExpertConfig(nl.NKIObject):
     """How the experts run (the library's `ExpertConfig`)."""
 
@@ -62,13 +72,14 @@ def parse_moe_block_config(inp, router_weights, top_k, hidden_actual):
     return MoEBlockTKGDims(b=b, s=s, t=b * s, h=h, h_free=h // PMAX, h_free_shard=h // PMAX // n_prgs, e=router_weights.shape[1], k=top_k, n_prgs=n_prgs, prg_id=prg_id, hidden_actual=hidden_actual if hidden_actual is not None else h)
 
 
-def norm_rows(norm, shards, dtype):
+def norm_rows(norm, layout, dtype):
     """The token rows `[T, H]` in `dtype` (private HBM) of `norm` `[128, T,
-    H/128]` written in the layout of `shards` hidden shards (module docs).
+    H/128]` (HBM or SBUF) written in `layout` (module docs): the router's
+    `XSB_LAYOUT_TP102` (one hidden shard), `XSB_LAYOUT_TP2013` (two) or
+    `XSB_LAYOUT_TP201` (`h = c·128 + p`).
     """
     p, t, h_free = norm.shape
     h = p * h_free
-    h2 = h_free // shards
     tile = nl.ndarray(shape=(p, t, h_free), dtype=norm.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=tile, src=norm)
     src = tile
@@ -77,6 +88,12 @@ def norm_rows(norm, shards, dtype):
         nisa.tensor_copy(dst=cast, src=tile)
         src = cast
     rows = nl.ndarray(shape=(t, h), dtype=dtype, buffer=nl.private_hbm)
-    for sh in range(shards):
-        nisa.dma_copy(dst=rows.ap(pattern=[[h2, p], [h, t], [1, h2]], offset=sh * (h // shards)), src=src[:, :, sh * h2:(sh + 1) * h2])
+    if layout == XSB_LAYOUT_TP201:
+        nisa.dma_copy(dst=rows.ap(pattern=[[1, p], [h, t], [p, h_free]]), src=src)
+    else:
+        shards = 2 if layout == XSB_LAYOUT_TP2013 else 1
+        h2 = h_free // shards
+        for sh in range(shards):
+            dst = rows.ap(pattern=[[h2, p], [h, t], [1, h2]], offset=sh * (h // shards))
+            nisa.dma_copy(dst=dst, src=src[:, :, sh * h2:(sh + 1) * h2])
     return rows

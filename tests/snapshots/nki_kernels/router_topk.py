@@ -9,8 +9,22 @@ import nki.collectives as ncc
 from .common_types import RouterActFnType
 
 
+# The library's `XSBLayout_tp201__2`: hidden row `j·128 + p` (consecutive rows).
+XSB_LAYOUT_TP201 = 2
+
+
+# The library's `XSBLayout_tp2013__1`: each half of `H` as `XSB_LAYOUT_TP102`,
+# hidden row `half·H/2 + p·(H/256) + jj` for tile `j = half·(H/256) + jj`.
+XSB_LAYOUT_TP2013 = 1
+
+
 # `x_hbm_layout`: `x` is `[T, H]`.
 X_HBM_LAYOUT_T_H = 1
+
+
+# The library's `XSBLayout_tp102__0`: hidden row `p·(H/128) + j` on partition `p`
+# of hidden tile `j` (what a `[T, H]` `x` loads into).
+XSB_LAYOUT_TP102 = 0
 
 
 @dataclass
@@ -88,6 +102,11 @@ PE_COLUMN_TILE_128 = 128
 X_HBM_LAYOUT_H_T = 0
 
 
+# The library's `XSBLayout__128_Hdiv128_T__3`: the rows of `XSB_LAYOUT_TP201`,
+# tokens innermost (what an `[H, T]` `x` loads into).
+XSB_LAYOUT_HDIV128_T = 3
+
+
 @dataclass
 class RouterConfig(nl.NKIObject):
     """The shapes, this program's token share and the flags of one call."""
@@ -102,6 +121,8 @@ class RouterConfig(nl.NKIObject):
     "The activation over the experts."
     x_hbm_layout: int
     "`x`'s HBM layout (`X_HBM_LAYOUT_H_T` or `X_HBM_LAYOUT_T_H`)."
+    x_sb_layout: int
+    "Which hidden row each partition of a hidden tile holds (`XSB_LAYOUT_*`): the order the matmul adds the rows in."
     t_local: int
     "This program's tokens."
     t_offset: int
@@ -174,10 +195,12 @@ def check_router_inputs(io, act_fn, k, x_hbm_layout, x_sb_layout, router_pre_nor
     assert expert_index.ndim == 2 and ei[0] == t and ei[1] == k, f"router_topk: expert_index must be [T, k] = [{t}, {k}]"
 
 
-def router_topk_config(io, act_fn, k, x_hbm_layout, f):
+def router_topk_config(io, act_fn, k, x_hbm_layout, x_sb_layout, f):
     """This program's configuration: the sizes of `io`, the token shard
     (every program but the last takes `T / programs` tokens, rounded down,
-    the last the rest) and the flags.
+    the last the rest), the flags and the SBUF layout `x` is held in
+    (`x_sb_layout`, which the library's caller chooses for an `x` it keeps
+    in SBUF, and for an HBM `x` the one it loads into).
     """
     h, e = io.w.shape
     xs = io.x.shape
@@ -193,18 +216,23 @@ def router_topk_config(io, act_fn, k, x_hbm_layout, f):
     t_local = t - t_first * (programs - 1) if program == programs - 1 else t_first
     assert not use_indirect_dma_scatter or t_local <= PE_COLUMN_TILE_128 or t_local % PE_COLUMN_TILE_128 == 0, f"router_topk: with use_indirect_dma_scatter a program's tokens ({t_local}) must be <= 128 or a multiple of 128"
     num_t_tiles = -(-t_local // ST_F_MAX)
-    return RouterConfig(t=t, e=e, k=k, act_fn=act_fn, x_hbm_layout=x_hbm_layout, t_local=t_local, t_offset=program * t_first, num_h_tiles=h // P_MAX, num_t_tiles=num_t_tiles, t_p_dim=t_local if num_t_tiles == 1 else P_MAX, flags=f)
+    return RouterConfig(t=t, e=e, k=k, act_fn=act_fn, x_hbm_layout=x_hbm_layout, x_sb_layout=x_sb_layout, t_local=t_local, t_offset=program * t_first, num_h_tiles=h // P_MAX, num_t_tiles=num_t_tiles, t_p_dim=t_local if num_t_tiles == 1 else P_MAX, flags=f)
 
 
 def router_topk_input_x_load(cfg, io):
-    """The library's `router_topk_input_x_load` for an HBM `x`: this program's tokens
-    with the hidden rows on the partitions, `[P_MAX, num_h_tiles, t_local]`. `[H, T]`:
-    hidden row `j·P_MAX + p` on partition `p`; `[T, H]`: hidden row `p·num_h_tiles + j`.
+    """The library's `router_topk_input_x_load`: this program's tokens with the
+    hidden rows on the partitions, `[P_MAX, num_h_tiles, t_local]`, each
+    partition of hidden tile `j` holding the row `cfg.x_sb_layout` names.
     """
     x, nh, t0, tl = (io.x, cfg.num_h_tiles, cfg.t_offset, cfg.t_local)
     x_sb = nl.ndarray(shape=(P_MAX, nh, tl), dtype=x.dtype, buffer=nl.sbuf)
     if cfg.x_hbm_layout == X_HBM_LAYOUT_H_T:
         nisa.dma_copy(dst=x_sb, src=x.reshape_dim(dim=0, shape=(nh, P_MAX)).permute(dims=(1, 0, 2))[:, :, t0:t0 + tl])
+    elif cfg.x_sb_layout == XSB_LAYOUT_TP2013:
+        halves = x.reshape_dim(dim=1, shape=(2, P_MAX, nh // 2)).permute(dims=(2, 1, 3, 0))
+        nisa.dma_copy(dst=x_sb.reshape(shape=(P_MAX, 2, nh // 2, tl)), src=halves[:, :, :, t0:t0 + tl])
+    elif cfg.x_sb_layout == XSB_LAYOUT_TP201:
+        nisa.dma_copy(dst=x_sb, src=x.reshape_dim(dim=1, shape=(nh, P_MAX)).permute(dims=(2, 1, 0))[:, :, t0:t0 + tl])
     else:
         nisa.dma_copy(dst=x_sb, src=x.reshape_dim(dim=1, shape=(P_MAX, nh)).permute(dims=(1, 2, 0))[:, :, t0:t0 + tl])
     return x_sb
@@ -212,14 +240,16 @@ def router_topk_input_x_load(cfg, io):
 
 def router_topk_input_w_load(cfg, io):
     """The library's `router_topk_input_w_load`: `w` as `[P_MAX, num_h_tiles, E]`, its
-    hidden rows split over the partitions as `x`'s are.
+    hidden rows split over the partitions as `x`'s are (`cfg.x_sb_layout`).
     """
-    w, nh = (io.w, cfg.num_h_tiles)
-    w_sb = nl.ndarray(shape=(P_MAX, nh, cfg.e), dtype=w.dtype, buffer=nl.sbuf)
-    if cfg.x_hbm_layout == X_HBM_LAYOUT_H_T:
-        nisa.dma_copy(dst=w_sb, src=w.reshape_dim(dim=0, shape=(nh, P_MAX)).permute(dims=(1, 0, 2)))
+    w, nh, e = (io.w, cfg.num_h_tiles, cfg.e)
+    w_sb = nl.ndarray(shape=(P_MAX, nh, e), dtype=w.dtype, buffer=nl.sbuf)
+    if cfg.x_sb_layout == XSB_LAYOUT_TP102:
+        nisa.dma_copy(dst=w_sb, src=w.reshape(shape=(P_MAX, nh, e)))
+    elif cfg.x_sb_layout == XSB_LAYOUT_TP2013:
+        nisa.dma_copy(dst=w_sb.reshape(shape=(P_MAX, 2, nh // 2, e)), src=w.reshape_dim(dim=0, shape=(2, P_MAX, nh // 2)).permute(dims=(1, 0, 2, 3)))
     else:
-        nisa.dma_copy(dst=w_sb, src=w.reshape(shape=(P_MAX, nh, cfg.e)))
+        nisa.dma_copy(dst=w_sb, src=w.reshape_dim(dim=0, shape=(nh, P_MAX)).permute(dims=(1, 0, 2)))
     return w_sb
 
 
@@ -458,7 +488,8 @@ def router_topk(x, w, w_bias, router_logits, expert_affinities, expert_index, ac
     io = RouterTensors(x=x, w=w, w_bias=w_bias, router_logits=router_logits, expert_affinities=expert_affinities, expert_index=expert_index)
     check_router_inputs(io, act_fn, k, x_hbm_layout, x_sb_layout, router_pre_norm, use_indirect_dma_scatter, return_eager_affi)
     flags = RouterFlags(router_pre_norm=router_pre_norm, norm_topk_prob=norm_topk_prob, use_column_tiling=use_column_tiling, use_indirect_dma_scatter=use_indirect_dma_scatter, return_eager_affi=return_eager_affi, use_PE_broadcast_w_bias=use_PE_broadcast_w_bias, shard_on_tokens=shard_on_tokens, skip_store_expert_index=skip_store_expert_index, skip_store_router_logits=skip_store_router_logits)
-    cfg = router_topk_config(io, act_fn, k, x_hbm_layout, flags)
+    load_layout = XSB_LAYOUT_HDIV128_T if x_hbm_layout == X_HBM_LAYOUT_H_T else XSB_LAYOUT_TP102
+    cfg = router_topk_config(io, act_fn, k, x_hbm_layout, load_layout, flags)
     bufs = router_topk_pipeline(cfg, io)
     if return_eager_affi:
         eager = nl.ndarray(shape=(cfg.t, k), dtype=nl.float32, buffer=nl.shared_hbm)
