@@ -156,9 +156,10 @@ def router_phase(dims, quant, experts, x, w, w_bias, opts, io):
 
 
 def mx_all_expert_phase(q, w, opts, rank_id, output_dtype):
-    """The MX all-expert path's experts on the pre-quantized rows (the
-    library's `moe_tkg` with `hidden_input_scale`): `x` `[T, H]` names
-    the rows' shape and dtype for the checks, `w` holds the weights.
+    """The MX all-expert path's experts on the pre-quantized rows `q` (the
+    library's `moe_tkg` with `hidden_input_scale`): `w.hidden_input`
+    `[T, H]` names the rows' shape and dtype for the checks and the
+    output, `w` holds the weights and the router's outputs.
     """
     check_tensors_mx(w, True, opts.expert_affinities_scaling_mode, N_PRGS)
     output = nl.ndarray(shape=w.hidden_input.shape, dtype=output_dtype, buffer=nl.shared_hbm)
@@ -224,7 +225,7 @@ def moe_block_tkg(inp, gamma, router_weights, expert_gate_up_weights, expert_dow
         q = mx_rmsnorm_phase(dims, inp, gamma, residual, eps)
         x_router = norm_rows(q.norm, XSB_LAYOUT_TP201, router_mm_dtype)
         r = router_phase(dims, quant, experts, x_router, router_weights, router_bias, opts, inp.dtype)
-        w = MoeTkgTensors(hidden_input=norm_rows(q.norm, XSB_LAYOUT_TP201, inp.dtype), expert_gate_up_weights=expert_gate_up_weights, expert_down_weights=expert_down_weights, expert_affinities=r.expert_affinities, expert_index=r.expert_index, rank_id=rank_id, expert_gate_up_bias=expert_gate_up_bias, expert_down_bias=expert_down_bias, expert_gate_up_weights_scale=expert_gate_up_weights_scale, expert_down_weights_scale=expert_down_weights_scale)
+        w = MoeTkgTensors(hidden_input=inp.reshape(shape=(dims.t, dims.h)), expert_gate_up_weights=expert_gate_up_weights, expert_down_weights=expert_down_weights, expert_affinities=r.expert_affinities, expert_index=r.expert_index, rank_id=rank_id, expert_gate_up_bias=expert_gate_up_bias, expert_down_bias=expert_down_bias, expert_gate_up_weights_scale=expert_gate_up_weights_scale, expert_down_weights_scale=expert_down_weights_scale)
         clamps = ClampLimits(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
         act = MLPActivationParameters(activation_fn=hidden_act_fn, skip_gate_proj=False, clamps=clamps)
         eopts = MoeTkgOptions(expert_affinities_scaling_mode=expert_affinities_scaling_mode, mask_unselected_experts=mask_unselected_experts, quantization_type=QuantizationType.MX, act=act)

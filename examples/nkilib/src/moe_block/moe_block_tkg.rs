@@ -254,9 +254,10 @@ pub mod kernel {
         RouterOutputs { router_logits, expert_index, expert_affinities }
     }
 
-    /// The MX all-expert path's experts on the pre-quantized rows (the
-    /// library's `moe_tkg` with `hidden_input_scale`): `x` `[T, H]` names
-    /// the rows' shape and dtype for the checks, `w` holds the weights.
+    /// The MX all-expert path's experts on the pre-quantized rows `q` (the
+    /// library's `moe_tkg` with `hidden_input_scale`): `w.hidden_input`
+    /// `[T, H]` names the rows' shape and dtype for the checks and the
+    /// output, `w` holds the weights and the router's outputs.
     #[nki_helper(target = "trn3")]
     pub fn mx_all_expert_phase(q: MxNormOutputs, w: MoeTkgTensors, opts: MoeTkgOptions, rank_id: Hbm, output_dtype: Dtype) -> Hbm {
         check_tensors_mx(w, true, opts.expert_affinities_scaling_mode, N_PRGS);
@@ -330,9 +331,11 @@ pub mod kernel {
             // Step 2: the router on the normalised rows.
             let x_router = norm_rows(q.norm, XSB_LAYOUT_TP201, router_mm_dtype);
             let r = router_phase(dims, quant, experts, x_router, router_weights, router_bias, opts, inp.dtype());
-            // Step 4: every local expert on the quantized rows.
+            // Step 4: every local expert on the quantized rows. The experts
+            // read those only; `hidden_input` names their [T, H] shape and
+            // dtype for the checks and the output (the norm keeps inp's dtype).
             let w = MoeTkgTensors {
-                hidden_input: norm_rows(q.norm, XSB_LAYOUT_TP201, inp.dtype()),
+                hidden_input: inp.reshape([dims.t, dims.h]),
                 expert_gate_up_weights,
                 expert_down_weights,
                 expert_affinities: r.expert_affinities,
