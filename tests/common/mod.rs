@@ -7,6 +7,7 @@ pub mod attention_grad;
 mod lcg;
 pub mod ring;
 pub mod ring_features;
+mod serve;
 pub mod tkg;
 pub mod tkg_features;
 #[path = "../../nki-core/tests/common/xorwow.rs"]
@@ -277,17 +278,31 @@ pub fn with_strict_uninit<T>(strict: bool, f: impl FnOnce() -> T) -> T {
 }
 
 /// Runs `python -m nki_harness <args>`; returns (success, stdout, stderr).
+/// The command runs on a pooled `serve` process ([`serve`]), or in a process
+/// of its own when no server answers.
 pub fn harness(args: &[&str]) -> (bool, String, String) {
-    let mut cmd = Command::new(python());
-    cmd.args(["-m", "nki_harness"]).args(args).env("PYTHONPATH", repo_root().join("tests/python"));
     // The emitted package's compiled modules are cached outside it, so each
     // run after the first skips compiling them.
-    cmd.env("NKI_PACKAGE_PYCACHE", Path::new(env!("CARGO_TARGET_TMPDIR")).join("pycache"));
-    match STRICT_UNINIT.get() {
-        Some(true) => cmd.env(nki::emulator::STRICT_UNINIT_ENV, "1"),
-        Some(false) => cmd.env_remove(nki::emulator::STRICT_UNINIT_ENV),
-        None => &mut cmd,
+    let pycache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("pycache");
+    let pythonpath = repo_root().join("tests/python");
+    let base_env = [("PYTHONPATH", pythonpath.as_path()), ("NKI_PACKAGE_PYCACHE", pycache.as_path())];
+    let strict = match STRICT_UNINIT.get() {
+        Some(true) => Some(Some("1")),
+        Some(false) => Some(None),
+        None => None,
     };
+    let env: Vec<(&str, Option<&str>)> = strict.map(|v| (nki::emulator::STRICT_UNINIT_ENV, v)).into_iter().collect();
+    if let Some(answer) = serve::ask(python(), &base_env, args, &env) {
+        return answer;
+    }
+    let mut cmd = Command::new(python());
+    cmd.args(["-m", "nki_harness"]).args(args).envs(base_env);
+    for (k, v) in env {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
     let out = cmd.output().expect("running the Python harness");
     (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
