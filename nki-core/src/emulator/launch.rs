@@ -304,7 +304,33 @@ impl Launch {
     /// returned (tagged with its rank and program). Past the [`timeout`](Launch::timeout),
     /// the error reports every program's state instead.
     pub fn run_all<R: Send>(&self, f: impl Fn(&Ctx) -> Result<R> + Sync) -> Result<RunReport<R>> {
+        // Generic only in this shell: the launch itself (threads, watchdog,
+        // reports) is compiled once, not once per kernel and test closure.
         self.validate()?;
+        let slots: Vec<Mutex<Option<R>>> = (0..self.ranks * self.programs()).map(|_| Mutex::new(None)).collect();
+        let report = self.run_each(&|ctx: &Ctx| {
+            let r = f(ctx)?;
+            *slots[ctx.slot()].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+            Ok(())
+        })?;
+        let mut stored = slots.into_iter().map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()));
+        let mut results = Vec::with_capacity(report.results.len());
+        for rank in &report.results {
+            let mut res = Vec::with_capacity(rank.len());
+            for () in rank {
+                res.push(stored.next().flatten().ok_or_else(|| {
+                    NkiError::new(ErrorKind::Constraint, "internal error: a program finished without its result".to_string())
+                })?);
+            }
+            results.push(res);
+        }
+        let RunReport { memory, comm, ops, undefined, .. } = report;
+        Ok(RunReport { results, memory, comm, ops, undefined })
+    }
+
+    /// [`run_all`](Launch::run_all) of a validated launch, for a program
+    /// function that keeps its own results.
+    fn run_each(&self, f: &(dyn Fn(&Ctx) -> Result<()> + Sync)) -> Result<RunReport<()>> {
         let programs = self.programs();
         let world = Arc::new(World::new(self.ranks, programs));
         let shared: Vec<Arc<RankShared>> = (0..self.ranks).map(|_| Arc::default()).collect();
