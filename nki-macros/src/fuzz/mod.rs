@@ -163,70 +163,39 @@ fn thread_cpu_time() -> Option<Duration> {
 
 #[test]
 fn expansion_never_panics_and_stays_bounded() {
-    // Room for syn to parse the deeply nested emitted code; the macro's own stack
-    // needs are tested on a small stack in `bounds`.
-    let fuzz = std::thread::Builder::new().stack_size(64 << 20).spawn(fuzz).expect("a thread for the fuzz run");
-    if let Err(panic) = fuzz.join() {
-        std::panic::resume_unwind(panic);
-    }
-}
-
-fn fuzz() {
     let base = env_u64("NKI_FUZZ_SEED").unwrap_or(DEFAULT_SEED);
     let cases = env_u64("NKI_FUZZ_CASES").unwrap_or(CI_CASES);
     let only = env_u64("NKI_FUZZ_CASE");
-    let corpus = corpus::load();
-    for dir in ["examples/kernels/", "examples/nkilib/src/", "nki-attention/src/", "tests/ui/"] {
-        assert!(corpus.entries.iter().any(|e| e.origin.starts_with(dir)), "no #[nki_kernel] / #[nki_helper] item found under {dir}");
+    // Case i runs on thread i % threads; every case has its own seed, so the
+    // cases (and the failures) are the same for any thread count.
+    let threads = if only.is_some() { 1 } else { std::thread::available_parallelism().map_or(1, |n| n.get()) as u64 };
+    let tallies: Vec<Tally> = std::thread::scope(|scope| {
+        let runs: Vec<_> = (0..threads)
+            .map(|t| {
+                let indices: Box<dyn Iterator<Item = u64> + Send> = match only {
+                    Some(i) => Box::new(std::iter::once(i)),
+                    None => Box::new((t..cases).step_by(threads as usize)),
+                };
+                // Room for syn to parse the deeply nested emitted code; the
+                // macro's own stack needs are tested on a small stack in `bounds`.
+                std::thread::Builder::new()
+                    .stack_size(64 << 20)
+                    .spawn_scoped(scope, move || fuzz(base, indices, (t as usize, threads as usize)))
+                    .expect("a thread for the fuzz run")
+            })
+            .collect();
+        runs.into_iter().map(|r| r.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
+    });
+    let mut all = Tally::default();
+    for t in tallies {
+        all.merge(t);
     }
-    let mut failures = Vec::new();
-    let mut slowest_item = (Duration::ZERO, String::new());
-    // The corpus itself: the project's kernels expand without errors.
-    for e in &corpus.entries {
-        let case = Case { origin: e.origin.clone(), kind: e.kind, attr: e.attr.clone(), item: e.item.clone() };
-        match run_case(&case) {
-            Ok(o) => {
-                assert!(e.ui || o.clean, "{} does not expand cleanly on its own", e.origin);
-                if o.took > slowest_item.0 {
-                    slowest_item = (o.took, e.origin.clone());
-                }
-            }
-            Err(why) => failures.push(format!("corpus item {}: {why}\n{}", e.origin, case.source())),
-        }
-    }
-    let started = Instant::now();
-    let (mut parsed, mut clean, mut run) = (0u64, 0u64, 0u64);
-    let (mut slowest, mut deepest) = ((Duration::ZERO, 0u64), 0);
-    let indices: Box<dyn Iterator<Item = u64>> = match only {
-        Some(i) => Box::new(std::iter::once(i)),
-        None => Box::new(0..cases),
-    };
-    for index in indices {
-        let case = generate(&corpus, base, index);
-        run += 1;
-        match run_case(&case) {
-            Ok(o) => {
-                parsed += u64::from(o.parsed);
-                clean += u64::from(o.clean);
-                if o.took > slowest.0 {
-                    slowest = (o.took, index);
-                }
-                deepest = deepest.max(o.depth);
-            }
-            Err(why) => {
-                let report =
-                    format!("case {index} (NKI_FUZZ_SEED={base:#x} NKI_FUZZ_CASE={index}), {}: {why}\n{}", case.origin, case.source());
-                eprintln!("{report}\n");
-                failures.push(report);
-            }
-        }
-    }
+    let Tally { run, parsed, clean, slowest, deepest, failures, .. } = &all;
     eprintln!(
-        "fuzz: {} corpus items (slowest {} in {:.1?}), {run} cases (seed {base:#x}) in {:.1?}: {parsed} parsed, {clean} expanded without errors, {} failed; slowest case {} took {:.1?}; deepest expansion {deepest} groups",
-        corpus.entries.len(),
-        slowest_item.1,
-        slowest_item.0,
-        started.elapsed(),
+        "fuzz: {} corpus items (slowest {} in {:.1?}), {run} cases (seed {base:#x}) on {threads} threads: {parsed} parsed, {clean} expanded without errors, {} failed; slowest case {} took {:.1?}; deepest expansion {deepest} groups",
+        all.corpus_items,
+        all.slowest_item.1,
+        all.slowest_item.0,
         failures.len(),
         slowest.1,
         slowest.0
@@ -237,4 +206,79 @@ fn fuzz() {
         assert!(parsed * 10 >= run * 3, "only {parsed} of {run} cases parse: the mutations no longer reach the checker");
         assert!(clean * 100 >= run * 4, "only {clean} of {run} cases expand without errors: the mutations no longer reach the emitters");
     }
+}
+
+/// What one fuzz thread saw.
+#[derive(Default)]
+struct Tally {
+    corpus_items: usize,
+    slowest_item: (Duration, String),
+    run: u64,
+    parsed: u64,
+    clean: u64,
+    slowest: (Duration, u64),
+    deepest: usize,
+    failures: Vec<String>,
+}
+
+impl Tally {
+    fn merge(&mut self, other: Tally) {
+        self.corpus_items = self.corpus_items.max(other.corpus_items);
+        if other.slowest_item.0 > self.slowest_item.0 {
+            self.slowest_item = other.slowest_item;
+        }
+        self.run += other.run;
+        self.parsed += other.parsed;
+        self.clean += other.clean;
+        if other.slowest.0 > self.slowest.0 {
+            self.slowest = other.slowest;
+        }
+        self.deepest = self.deepest.max(other.deepest);
+        self.failures.extend(other.failures);
+    }
+}
+
+/// Runs the cases `indices` of the run seeded `base` on this thread (its own
+/// corpus: token streams cannot cross threads), and the corpus items
+/// themselves whose index is `thread.0` modulo `thread.1`.
+fn fuzz(base: u64, indices: Box<dyn Iterator<Item = u64> + Send>, thread: (usize, usize)) -> Tally {
+    let corpus = corpus::load();
+    let mut tally = Tally { corpus_items: corpus.entries.len(), ..Tally::default() };
+    for dir in ["examples/kernels/", "examples/nkilib/src/", "nki-attention/src/", "tests/ui/"] {
+        assert!(corpus.entries.iter().any(|e| e.origin.starts_with(dir)), "no #[nki_kernel] / #[nki_helper] item found under {dir}");
+    }
+    // The corpus itself: the project's kernels expand without errors.
+    for e in corpus.entries.iter().skip(thread.0).step_by(thread.1.max(1)) {
+        let case = Case { origin: e.origin.clone(), kind: e.kind, attr: e.attr.clone(), item: e.item.clone() };
+        match run_case(&case) {
+            Ok(o) => {
+                assert!(e.ui || o.clean, "{} does not expand cleanly on its own", e.origin);
+                if o.took > tally.slowest_item.0 {
+                    tally.slowest_item = (o.took, e.origin.clone());
+                }
+            }
+            Err(why) => tally.failures.push(format!("corpus item {}: {why}\n{}", e.origin, case.source())),
+        }
+    }
+    for index in indices {
+        let case = generate(&corpus, base, index);
+        tally.run += 1;
+        match run_case(&case) {
+            Ok(o) => {
+                tally.parsed += u64::from(o.parsed);
+                tally.clean += u64::from(o.clean);
+                if o.took > tally.slowest.0 {
+                    tally.slowest = (o.took, index);
+                }
+                tally.deepest = tally.deepest.max(o.depth);
+            }
+            Err(why) => {
+                let report =
+                    format!("case {index} (NKI_FUZZ_SEED={base:#x} NKI_FUZZ_CASE={index}), {}: {why}\n{}", case.origin, case.source());
+                eprintln!("{report}\n");
+                tally.failures.push(report);
+            }
+        }
+    }
+    tally
 }
