@@ -10,7 +10,8 @@
 //! AND). A sink adds `exp(sink[h])` to every row's softmax denominator and
 //! nothing to its numerator. A row that sees no key and has no sink outputs
 //! zeros with LSE `-inf` and passes no gradient. Rows are processed in blocks of
-//! 64 queries with f64 GEMMs, and heads in parallel.
+//! 64 queries with f64 GEMMs over the keys some query of the block sees (about
+//! half the work when causal), and heads in parallel.
 //!
 //! ```
 //! use nki_attention::reference::{backward, forward};
@@ -157,16 +158,45 @@ impl<'a> Head<'a> {
         Head { q: &q[n * s * d..(n + 1) * s * d], k: &k[kv * s * d..(kv + 1) * s * d], v: &v[kv * s * d..(kv + 1) * s * d], batch, head }
     }
 
-    /// The logits of query rows `rows` (`rows × S`, `-inf` where masked) and, with a
-    /// soft cap, `1 - tanh²` of each (the cap's derivative).
-    fn logits(&self, rows: Range<usize>, dims: &Dims, scale: f64, f: &Features<'_>) -> (Vec<f64>, Vec<f64>) {
-        let (s, d) = (dims.seqlen, dims.head_dim);
-        let mut sc = vec![0.0; rows.len() * s];
-        gemm(rows.len(), d, s, scale, &self.q[rows.start * d..rows.end * d], false, self.k, true, 0.0, &mut sc);
+    /// The keys that some query of `rows` sees: a causal, windowed or chunked
+    /// block of queries sees a band of the sequence, and the keys outside it
+    /// need neither logits nor probabilities.
+    fn span(&self, rows: Range<usize>, s: usize, f: &Features<'_>) -> Range<usize> {
+        let (mut lo, mut hi) = (s, 0);
+        for i in rows {
+            if let Some(first) = (0..s).find(|&j| f.visible(s, self.batch, i, j)) {
+                lo = lo.min(first);
+                hi = hi.max((first..s).rev().find(|&j| f.visible(s, self.batch, i, j)).map_or(first, |j| j) + 1);
+            }
+        }
+        if lo < hi { lo..hi } else { 0..0 }
+    }
+
+    /// The logits of query rows `rows` on the keys `keys` (`rows × keys`,
+    /// `-inf` where masked) and, with a soft cap, `1 - tanh²` of each (the
+    /// cap's derivative).
+    fn logits(&self, rows: Range<usize>, keys: Range<usize>, dims: &Dims, scale: f64, f: &Features<'_>) -> (Vec<f64>, Vec<f64>) {
+        let (s, d, w) = (dims.seqlen, dims.head_dim, keys.len());
+        let mut sc = vec![0.0; rows.len() * w];
+        if w == 0 {
+            return (sc, Vec::new());
+        }
+        gemm(
+            rows.len(),
+            d,
+            w,
+            scale,
+            &self.q[rows.start * d..rows.end * d],
+            false,
+            &self.k[keys.start * d..keys.end * d],
+            true,
+            0.0,
+            &mut sc,
+        );
         let mut slope = if f.soft_cap.is_some() { vec![0.0; sc.len()] } else { Vec::new() };
-        for (r, row) in sc.chunks_mut(s).enumerate() {
+        for (r, row) in sc.chunks_mut(w).enumerate() {
             let i = rows.start + r;
-            for (j, x) in row.iter_mut().enumerate() {
+            for (x, j) in row.iter_mut().zip(keys.clone()) {
                 if !f.visible(s, self.batch, i, j) {
                     *x = f64::NEG_INFINITY;
                     continue;
@@ -174,7 +204,7 @@ impl<'a> Head<'a> {
                 if let Some(c) = f.soft_cap {
                     let t = (*x / c).tanh();
                     *x = c * t;
-                    slope[r * s + j] = 1.0 - t * t;
+                    slope[r * w + j - keys.start] = 1.0 - t * t;
                 }
                 if let Some(bias) = f.bias {
                     *x += bias[((self.batch * dims.heads + self.head) * s + i) * s + j];
@@ -224,8 +254,10 @@ pub fn attend(q: &[f64], k: &[f64], v: &[f64], dims: &Dims, scale: f64, f: &Feat
         let (mut out, mut lse) = (vec![0.0; s * d], vec![f64::NEG_INFINITY; s]);
         for r0 in (0..s).step_by(BLOCK) {
             let rows = r0..(r0 + BLOCK).min(s);
-            let (mut sc, _) = head.logits(rows.clone(), dims, scale, f);
-            for (r, row) in sc.chunks_mut(s).enumerate() {
+            let keys = head.span(rows.clone(), s, f);
+            let (mut sc, _) = head.logits(rows.clone(), keys.clone(), dims, scale, f);
+            for (r, lse_r) in lse[rows.clone()].iter_mut().enumerate() {
+                let row = &mut sc[r * keys.len()..(r + 1) * keys.len()];
                 let mx = row.iter().cloned().chain(sink).fold(f64::NEG_INFINITY, f64::max);
                 if mx == f64::NEG_INFINITY {
                     row.fill(0.0);
@@ -234,9 +266,12 @@ pub fn attend(q: &[f64], k: &[f64], v: &[f64], dims: &Dims, scale: f64, f: &Feat
                 row.iter_mut().for_each(|x| *x = (*x - mx).exp());
                 let total = row.iter().sum::<f64>() + sink.map_or(0.0, |t| (t - mx).exp());
                 row.iter_mut().for_each(|x| *x /= total);
-                lse[rows.start + r] = mx + total.ln();
+                *lse_r = mx + total.ln();
             }
-            gemm(rows.len(), s, d, 1.0, &sc, false, head.v, false, 0.0, &mut out[rows.start * d..rows.end * d]);
+            if !keys.is_empty() {
+                let v = &head.v[keys.start * d..keys.end * d];
+                gemm(rows.len(), keys.len(), d, 1.0, &sc, false, v, false, 0.0, &mut out[rows.start * d..rows.end * d]);
+            }
         }
         (out, lse)
     });
@@ -273,16 +308,21 @@ pub fn attend_backward(
         for r0 in (0..s).step_by(BLOCK) {
             let rows = r0..(r0 + BLOCK).min(s);
             let m = rows.len();
-            let (mut p, slope) = head.logits(rows.clone(), dims, scale, f);
-            for (r, row) in p.chunks_mut(s).enumerate() {
+            let keys = head.span(rows.clone(), s, f);
+            let w = keys.len();
+            let (mut p, slope) = head.logits(rows.clone(), keys.clone(), dims, scale, f);
+            for r in 0..m {
                 let l = lse[rows.start + r];
-                row.iter_mut().for_each(|x| *x = if l == f64::NEG_INFINITY { 0.0 } else { (*x - l).exp() });
+                p[r * w..(r + 1) * w].iter_mut().for_each(|x| *x = if l == f64::NEG_INFINITY { 0.0 } else { (*x - l).exp() });
             }
             let dy_blk = &dyh[rows.start * d..rows.end * d];
-            gemm(s, m, d, 1.0, &p, true, dy_blk, false, 1.0, &mut dv);
-            let mut ds = vec![0.0; m * s];
-            gemm(m, d, s, 1.0, dy_blk, false, head.v, true, 0.0, &mut ds);
-            for (r, row) in ds.chunks_mut(s).enumerate() {
+            let (k_keys, v_keys) = (&head.k[keys.start * d..keys.end * d], &head.v[keys.start * d..keys.end * d]);
+            let mut ds = vec![0.0; m * w];
+            if w > 0 {
+                gemm(w, m, d, 1.0, &p, true, dy_blk, false, 1.0, &mut dv[keys.start * d..keys.end * d]);
+                gemm(m, d, w, 1.0, dy_blk, false, v_keys, true, 0.0, &mut ds);
+            }
+            for r in 0..m {
                 let i = rows.start + r;
                 let dd: f64 = (0..d).map(|c| dyh[i * d + c] * oh[i * d + c]).sum();
                 if let Some(t) = head.sink(f)
@@ -290,12 +330,14 @@ pub fn attend_backward(
                 {
                     dsink -= (t - lse[i]).exp() * dd;
                 }
-                for (j, x) in row.iter_mut().enumerate() {
-                    *x = p[r * s + j] * (*x - dd) * if slope.is_empty() { 1.0 } else { slope[r * s + j] };
+                for (c, x) in ds[r * w..(r + 1) * w].iter_mut().enumerate() {
+                    *x = p[r * w + c] * (*x - dd) * if slope.is_empty() { 1.0 } else { slope[r * w + c] };
                 }
             }
-            gemm(m, s, d, scale, &ds, false, head.k, false, 0.0, &mut dq[rows.start * d..rows.end * d]);
-            gemm(s, m, d, scale, &ds, true, &head.q[rows.start * d..rows.end * d], false, 1.0, &mut dk);
+            if w > 0 {
+                gemm(m, w, d, scale, &ds, false, k_keys, false, 0.0, &mut dq[rows.start * d..rows.end * d]);
+                gemm(w, m, d, scale, &ds, true, &head.q[rows.start * d..rows.end * d], false, 1.0, &mut dk[keys.start * d..keys.end * d]);
+            }
         }
         (dq, dk, dv, dsink)
     });
@@ -442,6 +484,30 @@ mod tests {
         };
         let close = |x: &[f64], y: &[f64]| x.iter().zip(y).all(|(a, b)| (a - b).abs() < 1e-12);
         assert!(close(&ga.dq, &gb.dq) && close(&ga.dk, &summed(&gb.dk)) && close(&ga.dv, &summed(&gb.dv)));
+    }
+
+    #[test]
+    fn a_band_of_keys_equals_the_whole_row_with_the_rest_masked_by_bias() {
+        // A window makes each block of queries see a band of keys that starts
+        // past key 0 (from the second block on): computed on the band alone, it
+        // must equal every key with the keys outside the window at -inf bias.
+        let dims = Dims { batch: 1, heads: 2, kv_heads: 1, seqlen: 200, head_dim: 4 };
+        let (l, r) = (70, 10);
+        let (q, k, v, dy) = (input(2 * 200 * 4, 1), input(200 * 4, 2), input(200 * 4, 3), input(2 * 200 * 4, 4));
+        let bias: Vec<f64> = (0..2 * 200 * 200)
+            .map(|n| {
+                let (i, j) = (n / 200 % 200, n % 200);
+                if j + l < i || j > i + r { f64::NEG_INFINITY } else { 0.0 }
+            })
+            .collect();
+        let band = Features { window: Some((l, r)), ..Features::default() };
+        let whole = Features { bias: Some(&bias), ..Features::default() };
+        let (fb, fw) = (attend(&q, &k, &v, &dims, 0.8, &band), attend(&q, &k, &v, &dims, 0.8, &whole));
+        let (gb, gw) =
+            (attend_backward(&q, &k, &v, &dy, &fb, &dims, 0.8, &band), attend_backward(&q, &k, &v, &dy, &fw, &dims, 0.8, &whole));
+        let close = |a: &[f64], b: &[f64]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-12);
+        assert!(close(&fb.out, &fw.out) && close(&fb.lse, &fw.lse), "forward");
+        assert!(close(&gb.dq, &gw.dq) && close(&gb.dk, &gw.dk) && close(&gb.dv, &gw.dv), "gradients");
     }
 
     #[test]
