@@ -264,7 +264,12 @@ fn bench_quick_prints_a_row_per_mask_and_precision() {
         let gflops: f64 = cols[8].parse().unwrap_or_else(|_| panic!("GFLOP/s column in {row}"));
         assert!(gflops > 0.0 && gflops.is_finite(), "{row}");
         let share: f64 = cols[9].strip_suffix('%').and_then(|c| c.parse().ok()).unwrap_or_else(|| panic!("share column in {row}"));
-        assert!((share - 100.0 * gflops / sgemm).abs() <= 0.5 + 1e-3 * share, "{row} vs {sgemm_line}");
+        // The columns are printed rounded (GFLOP/s to 0.05, the share to 0.5
+        // points): the share may differ from the printed rates' quotient by
+        // what those roundings move it, which grows as a loaded machine's
+        // SGEMM rate falls.
+        let slack = 0.5 + 100.0 * 0.05 * (1.0 / sgemm + gflops / (sgemm * (sgemm - 0.05)));
+        assert!((share - 100.0 * gflops / sgemm).abs() <= slack + 1e-9, "{row} vs {sgemm_line}");
     }
     // The decode rows: batch 8, a 1024-position cache, d 128, in tokens per second.
     let decode: Vec<&str> = text.lines().filter(|l| l.starts_with("8 x 1024 x 128")).collect();
