@@ -63,6 +63,7 @@ mod tune;
 mod writeback;
 
 pub use allocator::Allocator;
+pub use allocator::tune as tune_allocator;
 pub use error::CliError;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
