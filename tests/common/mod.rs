@@ -301,18 +301,18 @@ pub fn harness(args: &[&str]) -> (bool, String, String) {
     let pycache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("pycache");
     let pythonpath = repo_root().join("tests/python");
     let base_env = [("PYTHONPATH", pythonpath.as_path()), ("NKI_PACKAGE_PYCACHE", pycache.as_path())];
-    let strict = match STRICT_UNINIT.get() {
-        Some(true) => Some(Some("1")),
-        Some(false) => Some(None),
-        None => None,
+    // Inside `with_strict_uninit` the variable is set or removed; else inherited.
+    let env: &[(&str, Option<&str>)] = match STRICT_UNINIT.get() {
+        Some(true) => &[(nki::emulator::STRICT_UNINIT_ENV, Some("1"))],
+        Some(false) => &[(nki::emulator::STRICT_UNINIT_ENV, None)],
+        None => &[],
     };
-    let env: Vec<(&str, Option<&str>)> = strict.map(|v| (nki::emulator::STRICT_UNINIT_ENV, v)).into_iter().collect();
-    if let Some(answer) = serve::ask(python(), &base_env, args, &env) {
+    if let Some(answer) = serve::ask(python(), &base_env, args, env) {
         return answer;
     }
     let mut cmd = Command::new(python());
     cmd.args(["-m", "nki_harness"]).args(args).envs(base_env);
-    for (k, v) in env {
+    for &(k, v) in env {
         match v {
             Some(v) => cmd.env(k, v),
             None => cmd.env_remove(k),
