@@ -9,10 +9,11 @@
 //! `d_head`, `S_tkg` and options; smaller `H` and caches), in both precision
 //! modes; its emitted source under NumPy against the emulator; its rules.
 
-use crate::common::attention::run_numpy_kwargs;
+use crate::common::attention::{run_numpy_kwargs, run_numpy_kwargs_ranks};
 use crate::common::{Arg, CaseName, as_dtype, assert_close, assert_numpy_close_to_emulator, emitted_package, seed_of, tensor, uniform};
 use nki::attention::tkg::TkgRule;
 use nki::emit::PyEnum;
+use nki::ncc::ReplicaGroup;
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::experimental::transformer::attention_block_tkg::{
     AttnBlockCall, AttnBlockRule, QuantizationType, attention_block_tkg, attn_block_violation,
@@ -53,6 +54,9 @@ struct Config {
     /// Block length of a block cache (`[B·S_ctx/block_len, block_len, d]`
     /// read through `active_blocks_table`), 0 for a flat one.
     block_len: usize,
+    /// KV data parallelism: the ranks sharing the batches (1: none). `nq` is
+    /// then each rank's query heads.
+    kvdp: usize,
 }
 
 /// The library's defaults: RMSNorm of X, RoPE (contiguous), cache update, projection.
@@ -83,6 +87,7 @@ const fn cfg(b: usize, nq: usize, d: usize, h: usize, s_ctx: usize, s: usize) ->
         skip_attn: false,
         kv_scale: None,
         block_len: 0,
+        kvdp: 1,
     }
 }
 
@@ -174,6 +179,7 @@ const CONFIGS: &[Config] = &[
 ];
 
 /// The inputs, row-major, in the kernel's layouts.
+#[derive(Clone)]
 struct Inputs {
     x: Vec<f64>,
     gamma: Vec<f64>,
@@ -193,6 +199,8 @@ struct Inputs {
     sink: Vec<f64>,
     /// Each batch's write position (its cache length).
     pos: Vec<usize>,
+    /// `kv_cache_update_idx`: the positions, or a block cache's slots.
+    idx: Vec<u64>,
     /// A block cache's `active_blocks_table` `[B, S_ctx/block_len]`: distinct blocks of the pool.
     table: Vec<usize>,
     w_out: Vec<f64>,
@@ -204,6 +212,27 @@ struct Reference {
     out: Vec<f64>,
     k: Vec<f64>,
     v: Vec<f64>,
+}
+
+/// One launch's (rank's) input tensors.
+struct KernelTensors {
+    x: Tensor,
+    gamma: Tensor,
+    w_qkv: Tensor,
+    bias_qkv: Tensor,
+    qk_gammas: Vec<Tensor>,
+    cos: Tensor,
+    sin: Tensor,
+    k_cache: Tensor,
+    v_cache: Tensor,
+    table: Option<Tensor>,
+    k_scale: Tensor,
+    v_scale: Tensor,
+    mask: Tensor,
+    sink: Tensor,
+    idx: Tensor,
+    w_out: Tensor,
+    bias_out: Tensor,
 }
 
 fn rms(x: &mut [f64], eps: f64, w: Option<&[f64]>) {
@@ -227,9 +256,20 @@ impl Config {
         self.s_ctx - self.s
     }
 
+    /// The configuration's seed: its name, without the `kvdp` field when it
+    /// is 1 (the configurations from before KV data parallelism keep their
+    /// inputs).
+    fn seed(&self) -> u64 {
+        let name = self.name();
+        seed_of(if self.kvdp == 1 { name.replace(", kvdp: 1 }", " }") } else { name }.as_str())
+    }
+
+    /// The inputs of the whole model: under KV data parallelism every rank's
+    /// query heads (`nq · kvdp`) and every batch's caches.
     fn inputs(&self) -> Inputs {
-        let seed = seed_of(&self.name());
-        let (b, s, h, d, nq, i) = (self.b, self.s, self.h, self.d, self.nq, self.i());
+        let seed = self.seed();
+        let (b, s, h, d, nq) = (self.b, self.s, self.h, self.d, self.nq_attn());
+        let i = d * (nq + 2);
         let ha = self.ha.unwrap_or(h);
         // The padded columns of X are zero, as a caller pads them.
         let mut x = uniform(b * s * h, seed, -1.0, 1.0);
@@ -254,7 +294,7 @@ impl Config {
             let a = (3.0 / fan_in as f64).sqrt();
             uniform(n, seed + k, -a, a)
         };
-        Inputs {
+        let mut inputs = Inputs {
             x,
             gamma: uniform(h, seed + 1, 0.5, 1.5),
             w_qkv: w(h * i, 2, ha),
@@ -268,9 +308,12 @@ impl Config {
             sink: uniform(nq, seed + 12, -1.0, 2.0),
             table: self.block_table(seed + 15),
             pos,
+            idx: Vec::new(),
             w_out: w(nq * d * h, 13, nq * d),
             bias_out: uniform(h, seed + 14, -0.1, 0.1),
-        }
+        };
+        inputs.idx = self.update_idx(&inputs);
+        inputs
     }
 
     /// `[B·S, I]`: the projection of the (normalised) rows.
@@ -461,20 +504,22 @@ impl Config {
         r
     }
 
+    /// The K cache a launch (a rank's) holds: its `B_attn` batches.
     fn k_shape(&self) -> Vec<usize> {
         if self.block_len > 0 {
             self.v_shape()
         } else if self.k_tp {
-            vec![self.b, self.d, self.s_max]
+            vec![self.b_attn(), self.d, self.s_max]
         } else {
-            vec![self.b, self.s_max, self.d]
+            vec![self.b_attn(), self.s_max, self.d]
         }
     }
 
+    /// The V cache a launch (a rank's) holds: its `B_attn` batches, or their blocks.
     fn v_shape(&self) -> Vec<usize> {
-        match (self.b * self.s_ctx).checked_div(self.block_len) {
+        match (self.b_attn() * self.s_ctx).checked_div(self.block_len) {
             Some(blocks) => vec![blocks, self.block_len, self.d],
-            None => vec![self.b, self.s_max, self.d],
+            None => vec![self.b_attn(), self.s_max, self.d],
         }
     }
 
@@ -484,7 +529,7 @@ impl Config {
         let t = |shape: Vec<usize>, v: &[f64]| Arg::Tensor(shape, v.to_vec(), dtype);
         let opt = |on: bool, a: Arg| if on { a } else { Arg::None };
         let none = QuantizationType::NONE;
-        vec![
+        let mut kw = vec![
             ("X", t(vec![b, s, h], &x.x)),
             ("X_hidden_dim_actual", self.ha.map_or(Arg::None, |v| Arg::Int(v as i64))),
             ("rmsnorm_X_enabled", Arg::Bool(self.norm_x)),
@@ -510,10 +555,10 @@ impl Config {
             ("active_blocks_table", opt(self.block_len > 0, Arg::Tensor(self.table_shape(), self.table_values(x), Dtype::U32))),
             ("K_cache", Arg::Tensor(self.k_shape(), x.k_cache.clone(), self.cache_dtype(dtype))),
             ("V_cache", Arg::Tensor(self.v_shape(), x.v_cache.clone(), self.cache_dtype(dtype))),
-            ("attention_mask", Arg::Tensor(vec![self.s_ctx, b, nq, s], x.mask.clone(), Dtype::U8)),
-            ("sink", opt(self.sink, Arg::Tensor(vec![nq, 1], x.sink.clone(), Dtype::F32))),
+            ("attention_mask", Arg::Tensor(vec![self.s_ctx, self.b_attn(), self.nq_attn(), s], x.mask.clone(), Dtype::U8)),
+            ("sink", opt(self.sink, Arg::Tensor(vec![self.nq_attn(), 1], x.sink.clone(), Dtype::F32))),
             ("update_cache", Arg::Bool(self.update)),
-            ("kv_cache_update_idx", Arg::Tensor(vec![b, 1], self.update_idx(x).iter().map(|&p| p as f64).collect(), Dtype::U32)),
+            ("kv_cache_update_idx", Arg::Tensor(vec![self.b_attn(), 1], x.idx.iter().map(|&p| p as f64).collect(), Dtype::U32)),
             ("W_out", opt(self.out_proj, t(vec![nq * d, h], &x.w_out))),
             ("bias_out", opt(self.out_proj && self.bias, t(vec![1, h], &x.bias_out))),
             ("quantization_type_out", Arg::Member(QuantizationType::CLASS, none.member())),
@@ -524,7 +569,12 @@ impl Config {
             ("skip_attention", Arg::Bool(self.skip_attn)),
             ("k_scale", self.kv_scale.map_or(Arg::None, |v| Arg::Tensor(vec![1, 1], vec![v], Dtype::F32))),
             ("v_scale", self.kv_scale.map_or(Arg::None, |v| Arg::Tensor(vec![128, 1], vec![v; 128], Dtype::F32))),
-        ]
+        ];
+        if self.kvdp > 1 {
+            kw.push(("KVDP", Arg::Int(self.kvdp as i64)));
+            kw.push(("KVDP_replica_group", Arg::ReplicaGroup(vec![self.group()])));
+        }
+        kw
     }
 
     /// The emulator's outputs: the block's output, K and V.
@@ -536,31 +586,50 @@ impl Config {
 
     /// The emulator's outputs, or its refusal.
     fn try_run(&self, x: &Inputs, dtype: Dtype, precision: Precision) -> Result<Vec<Vec<f32>>, String> {
+        Ok(self.try_run_ranks(std::slice::from_ref(x), dtype, precision)?.swap_remove(0))
+    }
+
+    /// The emulator's outputs on every rank, rank `r` given `xs[r]` (one
+    /// rank without KV data parallelism), or the launch's refusal.
+    fn try_run_ranks(&self, xs: &[Inputs], dtype: Dtype, precision: Precision) -> Result<Vec<Vec<Vec<f32>>>, String> {
+        let ts: Vec<KernelTensors> = xs.iter().map(|x| self.kernel_tensors(x, dtype)).collect();
+        let launch = Launch::new().ranks(xs.len()).lnc(self.lnc()).precision(precision);
+        let outs = launch.run_ranks(|ctx| self.call(&ts[ctx.rank()]).run(ctx)).map_err(|e| e.to_string())?;
+        Ok(outs.iter().map(|out| out.0.iter().map(|o| o.to_f32_vec()).collect()).collect())
+    }
+
+    /// One launch's (rank's) input tensors, in the kernel's shapes.
+    fn kernel_tensors(&self, x: &Inputs, dtype: Dtype) -> KernelTensors {
         let (b, s, h, d, nq, i) = (self.b, self.s, self.h, self.d, self.nq, self.i());
-        let xt = tensor(&[b, s, h], &x.x, dtype);
-        let gamma = tensor(&[1, h], &x.gamma, dtype);
-        let wq = tensor(&[h, i], &x.w_qkv, dtype);
-        let bq = tensor(&[1, i], &x.bias_qkv, dtype);
-        let g: Vec<Tensor> = x.qk_gammas.iter().map(|v| tensor(&[1, d], v, dtype)).collect();
-        let (cos, sin) = (tensor(&[d / 2, b, s], &x.cos, dtype), tensor(&[d / 2, b, s], &x.sin, dtype));
-        let kc = tensor(&self.k_shape(), &x.k_cache, self.cache_dtype(dtype));
-        let vc = tensor(&self.v_shape(), &x.v_cache, self.cache_dtype(dtype));
-        let table = (self.block_len > 0)
-            .then(|| Tensor::from_i64(&self.table_shape(), &x.table.iter().map(|&v| v as i64).collect::<Vec<_>>(), Dtype::U32).unwrap());
-        let (ks, vs) = (
-            tensor(&[1, 1], &[self.kv_scale.unwrap_or(1.0)], Dtype::F32),
-            tensor(&[128, 1], &[self.kv_scale.unwrap_or(1.0); 128], Dtype::F32),
-        );
-        let mask = tensor(&[self.s_ctx, b, nq, s], &x.mask, Dtype::U8);
-        let sink = tensor(&[nq, 1], &x.sink, Dtype::F32);
-        let idx = Tensor::from_i64(&[b, 1], &self.update_idx(x).iter().map(|&p| p as i64).collect::<Vec<_>>(), Dtype::U32).unwrap();
-        let wo = tensor(&[nq * d, h], &x.w_out, dtype);
-        let bo = tensor(&[1, h], &x.bias_out, dtype);
+        let u32_tensor = |shape: &[usize], v: Vec<i64>| Tensor::from_i64(shape, &v, Dtype::U32).unwrap();
+        KernelTensors {
+            x: tensor(&[b, s, h], &x.x, dtype),
+            gamma: tensor(&[1, h], &x.gamma, dtype),
+            w_qkv: tensor(&[h, i], &x.w_qkv, dtype),
+            bias_qkv: tensor(&[1, i], &x.bias_qkv, dtype),
+            qk_gammas: x.qk_gammas.iter().map(|v| tensor(&[1, d], v, dtype)).collect(),
+            cos: tensor(&[d / 2, b, s], &x.cos, dtype),
+            sin: tensor(&[d / 2, b, s], &x.sin, dtype),
+            k_cache: tensor(&self.k_shape(), &x.k_cache, self.cache_dtype(dtype)),
+            v_cache: tensor(&self.v_shape(), &x.v_cache, self.cache_dtype(dtype)),
+            table: (self.block_len > 0).then(|| u32_tensor(&self.table_shape(), x.table.iter().map(|&v| v as i64).collect())),
+            k_scale: tensor(&[1, 1], &[self.kv_scale.unwrap_or(1.0)], Dtype::F32),
+            v_scale: tensor(&[128, 1], &[self.kv_scale.unwrap_or(1.0); 128], Dtype::F32),
+            mask: tensor(&[self.s_ctx, self.b_attn(), self.nq_attn(), s], &x.mask, Dtype::U8),
+            sink: tensor(&[self.nq_attn(), 1], &x.sink, Dtype::F32),
+            idx: u32_tensor(&[self.b_attn(), 1], x.idx.iter().map(|&p| p as i64).collect()),
+            w_out: tensor(&[nq * d, h], &x.w_out, dtype),
+            bias_out: tensor(&[1, h], &x.bias_out, dtype),
+        }
+    }
+
+    /// The kernel's call on `t`, with this configuration's options.
+    fn call<'a>(&self, t: &'a KernelTensors) -> attention_block_tkg::Call<'a> {
         let none = QuantizationType::NONE;
         let mut call = attention_block_tkg::Call::new(
-            &xt,
+            &t.x,
             self.norm_x,
-            &wq,
+            &t.w_qkv,
             none,
             self.qk_pre,
             EPS_QK,
@@ -568,9 +637,9 @@ impl Config {
             self.qk_post,
             EPS_QK,
             self.k_tp,
-            &kc,
-            &vc,
-            &mask,
+            &t.k_cache,
+            &t.v_cache,
+            &t.mask,
             self.update,
             none,
             self.transposed_out,
@@ -578,42 +647,44 @@ impl Config {
         )
         .rmsnorm_X_eps(EPS_X)
         .skip_attention(self.skip_attn)
-        .kv_cache_update_idx(&idx);
+        .kv_cache_update_idx(&t.idx);
         if let Some(ha) = self.ha {
             call = call.X_hidden_dim_actual(ha as i64);
         }
         if self.norm_x {
-            call = call.rmsnorm_X_gamma(&gamma);
+            call = call.rmsnorm_X_gamma(&t.gamma);
         }
         if self.bias {
-            call = call.bias_qkv(&bq);
+            call = call.bias_qkv(&t.bias_qkv);
         }
         if self.qk_pre_gamma {
-            call = call.rmsnorm_QK_pre_rope_W_Q(&g[0]).rmsnorm_QK_pre_rope_W_K(&g[1]);
+            call = call.rmsnorm_QK_pre_rope_W_Q(&t.qk_gammas[0]).rmsnorm_QK_pre_rope_W_K(&t.qk_gammas[1]);
         }
         if self.qk_post_gamma {
-            call = call.rmsnorm_QK_post_rope_W_Q(&g[2]).rmsnorm_QK_post_rope_W_K(&g[3]);
+            call = call.rmsnorm_QK_post_rope_W_Q(&t.qk_gammas[2]).rmsnorm_QK_post_rope_W_K(&t.qk_gammas[3]);
         }
         if self.rope {
-            call = call.cos(&cos).sin(&sin);
+            call = call.cos(&t.cos).sin(&t.sin);
         }
         if self.sink {
-            call = call.sink(&sink);
+            call = call.sink(&t.sink);
         }
-        if let Some(table) = &table {
+        if let Some(table) = &t.table {
             call = call.active_blocks_table(table);
         }
         if self.kv_scale.is_some() {
-            call = call.k_scale(&ks).v_scale(&vs);
+            call = call.k_scale(&t.k_scale).v_scale(&t.v_scale);
         }
         if self.out_proj {
-            call = call.W_out(&wo);
+            call = call.W_out(&t.w_out);
             if self.bias {
-                call = call.bias_out(&bo);
+                call = call.bias_out(&t.bias_out);
             }
         }
-        let out = call.launch(&Launch::new().lnc(self.lnc()).precision(precision)).map_err(|e| e.to_string())?;
-        Ok(out.0.iter().map(|o| o.to_f32_vec()).collect())
+        if self.kvdp > 1 {
+            call = call.KVDP(self.kvdp as i64).KVDP_replica_group(ReplicaGroup::new(vec![self.group()]));
+        }
+        call
     }
 
     fn with_qk_pre(mut self) -> Self {
@@ -705,7 +776,8 @@ fn rules_refuse_what_they_name() {
     );
     let cases = [
         (AttnBlockCall { out_in_sb: true, ..OK }, AttnBlockRule::OutInSb),
-        (AttnBlockCall { kvdp: 2, ..OK }, AttnBlockRule::Kvdp),
+        (AttnBlockCall { kvdp: 2, ..OK }, AttnBlockRule::KvdpGroup),
+        (AttnBlockCall { kvdp: 3, has_replica_group: true, ..OK }, AttnBlockRule::KvdpBatch),
         (AttnBlockCall { has_k_scale: true, ..OK }, AttnBlockRule::KvScales),
         (AttnBlockCall { has_k_scale: true, has_v_scale: true, ..OK }, AttnBlockRule::KvQuantCache),
         (AttnBlockCall { has_w_out: false, transposed_out: true, ..OK }, AttnBlockRule::TransposedOut),
@@ -738,7 +810,7 @@ fn rules_refuse_what_they_name() {
         assert!(err.contains(rule.message()), "{err}");
     };
     refuse(&with("out_in_sb", Arg::Bool(true)), AttnBlockRule::OutInSb);
-    refuse(&with("KVDP", Arg::Int(2)), AttnBlockRule::Kvdp);
+    refuse(&with("KVDP", Arg::Int(2)), AttnBlockRule::KvdpGroup);
     refuse(&with("rmsnorm_QK_pre_rope_enabled", Arg::Bool(true)), AttnBlockRule::QkNormHead);
     let err = c.with_qk_pre().run_err(&x);
     assert!(err.contains(AttnBlockRule::QkNormHead.message()), "{err}");
@@ -925,7 +997,7 @@ impl Config {
     }
 
     fn table_shape(&self) -> Vec<usize> {
-        vec![self.b, self.s_ctx / self.block_len.max(1)]
+        vec![self.b_attn(), self.s_ctx / self.block_len.max(1)]
     }
 
     fn table_values(&self, x: &Inputs) -> Vec<f64> {
@@ -941,7 +1013,10 @@ impl Config {
         let n = self.b * self.s_ctx / self.block_len;
         let keys = uniform(n, seed, 0.0, 1.0);
         let mut order: Vec<usize> = (0..n).collect();
-        order.sort_by(|&a, &c| keys[a].total_cmp(&keys[c]));
+        // Under KV data parallelism each rank's batches read blocks of its own
+        // part of the pool (rank r's pool is the r-th part), shuffled within it.
+        let part = n / self.kvdp;
+        order.sort_by(|&a, &c| (a / part).cmp(&(c / part)).then(keys[a].total_cmp(&keys[c])));
         order
     }
 
@@ -997,4 +1072,230 @@ fn emitted_block_cache_under_numpy_equals_emulator() {
     for cfg in [BLOCK[0], BLOCK[3], KV_QUANT[6]] {
         cfg.assert_numpy_equals_emulator();
     }
+}
+
+impl Config {
+    /// KV data parallelism over `kvdp` ranks (`nq` query heads each).
+    const fn kvdp(mut self, kvdp: usize) -> Self {
+        self.kvdp = kvdp;
+        self
+    }
+
+    /// The batches a launch (a rank) attends: `B / KVDP`.
+    fn b_attn(&self) -> usize {
+        self.b / self.kvdp
+    }
+
+    /// The heads the attention takes: every rank's, `q_heads · KVDP`.
+    fn nq_attn(&self) -> usize {
+        self.nq * self.kvdp
+    }
+
+    /// The replica group: ranks `0 .. KVDP` (the library's tests use this one).
+    fn group(&self) -> Vec<i64> {
+        (0..self.kvdp as i64).collect()
+    }
+
+    /// The blocks of a rank's part of a block pool.
+    fn blocks_per_rank(&self) -> usize {
+        self.b_attn() * self.s_ctx / self.block_len
+    }
+
+    /// Rank `r` as a block without data parallelism sees it: all `B`
+    /// batches and the whole caches, its own `nq` query heads (its columns
+    /// of `W_qkv` and rows of `W_out`, their mask and sink) and the shared
+    /// K/V head. Its float64 reference is what rank `r` must return (the
+    /// caches restricted to its batches).
+    fn rank_view(&self, g: &Inputs, r: usize) -> (Config, Inputs) {
+        let (s, d, nq, nqa) = (self.s, self.d, self.nq, self.nq_attn());
+        let (ig, i) = (d * (nqa + 2), d * (nq + 2));
+        // This rank's query columns, then the K and V columns every rank shares.
+        let cols = |row: &[f64]| -> Vec<f64> { row[r * nq * d..(r + 1) * nq * d].iter().chain(&row[nqa * d..]).copied().collect() };
+        let w_qkv = g.w_qkv.chunks(ig).flat_map(cols).collect::<Vec<_>>();
+        let heads = nq * s;
+        let mask = g.mask.chunks(nqa * s).flat_map(|m| m[r * heads..(r + 1) * heads].to_vec()).collect();
+        let x = Inputs {
+            w_qkv,
+            bias_qkv: cols(&g.bias_qkv),
+            mask,
+            sink: g.sink[r * nq..(r + 1) * nq].to_vec(),
+            w_out: g.w_out[r * nq * d * self.h..(r + 1) * nq * d * self.h].to_vec(),
+            ..g.clone()
+        };
+        assert_eq!(x.w_qkv.len(), self.h * i);
+        (Config { kvdp: 1, ..*self }, x)
+    }
+
+    /// Rank `r`'s kernel inputs: its own query projection and output
+    /// projection (as in [`rank_view`](Config::rank_view)), the caches,
+    /// table and write positions of its `B / KVDP` batches (a block pool's
+    /// `r`-th part, its blocks and slots renumbered from 0), and the mask of
+    /// its batches over every rank's heads.
+    fn rank_inputs(&self, g: &Inputs, r: usize) -> Inputs {
+        let (ba, s, nqa) = (self.b_attn(), self.s, self.nq_attn());
+        let (_, view) = self.rank_view(g, r);
+        let cache = |c: &[f64]| {
+            let n = c.len() / self.kvdp;
+            c[r * n..(r + 1) * n].to_vec()
+        };
+        let per_batch = self.s_ctx / self.block_len.max(1);
+        let (first_block, rows) = if self.block_len > 0 { (r * self.blocks_per_rank(), ba * per_batch) } else { (0, 0) };
+        let row = ba * nqa * s;
+        Inputs {
+            k_cache: cache(&g.k_cache),
+            v_cache: cache(&g.v_cache),
+            mask: g.mask.chunks(self.b * nqa * s).flat_map(|m| m[r * row..(r + 1) * row].to_vec()).collect(),
+            sink: g.sink.clone(),
+            pos: g.pos[r * ba..(r + 1) * ba].to_vec(),
+            table: if self.block_len > 0 {
+                g.table[r * rows..(r + 1) * rows].iter().map(|&t| t - first_block).collect()
+            } else {
+                Vec::new()
+            },
+            idx: g.idx[r * ba..(r + 1) * ba]
+                .iter()
+                .map(|&i| if self.block_len > 0 && i != u64::from(u32::MAX) { i - (first_block * self.block_len) as u64 } else { i })
+                .collect(),
+            ..view
+        }
+    }
+
+    /// The float64 reference of rank `r`: the block without data
+    /// parallelism on [`rank_view`](Config::rank_view)'s inputs, its caches
+    /// (or new K and V) restricted to the rank's batches, the output without
+    /// a projection in the gathered layout `[d, B·q_heads·S]` the library returns.
+    fn rank_reference(&self, g: &Inputs, r: usize, precision: Precision) -> Reference {
+        let (view_cfg, view) = self.rank_view(g, r);
+        let want = view_cfg.reference(&view, precision);
+        let (b, ba, s, d, nq) = (self.b, self.b_attn(), self.s, self.d, self.nq);
+        let part = |v: &[f64]| {
+            let n = v.len() / self.kvdp;
+            v[r * n..(r + 1) * n].to_vec()
+        };
+        let (k, v) = if self.update {
+            (part(&want.k), part(&want.v))
+        } else {
+            // K [d, B, S]: each row's columns of the rank's batches.
+            let k = want.k.chunks(b * s).flat_map(|row| row[r * ba * s..(r + 1) * ba * s].to_vec()).collect();
+            (k, part(&want.v))
+        };
+        let out = if !self.out_proj && !self.skip_attn {
+            // [B, q_heads, d, S] -> [d, B·q_heads·S]
+            let n = b * nq * s;
+            (0..d * n).map(|k| want.out[((k % n) / s * d + k / n) * s + k % s]).collect()
+        } else {
+            want.out
+        };
+        Reference { out, k, v }
+    }
+
+    /// Every rank's outputs against its float64 reference.
+    fn check_kvdp(&self, dtype: Dtype, precision: Precision, tol: f64) {
+        let g = rounded(self.inputs(), dtype);
+        let xs: Vec<Inputs> = (0..self.kvdp).map(|r| self.rank_inputs(&g, r)).collect();
+        let got = self.try_run_ranks(&xs, dtype, precision).unwrap_or_else(|e| panic!("{}: {e}", self.name()));
+        let kv_tol = self.kv_tol(precision, tol);
+        for (r, got) in got.iter().enumerate() {
+            let want = self.rank_reference(&g, r, precision);
+            let what = format!("{} rank {r} {dtype:?} {precision:?}", self.name());
+            assert_close(&format!("{what} out"), &got[0], &want.out, tol, tol);
+            assert_close(&format!("{what} K"), &got[1], &want.k, kv_tol, kv_tol);
+            assert_close(&format!("{what} V"), &got[2], &want.v, kv_tol, kv_tol);
+        }
+    }
+
+    /// The emitted kernel under NumPy, every rank, equals the emulator in
+    /// both precision modes.
+    fn assert_kvdp_numpy_equals_emulator(&self) {
+        let fp32_inputs = if self.kv_scale.is_some() { Dtype::Bf16 } else { Dtype::F32 };
+        for (dtype, precision, mode) in [(fp32_inputs, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
+            let g = rounded(self.inputs(), dtype);
+            let xs: Vec<Inputs> = (0..self.kvdp).map(|r| self.rank_inputs(&g, r)).collect();
+            let emu = self.try_run_ranks(&xs, dtype, precision).unwrap_or_else(|e| panic!("{}: {e}", self.name()));
+            let ranks: Vec<_> = xs.iter().map(|x| (Vec::new(), self.kwargs(x, dtype))).collect();
+            let np = run_numpy_kwargs_ranks(emitted_package(), "attention_block_tkg", &ranks, self.lnc(), mode);
+            for (r, (np, emu)) in np.iter().zip(&emu).enumerate() {
+                assert_numpy_close_to_emulator(&format!("{} rank {r}", self.name()), mode, np, emu);
+            }
+        }
+    }
+}
+
+/// KV data parallelism on CI-sized versions of the library's KVDP rows
+/// (`q_heads` per rank, a flat or a block cache): two ranks of two heads, four
+/// ranks of one head (one batch each, the single-head gather), a block cache
+/// with a padding batch and the Q/K RMSNorm on one program, fp8 KV caches
+/// with a transposed K cache, and the attention skipped.
+const KVDP: &[Config] = &[
+    cfg(4, 2, 64, 256, 128, 1).kvdp(2).bias(),
+    cfg(4, 1, 64, 256, 128, 2).kvdp(4).no_update().no_proj().sink(),
+    cfg(8, 2, 128, 256, 128, 1).kvdp(2).block(16).qk_pre(true).lnc1(),
+    cfg(4, 1, 128, 256, 128, 1).kvdp(2).k_tp().no_norm_x().kv_quant(1.0),
+    cfg(2, 2, 64, 256, 128, 1).kvdp(2).skip_attention().no_proj(),
+];
+
+/// Every rank of the KVDP rows equals the float64 block without data
+/// parallelism on its inputs: fp32 inputs in fp32 precision (bfloat16 with
+/// fp8 caches).
+#[test]
+fn kvdp_in_fp32_matches_float64_on_every_rank() {
+    for cfg in KVDP {
+        let dtype = if cfg.kv_scale.is_some() { Dtype::Bf16 } else { Dtype::F32 };
+        cfg.check_kvdp(dtype, Precision::Fp32, 1e-4);
+    }
+}
+
+/// The KVDP rows, bfloat16 and float16 inputs by turns in hardware precision.
+#[test]
+fn kvdp_in_hardware_precision_matches_float64_on_every_rank() {
+    for (n, cfg) in KVDP.iter().enumerate() {
+        let dtype = if n % 2 == 0 { Dtype::Bf16 } else { Dtype::F16 };
+        cfg.check_kvdp(dtype, Precision::Hardware, 3e-2);
+    }
+}
+
+/// The emitted kernel under NumPy with ranks equals the emulator under KV
+/// data parallelism.
+#[test]
+fn emitted_kvdp_under_numpy_equals_emulator() {
+    for cfg in [KVDP[0], KVDP[1], KVDP[2]] {
+        cfg.assert_kvdp_numpy_equals_emulator();
+    }
+}
+
+/// KV data parallelism's rules: the replica group required, `B` a multiple
+/// of `KVDP`, and the attention's rules on `B / KVDP` batches of `q_heads ·
+/// KVDP` heads; refused by the rules, the emulator and the emitted kernel
+/// with the same messages.
+#[test]
+fn kvdp_rules_refuse_what_they_name() {
+    let kvdp = AttnBlockCall { kvdp: 2, has_replica_group: true, ..OK };
+    assert_eq!(attn_block_violation(kvdp), None);
+    assert_eq!(attn_block_violation(AttnBlockCall { s_tkg: 16, ..OK }), None);
+    let cases = [
+        (AttnBlockCall { has_replica_group: false, ..kvdp }, AttnBlockRule::KvdpGroup),
+        (AttnBlockCall { b: 6, kvdp: 4, ..kvdp }, AttnBlockRule::KvdpBatch),
+        // 16 new tokens of 8 heads fit the partitions; of the 16 gathered heads they do not.
+        (AttnBlockCall { s_tkg: 16, ..kvdp }, AttnBlockRule::Attention(TkgRule::ColumnsFit)),
+    ];
+    for (call, rule) in cases {
+        assert_eq!(attn_block_violation(call), Some(rule), "{call:?}");
+    }
+    // Rank 0's inputs of a two-rank row, with KVDP 3 (4 batches) or without the group.
+    let c = KVDP[0];
+    let x = c.rank_inputs(&rounded(c.inputs(), Dtype::Bf16), 0);
+    let t = c.kernel_tensors(&x, Dtype::Bf16);
+    let launch = Launch::new().lnc(c.lnc());
+    let err = c.call(&t).KVDP(3).launch(&launch).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains(AttnBlockRule::KvdpBatch.message()), "{err}");
+    let err = c.call(&t).KVDP_replica_group(None).launch(&launch).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains(AttnBlockRule::KvdpGroup.message()), "{err}");
+    let mut kw = c.kwargs(&x, Dtype::Bf16);
+    kw.retain(|(k, _)| *k != "KVDP");
+    kw.push(("KVDP", Arg::Int(3)));
+    let err = crate::common::attention::run_numpy_refused(emitted_package(), "attention_block_tkg", &[], &kw);
+    assert!(err.contains(AttnBlockRule::KvdpBatch.message()), "{err}");
+    kw.retain(|(k, _)| *k != "KVDP_replica_group");
+    let err = crate::common::attention::run_numpy_refused(emitted_package(), "attention_block_tkg", &[], &kw);
+    assert!(err.contains(AttnBlockRule::KvdpGroup.message()), "{err}");
 }

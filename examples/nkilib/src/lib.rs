@@ -21,7 +21,7 @@
 //! | `allgather_sb2sb` | [`experimental::collectives::sb2sb_allgather`] | each rank's `[H, W]` tile gathered along its columns from its replica group by one SBUF `all_gather` |
 //! | `allgather_sb2sb_tiled` | [`experimental::collectives::sb2sb_allgather`] | `allgather_sb2sb` row tile by row tile, the tiles split over the LNC programs |
 //! | `topk_reduce` | [`experimental::collectives::topk_reduce`] | the MoE top-K sum of each token's rows scattered (by packed token index) over an `all_to_all_v` buffer |
-//! | `attention_block_tkg` | [`experimental::transformer::attention_block_tkg`] | decode attention block: RMSNorm, fused QKV, Q/K norms and RoPE, `attention_tkg` over the KV cache, the cache update, the output projection |
+//! | `attention_block_tkg` | [`experimental::transformer::attention_block_tkg`] | decode attention block: RMSNorm, fused QKV, Q/K norms and RoPE, `attention_tkg` over the KV cache, the cache update, the output projection, KV data parallelism over ranks |
 //! | `blockwise_mm_bwd` | [`experimental::moe::blockwise_mm_backward`] | the blockwise MoE layer's gradients from the forward's checkpoints, each program owning a share of the hidden columns |
 //! | `RoPE` | [`embeddings::rope`] | rotary position embedding, head dim on the partitions |
 //! | `rope_hf` | [`embeddings::rope_hf`] | rotary position embedding of q and k, `[batch, heads, seq, head_dim]` |

@@ -51,8 +51,12 @@ HEADS = "attention_block_tkg: d_head must be even and W_qkv must hold (q_heads +
 OUT_IN_SB = "attention_block_tkg: out_in_sb=True leaves the output in SBUF for a calling kernel; the port's phases exchange HBM tensors, so the output is in HBM"
 
 
-# `KVDP > 1` refused.
-KVDP_RULE = "attention_block_tkg: KV data parallelism (KVDP > 1, its all-gathers of heads and batches) is not implemented"
+# KV data parallelism needs the ranks it gathers over.
+KVDP_GROUP = "attention_block_tkg: KVDP_replica_group is required when KVDP > 1"
+
+
+# KV data parallelism splits the batches evenly over the ranks.
+KVDP_BATCH = "attention_block_tkg: B must be divisible by KVDP (each rank attends B / KVDP batches)"
 
 
 # The fp8 KV-cache scales together.
@@ -113,6 +117,8 @@ class AttnBlockDims(nl.NKIObject):
     "The programs of the launch (1 or 2)."
     tile_b: int
     "Batches per tile of token rows: `floor(128 / S_tkg)`, at most `B`."
+    kvdp: int
+    "The ranks sharing the batches (`KVDP`; 1 without KV data parallelism)."
 
 
 @dataclass
@@ -169,9 +175,26 @@ class AttnInputs(nl.NKIObject):
     "Active values `[B, 1, S, d]`."
 
 
-def validate_and_extract_config(X, W_qkv, K_cache, V_cache, attention_mask, active_blocks_table, K_cache_transposed):
+def check_kv_scales(K_cache, V_cache, k_scale, v_scale):
+    """The fp8 KV-cache quantization's inputs: both scales or neither, with
+    caches in `float8_e4m3`, each scale one value (`[128, 1]` or `[1, 1]`).
+    """
+    assert (k_scale is not None) == (v_scale is not None), KV_SCALES
+    kv_fp8 = K_cache.dtype == nl.float8_e4m3 and V_cache.dtype == nl.float8_e4m3
+    assert k_scale is None or kv_fp8, KV_QUANT_CACHE
+    if k_scale is not None:
+        ks = k_scale
+        assert ks.ndim == 2 and ks.shape[1] == 1 and (ks.shape[0] == PMAX or ks.shape[0] == 1), KV_SCALE_SHAPE
+    if v_scale is not None:
+        vs = v_scale
+        assert vs.ndim == 2 and vs.shape[1] == 1 and (vs.shape[0] == PMAX or vs.shape[0] == 1), KV_SCALE_SHAPE
+
+
+def validate_and_extract_config(X, W_qkv, K_cache, V_cache, attention_mask, active_blocks_table, K_cache_transposed, KVDP):
     """The sizes of a call, the block's own rules checked (the phases' kernels
-    check theirs).
+    check theirs). Under KV data parallelism the caches, the mask and the
+    table are this rank's: `B / KVDP` batches, the mask's heads those of
+    the whole group (`q_heads · KVDP`).
     """
     assert X.ndim == 3, f"attention_block_tkg: X must be [B, S_tkg, H] in HBM, got {X.ndim} dims"
     b, s_tkg, h = X.shape
@@ -180,6 +203,9 @@ def validate_and_extract_config(X, W_qkv, K_cache, V_cache, attention_mask, acti
     i = W_qkv.shape[1]
     assert d_head > 0 and d_head % 2 == 0 and i % d_head == 0 and i // d_head > 2 * KV_HEADS, HEADS
     q_heads = i // d_head - 2 * KV_HEADS
+    kvdp = max(KVDP, 1)
+    assert b % kvdp == 0, KVDP_BATCH
+    b_attn, q_heads_attn = (b // kvdp, q_heads * kvdp)
     block_len = V_cache.shape[1] if active_blocks_table is not None else 0
     s_ctx = attention_mask.shape[0]
     s_max_ctx = V_cache.shape[V_cache.ndim - 2]
@@ -190,14 +216,24 @@ def validate_and_extract_config(X, W_qkv, K_cache, V_cache, attention_mask, acti
         s_max_ctx = s_ctx
     else:
         k_seq = K_cache.shape[K_cache.ndim - 1] if K_cache_transposed else K_cache.shape[K_cache.ndim - 2]
-        assert V_cache.shape[0] == b, f"attention_block_tkg: V_cache must hold B = {b} batches, got {V_cache.shape[0]}"
+        assert V_cache.shape[0] == b_attn, f"attention_block_tkg: V_cache must hold B / KVDP = {b_attn} batches, got {V_cache.shape[0]}"
         assert k_seq == s_max_ctx, f"attention_block_tkg: K_cache and V_cache must hold S_max_ctx = {s_max_ctx} positions, got {k_seq}"
     m = attention_mask.shape
-    assert attention_mask.ndim == 4 and m[0] == s_ctx and m[1] == b and m[2] == q_heads and m[3] == s_tkg, f"attention_block_tkg: attention_mask must be [S_ctx, B, q_heads, S_tkg] = [{s_ctx}, {b}, {q_heads}, {s_tkg}], got {m}"
+    assert attention_mask.ndim == 4 and m[0] == s_ctx and m[1] == b_attn and m[2] == q_heads_attn and m[3] == s_tkg, f"attention_block_tkg: attention_mask must be [S_ctx, B / KVDP, q_heads * KVDP, S_tkg] = [{s_ctx}, {b_attn}, {q_heads_attn}, {s_tkg}], got {m}"
     grid = nl.program_ndim() == 1
     programs = nl.num_programs(axes=0) if grid else 1
     tile_b = max(min(PMAX // s_tkg, b), 1)
-    return AttnBlockDims(b=b, s_tkg=s_tkg, d_head=d_head, q_heads=q_heads, s_ctx=s_ctx, s_max_ctx=s_max_ctx, block_len=block_len, programs=programs, tile_b=tile_b)
+    return AttnBlockDims(b=b, s_tkg=s_tkg, d_head=d_head, q_heads=q_heads, s_ctx=s_ctx, s_max_ctx=s_max_ctx, block_len=block_len, programs=programs, tile_b=tile_b, kvdp=kvdp)
+
+
+def attention_dims(dims):
+    """The sizes the attention and the cache update work on: the library's
+    `B_attn = B / KVDP` batches (this rank's) and `q_heads_attn = q_heads ·
+    KVDP` heads (every rank's, gathered); `dims` itself without KV data
+    parallelism.
+    """
+    b = dims.b // dims.kvdp
+    return AttnBlockDims(b=b, s_tkg=dims.s_tkg, d_head=dims.d_head, q_heads=dims.q_heads * dims.kvdp, s_ctx=dims.s_ctx, s_max_ctx=dims.s_max_ctx, block_len=dims.block_len, programs=dims.programs, tile_b=max(min(PMAX // dims.s_tkg, b), 1), kvdp=dims.kvdp)
 
 
 def tile_tables(p, b0, tb):
@@ -348,6 +384,112 @@ def qkv_processing(dims, qkv_out, p, softmax_scale, k_scale, v_scale):
     return AttnInputs(q=q, k=k, v=v)
 
 
+def select_rank_slice(t, outer, kvdp, inner, rank):
+    """This rank's part of `t` read as `[outer, KVDP, inner]`: the `[outer,
+    inner]` slice at index `rank` of the middle dim, copied into this
+    program's HBM scratch. The rank is a register, so the slice's start
+    moves on the device (`scalar_offset`); the copy makes it contiguous
+    for the reshapes that follow.
+    """
+    out = nl.ndarray(shape=(outer, inner), dtype=t.dtype, buffer=nl.private_hbm)
+    view = t.reshape(shape=(outer, kvdp, inner)).ap(pattern=[[kvdp * inner, outer], [1, inner]], offset=0, scalar_offset=rank, indirect_dim=1)
+    nisa.dma_copy(dst=out, src=view)
+    return out
+
+
+def gather_q_one_head(dims, q, group, rank):
+    """The library's Q gather for one query head: `q` `[d, B·S]` needs no
+    transpose, its `d` rows are all-gathered as they are (`[KVDP · d,
+    B·S]`, rank `r`'s head at rows `r · d`), this rank's batches selected
+    and each head's `[d, B_attn·S]` placed among the attention's
+    batch-major columns.
+    """
+    d, b, st, kvdp = (dims.d_head, dims.b, dims.s_tkg, dims.kvdp)
+    b_attn, nqa, dt = (b // kvdp, kvdp, q.dtype)
+    gathered = nl.ndarray(shape=(nqa * d, b * st), dtype=dt, buffer=nl.private_hbm)
+    ncc.all_gather(srcs=[q.reshape(shape=(d, b * st))], dsts=[gathered], replica_group=group, collective_dim=0)
+    sliced = select_rank_slice(gathered, nqa * d, kvdp, b_attn * st, rank)
+    out = nl.ndarray(shape=(d, b_attn * nqa * st), dtype=dt, buffer=nl.private_hbm)
+    out4, heads = (out.reshape(shape=(d, b_attn, nqa, st)), sliced.reshape(shape=(nqa, d, b_attn, st)))
+    for h in range(nqa):
+        nisa.dma_copy(dst=out4[:, :, h, :], src=heads[h, :, :, :])
+    return out
+
+
+def columns_to_rows(cols, rows):
+    """`cols` `[d, n]` (SBUF) as the rows `[n, d]` of `rows` (HBM): PE
+    transposes of 128 columns at a time (the collectives gather an HBM
+    tensor's first dim, so the heads or batches must lead).
+    """
+    d, n = cols.shape
+    for t in range(-(-n // PMAX)):
+        t0, size = (t * PMAX, min(n - t * PMAX, PMAX))
+        ps = nl.ndarray(shape=(size, d), dtype=cols.dtype, buffer=nl.psum)
+        nisa.nc_transpose(dst=ps, data=cols[:, t0:t0 + size])
+        tile = nl.ndarray(shape=(size, d), dtype=cols.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=tile, src=ps)
+        nisa.dma_copy(dst=rows[t0:t0 + size, :], src=tile)
+
+
+def rows_to_columns(rows):
+    """The rows `[n, d]` of `rows` (HBM) as columns `[d, n]` in SBUF: PE
+    transposes of 128 rows at a time.
+    """
+    n, d = rows.shape
+    cols = nl.ndarray(shape=(d, n), dtype=rows.dtype, buffer=nl.sbuf)
+    for t in range(-(-n // PMAX)):
+        t0, size = (t * PMAX, min(n - t * PMAX, PMAX))
+        tile = nl.ndarray(shape=(size, d), dtype=rows.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=tile, src=rows[t0:t0 + size, :])
+        ps = nl.ndarray(shape=(d, size), dtype=rows.dtype, buffer=nl.psum)
+        nisa.nc_transpose(dst=ps, data=tile)
+        nisa.tensor_copy(dst=cols[:, t0:t0 + size], src=ps)
+    return cols
+
+
+def gather_q_heads(dims, q, group, rank):
+    """The library's Q gather for `q_heads > 1`: `q` `[d, B·q_heads·S]`
+    transposed to head-major rows `[q_heads, B, S, d]`, all-gathered over
+    `group` (`[q_heads · KVDP, B, S, d]`, rank `r`'s heads at `r ·
+    q_heads`), this rank's batches selected, and transposed back to the
+    attention's columns `[d, B_attn·q_heads_attn·S]` (batch-major).
+    """
+    d, b, st, nq, kvdp = (dims.d_head, dims.b, dims.s_tkg, dims.q_heads, dims.kvdp)
+    b_attn, nqa, dt = (b // kvdp, nq * kvdp, q.dtype)
+    by_head = nl.ndarray(shape=(d, nq, b, st), dtype=dt, buffer=nl.sbuf)
+    q4 = q.reshape(shape=(d, b, nq, st))
+    for h in range(nq):
+        nisa.dma_copy(dst=by_head[:, h, :, :], src=q4[:, :, h, :])
+    rows = nl.ndarray(shape=(nq, b, st, d), dtype=dt, buffer=nl.private_hbm)
+    columns_to_rows(by_head.reshape(shape=(d, nq * b * st)), rows.reshape(shape=(nq * b * st, d)))
+    gathered = nl.ndarray(shape=(nqa, b, st, d), dtype=dt, buffer=nl.private_hbm)
+    ncc.all_gather(srcs=[rows], dsts=[gathered], replica_group=group, collective_dim=0)
+    sliced = select_rank_slice(gathered, nqa, kvdp, b_attn * st * d, rank)
+    cols = rows_to_columns(sliced.reshape(shape=(nqa * b_attn * st, d)))
+    out = nl.ndarray(shape=(d, b_attn * nqa * st), dtype=dt, buffer=nl.private_hbm)
+    out4, cols4 = (out.reshape(shape=(d, b_attn, nqa, st)), cols.reshape(shape=(d, nqa, b_attn, st)))
+    for h in range(nqa):
+        nisa.dma_copy(dst=out4[:, :, h, :], src=cols4[:, h, :, :])
+    return out
+
+
+def kvdp_attention_input_collectives(dims, inp, group):
+    """The library's `_KVDP_attention_input_collectives`: the queries of
+    every rank of `group` gathered (head `r · q_heads + h` is rank `r`'s
+    head `h`), then this rank's `B / KVDP` batches (from `rank_id ·
+    B_attn`) of the queries and of the new keys and values, which every
+    rank computed for all `B` batches: the attention's inputs for
+    `B_attn` batches and `q_heads · KVDP` heads.
+    """
+    d, st, kvdp = (dims.d_head, dims.s_tkg, dims.kvdp)
+    b_attn = dims.b // kvdp
+    rank = ncc.rank_id()
+    q = gather_q_one_head(dims, inp.q, group, rank) if dims.q_heads == 1 else gather_q_heads(dims, inp.q, group, rank)
+    k = select_rank_slice(inp.k, d, kvdp, b_attn * st, rank)
+    v = select_rank_slice(inp.v, 1, kvdp, b_attn * KV_HEADS * st * d, rank)
+    return AttnInputs(q=q, k=k, v=v.reshape(shape=(b_attn, KV_HEADS, st, d)))
+
+
 def attention_phase(dims, inp, K_cache, V_cache, attention_mask, sink, active_blocks_table, flags):
     """The attention of `inp` over the cache by `attention_tkg`, `flags` being
     `(K_cache_transposed, out_in_sb, enable_fa_s_prior_tiling)` (the output
@@ -361,6 +503,31 @@ def attention_phase(dims, inp, K_cache, V_cache, attention_mask, sink, active_bl
     out, _k_out = attention_tkg(inp.q, inp.k, inp.v, k_prior, v_prior, attention_mask, cfg, sink=sink, active_blocks_table=active_blocks_table)
     if dims.programs == 2:
         nisa.core_barrier(data=out, cores=(0, 1))
+    return out
+
+
+def kvdp_attention_output_collectives(dims, attn, group):
+    """The library's `_KVDP_attention_output_collectives`: the attention's
+    output `attn` `[d, B_attn·q_heads_attn·S]` transposed to batch-major
+    rows `[B_attn, q_heads_attn, S, d]`, all-gathered over `group` (`[B,
+    q_heads_attn, S, d]`, rank `r`'s batches at `r · B_attn`), this rank's
+    own `q_heads` heads selected (from `rank_id · q_heads`) and transposed
+    back to `[d, B·q_heads·S]`, the layout the output projection takes.
+    """
+    d, b, st, nq, kvdp = (dims.d_head, dims.b, dims.s_tkg, dims.q_heads, dims.kvdp)
+    n_attn, dt = (b // kvdp * nq * kvdp * st, attn.dtype)
+    cols = nl.ndarray(shape=(d, n_attn), dtype=dt, buffer=nl.sbuf)
+    nisa.dma_copy(dst=cols, src=attn.reshape(shape=(d, n_attn)))
+    rows = nl.ndarray(shape=(n_attn, d), dtype=dt, buffer=nl.private_hbm)
+    columns_to_rows(cols, rows)
+    gathered = nl.ndarray(shape=(b, nq * kvdp * st * d), dtype=dt, buffer=nl.private_hbm)
+    ncc.all_gather(srcs=[rows.reshape(shape=(b // kvdp, nq * kvdp * st * d))], dsts=[gathered], replica_group=group, collective_dim=0)
+    rank = ncc.rank_id()
+    sliced = select_rank_slice(gathered, b, kvdp, nq * st * d, rank)
+    n = b * nq * st
+    back = rows_to_columns(sliced.reshape(shape=(n, d)))
+    out = nl.ndarray(shape=(d, n), dtype=dt, buffer=nl.private_hbm)
+    nisa.dma_copy(dst=out, src=back)
     return out
 
 
@@ -463,9 +630,11 @@ def to_shared_hbm(dims, t):
 def attention_block_tkg(X, X_hidden_dim_actual, rmsnorm_X_enabled, rmsnorm_X_eps, rmsnorm_X_gamma, W_qkv, bias_qkv, quantization_type_qkv, weight_dequant_scale_qkv, input_dequant_scale_qkv, rmsnorm_QK_pre_rope_enabled, rmsnorm_QK_pre_rope_eps, rmsnorm_QK_pre_rope_W_Q, rmsnorm_QK_pre_rope_W_K, cos, sin, rope_contiguous_layout, rmsnorm_QK_post_rope_enabled, rmsnorm_QK_post_rope_eps, rmsnorm_QK_post_rope_W_Q, rmsnorm_QK_post_rope_W_K, K_cache_transposed, active_blocks_table, K_cache, V_cache, attention_mask, sink, update_cache, kv_cache_update_idx, W_out, bias_out, quantization_type_out, weight_dequant_scale_out, input_dequant_scale_out, transposed_out, out_in_sb, softmax_scale=None, enable_fa_s_prior_tiling=True, k_scale=None, v_scale=None, skip_attention=False, KVDP=1, KVDP_replica_group=None):
     """The attention block of `X` `[B, S_tkg, H]` (module docs): returns the
     output, then the updated caches (`update_cache`) or the new keys
-    `[d, B, S_tkg]` and values `[B, 1, S_tkg, d]`. The output is `[B,
-    q_heads, d, S_tkg]` without `W_out`, else `[B·S_tkg, H]` (or `[128,
-    lnc, H/lnc/128, B·S_tkg]` with `transposed_out`).
+    `[d, B_attn, S_tkg]` and values `[B_attn, 1, S_tkg, d]` (`B_attn = B /
+    KVDP`, `B` without KV data parallelism). The output is `[B, q_heads,
+    d, S_tkg]` without `W_out` (`[d, B·q_heads·S_tkg]` with `KVDP > 1`, as
+    the library returns it), else `[B·S_tkg, H]` (or `[128, lnc,
+    H/lnc/128, B·S_tkg]` with `transposed_out`).
     """
     assert isinstance(quantization_type_qkv, QuantizationType), f"attention_block_tkg: quantization_type_qkv={quantization_type_qkv!r} is not a QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)"
     assert isinstance(quantization_type_out, QuantizationType), f"attention_block_tkg: quantization_type_out={quantization_type_out!r} is not a QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)"
@@ -494,22 +663,15 @@ def attention_block_tkg(X, X_hidden_dim_actual, rmsnorm_X_enabled, rmsnorm_X_eps
     assert k_scale is None or k_scale.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_block_tkg takes k_scale as float32, bfloat16 or float16"
     assert v_scale is None or v_scale.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_block_tkg takes v_scale as float32, bfloat16 or float16"
     assert not out_in_sb, OUT_IN_SB
-    assert KVDP == 1, KVDP_RULE
-    assert (k_scale is not None) == (v_scale is not None), KV_SCALES
-    kv_fp8 = K_cache.dtype == nl.float8_e4m3 and V_cache.dtype == nl.float8_e4m3
-    assert k_scale is None or kv_fp8, KV_QUANT_CACHE
-    if k_scale is not None:
-        ks = k_scale
-        assert ks.ndim == 2 and ks.shape[1] == 1 and (ks.shape[0] == PMAX or ks.shape[0] == 1), KV_SCALE_SHAPE
-    if v_scale is not None:
-        vs = v_scale
-        assert vs.ndim == 2 and vs.shape[1] == 1 and (vs.shape[0] == PMAX or vs.shape[0] == 1), KV_SCALE_SHAPE
+    assert KVDP <= 1 or KVDP_replica_group is not None, KVDP_GROUP
+    check_kv_scales(K_cache, V_cache, k_scale, v_scale)
     assert not transposed_out or W_out is not None, TRANSPOSED_OUT
     assert (cos is not None) == (sin is not None), ROPE_TABLES
     assert not update_cache or kv_cache_update_idx is not None, UPDATE
-    dims = validate_and_extract_config(X, W_qkv, K_cache, V_cache, attention_mask, active_blocks_table, K_cache_transposed)
+    dims = validate_and_extract_config(X, W_qkv, K_cache, V_cache, attention_mask, active_blocks_table, K_cache_transposed, KVDP)
     d, b, st, nq = (dims.d_head, dims.b, dims.s_tkg, dims.q_heads)
     assert not skip_attention or b * st <= PMAX, SKIP_ATTENTION_TILES
+    adims = attention_dims(dims)
     qkv_out = qkv(X, W_qkv, output_layout=QKVOutputLayout.BSD, bias=bias_qkv, quantization_type=quantization_type_qkv, qkv_w_scale=weight_dequant_scale_qkv, qkv_in_scale=input_dequant_scale_qkv, fused_norm_type=NormType.RMS_NORM if rmsnorm_X_enabled else NormType.NO_NORM, gamma_norm_weights=rmsnorm_X_gamma, norm_eps=rmsnorm_X_eps if rmsnorm_X_eps is not None else DEFAULT_RMSNORM_X_EPS, hidden_actual=X_hidden_dim_actual, d_head=d, num_q_heads=nq, num_kv_heads=KV_HEADS)
     if dims.programs == 2:
         nisa.core_barrier(data=qkv_out, cores=(0, 1))
@@ -518,23 +680,32 @@ def attention_block_tkg(X, X_hidden_dim_actual, rmsnorm_X_enabled, rmsnorm_X_eps
     p = QkProcessing(pre=pre, post=post, cos=cos, sin=sin, contiguous=rope_contiguous_layout)
     scale = 1.0 if skip_attention else softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(float(d))
     inp = qkv_processing(dims, qkv_out, p, scale, k_scale, v_scale)
+    is_kvdp = dims.kvdp > 1
+    kvdp_group = KVDP_replica_group if is_kvdp else None
+    if kvdp_group is not None:
+        group = kvdp_group
+        inp = kvdp_attention_input_collectives(dims, inp, group)
     do_out_proj = W_out is not None
     q = inp.q
     attn_out = q
     if not skip_attention:
-        flags = (K_cache_transposed, do_out_proj, enable_fa_s_prior_tiling)
-        out = attention_phase(dims, inp, K_cache, V_cache, attention_mask, sink, active_blocks_table, flags)
+        flags = (K_cache_transposed, do_out_proj or is_kvdp, enable_fa_s_prior_tiling)
+        out = attention_phase(adims, inp, K_cache, V_cache, attention_mask, sink, active_blocks_table, flags)
         attn_out = out
+    if kvdp_group is not None:
+        group = kvdp_group
+        gathered = kvdp_attention_output_collectives(dims, attn_out, group)
+        attn_out = gathered
     k_ret = K_cache
     v_ret = V_cache
     if update_cache:
-        kv_cache_update(dims, K_cache, V_cache, inp, kv_cache_update_idx if kv_cache_update_idx is not None else attention_mask, K_cache_transposed)
+        kv_cache_update(adims, K_cache, V_cache, inp, kv_cache_update_idx if kv_cache_update_idx is not None else attention_mask, K_cache_transposed)
     else:
         k_new = inp.k
-        k_ret = to_shared_hbm(dims, k_new.reshape(shape=(d, b, st)))
-        v_ret = to_shared_hbm(dims, inp.v)
+        k_ret = to_shared_hbm(adims, k_new.reshape(shape=(d, adims.b, st)))
+        v_ret = to_shared_hbm(adims, inp.v)
     kernel_output = attn_out
-    if skip_attention and not do_out_proj:
+    if not do_out_proj and (skip_attention or is_kvdp):
         kernel_output = to_shared_hbm(dims, attn_out)
     if W_out is not None:
         w = W_out

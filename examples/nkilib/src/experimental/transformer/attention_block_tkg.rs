@@ -7,7 +7,9 @@
 //! Q, K     = each head of QKV transposed to [d, B·heads·S]
 //! Q, K     = RMSNorm over d (pre RoPE), RoPE(cos, sin), RMSNorm over d (post RoPE)
 //! V        = the last d columns of QKV                                        [B, 1, S, d]
+//! Q, K, V  = Q gathered over the KVDP ranks, this rank's B/KVDP batches       (KVDP > 1)
 //! out      = attention_tkg(Q · softmax_scale, K, V, K_cache, V_cache, mask, sink)
+//! out      = out gathered over the ranks, this rank's q_heads heads           (KVDP > 1)
 //! caches   = K, V written at kv_cache_update_idx[b] .. + S   (update_cache; a
 //!            position of batch b's rows, or a slot of the block pool)
 //! out      = out @ W_out + bias_out                                            (W_out given)
@@ -44,19 +46,50 @@
 //! divided out), and they are what the cache update writes or the kernel
 //! returns. The cache update transposes fp8 keys through bfloat16 (exact).
 //!
+//! KV data parallelism (`KVDP > 1`, the library's `is_KVDP`): the `KVDP`
+//! ranks of `KVDP_replica_group` each hold the caches of `B_attn = B / KVDP`
+//! batches (rank `r` the batches from `r · B_attn`) and project their own
+//! `q_heads` query heads (and the one shared K/V head) for all `B` batches;
+//! the caches, `active_blocks_table` and `kv_cache_update_idx` are the
+//! rank's, the mask `[S_ctx, B_attn, q_heads · KVDP, S]`, `cos` / `sin` and
+//! the output of all `B` batches. Before the attention
+//! (`kvdp_attention_input_collectives`) the queries are all-gathered over
+//! the group (head `r · q_heads + h` of the gathered `q_heads_attn = q_heads
+//! · KVDP` is rank `r`'s head `h`) and the rank's `B_attn` batches of the
+//! queries and of the new keys and values are selected by its `ncc.rank_id`
+//! (a register: the slice starts at a `scalar_offset`); the attention runs
+//! on `B_attn` batches with `q_heads_attn` heads. After it
+//! (`kvdp_attention_output_collectives`) its output is all-gathered over the
+//! batches and the rank's own heads are selected, so the output projection
+//! takes `[d, B·q_heads·S]` and the rank's output is its own heads' part of
+//! every batch (with `W_out` the rank's `q_heads · d` rows of the
+//! projection). The cache update writes the rank's batches. The
+//! collectives gather an HBM tensor's first dim, so the queries are
+//! transposed to head-major rows `[q_heads, B, S, d]` before their gather
+//! (one query head needs no transpose: its `d` rows are gathered as they
+//! are) and the attention's output to batch-major rows `[B_attn,
+//! q_heads_attn, S, d]`, each transposed back afterwards (PE transposes of
+//! 128 rows). The queries are scaled before their gather (the library
+//! scales the gathered ones: the same values). As in the library the rank
+//! id is the rank's in the launch, so the group is ranks `0 .. KVDP` in
+//! order.
+//!
 //! The library keeps the phases' tensors in SBUF; here the kernels exchange
 //! HBM tensors (the values are the same). On an LNC2 launch every program
 //! runs the projection-free phases on all rows (into its own HBM scratch),
 //! the phases' kernels split their work as they do alone, and the programs
 //! meet at a core barrier after the projection and after the attention,
 //! whose outputs they share. The V cache is written by program 0 and the K
-//! cache by the last program, as in the library.
+//! cache by the last program, as in the library. Under KV data parallelism
+//! every program gathers with the same program of the other ranks, into its
+//! own HBM scratch.
 //!
 //! Refused by name (see [`AttnBlockRule`]): `X` in SBUF and `out_in_sb`
-//! (a calling kernel's SBUF operands: here results are in HBM) and KV data
-//! parallelism (`KVDP > 1`); `skip_attention` with more than one tile of
-//! token rows is refused as by the library, and so is one of `k_scale` /
-//! `v_scale` without the other (the library then quantizes nothing). The
+//! (a calling kernel's SBUF operands: here results are in HBM);
+//! `skip_attention` with more than one tile of token rows is refused as by
+//! the library, and so are `KVDP > 1` without `KVDP_replica_group` and a
+//! `B` that is not a multiple of `KVDP`, and one of `k_scale` / `v_scale`
+//! without the other (the library then quantizes nothing). The
 //! library's `sbm` SBUF allocator has no counterpart (tiles are placed by
 //! the compiler).
 
@@ -95,9 +128,10 @@ pub mod kernel {
     pub const HEADS: &str = "attention_block_tkg: d_head must be even and W_qkv must hold (q_heads + 2) * d_head columns, q_heads >= 1";
     /// `out_in_sb` refused.
     pub const OUT_IN_SB: &str = "attention_block_tkg: out_in_sb=True leaves the output in SBUF for a calling kernel; the port's phases exchange HBM tensors, so the output is in HBM";
-    /// `KVDP > 1` refused.
-    pub const KVDP_RULE: &str =
-        "attention_block_tkg: KV data parallelism (KVDP > 1, its all-gathers of heads and batches) is not implemented";
+    /// KV data parallelism needs the ranks it gathers over.
+    pub const KVDP_GROUP: &str = "attention_block_tkg: KVDP_replica_group is required when KVDP > 1";
+    /// KV data parallelism splits the batches evenly over the ranks.
+    pub const KVDP_BATCH: &str = "attention_block_tkg: B must be divisible by KVDP (each rank attends B / KVDP batches)";
     /// The fp8 KV-cache scales together.
     pub const KV_SCALES: &str = "attention_block_tkg: k_scale and v_scale must be given together (fp8 KV-cache quantization) or not at all";
     /// The fp8 KV-cache quantization's caches.
@@ -139,6 +173,8 @@ pub mod kernel {
         pub programs: i64,
         /// Batches per tile of token rows: `floor(128 / S_tkg)`, at most `B`.
         pub tile_b: i64,
+        /// The ranks sharing the batches (`KVDP`; 1 without KV data parallelism).
+        pub kvdp: i64,
     }
 
     /// One RMSNorm of Q and K over the head dim.
@@ -192,7 +228,9 @@ pub mod kernel {
     }
 
     /// The sizes of a call, the block's own rules checked (the phases' kernels
-    /// check theirs).
+    /// check theirs). Under KV data parallelism the caches, the mask and the
+    /// table are this rank's: `B / KVDP` batches, the mask's heads those of
+    /// the whole group (`q_heads · KVDP`).
     #[nki_helper]
     pub fn validate_and_extract_config(
         X: Hbm,
@@ -202,6 +240,7 @@ pub mod kernel {
         attention_mask: Hbm,
         active_blocks_table: Option<Hbm>,
         K_cache_transposed: bool,
+        KVDP: i64,
     ) -> AttnBlockDims {
         assert!(X.ndim() == 3, "attention_block_tkg: X must be [B, S_tkg, H] in HBM, got {} dims", X.ndim());
         let [b, s_tkg, h] = X.shape();
@@ -210,6 +249,10 @@ pub mod kernel {
         let i = W_qkv.shape()[1];
         assert!(d_head > 0 && d_head % 2 == 0 && i % d_head == 0 && i / d_head > 2 * KV_HEADS, HEADS);
         let q_heads = i / d_head - 2 * KV_HEADS;
+        // As in the library, a KVDP of 1 or less means no data parallelism.
+        let kvdp = KVDP.max(1);
+        assert!(b % kvdp == 0, KVDP_BATCH);
+        let (b_attn, q_heads_attn) = (b / kvdp, q_heads * kvdp);
         let block_len = if active_blocks_table.is_some() { V_cache.shape()[1] } else { 0 };
         let mut s_ctx = attention_mask.shape()[0];
         let mut s_max_ctx = V_cache.shape()[V_cache.ndim() - 2];
@@ -219,7 +262,11 @@ pub mod kernel {
             s_max_ctx = s_ctx;
         } else {
             let k_seq = if K_cache_transposed { K_cache.shape()[K_cache.ndim() - 1] } else { K_cache.shape()[K_cache.ndim() - 2] };
-            assert!(V_cache.shape()[0] == b, "attention_block_tkg: V_cache must hold B = {b} batches, got {}", V_cache.shape()[0]);
+            assert!(
+                V_cache.shape()[0] == b_attn,
+                "attention_block_tkg: V_cache must hold B / KVDP = {b_attn} batches, got {}",
+                V_cache.shape()[0]
+            );
             assert!(
                 k_seq == s_max_ctx,
                 "attention_block_tkg: K_cache and V_cache must hold S_max_ctx = {s_max_ctx} positions, got {k_seq}"
@@ -227,14 +274,35 @@ pub mod kernel {
         }
         let m = attention_mask.shape();
         assert!(
-            attention_mask.ndim() == 4 && m[0] == s_ctx && m[1] == b && m[2] == q_heads && m[3] == s_tkg,
-            "attention_block_tkg: attention_mask must be [S_ctx, B, q_heads, S_tkg] = [{s_ctx}, {b}, {q_heads}, {s_tkg}], got {m}"
+            attention_mask.ndim() == 4 && m[0] == s_ctx && m[1] == b_attn && m[2] == q_heads_attn && m[3] == s_tkg,
+            "attention_block_tkg: attention_mask must be [S_ctx, B / KVDP, q_heads * KVDP, S_tkg] = [{s_ctx}, {b_attn}, {q_heads_attn}, {s_tkg}], got {m}"
         );
         let grid = nl::program_ndim() == 1;
         let programs = if grid { nl::num_programs(0) } else { 1 };
         // Whole batches a tile (S_tkg <= 128 is attention_tkg's rule, checked when it is called).
         let tile_b = (PMAX / s_tkg).min(b).max(1);
-        AttnBlockDims { b, s_tkg, d_head, q_heads, s_ctx, s_max_ctx, block_len, programs, tile_b }
+        AttnBlockDims { b, s_tkg, d_head, q_heads, s_ctx, s_max_ctx, block_len, programs, tile_b, kvdp }
+    }
+
+    /// The sizes the attention and the cache update work on: the library's
+    /// `B_attn = B / KVDP` batches (this rank's) and `q_heads_attn = q_heads ·
+    /// KVDP` heads (every rank's, gathered); `dims` itself without KV data
+    /// parallelism.
+    #[nki_helper]
+    pub fn attention_dims(dims: AttnBlockDims) -> AttnBlockDims {
+        let b = dims.b / dims.kvdp;
+        AttnBlockDims {
+            b,
+            s_tkg: dims.s_tkg,
+            d_head: dims.d_head,
+            q_heads: dims.q_heads * dims.kvdp,
+            s_ctx: dims.s_ctx,
+            s_max_ctx: dims.s_max_ctx,
+            block_len: dims.block_len,
+            programs: dims.programs,
+            tile_b: (PMAX / dims.s_tkg).min(b).max(1),
+            kvdp: dims.kvdp,
+        }
     }
 
     /// The library's `_rms_norm_inplace`: each column of `x` `[d, N]` (`d =
@@ -444,6 +512,145 @@ pub mod kernel {
         out
     }
 
+    /// `cols` `[d, n]` (SBUF) as the rows `[n, d]` of `rows` (HBM): PE
+    /// transposes of 128 columns at a time (the collectives gather an HBM
+    /// tensor's first dim, so the heads or batches must lead).
+    #[nki_helper]
+    pub fn columns_to_rows(cols: Sbuf, rows: Hbm) {
+        let [d, n] = cols.shape();
+        for t in 0..n.div_ceil(PMAX) {
+            let (t0, size) = (t * PMAX, (n - t * PMAX).min(PMAX));
+            let ps = nl::ndarray([size, d], cols.dtype(), buffer = nl::psum);
+            nisa::nc_transpose(ps, cols[s![.., t0..t0 + size]]);
+            let tile = nl::ndarray([size, d], cols.dtype(), buffer = nl::sbuf);
+            nisa::tensor_copy(tile, ps);
+            nisa::dma_copy(rows[s![t0..t0 + size, ..]], tile);
+        }
+    }
+
+    /// The rows `[n, d]` of `rows` (HBM) as columns `[d, n]` in SBUF: PE
+    /// transposes of 128 rows at a time.
+    #[nki_helper]
+    pub fn rows_to_columns(rows: Hbm) -> Sbuf {
+        let [n, d] = rows.shape();
+        let cols = nl::ndarray([d, n], rows.dtype(), buffer = nl::sbuf);
+        for t in 0..n.div_ceil(PMAX) {
+            let (t0, size) = (t * PMAX, (n - t * PMAX).min(PMAX));
+            let tile = nl::ndarray([size, d], rows.dtype(), buffer = nl::sbuf);
+            nisa::dma_copy(tile, rows[s![t0..t0 + size, ..]]);
+            let ps = nl::ndarray([d, size], rows.dtype(), buffer = nl::psum);
+            nisa::nc_transpose(ps, tile);
+            nisa::tensor_copy(cols[s![.., t0..t0 + size]], ps);
+        }
+        cols
+    }
+
+    /// This rank's part of `t` read as `[outer, KVDP, inner]`: the `[outer,
+    /// inner]` slice at index `rank` of the middle dim, copied into this
+    /// program's HBM scratch. The rank is a register, so the slice's start
+    /// moves on the device (`scalar_offset`); the copy makes it contiguous
+    /// for the reshapes that follow.
+    #[nki_helper]
+    pub fn select_rank_slice(t: Hbm, outer: i64, kvdp: i64, inner: i64, rank: Register) -> Hbm {
+        let out = nl::ndarray([outer, inner], t.dtype(), buffer = nl::private_hbm);
+        let view =
+            t.reshape([outer, kvdp, inner]).ap([[kvdp * inner, outer], [1, inner]], offset = 0, scalar_offset = rank, indirect_dim = 1);
+        nisa::dma_copy(out, view);
+        out
+    }
+
+    /// The library's Q gather for `q_heads > 1`: `q` `[d, B·q_heads·S]`
+    /// transposed to head-major rows `[q_heads, B, S, d]`, all-gathered over
+    /// `group` (`[q_heads · KVDP, B, S, d]`, rank `r`'s heads at `r ·
+    /// q_heads`), this rank's batches selected, and transposed back to the
+    /// attention's columns `[d, B_attn·q_heads_attn·S]` (batch-major).
+    #[nki_helper]
+    pub fn gather_q_heads(dims: AttnBlockDims, q: Hbm, group: ReplicaGroup, rank: Register) -> Hbm {
+        let (d, b, st, nq, kvdp) = (dims.d_head, dims.b, dims.s_tkg, dims.q_heads, dims.kvdp);
+        let (b_attn, nqa, dt) = (b / kvdp, nq * kvdp, q.dtype());
+        // Heads outermost among the columns, so that the transposed rows are head-major.
+        let by_head = nl::ndarray([d, nq, b, st], dt, buffer = nl::sbuf);
+        let q4 = q.reshape([d, b, nq, st]);
+        for h in 0..nq {
+            nisa::dma_copy(by_head[s![.., h, .., ..]], q4[s![.., .., h, ..]]);
+        }
+        let rows = nl::ndarray([nq, b, st, d], dt, buffer = nl::private_hbm);
+        columns_to_rows(by_head.reshape([d, nq * b * st]), rows.reshape([nq * b * st, d]));
+        let gathered = nl::ndarray([nqa, b, st, d], dt, buffer = nl::private_hbm);
+        ncc::all_gather([rows], [gathered], group, 0);
+        let sliced: Hbm = select_rank_slice(gathered, nqa, kvdp, b_attn * st * d, rank);
+        let cols: Sbuf = rows_to_columns(sliced.reshape([nqa * b_attn * st, d]));
+        // Head-major columns to the attention's batch-major ones.
+        let out = nl::ndarray([d, b_attn * nqa * st], dt, buffer = nl::private_hbm);
+        let (out4, cols4) = (out.reshape([d, b_attn, nqa, st]), cols.reshape([d, nqa, b_attn, st]));
+        for h in 0..nqa {
+            nisa::dma_copy(out4[s![.., .., h, ..]], cols4[s![.., h, .., ..]]);
+        }
+        out
+    }
+
+    /// The library's Q gather for one query head: `q` `[d, B·S]` needs no
+    /// transpose, its `d` rows are all-gathered as they are (`[KVDP · d,
+    /// B·S]`, rank `r`'s head at rows `r · d`), this rank's batches selected
+    /// and each head's `[d, B_attn·S]` placed among the attention's
+    /// batch-major columns.
+    #[nki_helper]
+    pub fn gather_q_one_head(dims: AttnBlockDims, q: Hbm, group: ReplicaGroup, rank: Register) -> Hbm {
+        let (d, b, st, kvdp) = (dims.d_head, dims.b, dims.s_tkg, dims.kvdp);
+        let (b_attn, nqa, dt) = (b / kvdp, kvdp, q.dtype());
+        let gathered = nl::ndarray([nqa * d, b * st], dt, buffer = nl::private_hbm);
+        ncc::all_gather([q.reshape([d, b * st])], [gathered], group, 0);
+        let sliced: Hbm = select_rank_slice(gathered, nqa * d, kvdp, b_attn * st, rank);
+        let out = nl::ndarray([d, b_attn * nqa * st], dt, buffer = nl::private_hbm);
+        let (out4, heads) = (out.reshape([d, b_attn, nqa, st]), sliced.reshape([nqa, d, b_attn, st]));
+        for h in 0..nqa {
+            nisa::dma_copy(out4[s![.., .., h, ..]], heads[s![h, .., .., ..]]);
+        }
+        out
+    }
+
+    /// The library's `_KVDP_attention_input_collectives`: the queries of
+    /// every rank of `group` gathered (head `r · q_heads + h` is rank `r`'s
+    /// head `h`), then this rank's `B / KVDP` batches (from `rank_id ·
+    /// B_attn`) of the queries and of the new keys and values, which every
+    /// rank computed for all `B` batches: the attention's inputs for
+    /// `B_attn` batches and `q_heads · KVDP` heads.
+    #[nki_helper]
+    pub fn kvdp_attention_input_collectives(dims: AttnBlockDims, inp: AttnInputs, group: ReplicaGroup) -> AttnInputs {
+        let (d, st, kvdp) = (dims.d_head, dims.s_tkg, dims.kvdp);
+        let b_attn = dims.b / kvdp;
+        let rank = ncc::rank_id();
+        let q: Hbm = if dims.q_heads == 1 { gather_q_one_head(dims, inp.q, group, rank) } else { gather_q_heads(dims, inp.q, group, rank) };
+        let k: Hbm = select_rank_slice(inp.k, d, kvdp, b_attn * st, rank);
+        let v: Hbm = select_rank_slice(inp.v, 1, kvdp, b_attn * KV_HEADS * st * d, rank);
+        AttnInputs { q, k, v: v.reshape([b_attn, KV_HEADS, st, d]) }
+    }
+
+    /// The library's `_KVDP_attention_output_collectives`: the attention's
+    /// output `attn` `[d, B_attn·q_heads_attn·S]` transposed to batch-major
+    /// rows `[B_attn, q_heads_attn, S, d]`, all-gathered over `group` (`[B,
+    /// q_heads_attn, S, d]`, rank `r`'s batches at `r · B_attn`), this rank's
+    /// own `q_heads` heads selected (from `rank_id · q_heads`) and transposed
+    /// back to `[d, B·q_heads·S]`, the layout the output projection takes.
+    #[nki_helper]
+    pub fn kvdp_attention_output_collectives(dims: AttnBlockDims, attn: Hbm, group: ReplicaGroup) -> Hbm {
+        let (d, b, st, nq, kvdp) = (dims.d_head, dims.b, dims.s_tkg, dims.q_heads, dims.kvdp);
+        let (n_attn, dt) = ((b / kvdp) * nq * kvdp * st, attn.dtype());
+        let cols = nl::ndarray([d, n_attn], dt, buffer = nl::sbuf);
+        nisa::dma_copy(cols, attn.reshape([d, n_attn]));
+        let rows = nl::ndarray([n_attn, d], dt, buffer = nl::private_hbm);
+        columns_to_rows(cols, rows);
+        let gathered = nl::ndarray([b, nq * kvdp * st * d], dt, buffer = nl::private_hbm);
+        ncc::all_gather([rows.reshape([b / kvdp, nq * kvdp * st * d])], [gathered], group, 0);
+        let rank = ncc::rank_id();
+        let sliced: Hbm = select_rank_slice(gathered, b, kvdp, nq * st * d, rank);
+        let n = b * nq * st;
+        let back: Sbuf = rows_to_columns(sliced.reshape([n, d]));
+        let out = nl::ndarray([d, n], dt, buffer = nl::private_hbm);
+        nisa::dma_copy(out, back);
+        out
+    }
+
     /// A copy of this program's scratch `t` in a shared HBM output (written
     /// by program 0; every program holds the same values).
     #[nki_helper]
@@ -558,11 +765,28 @@ pub mod kernel {
         }
     }
 
+    /// The fp8 KV-cache quantization's inputs: both scales or neither, with
+    /// caches in `float8_e4m3`, each scale one value (`[128, 1]` or `[1, 1]`).
+    #[nki_helper]
+    pub fn check_kv_scales(K_cache: Hbm, V_cache: Hbm, k_scale: Option<Hbm>, v_scale: Option<Hbm>) {
+        assert!(k_scale.is_some() == v_scale.is_some(), KV_SCALES);
+        let kv_fp8 = K_cache.dtype() == nl::float8_e4m3 && V_cache.dtype() == nl::float8_e4m3;
+        assert!(k_scale.is_none() || kv_fp8, KV_QUANT_CACHE);
+        if let Some(ks) = k_scale {
+            assert!(ks.ndim() == 2 && ks.shape()[1] == 1 && (ks.shape()[0] == PMAX || ks.shape()[0] == 1), KV_SCALE_SHAPE);
+        }
+        if let Some(vs) = v_scale {
+            assert!(vs.ndim() == 2 && vs.shape()[1] == 1 && (vs.shape()[0] == PMAX || vs.shape()[0] == 1), KV_SCALE_SHAPE);
+        }
+    }
+
     /// The attention block of `X` `[B, S_tkg, H]` (module docs): returns the
     /// output, then the updated caches (`update_cache`) or the new keys
-    /// `[d, B, S_tkg]` and values `[B, 1, S_tkg, d]`. The output is `[B,
-    /// q_heads, d, S_tkg]` without `W_out`, else `[B·S_tkg, H]` (or `[128,
-    /// lnc, H/lnc/128, B·S_tkg]` with `transposed_out`).
+    /// `[d, B_attn, S_tkg]` and values `[B_attn, 1, S_tkg, d]` (`B_attn = B /
+    /// KVDP`, `B` without KV data parallelism). The output is `[B, q_heads,
+    /// d, S_tkg]` without `W_out` (`[d, B·q_heads·S_tkg]` with `KVDP > 1`, as
+    /// the library returns it), else `[B·S_tkg, H]` (or `[128, lnc,
+    /// H/lnc/128, B·S_tkg]` with `transposed_out`).
     #[nki_kernel]
     pub fn attention_block_tkg(
         #[dtypes(float32, bfloat16, float16)] X: Hbm,
@@ -609,24 +833,17 @@ pub mod kernel {
         #[default(1)] KVDP: i64,
         KVDP_replica_group: Option<ReplicaGroup>,
     ) -> Outputs {
-        let _ = KVDP_replica_group;
         assert!(!out_in_sb, OUT_IN_SB);
-        assert!(KVDP == 1, KVDP_RULE);
-        assert!(k_scale.is_some() == v_scale.is_some(), KV_SCALES);
-        let kv_fp8 = K_cache.dtype() == nl::float8_e4m3 && V_cache.dtype() == nl::float8_e4m3;
-        assert!(k_scale.is_none() || kv_fp8, KV_QUANT_CACHE);
-        if let Some(ks) = k_scale {
-            assert!(ks.ndim() == 2 && ks.shape()[1] == 1 && (ks.shape()[0] == PMAX || ks.shape()[0] == 1), KV_SCALE_SHAPE);
-        }
-        if let Some(vs) = v_scale {
-            assert!(vs.ndim() == 2 && vs.shape()[1] == 1 && (vs.shape()[0] == PMAX || vs.shape()[0] == 1), KV_SCALE_SHAPE);
-        }
+        assert!(KVDP <= 1 || KVDP_replica_group.is_some(), KVDP_GROUP);
+        check_kv_scales(K_cache, V_cache, k_scale, v_scale);
         assert!(!transposed_out || W_out.is_some(), TRANSPOSED_OUT);
         assert!(cos.is_some() == sin.is_some(), ROPE_TABLES);
         assert!(!update_cache || kv_cache_update_idx.is_some(), UPDATE);
-        let dims = validate_and_extract_config(X, W_qkv, K_cache, V_cache, attention_mask, active_blocks_table, K_cache_transposed);
+        let dims = validate_and_extract_config(X, W_qkv, K_cache, V_cache, attention_mask, active_blocks_table, K_cache_transposed, KVDP);
         let (d, b, st, nq) = (dims.d_head, dims.b, dims.s_tkg, dims.q_heads);
         assert!(!skip_attention || b * st <= PMAX, SKIP_ATTENTION_TILES);
+        // The attention and the cache update take this rank's batches with every rank's heads.
+        let adims = attention_dims(dims);
 
         // QKV projection (the fused RMSNorm of X), [B, S, I].
         let qkv_out: Hbm = qkv(
@@ -664,34 +881,50 @@ pub mod kernel {
         };
         let p = QkProcessing { pre, post, cos, sin, contiguous: rope_contiguous_layout };
         let scale = if skip_attention { 1.0 } else { softmax_scale.unwrap_or(1.0 / (d as f64).sqrt()) };
-        let inp = qkv_processing(dims, qkv_out, p, scale, k_scale, v_scale);
+        let mut inp = qkv_processing(dims, qkv_out, p, scale, k_scale, v_scale);
 
-        // Attention over the cache (or the queries as they are, skip_attention).
+        // KV data parallelism: every rank's query heads, this rank's batches.
+        let is_kvdp = dims.kvdp > 1;
+        let kvdp_group = if is_kvdp { KVDP_replica_group } else { None };
+        if let Some(group) = kvdp_group {
+            inp = kvdp_attention_input_collectives(dims, inp, group);
+        }
+
+        // Attention over the cache (or the queries as they are, skip_attention);
+        // under KV data parallelism in the projection's layout, which the output
+        // collectives take.
         let do_out_proj = W_out.is_some();
         let q: Hbm = inp.q;
         let mut attn_out: Hbm = q;
         if !skip_attention {
-            let flags = (K_cache_transposed, do_out_proj, enable_fa_s_prior_tiling);
-            let out: Hbm = attention_phase(dims, inp, K_cache, V_cache, attention_mask, sink, active_blocks_table, flags);
+            let flags = (K_cache_transposed, do_out_proj || is_kvdp, enable_fa_s_prior_tiling);
+            let out: Hbm = attention_phase(adims, inp, K_cache, V_cache, attention_mask, sink, active_blocks_table, flags);
             attn_out = out;
         }
 
-        // The cache update, or the new keys and values.
+        // KV data parallelism: every batch of this rank's own query heads.
+        if let Some(group) = kvdp_group {
+            let gathered: Hbm = kvdp_attention_output_collectives(dims, attn_out, group);
+            attn_out = gathered;
+        }
+
+        // The cache update, or the new keys and values (this rank's batches).
         let mut k_ret = K_cache;
         let mut v_ret = V_cache;
         if update_cache {
             // Validated: kv_cache_update_idx is given with update_cache.
-            kv_cache_update(dims, K_cache, V_cache, inp, kv_cache_update_idx.unwrap_or(attention_mask), K_cache_transposed);
+            kv_cache_update(adims, K_cache, V_cache, inp, kv_cache_update_idx.unwrap_or(attention_mask), K_cache_transposed);
         } else {
             let k_new: Hbm = inp.k;
-            k_ret = to_shared_hbm(dims, k_new.reshape([d, b, st]));
-            v_ret = to_shared_hbm(dims, inp.v);
+            k_ret = to_shared_hbm(adims, k_new.reshape([d, adims.b, st]));
+            v_ret = to_shared_hbm(adims, inp.v);
         }
 
-        // The output projection (the queries themselves are copied out when
-        // both the attention and the projection are skipped).
+        // The output projection. Without it the output is copied out when it
+        // is this program's scratch: the queries (both the attention and the
+        // projection skipped) or the gathered output `[d, B·q_heads·S]`.
         let mut kernel_output = attn_out;
-        if skip_attention && !do_out_proj {
+        if !do_out_proj && (skip_attention || is_kvdp) {
             kernel_output = to_shared_hbm(dims, attn_out);
         }
         if let Some(w) = W_out {
@@ -716,8 +949,8 @@ pub mod kernel {
 pub enum AttnBlockRule {
     /// `out_in_sb=True`.
     OutInSb,
-    /// `KVDP > 1`.
-    Kvdp,
+    /// `KVDP > 1` without `KVDP_replica_group`.
+    KvdpGroup,
     /// One of `k_scale` / `v_scale` without the other.
     KvScales,
     /// `k_scale` / `v_scale` with caches not in `float8_e4m3`.
@@ -732,6 +965,8 @@ pub enum AttnBlockRule {
     Hidden,
     /// `d_head` odd, or `W_qkv` not `(q_heads + 2) · d_head` columns.
     Heads,
+    /// `B` not a multiple of `KVDP > 1`.
+    KvdpBatch,
     /// A block cache with `K_cache_transposed`.
     BlockTransposed,
     /// `skip_attention` with `B · S_tkg > 128` (more than one tile of token rows).
@@ -749,7 +984,7 @@ impl AttnBlockRule {
     pub const fn message(self) -> &'static str {
         match self {
             AttnBlockRule::OutInSb => OUT_IN_SB,
-            AttnBlockRule::Kvdp => KVDP_RULE,
+            AttnBlockRule::KvdpGroup => KVDP_GROUP,
             AttnBlockRule::KvScales => KV_SCALES,
             AttnBlockRule::KvQuantCache => KV_QUANT_CACHE,
             AttnBlockRule::TransposedOut => TRANSPOSED_OUT,
@@ -757,6 +992,7 @@ impl AttnBlockRule {
             AttnBlockRule::Update => UPDATE,
             AttnBlockRule::Hidden => HIDDEN,
             AttnBlockRule::Heads => HEADS,
+            AttnBlockRule::KvdpBatch => KVDP_BATCH,
             AttnBlockRule::BlockTransposed => BLOCK_TRANSPOSED,
             AttnBlockRule::SkipAttentionTiles => SKIP_ATTENTION_TILES,
             AttnBlockRule::QkNormHead => QK_NORM_HEAD,
@@ -787,8 +1023,10 @@ pub struct AttnBlockCall {
     pub block_len: i64,
     /// `out_in_sb`.
     pub out_in_sb: bool,
-    /// `KVDP`.
+    /// `KVDP` (KV data parallelism when above 1).
     pub kvdp: i64,
+    /// Whether `KVDP_replica_group` is given.
+    pub has_replica_group: bool,
     /// Whether `k_scale` is given.
     pub has_k_scale: bool,
     /// Whether `v_scale` is given.
@@ -834,6 +1072,7 @@ impl AttnBlockCall {
             block_len: 0,
             out_in_sb: false,
             kvdp: 1,
+            has_replica_group: false,
             has_k_scale: false,
             has_v_scale: false,
             fp8_cache: false,
@@ -857,7 +1096,7 @@ impl AttnBlockCall {
 pub const fn attn_block_violation(c: AttnBlockCall) -> Option<AttnBlockRule> {
     let rules = [
         (c.out_in_sb, AttnBlockRule::OutInSb),
-        (c.kvdp != 1, AttnBlockRule::Kvdp),
+        (c.kvdp > 1 && !c.has_replica_group, AttnBlockRule::KvdpGroup),
         (c.has_k_scale != c.has_v_scale, AttnBlockRule::KvScales),
         (c.has_k_scale && !c.fp8_cache, AttnBlockRule::KvQuantCache),
         (c.transposed_out && !c.has_w_out, AttnBlockRule::TransposedOut),
@@ -865,6 +1104,7 @@ pub const fn attn_block_violation(c: AttnBlockCall) -> Option<AttnBlockRule> {
         (c.update_cache && !c.has_update_idx, AttnBlockRule::Update),
         (c.h <= 0 || c.h % 128 != 0, AttnBlockRule::Hidden),
         (c.d_head <= 0 || c.d_head % 2 != 0 || c.q_heads < 1, AttnBlockRule::Heads),
+        (c.kvdp > 1 && c.b % c.kvdp != 0, AttnBlockRule::KvdpBatch),
         (c.block_len > 0 && c.k_cache_transposed, AttnBlockRule::BlockTransposed),
         (c.skip_attention && c.b * c.s_tkg > 128, AttnBlockRule::SkipAttentionTiles),
         (c.qk_norm && c.d_head != 128, AttnBlockRule::QkNormHead),
@@ -877,11 +1117,20 @@ pub const fn attn_block_violation(c: AttnBlockCall) -> Option<AttnBlockRule> {
         }
         i += 1;
     }
-    let dims = TkgDims { bs: c.b, q_head: c.q_heads, s_active: c.s_tkg, curr_sprior: c.s_ctx, full_sprior: c.s_max_ctx, d_head: c.d_head };
+    // The attention takes this rank's B / KVDP batches with every rank's heads.
+    let kvdp = if c.kvdp > 1 { c.kvdp } else { 1 };
+    let dims = TkgDims {
+        bs: c.b / kvdp,
+        q_head: c.q_heads * kvdp,
+        s_active: c.s_tkg,
+        curr_sprior: c.s_ctx,
+        full_sprior: c.s_max_ctx,
+        d_head: c.d_head,
+    };
     let cfg = TkgConfig::new(dims)
         .tp_k_prior(!c.k_cache_transposed)
         .qk_in_sb(true)
-        .out_in_sb(c.has_w_out)
+        .out_in_sb(c.has_w_out || kvdp > 1)
         .strided_mm1(c.block_len == 0)
         .fa_tiling(c.fa_tiling)
         .block_len(c.block_len)
