@@ -1287,59 +1287,83 @@ fn assert_refused_line(dir: &Path, args: &[String], want: &str) {
     assert!(files(dir) == before && std::fs::read_dir(dir.join("out")).unwrap().count() == 0, "{args:?} wrote something");
 }
 
+/// Threads for the contract sweep: each refusal waits mostly on a `nki`
+/// process, so a few run at once while the machine's cores stay busy.
+const CONTRACT_THREADS: usize = 4;
+
 #[test]
 fn every_tensor_parameter_refuses_each_dtype_it_does_not_accept() {
-    let dir = common::scratch("cli_run_contracts");
-    std::fs::create_dir(dir.join("out")).unwrap();
     let kernels: Vec<&FunctionInfo> = nki::registry().into_iter().filter(|k| k.entry.is_some()).collect();
-    let (mut refusals, mut tensor_params) = (0, 0);
-    for k in &kernels {
-        for p in k.params.iter().filter(|p| p.kind == ParamKind::Tensor) {
-            tensor_params += 1;
-            assert!(!p.dtypes.is_empty(), "{}: {} has no dtype contract", k.name, p.name);
-            // The emitted kernel asserts the same contract.
-            let tuple = p.dtypes.iter().map(|d| format!("nl.{d}")).collect::<Vec<_>>().join(", ");
-            let tuple = if p.dtypes.len() == 1 { format!("({tuple},)") } else { format!("({tuple})") };
-            let guard = if p.optional && p.default.is_none_or(|d| d == "None") { format!("{} is None or ", p.name) } else { String::new() };
-            let assert = format!("assert {guard}{}.dtype in {tuple}, \"{} takes {} as {}\"", p.name, k.name, p.name, either(p.dtypes));
-            assert!(k.source.contains(&assert), "{}: `{assert}` missing from the emitted kernel", k.name);
-            for ty in NpyType::ALL.into_iter().filter(|ty| !p.accepts(ty.dtype())) {
-                let rule = format!("invalid {} = {}: {} takes {} as {}", p.name, ty.dtype(), k.name, p.name, either(p.dtypes));
-                // The command line, from the header.
-                let file = small_file(&dir, &format!("bad_{}.npy", ty.name()), ty);
-                let flag = p.name.replace('_', "-");
-                assert_refused_line(&dir, &contract_args(&dir, k, (p.name, &file)), &format!("--{flag} {file}: {rule}"));
-                // The Rust API: the kernel's entry, every other argument given.
-                let t = read_tensor_npy(dir.join(&file)).unwrap();
-                let args: Vec<Option<ArgValue>> = k
-                    .params
-                    .iter()
-                    .map(|q| match q.kind {
-                        _ if q.name == p.name => Some(ArgValue::Tensor(t.clone())),
-                        ParamKind::Tensor => {
-                            let ty = npy_of(q.dtypes.first().copied().unwrap_or("float32"));
-                            Some(ArgValue::Tensor(read_tensor_npy(dir.join(format!("ok_{}.npy", ty.name()))).unwrap()))
-                        }
-                        _ if q.optional || q.bundle_optional => None,
-                        ParamKind::Int => Some(ArgValue::Int(any_value(q).parse().unwrap())),
-                        ParamKind::Float => Some(ArgValue::Float(any_value(q).parse().unwrap())),
-                        ParamKind::Bool => Some(ArgValue::Bool(false)),
-                        ParamKind::Enum { members, .. } => Some(ArgValue::Member(members[0].to_string())),
-                        // One rank: a group of rank 0 alone.
-                        ParamKind::ReplicaGroup => Some(ArgValue::Groups(vec![vec![0]])),
-                        other => panic!("{}: no value for a required {other:?}", k.name),
-                    })
-                    .collect();
-                let e = Launch::new().run(|ctx| (k.entry.unwrap())(ctx, &args)).unwrap_err();
-                assert_eq!(e.message, rule, "{} {} {}", k.name, p.name, ty.name());
-                let file = Path::new(k.file).file_name().unwrap().to_string_lossy();
-                assert!(e.to_string().contains(&*file), "{e}: the error points at the kernel's declaration");
-                refusals += 1;
-            }
-        }
-    }
+    // Kernel i on thread i mod threads, each thread in a directory of its own
+    // (a refusal asserts that nothing in its directory changed).
+    let counts: Vec<(usize, usize)> = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..CONTRACT_THREADS)
+            .map(|t| {
+                let mine: Vec<&FunctionInfo> = kernels.iter().skip(t).step_by(CONTRACT_THREADS).copied().collect();
+                s.spawn(move || {
+                    let dir = common::scratch(&format!("cli_run_contracts_{t}"));
+                    std::fs::create_dir(dir.join("out")).unwrap();
+                    mine.into_iter().map(|k| refuse_every_other_dtype(&dir, k)).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+                })
+            })
+            .collect();
+        threads.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let (tensor_params, refusals) = counts.into_iter().fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
     assert!(kernels.len() >= 28 && tensor_params >= 90, "{} kernels, {tensor_params} tensor parameters", kernels.len());
     eprintln!("{refusals} refusals over {tensor_params} tensor parameters of {} kernels", kernels.len());
+}
+
+/// Every tensor parameter of `k` given a file of each dtype its contract does
+/// not take: refused by the command line from the header (run in `dir`) and
+/// by the Rust API, with the same message, and the emitted kernel asserts the
+/// contract. Returns the kernel's (tensor parameters, refusals).
+fn refuse_every_other_dtype(dir: &Path, k: &FunctionInfo) -> (usize, usize) {
+    let (mut tensor_params, mut refusals) = (0, 0);
+    for p in k.params.iter().filter(|p| p.kind == ParamKind::Tensor) {
+        tensor_params += 1;
+        assert!(!p.dtypes.is_empty(), "{}: {} has no dtype contract", k.name, p.name);
+        // The emitted kernel asserts the same contract.
+        let tuple = p.dtypes.iter().map(|d| format!("nl.{d}")).collect::<Vec<_>>().join(", ");
+        let tuple = if p.dtypes.len() == 1 { format!("({tuple},)") } else { format!("({tuple})") };
+        let guard = if p.optional && p.default.is_none_or(|d| d == "None") { format!("{} is None or ", p.name) } else { String::new() };
+        let assert = format!("assert {guard}{}.dtype in {tuple}, \"{} takes {} as {}\"", p.name, k.name, p.name, either(p.dtypes));
+        assert!(k.source.contains(&assert), "{}: `{assert}` missing from the emitted kernel", k.name);
+        for ty in NpyType::ALL.into_iter().filter(|ty| !p.accepts(ty.dtype())) {
+            let rule = format!("invalid {} = {}: {} takes {} as {}", p.name, ty.dtype(), k.name, p.name, either(p.dtypes));
+            // The command line, from the header.
+            let file = small_file(dir, &format!("bad_{}.npy", ty.name()), ty);
+            let flag = p.name.replace('_', "-");
+            assert_refused_line(dir, &contract_args(dir, k, (p.name, &file)), &format!("--{flag} {file}: {rule}"));
+            // The Rust API: the kernel's entry, every other argument given.
+            let t = read_tensor_npy(dir.join(&file)).unwrap();
+            let args: Vec<Option<ArgValue>> = k
+                .params
+                .iter()
+                .map(|q| match q.kind {
+                    _ if q.name == p.name => Some(ArgValue::Tensor(t.clone())),
+                    ParamKind::Tensor => {
+                        let ty = npy_of(q.dtypes.first().copied().unwrap_or("float32"));
+                        Some(ArgValue::Tensor(read_tensor_npy(dir.join(format!("ok_{}.npy", ty.name()))).unwrap()))
+                    }
+                    _ if q.optional || q.bundle_optional => None,
+                    ParamKind::Int => Some(ArgValue::Int(any_value(q).parse().unwrap())),
+                    ParamKind::Float => Some(ArgValue::Float(any_value(q).parse().unwrap())),
+                    ParamKind::Bool => Some(ArgValue::Bool(false)),
+                    ParamKind::Enum { members, .. } => Some(ArgValue::Member(members[0].to_string())),
+                    // One rank: a group of rank 0 alone.
+                    ParamKind::ReplicaGroup => Some(ArgValue::Groups(vec![vec![0]])),
+                    other => panic!("{}: no value for a required {other:?}", k.name),
+                })
+                .collect();
+            let e = Launch::new().run(|ctx| (k.entry.unwrap())(ctx, &args)).unwrap_err();
+            assert_eq!(e.message, rule, "{} {} {}", k.name, p.name, ty.name());
+            let file = Path::new(k.file).file_name().unwrap().to_string_lossy();
+            assert!(e.to_string().contains(&*file), "{e}: the error points at the kernel's declaration");
+            refusals += 1;
+        }
+    }
+    (tensor_params, refusals)
 }
 
 #[test]

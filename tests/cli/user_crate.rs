@@ -20,7 +20,7 @@ fn fixture() -> PathBuf {
 }
 
 /// The fresh crate's binary, built once per test binary.
-fn fresh_crate_binary() -> &'static Path {
+pub fn fresh_crate_binary() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(build_fresh_crate)
 }

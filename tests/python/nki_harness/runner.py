@@ -147,7 +147,10 @@ def _run_fake(package_dir, spec, timeout):
     def tensor(array, name):
         d = dtype(name)
         if d.is_float:
-            cells = d.round(array.astype(np.float64).astype(np.float32))
+            # A float32 array (the usual input, at times hundreds of MB) is used
+            # as read: the float64 detour of other arrays leaves it as it is.
+            wide = array if array.dtype == np.float32 else array.astype(np.float64).astype(np.float32)
+            cells = d.round(wide)
         elif array.dtype.kind in "fV":
             cells = d.saturate(np.trunc(np.nan_to_num(array.astype(np.float64), nan=0.0)))
         else:
