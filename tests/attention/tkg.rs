@@ -151,3 +151,19 @@ fn block_caches_read_through_the_table_with_the_mask_in_fold_order() {
     let f = Features { tp_k_prior: true, pos_id: true, window: Some(300), ..Features::default() };
     check_cache("block window", shape(2, 2, 3, 1024, 1024, 64), f, Some(Blocks { block_len: 16, folds: (0, 0) }));
 }
+
+#[test]
+fn more_query_columns_than_partitions_run_a_group_of_heads_at_a_time() {
+    // 48 heads of 3 tokens: 144 columns a batch, groups of 42 heads (126 columns) and 6.
+    check("groups", shape(2, 48, 3, 1024, 1024, 64), false, true, true);
+    // 256 heads of one token (the library's KVDP-16 rows gather 16 heads from each of
+    // 16 ranks): two full groups, k_prior transposed.
+    check("groups 256", shape(1, 256, 1, 512, 512, 64), true, false, false);
+    // The mask from positions with a sliding window, the in-SBUF output layout and a
+    // sink over groups of 18 heads of 7 tokens.
+    let f = Features { pos_id: true, window: Some(200), sink: true, out_in_sb: true, ..Features::default() };
+    check_features("groups window sb", shape(2, 20, 7, 512, 1024, 64), f);
+    // A block cache read through the table, its mask in fold order, over two groups.
+    let f = Features { tp_k_prior: true, sink: true, ..Features::default() };
+    check_cache("groups block", shape(2, 40, 4, 1024, 1024, 64), f, Some(Blocks { block_len: 16, folds: (1024, 8) }));
+}

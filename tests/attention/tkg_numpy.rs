@@ -127,6 +127,8 @@ fn numpy_executor_agrees_with_the_emulator() {
     np_case("np small", shape(1, 1, 1, 128, 256, 16), false, false, 1);
     np_case("np gqa sink tp", shape(2, 4, 2, 640, 768, 32), true, true, 2);
     np_case("np spare batch", Shape { cache_bs: 3, ..shape(2, 8, 1, 256, 256, 64) }, false, true, 1);
+    // 44 heads of 3 tokens: two groups of heads on the partitions (42 and 2).
+    np_case("np head groups", shape(2, 44, 3, 256, 256, 32), true, true, 2);
 }
 
 /// A case of the library's features under the NumPy executor (fp32) against the

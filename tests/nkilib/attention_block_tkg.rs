@@ -790,8 +790,10 @@ fn rules_refuse_what_they_name() {
         (AttnBlockCall { qk_norm: true, ..OK }, AttnBlockRule::QkNormHead),
         (AttnBlockCall { d_head: 96, ..OK }, AttnBlockRule::RopeHead),
         (AttnBlockCall { s_ctx: 11200, s_max_ctx: 11264, ..OK }, AttnBlockRule::Attention(TkgRule::SpriorTiles)),
-        (AttnBlockCall { s_tkg: 17, ..OK }, AttnBlockRule::Attention(TkgRule::ColumnsFit)),
+        (AttnBlockCall { s_tkg: 129, ..OK }, AttnBlockRule::Attention(TkgRule::ColumnsFit)),
     ];
+    // More query columns than partitions (8 heads of 17 tokens) run a group of heads at a time.
+    assert_eq!(attn_block_violation(AttnBlockCall { s_tkg: 17, ..OK }), None);
     for (call, rule) in cases {
         assert_eq!(attn_block_violation(call), Some(rule), "{call:?}");
         assert!(!rule.message().is_empty());
@@ -1275,9 +1277,9 @@ fn kvdp_rules_refuse_what_they_name() {
     let cases = [
         (AttnBlockCall { has_replica_group: false, ..kvdp }, AttnBlockRule::KvdpGroup),
         (AttnBlockCall { b: 6, kvdp: 4, ..kvdp }, AttnBlockRule::KvdpBatch),
-        // 16 new tokens of 8 heads fit the partitions; of the 16 gathered heads they do not.
-        (AttnBlockCall { s_tkg: 16, ..kvdp }, AttnBlockRule::Attention(TkgRule::ColumnsFit)),
     ];
+    // 16 new tokens of the 16 gathered heads: two groups of heads on the partitions.
+    assert_eq!(attn_block_violation(AttnBlockCall { s_tkg: 16, ..kvdp }), None);
     for (call, rule) in cases {
         assert_eq!(attn_block_violation(call), Some(rule), "{call:?}");
     }

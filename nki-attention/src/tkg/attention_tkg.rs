@@ -184,8 +184,12 @@ pub mod decode {
         pub curr_sprior: i64,
         /// Head dimension.
         pub d_head: i64,
-        /// Query columns of one batch (`q_head · s_active`): the partitions of every score tile.
+        /// Query columns of one batch (`q_head · s_active`).
         pub n_cols: i64,
+        /// Query heads of one group: as many whole heads as fit the partitions
+        /// (`min(q_head, P_MAX / s_active)`); a group's columns are the partitions
+        /// of its score tiles.
+        pub group_heads: i64,
         /// The first active key: keys below it come from the cache tensors.
         pub split: i64,
         /// Keys per flash-attention tile.
@@ -221,19 +225,23 @@ pub mod decode {
     pub struct AttnInternalBuffers {
         /// The batch.
         pub batch_id: i64,
-        /// Queries, `(d, n_cols)` in `q`'s dtype: the stationary side of every QK matmul.
+        /// The group's first query head.
+        pub head0: i64,
+        /// The group's query columns (`heads · s_active`), from column `head0 · s_active` of the batch's.
+        pub cols: i64,
+        /// Queries, `(d, cols)` in `q`'s dtype: the stationary side of every QK matmul.
         pub q_sb: Tensor,
-        /// Per query column, the end of its visible cache positions (`rope_pos_ids`), `(n_cols, 1)` fp32 (with `use_pos_id`).
+        /// Per query column, the end of its visible cache positions (`rope_pos_ids`), `(cols, 1)` fp32 (with `use_pos_id`).
         pub pos_end: Tensor,
         /// The batch's row of the block table, `(1, blocks)` int32 (a one-element stand-in for a flat cache).
         pub blocks: Tensor,
-        /// Per query column, the start of its sliding window (`start_pos_ids`), `(n_cols, 1)` fp32 (with a window).
+        /// Per query column, the start of its sliding window (`start_pos_ids`), `(cols, 1)` fp32 (with a window).
         pub pos_start: Tensor,
         /// Running negated max per query column.
         pub running_negmax: Tensor,
         /// Running row sum per query column.
         pub running_sum: Tensor,
-        /// The unnormalised output, `(n_cols, d)` fp32.
+        /// The unnormalised output, `(cols, d)` fp32.
         pub acc: Tensor,
     }
 
@@ -431,48 +439,52 @@ pub mod decode {
         }
     }
 
-    /// One value per query column of batch `b` from a `(rows, s_stride·…)` table:
-    /// column `h·s_a + t` takes `src[row(b), t·s_stride]` — the sink (`row = h`,
-    /// stride 0) or a position id (`row = b`, stride 1 per token, 0 for the
-    /// first token's) — into the `(n, 1)` fp32 column `dst`.
+    /// One value per query column of heads `[head0, head0 + heads)` of batch
+    /// `b` from a `(rows, s_stride·…)` table: the column of head `head0 + h`'s
+    /// token `t`, `h·s_a + t`, takes `src[row, t·s_stride]` — the sink (`row`
+    /// the head, stride 0) or a position id (`row = b`, stride 1 per token, 0
+    /// for the first token's) — into the `(heads·s_a, 1)` fp32 column `dst`.
     #[nki_helper]
-    fn query_column(dst: Sbuf, src: Hbm, q_head: i64, s_a: i64, b: i64, per_head: bool, t_stride: i64) {
-        let raw = nl::ndarray([q_head * s_a, 1], src.dtype(), buffer = nl::sbuf);
+    fn query_column(dst: Sbuf, src: Hbm, head0: i64, heads: i64, s_a: i64, b: i64, per_head: bool, t_stride: i64) {
+        let raw = nl::ndarray([heads * s_a, 1], src.dtype(), buffer = nl::sbuf);
         let row_len = src.shape()[1];
-        for h in 0..q_head {
-            let row = if per_head { h } else { b };
+        for h in 0..heads {
+            let row = if per_head { head0 + h } else { b };
             nisa::dma_copy(raw[s![h * s_a..(h + 1) * s_a, ..]], src.ap([[t_stride, s_a], [1, 1]], offset = row * row_len));
         }
         nisa::tensor_copy(dst, raw);
     }
 
     /// The library's `_allocate_fa_buffers`, `_load_position_ids` and `_prep_sink`
-    /// for batch `b`: the queries, the position columns, the running statistics
+    /// for the query heads from `head0` (a group, see [`AttnTileParams`]) of
+    /// batch `b`: the queries, the position columns, the running statistics
     /// started — the negated max at `-sink` (so the sum starts at
     /// `exp(sink - sink) = 1`) or at `+FLOAT32_MAX` (sum 0, and the first
     /// correction `exp(-inf) = 0`) — and the output at zero.
     #[nki_helper]
-    fn allocate_fa_buffers(atp: AttnTileParams, io: AttnTensors, b: i64) -> AttnInternalBuffers {
-        let (n, d, q_head, s_a) = (atp.n_cols, atp.d_head, atp.q_head, atp.s_active);
+    fn allocate_fa_buffers(atp: AttnTileParams, io: AttnTensors, b: i64, head0: i64) -> AttnInternalBuffers {
+        let (d, s_a) = (atp.d_head, atp.s_active);
+        let heads = atp.group_heads.min(atp.q_head - head0);
+        let (n, c0) = (heads * s_a, b * atp.n_cols + head0 * s_a);
         let q_sb = nl::ndarray([d, n], io.q_sb.dtype(), buffer = nl::sbuf);
-        nisa::tensor_copy(q_sb, io.q_sb[s![.., b * n..(b + 1) * n]]);
+        nisa::tensor_copy(q_sb, io.q_sb[s![.., c0..c0 + n]]);
         let (starts, ends) = (io.start_pos_ids, io.rope_pos_ids);
         let pos_end = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
         let pos_start = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
         if let Some(en) = ends {
             // A sliding window ends at each token's own position; else every token sees the first token's prefix.
             let per_token = if atp.window { 1 } else { 0 };
-            query_column(pos_end, en, q_head, s_a, b, false, per_token);
+            query_column(pos_end, en, head0, heads, s_a, b, false, per_token);
         }
         if let Some(st) = starts {
-            query_column(pos_start, st, q_head, s_a, b, false, 1);
+            query_column(pos_start, st, head0, heads, s_a, b, false, 1);
         }
         let run_negmax = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
         let run_sum = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
         let sink = io.sink;
         if let Some(sk) = sink {
             let sc = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
-            query_column(sc, sk, q_head, s_a, b, true, 0);
+            query_column(sc, sk, head0, heads, s_a, b, true, 0);
             nisa::tensor_scalar(run_negmax, sc, nl::multiply, -1.0);
             nisa::memset(run_sum, 1.0);
         } else {
@@ -489,7 +501,18 @@ pub mod decode {
             nisa::dma_copy(raw, t[s![b..b + 1, ..]]);
             nisa::tensor_copy(blocks, raw);
         }
-        AttnInternalBuffers { batch_id: b, q_sb, blocks, pos_end, pos_start, running_negmax: run_negmax, running_sum: run_sum, acc }
+        AttnInternalBuffers {
+            batch_id: b,
+            head0,
+            cols: n,
+            q_sb,
+            blocks,
+            pos_end,
+            pos_start,
+            running_negmax: run_negmax,
+            running_sum: run_sum,
+            acc,
+        }
     }
 
     /// The library's `gen_mask_tkg` for keys `[k0, k0 + cols)` of one batch into
@@ -534,22 +557,24 @@ pub mod decode {
         }
     }
 
-    /// The library's `_load_mask` for keys `[k0, k0 + cols)` of batch `b`:
-    /// `(n, MM1_KEYS)` uint8, nonzero where visible — from the mask input (for a
+    /// The library's `_load_mask` for keys `[k0, k0 + cols)` of the group's
+    /// columns of batch `b`: `(group columns, MM1_KEYS)` uint8, nonzero where visible — from the mask input (for a
     /// block cache in the library's fold order), or generated from the positions
     /// with the active keys' block from the mask input.
     #[nki_helper]
     fn load_mask(atp: AttnTileParams, io: AttnTensors, bufs: AttnInternalBuffers, k0: i64, cols: i64) -> Sbuf {
-        let (n, b, split) = (atp.n_cols, bufs.batch_id, atp.split);
+        let (n, gn, split) = (atp.n_cols, bufs.cols, atp.split);
         let mask = io.mask;
         let bs = mask.shape()[1];
-        let visible = nl::ndarray([n, MM1_KEYS], nl::uint8, buffer = nl::sbuf);
+        // The group's first column among the mask's (b, h, t) ones.
+        let c0 = bufs.batch_id * n + bufs.head0 * atp.s_active;
+        let visible = nl::ndarray([gn, MM1_KEYS], nl::uint8, buffer = nl::sbuf);
         // mask[key, b, h, t] for column p = h·s_a + t: partition stride 1, key stride bs·n.
         if atp.use_pos_id {
             gen_mask_tkg(visible, bufs, atp.window, k0, cols);
             let a0 = k0.max(split);
             if k0 + cols > a0 {
-                let src = mask.ap([[1, n], [bs * n, k0 + cols - a0]], offset = (a0 - split) * bs * n + b * n);
+                let src = mask.ap([[1, gn], [bs * n, k0 + cols - a0]], offset = (a0 - split) * bs * n + c0);
                 nisa::dma_copy(visible[s![.., a0 - k0..cols]], src);
             }
         } else if atp.fold_len > 1 {
@@ -559,11 +584,11 @@ pub mod decode {
                 let k = k0 + row * fl;
                 let fold = (k / per) * per + (k % per) / (P_MAX * fl) * (P_MAX * fl);
                 let p = (k - fold) / fl;
-                let src = mask.ap([[1, n], [P_MAX * bs * n, fl]], offset = (fold + p) * bs * n + b * n);
+                let src = mask.ap([[1, gn], [P_MAX * bs * n, fl]], offset = (fold + p) * bs * n + c0);
                 nisa::dma_copy(visible[s![.., row * fl..(row + 1) * fl]], src);
             }
         } else {
-            nisa::dma_copy(visible[s![.., 0..cols]], mask.ap([[1, n], [bs * n, cols]], offset = k0 * bs * n + b * n));
+            nisa::dma_copy(visible[s![.., 0..cols]], mask.ap([[1, gn], [bs * n, cols]], offset = k0 * bs * n + c0));
         }
         visible
     }
@@ -573,7 +598,7 @@ pub mod decode {
     /// `FLOAT32_MIN` elsewhere, per `MM1_KEYS` keys.
     #[nki_helper]
     fn compute_qk_matmul(atp: AttnTileParams, io: AttnTensors, bufs: AttnInternalBuffers, fa: FATileContext) -> Sbuf {
-        let (d, n, b, width, f0) = (atp.d_head, atp.n_cols, bufs.batch_id, fa.tile_len, fa.tile_start);
+        let (d, n, width, f0) = (atp.d_head, bufs.cols, fa.tile_len, fa.tile_start);
         let masked = nl::ndarray([n, width], nl::float32, buffer = nl::sbuf);
         nisa::memset(masked, f32::MIN);
         for c in 0..(width + MM1_KEYS - 1) / MM1_KEYS {
@@ -593,8 +618,8 @@ pub mod decode {
     /// tile's negated max merged into the running one, and the correction
     /// `exp(max_old - max_new)` of the state so far. Returns `(new_negmax, correction)`.
     #[nki_helper]
-    fn fa_update_running_max(atp: AttnTileParams, bufs: AttnInternalBuffers, masked: Sbuf) -> (Sbuf, Sbuf) {
-        let n = atp.n_cols;
+    fn fa_update_running_max(bufs: AttnInternalBuffers, masked: Sbuf) -> (Sbuf, Sbuf) {
+        let n = bufs.cols;
         let tile_negmax = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
         nisa::tensor_reduce(tile_negmax, nl::maximum, masked, 1, negate = true);
         let new_negmax = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
@@ -611,15 +636,8 @@ pub mod decode {
     /// matmul reads); the running sum corrected and increased by the tile's.
     /// Returns the probabilities, `(n, tile_len)`.
     #[nki_helper]
-    fn compute_exp_qk(
-        atp: AttnTileParams,
-        bufs: AttnInternalBuffers,
-        fa: FATileContext,
-        masked: Sbuf,
-        new_negmax: Sbuf,
-        corr: Sbuf,
-    ) -> Sbuf {
-        let (n, width) = (atp.n_cols, fa.tile_len);
+    fn compute_exp_qk(bufs: AttnInternalBuffers, fa: FATileContext, masked: Sbuf, new_negmax: Sbuf, corr: Sbuf) -> Sbuf {
+        let (n, width) = (bufs.cols, fa.tile_len);
         let probs = nl::ndarray([n, width], bufs.q_sb.dtype(), buffer = nl::sbuf);
         nisa::activation(probs, nl::exp, masked, bias = new_negmax);
         let tile_sum = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
@@ -636,7 +654,7 @@ pub mod decode {
     /// `(n, d)` fp32.
     #[nki_helper]
     fn compute_pv_matmul(atp: AttnTileParams, io: AttnTensors, bufs: AttnInternalBuffers, fa: FATileContext, probs: Sbuf) -> Sbuf {
-        let (n, d, width) = (atp.n_cols, atp.d_head, fa.tile_len);
+        let (n, d, width) = (bufs.cols, atp.d_head, fa.tile_len);
         let pv = nl::ndarray([n, d], nl::float32, buffer = nl::sbuf);
         nisa::memset(pv, 0.0);
         for g in 0..(width + PV_GROUP_KEYS - 1) / PV_GROUP_KEYS {
@@ -669,11 +687,12 @@ pub mod decode {
     }
 
     /// The library's `_fa_finalize_and_store`: the output divided by the running
-    /// sum; column `p = h·s_a + t` of batch `b` stored as `out[b, h, :, t]`, or as
-    /// column `b·n + p` of `out` `(d, bs·n)` with `out_in_sb`.
+    /// sum; the group's column `p = h·s_a + t` of batch `b` (head `head0 + h`)
+    /// stored as `out[b, head0 + h, :, t]`, or as column `b·n + head0·s_a + p` of
+    /// `out` `(d, bs·n)` with `out_in_sb`.
     #[nki_helper]
     fn fa_finalize_and_store(atp: AttnTileParams, io: AttnTensors, bufs: AttnInternalBuffers) {
-        let (n, d, s_a, q_head, b) = (atp.n_cols, atp.d_head, atp.s_active, atp.q_head, bufs.batch_id);
+        let (n, d, s_a, q_head, b, h0) = (bufs.cols, atp.d_head, atp.s_active, atp.q_head, bufs.batch_id, bufs.head0);
         let out = io.out;
         let recip = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
         nisa::reciprocal(recip, bufs.running_sum);
@@ -681,27 +700,38 @@ pub mod decode {
         nisa::tensor_scalar(o_sb, bufs.acc, nl::multiply, recip);
         if atp.out_in_sb {
             let cols = out.shape()[1];
-            nisa::dma_copy(out.ap([[1, n], [cols, d]], offset = b * n), o_sb);
+            nisa::dma_copy(out.ap([[1, n], [cols, d]], offset = b * atp.n_cols + h0 * s_a), o_sb);
         } else {
-            for h in 0..q_head {
-                nisa::dma_copy(out.ap([[1, s_a], [s_a, d]], offset = (b * q_head + h) * d * s_a), o_sb[s![h * s_a..(h + 1) * s_a, ..]]);
+            for h in 0..n / s_a {
+                let head = b * q_head + h0 + h;
+                nisa::dma_copy(out.ap([[1, s_a], [s_a, d]], offset = head * d * s_a), o_sb[s![h * s_a..(h + 1) * s_a, ..]]);
             }
         }
     }
 
-    /// Decode attention of batch `b`: the flash-attention loop over the cache, one
-    /// [`FATileContext`] of at most `fa_tile` keys at a time, then the normalised
-    /// output.
+    /// Decode attention of batch `b`: its query heads a group at a time (as many
+    /// whole heads as the partitions hold; the library tiles its columns by
+    /// 128 the same way), each group's flash-attention loop over the cache.
     #[nki_helper]
     fn attention_tkg_batch(atp: AttnTileParams, io: AttnTensors, b: i64) {
+        for g in 0..(atp.q_head + atp.group_heads - 1) / atp.group_heads {
+            attention_tkg_group(atp, io, b, g * atp.group_heads);
+        }
+    }
+
+    /// Decode attention of the query heads from `head0` (one group) of batch
+    /// `b`: the flash-attention loop over the cache, one [`FATileContext`] of at
+    /// most `fa_tile` keys at a time, then the normalised output.
+    #[nki_helper]
+    fn attention_tkg_group(atp: AttnTileParams, io: AttnTensors, b: i64, head0: i64) {
         let (s_kv, fa_tile) = (atp.curr_sprior, atp.fa_tile);
-        let bufs: AttnInternalBuffers = allocate_fa_buffers(atp, io, b);
+        let bufs: AttnInternalBuffers = allocate_fa_buffers(atp, io, b, head0);
         for f in 0..(s_kv + fa_tile - 1) / fa_tile {
             let f0 = f * fa_tile;
             let fa = FATileContext { tile_start: f0, tile_len: (s_kv - f0).min(fa_tile) };
             let masked: Sbuf = compute_qk_matmul(atp, io, bufs, fa);
-            let (new_negmax, corr): (Sbuf, Sbuf) = fa_update_running_max(atp, bufs, masked);
-            let probs: Sbuf = compute_exp_qk(atp, bufs, fa, masked, new_negmax, corr);
+            let (new_negmax, corr): (Sbuf, Sbuf) = fa_update_running_max(bufs, masked);
+            let probs: Sbuf = compute_exp_qk(bufs, fa, masked, new_negmax, corr);
             let pv: Sbuf = compute_pv_matmul(atp, io, bufs, fa, probs);
             fa_accumulate_output(bufs, pv, new_negmax, corr);
         }
@@ -771,7 +801,7 @@ pub mod decode {
         );
         assert!(0 < d_head && d_head <= P_MAX, "Unsupported d_head. Got d_head={d_head}, must be between 1 and {P_MAX}, inclusive.");
         assert!(curr_sprior % P_MAX == 0, "s_prior must be divisible by p_max. Got curr_sprior={curr_sprior}, p_max={P_MAX}.");
-        assert!(q_head * s_active <= P_MAX, "q_head * s_active must fit the {P_MAX} partitions, got {q_head} * {s_active}.");
+        assert!(s_active <= P_MAX, "s_active must fit the {P_MAX} partitions (a query head's columns), got s_active={s_active}.");
         assert!(cfg.qk_in_sb || cfg.fuse_rope, QK_LAYOUT);
         assert!(!cfg.fuse_rope || d_head % 2 == 0, ROPE_HEAD_EVEN);
         assert!(!cfg.fuse_rope || curr_sprior <= MAX_SPRIOR_ROPE, ROPE_SPRIOR);
@@ -1031,6 +1061,7 @@ pub mod decode {
             curr_sprior: cfg.curr_sprior,
             d_head,
             n_cols: n,
+            group_heads: q_head.min(P_MAX / s_active),
             split: cfg.curr_sprior - s_active,
             fa_tile,
             block_len: cfg.block_len,

@@ -91,7 +91,8 @@ pub enum TkgRule {
     SpriorTiles,
     /// The last flash-attention tile holds at least the active tokens.
     LastTileActive,
-    /// `q_head * s_active <= 128`: a batch's query columns fit the partitions.
+    /// `s_active <= 128`: a query head's columns fit the partitions (a batch's
+    /// heads are taken as many at a time as fit).
     ColumnsFit,
     /// Without fused RoPE, `q` and `k_active` come in the `qk_in_sb` layouts.
     QkLayout,
@@ -116,7 +117,7 @@ impl TkgRule {
             TkgRule::DHeadRange => "attention_tkg: d_head must be within [1, 128]",
             TkgRule::SpriorTiles => "attention_tkg: curr_sprior must be a multiple of 128 (p_max)",
             TkgRule::LastTileActive => "attention_tkg: the last 8192-key flash-attention tile must hold at least s_active keys",
-            TkgRule::ColumnsFit => "attention_tkg: q_head * s_active must be at most 128 (one batch's query columns on the partitions)",
+            TkgRule::ColumnsFit => "attention_tkg: s_active must be at most 128 (a query head's columns on the partitions)",
             TkgRule::QkLayout => QK_LAYOUT,
             TkgRule::RopeHeadEven => ROPE_HEAD_EVEN,
             TkgRule::RopeSprior => ROPE_SPRIOR,
@@ -246,8 +247,7 @@ impl TkgConfig {
         if last < d.s_active {
             return Some(TkgRule::LastTileActive);
         }
-        // Both at most 128 by now unless q_head is huge: compare without overflow.
-        if d.q_head > P_MAX || d.q_head * d.s_active > P_MAX {
+        if d.s_active > P_MAX {
             return Some(TkgRule::ColumnsFit);
         }
         if !self.qk_in_sb && !self.fuse_rope {

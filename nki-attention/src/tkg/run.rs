@@ -94,11 +94,10 @@ impl TkgConfig {
         let (param, value) = match rule {
             TkgRule::BatchPositive => ("bs", d.bs.to_string()),
             TkgRule::QHeadPositive => ("q_head", d.q_head.to_string()),
-            TkgRule::SActivePositive | TkgRule::LastTileActive => ("s_active", d.s_active.to_string()),
+            TkgRule::SActivePositive | TkgRule::LastTileActive | TkgRule::ColumnsFit => ("s_active", d.s_active.to_string()),
             TkgRule::CurrSpriorRange => ("curr_sprior", format!("{} with full_sprior = {}", d.curr_sprior, d.full_sprior)),
             TkgRule::SpriorTiles => ("curr_sprior", d.curr_sprior.to_string()),
             TkgRule::DHeadRange => ("d_head", d.d_head.to_string()),
-            TkgRule::ColumnsFit => ("q_head", format!("{} with s_active = {}", d.q_head, d.s_active)),
             TkgRule::QkLayout => ("qk_in_sb", "false without fuse_rope".to_string()),
             TkgRule::RopeHeadEven => ("d_head", d.d_head.to_string()),
             TkgRule::RopeSprior => ("curr_sprior", d.curr_sprior.to_string()),

@@ -150,7 +150,9 @@ class AttnTileParams(nl.NKIObject):
     d_head: int
     "Head dimension."
     n_cols: int
-    "Query columns of one batch (`q_head · s_active`): the partitions of every score tile."
+    "Query columns of one batch (`q_head · s_active`)."
+    group_heads: int
+    "Query heads of one group: as many whole heads as fit the partitions (`min(q_head, P_MAX / s_active)`); a group's columns are the partitions of its score tiles."
     split: int
     "The first active key: keys below it come from the cache tensors."
     fa_tile: int
@@ -187,20 +189,24 @@ class AttnInternalBuffers(nl.NKIObject):
 
     batch_id: int
     "The batch."
+    head0: int
+    "The group's first query head."
+    cols: int
+    "The group's query columns (`heads · s_active`), from column `head0 · s_active` of the batch's."
     q_sb: object
-    "Queries, `(d, n_cols)` in `q`'s dtype: the stationary side of every QK matmul."
+    "Queries, `(d, cols)` in `q`'s dtype: the stationary side of every QK matmul."
     pos_end: object
-    "Per query column, the end of its visible cache positions (`rope_pos_ids`), `(n_cols, 1)` fp32 (with `use_pos_id`)."
+    "Per query column, the end of its visible cache positions (`rope_pos_ids`), `(cols, 1)` fp32 (with `use_pos_id`)."
     blocks: object
     "The batch's row of the block table, `(1, blocks)` int32 (a one-element stand-in for a flat cache)."
     pos_start: object
-    "Per query column, the start of its sliding window (`start_pos_ids`), `(n_cols, 1)` fp32 (with a window)."
+    "Per query column, the start of its sliding window (`start_pos_ids`), `(cols, 1)` fp32 (with a window)."
     running_negmax: object
     "Running negated max per query column."
     running_sum: object
     "Running row sum per query column."
     acc: object
-    "The unnormalised output, `(n_cols, d)` fp32."
+    "The unnormalised output, `(cols, d)` fp32."
 
 
 def attention_block_config(bs, q_head, s_active, curr_sprior, full_sprior, d_head, block_len, k_cache_transposed, out_in_sb, enable_fa_s_prior_tiling):
@@ -227,7 +233,7 @@ def check_config(cfg):
     assert 0 < curr_sprior and curr_sprior <= full_sprior, f"curr_sprior must be <= full_sprior. Got curr_sprior={curr_sprior}, full_sprior={full_sprior}."
     assert 0 < d_head and d_head <= P_MAX, f"Unsupported d_head. Got d_head={d_head}, must be between 1 and {P_MAX}, inclusive."
     assert curr_sprior % P_MAX == 0, f"s_prior must be divisible by p_max. Got curr_sprior={curr_sprior}, p_max={P_MAX}."
-    assert q_head * s_active <= P_MAX, f"q_head * s_active must fit the {P_MAX} partitions, got {q_head} * {s_active}."
+    assert s_active <= P_MAX, f"s_active must fit the {P_MAX} partitions (a query head's columns), got s_active={s_active}."
     assert cfg.qk_in_sb or cfg.fuse_rope, QK_LAYOUT
     assert not cfg.fuse_rope or d_head % 2 == 0, ROPE_HEAD_EVEN
     assert not cfg.fuse_rope or curr_sprior <= MAX_SPRIOR_ROPE, ROPE_SPRIOR
@@ -482,47 +488,51 @@ def mask_folds(bs, q_head, s_active, sp, block_len, fa_tiling, programs):
     return (fold_len, per)
 
 
-def query_column(dst, src, q_head, s_a, b, per_head, t_stride):
-    """One value per query column of batch `b` from a `(rows, s_stride·…)` table:
-    column `h·s_a + t` takes `src[row(b), t·s_stride]` — the sink (`row = h`,
-    stride 0) or a position id (`row = b`, stride 1 per token, 0 for the
-    first token's) — into the `(n, 1)` fp32 column `dst`.
+def query_column(dst, src, head0, heads, s_a, b, per_head, t_stride):
+    """One value per query column of heads `[head0, head0 + heads)` of batch
+    `b` from a `(rows, s_stride·…)` table: the column of head `head0 + h`'s
+    token `t`, `h·s_a + t`, takes `src[row, t·s_stride]` — the sink (`row`
+    the head, stride 0) or a position id (`row = b`, stride 1 per token, 0
+    for the first token's) — into the `(heads·s_a, 1)` fp32 column `dst`.
     """
-    raw = nl.ndarray(shape=(q_head * s_a, 1), dtype=src.dtype, buffer=nl.sbuf)
+    raw = nl.ndarray(shape=(heads * s_a, 1), dtype=src.dtype, buffer=nl.sbuf)
     row_len = src.shape[1]
-    for h in range(q_head):
-        row = h if per_head else b
+    for h in range(heads):
+        row = head0 + h if per_head else b
         nisa.dma_copy(dst=raw[h * s_a:(h + 1) * s_a, :], src=src.ap(pattern=[[t_stride, s_a], [1, 1]], offset=row * row_len))
     nisa.tensor_copy(dst=dst, src=raw)
 
 
-def allocate_fa_buffers(atp, io, b):
+def allocate_fa_buffers(atp, io, b, head0):
     """The library's `_allocate_fa_buffers`, `_load_position_ids` and `_prep_sink`
-    for batch `b`: the queries, the position columns, the running statistics
+    for the query heads from `head0` (a group, see [`AttnTileParams`]) of
+    batch `b`: the queries, the position columns, the running statistics
     started — the negated max at `-sink` (so the sum starts at
     `exp(sink - sink) = 1`) or at `+FLOAT32_MAX` (sum 0, and the first
     correction `exp(-inf) = 0`) — and the output at zero.
     """
-    n, d, q_head, s_a = (atp.n_cols, atp.d_head, atp.q_head, atp.s_active)
+    d, s_a = (atp.d_head, atp.s_active)
+    heads = min(atp.group_heads, atp.q_head - head0)
+    n, c0 = (heads * s_a, b * atp.n_cols + head0 * s_a)
     q_sb = nl.ndarray(shape=(d, n), dtype=io.q_sb.dtype, buffer=nl.sbuf)
-    nisa.tensor_copy(dst=q_sb, src=io.q_sb[:, b * n:(b + 1) * n])
+    nisa.tensor_copy(dst=q_sb, src=io.q_sb[:, c0:c0 + n])
     starts, ends = (io.start_pos_ids, io.rope_pos_ids)
     pos_end = nl.ndarray(shape=(n, 1), dtype=nl.float32, buffer=nl.sbuf)
     pos_start = nl.ndarray(shape=(n, 1), dtype=nl.float32, buffer=nl.sbuf)
     if ends is not None:
         en = ends
         per_token = 1 if atp.window else 0
-        query_column(pos_end, en, q_head, s_a, b, False, per_token)
+        query_column(pos_end, en, head0, heads, s_a, b, False, per_token)
     if starts is not None:
         st = starts
-        query_column(pos_start, st, q_head, s_a, b, False, 1)
+        query_column(pos_start, st, head0, heads, s_a, b, False, 1)
     run_negmax = nl.ndarray(shape=(n, 1), dtype=nl.float32, buffer=nl.sbuf)
     run_sum = nl.ndarray(shape=(n, 1), dtype=nl.float32, buffer=nl.sbuf)
     sink = io.sink
     if sink is not None:
         sk = sink
         sc = nl.ndarray(shape=(n, 1), dtype=nl.float32, buffer=nl.sbuf)
-        query_column(sc, sk, q_head, s_a, b, True, 0)
+        query_column(sc, sk, head0, heads, s_a, b, True, 0)
         nisa.tensor_scalar(dst=run_negmax, data=sc, op0=nl.multiply, operand0=-1.0)
         nisa.memset(dst=run_sum, value=1.0)
     else:
@@ -538,7 +548,7 @@ def allocate_fa_buffers(atp, io, b):
         raw = nl.ndarray(shape=(1, n_blocks), dtype=t.dtype, buffer=nl.sbuf)
         nisa.dma_copy(dst=raw, src=t[b:b + 1, :])
         nisa.tensor_copy(dst=blocks, src=raw)
-    return AttnInternalBuffers(batch_id=b, q_sb=q_sb, blocks=blocks, pos_end=pos_end, pos_start=pos_start, running_negmax=run_negmax, running_sum=run_sum, acc=acc)
+    return AttnInternalBuffers(batch_id=b, head0=head0, cols=n, q_sb=q_sb, blocks=blocks, pos_end=pos_end, pos_start=pos_start, running_negmax=run_negmax, running_sum=run_sum, acc=acc)
 
 
 def load_keys(dst, atp, io, bufs, k0, cols):
@@ -607,20 +617,21 @@ def gen_mask_tkg(visible, bufs, window, k0, cols):
 
 
 def load_mask(atp, io, bufs, k0, cols):
-    """The library's `_load_mask` for keys `[k0, k0 + cols)` of batch `b`:
-    `(n, MM1_KEYS)` uint8, nonzero where visible — from the mask input (for a
+    """The library's `_load_mask` for keys `[k0, k0 + cols)` of the group's
+    columns of batch `b`: `(group columns, MM1_KEYS)` uint8, nonzero where visible — from the mask input (for a
     block cache in the library's fold order), or generated from the positions
     with the active keys' block from the mask input.
     """
-    n, b, split = (atp.n_cols, bufs.batch_id, atp.split)
+    n, gn, split = (atp.n_cols, bufs.cols, atp.split)
     mask = io.mask
     bs = mask.shape[1]
-    visible = nl.ndarray(shape=(n, MM1_KEYS), dtype=nl.uint8, buffer=nl.sbuf)
+    c0 = bufs.batch_id * n + bufs.head0 * atp.s_active
+    visible = nl.ndarray(shape=(gn, MM1_KEYS), dtype=nl.uint8, buffer=nl.sbuf)
     if atp.use_pos_id:
         gen_mask_tkg(visible, bufs, atp.window, k0, cols)
         a0 = max(k0, split)
         if k0 + cols > a0:
-            src = mask.ap(pattern=[[1, n], [bs * n, k0 + cols - a0]], offset=(a0 - split) * bs * n + b * n)
+            src = mask.ap(pattern=[[1, gn], [bs * n, k0 + cols - a0]], offset=(a0 - split) * bs * n + c0)
             nisa.dma_copy(dst=visible[:, a0 - k0:cols], src=src)
     elif atp.fold_len > 1:
         fl, per = (atp.fold_len, atp.shard_len)
@@ -628,10 +639,10 @@ def load_mask(atp, io, bufs, k0, cols):
             k = k0 + row * fl
             fold = k // per * per + k % per // (P_MAX * fl) * (P_MAX * fl)
             p = (k - fold) // fl
-            src = mask.ap(pattern=[[1, n], [P_MAX * bs * n, fl]], offset=(fold + p) * bs * n + b * n)
+            src = mask.ap(pattern=[[1, gn], [P_MAX * bs * n, fl]], offset=(fold + p) * bs * n + c0)
             nisa.dma_copy(dst=visible[:, row * fl:(row + 1) * fl], src=src)
     else:
-        nisa.dma_copy(dst=visible[:, 0:cols], src=mask.ap(pattern=[[1, n], [bs * n, cols]], offset=k0 * bs * n + b * n))
+        nisa.dma_copy(dst=visible[:, 0:cols], src=mask.ap(pattern=[[1, gn], [bs * n, cols]], offset=k0 * bs * n + c0))
     return visible
 
 
@@ -640,7 +651,7 @@ def compute_qk_matmul(atp, io, bufs, fa):
     tile's keys, `(n, tile_len)` fp32, the raw `q·k` where the mask is nonzero and
     `FLOAT32_MIN` elsewhere, per `MM1_KEYS` keys.
     """
-    d, n, b, width, f0 = (atp.d_head, atp.n_cols, bufs.batch_id, fa.tile_len, fa.tile_start)
+    d, n, width, f0 = (atp.d_head, bufs.cols, fa.tile_len, fa.tile_start)
     masked = nl.ndarray(shape=(n, width), dtype=nl.float32, buffer=nl.sbuf)
     nisa.memset(dst=masked, value=-3.4028234663852886e38)
     for c in range((width + MM1_KEYS - 1) // MM1_KEYS):
@@ -655,12 +666,12 @@ def compute_qk_matmul(atp, io, bufs, fa):
     return masked
 
 
-def fa_update_running_max(atp, bufs, masked):
+def fa_update_running_max(bufs, masked):
     """The library's `_fa_update_running_max` and `_fa_update_correction_factor`: the
     tile's negated max merged into the running one, and the correction
     `exp(max_old - max_new)` of the state so far. Returns `(new_negmax, correction)`.
     """
-    n = atp.n_cols
+    n = bufs.cols
     tile_negmax = nl.ndarray(shape=(n, 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.tensor_reduce(dst=tile_negmax, op=nl.maximum, data=masked, axis=1, negate=True)
     new_negmax = nl.ndarray(shape=(n, 1), dtype=nl.float32, buffer=nl.sbuf)
@@ -671,14 +682,14 @@ def fa_update_running_max(atp, bufs, masked):
     return (new_negmax, corr)
 
 
-def compute_exp_qk(atp, bufs, fa, masked, new_negmax, corr):
+def compute_exp_qk(bufs, fa, masked, new_negmax, corr):
     """The library's `_compute_exp_qk`, `_cascaded_sum_reduction` and
     `_fa_update_running_sum`: `exp(s - max)` in `q`'s dtype, and the fp32 row
     sums of those rounded probabilities (the library sums the tile the PV
     matmul reads); the running sum corrected and increased by the tile's.
     Returns the probabilities, `(n, tile_len)`.
     """
-    n, width = (atp.n_cols, fa.tile_len)
+    n, width = (bufs.cols, fa.tile_len)
     probs = nl.ndarray(shape=(n, width), dtype=bufs.q_sb.dtype, buffer=nl.sbuf)
     nisa.activation(dst=probs, op=nl.exp, data=masked, bias=new_negmax)
     tile_sum = nl.ndarray(shape=(n, 1), dtype=nl.float32, buffer=nl.sbuf)
@@ -713,7 +724,7 @@ def compute_pv_matmul(atp, io, bufs, fa, probs):
     with the value rows, accumulated in PSUM per [`PV_GROUP_KEYS`] keys. Returns
     `(n, d)` fp32.
     """
-    n, d, width = (atp.n_cols, atp.d_head, fa.tile_len)
+    n, d, width = (bufs.cols, atp.d_head, fa.tile_len)
     pv = nl.ndarray(shape=(n, d), dtype=nl.float32, buffer=nl.sbuf)
     nisa.memset(dst=pv, value=0.0)
     for g in range((width + PV_GROUP_KEYS - 1) // PV_GROUP_KEYS):
@@ -745,10 +756,11 @@ def fa_accumulate_output(bufs, pv, new_negmax, corr):
 
 def fa_finalize_and_store(atp, io, bufs):
     """The library's `_fa_finalize_and_store`: the output divided by the running
-    sum; column `p = h·s_a + t` of batch `b` stored as `out[b, h, :, t]`, or as
-    column `b·n + p` of `out` `(d, bs·n)` with `out_in_sb`.
+    sum; the group's column `p = h·s_a + t` of batch `b` (head `head0 + h`)
+    stored as `out[b, head0 + h, :, t]`, or as column `b·n + head0·s_a + p` of
+    `out` `(d, bs·n)` with `out_in_sb`.
     """
-    n, d, s_a, q_head, b = (atp.n_cols, atp.d_head, atp.s_active, atp.q_head, bufs.batch_id)
+    n, d, s_a, q_head, b, h0 = (bufs.cols, atp.d_head, atp.s_active, atp.q_head, bufs.batch_id, bufs.head0)
     out = io.out
     recip = nl.ndarray(shape=(n, 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.reciprocal(dst=recip, data=bufs.running_sum)
@@ -756,28 +768,38 @@ def fa_finalize_and_store(atp, io, bufs):
     nisa.tensor_scalar(dst=o_sb, data=bufs.acc, op0=nl.multiply, operand0=recip)
     if atp.out_in_sb:
         cols = out.shape[1]
-        nisa.dma_copy(dst=out.ap(pattern=[[1, n], [cols, d]], offset=b * n), src=o_sb)
+        nisa.dma_copy(dst=out.ap(pattern=[[1, n], [cols, d]], offset=b * atp.n_cols + h0 * s_a), src=o_sb)
     else:
-        for h in range(q_head):
-            nisa.dma_copy(dst=out.ap(pattern=[[1, s_a], [s_a, d]], offset=(b * q_head + h) * d * s_a), src=o_sb[h * s_a:(h + 1) * s_a, :])
+        for h in range(n // s_a):
+            head = b * q_head + h0 + h
+            nisa.dma_copy(dst=out.ap(pattern=[[1, s_a], [s_a, d]], offset=head * d * s_a), src=o_sb[h * s_a:(h + 1) * s_a, :])
 
 
-def attention_tkg_batch(atp, io, b):
-    """Decode attention of batch `b`: the flash-attention loop over the cache, one
-    [`FATileContext`] of at most `fa_tile` keys at a time, then the normalised
-    output.
+def attention_tkg_group(atp, io, b, head0):
+    """Decode attention of the query heads from `head0` (one group) of batch
+    `b`: the flash-attention loop over the cache, one [`FATileContext`] of at
+    most `fa_tile` keys at a time, then the normalised output.
     """
     s_kv, fa_tile = (atp.curr_sprior, atp.fa_tile)
-    bufs = allocate_fa_buffers(atp, io, b)
+    bufs = allocate_fa_buffers(atp, io, b, head0)
     for f in range((s_kv + fa_tile - 1) // fa_tile):
         f0 = f * fa_tile
         fa = FATileContext(tile_start=f0, tile_len=min(s_kv - f0, fa_tile))
         masked = compute_qk_matmul(atp, io, bufs, fa)
-        new_negmax, corr = fa_update_running_max(atp, bufs, masked)
-        probs = compute_exp_qk(atp, bufs, fa, masked, new_negmax, corr)
+        new_negmax, corr = fa_update_running_max(bufs, masked)
+        probs = compute_exp_qk(bufs, fa, masked, new_negmax, corr)
         pv = compute_pv_matmul(atp, io, bufs, fa, probs)
         fa_accumulate_output(bufs, pv, new_negmax, corr)
     fa_finalize_and_store(atp, io, bufs)
+
+
+def attention_tkg_batch(atp, io, b):
+    """Decode attention of batch `b`: its query heads a group at a time (as many
+    whole heads as the partitions hold; the library tiles its columns by
+    128 the same way), each group's flash-attention loop over the cache.
+    """
+    for g in range((atp.q_head + atp.group_heads - 1) // atp.group_heads):
+        attention_tkg_group(atp, io, b, g * atp.group_heads)
 
 
 @nki.jit
@@ -834,7 +856,7 @@ def attention_tkg(q, k_active, v_active, k_prior, v_prior, mask, cfg, inv_freqs=
     sp = cfg.curr_sprior
     fold_len, shard_len = mask_folds(bs, q_head, s_active, sp, cfg.block_len, cfg.enable_fa_s_prior_tiling, shards)
     assert cfg.block_len == 0 or (sp % (sp // shard_len * P_MAX) == 0 and MM1_KEYS % fold_len == 0), BLOCK_FOLDS
-    atp = AttnTileParams(q_head=q_head, s_active=s_active, curr_sprior=cfg.curr_sprior, d_head=d_head, n_cols=n, split=cfg.curr_sprior - s_active, fa_tile=fa_tile, block_len=cfg.block_len, fold_len=fold_len, shard_len=shard_len, tp_k_prior=cfg.tp_k_prior, use_pos_id=cfg.use_pos_id, window=start_pos_ids is not None, out_in_sb=cfg.out_in_sb)
+    atp = AttnTileParams(q_head=q_head, s_active=s_active, curr_sprior=cfg.curr_sprior, d_head=d_head, n_cols=n, group_heads=min(q_head, P_MAX // s_active), split=cfg.curr_sprior - s_active, fa_tile=fa_tile, block_len=cfg.block_len, fold_len=fold_len, shard_len=shard_len, tp_k_prior=cfg.tp_k_prior, use_pos_id=cfg.use_pos_id, window=start_pos_ids is not None, out_in_sb=cfg.out_in_sb)
     for b in range(shard, bs, shards):
         attention_tkg_batch(atp, io, b)
     return (out, k_out)
