@@ -16,9 +16,6 @@ pub mod ring {
     use crate::cte::attention_cte::scalar_column;
     use nki::prelude::*;
 
-    /// Replica groups as a bundle field holds them: the rings' rank ids.
-    pub type Groups = Vec<Vec<i64>>;
-
     /// SBUF and PSUM partitions: a ring position column, and one column of
     /// per-row statistics, spans them.
     pub const P_MAX: i64 = nl::tile_size::pmax;

@@ -44,6 +44,7 @@ pub use tensor::{Buffer, Idx, Outputs, Tensor};
 /// Everything a kernel file usually needs.
 pub mod prelude {
     pub use crate::{
-        Ctx, Dtype, Launch, Outputs, Precision, Tensor, ncc, nisa, nki_enum, nki_helper, nki_kernel, nki_module, nki_object, nl, s,
+        Ctx, Dtype, Launch, Outputs, Precision, Tensor, collectives::Groups, ncc, nisa, nki_enum, nki_helper, nki_kernel, nki_module,
+        nki_object, nl, s,
     };
 }

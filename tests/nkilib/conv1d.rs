@@ -5,7 +5,7 @@
 //! emitted source under NumPy against the emulator.
 
 use crate::common::attention::run_numpy_kwargs;
-use crate::common::{Arg, as_dtype, emitted_package, errors, seed_of, tensor, uniform};
+use crate::common::{Arg, as_dtype, assert_refused_by, emitted_package, errors, seed_of, tensor, uniform};
 use crate::mlp::activation;
 use nki::{Dtype, Launch, Precision};
 use nkilib::experimental::conv::conv1d::{ActFnType, Conv1dRule, Conv1dShape, conv1d, conv1d_violation};
@@ -211,16 +211,17 @@ fn the_rules_refuse_by_name() {
     assert!(e.message.contains("x_in.dtype must match filters.dtype"), "{e}");
     let ok = Conv1dShape { c_in: 80, filter_c_in: 80, l: 1500, k: 3, stride: 2, padding: (1, 1), dilation: 1 };
     assert_eq!(conv1d_violation(ok), None);
-    for (shape, rule) in [
-        (Conv1dShape { stride: 0, ..ok }, Conv1dRule::Stride),
-        (Conv1dShape { dilation: 0, ..ok }, Conv1dRule::Dilation),
-        (Conv1dShape { padding: (1, -1), ..ok }, Conv1dRule::Padding),
-        (Conv1dShape { filter_c_in: 81, ..ok }, Conv1dRule::Channels),
-        (Conv1dShape { k: 0, ..ok }, Conv1dRule::OutputLength),
-        (Conv1dShape { k: 752, dilation: 2, ..ok }, Conv1dRule::OutputLength),
-    ] {
-        assert_eq!(conv1d_violation(shape), Some(rule), "{shape:?}");
-    }
+    assert_refused_by(
+        conv1d_violation,
+        [
+            (Conv1dShape { stride: 0, ..ok }, Conv1dRule::Stride),
+            (Conv1dShape { dilation: 0, ..ok }, Conv1dRule::Dilation),
+            (Conv1dShape { padding: (1, -1), ..ok }, Conv1dRule::Padding),
+            (Conv1dShape { filter_c_in: 81, ..ok }, Conv1dRule::Channels),
+            (Conv1dShape { k: 0, ..ok }, Conv1dRule::OutputLength),
+            (Conv1dShape { k: 752, dilation: 2, ..ok }, Conv1dRule::OutputLength),
+        ],
+    );
     assert_eq!(conv1d_violation(Conv1dShape { k: 751, dilation: 2, ..ok }), None);
 }
 

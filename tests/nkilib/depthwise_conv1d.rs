@@ -5,7 +5,7 @@
 //! its emitted source under NumPy against the emulator.
 
 use crate::common::attention::run_numpy_kwargs;
-use crate::common::{Arg, as_dtype, emitted_package, errors, seed_of, tensor, uniform};
+use crate::common::{Arg, as_dtype, assert_refused_by, emitted_package, errors, seed_of, tensor, uniform};
 use nki::{Dtype, Launch, Precision};
 use nkilib::experimental::conv::depthwise_conv1d::{DepthwiseRule, DepthwiseShape, depthwise_conv1d_implicit_gemm, depthwise_violation};
 
@@ -159,17 +159,18 @@ fn the_rules_refuse_by_name() {
         programs: 2,
     };
     assert_eq!(depthwise_violation(ok), None);
-    for (shape, rule) in [
-        (DepthwiseShape { stride: (2, 1), ..ok }, DepthwiseRule::Stride),
-        (DepthwiseShape { lhs_dilation: (2, 1), ..ok }, DepthwiseRule::Dilation),
-        (DepthwiseShape { batch_group_count: 2, ..ok }, DepthwiseRule::BatchGroups),
-        (DepthwiseShape { feature_group_count: 1, ..ok }, DepthwiseRule::Depthwise),
-        (DepthwiseShape { pad_w: (-1, 0), ..ok }, DepthwiseRule::Padding),
-        (DepthwiseShape { s: 523, ..ok }, DepthwiseRule::KernelSize),
-        (DepthwiseShape { c: 255, feature_group_count: 255, ..ok }, DepthwiseRule::ChannelShards),
-    ] {
-        assert_eq!(depthwise_violation(shape), Some(rule), "{shape:?}");
-    }
+    assert_refused_by(
+        depthwise_violation,
+        [
+            (DepthwiseShape { stride: (2, 1), ..ok }, DepthwiseRule::Stride),
+            (DepthwiseShape { lhs_dilation: (2, 1), ..ok }, DepthwiseRule::Dilation),
+            (DepthwiseShape { batch_group_count: 2, ..ok }, DepthwiseRule::BatchGroups),
+            (DepthwiseShape { feature_group_count: 1, ..ok }, DepthwiseRule::Depthwise),
+            (DepthwiseShape { pad_w: (-1, 0), ..ok }, DepthwiseRule::Padding),
+            (DepthwiseShape { s: 523, ..ok }, DepthwiseRule::KernelSize),
+            (DepthwiseShape { c: 255, feature_group_count: 255, ..ok }, DepthwiseRule::ChannelShards),
+        ],
+    );
 }
 
 #[test]

@@ -10,7 +10,8 @@
 
 use crate::common::attention::run_numpy_kwargs;
 use crate::common::{
-    Arg, CaseName, as_dtype, assert_close, assert_numpy_close_to_emulator, emitted_package, seed_of, tensor, uniform, vec_mat,
+    Arg, CaseName, as_dtype, assert_close, assert_numpy_close_to_emulator, assert_refused_by, emitted_package, seed_of, tensor, uniform,
+    vec_mat,
 };
 use crate::mlp::activation;
 use nki::{Dtype, Launch, Precision, Tensor};
@@ -460,9 +461,7 @@ fn rules_refuse_what_they_name() {
         (MoeTkgCall { has_eager: true, ..OK }, MoeTkgRule::Eager),
         (MoeTkgCall { output_in_sbuf: true, ..OK }, MoeTkgRule::SbufOutput),
     ];
-    for (call, rule) in cases {
-        assert_eq!(moe_tkg_violation(call), Some(rule), "{call:?}");
-    }
+    assert_refused_by(moe_tkg_violation, cases);
     // The kernel's own checks, at trace time.
     let cfg = all(2, 4, 384, 64, 2);
     let x = cfg.inputs();

@@ -17,7 +17,7 @@
 //! (every token on one expert, experts without tokens), in both precision
 //! modes; the emitted source under NumPy against the emulator; the rules.
 
-use crate::common::{Arg, CaseName, FP32_ATOL, as_dtype, assert_close, package_of, seed_of, tensor};
+use crate::common::{Arg, CaseName, FP32_ATOL, as_dtype, assert_close, assert_refused_by, package_of, seed_of, tensor};
 use crate::mlp::activation;
 use crate::mlp_tkg_mx::{Clamps, Data, Mx, P, W, check_numpy_trn3, mx};
 use crate::moe_tkg::{Routing, route};
@@ -377,9 +377,7 @@ fn moe_tkg_mx_rules_refuse_by_name() {
         (MoeTkgCall { expert_affinities_scaling_mode: ExpertAffinityScaleMode::NO_SCALE, ..OK }, MoeTkgRule::MxScalingMode),
         (MoeTkgCall { experts: 256, ..OK }, MoeTkgRule::MxBiasExperts),
     ];
-    for (call, rule) in cases {
-        assert_eq!(moe_tkg_violation(call), Some(rule), "{call:?}");
-    }
+    assert_refused_by(moe_tkg_violation, cases);
     assert_eq!(moe_tkg_violation(MoeTkgCall { experts: 256, has_down_bias: false, ..OK }), None);
     assert_eq!(moe_tkg_violation(MoeTkgCall { top_k: 3, programs: 1, ..OK }), None);
     // The all-expert path splits neither the slots nor the bias matmul.

@@ -15,7 +15,7 @@ use crate::common::{
     Arg, CaseName, as_dtype, assert_close_per_element, assert_numpy_equals_emulator, assert_refused_by, matmul, package_of, seed_of,
     tensor, uniform,
 };
-use crate::mx_format::{e4m3fn, quantize_e4m3fn_groups, round_e4m3fn};
+use crate::mx_format::{e2m1fn, e4m3fn, quantize_e4m3fn_groups, round_e4m3fn};
 use nki::hw::Generation;
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::output_projection::output_projection_cte::output_projection_cte::{
@@ -90,13 +90,6 @@ const MX_CONFIGS: &[Mx] = &[
     mx(2, 1, 576, 3072, 3, 128, false).given(),
     mx(1, 2, 129, 1024, 2, 64, true).given(),
 ];
-
-/// The value of a `float4_e2m1fn` code.
-fn e2m1fn(code: u32) -> f64 {
-    let sign = if code & 8 != 0 { -1.0 } else { 1.0 };
-    let (e, m) = (((code >> 1) & 3) as i32, f64::from(code & 1) / 2.0);
-    if e == 0 { sign * m } else { sign * (1.0 + m) * 2f64.powi(e - 1) }
-}
 
 /// A case's data: the attention `[B][K][S]` (bfloat16 values, or the e4m3
 /// codes given quantized), its scales `[B][K/32][S]` given quantized, the

@@ -10,7 +10,8 @@
 //! emitted source under NumPy against the emulator; the MX rules.
 
 use crate::common::{
-    Arg, CaseName, FP32_ATOL, as_dtype, assert_close, assert_numpy_equals_emulator, package_of, rms_norm, seed_of, tensor, uniform,
+    Arg, CaseName, FP32_ATOL, as_dtype, assert_close, assert_numpy_equals_emulator, assert_refused_by, package_of, rms_norm, seed_of,
+    tensor, uniform,
 };
 use crate::mx_format::{e4m3fn, pack_x4_rows, quantize_e4m3fn_groups, swizzle_4h};
 use nki::{Dtype, Launch, Precision, Tensor};
@@ -268,9 +269,7 @@ fn qkv_tkg_mx_rules_refuse_by_name() {
         (QkvTkgShape { hidden: 1536, ..ok }, QkvTkgRule::MxShards),
         (QkvTkgShape { other_mx_quant: true, mx_quant: false, ..ok }, QkvTkgRule::Quantization),
     ];
-    for (shape, rule) in cases {
-        assert_eq!(qkv_tkg_violation(shape), Some(rule), "{shape:?}");
-    }
+    assert_refused_by(qkv_tkg_violation, cases);
     assert_eq!(nkilib::qkv_tkg_config!(bxs = 8, hidden = 2048, fused_qkv = 512, programs = 2, mx_quant = true).hidden, 2048);
 
     let cfg = mx(1, 4, 512, 512, false, false);

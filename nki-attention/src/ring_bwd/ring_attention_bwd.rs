@@ -54,9 +54,6 @@ pub mod ring_bwd {
     use crate::ring_masks::{key_bounds, row_positions, step_needed};
     use nki::prelude::*;
 
-    /// Replica groups as a bundle field holds them: the rings' rank ids.
-    pub type Groups = Vec<Vec<i64>>;
-
     /// Query rows per tile (the library's `q_seq_tile_size`).
     pub const Q_SEQ_TILE_SIZE: i64 = nl::tile_size::pmax;
     /// Query tiles processed together (`q_tile_group_size`).

@@ -56,9 +56,6 @@ pub mod ring_fwd {
     use crate::ring_masks::{key_bounds, last_needed_step, row_positions, step_needed};
     use nki::prelude::*;
 
-    /// Replica groups as a bundle field holds them: the rings' rank ids.
-    pub type Groups = Vec<Vec<i64>>;
-
     /// Query groups merged or normalised per tile (`[P_MAX, MERGE_GRP_TILES, d]` bf16).
     pub const MERGE_GRP_TILES: i64 = 128;
     /// Columns of `[P_MAX, ..]` per tile of the pre-scaled copy of Q.

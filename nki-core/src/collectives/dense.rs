@@ -9,7 +9,7 @@
 //! (several tensors, HBM only) pair `srcs[i]` with `dsts[i]`. Program `p` of a
 //! rank works with program `p` of the other members.
 
-use super::{CommEvent, ReplicaGroup, check_buffer};
+use super::{Call, CommEvent, ReplicaGroup, check_buffer};
 use crate::emulator::Ctx;
 use crate::language::NlOp;
 use crate::profile::{Rendezvous, Unit};
@@ -23,13 +23,6 @@ pub struct CollectiveOpts<'a> {
     pub priority: Option<i64>,
     /// Instruction name.
     pub name: Option<&'a str>,
-}
-
-/// One rank-program's part: its (src, dst) pairs.
-struct Part {
-    rank: usize,
-    program: usize,
-    pairs: Vec<(Tensor, Tensor)>,
 }
 
 /// Checks one side's list: not empty, no PSUM, in bounds, one memory space, and
@@ -61,6 +54,13 @@ pub(super) fn pairs(op: &str, srcs: &[Tensor], dsts: &[Tensor], hbm_only: bool) 
         return Err(NkiError::constraint(op, format!("srcs has {} tensors but dsts has {}", srcs.len(), dsts.len())));
     }
     Ok(srcs.iter().cloned().zip(dsts.iter().cloned()).collect())
+}
+
+impl Call<'_> {
+    /// The call's (src, dst) pairs, checked as [`pairs`] checks them.
+    pub(super) fn pairs(&self, hbm_only: bool) -> Result<Vec<(Tensor, Tensor)>> {
+        pairs(self.op, self.srcs, self.dsts, hbm_only)
+    }
 }
 
 /// Moves need equal dtypes.
@@ -116,6 +116,13 @@ pub(super) type Traffic = (usize, usize);
 fn all_pairs(members: &[&[(Tensor, Tensor)]], bytes: usize) -> Traffic {
     let n = members.len();
     (bytes, n * n.saturating_sub(1) * members[0].len())
+}
+
+/// One rank-program's part of a collective [`run`] joins: its (src, dst) pairs.
+struct Part {
+    rank: usize,
+    program: usize,
+    pairs: Vec<(Tensor, Tensor)>,
 }
 
 /// Joins the collective `op` over the caller's group and runs `exchange` once per
@@ -207,29 +214,26 @@ fn chunk_rows(op: &str, t: &Tensor, n: usize) -> Result<usize> {
     Ok(rows / n)
 }
 
-/// `ncc.all_reduce(srcs, dsts, replica_group, op)`: every member's `dsts[i]`
-/// receives the members' `srcs[i]` combined element-wise with `op` (`nl.add`,
-/// `nl.maximum` or `nl.minimum`), folded in fp32 in member order and rounded once
-/// into the destination dtype. Sources and destinations pair by element count.
-pub fn all_reduce(
-    ctx: &Ctx,
-    srcs: &[Tensor],
-    dsts: &[Tensor],
-    replica_group: &ReplicaGroup,
-    op: NlOp,
-    opts: CollectiveOpts<'_>,
-) -> Result<()> {
-    const OP: &str = "ncc.all_reduce";
+group_collective! {
+    /// `ncc.all_reduce(srcs, dsts, replica_group, op)`: every member's `dsts[i]`
+    /// receives the members' `srcs[i]` combined element-wise with `op` (`nl.add`,
+    /// `nl.maximum` or `nl.minimum`), folded in fp32 in member order and rounded once
+    /// into the destination dtype. Sources and destinations pair by element count.
+    all_reduce(op: NlOp), CollectiveOpts => all_reduce_call
+}
+
+/// The body of [`all_reduce`].
+fn all_reduce_call(c: Call<'_>, op: NlOp, opts: CollectiveOpts<'_>) -> Result<()> {
     let _ = (opts.priority, opts.name);
-    let rop = reduce_op(OP, op)?;
-    let pairs = pairs(OP, srcs, dsts, false)?;
-    same_sizes(OP, &pairs)?;
-    run(ctx, OP, replica_group, pairs, &|members, round| {
+    let rop = reduce_op(c.op, op)?;
+    let pairs = c.pairs(false)?;
+    same_sizes(c.op, &pairs)?;
+    run(c.ctx, c.op, c.group, pairs, &|members, round| {
         each_pair(members, round, |i, writes| {
             let srcs = member_srcs(members, i);
             if let Some(s) = srcs.iter().find(|s| s.numel() != srcs[0].numel()) {
                 return Err(NkiError::shape(
-                    OP,
+                    c.op,
                     format!("src {} and src {} of two members differ in element count", s.describe(), srcs[0].describe()),
                 ));
             }
@@ -240,36 +244,33 @@ pub fn all_reduce(
     })
 }
 
-/// `ncc.all_gather(srcs, dsts, replica_group, collective_dim)`: every member's
-/// `dsts[i]` receives the members' `srcs[i]` concatenated along `collective_dim`
-/// in member order (dim 0, or dim 1 of 2-D SBUF tiles); `dsts[i]` has exactly
-/// that shape and the sources' dtype.
-pub fn all_gather(
-    ctx: &Ctx,
-    srcs: &[Tensor],
-    dsts: &[Tensor],
-    replica_group: &ReplicaGroup,
-    collective_dim: i64,
-    opts: CollectiveOpts<'_>,
-) -> Result<()> {
-    const OP: &str = "ncc.all_gather";
+group_collective! {
+    /// `ncc.all_gather(srcs, dsts, replica_group, collective_dim)`: every member's
+    /// `dsts[i]` receives the members' `srcs[i]` concatenated along `collective_dim`
+    /// in member order (dim 0, or dim 1 of 2-D SBUF tiles); `dsts[i]` has exactly
+    /// that shape and the sources' dtype.
+    all_gather(collective_dim: i64), CollectiveOpts => all_gather_call
+}
+
+/// The body of [`all_gather`].
+fn all_gather_call(c: Call<'_>, collective_dim: i64, opts: CollectiveOpts<'_>) -> Result<()> {
     let _ = (opts.priority, opts.name);
-    let pairs = pairs(OP, srcs, dsts, false)?;
-    same_dtypes(OP, &pairs)?;
+    let pairs = c.pairs(false)?;
+    same_dtypes(c.op, &pairs)?;
     let mut dim = 0;
     for (s, _) in &pairs {
         let allowed: &[i64] = if s.buffer().is_on_chip() && s.shape().len() == 2 { &[0, 1] } else { &[0] };
-        dim = check_dim(OP, collective_dim, allowed, s)?;
+        dim = check_dim(c.op, collective_dim, allowed, s)?;
     }
-    run(ctx, OP, replica_group, pairs, &|members, _| {
+    run(c.ctx, c.op, c.group, pairs, &|members, _| {
         each_pair(members, false, |i, writes| {
             let srcs = member_srcs(members, i);
-            let (shape, cells) = concat(OP, &srcs, dim)?;
+            let (shape, cells) = concat(c.op, &srcs, dim)?;
             for m in members {
                 let d = &m[i].1;
                 if d.shape() != shape.as_slice() {
                     return Err(NkiError::shape(
-                        OP,
+                        c.op,
                         format!("dst {} must have shape {shape:?} (the {} srcs concatenated along dim {dim})", d.describe(), srcs.len()),
                     ));
                 }
@@ -304,43 +305,39 @@ fn concat(op: &str, ts: &[&Tensor], dim: usize) -> Result<(Vec<usize>, Vec<f32>)
     Ok((shape, cells))
 }
 
-/// `ncc.reduce_scatter(srcs, dsts, replica_group, collective_dim, op)`: the
-/// members' `srcs[i]` combined element-wise with `op` (fp32, member order) and cut
-/// along dim 0 into one equal chunk per member; the k-th member's `dsts[i]`
-/// receives chunk k (same element count), rounded once into its dtype.
-pub fn reduce_scatter(
-    ctx: &Ctx,
-    srcs: &[Tensor],
-    dsts: &[Tensor],
-    replica_group: &ReplicaGroup,
-    collective_dim: i64,
-    op: NlOp,
-    opts: CollectiveOpts<'_>,
-) -> Result<()> {
-    const OP: &str = "ncc.reduce_scatter";
+group_collective! {
+    /// `ncc.reduce_scatter(srcs, dsts, replica_group, collective_dim, op)`: the
+    /// members' `srcs[i]` combined element-wise with `op` (fp32, member order) and cut
+    /// along dim 0 into one equal chunk per member; the k-th member's `dsts[i]`
+    /// receives chunk k (same element count), rounded once into its dtype.
+    reduce_scatter(collective_dim: i64, op: NlOp), CollectiveOpts => reduce_scatter_call
+}
+
+/// The body of [`reduce_scatter`].
+fn reduce_scatter_call(c: Call<'_>, collective_dim: i64, op: NlOp, opts: CollectiveOpts<'_>) -> Result<()> {
     let _ = (opts.priority, opts.name);
-    let rop = reduce_op(OP, op)?;
-    let pairs = pairs(OP, srcs, dsts, false)?;
+    let rop = reduce_op(c.op, op)?;
+    let pairs = c.pairs(false)?;
     for (s, _) in &pairs {
-        check_dim(OP, collective_dim, &[0], s)?;
+        check_dim(c.op, collective_dim, &[0], s)?;
     }
-    run(ctx, OP, replica_group, pairs, &|members, round| {
+    run(c.ctx, c.op, c.group, pairs, &|members, round| {
         let n = members.len();
         each_pair(members, round, |i, writes| {
             let srcs = member_srcs(members, i);
             if let Some(s) = srcs.iter().find(|s| s.shape() != srcs[0].shape()) {
                 return Err(NkiError::shape(
-                    OP,
+                    c.op,
                     format!("the members' srcs {} and {} must have one shape", srcs[0].describe(), s.describe()),
                 ));
             }
-            chunk_rows(OP, srcs[0], n)?;
+            chunk_rows(c.op, srcs[0], n)?;
             let acc = fold(rop, &srcs);
             let chunk = acc.len() / n;
             for (k, m) in members.iter().enumerate() {
                 let d = &m[i].1;
                 if d.numel() != chunk {
-                    return Err(NkiError::shape(OP, format!("dst {} must hold {chunk} elements (one of {n} chunks)", d.describe())));
+                    return Err(NkiError::shape(c.op, format!("dst {} must hold {chunk} elements (one of {n} chunks)", d.describe())));
                 }
                 writes.push((d.clone(), acc[k * chunk..(k + 1) * chunk].to_vec(), Dtype::F32));
             }
@@ -349,26 +346,23 @@ pub fn reduce_scatter(
     })
 }
 
-/// `ncc.all_to_all(srcs, dsts, replica_group, collective_dim)`: each member cuts
-/// its `srcs[i]` along dim 0 into one equal chunk per member; chunk j of the k-th
-/// member's `dsts[i]` is chunk k of the j-th member's source. HBM tensors of one
-/// dtype; `dsts[i]` has the concatenated shape.
-pub fn all_to_all(
-    ctx: &Ctx,
-    srcs: &[Tensor],
-    dsts: &[Tensor],
-    replica_group: &ReplicaGroup,
-    collective_dim: i64,
-    opts: CollectiveOpts<'_>,
-) -> Result<()> {
-    const OP: &str = "ncc.all_to_all";
+group_collective! {
+    /// `ncc.all_to_all(srcs, dsts, replica_group, collective_dim)`: each member cuts
+    /// its `srcs[i]` along dim 0 into one equal chunk per member; chunk j of the k-th
+    /// member's `dsts[i]` is chunk k of the j-th member's source. HBM tensors of one
+    /// dtype; `dsts[i]` has the concatenated shape.
+    all_to_all(collective_dim: i64), CollectiveOpts => all_to_all_call
+}
+
+/// The body of [`all_to_all`].
+fn all_to_all_call(c: Call<'_>, collective_dim: i64, opts: CollectiveOpts<'_>) -> Result<()> {
     let _ = (opts.priority, opts.name);
-    let pairs = pairs(OP, srcs, dsts, true)?;
-    same_dtypes(OP, &pairs)?;
+    let pairs = c.pairs(true)?;
+    same_dtypes(c.op, &pairs)?;
     for (s, _) in &pairs {
-        check_dim(OP, collective_dim, &[0], s)?;
+        check_dim(c.op, collective_dim, &[0], s)?;
     }
-    run(ctx, OP, replica_group, pairs, &|members, _| {
+    run(c.ctx, c.op, c.group, pairs, &|members, _| {
         let n = members.len();
         each_pair(members, false, |i, writes| {
             let chunks = members
@@ -376,7 +370,7 @@ pub fn all_to_all(
                 .map(|m| {
                     let s = &m[i].0;
                     let mut shape = s.shape().to_vec();
-                    shape[0] = chunk_rows(OP, s, n)?;
+                    shape[0] = chunk_rows(c.op, s, n)?;
                     Ok((shape, s.gather_cells()))
                 })
                 .collect::<Result<Vec<_>>>()?;
@@ -392,13 +386,13 @@ pub fn all_to_all(
                 let d = &m[i].1;
                 if let Some(other) = members.iter().map(|m| &m[i].0).find(|s| s.dtype() != d.dtype()) {
                     return Err(NkiError::constraint(
-                        OP,
+                        c.op,
                         format!("src {} and dst {} must have the same dtype", other.describe(), d.describe()),
                     ));
                 }
                 if d.shape() != shape.as_slice() || chunks.iter().any(|c| c.0[1..] != chunks[0].0[1..]) {
                     return Err(NkiError::shape(
-                        OP,
+                        c.op,
                         format!("dst {} must have shape {shape:?} (one chunk from each of {n} members)", d.describe()),
                     ));
                 }

@@ -11,10 +11,47 @@ use crate::language::NlOp;
 use crate::{Buffer, Dtype, ErrorKind, NkiError, Result, Tensor};
 use std::collections::HashSet;
 
+/// One call of a collective over a replica group, as its public function
+/// received it: the op's name (for messages), the caller's context, the tensor
+/// lists it pairs and the group.
+struct Call<'a> {
+    op: &'static str,
+    ctx: &'a Ctx,
+    srcs: &'a [Tensor],
+    dsts: &'a [Tensor],
+    group: &'a ReplicaGroup,
+}
+
+/// Declares the public `ncc.<name>` of a collective over a replica group with
+/// the signature they all share (context, source and destination lists, replica
+/// group, the collective's own arguments, its options), written once here; the
+/// body is `$imp`, which receives the bundled [`Call`], those arguments and the
+/// options.
+macro_rules! group_collective {
+    ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*), $opts:ident => $imp:path) => {
+        $(#[$doc])*
+        pub fn $name(
+            ctx: &$crate::emulator::Ctx,
+            srcs: &[$crate::Tensor],
+            dsts: &[$crate::Tensor],
+            replica_group: &$crate::collectives::ReplicaGroup,
+            $($arg: $ty,)*
+            opts: $opts<'_>,
+        ) -> $crate::Result<()> {
+            let call = $crate::collectives::Call { op: concat!("ncc.", stringify!($name)), ctx, srcs, dsts, group: replica_group };
+            $imp(call, $($arg,)* opts)
+        }
+    };
+}
+
 mod dense;
 mod variable;
 pub use dense::{CollectiveOpts, all_gather, all_reduce, all_to_all, collective_permute, reduce_scatter};
 pub use variable::{VariableOpts, all_gather_v, all_to_all_v};
+
+/// Replica groups as a kernel parameter or an `#[nki_object]` field holds them
+/// (the DSL's `Groups`): the rings' rank ids.
+pub type Groups = Vec<Vec<i64>>;
 
 /// `ncc.ReplicaGroup(groups)`: disjoint rings of ranks. Each inner list is one
 /// ring in send order (a rank sends to the next one, the last to the first). An

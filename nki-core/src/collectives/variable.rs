@@ -8,9 +8,8 @@
 //! displacements the chunk from member `s` lands at `s · (dst elements / G)`. A
 //! chunk that does not fit its source or destination is an error.
 
-use super::dense::{pairs, run, same_dtypes};
-use super::{ReplicaGroup, check_buffer};
-use crate::emulator::Ctx;
+use super::dense::{run, same_dtypes};
+use super::{Call, check_buffer};
 use crate::{Dtype, NkiError, Result, Tensor};
 
 /// Optional arguments of the variable-size collectives.
@@ -27,19 +26,6 @@ pub struct VariableOpts<'a> {
     /// Instruction name.
     pub name: Option<&'a str>,
 }
-
-/// One variable collective: its name, and which elements a member sends to
-/// member `j` given its metadata table, as (displacement, count).
-struct Variant {
-    op: &'static str,
-    chunk_of: fn(&[Vec<i64>], usize) -> (i64, i64),
-}
-
-/// Member `i` sends its send-count/displacement column `j` to member `j`.
-const ALL_TO_ALL_V: Variant = Variant { op: "ncc.all_to_all_v", chunk_of: |t, j| (t[1][j], t[0][j]) };
-
-/// Every member sends its column 0 to every member.
-const ALL_GATHER_V: Variant = Variant { op: "ncc.all_gather_v", chunk_of: |t, _| (t[1][0], t[0][0]) };
 
 /// Checks the metadata's dtype and shape for a group of `n`.
 fn check_metadata(op: &str, t: &Tensor, n: usize, has_rdispls: bool) -> Result<()> {
@@ -63,19 +49,14 @@ fn table(t: &Tensor) -> Vec<Vec<i64>> {
     t.to_i64_vec().chunks(n).map(<[i64]>::to_vec).collect()
 }
 
-/// Runs a variable collective; the metadata travels as a second (src, dst) pair
-/// (it is read, and written back with the receive counts).
-fn exchange(
-    ctx: &Ctx,
-    variant: &Variant,
-    srcs: &[Tensor],
-    dsts: &[Tensor],
-    group: &ReplicaGroup,
-    metadata: &Tensor,
-    opts: &VariableOpts<'_>,
-) -> Result<()> {
-    let (op, chunk_of) = (variant.op, variant.chunk_of);
-    let mut pairs = pairs(op, srcs, dsts, true)?;
+/// Runs the variable collective of `c`: member `i` sends member `j` the
+/// elements `chunk_of(its metadata table, j)` gives as (displacement, count).
+/// The metadata travels as a second (src, dst) pair (it is read, and written
+/// back with the receive counts).
+fn exchange(c: &Call<'_>, chunk_of: fn(&[Vec<i64>], usize) -> (i64, i64), metadata: &Tensor, opts: VariableOpts<'_>) -> Result<()> {
+    let _ = (opts.priority, opts.name);
+    let (op, ctx, group) = (c.op, c.ctx, c.group);
+    let mut pairs = c.pairs(true)?;
     if pairs.len() != 1 {
         return Err(NkiError::constraint(op, format!("srcs and dsts must hold one tensor each, they hold {}", pairs.len())));
     }
@@ -140,45 +121,44 @@ fn exchange(
     })
 }
 
-/// `ncc.all_to_all_v(srcs, dsts, replica_group, metadata_tensor)`: member `i`
-/// sends `src[send_displs[j] .. + send_counts[j]]` (its metadata's rows 1 and 0,
-/// column `j`) to member `j`; see the module doc for where it lands.
-pub fn all_to_all_v(
-    ctx: &Ctx,
-    srcs: &[Tensor],
-    dsts: &[Tensor],
-    replica_group: &ReplicaGroup,
-    metadata_tensor: &Tensor,
-    opts: VariableOpts<'_>,
-) -> Result<()> {
-    let _ = (opts.priority, opts.name);
-    exchange(ctx, &ALL_TO_ALL_V, srcs, dsts, replica_group, metadata_tensor, &opts)
+group_collective! {
+    /// `ncc.all_to_all_v(srcs, dsts, replica_group, metadata_tensor)`: member `i`
+    /// sends `src[send_displs[j] .. + send_counts[j]]` (its metadata's rows 1 and 0,
+    /// column `j`) to member `j`; see the module doc for where it lands.
+    all_to_all_v(metadata_tensor: &Tensor), VariableOpts => all_to_all_v_call
 }
 
-/// `ncc.all_gather_v(srcs, dsts, replica_group, metadata_tensor)`: every member
-/// sends `src[send_displ .. + send_count]` (column 0 of its metadata's rows 1
-/// and 0) to every member. As documented: no receive displacements, LNC2
-/// launches only, and replica groups of exactly 4 ranks.
-pub fn all_gather_v(
-    ctx: &Ctx,
-    srcs: &[Tensor],
-    dsts: &[Tensor],
-    replica_group: &ReplicaGroup,
-    metadata_tensor: &Tensor,
-    opts: VariableOpts<'_>,
-) -> Result<()> {
-    const OP: &str = ALL_GATHER_V.op;
-    let _ = (opts.priority, opts.name);
+group_collective! {
+    /// `ncc.all_gather_v(srcs, dsts, replica_group, metadata_tensor)`: every member
+    /// sends `src[send_displ .. + send_count]` (column 0 of its metadata's rows 1
+    /// and 0) to every member. As documented: no receive displacements, LNC2
+    /// launches only, and replica groups of exactly 4 ranks.
+    all_gather_v(metadata_tensor: &Tensor), VariableOpts => all_gather_v_call
+}
+
+/// The body of [`all_to_all_v`]: member `i` sends its send-count/displacement
+/// column `j` to member `j`.
+fn all_to_all_v_call(c: Call<'_>, metadata: &Tensor, opts: VariableOpts<'_>) -> Result<()> {
+    exchange(&c, |t, j| (t[1][j], t[0][j]), metadata, opts)
+}
+
+/// The body of [`all_gather_v`]: its own rules (no receive displacements, LNC2
+/// launches, groups of 4 ranks), then every member sends its column 0 to every
+/// member.
+fn all_gather_v_call(c: Call<'_>, metadata: &Tensor, opts: VariableOpts<'_>) -> Result<()> {
     if opts.has_rdispls == Some(true) {
         return Err(NkiError::argument("has_rdispls", "True", "ncc.all_gather_v does not support receive displacements"));
     }
+    let ctx = c.ctx;
     if ctx.num_programs() != 2 {
-        return Err(NkiError::constraint(OP, format!("runs only in LNC2 launches, this one has {} programs per rank", ctx.num_programs())));
+        return Err(NkiError::constraint(
+            c.op,
+            format!("runs only in LNC2 launches, this one has {} programs per rank", ctx.num_programs()),
+        ));
     }
-    let groups =
-        if replica_group.groups().is_empty() { vec![(0..ctx.num_ranks() as i64).collect()] } else { replica_group.groups().to_vec() };
+    let groups = if c.group.groups().is_empty() { vec![(0..ctx.num_ranks() as i64).collect()] } else { c.group.groups().to_vec() };
     if groups.iter().any(|g| g.len() != 4) {
         return Err(NkiError::argument("replica_group", format!("{groups:?}"), "ncc.all_gather_v needs groups of exactly 4 ranks"));
     }
-    exchange(ctx, &ALL_GATHER_V, srcs, dsts, replica_group, metadata_tensor, &opts)
+    exchange(&c, |t, _| (t[1][0], t[0][0]), metadata, opts)
 }

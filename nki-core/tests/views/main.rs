@@ -7,6 +7,7 @@
 pub mod bytes;
 #[path = "../common/mod.rs"]
 mod common;
+pub mod helpers;
 pub mod indexing;
 pub mod indirect;
 pub mod reorder;

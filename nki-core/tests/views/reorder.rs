@@ -1,13 +1,7 @@
 //! `NkiTensor.permute`, `squeeze_dim` and `flatten_dims` as views: the elements
 //! they address, against index arithmetic on the row-major source.
 
-use nki_core::{Dtype, Tensor};
-
-fn arange(shape: &[usize]) -> Tensor {
-    let n: usize = shape.iter().product();
-    let v: Vec<f32> = (0..n).map(|i| i as f32).collect();
-    Tensor::from_f32(shape, &v, Dtype::F32).unwrap()
-}
+use crate::helpers::arange;
 
 #[test]
 fn permute_reorders_dims_without_copying() {

@@ -3,13 +3,8 @@
 //! patterns), composed with slices, permutes and flattens.
 
 use crate::common::alloc;
+use crate::helpers::arange;
 use nki_core::{Buffer, Dtype, Launch, Tensor, s};
-
-fn arange(shape: &[usize]) -> Tensor {
-    let n: usize = shape.iter().product();
-    let v: Vec<f32> = (0..n).map(|i| i as f32).collect();
-    Tensor::from_f32(shape, &v, Dtype::F32).unwrap()
-}
 
 #[test]
 fn reshape_dim_splits_one_dim_row_major() {
