@@ -686,16 +686,11 @@ def attention_block_tkg(X, X_hidden_dim_actual, rmsnorm_X_enabled, rmsnorm_X_eps
         group = kvdp_group
         inp = kvdp_attention_input_collectives(dims, inp, group)
     do_out_proj = W_out is not None
-    q = inp.q
-    attn_out = q
-    if not skip_attention:
-        flags = (K_cache_transposed, do_out_proj or is_kvdp, enable_fa_s_prior_tiling)
-        out = attention_phase(adims, inp, K_cache, V_cache, attention_mask, sink, active_blocks_table, flags)
-        attn_out = out
+    flags = (K_cache_transposed, do_out_proj or is_kvdp, enable_fa_s_prior_tiling)
+    attn_out = inp.q if skip_attention else attention_phase(adims, inp, K_cache, V_cache, attention_mask, sink, active_blocks_table, flags)
     if kvdp_group is not None:
         group = kvdp_group
-        gathered = kvdp_attention_output_collectives(dims, attn_out, group)
-        attn_out = gathered
+        attn_out = kvdp_attention_output_collectives(dims, attn_out, group)
     k_ret = K_cache
     v_ret = V_cache
     if update_cache:

@@ -894,18 +894,16 @@ pub mod kernel {
         // under KV data parallelism in the projection's layout, which the output
         // collectives take.
         let do_out_proj = W_out.is_some();
-        let q: Hbm = inp.q;
-        let mut attn_out: Hbm = q;
-        if !skip_attention {
-            let flags = (K_cache_transposed, do_out_proj || is_kvdp, enable_fa_s_prior_tiling);
-            let out: Hbm = attention_phase(adims, inp, K_cache, V_cache, attention_mask, sink, active_blocks_table, flags);
-            attn_out = out;
-        }
+        let flags = (K_cache_transposed, do_out_proj || is_kvdp, enable_fa_s_prior_tiling);
+        let mut attn_out: Hbm = if skip_attention {
+            inp.q
+        } else {
+            attention_phase(adims, inp, K_cache, V_cache, attention_mask, sink, active_blocks_table, flags)
+        };
 
         // KV data parallelism: every batch of this rank's own query heads.
         if let Some(group) = kvdp_group {
-            let gathered: Hbm = kvdp_attention_output_collectives(dims, attn_out, group);
-            attn_out = gathered;
+            attn_out = kvdp_attention_output_collectives(dims, attn_out, group);
         }
 
         // The cache update, or the new keys and values (this rank's batches).
