@@ -873,31 +873,21 @@ impl BwmmBwdRule {
     }
 }
 
-/// A backward call as the rules read it: the sizes and the options.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct BwmmBwdCall {
-    /// `H`.
-    pub hidden: i64,
-    /// `I`.
-    pub intermediate: i64,
-    /// `E`.
-    pub experts: i64,
-    /// `B`.
-    pub block_size: i64,
-    /// Length of `token_position_to_id` (`N·B`).
-    pub positions: i64,
-    /// Programs of the launch.
-    pub programs: i64,
-    /// `shard_option`.
-    pub shard_option: ShardOption,
-    /// `affinity_option`.
-    pub affinity_option: AffinityOption,
-    /// `kernel_type_option`.
-    pub kernel_type_option: KernelTypeOption,
-    /// Whether `block_tile_size` is given.
-    pub block_tile_size: bool,
-    /// `activation_type`.
-    pub activation: ActFnType,
+crate::__blockwise_call! {
+    /// A backward call as the rules read it: the sizes and the options.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    pub struct BwmmBwdCall {
+        /// `shard_option`.
+        pub shard_option: ShardOption,
+        /// `affinity_option`.
+        pub affinity_option: AffinityOption,
+        /// `kernel_type_option`.
+        pub kernel_type_option: KernelTypeOption,
+        /// Whether `block_tile_size` is given.
+        pub block_tile_size: bool,
+        /// `activation_type`.
+        pub activation: ActFnType,
+    }
 }
 
 /// The first rule `c` breaks.

@@ -957,39 +957,29 @@ impl MoeCteRule {
     }
 }
 
-/// A blockwise call as the rules read it: the sizes and the options.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct BwmmShardOnBlockCall {
-    /// Rows of `hidden_states` (`T`, the padding row included unless skipped).
-    pub tokens: i64,
-    /// `H`.
-    pub hidden: i64,
-    /// `I`.
-    pub intermediate: i64,
-    /// `E`.
-    pub experts: i64,
-    /// `B`.
-    pub block_size: i64,
-    /// Length of `token_position_to_id` (`N·B`).
-    pub positions: i64,
-    /// Programs of the launch.
-    pub programs: i64,
-    /// `skip_dma.skip_token`.
-    pub skip_token: bool,
-    /// `is_tensor_update_accumulating`.
-    pub accumulating: bool,
-    /// `block_sharding_strategy`.
-    pub strategy: BlockShardStrategy,
-    /// `expert_affinities_scaling_mode`.
-    pub scaling_mode: ExpertAffinityScaleMode,
-    /// `activation_function`.
-    pub activation: ActFnType,
-    /// Whether a quantization scale is given.
-    pub quantized: bool,
-    /// Whether `down_activations` is given.
-    pub down_activations: bool,
-    /// Whether exactly one of the two biases is given.
-    pub one_bias: bool,
+crate::__blockwise_call! {
+    /// A blockwise call as the rules read it: the sizes and the options.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    pub struct BwmmShardOnBlockCall {
+        /// Rows of `hidden_states` (`T`, the padding row included unless skipped).
+        pub tokens: i64,
+        /// `skip_dma.skip_token`.
+        pub skip_token: bool,
+        /// `is_tensor_update_accumulating`.
+        pub accumulating: bool,
+        /// `block_sharding_strategy`.
+        pub strategy: BlockShardStrategy,
+        /// `expert_affinities_scaling_mode`.
+        pub scaling_mode: ExpertAffinityScaleMode,
+        /// `activation_function`.
+        pub activation: ActFnType,
+        /// Whether a quantization scale is given.
+        pub quantized: bool,
+        /// Whether `down_activations` is given.
+        pub down_activations: bool,
+        /// Whether exactly one of the two biases is given.
+        pub one_bias: bool,
+    }
 }
 
 /// 128-row tiles the accumulating output's reduction covers (as

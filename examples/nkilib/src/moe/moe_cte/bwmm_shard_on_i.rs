@@ -623,38 +623,28 @@ impl ShardOnIRule {
     }
 }
 
-/// An intermediate-sharded call as the rules read it.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct BwmmShardOnICall {
-    /// `H`.
-    pub hidden: i64,
-    /// `I`.
-    pub intermediate: i64,
-    /// `E`.
-    pub experts: i64,
-    /// `B`.
-    pub block_size: i64,
-    /// Length of `token_position_to_id` (`N·B`).
-    pub positions: i64,
-    /// Programs of the launch.
-    pub programs: i64,
-    /// `skip_dma.skip_weight`.
-    pub skip_weight: bool,
-    /// `activation_function`.
-    pub activation: ActFnType,
-    /// Whether a quantization scale is given.
-    pub quantized: bool,
-    /// `checkpoint_activation`.
-    pub checkpoint_activation: bool,
-    /// Whether exactly one of the two biases is given.
-    pub one_bias: bool,
-    /// Whether a down bias is given with `expert_affinity_multiply_on_I`.
-    pub down_bias_on_i: bool,
-    /// The hybrid form's static block count (`num_static_block`, else `N -
-    /// E`); 0 for the other forms.
-    pub static_blocks: i64,
-    /// Whether the hybrid form is given `gate_up_activations_T` or `down_activations`.
-    pub activations: bool,
+crate::__blockwise_call! {
+    /// An intermediate-sharded call as the rules read it.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    pub struct BwmmShardOnICall {
+        /// `skip_dma.skip_weight`.
+        pub skip_weight: bool,
+        /// `activation_function`.
+        pub activation: ActFnType,
+        /// Whether a quantization scale is given.
+        pub quantized: bool,
+        /// `checkpoint_activation`.
+        pub checkpoint_activation: bool,
+        /// Whether exactly one of the two biases is given.
+        pub one_bias: bool,
+        /// Whether a down bias is given with `expert_affinity_multiply_on_I`.
+        pub down_bias_on_i: bool,
+        /// The hybrid form's static block count (`num_static_block`, else `N -
+        /// E`); 0 for the other forms.
+        pub static_blocks: i64,
+        /// Whether the hybrid form is given `gate_up_activations_T` or `down_activations`.
+        pub activations: bool,
+    }
 }
 
 /// The first rule `c` breaks.

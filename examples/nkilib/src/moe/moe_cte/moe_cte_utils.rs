@@ -60,6 +60,32 @@ macro_rules! __blockwise_config {
     };
 }
 
+/// A blockwise call as its rules read it: a struct of the sizes every
+/// blockwise kernel checks (the ones `__blockwise_config!` takes, and the
+/// programs of the launch), then the kernel's own fields.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __blockwise_call {
+    ($(#[$meta:meta])* pub struct $name:ident { $($(#[$field_meta:meta])* pub $field:ident: $ty:ty),* $(,)? }) => {
+        $(#[$meta])*
+        pub struct $name {
+            /// `H`.
+            pub hidden: i64,
+            /// `I`.
+            pub intermediate: i64,
+            /// `E`.
+            pub experts: i64,
+            /// `B`.
+            pub block_size: i64,
+            /// Length of `token_position_to_id` (`N·B`).
+            pub positions: i64,
+            /// Programs of the launch.
+            pub programs: i64,
+            $($(#[$field_meta])* pub $field: $ty,)*
+        }
+    };
+}
+
 /// The tiles, options and shared phases.
 #[nki::nki_module]
 pub mod kernel {
