@@ -19,9 +19,6 @@ use nkilib::experimental::transformer::attention_block_tkg::{
     AttnBlockCall, AttnBlockRule, QuantizationType, attention_block_tkg, attn_block_violation,
 };
 
-const EPS_X: f64 = 1e-3;
-const EPS_QK: f64 = 1e-5;
-
 /// One configuration (`lnc` 2 unless `lnc1`).
 #[derive(Clone, Copy, Debug)]
 struct Config {
@@ -234,6 +231,11 @@ struct KernelTensors {
     w_out: Tensor,
     bias_out: Tensor,
 }
+
+/// The RMSNorm epsilons the cases pass: `rmsnorm_X_eps`, and the Q/K norms'
+/// (`rmsnorm_QK_pre_rope_eps`, `rmsnorm_QK_post_rope_eps`).
+const EPS_X: f64 = 1e-3;
+const EPS_QK: f64 = 1e-5;
 
 fn rms(x: &mut [f64], eps: f64, w: Option<&[f64]>) {
     let r = 1.0 / (x.iter().map(|a| a * a).sum::<f64>() / x.len() as f64 + eps).sqrt();

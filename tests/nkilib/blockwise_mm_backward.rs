@@ -15,6 +15,7 @@
 use crate::common::attention::run_numpy_kwargs;
 use crate::common::{Arg, CaseName, as_dtype, assert_close, assert_refused_by, emitted_package, seed_of, tensor, uniform};
 use crate::mlp::activation;
+use crate::support::blockwise_case;
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::experimental::moe::blockwise_mm_backward::{
     ActFnType, AffinityOption, BwmmBwdCall, BwmmBwdRule, ClampLimits, KernelTypeOption, ShardOption, SkipMode, blockwise_mm_bwd,
@@ -32,21 +33,15 @@ enum Pick {
     Even,
 }
 
-/// One configuration.
-#[derive(Clone, Copy, Debug)]
-struct Case {
-    t: usize,
-    h: usize,
-    i: usize,
-    e: usize,
-    k: usize,
-    b: usize,
-    skip_token: bool,
-    bias: bool,
-    clamp: bool,
-    act: ActFnType,
-    pick: Pick,
-    programs: usize,
+blockwise_case! {
+    /// One configuration.
+    struct Case {
+        bias: bool,
+        clamp: bool,
+        act: ActFnType,
+        pick: Pick,
+        programs: usize,
+    }
 }
 
 const fn case(t: usize, h: usize, i: usize, e: usize, k: usize, b: usize) -> Case {

@@ -216,14 +216,7 @@ fn the_rules_refuse_by_name() {
     let e = cross_entropy_backward::Call::new(&p.logits(), &p.targets(), &short).chunk_size(256).launch(&l).unwrap_err();
     assert!(e.message.contains("lse_state_hbm length 3 must match logits_hbm first dim 4"), "{e}");
     // The same rules as `const fn`s.
-    let ok = CrossEntropyShape {
-        num_positions: 8192,
-        vocab_size: 129280,
-        positions_per_batch: 64,
-        chunk_size: 65535,
-        dtype_bytes: 2,
-        reduction: "mean",
-    };
+    let ok = nkilib::cross_entropy_config!(num_positions = 8192, vocab_size = 129280, positions_per_batch = 64, chunk_size = 65535);
     assert_eq!(cross_entropy_violation(ok), None);
     let cases = [
         (CrossEntropyShape { reduction: "max", ..ok }, CrossEntropyRule::Reduction),

@@ -43,4 +43,5 @@ pub mod rmsnorm;
 pub mod rmsnorm_mx_quantize;
 pub mod router_topk;
 pub mod subkernels;
+mod support;
 pub mod topk;

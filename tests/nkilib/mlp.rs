@@ -13,39 +13,37 @@ use crate::common::{
     Arg, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, assert_numpy_close_to_emulator, assert_refused_by, emitted_package, seed_of, tensor,
     uniform, vec_mat,
 };
+use crate::support::token_case;
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::mlp::mlp::{ActFnType, NormType, QuantizationType, mlp};
 use nkilib::mlp::mlp_parameters::{MlpCall, MlpRule, mlp_violation};
 
-/// One configuration: launch, sizes and options.
-#[derive(Clone, Copy, Debug)]
-struct Config {
-    lnc: usize,
-    b: usize,
-    s: usize,
-    h: usize,
-    i: usize,
-    norm: NormType,
-    fused_add: bool,
-    store_add: bool,
-    act: ActFnType,
-    skip_gate: bool,
-    bias: bool,
-    norm_bias: bool,
-    clamp: bool,
-    /// `use_tkg_down_proj_optimized_layout` (with both column tilings off).
-    optimized: bool,
-    /// `force_cte_mode`.
-    force_cte: bool,
-    /// `quantization_type`: `STATIC` and `ROW` take `float8_e4m3` weights
-    /// (and, in context encoding, `float8_e4m3` hidden rows).
-    quant: QuantizationType,
-    /// `quant_clipping_bound` (`ROW` in context encoding).
-    clip: f64,
-    /// `use_tkg_gate_up_proj_column_tiling`.
-    gate_up_tiling: bool,
-    /// `use_tkg_down_proj_column_tiling`.
-    down_tiling: bool,
+token_case! {
+    /// One configuration: launch, sizes and options.
+    struct Config {
+        i: usize,
+        norm: NormType,
+        fused_add: bool,
+        store_add: bool,
+        act: ActFnType,
+        skip_gate: bool,
+        bias: bool,
+        norm_bias: bool,
+        clamp: bool,
+        /// `use_tkg_down_proj_optimized_layout` (with both column tilings off).
+        optimized: bool,
+        /// `force_cte_mode`.
+        force_cte: bool,
+        /// `quantization_type`: `STATIC` and `ROW` take `float8_e4m3` weights
+        /// (and, in context encoding, `float8_e4m3` hidden rows).
+        quant: QuantizationType,
+        /// `quant_clipping_bound` (`ROW` in context encoding).
+        clip: f64,
+        /// `use_tkg_gate_up_proj_column_tiling`.
+        gate_up_tiling: bool,
+        /// `use_tkg_down_proj_column_tiling`.
+        down_tiling: bool,
+    }
 }
 
 const fn c(lnc: usize, b: usize, s: usize, h: usize, i: usize, norm: NormType) -> Config {

@@ -14,21 +14,19 @@
 use crate::common::{Arg, CaseName, as_dtype, assert_close_per_element, assert_refused_by, package_of, seed_of, tensor, uniform};
 use crate::mlp::activation;
 use crate::mlp_tkg_mx::check_numpy_trn3;
+use crate::support::token_case;
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::mlp::mlp::{ActFnType, NormType, QuantizationType, mlp};
 use nkilib::mlp::mlp_parameters::{MlpCall, MlpRule, mlp_violation};
 
-/// One configuration: `(B, S, H, I)`, the LNC size, `skip_gate_proj` and
-/// the activation.
-#[derive(Clone, Copy, Debug)]
-struct StaticMx {
-    lnc: usize,
-    b: usize,
-    s: usize,
-    h: usize,
-    i: usize,
-    skip_gate: bool,
-    act: ActFnType,
+token_case! {
+    /// One configuration: `(B, S, H, I)`, the LNC size, `skip_gate_proj` and
+    /// the activation.
+    struct StaticMx {
+        i: usize,
+        skip_gate: bool,
+        act: ActFnType,
+    }
 }
 
 const fn smx(lnc: usize, b: usize, s: usize, h: usize, i: usize) -> StaticMx {

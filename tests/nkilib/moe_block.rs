@@ -16,9 +16,10 @@
 //! the reference checks the margin it relies on.
 
 use crate::common::attention::run_numpy_kwargs;
-use crate::common::{Arg, CaseName, as_dtype, assert_close, assert_numpy_close_to_emulator, emitted_package, seed_of, tensor, uniform};
+use crate::common::{Arg, CaseName, assert_close, assert_numpy_close_to_emulator, emitted_package, seed_of, tensor, uniform};
 use crate::moe_tkg::{CLAMPS, ExpertWeights, expert_f64};
 use crate::router_topk::{activate, ranked};
+use crate::support::round_to;
 use nki::emit::PyEnum;
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::moe::moe_tkg::moe_tkg::MoeTkgRule;
@@ -423,7 +424,7 @@ impl Config {
 
     /// Runs and compares `out` (and the logits) with the float64 block.
     fn check(&self, dtype: Dtype, precision: Precision, tol: f64) {
-        let x = rounded(&self.inputs(), dtype, self.router_dtype(dtype));
+        let x = rounded(self.inputs(), dtype, self.router_dtype(dtype));
         let want = self.reference(&x);
         let got = self.run(&x, dtype, precision);
         let what = format!("{} {dtype:?} {precision:?}", self.name());
@@ -435,17 +436,10 @@ impl Config {
 }
 
 /// The inputs rounded to `dtype` (the router's to `rdt`).
-fn rounded(x: &Inputs, dtype: Dtype, rdt: Dtype) -> Inputs {
-    Inputs {
-        x: as_dtype(&x.x, dtype),
-        gamma: as_dtype(&x.gamma, dtype),
-        router_w: as_dtype(&x.router_w, rdt),
-        router_b: as_dtype(&x.router_b, rdt),
-        gate_up: as_dtype(&x.gate_up, dtype),
-        down: as_dtype(&x.down, dtype),
-        gate_up_b: as_dtype(&x.gate_up_b, dtype),
-        down_b: as_dtype(&x.down_b, dtype),
-    }
+fn rounded(mut x: Inputs, dtype: Dtype, rdt: Dtype) -> Inputs {
+    round_to(dtype, [&mut x.x, &mut x.gamma, &mut x.gate_up, &mut x.down, &mut x.gate_up_b, &mut x.down_b]);
+    round_to(rdt, [&mut x.router_w, &mut x.router_b]);
+    x
 }
 
 /// Every configuration, fp32 inputs in fp32 precision.
@@ -473,7 +467,7 @@ fn configs_in_hardware_precision_match_float64() {
 fn emitted_moe_block_under_numpy_equals_emulator() {
     for cfg in [CONFIGS[2], CONFIGS[6], CONFIGS[7], CONFIGS[11], CONFIGS[12]] {
         for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
-            let x = rounded(&cfg.inputs(), dtype, cfg.router_dtype(dtype));
+            let x = rounded(cfg.inputs(), dtype, cfg.router_dtype(dtype));
             let emu = cfg.run(&x, dtype, precision);
             let np = run_numpy_kwargs(emitted_package(), "moe_block_tkg", &[], &cfg.numpy_kwargs(&x, dtype), 2, mode);
             assert_numpy_close_to_emulator(&cfg.name(), mode, &np, &emu);

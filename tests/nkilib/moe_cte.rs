@@ -13,10 +13,10 @@
 
 use crate::common::attention::run_numpy_kwargs;
 use crate::common::{
-    Arg, CaseName, as_dtype, assert_close, assert_numpy_close_to_emulator, assert_refused_by, emitted_package, matmul, seed_of, tensor,
-    uniform,
+    Arg, CaseName, assert_close, assert_numpy_close_to_emulator, assert_refused_by, emitted_package, matmul, seed_of, tensor, uniform,
 };
 use crate::mlp::activation;
+use crate::support::{blockwise_case, round_to};
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::moe::moe_cte::bwmm_shard_on_block::{
     ActFnType, BlockShardStrategy, BwmmShardOnBlockCall, ExpertAffinityScaleMode, MoeCteRule, SkipMode, bwmm_shard_on_block,
@@ -52,25 +52,16 @@ enum Scale {
     Post,
 }
 
-/// One configuration: sizes and options.
-#[derive(Clone, Copy, Debug)]
-struct Config {
-    /// Tokens (without the padding row).
-    t: usize,
-    h: usize,
-    i: usize,
-    e: usize,
-    /// Experts per token.
-    k: usize,
-    /// Positions per block.
-    b: usize,
-    skip_token: bool,
-    skip_weight: bool,
-    bias: bool,
-    clamp: bool,
-    act: ActFnType,
-    scale: Scale,
-    routing: Routing,
+blockwise_case! {
+    /// One configuration: sizes and options.
+    struct Config {
+        skip_weight: bool,
+        bias: bool,
+        clamp: bool,
+        act: ActFnType,
+        scale: Scale,
+        routing: Routing,
+    }
 }
 
 const fn cfg(t: usize, h: usize, i: usize, e: usize, k: usize, b: usize) -> Config {
@@ -435,24 +426,16 @@ impl Config {
 }
 
 /// Rounds the float inputs to `dtype`.
-fn rounded(w: &Inputs, dtype: Dtype) -> Inputs {
-    Inputs {
-        hidden: as_dtype(&w.hidden, dtype),
-        aff: as_dtype(&w.aff, dtype),
-        gate_up: as_dtype(&w.gate_up, dtype),
-        down: as_dtype(&w.down, dtype),
-        gate_up_b: as_dtype(&w.gate_up_b, dtype),
-        down_b: as_dtype(&w.down_b, dtype),
-        positions: w.positions.clone(),
-        block_expert: w.block_expert.clone(),
-    }
+fn rounded(mut w: Inputs, dtype: Dtype) -> Inputs {
+    round_to(dtype, [&mut w.hidden, &mut w.aff, &mut w.gate_up, &mut w.down, &mut w.gate_up_b, &mut w.down_b]);
+    w
 }
 
 /// Every configuration with `dtype` inputs and compute in `precision`
 /// within `tol` of the float64 mixture of the rounded inputs.
 fn configs_match_float64(dtype: Dtype, precision: Precision, tol: f64) {
     for c in CONFIGS {
-        let w = rounded(&c.inputs(), dtype);
+        let w = rounded(c.inputs(), dtype);
         let got = c.token_rows(&c.run(&w, dtype, precision));
         assert_close(&format!("{} {dtype:?}", c.name()), &got, &c.reference(&w), tol, tol);
     }
@@ -478,7 +461,7 @@ fn configs_in_hardware_precision_match_float64() {
 fn emitted_bwmm_shard_on_block_under_numpy_equals_emulator() {
     for c in [CONFIGS[0], CONFIGS[3], CONFIGS[5], CONFIGS[6], CONFIGS[10], CONFIGS[12]] {
         for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
-            let w = rounded(&c.inputs(), dtype);
+            let w = rounded(c.inputs(), dtype);
             let emu = c.run(&w, dtype, precision);
             let np = run_numpy_kwargs(emitted_package(), "bwmm_shard_on_block", &[], &c.numpy_kwargs(&w, dtype), 2, mode);
             assert_numpy_close_to_emulator(&c.name(), mode, &np, &[emu]);
@@ -492,7 +475,7 @@ fn emitted_bwmm_shard_on_block_under_numpy_equals_emulator() {
 #[test]
 fn moe_cte_dispatches_to_shard_on_block() {
     let c = CONFIGS[0];
-    let w = rounded(&c.inputs(), Dtype::Bf16);
+    let w = rounded(c.inputs(), Dtype::Bf16);
     let [hid, aff, gu, dw, pos, b2e, gub, db] = c.tensors(&w, Dtype::Bf16);
     let skip = SkipMode { skip_token: true, skip_weight: false };
     let (block, mx) = (
@@ -664,7 +647,7 @@ trait ShardOnICase: std::fmt::Debug {
 fn cases_match_float64<C: ShardOnICase>(cases: &[C], dtype: Dtype, precision: Precision, tol: f64) {
     for case in cases {
         let c = case.config();
-        let w = rounded(&c.inputs(), dtype);
+        let w = rounded(c.inputs(), dtype);
         let got = case.run(&w, dtype, precision);
         let rows = &got[..c.t * c.h];
         assert_close(&format!("{} {dtype:?}", case.name()), rows, &case.reference(&w), tol, tol);
@@ -676,7 +659,7 @@ fn cases_match_float64<C: ShardOnICase>(cases: &[C], dtype: Dtype, precision: Pr
 fn emitted_equals_emulator<C: ShardOnICase>(cases: &[C]) {
     for case in cases {
         for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
-            let w = rounded(&case.config().inputs(), dtype);
+            let w = rounded(case.config().inputs(), dtype);
             let emu = case.run(&w, dtype, precision);
             let np = run_numpy_kwargs(emitted_package(), C::KERNEL, &[], &case.numpy_kwargs(&w, dtype), 2, mode);
             assert_numpy_close_to_emulator(&case.name(), mode, &np, &[emu]);
@@ -712,7 +695,7 @@ fn emitted_shard_on_i_under_numpy_equals_emulator() {
 fn moe_cte_dispatches_to_shard_on_i() {
     let case = SHARD_I_CASES[1];
     let c = case.c;
-    let w = rounded(&c.inputs(), Dtype::Bf16);
+    let w = rounded(c.inputs(), Dtype::Bf16);
     let [hid, aff, gu, dw, pos, b2e, gub, db] = c.tensors(&w, Dtype::Bf16);
     let spec = MoECTESpec { implementation: MoECTEImplementation::shard_on_i };
     let launch = Launch::new().lnc(2).precision(Precision::Hardware);
@@ -916,7 +899,7 @@ fn emitted_shard_on_i_hybrid_under_numpy_equals_emulator() {
 fn moe_cte_dispatches_to_shard_on_i_hybrid() {
     let case = HYBRID_CASES[0];
     let c = case.c;
-    let w = rounded(&c.inputs(), Dtype::Bf16);
+    let w = rounded(c.inputs(), Dtype::Bf16);
     let [hid, aff, gu, dw, pos, b2e, gub, db] = c.tensors(&w, Dtype::Bf16);
     let cond = case.conditions(&w);
     let cond = Tensor::from_i64(&[cond.len()], &cond, Dtype::I32).unwrap();
@@ -1059,7 +1042,7 @@ impl DroppingCase {
 fn dropping_cases_match_float64(dtype: Dtype, precision: Precision, tol: f64) {
     for case in DROPPING_CASES {
         let c = case.0.c;
-        let w = rounded(&case.inputs(), dtype);
+        let w = rounded(case.inputs(), dtype);
         let got = case.run(&w, dtype, precision);
         let want = case.reference(&w);
         assert_eq!(got.len(), if case.0.on_i { 2 } else { 3 }, "{}: outputs", case.name());
@@ -1086,7 +1069,7 @@ fn shard_on_i_dropping_matches_float64_in_both_precisions() {
 fn emitted_shard_on_i_dropping_under_numpy_equals_emulator() {
     for case in [DROPPING_CASES[1], DROPPING_CASES[3]] {
         for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
-            let w = rounded(&case.inputs(), dtype);
+            let w = rounded(case.inputs(), dtype);
             let emu = case.run(&w, dtype, precision);
             let np = run_numpy_kwargs(
                 emitted_package(),
@@ -1108,7 +1091,7 @@ fn emitted_shard_on_i_dropping_under_numpy_equals_emulator() {
 fn moe_cte_dispatches_to_shard_on_i_dropping() {
     let case = DROPPING_CASES[2];
     let c = case.0.c;
-    let w = rounded(&case.inputs(), Dtype::Bf16);
+    let w = rounded(case.inputs(), Dtype::Bf16);
     let [hid, aff, gu, dw, pos, b2e, gub, db] = c.tensors(&w, Dtype::Bf16);
     let spec = MoECTESpec { implementation: MoECTEImplementation::shard_on_i_dropping };
     let launch = Launch::new().lnc(2).precision(Precision::Hardware);

@@ -10,6 +10,7 @@
 
 use crate::common::attention::run_numpy_kwargs;
 use crate::common::{Arg, PRECISION_MODES, as_dtype, assert_refused_by, assert_same_elements, emitted_package, seed_of, tensor, uniform};
+use crate::support::token_case;
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::output_projection::output_projection_cte::output_projection_cte::{
     OutputProjectionCteRule, OutputProjectionCteShape, QuantizationType as CteQuantizationType, output_projection_cte,
@@ -373,18 +374,15 @@ fn tkg_rules_refuse_by_name() {
     assert!(e.contains("bias must be [1, H] = [1, 384]"), "{e}");
 }
 
-/// One prefill configuration: `(B, S, H, N, D, bias)` as the library's test
-/// lists them, the LNC size and the quantization.
-#[derive(Clone, Copy, Debug)]
-struct Cte {
-    lnc: usize,
-    b: usize,
-    s: usize,
-    h: usize,
-    n: usize,
-    d: usize,
-    bias: bool,
-    quant: Quant,
+token_case! {
+    /// One prefill configuration: `(B, S, H, N, D, bias)` as the library's test
+    /// lists them, the LNC size and the quantization.
+    struct Cte {
+        n: usize,
+        d: usize,
+        bias: bool,
+        quant: Quant,
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

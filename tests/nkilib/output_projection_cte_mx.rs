@@ -16,6 +16,7 @@ use crate::common::{
     tensor, uniform,
 };
 use crate::mx_format::{e2m1fn, e4m3fn, quantize_e4m3fn_groups, round_e4m3fn};
+use crate::support::{Programs, token_case};
 use nki::hw::Generation;
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::output_projection::output_projection_cte::output_projection_cte::{
@@ -25,12 +26,9 @@ use std::path::Path;
 
 /// A configuration of either MX quantization (`MX` or `STATIC_MX`): its
 /// inputs, the float64 projection, the emulator's and the NumPy executor's call.
-trait MxCase: std::fmt::Debug {
+trait MxCase: std::fmt::Debug + Programs {
     /// The case's inputs.
     type Data;
-
-    /// The LNC size.
-    fn lnc(&self) -> usize;
 
     /// The inputs, drawn from the case's own seed.
     fn data(&self) -> Self::Data;
@@ -45,19 +43,16 @@ trait MxCase: std::fmt::Debug {
     fn numpy_call(&self, d: &Self::Data) -> (Vec<Arg>, Vec<(&'static str, Arg)>);
 }
 
-/// One MX configuration: `(B, S, H, N, D, bias)` as the library's test lists
-/// them, the LNC size and whether the attention comes quantized (then `D` is
-/// the unpacked head dim; the kernel sees `[B, 1, N·D/4, S]`).
-#[derive(Clone, Copy, Debug)]
-struct Mx {
-    lnc: usize,
-    b: usize,
-    s: usize,
-    h: usize,
-    n: usize,
-    d: usize,
-    bias: bool,
-    given: bool,
+token_case! {
+    /// One MX configuration: `(B, S, H, N, D, bias)` as the library's test lists
+    /// them, the LNC size and whether the attention comes quantized (then `D` is
+    /// the unpacked head dim; the kernel sees `[B, 1, N·D/4, S]`).
+    struct Mx {
+        n: usize,
+        d: usize,
+        bias: bool,
+        given: bool,
+    }
 }
 
 const fn mx(lnc: usize, b: usize, s: usize, h: usize, n: usize, d: usize, bias: bool) -> Mx {
@@ -143,10 +138,6 @@ impl Mx {
 
 impl MxCase for Mx {
     type Data = Data;
-
-    fn lnc(&self) -> usize {
-        self.lnc
-    }
 
     /// Codes drawn without NaN; weight scales `2^-9 .. 2^-5`, input scales `2^-7 .. 2^-2`.
     fn data(&self) -> Data {
@@ -304,16 +295,13 @@ fn output_projection_cte_mx_rules_refuse_by_name() {
 
 // ---- STATIC_MX: float8_e4m3fn weights and static scales through nc_matmul_mx ----
 
-/// One `STATIC_MX` configuration: `(B, S, H, N, D, bias)` and the LNC size.
-#[derive(Clone, Copy, Debug)]
-struct StaticMx {
-    lnc: usize,
-    b: usize,
-    s: usize,
-    h: usize,
-    n: usize,
-    d: usize,
-    bias: bool,
+token_case! {
+    /// One `STATIC_MX` configuration: `(B, S, H, N, D, bias)` and the LNC size.
+    struct StaticMx {
+        n: usize,
+        d: usize,
+        bias: bool,
+    }
 }
 
 const fn static_mx(lnc: usize, b: usize, s: usize, h: usize, n: usize, d: usize, bias: bool) -> StaticMx {
@@ -362,10 +350,6 @@ impl StaticMx {
 
 impl MxCase for StaticMx {
     type Data = StaticData;
-
-    fn lnc(&self) -> usize {
-        self.lnc
-    }
 
     /// `float8_e4m3fn` codes without NaN.
     fn data(&self) -> StaticData {

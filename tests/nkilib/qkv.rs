@@ -10,6 +10,7 @@ use crate::common::{
     Arg, CaseName, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, assert_refused_by, assert_same_elements, layer_norm, package_of, rms_norm,
     seed_of, tensor, uniform, vec_mat,
 };
+use crate::support::token_case;
 use nki::{Dtype, Launch, Outputs, Precision};
 use nkilib::qkv::qkv::qkv as qkv_entry;
 use nkilib::qkv::qkv_tkg::{NormType, QKVOutputLayout, QkvTkgRule, QkvTkgShape, QuantizationType, qkv_tkg, qkv_tkg_violation};
@@ -32,25 +33,22 @@ enum Quant {
     Row { scale_rows: usize },
 }
 
-/// One configuration of the library's `test_qkv_tkg.py`.
-#[derive(Clone, Copy, Debug)]
-struct Config {
-    lnc: usize,
-    b: usize,
-    s: usize,
-    h: usize,
-    hidden_actual: Option<usize>,
-    i: usize,
-    d_head: usize,
-    norm: Norm,
-    fused_add: bool,
-    norm_bias: bool,
-    qkv_bias: bool,
-    eps: f64,
-    nbsd: bool,
-    quant: Quant,
-    /// Query heads (the key and value heads are the rest, evenly).
-    nq: usize,
+token_case! {
+    /// One configuration of the library's `test_qkv_tkg.py`.
+    struct Config {
+        hidden_actual: Option<usize>,
+        i: usize,
+        d_head: usize,
+        norm: Norm,
+        fused_add: bool,
+        norm_bias: bool,
+        qkv_bias: bool,
+        eps: f64,
+        nbsd: bool,
+        quant: Quant,
+        /// Query heads (the key and value heads are the rest, evenly).
+        nq: usize,
+    }
 }
 
 /// A configuration of `lnc` programs, `B·S` tokens, `H` hidden and `I`
@@ -110,39 +108,43 @@ const LIBRARY_CONFIGS: &[Config] = &[
     Config { norm: Norm::Rms, fused_add: true, eps: 77.0, ..c(2, 1, 1, 8192, 512) },
 ];
 
+/// A QKV projection's inputs for `bxs` tokens of `h` hidden into `i`
+/// columns, drawn from `seed`: the input and the two residuals `[B·S·H]`, the
+/// weights `[H·I]` (scaled by `1/sqrt(H)` to keep the outputs near one, or
+/// float8_e4m3 values in [-1, 1] when `fp8`), gamma, beta `[H]`, bias `[I]`.
+pub(crate) fn projection_inputs(seed: u64, bxs: usize, h: usize, i: usize, fp8: bool) -> Vec<Vec<f64>> {
+    let n = bxs * h;
+    let w = 1.0 / (h as f64).sqrt();
+    let weights = if fp8 { as_dtype(&uniform(h * i, seed + 3, -1.0, 1.0), Dtype::Fp8E4m3) } else { uniform(h * i, seed + 3, -w, w) };
+    vec![
+        uniform(n, seed, -1.0, 1.0),
+        uniform(n, seed + 1, -1.0, 1.0),
+        uniform(n, seed + 2, -1.0, 1.0),
+        weights,
+        uniform(h, seed + 4, 0.5, 1.5),
+        uniform(h, seed + 5, -0.5, 0.5),
+        uniform(i, seed + 6, -1.0, 1.0),
+    ]
+}
+
 impl Config {
     fn bxs(&self) -> usize {
         self.b * self.s
     }
 
-    /// Inputs: hidden, attn_prev, mlp_prev `[B·S·H]`, weights `[H·I]`, gamma,
-    /// beta `[H]`, bias `[I]`; the weights scaled by `1/sqrt(H)` to keep the
-    /// outputs near one.
+    /// Inputs: [`projection_inputs`] (float8_e4m3 weights when quantized),
+    /// then the scales near 1/240 (the library's test's), one row of them:
+    /// Q/K/V's and the input's for STATIC, each column's for ROW.
     fn inputs(&self) -> Vec<Vec<f64>> {
         let seed = seed_of(&self.name());
-        let (n, h, i) = (self.bxs() * self.h, self.h, self.i);
-        let w = 1.0 / (h as f64).sqrt();
-        let mut v = vec![
-            uniform(n, seed, -1.0, 1.0),
-            uniform(n, seed + 1, -1.0, 1.0),
-            uniform(n, seed + 2, -1.0, 1.0),
-            uniform(h * i, seed + 3, -w, w),
-            uniform(h, seed + 4, 0.5, 1.5),
-            uniform(h, seed + 5, -0.5, 0.5),
-            uniform(i, seed + 6, -1.0, 1.0),
-        ];
-        // fp8 weights in [-1, 1] and scales near 1/240 (the library's test's), one row of them.
+        let mut v = projection_inputs(seed, self.bxs(), self.h, self.i, self.quant != Quant::None);
         match self.quant {
             Quant::None => {}
             Quant::Static { .. } => {
-                v[3] = as_dtype(&uniform(h * i, seed + 3, -1.0, 1.0), Dtype::Fp8E4m3);
                 v.push(uniform(3, seed + 7, 0.995 / 240.0, 1.005 / 240.0));
                 v.push(uniform(1, seed + 8, 0.995 / 240.0, 1.005 / 240.0));
             }
-            Quant::Row { .. } => {
-                v[3] = as_dtype(&uniform(h * i, seed + 3, -1.0, 1.0), Dtype::Fp8E4m3);
-                v.push(uniform(i, seed + 7, 0.5 / 240.0, 1.5 / 240.0));
-            }
+            Quant::Row { .. } => v.push(uniform(self.i, seed + 7, 0.5 / 240.0, 1.5 / 240.0)),
         }
         v
     }
@@ -213,23 +215,19 @@ impl Config {
             Norm::Layer => NormType::LAYER_NORM,
         };
         let layout = if self.nbsd { QKVOutputLayout::NBSd } else { QKVOutputLayout::BSD };
-        let mut call = qkv_tkg::Call::new(&hidden, &w).norm_type(norm_type).eps(self.eps).output_layout(layout).d_head(self.d_head as i64);
-        if self.norm != Norm::None {
-            call = call.norm_w(&gamma);
-        }
-        if self.fused_add {
-            call = call.fused_add(true).attn_prev(&attn).mlp_prev(&mlp);
-        }
-        if self.norm_bias {
-            call = call.norm_bias(&beta);
-        }
-        if self.qkv_bias {
-            call = call.qkv_bias(&bias);
-        }
-        if let Some(ha) = self.hidden_actual {
-            call = call.hidden_actual(ha as i64);
-        }
-        call = match self.quant {
+        let call = qkv_tkg::Call::new(&hidden, &w)
+            .norm_type(norm_type)
+            .eps(self.eps)
+            .output_layout(layout)
+            .d_head(self.d_head as i64)
+            .norm_w((self.norm != Norm::None).then_some(&gamma))
+            .fused_add(self.fused_add)
+            .attn_prev(self.fused_add.then_some(&attn))
+            .mlp_prev(self.fused_add.then_some(&mlp))
+            .norm_bias(self.norm_bias.then_some(&beta))
+            .qkv_bias(self.qkv_bias.then_some(&bias))
+            .hidden_actual(self.hidden_actual.map(|ha| ha as i64));
+        let call = match self.quant {
             Quant::None => call,
             Quant::Static { .. } => call
                 .quantization_type(QuantizationType::STATIC)
@@ -408,18 +406,7 @@ fn qkv_tkg_emitted_under_numpy_equals_emulator() {
 /// The rules, as `const fn` and when the kernel is traced.
 #[test]
 fn qkv_tkg_rules_refuse_by_name() {
-    let ok = QkvTkgShape {
-        bxs: 4,
-        hidden: 4096,
-        fused_qkv: 896,
-        d_head: 128,
-        hidden_actual: 0,
-        nbsd: true,
-        mx_quant: false,
-        other_mx_quant: false,
-        stray_norm_bias: false,
-        programs: 2,
-    };
+    let ok = nkilib::qkv_tkg_config!(bxs = 4, hidden = 4096, fused_qkv = 896, programs = 2, d_head = 128, nbsd = true);
     assert_eq!(qkv_tkg_violation(ok), None);
     let cases = [
         (QkvTkgShape { hidden: 1000, ..ok }, QkvTkgRule::HiddenTiles),

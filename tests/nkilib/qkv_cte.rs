@@ -13,6 +13,7 @@ use crate::common::{
     seed_of, tensor, uniform, vec_mat,
 };
 use crate::mx_format::{e4m3fn, interleave_4h, pack_x4_rows, quantize_e4m3fn_groups, swizzle_4h};
+use crate::qkv::projection_inputs;
 use nki::{Dtype, Launch, Precision};
 use nkilib::qkv::qkv::qkv as qkv_entry;
 use nkilib::qkv::qkv_cte::{
@@ -254,19 +255,15 @@ impl Config {
         self.b * self.s
     }
 
-    /// Inputs: input, mlp_prev, attention_prev `[B·S·H]`, weights `[H·I]`,
-    /// gamma, beta `[H]`, bias `[I]`, RoPE angles `[B·S·d/2]`; the weights
-    /// scaled by `1/sqrt(H)` to keep the outputs near one.
+    /// Inputs: [`projection_inputs`] (float8_e4m3 weights with STATIC, MX
+    /// weights with MX), then the RoPE angles `[B·S·d/2]`, the STATIC scales,
+    /// the prefilled KV caches, the MX codes and scales and the MX static
+    /// dequantization scales.
     fn inputs(&self) -> Vec<Vec<f64>> {
         let seed = seed_of(&self.name());
-        let (n, h, i) = (self.bxs() * self.h, self.h, self.i);
-        let w = 1.0 / (h as f64).sqrt();
+        let (h, i) = (self.h, self.i);
         // STATIC: fp8 weights in [-1, 1], scales near 1/240 (the library's test's).
-        let weights = if self.static_scale_rows > 0 {
-            as_dtype(&uniform(h * i, seed + 3, -1.0, 1.0), Dtype::Fp8E4m3)
-        } else {
-            uniform(h * i, seed + 3, -w, w)
-        };
+        let mut v = projection_inputs(seed, self.bxs(), h, i, self.static_scale_rows > 0);
         // MX: e4m3fn codes without NaN, scales 2^-9 .. 2^-6 (127 without scales).
         let codes: Vec<f64> =
             uniform(h * i, seed + 12, 0.0, 254.0).iter().map(|v| v.floor()).map(|c| if c >= 127.0 { c + 1.0 } else { c }).collect();
@@ -276,19 +273,10 @@ impl Config {
         } else {
             vec![127.0; h / 32 * i]
         };
-        let weights = if self.mx.is_some() {
-            (0..h * i).map(|at| e4m3fn(codes[at] as u32) * 2f64.powf(exps[(at / i) / 32 * i + at % i] - 127.0)).collect()
-        } else {
-            weights
-        };
-        vec![
-            uniform(n, seed, -1.0, 1.0),
-            uniform(n, seed + 1, -1.0, 1.0),
-            uniform(n, seed + 2, -1.0, 1.0),
-            weights,
-            uniform(h, seed + 4, 0.5, 1.5),
-            uniform(h, seed + 5, -0.5, 0.5),
-            uniform(i, seed + 6, -1.0, 1.0),
+        if self.mx.is_some() {
+            v[3] = (0..h * i).map(|at| e4m3fn(codes[at] as u32) * 2f64.powf(exps[(at / i) / 32 * i + at % i] - 127.0)).collect();
+        }
+        v.extend([
             uniform(self.bxs() * self.d_head / 2, seed + 7, -std::f64::consts::PI, std::f64::consts::PI),
             uniform(3, seed + 8, 0.995 / 240.0, 1.005 / 240.0),
             uniform(1, seed + 9, 0.995 / 240.0, 1.005 / 240.0),
@@ -300,7 +288,8 @@ impl Config {
             // scale that takes the rows to about 250 (within e4m3fn's 448).
             uniform(3, seed + 14, 0.8, 1.2),
             uniform(1, seed + 15, 0.004, 0.006),
-        ]
+        ]);
+        v
     }
 
     /// Elements of one KV cache (0 without the KV-cache outputs).
@@ -456,26 +445,23 @@ impl Config {
         let (cos, sin) = (t(&[b, s, d], &cache.0), t(&[b, s, d], &cache.1));
         let scales: Vec<nki::Tensor> = self.scales(v).iter().map(|(shape, x)| tensor(shape, x, Dtype::F32)).collect();
         let layout = if self.nbsd { QKVOutputLayout::NBSd } else { QKVOutputLayout::BSD };
-        let mut call = qkv_cte::Call::new(&x, &w).fused_norm_type(self.norm_type().0).norm_eps(self.eps).output_layout(layout);
-        call = call.d_head(d as i64).num_q_heads(self.nq as i64).num_kv_heads(self.nkv as i64);
-        if matches!(self.norm, Norm::Rms | Norm::Layer) {
-            call = call.gamma_norm_weights(&gamma);
-        }
-        if self.fused_add {
-            call = call.fused_residual_add(true).mlp_prev(&mlp).attention_prev(&attn);
-        }
-        if self.norm_bias {
-            call = call.layer_norm_bias(&beta);
-        }
-        if self.qkv_bias {
-            call = call.bias(&bias);
-        }
-        if let Some(ha) = self.hidden_actual {
-            call = call.hidden_actual(ha as i64);
-        }
-        if self.rope {
-            call = call.fused_rope(true).cos_cache(&cos).sin_cache(&sin);
-        }
+        let mut call = qkv_cte::Call::new(&x, &w)
+            .fused_norm_type(self.norm_type().0)
+            .norm_eps(self.eps)
+            .output_layout(layout)
+            .d_head(d as i64)
+            .num_q_heads(self.nq as i64)
+            .num_kv_heads(self.nkv as i64)
+            .gamma_norm_weights(matches!(self.norm, Norm::Rms | Norm::Layer).then_some(&gamma))
+            .fused_residual_add(self.fused_add)
+            .mlp_prev(self.fused_add.then_some(&mlp))
+            .attention_prev(self.fused_add.then_some(&attn))
+            .layer_norm_bias(self.norm_bias.then_some(&beta))
+            .bias(self.qkv_bias.then_some(&bias))
+            .hidden_actual(self.hidden_actual.map(|ha| ha as i64))
+            .fused_rope(self.rope)
+            .cos_cache(self.rope.then_some(&cos))
+            .sin_cache(self.rope.then_some(&sin));
         if self.static_scale_rows > 0 {
             call = call.quantization_type(QuantizationType::STATIC).qkv_w_scale(&scales[0]).qkv_in_scale(&scales[1]);
         }

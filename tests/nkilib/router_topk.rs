@@ -474,19 +474,16 @@ fn the_library_rules_are_refused_naming_the_parameter() {
     .unwrap_err();
     assert!(e.message.contains("expert_index must be [T, k] = [4, 1]"), "{e}");
     // The same rules as a `const fn`, for compile-time checks.
-    let ok = RouterShape {
-        t: 2048,
-        h: 4096,
-        e: 512,
-        k: 8,
-        act_fn: RouterActFnType::SOFTMAX,
-        x_hbm_layout: 1,
-        x_sb_layout: 0,
-        router_pre_norm: false,
-        use_indirect_dma_scatter: false,
-        return_eager_affi: false,
-        programs: 2,
-    };
+    let ok = nkilib::router_topk_config!(
+        t = 2048,
+        h = 4096,
+        e = 512,
+        k = 8,
+        act_fn = SOFTMAX,
+        x_hbm_layout = 1,
+        router_pre_norm = false,
+        programs = 2
+    );
     assert_eq!(router_topk_violation(ok), None);
     assert_eq!(router_topk_violation(RouterShape { e: 513, ..ok }), Some(RouterRule::Experts));
     assert_eq!(router_topk_violation(RouterShape { h: 4000, ..ok }), Some(RouterRule::Hidden));

@@ -10,21 +10,19 @@ use crate::common::attention::run_numpy_kwargs;
 use crate::common::{
     Arg, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, assert_refused_by, assert_same_elements, emitted_package, seed_of, tensor, uniform,
 };
+use crate::support::token_case;
 use nki::{Dtype, Launch, Precision};
 use nkilib::subkernels::layernorm_tkg::layernorm_tkg;
 use nkilib::subkernels::norm_tkg_utils::{NormTkgRule, NormTkgShape, norm_tkg_violation};
 use nkilib::subkernels::rmsnorm_tkg::rmsnorm_tkg;
 
-/// One of the library's test configurations.
-#[derive(Clone, Copy, Debug)]
-struct Config {
-    lnc: usize,
-    b: usize,
-    s: usize,
-    h: usize,
-    hidden_actual: Option<usize>,
-    hidden_dim_tp: bool,
-    shard_on_h: bool,
+token_case! {
+    /// One of the library's test configurations.
+    struct Config {
+        hidden_actual: Option<usize>,
+        hidden_dim_tp: bool,
+        shard_on_h: bool,
+    }
 }
 
 const fn c(lnc: usize, b: usize, s: usize, h: usize, ha: Option<usize>, tp: bool, soh: bool) -> Config {
@@ -248,16 +246,7 @@ fn single_core_forced_and_eps() {
 /// The rules, as `const fn` and when the kernel is traced.
 #[test]
 fn rules_refuse_by_name() {
-    let ok = NormTkgShape {
-        bxs: 16,
-        hidden: 8192,
-        hidden_actual: 0,
-        eps: 1e-6,
-        hidden_dim_tp: false,
-        single_core_forced: false,
-        shard_on_h: false,
-        programs: 2,
-    };
+    let ok = nkilib::norm_tkg_config!(bxs = 16, hidden = 8192, programs = 2);
     assert_eq!(norm_tkg_violation(ok), None);
     let cases = [
         (NormTkgShape { hidden: 1000, ..ok }, NormTkgRule::HiddenTiles),
