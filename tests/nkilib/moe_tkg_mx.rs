@@ -231,8 +231,15 @@ impl Case {
 
     /// The emulator's output.
     fn run(&self, x: &Inputs, precision: Precision) -> Vec<f32> {
+        self.run_experts(x, (self, x), None, precision)
+    }
+
+    /// The emulator's output with the experts `wc`, `wx` (the case's own,
+    /// or the dynamic form's one local expert with `dynamic`'s rank and
+    /// block size).
+    fn run_experts(&self, x: &Inputs, (wc, wx): (&Case, &Inputs), dynamic: Option<Dynamic>, precision: Precision) -> Vec<f32> {
         let (t, h, e, k) = (self.t, self.h, self.e, self.k);
-        let (vals, shapes, dts) = (self.stacked(x), self.shapes(), self.dtypes());
+        let (vals, shapes, dts) = (wc.stacked(wx), wc.shapes(), wc.dtypes());
         let ts: Vec<Tensor> = (0..5)
             .map(|j| {
                 let packed = dts[j] == self.w.dtype();
@@ -243,8 +250,8 @@ impl Case {
         let hid = tensor(&[t, h], &x.hidden.x, Dtype::Bf16);
         let aff = tensor(&[t, e], &x.aff, Dtype::F32);
         let idx = Tensor::from_i64(&[t, k], &x.idx, Dtype::I32).unwrap();
-        let db = tensor(&[e, h], &x.down_b, Dtype::Bf16);
-        let rank = Tensor::from_i64(&[1, 1], &[0], Dtype::I32).unwrap();
+        let db = tensor(&[wc.e, h], &wx.down_b, Dtype::Bf16);
+        let rank = Tensor::from_i64(&[1, 1], &[dynamic.map_or(0, |d| d.rank as i64)], Dtype::I32).unwrap();
         let mut call = moe_tkg::Call::new(&hid, &ts[0], &ts[3], &aff, &idx, self.all)
             .expert_gate_up_weights_scale(&ts[1])
             .expert_down_weights_scale(&ts[4])
@@ -259,6 +266,9 @@ impl Case {
         if self.all {
             call = call.rank_id(&rank);
         }
+        if let Some(d) = dynamic {
+            call = call.is_all_expert_dynamic(true).block_size(d.block as i64);
+        }
         let launch = Launch::new().lnc(self.lnc).precision(precision).generation(nki::hw::Generation::Trn3);
         let out = call.launch(&launch).unwrap_or_else(|err| panic!("{}: {err}", self.name()));
         out.to_f32_vec()
@@ -266,9 +276,15 @@ impl Case {
 
     /// The arguments for the NumPy executor, by keyword.
     fn numpy_kwargs(&self, x: &Inputs) -> Vec<(&'static str, Arg)> {
+        self.numpy_kwargs_experts(x, (self, x), None)
+    }
+
+    /// [`Case::numpy_kwargs`] with the experts and options of
+    /// [`Case::run_experts`].
+    fn numpy_kwargs_experts(&self, x: &Inputs, (wc, wx): (&Case, &Inputs), dynamic: Option<Dynamic>) -> Vec<(&'static str, Arg)> {
         let (t, h, e, k) = (self.t, self.h, self.e, self.k);
-        let [gu, gus, gub, dw, dws] = self.stacked(x);
-        let [s_gu, s_gus, s_gub, s_dw, s_dws] = self.shapes();
+        let [gu, gus, gub, dw, dws] = wc.stacked(wx);
+        let [s_gu, s_gus, s_gub, s_dw, s_dws] = wc.shapes();
         let wd = self.w.dtype();
         let opt = |a: Arg| if self.bias { a } else { Arg::None };
         let act = if self.act == ActFnType::SiLU { "SiLU" } else { "Swish" };
@@ -279,9 +295,12 @@ impl Case {
             ("expert_affinities", Arg::Tensor(vec![t, e], x.aff.clone(), Dtype::F32)),
             ("expert_index", Arg::Tensor(vec![t, k], x.idx.iter().map(|&v| v as f64).collect(), Dtype::I32)),
             ("is_all_expert", Arg::Bool(self.all)),
-            ("rank_id", if self.all { Arg::Tensor(vec![1, 1], vec![0.0], Dtype::I32) } else { Arg::None }),
+            (
+                "rank_id",
+                if self.all { Arg::Tensor(vec![1, 1], vec![dynamic.map_or(0.0, |d| d.rank as f64)], Dtype::I32) } else { Arg::None },
+            ),
             ("expert_gate_up_bias", opt(Arg::Tensor(s_gub, gub, Dtype::Bf16))),
-            ("expert_down_bias", opt(Arg::Tensor(vec![e, h], x.down_b.clone(), Dtype::Bf16))),
+            ("expert_down_bias", opt(Arg::Tensor(vec![wc.e, h], wx.down_b.clone(), Dtype::Bf16))),
             ("expert_gate_up_weights_scale", Arg::Tensor(s_gus, gus, Dtype::U8)),
             ("expert_down_weights_scale", Arg::Tensor(s_dws, dws, Dtype::U8)),
             ("expert_affinities_scaling_mode", Arg::Member("ExpertAffinityScaleMode", "POST_SCALE")),
@@ -289,6 +308,8 @@ impl Case {
             ("gate_clamp_upper_limit", Arg::Float(7.0)),
             ("up_clamp_upper_limit", Arg::Float(8.0)),
             ("up_clamp_lower_limit", Arg::Float(-6.0)),
+            ("is_all_expert_dynamic", Arg::Bool(dynamic.is_some())),
+            ("block_size", dynamic.map_or(Arg::None, |d| Arg::Int(d.block as i64))),
         ]
     }
 }
@@ -349,6 +370,113 @@ fn moe_tkg_mx_emitted_under_numpy_equals_emulator() {
     }
 }
 
+/// The MX all-expert path's dynamic form: the all-expert case `c` whose
+/// `e` experts are the global ones and rank `rank`'s the one local expert
+/// (the form takes one, as the library's), in blocks of `block` tokens;
+/// with `cap` only the first `cap` tokens the routing gives the local
+/// expert keep it.
+#[derive(Clone, Copy, Debug)]
+struct Dynamic {
+    c: Case,
+    rank: usize,
+    block: usize,
+    cap: Option<usize>,
+}
+
+/// The library's dynamic test shape: `T = 64` in blocks of 16.
+const DYN: Case = Case { t: 64, h: 512, i: 512, e: 4, k: 2, ..ALL };
+
+const DYNAMIC: &[Dynamic] = &[
+    // Random top-2 of 4 experts, rank 1's: blocks partly empty.
+    Dynamic { c: DYN, rank: 1, block: 16, cap: None },
+    // Every token on the local expert (every block full); I in two tiles
+    // split over the programs, which exchange each block's halves.
+    Dynamic {
+        c: Case { i: 1024, e: 2, k: 1, skewed: true, w: W::E4m3, act: ActFnType::SiLU, bias: false, ..DYN },
+        rank: 0,
+        block: 16,
+        cap: None,
+    },
+    // The local expert has no token: only the static block runs, all skipped.
+    Dynamic { c: Case { t: 32, e: 2, k: 1, skewed: true, lnc: 1, ..DYN }, rank: 1, block: 8, cap: None },
+    // One token past the static block: the first dynamic block holds one
+    // routed token, the second none.
+    Dynamic { c: Case { e: 2, k: 1, skewed: true, ..DYN }, rank: 0, block: 16, cap: Some(17) },
+];
+
+impl Dynamic {
+    /// The global inputs (the routing's affinities `[T, E]`, capped) and
+    /// the local expert's view of them as an all-expert case of one expert:
+    /// its weights and its column of the affinities.
+    fn inputs(&self) -> (Inputs, Case, Inputs) {
+        let c = self.c;
+        let mut x = c.inputs();
+        if let Some(cap) = self.cap {
+            let mut kept = 0;
+            for tok in 0..c.t {
+                let a = &mut x.aff[tok * c.e + self.rank];
+                if *a != 0.0 {
+                    if kept == cap {
+                        *a = 0.0;
+                    } else {
+                        kept += 1;
+                    }
+                }
+            }
+        }
+        let seed = seed_of(&c.name());
+        let d = c.expert(1).data_seeded(seed + 100 + self.rank as u64);
+        let local = Inputs {
+            hidden: c.expert(c.t).data_seeded(seed),
+            down_b: d.down_b.clone(),
+            experts: vec![d],
+            idx: vec![0; c.t],
+            aff: (0..c.t).map(|tok| x.aff[tok * c.e + self.rank]).collect(),
+        };
+        (x, Case { e: 1, k: 1, ..c }, local)
+    }
+
+    /// The tokens the local expert takes.
+    fn routed(&self, x: &Inputs) -> usize {
+        (0..self.c.t).filter(|&tok| x.aff[tok * self.c.e + self.rank] != 0.0).count()
+    }
+}
+
+/// The dynamic form in both precision modes against the float64 mixture
+/// of its one local expert (the static form's reference: a token the
+/// expert does not take has a zero affinity, so a zero output).
+#[test]
+fn moe_tkg_mx_dynamic_matches_float64() {
+    for d in DYNAMIC {
+        let (x, wc, wx) = d.inputs();
+        let routed = d.routed(&x);
+        assert!(routed < d.c.t || d.rank == 0, "{}: the routing takes every token", d.name());
+        for (precision, hw, rtol) in [(Precision::Fp32, false, 1e-5), (Precision::Hardware, true, 1.0 / 128.0)] {
+            let got = d.c.run_experts(&x, (&wc, &wx), Some(*d), precision);
+            let want = wc.reference(&wx, hw);
+            assert_close(&format!("{} {precision:?} ({routed} routed)", d.name()), &got, &want, FP32_ATOL, rtol);
+        }
+    }
+}
+
+/// The emitted dynamic form under NumPy agrees with the emulator.
+#[test]
+fn moe_tkg_mx_dynamic_emitted_under_numpy_equals_emulator() {
+    let pkg = package_of("moe_tkg_mx_dynamic_pkg", &[&moe_tkg::INFO]);
+    for d in [DYNAMIC[1], DYNAMIC[3]] {
+        let (x, wc, wx) = d.inputs();
+        let c = d.c;
+        check_numpy_trn3(
+            &pkg,
+            "moe_tkg",
+            &d.name(),
+            c.lnc,
+            || (vec![], c.numpy_kwargs_experts(&x, (&wc, &wx), Some(d))),
+            |p| c.run_experts(&x, (&wc, &wx), Some(d), p),
+        );
+    }
+}
+
 /// The MX rules, as `const fn` and when the kernel is traced.
 #[test]
 fn moe_tkg_mx_rules_refuse_by_name() {
@@ -365,9 +493,10 @@ fn moe_tkg_mx_rules_refuse_by_name() {
     let cases = [
         (MoeTkgCall { is_all_expert: true, has_rank_id: true, has_hidden_input_scale: true, ..OK }, MoeTkgRule::MxHiddenInputScale),
         (
-            MoeTkgCall { is_all_expert: true, has_rank_id: true, is_all_expert_dynamic: true, has_block_size: true, ..OK },
-            MoeTkgRule::MxDynamic,
+            MoeTkgCall { is_all_expert: true, has_rank_id: true, is_all_expert_dynamic: true, has_block_size: true, block_size: 2, ..OK },
+            MoeTkgRule::MxDynamicExperts,
         ),
+        (MoeTkgCall { is_all_expert: true, has_rank_id: true, is_all_expert_dynamic: true, experts: 1, ..OK }, MoeTkgRule::Dynamic),
         (MoeTkgCall { has_hidden_input_scale: true, ..OK }, MoeTkgRule::HiddenInputScale),
         (MoeTkgCall { has_down_scale: false, ..OK }, MoeTkgRule::MxScales),
         (MoeTkgCall { hidden: 3200, ..OK }, MoeTkgRule::MxHidden),
@@ -384,6 +513,19 @@ fn moe_tkg_mx_rules_refuse_by_name() {
     assert_eq!(moe_tkg_violation(MoeTkgCall { is_all_expert: true, has_rank_id: true, top_k: 3, experts: 256, tokens: 256, ..OK }), None);
     // It takes the tokens in tiles of 256, as many as given.
     assert_eq!(moe_tkg_violation(MoeTkgCall { is_all_expert: true, has_rank_id: true, tokens: 2048, ..OK }), None);
+    // The dynamic form: one local expert, blocks the library takes.
+    let dynamic =
+        MoeTkgCall { is_all_expert: true, has_rank_id: true, is_all_expert_dynamic: true, has_block_size: true, experts: 1, ..OK };
+    for (t, bs) in [(64, 16), (32, 8), (96, 32), (512, 256), (16, 8)] {
+        assert_eq!(moe_tkg_violation(MoeTkgCall { tokens: t, block_size: bs, ..dynamic }), None, "T = {t}, block {bs}");
+    }
+    for (t, bs) in [(64, 0), (64, 12), (64, 64), (96, 48), (384, 192), (80, 32), (8, 4)] {
+        assert_eq!(
+            moe_tkg_violation(MoeTkgCall { tokens: t, block_size: bs, ..dynamic }),
+            Some(MoeTkgRule::MxDynamicBlockSize),
+            "T = {t}, block {bs}"
+        );
+    }
     // It splits I, not H: three MX tiles of H run on two programs.
     assert_eq!(moe_tkg_violation(MoeTkgCall { is_all_expert: true, has_rank_id: true, hidden: 1536, ..OK }), None);
 
@@ -417,7 +559,11 @@ fn moe_tkg_mx_rules_refuse_by_name() {
     let ok = call(true).launch(&trn3);
     assert!(ok.is_ok(), "{:?}", ok.err());
     refused(call(true).hidden_input_scale(&aff), &trn3, "hidden_input_scale goes with a hidden_input quantized upstream");
-    refused(call(true).is_all_expert_dynamic(true).block_size(16), &trn3, "the MX all-expert dynamic strategy");
+    refused(
+        call(true).is_all_expert_dynamic(true).block_size(16),
+        &trn3,
+        "dynamic strategy (is_all_expert_dynamic) takes one local expert",
+    );
     refused(call(false).expert_down_weights_scale(&gus), &trn3, "expert_down_weights_scale must be [4, 2, 1, 512]");
     refused(
         call(false).expert_affinities_scaling_mode(ExpertAffinityScaleMode::NO_SCALE),

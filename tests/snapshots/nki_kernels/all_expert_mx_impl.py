@@ -53,6 +53,25 @@ class AllExpertMxDims(nl.NKIObject):
     "This program's columns of `I`."
 
 
+@dataclass
+class ExpertWeightsMx(nl.NKIObject):
+    """One expert's tensors as this program uses them (the library's
+    `ExpertWeightsSBUF`): its `I` tiles of the weights, gate/up biases
+    and block scales, and its down bias loaded in SBUF.
+    """
+
+    w: MLPTensors
+    "This program's `I` tiles of the weights and gate/up biases."
+    q: MLPQuantizationParameters
+    "Their MX block scales."
+    down_scale: object
+    "The down weights' block scales (checked given)."
+    has_down_bias: bool
+    "Whether the expert has a down bias (then in `down_bias_sb`)."
+    down_bias_sb: object
+    "`[128, H/128/n, 1]`: this program's columns of the down bias."
+
+
 def all_expert_mx_dims(i, n_prgs, prg_id):
     """The `I` split of `i` columns on program `prg_id` of `n_prgs`: the
     first program takes `⌈tiles / 2⌉` tiles, the second the rest.
@@ -117,6 +136,23 @@ def shard_expert_scales_i(q, d):
     return out
 
 
+def load_expert_mx(w, e, d, bias_cols, b_sb, output):
+    """The library's `_load_expert`: expert `e`'s tensors on this
+    program's `I` tiles `d`, its down bias into `b_sb` (the columns of
+    `bias_cols`). `output` stands in for the down scales' view until
+    they are read (they are checked present before the path runs).
+    """
+    id = expert_id_tile(e)
+    ew = shard_expert_weights_i(select_expert_weights_mx(w, id), d)
+    q = shard_expert_scales_i(select_expert_scales_mx(w, id), d)
+    down_scale = q.down_w_scale
+    down_bias = w.expert_down_bias
+    if down_bias is not None:
+        b = down_bias
+        load_down_bias_mx(select_expert_row(b, id), b_sb[:, :, 0], bias_cols)
+    return ExpertWeightsMx(w=ew, q=q, down_scale=down_scale if down_scale is not None else output, has_down_bias=down_bias is not None, down_bias_sb=b_sb)
+
+
 def add_down_bias_shard(o, b_sb, half):
     """`o[:, cols, :] += b_sb` over the 128-column layout columns of
     `half` (`b_sb` `[128, H/128/n]` its shard of one expert's down bias,
@@ -127,6 +163,20 @@ def add_down_bias_shard(o, b_sb, half):
     c0 = half.prg_id * half.h1_sharded
     dst = o[:, c0:c0 + half.h1_sharded, :]
     nisa.tensor_tensor(dst=dst, data1=dst, data2=b_sb.broadcast(dim=2, size=t), op=nl.add)
+
+
+def compute_expert_mlp_mx(xq, xs, ex, opts, i_local, bias_cols):
+    """The library's `_compute_expert_mlp` up to the affinity: the expert
+    `ex` on the quantized tokens `xq`, `xs` `[128, H/512, T4]` (at most
+    256 of them) over its `i_local` columns of `I`, with its down bias on
+    the columns of `bias_cols`: `[128, H/128, T4]` in bfloat16.
+    """
+    tile = proj_config(bias_cols.h, i_local, xq.shape[2], 1, 0)
+    gu = gate_up_product_mx(xq, xs, ex.w, ex.q, opts.act, nl.bfloat16, tile)
+    o = down_projection_mx_tp_shard_h(gu, ex.w.down_proj_weights_tensor, ex.down_scale, None, tile)
+    if ex.has_down_bias:
+        add_down_bias_shard(o, ex.down_bias_sb, bias_cols)
+    return o
 
 
 def scale_and_accumulate(acc, o, a_bc, scaled, first, t0, rows):
@@ -182,26 +232,14 @@ def all_expert_mx_static(w, opts, rank_id, xq, xs, output):
     scaled = nl.ndarray(shape=(H0, h1, min(t4, t_tile)), dtype=nl.bfloat16, buffer=nl.sbuf)
     acc = nl.ndarray(shape=(H0, h1, t), dtype=nl.bfloat16, buffer=nl.sbuf)
     b_sb = nl.ndarray(shape=(H0, bias_cols.h1_sharded, 1), dtype=nl.bfloat16, buffer=nl.sbuf)
-    down_bias = w.expert_down_bias
     for e in range(e_l):
-        id = expert_id_tile(e)
-        ew = shard_expert_weights_i(select_expert_weights_mx(w, id), d)
-        q = shard_expert_scales_i(select_expert_scales_mx(w, id), d)
-        down_scale = q.down_w_scale
-        down_s = down_scale if down_scale is not None else output
-        if down_bias is not None:
-            b = down_bias
-            load_down_bias_mx(select_expert_row(b, id), b_sb[:, :, 0], bias_cols)
+        ex = load_expert_mx(w, e, d, bias_cols, b_sb, output)
         nisa.dma_copy(dst=a_bc, src=aff.ap(pattern=[[0, H0], [0, h1], [e_l, t]], offset=e))
         for j in range(-(-t4 // t_tile)):
             t0 = j * t_tile
             tt = min(t4 - t0, t_tile)
-            tile = proj_config(h, d.i_local, tt, 1, 0)
             xq_j, xs_j = (xq[:, :, t0:t0 + tt], xs[:, :, t0:t0 + tt])
-            gu = gate_up_product_mx(xq_j, xs_j, ew, q, opts.act, nl.bfloat16, tile)
-            o = down_projection_mx_tp_shard_h(gu, ew.down_proj_weights_tensor, down_s, None, tile)
-            if down_bias is not None:
-                add_down_bias_shard(o, b_sb, bias_cols)
+            o = compute_expert_mlp_mx(xq_j, xs_j, ex, opts, d.i_local, bias_cols)
             scale_and_accumulate(acc, o, a_bc, scaled, e == 0, t0, min(t - t0, tt))
     reduce_and_store_output(acc, output, t, d.shard_on_i, half)
 

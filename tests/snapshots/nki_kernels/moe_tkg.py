@@ -5,6 +5,7 @@ import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
 from .all_expert_impl import _all_expert_moe_tkg
+from .all_expert_mx_dynamic import _all_expert_mx_dynamic
 from .all_expert_mx_impl import _all_expert_moe_tkg_mx
 from .common_types import ActFnType
 from .common_types import ExpertAffinityScaleMode
@@ -165,7 +166,12 @@ def moe_tkg(hidden_input, expert_gate_up_weights, expert_down_weights, expert_af
     assert gate_up_input_scale is None and down_input_scale is None, "moe_tkg: static quantization (gate_up_input_scale, down_input_scale) is not supported"
     assert hidden_input_scale is None or (mx and is_all_expert), "moe_tkg: hidden_input_scale is only supported with MX weights in all-expert mode"
     assert hidden_input_scale is None, "moe_tkg: hidden_input_scale goes with a hidden_input quantized upstream and held in SBUF, which a launched kernel cannot take (its inputs are HBM tensors)"
-    assert not (mx and is_all_expert and is_all_expert_dynamic), "moe_tkg: the MX all-expert dynamic strategy (is_all_expert_dynamic) is not implemented"
+    mx_dynamic = mx and is_all_expert and is_all_expert_dynamic
+    assert not mx_dynamic or e_l == 1, f"moe_tkg: the MX all-expert dynamic strategy (is_all_expert_dynamic) takes one local expert (E_L = 1), got {e_l}"
+    bs = block_size if block_size is not None else t
+    bs_multiple = 8 if bs < 32 else 32 if bs < 128 else 128
+    bs_ok = bs > 0 and t % bs == 0 and bs <= t // 2 and bs % bs_multiple == 0
+    assert not mx_dynamic or block_size is None or bs_ok, f"moe_tkg: the MX all-expert dynamic strategy needs a block_size that divides T = {t}, is at most T / 2, and is a multiple of 8 below 32, of 32 below 128, else of 128; got {bs}"
     w = MoeTkgTensors(hidden_input=hidden_input, expert_gate_up_weights=expert_gate_up_weights, expert_down_weights=expert_down_weights, expert_affinities=expert_affinities, expert_index=expert_index, rank_id=rank_id, expert_gate_up_bias=expert_gate_up_bias, expert_down_bias=expert_down_bias, expert_gate_up_weights_scale=expert_gate_up_weights_scale, expert_down_weights_scale=expert_down_weights_scale)
     quantized = expert_gate_up_weights_scale is not None and expert_down_weights_scale is not None
     if mx:
@@ -186,7 +192,10 @@ def moe_tkg(hidden_input, expert_gate_up_weights, expert_down_weights, expert_af
     if is_all_expert and mx:
         if rank_id is not None:
             r = rank_id
-            _all_expert_moe_tkg_mx(w, opts, r, output)
+            if is_all_expert_dynamic:
+                _all_expert_mx_dynamic(w, opts, r, bs, output)
+            else:
+                _all_expert_moe_tkg_mx(w, opts, r, output)
     elif is_all_expert:
         _all_expert_moe_tkg(w, opts, output)
     elif mx:

@@ -36,7 +36,8 @@
 //! kept in bfloat16. The weights have the layouts of
 //! [`selective_expert_mx_impl`](crate::moe::moe_tkg::selective_expert_mx_impl).
 //! `hidden_input_scale` (the library takes it only with the input already
-//! quantized in SBUF) and the dynamic block strategy are refused by name.
+//! quantized in SBUF) is refused by name; the dynamic block strategy is
+//! [`all_expert_mx_dynamic`](crate::moe::moe_tkg::all_expert_mx_dynamic).
 
 pub use kernel::*;
 
@@ -147,6 +148,62 @@ pub mod kernel {
         }
     }
 
+    /// One expert's tensors as this program uses them (the library's
+    /// `ExpertWeightsSBUF`): its `I` tiles of the weights, gate/up biases
+    /// and block scales, and its down bias loaded in SBUF.
+    #[nki_object]
+    pub struct ExpertWeightsMx {
+        /// This program's `I` tiles of the weights and gate/up biases.
+        pub w: MLPTensors,
+        /// Their MX block scales.
+        pub q: MLPQuantizationParameters,
+        /// The down weights' block scales (checked given).
+        pub down_scale: Tensor,
+        /// Whether the expert has a down bias (then in `down_bias_sb`).
+        pub has_down_bias: bool,
+        /// `[128, H/128/n, 1]`: this program's columns of the down bias.
+        pub down_bias_sb: Tensor,
+    }
+
+    /// The library's `_load_expert`: expert `e`'s tensors on this
+    /// program's `I` tiles `d`, its down bias into `b_sb` (the columns of
+    /// `bias_cols`). `output` stands in for the down scales' view until
+    /// they are read (they are checked present before the path runs).
+    #[nki_helper]
+    pub fn load_expert_mx(w: MoeTkgTensors, e: i64, d: AllExpertMxDims, bias_cols: ProjConfig, b_sb: Sbuf, output: Hbm) -> ExpertWeightsMx {
+        let id = expert_id_tile(e);
+        let ew = shard_expert_weights_i(select_expert_weights_mx(w, id), d);
+        let q = shard_expert_scales_i(select_expert_scales_mx(w, id), d);
+        let down_scale: Option<Hbm> = q.down_w_scale;
+        let down_bias = w.expert_down_bias;
+        if let Some(b) = down_bias {
+            load_down_bias_mx(select_expert_row(b, id), b_sb[s![.., .., 0]], bias_cols);
+        }
+        ExpertWeightsMx { w: ew, q, down_scale: down_scale.unwrap_or(output), has_down_bias: down_bias.is_some(), down_bias_sb: b_sb }
+    }
+
+    /// The library's `_compute_expert_mlp` up to the affinity: the expert
+    /// `ex` on the quantized tokens `xq`, `xs` `[128, H/512, T4]` (at most
+    /// 256 of them) over its `i_local` columns of `I`, with its down bias on
+    /// the columns of `bias_cols`: `[128, H/128, T4]` in bfloat16.
+    #[nki_helper(target = "trn3")]
+    pub fn compute_expert_mlp_mx(
+        xq: Sbuf,
+        xs: Sbuf,
+        ex: ExpertWeightsMx,
+        opts: MoeTkgOptions,
+        i_local: i64,
+        bias_cols: ProjConfig,
+    ) -> Sbuf {
+        let tile: ProjConfig = proj_config(bias_cols.h, i_local, xq.shape()[2], 1, 0);
+        let gu = gate_up_product_mx(xq, xs, ex.w, ex.q, opts.act, nl::bfloat16, tile);
+        let o = down_projection_mx_tp_shard_h(gu, ex.w.down_proj_weights_tensor, ex.down_scale, None, tile);
+        if ex.has_down_bias {
+            add_down_bias_shard(o, ex.down_bias_sb, bias_cols);
+        }
+        o
+    }
+
     /// `o[:, cols, :] += b_sb` over the 128-column layout columns of
     /// `half` (`b_sb` `[128, H/128/n]` its shard of one expert's down bias,
     /// loaded once for all the expert's token tiles), in bfloat16 as the
@@ -234,17 +291,8 @@ pub mod kernel {
         let scaled = nl::ndarray([H0, h1, t4.min(t_tile)], nl::bfloat16, buffer = nl::sbuf);
         let acc = nl::ndarray([H0, h1, t], nl::bfloat16, buffer = nl::sbuf);
         let b_sb = nl::ndarray([H0, bias_cols.h1_sharded, 1], nl::bfloat16, buffer = nl::sbuf);
-        let down_bias = w.expert_down_bias;
         for e in 0..e_l {
-            let id = expert_id_tile(e);
-            let ew = shard_expert_weights_i(select_expert_weights_mx(w, id), d);
-            let q = shard_expert_scales_i(select_expert_scales_mx(w, id), d);
-            // The scales are checked present before the path runs.
-            let down_scale: Option<Hbm> = q.down_w_scale;
-            let down_s: Hbm = down_scale.unwrap_or(output);
-            if let Some(b) = down_bias {
-                load_down_bias_mx(select_expert_row(b, id), b_sb[s![.., .., 0]], bias_cols);
-            }
+            let ex = load_expert_mx(w, e, d, bias_cols, b_sb, output);
             // Token t's affinity along every partition and output tile.
             nisa::dma_copy(a_bc, aff.ap([[0, H0], [0, h1], [e_l, t]], offset = e));
             // `mlp_tkg_mx`'s projections load their weights on each call, so
@@ -253,13 +301,8 @@ pub mod kernel {
             for j in 0..t4.div_ceil(t_tile) {
                 let t0 = j * t_tile;
                 let tt = (t4 - t0).min(t_tile);
-                let tile: ProjConfig = proj_config(h, d.i_local, tt, 1, 0);
                 let (xq_j, xs_j) = (xq[s![.., .., t0..t0 + tt]], xs[s![.., .., t0..t0 + tt]]);
-                let gu = gate_up_product_mx(xq_j, xs_j, ew, q, opts.act, nl::bfloat16, tile);
-                let o = down_projection_mx_tp_shard_h(gu, ew.down_proj_weights_tensor, down_s, None, tile);
-                if down_bias.is_some() {
-                    add_down_bias_shard(o, b_sb, bias_cols);
-                }
+                let o = compute_expert_mlp_mx(xq_j, xs_j, ex, opts, d.i_local, bias_cols);
                 scale_and_accumulate(acc, o, a_bc, scaled, e == 0, t0, (t - t0).min(tt));
             }
         }

@@ -3,6 +3,7 @@
 //! affinity masking and the per-expert tensor selection.
 
 pub mod all_expert_impl;
+pub mod all_expert_mx_dynamic;
 pub mod all_expert_mx_impl;
 pub mod moe_tkg;
 pub mod moe_tkg_affinity_masking;

@@ -20,17 +20,19 @@
 //! `uint8` block scales) run the selective-expert path of
 //! [`selective_expert_mx_impl`](crate::moe::moe_tkg::selective_expert_mx_impl)
 //! (its module docs give the layouts) or the all-expert path of
-//! [`all_expert_mx_impl`](crate::moe::moe_tkg::all_expert_mx_impl), under
+//! [`all_expert_mx_impl`](crate::moe::moe_tkg::all_expert_mx_impl) (with
+//! `is_all_expert_dynamic`, its dynamic form
+//! [`all_expert_mx_dynamic`](crate::moe::moe_tkg::all_expert_mx_dynamic):
+//! each expert on the blocks of `block_size` tokens routed to it), under
 //! the rules of [`mx_violation`].
 //!
 //! Options this port does not implement are refused by name (see
 //! [`MoeTkgRule`]): `hidden_input_scale` (the library takes it only with
 //! an MX all-expert input already quantized in SBUF, and a launched
-//! kernel's inputs are HBM tensors), the MX all-expert dynamic strategy,
-//! and SBUF input or output.
+//! kernel's inputs are HBM tensors) and SBUF input or output.
 //! `is_all_expert_dynamic` and `block_size` choose a control-flow strategy
-//! of the library's MX all-expert path only; without MX weights they are
-//! checked and change nothing here, as in the library's non-MX path.
+//! of the MX all-expert path only; without MX weights they are checked and
+//! change nothing here, as in the library's non-MX path.
 
 use crate::mlp::mlp_parameters::H0;
 use crate::mlp::mlp_tkg::projection_mx_constants::MX_TILE;
@@ -45,6 +47,7 @@ pub mod kernel {
     use crate::mlp::mlp_parameters::{H0, MLPActivationParameters};
     use crate::mlp::mlp_tkg::projection_mx_constants::{GROUPS_PER_MX_TILE, MX_TILE};
     use crate::moe::moe_tkg::all_expert_impl::_all_expert_moe_tkg;
+    use crate::moe::moe_tkg::all_expert_mx_dynamic::_all_expert_mx_dynamic;
     use crate::moe::moe_tkg::all_expert_mx_impl::_all_expert_moe_tkg_mx;
     use crate::moe::moe_tkg::moe_tkg_utils::{MoeTkgOptions, MoeTkgTensors};
     use crate::moe::moe_tkg::selective_expert_impl::{_selective_expert_moe_tkg, shard_on_t};
@@ -259,9 +262,24 @@ pub mod kernel {
             hidden_input_scale.is_none(),
             "moe_tkg: hidden_input_scale goes with a hidden_input quantized upstream and held in SBUF, which a launched kernel cannot take (its inputs are HBM tensors)"
         );
+        let mx_dynamic = mx && is_all_expert && is_all_expert_dynamic;
         assert!(
-            !(mx && is_all_expert && is_all_expert_dynamic),
-            "moe_tkg: the MX all-expert dynamic strategy (is_all_expert_dynamic) is not implemented"
+            !mx_dynamic || e_l == 1,
+            "moe_tkg: the MX all-expert dynamic strategy (is_all_expert_dynamic) takes one local expert (E_L = 1), got {e_l}"
+        );
+        // The library's `_is_valid_block_size` (`mx_dynamic_block_size_ok`).
+        let bs = block_size.unwrap_or(t);
+        let bs_multiple = if bs < 32 {
+            8
+        } else if bs < 128 {
+            32
+        } else {
+            128
+        };
+        let bs_ok = bs > 0 && t % bs == 0 && bs <= t / 2 && bs % bs_multiple == 0;
+        assert!(
+            !mx_dynamic || block_size.is_none() || bs_ok,
+            "moe_tkg: the MX all-expert dynamic strategy needs a block_size that divides T = {t}, is at most T / 2, and is a multiple of 8 below 32, of 32 below 128, else of 128; got {bs}"
         );
         let w = MoeTkgTensors {
             hidden_input,
@@ -314,7 +332,11 @@ pub mod kernel {
         if is_all_expert && mx {
             // `POST_SCALE` (checked) needs the rank in all-expert mode.
             if let Some(r) = rank_id {
-                _all_expert_moe_tkg_mx(w, opts, r, output);
+                if is_all_expert_dynamic {
+                    _all_expert_mx_dynamic(w, opts, r, bs, output);
+                } else {
+                    _all_expert_moe_tkg_mx(w, opts, r, output);
+                }
             }
         } else if is_all_expert {
             _all_expert_moe_tkg(w, opts, output);
@@ -353,8 +375,10 @@ pub enum MoeTkgRule {
     /// MX all-expert with `hidden_input_scale`: the library takes it only
     /// with the quantized input in SBUF.
     MxHiddenInputScale,
-    /// MX all-expert with `is_all_expert_dynamic` (not implemented).
-    MxDynamic,
+    /// MX all-expert `is_all_expert_dynamic` with more than one local expert.
+    MxDynamicExperts,
+    /// MX all-expert `is_all_expert_dynamic` with a `block_size` the library refuses.
+    MxDynamicBlockSize,
     /// MX weights without both weight scales.
     MxScales,
     /// MX weights with `H` not a multiple of 512.
@@ -394,7 +418,12 @@ impl MoeTkgRule {
             MoeTkgRule::MxHiddenInputScale => {
                 "moe_tkg: hidden_input_scale goes with a hidden_input quantized upstream and held in SBUF, which a launched kernel cannot take (its inputs are HBM tensors)"
             }
-            MoeTkgRule::MxDynamic => "moe_tkg: the MX all-expert dynamic strategy (is_all_expert_dynamic) is not implemented",
+            MoeTkgRule::MxDynamicExperts => {
+                "moe_tkg: the MX all-expert dynamic strategy (is_all_expert_dynamic) takes one local expert (E_L = 1)"
+            }
+            MoeTkgRule::MxDynamicBlockSize => {
+                "moe_tkg: the MX all-expert dynamic strategy needs a block_size that divides T, is at most T / 2, and is a multiple of 8 below 32, of 32 below 128, else of 128"
+            }
             MoeTkgRule::MxScales => "moe_tkg: MX weights need expert_gate_up_weights_scale and expert_down_weights_scale",
             MoeTkgRule::MxHidden => "moe_tkg: MX weights need H to be a multiple of 512",
             MoeTkgRule::MxIntermediate => "moe_tkg: MX weights need I to be a multiple of 512, or below 512 and a multiple of 32",
@@ -452,6 +481,8 @@ pub struct MoeTkgCall {
     pub is_all_expert_dynamic: bool,
     /// Whether `block_size` is given.
     pub has_block_size: bool,
+    /// `block_size` when given.
+    pub block_size: i64,
     /// `mask_unselected_experts`.
     pub mask_unselected_experts: bool,
     /// Whether `expert_affinities_eager` is given.
@@ -481,6 +512,7 @@ impl MoeTkgCall {
             has_down_bias: false,
             is_all_expert_dynamic: false,
             has_block_size: false,
+            block_size: 0,
             mask_unselected_experts: false,
             has_eager: false,
             output_in_sbuf: false,
@@ -545,8 +577,11 @@ pub const fn mx_violation(c: MoeTkgCall) -> Option<MoeTkgRule> {
     if c.is_all_expert && c.has_hidden_input_scale {
         return Some(MoeTkgRule::MxHiddenInputScale);
     }
-    if c.is_all_expert && c.is_all_expert_dynamic {
-        return Some(MoeTkgRule::MxDynamic);
+    if c.is_all_expert && c.is_all_expert_dynamic && c.experts != 1 {
+        return Some(MoeTkgRule::MxDynamicExperts);
+    }
+    if c.is_all_expert && c.is_all_expert_dynamic && c.has_block_size && !mx_dynamic_block_size_ok(c.tokens, c.block_size) {
+        return Some(MoeTkgRule::MxDynamicBlockSize);
     }
     if !c.has_gate_up_scale || !c.has_down_scale {
         return Some(MoeTkgRule::MxScales);
@@ -567,6 +602,20 @@ pub const fn mx_violation(c: MoeTkgCall) -> Option<MoeTkgRule> {
         return Some(MoeTkgRule::MxBiasExperts);
     }
     None
+}
+
+/// The library's `_is_valid_block_size`: `block_size` divides `tokens`
+/// into at least two blocks and is a multiple of 8 below 32, of 32 below
+/// 128, else of 128 (the kernel asserts the same).
+pub const fn mx_dynamic_block_size_ok(tokens: i64, block_size: i64) -> bool {
+    let multiple = if block_size < 32 {
+        8
+    } else if block_size < 128 {
+        32
+    } else {
+        128
+    };
+    block_size > 0 && tokens % block_size == 0 && block_size <= tokens / 2 && block_size % multiple == 0
 }
 
 /// A `moe_tkg` call checked at compile time, or a compile error naming the
