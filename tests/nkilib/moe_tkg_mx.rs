@@ -402,6 +402,9 @@ const DYNAMIC: &[Dynamic] = &[
     // One token past the static block: the first dynamic block holds one
     // routed token, the second none.
     Dynamic { c: Case { e: 2, k: 1, skewed: true, ..DYN }, rank: 0, block: 16, cap: Some(17) },
+    // Blocks of 256 in two gather tiles each: 300 routed tokens, the
+    // dynamic block partly empty.
+    Dynamic { c: Case { t: 512, e: 2, k: 1, skewed: true, lnc: 1, bias: false, ..DYN }, rank: 0, block: 256, cap: Some(300) },
 ];
 
 impl Dynamic {
