@@ -15,7 +15,11 @@
 //! ones at `T = 32` with smaller `H` and `I` (and two token tiles at `T =
 //! 262`), skewed routings
 //! (every token on one expert, experts without tokens), in both precision
-//! modes; the emitted source under NumPy against the emulator; the rules.
+//! modes; the all-expert dynamic form (one local expert of several global
+//! ones, blocks of 8 to 256 tokens) against the same mixture of its one
+//! expert, with blocks partly empty, every token on the local expert, none
+//! on it, and one routed token past a block boundary; the emitted source
+//! under NumPy against the emulator; the rules.
 
 use crate::common::{Arg, CaseName, FP32_ATOL, as_dtype, assert_close, assert_refused_by, package_of, seed_of, tensor};
 use crate::mlp::activation;
