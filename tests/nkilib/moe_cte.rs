@@ -33,7 +33,7 @@ use nkilib::moe::moe_cte::moe_cte::{MoECTEImplementation, MoECTESpec, moe_cte};
 
 /// How the tokens pick their experts.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Routing {
+pub(crate) enum Routing {
     /// Distinct random experts per token.
     Random,
     /// Every token on expert 0 (`K = 1`); the other experts get no token.
@@ -423,6 +423,22 @@ impl Config {
             ("up_clamp_lower_limit", clamp(CLAMPS[2])),
         ]
     }
+}
+
+/// The experts of each of `t` tokens (`k` each, as `routing` picks them,
+/// drawn from `seed`) and their blocks of `b` positions among `e` experts
+/// (`Config::blocks`): `(routes, positions, block experts)`, padding `T`
+/// or `-1` with `skip_token`.
+pub(crate) fn routed_blocks(
+    (t, e, k, b): (usize, usize, usize, usize),
+    skip_token: bool,
+    routing: Routing,
+    seed: u64,
+) -> (Vec<Vec<usize>>, Vec<i64>, Vec<i64>) {
+    let c = Config { skip_token, ..cfg(t, 512, 128, e, k, b).routed(routing) };
+    let routes = c.routes(seed);
+    let (positions, block_expert) = c.blocks(&routes);
+    (routes, positions, block_expert)
 }
 
 /// Rounds the float inputs to `dtype`.

@@ -12,6 +12,7 @@ from .blockwise_mm_backward import KernelTypeOption
 from .blockwise_mm_backward import ShardOption
 from .blockwise_mm_backward import blockwise_mm_bwd
 from .bwmm_shard_on_block import bwmm_shard_on_block
+from .bwmm_shard_on_block_mx import bwmm_shard_on_block_mx
 from .bwmm_shard_on_i import blockwise_mm_baseline_shard_intermediate
 from .bwmm_shard_on_i import blockwise_mm_baseline_shard_intermediate_hybrid
 from .bwmm_shard_on_i_dropping import blockwise_mm_shard_intermediate_dropping
@@ -94,6 +95,7 @@ __all__ = [
     "ShardOption",
     "blockwise_mm_bwd",
     "bwmm_shard_on_block",
+    "bwmm_shard_on_block_mx",
     "blockwise_mm_baseline_shard_intermediate",
     "blockwise_mm_baseline_shard_intermediate_hybrid",
     "blockwise_mm_shard_intermediate_dropping",

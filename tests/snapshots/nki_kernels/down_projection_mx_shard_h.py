@@ -5,9 +5,62 @@ import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
 from .mlp_parameters import H0
+from .mlp_tkg_constants import PSUM_FMAX
 from .mx_layout import MX_GROUP_PARTITIONS
 from .mx_layout import load_mx_scales_strided
 from .projection_mx_constants import ProjConfig
+from .stream_shuffle_broadcast import stream_shuffle_broadcast
+
+
+def quantize_inter_mx(inter_sb):
+    """`inter_sb` `[128, I/512, T, 4]` quantized to MXFP8 on chip: the
+    packed values and their scales, `[128, I/512, T]` each.
+    """
+    _, n_i, t, _ = inter_sb.shape
+    iq = nl.ndarray(shape=(H0, n_i, t), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+    iscale = nl.ndarray(shape=(H0, n_i, t), dtype=nl.uint8, buffer=nl.sbuf)
+    nisa.quantize_mx(dst=iq, src=inter_sb, dst_scale=iscale)
+    return (iq, iscale)
+
+
+def down_projection_mx_shard_h(inter_sb, w_sb, ws_sb, bias_sb, cfg):
+    """The context-encoding down projection (the library's
+    `down_projection_mx_shard_H`, on one program) of `inter_sb` `[128,
+    I/512, T, 4]` by the weights in SBUF (`w_sb`/`ws_sb` `[128, I/512,
+    H]`, rows past `I_p` and their scales zero) into `[128, T/128, H]`
+    bfloat16, token `128·b + p` at `(p, b)`: the product quantized to
+    MXFP8 and taken stationary, 128 tokens by 1024 columns (512 when `H`
+    is not a multiple of 1024) a bfloat16 PSUM bank summed over the `I`
+    tiles, plus `bias_sb` `[1, H]` broadcast to the partitions when given.
+    """
+    assert cfg.n_prgs == 1, f"down_projection_mx_shard_H: runs on one program here, got {cfg.n_prgs}"
+    n_i, t, h = (cfg.n_total_i512_tile, cfg.bxs, cfg.h)
+    iq, iscale = quantize_inter_mx(inter_sb)
+    bias_b = None
+    if bias_sb is not None:
+        b = bias_sb
+        rows = nl.ndarray(shape=(H0, h), dtype=b.dtype, buffer=nl.sbuf)
+        stream_shuffle_broadcast(b, rows)
+        bias_b = rows
+    h_tile = 2 * PSUM_FMAX if h % (2 * PSUM_FMAX) == 0 else PSUM_FMAX
+    n_bt = -(-t // H0)
+    out_sb = nl.ndarray(shape=(H0, n_bt, h), dtype=nl.bfloat16, buffer=nl.sbuf)
+    for ht in range(h // h_tile):
+        c0 = ht * h_tile
+        for bt in range(n_bt):
+            b0 = bt * H0
+            rows = min(H0, t - b0)
+            psum = nl.ndarray(shape=(rows, h_tile), dtype=nl.bfloat16, buffer=nl.psum)
+            for it in range(n_i):
+                st, st_s = (iq[:, it, b0:b0 + rows], iscale[:, it, b0:b0 + rows])
+                nisa.nc_matmul_mx(dst=psum, stationary=st, moving=w_sb[:, it, c0:c0 + h_tile], stationary_scale=st_s, moving_scale=ws_sb[:, it, c0:c0 + h_tile])
+            dst = out_sb[0:rows, bt, c0:c0 + h_tile]
+            if bias_b is not None:
+                b = bias_b
+                nisa.tensor_tensor(dst=dst, data1=psum, data2=b[0:rows, c0:c0 + h_tile], op=nl.add)
+            else:
+                nisa.tensor_copy(dst=dst, src=psum)
+    return out_sb
 
 
 def load_down_weights_mx(weight, scale, w_sb, ws_sb, cfg):
@@ -43,9 +96,7 @@ def down_projection_mx_tp_shard_h(inter_sb, weight, scale, bias, cfg):
     copied out with the bias added.
     """
     n_i, t = (cfg.n_total_i512_tile, cfg.bxs)
-    iq = nl.ndarray(shape=(H0, n_i, t), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
-    iscale = nl.ndarray(shape=(H0, n_i, t), dtype=nl.uint8, buffer=nl.sbuf)
-    nisa.quantize_mx(dst=iq, src=inter_sb, dst_scale=iscale)
+    iq, iscale = quantize_inter_mx(inter_sb)
     w_sb = nl.ndarray(shape=(H0, n_i, cfg.h_sharded), dtype=weight.dtype, buffer=nl.sbuf)
     ws_sb = nl.ndarray(shape=(H0, n_i, cfg.h_sharded), dtype=nl.uint8, buffer=nl.sbuf)
     load_down_weights_mx(weight, scale, w_sb, ws_sb, cfg)

@@ -13,6 +13,49 @@ from .projection_mx_constants import MX_TILE
 from .projection_mx_constants import ProjConfig
 
 
+# Tokens of one gate/up PSUM tile: a bank of bfloat16 holds `4 · 256`.
+BXS_TILE_SIZE = 256
+
+
+def gate_up_projection_mx_sb(xq, xs, w_sb, ws_sb, b_sb, cfg):
+    """The projection of `xq`/`xs` `[128, H/512/n, T]` by this program's
+    weights in SBUF (`w_sb`/`ws_sb` `[128, H/512/n, I]`, scales in their
+    quadrants) into `[128, I/512, T, 4]` bfloat16: element `(p, it, t,
+    j)` is column `it·512 + j·w/4 + p` of token `t` (`w` the tile's
+    columns), summed in bfloat16 PSUM over this program's MX tiles (256
+    tokens a bank), plus `b_sb` `[128, I/512, 4]` when given (program 0
+    only), plus the other program's partial sums. Rows past `w/4` of a
+    partial last tile are zero (the library leaves them unwritten; the
+    down weights' zero rows cancel whatever they hold).
+    """
+    i, t, n = (cfg.i, cfg.bxs, cfg.n_h512_tile_sharded)
+    out_sb = nl.ndarray(shape=(H0, cfg.n_total_i512_tile, t, MX_PACK), dtype=nl.bfloat16, buffer=nl.sbuf)
+    nisa.memset(dst=out_sb, value=0.0)
+    for bt in range(-(-t // BXS_TILE_SIZE)):
+        b0 = bt * BXS_TILE_SIZE
+        bn = min(BXS_TILE_SIZE, t - b0)
+        for it in range(cfg.n_total_i512_tile):
+            rows = min(i - it * MX_TILE, MX_TILE) // MX_PACK
+            psum = nl.ndarray(shape=(H0, MX_PACK, bn), dtype=nl.bfloat16, buffer=nl.psum)
+            for th in range(n):
+                for j in range(MX_PACK):
+                    c0 = it * MX_TILE + j * rows
+                    nisa.nc_matmul_mx(dst=psum[0:rows, j, :], stationary=w_sb[:, th, c0:c0 + rows], moving=xq[:, th, b0:b0 + bn], stationary_scale=ws_sb[:, th, c0:c0 + rows], moving_scale=xs[:, th, b0:b0 + bn])
+            sums = psum[0:rows, :, :].permute(dims=(0, 2, 1))
+            dst = out_sb[0:rows, it, b0:b0 + bn, :]
+            if b_sb is not None:
+                b = b_sb
+                nisa.tensor_tensor(dst=dst, data1=sums, data2=b[0:rows, it:it + 1, :].broadcast(dim=1, size=bn), op=nl.add)
+            else:
+                nisa.tensor_copy(dst=dst, src=sums)
+    if cfg.n_prgs > 1:
+        other = 1 - cfg.prg_id
+        recv = nl.ndarray(shape=(H0, cfg.n_total_i512_tile, t, MX_PACK), dtype=nl.bfloat16, buffer=nl.sbuf)
+        nisa.sendrecv(src=out_sb, dst=recv, send_to_rank=other, recv_from_rank=other, pipe_id=PIPE_ID)
+        nisa.tensor_tensor(dst=out_sb, data1=out_sb, data2=recv, op=nl.add)
+    return out_sb
+
+
 def load_gate_up_weights_mx(weight, scale, w_sb, ws_sb, cfg):
     """This program's MX tiles of `weight` `[128, H/512, I]` into `w_sb`
     and their scales (`scale` `[16, H/512, I]`) into `ws_sb`, each
@@ -37,41 +80,18 @@ def load_gate_up_bias_mx(bias, b_sb):
 def gate_up_projection_mx_tp_shard_h(xq, xs, weight, scale, bias, cfg):
     """The projection of the quantized hidden rows `xq`/`xs` `[128, H/512/n,
     T]` by `weight` (`[128, H/512, I]` packed along `H`, scales `[16,
-    H/512, I]`) into `[128, I/512, T, 4]` bfloat16: element `(p, it, t,
-    j)` is column `it·512 + j·w/4 + p` of token `t` (`w` the tile's
-    columns), summed in bfloat16 PSUM over this program's MX tiles, plus
-    the bias on program 0, plus the other program's partial sums. Rows
-    past `w/4` of a partial last tile are zero (the library leaves them
-    unwritten; the down weights' zero rows cancel whatever they hold).
+    H/512, I]`): this program's MX tiles loaded, then
+    [`gate_up_projection_mx_sb`] with the bias on program 0.
     """
-    i, t, n = (cfg.i, cfg.bxs, cfg.n_h512_tile_sharded)
+    i, n = (cfg.i, cfg.n_h512_tile_sharded)
     w_sb = nl.ndarray(shape=(H0, n, i), dtype=weight.dtype, buffer=nl.sbuf)
     ws_sb = nl.ndarray(shape=(H0, n, i), dtype=nl.uint8, buffer=nl.sbuf)
     load_gate_up_weights_mx(weight, scale, w_sb, ws_sb, cfg)
-    out_sb = nl.ndarray(shape=(H0, cfg.n_total_i512_tile, t, MX_PACK), dtype=nl.bfloat16, buffer=nl.sbuf)
-    nisa.memset(dst=out_sb, value=0.0)
-    b_sb = nl.ndarray(shape=(H0, cfg.n_total_i512_tile, MX_PACK), dtype=nl.bfloat16, buffer=nl.sbuf)
-    bias_here = bias is not None and cfg.prg_id == 0
+    b_sb = None
     if bias is not None:
         b = bias
-        if bias_here:
-            load_gate_up_bias_mx(b, b_sb)
-    for it in range(cfg.n_total_i512_tile):
-        rows = min(i - it * MX_TILE, MX_TILE) // MX_PACK
-        psum = nl.ndarray(shape=(H0, MX_PACK, t), dtype=nl.bfloat16, buffer=nl.psum)
-        for th in range(n):
-            for j in range(MX_PACK):
-                c0 = it * MX_TILE + j * rows
-                nisa.nc_matmul_mx(dst=psum[0:rows, j, :], stationary=w_sb[:, th, c0:c0 + rows], moving=xq[:, th, :], stationary_scale=ws_sb[:, th, c0:c0 + rows], moving_scale=xs[:, th, :])
-        sums = psum[0:rows, :, :].permute(dims=(0, 2, 1))
-        dst = out_sb[0:rows, it, :, :]
-        if bias_here:
-            nisa.tensor_tensor(dst=dst, data1=sums, data2=b_sb[0:rows, it:it + 1, :].broadcast(dim=1, size=t), op=nl.add)
-        else:
-            nisa.tensor_copy(dst=dst, src=sums)
-    if cfg.n_prgs > 1:
-        other = 1 - cfg.prg_id
-        recv = nl.ndarray(shape=(H0, cfg.n_total_i512_tile, t, MX_PACK), dtype=nl.bfloat16, buffer=nl.sbuf)
-        nisa.sendrecv(src=out_sb, dst=recv, send_to_rank=other, recv_from_rank=other, pipe_id=PIPE_ID)
-        nisa.tensor_tensor(dst=out_sb, data1=out_sb, data2=recv, op=nl.add)
-    return out_sb
+        if cfg.prg_id == 0:
+            loaded = nl.ndarray(shape=(H0, cfg.n_total_i512_tile, MX_PACK), dtype=nl.bfloat16, buffer=nl.sbuf)
+            load_gate_up_bias_mx(b, loaded)
+            b_sb = loaded
+    return gate_up_projection_mx_sb(xq, xs, w_sb, ws_sb, b_sb, cfg)

@@ -14,7 +14,10 @@
 //! and `shard_on_i_hybrid` (its `_hybrid` form, which reads `conditions`)
 //! are ported, and `shard_on_i_dropping`
 //! ([`blockwise_mm_shard_intermediate_dropping`](crate::moe::moe_cte::bwmm_shard_on_i_dropping),
-//! which returns its activations too); the MX forms are refused by name.
+//! which returns its activations too); the MX forms are refused by name
+//! here (`shard_on_block_mx` runs as the kernel
+//! [`bwmm_shard_on_block_mx`](crate::moe::moe_cte::bwmm_shard_on_block_mx),
+//! whose scales this entry's `quantization_config` cannot carry).
 
 // The library's parameter name `gate_up_activations_T`.
 #![allow(non_snake_case)]
