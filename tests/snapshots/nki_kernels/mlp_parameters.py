@@ -12,12 +12,12 @@ from .common_types import QuantizationType
 from .kernel_helpers import ClampLimits
 
 
-# [`MlpRule::DownPsumBanks`](super::MlpRule::DownPsumBanks) (the kernel's assert names it too).
-DOWN_PSUM_BANKS = "mlp: use_tkg_down_proj_column_tiling=False needs H / 128 / programs <= 8 * (512 // (B * S)) (the down projection's PSUM banks)"
-
-
 # Partitions: the hidden and intermediate dims are tiled by them.
 H0 = 128
+
+
+# [`MlpRule::DownPsumBanks`](super::MlpRule::DownPsumBanks) (the kernel's assert names it too).
+DOWN_PSUM_BANKS = "mlp: use_tkg_down_proj_column_tiling=False needs H / 128 / programs <= 8 * (512 // (B * S)) (the down projection's PSUM banks)"
 
 
 # `float8_e4m3` elements (bytes) a `ROW`-quantized hidden row ends with:

@@ -11,12 +11,16 @@ from .mlp_parameters import H0
 from .mlp_parameters import MLPQuantizationParameters
 
 
-# PSUM banks: the projections keep at most this many accumulators live.
-PSUM_BMAX = 8
+# The DMA queue the two programs exchange partial sums over.
+PIPE_ID = 0
 
 
 # Output columns per down-projection chunk: one fp32 PSUM bank.
 PSUM_FMAX = 512
+
+
+# PSUM banks: the projections keep at most this many accumulators live.
+PSUM_BMAX = 8
 
 
 @dataclass
@@ -68,10 +72,6 @@ class ProjectionWeights(nl.NKIObject):
     "`[128, n]` float32, rows meant as copies (see `MLPQuantizationParameters`)."
     row: bool
     "`QuantizationType.ROW`."
-
-
-# The DMA queue the two programs exchange partial sums over.
-PIPE_ID = 0
 
 
 # The dtype of the projections' sums and of the activation.

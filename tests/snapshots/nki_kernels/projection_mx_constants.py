@@ -10,14 +10,6 @@ from .mlp_parameters import H0
 from .mx_layout import MX_PACK
 
 
-# Scale groups of one MX tile: its 128 partitions in groups of 8.
-GROUPS_PER_MX_TILE = 16
-
-
-# Rows of one MX contraction tile: `H0 · MX_PACK`.
-MX_TILE = 512
-
-
 @dataclass
 class ProjConfig(nl.NKIObject):
     """The library's `ProjConfig`: the sizes of the projections and this
@@ -44,6 +36,14 @@ class ProjConfig(nl.NKIObject):
     "MX tiles of a shard."
     n_total_i512_tile: int
     "512-column tiles of `I`, the last possibly partial."
+
+
+# Rows of one MX contraction tile: `H0 · MX_PACK`.
+MX_TILE = 512
+
+
+# Scale groups of one MX tile: its 128 partitions in groups of 8.
+GROUPS_PER_MX_TILE = 16
 
 
 def proj_config(h, i, bxs, n_prgs, prg_id):
