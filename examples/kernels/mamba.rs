@@ -16,7 +16,8 @@
 //! tutorial's steps 1–6 (`state_step`): `exp(delta · a[:, n])` in one Scalar
 //! Engine `activation` (the per-partition `scale` is the multiply),
 //! `delta · u · b[n]` in two Vector Engine `tensor_tensor`s (`b[n]` broadcast to
-//! the 128 partitions by the DMA that loads it), the recurrence in one
+//! the 128 partitions as `nl.broadcast_to` does it, by the Tensor Engine into
+//! PSUM, see [`load_row_broadcast`]), the recurrence in one
 //! `tensor_tensor_scan`, then `· c[n]` and the sum over states into an fp32
 //! accumulator in two more `tensor_tensor`s. The Vector Engine does most of the
 //! work, so it is the engine to keep busy.
@@ -33,14 +34,48 @@
 
 use nki::prelude::*;
 
-/// `src[bi, row, c0..c0 + cols]` as a `[128, cols]` fp32 tile, broadcast to all
-/// 128 partitions by the DMA.
+/// `src[bi, row, c0..c0 + cols]` on all 128 partitions, as the tutorial's
+/// `nl.broadcast_to` of the `[1, cols]` row: the row loaded into SBUF, then
+/// grown down the partitions on the Tensor Engine (`ones` `[1, 128]` times the
+/// row, exact) into PSUM, which the Vector Engine reads directly (the
+/// architecture guide's partition broadcast). A row wider than a PSUM bank
+/// (`psum_fmax` fp32 columns) cannot be one PSUM tile: it is broadcast by the
+/// DMA that loads it into a `[128, cols]` SBUF tile instead.
 #[nki_helper]
-fn load_row_broadcast(src: Hbm, bi: i64, row: i64, c0: i64, cols: i64) -> Sbuf {
-    let pmax = nl::tile_size::pmax;
-    let dst = nl::ndarray([pmax, cols], nl::float32, buffer = nl::sbuf);
-    nisa::dma_copy(dst, src[s![bi, row..row + 1, c0..c0 + cols]].broadcast(0, pmax));
+fn load_row_broadcast(src: Hbm, ones: Sbuf, bi: i64, row: i64, c0: i64, cols: i64) -> Tensor {
+    let rows = src[s![bi, row..row + 1, c0..c0 + cols]];
+    if cols <= nl::tile_size::psum_fmax { broadcast_in_psum(rows, ones) } else { broadcast_by_dma(rows) }
+}
+
+/// The `[1, cols]` HBM row `rows` as a `[128, cols]` PSUM tile: loaded, then
+/// multiplied by the `[1, 128]` row of ones on the Tensor Engine.
+#[nki_helper]
+fn broadcast_in_psum(rows: Hbm, ones: Sbuf) -> Psum {
+    let [_one, cols] = rows.shape();
+    let row_sb = nl::ndarray([1, cols], nl::float32, buffer = nl::sbuf);
+    nisa::dma_copy(row_sb, rows);
+    let dst = nl::ndarray([nl::tile_size::pmax, cols], nl::float32, buffer = nl::psum);
+    nisa::nc_matmul(dst, ones, row_sb);
     dst
+}
+
+/// The `[1, cols]` HBM row `rows` as a `[128, cols]` SBUF tile, broadcast to the
+/// partitions by the DMA that loads it.
+#[nki_helper]
+fn broadcast_by_dma(rows: Hbm) -> Sbuf {
+    let pmax = nl::tile_size::pmax;
+    let [_one, cols] = rows.shape();
+    let dst = nl::ndarray([pmax, cols], nl::float32, buffer = nl::sbuf);
+    nisa::dma_copy(dst, rows.broadcast(0, pmax));
+    dst
+}
+
+/// A `[1, 128]` fp32 row of ones: the stationary operand of the row broadcasts.
+#[nki_helper]
+fn ones_row() -> Sbuf {
+    let ones = nl::ndarray([1, nl::tile_size::pmax], nl::float32, buffer = nl::sbuf);
+    nisa::memset(ones, 1.0);
+    ones
 }
 
 /// The channel tile `ch0..ch0 + 128` of `src[bi]` (every time step) as a
@@ -82,7 +117,7 @@ fn load_state_column(a: Hbm, ch0: i64, n: i64) -> Sbuf {
 /// `[128, 1]` column), then `acc += c_row · scan`. The scan's last column is the
 /// next time tile's `carry`.
 #[nki_helper]
-fn state_step(acc: Sbuf, scan: Sbuf, delta_t: Sbuf, u_t: Sbuf, a_col: Sbuf, b_row: Sbuf, c_row: Sbuf, carry: Sbuf) {
+fn state_step(acc: Sbuf, scan: Sbuf, delta_t: Sbuf, u_t: Sbuf, a_col: Sbuf, b_row: Tensor, c_row: Tensor, carry: Sbuf) {
     let [p, cols] = delta_t.shape();
     let decay = nl::ndarray([p, cols], nl::float32, buffer = nl::sbuf);
     nisa::activation(decay, nl::exp, delta_t, scale = a_col);
@@ -117,6 +152,7 @@ fn check_shapes(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm) {
 pub fn mamba_v1(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm) -> Hbm {
     let pmax = nl::tile_size::pmax;
     check_shapes(delta, u, a, b, c);
+    let ones: Sbuf = ones_row();
     let [batch, channels, seq] = delta.shape();
     let [_channels, state] = a.shape();
     let out = nl::ndarray([batch, channels, seq], delta.dtype(), buffer = nl::shared_hbm);
@@ -131,8 +167,8 @@ pub fn mamba_v1(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm) -> Hbm {
                 let delta_t: Sbuf = load_channels(delta, bi, ti * pmax);
                 let u_t: Sbuf = load_channels(u, bi, ti * pmax);
                 let a_col: Sbuf = load_state_column(a, ti * pmax, n);
-                let b_row: Sbuf = load_row_broadcast(b, bi, n, 0, seq);
-                let c_row: Sbuf = load_row_broadcast(c, bi, n, 0, seq);
+                let b_row: Tensor = load_row_broadcast(b, ones, bi, n, 0, seq);
+                let c_row: Tensor = load_row_broadcast(c, ones, bi, n, 0, seq);
                 let scan = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
                 state_step(acc[s![.., ti * seq..(ti + 1) * seq]], scan, delta_t, u_t, a_col, b_row, c_row, zero);
             }
@@ -149,6 +185,7 @@ pub fn mamba_v1(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm) -> Hbm {
 pub fn mamba_v2(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm) -> Hbm {
     let pmax = nl::tile_size::pmax;
     check_shapes(delta, u, a, b, c);
+    let ones: Sbuf = ones_row();
     let [batch, channels, seq] = delta.shape();
     let [_channels, state] = a.shape();
     let out = nl::ndarray([batch, channels, seq], delta.dtype(), buffer = nl::shared_hbm);
@@ -159,8 +196,8 @@ pub fn mamba_v2(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm) -> Hbm {
             let (acc, delta_t, u_t): (Sbuf, Sbuf, Sbuf) = channel_tile(delta, u, bi, ti * pmax);
             for n in 0..state {
                 let a_col: Sbuf = load_state_column(a, ti * pmax, n);
-                let b_row: Sbuf = load_row_broadcast(b, bi, n, 0, seq);
-                let c_row: Sbuf = load_row_broadcast(c, bi, n, 0, seq);
+                let b_row: Tensor = load_row_broadcast(b, ones, bi, n, 0, seq);
+                let c_row: Tensor = load_row_broadcast(c, ones, bi, n, 0, seq);
                 let scan = nl::ndarray([pmax, seq], nl::float32, buffer = nl::sbuf);
                 state_step(acc, scan, delta_t, u_t, a_col, b_row, c_row, zero);
             }
@@ -187,6 +224,7 @@ pub fn mamba_v3(
 ) -> Hbm {
     let pmax = nl::tile_size::pmax;
     check_shapes(delta, u, a, b, c);
+    let ones: Sbuf = ones_row();
     let [batch, channels, seq] = delta.shape();
     let [_channels, state] = a.shape();
     assert!(seq % seq_tile == 0, "seq_tile must divide seq ({seq}), got {seq_tile}");
@@ -200,8 +238,8 @@ pub fn mamba_v3(
                 nisa::memset(history[s![.., 0..1]], 0.0);
                 for si in 0..seq / seq_tile {
                     let (t0, t1) = (si * seq_tile, (si + 1) * seq_tile);
-                    let b_row: Sbuf = load_row_broadcast(b, bi, n, t0, seq_tile);
-                    let c_row: Sbuf = load_row_broadcast(c, bi, n, t0, seq_tile);
+                    let b_row: Tensor = load_row_broadcast(b, ones, bi, n, t0, seq_tile);
+                    let c_row: Tensor = load_row_broadcast(c, ones, bi, n, t0, seq_tile);
                     state_step(
                         acc[s![.., t0..t1]],
                         history[s![.., t0 + 1..t1 + 1]],

@@ -283,6 +283,8 @@ fn elementwise_cycles(c: &Costs, unit: Unit, i: &Instr) -> f64 {
                 2.0 * n
             }
         }
+        // 2N (ISA cost note).
+        "nisa.tensor_tensor_scan" => 2.0 * n,
         "nisa.tensor_scalar_reduce" => n + c.min_cycles,
         "nisa.reciprocal" => 8.0 * n,
         // N; bf16 inputs reduce two elements per cycle.

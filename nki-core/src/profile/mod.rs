@@ -4,9 +4,11 @@
 //! A profiled launch ([`Launch::profile`](crate::Launch::profile)) records every
 //! instruction of every program: its unit, operands (dtype, shape, bytes, the
 //! storage region read or overwritten) and whom it waits for. [`schedule()`] places
-//! them on per-unit in-order queues of the target generation, each starting once
-//! its unit is free and the instructions whose tiles it depends on are done, with
-//! durations from the documented cost rules in [`costs`]. The SBUF spills the
+//! them on the units of the target generation, each starting once the
+//! instructions whose tiles it depends on are done and its unit has room for
+//! it, an independent instruction moving ahead of up to
+//! [`schedule::SCHEDULING_WINDOW`] earlier ones that wait (the compiler's
+//! schedule), with durations from the documented cost rules in [`costs`]. The SBUF spills the
 //! compiler would insert (see [`crate::emulator::memory`]) are DMA instructions of
 //! the stream (`spill_save`, `spill_reload`). [`Report`] summarises
 //! the timeline; [`trace_json`] writes it for ui.perfetto.dev.

@@ -1,8 +1,16 @@
-//! The timeline: every recorded instruction placed on its unit's in-order queue,
-//! starting once its unit is free and every instruction whose tiles it reads or
-//! overwrites has finished (the semaphores the compiler inserts), plus the
-//! hand-off latency between units. Barriers and collectives start when every
-//! participant has reached them; a core barrier also waits for everything its
+//! The timeline: every recorded instruction placed on its unit once every
+//! instruction whose tiles it reads or overwrites has finished (the semaphores
+//! the compiler inserts), plus the hand-off latency between units, in the first
+//! idle interval of its unit from then on that is long enough. Instructions are
+//! taken in the order the compiler would issue them, not the program order:
+//! NKI's loops are unrolled and the compiler schedules the flattened stream
+//! ("full freedom to schedule instructions across the flattened instruction
+//! stream", NKI docs, dynamic loops), so of the first instruction not yet placed
+//! and the next ones within [`SCHEDULING_WINDOW`] that depend on no earlier
+//! unplaced one, the one that can start first goes next (an independent
+//! instruction fills the wait of a dependent one before it). Barriers and
+//! collectives are fences: they start when every participant has reached them,
+//! nothing moves past them, and a core barrier also waits for everything its
 //! program issued before it.
 
 use super::costs::{Cost, Costs, cost};
@@ -132,18 +140,20 @@ impl Hazards {
     }
 }
 
-/// The core's DMA engines as one shared resource: its 16 queues run round-robin,
-/// so a transfer whose inputs are ready does not wait behind an earlier one that
-/// is still waiting for its own (a store behind a matmul does not hold up the next
-/// loads). Modelled as the busy intervals of the aggregate bandwidth; a transfer
-/// takes the first gap after it is ready that is long enough.
+/// The busy intervals of one unit; an instruction takes the first gap after it
+/// is ready that is long enough. For the DMA engines, one shared resource: their
+/// 16 queues run round-robin, so a transfer whose inputs are ready does not wait
+/// behind an earlier one still waiting for its own (a store behind a matmul does
+/// not hold up the next loads), modelled as the aggregate bandwidth. For a
+/// compute engine, the compiler's schedule: an independent instruction fills
+/// the gap an earlier one leaves while it waits for a result.
 #[derive(Default)]
-struct DmaQueues {
+struct Lanes {
     /// Disjoint busy intervals `(start, end, last instruction)`, sorted; touching ones merged.
     busy: Vec<(f64, f64, usize)>,
 }
 
-impl DmaQueues {
+impl Lanes {
     /// The earliest start at or after `ready` with `ns` free, and the transfer ending there.
     fn earliest(&self, ready: f64, ns: f64) -> (f64, Option<usize>) {
         let mut at = (ready, None);
@@ -178,16 +188,91 @@ impl DmaQueues {
     }
 }
 
+/// How many instructions from the first unscheduled one of a program the
+/// compiler may move an instruction ahead over: it schedules the unrolled
+/// stream (see the module doc) but the docs give no window, **chosen** 16 (a
+/// few loop iterations of a typical body, enough to fill a dependent
+/// instruction's hand-off latency with the next iteration's work).
+pub const SCHEDULING_WINDOW: usize = 16;
+
 /// Where one stream stands.
 struct Cursor {
+    /// The first instruction not yet scheduled.
     next: usize,
+    /// Which instructions are scheduled.
+    done: Vec<bool>,
+    /// In-order units (collectives, which meet their peers in program order).
     free: HashMap<Unit, (f64, Option<usize>)>,
-    dma: DmaQueues,
+    /// The units that take instructions in the first gap that fits them.
+    lanes: HashMap<Unit, Lanes>,
     hazards: Hazards,
     /// The latest end of any instruction so far, and its index.
     last_end: (f64, Option<usize>),
     barriers: usize,
     collectives: HashMap<Vec<usize>, usize>,
+}
+
+/// Whether `a` and `b` touch the same bytes with at least one writing them, so
+/// neither may run before the other's program-order predecessor has.
+fn conflict(a: &Instr, b: &Instr) -> bool {
+    let hits =
+        |x: &[super::record::Operand], y: &[super::record::Operand]| x.iter().any(|o| y.iter().any(|p| o.region.overlaps(&p.region)));
+    hits(&a.writes, &b.writes) || hits(&a.writes, &b.reads) || hits(&a.reads, &b.writes)
+}
+
+impl Cursor {
+    /// When `instr` could start if it were scheduled now, and what decides it
+    /// (before any rendezvous).
+    fn earliest(&self, costs: &Costs, instr: &Instr, busy_ns: f64, slices: &[Option<Slice>]) -> (f64, Option<usize>, bool) {
+        let (mut dep_ready, mut dep_after) = self.hazards.ready(costs, instr);
+        for &d in &instr.deps {
+            if let Some(Some(s)) = slices.get(d) {
+                let t = s.end_ns + costs.dependency_ns(s.unit, instr.unit);
+                if t > dep_ready {
+                    (dep_ready, dep_after) = (t, Some(d));
+                }
+            }
+        }
+        let in_order = instr.unit == Unit::Collective;
+        let (unit_free, unit_after) = if in_order {
+            self.free.get(&instr.unit).copied().unwrap_or((0.0, None))
+        } else {
+            self.lanes.get(&instr.unit).map_or((dep_ready, None), |l| l.earliest(dep_ready, busy_ns))
+        };
+        let (start, after) = if dep_ready >= unit_free { (dep_ready, dep_after) } else { (unit_free, unit_after) };
+        (start, after, in_order)
+    }
+
+    /// The instruction to schedule next: of the first unscheduled one and those
+    /// within [`SCHEDULING_WINDOW`] after it that depend on no unscheduled
+    /// earlier one, the one that can start first (the earliest in program order
+    /// on a tie). Nothing moves past a barrier or a collective.
+    fn pick(&self, costs: &Costs, instrs: &[Instr], slices: &[Option<Slice>]) -> usize {
+        let mut best = (f64::INFINITY, self.next);
+        let end = instrs.len().min(self.next + SCHEDULING_WINDOW);
+        for j in self.next..end {
+            if self.done[j] {
+                continue;
+            }
+            let instr = &instrs[j];
+            if instr.rendezvous != Rendezvous::None {
+                if j == self.next {
+                    return j;
+                }
+                break;
+            }
+            let blocked = (self.next..j).any(|k| !self.done[k] && conflict(&instrs[k], instr))
+                || instr.deps.iter().any(|&d| !self.done.get(d).copied().unwrap_or(true));
+            if blocked {
+                continue;
+            }
+            let start = self.earliest(costs, instr, cost(costs, instr).busy_ns, slices).0;
+            if start < best.0 {
+                best = (start, j);
+            }
+        }
+        best.1
+    }
 }
 
 /// Which rendezvous an instruction joins: its kind, its participants and its ordinal.
@@ -201,17 +286,18 @@ enum Meeting {
 pub fn schedule(costs: &Costs, streams: &[Stream]) -> Result<Timeline> {
     let mut cursors: Vec<Cursor> = streams
         .iter()
-        .map(|_| Cursor {
+        .map(|st| Cursor {
             next: 0,
+            done: vec![false; st.instrs.len()],
             free: HashMap::new(),
-            dma: DmaQueues::default(),
+            lanes: HashMap::new(),
             hazards: Hazards::default(),
             last_end: (0.0, None),
             barriers: 0,
             collectives: HashMap::new(),
         })
         .collect();
-    let mut slices: Vec<Vec<Slice>> = streams.iter().map(|s| Vec::with_capacity(s.instrs.len())).collect();
+    let mut slices: Vec<Vec<Option<Slice>>> = streams.iter().map(|s| vec![None; s.instrs.len()]).collect();
     let programs_of = |rank: usize| streams.iter().filter(|s| s.rank == rank).count();
     // Arrivals at each open rendezvous: (stream, earliest start, what decided it).
     let mut waiting: HashMap<Meeting, Vec<(usize, f64, Option<usize>)>> = HashMap::new();
@@ -219,23 +305,12 @@ pub fn schedule(costs: &Costs, streams: &[Stream]) -> Result<Timeline> {
         let mut progressed = false;
         for (si, st) in streams.iter().enumerate() {
             let cur = &mut cursors[si];
-            while let Some(instr) = st.instrs.get(cur.next) {
+            while cur.next < st.instrs.len() {
+                let at = cur.pick(costs, &st.instrs, &slices[si]);
+                let instr = &st.instrs[at];
                 let c = cost(costs, instr);
-                let (mut dep_ready, mut dep_after) = cur.hazards.ready(costs, instr);
-                for &d in &instr.deps {
-                    if let Some(s) = slices[si].get(d) {
-                        let t = s.end_ns + costs.dependency_ns(s.unit, instr.unit);
-                        if t > dep_ready {
-                            (dep_ready, dep_after) = (t, Some(d));
-                        }
-                    }
-                }
-                let (unit_free, unit_after) = if instr.unit == Unit::Dma {
-                    cur.dma.earliest(dep_ready, c.busy_ns)
-                } else {
-                    cur.free.get(&instr.unit).copied().unwrap_or((0.0, None))
-                };
-                let (mut start, mut after) = if dep_ready >= unit_free { (dep_ready, dep_after) } else { (unit_free, unit_after) };
+                let (mut start, mut after, in_order) = cur.earliest(costs, instr, c.busy_ns, &slices[si]);
+                let unit_free = start;
                 // A core barrier fences the program: everything issued before it is done.
                 if instr.rendezvous == Rendezvous::CoreBarrier && cur.last_end.0 > start {
                     (start, after) = cur.last_end;
@@ -269,9 +344,17 @@ pub fn schedule(costs: &Costs, streams: &[Stream]) -> Result<Timeline> {
                         Rendezvous::None => {}
                     }
                 }
+                // A rendezvous that moved the start may have moved it into another
+                // instruction's interval: the first gap from there.
+                if !in_order && start > unit_free {
+                    let (at, who) = cur.lanes.get(&instr.unit).map_or((start, None), |l| l.earliest(start, c.busy_ns));
+                    if at > start {
+                        (start, after) = (at, who);
+                    }
+                }
                 let slice = Slice {
                     stream: si,
-                    index: cur.next,
+                    index: at,
                     unit: instr.unit,
                     op: instr.op,
                     start_ns: start,
@@ -279,17 +362,20 @@ pub fn schedule(costs: &Costs, streams: &[Stream]) -> Result<Timeline> {
                     cost: c,
                     after,
                 };
-                if instr.unit == Unit::Dma {
-                    cur.dma.occupy(slice.start_ns, slice.start_ns + c.busy_ns, cur.next);
+                if in_order {
+                    cur.free.insert(instr.unit, (slice.end_ns, Some(at)));
                 } else {
-                    cur.free.insert(instr.unit, (slice.end_ns, Some(cur.next)));
+                    cur.lanes.entry(instr.unit).or_default().occupy(slice.start_ns, slice.start_ns + c.busy_ns, at);
                 }
                 if slice.end_ns > cur.last_end.0 {
-                    cur.last_end = (slice.end_ns, Some(cur.next));
+                    cur.last_end = (slice.end_ns, Some(at));
                 }
                 cur.hazards.record(instr, &slice);
-                slices[si].push(slice);
-                cur.next += 1;
+                slices[si][at] = Some(slice);
+                cur.done[at] = true;
+                while cur.next < st.instrs.len() && cur.done[cur.next] {
+                    cur.next += 1;
+                }
                 progressed = true;
             }
         }
@@ -304,5 +390,6 @@ pub fn schedule(costs: &Costs, streams: &[Stream]) -> Result<Timeline> {
             ));
         }
     }
+    let slices = slices.into_iter().map(|v| v.into_iter().flatten().collect()).collect();
     Ok(Timeline { streams: streams.iter().map(|s| (s.rank, s.program)).collect(), slices })
 }

@@ -21,6 +21,13 @@ def check_shapes(delta, u, a, b, c):
     assert cb == batch and cs == state and cl == seq, "c must be [batch, state, seq]"
 
 
+def ones_row():
+    """A `[1, 128]` fp32 row of ones: the stationary operand of the row broadcasts."""
+    ones = nl.ndarray(shape=(1, nl.tile_size.pmax), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=ones, value=1.0)
+    return ones
+
+
 def load_channels(src, bi, ch0):
     """The channel tile `ch0..ch0 + 128` of `src[bi]` (every time step) as a
     `[128, seq]` fp32 tile.
@@ -40,14 +47,40 @@ def load_state_column(a, ch0, n):
     return dst
 
 
-def load_row_broadcast(src, bi, row, c0, cols):
-    """`src[bi, row, c0..c0 + cols]` as a `[128, cols]` fp32 tile, broadcast to all
-    128 partitions by the DMA.
+def broadcast_in_psum(rows, ones):
+    """The `[1, cols]` HBM row `rows` as a `[128, cols]` PSUM tile: loaded, then
+    multiplied by the `[1, 128]` row of ones on the Tensor Engine.
+    """
+    _one, cols = rows.shape
+    row_sb = nl.ndarray(shape=(1, cols), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=row_sb, src=rows)
+    dst = nl.ndarray(shape=(nl.tile_size.pmax, cols), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=dst, stationary=ones, moving=row_sb)
+    return dst
+
+
+def broadcast_by_dma(rows):
+    """The `[1, cols]` HBM row `rows` as a `[128, cols]` SBUF tile, broadcast to the
+    partitions by the DMA that loads it.
     """
     pmax = nl.tile_size.pmax
+    _one, cols = rows.shape
     dst = nl.ndarray(shape=(pmax, cols), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.dma_copy(dst=dst, src=src[bi, row:row + 1, c0:c0 + cols].broadcast(dim=0, size=pmax))
+    nisa.dma_copy(dst=dst, src=rows.broadcast(dim=0, size=pmax))
     return dst
+
+
+def load_row_broadcast(src, ones, bi, row, c0, cols):
+    """`src[bi, row, c0..c0 + cols]` on all 128 partitions, as the tutorial's
+    `nl.broadcast_to` of the `[1, cols]` row: the row loaded into SBUF, then
+    grown down the partitions on the Tensor Engine (`ones` `[1, 128]` times the
+    row, exact) into PSUM, which the Vector Engine reads directly (the
+    architecture guide's partition broadcast). A row wider than a PSUM bank
+    (`psum_fmax` fp32 columns) cannot be one PSUM tile: it is broadcast by the
+    DMA that loads it into a `[128, cols]` SBUF tile instead.
+    """
+    rows = src[bi, row:row + 1, c0:c0 + cols]
+    return broadcast_in_psum(rows, ones) if cols <= nl.tile_size.psum_fmax else broadcast_by_dma(rows)
 
 
 def state_step(acc, scan, delta_t, u_t, a_col, b_row, c_row, carry):
@@ -77,6 +110,7 @@ def mamba_v1(delta, u, a, b, c):
     assert c.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "mamba_v1 takes c as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     pmax = nl.tile_size.pmax
     check_shapes(delta, u, a, b, c)
+    ones = ones_row()
     batch, channels, seq = delta.shape
     _channels, state = a.shape
     out = nl.ndarray(shape=(batch, channels, seq), dtype=delta.dtype, buffer=nl.shared_hbm)
@@ -91,8 +125,8 @@ def mamba_v1(delta, u, a, b, c):
                 delta_t = load_channels(delta, bi, ti * pmax)
                 u_t = load_channels(u, bi, ti * pmax)
                 a_col = load_state_column(a, ti * pmax, n)
-                b_row = load_row_broadcast(b, bi, n, 0, seq)
-                c_row = load_row_broadcast(c, bi, n, 0, seq)
+                b_row = load_row_broadcast(b, ones, bi, n, 0, seq)
+                c_row = load_row_broadcast(c, ones, bi, n, 0, seq)
                 scan = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
                 state_step(acc[:, ti * seq:(ti + 1) * seq], scan, delta_t, u_t, a_col, b_row, c_row, zero)
         for ti in range(tiles):
@@ -124,6 +158,7 @@ def mamba_v2(delta, u, a, b, c):
     assert c.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "mamba_v2 takes c as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     pmax = nl.tile_size.pmax
     check_shapes(delta, u, a, b, c)
+    ones = ones_row()
     batch, channels, seq = delta.shape
     _channels, state = a.shape
     out = nl.ndarray(shape=(batch, channels, seq), dtype=delta.dtype, buffer=nl.shared_hbm)
@@ -134,8 +169,8 @@ def mamba_v2(delta, u, a, b, c):
             acc, delta_t, u_t = channel_tile(delta, u, bi, ti * pmax)
             for n in range(state):
                 a_col = load_state_column(a, ti * pmax, n)
-                b_row = load_row_broadcast(b, bi, n, 0, seq)
-                c_row = load_row_broadcast(c, bi, n, 0, seq)
+                b_row = load_row_broadcast(b, ones, bi, n, 0, seq)
+                c_row = load_row_broadcast(c, ones, bi, n, 0, seq)
                 scan = nl.ndarray(shape=(pmax, seq), dtype=nl.float32, buffer=nl.sbuf)
                 state_step(acc, scan, delta_t, u_t, a_col, b_row, c_row, zero)
             nisa.dma_copy(dst=out[bi, ti * pmax:(ti + 1) * pmax, :], src=acc)
@@ -157,6 +192,7 @@ def mamba_v3(delta, u, a, b, c, seq_tile=512):
     assert seq_tile >= 1, f"mamba_v3 takes seq_tile >= 1, not {seq_tile!r}"
     pmax = nl.tile_size.pmax
     check_shapes(delta, u, a, b, c)
+    ones = ones_row()
     batch, channels, seq = delta.shape
     _channels, state = a.shape
     assert seq % seq_tile == 0, f"seq_tile must divide seq ({seq}), got {seq_tile}"
@@ -170,8 +206,8 @@ def mamba_v3(delta, u, a, b, c, seq_tile=512):
                 nisa.memset(dst=history[:, 0:1], value=0.0)
                 for si in range(seq // seq_tile):
                     t0, t1 = (si * seq_tile, (si + 1) * seq_tile)
-                    b_row = load_row_broadcast(b, bi, n, t0, seq_tile)
-                    c_row = load_row_broadcast(c, bi, n, t0, seq_tile)
+                    b_row = load_row_broadcast(b, ones, bi, n, t0, seq_tile)
+                    c_row = load_row_broadcast(c, ones, bi, n, t0, seq_tile)
                     state_step(acc[:, t0:t1], history[:, t0 + 1:t1 + 1], delta_t[:, t0:t1], u_t[:, t0:t1], a_col, b_row, c_row, history[:, t0:t0 + 1])
             nisa.dma_copy(dst=out[bi, ti * pmax:(ti + 1) * pmax, :], src=acc)
     return out
