@@ -30,6 +30,7 @@ pub mod mlp_tkg_mx;
 pub mod moe_block;
 pub mod moe_block_mx;
 pub mod moe_cte;
+pub mod moe_cte_i_mx;
 pub mod moe_cte_mx;
 pub mod moe_tkg;
 pub mod moe_tkg_mx;

@@ -16,6 +16,8 @@ from .bwmm_shard_on_block_mx import bwmm_shard_on_block_mx
 from .bwmm_shard_on_i import blockwise_mm_baseline_shard_intermediate
 from .bwmm_shard_on_i import blockwise_mm_baseline_shard_intermediate_hybrid
 from .bwmm_shard_on_i_dropping import blockwise_mm_shard_intermediate_dropping
+from .bwmm_shard_on_i_mx import blockwise_mm_shard_intermediate_mx
+from .bwmm_shard_on_i_mx import blockwise_mm_shard_intermediate_mx_hybrid
 from .cascaded_max import cascaded_max
 from .common_types import ActFnType
 from .common_types import ExpertAffinityScaleMode
@@ -99,6 +101,8 @@ __all__ = [
     "blockwise_mm_baseline_shard_intermediate",
     "blockwise_mm_baseline_shard_intermediate_hybrid",
     "blockwise_mm_shard_intermediate_dropping",
+    "blockwise_mm_shard_intermediate_mx",
+    "blockwise_mm_shard_intermediate_mx_hybrid",
     "cascaded_max",
     "ActFnType",
     "ExpertAffinityScaleMode",

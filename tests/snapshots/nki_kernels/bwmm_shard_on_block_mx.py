@@ -71,6 +71,46 @@ class BlockContext(nl.NKIObject):
     "This program's slot `[T, H]` of the output."
 
 
+def load_block_expert(block_idx):
+    """The expert `[1, 1]` int32 of the block in `block_idx` (a `[1, 1]`
+    view, static or read at a dynamic index).
+    """
+    expert = nl.ndarray(shape=(1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=expert, src=block_idx)
+    return expert
+
+
+def load_skipping(dst, src, skip):
+    """`src` into `dst`, rows out of range skipped when `skip`."""
+    if skip:
+        nisa.dma_copy(dst=dst, src=src, oob_mode=nisa.oob_mode.skip)
+    else:
+        nisa.dma_copy(dst=dst, src=src)
+
+
+def compute_gate_up_mx(inps, buffers, w, bias, cfg, prj_cfg):
+    """The block's gated product `act(clamp(gate)) · clamp(up)` `[128,
+    I/512, B, 4]` bfloat16 of the quantized rows in `buffers`, through
+    the gate/up weights `w` `[128, 2, H/512, I]` (scales in
+    `inps.gup_scales_sb`) and bias `bias` `[128, 2, I/512, 4]`.
+    """
+    xq, xs, ws = (buffers.hidden_qtz_sb, buffers.hidden_scale_sb, inps.gup_scales_sb)
+    gate_bias = None
+    up_bias = None
+    if bias is not None:
+        b = bias
+        gate_bias = b[:, 0, :, :]
+        up_bias = b[:, 1, :, :]
+    gate = gate_up_projection_mx_sb(xq, xs, w[:, 0, :, :], ws[:, 0, :, :], gate_bias, prj_cfg)
+    clamp(gate, cfg.gate_clamp_upper_limit, cfg.gate_clamp_lower_limit)
+    up = gate_up_projection_mx_sb(xq, xs, w[:, 1, :, :], ws[:, 1, :, :], up_bias, prj_cfg)
+    clamp(up, cfg.up_clamp_upper_limit, cfg.up_clamp_lower_limit)
+    apply_activation(gate, gate, cfg.activation_function)
+    inter = nl.ndarray(shape=gate.shape, dtype=nl.bfloat16, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=inter, data1=gate, data2=up, op=nl.multiply)
+    return inter
+
+
 def check_kernel_compatibility(inps, dims, cfg, scales, activations, n_static_blocks):
     """The rules of [`bwmm_shard_on_block_mx_violation`](super::bwmm_shard_on_block_mx_violation)
     and the tensors' shapes, checked when the kernel is traced (the
@@ -109,23 +149,6 @@ def static_dynamic_split(dims, n_static_blocks, n_dynamic_blocks):
         n_static = dims.t // dims.b
         return (n_static, n - n_static)
     return (n - n_dynamic_blocks, n_dynamic_blocks)
-
-
-def load_block_expert(block_idx):
-    """The expert `[1, 1]` int32 of the block in `block_idx` (a `[1, 1]`
-    view, static or read at a dynamic index).
-    """
-    expert = nl.ndarray(shape=(1, 1), dtype=nl.int32, buffer=nl.sbuf)
-    nisa.dma_copy(dst=expert, src=block_idx)
-    return expert
-
-
-def load_skipping(dst, src, skip):
-    """`src` into `dst`, rows out of range skipped when `skip`."""
-    if skip:
-        nisa.dma_copy(dst=dst, src=src, oob_mode=nisa.oob_mode.skip)
-    else:
-        nisa.dma_copy(dst=dst, src=src)
 
 
 def load_gup_weights_scales_mx(inps, block_expert, prj_cfg, skip_dma):
@@ -190,29 +213,6 @@ def load_down_proj_weights_mx(inps, block_expert, buffers, dims, skip_dma, gup_i
         load_skipping(b_sb, b.ap(pattern=[[h, 1], [1, h]], offset=0, scalar_offset=block_expert, indirect_dim=0), skip_dma.skip_weight)
         bias = b_sb
     return bias
-
-
-def compute_gate_up_mx(inps, buffers, w, bias, cfg, prj_cfg):
-    """The block's gated product `act(clamp(gate)) · clamp(up)` `[128,
-    I/512, B, 4]` bfloat16 of the quantized rows in `buffers`, through
-    the gate/up weights `w` `[128, 2, H/512, I]` (scales in
-    `inps.gup_scales_sb`) and bias `bias` `[128, 2, I/512, 4]`.
-    """
-    xq, xs, ws = (buffers.hidden_qtz_sb, buffers.hidden_scale_sb, inps.gup_scales_sb)
-    gate_bias = None
-    up_bias = None
-    if bias is not None:
-        b = bias
-        gate_bias = b[:, 0, :, :]
-        up_bias = b[:, 1, :, :]
-    gate = gate_up_projection_mx_sb(xq, xs, w[:, 0, :, :], ws[:, 0, :, :], gate_bias, prj_cfg)
-    clamp(gate, cfg.gate_clamp_upper_limit, cfg.gate_clamp_lower_limit)
-    up = gate_up_projection_mx_sb(xq, xs, w[:, 1, :, :], ws[:, 1, :, :], up_bias, prj_cfg)
-    clamp(up, cfg.up_clamp_upper_limit, cfg.up_clamp_lower_limit)
-    apply_activation(gate, gate, cfg.activation_function)
-    inter = nl.ndarray(shape=gate.shape, dtype=nl.bfloat16, buffer=nl.sbuf)
-    nisa.tensor_tensor(dst=inter, data1=gate, data2=up, op=nl.multiply)
-    return inter
 
 
 def slot_token_indices(token_indices, dims, skip_token):

@@ -316,18 +316,37 @@ def blockwise_mm_baseline_shard_intermediate(hidden_states, expert_affinities_ma
     return _bwmm_shard_on_i(inps, cfg, block_size, expert_affinity_multiply_on_I)
 
 
+def checked_static_blocks(n, default, num_static_block, rule):
+    """`num_static_block`, else `default`, asserted within `[0, n]` with
+    the words of `rule`.
+    """
+    n_static = default
+    if num_static_block is not None:
+        k = num_static_block
+        n_static = k
+    assert n_static >= 0 and n_static <= n, f"{rule}, got {n_static} with N = {n}"
+    return n_static
+
+
 def static_block_count(dims, num_static_block):
     """The hybrid form's static block count: `num_static_block`, else `N -
     E` (the blocks before the last `E`, which may be padding), asserted
     within `[0, N]` (see [`ShardOnIRule::StaticBlocks`](super::ShardOnIRule::StaticBlocks)).
     """
-    n_static = dims.n - dims.e
-    if num_static_block is not None:
-        k = num_static_block
-        n_static = k
-    n = dims.n
-    assert n_static >= 0 and n_static <= n, f"blockwise_mm_baseline_shard_intermediate_hybrid: num_static_block (N - E when not given) must be in [0, N], got {n_static} with N = {n}"
-    return n_static
+    rule = "blockwise_mm_baseline_shard_intermediate_hybrid: num_static_block (N - E when not given) must be in [0, N]"
+    return checked_static_blocks(dims.n, dims.n - dims.e, num_static_block, rule)
+
+
+def count_active_blocks(conditions):
+    """The count of non-padded blocks in `conditions` `[N + 1]` (the sum
+    of its ones), `[1, 1]` int32, where the hybrid loops stop.
+    """
+    n_cond = conditions.shape[0]
+    cond = nl.ndarray(shape=(1, n_cond), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=cond, src=conditions.reshape(shape=(1, n_cond)))
+    n_active = nl.ndarray(shape=(1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.tensor_reduce(dst=n_active, op=nl.add, data=cond, axis=1)
+    return n_active
 
 
 def load_dynamic_block_expert(block_to_expert, block_idx):
@@ -353,13 +372,8 @@ def compute_dynamic_blocks(inps, cfg, dims, output, conditions, n_static):
     `conditions` (the sum of its ones), both programs on each, into
     `output`: a loop on the device, the block index in an SBUF counter.
     """
-    n_cond = conditions.shape[0]
-    cond = nl.ndarray(shape=(1, n_cond), dtype=nl.int32, buffer=nl.sbuf)
-    nisa.dma_copy(dst=cond, src=conditions.reshape(shape=(1, n_cond)))
-    n_active = nl.ndarray(shape=(1, 1), dtype=nl.int32, buffer=nl.sbuf)
-    nisa.tensor_reduce(dst=n_active, op=nl.add, data=cond, axis=1)
     stop = nisa.register_alloc()
-    nisa.register_load(dst=stop, src=n_active)
+    nisa.register_load(dst=stop, src=count_active_blocks(conditions))
     block_idx = nl.ndarray(shape=(1, 1), dtype=nl.int32, buffer=nl.sbuf)
     nisa.memset(dst=block_idx, value=float(n_static))
     for _ in nl.dynamic_range(start=n_static, stop=stop):

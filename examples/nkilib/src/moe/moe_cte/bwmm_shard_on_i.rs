@@ -342,18 +342,25 @@ pub mod kernel {
         output
     }
 
-    /// Blocks `n_static ..` up to the count of non-padded blocks in
-    /// `conditions` (the sum of its ones), both programs on each, into
-    /// `output`: a loop on the device, the block index in an SBUF counter.
+    /// The count of non-padded blocks in `conditions` `[N + 1]` (the sum
+    /// of its ones), `[1, 1]` int32, where the hybrid loops stop.
     #[nki_helper]
-    pub fn compute_dynamic_blocks(inps: InputTensors, cfg: Configs, dims: DimensionSizes, output: Hbm, conditions: Hbm, n_static: i64) {
+    pub fn count_active_blocks(conditions: Hbm) -> Sbuf {
         let n_cond = conditions.shape()[0];
         let cond = nl::ndarray([1, n_cond], nl::int32, buffer = nl::sbuf);
         nisa::dma_copy(cond, conditions.reshape([1, n_cond]));
         let n_active = nl::ndarray([1, 1], nl::int32, buffer = nl::sbuf);
         nisa::tensor_reduce(n_active, nl::add, cond, 1);
+        n_active
+    }
+
+    /// Blocks `n_static ..` up to the count of non-padded blocks in
+    /// `conditions` (the sum of its ones), both programs on each, into
+    /// `output`: a loop on the device, the block index in an SBUF counter.
+    #[nki_helper]
+    pub fn compute_dynamic_blocks(inps: InputTensors, cfg: Configs, dims: DimensionSizes, output: Hbm, conditions: Hbm, n_static: i64) {
         let stop = nisa::register_alloc();
-        nisa::register_load(stop, n_active);
+        nisa::register_load(stop, count_active_blocks(conditions));
         let block_idx = nl::ndarray([1, 1], nl::int32, buffer = nl::sbuf);
         nisa::memset(block_idx, n_static as f64);
         for _ in nl::dynamic_range(n_static, stop) {
@@ -478,15 +485,19 @@ pub mod kernel {
     /// within `[0, N]` (see [`ShardOnIRule::StaticBlocks`](super::ShardOnIRule::StaticBlocks)).
     #[nki_helper]
     pub fn static_block_count(dims: DimensionSizes, num_static_block: Option<i64>) -> i64 {
-        let mut n_static = dims.n - dims.e;
+        let rule = "blockwise_mm_baseline_shard_intermediate_hybrid: num_static_block (N - E when not given) must be in [0, N]";
+        checked_static_blocks(dims.n, dims.n - dims.e, num_static_block, rule)
+    }
+
+    /// `num_static_block`, else `default`, asserted within `[0, n]` with
+    /// the words of `rule`.
+    #[nki_helper]
+    pub fn checked_static_blocks(n: i64, default: i64, num_static_block: Option<i64>, rule: &str) -> i64 {
+        let mut n_static = default;
         if let Some(k) = num_static_block {
             n_static = k;
         }
-        let n = dims.n;
-        assert!(
-            n_static >= 0 && n_static <= n,
-            "blockwise_mm_baseline_shard_intermediate_hybrid: num_static_block (N - E when not given) must be in [0, N], got {n_static} with N = {n}"
-        );
+        assert!(n_static >= 0 && n_static <= n, "{rule}, got {n_static} with N = {n}");
         n_static
     }
 

@@ -6,6 +6,7 @@ pub mod bwmm_shard_on_block;
 pub mod bwmm_shard_on_block_mx;
 pub mod bwmm_shard_on_i;
 pub mod bwmm_shard_on_i_dropping;
+pub mod bwmm_shard_on_i_mx;
 pub mod moe_cte;
 pub mod moe_cte_mx_utils;
 pub mod moe_cte_utils;
