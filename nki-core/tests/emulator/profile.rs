@@ -6,7 +6,7 @@ use crate::common::*;
 use nki_core::hw::Generation;
 use nki_core::isa::{self as nisa, ActivationOpts};
 use nki_core::profile::{Cost, Costs, Instr, Operand, Region, Rendezvous, Target, Unit, cost};
-use nki_core::{Buffer, Dtype, Launch, nl};
+use nki_core::{Buffer, Dtype, Launch, Tensor, nl};
 use serde_json::Value;
 
 /// An operand of `partitions` x `free` elements in `buffer`, contiguous rows.
@@ -104,6 +104,9 @@ fn vector_engine_costs() {
     assert_ns(on(g, &one("nisa.tensor_scalar_reduce", Dtype::F32)).busy_ns, (n as f64 + 64.0) / ghz);
     let stt = v("nisa.scalar_tensor_tensor", vec![sb(Dtype::F32, 128, n), sb(Dtype::F32, 128, n)], vec![sb(Dtype::F32, 128, n)]);
     assert_ns(on(g, &stt).busy_ns, 2.0 * n as f64 / ghz);
+    // tensor_tensor_scan 2N.
+    let scan = v("nisa.tensor_tensor_scan", vec![sb(Dtype::F32, 128, n), sb(Dtype::F32, 128, n)], vec![sb(Dtype::F32, 128, n)]);
+    assert_ns(on(g, &scan).busy_ns, 2.0 * n as f64 / ghz);
     // GpSimd iota / affine_select: 150 + N at 1.2 GHz.
     let iota = instr("nisa.iota", Unit::GpSimd, vec![], vec![sb(Dtype::F32, 128, n)]);
     assert_ns(on(g, &iota).busy_ns, (150.0 + n as f64) / 1.2);
@@ -281,6 +284,42 @@ fn two_instruction_kernel_schedule_and_trace() {
     assert!((us(&act["ts"]) - (dma_done + 1300.0) * 1e-3).abs() < 1e-9);
     assert!((us(&act["dur"]) - act_ns * 1e-3).abs() < 1e-9);
     assert_eq!(dma["args"]["bytes"], 262144.0);
+}
+
+/// The compiler schedules the unrolled stream: an independent Vector Engine
+/// instruction fills the hand-off wait of a dependent one before it, and one
+/// that touches bytes an earlier one reads does not move ahead of it. On trn2 a
+/// `[128, 512]` fp32 `tensor_tensor` from SBUF takes 2·512 cycles at 0.96 GHz,
+/// and a dependent one may start 200 cycles after its producer ends.
+#[test]
+fn independent_instructions_fill_a_dependent_ones_wait() {
+    let launch = Launch::new().profile(Target::Trn2);
+    launch
+        .run(|ctx| {
+            let tile = || alloc(ctx, &[128, 512], Dtype::F32, Buffer::Sbuf);
+            let (x, y, u, v, w) = (tile()?, tile()?, tile()?, tile()?, tile()?);
+            nisa::memset(ctx, &x, 1.0, Default::default())?;
+            nisa::memset(ctx, &y, 2.0, Default::default())?;
+            let tt = |d: &Tensor, a: &Tensor, b: &Tensor| nisa::tensor_tensor(ctx, d, a, b, nl::NlOp::Multiply, Default::default());
+            tt(&u, &x, &y)?; // a
+            tt(&v, &u, &y)?; // b: reads a's result
+            tt(&w, &x, &y)?; // c: independent of a and b
+            tt(&u, &w, &y) // d: overwrites u, which b reads
+        })
+        .unwrap();
+    let p = launch.profiled().unwrap();
+    let tts: Vec<_> = p.timeline.slices[0].iter().filter(|s| s.op == "nisa.tensor_tensor").collect();
+    assert_eq!(tts.len(), 4);
+    let [a, b, c, d] = [0, 1, 2, 3].map(|k| tts[k]);
+    assert!(a.index < b.index && b.index < c.index && c.index < d.index, "slices in program order");
+    let instr_ns = 2.0 * 512.0 / 0.96;
+    assert_ns(a.end_ns - a.start_ns, instr_ns);
+    // b could start 200 cycles after a; c, ready earlier, runs first, then b.
+    assert_ns(c.start_ns, a.end_ns);
+    assert_ns(b.start_ns, c.end_ns);
+    assert!(b.start_ns > a.end_ns + 200.0 / 0.96, "b did not wait for c");
+    // d waits for b's read of u.
+    assert!(d.start_ns >= b.end_ns, "d at {} ns before b ends at {} ns", d.start_ns, b.end_ns);
 }
 
 /// Programs of an LNC pair get tracks of their own, and a core barrier makes the
