@@ -32,6 +32,11 @@ enum In {
     /// A bfloat16 tensor of uniform values in `[-1, 1)` whose last `n` columns
     /// are zero (a packed index of 0 in every row).
     Bf16ZeroTail(&'static [usize], usize),
+    /// MXFP4 weights as `uint16` words of four `float4_e2m1fn` codes (every
+    /// code a finite value).
+    Fp4Words(&'static [usize]),
+    /// MX block scales: `uint8` `float8_e8m0fnu` exponents near 1.0 (120-130).
+    Scales(&'static [usize]),
     Text(&'static str),
 }
 
@@ -42,12 +47,13 @@ struct Case {
     params: &'static [(&'static str, In)],
 }
 
-use In::{Bf16ZeroTail, Blocks, F32, Ids, Mask, Text, UIds};
+use In::{Bf16ZeroTail, Blocks, F32, Fp4Words, Ids, Mask, Scales, Text, UIds};
 
 const QKV: &[usize] = &[1, 1, 64, 128];
 
 /// Kernels only trn3 has the instructions of: run with `--target trn3`.
-const TRN3_ONLY: &[&str] = &["temperature_softmax"];
+const TRN3_ONLY: &[&str] =
+    &["temperature_softmax", "bwmm_shard_on_block_mx", "blockwise_mm_shard_intermediate_mx", "blockwise_mm_shard_intermediate_mx_hybrid"];
 
 /// The generation a case runs on.
 fn target_of(case: &Case) -> &'static str {
@@ -292,6 +298,37 @@ const CASES: &[Case] = &[
         // The same 2 blocks, the first traced as a static block and
         // `conditions` all zero, so the device loop adds none.
         params: &rows::<8, 1, 9>(rows::<1, 7, 8>([("conditions", Ids(&[3], 1))], SHARD_ON_I_BLOCKS), [("num_static_block", Text("1"))]),
+    },
+    Case {
+        kernel: "bwmm_shard_on_block_mx",
+        ranks: 1,
+        // 2 blocks of 128 positions (one per program), each every one of the 128
+        // tokens, 2 experts; MXFP4 weights as uint16 words, H 512, I 128.
+        params: &[
+            ("hidden_states", F32(&[129, 512])),
+            ("expert_affinities_masked", F32(&[258, 1])),
+            ("gate_up_proj_weight", Fp4Words(&[2, 128, 2, 1, 128])),
+            ("down_proj_weight", Fp4Words(&[2, 32, 1, 512])),
+            ("token_position_to_id", Blocks(&[256], 128, 128)),
+            ("block_to_expert", Ids(&[2, 1], 2)),
+            ("gate_up_proj_scale", Scales(&[2, 16, 2, 1, 128])),
+            ("down_proj_scale", Scales(&[2, 4, 1, 512])),
+            ("block_size", Text("128")),
+        ],
+    },
+    Case {
+        kernel: "blockwise_mm_shard_intermediate_mx",
+        ranks: 1,
+        // 2 blocks of 256 positions, every block on both programs, each
+        // computing half of the 1024 intermediate columns; MXFP4 weights.
+        params: &SHARD_ON_I_MX,
+    },
+    Case {
+        kernel: "blockwise_mm_shard_intermediate_mx_hybrid",
+        ranks: 1,
+        // The same, both blocks traced as static blocks and `conditions` all
+        // zero, so the device loop adds none.
+        params: &rows::<1, 11, 12>([("conditions", Ids(&[3], 1))], rows::<10, 1, 11>(SHARD_ON_I_MX, [("num_static_block", Text("2"))])),
     },
     Case {
         kernel: "blockwise_mm_shard_intermediate_dropping",
@@ -602,6 +639,22 @@ const MOE_CTE_BLOCKS: &[(&str, In)] = &[
     ("skip_dma.skip_weight", Text("true")),
 ];
 
+/// The MX shard-on-intermediate kernels' inputs: 2 blocks of 256 positions
+/// over 128 tokens and the padding row, 2 experts, H 512, I 1024 (MXFP4 words,
+/// `uint8` scales), the affinity on the output.
+const SHARD_ON_I_MX: [(&str, In); 10] = [
+    ("hidden_states", F32(&[129, 512])),
+    ("expert_affinities_masked", F32(&[258, 1])),
+    ("gate_up_proj_weight", Fp4Words(&[2, 128, 2, 1, 1024])),
+    ("down_proj_weight", Fp4Words(&[2, 128, 2, 512])),
+    ("token_position_to_id", Blocks(&[512], 128, 256)),
+    ("block_to_expert", Ids(&[2, 1], 2)),
+    ("gate_up_proj_scale", Scales(&[2, 16, 2, 1, 1024])),
+    ("down_proj_scale", Scales(&[2, 16, 2, 512])),
+    ("block_size", Text("256")),
+    ("expert_affinities_scaling_mode", Text("POST_SCALE")),
+];
+
 /// The shard-on-intermediate kernels' tensors and block size: 2 blocks of 256
 /// positions over 128 tokens and the padding row, 2 experts.
 const SHARD_ON_I_BLOCKS: [(&str, In); 7] = [
@@ -691,6 +744,14 @@ fn write_inputs(dir: &Path, case: &Case) -> Vec<String> {
                     let mut v = common::uniform(shape.iter().product(), seed, -1.0, 1.0);
                     v.iter_mut().enumerate().filter(|(i, _)| i % cols >= cols - n).for_each(|(_, x)| *x = 0.0);
                     write_npy(&path, shape, &v, NpyType::Bf16).unwrap();
+                }
+                Fp4Words(shape) => {
+                    let words: Vec<f64> = common::uniform(shape.iter().product(), seed, 0.0, 65536.0).iter().map(|v| v.floor()).collect();
+                    write_npy(&path, shape, &words, NpyType::U16).unwrap();
+                }
+                Scales(shape) => {
+                    let exps: Vec<f64> = common::uniform(shape.iter().product(), seed, 120.0, 131.0).iter().map(|v| v.floor()).collect();
+                    write_npy(&path, shape, &exps, NpyType::U8).unwrap();
                 }
                 Text(_) => unreachable!("scalars are not files"),
             }
@@ -1222,9 +1283,12 @@ fn refused_inputs_name_the_parameter_exit_2_and_write_nothing() {
 
 // ---- The parameters' contracts: dtypes and ranges, from the registry ----
 
-/// The `.npy` type that loads as the dtype named `nl` (its own element type).
-fn npy_of(nl: &str) -> NpyType {
-    NpyType::ALL.into_iter().find(|t| t.name() == nl).unwrap_or_else(|| panic!("no .npy type loads as {nl}"))
+/// The `.npy` type that loads as the first dtype `p` accepts that a `.npy`
+/// element type names (packed MX dtypes load only from raw codes).
+fn npy_of(p: &ParamInfo) -> NpyType {
+    let loads = |nl: &str| NpyType::ALL.into_iter().find(|t| t.name() == nl);
+    let dtypes = if p.dtypes.is_empty() { &["float32"][..] } else { p.dtypes };
+    dtypes.iter().find_map(|d| loads(d)).unwrap_or_else(|| panic!("no .npy type loads as any of {dtypes:?}"))
 }
 
 /// A `[2, 2]` file of `ty` holding small values every type can hold.
@@ -1264,7 +1328,7 @@ fn contract_args(dir: &Path, k: &FunctionInfo, bad: (&str, &str)) -> Vec<String>
         let value = if p.name == bad.0 {
             bad.1.to_string()
         } else if p.kind == ParamKind::Tensor {
-            let ty = npy_of(p.dtypes.first().copied().unwrap_or("float32"));
+            let ty = npy_of(p);
             small_file(dir, &format!("ok_{}.npy", ty.name()), ty)
         } else if p.optional || p.bundle_optional {
             continue;
@@ -1343,7 +1407,7 @@ fn refuse_every_other_dtype(dir: &Path, k: &FunctionInfo) -> (usize, usize) {
                 .map(|q| match q.kind {
                     _ if q.name == p.name => Some(ArgValue::Tensor(t.clone())),
                     ParamKind::Tensor => {
-                        let ty = npy_of(q.dtypes.first().copied().unwrap_or("float32"));
+                        let ty = npy_of(q);
                         Some(ArgValue::Tensor(read_tensor_npy(dir.join(format!("ok_{}.npy", ty.name()))).unwrap()))
                     }
                     _ if q.optional || q.bundle_optional => None,
