@@ -14,6 +14,7 @@ from .common_types import ActFnType
 from .common_types import ExpertAffinityScaleMode
 from .down_projection_mx_shard_h import down_projection_mx_shard_h
 from .gate_up_projection_mx_shard_h import gate_up_projection_mx_sb
+from .kernel_helpers import ClampLimits
 from .kernel_helpers import apply_activation
 from .kernel_helpers import clamp
 from .moe_cte_mx_utils import BWMMMXConfigs
@@ -102,9 +103,9 @@ def compute_gate_up_mx(inps, buffers, w, bias, cfg, prj_cfg):
         gate_bias = b[:, 0, :, :]
         up_bias = b[:, 1, :, :]
     gate = gate_up_projection_mx_sb(xq, xs, w[:, 0, :, :], ws[:, 0, :, :], gate_bias, prj_cfg)
-    clamp(gate, cfg.gate_clamp_upper_limit, cfg.gate_clamp_lower_limit)
+    clamp(gate, cfg.clamps.gate_clamp_upper_limit, cfg.clamps.gate_clamp_lower_limit)
     up = gate_up_projection_mx_sb(xq, xs, w[:, 1, :, :], ws[:, 1, :, :], up_bias, prj_cfg)
-    clamp(up, cfg.up_clamp_upper_limit, cfg.up_clamp_lower_limit)
+    clamp(up, cfg.clamps.up_clamp_upper_limit, cfg.clamps.up_clamp_lower_limit)
     apply_activation(gate, gate, cfg.activation_function)
     inter = nl.ndarray(shape=gate.shape, dtype=nl.bfloat16, buffer=nl.sbuf)
     nisa.tensor_tensor(dst=inter, data1=gate, data2=up, op=nl.multiply)
@@ -407,7 +408,7 @@ def bwmm_shard_on_block_mx(hidden_states, expert_affinities_masked, gate_up_proj
     if skip_dma is not None:
         m = skip_dma
         skip = m
-    cfg = BWMMMXConfigs(scaling_mode=mode, skip_dma=skip, compute_dtype=compute_dtype, weight_dtype=target, is_tensor_update_accumulating=is_tensor_update_accumulating, use_dynamic_while=conditions is not None, activation_function=activation_function, gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
+    cfg = BWMMMXConfigs(scaling_mode=mode, skip_dma=skip, compute_dtype=compute_dtype, weight_dtype=target, is_tensor_update_accumulating=is_tensor_update_accumulating, use_dynamic_while=conditions is not None, activation_function=activation_function, clamps=ClampLimits(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit))
     dims = bwmm_mx_dimension_sizes(inps, b)
     activations = gate_up_activations_T is not None or down_activations is not None
     check_kernel_compatibility(inps, dims, cfg, scales, activations, n_static_blocks)

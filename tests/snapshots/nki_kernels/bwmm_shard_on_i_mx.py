@@ -114,8 +114,7 @@ def shard_on_i_mx_inputs(x, aff, gate_up_proj_weight, down_proj_weight, gs, ds, 
     mode = flags.expert_affinities_scaling_mode
     if mode == ExpertAffinityScaleMode.PRE_SCALE_DELAYED:
         mode = ExpertAffinityScaleMode.PRE_SCALE
-    clamps = opts.clamps
-    cfg = BWMMMXConfigs(scaling_mode=mode, skip_dma=skip, compute_dtype=opts.compute_dtype, weight_dtype=target, is_tensor_update_accumulating=flags.is_tensor_update_accumulating, use_dynamic_while=conditions is not None, activation_function=flags.activation_function, gate_clamp_upper_limit=clamps.gate_clamp_upper_limit, gate_clamp_lower_limit=clamps.gate_clamp_lower_limit, up_clamp_upper_limit=clamps.up_clamp_upper_limit, up_clamp_lower_limit=clamps.up_clamp_lower_limit)
+    cfg = BWMMMXConfigs(scaling_mode=mode, skip_dma=skip, compute_dtype=opts.compute_dtype, weight_dtype=target, is_tensor_update_accumulating=flags.is_tensor_update_accumulating, use_dynamic_while=conditions is not None, activation_function=flags.activation_function, clamps=opts.clamps)
     return (inps, cfg, scales)
 
 

@@ -8,6 +8,7 @@ import nki.isa as nisa
 import nki.collectives as ncc
 from .common_types import ActFnType
 from .common_types import ExpertAffinityScaleMode
+from .kernel_helpers import ClampLimits
 from .moe_cte_utils import SkipMode
 from .moe_cte_utils import TILE_SIZE
 from .moe_cte_utils import gather_token_rows
@@ -139,14 +140,8 @@ class BWMMMXConfigs(nl.NKIObject):
     "Whether a dynamic loop over `conditions` follows the static one."
     activation_function: ActFnType
     "The gate's activation."
-    gate_clamp_upper_limit: object
-    "Clamp of the gate projection from above."
-    gate_clamp_lower_limit: object
-    "Clamp of the gate projection from below."
-    up_clamp_upper_limit: object
-    "Clamp of the up projection from above."
-    up_clamp_lower_limit: object
-    "Clamp of the up projection from below."
+    clamps: ClampLimits
+    "The gate and up clamps."
 
 
 def convert_to_mxfp_dtype(tensor, weight_dtype):

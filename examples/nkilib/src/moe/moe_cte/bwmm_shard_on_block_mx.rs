@@ -84,7 +84,7 @@ pub mod kernel {
     pub use crate::moe::moe_cte::moe_cte_utils::SkipMode;
     use crate::moe::moe_cte::moe_cte_utils::{TILE_SIZE, calculate_expert_affinities, gather_token_rows, scatter_token_rows};
     pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode};
-    use crate::utils::kernel_helpers::{apply_activation, clamp};
+    use crate::utils::kernel_helpers::{ClampLimits, apply_activation, clamp};
     use nki::prelude::*;
 
     /// Hidden values of one MX contraction tile.
@@ -227,9 +227,9 @@ pub mod kernel {
             up_bias = Some(b[s![.., 1, .., ..]]);
         }
         let gate: Sbuf = gate_up_projection_mx_sb(xq, xs, w[s![.., 0, .., ..]], ws[s![.., 0, .., ..]], gate_bias, prj_cfg);
-        clamp(gate, cfg.gate_clamp_upper_limit, cfg.gate_clamp_lower_limit);
+        clamp(gate, cfg.clamps.gate_clamp_upper_limit, cfg.clamps.gate_clamp_lower_limit);
         let up = gate_up_projection_mx_sb(xq, xs, w[s![.., 1, .., ..]], ws[s![.., 1, .., ..]], up_bias, prj_cfg);
-        clamp(up, cfg.up_clamp_upper_limit, cfg.up_clamp_lower_limit);
+        clamp(up, cfg.clamps.up_clamp_upper_limit, cfg.clamps.up_clamp_lower_limit);
         apply_activation(gate, gate, cfg.activation_function);
         let inter = nl::ndarray(gate.shape(), nl::bfloat16, buffer = nl::sbuf);
         nisa::tensor_tensor(inter, gate, up, nl::multiply);
@@ -570,10 +570,7 @@ pub mod kernel {
             is_tensor_update_accumulating,
             use_dynamic_while: conditions.is_some(),
             activation_function,
-            gate_clamp_upper_limit,
-            gate_clamp_lower_limit,
-            up_clamp_upper_limit,
-            up_clamp_lower_limit,
+            clamps: ClampLimits { gate_clamp_upper_limit, gate_clamp_lower_limit, up_clamp_upper_limit, up_clamp_lower_limit },
         };
         let dims = bwmm_mx_dimension_sizes(inps, b);
         let activations = gate_up_activations_T.is_some() || down_activations.is_some();

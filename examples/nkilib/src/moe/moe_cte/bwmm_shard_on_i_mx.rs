@@ -463,7 +463,6 @@ pub mod kernel {
         if mode == ExpertAffinityScaleMode::PRE_SCALE_DELAYED {
             mode = ExpertAffinityScaleMode::PRE_SCALE;
         }
-        let clamps = opts.clamps;
         let cfg = BWMMMXConfigs {
             scaling_mode: mode,
             skip_dma: skip,
@@ -472,10 +471,7 @@ pub mod kernel {
             is_tensor_update_accumulating: flags.is_tensor_update_accumulating,
             use_dynamic_while: conditions.is_some(),
             activation_function: flags.activation_function,
-            gate_clamp_upper_limit: clamps.gate_clamp_upper_limit,
-            gate_clamp_lower_limit: clamps.gate_clamp_lower_limit,
-            up_clamp_upper_limit: clamps.up_clamp_upper_limit,
-            up_clamp_lower_limit: clamps.up_clamp_lower_limit,
+            clamps: opts.clamps,
         };
         (inps, cfg, scales)
     }

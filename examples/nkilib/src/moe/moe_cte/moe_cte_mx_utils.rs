@@ -34,6 +34,7 @@ pub mod kernel {
     use crate::mlp::mlp_tkg::projection_mx_constants::ProjConfig;
     use crate::moe::moe_cte::moe_cte_utils::{SkipMode, TILE_SIZE, gather_token_rows};
     pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode};
+    use crate::utils::kernel_helpers::ClampLimits;
     use nki::prelude::*;
 
     /// Free values of one MX quantization block (`_q_width`, the packed
@@ -187,14 +188,8 @@ pub mod kernel {
         pub use_dynamic_while: bool,
         /// The gate's activation.
         pub activation_function: ActFnType,
-        /// Clamp of the gate projection from above.
-        pub gate_clamp_upper_limit: Option<f64>,
-        /// Clamp of the gate projection from below.
-        pub gate_clamp_lower_limit: Option<f64>,
-        /// Clamp of the up projection from above.
-        pub up_clamp_upper_limit: Option<f64>,
-        /// Clamp of the up projection from below.
-        pub up_clamp_lower_limit: Option<f64>,
+        /// The gate and up clamps.
+        pub clamps: ClampLimits,
     }
 
     /// The shared buffers of blocks of `dims.b` tokens through `prj_cfg`,
