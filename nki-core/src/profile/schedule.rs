@@ -14,7 +14,7 @@
 //! program issued before it.
 
 use super::costs::{Cost, Costs, cost};
-use super::record::{Instr, Region, Rendezvous, Unit};
+use super::record::{Instr, Operand, Region, Rendezvous, Unit};
 use crate::{NkiError, Result};
 use std::collections::HashMap;
 
@@ -215,15 +215,29 @@ struct Cursor {
 /// Whether `a` and `b` touch the same bytes with at least one writing them, so
 /// neither may run before the other's program-order predecessor has.
 fn conflict(a: &Instr, b: &Instr) -> bool {
-    let hits =
-        |x: &[super::record::Operand], y: &[super::record::Operand]| x.iter().any(|o| y.iter().any(|p| o.region.overlaps(&p.region)));
+    let hits = |x: &[Operand], y: &[Operand]| x.iter().any(|o| y.iter().any(|p| o.region.overlaps(&p.region)));
     hits(&a.writes, &b.writes) || hits(&a.writes, &b.reads) || hits(&a.reads, &b.writes)
 }
 
+/// Whether `unit` takes its instructions in program order (collectives, which
+/// meet their peers in that order) rather than in the first gap that fits.
+fn in_order(unit: Unit) -> bool {
+    unit == Unit::Collective
+}
+
+/// An instruction chosen to go next: its index, its cost, and when it could
+/// start and what decides that (before any rendezvous).
+struct Pick {
+    at: usize,
+    cost: Cost,
+    start: f64,
+    after: Option<usize>,
+}
+
 impl Cursor {
-    /// When `instr` could start if it were scheduled now, and what decides it
-    /// (before any rendezvous).
-    fn earliest(&self, costs: &Costs, instr: &Instr, busy_ns: f64, slices: &[Option<Slice>]) -> (f64, Option<usize>, bool) {
+    /// When `instr`, taking `busy_ns` on its unit, could start if it were
+    /// scheduled now, and what decides it (before any rendezvous).
+    fn earliest(&self, costs: &Costs, instr: &Instr, busy_ns: f64, slices: &[Option<Slice>]) -> (f64, Option<usize>) {
         let (mut dep_ready, mut dep_after) = self.hazards.ready(costs, instr);
         for &d in &instr.deps {
             if let Some(Some(s)) = slices.get(d) {
@@ -233,22 +247,27 @@ impl Cursor {
                 }
             }
         }
-        let in_order = instr.unit == Unit::Collective;
-        let (unit_free, unit_after) = if in_order {
+        let (unit_free, unit_after) = if in_order(instr.unit) {
             self.free.get(&instr.unit).copied().unwrap_or((0.0, None))
         } else {
             self.lanes.get(&instr.unit).map_or((dep_ready, None), |l| l.earliest(dep_ready, busy_ns))
         };
-        let (start, after) = if dep_ready >= unit_free { (dep_ready, dep_after) } else { (unit_free, unit_after) };
-        (start, after, in_order)
+        if dep_ready >= unit_free { (dep_ready, dep_after) } else { (unit_free, unit_after) }
+    }
+
+    /// [`Cursor::earliest`] of instruction `at` of `instrs`, with its cost.
+    fn candidate(&self, costs: &Costs, instrs: &[Instr], at: usize, slices: &[Option<Slice>]) -> Pick {
+        let c = cost(costs, &instrs[at]);
+        let (start, after) = self.earliest(costs, &instrs[at], c.busy_ns, slices);
+        Pick { at, cost: c, start, after }
     }
 
     /// The instruction to schedule next: of the first unscheduled one and those
     /// within [`SCHEDULING_WINDOW`] after it that depend on no unscheduled
     /// earlier one, the one that can start first (the earliest in program order
     /// on a tie). Nothing moves past a barrier or a collective.
-    fn pick(&self, costs: &Costs, instrs: &[Instr], slices: &[Option<Slice>]) -> usize {
-        let mut best = (f64::INFINITY, self.next);
+    fn pick(&self, costs: &Costs, instrs: &[Instr], slices: &[Option<Slice>]) -> Pick {
+        let mut best: Option<Pick> = None;
         let end = instrs.len().min(self.next + SCHEDULING_WINDOW);
         for j in self.next..end {
             if self.done[j] {
@@ -257,7 +276,7 @@ impl Cursor {
             let instr = &instrs[j];
             if instr.rendezvous != Rendezvous::None {
                 if j == self.next {
-                    return j;
+                    return self.candidate(costs, instrs, j, slices);
                 }
                 break;
             }
@@ -266,12 +285,14 @@ impl Cursor {
             if blocked {
                 continue;
             }
-            let start = self.earliest(costs, instr, cost(costs, instr).busy_ns, slices).0;
-            if start < best.0 {
-                best = (start, j);
+            let c = self.candidate(costs, instrs, j, slices);
+            if best.as_ref().is_none_or(|b| c.start < b.start) {
+                best = Some(c);
             }
         }
-        best.1
+        // The first unscheduled instruction depends on nothing unscheduled, so
+        // a candidate was always found.
+        best.unwrap_or_else(|| self.candidate(costs, instrs, self.next, slices))
     }
 }
 
@@ -306,11 +327,10 @@ pub fn schedule(costs: &Costs, streams: &[Stream]) -> Result<Timeline> {
         for (si, st) in streams.iter().enumerate() {
             let cur = &mut cursors[si];
             while cur.next < st.instrs.len() {
-                let at = cur.pick(costs, &st.instrs, &slices[si]);
+                let Pick { at, cost: c, start: ready, after: ready_after } = cur.pick(costs, &st.instrs, &slices[si]);
                 let instr = &st.instrs[at];
-                let c = cost(costs, instr);
-                let (mut start, mut after, in_order) = cur.earliest(costs, instr, c.busy_ns, &slices[si]);
-                let unit_free = start;
+                let in_order = in_order(instr.unit);
+                let (mut start, mut after) = (ready, ready_after);
                 // A core barrier fences the program: everything issued before it is done.
                 if instr.rendezvous == Rendezvous::CoreBarrier && cur.last_end.0 > start {
                     (start, after) = cur.last_end;
@@ -346,7 +366,7 @@ pub fn schedule(costs: &Costs, streams: &[Stream]) -> Result<Timeline> {
                 }
                 // A rendezvous that moved the start may have moved it into another
                 // instruction's interval: the first gap from there.
-                if !in_order && start > unit_free {
+                if !in_order && start > ready {
                     let (at, who) = cur.lanes.get(&instr.unit).map_or((start, None), |l| l.earliest(start, c.busy_ns));
                     if at > start {
                         (start, after) = (at, who);
