@@ -386,6 +386,7 @@ def bwmm_shard_on_block_mx(hidden_states, expert_affinities_masked, gate_up_proj
     assert down_proj_bias is None or down_proj_bias.dtype in (nl.bfloat16, nl.float32, nl.float16), "bwmm_shard_on_block_mx takes down_proj_bias as bfloat16, float32 or float16"
     assert gate_up_proj_scale is None or gate_up_proj_scale.dtype in (nl.uint8,), "bwmm_shard_on_block_mx takes gate_up_proj_scale as uint8"
     assert down_proj_scale is None or down_proj_scale.dtype in (nl.uint8,), "bwmm_shard_on_block_mx takes down_proj_scale as uint8"
+    assert block_size is None or block_size >= 1, f"bwmm_shard_on_block_mx takes block_size >= 1, not {block_size!r}"
     assert gate_up_activations_T is None or gate_up_activations_T.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "bwmm_shard_on_block_mx takes gate_up_activations_T as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     assert down_activations is None or down_activations.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "bwmm_shard_on_block_mx takes down_activations as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     b = 0

@@ -344,6 +344,7 @@ def blockwise_mm_shard_intermediate_mx(hidden_states, expert_affinities_masked, 
     assert down_proj_bias is None or down_proj_bias.dtype in (nl.bfloat16, nl.float32, nl.float16), "blockwise_mm_shard_intermediate_mx takes down_proj_bias as bfloat16, float32 or float16"
     assert gate_up_proj_scale is None or gate_up_proj_scale.dtype in (nl.uint8,), "blockwise_mm_shard_intermediate_mx takes gate_up_proj_scale as uint8"
     assert down_proj_scale is None or down_proj_scale.dtype in (nl.uint8,), "blockwise_mm_shard_intermediate_mx takes down_proj_scale as uint8"
+    assert block_size is None or block_size >= 1, f"blockwise_mm_shard_intermediate_mx takes block_size >= 1, not {block_size!r}"
     clamps = ClampLimits(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
     flags = ShardOnIMxFlags(is_tensor_update_accumulating=is_tensor_update_accumulating, expert_affinities_scaling_mode=expert_affinities_scaling_mode, activation_function=activation_function)
     opts = ShardOnIMxOptions(skip_dma=skip_dma, weight_dtype=weight_dtype, compute_dtype=compute_dtype, clamps=clamps, flags=flags)
@@ -374,6 +375,7 @@ def blockwise_mm_shard_intermediate_mx_hybrid(conditions, hidden_states, expert_
     assert down_proj_bias is None or down_proj_bias.dtype in (nl.bfloat16, nl.float32, nl.float16), "blockwise_mm_shard_intermediate_mx_hybrid takes down_proj_bias as bfloat16, float32 or float16"
     assert gate_up_proj_scale is None or gate_up_proj_scale.dtype in (nl.uint8,), "blockwise_mm_shard_intermediate_mx_hybrid takes gate_up_proj_scale as uint8"
     assert down_proj_scale is None or down_proj_scale.dtype in (nl.uint8,), "blockwise_mm_shard_intermediate_mx_hybrid takes down_proj_scale as uint8"
+    assert block_size is None or block_size >= 1, f"blockwise_mm_shard_intermediate_mx_hybrid takes block_size >= 1, not {block_size!r}"
     clamps = ClampLimits(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
     flags = ShardOnIMxFlags(is_tensor_update_accumulating=is_tensor_update_accumulating, expert_affinities_scaling_mode=expert_affinities_scaling_mode, activation_function=activation_function)
     opts = ShardOnIMxOptions(skip_dma=skip_dma, weight_dtype=weight_dtype, compute_dtype=compute_dtype, clamps=clamps, flags=flags)

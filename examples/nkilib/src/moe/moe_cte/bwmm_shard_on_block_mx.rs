@@ -510,7 +510,7 @@ pub mod kernel {
         #[dtypes(bfloat16, float32, float16)] down_proj_bias: Option<Hbm>,
         #[dtypes(uint8)] gate_up_proj_scale: Option<Hbm>,
         #[dtypes(uint8)] down_proj_scale: Option<Hbm>,
-        block_size: Option<i64>,
+        #[range(>= 1)] block_size: Option<i64>,
         #[default(-1)] n_static_blocks: i64,
         #[default(55)] n_dynamic_blocks: i64,
         gate_up_activations_T: Option<Hbm>,
