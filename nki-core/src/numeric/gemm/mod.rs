@@ -1,7 +1,11 @@
 //! Strided single-precision GEMM for `nc_matmul`, whole or split into column
-//! blocks over helper threads.
+//! blocks over helper threads: in place on AVX-512 when the operands' rows are
+//! contiguous ([`direct`]), else through `matrixmultiply`'s packed kernels.
 
 use crate::emulator::helpers::split;
+
+#[cfg(target_arch = "x86_64")]
+mod direct;
 
 /// Columns of `c` per part when a matmul is split over helper threads: a fixed
 /// block (never derived from the thread count), wide enough that each part
@@ -29,24 +33,30 @@ pub(crate) fn sgemm(m: usize, k: usize, n: usize, a: &[f32], am: Mat, b: &[f32],
     // SAFETY: the three operands are in bounds for the given shapes and strides
     // (checked by the emulator before the call), and `c` does not alias `a` or `b`
     // because it is borrowed mutably.
-    unsafe {
-        matrixmultiply::sgemm(
-            m,
-            k,
-            n,
-            1.0,
-            a.as_ptr().offset(am.offset),
-            am.rs,
-            am.cs,
-            b.as_ptr().offset(bm.offset),
-            bm.rs,
-            bm.cs,
-            beta,
-            c.as_mut_ptr().offset(cm.offset),
-            cm.rs,
-            cm.cs,
-        );
+    unsafe { product(m, k, n, a.as_ptr(), am, b.as_ptr(), bm, c.as_mut_ptr(), cm, beta) }
+}
+
+/// The contraction length up to which `matrixmultiply` accumulates every
+/// element in one pass (its `S_KC`); beyond it, it adds partial sums onto `c`,
+/// which the in-place kernel does not reproduce.
+const ONE_PASS_K: usize = 256;
+
+/// `c = a · b + beta · c` on raw operands: in place when the layout allows it
+/// (see the module docs), else packed; the same bits either way.
+///
+/// # Safety
+/// Every element addressed by the shapes and strides lies inside the
+/// allocations behind `a`, `b` and `c`, and `c` aliases neither operand.
+#[allow(clippy::too_many_arguments)]
+unsafe fn product(m: usize, k: usize, n: usize, a: *const f32, am: Mat, b: *const f32, bm: Mat, c: *mut f32, cm: Mat, beta: f32) {
+    #[cfg(target_arch = "x86_64")]
+    if bm.cs == 1 && cm.cs == 1 && k > 0 && k <= ONE_PASS_K && (beta == 0.0 || beta == 1.0) && direct::available() {
+        // SAFETY: AVX-512F is present, the layout is the one the kernel
+        // takes, and the caller vouches for the bounds and aliasing.
+        return unsafe { direct::sgemm(m, k, n, a, am, b, bm, c, cm, beta == 1.0) };
     }
+    // SAFETY: as this function's contract.
+    unsafe { matrixmultiply::sgemm(m, k, n, 1.0, a, am.rs, am.cs, b, bm.rs, bm.cs, beta, c, cm.rs, cm.cs) }
 }
 
 /// [`sgemm`] with `c`'s columns split into blocks of [`SPLIT_COLS`] computed by
@@ -99,22 +109,18 @@ pub(crate) fn sgemm_split(
         // SAFETY: the block is inside the bounds-checked operands (a column
         // range of `b` and `c`), and its cells of `c` belong to this part alone.
         unsafe {
-            matrixmultiply::sgemm(
+            product(
                 m,
                 k,
                 cols,
-                1.0,
-                a.as_ptr().offset(am.offset),
-                am.rs,
-                am.cs,
+                a.as_ptr(),
+                am,
                 b.as_ptr().offset(bm.offset + first * bm.cs),
-                bm.rs,
-                bm.cs,
-                beta,
+                Mat { offset: 0, ..bm },
                 cells.at(cm.offset + first),
-                cm.rs,
-                cm.cs,
-            );
+                Mat { offset: 0, ..cm },
+                beta,
+            )
         }
     };
     split(helpers, n.div_ceil(SPLIT_COLS), &part);
@@ -156,6 +162,57 @@ mod tests {
                 sgemm_split(helpers, m, k, n, &a, am, &b, bm, &mut parts, cm, beta);
                 let same = whole.iter().zip(&parts).all(|(x, y)| x.to_bits() == y.to_bits());
                 assert!(same, "{m}x{k}x{n} beta {beta}, {helpers} helpers");
+            }
+        }
+    }
+
+    /// The in-place kernel (taken here on an AVX-512 machine) against
+    /// `matrixmultiply`'s packed one called directly: the same bits for tile
+    /// edges in both directions, strided stationary rows, offsets and both
+    /// `beta`s.
+    #[test]
+    fn in_place_products_are_bit_identical_to_packed_ones() {
+        let mut seed = 11u32;
+        let mut rand = |len: usize| -> Vec<f32> {
+            (0..len)
+                .map(|_| {
+                    seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                    (seed >> 8) as f32 / (1u32 << 22) as f32 - 2.0
+                })
+                .collect()
+        };
+        for (m, k, n, a_step) in [(128, 128, 512, 1), (13, 1, 17, 1), (25, 256, 33, 2), (1, 7, 1, 3), (100, 64, 300, 1), (12, 128, 31, 5)] {
+            for beta in [0.0, 1.0] {
+                // a stored k×m with `a_step` between rows, b k×n and c m×n
+                // with padded rows, each behind an offset.
+                let (a, b, c0) = (rand(3 + k * m * a_step), rand(5 + k * (n + 4)), rand(2 + m * (n + 9)));
+                let am = Mat { offset: 3, rs: a_step as isize, cs: (m * a_step) as isize };
+                let bm = Mat { offset: 5, rs: n as isize + 4, cs: 1 };
+                let cm = Mat { offset: 2, rs: n as isize + 9, cs: 1 };
+                let mut ours = c0.clone();
+                sgemm(m, k, n, &a, am, &b, bm, &mut ours, cm, beta);
+                let mut packed = c0.clone();
+                // SAFETY: the three operands are in bounds for these shapes and strides.
+                unsafe {
+                    matrixmultiply::sgemm(
+                        m,
+                        k,
+                        n,
+                        1.0,
+                        a.as_ptr().offset(am.offset),
+                        am.rs,
+                        am.cs,
+                        b.as_ptr().offset(bm.offset),
+                        bm.rs,
+                        bm.cs,
+                        beta,
+                        packed.as_mut_ptr().offset(cm.offset),
+                        cm.rs,
+                        cm.cs,
+                    )
+                };
+                let same = ours.iter().zip(&packed).all(|(x, y)| x.to_bits() == y.to_bits());
+                assert!(same, "{m}x{k}x{n}, a rows {a_step} apart, beta {beta}");
             }
         }
     }
