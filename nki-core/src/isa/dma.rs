@@ -160,6 +160,12 @@ pub fn dma_transpose(ctx: &Ctx, dst: &Tensor, src: &Tensor, opts: DmaTransposeOp
     // Read src through a permuted view so the cells come out in dst's logical order.
     let sl = src.layout();
     let permuted = Layout { offset: sl.offset, shape: dst.shape().to_vec(), strides: axes.iter().map(|&a| sl.strides[a]).collect() };
+    // A transpose into a tile of the same dtype in another allocation goes
+    // straight into its cells (nothing to convert).
+    if dst.dtype() == src.dtype() && !dst.same_storage(src) && permuted.transpose_into(&src.read(), dst.layout(), &mut dst.write()) {
+        dst.mark_written();
+        return Ok(());
+    }
     let mut cells = crate::tensor::take(permuted.numel());
     permuted.gather(&src.read(), &mut cells);
     dst.store_cells(src.dtype(), &mut cells, ctx.rounds());

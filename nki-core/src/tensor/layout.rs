@@ -1,5 +1,7 @@
 //! Strided layouts: how a view's logical elements map to cells of its storage.
 
+use crate::numeric::transpose::block8;
+
 /// Offset, shape and strides (in cells) of a view.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
@@ -104,8 +106,12 @@ impl Layout {
     /// Copies the view's cells, in logical order, out of `cells` into `out`.
     pub fn gather(&self, cells: &[f32], out: &mut Vec<f32>) {
         out.clear();
-        if self.gather_transposed(cells, out) {
-            return;
+        if self.transposes() {
+            out.resize(self.numel(), 0.0);
+            if self.transpose_into(cells, &Layout::row_major(&self.shape), out) {
+                return;
+            }
+            out.clear();
         }
         out.reserve(self.numel());
         self.for_each_run(|start, n, step| {
@@ -118,38 +124,57 @@ impl Layout {
         });
     }
 
-    /// [`Layout::gather`] for a transposing view: the innermost dim strides through
-    /// memory while an outer dim `a` is the contiguous one. Copying square blocks of
-    /// (`a`, innermost) keeps both the reads and the writes within a few cache lines
-    /// instead of touching a new line per element. Returns `false` (and leaves `out`
-    /// alone) for other views.
-    fn gather_transposed(&self, cells: &[f32], out: &mut Vec<f32>) -> bool {
-        const BLOCK: usize = 8;
+    /// Whether the innermost dim strides through memory while an outer dim is
+    /// contiguous (the views [`Layout::transpose_into`] copies by blocks).
+    fn transposes(&self) -> bool {
         let c = self.collapsed();
-        let nd = c.shape.len();
-        if nd < 2 || c.strides[nd - 1] == 1 || self.shape.contains(&0) {
+        matches!(c.strides.split_last(), Some((&last, outer)) if last != 1 && outer.contains(&1))
+    }
+
+    /// Copies a transposing view's cells out of `cells` into the cells `out` of
+    /// the view `dst` of the same shape, whose innermost dim is contiguous
+    /// while the source's is strided and one of the source's outer dims is
+    /// contiguous. Copying square blocks of (that dim, innermost) keeps both
+    /// the reads and the writes within a few cache lines instead of touching a
+    /// new line per element. `false`, and `out` untouched, for other views or
+    /// cells out of either slice.
+    pub fn transpose_into(&self, cells: &[f32], dst: &Layout, out: &mut [f32]) -> bool {
+        const BLOCK: usize = 8;
+        let Some(j) = self.joint_collapsed(dst) else { return false };
+        let nd = j.shape.len();
+        if nd < 2 || j.src[nd - 1] == 1 || j.dst[nd - 1] != 1 || j.shape.contains(&0) {
             return false;
         }
-        let Some(a) = c.strides[..nd - 1].iter().rposition(|&s| s == 1) else { return false };
-        let out_strides = row_major_strides(&c.shape);
-        let (na, nl, sl, oa) = (c.shape[a], c.shape[nd - 1], c.strides[nd - 1], out_strides[a]);
-        out.resize(self.numel(), 0.0);
+        let Some(a) = j.src[..nd - 1].iter().rposition(|&s| s == 1) else { return false };
+        if !j.within(self.offset, &j.src, cells.len()) || !j.within(dst.offset, &j.dst, out.len()) {
+            return false;
+        }
+        let (na, nl, sl, oa) = (j.shape[a], j.shape[nd - 1], j.src[nd - 1], j.dst[a]);
         let outer: Vec<usize> = (0..nd - 1).filter(|&d| d != a).collect();
         let mut idx = vec![0usize; outer.len()];
-        let (mut src, mut dst) = (c.offset, 0isize);
+        let (mut src, mut dst_at) = (self.offset, dst.offset);
         let mut tile = [[0f32; BLOCK]; BLOCK];
         loop {
             for a0 in (0..na).step_by(BLOCK) {
                 let bw = BLOCK.min(na - a0);
                 for l0 in (0..nl).step_by(BLOCK) {
                     let bh = BLOCK.min(nl - l0);
+                    let (s0, d0) = (src + l0 as isize * sl + a0 as isize, dst_at + a0 as isize * oa + l0 as isize);
+                    if bw == BLOCK
+                        && bh == BLOCK
+                        && sl > 0
+                        && oa > 0
+                        && block8(cells, s0 as usize, sl as usize, out, d0 as usize, oa as usize)
+                    {
+                        continue;
+                    }
                     // Contiguous reads into a register-sized tile, then contiguous writes out of it.
                     for (l, row) in tile.iter_mut().enumerate().take(bh) {
                         let s = (src + (l0 + l) as isize * sl) as usize + a0;
                         row[..bw].copy_from_slice(&cells[s..s + bw]);
                     }
                     for i in 0..bw {
-                        let o = (dst + (a0 + i) as isize * oa) as usize + l0;
+                        let o = (dst_at + (a0 + i) as isize * oa) as usize + l0;
                         for (d, row) in out[o..o + bh].iter_mut().zip(&tile) {
                             *d = row[i];
                         }
@@ -165,16 +190,43 @@ impl Layout {
                 k -= 1;
                 let d = outer[k];
                 idx[k] += 1;
-                src += c.strides[d];
-                dst += out_strides[d];
-                if idx[k] < c.shape[d] {
+                src += j.src[d];
+                dst_at += j.dst[d];
+                if idx[k] < j.shape[d] {
                     break;
                 }
-                src -= c.strides[d] * c.shape[d] as isize;
-                dst -= out_strides[d] * c.shape[d] as isize;
+                src -= j.src[d] * j.shape[d] as isize;
+                dst_at -= j.dst[d] * j.shape[d] as isize;
                 idx[k] = 0;
             }
         }
+    }
+
+    /// The dims of `self` and `other` (the same shape) merged where both merge,
+    /// size-1 dims dropped; `None` for different shapes.
+    fn joint_collapsed(&self, other: &Layout) -> Option<Joint> {
+        if self.shape != other.shape {
+            return None;
+        }
+        let mut j = Joint { shape: Vec::new(), src: Vec::new(), dst: Vec::new() };
+        for ((&n, &s), &d) in self.shape.iter().zip(&self.strides).zip(&other.strides) {
+            if n == 1 {
+                continue;
+            }
+            match (j.shape.last_mut(), j.src.last_mut(), j.dst.last_mut()) {
+                (Some(pn), Some(ps), Some(pd)) if *ps == s * n as isize && *pd == d * n as isize => {
+                    *pn *= n;
+                    *ps = s;
+                    *pd = d;
+                }
+                _ => {
+                    j.shape.push(n);
+                    j.src.push(s);
+                    j.dst.push(d);
+                }
+            }
+        }
+        Some(j)
     }
 
     /// Writes `src` (logical order) into the view's cells, transformed by `f`.
@@ -207,6 +259,26 @@ pub fn row_major_strides(shape: &[usize]) -> Vec<isize> {
     strides
 }
 
+/// Two layouts of one shape collapsed together ([`Layout::joint_collapsed`]).
+struct Joint {
+    shape: Vec<usize>,
+    src: Vec<isize>,
+    dst: Vec<isize>,
+}
+
+impl Joint {
+    /// Whether every element, from `offset` by `strides`, is a cell of a
+    /// slice of `len` cells.
+    fn within(&self, offset: isize, strides: &[isize], len: usize) -> bool {
+        let (mut lo, mut hi) = (offset, offset);
+        for (&n, &s) in self.shape.iter().zip(strides) {
+            let span = (n as isize - 1) * s;
+            if span < 0 { lo += span } else { hi += span }
+        }
+        lo >= 0 && hi < len as isize
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,6 +288,31 @@ mod tests {
         let l = Layout::row_major(&[4, 1, 3, 5]);
         assert_eq!(l.collapsed().shape, vec![60]);
         assert_eq!(l.contiguous_start(), Some(0));
+    }
+
+    /// A transpose into a strided destination (rows of a wider tile, an
+    /// offset) against the definition, with blocks whole and cut at both edges.
+    #[test]
+    fn transposes_into_strided_views_cell_by_cell() {
+        for (rows, cols) in [(16, 24), (13, 21), (8, 8), (3, 40)] {
+            let cells: Vec<f32> = (0..rows * cols + 5).map(|i| i as f32).collect();
+            // Source: the (cols, rows) transpose of a row-major (rows, cols) block at 5.
+            let src = Layout { offset: 5, shape: vec![cols, rows], strides: vec![1, cols as isize] };
+            let width = rows + 7;
+            let dst = Layout { offset: 3, shape: vec![cols, rows], strides: vec![width as isize, 1] };
+            let mut out = vec![-1.0; 3 + cols * width];
+            assert!(src.transpose_into(&cells, &dst, &mut out));
+            for c in 0..cols {
+                for r in 0..rows {
+                    assert_eq!(out[3 + c * width + r], cells[5 + r * cols + c], "{rows}x{cols}: ({c}, {r})");
+                }
+                assert!(out[3 + c * width + rows..3 + (c + 1) * width].iter().all(|&v| v == -1.0));
+            }
+            // A destination reaching past its cells is refused, nothing written.
+            let mut short = vec![0.0; 3 + (cols - 1) * width + rows - 1];
+            assert!(!src.transpose_into(&cells, &dst, &mut short));
+            assert!(short.iter().all(|&v| v == 0.0));
+        }
     }
 
     #[test]

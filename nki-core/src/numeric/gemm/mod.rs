@@ -56,7 +56,10 @@ unsafe fn product(m: usize, k: usize, n: usize, a: *const f32, am: Mat, b: *cons
         return unsafe { direct::sgemm(m, k, n, a, am, b, bm, c, cm, beta == 1.0) };
     }
     // SAFETY: as this function's contract.
-    unsafe { matrixmultiply::sgemm(m, k, n, 1.0, a, am.rs, am.cs, b, bm.rs, bm.cs, beta, c, cm.rs, cm.cs) }
+    unsafe {
+        let (a, b, c) = (a.offset(am.offset), b.offset(bm.offset), c.offset(cm.offset));
+        matrixmultiply::sgemm(m, k, n, 1.0, a, am.rs, am.cs, b, bm.rs, bm.cs, beta, c, cm.rs, cm.cs)
+    }
 }
 
 /// [`sgemm`] with `c`'s columns split into blocks of [`SPLIT_COLS`] computed by
@@ -181,14 +184,17 @@ mod tests {
                 })
                 .collect()
         };
-        for (m, k, n, a_step) in [(128, 128, 512, 1), (13, 1, 17, 1), (25, 256, 33, 2), (1, 7, 1, 3), (100, 64, 300, 1), (12, 128, 31, 5)] {
+        let shapes =
+            [(128, 128, 512, 1, 1), (13, 1, 17, 1, 1), (25, 256, 33, 2, 1), (1, 7, 1, 3, 1), (100, 64, 300, 1, 1), (12, 128, 31, 5, 1)];
+        // The last with every other column of c, which the packed path computes.
+        for (m, k, n, a_step, c_step) in shapes.into_iter().chain([(20, 16, 24, 1, 2)]) {
             for beta in [0.0, 1.0] {
                 // a stored k×m with `a_step` between rows, b k×n and c m×n
                 // with padded rows, each behind an offset.
-                let (a, b, c0) = (rand(3 + k * m * a_step), rand(5 + k * (n + 4)), rand(2 + m * (n + 9)));
+                let (a, b, c0) = (rand(3 + k * m * a_step), rand(5 + k * (n + 4)), rand(2 + m * (n + 9) * c_step));
                 let am = Mat { offset: 3, rs: a_step as isize, cs: (m * a_step) as isize };
                 let bm = Mat { offset: 5, rs: n as isize + 4, cs: 1 };
-                let cm = Mat { offset: 2, rs: n as isize + 9, cs: 1 };
+                let cm = Mat { offset: 2, rs: ((n + 9) * c_step) as isize, cs: c_step as isize };
                 let mut ours = c0.clone();
                 sgemm(m, k, n, &a, am, &b, bm, &mut ours, cm, beta);
                 let mut packed = c0.clone();
