@@ -246,13 +246,7 @@ impl Config {
         let routes = self.routes(seed);
         let (positions, block_expert) = self.blocks(&routes);
         let mut hidden = uniform(rows * h, seed + 1, 0.0, 1.0);
-        let draw = uniform(rows * e, seed + 2, 0.0, 1.0);
-        let mut aff = vec![0.0; rows * e];
-        for (tok, r) in routes.iter().enumerate() {
-            for &x in r {
-                aff[tok * e + x] = draw[tok * e + x];
-            }
-        }
+        let aff = picked_affinities(&routes, e, &uniform(rows * e, seed + 2, 0.0, 1.0));
         if !self.skip_token {
             hidden[t * h..].fill(0.0);
         }
@@ -439,6 +433,18 @@ pub(crate) fn routed_blocks(
     let routes = c.routes(seed);
     let (positions, block_expert) = c.blocks(&routes);
     (routes, positions, block_expert)
+}
+
+/// The affinities `[T'·E]` of each token's picked experts (`routes`),
+/// drawn from `draw` `[T'·E]`, zero elsewhere.
+pub(crate) fn picked_affinities(routes: &[Vec<usize>], e: usize, draw: &[f64]) -> Vec<f64> {
+    let mut aff = vec![0.0; draw.len()];
+    for (tok, r) in routes.iter().enumerate() {
+        for &x in r {
+            aff[tok * e + x] = draw[tok * e + x];
+        }
+    }
+    aff
 }
 
 /// Rounds the float inputs to `dtype`.

@@ -22,7 +22,7 @@
 use crate::common::{Arg, CaseName, FP32_ATOL, as_dtype, assert_close, assert_refused_by, package_of, seed_of, tensor, uniform};
 use crate::mlp::activation;
 use crate::mlp_tkg_mx::{Clamps, Data, Mx, P, W, check_numpy_trn3, mx};
-use crate::moe_cte::{Routing, routed_blocks};
+use crate::moe_cte::{Routing, picked_affinities, routed_blocks};
 use crate::moe_tkg_mx::stack_experts;
 use crate::support::blockwise_case;
 use nki::{Dtype, Launch, Precision, Tensor};
@@ -103,13 +103,7 @@ impl Case {
         hidden.x[t * h..].fill(0.0);
         let one = self.expert(1);
         let experts = (0..e as u64).map(|ex| one.data_seeded(seed + 100 + ex)).collect();
-        let draw = as_dtype(&uniform(self.rows() * e, seed + 1, 0.0, 1.0), Dtype::Bf16);
-        let mut aff = vec![0.0; self.rows() * e];
-        for (tok, r) in routes.iter().enumerate() {
-            for &x in r {
-                aff[tok * e + x] = draw[tok * e + x];
-            }
-        }
+        let aff = picked_affinities(&routes, e, &as_dtype(&uniform(self.rows() * e, seed + 1, 0.0, 1.0), Dtype::Bf16));
         Inputs { hidden, experts, positions, block_expert, aff }
     }
 

@@ -15,7 +15,7 @@
 use crate::common::{Arg, CaseName, FP32_ATOL, RankArgs, as_dtype, assert_close, assert_refused_by, package_of, seed_of, tensor, uniform};
 use crate::mlp::activation;
 use crate::mlp_tkg_mx::{Data, Mx, P, W, check_numpy_trn3, mx};
-use crate::moe_cte::{Routing, routed_blocks};
+use crate::moe_cte::{Routing, picked_affinities, routed_blocks};
 use crate::support::blockwise_case;
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::moe::moe_cte::bwmm_shard_on_block_mx::{
@@ -119,13 +119,7 @@ impl Case {
         let (routes, positions, block_expert) = routed_blocks((t, e, self.k, self.b), self.skip_token, self.routing, seed);
         let mut hidden = as_dtype(&uniform(rows * h, seed + 1, -1.0, 1.0), Dtype::Bf16);
         hidden[t * h..].fill(0.0);
-        let draw = as_dtype(&uniform(rows * e, seed + 2, 0.0, 1.0), Dtype::Bf16);
-        let mut aff = vec![0.0; rows * e];
-        for (tok, r) in routes.iter().enumerate() {
-            for &x in r {
-                aff[tok * e + x] = draw[tok * e + x];
-            }
-        }
+        let aff = picked_affinities(&routes, e, &as_dtype(&uniform(rows * e, seed + 2, 0.0, 1.0), Dtype::Bf16));
         let experts = (0..e).map(|x| self.mx(1).data_seeded(seed + 16 * (x as u64 + 1))).collect();
         Inputs { hidden, aff, experts, positions, block_expert }
     }

@@ -120,6 +120,9 @@ struct Checker<'d> {
     objects: Vec<(String, Vec<(String, Ty)>)>,
     /// The enums of the enclosing `#[nki_module]`: name, members.
     enums: Vec<(String, Vec<String>)>,
+    /// The suggestion for each path outside the vocabulary reported so far: a
+    /// name repeated thousands of times is compared with the vocabulary once.
+    unknown_hints: std::collections::HashMap<String, String>,
 }
 
 impl<'d> Checker<'d> {
@@ -146,6 +149,7 @@ impl<'d> Checker<'d> {
             loop_body: None,
             objects,
             enums,
+            unknown_hints: Default::default(),
         }
     }
 }

@@ -89,6 +89,18 @@ def load_skipping(dst, src, skip):
         nisa.dma_copy(dst=dst, src=src)
 
 
+def load_down_bias(inps, block_expert, h, skip_dma):
+    """The down bias `[1, H]` of the expert in `block_expert`, when given."""
+    bias = None
+    db = inps.down_proj_bias
+    if db is not None:
+        b = db
+        b_sb = nl.ndarray(shape=(1, h), dtype=b.dtype, buffer=nl.sbuf)
+        load_skipping(b_sb, b.ap(pattern=[[h, 1], [1, h]], offset=0, scalar_offset=block_expert, indirect_dim=0), skip_dma.skip_weight)
+        bias = b_sb
+    return bias
+
+
 def compute_gate_up_mx(inps, buffers, w, bias, cfg, prj_cfg):
     """The block's gated product `act(clamp(gate)) · clamp(up)` `[128,
     I/512, B, 4]` bfloat16 of the quantized rows in `buffers`, through
@@ -206,14 +218,7 @@ def load_down_proj_weights_mx(inps, block_expert, buffers, dims, skip_dma, gup_i
         idx = _generate_expert_index_vector(block_expert, inps.p_down_idx_vector, rows, n_quadrants, n_remaining)
     view = scale.reshape(shape=(scale.shape[0] * rows, n_i, h))
     nisa.dma_copy(dst=buffers.down_scale_sb[0:p_i, :, :], src=view.ap(pattern=pattern, offset=0, vector_offset=idx[0:p_i, :], indirect_dim=0), oob_mode=nisa.oob_mode.skip)
-    bias = None
-    db = inps.down_proj_bias
-    if db is not None:
-        b = db
-        b_sb = nl.ndarray(shape=(1, h), dtype=b.dtype, buffer=nl.sbuf)
-        load_skipping(b_sb, b.ap(pattern=[[h, 1], [1, h]], offset=0, scalar_offset=block_expert, indirect_dim=0), skip_dma.skip_weight)
-        bias = b_sb
-    return bias
+    return load_down_bias(inps, block_expert, h, skip_dma)
 
 
 def slot_token_indices(token_indices, dims, skip_token):

@@ -11,6 +11,7 @@ from .bwmm_shard_on_block import bwmm_output_initialization
 from .bwmm_shard_on_block import finish_output_rows
 from .bwmm_shard_on_block_mx import compute_gate_up_mx
 from .bwmm_shard_on_block_mx import load_block_expert
+from .bwmm_shard_on_block_mx import load_down_bias
 from .bwmm_shard_on_block_mx import load_skipping
 from .bwmm_shard_on_i import checked_static_blocks
 from .bwmm_shard_on_i import count_active_blocks
@@ -198,14 +199,7 @@ def load_down_proj_weights_shard_on_intermediate_mx(inps, block_expert, buffers,
     rows = scale.shape[1]
     view = scale.reshape(shape=(scale.shape[0] * rows, n_i, h))
     nisa.dma_copy(dst=buffers.down_scale_sb, src=view.ap(pattern=pattern, offset=offset, vector_offset=gup_idx, indirect_dim=0), oob_mode=nisa.oob_mode.skip)
-    bias = None
-    db = inps.down_proj_bias
-    if db is not None:
-        b = db
-        b_sb = nl.ndarray(shape=(1, h), dtype=b.dtype, buffer=nl.sbuf)
-        load_skipping(b_sb, b.ap(pattern=[[h, 1], [1, h]], offset=0, scalar_offset=block_expert, indirect_dim=0), skip_dma.skip_weight)
-        bias = b_sb
-    return bias
+    return load_down_bias(inps, block_expert, h, skip_dma)
 
 
 def accumulation_after_down_proj(block_new, affinity, token_indices, output, dims, cfg):

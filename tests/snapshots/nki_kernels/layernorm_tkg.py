@@ -15,6 +15,7 @@ from .norm_tkg_utils import h_part
 from .norm_tkg_utils import load_gamma_to_sbuf
 from .norm_tkg_utils import load_input_to_sbuf
 from .norm_tkg_utils import splits_rows
+from .norm_tkg_utils import validate_shapes
 
 
 # Rows above which a two-program launch splits the rows (below, both
@@ -138,15 +139,7 @@ def layernorm_tkg(input, gamma, output, beta=None, eps=1e-6, shard_on_h=False, u
     assert eps >= 0.0 and eps < float('inf'), f"layernorm_tkg: eps must be finite and non-negative, got eps = {eps}"
     assert not shard_on_h or programs == 2, f"layernorm_tkg: shard_on_h needs a launch of 2 programs (LNC2), got {programs}"
     assert h // pmax % programs == 0, f"layernorm_tkg: H / 128 = {h // pmax} must split evenly over the {programs} hidden shards"
-    g_shape = gamma.shape
-    assert gamma.ndim == 2 and g_shape[0] == 1 and g_shape[1] == h, f"layernorm_tkg: gamma must be [1, H] = [1, {h}], got {g_shape}"
-    if beta is not None:
-        w = beta
-        b_shape = w.shape
-        assert w.ndim == 2 and b_shape[0] == 1 and b_shape[1] == h, f"layernorm_tkg: beta must be [1, H] = [1, {h}], got {b_shape}"
-    o_shape = output.shape
-    assert output.ndim == 3 and o_shape[0] == pmax and o_shape[1] == bxs and o_shape[2] == h // pmax, f"layernorm_tkg: output must be [128, B*S, H/128] = [128, {bxs}, {h // pmax}], got {o_shape}"
-    x = input.reshape(shape=(bxs, h))
+    x = validate_shapes("layernorm_tkg", input, gamma, beta, output)
     if shard_on_h:
         layernorm_tkg_shard_on_h(x, gamma, beta, output, eps)
     else:

@@ -99,3 +99,22 @@ def h_part(bxs):
     hidden shard `p` and exchanging the partial sums.
     """
     return NormTkgPart(row0=0, rows=bxs, shards=2, first=nl.program_id(axis=0), held=1, hidden_dim_tp=False, shard_on_h=True)
+
+
+def validate_shapes(kernel, input, gamma, beta, output):
+    """The library's `validate_shapes` (its weight and output part): `gamma`
+    and `beta` (when given) `[1, H]`, `output` `[128, B·S, H/128]` for the
+    rows `[B·S, H]` of `input` `[B, S, H]`, which it returns; asserted with
+    the words of `kernel`.
+    """
+    b, sl, h = input.shape
+    pmax, bxs = (nl.tile_size.pmax, b * sl)
+    g_shape = gamma.shape
+    assert gamma.ndim == 2 and g_shape[0] == 1 and g_shape[1] == h, f"{kernel}: gamma must be [1, H] = [1, {h}], got {g_shape}"
+    if beta is not None:
+        w = beta
+        b_shape = w.shape
+        assert w.ndim == 2 and b_shape[0] == 1 and b_shape[1] == h, f"{kernel}: beta must be [1, H] = [1, {h}], got {b_shape}"
+    o_shape = output.shape
+    assert output.ndim == 3 and o_shape[0] == pmax and o_shape[1] == bxs and o_shape[2] == h // pmax, f"{kernel}: output must be [128, B*S, H/128] = [128, {bxs}, {h // pmax}], got {o_shape}"
+    return input.reshape(shape=(bxs, h))

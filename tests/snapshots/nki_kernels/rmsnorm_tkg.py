@@ -15,6 +15,7 @@ from .norm_tkg_utils import h_part
 from .norm_tkg_utils import load_gamma_to_sbuf
 from .norm_tkg_utils import load_input_to_sbuf
 from .norm_tkg_utils import splits_rows
+from .norm_tkg_utils import validate_shapes
 
 
 # Rows above which a two-program launch splits the rows (below, both
@@ -131,11 +132,7 @@ def rmsnorm_tkg(input, gamma, output, eps=1e-6, hidden_actual=None, hidden_dim_t
     assert not shard_on_h or not single_core_forced, "rmsnorm_tkg: shard_on_h is incompatible with single_core_forced"
     shards = 1 if hidden_dim_tp or single_core_forced else programs
     assert h // pmax % shards == 0, f"rmsnorm_tkg: H / 128 = {h // pmax} must split evenly over the {shards} hidden shards"
-    g_shape = gamma.shape
-    assert gamma.ndim == 2 and g_shape[0] == 1 and g_shape[1] == h, f"rmsnorm_tkg: gamma must be [1, H] = [1, {h}], got {g_shape}"
-    o_shape = output.shape
-    assert output.ndim == 3 and o_shape[0] == pmax and o_shape[1] == bxs and o_shape[2] == h // pmax, f"rmsnorm_tkg: output must be [128, B*S, H/128] = [128, {bxs}, {h // pmax}], got {o_shape}"
-    x = input.reshape(shape=(bxs, h))
+    x = validate_shapes("rmsnorm_tkg", input, gamma, None, output)
     if shard_on_h:
         rmsnorm_tkg_shard_on_h(x, gamma, output, eps, ha)
     else:

@@ -44,6 +44,7 @@ pub use kernel::*;
 /// The kernel, its tile constants and phase helpers.
 #[nki_module]
 pub mod kernel {
+    use crate::subkernels::norm_tkg_utils::validate_shapes;
     use crate::subkernels::norm_tkg_utils::{
         BXS_FULL_TILE_SIZE, INTER_DTYPE, NormTkgPart, PIPE_ID, bxs_part, h_part, load_gamma_to_sbuf, load_input_to_sbuf, splits_rows,
     };
@@ -185,20 +186,7 @@ pub mod kernel {
         assert!(eps >= 0.0 && eps < f64::INFINITY, "layernorm_tkg: eps must be finite and non-negative, got eps = {eps}");
         assert!(!shard_on_h || programs == 2, "layernorm_tkg: shard_on_h needs a launch of 2 programs (LNC2), got {programs}");
         assert!((h / pmax) % programs == 0, "layernorm_tkg: H / 128 = {} must split evenly over the {programs} hidden shards", h / pmax);
-        let g_shape = gamma.shape();
-        assert!(gamma.ndim() == 2 && g_shape[0] == 1 && g_shape[1] == h, "layernorm_tkg: gamma must be [1, H] = [1, {h}], got {g_shape}");
-        if let Some(w) = beta {
-            let b_shape = w.shape();
-            assert!(w.ndim() == 2 && b_shape[0] == 1 && b_shape[1] == h, "layernorm_tkg: beta must be [1, H] = [1, {h}], got {b_shape}");
-        }
-        let o_shape = output.shape();
-        assert!(
-            output.ndim() == 3 && o_shape[0] == pmax && o_shape[1] == bxs && o_shape[2] == h / pmax,
-            "layernorm_tkg: output must be [128, B*S, H/128] = [128, {bxs}, {}], got {o_shape}",
-            h / pmax
-        );
-
-        let x = input.reshape([bxs, h]);
+        let x = validate_shapes("layernorm_tkg", input, gamma, beta, output);
         if shard_on_h {
             layernorm_tkg_shard_on_h(x, gamma, beta, output, eps);
         } else {

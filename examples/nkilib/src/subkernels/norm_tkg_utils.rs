@@ -180,6 +180,29 @@ pub mod helpers {
         pub shard_on_h: bool,
     }
 
+    /// The library's `validate_shapes` (its weight and output part): `gamma`
+    /// and `beta` (when given) `[1, H]`, `output` `[128, B·S, H/128]` for the
+    /// rows `[B·S, H]` of `input` `[B, S, H]`, which it returns; asserted with
+    /// the words of `kernel`.
+    #[nki_helper]
+    pub fn validate_shapes(kernel: &str, input: Hbm, gamma: Hbm, beta: Option<Hbm>, output: Hbm) -> Hbm {
+        let [b, sl, h] = input.shape();
+        let (pmax, bxs) = (nl::tile_size::pmax, b * sl);
+        let g_shape = gamma.shape();
+        assert!(gamma.ndim() == 2 && g_shape[0] == 1 && g_shape[1] == h, "{kernel}: gamma must be [1, H] = [1, {h}], got {g_shape}");
+        if let Some(w) = beta {
+            let b_shape = w.shape();
+            assert!(w.ndim() == 2 && b_shape[0] == 1 && b_shape[1] == h, "{kernel}: beta must be [1, H] = [1, {h}], got {b_shape}");
+        }
+        let o_shape = output.shape();
+        assert!(
+            output.ndim() == 3 && o_shape[0] == pmax && o_shape[1] == bxs && o_shape[2] == h / pmax,
+            "{kernel}: output must be [128, B*S, H/128] = [128, {bxs}, {}], got {o_shape}",
+            h / pmax
+        );
+        input.reshape([bxs, h])
+    }
+
     /// Whether a launch of `programs` splits `bxs` rows between two programs
     /// (`shard_on_bxs`): more than `threshold` of them, an even count.
     #[nki_helper]

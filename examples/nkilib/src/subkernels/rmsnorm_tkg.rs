@@ -52,6 +52,7 @@ pub use kernel::*;
 /// The kernel, its tile constants and phase helpers.
 #[nki_module]
 pub mod kernel {
+    use crate::subkernels::norm_tkg_utils::validate_shapes;
     use crate::subkernels::norm_tkg_utils::{
         BXS_FULL_TILE_SIZE, INTER_DTYPE, NormTkgPart, PIPE_ID, bxs_part, h_part, load_gamma_to_sbuf, load_input_to_sbuf, splits_rows,
     };
@@ -202,16 +203,7 @@ pub mod kernel {
         assert!(!shard_on_h || !single_core_forced, "rmsnorm_tkg: shard_on_h is incompatible with single_core_forced");
         let shards = if hidden_dim_tp || single_core_forced { 1 } else { programs };
         assert!((h / pmax) % shards == 0, "rmsnorm_tkg: H / 128 = {} must split evenly over the {shards} hidden shards", h / pmax);
-        let g_shape = gamma.shape();
-        assert!(gamma.ndim() == 2 && g_shape[0] == 1 && g_shape[1] == h, "rmsnorm_tkg: gamma must be [1, H] = [1, {h}], got {g_shape}");
-        let o_shape = output.shape();
-        assert!(
-            output.ndim() == 3 && o_shape[0] == pmax && o_shape[1] == bxs && o_shape[2] == h / pmax,
-            "rmsnorm_tkg: output must be [128, B*S, H/128] = [128, {bxs}, {}], got {o_shape}",
-            h / pmax
-        );
-
-        let x = input.reshape([bxs, h]);
+        let x = validate_shapes("rmsnorm_tkg", input, gamma, None, output);
         if shard_on_h {
             rmsnorm_tkg_shard_on_h(x, gamma, output, eps, ha);
         } else {

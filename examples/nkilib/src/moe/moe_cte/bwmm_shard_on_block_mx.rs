@@ -196,6 +196,12 @@ pub mod kernel {
             view.ap(pattern, offset = 0, vector_offset = idx[s![0..p_i, ..]], indirect_dim = 0),
             oob_mode = nisa::oob_mode::skip,
         );
+        load_down_bias(inps, block_expert, h, skip_dma)
+    }
+
+    /// The down bias `[1, H]` of the expert in `block_expert`, when given.
+    #[nki_helper]
+    pub fn load_down_bias(inps: InputTensors, block_expert: Sbuf, h: i64, skip_dma: SkipMode) -> Option<Sbuf> {
         let mut bias: Option<Sbuf> = None;
         let db = inps.down_proj_bias;
         if let Some(b) = db {

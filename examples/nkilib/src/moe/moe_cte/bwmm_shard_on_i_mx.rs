@@ -73,7 +73,7 @@ pub mod kernel {
     use crate::mlp::mlp_tkg::down_projection_mx_shard_h::down_projection_mx_shard_h;
     use crate::mlp::mlp_tkg::projection_mx_constants::{ProjConfig, proj_config};
     use crate::moe::moe_cte::bwmm_shard_on_block::{NUM_SHARDS, bwmm_output_initialization, finish_output_rows};
-    use crate::moe::moe_cte::bwmm_shard_on_block_mx::{compute_gate_up_mx, load_block_expert, load_skipping};
+    use crate::moe::moe_cte::bwmm_shard_on_block_mx::{compute_gate_up_mx, load_block_expert, load_down_bias, load_skipping};
     use crate::moe::moe_cte::bwmm_shard_on_i::{checked_static_blocks, count_active_blocks};
     use crate::moe::moe_cte::moe_cte_mx_utils::{
         _generate_expert_index_vector, BWMMMXConfigs, BWMMMXDimensionSizes, H512, InputTensors, Q_WIDTH, SBUF_QUADRANT_SIZE, SharedBuffers,
@@ -167,14 +167,7 @@ pub mod kernel {
             view.ap(pattern, offset = offset, vector_offset = gup_idx, indirect_dim = 0),
             oob_mode = nisa::oob_mode::skip,
         );
-        let mut bias: Option<Sbuf> = None;
-        let db = inps.down_proj_bias;
-        if let Some(b) = db {
-            let b_sb = nl::ndarray([1, h], b.dtype(), buffer = nl::sbuf);
-            load_skipping(b_sb, b.ap([[h, 1], [1, h]], offset = 0, scalar_offset = block_expert, indirect_dim = 0), skip_dma.skip_weight);
-            bias = Some(b_sb);
-        }
-        bias
+        load_down_bias(inps, block_expert, h, skip_dma)
     }
 
     /// This program's token tiles of the block's output, `[128, B/256, H]`
