@@ -1330,7 +1330,7 @@ fn contract_args(dir: &Path, k: &FunctionInfo, bad: (&str, &str)) -> Vec<String>
         } else if p.kind == ParamKind::Tensor {
             let ty = npy_of(p);
             small_file(dir, &format!("ok_{}.npy", ty.name()), ty)
-        } else if p.optional || p.bundle_optional {
+        } else if p.optional || !p.optional_bundles.is_empty() {
             continue;
         } else {
             any_value(p)
@@ -1410,7 +1410,7 @@ fn refuse_every_other_dtype(dir: &Path, k: &FunctionInfo) -> (usize, usize) {
                         let ty = npy_of(q);
                         Some(ArgValue::Tensor(read_tensor_npy(dir.join(format!("ok_{}.npy", ty.name()))).unwrap()))
                     }
-                    _ if q.optional || q.bundle_optional => None,
+                    _ if q.optional || !q.optional_bundles.is_empty() => None,
                     ParamKind::Int => Some(ArgValue::Int(any_value(q).parse().unwrap())),
                     ParamKind::Float => Some(ArgValue::Float(any_value(q).parse().unwrap())),
                     ParamKind::Bool => Some(ArgValue::Bool(false)),
