@@ -1123,7 +1123,7 @@ fn an_option_bundle_is_none_unless_a_field_is_given_and_runs_as_the_typed_api() 
     let case = CASES.iter().find(|c| c.kernel == "moe_cte").unwrap();
     let (given, absent) = (run_outputs(&dir, case, all), run_outputs(&dir, case, without("--skip-dma")));
     let [hid, aff, gu, dw, pos, b2e] = case_tensors(&dir, case, MOE_INPUTS);
-    let spec = MoECTESpec { implementation: MoECTEImplementation::shard_on_block };
+    let spec = MoECTESpec::new(MoECTEImplementation::shard_on_block);
     let moe = || moe_cte::Call::new(&hid, &aff, &gu, &dw, &pos, &b2e, 128, &spec);
     assert_eq!(absent, bits(moe().launch(&launch).unwrap().0), "moe_cte without skip_dma");
     assert_eq!(given, bits(moe().skip_dma(skip).launch(&launch).unwrap().0), "moe_cte with skip_dma");

@@ -117,7 +117,11 @@ pub fn emit(f: &Function, info: &Info) -> (String, Vec<Span>) {
         for (field, guard) in field_guards(&o.param_fields(&f.objects, &n), &whole).into_iter().filter(|(x, _)| x.tensor()) {
             let (path, dtypes) = (&field.path, field.dtypes);
             let tuple = tuple(dtypes.iter().map(|d| format!("nl.{d}")).collect());
-            p.line(&format!("assert {guard}{path}.dtype in {tuple}, \"{} takes {path} as {}\"", f.name, nki_spec::contract::either(dtypes)));
+            p.line(&format!(
+                "assert {guard}{path}.dtype in {tuple}, \"{} takes {path} as {}\"",
+                f.name,
+                nki_spec::contract::either(dtypes)
+            ));
         }
     }
     p.block(&f.body, true);
@@ -163,7 +167,10 @@ pub fn object_class(o: &crate::ast::ObjectDef, docs: &[String], field_docs: &[Ve
         let item = match ty {
             TypeAnn::Option(inner, _)
                 if none
-                    && matches!(**inner, TypeAnn::Int(_) | TypeAnn::Float(_) | TypeAnn::Bool(_) | TypeAnn::PyEnum(..) | TypeAnn::Object(..)) =>
+                    && matches!(
+                        **inner,
+                        TypeAnn::Int(_) | TypeAnn::Float(_) | TypeAnn::Bool(_) | TypeAnn::PyEnum(..) | TypeAnn::Object(..)
+                    ) =>
             {
                 inner
             }

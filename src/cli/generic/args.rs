@@ -207,7 +207,8 @@ pub fn parse(kernel: &'static FunctionInfo, args: &[String]) -> Result<Option<In
     }
     // An `Option` bundle is built when any of its fields (a nested bundle's
     // included) is given, which then needs each of its fields without a default.
-    let given_under = |path: &str| inv.params.iter().any(|(q, g)| g.is_some() && q.name.strip_prefix(path).is_some_and(|r| r.starts_with('.')));
+    let given_under =
+        |path: &str| inv.params.iter().any(|(q, g)| g.is_some() && q.name.strip_prefix(path).is_some_and(|r| r.starts_with('.')));
     let built = |p: &ParamInfo| p.optional_bundles.iter().all(|b| given_under(b));
     let missing: Vec<String> = inv
         .params

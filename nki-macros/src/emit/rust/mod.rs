@@ -148,7 +148,13 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, py_lines: &[Span], stub:
 /// `value` (an `Option` of it when `optional`), nested bundles' included,
 /// each reported at `span` (the parameter's declaration) under the field's
 /// path.
-fn bundle_dtype_checks(fields: &[crate::ast::BundleField<'_>], value: TokenStream, optional: bool, kernel: &str, span: Span) -> TokenStream {
+fn bundle_dtype_checks(
+    fields: &[crate::ast::BundleField<'_>],
+    value: TokenStream,
+    optional: bool,
+    kernel: &str,
+    span: Span,
+) -> TokenStream {
     let b = syn::Ident::new("__bundle", Span::mixed_site());
     let checks = fields.iter().map(|field| {
         let name = field.name;

@@ -38,14 +38,22 @@ pub use crate::moe::moe_cte::bwmm_shard_on_i::{BwmmShardOnICall, ShardOnIRule, b
 pub use crate::moe::moe_cte::bwmm_shard_on_i_dropping::{DroppingRule, bwmm_shard_on_i_dropping_violation};
 pub use kernel::*;
 
+impl MoECTESpec {
+    /// The library's `MoECTESpec(implementation=...)`: each family's
+    /// options left to their defaults.
+    pub fn new(implementation: MoECTEImplementation) -> Self {
+        MoECTESpec { implementation, shard_on_block: None, shard_on_I: None }
+    }
+}
+
 /// The entry and its configuration classes.
 #[nki::nki_module]
 pub mod kernel {
     use crate::moe::moe_cte::bwmm_shard_on_block::{_bwmm_shard_on_block, configs, input_tensors, validate_bwmm_shard_on_block};
+    use crate::moe::moe_cte::bwmm_shard_on_block_mx::bwmm_shard_on_block_mx;
     use crate::moe::moe_cte::bwmm_shard_on_i::{
         _bwmm_shard_on_i, ShardOnIFlags, shard_on_i_hybrid_checked, shard_on_i_scaling_mode, validate_bwmm_shard_on_i,
     };
-    use crate::moe::moe_cte::bwmm_shard_on_block_mx::bwmm_shard_on_block_mx;
     use crate::moe::moe_cte::bwmm_shard_on_i_dropping::{dropping_scaling_mode, shard_on_i_dropping_checked};
     pub use crate::moe::moe_cte::moe_cte_utils::{BlockShardStrategy, SkipMode};
     pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode};
