@@ -272,7 +272,8 @@ const CASES: &[Case] = &[
     Case {
         kernel: "moe_cte",
         ranks: 1,
-        // `bwmm_shard_on_block`'s case through the dispatcher.
+        // `bwmm_shard_on_block`'s case through the dispatcher, the spec's
+        // nested `ShardOnBlockConfig` given by a field.
         params: &[
             ("hidden_states", F32(&[129, 512])),
             ("expert_affinities_masked", F32(&[258, 1])),
@@ -282,6 +283,7 @@ const CASES: &[Case] = &[
             ("block_to_expert", Ids(&[2, 1], 2)),
             ("block_size", Text("128")),
             ("spec.implementation", Text("shard_on_block")),
+            ("spec.shard_on_block.block_sharding_strategy", Text("PING_PONG")),
             ("skip_dma.skip_weight", Text("true")),
         ],
     },
