@@ -196,10 +196,16 @@ impl Checker<'_> {
                     };
                     self.diag.error(span, format!("`{joined}` is a function; call it with arguments{hint}"));
                 } else {
-                    let names = vocab::constant_names();
-                    let hint = did_you_mean(&joined, names.iter().map(String::as_str))
-                        .map(|s| format!("; did you mean `{s}`?"))
-                        .unwrap_or_default();
+                    let hint = self
+                        .constant_hints
+                        .entry(joined.clone())
+                        .or_insert_with(|| {
+                            let names = vocab::constant_names();
+                            did_you_mean(&joined, names.iter().map(String::as_str))
+                                .map(|s| format!("; did you mean `{s}`?"))
+                                .unwrap_or_default()
+                        })
+                        .clone();
                     self.diag.error(span, format!("`{joined}` is not part of the NKI vocabulary{hint}"));
                 }
                 Ty::Unknown

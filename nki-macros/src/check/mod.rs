@@ -120,6 +120,9 @@ struct Checker<'d> {
     objects: Vec<(String, Vec<(String, Ty)>)>,
     /// The enums of the enclosing `#[nki_module]`: name, members.
     enums: Vec<(String, Vec<String>)>,
+    /// The suggestion for each unknown constant path reported so far: a
+    /// kernel naming one many times pays the search over the vocabulary once.
+    constant_hints: std::collections::HashMap<String, String>,
 }
 
 impl<'d> Checker<'d> {
@@ -146,6 +149,7 @@ impl<'d> Checker<'d> {
             loop_body: None,
             objects,
             enums,
+            constant_hints: std::collections::HashMap::new(),
         }
     }
 }
