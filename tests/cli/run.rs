@@ -1392,7 +1392,11 @@ fn refuse_every_other_dtype(dir: &Path, k: &FunctionInfo) -> (usize, usize) {
         // The emitted kernel asserts the same contract.
         let tuple = p.dtypes.iter().map(|d| format!("nl.{d}")).collect::<Vec<_>>().join(", ");
         let tuple = if p.dtypes.len() == 1 { format!("({tuple},)") } else { format!("({tuple})") };
-        let guard = if p.optional && p.default.is_none_or(|d| d == "None") { format!("{} is None or ", p.name) } else { String::new() };
+        // A field of an `Option` bundle is guarded by each bundle holding it.
+        let mut guard: String = p.optional_bundles.iter().map(|b| format!("{b} is None or ")).collect();
+        if p.optional && p.default.is_none_or(|d| d == "None") {
+            guard += &format!("{} is None or ", p.name);
+        }
         let assert = format!("assert {guard}{}.dtype in {tuple}, \"{} takes {} as {}\"", p.name, k.name, p.name, either(p.dtypes));
         assert!(k.source.contains(&assert), "{}: `{assert}` missing from the emitted kernel", k.name);
         for ty in NpyType::ALL.into_iter().filter(|ty| !p.accepts(ty.dtype())) {
