@@ -62,18 +62,122 @@ pub struct ObjectDef {
     pub fields: Vec<(syn::Ident, TypeAnn)>,
     /// Each field's `#[default(value)]`, the dataclass's default (aligned with `fields`).
     pub defaults: Vec<Option<Expr>>,
+    /// Each tensor field's `#[dtypes(...)]` (aligned with `fields`; empty: none
+    /// declared, which a kernel's bundle parameter reads as `FLOAT_DATA`).
+    pub dtypes: Vec<Vec<&'static str>>,
+}
+
+/// Why a bundle cannot be a kernel's parameter: the path of the first
+/// offending field (`Spec.inner.field`), its type, and whether it is refused
+/// for nesting past the bound (else for its type).
+pub struct KernelParamError<'o> {
+    pub path: String,
+    pub ty: &'o TypeAnn,
+    pub too_deep: bool,
+}
+
+/// A field of a kernel's bundle parameter as its caller gives it, named by
+/// its path from the parameter (`spec.shard_on_block.n_static_blocks`): a
+/// value, or a nested bundle and its own fields.
+pub struct BundleField<'f> {
+    pub path: String,
+    pub name: &'f syn::Ident,
+    pub ty: &'f TypeAnn,
+    pub default: Option<&'f Expr>,
+    /// The dtypes a tensor field takes (`FLOAT_DATA` unless declared).
+    pub dtypes: &'f [&'static str],
+    /// For a field holding a bundle (or an `Option` of one): its definition
+    /// and its fields.
+    pub nested: Option<(&'f ObjectDef, Vec<BundleField<'f>>)>,
+}
+
+impl BundleField<'_> {
+    /// Whether the field is an `Option` (`None` unless the caller gives it,
+    /// or for a nested bundle, one of its fields).
+    pub fn optional(&self) -> bool {
+        matches!(self.ty, TypeAnn::Option(..))
+    }
+
+    /// Whether the field holds a tensor (or an `Option` of one).
+    pub fn tensor(&self) -> bool {
+        match self.ty {
+            TypeAnn::Option(inner, _) => matches!(**inner, TypeAnn::Tensor(..)),
+            t => matches!(t, TypeAnn::Tensor(..)),
+        }
+    }
+}
+
+/// The bundle `ty` names, itself or as an `Option`'s item, among `objects`.
+pub fn bundle_in<'o>(objects: &'o [ObjectDef], ty: &TypeAnn) -> Option<&'o ObjectDef> {
+    let item = match ty {
+        TypeAnn::Option(inner, _) => &**inner,
+        t => t,
+    };
+    match item {
+        TypeAnn::Object(name, _) => objects.iter().find(|o| o.name == *name),
+        _ => None,
+    }
 }
 
 impl ObjectDef {
-    /// Whether a kernel may take the bundle as a parameter: every field a scalar
-    /// its caller can give (an int, float, bool or enum member, or an `Option`
-    /// of one), the first offending field otherwise.
-    pub fn kernel_param_error(&self) -> Option<&(syn::Ident, TypeAnn)> {
-        let scalar = |t: &TypeAnn| matches!(t, TypeAnn::Int(_) | TypeAnn::Float(_) | TypeAnn::Bool(_) | TypeAnn::PyEnum(..));
-        self.fields.iter().find(|(_, t)| match t {
-            TypeAnn::Option(inner, _) => !scalar(inner),
-            t => !scalar(t),
-        })
+    /// Whether a kernel may take the bundle as a parameter: every field a value
+    /// its caller can give (an int, float, bool or enum member, an HBM tensor,
+    /// or another such bundle, nested at most
+    /// [`MAX_BUNDLE_NESTING`](crate::bounds::MAX_BUNDLE_NESTING) deep; or an
+    /// `Option` of one), the first offending field otherwise. `objects` are
+    /// the bundles the fields may name.
+    pub fn kernel_param_error<'o>(&'o self, objects: &'o [ObjectDef]) -> Option<KernelParamError<'o>> {
+        self.param_error_at(objects, &self.name.to_string(), 1)
+    }
+
+    fn param_error_at<'o>(&'o self, objects: &'o [ObjectDef], path: &str, depth: usize) -> Option<KernelParamError<'o>> {
+        let value = |t: &TypeAnn| {
+            matches!(
+                t,
+                TypeAnn::Int(_) | TypeAnn::Float(_) | TypeAnn::Bool(_) | TypeAnn::PyEnum(..) | TypeAnn::Tensor(None | Some(Space::Hbm), _)
+            )
+        };
+        for (field, ty) in &self.fields {
+            let item = match ty {
+                TypeAnn::Option(inner, _) => &**inner,
+                t => t,
+            };
+            let path = format!("{path}.{field}");
+            if value(item) {
+                continue;
+            }
+            let Some(nested) = bundle_in(objects, item) else {
+                return Some(KernelParamError { path, ty, too_deep: false });
+            };
+            if depth >= crate::bounds::MAX_BUNDLE_NESTING {
+                return Some(KernelParamError { path, ty, too_deep: true });
+            }
+            if let Some(e) = nested.param_error_at(objects, &path, depth + 1) {
+                return Some(e);
+            }
+        }
+        None
+    }
+
+    /// The fields of a kernel's bundle parameter `path` of this bundle, nested
+    /// bundles' fields under theirs (down to the nesting bound, which
+    /// [`kernel_param_error`](Self::kernel_param_error) reports past).
+    pub fn param_fields<'f>(&'f self, objects: &'f [ObjectDef], path: &str) -> Vec<BundleField<'f>> {
+        self.fields_at(objects, path, 1)
+    }
+
+    fn fields_at<'f>(&'f self, objects: &'f [ObjectDef], path: &str, depth: usize) -> Vec<BundleField<'f>> {
+        let fields = self.fields.iter().zip(&self.defaults).zip(&self.dtypes);
+        fields
+            .map(|(((name, ty), default), dtypes)| {
+                let path = format!("{path}.{name}");
+                let nested = bundle_in(objects, ty)
+                    .filter(|_| depth < crate::bounds::MAX_BUNDLE_NESTING)
+                    .map(|o| (o, o.fields_at(objects, &path, depth + 1)));
+                let dtypes = if dtypes.is_empty() { nki_spec::contract::FLOAT_DATA } else { dtypes.as_slice() };
+                BundleField { path, name, ty, default: default.as_ref(), dtypes, nested }
+            })
+            .collect()
     }
 }
 

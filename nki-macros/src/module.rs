@@ -185,8 +185,10 @@ fn expand_with(mut m: syn::ItemMod, imported: &[(syn::Path, Vec<syn::Item>)], mu
             // gets them as an `impl Default` below.
             structs.push(s.clone());
             // Rust keeps the fields' docs; the parser reports any other attribute.
+            // A tensor field declared in its memory space (`Hbm`) is a tensor.
             for f in s.fields.iter_mut() {
                 f.attrs.retain(|a| a.path().is_ident("doc"));
+                spaces_to_tensor(&mut f.ty, crate::bounds::MAX_NESTING);
             }
             s.attrs.push(syn::parse_quote!(#[derive(Clone, Debug)]));
         }
@@ -205,8 +207,8 @@ fn expand_with(mut m: syn::ItemMod, imported: &[(syn::Path, Vec<syn::Item>)], mu
                 &s.ident,
                 s.fields.iter().map(|f| {
                     let (n, t) = (&f.ident, &f.ty);
-                    let defaults = f.attrs.iter().filter(|a| a.path().is_ident("default"));
-                    quote!(#(#defaults)* #n: #t)
+                    let attrs = f.attrs.iter().filter(|a| a.path().is_ident("default") || a.path().is_ident("dtypes"));
+                    quote!(#(#attrs)* #n: #t)
                 }),
             );
             quote!(struct #name { #(#fields),* })
@@ -267,6 +269,28 @@ fn expand_with(mut m: syn::ItemMod, imported: &[(syn::Path, Vec<syn::Item>)], mu
     }
     let errors = diag.to_tokens();
     quote!(#errors #m)
+}
+
+/// Rewrites the memory-space tensor types of a bundle field (`Hbm`,
+/// `Option<Hbm>`), which only the DSL knows, to the Rust tensor, down to
+/// `depth` levels of generic arguments (the parser reports deeper types).
+fn spaces_to_tensor(ty: &mut syn::Type, depth: usize) {
+    let syn::Type::Path(p) = ty else { return };
+    if depth == 0 {
+        return;
+    }
+    let Some(seg) = p.path.segments.last_mut() else { return };
+    match &mut seg.arguments {
+        syn::PathArguments::None if p.qself.is_none() && ["Hbm", "Sbuf", "Psum"].iter().any(|s| seg.ident == s) => {
+            *ty = syn::parse_quote!(::nki::Tensor);
+        }
+        syn::PathArguments::AngleBracketed(a) => a.args.iter_mut().for_each(|g| {
+            if let syn::GenericArgument::Type(t) = g {
+                spaces_to_tensor(t, depth - 1);
+            }
+        }),
+        _ => {}
+    }
 }
 
 /// A bundle a call returns, passed straight to a helper (`apply(t, make(..))`):

@@ -272,7 +272,8 @@ const CASES: &[Case] = &[
     Case {
         kernel: "moe_cte",
         ranks: 1,
-        // `bwmm_shard_on_block`'s case through the dispatcher.
+        // `bwmm_shard_on_block`'s case through the dispatcher, the spec's
+        // nested `ShardOnBlockConfig` given by a field.
         params: &[
             ("hidden_states", F32(&[129, 512])),
             ("expert_affinities_masked", F32(&[258, 1])),
@@ -282,6 +283,7 @@ const CASES: &[Case] = &[
             ("block_to_expert", Ids(&[2, 1], 2)),
             ("block_size", Text("128")),
             ("spec.implementation", Text("shard_on_block")),
+            ("spec.shard_on_block.block_sharding_strategy", Text("PING_PONG")),
             ("skip_dma.skip_weight", Text("true")),
         ],
     },
@@ -1123,7 +1125,7 @@ fn an_option_bundle_is_none_unless_a_field_is_given_and_runs_as_the_typed_api() 
     let case = CASES.iter().find(|c| c.kernel == "moe_cte").unwrap();
     let (given, absent) = (run_outputs(&dir, case, all), run_outputs(&dir, case, without("--skip-dma")));
     let [hid, aff, gu, dw, pos, b2e] = case_tensors(&dir, case, MOE_INPUTS);
-    let spec = MoECTESpec { implementation: MoECTEImplementation::shard_on_block };
+    let spec = MoECTESpec::new(MoECTEImplementation::shard_on_block);
     let moe = || moe_cte::Call::new(&hid, &aff, &gu, &dw, &pos, &b2e, 128, &spec);
     assert_eq!(absent, bits(moe().launch(&launch).unwrap().0), "moe_cte without skip_dma");
     assert_eq!(given, bits(moe().skip_dma(skip).launch(&launch).unwrap().0), "moe_cte with skip_dma");
@@ -1330,7 +1332,7 @@ fn contract_args(dir: &Path, k: &FunctionInfo, bad: (&str, &str)) -> Vec<String>
         } else if p.kind == ParamKind::Tensor {
             let ty = npy_of(p);
             small_file(dir, &format!("ok_{}.npy", ty.name()), ty)
-        } else if p.optional || p.bundle_optional {
+        } else if p.optional || !p.optional_bundles.is_empty() {
             continue;
         } else {
             any_value(p)
@@ -1390,7 +1392,11 @@ fn refuse_every_other_dtype(dir: &Path, k: &FunctionInfo) -> (usize, usize) {
         // The emitted kernel asserts the same contract.
         let tuple = p.dtypes.iter().map(|d| format!("nl.{d}")).collect::<Vec<_>>().join(", ");
         let tuple = if p.dtypes.len() == 1 { format!("({tuple},)") } else { format!("({tuple})") };
-        let guard = if p.optional && p.default.is_none_or(|d| d == "None") { format!("{} is None or ", p.name) } else { String::new() };
+        // A field of an `Option` bundle is guarded by each bundle holding it.
+        let mut guard: String = p.optional_bundles.iter().map(|b| format!("{b} is None or ")).collect();
+        if p.optional && p.default.is_none_or(|d| d == "None") {
+            guard += &format!("{} is None or ", p.name);
+        }
         let assert = format!("assert {guard}{}.dtype in {tuple}, \"{} takes {} as {}\"", p.name, k.name, p.name, either(p.dtypes));
         assert!(k.source.contains(&assert), "{}: `{assert}` missing from the emitted kernel", k.name);
         for ty in NpyType::ALL.into_iter().filter(|ty| !p.accepts(ty.dtype())) {
@@ -1410,7 +1416,7 @@ fn refuse_every_other_dtype(dir: &Path, k: &FunctionInfo) -> (usize, usize) {
                         let ty = npy_of(q);
                         Some(ArgValue::Tensor(read_tensor_npy(dir.join(format!("ok_{}.npy", ty.name()))).unwrap()))
                     }
-                    _ if q.optional || q.bundle_optional => None,
+                    _ if q.optional || !q.optional_bundles.is_empty() => None,
                     ParamKind::Int => Some(ArgValue::Int(any_value(q).parse().unwrap())),
                     ParamKind::Float => Some(ArgValue::Float(any_value(q).parse().unwrap())),
                     ParamKind::Bool => Some(ArgValue::Bool(false)),

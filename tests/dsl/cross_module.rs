@@ -131,5 +131,5 @@ fn a_kernel_uses_a_bundle_of_another_crate() {
     }
     // The registry lists the bundle's fields, the bundle absent unless one is given.
     let limit = other_crate::capped::INFO.params.iter().find(|p| p.name == "limits.linear_clamp_upper_limit").unwrap();
-    assert_eq!((limit.bundle, limit.bundle_optional, limit.default), (Some("ClampLimits"), true, Some("None")));
+    assert_eq!((limit.bundle, limit.optional_bundles, limit.default), (Some("ClampLimits"), &["limits"][..], Some("None")));
 }

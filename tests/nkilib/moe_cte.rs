@@ -29,7 +29,7 @@ use nkilib::moe::moe_cte::bwmm_shard_on_i::{
 use nkilib::moe::moe_cte::bwmm_shard_on_i_dropping::{
     DroppingRule, blockwise_mm_shard_intermediate_dropping, bwmm_shard_on_i_dropping_violation,
 };
-use nkilib::moe::moe_cte::moe_cte::{MoECTEImplementation, MoECTESpec, moe_cte};
+use nkilib::moe::moe_cte::moe_cte::{MoECTEImplementation, MoECTESpec, ShardOnIConfig, moe_cte};
 
 /// How the tokens pick their experts.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -500,10 +500,7 @@ fn moe_cte_dispatches_to_shard_on_block() {
     let w = rounded(c.inputs(), Dtype::Bf16);
     let [hid, aff, gu, dw, pos, b2e, gub, db] = c.tensors(&w, Dtype::Bf16);
     let skip = SkipMode { skip_token: true, skip_weight: false };
-    let (block, mx) = (
-        MoECTESpec { implementation: MoECTEImplementation::shard_on_block },
-        MoECTESpec { implementation: MoECTEImplementation::shard_on_i_mx },
-    );
+    let (block, mx) = (MoECTESpec::new(MoECTEImplementation::shard_on_block), MoECTESpec::new(MoECTEImplementation::shard_on_i_mx));
     let call = |s| {
         moe_cte::Call::new(&hid, &aff, &gu, &dw, &pos, &b2e, c.b as i64, s)
             .gate_and_up_proj_bias(&gub)
@@ -719,7 +716,7 @@ fn moe_cte_dispatches_to_shard_on_i() {
     let c = case.c;
     let w = rounded(c.inputs(), Dtype::Bf16);
     let [hid, aff, gu, dw, pos, b2e, gub, db] = c.tensors(&w, Dtype::Bf16);
-    let spec = MoECTESpec { implementation: MoECTEImplementation::shard_on_i };
+    let spec = MoECTESpec::new(MoECTEImplementation::shard_on_i);
     let launch = Launch::new().lnc(2).precision(Precision::Hardware);
     let got = moe_cte::Call::new(&hid, &aff, &gu, &dw, &pos, &b2e, c.b as i64, &spec)
         .gate_and_up_proj_bias(&gub)
@@ -738,7 +735,7 @@ fn moe_cte_dispatches_to_shard_on_i() {
     kwargs.push(("spec", Arg::Object("MoECTESpec", vec![("implementation", Arg::Member("MoECTEImplementation", "shard_on_i"))])));
     let np = run_numpy_kwargs(emitted_package(), "moe_cte", &[], &kwargs, 2, "hardware");
     assert_close("moe_cte shard_on_i emitted", &np[0], &got.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), 1e-6, 2f64.powi(-7));
-    let mx = MoECTESpec { implementation: MoECTEImplementation::shard_on_i_mx_hybrid };
+    let mx = MoECTESpec::new(MoECTEImplementation::shard_on_i_mx_hybrid);
     let err = moe_cte::Call::new(&hid, &aff, &gu, &dw, &pos, &b2e, c.b as i64, &mx).launch(&launch).unwrap_err().to_string();
     assert!(err.contains(MoeCteRule::Implementation.message()), "{err}");
 }
@@ -925,7 +922,7 @@ fn moe_cte_dispatches_to_shard_on_i_hybrid() {
     let [hid, aff, gu, dw, pos, b2e, gub, db] = c.tensors(&w, Dtype::Bf16);
     let cond = case.conditions(&w);
     let cond = Tensor::from_i64(&[cond.len()], &cond, Dtype::I32).unwrap();
-    let spec = MoECTESpec { implementation: MoECTEImplementation::shard_on_i_hybrid };
+    let spec = MoECTESpec::new(MoECTEImplementation::shard_on_i_hybrid);
     let launch = Launch::new().lnc(2).precision(Precision::Hardware);
     let call = || {
         moe_cte::Call::new(&hid, &aff, &gu, &dw, &pos, &b2e, c.b as i64, &spec)
@@ -945,6 +942,43 @@ fn moe_cte_dispatches_to_shard_on_i_hybrid() {
     assert_close("moe_cte shard_on_i_hybrid emitted", &np[0], &got.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), 1e-6, 2f64.powi(-7));
     let err = call().launch(&launch).unwrap_err().to_string();
     assert!(err.contains("shard_on_i_hybrid needs conditions"), "{err}");
+}
+
+/// `MoECTESpec(shard_on_I=ShardOnIConfig(num_static_block=N))` reaches the
+/// hybrid kernel: with `conditions` marking one block, the static loop
+/// still runs all `N` blocks, where the default (`N - E`) runs one; each
+/// equals the kernel given the same count and its float64 mixture, in the
+/// emulator and (the nested spec) emitted.
+#[test]
+fn moe_cte_passes_the_nested_shard_on_i_config() {
+    let default = HybridCase { active: Active::First(1), ..hybrid(cfg(256, 512, 256, 4, 2, 256)) };
+    let c = default.c;
+    let w = rounded(c.inputs(), Dtype::Bf16);
+    let n = w.block_expert.len();
+    let given = HybridCase { num_static: Some(n), ..default };
+    assert_ne!(given.blocks_run(&w), default.blocks_run(&w), "the option must change the blocks run");
+    cases_match_float64(&[given, default], Dtype::Bf16, Precision::Hardware, 2e-2);
+    let [hid, aff, gu, dw, pos, b2e, gub, db] = c.tensors(&w, Dtype::Bf16);
+    let cond = default.conditions(&w);
+    let cond = Tensor::from_i64(&[cond.len()], &cond, Dtype::I32).unwrap();
+    let options = ShardOnIConfig { num_static_block: Some(n as i64), ..ShardOnIConfig::default() };
+    let nested = MoECTESpec { shard_on_I: Some(options), ..MoECTESpec::new(MoECTEImplementation::shard_on_i_hybrid) };
+    let launch = Launch::new().lnc(2).precision(Precision::Hardware);
+    let run = |spec: &MoECTESpec| {
+        let call = with_options!(moe_cte::Call::new(&hid, &aff, &gu, &dw, &pos, &b2e, c.b as i64, spec), c, Dtype::Bf16, &gub, &db, false);
+        call.conditions(&cond).launch(&launch).unwrap().0[0].to_f32_vec()
+    };
+    let got = run(&nested);
+    assert_eq!(got, given.run(&w, Dtype::Bf16, Precision::Hardware), "moe_cte differs from the hybrid kernel given num_static_block");
+    let by_default = run(&MoECTESpec::new(MoECTEImplementation::shard_on_i_hybrid));
+    assert_eq!(by_default, default.run(&w, Dtype::Bf16, Precision::Hardware), "moe_cte differs from the hybrid kernel's default");
+    assert_ne!(got, by_default, "num_static_block changed nothing");
+    let mut kwargs = default.numpy_kwargs(&w, Dtype::Bf16);
+    let shard_on_i = Arg::Object("ShardOnIConfig", vec![("num_static_block", Arg::Int(n as i64))]);
+    let implementation = ("implementation", Arg::Member("MoECTEImplementation", "shard_on_i_hybrid"));
+    kwargs.push(("spec", Arg::Object("MoECTESpec", vec![implementation, ("shard_on_I", shard_on_i)])));
+    let np = run_numpy_kwargs(emitted_package(), "moe_cte", &[], &kwargs, 2, "hardware");
+    assert_numpy_close_to_emulator("moe_cte nested ShardOnIConfig emitted", "hardware", &np, &[got]);
 }
 
 /// The hybrid form refuses a static count outside `[0, N]` and activation
@@ -1115,7 +1149,7 @@ fn moe_cte_dispatches_to_shard_on_i_dropping() {
     let c = case.0.c;
     let w = rounded(case.inputs(), Dtype::Bf16);
     let [hid, aff, gu, dw, pos, b2e, gub, db] = c.tensors(&w, Dtype::Bf16);
-    let spec = MoECTESpec { implementation: MoECTEImplementation::shard_on_i_dropping };
+    let spec = MoECTESpec::new(MoECTEImplementation::shard_on_i_dropping);
     let launch = Launch::new().lnc(2).precision(Precision::Hardware);
     // The options the dropping kernel's run gives it.
     let call = with_options!(moe_cte::Call::new(&hid, &aff, &gu, &dw, &pos, &b2e, c.b as i64, &spec), c, Dtype::Bf16, &gub, &db, false);

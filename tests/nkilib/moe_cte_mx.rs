@@ -22,6 +22,7 @@ use nkilib::moe::moe_cte::bwmm_shard_on_block_mx::{
     ActFnType, BwmmShardOnBlockMxCall, ExpertAffinityScaleMode, MoeCteMxRule, SkipMode, bwmm_shard_on_block_mx,
     bwmm_shard_on_block_mx_violation,
 };
+use nkilib::moe::moe_cte::moe_cte::{MoECTEImplementation, MoECTESpec, QuantizationConfig, ShardOnBlockConfig, moe_cte};
 
 blockwise_case! {
     /// One configuration: sizes and options.
@@ -221,20 +222,32 @@ impl Case {
         }
     }
 
-    /// The emulator's `[2, T', H]` output on two programs.
-    fn run(&self, w: &Inputs, precision: Precision) -> Vec<f32> {
+    /// The emulator's inputs: rows, affinities, gate/up weights and scales,
+    /// down weights and scales, biases, positions, blocks, `conditions`.
+    fn tensors(&self, w: &Inputs) -> [Tensor; 11] {
         let (h, e, rows, n) = (self.h, self.e, self.rows(), self.blocks(w));
         let [(gus, gu), (gss, gs), (dws, dw), (dss, ds), (gbs, gb), (dbs, db)] = self.weights(w);
         let wt = |shape: &[usize], v: &[f64]| {
             Tensor::from_i64(shape, &v.iter().map(|&x| x as i64).collect::<Vec<i64>>(), self.weight_dtype()).unwrap()
         };
-        let (hid, aff) = (tensor(&[rows, h], &w.hidden, Dtype::Bf16), tensor(&[rows * e, 1], &w.aff, Dtype::Bf16));
-        let (gu, dw) = (wt(&gus, &gu), wt(&dws, &dw));
-        let (gs, ds) = (tensor(&gss, &gs, Dtype::U8), tensor(&dss, &ds, Dtype::U8));
-        let (gb, db) = (tensor(&gbs, &gb, Dtype::Bf16), tensor(&dbs, &db, Dtype::Bf16));
-        let pos = Tensor::from_i64(&[n * self.b], &w.positions, Dtype::I32).unwrap();
-        let b2e = Tensor::from_i64(&[n, 1], &w.block_expert, Dtype::I32).unwrap();
-        let cond = Tensor::from_i64(&[n + 2], &self.conditions(w), Dtype::I32).unwrap();
+        [
+            tensor(&[rows, h], &w.hidden, Dtype::Bf16),
+            tensor(&[rows * e, 1], &w.aff, Dtype::Bf16),
+            wt(&gus, &gu),
+            tensor(&gss, &gs, Dtype::U8),
+            wt(&dws, &dw),
+            tensor(&dss, &ds, Dtype::U8),
+            tensor(&gbs, &gb, Dtype::Bf16),
+            tensor(&dbs, &db, Dtype::Bf16),
+            Tensor::from_i64(&[n * self.b], &w.positions, Dtype::I32).unwrap(),
+            Tensor::from_i64(&[n, 1], &w.block_expert, Dtype::I32).unwrap(),
+            Tensor::from_i64(&[n + 2], &self.conditions(w), Dtype::I32).unwrap(),
+        ]
+    }
+
+    /// The emulator's `[2, T', H]` output on two programs.
+    fn run(&self, w: &Inputs, precision: Precision) -> Vec<f32> {
+        let [hid, aff, gu, gs, dw, ds, gb, db, pos, b2e, cond] = self.tensors(w);
         let mut call = bwmm_shard_on_block_mx::Call::new(&hid, &aff, &gu, &dw, &pos, &b2e)
             .gate_up_proj_scale(Some(&gs))
             .down_proj_scale(Some(&ds))
@@ -253,10 +266,38 @@ impl Case {
         if let Some(n_dyn) = self.dynamic {
             call = call.conditions(Some(&cond)).n_dynamic_blocks(n_dyn);
         }
-        let launch = Launch::new().lnc(2).precision(precision).generation(nki::hw::Generation::Trn3);
-        let out = call.launch(&launch).unwrap_or_else(|err| panic!("{}: {err}", self.name()));
-        assert_eq!(out.shape(), &[2, rows, h], "{}", self.name());
+        let out = call.launch(&trn3(precision)).unwrap_or_else(|err| panic!("{}: {err}", self.name()));
+        assert_eq!(out.shape(), &[2, self.rows(), self.h], "{}", self.name());
         out.to_f32_vec()
+    }
+
+    /// The library's call of this case through `moe_cte`: the spec's
+    /// `ShardOnBlockConfig` holding `n_dynamic_blocks` (the defaults without
+    /// `conditions`), the scales in a `QuantizationConfig`.
+    fn spec(&self) -> MoECTESpec {
+        let options = self.dynamic.map(|n_dynamic_blocks| ShardOnBlockConfig { n_dynamic_blocks, ..ShardOnBlockConfig::default() });
+        MoECTESpec { shard_on_block: options, ..MoECTESpec::new(MoECTEImplementation::shard_on_block_mx) }
+    }
+
+    /// The emulator's `[2, T', H]` output of `moe_cte` with `spec`.
+    fn run_moe_cte(&self, w: &Inputs, spec: &MoECTESpec, precision: Precision) -> Vec<f32> {
+        let [hid, aff, gu, gs, dw, ds, gb, db, pos, b2e, cond] = self.tensors(w);
+        let scales = QuantizationConfig { gate_up_proj_scale: Some(gs), down_proj_scale: Some(ds) };
+        let mut call = moe_cte::Call::new(&hid, &aff, &gu, &dw, &pos, &b2e, self.b as i64, spec)
+            .quantization_config(scales)
+            .activation_function(self.act)
+            .skip_dma(Some(SkipMode { skip_token: self.skip_token, skip_weight: false }))
+            .gate_clamp_upper_limit(CLAMPS[0])
+            .up_clamp_upper_limit(CLAMPS[1])
+            .up_clamp_lower_limit(CLAMPS[2]);
+        if self.bias {
+            call = call.gate_and_up_proj_bias(&gb).down_proj_bias(&db);
+        }
+        if self.dynamic.is_some() {
+            call = call.conditions(&cond);
+        }
+        let out = call.launch(&trn3(precision)).unwrap_or_else(|err| panic!("{} through moe_cte: {err}", self.name()));
+        out.0[0].to_f32_vec()
     }
 
     /// Slot 0 of an output, its slot 1 checked zero.
@@ -301,6 +342,11 @@ impl Case {
         }
         (vec![], kw)
     }
+}
+
+/// Two LNC programs on trn3 in `precision`.
+fn trn3(precision: Precision) -> Launch {
+    Launch::new().lnc(2).precision(precision).generation(nki::hw::Generation::Trn3)
 }
 
 /// `a` and `b` (each `[lead, rest]`, per expert) interleaved as `[lead, 2, rest]`.
@@ -361,6 +407,39 @@ fn bwmm_shard_on_block_mx_emitted_under_numpy_equals_emulator() {
         let w = c.inputs();
         check_numpy_trn3(&pkg, "bwmm_shard_on_block_mx", &c.name(), 2, || c.numpy_call(&w), |p| c.run(&w, p));
     }
+}
+
+/// `moe_cte` with `MoECTESpec(implementation=shard_on_block_mx,
+/// shard_on_block=ShardOnBlockConfig(n_dynamic_blocks=...))` and the scales
+/// in a `QuantizationConfig` is `bwmm_shard_on_block_mx` given the same
+/// (bit for bit) and so the float64 mixture, in both precision modes: the
+/// dynamic loop with `n_dynamic_blocks` from the nested config, and every
+/// token on one expert through the default config; the emitted `moe_cte`
+/// under NumPy equals the emulator with the nested spec and the scales.
+#[test]
+fn moe_cte_dispatches_to_shard_on_block_mx() {
+    for (c, precision, rel) in [(CASES[2], Precision::Fp32, 1e-5), (CASES[3], Precision::Hardware, 1.0 / 64.0)] {
+        let w = c.inputs();
+        let got = c.run_moe_cte(&w, &c.spec(), precision);
+        assert_eq!(got, c.run(&w, precision), "{}: moe_cte differs from bwmm_shard_on_block_mx", c.name());
+        let want = c.reference(&w, precision == Precision::Hardware);
+        assert_close(&format!("{} through moe_cte {precision:?}", c.name()), &c.slot0(&got), &want, FP32_ATOL, rel);
+    }
+    let pkg = package_of("moe_cte_mx_pkg", &[&moe_cte::INFO]);
+    let c = CASES[2];
+    let w = c.inputs();
+    let numpy_call = || {
+        // The scales move into the quantization config, `n_dynamic_blocks`
+        // into the spec's nested config.
+        let kw = c.numpy_call(&w).1.into_iter().filter(|(k, _)| *k != "n_dynamic_blocks");
+        let (scales, mut kw): (Vec<(&'static str, Arg)>, Vec<_>) = kw.partition(|(k, _)| k.ends_with("_proj_scale"));
+        kw.push(("quantization_config", Arg::Object("QuantizationConfig", scales)));
+        let shard_on_block = Arg::Object("ShardOnBlockConfig", vec![("n_dynamic_blocks", Arg::Int(c.dynamic.unwrap()))]);
+        let implementation = ("implementation", Arg::Member("MoECTEImplementation", "shard_on_block_mx"));
+        kw.push(("spec", Arg::Object("MoECTESpec", vec![implementation, ("shard_on_block", shard_on_block)])));
+        (vec![], kw)
+    };
+    check_numpy_trn3(&pkg, "moe_cte", &c.name(), 2, numpy_call, |p| c.run_moe_cte(&w, &c.spec(), p));
 }
 
 /// The rules, as `const fn` and when the kernel is traced.

@@ -82,13 +82,15 @@ pub struct ParamInfo {
     /// For an int or float, the bounds of its documented range
     /// (`#[range(>= 0.0, < 1.0)]`; empty: any value).
     pub range: &'static [Bound],
-    /// For a field of a bundle parameter (registered as `cfg.field`), the
-    /// bundle's `nl.NKIObject` class, which the caller builds from the fields.
+    /// For a field of a bundle parameter (registered as `cfg.field`, a nested
+    /// bundle's as `cfg.inner.field`), the class of the bundle holding it, an
+    /// `nl.NKIObject` the caller builds from the fields.
     pub bundle: Option<&'static str>,
-    /// For a field of an `Option` bundle parameter: the bundle is `None` unless
-    /// one of its fields is given, and then each field without a default
-    /// (`optional` false) is required.
-    pub bundle_optional: bool,
+    /// For a field of a bundle, the paths of the `Option` bundles holding it,
+    /// outermost first (`cfg`, `cfg.inner`): each is `None` unless one of its
+    /// fields is given, and a field without a default (`optional` false) is
+    /// required only when every one of them is built.
+    pub optional_bundles: &'static [&'static str],
     /// For a tensor, its shape as the kernel names its dims (`[n, d]`, from
     /// `let [n, d] = x.shape();`); empty when the kernel names none.
     pub shape: &'static str,
@@ -111,7 +113,7 @@ impl ParamInfo {
             dtypes: &[],
             range: &[],
             bundle: None,
-            bundle_optional: false,
+            optional_bundles: &[],
             shape: "",
             checks: &[],
         }

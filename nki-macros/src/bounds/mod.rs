@@ -15,6 +15,12 @@
 /// nested brackets (each level emits at most two) and 100 indentation levels.
 pub const MAX_NESTING: usize = 64;
 
+/// How many bundles deep a kernel's bundle parameter may nest (`spec:
+/// MoECTESpec` holding `shard_on_block: Option<ShardOnBlockConfig>` is two):
+/// its caller gives each field by its path, one command-line flag and one
+/// registry entry apiece, and a bundle naming itself would otherwise never end.
+pub const MAX_BUNDLE_NESTING: usize = 4;
+
 #[path = "../../../nki-core/src/language/list_bounds.rs"]
 mod list_bounds;
 

@@ -309,15 +309,21 @@ pub fn check(f: &Function, target: Generation, diag: &mut Diagnostics) -> Info {
             t => t,
         };
         if let (FnKind::Kernel, TypeAnn::Object(name, _)) = (f.kind, bundle) {
-            let bad = f.objects.iter().find(|o| o.name == *name).and_then(ObjectDef::kernel_param_error);
-            if let Some((field, ty)) = bad {
-                c.diag.error(
-                    p.ty.span(),
+            let bad = f.objects.iter().find(|o| o.name == *name).and_then(|o| o.kernel_param_error(&f.objects));
+            if let Some(e) = bad {
+                let (path, deepest) = (e.path, crate::bounds::MAX_BUNDLE_NESTING);
+                let msg = if e.too_deep {
                     format!(
-                        "a kernel's bundle parameter holds ints, floats, bools and enum members, or `Option`s of them (its caller gives each field, as Python or as a command-line flag); `{name}.{field}` is {}: build such a bundle in the kernel and pass it to helpers",
-                        field_describe(ty)
-                    ),
-                );
+                        "a kernel's bundle parameter nests bundles at most {deepest} deep (its caller gives each field by its path); `{path}` holds {}, one level more: flatten it into its parent",
+                        field_describe(e.ty)
+                    )
+                } else {
+                    format!(
+                        "a kernel's bundle parameter holds ints, floats, bools, enum members, HBM tensors and such bundles, or `Option`s of them (its caller gives each field, as Python or as a command-line flag); `{path}` is {}: build such a bundle in the kernel and pass it to helpers",
+                        field_describe(e.ty)
+                    )
+                };
+                c.diag.error(p.ty.span(), msg);
             }
         }
         let ty = c.fresh(declared);

@@ -62,22 +62,17 @@ pub fn emit(f: &Function, info: &Info) -> (String, Vec<Span>) {
                 }
                 _ => {}
             }
-            // A bundle's enum fields; an `Option` bundle or field may be None.
-            let (bundle, whole) = match &prm.ty {
-                crate::ast::TypeAnn::Option(inner, _) => (&**inner, format!("{n} is None or ")),
-                t => (t, String::new()),
-            };
-            if let crate::ast::TypeAnn::Object(o, _) = bundle {
-                for (field, ty) in f.objects.iter().filter(|x| x.name == *o).flat_map(|x| &x.fields) {
-                    let v = format!("{n}.{field}");
-                    match ty {
-                        crate::ast::TypeAnn::PyEnum(e, _) => given.push((v, e, whole.clone())),
-                        crate::ast::TypeAnn::Option(inner, _) => {
-                            if let crate::ast::TypeAnn::PyEnum(e, _) = &**inner {
-                                given.push((v.clone(), e, format!("{whole}{v} is None or ")));
-                            }
-                        }
-                        _ => {}
+            // A bundle's enum fields, nested bundles' included; an `Option`
+            // bundle or field may be None.
+            if let Some(o) = crate::ast::bundle_in(&f.objects, &prm.ty) {
+                let whole = if matches!(prm.ty, crate::ast::TypeAnn::Option(..)) { format!("{n} is None or ") } else { String::new() };
+                for (field, guard) in field_guards(&o.param_fields(&f.objects, &n), &whole) {
+                    let item = match field.ty {
+                        crate::ast::TypeAnn::Option(inner, _) => &**inner,
+                        t => t,
+                    };
+                    if let crate::ast::TypeAnn::PyEnum(e, _) = item {
+                        given.push((field.path.clone(), e, guard));
                     }
                 }
             }
@@ -113,8 +108,39 @@ pub fn emit(f: &Function, info: &Info) -> (String, Vec<Span>) {
             p.line(&format!("assert {guard}{cond}, f\"{} takes {n} {rule}, not {{{n}!r}}\"", f.name));
         }
     }
+    // A kernel's bundle parameter's tensor fields take their dtypes as a
+    // tensor parameter does.
+    for prm in f.params.iter().filter(|_| f.kind == FnKind::Kernel) {
+        let Some(o) = crate::ast::bundle_in(&f.objects, &prm.ty) else { continue };
+        let n = prm.name.to_string();
+        let whole = if matches!(prm.ty, crate::ast::TypeAnn::Option(..)) { format!("{n} is None or ") } else { String::new() };
+        for (field, guard) in field_guards(&o.param_fields(&f.objects, &n), &whole).into_iter().filter(|(x, _)| x.tensor()) {
+            let (path, dtypes) = (&field.path, field.dtypes);
+            let tuple = tuple(dtypes.iter().map(|d| format!("nl.{d}")).collect());
+            p.line(&format!(
+                "assert {guard}{path}.dtype in {tuple}, \"{} takes {path} as {}\"",
+                f.name,
+                nki_spec::contract::either(dtypes)
+            ));
+        }
+    }
     p.block(&f.body, true);
     (p.out, p.spans)
+}
+
+/// The value fields among `fields` (nested bundles' in their place), each with
+/// the guard its assert needs: `guard` (the enclosing bundles' `x is None or `)
+/// and its own when it, or a bundle holding it, is an `Option`.
+fn field_guards<'a, 'f>(fields: &'a [crate::ast::BundleField<'f>], guard: &str) -> Vec<(&'a crate::ast::BundleField<'f>, String)> {
+    let mut out = Vec::new();
+    for field in fields {
+        let own = if field.optional() { format!("{guard}{} is None or ", field.path) } else { guard.to_string() };
+        match &field.nested {
+            Some((_, sub)) => out.extend(field_guards(sub, &own)),
+            None => out.push((field, own)),
+        }
+    }
+    out
 }
 
 /// The Python dataclass of a parameter bundle, after its doc comment lines; each
@@ -134,15 +160,17 @@ pub fn object_class(o: &crate::ast::ObjectDef, docs: &[String], field_docs: &[Ve
             out.push_str("    \"\"\"\n\n");
         }
     }
-    let info = Info::default();
-    let p = Py::new(&info, Span::call_site());
     for (i, ((name, ty), default)) in o.fields.iter().zip(&o.defaults).enumerate() {
-        // An `Option` of a scalar defaulting to `None` is typed by its item,
-        // as the library's `float = None` fields are.
+        // An `Option` of a scalar or bundle defaulting to `None` is typed by
+        // its item, as the library's `float = None` fields are.
         let none = default.as_ref().is_some_and(|d| matches!(d.kind, ExprKind::None));
         let item = match ty {
             TypeAnn::Option(inner, _)
-                if none && matches!(**inner, TypeAnn::Int(_) | TypeAnn::Float(_) | TypeAnn::Bool(_) | TypeAnn::PyEnum(..)) =>
+                if none
+                    && matches!(
+                        **inner,
+                        TypeAnn::Int(_) | TypeAnn::Float(_) | TypeAnn::Bool(_) | TypeAnn::PyEnum(..) | TypeAnn::Object(..)
+                    ) =>
             {
                 inner
             }
@@ -156,7 +184,7 @@ pub fn object_class(o: &crate::ast::ObjectDef, docs: &[String], field_docs: &[Ve
             TypeAnn::List(..) => "list".to_string(),
             _ => "object".to_string(),
         };
-        let value = default.as_ref().map(|d| format!(" = {}", p.field_default(d, ty))).unwrap_or_default();
+        let value = default.as_ref().map(|d| format!(" = {}", field_default(d, ty))).unwrap_or_default();
         out.push_str(&format!("    {name}: {t}{value}\n"));
         let doc: Vec<&str> = field_docs.get(i).into_iter().flatten().map(|l| l.trim()).collect();
         if !doc.is_empty() {
@@ -185,24 +213,16 @@ pub fn enum_class(e: &crate::ast::EnumDef, docs: &[String], member_docs: &[Vec<S
     out
 }
 
-/// Each field's Python default expression of a bundle (nothing for a field without one).
-pub fn field_defaults(o: &crate::ast::ObjectDef) -> Vec<Option<String>> {
+/// A bundle field's Python default expression: a float field's integer
+/// default is written as a Python float, like the Rust value.
+pub fn field_default(d: &Expr, ty: &crate::ast::TypeAnn) -> String {
     let info = Info::default();
-    let p = Py::new(&info, Span::call_site());
-    o.fields.iter().zip(&o.defaults).map(|((_, ty), d)| d.as_ref().map(|d| p.field_default(d, ty))).collect()
-}
-
-impl Py<'_> {
-    /// A field default: a float field's integer default is written as a Python
-    /// float, like the Rust value.
-    fn field_default(&self, d: &Expr, ty: &crate::ast::TypeAnn) -> String {
-        let text = self.expr(d);
-        let float = match ty {
-            crate::ast::TypeAnn::Option(inner, _) => matches!(**inner, crate::ast::TypeAnn::Float(_)),
-            t => matches!(t, crate::ast::TypeAnn::Float(_)),
-        };
-        if float && matches!(d.kind, ExprKind::Int(_)) { format!("{text}.0") } else { text }
-    }
+    let text = Py::new(&info, Span::call_site()).expr(d);
+    let float = match ty {
+        crate::ast::TypeAnn::Option(inner, _) => matches!(**inner, crate::ast::TypeAnn::Float(_)),
+        t => matches!(t, crate::ast::TypeAnn::Float(_)),
+    };
+    if float && matches!(d.kind, ExprKind::Int(_)) { format!("{text}.0") } else { text }
 }
 
 /// The Python line of a module constant: `TILE = 128`.

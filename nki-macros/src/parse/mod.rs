@@ -48,26 +48,36 @@ pub fn parse_objects(items: &[syn::ItemStruct], others: &[String], enums: &[Enum
             );
             continue;
         };
-        let (mut fields, mut defaults) = (Vec::new(), Vec::new());
+        let (mut fields, mut defaults, mut field_dtypes) = (Vec::new(), Vec::new(), Vec::new());
         for f in &named.named {
             cx.start_statement();
-            let mut default = None;
+            let (mut default, mut dtypes) = (None, Vec::new());
             for a in &f.attrs {
                 if a.path().is_ident("default") {
                     match a.parse_args::<syn::Expr>() {
                         Ok(e) => default = Some(parse_expr(&e, cx)),
                         Err(e) => cx.push(e),
                     }
+                } else if a.path().is_ident("dtypes") {
+                    dtypes = parse_dtypes(a, cx);
                 } else if !a.path().is_ident("doc") {
-                    cx.error(Spn::of(a), "the field attribute of a parameter bundle is #[default(value)], the dataclass's default");
+                    cx.error(
+                        Spn::of(a),
+                        "the field attributes of a parameter bundle are #[default(value)], the dataclass's default, and #[dtypes(float32, ...)], the dtypes a tensor field accepts",
+                    );
                 }
             }
             if let (Some(name), Some(ty)) = (f.ident.clone(), parse_type(&f.ty, cx)) {
+                if !dtypes.is_empty() && !holds_tensor(&ty) {
+                    cx.error(Spn::of(&f.ty), "#[dtypes(...)] applies to tensor fields only");
+                    dtypes.clear();
+                }
                 fields.push((name, ty));
                 defaults.push(default);
+                field_dtypes.push(dtypes);
             }
         }
-        out.push(ObjectDef { name: s.ident.clone(), fields, defaults });
+        out.push(ObjectDef { name: s.ident.clone(), fields, defaults, dtypes: field_dtypes });
     }
     out
 }
@@ -216,7 +226,7 @@ pub fn parse_function(item: &syn::ItemFn, kind: FnKind, objects: &[ObjectDef], e
         }
         if let Some(ty) = parse_type(&pt.ty, cx) {
             let is = |f: fn(&TypeAnn) -> bool| f(&ty) || matches!(&ty, TypeAnn::Option(inner, _) if f(inner));
-            let tensor = is(|t| matches!(t, TypeAnn::Tensor(..)));
+            let tensor = holds_tensor(&ty);
             if !dtypes.is_empty() && !tensor {
                 cx.error(Spn::of(&pt.ty), "#[dtypes(...)] applies to tensor parameters only");
                 dtypes.clear();
@@ -254,6 +264,15 @@ pub fn parse_function(item: &syn::ItemFn, kind: FnKind, objects: &[ObjectDef], e
         objects: Vec::new(),
         enums: Vec::new(),
         imports: Vec::new(),
+    }
+}
+
+/// Whether a value of type `ty` is a tensor or an `Option` of one (what
+/// `#[dtypes(...)]` applies to).
+fn holds_tensor(ty: &TypeAnn) -> bool {
+    match ty {
+        TypeAnn::Option(inner, _) => matches!(**inner, TypeAnn::Tensor(..)),
+        t => matches!(t, TypeAnn::Tensor(..)),
     }
 }
 

@@ -60,7 +60,8 @@ pub const LAUNCH_FLAGS: &[(&str, &str)] = &[
 ];
 
 /// The kernel parameter a registry parameter belongs to: `cfg` of a bundle's
-/// field `cfg.tile`, else the parameter itself.
+/// field `cfg.tile` (and of a nested one's `cfg.inner.tile`), else the
+/// parameter itself.
 fn bundle_param(name: &str) -> &str {
     name.split_once('.').map_or(name, |(param, _)| param)
 }
@@ -89,7 +90,7 @@ pub fn help(kernel: &FunctionInfo, command: &str) -> String {
     for p in kernel.params {
         let value = if p.kind == ParamKind::Tensor { "FILE.npy" } else { "VALUE" };
         let note = match (p.optional, p.default) {
-            (false, _) if p.bundle_optional => format!("required when {} is given", bundle_param(p.name)),
+            (false, _) if let Some(bundle) = p.optional_bundles.last() => format!("required when {bundle} is given"),
             (false, _) => "required".to_string(),
             (true, Some(d)) => format!("default {d}"),
             (true, None) => "optional".to_string(),
@@ -121,9 +122,19 @@ pub fn help(kernel: &FunctionInfo, command: &str) -> String {
     bundles.dedup_by_key(|p| bundle_param(p.name));
     for p in bundles {
         let param = bundle_param(p.name);
-        let absent = if p.bundle_optional { format!(" {param} is None unless one of its fields is given.") } else { String::new() };
+        // Its `Option` bundles, itself or nested, in the order their fields come.
+        let mut optional: Vec<&str> = Vec::new();
+        for q in kernel.params.iter().filter(|q| q.bundle.is_some() && bundle_param(q.name) == param) {
+            for b in q.optional_bundles {
+                if !optional.contains(b) {
+                    optional.push(b);
+                }
+            }
+        }
+        let absent: String = optional.iter().map(|b| format!(" {b} is None unless one of its fields is given.")).collect();
         text += &format!(
-            "\nThe configuration object {param} is given field by field ({}.FIELD VALUE); fields left out keep their defaults.{absent}\n",
+            "\nThe configuration object {param} is given field by field ({}.FIELD VALUE, {}.BUNDLE.FIELD VALUE for a nested one); fields left out keep their defaults.{absent}\n",
+            flag_of(param),
             flag_of(param)
         );
     }
@@ -194,21 +205,19 @@ pub fn parse(kernel: &'static FunctionInfo, args: &[String]) -> Result<Option<In
             (None, _) => return Err(unknown_flag(kernel, &name)),
         }
     }
-    // An `Option` bundle is built when any of its fields is given, which then
-    // needs each of its fields without a default.
-    let built = |p: &ParamInfo| {
-        !p.bundle_optional
-            || inv.params.iter().any(|(q, g)| g.is_some() && q.bundle_optional && bundle_param(q.name) == bundle_param(p.name))
-    };
+    // An `Option` bundle is built when any of its fields (a nested bundle's
+    // included) is given, which then needs each of its fields without a default.
+    let given_under =
+        |path: &str| inv.params.iter().any(|(q, g)| g.is_some() && q.name.strip_prefix(path).is_some_and(|r| r.starts_with('.')));
+    let built = |p: &ParamInfo| p.optional_bundles.iter().all(|b| given_under(b));
     let missing: Vec<String> = inv
         .params
         .iter()
         .filter(|(p, g)| !p.optional && g.is_none() && built(p))
         .map(|(p, _)| {
-            let why = if p.bundle_optional {
-                format!(": {} is given, and the field has no default", bundle_param(p.name))
-            } else {
-                String::new()
+            let why = match p.optional_bundles.last() {
+                Some(bundle) => format!(": {bundle} is given, and the field has no default"),
+                None => String::new(),
             };
             format!("{} ({}{why})", flag_of(p.name), p.kind.describe())
         })
@@ -445,12 +454,12 @@ mod tests {
         uses_math: false,
         params: &[
             ParamInfo::required("x", ParamKind::Tensor),
-            ParamInfo { bundle: Some("Limits"), bundle_optional: true, ..ParamInfo::required("lim.upper", ParamKind::Float) },
+            ParamInfo { bundle: Some("Limits"), optional_bundles: &["lim"], ..ParamInfo::required("lim.upper", ParamKind::Float) },
             ParamInfo {
                 optional: true,
                 default: Some("None"),
                 bundle: Some("Limits"),
-                bundle_optional: true,
+                optional_bundles: &["lim"],
                 ..ParamInfo::required("lim.lower", ParamKind::Float)
             },
         ],

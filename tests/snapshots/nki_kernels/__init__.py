@@ -54,6 +54,9 @@ from .mlp import mlp
 from .moe_block_tkg import moe_block_tkg
 from .moe_cte import MoECTEImplementation
 from .moe_cte import MoECTESpec
+from .moe_cte import QuantizationConfig
+from .moe_cte import ShardOnBlockConfig
+from .moe_cte import ShardOnIConfig
 from .moe_cte import moe_cte
 from .moe_cte_utils import BlockShardStrategy
 from .moe_cte_utils import SkipMode
@@ -139,6 +142,9 @@ __all__ = [
     "moe_block_tkg",
     "MoECTEImplementation",
     "MoECTESpec",
+    "QuantizationConfig",
+    "ShardOnBlockConfig",
+    "ShardOnIConfig",
     "moe_cte",
     "BlockShardStrategy",
     "SkipMode",

@@ -12,6 +12,7 @@ from .bwmm_shard_on_block import _bwmm_shard_on_block
 from .bwmm_shard_on_block import configs
 from .bwmm_shard_on_block import input_tensors
 from .bwmm_shard_on_block import validate_bwmm_shard_on_block
+from .bwmm_shard_on_block_mx import bwmm_shard_on_block_mx
 from .bwmm_shard_on_i import ShardOnIFlags
 from .bwmm_shard_on_i import _bwmm_shard_on_i
 from .bwmm_shard_on_i import shard_on_i_hybrid_checked
@@ -50,29 +51,49 @@ class ShardOnBlockConfig(nl.NKIObject):
     """Options of the block-sharded implementations."""
 
     n_block_per_iter: int = 1
-    "Blocks per loop iteration (read by the other paths only)."
+    "Blocks per loop iteration (the library's `shard_on_block` takes it and reads it nowhere)."
     block_sharding_strategy: BlockShardStrategy = BlockShardStrategy.PING_PONG
-    "How the blocks are split between the programs."
+    "How `shard_on_block` splits the blocks between the programs."
     n_static_blocks: int = -1
-    "Blocks of the MX form's static loop (`-1`: derived)."
+    "Blocks of `shard_on_block_mx`'s static loop (`-1`: derived)."
     n_dynamic_blocks: int = 55
-    "Most blocks of the MX form's dynamic loop."
+    "Most blocks of `shard_on_block_mx`'s dynamic loop."
+
+
+@dataclass
+class ShardOnIConfig(nl.NKIObject):
+    """Options of the intermediate-sharded implementations."""
+
+    checkpoint_activation: bool = False
+    "`shard_on_i`: save the gate/up activations for a backward pass."
+    expert_affinity_multiply_on_I: bool = False
+    "`shard_on_i`, `shard_on_i_dropping`: scale by the affinity on the intermediate rows (after the activation) rather than the output."
+    num_static_block: int = None
+    "`shard_on_i_hybrid`: blocks of the static loop (`None`: `N - E`)."
+
+
+@dataclass
+class QuantizationConfig(nl.NKIObject):
+    """The weights' dequantization scales."""
+
+    gate_up_proj_scale: object = None
+    "Scales of `gate_up_proj_weight` (`shard_on_block_mx`: its `uint8` MX block scales)."
+    down_proj_scale: object = None
+    "Scales of `down_proj_weight`."
 
 
 @dataclass
 class MoECTESpec(nl.NKIObject):
-    """The implementation (the library's spec also nests each family's
-    options, a bundle this entry cannot take; `shard_on_block` runs
-    with [`ShardOnBlockConfig`]'s defaults, which the library's
-    `shard_on_block` path reads as well, and `shard_on_i` with the
-    library's `ShardOnIConfig` defaults: no activation checkpointing,
-    the affinity on the output, and for `shard_on_i_hybrid` the static
-    block count `N - E`; `shard_on_i_dropping` likewise scales the
-    output).
+    """The implementation and each family's options (`None`: the family's
+    defaults).
     """
 
     implementation: MoECTEImplementation
     "Which implementation runs."
+    shard_on_block: ShardOnBlockConfig = None
+    "Options of `shard_on_block` and `shard_on_block_mx`."
+    shard_on_I: ShardOnIConfig = None
+    "Options of `shard_on_i`, `shard_on_i_hybrid` and `shard_on_i_dropping`."
 
 
 @nki.jit
@@ -83,29 +104,49 @@ def moe_cte(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_p
     result) when accumulating, else `[T, H]`; `shard_on_i` and
     `shard_on_i_hybrid` (which needs `conditions`) `[T, H]`;
     `shard_on_i_dropping` `(output, gate_up_activations_T,
-    down_activations)`.
+    down_activations)`; `shard_on_block_mx` `[2, T, H]`.
     """
     assert isinstance(spec.implementation, MoECTEImplementation), f"moe_cte: spec.implementation={spec.implementation!r} is not a MoECTEImplementation member (shard_on_block, shard_on_i, shard_on_i_hybrid, shard_on_i_dropping, shard_on_block_mx, shard_on_i_mx, shard_on_i_mx_hybrid)"
+    assert spec.shard_on_block is None or isinstance(spec.shard_on_block.block_sharding_strategy, BlockShardStrategy), f"moe_cte: spec.shard_on_block.block_sharding_strategy={spec.shard_on_block.block_sharding_strategy!r} is not a BlockShardStrategy member (HI_LO, PING_PONG)"
     assert isinstance(activation_function, ActFnType), f"moe_cte: activation_function={activation_function!r} is not a ActFnType member (SiLU, GELU, GELU_Tanh_Approx, Swish)"
     assert isinstance(expert_affinities_scaling_mode, ExpertAffinityScaleMode), f"moe_cte: expert_affinities_scaling_mode={expert_affinities_scaling_mode!r} is not a ExpertAffinityScaleMode member (NO_SCALE, POST_SCALE, PRE_SCALE, PRE_SCALE_DELAYED)"
     assert hidden_states.dtype in (nl.float32, nl.bfloat16, nl.float16), "moe_cte takes hidden_states as float32, bfloat16 or float16"
     assert expert_affinities_masked.dtype in (nl.float32, nl.bfloat16, nl.float16), "moe_cte takes expert_affinities_masked as float32, bfloat16 or float16"
-    assert gate_up_proj_weight.dtype in (nl.float32, nl.bfloat16, nl.float16), "moe_cte takes gate_up_proj_weight as float32, bfloat16 or float16"
-    assert down_proj_weight.dtype in (nl.float32, nl.bfloat16, nl.float16), "moe_cte takes down_proj_weight as float32, bfloat16 or float16"
+    assert gate_up_proj_weight.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float4_e2m1fn_x4, nl.float8_e4m3fn_x4, nl.float8_e5m2_x4, nl.uint16, nl.int16, nl.uint32, nl.int32), "moe_cte takes gate_up_proj_weight as float32, bfloat16, float16, float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4, uint16, int16, uint32 or int32"
+    assert down_proj_weight.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float4_e2m1fn_x4, nl.float8_e4m3fn_x4, nl.float8_e5m2_x4, nl.uint16, nl.int16, nl.uint32, nl.int32), "moe_cte takes down_proj_weight as float32, bfloat16, float16, float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4, uint16, int16, uint32 or int32"
     assert token_position_to_id.dtype in (nl.int32,), "moe_cte takes token_position_to_id as int32"
     assert block_to_expert.dtype in (nl.int32,), "moe_cte takes block_to_expert as int32"
     assert conditions is None or conditions.dtype in (nl.int32,), "moe_cte takes conditions as int32"
     assert gate_and_up_proj_bias is None or gate_and_up_proj_bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "moe_cte takes gate_and_up_proj_bias as float32, bfloat16 or float16"
     assert down_proj_bias is None or down_proj_bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "moe_cte takes down_proj_bias as float32, bfloat16 or float16"
-    assert quantization_config is None or quantization_config.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "moe_cte takes quantization_config as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     assert gate_up_activations_T is None or gate_up_activations_T.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "moe_cte takes gate_up_activations_T as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     assert down_activations is None or down_activations.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "moe_cte takes down_activations as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    assert quantization_config is None or quantization_config.gate_up_proj_scale is None or quantization_config.gate_up_proj_scale.dtype in (nl.uint8, nl.float32), "moe_cte takes quantization_config.gate_up_proj_scale as uint8 or float32"
+    assert quantization_config is None or quantization_config.down_proj_scale is None or quantization_config.down_proj_scale.dtype in (nl.uint8, nl.float32), "moe_cte takes quantization_config.down_proj_scale as uint8 or float32"
     implementation = spec.implementation
     block = implementation == MoECTEImplementation.shard_on_block
     hybrid = implementation == MoECTEImplementation.shard_on_i_hybrid
     dropping = implementation == MoECTEImplementation.shard_on_i_dropping
-    assert block or implementation == MoECTEImplementation.shard_on_i or hybrid or dropping, f"moe_cte: spec.implementation must be MoECTEImplementation.shard_on_block, shard_on_i, shard_on_i_hybrid or shard_on_i_dropping (the implementations ported), got {implementation}"
-    assert quantization_config is None, "moe_cte: quantization_config is not implemented (the quantization scales)"
+    mx = implementation == MoECTEImplementation.shard_on_block_mx
+    assert block or mx or implementation == MoECTEImplementation.shard_on_i or hybrid or dropping, f"moe_cte: spec.implementation must be MoECTEImplementation.shard_on_block, shard_on_i, shard_on_i_hybrid, shard_on_i_dropping or shard_on_block_mx (the library's moe_cte dispatches no other), got {implementation}"
+    gate_up_proj_scale = None
+    down_proj_scale = None
+    if quantization_config is not None:
+        q = quantization_config
+        gate_up_proj_scale = q.gate_up_proj_scale
+        down_proj_scale = q.down_proj_scale
+    block_cfg = ShardOnBlockConfig(n_block_per_iter=1, block_sharding_strategy=BlockShardStrategy.PING_PONG, n_static_blocks=-1, n_dynamic_blocks=55)
+    given_block_cfg = spec.shard_on_block
+    if given_block_cfg is not None:
+        c = given_block_cfg
+        block_cfg = c
+    if mx:
+        out = bwmm_shard_on_block_mx(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_proj_weight, token_position_to_id, block_to_expert, conditions=conditions, gate_and_up_proj_bias=gate_and_up_proj_bias, down_proj_bias=down_proj_bias, gate_up_proj_scale=gate_up_proj_scale, down_proj_scale=down_proj_scale, block_size=block_size, n_static_blocks=block_cfg.n_static_blocks, n_dynamic_blocks=block_cfg.n_dynamic_blocks, gate_up_activations_T=gate_up_activations_T, down_activations=down_activations, activation_function=activation_function, skip_dma=skip_dma, compute_dtype=compute_dtype, is_tensor_update_accumulating=is_tensor_update_accumulating, expert_affinities_scaling_mode=expert_affinities_scaling_mode, gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_lower_limit=up_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit)
+        return out
+    gw, dw = (gate_up_proj_weight.dtype, down_proj_weight.dtype)
+    gate_up_float = gw == nl.float32 or gw == nl.bfloat16 or gw == nl.float16
+    down_float = dw == nl.float32 or dw == nl.bfloat16 or dw == nl.float16
+    assert gate_up_float and down_float, f"moe_cte: {implementation} takes float32, bfloat16 or float16 weights (the MX dtypes are shard_on_block_mx's)"
     assert not hybrid or conditions is not None, "moe_cte: shard_on_i_hybrid needs conditions, the [N + 1] padded-block flags"
     x, aff, pos, experts = (hidden_states, expert_affinities_masked, token_position_to_id, block_to_expert)
     inps = input_tensors(x, aff, gate_up_proj_weight, down_proj_weight, pos, experts, gate_and_up_proj_bias, down_proj_bias)
@@ -113,18 +154,25 @@ def moe_cte(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_p
     m = expert_affinities_scaling_mode
     mode = m if block else dropping_scaling_mode(m) if dropping else shard_on_i_scaling_mode(m)
     cfg = configs(inps, skip_dma, compute_dtype, is_tensor_update_accumulating, mode, activation_function, clamps)
-    hybrid_conditions = conditions if hybrid else None
-    flags = ShardOnIFlags(quantized=False, checkpoint_activation=False, multiply_on_i=False)
+    quantized = gate_up_proj_scale is not None or down_proj_scale is not None
     if block:
-        block_cfg = ShardOnBlockConfig(n_block_per_iter=1, block_sharding_strategy=BlockShardStrategy.PING_PONG, n_static_blocks=-1, n_dynamic_blocks=55)
         strategy = block_cfg.block_sharding_strategy
-        validate_bwmm_shard_on_block(inps, cfg, block_size, strategy, False, down_activations is not None)
+        validate_bwmm_shard_on_block(inps, cfg, block_size, strategy, quantized, down_activations is not None)
         return _bwmm_shard_on_block(inps, cfg, block_size)
-    elif hybrid_conditions is not None:
+    i_cfg = ShardOnIConfig(checkpoint_activation=False, expert_affinity_multiply_on_I=False, num_static_block=None)
+    given_i_cfg = spec.shard_on_I
+    if given_i_cfg is not None:
+        c = given_i_cfg
+        i_cfg = c
+    hybrid_conditions = conditions if hybrid else None
+    multiply_on_i = i_cfg.expert_affinity_multiply_on_I
+    if hybrid_conditions is not None:
         cond = hybrid_conditions
         activations = gate_up_activations_T is not None or down_activations is not None
-        return shard_on_i_hybrid_checked(inps, cfg, block_size, cond, None, False, activations)
+        return shard_on_i_hybrid_checked(inps, cfg, block_size, cond, i_cfg.num_static_block, quantized, activations)
     elif dropping:
+        flags = ShardOnIFlags(quantized=quantized, checkpoint_activation=False, multiply_on_i=multiply_on_i)
         return shard_on_i_dropping_checked(inps, cfg, block_size, flags)
+    flags = ShardOnIFlags(quantized=quantized, checkpoint_activation=i_cfg.checkpoint_activation, multiply_on_i=multiply_on_i)
     validate_bwmm_shard_on_i(inps, cfg, block_size, flags, "blockwise_mm_baseline_shard_intermediate")
-    return _bwmm_shard_on_i(inps, cfg, block_size, False)
+    return _bwmm_shard_on_i(inps, cfg, block_size, multiply_on_i)

@@ -13,8 +13,8 @@ mod k {
         rows: i64,
         #[default(x)]
         cols: i64,
-        #[dtypes(float32)]
-        on: bool,
+        #[range(>= 0)]
+        on: i64,
     }
 
     #[nki_kernel]

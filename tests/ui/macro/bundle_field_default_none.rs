@@ -19,7 +19,7 @@ mod k {
     // A bundle a kernel takes as an `Option` holds what its caller can give.
     #[nki_object]
     struct Held {
-        w: Option<Tensor>,
+        w: Option<Psum>,
         #[default(None)]
         scale: Option<f64>,
     }

@@ -1,7 +1,7 @@
 //! The `Call` launcher of a kernel: its Python defaults as builder methods.
 
 use super::tokens::{bound_tokens, constant_tokens, ctx_ident, float_tokens, local_type, member_tokens, param_type};
-use crate::ast::{Expr, ExprKind, FnKind, Function, Pat, Stmt, TypeAnn, UnOp};
+use crate::ast::{BundleField, Expr, ExprKind, FnKind, Function, ObjectDef, Pat, Stmt, TypeAnn, UnOp, bundle_in};
 use crate::check::{Info, Ty};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote};
@@ -266,22 +266,38 @@ fn tuple_item_kind(ty: &TypeAnn) -> Option<TokenStream> {
     }
 }
 
-/// The bundle a parameter of type `ty` takes, if it takes one, and whether the
-/// parameter is an `Option` of it (`None` unless the caller gives a field).
-fn bundle_of<'f>(f: &'f Function, ty: &TypeAnn) -> Option<(&'f crate::ast::ObjectDef, bool)> {
-    let (name, optional) = match ty {
-        TypeAnn::Object(name, _) => (name, false),
-        TypeAnn::Option(inner, _) => match &**inner {
-            TypeAnn::Object(name, _) => (name, true),
-            _ => return None,
-        },
-        _ => return None,
-    };
-    f.objects.iter().find(|o| o.name == *name).map(|o| (o, optional))
+/// The bundle parameter `p` takes, if it takes one, with its fields by path.
+fn bundle_fields<'f>(f: &'f Function, p: &crate::ast::Param) -> Option<(&'f ObjectDef, Vec<BundleField<'f>>)> {
+    bundle_in(&f.objects, &p.ty).map(|o| (o, o.param_fields(&f.objects, &p.name.to_string())))
+}
+
+/// The value fields of a bundle parameter's `fields`, nested bundles' in
+/// their place (the order of the registry's `ParamInfo`s and the entry's
+/// argument slots), each with its bundle's class and the paths of the
+/// `Option` bundles holding it (`enclosing` and, for a nested one, its own).
+fn leaves<'a, 'f>(
+    class: &'f syn::Ident,
+    fields: &'a [BundleField<'f>],
+    enclosing: &[String],
+    out: &mut Vec<(&'a BundleField<'f>, &'f syn::Ident, Vec<String>)>,
+) {
+    for field in fields {
+        match &field.nested {
+            Some((o, sub)) => {
+                let mut inner = enclosing.to_vec();
+                if field.optional() {
+                    inner.push(field.path.clone());
+                }
+                leaves(&o.name, sub, &inner, out);
+            }
+            None => out.push((field, class, enclosing.to_vec())),
+        }
+    }
 }
 
 /// The registry's `ParamInfo` of each parameter whose kind it can name; a bundle
-/// parameter `cfg` is flattened into one per field, named `cfg.field`.
+/// parameter `cfg` is flattened into one per field, named `cfg.field` (a nested
+/// bundle's `cfg.inner.field`).
 pub(super) fn param_infos(f: &Function, info: &Info) -> Vec<TokenStream> {
     let some_str = |d: Option<String>| match d {
         Some(d) => quote!(::core::option::Option::Some(#d)),
@@ -290,13 +306,19 @@ pub(super) fn param_infos(f: &Function, info: &Info) -> Vec<TokenStream> {
     let defaults = crate::emit::python::param_defaults(f, info);
     let mut infos = Vec::new();
     for (p, default) in f.params.iter().zip(defaults) {
-        if let Some((o, in_option)) = bundle_of(f, &p.ty) {
-            let bundle = o.name.to_string();
-            for ((field, ty), default) in o.fields.iter().zip(crate::emit::python::field_defaults(o)) {
-                let Some(kind) = param_kind(ty) else { continue };
-                let (name, optional, default) = (format!("{}.{field}", p.name), default.is_some(), some_str(default));
+        if let Some((o, fields)) = bundle_fields(f, p) {
+            let outer: Vec<String> = if matches!(p.ty, TypeAnn::Option(..)) { vec![p.name.to_string()] } else { Vec::new() };
+            let mut flat = Vec::new();
+            leaves(&o.name, &fields, &outer, &mut flat);
+            for (field, class, enclosing) in flat {
+                let Some(kind) = param_kind(field.ty) else { continue };
+                let (name, bundle) = (&field.path, class.to_string());
+                let default = field.default.map(|d| crate::emit::python::field_default(d, field.ty));
+                let (optional, default) = (default.is_some(), some_str(default));
+                let dtypes = if field.tensor() { field.dtypes } else { &[] };
                 infos.push(quote!(::nki::emit::ParamInfo {
-                    optional: #optional, default: #default, bundle: ::core::option::Option::Some(#bundle), bundle_optional: #in_option,
+                    optional: #optional, default: #default, dtypes: &[#(#dtypes),*], bundle: ::core::option::Option::Some(#bundle),
+                    optional_bundles: &[#(#enclosing),*],
                     ..::nki::emit::ParamInfo::required(#name, #kind)
                 }));
             }
@@ -308,7 +330,7 @@ pub(super) fn param_infos(f: &Function, info: &Info) -> Vec<TokenStream> {
         let (shape, checks) = contract(f, info, &name);
         infos.push(quote!(::nki::emit::ParamInfo {
             name: #name, kind: #kind, optional: #optional, default: #default, dtypes: &[#(#dtypes),*], range: &[#(#range),*],
-            bundle: ::core::option::Option::None, bundle_optional: false, shape: #shape, checks: &[#(#checks),*]
+            bundle: ::core::option::Option::None, optional_bundles: &[], shape: #shape, checks: &[#(#checks),*]
         }));
     }
     infos
@@ -419,12 +441,62 @@ fn extract(value: TokenStream, name: &str, ty: &TypeAnn) -> TokenStream {
     }
 }
 
+/// The value of a bundle of class `class` built from the entry's `args`
+/// (its fields taking the slots from `slot` on): `None` when `optional` and
+/// none of its fields is given.
+fn optional_bundle(class: &syn::Ident, fields: &[BundleField<'_>], args: &syn::Ident, slot: &mut usize, optional: bool) -> TokenStream {
+    let first = *slot;
+    let inits: Vec<TokenStream> = fields.iter().map(|field| field_value(field, args, slot)).collect();
+    let built = quote!(#class { #(#inits),* });
+    if !optional {
+        return built;
+    }
+    let last = *slot;
+    quote!(if (#first..#last).any(|i| ::nki::emit::given(#args, i).is_some()) {
+        ::core::option::Option::Some(#built)
+    } else {
+        ::core::option::Option::None
+    })
+}
+
+/// The initializer `field: value` of a bundle field from the entry's `args`:
+/// a nested bundle built from its own fields' slots, a value from its slot
+/// (its default when not given).
+fn field_value(field: &BundleField<'_>, args: &syn::Ident, slot: &mut usize) -> TokenStream {
+    let (name, path) = (field.name, &field.path);
+    if let Some((o, sub)) = &field.nested {
+        let v = optional_bundle(&o.name, sub, args, slot, field.optional());
+        return quote!(#name: #v);
+    }
+    let i = *slot;
+    *slot += 1;
+    // A field given is of its item type when the field is an `Option`; a
+    // tensor field owns its tensor.
+    let given = |value: TokenStream| {
+        let v = extract(value, path, field.ty);
+        let v = if field.tensor() { quote!(::core::clone::Clone::clone(#v)) } else { v };
+        some_if_option(v, field.ty, true)
+    };
+    let v = match field.default {
+        None => given(quote!(::nki::emit::required(#args, #i, #path)?)),
+        Some(d) => {
+            let (given, fallback) = (given(quote!(value)), typed_default(d, field.ty));
+            quote!(match ::nki::emit::given(#args, #i) {
+                ::core::option::Option::Some(value) => #given,
+                ::core::option::Option::None => #fallback,
+            })
+        }
+    };
+    quote!(#name: #v)
+}
+
 /// The kernel's registry entry point (see `nki::emit::Entry`): its `Call` built
 /// from values chosen at run time, its outputs as a list. `None` for helpers and
 /// for kernels with a parameter or result a run-time value cannot stand for.
 pub(super) fn entry(f: &Function) -> Option<TokenStream> {
-    let runnable =
-        |p: &crate::ast::Param| param_kind(&p.ty).is_some() || bundle_of(f, &p.ty).is_some_and(|(o, _)| o.kernel_param_error().is_none());
+    let runnable = |p: &crate::ast::Param| {
+        param_kind(&p.ty).is_some() || bundle_in(&f.objects, &p.ty).is_some_and(|o| o.kernel_param_error(&f.objects).is_none())
+    };
     if f.kind != FnKind::Kernel || !f.params.iter().all(runnable) {
         return None;
     }
@@ -442,47 +514,17 @@ pub(super) fn entry(f: &Function) -> Option<TokenStream> {
         Some(_) => return None,
     };
     let args = syn::Ident::new("args", Span::mixed_site());
-    // `args` follows the registry's `ParamInfo`s: a bundle takes one slot per field.
+    // `args` follows the registry's `ParamInfo`s: a bundle takes one slot per
+    // value field, a nested bundle's in its place.
     let (mut slot, mut bundles, mut required, mut optional) = (0usize, Vec::new(), Vec::new(), Vec::new());
     for p in &f.params {
-        if let Some((o, in_option)) = bundle_of(f, &p.ty) {
-            let first = slot;
-            let fields: Vec<TokenStream> = o
-                .fields
-                .iter()
-                .zip(&o.defaults)
-                .map(|((field, ty), default)| {
-                    let (i, name) = (slot, format!("{}.{field}", p.name));
-                    slot += 1;
-                    // A field given is of its item type when the field is an `Option`.
-                    let given = |value: TokenStream| some_if_option(extract(value, &name, ty), ty, true);
-                    let v = match default {
-                        None => given(quote!(::nki::emit::required(#args, #i, #name)?)),
-                        Some(d) => {
-                            let (given, fallback) = (given(quote!(value)), typed_default(d, ty));
-                            quote!(match ::nki::emit::given(#args, #i) {
-                                ::core::option::Option::Some(value) => #given,
-                                ::core::option::Option::None => #fallback,
-                            })
-                        }
-                    };
-                    quote!(#field: #v)
-                })
-                .collect();
-            let (var, name, n) = (format_ident!("__bundle_{}", p.name, span = Span::mixed_site()), &o.name, &p.name);
-            if in_option {
-                // `None` unless the caller gives one of its fields.
-                let last = slot;
-                bundles.push(quote! {
-                    let #var = if (#first..#last).any(|i| ::nki::emit::given(#args, i).is_some()) {
-                        ::core::option::Option::Some(#name { #(#fields),* })
-                    } else {
-                        ::core::option::Option::None
-                    };
-                });
+        if let Some((o, fields)) = bundle_fields(f, p) {
+            let (var, n) = (format_ident!("__bundle_{}", p.name, span = Span::mixed_site()), &p.name);
+            let value = optional_bundle(&o.name, &fields, &args, &mut slot, matches!(p.ty, TypeAnn::Option(..)));
+            bundles.push(quote!(let #var = #value;));
+            if matches!(p.ty, TypeAnn::Option(..)) {
                 optional.push(quote!(call = call.#n(#var);));
             } else {
-                bundles.push(quote!(let #var = #name { #(#fields),* };));
                 required.push(quote!(&#var));
             }
             continue;

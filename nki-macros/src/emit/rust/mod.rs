@@ -65,6 +65,20 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, py_lines: &[Span], stub:
             _ => quote!({ let t = &#n; #check }),
         }
     });
+    // A kernel's bundle parameter's tensor fields, nested ones included, by path.
+    let field_dtype_checks: Vec<TokenStream> = match f.kind {
+        FnKind::Kernel => f
+            .params
+            .iter()
+            .filter_map(|p| {
+                let o = crate::ast::bundle_in(&f.objects, &p.ty)?;
+                let fields = o.param_fields(&f.objects, &p.name.to_string());
+                let n = &p.name;
+                Some(bundle_dtype_checks(&fields, quote!(#n), matches!(p.ty, TypeAnn::Option(..)), &kernel, n.span()))
+            })
+            .collect(),
+        FnKind::Helper => Vec::new(),
+    };
     let range_checks = f.params.iter().filter(|p| !p.range.is_empty()).map(|p| {
         let (n, param, bounds) = (&p.name, p.name.to_string(), bound_tokens(&p.range));
         let check = fallible(n.span(), quote!(::nki::__rt::check_range(v as f64, #kernel, #param, &[#(#bounds),*])));
@@ -89,9 +103,14 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, py_lines: &[Span], stub:
     for t in f.params.iter().map(|p| &p.ty).chain(f.ret.as_ref()) {
         bundles_in(t, &mut bundle_types);
     }
-    let taken: Vec<&syn::Ident> = bundle_types.clone();
-    for o in f.objects.iter().filter(|o| taken.contains(&&o.name)) {
-        o.fields.iter().for_each(|(_, t)| bundles_in(t, &mut bundle_types));
+    // Nested bundles' too, as deep as a bundle parameter's fields are read.
+    for _ in 0..crate::bounds::MAX_BUNDLE_NESTING {
+        let taken: Vec<&syn::Ident> = bundle_types.clone();
+        for o in f.objects.iter().filter(|o| taken.contains(&&o.name)) {
+            o.fields.iter().for_each(|(_, t)| bundles_in(t, &mut bundle_types));
+        }
+        bundle_types.sort();
+        bundle_types.dedup();
     }
     bundle_types.sort();
     bundle_types.dedup();
@@ -109,6 +128,7 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, py_lines: &[Span], stub:
         #vis fn #name<'a>(#ctx: &::nki::Ctx, #(#params),*) -> ::nki::Result<#ret> {
             #(#rebinds)*
             #(#dtype_checks)*
+            #(#field_dtype_checks)*
             #(#range_checks)*
             #body
         }
@@ -121,6 +141,40 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, py_lines: &[Span], stub:
             #info_item
             #call
         }
+    }
+}
+
+/// The dtype checks of the tensor fields among `fields` of the bundle
+/// `value` (an `Option` of it when `optional`), nested bundles' included,
+/// each reported at `span` (the parameter's declaration) under the field's
+/// path.
+fn bundle_dtype_checks(
+    fields: &[crate::ast::BundleField<'_>],
+    value: TokenStream,
+    optional: bool,
+    kernel: &str,
+    span: Span,
+) -> TokenStream {
+    let b = syn::Ident::new("__bundle", Span::mixed_site());
+    let checks = fields.iter().map(|field| {
+        let name = field.name;
+        if let Some((_, sub)) = &field.nested {
+            return bundle_dtype_checks(sub, quote!(#b.#name), field.optional(), kernel, span);
+        }
+        if !field.tensor() {
+            return quote!();
+        }
+        let (path, accepted) = (&field.path, field.dtypes);
+        let check = fallible(span, quote!(::nki::__rt::check_dtype(t, #kernel, #path, &[#(#accepted),*])));
+        match field.ty {
+            TypeAnn::Option(..) => quote!(if let ::core::option::Option::Some(t) = &#b.#name { #check; }),
+            _ => quote!({ let t = &#b.#name; #check; }),
+        }
+    });
+    if optional {
+        quote!(if let ::core::option::Option::Some(#b) = &#value { #(#checks)* })
+    } else {
+        quote!({ let #b = &#value; #(#checks)* })
     }
 }
 

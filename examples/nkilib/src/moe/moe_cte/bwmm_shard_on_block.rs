@@ -900,7 +900,8 @@ pub mod kernel {
 /// Why a `bwmm_shard_on_block` (or `moe_cte`) call is refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MoeCteRule {
-    /// `spec.implementation` is an MX form (not ported).
+    /// `spec.implementation` is a form the library's `moe_cte` does not
+    /// dispatch (`shard_on_i_mx`, `shard_on_i_mx_hybrid`).
     Implementation,
     /// Not exactly two programs.
     Programs,
@@ -933,7 +934,7 @@ impl MoeCteRule {
     pub const fn message(self) -> &'static str {
         match self {
             MoeCteRule::Implementation => {
-                "moe_cte: spec.implementation must be MoECTEImplementation.shard_on_block, shard_on_i, shard_on_i_hybrid or shard_on_i_dropping (the implementations ported)"
+                "moe_cte: spec.implementation must be MoECTEImplementation.shard_on_block, shard_on_i, shard_on_i_hybrid, shard_on_i_dropping or shard_on_block_mx (the library's moe_cte dispatches no other)"
             }
             MoeCteRule::Programs => "bwmm_shard_on_block: runs on exactly 2 programs (LNC2), the blocks alternating between them",
             MoeCteRule::HiddenTiles => "bwmm_shard_on_block: H must be a positive multiple of 512",

@@ -12,12 +12,23 @@
 //! `shard_on_i`
 //! ([`blockwise_mm_baseline_shard_intermediate`](crate::moe::moe_cte::bwmm_shard_on_i))
 //! and `shard_on_i_hybrid` (its `_hybrid` form, which reads `conditions`)
-//! are ported, and `shard_on_i_dropping`
+//! are ported, `shard_on_i_dropping`
 //! ([`blockwise_mm_shard_intermediate_dropping`](crate::moe::moe_cte::bwmm_shard_on_i_dropping),
-//! which returns its activations too); the MX forms are refused by name
-//! here (`shard_on_block_mx` runs as the kernel
-//! [`bwmm_shard_on_block_mx`](crate::moe::moe_cte::bwmm_shard_on_block_mx),
-//! whose scales this entry's `quantization_config` cannot carry).
+//! which returns its activations too) and `shard_on_block_mx` (trn3: the
+//! kernel [`bwmm_shard_on_block_mx`](crate::moe::moe_cte::bwmm_shard_on_block_mx),
+//! called with the scales of `quantization_config`). As in the library,
+//! `shard_on_i_mx` and `shard_on_i_mx_hybrid` are not dispatched (its
+//! `moe_cte` returns nothing for them); here they are refused by name.
+//!
+//! Each family reads its options from the spec's nested configuration, the
+//! defaults when it holds none (the library fills them in
+//! `MoECTESpec.__post_init__`): `shard_on_block` its
+//! `block_sharding_strategy`, `shard_on_block_mx` `n_static_blocks` and
+//! `n_dynamic_blocks` ([`ShardOnBlockConfig`]); `shard_on_i`
+//! `checkpoint_activation` and `expert_affinity_multiply_on_I`,
+//! `shard_on_i_hybrid` `num_static_block`, `shard_on_i_dropping`
+//! `expert_affinity_multiply_on_I` ([`ShardOnIConfig`]). The weights take
+//! the MX form's dtypes too; the other forms take float weights only.
 
 // The library's parameter name `gate_up_activations_T`.
 #![allow(non_snake_case)]
@@ -27,10 +38,19 @@ pub use crate::moe::moe_cte::bwmm_shard_on_i::{BwmmShardOnICall, ShardOnIRule, b
 pub use crate::moe::moe_cte::bwmm_shard_on_i_dropping::{DroppingRule, bwmm_shard_on_i_dropping_violation};
 pub use kernel::*;
 
+impl MoECTESpec {
+    /// The library's `MoECTESpec(implementation=...)`: each family's
+    /// options left to their defaults.
+    pub fn new(implementation: MoECTEImplementation) -> Self {
+        MoECTESpec { implementation, shard_on_block: None, shard_on_I: None }
+    }
+}
+
 /// The entry and its configuration classes.
 #[nki::nki_module]
 pub mod kernel {
     use crate::moe::moe_cte::bwmm_shard_on_block::{_bwmm_shard_on_block, configs, input_tensors, validate_bwmm_shard_on_block};
+    use crate::moe::moe_cte::bwmm_shard_on_block_mx::bwmm_shard_on_block_mx;
     use crate::moe::moe_cte::bwmm_shard_on_i::{
         _bwmm_shard_on_i, ShardOnIFlags, shard_on_i_hybrid_checked, shard_on_i_scaling_mode, validate_bwmm_shard_on_i,
     };
@@ -62,32 +82,62 @@ pub mod kernel {
     /// Options of the block-sharded implementations.
     #[nki_object]
     pub struct ShardOnBlockConfig {
-        /// Blocks per loop iteration (read by the other paths only).
+        /// Blocks per loop iteration (the library's `shard_on_block` takes
+        /// it and reads it nowhere).
         #[default(1)]
         pub n_block_per_iter: i64,
-        /// How the blocks are split between the programs.
+        /// How `shard_on_block` splits the blocks between the programs.
         #[default(BlockShardStrategy::PING_PONG)]
         pub block_sharding_strategy: BlockShardStrategy,
-        /// Blocks of the MX form's static loop (`-1`: derived).
+        /// Blocks of `shard_on_block_mx`'s static loop (`-1`: derived).
         #[default(-1)]
         pub n_static_blocks: i64,
-        /// Most blocks of the MX form's dynamic loop.
+        /// Most blocks of `shard_on_block_mx`'s dynamic loop.
         #[default(55)]
         pub n_dynamic_blocks: i64,
     }
 
-    /// The implementation (the library's spec also nests each family's
-    /// options, a bundle this entry cannot take; `shard_on_block` runs
-    /// with [`ShardOnBlockConfig`]'s defaults, which the library's
-    /// `shard_on_block` path reads as well, and `shard_on_i` with the
-    /// library's `ShardOnIConfig` defaults: no activation checkpointing,
-    /// the affinity on the output, and for `shard_on_i_hybrid` the static
-    /// block count `N - E`; `shard_on_i_dropping` likewise scales the
-    /// output).
+    /// Options of the intermediate-sharded implementations.
+    #[nki_object]
+    pub struct ShardOnIConfig {
+        /// `shard_on_i`: save the gate/up activations for a backward pass.
+        #[default(false)]
+        pub checkpoint_activation: bool,
+        /// `shard_on_i`, `shard_on_i_dropping`: scale by the affinity on the
+        /// intermediate rows (after the activation) rather than the output.
+        #[default(false)]
+        pub expert_affinity_multiply_on_I: bool,
+        /// `shard_on_i_hybrid`: blocks of the static loop (`None`: `N - E`).
+        #[default(None)]
+        pub num_static_block: Option<i64>,
+    }
+
+    /// The weights' dequantization scales.
+    #[nki_object]
+    pub struct QuantizationConfig {
+        /// Scales of `gate_up_proj_weight` (`shard_on_block_mx`: its `uint8`
+        /// MX block scales).
+        #[dtypes(uint8, float32)]
+        #[default(None)]
+        pub gate_up_proj_scale: Option<Hbm>,
+        /// Scales of `down_proj_weight`.
+        #[dtypes(uint8, float32)]
+        #[default(None)]
+        pub down_proj_scale: Option<Hbm>,
+    }
+
+    /// The implementation and each family's options (`None`: the family's
+    /// defaults).
     #[nki_object]
     pub struct MoECTESpec {
         /// Which implementation runs.
         pub implementation: MoECTEImplementation,
+        /// Options of `shard_on_block` and `shard_on_block_mx`.
+        #[default(None)]
+        pub shard_on_block: Option<ShardOnBlockConfig>,
+        /// Options of `shard_on_i`, `shard_on_i_hybrid` and `shard_on_i_dropping`.
+        #[default(None)]
+        pub shard_on_I: Option<ShardOnIConfig>,
     }
 
     /// The context-encoding MoE of the blocks in `token_position_to_id`
@@ -96,13 +146,15 @@ pub mod kernel {
     /// result) when accumulating, else `[T, H]`; `shard_on_i` and
     /// `shard_on_i_hybrid` (which needs `conditions`) `[T, H]`;
     /// `shard_on_i_dropping` `(output, gate_up_activations_T,
-    /// down_activations)`.
+    /// down_activations)`; `shard_on_block_mx` `[2, T, H]`.
     #[nki_kernel]
     pub fn moe_cte(
         #[dtypes(float32, bfloat16, float16)] hidden_states: Hbm,
         #[dtypes(float32, bfloat16, float16)] expert_affinities_masked: Hbm,
-        #[dtypes(float32, bfloat16, float16)] gate_up_proj_weight: Hbm,
-        #[dtypes(float32, bfloat16, float16)] down_proj_weight: Hbm,
+        #[dtypes(float32, bfloat16, float16, float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4, uint16, int16, uint32, int32)]
+        gate_up_proj_weight: Hbm,
+        #[dtypes(float32, bfloat16, float16, float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4, uint16, int16, uint32, int32)]
+        down_proj_weight: Hbm,
         #[dtypes(int32)] token_position_to_id: Hbm,
         #[dtypes(int32)] block_to_expert: Hbm,
         block_size: i64,
@@ -110,7 +162,7 @@ pub mod kernel {
         #[dtypes(int32)] conditions: Option<Hbm>,
         #[dtypes(float32, bfloat16, float16)] gate_and_up_proj_bias: Option<Hbm>,
         #[dtypes(float32, bfloat16, float16)] down_proj_bias: Option<Hbm>,
-        quantization_config: Option<Hbm>,
+        quantization_config: Option<QuantizationConfig>,
         gate_up_activations_T: Option<Hbm>,
         down_activations: Option<Hbm>,
         #[default(ActFnType::SiLU)] activation_function: ActFnType,
@@ -127,13 +179,67 @@ pub mod kernel {
         let block = implementation == MoECTEImplementation::shard_on_block;
         let hybrid = implementation == MoECTEImplementation::shard_on_i_hybrid;
         let dropping = implementation == MoECTEImplementation::shard_on_i_dropping;
+        let mx = implementation == MoECTEImplementation::shard_on_block_mx;
         assert!(
-            block || implementation == MoECTEImplementation::shard_on_i || hybrid || dropping,
-            "moe_cte: spec.implementation must be MoECTEImplementation.shard_on_block, shard_on_i, shard_on_i_hybrid or shard_on_i_dropping (the implementations ported), got {implementation}"
+            block || mx || implementation == MoECTEImplementation::shard_on_i || hybrid || dropping,
+            "moe_cte: spec.implementation must be MoECTEImplementation.shard_on_block, shard_on_i, shard_on_i_hybrid, shard_on_i_dropping or shard_on_block_mx (the library's moe_cte dispatches no other), got {implementation}"
         );
-        assert!(quantization_config.is_none(), "moe_cte: quantization_config is not implemented (the quantization scales)");
+        let mut gate_up_proj_scale: Option<Hbm> = None;
+        let mut down_proj_scale: Option<Hbm> = None;
+        if let Some(q) = quantization_config {
+            gate_up_proj_scale = q.gate_up_proj_scale;
+            down_proj_scale = q.down_proj_scale;
+        }
+        // The library's `spec.shard_on_block or ShardOnBlockConfig()`.
+        let mut block_cfg = ShardOnBlockConfig {
+            n_block_per_iter: 1,
+            block_sharding_strategy: BlockShardStrategy::PING_PONG,
+            n_static_blocks: -1,
+            n_dynamic_blocks: 55,
+        };
+        let given_block_cfg = spec.shard_on_block;
+        if let Some(c) = given_block_cfg {
+            block_cfg = c;
+        }
+        if mx {
+            let out = bwmm_shard_on_block_mx(
+                hidden_states,
+                expert_affinities_masked,
+                gate_up_proj_weight,
+                down_proj_weight,
+                token_position_to_id,
+                block_to_expert,
+                conditions = conditions,
+                gate_and_up_proj_bias = gate_and_up_proj_bias,
+                down_proj_bias = down_proj_bias,
+                gate_up_proj_scale = gate_up_proj_scale,
+                down_proj_scale = down_proj_scale,
+                block_size = block_size,
+                n_static_blocks = block_cfg.n_static_blocks,
+                n_dynamic_blocks = block_cfg.n_dynamic_blocks,
+                gate_up_activations_T = gate_up_activations_T,
+                down_activations = down_activations,
+                activation_function = activation_function,
+                skip_dma = skip_dma,
+                compute_dtype = compute_dtype,
+                is_tensor_update_accumulating = is_tensor_update_accumulating,
+                expert_affinities_scaling_mode = expert_affinities_scaling_mode,
+                gate_clamp_upper_limit = gate_clamp_upper_limit,
+                gate_clamp_lower_limit = gate_clamp_lower_limit,
+                up_clamp_lower_limit = up_clamp_lower_limit,
+                up_clamp_upper_limit = up_clamp_upper_limit,
+            );
+            return Outputs(out);
+        }
+        let (gw, dw) = (gate_up_proj_weight.dtype(), down_proj_weight.dtype());
+        let gate_up_float = gw == nl::float32 || gw == nl::bfloat16 || gw == nl::float16;
+        let down_float = dw == nl::float32 || dw == nl::bfloat16 || dw == nl::float16;
+        assert!(
+            gate_up_float && down_float,
+            "moe_cte: {implementation} takes float32, bfloat16 or float16 weights (the MX dtypes are shard_on_block_mx's)"
+        );
         assert!(!hybrid || conditions.is_some(), "moe_cte: shard_on_i_hybrid needs conditions, the [N + 1] padded-block flags");
-        // One bundle of the call for every implementation; each runs its
+        // One bundle of the call for every other implementation; each runs its
         // kernel's own checks on it, as when called by itself.
         let (x, aff, pos, experts) = (hidden_states, expert_affinities_masked, token_position_to_id, block_to_expert);
         let inps = input_tensors(x, aff, gate_up_proj_weight, down_proj_weight, pos, experts, gate_and_up_proj_bias, down_proj_bias);
@@ -147,28 +253,31 @@ pub mod kernel {
             shard_on_i_scaling_mode(m)
         };
         let cfg = configs(inps, skip_dma, compute_dtype, is_tensor_update_accumulating, mode, activation_function, clamps);
+        let quantized = gate_up_proj_scale.is_some() || down_proj_scale.is_some();
+        if block {
+            let strategy = block_cfg.block_sharding_strategy;
+            validate_bwmm_shard_on_block(inps, cfg, block_size, strategy, quantized, down_activations.is_some());
+            return Outputs(_bwmm_shard_on_block(inps, cfg, block_size));
+        }
+        // The library's `spec.shard_on_I or ShardOnIConfig()`.
+        let mut i_cfg = ShardOnIConfig { checkpoint_activation: false, expert_affinity_multiply_on_I: false, num_static_block: None };
+        let given_i_cfg = spec.shard_on_I;
+        if let Some(c) = given_i_cfg {
+            i_cfg = c;
+        }
         // The conditions only the hybrid form reads (given, as asserted above).
         let hybrid_conditions = if hybrid { conditions } else { None };
-        // The intermediate-sharded forms' options: the library's
-        // `ShardOnIConfig` defaults (`MoECTESpec` holds none).
-        let flags = ShardOnIFlags { quantized: false, checkpoint_activation: false, multiply_on_i: false };
-        if block {
-            let block_cfg = ShardOnBlockConfig {
-                n_block_per_iter: 1,
-                block_sharding_strategy: BlockShardStrategy::PING_PONG,
-                n_static_blocks: -1,
-                n_dynamic_blocks: 55,
-            };
-            let strategy = block_cfg.block_sharding_strategy;
-            validate_bwmm_shard_on_block(inps, cfg, block_size, strategy, false, down_activations.is_some());
-            return Outputs(_bwmm_shard_on_block(inps, cfg, block_size));
-        } else if let Some(cond) = hybrid_conditions {
+        let multiply_on_i = i_cfg.expert_affinity_multiply_on_I;
+        if let Some(cond) = hybrid_conditions {
             let activations = gate_up_activations_T.is_some() || down_activations.is_some();
-            return Outputs(shard_on_i_hybrid_checked(inps, cfg, block_size, cond, None, false, activations));
+            return Outputs(shard_on_i_hybrid_checked(inps, cfg, block_size, cond, i_cfg.num_static_block, quantized, activations));
         } else if dropping {
+            // The library's dropping form takes no `checkpoint_activation`.
+            let flags = ShardOnIFlags { quantized, checkpoint_activation: false, multiply_on_i };
             return shard_on_i_dropping_checked(inps, cfg, block_size, flags);
         }
+        let flags = ShardOnIFlags { quantized, checkpoint_activation: i_cfg.checkpoint_activation, multiply_on_i };
         validate_bwmm_shard_on_i(inps, cfg, block_size, flags, "blockwise_mm_baseline_shard_intermediate");
-        Outputs(_bwmm_shard_on_i(inps, cfg, block_size, false))
+        Outputs(_bwmm_shard_on_i(inps, cfg, block_size, multiply_on_i))
     }
 }
