@@ -142,17 +142,22 @@ fn in_bounds(len: usize, mat: Mat, rows: usize, cols: usize) -> bool {
 mod tests {
     use super::*;
 
-    #[test]
-    fn split_products_are_bit_identical_to_whole_ones() {
-        let mut seed = 7u32;
-        let mut rand = |len: usize| -> Vec<f32> {
+    /// Draws of `len` values uniform in `[-half, half)` (multiples of
+    /// `2·half / 2²⁴`) from a linear congruential generator seeded `seed`.
+    fn uniform(mut seed: u32, half: f32) -> impl FnMut(usize) -> Vec<f32> {
+        move |len| {
             (0..len)
                 .map(|_| {
                     seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-                    (seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+                    (seed >> 8) as f32 / (1u32 << 24) as f32 * (2.0 * half) - half
                 })
                 .collect()
-        };
+        }
+    }
+
+    #[test]
+    fn split_products_are_bit_identical_to_whole_ones() {
+        let mut rand = uniform(7, 0.5);
         for (m, k, n, beta) in [(128, 128, 512, 0.0), (77, 100, 500, 1.0), (128, 33, 129, 1.0), (5, 128, 384, 0.0)] {
             // a stored k×m (the stationary tile's layout), b k×n, c m×n with padded rows.
             let (a, b, c0) = (rand(k * m), rand(k * n), rand(m * (n + 3)));
@@ -175,15 +180,7 @@ mod tests {
     /// `beta`s.
     #[test]
     fn in_place_products_are_bit_identical_to_packed_ones() {
-        let mut seed = 11u32;
-        let mut rand = |len: usize| -> Vec<f32> {
-            (0..len)
-                .map(|_| {
-                    seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-                    (seed >> 8) as f32 / (1u32 << 22) as f32 - 2.0
-                })
-                .collect()
-        };
+        let mut rand = uniform(11, 2.0);
         let shapes =
             [(128, 128, 512, 1, 1), (13, 1, 17, 1, 1), (25, 256, 33, 2, 1), (1, 7, 1, 3, 1), (100, 64, 300, 1, 1), (12, 128, 31, 5, 1)];
         // The last with every other column of c, which the packed path computes.
