@@ -32,28 +32,16 @@ pub(super) fn available() -> bool {
     std::arch::is_x86_feature_detected!("avx512f")
 }
 
-/// `c = a · b` (`accumulate` false) or `c = c + a · b` (true) for `a: m×k`,
-/// `b: k×n` with unit column stride, `c: m×n` with unit column stride.
+/// `c = a · b` (`tile.accumulate` false) or `c = c + a · b` (true) for
+/// `a: m×k`, `b: k×n` with unit column stride, `c: m×n` with unit column
+/// stride.
 ///
 /// # Safety
 /// The CPU supports AVX-512F ([`available`]); every element addressed by the
 /// shapes and strides lies inside the allocations behind `a`, `b` and `c`; `c`
 /// aliases neither operand; `b.cs == 1` and `c.cs == 1`.
 #[target_feature(enable = "avx512f")]
-#[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn sgemm(
-    m: usize,
-    k: usize,
-    n: usize,
-    a: *const f32,
-    am: Mat,
-    b: *const f32,
-    bm: Mat,
-    c: *mut f32,
-    cm: Mat,
-    accumulate: bool,
-) {
-    let tile = Tile { k, a, am, b, bm, c, cm, accumulate };
+pub(super) unsafe fn sgemm(m: usize, n: usize, tile: Tile) {
     let mut j = 0;
     while j < n {
         let cols = (n - j).min(NR);
@@ -88,16 +76,17 @@ pub(super) unsafe fn sgemm(
     }
 }
 
-/// One product's operands, shared by its microkernel tiles.
-struct Tile {
-    k: usize,
-    a: *const f32,
-    am: Mat,
-    b: *const f32,
-    bm: Mat,
-    c: *mut f32,
-    cm: Mat,
-    accumulate: bool,
+/// One product's contraction length and operands, shared by its microkernel
+/// tiles; `accumulate` adds onto `c` instead of overwriting it.
+pub(super) struct Tile {
+    pub k: usize,
+    pub a: *const f32,
+    pub am: Mat,
+    pub b: *const f32,
+    pub bm: Mat,
+    pub c: *mut f32,
+    pub cm: Mat,
+    pub accumulate: bool,
 }
 
 impl Tile {

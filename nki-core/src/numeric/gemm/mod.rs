@@ -51,9 +51,10 @@ const ONE_PASS_K: usize = 256;
 unsafe fn product(m: usize, k: usize, n: usize, a: *const f32, am: Mat, b: *const f32, bm: Mat, c: *mut f32, cm: Mat, beta: f32) {
     #[cfg(target_arch = "x86_64")]
     if bm.cs == 1 && cm.cs == 1 && k > 0 && k <= ONE_PASS_K && (beta == 0.0 || beta == 1.0) && direct::available() {
+        let tile = direct::Tile { k, a, am, b, bm, c, cm, accumulate: beta == 1.0 };
         // SAFETY: AVX-512F is present, the layout is the one the kernel
         // takes, and the caller vouches for the bounds and aliasing.
-        return unsafe { direct::sgemm(m, k, n, a, am, b, bm, c, cm, beta == 1.0) };
+        return unsafe { direct::sgemm(m, n, tile) };
     }
     // SAFETY: as this function's contract.
     unsafe {
