@@ -39,23 +39,7 @@ impl Layout {
 
     /// Drops unit dimensions and merges dimensions that are contiguous with each other.
     pub fn collapsed(&self) -> Layout {
-        let mut shape: Vec<usize> = Vec::with_capacity(self.shape.len());
-        let mut strides: Vec<isize> = Vec::with_capacity(self.shape.len());
-        for (&n, &s) in self.shape.iter().zip(&self.strides) {
-            if n == 1 {
-                continue;
-            }
-            match (shape.last_mut(), strides.last_mut()) {
-                (Some(pn), Some(ps)) if *ps == s * n as isize => {
-                    *pn *= n;
-                    *ps = s;
-                }
-                _ => {
-                    shape.push(n);
-                    strides.push(s);
-                }
-            }
-        }
+        let (shape, [strides]) = collapse_dims(&self.shape, [&self.strides]);
         Layout { offset: self.offset, shape, strides }
     }
 
@@ -208,25 +192,8 @@ impl Layout {
         if self.shape != other.shape {
             return None;
         }
-        let mut j = Joint { shape: Vec::new(), src: Vec::new(), dst: Vec::new() };
-        for ((&n, &s), &d) in self.shape.iter().zip(&self.strides).zip(&other.strides) {
-            if n == 1 {
-                continue;
-            }
-            match (j.shape.last_mut(), j.src.last_mut(), j.dst.last_mut()) {
-                (Some(pn), Some(ps), Some(pd)) if *ps == s * n as isize && *pd == d * n as isize => {
-                    *pn *= n;
-                    *ps = s;
-                    *pd = d;
-                }
-                _ => {
-                    j.shape.push(n);
-                    j.src.push(s);
-                    j.dst.push(d);
-                }
-            }
-        }
-        Some(j)
+        let (shape, [src, dst]) = collapse_dims(&self.shape, [&self.strides, &other.strides]);
+        Some(Joint { shape, src, dst })
     }
 
     /// Writes `src` (logical order) into the view's cells, transformed by `f`.
@@ -246,6 +213,36 @@ impl Layout {
             k += n;
         });
     }
+}
+
+/// `shape` with each dim merged into the one before it where it merges in
+/// every one of the stride lists (`outer == inner · n`), size-1 dims dropped.
+fn collapse_dims<const N: usize>(shape: &[usize], strides: [&[isize]; N]) -> (Vec<usize>, [Vec<isize>; N]) {
+    let mut out_shape: Vec<usize> = Vec::with_capacity(shape.len());
+    let mut out: [Vec<isize>; N] = std::array::from_fn(|_| Vec::with_capacity(shape.len()));
+    // As far as every list reaches (a zip of the shape with each).
+    let dims = strides.iter().fold(shape.len(), |m, s| m.min(s.len()));
+    for (d, &n) in shape[..dims].iter().enumerate() {
+        if n == 1 {
+            continue;
+        }
+        let merges = |o: &Vec<isize>, s: &[isize]| o.last().is_some_and(|&prev| prev == s[d] * n as isize);
+        match out_shape.last_mut() {
+            Some(pn) if out.iter().zip(&strides).all(|(o, s)| merges(o, s)) => {
+                *pn *= n;
+                for (o, s) in out.iter_mut().zip(&strides) {
+                    if let Some(last) = o.last_mut() {
+                        *last = s[d];
+                    }
+                }
+            }
+            _ => {
+                out_shape.push(n);
+                out.iter_mut().zip(&strides).for_each(|(o, s)| o.push(s[d]));
+            }
+        }
+    }
+    (out_shape, out)
 }
 
 /// Row-major strides of `shape`.
