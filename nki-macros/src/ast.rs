@@ -97,23 +97,57 @@ impl BundleField<'_> {
     pub fn optional(&self) -> bool {
         matches!(self.ty, TypeAnn::Option(..))
     }
+}
 
-    /// Whether the field holds a tensor (or an `Option` of one).
-    pub fn tensor(&self) -> bool {
-        match self.ty {
-            TypeAnn::Option(inner, _) => matches!(**inner, TypeAnn::Tensor(..)),
-            t => matches!(t, TypeAnn::Tensor(..)),
+/// A value field of a kernel's bundle parameter, nested bundles' in their
+/// place (the order of the registry's entries and the entry's argument slots),
+/// with the class of the bundle holding it and the paths of the `Option`
+/// bundles holding it, outermost first (the parameter's own when it is an
+/// `Option`).
+pub struct BundleLeaf<'f> {
+    pub field: BundleField<'f>,
+    pub class: &'f syn::Ident,
+    pub optional_bundles: Vec<String>,
+}
+
+impl BundleLeaf<'_> {
+    /// The guard a Python assert on the field's value needs: `x is None or `
+    /// for each `Option` bundle holding it and for the field itself when it is
+    /// an `Option`.
+    pub fn none_guard(&self) -> String {
+        let own = self.field.optional().then_some(&self.field.path);
+        self.optional_bundles.iter().chain(own).map(|b| format!("{b} is None or ")).collect()
+    }
+}
+
+/// The value fields of the kernel parameter `p` when it takes a bundle
+/// (nothing otherwise), flattened as [`BundleLeaf`]s.
+pub fn bundle_leaves<'f>(objects: &'f [ObjectDef], p: &Param) -> Vec<BundleLeaf<'f>> {
+    fn flatten<'f>(class: &'f syn::Ident, fields: Vec<BundleField<'f>>, enclosing: &[String], out: &mut Vec<BundleLeaf<'f>>) {
+        for mut field in fields {
+            match field.nested.take() {
+                Some((o, sub)) => {
+                    let mut inner = enclosing.to_vec();
+                    if field.optional() {
+                        inner.push(field.path.clone());
+                    }
+                    flatten(&o.name, sub, &inner, out);
+                }
+                None => out.push(BundleLeaf { field, class, optional_bundles: enclosing.to_vec() }),
+            }
         }
     }
+    let mut out = Vec::new();
+    if let Some(o) = bundle_in(objects, &p.ty) {
+        let outer = if matches!(p.ty, TypeAnn::Option(..)) { vec![p.name.to_string()] } else { Vec::new() };
+        flatten(&o.name, o.param_fields(objects, &p.name.to_string()), &outer, &mut out);
+    }
+    out
 }
 
 /// The bundle `ty` names, itself or as an `Option`'s item, among `objects`.
 pub fn bundle_in<'o>(objects: &'o [ObjectDef], ty: &TypeAnn) -> Option<&'o ObjectDef> {
-    let item = match ty {
-        TypeAnn::Option(inner, _) => &**inner,
-        t => t,
-    };
-    match item {
+    match ty.item() {
         TypeAnn::Object(name, _) => objects.iter().find(|o| o.name == *name),
         _ => None,
     }
@@ -138,10 +172,7 @@ impl ObjectDef {
             )
         };
         for (field, ty) in &self.fields {
-            let item = match ty {
-                TypeAnn::Option(inner, _) => &**inner,
-                t => t,
-            };
+            let item = ty.item();
             let path = format!("{path}.{field}");
             if value(item) {
                 continue;
@@ -264,6 +295,20 @@ pub enum TypeAnn {
 }
 
 impl TypeAnn {
+    /// The type itself, or an `Option`'s item.
+    pub fn item(&self) -> &TypeAnn {
+        match self {
+            TypeAnn::Option(inner, _) => inner,
+            t => t,
+        }
+    }
+
+    /// Whether a value of the type is a tensor or an `Option` of one (what
+    /// `#[dtypes(...)]` applies to).
+    pub fn holds_tensor(&self) -> bool {
+        matches!(self.item(), TypeAnn::Tensor(..))
+    }
+
     pub fn span(&self) -> Spn {
         match self {
             TypeAnn::Tensor(_, s)

@@ -304,11 +304,7 @@ pub fn check(f: &Function, target: Generation, diag: &mut Diagnostics) -> Info {
                 "a kernel cannot take a register: its caller has none (registers live on the device); take the value in a tensor and nisa::register_load it",
             );
         }
-        let bundle = match &p.ty {
-            TypeAnn::Option(inner, _) => &**inner,
-            t => t,
-        };
-        if let (FnKind::Kernel, TypeAnn::Object(name, _)) = (f.kind, bundle) {
+        if let (FnKind::Kernel, TypeAnn::Object(name, _)) = (f.kind, p.ty.item()) {
             let bad = f.objects.iter().find(|o| o.name == *name).and_then(|o| o.kernel_param_error(&f.objects));
             if let Some(e) = bad {
                 let (path, deepest) = (e.path, crate::bounds::MAX_BUNDLE_NESTING);

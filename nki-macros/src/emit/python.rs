@@ -52,28 +52,13 @@ pub fn emit(f: &Function, info: &Info) -> (String, Vec<Span>) {
         // parameter (`kargs.norm_type`): its value, class and `None` guard.
         let mut given: Vec<(String, &syn::Ident, String)> = Vec::new();
         for prm in &f.params {
-            let n = prm.name.to_string();
-            match &prm.ty {
-                crate::ast::TypeAnn::PyEnum(e, _) => given.push((n.clone(), e, String::new())),
-                crate::ast::TypeAnn::Option(inner, _) => {
-                    if let crate::ast::TypeAnn::PyEnum(e, _) = &**inner {
-                        given.push((n.clone(), e, format!("{n} is None or ")));
-                    }
-                }
-                _ => {}
+            if let crate::ast::TypeAnn::PyEnum(e, _) = prm.ty.item() {
+                given.push((prm.name.to_string(), e, none_guard(prm)));
             }
-            // A bundle's enum fields, nested bundles' included; an `Option`
-            // bundle or field may be None.
-            if let Some(o) = crate::ast::bundle_in(&f.objects, &prm.ty) {
-                let whole = if matches!(prm.ty, crate::ast::TypeAnn::Option(..)) { format!("{n} is None or ") } else { String::new() };
-                for (field, guard) in field_guards(&o.param_fields(&f.objects, &n), &whole) {
-                    let item = match field.ty {
-                        crate::ast::TypeAnn::Option(inner, _) => &**inner,
-                        t => t,
-                    };
-                    if let crate::ast::TypeAnn::PyEnum(e, _) = item {
-                        given.push((field.path.clone(), e, guard));
-                    }
+            // A bundle's enum fields, nested bundles' included.
+            for leaf in crate::ast::bundle_leaves(&f.objects, prm) {
+                if let crate::ast::TypeAnn::PyEnum(e, _) = leaf.field.ty.item() {
+                    given.push((leaf.field.path.clone(), e, leaf.none_guard()));
                 }
             }
         }
@@ -111,11 +96,8 @@ pub fn emit(f: &Function, info: &Info) -> (String, Vec<Span>) {
     // A kernel's bundle parameter's tensor fields take their dtypes as a
     // tensor parameter does.
     for prm in f.params.iter().filter(|_| f.kind == FnKind::Kernel) {
-        let Some(o) = crate::ast::bundle_in(&f.objects, &prm.ty) else { continue };
-        let n = prm.name.to_string();
-        let whole = if matches!(prm.ty, crate::ast::TypeAnn::Option(..)) { format!("{n} is None or ") } else { String::new() };
-        for (field, guard) in field_guards(&o.param_fields(&f.objects, &n), &whole).into_iter().filter(|(x, _)| x.tensor()) {
-            let (path, dtypes) = (&field.path, field.dtypes);
+        for leaf in crate::ast::bundle_leaves(&f.objects, prm).into_iter().filter(|l| l.field.ty.holds_tensor()) {
+            let (guard, path, dtypes) = (leaf.none_guard(), &leaf.field.path, leaf.field.dtypes);
             let tuple = tuple(dtypes.iter().map(|d| format!("nl.{d}")).collect());
             p.line(&format!(
                 "assert {guard}{path}.dtype in {tuple}, \"{} takes {path} as {}\"",
@@ -128,19 +110,10 @@ pub fn emit(f: &Function, info: &Info) -> (String, Vec<Span>) {
     (p.out, p.spans)
 }
 
-/// The value fields among `fields` (nested bundles' in their place), each with
-/// the guard its assert needs: `guard` (the enclosing bundles' `x is None or `)
-/// and its own when it, or a bundle holding it, is an `Option`.
-fn field_guards<'a, 'f>(fields: &'a [crate::ast::BundleField<'f>], guard: &str) -> Vec<(&'a crate::ast::BundleField<'f>, String)> {
-    let mut out = Vec::new();
-    for field in fields {
-        let own = if field.optional() { format!("{guard}{} is None or ", field.path) } else { guard.to_string() };
-        match &field.nested {
-            Some((_, sub)) => out.extend(field_guards(sub, &own)),
-            None => out.push((field, own)),
-        }
-    }
-    out
+/// `"{name} is None or "` for an `Option` parameter (the guard its value's
+/// assert needs), else nothing.
+fn none_guard(prm: &crate::ast::Param) -> String {
+    if matches!(prm.ty, crate::ast::TypeAnn::Option(..)) { format!("{} is None or ", prm.name) } else { String::new() }
 }
 
 /// The Python dataclass of a parameter bundle, after its doc comment lines; each
@@ -218,10 +191,7 @@ pub fn enum_class(e: &crate::ast::EnumDef, docs: &[String], member_docs: &[Vec<S
 pub fn field_default(d: &Expr, ty: &crate::ast::TypeAnn) -> String {
     let info = Info::default();
     let text = Py::new(&info, Span::call_site()).expr(d);
-    let float = match ty {
-        crate::ast::TypeAnn::Option(inner, _) => matches!(**inner, crate::ast::TypeAnn::Float(_)),
-        t => matches!(t, crate::ast::TypeAnn::Float(_)),
-    };
+    let float = matches!(ty.item(), crate::ast::TypeAnn::Float(_));
     if float && matches!(d.kind, ExprKind::Int(_)) { format!("{text}.0") } else { text }
 }
 

@@ -68,7 +68,7 @@ pub fn parse_objects(items: &[syn::ItemStruct], others: &[String], enums: &[Enum
                 }
             }
             if let (Some(name), Some(ty)) = (f.ident.clone(), parse_type(&f.ty, cx)) {
-                if !dtypes.is_empty() && !holds_tensor(&ty) {
+                if !dtypes.is_empty() && !ty.holds_tensor() {
                     cx.error(Spn::of(&f.ty), "#[dtypes(...)] applies to tensor fields only");
                     dtypes.clear();
                 }
@@ -225,13 +225,12 @@ pub fn parse_function(item: &syn::ItemFn, kind: FnKind, objects: &[ObjectDef], e
             }
         }
         if let Some(ty) = parse_type(&pt.ty, cx) {
-            let is = |f: fn(&TypeAnn) -> bool| f(&ty) || matches!(&ty, TypeAnn::Option(inner, _) if f(inner));
-            let tensor = holds_tensor(&ty);
+            let tensor = ty.holds_tensor();
             if !dtypes.is_empty() && !tensor {
                 cx.error(Spn::of(&pt.ty), "#[dtypes(...)] applies to tensor parameters only");
                 dtypes.clear();
             }
-            if !range.is_empty() && !is(|t| matches!(t, TypeAnn::Int(_) | TypeAnn::Float(_))) {
+            if !range.is_empty() && !matches!(ty.item(), TypeAnn::Int(_) | TypeAnn::Float(_)) {
                 cx.error(Spn::of(&pt.ty), "#[range(...)] applies to int and float parameters only");
                 range.clear();
             }
@@ -264,15 +263,6 @@ pub fn parse_function(item: &syn::ItemFn, kind: FnKind, objects: &[ObjectDef], e
         objects: Vec::new(),
         enums: Vec::new(),
         imports: Vec::new(),
-    }
-}
-
-/// Whether a value of type `ty` is a tensor or an `Option` of one (what
-/// `#[dtypes(...)]` applies to).
-fn holds_tensor(ty: &TypeAnn) -> bool {
-    match ty {
-        TypeAnn::Option(inner, _) => matches!(**inner, TypeAnn::Tensor(..)),
-        t => matches!(t, TypeAnn::Tensor(..)),
     }
 }
 

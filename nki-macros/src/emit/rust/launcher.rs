@@ -1,7 +1,9 @@
 //! The `Call` launcher of a kernel: its Python defaults as builder methods.
 
 use super::tokens::{bound_tokens, constant_tokens, ctx_ident, float_tokens, local_type, member_tokens, param_type};
-use crate::ast::{BundleField, Expr, ExprKind, FnKind, Function, ObjectDef, Pat, Stmt, TypeAnn, UnOp, bundle_in};
+use crate::ast::{
+    BundleField, BundleLeaf, Expr, ExprKind, FnKind, Function, ObjectDef, Pat, Stmt, TypeAnn, UnOp, bundle_in, bundle_leaves,
+};
 use crate::check::{Info, Ty};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote};
@@ -271,30 +273,6 @@ fn bundle_fields<'f>(f: &'f Function, p: &crate::ast::Param) -> Option<(&'f Obje
     bundle_in(&f.objects, &p.ty).map(|o| (o, o.param_fields(&f.objects, &p.name.to_string())))
 }
 
-/// The value fields of a bundle parameter's `fields`, nested bundles' in
-/// their place (the order of the registry's `ParamInfo`s and the entry's
-/// argument slots), each with its bundle's class and the paths of the
-/// `Option` bundles holding it (`enclosing` and, for a nested one, its own).
-fn leaves<'a, 'f>(
-    class: &'f syn::Ident,
-    fields: &'a [BundleField<'f>],
-    enclosing: &[String],
-    out: &mut Vec<(&'a BundleField<'f>, &'f syn::Ident, Vec<String>)>,
-) {
-    for field in fields {
-        match &field.nested {
-            Some((o, sub)) => {
-                let mut inner = enclosing.to_vec();
-                if field.optional() {
-                    inner.push(field.path.clone());
-                }
-                leaves(&o.name, sub, &inner, out);
-            }
-            None => out.push((field, class, enclosing.to_vec())),
-        }
-    }
-}
-
 /// The registry's `ParamInfo` of each parameter whose kind it can name; a bundle
 /// parameter `cfg` is flattened into one per field, named `cfg.field` (a nested
 /// bundle's `cfg.inner.field`).
@@ -306,16 +284,14 @@ pub(super) fn param_infos(f: &Function, info: &Info) -> Vec<TokenStream> {
     let defaults = crate::emit::python::param_defaults(f, info);
     let mut infos = Vec::new();
     for (p, default) in f.params.iter().zip(defaults) {
-        if let Some((o, fields)) = bundle_fields(f, p) {
-            let outer: Vec<String> = if matches!(p.ty, TypeAnn::Option(..)) { vec![p.name.to_string()] } else { Vec::new() };
-            let mut flat = Vec::new();
-            leaves(&o.name, &fields, &outer, &mut flat);
-            for (field, class, enclosing) in flat {
+        let leaves = bundle_leaves(&f.objects, p);
+        if !leaves.is_empty() {
+            for BundleLeaf { field, class, optional_bundles: enclosing } in leaves {
                 let Some(kind) = param_kind(field.ty) else { continue };
                 let (name, bundle) = (&field.path, class.to_string());
                 let default = field.default.map(|d| crate::emit::python::field_default(d, field.ty));
                 let (optional, default) = (default.is_some(), some_str(default));
-                let dtypes = if field.tensor() { field.dtypes } else { &[] };
+                let dtypes = if field.ty.holds_tensor() { field.dtypes } else { &[] };
                 infos.push(quote!(::nki::emit::ParamInfo {
                     optional: #optional, default: #default, dtypes: &[#(#dtypes),*], bundle: ::core::option::Option::Some(#bundle),
                     optional_bundles: &[#(#enclosing),*],
@@ -474,7 +450,7 @@ fn field_value(field: &BundleField<'_>, args: &syn::Ident, slot: &mut usize) -> 
     // tensor field owns its tensor.
     let given = |value: TokenStream| {
         let v = extract(value, path, field.ty);
-        let v = if field.tensor() { quote!(::core::clone::Clone::clone(#v)) } else { v };
+        let v = if field.ty.holds_tensor() { quote!(::core::clone::Clone::clone(#v)) } else { v };
         some_if_option(v, field.ty, true)
     };
     let v = match field.default {

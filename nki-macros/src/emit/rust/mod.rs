@@ -112,8 +112,6 @@ pub fn emit(f: &Function, info: &Info, py_source: &str, py_lines: &[Span], stub:
         bundle_types.sort();
         bundle_types.dedup();
     }
-    bundle_types.sort();
-    bundle_types.dedup();
     let bundles = bundle_types.iter().map(|o| quote!(#[allow(unused_imports)] use super::#o;));
     let info_item = info_static(f, info, py_lines);
     let kind_doc = match f.kind {
@@ -161,7 +159,7 @@ fn bundle_dtype_checks(
         if let Some((_, sub)) = &field.nested {
             return bundle_dtype_checks(sub, quote!(#b.#name), field.optional(), kernel, span);
         }
-        if !field.tensor() {
+        if !field.ty.holds_tensor() {
             return quote!();
         }
         let (path, accepted) = (&field.path, field.dtypes);
