@@ -1,6 +1,7 @@
 //! Strided single-precision GEMM for `nc_matmul`, whole or split into column
-//! blocks over helper threads: in place on AVX-512 when the operands' rows are
-//! contiguous ([`direct`]), else through `matrixmultiply`'s packed kernels.
+//! blocks over helper threads: on AVX-512 or AVX2 + FMA by this crate's
+//! kernels when the rows of `b` and `c` are contiguous ([`direct`]), else
+//! through `matrixmultiply`'s.
 
 use crate::emulator::helpers::split;
 
@@ -38,10 +39,18 @@ pub(crate) fn sgemm(m: usize, k: usize, n: usize, a: &[f32], am: Mat, b: &[f32],
 
 /// The contraction length up to which `matrixmultiply` accumulates every
 /// element in one pass (its `S_KC`); beyond it, it adds partial sums onto `c`,
-/// which the in-place kernel does not reproduce.
+/// which [`direct`]'s kernels do not reproduce.
 const ONE_PASS_K: usize = 256;
 
-/// `c = a · b + beta · c` on raw operands: in place when the layout allows it
+/// The [`direct`] kernel that computes a product of these layouts and `beta`
+/// on this CPU, if any (else `matrixmultiply` does).
+#[cfg(target_arch = "x86_64")]
+fn direct_kernel(k: usize, bm: Mat, cm: Mat, beta: f32) -> Option<direct::Kernel> {
+    let takes = bm.cs == 1 && cm.cs == 1 && k > 0 && k <= ONE_PASS_K && (beta == 0.0 || beta == 1.0);
+    direct::Kernel::detect().filter(|_| takes)
+}
+
+/// `c = a · b + beta · c` on raw operands: by [`direct`] when the layout allows it
 /// (see the module docs), else packed; the same bits either way.
 ///
 /// # Safety
@@ -50,11 +59,11 @@ const ONE_PASS_K: usize = 256;
 #[allow(clippy::too_many_arguments)]
 unsafe fn product(m: usize, k: usize, n: usize, a: *const f32, am: Mat, b: *const f32, bm: Mat, c: *mut f32, cm: Mat, beta: f32) {
     #[cfg(target_arch = "x86_64")]
-    if bm.cs == 1 && cm.cs == 1 && k > 0 && k <= ONE_PASS_K && (beta == 0.0 || beta == 1.0) && direct::available() {
+    if let Some(kernel) = direct_kernel(k, bm, cm, beta) {
         let tile = direct::Tile { k, a, am, b, bm, c, cm, accumulate: beta == 1.0 };
-        // SAFETY: AVX-512F is present, the layout is the one the kernel
-        // takes, and the caller vouches for the bounds and aliasing.
-        return unsafe { direct::sgemm(m, n, tile) };
+        // SAFETY: the CPU runs the kernel, the layout is the one it takes,
+        // and the caller vouches for the bounds and aliasing.
+        return unsafe { kernel.sgemm(m, n, &tile) };
     }
     // SAFETY: as this function's contract.
     unsafe {
@@ -69,9 +78,9 @@ unsafe fn product(m: usize, k: usize, n: usize, a: *const f32, am: Mat, b: *cons
 /// own).
 ///
 /// Every element of `c` is the same k-ordered f32 accumulation whichever block
-/// computes it (`matrixmultiply`'s kernels do not depend on an element's
-/// position, and `beta` is 0 or 1 here, which its edge and full kernels apply
-/// identically), so the result is bit-identical to the whole product;
+/// computes it (neither [`direct`]'s kernels nor `matrixmultiply`'s depend on
+/// an element's position, and `beta` is 0 or 1 here, which their edge and full
+/// tiles apply identically), so the result is bit-identical to the whole product;
 /// `tests/attention/threads.rs` checks that on whole kernels.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn sgemm_split(
@@ -175,48 +184,106 @@ mod tests {
         }
     }
 
-    /// The in-place kernel (taken here on an AVX-512 machine) against
-    /// `matrixmultiply`'s packed one called directly: the same bits for tile
-    /// edges in both directions, strided stationary rows, offsets and both
+    /// One product's operands: `a` stored k×m (the stationary tile's layout)
+    /// with `a_step` between rows, `b` k×n, `c` m×n on every `c_step`th column
+    /// of padded rows, each behind an offset.
+    struct Case {
+        m: usize,
+        k: usize,
+        n: usize,
+        a: Vec<f32>,
+        am: Mat,
+        b: Vec<f32>,
+        bm: Mat,
+        c: Vec<f32>,
+        cm: Mat,
+    }
+
+    impl Case {
+        fn new(rand: &mut impl FnMut(usize) -> Vec<f32>, (m, k, n): (usize, usize, usize), a_step: usize, c_step: usize) -> Case {
+            let (a, b, c) = (rand(3 + k * m * a_step), rand(5 + k * (n + 4)), rand(2 + m * (n + 9) * c_step));
+            let am = Mat { offset: 3, rs: a_step as isize, cs: (m * a_step) as isize };
+            let bm = Mat { offset: 5, rs: n as isize + 4, cs: 1 };
+            let cm = Mat { offset: 2, rs: ((n + 9) * c_step) as isize, cs: c_step as isize };
+            Case { m, k, n, a, am, b, bm, c, cm }
+        }
+
+        /// `c` after `matrixmultiply`'s packed product, called directly.
+        fn packed(&self, beta: f32) -> Vec<f32> {
+            let Case { m, k, n, am, bm, cm, .. } = *self;
+            let mut c = self.c.clone();
+            // SAFETY: the three operands are in bounds for these shapes and strides.
+            unsafe {
+                let (a, b) = (self.a.as_ptr().offset(am.offset), self.b.as_ptr().offset(bm.offset));
+                matrixmultiply::sgemm(m, k, n, 1.0, a, am.rs, am.cs, b, bm.rs, bm.cs, beta, c.as_mut_ptr().offset(cm.offset), cm.rs, cm.cs)
+            };
+            c
+        }
+    }
+
+    fn same_bits(x: &[f32], y: &[f32]) -> bool {
+        x.iter().zip(y).all(|(x, y)| x.to_bits() == y.to_bits())
+    }
+
+    /// Products whose row and column counts reach every tile edge of both
+    /// [`direct`] kernels (1 to 12 rows, 1 to 33 columns: partial vectors,
+    /// one vector, partial second vectors) and several tiles of each, with
+    /// the shortest and longest contractions they take.
+    fn shapes() -> impl Iterator<Item = (usize, usize, usize)> {
+        let whole = [(128, 128, 512), (128, 128, 128), (100, 64, 300), (25, 256, 33), (13, 1, 17), (1, 7, 1)];
+        whole.into_iter().chain([(12, 128, 31), (11, 9, 8), (7, 5, 9), (10, 3, 16), (9, 2, 15), (8, 4, 24), (6, 11, 40), (5, 33, 7)])
+    }
+
+    /// Through the dispatcher: the products this CPU computes by [`direct`] (the
+    /// route is asserted, so a CPU with a kernel cannot pass on the packed
+    /// path alone) and the one it packs (every other column of `c`) match
+    /// `matrixmultiply` called directly, for strided stationary rows and both
     /// `beta`s.
     #[test]
-    fn in_place_products_are_bit_identical_to_packed_ones() {
+    fn products_are_bit_identical_to_packed_ones() {
         let mut rand = uniform(11, 2.0);
-        let shapes =
-            [(128, 128, 512, 1, 1), (13, 1, 17, 1, 1), (25, 256, 33, 2, 1), (1, 7, 1, 3, 1), (100, 64, 300, 1, 1), (12, 128, 31, 5, 1)];
-        // The last with every other column of c, which the packed path computes.
-        for (m, k, n, a_step, c_step) in shapes.into_iter().chain([(20, 16, 24, 1, 2)]) {
+        let strided = shapes().map(|s| (s, 1, 1)).chain(shapes().step_by(3).map(|s| (s, 3, 1)));
+        for (shape, a_step, c_step) in strided.chain([((20, 16, 24), 1, 2)]) {
             for beta in [0.0, 1.0] {
-                // a stored k×m with `a_step` between rows, b k×n and c m×n
-                // with padded rows, each behind an offset.
-                let (a, b, c0) = (rand(3 + k * m * a_step), rand(5 + k * (n + 4)), rand(2 + m * (n + 9) * c_step));
-                let am = Mat { offset: 3, rs: a_step as isize, cs: (m * a_step) as isize };
-                let bm = Mat { offset: 5, rs: n as isize + 4, cs: 1 };
-                let cm = Mat { offset: 2, rs: ((n + 9) * c_step) as isize, cs: c_step as isize };
-                let mut ours = c0.clone();
-                sgemm(m, k, n, &a, am, &b, bm, &mut ours, cm, beta);
-                let mut packed = c0.clone();
-                // SAFETY: the three operands are in bounds for these shapes and strides.
-                unsafe {
-                    matrixmultiply::sgemm(
-                        m,
-                        k,
-                        n,
-                        1.0,
-                        a.as_ptr().offset(am.offset),
-                        am.rs,
-                        am.cs,
-                        b.as_ptr().offset(bm.offset),
-                        bm.rs,
-                        bm.cs,
-                        beta,
-                        packed.as_mut_ptr().offset(cm.offset),
-                        cm.rs,
-                        cm.cs,
-                    )
-                };
-                let same = ours.iter().zip(&packed).all(|(x, y)| x.to_bits() == y.to_bits());
-                assert!(same, "{m}x{k}x{n}, a rows {a_step} apart, beta {beta}");
+                let case = Case::new(&mut rand, shape, a_step, c_step);
+                #[cfg(target_arch = "x86_64")]
+                {
+                    let route = direct_kernel(case.k, case.bm, case.cm, beta);
+                    assert_eq!(route, if c_step == 1 { direct::Kernel::detect() } else { None }, "{shape:?}, c_step {c_step}");
+                }
+                let Case { m, k, n, am, bm, cm, .. } = case;
+                let mut ours = case.c.clone();
+                sgemm(m, k, n, &case.a, am, &case.b, bm, &mut ours, cm, beta);
+                assert!(same_bits(&ours, &case.packed(beta)), "{m}x{k}x{n}, a rows {a_step} apart, c columns {c_step} apart, beta {beta}");
+            }
+        }
+    }
+
+    /// Every [`direct`] kernel this CPU runs (an AVX-512 one runs both), called
+    /// directly, against `matrixmultiply`: the same bits for every tile edge,
+    /// strided stationary rows, offsets and both `beta`s. The kernels it
+    /// lacks are named on stderr rather than silently skipped.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn every_direct_kernel_is_bit_identical_to_packed() {
+        let mut rand = uniform(13, 2.0);
+        let (runs, lacks): (Vec<_>, Vec<_>) = direct::Kernel::ALL.into_iter().partition(|k| k.supported());
+        if !lacks.is_empty() {
+            eprintln!("this CPU lacks the direct kernels {lacks:?}: not tested here");
+        }
+        for kernel in runs {
+            for (shape, a_step) in shapes().map(|s| (s, 1)).chain(shapes().map(|s| (s, 2))) {
+                for beta in [0.0, 1.0] {
+                    let case = Case::new(&mut rand, shape, a_step, 1);
+                    let Case { m, k, n, am, bm, cm, .. } = case;
+                    let mut ours = case.c.clone();
+                    let (a, b, c) = (case.a.as_ptr(), case.b.as_ptr(), ours.as_mut_ptr());
+                    let tile = direct::Tile { k, a, am, b, bm, c, cm, accumulate: beta == 1.0 };
+                    // SAFETY: the CPU runs the kernel, the operands are in
+                    // bounds with unit column strides, and `c` is its own buffer.
+                    unsafe { kernel.sgemm(m, n, &tile) };
+                    assert!(same_bits(&ours, &case.packed(beta)), "{kernel:?}: {m}x{k}x{n}, a rows {a_step} apart, beta {beta}");
+                }
             }
         }
     }
