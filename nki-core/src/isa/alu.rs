@@ -77,6 +77,16 @@ pub(crate) fn stage(op: NlOp, x: &mut [f32], s: f32, reverse: bool) {
     }
 }
 
+/// [`stage`] of the row `src` into `out`: the row is read where it lies
+/// rather than copied into `out` first (the same arithmetic, one pass fewer).
+pub(crate) fn stage_from(op: NlOp, src: &[f32], out: &mut [f32], s: f32, reverse: bool) {
+    if op.is_unary() {
+        out.iter_mut().zip(src).for_each(|(o, &v)| *o = op.apply1(v));
+    } else {
+        with_scalar(op, src, s, reverse, out);
+    }
+}
+
 /// Checks the op of an instruction that combines data with a scalar operand and
 /// takes ALU ops only: a two-operand ALU op, or one of the ALU table's unary ops,
 /// whose operand the docs require to be `None` or 0.

@@ -174,8 +174,7 @@ pub fn tensor_scalar(ctx: &Ctx, dst: &Tensor, data: &Tensor, op0: NlOp, operand0
     };
     let (r0, r1) = (opts.reverse0.unwrap_or(false), opts.reverse1.unwrap_or(false));
     rowwise(ctx, dst, &d, &[Input { tensor: data, tile: &x }], |p, rows, out| {
-        out.copy_from_slice(rows[0]);
-        alu::stage(op0, out, c0.at(p), r0);
+        alu::stage_from(op0, rows[0], out, c0.at(p), r0);
         if let Some((op, c1)) = &second {
             alu::stage(*op, out, c1.at(p), r1);
         }

@@ -172,8 +172,7 @@ pub fn tensor_scalar_reduce(
     let init = opts.reduce_init.map(|o| column(OP, "reduce_init", o, x.np)).transpose()?;
     let mut row_red = vec![0f32; x.np];
     rowwise(ctx, dst, &d, &[Input { tensor: data, tile: &x }], |p, rows, out| {
-        out.copy_from_slice(&rows[0][..out.len()]);
-        alu::stage(op0, out, c0.at(p), false);
+        alu::stage_from(op0, rows[0], out, c0.at(p), false);
         row_red[p] = alu::reduce(reduce_op, out, reduce_op.identity());
     })?;
     let regs = accumulate(ctx, Accumulators::Vector, reduce_op, cmd, &row_red, init.as_ref());

@@ -79,10 +79,10 @@ struct State {
 /// The last write and a read of each cell of one allocation: 0 for none, else
 /// `(program + 1) << 32 | its clock at the access`.
 struct Record {
-    writes: Vec<u64>,
+    writes: Stamps,
     /// The last read, except that a read by another program unordered with it
     /// stays, so a later write by either program finds the other's read.
-    reads: Vec<u64>,
+    reads: Stamps,
     /// `program + 1` of the instruction whose write of the cell is pending, or 0.
     pending: Vec<u32>,
 }
@@ -90,7 +90,29 @@ struct Record {
 impl Record {
     /// The record of an allocation of `len` cells nothing has accessed.
     fn new(len: usize) -> Record {
-        Record { writes: vec![0; len], reads: vec![0; len], pending: vec![0; len] }
+        Record { writes: Stamps::default(), reads: Stamps::default(), pending: vec![0; len] }
+    }
+}
+
+/// One stamp per cell of an allocation, every one 0 until the first is set.
+///
+/// The cells are allocated only then: a kernel's output is written and never
+/// read, and its read stamps (8 bytes a cell, 16 MiB for an 8 × 2048 × 128
+/// output) would be new pages the OS zeroes for nothing.
+#[derive(Default)]
+struct Stamps(Vec<u64>);
+
+impl Stamps {
+    fn get(&self, cell: usize) -> u64 {
+        self.0.get(cell).copied().unwrap_or(0)
+    }
+
+    /// Sets `cell` of an allocation of `len` cells to `stamp`.
+    fn set(&mut self, len: usize, cell: usize, stamp: u64) {
+        if self.0.is_empty() {
+            self.0 = vec![0; len];
+        }
+        self.0[cell] = stamp;
     }
 }
 
@@ -308,13 +330,13 @@ impl State {
             None if t.may_be_unwritten() => Record::new(alloc.len()),
             None => return None,
         };
-        let mut race = None;
-        cells_of(t, alloc.len(), |c| {
+        let (mut race, len) = (None, alloc.len());
+        cells_of(t, len, |c| {
             if race.is_none() {
-                race = self.unordered(slot, rec.writes[c]).map(|first| Race { cell: c, first, first_wrote: true });
+                race = self.unordered(slot, rec.writes.get(c)).map(|first| Race { cell: c, first, first_wrote: true });
             }
-            if self.unordered(slot, rec.reads[c]).is_none() {
-                rec.reads[c] = now;
+            if self.unordered(slot, rec.reads.get(c)).is_none() {
+                rec.reads.set(len, c, now);
             }
         });
         self.written.insert(alloc.id, rec);
@@ -328,7 +350,8 @@ impl State {
         let len = alloc.len();
         let rec = self.written.entry(alloc.id).or_insert_with(|| Record::new(len));
         let values = alloc.cells.read().unwrap_or_else(|e| e.into_inner());
-        let (mut cells, mut before) = (Vec::new(), Vec::new());
+        // Sized up front: growing them cell by cell copies them into new pages.
+        let (mut cells, mut before) = (Vec::with_capacity(t.numel()), Vec::with_capacity(t.numel()));
         alloc.with_unwritten(|unwritten| {
             cells_of(t, len, |c| {
                 rec.pending[c] = slot as u32 + 1;
@@ -348,22 +371,22 @@ impl State {
         let alloc = w.tensor.storage().allocation();
         let mut rec = self.written.remove(&alloc.id)?;
         let values = alloc.cells.read().unwrap_or_else(|e| e.into_inner());
-        let mut race = None;
+        let (mut race, len) = (None, alloc.len());
         for (&c, &before) in w.cells.iter().zip(&w.before) {
             rec.pending[c] = 0;
-            let by_write = self.unordered(slot, rec.writes[c]);
+            let by_write = self.unordered(slot, rec.writes.get(c));
             if before == Some(values[c].to_bits()) {
                 if by_write.is_some() {
-                    rec.writes[c] = 0;
+                    rec.writes.set(len, c, 0);
                 }
                 continue;
             }
             if race.is_none() {
                 race = by_write
                     .map(|first| Race { cell: c, first, first_wrote: true })
-                    .or_else(|| self.unordered(slot, rec.reads[c]).map(|first| Race { cell: c, first, first_wrote: false }));
+                    .or_else(|| self.unordered(slot, rec.reads.get(c)).map(|first| Race { cell: c, first, first_wrote: false }));
             }
-            rec.writes[c] = w.stamp;
+            rec.writes.set(len, c, w.stamp);
         }
         drop(values);
         self.written.insert(alloc.id, rec);
