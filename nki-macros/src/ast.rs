@@ -560,8 +560,10 @@ pub enum ExprKind {
     Field(Box<Expr>, usize),
     /// `cfg.tile`: a field of a parameter bundle.
     Attr(Box<Expr>, syn::Ident),
-    /// `Tiling { d, eps: EPS }`: a new parameter bundle.
-    Struct(syn::Ident, Vec<(syn::Ident, Expr)>),
+    /// `Tiling { d, eps: EPS }`: a new parameter bundle; `true` when it ends
+    /// in `..Default::default()`, the fields not given taking their declared
+    /// `#[default]`s.
+    Struct(syn::Ident, Vec<(syn::Ident, Expr)>, bool),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

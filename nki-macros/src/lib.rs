@@ -78,7 +78,9 @@ pub fn __nki_import(input: TokenStream) -> TokenStream {
 
 /// A parameter bundle: a struct of an `#[nki_module]` whose named fields (kernel
 /// types) its kernels and helpers build with a struct literal and read as
-/// `cfg.field`; emitted as an `nl.NKIObject` dataclass. `#[nki_module]` handles
+/// `cfg.field`; emitted as an `nl.NKIObject` dataclass. A literal of a bundle
+/// whose every field has a `#[default(..)]` may end in `..Default::default()`,
+/// the fields left out taking those defaults. `#[nki_module]` handles
 /// the attribute, so outside one it is an error.
 #[proc_macro_attribute]
 pub fn nki_object(_attr: TokenStream, item: TokenStream) -> TokenStream {

@@ -108,10 +108,6 @@ struct Inputs {
 type Grads = [Vec<f64>; 6];
 
 impl Case {
-    fn rows(&self) -> usize {
-        self.t + usize::from(!self.skip_token)
-    }
-
     /// Each expert's tokens, in token order.
     fn expert_tokens(&self, seed: u64) -> Vec<Vec<i64>> {
         let mut lists = vec![Vec::new(); self.e];

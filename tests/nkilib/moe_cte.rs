@@ -184,10 +184,6 @@ macro_rules! with_options {
 }
 
 impl Config {
-    fn rows(&self) -> usize {
-        if self.skip_token { self.t } else { self.t + 1 }
-    }
-
     /// Whether the output holds one slot per program (top-k > 1).
     fn accumulating(&self) -> bool {
         self.k > 1

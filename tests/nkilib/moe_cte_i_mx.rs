@@ -24,7 +24,7 @@ use crate::mlp::activation;
 use crate::mlp_tkg_mx::{Clamps, Data, Mx, P, W, check_numpy_trn3, mx};
 use crate::moe_cte::{Routing, picked_affinities, routed_blocks};
 use crate::moe_tkg_mx::stack_experts;
-use crate::support::blockwise_case;
+use crate::support::mx_blockwise_case;
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::moe::moe_cte::bwmm_shard_on_i_mx::{
     ActFnType, BwmmShardOnIMxCall, ExpertAffinityScaleMode, ShardOnIMxRule, SkipMode, blockwise_mm_shard_intermediate_mx,
@@ -34,15 +34,9 @@ use nkilib::moe::moe_cte::bwmm_shard_on_i_mx::{
 /// The library test's clamps: gate at most 7, up within `[-7, 7]`.
 const CLAMPS: Clamps = [Some(7.0), Some(7.0), Some(-7.0)];
 
-blockwise_case! {
+mx_blockwise_case! {
     /// One configuration: the blockwise sizes, then the MX weights and options.
     struct Case {
-        /// The weights' MX element type.
-        w: W,
-        /// Gate/up and down biases.
-        bias: bool,
-        act: ActFnType,
-        routing: Routing,
         /// The hybrid form with this `num_static_block`.
         hybrid: Option<usize>,
     }
@@ -86,15 +80,6 @@ struct Inputs {
 }
 
 impl Case {
-    fn rows(&self) -> usize {
-        if self.skip_token { self.t } else { self.t + 1 }
-    }
-
-    /// The `mlp_tkg` MX expert over `t` tokens on one program.
-    fn expert(&self, t: usize) -> Mx {
-        mx(1, t, self.h, self.i, self.w, false, self.bias)
-    }
-
     fn inputs(&self) -> Inputs {
         let seed = seed_of(&self.name());
         let (t, h, e) = (self.t, self.h, self.e);

@@ -14,9 +14,9 @@
 
 use crate::common::{Arg, CaseName, FP32_ATOL, RankArgs, as_dtype, assert_close, assert_refused_by, package_of, seed_of, tensor, uniform};
 use crate::mlp::activation;
-use crate::mlp_tkg_mx::{Data, Mx, P, W, check_numpy_trn3, mx};
+use crate::mlp_tkg_mx::{Data, P, W, check_numpy_trn3};
 use crate::moe_cte::{Routing, picked_affinities, routed_blocks};
-use crate::support::blockwise_case;
+use crate::support::mx_blockwise_case;
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::moe::moe_cte::bwmm_shard_on_block_mx::{
     ActFnType, BwmmShardOnBlockMxCall, ExpertAffinityScaleMode, MoeCteMxRule, SkipMode, bwmm_shard_on_block_mx,
@@ -24,13 +24,9 @@ use nkilib::moe::moe_cte::bwmm_shard_on_block_mx::{
 };
 use nkilib::moe::moe_cte::moe_cte::{MoECTEImplementation, MoECTESpec, QuantizationConfig, ShardOnBlockConfig, moe_cte};
 
-blockwise_case! {
+mx_blockwise_case! {
     /// One configuration: sizes and options.
     struct Case {
-        w: W,
-        bias: bool,
-        act: ActFnType,
-        routing: Routing,
         /// `n_dynamic_blocks` of a call with `conditions`.
         dynamic: Option<i64>,
         /// The weights passed as unsigned integers of their width.
@@ -105,15 +101,6 @@ struct Inputs {
 }
 
 impl Case {
-    fn rows(&self) -> usize {
-        if self.skip_token { self.t } else { self.t + 1 }
-    }
-
-    /// An expert's projection shape for `tokens` rows (one program).
-    fn mx(&self, tokens: usize) -> Mx {
-        mx(1, tokens, self.h, self.i, self.w, false, self.bias)
-    }
-
     fn inputs(&self) -> Inputs {
         let seed = seed_of(&self.name());
         let (t, h, e, rows) = (self.t, self.h, self.e, self.rows());
@@ -121,7 +108,7 @@ impl Case {
         let mut hidden = as_dtype(&uniform(rows * h, seed + 1, -1.0, 1.0), Dtype::Bf16);
         hidden[t * h..].fill(0.0);
         let aff = picked_affinities(&routes, e, &as_dtype(&uniform(rows * e, seed + 2, 0.0, 1.0), Dtype::Bf16));
-        let experts = (0..e).map(|x| self.mx(1).data_seeded(seed + 16 * (x as u64 + 1))).collect();
+        let experts = (0..e).map(|x| self.expert(1).data_seeded(seed + 16 * (x as u64 + 1))).collect();
         Inputs { hidden, aff, experts, positions, block_expert }
     }
 
@@ -175,7 +162,7 @@ impl Case {
                 .filter(|&tok| w.aff[tok * e + ex] != 0.0)
                 .collect();
             let Some(program) = program.filter(|_| !toks.is_empty()) else { continue };
-            let m = self.mx(toks.len());
+            let m = self.expert(toks.len());
             let d = Data { x: toks.iter().flat_map(|&tok| w.hidden[tok * h..(tok + 1) * h].to_vec()).collect(), ..clone(&w.experts[ex]) };
             let clamps = [Some(CLAMPS[0]), Some(CLAMPS[1]), Some(CLAMPS[2])];
             let y = m.down_rows(&d, &m.gated_rows(&d, &m.quantized_rows(&d, hw), hw, &act, clamps), hw);
@@ -194,7 +181,7 @@ impl Case {
     /// I]`, down `[E, I_p, I/512, H]`, scales `[E, I_p/8, I/512, H]`, gate/up
     /// bias `[E, I_p, 2, I/512, 4]`, down bias `[E, H]`.
     fn weights(&self, w: &Inputs) -> [(Vec<usize>, Vec<f64>); 6] {
-        let m = self.mx(1);
+        let m = self.expert(1);
         let (h, i, e, n_h, n_i) = (self.h, self.i, self.e, m.n_h(), m.n_i());
         let words = |codes: &[u32]| m.words(codes).iter().map(|&x| x as f64).collect::<Vec<f64>>();
         // Expert `x`'s gate then up rows, interleaved on the axis after `lead`.

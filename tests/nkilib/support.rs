@@ -1,5 +1,6 @@
 //! What several kernels' tests share: the leading fields of their
-//! configurations, and the rounding of their inputs.
+//! configurations and what those fields alone give, and the rounding of their
+//! inputs.
 //!
 //! A configuration's `Debug` form is its case name, and the seed of its inputs
 //! is drawn from that name ([`crate::common::seed_of`]), so the shared fields
@@ -55,9 +56,10 @@ pub(crate) trait Programs {
 
 /// Declares a blockwise mixture-of-experts test configuration (`Clone, Copy,
 /// Debug`) whose first fields are its sizes and token skipping (`t, h, i, e,
-/// k, b, skip_token`), followed by the fields given.
+/// k, b, skip_token`), followed by the fields given; and its `rows()`, the
+/// `T'` token rows its inputs hold.
 macro_rules! blockwise_case {
-    ($($case:tt)*) => {
+    ($(#[$attr:meta])* struct $name:ident { $($fields:tt)* }) => {
         $crate::support::flat_case! {
             [
                 /// Tokens (without the padding row).
@@ -72,8 +74,45 @@ macro_rules! blockwise_case {
                 /// `skip_token`: no zero padding row (`T' = T`, else `T + 1` rows).
                 skip_token: bool,
             ]
-            $($case)*
+            $(#[$attr])* struct $name { $($fields)* }
+        }
+
+        impl $name {
+            /// `T'`: the tokens, plus the zero padding row unless `skip_token`.
+            fn rows(&self) -> usize {
+                if self.skip_token { self.t } else { self.t + 1 }
+            }
         }
     };
 }
 pub(crate) use blockwise_case;
+
+/// Declares a blockwise test configuration of MX experts: the
+/// [`blockwise_case!`] fields, then the weights' MX element type `w`, the
+/// biases `bias`, the activation `act` and the `routing`, followed by the
+/// fields given; and its `expert(tokens)`, one expert's `mlp_tkg` MX shape
+/// over `tokens` rows on one program.
+macro_rules! mx_blockwise_case {
+    ($(#[$attr:meta])* struct $name:ident { $($fields:tt)* }) => {
+        $crate::support::blockwise_case! {
+            $(#[$attr])*
+            struct $name {
+                /// The weights' MX element type.
+                w: $crate::mlp_tkg_mx::W,
+                /// Gate/up and down biases.
+                bias: bool,
+                act: nkilib::utils::common_types::ActFnType,
+                routing: $crate::moe_cte::Routing,
+                $($fields)*
+            }
+        }
+
+        impl $name {
+            /// One expert's `mlp_tkg` MX shape over `tokens` rows on one program.
+            fn expert(&self, tokens: usize) -> $crate::mlp_tkg_mx::Mx {
+                $crate::mlp_tkg_mx::mx(1, tokens, self.h, self.i, self.w, false, self.bias)
+            }
+        }
+    };
+}
+pub(crate) use mx_blockwise_case;

@@ -5,7 +5,7 @@ use super::*;
 
 impl Checker<'_> {
     fn fields_of(&self, name: &str) -> Option<&[(String, Ty)]> {
-        self.objects.iter().find(|(n, _)| n == name).map(|(_, f)| f.as_slice())
+        self.objects.iter().find(|(n, _, _)| n == name).map(|(_, f, _)| f.as_slice())
     }
 
     /// `base.name`: a field of a bundle.
@@ -40,8 +40,11 @@ impl Checker<'_> {
         }
     }
 
-    /// `Name { field: value, .. }`: every field once, each value fitting its type.
-    pub(super) fn bundle(&mut self, name: &syn::Ident, given: &[(syn::Ident, Expr)], span: Spn) -> Ty {
+    /// `Name { field: value, .. }`: every field once, each value fitting its
+    /// type; with `defaults` (`..Default::default()`) the fields not given
+    /// take their declared defaults, which the bundle must declare for every
+    /// field (its Rust `Default`).
+    pub(super) fn bundle(&mut self, name: &syn::Ident, given: &[(syn::Ident, Expr)], defaults: bool, span: Spn) -> Ty {
         let o = name.to_string();
         let fields = self.fields_of(&o).map(<[_]>::to_vec).unwrap_or_default();
         let mut seen: Vec<String> = Vec::new();
@@ -61,8 +64,13 @@ impl Checker<'_> {
             }
             seen.push(n);
         }
+        let all_defaulted = self.objects.iter().any(|(n, _, d)| *n == o && *d);
+        if defaults && !all_defaulted {
+            self.diag
+                .error(span, format!("`{o}` has a field without a #[default], so `..Default::default()` cannot fill it: give every field"));
+        }
         let missing: Vec<&str> = fields.iter().map(|(x, _)| x.as_str()).filter(|x| !seen.iter().any(|s| s == x)).collect();
-        if !missing.is_empty() {
+        if !missing.is_empty() && !defaults {
             self.diag.error(span, format!("`{o}` needs every field; missing: {}", missing.join(", ")));
         }
         Ty::Object(o)

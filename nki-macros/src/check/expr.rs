@@ -148,7 +148,7 @@ impl Checker<'_> {
                 let t = self.expr(x);
                 self.bundle_field(&t, name)
             }
-            ExprKind::Struct(name, fields) => self.bundle(name, fields, e.span),
+            ExprKind::Struct(name, fields, defaults) => self.bundle(name, fields, *defaults, e.span),
             ExprKind::Field(x, i) => match self.expr(x) {
                 Ty::Tuple(items) | Ty::List(items) => match items.get(*i) {
                     Some(t) => t.clone(),

@@ -116,14 +116,19 @@ struct Checker<'d> {
     /// of `nl::<name>` (a device loop or `no_reorder`), which `break` and
     /// `continue` cannot leave.
     loop_body: Option<Option<&'static str>>,
-    /// The parameter bundles of the enclosing `#[nki_module]`: name, fields.
-    objects: Vec<(String, Vec<(String, Ty)>)>,
+    /// The parameter bundles of the enclosing `#[nki_module]`: name, fields,
+    /// whether every field declares a `#[default]`.
+    objects: Vec<Bundle>,
     /// The enums of the enclosing `#[nki_module]`: name, members.
     enums: Vec<(String, Vec<String>)>,
     /// The suggestion for each path outside the vocabulary reported so far: a
     /// name repeated thousands of times is compared with the vocabulary once.
     unknown_hints: std::collections::HashMap<String, String>,
 }
+
+/// A parameter bundle as the checker reads it: its name, its fields and their
+/// types, and whether every field declares a `#[default]`.
+type Bundle = (String, Vec<(String, Ty)>, bool);
 
 impl<'d> Checker<'d> {
     /// A checker at the top scope of a function returning `ret` (`None` for module
@@ -133,7 +138,7 @@ impl<'d> Checker<'d> {
         diag: &'d mut Diagnostics,
         ret: Option<Ty>,
         target: Generation,
-        objects: Vec<(String, Vec<(String, Ty)>)>,
+        objects: Vec<Bundle>,
         enums: Vec<(String, Vec<String>)>,
     ) -> Self {
         Checker {
@@ -255,8 +260,14 @@ impl Checker<'_> {
 
 /// Checks a function; returns what the emitters need.
 pub fn check(f: &Function, target: Generation, diag: &mut Diagnostics) -> Info {
-    let objects =
-        f.objects.iter().map(|o| (o.name.to_string(), o.fields.iter().map(|(n, t)| (n.to_string(), Ty::from_ann(t))).collect())).collect();
+    let objects = f
+        .objects
+        .iter()
+        .map(|o| {
+            let fields = o.fields.iter().map(|(n, t)| (n.to_string(), Ty::from_ann(t))).collect();
+            (o.name.to_string(), fields, o.defaults.iter().all(Option::is_some))
+        })
+        .collect();
     let mut c = Checker::new(diag, f.ret.as_ref().map(Ty::from_ann), target, objects, crate::parse::enum_names(&f.enums));
     // The module's constants were checked, and reported, by `#[nki_module]`.
     let mut quiet = Diagnostics::default();

@@ -596,7 +596,8 @@ impl<'a> Py<'a> {
             ExprKind::Some(x) => self.expr_p(x),
             ExprKind::Field(x, i) => (format!("{}[{i}]", self.prec(x, P_ATOM)), P_ATOM),
             ExprKind::Attr(x, name) => (format!("{}.{name}", self.prec(x, P_ATOM)), P_ATOM),
-            ExprKind::Struct(name, fields) => {
+            // Under `..Default::default()` the dataclass's defaults fill the fields left out.
+            ExprKind::Struct(name, fields, _) => {
                 let parts: Vec<String> = fields.iter().map(|(f, v)| format!("{f}={}", self.expr(v))).collect();
                 (format!("{name}({})", parts.join(", ")), P_ATOM)
             }

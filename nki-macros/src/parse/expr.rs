@@ -133,8 +133,12 @@ fn parse_node(e: &syn::Expr, span: Spn, cx: &mut Parser<'_>) -> Expr {
             ExprKind::If(Box::new(parse_expr(&i.cond, cx)), Box::new(then), Box::new(otherwise))
         }
         syn::Expr::Struct(st) if st.qself.is_none() && st.path.get_ident().is_some_and(|n| cx.objects.iter().any(|o| n == o)) => {
-            if let Some(r) = &st.rest {
-                cx.error(r.span(), "write every field of a parameter bundle (`..base` is not supported)");
+            let defaults = st.rest.as_deref().is_some_and(|r| is_default_call(r, &st.path));
+            if let Some(r) = st.rest.as_ref().filter(|_| !defaults) {
+                cx.error(
+                    r.span(),
+                    "a parameter bundle's `..` takes `Default::default()` (the fields' declared #[default]s); any other base is not supported",
+                );
             }
             let fields = st
                 .fields
@@ -147,7 +151,7 @@ fn parse_node(e: &syn::Expr, span: Spn, cx: &mut Parser<'_>) -> Expr {
                     }
                 })
                 .collect();
-            ExprKind::Struct(st.path.segments[0].ident.clone(), fields)
+            ExprKind::Struct(st.path.segments[0].ident.clone(), fields, defaults)
         }
         syn::Expr::Field(f) => match &f.member {
             syn::Member::Unnamed(idx) => ExprKind::Field(Box::new(parse_expr(&f.base, cx)), idx.index as usize),
@@ -238,6 +242,19 @@ fn statement_form(path: &[String]) -> Option<String> {
         }
         _ => None,
     }
+}
+
+/// Whether `e` is `Default::default()` or `<bundle>::default()`, a call with no
+/// arguments: the fields a bundle literal leaves out take their declared
+/// defaults.
+fn is_default_call(e: &syn::Expr, bundle: &syn::Path) -> bool {
+    let syn::Expr::Call(c) = e else { return false };
+    let syn::Expr::Path(p) = &*c.func else { return false };
+    let names: Vec<String> = p.path.segments.iter().map(|s| s.ident.to_string()).collect();
+    let owner = bundle.get_ident().map(|i| i.to_string());
+    c.args.is_empty()
+        && p.qself.is_none()
+        && matches!(names.as_slice(), [o, d] if d == "default" && (o == "Default" || Some(o) == owner.as_ref()))
 }
 
 /// Explains what to write instead of an unsupported expression.

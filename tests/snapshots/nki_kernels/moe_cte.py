@@ -135,7 +135,7 @@ def moe_cte(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_p
         q = quantization_config
         gate_up_proj_scale = q.gate_up_proj_scale
         down_proj_scale = q.down_proj_scale
-    block_cfg = ShardOnBlockConfig(n_block_per_iter=1, block_sharding_strategy=BlockShardStrategy.PING_PONG, n_static_blocks=-1, n_dynamic_blocks=55)
+    block_cfg = ShardOnBlockConfig()
     given_block_cfg = spec.shard_on_block
     if given_block_cfg is not None:
         c = given_block_cfg
@@ -159,7 +159,7 @@ def moe_cte(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_p
         strategy = block_cfg.block_sharding_strategy
         validate_bwmm_shard_on_block(inps, cfg, block_size, strategy, quantized, down_activations is not None)
         return _bwmm_shard_on_block(inps, cfg, block_size)
-    i_cfg = ShardOnIConfig(checkpoint_activation=False, expert_affinity_multiply_on_I=False, num_static_block=None)
+    i_cfg = ShardOnIConfig()
     given_i_cfg = spec.shard_on_I
     if given_i_cfg is not None:
         c = given_i_cfg

@@ -176,7 +176,7 @@ impl Rs<'_> {
                 let v = self.expr(x);
                 quote_spanned!(name.span()=> ::core::clone::Clone::clone(&(#v).#name))
             }
-            ExprKind::Struct(name, fields) => {
+            ExprKind::Struct(name, fields, defaults) => {
                 let fs: Vec<TokenStream> = fields
                     .iter()
                     .map(|(f, v)| {
@@ -184,7 +184,8 @@ impl Rs<'_> {
                         quote!(#f: #v)
                     })
                     .collect();
-                quote_spanned!(name.span()=> #name { #(#fs),* })
+                let rest = defaults.then(|| quote!(..::core::default::Default::default()));
+                quote_spanned!(name.span()=> #name { #(#fs,)* #rest })
             }
             ExprKind::Field(x, i) => {
                 let v = self.expr(x);

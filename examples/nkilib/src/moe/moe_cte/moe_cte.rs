@@ -191,12 +191,7 @@ pub mod kernel {
             down_proj_scale = q.down_proj_scale;
         }
         // The library's `spec.shard_on_block or ShardOnBlockConfig()`.
-        let mut block_cfg = ShardOnBlockConfig {
-            n_block_per_iter: 1,
-            block_sharding_strategy: BlockShardStrategy::PING_PONG,
-            n_static_blocks: -1,
-            n_dynamic_blocks: 55,
-        };
+        let mut block_cfg = ShardOnBlockConfig { ..Default::default() };
         let given_block_cfg = spec.shard_on_block;
         if let Some(c) = given_block_cfg {
             block_cfg = c;
@@ -260,7 +255,7 @@ pub mod kernel {
             return Outputs(_bwmm_shard_on_block(inps, cfg, block_size));
         }
         // The library's `spec.shard_on_I or ShardOnIConfig()`.
-        let mut i_cfg = ShardOnIConfig { checkpoint_activation: false, expert_affinity_multiply_on_I: false, num_static_block: None };
+        let mut i_cfg = ShardOnIConfig { ..Default::default() };
         let given_i_cfg = spec.shard_on_I;
         if let Some(c) = given_i_cfg {
             i_cfg = c;
