@@ -131,9 +131,11 @@ fn state_step(acc: Sbuf, scan: Sbuf, delta_t: Sbuf, u_t: Sbuf, a_col: Sbuf, b_ro
     nisa::tensor_tensor(acc, acc, decay, nl::add);
 }
 
-/// Checks the inputs' shapes against each other.
+/// The start the three versions share: the inputs' shapes checked against
+/// each other, the row of ones for the broadcasts and the output `[batch,
+/// channels, seq]` in HBM: `(out, ones, batch, channels, seq, state)`.
 #[nki_helper]
-fn check_shapes(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm) {
+fn start_scan(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm) -> (Hbm, Sbuf, i64, i64, i64, i64) {
     let pmax = nl::tile_size::pmax;
     let [batch, channels, seq] = delta.shape();
     let [ua, uc, us] = u.shape();
@@ -145,17 +147,16 @@ fn check_shapes(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm) {
     assert!(ac == channels, "a must be [channels, state]: {ac} rows for {channels} channels");
     assert!(bb == batch && bs == state && bl == seq, "b must be [batch, state, seq]");
     assert!(cb == batch && cs == state && cl == seq, "c must be [batch, state, seq]");
+    let ones: Sbuf = ones_row();
+    let out = nl::ndarray([batch, channels, seq], delta.dtype(), buffer = nl::shared_hbm);
+    (out, ones, batch, channels, seq, state)
 }
 
 /// Version 1: `batch → state → channel tile`, `delta` and `u` loaded per state.
 #[nki_kernel]
 pub fn mamba_v1(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm) -> Hbm {
     let pmax = nl::tile_size::pmax;
-    check_shapes(delta, u, a, b, c);
-    let ones: Sbuf = ones_row();
-    let [batch, channels, seq] = delta.shape();
-    let [_channels, state] = a.shape();
-    let out = nl::ndarray([batch, channels, seq], delta.dtype(), buffer = nl::shared_hbm);
+    let (out, ones, batch, channels, seq, state): (Hbm, Sbuf, i64, i64, i64, i64) = start_scan(delta, u, a, b, c);
     let tiles = channels / pmax;
     let zero = nl::ndarray([pmax, 1], nl::float32, buffer = nl::sbuf);
     nisa::memset(zero, 0.0);
@@ -184,11 +185,7 @@ pub fn mamba_v1(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm) -> Hbm {
 #[nki_kernel]
 pub fn mamba_v2(delta: Hbm, u: Hbm, a: Hbm, b: Hbm, c: Hbm) -> Hbm {
     let pmax = nl::tile_size::pmax;
-    check_shapes(delta, u, a, b, c);
-    let ones: Sbuf = ones_row();
-    let [batch, channels, seq] = delta.shape();
-    let [_channels, state] = a.shape();
-    let out = nl::ndarray([batch, channels, seq], delta.dtype(), buffer = nl::shared_hbm);
+    let (out, ones, batch, channels, seq, state): (Hbm, Sbuf, i64, i64, i64, i64) = start_scan(delta, u, a, b, c);
     let zero = nl::ndarray([pmax, 1], nl::float32, buffer = nl::sbuf);
     nisa::memset(zero, 0.0);
     for bi in 0..batch {
@@ -223,12 +220,8 @@ pub fn mamba_v3(
     seq_tile: i64,
 ) -> Hbm {
     let pmax = nl::tile_size::pmax;
-    check_shapes(delta, u, a, b, c);
-    let ones: Sbuf = ones_row();
-    let [batch, channels, seq] = delta.shape();
-    let [_channels, state] = a.shape();
+    let (out, ones, batch, channels, seq, state): (Hbm, Sbuf, i64, i64, i64, i64) = start_scan(delta, u, a, b, c);
     assert!(seq % seq_tile == 0, "seq_tile must divide seq ({seq}), got {seq_tile}");
-    let out = nl::ndarray([batch, channels, seq], delta.dtype(), buffer = nl::shared_hbm);
     for bi in 0..batch {
         for ti in 0..channels / pmax {
             let (acc, delta_t, u_t): (Sbuf, Sbuf, Sbuf) = channel_tile(delta, u, bi, ti * pmax);

@@ -369,21 +369,18 @@ pub mod flash_bwd {
         let sk = io.fwd.k_ref.shape()[3];
         assert!(sq >= Q_SEQ_TILE_SIZE && sq % Q_SEQ_TILE_SIZE == 0 && sk >= P_MAX && sk % P_MAX == 0, SEQLEN_TILES);
         assert!(!use_causal_mask || sq == sk, CAUSAL_SEQLENS);
-        let sinks = io.sinks_ref;
-        if let Some(sk_ref) = sinks {
+        if let Some(sk_ref) = io.sinks_ref {
             let shape = sk_ref.shape();
             let ok = (sk_ref.ndim() == 2 || sk_ref.ndim() == 3) && shape[0] == b && shape[1] == n;
             assert!(ok, "sinks_ref must be [bs, nheads] or [bs, nheads, num_sinks] = [{b}, {n}, ..], got {shape}");
         }
         assert!(sliding_window <= 0 || use_causal_mask, WINDOW_NEEDS_CAUSAL);
         assert!(io.bound_min.is_some() == io.bound_max.is_some(), BOUNDS_TOGETHER);
-        let bounds = io.bound_min;
-        if let Some(lo) = bounds {
+        if let Some(lo) = io.bound_min {
             let lo_shape = lo.shape();
             assert!(lo.ndim() == 1 && lo_shape[0] == sq, "bound_min must be [seqlen_q] = [{sq}], got {lo_shape}");
         }
-        let bounds_hi = io.bound_max;
-        if let Some(hi) = bounds_hi {
+        if let Some(hi) = io.bound_max {
             let hi_shape = hi.shape();
             assert!(hi.ndim() == 1 && hi_shape[0] == sq, "bound_max must be [seqlen_q] = [{sq}], got {hi_shape}");
         }

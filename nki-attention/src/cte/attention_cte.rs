@@ -527,22 +527,19 @@ pub mod flash {
         let kvb = b / (ac.bs / ac.bs_kv);
         // Segment ids in fp32: column g, partition p is local query row Q_GRP_SZ g + p.
         let q_ids = if io.q_segment_ids.is_some() { Some(nl::ndarray([P_MAX, groups], nl::float32, buffer = nl::sbuf)) } else { None };
-        let q_segment_ids = io.q_segment_ids;
-        if let Some(qs) = q_segment_ids {
+        if let Some(qs) = io.q_segment_ids {
             if let Some(qi) = q_ids {
                 load_row_bounds(qi, qs, b / (ac.bs / qs.shape()[0]), ac.seqlen_q);
             }
         }
         let mut kv_row = 0;
-        let kv_segment_ids = io.kv_segment_ids;
-        if let Some(ks) = kv_segment_ids {
+        if let Some(ks) = io.kv_segment_ids {
             kv_row = kvb / (ac.bs_kv / ks.shape()[0]);
         }
         let zero_bias = nl::ndarray([P_MAX, 1], nl::float32, buffer = nl::sbuf);
         nisa::memset(zero_bias, 0.0);
         let sink_sb = nl::ndarray([P_MAX, 1], nl::float32, buffer = nl::sbuf);
-        let sink = io.sink;
-        if let Some(sk) = sink {
+        if let Some(sk) = io.sink {
             nisa::dma_copy(sink_sb[s![0..1, 0..1]], sk[s![b..b + 1, 0..1]]);
             broadcast_partition0(sink_sb);
         }
@@ -588,8 +585,7 @@ pub mod flash {
         }
         let cp_col = nl::ndarray([P_MAX, 1], nl::float32, buffer = nl::sbuf);
         if use_cp {
-            let cp_offset = io.cp_offset;
-            if let Some(cpo) = cp_offset {
+            if let Some(cpo) = io.cp_offset {
                 let loaded = scalar_column(cpo[s![0..1, 0..1]]);
                 nisa::tensor_copy(cp_col, loaded);
             }
@@ -598,12 +594,10 @@ pub mod flash {
             }
         }
         if packed {
-            let bound_min = io.bound_min;
-            if let Some(bmin) = bound_min {
+            if let Some(bmin) = io.bound_min {
                 load_row_bounds(lbs, bmin, bufs.batch_id, ac.seqlen_q);
             }
-            let bound_max = io.bound_max;
-            if let Some(bmax) = bound_max {
+            if let Some(bmax) = io.bound_max {
                 let upper = nl::ndarray([P_MAX, groups], nl::float32, buffer = nl::sbuf);
                 load_row_bounds(upper, bmax, bufs.batch_id, ac.seqlen_q);
                 nisa::tensor_tensor(ubs, ubs, upper, nl::minimum);
@@ -617,8 +611,7 @@ pub mod flash {
             }
         }
         let pul_col = nl::ndarray([P_MAX, 1], nl::float32, buffer = nl::sbuf);
-        let prior_used_len = io.prior_used_len;
-        if let Some(pul) = prior_used_len {
+        if let Some(pul) = io.prior_used_len {
             let loaded_len = scalar_column(pul.ap([[1, 1], [1, 1]], offset = 0));
             nisa::tensor_copy(pul_col, loaded_len);
             nisa::tensor_scalar(ubs_prior, bufs.zero_bias.ap([[1, P_MAX], [0, groups]], offset = 0), nl::add, pul_col);
@@ -795,8 +788,7 @@ pub mod flash {
                 let uncapped = if cap > 0.0 { dst } else { scores[s![0..rows, 0..cols]] };
                 let uncapped_scale = if cap > 0.0 { 1.0 } else { scale };
                 // Bias: scaled (and capped) logits plus the bias tile, before the masks.
-                let bias = io.bias;
-                if let Some(bi) = bias {
+                if let Some(bi) = io.bias {
                     let bt = nl::ndarray([Q_GRP_SZ, K_TILE_SZ], nl::float32, buffer = nl::sbuf);
                     nisa::dma_copy(bt[s![0..rows, 0..cols]], bi[s![grp.batch_id, q0..q0 + rows, k0..k0 + cols]]);
                     nisa::scalar_tensor_tensor(dst, uncapped, nl::multiply, uncapped_scale, nl::add, bt[s![0..rows, 0..cols]]);
@@ -1075,12 +1067,10 @@ pub mod flash {
         }
         // Cached statistics: column g of batch b holds rows Q_GRP_SZ g .. Q_GRP_SZ g + Q_GRP_SZ - 1.
         let g_end = g_start + g_count;
-        let out_neg_max = io.out_neg_max;
-        if let Some(nm) = out_neg_max {
+        if let Some(nm) = io.out_neg_max {
             nisa::dma_copy(nm[s![b, .., g_start..g_end]], bufs.mm1_running_max[s![.., g_start..g_end]]);
         }
-        let out_sum_recip = io.out_sum_recip;
-        if let Some(sm) = out_sum_recip {
+        if let Some(sm) = io.out_sum_recip {
             let sums = if ac.skip_output_normalization { bufs.exp_running_sum } else { bufs.exp_sum_reciprocal };
             nisa::dma_copy(sm[s![b, .., g_start..g_end]], sums[s![.., g_start..g_end]]);
         }
@@ -1248,8 +1238,7 @@ pub mod flash {
     fn seqlen_split_factor(ac: AttnConfig, io: AttnTensors) -> f64 {
         let causal_split = ac.causal_mask && (io.cp_offset.is_none() || ac.cp_strided_q_slicing) && ac.sliding_window == 0;
         let mut frac = if causal_split { SEQLEN_SHARDING_SPLIT_FACTOR_CAUSAL } else { SEQLEN_SHARDING_SPLIT_FACTOR_DEFAULT };
-        let v_prior = io.v_prior;
-        if let Some(vp) = v_prior {
+        if let Some(vp) = io.v_prior {
             if causal_split {
                 let active = io.v.shape()[1] as f64;
                 let prior = vp.shape()[1] as f64;
@@ -1380,10 +1369,8 @@ pub mod flash {
             let g_end = if whole { groups } else { rem_end };
             attention_cte_impl(ac, io, b, g_start, g_end - g_start);
         }
-        let out_neg_max = io.out_neg_max;
-        if let Some(nm) = out_neg_max {
-            let out_sum_recip = io.out_sum_recip;
-            if let Some(sm) = out_sum_recip {
+        if let Some(nm) = io.out_neg_max {
+            if let Some(sm) = io.out_sum_recip {
                 return Outputs(io.o, nm, sm);
             }
         }

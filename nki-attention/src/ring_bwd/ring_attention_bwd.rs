@@ -377,17 +377,14 @@ pub mod ring_bwd {
         let capped = if cap > 0.0 { masked } else { scores };
         let cap_scale = if cap > 0.0 { 1.0 } else { scale };
         // Bias: scaled (and capped) logits plus the bias tile, before the masks (the exp then takes no scale).
-        let bias_blk = st.bias;
-        if let Some(bb) = bias_blk {
+        if let Some(bb) = st.bias {
             let bt = nl::ndarray([P_MAX, kts], nl::float32, buffer = nl::sbuf);
             nisa::dma_copy(bt, bb[s![0, Q_SEQ_TILE_SIZE * g..Q_SEQ_TILE_SIZE * (g + 1), k0..k0 + kts]]);
             nisa::scalar_tensor_tensor(masked, capped, nl::multiply, cap_scale, nl::add, bt);
         }
         let src = if biased { masked } else { capped };
-        let bounds = st.upper;
-        if let Some(ub) = bounds {
-            let lower = st.lower;
-            if let Some(lb) = lower {
+        if let Some(ub) = st.upper {
+            if let Some(lb) = st.lower {
                 nisa::range_select(
                     masked,
                     src,
@@ -690,8 +687,7 @@ pub mod ring_bwd {
         let dos: Sbuf = compute_rowsum(cfg, io.fwd.o_ref[s![bid, hid, .., ..]], io.fwd.dy_ref[s![bid, hid, .., ..]]);
         nisa::dma_copy(stats[s![0, .., ..]], neg_lse);
         nisa::dma_copy(stats[s![1, .., ..]], dos);
-        let sinks = io.sinks;
-        if let Some(sk) = sinks {
+        if let Some(sk) = io.sinks {
             sink_grad(sk, neg_lse, dos, dsink_part, bid, hid);
         }
     }
@@ -758,14 +754,12 @@ pub mod ring_bwd {
         let (sl, qnt) = (cfg.seqlen, cfg.q_n_tiles);
         let k_ids = if cfg.ring.segmented { Some(nl::ndarray([P_MAX, sl], nl::float32, buffer = nl::sbuf)) } else { None };
         let own_q_ids = if cfg.ring.segmented { Some(nl::ndarray([P_MAX, qnt], nl::float32, buffer = nl::sbuf)) } else { None };
-        let kv_seg = io.ring.kv_segment_ids;
-        if let Some(ks) = kv_seg {
+        if let Some(ks) = io.ring.kv_segment_ids {
             if let Some(ki) = k_ids {
                 nisa::dma_copy(ki, ks.ap([[0, P_MAX], [1, sl]], offset = bid * sl));
             }
         }
-        let q_seg = io.ring.q_segment_ids;
-        if let Some(qs) = q_seg {
+        if let Some(qs) = io.ring.q_segment_ids {
             if let Some(qi) = own_q_ids {
                 nisa::dma_copy(qi, qs.ap([[1, P_MAX], [P_MAX, qnt]], offset = bid * sl));
             }
@@ -804,12 +798,10 @@ pub mod ring_bwd {
             nisa::core_barrier(send.dy, [0, 1]);
             nisa::core_barrier(send.lse, [0, 1]);
             nisa::core_barrier(send.dos, [0, 1]);
-            let ids = send.ids;
-            if let Some(si) = ids {
+            if let Some(si) = send.ids {
                 nisa::core_barrier(si, [0, 1]);
             }
-            let bias = send.bias;
-            if let Some(sb) = bias {
+            if let Some(sb) = send.bias {
                 nisa::core_barrier(sb, [0, 1]);
             }
         }
@@ -916,8 +908,7 @@ pub mod ring_bwd {
         let step_bias: Option<Hbm> = own_key_columns(cfg, cur.bias, io.ring.positions);
         let neg_lse: Sbuf = load_neg_lse(cur.lse[s![slot, .., ..]], cfg.mixed_dtype, cfg.ring.segmented);
         let q_ids = if cfg.ring.segmented { Some(nl::ndarray([P_MAX, cfg.q_n_tiles], nl::float32, buffer = nl::sbuf)) } else { None };
-        let cur_ids = cur.ids;
-        if let Some(ci) = cur_ids {
+        if let Some(ci) = cur.ids {
             if let Some(qi) = q_ids {
                 nisa::dma_copy(qi, ci[s![slot, .., ..]]);
             }

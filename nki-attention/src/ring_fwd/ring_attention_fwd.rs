@@ -443,8 +443,7 @@ pub mod ring_fwd {
     /// [`bias_block`] of the keys of ring position `kpos`, when there is a bias.
     #[nki_helper]
     fn step_bias(cfg: RingFwdAttnConfig, io: RingFwdTensors, kpos: Sbuf) -> Option<Hbm> {
-        let bias = io.ring.bias;
-        if let Some(bi) = bias {
+        if let Some(bi) = io.ring.bias {
             let [b, h, _s, _total] = bi.shape();
             return Some(bias_block(bi, 0, b * h, kpos, cfg.ring));
         }
@@ -548,8 +547,7 @@ pub mod ring_fwd {
             nisa::tensor_tensor(tile, tile, recip[s![.., t0 - g0..t1 - g0]].expand_dim(2).broadcast(2, d), nl::multiply);
             nisa::dma_copy(group_rows(io.o, b, s, d, t0, t1), tile);
         }
-        let lse = io.lse;
-        if let Some(l) = lse {
+        if let Some(l) = io.lse {
             let nm: Sbuf = load_stats(acc.neg_max, b, g0, g1);
             let out = nl::ndarray([P_MAX, groups], lse_dtype, buffer = nl::sbuf);
             nisa::tensor_scalar(out, nm, nl::multiply, -1.0);
@@ -679,8 +677,7 @@ pub mod ring_fwd {
     /// `(mine - theirs)·S` (contiguous) or `-[mine < theirs]` (striped).
     #[nki_helper]
     fn write_cp_offset(cfg: RingFwdAttnConfig, io: RingFwdTensors, st: RingFwdState, step: i64) {
-        let cp_offset = st.cp_offset;
-        if let Some(cpo) = cp_offset {
+        if let Some(cpo) = st.cp_offset {
             let (my_pos, their_pos): (Sbuf, Sbuf) = ring_positions_at(io.ring.positions, cfg.ring.replica_groups, step);
             let off = nl::ndarray([P_MAX, 1], nl::float32, buffer = nl::sbuf);
             if cfg.ring.striped {
@@ -931,8 +928,7 @@ pub mod ring_fwd {
             write_back_impl(cfg, io, acc, bi, g0, g1);
         }
         let o4 = io.o.reshape([b, q_h, s, d]);
-        let lse = io.lse;
-        if let Some(l) = lse {
+        if let Some(l) = io.lse {
             return Outputs(o4, l.reshape([b, q_h, P_MAX, n_grp]));
         }
         Outputs(o4)

@@ -481,8 +481,7 @@ pub mod decode {
         }
         let run_negmax = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
         let run_sum = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
-        let sink = io.sink;
-        if let Some(sk) = sink {
+        if let Some(sk) = io.sink {
             let sc = nl::ndarray([n, 1], nl::float32, buffer = nl::sbuf);
             query_column(sc, sk, head0, heads, s_a, b, true, 0);
             nisa::tensor_scalar(run_negmax, sc, nl::multiply, -1.0);

@@ -60,8 +60,13 @@ impl Checker<'_> {
                         }
                         Cond::LetSome(name, e) => {
                             let t = self.expr(e);
-                            if !matches!(e.kind, ExprKind::Var(_)) {
-                                self.diag.error(e.span, "write `if let Some(x) = variable`: bind the value to a variable first");
+                            // Python tests the value, then binds it: a name or a
+                            // bundle's field path reads the same value twice.
+                            if !is_path(e) {
+                                self.diag.error(
+                                    e.span,
+                                    "write `if let Some(x) = variable` (or a bundle's field, `cfg.bias`): bind the value to a variable first",
+                                );
                             }
                             let inner = match t {
                                 Ty::Option(i) => *i,
@@ -176,5 +181,15 @@ impl Checker<'_> {
         let names: Vec<String> = self.scopes.iter().flatten().map(|v| v.name.clone()).collect();
         let hint = did_you_mean(&n, names.iter().map(String::as_str)).map(|s| format!("; did you mean `{s}`?")).unwrap_or_default();
         self.diag.error(name.span(), format!("cannot find `{n}` in this kernel{hint}"));
+    }
+}
+
+/// A variable or a field path of one (`io.ring.bias`): an expression Python may
+/// evaluate twice for the same value.
+fn is_path(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Var(_) => true,
+        ExprKind::Attr(base, _) => is_path(base),
+        _ => false,
     }
 }

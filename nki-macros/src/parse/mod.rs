@@ -53,14 +53,7 @@ pub fn parse_objects(items: &[syn::ItemStruct], others: &[String], enums: &[Enum
             cx.start_statement();
             let (mut default, mut dtypes) = (None, Vec::new());
             for a in &f.attrs {
-                if a.path().is_ident("default") {
-                    match a.parse_args::<syn::Expr>() {
-                        Ok(e) => default = Some(parse_expr(&e, cx)),
-                        Err(e) => cx.push(e),
-                    }
-                } else if a.path().is_ident("dtypes") {
-                    dtypes = parse_dtypes(a, cx);
-                } else if !a.path().is_ident("doc") {
+                if !default_or_dtypes(a, &mut default, &mut dtypes, cx) && !a.path().is_ident("doc") {
                     cx.error(
                         Spn::of(a),
                         "the field attributes of a parameter bundle are #[default(value)], the dataclass's default, and #[dtypes(float32, ...)], the dtypes a tensor field accepts",
@@ -208,16 +201,9 @@ pub fn parse_function(item: &syn::ItemFn, kind: FnKind, objects: &[ObjectDef], e
         let mut dtypes = Vec::new();
         let mut range = Vec::new();
         for a in &pt.attrs {
-            if a.path().is_ident("default") {
-                match a.parse_args::<syn::Expr>() {
-                    Ok(e) => default = Some(parse_expr(&e, cx)),
-                    Err(e) => cx.push(e),
-                }
-            } else if a.path().is_ident("dtypes") {
-                dtypes = parse_dtypes(a, cx);
-            } else if a.path().is_ident("range") {
+            if a.path().is_ident("range") {
                 range = parse_range(a, cx);
-            } else {
+            } else if !default_or_dtypes(a, &mut default, &mut dtypes, cx) {
                 cx.error(
                     Spn::of(a),
                     "the parameter attributes are #[default(value)], the Python default, #[dtypes(float32, ...)], the dtypes a tensor accepts, and #[range(>= 0.0, < 1.0)], the values an int or float takes",
@@ -264,6 +250,28 @@ pub fn parse_function(item: &syn::ItemFn, kind: FnKind, objects: &[ObjectDef], e
         enums: Vec::new(),
         imports: Vec::new(),
     }
+}
+
+/// Reads `a` into `default` or `dtypes` when it is `#[default(value)]` or
+/// `#[dtypes(float32, ...)]`, the attributes kernel parameters and bundle
+/// fields both take; `false` for any other attribute.
+fn default_or_dtypes(
+    a: &syn::Attribute,
+    default: &mut Option<crate::ast::Expr>,
+    dtypes: &mut Vec<&'static str>,
+    cx: &mut Parser<'_>,
+) -> bool {
+    if a.path().is_ident("default") {
+        match a.parse_args::<syn::Expr>() {
+            Ok(e) => *default = Some(parse_expr(&e, cx)),
+            Err(e) => cx.push(e),
+        }
+    } else if a.path().is_ident("dtypes") {
+        *dtypes = parse_dtypes(a, cx);
+    } else {
+        return false;
+    }
+    true
 }
 
 /// `#[range(>= 0.0, < 1.0)]`: the bounds of an int or float parameter, each a

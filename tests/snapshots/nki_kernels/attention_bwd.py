@@ -124,22 +124,19 @@ def validate_inputs(io, use_causal_mask, sliding_window):
     sk = io.fwd.k_ref.shape[3]
     assert sq >= Q_SEQ_TILE_SIZE and sq % Q_SEQ_TILE_SIZE == 0 and sk >= P_MAX and sk % P_MAX == 0, SEQLEN_TILES
     assert not use_causal_mask or sq == sk, CAUSAL_SEQLENS
-    sinks = io.sinks_ref
-    if sinks is not None:
-        sk_ref = sinks
+    if io.sinks_ref is not None:
+        sk_ref = io.sinks_ref
         shape = sk_ref.shape
         ok = (sk_ref.ndim == 2 or sk_ref.ndim == 3) and shape[0] == b and shape[1] == n
         assert ok, f"sinks_ref must be [bs, nheads] or [bs, nheads, num_sinks] = [{b}, {n}, ..], got {shape}"
     assert sliding_window <= 0 or use_causal_mask, WINDOW_NEEDS_CAUSAL
     assert (io.bound_min is not None) == (io.bound_max is not None), BOUNDS_TOGETHER
-    bounds = io.bound_min
-    if bounds is not None:
-        lo = bounds
+    if io.bound_min is not None:
+        lo = io.bound_min
         lo_shape = lo.shape
         assert lo.ndim == 1 and lo_shape[0] == sq, f"bound_min must be [seqlen_q] = [{sq}], got {lo_shape}"
-    bounds_hi = io.bound_max
-    if bounds_hi is not None:
-        hi = bounds_hi
+    if io.bound_max is not None:
+        hi = io.bound_max
         hi_shape = hi.shape
         assert hi.ndim == 1 and hi_shape[0] == sq, f"bound_max must be [seqlen_q] = [{sq}], got {hi_shape}"
 

@@ -454,9 +454,8 @@ def seqlen_split_factor(ac, io):
     """
     causal_split = ac.causal_mask and (io.cp_offset is None or ac.cp_strided_q_slicing) and ac.sliding_window == 0
     frac = SEQLEN_SHARDING_SPLIT_FACTOR_CAUSAL if causal_split else SEQLEN_SHARDING_SPLIT_FACTOR_DEFAULT
-    v_prior = io.v_prior
-    if v_prior is not None:
-        vp = v_prior
+    if io.v_prior is not None:
+        vp = io.v_prior
         if causal_split:
             active = float(io.v.shape[1])
             prior = float(vp.shape[1])
@@ -530,21 +529,18 @@ def setup_range_select_bounds(ac, atp, bufs, io, k_off_reg):
             nisa.iota(dst=ubs, pattern=[[Q_GRP_SZ, groups]], channel_multiplier=1)
     cp_col = nl.ndarray(shape=(P_MAX, 1), dtype=nl.float32, buffer=nl.sbuf)
     if use_cp:
-        cp_offset = io.cp_offset
-        if cp_offset is not None:
-            cpo = cp_offset
+        if io.cp_offset is not None:
+            cpo = io.cp_offset
             loaded = scalar_column(cpo[0:1, 0:1])
             nisa.tensor_copy(dst=cp_col, src=loaded)
         if dynamic:
             nisa.tensor_scalar(dst=ubs, data=ubs, op0=nl.add, operand0=cp_col)
     if packed:
-        bound_min = io.bound_min
-        if bound_min is not None:
-            bmin = bound_min
+        if io.bound_min is not None:
+            bmin = io.bound_min
             load_row_bounds(lbs, bmin, bufs.batch_id, ac.seqlen_q)
-        bound_max = io.bound_max
-        if bound_max is not None:
-            bmax = bound_max
+        if io.bound_max is not None:
+            bmax = io.bound_max
             upper = nl.ndarray(shape=(P_MAX, groups), dtype=nl.float32, buffer=nl.sbuf)
             load_row_bounds(upper, bmax, bufs.batch_id, ac.seqlen_q)
             nisa.tensor_tensor(dst=ubs, data1=ubs, data2=upper, op=nl.minimum)
@@ -554,9 +550,8 @@ def setup_range_select_bounds(ac, atp, bufs, io, k_off_reg):
         else:
             nisa.tensor_scalar(dst=lbs, data=ubs, op0=nl.add, operand0=-float(sw - 1))
     pul_col = nl.ndarray(shape=(P_MAX, 1), dtype=nl.float32, buffer=nl.sbuf)
-    prior_used_len = io.prior_used_len
-    if prior_used_len is not None:
-        pul = prior_used_len
+    if io.prior_used_len is not None:
+        pul = io.prior_used_len
         loaded_len = scalar_column(pul.ap(pattern=[[1, 1], [1, 1]], offset=0))
         nisa.tensor_copy(dst=pul_col, src=loaded_len)
         nisa.tensor_scalar(dst=ubs_prior, data=bufs.zero_bias.ap(pattern=[[1, P_MAX], [0, groups]], offset=0), op0=nl.add, operand0=pul_col)
@@ -583,23 +578,20 @@ def allocate_batch_buffers(ac, atp, io, b):
     groups = atp.num_grps
     kvb = b // (ac.bs // ac.bs_kv)
     q_ids = nl.ndarray(shape=(P_MAX, groups), dtype=nl.float32, buffer=nl.sbuf) if io.q_segment_ids is not None else None
-    q_segment_ids = io.q_segment_ids
-    if q_segment_ids is not None:
-        qs = q_segment_ids
+    if io.q_segment_ids is not None:
+        qs = io.q_segment_ids
         if q_ids is not None:
             qi = q_ids
             load_row_bounds(qi, qs, b // (ac.bs // qs.shape[0]), ac.seqlen_q)
     kv_row = 0
-    kv_segment_ids = io.kv_segment_ids
-    if kv_segment_ids is not None:
-        ks = kv_segment_ids
+    if io.kv_segment_ids is not None:
+        ks = io.kv_segment_ids
         kv_row = kvb // (ac.bs_kv // ks.shape[0])
     zero_bias = nl.ndarray(shape=(P_MAX, 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.memset(dst=zero_bias, value=0.0)
     sink_sb = nl.ndarray(shape=(P_MAX, 1), dtype=nl.float32, buffer=nl.sbuf)
-    sink = io.sink
-    if sink is not None:
-        sk = sink
+    if io.sink is not None:
+        sk = io.sink
         nisa.dma_copy(dst=sink_sb[0:1, 0:1], src=sk[b:b + 1, 0:1])
         broadcast_partition0(sink_sb)
     k_off_reg = nl.ndarray(shape=(1, 1), dtype=nl.uint32, buffer=nl.sbuf)
@@ -850,9 +842,8 @@ def qk_and_max_impl(ac, atp, sp, bufs, io, grp):
                 nisa.tensor_scalar(dst=dst, data=dst, op0=nl.multiply, operand0=cap)
             uncapped = dst if cap > 0.0 else scores[0:rows, 0:cols]
             uncapped_scale = 1.0 if cap > 0.0 else scale
-            bias = io.bias
-            if bias is not None:
-                bi = bias
+            if io.bias is not None:
+                bi = io.bias
                 bt = nl.ndarray(shape=(Q_GRP_SZ, K_TILE_SZ), dtype=nl.float32, buffer=nl.sbuf)
                 nisa.dma_copy(dst=bt[0:rows, 0:cols], src=bi[grp.batch_id, q0:q0 + rows, k0:k0 + cols])
                 nisa.scalar_tensor_tensor(dst=dst, data=uncapped, op0=nl.multiply, operand0=uncapped_scale, op1=nl.add, operand1=bt[0:rows, 0:cols])
@@ -1037,13 +1028,11 @@ def attention_cte_impl(ac, io, b, g_start, g_count):
                 pv_impl(ac, atp, sp, grp)
                 write_back_impl(ac, sp, bufs, io, grp)
     g_end = g_start + g_count
-    out_neg_max = io.out_neg_max
-    if out_neg_max is not None:
-        nm = out_neg_max
+    if io.out_neg_max is not None:
+        nm = io.out_neg_max
         nisa.dma_copy(dst=nm[b, :, g_start:g_end], src=bufs.mm1_running_max[:, g_start:g_end])
-    out_sum_recip = io.out_sum_recip
-    if out_sum_recip is not None:
-        sm = out_sum_recip
+    if io.out_sum_recip is not None:
+        sm = io.out_sum_recip
         sums = bufs.exp_running_sum if ac.skip_output_normalization else bufs.exp_sum_reciprocal
         nisa.dma_copy(dst=sm[b, :, g_start:g_end], src=sums[:, g_start:g_end])
 
@@ -1112,11 +1101,9 @@ def attention_cte(q, k, v, scale=1.0, causal_mask=True, k_prior=None, v_prior=No
         g_start = 0 if whole else rem_start
         g_end = groups if whole else rem_end
         attention_cte_impl(ac, io, b, g_start, g_end - g_start)
-    out_neg_max = io.out_neg_max
-    if out_neg_max is not None:
-        nm = out_neg_max
-        out_sum_recip = io.out_sum_recip
-        if out_sum_recip is not None:
-            sm = out_sum_recip
+    if io.out_neg_max is not None:
+        nm = io.out_neg_max
+        if io.out_sum_recip is not None:
+            sm = io.out_sum_recip
             return (io.o, nm, sm)
     return io.o

@@ -528,9 +528,8 @@ def allocate_fa_buffers(atp, io, b, head0):
         query_column(pos_start, st, head0, heads, s_a, b, False, 1)
     run_negmax = nl.ndarray(shape=(n, 1), dtype=nl.float32, buffer=nl.sbuf)
     run_sum = nl.ndarray(shape=(n, 1), dtype=nl.float32, buffer=nl.sbuf)
-    sink = io.sink
-    if sink is not None:
-        sk = sink
+    if io.sink is not None:
+        sk = io.sink
         sc = nl.ndarray(shape=(n, 1), dtype=nl.float32, buffer=nl.sbuf)
         query_column(sc, sk, head0, heads, s_a, b, True, 0)
         nisa.tensor_scalar(dst=run_negmax, data=sc, op0=nl.multiply, operand0=-1.0)

@@ -7,6 +7,7 @@ import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
 from .cascaded_max_utils import predicated_folded_load
+from .cascaded_max_utils import rows_and_vocab
 
 
 # Partitions a row tile and its stages share.
@@ -140,11 +141,8 @@ def cascaded_max(input_tensor):
     first column holding the maximum). Rows are split over the LNC programs.
     """
     assert input_tensor.dtype in (nl.float32, nl.bfloat16), "cascaded_max takes input_tensor as float32 or bfloat16"
-    rank = input_tensor.ndim
-    assert rank == 2 or rank == 3, f"cascaded_max: input_tensor must be [B, S, V] or [BxS, V], got {rank} dims"
-    shape = input_tensor.shape
-    vocab_size = shape[rank - 1]
-    bxs = shape[0] * shape[1] if rank == 3 else shape[0]
+    bxs, vocab_size = rows_and_vocab(input_tensor, "cascaded_max", "input_tensor must be [B, S, V] or [BxS, V]")
+    rank, shape = (input_tensor.ndim, input_tensor.shape)
     grid = nl.program_ndim() == 1
     programs = nl.num_programs(axes=0) if grid else 1
     program = nl.program_id(axis=0) if grid else 0

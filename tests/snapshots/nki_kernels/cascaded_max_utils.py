@@ -6,6 +6,18 @@ import nki.isa as nisa
 import nki.collectives as ncc
 
 
+def rows_and_vocab(t, kernel, what):
+    """The rows `B·S` and columns `V` of `t`, `[B, S, V]` or `[BxS, V]`:
+    `(B·S, V)`. Another rank is refused with `kernel`'s words, `what`
+    saying which shapes `t` may have.
+    """
+    rank = t.ndim
+    assert rank == 2 or rank == 3, f"{kernel}: {what}, got {rank} dims"
+    shape = t.shape
+    rows = shape[0] * shape[1] if rank == 3 else shape[0]
+    return (rows, shape[rank - 1])
+
+
 def predicated_folded_load_into(data_hbm, fold_factor, data_sb, b0, rows, fill_value):
     """Rows `[b0, b0 + rows)` of `data_hbm` `[B, N]` folded `fold_factor` ways
     into the SBUF tile `data_sb` (the library's `data_sb` argument; at least

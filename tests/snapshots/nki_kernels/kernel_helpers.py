@@ -26,6 +26,16 @@ class ClampLimits(nl.NKIObject):
     "Lower clamp of the up projection."
 
 
+def check_hidden_row(t, kernel, name, h):
+    """Asserts `t` (when given) is a row of the hidden size, `[1, H]` with `H
+    = h`; `kernel` names the caller in the message.
+    """
+    if t is not None:
+        v = t
+        shape = v.shape
+        assert v.ndim == 2 and shape[0] == 1 and shape[1] == h, f"{kernel}: {name} must be [1, H] = [1, {h}], got {shape}"
+
+
 def check_3d(t, kernel, name, d0, d1, d2):
     """Asserts `t` (when given) is `[d0, d1, d2]`; `kernel` names the caller in the message."""
     if t is not None:

@@ -6,8 +6,18 @@ import nki.isa as nisa
 import nki.collectives as ncc
 
 
-def check_shapes(delta, u, a, b, c):
-    """Checks the inputs' shapes against each other."""
+def ones_row():
+    """A `[1, 128]` fp32 row of ones: the stationary operand of the row broadcasts."""
+    ones = nl.ndarray(shape=(1, nl.tile_size.pmax), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=ones, value=1.0)
+    return ones
+
+
+def start_scan(delta, u, a, b, c):
+    """The start the three versions share: the inputs' shapes checked against
+    each other, the row of ones for the broadcasts and the output `[batch,
+    channels, seq]` in HBM: `(out, ones, batch, channels, seq, state)`.
+    """
     pmax = nl.tile_size.pmax
     batch, channels, seq = delta.shape
     ua, uc, us = u.shape
@@ -19,13 +29,9 @@ def check_shapes(delta, u, a, b, c):
     assert ac == channels, f"a must be [channels, state]: {ac} rows for {channels} channels"
     assert bb == batch and bs == state and bl == seq, "b must be [batch, state, seq]"
     assert cb == batch and cs == state and cl == seq, "c must be [batch, state, seq]"
-
-
-def ones_row():
-    """A `[1, 128]` fp32 row of ones: the stationary operand of the row broadcasts."""
-    ones = nl.ndarray(shape=(1, nl.tile_size.pmax), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.memset(dst=ones, value=1.0)
-    return ones
+    ones = ones_row()
+    out = nl.ndarray(shape=(batch, channels, seq), dtype=delta.dtype, buffer=nl.shared_hbm)
+    return (out, ones, batch, channels, seq, state)
 
 
 def load_channels(src, bi, ch0):
@@ -109,11 +115,7 @@ def mamba_v1(delta, u, a, b, c):
     assert b.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "mamba_v1 takes b as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     assert c.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "mamba_v1 takes c as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     pmax = nl.tile_size.pmax
-    check_shapes(delta, u, a, b, c)
-    ones = ones_row()
-    batch, channels, seq = delta.shape
-    _channels, state = a.shape
-    out = nl.ndarray(shape=(batch, channels, seq), dtype=delta.dtype, buffer=nl.shared_hbm)
+    out, ones, batch, channels, seq, state = start_scan(delta, u, a, b, c)
     tiles = channels // pmax
     zero = nl.ndarray(shape=(pmax, 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.memset(dst=zero, value=0.0)
@@ -157,11 +159,7 @@ def mamba_v2(delta, u, a, b, c):
     assert b.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "mamba_v2 takes b as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     assert c.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "mamba_v2 takes c as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     pmax = nl.tile_size.pmax
-    check_shapes(delta, u, a, b, c)
-    ones = ones_row()
-    batch, channels, seq = delta.shape
-    _channels, state = a.shape
-    out = nl.ndarray(shape=(batch, channels, seq), dtype=delta.dtype, buffer=nl.shared_hbm)
+    out, ones, batch, channels, seq, state = start_scan(delta, u, a, b, c)
     zero = nl.ndarray(shape=(pmax, 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.memset(dst=zero, value=0.0)
     for bi in range(batch):
@@ -191,12 +189,8 @@ def mamba_v3(delta, u, a, b, c, seq_tile=512):
     assert c.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "mamba_v3 takes c as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     assert seq_tile >= 1, f"mamba_v3 takes seq_tile >= 1, not {seq_tile!r}"
     pmax = nl.tile_size.pmax
-    check_shapes(delta, u, a, b, c)
-    ones = ones_row()
-    batch, channels, seq = delta.shape
-    _channels, state = a.shape
+    out, ones, batch, channels, seq, state = start_scan(delta, u, a, b, c)
     assert seq % seq_tile == 0, f"seq_tile must divide seq ({seq}), got {seq_tile}"
-    out = nl.ndarray(shape=(batch, channels, seq), dtype=delta.dtype, buffer=nl.shared_hbm)
     for bi in range(batch):
         for ti in range(channels // pmax):
             acc, delta_t, u_t = channel_tile(delta, u, bi, ti * pmax)

@@ -6,6 +6,7 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .kernel_helpers import check_hidden_row
 
 
 # Partitions of the output layout: `H` is spread over them.
@@ -109,12 +110,8 @@ def validate_shapes(kernel, input, gamma, beta, output):
     """
     b, sl, h = input.shape
     pmax, bxs = (nl.tile_size.pmax, b * sl)
-    g_shape = gamma.shape
-    assert gamma.ndim == 2 and g_shape[0] == 1 and g_shape[1] == h, f"{kernel}: gamma must be [1, H] = [1, {h}], got {g_shape}"
-    if beta is not None:
-        w = beta
-        b_shape = w.shape
-        assert w.ndim == 2 and b_shape[0] == 1 and b_shape[1] == h, f"{kernel}: beta must be [1, H] = [1, {h}], got {b_shape}"
+    check_hidden_row(gamma, kernel, "gamma", h)
+    check_hidden_row(beta, kernel, "beta", h)
     o_shape = output.shape
     assert output.ndim == 3 and o_shape[0] == pmax and o_shape[1] == bxs and o_shape[2] == h // pmax, f"{kernel}: output must be [128, B*S, H/128] = [128, {bxs}, {h // pmax}], got {o_shape}"
     return input.reshape(shape=(bxs, h))

@@ -7,6 +7,7 @@ import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
 from .common_types import QuantizationType
+from .kernel_helpers import check_hidden_row
 from .output_projection_cte_mx import output_projection_cte_mx
 from .output_projection_cte_mx import output_projection_cte_static_mx
 from .output_projection_cte_mx import validate_mx_inputs
@@ -108,10 +109,7 @@ def validate_output_projection_inputs(attention, weight, bias, quantization_type
     assert h <= MAX_VALIDATED_H_SIZE, f"output_projection_cte: H must be at most 20705, got H = {h}"
     assert mx_form or n <= MAX_VALIDATED_N_SIZE, f"output_projection_cte: N must be at most 17, got N = {n}"
     assert h % programs == 0, f"output_projection_cte: H must be a multiple of the LNC size, got H = {h}, LNC = {programs}"
-    if bias is not None:
-        bv = bias
-        b_shape = bv.shape
-        assert bv.ndim == 2 and b_shape[0] == 1 and b_shape[1] == h, f"output_projection_cte: bias must be [1, H] = [1, {h}], got {b_shape}"
+    check_hidden_row(bias, "output_projection_cte", "bias", h)
     if is_mx:
         validate_mx_inputs(attention, weight, input_scales, weight_scales)
     else:

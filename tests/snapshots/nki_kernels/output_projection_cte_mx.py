@@ -249,9 +249,8 @@ def quantize_static_mx_input(cfg, io, xq8, b, s0, s_len):
     `float8_e4m3fn` bytes `xq8` `[128, tiles, S_TILE_SIZE, 4]`.
     """
     padded_s = s_len + s_len % 2
-    inv_input_scale = io.inv_input_scale_sb
-    if inv_input_scale is not None:
-        inv = inv_input_scale
+    if io.inv_input_scale_sb is not None:
+        inv = io.inv_input_scale_sb
         for t in range(cfg.d_tile_count):
             padded, _ = d_tile_bounds(cfg, t)
             sw = load_mx_input_interleaved(cfg, io, b, s0, s_len, t)
@@ -283,9 +282,8 @@ def compute_mx_matmul(cfg, io, blk, xq, xs, b, s0):
                 nisa.nc_matmul_mx(dst=res_psum[0:prows, 0:cs], stationary=xq[0:padded, t, r0:r0 + prows], moving=blk.w_sb[0:padded, t, c0:c0 + cs], stationary_scale=xs[0:padded, t, r0:r0 + prows], moving_scale=blk.ws_sb[0:padded, t, c0:c0 + cs])
             dst = res_sb[0:rows, c0:c0 + cs]
             psum, bias = (res_psum[0:rows, 0:cs], blk.bias_sb[0:rows, c0:c0 + cs])
-            dequant_scale = io.dequant_scale_sb
-            if dequant_scale is not None:
-                scale = dequant_scale
+            if io.dequant_scale_sb is not None:
+                scale = io.dequant_scale_sb
                 nisa.tensor_scalar(dst=dst, data=psum, op0=nl.multiply, operand0=scale[0:rows, :])
                 if io.bias is not None:
                     nisa.tensor_tensor(dst=dst, data1=dst, data2=bias, op=nl.add)
@@ -318,9 +316,8 @@ def load_mx_prequantized_input(cfg, io, xq, xs, b, s0, s_len):
     their quadrants, into `xs`. Padded rows and the odd position are zeros.
     """
     padded_s = s_len + s_len % 2
-    input_scales = io.input_scales
-    if input_scales is not None:
-        scales = input_scales
+    if io.input_scales is not None:
+        scales = io.input_scales
         for t in range(cfg.d_tile_count):
             padded, actual = d_tile_bounds(cfg, t)
             r0 = t * P_MAX

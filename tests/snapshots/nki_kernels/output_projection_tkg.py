@@ -7,6 +7,7 @@ import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
 from .common_types import QuantizationType
+from .kernel_helpers import check_hidden_row
 from .output_projection_utils import FP8_MAX
 from .output_projection_utils import F_MAX
 from .output_projection_utils import P_MAX
@@ -109,10 +110,7 @@ def validate_and_create_config(attention, weight, bias, quantization_type, weigh
     assert not transpose_out or h % (P_MAX * programs) == 0, f"output_projection_tkg: with TRANSPOSE_OUT, H must be a multiple of 128 * LNC, got H = {h}, LNC = {programs}"
     limit = MAX_VALIDATED_N_TIMES_H_SIZE_FP32 if weight.dtype == nl.float32 else MAX_VALIDATED_N_TIMES_H_SIZE
     assert not transpose_out or n * h <= limit, f"output_projection_tkg: with TRANSPOSE_OUT, N * H must be at most 163840 (81920 for float32 weights), got N * H = {n * h}"
-    if bias is not None:
-        bv = bias
-        b_shape = bv.shape
-        assert bv.ndim == 2 and b_shape[0] == 1 and b_shape[1] == h, f"output_projection_tkg: bias must be [1, H] = [1, {h}], got {b_shape}"
+    check_hidden_row(bias, "output_projection_tkg", "bias", h)
     is_static = quantization_type == QuantizationType.STATIC
     is_row = quantization_type == QuantizationType.ROW
     assert is_static or is_row or quantization_type == QuantizationType.NONE, f"output_projection_tkg: quantization_type must be QuantizationType.NONE, STATIC or ROW, got {quantization_type}"
@@ -212,15 +210,13 @@ def output_projection_tkg_transpose_out_impl(out, cfg, io):
     bxs, h1, h2 = (cfg.b_size * cfg.s_size, cfg.h_1_size, cfg.h_2_size)
     h_prg = cfg.prg_id * cfg.h_sharded
     bias_sb = nl.ndarray(shape=(h1, h2, 1), dtype=cfg.io_dtype, buffer=nl.sbuf)
-    bias = io.bias
-    if bias is not None:
-        bv = bias
+    if io.bias is not None:
+        bv = io.bias
         nisa.dma_copy(dst=bias_sb, src=bv.reshape(shape=(cfg.num_prgs * h1, h2))[cfg.prg_id * h1:(cfg.prg_id + 1) * h1, :])
     scale_sb = nl.ndarray(shape=(h1, h2, 1), dtype=nl.float32, buffer=nl.sbuf)
     if cfg.quantization_type == QuantizationType.ROW:
-        weight_scale = io.weight_scale_hbm
-        if weight_scale is not None:
-            ws = weight_scale
+        if io.weight_scale_hbm is not None:
+            ws = io.weight_scale_hbm
             nisa.dma_copy(dst=scale_sb, src=ws[0:1, h_prg:h_prg + cfg.h_sharded])
     w_flat = load_weights(cfg, io)
     w_sb = w_flat.reshape(shape=(cfg.d_size, cfg.n_size, h1, h2))
@@ -249,9 +245,8 @@ def load_bias_rows(cfg, io, rows):
     """
     hs, h_prg = (cfg.h_sharded, cfg.prg_id * cfg.h_sharded)
     bias_sb = nl.ndarray(shape=(rows, hs), dtype=cfg.io_dtype, buffer=nl.sbuf)
-    bias = io.bias
-    if bias is not None:
-        bv = bias
+    if io.bias is not None:
+        bv = io.bias
         nisa.dma_copy(dst=bias_sb, src=bv[:, h_prg:h_prg + hs].broadcast(dim=0, size=rows))
     return bias_sb
 
@@ -261,9 +256,8 @@ def load_row_scales(cfg, io, rows):
     hs, h_prg = (cfg.h_sharded, cfg.prg_id * cfg.h_sharded)
     scale_sb = nl.ndarray(shape=(rows, hs), dtype=nl.float32, buffer=nl.sbuf)
     if cfg.quantization_type == QuantizationType.ROW:
-        weight_scale = io.weight_scale_hbm
-        if weight_scale is not None:
-            ws = weight_scale
+        if io.weight_scale_hbm is not None:
+            ws = io.weight_scale_hbm
             nisa.dma_copy(dst=scale_sb, src=ws[0:rows, h_prg:h_prg + hs])
     return scale_sb
 

@@ -89,40 +89,37 @@ def qkv_segment_columns(dims, seg):
     return (c0, q + seg * kv)
 
 
-def evict_psum_to_sbuf_static_dequant_apply_bias(cfg, dims, g, out_sb, psum, t, rows):
-    """The library's `_evict_psum_to_sbuf_static_dequant_apply_bias` (step 5
-    of MX with `qkv_in_scale`): S tile `t`'s PSUM banks times each Q, K
-    and V segment's factor (plus the bias) straight into `out_sb`, the
-    banks a segment boundary crosses in two pieces (one rounding of the
-    fp32 sums).
-    """
-    ni = dims.num_512_tiles_per_i
-    for seg in range(NUM_QKV_SEGMENTS):
-        c0, c1 = qkv_segment_columns(dims, seg)
-        for k in range(c0 // PSUM_FMAX, (c1 - 1) // PSUM_FMAX + 1):
-            a, z = (max(c0, k * PSUM_FMAX), min(c1, (k + 1) * PSUM_FMAX))
-            src = psum[0:rows, t * ni + k, a - k * PSUM_FMAX:z - k * PSUM_FMAX]
-            dequantize_apply_bias(cfg, g, out_sb[0:rows, a:z], src, seg, a, rows)
-
-
 def evict_psum_to_sbuf_apply_bias(cfg, dims, g, out_sb, psum, t, rows):
     """The library's `_evict_psum_to_sbuf_apply_bias` (step 5): S tile `t`'s
     PSUM banks into `out_sb` `[rows, I]` (the compute dtype), plus the bias.
+    With MX's `qkv_in_scale` it is the library's
+    `_evict_psum_to_sbuf_static_dequant_apply_bias`: the banks times each Q,
+    K and V segment's factor (plus the bias) straight into `out_sb`, the
+    banks a segment boundary crosses in two pieces (one rounding of the fp32
+    sums).
     """
     i, ni = (dims.i, dims.num_512_tiles_per_i)
-    for k in range(ni):
-        i0, iw = (k * PSUM_FMAX, min(i - k * PSUM_FMAX, PSUM_FMAX))
-        dst = out_sb[0:rows, i0:i0 + iw]
-        src = psum[0:rows, t * ni + k, 0:iw]
-        if cfg.add_bias and not cfg.static_quant:
-            nisa.tensor_tensor(dst=dst, data1=src, data2=g.bias_sb[0:rows, i0:i0 + iw], op=nl.add)
-        else:
-            nisa.tensor_copy(dst=dst, src=src)
-    if cfg.static_quant:
+    if cfg.mx_static_dequant:
         for seg in range(NUM_QKV_SEGMENTS):
             c0, c1 = qkv_segment_columns(dims, seg)
-            cols = out_sb[0:rows, c0:c1]
-            dequantize_apply_bias(cfg, g, cols, cols, seg, c0, rows)
+            for k in range(c0 // PSUM_FMAX, (c1 - 1) // PSUM_FMAX + 1):
+                a, z = (max(c0, k * PSUM_FMAX), min(c1, (k + 1) * PSUM_FMAX))
+                src = psum[0:rows, t * ni + k, a - k * PSUM_FMAX:z - k * PSUM_FMAX]
+                dequantize_apply_bias(cfg, g, out_sb[0:rows, a:z], src, seg, a, rows)
+    else:
+        for k in range(ni):
+            i0, iw = (k * PSUM_FMAX, min(i - k * PSUM_FMAX, PSUM_FMAX))
+            dst = out_sb[0:rows, i0:i0 + iw]
+            src = psum[0:rows, t * ni + k, 0:iw]
+            if cfg.add_bias and not cfg.static_quant:
+                nisa.tensor_tensor(dst=dst, data1=src, data2=g.bias_sb[0:rows, i0:i0 + iw], op=nl.add)
+            else:
+                nisa.tensor_copy(dst=dst, src=src)
+        if cfg.static_quant:
+            for seg in range(NUM_QKV_SEGMENTS):
+                c0, c1 = qkv_segment_columns(dims, seg)
+                cols = out_sb[0:rows, c0:c1]
+                dequantize_apply_bias(cfg, g, cols, cols, seg, c0, rows)
 
 
 def store_output(cfg, dims, io, out_sb, b, s0, rows):
@@ -150,8 +147,6 @@ def evict_and_store_block(cfg, dims, io, g, psum, b, s0, rows):
         o = out_sb[:, t, :]
         if cfg.fused_rope:
             copy_psum_to_sbuf_apply_rope_and_bias(cfg, dims, io, g, o, psum, t, b, s0 + t * P_MAX, r)
-        elif cfg.mx_static_dequant:
-            evict_psum_to_sbuf_static_dequant_apply_bias(cfg, dims, g, o, psum, t, r)
         else:
             evict_psum_to_sbuf_apply_bias(cfg, dims, g, o, psum, t, r)
         if cfg.use_kv_quantization:

@@ -8,6 +8,7 @@ from .common_types import NormType
 from .common_types import QKVOutputLayout
 from .common_types import QKVWeightLayout
 from .common_types import QuantizationType
+from .kernel_helpers import check_hidden_row
 from .mx_layout import MX_PACK
 from .mx_layout import SCALE_GROUP_SIZE
 from .qkv_cte_constants import MAX_H
@@ -50,15 +51,8 @@ def validate_fused_inputs(args, h):
     assert not with_gamma or args.gamma_norm_weights is not None, "qkv_cte: gamma_norm_weights must be given for RMS_NORM and LAYER_NORM"
     assert with_gamma or args.gamma_norm_weights is None, "qkv_cte: gamma_norm_weights is only used with RMS_NORM and LAYER_NORM"
     assert norm == NormType.LAYER_NORM or args.layer_norm_bias is None, "qkv_cte: layer_norm_bias is only used with fused_norm_type=LAYER_NORM"
-    gamma_norm_weights, layer_norm_bias = (args.gamma_norm_weights, args.layer_norm_bias)
-    if gamma_norm_weights is not None:
-        gamma = gamma_norm_weights
-        gs = gamma.shape
-        assert gamma.ndim == 2 and gs[0] == 1 and gs[1] == h, f"qkv_cte: gamma_norm_weights must be [1, H] = [1, {h}], got {gs}"
-    if layer_norm_bias is not None:
-        beta = layer_norm_bias
-        bs = beta.shape
-        assert beta.ndim == 2 and bs[0] == 1 and bs[1] == h, f"qkv_cte: layer_norm_bias must be [1, H] = [1, {h}], got {bs}"
+    check_hidden_row(args.gamma_norm_weights, "qkv_cte", "gamma_norm_weights", h)
+    check_hidden_row(args.layer_norm_bias, "qkv_cte", "layer_norm_bias", h)
     caches = args.cos_cache is not None or args.sin_cache is not None
     assert args.fused_rope or not caches, "qkv_cte: cos_cache or sin_cache given without fused_rope=True"
     if args.fused_rope:
@@ -233,8 +227,7 @@ def validate_mx_quantization(args, scales, kv):
         assert s // programs % 2 == 0, f"qkv_cte: S / programs = {s // programs} must be even for MX quantization"
         validate_mx_dma_transpose(args, scales)
         assert kv.k_scale is None and kv.v_scale is None, "qkv_cte: the fp8 KV-cache outputs are not supported with MX quantization"
-        w_scale = scales.qkv_w_scale
-        if w_scale is not None:
-            ws = w_scale
+        if scales.qkv_w_scale is not None:
+            ws = scales.qkv_w_scale
             i = w.shape[1]
             assert scales.qkv_in_scale is not None or (ws.dtype == nl.uint8 and ws.ndim == 2 and ws.shape[0] == h // SCALE_GROUP_SIZE and ws.shape[1] == i), f"qkv_cte: qkv_w_scale must be uint8 [H / 32, I] = [{h // SCALE_GROUP_SIZE}, {i}] for MX quantization, got {ws.dtype} {ws.shape}"

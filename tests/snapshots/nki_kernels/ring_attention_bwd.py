@@ -428,19 +428,16 @@ def masked_scores(cfg, kv, st, grp, kt, zero, j):
         nisa.tensor_scalar(dst=masked, data=masked, op0=nl.multiply, operand0=cap)
     capped = masked if cap > 0.0 else scores
     cap_scale = 1.0 if cap > 0.0 else scale
-    bias_blk = st.bias
-    if bias_blk is not None:
-        bb = bias_blk
+    if st.bias is not None:
+        bb = st.bias
         bt = nl.ndarray(shape=(P_MAX, kts), dtype=nl.float32, buffer=nl.sbuf)
         nisa.dma_copy(dst=bt, src=bb[0, Q_SEQ_TILE_SIZE * g:Q_SEQ_TILE_SIZE * (g + 1), k0:k0 + kts])
         nisa.scalar_tensor_tensor(dst=masked, data=capped, op0=nl.multiply, operand0=cap_scale, op1=nl.add, operand1=bt)
     src = masked if biased else capped
-    bounds = st.upper
-    if bounds is not None:
-        ub = bounds
-        lower = st.lower
-        if lower is not None:
-            lb = lower
+    if st.upper is not None:
+        ub = st.upper
+        if st.lower is not None:
+            lb = st.lower
             nisa.range_select(dst=masked, on_true_tile=src, comp_op0=nl.greater_equal, comp_op1=nl.less, bound0=lb[:, g:g + 1], bound1=ub[:, g:g + 1], range_start=k0, on_false_value=-3.4028234663852886e38)
         else:
             nisa.range_select(dst=masked, on_true_tile=src, comp_op0=nl.greater_equal, comp_op1=nl.less_equal, bound0=zero, bound1=ub[:, g:g + 1], range_start=k0, on_false_value=-3.4028234663852886e38)
@@ -586,9 +583,8 @@ def stage_row_stats(cfg, io, stats, dsink_part, bid, hid):
     dos = compute_rowsum(cfg, io.fwd.o_ref[bid, hid, :, :], io.fwd.dy_ref[bid, hid, :, :])
     nisa.dma_copy(dst=stats[0, :, :], src=neg_lse)
     nisa.dma_copy(dst=stats[1, :, :], src=dos)
-    sinks = io.sinks
-    if sinks is not None:
-        sk = sinks
+    if io.sinks is not None:
+        sk = io.sinks
         sink_grad(sk, neg_lse, dos, dsink_part, bid, hid)
 
 
@@ -600,15 +596,13 @@ def load_kv(cfg, io, bid, kvh):
     sl, qnt = (cfg.seqlen, cfg.q_n_tiles)
     k_ids = nl.ndarray(shape=(P_MAX, sl), dtype=nl.float32, buffer=nl.sbuf) if cfg.ring.segmented else None
     own_q_ids = nl.ndarray(shape=(P_MAX, qnt), dtype=nl.float32, buffer=nl.sbuf) if cfg.ring.segmented else None
-    kv_seg = io.ring.kv_segment_ids
-    if kv_seg is not None:
-        ks = kv_seg
+    if io.ring.kv_segment_ids is not None:
+        ks = io.ring.kv_segment_ids
         if k_ids is not None:
             ki = k_ids
             nisa.dma_copy(dst=ki, src=ks.ap(pattern=[[0, P_MAX], [1, sl]], offset=bid * sl))
-    q_seg = io.ring.q_segment_ids
-    if q_seg is not None:
-        qs = q_seg
+    if io.ring.q_segment_ids is not None:
+        qs = io.ring.q_segment_ids
         if own_q_ids is not None:
             qi = own_q_ids
             nisa.dma_copy(dst=qi, src=qs.ap(pattern=[[1, P_MAX], [P_MAX, qnt]], offset=bid * sl))
@@ -622,13 +616,11 @@ def barrier_query_block(cfg, send):
         nisa.core_barrier(data=send.dy, cores=(0, 1))
         nisa.core_barrier(data=send.lse, cores=(0, 1))
         nisa.core_barrier(data=send.dos, cores=(0, 1))
-        ids = send.ids
-        if ids is not None:
-            si = ids
+        if send.ids is not None:
+            si = send.ids
             nisa.core_barrier(data=si, cores=(0, 1))
-        bias = send.bias
-        if bias is not None:
-            sb = bias
+        if send.bias is not None:
+            sb = send.bias
             nisa.core_barrier(data=sb, cores=(0, 1))
 
 
@@ -762,9 +754,8 @@ def ring_bwd_step(cfg, io, kv, cur, nxt, dqr, step, odd):
     step_bias = own_key_columns(cfg, cur.bias, io.ring.positions)
     neg_lse = load_neg_lse(cur.lse[slot, :, :], cfg.mixed_dtype, cfg.ring.segmented)
     q_ids = nl.ndarray(shape=(P_MAX, cfg.q_n_tiles), dtype=nl.float32, buffer=nl.sbuf) if cfg.ring.segmented else None
-    cur_ids = cur.ids
-    if cur_ids is not None:
-        ci = cur_ids
+    if cur.ids is not None:
+        ci = cur.ids
         if q_ids is not None:
             qi = q_ids
             nisa.dma_copy(dst=qi, src=ci[slot, :, :])

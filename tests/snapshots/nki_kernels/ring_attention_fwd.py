@@ -311,9 +311,8 @@ def setup_ring_impl(cfg, io):
 
 def step_bias(cfg, io, kpos):
     """[`bias_block`] of the keys of ring position `kpos`, when there is a bias."""
-    bias = io.ring.bias
-    if bias is not None:
-        bi = bias
+    if io.ring.bias is not None:
+        bi = io.ring.bias
         b, h, _s, _total = bi.shape
         return bias_block(bi, 0, b * h, kpos, cfg.ring)
     return None
@@ -542,9 +541,8 @@ def write_cp_offset(cfg, io, st, step):
     """Writes the causal steps' cp_offset for ring step `step` to HBM:
     `(mine - theirs)·S` (contiguous) or `-[mine < theirs]` (striped).
     """
-    cp_offset = st.cp_offset
-    if cp_offset is not None:
-        cpo = cp_offset
+    if st.cp_offset is not None:
+        cpo = st.cp_offset
         my_pos, their_pos = ring_positions_at(io.ring.positions, cfg.ring.replica_groups, step)
         off = nl.ndarray(shape=(P_MAX, 1), dtype=nl.float32, buffer=nl.sbuf)
         if cfg.ring.striped:
@@ -625,9 +623,8 @@ def write_back_impl(cfg, io, acc, b, g0, g1):
         nisa.dma_copy(dst=tile, src=group_rows(acc.o, b, s, d, t0, t1))
         nisa.tensor_tensor(dst=tile, data1=tile, data2=recip[:, t0 - g0:t1 - g0].expand_dim(dim=2).broadcast(dim=2, size=d), op=nl.multiply)
         nisa.dma_copy(dst=group_rows(io.o, b, s, d, t0, t1), src=tile)
-    lse = io.lse
-    if lse is not None:
-        l = lse
+    if io.lse is not None:
+        l = io.lse
         nm = load_stats(acc.neg_max, b, g0, g1)
         out = nl.ndarray(shape=(P_MAX, groups), dtype=lse_dtype, buffer=nl.sbuf)
         nisa.tensor_scalar(dst=out, data=nm, op0=nl.multiply, operand0=-1.0)
@@ -720,8 +717,7 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
         bi, g0, g1 = batch_item(cfg, item)
         write_back_impl(cfg, io, acc, bi, g0, g1)
     o4 = io.o.reshape(shape=(b, q_h, s, d))
-    lse = io.lse
-    if lse is not None:
-        l = lse
+    if io.lse is not None:
+        l = io.lse
         return (o4, l.reshape(shape=(b, q_h, P_MAX, n_grp)))
     return o4

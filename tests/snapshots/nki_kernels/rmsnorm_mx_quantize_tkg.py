@@ -6,6 +6,7 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .kernel_helpers import check_hidden_row
 from .norm_tkg_utils import INTER_DTYPE
 from .norm_tkg_utils import load_gamma_to_sbuf
 from .norm_tkg_utils import load_input_to_sbuf
@@ -132,8 +133,7 @@ def validate_shapes_quantize_mx(input, gamma, output, residual, output_residual,
     h1 = h // H0
     o_shape = output.shape
     assert output.ndim == 3 and o_shape[0] == H0 and o_shape[1] == bxs and o_shape[2] == h1, f"rmsnorm_mx_quantize_tkg: output must be [128, B*S, H/128] = [128, {bxs}, {h1}], got {o_shape}"
-    g_shape = gamma.shape
-    assert gamma.ndim == 2 and g_shape[0] == 1 and g_shape[1] == h, f"rmsnorm_mx_quantize_tkg: gamma must be [1, H] = [1, {h}], got {g_shape}"
+    check_hidden_row(gamma, "rmsnorm_mx_quantize_tkg", "gamma", h)
 
 
 def get_token_tile_size(tokens):

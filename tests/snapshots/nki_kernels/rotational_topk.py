@@ -7,6 +7,7 @@ import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
 from .cascaded_max_utils import predicated_folded_load_into
+from .cascaded_max_utils import rows_and_vocab
 
 
 # Values one `max8` pass finds (the Vector Engine's ALUs).
@@ -324,11 +325,8 @@ def rotational_topk(inp, config):
     LNC programs; see the module docs for the stages.
     """
     assert inp.dtype in (nl.float32, nl.bfloat16), "rotational_topk takes inp as float32 or bfloat16"
-    rank = inp.ndim
-    assert rank == 2 or rank == 3, f"rotational_topk: inp must be [BxS, V] or [B, S, V], got {rank} dims"
-    shape = inp.shape
-    vocab_size = shape[rank - 1]
-    bxs = shape[0] * shape[1] if rank == 3 else shape[0]
+    bxs, vocab_size = rows_and_vocab(inp, "rotational_topk", "inp must be [BxS, V] or [B, S, V]")
+    rank, shape = (inp.ndim, inp.shape)
     k = config.orig_k
     assert config.BxS == bxs, f"rotational_topk: config.BxS = {config.BxS} disagrees with inp, which has {bxs} rows"
     assert config.vocab_size == vocab_size, f"rotational_topk: config.vocab_size = {config.vocab_size} disagrees with inp, whose rows have {vocab_size} columns"

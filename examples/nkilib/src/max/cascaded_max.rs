@@ -113,7 +113,7 @@ pub mod kernel {
     // The configuration keeps the library's field names.
     #![allow(non_snake_case)]
 
-    use crate::max::cascaded_max_utils::predicated_folded_load;
+    use crate::max::cascaded_max_utils::{predicated_folded_load, rows_and_vocab};
     use nki::prelude::*;
 
     /// Partitions a row tile and its stages share.
@@ -243,11 +243,8 @@ pub mod kernel {
     /// first column holding the maximum). Rows are split over the LNC programs.
     #[nki_kernel]
     pub fn cascaded_max(#[dtypes(float32, bfloat16)] input_tensor: Hbm) -> (Hbm, Hbm) {
-        let rank = input_tensor.ndim();
-        assert!(rank == 2 || rank == 3, "cascaded_max: input_tensor must be [B, S, V] or [BxS, V], got {rank} dims");
-        let shape = input_tensor.shape();
-        let vocab_size = shape[rank - 1];
-        let bxs = if rank == 3 { shape[0] * shape[1] } else { shape[0] };
+        let (bxs, vocab_size): (i64, i64) = rows_and_vocab(input_tensor, "cascaded_max", "input_tensor must be [B, S, V] or [BxS, V]");
+        let (rank, shape) = (input_tensor.ndim(), input_tensor.shape());
         let grid = nl::program_ndim() == 1;
         let programs = if grid { nl::num_programs(0) } else { 1 };
         let program = if grid { nl::program_id(0) } else { 0 };

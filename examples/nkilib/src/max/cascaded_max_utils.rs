@@ -1,14 +1,28 @@
 //! The library's `cascaded_max_utils`: the folded load that spreads each row
-//! of a `[B, N]` HBM tensor over several partitions.
+//! of a `[B, N]` HBM tensor over several partitions, and the rows and columns
+//! of the `[B, S, V]` or `[BxS, V]` inputs of `cascaded_max` and
+//! `rotational_topk`.
 
 use nki::prelude::*;
 
 pub use kernel::*;
 
-/// The folded load.
+/// The folded loads and the inputs' rows.
 #[nki_module]
 pub mod kernel {
     use nki::prelude::*;
+
+    /// The rows `B·S` and columns `V` of `t`, `[B, S, V]` or `[BxS, V]`:
+    /// `(B·S, V)`. Another rank is refused with `kernel`'s words, `what`
+    /// saying which shapes `t` may have.
+    #[nki_helper]
+    pub fn rows_and_vocab(t: Hbm, kernel: &str, what: &str) -> (i64, i64) {
+        let rank = t.ndim();
+        assert!(rank == 2 || rank == 3, "{kernel}: {what}, got {rank} dims");
+        let shape = t.shape();
+        let rows = if rank == 3 { shape[0] * shape[1] } else { shape[0] };
+        (rows, shape[rank - 1])
+    }
 
     /// Rows `[b0, b0 + rows)` of `data_hbm` `[B, N]` folded `fold_factor` ways
     /// into a new SBUF tile `[tile_rows · fold_factor, ceil(N / fold_factor)]`

@@ -171,6 +171,7 @@ pub mod kernel {
     use crate::output_projection::output_projection_utils::calculate_head_packing;
     pub use crate::output_projection::output_projection_utils::{F_MAX, FP8_MAX, P_MAX, QUANT_DTYPE};
     pub use crate::utils::common_types::QuantizationType;
+    use crate::utils::kernel_helpers::check_hidden_row;
     use nki::prelude::*;
 
     /// Weight columns per load when a program's share is a multiple of it.
@@ -281,13 +282,7 @@ pub mod kernel {
             "output_projection_tkg: with TRANSPOSE_OUT, N * H must be at most 163840 (81920 for float32 weights), got N * H = {}",
             n * h
         );
-        if let Some(bv) = bias {
-            let b_shape = bv.shape();
-            assert!(
-                bv.ndim() == 2 && b_shape[0] == 1 && b_shape[1] == h,
-                "output_projection_tkg: bias must be [1, H] = [1, {h}], got {b_shape}"
-            );
-        }
+        check_hidden_row(bias, "output_projection_tkg", "bias", h);
         let is_static = quantization_type == QuantizationType::STATIC;
         let is_row = quantization_type == QuantizationType::ROW;
         assert!(
@@ -436,8 +431,7 @@ pub mod kernel {
     pub fn load_bias_rows(cfg: OutputProjectionTkgConfig, io: OutputProjectionTkgTensors, rows: i64) -> Sbuf {
         let (hs, h_prg) = (cfg.h_sharded, cfg.prg_id * cfg.h_sharded);
         let bias_sb = nl::ndarray([rows, hs], cfg.io_dtype, buffer = nl::sbuf);
-        let bias = io.bias;
-        if let Some(bv) = bias {
+        if let Some(bv) = io.bias {
             nisa::dma_copy(bias_sb, bv[s![.., h_prg..h_prg + hs]].broadcast(0, rows));
         }
         bias_sb
@@ -449,8 +443,7 @@ pub mod kernel {
         let (hs, h_prg) = (cfg.h_sharded, cfg.prg_id * cfg.h_sharded);
         let scale_sb = nl::ndarray([rows, hs], nl::float32, buffer = nl::sbuf);
         if cfg.quantization_type == QuantizationType::ROW {
-            let weight_scale = io.weight_scale_hbm;
-            if let Some(ws) = weight_scale {
+            if let Some(ws) = io.weight_scale_hbm {
                 nisa::dma_copy(scale_sb, ws[s![0..rows, h_prg..h_prg + hs]]);
             }
         }
@@ -504,14 +497,12 @@ pub mod kernel {
         let (bxs, h1, h2) = (cfg.b_size * cfg.s_size, cfg.h_1_size, cfg.h_2_size);
         let h_prg = cfg.prg_id * cfg.h_sharded;
         let bias_sb = nl::ndarray([h1, h2, 1], cfg.io_dtype, buffer = nl::sbuf);
-        let bias = io.bias;
-        if let Some(bv) = bias {
+        if let Some(bv) = io.bias {
             nisa::dma_copy(bias_sb, bv.reshape([cfg.num_prgs * h1, h2])[s![cfg.prg_id * h1..(cfg.prg_id + 1) * h1, ..]]);
         }
         let scale_sb = nl::ndarray([h1, h2, 1], nl::float32, buffer = nl::sbuf);
         if cfg.quantization_type == QuantizationType::ROW {
-            let weight_scale = io.weight_scale_hbm;
-            if let Some(ws) = weight_scale {
+            if let Some(ws) = io.weight_scale_hbm {
                 nisa::dma_copy(scale_sb, ws[s![0..1, h_prg..h_prg + cfg.h_sharded]]);
             }
         }

@@ -146,6 +146,7 @@ macro_rules! norm_tkg_config {
 /// The loads into the layout.
 #[nki_module]
 pub mod helpers {
+    use crate::utils::kernel_helpers::check_hidden_row;
     use nki::prelude::*;
 
     /// Partitions of the output layout: `H` is spread over them.
@@ -188,12 +189,8 @@ pub mod helpers {
     pub fn validate_shapes(kernel: &str, input: Hbm, gamma: Hbm, beta: Option<Hbm>, output: Hbm) -> Hbm {
         let [b, sl, h] = input.shape();
         let (pmax, bxs) = (nl::tile_size::pmax, b * sl);
-        let g_shape = gamma.shape();
-        assert!(gamma.ndim() == 2 && g_shape[0] == 1 && g_shape[1] == h, "{kernel}: gamma must be [1, H] = [1, {h}], got {g_shape}");
-        if let Some(w) = beta {
-            let b_shape = w.shape();
-            assert!(w.ndim() == 2 && b_shape[0] == 1 && b_shape[1] == h, "{kernel}: beta must be [1, H] = [1, {h}], got {b_shape}");
-        }
+        check_hidden_row(Some(gamma), kernel, "gamma", h);
+        check_hidden_row(beta, kernel, "beta", h);
         let o_shape = output.shape();
         assert!(
             output.ndim() == 3 && o_shape[0] == pmax && o_shape[1] == bxs && o_shape[2] == h / pmax,

@@ -156,6 +156,7 @@ pub const fn rmsnorm_mx_quantize_violation(c: RmsNormMxShape) -> Option<RmsNormM
 #[nki_module]
 pub mod kernel {
     use crate::subkernels::norm_tkg_utils::{INTER_DTYPE, load_gamma_to_sbuf, load_input_to_sbuf};
+    use crate::utils::kernel_helpers::check_hidden_row;
     use nki::prelude::*;
 
     /// Partitions: the hidden dim is laid out as `H1` columns of 128 rows.
@@ -359,11 +360,7 @@ pub mod kernel {
             output.ndim() == 3 && o_shape[0] == H0 && o_shape[1] == bxs && o_shape[2] == h1,
             "rmsnorm_mx_quantize_tkg: output must be [128, B*S, H/128] = [128, {bxs}, {h1}], got {o_shape}"
         );
-        let g_shape = gamma.shape();
-        assert!(
-            gamma.ndim() == 2 && g_shape[0] == 1 && g_shape[1] == h,
-            "rmsnorm_mx_quantize_tkg: gamma must be [1, H] = [1, {h}], got {g_shape}"
-        );
+        check_hidden_row(Some(gamma), "rmsnorm_mx_quantize_tkg", "gamma", h);
     }
 
     /// Fused residual add (when `residual` is given), RMSNorm and MX

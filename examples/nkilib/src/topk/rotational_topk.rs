@@ -86,7 +86,7 @@ pub use rotational::*;
 /// The kernel with its constants, config bundle and phase helpers.
 #[nki_module]
 pub mod rotational {
-    use crate::max::cascaded_max_utils::predicated_folded_load_into;
+    use crate::max::cascaded_max_utils::{predicated_folded_load_into, rows_and_vocab};
     use nki::prelude::*;
 
     /// Values one `max8` pass finds (the Vector Engine's ALUs).
@@ -435,11 +435,8 @@ pub mod rotational {
     /// LNC programs; see the module docs for the stages.
     #[nki_kernel]
     pub fn rotational_topk(#[dtypes(float32, bfloat16)] inp: Hbm, config: RotationalTopkConfig) -> (Hbm, Hbm) {
-        let rank = inp.ndim();
-        assert!(rank == 2 || rank == 3, "rotational_topk: inp must be [BxS, V] or [B, S, V], got {rank} dims");
-        let shape = inp.shape();
-        let vocab_size = shape[rank - 1];
-        let bxs = if rank == 3 { shape[0] * shape[1] } else { shape[0] };
+        let (bxs, vocab_size): (i64, i64) = rows_and_vocab(inp, "rotational_topk", "inp must be [BxS, V] or [B, S, V]");
+        let (rank, shape) = (inp.ndim(), inp.shape());
         let k = config.orig_k;
         assert!(config.BxS == bxs, "rotational_topk: config.BxS = {} disagrees with inp, which has {bxs} rows", config.BxS);
         assert!(

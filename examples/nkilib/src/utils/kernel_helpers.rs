@@ -79,6 +79,16 @@ pub mod kernel {
         }
     }
 
+    /// Asserts `t` (when given) is a row of the hidden size, `[1, H]` with `H
+    /// = h`; `kernel` names the caller in the message.
+    #[nki_helper]
+    pub fn check_hidden_row(t: Option<Hbm>, kernel: &str, name: &str, h: i64) {
+        if let Some(v) = t {
+            let shape = v.shape();
+            assert!(v.ndim() == 2 && shape[0] == 1 && shape[1] == h, "{kernel}: {name} must be [1, H] = [1, {h}], got {shape}");
+        }
+    }
+
     /// Asserts `t` (when given) is `[d0, d1, d2]`; `kernel` names the caller in the message.
     #[nki_helper]
     pub fn check_3d(t: Option<Hbm>, kernel: &str, name: &str, d0: i64, d1: i64, d2: i64) {

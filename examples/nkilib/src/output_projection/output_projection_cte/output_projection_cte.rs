@@ -218,6 +218,7 @@ pub mod kernel {
     use crate::output_projection::output_projection_utils::calculate_head_packing;
     pub use crate::output_projection::output_projection_utils::{F_MAX, FP8_MAX, P_MAX, QUANT_DTYPE};
     pub use crate::utils::common_types::QuantizationType;
+    use crate::utils::kernel_helpers::check_hidden_row;
     use nki::prelude::*;
 
     /// The largest validated `B · S`.
@@ -446,13 +447,7 @@ pub mod kernel {
         assert!(h <= MAX_VALIDATED_H_SIZE, "output_projection_cte: H must be at most 20705, got H = {h}");
         assert!(mx_form || n <= MAX_VALIDATED_N_SIZE, "output_projection_cte: N must be at most 17, got N = {n}");
         assert!(h % programs == 0, "output_projection_cte: H must be a multiple of the LNC size, got H = {h}, LNC = {programs}");
-        if let Some(bv) = bias {
-            let b_shape = bv.shape();
-            assert!(
-                bv.ndim() == 2 && b_shape[0] == 1 && b_shape[1] == h,
-                "output_projection_cte: bias must be [1, H] = [1, {h}], got {b_shape}"
-            );
-        }
+        check_hidden_row(bias, "output_projection_cte", "bias", h);
         if is_mx {
             validate_mx_inputs(attention, weight, input_scales, weight_scales);
         } else {

@@ -271,8 +271,7 @@ pub mod kernel {
     #[nki_helper]
     pub fn quantize_static_mx_input(cfg: MxTilingConfig, io: MxProjectionTensors, xq8: Sbuf, b: i64, s0: i64, s_len: i64) {
         let padded_s = s_len + s_len % 2;
-        let inv_input_scale = io.inv_input_scale_sb;
-        if let Some(inv) = inv_input_scale {
+        if let Some(inv) = io.inv_input_scale_sb {
             for t in 0..cfg.d_tile_count {
                 let (padded, _): (i64, i64) = d_tile_bounds(cfg, t);
                 let sw = load_mx_input_interleaved(cfg, io, b, s0, s_len, t);
@@ -290,8 +289,7 @@ pub mod kernel {
     #[nki_helper]
     pub fn load_mx_prequantized_input(cfg: MxTilingConfig, io: MxProjectionTensors, xq: Sbuf, xs: Sbuf, b: i64, s0: i64, s_len: i64) {
         let padded_s = s_len + s_len % 2;
-        let input_scales = io.input_scales;
-        if let Some(scales) = input_scales {
+        if let Some(scales) = io.input_scales {
             for t in 0..cfg.d_tile_count {
                 let (padded, actual): (i64, i64) = d_tile_bounds(cfg, t);
                 let r0 = t * P_MAX;
@@ -342,8 +340,7 @@ pub mod kernel {
                 }
                 let dst = res_sb[s![0..rows, c0..c0 + cs]];
                 let (psum, bias) = (res_psum[s![0..rows, 0..cs]], blk.bias_sb[s![0..rows, c0..c0 + cs]]);
-                let dequant_scale = io.dequant_scale_sb;
-                if let Some(scale) = dequant_scale {
+                if let Some(scale) = io.dequant_scale_sb {
                     nisa::tensor_scalar(dst, psum, nl::multiply, scale[s![0..rows, ..]]);
                     if io.bias.is_some() {
                         nisa::tensor_tensor(dst, dst, bias, nl::add);

@@ -24,6 +24,11 @@ pub mod kernel {
 
     /// The library's `_evict_psum_to_sbuf_apply_bias` (step 5): S tile `t`'s
     /// PSUM banks into `out_sb` `[rows, I]` (the compute dtype), plus the bias.
+    /// With MX's `qkv_in_scale` it is the library's
+    /// `_evict_psum_to_sbuf_static_dequant_apply_bias`: the banks times each Q,
+    /// K and V segment's factor (plus the bias) straight into `out_sb`, the
+    /// banks a segment boundary crosses in two pieces (one rounding of the fp32
+    /// sums).
     #[nki_helper]
     pub fn evict_psum_to_sbuf_apply_bias(
         cfg: QkvCteConfig,
@@ -35,47 +40,32 @@ pub mod kernel {
         rows: i64,
     ) {
         let (i, ni) = (dims.i, dims.num_512_tiles_per_i);
-        for k in 0..ni {
-            let (i0, iw) = (k * PSUM_FMAX, (i - k * PSUM_FMAX).min(PSUM_FMAX));
-            let dst = out_sb[s![0..rows, i0..i0 + iw]];
-            let src = psum[s![0..rows, t * ni + k, 0..iw]];
-            if cfg.add_bias && !cfg.static_quant {
-                nisa::tensor_tensor(dst, src, g.bias_sb[s![0..rows, i0..i0 + iw]], nl::add);
-            } else {
-                nisa::tensor_copy(dst, src);
-            }
-        }
-        if cfg.static_quant {
+        if cfg.mx_static_dequant {
             for seg in 0..NUM_QKV_SEGMENTS {
                 let (c0, c1): (i64, i64) = qkv_segment_columns(dims, seg);
-                let cols = out_sb[s![0..rows, c0..c1]];
-                dequantize_apply_bias(cfg, g, cols, cols, seg, c0, rows);
+                for k in c0 / PSUM_FMAX..(c1 - 1) / PSUM_FMAX + 1 {
+                    let (a, z) = (c0.max(k * PSUM_FMAX), c1.min((k + 1) * PSUM_FMAX));
+                    let src = psum[s![0..rows, t * ni + k, a - k * PSUM_FMAX..z - k * PSUM_FMAX]];
+                    dequantize_apply_bias(cfg, g, out_sb[s![0..rows, a..z]], src, seg, a, rows);
+                }
             }
-        }
-    }
-
-    /// The library's `_evict_psum_to_sbuf_static_dequant_apply_bias` (step 5
-    /// of MX with `qkv_in_scale`): S tile `t`'s PSUM banks times each Q, K
-    /// and V segment's factor (plus the bias) straight into `out_sb`, the
-    /// banks a segment boundary crosses in two pieces (one rounding of the
-    /// fp32 sums).
-    #[nki_helper]
-    pub fn evict_psum_to_sbuf_static_dequant_apply_bias(
-        cfg: QkvCteConfig,
-        dims: QkvCteDims,
-        g: QkvCteGlobals,
-        out_sb: Sbuf,
-        psum: Psum,
-        t: i64,
-        rows: i64,
-    ) {
-        let ni = dims.num_512_tiles_per_i;
-        for seg in 0..NUM_QKV_SEGMENTS {
-            let (c0, c1): (i64, i64) = qkv_segment_columns(dims, seg);
-            for k in c0 / PSUM_FMAX..(c1 - 1) / PSUM_FMAX + 1 {
-                let (a, z) = (c0.max(k * PSUM_FMAX), c1.min((k + 1) * PSUM_FMAX));
-                let src = psum[s![0..rows, t * ni + k, a - k * PSUM_FMAX..z - k * PSUM_FMAX]];
-                dequantize_apply_bias(cfg, g, out_sb[s![0..rows, a..z]], src, seg, a, rows);
+        } else {
+            for k in 0..ni {
+                let (i0, iw) = (k * PSUM_FMAX, (i - k * PSUM_FMAX).min(PSUM_FMAX));
+                let dst = out_sb[s![0..rows, i0..i0 + iw]];
+                let src = psum[s![0..rows, t * ni + k, 0..iw]];
+                if cfg.add_bias && !cfg.static_quant {
+                    nisa::tensor_tensor(dst, src, g.bias_sb[s![0..rows, i0..i0 + iw]], nl::add);
+                } else {
+                    nisa::tensor_copy(dst, src);
+                }
+            }
+            if cfg.static_quant {
+                for seg in 0..NUM_QKV_SEGMENTS {
+                    let (c0, c1): (i64, i64) = qkv_segment_columns(dims, seg);
+                    let cols = out_sb[s![0..rows, c0..c1]];
+                    dequantize_apply_bias(cfg, g, cols, cols, seg, c0, rows);
+                }
             }
         }
     }
@@ -204,8 +194,6 @@ pub mod kernel {
             let o = out_sb[s![.., t, ..]];
             if cfg.fused_rope {
                 copy_psum_to_sbuf_apply_rope_and_bias(cfg, dims, io, g, o, psum, t, b, s0 + t * P_MAX, r);
-            } else if cfg.mx_static_dequant {
-                evict_psum_to_sbuf_static_dequant_apply_bias(cfg, dims, g, o, psum, t, r);
             } else {
                 evict_psum_to_sbuf_apply_bias(cfg, dims, g, o, psum, t, r);
             }

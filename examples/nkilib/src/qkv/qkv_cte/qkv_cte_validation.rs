@@ -11,6 +11,7 @@ pub mod kernel {
     use crate::qkv::qkv_cte::qkv_cte_mx::H_PER_MX_TILE;
     use crate::qkv::qkv_cte::qkv_cte_utils::{QkvCteUserInput, QkvKvCacheArgs, QkvQuantScales, is_float8_input};
     use crate::utils::common_types::{NormType, QKVOutputLayout, QKVWeightLayout, QuantizationType};
+    use crate::utils::kernel_helpers::check_hidden_row;
     use crate::utils::mx_layout::{MX_PACK, SCALE_GROUP_SIZE};
     use nki::prelude::*;
 
@@ -78,15 +79,8 @@ pub mod kernel {
             norm == NormType::LAYER_NORM || args.layer_norm_bias.is_none(),
             "qkv_cte: layer_norm_bias is only used with fused_norm_type=LAYER_NORM"
         );
-        let (gamma_norm_weights, layer_norm_bias) = (args.gamma_norm_weights, args.layer_norm_bias);
-        if let Some(gamma) = gamma_norm_weights {
-            let gs = gamma.shape();
-            assert!(gamma.ndim() == 2 && gs[0] == 1 && gs[1] == h, "qkv_cte: gamma_norm_weights must be [1, H] = [1, {h}], got {gs}");
-        }
-        if let Some(beta) = layer_norm_bias {
-            let bs = beta.shape();
-            assert!(beta.ndim() == 2 && bs[0] == 1 && bs[1] == h, "qkv_cte: layer_norm_bias must be [1, H] = [1, {h}], got {bs}");
-        }
+        check_hidden_row(args.gamma_norm_weights, "qkv_cte", "gamma_norm_weights", h);
+        check_hidden_row(args.layer_norm_bias, "qkv_cte", "layer_norm_bias", h);
         let caches = args.cos_cache.is_some() || args.sin_cache.is_some();
         assert!(args.fused_rope || !caches, "qkv_cte: cos_cache or sin_cache given without fused_rope=True");
         if args.fused_rope {
@@ -249,8 +243,7 @@ pub mod kernel {
                 kv.k_scale.is_none() && kv.v_scale.is_none(),
                 "qkv_cte: the fp8 KV-cache outputs are not supported with MX quantization"
             );
-            let w_scale = scales.qkv_w_scale;
-            if let Some(ws) = w_scale {
+            if let Some(ws) = scales.qkv_w_scale {
                 let i = w.shape()[1];
                 assert!(
                     scales.qkv_in_scale.is_some()
