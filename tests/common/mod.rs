@@ -8,6 +8,7 @@ mod lcg;
 pub mod ring;
 pub mod ring_features;
 mod serve;
+pub mod sweep;
 pub mod tkg;
 pub mod tkg_features;
 #[path = "../../nki-core/tests/common/xorwow.rs"]

@@ -10,6 +10,7 @@
 //! modes; its emitted source under NumPy against the emulator; its rules.
 
 use crate::common::attention::{run_numpy_kwargs, run_numpy_kwargs_ranks};
+use crate::common::sweep::{Mode, sweep};
 use crate::common::{Arg, CaseName, as_dtype, assert_close, assert_numpy_close_to_emulator, emitted_package, seed_of, tensor, uniform};
 use nki::attention::tkg::TkgRule;
 use nki::emit::PyEnum;
@@ -751,8 +752,8 @@ fn configs_in_hardware_precision_match_float64() {
 /// matmuls' float32 sums.
 #[test]
 fn emitted_attention_block_under_numpy_equals_emulator() {
-    for cfg in [CONFIGS[1], CONFIGS[4], CONFIGS[9], CONFIGS[10], CONFIGS[11], CONFIGS[12], CONFIGS[13]] {
-        cfg.assert_numpy_equals_emulator();
+    for (cfg, m) in sweep([CONFIGS[1], CONFIGS[4], CONFIGS[9], CONFIGS[10], CONFIGS[11], CONFIGS[12], CONFIGS[13]]) {
+        cfg.assert_numpy_equals_emulator(m);
     }
 }
 
@@ -847,8 +848,8 @@ fn large_batch_in_hardware_precision_matches_float64() {
 /// The emitted kernel under NumPy equals the emulator on large batches.
 #[test]
 fn emitted_large_batch_under_numpy_equals_emulator() {
-    for cfg in [LARGE_BATCH[0], LARGE_BATCH[3], LARGE_BATCH[4]] {
-        cfg.assert_numpy_equals_emulator();
+    for (cfg, m) in sweep([LARGE_BATCH[0], LARGE_BATCH[3], LARGE_BATCH[4]]) {
+        cfg.assert_numpy_equals_emulator(m);
     }
 }
 
@@ -867,16 +868,20 @@ fn skip_attention_beyond_one_tile_is_refused() {
 
 impl Config {
     /// The emitted kernel under NumPy equals the emulator up to the order of
-    /// the matmuls' float32 sums, in both precision modes.
-    fn assert_numpy_equals_emulator(&self) {
+    /// the matmuls' float32 sums, in precision mode `m`.
+    fn assert_numpy_equals_emulator(&self, m: Mode) {
         // The attention refuses float32 queries with an fp8 cache.
-        let fp32_inputs = if self.kv_scale.is_some() { Dtype::Bf16 } else { Dtype::F32 };
-        for (dtype, precision, mode) in [(fp32_inputs, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
-            let x = rounded(self.inputs(), dtype);
-            let emu = self.run(&x, dtype, precision);
-            let np = run_numpy_kwargs(emitted_package(), "attention_block_tkg", &[], &self.kwargs(&x, dtype), self.lnc(), mode);
-            assert_numpy_close_to_emulator(&self.name(), mode, &np, &emu);
-        }
+        let (dtype, precision, mode) = m.run(self.fp32_inputs(), Dtype::Bf16);
+        let x = rounded(self.inputs(), dtype);
+        let emu = self.run(&x, dtype, precision);
+        let np = run_numpy_kwargs(emitted_package(), "attention_block_tkg", &[], &self.kwargs(&x, dtype), self.lnc(), mode);
+        assert_numpy_close_to_emulator(&self.name(), mode, &np, &emu);
+    }
+
+    /// The inputs' dtype in fp32 mode: bfloat16 with an fp8 cache, which the
+    /// attention refuses float32 queries with.
+    fn fp32_inputs(&self) -> Dtype {
+        if self.kv_scale.is_some() { Dtype::Bf16 } else { Dtype::F32 }
     }
 }
 
@@ -965,8 +970,8 @@ fn kv_quant_in_hardware_precision_matches_float64() {
 /// The emitted kernel under NumPy equals the emulator with fp8 KV caches.
 #[test]
 fn emitted_kv_quant_under_numpy_equals_emulator() {
-    for cfg in [KV_QUANT[1], KV_QUANT[4], KV_QUANT[5]] {
-        cfg.assert_numpy_equals_emulator();
+    for (cfg, m) in sweep([KV_QUANT[1], KV_QUANT[4], KV_QUANT[5]]) {
+        cfg.assert_numpy_equals_emulator(m);
     }
 }
 
@@ -1073,8 +1078,8 @@ fn block_cache_in_hardware_precision_matches_float64() {
 /// The emitted kernel under NumPy equals the emulator with block caches.
 #[test]
 fn emitted_block_cache_under_numpy_equals_emulator() {
-    for cfg in [BLOCK[0], BLOCK[3], KV_QUANT[6]] {
-        cfg.assert_numpy_equals_emulator();
+    for (cfg, m) in sweep([BLOCK[0], BLOCK[3], KV_QUANT[6]]) {
+        cfg.assert_numpy_equals_emulator(m);
     }
 }
 
@@ -1209,18 +1214,16 @@ impl Config {
     }
 
     /// The emitted kernel under NumPy, every rank, equals the emulator in
-    /// both precision modes.
-    fn assert_kvdp_numpy_equals_emulator(&self) {
-        let fp32_inputs = if self.kv_scale.is_some() { Dtype::Bf16 } else { Dtype::F32 };
-        for (dtype, precision, mode) in [(fp32_inputs, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
-            let g = rounded(self.inputs(), dtype);
-            let xs: Vec<Inputs> = (0..self.kvdp).map(|r| self.rank_inputs(&g, r)).collect();
-            let emu = self.try_run_ranks(&xs, dtype, precision).unwrap_or_else(|e| panic!("{}: {e}", self.name()));
-            let ranks: Vec<_> = xs.iter().map(|x| (Vec::new(), self.kwargs(x, dtype))).collect();
-            let np = run_numpy_kwargs_ranks(emitted_package(), "attention_block_tkg", &ranks, self.lnc(), mode);
-            for (r, (np, emu)) in np.iter().zip(&emu).enumerate() {
-                assert_numpy_close_to_emulator(&format!("{} rank {r}", self.name()), mode, np, emu);
-            }
+    /// precision mode `m`.
+    fn assert_kvdp_numpy_equals_emulator(&self, m: Mode) {
+        let (dtype, precision, mode) = m.run(self.fp32_inputs(), Dtype::Bf16);
+        let g = rounded(self.inputs(), dtype);
+        let xs: Vec<Inputs> = (0..self.kvdp).map(|r| self.rank_inputs(&g, r)).collect();
+        let emu = self.try_run_ranks(&xs, dtype, precision).unwrap_or_else(|e| panic!("{}: {e}", self.name()));
+        let ranks: Vec<_> = xs.iter().map(|x| (Vec::new(), self.kwargs(x, dtype))).collect();
+        let np = run_numpy_kwargs_ranks(emitted_package(), "attention_block_tkg", &ranks, self.lnc(), mode);
+        for (r, (np, emu)) in np.iter().zip(&emu).enumerate() {
+            assert_numpy_close_to_emulator(&format!("{} rank {r}", self.name()), mode, np, emu);
         }
     }
 }
@@ -1262,8 +1265,8 @@ fn kvdp_in_hardware_precision_matches_float64_on_every_rank() {
 /// data parallelism.
 #[test]
 fn emitted_kvdp_under_numpy_equals_emulator() {
-    for cfg in [KVDP[0], KVDP[1], KVDP[2]] {
-        cfg.assert_kvdp_numpy_equals_emulator();
+    for (cfg, m) in sweep([KVDP[0], KVDP[1], KVDP[2]]) {
+        cfg.assert_kvdp_numpy_equals_emulator(m);
     }
 }
 

@@ -13,6 +13,7 @@
 //! against the emulator, and the rules.
 
 use crate::common::attention::run_numpy_kwargs;
+use crate::common::sweep::sweep;
 use crate::common::{Arg, CaseName, as_dtype, assert_close, assert_refused_by, emitted_package, seed_of, tensor, uniform};
 use crate::mlp::activation;
 use crate::support::blockwise_case;
@@ -371,16 +372,15 @@ fn cases_match_float64_in_both_precisions() {
 /// both precision modes.
 #[test]
 fn emitted_blockwise_mm_bwd_under_numpy_equals_emulator() {
-    for c in [CASES[1], CASES[2]] {
-        for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
-            let w = c.inputs(dtype);
-            let emu = c.run(&w, dtype, precision);
-            let np = run_numpy_kwargs(emitted_package(), "blockwise_mm_bwd", &[], &c.numpy_kwargs(&w, dtype), c.programs, mode);
-            assert_eq!(np.len(), emu.len(), "{} {mode}: outputs", c.name());
-            let rtol = if mode == "fp32" { 1e-5 } else { 2f64.powi(-7) };
-            for (k, (n, e)) in np.iter().zip(&emu).enumerate() {
-                assert_close(&format!("{} {mode} {}", c.name(), NAMES[k]), n, e, 1e-6, rtol);
-            }
+    for (c, m) in sweep([CASES[1], CASES[2]]) {
+        let (dtype, precision, mode) = m.run(Dtype::F32, Dtype::Bf16);
+        let w = c.inputs(dtype);
+        let emu = c.run(&w, dtype, precision);
+        let np = run_numpy_kwargs(emitted_package(), "blockwise_mm_bwd", &[], &c.numpy_kwargs(&w, dtype), c.programs, mode);
+        assert_eq!(np.len(), emu.len(), "{} {mode}: outputs", c.name());
+        let rtol = if mode == "fp32" { 1e-5 } else { 2f64.powi(-7) };
+        for (k, (n, e)) in np.iter().zip(&emu).enumerate() {
+            assert_close(&format!("{} {mode} {}", c.name(), NAMES[k]), n, e, 1e-6, rtol);
         }
     }
 }

@@ -6,7 +6,8 @@
 //! its rules.
 
 use crate::common::attention::run_numpy_kwargs;
-use crate::common::{Arg, PRECISION_MODES, assert_refused_by, emitted_package, seed_of, tensor};
+use crate::common::sweep::sweep;
+use crate::common::{Arg, assert_refused_by, emitted_package, seed_of, tensor};
 use nki::{Dtype, Launch, Precision};
 use nkilib::subkernels::find_nonzero_indices::{FindNonzeroRule, FindNonzeroShape, find_nonzero_indices, find_nonzero_indices_violation};
 
@@ -174,21 +175,20 @@ fn skewed_masks_all_tokens_in_one_column_and_empty_columns() {
 /// chunk, and a window in four chunks, on two programs.
 #[test]
 fn emitted_kernel_under_numpy_equals_emulator() {
-    for cfg in [full(1024, 32, 4, 1024, Dtype::F32), subset(2048, 64, 8, 8, 12, 512, Dtype::I32)] {
+    for (cfg, m) in sweep([full(1024, 32, 4, 1024, Dtype::F32), subset(2048, 64, 8, 8, 12, 512, Dtype::I32)]) {
         let x = cfg.input();
-        for (precision, mode) in PRECISION_MODES {
-            let (idx, cnt) = cfg.run(&x, 2, precision);
-            let args = [Arg::Tensor(vec![cfg.t, cfg.e], x.clone(), cfg.dtype)];
-            let mut kwargs = vec![("chunk_size", Arg::Int(cfg.chunk_size as i64))];
-            if let Some((s, n)) = cfg.window {
-                kwargs.push(("col_start_id", Arg::Tensor(vec![1], vec![s as f64], Dtype::I32)));
-                kwargs.push(("n_cols", Arg::Int(n as i64)));
-            }
-            let np = run_numpy_kwargs(emitted_package(), "find_nonzero_indices", &args, &kwargs, 2, mode);
-            let as_i64 = |v: &[f32]| v.iter().map(|&f| f as i64).collect::<Vec<_>>();
-            assert_eq!(as_i64(&np[0]), idx, "{} {mode}: indices", cfg.name());
-            assert_eq!(as_i64(&np[1]), cnt, "{} {mode}: counts", cfg.name());
+        let (precision, mode) = (m.precision(), m.name());
+        let (idx, cnt) = cfg.run(&x, 2, precision);
+        let args = [Arg::Tensor(vec![cfg.t, cfg.e], x.clone(), cfg.dtype)];
+        let mut kwargs = vec![("chunk_size", Arg::Int(cfg.chunk_size as i64))];
+        if let Some((s, n)) = cfg.window {
+            kwargs.push(("col_start_id", Arg::Tensor(vec![1], vec![s as f64], Dtype::I32)));
+            kwargs.push(("n_cols", Arg::Int(n as i64)));
         }
+        let np = run_numpy_kwargs(emitted_package(), "find_nonzero_indices", &args, &kwargs, 2, mode);
+        let as_i64 = |v: &[f32]| v.iter().map(|&f| f as i64).collect::<Vec<_>>();
+        assert_eq!(as_i64(&np[0]), idx, "{} {mode}: indices", cfg.name());
+        assert_eq!(as_i64(&np[1]), cnt, "{} {mode}: counts", cfg.name());
     }
 }
 

@@ -6,7 +6,8 @@
 //! modes; its emitted source under NumPy against the emulator; its rules.
 
 use crate::common::attention::run_numpy_kwargs;
-use crate::common::{Arg, PRECISION_MODES, assert_refused_by, emitted_package, tensor};
+use crate::common::sweep::sweep;
+use crate::common::{Arg, assert_refused_by, emitted_package, tensor};
 use nki::{Dtype, Launch, Precision};
 use nkilib::subkernels::indexed_flatten::{IndexedFlattenRule, IndexedFlattenShape, indexed_flatten, indexed_flatten_violation};
 
@@ -151,14 +152,13 @@ fn skewed_offsets_drop_cut_and_overlap_rows() {
 #[test]
 fn emitted_kernel_under_numpy_equals_emulator() {
     let dropped = Case { t: 2048, e: 3, f_len: 128, output_len: 40 * 128, row_offsets: vec![0, 1000, 30], start: None, padding_val: -1 };
-    for case in [Case::library(4096, 3, 128, 3, None), Case::library(4096, 3, 128, 5, Some(1)), dropped] {
-        for (precision, mode) in PRECISION_MODES {
-            let emu = case.run(2, precision);
-            let (args, kwargs) = case.numpy_args();
-            let np = run_numpy_kwargs(emitted_package(), "indexed_flatten", &args, &kwargs, 2, mode);
-            let np: Vec<i64> = np[0].iter().map(|&v| v as i64).collect();
-            assert_eq!(np, emu, "{} {mode}", case.name());
-        }
+    for (case, m) in sweep([Case::library(4096, 3, 128, 3, None), Case::library(4096, 3, 128, 5, Some(1)), dropped]) {
+        let (precision, mode) = (m.precision(), m.name());
+        let emu = case.run(2, precision);
+        let (args, kwargs) = case.numpy_args();
+        let np = run_numpy_kwargs(emitted_package(), "indexed_flatten", &args, &kwargs, 2, mode);
+        let np: Vec<i64> = np[0].iter().map(|&v| v as i64).collect();
+        assert_eq!(np, emu, "{} {mode}", case.name());
     }
 }
 

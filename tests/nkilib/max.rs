@@ -5,6 +5,7 @@
 //! bfloat16 corners, in both precision modes; exact indices above 256 in
 //! bfloat16; its emitted source under NumPy against the emulator; its rules.
 
+use crate::common::sweep::sweep;
 use crate::common::{Arg, as_dtype, run_numpy, seed_of, tensor, uniform};
 use nki::{Dtype, Launch, Precision};
 use nkilib::max::cascaded_max::{CascadedMaxRule, cascaded_max, cascaded_max_violation};
@@ -125,16 +126,15 @@ fn edge_rows_and_exact_bfloat16_indices() {
 /// stages and not, one program and two, both dtypes and modes, a 2-D input.
 #[test]
 fn emitted_kernel_under_numpy_equals_emulator() {
-    for (lnc, b, s, v) in [(1, 4, 5, 4058), (2, 5, 5, 8192), (2, 1, 1, 3168)] {
-        for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
-            let name = format!("numpy lnc{lnc}_b{b}_s{s}_v{v}_{dtype:?}");
-            let x = inputs(&name, b * s * v, dtype);
-            let emu = run(&x, [b, s, v], dtype, lnc, precision).unwrap();
-            let np = run_numpy("cascaded_max", &[Arg::Tensor(vec![b, s, v], x.clone(), dtype)], lnc, mode);
-            assert!(np.len() == 2 && np[0] == emu.0 && np[1] == emu.1, "{name}: NumPy and the emulator differ");
-            let flat = run_numpy("cascaded_max", &[Arg::Tensor(vec![b * s, v], x, dtype)], lnc, mode);
-            assert!(flat[0] == emu.0 && flat[1] == emu.1, "{name} as [BxS, V]: NumPy and the emulator differ");
-        }
+    for ((lnc, b, s, v), m) in sweep([(1, 4, 5, 4058), (2, 5, 5, 8192), (2, 1, 1, 3168)]) {
+        let (dtype, precision, mode) = m.run(Dtype::F32, Dtype::Bf16);
+        let name = format!("numpy lnc{lnc}_b{b}_s{s}_v{v}_{dtype:?}");
+        let x = inputs(&name, b * s * v, dtype);
+        let emu = run(&x, [b, s, v], dtype, lnc, precision).unwrap();
+        let np = run_numpy("cascaded_max", &[Arg::Tensor(vec![b, s, v], x.clone(), dtype)], lnc, mode);
+        assert!(np.len() == 2 && np[0] == emu.0 && np[1] == emu.1, "{name}: NumPy and the emulator differ");
+        let flat = run_numpy("cascaded_max", &[Arg::Tensor(vec![b * s, v], x, dtype)], lnc, mode);
+        assert!(flat[0] == emu.0 && flat[1] == emu.1, "{name} as [BxS, V]: NumPy and the emulator differ");
     }
 }
 

@@ -120,6 +120,7 @@ impl Config {
     }
 }
 
+use crate::common::sweep::sweep;
 use NormType::{LAYER_NORM, NO_NORM, RMS_NORM, RMS_NORM_SKIP_GAMMA};
 
 /// A CI-sized subset of the library's configurations (`[lnc, B, S, H, I]`,
@@ -778,15 +779,14 @@ fn emitted_mlp_under_numpy_equals_emulator() {
     let cte = [CTE_CONFIGS[0], CTE_CONFIGS[1], CTE_CONFIGS[3], CTE_CONFIGS[5], CTE_CONFIGS[6]];
     let quant = [QUANT_CONFIGS[0], QUANT_CONFIGS[1], QUANT_CONFIGS[5]];
     let quant_cte = [QUANT_CTE_CONFIGS[3], QUANT_CTE_CONFIGS[4], QUANT_CTE_CONFIGS[5], QUANT_CTE_CONFIGS[6]];
-    for cfg in decode.into_iter().chain(cte).chain(quant).chain(quant_cte) {
+    for (cfg, m) in sweep(decode.into_iter().chain(cte).chain(quant).chain(quant_cte)) {
         // fp8 weights take 16-bit activations in both modes.
         let wide = if cfg.quantized() { Dtype::Bf16 } else { Dtype::F32 };
-        for (dtype, precision, mode) in [(wide, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
-            let x = rounded(&cfg.inputs(), dtype);
-            let emu = cfg.run(&x, dtype, precision);
-            let np = run_numpy_kwargs(emitted_package(), "mlp", &[], &cfg.numpy_kwargs(&x, dtype), cfg.lnc, mode);
-            assert_numpy_close_to_emulator(&cfg.name(), mode, &np, &emu);
-        }
+        let (dtype, precision, mode) = m.run(wide, Dtype::Bf16);
+        let x = rounded(&cfg.inputs(), dtype);
+        let emu = cfg.run(&x, dtype, precision);
+        let np = run_numpy_kwargs(emitted_package(), "mlp", &[], &cfg.numpy_kwargs(&x, dtype), cfg.lnc, mode);
+        assert_numpy_close_to_emulator(&cfg.name(), mode, &np, &emu);
     }
 }
 

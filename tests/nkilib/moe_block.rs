@@ -143,6 +143,7 @@ impl Config {
     }
 }
 
+use crate::common::sweep::sweep;
 use Routing::{OneExpert, Same};
 
 /// CI-sized subsets of the library's configurations, with the routings and
@@ -465,13 +466,12 @@ fn configs_in_hardware_precision_match_float64() {
 /// the router, masking, skipped logits, both modes.
 #[test]
 fn emitted_moe_block_under_numpy_equals_emulator() {
-    for cfg in [CONFIGS[2], CONFIGS[6], CONFIGS[7], CONFIGS[11], CONFIGS[12]] {
-        for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
-            let x = rounded(cfg.inputs(), dtype, cfg.router_dtype(dtype));
-            let emu = cfg.run(&x, dtype, precision);
-            let np = run_numpy_kwargs(emitted_package(), "moe_block_tkg", &[], &cfg.numpy_kwargs(&x, dtype), 2, mode);
-            assert_numpy_close_to_emulator(&cfg.name(), mode, &np, &emu);
-        }
+    for (cfg, m) in sweep([CONFIGS[2], CONFIGS[6], CONFIGS[7], CONFIGS[11], CONFIGS[12]]) {
+        let (dtype, precision, mode) = m.run(Dtype::F32, Dtype::Bf16);
+        let x = rounded(cfg.inputs(), dtype, cfg.router_dtype(dtype));
+        let emu = cfg.run(&x, dtype, precision);
+        let np = run_numpy_kwargs(emitted_package(), "moe_block_tkg", &[], &cfg.numpy_kwargs(&x, dtype), 2, mode);
+        assert_numpy_close_to_emulator(&cfg.name(), mode, &np, &emu);
     }
 }
 

@@ -51,8 +51,8 @@
 //! all-expert one, the sums of the experts).
 
 use crate::common::{
-    Arg, CaseName, FP32_ATOL, PRECISION_MODES, as_dtype, assert_close, assert_numpy_close_to_emulator, matmul, package_of, seed_of,
-    spec_run, tensor, uniform, vec_mat,
+    Arg, CaseName, FP32_ATOL, as_dtype, assert_close, assert_numpy_close_to_emulator, matmul, package_of, seed_of, spec_run, tensor,
+    uniform, vec_mat,
 };
 use crate::mlp::activation;
 use crate::mlp_tkg_mx::{Data, Mx, P, W, mx};
@@ -139,6 +139,7 @@ impl std::fmt::Debug for Config {
     }
 }
 
+use crate::common::sweep::sweep;
 use Routing::{OneExpert, Same};
 use W::{E4m3, Fp4};
 
@@ -783,17 +784,16 @@ fn moe_block_mx_in_hardware_precision_match_float64() {
 #[test]
 fn moe_block_mx_emitted_under_numpy_equals_emulator() {
     let pkg = package_of("moe_block_mx_pkg", &[&moe_block_tkg::INFO]);
-    for (n, cfg) in [(3, CONFIGS[3]), (8, CONFIGS[8]), (10, CONFIGS[10])] {
+    for ((n, cfg), m) in sweep([(3, CONFIGS[3]), (8, CONFIGS[8]), (10, CONFIGS[10])]) {
         let dtype = dtype_of(n, false);
-        for (precision, mode) in PRECISION_MODES {
-            let x = cfg.inputs_for(dtype, precision);
-            let emu = cfg.run(&x, dtype, precision);
-            let run = spec_run(&pkg, "moe_block_tkg", &[(vec![], cfg.numpy_kwargs(&x, dtype))], 2, mode, "trn3");
-            assert!(run.ok, "{} {mode}: NumPy run failed:\n{}\n{}", cfg.name(), run.stdout, run.stderr);
-            let np: Vec<Vec<f32>> =
-                run.outputs("moe_block_tkg", 1).swap_remove(0).into_iter().map(|o| o.into_iter().map(|v| v as f32).collect()).collect();
-            let _ = std::fs::remove_dir_all(&run.dir);
-            assert_numpy_close_to_emulator(&cfg.name(), mode, &np, &emu);
-        }
+        let (precision, mode) = (m.precision(), m.name());
+        let x = cfg.inputs_for(dtype, precision);
+        let emu = cfg.run(&x, dtype, precision);
+        let run = spec_run(&pkg, "moe_block_tkg", &[(vec![], cfg.numpy_kwargs(&x, dtype))], 2, mode, "trn3");
+        assert!(run.ok, "{} {mode}: NumPy run failed:\n{}\n{}", cfg.name(), run.stdout, run.stderr);
+        let np: Vec<Vec<f32>> =
+            run.outputs("moe_block_tkg", 1).swap_remove(0).into_iter().map(|o| o.into_iter().map(|v| v as f32).collect()).collect();
+        let _ = std::fs::remove_dir_all(&run.dir);
+        assert_numpy_close_to_emulator(&cfg.name(), mode, &np, &emu);
     }
 }

@@ -12,6 +12,7 @@
 //! rules.
 
 use crate::common::attention::run_numpy_kwargs;
+use crate::common::sweep::sweep;
 use crate::common::{
     Arg, CaseName, assert_close, assert_numpy_close_to_emulator, assert_refused_by, emitted_package, matmul, seed_of, tensor, uniform,
 };
@@ -477,13 +478,12 @@ fn configs_in_hardware_precision_match_float64() {
 /// each scaling mode, the chunked intermediate, both precision modes.
 #[test]
 fn emitted_bwmm_shard_on_block_under_numpy_equals_emulator() {
-    for c in [CONFIGS[0], CONFIGS[3], CONFIGS[5], CONFIGS[6], CONFIGS[10], CONFIGS[12]] {
-        for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
-            let w = rounded(c.inputs(), dtype);
-            let emu = c.run(&w, dtype, precision);
-            let np = run_numpy_kwargs(emitted_package(), "bwmm_shard_on_block", &[], &c.numpy_kwargs(&w, dtype), 2, mode);
-            assert_numpy_close_to_emulator(&c.name(), mode, &np, &[emu]);
-        }
+    for (c, m) in sweep([CONFIGS[0], CONFIGS[3], CONFIGS[5], CONFIGS[6], CONFIGS[10], CONFIGS[12]]) {
+        let (dtype, precision, mode) = m.run(Dtype::F32, Dtype::Bf16);
+        let w = rounded(c.inputs(), dtype);
+        let emu = c.run(&w, dtype, precision);
+        let np = run_numpy_kwargs(emitted_package(), "bwmm_shard_on_block", &[], &c.numpy_kwargs(&w, dtype), 2, mode);
+        assert_numpy_close_to_emulator(&c.name(), mode, &np, &[emu]);
     }
 }
 
@@ -672,13 +672,12 @@ fn cases_match_float64<C: ShardOnICase>(cases: &[C], dtype: Dtype, precision: Pr
 /// The emitted kernel of each of `cases` under NumPy equals the emulator
 /// (the whole output), in both precision modes.
 fn emitted_equals_emulator<C: ShardOnICase>(cases: &[C]) {
-    for case in cases {
-        for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
-            let w = rounded(case.config().inputs(), dtype);
-            let emu = case.run(&w, dtype, precision);
-            let np = run_numpy_kwargs(emitted_package(), C::KERNEL, &[], &case.numpy_kwargs(&w, dtype), 2, mode);
-            assert_numpy_close_to_emulator(&case.name(), mode, &np, &[emu]);
-        }
+    for (case, m) in sweep(cases) {
+        let (dtype, precision, mode) = m.run(Dtype::F32, Dtype::Bf16);
+        let w = rounded(case.config().inputs(), dtype);
+        let emu = case.run(&w, dtype, precision);
+        let np = run_numpy_kwargs(emitted_package(), C::KERNEL, &[], &case.numpy_kwargs(&w, dtype), 2, mode);
+        assert_numpy_close_to_emulator(&case.name(), mode, &np, &[emu]);
     }
 }
 
@@ -1119,20 +1118,13 @@ fn shard_on_i_dropping_matches_float64_in_both_precisions() {
 /// and the affinity on the intermediate, both precision modes.
 #[test]
 fn emitted_shard_on_i_dropping_under_numpy_equals_emulator() {
-    for case in [DROPPING_CASES[1], DROPPING_CASES[3]] {
-        for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
-            let w = rounded(case.inputs(), dtype);
-            let emu = case.run(&w, dtype, precision);
-            let np = run_numpy_kwargs(
-                emitted_package(),
-                "blockwise_mm_shard_intermediate_dropping",
-                &[],
-                &case.0.numpy_kwargs(&w, dtype),
-                2,
-                mode,
-            );
-            assert_numpy_close_to_emulator(&case.name(), mode, &np, &emu);
-        }
+    for (case, m) in sweep([DROPPING_CASES[1], DROPPING_CASES[3]]) {
+        let (dtype, precision, mode) = m.run(Dtype::F32, Dtype::Bf16);
+        let w = rounded(case.inputs(), dtype);
+        let emu = case.run(&w, dtype, precision);
+        let np =
+            run_numpy_kwargs(emitted_package(), "blockwise_mm_shard_intermediate_dropping", &[], &case.0.numpy_kwargs(&w, dtype), 2, mode);
+        assert_numpy_close_to_emulator(&case.name(), mode, &np, &emu);
     }
 }
 

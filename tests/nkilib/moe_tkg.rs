@@ -114,6 +114,7 @@ impl Config {
     }
 }
 
+use crate::common::sweep::sweep;
 use ActFnType::{GELU, GELU_Tanh_Approx, Swish};
 
 /// A CI-sized subset of the library's `test_moe_tkg.py` configurations
@@ -416,14 +417,13 @@ fn configs_in_hardware_precision_match_float64() {
 /// one program and LNC2, both modes.
 #[test]
 fn emitted_moe_tkg_under_numpy_equals_emulator() {
-    for cfg in [CONFIGS[3], CONFIGS[4], CONFIGS[7], CONFIGS[8], CONFIGS[10], ROW_CONFIGS[0], ROW_CONFIGS[1]] {
+    for (cfg, m) in sweep([CONFIGS[3], CONFIGS[4], CONFIGS[7], CONFIGS[8], CONFIGS[10], ROW_CONFIGS[0], ROW_CONFIGS[1]]) {
         let wide = if cfg.row { Dtype::Bf16 } else { Dtype::F32 };
-        for (dtype, precision, mode) in [(wide, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
-            let x = rounded(&cfg.inputs(), dtype, cfg.weight_dtype(dtype), cfg.aff_dtype());
-            let emu = cfg.run(&x, dtype, precision);
-            let np = run_numpy_kwargs(emitted_package(), "moe_tkg", &[], &cfg.numpy_kwargs(&x, dtype), cfg.lnc, mode);
-            assert_numpy_close_to_emulator(&cfg.name(), mode, &np, &[emu]);
-        }
+        let (dtype, precision, mode) = m.run(wide, Dtype::Bf16);
+        let x = rounded(&cfg.inputs(), dtype, cfg.weight_dtype(dtype), cfg.aff_dtype());
+        let emu = cfg.run(&x, dtype, precision);
+        let np = run_numpy_kwargs(emitted_package(), "moe_tkg", &[], &cfg.numpy_kwargs(&x, dtype), cfg.lnc, mode);
+        assert_numpy_close_to_emulator(&cfg.name(), mode, &np, &[emu]);
     }
 }
 

@@ -9,7 +9,8 @@
 //! emitted kernels under NumPy against the emulator; their rules.
 
 use crate::common::attention::run_numpy_kwargs;
-use crate::common::{Arg, PRECISION_MODES, as_dtype, assert_refused_by, assert_same_elements, emitted_package, seed_of, tensor, uniform};
+use crate::common::sweep::sweep;
+use crate::common::{Arg, as_dtype, assert_refused_by, assert_same_elements, emitted_package, seed_of, tensor, uniform};
 use crate::support::token_case;
 use nki::{Dtype, Launch, Precision, Tensor};
 use nkilib::output_projection::output_projection_cte::output_projection_cte::{
@@ -329,14 +330,13 @@ fn tkg_emitted_under_numpy_equals_emulator() {
         tkg(2, 16, 4, 1, 128, 1024, Quant::Row, true, false),
         tkg(2, 600, 2, 1, 128, 512, Quant::Row, false, true),
     ];
-    for cfg in paths {
-        for (precision, mode) in PRECISION_MODES {
-            let io = io_dtype(&cfg, precision);
-            let x = cfg.inputs(io);
-            let emu = cfg.run(&x, io, precision);
-            let (args, kwargs) = cfg.numpy_args(&x, io);
-            assert_numpy_equals("output_projection_tkg", &cfg.name(), (&args, &kwargs), cfg.lnc, mode, &emu);
-        }
+    for (cfg, m) in sweep(paths) {
+        let (precision, mode) = (m.precision(), m.name());
+        let io = io_dtype(&cfg, precision);
+        let x = cfg.inputs(io);
+        let emu = cfg.run(&x, io, precision);
+        let (args, kwargs) = cfg.numpy_args(&x, io);
+        assert_numpy_equals("output_projection_tkg", &cfg.name(), (&args, &kwargs), cfg.lnc, mode, &emu);
     }
 }
 
@@ -553,14 +553,13 @@ fn cte_emitted_under_numpy_equals_emulator() {
         cte(1, 1, 8, 20480, 16, 128, true, Quant::None),
         cte(2, 1, 200, 1024, 3, 64, true, Quant::Static),
     ];
-    for cfg in paths {
-        for (precision, mode) in PRECISION_MODES {
-            let io = if precision == Precision::Fp32 { Dtype::F32 } else { Dtype::Bf16 };
-            let x = cfg.inputs(io);
-            let emu = cfg.run(&x, io, precision, None).to_f32_vec();
-            let (args, kwargs) = cfg.numpy_args(&x, io);
-            assert_numpy_equals("output_projection_cte", &cfg.name(), (&args, &kwargs), cfg.lnc, mode, &emu);
-        }
+    for (cfg, m) in sweep(paths) {
+        let (precision, mode) = (m.precision(), m.name());
+        let io = if precision == Precision::Fp32 { Dtype::F32 } else { Dtype::Bf16 };
+        let x = cfg.inputs(io);
+        let emu = cfg.run(&x, io, precision, None).to_f32_vec();
+        let (args, kwargs) = cfg.numpy_args(&x, io);
+        assert_numpy_equals("output_projection_cte", &cfg.name(), (&args, &kwargs), cfg.lnc, mode, &emu);
     }
 }
 

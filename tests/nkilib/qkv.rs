@@ -6,6 +6,7 @@
 //! its emitted source under NumPy against the emulator; its rules.
 
 use crate::common::attention::run_numpy_kwargs;
+use crate::common::sweep::sweep;
 use crate::common::{
     Arg, CaseName, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, assert_refused_by, assert_same_elements, layer_norm, package_of, rms_norm,
     seed_of, tensor, uniform, vec_mat,
@@ -388,17 +389,16 @@ fn qkv_tkg_emitted_under_numpy_equals_emulator() {
         q(Config { d_head: 64, qkv_bias: true, nbsd: true, ..c(1, 2, 1, 2048, 640) }, Quant::Static { scale_rows: 1 }, 6),
         q(Config { norm: Norm::Rms, fused_add: true, qkv_bias: true, ..c(2, 1, 3, 2048, 640) }, Quant::Row { scale_rows: 1 }, 3),
     ];
-    for cfg in paths {
-        for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
-            let dtype = if matches!(cfg.quant, Quant::Row { .. }) { Dtype::Bf16 } else { dtype };
-            let v = inputs_in(&cfg, dtype);
-            let emu = cfg.run(&v, dtype, precision);
-            let (args, kwargs) = cfg.numpy_call(&v, dtype);
-            let np = run_numpy_kwargs(&pkg, "qkv_tkg", &args, &kwargs, cfg.lnc, mode);
-            assert_eq!(np.len(), emu.len(), "{} {mode}", cfg.name());
-            for (o, (n, e)) in np.iter().zip(&emu).enumerate() {
-                assert_same_elements(&format!("{} {mode} output {o}", cfg.name()), n, e);
-            }
+    for (cfg, m) in sweep(paths) {
+        let (dtype, precision, mode) = m.run(Dtype::F32, Dtype::Bf16);
+        let dtype = if matches!(cfg.quant, Quant::Row { .. }) { Dtype::Bf16 } else { dtype };
+        let v = inputs_in(&cfg, dtype);
+        let emu = cfg.run(&v, dtype, precision);
+        let (args, kwargs) = cfg.numpy_call(&v, dtype);
+        let np = run_numpy_kwargs(&pkg, "qkv_tkg", &args, &kwargs, cfg.lnc, mode);
+        assert_eq!(np.len(), emu.len(), "{} {mode}", cfg.name());
+        for (o, (n, e)) in np.iter().zip(&emu).enumerate() {
+            assert_same_elements(&format!("{} {mode} output {o}", cfg.name()), n, e);
         }
     }
 }

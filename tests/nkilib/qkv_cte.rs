@@ -8,6 +8,7 @@
 //! emulator; its rules; and the `qkv` entry's dispatch to it.
 
 use crate::common::attention::run_numpy_kwargs;
+use crate::common::sweep::sweep;
 use crate::common::{
     Arg, CaseName, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, assert_refused_by, assert_same_elements, layer_norm, package_of, rms_norm,
     seed_of, tensor, uniform, vec_mat,
@@ -758,18 +759,17 @@ fn qkv_cte_emitted_under_numpy_equals_emulator() {
         KV_CONFIGS[5],
         KV_CONFIGS[6],
     ];
-    for cfg in paths {
-        for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
-            // STATIC takes a 16-bit input.
-            let dtype = if cfg.static_scale_rows > 0 { Dtype::Bf16 } else { dtype };
-            let (v, cache) = cfg.inputs_in(dtype);
-            let emu = cfg.run_outputs(&v, &cache, dtype, precision);
-            let (args, kwargs) = cfg.numpy_call(&v, &cache, dtype);
-            let np = run_numpy_kwargs(&pkg, "qkv_cte", &args, &kwargs, cfg.lnc, mode);
-            assert_eq!(np.len(), emu.len(), "{} {mode}", cfg.name());
-            for (out, (np_out, emu_out)) in np.iter().zip(&emu).enumerate() {
-                assert_same_elements(&format!("{} {mode} output {out}", cfg.name()), np_out, &emu_out.to_f32_vec());
-            }
+    for (cfg, m) in sweep(paths) {
+        let (dtype, precision, mode) = m.run(Dtype::F32, Dtype::Bf16);
+        // STATIC takes a 16-bit input.
+        let dtype = if cfg.static_scale_rows > 0 { Dtype::Bf16 } else { dtype };
+        let (v, cache) = cfg.inputs_in(dtype);
+        let emu = cfg.run_outputs(&v, &cache, dtype, precision);
+        let (args, kwargs) = cfg.numpy_call(&v, &cache, dtype);
+        let np = run_numpy_kwargs(&pkg, "qkv_cte", &args, &kwargs, cfg.lnc, mode);
+        assert_eq!(np.len(), emu.len(), "{} {mode}", cfg.name());
+        for (out, (np_out, emu_out)) in np.iter().zip(&emu).enumerate() {
+            assert_same_elements(&format!("{} {mode} output {out}", cfg.name()), np_out, &emu_out.to_f32_vec());
         }
     }
 }

@@ -6,6 +6,7 @@
 //! `quantize_mx`'s documented semantics, the residual sum, the emitted source
 //! under NumPy against the emulator, and the rules.
 
+use crate::common::sweep::sweep;
 use crate::common::{Arg, as_dtype, assert_refused_by, emitted_package, seed_of, tensor, try_run_numpy_on, uniform};
 use crate::mx_format::{e4m3fn, round_e4m3fn};
 use nki::prelude::*;
@@ -285,7 +286,7 @@ fn bfloat16_and_odd_token_tiles_match() {
 /// and without the residual, in both precision modes.
 #[test]
 fn emitted_source_under_numpy_equals_emulator() {
-    for cfg in [c(16, 3, 3072, Some(2880), false), c(256, 1, 1024, None, true)] {
+    for (cfg, m) in sweep([c(16, 3, 3072, Some(2880), false), c(256, 1, 1024, None, true)]) {
         let (x, g, res) = cfg.inputs();
         let mut args = vec![Arg::Tensor(vec![cfg.b, cfg.s, cfg.h], x, cfg.dtype), Arg::Tensor(vec![1, cfg.h], g, cfg.dtype)];
         let kernel = if cfg.residual {
@@ -295,17 +296,16 @@ fn emitted_source_under_numpy_equals_emulator() {
             "rmsnorm_mx_quantize_wrapper"
         };
         args.push(cfg.hidden_actual.map_or(Arg::None, |v| Arg::Int(v as i64)));
-        for (p, mode) in crate::common::PRECISION_MODES {
-            let np = try_run_numpy_on(emitted_package(), kernel, &[args.clone()], 2, mode, "trn3").unwrap_or_else(|e| panic!("{e}"));
-            let emu = cfg.run(p);
-            let what = format!("{} {mode}", cfg.name());
-            let np = &np[0];
-            assert_same(&format!("{what}: output"), &np[0], &emu.out);
-            assert_same(&format!("{what}: output_quant"), &words(&np[1]), &words(&emu.quant.iter().map(|&v| v as f64).collect::<Vec<_>>()));
-            assert_same(&format!("{what}: output_scale"), &np[2], &emu.scale.iter().map(|&v| v as f64).collect::<Vec<_>>());
-            if let Some(r) = &emu.residual {
-                assert_same(&format!("{what}: output_residual"), &np[3], r);
-            }
+        let (p, mode) = (m.precision(), m.name());
+        let np = try_run_numpy_on(emitted_package(), kernel, &[args.clone()], 2, mode, "trn3").unwrap_or_else(|e| panic!("{e}"));
+        let emu = cfg.run(p);
+        let what = format!("{} {mode}", cfg.name());
+        let np = &np[0];
+        assert_same(&format!("{what}: output"), &np[0], &emu.out);
+        assert_same(&format!("{what}: output_quant"), &words(&np[1]), &words(&emu.quant.iter().map(|&v| v as f64).collect::<Vec<_>>()));
+        assert_same(&format!("{what}: output_scale"), &np[2], &emu.scale.iter().map(|&v| v as f64).collect::<Vec<_>>());
+        if let Some(r) = &emu.residual {
+            assert_same(&format!("{what}: output_residual"), &np[3], r);
         }
     }
 }

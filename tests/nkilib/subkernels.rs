@@ -7,6 +7,7 @@
 //! modes; their emitted source under NumPy against the emulator; their rules.
 
 use crate::common::attention::run_numpy_kwargs;
+use crate::common::sweep::sweep;
 use crate::common::{
     Arg, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, assert_refused_by, assert_same_elements, emitted_package, seed_of, tensor, uniform,
 };
@@ -203,16 +204,14 @@ fn emitted_kernel_under_numpy_equals_emulator() {
         c(2, 2, 8, 3072, Some(2880), true, false),
         c(2, 4, 1, 3072, None, false, true),
     ];
-    for cfg in paths {
-        for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::F16, Precision::Hardware, "hardware")] {
-            let (x, g) = cfg.inputs();
-            let (x, g) = (as_dtype(&x, dtype), as_dtype(&g, dtype));
-            let emu = cfg.run(&x, &g, dtype, precision);
-            let ha = cfg.hidden_actual.map_or(Arg::None, |v| Arg::Int(v as i64));
-            let kwargs =
-                [("hidden_actual", ha), ("hidden_dim_tp", Arg::Bool(cfg.hidden_dim_tp)), ("shard_on_h", Arg::Bool(cfg.shard_on_h))];
-            cfg.assert_numpy_equals("rmsnorm_tkg", &cfg.numpy_args(&x, &g, dtype), &kwargs, mode, &emu);
-        }
+    for (cfg, m) in sweep(paths) {
+        let (dtype, precision, mode) = m.run(Dtype::F32, Dtype::F16);
+        let (x, g) = cfg.inputs();
+        let (x, g) = (as_dtype(&x, dtype), as_dtype(&g, dtype));
+        let emu = cfg.run(&x, &g, dtype, precision);
+        let ha = cfg.hidden_actual.map_or(Arg::None, |v| Arg::Int(v as i64));
+        let kwargs = [("hidden_actual", ha), ("hidden_dim_tp", Arg::Bool(cfg.hidden_dim_tp)), ("shard_on_h", Arg::Bool(cfg.shard_on_h))];
+        cfg.assert_numpy_equals("rmsnorm_tkg", &cfg.numpy_args(&x, &g, dtype), &kwargs, mode, &emu);
     }
 }
 
@@ -378,16 +377,15 @@ fn layernorm_emitted_under_numpy_equals_emulator() {
         (c(2, 4, 1, 3072, None, false, true), true),
         (c(2, 2, 8, 1024, None, false, false), false),
     ];
-    for (cfg, with_beta) in paths {
-        for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::F16, Precision::Hardware, "hardware")] {
-            let (x, g) = cfg.inputs();
-            let (x, g, beta) = (as_dtype(&x, dtype), as_dtype(&g, dtype), as_dtype(&cfg.beta(), dtype));
-            let beta = with_beta.then_some(beta.as_slice());
-            let emu = cfg.run_layernorm(&x, &g, beta, dtype, precision);
-            let beta_arg = beta.map_or(Arg::None, |b| Arg::Tensor(vec![1, cfg.h], b.to_vec(), dtype));
-            let kwargs = [("beta", beta_arg), ("shard_on_h", Arg::Bool(cfg.shard_on_h))];
-            cfg.assert_numpy_equals("layernorm_tkg", &cfg.numpy_args(&x, &g, dtype), &kwargs, mode, &emu);
-        }
+    for ((cfg, with_beta), m) in sweep(paths) {
+        let (dtype, precision, mode) = m.run(Dtype::F32, Dtype::F16);
+        let (x, g) = cfg.inputs();
+        let (x, g, beta) = (as_dtype(&x, dtype), as_dtype(&g, dtype), as_dtype(&cfg.beta(), dtype));
+        let beta = with_beta.then_some(beta.as_slice());
+        let emu = cfg.run_layernorm(&x, &g, beta, dtype, precision);
+        let beta_arg = beta.map_or(Arg::None, |b| Arg::Tensor(vec![1, cfg.h], b.to_vec(), dtype));
+        let kwargs = [("beta", beta_arg), ("shard_on_h", Arg::Bool(cfg.shard_on_h))];
+        cfg.assert_numpy_equals("layernorm_tkg", &cfg.numpy_args(&x, &g, dtype), &kwargs, mode, &emu);
     }
 }
 

@@ -6,6 +6,7 @@
 //! modes; the emitted kernel under NumPy against the emulator; the rules.
 
 use crate::common::attention::run_numpy_kwargs;
+use crate::common::sweep::sweep;
 use crate::common::{Arg, FP32_ATOL, FP32_RTOL, as_dtype, assert_close, assert_refused_by, emitted_package, seed_of, tensor, uniform};
 use nki::{Dtype, Launch, Precision};
 use nkilib::embeddings::rope_hf::{RopeHfRule, RopeHfShape, rope_hf, rope_hf_violation};
@@ -220,16 +221,15 @@ fn longer_angles_batched_cache_and_two_groups() {
 #[test]
 fn emitted_kernel_under_numpy_equals_emulator() {
     let base = SMALL;
-    for cfg in [base, Config { lnc: 2, packed: true, batched: false, backward: true, rope_seq: 320, ..base }] {
-        for (dtype, precision, mode) in [(Dtype::F32, Precision::Fp32, "fp32"), (Dtype::Bf16, Precision::Hardware, "hardware")] {
-            let cfg = Config { dtype, ..cfg };
-            let inp = cfg.inputs();
-            let (qo, ko) = cfg.run(&inp, precision).unwrap();
-            let (args, kwargs) = cfg.numpy_args(&inp);
-            let np = run_numpy_kwargs(emitted_package(), "rope_hf", &args, &kwargs, cfg.lnc, mode);
-            assert_eq!(np.len(), 2, "rope_hf returns q_out and k_out");
-            assert!(np[0] == qo && np[1] == ko, "{} {mode}: NumPy and the emulator differ", cfg.name());
-        }
+    for (cfg, m) in sweep([base, Config { lnc: 2, packed: true, batched: false, backward: true, rope_seq: 320, ..base }]) {
+        let (dtype, precision, mode) = m.run(Dtype::F32, Dtype::Bf16);
+        let cfg = Config { dtype, ..cfg };
+        let inp = cfg.inputs();
+        let (qo, ko) = cfg.run(&inp, precision).unwrap();
+        let (args, kwargs) = cfg.numpy_args(&inp);
+        let np = run_numpy_kwargs(emitted_package(), "rope_hf", &args, &kwargs, cfg.lnc, mode);
+        assert_eq!(np.len(), 2, "rope_hf returns q_out and k_out");
+        assert!(np[0] == qo && np[1] == ko, "{} {mode}: NumPy and the emulator differ", cfg.name());
     }
 }
 
