@@ -113,11 +113,14 @@ impl<T: Copy + Default + PartialEq> PerCell<T> {
         PerCell { values: Vec::new(), len }
     }
 
+    // Inlined: called once per cell an access reaches.
+    #[inline]
     fn get(&self, cell: usize) -> T {
         self.values.get(cell).copied().unwrap_or_default()
     }
 
     /// Sets `cell` to `value`: setting 0 where nothing was set changes nothing.
+    #[inline]
     fn set(&mut self, cell: usize, value: T) {
         if self.values.is_empty() {
             if value == T::default() {
