@@ -79,40 +79,56 @@ struct State {
 /// The last write and a read of each cell of one allocation: 0 for none, else
 /// `(program + 1) << 32 | its clock at the access`.
 struct Record {
-    writes: Stamps,
+    writes: PerCell<u64>,
     /// The last read, except that a read by another program unordered with it
     /// stays, so a later write by either program finds the other's read.
-    reads: Stamps,
+    reads: PerCell<u64>,
     /// `program + 1` of the instruction whose write of the cell is pending, or 0.
-    pending: Vec<u32>,
+    pending: PerCell<u32>,
 }
 
 impl Record {
     /// The record of an allocation of `len` cells nothing has accessed.
     fn new(len: usize) -> Record {
-        Record { writes: Stamps::default(), reads: Stamps::default(), pending: vec![0; len] }
+        Record { writes: PerCell::new(len), reads: PerCell::new(len), pending: PerCell::new(len) }
     }
 }
 
-/// One stamp per cell of an allocation, every one 0 until the first is set.
+/// One value per cell of an allocation, every one 0 until the first other
+/// value is set.
 ///
-/// The cells are allocated only then: a kernel's output is written and never
-/// read, and its read stamps (8 bytes a cell, 16 MiB for an 8 × 2048 × 128
-/// output) would be new pages the OS zeroes for nothing.
-#[derive(Default)]
-struct Stamps(Vec<u64>);
+/// The cells are allocated only then, and written before they are read: a
+/// kernel's output is written and never read, and its read stamps (8 bytes a
+/// cell, 16 MiB for an 8 × 2048 × 128 output) would be new pages the OS zeroes
+/// for nothing; and a fresh zeroed allocation that is read first maps the
+/// shared zero page, which the first write then copies.
+struct PerCell<T> {
+    values: Vec<T>,
+    /// How many cells the allocation has.
+    len: usize,
+}
 
-impl Stamps {
-    fn get(&self, cell: usize) -> u64 {
-        self.0.get(cell).copied().unwrap_or(0)
+impl<T: Copy + Default + PartialEq> PerCell<T> {
+    fn new(len: usize) -> PerCell<T> {
+        PerCell { values: Vec::new(), len }
     }
 
-    /// Sets `cell` of an allocation of `len` cells to `stamp`.
-    fn set(&mut self, len: usize, cell: usize, stamp: u64) {
-        if self.0.is_empty() {
-            self.0 = vec![0; len];
+    // Inlined: called once per cell an access reaches.
+    #[inline]
+    fn get(&self, cell: usize) -> T {
+        self.values.get(cell).copied().unwrap_or_default()
+    }
+
+    /// Sets `cell` to `value`: setting 0 where nothing was set changes nothing.
+    #[inline]
+    fn set(&mut self, cell: usize, value: T) {
+        if self.values.is_empty() {
+            if value == T::default() {
+                return;
+            }
+            self.values = vec![T::default(); self.len];
         }
-        self.0[cell] = stamp;
+        self.values[cell] = value;
     }
 }
 
@@ -300,7 +316,7 @@ impl State {
         let rec = self.written.get(&alloc.id)?;
         let mut other = None;
         cells_of(t, alloc.len(), |c| {
-            let p = rec.pending[c] as usize;
+            let p = rec.pending.get(c) as usize;
             if other.is_none() && p != 0 && p - 1 != slot {
                 other = Some(p - 1);
             }
@@ -330,13 +346,13 @@ impl State {
             None if t.may_be_unwritten() => Record::new(alloc.len()),
             None => return None,
         };
-        let (mut race, len) = (None, alloc.len());
-        cells_of(t, len, |c| {
+        let mut race = None;
+        cells_of(t, alloc.len(), |c| {
             if race.is_none() {
                 race = self.unordered(slot, rec.writes.get(c)).map(|first| Race { cell: c, first, first_wrote: true });
             }
             if self.unordered(slot, rec.reads.get(c)).is_none() {
-                rec.reads.set(len, c, now);
+                rec.reads.set(c, now);
             }
         });
         self.written.insert(alloc.id, rec);
@@ -354,7 +370,7 @@ impl State {
         let (mut cells, mut before) = (Vec::with_capacity(t.numel()), Vec::with_capacity(t.numel()));
         alloc.with_unwritten(|unwritten| {
             cells_of(t, len, |c| {
-                rec.pending[c] = slot as u32 + 1;
+                rec.pending.set(c, slot as u32 + 1);
                 cells.push(c);
                 // What a cell nothing wrote holds is unknown: any write changes it.
                 before.push(if unwritten.is_some_and(|u| u(c)) { None } else { Some(values[c].to_bits()) });
@@ -371,13 +387,13 @@ impl State {
         let alloc = w.tensor.storage().allocation();
         let mut rec = self.written.remove(&alloc.id)?;
         let values = alloc.cells.read().unwrap_or_else(|e| e.into_inner());
-        let (mut race, len) = (None, alloc.len());
+        let mut race = None;
         for (&c, &before) in w.cells.iter().zip(&w.before) {
-            rec.pending[c] = 0;
+            rec.pending.set(c, 0);
             let by_write = self.unordered(slot, rec.writes.get(c));
             if before == Some(values[c].to_bits()) {
                 if by_write.is_some() {
-                    rec.writes.set(len, c, 0);
+                    rec.writes.set(c, 0);
                 }
                 continue;
             }
@@ -386,7 +402,7 @@ impl State {
                     .map(|first| Race { cell: c, first, first_wrote: true })
                     .or_else(|| self.unordered(slot, rec.reads.get(c)).map(|first| Race { cell: c, first, first_wrote: false }));
             }
-            rec.writes.set(len, c, w.stamp);
+            rec.writes.set(c, w.stamp);
         }
         drop(values);
         self.written.insert(alloc.id, rec);

@@ -73,12 +73,24 @@ impl Kernel {
     /// `a`, `b` and `c`; `c` aliases neither operand; `b.cs == 1` and
     /// `c.cs == 1`.
     pub(super) unsafe fn sgemm(self, m: usize, n: usize, tile: &Tile) {
+        // SAFETY: as this function's contract.
+        unsafe { self.columns(n, tile, &PackedA::new(m, tile.k, tile.a, tile.am)) }
+    }
+
+    /// [`Kernel::sgemm`] with `a` already copied into `a` (whose rows are the
+    /// product's; `tile.a` is not read): how the column parts of a split
+    /// product share one copy.
+    ///
+    /// # Safety
+    /// As [`Kernel::sgemm`], with `a` made from an `a` of `tile.k` columns.
+    pub(super) unsafe fn columns(self, n: usize, tile: &Tile, a: &PackedA) {
+        debug_assert_eq!(a.k, tile.k);
         // SAFETY: as this function's contract, which includes the features
         // the kernel's instructions need.
         unsafe {
             match self {
-                Kernel::Avx512 => avx512(m, n, tile),
-                Kernel::Avx2Fma => avx2_fma(m, n, tile),
+                Kernel::Avx512 => avx512(n, tile, a),
+                Kernel::Avx2Fma => avx2_fma(n, tile, a),
             }
         }
     }
@@ -89,9 +101,9 @@ impl Kernel {
 /// # Safety
 /// As [`Kernel::sgemm`] for [`Kernel::Avx512`].
 #[target_feature(enable = "avx512f")]
-unsafe fn avx512(m: usize, n: usize, tile: &Tile) {
+unsafe fn avx512(n: usize, tile: &Tile, a: &PackedA) {
     // SAFETY: as this function's contract.
-    unsafe { tile.product::<Avx512, 12, 2>(m, n) }
+    unsafe { tile.product::<Avx512, 12, 2>(n, a) }
 }
 
 /// [`Tile::product`] compiled for AVX2 and FMA.
@@ -99,9 +111,9 @@ unsafe fn avx512(m: usize, n: usize, tile: &Tile) {
 /// # Safety
 /// As [`Kernel::sgemm`] for [`Kernel::Avx2Fma`].
 #[target_feature(enable = "avx2,fma")]
-unsafe fn avx2_fma(m: usize, n: usize, tile: &Tile) {
+unsafe fn avx2_fma(n: usize, tile: &Tile, a: &PackedA) {
     // SAFETY: as this function's contract.
-    unsafe { tile.product::<Avx2Fma, 6, 2>(m, n) }
+    unsafe { tile.product::<Avx2Fma, 6, 2>(n, a) }
 }
 
 /// The vector operations a microkernel needs, on vectors of `LANES` f32.
@@ -239,13 +251,85 @@ const PANEL_COLS: usize = 32;
 #[repr(C, align(64))]
 struct Panel([MaybeUninit<f32>; ONE_PASS_K * PANEL_COLS]);
 
-/// Rows of `a` copied at a time: the most a stationary tile has.
+/// Rows of `a` per copied block: the most a stationary tile has.
 const A_ROWS: usize = 128;
 
 thread_local! {
     /// This thread's buffer for copies of `a`, kept between products so that
     /// its pages are not faulted in again for each one.
     static A_BLOCK: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// A product's `a` copied into dense blocks of up to [`A_ROWS`] rows, back to
+/// back, each `k` rows of an odd number of cache lines (so that the rows a
+/// tile reads do not pile into a few cache sets), in the buffer of the thread
+/// that made it (handed back when dropped). The column parts of a split
+/// product read the one copy.
+pub(super) struct PackedA {
+    /// The blocks, in the vector's spare capacity: only the copied cells (not
+    /// the padding at the end of each row) are initialised.
+    cells: Vec<f32>,
+    m: usize,
+    k: usize,
+}
+
+/// The cells per copied row of a block of `rows` rows: an odd number of
+/// cache lines.
+fn block_lda(rows: usize) -> usize {
+    (rows.div_ceil(16) | 1) * 16
+}
+
+impl PackedA {
+    /// Copies `a: m×k` (element `(i, kk)` at `a[am.offset + i·am.rs + kk·am.cs]`).
+    ///
+    /// # Safety
+    /// Every element addressed lies inside the allocation behind `a`.
+    pub(super) unsafe fn new(m: usize, k: usize, a: *const f32, am: Mat) -> PackedA {
+        let mut cells = A_BLOCK.take();
+        cells.clear();
+        cells.reserve((0..m).step_by(A_ROWS).map(|first| k * block_lda((m - first).min(A_ROWS))).sum());
+        let mut to = cells.as_mut_ptr();
+        for first in (0..m).step_by(A_ROWS) {
+            let (rows, lda) = ((m - first).min(A_ROWS), block_lda((m - first).min(A_ROWS)));
+            // SAFETY: the block's `k` rows of `lda` cells are inside the
+            // capacity reserved above; the cells read from `a` are rows
+            // `first..first + rows` of it, in bounds by the contract.
+            unsafe {
+                let from = a.offset(am.offset + first as isize * am.rs);
+                for kk in 0..k {
+                    let (from, to) = (from.offset(kk as isize * am.cs), to.add(kk * lda));
+                    if am.rs == 1 {
+                        std::ptr::copy_nonoverlapping(from, to, rows);
+                    } else {
+                        for i in 0..rows {
+                            *to.add(i) = *from.offset(i as isize * am.rs);
+                        }
+                    }
+                }
+                to = to.add(k * lda);
+            }
+        }
+        PackedA { cells, m, k }
+    }
+
+    /// Calls `f(first, rows, lda, block)` for each block: rows
+    /// `first..first + rows` of `a`, as `k` rows of `lda` cells at `block`.
+    fn blocks(&self, mut f: impl FnMut(usize, usize, usize, *const f32)) {
+        let mut at = self.cells.as_ptr();
+        for first in (0..self.m).step_by(A_ROWS) {
+            let rows = (self.m - first).min(A_ROWS);
+            f(first, rows, block_lda(rows), at);
+            // Stays inside the capacity [`PackedA::new`] reserved (one past the last block at most).
+            at = at.wrapping_add(self.k * block_lda(rows));
+        }
+    }
+}
+
+impl Drop for PackedA {
+    fn drop(&mut self) {
+        // A thread being torn down has no buffer to keep it in.
+        let _ = A_BLOCK.try_with(|b| b.set(std::mem::take(&mut self.cells)));
+    }
 }
 
 /// `$tile.run::<I, R, NV>($args)` for the run-time row count `$rows`, one arm
@@ -260,66 +344,38 @@ macro_rules! run_rows {
 }
 
 impl Tile {
-    /// The whole `m × n` product in tiles of up to `MR` rows by `NV` vectors
-    /// of columns.
+    /// The whole `m × n` product (`m` the rows of `a`) in tiles of up to `MR`
+    /// rows by `NV` vectors of columns.
     ///
-    /// Each panel of `NV` vectors of columns is copied once (the last one
-    /// zero-padded to the full width) and serves every row tile. The rows are
-    /// split into as few tiles as `MR` allows, all within one row of each
-    /// other: 128 rows in tiles of up to 6 are 18 of 6 and 4 of 5, rather than
-    /// 21 of 6 and one of 2, which would keep only 4 of the 12 accumulators
-    /// busy.
+    /// Each panel of `NV` vectors of columns is copied once per block of `a`
+    /// (the last one zero-padded to the full width) and serves every row tile.
+    /// The rows are split into as few tiles as `MR` allows, all within one row
+    /// of each other: 128 rows in tiles of up to 6 are 18 of 6 and 4 of 5,
+    /// rather than 21 of 6 and one of 2, which would keep only 4 of the 12
+    /// accumulators busy.
     ///
     /// # Safety
-    /// As [`Kernel::sgemm`], compiled with `I`'s instruction set, and
+    /// As [`Kernel::columns`], compiled with `I`'s instruction set, and
     /// `k <= ONE_PASS_K`.
     #[inline(always)]
-    unsafe fn product<I: Isa, const MR: usize, const NV: usize>(&self, m: usize, n: usize) {
+    unsafe fn product<I: Isa, const MR: usize, const NV: usize>(&self, n: usize, a: &PackedA) {
         const { assert!(NV * I::LANES <= PANEL_COLS) };
         debug_assert!(self.k <= ONE_PASS_K);
-        let mut packed = A_BLOCK.take();
-        let mut first = 0;
-        while first < m {
-            let rows = (m - first).min(A_ROWS);
-            // SAFETY: rows `first..first + rows` are inside the product.
-            unsafe { self.block::<I, MR, NV>(&mut packed, first, rows, n) };
-            first += rows;
-        }
-        A_BLOCK.set(packed);
+        // SAFETY: each block's rows are inside the product, copied at `block`.
+        a.blocks(|first, rows, lda, block| unsafe { self.block::<I, MR, NV>(block, lda, first, rows, n) });
     }
 
-    /// Rows `first..first + m` of the product, with their part of `a` copied
-    /// into `packed` (`k` rows of `lda` cells).
+    /// Rows `first..first + m` of the product, whose part of `a` is `k` rows
+    /// of `lda` cells at `a`.
     ///
     /// # Safety
     /// As [`Tile::product`], with the rows inside the product.
     #[inline(always)]
-    unsafe fn block<I: Isa, const MR: usize, const NV: usize>(&self, packed: &mut Vec<f32>, first: usize, m: usize, n: usize) {
+    unsafe fn block<I: Isa, const MR: usize, const NV: usize>(&self, a: *const f32, lda: usize, first: usize, m: usize, n: usize) {
         let width = NV * I::LANES;
         let tiles = m.div_ceil(MR);
         let Some(short) = m.checked_div(tiles) else { return };
         let extra = m % tiles;
-        // An odd number of cache lines per row, so the rows a tile reads do
-        // not pile into a few cache sets.
-        let lda = (m.div_ceil(16) | 1) * 16;
-        packed.clear();
-        packed.reserve(self.k * lda);
-        // SAFETY: `packed` has room for `k` rows of `lda` cells; the cells
-        // read from `a` are rows `first..first + m` of the product.
-        let a = unsafe {
-            let (from, to) = (self.a.offset(self.am.offset + first as isize * self.am.rs), packed.as_mut_ptr());
-            for kk in 0..self.k {
-                let (from, to) = (from.offset(kk as isize * self.am.cs), to.add(kk * lda));
-                if self.am.rs == 1 {
-                    std::ptr::copy_nonoverlapping(from, to, m);
-                } else {
-                    for i in 0..m {
-                        *to.add(i) = *from.offset(i as isize * self.am.rs);
-                    }
-                }
-            }
-            to.cast_const()
-        };
         let mut panel = Panel([MaybeUninit::uninit(); ONE_PASS_K * PANEL_COLS]);
         let panel = panel.0.as_mut_ptr().cast::<f32>();
         let mut j = 0;

@@ -9,8 +9,10 @@ use crate::emulator::helpers::split;
 mod direct;
 
 /// Columns of `c` per part when a matmul is split over helper threads: a fixed
-/// block (never derived from the thread count), wide enough that each part
-/// amortises packing its share of `b`.
+/// block (never derived from the thread count). [`direct`]'s parts share one
+/// copy of `a`, made before the split, and copy `b` a panel at a time, so a
+/// part costs little more than its arithmetic; `matrixmultiply` packs `a` and
+/// its share of `b` in every part, which a block this wide amortises.
 const SPLIT_COLS: usize = 128;
 
 /// A strided matrix operand: `elem(i, j) = data[offset + i * rs + j * cs]`.
@@ -66,6 +68,16 @@ unsafe fn product(m: usize, k: usize, n: usize, a: *const f32, am: Mat, b: *cons
         return unsafe { kernel.sgemm(m, n, &tile) };
     }
     // SAFETY: as this function's contract.
+    unsafe { packed(m, k, n, a, am, b, bm, c, cm, beta) }
+}
+
+/// [`product`] by `matrixmultiply`, whatever the layout.
+///
+/// # Safety
+/// As [`product`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn packed(m: usize, k: usize, n: usize, a: *const f32, am: Mat, b: *const f32, bm: Mat, c: *mut f32, cm: Mat, beta: f32) {
+    // SAFETY: as this function's contract.
     unsafe {
         let (a, b, c) = (a.offset(am.offset), b.offset(bm.offset), c.offset(cm.offset));
         matrixmultiply::sgemm(m, k, n, 1.0, a, am.rs, am.cs, b, bm.rs, bm.cs, beta, c, cm.rs, cm.cs)
@@ -115,14 +127,43 @@ pub(crate) fn sgemm_split(
         }
     }
     let cells = Cells(c.as_mut_ptr());
+    let parts = n.div_ceil(SPLIT_COLS);
+    // Part `j`'s first column and its column count.
+    let block = |j: usize| ((j * SPLIT_COLS) as isize, SPLIT_COLS.min(n - j * SPLIT_COLS));
+    #[cfg(target_arch = "x86_64")]
+    if let Some(kernel) = direct_kernel(k, bm, cm, beta) {
+        // SAFETY: `a` is in bounds for `m × k` (checked by the emulator).
+        let packed = unsafe { direct::PackedA::new(m, k, a.as_ptr(), am) };
+        let part = |j: usize| {
+            let (first, cols) = block(j);
+            // SAFETY: the CPU runs the kernel and the layout is the one it
+            // takes; the block is inside the bounds-checked operands (a column
+            // range of `b` and `c`), its cells of `c` belong to this part
+            // alone, and `packed` is the copy of this product's `a`.
+            unsafe {
+                let b = b.as_ptr().offset(bm.offset + first * bm.cs);
+                let c = cells.at(cm.offset + first);
+                let tile = direct::Tile {
+                    k,
+                    a: a.as_ptr(),
+                    am,
+                    b,
+                    bm: Mat { offset: 0, ..bm },
+                    c,
+                    cm: Mat { offset: 0, ..cm },
+                    accumulate: beta == 1.0,
+                };
+                kernel.columns(cols, &tile, &packed)
+            }
+        };
+        return split(helpers, parts, &part);
+    }
     let part = |j: usize| {
-        let first = j * SPLIT_COLS;
-        let cols = SPLIT_COLS.min(n - first);
-        let first = first as isize;
+        let (first, cols) = block(j);
         // SAFETY: the block is inside the bounds-checked operands (a column
         // range of `b` and `c`), and its cells of `c` belong to this part alone.
         unsafe {
-            product(
+            packed(
                 m,
                 k,
                 cols,
@@ -136,7 +177,7 @@ pub(crate) fn sgemm_split(
             )
         }
     };
-    split(helpers, n.div_ceil(SPLIT_COLS), &part);
+    split(helpers, parts, &part);
 }
 
 fn in_bounds(len: usize, mat: Mat, rows: usize, cols: usize) -> bool {
@@ -168,7 +209,7 @@ mod tests {
     #[test]
     fn split_products_are_bit_identical_to_whole_ones() {
         let mut rand = uniform(7, 0.5);
-        for (m, k, n, beta) in [(128, 128, 512, 0.0), (77, 100, 500, 1.0), (128, 33, 129, 1.0), (5, 128, 384, 0.0)] {
+        for (m, k, n, beta) in [(128, 128, 512, 0.0), (77, 100, 500, 1.0), (128, 33, 129, 1.0), (5, 128, 384, 0.0), (300, 64, 260, 1.0)] {
             // a stored k×m (the stationary tile's layout), b k×n, c m×n with padded rows.
             let (a, b, c0) = (rand(k * m), rand(k * n), rand(m * (n + 3)));
             let (am, bm) = (Mat { offset: 0, rs: 1, cs: m as isize }, Mat { offset: 0, rs: n as isize, cs: 1 });
@@ -230,7 +271,7 @@ mod tests {
     /// one vector, partial second vectors) and several tiles of each, with
     /// the shortest and longest contractions they take.
     fn shapes() -> impl Iterator<Item = (usize, usize, usize)> {
-        let whole = [(128, 128, 512), (128, 128, 128), (100, 64, 300), (25, 256, 33), (13, 1, 17), (1, 7, 1)];
+        let whole = [(128, 128, 512), (128, 128, 128), (100, 64, 300), (300, 48, 40), (25, 256, 33), (13, 1, 17), (1, 7, 1)];
         whole.into_iter().chain([(12, 128, 31), (11, 9, 8), (7, 5, 9), (10, 3, 16), (9, 2, 15), (8, 4, 24), (6, 11, 40), (5, 33, 7)])
     }
 
