@@ -111,12 +111,20 @@ pub struct BundleLeaf<'f> {
 }
 
 impl BundleLeaf<'_> {
-    /// The guard a Python assert on the field's value needs: `x is None or `
-    /// for each `Option` bundle holding it and for the field itself when it is
-    /// an `Option`.
-    pub fn none_guard(&self) -> String {
-        let own = self.field.optional().then_some(&self.field.path);
-        self.optional_bundles.iter().chain(own).map(|b| format!("{b} is None or ")).collect()
+    /// The Python expression of the field's value: its path, or `None` where
+    /// an `Option` bundle holding it is (`None if cfg is None else cfg.how`).
+    pub fn value(&self) -> String {
+        let path = &self.field.path;
+        match self.optional_bundles.as_slice() {
+            [] => path.clone(),
+            bundles => format!("None if {} else {path}", bundles.iter().map(|b| format!("{b} is None")).collect::<Vec<_>>().join(" or ")),
+        }
+    }
+
+    /// Whether the field may be `None`: it is an `Option`, or an `Option`
+    /// bundle holds it.
+    pub fn optional(&self) -> bool {
+        self.field.optional() || !self.optional_bundles.is_empty()
     }
 }
 

@@ -380,17 +380,14 @@ fn registration(ident: &syn::Ident, kind: TokenStream, source: &str, deps: &[Tok
         /// Registration of this module item for `nki emit`.
         #[doc(hidden)]
         pub static #reg: ::nki::emit::FunctionInfo = ::nki::emit::FunctionInfo {
-            name: #name,
-            kind: ::nki::emit::FunctionKind::#kind,
-            source: #source,
-            module_path: ::core::module_path!(),
-            file: ::core::file!(),
-            lines: &[],
             deps: &[#(#deps),*],
-            uses_math: false,
-            params: &[],
-            outputs: ::core::option::Option::None,
-            entry: ::core::option::Option::None,
+            ..::nki::emit::FunctionInfo::item(
+                ::nki::emit::FunctionKind::#kind,
+                #name,
+                #source,
+                ::core::module_path!(),
+                ::core::file!(),
+            )
         };
     }
 }

@@ -26,11 +26,11 @@ pub(crate) fn python_for(src: &str, target: Generation) -> Result<String, Vec<St
     Ok(python::emit(&f, &info).0)
 }
 
-/// The body of the kernel `src` emits, after the asserts of its tensor
-/// parameters' dtype contracts (tested on their own).
+/// The body of the kernel `src` emits, after the check of its parameters'
+/// contract (tested on its own).
 fn body_of(src: &str) -> String {
     let py = python_of(src).unwrap_or_else(|e| panic!("unexpected errors: {e:?}"));
-    let contract = |l: &&str| l.starts_with("    assert ") && l.contains(".dtype in (");
+    let contract = |l: &&str| l.starts_with("    check_contract(");
     py.lines().skip(2).skip_while(contract).map(|l| l.strip_prefix("    ").unwrap_or(l)).collect::<Vec<_>>().join("\n")
 }
 
@@ -40,11 +40,10 @@ fn a_kernels_tensors_take_float_data_unless_they_declare_otherwise_and_ranges_ar
         python_of("fn k(x: Hbm, #[dtypes(int32, uint32)] ids: Option<Hbm>, #[range(>= 0.0, < 1.0)] rate: f64, #[range(> 0)] n: i64) {}")
             .unwrap();
     let floats = "(nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2)";
+    let x = format!("(\"x\", x, {floats}, \"float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2\", False)");
+    let ids = "(\"ids\", ids, (nl.int32, nl.uint32), \"int32 or uint32\", True)";
     for line in [
-        format!(
-            "    assert x.dtype in {floats}, \"k takes x as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2\"\n"
-        ),
-        "    assert ids is None or ids.dtype in (nl.int32, nl.uint32), \"k takes ids as int32 or uint32\"\n".to_string(),
+        format!("    check_contract(\"k\", dtypes=({x}, {ids}))\n"),
         "    assert rate >= 0.0 and rate < 1.0, f\"k takes rate in [0, 1), not {rate!r}\"\n".to_string(),
         "    assert n > 0, f\"k takes n > 0, not {n!r}\"\n".to_string(),
     ] {
@@ -86,7 +85,10 @@ fn calls_use_keywords_and_shapes_become_tuples() {
 #[test]
 fn defaults_and_optional_parameters_form_the_python_signature() {
     let py = python_of("fn k(q: Hbm, #[default(1.0)] scale: f64, #[default(true)] causal: bool, prior: Option<Hbm>) {}").unwrap();
-    assert!(py.starts_with("@nki.jit\ndef k(q, scale=1.0, causal=True, prior=None):\n    assert q.dtype in ("), "{py}");
+    assert!(
+        py.starts_with("@nki.jit\ndef k(q, scale=1.0, causal=True, prior=None):\n    check_contract(\"k\", dtypes=((\"q\", q, ("),
+        "{py}"
+    );
 }
 
 #[test]

@@ -1389,16 +1389,21 @@ fn refuse_every_other_dtype(dir: &Path, k: &FunctionInfo) -> (usize, usize) {
     for p in k.params.iter().filter(|p| p.kind == ParamKind::Tensor) {
         tensor_params += 1;
         assert!(!p.dtypes.is_empty(), "{}: {} has no dtype contract", k.name, p.name);
-        // The emitted kernel asserts the same contract.
+        // The emitted kernel asserts the same contract: a row of its
+        // `check_contract` call's dtypes.
         let tuple = p.dtypes.iter().map(|d| format!("nl.{d}")).collect::<Vec<_>>().join(", ");
         let tuple = if p.dtypes.len() == 1 { format!("({tuple},)") } else { format!("({tuple})") };
-        // A field of an `Option` bundle is guarded by each bundle holding it.
-        let mut guard: String = p.optional_bundles.iter().map(|b| format!("{b} is None or ")).collect();
-        if p.optional && p.default.is_none_or(|d| d == "None") {
-            guard += &format!("{} is None or ", p.name);
-        }
-        let assert = format!("assert {guard}{}.dtype in {tuple}, \"{} takes {} as {}\"", p.name, k.name, p.name, either(p.dtypes));
-        assert!(k.source.contains(&assert), "{}: `{assert}` missing from the emitted kernel", k.name);
+        // A field of an `Option` bundle is `None` where a bundle holding it is.
+        let value = match p.optional_bundles {
+            [] => p.name.to_string(),
+            bundles => {
+                format!("None if {} else {}", bundles.iter().map(|b| format!("{b} is None")).collect::<Vec<_>>().join(" or "), p.name)
+            }
+        };
+        let optional = !p.optional_bundles.is_empty() || (p.optional && p.default.is_none_or(|d| d == "None"));
+        let row = format!("(\"{}\", {value}, {tuple}, \"{}\", {})", p.name, either(p.dtypes), if optional { "True" } else { "False" });
+        let call = format!("check_contract(\"{}\", ", k.name);
+        assert!(k.source.contains(&call) && k.source.contains(&row), "{}: `{row}` missing from the emitted kernel", k.name);
         for ty in NpyType::ALL.into_iter().filter(|ty| !p.accepts(ty.dtype())) {
             let rule = format!("invalid {} = {}: {} takes {} as {}", p.name, ty.dtype(), k.name, p.name, either(p.dtypes));
             // The command line, from the header.

@@ -9,8 +9,10 @@
 //! definitions so callees come first, and writes an `__init__.py` that re-exports
 //! the kernels.
 
+mod kernel_contract;
 mod params;
 
+pub use kernel_contract::CHECK_CONTRACT;
 pub use params::{ArgValue, Entry, ParamInfo, ParamKind, PyEnum, check_dtype, check_range, given, required};
 
 use crate::{ErrorKind, NkiError, Result};
@@ -80,6 +82,26 @@ pub struct FunctionInfo {
 }
 
 impl FunctionInfo {
+    /// An item of `kind` named `name`, defined as `source` in the Rust module
+    /// `module_path` of `file`, with no recorded lines, dependencies,
+    /// parameters, outputs or entry (a module constant's, a helper's written
+    /// in Python); a registration sets the fields it has over this.
+    pub const fn item(kind: FunctionKind, name: &'static str, source: &'static str, module_path: &'static str, file: &'static str) -> Self {
+        FunctionInfo {
+            name,
+            kind,
+            source,
+            module_path,
+            file,
+            lines: &[],
+            deps: &[],
+            uses_math: false,
+            params: &[],
+            outputs: None,
+            entry: None,
+        }
+    }
+
     /// The Python module this function lands in: the Rust file's stem (the module
     /// path's last segment for `mod.rs` / `lib.rs` / `main.rs`).
     pub fn python_module(&self) -> String {
@@ -276,19 +298,7 @@ mod tests {
     use super::*;
 
     /// A fixture's fields that the tests below do not vary.
-    const BASE: FunctionInfo = FunctionInfo {
-        name: "",
-        kind: FunctionKind::Kernel,
-        source: "",
-        module_path: "",
-        file: "",
-        lines: &[],
-        deps: &[],
-        uses_math: false,
-        params: &[],
-        outputs: None,
-        entry: None,
-    };
+    const BASE: FunctionInfo = FunctionInfo::item(FunctionKind::Kernel, "", "", "", "");
 
     static HELP: FunctionInfo = FunctionInfo {
         name: "helper",
@@ -347,24 +357,14 @@ mod tests {
         p.files()[module].lines().position(|l| l == needle).unwrap() + 1
     }
 
-    /// An item of `kind` named `name` with `source`, in the module `module_path`
-    /// of `file`.
-    const fn item(
-        kind: FunctionKind,
-        name: &'static str,
-        source: &'static str,
-        (module_path, file): (&'static str, &'static str),
-    ) -> FunctionInfo {
-        FunctionInfo { name, kind, source, module_path, file, ..BASE }
-    }
-
     const CONF: (&str, &str) = ("k::conf", "src/conf.rs");
-    static CFG: FunctionInfo = item(FunctionKind::Object, "Cfg", "@dataclass\nclass Cfg(nl.NKIObject):\n    n: int = 0\n", CONF);
+    static CFG: FunctionInfo =
+        FunctionInfo::item(FunctionKind::Object, "Cfg", "@dataclass\nclass Cfg(nl.NKIObject):\n    n: int = 0\n", CONF.0, CONF.1);
     static OTHER: FunctionInfo = FunctionInfo { name: "Other", ..CFG };
     static CONFIGURED: FunctionInfo = FunctionInfo {
         deps: &[&CFG, &OTHER],
         params: &[ParamInfo { optional: true, default: Some("0"), bundle: Some("Cfg"), ..ParamInfo::required("cfg.n", ParamKind::Int) }],
-        ..item(FunctionKind::Kernel, "configured", "@nki.jit\ndef configured(cfg):\n    pass\n", CONF)
+        ..FunctionInfo::item(FunctionKind::Kernel, "configured", "@nki.jit\ndef configured(cfg):\n    pass\n", CONF.0, CONF.1)
     };
 
     #[test]
@@ -381,12 +381,12 @@ mod tests {
     }
 
     const PICK_AT: (&str, &str) = ("k::pick", "src/pick.rs");
-    static ACT: FunctionInfo = item(FunctionKind::Enum, "Act", "class Act(Enum):\n    A = 0\n", PICK_AT);
+    static ACT: FunctionInfo = FunctionInfo::item(FunctionKind::Enum, "Act", "class Act(Enum):\n    A = 0\n", PICK_AT.0, PICK_AT.1);
     static UNUSED: FunctionInfo = FunctionInfo { name: "Unused", ..ACT };
     static PICK: FunctionInfo = FunctionInfo {
         deps: &[&ACT, &UNUSED],
         params: &[ParamInfo::required("act", ParamKind::Enum { class: "Act", members: &["A"] })],
-        ..item(FunctionKind::Kernel, "pick", "@nki.jit\ndef pick(act):\n    pass\n", PICK_AT)
+        ..FunctionInfo::item(FunctionKind::Kernel, "pick", "@nki.jit\ndef pick(act):\n    pass\n", PICK_AT.0, PICK_AT.1)
     };
 
     #[test]

@@ -47,64 +47,19 @@ pub fn emit(f: &Function, info: &Info) -> (String, Vec<Span>) {
             p.line("\"\"\"");
         }
     }
-    if f.kind == FnKind::Kernel {
-        // Each enum the caller gives, a parameter or a field of a bundle
-        // parameter (`kargs.norm_type`): its value, class and `None` guard.
-        let mut given: Vec<(String, &syn::Ident, String)> = Vec::new();
-        for prm in &f.params {
-            if let crate::ast::TypeAnn::PyEnum(e, _) = prm.ty.item() {
-                given.push((prm.name.to_string(), e, none_guard(prm)));
-            }
-            // A bundle's enum fields, nested bundles' included.
-            for leaf in crate::ast::bundle_leaves(&f.objects, prm) {
-                if let crate::ast::TypeAnn::PyEnum(e, _) = leaf.field.ty.item() {
-                    given.push((leaf.field.path.clone(), e, leaf.none_guard()));
-                }
-            }
-        }
-        for (n, class, guard) in given {
-            let members = f
-                .enums
-                .iter()
-                .find(|e| e.name == *class)
-                .map(|e| e.members.iter().map(|(m, _)| m.to_string()).collect::<Vec<_>>().join(", "));
-            p.line(&format!(
-                "assert {guard}isinstance({n}, {class}), f\"{}: {n}={{{n}!r}} is not a {class} member ({})\"",
-                f.name,
-                members.unwrap_or_default()
-            ));
-        }
+    if let Some(call) = contract_call(f) {
+        p.line(&call);
     }
-    for prm in &f.params {
+    for prm in f.params.iter().filter(|prm| !prm.range.is_empty()) {
         let n = &prm.name;
-        let guard = if matches!(prm.ty, crate::ast::TypeAnn::Option(..)) { format!("{n} is None or ") } else { String::new() };
-        if !prm.dtypes.is_empty() {
-            let tuple = tuple(prm.dtypes.iter().map(|d| format!("nl.{d}")).collect());
-            let list = nki_spec::contract::either(&prm.dtypes);
-            p.line(&format!("assert {guard}{n}.dtype in {tuple}, \"{} takes {n} as {list}\"", f.name));
-        }
-        if !prm.range.is_empty() {
-            let int = matches!(&prm.ty, crate::ast::TypeAnn::Int(_))
-                || matches!(&prm.ty, crate::ast::TypeAnn::Option(inner, _) if matches!(**inner, crate::ast::TypeAnn::Int(_)));
-            let number = |v: f64| if int { format!("{}", v as i64) } else { format!("{v:?}") };
-            let tests: Vec<String> = prm.range.iter().map(|b| format!("{n} {} {}", b.operator(), number(b.value()))).collect();
-            let rule = nki_spec::contract::range_rule(&prm.range);
-            let cond = if guard.is_empty() || tests.len() == 1 { tests.join(" and ") } else { format!("({})", tests.join(" and ")) };
-            p.line(&format!("assert {guard}{cond}, f\"{} takes {n} {rule}, not {{{n}!r}}\"", f.name));
-        }
-    }
-    // A kernel's bundle parameter's tensor fields take their dtypes as a
-    // tensor parameter does.
-    for prm in f.params.iter().filter(|_| f.kind == FnKind::Kernel) {
-        for leaf in crate::ast::bundle_leaves(&f.objects, prm).into_iter().filter(|l| l.field.ty.holds_tensor()) {
-            let (guard, path, dtypes) = (leaf.none_guard(), &leaf.field.path, leaf.field.dtypes);
-            let tuple = tuple(dtypes.iter().map(|d| format!("nl.{d}")).collect());
-            p.line(&format!(
-                "assert {guard}{path}.dtype in {tuple}, \"{} takes {path} as {}\"",
-                f.name,
-                nki_spec::contract::either(dtypes)
-            ));
-        }
+        let guard = none_guard(prm);
+        let int = matches!(&prm.ty, crate::ast::TypeAnn::Int(_))
+            || matches!(&prm.ty, crate::ast::TypeAnn::Option(inner, _) if matches!(**inner, crate::ast::TypeAnn::Int(_)));
+        let number = |v: f64| if int { format!("{}", v as i64) } else { format!("{v:?}") };
+        let tests: Vec<String> = prm.range.iter().map(|b| format!("{n} {} {}", b.operator(), number(b.value()))).collect();
+        let rule = nki_spec::contract::range_rule(&prm.range);
+        let cond = if guard.is_empty() || tests.len() == 1 { tests.join(" and ") } else { format!("({})", tests.join(" and ")) };
+        p.line(&format!("assert {guard}{cond}, f\"{} takes {n} {rule}, not {{{n}!r}}\"", f.name));
     }
     p.block(&f.body, true);
     (p.out, p.spans)
@@ -114,6 +69,57 @@ pub fn emit(f: &Function, info: &Info) -> (String, Vec<Span>) {
 /// assert needs), else nothing.
 fn none_guard(prm: &crate::ast::Param) -> String {
     if matches!(prm.ty, crate::ast::TypeAnn::Option(..)) { format!("{} is None or ", prm.name) } else { String::new() }
+}
+
+/// The call of the package's `check_contract` helper (see
+/// `nki_core::emit::CHECK_CONTRACT`) that asserts what `f` is given, if it has
+/// a contract to check: a row for each enum a kernel's caller gives (a
+/// parameter, or a field of a bundle parameter: `kargs.norm_type`) and for each
+/// tensor with dtypes (a parameter, or a kernel's bundle field).
+pub fn contract_call(f: &Function) -> Option<String> {
+    use crate::ast::TypeAnn;
+    let enum_row = |path: &str, value: &str, class: &syn::Ident, optional: bool| {
+        let members = f.enums.iter().find(|e| e.name == *class).map(|e| e.members.iter().map(|(m, _)| m.to_string()).collect::<Vec<_>>());
+        contract_row(path, value, &class.to_string(), &format!("{class} member ({})", members.unwrap_or_default().join(", ")), optional)
+    };
+    let dtype_row = |path: &str, value: &str, dtypes: &[&str], optional: bool| {
+        let allowed = tuple(dtypes.iter().map(|d| format!("nl.{d}")).collect());
+        contract_row(path, value, &allowed, &nki_spec::contract::either(dtypes), optional)
+    };
+    let (mut enums, mut dtypes) = (Vec::new(), Vec::new());
+    let kernel = f.kind == FnKind::Kernel;
+    for prm in &f.params {
+        let (n, optional) = (prm.name.to_string(), matches!(prm.ty, TypeAnn::Option(..)));
+        if let (true, TypeAnn::PyEnum(class, _)) = (kernel, prm.ty.item()) {
+            enums.push(enum_row(&n, &n, class, optional));
+        }
+        if !prm.dtypes.is_empty() {
+            dtypes.push(dtype_row(&n, &n, &prm.dtypes, optional));
+        }
+    }
+    // A bundle's fields, nested bundles' included.
+    for leaf in f.params.iter().filter(|_| kernel).flat_map(|prm| crate::ast::bundle_leaves(&f.objects, prm)) {
+        let (path, value, optional) = (&leaf.field.path, leaf.value(), leaf.optional());
+        if let TypeAnn::PyEnum(class, _) = leaf.field.ty.item() {
+            enums.push(enum_row(path, &value, class, optional));
+        }
+        if leaf.field.ty.holds_tensor() {
+            dtypes.push(dtype_row(path, &value, leaf.field.dtypes, optional));
+        }
+    }
+    let tables: Vec<String> = [("enums", enums), ("dtypes", dtypes)]
+        .into_iter()
+        .filter(|(_, rows)| !rows.is_empty())
+        .map(|(table, rows)| format!("{table}={}", tuple(rows)))
+        .collect();
+    (!tables.is_empty()).then(|| format!("check_contract(\"{}\", {})", f.name, tables.join(", ")))
+}
+
+/// A row of a `check_contract` table: the parameter's name, its value, what
+/// it must be (an enum class, a tuple of dtypes), that in words for the
+/// message, and whether it may be `None`.
+fn contract_row(path: &str, value: &str, allowed: &str, words: &str, optional: bool) -> String {
+    format!("(\"{path}\", {value}, {allowed}, \"{words}\", {})", if optional { "True" } else { "False" })
 }
 
 /// The Python dataclass of a parameter bundle, after its doc comment lines; each

@@ -13,6 +13,7 @@ from .attention_tkg import attention_tkg
 from .common_types import NormType
 from .common_types import QKVOutputLayout
 from .common_types import QuantizationType
+from .kernel_contract import check_contract
 from .output_projection_tkg import output_projection_tkg
 from .qkv import qkv
 from .qkv_cte_constants import FP8_E4M3_MAX
@@ -636,32 +637,7 @@ def attention_block_tkg(X, X_hidden_dim_actual, rmsnorm_X_enabled, rmsnorm_X_eps
     the library returns it), else `[B·S_tkg, H]` (or `[128, lnc,
     H/lnc/128, B·S_tkg]` with `transposed_out`).
     """
-    assert isinstance(quantization_type_qkv, QuantizationType), f"attention_block_tkg: quantization_type_qkv={quantization_type_qkv!r} is not a QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)"
-    assert isinstance(quantization_type_out, QuantizationType), f"attention_block_tkg: quantization_type_out={quantization_type_out!r} is not a QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)"
-    assert X.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_block_tkg takes X as float32, bfloat16 or float16"
-    assert rmsnorm_X_gamma is None or rmsnorm_X_gamma.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_block_tkg takes rmsnorm_X_gamma as float32, bfloat16 or float16"
-    assert W_qkv.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "attention_block_tkg takes W_qkv as float32, bfloat16, float16 or float8_e4m3"
-    assert bias_qkv is None or bias_qkv.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_block_tkg takes bias_qkv as float32, bfloat16 or float16"
-    assert weight_dequant_scale_qkv is None or weight_dequant_scale_qkv.dtype in (nl.float32,), "attention_block_tkg takes weight_dequant_scale_qkv as float32"
-    assert input_dequant_scale_qkv is None or input_dequant_scale_qkv.dtype in (nl.float32,), "attention_block_tkg takes input_dequant_scale_qkv as float32"
-    assert rmsnorm_QK_pre_rope_W_Q is None or rmsnorm_QK_pre_rope_W_Q.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_block_tkg takes rmsnorm_QK_pre_rope_W_Q as float32, bfloat16 or float16"
-    assert rmsnorm_QK_pre_rope_W_K is None or rmsnorm_QK_pre_rope_W_K.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_block_tkg takes rmsnorm_QK_pre_rope_W_K as float32, bfloat16 or float16"
-    assert cos is None or cos.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_block_tkg takes cos as float32, bfloat16 or float16"
-    assert sin is None or sin.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_block_tkg takes sin as float32, bfloat16 or float16"
-    assert rmsnorm_QK_post_rope_W_Q is None or rmsnorm_QK_post_rope_W_Q.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_block_tkg takes rmsnorm_QK_post_rope_W_Q as float32, bfloat16 or float16"
-    assert rmsnorm_QK_post_rope_W_K is None or rmsnorm_QK_post_rope_W_K.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_block_tkg takes rmsnorm_QK_post_rope_W_K as float32, bfloat16 or float16"
-    assert active_blocks_table is None or active_blocks_table.dtype in (nl.int32, nl.uint32), "attention_block_tkg takes active_blocks_table as int32 or uint32"
-    assert K_cache.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "attention_block_tkg takes K_cache as float32, bfloat16, float16 or float8_e4m3"
-    assert V_cache.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "attention_block_tkg takes V_cache as float32, bfloat16, float16 or float8_e4m3"
-    assert attention_mask.dtype in (nl.uint8,), "attention_block_tkg takes attention_mask as uint8"
-    assert sink is None or sink.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_block_tkg takes sink as float32, bfloat16 or float16"
-    assert kv_cache_update_idx is None or kv_cache_update_idx.dtype in (nl.int32, nl.uint32), "attention_block_tkg takes kv_cache_update_idx as int32 or uint32"
-    assert W_out is None or W_out.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "attention_block_tkg takes W_out as float32, bfloat16, float16 or float8_e4m3"
-    assert bias_out is None or bias_out.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_block_tkg takes bias_out as float32, bfloat16 or float16"
-    assert weight_dequant_scale_out is None or weight_dequant_scale_out.dtype in (nl.float32,), "attention_block_tkg takes weight_dequant_scale_out as float32"
-    assert input_dequant_scale_out is None or input_dequant_scale_out.dtype in (nl.float32,), "attention_block_tkg takes input_dequant_scale_out as float32"
-    assert k_scale is None or k_scale.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_block_tkg takes k_scale as float32, bfloat16 or float16"
-    assert v_scale is None or v_scale.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_block_tkg takes v_scale as float32, bfloat16 or float16"
+    check_contract("attention_block_tkg", enums=(("quantization_type_qkv", quantization_type_qkv, QuantizationType, "QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)", False), ("quantization_type_out", quantization_type_out, QuantizationType, "QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)", False)), dtypes=(("X", X, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("rmsnorm_X_gamma", rmsnorm_X_gamma, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("W_qkv", W_qkv, (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "float32, bfloat16, float16 or float8_e4m3", False), ("bias_qkv", bias_qkv, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("weight_dequant_scale_qkv", weight_dequant_scale_qkv, (nl.float32,), "float32", True), ("input_dequant_scale_qkv", input_dequant_scale_qkv, (nl.float32,), "float32", True), ("rmsnorm_QK_pre_rope_W_Q", rmsnorm_QK_pre_rope_W_Q, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("rmsnorm_QK_pre_rope_W_K", rmsnorm_QK_pre_rope_W_K, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("cos", cos, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("sin", sin, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("rmsnorm_QK_post_rope_W_Q", rmsnorm_QK_post_rope_W_Q, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("rmsnorm_QK_post_rope_W_K", rmsnorm_QK_post_rope_W_K, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("active_blocks_table", active_blocks_table, (nl.int32, nl.uint32), "int32 or uint32", True), ("K_cache", K_cache, (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "float32, bfloat16, float16 or float8_e4m3", False), ("V_cache", V_cache, (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "float32, bfloat16, float16 or float8_e4m3", False), ("attention_mask", attention_mask, (nl.uint8,), "uint8", False), ("sink", sink, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("kv_cache_update_idx", kv_cache_update_idx, (nl.int32, nl.uint32), "int32 or uint32", True), ("W_out", W_out, (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "float32, bfloat16, float16 or float8_e4m3", True), ("bias_out", bias_out, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("weight_dequant_scale_out", weight_dequant_scale_out, (nl.float32,), "float32", True), ("input_dequant_scale_out", input_dequant_scale_out, (nl.float32,), "float32", True), ("k_scale", k_scale, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("v_scale", v_scale, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True)))
     assert not out_in_sb, OUT_IN_SB
     assert KVDP <= 1 or KVDP_replica_group is not None, KVDP_GROUP
     check_kv_scales(K_cache, V_cache, k_scale, v_scale)

@@ -6,6 +6,7 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .kernel_contract import check_contract
 from .ring_attention_bwd import AttentionGradInputs
 from .ring_attention_bwd import K_SEQ_TILE_SIZE
 from .ring_attention_bwd import KeyTile
@@ -332,15 +333,7 @@ def attention_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, sinks_ref=None, b
     [`AttentionBwdTensors`], and runs [`flash_attn_bwd_item`] per
     (batch, KV head) pair of its LNC program.
     """
-    assert q_ref.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_bwd takes q_ref as float32, bfloat16 or float16"
-    assert k_ref.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_bwd takes k_ref as float32, bfloat16 or float16"
-    assert v_ref.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_bwd takes v_ref as float32, bfloat16 or float16"
-    assert o_ref.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_bwd takes o_ref as float32, bfloat16 or float16"
-    assert dy_ref.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_bwd takes dy_ref as float32, bfloat16 or float16"
-    assert lse_ref.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_bwd takes lse_ref as float32, bfloat16 or float16"
-    assert sinks_ref is None or sinks_ref.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_bwd takes sinks_ref as float32, bfloat16 or float16"
-    assert bound_min is None or bound_min.dtype in (nl.float32,), "attention_bwd takes bound_min as float32"
-    assert bound_max is None or bound_max.dtype in (nl.float32,), "attention_bwd takes bound_max as float32"
+    check_contract("attention_bwd", dtypes=(("q_ref", q_ref, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("k_ref", k_ref, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("v_ref", v_ref, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("o_ref", o_ref, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("dy_ref", dy_ref, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("lse_ref", lse_ref, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("sinks_ref", sinks_ref, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("bound_min", bound_min, (nl.float32,), "float32", True), ("bound_max", bound_max, (nl.float32,), "float32", True)))
     io = AttentionBwdTensors(fwd=AttentionGradInputs(q_ref=q_ref, k_ref=k_ref, v_ref=v_ref, o_ref=o_ref, dy_ref=dy_ref, lse_ref=lse_ref), sinks_ref=sinks_ref, bound_min=bound_min, bound_max=bound_max)
     window_arg = sliding_window if sliding_window is not None else 0
     validate_inputs(io, use_causal_mask, window_arg)

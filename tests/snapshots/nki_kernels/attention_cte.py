@@ -6,6 +6,7 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .kernel_contract import check_contract
 
 
 # SBUF and PSUM partitions: one column of per-row statistics spans them.
@@ -1063,21 +1064,9 @@ def attention_cte(q, k, v, scale=1.0, causal_mask=True, k_prior=None, v_prior=No
     The kernel checks its inputs, gathers them in [`AttnConfig`] and
     [`AttnTensors`], and runs [`attention_cte_impl`] per batch of its LNC program.
     """
-    assert q.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_cte takes q as float32, bfloat16 or float16"
-    assert k.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_cte takes k as float32, bfloat16 or float16"
-    assert v.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_cte takes v as float32, bfloat16 or float16"
-    assert k_prior is None or k_prior.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_cte takes k_prior as float32, bfloat16 or float16"
-    assert v_prior is None or v_prior.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_cte takes v_prior as float32, bfloat16 or float16"
-    assert prior_used_len is None or prior_used_len.dtype in (nl.int32,), "attention_cte takes prior_used_len as int32"
-    assert sink is None or sink.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_cte takes sink as float32, bfloat16 or float16"
+    check_contract("attention_cte", dtypes=(("q", q, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("k", k, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("v", v, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("k_prior", k_prior, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("v_prior", v_prior, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("prior_used_len", prior_used_len, (nl.int32,), "int32", True), ("sink", sink, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("cp_offset", cp_offset, (nl.int32, nl.float32), "int32 or float32", True), ("bound_min", bound_min, (nl.int32, nl.float32), "int32 or float32", True), ("bound_max", bound_max, (nl.int32, nl.float32), "int32 or float32", True), ("q_segment_ids", q_segment_ids, (nl.int32,), "int32", True), ("kv_segment_ids", kv_segment_ids, (nl.int32,), "int32", True), ("bias", bias, (nl.float32,), "float32", True)))
     assert sliding_window is None or sliding_window >= 0, f"attention_cte takes sliding_window >= 0, not {sliding_window!r}"
-    assert cp_offset is None or cp_offset.dtype in (nl.int32, nl.float32), "attention_cte takes cp_offset as int32 or float32"
-    assert bound_min is None or bound_min.dtype in (nl.int32, nl.float32), "attention_cte takes bound_min as int32 or float32"
-    assert bound_max is None or bound_max.dtype in (nl.int32, nl.float32), "attention_cte takes bound_max as int32 or float32"
     assert soft_cap is None or (soft_cap > 0.0 and soft_cap <= 3.4028234663852886e38), f"attention_cte takes soft_cap in (0, 3.4028234663852886e38], not {soft_cap!r}"
-    assert q_segment_ids is None or q_segment_ids.dtype in (nl.int32,), "attention_cte takes q_segment_ids as int32"
-    assert kv_segment_ids is None or kv_segment_ids.dtype in (nl.int32,), "attention_cte takes kv_segment_ids as int32"
-    assert bias is None or bias.dtype in (nl.float32,), "attention_cte takes bias as float32"
     sw = sliding_window if sliding_window is not None else 0
     bs, s_q, d = q.shape if tp_q else [q.shape[0], q.shape[2], q.shape[1]]
     ac = AttnConfig(bs=bs, bs_kv=k.shape[0], seqlen_q=s_q, seqlen_k_active=kv_len(k, tp_k), seqlen_k_prior=kv_len(k_prior, tp_k), d=d, tp_q=tp_q, tp_k=tp_k, tp_out=tp_out, is_prefix_caching=k_prior is not None, causal_mask=causal_mask, use_swa=sw > 0, sliding_window=sw, use_cp=global_cp_deg is not None, global_cp_deg=global_cp_deg if global_cp_deg is not None else 1, cp_strided_q_slicing=cp_strided_q_slicing, cp_striped_input=cp_striped_input, scale=scale, mm_out_dtype=mm_out_dtype, is_sequence_packed=bound_min is not None, skip_output_normalization=skip_output_normalization, soft_cap=soft_cap if soft_cap is not None else 0.0, has_sink=sink is not None)

@@ -8,6 +8,7 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .kernel_contract import check_contract
 
 
 # SBUF and PSUM partitions: the cache length's granularity, the most query
@@ -825,17 +826,7 @@ def attention_tkg(q, k_active, v_active, k_prior, v_prior, mask, cfg, inv_freqs=
     `out` / `k_out` and its `sbm` SBUF allocator have no counterpart: the kernel
     allocates its outputs and tiles.
     """
-    assert q.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "attention_tkg takes q as float32, bfloat16, float16 or float8_e4m3"
-    assert k_active.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "attention_tkg takes k_active as float32, bfloat16, float16 or float8_e4m3"
-    assert v_active.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "attention_tkg takes v_active as float32, bfloat16, float16 or float8_e4m3"
-    assert k_prior.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "attention_tkg takes k_prior as float32, bfloat16, float16 or float8_e4m3"
-    assert v_prior.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "attention_tkg takes v_prior as float32, bfloat16, float16 or float8_e4m3"
-    assert mask.dtype in (nl.uint8,), "attention_tkg takes mask as uint8"
-    assert inv_freqs is None or inv_freqs.dtype in (nl.float32,), "attention_tkg takes inv_freqs as float32"
-    assert rope_pos_ids is None or rope_pos_ids.dtype in (nl.int32, nl.float32), "attention_tkg takes rope_pos_ids as int32 or float32"
-    assert start_pos_ids is None or start_pos_ids.dtype in (nl.int32, nl.float32), "attention_tkg takes start_pos_ids as int32 or float32"
-    assert sink is None or sink.dtype in (nl.float32, nl.bfloat16, nl.float16), "attention_tkg takes sink as float32, bfloat16 or float16"
-    assert active_blocks_table is None or active_blocks_table.dtype in (nl.int32, nl.uint32), "attention_tkg takes active_blocks_table as int32 or uint32"
+    check_contract("attention_tkg", dtypes=(("q", q, (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "float32, bfloat16, float16 or float8_e4m3", False), ("k_active", k_active, (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "float32, bfloat16, float16 or float8_e4m3", False), ("v_active", v_active, (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "float32, bfloat16, float16 or float8_e4m3", False), ("k_prior", k_prior, (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "float32, bfloat16, float16 or float8_e4m3", False), ("v_prior", v_prior, (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "float32, bfloat16, float16 or float8_e4m3", False), ("mask", mask, (nl.uint8,), "uint8", False), ("inv_freqs", inv_freqs, (nl.float32,), "float32", True), ("rope_pos_ids", rope_pos_ids, (nl.int32, nl.float32), "int32 or float32", True), ("start_pos_ids", start_pos_ids, (nl.int32, nl.float32), "int32 or float32", True), ("sink", sink, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("active_blocks_table", active_blocks_table, (nl.int32, nl.uint32), "int32 or uint32", True)))
     fa_tile = check_config(cfg)
     check_shapes(cfg, q, k_active, v_active, k_prior, v_prior, mask)
     check_optional(cfg, inv_freqs, rope_pos_ids, start_pos_ids, sink, active_blocks_table)

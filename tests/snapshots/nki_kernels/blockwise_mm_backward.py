@@ -14,6 +14,7 @@ from .bwmm_shard_on_block import load_as
 from .bwmm_shard_on_block import load_block_tokens
 from .common_types import ActFnType
 from .common_types import ExpertAffinityScaleMode
+from .kernel_contract import check_contract
 from .kernel_helpers import apply_activation
 from .kernel_helpers import check_2d
 from .kernel_helpers import check_3d
@@ -592,19 +593,7 @@ def blockwise_mm_bwd(hidden_states, expert_affinities_masked, gate_up_proj_weigh
     `down_proj_weight_grad` `[E, I, H]`, and with `bias` the bias
     gradients `[E, 2, I]` and `[E, H]` in the compute dtype.
     """
-    assert isinstance(shard_option, ShardOption), f"blockwise_mm_bwd: shard_option={shard_option!r} is not a ShardOption member (AUTO, SHARD_ON_HIDDEN, SHARD_ON_INTERMEDIATE, BASELINE_LNC1)"
-    assert isinstance(affinity_option, AffinityOption), f"blockwise_mm_bwd: affinity_option={affinity_option!r} is not a AffinityOption member (AFFINITY_ON_H, AFFINITY_ON_I)"
-    assert isinstance(kernel_type_option, KernelTypeOption), f"blockwise_mm_bwd: kernel_type_option={kernel_type_option!r} is not a KernelTypeOption member (DROPPING, DROPLESS)"
-    assert isinstance(activation_type, ActFnType), f"blockwise_mm_bwd: activation_type={activation_type!r} is not a ActFnType member (SiLU, GELU, GELU_Tanh_Approx, Swish)"
-    assert hidden_states.dtype in (nl.float32, nl.bfloat16, nl.float16), "blockwise_mm_bwd takes hidden_states as float32, bfloat16 or float16"
-    assert expert_affinities_masked.dtype in (nl.float32, nl.bfloat16, nl.float16), "blockwise_mm_bwd takes expert_affinities_masked as float32, bfloat16 or float16"
-    assert gate_up_proj_weight.dtype in (nl.float32, nl.bfloat16, nl.float16), "blockwise_mm_bwd takes gate_up_proj_weight as float32, bfloat16 or float16"
-    assert down_proj_weight.dtype in (nl.float32, nl.bfloat16, nl.float16), "blockwise_mm_bwd takes down_proj_weight as float32, bfloat16 or float16"
-    assert gate_up_proj_act_checkpoint_T.dtype in (nl.float32, nl.bfloat16, nl.float16), "blockwise_mm_bwd takes gate_up_proj_act_checkpoint_T as float32, bfloat16 or float16"
-    assert down_proj_act_checkpoint.dtype in (nl.float32, nl.bfloat16, nl.float16), "blockwise_mm_bwd takes down_proj_act_checkpoint as float32, bfloat16 or float16"
-    assert token_position_to_id.dtype in (nl.int32,), "blockwise_mm_bwd takes token_position_to_id as int32"
-    assert block_to_expert.dtype in (nl.int32,), "blockwise_mm_bwd takes block_to_expert as int32"
-    assert output_hidden_states_grad.dtype in (nl.float32, nl.bfloat16, nl.float16), "blockwise_mm_bwd takes output_hidden_states_grad as float32, bfloat16 or float16"
+    check_contract("blockwise_mm_bwd", enums=(("shard_option", shard_option, ShardOption, "ShardOption member (AUTO, SHARD_ON_HIDDEN, SHARD_ON_INTERMEDIATE, BASELINE_LNC1)", False), ("affinity_option", affinity_option, AffinityOption, "AffinityOption member (AFFINITY_ON_H, AFFINITY_ON_I)", False), ("kernel_type_option", kernel_type_option, KernelTypeOption, "KernelTypeOption member (DROPPING, DROPLESS)", False), ("activation_type", activation_type, ActFnType, "ActFnType member (SiLU, GELU, GELU_Tanh_Approx, Swish)", False)), dtypes=(("hidden_states", hidden_states, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("expert_affinities_masked", expert_affinities_masked, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("gate_up_proj_weight", gate_up_proj_weight, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("down_proj_weight", down_proj_weight, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("gate_up_proj_act_checkpoint_T", gate_up_proj_act_checkpoint_T, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("down_proj_act_checkpoint", down_proj_act_checkpoint, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("token_position_to_id", token_position_to_id, (nl.int32,), "int32", False), ("block_to_expert", block_to_expert, (nl.int32,), "int32", False), ("output_hidden_states_grad", output_hidden_states_grad, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False)))
     skip = SkipMode(skip_token=False, skip_weight=False)
     if skip_dma is not None:
         m = skip_dma

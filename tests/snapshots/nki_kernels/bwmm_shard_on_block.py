@@ -8,6 +8,7 @@ import nki.isa as nisa
 import nki.collectives as ncc
 from .common_types import ActFnType
 from .common_types import ExpertAffinityScaleMode
+from .kernel_contract import check_contract
 from .kernel_helpers import ClampLimits
 from .kernel_helpers import apply_activation
 from .kernel_helpers import check_2d
@@ -639,20 +640,7 @@ def bwmm_shard_on_block(hidden_states, expert_affinities_masked, gate_up_proj_we
     each through its expert's gated MLP (module docs); returns `[T, 2, H]`
     (slot 0 the result) when accumulating, else `[T, H]`.
     """
-    assert isinstance(activation_function, ActFnType), f"bwmm_shard_on_block: activation_function={activation_function!r} is not a ActFnType member (SiLU, GELU, GELU_Tanh_Approx, Swish)"
-    assert isinstance(expert_affinities_scaling_mode, ExpertAffinityScaleMode), f"bwmm_shard_on_block: expert_affinities_scaling_mode={expert_affinities_scaling_mode!r} is not a ExpertAffinityScaleMode member (NO_SCALE, POST_SCALE, PRE_SCALE, PRE_SCALE_DELAYED)"
-    assert isinstance(block_sharding_strategy, BlockShardStrategy), f"bwmm_shard_on_block: block_sharding_strategy={block_sharding_strategy!r} is not a BlockShardStrategy member (HI_LO, PING_PONG)"
-    assert hidden_states.dtype in (nl.float32, nl.bfloat16, nl.float16), "bwmm_shard_on_block takes hidden_states as float32, bfloat16 or float16"
-    assert expert_affinities_masked.dtype in (nl.float32, nl.bfloat16, nl.float16), "bwmm_shard_on_block takes expert_affinities_masked as float32, bfloat16 or float16"
-    assert gate_up_proj_weight.dtype in (nl.float32, nl.bfloat16, nl.float16), "bwmm_shard_on_block takes gate_up_proj_weight as float32, bfloat16 or float16"
-    assert down_proj_weight.dtype in (nl.float32, nl.bfloat16, nl.float16), "bwmm_shard_on_block takes down_proj_weight as float32, bfloat16 or float16"
-    assert token_position_to_id.dtype in (nl.int32,), "bwmm_shard_on_block takes token_position_to_id as int32"
-    assert block_to_expert.dtype in (nl.int32,), "bwmm_shard_on_block takes block_to_expert as int32"
-    assert gate_and_up_proj_bias is None or gate_and_up_proj_bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "bwmm_shard_on_block takes gate_and_up_proj_bias as float32, bfloat16 or float16"
-    assert down_proj_bias is None or down_proj_bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "bwmm_shard_on_block takes down_proj_bias as float32, bfloat16 or float16"
-    assert gate_up_proj_scale is None or gate_up_proj_scale.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "bwmm_shard_on_block takes gate_up_proj_scale as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert down_proj_scale is None or down_proj_scale.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "bwmm_shard_on_block takes down_proj_scale as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert down_activations is None or down_activations.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "bwmm_shard_on_block takes down_activations as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    check_contract("bwmm_shard_on_block", enums=(("activation_function", activation_function, ActFnType, "ActFnType member (SiLU, GELU, GELU_Tanh_Approx, Swish)", False), ("expert_affinities_scaling_mode", expert_affinities_scaling_mode, ExpertAffinityScaleMode, "ExpertAffinityScaleMode member (NO_SCALE, POST_SCALE, PRE_SCALE, PRE_SCALE_DELAYED)", False), ("block_sharding_strategy", block_sharding_strategy, BlockShardStrategy, "BlockShardStrategy member (HI_LO, PING_PONG)", False)), dtypes=(("hidden_states", hidden_states, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("expert_affinities_masked", expert_affinities_masked, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("gate_up_proj_weight", gate_up_proj_weight, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("down_proj_weight", down_proj_weight, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("token_position_to_id", token_position_to_id, (nl.int32,), "int32", False), ("block_to_expert", block_to_expert, (nl.int32,), "int32", False), ("gate_and_up_proj_bias", gate_and_up_proj_bias, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("down_proj_bias", down_proj_bias, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("gate_up_proj_scale", gate_up_proj_scale, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True), ("down_proj_scale", down_proj_scale, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True), ("down_activations", down_activations, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True)))
     assert n_block_per_iter > 0, f"bwmm_shard_on_block: n_block_per_iter = {n_block_per_iter} must be positive"
     x, aff, pos, experts = (hidden_states, expert_affinities_masked, token_position_to_id, block_to_expert)
     inps = input_tensors(x, aff, gate_up_proj_weight, down_proj_weight, pos, experts, gate_and_up_proj_bias, down_proj_bias)

@@ -14,6 +14,7 @@ from .common_types import ActFnType
 from .common_types import ExpertAffinityScaleMode
 from .down_projection_mx_shard_h import down_projection_mx_shard_h
 from .gate_up_projection_mx_shard_h import gate_up_projection_mx_sb
+from .kernel_contract import check_contract
 from .kernel_helpers import ClampLimits
 from .kernel_helpers import apply_activation
 from .kernel_helpers import clamp
@@ -373,22 +374,8 @@ def bwmm_shard_on_block_mx(hidden_states, expert_affinities_masked, gate_up_proj
     token positions (module docs); returns `[2, T, H]`, slot 0 the
     result, slot 1 zero.
     """
-    assert isinstance(activation_function, ActFnType), f"bwmm_shard_on_block_mx: activation_function={activation_function!r} is not a ActFnType member (SiLU, GELU, GELU_Tanh_Approx, Swish)"
-    assert isinstance(expert_affinities_scaling_mode, ExpertAffinityScaleMode), f"bwmm_shard_on_block_mx: expert_affinities_scaling_mode={expert_affinities_scaling_mode!r} is not a ExpertAffinityScaleMode member (NO_SCALE, POST_SCALE, PRE_SCALE, PRE_SCALE_DELAYED)"
-    assert hidden_states.dtype in (nl.bfloat16, nl.float32, nl.float16), "bwmm_shard_on_block_mx takes hidden_states as bfloat16, float32 or float16"
-    assert expert_affinities_masked.dtype in (nl.bfloat16, nl.float32, nl.float16), "bwmm_shard_on_block_mx takes expert_affinities_masked as bfloat16, float32 or float16"
-    assert gate_up_proj_weight.dtype in (nl.float4_e2m1fn_x4, nl.float8_e4m3fn_x4, nl.float8_e5m2_x4, nl.uint16, nl.int16, nl.uint32, nl.int32), "bwmm_shard_on_block_mx takes gate_up_proj_weight as float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4, uint16, int16, uint32 or int32"
-    assert down_proj_weight.dtype in (nl.float4_e2m1fn_x4, nl.float8_e4m3fn_x4, nl.float8_e5m2_x4, nl.uint16, nl.int16, nl.uint32, nl.int32), "bwmm_shard_on_block_mx takes down_proj_weight as float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4, uint16, int16, uint32 or int32"
-    assert token_position_to_id.dtype in (nl.int32,), "bwmm_shard_on_block_mx takes token_position_to_id as int32"
-    assert block_to_expert.dtype in (nl.int32,), "bwmm_shard_on_block_mx takes block_to_expert as int32"
-    assert conditions is None or conditions.dtype in (nl.int32,), "bwmm_shard_on_block_mx takes conditions as int32"
-    assert gate_and_up_proj_bias is None or gate_and_up_proj_bias.dtype in (nl.bfloat16, nl.float32, nl.float16), "bwmm_shard_on_block_mx takes gate_and_up_proj_bias as bfloat16, float32 or float16"
-    assert down_proj_bias is None or down_proj_bias.dtype in (nl.bfloat16, nl.float32, nl.float16), "bwmm_shard_on_block_mx takes down_proj_bias as bfloat16, float32 or float16"
-    assert gate_up_proj_scale is None or gate_up_proj_scale.dtype in (nl.uint8,), "bwmm_shard_on_block_mx takes gate_up_proj_scale as uint8"
-    assert down_proj_scale is None or down_proj_scale.dtype in (nl.uint8,), "bwmm_shard_on_block_mx takes down_proj_scale as uint8"
+    check_contract("bwmm_shard_on_block_mx", enums=(("activation_function", activation_function, ActFnType, "ActFnType member (SiLU, GELU, GELU_Tanh_Approx, Swish)", False), ("expert_affinities_scaling_mode", expert_affinities_scaling_mode, ExpertAffinityScaleMode, "ExpertAffinityScaleMode member (NO_SCALE, POST_SCALE, PRE_SCALE, PRE_SCALE_DELAYED)", False)), dtypes=(("hidden_states", hidden_states, (nl.bfloat16, nl.float32, nl.float16), "bfloat16, float32 or float16", False), ("expert_affinities_masked", expert_affinities_masked, (nl.bfloat16, nl.float32, nl.float16), "bfloat16, float32 or float16", False), ("gate_up_proj_weight", gate_up_proj_weight, (nl.float4_e2m1fn_x4, nl.float8_e4m3fn_x4, nl.float8_e5m2_x4, nl.uint16, nl.int16, nl.uint32, nl.int32), "float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4, uint16, int16, uint32 or int32", False), ("down_proj_weight", down_proj_weight, (nl.float4_e2m1fn_x4, nl.float8_e4m3fn_x4, nl.float8_e5m2_x4, nl.uint16, nl.int16, nl.uint32, nl.int32), "float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4, uint16, int16, uint32 or int32", False), ("token_position_to_id", token_position_to_id, (nl.int32,), "int32", False), ("block_to_expert", block_to_expert, (nl.int32,), "int32", False), ("conditions", conditions, (nl.int32,), "int32", True), ("gate_and_up_proj_bias", gate_and_up_proj_bias, (nl.bfloat16, nl.float32, nl.float16), "bfloat16, float32 or float16", True), ("down_proj_bias", down_proj_bias, (nl.bfloat16, nl.float32, nl.float16), "bfloat16, float32 or float16", True), ("gate_up_proj_scale", gate_up_proj_scale, (nl.uint8,), "uint8", True), ("down_proj_scale", down_proj_scale, (nl.uint8,), "uint8", True), ("gate_up_activations_T", gate_up_activations_T, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True), ("down_activations", down_activations, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True)))
     assert block_size is None or block_size >= 1, f"bwmm_shard_on_block_mx takes block_size >= 1, not {block_size!r}"
-    assert gate_up_activations_T is None or gate_up_activations_T.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "bwmm_shard_on_block_mx takes gate_up_activations_T as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert down_activations is None or down_activations.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "bwmm_shard_on_block_mx takes down_activations as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
     b = 0
     if block_size is not None:
         v = block_size

@@ -19,6 +19,7 @@ from .bwmm_shard_on_i import shard_intermediate
 from .bwmm_shard_on_i import validate_bwmm_shard_on_i
 from .common_types import ActFnType
 from .common_types import ExpertAffinityScaleMode
+from .kernel_contract import check_contract
 from .kernel_helpers import ClampLimits
 from .moe_cte_utils import Configs
 from .moe_cte_utils import InputTensors
@@ -136,18 +137,7 @@ def blockwise_mm_shard_intermediate_dropping(hidden_states, expert_affinities_ma
     gate_up_activations_T, down_activations)`, without
     `down_activations` under `expert_affinity_multiply_on_I`.
     """
-    assert isinstance(activation_function, ActFnType), f"blockwise_mm_shard_intermediate_dropping: activation_function={activation_function!r} is not a ActFnType member (SiLU, GELU, GELU_Tanh_Approx, Swish)"
-    assert isinstance(expert_affinities_scaling_mode, ExpertAffinityScaleMode), f"blockwise_mm_shard_intermediate_dropping: expert_affinities_scaling_mode={expert_affinities_scaling_mode!r} is not a ExpertAffinityScaleMode member (NO_SCALE, POST_SCALE, PRE_SCALE, PRE_SCALE_DELAYED)"
-    assert hidden_states.dtype in (nl.float32, nl.bfloat16, nl.float16), "blockwise_mm_shard_intermediate_dropping takes hidden_states as float32, bfloat16 or float16"
-    assert expert_affinities_masked.dtype in (nl.float32, nl.bfloat16, nl.float16), "blockwise_mm_shard_intermediate_dropping takes expert_affinities_masked as float32, bfloat16 or float16"
-    assert gate_up_proj_weight.dtype in (nl.float32, nl.bfloat16, nl.float16), "blockwise_mm_shard_intermediate_dropping takes gate_up_proj_weight as float32, bfloat16 or float16"
-    assert down_proj_weight.dtype in (nl.float32, nl.bfloat16, nl.float16), "blockwise_mm_shard_intermediate_dropping takes down_proj_weight as float32, bfloat16 or float16"
-    assert token_position_to_id.dtype in (nl.int32,), "blockwise_mm_shard_intermediate_dropping takes token_position_to_id as int32"
-    assert block_to_expert.dtype in (nl.int32,), "blockwise_mm_shard_intermediate_dropping takes block_to_expert as int32"
-    assert gate_and_up_proj_bias is None or gate_and_up_proj_bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "blockwise_mm_shard_intermediate_dropping takes gate_and_up_proj_bias as float32, bfloat16 or float16"
-    assert down_proj_bias is None or down_proj_bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "blockwise_mm_shard_intermediate_dropping takes down_proj_bias as float32, bfloat16 or float16"
-    assert gate_up_proj_scale is None or gate_up_proj_scale.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "blockwise_mm_shard_intermediate_dropping takes gate_up_proj_scale as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert down_proj_scale is None or down_proj_scale.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "blockwise_mm_shard_intermediate_dropping takes down_proj_scale as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    check_contract("blockwise_mm_shard_intermediate_dropping", enums=(("activation_function", activation_function, ActFnType, "ActFnType member (SiLU, GELU, GELU_Tanh_Approx, Swish)", False), ("expert_affinities_scaling_mode", expert_affinities_scaling_mode, ExpertAffinityScaleMode, "ExpertAffinityScaleMode member (NO_SCALE, POST_SCALE, PRE_SCALE, PRE_SCALE_DELAYED)", False)), dtypes=(("hidden_states", hidden_states, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("expert_affinities_masked", expert_affinities_masked, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("gate_up_proj_weight", gate_up_proj_weight, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("down_proj_weight", down_proj_weight, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("token_position_to_id", token_position_to_id, (nl.int32,), "int32", False), ("block_to_expert", block_to_expert, (nl.int32,), "int32", False), ("gate_and_up_proj_bias", gate_and_up_proj_bias, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("down_proj_bias", down_proj_bias, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("gate_up_proj_scale", gate_up_proj_scale, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True), ("down_proj_scale", down_proj_scale, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True)))
     x, aff, pos, experts = (hidden_states, expert_affinities_masked, token_position_to_id, block_to_expert)
     inps = input_tensors(x, aff, gate_up_proj_weight, down_proj_weight, pos, experts, gate_and_up_proj_bias, down_proj_bias)
     clamps = ClampLimits(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)

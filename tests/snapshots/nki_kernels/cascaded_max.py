@@ -8,6 +8,7 @@ import nki.isa as nisa
 import nki.collectives as ncc
 from .cascaded_max_utils import predicated_folded_load
 from .cascaded_max_utils import rows_and_vocab
+from .kernel_contract import check_contract
 
 
 # Partitions a row tile and its stages share.
@@ -140,7 +141,7 @@ def cascaded_max(input_tensor):
     with 1 for `V`: values in the input's dtype, indices `uint32` (the
     first column holding the maximum). Rows are split over the LNC programs.
     """
-    assert input_tensor.dtype in (nl.float32, nl.bfloat16), "cascaded_max takes input_tensor as float32 or bfloat16"
+    check_contract("cascaded_max", dtypes=(("input_tensor", input_tensor, (nl.float32, nl.bfloat16), "float32 or bfloat16", False),))
     bxs, vocab_size = rows_and_vocab(input_tensor, "cascaded_max", "input_tensor must be [B, S, V] or [BxS, V]")
     rank, shape = (input_tensor.ndim, input_tensor.shape)
     grid = nl.program_ndim() == 1

@@ -7,6 +7,7 @@ import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
 from .common_types import ActFnType
+from .kernel_contract import check_contract
 from .kernel_helpers import apply_activation
 
 
@@ -314,10 +315,7 @@ def conv1d(x_in, filters, bias=None, stride=1, padding=(0, 0), dilation=1, activ
     module docs). `padding` is `(left, right)` zeros; with `lnc_shard` the
     LNC programs split C_out.
     """
-    assert activation_fn is None or isinstance(activation_fn, ActFnType), f"conv1d: activation_fn={activation_fn!r} is not a ActFnType member (SiLU, GELU, GELU_Tanh_Approx, Swish)"
-    assert x_in.dtype in (nl.bfloat16, nl.float16, nl.float32), "conv1d takes x_in as bfloat16, float16 or float32"
-    assert filters.dtype in (nl.bfloat16, nl.float16, nl.float32), "conv1d takes filters as bfloat16, float16 or float32"
-    assert bias is None or bias.dtype in (nl.bfloat16, nl.float16, nl.float32), "conv1d takes bias as bfloat16, float16 or float32"
+    check_contract("conv1d", enums=(("activation_fn", activation_fn, ActFnType, "ActFnType member (SiLU, GELU, GELU_Tanh_Approx, Swish)", True),), dtypes=(("x_in", x_in, (nl.bfloat16, nl.float16, nl.float32), "bfloat16, float16 or float32", False), ("filters", filters, (nl.bfloat16, nl.float16, nl.float32), "bfloat16, float16 or float32", False), ("bias", bias, (nl.bfloat16, nl.float16, nl.float32), "bfloat16, float16 or float32", True)))
     cfg = build_conv1d_config(x_in, filters, bias, stride, padding, dilation, activation_fn is not None, lnc_shard)
     tc = build_tile_config(cfg)
     y_out = nl.ndarray(shape=(cfg.b, cfg.c_out, cfg.l_out), dtype=x_in.dtype, buffer=nl.shared_hbm)

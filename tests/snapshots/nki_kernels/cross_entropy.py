@@ -6,6 +6,7 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .kernel_contract import check_contract
 from .validation import validate_cross_entropy_backward_inputs
 from .validation import validate_cross_entropy_forward_inputs
 
@@ -141,9 +142,7 @@ def cross_entropy_backward(logits_hbm, targets_hbm, lse_state_hbm, reduction="me
     `logits_hbm`, which is returned; otherwise into a new
     `[num_positions, V]` tensor in `dtype`.
     """
-    assert logits_hbm.dtype in (nl.bfloat16, nl.float32), "cross_entropy_backward takes logits_hbm as bfloat16 or float32"
-    assert targets_hbm.dtype in (nl.int32,), "cross_entropy_backward takes targets_hbm as int32"
-    assert lse_state_hbm.dtype in (nl.bfloat16, nl.float32), "cross_entropy_backward takes lse_state_hbm as bfloat16 or float32"
+    check_contract("cross_entropy_backward", dtypes=(("logits_hbm", logits_hbm, (nl.bfloat16, nl.float32), "bfloat16 or float32", False), ("targets_hbm", targets_hbm, (nl.int32,), "int32", False), ("lse_state_hbm", lse_state_hbm, (nl.bfloat16, nl.float32), "bfloat16 or float32", False)))
     validate_cross_entropy_backward_inputs(logits_hbm, targets_hbm, lse_state_hbm, positions_per_batch, chunk_size, reduction)
     num_positions, vocab_size = logits_hbm.shape
     grad_scale = 1.0 / float(num_positions) if reduction == "mean" else 1.0
@@ -237,8 +236,7 @@ def cross_entropy_forward(logits_hbm, targets_hbm, positions_per_batch=32, chunk
     and the outputs. Returns `(loss_hbm, lse_state_hbm)`, both
     `[num_positions]` in `dtype`.
     """
-    assert logits_hbm.dtype in (nl.bfloat16, nl.float32), "cross_entropy_forward takes logits_hbm as bfloat16 or float32"
-    assert targets_hbm.dtype in (nl.int32,), "cross_entropy_forward takes targets_hbm as int32"
+    check_contract("cross_entropy_forward", dtypes=(("logits_hbm", logits_hbm, (nl.bfloat16, nl.float32), "bfloat16 or float32", False), ("targets_hbm", targets_hbm, (nl.int32,), "int32", False)))
     validate_cross_entropy_forward_inputs(logits_hbm, targets_hbm, positions_per_batch, chunk_size, "cross_entropy_forward")
     num_positions, vocab_size = logits_hbm.shape
     sh = shard_positions(num_positions, vocab_size, positions_per_batch, chunk_size)

@@ -6,6 +6,7 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .kernel_contract import check_contract
 
 
 # Taps per S tile at most: the contraction runs over the partitions.
@@ -160,8 +161,7 @@ def depthwise_conv1d_implicit_gemm(img_ref, filter_ref, padding=((0, 0), (0, 0))
     `((pad_h_l, pad_h_r), (pad_w_l, pad_w_r))`, zeros, of which only the
     width's applies; `stride` `(1, stride_w)`.
     """
-    assert img_ref.dtype in (nl.bfloat16, nl.float16, nl.float32), "depthwise_conv1d_implicit_gemm takes img_ref as bfloat16, float16 or float32"
-    assert filter_ref.dtype in (nl.bfloat16, nl.float16, nl.float32), "depthwise_conv1d_implicit_gemm takes filter_ref as bfloat16, float16 or float32"
+    check_contract("depthwise_conv1d_implicit_gemm", dtypes=(("img_ref", img_ref, (nl.bfloat16, nl.float16, nl.float32), "bfloat16, float16 or float32", False), ("filter_ref", filter_ref, (nl.bfloat16, nl.float16, nl.float32), "bfloat16, float16 or float32", False)))
     check_depthwise_inputs(img_ref, filter_ref, padding, stride, (rhs_dilation, lhs_dilation), (feature_group_count, batch_group_count))
     _, pad_w = padding
     _, stride_w = stride

@@ -4,6 +4,7 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .kernel_contract import check_contract
 from .tiles import load_block
 
 
@@ -21,8 +22,7 @@ def dropout(x, seed, rate):
     3. one `tensor_scalar` multiplies the survivors by `1 / (1 - rate)` into the
        output, rounding once to `x`'s dtype.
     """
-    assert x.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "dropout takes x as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert seed.dtype in (nl.int32, nl.uint32), "dropout takes seed as int32 or uint32"
+    check_contract("dropout", dtypes=(("x", x, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False), ("seed", seed, (nl.int32, nl.uint32), "int32 or uint32", False)))
     assert rate >= 0.0 and rate < 1.0, f"dropout takes rate in [0, 1), not {rate!r}"
     n, d = x.shape
     rows = nl.tile_size.pmax

@@ -4,6 +4,7 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .kernel_contract import check_contract
 
 
 @nki.jit
@@ -17,8 +18,7 @@ def embedding(table, ids):
     writes the gathered rows straight into the output's tile. An id outside
     `0..V` is an error (the DMA's default `oob_mode`).
     """
-    assert table.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "embedding takes table as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert ids.dtype in (nl.int32, nl.uint32), "embedding takes ids as int32 or uint32"
+    check_contract("embedding", dtypes=(("table", table, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False), ("ids", ids, (nl.int32, nl.uint32), "int32 or uint32", False)))
     p = 128
     _, d = table.shape
     t, _ = ids.shape

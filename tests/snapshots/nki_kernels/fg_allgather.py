@@ -9,6 +9,7 @@ import nki.collectives as ncc
 from .fgcc import generate_replica_groups
 from .fgcc import launch_collective_permutes_hbm
 from .fgcc import launch_collective_permutes_sbuf
+from .kernel_contract import check_contract
 
 
 # Rows per tile at most: an `nc_transpose` output's partitions
@@ -289,7 +290,7 @@ def fine_grained_allgather(lhs, tp_degree, num_groups, force_hbm_cc=False):
     `[RANK_N, LNC_N, CHANNEL_N, local_M, K]` (SBUF path) or `[RANK_N,
     CHANNEL_N, LNC_N, local_M, K]` (HBM path, or `force_hbm_cc`) result.
     """
-    assert lhs.dtype in (nl.float32, nl.bfloat16, nl.float16), "fine_grained_allgather takes lhs as float32, bfloat16 or float16"
+    check_contract("fine_grained_allgather", dtypes=(("lhs", lhs, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False),))
     m, k = lhs.shape
     rank_n = tp_degree
     lnc_n, lnc_id, channel_n = ring_programs(tp_degree)

@@ -18,6 +18,7 @@ from .fg_allgather import ring_programs
 from .fg_allgather import ring_tiling
 from .fg_allgather import tile_slot
 from .fgcc import launch_collective_permutes_hbm
+from .kernel_contract import check_contract
 
 
 # Columns per output tile at most: one matmul's moving free size
@@ -199,8 +200,7 @@ def allgather_compute_matmul(lhs, rhs, tp_degree, num_groups, force_hbm_cc=False
     `[RANK_N, LNC_N, CHANNEL_N, local_M, N]` (SBUF path) or `[RANK_N,
     CHANNEL_N, LNC_N, local_M, N]` (HBM path, or `force_hbm_cc`) product.
     """
-    assert lhs.dtype in (nl.float32, nl.bfloat16, nl.float16), "allgather_compute_matmul takes lhs as float32, bfloat16 or float16"
-    assert rhs.dtype in (nl.float32, nl.bfloat16, nl.float16), "allgather_compute_matmul takes rhs as float32, bfloat16 or float16"
+    check_contract("allgather_compute_matmul", dtypes=(("lhs", lhs, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("rhs", rhs, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False)))
     m, k = lhs.shape
     k_rhs, n = rhs.shape
     rank_n = tp_degree

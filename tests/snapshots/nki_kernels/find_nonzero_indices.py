@@ -6,6 +6,7 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .kernel_contract import check_contract
 
 
 # Partitions of one `nc_stream_shuffle` quadrant.
@@ -167,8 +168,7 @@ def find_nonzero_indices(input_tensor, col_start_id=None, n_cols=None, chunk_siz
     col_start_id + n_cols` only (`[n_cols, T]`, `[n_cols]`). `chunk_size`
     (default `T`) bounds the tokens held in SBUF at once.
     """
-    assert input_tensor.dtype in (nl.float32, nl.int32), "find_nonzero_indices takes input_tensor as float32 or int32"
-    assert col_start_id is None or col_start_id.dtype in (nl.int32,), "find_nonzero_indices takes col_start_id as int32"
+    check_contract("find_nonzero_indices", dtypes=(("input_tensor", input_tensor, (nl.float32, nl.int32), "float32 or int32", False), ("col_start_id", col_start_id, (nl.int32,), "int32", True)))
     t_dim, c_dim = input_tensor.shape
     grid = nl.program_ndim() == 1
     programs = nl.num_programs(axes=0) if grid else 1

@@ -11,6 +11,7 @@ from .attention_tkg import as_float32
 from .attention_tkg import is_batch_sharded
 from .attention_tkg import mask_folds
 from .attention_tkg import prior_mask
+from .kernel_contract import check_contract
 
 
 # fp32 values a partition of one batch's mask chunk holds (64 KiB): the
@@ -189,9 +190,7 @@ def gen_mask_tkg_hbm(pos_ids_hbm, bs, q_head, s_active, s_prior, start_pos_hbm=N
     Returns the `(s_prior, bs, q_head, s_active)` float32 mask, row `T·128 + p`
     holding key `k(p, T)` of the module's layout.
     """
-    assert pos_ids_hbm.dtype in (nl.float32, nl.int32), "gen_mask_tkg_hbm takes pos_ids_hbm as float32 or int32"
-    assert start_pos_hbm is None or start_pos_hbm.dtype in (nl.float32, nl.int32), "gen_mask_tkg_hbm takes start_pos_hbm as float32 or int32"
-    assert active_mask is None or active_mask.dtype in (nl.float32,), "gen_mask_tkg_hbm takes active_mask as float32"
+    check_contract("gen_mask_tkg_hbm", dtypes=(("pos_ids_hbm", pos_ids_hbm, (nl.float32, nl.int32), "float32 or int32", False), ("start_pos_hbm", start_pos_hbm, (nl.float32, nl.int32), "float32 or int32", True), ("active_mask", active_mask, (nl.float32,), "float32", True)))
     grid = nl.program_ndim() == 1
     shard = nl.program_id(axis=0) if grid else 0
     programs = nl.num_programs(axes=0) if grid else 1

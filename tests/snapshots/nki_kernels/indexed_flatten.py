@@ -6,6 +6,7 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .kernel_contract import check_contract
 
 
 # Partitions: blocks per copied tile, and the output's SBUF layout.
@@ -89,9 +90,7 @@ def indexed_flatten(input_tensor, f_len, output_len, row_offsets, row_offsets_st
     array in the input's dtype, `padding_val` elsewhere; blocks past the end
     (or before the start) are skipped.
     """
-    assert input_tensor.dtype in (nl.int32, nl.float32, nl.bfloat16, nl.float16), "indexed_flatten takes input_tensor as int32, float32, bfloat16 or float16"
-    assert row_offsets.dtype in (nl.int32,), "indexed_flatten takes row_offsets as int32"
-    assert row_offsets_start is None or row_offsets_start.dtype in (nl.int32,), "indexed_flatten takes row_offsets_start as int32"
+    check_contract("indexed_flatten", dtypes=(("input_tensor", input_tensor, (nl.int32, nl.float32, nl.bfloat16, nl.float16), "int32, float32, bfloat16 or float16", False), ("row_offsets", row_offsets, (nl.int32,), "int32", False), ("row_offsets_start", row_offsets_start, (nl.int32,), "int32", True)))
     e, t = input_tensor.shape
     n = row_offsets.shape[0]
     grid = nl.program_ndim() == 1

@@ -4,6 +4,7 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .kernel_contract import check_contract
 from .tiles import load_block
 
 
@@ -23,9 +24,7 @@ def layernorm(x, gamma, beta, eps=1e-5):
 
     Statistics stay in fp32; the output has `x`'s dtype.
     """
-    assert x.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "layernorm takes x as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert gamma.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "layernorm takes gamma as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert beta.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "layernorm takes beta as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    check_contract("layernorm", dtypes=(("x", x, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False), ("gamma", gamma, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False), ("beta", beta, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False)))
     assert eps >= 0.0, f"layernorm takes eps >= 0, not {eps!r}"
     n, d = x.shape
     assert n % 128 == 0, f"rows must be a multiple of 128, got {n}"

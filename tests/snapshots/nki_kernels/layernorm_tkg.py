@@ -6,6 +6,7 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .kernel_contract import check_contract
 from .norm_tkg_utils import BXS_FULL_TILE_SIZE
 from .norm_tkg_utils import INTER_DTYPE
 from .norm_tkg_utils import NormTkgPart
@@ -126,10 +127,7 @@ def layernorm_tkg(input, gamma, output, beta=None, eps=1e-6, shard_on_h=False, u
     `output` `[128, B·S, H/128]` (the layout of the module docs), which it
     returns.
     """
-    assert input.dtype in (nl.float32, nl.bfloat16, nl.float16), "layernorm_tkg takes input as float32, bfloat16 or float16"
-    assert gamma.dtype in (nl.float32, nl.bfloat16, nl.float16), "layernorm_tkg takes gamma as float32, bfloat16 or float16"
-    assert output.dtype in (nl.float32, nl.bfloat16, nl.float16), "layernorm_tkg takes output as float32, bfloat16 or float16"
-    assert beta is None or beta.dtype in (nl.float32, nl.bfloat16, nl.float16), "layernorm_tkg takes beta as float32, bfloat16 or float16"
+    check_contract("layernorm_tkg", dtypes=(("input", input, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("gamma", gamma, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("output", output, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("beta", beta, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True)))
     assert input.ndim == 3, f"layernorm_tkg: input must be [B, S, H], got {input.ndim} dims"
     b, sl, h = input.shape
     pmax, bxs = (nl.tile_size.pmax, b * sl)

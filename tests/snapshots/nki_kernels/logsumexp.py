@@ -4,6 +4,7 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .kernel_contract import check_contract
 from .tiles import load_block
 
 
@@ -55,7 +56,7 @@ def logsumexp(x):
     """`ln Σ_j exp(x[r, j])` for each row `r` of an `[N, M]` tensor (`N` a multiple
     of `TILE`, `M` of `BLOCK`), as an `[N, 1]` fp32 tensor.
     """
-    assert x.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "logsumexp takes x as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    check_contract("logsumexp", dtypes=(("x", x, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False),))
     n, m = x.shape
     assert n % TILE == 0 and m % BLOCK == 0, f"x must be [N, M] with N a multiple of {TILE} and M of {BLOCK}, got [{n}, {m}]"
     out = nl.ndarray(shape=(n, 1), dtype=nl.float32, buffer=nl.shared_hbm)

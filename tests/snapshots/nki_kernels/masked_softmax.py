@@ -4,6 +4,7 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .kernel_contract import check_contract
 
 
 @nki.jit
@@ -17,8 +18,7 @@ def masked_softmax(x, mask, scale=1.0):
     scores with `nl.multiply`, replace the hidden ones with `nl.where`, then
     `nl.softmax` over the row into the output dtype and `nl.store`.
     """
-    assert x.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "masked_softmax takes x as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert mask.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.int32, nl.uint32, nl.int16, nl.uint16, nl.int8, nl.uint8), "masked_softmax takes mask as float32, bfloat16, float16, int32, uint32, int16, uint16, int8 or uint8"
+    check_contract("masked_softmax", dtypes=(("x", x, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False), ("mask", mask, (nl.float32, nl.bfloat16, nl.float16, nl.int32, nl.uint32, nl.int16, nl.uint16, nl.int8, nl.uint8), "float32, bfloat16, float16, int32, uint32, int16, uint16, int8 or uint8", False)))
     rows = nl.tile_size.pmax
     hidden = -30000.0
     n, d = x.shape

@@ -4,6 +4,7 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .kernel_contract import check_contract
 
 
 def load_tiles(src, c0, tiles, cols):
@@ -29,8 +30,7 @@ def matmul_blocked(a_t, b, tiles_m, tiles_n):
     (the tutorial uses 2 by 2): the blocks are loaded tile by tile, and each
     stationary tile feeds `tiles_n` matmuls, each moving tile `tiles_m`.
     """
-    assert a_t.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "matmul_blocked takes a_t as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert b.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "matmul_blocked takes b as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    check_contract("matmul_blocked", dtypes=(("a_t", a_t, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False), ("b", b, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False)))
     assert tiles_m >= 1, f"matmul_blocked takes tiles_m >= 1, not {tiles_m!r}"
     assert tiles_n >= 1, f"matmul_blocked takes tiles_n >= 1, not {tiles_n!r}"
     k, m = a_t.shape
@@ -59,8 +59,7 @@ def matmul_blocked(a_t, b, tiles_m, tiles_n):
 @nki.jit
 def matmul_hoisted(a_t, b):
     """Step 2: loads hoisted out of the accumulation loop."""
-    assert a_t.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "matmul_hoisted takes a_t as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert b.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "matmul_hoisted takes b as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    check_contract("matmul_hoisted", dtypes=(("a_t", a_t, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False), ("b", b, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False)))
     k, m = a_t.shape
     kb, n = b.shape
     assert k == kb, f"a_t is [K, M] and b is [K, N]: K differs ({k} vs {kb})"

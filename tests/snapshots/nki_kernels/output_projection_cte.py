@@ -7,6 +7,7 @@ import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
 from .common_types import QuantizationType
+from .kernel_contract import check_contract
 from .kernel_helpers import check_hidden_row
 from .output_projection_cte_mx import output_projection_cte_mx
 from .output_projection_cte_mx import output_projection_cte_static_mx
@@ -241,12 +242,7 @@ def output_projection_cte(attention, weight, bias=None, quantization_type=Quanti
     weights with `input_scales` and `weight_scales` `[128, 1]`, `STATIC_MX`
     pre-shuffled `float8_e4m3fn` ones with the same scales.
     """
-    assert isinstance(quantization_type, QuantizationType), f"output_projection_cte: quantization_type={quantization_type!r} is not a QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)"
-    assert attention.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3fn_x4), "output_projection_cte takes attention as float32, bfloat16, float16 or float8_e4m3fn_x4"
-    assert weight.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3, nl.float8_e4m3fn, nl.float4_e2m1fn_x4), "output_projection_cte takes weight as float32, bfloat16, float16, float8_e4m3, float8_e4m3fn or float4_e2m1fn_x4"
-    assert bias is None or bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "output_projection_cte takes bias as float32, bfloat16 or float16"
-    assert input_scales is None or input_scales.dtype in (nl.float32, nl.uint8), "output_projection_cte takes input_scales as float32 or uint8"
-    assert weight_scales is None or weight_scales.dtype in (nl.float32, nl.uint8), "output_projection_cte takes weight_scales as float32 or uint8"
+    check_contract("output_projection_cte", enums=(("quantization_type", quantization_type, QuantizationType, "QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)", False),), dtypes=(("attention", attention, (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3fn_x4), "float32, bfloat16, float16 or float8_e4m3fn_x4", False), ("weight", weight, (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3, nl.float8_e4m3fn, nl.float4_e2m1fn_x4), "float32, bfloat16, float16, float8_e4m3, float8_e4m3fn or float4_e2m1fn_x4", False), ("bias", bias, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("input_scales", input_scales, (nl.float32, nl.uint8), "float32 or uint8", True), ("weight_scales", weight_scales, (nl.float32, nl.uint8), "float32 or uint8", True)))
     grid = nl.program_ndim() == 1
     programs = nl.num_programs(axes=0) if grid else 1
     prg_id = nl.program_id(axis=0) if grid else 0

@@ -7,6 +7,7 @@ import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
 from .common_types import QuantizationType
+from .kernel_contract import check_contract
 from .kernel_helpers import check_hidden_row
 from .output_projection_utils import FP8_MAX
 from .output_projection_utils import F_MAX
@@ -298,12 +299,7 @@ def output_projection_tkg(attention, weight, bias=None, quantization_type=Quanti
     with `weight_scale` and `input_scale` `[128, 1]`; `ROW` `float8_e4m3`
     weights with `weight_scale` `[128, H]`.
     """
-    assert isinstance(quantization_type, QuantizationType), f"output_projection_tkg: quantization_type={quantization_type!r} is not a QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)"
-    assert attention.dtype in (nl.float32, nl.bfloat16, nl.float16), "output_projection_tkg takes attention as float32, bfloat16 or float16"
-    assert weight.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "output_projection_tkg takes weight as float32, bfloat16, float16 or float8_e4m3"
-    assert bias is None or bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "output_projection_tkg takes bias as float32, bfloat16 or float16"
-    assert weight_scale is None or weight_scale.dtype in (nl.float32,), "output_projection_tkg takes weight_scale as float32"
-    assert input_scale is None or input_scale.dtype in (nl.float32,), "output_projection_tkg takes input_scale as float32"
+    check_contract("output_projection_tkg", enums=(("quantization_type", quantization_type, QuantizationType, "QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)", False),), dtypes=(("attention", attention, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("weight", weight, (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3), "float32, bfloat16, float16 or float8_e4m3", False), ("bias", bias, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("weight_scale", weight_scale, (nl.float32,), "float32", True), ("input_scale", input_scale, (nl.float32,), "float32", True)))
     cfg = validate_and_create_config(attention, weight, bias, quantization_type, weight_scale, input_scale, TRANSPOSE_OUT)
     assert not OUT_IN_SB, "output_projection_tkg: OUT_IN_SB=True leaves the result in SBUF for a calling kernel; launched alone the result is in HBM"
     combined_scale_sb = nl.ndarray(shape=(P_MAX, 1), dtype=nl.float32, buffer=nl.sbuf)

@@ -8,6 +8,7 @@ from .common_types import NormType
 from .common_types import QKVOutputLayout
 from .common_types import QKVWeightLayout
 from .common_types import QuantizationType
+from .kernel_contract import check_contract
 from .qkv_cte import qkv_cte
 from .qkv_cte_utils import is_float8_input
 from .qkv_tkg import qkv_tkg
@@ -27,26 +28,7 @@ def qkv(input, fused_qkv_weights, output_layout=QKVOutputLayout.BSD, bias=None, 
     SEQLEN_THRESHOLD_FOR_QKV_CTE` or `B·S > 128`), else `qkv_tkg` (see the
     module docs).
     """
-    assert isinstance(output_layout, QKVOutputLayout), f"qkv: output_layout={output_layout!r} is not a QKVOutputLayout member (BSD, NBSd, NBdS)"
-    assert isinstance(quantization_type, QuantizationType), f"qkv: quantization_type={quantization_type!r} is not a QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)"
-    assert isinstance(fused_norm_type, NormType), f"qkv: fused_norm_type={fused_norm_type!r} is not a NormType member (NO_NORM, RMS_NORM, LAYER_NORM, RMS_NORM_SKIP_GAMMA)"
-    assert isinstance(weight_layout, QKVWeightLayout), f"qkv: weight_layout={weight_layout!r} is not a QKVWeightLayout member (CONTIGUOUS, MX_CONTIGUOUS, MX_INTERLEAVED)"
-    assert input.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3, nl.float8_e4m3fn), "qkv takes input as float32, bfloat16, float16, float8_e4m3 or float8_e4m3fn"
-    assert fused_qkv_weights.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3, nl.float8_e4m3fn_x4), "qkv takes fused_qkv_weights as float32, bfloat16, float16, float8_e4m3 or float8_e4m3fn_x4"
-    assert bias is None or bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv takes bias as float32, bfloat16 or float16"
-    assert qkv_w_scale is None or qkv_w_scale.dtype in (nl.float32, nl.uint8), "qkv takes qkv_w_scale as float32 or uint8"
-    assert qkv_in_scale is None or qkv_in_scale.dtype in (nl.float32,), "qkv takes qkv_in_scale as float32"
-    assert mlp_prev is None or mlp_prev.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv takes mlp_prev as float32, bfloat16 or float16"
-    assert attention_prev is None or attention_prev.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv takes attention_prev as float32, bfloat16 or float16"
-    assert gamma_norm_weights is None or gamma_norm_weights.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv takes gamma_norm_weights as float32, bfloat16 or float16"
-    assert layer_norm_bias is None or layer_norm_bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv takes layer_norm_bias as float32, bfloat16 or float16"
-    assert cos_cache is None or cos_cache.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv takes cos_cache as float32, bfloat16 or float16"
-    assert sin_cache is None or sin_cache.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv takes sin_cache as float32, bfloat16 or float16"
-    assert k_cache is None or k_cache.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "qkv takes k_cache as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert v_cache is None or v_cache.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "qkv takes v_cache as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert k_scale is None or k_scale.dtype in (nl.float32,), "qkv takes k_scale as float32"
-    assert v_scale is None or v_scale.dtype in (nl.float32,), "qkv takes v_scale as float32"
-    assert slot_mapping is None or slot_mapping.dtype in (nl.int32,), "qkv takes slot_mapping as int32"
+    check_contract("qkv", enums=(("output_layout", output_layout, QKVOutputLayout, "QKVOutputLayout member (BSD, NBSd, NBdS)", False), ("quantization_type", quantization_type, QuantizationType, "QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)", False), ("fused_norm_type", fused_norm_type, NormType, "NormType member (NO_NORM, RMS_NORM, LAYER_NORM, RMS_NORM_SKIP_GAMMA)", False), ("weight_layout", weight_layout, QKVWeightLayout, "QKVWeightLayout member (CONTIGUOUS, MX_CONTIGUOUS, MX_INTERLEAVED)", False)), dtypes=(("input", input, (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3, nl.float8_e4m3fn), "float32, bfloat16, float16, float8_e4m3 or float8_e4m3fn", False), ("fused_qkv_weights", fused_qkv_weights, (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3, nl.float8_e4m3fn_x4), "float32, bfloat16, float16, float8_e4m3 or float8_e4m3fn_x4", False), ("bias", bias, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("qkv_w_scale", qkv_w_scale, (nl.float32, nl.uint8), "float32 or uint8", True), ("qkv_in_scale", qkv_in_scale, (nl.float32,), "float32", True), ("mlp_prev", mlp_prev, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("attention_prev", attention_prev, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("gamma_norm_weights", gamma_norm_weights, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("layer_norm_bias", layer_norm_bias, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("cos_cache", cos_cache, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("sin_cache", sin_cache, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("k_cache", k_cache, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True), ("v_cache", v_cache, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True), ("k_scale", k_scale, (nl.float32,), "float32", True), ("v_scale", v_scale, (nl.float32,), "float32", True), ("slot_mapping", slot_mapping, (nl.int32,), "int32", True)))
     assert input.ndim == 3, f"qkv: input must be [B, S, H] in HBM, got {input.ndim} dims"
     b, s, _ = input.shape
     cte = fused_rope or s > SEQLEN_THRESHOLD_FOR_QKV_CTE or b * s > P_MAX

@@ -10,6 +10,7 @@ from .common_types import NormType
 from .common_types import QKVOutputLayout
 from .common_types import QKVWeightLayout
 from .common_types import QuantizationType
+from .kernel_contract import check_contract
 from .layernorm_tkg import layernorm_tkg_shard_on_bxs
 from .layernorm_tkg import layernorm_tkg_shard_on_h
 from .qkv_tkg_common import I_BLOCK_SIZE
@@ -390,18 +391,7 @@ def qkv_tkg(hidden, qkv_w, norm_w=None, fused_add=False, mlp_prev=None, attn_pre
     `[I/d_head, B, S, d_head]` (NBSd), and with `fused_add` also the
     residual sum `hidden + attn_prev + mlp_prev` `[B, S, H]`.
     """
-    assert isinstance(output_layout, QKVOutputLayout), f"qkv_tkg: output_layout={output_layout!r} is not a QKVOutputLayout member (BSD, NBSd, NBdS)"
-    assert isinstance(norm_type, NormType), f"qkv_tkg: norm_type={norm_type!r} is not a NormType member (NO_NORM, RMS_NORM, LAYER_NORM, RMS_NORM_SKIP_GAMMA)"
-    assert isinstance(quantization_type, QuantizationType), f"qkv_tkg: quantization_type={quantization_type!r} is not a QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)"
-    assert hidden.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_tkg takes hidden as float32, bfloat16 or float16"
-    assert qkv_w.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3, nl.float8_e4m3fn_x4), "qkv_tkg takes qkv_w as float32, bfloat16, float16, float8_e4m3 or float8_e4m3fn_x4"
-    assert norm_w is None or norm_w.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_tkg takes norm_w as float32, bfloat16 or float16"
-    assert mlp_prev is None or mlp_prev.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_tkg takes mlp_prev as float32, bfloat16 or float16"
-    assert attn_prev is None or attn_prev.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_tkg takes attn_prev as float32, bfloat16 or float16"
-    assert qkv_w_scale is None or qkv_w_scale.dtype in (nl.float32, nl.uint8), "qkv_tkg takes qkv_w_scale as float32 or uint8"
-    assert qkv_in_scale is None or qkv_in_scale.dtype in (nl.float32,), "qkv_tkg takes qkv_in_scale as float32"
-    assert qkv_bias is None or qkv_bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_tkg takes qkv_bias as float32, bfloat16 or float16"
-    assert norm_bias is None or norm_bias.dtype in (nl.float32, nl.bfloat16, nl.float16), "qkv_tkg takes norm_bias as float32, bfloat16 or float16"
+    check_contract("qkv_tkg", enums=(("output_layout", output_layout, QKVOutputLayout, "QKVOutputLayout member (BSD, NBSd, NBdS)", False), ("norm_type", norm_type, NormType, "NormType member (NO_NORM, RMS_NORM, LAYER_NORM, RMS_NORM_SKIP_GAMMA)", False), ("quantization_type", quantization_type, QuantizationType, "QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)", False)), dtypes=(("hidden", hidden, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("qkv_w", qkv_w, (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3, nl.float8_e4m3fn_x4), "float32, bfloat16, float16, float8_e4m3 or float8_e4m3fn_x4", False), ("norm_w", norm_w, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("mlp_prev", mlp_prev, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("attn_prev", attn_prev, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("qkv_w_scale", qkv_w_scale, (nl.float32, nl.uint8), "float32 or uint8", True), ("qkv_in_scale", qkv_in_scale, (nl.float32,), "float32", True), ("qkv_bias", qkv_bias, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("norm_bias", norm_bias, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True)))
     assert not output_in_sbuf, "qkv_tkg: output_in_sbuf is not supported (the output is stored to HBM)"
     dh, nq, nkv = (d_head if d_head is not None else 0, num_q_heads if num_q_heads is not None else 0, num_kv_heads if num_kv_heads is not None else 0)
     h = hidden.shape[2]

@@ -8,6 +8,7 @@ import nki.isa as nisa
 import nki.collectives as ncc
 from .attention_cte import mask_segments
 from .attention_cte import scalar_column
+from .kernel_contract import check_contract
 from .ring_features import P_MAX
 from .ring_features import RingAttnFeatures
 from .ring_features import RingTensors
@@ -855,22 +856,13 @@ def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_cau
     [`RingBwdTensors`], allocates the ring buffers ([`QueryBlock`], [`DqRing`])
     and runs [`ring_bwd_item`] per (batch, KV head) pair of its LNC program.
     """
-    assert q_ref.dtype in (nl.float32, nl.bfloat16, nl.float16), "ring_attention_spmd_bwd takes q_ref as float32, bfloat16 or float16"
-    assert k_ref.dtype in (nl.float32, nl.bfloat16, nl.float16), "ring_attention_spmd_bwd takes k_ref as float32, bfloat16 or float16"
-    assert v_ref.dtype in (nl.float32, nl.bfloat16, nl.float16), "ring_attention_spmd_bwd takes v_ref as float32, bfloat16 or float16"
-    assert o_ref.dtype in (nl.float32, nl.bfloat16, nl.float16), "ring_attention_spmd_bwd takes o_ref as float32, bfloat16 or float16"
-    assert dy_ref.dtype in (nl.float32, nl.bfloat16, nl.float16), "ring_attention_spmd_bwd takes dy_ref as float32, bfloat16 or float16"
-    assert lse_ref.dtype in (nl.float32, nl.bfloat16, nl.float16), "ring_attention_spmd_bwd takes lse_ref as float32, bfloat16 or float16"
+    check_contract("ring_attention_spmd_bwd", dtypes=(("q_ref", q_ref, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("k_ref", k_ref, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("v_ref", v_ref, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("o_ref", o_ref, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("dy_ref", dy_ref, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("lse_ref", lse_ref, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("sinks", sinks, (nl.float32,), "float32", True), ("q_segment_ids", q_segment_ids, (nl.int32,), "int32", True), ("kv_segment_ids", kv_segment_ids, (nl.int32,), "int32", True), ("bias", bias, (nl.float32,), "float32", True)))
     assert num_workers >= 1, f"ring_attention_spmd_bwd takes num_workers >= 1, not {num_workers!r}"
     assert lnc_size >= 1 and lnc_size <= 2, f"ring_attention_spmd_bwd takes lnc_size in [1, 2], not {lnc_size!r}"
-    assert sinks is None or sinks.dtype in (nl.float32,), "ring_attention_spmd_bwd takes sinks as float32"
     assert window_left is None or window_left >= 0, f"ring_attention_spmd_bwd takes window_left >= 0, not {window_left!r}"
     assert window_right is None or window_right >= 0, f"ring_attention_spmd_bwd takes window_right >= 0, not {window_right!r}"
     assert chunk_size is None or chunk_size >= 1, f"ring_attention_spmd_bwd takes chunk_size >= 1, not {chunk_size!r}"
     assert soft_cap is None or (soft_cap > 0.0 and soft_cap <= 3.4028234663852886e38), f"ring_attention_spmd_bwd takes soft_cap in (0, 3.4028234663852886e38], not {soft_cap!r}"
-    assert q_segment_ids is None or q_segment_ids.dtype in (nl.int32,), "ring_attention_spmd_bwd takes q_segment_ids as int32"
-    assert kv_segment_ids is None or kv_segment_ids.dtype in (nl.int32,), "ring_attention_spmd_bwd takes kv_segment_ids as int32"
-    assert bias is None or bias.dtype in (nl.float32,), "ring_attention_spmd_bwd takes bias as float32"
     ring = ring_features(replica_groups, num_workers, use_causal_mask, striped_attention, zigzag_attention, window_left, window_right, chunk_size, soft_cap, q_segment_ids is not None)
     fwd = AttentionGradInputs(q_ref=q_ref, k_ref=k_ref, v_ref=v_ref, o_ref=o_ref, dy_ref=dy_ref, lse_ref=lse_ref)
     check_shapes(fwd)

@@ -10,6 +10,7 @@ from .attention_cte import MAX_HEAD_DIM
 from .attention_cte import Q_GRP_SZ
 from .attention_cte import attention_cte
 from .attention_cte import remainder_groups
+from .kernel_contract import check_contract
 from .ring_features import P_MAX
 from .ring_features import RingAttnFeatures
 from .ring_features import RingTensors
@@ -672,18 +673,12 @@ def ring_attention_spmd_fwd(q, k, v, replica_groups=None, num_workers=1, softmax
     ([`own_step_impl`]) and every later step ([`ring_step_impl`]), and writes the
     normalised output ([`write_back_impl`]).
     """
-    assert q.dtype in (nl.float32, nl.bfloat16, nl.float16), "ring_attention_spmd_fwd takes q as float32, bfloat16 or float16"
-    assert k.dtype in (nl.float32, nl.bfloat16, nl.float16), "ring_attention_spmd_fwd takes k as float32, bfloat16 or float16"
-    assert v.dtype in (nl.float32, nl.bfloat16, nl.float16), "ring_attention_spmd_fwd takes v as float32, bfloat16 or float16"
+    check_contract("ring_attention_spmd_fwd", dtypes=(("q", q, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("k", k, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("v", v, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("sinks", sinks, (nl.float32,), "float32", True), ("q_segment_ids", q_segment_ids, (nl.int32,), "int32", True), ("kv_segment_ids", kv_segment_ids, (nl.int32,), "int32", True), ("bias", bias, (nl.float32,), "float32", True)))
     assert num_workers >= 1, f"ring_attention_spmd_fwd takes num_workers >= 1, not {num_workers!r}"
-    assert sinks is None or sinks.dtype in (nl.float32,), "ring_attention_spmd_fwd takes sinks as float32"
     assert window_left is None or window_left >= 0, f"ring_attention_spmd_fwd takes window_left >= 0, not {window_left!r}"
     assert window_right is None or window_right >= 0, f"ring_attention_spmd_fwd takes window_right >= 0, not {window_right!r}"
     assert chunk_size is None or chunk_size >= 1, f"ring_attention_spmd_fwd takes chunk_size >= 1, not {chunk_size!r}"
     assert soft_cap is None or (soft_cap > 0.0 and soft_cap <= 3.4028234663852886e38), f"ring_attention_spmd_fwd takes soft_cap in (0, 3.4028234663852886e38], not {soft_cap!r}"
-    assert q_segment_ids is None or q_segment_ids.dtype in (nl.int32,), "ring_attention_spmd_fwd takes q_segment_ids as int32"
-    assert kv_segment_ids is None or kv_segment_ids.dtype in (nl.int32,), "ring_attention_spmd_fwd takes kv_segment_ids as int32"
-    assert bias is None or bias.dtype in (nl.float32,), "ring_attention_spmd_fwd takes bias as float32"
     assert nisa.get_nc_version() > nisa.nc_version.gen2, NEEDS_TRN2
     b, q_h, k_h, d, s = check_shapes(q, k, v, tp_q, tp_k)
     ring = ring_features(replica_groups, num_workers, use_causal_mask, striped_input, zigzag_input, window_left, window_right, chunk_size, soft_cap, q_segment_ids is not None)

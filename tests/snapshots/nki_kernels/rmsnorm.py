@@ -6,6 +6,7 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .kernel_contract import check_contract
 from .tiles import load_block
 
 
@@ -66,8 +67,7 @@ def rmsnorm(x, w):
     power `-0.5`), [`scale_rows`], store. Statistics are computed in
     `STATS_DTYPE`; the output has `x`'s dtype.
     """
-    assert x.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "rmsnorm takes x as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert w.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "rmsnorm takes w as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    check_contract("rmsnorm", dtypes=(("x", x, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False), ("w", w, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False)))
     n, d = x.shape
     assert n % TILE == 0, f"rows must be a multiple of {TILE}, got {n}"
     out = nl.ndarray(shape=(n, d), dtype=x.dtype, buffer=nl.shared_hbm)

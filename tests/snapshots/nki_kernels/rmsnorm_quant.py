@@ -8,6 +8,7 @@ import nki.isa as nisa
 import nki.collectives as ncc
 from .common_types import NormType
 from .common_types import QuantizationType
+from .kernel_contract import check_contract
 
 
 # The largest batch the library supports.
@@ -170,11 +171,7 @@ def rmsnorm_quant_kernel(hidden, ln_w, kargs, input_dequant_scale=None):
     `RmsNormQuantKernelArgs`; a field value the library refuses is refused
     naming the field.
     """
-    assert isinstance(kargs.norm_type, NormType), f"rmsnorm_quant_kernel: kargs.norm_type={kargs.norm_type!r} is not a NormType member (NO_NORM, RMS_NORM, LAYER_NORM, RMS_NORM_SKIP_GAMMA)"
-    assert isinstance(kargs.quantization_type, QuantizationType), f"rmsnorm_quant_kernel: kargs.quantization_type={kargs.quantization_type!r} is not a QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)"
-    assert hidden.dtype in (nl.float32, nl.bfloat16, nl.float16), "rmsnorm_quant_kernel takes hidden as float32, bfloat16 or float16"
-    assert ln_w.dtype in (nl.float32, nl.bfloat16, nl.float16), "rmsnorm_quant_kernel takes ln_w as float32, bfloat16 or float16"
-    assert input_dequant_scale is None or input_dequant_scale.dtype in (nl.float32,), "rmsnorm_quant_kernel takes input_dequant_scale as float32"
+    check_contract("rmsnorm_quant_kernel", enums=(("kargs.norm_type", kargs.norm_type, NormType, "NormType member (NO_NORM, RMS_NORM, LAYER_NORM, RMS_NORM_SKIP_GAMMA)", False), ("kargs.quantization_type", kargs.quantization_type, QuantizationType, "QuantizationType member (NONE, STATIC, ROW, MX, STATIC_MX, ROW_MX)", False)), dtypes=(("hidden", hidden, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("ln_w", ln_w, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("input_dequant_scale", input_dequant_scale, (nl.float32,), "float32", True)))
     quantization_type = kargs.quantization_type
     assert quantization_type == QuantizationType.ROW or quantization_type == QuantizationType.STATIC, f"rmsnorm_quant: kargs.quantization_type must be QuantizationType.ROW or QuantizationType.STATIC (the members implemented), got kargs.quantization_type = {quantization_type}"
     norm_type = kargs.norm_type

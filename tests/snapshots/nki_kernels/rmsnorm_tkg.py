@@ -6,6 +6,7 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .kernel_contract import check_contract
 from .norm_tkg_utils import BXS_FULL_TILE_SIZE
 from .norm_tkg_utils import INTER_DTYPE
 from .norm_tkg_utils import NormTkgPart
@@ -113,9 +114,7 @@ def rmsnorm_tkg(input, gamma, output, eps=1e-6, hidden_actual=None, hidden_dim_t
     `hidden_actual` (when the rows are zero-padded to `H`) is the count the
     mean square divides by.
     """
-    assert input.dtype in (nl.float32, nl.bfloat16, nl.float16), "rmsnorm_tkg takes input as float32, bfloat16 or float16"
-    assert gamma.dtype in (nl.float32, nl.bfloat16, nl.float16), "rmsnorm_tkg takes gamma as float32, bfloat16 or float16"
-    assert output.dtype in (nl.float32, nl.bfloat16, nl.float16), "rmsnorm_tkg takes output as float32, bfloat16 or float16"
+    check_contract("rmsnorm_tkg", dtypes=(("input", input, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("gamma", gamma, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("output", output, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False)))
     assert input.ndim == 3, f"rmsnorm_tkg: input must be [B, S, H], got {input.ndim} dims"
     b, sl, h = input.shape
     pmax = nl.tile_size.pmax

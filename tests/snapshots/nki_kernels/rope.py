@@ -4,6 +4,7 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .kernel_contract import check_contract
 
 
 # The most elements per partition a chunk's tile holds (16 KiB in float32).
@@ -56,9 +57,7 @@ def RoPE(x_in, cos, sin, lnc_shard=False, contiguous_layout=True, relayout_in_sb
     `x[i]` with `x[i + d_head/2]` (else `x[2i]` with `x[2i+1]`);
     `relayout_in_sbuf` is accepted and changes nothing (see the module docs).
     """
-    assert x_in.dtype in (nl.float32, nl.bfloat16, nl.float16), "RoPE takes x_in as float32, bfloat16 or float16"
-    assert cos.dtype in (nl.float32, nl.bfloat16, nl.float16), "RoPE takes cos as float32, bfloat16 or float16"
-    assert sin.dtype in (nl.float32, nl.bfloat16, nl.float16), "RoPE takes sin as float32, bfloat16 or float16"
+    check_contract("RoPE", dtypes=(("x_in", x_in, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("cos", cos, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("sin", sin, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False)))
     d_head, batch, heads, seq = x_in.shape
     half = d_head // 2
     assert d_head == 64 or d_head == 128, f"RoPE: x_in: d_head must be 64 or 128, got {d_head}"

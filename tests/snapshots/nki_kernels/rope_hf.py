@@ -6,6 +6,7 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .kernel_contract import check_contract
 
 
 # Positions per tile: one per partition.
@@ -90,13 +91,7 @@ def rope_hf(q, k, q_out, k_out, cos=None, sin=None, rope_cache=None, backward=Fa
     2·head_dim]` (cos then sin). `backward` applies the gradient's
     (transposed) rotation.
     """
-    assert q.dtype in (nl.float32, nl.bfloat16, nl.float16), "rope_hf takes q as float32, bfloat16 or float16"
-    assert k.dtype in (nl.float32, nl.bfloat16, nl.float16), "rope_hf takes k as float32, bfloat16 or float16"
-    assert q_out.dtype in (nl.float32, nl.bfloat16, nl.float16), "rope_hf takes q_out as float32, bfloat16 or float16"
-    assert k_out.dtype in (nl.float32, nl.bfloat16, nl.float16), "rope_hf takes k_out as float32, bfloat16 or float16"
-    assert cos is None or cos.dtype in (nl.float32, nl.bfloat16, nl.float16), "rope_hf takes cos as float32, bfloat16 or float16"
-    assert sin is None or sin.dtype in (nl.float32, nl.bfloat16, nl.float16), "rope_hf takes sin as float32, bfloat16 or float16"
-    assert rope_cache is None or rope_cache.dtype in (nl.float32, nl.bfloat16, nl.float16), "rope_hf takes rope_cache as float32, bfloat16 or float16"
+    check_contract("rope_hf", dtypes=(("q", q, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("k", k, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("q_out", q_out, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("k_out", k_out, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("cos", cos, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("sin", sin, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("rope_cache", rope_cache, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True)))
     assert q.ndim == 4 and k.ndim == 4, f"rope_hf: q and k must be [batch, heads, seq, head_dim], got {q.ndim} and {k.ndim} dims"
     batch, _, seq, d = q.shape
     kb, _, ks, kd = k.shape

@@ -8,6 +8,7 @@ import nki.isa as nisa
 import nki.collectives as ncc
 from .cascaded_max_utils import predicated_folded_load_into
 from .cascaded_max_utils import rows_and_vocab
+from .kernel_contract import check_contract
 
 
 # Values one `max8` pass finds (the Vector Engine's ALUs).
@@ -324,7 +325,7 @@ def rotational_topk(inp, config):
     is refused naming the first field that differs. Rows are split over the
     LNC programs; see the module docs for the stages.
     """
-    assert inp.dtype in (nl.float32, nl.bfloat16), "rotational_topk takes inp as float32 or bfloat16"
+    check_contract("rotational_topk", dtypes=(("inp", inp, (nl.float32, nl.bfloat16), "float32 or bfloat16", False),))
     bxs, vocab_size = rows_and_vocab(inp, "rotational_topk", "inp must be [BxS, V] or [B, S, V]")
     rank, shape = (inp.ndim, inp.shape)
     k = config.orig_k

@@ -7,6 +7,7 @@ import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
 from .common_types import RouterActFnType
+from .kernel_contract import check_contract
 
 
 # The library's `XSBLayout_tp201__2`: hidden row `j·128 + p` (consecutive rows).
@@ -478,13 +479,7 @@ def router_topk(x, w, w_bias, router_logits, expert_affinities, expert_index, ac
     expert_affinities]`, with the `[T, k]` float32 top-k affinities appended
     when `return_eager_affi`.
     """
-    assert isinstance(act_fn, RouterActFnType), f"router_topk: act_fn={act_fn!r} is not a RouterActFnType member (SIGMOID, SOFTMAX)"
-    assert x.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "router_topk takes x as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert w.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "router_topk takes w as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert w_bias is None or w_bias.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "router_topk takes w_bias as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert router_logits.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "router_topk takes router_logits as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert expert_affinities.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "router_topk takes expert_affinities as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
-    assert expert_index.dtype in (nl.uint32, nl.int32), "router_topk takes expert_index as uint32 or int32"
+    check_contract("router_topk", enums=(("act_fn", act_fn, RouterActFnType, "RouterActFnType member (SIGMOID, SOFTMAX)", False),), dtypes=(("x", x, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False), ("w", w, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False), ("w_bias", w_bias, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True), ("router_logits", router_logits, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False), ("expert_affinities", expert_affinities, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False), ("expert_index", expert_index, (nl.uint32, nl.int32), "uint32 or int32", False)))
     io = RouterTensors(x=x, w=w, w_bias=w_bias, router_logits=router_logits, expert_affinities=expert_affinities, expert_index=expert_index)
     check_router_inputs(io, act_fn, k, x_hbm_layout, x_sb_layout, router_pre_norm, use_indirect_dma_scatter, return_eager_affi)
     flags = RouterFlags(router_pre_norm=router_pre_norm, norm_topk_prob=norm_topk_prob, use_column_tiling=use_column_tiling, use_indirect_dma_scatter=use_indirect_dma_scatter, return_eager_affi=return_eager_affi, use_PE_broadcast_w_bias=use_PE_broadcast_w_bias, shard_on_tokens=shard_on_tokens, skip_store_expert_index=skip_store_expert_index, skip_store_router_logits=skip_store_router_logits)

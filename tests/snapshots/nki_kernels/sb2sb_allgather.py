@@ -4,6 +4,7 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .kernel_contract import check_contract
 
 
 # Rows per tile at most: the SBUF partitions (`nl.tile_size.pmax`).
@@ -16,7 +17,7 @@ def allgather_sb2sb(inp, replica_groups, tp_degree):
     over `replica_groups` (groups of `tp_degree` ranks) through SBUF,
     returning the shared `[H, W · tp_degree]` concatenation in group order.
     """
-    assert inp.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "allgather_sb2sb takes inp as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    check_contract("allgather_sb2sb", dtypes=(("inp", inp, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False),))
     h, w = inp.shape
     assert h <= TILE_M, f"allgather_sb2sb: H must be <= 128 to fit in SBUF partitions, got H = {h}"
     k = w * tp_degree
@@ -64,7 +65,7 @@ def allgather_sb2sb_tiled(inp, replica_groups, tp_degree):
     ranks), one `[min(M, 128), K]` row tile at a time, the tiles split over
     the LNC programs; returns the shared `[M, K · tp_degree]` result.
     """
-    assert inp.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "allgather_sb2sb_tiled takes inp as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    check_contract("allgather_sb2sb_tiled", dtypes=(("inp", inp, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False),))
     m, k_local = inp.shape
     k_total = k_local * tp_degree
     tile_m = min(m, TILE_M)

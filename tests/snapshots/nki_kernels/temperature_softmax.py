@@ -4,6 +4,7 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .kernel_contract import check_contract
 from .tiles import divide_rows
 from .tiles import load_block
 from .tiles import neg_row_max
@@ -25,7 +26,7 @@ def temperature_softmax(x, inv_temp):
 
     Statistics stay in fp32; only the probabilities take `x`'s dtype.
     """
-    assert x.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "temperature_softmax takes x as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    check_contract("temperature_softmax", dtypes=(("x", x, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False),))
     assert inv_temp > 0.0, f"temperature_softmax takes inv_temp > 0, not {inv_temp!r}"
     n, m = x.shape
     out = row_tiled_output(x)

@@ -4,6 +4,7 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .kernel_contract import check_contract
 from .stream_shuffle_broadcast import stream_shuffle_broadcast
 
 
@@ -62,7 +63,7 @@ def topk_reduce(input, T, K):
     the token index packed in the last two columns) summed into the
     shared `[T, H]` result, each LNC program its `H / LNC` columns.
     """
-    assert input.dtype in (nl.bfloat16, nl.float16), "topk_reduce takes input as bfloat16 or float16"
+    check_contract("topk_reduce", dtypes=(("input", input, (nl.bfloat16, nl.float16), "bfloat16 or float16", False),))
     tk_padded, h_padded = input.shape
     h = h_padded - N_16BIT_ELEM_PER_INT32
     grid = nl.program_ndim() != 0

@@ -4,6 +4,7 @@ import nki
 import nki.language as nl
 import nki.isa as nisa
 import nki.collectives as ncc
+from .kernel_contract import check_contract
 from .tiles import load_block
 
 
@@ -13,7 +14,7 @@ def transpose(x):
     `128 x 128` block goes through a PE transpose into PSUM (bit-exact, same
     dtype), back to SBUF, and out to its mirrored position.
     """
-    assert x.dtype in (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "transpose takes x as float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2"
+    check_contract("transpose", dtypes=(("x", x, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False),))
     n, m = x.shape
     assert n % 128 == 0 and m % 128 == 0, f"both dims must be multiples of 128, got {n} x {m}"
     out = nl.ndarray(shape=(m, n), dtype=x.dtype, buffer=nl.shared_hbm)

@@ -230,6 +230,8 @@ fn info_static(f: &Function, info: &Info, py_lines: &[Span]) -> TokenStream {
         let reg = const_registration(&format_ident!("{}", name[0]));
         quote!(&#(#module)::*::#reg)
     });
+    // The package's `check_contract` helper, which the Python calls first.
+    let contract = crate::emit::python::contract_call(f).map(|_| quote!(&::nki::emit::CHECK_CONTRACT)).into_iter();
     let math = info.uses_math;
     let params = launcher::param_infos(f, info);
     let outputs = match &f.ret {
@@ -268,7 +270,7 @@ fn info_static(f: &Function, info: &Info, py_lines: &[Span]) -> TokenStream {
             module_path: ::core::module_path!(),
             file: ::core::file!(),
             lines: &[#(#lines),*],
-            deps: &[#(#deps,)* #(#imports,)* #(#consts),*],
+            deps: &[#(#deps,)* #(#imports,)* #(#consts,)* #(#contract),*],
             uses_math: #math,
             params: &[#(#params),*],
             outputs: #outputs,
