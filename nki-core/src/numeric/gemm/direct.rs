@@ -312,16 +312,20 @@ impl PackedA {
         PackedA { cells, m, k }
     }
 
-    /// Calls `f(first, rows, lda, block)` for each block: rows
-    /// `first..first + rows` of `a`, as `k` rows of `lda` cells at `block`.
-    fn blocks(&self, mut f: impl FnMut(usize, usize, usize, *const f32)) {
+    /// The blocks as `(first, rows, lda, block)`: rows `first..first + rows`
+    /// of `a`, as `k` rows of `lda` cells at `block`.
+    ///
+    /// An iterator rather than a callback: a closure is a function of its
+    /// own, compiled without the caller's target features, and a microkernel
+    /// inside one would call every intrinsic instead of inlining it.
+    fn blocks(&self) -> impl Iterator<Item = (usize, usize, usize, *const f32)> + '_ {
         let mut at = self.cells.as_ptr();
-        for first in (0..self.m).step_by(A_ROWS) {
-            let rows = (self.m - first).min(A_ROWS);
-            f(first, rows, block_lda(rows), at);
+        (0..self.m).step_by(A_ROWS).map(move |first| {
+            let (rows, block) = ((self.m - first).min(A_ROWS), at);
             // Stays inside the capacity [`PackedA::new`] reserved (one past the last block at most).
             at = at.wrapping_add(self.k * block_lda(rows));
-        }
+            (first, rows, block_lda(rows), block)
+        })
     }
 }
 
@@ -361,8 +365,10 @@ impl Tile {
     unsafe fn product<I: Isa, const MR: usize, const NV: usize>(&self, n: usize, a: &PackedA) {
         const { assert!(NV * I::LANES <= PANEL_COLS) };
         debug_assert!(self.k <= ONE_PASS_K);
-        // SAFETY: each block's rows are inside the product, copied at `block`.
-        a.blocks(|first, rows, lda, block| unsafe { self.block::<I, MR, NV>(block, lda, first, rows, n) });
+        for (first, rows, lda, block) in a.blocks() {
+            // SAFETY: each block's rows are inside the product, copied at `block`.
+            unsafe { self.block::<I, MR, NV>(block, lda, first, rows, n) }
+        }
     }
 
     /// Rows `first..first + m` of the product, whose part of `a` is `k` rows
@@ -381,8 +387,13 @@ impl Tile {
         let mut j = 0;
         while j < n {
             let cols = (n - j).min(width);
+            // No closures around intrinsics here (see [`PackedA::blocks`]).
             // SAFETY: masks are plain values; the instruction set is there.
-            let masks: [I::Mask; NV] = std::array::from_fn(|v| unsafe { I::mask(cols.saturating_sub(v * I::LANES).min(I::LANES)) });
+            let mut masks = [unsafe { I::mask(0) }; NV];
+            for (v, mask) in masks.iter_mut().enumerate() {
+                // SAFETY: as above.
+                *mask = unsafe { I::mask(cols.saturating_sub(v * I::LANES).min(I::LANES)) };
+            }
             let edge = (cols < width).then_some(masks);
             // SAFETY: row `kk` of the panel holds `width` cells of the
             // buffer; the columns read from `b` are inside the product, and
@@ -439,7 +450,10 @@ impl Tile {
             let mut acc = [[I::zero(); NV]; R];
             for kk in 0..self.k {
                 let row = panel.add(kk * NV * I::LANES);
-                let bv: [I::V; NV] = std::array::from_fn(|v| I::load(row.add(I::LANES * v)));
+                let mut bv = [I::zero(); NV];
+                for (v, bv) in bv.iter_mut().enumerate() {
+                    *bv = I::load(row.add(I::LANES * v));
+                }
                 let col = a.add(kk * lda);
                 for (r, acc) in acc.iter_mut().enumerate() {
                     let av = I::splat(col.add(r));
