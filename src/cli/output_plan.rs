@@ -404,6 +404,7 @@ mod tests {
         assert!(e.contains("same file as --out") && e.contains("its own file"), "{e}");
         assert_eq!(entries(&dir), ["hard.npy", "q.npy", "soft.npy", "sub"], "planning writes nothing");
         assert_eq!(fs::read(&q).unwrap(), input);
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -418,6 +419,7 @@ mod tests {
         assert_eq!(read_npy(dir.join("a.npy")).unwrap().data, [1.0, 1.0]);
         assert_eq!(read_npy(dir.join("b.npy")).unwrap().data, [2.0, 2.0]);
         assert!(plan.commit(&[&tensor(1.0)]).unwrap_err().contains("2 outputs were declared but 1"));
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -435,6 +437,7 @@ mod tests {
         assert!(e.starts_with(&format!("--c {}", dir.join("c.npy").display())) && e.ends_with("no output was changed"), "{e}");
         assert_eq!(entries(&dir), ["a.npy", "c.npy"], "new.npy removed, no temporaries or backups left");
         assert_eq!(fs::read(dir.join("a.npy")).unwrap(), b"old a", "the overwritten output is restored");
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -452,5 +455,6 @@ mod tests {
         fs::remove_dir(&blocker).unwrap();
         assert_eq!(entries(&dir), ["a.npy"], "the first temporary is removed");
         assert_eq!(fs::read(dir.join("a.npy")).unwrap(), b"old a");
+        fs::remove_dir_all(&dir).unwrap();
     }
 }
