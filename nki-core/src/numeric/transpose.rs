@@ -28,7 +28,8 @@ pub(crate) fn block8(src: &[f32], s0: usize, ss: usize, dst: &mut [f32], d0: usi
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::{
-        _mm256_loadu_ps, _mm256_permute2f128_ps, _mm256_shuffle_ps, _mm256_storeu_ps, _mm256_unpackhi_ps, _mm256_unpacklo_ps,
+        _mm256_loadu_ps, _mm256_permute2f128_ps, _mm256_setzero_ps, _mm256_shuffle_ps, _mm256_storeu_ps, _mm256_unpackhi_ps,
+        _mm256_unpacklo_ps,
     };
 
     /// [`super::block8`] on raw pointers.
@@ -40,7 +41,12 @@ mod x86 {
     pub(super) unsafe fn block8(src: *const f32, ss: usize, dst: *mut f32, ds: usize) {
         // SAFETY: the rows are inside the caller's blocks.
         unsafe {
-            let r: [_; 8] = std::array::from_fn(|l| _mm256_loadu_ps(src.add(l * ss)));
+            // A loop, not `array::from_fn`: a closure would be compiled
+            // without AVX and call each load out of line.
+            let mut r = [_mm256_setzero_ps(); 8];
+            for (l, r) in r.iter_mut().enumerate() {
+                *r = _mm256_loadu_ps(src.add(l * ss));
+            }
             // Pairs of rows interleaved, then quadruples, then the 128-bit halves swapped.
             let t0 = _mm256_unpacklo_ps(r[0], r[1]);
             let t1 = _mm256_unpackhi_ps(r[0], r[1]);
