@@ -119,16 +119,32 @@ impl<T: Copy + Default + PartialEq> PerCell<T> {
         self.values.get(cell).copied().unwrap_or_default()
     }
 
-    /// Sets `cell` to `value`: setting 0 where nothing was set changes nothing.
+    /// Sets `cell` to `value`.
     #[inline]
     fn set(&mut self, cell: usize, value: T) {
+        if let Some(values) = self.for_setting(value) {
+            values[cell] = value;
+        }
+    }
+
+    /// Sets every cell of `cells` to `value`.
+    fn fill(&mut self, cells: std::ops::Range<usize>, value: T) {
+        if let Some(values) = self.for_setting(value) {
+            values[cells].fill(value);
+        }
+    }
+
+    /// The values to set `value` in, allocated for the first value other than
+    /// 0; `None` for 0 while nothing was set, which changes nothing.
+    #[inline]
+    fn for_setting(&mut self, value: T) -> Option<&mut [T]> {
         if self.values.is_empty() {
             if value == T::default() {
-                return;
+                return None;
             }
             self.values = vec![T::default(); self.len];
         }
-        self.values[cell] = value;
+        Some(&mut self.values)
     }
 }
 
@@ -300,13 +316,24 @@ impl WriteRaces {
 /// The cells of the allocation of `t` that its elements reach (those inside it:
 /// cells outside are the instruction's bounds error to report).
 fn cells_of(t: &Tensor, len: usize, mut f: impl FnMut(usize)) {
-    base_runs(t, Reach::Whole, |start, n, step| {
-        for i in 0..n as isize {
-            if let Some(c) = usize::try_from(start + i * step).ok().filter(|&c| c < len) {
-                f(c);
-            }
+    base_runs(t, Reach::Whole, |start, n, step| run_cells(start, n, step, len, &mut f));
+}
+
+/// The cells of the run `start + i·step` (`i < n`) inside an allocation of `len` cells.
+fn run_cells(start: isize, n: usize, step: isize, len: usize, mut f: impl FnMut(usize)) {
+    for i in 0..n as isize {
+        if let Some(c) = usize::try_from(start + i * step).ok().filter(|&c| c < len) {
+            f(c);
         }
-    });
+    }
+}
+
+/// The cells `start..start + n` when a run is ascending and wholly inside an
+/// allocation of `len` cells (then handled a slice at a time).
+fn contiguous(start: isize, n: usize, step: isize, len: usize) -> Option<std::ops::Range<usize>> {
+    let s = usize::try_from(start).ok().filter(|_| step == 1 || n == 1)?;
+    let e = s.checked_add(n).filter(|&e| e <= len)?;
+    Some(s..e)
 }
 
 impl State {
@@ -368,12 +395,27 @@ impl State {
         let values = alloc.cells.read().unwrap_or_else(|e| e.into_inner());
         // Sized up front: growing them cell by cell copies them into new pages.
         let (mut cells, mut before) = (Vec::with_capacity(t.numel()), Vec::with_capacity(t.numel()));
+        // What a cell nothing wrote holds is unknown: any write changes it.
+        let held = |unwritten: Option<&dyn Fn(usize) -> bool>, c: usize| match unwritten {
+            Some(u) if u(c) => None,
+            _ => Some(values[c].to_bits()),
+        };
         alloc.with_unwritten(|unwritten| {
-            cells_of(t, len, |c| {
-                rec.pending.set(c, slot as u32 + 1);
-                cells.push(c);
-                // What a cell nothing wrote holds is unknown: any write changes it.
-                before.push(if unwritten.is_some_and(|u| u(c)) { None } else { Some(values[c].to_bits()) });
+            base_runs(t, Reach::Whole, |start, n, step| match contiguous(start, n, step, len) {
+                // A whole output tile is one run: a slice at a time, not a call per cell.
+                Some(run) => {
+                    rec.pending.fill(run.clone(), slot as u32 + 1);
+                    cells.extend(run.clone());
+                    match unwritten {
+                        None => before.extend(values[run].iter().map(|v| Some(v.to_bits()))),
+                        Some(_) => before.extend(run.map(|c| held(unwritten, c))),
+                    }
+                }
+                None => run_cells(start, n, step, len, |c| {
+                    rec.pending.set(c, slot as u32 + 1);
+                    cells.push(c);
+                    before.push(held(unwritten, c));
+                }),
             })
         });
         PendingWrite { tensor: t.clone(), op: op.to_string(), line, stamp: self.stamp(slot), cells, before }
