@@ -36,6 +36,13 @@ pub(crate) struct Found {
     pub first: Vec<usize>,
 }
 
+/// The first of the cells `start..start + n`, when they all lie in an
+/// allocation of `len` cells.
+pub(super) fn cells_within(start: isize, n: usize, len: usize) -> Option<usize> {
+    let s = usize::try_from(start).ok()?;
+    (s.checked_add(n)? <= len).then_some(s)
+}
+
 /// Calls `f(word, bits)` for the words of a bit mask holding bits `start..start + n`.
 fn words(start: usize, n: usize, mut f: impl FnMut(usize, u64)) {
     let (mut i, end) = (start, start + n);
@@ -54,8 +61,7 @@ impl Unwritten {
 
     /// The cells `start..start + n`, when they are all in the allocation.
     fn in_bounds(&self, start: isize, n: usize) -> Option<usize> {
-        let s = usize::try_from(start).ok()?;
-        (s.checked_add(n)? <= self.cells).then_some(s)
+        cells_within(start, n, self.cells)
     }
 
     /// The mask, built (every cell unwritten) on the first write of part of the allocation.

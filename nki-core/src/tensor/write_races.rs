@@ -39,7 +39,7 @@
 //! kernel line.
 use super::Tensor;
 use super::psum_writes::unravel;
-use super::unwritten::{Reach, base_runs};
+use super::unwritten::{Reach, base_runs, cells_within};
 use crate::profile::Rendezvous;
 use crate::{Buffer, ErrorKind, NkiError, Result};
 use std::collections::HashMap;
@@ -331,9 +331,8 @@ fn run_cells(start: isize, n: usize, step: isize, len: usize, mut f: impl FnMut(
 /// The cells `start..start + n` when a run is ascending and wholly inside an
 /// allocation of `len` cells (then handled a slice at a time).
 fn contiguous(start: isize, n: usize, step: isize, len: usize) -> Option<std::ops::Range<usize>> {
-    let s = usize::try_from(start).ok().filter(|_| step == 1 || n == 1)?;
-    let e = s.checked_add(n).filter(|&e| e <= len)?;
-    Some(s..e)
+    let s = cells_within(start, n, len).filter(|_| step == 1 || n == 1)?;
+    Some(s..s + n)
 }
 
 impl State {
@@ -406,10 +405,7 @@ impl State {
                 Some(run) => {
                     rec.pending.fill(run.clone(), slot as u32 + 1);
                     cells.extend(run.clone());
-                    match unwritten {
-                        None => before.extend(values[run].iter().map(|v| Some(v.to_bits()))),
-                        Some(_) => before.extend(run.map(|c| held(unwritten, c))),
-                    }
+                    before.extend(run.map(|c| held(unwritten, c)));
                 }
                 None => run_cells(start, n, step, len, |c| {
                     rec.pending.set(c, slot as u32 + 1);
