@@ -14,6 +14,7 @@ mod psum_writes;
 mod rearrange;
 mod recycle;
 mod reinterpret;
+mod run_map;
 mod storage;
 mod tensor_indirection;
 mod unwritten;

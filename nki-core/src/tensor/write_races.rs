@@ -39,10 +39,12 @@
 //! kernel line.
 use super::Tensor;
 use super::psum_writes::unravel;
+use super::run_map::RunMap;
 use super::unwritten::{Reach, base_runs, cells_within};
 use crate::profile::Rendezvous;
 use crate::{Buffer, ErrorKind, NkiError, Result};
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
@@ -79,72 +81,18 @@ struct State {
 /// The last write and a read of each cell of one allocation: 0 for none, else
 /// `(program + 1) << 32 | its clock at the access`.
 struct Record {
-    writes: PerCell<u64>,
+    writes: RunMap<u64>,
     /// The last read, except that a read by another program unordered with it
     /// stays, so a later write by either program finds the other's read.
-    reads: PerCell<u64>,
+    reads: RunMap<u64>,
     /// `program + 1` of the instruction whose write of the cell is pending, or 0.
-    pending: PerCell<u32>,
+    pending: RunMap<u32>,
 }
 
 impl Record {
     /// The record of an allocation of `len` cells nothing has accessed.
     fn new(len: usize) -> Record {
-        Record { writes: PerCell::new(len), reads: PerCell::new(len), pending: PerCell::new(len) }
-    }
-}
-
-/// One value per cell of an allocation, every one 0 until the first other
-/// value is set.
-///
-/// The cells are allocated only then, and written before they are read: a
-/// kernel's output is written and never read, and its read stamps (8 bytes a
-/// cell, 16 MiB for an 8 × 2048 × 128 output) would be new pages the OS zeroes
-/// for nothing; and a fresh zeroed allocation that is read first maps the
-/// shared zero page, which the first write then copies.
-struct PerCell<T> {
-    values: Vec<T>,
-    /// How many cells the allocation has.
-    len: usize,
-}
-
-impl<T: Copy + Default + PartialEq> PerCell<T> {
-    fn new(len: usize) -> PerCell<T> {
-        PerCell { values: Vec::new(), len }
-    }
-
-    // Inlined: called once per cell an access reaches.
-    #[inline]
-    fn get(&self, cell: usize) -> T {
-        self.values.get(cell).copied().unwrap_or_default()
-    }
-
-    /// Sets `cell` to `value`.
-    #[inline]
-    fn set(&mut self, cell: usize, value: T) {
-        if let Some(values) = self.for_setting(value) {
-            values[cell] = value;
-        }
-    }
-
-    /// Sets every cell of `cells` to `value`.
-    fn fill(&mut self, cells: std::ops::Range<usize>, value: T) {
-        if let Some(values) = self.for_setting(value) {
-            values[cells].fill(value);
-        }
-    }
-
-    /// The values to set `value` in, allocated for the first value other than
-    /// 0; `None` for 0 while nothing was set, which changes nothing.
-    #[inline]
-    fn for_setting(&mut self, value: T) -> Option<&mut [T]> {
-        if self.values.is_empty() {
-            if value == T::default() {
-                return None;
-            }
-            self.values = vec![T::default(); self.len];
-        }
-        Some(&mut self.values)
+        Record { writes: RunMap::new(len), reads: RunMap::new(len), pending: RunMap::new(len) }
     }
 }
 
@@ -167,8 +115,9 @@ struct PendingWrite {
     line: Line,
     /// The writer's stamp at the write.
     stamp: u64,
-    /// The cells written and the bits they held before (`None`: unwritten).
-    cells: Vec<usize>,
+    /// The cells written, as ascending runs, and the bits they held before
+    /// (`None`: unwritten), run after run.
+    runs: Vec<Range<usize>>,
     before: Vec<Option<u32>>,
 }
 
@@ -314,9 +263,13 @@ impl WriteRaces {
 }
 
 /// The cells of the allocation of `t` that its elements reach (those inside it:
-/// cells outside are the instruction's bounds error to report).
-fn cells_of(t: &Tensor, len: usize, mut f: impl FnMut(usize)) {
-    base_runs(t, Reach::Whole, |start, n, step| run_cells(start, n, step, len, &mut f));
+/// cells outside are the instruction's bounds error to report), as ranges: a
+/// contiguous run of cells at once, the cells of other runs one at a time.
+fn ranges_of(t: &Tensor, len: usize, mut f: impl FnMut(Range<usize>)) {
+    base_runs(t, Reach::Whole, |start, n, step| match contiguous(start, n, step, len) {
+        Some(run) => f(run),
+        None => run_cells(start, n, step, len, |c| f(c..c + 1)),
+    });
 }
 
 /// The cells of the run `start + i·step` (`i < n`) inside an allocation of `len` cells.
@@ -330,7 +283,7 @@ fn run_cells(start: isize, n: usize, step: isize, len: usize, mut f: impl FnMut(
 
 /// The cells `start..start + n` when a run is ascending and wholly inside an
 /// allocation of `len` cells (then handled a slice at a time).
-fn contiguous(start: isize, n: usize, step: isize, len: usize) -> Option<std::ops::Range<usize>> {
+fn contiguous(start: isize, n: usize, step: isize, len: usize) -> Option<Range<usize>> {
     let s = cells_within(start, n, len).filter(|_| step == 1 || n == 1)?;
     Some(s..s + n)
 }
@@ -341,10 +294,9 @@ impl State {
         let alloc = t.storage().allocation();
         let rec = self.written.get(&alloc.id)?;
         let mut other = None;
-        cells_of(t, alloc.len(), |c| {
-            let p = rec.pending.get(c) as usize;
-            if other.is_none() && p != 0 && p - 1 != slot {
-                other = Some(p - 1);
+        ranges_of(t, alloc.len(), |cells| {
+            if other.is_none() {
+                other = rec.pending.find(cells, |_, p| (p != 0 && p as usize - 1 != slot).then(|| p as usize - 1));
             }
         });
         other
@@ -373,12 +325,14 @@ impl State {
             None => return None,
         };
         let mut race = None;
-        cells_of(t, alloc.len(), |c| {
+        ranges_of(t, alloc.len(), |cells| {
             if race.is_none() {
-                race = self.unordered(slot, rec.writes.get(c)).map(|first| Race { cell: c, first, first_wrote: true });
+                race = rec.writes.find(cells.clone(), |piece, w| {
+                    self.unordered(slot, w).map(|first| Race { cell: piece.start, first, first_wrote: true })
+                });
             }
-            if self.unordered(slot, rec.reads.get(c)).is_none() {
-                rec.reads.set(c, now);
+            for piece in rec.reads.pieces_where(cells, |r| self.unordered(slot, r).is_none()) {
+                rec.reads.fill(piece, now);
             }
         });
         self.written.insert(alloc.id, rec);
@@ -392,29 +346,40 @@ impl State {
         let len = alloc.len();
         let rec = self.written.entry(alloc.id).or_insert_with(|| Record::new(len));
         let values = alloc.cells.read().unwrap_or_else(|e| e.into_inner());
-        // Sized up front: growing them cell by cell copies them into new pages.
-        let (mut cells, mut before) = (Vec::with_capacity(t.numel()), Vec::with_capacity(t.numel()));
+        // Sized up front: growing it cell by cell copies it into new pages.
+        let (mut runs, mut before): (Vec<Range<usize>>, _) = (Vec::new(), Vec::with_capacity(t.numel()));
         // What a cell nothing wrote holds is unknown: any write changes it.
         let held = |unwritten: Option<&dyn Fn(usize) -> bool>, c: usize| match unwritten {
             Some(u) if u(c) => None,
             _ => Some(values[c].to_bits()),
         };
         alloc.with_unwritten(|unwritten| {
-            base_runs(t, Reach::Whole, |start, n, step| match contiguous(start, n, step, len) {
-                // A whole output tile is one run: a slice at a time, not a call per cell.
-                Some(run) => {
-                    rec.pending.fill(run.clone(), slot as u32 + 1);
-                    cells.extend(run.clone());
-                    before.extend(run.map(|c| held(unwritten, c)));
+            ranges_of(t, len, |cells| {
+                rec.pending.fill(cells.clone(), slot as u32 + 1);
+                before.extend(cells.clone().map(|c| held(unwritten, c)));
+                match runs.last_mut() {
+                    Some(last) if last.end == cells.start => last.end = cells.end,
+                    _ => runs.push(cells),
                 }
-                None => run_cells(start, n, step, len, |c| {
-                    rec.pending.set(c, slot as u32 + 1);
-                    cells.push(c);
-                    before.push(held(unwritten, c));
-                }),
             })
         });
-        PendingWrite { tensor: t.clone(), op: op.to_string(), line, stamp: self.stamp(slot), cells, before }
+        PendingWrite { tensor: t.clone(), op: op.to_string(), line, stamp: self.stamp(slot), runs, before }
+    }
+
+    /// The first cell of `cells` another program wrote or read unordered
+    /// with a write of program `slot` (at one cell, its write).
+    fn first_race(&self, slot: usize, rec: &Record, cells: Range<usize>) -> Option<Race> {
+        let by_write = rec
+            .writes
+            .find(cells.clone(), |piece, w| self.unordered(slot, w).map(|first| Race { cell: piece.start, first, first_wrote: true }));
+        let end = by_write.as_ref().map_or(cells.end, |race| race.cell + 1);
+        let by_read = rec
+            .reads
+            .find(cells.start..end, |piece, r| self.unordered(slot, r).map(|first| Race { cell: piece.start, first, first_wrote: false }));
+        match (by_write, by_read) {
+            (Some(w), Some(r)) if r.cell < w.cell => Some(r),
+            (w, r) => w.or(r),
+        }
     }
 
     /// Program `slot`'s write `w` is done: each cell it changed takes its stamp
@@ -426,21 +391,27 @@ impl State {
         let mut rec = self.written.remove(&alloc.id)?;
         let values = alloc.cells.read().unwrap_or_else(|e| e.into_inner());
         let mut race = None;
-        for (&c, &before) in w.cells.iter().zip(&w.before) {
-            rec.pending.set(c, 0);
-            let by_write = self.unordered(slot, rec.writes.get(c));
-            if before == Some(values[c].to_bits()) {
-                if by_write.is_some() {
-                    rec.writes.set(c, 0);
+        let mut done = 0;
+        for run in &w.runs {
+            rec.pending.fill(run.clone(), 0);
+            let before = &w.before[done..done + run.len()];
+            done += run.len();
+            // The run in pieces the write changed throughout or left as they were throughout.
+            let changed = |i: usize| before[i] != Some(values[run.start + i].to_bits());
+            let mut at = 0;
+            while at < run.len() {
+                let end = (at + 1..run.len()).find(|&i| changed(i) != changed(at)).unwrap_or(run.len());
+                let piece = run.start + at..run.start + end;
+                if changed(at) {
+                    race = race.or_else(|| self.first_race(slot, &rec, piece.clone()));
+                    rec.writes.fill(piece, w.stamp);
+                } else {
+                    for by_other in rec.writes.pieces_where(piece, |s| self.unordered(slot, s).is_some()) {
+                        rec.writes.fill(by_other, 0);
+                    }
                 }
-                continue;
+                at = end;
             }
-            if race.is_none() {
-                race = by_write
-                    .map(|first| Race { cell: c, first, first_wrote: true })
-                    .or_else(|| self.unordered(slot, rec.reads.get(c)).map(|first| Race { cell: c, first, first_wrote: false }));
-            }
-            rec.writes.set(c, w.stamp);
         }
         drop(values);
         self.written.insert(alloc.id, rec);

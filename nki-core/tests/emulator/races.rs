@@ -172,3 +172,38 @@ fn ranks_sharing_a_tensor_are_ordered_by_the_collectives_they_join() {
     run(true).unwrap();
     assert_eq!(shared.to_f32_vec(), [2.0; 4]);
 }
+
+/// An LNC2 launch: program `p` writes `p + 1` into the columns `c ≡ p (mod 2)`
+/// of a shared `[64, 96]` tensor a column at a time (so no two neighbouring
+/// elements share a writer and the record keeps a stamp per element), then
+/// program 1 writes 3s into column `last`, after a barrier when `barrier`.
+fn columns(last: i64, barrier: bool) -> Result<()> {
+    with_timeout(30, move || {
+        Launch::new().lnc(2).run_all(move |ctx| {
+            let out = alloc(ctx, &[64, 96], Dtype::F32, Buffer::SharedHbm)?;
+            let p = ctx.program_id();
+            let column = sbuf_with(ctx, &[64, 1], Dtype::F32, &[p as f64 + 1.0; 64])?;
+            for c in (p as i64..96).step_by(2) {
+                nisa::dma_copy(ctx, &out.slice(1, c, c + 1, 1)?, &column, DmaCopyOpts::default())?;
+            }
+            if barrier {
+                nisa::core_barrier(ctx, &out, &[0, 1], CoreBarrierOpts::default())?;
+            }
+            if p == 1 {
+                let threes = sbuf_with(ctx, &[64, 1], Dtype::F32, &[3.0; 64])?;
+                nisa::dma_copy(ctx, &out.slice(1, last, last + 1, 1)?, &threes, DmaCopyOpts::default())?;
+            }
+            Ok(())
+        })?;
+        Ok(())
+    })
+}
+
+#[test]
+fn element_by_element_writes_race_where_they_meet() {
+    let e = expect_err(columns(2, false));
+    let first = "element [0, 2] of 'tensor' [64, 96] float32 in shared HBM is written by program 0";
+    assert_err(&e, ErrorKind::Race, &["nisa.dma_copy", first, "without a synchronisation between"]);
+    assert!(columns(3, false).is_ok(), "a column of its own");
+    assert!(columns(2, true).is_ok(), "ordered by the barrier");
+}
