@@ -1,6 +1,8 @@
-//! Slice-level ALU kernels: one `match` per slice, tight loops inside so they vectorise.
+//! Slice-level ALU kernels: one `match` per slice, tight loops inside so they
+//! vectorise, compiled for the CPU's widest vectors ([`crate::numeric::wide`]).
 
 use crate::language::NlOp;
+use crate::numeric::wide::wide_fn;
 
 macro_rules! binary_loops {
     ($op:expr, $out:ident, $a:ident, $b:ident, $ai:expr, $bi:expr) => {{
@@ -51,14 +53,24 @@ macro_rules! binary_loops {
     }};
 }
 
-/// `out[i] = a[i] op b[i]`.
-pub(crate) fn binary(op: NlOp, a: &[f32], b: &[f32], out: &mut [f32]) {
+wide_fn! {
+    /// `out[i] = a[i] op b[i]`.
+    pub(crate) fn binary(op: NlOp, a: &[f32], b: &[f32], out: &mut [f32]) = binary_generic;
+}
+
+#[inline(always)]
+fn binary_generic(op: NlOp, a: &[f32], b: &[f32], out: &mut [f32]) {
     let (a, b) = (&a[..out.len()], &b[..out.len()]);
     binary_loops!(op, out, a, b, |i: usize| a[i], |i: usize| b[i])
 }
 
-/// `out[i] = a[i] op s`, or `s op a[i]` when `reverse`.
-pub(crate) fn with_scalar(op: NlOp, a: &[f32], s: f32, reverse: bool, out: &mut [f32]) {
+wide_fn! {
+    /// `out[i] = a[i] op s`, or `s op a[i]` when `reverse`.
+    pub(crate) fn with_scalar(op: NlOp, a: &[f32], s: f32, reverse: bool, out: &mut [f32]) = with_scalar_generic;
+}
+
+#[inline(always)]
+fn with_scalar_generic(op: NlOp, a: &[f32], s: f32, reverse: bool, out: &mut [f32]) {
     let a = &a[..out.len()];
     if reverse {
         binary_loops!(op, out, a, s, |_i: usize| s, |i: usize| a[i])
@@ -111,8 +123,13 @@ fn alu_unary_list() -> String {
     nki_spec::constants::ALU_UNARY_TOKENS.iter().map(|t| format!("nl.{t}")).collect::<Vec<_>>().join(", ")
 }
 
-/// Applies `op` in place: `x[i] = x[i] op s` (or `s op x[i]` when `reverse`).
-pub(crate) fn with_scalar_in_place(op: NlOp, x: &mut [f32], s: f32, reverse: bool) {
+wide_fn! {
+    /// Applies `op` in place: `x[i] = x[i] op s` (or `s op x[i]` when `reverse`).
+    pub(crate) fn with_scalar_in_place(op: NlOp, x: &mut [f32], s: f32, reverse: bool) = with_scalar_in_place_generic;
+}
+
+#[inline(always)]
+fn with_scalar_in_place_generic(op: NlOp, x: &mut [f32], s: f32, reverse: bool) {
     let n = x.len();
     let flag = |c: bool| if c { 1.0f32 } else { 0.0 };
     macro_rules! go {
@@ -134,8 +151,13 @@ pub(crate) fn with_scalar_in_place(op: NlOp, x: &mut [f32], s: f32, reverse: boo
     }
 }
 
-/// Folds `xs` with the reduction `op`, starting from `init`.
-pub(crate) fn reduce(op: NlOp, xs: &[f32], init: f32) -> f32 {
+wide_fn! {
+    /// Folds `xs` with the reduction `op`, starting from `init`.
+    pub(crate) fn reduce(op: NlOp, xs: &[f32], init: f32) -> f32 = reduce_generic;
+}
+
+#[inline(always)]
+fn reduce_generic(op: NlOp, xs: &[f32], init: f32) -> f32 {
     match op {
         NlOp::Add => {
             // Eight partial sums keep the loop vectorised; the order differs from a
@@ -157,19 +179,18 @@ pub(crate) fn reduce(op: NlOp, xs: &[f32], init: f32) -> f32 {
 }
 
 /// Max or min of `init` and `xs` (`pick` keeps the better of two non-NaN values),
-/// NaN if any value is NaN. Sixteen lanes and a separate NaN flag let the loop
-/// compile to vector compares instead of a branch per element.
+/// NaN if any value is NaN. Sixteen lanes, each keeping a NaN it met (`pick`
+/// never replaces one), let the loop compile to vector compares and blends
+/// instead of a branch per element.
 #[inline(always)]
 fn extremum(xs: &[f32], init: f32, pick: impl Fn(f32, f32) -> f32) -> f32 {
     const L: usize = 16;
     let mut acc = [init; L];
-    let mut nan = [false; L];
     let chunks = xs.chunks_exact(L);
     let rest = chunks.remainder();
     for c in chunks {
         for k in 0..L {
-            acc[k] = pick(acc[k], c[k]);
-            nan[k] |= c[k].is_nan();
+            acc[k] = if c[k].is_nan() { c[k] } else { pick(acc[k], c[k]) };
         }
     }
     let mut r = init;
@@ -179,7 +200,7 @@ fn extremum(xs: &[f32], init: f32, pick: impl Fn(f32, f32) -> f32) -> f32 {
         }
         r = pick(r, v);
     }
-    if nan.contains(&true) { f32::NAN } else { r }
+    r
 }
 
 /// `max` that propagates NaN (a NaN anywhere in a row shows up in its max).
@@ -222,5 +243,53 @@ mod tests {
         assert!(reduce(NlOp::Maximum, &long, f32::MIN).is_nan());
         assert!(reduce(NlOp::Minimum, &long, f32::MAX).is_nan());
         assert!(reduce(NlOp::Maximum, &[1.0; 20], f32::NAN).is_nan());
+    }
+
+    /// The kernels as the CPU runs them (AVX-512 or AVX2 where it has them)
+    /// give the bits the baseline build of the same body gives.
+    #[test]
+    fn wide_builds_are_bit_identical_to_the_baseline() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        // Signed zeros, NaNs and a spread of magnitudes, in rows of odd lengths.
+        let mut value = || match next() % 16 {
+            0 => 0.0,
+            1 => -0.0,
+            2 => f32::NAN,
+            r => (r as f32 - 8.0) * f32::from_bits(0x3000_0000 + (next() % 0x1800_0000) as u32),
+        };
+        let same = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
+        for n in [0, 1, 15, 16, 17, 100, 1000, 4099] {
+            let a: Vec<f32> = (0..n).map(|_| value()).collect();
+            let b: Vec<f32> = (0..n).map(|_| value()).collect();
+            let s = value();
+            for op in NlOp::ALL.into_iter().filter(|o| o.is_binary()) {
+                let (mut wide, mut base) = (vec![0f32; n], vec![0f32; n]);
+                binary(op, &a, &b, &mut wide);
+                binary_generic(op, &a, &b, &mut base);
+                assert!(same(&wide, &base), "binary {op:?} n {n}");
+                for reverse in [false, true] {
+                    with_scalar(op, &a, s, reverse, &mut wide);
+                    with_scalar_generic(op, &a, s, reverse, &mut base);
+                    assert!(same(&wide, &base), "with_scalar {op:?} n {n}");
+                    let (mut wide, mut base) = (a.clone(), a.clone());
+                    with_scalar_in_place(op, &mut wide, s, reverse);
+                    with_scalar_in_place_generic(op, &mut base, s, reverse);
+                    assert!(same(&wide, &base), "with_scalar_in_place {op:?} n {n}");
+                }
+            }
+            let finite: Vec<f32> = a.iter().map(|&x| if x.is_nan() { 1.5 } else { x }).collect();
+            for op in [NlOp::Add, NlOp::Maximum, NlOp::Minimum] {
+                for xs in [&a, &finite] {
+                    let (wide, base) = (reduce(op, xs, op.identity()), reduce_generic(op, xs, op.identity()));
+                    assert_eq!(wide.to_bits(), base.to_bits(), "reduce {op:?} n {n}");
+                }
+            }
+        }
     }
 }

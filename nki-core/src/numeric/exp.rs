@@ -3,7 +3,8 @@
 //! Cody–Waite range reduction with a degree-6 polynomial (max error about 2 ulp);
 //! exact at 0, `+inf` above `ln(f32::MAX)`, 0 below `-87.34` (results that would be
 //! subnormal are flushed, as the Scalar Engine does), NaN passes through. The loop is
-//! branch-free so it vectorises, and is compiled for AVX-512 / AVX2 when the CPU has them.
+//! branch-free so it vectorises, and is compiled for AVX-512 / AVX2 when the CPU has them
+//! ([`super::wide`]).
 
 const LOG2E: f32 = std::f32::consts::LOG2_E;
 const LN2_HI: f32 = 0.693_359_4;
@@ -34,6 +35,7 @@ fn exp_one(x: f32) -> f32 {
 
 #[inline(always)]
 fn exp_map_generic(xs: &[f32], out: &mut [f32], scale: f32, bias: f32) {
+    debug_assert_eq!(xs.len(), out.len());
     for (o, &x) in out.iter_mut().zip(xs) {
         *o = exp_one(x * scale + bias);
     }
@@ -46,57 +48,14 @@ fn exp_inplace_generic(xs: &mut [f32]) {
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-mod x86 {
-    #[target_feature(enable = "avx512f")]
-    pub(super) fn map_avx512(xs: &[f32], out: &mut [f32], scale: f32, bias: f32) {
-        super::exp_map_generic(xs, out, scale, bias)
-    }
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn map_avx2(xs: &[f32], out: &mut [f32], scale: f32, bias: f32) {
-        super::exp_map_generic(xs, out, scale, bias)
-    }
-    #[target_feature(enable = "avx512f")]
-    pub(super) fn inplace_avx512(xs: &mut [f32]) {
-        super::exp_inplace_generic(xs)
-    }
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn inplace_avx2(xs: &mut [f32]) {
-        super::exp_inplace_generic(xs)
-    }
+super::wide::wide_fn! {
+    /// `out[i] = exp(xs[i] * scale + bias)`.
+    pub fn exp_affine(xs: &[f32], out: &mut [f32], scale: f32, bias: f32) = exp_map_generic;
 }
 
-/// `out[i] = exp(xs[i] * scale + bias)`.
-pub fn exp_affine(xs: &[f32], out: &mut [f32], scale: f32, bias: f32) {
-    debug_assert_eq!(xs.len(), out.len());
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU supports AVX-512F (checked just above).
-            return unsafe { x86::map_avx512(xs, out, scale, bias) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-            // SAFETY: the CPU supports AVX2 and FMA (checked just above).
-            return unsafe { x86::map_avx2(xs, out, scale, bias) };
-        }
-    }
-    exp_map_generic(xs, out, scale, bias)
-}
-
-/// `xs[i] = exp(xs[i])`.
-pub fn exp_in_place(xs: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU supports AVX-512F (checked just above).
-            return unsafe { x86::inplace_avx512(xs) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-            // SAFETY: the CPU supports AVX2 and FMA (checked just above).
-            return unsafe { x86::inplace_avx2(xs) };
-        }
-    }
-    exp_inplace_generic(xs)
+super::wide::wide_fn! {
+    /// `xs[i] = exp(xs[i])`.
+    pub fn exp_in_place(xs: &mut [f32]) = exp_inplace_generic;
 }
 
 /// Scalar `exp` with the same accuracy as the slice versions.

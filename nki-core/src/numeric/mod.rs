@@ -4,3 +4,4 @@ pub(crate) mod erf;
 pub mod exp;
 pub(crate) mod gemm;
 pub(crate) mod transpose;
+pub(crate) mod wide;
