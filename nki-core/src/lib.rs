@@ -27,6 +27,8 @@ pub mod language;
 pub mod numeric;
 pub mod profile;
 pub mod tensor;
+#[cfg(test)]
+mod test_rng;
 
 pub use collectives as ncc;
 pub use dtype::Dtype;

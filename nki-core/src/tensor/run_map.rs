@@ -141,6 +141,7 @@ impl<T: Copy + Default + PartialEq> RunMap<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_rng::xorshift;
 
     /// The map's values, cell by cell.
     fn cells(m: &RunMap<u32>) -> Vec<u32> {
@@ -159,14 +160,6 @@ mod tests {
             None::<()>
         });
         out
-    }
-
-    /// A fixed pseudo-random sequence (xorshift), so that the test is repeatable.
-    fn xorshift(state: &mut u64) -> u64 {
-        *state ^= *state << 13;
-        *state ^= *state >> 7;
-        *state ^= *state << 17;
-        *state
     }
 
     #[test]
