@@ -19,8 +19,9 @@ pub mod scaled {
         HALF = 2,
         /// Triples.
         Triple_It = -3,
-        /// Leaves the values.
-        Keep = 7,
+        /// Leaves the values. Without a value it counts on from the member
+        /// before, as in Rust: -2.
+        Keep,
     }
 
     /// How many times `how` is applied by `repeat`: `match` with `|` and `_`.
@@ -163,6 +164,7 @@ fn the_emitted_python_declares_the_class_and_checks_the_arguments() {
     let source = scaled::__NKI_CONST_SCALING.source;
     assert!(source.starts_with("class Scaling(Enum):\n"), "{source}");
     assert!(source.contains("    HALF = 2\n") && source.contains("    Triple_It = -3\n"), "{source}");
+    assert!(source.contains("    Keep = -2\n"), "{source}");
     let kernel = scale::NKI_SOURCE;
     assert!(kernel.contains("def scale(x, how=Scaling.Triple_It, then=None):"), "{kernel}");
     // Checked by the package's `check_contract`: the row's message names the class's members.

@@ -75,8 +75,9 @@ pub fn parse_objects(items: &[syn::ItemStruct], others: &[String], enums: &[Enum
     out
 }
 
-/// Parses the `#[nki_enum]` enums of an `#[nki_module]`: unit variants, each
-/// with an explicit integer discriminant (the Python member's value).
+/// Parses the `#[nki_enum]` enums of an `#[nki_module]`: unit variants whose
+/// integer discriminants, written or counted as Rust counts them, are the
+/// Python members' values.
 pub fn parse_enums(items: &[syn::ItemEnum], diag: &mut Diagnostics) -> Vec<EnumDef> {
     let mut out = Vec::new();
     for e in items {
@@ -92,6 +93,9 @@ pub fn parse_enums(items: &[syn::ItemEnum], diag: &mut Diagnostics) -> Vec<EnumD
                 );
                 continue;
             }
+            // Rust's rule for a member without a value: one more than the
+            // member before it, 0 for the first.
+            let implicit = members.last().map_or(Some(0), |(_, prev): &(syn::Ident, i64)| prev.checked_add(1));
             match &v.discriminant {
                 Some((_, d)) => match int_literal(d) {
                     Some(value) => members.push((v.ident.clone(), value)),
@@ -100,13 +104,10 @@ pub fn parse_enums(items: &[syn::ItemEnum], diag: &mut Diagnostics) -> Vec<EnumD
                         format!("the value of `{}::{}` must be an integer literal: it becomes the Python member's value", e.ident, v.ident),
                     ),
                 },
-                None => diag.error(
-                    Spn::of(&v.ident),
-                    format!(
-                        "`{}::{}` needs an explicit integer value (`{} = 0`): it becomes the Python member's value",
-                        e.ident, v.ident, v.ident
-                    ),
-                ),
+                None => match implicit {
+                    Some(value) => members.push((v.ident.clone(), value)),
+                    None => diag.error(Spn::of(&v.ident), format!("`{}::{}` would follow i64::MAX: give it a value", e.ident, v.ident)),
+                },
             }
         }
         if e.variants.is_empty() {

@@ -22,9 +22,9 @@ pub mod items {
     #[nki_enum]
     pub enum Sign {
         /// Keeps the sign.
-        Keep = 0,
+        Keep,
         /// Negates.
-        Flip = 1,
+        Flip,
     }
 
     /// `t * scale + offset`.

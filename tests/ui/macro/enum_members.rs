@@ -6,14 +6,14 @@ pub mod k {
 
     #[nki_enum]
     pub enum Act {
-        SIGMOID = 0,
-        SOFTMAX = 1,
-        RELU = 2,
+        SIGMOID,
+        SOFTMAX,
+        RELU,
     }
 
     #[nki_enum]
     pub enum Norm {
-        RMS = 0,
+        RMS,
     }
 
     /// Enum fields default to members of their own enum, never to values.

@@ -19,86 +19,86 @@ pub mod types {
     #[nki_enum]
     pub enum QKVOutputLayout {
         /// `[B, S, I]`.
-        BSD = 0,
+        BSD,
         /// `[I / d_head, B, S, d_head]`: head by head.
-        NBSd = 1,
+        NBSd,
         /// `[I / d_head, B, d_head, S]`: head by head, transposed.
-        NBdS = 2,
+        NBdS,
     }
 
     /// The normalization of the hidden rows before a projection or quantization.
     #[nki_enum]
     pub enum NormType {
         /// No normalization.
-        NO_NORM = 0,
+        NO_NORM,
         /// RMSNorm with gamma.
-        RMS_NORM = 1,
+        RMS_NORM,
         /// LayerNorm with gamma and an optional beta.
-        LAYER_NORM = 2,
+        LAYER_NORM,
         /// RMSNorm without gamma (gamma folded into the weights).
-        RMS_NORM_SKIP_GAMMA = 3,
+        RMS_NORM_SKIP_GAMMA,
     }
 
     /// The activation of an MLP's gate.
     #[nki_enum]
     pub enum ActFnType {
         /// `x · sigmoid(x)` (SwiGLU when gated).
-        SiLU = 0,
+        SiLU,
         /// `x · Φ(x)`, the exact GELU.
-        GELU = 1,
+        GELU,
         /// GELU with the tanh approximation.
-        GELU_Tanh_Approx = 2,
+        GELU_Tanh_Approx,
         /// GELU with the sigmoid approximation, `x · sigmoid(1.702 x)`.
-        Swish = 3,
+        Swish,
     }
 
     /// A MoE router's activation over the experts.
     #[nki_enum]
     pub enum RouterActFnType {
         /// The sigmoid of each logit.
-        SIGMOID = 0,
+        SIGMOID,
         /// The softmax along the experts.
-        SOFTMAX = 1,
+        SOFTMAX,
     }
 
     /// How weights (and activations) are quantized.
     #[nki_enum]
     pub enum QuantizationType {
         /// Not quantized.
-        NONE = 0,
+        NONE,
         /// `float8_e4m3`, one scale per tensor.
-        STATIC = 1,
+        STATIC,
         /// `float8_e4m3`, one scale per row (or output column).
-        ROW = 2,
+        ROW,
         /// Microscaling.
-        MX = 3,
+        MX,
         /// Per-tensor microscaling.
-        STATIC_MX = 4,
+        STATIC_MX,
         /// Per-row microscaling.
-        ROW_MX = 5,
+        ROW_MX,
     }
 
     /// When a MoE kernel multiplies an expert's output by its affinity.
     #[nki_enum]
     pub enum ExpertAffinityScaleMode {
         /// Experts' outputs are summed unweighted.
-        NO_SCALE = 0,
+        NO_SCALE,
         /// Each expert's output is multiplied by the token's affinity for it.
-        POST_SCALE = 1,
+        POST_SCALE,
         /// The input is scaled before the expert MLP (context encoding).
-        PRE_SCALE = 2,
+        PRE_SCALE,
         /// Pre-scaling applied later in the context-encoding expert MLP.
-        PRE_SCALE_DELAYED = 3,
+        PRE_SCALE_DELAYED,
     }
 
     /// How fused QKV weights are packed.
     #[nki_enum]
     pub enum QKVWeightLayout {
         /// `[H, I]` as in the checkpoint.
-        CONTIGUOUS = 0,
+        CONTIGUOUS,
         /// Microscaling: four H rows packed per element.
-        MX_CONTIGUOUS = 1,
+        MX_CONTIGUOUS,
         /// Microscaling, packed in the DMA-transpose order.
-        MX_INTERLEAVED = 2,
+        MX_INTERLEAVED,
     }
 }

@@ -75,31 +75,31 @@ pub mod kernel {
     #[nki_enum]
     pub enum ShardOption {
         /// The library's choice, which is `SHARD_ON_HIDDEN`.
-        AUTO = 0,
+        AUTO,
         /// The hidden dim split between the programs.
-        SHARD_ON_HIDDEN = 1,
+        SHARD_ON_HIDDEN,
         /// The intermediate dim split between the programs.
-        SHARD_ON_INTERMEDIATE = 2,
+        SHARD_ON_INTERMEDIATE,
         /// One program.
-        BASELINE_LNC1 = 3,
+        BASELINE_LNC1,
     }
 
     /// Where the affinity scales the expert.
     #[nki_enum]
     pub enum AffinityOption {
         /// On the down projection's output (hidden dim).
-        AFFINITY_ON_H = 0,
+        AFFINITY_ON_H,
         /// On the intermediate.
-        AFFINITY_ON_I = 1,
+        AFFINITY_ON_I,
     }
 
     /// How tokens past an expert's capacity are treated.
     #[nki_enum]
     pub enum KernelTypeOption {
         /// One block per expert, tokens past it dropped.
-        DROPPING = 0,
+        DROPPING,
         /// Any number of blocks per expert.
-        DROPLESS = 1,
+        DROPLESS,
     }
 
     /// The forward's optional clamps (the library's `ClampLimits`): the

@@ -64,19 +64,19 @@ pub mod kernel {
     #[nki_enum]
     pub enum MoECTEImplementation {
         /// Blocks split between the programs (ported).
-        shard_on_block = 0,
+        shard_on_block,
         /// The intermediate dim split between the programs (ported).
-        shard_on_i = 1,
+        shard_on_i,
         /// `shard_on_i` with a static then a dynamic block loop (ported).
-        shard_on_i_hybrid = 2,
+        shard_on_i_hybrid,
         /// `shard_on_i` for a token-dropping layer (ported).
-        shard_on_i_dropping = 3,
+        shard_on_i_dropping,
         /// `shard_on_block` with MX weights (trn3).
-        shard_on_block_mx = 4,
+        shard_on_block_mx,
         /// `shard_on_i` with MX weights (trn3).
-        shard_on_i_mx = 5,
+        shard_on_i_mx,
         /// `shard_on_i_hybrid` with MX weights (trn3).
-        shard_on_i_mx_hybrid = 6,
+        shard_on_i_mx_hybrid,
     }
 
     /// Options of the block-sharded implementations.

@@ -117,9 +117,9 @@ pub mod kernel {
     #[nki_enum]
     pub enum BlockShardStrategy {
         /// The first half of the blocks to program 0, the rest to program 1.
-        HI_LO = 0,
+        HI_LO,
         /// Blocks alternate between the programs: 0, 1, 0, 1, ...
-        PING_PONG = 1,
+        PING_PONG,
     }
 
     /// The tensors of a blockwise call (the library's `InputTensors`).
