@@ -4,7 +4,7 @@ use crate::ast::{EnumDef, FnKind, ObjectDef};
 use crate::check::{self, Generation};
 use crate::diag::Diagnostics;
 use crate::emit::{python, rust};
-use crate::parse::{check_token_nesting, parse_consts, parse_enums, parse_function, parse_objects};
+use crate::parse::{check_token_nesting, parse_consts, parse_enums, parse_function, parse_objects, spread_params};
 use proc_macro2::{Delimiter, Group, TokenStream, TokenTree};
 use quote::ToTokens;
 use syn::spanned::Spanned;
@@ -124,24 +124,25 @@ fn has_keyword_path(tokens: &TokenStream) -> bool {
 fn expand_stand_in(
     kind: FnKind,
     signature: TokenStream,
+    module: ModuleItems,
     objects: Vec<ObjectDef>,
     enums: Vec<EnumDef>,
-    imports: Vec<(String, syn::Path)>,
     target: Generation,
-    diag: Diagnostics,
+    mut diag: Diagnostics,
 ) -> TokenStream {
-    let Ok(item_fn) = syn::parse2::<syn::ItemFn>(signature) else {
+    let Ok(mut item_fn) = syn::parse2::<syn::ItemFn>(signature) else {
         return diag.to_tokens();
     };
+    let groups = spread_params(&mut item_fn, &module.structs, &mut diag);
     let mut quiet = Diagnostics::default();
     let mut f = parse_function(&item_fn, kind, &objects, &enums, &mut quiet);
     f.objects = objects;
     f.enums = enums;
-    f.imports = imports;
+    f.imports = module.imports;
     let info = check::check(&f, target, &mut quiet);
     let errors = diag.to_tokens();
     let stub = rust::emit(&f, &info, "", &[], true);
-    quote::quote!(#errors #stub)
+    quote::quote!(#errors #stub #groups)
 }
 
 /// Expands `#[nki_kernel]` (or `#[nki_helper]`) on `item`.
@@ -176,7 +177,7 @@ pub fn expand(kind: FnKind, attr: TokenStream, item: TokenStream) -> TokenStream
         // Broken field defaults: callers give every field, so nothing cascades.
         objects.iter_mut().for_each(|o| o.defaults.iter_mut().for_each(|d| *d = None));
     }
-    let item_fn: syn::ItemFn = match syn::parse2(item.clone()) {
+    let mut item_fn: syn::ItemFn = match syn::parse2(item.clone()) {
         Ok(f) => f,
         Err(body_error) => {
             // A function whose body alone fails to parse: rustc has already reported
@@ -188,13 +189,14 @@ pub fn expand(kind: FnKind, attr: TokenStream, item: TokenStream) -> TokenStream
                 if !has_keyword_path(&item) {
                     quiet.push(body_error);
                 }
-                return expand_stand_in(kind, signature, objects, enums, module.imports, target, quiet);
+                return expand_stand_in(kind, signature, module, objects, enums, target, quiet);
             }
             let what = if kind == FnKind::Kernel { "#[nki_kernel]" } else { "#[nki_helper]" };
             let err = syn::Error::new(item.span(), format!("{what} applies to a function")).to_compile_error();
             return quote::quote!(#err #item);
         }
     };
+    let groups = spread_params(&mut item_fn, &module.structs, &mut diag);
     let mut f = parse_function(&item_fn, kind, &objects, &enums, &mut diag);
     f.consts = parse_consts(&module.consts, &mut Diagnostics::default());
     f.objects = objects;
@@ -204,8 +206,9 @@ pub fn expand(kind: FnKind, attr: TokenStream, item: TokenStream) -> TokenStream
     if diag.has_errors() {
         let errors = diag.to_tokens();
         let stub = rust::emit(&f, &info, "", &[], true);
-        return quote::quote!(#errors #stub);
+        return quote::quote!(#errors #stub #groups);
     }
     let (py, lines) = python::emit(&f, &info);
-    rust::emit(&f, &info, &py, &lines, false)
+    let function = rust::emit(&f, &info, &py, &lines, false);
+    quote::quote!(#function #groups)
 }

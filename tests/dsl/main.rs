@@ -28,6 +28,7 @@ pub mod random;
 pub mod sendrecv;
 pub mod shared_constant;
 pub mod split_views;
+pub mod spread;
 pub mod sync;
 pub mod unwritten;
 pub mod vector_select;

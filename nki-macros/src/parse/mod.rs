@@ -5,10 +5,12 @@ mod expr;
 mod parser;
 mod pat;
 mod span;
+mod spread;
 mod stmt;
 mod tokens;
 mod types;
 
+pub use spread::spread_params;
 pub use tokens::check_token_nesting;
 
 use crate::ast::{EnumDef, FnKind, Function, ModuleConst, ObjectDef, Param, Spn, TypeAnn};

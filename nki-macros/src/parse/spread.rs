@@ -1,0 +1,120 @@
+//! Parameter groups: `#[spread] name: Bundle` stands for the fields of an
+//! `#[nki_object]` bundle as parameters of their own, in the bundle's order,
+//! with its fields' `#[default]`s and `#[dtypes]`; the body starts by building
+//! `name` from them (`_` builds nothing).
+//!
+//! Library kernels repeat long drop-in signatures (the MoE kernels share some
+//! twenty parameters); a group declares a run of them once. The rewrite is of
+//! the Rust function itself, before parsing, so the Python `def`, the Rust
+//! `Call`, the registry and every check see plain parameters.
+
+use crate::ast::Spn;
+use crate::diag::Diagnostics;
+use proc_macro2::TokenStream;
+use quote::quote;
+
+/// The attribute that marks a parameter group.
+const SPREAD: &str = "spread";
+
+/// Rewrites every `#[spread]` parameter of `item` into the fields of its bundle
+/// (one of `structs`, the bundles the module passes in) and prepends the
+/// binding of each named group to the body. Returns an item naming each
+/// group's type, so its import stays used where no binding reads it.
+pub fn spread_params(item: &mut syn::ItemFn, structs: &[syn::ItemStruct], diag: &mut Diagnostics) -> TokenStream {
+    if !item.sig.inputs.iter().any(|a| matches!(a, syn::FnArg::Typed(pt) if is_spread(pt))) {
+        return TokenStream::new();
+    }
+    let mut groups: Vec<syn::Type> = Vec::new();
+    let mut inputs = syn::punctuated::Punctuated::<syn::FnArg, syn::Token![,]>::new();
+    let mut bindings: Vec<syn::Stmt> = Vec::new();
+    // The parameters' names so far, plain and spread.
+    let mut seen: Vec<String> = Vec::new();
+    for input in std::mem::take(&mut item.sig.inputs) {
+        let syn::FnArg::Typed(pt) = &input else {
+            inputs.push(input);
+            continue;
+        };
+        if !is_spread(pt) {
+            let fresh = match &*pt.pat {
+                syn::Pat::Ident(id) => declare(&mut seen, &id.ident, Spn::of(&id.ident), diag),
+                _ => true,
+            };
+            if fresh {
+                inputs.push(input);
+            }
+            continue;
+        }
+        if let Some(a) = pt.attrs.iter().find(|a| !a.path().is_ident(SPREAD)) {
+            diag.error(Spn::of(a), "a #[spread] group takes its fields' attributes from the bundle: it has no others");
+        }
+        let Some(bundle) = bundle_of(&pt.ty, structs) else {
+            diag.error(Spn::of(&pt.ty), "#[spread] takes an #[nki_object] bundle of this module, or one it imports, by its name");
+            continue;
+        };
+        groups.push((*pt.ty).clone());
+        // The fields are named where the group is: a bundle imported through
+        // a `macro_rules!` answer carries its hygiene, and the body could not
+        // read a parameter named with it.
+        let at = syn::spanned::Spanned::span(&pt.ty);
+        let fields: Vec<(&syn::Field, syn::Ident)> = bundle
+            .fields
+            .iter()
+            .filter_map(|f| {
+                let mut name = f.ident.clone()?;
+                name.set_span(at);
+                Some((f, name))
+            })
+            .collect();
+        for (f, name) in &fields {
+            let (attrs, ty) = (&f.attrs, &f.ty);
+            // A repeated name is dropped: one error, no cascade from rustc.
+            if declare(&mut seen, name, Spn::of(&pt.ty), diag) {
+                inputs.push(syn::parse_quote!(#(#attrs)* #name: #ty));
+            }
+        }
+        match &*pt.pat {
+            syn::Pat::Wild(_) => {}
+            syn::Pat::Ident(id) if id.by_ref.is_none() && id.subpat.is_none() => {
+                let (binding, class) = (&id.ident, &bundle.ident);
+                let names = fields.iter().map(|(_, n)| n);
+                bindings.push(syn::parse_quote!(let #binding = #class { #(#names: #names),* };));
+            }
+            other => {
+                diag.error(Spn::of(other), "a #[spread] group is bound to a plain name, or to `_` when the body reads only its fields")
+            }
+        }
+    }
+    item.sig.inputs = inputs;
+    if !bindings.is_empty() {
+        let rest = std::mem::take(&mut item.block.stmts);
+        item.block.stmts = bindings.into_iter().chain(rest).collect();
+    }
+    quote! {
+        const _: ( #(::core::marker::PhantomData<#groups>,)* ) = ( #(::core::marker::PhantomData::<#groups>,)* );
+    }
+}
+
+fn is_spread(pt: &syn::PatType) -> bool {
+    pt.attrs.iter().any(|a| a.path().is_ident(SPREAD))
+}
+
+/// The bundle a group's type names: a bare name (or a path ending in one).
+fn bundle_of<'s>(ty: &syn::Type, structs: &'s [syn::ItemStruct]) -> Option<&'s syn::ItemStruct> {
+    let syn::Type::Path(p) = ty else { return None };
+    let last = p.path.segments.last().filter(|s| s.arguments.is_none() && p.qself.is_none())?;
+    structs.iter().find(|s| s.ident == last.ident)
+}
+
+/// Records parameter `name` (declared at `at`: a group's fields at the
+/// group), whether it is new; a name declared before is reported there, and
+/// the caller drops it (rustc would say "bound more than once" at the
+/// bundle's field, then cascade).
+fn declare(seen: &mut Vec<String>, name: &syn::Ident, at: Spn, diag: &mut Diagnostics) -> bool {
+    let name = name.to_string();
+    if seen.contains(&name) {
+        diag.error(at, format!("parameter `{name}` is declared twice: a #[spread] group's field and another parameter or group"));
+        return false;
+    }
+    seen.push(name);
+    true
+}

@@ -1,0 +1,110 @@
+//! Parameter groups: `#[spread] name: Bundle` declares a bundle's fields as
+//! parameters of their own (the library's long drop-in signatures share runs of
+//! them). The Rust `Call`, the registry and the Python `def` take the fields;
+//! the body reads the bundle, or the fields by name.
+
+use crate::common::{self, Arg};
+
+use nki::prelude::*;
+
+#[nki_module]
+pub mod grouped {
+    use nki::prelude::*;
+
+    /// The tensors a scaled add takes.
+    #[nki_object]
+    pub struct AddInputs {
+        /// Rows `[P, F]`.
+        #[dtypes(float32, bfloat16)]
+        pub x: Hbm,
+        /// Added, like `x`.
+        #[dtypes(float32, bfloat16)]
+        pub y: Hbm,
+        /// Added after `y` when given.
+        #[dtypes(float32)]
+        #[default(None)]
+        pub bias: Option<Hbm>,
+    }
+
+    /// How `y` is scaled.
+    #[nki_object]
+    pub struct Scaling {
+        /// Multiplies `y`.
+        #[default(2.0)]
+        pub factor: f64,
+        /// Adds to the result.
+        #[default(0.0)]
+        pub shift: f64,
+    }
+
+    /// `x + factor·y (+ bias) + shift`: the inputs read through their bundle,
+    /// the scaling by its fields' names.
+    #[nki_kernel]
+    pub fn scaled_add(#[spread] inp: AddInputs, #[default(false)] negate: bool, #[spread] _: Scaling) -> Hbm {
+        let [p, f] = inp.x.shape();
+        let (a, b) = (nl::ndarray([p, f], nl::float32), nl::ndarray([p, f], nl::float32));
+        nisa::dma_copy(a, inp.x);
+        nisa::dma_copy(b, y);
+        nisa::tensor_scalar(b, b, nl::multiply, factor);
+        nisa::tensor_tensor(a, a, b, nl::add);
+        if let Some(extra) = inp.bias {
+            nisa::dma_copy(b, extra);
+            nisa::tensor_tensor(a, a, b, nl::add);
+        }
+        nisa::tensor_scalar(a, a, nl::add, shift);
+        if negate {
+            nisa::tensor_scalar(a, a, nl::multiply, -1.0);
+        }
+        let out = nl::ndarray([p, f], x.dtype(), buffer = nl::shared_hbm);
+        nisa::dma_copy(out, a);
+        out
+    }
+}
+
+use grouped::scaled_add;
+
+#[test]
+fn the_fields_are_the_parameters_in_rust_the_registry_and_python() {
+    let names: Vec<&str> = scaled_add::INFO.params.iter().map(|p| p.name).collect();
+    assert_eq!(names, ["x", "y", "bias", "negate", "factor", "shift"]);
+    let y = scaled_add::INFO.params.iter().find(|p| p.name == "y").unwrap();
+    assert_eq!((y.optional, y.bundle), (false, None));
+    let src = scaled_add::NKI_SOURCE;
+    for line in [
+        "def scaled_add(x, y, bias=None, negate=False, factor=2.0, shift=0.0):",
+        "inp = AddInputs(x=x, y=y, bias=bias)",
+        "nisa.tensor_scalar(dst=b, data=b, op0=nl.multiply, operand0=factor)",
+    ] {
+        assert!(src.contains(line), "{line:?} not in\n{src}");
+    }
+    // The fields' dtypes are the parameters' contract.
+    let e = scaled_add::Call::new(&common::tensor(&[2, 4], &[0.0; 8], Dtype::I32), &common::tensor(&[2, 4], &[0.0; 8], Dtype::F32))
+        .launch(&Launch::new())
+        .unwrap_err();
+    assert!(e.message.contains("invalid x = int32: scaled_add takes x as float32 or bfloat16"), "{e}");
+}
+
+#[test]
+fn a_spread_kernel_agrees_with_float64_and_numpy() {
+    let (p, f) = (4usize, 8usize);
+    let xs: Vec<f64> = (0..p * f).map(|i| f64::from(i as u32 % 7) - 3.0).collect();
+    let ys: Vec<f64> = (0..p * f).map(|i| f64::from(i as u32 % 5) * 0.5).collect();
+    let bs: Vec<f64> = (0..p * f).map(|i| f64::from(i as u32 % 3) - 1.0).collect();
+    let (x, y, bias) =
+        (common::tensor(&[p, f], &xs, Dtype::F32), common::tensor(&[p, f], &ys, Dtype::F32), common::tensor(&[p, f], &bs, Dtype::F32));
+    let pkg = common::package_of("spread_pkg", &[&scaled_add::INFO]);
+    let tensor = |v: &[f64]| Arg::Tensor(vec![p, f], v.to_vec(), Dtype::F32);
+    // Defaults: factor 2, shift 0, no bias.
+    let want: Vec<f64> = xs.iter().zip(&ys).map(|(a, b)| a + 2.0 * b).collect();
+    let got = scaled_add::Call::new(&x, &y).launch(&Launch::new()).unwrap().to_f32_vec();
+    common::assert_close("emulator, defaults", &got, &want, 0.0, 0.0);
+    let np = common::run_numpy_ranks(&pkg, "scaled_add", &[vec![tensor(&xs), tensor(&ys)]], 1, "fp32").swap_remove(0);
+    common::assert_close("numpy, defaults", &np[0], &want, 0.0, 0.0);
+    // Every field given: -(x + 0.5·y + bias + 1.5).
+    let want: Vec<f64> = (0..p * f).map(|i| -(xs[i] + 0.5 * ys[i] + bs[i] + 1.5)).collect();
+    let call = scaled_add::Call::new(&x, &y).bias(&bias).negate(true).factor(0.5).shift(1.5);
+    common::assert_close("emulator, all given", &call.launch(&Launch::new()).unwrap().to_f32_vec(), &want, 0.0, 0.0);
+    let args = vec![tensor(&xs), tensor(&ys), tensor(&bs), Arg::Bool(true), Arg::Float(0.5), Arg::Float(1.5)];
+    let np = common::run_numpy_ranks(&pkg, "scaled_add", &[args], 1, "fp32").swap_remove(0);
+    common::assert_close("numpy, all given", &np[0], &want, 0.0, 0.0);
+}

@@ -1,0 +1,27 @@
+use nki::prelude::*;
+
+#[nki_module]
+pub mod k {
+    use nki::prelude::*;
+
+    /// Two tensors.
+    #[nki_object]
+    pub struct Pair {
+        pub a: Hbm,
+        pub b: Hbm,
+    }
+
+    /// A group names a bundle; its fields carry their own attributes.
+    #[nki_kernel]
+    pub fn not_a_bundle(#[spread] x: f64, #[spread] #[default(None)] p: Pair) {}
+
+    /// A field may not also be a parameter, nor be spread twice.
+    #[nki_kernel]
+    pub fn twice(a: Hbm, #[spread] p: Pair, #[spread] _: Pair, b: Hbm) {}
+
+    /// A group binds a plain name or `_`.
+    #[nki_kernel]
+    pub fn pattern(#[spread] Pair { a, b }: Pair) {}
+}
+
+fn main() {}
