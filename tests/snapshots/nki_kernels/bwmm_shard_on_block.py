@@ -15,6 +15,9 @@ from .kernel_helpers import check_2d
 from .kernel_helpers import check_3d
 from .kernel_helpers import clamp
 from .moe_cte_utils import BlockShardStrategy
+from .moe_cte_utils import BwmmBiasScales
+from .moe_cte_utils import BwmmOptions
+from .moe_cte_utils import BwmmTensors
 from .moe_cte_utils import Configs
 from .moe_cte_utils import GUP_PROJ_DIM
 from .moe_cte_utils import InputTensors
@@ -95,18 +98,23 @@ class BlockState(nl.NKIObject):
     "Down bias `[128, H]` when given."
 
 
-def input_tensors(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_proj_weight, token_position_to_id, block_to_expert, gate_and_up_proj_bias, down_proj_bias):
-    """The [`InputTensors`] of a call, in the kernels' parameter order."""
-    return InputTensors(token_position_to_id=token_position_to_id, block_to_expert=block_to_expert, hidden_states=hidden_states, gate_up_proj_weight=gate_up_proj_weight, gate_and_up_proj_bias=gate_and_up_proj_bias, down_proj_bias=down_proj_bias, down_proj_weight=down_proj_weight, expert_affinities_masked=expert_affinities_masked)
+def input_tensors(t, extra):
+    """The [`InputTensors`] of a call's leading tensors and its biases."""
+    return InputTensors(token_position_to_id=t.token_position_to_id, block_to_expert=t.block_to_expert, hidden_states=t.hidden_states, gate_up_proj_weight=t.gate_up_proj_weight, gate_and_up_proj_bias=extra.gate_and_up_proj_bias, down_proj_bias=extra.down_proj_bias, down_proj_weight=t.down_proj_weight, expert_affinities_masked=t.expert_affinities_masked)
 
 
-def configs(inps, skip_dma, compute_dtype, is_tensor_update_accumulating, scaling_mode, activation_function, clamps):
+def configs(inps, opts, is_tensor_update_accumulating, scaling_mode, clamps):
     """The [`Configs`] of a call's options (`skip_dma` absent: nothing skipped)."""
     skip = SkipMode(skip_token=False, skip_weight=False)
-    if skip_dma is not None:
-        m = skip_dma
+    if opts.skip_dma is not None:
+        m = opts.skip_dma
         skip = m
-    return Configs(scaling_mode=scaling_mode, skip_dma=skip, compute_dtype=compute_dtype, is_tensor_update_accumulating=is_tensor_update_accumulating, linear_bias=inps.gate_and_up_proj_bias is not None and inps.down_proj_bias is not None, activation_function=activation_function, gate_clamp_upper_limit=clamps.gate_clamp_upper_limit, gate_clamp_lower_limit=clamps.gate_clamp_lower_limit, up_clamp_upper_limit=clamps.up_clamp_upper_limit, up_clamp_lower_limit=clamps.up_clamp_lower_limit)
+    return Configs(scaling_mode=scaling_mode, skip_dma=skip, compute_dtype=opts.compute_dtype, is_tensor_update_accumulating=is_tensor_update_accumulating, linear_bias=inps.gate_and_up_proj_bias is not None and inps.down_proj_bias is not None, activation_function=opts.activation_function, gate_clamp_upper_limit=clamps.gate_clamp_upper_limit, gate_clamp_lower_limit=clamps.gate_clamp_lower_limit, up_clamp_upper_limit=clamps.up_clamp_upper_limit, up_clamp_lower_limit=clamps.up_clamp_lower_limit)
+
+
+def quantized(extra):
+    """Whether a call passes quantization scales (which the ported paths refuse)."""
+    return extra.gate_up_proj_scale is not None or extra.down_proj_scale is not None
 
 
 def blockwise_sizes(inps, kernel):
@@ -641,11 +649,13 @@ def bwmm_shard_on_block(hidden_states, expert_affinities_masked, gate_up_proj_we
     (slot 0 the result) when accumulating, else `[T, H]`.
     """
     check_contract("bwmm_shard_on_block", enums=(("activation_function", activation_function, ActFnType, "ActFnType member (SiLU, GELU, GELU_Tanh_Approx, Swish)", False), ("expert_affinities_scaling_mode", expert_affinities_scaling_mode, ExpertAffinityScaleMode, "ExpertAffinityScaleMode member (NO_SCALE, POST_SCALE, PRE_SCALE, PRE_SCALE_DELAYED)", False), ("block_sharding_strategy", block_sharding_strategy, BlockShardStrategy, "BlockShardStrategy member (HI_LO, PING_PONG)", False)), dtypes=(("hidden_states", hidden_states, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("expert_affinities_masked", expert_affinities_masked, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("gate_up_proj_weight", gate_up_proj_weight, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("down_proj_weight", down_proj_weight, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("token_position_to_id", token_position_to_id, (nl.int32,), "int32", False), ("block_to_expert", block_to_expert, (nl.int32,), "int32", False), ("gate_and_up_proj_bias", gate_and_up_proj_bias, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("down_proj_bias", down_proj_bias, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("gate_up_proj_scale", gate_up_proj_scale, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True), ("down_proj_scale", down_proj_scale, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True), ("down_activations", down_activations, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True)))
-    assert n_block_per_iter > 0, f"bwmm_shard_on_block: n_block_per_iter = {n_block_per_iter} must be positive"
-    x, aff, pos, experts = (hidden_states, expert_affinities_masked, token_position_to_id, block_to_expert)
-    inps = input_tensors(x, aff, gate_up_proj_weight, down_proj_weight, pos, experts, gate_and_up_proj_bias, down_proj_bias)
+    t = BwmmTensors(hidden_states=hidden_states, expert_affinities_masked=expert_affinities_masked, gate_up_proj_weight=gate_up_proj_weight, down_proj_weight=down_proj_weight, block_size=block_size, token_position_to_id=token_position_to_id, block_to_expert=block_to_expert)
+    extra = BwmmBiasScales(gate_and_up_proj_bias=gate_and_up_proj_bias, down_proj_bias=down_proj_bias, gate_up_proj_scale=gate_up_proj_scale, down_proj_scale=down_proj_scale)
+    opts = BwmmOptions(activation_function=activation_function, skip_dma=skip_dma, compute_dtype=compute_dtype)
     clamps = ClampLimits(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
-    cfg = configs(inps, skip_dma, compute_dtype, is_tensor_update_accumulating, expert_affinities_scaling_mode, activation_function, clamps)
-    quantized = gate_up_proj_scale is not None or down_proj_scale is not None
-    validate_bwmm_shard_on_block(inps, cfg, block_size, block_sharding_strategy, quantized, down_activations is not None)
+    assert n_block_per_iter > 0, f"bwmm_shard_on_block: n_block_per_iter = {n_block_per_iter} must be positive"
+    inps = input_tensors(t, extra)
+    cfg = configs(inps, opts, is_tensor_update_accumulating, expert_affinities_scaling_mode, clamps)
+    strategy = block_sharding_strategy
+    validate_bwmm_shard_on_block(inps, cfg, block_size, strategy, quantized(extra), down_activations is not None)
     return _bwmm_shard_on_block(inps, cfg, block_size)

@@ -20,35 +20,33 @@ from .kernel_helpers import apply_activation
 from .kernel_helpers import clamp
 from .moe_cte_mx_utils import BWMMMXConfigs
 from .moe_cte_mx_utils import BWMMMXDimensionSizes
+from .moe_cte_mx_utils import H512
 from .moe_cte_mx_utils import InputTensors
+from .moe_cte_mx_utils import MAX_HIDDEN
+from .moe_cte_mx_utils import MIN_HIDDEN
+from .moe_cte_mx_utils import MxFlags
+from .moe_cte_mx_utils import MxOptions
 from .moe_cte_mx_utils import Q_HEIGHT
 from .moe_cte_mx_utils import Q_WIDTH
 from .moe_cte_mx_utils import SBUF_QUADRANT_SIZE
 from .moe_cte_mx_utils import SharedBuffers
 from .moe_cte_mx_utils import _generate_expert_index_vector
 from .moe_cte_mx_utils import bwmm_mx_dimension_sizes
-from .moe_cte_mx_utils import convert_to_mxfp_dtype
 from .moe_cte_mx_utils import load_and_quantize_hidden_states
+from .moe_cte_mx_utils import mx_inputs
 from .moe_cte_mx_utils import shared_buffers
+from .moe_cte_utils import BwmmMxBiasScales
+from .moe_cte_utils import BwmmMxTensors
+from .moe_cte_utils import BwmmOptions
+from .moe_cte_utils import ShardOnIClamps
 from .moe_cte_utils import SkipMode
 from .moe_cte_utils import TILE_SIZE
 from .moe_cte_utils import calculate_expert_affinities
+from .moe_cte_utils import clamp_limits
 from .moe_cte_utils import gather_token_rows
 from .moe_cte_utils import scatter_token_rows
 from .projection_mx_constants import ProjConfig
 from .projection_mx_constants import proj_config
-
-
-# Hidden values of one MX contraction tile.
-H512 = 512
-
-
-# The smallest and largest hidden sizes.
-MIN_HIDDEN = 512
-
-
-# The largest hidden size.
-MAX_HIDDEN = 8192
 
 
 # The intermediate size's alignment: a whole MX block of 8 packed rows.
@@ -376,32 +374,18 @@ def bwmm_shard_on_block_mx(hidden_states, expert_affinities_masked, gate_up_proj
     """
     check_contract("bwmm_shard_on_block_mx", enums=(("activation_function", activation_function, ActFnType, "ActFnType member (SiLU, GELU, GELU_Tanh_Approx, Swish)", False), ("expert_affinities_scaling_mode", expert_affinities_scaling_mode, ExpertAffinityScaleMode, "ExpertAffinityScaleMode member (NO_SCALE, POST_SCALE, PRE_SCALE, PRE_SCALE_DELAYED)", False)), dtypes=(("hidden_states", hidden_states, (nl.bfloat16, nl.float32, nl.float16), "bfloat16, float32 or float16", False), ("expert_affinities_masked", expert_affinities_masked, (nl.bfloat16, nl.float32, nl.float16), "bfloat16, float32 or float16", False), ("gate_up_proj_weight", gate_up_proj_weight, (nl.float4_e2m1fn_x4, nl.float8_e4m3fn_x4, nl.float8_e5m2_x4, nl.uint16, nl.int16, nl.uint32, nl.int32), "float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4, uint16, int16, uint32 or int32", False), ("down_proj_weight", down_proj_weight, (nl.float4_e2m1fn_x4, nl.float8_e4m3fn_x4, nl.float8_e5m2_x4, nl.uint16, nl.int16, nl.uint32, nl.int32), "float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4, uint16, int16, uint32 or int32", False), ("token_position_to_id", token_position_to_id, (nl.int32,), "int32", False), ("block_to_expert", block_to_expert, (nl.int32,), "int32", False), ("conditions", conditions, (nl.int32,), "int32", True), ("gate_and_up_proj_bias", gate_and_up_proj_bias, (nl.bfloat16, nl.float32, nl.float16), "bfloat16, float32 or float16", True), ("down_proj_bias", down_proj_bias, (nl.bfloat16, nl.float32, nl.float16), "bfloat16, float32 or float16", True), ("gate_up_proj_scale", gate_up_proj_scale, (nl.uint8,), "uint8", True), ("down_proj_scale", down_proj_scale, (nl.uint8,), "uint8", True), ("gate_up_activations_T", gate_up_activations_T, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True), ("down_activations", down_activations, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True)))
     assert block_size is None or block_size >= 1, f"bwmm_shard_on_block_mx takes block_size >= 1, not {block_size!r}"
+    t = BwmmMxTensors(hidden_states=hidden_states, expert_affinities_masked=expert_affinities_masked, gate_up_proj_weight=gate_up_proj_weight, down_proj_weight=down_proj_weight, token_position_to_id=token_position_to_id, block_to_expert=block_to_expert)
+    extra = BwmmMxBiasScales(gate_and_up_proj_bias=gate_and_up_proj_bias, down_proj_bias=down_proj_bias, gate_up_proj_scale=gate_up_proj_scale, down_proj_scale=down_proj_scale)
+    common = BwmmOptions(activation_function=activation_function, skip_dma=skip_dma, compute_dtype=compute_dtype)
+    clamps = ShardOnIClamps(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_lower_limit=up_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit)
     b = 0
     if block_size is not None:
         v = block_size
         b = v
     assert block_size is not None, "bwmm_shard_on_block_mx: block_size must be given"
-    mode = expert_affinities_scaling_mode
-    if mode == ExpertAffinityScaleMode.PRE_SCALE_DELAYED:
-        mode = ExpertAffinityScaleMode.PRE_SCALE
-    gup_w, target = convert_to_mxfp_dtype(gate_up_proj_weight, weight_dtype)
-    down_w, _ = convert_to_mxfp_dtype(down_proj_weight, target)
-    scales = gate_up_proj_scale is not None and down_proj_scale is not None
-    gup_scale, down_scale = (gate_up_proj_scale if gate_up_proj_scale is not None else hidden_states, down_proj_scale if down_proj_scale is not None else hidden_states)
-    p_gup_idx_vector = nl.ndarray(shape=(TILE_SIZE, 1), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.memset(dst=p_gup_idx_vector, value=-1.0)
-    p_down_idx_vector = nl.ndarray(shape=(TILE_SIZE, 1), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.memset(dst=p_down_idx_vector, value=-1.0)
-    gup_t = gup_w
-    gw = gup_t.shape
-    gup_scales_sb = nl.ndarray(shape=(TILE_SIZE, 2, gw[3], gw[4]), dtype=nl.uint8, buffer=nl.sbuf)
-    nisa.memset(dst=gup_scales_sb, value=0.0)
-    inps = InputTensors(token_position_to_id=token_position_to_id, block_to_expert=block_to_expert, hidden_states=hidden_states, gate_up_proj_weight=gup_w, gate_and_up_proj_bias=gate_and_up_proj_bias, down_proj_bias=down_proj_bias, down_proj_weight=down_w, expert_affinities_masked=expert_affinities_masked, gate_up_proj_scale=gup_scale, down_proj_scale=down_scale, p_gup_idx_vector=p_gup_idx_vector, p_down_idx_vector=p_down_idx_vector, gup_scales_sb=gup_scales_sb, conditions=conditions)
-    skip = SkipMode(skip_token=False, skip_weight=False)
-    if skip_dma is not None:
-        m = skip_dma
-        skip = m
-    cfg = BWMMMXConfigs(scaling_mode=mode, skip_dma=skip, compute_dtype=compute_dtype, weight_dtype=target, is_tensor_update_accumulating=is_tensor_update_accumulating, use_dynamic_while=conditions is not None, activation_function=activation_function, clamps=ClampLimits(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit))
+    flags = MxFlags(is_tensor_update_accumulating=is_tensor_update_accumulating, expert_affinities_scaling_mode=expert_affinities_scaling_mode)
+    opts = MxOptions(common=common, weight_dtype=weight_dtype, clamps=clamp_limits(clamps), flags=flags)
+    inps, cfg, scales = mx_inputs(t, extra, conditions, opts, 1)
     dims = bwmm_mx_dimension_sizes(inps, b)
     activations = gate_up_activations_T is not None or down_activations is not None
     check_kernel_compatibility(inps, dims, cfg, scales, activations, n_static_blocks)

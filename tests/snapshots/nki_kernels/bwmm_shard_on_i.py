@@ -27,19 +27,24 @@ from .bwmm_shard_on_block import load_and_broadcast_down_bias
 from .bwmm_shard_on_block import load_down_proj_weight
 from .bwmm_shard_on_block import load_hidden_states
 from .bwmm_shard_on_block import load_token_indices
+from .bwmm_shard_on_block import quantized
 from .bwmm_shard_on_block import store_block_output
 from .bwmm_shard_on_block import transpose_block_hidden_states
 from .common_types import ActFnType
 from .common_types import ExpertAffinityScaleMode
 from .kernel_contract import check_contract
-from .kernel_helpers import ClampLimits
+from .moe_cte_utils import BwmmBiasScales
+from .moe_cte_utils import BwmmOptions
+from .moe_cte_utils import BwmmTensors
 from .moe_cte_utils import Configs
 from .moe_cte_utils import GUP_PROJ_DIM
 from .moe_cte_utils import InputTensors
 from .moe_cte_utils import PSUM_SIZE
+from .moe_cte_utils import ShardOnIClamps
 from .moe_cte_utils import SkipMode
 from .moe_cte_utils import TILE_SIZE
 from .moe_cte_utils import calculate_expert_affinities
+from .moe_cte_utils import clamp_limits
 from .moe_cte_utils import stream_shuffle_broadcast
 
 
@@ -296,12 +301,15 @@ def blockwise_mm_baseline_shard_intermediate(hidden_states, expert_affinities_ma
     returns `[T, H]`.
     """
     check_contract("blockwise_mm_baseline_shard_intermediate", enums=(("activation_function", activation_function, ActFnType, "ActFnType member (SiLU, GELU, GELU_Tanh_Approx, Swish)", False), ("expert_affinities_scaling_mode", expert_affinities_scaling_mode, ExpertAffinityScaleMode, "ExpertAffinityScaleMode member (NO_SCALE, POST_SCALE, PRE_SCALE, PRE_SCALE_DELAYED)", False)), dtypes=(("hidden_states", hidden_states, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("expert_affinities_masked", expert_affinities_masked, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("gate_up_proj_weight", gate_up_proj_weight, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("down_proj_weight", down_proj_weight, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("token_position_to_id", token_position_to_id, (nl.int32,), "int32", False), ("block_to_expert", block_to_expert, (nl.int32,), "int32", False), ("gate_and_up_proj_bias", gate_and_up_proj_bias, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("down_proj_bias", down_proj_bias, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("gate_up_proj_scale", gate_up_proj_scale, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True), ("down_proj_scale", down_proj_scale, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True)))
-    x, aff, pos, experts = (hidden_states, expert_affinities_masked, token_position_to_id, block_to_expert)
-    inps = input_tensors(x, aff, gate_up_proj_weight, down_proj_weight, pos, experts, gate_and_up_proj_bias, down_proj_bias)
-    clamps = ClampLimits(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
+    t = BwmmTensors(hidden_states=hidden_states, expert_affinities_masked=expert_affinities_masked, gate_up_proj_weight=gate_up_proj_weight, down_proj_weight=down_proj_weight, block_size=block_size, token_position_to_id=token_position_to_id, block_to_expert=block_to_expert)
+    extra = BwmmBiasScales(gate_and_up_proj_bias=gate_and_up_proj_bias, down_proj_bias=down_proj_bias, gate_up_proj_scale=gate_up_proj_scale, down_proj_scale=down_proj_scale)
+    opts = BwmmOptions(activation_function=activation_function, skip_dma=skip_dma, compute_dtype=compute_dtype)
+    clamps = ShardOnIClamps(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_lower_limit=up_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit)
+    inps = input_tensors(t, extra)
     mode = shard_on_i_scaling_mode(expert_affinities_scaling_mode)
-    cfg = configs(inps, skip_dma, compute_dtype, is_tensor_update_accumulating, mode, activation_function, clamps)
-    flags = ShardOnIFlags(quantized=gate_up_proj_scale is not None or down_proj_scale is not None, checkpoint_activation=checkpoint_activation, multiply_on_i=expert_affinity_multiply_on_I)
+    cfg = configs(inps, opts, is_tensor_update_accumulating, mode, clamp_limits(clamps))
+    multiply_on_i = expert_affinity_multiply_on_I
+    flags = ShardOnIFlags(quantized=quantized(extra), checkpoint_activation=checkpoint_activation, multiply_on_i=multiply_on_i)
     validate_bwmm_shard_on_i(inps, cfg, block_size, flags, "blockwise_mm_baseline_shard_intermediate")
     return _bwmm_shard_on_i(inps, cfg, block_size, expert_affinity_multiply_on_I)
 
@@ -411,11 +419,12 @@ def blockwise_mm_baseline_shard_intermediate_hybrid(conditions, hidden_states, e
     affinity on the output by default. Returns `[T, H]`.
     """
     check_contract("blockwise_mm_baseline_shard_intermediate_hybrid", enums=(("activation_function", activation_function, ActFnType, "ActFnType member (SiLU, GELU, GELU_Tanh_Approx, Swish)", False), ("expert_affinities_scaling_mode", expert_affinities_scaling_mode, ExpertAffinityScaleMode, "ExpertAffinityScaleMode member (NO_SCALE, POST_SCALE, PRE_SCALE, PRE_SCALE_DELAYED)", False)), dtypes=(("conditions", conditions, (nl.int32,), "int32", False), ("hidden_states", hidden_states, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("expert_affinities_masked", expert_affinities_masked, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("gate_up_proj_weight", gate_up_proj_weight, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("down_proj_weight", down_proj_weight, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("token_position_to_id", token_position_to_id, (nl.int32,), "int32", False), ("block_to_expert", block_to_expert, (nl.int32,), "int32", False), ("gate_and_up_proj_bias", gate_and_up_proj_bias, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("down_proj_bias", down_proj_bias, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("gate_up_proj_scale", gate_up_proj_scale, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True), ("down_proj_scale", down_proj_scale, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True), ("gate_up_activations_T", gate_up_activations_T, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True), ("down_activations", down_activations, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True)))
-    x, aff, pos, experts = (hidden_states, expert_affinities_masked, token_position_to_id, block_to_expert)
-    inps = input_tensors(x, aff, gate_up_proj_weight, down_proj_weight, pos, experts, gate_and_up_proj_bias, down_proj_bias)
-    clamps = ClampLimits(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
+    t = BwmmTensors(hidden_states=hidden_states, expert_affinities_masked=expert_affinities_masked, gate_up_proj_weight=gate_up_proj_weight, down_proj_weight=down_proj_weight, block_size=block_size, token_position_to_id=token_position_to_id, block_to_expert=block_to_expert)
+    extra = BwmmBiasScales(gate_and_up_proj_bias=gate_and_up_proj_bias, down_proj_bias=down_proj_bias, gate_up_proj_scale=gate_up_proj_scale, down_proj_scale=down_proj_scale)
+    opts = BwmmOptions(activation_function=activation_function, skip_dma=skip_dma, compute_dtype=compute_dtype)
+    clamps = ShardOnIClamps(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_lower_limit=up_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit)
+    inps = input_tensors(t, extra)
     mode = shard_on_i_scaling_mode(expert_affinities_scaling_mode)
-    cfg = configs(inps, skip_dma, compute_dtype, is_tensor_update_accumulating, mode, activation_function, clamps)
-    quantized = gate_up_proj_scale is not None or down_proj_scale is not None
+    cfg = configs(inps, opts, is_tensor_update_accumulating, mode, clamp_limits(clamps))
     activations = gate_up_activations_T is not None or down_activations is not None
-    return shard_on_i_hybrid_checked(inps, cfg, block_size, conditions, num_static_block, quantized, activations)
+    return shard_on_i_hybrid_checked(inps, cfg, block_size, conditions, num_static_block, quantized(extra), activations)

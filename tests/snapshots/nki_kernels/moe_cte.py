@@ -10,7 +10,6 @@ import nki.isa as nisa
 import nki.collectives as ncc
 from .bwmm_shard_on_block import _bwmm_shard_on_block
 from .bwmm_shard_on_block import configs
-from .bwmm_shard_on_block import input_tensors
 from .bwmm_shard_on_block import validate_bwmm_shard_on_block
 from .bwmm_shard_on_block_mx import bwmm_shard_on_block_mx
 from .bwmm_shard_on_i import ShardOnIFlags
@@ -25,6 +24,8 @@ from .common_types import ExpertAffinityScaleMode
 from .kernel_contract import check_contract
 from .kernel_helpers import ClampLimits
 from .moe_cte_utils import BlockShardStrategy
+from .moe_cte_utils import BwmmOptions
+from .moe_cte_utils import InputTensors
 from .moe_cte_utils import SkipMode
 
 
@@ -108,6 +109,8 @@ def moe_cte(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_p
     down_activations)`; `shard_on_block_mx` `[2, T, H]`.
     """
     check_contract("moe_cte", enums=(("activation_function", activation_function, ActFnType, "ActFnType member (SiLU, GELU, GELU_Tanh_Approx, Swish)", False), ("expert_affinities_scaling_mode", expert_affinities_scaling_mode, ExpertAffinityScaleMode, "ExpertAffinityScaleMode member (NO_SCALE, POST_SCALE, PRE_SCALE, PRE_SCALE_DELAYED)", False), ("spec.implementation", spec.implementation, MoECTEImplementation, "MoECTEImplementation member (shard_on_block, shard_on_i, shard_on_i_hybrid, shard_on_i_dropping, shard_on_block_mx, shard_on_i_mx, shard_on_i_mx_hybrid)", False), ("spec.shard_on_block.block_sharding_strategy", None if spec.shard_on_block is None else spec.shard_on_block.block_sharding_strategy, BlockShardStrategy, "BlockShardStrategy member (HI_LO, PING_PONG)", True)), dtypes=(("hidden_states", hidden_states, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("expert_affinities_masked", expert_affinities_masked, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("gate_up_proj_weight", gate_up_proj_weight, (nl.float32, nl.bfloat16, nl.float16, nl.float4_e2m1fn_x4, nl.float8_e4m3fn_x4, nl.float8_e5m2_x4, nl.uint16, nl.int16, nl.uint32, nl.int32), "float32, bfloat16, float16, float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4, uint16, int16, uint32 or int32", False), ("down_proj_weight", down_proj_weight, (nl.float32, nl.bfloat16, nl.float16, nl.float4_e2m1fn_x4, nl.float8_e4m3fn_x4, nl.float8_e5m2_x4, nl.uint16, nl.int16, nl.uint32, nl.int32), "float32, bfloat16, float16, float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4, uint16, int16, uint32 or int32", False), ("token_position_to_id", token_position_to_id, (nl.int32,), "int32", False), ("block_to_expert", block_to_expert, (nl.int32,), "int32", False), ("conditions", conditions, (nl.int32,), "int32", True), ("gate_and_up_proj_bias", gate_and_up_proj_bias, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("down_proj_bias", down_proj_bias, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("gate_up_activations_T", gate_up_activations_T, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True), ("down_activations", down_activations, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True), ("quantization_config.gate_up_proj_scale", None if quantization_config is None else quantization_config.gate_up_proj_scale, (nl.uint8, nl.float32), "uint8 or float32", True), ("quantization_config.down_proj_scale", None if quantization_config is None else quantization_config.down_proj_scale, (nl.uint8, nl.float32), "uint8 or float32", True)))
+    opts = BwmmOptions(activation_function=activation_function, skip_dma=skip_dma, compute_dtype=compute_dtype)
+    clamps = ClampLimits(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
     implementation = spec.implementation
     block = implementation == MoECTEImplementation.shard_on_block
     hybrid = implementation == MoECTEImplementation.shard_on_i_hybrid
@@ -133,12 +136,10 @@ def moe_cte(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_p
     down_float = dw == nl.float32 or dw == nl.bfloat16 or dw == nl.float16
     assert gate_up_float and down_float, f"moe_cte: {implementation} takes float32, bfloat16 or float16 weights (the MX dtypes are shard_on_block_mx's)"
     assert not hybrid or conditions is not None, "moe_cte: shard_on_i_hybrid needs conditions, the [N + 1] padded-block flags"
-    x, aff, pos, experts = (hidden_states, expert_affinities_masked, token_position_to_id, block_to_expert)
-    inps = input_tensors(x, aff, gate_up_proj_weight, down_proj_weight, pos, experts, gate_and_up_proj_bias, down_proj_bias)
-    clamps = ClampLimits(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
+    inps = InputTensors(token_position_to_id=token_position_to_id, block_to_expert=block_to_expert, hidden_states=hidden_states, gate_up_proj_weight=gate_up_proj_weight, gate_and_up_proj_bias=gate_and_up_proj_bias, down_proj_bias=down_proj_bias, down_proj_weight=down_proj_weight, expert_affinities_masked=expert_affinities_masked)
     m = expert_affinities_scaling_mode
     mode = m if block else dropping_scaling_mode(m) if dropping else shard_on_i_scaling_mode(m)
-    cfg = configs(inps, skip_dma, compute_dtype, is_tensor_update_accumulating, mode, activation_function, clamps)
+    cfg = configs(inps, opts, is_tensor_update_accumulating, mode, clamps)
     quantized = gate_up_proj_scale is not None or down_proj_scale is not None
     if block:
         strategy = block_cfg.block_sharding_strategy

@@ -9,6 +9,9 @@ import nki.collectives as ncc
 from .common_types import ActFnType
 from .common_types import ExpertAffinityScaleMode
 from .kernel_helpers import ClampLimits
+from .moe_cte_utils import BwmmMxBiasScales
+from .moe_cte_utils import BwmmMxTensors
+from .moe_cte_utils import BwmmOptions
 from .moe_cte_utils import SkipMode
 from .moe_cte_utils import TILE_SIZE
 from .moe_cte_utils import gather_token_rows
@@ -30,6 +33,14 @@ SBUF_QUADRANT_SIZE = 32
 
 # Hidden values of one MX contraction tile, `128 · 4`.
 H512 = 512
+
+
+# The smallest hidden size the MX kernels take.
+MIN_HIDDEN = 512
+
+
+# The largest hidden size the MX kernels take.
+MAX_HIDDEN = 8192
 
 
 # PE transposes one PSUM bank holds (`_psum_bmax`).
@@ -144,6 +155,30 @@ class BWMMMXConfigs(nl.NKIObject):
     "The gate and up clamps."
 
 
+@dataclass
+class MxFlags(nl.NKIObject):
+    """What the call turns on (the library's `BWMMMXConfigs` flags)."""
+
+    is_tensor_update_accumulating: bool
+    "Whether each token's experts are summed (top-k > 1)."
+    expert_affinities_scaling_mode: ExpertAffinityScaleMode
+    "Where the affinity multiplies."
+
+
+@dataclass
+class MxOptions(nl.NKIObject):
+    """The call's options (the rest of the library's `BWMMMXConfigs`)."""
+
+    common: BwmmOptions
+    "The activation, DMA skips and the dtype of the token rows and the old output rows."
+    weight_dtype: object
+    "The MX dtype of `uint32`/`int32` weights."
+    clamps: ClampLimits
+    "The gate and up clamps."
+    flags: MxFlags
+    "The flags."
+
+
 def convert_to_mxfp_dtype(tensor, weight_dtype):
     """The MX dtype `tensor` holds: weights passed as `uint16`/`int16`
     (MXFP4) or `uint32`/`int32` (MXFP8, `float8_e4m3fn_x4` unless
@@ -161,6 +196,38 @@ def convert_to_mxfp_dtype(tensor, weight_dtype):
             target = w
     assert target == nl.float4_e2m1fn_x4 or target == nl.float8_e4m3fn_x4 or target == nl.float8_e5m2_x4, f"convert_to_mxfp_dtype: the MX weights must be float4_e2m1fn_x4, float8_e4m3fn_x4 or float8_e5m2_x4 (or uint16/int16, uint32/int32 viewed so), got {dt} as {target}"
     return (tensor, target) if target == dt else (tensor.view(dtype=target), target)
+
+
+def mx_inputs(t, extra, conditions, opts, i_shards):
+    """The MX tensors of a call (weights viewed as their MX dtype, scales
+    given) and its `BWMMMXConfigs`, the index vectors and this program's
+    gate/up scale tile allocated (its columns split `i_shards` ways);
+    whether both scales are given.
+    """
+    flags = opts.flags
+    gup_w, target = convert_to_mxfp_dtype(t.gate_up_proj_weight, opts.weight_dtype)
+    down_w, _ = convert_to_mxfp_dtype(t.down_proj_weight, target)
+    gs, ds, x = (extra.gate_up_proj_scale, extra.down_proj_scale, t.hidden_states)
+    scales = gs is not None and ds is not None
+    gup_scale, down_scale = (gs if gs is not None else x, ds if ds is not None else x)
+    p_gup_idx_vector = nl.ndarray(shape=(TILE_SIZE, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=p_gup_idx_vector, value=-1.0)
+    p_down_idx_vector = nl.ndarray(shape=(TILE_SIZE, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=p_down_idx_vector, value=-1.0)
+    gw = gup_w.shape
+    gup_scales_sb = nl.ndarray(shape=(TILE_SIZE, 2, gw[3], gw[4] // i_shards), dtype=nl.uint8, buffer=nl.sbuf)
+    nisa.memset(dst=gup_scales_sb, value=0.0)
+    inps = InputTensors(token_position_to_id=t.token_position_to_id, block_to_expert=t.block_to_expert, hidden_states=x, gate_up_proj_weight=gup_w, gate_and_up_proj_bias=extra.gate_and_up_proj_bias, down_proj_bias=extra.down_proj_bias, down_proj_weight=down_w, expert_affinities_masked=t.expert_affinities_masked, gate_up_proj_scale=gup_scale, down_proj_scale=down_scale, p_gup_idx_vector=p_gup_idx_vector, p_down_idx_vector=p_down_idx_vector, gup_scales_sb=gup_scales_sb, conditions=conditions)
+    skip = SkipMode(skip_token=False, skip_weight=False)
+    given = opts.common.skip_dma
+    if given is not None:
+        m = given
+        skip = m
+    mode = flags.expert_affinities_scaling_mode
+    if mode == ExpertAffinityScaleMode.PRE_SCALE_DELAYED:
+        mode = ExpertAffinityScaleMode.PRE_SCALE
+    cfg = BWMMMXConfigs(scaling_mode=mode, skip_dma=skip, compute_dtype=opts.common.compute_dtype, weight_dtype=target, is_tensor_update_accumulating=flags.is_tensor_update_accumulating, use_dynamic_while=conditions is not None, activation_function=opts.common.activation_function, clamps=opts.clamps)
+    return (inps, cfg, scales)
 
 
 def bwmm_mx_dimension_sizes(inps, b):

@@ -10,6 +10,7 @@ import nki.isa as nisa
 import nki.collectives as ncc
 from .common_types import ActFnType
 from .common_types import ExpertAffinityScaleMode
+from .kernel_helpers import ClampLimits
 
 
 # The gate and the up projection of the fused `[E, H, 2, I]` weights.
@@ -41,6 +42,58 @@ class SkipMode(nl.NKIObject):
     "Padding positions of `token_position_to_id` hold `-1` and their loads and stores are skipped (else they name the zero row `T`)."
     skip_weight: bool = False
     "Weight loads may be skipped when a block's expert repeats."
+
+
+@dataclass
+class BwmmBiasScales(nl.NKIObject):
+    """The optional biases and quantization scales of the blockwise
+    kernels (a `#[spread]` group).
+    """
+
+    gate_and_up_proj_bias: object
+    "Gate/up bias `[E, 2, I]`."
+    down_proj_bias: object
+    "Down bias `[E, 1, H]`."
+    gate_up_proj_scale: object
+    "Gate/up dequantization scales (refused: not ported)."
+    down_proj_scale: object
+    "Down dequantization scales (refused: not ported)."
+
+
+@dataclass
+class BwmmOptions(nl.NKIObject):
+    """The compute options every blockwise kernel takes after its tensors
+    (a `#[spread]` group; the MX kernels add `weight_dtype` in between).
+    """
+
+    activation_function: ActFnType = ActFnType.SiLU
+    "The gate's activation."
+    skip_dma: SkipMode = None
+    "Which DMAs skip out-of-range rows."
+    compute_dtype: object = nl.bfloat16
+    "Dtype of the token tiles, weights and intermediate."
+
+
+@dataclass
+class BwmmTensors(nl.NKIObject):
+    """The parameters the blockwise kernels open with, in the library's
+    order: a `#[spread]` group, so each kernel declares them once.
+    """
+
+    hidden_states: object
+    "Token rows `[T + 1, H]`."
+    expert_affinities_masked: object
+    "Affinities `[(T + 1)·E, 1]`."
+    gate_up_proj_weight: object
+    "Fused gate/up weights `[E, H, 2, I]`."
+    down_proj_weight: object
+    "Down weights `[E, I, H]`."
+    block_size: int
+    "Token positions per block."
+    token_position_to_id: object
+    "Token of each block position `[N·B]`."
+    block_to_expert: object
+    "Expert of each block `[N, 1]`."
 
 
 @dataclass
@@ -93,8 +146,66 @@ class InputTensors(nl.NKIObject):
     "Affinities `[T·E, 1]`, zero where a token did not pick the expert."
 
 
+@dataclass
+class ShardOnIClamps(nl.NKIObject):
+    """The clamp limits in the order the shard-on-I kernels take them,
+    the up projection's lower limit first (a `#[spread]` group;
+    `ClampLimits` holds the other order).
+    """
+
+    gate_clamp_upper_limit: object
+    "Upper clamp of the gate projection."
+    gate_clamp_lower_limit: object
+    "Lower clamp of the gate projection."
+    up_clamp_lower_limit: object
+    "Lower clamp of the up projection."
+    up_clamp_upper_limit: object
+    "Upper clamp of the up projection."
+
+
 # Partitions of one stream-shuffle quadrant.
 DVE_CHANNELS_PER_BANK = 32
+
+
+@dataclass
+class BwmmMxTensors(nl.NKIObject):
+    """The MX kernels' leading tensors: the blockwise ones with packed
+    weights and without `block_size` (a `#[spread]` group).
+    """
+
+    hidden_states: object
+    "Token rows `[T + 1, H]`."
+    expert_affinities_masked: object
+    "Affinities `[(T + 1)·E, 1]`."
+    gate_up_proj_weight: object
+    "Gate/up weights, four values packed per element."
+    down_proj_weight: object
+    "Down weights, four values packed per element."
+    token_position_to_id: object
+    "Token of each block position `[N·B]`."
+    block_to_expert: object
+    "Expert of each block `[N, 1]`."
+
+
+@dataclass
+class BwmmMxBiasScales(nl.NKIObject):
+    """The MX kernels' biases and their weights' uint8 scales (a
+    `#[spread]` group).
+    """
+
+    gate_and_up_proj_bias: object
+    "Gate/up bias."
+    down_proj_bias: object
+    "Down bias."
+    gate_up_proj_scale: object
+    "Gate/up MX scales."
+    down_proj_scale: object
+    "Down MX scales."
+
+
+def clamp_limits(c):
+    """The [`ClampLimits`] of the shard-on-I kernels' clamp parameters."""
+    return ClampLimits(gate_clamp_upper_limit=c.gate_clamp_upper_limit, gate_clamp_lower_limit=c.gate_clamp_lower_limit, up_clamp_upper_limit=c.up_clamp_upper_limit, up_clamp_lower_limit=c.up_clamp_lower_limit)
 
 
 def gather_token_rows(dst, src, idx, col0, skip):

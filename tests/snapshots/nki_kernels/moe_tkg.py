@@ -99,6 +99,15 @@ def check_tensors_mx(w, is_all_expert, mode, programs):
     assert w.expert_affinities.ndim == 2 and a[0] == t, f"moe_tkg: expert_affinities must be [T = {t}, E], got {a}"
 
 
+def is_valid_block_size(t, bs):
+    """The library's `_is_valid_block_size` for the MX all-expert dynamic
+    strategy (`mx_dynamic_block_size_ok`): `bs` divides `T`, is at most
+    `T / 2`, and is a multiple of 8 below 32, of 32 below 128, else of 128.
+    """
+    multiple = 8 if bs < 32 else 32 if bs < 128 else 128
+    return bs > 0 and t % bs == 0 and bs <= t // 2 and bs % multiple == 0
+
+
 def check_tensors(w, quantized):
     """The call's tensor shapes and dtypes (the rules of
     [`moe_tkg_violation`](super::moe_tkg_violation) on the sizes come first).
@@ -130,6 +139,7 @@ def moe_tkg(hidden_input, expert_gate_up_weights, expert_down_weights, expert_af
     `[E_L, I, H]`; returns `[T, H]` (module docs).
     """
     check_contract("moe_tkg", enums=(("expert_affinities_scaling_mode", expert_affinities_scaling_mode, ExpertAffinityScaleMode, "ExpertAffinityScaleMode member (NO_SCALE, POST_SCALE, PRE_SCALE, PRE_SCALE_DELAYED)", False), ("activation_fn", activation_fn, ActFnType, "ActFnType member (SiLU, GELU, GELU_Tanh_Approx, Swish)", False)), dtypes=(("hidden_input", hidden_input, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("expert_gate_up_weights", expert_gate_up_weights, (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3, nl.float4_e2m1fn_x4, nl.float8_e4m3fn_x4), "float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4 or float8_e4m3fn_x4", False), ("expert_down_weights", expert_down_weights, (nl.float32, nl.bfloat16, nl.float16, nl.float8_e4m3, nl.float4_e2m1fn_x4, nl.float8_e4m3fn_x4), "float32, bfloat16, float16, float8_e4m3, float4_e2m1fn_x4 or float8_e4m3fn_x4", False), ("expert_affinities", expert_affinities, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("expert_index", expert_index, (nl.int32, nl.uint32), "int32 or uint32", False), ("rank_id", rank_id, (nl.int32, nl.uint32), "int32 or uint32", True), ("expert_gate_up_bias", expert_gate_up_bias, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("expert_down_bias", expert_down_bias, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("expert_gate_up_weights_scale", expert_gate_up_weights_scale, (nl.float32, nl.uint8), "float32 or uint8", True), ("expert_down_weights_scale", expert_down_weights_scale, (nl.float32, nl.uint8), "float32 or uint8", True), ("hidden_input_scale", hidden_input_scale, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True), ("gate_up_input_scale", gate_up_input_scale, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True), ("down_input_scale", down_input_scale, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True), ("expert_affinities_eager", expert_affinities_eager, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True)))
+    clamps = ClampLimits(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
     assert hidden_input.ndim == 2, f"moe_tkg: hidden_input must be [T, H] in HBM, got {hidden_input.shape}"
     t, h = hidden_input.shape
     gs = expert_gate_up_weights.shape
@@ -155,9 +165,7 @@ def moe_tkg(hidden_input, expert_gate_up_weights, expert_down_weights, expert_af
     mx_dynamic = mx and is_all_expert and is_all_expert_dynamic
     assert not mx_dynamic or e_l == 1, f"moe_tkg: the MX all-expert dynamic strategy (is_all_expert_dynamic) takes one local expert (E_L = 1), got {e_l}"
     bs = block_size if block_size is not None else t
-    bs_multiple = 8 if bs < 32 else 32 if bs < 128 else 128
-    bs_ok = bs > 0 and t % bs == 0 and bs <= t // 2 and bs % bs_multiple == 0
-    assert not mx_dynamic or block_size is None or bs_ok, f"moe_tkg: the MX all-expert dynamic strategy needs a block_size that divides T = {t}, is at most T / 2, and is a multiple of 8 below 32, of 32 below 128, else of 128; got {bs}"
+    assert not mx_dynamic or block_size is None or is_valid_block_size(t, bs), f"moe_tkg: the MX all-expert dynamic strategy needs a block_size that divides T = {t}, is at most T / 2, and is a multiple of 8 below 32, of 32 below 128, else of 128; got {bs}"
     w = MoeTkgTensors(hidden_input=hidden_input, expert_gate_up_weights=expert_gate_up_weights, expert_down_weights=expert_down_weights, expert_affinities=expert_affinities, expert_index=expert_index, rank_id=rank_id, expert_gate_up_bias=expert_gate_up_bias, expert_down_bias=expert_down_bias, expert_gate_up_weights_scale=expert_gate_up_weights_scale, expert_down_weights_scale=expert_down_weights_scale)
     quantized = expert_gate_up_weights_scale is not None and expert_down_weights_scale is not None
     if mx:
@@ -170,7 +178,6 @@ def moe_tkg(hidden_input, expert_gate_up_weights, expert_down_weights, expert_af
     assert not output_in_sbuf, "moe_tkg: output_in_sbuf is not implemented (the output is an HBM tensor)"
     if not mx:
         check_tensors(w, quantized)
-    clamps = ClampLimits(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
     act = MLPActivationParameters(activation_fn=activation_fn, skip_gate_proj=False, clamps=clamps)
     quantization_type = QuantizationType.MX if mx else QuantizationType.ROW if quantized else QuantizationType.NONE
     opts = MoeTkgOptions(expert_affinities_scaling_mode=expert_affinities_scaling_mode, mask_unselected_experts=mask_unselected_experts, quantization_type=quantization_type, act=act)

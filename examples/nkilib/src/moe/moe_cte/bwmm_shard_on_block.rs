@@ -66,6 +66,7 @@ use crate::moe::moe_cte::moe_cte_utils::{PSUM_SIZE, TILE_SIZE, first_broken, sil
 #[nki::nki_module]
 pub mod kernel {
     pub use crate::moe::moe_cte::moe_cte_utils::{BlockShardStrategy, SkipMode};
+    use crate::moe::moe_cte::moe_cte_utils::{BwmmBiasScales, BwmmOptions, BwmmTensors};
     use crate::moe::moe_cte::moe_cte_utils::{
         Configs, GUP_PROJ_DIM, InputTensors, PSUM_SIZE, TILE_SIZE, calculate_expert_affinities, gather_token_rows, stream_shuffle_broadcast,
     };
@@ -795,52 +796,47 @@ pub mod kernel {
         check_3d(inps.down_proj_bias, kernel, "down_proj_bias", e, 1, h);
     }
 
-    /// The [`InputTensors`] of a call, in the kernels' parameter order.
+    /// The [`InputTensors`] of a call's leading tensors and its biases.
     #[nki_helper]
-    pub fn input_tensors(
-        hidden_states: Hbm,
-        expert_affinities_masked: Hbm,
-        gate_up_proj_weight: Hbm,
-        down_proj_weight: Hbm,
-        token_position_to_id: Hbm,
-        block_to_expert: Hbm,
-        gate_and_up_proj_bias: Option<Hbm>,
-        down_proj_bias: Option<Hbm>,
-    ) -> InputTensors {
+    pub fn input_tensors(t: BwmmTensors, extra: BwmmBiasScales) -> InputTensors {
         InputTensors {
-            token_position_to_id,
-            block_to_expert,
-            hidden_states,
-            gate_up_proj_weight,
-            gate_and_up_proj_bias,
-            down_proj_bias,
-            down_proj_weight,
-            expert_affinities_masked,
+            token_position_to_id: t.token_position_to_id,
+            block_to_expert: t.block_to_expert,
+            hidden_states: t.hidden_states,
+            gate_up_proj_weight: t.gate_up_proj_weight,
+            gate_and_up_proj_bias: extra.gate_and_up_proj_bias,
+            down_proj_bias: extra.down_proj_bias,
+            down_proj_weight: t.down_proj_weight,
+            expert_affinities_masked: t.expert_affinities_masked,
         }
+    }
+
+    /// Whether a call passes quantization scales (which the ported paths refuse).
+    #[nki_helper]
+    pub fn quantized(extra: BwmmBiasScales) -> bool {
+        extra.gate_up_proj_scale.is_some() || extra.down_proj_scale.is_some()
     }
 
     /// The [`Configs`] of a call's options (`skip_dma` absent: nothing skipped).
     #[nki_helper]
     pub fn configs(
         inps: InputTensors,
-        skip_dma: Option<SkipMode>,
-        compute_dtype: Dtype,
+        opts: BwmmOptions,
         is_tensor_update_accumulating: bool,
         scaling_mode: ExpertAffinityScaleMode,
-        activation_function: ActFnType,
         clamps: ClampLimits,
     ) -> Configs {
         let mut skip = SkipMode { skip_token: false, skip_weight: false };
-        if let Some(m) = skip_dma {
+        if let Some(m) = opts.skip_dma {
             skip = m;
         }
         Configs {
             scaling_mode,
             skip_dma: skip,
-            compute_dtype,
+            compute_dtype: opts.compute_dtype,
             is_tensor_update_accumulating,
             linear_bias: inps.gate_and_up_proj_bias.is_some() && inps.down_proj_bias.is_some(),
-            activation_function,
+            activation_function: opts.activation_function,
             gate_clamp_upper_limit: clamps.gate_clamp_upper_limit,
             gate_clamp_lower_limit: clamps.gate_clamp_lower_limit,
             up_clamp_upper_limit: clamps.up_clamp_upper_limit,
@@ -853,46 +849,22 @@ pub mod kernel {
     /// (slot 0 the result) when accumulating, else `[T, H]`.
     #[nki_kernel]
     pub fn bwmm_shard_on_block(
-        #[dtypes(float32, bfloat16, float16)] hidden_states: Hbm,
-        #[dtypes(float32, bfloat16, float16)] expert_affinities_masked: Hbm,
-        #[dtypes(float32, bfloat16, float16)] gate_up_proj_weight: Hbm,
-        #[dtypes(float32, bfloat16, float16)] down_proj_weight: Hbm,
-        block_size: i64,
-        #[dtypes(int32)] token_position_to_id: Hbm,
-        #[dtypes(int32)] block_to_expert: Hbm,
-        #[dtypes(float32, bfloat16, float16)] gate_and_up_proj_bias: Option<Hbm>,
-        #[dtypes(float32, bfloat16, float16)] down_proj_bias: Option<Hbm>,
-        gate_up_proj_scale: Option<Hbm>,
-        down_proj_scale: Option<Hbm>,
+        #[spread] t: BwmmTensors,
+        #[spread] extra: BwmmBiasScales,
         down_activations: Option<Hbm>,
-        #[default(ActFnType::SiLU)] activation_function: ActFnType,
-        skip_dma: Option<SkipMode>,
-        #[default(nl::bfloat16)] compute_dtype: Dtype,
+        #[spread] opts: BwmmOptions,
         #[default(true)] is_tensor_update_accumulating: bool,
         #[default(ExpertAffinityScaleMode::POST_SCALE)] expert_affinities_scaling_mode: ExpertAffinityScaleMode,
         #[default(1)] n_block_per_iter: i64,
-        gate_clamp_upper_limit: Option<f64>,
-        gate_clamp_lower_limit: Option<f64>,
-        up_clamp_upper_limit: Option<f64>,
-        up_clamp_lower_limit: Option<f64>,
+        #[spread] clamps: ClampLimits,
         #[default(BlockShardStrategy::PING_PONG)] block_sharding_strategy: BlockShardStrategy,
     ) -> Hbm {
         // The library reads n_block_per_iter only on its other paths.
         assert!(n_block_per_iter > 0, "bwmm_shard_on_block: n_block_per_iter = {n_block_per_iter} must be positive");
-        let (x, aff, pos, experts) = (hidden_states, expert_affinities_masked, token_position_to_id, block_to_expert);
-        let inps = input_tensors(x, aff, gate_up_proj_weight, down_proj_weight, pos, experts, gate_and_up_proj_bias, down_proj_bias);
-        let clamps = ClampLimits { gate_clamp_upper_limit, gate_clamp_lower_limit, up_clamp_upper_limit, up_clamp_lower_limit };
-        let cfg = configs(
-            inps,
-            skip_dma,
-            compute_dtype,
-            is_tensor_update_accumulating,
-            expert_affinities_scaling_mode,
-            activation_function,
-            clamps,
-        );
-        let quantized = gate_up_proj_scale.is_some() || down_proj_scale.is_some();
-        validate_bwmm_shard_on_block(inps, cfg, block_size, block_sharding_strategy, quantized, down_activations.is_some());
+        let inps = input_tensors(t, extra);
+        let cfg = configs(inps, opts, is_tensor_update_accumulating, expert_affinities_scaling_mode, clamps);
+        let strategy = block_sharding_strategy;
+        validate_bwmm_shard_on_block(inps, cfg, block_size, strategy, quantized(extra), down_activations.is_some());
         _bwmm_shard_on_block(inps, cfg, block_size)
     }
 }

@@ -78,21 +78,17 @@ pub mod kernel {
     use crate::mlp::mlp_tkg::projection_mx_constants::{ProjConfig, proj_config};
     use crate::moe::moe_cte::bwmm_shard_on_block::{NUM_SHARDS, bwmm_output_initialization, reduce_outputs, reduce_tile_count};
     use crate::moe::moe_cte::moe_cte_mx_utils::{
-        _generate_expert_index_vector, BWMMMXConfigs, BWMMMXDimensionSizes, InputTensors, Q_HEIGHT, Q_WIDTH, SBUF_QUADRANT_SIZE,
-        SharedBuffers, bwmm_mx_dimension_sizes, convert_to_mxfp_dtype, load_and_quantize_hidden_states, shared_buffers,
+        _generate_expert_index_vector, BWMMMXConfigs, BWMMMXDimensionSizes, H512, InputTensors, MAX_HIDDEN, MIN_HIDDEN, MxFlags, MxOptions,
+        Q_HEIGHT, Q_WIDTH, SBUF_QUADRANT_SIZE, SharedBuffers, bwmm_mx_dimension_sizes, load_and_quantize_hidden_states, mx_inputs,
+        shared_buffers,
     };
     pub use crate::moe::moe_cte::moe_cte_utils::SkipMode;
+    use crate::moe::moe_cte::moe_cte_utils::{BwmmMxBiasScales, BwmmMxTensors, BwmmOptions, ShardOnIClamps, clamp_limits};
     use crate::moe::moe_cte::moe_cte_utils::{TILE_SIZE, calculate_expert_affinities, gather_token_rows, scatter_token_rows};
     pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode};
     use crate::utils::kernel_helpers::{ClampLimits, apply_activation, clamp};
     use nki::prelude::*;
 
-    /// Hidden values of one MX contraction tile.
-    pub const H512: i64 = 512;
-    /// The smallest and largest hidden sizes.
-    pub const MIN_HIDDEN: i64 = 512;
-    /// The largest hidden size.
-    pub const MAX_HIDDEN: i64 = 8192;
     /// The intermediate size's alignment: a whole MX block of 8 packed rows.
     pub const MX_I_ALIGN: i64 = 32;
 
@@ -499,85 +495,29 @@ pub mod kernel {
     /// result, slot 1 zero.
     #[nki_kernel]
     pub fn bwmm_shard_on_block_mx(
-        #[dtypes(bfloat16, float32, float16)] hidden_states: Hbm,
-        #[dtypes(bfloat16, float32, float16)] expert_affinities_masked: Hbm,
-        #[dtypes(float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4, uint16, int16, uint32, int32)] gate_up_proj_weight: Hbm,
-        #[dtypes(float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4, uint16, int16, uint32, int32)] down_proj_weight: Hbm,
-        #[dtypes(int32)] token_position_to_id: Hbm,
-        #[dtypes(int32)] block_to_expert: Hbm,
+        #[spread] t: BwmmMxTensors,
         #[dtypes(int32)] conditions: Option<Hbm>,
-        #[dtypes(bfloat16, float32, float16)] gate_and_up_proj_bias: Option<Hbm>,
-        #[dtypes(bfloat16, float32, float16)] down_proj_bias: Option<Hbm>,
-        #[dtypes(uint8)] gate_up_proj_scale: Option<Hbm>,
-        #[dtypes(uint8)] down_proj_scale: Option<Hbm>,
+        #[spread] extra: BwmmMxBiasScales,
         #[range(>= 1)] block_size: Option<i64>,
         #[default(-1)] n_static_blocks: i64,
         #[default(55)] n_dynamic_blocks: i64,
         gate_up_activations_T: Option<Hbm>,
         down_activations: Option<Hbm>,
-        #[default(ActFnType::SiLU)] activation_function: ActFnType,
-        skip_dma: Option<SkipMode>,
-        #[default(nl::bfloat16)] compute_dtype: Dtype,
+        #[spread] common: BwmmOptions,
         weight_dtype: Option<Dtype>,
         #[default(true)] is_tensor_update_accumulating: bool,
         #[default(ExpertAffinityScaleMode::POST_SCALE)] expert_affinities_scaling_mode: ExpertAffinityScaleMode,
-        gate_clamp_upper_limit: Option<f64>,
-        gate_clamp_lower_limit: Option<f64>,
-        up_clamp_lower_limit: Option<f64>,
-        up_clamp_upper_limit: Option<f64>,
+        #[spread] clamps: ShardOnIClamps,
     ) -> Hbm {
         let mut b = 0;
         if let Some(v) = block_size {
             b = v;
         }
         assert!(block_size.is_some(), "bwmm_shard_on_block_mx: block_size must be given");
-        let mut mode = expert_affinities_scaling_mode;
-        if mode == ExpertAffinityScaleMode::PRE_SCALE_DELAYED {
-            mode = ExpertAffinityScaleMode::PRE_SCALE;
-        }
-        let (gup_w, target) = convert_to_mxfp_dtype(gate_up_proj_weight, weight_dtype);
-        let (down_w, _) = convert_to_mxfp_dtype(down_proj_weight, Some(target));
-        let scales = gate_up_proj_scale.is_some() && down_proj_scale.is_some();
-        // Checked given before any use.
-        let (gup_scale, down_scale) = (gate_up_proj_scale.unwrap_or(hidden_states), down_proj_scale.unwrap_or(hidden_states));
-        let p_gup_idx_vector = nl::ndarray([TILE_SIZE, 1], nl::float32, buffer = nl::sbuf);
-        nisa::memset(p_gup_idx_vector, -1.0);
-        let p_down_idx_vector = nl::ndarray([TILE_SIZE, 1], nl::float32, buffer = nl::sbuf);
-        nisa::memset(p_down_idx_vector, -1.0);
-        let gup_t: Hbm = gup_w;
-        let gw = gup_t.shape();
-        let gup_scales_sb = nl::ndarray([TILE_SIZE, 2, gw[3], gw[4]], nl::uint8, buffer = nl::sbuf);
-        nisa::memset(gup_scales_sb, 0.0);
-        let inps = InputTensors {
-            token_position_to_id,
-            block_to_expert,
-            hidden_states,
-            gate_up_proj_weight: gup_w,
-            gate_and_up_proj_bias,
-            down_proj_bias,
-            down_proj_weight: down_w,
-            expert_affinities_masked,
-            gate_up_proj_scale: gup_scale,
-            down_proj_scale: down_scale,
-            p_gup_idx_vector,
-            p_down_idx_vector,
-            gup_scales_sb,
-            conditions,
-        };
-        let mut skip = SkipMode { skip_token: false, skip_weight: false };
-        if let Some(m) = skip_dma {
-            skip = m;
-        }
-        let cfg = BWMMMXConfigs {
-            scaling_mode: mode,
-            skip_dma: skip,
-            compute_dtype,
-            weight_dtype: target,
-            is_tensor_update_accumulating,
-            use_dynamic_while: conditions.is_some(),
-            activation_function,
-            clamps: ClampLimits { gate_clamp_upper_limit, gate_clamp_lower_limit, up_clamp_upper_limit, up_clamp_lower_limit },
-        };
+        let flags = MxFlags { is_tensor_update_accumulating, expert_affinities_scaling_mode };
+        let opts = MxOptions { common, weight_dtype, clamps: clamp_limits(clamps), flags };
+        // The whole gate/up scale tile: every program takes whole blocks.
+        let (inps, cfg, scales) = mx_inputs(t, extra, conditions, opts, 1);
         let dims = bwmm_mx_dimension_sizes(inps, b);
         let activations = gate_up_activations_T.is_some() || down_activations.is_some();
         check_kernel_compatibility(inps, dims, cfg, scales, activations, n_static_blocks);

@@ -71,14 +71,14 @@ pub mod kernel {
         BlockState, DimensionSizes, MIN_I_ALIGN, NUM_SHARDS, block_gate_up_projections, blockwise_sizes, bwmm_load_old_block,
         bwmm_output_initialization, check_blockwise_shapes, compute_block_output, compute_intermediate_states, configs, dimension_sizes,
         finish_output_rows, i_rows, input_tensors, intermediate_rows, load_and_broadcast_down_bias, load_down_proj_weight,
-        load_hidden_states, load_token_indices, store_block_output, transpose_block_hidden_states,
+        load_hidden_states, load_token_indices, quantized, store_block_output, transpose_block_hidden_states,
     };
     pub use crate::moe::moe_cte::moe_cte_utils::SkipMode;
+    use crate::moe::moe_cte::moe_cte_utils::{BwmmBiasScales, BwmmOptions, BwmmTensors, ShardOnIClamps, clamp_limits};
     use crate::moe::moe_cte::moe_cte_utils::{
         Configs, GUP_PROJ_DIM, InputTensors, PSUM_SIZE, TILE_SIZE, calculate_expert_affinities, stream_shuffle_broadcast,
     };
     pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode};
-    use crate::utils::kernel_helpers::ClampLimits;
     use nki::prelude::*;
 
     /// The pipe of the partial-output exchange.
@@ -443,39 +443,20 @@ pub mod kernel {
     /// returns `[T, H]`.
     #[nki_kernel]
     pub fn blockwise_mm_baseline_shard_intermediate(
-        #[dtypes(float32, bfloat16, float16)] hidden_states: Hbm,
-        #[dtypes(float32, bfloat16, float16)] expert_affinities_masked: Hbm,
-        #[dtypes(float32, bfloat16, float16)] gate_up_proj_weight: Hbm,
-        #[dtypes(float32, bfloat16, float16)] down_proj_weight: Hbm,
-        block_size: i64,
-        #[dtypes(int32)] token_position_to_id: Hbm,
-        #[dtypes(int32)] block_to_expert: Hbm,
-        #[dtypes(float32, bfloat16, float16)] gate_and_up_proj_bias: Option<Hbm>,
-        #[dtypes(float32, bfloat16, float16)] down_proj_bias: Option<Hbm>,
-        gate_up_proj_scale: Option<Hbm>,
-        down_proj_scale: Option<Hbm>,
-        #[default(ActFnType::SiLU)] activation_function: ActFnType,
-        skip_dma: Option<SkipMode>,
-        #[default(nl::bfloat16)] compute_dtype: Dtype,
+        #[spread] t: BwmmTensors,
+        #[spread] extra: BwmmBiasScales,
+        #[spread] opts: BwmmOptions,
         #[default(true)] is_tensor_update_accumulating: bool,
         #[default(ExpertAffinityScaleMode::PRE_SCALE)] expert_affinities_scaling_mode: ExpertAffinityScaleMode,
-        gate_clamp_upper_limit: Option<f64>,
-        gate_clamp_lower_limit: Option<f64>,
-        up_clamp_lower_limit: Option<f64>,
-        up_clamp_upper_limit: Option<f64>,
+        #[spread] clamps: ShardOnIClamps,
         #[default(false)] checkpoint_activation: bool,
         #[default(false)] expert_affinity_multiply_on_I: bool,
     ) -> Hbm {
-        let (x, aff, pos, experts) = (hidden_states, expert_affinities_masked, token_position_to_id, block_to_expert);
-        let inps = input_tensors(x, aff, gate_up_proj_weight, down_proj_weight, pos, experts, gate_and_up_proj_bias, down_proj_bias);
-        let clamps = ClampLimits { gate_clamp_upper_limit, gate_clamp_lower_limit, up_clamp_upper_limit, up_clamp_lower_limit };
+        let inps = input_tensors(t, extra);
         let mode = shard_on_i_scaling_mode(expert_affinities_scaling_mode);
-        let cfg = configs(inps, skip_dma, compute_dtype, is_tensor_update_accumulating, mode, activation_function, clamps);
-        let flags = ShardOnIFlags {
-            quantized: gate_up_proj_scale.is_some() || down_proj_scale.is_some(),
-            checkpoint_activation,
-            multiply_on_i: expert_affinity_multiply_on_I,
-        };
+        let cfg = configs(inps, opts, is_tensor_update_accumulating, mode, clamp_limits(clamps));
+        let multiply_on_i = expert_affinity_multiply_on_I;
+        let flags = ShardOnIFlags { quantized: quantized(extra), checkpoint_activation, multiply_on_i };
         validate_bwmm_shard_on_i(inps, cfg, block_size, flags, "blockwise_mm_baseline_shard_intermediate");
         _bwmm_shard_on_i(inps, cfg, block_size, expert_affinity_multiply_on_I)
     }
@@ -509,38 +490,21 @@ pub mod kernel {
     #[nki_kernel]
     pub fn blockwise_mm_baseline_shard_intermediate_hybrid(
         #[dtypes(int32)] conditions: Hbm,
-        #[dtypes(float32, bfloat16, float16)] hidden_states: Hbm,
-        #[dtypes(float32, bfloat16, float16)] expert_affinities_masked: Hbm,
-        #[dtypes(float32, bfloat16, float16)] gate_up_proj_weight: Hbm,
-        #[dtypes(float32, bfloat16, float16)] down_proj_weight: Hbm,
-        block_size: i64,
-        #[dtypes(int32)] token_position_to_id: Hbm,
-        #[dtypes(int32)] block_to_expert: Hbm,
+        #[spread] t: BwmmTensors,
         num_static_block: Option<i64>,
-        #[dtypes(float32, bfloat16, float16)] gate_and_up_proj_bias: Option<Hbm>,
-        #[dtypes(float32, bfloat16, float16)] down_proj_bias: Option<Hbm>,
-        gate_up_proj_scale: Option<Hbm>,
-        down_proj_scale: Option<Hbm>,
+        #[spread] extra: BwmmBiasScales,
         gate_up_activations_T: Option<Hbm>,
         down_activations: Option<Hbm>,
-        #[default(ActFnType::SiLU)] activation_function: ActFnType,
-        skip_dma: Option<SkipMode>,
-        #[default(nl::bfloat16)] compute_dtype: Dtype,
+        #[spread] opts: BwmmOptions,
         #[default(true)] is_tensor_update_accumulating: bool,
         #[default(ExpertAffinityScaleMode::POST_SCALE)] expert_affinities_scaling_mode: ExpertAffinityScaleMode,
-        gate_clamp_upper_limit: Option<f64>,
-        gate_clamp_lower_limit: Option<f64>,
-        up_clamp_lower_limit: Option<f64>,
-        up_clamp_upper_limit: Option<f64>,
+        #[spread] clamps: ShardOnIClamps,
     ) -> Hbm {
-        let (x, aff, pos, experts) = (hidden_states, expert_affinities_masked, token_position_to_id, block_to_expert);
-        let inps = input_tensors(x, aff, gate_up_proj_weight, down_proj_weight, pos, experts, gate_and_up_proj_bias, down_proj_bias);
-        let clamps = ClampLimits { gate_clamp_upper_limit, gate_clamp_lower_limit, up_clamp_upper_limit, up_clamp_lower_limit };
+        let inps = input_tensors(t, extra);
         let mode = shard_on_i_scaling_mode(expert_affinities_scaling_mode);
-        let cfg = configs(inps, skip_dma, compute_dtype, is_tensor_update_accumulating, mode, activation_function, clamps);
-        let quantized = gate_up_proj_scale.is_some() || down_proj_scale.is_some();
+        let cfg = configs(inps, opts, is_tensor_update_accumulating, mode, clamp_limits(clamps));
         let activations = gate_up_activations_T.is_some() || down_activations.is_some();
-        shard_on_i_hybrid_checked(inps, cfg, block_size, conditions, num_static_block, quantized, activations)
+        shard_on_i_hybrid_checked(inps, cfg, block_size, conditions, num_static_block, quantized(extra), activations)
     }
 
     /// [`blockwise_mm_baseline_shard_intermediate_hybrid`] past bundling its

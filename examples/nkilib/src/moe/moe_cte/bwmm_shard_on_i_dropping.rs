@@ -62,15 +62,15 @@ use crate::moe::moe_cte::moe_cte_utils::first_broken;
 #[nki::nki_module]
 pub mod kernel {
     use crate::moe::moe_cte::bwmm_shard_on_block::{
-        DimensionSizes, bwmm_output_initialization, configs, dimension_sizes, input_tensors, load_token_indices,
+        DimensionSizes, bwmm_output_initialization, configs, dimension_sizes, input_tensors, load_token_indices, quantized,
     };
     use crate::moe::moe_cte::bwmm_shard_on_i::{
         ActivationCheckpoint, ShardOnIFlags, compute_one_block, shard_intermediate, validate_bwmm_shard_on_i,
     };
     pub use crate::moe::moe_cte::moe_cte_utils::SkipMode;
+    use crate::moe::moe_cte::moe_cte_utils::{BwmmBiasScales, BwmmOptions, BwmmTensors, ShardOnIClamps, clamp_limits};
     use crate::moe::moe_cte::moe_cte_utils::{Configs, InputTensors, TILE_SIZE};
     pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode};
-    use crate::utils::kernel_helpers::ClampLimits;
     use nki::prelude::*;
 
     /// Positions of one block tile, run as one block.
@@ -172,38 +172,19 @@ pub mod kernel {
     /// `down_activations` under `expert_affinity_multiply_on_I`.
     #[nki_kernel]
     pub fn blockwise_mm_shard_intermediate_dropping(
-        #[dtypes(float32, bfloat16, float16)] hidden_states: Hbm,
-        #[dtypes(float32, bfloat16, float16)] expert_affinities_masked: Hbm,
-        #[dtypes(float32, bfloat16, float16)] gate_up_proj_weight: Hbm,
-        #[dtypes(float32, bfloat16, float16)] down_proj_weight: Hbm,
-        block_size: i64,
-        #[dtypes(int32)] token_position_to_id: Hbm,
-        #[dtypes(int32)] block_to_expert: Hbm,
-        #[dtypes(float32, bfloat16, float16)] gate_and_up_proj_bias: Option<Hbm>,
-        #[dtypes(float32, bfloat16, float16)] down_proj_bias: Option<Hbm>,
-        gate_up_proj_scale: Option<Hbm>,
-        down_proj_scale: Option<Hbm>,
-        #[default(ActFnType::SiLU)] activation_function: ActFnType,
-        skip_dma: Option<SkipMode>,
-        #[default(nl::bfloat16)] compute_dtype: Dtype,
+        #[spread] t: BwmmTensors,
+        #[spread] extra: BwmmBiasScales,
+        #[spread] opts: BwmmOptions,
         #[default(true)] is_tensor_update_accumulating: bool,
         #[default(ExpertAffinityScaleMode::PRE_SCALE)] expert_affinities_scaling_mode: ExpertAffinityScaleMode,
         #[default(false)] expert_affinity_multiply_on_I: bool,
-        gate_clamp_upper_limit: Option<f64>,
-        gate_clamp_lower_limit: Option<f64>,
-        up_clamp_lower_limit: Option<f64>,
-        up_clamp_upper_limit: Option<f64>,
+        #[spread] clamps: ShardOnIClamps,
     ) -> Outputs {
-        let (x, aff, pos, experts) = (hidden_states, expert_affinities_masked, token_position_to_id, block_to_expert);
-        let inps = input_tensors(x, aff, gate_up_proj_weight, down_proj_weight, pos, experts, gate_and_up_proj_bias, down_proj_bias);
-        let clamps = ClampLimits { gate_clamp_upper_limit, gate_clamp_lower_limit, up_clamp_upper_limit, up_clamp_lower_limit };
+        let inps = input_tensors(t, extra);
         let mode = dropping_scaling_mode(expert_affinities_scaling_mode);
-        let cfg = configs(inps, skip_dma, compute_dtype, is_tensor_update_accumulating, mode, activation_function, clamps);
-        let flags = ShardOnIFlags {
-            quantized: gate_up_proj_scale.is_some() || down_proj_scale.is_some(),
-            checkpoint_activation: false,
-            multiply_on_i: expert_affinity_multiply_on_I,
-        };
+        let cfg = configs(inps, opts, is_tensor_update_accumulating, mode, clamp_limits(clamps));
+        let multiply_on_i = expert_affinity_multiply_on_I;
+        let flags = ShardOnIFlags { quantized: quantized(extra), checkpoint_activation: false, multiply_on_i };
         shard_on_i_dropping_checked(inps, cfg, block_size, flags)
     }
 

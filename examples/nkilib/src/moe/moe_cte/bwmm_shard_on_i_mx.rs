@@ -76,10 +76,11 @@ pub mod kernel {
     use crate::moe::moe_cte::bwmm_shard_on_block_mx::{compute_gate_up_mx, load_block_expert, load_down_bias, load_skipping};
     use crate::moe::moe_cte::bwmm_shard_on_i::{checked_static_blocks, count_active_blocks};
     use crate::moe::moe_cte::moe_cte_mx_utils::{
-        _generate_expert_index_vector, BWMMMXConfigs, BWMMMXDimensionSizes, H512, InputTensors, Q_WIDTH, SBUF_QUADRANT_SIZE, SharedBuffers,
-        bwmm_mx_dimension_sizes, convert_to_mxfp_dtype, load_and_quantize_hidden_states, shared_buffers,
+        _generate_expert_index_vector, BWMMMXConfigs, BWMMMXDimensionSizes, H512, InputTensors, MAX_HIDDEN, MIN_HIDDEN, MxFlags, MxOptions,
+        Q_WIDTH, SBUF_QUADRANT_SIZE, SharedBuffers, bwmm_mx_dimension_sizes, load_and_quantize_hidden_states, mx_inputs, shared_buffers,
     };
     pub use crate::moe::moe_cte::moe_cte_utils::SkipMode;
+    use crate::moe::moe_cte::moe_cte_utils::{BwmmMxBiasScales, BwmmMxTensors, BwmmOptions, ShardOnIClamps, clamp_limits};
     use crate::moe::moe_cte::moe_cte_utils::{TILE_SIZE, calculate_expert_affinities, gather_token_rows, scatter_token_rows};
     pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode};
     use crate::utils::kernel_helpers::ClampLimits;
@@ -89,10 +90,6 @@ pub mod kernel {
     pub const PIPE_ID: i64 = 0;
     /// Block sizes are whole multiples of this (a 128-token tile per program).
     pub const BLOCK_ALIGN: i64 = 256;
-    /// The smallest hidden size.
-    pub const MIN_HIDDEN: i64 = 512;
-    /// The largest hidden size.
-    pub const MAX_HIDDEN: i64 = 8192;
     /// `I` is a whole number of 512-column tiles per program.
     pub const I_ALIGN: i64 = 1024;
 
@@ -373,102 +370,6 @@ pub mod kernel {
         assert!(gb.is_some() == db.is_some(), "{name}: gate_and_up_proj_bias and down_proj_bias are given together");
     }
 
-    /// What the call turns on (the library's `BWMMMXConfigs` flags).
-    #[nki_object]
-    pub struct ShardOnIMxFlags {
-        /// Whether each token's experts are summed (top-k > 1).
-        pub is_tensor_update_accumulating: bool,
-        /// Where the affinity multiplies.
-        pub expert_affinities_scaling_mode: ExpertAffinityScaleMode,
-        /// The gate's activation.
-        pub activation_function: ActFnType,
-    }
-
-    /// The call's options (the rest of the library's `BWMMMXConfigs`).
-    #[nki_object]
-    pub struct ShardOnIMxOptions {
-        /// Which DMAs skip out-of-range rows.
-        pub skip_dma: Option<SkipMode>,
-        /// The MX dtype of `uint32`/`int32` weights.
-        pub weight_dtype: Option<Dtype>,
-        /// Dtype of the token rows and the old output rows.
-        pub compute_dtype: Dtype,
-        /// The gate and up clamps.
-        pub clamps: ClampLimits,
-        /// The flags.
-        pub flags: ShardOnIMxFlags,
-    }
-
-    /// The MX tensors of a call (weights viewed as their MX dtype, scales
-    /// `gs`/`ds` given) and its `BWMMMXConfigs`, the index vectors and
-    /// this program's gate/up scale tile allocated; whether both scales are
-    /// given.
-    #[nki_helper]
-    pub fn shard_on_i_mx_inputs(
-        x: Hbm,
-        aff: Hbm,
-        gate_up_proj_weight: Hbm,
-        down_proj_weight: Hbm,
-        gs: Option<Hbm>,
-        ds: Option<Hbm>,
-        token_position_to_id: Hbm,
-        block_to_expert: Hbm,
-        conditions: Option<Hbm>,
-        gate_and_up_proj_bias: Option<Hbm>,
-        down_proj_bias: Option<Hbm>,
-        opts: ShardOnIMxOptions,
-    ) -> (InputTensors, BWMMMXConfigs, bool) {
-        let flags = opts.flags;
-        let (gup_w, target): (Hbm, Dtype) = convert_to_mxfp_dtype(gate_up_proj_weight, opts.weight_dtype);
-        let (down_w, _) = convert_to_mxfp_dtype(down_proj_weight, Some(target));
-        let scales = gs.is_some() && ds.is_some();
-        // Checked given before any use.
-        let (gup_scale, down_scale) = (gs.unwrap_or(x), ds.unwrap_or(x));
-        let p_gup_idx_vector = nl::ndarray([TILE_SIZE, 1], nl::float32, buffer = nl::sbuf);
-        nisa::memset(p_gup_idx_vector, -1.0);
-        let p_down_idx_vector = nl::ndarray([TILE_SIZE, 1], nl::float32, buffer = nl::sbuf);
-        nisa::memset(p_down_idx_vector, -1.0);
-        let gw = gup_w.shape();
-        let gup_scales_sb = nl::ndarray([TILE_SIZE, 2, gw[3], gw[4] / NUM_SHARDS], nl::uint8, buffer = nl::sbuf);
-        nisa::memset(gup_scales_sb, 0.0);
-        let inps = InputTensors {
-            token_position_to_id,
-            block_to_expert,
-            hidden_states: x,
-            gate_up_proj_weight: gup_w,
-            gate_and_up_proj_bias,
-            down_proj_bias,
-            down_proj_weight: down_w,
-            expert_affinities_masked: aff,
-            gate_up_proj_scale: gup_scale,
-            down_proj_scale: down_scale,
-            p_gup_idx_vector,
-            p_down_idx_vector,
-            gup_scales_sb,
-            conditions,
-        };
-        let mut skip = SkipMode { skip_token: false, skip_weight: false };
-        let given = opts.skip_dma;
-        if let Some(m) = given {
-            skip = m;
-        }
-        let mut mode = flags.expert_affinities_scaling_mode;
-        if mode == ExpertAffinityScaleMode::PRE_SCALE_DELAYED {
-            mode = ExpertAffinityScaleMode::PRE_SCALE;
-        }
-        let cfg = BWMMMXConfigs {
-            scaling_mode: mode,
-            skip_dma: skip,
-            compute_dtype: opts.compute_dtype,
-            weight_dtype: target,
-            is_tensor_update_accumulating: flags.is_tensor_update_accumulating,
-            use_dynamic_while: conditions.is_some(),
-            activation_function: flags.activation_function,
-            clamps: opts.clamps,
-        };
-        (inps, cfg, scales)
-    }
-
     /// A call past bundling its arguments: its sizes, the rules, then the
     /// blocks (the first `num_static_block` with `inps.conditions`, else
     /// all of them).
@@ -496,34 +397,18 @@ pub mod kernel {
     /// programs (module docs); returns `[T, H]`.
     #[nki_kernel(target = "trn3")]
     pub fn blockwise_mm_shard_intermediate_mx(
-        #[dtypes(bfloat16, float32, float16)] hidden_states: Hbm,
-        #[dtypes(bfloat16, float32, float16)] expert_affinities_masked: Hbm,
-        #[dtypes(float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4, uint16, int16, uint32, int32)] gate_up_proj_weight: Hbm,
-        #[dtypes(float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4, uint16, int16, uint32, int32)] down_proj_weight: Hbm,
-        #[dtypes(int32)] token_position_to_id: Hbm,
-        #[dtypes(int32)] block_to_expert: Hbm,
-        #[dtypes(bfloat16, float32, float16)] gate_and_up_proj_bias: Option<Hbm>,
-        #[dtypes(bfloat16, float32, float16)] down_proj_bias: Option<Hbm>,
-        #[dtypes(uint8)] gate_up_proj_scale: Option<Hbm>,
-        #[dtypes(uint8)] down_proj_scale: Option<Hbm>,
+        #[spread] t: BwmmMxTensors,
+        #[spread] extra: BwmmMxBiasScales,
         #[range(>= 1)] block_size: Option<i64>,
-        #[default(ActFnType::SiLU)] activation_function: ActFnType,
-        skip_dma: Option<SkipMode>,
-        #[default(nl::bfloat16)] compute_dtype: Dtype,
+        #[spread] common: BwmmOptions,
         weight_dtype: Option<Dtype>,
         #[default(true)] is_tensor_update_accumulating: bool,
         #[default(ExpertAffinityScaleMode::PRE_SCALE)] expert_affinities_scaling_mode: ExpertAffinityScaleMode,
-        gate_clamp_upper_limit: Option<f64>,
-        gate_clamp_lower_limit: Option<f64>,
-        up_clamp_lower_limit: Option<f64>,
-        up_clamp_upper_limit: Option<f64>,
+        #[spread] clamps: ShardOnIClamps,
     ) -> Hbm {
-        let clamps = ClampLimits { gate_clamp_upper_limit, gate_clamp_lower_limit, up_clamp_upper_limit, up_clamp_lower_limit };
-        let flags = ShardOnIMxFlags { is_tensor_update_accumulating, expert_affinities_scaling_mode, activation_function };
-        let opts = ShardOnIMxOptions { skip_dma, weight_dtype, compute_dtype, clamps, flags };
-        let (x, aff, gw, dw) = (hidden_states, expert_affinities_masked, gate_up_proj_weight, down_proj_weight);
-        let (gs, ds, gb, db) = (gate_up_proj_scale, down_proj_scale, gate_and_up_proj_bias, down_proj_bias);
-        let (inps, cfg, scales) = shard_on_i_mx_inputs(x, aff, gw, dw, gs, ds, token_position_to_id, block_to_expert, None, gb, db, opts);
+        let flags = MxFlags { is_tensor_update_accumulating, expert_affinities_scaling_mode };
+        let opts = MxOptions { common, weight_dtype, clamps: clamp_limits(clamps), flags };
+        let (inps, cfg, scales) = mx_inputs(t, extra, None, opts, NUM_SHARDS);
         shard_on_i_mx_checked(inps, cfg, scales, block_size, None, "blockwise_mm_shard_intermediate_mx")
     }
 
@@ -535,41 +420,24 @@ pub mod kernel {
     #[nki_kernel(target = "trn3")]
     pub fn blockwise_mm_shard_intermediate_mx_hybrid(
         #[dtypes(int32)] conditions: Hbm,
-        #[dtypes(bfloat16, float32, float16)] hidden_states: Hbm,
-        #[dtypes(bfloat16, float32, float16)] expert_affinities_masked: Hbm,
-        #[dtypes(float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4, uint16, int16, uint32, int32)] gate_up_proj_weight: Hbm,
-        #[dtypes(float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4, uint16, int16, uint32, int32)] down_proj_weight: Hbm,
-        #[dtypes(int32)] token_position_to_id: Hbm,
-        #[dtypes(int32)] block_to_expert: Hbm,
-        #[dtypes(bfloat16, float32, float16)] gate_and_up_proj_bias: Option<Hbm>,
-        #[dtypes(bfloat16, float32, float16)] down_proj_bias: Option<Hbm>,
-        #[dtypes(uint8)] gate_up_proj_scale: Option<Hbm>,
-        #[dtypes(uint8)] down_proj_scale: Option<Hbm>,
+        #[spread] t: BwmmMxTensors,
+        #[spread] extra: BwmmMxBiasScales,
         #[range(>= 1)] block_size: Option<i64>,
         num_static_block: Option<i64>,
-        #[default(ActFnType::SiLU)] activation_function: ActFnType,
-        skip_dma: Option<SkipMode>,
-        #[default(nl::bfloat16)] compute_dtype: Dtype,
+        #[spread] common: BwmmOptions,
         weight_dtype: Option<Dtype>,
         #[default(true)] is_tensor_update_accumulating: bool,
         #[default(ExpertAffinityScaleMode::POST_SCALE)] expert_affinities_scaling_mode: ExpertAffinityScaleMode,
-        gate_clamp_upper_limit: Option<f64>,
-        gate_clamp_lower_limit: Option<f64>,
-        up_clamp_lower_limit: Option<f64>,
-        up_clamp_upper_limit: Option<f64>,
+        #[spread] clamps: ShardOnIClamps,
     ) -> Hbm {
-        let clamps = ClampLimits { gate_clamp_upper_limit, gate_clamp_lower_limit, up_clamp_upper_limit, up_clamp_lower_limit };
-        let flags = ShardOnIMxFlags { is_tensor_update_accumulating, expert_affinities_scaling_mode, activation_function };
-        let opts = ShardOnIMxOptions { skip_dma, weight_dtype, compute_dtype, clamps, flags };
+        let flags = MxFlags { is_tensor_update_accumulating, expert_affinities_scaling_mode };
+        let opts = MxOptions { common, weight_dtype, clamps: clamp_limits(clamps), flags };
         assert!(
             conditions.ndim() == 1,
             "blockwise_mm_shard_intermediate_mx_hybrid: conditions must be [N + 1], got {}",
             conditions.shape()
         );
-        let (x, aff, gw, dw) = (hidden_states, expert_affinities_masked, gate_up_proj_weight, down_proj_weight);
-        let (gs, ds, gb, db) = (gate_up_proj_scale, down_proj_scale, gate_and_up_proj_bias, down_proj_bias);
-        let (pos, experts, cond) = (token_position_to_id, block_to_expert, Some(conditions));
-        let (inps, cfg, scales) = shard_on_i_mx_inputs(x, aff, gw, dw, gs, ds, pos, experts, cond, gb, db, opts);
+        let (inps, cfg, scales) = mx_inputs(t, extra, Some(conditions), opts, NUM_SHARDS);
         shard_on_i_mx_checked(inps, cfg, scales, block_size, num_static_block, "blockwise_mm_shard_intermediate_mx_hybrid")
     }
 }

@@ -49,13 +49,14 @@ impl MoECTESpec {
 /// The entry and its configuration classes.
 #[nki::nki_module]
 pub mod kernel {
-    use crate::moe::moe_cte::bwmm_shard_on_block::{_bwmm_shard_on_block, configs, input_tensors, validate_bwmm_shard_on_block};
+    use crate::moe::moe_cte::bwmm_shard_on_block::{_bwmm_shard_on_block, configs, validate_bwmm_shard_on_block};
     use crate::moe::moe_cte::bwmm_shard_on_block_mx::bwmm_shard_on_block_mx;
     use crate::moe::moe_cte::bwmm_shard_on_i::{
         _bwmm_shard_on_i, ShardOnIFlags, shard_on_i_hybrid_checked, shard_on_i_scaling_mode, validate_bwmm_shard_on_i,
     };
     use crate::moe::moe_cte::bwmm_shard_on_i_dropping::{dropping_scaling_mode, shard_on_i_dropping_checked};
     pub use crate::moe::moe_cte::moe_cte_utils::{BlockShardStrategy, SkipMode};
+    use crate::moe::moe_cte::moe_cte_utils::{BwmmOptions, InputTensors};
     pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode};
     use crate::utils::kernel_helpers::ClampLimits;
     use nki::prelude::*;
@@ -165,15 +166,10 @@ pub mod kernel {
         quantization_config: Option<QuantizationConfig>,
         gate_up_activations_T: Option<Hbm>,
         down_activations: Option<Hbm>,
-        #[default(ActFnType::SiLU)] activation_function: ActFnType,
-        skip_dma: Option<SkipMode>,
-        #[default(nl::bfloat16)] compute_dtype: Dtype,
+        #[spread] opts: BwmmOptions,
         #[default(true)] is_tensor_update_accumulating: bool,
         #[default(ExpertAffinityScaleMode::POST_SCALE)] expert_affinities_scaling_mode: ExpertAffinityScaleMode,
-        gate_clamp_upper_limit: Option<f64>,
-        gate_clamp_lower_limit: Option<f64>,
-        up_clamp_upper_limit: Option<f64>,
-        up_clamp_lower_limit: Option<f64>,
+        #[spread] clamps: ClampLimits,
     ) -> Outputs {
         let implementation = spec.implementation;
         let block = implementation == MoECTEImplementation::shard_on_block;
@@ -236,9 +232,16 @@ pub mod kernel {
         assert!(!hybrid || conditions.is_some(), "moe_cte: shard_on_i_hybrid needs conditions, the [N + 1] padded-block flags");
         // One bundle of the call for every other implementation; each runs its
         // kernel's own checks on it, as when called by itself.
-        let (x, aff, pos, experts) = (hidden_states, expert_affinities_masked, token_position_to_id, block_to_expert);
-        let inps = input_tensors(x, aff, gate_up_proj_weight, down_proj_weight, pos, experts, gate_and_up_proj_bias, down_proj_bias);
-        let clamps = ClampLimits { gate_clamp_upper_limit, gate_clamp_lower_limit, up_clamp_upper_limit, up_clamp_lower_limit };
+        let inps = InputTensors {
+            token_position_to_id,
+            block_to_expert,
+            hidden_states,
+            gate_up_proj_weight,
+            gate_and_up_proj_bias,
+            down_proj_bias,
+            down_proj_weight,
+            expert_affinities_masked,
+        };
         let m = expert_affinities_scaling_mode;
         let mode = if block {
             m
@@ -247,7 +250,7 @@ pub mod kernel {
         } else {
             shard_on_i_scaling_mode(m)
         };
-        let cfg = configs(inps, skip_dma, compute_dtype, is_tensor_update_accumulating, mode, activation_function, clamps);
+        let cfg = configs(inps, opts, is_tensor_update_accumulating, mode, clamps);
         let quantized = gate_up_proj_scale.is_some() || down_proj_scale.is_some();
         if block {
             let strategy = block_cfg.block_sharding_strategy;

@@ -32,7 +32,7 @@ pub use kernel::*;
 #[nki::nki_module]
 pub mod kernel {
     use crate::mlp::mlp_tkg::projection_mx_constants::ProjConfig;
-    use crate::moe::moe_cte::moe_cte_utils::{SkipMode, TILE_SIZE, gather_token_rows};
+    use crate::moe::moe_cte::moe_cte_utils::{BwmmMxBiasScales, BwmmMxTensors, BwmmOptions, SkipMode, TILE_SIZE, gather_token_rows};
     pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode};
     use crate::utils::kernel_helpers::ClampLimits;
     use nki::prelude::*;
@@ -46,6 +46,10 @@ pub mod kernel {
     pub const SBUF_QUADRANT_SIZE: i64 = 32;
     /// Hidden values of one MX contraction tile, `128 · 4`.
     pub const H512: i64 = 512;
+    /// The smallest hidden size the MX kernels take.
+    pub const MIN_HIDDEN: i64 = 512;
+    /// The largest hidden size the MX kernels take.
+    pub const MAX_HIDDEN: i64 = 8192;
     /// PE transposes one PSUM bank holds (`_psum_bmax`).
     pub const PSUM_BMAX: i64 = 8;
 
@@ -346,5 +350,92 @@ pub mod kernel {
         let token_indices_on_p = nl::ndarray([TILE_SIZE, 1], nl::int32, buffer = nl::sbuf);
         nisa::tensor_copy(token_indices_on_p, dst_idx_vector);
         token_indices_on_p
+    }
+
+    /// What the call turns on (the library's `BWMMMXConfigs` flags).
+    #[nki_object]
+    pub struct MxFlags {
+        /// Whether each token's experts are summed (top-k > 1).
+        pub is_tensor_update_accumulating: bool,
+        /// Where the affinity multiplies.
+        pub expert_affinities_scaling_mode: ExpertAffinityScaleMode,
+    }
+
+    /// The call's options (the rest of the library's `BWMMMXConfigs`).
+    #[nki_object]
+    pub struct MxOptions {
+        /// The activation, DMA skips and the dtype of the token rows and
+        /// the old output rows.
+        pub common: BwmmOptions,
+        /// The MX dtype of `uint32`/`int32` weights.
+        pub weight_dtype: Option<Dtype>,
+        /// The gate and up clamps.
+        pub clamps: ClampLimits,
+        /// The flags.
+        pub flags: MxFlags,
+    }
+
+    /// The MX tensors of a call (weights viewed as their MX dtype, scales
+    /// given) and its `BWMMMXConfigs`, the index vectors and this program's
+    /// gate/up scale tile allocated (its columns split `i_shards` ways);
+    /// whether both scales are given.
+    #[nki_helper]
+    pub fn mx_inputs(
+        t: BwmmMxTensors,
+        extra: BwmmMxBiasScales,
+        conditions: Option<Hbm>,
+        opts: MxOptions,
+        i_shards: i64,
+    ) -> (InputTensors, BWMMMXConfigs, bool) {
+        let flags = opts.flags;
+        let (gup_w, target): (Hbm, Dtype) = convert_to_mxfp_dtype(t.gate_up_proj_weight, opts.weight_dtype);
+        let (down_w, _) = convert_to_mxfp_dtype(t.down_proj_weight, Some(target));
+        let (gs, ds, x) = (extra.gate_up_proj_scale, extra.down_proj_scale, t.hidden_states);
+        let scales = gs.is_some() && ds.is_some();
+        // Checked given before any use.
+        let (gup_scale, down_scale) = (gs.unwrap_or(x), ds.unwrap_or(x));
+        let p_gup_idx_vector = nl::ndarray([TILE_SIZE, 1], nl::float32, buffer = nl::sbuf);
+        nisa::memset(p_gup_idx_vector, -1.0);
+        let p_down_idx_vector = nl::ndarray([TILE_SIZE, 1], nl::float32, buffer = nl::sbuf);
+        nisa::memset(p_down_idx_vector, -1.0);
+        let gw = gup_w.shape();
+        let gup_scales_sb = nl::ndarray([TILE_SIZE, 2, gw[3], gw[4] / i_shards], nl::uint8, buffer = nl::sbuf);
+        nisa::memset(gup_scales_sb, 0.0);
+        let inps = InputTensors {
+            token_position_to_id: t.token_position_to_id,
+            block_to_expert: t.block_to_expert,
+            hidden_states: x,
+            gate_up_proj_weight: gup_w,
+            gate_and_up_proj_bias: extra.gate_and_up_proj_bias,
+            down_proj_bias: extra.down_proj_bias,
+            down_proj_weight: down_w,
+            expert_affinities_masked: t.expert_affinities_masked,
+            gate_up_proj_scale: gup_scale,
+            down_proj_scale: down_scale,
+            p_gup_idx_vector,
+            p_down_idx_vector,
+            gup_scales_sb,
+            conditions,
+        };
+        let mut skip = SkipMode { skip_token: false, skip_weight: false };
+        let given = opts.common.skip_dma;
+        if let Some(m) = given {
+            skip = m;
+        }
+        let mut mode = flags.expert_affinities_scaling_mode;
+        if mode == ExpertAffinityScaleMode::PRE_SCALE_DELAYED {
+            mode = ExpertAffinityScaleMode::PRE_SCALE;
+        }
+        let cfg = BWMMMXConfigs {
+            scaling_mode: mode,
+            skip_dma: skip,
+            compute_dtype: opts.common.compute_dtype,
+            weight_dtype: target,
+            is_tensor_update_accumulating: flags.is_tensor_update_accumulating,
+            use_dynamic_while: conditions.is_some(),
+            activation_function: opts.common.activation_function,
+            clamps: opts.clamps,
+        };
+        (inps, cfg, scales)
     }
 }

@@ -90,6 +90,7 @@ macro_rules! __blockwise_call {
 #[nki::nki_module]
 pub mod kernel {
     use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode};
+    use crate::utils::kernel_helpers::ClampLimits;
     use nki::prelude::*;
 
     /// Tokens (partitions) per tile.
@@ -120,6 +121,131 @@ pub mod kernel {
         HI_LO,
         /// Blocks alternate between the programs: 0, 1, 0, 1, ...
         PING_PONG,
+    }
+
+    /// The parameters the blockwise kernels open with, in the library's
+    /// order: a `#[spread]` group, so each kernel declares them once.
+    #[nki_object]
+    pub struct BwmmTensors {
+        /// Token rows `[T + 1, H]`.
+        #[dtypes(float32, bfloat16, float16)]
+        pub hidden_states: Hbm,
+        /// Affinities `[(T + 1)·E, 1]`.
+        #[dtypes(float32, bfloat16, float16)]
+        pub expert_affinities_masked: Hbm,
+        /// Fused gate/up weights `[E, H, 2, I]`.
+        #[dtypes(float32, bfloat16, float16)]
+        pub gate_up_proj_weight: Hbm,
+        /// Down weights `[E, I, H]`.
+        #[dtypes(float32, bfloat16, float16)]
+        pub down_proj_weight: Hbm,
+        /// Token positions per block.
+        pub block_size: i64,
+        /// Token of each block position `[N·B]`.
+        #[dtypes(int32)]
+        pub token_position_to_id: Hbm,
+        /// Expert of each block `[N, 1]`.
+        #[dtypes(int32)]
+        pub block_to_expert: Hbm,
+    }
+
+    /// The optional biases and quantization scales of the blockwise
+    /// kernels (a `#[spread]` group).
+    #[nki_object]
+    pub struct BwmmBiasScales {
+        /// Gate/up bias `[E, 2, I]`.
+        #[dtypes(float32, bfloat16, float16)]
+        pub gate_and_up_proj_bias: Option<Hbm>,
+        /// Down bias `[E, 1, H]`.
+        #[dtypes(float32, bfloat16, float16)]
+        pub down_proj_bias: Option<Hbm>,
+        /// Gate/up dequantization scales (refused: not ported).
+        pub gate_up_proj_scale: Option<Hbm>,
+        /// Down dequantization scales (refused: not ported).
+        pub down_proj_scale: Option<Hbm>,
+    }
+
+    /// The MX kernels' leading tensors: the blockwise ones with packed
+    /// weights and without `block_size` (a `#[spread]` group).
+    #[nki_object]
+    pub struct BwmmMxTensors {
+        /// Token rows `[T + 1, H]`.
+        #[dtypes(bfloat16, float32, float16)]
+        pub hidden_states: Hbm,
+        /// Affinities `[(T + 1)·E, 1]`.
+        #[dtypes(bfloat16, float32, float16)]
+        pub expert_affinities_masked: Hbm,
+        /// Gate/up weights, four values packed per element.
+        #[dtypes(float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4, uint16, int16, uint32, int32)]
+        pub gate_up_proj_weight: Hbm,
+        /// Down weights, four values packed per element.
+        #[dtypes(float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4, uint16, int16, uint32, int32)]
+        pub down_proj_weight: Hbm,
+        /// Token of each block position `[N·B]`.
+        #[dtypes(int32)]
+        pub token_position_to_id: Hbm,
+        /// Expert of each block `[N, 1]`.
+        #[dtypes(int32)]
+        pub block_to_expert: Hbm,
+    }
+
+    /// The MX kernels' biases and their weights' uint8 scales (a
+    /// `#[spread]` group).
+    #[nki_object]
+    pub struct BwmmMxBiasScales {
+        /// Gate/up bias.
+        #[dtypes(bfloat16, float32, float16)]
+        pub gate_and_up_proj_bias: Option<Hbm>,
+        /// Down bias.
+        #[dtypes(bfloat16, float32, float16)]
+        pub down_proj_bias: Option<Hbm>,
+        /// Gate/up MX scales.
+        #[dtypes(uint8)]
+        pub gate_up_proj_scale: Option<Hbm>,
+        /// Down MX scales.
+        #[dtypes(uint8)]
+        pub down_proj_scale: Option<Hbm>,
+    }
+
+    /// The compute options every blockwise kernel takes after its tensors
+    /// (a `#[spread]` group; the MX kernels add `weight_dtype` in between).
+    #[nki_object]
+    pub struct BwmmOptions {
+        /// The gate's activation.
+        #[default(ActFnType::SiLU)]
+        pub activation_function: ActFnType,
+        /// Which DMAs skip out-of-range rows.
+        #[default(None)]
+        pub skip_dma: Option<SkipMode>,
+        /// Dtype of the token tiles, weights and intermediate.
+        #[default(nl::bfloat16)]
+        pub compute_dtype: Dtype,
+    }
+
+    /// The clamp limits in the order the shard-on-I kernels take them,
+    /// the up projection's lower limit first (a `#[spread]` group;
+    /// `ClampLimits` holds the other order).
+    #[nki_object]
+    pub struct ShardOnIClamps {
+        /// Upper clamp of the gate projection.
+        pub gate_clamp_upper_limit: Option<f64>,
+        /// Lower clamp of the gate projection.
+        pub gate_clamp_lower_limit: Option<f64>,
+        /// Lower clamp of the up projection.
+        pub up_clamp_lower_limit: Option<f64>,
+        /// Upper clamp of the up projection.
+        pub up_clamp_upper_limit: Option<f64>,
+    }
+
+    /// The [`ClampLimits`] of the shard-on-I kernels' clamp parameters.
+    #[nki_helper]
+    pub fn clamp_limits(c: ShardOnIClamps) -> ClampLimits {
+        ClampLimits {
+            gate_clamp_upper_limit: c.gate_clamp_upper_limit,
+            gate_clamp_lower_limit: c.gate_clamp_lower_limit,
+            up_clamp_upper_limit: c.up_clamp_upper_limit,
+            up_clamp_lower_limit: c.up_clamp_lower_limit,
+        }
     }
 
     /// The tensors of a blockwise call (the library's `InputTensors`).

@@ -181,6 +181,21 @@ pub mod kernel {
         }
     }
 
+    /// The library's `_is_valid_block_size` for the MX all-expert dynamic
+    /// strategy (`mx_dynamic_block_size_ok`): `bs` divides `T`, is at most
+    /// `T / 2`, and is a multiple of 8 below 32, of 32 below 128, else of 128.
+    #[nki_helper]
+    pub fn is_valid_block_size(t: i64, bs: i64) -> bool {
+        let multiple = if bs < 32 {
+            8
+        } else if bs < 128 {
+            32
+        } else {
+            128
+        };
+        bs > 0 && t % bs == 0 && bs <= t / 2 && bs % multiple == 0
+    }
+
     /// The mixture-of-experts MLP of `hidden_input` `[T, H]` over the local
     /// experts' fused gate/up weights `[E_L, H, 2, I]` and down weights
     /// `[E_L, I, H]`; returns `[T, H]` (module docs).
@@ -205,10 +220,7 @@ pub mod kernel {
         #[default(ExpertAffinityScaleMode::NO_SCALE)] expert_affinities_scaling_mode: ExpertAffinityScaleMode,
         #[default(ActFnType::SiLU)] activation_fn: ActFnType,
         output_dtype: Option<Dtype>,
-        gate_clamp_upper_limit: Option<f64>,
-        gate_clamp_lower_limit: Option<f64>,
-        up_clamp_upper_limit: Option<f64>,
-        up_clamp_lower_limit: Option<f64>,
+        #[spread] clamps: ClampLimits,
         #[default(false)] output_in_sbuf: bool,
         #[default(false)] is_all_expert_dynamic: bool,
         block_size: Option<i64>,
@@ -267,18 +279,9 @@ pub mod kernel {
             !mx_dynamic || e_l == 1,
             "moe_tkg: the MX all-expert dynamic strategy (is_all_expert_dynamic) takes one local expert (E_L = 1), got {e_l}"
         );
-        // The library's `_is_valid_block_size` (`mx_dynamic_block_size_ok`).
         let bs = block_size.unwrap_or(t);
-        let bs_multiple = if bs < 32 {
-            8
-        } else if bs < 128 {
-            32
-        } else {
-            128
-        };
-        let bs_ok = bs > 0 && t % bs == 0 && bs <= t / 2 && bs % bs_multiple == 0;
         assert!(
-            !mx_dynamic || block_size.is_none() || bs_ok,
+            !mx_dynamic || block_size.is_none() || is_valid_block_size(t, bs),
             "moe_tkg: the MX all-expert dynamic strategy needs a block_size that divides T = {t}, is at most T / 2, and is a multiple of 8 below 32, of 32 below 128, else of 128; got {bs}"
         );
         let w = MoeTkgTensors {
@@ -318,7 +321,6 @@ pub mod kernel {
         if !mx {
             check_tensors(w, quantized);
         }
-        let clamps = ClampLimits { gate_clamp_upper_limit, gate_clamp_lower_limit, up_clamp_upper_limit, up_clamp_lower_limit };
         let act = MLPActivationParameters { activation_fn, skip_gate_proj: false, clamps };
         let quantization_type = if mx {
             QuantizationType::MX
