@@ -24,8 +24,6 @@ from .moe_cte_mx_utils import H512
 from .moe_cte_mx_utils import InputTensors
 from .moe_cte_mx_utils import MAX_HIDDEN
 from .moe_cte_mx_utils import MIN_HIDDEN
-from .moe_cte_mx_utils import MxFlags
-from .moe_cte_mx_utils import MxOptions
 from .moe_cte_mx_utils import Q_HEIGHT
 from .moe_cte_mx_utils import Q_WIDTH
 from .moe_cte_mx_utils import SBUF_QUADRANT_SIZE
@@ -34,6 +32,7 @@ from .moe_cte_mx_utils import _generate_expert_index_vector
 from .moe_cte_mx_utils import bwmm_mx_dimension_sizes
 from .moe_cte_mx_utils import load_and_quantize_hidden_states
 from .moe_cte_mx_utils import mx_inputs
+from .moe_cte_mx_utils import mx_options
 from .moe_cte_mx_utils import shared_buffers
 from .moe_cte_utils import BwmmMxBiasScales
 from .moe_cte_utils import BwmmMxTensors
@@ -42,7 +41,6 @@ from .moe_cte_utils import ShardOnIClamps
 from .moe_cte_utils import SkipMode
 from .moe_cte_utils import TILE_SIZE
 from .moe_cte_utils import calculate_expert_affinities
-from .moe_cte_utils import clamp_limits
 from .moe_cte_utils import gather_token_rows
 from .moe_cte_utils import scatter_token_rows
 from .projection_mx_constants import ProjConfig
@@ -383,8 +381,7 @@ def bwmm_shard_on_block_mx(hidden_states, expert_affinities_masked, gate_up_proj
         v = block_size
         b = v
     assert block_size is not None, "bwmm_shard_on_block_mx: block_size must be given"
-    flags = MxFlags(is_tensor_update_accumulating=is_tensor_update_accumulating, expert_affinities_scaling_mode=expert_affinities_scaling_mode)
-    opts = MxOptions(common=common, weight_dtype=weight_dtype, clamps=clamp_limits(clamps), flags=flags)
+    opts = mx_options(common, weight_dtype, is_tensor_update_accumulating, expert_affinities_scaling_mode, clamps)
     inps, cfg, scales = mx_inputs(t, extra, conditions, opts, 1)
     dims = bwmm_mx_dimension_sizes(inps, b)
     activations = gate_up_activations_T is not None or down_activations is not None

@@ -95,6 +95,15 @@ def shard_on_i_scaling_mode(mode):
     return ExpertAffinityScaleMode.PRE_SCALE if mode == ExpertAffinityScaleMode.PRE_SCALE_DELAYED else mode
 
 
+def shard_on_i_call(t, extra, opts, accumulating, scaling_mode, clamps):
+    """The [`InputTensors`] and [`Configs`] of a shard-on-I call from its
+    parameter groups, the affinity scaling as this form applies it.
+    """
+    inps = input_tensors(t, extra)
+    cfg = configs(inps, opts, accumulating, shard_on_i_scaling_mode(scaling_mode), clamp_limits(clamps))
+    return (inps, cfg)
+
+
 def validate_bwmm_shard_on_i(inps, cfg, block_size, flags, name):
     """The rules of [`bwmm_shard_on_i_violation`](super::bwmm_shard_on_i_violation)
     and the tensors' shapes, checked when the kernel is traced.
@@ -305,9 +314,7 @@ def blockwise_mm_baseline_shard_intermediate(hidden_states, expert_affinities_ma
     extra = BwmmBiasScales(gate_and_up_proj_bias=gate_and_up_proj_bias, down_proj_bias=down_proj_bias, gate_up_proj_scale=gate_up_proj_scale, down_proj_scale=down_proj_scale)
     opts = BwmmOptions(activation_function=activation_function, skip_dma=skip_dma, compute_dtype=compute_dtype)
     clamps = ShardOnIClamps(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_lower_limit=up_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit)
-    inps = input_tensors(t, extra)
-    mode = shard_on_i_scaling_mode(expert_affinities_scaling_mode)
-    cfg = configs(inps, opts, is_tensor_update_accumulating, mode, clamp_limits(clamps))
+    inps, cfg = shard_on_i_call(t, extra, opts, is_tensor_update_accumulating, expert_affinities_scaling_mode, clamps)
     multiply_on_i = expert_affinity_multiply_on_I
     flags = ShardOnIFlags(quantized=quantized(extra), checkpoint_activation=checkpoint_activation, multiply_on_i=multiply_on_i)
     validate_bwmm_shard_on_i(inps, cfg, block_size, flags, "blockwise_mm_baseline_shard_intermediate")
@@ -423,8 +430,6 @@ def blockwise_mm_baseline_shard_intermediate_hybrid(conditions, hidden_states, e
     extra = BwmmBiasScales(gate_and_up_proj_bias=gate_and_up_proj_bias, down_proj_bias=down_proj_bias, gate_up_proj_scale=gate_up_proj_scale, down_proj_scale=down_proj_scale)
     opts = BwmmOptions(activation_function=activation_function, skip_dma=skip_dma, compute_dtype=compute_dtype)
     clamps = ShardOnIClamps(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_lower_limit=up_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit)
-    inps = input_tensors(t, extra)
-    mode = shard_on_i_scaling_mode(expert_affinities_scaling_mode)
-    cfg = configs(inps, opts, is_tensor_update_accumulating, mode, clamp_limits(clamps))
+    inps, cfg = shard_on_i_call(t, extra, opts, is_tensor_update_accumulating, expert_affinities_scaling_mode, clamps)
     activations = gate_up_activations_T is not None or down_activations is not None
     return shard_on_i_hybrid_checked(inps, cfg, block_size, conditions, num_static_block, quantized(extra), activations)

@@ -24,8 +24,6 @@ from .moe_cte_mx_utils import H512
 from .moe_cte_mx_utils import InputTensors
 from .moe_cte_mx_utils import MAX_HIDDEN
 from .moe_cte_mx_utils import MIN_HIDDEN
-from .moe_cte_mx_utils import MxFlags
-from .moe_cte_mx_utils import MxOptions
 from .moe_cte_mx_utils import Q_WIDTH
 from .moe_cte_mx_utils import SBUF_QUADRANT_SIZE
 from .moe_cte_mx_utils import SharedBuffers
@@ -33,6 +31,7 @@ from .moe_cte_mx_utils import _generate_expert_index_vector
 from .moe_cte_mx_utils import bwmm_mx_dimension_sizes
 from .moe_cte_mx_utils import load_and_quantize_hidden_states
 from .moe_cte_mx_utils import mx_inputs
+from .moe_cte_mx_utils import mx_options
 from .moe_cte_mx_utils import shared_buffers
 from .moe_cte_utils import BwmmMxBiasScales
 from .moe_cte_utils import BwmmMxTensors
@@ -41,7 +40,6 @@ from .moe_cte_utils import ShardOnIClamps
 from .moe_cte_utils import SkipMode
 from .moe_cte_utils import TILE_SIZE
 from .moe_cte_utils import calculate_expert_affinities
-from .moe_cte_utils import clamp_limits
 from .moe_cte_utils import gather_token_rows
 from .moe_cte_utils import scatter_token_rows
 from .projection_mx_constants import ProjConfig
@@ -279,8 +277,7 @@ def blockwise_mm_shard_intermediate_mx(hidden_states, expert_affinities_masked, 
     extra = BwmmMxBiasScales(gate_and_up_proj_bias=gate_and_up_proj_bias, down_proj_bias=down_proj_bias, gate_up_proj_scale=gate_up_proj_scale, down_proj_scale=down_proj_scale)
     common = BwmmOptions(activation_function=activation_function, skip_dma=skip_dma, compute_dtype=compute_dtype)
     clamps = ShardOnIClamps(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_lower_limit=up_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit)
-    flags = MxFlags(is_tensor_update_accumulating=is_tensor_update_accumulating, expert_affinities_scaling_mode=expert_affinities_scaling_mode)
-    opts = MxOptions(common=common, weight_dtype=weight_dtype, clamps=clamp_limits(clamps), flags=flags)
+    opts = mx_options(common, weight_dtype, is_tensor_update_accumulating, expert_affinities_scaling_mode, clamps)
     inps, cfg, scales = mx_inputs(t, extra, None, opts, NUM_SHARDS)
     return shard_on_i_mx_checked(inps, cfg, scales, block_size, None, "blockwise_mm_shard_intermediate_mx")
 
@@ -299,8 +296,7 @@ def blockwise_mm_shard_intermediate_mx_hybrid(conditions, hidden_states, expert_
     extra = BwmmMxBiasScales(gate_and_up_proj_bias=gate_and_up_proj_bias, down_proj_bias=down_proj_bias, gate_up_proj_scale=gate_up_proj_scale, down_proj_scale=down_proj_scale)
     common = BwmmOptions(activation_function=activation_function, skip_dma=skip_dma, compute_dtype=compute_dtype)
     clamps = ShardOnIClamps(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_lower_limit=up_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit)
-    flags = MxFlags(is_tensor_update_accumulating=is_tensor_update_accumulating, expert_affinities_scaling_mode=expert_affinities_scaling_mode)
-    opts = MxOptions(common=common, weight_dtype=weight_dtype, clamps=clamp_limits(clamps), flags=flags)
+    opts = mx_options(common, weight_dtype, is_tensor_update_accumulating, expert_affinities_scaling_mode, clamps)
     assert conditions.ndim == 1, f"blockwise_mm_shard_intermediate_mx_hybrid: conditions must be [N + 1], got {conditions.shape}"
     inps, cfg, scales = mx_inputs(t, extra, conditions, opts, NUM_SHARDS)
     return shard_on_i_mx_checked(inps, cfg, scales, block_size, num_static_block, "blockwise_mm_shard_intermediate_mx_hybrid")

@@ -12,8 +12,10 @@ from .kernel_helpers import ClampLimits
 from .moe_cte_utils import BwmmMxBiasScales
 from .moe_cte_utils import BwmmMxTensors
 from .moe_cte_utils import BwmmOptions
+from .moe_cte_utils import ShardOnIClamps
 from .moe_cte_utils import SkipMode
 from .moe_cte_utils import TILE_SIZE
+from .moe_cte_utils import clamp_limits
 from .moe_cte_utils import gather_token_rows
 from .projection_mx_constants import ProjConfig
 
@@ -156,16 +158,6 @@ class BWMMMXConfigs(nl.NKIObject):
 
 
 @dataclass
-class MxFlags(nl.NKIObject):
-    """What the call turns on (the library's `BWMMMXConfigs` flags)."""
-
-    is_tensor_update_accumulating: bool
-    "Whether each token's experts are summed (top-k > 1)."
-    expert_affinities_scaling_mode: ExpertAffinityScaleMode
-    "Where the affinity multiplies."
-
-
-@dataclass
 class MxOptions(nl.NKIObject):
     """The call's options (the rest of the library's `BWMMMXConfigs`)."""
 
@@ -175,8 +167,16 @@ class MxOptions(nl.NKIObject):
     "The MX dtype of `uint32`/`int32` weights."
     clamps: ClampLimits
     "The gate and up clamps."
-    flags: MxFlags
-    "The flags."
+    is_tensor_update_accumulating: bool
+    "Whether each token's experts are summed (top-k > 1)."
+    expert_affinities_scaling_mode: ExpertAffinityScaleMode
+    "Where the affinity multiplies."
+
+
+def mx_options(common, weight_dtype, is_tensor_update_accumulating, expert_affinities_scaling_mode, clamps):
+    """The [`MxOptions`] of an MX kernel's option parameters."""
+    clamps = clamp_limits(clamps)
+    return MxOptions(common=common, weight_dtype=weight_dtype, clamps=clamps, is_tensor_update_accumulating=is_tensor_update_accumulating, expert_affinities_scaling_mode=expert_affinities_scaling_mode)
 
 
 def convert_to_mxfp_dtype(tensor, weight_dtype):
@@ -204,7 +204,6 @@ def mx_inputs(t, extra, conditions, opts, i_shards):
     gate/up scale tile allocated (its columns split `i_shards` ways);
     whether both scales are given.
     """
-    flags = opts.flags
     gup_w, target = convert_to_mxfp_dtype(t.gate_up_proj_weight, opts.weight_dtype)
     down_w, _ = convert_to_mxfp_dtype(t.down_proj_weight, target)
     gs, ds, x = (extra.gate_up_proj_scale, extra.down_proj_scale, t.hidden_states)
@@ -223,10 +222,10 @@ def mx_inputs(t, extra, conditions, opts, i_shards):
     if given is not None:
         m = given
         skip = m
-    mode = flags.expert_affinities_scaling_mode
+    mode = opts.expert_affinities_scaling_mode
     if mode == ExpertAffinityScaleMode.PRE_SCALE_DELAYED:
         mode = ExpertAffinityScaleMode.PRE_SCALE
-    cfg = BWMMMXConfigs(scaling_mode=mode, skip_dma=skip, compute_dtype=opts.common.compute_dtype, weight_dtype=target, is_tensor_update_accumulating=flags.is_tensor_update_accumulating, use_dynamic_while=conditions is not None, activation_function=opts.common.activation_function, clamps=opts.clamps)
+    cfg = BWMMMXConfigs(scaling_mode=mode, skip_dma=skip, compute_dtype=opts.common.compute_dtype, weight_dtype=target, is_tensor_update_accumulating=opts.is_tensor_update_accumulating, use_dynamic_while=conditions is not None, activation_function=opts.common.activation_function, clamps=opts.clamps)
     return (inps, cfg, scales)
 
 

@@ -28,7 +28,7 @@ pub use kernel::*;
 #[nki_module]
 pub mod kernel {
     use crate::qkv::qkv_cte::qkv_cte;
-    use crate::qkv::qkv_cte::qkv_cte_utils::is_float8_input;
+    use crate::qkv::qkv_cte::qkv_cte_utils::{QkvFusions, is_float8_input};
     use crate::qkv::qkv_tkg::qkv_tkg;
     pub use crate::utils::common_types::{NormType, QKVOutputLayout, QKVWeightLayout, QuantizationType};
     use nki::prelude::*;
@@ -50,33 +50,7 @@ pub mod kernel {
         #[default(QuantizationType::NONE)] quantization_type: QuantizationType,
         #[dtypes(float32, uint8)] qkv_w_scale: Option<Hbm>,
         #[dtypes(float32)] qkv_in_scale: Option<Hbm>,
-        #[default(false)] fused_residual_add: bool,
-        #[dtypes(float32, bfloat16, float16)] mlp_prev: Option<Hbm>,
-        #[dtypes(float32, bfloat16, float16)] attention_prev: Option<Hbm>,
-        #[default(NormType::NO_NORM)] fused_norm_type: NormType,
-        #[dtypes(float32, bfloat16, float16)] gamma_norm_weights: Option<Hbm>,
-        #[dtypes(float32, bfloat16, float16)] layer_norm_bias: Option<Hbm>,
-        #[default(1e-6)] norm_eps: f64,
-        hidden_actual: Option<i64>,
-        #[default(false)] fused_rope: bool,
-        #[dtypes(float32, bfloat16, float16)] cos_cache: Option<Hbm>,
-        #[dtypes(float32, bfloat16, float16)] sin_cache: Option<Hbm>,
-        d_head: Option<i64>,
-        num_q_heads: Option<i64>,
-        num_kv_heads: Option<i64>,
-        k_cache: Option<Hbm>,
-        v_cache: Option<Hbm>,
-        #[dtypes(float32)] k_scale: Option<Hbm>,
-        #[dtypes(float32)] v_scale: Option<Hbm>,
-        fp8_max: Option<f64>,
-        fp8_min: Option<f64>,
-        kv_dtype: Option<Dtype>,
-        #[default(false)] use_block_kv: bool,
-        block_size: Option<i64>,
-        #[dtypes(int32)] slot_mapping: Option<Hbm>,
-        #[default(false)] store_output_in_sbuf: bool,
-        #[default(false)] use_auto_allocation: bool,
-        #[default(true)] load_input_with_DMA_transpose: bool,
+        #[spread] _: QkvFusions,
         #[default(false)] is_h_dim_4h_transposed: bool,
         #[default(QKVWeightLayout::CONTIGUOUS)] weight_layout: QKVWeightLayout,
     ) -> Outputs {

@@ -78,12 +78,11 @@ pub mod kernel {
     use crate::mlp::mlp_tkg::projection_mx_constants::{ProjConfig, proj_config};
     use crate::moe::moe_cte::bwmm_shard_on_block::{NUM_SHARDS, bwmm_output_initialization, reduce_outputs, reduce_tile_count};
     use crate::moe::moe_cte::moe_cte_mx_utils::{
-        _generate_expert_index_vector, BWMMMXConfigs, BWMMMXDimensionSizes, H512, InputTensors, MAX_HIDDEN, MIN_HIDDEN, MxFlags, MxOptions,
-        Q_HEIGHT, Q_WIDTH, SBUF_QUADRANT_SIZE, SharedBuffers, bwmm_mx_dimension_sizes, load_and_quantize_hidden_states, mx_inputs,
-        shared_buffers,
+        _generate_expert_index_vector, BWMMMXConfigs, BWMMMXDimensionSizes, H512, InputTensors, MAX_HIDDEN, MIN_HIDDEN, Q_HEIGHT, Q_WIDTH,
+        SBUF_QUADRANT_SIZE, SharedBuffers, bwmm_mx_dimension_sizes, load_and_quantize_hidden_states, mx_inputs, mx_options, shared_buffers,
     };
     pub use crate::moe::moe_cte::moe_cte_utils::SkipMode;
-    use crate::moe::moe_cte::moe_cte_utils::{BwmmMxBiasScales, BwmmMxTensors, BwmmOptions, ShardOnIClamps, clamp_limits};
+    use crate::moe::moe_cte::moe_cte_utils::{BwmmMxBiasScales, BwmmMxTensors, BwmmOptions, ShardOnIClamps};
     use crate::moe::moe_cte::moe_cte_utils::{TILE_SIZE, calculate_expert_affinities, gather_token_rows, scatter_token_rows};
     pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode};
     use crate::utils::kernel_helpers::{ClampLimits, apply_activation, clamp};
@@ -514,8 +513,7 @@ pub mod kernel {
             b = v;
         }
         assert!(block_size.is_some(), "bwmm_shard_on_block_mx: block_size must be given");
-        let flags = MxFlags { is_tensor_update_accumulating, expert_affinities_scaling_mode };
-        let opts = MxOptions { common, weight_dtype, clamps: clamp_limits(clamps), flags };
+        let opts = mx_options(common, weight_dtype, is_tensor_update_accumulating, expert_affinities_scaling_mode, clamps);
         // The whole gate/up scale tile: every program takes whole blocks.
         let (inps, cfg, scales) = mx_inputs(t, extra, conditions, opts, 1);
         let dims = bwmm_mx_dimension_sizes(inps, b);

@@ -438,6 +438,22 @@ pub mod kernel {
         check_blockwise_shapes(inps, name, block_size);
     }
 
+    /// The [`InputTensors`] and [`Configs`] of a shard-on-I call from its
+    /// parameter groups, the affinity scaling as this form applies it.
+    #[nki_helper]
+    pub fn shard_on_i_call(
+        t: BwmmTensors,
+        extra: BwmmBiasScales,
+        opts: BwmmOptions,
+        accumulating: bool,
+        scaling_mode: ExpertAffinityScaleMode,
+        clamps: ShardOnIClamps,
+    ) -> (InputTensors, Configs) {
+        let inps = input_tensors(t, extra);
+        let cfg = configs(inps, opts, accumulating, shard_on_i_scaling_mode(scaling_mode), clamp_limits(clamps));
+        (inps, cfg)
+    }
+
     /// Blockwise MoE matmul over blocks of `block_size` token positions with
     /// the intermediate dim split between the two programs (module docs);
     /// returns `[T, H]`.
@@ -452,9 +468,7 @@ pub mod kernel {
         #[default(false)] checkpoint_activation: bool,
         #[default(false)] expert_affinity_multiply_on_I: bool,
     ) -> Hbm {
-        let inps = input_tensors(t, extra);
-        let mode = shard_on_i_scaling_mode(expert_affinities_scaling_mode);
-        let cfg = configs(inps, opts, is_tensor_update_accumulating, mode, clamp_limits(clamps));
+        let (inps, cfg) = shard_on_i_call(t, extra, opts, is_tensor_update_accumulating, expert_affinities_scaling_mode, clamps);
         let multiply_on_i = expert_affinity_multiply_on_I;
         let flags = ShardOnIFlags { quantized: quantized(extra), checkpoint_activation, multiply_on_i };
         validate_bwmm_shard_on_i(inps, cfg, block_size, flags, "blockwise_mm_baseline_shard_intermediate");
@@ -500,9 +514,7 @@ pub mod kernel {
         #[default(ExpertAffinityScaleMode::POST_SCALE)] expert_affinities_scaling_mode: ExpertAffinityScaleMode,
         #[spread] clamps: ShardOnIClamps,
     ) -> Hbm {
-        let inps = input_tensors(t, extra);
-        let mode = shard_on_i_scaling_mode(expert_affinities_scaling_mode);
-        let cfg = configs(inps, opts, is_tensor_update_accumulating, mode, clamp_limits(clamps));
+        let (inps, cfg) = shard_on_i_call(t, extra, opts, is_tensor_update_accumulating, expert_affinities_scaling_mode, clamps);
         let activations = gate_up_activations_T.is_some() || down_activations.is_some();
         shard_on_i_hybrid_checked(inps, cfg, block_size, conditions, num_static_block, quantized(extra), activations)
     }

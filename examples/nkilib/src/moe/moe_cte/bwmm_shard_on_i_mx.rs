@@ -76,11 +76,11 @@ pub mod kernel {
     use crate::moe::moe_cte::bwmm_shard_on_block_mx::{compute_gate_up_mx, load_block_expert, load_down_bias, load_skipping};
     use crate::moe::moe_cte::bwmm_shard_on_i::{checked_static_blocks, count_active_blocks};
     use crate::moe::moe_cte::moe_cte_mx_utils::{
-        _generate_expert_index_vector, BWMMMXConfigs, BWMMMXDimensionSizes, H512, InputTensors, MAX_HIDDEN, MIN_HIDDEN, MxFlags, MxOptions,
-        Q_WIDTH, SBUF_QUADRANT_SIZE, SharedBuffers, bwmm_mx_dimension_sizes, load_and_quantize_hidden_states, mx_inputs, shared_buffers,
+        _generate_expert_index_vector, BWMMMXConfigs, BWMMMXDimensionSizes, H512, InputTensors, MAX_HIDDEN, MIN_HIDDEN, Q_WIDTH,
+        SBUF_QUADRANT_SIZE, SharedBuffers, bwmm_mx_dimension_sizes, load_and_quantize_hidden_states, mx_inputs, mx_options, shared_buffers,
     };
     pub use crate::moe::moe_cte::moe_cte_utils::SkipMode;
-    use crate::moe::moe_cte::moe_cte_utils::{BwmmMxBiasScales, BwmmMxTensors, BwmmOptions, ShardOnIClamps, clamp_limits};
+    use crate::moe::moe_cte::moe_cte_utils::{BwmmMxBiasScales, BwmmMxTensors, BwmmOptions, ShardOnIClamps};
     use crate::moe::moe_cte::moe_cte_utils::{TILE_SIZE, calculate_expert_affinities, gather_token_rows, scatter_token_rows};
     pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode};
     use crate::utils::kernel_helpers::ClampLimits;
@@ -406,8 +406,7 @@ pub mod kernel {
         #[default(ExpertAffinityScaleMode::PRE_SCALE)] expert_affinities_scaling_mode: ExpertAffinityScaleMode,
         #[spread] clamps: ShardOnIClamps,
     ) -> Hbm {
-        let flags = MxFlags { is_tensor_update_accumulating, expert_affinities_scaling_mode };
-        let opts = MxOptions { common, weight_dtype, clamps: clamp_limits(clamps), flags };
+        let opts = mx_options(common, weight_dtype, is_tensor_update_accumulating, expert_affinities_scaling_mode, clamps);
         let (inps, cfg, scales) = mx_inputs(t, extra, None, opts, NUM_SHARDS);
         shard_on_i_mx_checked(inps, cfg, scales, block_size, None, "blockwise_mm_shard_intermediate_mx")
     }
@@ -430,8 +429,7 @@ pub mod kernel {
         #[default(ExpertAffinityScaleMode::POST_SCALE)] expert_affinities_scaling_mode: ExpertAffinityScaleMode,
         #[spread] clamps: ShardOnIClamps,
     ) -> Hbm {
-        let flags = MxFlags { is_tensor_update_accumulating, expert_affinities_scaling_mode };
-        let opts = MxOptions { common, weight_dtype, clamps: clamp_limits(clamps), flags };
+        let opts = mx_options(common, weight_dtype, is_tensor_update_accumulating, expert_affinities_scaling_mode, clamps);
         assert!(
             conditions.ndim() == 1,
             "blockwise_mm_shard_intermediate_mx_hybrid: conditions must be [N + 1], got {}",

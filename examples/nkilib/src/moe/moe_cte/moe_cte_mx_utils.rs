@@ -32,7 +32,9 @@ pub use kernel::*;
 #[nki::nki_module]
 pub mod kernel {
     use crate::mlp::mlp_tkg::projection_mx_constants::ProjConfig;
-    use crate::moe::moe_cte::moe_cte_utils::{BwmmMxBiasScales, BwmmMxTensors, BwmmOptions, SkipMode, TILE_SIZE, gather_token_rows};
+    use crate::moe::moe_cte::moe_cte_utils::{
+        BwmmMxBiasScales, BwmmMxTensors, BwmmOptions, ShardOnIClamps, SkipMode, TILE_SIZE, clamp_limits, gather_token_rows,
+    };
     pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode};
     use crate::utils::kernel_helpers::ClampLimits;
     use nki::prelude::*;
@@ -352,15 +354,6 @@ pub mod kernel {
         token_indices_on_p
     }
 
-    /// What the call turns on (the library's `BWMMMXConfigs` flags).
-    #[nki_object]
-    pub struct MxFlags {
-        /// Whether each token's experts are summed (top-k > 1).
-        pub is_tensor_update_accumulating: bool,
-        /// Where the affinity multiplies.
-        pub expert_affinities_scaling_mode: ExpertAffinityScaleMode,
-    }
-
     /// The call's options (the rest of the library's `BWMMMXConfigs`).
     #[nki_object]
     pub struct MxOptions {
@@ -371,8 +364,23 @@ pub mod kernel {
         pub weight_dtype: Option<Dtype>,
         /// The gate and up clamps.
         pub clamps: ClampLimits,
-        /// The flags.
-        pub flags: MxFlags,
+        /// Whether each token's experts are summed (top-k > 1).
+        pub is_tensor_update_accumulating: bool,
+        /// Where the affinity multiplies.
+        pub expert_affinities_scaling_mode: ExpertAffinityScaleMode,
+    }
+
+    /// The [`MxOptions`] of an MX kernel's option parameters.
+    #[nki_helper]
+    pub fn mx_options(
+        common: BwmmOptions,
+        weight_dtype: Option<Dtype>,
+        is_tensor_update_accumulating: bool,
+        expert_affinities_scaling_mode: ExpertAffinityScaleMode,
+        clamps: ShardOnIClamps,
+    ) -> MxOptions {
+        let clamps = clamp_limits(clamps);
+        MxOptions { common, weight_dtype, clamps, is_tensor_update_accumulating, expert_affinities_scaling_mode }
     }
 
     /// The MX tensors of a call (weights viewed as their MX dtype, scales
@@ -387,7 +395,6 @@ pub mod kernel {
         opts: MxOptions,
         i_shards: i64,
     ) -> (InputTensors, BWMMMXConfigs, bool) {
-        let flags = opts.flags;
         let (gup_w, target): (Hbm, Dtype) = convert_to_mxfp_dtype(t.gate_up_proj_weight, opts.weight_dtype);
         let (down_w, _) = convert_to_mxfp_dtype(t.down_proj_weight, Some(target));
         let (gs, ds, x) = (extra.gate_up_proj_scale, extra.down_proj_scale, t.hidden_states);
@@ -422,7 +429,7 @@ pub mod kernel {
         if let Some(m) = given {
             skip = m;
         }
-        let mut mode = flags.expert_affinities_scaling_mode;
+        let mut mode = opts.expert_affinities_scaling_mode;
         if mode == ExpertAffinityScaleMode::PRE_SCALE_DELAYED {
             mode = ExpertAffinityScaleMode::PRE_SCALE;
         }
@@ -431,7 +438,7 @@ pub mod kernel {
             skip_dma: skip,
             compute_dtype: opts.common.compute_dtype,
             weight_dtype: target,
-            is_tensor_update_accumulating: flags.is_tensor_update_accumulating,
+            is_tensor_update_accumulating: opts.is_tensor_update_accumulating,
             use_dynamic_while: conditions.is_some(),
             activation_function: opts.common.activation_function,
             clamps: opts.clamps,

@@ -14,6 +14,102 @@ pub mod kernel {
     use crate::utils::common_types::{NormType, QKVOutputLayout, QKVWeightLayout, QuantizationType};
     use nki::prelude::*;
 
+    /// The fusion, cache and layout parameters `qkv` and `qkv_cte` both
+    /// take, in the library's order (a `#[spread]` group).
+    #[nki_object]
+    pub struct QkvFusions {
+        /// Whether `mlp_prev` and `attention_prev` are added to the input.
+        #[default(false)]
+        pub fused_residual_add: bool,
+        /// The MLP residual `[B, S, H]`.
+        #[dtypes(float32, bfloat16, float16)]
+        #[default(None)]
+        pub mlp_prev: Option<Hbm>,
+        /// The attention residual `[B, S, H]`.
+        #[dtypes(float32, bfloat16, float16)]
+        #[default(None)]
+        pub attention_prev: Option<Hbm>,
+        /// The norm before the projection.
+        #[default(NormType::NO_NORM)]
+        pub fused_norm_type: NormType,
+        /// Norm gamma `[1, H]`.
+        #[dtypes(float32, bfloat16, float16)]
+        #[default(None)]
+        pub gamma_norm_weights: Option<Hbm>,
+        /// LayerNorm beta `[1, H]`.
+        #[dtypes(float32, bfloat16, float16)]
+        #[default(None)]
+        pub layer_norm_bias: Option<Hbm>,
+        /// The norm's epsilon.
+        #[default(1e-6)]
+        pub norm_eps: f64,
+        /// The hidden columns the norm averages over (`H` when not given).
+        #[default(None)]
+        pub hidden_actual: Option<i64>,
+        /// Whether RoPE is fused.
+        #[default(false)]
+        pub fused_rope: bool,
+        /// RoPE cosines `[B, S, d_head]`.
+        #[dtypes(float32, bfloat16, float16)]
+        #[default(None)]
+        pub cos_cache: Option<Hbm>,
+        /// RoPE sines `[B, S, d_head]`.
+        #[dtypes(float32, bfloat16, float16)]
+        #[default(None)]
+        pub sin_cache: Option<Hbm>,
+        /// The head size.
+        #[default(None)]
+        pub d_head: Option<i64>,
+        /// Query heads.
+        #[default(None)]
+        pub num_q_heads: Option<i64>,
+        /// Key (and value) heads.
+        #[default(None)]
+        pub num_kv_heads: Option<i64>,
+        /// The key cache the fp8 outputs update.
+        #[default(None)]
+        pub k_cache: Option<Hbm>,
+        /// The value cache the fp8 outputs update.
+        #[default(None)]
+        pub v_cache: Option<Hbm>,
+        /// The keys' fp8 scale.
+        #[dtypes(float32)]
+        #[default(None)]
+        pub k_scale: Option<Hbm>,
+        /// The values' fp8 scale.
+        #[dtypes(float32)]
+        #[default(None)]
+        pub v_scale: Option<Hbm>,
+        /// The fp8 range's top.
+        #[default(None)]
+        pub fp8_max: Option<f64>,
+        /// The fp8 range's bottom.
+        #[default(None)]
+        pub fp8_min: Option<f64>,
+        /// The caches' dtype.
+        #[default(None)]
+        pub kv_dtype: Option<Dtype>,
+        /// Whether the caches are blocks addressed by `slot_mapping`.
+        #[default(false)]
+        pub use_block_kv: bool,
+        /// Tokens per cache block.
+        #[default(None)]
+        pub block_size: Option<i64>,
+        /// Cache slot of each token.
+        #[dtypes(int32)]
+        #[default(None)]
+        pub slot_mapping: Option<Hbm>,
+        /// The library's SBUF-output option (refused).
+        #[default(false)]
+        pub store_output_in_sbuf: bool,
+        /// The library's allocation option (ignored).
+        #[default(false)]
+        pub use_auto_allocation: bool,
+        /// The library's DMA-transpose option.
+        #[default(true)]
+        pub load_input_with_DMA_transpose: bool,
+    }
+
     /// The library's `QKV_CTE_UserInput`: the call's tensors and options the
     /// checks and the configuration read.
     #[nki_object]
