@@ -408,12 +408,7 @@ pub mod flash_bwd {
     /// (batch, KV head) pair of its LNC program.
     #[nki_kernel]
     pub fn attention_bwd(
-        #[dtypes(float32, bfloat16, float16)] q_ref: Hbm,
-        #[dtypes(float32, bfloat16, float16)] k_ref: Hbm,
-        #[dtypes(float32, bfloat16, float16)] v_ref: Hbm,
-        #[dtypes(float32, bfloat16, float16)] o_ref: Hbm,
-        #[dtypes(float32, bfloat16, float16)] dy_ref: Hbm,
-        #[dtypes(float32, bfloat16, float16)] lse_ref: Hbm,
+        #[spread] fwd: AttentionGradInputs,
         #[dtypes(float32, bfloat16, float16)] sinks_ref: Option<Hbm>,
         #[dtypes(float32)] bound_min: Option<Hbm>,
         #[dtypes(float32)] bound_max: Option<Hbm>,
@@ -422,12 +417,7 @@ pub mod flash_bwd {
         softmax_scale: Option<f64>,
         sliding_window: Option<i64>,
     ) -> Outputs {
-        let io = AttentionBwdTensors {
-            fwd: AttentionGradInputs { q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref },
-            sinks_ref,
-            bound_min,
-            bound_max,
-        };
+        let io = AttentionBwdTensors { fwd, sinks_ref, bound_min, bound_max };
         let window_arg = sliding_window.unwrap_or(0);
         validate_inputs(io, use_causal_mask, window_arg);
         let [b, n, dh, sq] = q_ref.shape();

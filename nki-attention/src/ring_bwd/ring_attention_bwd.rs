@@ -106,17 +106,23 @@ pub mod ring_bwd {
     #[nki_object]
     pub struct AttentionGradInputs {
         /// Queries `[B, N, D, Sq]`.
-        pub q_ref: Tensor,
+        #[dtypes(float32, bfloat16, float16)]
+        pub q_ref: Hbm,
         /// Keys `[B, N_kv, D, Sk]`.
-        pub k_ref: Tensor,
+        #[dtypes(float32, bfloat16, float16)]
+        pub k_ref: Hbm,
         /// Values `[B, N_kv, D, Sk]`.
-        pub v_ref: Tensor,
+        #[dtypes(float32, bfloat16, float16)]
+        pub v_ref: Hbm,
         /// The forward's output `[B, N, D, Sq]`.
-        pub o_ref: Tensor,
+        #[dtypes(float32, bfloat16, float16)]
+        pub o_ref: Hbm,
         /// dL/dO `[B, N, D, Sq]`.
-        pub dy_ref: Tensor,
+        #[dtypes(float32, bfloat16, float16)]
+        pub dy_ref: Hbm,
         /// The forward's log-sum-exp `[B, N, P_MAX, Sq / P_MAX]`.
-        pub lse_ref: Tensor,
+        #[dtypes(float32, bfloat16, float16)]
+        pub lse_ref: Hbm,
     }
 
     /// The kernel's HBM inputs.
@@ -1114,12 +1120,7 @@ pub mod ring_bwd {
     /// and runs [`ring_bwd_item`] per (batch, KV head) pair of its LNC program.
     #[nki_kernel]
     pub fn ring_attention_spmd_bwd(
-        #[dtypes(float32, bfloat16, float16)] q_ref: Hbm,
-        #[dtypes(float32, bfloat16, float16)] k_ref: Hbm,
-        #[dtypes(float32, bfloat16, float16)] v_ref: Hbm,
-        #[dtypes(float32, bfloat16, float16)] o_ref: Hbm,
-        #[dtypes(float32, bfloat16, float16)] dy_ref: Hbm,
-        #[dtypes(float32, bfloat16, float16)] lse_ref: Hbm,
+        #[spread] fwd: AttentionGradInputs,
         #[default(false)] use_causal_mask: bool,
         #[default(true)] mixed_precision: bool,
         softmax_scale: Option<f64>,
@@ -1153,7 +1154,6 @@ pub mod ring_bwd {
             soft_cap,
             q_segment_ids.is_some(),
         );
-        let fwd = AttentionGradInputs { q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref };
         check_shapes(fwd);
         let [b, n, dh, sl] = q_ref.shape();
         let (q_shape, k_shape, n_kv, kdt) = (q_ref.shape(), k_ref.shape(), k_ref.shape()[1], q_ref.dtype());

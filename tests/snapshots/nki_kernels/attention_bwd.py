@@ -334,7 +334,8 @@ def attention_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, sinks_ref=None, b
     (batch, KV head) pair of its LNC program.
     """
     check_contract("attention_bwd", dtypes=(("q_ref", q_ref, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("k_ref", k_ref, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("v_ref", v_ref, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("o_ref", o_ref, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("dy_ref", dy_ref, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("lse_ref", lse_ref, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("sinks_ref", sinks_ref, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("bound_min", bound_min, (nl.float32,), "float32", True), ("bound_max", bound_max, (nl.float32,), "float32", True)))
-    io = AttentionBwdTensors(fwd=AttentionGradInputs(q_ref=q_ref, k_ref=k_ref, v_ref=v_ref, o_ref=o_ref, dy_ref=dy_ref, lse_ref=lse_ref), sinks_ref=sinks_ref, bound_min=bound_min, bound_max=bound_max)
+    fwd = AttentionGradInputs(q_ref=q_ref, k_ref=k_ref, v_ref=v_ref, o_ref=o_ref, dy_ref=dy_ref, lse_ref=lse_ref)
+    io = AttentionBwdTensors(fwd=fwd, sinks_ref=sinks_ref, bound_min=bound_min, bound_max=bound_max)
     window_arg = sliding_window if sliding_window is not None else 0
     validate_inputs(io, use_causal_mask, window_arg)
     b, n, dh, sq = q_ref.shape

@@ -863,8 +863,8 @@ def ring_attention_spmd_bwd(q_ref, k_ref, v_ref, o_ref, dy_ref, lse_ref, use_cau
     assert window_right is None or window_right >= 0, f"ring_attention_spmd_bwd takes window_right >= 0, not {window_right!r}"
     assert chunk_size is None or chunk_size >= 1, f"ring_attention_spmd_bwd takes chunk_size >= 1, not {chunk_size!r}"
     assert soft_cap is None or (soft_cap > 0.0 and soft_cap <= 3.4028234663852886e38), f"ring_attention_spmd_bwd takes soft_cap in (0, 3.4028234663852886e38], not {soft_cap!r}"
-    ring = ring_features(replica_groups, num_workers, use_causal_mask, striped_attention, zigzag_attention, window_left, window_right, chunk_size, soft_cap, q_segment_ids is not None)
     fwd = AttentionGradInputs(q_ref=q_ref, k_ref=k_ref, v_ref=v_ref, o_ref=o_ref, dy_ref=dy_ref, lse_ref=lse_ref)
+    ring = ring_features(replica_groups, num_workers, use_causal_mask, striped_attention, zigzag_attention, window_left, window_right, chunk_size, soft_cap, q_segment_ids is not None)
     check_shapes(fwd)
     b, n, dh, sl = q_ref.shape
     q_shape, k_shape, n_kv, kdt = (q_ref.shape, k_ref.shape, k_ref.shape[1], q_ref.dtype)
