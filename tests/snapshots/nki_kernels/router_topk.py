@@ -32,23 +32,23 @@ XSB_LAYOUT_TP102 = 0
 class RouterFlags(nl.NKIObject):
     """The kernel's flags (its keyword options)."""
 
-    router_pre_norm: bool
+    router_pre_norm: bool = True
     "Activation before the top-k."
-    norm_topk_prob: bool
+    norm_topk_prob: bool = False
     "Renormalise the selected affinities (with `router_pre_norm`)."
-    use_column_tiling: bool
+    use_column_tiling: bool = False
     "PE column tiles sized to the tokens."
-    use_indirect_dma_scatter: bool
+    use_indirect_dma_scatter: bool = False
     "Scatter the selected affinities by indirect DMA."
-    return_eager_affi: bool
+    return_eager_affi: bool = False
     "Also return the `[T, k]` selected affinities."
-    use_PE_broadcast_w_bias: bool
+    use_PE_broadcast_w_bias: bool = False
     "Broadcast the bias by a ones-vector matmul."
-    shard_on_tokens: bool
+    shard_on_tokens: bool = False
     "Share the tokens between the programs."
-    skip_store_expert_index: bool
+    skip_store_expert_index: bool = False
     "Leave `expert_index` unwritten."
-    skip_store_router_logits: bool
+    skip_store_router_logits: bool = False
     "Leave `router_logits` unwritten."
 
 
@@ -481,8 +481,8 @@ def router_topk(x, w, w_bias, router_logits, expert_affinities, expert_index, ac
     """
     check_contract("router_topk", enums=(("act_fn", act_fn, RouterActFnType, "RouterActFnType member (SIGMOID, SOFTMAX)", False),), dtypes=(("x", x, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False), ("w", w, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False), ("w_bias", w_bias, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True), ("router_logits", router_logits, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False), ("expert_affinities", expert_affinities, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", False), ("expert_index", expert_index, (nl.uint32, nl.int32), "uint32 or int32", False)))
     io = RouterTensors(x=x, w=w, w_bias=w_bias, router_logits=router_logits, expert_affinities=expert_affinities, expert_index=expert_index)
-    check_router_inputs(io, act_fn, k, x_hbm_layout, x_sb_layout, router_pre_norm, use_indirect_dma_scatter, return_eager_affi)
     flags = RouterFlags(router_pre_norm=router_pre_norm, norm_topk_prob=norm_topk_prob, use_column_tiling=use_column_tiling, use_indirect_dma_scatter=use_indirect_dma_scatter, return_eager_affi=return_eager_affi, use_PE_broadcast_w_bias=use_PE_broadcast_w_bias, shard_on_tokens=shard_on_tokens, skip_store_expert_index=skip_store_expert_index, skip_store_router_logits=skip_store_router_logits)
+    check_router_inputs(io, act_fn, k, x_hbm_layout, x_sb_layout, router_pre_norm, use_indirect_dma_scatter, return_eager_affi)
     load_layout = XSB_LAYOUT_HDIV128_T if x_hbm_layout == X_HBM_LAYOUT_H_T else XSB_LAYOUT_TP102
     cfg = router_topk_config(io, act_fn, k, x_hbm_layout, load_layout, flags)
     bufs = router_topk_pipeline(cfg, io)

@@ -322,39 +322,49 @@ pub mod kernel {
     #[nki_object]
     pub struct RouterTensors {
         /// Tokens, `[H, T]` or `[T, H]` by `x_hbm_layout`.
-        pub x: Tensor,
+        pub x: Hbm,
         /// Router weights, `[H, E]`.
-        pub w: Tensor,
+        pub w: Hbm,
         /// Router bias, `[E]` or `[1, E]`.
-        pub w_bias: Option<Tensor>,
+        pub w_bias: Option<Hbm>,
         /// Logits out, `[T, E]`.
-        pub router_logits: Tensor,
+        pub router_logits: Hbm,
         /// Affinities out, `[T, E]`.
-        pub expert_affinities: Tensor,
+        pub expert_affinities: Hbm,
         /// Selected experts out, `[T, k]`.
-        pub expert_index: Tensor,
+        #[dtypes(uint32, int32)]
+        pub expert_index: Hbm,
     }
 
     /// The kernel's flags (its keyword options).
     #[nki_object]
     pub struct RouterFlags {
         /// Activation before the top-k.
+        #[default(true)]
         pub router_pre_norm: bool,
         /// Renormalise the selected affinities (with `router_pre_norm`).
+        #[default(false)]
         pub norm_topk_prob: bool,
         /// PE column tiles sized to the tokens.
+        #[default(false)]
         pub use_column_tiling: bool,
         /// Scatter the selected affinities by indirect DMA.
+        #[default(false)]
         pub use_indirect_dma_scatter: bool,
         /// Also return the `[T, k]` selected affinities.
+        #[default(false)]
         pub return_eager_affi: bool,
         /// Broadcast the bias by a ones-vector matmul.
+        #[default(false)]
         pub use_PE_broadcast_w_bias: bool,
         /// Share the tokens between the programs.
+        #[default(false)]
         pub shard_on_tokens: bool,
         /// Leave `expert_index` unwritten.
+        #[default(false)]
         pub skip_store_expert_index: bool,
         /// Leave `router_logits` unwritten.
+        #[default(false)]
         pub skip_store_router_logits: bool,
     }
 
@@ -802,39 +812,14 @@ pub mod kernel {
     /// when `return_eager_affi`.
     #[nki_kernel]
     pub fn router_topk(
-        x: Hbm,
-        w: Hbm,
-        w_bias: Option<Hbm>,
-        router_logits: Hbm,
-        expert_affinities: Hbm,
-        #[dtypes(uint32, int32)] expert_index: Hbm,
+        #[spread] io: RouterTensors,
         act_fn: RouterActFnType,
         k: i64,
         x_hbm_layout: i64,
         x_sb_layout: i64,
-        #[default(true)] router_pre_norm: bool,
-        #[default(false)] norm_topk_prob: bool,
-        #[default(false)] use_column_tiling: bool,
-        #[default(false)] use_indirect_dma_scatter: bool,
-        #[default(false)] return_eager_affi: bool,
-        #[default(false)] use_PE_broadcast_w_bias: bool,
-        #[default(false)] shard_on_tokens: bool,
-        #[default(false)] skip_store_expert_index: bool,
-        #[default(false)] skip_store_router_logits: bool,
+        #[spread] flags: RouterFlags,
     ) -> Outputs {
-        let io = RouterTensors { x, w, w_bias, router_logits, expert_affinities, expert_index };
         check_router_inputs(io, act_fn, k, x_hbm_layout, x_sb_layout, router_pre_norm, use_indirect_dma_scatter, return_eager_affi);
-        let flags = RouterFlags {
-            router_pre_norm,
-            norm_topk_prob,
-            use_column_tiling,
-            use_indirect_dma_scatter,
-            return_eager_affi,
-            use_PE_broadcast_w_bias,
-            shard_on_tokens,
-            skip_store_expert_index,
-            skip_store_router_logits,
-        };
         // An HBM `x` is loaded into the layout the library loads it into,
         // whatever `x_sb_layout` says (that names the layout of an SBUF `x`).
         let load_layout = if x_hbm_layout == X_HBM_LAYOUT_H_T { XSB_LAYOUT_HDIV128_T } else { XSB_LAYOUT_TP102 };
