@@ -34,6 +34,7 @@ from .moe_cte_mx_utils import load_and_quantize_hidden_states
 from .moe_cte_mx_utils import mx_inputs
 from .moe_cte_mx_utils import mx_options
 from .moe_cte_mx_utils import shared_buffers
+from .moe_cte_utils import BwmmActivations
 from .moe_cte_utils import BwmmMxBiasScales
 from .moe_cte_utils import BwmmMxTensors
 from .moe_cte_utils import BwmmOptions
@@ -41,6 +42,7 @@ from .moe_cte_utils import ShardOnIClamps
 from .moe_cte_utils import SkipMode
 from .moe_cte_utils import TILE_SIZE
 from .moe_cte_utils import calculate_expert_affinities
+from .moe_cte_utils import checkpointed
 from .moe_cte_utils import gather_token_rows
 from .moe_cte_utils import scatter_token_rows
 from .projection_mx_constants import ProjConfig
@@ -374,6 +376,7 @@ def bwmm_shard_on_block_mx(hidden_states, expert_affinities_masked, gate_up_proj
     assert block_size is None or block_size >= 1, f"bwmm_shard_on_block_mx takes block_size >= 1, not {block_size!r}"
     t = BwmmMxTensors(hidden_states=hidden_states, expert_affinities_masked=expert_affinities_masked, gate_up_proj_weight=gate_up_proj_weight, down_proj_weight=down_proj_weight, token_position_to_id=token_position_to_id, block_to_expert=block_to_expert)
     extra = BwmmMxBiasScales(gate_and_up_proj_bias=gate_and_up_proj_bias, down_proj_bias=down_proj_bias, gate_up_proj_scale=gate_up_proj_scale, down_proj_scale=down_proj_scale)
+    act = BwmmActivations(gate_up_activations_T=gate_up_activations_T, down_activations=down_activations)
     common = BwmmOptions(activation_function=activation_function, skip_dma=skip_dma, compute_dtype=compute_dtype)
     clamps = ShardOnIClamps(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_lower_limit=up_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit)
     b = 0
@@ -384,6 +387,5 @@ def bwmm_shard_on_block_mx(hidden_states, expert_affinities_masked, gate_up_proj
     opts = mx_options(common, weight_dtype, is_tensor_update_accumulating, expert_affinities_scaling_mode, clamps)
     inps, cfg, scales = mx_inputs(t, extra, conditions, opts, 1)
     dims = bwmm_mx_dimension_sizes(inps, b)
-    activations = gate_up_activations_T is not None or down_activations is not None
-    check_kernel_compatibility(inps, dims, cfg, scales, activations, n_static_blocks)
+    check_kernel_compatibility(inps, dims, cfg, scales, checkpointed(act), n_static_blocks)
     return _bwmm_shard_on_block_mx(inps, dims, cfg, n_static_blocks, n_dynamic_blocks)

@@ -33,6 +33,7 @@ from .bwmm_shard_on_block import transpose_block_hidden_states
 from .common_types import ActFnType
 from .common_types import ExpertAffinityScaleMode
 from .kernel_contract import check_contract
+from .moe_cte_utils import BwmmActivations
 from .moe_cte_utils import BwmmBiasScales
 from .moe_cte_utils import BwmmOptions
 from .moe_cte_utils import BwmmTensors
@@ -44,6 +45,7 @@ from .moe_cte_utils import ShardOnIClamps
 from .moe_cte_utils import SkipMode
 from .moe_cte_utils import TILE_SIZE
 from .moe_cte_utils import calculate_expert_affinities
+from .moe_cte_utils import checkpointed
 from .moe_cte_utils import clamp_limits
 from .moe_cte_utils import stream_shuffle_broadcast
 
@@ -428,8 +430,8 @@ def blockwise_mm_baseline_shard_intermediate_hybrid(conditions, hidden_states, e
     check_contract("blockwise_mm_baseline_shard_intermediate_hybrid", enums=(("activation_function", activation_function, ActFnType, "ActFnType member (SiLU, GELU, GELU_Tanh_Approx, Swish)", False), ("expert_affinities_scaling_mode", expert_affinities_scaling_mode, ExpertAffinityScaleMode, "ExpertAffinityScaleMode member (NO_SCALE, POST_SCALE, PRE_SCALE, PRE_SCALE_DELAYED)", False)), dtypes=(("conditions", conditions, (nl.int32,), "int32", False), ("hidden_states", hidden_states, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("expert_affinities_masked", expert_affinities_masked, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("gate_up_proj_weight", gate_up_proj_weight, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("down_proj_weight", down_proj_weight, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("token_position_to_id", token_position_to_id, (nl.int32,), "int32", False), ("block_to_expert", block_to_expert, (nl.int32,), "int32", False), ("gate_and_up_proj_bias", gate_and_up_proj_bias, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("down_proj_bias", down_proj_bias, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("gate_up_proj_scale", gate_up_proj_scale, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True), ("down_proj_scale", down_proj_scale, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True), ("gate_up_activations_T", gate_up_activations_T, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True), ("down_activations", down_activations, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True)))
     t = BwmmTensors(hidden_states=hidden_states, expert_affinities_masked=expert_affinities_masked, gate_up_proj_weight=gate_up_proj_weight, down_proj_weight=down_proj_weight, block_size=block_size, token_position_to_id=token_position_to_id, block_to_expert=block_to_expert)
     extra = BwmmBiasScales(gate_and_up_proj_bias=gate_and_up_proj_bias, down_proj_bias=down_proj_bias, gate_up_proj_scale=gate_up_proj_scale, down_proj_scale=down_proj_scale)
+    act = BwmmActivations(gate_up_activations_T=gate_up_activations_T, down_activations=down_activations)
     opts = BwmmOptions(activation_function=activation_function, skip_dma=skip_dma, compute_dtype=compute_dtype)
     clamps = ShardOnIClamps(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_lower_limit=up_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit)
     inps, cfg = shard_on_i_call(t, extra, opts, is_tensor_update_accumulating, expert_affinities_scaling_mode, clamps)
-    activations = gate_up_activations_T is not None or down_activations is not None
-    return shard_on_i_hybrid_checked(inps, cfg, block_size, conditions, num_static_block, quantized(extra), activations)
+    return shard_on_i_hybrid_checked(inps, cfg, block_size, conditions, num_static_block, quantized(extra), checkpointed(act))

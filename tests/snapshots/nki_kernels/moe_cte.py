@@ -24,9 +24,11 @@ from .common_types import ExpertAffinityScaleMode
 from .kernel_contract import check_contract
 from .kernel_helpers import ClampLimits
 from .moe_cte_utils import BlockShardStrategy
+from .moe_cte_utils import BwmmActivations
 from .moe_cte_utils import BwmmOptions
 from .moe_cte_utils import InputTensors
 from .moe_cte_utils import SkipMode
+from .moe_cte_utils import checkpointed
 
 
 class MoECTEImplementation(Enum):
@@ -98,6 +100,26 @@ class MoECTESpec(nl.NKIObject):
     "Options of `shard_on_i`, `shard_on_i_hybrid` and `shard_on_i_dropping`."
 
 
+@dataclass
+class MoeCteTensors(nl.NKIObject):
+    """The tensors `moe_cte` opens with: the blockwise kernels' tensors,
+    the weights in the float or the MX dtypes (a `#[spread]` group).
+    """
+
+    hidden_states: object
+    "Token rows `[T + 1, H]`."
+    expert_affinities_masked: object
+    "Affinities `[(T + 1)·E, 1]`."
+    gate_up_proj_weight: object
+    "Fused gate/up weights, float or packed MX."
+    down_proj_weight: object
+    "Down weights, float or packed MX."
+    token_position_to_id: object
+    "Token of each block position `[N·B]`."
+    block_to_expert: object
+    "Expert of each block `[N, 1]`."
+
+
 @nki.jit
 def moe_cte(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_proj_weight, token_position_to_id, block_to_expert, block_size, spec, conditions=None, gate_and_up_proj_bias=None, down_proj_bias=None, quantization_config=None, gate_up_activations_T=None, down_activations=None, activation_function=ActFnType.SiLU, skip_dma=None, compute_dtype=nl.bfloat16, is_tensor_update_accumulating=True, expert_affinities_scaling_mode=ExpertAffinityScaleMode.POST_SCALE, gate_clamp_upper_limit=None, gate_clamp_lower_limit=None, up_clamp_upper_limit=None, up_clamp_lower_limit=None):
     """The context-encoding MoE of the blocks in `token_position_to_id`
@@ -109,6 +131,7 @@ def moe_cte(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_p
     down_activations)`; `shard_on_block_mx` `[2, T, H]`.
     """
     check_contract("moe_cte", enums=(("activation_function", activation_function, ActFnType, "ActFnType member (SiLU, GELU, GELU_Tanh_Approx, Swish)", False), ("expert_affinities_scaling_mode", expert_affinities_scaling_mode, ExpertAffinityScaleMode, "ExpertAffinityScaleMode member (NO_SCALE, POST_SCALE, PRE_SCALE, PRE_SCALE_DELAYED)", False), ("spec.implementation", spec.implementation, MoECTEImplementation, "MoECTEImplementation member (shard_on_block, shard_on_i, shard_on_i_hybrid, shard_on_i_dropping, shard_on_block_mx, shard_on_i_mx, shard_on_i_mx_hybrid)", False), ("spec.shard_on_block.block_sharding_strategy", None if spec.shard_on_block is None else spec.shard_on_block.block_sharding_strategy, BlockShardStrategy, "BlockShardStrategy member (HI_LO, PING_PONG)", True)), dtypes=(("hidden_states", hidden_states, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("expert_affinities_masked", expert_affinities_masked, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", False), ("gate_up_proj_weight", gate_up_proj_weight, (nl.float32, nl.bfloat16, nl.float16, nl.float4_e2m1fn_x4, nl.float8_e4m3fn_x4, nl.float8_e5m2_x4, nl.uint16, nl.int16, nl.uint32, nl.int32), "float32, bfloat16, float16, float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4, uint16, int16, uint32 or int32", False), ("down_proj_weight", down_proj_weight, (nl.float32, nl.bfloat16, nl.float16, nl.float4_e2m1fn_x4, nl.float8_e4m3fn_x4, nl.float8_e5m2_x4, nl.uint16, nl.int16, nl.uint32, nl.int32), "float32, bfloat16, float16, float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4, uint16, int16, uint32 or int32", False), ("token_position_to_id", token_position_to_id, (nl.int32,), "int32", False), ("block_to_expert", block_to_expert, (nl.int32,), "int32", False), ("conditions", conditions, (nl.int32,), "int32", True), ("gate_and_up_proj_bias", gate_and_up_proj_bias, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("down_proj_bias", down_proj_bias, (nl.float32, nl.bfloat16, nl.float16), "float32, bfloat16 or float16", True), ("gate_up_activations_T", gate_up_activations_T, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True), ("down_activations", down_activations, (nl.float32, nl.bfloat16, nl.float16, nl.tfloat32, nl.float8_e4m3, nl.float8_e4m3fn, nl.float8_e5m2), "float32, bfloat16, float16, tfloat32, float8_e4m3, float8_e4m3fn or float8_e5m2", True), ("quantization_config.gate_up_proj_scale", None if quantization_config is None else quantization_config.gate_up_proj_scale, (nl.uint8, nl.float32), "uint8 or float32", True), ("quantization_config.down_proj_scale", None if quantization_config is None else quantization_config.down_proj_scale, (nl.uint8, nl.float32), "uint8 or float32", True)))
+    act = BwmmActivations(gate_up_activations_T=gate_up_activations_T, down_activations=down_activations)
     opts = BwmmOptions(activation_function=activation_function, skip_dma=skip_dma, compute_dtype=compute_dtype)
     clamps = ClampLimits(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit, up_clamp_lower_limit=up_clamp_lower_limit)
     implementation = spec.implementation
@@ -154,8 +177,8 @@ def moe_cte(hidden_states, expert_affinities_masked, gate_up_proj_weight, down_p
     multiply_on_i = i_cfg.expert_affinity_multiply_on_I
     if hybrid_conditions is not None:
         cond = hybrid_conditions
-        activations = gate_up_activations_T is not None or down_activations is not None
-        return shard_on_i_hybrid_checked(inps, cfg, block_size, cond, i_cfg.num_static_block, quantized, activations)
+        n_static = i_cfg.num_static_block
+        return shard_on_i_hybrid_checked(inps, cfg, block_size, cond, n_static, quantized, checkpointed(act))
     elif dropping:
         flags = ShardOnIFlags(quantized=quantized, checkpoint_activation=False, multiply_on_i=multiply_on_i)
         return shard_on_i_dropping_checked(inps, cfg, block_size, flags)

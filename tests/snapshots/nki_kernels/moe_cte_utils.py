@@ -147,6 +147,18 @@ class InputTensors(nl.NKIObject):
 
 
 @dataclass
+class BwmmActivations(nl.NKIObject):
+    """The activation-checkpoint outputs some blockwise kernels take (a
+    `#[spread]` group).
+    """
+
+    gate_up_activations_T: object
+    "The gate/up activations, transposed."
+    down_activations: object
+    "The down projection's activations."
+
+
+@dataclass
 class ShardOnIClamps(nl.NKIObject):
     """The clamp limits in the order the shard-on-I kernels take them,
     the up projection's lower limit first (a `#[spread]` group;
@@ -263,6 +275,11 @@ def calculate_expert_affinities(aff, token_indices, block_expert, e, dtype, skip
     for j in range(n_tiles):
         gather_token_rows(affinity[:, j:j + 1], aff, addr[:, j:j + 1], 0, skip_dma.skip_token)
     return affinity
+
+
+def checkpointed(a):
+    """Whether a call passes any activation-checkpoint output."""
+    return a.gate_up_activations_T is not None or a.down_activations is not None
 
 
 def scatter_token_rows(dst, src, idx, col0, skip):

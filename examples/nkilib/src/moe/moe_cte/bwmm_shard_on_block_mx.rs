@@ -82,7 +82,7 @@ pub mod kernel {
         SBUF_QUADRANT_SIZE, SharedBuffers, bwmm_mx_dimension_sizes, load_and_quantize_hidden_states, mx_inputs, mx_options, shared_buffers,
     };
     pub use crate::moe::moe_cte::moe_cte_utils::SkipMode;
-    use crate::moe::moe_cte::moe_cte_utils::{BwmmMxBiasScales, BwmmMxTensors, BwmmOptions, ShardOnIClamps};
+    use crate::moe::moe_cte::moe_cte_utils::{BwmmActivations, BwmmMxBiasScales, BwmmMxTensors, BwmmOptions, ShardOnIClamps, checkpointed};
     use crate::moe::moe_cte::moe_cte_utils::{TILE_SIZE, calculate_expert_affinities, gather_token_rows, scatter_token_rows};
     pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode};
     use crate::utils::kernel_helpers::{ClampLimits, apply_activation, clamp};
@@ -500,8 +500,7 @@ pub mod kernel {
         #[range(>= 1)] block_size: Option<i64>,
         #[default(-1)] n_static_blocks: i64,
         #[default(55)] n_dynamic_blocks: i64,
-        gate_up_activations_T: Option<Hbm>,
-        down_activations: Option<Hbm>,
+        #[spread] act: BwmmActivations,
         #[spread] common: BwmmOptions,
         weight_dtype: Option<Dtype>,
         #[default(true)] is_tensor_update_accumulating: bool,
@@ -517,8 +516,7 @@ pub mod kernel {
         // The whole gate/up scale tile: every program takes whole blocks.
         let (inps, cfg, scales) = mx_inputs(t, extra, conditions, opts, 1);
         let dims = bwmm_mx_dimension_sizes(inps, b);
-        let activations = gate_up_activations_T.is_some() || down_activations.is_some();
-        check_kernel_compatibility(inps, dims, cfg, scales, activations, n_static_blocks);
+        check_kernel_compatibility(inps, dims, cfg, scales, checkpointed(act), n_static_blocks);
         _bwmm_shard_on_block_mx(inps, dims, cfg, n_static_blocks, n_dynamic_blocks)
     }
 }

@@ -74,7 +74,9 @@ pub mod kernel {
         load_hidden_states, load_token_indices, quantized, store_block_output, transpose_block_hidden_states,
     };
     pub use crate::moe::moe_cte::moe_cte_utils::SkipMode;
-    use crate::moe::moe_cte::moe_cte_utils::{BwmmBiasScales, BwmmOptions, BwmmTensors, ShardOnIClamps, clamp_limits};
+    use crate::moe::moe_cte::moe_cte_utils::{
+        BwmmActivations, BwmmBiasScales, BwmmOptions, BwmmTensors, ShardOnIClamps, checkpointed, clamp_limits,
+    };
     use crate::moe::moe_cte::moe_cte_utils::{
         Configs, GUP_PROJ_DIM, InputTensors, PSUM_SIZE, TILE_SIZE, calculate_expert_affinities, stream_shuffle_broadcast,
     };
@@ -507,16 +509,14 @@ pub mod kernel {
         #[spread] t: BwmmTensors,
         num_static_block: Option<i64>,
         #[spread] extra: BwmmBiasScales,
-        gate_up_activations_T: Option<Hbm>,
-        down_activations: Option<Hbm>,
+        #[spread] act: BwmmActivations,
         #[spread] opts: BwmmOptions,
         #[default(true)] is_tensor_update_accumulating: bool,
         #[default(ExpertAffinityScaleMode::POST_SCALE)] expert_affinities_scaling_mode: ExpertAffinityScaleMode,
         #[spread] clamps: ShardOnIClamps,
     ) -> Hbm {
         let (inps, cfg) = shard_on_i_call(t, extra, opts, is_tensor_update_accumulating, expert_affinities_scaling_mode, clamps);
-        let activations = gate_up_activations_T.is_some() || down_activations.is_some();
-        shard_on_i_hybrid_checked(inps, cfg, block_size, conditions, num_static_block, quantized(extra), activations)
+        shard_on_i_hybrid_checked(inps, cfg, block_size, conditions, num_static_block, quantized(extra), checkpointed(act))
     }
 
     /// [`blockwise_mm_baseline_shard_intermediate_hybrid`] past bundling its

@@ -56,7 +56,7 @@ pub mod kernel {
     };
     use crate::moe::moe_cte::bwmm_shard_on_i_dropping::{dropping_scaling_mode, shard_on_i_dropping_checked};
     pub use crate::moe::moe_cte::moe_cte_utils::{BlockShardStrategy, SkipMode};
-    use crate::moe::moe_cte::moe_cte_utils::{BwmmOptions, InputTensors};
+    use crate::moe::moe_cte::moe_cte_utils::{BwmmActivations, BwmmOptions, InputTensors, checkpointed};
     pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode};
     use crate::utils::kernel_helpers::ClampLimits;
     use nki::prelude::*;
@@ -141,6 +141,30 @@ pub mod kernel {
         pub shard_on_I: Option<ShardOnIConfig>,
     }
 
+    /// The tensors `moe_cte` opens with: the blockwise kernels' tensors,
+    /// the weights in the float or the MX dtypes (a `#[spread]` group).
+    #[nki_object]
+    pub struct MoeCteTensors {
+        /// Token rows `[T + 1, H]`.
+        #[dtypes(float32, bfloat16, float16)]
+        pub hidden_states: Hbm,
+        /// Affinities `[(T + 1)·E, 1]`.
+        #[dtypes(float32, bfloat16, float16)]
+        pub expert_affinities_masked: Hbm,
+        /// Fused gate/up weights, float or packed MX.
+        #[dtypes(float32, bfloat16, float16, float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4, uint16, int16, uint32, int32)]
+        pub gate_up_proj_weight: Hbm,
+        /// Down weights, float or packed MX.
+        #[dtypes(float32, bfloat16, float16, float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4, uint16, int16, uint32, int32)]
+        pub down_proj_weight: Hbm,
+        /// Token of each block position `[N·B]`.
+        #[dtypes(int32)]
+        pub token_position_to_id: Hbm,
+        /// Expert of each block `[N, 1]`.
+        #[dtypes(int32)]
+        pub block_to_expert: Hbm,
+    }
+
     /// The context-encoding MoE of the blocks in `token_position_to_id`
     /// through the experts of `block_to_expert`, by `spec.implementation`
     /// (module docs); `shard_on_block` returns `[T, 2, H]` (slot 0 the
@@ -150,22 +174,14 @@ pub mod kernel {
     /// down_activations)`; `shard_on_block_mx` `[2, T, H]`.
     #[nki_kernel]
     pub fn moe_cte(
-        #[dtypes(float32, bfloat16, float16)] hidden_states: Hbm,
-        #[dtypes(float32, bfloat16, float16)] expert_affinities_masked: Hbm,
-        #[dtypes(float32, bfloat16, float16, float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4, uint16, int16, uint32, int32)]
-        gate_up_proj_weight: Hbm,
-        #[dtypes(float32, bfloat16, float16, float4_e2m1fn_x4, float8_e4m3fn_x4, float8_e5m2_x4, uint16, int16, uint32, int32)]
-        down_proj_weight: Hbm,
-        #[dtypes(int32)] token_position_to_id: Hbm,
-        #[dtypes(int32)] block_to_expert: Hbm,
+        #[spread] _: MoeCteTensors,
         block_size: i64,
         spec: MoECTESpec,
         #[dtypes(int32)] conditions: Option<Hbm>,
         #[dtypes(float32, bfloat16, float16)] gate_and_up_proj_bias: Option<Hbm>,
         #[dtypes(float32, bfloat16, float16)] down_proj_bias: Option<Hbm>,
         quantization_config: Option<QuantizationConfig>,
-        gate_up_activations_T: Option<Hbm>,
-        down_activations: Option<Hbm>,
+        #[spread] act: BwmmActivations,
         #[spread] opts: BwmmOptions,
         #[default(true)] is_tensor_update_accumulating: bool,
         #[default(ExpertAffinityScaleMode::POST_SCALE)] expert_affinities_scaling_mode: ExpertAffinityScaleMode,
@@ -267,8 +283,8 @@ pub mod kernel {
         let hybrid_conditions = if hybrid { conditions } else { None };
         let multiply_on_i = i_cfg.expert_affinity_multiply_on_I;
         if let Some(cond) = hybrid_conditions {
-            let activations = gate_up_activations_T.is_some() || down_activations.is_some();
-            return Outputs(shard_on_i_hybrid_checked(inps, cfg, block_size, cond, i_cfg.num_static_block, quantized, activations));
+            let n_static = i_cfg.num_static_block;
+            return Outputs(shard_on_i_hybrid_checked(inps, cfg, block_size, cond, n_static, quantized, checkpointed(act)));
         } else if dropping {
             // The library's dropping form takes no `checkpoint_activation`.
             let flags = ShardOnIFlags { quantized, checkpoint_activation: false, multiply_on_i };

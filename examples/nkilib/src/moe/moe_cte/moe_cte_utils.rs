@@ -11,6 +11,9 @@
 //! their rows are negative, clamped to `-1` and skipped (`oob_mode=skip`),
 //! leaving the zero the tile was set to.
 
+// The library's field name `gate_up_activations_T`.
+#![allow(non_snake_case)]
+
 pub use kernel::*;
 
 use crate::utils::common_types::ActFnType;
@@ -220,6 +223,22 @@ pub mod kernel {
         /// Dtype of the token tiles, weights and intermediate.
         #[default(nl::bfloat16)]
         pub compute_dtype: Dtype,
+    }
+
+    /// The activation-checkpoint outputs some blockwise kernels take (a
+    /// `#[spread]` group).
+    #[nki_object]
+    pub struct BwmmActivations {
+        /// The gate/up activations, transposed.
+        pub gate_up_activations_T: Option<Hbm>,
+        /// The down projection's activations.
+        pub down_activations: Option<Hbm>,
+    }
+
+    /// Whether a call passes any activation-checkpoint output.
+    #[nki_helper]
+    pub fn checkpointed(a: BwmmActivations) -> bool {
+        a.gate_up_activations_T.is_some() || a.down_activations.is_some()
     }
 
     /// The clamp limits in the order the shard-on-I kernels take them,
