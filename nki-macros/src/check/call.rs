@@ -74,8 +74,8 @@ impl Checker<'_> {
             return Ty::Unknown;
         }
         self.info.calls.insert(key(e), Resolved::User);
-        if !self.info.deps.iter().any(|d| d == path) {
-            self.info.deps.push(path.to_vec());
+        if !self.info.deps.iter().any(|(d, _)| d == path) {
+            self.info.deps.push((path.to_vec(), path_span.start));
         }
         Ty::Opaque
     }

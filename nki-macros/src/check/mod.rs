@@ -53,8 +53,9 @@ pub struct Info {
     calls: HashMap<usize, Resolved>,
     /// The parameter slots of each `nl::fori_loop` / `nl::while_loop` statement.
     regions: HashMap<usize, (&'static FnSpec, Vec<Option<usize>>)>,
-    /// Other kernel/helper functions this one calls (their Rust paths).
-    pub deps: Vec<Vec<String>>,
+    /// Other kernel/helper functions this one calls (their Rust paths), each
+    /// with its first call's path, where rustc reports one it cannot find.
+    pub deps: Vec<(Vec<String>, proc_macro2::Span)>,
     /// Whether the emitted Python needs `import math`.
     pub uses_math: bool,
     /// The module `&str` constants an assert names as its message, once checked.

@@ -197,18 +197,17 @@ fn info_static(f: &Function, info: &Info, py_lines: &[Span]) -> TokenStream {
         FnKind::Kernel => quote!(::nki::emit::FunctionKind::Kernel),
         FnKind::Helper => quote!(::nki::emit::FunctionKind::Helper),
     };
-    let deps = info.deps.iter().map(|path| {
+    let deps = info.deps.iter().map(|(path, at)| {
+        // Spanned at the call: a callee rustc cannot find is reported there.
         let mut segs: Vec<syn::Ident> = Vec::new();
-        match path.first().map(String::as_str) {
-            Some("crate") => {}
-            Some("self") => segs.push(format_ident!("super")),
-            _ => segs.push(format_ident!("super")),
+        if path.first().map(String::as_str) != Some("crate") {
+            segs.push(format_ident!("super", span = *at));
         }
         for (i, s) in path.iter().enumerate() {
             if i == 0 && s == "self" {
                 continue;
             }
-            segs.push(format_ident!("{}", s));
+            segs.push(format_ident!("{}", s, span = *at));
         }
         quote!(&#(#segs)::*::INFO)
     });
