@@ -327,9 +327,7 @@ impl State {
         let mut race = None;
         ranges_of(t, alloc.len(), |cells| {
             if race.is_none() {
-                race = rec.writes.find(cells.clone(), |piece, w| {
-                    self.unordered(slot, w).map(|first| Race { cell: piece.start, first, first_wrote: true })
-                });
+                race = self.first_unordered(slot, &rec.writes, cells.clone(), true);
             }
             for piece in rec.reads.pieces_where(cells, |r| self.unordered(slot, r).is_none()) {
                 rec.reads.fill(piece, now);
@@ -369,17 +367,19 @@ impl State {
     /// The first cell of `cells` another program wrote or read unordered
     /// with a write of program `slot` (at one cell, its write).
     fn first_race(&self, slot: usize, rec: &Record, cells: Range<usize>) -> Option<Race> {
-        let by_write = rec
-            .writes
-            .find(cells.clone(), |piece, w| self.unordered(slot, w).map(|first| Race { cell: piece.start, first, first_wrote: true }));
+        let by_write = self.first_unordered(slot, &rec.writes, cells.clone(), true);
         let end = by_write.as_ref().map_or(cells.end, |race| race.cell + 1);
-        let by_read = rec
-            .reads
-            .find(cells.start..end, |piece, r| self.unordered(slot, r).map(|first| Race { cell: piece.start, first, first_wrote: false }));
+        let by_read = self.first_unordered(slot, &rec.reads, cells.start..end, false);
         match (by_write, by_read) {
             (Some(w), Some(r)) if r.cell < w.cell => Some(r),
             (w, r) => w.or(r),
         }
+    }
+
+    /// The first cell of `cells` whose stamp in `stamps` (writes when `wrote`,
+    /// else reads) is another program's, unordered with program `slot`.
+    fn first_unordered(&self, slot: usize, stamps: &RunMap<u64>, cells: Range<usize>, wrote: bool) -> Option<Race> {
+        stamps.find(cells, |piece, s| self.unordered(slot, s).map(|first| Race { cell: piece.start, first, first_wrote: wrote }))
     }
 
     /// Program `slot`'s write `w` is done: each cell it changed takes its stamp
