@@ -92,8 +92,9 @@ pub fn nki_object(_attr: TokenStream, item: TokenStream) -> TokenStream {
 
 /// Marks an enum of an `#[nki_module]` as a Python `Enum` class: its variants
 /// are the class's members by the same names, valued by their discriminants
-/// (`SOFTMAX = 1`, or counted on from the member before as in Rust). A kernel may take it as a parameter and compare it with a
-/// member. `#[nki_module]` handles the attribute, so outside one it is an error.
+/// (`SOFTMAX = 1`, or counted on from the member before as in Rust). A kernel
+/// may take it as a parameter and compare it with a member. `#[nki_module]`
+/// handles the attribute, so outside one it is an error.
 #[proc_macro_attribute]
 pub fn nki_enum(_attr: TokenStream, item: TokenStream) -> TokenStream {
     let item = proc_macro2::TokenStream::from(item);

@@ -8,15 +8,14 @@ import nki.isa as nisa
 import nki.collectives as ncc
 from .bwmm_shard_on_block import DimensionSizes
 from .bwmm_shard_on_block import bwmm_output_initialization
-from .bwmm_shard_on_block import configs
 from .bwmm_shard_on_block import dimension_sizes
-from .bwmm_shard_on_block import input_tensors
 from .bwmm_shard_on_block import load_token_indices
 from .bwmm_shard_on_block import quantized
 from .bwmm_shard_on_i import ActivationCheckpoint
 from .bwmm_shard_on_i import ShardOnIFlags
 from .bwmm_shard_on_i import compute_one_block
 from .bwmm_shard_on_i import shard_intermediate
+from .bwmm_shard_on_i import shard_on_i_call
 from .bwmm_shard_on_i import validate_bwmm_shard_on_i
 from .common_types import ActFnType
 from .common_types import ExpertAffinityScaleMode
@@ -29,7 +28,6 @@ from .moe_cte_utils import InputTensors
 from .moe_cte_utils import ShardOnIClamps
 from .moe_cte_utils import SkipMode
 from .moe_cte_utils import TILE_SIZE
-from .moe_cte_utils import clamp_limits
 
 
 # Positions of one block tile, run as one block.
@@ -147,9 +145,8 @@ def blockwise_mm_shard_intermediate_dropping(hidden_states, expert_affinities_ma
     extra = BwmmBiasScales(gate_and_up_proj_bias=gate_and_up_proj_bias, down_proj_bias=down_proj_bias, gate_up_proj_scale=gate_up_proj_scale, down_proj_scale=down_proj_scale)
     opts = BwmmOptions(activation_function=activation_function, skip_dma=skip_dma, compute_dtype=compute_dtype)
     clamps = ShardOnIClamps(gate_clamp_upper_limit=gate_clamp_upper_limit, gate_clamp_lower_limit=gate_clamp_lower_limit, up_clamp_lower_limit=up_clamp_lower_limit, up_clamp_upper_limit=up_clamp_upper_limit)
-    inps = input_tensors(t, extra)
     mode = dropping_scaling_mode(expert_affinities_scaling_mode)
-    cfg = configs(inps, opts, is_tensor_update_accumulating, mode, clamp_limits(clamps))
+    inps, cfg = shard_on_i_call(t, extra, opts, is_tensor_update_accumulating, mode, clamps)
     multiply_on_i = expert_affinity_multiply_on_I
     flags = ShardOnIFlags(quantized=quantized(extra), checkpoint_activation=False, multiply_on_i=multiply_on_i)
     return shard_on_i_dropping_checked(inps, cfg, block_size, flags)

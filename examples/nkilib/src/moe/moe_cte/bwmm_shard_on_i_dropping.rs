@@ -62,13 +62,13 @@ use crate::moe::moe_cte::moe_cte_utils::first_broken;
 #[nki::nki_module]
 pub mod kernel {
     use crate::moe::moe_cte::bwmm_shard_on_block::{
-        DimensionSizes, bwmm_output_initialization, configs, dimension_sizes, input_tensors, load_token_indices, quantized,
+        DimensionSizes, bwmm_output_initialization, dimension_sizes, load_token_indices, quantized,
     };
     use crate::moe::moe_cte::bwmm_shard_on_i::{
-        ActivationCheckpoint, ShardOnIFlags, compute_one_block, shard_intermediate, validate_bwmm_shard_on_i,
+        ActivationCheckpoint, ShardOnIFlags, compute_one_block, shard_intermediate, shard_on_i_call, validate_bwmm_shard_on_i,
     };
     pub use crate::moe::moe_cte::moe_cte_utils::SkipMode;
-    use crate::moe::moe_cte::moe_cte_utils::{BwmmBiasScales, BwmmOptions, BwmmTensors, ShardOnIClamps, clamp_limits};
+    use crate::moe::moe_cte::moe_cte_utils::{BwmmBiasScales, BwmmOptions, BwmmTensors, ShardOnIClamps};
     use crate::moe::moe_cte::moe_cte_utils::{Configs, InputTensors, TILE_SIZE};
     pub use crate::utils::common_types::{ActFnType, ExpertAffinityScaleMode};
     use nki::prelude::*;
@@ -180,9 +180,9 @@ pub mod kernel {
         #[default(false)] expert_affinity_multiply_on_I: bool,
         #[spread] clamps: ShardOnIClamps,
     ) -> Outputs {
-        let inps = input_tensors(t, extra);
+        // POST_SCALE, which the shard-on-I reading of the mode keeps.
         let mode = dropping_scaling_mode(expert_affinities_scaling_mode);
-        let cfg = configs(inps, opts, is_tensor_update_accumulating, mode, clamp_limits(clamps));
+        let (inps, cfg) = shard_on_i_call(t, extra, opts, is_tensor_update_accumulating, mode, clamps);
         let multiply_on_i = expert_affinity_multiply_on_I;
         let flags = ShardOnIFlags { quantized: quantized(extra), checkpoint_activation: false, multiply_on_i };
         shard_on_i_dropping_checked(inps, cfg, block_size, flags)
