@@ -59,9 +59,28 @@ pub mod grouped {
         nisa::dma_copy(out, a);
         out
     }
+
+    /// `outer(inner(x))`, each an affine map `factor·v + shift`: one bundle
+    /// read twice, its parameters named apart by a prefix, the outer shift
+    /// renamed outright.
+    #[nki_kernel]
+    pub fn two_affine(
+        x: Hbm,
+        #[spread(prefix = "inner_")] inner: Scaling,
+        #[spread(prefix = "outer_", shift = outer_offset)] outer: Scaling,
+    ) -> Hbm {
+        let [p, f] = x.shape();
+        let a = nl::ndarray([p, f], nl::float32);
+        nisa::dma_copy(a, x);
+        nisa::tensor_scalar(a, a, nl::multiply, inner.factor, op1 = nl::add, operand1 = inner.shift);
+        nisa::tensor_scalar(a, a, nl::multiply, outer_factor, op1 = nl::add, operand1 = outer.shift);
+        let out = nl::ndarray([p, f], x.dtype(), buffer = nl::shared_hbm);
+        nisa::dma_copy(out, a);
+        out
+    }
 }
 
-use grouped::scaled_add;
+use grouped::{scaled_add, two_affine};
 
 #[test]
 fn the_fields_are_the_parameters_in_rust_the_registry_and_python() {
@@ -106,5 +125,34 @@ fn a_spread_kernel_agrees_with_float64_and_numpy() {
     common::assert_close("emulator, all given", &call.launch(&Launch::new()).unwrap().to_f32_vec(), &want, 0.0, 0.0);
     let args = vec![tensor(&xs), tensor(&ys), tensor(&bs), Arg::Bool(true), Arg::Float(0.5), Arg::Float(1.5)];
     let np = common::run_numpy_ranks(&pkg, "scaled_add", &[args], 1, "fp32").swap_remove(0);
+    common::assert_close("numpy, all given", &np[0], &want, 0.0, 0.0);
+}
+
+#[test]
+fn a_prefix_and_a_rename_name_the_fields_parameters() {
+    let names: Vec<&str> = two_affine::INFO.params.iter().map(|p| p.name).collect();
+    assert_eq!(names, ["x", "inner_factor", "inner_shift", "outer_factor", "outer_offset"]);
+    let src = two_affine::NKI_SOURCE;
+    for line in [
+        "def two_affine(x, inner_factor=2.0, inner_shift=0.0, outer_factor=2.0, outer_offset=0.0):",
+        "inner = Scaling(factor=inner_factor, shift=inner_shift)",
+        "outer = Scaling(factor=outer_factor, shift=outer_offset)",
+    ] {
+        assert!(src.contains(line), "{line:?} not in\n{src}");
+    }
+    let (p, f) = (2usize, 4usize);
+    let xs: Vec<f64> = (0..p * f).map(|i| f64::from(i as u32) - 3.0).collect();
+    let x = common::tensor(&[p, f], &xs, Dtype::F32);
+    // Defaults: 2·(2·x) = 4·x.
+    let want: Vec<f64> = xs.iter().map(|v| 4.0 * v).collect();
+    let got = two_affine::Call::new(&x).launch(&Launch::new()).unwrap().to_f32_vec();
+    common::assert_close("emulator, defaults", &got, &want, 0.0, 0.0);
+    // -0.5·(3·x + 1) + 0.25.
+    let want: Vec<f64> = xs.iter().map(|v| -0.5 * (3.0 * v + 1.0) + 0.25).collect();
+    let call = two_affine::Call::new(&x).inner_factor(3.0).inner_shift(1.0).outer_factor(-0.5).outer_offset(0.25);
+    common::assert_close("emulator, all given", &call.launch(&Launch::new()).unwrap().to_f32_vec(), &want, 0.0, 0.0);
+    let pkg = common::package_of("spread_named_pkg", &[&two_affine::INFO]);
+    let args = vec![Arg::Tensor(vec![p, f], xs.clone(), Dtype::F32), Arg::Float(3.0), Arg::Float(1.0), Arg::Float(-0.5), Arg::Float(0.25)];
+    let np = common::run_numpy_ranks(&pkg, "two_affine", &[args], 1, "fp32").swap_remove(0);
     common::assert_close("numpy, all given", &np[0], &want, 0.0, 0.0);
 }

@@ -1,7 +1,11 @@
 //! Parameter groups: `#[spread] name: Bundle` stands for the fields of an
 //! `#[nki_object]` bundle as parameters of their own, in the bundle's order,
 //! with its fields' `#[default]`s and `#[dtypes]`; the body starts by building
-//! `name` from them (`_` builds nothing).
+//! `name` from them (`_` builds nothing). `#[spread(prefix = "rope_")]`
+//! names each parameter with a prefix before its field's name, and
+//! `#[spread(field = param)]` names one field's parameter outright: the
+//! library's signatures read one bundle twice (`rmsnorm_QK_pre_rope_eps`,
+//! `rmsnorm_QK_post_rope_eps`) or name a field otherwise than its bundle does.
 //!
 //! Library kernels repeat long drop-in signatures (the MoE kernels share some
 //! twenty parameters); a group declares a run of them once. The rewrite is of
@@ -44,6 +48,7 @@ pub fn spread_params(item: &mut syn::ItemFn, structs: &[syn::ItemStruct], diag: 
             }
             continue;
         }
+        let naming = pt.attrs.iter().find(|a| a.path().is_ident(SPREAD)).map(|a| naming(a, diag)).unwrap_or_default();
         if let Some(a) = pt.attrs.iter().find(|a| !a.path().is_ident(SPREAD)) {
             diag.error(Spn::of(a), "a #[spread] group takes its fields' attributes from the bundle: it has no others");
         }
@@ -60,11 +65,18 @@ pub fn spread_params(item: &mut syn::ItemFn, structs: &[syn::ItemStruct], diag: 
             .fields
             .iter()
             .filter_map(|f| {
-                let mut name = f.ident.clone()?;
+                let field = f.ident.as_ref()?;
+                let Some(mut name) = naming.param(field) else {
+                    diag.error(Spn::of(&pt.ty), format!("the prefix makes field `{field}`'s parameter a Rust keyword"));
+                    return None;
+                };
                 name.set_span(at);
                 Some((f, name))
             })
             .collect();
+        for (field, _) in naming.renames.iter().filter(|(field, _)| !bundle.fields.iter().any(|f| f.ident.as_ref() == Some(field))) {
+            diag.error(Spn::of(field), format!("`{}` has no field `{field}` to name", bundle.ident));
+        }
         for (f, name) in &fields {
             let (attrs, ty) = (&f.attrs, &f.ty);
             // A repeated name is dropped: one error, no cascade from rustc.
@@ -73,11 +85,14 @@ pub fn spread_params(item: &mut syn::ItemFn, structs: &[syn::ItemStruct], diag: 
             }
         }
         match &*pt.pat {
+            // A field without its parameter was reported: no binding to cascade from.
+            _ if fields.len() < bundle.fields.len() => {}
             syn::Pat::Wild(_) => {}
             syn::Pat::Ident(id) if id.by_ref.is_none() && id.subpat.is_none() => {
                 let (binding, class) = (&id.ident, &bundle.ident);
                 let names = fields.iter().map(|(_, n)| n);
-                bindings.push(syn::parse_quote!(let #binding = #class { #(#names: #names),* };));
+                let members = fields.iter().map(|(f, _)| &f.ident);
+                bindings.push(syn::parse_quote!(let #binding = #class { #(#members: #names),* };));
             }
             other => {
                 diag.error(Spn::of(other), "a #[spread] group is bound to a plain name, or to `_` when the body reads only its fields")
@@ -92,6 +107,63 @@ pub fn spread_params(item: &mut syn::ItemFn, structs: &[syn::ItemStruct], diag: 
     quote! {
         const _: ( #(::core::marker::PhantomData<#groups>,)* ) = ( #(::core::marker::PhantomData::<#groups>,)* );
     }
+}
+
+/// How a group names its fields' parameters: `prefix` before each field's
+/// name, or a name of its own for a renamed field.
+#[derive(Default)]
+struct Naming {
+    prefix: String,
+    renames: Vec<(syn::Ident, syn::Ident)>,
+}
+
+impl Naming {
+    /// The parameter that stands for `field`; `None` when the prefix makes
+    /// its name a keyword.
+    fn param(&self, field: &syn::Ident) -> Option<syn::Ident> {
+        match self.renames.iter().find(|(f, _)| f == field) {
+            Some((_, param)) => Some(param.clone()),
+            None if self.prefix.is_empty() => Some(field.clone()),
+            None => syn::parse_str(&format!("{}{}", self.prefix, syn::ext::IdentExt::unraw(field))).ok(),
+        }
+    }
+}
+
+/// Reads the arguments of `#[spread(...)]`: `prefix = "text"` and
+/// `field = param` pairs (none for a bare `#[spread]`).
+fn naming(attr: &syn::Attribute, diag: &mut Diagnostics) -> Naming {
+    let mut naming = Naming::default();
+    if matches!(attr.meta, syn::Meta::Path(_)) {
+        return naming;
+    }
+    const FORM: &str = "#[spread] takes `prefix = \"text\"` and `field = parameter` pairs";
+    let pairs = match attr.parse_args_with(syn::punctuated::Punctuated::<syn::MetaNameValue, syn::Token![,]>::parse_terminated) {
+        Ok(pairs) => pairs,
+        Err(e) => {
+            diag.error(Spn::from(e.span()), FORM);
+            return naming;
+        }
+    };
+    for pair in pairs {
+        let (key, value) = (pair.path.get_ident(), &pair.value);
+        match (key, value) {
+            (Some(k), syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(s), .. })) if k == "prefix" => {
+                let text = s.value();
+                if syn::parse_str::<syn::Ident>(&format!("{text}x")).is_err() {
+                    diag.error(Spn::of(s), "a #[spread] prefix begins a parameter's name: a letter or `_`, then letters, digits or `_`");
+                } else {
+                    naming.prefix = text;
+                }
+            }
+            (Some(field), syn::Expr::Path(p)) if p.path.get_ident().is_some() && p.attrs.is_empty() => {
+                if let Some(param) = p.path.get_ident() {
+                    naming.renames.push((field.clone(), param.clone()));
+                }
+            }
+            _ => diag.error(Spn::of(&pair), FORM),
+        }
+    }
+    naming
 }
 
 fn is_spread(pt: &syn::PatType) -> bool {

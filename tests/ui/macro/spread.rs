@@ -19,6 +19,26 @@ pub mod k {
     #[nki_kernel]
     pub fn twice(a: Hbm, #[spread] p: Pair, #[spread] _: Pair, b: Hbm) {}
 
+    /// Naming: a prefix that begins a name, fields the bundle has, and
+    /// `key = value` pairs.
+    #[nki_kernel]
+    pub fn digit_prefix(#[spread(prefix = "9")] p: Pair) {}
+
+    #[nki_kernel]
+    pub fn no_such_field(#[spread(c = d)] q: Pair) {}
+
+    #[nki_kernel]
+    pub fn not_a_pair(#[spread(a)] r: Pair) {}
+
+    #[nki_kernel]
+    pub fn keyword(#[spread(prefix = "a")] s: Lone) {}
+
+    /// One field, which the prefix `a` makes the keyword `as`.
+    #[nki_object]
+    pub struct Lone {
+        pub s: Hbm,
+    }
+
     /// A group binds a plain name or `_`.
     #[nki_kernel]
     pub fn pattern(#[spread] Pair { a, b }: Pair) {}
